@@ -1,0 +1,52 @@
+"""ember: a deep-learning framework built around the computation graph.
+
+This module only assembles the public API: the dtypes, the Tensor, autograd switches, and every
+function the op modules export (``ember.add``, ``ember.matmul``, ...), plus the subpackages.
+"""
+
+from . import _methods  # noqa: E402
+from . import dtypes as _dtypes
+from . import eager as _eager  # noqa: E402  (installs the eager mode)
+from . import ops as _ops  # registers every op
+from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .dtypes import (
+    DType,
+    bfloat16,
+    bool_,
+    float16,
+    float32,
+    float64,
+    get_default_dtype,
+    int8,
+    int16,
+    int32,
+    int64,
+    result_type,
+    set_default_dtype,
+    uint8,
+)
+from .errors import (
+    AutogradError,
+    CheckpointError,
+    DatasetError,
+    DTypeError,
+    EmberError,
+    ShapeError,
+    StateDictError,
+)
+from .tensor import Tensor
+
+_methods.install()
+globals().update(_ops.PUBLIC)
+
+from . import autograd, nn  # noqa: E402
+from .random import Generator, default_generator, get_rng_state, manual_seed, set_rng_state  # noqa: E402,F401
+
+bool = bool_  # ember.bool, as torch.bool  # noqa: A001
+float = float32  # noqa: A001
+double = float64
+half = float16
+long = int64
+int = int32  # noqa: A001
+
+__version__ = "0.1.0"

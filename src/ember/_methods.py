@@ -1,0 +1,106 @@
+"""Attach the op registry's public functions to Tensor as methods and Python operators.
+
+Run once when ember is imported, after every op module has registered itself. The operator
+table below is the only place that maps Python syntax to ops.
+"""
+
+from __future__ import annotations
+
+from .errors import DTypeError
+from .ops._registry import INPLACE, METHODS, PUBLIC
+from .tensor import Tensor
+
+
+def _reflected(name):
+    def method(self, other):
+        return PUBLIC[name](other, self)
+
+    return method
+
+
+def _forward(name):
+    def method(self, *args, **kwargs):
+        return PUBLIC[name](self, *args, **kwargs)
+
+    return method
+
+
+def _late(name):
+    """A function that looks ``name`` up when called (the op may register after install)."""
+
+    def call(*args, **kwargs):
+        return PUBLIC[name](*args, **kwargs)
+
+    return call
+
+
+def _inplace(method_name, fn):
+    def method(self, *args, **kwargs):
+        return self._inplace(method_name, fn, *args, **kwargs)
+
+    method.__name__ = method_name
+    method.__doc__ = f"In-place version of ``{method_name[:-1]}``: writes the result into self."
+    return method
+
+
+def _logical(name):
+    def method(self, other=None):
+        operands = (self,) if other is None else (self, other)
+        for t in operands:
+            if getattr(t, "dtype", None) is not None and not t.dtype.is_bool:
+                raise DTypeError(
+                    f"the operator for {name} is defined on bool tensors only "
+                    f"(got {t.dtype}); ember has no bitwise integer ops",
+                    op=name,
+                )
+        return PUBLIC[name](*operands)
+
+    return method
+
+
+def _reflected_logical(name):
+    forward = _logical(name)
+
+    def method(self, other):
+        return forward(self, other)
+
+    return method
+
+
+_BINARY = {
+    "add": "add",
+    "sub": "sub",
+    "mul": "mul",
+    "truediv": "div",
+    "floordiv": "floor_div",
+    "mod": "mod",
+    "pow": "pow",
+    "matmul": "matmul",
+}
+_COMPARE = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}
+
+
+def install() -> None:
+    for name, fn in METHODS.items():
+        setattr(Tensor, name, fn)
+    for name, fn in INPLACE.items():
+        setattr(Tensor, name, _inplace(name, fn))
+    for dunder, op in _BINARY.items():
+        setattr(Tensor, f"__{dunder}__", _forward(op))
+        setattr(Tensor, f"__r{dunder}__", _reflected(op))
+        setattr(Tensor, f"__i{dunder}__", _inplace(f"__i{dunder}__", _late(op)))
+    for dunder, op in _COMPARE.items():
+        setattr(Tensor, f"__{dunder}__", _forward(op))
+    for dunder, op in {"and": "logical_and", "or": "logical_or", "xor": "logical_xor"}.items():
+        setattr(Tensor, f"__{dunder}__", _logical(op))
+        setattr(Tensor, f"__r{dunder}__", _reflected_logical(op))
+    Tensor.__invert__ = _logical("logical_not")
+    Tensor.__neg__ = _forward("neg")
+    Tensor.__pos__ = lambda self: self
+    Tensor.__abs__ = _forward("abs")
+    Tensor.__getitem__ = _forward("getitem")
+    Tensor.__setitem__ = lambda self, index, value: (
+        self._inplace("__setitem__", _late("index_put"), index, value) and None
+    )
+    Tensor.T = property(lambda self: PUBLIC["permute"](self, tuple(reversed(range(self.ndim)))))
+    Tensor.mT = property(lambda self: PUBLIC["transpose"](self, -2, -1))

@@ -1,0 +1,508 @@
+"""The eager backward engine (the tape) and grad-mode switches.
+
+Eager execution records one `Node` per op call whose inputs need gradients (see ``eager.py``).
+A node keeps the op, its attributes, the tensors its VJP reads (and their versions, to detect
+in-place overwrites) and ``next_functions``: for each input, the node that produced it (or the
+`AccumulateGrad` of a leaf). ``backward`` walks that DAG in reverse creation order, summing the
+gradients that reach a value along several paths before its producer runs (multi-path
+accumulation), and calls each op's VJP. VJPs are written in ember ops, so running them with
+grad mode on (``create_graph=True``) records a graph of the backward pass: higher-order gradients.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import weakref
+
+import numpy as np
+
+from .errors import AutogradError, ShapeError
+from .ops import _registry as _reg
+from .tensor import Tensor
+
+__all__ = [
+    "backward",
+    "grad",
+    "no_grad",
+    "enable_grad",
+    "set_grad_enabled",
+    "is_grad_enabled",
+    "Node",
+    "AccumulateGrad",
+]
+
+_sequence = itertools.count()
+
+
+def is_grad_enabled() -> bool:
+    return _reg.is_grad_enabled()
+
+
+class set_grad_enabled:
+    """Context manager (and function) that switches gradient recording on or off."""
+
+    def __init__(self, mode: bool):
+        self.prev = _reg.set_grad_enabled_flag(mode)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        _reg.set_grad_enabled_flag(self.prev)
+        return False
+
+
+class _GradModeContext:
+    enabled: bool
+
+    def __enter__(self):
+        self.prev = _reg.set_grad_enabled_flag(self.enabled)
+        return self
+
+    def __exit__(self, *exc):
+        _reg.set_grad_enabled_flag(self.prev)
+        return False
+
+    def __call__(self, fn):
+        import functools
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with type(self)():
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class no_grad(_GradModeContext):
+    """Disable gradient recording in a ``with`` block or a decorated function."""
+
+    enabled = False
+
+
+class enable_grad(_GradModeContext):
+    """Re-enable gradient recording inside a ``no_grad`` region."""
+
+    enabled = True
+
+
+def _camel(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+# ------------------------------------------------------------------------------------ nodes
+
+_FREED = object()
+
+
+class Node:
+    """The record of one op call: the grad_fn of its outputs, and the VJP's context."""
+
+    __slots__ = (
+        "op",
+        "attrs",
+        "in_types",
+        "out_types",
+        "next_functions",
+        "_seq",
+        "_saved_in",
+        "_saved_out",
+        "_pre_hooks",
+        "__weakref__",
+    )
+
+    @property
+    def needs_input_grad(self) -> tuple:
+        """For each input, whether a gradient for it is wanted (VJPs skip the others)."""
+        return tuple(edge is not None for edge in self.next_functions)
+
+    def __init__(self, op, attrs, inputs, outputs):
+        self.op = op
+        self.attrs = attrs
+        self.in_types = tuple(_reg.TensorType(t.shape, t.dtype) for t in inputs)
+        self.out_types = tuple(_reg.TensorType(t.shape, t.dtype) for t in outputs)
+        self.next_functions = tuple(_edge(t) for t in inputs)
+        self._seq = next(_sequence)
+        self._pre_hooks = None
+        keep = range(len(inputs)) if op.save_inputs is None else op.save_inputs
+        self._saved_in = {i: (inputs[i], inputs[i]._vc[0]) for i in keep}
+        self._saved_out = {
+            i: (outputs[i]._data, outputs[i]._vc, outputs[i]._vc[0]) for i in op.save_outputs
+        }
+
+    def name(self) -> str:
+        return _camel(self.op.name) + "Backward"
+
+    def __repr__(self) -> str:
+        return f"<{self.name()}>"
+
+    # -------- the VJP's view of the saved values
+    @property
+    def inputs(self) -> tuple:
+        saved = self._check_saved()
+        result = []
+        for i in range(len(self.in_types)):
+            entry = self._saved_in.get(i) if saved is not None else None
+            if entry is None:
+                result.append(None)
+                continue
+            tensor, version = entry
+            if tensor._vc[0] != version:
+                self._raise_modified(f"input {i}", tensor._vc[0], version)
+            result.append(tensor)
+        return tuple(result)
+
+    @property
+    def outputs(self) -> tuple:
+        self._check_saved()
+        result = []
+        for i in range(len(self.out_types)):
+            entry = self._saved_out.get(i)
+            if entry is None:
+                result.append(None)
+                continue
+            data, counter, version = entry
+            if counter[0] != version:
+                self._raise_modified(f"output {i}", counter[0], version)
+            t = Tensor._wrap(data)
+            t._vc = counter
+            t.grad_fn = self
+            t._output_nr = i
+            t._requires_grad = True
+            result.append(t)
+        return tuple(result)
+
+    def _check_saved(self):
+        if self._saved_in is _FREED:
+            raise AutogradError(
+                f"trying to backward through {self.name()} a second time, but its saved values "
+                "were freed by the first backward; pass retain_graph=True to the first backward "
+                "if you need to run backward twice",
+                op="backward",
+            )
+        return self._saved_in
+
+    def _raise_modified(self, which: str, now: int, expected: int):
+        raise AutogradError(
+            f"{which} of {self.op.name}, which its gradient needs, was modified by an in-place "
+            f"operation (it is at version {now}; backward expected version {expected}); "
+            "use the out-of-place form of the later operation, or clone() before it",
+            op="backward",
+        )
+
+    def release(self) -> None:
+        self._saved_in = _FREED
+        self._saved_out = {}
+
+    def register_prehook(self, output_nr: int, hook):
+        if self._pre_hooks is None:
+            self._pre_hooks = {}
+        table = self._pre_hooks.setdefault(output_nr, {})
+        key = object()
+        table[key] = hook
+        return key, table
+
+    # -------- running the VJP
+    def apply(self, grads: list) -> tuple:
+        if self.op.vjp is None:
+            raise AutogradError(
+                f"the op {self.op.name} has no gradient (no VJP is defined)", op="backward"
+            )
+        self._check_saved()
+        if _reg.conformance is not None:
+            _reg.conformance.vjp.add(self.op.name)
+        filled = [g if g is not None else _zeros(t) for g, t in zip(grads, self.out_types)]
+        result = self.op.vjp(self, *filled)
+        if not isinstance(result, (tuple, list)):
+            result = (result,)
+        if len(result) != len(self.in_types):
+            raise AutogradError(
+                f"the VJP of {self.op.name} returned {len(result)} gradients for "
+                f"{len(self.in_types)} inputs",
+                op="backward",
+            )
+        for i, (g, t) in enumerate(zip(result, self.in_types)):
+            if g is not None and tuple(g.shape) != tuple(t.shape):
+                raise ShapeError(
+                    f"the VJP returned a gradient of shape {tuple(g.shape)} for input {i} "
+                    f"of shape {tuple(t.shape)}",
+                    op=self.op.name,
+                )
+        return tuple(result)
+
+
+class AccumulateGrad:
+    """The sink of a leaf tensor's gradients: runs the leaf's hooks and adds into ``.grad``."""
+
+    __slots__ = ("variable", "_seq", "__weakref__")
+    next_functions = ()
+
+    def __init__(self, variable: Tensor):
+        self.variable = variable
+        self._seq = next(_sequence)
+
+    def name(self) -> str:
+        return "AccumulateGrad"
+
+    def __repr__(self) -> str:
+        return "<AccumulateGrad>"
+
+    def accumulate(self, g: Tensor, create_graph: bool, claimed: set) -> None:
+        t = self.variable
+        g = _run_hooks(t._hooks, g)
+        if not create_graph:
+            arr = g._data
+            # a gradient array may also be held by another leaf or be a read-only view
+            if arr.base is not None or id(arr) in claimed or not arr.flags.writeable:
+                arr = arr.copy()
+            claimed.add(id(arr))
+            g = Tensor._wrap(arr)
+        if t.grad is None:
+            t.grad = g
+        else:
+            with set_grad_enabled(create_graph):
+                t.grad = t.grad + g
+
+
+def _edge(t: Tensor):
+    if not t._requires_grad:
+        return None
+    if t.grad_fn is not None:
+        return (t.grad_fn, t._output_nr)
+    acc = t._accumulator() if t._accumulator is not None else None
+    if acc is None:
+        acc = AccumulateGrad(t)
+        t._accumulator = weakref.ref(acc)
+    return (acc, 0)
+
+
+def _zeros(t) -> Tensor:
+    return Tensor._wrap(np.zeros(t.shape, dtype=t.dtype.np))
+
+
+def _run_hooks(hooks, g):
+    if hooks:
+        for hook in list(hooks.values()):
+            out = hook(g)
+            if out is not None:
+                g = out
+    return g
+
+
+def register_tensor_hook(t: Tensor, hook):
+    """Hooks of non-leaf tensors live on their grad_fn, keyed by output number."""
+    key, table = t.grad_fn.register_prehook(t._output_nr, hook)
+
+    class Handle:
+        def remove(self_inner):
+            table.pop(key, None)
+
+    return Handle()
+
+
+# ------------------------------------------------------------------------------------ engine
+
+
+def _as_tuple(x):
+    if x is None:
+        return ()
+    if isinstance(x, Tensor):
+        return (x,)
+    return tuple(x)
+
+
+def _root_grads(outputs, grad_outputs, create_graph):
+    roots = []
+    for i, (out, g) in enumerate(itertools.zip_longest(outputs, grad_outputs)):
+        if not isinstance(out, Tensor):
+            raise TypeError(f"backward: expected tensors, got {type(out).__name__}")
+        if not out._requires_grad:
+            raise AutogradError(
+                f"element {i} of the outputs does not require grad and has no grad_fn; "
+                "did you compute it under no_grad, or from tensors without requires_grad=True?",
+                op="backward",
+            )
+        if g is None:
+            if out._data.size != 1:
+                raise AutogradError(
+                    f"grad can be created implicitly only for scalar outputs, but output {i} "
+                    f"has shape {out.shape}; pass gradient= (a tensor of that shape)",
+                    op="backward",
+                )
+            g = Tensor._wrap(np.ones(out.shape, dtype=out._data.dtype))
+        elif not isinstance(g, Tensor):
+            g = Tensor(np.asarray(g, dtype=out._data.dtype))
+        if tuple(g.shape) != tuple(out.shape):
+            raise ShapeError(
+                f"gradient of shape {g.shape} given for an output of shape {out.shape}",
+                op="backward",
+            )
+        node = out.grad_fn if out.grad_fn is not None else _edge(out)[0]
+        roots.append((node, out._output_nr, g))
+    return roots
+
+
+def _collect(roots):
+    """Dependency counts of every node reachable from the roots."""
+    deps: dict = {}
+    seen = set()
+    stack = [node for node, _, _ in roots]
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        for edge in node.next_functions:
+            if edge is None:
+                continue
+            child = edge[0]
+            deps[child] = deps.get(child, 0) + 1
+            if child not in seen:
+                stack.append(child)
+    return deps, seen
+
+
+def _needed(seen, targets):
+    """Nodes from which some target node is reachable (only these must run for autograd.grad)."""
+    needed = set(targets)
+    changed = True
+    order = sorted(seen, key=lambda n: n._seq)  # children are created before parents
+    while changed:
+        changed = False
+        for node in order:
+            if node in needed:
+                continue
+            if any(e is not None and e[0] in needed for e in node.next_functions):
+                needed.add(node)
+                changed = True
+    return needed
+
+
+def _run(roots, retain_graph, create_graph, capture=None):
+    """Execute the backward pass. ``capture`` maps (node, output_nr) to a slot index; when given,
+    gradients arriving there are returned instead of accumulated into leaves."""
+    deps, seen = _collect(roots)
+    buffers: dict = {}
+    for node, nr, g in roots:
+        buf = buffers.setdefault(node, {})
+        buf[nr] = g if nr not in buf else buf[nr] + g
+
+    needed = _needed(seen, {key[0] for key in capture}) if capture is not None else None
+    captured: dict = {}
+    claimed: set = set()
+    ready = [
+        (-node._seq, id(node), node) for node in {n for n, _, _ in roots} if deps.get(node, 0) == 0
+    ]
+    heapq.heapify(ready)
+    with set_grad_enabled(create_graph):
+        while ready:
+            _, _, node = heapq.heappop(ready)
+            grads = buffers.pop(node, {})
+            if capture is not None:
+                for nr, g in grads.items():
+                    slot = capture.get((node, nr))
+                    if slot is not None:
+                        captured[slot] = g
+            if isinstance(node, AccumulateGrad):
+                if capture is None and 0 in grads:
+                    node.accumulate(grads[0], create_graph, claimed)
+                continue
+            if needed is not None and node not in needed:
+                _release_ready(node, deps, ready, retain_graph)
+                continue
+            if node._pre_hooks:
+                for nr, hooks in node._pre_hooks.items():
+                    if nr in grads:
+                        grads[nr] = _run_hooks(hooks, grads[nr])
+            if grads:
+                in_grads = node.apply([grads.get(i) for i in range(len(node.out_types))])
+            else:
+                in_grads = (None,) * len(node.next_functions)
+            if not retain_graph:
+                node.release()
+            for edge, g in zip(node.next_functions, in_grads):
+                if edge is None:
+                    continue
+                child, nr = edge
+                if g is not None:
+                    buf = buffers.setdefault(child, {})
+                    buf[nr] = g if nr not in buf else buf[nr] + g
+                deps[child] -= 1
+                if deps[child] == 0:
+                    heapq.heappush(ready, (-child._seq, id(child), child))
+    return captured
+
+
+def _release_ready(node, deps, ready, retain_graph):
+    if not retain_graph:
+        node.release()
+    for edge in node.next_functions:
+        if edge is None:
+            continue
+        child = edge[0]
+        deps[child] -= 1
+        if deps[child] == 0:
+            heapq.heappush(ready, (-child._seq, id(child), child))
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+    """Accumulate d(tensors)/d(leaf) into every leaf's ``.grad`` (or only ``inputs``' if given)."""
+    outputs = _as_tuple(tensors)
+    grad_outputs = _as_tuple(grad_tensors)
+    if retain_graph is None:
+        retain_graph = create_graph
+    roots = _root_grads(outputs, grad_outputs, create_graph)
+    if inputs is None:
+        _run(roots, retain_graph, create_graph)
+        return
+    targets = _as_tuple(inputs)
+    results = grad(
+        outputs,
+        targets,
+        grad_outputs or None,
+        retain_graph=retain_graph,
+        create_graph=create_graph,
+        allow_unused=True,
+    )
+    for t, g in zip(targets, results):
+        if g is None:
+            continue
+        if t.grad_fn is None:
+            _edge(t)[0].accumulate(g, create_graph, set())
+        else:
+            t.grad = g if t.grad is None else t.grad + g
+
+
+def grad(
+    outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False
+):
+    """Return d(outputs)/d(inputs) without touching any ``.grad``.
+
+    With ``create_graph=True`` the returned gradients are themselves differentiable.
+    """
+    outputs = _as_tuple(outputs)
+    inputs = _as_tuple(inputs)
+    if retain_graph is None:
+        retain_graph = create_graph
+    roots = _root_grads(outputs, _as_tuple(grad_outputs), create_graph)
+    capture = {}
+    for i, t in enumerate(inputs):
+        if not isinstance(t, Tensor) or not t._requires_grad:
+            raise AutogradError(f"input {i} does not require grad", op="grad")
+        node, nr = _edge(t)
+        capture[(node, nr)] = i
+    captured = _run(roots, retain_graph, create_graph, capture)
+    result = []
+    for i in range(len(inputs)):
+        g = captured.get(i)
+        if g is None and not allow_unused:
+            raise AutogradError(
+                f"input {i} was not used to compute the outputs; pass allow_unused=True "
+                "to get None for it",
+                op="grad",
+            )
+        if g is not None and not create_graph:
+            g = g.detach()
+        result.append(g)
+    return tuple(result)

@@ -1,0 +1,206 @@
+"""ember's dtypes and the type-promotion rules.
+
+A `DType` is a small interned object wrapping a NumPy dtype (bfloat16 comes from ml_dtypes).
+Promotion follows PyTorch, which agrees with NumPy 2 where both define a result:
+
+* tensors of one category (bool < integer < floating) promote to the wider type;
+  uint8 with a signed integer widens to the next signed type; float16 with bfloat16 gives float32;
+* a Python scalar is *weak*: it never widens a tensor of its own category or above
+  (``float32_tensor * 2.5`` stays float32); a scalar of a higher category than every tensor
+  gives that category's default (int64 for ints, the default float dtype for floats).
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+__all__ = [
+    "DType",
+    "bool_",
+    "uint8",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "as_dtype",
+    "result_type",
+    "get_default_dtype",
+    "set_default_dtype",
+    "ALL_DTYPES",
+    "FLOAT_DTYPES",
+    "INT_DTYPES",
+]
+
+_BOOL, _INT, _FLOAT = 0, 1, 2
+
+
+class DType:
+    """An ember dtype. Compare with ``==`` against another DType, a NumPy dtype or a name."""
+
+    __slots__ = ("name", "np", "category", "itemsize", "_rank")
+
+    def __init__(self, name: str, np_dtype, category: int, rank: int):
+        self.name = name
+        self.np = np.dtype(np_dtype)
+        self.category = category
+        self.itemsize = self.np.itemsize
+        self._rank = rank
+
+    @property
+    def is_floating_point(self) -> bool:
+        return self.category == _FLOAT
+
+    @property
+    def is_integer(self) -> bool:
+        return self.category == _INT
+
+    @property
+    def is_bool(self) -> bool:
+        return self.category == _BOOL
+
+    @property
+    def is_signed(self) -> bool:
+        return self.name != "uint8" and self.category != _BOOL
+
+    def __repr__(self) -> str:
+        return f"ember.{self.name}"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, DType):
+            return self is other
+        try:
+            return as_dtype(other) is self
+        except TypeError:
+            return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __reduce__(self):
+        return (as_dtype, (self.name,))
+
+
+bool_ = DType("bool", np.bool_, _BOOL, 0)
+uint8 = DType("uint8", np.uint8, _INT, 1)
+int8 = DType("int8", np.int8, _INT, 1)
+int16 = DType("int16", np.int16, _INT, 2)
+int32 = DType("int32", np.int32, _INT, 3)
+int64 = DType("int64", np.int64, _INT, 4)
+float16 = DType("float16", np.float16, _FLOAT, 1)
+bfloat16 = DType("bfloat16", ml_dtypes.bfloat16, _FLOAT, 1)
+float32 = DType("float32", np.float32, _FLOAT, 2)
+float64 = DType("float64", np.float64, _FLOAT, 3)
+
+ALL_DTYPES = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)
+FLOAT_DTYPES = (float16, bfloat16, float32, float64)
+INT_DTYPES = (uint8, int8, int16, int32, int64)
+
+_BY_NP = {d.np: d for d in ALL_DTYPES}
+_BY_NAME = {d.name: d for d in ALL_DTYPES}
+_BY_NAME.update(
+    {
+        "bool_": bool_,
+        "float": float32,
+        "double": float64,
+        "half": float16,
+        "long": int64,
+        "int": int32,
+        "short": int16,
+        "byte": uint8,
+    }
+)
+_BY_PY = {bool: bool_, int: int64, float: float32}
+
+_default_float = float32
+
+
+def get_default_dtype() -> DType:
+    """The dtype of floating tensors created from Python floats (float32 unless changed)."""
+    return _default_float
+
+
+def set_default_dtype(dtype) -> None:
+    global _default_float
+    d = as_dtype(dtype)
+    if not d.is_floating_point:
+        raise TypeError(f"set_default_dtype: expected a floating dtype, got {d}")
+    _default_float = d
+
+
+def as_dtype(value) -> DType:
+    """Convert a DType, NumPy dtype, dtype name or Python type (bool, int, float) to a DType."""
+    if isinstance(value, DType):
+        return value
+    if value is float:
+        return _default_float
+    if value in _BY_PY:
+        return _BY_PY[value]
+    if isinstance(value, str):
+        d = _BY_NAME.get(value)
+        if d is not None:
+            return d
+    try:
+        d = _BY_NP.get(np.dtype(value))
+    except TypeError:
+        d = None
+    if d is None:
+        names = ", ".join(x.name for x in ALL_DTYPES)
+        raise TypeError(f"unsupported dtype {value!r}; ember supports {names}")
+    return d
+
+
+def from_numpy_dtype(np_dtype) -> DType:
+    """The DType of a NumPy array's dtype (fast path for arrays ember created)."""
+    d = _BY_NP.get(np_dtype)
+    if d is None:
+        return as_dtype(np_dtype)
+    return d
+
+
+def _promote_pair(a: DType, b: DType) -> DType:
+    if a is b:
+        return a
+    if a.category != b.category:
+        return a if a.category > b.category else b
+    if a.category == _FLOAT:
+        if a._rank == b._rank:  # float16 with bfloat16: neither holds the other
+            return float32
+        return a if a._rank > b._rank else b
+    # integers: uint8 with a signed type needs a signed type wider than 8 bits
+    if (a is uint8) != (b is uint8):
+        other = b if a is uint8 else a
+        return int16 if other is int8 else other
+    return a if a._rank > b._rank else b
+
+
+def result_type(*operands) -> DType:
+    """The dtype an elementwise op produces from tensors, dtypes and Python scalars.
+
+    Python scalars (bool, int, float) are weak: they only decide the result when they belong to a
+    higher category than every tensor operand.
+    """
+    strong: DType | None = None
+    weak_category = -1
+    for x in operands:
+        if isinstance(x, bool):
+            weak_category = max(weak_category, _BOOL)
+        elif isinstance(x, int):
+            weak_category = max(weak_category, _INT)
+        elif isinstance(x, float):
+            weak_category = max(weak_category, _FLOAT)
+        else:
+            d = x if isinstance(x, DType) else as_dtype(getattr(x, "dtype", x))
+            strong = d if strong is None else _promote_pair(strong, d)
+    if strong is None:
+        return (bool_, int64, _default_float)[weak_category]
+    if weak_category > strong.category:
+        return int64 if weak_category == _INT else _default_float
+    return strong

@@ -1,0 +1,70 @@
+"""The eager mode: run an op's NumPy kernel now and, when gradients are needed, record it.
+
+This is the base mode of the dispatcher (``ops._registry.apply``). For each call it
+
+1. applies the op's shape/dtype rule, which validates the operands and raises a precise error
+   naming the op, the shapes and the user's line before any kernel runs;
+2. runs the kernel on the operands' arrays;
+3. wraps the results as Tensors; outputs of a ``view`` op share input 0's version counter;
+4. if grad mode is on and an input requires grad, creates an autograd `Node` for the call and
+   makes it the ``grad_fn`` of every floating-point output.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .autograd import Node
+from .dtypes import from_numpy_dtype
+from .errors import EmberError
+from .ops import _registry as _reg
+from .tensor import Tensor
+
+
+class EagerMode(_reg.Mode):
+    def apply(self, op: _reg.OpDef, inputs: tuple, attrs: dict):
+        out_type = op.infer(*inputs, **attrs)
+        try:
+            result = op.kernel(*[t._data for t in inputs], **attrs)
+        except EmberError:
+            raise
+        except (ValueError, TypeError, IndexError, FloatingPointError) as exc:
+            shapes = ", ".join(str(tuple(t.shape)) for t in inputs)
+            raise EmberError(
+                f"kernel failed on inputs of shapes {shapes}: {exc}", op=op.name
+            ) from exc
+        single = op.num_outputs == 1
+        arrays = (result,) if single else tuple(result)
+        outs = tuple(Tensor._wrap(a if type(a) is np.ndarray else np.asarray(a)) for a in arrays)
+        if _reg.conformance is not None:
+            _reg.conformance.forward.add(op.name)
+            _check_rule(op, (out_type,) if single else tuple(out_type), outs)
+        if op.view:
+            for t in outs:
+                t._vc = inputs[0]._vc
+                t._is_view = True
+        if _reg._state.grad_enabled and any(t._requires_grad for t in inputs):
+            floating = [from_numpy_dtype(t._data.dtype).is_floating_point for t in outs]
+            if any(floating):
+                node = Node(op, attrs, inputs, outs)
+                for i, t in enumerate(outs):
+                    if floating[i]:
+                        t.grad_fn = node
+                        t._output_nr = i
+                        t._requires_grad = True
+        return outs[0] if single else outs
+
+    def constant(self, array) -> Tensor:
+        return Tensor._wrap(np.asarray(array))
+
+
+def _check_rule(op, types, outs) -> None:
+    for i, (t, out) in enumerate(zip(types, outs)):
+        if tuple(t.shape) != out.shape or t.dtype != out.dtype:
+            raise AssertionError(
+                f"{op.name}: the shape/dtype rule says output {i} is {tuple(t.shape)} {t.dtype} "
+                f"but the kernel produced {out.shape} {out.dtype}"
+            )
+
+
+_reg.set_base_mode(EagerMode())

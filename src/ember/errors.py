@@ -1,0 +1,77 @@
+"""ember's error hierarchy and the user-source locator.
+
+Every error ember raises on bad input is an `EmberError`. Errors about a specific op say which op,
+show the shapes or dtypes involved, and end with the user's own file:line: the innermost stack
+frame that lies outside the ember package. Subclasses also derive from the matching built-in
+exception (ValueError, TypeError, RuntimeError) so generic handlers keep working.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def user_frame():
+    """The innermost frame outside ember's own source (None if there is none)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not os.path.abspath(filename).startswith(_PACKAGE_DIR):
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def user_location() -> str:
+    """'file:line' of the innermost frame outside ember, or '' when called from ember alone."""
+    frame = user_frame()
+    if frame is None:
+        return ""
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+
+class EmberError(Exception):
+    """Base class of all errors ember raises about its input or state.
+
+    ``op`` names the operation that failed (if any); ``location`` is the user's file:line,
+    captured when the error is created.
+    """
+
+    def __init__(self, message: str, *, op: str | None = None, location: str | None = None):
+        self.op = op
+        self.location = user_location() if location is None else location
+        self.detail = message
+        text = f"{op}: {message}" if op else message
+        if self.location:
+            text += f"\n  at {self.location}"
+        super().__init__(text)
+
+
+class ShapeError(EmberError, ValueError):
+    """Operand shapes that an op cannot accept."""
+
+
+class DTypeError(EmberError, TypeError):
+    """Operand dtypes that an op cannot accept."""
+
+
+class AutogradError(EmberError, RuntimeError):
+    """Misuse of the autograd engine (freed graph, missing gradient, in-place conflicts)."""
+
+
+class StateDictError(EmberError, KeyError):
+    """A state_dict that does not fit the module or optimizer it is loaded into."""
+
+    def __str__(self) -> str:  # KeyError would otherwise print the message in quotes
+        return Exception.__str__(self)
+
+
+class CheckpointError(EmberError, OSError):
+    """A checkpoint file that is missing, truncated, corrupt or not an ember checkpoint."""
+
+
+class DatasetError(EmberError, FileNotFoundError):
+    """A dataset whose files cannot be found or read."""

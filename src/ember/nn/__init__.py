@@ -1,0 +1,3 @@
+"""Neural-network layers (``ember.nn``) and their functional forms (``ember.nn.functional``)."""
+
+from . import functional

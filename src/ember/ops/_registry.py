@@ -1,0 +1,199 @@
+"""The op registry and the single dispatch point.
+
+An `OpDef` holds everything about one primitive (DESIGN.md principle 1):
+
+* ``infer(*inputs, **attrs)``: the shape-and-dtype rule. It sees only objects with ``.shape`` and
+  ``.dtype`` (eager tensors, graph values, `TensorType`s) and never touches data. It validates its
+  operands and raises `ShapeError` / `DTypeError` naming the op and the shapes.
+* ``kernel(*arrays, **attrs)``: the NumPy reference implementation, the executable specification.
+* ``vjp(ctx, *grads)``: the vector-Jacobian product written in ember ops, so that one rule serves
+  eager backward, graph autodiff and higher-order gradients. ``ctx`` exposes ``inputs`` and
+  ``outputs`` (the saved ones; others are None), ``in_types``, ``out_types`` and ``attrs``.
+* ``cost(in_types, out_types, attrs)``: FLOPs and bytes moved, for the tools and the cost models.
+
+Attributes are keyword arguments in canonical, hashable form (ints, floats, tuples, strings,
+DTypes); the public wrapper of an op normalises user arguments before calling `apply`.
+
+`apply(op, *inputs, **attrs)` is the only way an op runs: it asks the innermost *mode* on the
+stack (eager execution by default; tracing pushes a graph builder) to handle the call, so no op
+knows which mode it is in (principle 2).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from ..dtypes import DType
+
+KINDS = ("elementwise", "reduce", "shape", "index", "linalg", "nn", "random", "creation", "control")
+
+
+class TensorType(NamedTuple):
+    """The abstract value of a tensor: its shape and dtype, no data."""
+
+    shape: tuple
+    dtype: DType
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+
+class Cost(NamedTuple):
+    flops: int
+    bytes: int
+
+
+@dataclass(eq=False)
+class OpDef:
+    name: str
+    kind: str
+    infer: Callable[..., Any]
+    kernel: Callable[..., Any]
+    vjp: Callable[..., Any] | None = None
+    cost: Callable[..., Cost] | None = None
+    # which inputs / outputs the vjp reads; None means every input. Saving less frees memory early.
+    save_inputs: tuple[int, ...] | None = None
+    save_outputs: tuple[int, ...] = ()
+    num_outputs: int = 1
+    # the kernel may return a view of input 0 (reshape, transpose, ...): the output shares its
+    # version counter, so in-place writes through either are seen by autograd's checks.
+    view: bool = False
+    doc: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"op {self.name}: unknown kind {self.kind!r}; expected one of {KINDS}")
+
+    def __repr__(self) -> str:
+        return f"<op {self.name} ({self.kind})>"
+
+
+REGISTRY: dict[str, OpDef] = {}
+
+# Public functions declared by op modules: name -> function, with the Tensor method names they
+# provide. ember/__init__.py, ember.nn.functional and tensor.py read these tables, so an op module
+# is the one place that defines an op and its user-facing entry points.
+PUBLIC: dict[str, Callable] = {}
+METHODS: dict[str, Callable] = {}
+FUNCTIONAL: dict[str, Callable] = {}
+INPLACE: dict[str, Callable] = {}  # Tensor gets ``name_`` writing ``fn(self, ...)`` into self
+
+
+def register(op: OpDef) -> OpDef:
+    if op.name in REGISTRY:
+        raise ValueError(f"op {op.name!r} is registered twice")
+    REGISTRY[op.name] = op
+    return op
+
+
+def export(
+    fn=None,
+    *,
+    name: str | None = None,
+    method: bool | str | tuple = False,
+    functional: bool = False,
+    toplevel: bool = True,
+    inplace: bool = False,
+):
+    """Declare a public function: ``ember.<name>`` (toplevel), a Tensor method (method=True or the
+    method name(s)), ``ember.nn.functional.<name>`` (functional=True) and in-place Tensor
+    methods ``<method>_`` (inplace=True)."""
+
+    def wrap(f):
+        public_name = name or f.__name__
+        if toplevel:
+            PUBLIC[public_name] = f
+        if functional:
+            FUNCTIONAL[public_name] = f
+        if method:
+            names = (
+                (public_name,)
+                if method is True
+                else ((method,) if isinstance(method, str) else method)
+            )
+            for m in names:
+                METHODS[m] = f
+                if inplace:
+                    INPLACE[m + "_"] = f
+        return f
+
+    return wrap if fn is None else wrap(fn)
+
+
+# ----------------------------------------------------------------------------------------------
+# modes and dispatch
+
+
+class Mode:
+    """How ops run in a context. Eager execution is the default; tracing pushes a builder."""
+
+    def apply(self, op: OpDef, inputs: tuple, attrs: dict):
+        raise NotImplementedError(f"{type(self).__name__} does not implement apply")
+
+    def constant(self, array):
+        """A tensor holding a concrete NumPy array (Python scalars become these)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement constant")
+
+
+class _State(threading.local):
+    def __init__(self):
+        self.modes: list[Mode] = []
+        self.grad_enabled = True
+
+
+_state = _State()
+_base_mode: list[Mode] = []  # the eager mode, installed by ember.eager at import
+
+
+def current_mode() -> Mode:
+    modes = _state.modes
+    return modes[-1] if modes else _base_mode[0]
+
+
+def push_mode(mode: Mode) -> None:
+    _state.modes.append(mode)
+
+
+def pop_mode() -> Mode:
+    return _state.modes.pop()
+
+
+def set_base_mode(mode: Mode) -> None:
+    _base_mode[:] = [mode]
+
+
+def apply(op: OpDef, *inputs, **attrs):
+    """Run primitive ``op`` on ember tensors ``inputs`` in the current mode."""
+    return current_mode().apply(op, inputs, attrs)
+
+
+def constant(array):
+    return current_mode().constant(array)
+
+
+def is_grad_enabled() -> bool:
+    return _state.grad_enabled
+
+
+def set_grad_enabled_flag(enabled: bool) -> bool:
+    previous = _state.grad_enabled
+    _state.grad_enabled = bool(enabled)
+    return previous
+
+
+class Conformance:
+    """While installed (``ops._registry.conformance = Conformance()``), eager execution checks
+    every op's kernel output against its shape/dtype rule and records which ops ran forward and
+    which VJPs ran. The registry conformance test uses it; it costs time, so it is off otherwise."""
+
+    def __init__(self):
+        self.forward: set[str] = set()
+        self.vjp: set[str] = set()
+
+
+conformance: Conformance | None = None

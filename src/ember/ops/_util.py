@@ -1,0 +1,132 @@
+"""Helpers shared by op definitions: shape arithmetic for the shape rules, argument
+normalisation for the public wrappers, and default cost formulas.
+
+Shape rules must work on abstract values, so nothing here reads array data.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+from ..dtypes import DType
+from ..errors import DTypeError, ShapeError
+from ._registry import Cost, TensorType
+
+
+def numel(shape) -> int:
+    return math.prod(shape)
+
+
+def fmt_shape(shape) -> str:
+    return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def broadcast_shapes(op: str, *shapes) -> tuple:
+    """NumPy broadcasting of ``shapes``; a ShapeError naming ``op`` and all shapes on a clash."""
+    ndim = max((len(s) for s in shapes), default=0)
+    result = []
+    for i in range(-ndim, 0):
+        size = 1
+        for s in shapes:
+            if len(s) >= -i:
+                d = s[i]
+                if d == 1:
+                    continue
+                if size == 1:
+                    size = d
+                elif d != size:
+                    listed = " and ".join(fmt_shape(x) for x in shapes)
+                    raise ShapeError(
+                        f"shapes {listed} cannot be broadcast together "
+                        f"(dimension {i}: {size} vs {d})",
+                        op=op,
+                    )
+        result.append(size)
+    return tuple(result)
+
+
+def normalize_axis(op: str, axis: int, ndim: int) -> int:
+    try:
+        axis = operator.index(axis)
+    except TypeError:
+        raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}") from None
+    if not -max(ndim, 1) <= axis < max(ndim, 1):
+        raise ShapeError(f"axis {axis} is out of range for a tensor of {ndim} dimensions", op=op)
+    return axis % max(ndim, 1)
+
+
+def normalize_axes(op: str, axis, ndim: int) -> tuple[int, ...]:
+    """None -> every axis; int or sequence -> sorted tuple of non-negative axes, no repeats."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (list, tuple)):
+        axes = tuple(normalize_axis(op, a, ndim) for a in axis)
+    else:
+        axes = (normalize_axis(op, axis, ndim),)
+    if len(set(axes)) != len(axes):
+        raise ShapeError(f"axis {axis} repeats a dimension", op=op)
+    if ndim == 0:
+        return ()
+    return tuple(sorted(axes))
+
+
+def pick_axis(dim, axis, default=None):
+    """Accept PyTorch's ``dim`` and NumPy's ``axis`` spellings of the same argument."""
+    if axis is not None:
+        if dim is not None:
+            raise TypeError("give either dim or axis, not both")
+        return axis
+    return default if dim is None else dim
+
+
+def require_float(op: str, *types) -> None:
+    for t in types:
+        if not t.dtype.is_floating_point:
+            raise DTypeError(
+                f"expected a floating-point tensor, got {t.dtype}; "
+                f"convert it first, e.g. x.float()",
+                op=op,
+            )
+
+
+def require_same_dtype(op: str, *types) -> DType:
+    first = types[0].dtype
+    for t in types[1:]:
+        if t.dtype is not first:
+            names = ", ".join(str(x.dtype) for x in types)
+            raise DTypeError(f"operands must share one dtype, got {names}", op=op)
+    return first
+
+
+def require_int(op: str, what: str, t) -> None:
+    if not t.dtype.is_integer:
+        raise DTypeError(f"{what} must be an integer tensor, got {t.dtype}", op=op)
+
+
+def same_type(x) -> TensorType:
+    return TensorType(tuple(x.shape), x.dtype)
+
+
+def nbytes(t) -> int:
+    return numel(t.shape) * t.dtype.itemsize
+
+
+def io_bytes(in_types, out_types) -> int:
+    return sum(nbytes(t) for t in in_types) + sum(nbytes(t) for t in out_types)
+
+
+def elementwise_cost(flops_per_element: int = 1):
+    def cost(in_types, out_types, attrs) -> Cost:
+        return Cost(flops_per_element * numel(out_types[0].shape), io_bytes(in_types, out_types))
+
+    return cost
+
+
+def memory_cost(in_types, out_types, attrs) -> Cost:
+    """Data movement only (shape ops, gathers, casts)."""
+    return Cost(0, io_bytes(in_types, out_types))
+
+
+def reduction_cost(in_types, out_types, attrs) -> Cost:
+    return Cost(numel(in_types[0].shape), io_bytes(in_types, out_types))

@@ -1,0 +1,143 @@
+"""Tensor creation: ``full`` is a primitive (its shape may later be symbolic in a graph); the
+rest (tensor, zeros, ones, arange, linspace, eye, *_like) build on it or on constants."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as dt
+from ._registry import OpDef, TensorType, apply, constant, export, register
+from ._util import memory_cost
+from .shape import _shape_arg
+
+
+def _full_kernel(*, shape, value, dtype):
+    return np.full(shape, value, dtype=dtype.np)
+
+
+_FULL = register(
+    OpDef(
+        name="full",
+        kind="creation",
+        infer=lambda *, shape, value, dtype: TensorType(shape, dtype),
+        kernel=_full_kernel,
+        cost=memory_cost,
+        doc="full(shape, value, dtype): a new tensor filled with one value",
+    )
+)
+
+
+def _fill_dtype(value, dtype):
+    if dtype is not None:
+        return dt.as_dtype(dtype)
+    return dt.result_type(value)
+
+
+@export
+def full(*args, fill_value=None, dtype=None, requires_grad=False):
+    """``full(shape, value)`` (also ``full(*sizes, fill_value=v)``)."""
+    if fill_value is None:
+        *shape_args, fill_value = args
+    else:
+        shape_args = args
+    shape = _shape_arg(tuple(shape_args))
+    d = _fill_dtype(fill_value, dtype)
+    value = (
+        bool(fill_value) if d.is_bool else (int(fill_value) if d.is_integer else float(fill_value))
+    )
+    out = apply(_FULL, shape=shape, value=value, dtype=d)
+    return out.requires_grad_() if requires_grad else out
+
+
+@export
+def zeros(*shape, dtype=None, requires_grad=False):
+    """A tensor of zeros (default float dtype)."""
+    return full(
+        *shape, fill_value=0.0, dtype=dtype or dt.get_default_dtype(), requires_grad=requires_grad
+    )
+
+
+@export
+def ones(*shape, dtype=None, requires_grad=False):
+    """A tensor of ones (default float dtype)."""
+    return full(
+        *shape, fill_value=1.0, dtype=dtype or dt.get_default_dtype(), requires_grad=requires_grad
+    )
+
+
+export(zeros, name="empty")  # ember never hands out uninitialised memory
+
+
+@export
+def full_like(x, fill_value, dtype=None, requires_grad=False):
+    return full(
+        tuple(x.shape), fill_value=fill_value, dtype=dtype or x.dtype, requires_grad=requires_grad
+    )
+
+
+@export
+def zeros_like(x, dtype=None, requires_grad=False):
+    return full_like(x, 0, dtype=dtype, requires_grad=requires_grad)
+
+
+@export
+def ones_like(x, dtype=None, requires_grad=False):
+    return full_like(x, 1, dtype=dtype, requires_grad=requires_grad)
+
+
+export(zeros_like, name="empty_like")
+
+
+@export
+def tensor(data, dtype=None, requires_grad=False):
+    """A new tensor holding a copy of ``data`` (lists, scalars, arrays, tensors).
+
+    Python floats become the default float dtype (float32); NumPy arrays keep their dtype."""
+    from ..tensor import Tensor, _to_array
+
+    arr = np.array(_to_array(data, dtype), copy=True)
+    t = constant(arr) if not requires_grad else Tensor(arr)
+    return t.requires_grad_() if requires_grad else t
+
+
+@export
+def as_tensor(data, dtype=None):
+    """Like `tensor` but shares memory with a NumPy array (or returns a tensor unchanged)."""
+    from ..tensor import Tensor, _to_array
+
+    if isinstance(data, Tensor) and (dtype is None or data.dtype == dtype):
+        return data
+    return constant(_to_array(data, dtype))
+
+
+@export
+def from_numpy(array: np.ndarray):
+    """A tensor sharing memory with ``array`` (writes through either are visible in both)."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy expects an np.ndarray, got {type(array).__name__}")
+    dt.from_numpy_dtype(array.dtype)  # validates the dtype
+    return constant(array)
+
+
+@export
+def arange(start, end=None, step=1, *, dtype=None, requires_grad=False):
+    """Values from ``start`` to ``end`` (exclusive) by ``step``; int64 for integer arguments."""
+    if end is None:
+        start, end = 0, start
+    d = dt.as_dtype(dtype) if dtype is not None else dt.result_type(start, end, step)
+    out = constant(np.arange(start, end, step, dtype=d.np))
+    return out.requires_grad_() if requires_grad else out
+
+
+@export
+def linspace(start, end, steps: int, *, dtype=None, requires_grad=False):
+    d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    out = constant(np.linspace(start, end, steps, dtype=np.float64).astype(d.np))
+    return out.requires_grad_() if requires_grad else out
+
+
+@export
+def eye(n: int, m: int | None = None, *, dtype=None, requires_grad=False):
+    d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    out = constant(np.eye(n, m, dtype=d.np))
+    return out.requires_grad_() if requires_grad else out

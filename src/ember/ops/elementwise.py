@@ -1,0 +1,518 @@
+"""Elementwise arithmetic primitives: unary math, binary arithmetic, where, clip and cast.
+
+Primitives here are strict: binary ops take operands of one dtype (shapes broadcast). The public
+functions do the promotion (``dtypes.result_type``): they cast tensors and turn Python scalars
+into constants of the result dtype, so ``float32_tensor * 2.5`` stays float32.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..errors import DTypeError
+from . import api as E
+from ._registry import OpDef, TensorType, apply, constant, export, register
+from ._util import (
+    broadcast_shapes,
+    elementwise_cost,
+    memory_cost,
+    require_float,
+    require_same_dtype,
+    same_type,
+)
+
+
+def _is_tensor(x) -> bool:
+    from ..tensor import Tensor
+
+    return isinstance(x, Tensor)
+
+
+def to_tensor(x, dtype=None):
+    """A Tensor from a tensor, array, list or scalar (cast to ``dtype`` if given)."""
+    if _is_tensor(x):
+        return x if dtype is None or x.dtype is dtype else cast(x, dtype)
+    if dtype is not None:
+        return constant(np.asarray(x, dtype=dtype.np))
+    from ..tensor import _to_array
+
+    return constant(_to_array(x, None))
+
+
+def promote(*operands, floating: bool = False):
+    """Bring operands to one dtype by the promotion rules; scalars become weak constants.
+
+    ``floating=True`` (true division, float math): an integer or bool result becomes the default
+    float dtype, as in PyTorch.
+    """
+    operands = [
+        x if _is_tensor(x) or isinstance(x, (bool, int, float)) else to_tensor(x) for x in operands
+    ]
+    target = dt.result_type(*operands)
+    if floating and not target.is_floating_point:
+        target = dt.get_default_dtype()
+    return [to_tensor(x, target) for x in operands]
+
+
+# ------------------------------------------------------------------------------- unary ops
+
+
+def _unary_infer(name, float_only):
+    def infer(x):
+        if float_only:
+            require_float(name, x)
+        elif x.dtype is dt.bool_:
+            raise DTypeError("not defined for bool tensors; cast with .int() first", op=name)
+        return same_type(x)
+
+    return infer
+
+
+def _unary(
+    name,
+    kernel,
+    vjp,
+    *,
+    float_only=True,
+    save="input",
+    flops=1,
+    method=True,
+    functional=False,
+    doc="",
+):
+    op = register(
+        OpDef(
+            name=name,
+            kind="elementwise",
+            infer=_unary_infer(name, float_only),
+            kernel=kernel,
+            vjp=vjp,
+            cost=elementwise_cost(flops),
+            save_inputs=(0,) if save == "input" else (),
+            save_outputs=(0,) if save == "output" else (),
+            doc=doc,
+        )
+    )
+
+    def fn(x):
+        return apply(op, to_tensor(x))
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc or f"Elementwise {name}."
+    export(fn, name=name, method=method, functional=functional, inplace=method is not False)
+    return op
+
+
+def _zero_grad(ctx, g):
+    return (E.zeros_like(g),)
+
+
+def _sigmoid_kernel(x):
+    # 1 / (1 + exp(-x)) overflows to a warning for large negative x; this form does not
+    out = np.empty_like(x)
+    pos = x >= 0
+    np.divide(1, 1 + np.exp(-x, where=pos, out=np.zeros_like(x)), out=out, where=pos)
+    ex = np.exp(x, where=~pos, out=np.zeros_like(x))
+    np.divide(ex, 1 + ex, out=out, where=~pos)
+    return out
+
+
+def _erf_kernel(x):
+    from scipy.special import erf
+
+    return erf(x).astype(x.dtype, copy=False)
+
+
+def _relu_kernel(x):
+    return np.maximum(x, x.dtype.type(0))
+
+
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+_unary("neg", np.negative, lambda c, g: (-g,), float_only=False, save="none")
+_unary("abs", np.abs, lambda c, g: (g * E.sign(c.inputs[0]),), float_only=False)
+_unary("sign", np.sign, _zero_grad, float_only=False, save="none")
+_unary("exp", np.exp, lambda c, g: (g * c.outputs[0],), save="output")
+_unary("log", np.log, lambda c, g: (g / c.inputs[0],))
+_unary("log1p", np.log1p, lambda c, g: (g / (c.inputs[0] + 1),))
+_unary("expm1", np.expm1, lambda c, g: (g * (c.outputs[0] + 1),), save="output")
+_unary("sqrt", np.sqrt, lambda c, g: (g / (c.outputs[0] * 2),), save="output")
+_unary(
+    "rsqrt", lambda x: 1 / np.sqrt(x), lambda c, g: (g * c.outputs[0] ** 3 * -0.5,), save="output"
+)
+_unary("reciprocal", np.reciprocal, lambda c, g: (-g * c.outputs[0] * c.outputs[0],), save="output")
+_unary("sin", np.sin, lambda c, g: (g * E.cos(c.inputs[0]),))
+_unary("cos", np.cos, lambda c, g: (-g * E.sin(c.inputs[0]),))
+_unary(
+    "tanh",
+    np.tanh,
+    lambda c, g: (g * (1 - c.outputs[0] * c.outputs[0]),),
+    save="output",
+    functional=True,
+)
+_unary(
+    "sigmoid",
+    _sigmoid_kernel,
+    lambda c, g: (g * c.outputs[0] * (1 - c.outputs[0]),),
+    save="output",
+    functional=True,
+    flops=4,
+)
+_unary(
+    "relu",
+    _relu_kernel,
+    lambda c, g: (E.where(c.outputs[0] > 0, g, 0),),
+    float_only=False,
+    save="output",
+    functional=True,
+)
+_unary(
+    "erf", _erf_kernel, lambda c, g: (g * E.exp(-c.inputs[0] * c.inputs[0]) * _TWO_OVER_SQRT_PI,)
+)
+_unary("floor", np.floor, _zero_grad, float_only=False, save="none")
+_unary("ceil", np.ceil, _zero_grad, float_only=False, save="none")
+_unary("round", np.round, _zero_grad, float_only=False, save="none")
+_unary("trunc", np.trunc, _zero_grad, float_only=False, save="none")
+
+
+# ------------------------------------------------------------------------------ binary ops
+
+
+def _binary_infer(name):
+    def infer(x, y):
+        dtype = require_same_dtype(name, x, y)
+        return TensorType(broadcast_shapes(name, x.shape, y.shape), dtype)
+
+    return infer
+
+
+def _binary(
+    name, kernel, vjp, *, save=(0, 1), floating=False, flops=1, method=True, reflected=None, doc=""
+):
+    op = register(
+        OpDef(
+            name=name,
+            kind="elementwise",
+            infer=_binary_infer(name),
+            kernel=kernel,
+            vjp=vjp,
+            cost=elementwise_cost(flops),
+            save_inputs=save,
+            doc=doc,
+        )
+    )
+
+    def fn(x, y):
+        return apply(op, *promote(x, y, floating=floating))
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc or f"Elementwise {name} with broadcasting and type promotion."
+    export(fn, name=name, method=method, inplace=True)
+    return op
+
+
+def _reduce_to(g, t):
+    """Sum a broadcast gradient back to the shape of the input it belongs to."""
+    return E.sum_to(g, t.shape)
+
+
+def _add_vjp(c, g):
+    nx, ny = c.needs_input_grad
+    return (
+        _reduce_to(g, c.in_types[0]) if nx else None,
+        _reduce_to(g, c.in_types[1]) if ny else None,
+    )
+
+
+def _sub_vjp(c, g):
+    nx, ny = c.needs_input_grad
+    return (
+        _reduce_to(g, c.in_types[0]) if nx else None,
+        _reduce_to(-g, c.in_types[1]) if ny else None,
+    )
+
+
+def _mul_vjp(c, g):
+    x, y = c.inputs
+    nx, ny = c.needs_input_grad
+    return (
+        _reduce_to(g * y, c.in_types[0]) if nx else None,
+        _reduce_to(g * x, c.in_types[1]) if ny else None,
+    )
+
+
+def _div_vjp(c, g):
+    x, y = c.inputs
+    nx, ny = c.needs_input_grad
+    return (
+        _reduce_to(g / y, c.in_types[0]) if nx else None,
+        _reduce_to(-g * x / (y * y), c.in_types[1]) if ny else None,
+    )
+
+
+def _pow_vjp(c, g):
+    x, y = c.inputs
+    nx, ny = c.needs_input_grad
+    gx = gy = None
+    if nx:
+        gx = _reduce_to(g * y * E.pow(x, y - 1), c.in_types[0])
+    if ny:
+        # d/dy x**y = x**y log x; define it as 0 where x == 0 and y >= 0 (PyTorch's convention)
+        zero_base = E.logical_and(x == 0, y >= 0)
+        gy = _reduce_to(E.where(zero_base, 0, g * E.pow(x, y) * E.log(x)), c.in_types[1])
+    return gx, gy
+
+
+def _minmax_vjp(pick):
+    def vjp(c, g):
+        x, y = c.inputs
+        nx, ny = c.needs_input_grad
+        # ties split the gradient evenly between the operands, as PyTorch does
+        share = E.where(pick(x, y), 1.0, E.where(x == y, 0.5, 0.0)).to(g.dtype)
+        return (
+            _reduce_to(g * share, c.in_types[0]) if nx else None,
+            _reduce_to(g * (1 - share), c.in_types[1]) if ny else None,
+        )
+
+    return vjp
+
+
+def _mod_vjp(c, g):
+    x, y = c.inputs
+    nx, ny = c.needs_input_grad
+    return (
+        _reduce_to(g, c.in_types[0]) if nx else None,
+        _reduce_to(-g * E.floor_div(x, y), c.in_types[1]) if ny else None,
+    )
+
+
+def _floor_div_kernel(x, y):
+    return np.floor_divide(x, y)
+
+
+def _pow_kernel(x, y):
+    if x.dtype.kind in "iu" and (y < 0).any():
+        raise DTypeError("integers to negative integer powers are not allowed", op="pow")
+    return np.power(x, y)
+
+
+_binary("add", np.add, _add_vjp, save=())
+_binary("sub", np.subtract, _sub_vjp, save=())
+_binary("mul", np.multiply, _mul_vjp)
+_binary("div", np.true_divide, _div_vjp, floating=True, method=("div", "true_divide"))
+_binary(
+    "floor_div",
+    _floor_div_kernel,
+    lambda c, g: (
+        E.zeros_like(c.inputs[0]) if c.needs_input_grad[0] else None,
+        E.zeros_like(c.inputs[1]) if c.needs_input_grad[1] else None,
+    ),
+    method=("floor_div", "floor_divide"),
+)
+_binary("mod", np.mod, _mod_vjp, method=("mod", "remainder"))
+_binary("pow", _pow_kernel, _pow_vjp)
+_binary("maximum", np.maximum, _minmax_vjp(lambda x, y: x > y))
+_binary("minimum", np.minimum, _minmax_vjp(lambda x, y: x < y))
+
+
+# ------------------------------------------------------------------------------ where / clip
+
+
+def _where_infer(cond, x, y):
+    if cond.dtype is not dt.bool_:
+        raise DTypeError(f"the condition must be a bool tensor, got {cond.dtype}", op="where")
+    dtype = require_same_dtype("where", x, y)
+    return TensorType(broadcast_shapes("where", cond.shape, x.shape, y.shape), dtype)
+
+
+def _where_vjp(c, g):
+    cond = c.inputs[0]
+    _, nx, ny = c.needs_input_grad
+    return (
+        None,
+        _reduce_to(E.where(cond, g, 0), c.in_types[1]) if nx else None,
+        _reduce_to(E.where(cond, 0, g), c.in_types[2]) if ny else None,
+    )
+
+
+_WHERE = register(
+    OpDef(
+        name="where",
+        kind="elementwise",
+        infer=_where_infer,
+        kernel=np.where,
+        vjp=_where_vjp,
+        cost=elementwise_cost(1),
+        save_inputs=(0,),
+        doc="where(cond, x, y): x where cond is true, else y (broadcasting).",
+    )
+)
+
+
+@export(method=True)
+def where(condition, x, y):
+    """Elementwise choice: ``x`` where ``condition`` holds, else ``y`` (broadcast, promoted)."""
+    x, y = promote(x, y)
+    return apply(
+        _WHERE, to_tensor(condition, dt.bool_ if not _is_tensor(condition) else None), x, y
+    )
+
+
+def _clip_infer(x, *, lo, hi):
+    if x.dtype is dt.bool_:
+        raise DTypeError("clip is not defined for bool tensors", op="clip")
+    return same_type(x)
+
+
+def _clip_kernel(x, *, lo, hi):
+    return np.clip(x, lo, hi).astype(x.dtype, copy=False)
+
+
+def _clip_vjp(c, g):
+    x = c.inputs[0]
+    lo, hi = c.attrs["lo"], c.attrs["hi"]
+    inside = None
+    if lo is not None:
+        inside = x >= lo
+    if hi is not None:
+        inside = x <= hi if inside is None else E.logical_and(inside, x <= hi)
+    return (g if inside is None else E.where(inside, g, 0),)
+
+
+_CLIP = register(
+    OpDef(
+        name="clip",
+        kind="elementwise",
+        infer=_clip_infer,
+        kernel=_clip_kernel,
+        vjp=_clip_vjp,
+        cost=elementwise_cost(2),
+        doc="clip(x, lo, hi) with scalar bounds (None = unbounded).",
+    )
+)
+
+
+@export(method=("clip", "clamp"), inplace=True)
+def clip(x, min=None, max=None):
+    """Clamp values into [min, max]; tensor bounds broadcast (a bound of None is open)."""
+    if _is_tensor(min) or _is_tensor(max):
+        if min is not None:
+            x = E.maximum(x, min)
+        if max is not None:
+            x = E.minimum(x, max)
+        return x
+    x = to_tensor(x)
+    if x.dtype.is_integer and (isinstance(min, float) or isinstance(max, float)):
+        x = cast(x, dt.get_default_dtype())
+    as_python = float if x.dtype.is_floating_point else int
+    return apply(
+        _CLIP,
+        x,
+        lo=None if min is None else as_python(min),
+        hi=None if max is None else as_python(max),
+    )
+
+
+export(clip, name="clamp")
+
+
+# ------------------------------------------------------------------------------------ cast
+
+
+def _cast_kernel(x, *, dtype):
+    return x.astype(dtype.np)
+
+
+def _cast_vjp(c, g):
+    src = c.in_types[0].dtype
+    return (cast(g, src) if src.is_floating_point else None,)
+
+
+_CAST = register(
+    OpDef(
+        name="cast",
+        kind="elementwise",
+        infer=lambda x, *, dtype: TensorType(tuple(x.shape), dtype),
+        kernel=_cast_kernel,
+        vjp=_cast_vjp,
+        cost=memory_cost,
+        save_inputs=(),
+        doc="cast(x, dtype): convert values to another dtype (C casting rules, like NumPy).",
+    )
+)
+
+
+@export
+def cast(x, dtype):
+    """Convert ``x`` to ``dtype``; returns ``x`` itself when it already has that dtype."""
+    dtype = dt.as_dtype(dtype)
+    x = to_tensor(x)
+    if x.dtype is dtype:
+        return x
+    return apply(_CAST, x, dtype=dtype)
+
+
+def _to(self, *args, **kwargs):
+    """``x.to(dtype)``; device arguments ("cpu") are accepted and ignored (ember is CPU-only)."""
+    dtype = kwargs.pop("dtype", None)
+    kwargs.pop("device", None)
+    kwargs.pop("copy", None)
+    for a in args:
+        if isinstance(a, str) and a.startswith("cpu"):
+            continue
+        if _is_tensor(a):
+            dtype = a.dtype
+        elif a is not None:
+            dtype = a
+    if kwargs:
+        raise TypeError(f"to(): unexpected arguments {sorted(kwargs)}")
+    return self if dtype is None else cast(self, dtype)
+
+
+export(_to, name="to", method=True, toplevel=False)
+for _name, _dtype in [
+    ("float", dt.float32),
+    ("double", dt.float64),
+    ("half", dt.float16),
+    ("bfloat16", dt.bfloat16),
+    ("int", dt.int32),
+    ("long", dt.int64),
+    ("short", dt.int16),
+    ("byte", dt.uint8),
+    ("char", dt.int8),
+    ("bool", dt.bool_),
+]:
+    export(lambda self, _d=_dtype: cast(self, _d), name=_name, method=True, toplevel=False)
+export(lambda self, other: cast(self, other.dtype), name="type_as", method=True, toplevel=False)
+
+
+# ----------------------------------------------------------------------------------- copies
+
+_COPY = register(
+    OpDef(
+        name="copy",
+        kind="elementwise",
+        infer=same_type,
+        kernel=lambda x: np.array(x, copy=True),
+        vjp=lambda c, g: (g,),
+        cost=memory_cost,
+        save_inputs=(),
+        doc="copy(x): a new tensor with the same values (clone).",
+    )
+)
+
+
+@export(method=True)
+def clone(x):
+    """A copy of ``x`` that stays in the graph (gradients flow through it)."""
+    return apply(_COPY, to_tensor(x))
+
+
+@export(method=True, toplevel=False)
+def contiguous(x):
+    """``x`` itself if its eager array is C-contiguous, else a contiguous copy."""
+    data = getattr(x, "_data", None)
+    return x if data is None or data.flags.c_contiguous else clone(x)

@@ -1,0 +1,265 @@
+"""Random primitives. Each draws from an `ember.Generator` passed as the ``generator``
+attribute (the default generator when the user gives none), so results are reproducible.
+
+Half-precision samples are drawn in float32 and rounded.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..errors import DTypeError, ShapeError
+from ..random import resolve
+from ._registry import OpDef, TensorType, apply, export, register
+from ._util import elementwise_cost, require_float, same_type
+from .elementwise import promote, to_tensor
+from .shape import _shape_arg
+
+
+def _float_dtype(dtype):
+    d = dt.get_default_dtype() if dtype is None else dt.as_dtype(dtype)
+    if not d.is_floating_point:
+        raise DTypeError(f"needs a floating dtype, got {d}", op="random")
+    return d
+
+
+def _draw_dtype(d):
+    return d.np if d in (dt.float32, dt.float64) else np.float32
+
+
+def _creation_infer(*, shape, dtype, generator, **_):
+    return TensorType(shape, dtype)
+
+
+def _uniform_kernel(*, shape, dtype, low, high, generator):
+    out = generator.numpy.random(shape, dtype=_draw_dtype(dtype))
+    if (low, high) != (0.0, 1.0):
+        out = out * (high - low) + low
+    return out.astype(dtype.np, copy=False)
+
+
+def _normal_kernel(*, shape, dtype, mean, std, generator):
+    out = generator.numpy.standard_normal(shape, dtype=_draw_dtype(dtype))
+    if (mean, std) != (0.0, 1.0):
+        out = out * std + mean
+    return out.astype(dtype.np, copy=False)
+
+
+def _randint_kernel(*, shape, dtype, low, high, generator):
+    return generator.numpy.integers(low, high, shape, dtype=dtype.np)
+
+
+def _randperm_kernel(*, shape, dtype, generator):
+    return generator.numpy.permutation(shape[0]).astype(dtype.np)
+
+
+_UNIFORM = register(
+    OpDef(
+        name="random_uniform",
+        kind="random",
+        infer=_creation_infer,
+        kernel=_uniform_kernel,
+        cost=elementwise_cost(1),
+        doc="uniform samples in [low, high)",
+    )
+)
+_NORMAL = register(
+    OpDef(
+        name="random_normal",
+        kind="random",
+        infer=_creation_infer,
+        kernel=_normal_kernel,
+        cost=elementwise_cost(1),
+        doc="normal samples with mean and std",
+    )
+)
+_RANDINT = register(
+    OpDef(
+        name="random_randint",
+        kind="random",
+        infer=_creation_infer,
+        kernel=_randint_kernel,
+        cost=elementwise_cost(1),
+        doc="integers uniform in [low, high)",
+    )
+)
+_RANDPERM = register(
+    OpDef(
+        name="random_randperm",
+        kind="random",
+        infer=_creation_infer,
+        kernel=_randperm_kernel,
+        cost=elementwise_cost(1),
+        doc="a random permutation of 0..n-1",
+    )
+)
+
+
+def _bernoulli_infer(p, *, generator):
+    require_float("bernoulli", p)
+    return same_type(p)
+
+
+def _bernoulli_kernel(p, *, generator):
+    draw = generator.numpy.random(p.shape, dtype=_draw_dtype(dt.from_numpy_dtype(p.dtype)))
+    return (draw < p).astype(p.dtype)
+
+
+_BERNOULLI = register(
+    OpDef(
+        name="random_bernoulli",
+        kind="random",
+        infer=_bernoulli_infer,
+        kernel=_bernoulli_kernel,
+        cost=elementwise_cost(1),
+        doc="1 with probability p (elementwise), else 0",
+    )
+)
+
+
+def _grad_flag(t, requires_grad):
+    return t.requires_grad_() if requires_grad else t
+
+
+@export
+def rand(*size, generator=None, dtype=None, requires_grad=False):
+    """Uniform samples in [0, 1)."""
+    return _grad_flag(
+        apply(
+            _UNIFORM,
+            shape=_shape_arg(size),
+            dtype=_float_dtype(dtype),
+            low=0.0,
+            high=1.0,
+            generator=resolve(generator),
+        ),
+        requires_grad,
+    )
+
+
+@export
+def randn(*size, generator=None, dtype=None, requires_grad=False):
+    """Standard normal samples."""
+    return _grad_flag(
+        apply(
+            _NORMAL,
+            shape=_shape_arg(size),
+            dtype=_float_dtype(dtype),
+            mean=0.0,
+            std=1.0,
+            generator=resolve(generator),
+        ),
+        requires_grad,
+    )
+
+
+@export
+def uniform(low=0.0, high=1.0, size=(), *, generator=None, dtype=None):
+    """Uniform samples in [low, high) of the given size."""
+    if high < low:
+        raise ValueError(f"uniform: high ({high}) must not be below low ({low})")
+    return apply(
+        _UNIFORM,
+        shape=_shape_arg((size,) if isinstance(size, int) else size),
+        dtype=_float_dtype(dtype),
+        low=float(low),
+        high=float(high),
+        generator=resolve(generator),
+    )
+
+
+@export
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None):
+    """Normal samples. ``mean``/``std`` may be floats (then ``size`` gives the shape) or tensors
+    (broadcast together; the result has their shape)."""
+    gen = resolve(generator)
+    if isinstance(mean, (int, float)) and isinstance(std, (int, float)):
+        if std < 0:
+            raise ValueError(f"normal: std must be non-negative, got {std}")
+        shape = _shape_arg((size,) if isinstance(size, int) else (size or ()))
+        return apply(
+            _NORMAL,
+            shape=shape,
+            dtype=_float_dtype(dtype),
+            mean=float(mean),
+            std=float(std),
+            generator=gen,
+        )
+    mean, std = promote(mean, std, floating=True)
+    from ._util import broadcast_shapes
+
+    shape = broadcast_shapes("normal", mean.shape, std.shape)
+    noise = apply(_NORMAL, shape=shape, dtype=mean.dtype, mean=0.0, std=1.0, generator=gen)
+    return mean + noise * std
+
+
+@export
+def randint(low, high=None, size=(), *, generator=None, dtype=None):
+    """Integers uniform in [low, high) (``randint(high, size)`` starts at 0), int64 by default."""
+    if high is None:
+        low, high = 0, low
+    if high <= low:
+        raise ValueError(f"randint: high ({high}) must exceed low ({low})")
+    d = dt.int64 if dtype is None else dt.as_dtype(dtype)
+    return apply(
+        _RANDINT,
+        shape=_shape_arg((size,) if isinstance(size, int) else size),
+        dtype=d,
+        low=int(low),
+        high=int(high),
+        generator=resolve(generator),
+    )
+
+
+@export
+def randperm(n: int, *, generator=None, dtype=None):
+    """A random permutation of 0..n-1 (int64)."""
+    if n < 0:
+        raise ShapeError(f"n must be non-negative, got {n}", op="randperm")
+    d = dt.int64 if dtype is None else dt.as_dtype(dtype)
+    return apply(_RANDPERM, shape=(int(n),), dtype=d, generator=resolve(generator))
+
+
+@export(method=True)
+def bernoulli(p, *, generator=None):
+    """1 with probability ``p`` (a tensor of probabilities), else 0; same dtype as ``p``."""
+    p = to_tensor(p)
+    return apply(_BERNOULLI, p, generator=resolve(generator))
+
+
+@export(method=True)
+def rand_like(x, *, generator=None, dtype=None):
+    return rand(*x.shape, generator=generator, dtype=dtype or x.dtype)
+
+
+@export(method=True)
+def randn_like(x, *, generator=None, dtype=None):
+    return randn(*x.shape, generator=generator, dtype=dtype or x.dtype)
+
+
+# in-place fills (used by nn.init); they write under the in-place protocol
+def _uniform_(self, a=0.0, b=1.0, *, generator=None):
+    return self._inplace(
+        "uniform_", lambda old: uniform(a, b, old.shape, generator=generator, dtype=old.dtype)
+    )
+
+
+def _normal_(self, mean=0.0, std=1.0, *, generator=None):
+    return self._inplace(
+        "normal_", lambda old: normal(mean, std, old.shape, generator=generator, dtype=old.dtype)
+    )
+
+
+def _bernoulli_(self, p=0.5, *, generator=None):
+    return self._inplace(
+        "bernoulli_",
+        lambda old: bernoulli(
+            to_tensor(np.full(old.shape, p, dtype=old.dtype.np)), generator=generator
+        ),
+    )
+
+
+export(_uniform_, name="uniform_", method=True, toplevel=False)
+export(_normal_, name="normal_", method=True, toplevel=False)
+export(_bernoulli_, name="bernoulli_", method=True, toplevel=False)

@@ -1,0 +1,423 @@
+"""Reductions: sum, prod, max/min (amax/amin), argmax/argmin, all/any and cumsum as primitives;
+mean, var, std and logsumexp composed from them.
+
+Every reduction takes ``dim`` (PyTorch) or ``axis`` (NumPy): an int, a tuple, or None for all
+dimensions, and ``keepdim``/``keepdims``. The primitives' attributes are canonical: ``axes`` a
+sorted tuple of non-negative ints and ``keepdims`` a bool.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..errors import DTypeError, ShapeError
+from . import api as E
+from ._registry import OpDef, TensorType, apply, export, register
+from ._util import (
+    elementwise_cost,
+    normalize_axes,
+    normalize_axis,
+    pick_axis,
+    reduction_cost,
+    require_float,
+)
+from .elementwise import to_tensor
+
+
+def reduced_shape(shape, axes, keepdims) -> tuple:
+    if keepdims:
+        return tuple(1 if i in axes else s for i, s in enumerate(shape))
+    return tuple(s for i, s in enumerate(shape) if i not in axes)
+
+
+def _keepdim_shape(shape, axes) -> tuple:
+    return tuple(1 if i in axes else s for i, s in enumerate(shape))
+
+
+def _expand_back(g, c):
+    """Broadcast a reduction's output gradient back over the reduced input."""
+    axes, keepdims = c.attrs["axes"], c.attrs["keepdims"]
+    in_shape = c.in_types[0].shape
+    if not keepdims:
+        g = E.reshape(g, _keepdim_shape(in_shape, axes))
+    return E.broadcast_to(g, in_shape)
+
+
+def _args(op_name, x, dim, axis, keepdim, keepdims):
+    axes = normalize_axes(op_name, pick_axis(dim, axis), x.ndim)
+    keep = bool(keepdim if keepdims is None else keepdims)
+    return axes, keep
+
+
+def _check_nonempty(name, x, axes):
+    if any(x.shape[a] == 0 for a in axes):
+        raise ShapeError(
+            f"cannot reduce over an empty dimension (shape {tuple(x.shape)}, "
+            f"axes {axes}); the result has no identity",
+            op=name,
+        )
+
+
+# --------------------------------------------------------------------------------------- sum
+
+
+def _sum_dtype(d):
+    return dt.int64 if d.is_bool or d.is_integer else d
+
+
+_HALF = (dt.float16.np, dt.bfloat16.np)
+
+
+def _sum_infer(x, *, axes, keepdims):
+    return TensorType(reduced_shape(x.shape, axes, keepdims), _sum_dtype(x.dtype))
+
+
+def _sum_kernel(x, *, axes, keepdims):
+    out_dtype = _sum_dtype(dt.from_numpy_dtype(x.dtype)).np
+    if x.dtype in _HALF:  # accumulate half precision in float32, as PyTorch does
+        return np.sum(x, axis=axes, keepdims=keepdims, dtype=np.float32).astype(out_dtype)
+    return np.asarray(np.sum(x, axis=axes, keepdims=keepdims, dtype=out_dtype))
+
+
+_SUM = register(
+    OpDef(
+        name="sum",
+        kind="reduce",
+        infer=_sum_infer,
+        kernel=_sum_kernel,
+        vjp=lambda c, g: (_expand_back(g, c),),
+        cost=reduction_cost,
+        save_inputs=(),
+        doc="sum(x, axes, keepdims)",
+    )
+)
+
+
+@export(method=True)
+def sum(x, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
+    """Sum over ``dim`` (all dimensions by default); ints and bools sum to int64."""
+    x = to_tensor(x)
+    if dtype is not None:
+        x = E.cast(x, dtype)
+    axes, keep = _args("sum", x, dim, axis, keepdim, keepdims)
+    return apply(_SUM, x, axes=axes, keepdims=keep)
+
+
+@export(method=True)
+def sum_to(x, shape):
+    """Sum ``x`` down to ``shape`` (the inverse of broadcasting ``shape`` up to ``x.shape``)."""
+    shape = tuple(shape)
+    if tuple(x.shape) == shape:
+        return x
+    lead = x.ndim - len(shape)
+    if lead < 0:
+        raise ShapeError(
+            f"cannot sum shape {tuple(x.shape)} to a larger shape {shape}", op="sum_to"
+        )
+    axes = tuple(range(lead)) + tuple(
+        i + lead for i, s in enumerate(shape) if s == 1 and x.shape[i + lead] != 1
+    )
+    out = apply(_SUM, x, axes=axes, keepdims=True) if axes else x
+    return E.reshape(out, shape)
+
+
+# --------------------------------------------------------------------------------------- prod
+
+
+def _prod_vjp(c, g):
+    x = c.inputs[0]
+    out = c.outputs[0]
+    axes, keepdims = c.attrs["axes"], c.attrs["keepdims"]
+    if not keepdims:
+        out = E.reshape(out, _keepdim_shape(x.shape, axes))
+    g = _expand_back(g, c)
+    is_zero = x == 0
+    safe = E.where(is_zero, 1, x)
+    # with one zero in a slice, that element's gradient is the product of the others
+    zeros = E.sum(is_zero, axes, keepdim=True)
+    others = E.prod(safe, axes, keepdim=True)
+    at_zero = E.where(zeros == 1, others, 0)
+    return (g * E.where(is_zero, at_zero, out / safe),)
+
+
+_PROD = register(
+    OpDef(
+        name="prod",
+        kind="reduce",
+        infer=_sum_infer,
+        kernel=lambda x, *, axes, keepdims: np.asarray(
+            np.prod(
+                x, axis=axes, keepdims=keepdims, dtype=_sum_dtype(dt.from_numpy_dtype(x.dtype)).np
+            )
+        ),
+        vjp=_prod_vjp,
+        cost=reduction_cost,
+        save_outputs=(0,),
+        doc="prod(x, axes, keepdims)",
+    )
+)
+
+
+@export(method=True)
+def prod(x, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
+    """Product over ``dim`` (all dimensions by default)."""
+    x = to_tensor(x)
+    if dtype is not None:
+        x = E.cast(x, dtype)
+    axes, keep = _args("prod", x, dim, axis, keepdim, keepdims)
+    return apply(_PROD, x, axes=axes, keepdims=keep)
+
+
+# ------------------------------------------------------------------------------- max and min
+
+
+def _extreme_infer(name):
+    def infer(x, *, axes, keepdims):
+        if x.dtype is dt.bool_:
+            raise DTypeError("not defined for bool tensors", op=name)
+        _check_nonempty(name, x, axes)
+        return TensorType(reduced_shape(x.shape, axes, keepdims), x.dtype)
+
+    return infer
+
+
+def _extreme_vjp(c, g):
+    x, out = c.inputs[0], c.outputs[0]
+    axes, keepdims = c.attrs["axes"], c.attrs["keepdims"]
+    if not keepdims:
+        out = E.reshape(out, _keepdim_shape(x.shape, axes))
+    # ties share the gradient evenly (PyTorch's amax/amin convention)
+    hit = E.cast(x == out, g.dtype)
+    return (_expand_back(g, c) * hit / E.sum(hit, axes, keepdim=True),)
+
+
+def _extreme(name, kernel):
+    return register(
+        OpDef(
+            name=name,
+            kind="reduce",
+            infer=_extreme_infer(name),
+            kernel=lambda x, *, axes, keepdims: np.asarray(kernel(x, axis=axes, keepdims=keepdims)),
+            vjp=_extreme_vjp,
+            cost=reduction_cost,
+            save_outputs=(0,),
+            doc=f"{name}(x, axes, keepdims): the {name}imum over axes",
+        )
+    )
+
+
+_MAX = _extreme("max", np.max)
+_MIN = _extreme("min", np.min)
+
+MaxMin = namedtuple("MaxMin", ["values", "indices"])
+
+
+def _amax_public(op, arg_op_name):
+    def reduce_only(x, dim=None, keepdim=False, *, axis=None, keepdims=None):
+        x = to_tensor(x)
+        axes, keep = _args(op.name, x, dim, axis, keepdim, keepdims)
+        return apply(op, x, axes=axes, keepdims=keep)
+
+    def torch_style(x, dim=None, keepdim=False, *, axis=None, keepdims=None):
+        """With a tensor second argument: elementwise maximum/minimum. With ``dim``: a
+        (values, indices) pair like PyTorch. Otherwise: the reduction over all elements."""
+        from ..tensor import Tensor
+
+        if isinstance(dim, Tensor):
+            return E.maximum(x, dim) if op.name == "max" else E.minimum(x, dim)
+        if dim is not None and isinstance(dim, int) and axis is None:
+            values = reduce_only(x, dim, keepdim)
+            indices = getattr(E, arg_op_name)(x, dim, keepdim)
+            return MaxMin(values, indices)
+        return reduce_only(x, dim, keepdim, axis=axis, keepdims=keepdims)
+
+    return reduce_only, torch_style
+
+
+_amax, _max_public = _amax_public(_MAX, "argmax")
+_amin, _min_public = _amax_public(_MIN, "argmin")
+export(_amax, name="amax", method=True)
+export(_amin, name="amin", method=True)
+export(_max_public, name="max", method=True)
+export(_min_public, name="min", method=True)
+
+
+# ---------------------------------------------------------------------------- argmax/argmin
+
+
+def _arg_infer(name):
+    def infer(x, *, axis, keepdims):
+        if axis is None:
+            if x.ndim and 0 in x.shape:
+                raise ShapeError("cannot take the arg of an empty tensor", op=name)
+            return TensorType((1,) * x.ndim if keepdims else (), dt.int64)
+        _check_nonempty(name, x, (axis,))
+        return TensorType(reduced_shape(x.shape, (axis,), keepdims), dt.int64)
+
+    return infer
+
+
+def _arg_kernel(fn):
+    def kernel(x, *, axis, keepdims):
+        out = fn(x, axis=axis, keepdims=keepdims)
+        return np.asarray(out, dtype=np.int64)
+
+    return kernel
+
+
+def _arg(name, fn):
+    op = register(
+        OpDef(
+            name=name,
+            kind="reduce",
+            infer=_arg_infer(name),
+            kernel=_arg_kernel(fn),
+            cost=reduction_cost,
+            doc=f"{name}(x, axis, keepdims): index of the first extreme value "
+            "(over the flattened tensor when axis is None)",
+        )
+    )
+
+    def public(x, dim=None, keepdim=False, *, axis=None, keepdims=None):
+        x = to_tensor(x)
+        a = pick_axis(dim, axis)
+        a = None if a is None else normalize_axis(name, a, x.ndim)
+        return apply(op, x, axis=a, keepdims=bool(keepdim if keepdims is None else keepdims))
+
+    public.__name__ = public.__qualname__ = name
+    public.__doc__ = op.doc
+    export(public, name=name, method=True)
+
+
+_arg("argmax", np.argmax)
+_arg("argmin", np.argmin)
+
+
+# ---------------------------------------------------------------------------------- all/any
+
+
+def _bool_reduce(name, fn):
+    op = register(
+        OpDef(
+            name=name,
+            kind="reduce",
+            infer=lambda x, *, axes, keepdims: TensorType(
+                reduced_shape(x.shape, axes, keepdims), dt.bool_
+            ),
+            kernel=lambda x, *, axes, keepdims: np.asarray(fn(x, axis=axes, keepdims=keepdims)),
+            cost=reduction_cost,
+            doc=f"{name}(x, axes, keepdims): logical {name} over axes",
+        )
+    )
+
+    def public(x, dim=None, keepdim=False, *, axis=None, keepdims=None):
+        x = to_tensor(x)
+        axes, keep = _args(name, x, dim, axis, keepdim, keepdims)
+        return apply(op, x, axes=axes, keepdims=keep)
+
+    public.__name__ = public.__qualname__ = name
+    public.__doc__ = op.doc
+    export(public, name=name, method=True)
+
+
+_bool_reduce("all", np.all)
+_bool_reduce("any", np.any)
+
+
+# ------------------------------------------------------------------------------------ cumsum
+
+
+def _cumsum_infer(x, *, axis):
+    return TensorType(tuple(x.shape), _sum_dtype(x.dtype))
+
+
+def _cumsum_vjp(c, g):
+    axis = c.attrs["axis"]
+    return (E.flip(E.cumsum(E.flip(g, axis), axis), axis),)
+
+
+_CUMSUM = register(
+    OpDef(
+        name="cumsum",
+        kind="reduce",
+        infer=_cumsum_infer,
+        kernel=lambda x, *, axis: np.cumsum(
+            x, axis=axis, dtype=_sum_dtype(dt.from_numpy_dtype(x.dtype)).np
+        ),
+        vjp=_cumsum_vjp,
+        cost=elementwise_cost(1),
+        save_inputs=(),
+        doc="cumsum(x, axis): running sum along axis",
+    )
+)
+
+
+@export(method=True)
+def cumsum(x, dim=None, *, axis=None):
+    """Cumulative sum along ``dim``."""
+    x = to_tensor(x)
+    a = pick_axis(dim, axis)
+    if a is None:
+        raise TypeError("cumsum needs a dim")
+    return apply(_CUMSUM, x, axis=normalize_axis("cumsum", a, x.ndim))
+
+
+# -------------------------------------------------------------------------------- composites
+
+
+def _count(x, axes) -> int:
+    n = 1
+    for a in axes:
+        n *= x.shape[a]
+    return n
+
+
+@export(method=True)
+def mean(x, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
+    """Arithmetic mean over ``dim`` (floating tensors only, as in PyTorch)."""
+    x = to_tensor(x)
+    if dtype is not None:
+        x = E.cast(x, dtype)
+    require_float("mean", x)
+    axes, keep = _args("mean", x, dim, axis, keepdim, keepdims)
+    total = apply(_SUM, x, axes=axes, keepdims=keep)
+    n = _count(x, axes)
+    return total / n if n else total * float("nan")  # the mean of nothing is NaN
+
+
+@export(method=True)
+def var(x, dim=None, keepdim=False, *, correction=1, unbiased=None, axis=None, keepdims=None):
+    """Variance over ``dim`` with Bessel's ``correction`` (1 by default, as in PyTorch)."""
+    x = to_tensor(x)
+    require_float("var", x)
+    if unbiased is not None:
+        correction = 1 if unbiased else 0
+    axes, keep = _args("var", x, dim, axis, keepdim, keepdims)
+    centred = x - mean(x, axes, keepdim=True)
+    n = _count(x, axes)
+    return sum(centred * centred, axes, keepdim=keep) / max(n - correction, 0)
+
+
+@export(method=True)
+def std(x, dim=None, keepdim=False, *, correction=1, unbiased=None, axis=None, keepdims=None):
+    """Standard deviation over ``dim`` (sqrt of `var`)."""
+    return E.sqrt(
+        var(x, dim, keepdim, correction=correction, unbiased=unbiased, axis=axis, keepdims=keepdims)
+    )
+
+
+@export(method=True)
+def logsumexp(x, dim=None, keepdim=False, *, axis=None, keepdims=None):
+    """log(sum(exp(x))) over ``dim``, computed stably by shifting by the maximum."""
+    x = to_tensor(x)
+    require_float("logsumexp", x)
+    axes, keep = _args("logsumexp", x, dim, axis, keepdim, keepdims)
+    # the shift cancels in value and in gradient, so it needs no history
+    shift = apply(_MAX, x.detach(), axes=axes, keepdims=True)
+    shift = E.where(E.isfinite(shift), shift, 0)
+    total = sum(E.exp(x - shift), axes, keepdim=True)
+    out = E.log(total) + shift
+    return out if keep else E.reshape(out, reduced_shape(x.shape, axes, False))

@@ -1,0 +1,633 @@
+"""Layout primitives: reshape, broadcast_to, permute, flip, concat, split, tile, pad and
+tril/triu, and the composites built on them (view, expand, transpose, squeeze, unsqueeze,
+flatten, stack, chunk, repeat).
+
+``reshape``, ``broadcast_to`` and ``permute`` are *views*: their kernels return NumPy views that
+share memory with the input (and its version counter, see OpDef.view).
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from ..errors import ShapeError
+from . import api as E
+from ._registry import OpDef, TensorType, apply, export, register
+from ._util import fmt_shape, memory_cost, normalize_axes, normalize_axis, numel, pick_axis
+from .elementwise import to_tensor
+
+
+def _shape_arg(shape) -> tuple:
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    return tuple(operator.index(s) for s in shape)
+
+
+# ----------------------------------------------------------------------------------- reshape
+
+
+def resolve_shape(op: str, in_shape, shape) -> tuple:
+    """Replace one -1 in ``shape`` by the size that keeps the element count of ``in_shape``."""
+    total = numel(in_shape)
+    if shape.count(-1) > 1:
+        raise ShapeError(f"only one dimension can be -1, got {fmt_shape(shape)}", op=op)
+    if -1 in shape:
+        known = numel(s for s in shape if s != -1)
+        if known == 0 or total % known:
+            raise ShapeError(
+                f"cannot reshape {fmt_shape(in_shape)} ({total} elements) into {fmt_shape(shape)}",
+                op=op,
+            )
+        shape = tuple(total // known if s == -1 else s for s in shape)
+    if any(s < 0 for s in shape) or numel(shape) != total:
+        raise ShapeError(
+            f"cannot reshape {fmt_shape(in_shape)} ({total} elements) into "
+            f"{fmt_shape(shape)} ({numel(shape)} elements)",
+            op=op,
+        )
+    return shape
+
+
+def _reshape_infer(x, *, shape):
+    return TensorType(resolve_shape("reshape", tuple(x.shape), shape), x.dtype)
+
+
+_RESHAPE = register(
+    OpDef(
+        name="reshape",
+        kind="shape",
+        infer=_reshape_infer,
+        kernel=lambda x, *, shape: x.reshape(shape),
+        vjp=lambda c, g: (reshape(g, c.in_types[0].shape),),
+        cost=memory_cost,
+        save_inputs=(),
+        view=True,
+        doc="reshape(x, shape): same elements, new shape (row-major order)",
+    )
+)
+
+
+@export(method=True)
+def reshape(x, *shape):
+    """Same elements in a new shape; one dimension may be -1."""
+    x = to_tensor(x)
+    shape = resolve_shape("reshape", tuple(x.shape), _shape_arg(shape))
+    if shape == tuple(x.shape):
+        return x
+    return apply(_RESHAPE, x, shape=shape)
+
+
+export(reshape, name="view", method=True, toplevel=False)
+
+
+@export(method=True, toplevel=False)
+def view_as(x, other):
+    return reshape(x, other.shape)
+
+
+@export(method=True)
+def flatten(x, start_dim=0, end_dim=-1):
+    """Merge dimensions ``start_dim..end_dim`` into one."""
+    x = to_tensor(x)
+    if x.ndim == 0:
+        return reshape(x, (1,))
+    s = normalize_axis("flatten", start_dim, x.ndim)
+    e = normalize_axis("flatten", end_dim, x.ndim)
+    shape = tuple(x.shape)
+    return reshape(x, shape[:s] + (numel(shape[s : e + 1]),) + shape[e + 1 :])
+
+
+@export(method=True)
+def squeeze(x, dim=None, *, axis=None):
+    """Drop size-1 dimensions (all of them, or those in ``dim`` that have size 1)."""
+    x = to_tensor(x)
+    d = pick_axis(dim, axis)
+    axes = tuple(i for i in normalize_axes("squeeze", d, x.ndim) if x.shape[i] == 1)
+    return reshape(x, tuple(s for i, s in enumerate(x.shape) if i not in axes))
+
+
+@export(method=True)
+def unsqueeze(x, dim):
+    """Insert a size-1 dimension at ``dim``."""
+    x = to_tensor(x)
+    d = normalize_axis("unsqueeze", dim, x.ndim + 1)
+    shape = tuple(x.shape)
+    return reshape(x, shape[:d] + (1,) + shape[d:])
+
+
+# ----------------------------------------------------------------------------- broadcast_to
+
+
+def _broadcast_infer(x, *, shape):
+    lead = len(shape) - x.ndim
+    if lead < 0 or any(s != 1 and s != t for s, t in zip(x.shape, shape[lead:])):
+        raise ShapeError(
+            f"cannot broadcast {fmt_shape(x.shape)} to {fmt_shape(shape)}", op="broadcast_to"
+        )
+    return TensorType(shape, x.dtype)
+
+
+_BROADCAST = register(
+    OpDef(
+        name="broadcast_to",
+        kind="shape",
+        infer=_broadcast_infer,
+        kernel=lambda x, *, shape: np.broadcast_to(x, shape),
+        vjp=lambda c, g: (E.sum_to(g, c.in_types[0].shape),),
+        cost=memory_cost,
+        save_inputs=(),
+        view=True,
+        doc="broadcast_to(x, shape): a read-only broadcast view",
+    )
+)
+
+
+@export(method=True)
+def broadcast_to(x, *shape):
+    """Broadcast ``x`` to ``shape`` (NumPy rules)."""
+    x = to_tensor(x)
+    shape = _shape_arg(shape)
+    if shape == tuple(x.shape):
+        return x
+    return apply(_BROADCAST, x, shape=shape)
+
+
+@export(method=True, toplevel=False)
+def expand(x, *sizes):
+    """PyTorch's expand: like broadcast_to, with -1 meaning 'keep this dimension'."""
+    sizes = _shape_arg(sizes)
+    lead = len(sizes) - x.ndim
+    shape = tuple(x.shape[i - lead] if s == -1 else s for i, s in enumerate(sizes))
+    return broadcast_to(x, shape)
+
+
+@export(method=True, toplevel=False)
+def expand_as(x, other):
+    return broadcast_to(x, other.shape)
+
+
+@export
+def broadcast_tensors(*tensors):
+    from ._util import broadcast_shapes
+
+    shape = broadcast_shapes("broadcast_tensors", *(t.shape for t in tensors))
+    return tuple(broadcast_to(t, shape) for t in tensors)
+
+
+# ----------------------------------------------------------------------------------- permute
+
+
+def _permute_infer(x, *, dims):
+    if sorted(dims) != list(range(x.ndim)):
+        raise ShapeError(
+            f"dims {dims} are not a permutation of the {x.ndim} dimensions of "
+            f"a tensor of shape {fmt_shape(x.shape)}",
+            op="permute",
+        )
+    return TensorType(tuple(x.shape[d] for d in dims), x.dtype)
+
+
+def _permute_vjp(c, g):
+    dims = c.attrs["dims"]
+    inverse = tuple(sorted(range(len(dims)), key=dims.__getitem__))
+    return (permute(g, inverse),)
+
+
+_PERMUTE = register(
+    OpDef(
+        name="permute",
+        kind="shape",
+        infer=_permute_infer,
+        kernel=lambda x, *, dims: x.transpose(dims),
+        vjp=_permute_vjp,
+        cost=memory_cost,
+        save_inputs=(),
+        view=True,
+        doc="permute(x, dims): reorder dimensions (a view)",
+    )
+)
+
+
+@export(method=True)
+def permute(x, *dims):
+    """Reorder the dimensions of ``x``."""
+    x = to_tensor(x)
+    dims = tuple(normalize_axis("permute", d, x.ndim) for d in _shape_arg(dims))
+    if dims == tuple(range(x.ndim)):
+        return x
+    return apply(_PERMUTE, x, dims=dims)
+
+
+@export(method=True)
+def transpose(x, dim0=-2, dim1=-1):
+    """Swap two dimensions (the last two by default)."""
+    x = to_tensor(x)
+    a = normalize_axis("transpose", dim0, x.ndim)
+    b = normalize_axis("transpose", dim1, x.ndim)
+    dims = list(range(x.ndim))
+    dims[a], dims[b] = dims[b], dims[a]
+    return permute(x, dims)
+
+
+export(transpose, name="swapaxes", method=True)
+
+
+@export(method=True)
+def movedim(x, source, destination):
+    x = to_tensor(x)
+    src = normalize_axis("movedim", source, x.ndim)
+    dst = normalize_axis("movedim", destination, x.ndim)
+    dims = [d for d in range(x.ndim) if d != src]
+    dims.insert(dst, src)
+    return permute(x, dims)
+
+
+# -------------------------------------------------------------------------------------- flip
+
+_FLIP = register(
+    OpDef(
+        name="flip",
+        kind="shape",
+        infer=lambda x, *, axes: TensorType(tuple(x.shape), x.dtype),
+        kernel=lambda x, *, axes: np.flip(x, axes).copy(),
+        vjp=lambda c, g: (apply(_FLIP, g, axes=c.attrs["axes"]),),
+        cost=memory_cost,
+        save_inputs=(),
+        doc="flip(x, axes): reverse the order of elements along axes",
+    )
+)
+
+
+@export(method=True)
+def flip(x, dims=None, *, axis=None):
+    """Reverse the order of elements along ``dims``."""
+    x = to_tensor(x)
+    axes = normalize_axes("flip", pick_axis(dims, axis), x.ndim)
+    return apply(_FLIP, x, axes=axes) if axes else x
+
+
+# ------------------------------------------------------------------------------ concat/split
+
+
+def _concat_infer(*xs, axis):
+    first = xs[0]
+    for i, t in enumerate(xs):
+        if t.ndim != first.ndim or any(
+            a != b for d, (a, b) in enumerate(zip(t.shape, first.shape)) if d != axis
+        ):
+            listed = ", ".join(fmt_shape(x.shape) for x in xs)
+            raise ShapeError(
+                f"tensor {i} does not match the others outside dimension {axis}: {listed}",
+                op="concat",
+            )
+        if t.dtype is not first.dtype:
+            raise ShapeError("operands must share one dtype", op="concat")
+    shape = list(first.shape)
+    shape[axis] = sum(t.shape[axis] for t in xs)
+    return TensorType(tuple(shape), first.dtype)
+
+
+def _concat_vjp(c, g):
+    sizes = tuple(t.shape[c.attrs["axis"]] for t in c.in_types)
+    parts = apply(_SPLIT, g, sizes=sizes, axis=c.attrs["axis"])
+    return tuple(p if need else None for p, need in zip(parts, c.needs_input_grad))
+
+
+_CONCAT = register(
+    OpDef(
+        name="concat",
+        kind="shape",
+        infer=_concat_infer,
+        kernel=lambda *xs, axis: np.concatenate(xs, axis=axis),
+        vjp=_concat_vjp,
+        cost=memory_cost,
+        save_inputs=(),
+        doc="concat(*xs, axis): join tensors along an existing axis",
+    )
+)
+
+
+def _split_infer(x, *, sizes, axis):
+    if sum(sizes) != x.shape[axis]:
+        raise ShapeError(
+            f"sections {sizes} do not add up to dimension {axis} of shape {fmt_shape(x.shape)}",
+            op="split",
+        )
+    shape = list(x.shape)
+    types = []
+    for s in sizes:
+        shape[axis] = s
+        types.append(TensorType(tuple(shape), x.dtype))
+    return tuple(types)
+
+
+def _split_kernel(x, *, sizes, axis):
+    bounds = np.cumsum(sizes)[:-1]
+    return tuple(np.split(x, bounds, axis=axis))
+
+
+def _split_vjp(c, *grads):
+    return (apply(_CONCAT, *grads, axis=c.attrs["axis"]),)
+
+
+_SPLIT = register(
+    OpDef(
+        name="split",
+        kind="shape",
+        infer=_split_infer,
+        kernel=_split_kernel,
+        vjp=_split_vjp,
+        cost=memory_cost,
+        save_inputs=(),
+        num_outputs=None,
+        doc="split(x, sizes, axis): consecutive pieces of the given sizes along axis",
+    )
+)
+
+
+@export(name="concat")
+def concat(tensors, dim=0, *, axis=None):
+    """Join tensors along dimension ``dim`` (promoting their dtypes)."""
+    from .elementwise import promote
+
+    tensors = promote(*tensors)
+    if not tensors:
+        raise ShapeError("needs at least one tensor", op="concat")
+    a = normalize_axis("concat", pick_axis(dim, axis, 0), tensors[0].ndim)
+    if len(tensors) == 1:
+        return tensors[0]
+    return apply(_CONCAT, *tensors, axis=a)
+
+
+export(concat, name="cat")
+export(concat, name="concatenate")
+
+
+@export
+def stack(tensors, dim=0, *, axis=None):
+    """Join tensors of one shape along a new dimension ``dim``."""
+    tensors = [to_tensor(t) for t in tensors]
+    if not tensors:
+        raise ShapeError("needs at least one tensor", op="stack")
+    for t in tensors:
+        if tuple(t.shape) != tuple(tensors[0].shape):
+            listed = ", ".join(fmt_shape(x.shape) for x in tensors)
+            raise ShapeError(f"all tensors must have one shape; got {listed}", op="stack")
+    d = normalize_axis("stack", pick_axis(dim, axis, 0), tensors[0].ndim + 1)
+    return concat([unsqueeze(t, d) for t in tensors], d)
+
+
+@export(method=True)
+def split(x, split_size_or_sections, dim=0, *, axis=None):
+    """PyTorch's split: an int gives pieces of that size (the last may be smaller); a list gives
+    the size of each piece."""
+    x = to_tensor(x)
+    a = normalize_axis("split", pick_axis(dim, axis, 0), x.ndim)
+    n = x.shape[a]
+    if isinstance(split_size_or_sections, int):
+        size = split_size_or_sections
+        if size <= 0:
+            raise ShapeError(f"split size must be positive, got {size}", op="split")
+        sizes = tuple(min(size, n - i) for i in range(0, n, size)) or (0,)
+    else:
+        sizes = tuple(int(s) for s in split_size_or_sections)
+    return apply(_SPLIT, x, sizes=sizes, axis=a)
+
+
+@export(method=True)
+def chunk(x, chunks, dim=0, *, axis=None):
+    """Split into ``chunks`` pieces of equal size (the last may be smaller), like PyTorch."""
+    x = to_tensor(x)
+    a = normalize_axis("chunk", pick_axis(dim, axis, 0), x.ndim)
+    size = -(-x.shape[a] // chunks)
+    return split(x, max(size, 1), a)
+
+
+@export(method=True)
+def unbind(x, dim=0):
+    x = to_tensor(x)
+    a = normalize_axis("unbind", dim, x.ndim)
+    return tuple(squeeze(p, a) for p in split(x, 1, a))
+
+
+# -------------------------------------------------------------------------------------- tile
+
+
+def _tile_infer(x, *, reps):
+    if len(reps) != x.ndim:
+        raise ShapeError(f"reps {reps} must have one entry per dimension", op="tile")
+    return TensorType(tuple(s * r for s, r in zip(x.shape, reps)), x.dtype)
+
+
+def _tile_vjp(c, g):
+    reps = c.attrs["reps"]
+    shape = c.in_types[0].shape
+    split_shape = []
+    for r, s in zip(reps, shape):
+        split_shape += [r, s]
+    summed = E.sum(reshape(g, split_shape), tuple(range(0, 2 * len(shape), 2)))
+    return (summed,)
+
+
+_TILE = register(
+    OpDef(
+        name="tile",
+        kind="shape",
+        infer=_tile_infer,
+        kernel=lambda x, *, reps: np.tile(x, reps),
+        vjp=_tile_vjp,
+        cost=memory_cost,
+        save_inputs=(),
+        doc="tile(x, reps): repeat the whole tensor reps[d] times along each d",
+    )
+)
+
+
+@export(method=True)
+def tile(x, *reps):
+    """Repeat ``x`` along each dimension (NumPy's tile; leading reps add dimensions)."""
+    x = to_tensor(x)
+    reps = _shape_arg(reps)
+    if len(reps) > x.ndim:
+        x = reshape(x, (1,) * (len(reps) - x.ndim) + tuple(x.shape))
+    reps = (1,) * (x.ndim - len(reps)) + reps
+    if all(r == 1 for r in reps):
+        return x
+    return apply(_TILE, x, reps=reps)
+
+
+@export(method=True, toplevel=False)
+def repeat(x, *sizes):
+    """PyTorch's ``Tensor.repeat``: the same as `tile`."""
+    return tile(x, *sizes)
+
+
+@export(method=True)
+def repeat_interleave(x, repeats: int, dim=None):
+    """Repeat each element ``repeats`` times along ``dim`` (flattened when dim is None)."""
+    x = to_tensor(x)
+    if dim is None:
+        x, dim = flatten(x), 0
+    d = normalize_axis("repeat_interleave", dim, x.ndim)
+    shape = tuple(x.shape)
+    y = broadcast_to(unsqueeze(x, d + 1), shape[: d + 1] + (repeats,) + shape[d + 1 :])
+    return reshape(y, shape[:d] + (shape[d] * repeats,) + shape[d + 1 :])
+
+
+# --------------------------------------------------------------------------------------- pad
+
+_NP_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
+def _pad_infer(x, *, pads, mode, value):
+    if len(pads) != x.ndim:
+        raise ShapeError(f"pads {pads} must have one (before, after) pair per dimension", op="pad")
+    for d, (lo, hi) in enumerate(pads):
+        if lo < 0 or hi < 0:
+            raise ShapeError(f"negative padding {(lo, hi)} on dimension {d}", op="pad")
+        if mode == "reflect" and (lo >= x.shape[d] or hi >= x.shape[d]) and (lo or hi):
+            raise ShapeError(
+                f"reflect padding {(lo, hi)} must be smaller than dimension {d} "
+                f"of shape {fmt_shape(x.shape)}",
+                op="pad",
+            )
+        if mode in ("replicate", "circular") and x.shape[d] == 0 and (lo or hi):
+            raise ShapeError(f"cannot {mode}-pad an empty dimension {d}", op="pad")
+    return TensorType(tuple(s + lo + hi for s, (lo, hi) in zip(x.shape, pads)), x.dtype)
+
+
+def _pad_kernel(x, *, pads, mode, value):
+    if mode == "constant":
+        return np.pad(x, pads, mode="constant", constant_values=np.asarray(value, x.dtype))
+    return np.pad(x, pads, mode=_NP_MODES[mode])
+
+
+def _source_index(n: int, lo: int, hi: int, mode: str) -> np.ndarray:
+    """For each position of a padded axis, the input position it copies (-1: the constant)."""
+    idx = np.arange(-lo, n + hi)
+    if mode == "constant":
+        return np.where((idx >= 0) & (idx < n), idx, -1)
+    if mode == "replicate":
+        return np.clip(idx, 0, n - 1)
+    if mode == "circular":
+        return idx % n
+    period = 2 * (n - 1) if n > 1 else 1  # reflect without repeating the edge
+    idx = np.abs(idx) % period
+    return np.where(idx >= n, period - idx, idx)
+
+
+def _pad_backward_infer(g, *, pads, mode, in_shape):
+    return TensorType(in_shape, g.dtype)
+
+
+def _pad_backward_kernel(g, *, pads, mode, in_shape):
+    """Adjoint of pad: each input position receives the sum of the padded positions copying it."""
+    out = g
+    for axis, ((lo, hi), n) in enumerate(zip(pads, in_shape)):
+        if lo == 0 and hi == 0:
+            continue
+        src = _source_index(n, lo, hi, mode)
+        keep = src >= 0
+        shape = list(out.shape)
+        shape[axis] = n
+        acc = np.zeros(shape, dtype=g.dtype)
+        index = [slice(None)] * out.ndim
+        index[axis] = src[keep]
+        taken = np.compress(keep, out, axis=axis)
+        np.add.at(acc, tuple(index), taken)
+        out = acc
+    return out
+
+
+_PAD = register(
+    OpDef(
+        name="pad",
+        kind="shape",
+        infer=_pad_infer,
+        kernel=_pad_kernel,
+        cost=memory_cost,
+        vjp=lambda c, g: (
+            apply(
+                _PAD_BACKWARD,
+                g,
+                pads=c.attrs["pads"],
+                mode=c.attrs["mode"],
+                in_shape=tuple(c.in_types[0].shape),
+            ),
+        ),
+        save_inputs=(),
+        doc="pad(x, pads, mode, value): pads is ((before, after),) per dimension; "
+        "mode constant | reflect | replicate | circular",
+    )
+)
+
+_PAD_BACKWARD = register(
+    OpDef(
+        name="pad_backward",
+        kind="shape",
+        infer=_pad_backward_infer,
+        kernel=_pad_backward_kernel,
+        cost=memory_cost,
+        save_inputs=(),
+        vjp=lambda c, g: (apply(_PAD, g, pads=c.attrs["pads"], mode=c.attrs["mode"], value=0.0),),
+        doc="pad_backward(g, pads, mode, in_shape): the adjoint of pad (sums copies back)",
+    )
+)
+
+
+@export(functional=True)
+def pad(x, pad, mode="constant", value=0.0):
+    """PyTorch's F.pad: ``pad`` lists (before, after) sizes starting from the *last* dimension,
+    e.g. (left, right, top, bottom) for the last two. Modes: constant, reflect, replicate,
+    circular."""
+    x = to_tensor(x)
+    if mode not in _NP_MODES:
+        raise ValueError(f"pad: unknown mode {mode!r}; expected one of {sorted(_NP_MODES)}")
+    if len(pad) % 2 or len(pad) // 2 > x.ndim:
+        raise ShapeError(
+            f"pad {tuple(pad)} must hold (before, after) pairs for at most {x.ndim} dimensions",
+            op="pad",
+        )
+    pairs = [(0, 0)] * x.ndim
+    for i in range(len(pad) // 2):
+        pairs[x.ndim - 1 - i] = (int(pad[2 * i]), int(pad[2 * i + 1]))
+    return apply(_PAD, x, pads=tuple(pairs), mode=mode, value=float(value))
+
+
+# ---------------------------------------------------------------------------------- tril/triu
+
+
+def _tri(name, fn):
+    def infer(x, *, diagonal):
+        if x.ndim < 2:
+            raise ShapeError(
+                f"needs at least 2 dimensions, got shape {fmt_shape(x.shape)}", op=name
+            )
+        return TensorType(tuple(x.shape), x.dtype)
+
+    op = register(
+        OpDef(
+            name=name,
+            kind="shape",
+            infer=infer,
+            kernel=lambda x, *, diagonal: fn(x, diagonal),
+            vjp=lambda c, g: (apply(op, g, diagonal=c.attrs["diagonal"]),),
+            cost=memory_cost,
+            save_inputs=(),
+            doc=f"{name}(x, diagonal): keep the {name[-1]}riangle of the last two "
+            "dimensions, zero the rest",
+        )
+    )
+
+    def public(x, diagonal=0):
+        return apply(op, to_tensor(x), diagonal=int(diagonal))
+
+    public.__name__ = public.__qualname__ = name
+    public.__doc__ = op.doc
+    export(public, name=name, method=True)
+
+
+_tri("tril", np.tril)
+_tri("triu", np.triu)

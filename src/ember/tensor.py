@@ -1,0 +1,438 @@
+"""The eager Tensor: a NumPy array plus the autograd bookkeeping (requires_grad, grad, grad_fn).
+
+Everything a Tensor *computes* goes through the op registry: operator overloads and methods are
+the public functions that op modules export (``ops._registry.METHODS``), attached to the class
+when ember is imported. This module only owns the data holder, the in-place protocol and the
+Python protocols (repr, len, iteration, conversion to NumPy).
+
+Invariants:
+* ``_data`` is a NumPy array (never a NumPy scalar) of one of ember's dtypes.
+* ``_vc`` is a one-element list, the version counter, shared by a tensor and its views; every
+  in-place write bumps it, and autograd compares it with the version a saved tensor had.
+* ``grad_fn`` is set only on non-leaf tensors; ``_output_nr`` says which output of it this is.
+"""
+
+from __future__ import annotations
+
+import numbers
+import weakref
+
+import numpy as np
+
+from . import dtypes as _dt
+from .errors import AutogradError, DTypeError, EmberError
+from .ops import _registry as _reg
+
+
+class Tensor:
+    __slots__ = (
+        "_data",
+        "_requires_grad",
+        "grad",
+        "grad_fn",
+        "_output_nr",
+        "_vc",
+        "_is_view",
+        "_retains_grad",
+        "_hooks",
+        "_accumulator",
+        "__weakref__",
+    )
+
+    # NumPy must defer to Tensor's reflected operators (ndarray + Tensor -> Tensor.__radd__)
+    __array_priority__ = 1000
+
+    def __init__(self, data, dtype=None, requires_grad: bool = False):
+        arr = _to_array(data, dtype)
+        self._data = arr
+        self._requires_grad = False
+        self.grad = None
+        self.grad_fn = None
+        self._output_nr = 0
+        self._vc = [0]
+        self._is_view = False
+        self._retains_grad = False
+        self._hooks = None
+        self._accumulator = None
+        if requires_grad:
+            self.requires_grad_(True)
+
+    @classmethod
+    def _wrap(cls, arr: np.ndarray) -> Tensor:
+        """A new leaf around a NumPy array ember produced (no copies, no checks)."""
+        t = object.__new__(cls)
+        t._data = arr
+        t._requires_grad = False
+        t.grad = None
+        t.grad_fn = None
+        t._output_nr = 0
+        t._vc = [0]
+        t._is_view = False
+        t._retains_grad = False
+        t._hooks = None
+        t._accumulator = None
+        return t
+
+    # ------------------------------------------------------------------------------ metadata
+    @property
+    def shape(self) -> tuple:
+        return self._data.shape
+
+    @property
+    def dtype(self) -> _dt.DType:
+        return _dt.from_numpy_dtype(self._data.dtype)
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    def dim(self) -> int:
+        return self._data.ndim
+
+    def numel(self) -> int:
+        return self._data.size
+
+    def size(self, dim: int | None = None):
+        if dim is None:
+            return self._data.shape
+        return self._data.shape[dim]
+
+    def element_size(self) -> int:
+        return self._data.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self._data.nbytes
+
+    @property
+    def device(self) -> str:
+        return "cpu"
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    @property
+    def _version(self) -> int:
+        return self._vc[0]
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_floating_point
+
+    # ------------------------------------------------------------------------------ autograd
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        self.requires_grad_(value)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        if self.grad_fn is not None:
+            if not requires_grad:
+                raise AutogradError(
+                    "requires_grad can only be turned off on a leaf tensor; use .detach() "
+                    "for a copy outside the graph",
+                    op="requires_grad_",
+                )
+            return self
+        if requires_grad and not self.dtype.is_floating_point:
+            raise DTypeError(
+                f"only floating-point tensors can require gradients, got {self.dtype}",
+                op="requires_grad_",
+            )
+        self._requires_grad = bool(requires_grad)
+        return self
+
+    def retain_grad(self) -> None:
+        """Keep this non-leaf tensor's gradient in ``.grad`` after backward (accumulating)."""
+        if self.grad_fn is None or self._retains_grad:
+            return
+        self._retains_grad = True
+        ref = weakref.ref(self)
+
+        def keep(g):
+            t = ref()
+            if t is not None:
+                t.grad = g.detach() if t.grad is None else t.grad + g.detach()
+
+        self.register_hook(keep)
+
+    @property
+    def retains_grad(self) -> bool:
+        return self._retains_grad
+
+    def backward(
+        self,
+        gradient=None,
+        retain_graph: bool | None = None,
+        create_graph: bool = False,
+        inputs=None,
+    ) -> None:
+        from .autograd import backward
+
+        backward(
+            self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs
+        )
+
+    def register_hook(self, hook):
+        """Call ``hook(grad)`` when this tensor's gradient is computed; a returned tensor replaces
+        the gradient. Returns a handle whose ``remove()`` unregisters it."""
+        if not self._requires_grad:
+            raise AutogradError(
+                "cannot register a hook on a tensor that does not require grad", op="register_hook"
+            )
+        if self.grad_fn is not None:
+            from .autograd import register_tensor_hook
+
+            return register_tensor_hook(self, hook)
+        if self._hooks is None:
+            self._hooks = {}
+        key = object()
+        self._hooks[key] = hook
+        return _HookHandle(self._hooks, key)
+
+    def detach(self) -> Tensor:
+        """A tensor sharing this one's data, outside the graph (writes to either are shared)."""
+        t = Tensor._wrap(self._data)
+        t._vc = self._vc
+        t._is_view = True
+        return t
+
+    def detach_(self) -> Tensor:
+        self.grad_fn = None
+        self._requires_grad = False
+        return self
+
+    @property
+    def data(self) -> Tensor:
+        return self.detach()
+
+    @data.setter
+    def data(self, value) -> None:
+        self._data = _to_array(value._data if isinstance(value, Tensor) else value, None)
+        self._vc[0] += 1
+
+    # ------------------------------------------------------------------------------ in-place
+    def _check_inplace(self, what: str) -> None:
+        if not _reg.is_grad_enabled():
+            return
+        if self.grad_fn is None and self._requires_grad:
+            raise AutogradError(
+                "a leaf tensor that requires grad is being used in an in-place operation; "
+                "wrap the update in `with ember.no_grad():` or use the out-of-place form",
+                op=what,
+            )
+        if self._is_view and self._requires_grad:
+            raise AutogradError(
+                "in-place operations on views of tensors that require grad are not supported; "
+                "use the out-of-place form",
+                op=what,
+            )
+
+    def _inplace(self, name: str, fn, *args, **kwargs) -> Tensor:
+        """Run ``fn(self, *args)`` out of place and write the result into this tensor's memory.
+
+        The tensor's history moves to the new result, and the version counter is bumped so that
+        any backward that saved the old value reports the overwrite instead of using wrong data.
+        """
+        self._check_inplace(name)
+        old = Tensor._wrap(self._data)
+        old._requires_grad = self._requires_grad
+        old.grad_fn = self.grad_fn
+        old._output_nr = self._output_nr
+        old._vc = self._vc
+        result = fn(old, *args, **kwargs)
+        if not isinstance(result, Tensor):
+            result = Tensor(result)
+        if result.shape != self.shape:
+            raise EmberError(
+                f"the result has shape {result.shape} but the in-place target has shape "
+                f"{self.shape}; in-place ops cannot change a tensor's shape",
+                op=name,
+            )
+        if result.dtype != self.dtype:
+            if not _dt.result_type(self.dtype, result.dtype) == self.dtype:
+                raise DTypeError(
+                    f"result type {result.dtype} cannot be written in place into a "
+                    f"{self.dtype} tensor",
+                    op=name,
+                )
+            result = result.to(self.dtype)
+        np.copyto(self._data, result._data, casting="unsafe")
+        self._vc[0] += 1
+        if _reg.is_grad_enabled():
+            if result.grad_fn is not None:
+                self.grad_fn = result.grad_fn
+                self._output_nr = result._output_nr
+                self._requires_grad = True
+            elif self.grad_fn is not None:  # overwritten by values that do not depend on it
+                self.grad_fn = None
+                self._requires_grad = False
+        return self
+
+    def zero_(self) -> Tensor:
+        return self.fill_(0)
+
+    def fill_(self, value) -> Tensor:
+        if isinstance(value, Tensor):
+            return self._inplace("fill_", lambda old: value.to(old.dtype).expand(old.shape))
+        return self._inplace(
+            "fill_", lambda old: _reg.PUBLIC["full"](old.shape, value, dtype=old.dtype)
+        )
+
+    def copy_(self, src) -> Tensor:
+        src = src if isinstance(src, Tensor) else Tensor(src)
+        return self._inplace("copy_", lambda old: src.to(old.dtype).expand(old.shape))
+
+    # ------------------------------------------------------------------------------ conversion
+    def numpy(self) -> np.ndarray:
+        """The underlying array, shared (not copied); it carries no autograd history."""
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        if dtype is not None and np.dtype(dtype) != self._data.dtype:
+            return self._data.astype(dtype)
+        if copy:
+            return self._data.copy()
+        return self._data
+
+    def item(self):
+        if self._data.size != 1:
+            raise EmberError(
+                f"only one-element tensors can be converted to a Python scalar, "
+                f"got shape {self.shape}",
+                op="item",
+            )
+        value = self._data.reshape(()).item()
+        if self.dtype is _dt.bfloat16:
+            value = float(value)
+        return value
+
+    def tolist(self):
+        if self.dtype is _dt.bfloat16:
+            return self._data.astype(np.float32).tolist()
+        return self._data.tolist()
+
+    def __bool__(self) -> bool:
+        if self._data.size != 1:
+            raise EmberError(
+                f"the truth value of a tensor with {self._data.size} elements is ambiguous; "
+                "use .any() or .all()",
+                op="bool",
+            )
+        return bool(self._data.reshape(()))
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if not (self.dtype.is_integer or self.dtype.is_bool) or self._data.size != 1:
+            raise TypeError("only integer tensors of a single element can be used as an index")
+        return int(self.item())
+
+    def __len__(self) -> int:
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        for i in range(self._data.shape[0]):
+            yield self[i]
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __repr__(self) -> str:
+        data = self._data
+        if self.dtype is _dt.bfloat16:
+            data = data.astype(np.float32)
+        body = np.array2string(data, separator=", ", prefix="tensor(", threshold=200, precision=4)
+        extras = []
+        default_kinds = {_dt.get_default_dtype(), _dt.int64, _dt.bool_}
+        if self.dtype not in default_kinds:
+            extras.append(f"dtype={self.dtype!r}")
+        if self.grad_fn is not None:
+            extras.append(f"grad_fn=<{self.grad_fn.name()}>")
+        elif self._requires_grad:
+            extras.append("requires_grad=True")
+        tail = "".join(", " + e for e in extras)
+        return f"tensor({body}{tail})"
+
+    def __format__(self, spec: str) -> str:
+        if self._data.ndim == 0 and spec:
+            return format(self.item(), spec)
+        return repr(self)
+
+
+class _HookHandle:
+    def __init__(self, table: dict, key):
+        self._table, self._key = table, key
+
+    def remove(self) -> None:
+        self._table.pop(self._key, None)
+
+
+def _to_array(data, dtype) -> np.ndarray:
+    """Convert user data to an array of an ember dtype (Python floats -> the default float)."""
+    target = None if dtype is None else _dt.as_dtype(dtype)
+    if isinstance(data, Tensor):
+        arr = data._data
+    elif isinstance(data, np.ndarray):
+        arr = data
+    elif isinstance(data, np.generic):
+        arr = np.asarray(data)
+    else:
+        arr = _from_python(data)
+    if target is not None:
+        if arr.dtype != target.np:
+            arr = arr.astype(target.np)
+    elif _dt._BY_NP.get(arr.dtype) is None:
+        arr = arr.astype(_dt.as_dtype(arr.dtype.type).np) if arr.dtype.kind in "biuf" else arr
+        if _dt._BY_NP.get(arr.dtype) is None:
+            raise DTypeError(f"cannot make a tensor from data of dtype {arr.dtype}", op="tensor")
+    return arr
+
+
+def _from_python(data) -> np.ndarray:
+    """Python scalars and nested lists: floats -> default float, ints -> int64, bools -> bool."""
+    if isinstance(data, bool):
+        return np.asarray(data, dtype=np.bool_)
+    if isinstance(data, numbers.Integral):
+        return np.asarray(data, dtype=np.int64)
+    if isinstance(data, numbers.Real):
+        return np.asarray(data, dtype=_dt.get_default_dtype().np)
+    if isinstance(data, (list, tuple)):
+        if any(isinstance(x, Tensor) for x in _flatten(data)):
+            data = [
+                [x._data if isinstance(x, Tensor) else x for x in row]
+                if isinstance(row, (list, tuple))
+                else (row._data if isinstance(row, Tensor) else row)
+                for row in data
+            ]
+        arr = np.asarray(data)
+        if arr.dtype == np.float64 and not _has_numpy_float64(data):
+            arr = arr.astype(_dt.get_default_dtype().np)
+        return arr
+    return np.asarray(data)
+
+
+def _flatten(data):
+    for x in data:
+        if isinstance(x, (list, tuple)):
+            yield from _flatten(x)
+        else:
+            yield x
+
+
+def _has_numpy_float64(data) -> bool:
+    return any(
+        isinstance(x, (np.ndarray, np.float64)) and getattr(x, "dtype", None) == np.float64
+        for x in _flatten(data)
+    )

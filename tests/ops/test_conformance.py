@@ -1,0 +1,108 @@
+"""One conformance test parametrized over the whole op registry (see harness.py)."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ember.ops import REGISTRY
+
+from .harness import (
+    TORCH_MISSING,
+    Sample,
+    cotangents,
+    ember_forward,
+    ember_gradients,
+    finite_differences,
+    recording,
+    torch,
+    torch_run,
+)
+
+_HERE = Path(__file__).parent
+SAMPLES: list[Sample] = []
+for _info in sorted(pkgutil.iter_modules([str(_HERE)]), key=lambda m: m.name):
+    if _info.name.startswith("samples_"):
+        SAMPLES += importlib.import_module(f"{__package__}.{_info.name}").SAMPLES
+
+_FORWARD_SEEN: set[str] = set()
+_VJP_SEEN: set[str] = set()
+
+
+def _float32(arrays):
+    return [
+        a.astype(np.float32) if isinstance(a, np.ndarray) and a.dtype == np.float64 else a
+        for a in arrays
+    ]
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=lambda s: s.name)
+def test_rule_agrees_with_kernel(sample):
+    with recording() as rec:
+        ember_forward(sample, sample.inputs)
+        if sample.float32:
+            ember_forward(sample, _float32(sample.inputs))
+    _FORWARD_SEEN.update(rec.forward)
+
+
+@pytest.mark.parametrize("sample", [s for s in SAMPLES if s.grad], ids=lambda s: s.name)
+def test_gradient_matches_finite_differences(sample):
+    with recording() as rec:
+        outs, cots, grads = ember_gradients(sample, sample.inputs)
+    _VJP_SEEN.update(rec.vjp)
+    _FORWARD_SEEN.update(rec.forward)
+    if not sample.fd:
+        return  # ties or kinks: the VJP is compared with PyTorch's convention instead
+    expected = finite_differences(sample, sample.inputs, cots, eps=sample.fd_eps)
+    for k, (g, e) in enumerate(zip(grads, expected)):
+        np.testing.assert_allclose(
+            g, e, rtol=1e-4, atol=1e-5, err_msg=f"{sample.name}: gradient of input {k}"
+        )
+
+
+@pytest.mark.parametrize(
+    "sample", [s for s in SAMPLES if s.torch_fn is not None], ids=lambda s: s.name
+)
+def test_matches_pytorch(sample):
+    if torch is None:
+        pytest.skip(TORCH_MISSING)
+    if sample.grad:
+        outs, cots, grads = ember_gradients(sample, sample.inputs)
+    else:
+        _, outs = ember_forward(sample, sample.inputs)
+        cots, grads = cotangents(outs), None
+    t_outs, t_grads = torch_run(sample, sample.inputs, cots)
+    assert len(outs) == len(t_outs), f"{sample.name}: output count differs from PyTorch"
+    for k, (o, t) in enumerate(zip(outs, t_outs)):
+        assert o.shape == tuple(t.shape), f"{sample.name}: output {k} shape"
+        np.testing.assert_allclose(
+            o.numpy(),
+            t,
+            rtol=sample.rtol,
+            atol=sample.atol,
+            err_msg=f"{sample.name}: output {k} vs PyTorch",
+        )
+    if grads is not None and t_grads is not None:
+        for k, (g, t) in enumerate(zip(grads, t_grads)):
+            np.testing.assert_allclose(
+                g,
+                t,
+                rtol=sample.rtol,
+                atol=sample.atol,
+                err_msg=f"{sample.name}: gradient {k} vs PyTorch",
+            )
+
+
+def test_every_op_is_covered():
+    """Runs last in this module: every registered op ran forward, every VJP was checked."""
+    if not _FORWARD_SEEN:
+        pytest.skip("run together with the parametrized conformance tests")
+    missing = sorted(set(REGISTRY) - _FORWARD_SEEN)
+    assert not missing, f"ops with no conformance sample: {missing}"
+    with_vjp = {name for name, op in REGISTRY.items() if op.vjp is not None}
+    unchecked = sorted(with_vjp - _VJP_SEEN)
+    assert not unchecked, f"ops whose VJP no sample checks by finite differences: {unchecked}"
