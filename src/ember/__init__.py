@@ -39,7 +39,7 @@ from .tensor import Tensor
 _methods.install()
 globals().update(_ops.PUBLIC)
 
-from . import autograd, nn  # noqa: E402
+from . import autograd, data, io, nn, optim  # noqa: E402
 from .random import Generator, default_generator, get_rng_state, manual_seed, set_rng_state  # noqa: E402,F401
 
 bool = bool_  # ember.bool, as torch.bool  # noqa: A001

@@ -1,0 +1,1 @@
+"""Datasets, data loaders and transforms (``ember.data``)."""

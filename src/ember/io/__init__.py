@@ -1,0 +1,1 @@
+"""Reading and writing: checkpoints (``ember.save`` / ``ember.load``)."""

@@ -1,0 +1,1 @@
+"""Optimizers (``ember.optim``) and learning-rate schedulers (``ember.optim.lr_scheduler``)."""
