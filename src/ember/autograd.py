@@ -109,6 +109,7 @@ class Node:
         "_saved_in",
         "_saved_out",
         "_pre_hooks",
+        "_retained",
         "__weakref__",
     )
 
@@ -125,6 +126,7 @@ class Node:
         self.next_functions = tuple(_edge(t) for t in inputs)
         self._seq = next(_sequence)
         self._pre_hooks = None
+        self._retained = None  # output_nr -> weakref of a tensor whose .grad keeps the gradient
         keep = range(len(inputs)) if op.save_inputs is None else op.save_inputs
         self._saved_in = {i: (inputs[i], inputs[i]._vc[0]) for i in keep}
         self._saved_out = {
@@ -140,17 +142,23 @@ class Node:
     # -------- the VJP's view of the saved values
     @property
     def inputs(self) -> tuple:
+        """The saved inputs (None where not saved). An input overwritten in place since it was
+        saved comes back as a placeholder that raises a clear error if the VJP touches it, so
+        VJPs that do not need it (``a.mul_(3)`` needs only the 3) still run."""
         saved = self._check_saved()
         result = []
         for i in range(len(self.in_types)):
-            entry = self._saved_in.get(i) if saved is not None else None
+            entry = saved.get(i)
             if entry is None:
                 result.append(None)
                 continue
             tensor, version = entry
             if tensor._vc[0] != version:
-                self._raise_modified(f"input {i}", tensor._vc[0], version)
-            result.append(tensor)
+                result.append(
+                    _Overwritten(self._modified_error(f"input {i}", tensor._vc[0], version))
+                )
+            else:
+                result.append(tensor)
         return tuple(result)
 
     @property
@@ -164,7 +172,10 @@ class Node:
                 continue
             data, counter, version = entry
             if counter[0] != version:
-                self._raise_modified(f"output {i}", counter[0], version)
+                result.append(
+                    _Overwritten(self._modified_error(f"output {i}", counter[0], version))
+                )
+                continue
             t = Tensor._wrap(data)
             t._vc = counter
             t.grad_fn = self
@@ -183,8 +194,8 @@ class Node:
             )
         return self._saved_in
 
-    def _raise_modified(self, which: str, now: int, expected: int):
-        raise AutogradError(
+    def _modified_error(self, which: str, now: int, expected: int) -> AutogradError:
+        return AutogradError(
             f"{which} of {self.op.name}, which its gradient needs, was modified by an in-place "
             f"operation (it is at version {now}; backward expected version {expected}); "
             "use the out-of-place form of the later operation, or clone() before it",
@@ -230,6 +241,26 @@ class Node:
                     op=self.op.name,
                 )
         return tuple(result)
+
+
+class _Overwritten:
+    """Stands for a saved tensor that was modified in place; any use raises the saved error."""
+
+    __slots__ = ("_error",)
+
+    def __init__(self, error: AutogradError):
+        self._error = error
+
+    def __getattr__(self, name):
+        raise self._error
+
+    def _fail(self, *args, **kwargs):
+        raise self._error
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _fail
+    __truediv__ = __rtruediv__ = __pow__ = __rpow__ = __matmul__ = __rmatmul__ = _fail
+    __neg__ = __gt__ = __lt__ = __ge__ = __le__ = __eq__ = __ne__ = __getitem__ = _fail
+    __hash__ = object.__hash__
 
 
 class AccumulateGrad:
@@ -415,6 +446,8 @@ def _run(roots, retain_graph, create_graph, capture=None):
                 for nr, hooks in node._pre_hooks.items():
                     if nr in grads:
                         grads[nr] = _run_hooks(hooks, grads[nr])
+            if node._retained:  # after the hooks, as in PyTorch
+                _keep_retained(node._retained, grads)
             if grads:
                 in_grads = node.apply([grads.get(i) for i in range(len(node.out_types))])
             else:
@@ -432,6 +465,14 @@ def _run(roots, retain_graph, create_graph, capture=None):
                 if deps[child] == 0:
                     heapq.heappush(ready, (-child._seq, id(child), child))
     return captured
+
+
+def _keep_retained(retained, grads):
+    for nr, ref in retained.items():
+        t = ref()
+        if t is not None and nr in grads:
+            g = grads[nr].detach()
+            t.grad = g if t.grad is None else t.grad + g
 
 
 def _release_ready(node, deps, ready, retain_graph):

@@ -24,7 +24,7 @@ from .errors import AutogradError, DTypeError, EmberError
 from .ops import _registry as _reg
 
 
-class Tensor:
+class Tensor(_reg.TensorBase):
     __slots__ = (
         "_data",
         "_requires_grad",
@@ -80,7 +80,10 @@ class Tensor:
 
     @property
     def dtype(self) -> _dt.DType:
-        return _dt.from_numpy_dtype(self._data.dtype)
+        try:
+            return _dt._BY_NP[self._data.dtype]
+        except KeyError:
+            return _dt.from_numpy_dtype(self._data.dtype)
 
     @property
     def ndim(self) -> int:
@@ -150,14 +153,9 @@ class Tensor:
         if self.grad_fn is None or self._retains_grad:
             return
         self._retains_grad = True
-        ref = weakref.ref(self)
-
-        def keep(g):
-            t = ref()
-            if t is not None:
-                t.grad = g.detach() if t.grad is None else t.grad + g.detach()
-
-        self.register_hook(keep)
+        if self.grad_fn._retained is None:
+            self.grad_fn._retained = {}
+        self.grad_fn._retained[self._output_nr] = weakref.ref(self)
 
     @property
     def retains_grad(self) -> bool:

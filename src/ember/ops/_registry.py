@@ -31,6 +31,13 @@ from ..dtypes import DType
 KINDS = ("elementwise", "reduce", "shape", "index", "linalg", "nn", "random", "creation", "control")
 
 
+class TensorBase:
+    """Base class of ember's tensor types (the eager Tensor; later symbolic tensors), so op
+    modules can recognise tensors without importing tensor.py (which imports this package)."""
+
+    __slots__ = ()
+
+
 class TensorType(NamedTuple):
     """The abstract value of a tensor: its shape and dtype, no data."""
 

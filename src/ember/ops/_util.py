@@ -24,6 +24,9 @@ def fmt_shape(shape) -> str:
 
 def broadcast_shapes(op: str, *shapes) -> tuple:
     """NumPy broadcasting of ``shapes``; a ShapeError naming ``op`` and all shapes on a clash."""
+    first = shapes[0]
+    if all(s == first for s in shapes):
+        return tuple(first)
     ndim = max((len(s) for s in shapes), default=0)
     result = []
     for i in range(-ndim, 0):

@@ -14,7 +14,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import DTypeError
 from . import api as E
-from ._registry import OpDef, TensorType, apply, constant, export, register
+from ._registry import OpDef, TensorBase, TensorType, apply, constant, export, register
 from ._util import (
     broadcast_shapes,
     elementwise_cost,
@@ -26,9 +26,7 @@ from ._util import (
 
 
 def _is_tensor(x) -> bool:
-    from ..tensor import Tensor
-
-    return isinstance(x, Tensor)
+    return isinstance(x, TensorBase)
 
 
 def to_tensor(x, dtype=None):
@@ -48,6 +46,12 @@ def promote(*operands, floating: bool = False):
     ``floating=True`` (true division, float math): an integer or bool result becomes the default
     float dtype, as in PyTorch.
     """
+    if len(operands) == 2:  # fast path: two tensors of one dtype need nothing
+        x, y = operands
+        if isinstance(x, TensorBase) and isinstance(y, TensorBase):
+            dtype = x.dtype
+            if y.dtype is dtype and (not floating or dtype.is_floating_point):
+                return operands
     operands = [
         x if _is_tensor(x) or isinstance(x, (bool, int, float)) else to_tensor(x) for x in operands
     ]
