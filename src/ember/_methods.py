@@ -80,6 +80,11 @@ _BINARY = {
 _COMPARE = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}
 
 
+def _setitem(self, index, value) -> None:
+    # ``x[index] = value``: index_put out of place, written into x by the in-place protocol
+    self._inplace("__setitem__", PUBLIC["index_put"], index, value)
+
+
 def install() -> None:
     for name, fn in METHODS.items():
         setattr(Tensor, name, fn)
@@ -99,8 +104,6 @@ def install() -> None:
     Tensor.__pos__ = lambda self: self
     Tensor.__abs__ = _forward("abs")
     Tensor.__getitem__ = _forward("getitem")
-    Tensor.__setitem__ = lambda self, index, value: (
-        self._inplace("__setitem__", _late("index_put"), index, value) and None
-    )
+    Tensor.__setitem__ = _setitem
     Tensor.T = property(lambda self: PUBLIC["permute"](self, tuple(reversed(range(self.ndim)))))
     Tensor.mT = property(lambda self: PUBLIC["transpose"](self, -2, -1))

@@ -148,6 +148,27 @@ SAMPLES.append(
     )
 )
 
+
+def _pad_vjp(lib, x, gy, pads, mode):
+    """The gradient of pad(x) against cotangent gy, kept differentiable (tests pad_backward)."""
+    with lib.enable_grad():  # finite differences call this under no_grad
+        x = x.detach().requires_grad_()
+        out = lib.nn.functional.pad(x, pads, mode)
+        return lib.autograd.grad(out, x, gy, create_graph=True)[0]
+
+
+for mode in ("reflect", "replicate", "circular"):
+    pads = (2, 1, 1, 3)
+    SAMPLES.append(
+        Sample(
+            f"pad_backward/{mode}",
+            lambda x, gy, p=pads, m=mode: _pad_vjp(ember, x, gy, p, m),
+            (IMG, r.standard_normal((1, 2, 8, 8))),
+            torch_fn=lambda x, gy, p=pads, m=mode: _pad_vjp(torch(), x, gy, p, m),
+            nondiff=(0,),
+        )
+    )
+
 SAMPLES += [
     Sample(
         "creation",

@@ -199,6 +199,8 @@ def randint(low, high=None, size=(), *, generator=None, dtype=None):
     """Integers uniform in [low, high) (``randint(high, size)`` starts at 0), int64 by default."""
     if high is None:
         low, high = 0, low
+    elif isinstance(high, (tuple, list)):  # randint(high, size), as torch.randint(3, (2,))
+        low, high, size = 0, low, high
     if high <= low:
         raise ValueError(f"randint: high ({high}) must exceed low ({low})")
     d = dt.int64 if dtype is None else dt.as_dtype(dtype)

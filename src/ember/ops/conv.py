@@ -1,0 +1,295 @@
+"""Convolution primitives: ``conv`` (N spatial dimensions, NC* layout, PyTorch's weight layout)
+and its two adjoints.
+
+y = conv(x, w) is bilinear, so its gradients are two more bilinear maps defined by
+<conv(x, w), gy> = <x, conv_input_grad(gy, w)> = <w, conv_weight_grad(x, gy)>:
+
+* ``conv_input_grad(gy, w)``: the adjoint in x, a transposed convolution (also the kernel of
+  conv_transpose*d);
+* ``conv_weight_grad(x, gy)``: the adjoint in w.
+
+Each of the three has its VJP written with the other two, so the family is closed under
+differentiation and gradients of any order exist. The public functions (conv2d,
+conv_transpose2d, ...) are in conv_functional.py; the NumPy kernels in _conv_kernels.py.
+
+Attributes, shared by the three: ``stride``, ``dilation`` (one int per spatial dimension),
+``padding`` (a (before, after) pair per spatial dimension; "after" may be negative, which crops,
+so that conv_transpose's output_padding is expressible), ``groups``. The adjoints also carry the
+size they produce: ``in_size`` (spatial size of x) and ``kernel_size``.
+"""
+
+from __future__ import annotations
+
+from ..errors import DTypeError, ShapeError
+from ._conv_kernels import compute_dtype, conv_out_size, plan
+from ._conv_kernels import conv_forward as _forward_kernel
+from ._conv_kernels import conv_input_grad as _input_grad_kernel
+from ._conv_kernels import conv_weight_grad as _weight_grad_kernel
+from ._registry import Cost, OpDef, TensorType, apply, register
+from ._util import fmt_shape, io_bytes, numel, require_float
+
+# ----------------------------------------------------------------------------- shape rules
+
+
+def label(kind: str, ndim: int) -> str:
+    """The user-facing name of the operation for errors: conv2d, conv_transpose1d, ..."""
+    return f"{kind}{ndim}d"
+
+
+def _check_operands(name, a, w, groups, a_what):
+    """Checks shared by conv and its transpose: ranks, dtypes, groups."""
+    if w.ndim < 3:
+        raise ShapeError(
+            f"weight of shape {fmt_shape(w.shape)} needs at least 3 dimensions", op=name
+        )
+    if a.ndim != w.ndim:
+        raise ShapeError(
+            f"expected a {w.ndim}-D {a_what} (N, C, {w.ndim - 2} spatial) to match the weight "
+            f"of shape {fmt_shape(w.shape)}, got {a_what} of shape {fmt_shape(a.shape)}",
+            op=name,
+        )
+    require_float(name, a, w)
+    if a.dtype is not w.dtype:
+        raise DTypeError(
+            f"{a_what} ({a.dtype}) and weight ({w.dtype}) must have one dtype; convert one of "
+            f"them, e.g. weight.to({a.dtype})",
+            op=name,
+        )
+    if groups < 1 or w.shape[0] % groups:
+        raise ShapeError(
+            f"groups={groups} must be positive and divide the weight's first dimension "
+            f"(weight of shape {fmt_shape(w.shape)})",
+            op=name,
+        )
+
+
+def _check_size(name, out, expected, operands: str):
+    """``out``: the convolution's output size; ``expected``: the size an operand has (None for
+    conv itself); ``operands`` describes the shapes for the message."""
+    if any(o < 1 for o in out):
+        raise ShapeError(
+            f"{operands}: the input (after padding) is smaller than the dilated kernel; the "
+            f"output would have size {out}",
+            op=name,
+        )
+    if expected is not None and tuple(expected) != tuple(out):
+        raise ShapeError(
+            f"{operands}: the convolution would produce spatial size {out}, not {tuple(expected)}",
+            op=name,
+        )
+
+
+def _conv_infer(x, w, *, stride, padding, dilation, groups):
+    name = label("conv", w.ndim - 2)
+    _check_operands(name, x, w, groups, "input")
+    if x.shape[1] != w.shape[1] * groups:
+        raise ShapeError(
+            f"input of shape {fmt_shape(x.shape)} has {x.shape[1]} channels, but weight of shape "
+            f"{fmt_shape(w.shape)} with groups={groups} expects {w.shape[1] * groups} "
+            f"(weight.shape[1] * groups)",
+            op=name,
+        )
+    out = conv_out_size(x.shape[2:], w.shape[2:], stride, padding, dilation)
+    _check_size(name, out, None, f"input {fmt_shape(x.shape)}, weight {fmt_shape(w.shape)}")
+    return TensorType((x.shape[0], w.shape[0]) + out, x.dtype)
+
+
+def _input_grad_infer(gy, w, *, stride, padding, dilation, groups, in_size):
+    name = label("conv_transpose", w.ndim - 2)
+    _check_operands(name, gy, w, groups, "input")
+    if gy.shape[1] != w.shape[0]:
+        raise ShapeError(
+            f"input of shape {fmt_shape(gy.shape)} has {gy.shape[1]} channels, but weight of "
+            f"shape {fmt_shape(w.shape)} expects {w.shape[0]} (weight.shape[0])",
+            op=name,
+        )
+    out = conv_out_size(in_size, w.shape[2:], stride, padding, dilation)
+    _check_size(
+        name,
+        out,
+        gy.shape[2:],
+        f"input {fmt_shape(gy.shape)}, weight {fmt_shape(w.shape)}, output size {in_size}",
+    )
+    return TensorType((gy.shape[0], w.shape[1] * groups) + tuple(in_size), gy.dtype)
+
+
+def _weight_grad_infer(x, gy, *, stride, padding, dilation, groups, kernel_size):
+    name = "conv_weight_grad"
+    if x.ndim != gy.ndim or x.ndim < 3:
+        raise ShapeError(
+            f"input {fmt_shape(x.shape)} and output gradient {fmt_shape(gy.shape)} must have "
+            "the same rank (at least 3)",
+            op=name,
+        )
+    require_float(name, x, gy)
+    if x.dtype is not gy.dtype:
+        raise DTypeError(f"input {x.dtype} and gradient {gy.dtype} must have one dtype", op=name)
+    if x.shape[0] != gy.shape[0] or x.shape[1] % groups or gy.shape[1] % groups:
+        raise ShapeError(
+            f"input {fmt_shape(x.shape)} and output gradient {fmt_shape(gy.shape)} disagree on "
+            f"the batch size, or their channels are not divisible by groups={groups}",
+            op=name,
+        )
+    out = conv_out_size(x.shape[2:], kernel_size, stride, padding, dilation)
+    _check_size(
+        name,
+        out,
+        gy.shape[2:],
+        f"input {fmt_shape(x.shape)}, output gradient {fmt_shape(gy.shape)}, "
+        f"kernel size {kernel_size}",
+    )
+    return TensorType((gy.shape[1], x.shape[1] // groups) + tuple(kernel_size), x.dtype)
+
+
+# -------------------------------------------------------------------------------- kernels
+
+
+def _geometry(attrs, in_size, w_shape):
+    """The kernel layout plan; ``w_shape`` is the weight's shape (Cout, Cin/groups, *kernel)."""
+    kernel = tuple(w_shape[2:])
+    return plan(
+        tuple(in_size),
+        kernel,
+        attrs["stride"],
+        attrs["padding"],
+        attrs["dilation"],
+        w_shape[1] * numel(kernel),
+        w_shape[0] // attrs["groups"],
+    )
+
+
+def _in_compute(*arrays):
+    dtype = compute_dtype(arrays[0].dtype)
+    return [a.astype(dtype, copy=False) for a in arrays]
+
+
+def _conv_kernel(x, w, **attrs):
+    xc, wc = _in_compute(x, w)
+    p = _geometry(attrs, x.shape[2:], w.shape)
+    return _forward_kernel(xc, wc, p, attrs["groups"]).astype(x.dtype, copy=False)
+
+
+def _input_grad_kernel_np(gy, w, *, in_size, **attrs):
+    gc, wc = _in_compute(gy, w)
+    p = _geometry(attrs, in_size, w.shape)
+    return _input_grad_kernel(gc, wc, p, attrs["groups"]).astype(gy.dtype, copy=False)
+
+
+def _weight_grad_kernel_np(x, gy, *, kernel_size, **attrs):
+    xc, gc = _in_compute(x, gy)
+    p = _geometry(attrs, x.shape[2:], (gy.shape[1], x.shape[1] // attrs["groups"]) + kernel_size)
+    return _weight_grad_kernel(xc, gc, p, attrs["groups"]).astype(x.dtype, copy=False)
+
+
+# ----------------------------------------------------------------------------------- VJPs
+
+
+def _shared(attrs) -> dict:
+    return {k: attrs[k] for k in ("stride", "padding", "dilation", "groups")}
+
+
+# Shapes come from ctx.in_types: an input that only the other gradient reads may have been
+# overwritten in place since, and touching it would raise.
+
+
+def _sizes(ctx):
+    x_type, w_type = ctx.in_types
+    return tuple(x_type.shape[2:]), tuple(w_type.shape[2:])
+
+
+def _conv_vjp(ctx, gy):
+    x, w = ctx.inputs
+    nx, nw = ctx.needs_input_grad
+    a = _shared(ctx.attrs)
+    in_size, kernel_size = _sizes(ctx)
+    gx = apply(CONV_INPUT_GRAD, gy, w, in_size=in_size, **a) if nx else None
+    gw = apply(CONV_WEIGHT_GRAD, x, gy, kernel_size=kernel_size, **a) if nw else None
+    return gx, gw
+
+
+def _input_grad_vjp(ctx, gz):
+    # z = Bx^T(gy, w); <z, gz> = <gy, B(gz, w)> = <w, Bw^T(gz, gy)>
+    gy, w = ctx.inputs
+    ngy, nw = ctx.needs_input_grad
+    a = _shared(ctx.attrs)
+    kernel_size = tuple(ctx.in_types[1].shape[2:])
+    d_gy = apply(CONV, gz, w, **a) if ngy else None
+    d_w = apply(CONV_WEIGHT_GRAD, gz, gy, kernel_size=kernel_size, **a) if nw else None
+    return d_gy, d_w
+
+
+def _weight_grad_vjp(ctx, gv):
+    # v = Bw^T(x, gy); <v, gv> = <B(x, gv), gy> = <x, Bx^T(gy, gv)>
+    x, gy = ctx.inputs
+    nx, ngy = ctx.needs_input_grad
+    a = _shared(ctx.attrs)
+    in_size = tuple(ctx.in_types[0].shape[2:])
+    d_x = apply(CONV_INPUT_GRAD, gy, gv, in_size=in_size, **a) if nx else None
+    d_gy = apply(CONV, x, gv, **a) if ngy else None
+    return d_x, d_gy
+
+
+# ----------------------------------------------------------------------------------- costs
+# FLOPs as torch.utils.flop_counter counts them (2 per multiply-add; bias not included).
+
+
+def _conv_cost(in_types, out_types, attrs) -> Cost:
+    x, w = in_types
+    y = out_types[0]
+    flops = 2 * y.shape[0] * y.shape[1] * numel(y.shape[2:]) * w.shape[1] * numel(w.shape[2:])
+    return Cost(flops, io_bytes(in_types, out_types))
+
+
+def _input_grad_cost(in_types, out_types, attrs) -> Cost:
+    # a transposed convolution: torch counts it over the *input* (here gy) positions
+    gy, w = in_types
+    flops = 2 * gy.shape[0] * numel(gy.shape[2:]) * numel(w.shape)
+    return Cost(flops, io_bytes(in_types, out_types))
+
+
+def _weight_grad_cost(in_types, out_types, attrs) -> Cost:
+    # torch's convolution_backward counts the weight gradient as a convolution over all input
+    # channels (it does not divide by groups); we count the same so the tools agree with it
+    x, gy = in_types
+    flops = 2 * x.shape[0] * x.shape[1] * gy.shape[1] * numel(gy.shape[2:])
+    flops *= numel(attrs["kernel_size"])
+    return Cost(flops, io_bytes(in_types, out_types))
+
+
+CONV = register(
+    OpDef(
+        name="conv",
+        kind="nn",
+        infer=_conv_infer,
+        kernel=_conv_kernel,
+        vjp=_conv_vjp,
+        cost=_conv_cost,
+        doc="conv(x, w; stride, padding, dilation, groups): N-d cross-correlation, x of shape "
+        "(N, C, *S), w of shape (Cout, C/groups, *K)",
+    )
+)
+
+CONV_INPUT_GRAD = register(
+    OpDef(
+        name="conv_input_grad",
+        kind="nn",
+        infer=_input_grad_infer,
+        kernel=_input_grad_kernel_np,
+        vjp=_input_grad_vjp,
+        cost=_input_grad_cost,
+        doc="conv_input_grad(gy, w; ..., in_size): the adjoint of conv in x (a transposed "
+        "convolution producing spatial size in_size)",
+    )
+)
+
+CONV_WEIGHT_GRAD = register(
+    OpDef(
+        name="conv_weight_grad",
+        kind="nn",
+        infer=_weight_grad_infer,
+        kernel=_weight_grad_kernel_np,
+        vjp=_weight_grad_vjp,
+        cost=_weight_grad_cost,
+        doc="conv_weight_grad(x, gy; ..., kernel_size): the adjoint of conv in w",
+    )
+)

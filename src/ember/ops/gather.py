@@ -1,0 +1,338 @@
+"""Gathers and scatters along one dimension (PyTorch semantics): gather, scatter_add and scatter
+as primitives; index_select, take_along_dim and one_hot built on them or on indexing.
+
+``gather`` and ``scatter_add`` are mutual adjoints (each is the other's VJP); ``scatter`` (no
+accumulation) has PyTorch's gradient: zero at the overwritten positions of x, and the gathered
+gradient for src. The index tensor is an operand and never differentiated. As in PyTorch, the
+index may be smaller than x (and src) in every dimension except ``dim``; only the leading part
+is used. Negative index values count from the end, as in NumPy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..errors import DTypeError, ShapeError
+from . import api as E
+from ._index_plan import FULL, IndexOutOfRangeError
+from ._registry import OpDef, TensorBase, TensorType, apply, export, register
+from ._scatter_kernels import add_elements
+from ._util import fmt_shape, memory_cost, normalize_axis, numel, require_int, same_type
+from .elementwise import promote, to_tensor
+
+# -------------------------------------------------------------------------------- shape rules
+
+
+def _check_index(op, index, others, axis):
+    """index has the rank of the others and is no larger outside ``axis`` (``others``: (name,
+    type, also_along_axis) triples)."""
+    require_int(op, "index", index)
+    for name, t, along_axis in others:
+        if t.ndim != index.ndim:
+            raise ShapeError(
+                f"index of shape {fmt_shape(index.shape)} must have as many dimensions as "
+                f"{name} of shape {fmt_shape(t.shape)}",
+                op=op,
+            )
+        for d, (i, s) in enumerate(zip(index.shape, t.shape)):
+            if i > s and (along_axis or d != axis):
+                raise ShapeError(
+                    f"index of shape {fmt_shape(index.shape)} is larger than {name} of shape "
+                    f"{fmt_shape(t.shape)} in dimension {d}",
+                    op=op,
+                )
+
+
+def _leading(a, shape, skip=None):
+    """The leading ``shape`` block of array a (all of dimension ``skip``); a view."""
+    if a.shape == tuple(shape):
+        return a
+    return a[tuple(slice(None) if d == skip else slice(0, s) for d, s in enumerate(shape))]
+
+
+def _wrap_index_error(op, shape):
+    def wrap(exc):
+        return IndexOutOfRangeError(f"{exc} (tensor shape {fmt_shape(shape)})", op=op)
+
+    return wrap
+
+
+# ------------------------------------------------------------------------------------ gather
+
+
+def _gather_infer(x, index, *, axis):
+    _check_index("gather", index, (("the input", x, False),), axis)
+    return TensorType(tuple(index.shape), x.dtype)
+
+
+def _gather_kernel(x, index, *, axis):
+    try:
+        return np.take_along_axis(_leading(x, index.shape, skip=axis), index, axis)
+    except IndexError as exc:
+        raise _wrap_index_error("gather", x.shape)(exc) from None
+
+
+def _gather_vjp(c, g):
+    index = c.inputs[1]
+    zeros = E.zeros(c.in_types[0].shape, dtype=g.dtype)
+    return apply(_SCATTER_ADD, zeros, index, g, axis=c.attrs["axis"]), None
+
+
+_GATHER = register(
+    OpDef(
+        name="gather",
+        kind="index",
+        infer=_gather_infer,
+        kernel=_gather_kernel,
+        vjp=_gather_vjp,
+        cost=memory_cost,
+        save_inputs=(1,),
+        doc="gather(x, index, axis): out[i][j] = x[index[i][j]][j] for axis 0 (PyTorch's gather)",
+    )
+)
+
+
+# ------------------------------------------------------------------------- scatter_add/scatter
+
+
+def _scatter_infer(name):
+    def infer(x, index, src, *, axis):
+        if src.dtype is not x.dtype:
+            raise DTypeError(f"src dtype {src.dtype} differs from the input's {x.dtype}", op=name)
+        _check_index(name, index, (("the input", x, False), ("src", src, True)), axis)
+        return same_type(x)
+
+    return infer
+
+
+def _scatter_add_kernel(x, index, src, *, axis):
+    out = x.copy()
+    try:
+        add_elements(out, axis, index, _leading(src, index.shape))
+    except IndexError as exc:
+        raise _wrap_index_error("scatter_add", x.shape)(exc) from None
+    return out
+
+
+def _scatter_kernel(x, index, src, *, axis):
+    out = x.copy()
+    try:
+        # a view of out's leading block, so the writes land in out
+        np.put_along_axis(
+            _leading(out, index.shape, skip=axis), index, _leading(src, index.shape), axis
+        )
+    except IndexError as exc:
+        raise _wrap_index_error("scatter", x.shape)(exc) from None
+    return out
+
+
+def _gather_for_src(g, index, axis, src_shape):
+    """gather(g, index) padded with zeros to src's shape (src beyond the index is unused)."""
+    taken = apply(_GATHER, g, index, axis=axis)
+    if tuple(index.shape) == tuple(src_shape):
+        return taken
+    pad = []
+    for i, s in zip(reversed(index.shape), reversed(src_shape)):
+        pad += [0, s - i]
+    return E.pad(taken, pad)
+
+
+def _scatter_add_vjp(c, g):
+    nx, _, ns = c.needs_input_grad
+    index = c.inputs[1]
+    gsrc = _gather_for_src(g, index, c.attrs["axis"], c.in_types[2].shape) if ns else None
+    return (g if nx else None), None, gsrc
+
+
+def _scatter_vjp(c, g):
+    nx, _, ns = c.needs_input_grad
+    index, axis = c.inputs[1], c.attrs["axis"]
+    gx = gsrc = None
+    if nx:  # overwritten positions of x do not reach the output
+        zeros = E.zeros(index.shape, dtype=g.dtype)
+        gx = apply(_SCATTER, g, index, zeros, axis=axis)
+    if ns:
+        gsrc = _gather_for_src(g, index, axis, c.in_types[2].shape)
+    return gx, None, gsrc
+
+
+def _scatter_add_cost(in_types, out_types, attrs):
+    # one addition per index element
+    return memory_cost(in_types, out_types, attrs)._replace(flops=numel(in_types[1].shape))
+
+
+_SCATTER_ADD = register(
+    OpDef(
+        name="scatter_add",
+        kind="index",
+        infer=_scatter_infer("scatter_add"),
+        kernel=_scatter_add_kernel,
+        vjp=_scatter_add_vjp,
+        cost=_scatter_add_cost,
+        save_inputs=(1,),
+        doc="scatter_add(x, index, src, axis): x with src[i][j] added at [index[i][j]][j] "
+        "(axis 0); repeated indices accumulate. The adjoint of gather.",
+    )
+)
+
+_SCATTER = register(
+    OpDef(
+        name="scatter",
+        kind="index",
+        infer=_scatter_infer("scatter"),
+        kernel=_scatter_kernel,
+        vjp=_scatter_vjp,
+        cost=memory_cost,
+        save_inputs=(1,),
+        doc="scatter(x, index, src, axis): x with src[i][j] written at [index[i][j]][j] (axis "
+        "0); with repeated indices one of the writes wins",
+    )
+)
+
+
+def _dim(op, x, dim):
+    return normalize_axis(op, dim, max(x.ndim, 1))
+
+
+def _index_arg(index):
+    return index if isinstance(index, TensorBase) else to_tensor(np.asarray(index, dtype=np.int64))
+
+
+@export(method=True)
+def gather(x, dim: int, index, *, sparse_grad: bool = False):
+    """``out[i][j][k] = x[index[i][j][k]][j][k]`` for dim 0 (and likewise for other dims).
+
+    ``sparse_grad`` is accepted for PyTorch compatibility; gradients are always dense."""
+    x = to_tensor(x)
+    return apply(_GATHER, x, _index_arg(index), axis=_dim("gather", x, dim))
+
+
+def _src_arg(x, index, src):
+    if isinstance(src, (bool, int, float)):  # a scalar value fills every position
+        return E.full(tuple(index.shape), src, dtype=x.dtype)
+    return to_tensor(src, x.dtype)
+
+
+@export(method=True, inplace=True)
+def scatter_add(x, dim: int, index, src):
+    """``x`` with ``src[i][j]`` added at ``[index[i][j]][j]`` (dim 0); repeats accumulate."""
+    x = to_tensor(x)
+    index = _index_arg(index)
+    return apply(_SCATTER_ADD, x, index, _src_arg(x, index, src), axis=_dim("scatter_add", x, dim))
+
+
+@export(method=True, inplace=True)
+def scatter(x, dim: int, index, src=None, *, value=None):
+    """``x`` with ``src[i][j]`` (or a scalar ``value``) written at ``[index[i][j]][j]`` (dim 0)."""
+    x = to_tensor(x)
+    index = _index_arg(index)
+    if src is None:
+        if value is None:
+            raise TypeError("scatter: give src (a tensor) or value (a scalar)")
+        src = value
+    return apply(_SCATTER, x, index, _src_arg(x, index, src), axis=_dim("scatter", x, dim))
+
+
+# --------------------------------------------------------------------------------- composites
+
+
+@export(method=True)
+def index_select(x, dim: int, index):
+    """The entries of ``x`` at the 1-D integer ``index`` along ``dim`` (gradients scatter-add)."""
+    from .indexing import _INDEX
+
+    x = to_tensor(x)
+    index = _index_arg(index)
+    require_int("index_select", "index", index)
+    if index.ndim > 1:
+        raise ShapeError(
+            f"index must be 1-D, got shape {fmt_shape(index.shape)}", op="index_select"
+        )
+    if index.ndim == 0:
+        index = E.reshape(index, (1,))
+    if x.ndim == 0:
+        return E.reshape(apply(_INDEX, E.reshape(x, (1,)), index, spec=(("tensor",),)), ())
+    d = _dim("index_select", x, dim)
+    return apply(_INDEX, x, index, spec=(FULL,) * d + (("tensor",),))
+
+
+@export(method=True)
+def take_along_dim(x, indices, dim: int | None = None):
+    """Values of ``x`` at ``indices`` along ``dim``; x and indices broadcast in the other
+    dimensions. With ``dim=None`` both are flattened first."""
+    x = to_tensor(x)
+    indices = _index_arg(indices)
+    if dim is None:
+        return gather(E.reshape(x, (-1,)), 0, E.reshape(indices, (-1,)))
+    if x.ndim != indices.ndim:
+        raise ShapeError(
+            f"x of shape {fmt_shape(x.shape)} and indices of shape {fmt_shape(indices.shape)} "
+            "must have the same number of dimensions",
+            op="take_along_dim",
+        )
+    d = _dim("take_along_dim", x, dim)
+    shape = []
+    for i, (a, b) in enumerate(zip(x.shape, indices.shape)):
+        if i != d and a != b and a != 1 and b != 1:
+            raise ShapeError(
+                f"x of shape {fmt_shape(x.shape)} and indices of shape "
+                f"{fmt_shape(indices.shape)} do not broadcast in dimension {i}",
+                op="take_along_dim",
+            )
+        shape.append(max(a, b))
+    x_shape = tuple(x.shape[i] if i == d else s for i, s in enumerate(shape))
+    i_shape = tuple(indices.shape[i] if i == d else s for i, s in enumerate(shape))
+    return gather(E.broadcast_to(x, x_shape), d, E.broadcast_to(indices, i_shape))
+
+
+@export(functional=True)
+def one_hot(t, num_classes: int = -1):
+    """int64 one-hot encoding: ``t.shape + (num_classes,)``; ``num_classes=-1`` uses max + 1."""
+    t = to_tensor(t)
+    if not t.dtype.is_integer:
+        raise DTypeError(f"one_hot needs an integer tensor of classes, got {t.dtype}", op="one_hot")
+    if t.numel() == 0 and num_classes < 0:
+        raise ShapeError(
+            "cannot infer the number of classes from an empty tensor; pass num_classes",
+            op="one_hot",
+        )
+    if t.numel():
+        lo, hi = int(E.amin(t).item()), int(E.amax(t).item())
+        if num_classes < 0:
+            num_classes = hi + 1
+        if lo < 0 or hi >= num_classes:
+            raise IndexOutOfRangeError(
+                f"class values must lie in [0, {num_classes}), got values from {lo} to {hi}",
+                op="one_hot",
+            )
+    classes = E.arange(num_classes, dtype=t.dtype)
+    hot, classes = promote(E.unsqueeze(t, -1), classes)
+    return E.cast(E.eq(hot, classes), dt.int64)
+
+
+@export(method=True, inplace=True)
+def index_add(x, dim: int, index, source, *, alpha=1):
+    """``x`` with ``alpha * source``'s slices added at the 1-D ``index`` along ``dim``;
+    repeated indices accumulate (the adjoint of `index_select`)."""
+    from .indexing import _INDEX_BACKWARD
+
+    x = to_tensor(x)
+    index = _index_arg(index)
+    require_int("index_add", "index", index)
+    source = to_tensor(source, x.dtype)
+    if index.ndim != 1:
+        raise ShapeError(f"index must be 1-D, got shape {fmt_shape(index.shape)}", op="index_add")
+    d = _dim("index_add", x, dim)
+    expected = tuple(x.shape[:d]) + (index.shape[0],) + tuple(x.shape[d + 1 :])
+    if tuple(source.shape) != expected:
+        raise ShapeError(
+            f"source of shape {fmt_shape(source.shape)} does not fit: adding along dimension "
+            f"{d} of shape {fmt_shape(x.shape)} at {index.shape[0]} indices needs "
+            f"{fmt_shape(expected)}",
+            op="index_add",
+        )
+    if alpha != 1:
+        source = source * alpha
+    spec = (FULL,) * d + (("tensor",),)
+    return x + apply(_INDEX_BACKWARD, source, index, spec=spec, in_shape=tuple(x.shape))

@@ -1,0 +1,374 @@
+"""Max pooling and the pooling geometry shared by pool_avg.py and pool_adaptive.py.
+
+``max_pool`` returns (values, indices): indices are PyTorch's, the flat position of the chosen
+element inside each (n, c) plane of the input. The gradient follows PyTorch's convention: all of
+it goes to that one element, the *first* maximum of its window (row-major order), so ties behave
+as in torch. The VJP is ``pool_scatter`` (scatter-add of the output gradient through the
+indices), whose VJP is ``pool_gather`` (read a tensor at the indices) and vice versa, so every
+order of gradient exists. Public: max_pool1d/2d/3d (also in ember.nn.functional).
+
+Window geometry (output size, ceil_mode, padding limits) follows torch's pooling_output_shape.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..errors import DTypeError, ShapeError
+from ._conv_kernels import scratch
+from ._registry import Cost, OpDef, TensorType, apply, export, register
+from ._util import fmt_shape, io_bytes, numel
+from .conv_functional import int_tuple
+from .elementwise import to_tensor
+
+# ------------------------------------------------------------------------------- geometry
+
+
+def pool_out_size(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
+    """torch's pooling_output_shape: with ceil_mode the last window may hang over the end, but
+    it must start inside the input or its left padding."""
+    span = size + 2 * p - d * (k - 1) - 1
+    out = (span + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= size + p:
+        out -= 1
+    return out
+
+
+def window_slices(kernel, stride, dilation, out_size):
+    """For each kernel offset (row-major), the slices of the padded input it reads."""
+    for idx in np.ndindex(*kernel):
+        yield (
+            idx,
+            tuple(
+                slice(i * d, i * d + (o - 1) * s + 1, s)
+                for i, d, o, s in zip(idx, dilation, out_size, stride)
+            ),
+        )
+
+
+def padded_extent(in_size, kernel, stride, padding, dilation, out_size) -> tuple:
+    """Spatial size of the padded input that the windows read (at least padding + input)."""
+    return tuple(
+        max(p + n, (o - 1) * s + d * (k - 1) + 1)
+        for n, k, s, p, d, o in zip(in_size, kernel, stride, padding, dilation, out_size)
+    )
+
+
+def pad_input(x: np.ndarray, padding, extent, fill, tag: str) -> np.ndarray:
+    """``x`` inside a buffer of spatial size ``extent`` filled with ``fill`` (``x`` itself when
+    nothing is added)."""
+    if extent == x.shape[2:] and not any(padding):
+        return x
+    shape = x.shape[:2] + tuple(extent)
+    buf = scratch(tag, shape, x.dtype, fill=fill, key=(tuple(padding), x.shape[2:]))
+    inner = tuple(slice(p, p + n) for p, n in zip(padding, x.shape[2:]))
+    buf[(slice(None), slice(None)) + inner] = x
+    return buf
+
+
+def check_pool_args(name, x, kernel, stride, padding, dilation, ceil_mode) -> tuple:
+    """Validate a pooling call (torch's rules); returns the output spatial size."""
+    nd = len(kernel)
+    if x.ndim != nd + 2:
+        raise ShapeError(
+            f"expected a {nd + 2}-D input (N, C, {nd} spatial) or an unbatched "
+            f"{nd + 1}-D one, got shape {fmt_shape(x.shape)}",
+            op=name,
+        )
+    for p, k in zip(padding, kernel):
+        if p > k // 2:
+            raise ShapeError(
+                f"padding {padding} must be at most half the kernel size {kernel}", op=name
+            )
+    out = tuple(
+        pool_out_size(n, k, s, p, d, ceil_mode)
+        for n, k, s, p, d in zip(x.shape[2:], kernel, stride, padding, dilation)
+    )
+    if any(o < 1 for o in out):
+        raise ShapeError(
+            f"input of shape {fmt_shape(x.shape)} is too small for kernel {kernel} "
+            f"(dilation {dilation}, padding {padding}): the output size would be {out}",
+            op=name,
+        )
+    return out
+
+
+def plane_strides(size) -> tuple:
+    """Row-major strides (in elements) of one (n, c) plane of spatial size ``size``."""
+    return tuple(math.prod(size[i + 1 :]) for i in range(len(size)))
+
+
+def unbatch(name, x, nd):
+    """Pooling accepts an unbatched (C, *spatial) input like PyTorch: (x with a batch
+    dimension, whether one was added)."""
+    if x.ndim == nd + 1:
+        return x.reshape((1,) + tuple(x.shape)), True
+    return x, False
+
+
+# -------------------------------------------------------------------------- window maxima
+
+_GATHER_LIMIT_BYTES = 64 * 2**20
+
+
+def _running_max(windows, first, nan_aware):
+    """Max over ``windows`` (arrays of one shape) and the index of the first maximum, as torch
+    computes it: an element replaces the running max when it is greater (or NaN). The index
+    lives in a scratch buffer; temporaries too (fresh arrays cost page faults)."""
+    best = windows[0].copy()
+    shape = best.shape
+    code = scratch("pool_code", shape, np.min_scalar_type(len(windows) - 1))
+    code[...] = 0 if first is None else first  # first: the first element that is not padding
+    take = scratch("pool_take", shape, np.bool_)
+    step = scratch("pool_step", shape, code.dtype)
+    for k in range(1, len(windows)):
+        w = windows[k]
+        np.greater(w, best, out=take)
+        if nan_aware:
+            take |= np.isnan(w)
+        np.maximum(best, w, out=best)
+        # code = k where taken, as arithmetic (modular in the unsigned type): no masked writes
+        np.subtract(code.dtype.type(k), code, out=step)
+        step *= take
+        code += step
+    return best, code
+
+
+def _pad_fill(dtype):
+    return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+
+
+def _first_inside(out, kernel, stride, padding, dilation, in_size):
+    """For each window, the (row-major) number of its first element that is not padding.
+    Validity is separable by dimension, so so is the first valid offset."""
+    code = np.zeros(out, np.int64)
+    for axis, (o, k, s, p, d, n) in enumerate(zip(out, kernel, stride, padding, dilation, in_size)):
+        pos = np.arange(o)[:, None] * s - p + np.arange(k)[None, :] * d
+        first = np.argmax((pos >= 0) & (pos < n), axis=1)
+        shape = [1] * len(out)
+        shape[axis] = o
+        code = code * k + first.reshape(shape)
+    return code
+
+
+def _max_pool_kernel(x, *, kernel, stride, padding, dilation, ceil_mode):
+    half = x.dtype in (dt.float16.np, dt.bfloat16.np)
+    values, indices = _max_pool_np(
+        x.astype(np.float32) if half else x, kernel, stride, padding, dilation, ceil_mode
+    )
+    return (values.astype(x.dtype) if half else values), indices
+
+
+def _max_pool_np(x, kernel, stride, padding, dilation, ceil_mode):
+    in_size = x.shape[2:]
+    out = tuple(
+        pool_out_size(n, k, s, p, d, ceil_mode)
+        for n, k, s, p, d in zip(in_size, kernel, stride, padding, dilation)
+    )
+    extent = padded_extent(in_size, kernel, stride, padding, dilation, out)
+    xp = pad_input(x, padding, extent, _pad_fill(x.dtype), "maxpool")
+    sf = plane_strides(in_size)
+    # gathering each window offset into one contiguous block first makes the comparisons below
+    # run on contiguous (vectorised) data instead of strided views: faster overall, as long as
+    # the block (kernel size times the output) stays moderate
+    shape = (math.prod(kernel),) + x.shape[:2] + out
+    gather = math.prod(shape) * x.itemsize <= _GATHER_LIMIT_BYTES
+    windows = scratch("pool_windows", shape, x.dtype) if gather else []
+    offsets = []
+    for k, (idx, sl) in enumerate(window_slices(kernel, stride, dilation, out)):
+        if gather:
+            np.copyto(windows[k], xp[(Ellipsis,) + sl])
+        else:
+            windows.append(xp[(Ellipsis,) + sl])
+        offsets.append(sum(i * d * f for i, d, f in zip(idx, dilation, sf)))
+    first = None
+    if xp is not x:  # a window may start in the padding: its default is its first real element
+        first = _first_inside(out, kernel, stride, padding, dilation, in_size)
+    values, code = _running_max(windows, first, False)
+    if x.dtype.kind == "f" and np.isnan(values).any():
+        values, code = _running_max(windows, first, True)
+    # flat index = window origin + offset of the chosen element
+    base = np.zeros(out, np.int64)
+    for axis, (o, s, p, f) in enumerate(zip(out, stride, padding, sf)):
+        shape = [1] * len(out)
+        shape[axis] = o
+        base = base + ((np.arange(o) * s - p) * f).reshape(shape)
+    indices = np.asarray(offsets, np.int64).take(code)
+    indices += base
+    return values, indices
+
+
+# -------------------------------------------------------------------- scatter and gather
+
+
+def _flat_rows(idx, plane: int) -> np.ndarray:
+    """Indices into the flattened (N * C * plane) tensor: each (n, c) row's own offset added.
+    Returns a scratch buffer (read at once, never returned)."""
+    rows = idx.shape[0] * idx.shape[1]
+    lin = scratch("pool_lin", (rows, idx.size // max(rows, 1)), np.int64)
+    np.add(idx.reshape(lin.shape), (np.arange(rows, dtype=np.int64) * plane)[:, None], out=lin)
+    return lin
+
+
+def _scatter_kernel(g, idx, *, in_size):
+    plane = math.prod(in_size)
+    dtype = np.float32 if g.dtype in (dt.float16.np, dt.bfloat16.np) else g.dtype
+    out = np.zeros(g.shape[0] * g.shape[1] * plane, dtype)
+    np.add.at(out, _flat_rows(idx, plane).reshape(-1), g.reshape(-1).astype(dtype, copy=False))
+    return out.reshape(g.shape[:2] + tuple(in_size)).astype(g.dtype, copy=False)
+
+
+def _gather_kernel(src, idx):
+    rows = idx.shape[0] * idx.shape[1]
+    flat = src.reshape(rows, -1)
+    return np.take_along_axis(flat, idx.reshape(rows, -1), axis=1).reshape(idx.shape)
+
+
+def _check_indices(name, values, idx):
+    if idx.dtype is not dt.int64:
+        raise DTypeError(f"indices must be int64, got {idx.dtype}", op=name)
+    if values.ndim < 2 or tuple(values.shape[:2]) != tuple(idx.shape[:2]):
+        raise ShapeError(
+            f"tensor of shape {fmt_shape(values.shape)} and indices of shape "
+            f"{fmt_shape(idx.shape)} must share the (N, C) dimensions",
+            op=name,
+        )
+
+
+def _scatter_infer(g, idx, *, in_size):
+    _check_indices("pool_scatter", g, idx)
+    if tuple(g.shape) != tuple(idx.shape):
+        raise ShapeError(
+            f"gradient {fmt_shape(g.shape)} and indices {fmt_shape(idx.shape)} differ in shape",
+            op="pool_scatter",
+        )
+    return TensorType(tuple(g.shape[:2]) + tuple(in_size), g.dtype)
+
+
+def _gather_infer(src, idx):
+    _check_indices("pool_gather", src, idx)
+    return TensorType(tuple(idx.shape), src.dtype)
+
+
+POOL_SCATTER = register(
+    OpDef(
+        name="pool_scatter",
+        kind="index",
+        infer=_scatter_infer,
+        kernel=_scatter_kernel,
+        vjp=lambda c, g: (apply(POOL_GATHER, g, c.inputs[1]), None),
+        cost=lambda i, o, a: Cost(numel(i[0].shape), io_bytes(i, o)),
+        save_inputs=(1,),
+        doc="pool_scatter(g, indices; in_size): zeros of spatial size in_size with each g added "
+        "at its flat index within its (n, c) plane (the gradient of max pooling)",
+    )
+)
+
+POOL_GATHER = register(
+    OpDef(
+        name="pool_gather",
+        kind="index",
+        infer=_gather_infer,
+        kernel=_gather_kernel,
+        vjp=lambda c, g: (
+            apply(POOL_SCATTER, g, c.inputs[1], in_size=tuple(c.in_types[0].shape[2:])),
+            None,
+        ),
+        cost=lambda i, o, a: Cost(0, io_bytes(i, o)),
+        save_inputs=(1,),
+        doc="pool_gather(x, indices): x read at flat indices within each (n, c) plane (the "
+        "adjoint of pool_scatter)",
+    )
+)
+
+
+# ----------------------------------------------------------------------------- max pooling
+
+
+def max_pool_vjp(ctx, g, _g_indices):
+    in_size = tuple(ctx.in_types[0].shape[2:])
+    return (apply(POOL_SCATTER, g, ctx.outputs[1], in_size=in_size),)
+
+
+def check_dtype(name, x):
+    if x.dtype is dt.bool_:
+        raise DTypeError("not defined for bool tensors; convert with .float()", op=name)
+
+
+def _max_pool_infer(x, *, kernel, stride, padding, dilation, ceil_mode):
+    name = f"max_pool{len(kernel)}d"
+    check_dtype(name, x)
+    out = check_pool_args(name, x, kernel, stride, padding, dilation, ceil_mode)
+    shape = tuple(x.shape[:2]) + out
+    return TensorType(shape, x.dtype), TensorType(shape, dt.int64)
+
+
+def _max_pool_cost(in_types, out_types, attrs) -> Cost:
+    return Cost(numel(out_types[0].shape) * numel(attrs["kernel"]), io_bytes(in_types, out_types))
+
+
+MAX_POOL = register(
+    OpDef(
+        name="max_pool",
+        kind="nn",
+        infer=_max_pool_infer,
+        kernel=_max_pool_kernel,
+        vjp=max_pool_vjp,
+        cost=_max_pool_cost,
+        save_inputs=(),
+        save_outputs=(1,),
+        num_outputs=2,
+        doc="max_pool(x; kernel, stride, padding, dilation, ceil_mode) -> (values, indices): "
+        "N-d max pooling with padding as -inf; indices are flat positions in each plane",
+    )
+)
+
+
+def finish_pool(values, indices, unbatched, return_indices):
+    if unbatched:
+        values = values.reshape(tuple(values.shape[1:]))
+        indices = indices.reshape(tuple(indices.shape[1:]))
+    return (values, indices) if return_indices else values
+
+
+def _max_pool_nd(nd: int):
+    name = f"max_pool{nd}d"
+
+    def max_pool(
+        input,
+        kernel_size,
+        stride=None,
+        padding=0,
+        dilation=1,
+        ceil_mode=False,
+        return_indices=False,
+    ):
+        x, unbatched = unbatch(name, to_tensor(input), nd)
+        kernel = int_tuple(name, "kernel_size", kernel_size, nd)
+        empty = stride is None or (isinstance(stride, (tuple, list)) and not stride)
+        stride = kernel if empty else int_tuple(name, "stride", stride, nd)
+        values, indices = apply(
+            MAX_POOL,
+            x,
+            kernel=kernel,
+            stride=stride,
+            padding=int_tuple(name, "padding", padding, nd, positive=False),
+            dilation=int_tuple(name, "dilation", dilation, nd),
+            ceil_mode=bool(ceil_mode),
+        )
+        return finish_pool(values, indices, unbatched, return_indices)
+
+    max_pool.__name__ = max_pool.__qualname__ = name
+    max_pool.__doc__ = (
+        f"{nd}-D max pooling like torch.nn.functional.{name} (stride defaults to kernel_size; "
+        "padding counts as -inf; return_indices gives flat indices within each plane)."
+    )
+    return export(max_pool, name=name, functional=True)
+
+
+max_pool1d = _max_pool_nd(1)
+max_pool2d = _max_pool_nd(2)
+max_pool3d = _max_pool_nd(3)

@@ -1,0 +1,189 @@
+"""Adaptive pooling (PyTorch's semantics): output position i of a dimension of size L pooled to
+``out`` covers the window [floor(i * L / out), ceil((i + 1) * L / out)).
+
+* ``adaptive_max_pool``: a primitive returning (values, indices) like max_pool, with the same
+  gradient (pool_scatter through the indices, first maximum of each window).
+* adaptive_avg_pool1d/2d/3d: composites. Averaging over such windows is separable, one
+  dimension at a time: a reshape and a mean when the size divides evenly (the common case),
+  otherwise a matmul by the (L, out) averaging matrix.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..errors import DTypeError, ShapeError
+from . import api as E
+from ._registry import Cost, OpDef, TensorType, apply, constant, export, register
+from ._util import fmt_shape, io_bytes
+from .elementwise import to_tensor
+from .pool import check_dtype, finish_pool, max_pool_vjp, plane_strides, unbatch
+
+
+def adaptive_windows(n: int, o: int):
+    """Start and end (exclusive) of each of the ``o`` adaptive windows over ``n`` positions."""
+    i = np.arange(o)
+    return (i * n) // o, ((i + 1) * n + o - 1) // o
+
+
+def output_size_arg(name: str, output_size, in_size: tuple, nd: int) -> tuple:
+    """An adaptive pool's output size: an int or a tuple whose None entries keep the input's."""
+    if not isinstance(output_size, (tuple, list)):
+        output_size = (output_size,) * nd
+    if len(output_size) != nd:
+        raise ShapeError(f"output_size must be an int or {nd} values, got {output_size}", op=name)
+    return tuple(n if o is None else int(o) for o, n in zip(output_size, in_size))
+
+
+def _check_input(name, x, out_size):
+    if x.ndim != len(out_size) + 2 or any(n < 1 for n in x.shape[2:]) or min(out_size) < 1:
+        raise ShapeError(
+            f"expected a non-empty {len(out_size) + 2}-D input (N, C, spatial) and a positive "
+            f"output size, got input {fmt_shape(x.shape)} and output size {out_size}",
+            op=name,
+        )
+
+
+# ---------------------------------------------------------------------------- max pooling
+
+
+def _adaptive_max_kernel(x, *, out_size):
+    if x.dtype in (dt.float16.np, dt.bfloat16.np):  # NumPy compares these slowly, if at all
+        values, indices = _adaptive_max_kernel(x.astype(np.float32), out_size=out_size)
+        return values.astype(x.dtype), indices
+    in_size = x.shape[2:]
+    nd = len(in_size)
+    index, kmax = [], []
+    pos = np.zeros((), np.int64)  # flat position of every (window, element) pair
+    for axis, (n, o, f) in enumerate(zip(in_size, out_size, plane_strides(in_size))):
+        start, end = adaptive_windows(n, o)
+        k = int((end - start).max())
+        # short windows repeat their last element: a repeat is never the *first* maximum
+        idx = np.minimum(start[:, None] + np.arange(k), end[:, None] - 1)
+        shape = [1] * (2 * nd)
+        shape[2 * axis : 2 * axis + 2] = (o, k)
+        index.append(idx.reshape(shape))
+        pos = pos + index[-1] * f
+        kmax.append(k)
+    windows = x[(slice(None), slice(None)) + tuple(index)]  # (N, C, o1, k1, o2, k2, ...)
+    # window elements last: (N, C, o1, o2, ..., k1 * k2 * ...)
+    order = tuple(range(0, 2 * nd, 2)) + tuple(range(1, 2 * nd, 2))
+    count = math.prod(kmax)
+    arr = windows.transpose((0, 1) + tuple(a + 2 for a in order))
+    arr = arr.reshape(x.shape[:2] + tuple(out_size) + (count,))
+    pos = pos.transpose(order).reshape(tuple(out_size) + (count,))
+    code = arr.argmax(axis=-1)
+    if x.dtype.kind == "f":
+        nan = np.isnan(arr)
+        if nan.any():  # torch keeps the *last* NaN of a window
+            last = count - 1 - np.argmax(nan[..., ::-1], axis=-1)
+            code = np.where(nan.any(axis=-1), last, code)
+    values = np.take_along_axis(arr, code[..., None], axis=-1)[..., 0]
+    indices = np.take_along_axis(np.broadcast_to(pos, arr.shape), code[..., None], axis=-1)
+    return np.ascontiguousarray(values), np.ascontiguousarray(indices[..., 0], dtype=np.int64)
+
+
+def _adaptive_infer(x, *, out_size):
+    name = f"adaptive_max_pool{len(out_size)}d"
+    check_dtype(name, x)
+    _check_input(name, x, out_size)
+    shape = tuple(x.shape[:2]) + tuple(out_size)
+    return TensorType(shape, x.dtype), TensorType(shape, dt.int64)
+
+
+def _adaptive_cost(in_types, out_types, attrs) -> Cost:
+    x = in_types[0]
+    per_plane = 1  # one comparison per window element
+    for n, o in zip(x.shape[2:], attrs["out_size"]):
+        start, end = adaptive_windows(n, o)
+        per_plane *= int((end - start).sum())
+    return Cost(x.shape[0] * x.shape[1] * per_plane, io_bytes(in_types, out_types))
+
+
+ADAPTIVE_MAX_POOL = register(
+    OpDef(
+        name="adaptive_max_pool",
+        kind="nn",
+        infer=_adaptive_infer,
+        kernel=_adaptive_max_kernel,
+        vjp=max_pool_vjp,
+        cost=_adaptive_cost,
+        save_inputs=(),
+        save_outputs=(1,),
+        num_outputs=2,
+        doc="adaptive_max_pool(x; out_size) -> (values, indices): max over torch's adaptive "
+        "windows; indices are flat positions in each plane",
+    )
+)
+
+
+def _adaptive_max_pool_nd(nd: int):
+    name = f"adaptive_max_pool{nd}d"
+
+    def adaptive_max_pool(input, output_size, return_indices=False):
+        x, unbatched = unbatch(name, to_tensor(input), nd)
+        size = output_size_arg(name, output_size, tuple(x.shape[2:]), nd)
+        values, indices = apply(ADAPTIVE_MAX_POOL, x, out_size=size)
+        return finish_pool(values, indices, unbatched, return_indices)
+
+    adaptive_max_pool.__name__ = adaptive_max_pool.__qualname__ = name
+    adaptive_max_pool.__doc__ = (
+        f"{nd}-D adaptive max pooling like torch.nn.functional.{name}: output_size an int or a "
+        "tuple (None keeps that input size)."
+    )
+    return export(adaptive_max_pool, name=name, functional=True)
+
+
+# ------------------------------------------------------------------------ average pooling
+
+
+def _averaging_matrix(n: int, o: int, dtype) -> np.ndarray:
+    start, end = adaptive_windows(n, o)
+    cols = np.arange(n)
+    inside = (cols[None, :] >= start[:, None]) & (cols[None, :] < end[:, None])
+    return (inside / (end - start)[:, None]).astype(dtype.np)
+
+
+def _average_axis(x, axis: int, o: int):
+    """Adaptive average of ``x`` along ``axis`` down to ``o`` positions."""
+    shape = tuple(x.shape)
+    n = shape[axis]
+    if n == o:
+        return x
+    if n % o == 0:  # equal, disjoint windows
+        return E.mean(E.reshape(x, shape[:axis] + (o, n // o) + shape[axis + 1 :]), axis + 1)
+    # otherwise a matmul by the (n, o) averaging matrix along this axis
+    weights = constant(_averaging_matrix(n, o, x.dtype).T.copy())
+    return E.movedim(E.matmul(E.movedim(x, axis, -1), weights), -1, axis)
+
+
+def _adaptive_avg_pool_nd(nd: int):
+    name = f"adaptive_avg_pool{nd}d"
+
+    def adaptive_avg_pool(input, output_size):
+        x, unbatched = unbatch(name, to_tensor(input), nd)
+        size = output_size_arg(name, output_size, tuple(x.shape[2:]), nd)
+        _check_input(name, x, size)
+        if not x.dtype.is_floating_point:
+            raise DTypeError(f"expected a floating-point input, got {x.dtype}", op=name)
+        for axis, o in enumerate(size):
+            x = _average_axis(x, axis + 2, o)
+        return E.reshape(x, tuple(x.shape[1:])) if unbatched else x
+
+    adaptive_avg_pool.__name__ = adaptive_avg_pool.__qualname__ = name
+    adaptive_avg_pool.__doc__ = (
+        f"{nd}-D adaptive average pooling like torch.nn.functional.{name}: output_size an int "
+        "or a tuple (None keeps that input size)."
+    )
+    return export(adaptive_avg_pool, name=name, functional=True)
+
+
+adaptive_max_pool1d = _adaptive_max_pool_nd(1)
+adaptive_max_pool2d = _adaptive_max_pool_nd(2)
+adaptive_max_pool3d = _adaptive_max_pool_nd(3)
+adaptive_avg_pool1d = _adaptive_avg_pool_nd(1)
+adaptive_avg_pool2d = _adaptive_avg_pool_nd(2)
+adaptive_avg_pool3d = _adaptive_avg_pool_nd(3)

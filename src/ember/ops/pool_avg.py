@@ -1,0 +1,230 @@
+"""Average pooling: the primitive ``avg_pool`` and its adjoint ``avg_pool_backward`` (each the
+other's VJP: the map is linear), and the public avg_pool1d/2d/3d (also in ember.nn.functional).
+
+Semantics are torch's: stride defaults to kernel_size; padding (at most half the kernel) adds
+zeros; with ``count_include_pad`` the divisor counts the padding inside the window (but not the
+overhang that ceil_mode adds past it); otherwise only the real elements; ``divisor_override``
+replaces the divisor. The divisor of a window is a product of per-dimension lengths.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ShapeError
+from ._conv_kernels import compute_dtype, scratch
+from ._registry import Cost, OpDef, TensorType, apply, export, register
+from ._util import io_bytes, numel, require_float
+from .conv_functional import int_tuple
+from .elementwise import to_tensor
+from .pool import (
+    check_pool_args,
+    pad_input,
+    padded_extent,
+    pool_out_size,
+    unbatch,
+    window_slices,
+)
+
+
+def _geometry(in_size, kernel, stride, padding, ceil_mode):
+    out = tuple(
+        pool_out_size(n, k, s, p, 1, ceil_mode)
+        for n, k, s, p in zip(in_size, kernel, stride, padding)
+    )
+    return out, padded_extent(in_size, kernel, stride, padding, (1,) * len(kernel), out)
+
+
+def _divisor(in_size, out, kernel, stride, padding, count_include_pad, override, dtype):
+    """The divisor of every window, an array of the output's spatial shape."""
+    if override is not None:
+        return np.asarray(override, dtype)
+    div = np.ones((), np.int64)
+    for axis, (n, o, k, s, p) in enumerate(zip(in_size, out, kernel, stride, padding)):
+        start = np.arange(o) * s - p
+        end = np.minimum(start + k, n + p)
+        if count_include_pad:
+            length = end - start
+        else:
+            length = np.minimum(end, n) - np.maximum(start, 0)
+        shape = [1] * len(out)
+        shape[axis] = o
+        div = div * length.reshape(shape)
+    return div.astype(dtype)
+
+
+def _attrs_geometry(in_size, attrs):
+    kernel, stride, padding = attrs["kernel"], attrs["stride"], attrs["padding"]
+    out, extent = _geometry(in_size, kernel, stride, padding, attrs["ceil_mode"])
+    return kernel, stride, padding, out, extent
+
+
+def _avg_kernel(x, **attrs):
+    dtype = compute_dtype(x.dtype)
+    xc = x.astype(dtype, copy=False)
+    kernel, stride, padding, out, extent = _attrs_geometry(x.shape[2:], attrs)
+    xp = pad_input(xc, padding, extent, 0, "avgpool")
+    total = None
+    for _, sl in window_slices(kernel, stride, (1,) * len(kernel), out):
+        window = xp[(Ellipsis,) + sl]
+        if total is None:
+            total = window.copy()
+        else:
+            total += window
+    div = _divisor(
+        x.shape[2:],
+        out,
+        kernel,
+        stride,
+        padding,
+        attrs["count_include_pad"],
+        attrs["divisor_override"],
+        dtype,
+    )
+    total /= div
+    return total.astype(x.dtype, copy=False)
+
+
+def _avg_backward_kernel(g, *, in_size, **attrs):
+    dtype = compute_dtype(g.dtype)
+    kernel, stride, padding, out, extent = _attrs_geometry(in_size, attrs)
+    div = _divisor(
+        in_size,
+        out,
+        kernel,
+        stride,
+        padding,
+        attrs["count_include_pad"],
+        attrs["divisor_override"],
+        dtype,
+    )
+    share = g.astype(dtype, copy=False) / div
+    acc = scratch("avgpool_grad", g.shape[:2] + tuple(extent), dtype)
+    acc.fill(0)
+    for _, sl in window_slices(kernel, stride, (1,) * len(kernel), out):
+        acc[(Ellipsis,) + sl] += share
+    inner = tuple(slice(p, p + n) for p, n in zip(padding, in_size))
+    return acc[(slice(None), slice(None)) + inner].astype(g.dtype)
+
+
+def _avg_infer(x, **attrs):
+    name = f"avg_pool{len(attrs['kernel'])}d"
+    require_float(name, x)
+    out = check_pool_args(
+        name,
+        x,
+        attrs["kernel"],
+        attrs["stride"],
+        attrs["padding"],
+        (1,) * len(attrs["kernel"]),
+        attrs["ceil_mode"],
+    )
+    return TensorType(tuple(x.shape[:2]) + out, x.dtype)
+
+
+def _avg_backward_infer(g, *, in_size, **attrs):
+    name = "avg_pool_backward"
+    require_float(name, g)
+    out, _ = _geometry(
+        in_size, attrs["kernel"], attrs["stride"], attrs["padding"], attrs["ceil_mode"]
+    )
+    if tuple(g.shape[2:]) != out:
+        raise ShapeError(
+            f"gradient of spatial size {tuple(g.shape[2:])} does not match the pooled size {out} "
+            f"of an input of size {in_size}",
+            op=name,
+        )
+    return TensorType(tuple(g.shape[:2]) + tuple(in_size), g.dtype)
+
+
+def _window_cost(windows: int, attrs, in_types, out_types) -> Cost:
+    # one add per window element and one division per window
+    return Cost(windows * (numel(attrs["kernel"]) + 1), io_bytes(in_types, out_types))
+
+
+def _avg_cost(in_types, out_types, attrs) -> Cost:
+    return _window_cost(numel(out_types[0].shape), attrs, in_types, out_types)
+
+
+def _avg_backward_cost(in_types, out_types, attrs) -> Cost:
+    return _window_cost(numel(in_types[0].shape), attrs, in_types, out_types)
+
+
+def _avg_vjp(ctx, g):
+    in_size = tuple(ctx.in_types[0].shape[2:])
+    return (apply(AVG_POOL_BACKWARD, g, in_size=in_size, **ctx.attrs),)
+
+
+def _avg_backward_vjp(ctx, g):
+    attrs = {k: v for k, v in ctx.attrs.items() if k != "in_size"}
+    return (apply(AVG_POOL, g, **attrs),)
+
+
+AVG_POOL = register(
+    OpDef(
+        name="avg_pool",
+        kind="nn",
+        infer=_avg_infer,
+        kernel=_avg_kernel,
+        vjp=_avg_vjp,
+        cost=_avg_cost,
+        save_inputs=(),
+        doc="avg_pool(x; kernel, stride, padding, ceil_mode, count_include_pad, "
+        "divisor_override): N-d average pooling",
+    )
+)
+
+AVG_POOL_BACKWARD = register(
+    OpDef(
+        name="avg_pool_backward",
+        kind="nn",
+        infer=_avg_backward_infer,
+        kernel=_avg_backward_kernel,
+        vjp=_avg_backward_vjp,
+        cost=_avg_backward_cost,
+        save_inputs=(),
+        doc="avg_pool_backward(g; ..., in_size): the adjoint of avg_pool (spreads each "
+        "window's gradient over its elements)",
+    )
+)
+
+
+def _avg_pool_nd(nd: int):
+    name = f"avg_pool{nd}d"
+
+    def avg_pool(
+        input,
+        kernel_size,
+        stride=None,
+        padding=0,
+        ceil_mode=False,
+        count_include_pad=True,
+        divisor_override=None,
+    ):
+        x, unbatched = unbatch(name, to_tensor(input), nd)
+        kernel = int_tuple(name, "kernel_size", kernel_size, nd)
+        empty = stride is None or (isinstance(stride, (tuple, list)) and not stride)
+        if divisor_override is not None and int(divisor_override) == 0:
+            raise ShapeError("divisor_override must be non-zero", op=name)
+        y = apply(
+            AVG_POOL,
+            x,
+            kernel=kernel,
+            stride=kernel if empty else int_tuple(name, "stride", stride, nd),
+            padding=int_tuple(name, "padding", padding, nd, positive=False),
+            ceil_mode=bool(ceil_mode),
+            count_include_pad=bool(count_include_pad),
+            divisor_override=None if divisor_override is None else int(divisor_override),
+        )
+        return y.reshape(tuple(y.shape[1:])) if unbatched else y
+
+    avg_pool.__name__ = avg_pool.__qualname__ = name
+    avg_pool.__doc__ = (
+        f"{nd}-D average pooling like torch.nn.functional.{name} (stride defaults to kernel_size)."
+    )
+    return export(avg_pool, name=name, functional=True)
+
+
+avg_pool1d = _avg_pool_nd(1)
+avg_pool2d = _avg_pool_nd(2)
+avg_pool3d = _avg_pool_nd(3)

@@ -1,0 +1,137 @@
+"""Selections built on indexing: masked_fill, masked_select, take, select, narrow, and the
+``nonzero`` primitive (with argwhere).
+
+``nonzero``'s output size is data-dependent; like a bool mask's count in indexing, the public
+function reads the count from the data in eager mode and records it as an attribute, so the
+shape rule never looks at data (the kernel checks that the count still holds).
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..errors import DTypeError, ShapeError
+from . import api as E
+from ._registry import OpDef, TensorBase, TensorType, apply, export, register
+from ._util import broadcast_shapes, fmt_shape, memory_cost, normalize_axis
+from .elementwise import to_tensor
+from .indexing import getitem
+
+# ----------------------------------------------------------------------------- mask helpers
+
+
+def _bool_mask(op, mask):
+    mask = to_tensor(mask)
+    if mask.dtype is not dt.bool_:
+        raise DTypeError(f"the mask must be a bool tensor, got {mask.dtype}", op=op)
+    return mask
+
+
+@export(method=True, inplace=True)
+def masked_fill(x, mask, value):
+    """``value`` where ``mask`` (broadcast to x's shape) is true, else ``x``. ``value`` is a
+    Python scalar or a 0-d tensor (gradients flow to both x and a tensor value)."""
+    x = to_tensor(x)
+    mask = _bool_mask("masked_fill", mask)
+    try:
+        fits = tuple(broadcast_shapes("masked_fill", x.shape, mask.shape)) == tuple(x.shape)
+    except ShapeError:
+        fits = False
+    if not fits:
+        raise ShapeError(
+            f"mask of shape {fmt_shape(mask.shape)} does not broadcast to the tensor's shape "
+            f"{fmt_shape(x.shape)}",
+            op="masked_fill",
+        )
+    if isinstance(value, TensorBase) and value.ndim != 0:
+        raise ShapeError(
+            f"value must be a scalar or a 0-d tensor, got shape {fmt_shape(value.shape)}",
+            op="masked_fill",
+        )
+    return E.where(mask, to_tensor(value, x.dtype), x)
+
+
+@export(method=True)
+def masked_select(x, mask):
+    """The elements of ``x`` where ``mask`` is true, as a 1-D tensor (x and mask broadcast)."""
+    x = to_tensor(x)
+    mask = _bool_mask("masked_select", mask)
+    shape = broadcast_shapes("masked_select", x.shape, mask.shape)
+    return getitem(E.broadcast_to(x, shape), E.broadcast_to(mask, shape))
+
+
+@export(method=True)
+def take(x, index):
+    """Elements of ``x`` viewed as 1-D at the integer ``index`` (the result has index's shape)."""
+    x = to_tensor(x)
+    return getitem(E.reshape(x, (-1,)), to_tensor(index))
+
+
+# ---------------------------------------------------------------------------------- nonzero
+
+
+def _nonzero_kernel(x, *, count):
+    out = np.argwhere(x)
+    if out.shape[0] != count:
+        raise ShapeError(
+            f"the tensor has {out.shape[0]} non-zero elements but the op was built for {count}",
+            op="nonzero",
+        )
+    return out.astype(np.int64, copy=False)
+
+
+_NONZERO = register(
+    OpDef(
+        name="nonzero",
+        kind="index",
+        infer=lambda x, *, count: TensorType((count, x.ndim), dt.int64),
+        kernel=_nonzero_kernel,
+        cost=memory_cost,
+        doc="nonzero(x, count): the (count, ndim) coordinates of the non-zero elements. The count "
+        "is data-dependent: the public function reads it from x when the call is made.",
+    )
+)
+
+
+@export(method=True)
+def nonzero(x, *, as_tuple: bool = False):
+    """Coordinates of the non-zero elements, one row each (``as_tuple``: one 1-D tensor per
+    dimension, usable as an index)."""
+    x = to_tensor(x)
+    count = int(E.sum(E.ne(x, 0)).item())
+    out = apply(_NONZERO, x, count=count)
+    if as_tuple:
+        return tuple(getitem(out, (slice(None), d)) for d in range(x.ndim))
+    return out
+
+
+export(lambda x: nonzero(x), name="argwhere", method=True)
+
+
+@export(method=True)
+def select(x, dim: int, index: int):
+    """The slice of ``x`` at ``index`` along ``dim``, that dimension removed (a view)."""
+    x = to_tensor(x)
+    d = normalize_axis("select", dim, x.ndim)
+    return getitem(x, (slice(None),) * d + (operator.index(index),))
+
+
+@export(method=True)
+def narrow(x, dim: int, start: int, length: int):
+    """``length`` entries of ``x`` from ``start`` along ``dim`` (a view)."""
+    x = to_tensor(x)
+    d = normalize_axis("narrow", dim, x.ndim)
+    n = x.shape[d]
+    start = operator.index(start)
+    if start < 0:
+        start += n
+    if not (0 <= start <= n and 0 <= length and start + length <= n):
+        raise ShapeError(
+            f"start {start} and length {length} fall outside dimension {d} of size {n} "
+            f"(tensor shape {fmt_shape(x.shape)})",
+            op="narrow",
+        )
+    return getitem(x, (slice(None),) * d + (slice(start, start + length),))

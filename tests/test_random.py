@@ -1,0 +1,81 @@
+"""Random ops: seeded reproducibility, generator state round trips, distribution moments."""
+
+import json
+
+import numpy as np
+import pytest
+
+import ember
+
+
+def test_manual_seed_reproduces_the_global_stream():
+    ember.manual_seed(7)
+    a = [ember.rand(3).numpy(), ember.randn(2, 2).numpy(), ember.randint(0, 9, (4,)).numpy()]
+    ember.manual_seed(7)
+    b = [ember.rand(3).numpy(), ember.randn(2, 2).numpy(), ember.randint(0, 9, (4,)).numpy()]
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+    assert not np.array_equal(ember.rand(3).numpy(), a[0])  # the stream moves on
+
+
+def test_generators_are_independent_of_the_global_stream():
+    g = ember.Generator(3)
+    first = ember.randn(5, generator=g).numpy()
+    ember.manual_seed(0)
+    ember.randn(100)
+    np.testing.assert_array_equal(first, ember.randn(5, generator=ember.Generator(3)).numpy())
+
+
+def test_generator_state_is_json_and_restores_the_stream():
+    g = ember.Generator(11)
+    ember.rand(4, generator=g)
+    state = json.loads(json.dumps(g.get_state()))
+    expected = ember.rand(6, generator=g).numpy()
+    g2 = ember.Generator(0).set_state(state)
+    np.testing.assert_array_equal(ember.rand(6, generator=g2).numpy(), expected)
+
+
+def test_moments_of_the_distributions():
+    g = ember.Generator(1)
+    n = 200_000
+    u = ember.uniform(-2.0, 4.0, (n,), generator=g).numpy()
+    assert u.min() >= -2.0 and u.max() < 4.0
+    assert abs(u.mean() - 1.0) < 0.02 and abs(u.var() - 3.0) < 0.05  # (b-a)^2/12 = 3
+    z = ember.normal(3.0, 2.0, (n,), generator=g).numpy()
+    assert abs(z.mean() - 3.0) < 0.02 and abs(z.std() - 2.0) < 0.02
+    k = ember.randint(0, 10, (n,), generator=g).numpy()
+    assert k.dtype == np.int64 and set(np.unique(k)) == set(range(10))
+    b = ember.bernoulli(ember.full((n,), 0.3), generator=g).numpy()
+    assert set(np.unique(b)) == {0.0, 1.0} and abs(b.mean() - 0.3) < 0.01
+    p = ember.randperm(50, generator=g).numpy()
+    assert sorted(p.tolist()) == list(range(50))
+
+
+def test_dtypes_and_requires_grad():
+    assert ember.rand(2).dtype == ember.float32
+    assert ember.randn(2, dtype=ember.float64).dtype == ember.float64
+    assert ember.randint(3, (2,), dtype=ember.int32).dtype == ember.int32
+    x = ember.randn(3, requires_grad=True)
+    assert x.requires_grad and x.is_leaf
+
+
+def test_in_place_fills_follow_the_seed():
+    ember.manual_seed(5)
+    w = ember.empty(3, 4).normal_(0.0, 0.5)
+    ember.manual_seed(5)
+    np.testing.assert_array_equal(w.numpy(), ember.normal(0.0, 0.5, (3, 4)).numpy())
+    u = ember.zeros(1000).uniform_(1.0, 2.0).numpy()
+    assert u.min() >= 1.0 and u.max() < 2.0
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: ember.randint(5, 5, (2,)), "high"),
+        (lambda: ember.uniform(1.0, 0.0, (2,)), "high"),
+        (lambda: ember.normal(0.0, -1.0, (2,)), "std"),
+    ],
+)
+def test_bad_arguments_are_named(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
