@@ -1,0 +1,91 @@
+"""Helpers shared by the composite modules: PyTorch's ``reduction`` argument (and its legacy
+``size_average`` / ``reduce`` spelling) and its application, dimension arguments, float-input
+and shape checks with clear errors, and `concrete`, which gives value checks access to eager data.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from ..errors import DTypeError, ShapeError
+from ..ops import api as E
+from ..ops._util import fmt_shape, normalize_axis
+from ..ops.elementwise import to_tensor
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def reduction_arg(
+    op: str, reduction: str, size_average=None, reduce=None, allowed=REDUCTIONS
+) -> str:
+    """The reduction mode, translating PyTorch's deprecated ``size_average``/``reduce`` flags."""
+    if size_average is not None or reduce is not None:
+        warnings.warn(
+            f"{op}: size_average and reduce are deprecated; use reduction='mean'|'sum'|'none'",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        size_average = True if size_average is None else size_average
+        reduce = True if reduce is None else reduce
+        if not reduce:
+            return "none"
+        return "mean" if size_average else "sum"
+    if reduction not in allowed:
+        raise ValueError(f"{op}: reduction must be one of {allowed}, got {reduction!r}")
+    return reduction
+
+
+def reduce_loss(loss, reduction: str):
+    """Apply ``'mean'`` / ``'sum'`` / ``'none'`` to an elementwise loss."""
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return E.sum(loss)
+    return E.mean(loss)
+
+
+def float_input(op: str, x, what: str = "input"):
+    """``x`` as a tensor, which must be floating point (losses and norms are float-only)."""
+    x = to_tensor(x)
+    if not x.dtype.is_floating_point:
+        raise DTypeError(
+            f"{what} must be a floating-point tensor, got {x.dtype}; convert it with .float()",
+            op=op,
+        )
+    return x
+
+
+def check_same_shape(op: str, x, other, what: str) -> None:
+    if tuple(x.shape) != tuple(other.shape):
+        raise ShapeError(
+            f"{what} of shape {fmt_shape(other.shape)} must have the input's shape "
+            f"{fmt_shape(x.shape)}",
+            op=op,
+        )
+
+
+def broadcast_target(op: str, x, target):
+    """PyTorch's regression losses broadcast input and target (warning when shapes differ)."""
+    if tuple(x.shape) != tuple(target.shape):
+        warnings.warn(
+            f"{op}: target shape {fmt_shape(target.shape)} differs from input shape "
+            f"{fmt_shape(x.shape)}; they are broadcast, which is likely not intended",
+            UserWarning,
+            stacklevel=3,
+        )
+        return E.broadcast_tensors(x, target)
+    return x, target
+
+
+def dim_arg(op: str, dim: int, ndim: int) -> int:
+    return normalize_axis(op, dim, ndim)
+
+
+def concrete(t):
+    """The NumPy data of an eager tensor, else None (a symbolic tensor being traced has none).
+
+    Used only to validate values (target classes, probabilities) with a clear error where eager
+    data is at hand; results never depend on it."""
+    from ..tensor import Tensor
+
+    return t.numpy() if isinstance(t, Tensor) else None

@@ -1,0 +1,274 @@
+"""Activation functions as composites of elementwise primitives (PyTorch's ``F.gelu``,
+``F.silu``, ``F.leaky_relu``, ``F.elu``, ``F.softplus``, ...).
+
+Gradients at the non-smooth points follow PyTorch's conventions, which the choice of primitive
+encodes: ``where(x > 0, ...)`` gives the left branch's slope at 0 (leaky_relu, elu, prelu), nested
+``where`` on ``<=``/``>=`` gives a zero gradient exactly at the clipping points (hardtanh, relu6,
+hardsigmoid), and ``minimum(x, 0)`` splits a tie evenly (logsigmoid's 0.5 at 0).
+
+Branches that could overflow (``exp`` of a large positive input in elu/softplus) read a masked
+input, so the unused branch never produces inf and its zero gradient never meets an inf (which
+would make 0 * inf = NaN).
+
+``inplace=True`` computes the result and writes it into the input through the tensor's in-place
+protocol (as PyTorch's in-place activations, it is an error on a leaf that requires grad).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..errors import ShapeError
+from ..ops import api as E
+from ..ops._registry import export
+from ..ops._util import fmt_shape
+from ..ops.elementwise import to_tensor
+from ._common import dim_arg, float_input
+
+_SQRT1_2 = 1.0 / math.sqrt(2.0)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+# PyTorch's SELU constants (Klambauer et al., 2017)
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def _maybe_inplace(name: str, x, inplace: bool, fn):
+    """``fn(x)``, or with ``inplace`` the same value written into ``x`` (returned)."""
+    if inplace:
+        return x._inplace(name + "_", fn)
+    return fn(x)
+
+
+def _activation(name: str, x):
+    return float_input(name, x)
+
+
+@export(functional=True, toplevel=False)
+def gelu(input, approximate: str = "none"):
+    """Gaussian error linear unit: ``x * Phi(x)``; ``approximate='tanh'`` uses the tanh form."""
+    x = _activation("gelu", input)
+    if approximate == "none":
+        return x * (E.erf(x * _SQRT1_2) + 1) * 0.5
+    if approximate == "tanh":
+        inner = (x + x * x * x * 0.044715) * _SQRT_2_OVER_PI
+        return x * (E.tanh(inner) + 1) * 0.5
+    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+@export(functional=True, toplevel=False)
+def silu(input, inplace: bool = False):
+    """``x * sigmoid(x)`` (swish)."""
+    x = _activation("silu", input)
+    return _maybe_inplace("silu", x, inplace, lambda t: t * E.sigmoid(t))
+
+
+@export(functional=True, toplevel=False)
+def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
+    """``x`` where positive, else ``negative_slope * x`` (the gradient at 0 is the slope)."""
+    x = _activation("leaky_relu", input)
+    slope = float(negative_slope)
+    return _maybe_inplace("leaky_relu", x, inplace, lambda t: E.where(t > 0, t, t * slope))
+
+
+def _elu_core(x, alpha: float, input_scale: float = 1.0):
+    """``x`` where positive, else ``alpha * (exp(x * input_scale) - 1)``; at 0 the gradient is
+    the negative branch's, ``alpha * input_scale`` (PyTorch's convention)."""
+    positive = x > 0
+    negative_part = E.where(positive, 0, x)  # keeps exp from overflowing in the unused branch
+    if input_scale != 1.0:
+        negative_part = negative_part * input_scale
+    return E.where(positive, x, E.expm1(negative_part) * alpha)
+
+
+@export(functional=True, toplevel=False)
+def elu(input, alpha: float = 1.0, inplace: bool = False):
+    """Exponential linear unit: ``x`` if positive, else ``alpha * (exp(x) - 1)``."""
+    x = _activation("elu", input)
+    return _maybe_inplace("elu", x, inplace, lambda t: _elu_core(t, float(alpha)))
+
+
+@export(functional=True)
+def selu(input, inplace: bool = False):
+    """Scaled ELU with PyTorch's constants: ``scale * elu(x, alpha)``."""
+    x = _activation("selu", input)
+    return _maybe_inplace("selu", x, inplace, lambda t: _elu_core(t, _SELU_ALPHA) * _SELU_SCALE)
+
+
+@export(functional=True)
+def celu(input, alpha: float = 1.0, inplace: bool = False):
+    """``x`` if positive, else ``alpha * (exp(x / alpha) - 1)``."""
+    x = _activation("celu", input)
+    alpha = float(alpha)
+    if alpha == 0:
+        raise ValueError("celu: alpha must not be 0")
+    return _maybe_inplace("celu", x, inplace, lambda t: _elu_core(t, alpha, 1.0 / alpha))
+
+
+@export(functional=True, toplevel=False)
+def softplus(input, beta: float = 1.0, threshold: float = 20.0):
+    """``log(1 + exp(beta * x)) / beta``, and ``x`` itself where ``beta * x > threshold``."""
+    x = _activation("softplus", input)
+    beta, threshold = float(beta), float(threshold)
+    bx = x * beta if beta != 1.0 else x
+    linear = bx > threshold
+    soft = E.log1p(E.exp(E.where(linear, 0, bx)))
+    if beta != 1.0:
+        soft = soft / beta
+    return E.where(linear, x, soft)
+
+
+def _clamp_strict(x, lo: float, hi: float):
+    """clamp whose gradient is zero at the bounds themselves (PyTorch's hardtanh backward)."""
+    return E.where(x <= lo, lo, E.where(x >= hi, hi, x))
+
+
+@export(functional=True, toplevel=False)
+def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
+    """Clamp into ``[min_val, max_val]`` (gradient 0 at and beyond the bounds)."""
+    x = _activation("hardtanh", input)
+    lo, hi = float(min_val), float(max_val)
+    if lo > hi:
+        raise ValueError(f"hardtanh: min_val ({lo}) must not exceed max_val ({hi})")
+    return _maybe_inplace("hardtanh", x, inplace, lambda t: _clamp_strict(t, lo, hi))
+
+
+@export(functional=True, toplevel=False)
+def relu6(input, inplace: bool = False):
+    """``min(max(x, 0), 6)`` (hardtanh on [0, 6])."""
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+@export(functional=True, toplevel=False)
+def hardsigmoid(input, inplace: bool = False):
+    """``relu6(x + 3) / 6``, a piecewise-linear sigmoid."""
+    x = _activation("hardsigmoid", input)
+    return _maybe_inplace(
+        "hardsigmoid", x, inplace, lambda t: E.where(t <= -3, 0, E.where(t >= 3, 1, t / 6 + 0.5))
+    )
+
+
+@export(functional=True, toplevel=False)
+def hardswish(input, inplace: bool = False):
+    """``x * relu6(x + 3) / 6``; at -3 and 3 the gradient is the outer pieces' (0 and 1), as in
+    PyTorch."""
+    x = _activation("hardswish", input)
+    return _maybe_inplace(
+        "hardswish",
+        x,
+        inplace,
+        lambda t: E.where(t <= -3, 0, E.where(t < 3, t * (t + 3) / 6, t)),
+    )
+
+
+@export(functional=True, toplevel=False)
+def mish(input, inplace: bool = False):
+    """``x * tanh(softplus(x))``."""
+    x = _activation("mish", input)
+    return _maybe_inplace("mish", x, inplace, lambda t: t * E.tanh(softplus(t)))
+
+
+@export(functional=True, toplevel=False)
+def softsign(input):
+    """``x / (1 + |x|)``."""
+    x = _activation("softsign", input)
+    return x / (E.abs(x) + 1)
+
+
+@export(functional=True, toplevel=False)
+def tanhshrink(input):
+    """``x - tanh(x)``."""
+    x = _activation("tanhshrink", input)
+    return x - E.tanh(x)
+
+
+@export(functional=True, toplevel=False)
+def logsigmoid(input):
+    """``log(sigmoid(x))`` computed stably as ``min(x, 0) - log1p(exp(-|x|))``."""
+    x = _activation("logsigmoid", input)
+    return E.minimum(x, 0) - E.log1p(E.exp(-E.abs(x)))
+
+
+@export(functional=True)
+def threshold(input, threshold: float, value: float, inplace: bool = False):
+    """``x`` where ``x > threshold``, else ``value``."""
+    x = _activation("threshold", input)
+    return _maybe_inplace(
+        "threshold", x, inplace, lambda t: E.where(t > threshold, t, float(value))
+    )
+
+
+@export(functional=True, method=True)
+def hardshrink(input, lambd: float = 0.5):
+    """``x`` where ``|x| > lambd``, else 0."""
+    x = _activation("hardshrink", input)
+    return E.where(E.abs(x) > lambd, x, 0)
+
+
+@export(functional=True, toplevel=False)
+def softshrink(input, lambd: float = 0.5):
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
+    x = _activation("softshrink", input)
+    lambd = float(lambd)
+    if lambd < 0:
+        raise ValueError(f"softshrink: lambd must be non-negative, got {lambd}")
+    return E.where(x > lambd, x - lambd, E.where(x < -lambd, x + lambd, 0))
+
+
+@export(functional=True, toplevel=False)
+def glu(input, dim: int = -1):
+    """Gated linear unit: split ``dim`` in halves ``a, b`` and return ``a * sigmoid(b)``."""
+    x = _activation("glu", input)
+    d = dim_arg("glu", dim, x.ndim)
+    if x.shape[d] % 2:
+        raise ShapeError(
+            f"dimension {dim} of shape {fmt_shape(x.shape)} must have an even size to be halved",
+            op="glu",
+        )
+    a, b = E.chunk(x, 2, d)
+    return a * E.sigmoid(b)
+
+
+@export(functional=True, method=True)
+def prelu(input, weight):
+    """``x`` where positive, else ``weight * x``; ``weight`` has 1 element or one per channel
+    (dimension 1 of the input)."""
+    x = _activation("prelu", input)
+    w = float_input("prelu", weight, "weight")
+    if w.dtype is not x.dtype:
+        w = E.cast(w, x.dtype)
+    n = w.numel()
+    if w.ndim > 1 or (n != 1 and (x.ndim < 2 or x.shape[1] != n)):
+        channels = x.shape[1] if x.ndim >= 2 else 1
+        raise ShapeError(
+            f"weight of shape {fmt_shape(w.shape)} must have 1 element or one per channel "
+            f"({channels} for an input of shape {fmt_shape(x.shape)})",
+            op="prelu",
+        )
+    if n != 1:
+        w = E.reshape(w, (n,) + (1,) * (x.ndim - 2))
+    elif w.ndim:
+        w = E.reshape(w, ())
+    return E.where(x > 0, x, w * x)
+
+
+@export(functional=True)
+def relu_(input):
+    """In-place relu: writes ``max(x, 0)`` into ``input`` and returns it."""
+    return to_tensor(input)._inplace("relu_", E.relu)
+
+
+def _functional_inplace(fn, name):
+    def inplace_fn(input, *args, **kwargs):
+        return fn(input, *args, inplace=True, **kwargs)
+
+    inplace_fn.__name__ = inplace_fn.__qualname__ = name
+    inplace_fn.__doc__ = f"In-place {fn.__name__}: writes the result into ``input``."
+    return inplace_fn
+
+
+for _fn in (elu, leaky_relu, hardtanh, threshold, celu, selu):
+    export(
+        _functional_inplace(_fn, _fn.__name__ + "_"),
+        functional=True,
+        toplevel=_fn in (threshold, celu, selu),
+    )

@@ -1,0 +1,115 @@
+"""``scaled_dot_product_attention`` (PyTorch's F.scaled_dot_product_attention) as a composite:
+``softmax(q @ k^T * scale + mask) @ v`` over the last two dimensions; leading dimensions are
+batches and broadcast, so (N, H, L, E) and (N, L, E) inputs both work.
+
+Masks: a bool ``attn_mask`` marks with True the positions that take part in attention (the others
+get -inf); a float mask is added to the scores. ``is_causal`` keeps key ``j <= i`` for query ``i``
+(the top-left aligned lower triangle, as PyTorch). A query row whose every key is masked out gets
+zeros (PyTorch's behaviour) rather than NaN. The scale multiplies the query before the product
+(an (L, E) pass instead of an (L, S) one).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .. import dtypes as dt
+from ..errors import DTypeError, ShapeError
+from ..ops import api as E
+from ..ops._registry import export
+from ..ops._util import broadcast_shapes, fmt_shape
+from ..ops.elementwise import to_tensor
+from ._common import float_input
+from .dropout import dropout
+from .softmax import stable_softmax
+
+
+def _check_shapes(q, k, v, enable_gqa: bool):
+    if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
+        raise ShapeError(
+            f"query, key and value need at least 2 dimensions (..., L, E); got shapes "
+            f"{fmt_shape(q.shape)}, {fmt_shape(k.shape)}, {fmt_shape(v.shape)}",
+            op="scaled_dot_product_attention",
+        )
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise ShapeError(
+            f"query {fmt_shape(q.shape)}, key {fmt_shape(k.shape)} and value "
+            f"{fmt_shape(v.shape)} do not fit: query and key must share the embedding size "
+            "(last dimension) and key and value the sequence length (second to last)",
+            op="scaled_dot_product_attention",
+        )
+    if enable_gqa and q.ndim >= 3:
+        hq, hk, hv = q.shape[-3], k.shape[-3], v.shape[-3]
+        if hk != hv or hq % hk:
+            raise ShapeError(
+                f"with enable_gqa the query heads ({hq}) must be a multiple of the key/value "
+                f"heads ({hk}, {hv}), which must be equal",
+                op="scaled_dot_product_attention",
+            )
+
+
+def _repeat_heads(t, times: int):
+    return t if times == 1 else E.repeat_interleave(t, times, dim=-3)
+
+
+def _mask_bias(attn_mask, scores):
+    """The mask as something to combine with the scores: ('keep', bool) or ('add', float)."""
+    mask = to_tensor(attn_mask)
+    broadcast_shapes("scaled_dot_product_attention", mask.shape, scores.shape)
+    if mask.dtype is dt.bool_:
+        return "keep", mask
+    if not mask.dtype.is_floating_point:
+        raise DTypeError(
+            f"attn_mask must be a bool or float tensor, got {mask.dtype}",
+            op="scaled_dot_product_attention",
+        )
+    return "add", mask if mask.dtype is scores.dtype else E.cast(mask, scores.dtype)
+
+
+@export(functional=True, toplevel=False)
+def scaled_dot_product_attention(
+    query,
+    key,
+    value,
+    attn_mask=None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+    *,
+    generator=None,
+):
+    """``softmax(query @ key^T * scale + mask) @ value`` with PyTorch's arguments and defaults
+    (``scale`` defaults to ``1 / sqrt(E)``; dropout on the attention weights when
+    ``dropout_p > 0``, always applied as in PyTorch's functional form)."""
+    op = "scaled_dot_product_attention"
+    q = float_input(op, query, "query")
+    k = float_input(op, key, "key")
+    v = float_input(op, value, "value")
+    if not (q.dtype is k.dtype is v.dtype):
+        raise DTypeError(
+            f"query, key and value must share one dtype, got {q.dtype}, {k.dtype}, {v.dtype}",
+            op=op,
+        )
+    _check_shapes(q, k, v, enable_gqa)
+    if enable_gqa and q.ndim >= 3:
+        k = _repeat_heads(k, q.shape[-3] // k.shape[-3])
+        v = _repeat_heads(v, q.shape[-3] // v.shape[-3])
+    if is_causal and attn_mask is not None:
+        raise ValueError(f"{op}: give either attn_mask or is_causal=True, not both")
+    s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    scores = E.matmul(q * s, E.transpose(k, -2, -1))
+    last = scores.ndim - 1
+    if is_causal:
+        keep = E.tril(E.ones((q.shape[-2], k.shape[-2]), dtype=dt.bool_))
+        # key 0 is always kept, so no row is fully masked and the plain softmax is safe
+        weights = stable_softmax(E.where(keep, scores, float("-inf")), last)
+    elif attn_mask is not None:
+        how, mask = _mask_bias(attn_mask, scores)
+        scores = E.where(mask, scores, float("-inf")) if how == "keep" else scores + mask
+        weights = stable_softmax(scores, scores.ndim - 1, safe=True)
+    else:
+        weights = stable_softmax(scores, last)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p, True, generator=generator)
+    return E.matmul(weights, v)

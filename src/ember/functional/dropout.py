@@ -1,0 +1,106 @@
+"""Dropout: elementwise (``dropout``) and whole-channel (``dropout1d/2d/3d``) as composites of
+``bernoulli`` and a multiply.
+
+In training, each element (or each channel of each sample) is kept with probability ``1 - p``
+and scaled by ``1 / (1 - p)``, so the expected value is unchanged; outside training the input is
+returned as is. Masks come from ``ember.bernoulli`` with the given ``generator`` (the default
+generator otherwise), so a seed makes them reproducible. The gradient is the same mask times the
+same scale.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from ..errors import ShapeError
+from ..ops import api as E
+from ..ops._registry import export
+from ..ops._util import fmt_shape
+from ._common import float_input
+
+
+def _check_p(op: str, p) -> float:
+    p = float(p)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{op}: dropout probability has to be between 0 and 1, but got {p}")
+    return p
+
+
+def _masked(op: str, x, p: float, mask_shape: tuple, inplace: bool, generator):
+    """``x * mask / (1 - p)`` with a Bernoulli(1 - p) mask of ``mask_shape`` (broadcast)."""
+    if p == 1.0:
+        scaled_mask = E.zeros(mask_shape, dtype=x.dtype)
+    else:
+        keep = E.full(mask_shape, 1.0 - p, dtype=x.dtype)
+        scaled_mask = E.bernoulli(keep, generator=generator) * (1.0 / (1.0 - p))
+    if inplace:
+        return x._inplace(op + "_", lambda t: t * scaled_mask)
+    return x * scaled_mask
+
+
+@export(functional=True)
+def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False, *, generator=None):
+    """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``."""
+    x = float_input("dropout", input)
+    p = _check_p("dropout", p)
+    if not training or p == 0.0:
+        return x
+    return _masked("dropout", x, p, tuple(x.shape), inplace, generator)
+
+
+def _feature_dropout(op: str, x, p, training, inplace, generator, spatial: int):
+    """Drop whole channels: the mask has one entry per (sample, channel), or per channel for an
+    unbatched input, broadcast over the ``spatial`` trailing dimensions."""
+    x = float_input(op, x)
+    p = _check_p(op, p)
+    if x.ndim not in (spatial + 1, spatial + 2):
+        raise ShapeError(
+            f"expected a {spatial + 1}-D (unbatched) or {spatial + 2}-D (batched) input, got "
+            f"shape {fmt_shape(x.shape)}",
+            op=op,
+        )
+    if not training or p == 0.0:
+        return x
+    lead = x.ndim - spatial
+    mask_shape = tuple(x.shape[:lead]) + (1,) * spatial
+    return _masked(op, x, p, mask_shape, inplace, generator)
+
+
+@export(functional=True, toplevel=False)
+def dropout1d(
+    input, p: float = 0.5, training: bool = True, inplace: bool = False, *, generator=None
+):
+    """Channel dropout for (N, C, L) or (C, L) inputs."""
+    return _feature_dropout("dropout1d", input, p, training, inplace, generator, spatial=1)
+
+
+@export(functional=True, toplevel=False)
+def dropout2d(
+    input, p: float = 0.5, training: bool = True, inplace: bool = False, *, generator=None
+):
+    """Channel dropout for (N, C, H, W) inputs: the mask has one entry per (sample, channel).
+
+    As in PyTorch, a 3-D input is taken as (N, C, L), i.e. 1-D channel dropout (with a warning);
+    other ranks are accepted with a warning and drop along the first two dimensions."""
+    x = float_input("dropout2d", input)
+    if x.ndim != 4:
+        warnings.warn(
+            f"dropout2d: received a {x.ndim}-D input; its first two dimensions are taken as "
+            "(N, C) and whole channels are dropped. Use dropout1d for (N, C, L) inputs, and add "
+            "a batch dimension to a (C, H, W) input",
+            UserWarning,
+            stacklevel=2,
+        )
+        if x.ndim < 2:
+            raise ShapeError(
+                f"expected an (N, C, H, W) input, got shape {fmt_shape(x.shape)}", op="dropout2d"
+            )
+    return _feature_dropout("dropout2d", x, p, training, inplace, generator, spatial=x.ndim - 2)
+
+
+@export(functional=True, toplevel=False)
+def dropout3d(
+    input, p: float = 0.5, training: bool = True, inplace: bool = False, *, generator=None
+):
+    """Channel dropout for (N, C, D, H, W) or (C, D, H, W) inputs."""
+    return _feature_dropout("dropout3d", input, p, training, inplace, generator, spatial=3)

@@ -1,0 +1,93 @@
+"""``embedding``: rows of a weight matrix looked up by integer indices (F.embedding).
+
+The lookup is ``index_select`` on the flattened indices, whose gradient scatter-adds into the
+weight, so repeated indices accumulate. ``padding_idx`` entries take their row from a detached
+weight: the row's value is returned but receives no gradient. ``scale_grad_by_freq`` divides each
+position's gradient by how often its index occurs in the batch, by adding ``(rows - rows') /
+count`` to detached rows ``rows'``: the value is unchanged and only the gradient is scaled.
+``max_norm`` renormalizes the referenced rows of the weight in place (under ``no_grad``) before
+the lookup, as PyTorch does.
+"""
+
+from __future__ import annotations
+
+from ..autograd import no_grad
+from ..errors import DTypeError, ShapeError
+from ..ops import api as E
+from ..ops._registry import export
+from ..ops._util import fmt_shape
+from ..ops.elementwise import to_tensor
+from ._common import float_input
+
+
+def _indices(input):
+    idx = to_tensor(input)
+    if not idx.dtype.is_integer:
+        raise DTypeError(
+            f"indices must be an integer tensor, got {idx.dtype}; convert them with .long()",
+            op="embedding",
+        )
+    return idx
+
+
+def _padding_index(padding_idx, num_embeddings: int):
+    if padding_idx is None:
+        return None
+    p = int(padding_idx)
+    if not -num_embeddings <= p < num_embeddings:
+        raise ShapeError(
+            f"padding_idx {p} must lie within the {num_embeddings} embeddings", op="embedding"
+        )
+    return p % num_embeddings
+
+
+def _renorm_rows(weight, flat, max_norm: float, norm_type: float) -> None:
+    """Scale the rows of ``weight`` referenced by ``flat`` whose norm exceeds ``max_norm`` down
+    to ``max_norm`` (in place, not recorded), with PyTorch's 1e-7 guard."""
+    with no_grad():
+        rows = E.index_select(weight, 0, flat)
+        norms = E.reshape(E.pow(E.sum(E.pow(E.abs(rows), norm_type), 1), 1.0 / norm_type), (-1, 1))
+        scale = E.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
+        weight[flat] = rows * scale
+
+
+@export(functional=True, toplevel=False)
+def embedding(
+    input,
+    weight,
+    padding_idx: int | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+    sparse: bool = False,
+):
+    """``weight[input]``: the rows of the (num_embeddings, embedding_dim) ``weight`` at the
+    integer ``input`` indices; the result has shape ``input.shape + (embedding_dim,)``."""
+    idx = _indices(input)
+    weight = float_input("embedding", weight, "weight")
+    if weight.ndim != 2:
+        raise ShapeError(
+            f"weight must be 2-D (num_embeddings, embedding_dim), got shape "
+            f"{fmt_shape(weight.shape)}",
+            op="embedding",
+        )
+    if sparse:
+        raise ValueError(
+            "embedding: sparse gradients are not supported (ember's gradients are dense); "
+            "use sparse=False"
+        )
+    num, dim = weight.shape
+    pad = _padding_index(padding_idx, num)
+    flat = E.reshape(idx, (-1,))
+    if max_norm is not None:
+        _renorm_rows(weight, flat, float(max_norm), float(norm_type))
+    rows = E.index_select(weight, 0, flat)
+    if pad is not None:
+        rows = E.where(E.reshape(flat == pad, (-1, 1)), rows.detach(), rows)
+    if scale_grad_by_freq:
+        ones = E.ones(tuple(flat.shape), dtype=weight.dtype)
+        counts = E.scatter_add(E.zeros((num,), dtype=weight.dtype), 0, flat, ones)
+        per_position = E.reshape(E.index_select(counts, 0, flat), (-1, 1))
+        frozen = rows.detach()
+        rows = frozen + (rows - frozen) / per_position
+    return E.reshape(rows, tuple(idx.shape) + (dim,))

@@ -1,0 +1,175 @@
+"""Classification losses as composites: cross_entropy (class indices or probabilities, label
+smoothing, class weights, ignore_index), nll_loss, binary_cross_entropy (with and without
+logits) and kl_div, with PyTorch's arguments, defaults and ``reduction`` semantics.
+
+Class-index losses pick each target's log-probability with ``gather`` (no dense one-hot). Ignored
+targets are first replaced by class 0 so the gather stays in range, and their losses and weights
+are then masked to zero; a weighted ``'mean'`` divides by the sum of the weights of the kept
+targets, exactly as PyTorch. Targets are integer tensors and never enter float arithmetic, so a
+float32 loss stays float32.
+"""
+
+from __future__ import annotations
+
+from ..errors import DTypeError, ShapeError
+from ..ops import api as E
+from ..ops._index_plan import IndexOutOfRangeError
+from ..ops._registry import export
+from ..ops._util import fmt_shape
+from ..ops.elementwise import to_tensor
+from ._common import check_same_shape, concrete, float_input, reduce_loss, reduction_arg
+from .softmax import log_softmax
+
+
+def _class_dim(x) -> int:
+    return 0 if x.ndim == 1 else 1
+
+
+def _check_index_target(op: str, x, target) -> None:
+    if not (target.dtype.is_integer):
+        raise DTypeError(
+            f"class-index targets must be an integer tensor, got {target.dtype}; for class "
+            "probabilities pass a float tensor of the input's shape",
+            op=op,
+        )
+    if x.ndim == 0:
+        raise ShapeError("the input needs a class dimension, got a 0-d tensor", op=op)
+    expected = () if x.ndim == 1 else (x.shape[0],) + tuple(x.shape[2:])
+    if tuple(target.shape) != expected:
+        raise ShapeError(
+            f"target of shape {fmt_shape(target.shape)} does not fit input of shape "
+            f"{fmt_shape(x.shape)}: expected target shape {fmt_shape(expected)} "
+            "(the input without its class dimension 1)",
+            op=op,
+        )
+
+
+def _check_class_values(op: str, target, n_classes: int, ignore_index: int) -> None:
+    data = concrete(target)
+    if data is None or data.size == 0:
+        return
+    bad = (data != ignore_index) & ((data < 0) | (data >= n_classes))
+    if bad.any():
+        value = int(data[bad].reshape(-1)[0])
+        raise IndexOutOfRangeError(
+            f"target {value} is out of bounds: class indices must lie in [0, {n_classes}) "
+            f"or equal ignore_index ({ignore_index})",
+            op=op,
+        )
+
+
+def _class_weight(op: str, weight, x, n_classes: int):
+    if weight is None:
+        return None
+    w = float_input(op, weight, "weight")
+    if tuple(w.shape) != (n_classes,):
+        raise ShapeError(
+            f"weight of shape {fmt_shape(w.shape)} must have one entry per class ({n_classes})",
+            op=op,
+        )
+    return w if w.dtype is x.dtype else E.cast(w, x.dtype)
+
+
+def _picked_losses(logp, target, weight, ignore_index: int):
+    """Per-target ``-weight[t] * logp[t]`` (0 where ignored), the per-target weights (the
+    kept-target indicator without class weights) and the kept mask, all shaped like ``logp``
+    with its class dimension reduced to size 1 (so reductions need no squeeze)."""
+    d = _class_dim(logp)
+    target = E.unsqueeze(target, d)
+    kept = target != ignore_index
+    safe = E.where(kept, target, 0)
+    picked = E.gather(logp, d, safe)
+    if weight is None:
+        return E.where(kept, -picked, 0), E.cast(kept, logp.dtype), kept
+    w = E.where(kept, E.reshape(E.index_select(weight, 0, E.reshape(safe, (-1,))), safe.shape), 0)
+    return -picked * w, w, kept
+
+
+def _reduce_weighted(losses, weights, reduction: str, class_dim: int):
+    if reduction == "none":
+        return E.squeeze(losses, class_dim)
+    if reduction == "sum":
+        return E.sum(losses)
+    return E.sum(losses) / E.sum(weights)
+
+
+def _nll(op, logp, target, weight, ignore_index, reduction):
+    """The reduced nll loss, plus the per-target weights, kept mask and validated class weight
+    (cross_entropy's label smoothing reuses them)."""
+    _check_index_target(op, logp, target)
+    d = _class_dim(logp)
+    n_classes = logp.shape[d]
+    _check_class_values(op, target, n_classes, ignore_index)
+    weight = _class_weight(op, weight, logp, n_classes)
+    losses, weights, kept = _picked_losses(logp, target, weight, int(ignore_index))
+    return _reduce_weighted(losses, weights, reduction, d), weights, kept, weight
+
+
+@export(functional=True, toplevel=False)
+def nll_loss(
+    input,
+    target,
+    weight=None,
+    size_average=None,
+    ignore_index: int = -100,
+    reduce=None,
+    reduction: str = "mean",
+):
+    """Negative log-likelihood of class-index ``target`` under log-probabilities ``input``
+    ((N, C), (C,) or (N, C, d1, ...)); ``'mean'`` divides by the kept targets' total weight."""
+    x = float_input("nll_loss", input)
+    reduction = reduction_arg("nll_loss", reduction, size_average, reduce)
+    loss, _, _, _ = _nll("nll_loss", x, to_tensor(target), weight, ignore_index, reduction)
+    return loss
+
+
+@export(functional=True, toplevel=False)
+def cross_entropy(
+    input,
+    target,
+    weight=None,
+    size_average=None,
+    ignore_index: int = -100,
+    reduce=None,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+):
+    """Cross-entropy between the logits ``input`` ((N, C), (C,) or (N, C, d1, ...)) and either
+    class indices (an integer tensor without the class dimension) or class probabilities (a
+    float tensor of the input's shape)."""
+    x = float_input("cross_entropy", input)
+    reduction = reduction_arg("cross_entropy", reduction, size_average, reduce)
+    eps = float(label_smoothing)
+    if not 0.0 <= eps <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must lie in [0, 1], got {eps}")
+    if x.ndim == 0:
+        raise ShapeError("the input needs a class dimension, got a 0-d tensor", op="cross_entropy")
+    d = _class_dim(x)
+    logp = log_softmax(x, d)
+    target = to_tensor(target)
+    if target.dtype.is_floating_point:
+        return _soft_target_loss(x, logp, target, weight, reduction, eps)
+    loss, weights, kept, w = _nll("cross_entropy", logp, target, weight, ignore_index, reduction)
+    if eps == 0.0:
+        return loss
+    # PyTorch's smoothing term: the (weighted) sum of -logp over classes, masked like the nll
+    n_classes = x.shape[d]
+    if w is not None:
+        logp = logp * E.reshape(w, (n_classes,) + (1,) * (x.ndim - d - 1))
+    smooth = E.where(kept, -E.sum(logp, d, keepdim=True), 0)
+    return loss * (1.0 - eps) + _reduce_weighted(smooth, weights, reduction, d) * (eps / n_classes)
+
+
+def _soft_target_loss(x, logp, target, weight, reduction: str, eps: float):
+    check_same_shape("cross_entropy", x, target, "probability target")
+    target = target if target.dtype is x.dtype else E.cast(target, x.dtype)
+    d = _class_dim(x)
+    n_classes = x.shape[d]
+    if eps > 0.0:
+        target = target * (1.0 - eps) + eps / n_classes
+    w = _class_weight("cross_entropy", weight, x, n_classes)
+    terms = logp * target
+    if w is not None:
+        terms = terms * E.reshape(w, (n_classes,) + (1,) * (x.ndim - d - 1))
+    # 'mean' averages over samples (and positions), not over weights, as in PyTorch
+    return reduce_loss(-E.sum(terms, d), reduction)

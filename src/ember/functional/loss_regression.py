@@ -1,0 +1,96 @@
+"""Regression losses as composites: mse_loss, l1_loss, smooth_l1_loss and huber_loss, with
+PyTorch's arguments, defaults and reductions.
+
+Input and target broadcast (with a warning when their shapes differ, as in PyTorch) and are
+promoted together, so an integer target never widens a float32 loss. The optional elementwise
+``weight`` follows PyTorch too: a weighted ``'mean'`` divides by the sum of the weights for
+mse_loss and l1_loss, but by the element count for huber_loss.
+"""
+
+from __future__ import annotations
+
+from ..errors import ShapeError
+from ..ops import api as E
+from ..ops._registry import export
+from ..ops._util import fmt_shape
+from ..ops.elementwise import promote
+from ._common import broadcast_target, float_input, reduce_loss, reduction_arg
+
+
+def _difference(op: str, input, target):
+    x = float_input(op, input)
+    x, t = promote(x, target, floating=True)
+    x, t = broadcast_target(op, x, t)
+    return x, x - t
+
+
+def _elementwise_weight(op: str, weight, x):
+    if weight is None:
+        return None
+    w = float_input(op, weight, "weight")
+    if tuple(w.shape) != tuple(x.shape):
+        raise ShapeError(
+            f"weight of shape {fmt_shape(w.shape)} must have the input's shape "
+            f"{fmt_shape(x.shape)}",
+            op=op,
+        )
+    return w if w.dtype is x.dtype else E.cast(w, x.dtype)
+
+
+def _weighted(op, losses, weight, x, reduction: str, mean_over_weights: bool):
+    w = _elementwise_weight(op, weight, x)
+    if w is None:
+        return reduce_loss(losses, reduction)
+    losses = losses * w
+    if reduction == "mean" and mean_over_weights:
+        return E.sum(losses) / E.sum(w)
+    return reduce_loss(losses, reduction)
+
+
+@export(functional=True, toplevel=False)
+def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "mean", weight=None):
+    """Squared error ``(x - t)**2``."""
+    reduction = reduction_arg("mse_loss", reduction, size_average, reduce)
+    x, diff = _difference("mse_loss", input, target)
+    return _weighted("mse_loss", diff * diff, weight, x, reduction, True)
+
+
+@export(functional=True, toplevel=False)
+def l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean", weight=None):
+    """Absolute error ``|x - t|`` (gradient 0 where equal, as PyTorch)."""
+    reduction = reduction_arg("l1_loss", reduction, size_average, reduce)
+    x, diff = _difference("l1_loss", input, target)
+    return _weighted("l1_loss", E.abs(diff), weight, x, reduction, True)
+
+
+def _smooth(diff, beta: float):
+    """``0.5 * d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 * beta``."""
+    a = E.abs(diff)
+    return E.where(a < beta, diff * diff * (0.5 / beta), a - 0.5 * beta)
+
+
+@export(functional=True, toplevel=False)
+def smooth_l1_loss(
+    input, target, size_average=None, reduce=None, reduction: str = "mean", beta: float = 1.0
+):
+    """Squared error below ``beta``, absolute error above (l1_loss when ``beta == 0``)."""
+    reduction = reduction_arg("smooth_l1_loss", reduction, size_average, reduce)
+    beta = float(beta)
+    if beta < 0:
+        raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
+    _, diff = _difference("smooth_l1_loss", input, target)
+    losses = E.abs(diff) if beta == 0.0 else _smooth(diff, beta)
+    return reduce_loss(losses, reduction)
+
+
+@export(functional=True, toplevel=False)
+def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0, weight=None):
+    """``0.5 * d**2`` where ``|d| < delta``, else ``delta * (|d| - 0.5 * delta)``."""
+    reduction = reduction_arg("huber_loss", reduction)
+    delta = float(delta)
+    if delta <= 0:
+        raise ValueError(f"huber_loss: delta must be positive, got {delta}")
+    x, diff = _difference("huber_loss", input, target)
+    a = E.abs(diff)
+    losses = E.where(a < delta, diff * diff * 0.5, (a - 0.5 * delta) * delta)
+    return _weighted("huber_loss", losses, weight, x, reduction, False)

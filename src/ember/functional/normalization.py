@@ -1,0 +1,318 @@
+"""Normalization layers' functional forms: layer_norm, rms_norm, batch_norm, instance_norm,
+group_norm and normalize, as composites.
+
+Statistics are biased (divide by n) for normalizing, as in PyTorch. batch_norm and instance_norm
+in training update the running buffers in place under ``no_grad`` with PyTorch's rule:
+``running = (1 - momentum) * running + momentum * batch_stat``, where the variance fed to
+``running_var`` is the unbiased one (``n / (n - 1)`` times the biased). Affine parameters are cast
+to the input's dtype so that, for example, float64 parameters never widen a float32 network.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from ..autograd import no_grad
+from ..errors import ShapeError
+from ..ops import api as E
+from ..ops._registry import export
+from ..ops._util import fmt_shape, numel
+from ._common import dim_arg, float_input
+
+
+def _param(op: str, p, x, shape: tuple, what: str):
+    """An affine parameter or running buffer: a float tensor of ``shape`` in x's dtype."""
+    if p is None:
+        return None
+    p = float_input(op, p, what)
+    if tuple(p.shape) != tuple(shape):
+        raise ShapeError(
+            f"{what} of shape {fmt_shape(p.shape)} does not match the expected shape "
+            f"{fmt_shape(shape)} for an input of shape {fmt_shape(x.shape)}",
+            op=op,
+        )
+    return p if p.dtype is x.dtype else E.cast(p, x.dtype)
+
+
+def _channel_view(p, ndim: int):
+    """A per-channel (C,) tensor shaped to broadcast along dimension 1 of an ndim-D input."""
+    return E.reshape(p, (p.shape[0],) + (1,) * (ndim - 2))
+
+
+def _affine(y, weight, bias):
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y
+
+
+def _moments(x, axes):
+    """The centred input, the mean and the biased variance over ``axes`` (kept as size-1
+    dims)."""
+    mean = E.mean(x, axes, keepdim=True)
+    centred = x - mean
+    return centred, mean, E.mean(centred * centred, axes, keepdim=True)
+
+
+def _normalized_axes(op: str, x, normalized_shape) -> tuple:
+    if isinstance(normalized_shape, (int, np.integer)):
+        shape = (int(normalized_shape),)
+    else:
+        shape = tuple(int(s) for s in normalized_shape)
+    k = len(shape)
+    if k == 0 or x.ndim < k or tuple(x.shape[x.ndim - k :]) != shape:
+        raise ShapeError(
+            f"normalized_shape {fmt_shape(shape)} must match the trailing dimensions of the "
+            f"input, but the input has shape {fmt_shape(x.shape)}",
+            op=op,
+        )
+    return shape, tuple(range(x.ndim - k, x.ndim))
+
+
+# ------------------------------------------------------------------------ layer and rms norm
+
+
+@export(functional=True)
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
+    """Normalize over the trailing ``normalized_shape`` dimensions, then scale and shift."""
+    x = float_input("layer_norm", input)
+    shape, axes = _normalized_axes("layer_norm", x, normalized_shape)
+    weight = _param("layer_norm", weight, x, shape, "weight")
+    bias = _param("layer_norm", bias, x, shape, "bias")
+    centred, _, var = _moments(x, axes)
+    return _affine(centred * E.rsqrt(var + float(eps)), weight, bias)
+
+
+@export(functional=True)
+def rms_norm(input, normalized_shape, weight=None, eps: float | None = None):
+    """``x / sqrt(mean(x**2) + eps)`` over the trailing dimensions, times ``weight``; ``eps``
+    defaults to the machine epsilon of the input's dtype (as in PyTorch)."""
+    x = float_input("rms_norm", input)
+    shape, axes = _normalized_axes("rms_norm", x, normalized_shape)
+    weight = _param("rms_norm", weight, x, shape, "weight")
+    if eps is None:
+        eps = float(ml_dtypes.finfo(x.dtype.np).eps)
+    y = x * E.rsqrt(E.mean(x * x, axes, keepdim=True) + float(eps))
+    return _affine(y, weight, None)
+
+
+# ------------------------------------------------------------------------------- batch norm
+
+
+def _channels(op: str, x, min_ndim: int = 2) -> int:
+    if x.ndim < min_ndim:
+        raise ShapeError(
+            f"expected an input with at least {min_ndim} dimensions (N, C, ...), "
+            f"got shape {fmt_shape(x.shape)}",
+            op=op,
+        )
+    return x.shape[1]
+
+
+def _update_running(running, batch_stat, momentum: float) -> None:
+    """``running = (1 - momentum) * running + momentum * batch_stat`` in place, untracked."""
+    with no_grad():
+        stat = E.cast(batch_stat.detach(), running.dtype)
+        running.copy_(running * (1.0 - momentum) + stat * momentum)
+
+
+def _momentum(op: str, momentum) -> float:
+    if momentum is None:
+        raise ValueError(
+            f"{op}: momentum=None (a cumulative average) needs the number of batches seen, which "
+            "the module tracks; pass the factor it computes (1 / num_batches_tracked) as momentum"
+        )
+    return float(momentum)
+
+
+@export(functional=True, toplevel=False)
+def batch_norm(
+    input,
+    running_mean,
+    running_var,
+    weight=None,
+    bias=None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+):
+    """Normalize each channel (dimension 1) over the batch and spatial dimensions.
+
+    Training: batch statistics, and the running buffers (if given) are updated in place.
+    Evaluation: the running statistics are used."""
+    x = float_input("batch_norm", input)
+    c = _channels("batch_norm", x)
+    running_mean = _running("batch_norm", running_mean, x, c, "running_mean")
+    running_var = _running("batch_norm", running_var, x, c, "running_var")
+    weight = _param("batch_norm", weight, x, (c,), "weight")
+    bias = _param("batch_norm", bias, x, (c,), "bias")
+    axes = (0,) + tuple(range(2, x.ndim))
+    if not training:
+        if running_mean is None or running_var is None:
+            raise ValueError(
+                "batch_norm: running_mean and running_var are needed in evaluation mode "
+                "(training=False); pass them or use training=True"
+            )
+        # fold the statistics and the affine into one per-channel scale and shift
+        scale = E.rsqrt(E.cast(running_var, x.dtype) + float(eps))
+        if weight is not None:
+            scale = scale * weight
+        shift = -E.cast(running_mean, x.dtype) * scale
+        if bias is not None:
+            shift = shift + bias
+        return x * _channel_view(scale, x.ndim) + _channel_view(shift, x.ndim)
+    n = numel(x.shape) // max(c, 1)
+    if n <= 1:
+        raise ValueError(
+            f"batch_norm: expected more than 1 value per channel when training, got input of "
+            f"shape {fmt_shape(x.shape)}"
+        )
+    centred, mean, var = _moments(x, axes)
+    scale = E.rsqrt(var + float(eps))
+    if weight is not None:
+        scale = scale * _channel_view(weight, x.ndim)
+    y = centred * scale
+    if bias is not None:
+        y = y + _channel_view(bias, x.ndim)
+    if running_mean is not None or running_var is not None:
+        m = _momentum("batch_norm", momentum)
+        if running_mean is not None:
+            _update_running(running_mean, E.reshape(mean.detach(), (c,)), m)
+        if running_var is not None:
+            _update_running(running_var, E.reshape(var.detach(), (c,)) * (n / (n - 1)), m)
+    return y
+
+
+def _running(op: str, buf, x, c: int, what: str):
+    """A running-statistics buffer: validated, but kept as is (it is updated in place)."""
+    if buf is None:
+        return None
+    buf = float_input(op, buf, what)
+    if tuple(buf.shape) != (c,):
+        raise ShapeError(
+            f"{what} of shape {fmt_shape(buf.shape)} must have one entry per channel ({c}) "
+            f"for an input of shape {fmt_shape(x.shape)}",
+            op=op,
+        )
+    return buf
+
+
+# ---------------------------------------------------------------------------- instance norm
+
+
+@export(functional=True, toplevel=False)
+def instance_norm(
+    input,
+    running_mean=None,
+    running_var=None,
+    weight=None,
+    bias=None,
+    use_input_stats: bool = True,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+):
+    """Normalize each channel of each sample over its spatial dimensions (N, C, ...).
+
+    With ``use_input_stats`` the running buffers (if given) move towards the batch average of
+    the per-instance statistics (unbiased variance), as PyTorch does; without it the running
+    statistics are used."""
+    x = float_input("instance_norm", input)
+    c = _channels("instance_norm", x, min_ndim=3)
+    running_mean = _running("instance_norm", running_mean, x, c, "running_mean")
+    running_var = _running("instance_norm", running_var, x, c, "running_var")
+    weight = _param("instance_norm", weight, x, (c,), "weight")
+    bias = _param("instance_norm", bias, x, (c,), "bias")
+    if not use_input_stats:
+        if running_mean is None or running_var is None:
+            raise ValueError(
+                "instance_norm: use_input_stats=False needs running_mean and running_var"
+            )
+        return batch_norm(x, running_mean, running_var, weight, bias, False, momentum, eps)
+    axes = tuple(range(2, x.ndim))
+    n = numel(x.shape[2:])
+    if n <= 1:
+        raise ValueError(
+            f"instance_norm: expected more than 1 spatial element when training, got input of "
+            f"shape {fmt_shape(x.shape)}"
+        )
+    centred, mean, var = _moments(x, axes)
+    y = centred * E.rsqrt(var + float(eps))
+    y = _affine(
+        y,
+        None if weight is None else _channel_view(weight, x.ndim),
+        None if bias is None else _channel_view(bias, x.ndim),
+    )
+    if running_mean is not None or running_var is not None:
+        m = _momentum("instance_norm", momentum)
+        batch_axes = (0,) + tuple(range(2, x.ndim))  # average the per-instance stats over N
+        if running_mean is not None:
+            _update_running(running_mean, E.mean(mean.detach(), batch_axes), m)
+        if running_var is not None:
+            _update_running(running_var, E.mean(var.detach(), batch_axes) * (n / (n - 1)), m)
+    return y
+
+
+# ------------------------------------------------------------------------------- group norm
+
+
+@export(functional=True)
+def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5):
+    """Split the channels (dimension 1) into ``num_groups`` groups and normalize each group of
+    each sample over its channels and spatial dimensions; then a per-channel affine."""
+    x = float_input("group_norm", input)
+    c = _channels("group_norm", x)
+    g = int(num_groups)
+    if g <= 0 or c % g:
+        raise ShapeError(
+            f"the {c} channels of an input of shape {fmt_shape(x.shape)} cannot be split into "
+            f"{num_groups} groups; num_groups must divide the channel count",
+            op="group_norm",
+        )
+    weight = _param("group_norm", weight, x, (c,), "weight")
+    bias = _param("group_norm", bias, x, (c,), "bias")
+    grouped = E.reshape(x, (x.shape[0], g, -1))
+    centred, _, var = _moments(grouped, (2,))
+    y = E.reshape(centred * E.rsqrt(var + float(eps)), x.shape)
+    return _affine(
+        y,
+        None if weight is None else _channel_view(weight, x.ndim),
+        None if bias is None else _channel_view(bias, x.ndim),
+    )
+
+
+# -------------------------------------------------------------------------------- normalize
+
+
+@export(functional=True, toplevel=False)
+def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None):
+    """``x / max(||x||_p, eps)`` along ``dim`` (F.normalize). With ``out`` the result is also
+    written into that tensor."""
+    x = float_input("normalize", input)
+    d = dim_arg("normalize", dim, max(x.ndim, 1))
+    p = float(p)
+    eps = float(eps)
+    if p == 2.0:
+        # sqrt(max(sum x^2, eps^2)) == max(norm, eps), and its gradient stays finite at x == 0
+        norm = E.sqrt(E.clip(E.sum(x * x, d, keepdim=True), min=eps * eps))
+    else:
+        norm = E.clip(_p_norm(x, p, d), min=eps)
+    result = x / norm
+    if out is not None:
+        out.copy_(result)
+        return out
+    return result
+
+
+def _p_norm(x, p: float, dim: int):
+    a = E.abs(x)
+    if p == float("inf"):
+        return E.amax(a, dim, keepdim=True)
+    if p == float("-inf"):
+        return E.amin(a, dim, keepdim=True)
+    if p == 1.0:
+        return E.sum(a, dim, keepdim=True)
+    if p == 0.0:
+        return E.sum(E.cast(a != 0, x.dtype), dim, keepdim=True)
+    return E.pow(E.sum(E.pow(a, p), dim, keepdim=True), 1.0 / p)

@@ -1,0 +1,81 @@
+"""softmax, log_softmax and softmin along one dimension, as composites.
+
+Both shift the input by its maximum along ``dim`` first. The shift is taken from the detached
+input: it cancels exactly in value and gradient, so leaving it out of the graph saves backward
+work and keeps the gradient exact. ``log_softmax`` is ``shifted - log(sum(exp(shifted)))``, whose
+gradient ``g - softmax * sum(g)`` never divides by a small number, so it stays finite and exact for
+large logits.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from ..ops import api as E
+from ..ops._registry import export
+from ._common import dim_arg, float_input
+
+
+def _implicit_dim(op: str, ndim: int) -> int:
+    # PyTorch's legacy choice when dim is omitted (deprecated there too)
+    warnings.warn(
+        f"{op}: implicit dimension choice is deprecated; pass dim explicitly",
+        UserWarning,
+        stacklevel=4,
+    )
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def _prepare(op: str, x, dim, dtype):
+    if dtype is not None:
+        x = E.cast(x, dtype)
+    x = float_input(op, x)
+    if dim is None:
+        dim = _implicit_dim(op, x.ndim)
+    return x, dim_arg(op, dim, max(x.ndim, 1))
+
+
+def _shifted(x, dim: int):
+    if x.ndim == 0:
+        return x - x.detach()
+    return x - E.amax(x.detach(), dim, keepdim=True)
+
+
+def stable_softmax(x, dim: int, *, safe: bool = False):
+    """softmax of a float tensor along a normalised ``dim``. With ``safe=True`` a slice that is
+    entirely -inf (a fully masked attention row) gives zeros instead of NaN, as PyTorch's
+    attention does."""
+    if x.ndim == 0:
+        return E.exp(x - x.detach())
+    shift = E.amax(x.detach(), dim, keepdim=True)
+    if safe:
+        shift = E.where(E.isfinite(shift), shift, 0)
+    e = E.exp(x - shift)
+    total = E.sum(e, dim, keepdim=True)
+    if safe:
+        total = E.where(total == 0, 1, total)
+    return e / total
+
+
+@export(method=True, functional=True)
+def softmax(input, dim: int | None = None, _stacklevel: int = 3, dtype=None):
+    """``exp(x) / sum(exp(x))`` along ``dim`` (computed stably); ``dtype`` casts the input first."""
+    x, d = _prepare("softmax", input, dim, dtype)
+    return stable_softmax(x, d)
+
+
+@export(method=True, functional=True)
+def log_softmax(input, dim: int | None = None, _stacklevel: int = 3, dtype=None):
+    """``x - logsumexp(x)`` along ``dim``, stable and with an exact gradient for large logits."""
+    x, d = _prepare("log_softmax", input, dim, dtype)
+    shifted = _shifted(x, d)
+    if x.ndim == 0:
+        return shifted
+    return shifted - E.log(E.sum(E.exp(shifted), d, keepdim=True))
+
+
+@export(functional=True, toplevel=False)
+def softmin(input, dim: int | None = None, _stacklevel: int = 3, dtype=None):
+    """``softmax(-x)`` along ``dim``."""
+    x, d = _prepare("softmin", input, dim, dtype)
+    return stable_softmax(-x, d)
