@@ -1,0 +1,152 @@
+"""``Module.state_dict`` / ``load_state_dict``: PyTorch's key layout and loading semantics.
+
+Keys are dotted paths (``features.0.weight``); each module contributes its parameters, then its
+persistent buffers, then its children's entries, in registration order, as PyTorch does.
+
+Loading validates everything first (unknown and missing keys under ``strict``, values that are
+not tensors, wrong shapes) and raises one `StateDictError` listing every problem; only when
+nothing is wrong does it copy, so a failed load never leaves a module half-updated.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import NamedTuple
+
+import numpy as np
+
+from ..autograd import no_grad
+from ..errors import StateDictError
+from ..ops._util import fmt_shape
+from ..tensor import Tensor
+
+
+class IncompatibleKeys(NamedTuple):
+    """What ``load_state_dict`` returns: the keys the module expected but did not get, and the
+    keys it got but does not have."""
+
+    missing_keys: list
+    unexpected_keys: list
+
+    def __repr__(self) -> str:
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return (
+            f"_IncompatibleKeys(missing_keys={self.missing_keys}, "
+            f"unexpected_keys={self.unexpected_keys})"
+        )
+
+    __str__ = __repr__
+
+
+def local_state(module) -> list[tuple[str, str, Tensor]]:
+    """(kind, name, tensor) of a module's own parameters and persistent buffers, in order."""
+    entries = [("param", n, p) for n, p in module._parameters.items() if p is not None]
+    entries += [
+        ("buffer", n, b)
+        for n, b in module._buffers.items()
+        if b is not None and n not in module._non_persistent_buffers_set
+    ]
+    return entries
+
+
+def save(module, destination: dict, prefix: str, keep_vars: bool) -> dict:
+    for _, name, value in local_state(module):
+        destination[prefix + name] = value if keep_vars else value.detach()
+    for name, child in module._modules.items():
+        if child is not None:
+            save(child, destination, prefix + name + ".", keep_vars)
+    return destination
+
+
+def _targets(module, prefix: str, out: OrderedDict) -> OrderedDict:
+    """key -> (owning module, kind, local name, tensor) for every entry the module loads."""
+    for kind, name, value in local_state(module):
+        out[prefix + name] = (module, kind, name, value)
+    for name, child in module._modules.items():
+        if child is not None:
+            _targets(child, prefix + name + ".", out)
+    return out
+
+
+def _as_array(value) -> np.ndarray | None:
+    if isinstance(value, Tensor):
+        return value._data
+    if isinstance(value, np.ndarray):
+        return value
+    if hasattr(value, "__array__") and hasattr(value, "shape"):  # e.g. a torch tensor
+        return np.asarray(value)
+    return None
+
+
+def load(module, state_dict, strict: bool = True, assign: bool = False) -> IncompatibleKeys:
+    if not isinstance(state_dict, Mapping):
+        raise TypeError(
+            f"load_state_dict expects a dict-like mapping of keys to tensors, got "
+            f"{type(state_dict).__name__}"
+        )
+    targets = _targets(module, "", OrderedDict())
+    missing = [k for k in targets if k not in state_dict]
+    unexpected = [k for k in state_dict if k not in targets]
+    errors: list[str] = []
+    if strict:
+        if unexpected:
+            errors.append(
+                "unexpected key(s) in state_dict: "
+                + ", ".join(f'"{k}"' for k in unexpected)
+                + _suggest(unexpected, missing)
+            )
+        if missing:
+            errors.append("missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing))
+    arrays = {}
+    for key, (_, _, _, current) in targets.items():
+        if key not in state_dict:
+            continue
+        arr = _as_array(state_dict[key])
+        if arr is None:
+            errors.append(
+                f'the value for "{key}" is a {type(state_dict[key]).__name__}, not a tensor'
+            )
+        elif tuple(arr.shape) != tuple(current.shape):
+            errors.append(
+                f'size mismatch for "{key}": the state_dict has shape {fmt_shape(arr.shape)}, '
+                f"the module's tensor has shape {fmt_shape(current.shape)}"
+            )
+        else:
+            arrays[key] = arr
+    if errors:
+        name = type(module).__name__
+        raise StateDictError(
+            f"cannot load the state_dict into {name} (nothing was loaded):\n    "
+            + "\n    ".join(errors),
+            op="load_state_dict",
+        )
+    with no_grad():
+        for key, arr in arrays.items():
+            owner, kind, name, current = targets[key]
+            _copy(owner, kind, name, current, arr, assign)
+    return IncompatibleKeys(missing, unexpected)
+
+
+def _copy(owner, kind: str, name: str, current: Tensor, arr: np.ndarray, assign: bool) -> None:
+    if assign:
+        from .parameter import Parameter
+
+        value = Tensor(np.array(arr, copy=True))
+        if kind == "param":
+            owner._parameters[name] = Parameter(value, requires_grad=current.requires_grad)
+        else:
+            owner._buffers[name] = value
+        return
+    # cast to the module's dtype, as torch's copy_ does; the module keeps its tensor objects
+    np.copyto(current._data, arr.astype(current._data.dtype, copy=False), casting="unsafe")
+    current._vc[0] += 1
+
+
+def _suggest(unexpected: list, missing: list) -> str:
+    """A hint for the commonest mismatch: keys saved from a wrapped model (``module.`` prefix)."""
+    for prefix in ("module.", "_orig_mod.", "model."):
+        if any(k.startswith(prefix) and k[len(prefix) :] in missing for k in unexpected):
+            return f' (the keys carry a "{prefix}" prefix; strip it before loading)'
+    return ""

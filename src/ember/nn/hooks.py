@@ -1,0 +1,112 @@
+"""Module forward hooks: registration, the hook-running ``__call__`` of every Module, and the
+handles whose ``remove()`` (or leaving a ``with handle:`` block) unregisters a hook.
+
+Hooks live in per-module dicts keyed by handle id (``_forward_pre_hooks``, ``_forward_hooks``,
+plus marker dicts for ``with_kwargs`` / ``always_call``), created by ``Module.__init__``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+_ids = itertools.count()
+
+
+class RemovableHandle:
+    """Returned by ``register_forward_hook`` and friends, as in PyTorch."""
+
+    def __init__(self, *tables: dict):
+        self.id = next(_ids)
+        # the tables are plain dicts (which cannot be weakly referenced); holding them is cheap
+        self._tables = tables
+
+    def remove(self) -> None:
+        for table in self._tables:
+            table.pop(self.id, None)
+
+    def __enter__(self) -> RemovableHandle:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
+
+
+def _insert(table: dict, key, hook, prepend: bool) -> None:
+    table[key] = hook
+    if prepend:
+        items = [(key, table.pop(key))] + list(table.items())
+        table.clear()
+        table.update(items)
+
+
+class HooksMixin:
+    """Forward pre-hooks and hooks of a Module, and ``__call__`` running them around forward."""
+
+    def register_forward_pre_hook(
+        self, hook: Callable, *, prepend: bool = False, with_kwargs: bool = False
+    ) -> RemovableHandle:
+        """``hook(module, args)`` (or ``hook(module, args, kwargs)`` with ``with_kwargs``) runs
+        before ``forward``; it may return replacement args (or ``(args, kwargs)``)."""
+        handle = RemovableHandle(self._forward_pre_hooks, self._forward_pre_hooks_with_kwargs)
+        _insert(self._forward_pre_hooks, handle.id, hook, prepend)
+        if with_kwargs:
+            self._forward_pre_hooks_with_kwargs[handle.id] = True
+        return handle
+
+    def register_forward_hook(
+        self,
+        hook: Callable,
+        *,
+        prepend: bool = False,
+        with_kwargs: bool = False,
+        always_call: bool = False,
+    ) -> RemovableHandle:
+        """``hook(module, args, output)`` (or ``hook(module, args, kwargs, output)``) runs after
+        ``forward``; it may return a replacement output."""
+        handle = RemovableHandle(
+            self._forward_hooks,
+            self._forward_hooks_with_kwargs,
+            self._forward_hooks_always_called,
+        )
+        _insert(self._forward_hooks, handle.id, hook, prepend)
+        if with_kwargs:
+            self._forward_hooks_with_kwargs[handle.id] = True
+        if always_call:
+            self._forward_hooks_always_called[handle.id] = True
+        return handle
+
+    def __call__(self, *args, **kwargs):
+        if not (self._forward_hooks or self._forward_pre_hooks):
+            return self.forward(*args, **kwargs)
+        for key, hook in list(self._forward_pre_hooks.items()):
+            if key in self._forward_pre_hooks_with_kwargs:
+                result = hook(self, args, kwargs)
+                if result is not None:
+                    if not (isinstance(result, tuple) and len(result) == 2):
+                        raise RuntimeError(
+                            "a forward pre-hook registered with with_kwargs=True must return "
+                            f"None or a tuple (args, kwargs), got {result!r}"
+                        )
+                    args, kwargs = result
+            else:
+                result = hook(self, args)
+                if result is not None:
+                    args = result if isinstance(result, tuple) else (result,)
+        try:
+            output = self.forward(*args, **kwargs)
+        except Exception:
+            for key, hook in list(self._forward_hooks.items()):
+                if key in self._forward_hooks_always_called:
+                    self._run_forward_hook(key, hook, args, kwargs, None)
+            raise
+        for key, hook in list(self._forward_hooks.items()):
+            result = self._run_forward_hook(key, hook, args, kwargs, output)
+            if result is not None:
+                output = result
+        return output
+
+    def _run_forward_hook(self, key, hook, args, kwargs, output):
+        if key in self._forward_hooks_with_kwargs:
+            return hook(self, args, kwargs, output)
+        return hook(self, args, output)

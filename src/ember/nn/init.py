@@ -1,0 +1,278 @@
+"""``ember.nn.init``: in-place weight initialisers with PyTorch's names, arguments and formulas.
+
+Every function fills its tensor without recording a gradient and returns it. Random ones draw
+from an `ember.Generator` (the default generator unless ``generator=`` is given), so a seeded
+program initialises identically run to run; the values cannot equal PyTorch's (a different
+random stream), only their distributions do.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from ..autograd import no_grad
+from ..random import Generator, resolve
+from ..tensor import Tensor
+
+_LINEAR = (
+    "linear",
+    "conv1d",
+    "conv2d",
+    "conv3d",
+    "conv_transpose1d",
+    "conv_transpose2d",
+    "conv_transpose3d",
+)
+
+
+def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
+    """The recommended gain for a nonlinearity (PyTorch's table)."""
+    if nonlinearity in _LINEAR or nonlinearity == "sigmoid":
+        return 1
+    if nonlinearity == "tanh":
+        return 5.0 / 3
+    if nonlinearity == "relu":
+        return math.sqrt(2.0)
+    if nonlinearity == "leaky_relu":
+        if param is None:
+            slope = 0.01
+        elif isinstance(param, (int, float)) and not isinstance(param, bool):
+            slope = param
+        else:
+            raise ValueError(f"negative_slope {param} not a valid number")
+        return math.sqrt(2.0 / (1 + slope**2))
+    if nonlinearity == "selu":
+        return 3.0 / 4
+    raise ValueError(f"Unsupported nonlinearity {nonlinearity}")
+
+
+def _calculate_fan_in_and_fan_out(tensor: Tensor) -> tuple[int, int]:
+    if tensor.ndim < 2:
+        raise ValueError(
+            "Fan in and fan out can not be computed for tensor with fewer than 2 dimensions"
+        )
+    receptive = math.prod(tensor.shape[2:])
+    return tensor.shape[1] * receptive, tensor.shape[0] * receptive
+
+
+def _calculate_correct_fan(tensor: Tensor, mode: str) -> int:
+    mode = mode.lower()
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"Mode {mode} not supported, please use one of fan_in, fan_out")
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    return fan_in if mode == "fan_in" else fan_out
+
+
+def _write(tensor: Tensor, array: np.ndarray) -> Tensor:
+    with no_grad():
+        tensor.copy_(Tensor(np.ascontiguousarray(array, dtype=tensor._data.dtype)))
+    return tensor
+
+
+def uniform_(
+    tensor: Tensor, a: float = 0.0, b: float = 1.0, generator: Generator | None = None
+) -> Tensor:
+    with no_grad():
+        return tensor.uniform_(a, b, generator=generator)
+
+
+def normal_(
+    tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator: Generator | None = None
+) -> Tensor:
+    with no_grad():
+        return tensor.normal_(mean, std, generator=generator)
+
+
+def constant_(tensor: Tensor, val: float) -> Tensor:
+    with no_grad():
+        return tensor.fill_(val)
+
+
+def ones_(tensor: Tensor) -> Tensor:
+    return constant_(tensor, 1.0)
+
+
+def zeros_(tensor: Tensor) -> Tensor:
+    return constant_(tensor, 0.0)
+
+
+def eye_(tensor: Tensor) -> Tensor:
+    """The identity matrix (2-D tensors only)."""
+    if tensor.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    return _write(tensor, np.eye(*tensor.shape))
+
+
+def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
+    """The Dirac delta (identity convolution) for 3-, 4- and 5-D convolution weights."""
+    if tensor.ndim not in (3, 4, 5):
+        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+    if tensor.shape[0] % groups != 0:
+        raise ValueError("dim 0 must be divisible by groups")
+    per_group = tensor.shape[0] // groups
+    out = np.zeros(tensor.shape)
+    centre = tuple(s // 2 for s in tensor.shape[2:])
+    for g in range(groups):
+        for d in range(min(per_group, tensor.shape[1])):
+            out[(g * per_group + d, d) + centre] = 1
+    return _write(tensor, out)
+
+
+def xavier_uniform_(tensor: Tensor, gain: float = 1.0, generator: Generator | None = None):
+    """U(-a, a) with ``a = gain * sqrt(6 / (fan_in + fan_out))`` (Glorot & Bengio, 2010)."""
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
+    bound = math.sqrt(3.0) * std
+    return uniform_(tensor, -bound, bound, generator)
+
+
+def xavier_normal_(tensor: Tensor, gain: float = 1.0, generator: Generator | None = None):
+    """N(0, std^2) with ``std = gain * sqrt(2 / (fan_in + fan_out))``."""
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
+    return normal_(tensor, 0.0, std, generator)
+
+
+def _kaiming_std(tensor: Tensor, a: float, mode: str, nonlinearity: str) -> float | None:
+    if 0 in tensor.shape:
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
+        return None
+    fan = _calculate_correct_fan(tensor, mode)
+    return calculate_gain(nonlinearity, a) / math.sqrt(fan)
+
+
+def kaiming_uniform_(
+    tensor: Tensor,
+    a: float = 0,
+    mode: str = "fan_in",
+    nonlinearity: str = "leaky_relu",
+    generator: Generator | None = None,
+) -> Tensor:
+    """U(-b, b) with ``b = gain * sqrt(3 / fan)`` (He et al., 2015)."""
+    std = _kaiming_std(tensor, a, mode, nonlinearity)
+    if std is None:
+        return tensor
+    bound = math.sqrt(3.0) * std
+    return uniform_(tensor, -bound, bound, generator)
+
+
+def kaiming_normal_(
+    tensor: Tensor,
+    a: float = 0,
+    mode: str = "fan_in",
+    nonlinearity: str = "leaky_relu",
+    generator: Generator | None = None,
+) -> Tensor:
+    """N(0, std^2) with ``std = gain / sqrt(fan)`` (He et al., 2015)."""
+    std = _kaiming_std(tensor, a, mode, nonlinearity)
+    if std is None:
+        return tensor
+    return normal_(tensor, 0.0, std, generator)
+
+
+def _phi(x: float) -> float:
+    return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
+
+
+def trunc_normal_(
+    tensor: Tensor,
+    mean: float = 0.0,
+    std: float = 1.0,
+    a: float = -2.0,
+    b: float = 2.0,
+    generator: Generator | None = None,
+) -> Tensor:
+    """N(mean, std^2) conditioned on [a, b] (bounds in absolute units, as in PyTorch).
+
+    Sampled exactly by rejection: from the normal itself when [a, b] holds enough of its mass,
+    otherwise from a uniform proposal on [a, b] (narrow or far-out intervals)."""
+    if not a < b:
+        raise ValueError(f"trunc_normal_: the bounds must satisfy a < b, got a={a}, b={b}")
+    if std <= 0:
+        raise ValueError(f"trunc_normal_: std must be positive, got {std}")
+    rng = resolve(generator).numpy
+    lo, hi = (a - mean) / std, (b - mean) / std
+    mass = _phi(hi) - _phi(lo)
+    nearest = min(max(0.0, lo), hi)  # the point of [lo, hi] where the density peaks
+    width = hi - lo
+    uniform_rate = (
+        0.0
+        if math.isinf(width)
+        else mass * math.sqrt(2 * math.pi) * math.exp(nearest**2 / 2) / width
+    )
+    if mass <= 0 and uniform_rate <= 0:
+        raise ValueError(f"trunc_normal_: [{a}, {b}] is too far in the tail to sample")
+    n = tensor.numel()
+    out = np.empty(n)
+    filled = 0
+    while filled < n:
+        want = max(16, int(1.2 * (n - filled) / max(mass, uniform_rate)) + 1)
+        if mass >= uniform_rate:
+            x = rng.standard_normal(want)
+            x = x[(x >= lo) & (x <= hi)]
+        else:
+            x = rng.uniform(lo, hi, want)
+            keep = rng.random(want) < np.exp((nearest**2 - x**2) / 2)
+            x = x[keep]
+        take = min(len(x), n - filled)
+        out[filled : filled + take] = x[:take]
+        filled += take
+    values = np.clip(out * std + mean, a, b)
+    return _write(tensor, values.reshape(tensor.shape))
+
+
+def orthogonal_(tensor: Tensor, gain: float = 1, generator: Generator | None = None) -> Tensor:
+    """A (semi-)orthogonal matrix (trailing dimensions flattened), times ``gain``: the Q of the
+    QR decomposition of a Gaussian matrix, signs fixed so that it is uniformly distributed
+    (Saxe et al., 2013)."""
+    if tensor.ndim < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if tensor.numel() == 0:
+        return tensor
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows
+    flat = resolve(generator).numpy.standard_normal((rows, cols))
+    if rows < cols:
+        flat = flat.T
+    q, r = np.linalg.qr(flat)
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    return _write(tensor, (q * gain).reshape(tensor.shape))
+
+
+def sparse_(
+    tensor: Tensor, sparsity: float, std: float = 0.01, generator: Generator | None = None
+) -> Tensor:
+    """N(0, std^2) with a fraction ``sparsity`` of each column set to zero (2-D only)."""
+    if tensor.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    rows, cols = tensor.shape
+    rng = resolve(generator).numpy
+    values = rng.standard_normal((rows, cols)) * std
+    zeros = math.ceil(sparsity * rows)
+    for col in range(cols):
+        values[rng.permutation(rows)[:zeros], col] = 0
+    return _write(tensor, values)
+
+
+__all__ = [
+    "calculate_gain",
+    "uniform_",
+    "normal_",
+    "trunc_normal_",
+    "constant_",
+    "ones_",
+    "zeros_",
+    "eye_",
+    "dirac_",
+    "xavier_uniform_",
+    "xavier_normal_",
+    "kaiming_uniform_",
+    "kaiming_normal_",
+    "orthogonal_",
+    "sparse_",
+]

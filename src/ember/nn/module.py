@@ -1,0 +1,404 @@
+"""`Module`: the base class of every layer, with PyTorch's registration rules and API.
+
+Assigning a `Parameter`, a `Module` or (after ``register_buffer``) a tensor to an attribute
+registers it in ``_parameters`` / ``_modules`` / ``_buffers``; attribute lookup falls back to
+those tables. Iteration (``named_parameters``, ``named_modules``, ...) walks them in registration
+order, skipping duplicates, so keys and orders match PyTorch's for the same model.
+
+Dtype conversion (``to``, ``double``, ...) rewrites the data of the existing Parameter and buffer
+objects instead of replacing them, so optimizers holding the parameters stay valid.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+
+from .. import dtypes as dt
+from ..autograd import no_grad
+from ..errors import EmberError
+from ..tensor import Tensor
+from . import _state
+from .hooks import HooksMixin
+from .parameter import Buffer, Parameter
+
+
+def _addindent(text: str, spaces: int) -> str:
+    lines = text.split("\n")
+    if len(lines) == 1:
+        return text
+    return lines[0] + "\n" + "\n".join(" " * spaces + line for line in lines[1:])
+
+
+def _check_name(module: Module, name, what: str) -> None:
+    if not isinstance(name, str):
+        raise TypeError(f"{what} name should be a string, got {type(name).__name__}")
+    if name == "" or "." in name:
+        raise KeyError(f'{what} name can\'t be empty or contain ".", got "{name}"')
+    if "_parameters" not in module.__dict__:
+        raise AttributeError(f"cannot assign {what} before Module.__init__() call")
+
+
+class Module(HooksMixin):
+    """Base class of all neural-network layers; subclasses define ``forward``."""
+
+    training: bool
+
+    def __init__(self, *args, **kwargs) -> None:
+        if args or kwargs:
+            raise TypeError(
+                f"{type(self).__name__}.__init__() got unexpected arguments; Module.__init__ "
+                "takes none"
+            )
+        set_ = object.__setattr__
+        set_(self, "training", True)
+        set_(self, "_parameters", {})
+        set_(self, "_buffers", {})
+        set_(self, "_non_persistent_buffers_set", set())
+        set_(self, "_modules", {})
+        set_(self, "_forward_hooks", {})
+        set_(self, "_forward_hooks_with_kwargs", {})
+        set_(self, "_forward_hooks_always_called", {})
+        set_(self, "_forward_pre_hooks", {})
+        set_(self, "_forward_pre_hooks_with_kwargs", {})
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f'Module [{type(self).__name__}] is missing a "forward" method')
+
+    # ------------------------------------------------------------------------ registration
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
+        _check_name(self, name, "parameter")
+        if hasattr(self, name) and name not in self._parameters:
+            raise KeyError(f"attribute '{name}' already exists")
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(
+                f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
+                "(ember.nn.Parameter or None required)"
+            )
+        self._parameters[name] = param
+
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        _check_name(self, name, "buffer")
+        if hasattr(self, name) and name not in self._buffers:
+            raise KeyError(f"attribute '{name}' already exists")
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(
+                f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
+                "(ember.Tensor or None required)"
+            )
+        if isinstance(tensor, Buffer):  # store a plain tensor sharing the Buffer's memory
+            plain = Tensor._wrap(tensor._data)
+            plain._vc = tensor._vc
+            tensor = plain
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers_set.discard(name)
+        else:
+            self._non_persistent_buffers_set.add(name)
+
+    def add_module(self, name: str, module: Module | None) -> None:
+        _check_name(self, name, "module")
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+        if hasattr(self, name) and name not in self._modules:
+            raise KeyError(f"attribute '{name}' already exists")
+        self._modules[name] = module
+
+    register_module = add_module
+
+    def __getattr__(self, name: str):
+        # reached only when normal lookup fails; __dict__.get avoids recursion while copying
+        for table in ("_parameters", "_buffers", "_modules"):
+            entries = self.__dict__.get(table)
+            if entries is not None and name in entries:
+                return entries[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __setattr__(self, name: str, value) -> None:
+        params = self.__dict__.get("_parameters")
+        if isinstance(value, Parameter):
+            if params is None:
+                raise AttributeError("cannot assign parameters before Module.__init__() call")
+            self._forget(name)
+            self.register_parameter(name, value)
+        elif params is not None and name in params:
+            if value is not None:
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as parameter '{name}' "
+                    "(ember.nn.Parameter or None expected)"
+                )
+            params[name] = None
+        elif isinstance(value, Module):
+            if params is None:
+                raise AttributeError("cannot assign module before Module.__init__() call")
+            self._forget(name)
+            self._modules[name] = value
+        elif name in self.__dict__.get("_modules", ()):
+            if value is not None:
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as child module '{name}' "
+                    "(ember.nn.Module or None expected)"
+                )
+            self._modules[name] = None
+        elif isinstance(value, Buffer) or name in self.__dict__.get("_buffers", ()):
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as buffer '{name}' "
+                    "(ember.Tensor or None expected)"
+                )
+            if isinstance(value, Buffer):
+                persistent = value.persistent
+            else:
+                persistent = name not in self._non_persistent_buffers_set
+            self._forget(name, keep_buffer=True)
+            self.register_buffer(name, value, persistent)
+        else:
+            object.__setattr__(self, name, value)
+
+    def _forget(self, name: str, keep_buffer: bool = False) -> None:
+        self.__dict__.pop(name, None)
+        self._parameters.pop(name, None)
+        self._modules.pop(name, None)
+        if not keep_buffer:
+            self._buffers.pop(name, None)
+            self._non_persistent_buffers_set.discard(name)
+
+    def __delattr__(self, name: str) -> None:
+        for table in (self._parameters, self._buffers, self._modules):
+            if name in table:
+                del table[name]
+                self._non_persistent_buffers_set.discard(name)
+                return
+        object.__delattr__(self, name)
+
+    def __dir__(self):
+        return sorted(
+            set(super().__dir__()) | set(self._parameters) | set(self._buffers) | set(self._modules)
+        )
+
+    # ------------------------------------------------------------------------ lookup
+    def get_submodule(self, target: str) -> Module:
+        if target == "":
+            return self
+        module = self
+        walked = []
+        for item in target.split("."):
+            if item not in module._modules or module._modules[item] is None:
+                where = ".".join(walked) or type(self).__name__
+                raise AttributeError(f"{where} has no submodule `{item}` (looking up '{target}')")
+            module = module._modules[item]
+            walked.append(item)
+        return module
+
+    def get_parameter(self, target: str) -> Parameter:
+        path, _, name = target.rpartition(".")
+        module = self.get_submodule(path)
+        if module._parameters.get(name) is None:
+            raise AttributeError(f"{type(module).__name__} has no parameter `{name}`")
+        return module._parameters[name]
+
+    def get_buffer(self, target: str) -> Tensor:
+        path, _, name = target.rpartition(".")
+        module = self.get_submodule(path)
+        if module._buffers.get(name) is None:
+            raise AttributeError(f"{type(module).__name__} has no buffer `{name}`")
+        return module._buffers[name]
+
+    # ------------------------------------------------------------------------ iteration
+    def _named_members(self, members, prefix: str, recurse: bool, remove_duplicate: bool):
+        seen = set()
+        modules = (
+            self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate)
+            if recurse
+            else [(prefix, self)]
+        )
+        for module_prefix, module in modules:
+            for name, value in members(module):
+                if value is None or (remove_duplicate and id(value) in seen):
+                    continue
+                if remove_duplicate:
+                    seen.add(id(value))
+                yield (module_prefix + "." if module_prefix else "") + name, value
+
+    def named_parameters(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Parameter]]:
+        return self._named_members(
+            lambda m: m._parameters.items(), prefix, recurse, remove_duplicate
+        )
+
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Tensor]]:
+        return self._named_members(lambda m: m._buffers.items(), prefix, recurse, remove_duplicate)
+
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        seen = set()
+        for name, module in self._modules.items():
+            if module is not None and id(module) not in seen:
+                seen.add(id(module))
+                yield name, module
+
+    def children(self) -> Iterator[Module]:
+        for _, m in self.named_children():
+            yield m
+
+    def named_modules(
+        self, memo: set | None = None, prefix: str = "", remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Module]]:
+        if memo is None:
+            memo = set()
+        if remove_duplicate:
+            if id(self) in memo:
+                return
+            memo.add(id(self))
+        yield prefix, self
+        for name, module in self._modules.items():
+            if module is None:
+                continue
+            sub = prefix + ("." if prefix else "") + name
+            yield from module.named_modules(memo, sub, remove_duplicate)
+
+    def modules(self) -> Iterator[Module]:
+        for _, m in self.named_modules():
+            yield m
+
+    # ------------------------------------------------------------------------ modes, grads
+    def train(self, mode: bool = True) -> Module:
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
+        for module in self.modules():
+            object.__setattr__(module, "training", mode)
+        return self
+
+    def eval(self) -> Module:
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.parameters():
+            if p.grad is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                p.grad = p.grad.detach()
+                with no_grad():
+                    p.grad.zero_()
+
+    def apply(self, fn: Callable[[Module], None]) -> Module:
+        for module in self.children():
+            module.apply(fn)
+        fn(self)
+        return self
+
+    # ------------------------------------------------------------------------ state dict
+    def state_dict(self, *, destination=None, prefix: str = "", keep_vars: bool = False) -> dict:
+        """Parameters and persistent buffers by dotted name (detached unless ``keep_vars``)."""
+        out = OrderedDict() if destination is None else destination
+        return _state.save(self, out, prefix, keep_vars)
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """Copy ``state_dict`` into this module's tensors; returns ``(missing_keys,
+        unexpected_keys)``. Raises `ember.StateDictError` (loading nothing) on unknown or
+        missing keys when ``strict``, and on a wrong shape or a non-tensor value always."""
+        return _state.load(self, state_dict, strict=strict, assign=assign)
+
+    # ------------------------------------------------------------------------ conversion
+    def _apply_floating(self, dtype: dt.DType) -> Module:
+        with no_grad():
+            for module in self.modules():
+                tensors = list(module._parameters.values()) + list(module._buffers.values())
+                for t in tensors:
+                    if t is None or not t.dtype.is_floating_point or t.dtype is dtype:
+                        continue
+                    t.data = t.to(dtype)
+                    if t.grad is not None:
+                        t.grad = t.grad.detach().to(dtype)
+        return self
+
+    def to(self, *args, **kwargs) -> Module:
+        """``to(dtype)``, ``to("cpu")``, ``to(tensor)``, ``to(device, dtype)``: floating-point
+        parameters and buffers are converted; devices other than the CPU are refused."""
+        dtype = kwargs.pop("dtype", None)
+        device = kwargs.pop("device", None)
+        kwargs.pop("non_blocking", None)
+        if kwargs:
+            raise TypeError(f"Module.to() got unexpected arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, Tensor):
+                dtype = a.dtype
+            elif isinstance(a, str) and not _is_dtype_name(a):
+                device = a
+            elif a is not None:
+                dtype = a
+        if device is not None and not str(device).startswith("cpu"):
+            raise EmberError(
+                f"ember runs on the CPU only; cannot move the module to {device!r}",
+                op="Module.to",
+            )
+        if dtype is None:
+            return self
+        dtype = dt.as_dtype(dtype)
+        if not dtype.is_floating_point:
+            raise TypeError(
+                f"nn.Module.to only accepts floating point dtypes, but got desired dtype={dtype}"
+            )
+        return self._apply_floating(dtype)
+
+    def float(self) -> Module:
+        return self._apply_floating(dt.float32)
+
+    def double(self) -> Module:
+        return self._apply_floating(dt.float64)
+
+    def half(self) -> Module:
+        return self._apply_floating(dt.float16)
+
+    def bfloat16(self) -> Module:
+        return self._apply_floating(dt.bfloat16)
+
+    def cpu(self) -> Module:
+        return self
+
+    # ------------------------------------------------------------------------ repr
+    def extra_repr(self) -> str:
+        return ""
+
+    def _get_name(self) -> str:
+        return type(self).__name__
+
+    def __repr__(self) -> str:
+        extra = self.extra_repr()
+        extra_lines = extra.split("\n") if extra else []
+        child_lines = [
+            f"({name}): " + _addindent(repr(module), 2) for name, module in self._modules.items()
+        ]
+        lines = extra_lines + child_lines
+        text = self._get_name() + "("
+        if lines:
+            if len(extra_lines) == 1 and not child_lines:
+                text += extra_lines[0]
+            else:
+                text += "\n  " + "\n  ".join(lines) + "\n"
+        return text + ")"
+
+
+def _is_dtype_name(text: str) -> bool:
+    try:
+        dt.as_dtype(text)
+    except (TypeError, ValueError, KeyError):
+        return False
+    return True

@@ -1,0 +1,90 @@
+"""`Parameter` (a Tensor a Module registers as learnable) and `Buffer` (registered state that is
+not learned).
+
+A Parameter is a leaf Tensor subclass with ``requires_grad=True`` by default. Built from a Tensor
+it shares that tensor's memory and version counter, as ``torch.nn.Parameter`` shares storage.
+Every op returns a plain `Tensor` (eager mode wraps kernel outputs with ``Tensor._wrap``), so only
+objects created here are Parameters.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import DType, as_dtype, get_default_dtype
+from ..errors import EmberError
+from ..tensor import Tensor, _to_array
+
+
+def _array_and_counter(data) -> tuple[np.ndarray, list | None]:
+    if data is None:
+        return np.empty((0,), dtype=get_default_dtype().np), None
+    if isinstance(data, Tensor):
+        return data._data, data._vc
+    return _to_array(data, None), None
+
+
+class Parameter(Tensor):
+    """A tensor that is a module parameter: assigning one to a Module attribute registers it."""
+
+    __slots__ = ()
+
+    def __init__(self, data=None, requires_grad: bool = True):
+        arr, counter = _array_and_counter(data)
+        super().__init__(arr)
+        if counter is not None:
+            self._vc = counter
+        if requires_grad:
+            self.requires_grad_(True)
+
+    def __repr__(self) -> str:
+        return "Parameter containing:\n" + super().__repr__()
+
+    def __deepcopy__(self, memo: dict) -> Parameter:
+        if id(self) in memo:
+            return memo[id(self)]
+        result = Parameter(Tensor(self._data.copy()), requires_grad=self._requires_grad)
+        if self.grad is not None:
+            result.grad = Tensor(self.grad._data.copy())
+        memo[id(self)] = result
+        return result
+
+    def __reduce_ex__(self, protocol):
+        return (_rebuild_parameter, (self._data, self._requires_grad))
+
+
+def _rebuild_parameter(data: np.ndarray, requires_grad: bool) -> Parameter:
+    return Parameter(Tensor(data), requires_grad=requires_grad)
+
+
+class Buffer(Tensor):
+    """Marks a tensor to be registered as a buffer when assigned to a Module attribute
+    (``self.running_mean = nn.Buffer(...)``), like ``torch.nn.Buffer``. The module stores the
+    plain tensor; ``persistent=False`` keeps it out of ``state_dict``."""
+
+    __slots__ = ("persistent",)
+
+    def __init__(self, data=None, *, persistent: bool = True):
+        arr, counter = _array_and_counter(data)
+        super().__init__(arr)
+        if counter is not None:
+            self._vc = counter
+        self.persistent = persistent
+
+
+def factory_dtype(device=None, dtype=None) -> DType:
+    """The dtype of a layer's new tensors from PyTorch-style ``device=`` / ``dtype=``
+    arguments; ember is CPU-only, so a device other than the CPU is refused."""
+    if device is not None and not str(device).startswith("cpu"):
+        raise EmberError(f"ember runs on the CPU only; got device={device!r}", op="nn")
+    return get_default_dtype() if dtype is None else as_dtype(dtype)
+
+
+def new_parameter(shape, device=None, dtype=None) -> Parameter:
+    """A parameter of ``shape`` (zeros, to be filled by the layer's ``reset_parameters``)."""
+    return Parameter(Tensor(np.zeros(shape, dtype=factory_dtype(device, dtype).np)))
+
+
+def new_tensor(shape, fill: float, device=None, dtype=None) -> Tensor:
+    """A buffer of ``shape`` filled with ``fill``."""
+    return Tensor(np.full(shape, fill, dtype=factory_dtype(device, dtype).np))
