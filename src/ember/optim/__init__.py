@@ -1,1 +1,25 @@
-"""Optimizers (``ember.optim``) and learning-rate schedulers (``ember.optim.lr_scheduler``)."""
+"""Optimizers (``ember.optim``) and learning-rate schedulers (``ember.optim.lr_scheduler``).
+
+The optimizers follow PyTorch 2.13's single-tensor implementations (same update formulas,
+defaults, hyper-parameter names and state layout); each step is written in ember ops and in-place
+Tensor methods, so it runs eagerly now and can be traced into a graph later.
+"""
+
+from . import lr_scheduler
+from .adagrad import Adagrad
+from .adam import Adam, AdamW
+from .optimizer import Optimizer, OptimizerError, required
+from .rmsprop import RMSprop
+from .sgd import SGD
+
+__all__ = [
+    "Adagrad",
+    "Adam",
+    "AdamW",
+    "Optimizer",
+    "OptimizerError",
+    "RMSprop",
+    "SGD",
+    "lr_scheduler",
+    "required",
+]

@@ -1,0 +1,80 @@
+"""Adagrad, with learning-rate decay and weight decay.
+
+The update is PyTorch's single-tensor ``torch.optim.Adagrad`` step::
+
+    t = t + 1
+    g = -grad if maximize else grad
+    g = g + weight_decay * p                       (if weight_decay)
+    clr = lr / (1 + (t - 1) * lr_decay)
+    s = s + g * g
+    p = p - clr * g / (sqrt(s) + eps)
+
+State per parameter, created when the optimizer is built (as PyTorch does): ``'step'`` (float32
+0-d tensor) and ``'sum'`` (filled with ``initial_accumulator_value``). Parameters added later with
+`add_param_group` get theirs on their first step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ..ops import api as E
+from ..tensor import Tensor
+from .optimizer import Optimizer, check_number, new_step_counter
+
+__all__ = ["Adagrad"]
+
+
+class Adagrad(Optimizer):
+    """``Adagrad(params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
+    eps=1e-10, *, maximize=False)``, as ``torch.optim.Adagrad``."""
+
+    def __init__(
+        self,
+        params: Iterable,
+        lr: float = 1e-2,
+        lr_decay: float = 0.0,
+        weight_decay: float = 0.0,
+        initial_accumulator_value: float = 0.0,
+        eps: float = 1e-10,
+        *,
+        maximize: bool = False,
+    ) -> None:
+        defaults = {
+            "lr": lr,
+            "lr_decay": lr_decay,
+            "eps": eps,
+            "weight_decay": weight_decay,
+            "initial_accumulator_value": initial_accumulator_value,
+            "maximize": maximize,
+        }
+        super().__init__(params, defaults)
+        for group in self.param_groups:
+            for p in group["params"]:
+                self._init_state(self.state[p], p, group)
+
+    @staticmethod
+    def _init_state(state: dict, p: Tensor, group: dict[str, Any]) -> None:
+        state["step"] = new_step_counter()
+        state["sum"] = E.full_like(p, float(group["initial_accumulator_value"]))
+
+    def _validate(self, group: dict[str, Any]) -> None:
+        for name in ("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps"):
+            check_number("Adagrad", name, group[name])
+
+    def _update_group(self, group: dict[str, Any], params: list[Tensor]) -> None:
+        lr, lr_decay, eps = float(group["lr"]), float(group["lr_decay"]), float(group["eps"])
+        weight_decay, maximize = float(group["weight_decay"]), group["maximize"]
+        for p in params:
+            state = self.state[p]
+            if not state:
+                self._init_state(state, p, group)
+            step = self._step_counter(state)
+            g = -p.grad if maximize else p.grad
+            if weight_decay != 0:
+                g = g + p * weight_decay
+            clr = lr / (1 + (step - 1) * lr_decay)
+            state_sum = state["sum"]
+            state_sum.add_(g * g)
+            p.sub_(g / (state_sum.sqrt() + eps) * clr)

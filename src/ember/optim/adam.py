@@ -1,0 +1,138 @@
+"""Adam and AdamW (decoupled weight decay), with AMSGrad and maximize.
+
+The update is PyTorch's single-tensor, non-capturable ``torch.optim.Adam`` step::
+
+    t = t + 1
+    g = -grad if maximize else grad
+    p = p * (1 - lr * weight_decay)                (AdamW: decoupled weight decay)
+    g = g + weight_decay * p                       (Adam: L2 penalty in the gradient)
+    m = lerp(m, g, 1 - beta1)
+    v = beta2 * v + (1 - beta2) * g * g
+    v_max = maximum(v_max, v)                      (amsgrad; v_max replaces v below)
+    p = p - lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
+
+The bias corrections are computed in Python floats (double precision) from the step count, as
+PyTorch does. State per parameter: ``'step'`` (float32 0-d tensor), ``'exp_avg'``,
+``'exp_avg_sq'`` and, with amsgrad, ``'max_exp_avg_sq'``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ..ops import api as E
+from ..tensor import Tensor
+from .optimizer import Optimizer, OptimizerError, check_number, lerp_, new_step_counter
+
+__all__ = ["Adam", "AdamW"]
+
+
+class Adam(Optimizer):
+    """``Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
+    maximize=False, decoupled_weight_decay=False)``, as ``torch.optim.Adam``."""
+
+    def __init__(
+        self,
+        params: Iterable,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        amsgrad: bool = False,
+        *,
+        maximize: bool = False,
+        decoupled_weight_decay: bool = False,
+    ) -> None:
+        defaults = {
+            "lr": lr,
+            "betas": tuple(betas) if isinstance(betas, (list, tuple)) else betas,
+            "eps": eps,
+            "weight_decay": weight_decay,
+            "amsgrad": amsgrad,
+            "maximize": maximize,
+            "decoupled_weight_decay": decoupled_weight_decay,
+        }
+        super().__init__(params, defaults)
+
+    def _validate(self, group: dict[str, Any]) -> None:
+        op = type(self).__name__
+        check_number(op, "lr", group["lr"])
+        check_number(op, "eps", group["eps"])
+        betas = group["betas"]
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise OptimizerError(f"betas must be a pair (beta1, beta2), got {betas!r}", op=op)
+        check_number(op, "betas[0]", betas[0], high=1.0)
+        check_number(op, "betas[1]", betas[1], high=1.0)
+        check_number(op, "weight_decay", group["weight_decay"])
+
+    def _update_group(self, group: dict[str, Any], params: list[Tensor]) -> None:
+        lr = float(group["lr"])
+        beta1, beta2 = (float(b) for b in group["betas"])
+        eps = float(group["eps"])
+        weight_decay = float(group["weight_decay"])
+        amsgrad, maximize = group["amsgrad"], group["maximize"]
+        decoupled = group["decoupled_weight_decay"]
+        for p in params:
+            state = self.state[p]
+            if not state:
+                state["step"] = new_step_counter()
+                state["exp_avg"] = E.zeros_like(p)
+                state["exp_avg_sq"] = E.zeros_like(p)
+            if amsgrad and "max_exp_avg_sq" not in state:  # amsgrad may be switched on later
+                state["max_exp_avg_sq"] = E.zeros_like(p)
+            step = self._step_counter(state)
+            g = -p.grad if maximize else p.grad
+            if weight_decay != 0:
+                if decoupled:
+                    p.mul_(1 - lr * weight_decay)
+                else:
+                    g = g + p * weight_decay
+            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+            lerp_(exp_avg, g, 1 - beta1)
+            exp_avg_sq.mul_(beta2)
+            exp_avg_sq.add_(g * (1 - beta2) * g)
+
+            bias_correction1 = 1 - beta1**step
+            bias_correction2_sqrt = (1 - beta2**step) ** 0.5
+            step_size = lr / bias_correction1
+            if amsgrad:
+                second = state["max_exp_avg_sq"]
+                second.maximum_(exp_avg_sq)
+            else:
+                second = exp_avg_sq
+            denom = second.sqrt() / bias_correction2_sqrt + eps
+            p.sub_(exp_avg / denom * step_size)
+
+
+class AdamW(Adam):
+    """``AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+    amsgrad=False, *, maximize=False)``: Adam with decoupled weight decay, as
+    ``torch.optim.AdamW``."""
+
+    def __init__(
+        self,
+        params: Iterable,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 1e-2,
+        amsgrad: bool = False,
+        *,
+        maximize: bool = False,
+    ) -> None:
+        super().__init__(
+            params,
+            lr,
+            betas,
+            eps,
+            weight_decay,
+            amsgrad,
+            maximize=maximize,
+            decoupled_weight_decay=True,
+        )
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        super().load_state_dict(state_dict)
+        for group in self.param_groups:  # AdamW always decouples, whatever the dict says
+            group["decoupled_weight_decay"] = True

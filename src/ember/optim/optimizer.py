@@ -1,0 +1,345 @@
+"""The `Optimizer` base class: parameter groups, per-parameter state, and their state_dict.
+
+An optimizer holds ``param_groups`` (a list of dicts, each with ``'params'`` and that group's
+hyper-parameters; keys a group leaves out take the optimizer's ``defaults``) and ``state`` (a dict
+from parameter to that parameter's buffers). Subclasses implement ``_update_group(group, params)``
+with ember ops and in-place Tensor methods; `step` runs it under ``no_grad`` for the parameters
+that have a gradient, so the whole update is a sequence of ops that a tracer can capture.
+
+``state_dict()`` uses PyTorch's layout: ``{'state': {index: {...}}, 'param_groups': [{...,
+'params': [index, ...]}]}`` with parameters numbered in group order. It holds only ember Tensors,
+Python numbers, bools, strings and tuples, so ``ember.save`` writes it without pickle.
+``load_state_dict`` checks the whole dict against this optimizer before changing anything, so a
+dict that does not fit raises `StateDictError` and leaves the optimizer as it was.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..autograd import enable_grad, no_grad
+from ..errors import EmberError, StateDictError
+from ..tensor import Tensor
+
+__all__ = ["Optimizer", "OptimizerError", "required"]
+
+
+class OptimizerError(EmberError, ValueError):
+    """An invalid optimizer or scheduler argument: a bad hyper-parameter value, a parameter given
+    twice, a tensor that cannot be optimized."""
+
+
+class _Required:
+    """Marks a hyper-parameter that has no default: every param group must give it."""
+
+    def __repr__(self) -> str:
+        return "<required parameter>"
+
+
+required = _Required()
+
+_SET_MESSAGE = (
+    "parameters must be in an ordered collection (list, tuple, generator), not a set: a set's "
+    "order changes between runs, and the state_dict is keyed by order"
+)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def check_number(
+    op: str, name: str, value, *, low: float = 0.0, high: float | None = None, open_high=True
+) -> None:
+    """Raise `OptimizerError` unless ``low <= value`` (and ``value < high`` / ``<= high``)."""
+    if not _is_number(value):
+        raise OptimizerError(
+            f"{name} must be a real number, got {value!r} ({type(value).__name__})", op=op
+        )
+    too_high = high is not None and (value >= high if open_high else value > high)
+    if not value >= low or too_high:  # `not >=` also rejects NaN
+        bound = "" if high is None else f" and {'<' if open_high else '<='} {high}"
+        raise OptimizerError(f"invalid {name}={value!r}: it must be >= {low}{bound}", op=op)
+
+
+class Optimizer:
+    """Base class of ember's optimizers (PyTorch's ``torch.optim.Optimizer`` interface)."""
+
+    def __init__(self, params: Iterable, defaults: dict[str, Any]) -> None:
+        if isinstance(params, Tensor):
+            raise OptimizerError(
+                "params must be an iterable of Tensors or of param-group dicts, got a single "
+                "Tensor; pass [tensor] or model.parameters()",
+                op=type(self).__name__,
+            )
+        if isinstance(params, (set, frozenset)):
+            raise OptimizerError(_SET_MESSAGE, op=type(self).__name__)
+        self.defaults = dict(defaults)
+        self._validate({k: v for k, v in self.defaults.items() if v is not required})
+        self.state: defaultdict[Tensor, dict] = defaultdict(dict)
+        self.param_groups: list[dict[str, Any]] = []
+        self._step_count = 0
+        groups = list(params)
+        if not groups:
+            raise OptimizerError("got an empty parameter list", op=type(self).__name__)
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for group in groups:
+            self.add_param_group(group)
+
+    # ------------------------------------------------------------------------------ groups
+    def _validate(self, group: dict[str, Any]) -> None:
+        """Check a group's hyper-parameters (subclasses raise `OptimizerError` naming the value)."""
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a group of parameters with its own hyper-parameters (missing ones: defaults)."""
+        op = type(self).__name__
+        if not isinstance(param_group, dict):
+            raise OptimizerError(
+                f"a param group must be a dict, got {type(param_group).__name__}", op=op
+            )
+        group = dict(param_group)
+        params = group.get("params")
+        if params is None:
+            raise OptimizerError("a param group must have a 'params' entry", op=op)
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, (set, frozenset)):
+            raise OptimizerError(_SET_MESSAGE, op=op)
+        params = list(params)
+        names = None
+        if params and all(isinstance(p, tuple) and len(p) == 2 for p in params):
+            names = [name for name, _ in params]  # named_parameters()
+            params = [p for _, p in params]
+        for i, p in enumerate(params):
+            if not isinstance(p, Tensor):
+                raise OptimizerError(
+                    f"can only optimize Tensors, but parameter {i} of the group is a "
+                    f"{type(p).__name__}",
+                    op=op,
+                )
+            if not p.is_leaf and not p.retains_grad:
+                raise OptimizerError(
+                    f"cannot optimize a non-leaf tensor (parameter {i}, shape {p.shape}, made "
+                    f"by {p.grad_fn.name()}); optimize the leaf it was computed from, or "
+                    "use .detach().requires_grad_()",
+                    op=op,
+                )
+            if not p.dtype.is_floating_point:
+                raise OptimizerError(
+                    f"can only optimize floating-point tensors; parameter {i} has dtype {p.dtype}",
+                    op=op,
+                )
+        seen: set[int] = set()
+        for i, p in enumerate(params):
+            if id(p) in seen:
+                raise OptimizerError(
+                    f"parameter {i} (shape {p.shape}) appears twice in the same param group",
+                    op=op,
+                )
+            seen.add(id(p))
+        for g_index, other in enumerate(self.param_groups):
+            for p in other["params"]:
+                if id(p) in seen:
+                    raise OptimizerError(
+                        f"a parameter of shape {p.shape} is already in param group {g_index}; "
+                        "each parameter may belong to one group only",
+                        op=op,
+                    )
+        for key, default in self.defaults.items():
+            if default is required and key not in group:
+                raise OptimizerError(
+                    f"the param group does not give {key!r}, which has no default", op=op
+                )
+            group.setdefault(key, default)
+        self._validate(group)
+        group["params"] = params
+        if names is not None:
+            group["param_names"] = names
+        self.param_groups.append(group)
+
+    # ------------------------------------------------------------------------------ steps
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset every parameter's gradient: to None (default) or to zeros in place."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    if p.grad.grad_fn is not None:  # a create_graph gradient: cut its history
+                        p.grad.detach_()
+                    else:
+                        p.grad.requires_grad_(False)
+                    with no_grad():
+                        p.grad.zero_()
+
+    def step(self, closure: Callable[[], Any] | None = None):
+        """Update every parameter that has a gradient; ``closure`` (if given) re-evaluates the
+        loss with gradients enabled first, and its result is returned."""
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        with no_grad():
+            for group in self.param_groups:
+                params = [p for p in group["params"] if p.grad is not None]
+                if params:
+                    self._update_group(group, params)
+        self._step_count += 1
+        return loss
+
+    def _update_group(self, group: dict[str, Any], params: list[Tensor]) -> None:
+        raise NotImplementedError(f"{type(self).__name__} does not implement _update_group")
+
+    @staticmethod
+    def _step_counter(state: dict) -> float:
+        """Advance a parameter's step count (a float32 0-d tensor, as in PyTorch) and return the
+        new count as a Python float for the bias-correction arithmetic, which PyTorch also does
+        in double precision."""
+        step = state["step"]
+        step.add_(1)
+        return float(step.item())
+
+    # ------------------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        """The optimizer's state in PyTorch's layout (parameters replaced by their indices)."""
+        index: dict[int, int] = {}
+        groups = []
+        start = 0
+        for group in self.param_groups:
+            packed = {k: v for k, v in group.items() if k != "params"}
+            for i, p in enumerate(group["params"], start):
+                index.setdefault(id(p), i)
+            packed["params"] = [index[id(p)] for p in group["params"]]
+            start += len(group["params"])
+            groups.append(packed)
+        state = {index[id(p)]: dict(s) for p, s in self.state.items() if id(p) in index}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load a dict made by `state_dict` (or read back by ``ember.load``).
+
+        Everything is checked before anything changes: the number of groups and of parameters
+        per group, that every state entry belongs to a listed parameter, the shapes of the
+        per-parameter buffers, and the hyper-parameters. Tensors are copied (and cast to the
+        parameter's dtype), so the loaded optimizer never shares buffers with the dict.
+        """
+        op = f"{type(self).__name__}.load_state_dict"
+        if not isinstance(state_dict, dict):
+            raise StateDictError(
+                f"expected a dict with 'state' and 'param_groups', got {type(state_dict).__name__}",
+                op=op,
+            )
+        missing = [k for k in ("state", "param_groups") if k not in state_dict]
+        if missing:
+            raise StateDictError(
+                f"the state dict has no {' or '.join(map(repr, missing))} entry; it must come "
+                "from an optimizer's state_dict()",
+                op=op,
+            )
+        saved_groups = list(state_dict["param_groups"])
+        if len(saved_groups) != len(self.param_groups):
+            raise StateDictError(
+                f"the state dict has {len(saved_groups)} parameter group(s) but this optimizer "
+                f"has {len(self.param_groups)}",
+                op=op,
+            )
+        id_map: dict[Any, Tensor] = {}
+        new_groups = []
+        for g, (group, saved) in enumerate(zip(self.param_groups, saved_groups)):
+            saved_params = list(saved.get("params", ()))
+            if len(saved_params) != len(group["params"]):
+                raise StateDictError(
+                    f"parameter group {g} has {len(saved_params)} parameter(s) in the state "
+                    f"dict but {len(group['params'])} in this optimizer",
+                    op=op,
+                )
+            id_map.update(zip(saved_params, group["params"]))
+            new_group = {k: v for k, v in saved.items() if k != "params"}
+            for key, default in self.defaults.items():
+                if default is not required:
+                    new_group.setdefault(key, default)
+            try:
+                self._validate(new_group)
+            except OptimizerError as exc:
+                raise StateDictError(f"parameter group {g}: {exc.detail}", op=op) from None
+            new_group["params"] = group["params"]
+            if "param_names" in group and "param_names" not in new_group:
+                new_group["param_names"] = group["param_names"]
+            new_groups.append(new_group)
+
+        new_state: defaultdict[Tensor, dict] = defaultdict(dict)
+        for key, entries in dict(state_dict["state"]).items():
+            param = id_map.get(key)
+            if param is None:
+                raise StateDictError(
+                    f"the state dict has state for parameter {key!r}, which none of its "
+                    f"param groups lists (they list {sorted(id_map, key=str)})",
+                    op=op,
+                )
+            if not isinstance(entries, dict):
+                raise StateDictError(
+                    f"the state of parameter {key!r} must be a dict, got {type(entries).__name__}",
+                    op=op,
+                )
+            new_state[param] = {
+                name: _load_value(op, key, name, value, param) for name, value in entries.items()
+            }
+        self.param_groups[:] = new_groups
+        self.state = new_state
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            for key in sorted(k for k in group if k not in ("params", "param_names")):
+                lines.append(f"    {key}: {group[key]}")
+        lines.append(")")
+        return "\n".join(lines)
+
+
+def _load_value(op: str, key, name: str, value, param: Tensor):
+    """A copy of one saved state value, checked against its parameter."""
+    if name == "step":  # the step count: a float32 0-d tensor, whatever form it was saved in
+        count = value.item() if isinstance(value, Tensor) else value
+        if not _is_number(count):
+            raise StateDictError(
+                f"parameter {key!r}: 'step' must be a number or a 0-d tensor, got {value!r}",
+                op=op,
+            )
+        return new_step_counter(count)
+    if isinstance(value, np.ndarray):
+        value = Tensor(value)
+    if not isinstance(value, Tensor):
+        return value
+    if value.shape != param.shape:
+        raise StateDictError(
+            f"parameter {key!r}: state {name!r} has shape {value.shape} but the parameter has "
+            f"shape {param.shape}; the state dict belongs to a different model",
+            op=op,
+        )
+    with no_grad():
+        if value.dtype.is_floating_point:
+            value = value.to(param.dtype)
+        return value.detach().clone()
+
+
+def lerp_(start: Tensor, end: Tensor, weight: float) -> Tensor:
+    """``start += weight * (end - start)`` in place, in PyTorch's two-sided lerp form (the form
+    that is exact at the end nearer to ``weight``)."""
+    if abs(weight) < 0.5:
+        return start.add_((end - start) * weight)
+    return start.copy_(end - (end - start) * (1 - weight))
+
+
+def new_step_counter(count: float = 0.0) -> Tensor:
+    """A parameter's step count: a float32 0-d tensor, as PyTorch keeps it."""
+    return Tensor(float(count), dtype=dt.float32)

@@ -1,0 +1,82 @@
+"""Stochastic gradient descent with momentum, dampening, Nesterov momentum and weight decay.
+
+The update is PyTorch's single-tensor ``torch.optim.SGD`` step, op for op::
+
+    g = -grad if maximize else grad
+    g = g + weight_decay * p                       (if weight_decay)
+    buf = clone(g) on the first step, else buf = momentum * buf + (1 - dampening) * g
+    g = g + momentum * buf if nesterov else buf    (if momentum)
+    p = p - lr * g
+
+State: ``'momentum_buffer'`` per parameter, only when momentum is non-zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ..tensor import Tensor
+from .optimizer import Optimizer, OptimizerError, check_number
+
+__all__ = ["SGD"]
+
+
+class SGD(Optimizer):
+    """``SGD(params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *,
+    maximize=False)``, as ``torch.optim.SGD``."""
+
+    def __init__(
+        self,
+        params: Iterable,
+        lr: float = 1e-3,
+        momentum: float = 0.0,
+        dampening: float = 0.0,
+        weight_decay: float = 0.0,
+        nesterov: bool = False,
+        *,
+        maximize: bool = False,
+    ) -> None:
+        defaults = {
+            "lr": lr,
+            "momentum": momentum,
+            "dampening": dampening,
+            "weight_decay": weight_decay,
+            "nesterov": nesterov,
+            "maximize": maximize,
+        }
+        super().__init__(params, defaults)
+
+    def _validate(self, group: dict[str, Any]) -> None:
+        check_number("SGD", "lr", group["lr"])
+        check_number("SGD", "momentum", group["momentum"])
+        check_number("SGD", "dampening", group["dampening"], low=float("-inf"))
+        check_number("SGD", "weight_decay", group["weight_decay"])
+        if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
+            raise OptimizerError(
+                f"Nesterov momentum needs momentum > 0 and dampening == 0, got "
+                f"momentum={group['momentum']!r}, dampening={group['dampening']!r}",
+                op="SGD",
+            )
+
+    def _update_group(self, group: dict[str, Any], params: list[Tensor]) -> None:
+        lr = float(group["lr"])
+        momentum = float(group["momentum"])
+        dampening = float(group["dampening"])
+        weight_decay = float(group["weight_decay"])
+        nesterov, maximize = group["nesterov"], group["maximize"]
+        for p in params:
+            g = -p.grad if maximize else p.grad
+            if weight_decay != 0:
+                g = g + p * weight_decay
+            if momentum != 0:
+                state = self.state[p]
+                buf = state.get("momentum_buffer")
+                if buf is None:
+                    # a copy, never p.grad itself: the next backward may accumulate into it
+                    buf = state["momentum_buffer"] = g.detach().clone()
+                else:
+                    buf.mul_(momentum)
+                    buf.add_(g if dampening == 0 else g * (1 - dampening))
+                g = g + buf * momentum if nesterov else buf
+            p.sub_(g * lr)
