@@ -7,6 +7,7 @@ function the op modules export (``ember.add``, ``ember.matmul``, ...), plus the 
 from . import _methods  # noqa: E402
 from . import dtypes as _dtypes
 from . import eager as _eager  # noqa: E402  (installs the eager mode)
+from . import functional as _functional  # registers the composites (activations, losses, ...)
 from . import ops as _ops  # registers every op
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .dtypes import (
@@ -40,6 +41,7 @@ _methods.install()
 globals().update(_ops.PUBLIC)
 
 from . import autograd, data, io, nn, optim  # noqa: E402
+from .io import load, save  # noqa: E402
 from .random import Generator, default_generator, get_rng_state, manual_seed, set_rng_state  # noqa: E402,F401
 
 bool = bool_  # ember.bool, as torch.bool  # noqa: A001

@@ -1,0 +1,58 @@
+"""The generator that data-pipeline randomness draws from.
+
+Random transforms (RandomCrop, RandomHorizontalFlip, ...) given no ``generator`` call
+`current_generator()`. Outside a DataLoader that is ember's default generator. While a DataLoader
+builds batch *b* of an epoch it installs a per-batch generator seeded from (the epoch's base seed,
+*b*), on whichever thread builds the batch. This makes data randomness
+
+* independent of what the training loop draws from the default generator meanwhile (dropout,
+  init), so a prefetching loader gives the same batches as a synchronous one;
+* reproducible from the loader's generator alone, batch by batch, so a run resumed in the middle
+  of an epoch sees exactly the batches an uninterrupted run would.
+
+The per-batch generator is created lazily: batches that draw nothing cost nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from ..random import Generator, resolve
+
+_SEED_MODULUS = 2**63
+_local = threading.local()
+
+
+class _BatchSeed:
+    __slots__ = ("seed", "generator")
+
+    def __init__(self, seed: int):
+        self.seed = seed
+        self.generator: Generator | None = None
+
+
+def current_generator(generator: Generator | None = None) -> Generator:
+    """``generator`` when given; else the current batch's generator inside a DataLoader, else
+    ember's default generator."""
+    if generator is not None:
+        return resolve(generator)
+    scope = getattr(_local, "scope", None)
+    if scope is None:
+        return resolve(None)
+    if scope.generator is None:
+        scope.generator = Generator(scope.seed)
+    return scope.generator
+
+
+@contextmanager
+def batch_scope(base_seed: int, batch_index: int) -> Iterator[None]:
+    """Within the block, `current_generator()` on this thread is batch ``batch_index``'s own
+    generator (PCG64 seeding hashes the seed, so neighbouring seeds give unrelated streams)."""
+    previous = getattr(_local, "scope", None)
+    _local.scope = _BatchSeed((base_seed + batch_index) % _SEED_MODULUS)
+    try:
+        yield
+    finally:
+        _local.scope = previous

@@ -1,0 +1,332 @@
+"""Checkpoints: round trips, the safetensors format, atomic writes, and damaged files."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+
+import ml_dtypes
+import numpy as np
+import pytest
+import safetensors
+import safetensors.numpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ember
+from ember.io import CheckpointTypeError, load, save
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+TORCH_MISSING = "PyTorch is not installed (pip install torch==2.13.0 from the CPU index)"
+
+
+def _sample_array(dtype, shape=(2, 3)):
+    rng = np.random.default_rng(0)
+    if dtype == ember.bool:
+        return rng.random(shape) < 0.5
+    if dtype.is_integer:
+        info = np.iinfo(dtype.np)
+        return rng.integers(info.min, info.max, size=shape, endpoint=True, dtype=dtype.np)
+    values = rng.normal(size=shape) * 100
+    return values.astype(dtype.np)
+
+
+def _bits(a: np.ndarray) -> bytes:
+    return np.ascontiguousarray(a).tobytes()
+
+
+def _train_state():
+    """What a training loop saves: model, optimizer, scheduler, RNG and loader state, counters."""
+    w, b = ember.randn(4, 3), ember.zeros(4)
+    return {
+        "model": {"fc.weight": w, "fc.bias": b, "bn.num_batches_tracked": ember.tensor(7)},
+        "optimizer": {
+            "state": {0: {"momentum_buffer": ember.ones(4, 3)}, 1: {"step": ember.tensor(3.0)}},
+            "param_groups": [
+                {"lr": 0.1, "betas": (0.9, 0.999), "nesterov": False, "params": [0, 1]}
+            ],
+        },
+        "scheduler": {"last_epoch": 3, "base_lrs": [0.1], "_last_lr": [0.0125]},
+        "rng": ember.Generator(5).get_state(),
+        "step": 12345678901234567890,
+        "history": [{"loss": 0.1 + 0.2, "acc": float("nan")}, {"loss": float("inf")}],
+        "note": "unicode ✓",
+        "nothing": None,
+        "empty": {"list": [], "tuple": (), "dict": {}},
+        "dtype": ember.bfloat16,
+        "transposed": ember.randn(3, 4).transpose(0, 1),  # a non-contiguous view
+    }
+
+
+def _assert_same(a, b):
+    assert type(a) is type(b), (type(a), type(b))
+    if isinstance(a, ember.Tensor):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        assert _bits(a.numpy()) == _bits(b.numpy())
+    elif isinstance(a, dict):
+        assert list(a) == list(b)
+        for k in a:
+            _assert_same(a[k], b[k])
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            _assert_same(x, y)
+    elif isinstance(a, float) and math.isnan(a):
+        assert math.isnan(b)
+    else:
+        assert a == b
+
+
+# ----------------------------------------------------------------------------------- round trips
+def test_round_trip_of_a_training_state(tmp_path):
+    state = _train_state()
+    save(state, tmp_path / "ckpt")
+    loaded = load(tmp_path / "ckpt", map_location="cpu")
+    _assert_same(state, loaded)
+    restored = ember.Generator(0).set_state(loaded["rng"])
+    np.testing.assert_array_equal(
+        ember.randn(3, generator=restored).numpy(),
+        ember.randn(3, generator=ember.Generator(5)).numpy(),
+    )
+
+
+@pytest.mark.parametrize("dtype", ember.dtypes.ALL_DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(2, 3), (), (0, 4)], ids=str)
+def test_every_dtype_and_shape_round_trips_bit_for_bit(tmp_path, dtype, shape):
+    t = ember.tensor(_sample_array(dtype, shape), dtype=dtype)
+    save({"t": t, "arr": t.numpy().copy()}, tmp_path / "x")
+    out = load(tmp_path / "x")
+    assert (
+        isinstance(out["t"], ember.Tensor) and out["t"].dtype == dtype and out["t"].shape == shape
+    )
+    assert _bits(out["t"].numpy()) == _bits(t.numpy())
+    assert isinstance(out["arr"], np.ndarray) and out["arr"].dtype == dtype.np
+
+
+_leaves = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=5)
+    | st.builds(
+        lambda shape, dtype: ember.tensor(_sample_array(dtype, shape), dtype=dtype),
+        st.lists(st.integers(0, 3), max_size=3).map(tuple),
+        st.sampled_from(ember.dtypes.ALL_DTYPES),
+    )
+)
+_trees = st.recursive(
+    _leaves,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+        | st.dictionaries(st.integers(-5, 5), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(_trees)
+def test_any_nested_structure_round_trips(tmp_path_factory, tree):
+    path = tmp_path_factory.mktemp("tree") / "x"
+    save(tree, path)
+    _assert_same(tree, load(path))
+
+
+def test_special_float_values_and_numpy_scalars(tmp_path):
+    t = ember.tensor(np.array([np.nan, np.inf, -np.inf, -0.0, 1e-45], np.float32))
+    save([t, np.float16(1.5), np.int8(-3), 2.5, -0.0], tmp_path / "x")
+    out = load(tmp_path / "x")
+    assert _bits(out[0].numpy()) == _bits(t.numpy())
+    assert out[1] == np.float16(1.5) and out[1].dtype == np.float16
+    assert out[2] == -3 and out[2].dtype == np.int8
+    assert out[3] == 2.5 and math.copysign(1.0, out[4]) == -1.0
+
+
+def test_requires_grad_is_kept_and_shared_tensors_load_equal(tmp_path):
+    w = ember.randn(3, requires_grad=True)
+    save({"a": w, "b": [w, {"c": w}]}, tmp_path / "x")
+    out = load(tmp_path / "x")
+    assert out["a"].requires_grad and out["a"].is_leaf
+    for other in (out["b"][0], out["b"][1]["c"]):
+        np.testing.assert_array_equal(other.numpy(), out["a"].numpy())
+
+
+def test_saving_overwrites_and_leaves_no_temporary_files(tmp_path):
+    path = tmp_path / "ckpt"
+    save({"v": ember.tensor([1.0])}, path)
+    save({"v": ember.tensor([2.0])}, path)
+    assert load(path)["v"].item() == 2.0
+    assert os.listdir(tmp_path) == ["ckpt"]
+
+
+# ---------------------------------------------------------------------------------- the format
+def test_the_file_is_a_safetensors_file_with_the_structure_in_its_metadata(tmp_path):
+    state = {"model": {"fc.weight": ember.randn(2, 2), "fc.bias": ember.zeros(2)}, "epoch": 3}
+    path = tmp_path / "ckpt.safetensors"
+    save(state, path)
+    tensors = safetensors.numpy.load_file(str(path))
+    assert set(tensors) == {"model.fc.weight", "model.fc.bias"}
+    np.testing.assert_array_equal(tensors["model.fc.weight"], state["model"]["fc.weight"].numpy())
+    with safetensors.safe_open(str(path), framework="numpy") as f:
+        metadata = f.metadata()
+    assert all(isinstance(v, str) for v in metadata.values())
+    structure = json.loads(metadata["structure"])
+    assert structure["$dict"]["epoch"] == 3
+    assert structure["$dict"]["model"]["$dict"]["fc.bias"] == {"$tensor": "model.fc.bias"}
+
+
+def test_a_model_state_dict_saves_under_its_own_names(tmp_path):
+    sd = {"0.weight": ember.ones(2, 2), "0.bias": ember.zeros(2)}
+    save(sd, tmp_path / "m")
+    assert set(safetensors.numpy.load_file(str(tmp_path / "m"))) == set(sd)
+
+
+@pytest.mark.skipif(torch is None, reason=TORCH_MISSING)
+def test_bfloat16_and_bool_tensors_are_readable_by_safetensors_torch(tmp_path):
+    import safetensors.torch
+
+    b16 = ember.tensor(_sample_array(ember.float32), dtype=ember.bfloat16)
+    mask = ember.tensor(_sample_array(ember.bool))
+    save({"b16": b16, "mask": mask}, tmp_path / "x")
+    tensors = safetensors.torch.load_file(str(tmp_path / "x"))
+    assert tensors["b16"].dtype == torch.bfloat16 and tensors["mask"].dtype == torch.bool
+    np.testing.assert_array_equal(tensors["b16"].float().numpy(), b16.numpy().astype(np.float32))
+    np.testing.assert_array_equal(tensors["mask"].numpy(), mask.numpy())
+
+
+def test_unsupported_objects_are_refused_with_their_place(tmp_path):
+    with pytest.raises(CheckpointTypeError, match="'opt.fn' is a function") as info:
+        save({"opt": {"fn": lambda: 0}}, tmp_path / "x")
+    assert isinstance(info.value, TypeError) and isinstance(info.value, ember.EmberError)
+    loop = []
+    loop.append(loop)
+    with pytest.raises(CheckpointTypeError, match="contains itself"):
+        save(loop, tmp_path / "x")
+    with pytest.raises(CheckpointTypeError, match="key of type tuple"):
+        save({(1, 2): 3}, tmp_path / "x")
+    assert not os.listdir(tmp_path)  # nothing was written
+    with pytest.raises(ember.CheckpointError, match="does not exist"):
+        save({}, tmp_path / "missing-dir" / "x")
+
+
+# ----------------------------------------------------------------------------------- atomicity
+def test_a_failed_replace_leaves_the_old_checkpoint(tmp_path, monkeypatch):
+    path = tmp_path / "ckpt"
+    save({"v": ember.tensor([1.0, 2.0])}, path)
+
+    def failing_replace(src, dst):
+        assert os.path.getsize(src) > 0  # the new file was fully written
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(ember.CheckpointError, match="previous file.*unchanged"):
+        save({"v": ember.tensor([9.0, 9.0])}, path)
+    monkeypatch.undo()
+    assert load(path)["v"].numpy().tolist() == [1.0, 2.0]
+    assert os.listdir(tmp_path) == ["ckpt"]  # the temporary file was removed
+
+
+def test_a_process_killed_mid_save_leaves_the_old_checkpoint(tmp_path):
+    path = tmp_path / "ckpt"
+    save({"v": ember.tensor([1.0, 2.0])}, path)
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        import ember
+        from ember.io import save
+
+        def die(fd):  # the temporary file is written; die before it is renamed
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        os.fsync = die
+        save({{"v": ember.ones(1000)}}, {str(path)!r})
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60)
+    assert result.returncode == -9, result.stderr
+    leftovers = [n for n in os.listdir(tmp_path) if n != "ckpt"]
+    assert len(leftovers) == 1 and leftovers[0].endswith(".tmp")  # the killed save's file
+    assert load(path)["v"].numpy().tolist() == [1.0, 2.0]
+
+
+# ------------------------------------------------------------------------------- damaged files
+@pytest.fixture
+def good_file(tmp_path):
+    path = tmp_path / "good.ckpt"
+    save({"w": ember.randn(16, 16), "step": 3}, path)
+    return path
+
+
+@pytest.mark.parametrize("keep", [0, 5, 8, 40, -1, -100])
+def test_truncated_files_raise_checkpoint_error(good_file, keep):
+    data = good_file.read_bytes()
+    good_file.write_bytes(data[:keep])
+    with pytest.raises(ember.CheckpointError) as info:
+        load(good_file)
+    assert str(good_file) in str(info.value)
+    assert "truncated" in str(info.value) or "empty" in str(info.value)
+
+
+def test_a_flipped_data_byte_is_caught_by_the_checksum(good_file):
+    data = bytearray(good_file.read_bytes())
+    data[-10] ^= 0x40
+    good_file.write_bytes(bytes(data))
+    with pytest.raises(ember.CheckpointError, match="'w' is corrupt"):
+        load(good_file)
+
+
+def test_a_damaged_header_raises_checkpoint_error(good_file):
+    data = bytearray(good_file.read_bytes())
+    data[9] = ord("#")  # inside the JSON header
+    good_file.write_bytes(bytes(data))
+    with pytest.raises(ember.CheckpointError, match="corrupt safetensors header"):
+        load(good_file)
+
+
+def test_a_tampered_tensor_extent_raises_checkpoint_error(good_file):
+    data = good_file.read_bytes()
+    length = int.from_bytes(data[:8], "little")
+    header = data[8 : 8 + length].replace(b"[16,16]", b"[16,17]")
+    good_file.write_bytes(data[:8] + header + data[8 + length :])
+    with pytest.raises(ember.CheckpointError, match="needs 1088 bytes"):
+        load(good_file)
+
+
+def test_non_ember_files_raise_checkpoint_error(tmp_path):
+    plain = tmp_path / "plain.safetensors"
+    safetensors.numpy.save_file({"a": np.zeros(2, np.float32)}, str(plain))
+    with pytest.raises(ember.CheckpointError, match="not an ember checkpoint"):
+        load(plain)
+    garbage = tmp_path / "garbage"
+    garbage.write_bytes(os.urandom(256))
+    with pytest.raises(ember.CheckpointError, match="not a safetensors file"):
+        load(garbage)
+    with pytest.raises(ember.CheckpointError, match="no such file"):
+        load(tmp_path / "missing")
+    with pytest.raises(ember.CheckpointError, match="is a directory"):
+        load(tmp_path)
+
+
+@pytest.mark.skipif(torch is None, reason=TORCH_MISSING)
+def test_a_pytorch_pickle_checkpoint_is_recognised_and_not_unpickled(tmp_path):
+    path = tmp_path / "model.pt"
+    torch.save({"w": torch.zeros(2)}, path)
+    with pytest.raises(ember.CheckpointError, match="PyTorch .*never unpickles"):
+        load(path)
+
+
+def test_bfloat16_values_survive_exactly(tmp_path):
+    values = np.array([1.0, -2.5, 3.140625, 1e30], dtype=ml_dtypes.bfloat16)
+    save(ember.tensor(values), tmp_path / "x")
+    out = load(tmp_path / "x")
+    assert out.dtype == ember.bfloat16
+    assert _bits(out.numpy()) == _bits(values)
