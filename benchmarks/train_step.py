@@ -9,7 +9,7 @@ Prints one row per case: ember's median step time, PyTorch's, and the ratio embe
 (target: at most 1.3). Both frameworks start from the same weights and data; the script checks
 that their first-step losses agree, so the two sides do the same work.
 
-    python benchmarks/train_step.py [--steps 50] [--warmup 10]
+    python benchmarks/train_step.py [--steps 50] [--warmup 3] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -24,15 +24,23 @@ import ember
 from ember import models, nn
 
 
-def _time(step, steps: int, warmup: int) -> float:
-    for _ in range(warmup):
-        step()
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+def _time_interleaved(steps_by_name: dict, steps: int, warmup: int, rounds: int) -> dict:
+    """Median step time of each framework, alternating between them in ``rounds`` rounds.
+
+    Alternating (each round warms up again) spreads the shared machine's noise over both sides
+    and lets each library's thread pool settle after the other one ran.
+    """
+    times = {name: [] for name in steps_by_name}
+    per_round = max(1, steps // rounds)
+    for _ in range(rounds):
+        for name, step in steps_by_name.items():
+            for _ in range(warmup):
+                step()
+            for _ in range(per_round):
+                start = time.perf_counter()
+                step()
+                times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def _cases():
@@ -116,7 +124,8 @@ def _torch_step(model, x, y, momentum):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=50)
-    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps before each round")
+    parser.add_argument("--rounds", type=int, default=5, help="alternations between the sides")
     args = parser.parse_args()
     try:
         import torch
@@ -141,11 +150,13 @@ def main() -> None:
             first = float(ember_step().item()), float(torch_step().item())
             if abs(first[0] - first[1]) > 1e-4 * max(1.0, abs(first[1])):
                 raise SystemExit(f"{name}: first-step losses differ {first}; not the same work")
-        ours = _time(ember_step, args.steps, args.warmup)
+        sides = {"ember": ember_step} | ({} if torch_step is None else {"torch": torch_step})
+        medians = _time_interleaved(sides, args.steps, args.warmup, args.rounds)
+        ours = medians["ember"]
         if torch_step is None:
             print(f"{name:6} {ours * 1e3:10.2f} {'-':>10} {'-':>7}")
             continue
-        theirs = _time(torch_step, args.steps, args.warmup)
+        theirs = medians["torch"]
         print(f"{name:6} {ours * 1e3:10.2f} {theirs * 1e3:10.2f} {ours / theirs:7.2f}")
 
 

@@ -4,7 +4,7 @@ This module only assembles the public API: the dtypes, the Tensor, autograd swit
 function the op modules export (``ember.add``, ``ember.matmul``, ...), plus the subpackages.
 """
 
-from . import _methods  # noqa: E402
+from . import _allocator, _methods  # noqa: E402
 from . import dtypes as _dtypes
 from . import eager as _eager  # noqa: E402  (installs the eager mode)
 from . import functional as _functional  # registers the composites (activations, losses, ...)
@@ -38,6 +38,7 @@ from .errors import (
 from .tensor import Tensor
 
 _methods.install()
+_allocator.tune()
 globals().update(_ops.PUBLIC)
 
 from . import autograd, data, io, nn, optim  # noqa: E402
