@@ -93,7 +93,8 @@ def install() -> None:
     for dunder, op in _BINARY.items():
         setattr(Tensor, f"__{dunder}__", _forward(op))
         setattr(Tensor, f"__r{dunder}__", _reflected(op))
-        setattr(Tensor, f"__i{dunder}__", _inplace(f"__i{dunder}__", _late(op)))
+        fn = PUBLIC.get(op) or _late(op)
+        setattr(Tensor, f"__i{dunder}__", _inplace(f"__i{dunder}__", fn))
     for dunder, op in _COMPARE.items():
         setattr(Tensor, f"__{dunder}__", _forward(op))
     for dunder, op in {"and": "logical_and", "or": "logical_or", "xor": "logical_xor"}.items():

@@ -118,20 +118,27 @@ class Node:
         """For each input, whether a gradient for it is wanted (VJPs skip the others)."""
         return tuple(edge is not None for edge in self.next_functions)
 
-    def __init__(self, op, attrs, inputs, outputs):
+    def __init__(self, op, attrs, inputs, outputs, out_types=None):
+        """``out_types``: the outputs' types when the caller has them (the op's rule did)."""
         self.op = op
         self.attrs = attrs
-        self.in_types = tuple(_reg.TensorType(t.shape, t.dtype) for t in inputs)
-        self.out_types = tuple(_reg.TensorType(t.shape, t.dtype) for t in outputs)
-        self.next_functions = tuple(_edge(t) for t in inputs)
+        self.in_types = tuple([_reg.TensorType(t._data.shape, t.dtype) for t in inputs])
+        self.out_types = (
+            tuple([_reg.TensorType(t._data.shape, t.dtype) for t in outputs])
+            if out_types is None
+            else out_types
+        )
+        self.next_functions = tuple([_edge(t) for t in inputs])
         self._seq = next(_sequence)
         self._pre_hooks = None
         self._retained = None  # output_nr -> weakref of a tensor whose .grad keeps the gradient
         keep = range(len(inputs)) if op.save_inputs is None else op.save_inputs
         self._saved_in = {i: (inputs[i], inputs[i]._vc[0]) for i in keep}
-        self._saved_out = {
-            i: (outputs[i]._data, outputs[i]._vc, outputs[i]._vc[0]) for i in op.save_outputs
-        }
+        self._saved_out = (
+            {i: (outputs[i]._data, outputs[i]._vc, outputs[i]._vc[0]) for i in op.save_outputs}
+            if op.save_outputs
+            else {}
+        )
 
     def name(self) -> str:
         return _camel(self.op.name) + "Backward"

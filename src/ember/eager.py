@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import dtypes as _dt
 from .autograd import Node
-from .dtypes import from_numpy_dtype
 from .errors import EmberError
 from .ops import _registry as _reg
 from .tensor import Tensor
+
+# the NumPy dtypes whose outputs carry gradients (float16, bfloat16, float32, float64)
+_FLOATING = frozenset(d.np for d in _dt.ALL_DTYPES if d.is_floating_point)
 
 
 class EagerMode(_reg.Mode):
@@ -34,19 +37,25 @@ class EagerMode(_reg.Mode):
                 f"kernel failed on inputs of shapes {shapes}: {exc}", op=op.name
             ) from exc
         single = op.num_outputs == 1
-        arrays = (result,) if single else tuple(result)
-        outs = tuple(Tensor._wrap(a if type(a) is np.ndarray else np.asarray(a)) for a in arrays)
+        if single:
+            outs = (Tensor._wrap(result if type(result) is np.ndarray else np.asarray(result)),)
+            out_types = (out_type,)
+        else:
+            outs = tuple(
+                [Tensor._wrap(a if type(a) is np.ndarray else np.asarray(a)) for a in result]
+            )
+            out_types = tuple(out_type)
         if _reg.conformance is not None:
             _reg.conformance.forward.add(op.name)
-            _check_rule(op, (out_type,) if single else tuple(out_type), outs)
+            _check_rule(op, out_types, outs)
         if op.view:
             for t in outs:
                 t._vc = inputs[0]._vc
                 t._is_view = True
-        if _reg._state.grad_enabled and any(t._requires_grad for t in inputs):
-            floating = [from_numpy_dtype(t._data.dtype).is_floating_point for t in outs]
+        if _reg._state.grad_enabled and any([t._requires_grad for t in inputs]):
+            floating = [t._data.dtype in _FLOATING for t in outs]
             if any(floating):
-                node = Node(op, attrs, inputs, outs)
+                node = Node(op, attrs, inputs, outs, out_types)
                 for i, t in enumerate(outs):
                     if floating[i]:
                         t.grad_fn = node

@@ -235,6 +235,8 @@ class Tensor(_reg.TensorBase):
         The tensor's history moves to the new result, and the version counter is bumped so that
         any backward that saved the old value reports the overwrite instead of using wrong data.
         """
+        if getattr(fn, "ufunc", None) is not None and not kwargs and self._ufunc_inplace(fn, args):
+            return self
         self._check_inplace(name)
         old = Tensor._wrap(self._data)
         old._requires_grad = self._requires_grad
@@ -251,7 +253,9 @@ class Tensor(_reg.TensorBase):
                 op=name,
             )
         if result.dtype != self.dtype:
-            if not _dt.result_type(self.dtype, result.dtype) == self.dtype:
+            # as PyTorch: a result may narrow within its category (float64 into float32) or
+            # come from a lower one, but never drop a category (float into int, int into bool)
+            if result.dtype.category > self.dtype.category:
                 raise DTypeError(
                     f"result type {result.dtype} cannot be written in place into a "
                     f"{self.dtype} tensor",
@@ -269,6 +273,34 @@ class Tensor(_reg.TensorBase):
                 self.grad_fn = None
                 self._requires_grad = False
         return self
+
+    def _ufunc_inplace(self, fn, args) -> bool:
+        """The direct route of `_inplace` for a one-ufunc op (``fn.ufunc``): when nothing is
+        recorded and the operands need no promotion or broadcasting of x, compute into x's own
+        memory, as PyTorch's in-place kernels do. Returns False to take the general route."""
+        ufunc = fn.ufunc
+        if len(args) != ufunc.nin - 1 or _reg._state.modes:  # only eager, never while capturing
+            return False
+        dtype = self.dtype
+        if dtype.is_bool or (fn.ufunc_float_only and not dtype.is_floating_point):
+            return False
+        recording = _reg._state.grad_enabled and self._requires_grad
+        operands = []
+        for arg in args:
+            if isinstance(arg, Tensor):
+                recording = recording or (_reg._state.grad_enabled and arg._requires_grad)
+                if arg._data.dtype != self._data.dtype or not _fits(arg.shape, self.shape):
+                    return False
+                operands.append(arg._data)
+            elif type(arg) in (int, float) and _dt.result_type(dtype, arg) is dtype:
+                operands.append(arg)  # a weak scalar: NumPy keeps x's dtype, as ember does
+            else:
+                return False
+        if recording:
+            return False
+        ufunc(self._data, *operands, out=self._data)
+        self._vc[0] += 1
+        return True
 
     def zero_(self) -> Tensor:
         return self.fill_(0)
@@ -434,3 +466,10 @@ def _has_numpy_float64(data) -> bool:
         isinstance(x, (np.ndarray, np.float64)) and getattr(x, "dtype", None) == np.float64
         for x in _flatten(data)
     )
+
+
+def _fits(shape: tuple, target: tuple) -> bool:
+    """Whether ``shape`` broadcasts to ``target`` without enlarging it."""
+    if len(shape) > len(target):
+        return False
+    return all(s == t or s == 1 for s, t in zip(shape[::-1], target[::-1]))

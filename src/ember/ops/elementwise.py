@@ -64,6 +64,15 @@ def promote(*operands, floating: bool = False):
 # ------------------------------------------------------------------------------- unary ops
 
 
+def _direct_inplace(fn, kernel, float_only: bool) -> None:
+    """Mark a public function whose whole computation is one NumPy ufunc: its in-place method
+    (``x.add_(y)``) may then run the ufunc straight into x's memory when no gradient is being
+    recorded (see ``Tensor._inplace``), instead of computing a new array and copying it in."""
+    if isinstance(kernel, np.ufunc):
+        fn.ufunc = kernel
+        fn.ufunc_float_only = float_only
+
+
 def _unary_infer(name, float_only):
     def infer(x):
         if float_only:
@@ -105,6 +114,7 @@ def _unary(
         return apply(op, to_tensor(x))
 
     fn.__name__ = fn.__qualname__ = name
+    _direct_inplace(fn, kernel, float_only)
     fn.__doc__ = doc or f"Elementwise {name}."
     export(fn, name=name, method=method, functional=functional, inplace=method is not False)
     return op
@@ -213,6 +223,7 @@ def _binary(
         return apply(op, *promote(x, y, floating=floating))
 
     fn.__name__ = fn.__qualname__ = name
+    _direct_inplace(fn, kernel, floating)
     fn.__doc__ = doc or f"Elementwise {name} with broadcasting and type promotion."
     export(fn, name=name, method=method, inplace=True)
     return op
