@@ -8,6 +8,7 @@ only PyTorch's gradient convention is checked (finite differences are meaningles
 import numpy as np
 
 import ember
+from ember.functional.softmax import stable_softmax
 
 from .harness import Sample, away_from, rng
 
@@ -146,5 +147,19 @@ SAMPLES += [
         lambda x: F.log_softmax(x, -1, dtype=ember.float64),
         (S3,),
         torch_fn=lambda x: TF().log_softmax(x, -1, dtype=__import__("torch").float64),
+    ),
+    Sample(
+        "softmax+log_softmax/0d",
+        lambda x: (F.softmax(x, 0), F.log_softmax(x, 0)),
+        (np.array(0.7),),
+        torch_fn=lambda x: (TF().softmax(x, 0), TF().log_softmax(x, 0)),
+    ),
+    Sample(
+        "softmax/masked-rows-safe",  # attention's fully masked rows: zeros, not NaN
+        lambda x: stable_softmax(
+            ember.where(ember.tensor([[True], [False]]), x, float("-inf")), 1, safe=True
+        ),
+        (r.standard_normal((2, 4)),),
+        fd=True,
     ),
 ]

@@ -84,8 +84,9 @@ def dim_arg(op: str, dim: int, ndim: int) -> int:
 def concrete(t):
     """The NumPy data of an eager tensor, else None (a symbolic tensor being traced has none).
 
-    Used only to validate values (target classes, probabilities) with a clear error where eager
-    data is at hand; results never depend on it."""
+    Used to validate values (target classes, probabilities) with a clear error where eager
+    data is at hand, and to skip work that the data shows is not needed (masks when no target
+    is ignored); results never depend on it."""
     from ..tensor import Tensor
 
     return t.numpy() if isinstance(t, Tensor) else None

@@ -73,9 +73,14 @@ def _class_weight(op: str, weight, x, n_classes: int):
 def _picked_losses(logp, target, weight, ignore_index: int):
     """Per-target ``-weight[t] * logp[t]`` (0 where ignored), the per-target weights (the
     kept-target indicator without class weights) and the kept mask, all shaped like ``logp``
-    with its class dimension reduced to size 1 (so reductions need no squeeze)."""
+    with its class dimension reduced to size 1 (so reductions need no squeeze). The weights and
+    the mask are None when every target is kept with weight 1."""
     d = _class_dim(logp)
+    data = concrete(target)
     target = E.unsqueeze(target, d)
+    if weight is None and data is not None and not (data == ignore_index).any():
+        # eager, nothing ignored, no class weights: no masks to build (the values are the same)
+        return -E.gather(logp, d, target), None, None
     kept = target != ignore_index
     safe = E.where(kept, target, 0)
     picked = E.gather(logp, d, safe)
@@ -90,6 +95,8 @@ def _reduce_weighted(losses, weights, reduction: str, class_dim: int):
         return E.squeeze(losses, class_dim)
     if reduction == "sum":
         return E.sum(losses)
+    if weights is None:
+        return E.sum(losses) / losses.numel()
     return E.sum(losses) / E.sum(weights)
 
 
@@ -156,7 +163,9 @@ def cross_entropy(
     n_classes = x.shape[d]
     if w is not None:
         logp = logp * E.reshape(w, (n_classes,) + (1,) * (x.ndim - d - 1))
-    smooth = E.where(kept, -E.sum(logp, d, keepdim=True), 0)
+    smooth = -E.sum(logp, d, keepdim=True)
+    if kept is not None:
+        smooth = E.where(kept, smooth, 0)
     return loss * (1.0 - eps) + _reduce_weighted(smooth, weights, reduction, d) * (eps / n_classes)
 
 

@@ -1,10 +1,7 @@
-"""softmax, log_softmax and softmin along one dimension, as composites.
+"""softmax, log_softmax and softmin along one dimension, with PyTorch's arguments.
 
-Both shift the input by its maximum along ``dim`` first. The shift is taken from the detached
-input: it cancels exactly in value and gradient, so leaving it out of the graph saves backward
-work and keeps the gradient exact. ``log_softmax`` is ``shifted - log(sum(exp(shifted)))``, whose
-gradient ``g - softmax * sum(g)`` never divides by a small number, so it stays finite and exact for
-large logits.
+The computation is the ``softmax`` / ``log_softmax`` primitives of ember.ops.softmax (shifted by
+the maximum, exact gradients for large logits); this module resolves ``dim`` and ``dtype``.
 """
 
 from __future__ import annotations
@@ -12,7 +9,8 @@ from __future__ import annotations
 import warnings
 
 from ..ops import api as E
-from ..ops._registry import export
+from ..ops._registry import apply, export
+from ..ops.softmax import LOG_SOFTMAX, SOFTMAX
 from ._common import dim_arg, float_input
 
 
@@ -35,26 +33,11 @@ def _prepare(op: str, x, dim, dtype):
     return x, dim_arg(op, dim, max(x.ndim, 1))
 
 
-def _shifted(x, dim: int):
-    if x.ndim == 0:
-        return x - x.detach()
-    return x - E.amax(x.detach(), dim, keepdim=True)
-
-
 def stable_softmax(x, dim: int, *, safe: bool = False):
     """softmax of a float tensor along a normalised ``dim``. With ``safe=True`` a slice that is
     entirely -inf (a fully masked attention row) gives zeros instead of NaN, as PyTorch's
     attention does."""
-    if x.ndim == 0:
-        return E.exp(x - x.detach())
-    shift = E.amax(x.detach(), dim, keepdim=True)
-    if safe:
-        shift = E.where(E.isfinite(shift), shift, 0)
-    e = E.exp(x - shift)
-    total = E.sum(e, dim, keepdim=True)
-    if safe:
-        total = E.where(total == 0, 1, total)
-    return e / total
+    return apply(SOFTMAX, x, axis=dim, safe=safe)
 
 
 @export(method=True, functional=True)
@@ -68,10 +51,7 @@ def softmax(input, dim: int | None = None, _stacklevel: int = 3, dtype=None):
 def log_softmax(input, dim: int | None = None, _stacklevel: int = 3, dtype=None):
     """``x - logsumexp(x)`` along ``dim``, stable and with an exact gradient for large logits."""
     x, d = _prepare("log_softmax", input, dim, dtype)
-    shifted = _shifted(x, d)
-    if x.ndim == 0:
-        return shifted
-    return shifted - E.log(E.sum(E.exp(shifted), d, keepdim=True))
+    return apply(LOG_SOFTMAX, x, axis=d)
 
 
 @export(functional=True, toplevel=False)
