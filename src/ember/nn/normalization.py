@@ -42,15 +42,7 @@ class _NormBase(Module):
         self.momentum = momentum
         self.affine = affine
         self.track_running_stats = track_running_stats
-        if affine:
-            self.weight = new_parameter((num_features,), device, dtype)
-            if bias:
-                self.bias = new_parameter((num_features,), device, dtype)
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, (num_features,), affine, bias, device, dtype)
         if track_running_stats:
             self.register_buffer("running_mean", new_tensor((num_features,), 0.0, device, dtype))
             self.register_buffer("running_var", new_tensor((num_features,), 1.0, device, dtype))
@@ -191,6 +183,20 @@ class InstanceNorm2d(_InstanceNorm):
     _dims = (3, 4)
 
 
+def _affine_parameters(module: Module, shape, affine: bool, bias: bool, device, dtype) -> None:
+    """Register the per-feature ``weight`` and ``bias`` of a normalization layer (None when
+    ``affine`` or ``bias`` is off, as PyTorch registers them)."""
+    if affine:
+        module.weight = new_parameter(shape, device, dtype)
+        if bias:
+            module.bias = new_parameter(shape, device, dtype)
+        else:
+            module.register_parameter("bias", None)
+    else:
+        module.register_parameter("weight", None)
+        module.register_parameter("bias", None)
+
+
 def _shape_tuple(normalized_shape) -> tuple:
     if isinstance(normalized_shape, numbers.Integral):
         return (int(normalized_shape),)
@@ -213,15 +219,7 @@ class LayerNorm(Module):
         self.normalized_shape = _shape_tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = new_parameter(self.normalized_shape, device, dtype)
-            if bias:
-                self.bias = new_parameter(self.normalized_shape, device, dtype)
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, self.normalized_shape, elementwise_affine, bias, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -263,15 +261,7 @@ class GroupNorm(Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if affine:
-            self.weight = new_parameter((num_channels,), device, dtype)
-            if bias:
-                self.bias = new_parameter((num_channels,), device, dtype)
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, (num_channels,), affine, bias, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
