@@ -5,6 +5,7 @@ function the op modules export (``ember.add``, ``ember.matmul``, ...), plus the 
 """
 
 from . import _allocator, _methods  # noqa: E402
+from . import capture as _capture
 from . import dtypes as _dtypes
 from . import eager as _eager  # noqa: E402  (installs the eager mode)
 from . import functional as _functional  # registers the composites (activations, losses, ...)
@@ -34,14 +35,18 @@ from .errors import (
     EmberError,
     ShapeError,
     StateDictError,
+    TraceError,
 )
 from .tensor import Tensor
 
-_methods.install()
+_methods.install(Tensor)
+_methods.install(_capture.SymbolicTensor)
 _allocator.tune()
 globals().update(_ops.PUBLIC)
 
 from . import autograd, data, io, nn, optim  # noqa: E402
+from .capture import trace  # noqa: E402
+from .graph import Graph, sym  # noqa: E402
 from .io import load, save  # noqa: E402
 from .random import Generator, default_generator, get_rng_state, manual_seed, set_rng_state  # noqa: E402,F401
 

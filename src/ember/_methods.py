@@ -1,4 +1,4 @@
-"""Attach the op registry's public functions to Tensor as methods and Python operators.
+"""Attach the op registry's public functions to tensor classes as methods and operators.
 
 Run once when ember is imported, after every op module has registered itself. The operator
 table below is the only place that maps Python syntax to ops.
@@ -85,26 +85,27 @@ def _setitem(self, index, value) -> None:
     self._inplace("__setitem__", PUBLIC["index_put"], index, value)
 
 
-def install() -> None:
+def install(cls: type = Tensor) -> None:
+    """Give ``cls`` (the eager Tensor, the symbolic tensor of graph capture) every op method."""
     for name, fn in METHODS.items():
-        setattr(Tensor, name, fn)
+        setattr(cls, name, fn)
     for name, fn in INPLACE.items():
-        setattr(Tensor, name, _inplace(name, fn))
+        setattr(cls, name, _inplace(name, fn))
     for dunder, op in _BINARY.items():
-        setattr(Tensor, f"__{dunder}__", _forward(op))
-        setattr(Tensor, f"__r{dunder}__", _reflected(op))
+        setattr(cls, f"__{dunder}__", _forward(op))
+        setattr(cls, f"__r{dunder}__", _reflected(op))
         fn = PUBLIC.get(op) or _late(op)
-        setattr(Tensor, f"__i{dunder}__", _inplace(f"__i{dunder}__", fn))
+        setattr(cls, f"__i{dunder}__", _inplace(f"__i{dunder}__", fn))
     for dunder, op in _COMPARE.items():
-        setattr(Tensor, f"__{dunder}__", _forward(op))
+        setattr(cls, f"__{dunder}__", _forward(op))
     for dunder, op in {"and": "logical_and", "or": "logical_or", "xor": "logical_xor"}.items():
-        setattr(Tensor, f"__{dunder}__", _logical(op))
-        setattr(Tensor, f"__r{dunder}__", _reflected_logical(op))
-    Tensor.__invert__ = _logical("logical_not")
-    Tensor.__neg__ = _forward("neg")
-    Tensor.__pos__ = lambda self: self
-    Tensor.__abs__ = _forward("abs")
-    Tensor.__getitem__ = _forward("getitem")
-    Tensor.__setitem__ = _setitem
-    Tensor.T = property(lambda self: PUBLIC["permute"](self, tuple(reversed(range(self.ndim)))))
-    Tensor.mT = property(lambda self: PUBLIC["transpose"](self, -2, -1))
+        setattr(cls, f"__{dunder}__", _logical(op))
+        setattr(cls, f"__r{dunder}__", _reflected_logical(op))
+    cls.__invert__ = _logical("logical_not")
+    cls.__neg__ = _forward("neg")
+    cls.__pos__ = lambda self: self
+    cls.__abs__ = _forward("abs")
+    cls.__getitem__ = _forward("getitem")
+    cls.__setitem__ = _setitem
+    cls.T = property(lambda self: PUBLIC["permute"](self, tuple(reversed(range(self.ndim)))))
+    cls.mT = property(lambda self: PUBLIC["transpose"](self, -2, -1))

@@ -73,5 +73,9 @@ class CheckpointError(EmberError, OSError):
     """A checkpoint file that is missing, truncated, corrupt or not an ember checkpoint."""
 
 
+class TraceError(EmberError, RuntimeError):
+    """A traced program used a tensor's value in Python (data-dependent control flow)."""
+
+
 class DatasetError(EmberError, FileNotFoundError):
     """A dataset whose files cannot be found or read."""

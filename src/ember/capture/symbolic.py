@@ -1,0 +1,132 @@
+"""`SymbolicTensor`: what ember ops return while a graph is being captured.
+
+It stands for a graph `Value`: it has a shape and a dtype (read from the value's type) and every
+op method and operator of the eager Tensor, but no data. Anything that needs the data in Python
+(``bool(x)``, ``int(x)``, ``x.item()``, indexing a list with ``x``, ``len`` of a symbolic size)
+raises `TraceError` at the user's line: a capture must never silently bake in one branch of
+data-dependent control flow.
+
+In-place methods are functionalized: ``x.add_(y)`` computes ``x + y`` as a new graph value and
+rebinds ``x`` to it, so later uses read the updated value. (Aliasing views are not followed: an
+in-place write through a view of a symbolic tensor does not update its base.)
+"""
+
+from __future__ import annotations
+
+from ..errors import TraceError
+from ..ops._registry import TensorBase
+
+_HINT = (
+    "; use ember.where for a data-dependent choice of values (ember.cond / ember.script for "
+    "control flow are coming), or compute this outside the traced function"
+)
+
+
+class SymbolicTensor(TensorBase):
+    __slots__ = ("value", "builder", "__weakref__")
+
+    def __init__(self, value, builder):
+        self.value = value
+        self.builder = builder
+
+    # -------- metadata (from the value's type; never data)
+    @property
+    def shape(self) -> tuple:
+        return self.value.type.shape
+
+    @property
+    def dtype(self):
+        return self.value.type.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.value.type.shape)
+
+    def dim(self) -> int:
+        return self.ndim
+
+    def size(self, dim: int | None = None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def numel(self):
+        n = 1
+        for d in self.shape:
+            n = d * n
+        return n
+
+    @property
+    def requires_grad(self) -> bool:
+        return False
+
+    @property
+    def is_leaf(self) -> bool:
+        return False
+
+    def detach(self) -> SymbolicTensor:
+        return self
+
+    # -------- the functionalized in-place protocol (see the module docstring)
+    def _inplace(self, name: str, fn, *args, **kwargs) -> SymbolicTensor:
+        result = fn(SymbolicTensor(self.value, self.builder), *args, **kwargs)
+        if tuple(result.shape) != tuple(self.shape):
+            raise TraceError(
+                f"the result has shape {tuple(result.shape)} but the in-place target has shape "
+                f"{tuple(self.shape)}",
+                op=name,
+            )
+        if result.dtype != self.dtype:
+            result = result.to(self.dtype)
+        self.value = result.value
+        return self
+
+    # -------- uses of the data: refused with the user's line
+    def _refuse(self, what: str):
+        raise TraceError(
+            f"{what} of a traced tensor (%{self.value.name}: {self.value.type.dtype} of shape "
+            f"{tuple(self.shape)}) needs its value, which a graph does not have while it is "
+            f"built: Python control flow on it would bake one branch into the graph{_HINT}"
+        )
+
+    def __bool__(self):
+        self._refuse("bool()")
+
+    def __int__(self):
+        self._refuse("int()")
+
+    def __float__(self):
+        self._refuse("float()")
+
+    def __index__(self):
+        self._refuse("using as an index")
+
+    def item(self):
+        self._refuse(".item()")
+
+    def tolist(self):
+        self._refuse(".tolist()")
+
+    def numpy(self):
+        self._refuse(".numpy()")
+
+    def __array__(self, *args, **kwargs):
+        self._refuse("converting to a NumPy array")
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        first = self.shape[0]
+        if not isinstance(first, int):
+            self._refuse(f"len() (the size {first} is symbolic)")
+        return first
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __repr__(self) -> str:
+        from ..graph.printer import format_type
+
+        return f"SymbolicTensor(%{self.value.name}: {format_type(self.value.type)})"

@@ -1,0 +1,253 @@
+"""The graph IR: `Graph`, `Node`, `Value`.
+
+A `Graph` is a list of nodes in a valid execution order (every input defined before use), its
+input values, its output values and the constant arrays it holds. Three node kinds:
+
+* ``input``: a graph input (a placeholder, a captured parameter); one output value;
+* ``constant``: an array held in ``graph.constants`` under the node's name; one output value;
+* ``call``: a primitive from the op registry applied to input values with attributes.
+
+Every `Value` carries its `TensorType` (shape and dtype; a dimension may be a `SymDim`) and the
+nodes that use it (``users``). Values quack like tensors for shape rules (``.shape``, ``.dtype``,
+``.ndim``), so ``op.infer(*values, **attrs)`` types a call node without computing anything.
+New nodes go at the insertion point, the end by default, or where ``graph.inserting_before(n)``
+/ ``inserting_after(n)`` put it. ``print(graph)`` shows one line per node (printer.py);
+``graph.verify()`` checks it (verify.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..errors import EmberError
+from ..ops._registry import OpDef, TensorType
+
+__all__ = ["Graph", "Node", "Value", "GraphError"]
+
+
+class GraphError(EmberError):
+    """A malformed graph or a misuse of the graph API."""
+
+
+class Value:
+    """One tensor flowing through a graph: produced by ``node`` (its output ``index``)."""
+
+    __slots__ = ("name", "type", "node", "index", "users")
+
+    def __init__(self, name: str, type: TensorType, node: Node, index: int):
+        self.name = name
+        self.type = type
+        self.node = node
+        self.index = index
+        self.users: list[Node] = []
+
+    @property
+    def shape(self) -> tuple:
+        return self.type.shape
+
+    @property
+    def dtype(self) -> dt.DType:
+        return self.type.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.type.shape)
+
+    def __repr__(self) -> str:
+        return f"%{self.name}"
+
+
+class Node:
+    """One step of a graph: an input, a constant, or a call of a registered op."""
+
+    __slots__ = ("kind", "op", "inputs", "attrs", "outputs", "graph")
+
+    def __init__(self, graph: Graph, kind: str, op: OpDef | None, inputs, attrs: dict):
+        self.graph = graph
+        self.kind = kind
+        self.op = op
+        self.inputs: list[Value] = list(inputs)
+        self.attrs = dict(attrs)
+        self.outputs: list[Value] = []
+
+    @property
+    def name(self) -> str:
+        return self.outputs[0].name if self.outputs else "?"
+
+    @property
+    def target(self) -> str:
+        """What the node does: the op name, or ``input`` / ``constant``."""
+        return self.op.name if self.kind == "call" else self.kind
+
+    def replace_input(self, old: Value, new: Value) -> None:
+        for i, v in enumerate(self.inputs):
+            if v is old:
+                self.inputs[i] = new
+                old.users.remove(self)
+                new.users.append(self)
+
+    def __repr__(self) -> str:
+        return f"<Node {self.name} = {self.target}>"
+
+
+class Graph:
+    """A computation graph of registry ops. See the module docstring."""
+
+    def __init__(self, name: str = "graph"):
+        self.name = name
+        self.nodes: list[Node] = []
+        self.inputs: list[Value] = []
+        self.outputs: list[Value] = []
+        self.constants: dict[str, np.ndarray] = {}
+        self._taken: set[str] = set()
+        self._counter = itertools.count()
+        self._insert_at: int | None = None  # None: append at the end
+
+    # ------------------------------------------------------------------------------ naming
+    def _fresh(self, hint: str | None) -> str:
+        if hint:
+            base = "".join(c if c.isalnum() or c == "_" else "_" for c in hint) or "v"
+            name, k = base, 1
+            while name in self._taken:
+                name, k = f"{base}_{k}", k + 1
+        else:
+            name = str(next(self._counter))
+            while name in self._taken:
+                name = str(next(self._counter))
+        self._taken.add(name)
+        return name
+
+    # ------------------------------------------------------------------------------ building
+    def _insert(self, node: Node) -> None:
+        if self._insert_at is None:
+            self.nodes.append(node)
+        else:
+            self.nodes.insert(self._insert_at, node)
+            self._insert_at += 1
+
+    def _add(self, kind, op, inputs, attrs, out_types, names=None) -> Node:
+        node = Node(self, kind, op, inputs, attrs)
+        for v in node.inputs:
+            if v.node.graph is not self:
+                raise GraphError(f"{node.target}: input {v!r} belongs to another graph")
+            v.users.append(node)
+        for i, t in enumerate(out_types):
+            hint = names[i] if names else None
+            node.outputs.append(
+                Value(self._fresh(hint), TensorType(tuple(t.shape), t.dtype), node, i)
+            )
+        self._insert(node)
+        return node
+
+    def add_input(self, type: TensorType, name: str | None = None) -> Value:
+        """A new graph input of ``type``, appended to ``graph.inputs``."""
+        node = self._add("input", None, (), {}, (type,), [name or "input"])
+        self.inputs.append(node.outputs[0])
+        return node.outputs[0]
+
+    def add_constant(self, array, name: str | None = None) -> Value:
+        """A constant holding ``array`` (kept by the graph under the value's name)."""
+        array = np.asarray(array)
+        type = TensorType(array.shape, dt.from_numpy_dtype(array.dtype))
+        node = self._add("constant", None, (), {}, (type,), [name or "const"])
+        self.constants[node.outputs[0].name] = array
+        return node.outputs[0]
+
+    def add_call(self, op: OpDef, inputs, attrs: dict | None = None, out_types=None) -> Node:
+        """A call of ``op`` on ``inputs``; its output types come from the op's rule unless given."""
+        attrs = attrs or {}
+        if out_types is None:
+            inferred = op.infer(*inputs, **attrs)
+            out_types = (inferred,) if op.num_outputs == 1 else tuple(inferred)
+        return self._add("call", op, inputs, attrs, out_types)
+
+    def set_outputs(self, values) -> None:
+        values = list(values)
+        for v in values:
+            if v.node.graph is not self:
+                raise GraphError(f"output {v!r} belongs to another graph")
+        self.outputs = values
+
+    @contextlib.contextmanager
+    def inserting_before(self, node: Node):
+        """New nodes go just before ``node`` inside the block."""
+        previous = self._insert_at
+        self._insert_at = self.nodes.index(node)
+        try:
+            yield
+        finally:
+            self._insert_at = previous
+
+    @contextlib.contextmanager
+    def inserting_after(self, node: Node):
+        """New nodes go just after ``node`` inside the block."""
+        previous = self._insert_at
+        self._insert_at = self.nodes.index(node) + 1
+        try:
+            yield
+        finally:
+            self._insert_at = previous
+
+    # ------------------------------------------------------------------------------ editing
+    def replace_all_uses(self, old: Value, new: Value) -> None:
+        for user in list(old.users):
+            user.replace_input(old, new)
+        self.outputs = [new if v is old else v for v in self.outputs]
+
+    def erase_node(self, node: Node) -> None:
+        for v in node.outputs:
+            if v.users or any(o is v for o in self.outputs):
+                raise GraphError(f"cannot erase {node!r}: its value {v!r} is still used")
+        for v in node.inputs:
+            v.users.remove(node)
+        self.nodes.remove(node)
+        if node.kind == "input":
+            self.inputs = [v for v in self.inputs if v.node is not node]
+        if node.kind == "constant":
+            self.constants.pop(node.name, None)
+
+    # ------------------------------------------------------------------------------ reading
+    def call_nodes(self):
+        return (n for n in self.nodes if n.kind == "call")
+
+    def topological_order(self) -> list[Node]:
+        """The nodes in an order where every value is defined before it is used (Kahn's
+        algorithm, stable with respect to the stored order). Raises GraphError on a cycle."""
+        position = {id(n): i for i, n in enumerate(self.nodes)}
+        waiting = {id(n): len({id(v.node) for v in n.inputs}) for n in self.nodes}
+        ready = [n for n in self.nodes if waiting[id(n)] == 0]
+        order = []
+        while ready:
+            ready.sort(key=lambda n: position[id(n)], reverse=True)
+            node = ready.pop()
+            order.append(node)
+            for user in {id(u): u for v in node.outputs for u in v.users}.values():
+                if id(user) in waiting:
+                    waiting[id(user)] -= 1
+                    if waiting[id(user)] == 0:
+                        ready.append(user)
+        if len(order) != len(self.nodes):
+            stuck = [n for n in self.nodes if n not in order]
+            raise GraphError(
+                "the graph has a cycle through " + ", ".join(repr(n) for n in stuck[:5])
+            )
+        return order
+
+    def verify(self) -> Graph:
+        from .verify import verify
+
+        verify(self)
+        return self
+
+    def __str__(self) -> str:
+        from .printer import format_graph
+
+        return format_graph(self)
+
+    def __repr__(self) -> str:
+        calls = sum(1 for _ in self.call_nodes())
+        return f"<Graph {self.name}: {len(self.inputs)} inputs, {calls} ops>"

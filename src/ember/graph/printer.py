@@ -1,0 +1,74 @@
+"""The text form of a graph: one line per node, meant for people.
+
+    graph mlp(%x: f32[N, 784], %w: f32[10, 784]) {
+      %0: f32[N, 10] = linear(%x, %w)
+      %1: f32[N, 10] = relu(%0)
+      return (%1)
+    }
+
+Types print as a short dtype name and the shape (symbolic sizes by name); attributes follow the
+inputs as ``key=value``; constants print their value when small and their shape otherwise.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..ops._registry import TensorType
+
+_SHORT = {
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "float32": "f32",
+    "float64": "f64",
+    "int8": "i8",
+    "int16": "i16",
+    "int32": "i32",
+    "int64": "i64",
+    "uint8": "u8",
+    "bool": "bool",
+}
+
+
+def format_type(t: TensorType) -> str:
+    return f"{_SHORT.get(t.dtype.name, t.dtype.name)}[{', '.join(str(d) for d in t.shape)}]"
+
+
+def format_attr(value) -> str:
+    if isinstance(value, dt.DType):
+        return value.name
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (tuple, list)):
+        inner = ", ".join(format_attr(v) for v in value)
+        return f"({inner},)" if isinstance(value, tuple) and len(value) == 1 else f"({inner})"
+    if isinstance(value, (int, str, bool)) or value is None:
+        return repr(value)
+    return f"<{type(value).__name__}>"
+
+
+def _constant_text(array: np.ndarray) -> str:
+    if array.size <= 4:
+        return np.array2string(array, separator=", ").replace("\n", "")
+    return "<array>"
+
+
+def format_node(node) -> str:
+    outs = ", ".join(f"%{v.name}: {format_type(v.type)}" for v in node.outputs)
+    if node.kind == "constant":
+        return f"{outs} = constant {_constant_text(node.graph.constants[node.name])}"
+    args = [f"%{v.name}" for v in node.inputs]
+    args += [f"{k}={format_attr(v)}" for k, v in node.attrs.items()]
+    return f"{outs} = {node.target}({', '.join(args)})"
+
+
+def format_graph(graph) -> str:
+    params = ", ".join(f"%{v.name}: {format_type(v.type)}" for v in graph.inputs)
+    lines = [f"graph {graph.name}({params}) {{"]
+    for node in graph.nodes:
+        if node.kind != "input":
+            lines.append("  " + format_node(node))
+    lines.append(f"  return ({', '.join('%' + v.name for v in graph.outputs)})")
+    lines.append("}")
+    return "\n".join(lines)

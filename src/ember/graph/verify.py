@@ -1,0 +1,86 @@
+"""`verify(graph)`: the checks every pass and loader relies on.
+
+* every node's inputs are values of this graph, defined by an earlier node (so the stored order
+  is an execution order and the graph is acyclic);
+* ``users`` agree with the inputs;
+* every call node's output types equal what its op's rule infers from its input types (the rule
+  also re-validates the attributes);
+* inputs, constants and outputs are consistent.
+
+A failure raises `GraphError` naming the node and what is wrong.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from .ir import GraphError
+from .printer import format_node, format_type
+
+
+def verify(graph) -> None:
+    defined: set[int] = set()
+    for position, node in enumerate(graph.nodes):
+        where = f"node {position} ({format_node(node)})"
+        if node.graph is not graph:
+            raise GraphError(f"{where}: belongs to another graph")
+        for i, v in enumerate(node.inputs):
+            if v.node.graph is not graph:
+                raise GraphError(f"{where}: input {i} (%{v.name}) belongs to another graph")
+            if id(v) not in defined:
+                later = v.node in graph.nodes
+                raise GraphError(
+                    f"{where}: input {i} (%{v.name}) is "
+                    + (
+                        "defined later: the graph has a cycle or is out of order"
+                        if later
+                        else "not defined by any node of the graph (a dangling input)"
+                    )
+                )
+        if node.kind == "call":
+            _check_types(node, where)
+        elif node.inputs:
+            raise GraphError(f"{where}: a {node.kind} node takes no inputs")
+        if node.kind == "constant" and node.name not in graph.constants:
+            raise GraphError(f"{where}: no array is stored for this constant")
+        for v in node.outputs:
+            defined.add(id(v))
+    _check_users(graph)
+    for v in graph.outputs:
+        if id(v) not in defined:
+            raise GraphError(f"output %{v.name} is not defined by any node of the graph")
+    for v in graph.inputs:
+        if v.node.kind != "input" or v.node not in graph.nodes:
+            raise GraphError(f"graph input %{v.name} is not an input node of the graph")
+
+
+def _check_types(node, where: str) -> None:
+    try:
+        inferred = node.op.infer(*node.inputs, **node.attrs)
+    except Exception as exc:  # the rule's own error, re-raised with the node's place
+        raise GraphError(f"{where}: the rule of {node.op.name} rejects its inputs: {exc}") from exc
+    expected = (inferred,) if node.op.num_outputs == 1 else tuple(inferred)
+    if len(expected) != len(node.outputs):
+        raise GraphError(
+            f"{where}: {node.op.name} produces {len(expected)} outputs, the node has "
+            f"{len(node.outputs)}"
+        )
+    for v, t in zip(node.outputs, expected):
+        if tuple(t.shape) != tuple(v.type.shape) or t.dtype != v.type.dtype:
+            raise GraphError(
+                f"{where}: %{v.name} is typed {format_type(v.type)} but {node.op.name} gives "
+                f"{format_type(t)} for these inputs (a shape or dtype mismatch)"
+            )
+
+
+def _check_users(graph) -> None:
+    uses = Counter()
+    for node in graph.nodes:
+        for v in node.inputs:
+            uses[(id(v), id(node))] += 1
+    for node in graph.nodes:
+        for v in node.outputs:
+            recorded = Counter((id(v), id(u)) for u in v.users)
+            actual = Counter({k: c for k, c in uses.items() if k[0] == id(v)})
+            if recorded != actual:
+                raise GraphError(f"the users of %{v.name} do not match the nodes that read it")

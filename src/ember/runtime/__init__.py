@@ -1,0 +1,1 @@
+"""Executors of graphs: the reference interpreter and Python code generation."""
