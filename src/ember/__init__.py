@@ -49,6 +49,7 @@ from .capture import trace  # noqa: E402
 from .graph import Graph, sym  # noqa: E402
 from .io import load, save  # noqa: E402
 from .random import Generator, default_generator, get_rng_state, manual_seed, set_rng_state  # noqa: E402,F401
+from .transforms import grad, value_and_grad  # noqa: E402
 
 bool = bool_  # ember.bool, as torch.bool  # noqa: A001
 float = float32  # noqa: A001
