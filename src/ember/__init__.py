@@ -47,6 +47,7 @@ globals().update(_ops.PUBLIC)
 from . import autograd, data, io, nn, optim  # noqa: E402
 from .capture import trace  # noqa: E402
 from .graph import Graph, sym  # noqa: E402
+from .graph.serialize import load_graph  # noqa: E402
 from .io import load, save  # noqa: E402
 from .random import Generator, default_generator, get_rng_state, manual_seed, set_rng_state  # noqa: E402,F401
 from .transforms import grad, value_and_grad  # noqa: E402

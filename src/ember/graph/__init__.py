@@ -1,6 +1,18 @@
 """The graph IR (ir.py), its printer, verifier and symbolic dimensions; see DESIGN.md."""
 
 from .ir import Graph, GraphError, Node, Value
+from .serialize import GraphFileError, load_graph, save_graph
 from .symbolic import SymDim, is_symbolic, sym
 
-__all__ = ["Graph", "GraphError", "Node", "SymDim", "Value", "is_symbolic", "sym"]
+__all__ = [
+    "Graph",
+    "GraphError",
+    "GraphFileError",
+    "Node",
+    "SymDim",
+    "Value",
+    "is_symbolic",
+    "load_graph",
+    "save_graph",
+    "sym",
+]

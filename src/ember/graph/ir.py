@@ -243,6 +243,12 @@ class Graph:
         verify(self)
         return self
 
+    def save(self, path) -> None:
+        """Write this graph to ``path`` losslessly (serialize.py); read it with ember.load_graph."""
+        from .serialize import save_graph
+
+        save_graph(self, path)
+
     def __str__(self) -> str:
         from .printer import format_graph
 

@@ -55,14 +55,48 @@ _MAX_HEADER = 100 * 2**20  # safetensors' own limit on the JSON header
 def save(obj, path: str | os.PathLike) -> None:
     """Write ``obj`` (nested dicts, lists, tuples, scalars, strings and tensors) to ``path``
     atomically, in safetensors format."""
-    path = os.fspath(path)
     structure, arrays = encode(obj)
-    arrays = {name: _little_endian(a) for name, a in arrays.items()}
     metadata = {
         FORMAT_KEY: FORMAT_VERSION,
         "structure": json.dumps(structure, allow_nan=False, separators=(",", ":")),
-        "crc32": json.dumps({name: _crc(a) for name, a in arrays.items()}),
     }
+    write_safetensors(os.fspath(path), arrays, metadata)
+
+
+def load(path: str | os.PathLike, map_location=None, *, weights_only: bool | None = None):
+    """Read a checkpoint written by `save`. Tensors come back as ember Tensors of the saved dtype
+    and shape. ``map_location`` and ``weights_only`` are accepted for PyTorch compatibility and
+    ignored (everything is on the CPU, and nothing is ever unpickled)."""
+    path = os.fspath(path)
+    metadata, arrays = read_safetensors(path, _check_checkpoint_metadata)
+    structure = _json(metadata.get("structure"), "structure", path)
+    return decode(structure, arrays, path)
+
+
+def _check_checkpoint_metadata(metadata, path: str) -> None:
+    if not isinstance(metadata, dict) or metadata.get(FORMAT_KEY) is None:
+        raise CheckpointError(
+            f"{path} is a safetensors file but not an ember checkpoint (its metadata has no "
+            f"{FORMAT_KEY!r} entry); read plain tensors with safetensors.numpy.load_file",
+            op="load",
+        )
+    if metadata[FORMAT_KEY] != FORMAT_VERSION:
+        raise CheckpointError(
+            f"{path} has checkpoint format version {metadata[FORMAT_KEY]!r}; this ember "
+            f"reads version {FORMAT_VERSION}",
+            op="load",
+        )
+
+
+# ------------------------------------------------------------------------------- shared file I/O
+# The two functions below are the file layer shared with other safetensors-based ember formats
+# (the graph format, ember.graph.serialize); they raise CheckpointError, which callers may
+# translate into their own error type.
+def write_safetensors(path: str, arrays: dict, metadata: dict) -> None:
+    """Write ``arrays`` (name -> ndarray) and ``metadata`` (string values) to ``path``
+    atomically; a ``crc32`` metadata entry with every tensor's checksum is added."""
+    arrays = {name: _little_endian(np.asarray(a)) for name, a in arrays.items()}
+    metadata = {**metadata, "crc32": json.dumps({name: _crc(a) for name, a in arrays.items()})}
     specs = {
         name: TensorSpec(
             dtype=a.dtype.name, shape=list(a.shape), data_ptr=a.ctypes.data, data_len=a.nbytes
@@ -93,11 +127,11 @@ def save(obj, path: str | os.PathLike) -> None:
     _fsync_directory(directory)
 
 
-def load(path: str | os.PathLike, map_location=None, *, weights_only: bool | None = None):
-    """Read a checkpoint written by `save`. Tensors come back as ember Tensors of the saved dtype
-    and shape. ``map_location`` and ``weights_only`` are accepted for PyTorch compatibility and
-    ignored (everything is on the CPU, and nothing is ever unpickled)."""
-    path = os.fspath(path)
+def read_safetensors(path: str, check_metadata) -> tuple[dict, dict]:
+    """Read a file written by `write_safetensors`: ``(metadata, arrays)``. The header, every
+    tensor's dtype, shape and extent, the file size and the checksums are checked;
+    ``check_metadata(metadata, path)`` runs before any tensor is read and raises to reject the
+    file (a wrong format or version)."""
     try:
         f = open(path, "rb")  # noqa: SIM115 (closed below)
     except FileNotFoundError:
@@ -110,22 +144,12 @@ def load(path: str | os.PathLike, map_location=None, *, weights_only: bool | Non
         size = os.fstat(f.fileno()).st_size
         header, data_start = _read_header(f, size, path)
         metadata = header.pop("__metadata__", None)
-        if not isinstance(metadata, dict) or metadata.get(FORMAT_KEY) is None:
-            raise CheckpointError(
-                f"{path} is a safetensors file but not an ember checkpoint (its metadata has no "
-                f"{FORMAT_KEY!r} entry); read plain tensors with safetensors.numpy.load_file",
-                op="load",
-            )
-        if metadata[FORMAT_KEY] != FORMAT_VERSION:
-            raise CheckpointError(
-                f"{path} has checkpoint format version {metadata[FORMAT_KEY]!r}; this ember "
-                f"reads version {FORMAT_VERSION}",
-                op="load",
-            )
-        structure = _json(metadata.get("structure"), "structure", path)
+        check_metadata(metadata, path)
         crcs = _json(metadata.get("crc32", "{}"), "crc32", path)
+        if not isinstance(crcs, dict):
+            raise CheckpointError(f"{path}: corrupt crc32 metadata (not a JSON object)", op="load")
         arrays = _read_tensors(f, header, data_start, size, crcs, path)
-    return decode(structure, arrays, path)
+    return metadata, arrays
 
 
 # ------------------------------------------------------------------------------------ writing
