@@ -1,0 +1,134 @@
+"""``pad`` (constant, reflect, replicate, circular) and its adjoint ``pad_backward``.
+
+Non-constant modes read each output element from a source index of the input (``_source_index``);
+the backward scatters the cotangent back through the same indices, so ``pad_backward``'s own VJP
+is ``pad`` again and higher-order gradients work.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ShapeError
+from ._registry import OpDef, TensorType, apply, export, register
+from ._util import fmt_shape, memory_cost
+from .elementwise import to_tensor
+
+# --------------------------------------------------------------------------------------- pad
+
+_NP_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
+def _pad_infer(x, *, pads, mode, value):
+    if len(pads) != x.ndim:
+        raise ShapeError(f"pads {pads} must have one (before, after) pair per dimension", op="pad")
+    for d, (lo, hi) in enumerate(pads):
+        if lo < 0 or hi < 0:
+            raise ShapeError(f"negative padding {(lo, hi)} on dimension {d}", op="pad")
+        if mode == "reflect" and (lo >= x.shape[d] or hi >= x.shape[d]) and (lo or hi):
+            raise ShapeError(
+                f"reflect padding {(lo, hi)} must be smaller than dimension {d} "
+                f"of shape {fmt_shape(x.shape)}",
+                op="pad",
+            )
+        if mode in ("replicate", "circular") and x.shape[d] == 0 and (lo or hi):
+            raise ShapeError(f"cannot {mode}-pad an empty dimension {d}", op="pad")
+    return TensorType(tuple(s + lo + hi for s, (lo, hi) in zip(x.shape, pads)), x.dtype)
+
+
+def _pad_kernel(x, *, pads, mode, value):
+    if mode == "constant":
+        return np.pad(x, pads, mode="constant", constant_values=np.asarray(value, x.dtype))
+    return np.pad(x, pads, mode=_NP_MODES[mode])
+
+
+def _source_index(n: int, lo: int, hi: int, mode: str) -> np.ndarray:
+    """For each position of a padded axis, the input position it copies (-1: the constant)."""
+    idx = np.arange(-lo, n + hi)
+    if mode == "constant":
+        return np.where((idx >= 0) & (idx < n), idx, -1)
+    if mode == "replicate":
+        return np.clip(idx, 0, n - 1)
+    if mode == "circular":
+        return idx % n
+    period = 2 * (n - 1) if n > 1 else 1  # reflect without repeating the edge
+    idx = np.abs(idx) % period
+    return np.where(idx >= n, period - idx, idx)
+
+
+def _pad_backward_infer(g, *, pads, mode, in_shape):
+    return TensorType(in_shape, g.dtype)
+
+
+def _pad_backward_kernel(g, *, pads, mode, in_shape):
+    """Adjoint of pad: each input position receives the sum of the padded positions copying it."""
+    out = g
+    for axis, ((lo, hi), n) in enumerate(zip(pads, in_shape)):
+        if lo == 0 and hi == 0:
+            continue
+        src = _source_index(n, lo, hi, mode)
+        keep = src >= 0
+        shape = list(out.shape)
+        shape[axis] = n
+        acc = np.zeros(shape, dtype=g.dtype)
+        index = [slice(None)] * out.ndim
+        index[axis] = src[keep]
+        taken = np.compress(keep, out, axis=axis)
+        np.add.at(acc, tuple(index), taken)
+        out = acc
+    return out
+
+
+_PAD = register(
+    OpDef(
+        name="pad",
+        kind="shape",
+        infer=_pad_infer,
+        kernel=_pad_kernel,
+        cost=memory_cost,
+        vjp=lambda c, g: (
+            apply(
+                _PAD_BACKWARD,
+                g,
+                pads=c.attrs["pads"],
+                mode=c.attrs["mode"],
+                in_shape=tuple(c.in_types[0].shape),
+            ),
+        ),
+        save_inputs=(),
+        doc="pad(x, pads, mode, value): pads is ((before, after),) per dimension; "
+        "mode constant | reflect | replicate | circular",
+    )
+)
+
+_PAD_BACKWARD = register(
+    OpDef(
+        name="pad_backward",
+        kind="shape",
+        infer=_pad_backward_infer,
+        kernel=_pad_backward_kernel,
+        cost=memory_cost,
+        save_inputs=(),
+        vjp=lambda c, g: (apply(_PAD, g, pads=c.attrs["pads"], mode=c.attrs["mode"], value=0.0),),
+        doc="pad_backward(g, pads, mode, in_shape): the adjoint of pad (sums copies back)",
+    )
+)
+
+
+@export(functional=True)
+def pad(x, pad, mode="constant", value=0.0):
+    """PyTorch's F.pad: ``pad`` lists (before, after) sizes starting from the *last* dimension,
+    e.g. (left, right, top, bottom) for the last two. Modes: constant, reflect, replicate,
+    circular."""
+    x = to_tensor(x)
+    if mode not in _NP_MODES:
+        raise ValueError(f"pad: unknown mode {mode!r}; expected one of {sorted(_NP_MODES)}")
+    if len(pad) % 2 or len(pad) // 2 > x.ndim:
+        raise ShapeError(
+            f"pad {tuple(pad)} must hold (before, after) pairs for at most {x.ndim} dimensions",
+            op="pad",
+        )
+    pairs = [(0, 0)] * x.ndim
+    for i in range(len(pad) // 2):
+        pairs[x.ndim - 1 - i] = (int(pad[2 * i]), int(pad[2 * i + 1]))
+    return apply(_PAD, x, pads=tuple(pairs), mode=mode, value=float(value))
