@@ -46,6 +46,8 @@ globals().update(_ops.PUBLIC)
 
 from . import autograd, data, io, nn, optim  # noqa: E402
 from .capture import trace  # noqa: E402
+from .capture.function import Function, function  # noqa: E402
+from .capture.signature import TensorSpec  # noqa: E402
 from .graph import Graph, sym  # noqa: E402
 from .graph.serialize import load_graph  # noqa: E402
 from .io import load, save  # noqa: E402

@@ -238,6 +238,10 @@ class Tensor(_reg.TensorBase):
         if getattr(fn, "ufunc", None) is not None and not kwargs and self._ufunc_inplace(fn, args):
             return self
         self._check_inplace(name)
+        if _reg._state.modes:  # a graph is being built: it functionalizes the update
+            inplace = getattr(_reg._state.modes[-1], "inplace", None)
+            if inplace is not None:
+                return inplace(self, name, fn, args, kwargs)
         old = Tensor._wrap(self._data)
         old._requires_grad = self._requires_grad
         old.grad_fn = self.grad_fn
@@ -328,7 +332,14 @@ class Tensor(_reg.TensorBase):
             return self._data.copy()
         return self._data
 
+    def _check_read(self, what: str) -> None:
+        """While a graph is built, refuse reading a value that the graph has changed."""
+        check = getattr(_reg._state.modes[-1], "check_read", None) if _reg._state.modes else None
+        if check is not None:
+            check(self, what)
+
     def item(self):
+        self._check_read(".item()")
         if self._data.size != 1:
             raise EmberError(
                 f"only one-element tensors can be converted to a Python scalar, "
@@ -341,11 +352,13 @@ class Tensor(_reg.TensorBase):
         return value
 
     def tolist(self):
+        self._check_read(".tolist()")
         if self.dtype is _dt.bfloat16:
             return self._data.astype(np.float32).tolist()
         return self._data.tolist()
 
     def __bool__(self) -> bool:
+        self._check_read("bool()")
         if self._data.size != 1:
             raise EmberError(
                 f"the truth value of a tensor with {self._data.size} elements is ambiguous; "

@@ -146,6 +146,13 @@ SAMPLES += [
         "cast/int", lambda a: (a * 3).long(), (A,), torch_fn=lambda a: (a * 3).long(), grad=False
     ),
     Sample("clone", lambda a: a.clone() * 2, (A,), torch_fn=lambda a: a.clone() * 2),
+    Sample(
+        "stop_gradient",
+        lambda a: ember.stop_gradient(a) * a,
+        (A,),
+        torch_fn=lambda a: a.detach() * a,
+        fd=False,  # a cut gradient is not the derivative; PyTorch's detach is the reference
+    ),
 ]
 
 for cmp in ("eq", "ne", "lt", "le", "gt", "ge"):

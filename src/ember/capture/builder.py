@@ -6,6 +6,20 @@ user's line, as in eager) and returns `SymbolicTensor`s. An eager `Tensor` met a
 *captured*: it becomes a graph input, fed with the tensor's current data at every run (so a
 traced model sees its parameters' later values). ``builder.captured`` lists them in input order.
 Python scalars and arrays that ops turn into constants become constant nodes.
+
+State is functionalized. An in-place op on an eager tensor (``p.sub_(lr * g)``, a running mean
+update, an optimizer buffer) does not touch the tensor's memory while the graph is built: the
+builder records the new value and from then on reads that value wherever the tensor is used
+(``rebound``). Whoever runs the graph writes those values back after each run. Reading the data
+of a rebound tensor in Python (``.item()``, ``bool()``) would see the stale value, so it raises
+`TraceError`.
+
+``tensor.backward()`` on a symbolic tensor records the backward pass into the same graph (the
+ops' own VJPs, via transforms.grad) and sets ``.grad`` of every leaf it reaches to a symbolic
+tensor, accumulating onto an existing gradient as eager autograd does. Leaves are the captured
+eager tensors that require grad and the graph inputs declared with ``requires_grad``; values
+recorded under ``no_grad`` carry no gradient. The position of the first backward node is kept
+(``backward_start``): it is where AOT partitioning splits forward from backward.
 """
 
 from __future__ import annotations
@@ -22,8 +36,15 @@ class GraphBuilder(_reg.Mode):
     def __init__(self, graph: Graph | None = None):
         self.graph = graph if graph is not None else Graph()
         self.captured: list[Tensor] = []
-        self._captured_values: dict[int, object] = {}  # id(tensor) -> Value
+        self._captured_values: dict[int, object] = {}  # id(tensor) -> its input Value
+        self._current: dict[int, object] = {}  # id(tensor) -> the Value standing for it now
+        self.rebound: dict[int, Tensor] = {}  # eager tensors updated in place, in update order
         self.capture_names: dict[int, str] = {}  # id(tensor) -> input name (module parameters)
+        self.capture_grads: dict[int, object] = {}  # id(tensor) -> its .grad when captured
+        self.no_grad_values: set[int] = set()  # ids of values recorded with grad disabled
+        self.grad_inputs: list[SymbolicTensor] = []  # symbolic inputs that require grad
+        self.backward_start: int | None = None  # node count when backward() first ran
+        self.grad_of: dict[int, Tensor] = {}  # id(captured .grad tensor) -> its owner
 
     # -------- entering and leaving
     def __enter__(self) -> GraphBuilder:
@@ -36,19 +57,123 @@ class GraphBuilder(_reg.Mode):
         return False
 
     # -------- operands
-    def input(self, type: TensorType, name: str | None = None) -> SymbolicTensor:
-        """A new graph input of ``type``, as a symbolic tensor."""
-        return SymbolicTensor(self.graph.add_input(type, name), self)
+    def input(
+        self, type: TensorType, name: str | None = None, requires_grad: bool = False
+    ) -> SymbolicTensor:
+        """A new graph input of ``type``, as a symbolic tensor (a backward leaf with
+        ``requires_grad``)."""
+        t = SymbolicTensor(self.graph.add_input(type, name), self)
+        if requires_grad:
+            t.requires_grad = True
+            self.grad_inputs.append(t)
+        return t
 
     def capture(self, tensor: Tensor, name: str | None = None):
-        """The graph value standing for eager ``tensor`` (a new input the first time)."""
-        value = self._captured_values.get(id(tensor))
+        """The graph value standing for eager ``tensor``: its latest functionalized value, or a
+        new graph input the first time it is met."""
+        value = self._current.get(id(tensor))
         if value is None:
             name = name or self.capture_names.get(id(tensor), "captured")
             value = self.graph.add_input(TensorType(tensor.shape, tensor.dtype), name)
             self._captured_values[id(tensor)] = value
+            self._current[id(tensor)] = value
+            self.capture_grads[id(tensor)] = tensor.grad
             self.captured.append(tensor)
         return value
+
+    def input_value(self, tensor: Tensor):
+        """The graph input a captured eager tensor is fed through (None if never captured)."""
+        return self._captured_values.get(id(tensor))
+
+    # -------- functionalized state (see the module docstring)
+    def inplace(self, tensor: Tensor, name: str, fn, args, kwargs) -> Tensor:
+        """``tensor.<name>(*args)`` on an eager tensor: record the new value, rebind to it."""
+        current = SymbolicTensor(self.capture(tensor), self)
+        result = fn(current, *args, **kwargs)
+        if not isinstance(result, SymbolicTensor):
+            result = SymbolicTensor(self.value_of(result), self)
+        if tuple(result.shape) != tuple(tensor.shape):
+            raise TraceError(
+                f"the result has shape {tuple(result.shape)} but the in-place target has shape "
+                f"{tuple(tensor.shape)}",
+                op=name,
+            )
+        if result.dtype != tensor.dtype:
+            if result.dtype.category > tensor.dtype.category:
+                raise TraceError(
+                    f"result type {result.dtype} cannot be written in place into a "
+                    f"{tensor.dtype} tensor",
+                    op=name,
+                )
+            result = result.to(tensor.dtype)
+        self._current[id(tensor)] = result.value
+        self.rebound[id(tensor)] = tensor
+        return tensor
+
+    def check_read(self, tensor: Tensor, what: str) -> None:
+        """Refuse a Python read of an eager tensor whose value the graph has changed."""
+        if id(tensor) in self.rebound:
+            raise TraceError(
+                f"{what} of a tensor of shape {tuple(tensor.shape)} that the graph being built "
+                "updated in place reads its old value; keep the value in the graph (use ember "
+                "ops on it) or read it after the graph runs"
+            )
+
+    def scalar(self, tensor):
+        """A step counter's value for scalar arithmetic: a float64 0-d symbolic tensor (eager
+        code uses a Python float; see ``ops._registry.scalar_value``)."""
+        from ..dtypes import float64
+
+        return SymbolicTensor(self.value_of(tensor), self).to(float64)
+
+    # -------- recorded backward passes
+    def backward(self, output, gradient=None, inputs=None) -> None:
+        """``output.backward(gradient)`` while building: see the module docstring."""
+        from ..ops.creation import full
+        from ..transforms.grad import backward_graph_values
+
+        if self.backward_start is None:
+            self.backward_start = len(self.graph.nodes)
+        if gradient is None:
+            if tuple(output.shape) != ():
+                raise TraceError(
+                    f"backward() of a non-scalar output of shape {tuple(output.shape)} needs a "
+                    "gradient argument",
+                    op="backward",
+                )
+            with self:
+                gradient = full((), fill_value=1, dtype=output.dtype)
+        elif not isinstance(gradient, SymbolicTensor):
+            gradient = SymbolicTensor(self.value_of(gradient), self)
+        if inputs is None:
+            leaves = [t for t in self.captured if t.requires_grad and t.grad_fn is None]
+            leaves += self.grad_inputs
+        else:
+            leaves = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+        out_value = self.value_of(output)
+        reached = self._ancestors(out_value)
+        leaves = [t for t in leaves if id(self.value_of(t)) in reached]
+        if not leaves:
+            return
+        wrt = [SymbolicTensor(self.value_of(t), self) for t in leaves]
+        grads = backward_graph_values(self, [output], wrt, [gradient], self.no_grad_values)
+        with self:
+            for leaf, g in zip(leaves, grads):
+                if isinstance(leaf.grad, Tensor) and id(leaf.grad) not in self._current:
+                    self.grad_of[id(leaf.grad)] = leaf  # fed with the owner's .grad at run time
+                leaf.grad = g if leaf.grad is None else leaf.grad + g
+
+    def _ancestors(self, value) -> set:
+        """ids of the values ``value`` is computed from along differentiable paths."""
+        seen, stack = set(), [value]
+        while stack:
+            v = stack.pop()
+            if id(v) in seen or id(v) in self.no_grad_values:
+                continue
+            seen.add(id(v))
+            if v.node.kind == "call":
+                stack.extend(v.node.inputs)
+        return seen
 
     def value_of(self, t):
         if isinstance(t, SymbolicTensor):
@@ -66,6 +191,8 @@ class GraphBuilder(_reg.Mode):
     def apply(self, op: _reg.OpDef, inputs: tuple, attrs: dict):
         values = [self.value_of(t) for t in inputs]
         node = self.graph.add_call(op, values, attrs)
+        if not _reg._state.grad_enabled:
+            self.no_grad_values.update(id(v) for v in node.outputs)
         outs = [SymbolicTensor(v, self) for v in node.outputs]
         return outs[0] if op.num_outputs == 1 else tuple(outs)
 

@@ -23,11 +23,13 @@ _HINT = (
 
 
 class SymbolicTensor(TensorBase):
-    __slots__ = ("value", "builder", "__weakref__")
+    __slots__ = ("value", "builder", "grad", "_requires_grad", "__weakref__")
 
     def __init__(self, value, builder):
         self.value = value
         self.builder = builder
+        self.grad = None  # set by a recorded backward() when this is a leaf input
+        self._requires_grad = False
 
     # -------- metadata (from the value's type; never data)
     @property
@@ -56,14 +58,40 @@ class SymbolicTensor(TensorBase):
 
     @property
     def requires_grad(self) -> bool:
-        return False
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag: bool) -> None:
+        self._requires_grad = bool(flag)
+
+    @property
+    def grad_fn(self):
+        return None  # a graph value has no tape; backward() differentiates the graph itself
 
     @property
     def is_leaf(self) -> bool:
-        return False
+        return self.value.node.kind == "input"
+
+    def requires_grad_(self, flag: bool = True) -> SymbolicTensor:
+        self._requires_grad = bool(flag)
+        return self
+
+    def retain_grad(self) -> None:
+        """Accepted for eager compatibility; a recorded backward sets ``.grad`` of leaves only."""
 
     def detach(self) -> SymbolicTensor:
+        from ..ops.elementwise import stop_gradient
+
+        with self.builder:
+            return stop_gradient(self)
+
+    def detach_(self) -> SymbolicTensor:
+        self._requires_grad = False
         return self
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Record this value's backward pass into the graph being built (see GraphBuilder)."""
+        self.builder.backward(self, gradient, inputs)
 
     # -------- the functionalized in-place protocol (see the module docstring)
     def _inplace(self, name: str, fn, *args, **kwargs) -> SymbolicTensor:

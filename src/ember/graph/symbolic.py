@@ -139,6 +139,13 @@ class SymDim:
     def __repr__(self) -> str:
         return f"SymDim({self})"
 
+    def evaluate(self, bindings: dict) -> int:
+        """The concrete size once each symbol's size is known (``bindings``: name -> int)."""
+        value = self.coefficient
+        for name, power in self.factors:
+            value *= bindings[name] ** power
+        return value
+
     def to_json(self) -> dict:
         return {"coefficient": self.coefficient, "factors": [list(f) for f in self.factors]}
 
@@ -164,3 +171,51 @@ def sym(name: str) -> SymDim:
 
 def is_symbolic(d) -> bool:
     return isinstance(d, SymDim)
+
+
+def has_symbols(obj) -> bool:
+    """Whether ``obj`` (an attribute: a size, or tuples/lists/dicts of them) holds a SymDim."""
+    if isinstance(obj, SymDim):
+        return True
+    if isinstance(obj, (tuple, list)):
+        return any(has_symbols(o) for o in obj)
+    if isinstance(obj, dict):
+        return any(has_symbols(o) for o in obj.values())
+    return False
+
+
+def resolve(obj, bindings: dict):
+    """``obj`` with every SymDim replaced by its size under ``bindings``."""
+    if isinstance(obj, SymDim):
+        return obj.evaluate(bindings)
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(resolve(o, bindings) for o in obj)
+    if isinstance(obj, dict):
+        return {k: resolve(v, bindings) for k, v in obj.items()}
+    return obj
+
+
+def symbol_sources(graph) -> dict:
+    """Where each symbol of ``graph`` gets its size at run time: name -> (input position,
+    axis), from the first input dimension that is exactly that symbol. A symbol with no such
+    dimension raises ShapeError: nothing could tell its size."""
+    sources: dict = {}
+    for position, value in enumerate(graph.inputs):
+        for axis, d in enumerate(value.type.shape):
+            if isinstance(d, SymDim) and d.coefficient == 1 and len(d.factors) == 1:
+                name, power = d.factors[0]
+                if power == 1:
+                    sources.setdefault(name, (position, axis))
+    needed = set()
+    for node in graph.nodes:
+        for v in node.outputs:
+            for d in v.type.shape:
+                if isinstance(d, SymDim):
+                    needed.update(n for n, _ in d.factors)
+    missing = needed - set(sources)
+    if missing:
+        raise ShapeError(
+            f"graph {graph.name}: the symbolic size(s) {sorted(missing)} appear in no input "
+            "dimension on their own, so their values cannot be known when the graph runs"
+        )
+    return sources

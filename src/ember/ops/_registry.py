@@ -183,6 +183,15 @@ def constant(array):
     return current_mode().constant(array)
 
 
+def scalar_value(tensor):
+    """A 0-d tensor's value for scalar arithmetic (an optimizer's step count): a Python float
+    when eager; while a graph is built, the mode's symbolic stand-in (so the arithmetic is
+    recorded instead of baking in today's value)."""
+    modes = _state.modes
+    scalar = getattr(modes[-1], "scalar", None) if modes else None
+    return float(tensor.item()) if scalar is None else scalar(tensor)
+
+
 def is_grad_enabled() -> bool:
     return _state.grad_enabled
 

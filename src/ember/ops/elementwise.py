@@ -14,7 +14,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import DTypeError
 from . import api as E
-from ._registry import OpDef, TensorBase, TensorType, apply, constant, export, register
+from ._registry import Cost, OpDef, TensorBase, TensorType, apply, constant, export, register
 from ._util import (
     broadcast_shapes,
     elementwise_cost,
@@ -547,6 +547,28 @@ _COPY = register(
 def clone(x):
     """A copy of ``x`` that stays in the graph (gradients flow through it)."""
     return apply(_COPY, to_tensor(x))
+
+
+_STOP_GRADIENT = register(
+    OpDef(
+        name="stop_gradient",
+        kind="elementwise",
+        infer=same_type,
+        kernel=lambda x: x,
+        vjp=lambda c, g: (None,),
+        cost=lambda in_types, out_types, attrs: Cost(0, 0),
+        save_inputs=(),
+        doc="stop_gradient(x): x itself, through which no gradient flows (a graph's detach).",
+    )
+)
+
+
+@export
+def stop_gradient(x):
+    """``x``'s values, cut off from differentiation (``detach`` as a graph op, like
+    ``jax.lax.stop_gradient``). An eager tensor's ``detach()`` needs no op; a symbolic one uses
+    this so that graph autodiff sees the cut."""
+    return apply(_STOP_GRADIENT, to_tensor(x))
 
 
 @export(method=True, toplevel=False)

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..ops import api as E
 from ..tensor import Tensor
-from .optimizer import Optimizer, check_number, new_step_counter
+from .optimizer import Optimizer, as_operand, check_number, new_step_counter
 
 __all__ = ["Adagrad"]
 
@@ -74,7 +74,7 @@ class Adagrad(Optimizer):
             g = -p.grad if maximize else p.grad
             if weight_decay != 0:
                 g = g + p * weight_decay
-            clr = lr / (1 + (step - 1) * lr_decay)
+            clr = as_operand(lr / (1 + (step - 1) * lr_decay), p)
             state_sum = state["sum"]
             state_sum.add_(g * g)
             p.sub_(g / (state_sum.sqrt() + eps) * clr)

@@ -23,7 +23,14 @@ from typing import Any
 
 from ..ops import api as E
 from ..tensor import Tensor
-from .optimizer import Optimizer, OptimizerError, check_number, lerp_, new_step_counter
+from .optimizer import (
+    Optimizer,
+    OptimizerError,
+    as_operand,
+    check_number,
+    lerp_,
+    new_step_counter,
+)
 
 __all__ = ["Adam", "AdamW"]
 
@@ -95,7 +102,8 @@ class Adam(Optimizer):
 
             bias_correction1 = 1 - beta1**step
             bias_correction2_sqrt = (1 - beta2**step) ** 0.5
-            step_size = lr / bias_correction1
+            step_size = as_operand(lr / bias_correction1, p)
+            bias_correction2_sqrt = as_operand(bias_correction2_sqrt, p)
             if amsgrad:
                 second = state["max_exp_avg_sq"]
                 second.maximum_(exp_avg_sq)

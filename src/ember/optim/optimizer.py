@@ -25,6 +25,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..autograd import enable_grad, no_grad
 from ..errors import EmberError, StateDictError
+from ..ops._registry import scalar_value
 from ..tensor import Tensor
 
 __all__ = ["Optimizer", "OptimizerError", "required"]
@@ -200,13 +201,15 @@ class Optimizer:
         raise NotImplementedError(f"{type(self).__name__} does not implement _update_group")
 
     @staticmethod
-    def _step_counter(state: dict) -> float:
+    def _step_counter(state: dict):
         """Advance a parameter's step count (a float32 0-d tensor, as in PyTorch) and return the
-        new count as a Python float for the bias-correction arithmetic, which PyTorch also does
-        in double precision."""
+        new count for the bias-correction arithmetic, which PyTorch also does in double
+        precision: a Python float when eager, a float64 0-d symbolic tensor while a graph is
+        built (so a captured training step computes it instead of baking in one step's value).
+        """
         step = state["step"]
         step.add_(1)
-        return float(step.item())
+        return scalar_value(step)
 
     # ------------------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
@@ -338,6 +341,13 @@ def lerp_(start: Tensor, end: Tensor, weight: float) -> Tensor:
     if abs(weight) < 0.5:
         return start.add_((end - start) * weight)
     return start.copy_(end - (end - start) * (1 - weight))
+
+
+def as_operand(scalar, like: Tensor):
+    """A scalar coefficient ready to multiply ``like``: a Python float as it is; a symbolic one
+    (see `Optimizer._step_counter`) cast to ``like``'s dtype, which is what the eager update's
+    Python float becomes inside the op, so the two paths round the same way."""
+    return scalar if isinstance(scalar, float) else scalar.to(like.dtype)
 
 
 def new_step_counter(count: float = 0.0) -> Tensor:

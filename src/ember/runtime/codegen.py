@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import linecache
 
+from ..graph.symbolic import SymDim, symbol_sources
 from .interpreter import last_uses
 
 _LITERALS = (int, float, str, bool, type(None))
@@ -24,7 +25,29 @@ _ids = itertools.count()
 def _is_literal(value) -> bool:
     if isinstance(value, (tuple, list)):
         return all(_is_literal(v) for v in value)
+    if isinstance(value, SymDim):
+        return True  # written as an expression over the symbols bound at the top
     return isinstance(value, _LITERALS) and (not isinstance(value, float) or value == value)
+
+
+def _literal(value) -> str:
+    if isinstance(value, SymDim):
+        return _symbol_expression(value)
+    if isinstance(value, tuple):
+        inner = ", ".join(_literal(v) for v in value)
+        return f"({inner}{',' if len(value) == 1 else ''})"
+    if isinstance(value, list):
+        return f"[{', '.join(_literal(v) for v in value)}]"
+    return repr(value)
+
+
+_SYMBOL_PREFIX = "s_"
+
+
+def _symbol_expression(d: SymDim) -> str:
+    terms = [str(d.coefficient)] if d.coefficient != 1 else []
+    terms += [_SYMBOL_PREFIX + n + ("" if p == 1 else f"**{p}") for n, p in d.factors]
+    return "*".join(terms)
 
 
 def _local(value) -> str:
@@ -54,6 +77,10 @@ def compile_graph(graph) -> CompiledGraph:
 
     params = ", ".join(_local(v) for v in graph.inputs)
     lines = [f"def {graph.name if graph.name.isidentifier() else 'graph'}({params}):"]
+    for symbol, (position, axis) in symbol_sources(graph).items():
+        # a symbolic size (the batch N) used in attributes: this call's size, from its input
+        source = _local(graph.inputs[position])
+        lines.append(f"    {_SYMBOL_PREFIX}{symbol} = {source}.shape[{axis}]")
     frees = last_uses(graph)
     for position, node in enumerate(graph.nodes):
         if node.kind == "constant":
@@ -62,7 +89,7 @@ def compile_graph(graph) -> CompiledGraph:
             kernel = ref(node.op.kernel, f"k_{node.op.name}_")
             args = [_local(v) for v in node.inputs]
             for key, value in node.attrs.items():
-                text = repr(value) if _is_literal(value) else ref(value, "a_")
+                text = _literal(value) if _is_literal(value) else ref(value, "a_")
                 args.append(f"{key}={text}")
             call = f"{kernel}({', '.join(args)})"
             if node.op.num_outputs == 1:

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..errors import EmberError
 from ..graph.printer import format_node
+from ..graph.symbolic import has_symbols, resolve, symbol_sources
 
 
 def last_uses(graph) -> dict:
@@ -37,10 +38,18 @@ def run(graph, arrays, *, frees: dict | None = None) -> list[np.ndarray]:
         )
     frees = last_uses(graph) if frees is None else frees
     env: dict[int, np.ndarray] = {id(v): a for v, a in zip(graph.inputs, arrays)}
+    # symbolic sizes (a batch N) in attributes take the sizes of this run's inputs
+    bindings = {
+        name: np.shape(arrays[position])[axis]
+        for name, (position, axis) in symbol_sources(graph).items()
+    }
     for position, node in enumerate(graph.nodes):
         if node.kind == "call":
+            attrs = node.attrs
+            if bindings and has_symbols(attrs):
+                attrs = resolve(attrs, bindings)
             try:
-                result = node.op.kernel(*[env[id(v)] for v in node.inputs], **node.attrs)
+                result = node.op.kernel(*[env[id(v)] for v in node.inputs], **attrs)
             except EmberError:
                 raise
             except Exception as exc:

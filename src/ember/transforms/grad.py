@@ -83,12 +83,13 @@ class _GraphVJPContext:
         self.needs_input_grad = needs
 
 
-def _depends_on(order, wrt_ids: set) -> set:
-    """ids of the floating values computed from a wrt value (the wrt values included)."""
+def _depends_on(order, wrt_ids: set, stop: set) -> set:
+    """ids of the floating values computed from a wrt value (the wrt values included), not
+    counting the values in ``stop``."""
     depends = set(wrt_ids)
     for node in order:
         if node.kind == "call" and any(id(v) in depends for v in node.inputs):
-            depends.update(id(v) for v in node.outputs if _differentiable(v))
+            depends.update(id(v) for v in node.outputs if _differentiable(v) and id(v) not in stop)
     return depends
 
 
@@ -126,12 +127,14 @@ def _accumulate(builder: GraphBuilder, grads: dict, value, g) -> None:
         grads[id(value)] = g if previous is None else previous + g
 
 
-def backward_graph_values(builder: GraphBuilder, outputs, wrt, cotangents) -> list:
+def backward_graph_values(
+    builder: GraphBuilder, outputs, wrt, cotangents, stop: set | None = None
+) -> list:
     """Record the backward pass of ``outputs`` with respect to ``wrt`` into ``builder``'s graph.
 
     ``outputs``, ``wrt`` and ``cotangents`` are symbolic tensors of ``builder`` (a cotangent per
-    output, of its shape). Returns one symbolic gradient per ``wrt`` tensor: zeros where no
-    output depends on it.
+    output, of its shape); no gradient flows through the values whose ids are in ``stop``.
+    Returns one symbolic gradient per ``wrt`` tensor: zeros where no output depends on it.
     """
     out_values = [builder.value_of(o) for o in outputs]
     wrt_values = [builder.value_of(w) for w in wrt]
@@ -142,7 +145,8 @@ def backward_graph_values(builder: GraphBuilder, outputs, wrt, cotangents) -> li
         if _differentiable(value):
             _accumulate(builder, grads, value, cotangent)
 
-    depends = _depends_on(order, {id(v) for v in wrt_values if _differentiable(v)})
+    wrt_ids = {id(v) for v in wrt_values if _differentiable(v)}
+    depends = _depends_on(order, wrt_ids, stop or set())
     needed = _feeds(order, {id(v) for v in out_values})
     for node in reversed(order):
         if node.kind != "call" or id(node) not in needed:

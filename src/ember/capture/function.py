@@ -1,0 +1,329 @@
+"""``@ember.function``: trace on first call, cache one compiled graph per call signature.
+
+The tf.function / torch.compile of ember. Calling a `Function`:
+
+1. builds the call's key (capture/signature.py): tensor arguments by shape, dtype and
+   requires_grad (or by the `TensorSpec` of ``input_signature``, whose ``None`` dimensions make
+   the graph work for every size there), Python arguments by value, and the state the function
+   reaches (capture/state.py: module training flags, which parameters have a gradient, the
+   optimizer's buffers and hyper-parameters);
+2. on a new key, traces the function with a `GraphBuilder`: eager state is captured as graph
+   inputs, in-place updates (``optimizer.step()``) and ``loss.backward()`` are recorded into
+   the graph, and what the trace changed in Python (``.grad``, ``optimizer.state``) is turned
+   into *writebacks* and undone;
+3. runs the graph (generated code by default, or the interpreter), returns the function's
+   outputs as eager tensors, and applies the writebacks: new parameter values, gradients and
+   optimizer buffers land where eager code would have put them. Calling a captured training
+   step N times therefore equals N eager steps.
+
+``fn.stats`` counts traces, cache hits and the reason for each retrace; after more than
+`RETRACE_WARNING` retraces the function warns once, with the reasons. ``fn.graphs`` shows the
+latest trace's graphs: the joint graph and, when it ran a backward pass, its AOT partition into
+a forward graph (which also returns the activations the backward needs) and a backward graph.
+
+Python side effects other than those on tensors, gradients and optimizer state (printing,
+appending to a list, a scheduler's step) happen once, while tracing: call them outside.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import warnings
+from dataclasses import dataclass, field
+
+from .. import autograd
+from ..errors import EmberError
+from ..graph.ir import Graph
+from ..ops._registry import TensorBase, TensorType
+from ..runtime import interpreter
+from ..runtime.codegen import compile_graph
+from ..tensor import Tensor
+from ..transforms.partition import partition
+from .builder import GraphBuilder
+from .signature import CallKey, TensorSpec, explain, python_component, tensor_component
+from .state import Snapshot, apply_writebacks, discover, plan_writebacks, state_signature
+from .trace import EXECUTORS, _flatten, _unflatten
+
+__all__ = ["Function", "FunctionStats", "function", "RETRACE_WARNING"]
+
+RETRACE_WARNING = 5
+
+
+@dataclass
+class FunctionStats:
+    """What a `Function` did: ``traces`` (graphs built), ``hits`` (calls that reused one),
+    ``calls``, and for each retrace (a trace after the first) the reason."""
+
+    traces: int = 0
+    hits: int = 0
+    calls: int = 0
+    retrace_reasons: list = field(default_factory=list)
+
+    @property
+    def retraces(self) -> int:
+        return max(0, self.traces - 1)
+
+    def __str__(self) -> str:
+        lines = [f"{self.calls} calls, {self.traces} traces, {self.hits} cache hits"]
+        lines += [f"  retrace {i + 1}: {r}" for i, r in enumerate(self.retrace_reasons)]
+        return "\n".join(lines)
+
+
+def _split_args(args: tuple, kwargs: dict, arg_names: list[str]):
+    """Tensor leaves of the arguments with a name for each (the parameter's name, with an
+    index or key inside containers), and the rest as a hashable structure."""
+    leaves: list = []
+    names: list[str] = []
+
+    def walk(obj, name):
+        if isinstance(obj, TensorBase):
+            leaves.append(obj)
+            names.append(name)
+            return ("leaf",)
+        if isinstance(obj, (tuple, list)):
+            return (type(obj).__name__, tuple(walk(o, f"{name}_{i}") for i, o in enumerate(obj)))
+        if isinstance(obj, dict):
+            return ("dict", tuple((k, walk(v, f"{name}_{k}")) for k, v in obj.items()))
+        return python_component(obj)
+
+    positional = tuple(
+        walk(a, arg_names[i] if i < len(arg_names) else f"arg{i}") for i, a in enumerate(args)
+    )
+    keywords = tuple((k, walk(v, k)) for k, v in kwargs.items())
+    return leaves, names, (positional, keywords)
+
+
+def _rebuild(args, kwargs, replacements):
+    """``(args, kwargs)`` with each tensor leaf replaced by the next of ``replacements``."""
+
+    def walk(obj):
+        if isinstance(obj, TensorBase):
+            return next(replacements)
+        if isinstance(obj, (tuple, list)):
+            return type(obj)(walk(o) for o in obj)
+        if isinstance(obj, dict):
+            return {k: walk(v) for k, v in obj.items()}
+        return obj
+
+    return walk(args), walk(kwargs)
+
+
+def _feed(kind: str, source, leaves: list):
+    """The array a graph input gets: the ``source``-th tensor argument ('arg') or its .grad
+    ('arg_grad'), a captured tensor ('tensor') or the gradient a captured tensor has now
+    ('grad_of': backward accumulates onto whatever .grad is at call time)."""
+    if kind == "arg":
+        return leaves[source]._data
+    if kind == "arg_grad":
+        return leaves[source].grad._data
+    if kind == "grad_of":
+        return source.grad._data
+    return source._data
+
+
+class _Entry:
+    """One trace: its graph, how to feed it, and what to do with its outputs."""
+
+    def __init__(self, graph, executor, feeds, out_spec, n_user, writebacks, backward_start):
+        self.graph = graph
+        self.feeds = feeds  # per graph input: see _feed
+        self.out_spec = out_spec
+        self.n_user = n_user
+        self.writebacks = writebacks
+        self.backward_start = backward_start
+        self.compiled = compile_graph(graph) if executor == "codegen" else None
+        self.frees = None if self.compiled else interpreter.last_uses(graph)
+        self._graphs = None
+
+    def run(self, leaves: list):
+        arrays = [_feed(kind, source, leaves) for kind, source in self.feeds]
+        if self.compiled is not None:
+            results = self.compiled(*arrays)
+        else:
+            results = interpreter.run(self.graph, arrays, frees=self.frees)
+        user, extra = results[: self.n_user], results[self.n_user :]
+        # the outputs are wrapped before writebacks so none aliases a buffer updated below
+        outs = [Tensor._wrap(r) for r in user]
+        apply_writebacks(self.writebacks, extra, leaves, {id(a) for a in arrays})
+        return _unflatten(self.out_spec, iter(outs)) if self.out_spec is not None else None
+
+    def graphs(self) -> dict:
+        if self._graphs is None:
+            self._graphs = {"joint": self.graph}
+            if self.backward_start is not None:
+                forward, backward = partition(self.graph, self.backward_start)
+                self._graphs.update(forward=forward, backward=backward)
+        return self._graphs
+
+
+class Function:
+    """A function (or nn.Module) compiled on demand; see the module docstring."""
+
+    def __init__(self, fn, input_signature=None, executor: str = "codegen", name=None):
+        if executor not in EXECUTORS:
+            raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
+        if input_signature is not None:
+            input_signature = list(input_signature)
+            for spec in input_signature:
+                if not isinstance(spec, TensorSpec):
+                    raise TypeError(f"input_signature holds ember.TensorSpec objects, got {spec!r}")
+        self.fn = fn
+        self.input_signature = input_signature
+        self.executor = executor
+        self.name = name or getattr(fn, "__name__", None) or type(fn).__name__
+        self.stats = FunctionStats()
+        self._cache: dict[CallKey, _Entry] = {}
+        self._last_key: CallKey | None = None
+        self._last_entry: _Entry | None = None
+        self._warned = False
+        self._arg_names = self._parameter_names()
+        functools.update_wrapper(self, fn, updated=())
+
+    def __get__(self, obj, objtype=None):
+        """As a method decorator: bind ``self`` (a Python-valued argument of the key)."""
+        return self if obj is None else functools.partial(self.__call__, obj)
+
+    # ------------------------------------------------------------------------------ keys
+    def _key(self, leaves, names, structure, reach) -> CallKey:
+        labels = ["the Python arguments and the arguments' structure", "grad mode"]
+        values = [structure, autograd.is_grad_enabled()]
+        specs = self.input_signature
+        if specs is not None and len(specs) != len(leaves):
+            raise EmberError(
+                f"{self.name} has an input_signature of {len(specs)} tensors but was called "
+                f"with {len(leaves)} tensor arguments",
+                op="function",
+            )
+        for i, t in enumerate(leaves):
+            spec = specs[i] if specs is not None else None
+            if spec is not None:
+                spec.check(t, f"argument {names[i]}")
+            labels.append(f"argument {names[i]}")
+            values.append(tensor_component(t, spec))
+        state_labels, state_values = state_signature(reach)
+        return CallKey(labels + state_labels, values + state_values)
+
+    def _parameter_names(self) -> list[str]:
+        try:
+            target = self.fn.forward if hasattr(self.fn, "forward") else self.fn
+            return [
+                p.name
+                for p in inspect.signature(target).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+            ]
+        except (TypeError, ValueError):
+            return []
+
+    # ------------------------------------------------------------------------------ calls
+    def __call__(self, *args, **kwargs):
+        self.stats.calls += 1
+        leaves, names, structure = _split_args(args, kwargs, self._arg_names)
+        if any(not isinstance(t, Tensor) for t in leaves):
+            # called while another graph is being built: inline the function into that graph
+            return self.fn(*args, **kwargs)
+        reach = discover(self.fn, args, kwargs, self._arg_names)
+        key = self._key(leaves, names, structure, reach)
+        entry = self._cache.get(key)
+        if entry is None:
+            reason = explain(key, self._last_key)
+            entry = self._trace(args, kwargs, leaves, names, reach)
+            self._cache[key] = entry
+            self.stats.traces += 1
+            if self.stats.traces > 1:
+                self.stats.retrace_reasons.append(reason)
+                self._maybe_warn()
+        else:
+            self.stats.hits += 1
+        self._last_key, self._last_entry = key, entry
+        return entry.run(leaves)
+
+    def _maybe_warn(self) -> None:
+        if self.stats.retraces > RETRACE_WARNING and not self._warned:
+            self._warned = True
+            reasons = "; ".join(self.stats.retrace_reasons[-RETRACE_WARNING:])
+            warnings.warn(
+                f"ember.function {self.name} was traced {self.stats.traces} times; each "
+                f"retrace builds and compiles a new graph. Recent reasons: {reasons}. Give "
+                "an input_signature with None for sizes that vary, or pass changing Python "
+                "numbers as tensors.",
+                stacklevel=3,
+            )
+
+    def _trace(self, args, kwargs, leaves, names, reach) -> _Entry:
+        name = self.name if self.name.isidentifier() else "function"
+        builder = GraphBuilder(Graph(name))
+        builder.capture_names = {id(t): n for n, t in reach.named_tensors()}
+        symbolic, feeds, grad_args = [], [], []
+        for i, t in enumerate(leaves):
+            spec = self.input_signature[i] if self.input_signature else None
+            shape = spec.symbolic_shape(names[i]) if spec else t.shape
+            s = builder.input(TensorType(shape, t.dtype), names[i], t.requires_grad)
+            feeds.append(("arg", i))
+            if t.requires_grad:
+                grad_args.append((i, s))
+                if t.grad is not None:  # backward accumulates onto the argument's gradient
+                    s.grad = builder.input(TensorType(shape, t.dtype), f"{names[i]}_grad")
+                    feeds.append(("arg_grad", i))
+            symbolic.append(s)
+        call_args, call_kwargs = _rebuild(args, kwargs, iter(symbolic))
+        snapshot = Snapshot(reach)
+        try:
+            with builder:
+                out = self.fn(*call_args, **call_kwargs)
+            leaves_out: list = []
+            out_spec = None if out is None else _flatten(out, leaves_out)
+            user_values = [builder.value_of(t) for t in leaves_out]
+            writebacks, extra = plan_writebacks(builder, snapshot, reach, grad_args)
+        finally:
+            snapshot.restore()
+        builder.graph.set_outputs(user_values + extra)
+        feeds += [
+            ("grad_of", builder.grad_of[id(t)]) if id(t) in builder.grad_of else ("tensor", t)
+            for t in builder.captured
+        ]
+        return _Entry(
+            builder.graph,
+            self.executor,
+            feeds,
+            out_spec,
+            len(user_values),
+            writebacks,
+            builder.backward_start,
+        )
+
+    # ------------------------------------------------------------------------------ views
+    def _latest(self) -> _Entry:
+        if self._last_entry is None:
+            raise EmberError(
+                f"{self.name} has not been called yet, so it has no graph", op="function"
+            )
+        return self._last_entry
+
+    @property
+    def graph(self) -> Graph:
+        """The graph of the latest call."""
+        return self._latest().graph
+
+    @property
+    def graphs(self) -> dict:
+        """The latest call's graphs: ``'joint'``, and ``'forward'`` / ``'backward'`` (the AOT
+        partition) when the function ran a backward pass."""
+        return self._latest().graphs()
+
+    @property
+    def code(self) -> str:
+        """The generated Python of the latest call's graph."""
+        entry = self._latest()
+        return (entry.compiled or compile_graph(entry.graph)).source
+
+    def __repr__(self) -> str:
+        return f"<ember.function {self.name} ({self.executor}, {self.stats.traces} traces)>"
+
+
+def function(fn=None, *, input_signature=None, executor: str = "codegen", name=None):
+    """Compile ``fn`` on demand: ``@ember.function`` or ``ember.function(fn, input_signature=
+    [ember.TensorSpec((None, 784))])``. See `Function`."""
+    if fn is None:
+        return lambda f: Function(f, input_signature, executor, name)
+    return Function(fn, input_signature, executor, name)

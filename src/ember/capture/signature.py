@@ -1,0 +1,147 @@
+"""Call signatures of `ember.function`: `TensorSpec`, and the cache key of one call.
+
+A call's key has one *component* per thing a trace depends on, each with a label that says what
+it is: every tensor argument (shape, dtype, requires_grad; or the `TensorSpec` it matches), every
+Python-valued argument (its value), and the state the function reads (see capture/state.py).
+Two calls with equal keys can share one compiled graph. When a key is new, `explain` compares it
+with the previous one and names the first component that differs, which is what
+``fn.stats.retrace_reasons`` reports ("argument x: dimension 0 changed from 32 to 64").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import dtypes as dt
+from ..errors import EmberError, ShapeError
+from ..graph.symbolic import SymDim, sym
+from ..ops._registry import TensorBase
+
+__all__ = ["TensorSpec", "CallKey", "explain"]
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """The shape and dtype a tensor argument may have. A ``None`` dimension takes any size: the
+    graph is traced once with a symbolic size there (dimension 0 is called ``N``, the batch, and
+    is shared by all arguments; others get their own names); a string names the symbol."""
+
+    shape: tuple
+    dtype: dt.DType = dt.float32
+    name: str | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "shape", tuple(self.shape))
+        object.__setattr__(self, "dtype", dt.as_dtype(self.dtype))
+        for d in self.shape:
+            if not (d is None or isinstance(d, (int, str, SymDim))):
+                raise TypeError(f"TensorSpec dimensions are ints, None or names, got {d!r}")
+
+    def symbolic_shape(self, arg_name: str) -> tuple:
+        dims = []
+        for axis, d in enumerate(self.shape):
+            if d is None:
+                d = "N" if axis == 0 else f"{arg_name}_{axis}"
+            dims.append(sym(d) if isinstance(d, str) else d)
+        return tuple(dims)
+
+    def check(self, tensor, where: str) -> None:
+        """Raise a clear error unless ``tensor`` fits this spec."""
+        ok = tensor.ndim == len(self.shape) and all(
+            not isinstance(want, int) or want == got for want, got in zip(self.shape, tensor.shape)
+        )
+        if not ok:
+            raise ShapeError(
+                f"{where} has shape {tuple(tensor.shape)}, which does not fit the input "
+                f"signature {self}",
+                op="function",
+            )
+        if tensor.dtype != self.dtype:
+            raise EmberError(
+                f"{where} has dtype {tensor.dtype}, but the input signature says {self.dtype}",
+                op="function",
+            )
+
+    def __str__(self) -> str:
+        dims = ", ".join("None" if d is None else str(d) for d in self.shape)
+        return f"TensorSpec(({dims}{',' if len(self.shape) == 1 else ''}), {self.dtype})"
+
+
+class CallKey:
+    """The hashable key of a call: ``values`` (compared) with parallel ``labels`` (explained)."""
+
+    __slots__ = ("labels", "values", "_hash")
+
+    def __init__(self, labels: list[str], values: list):
+        self.labels = tuple(labels)
+        self.values = tuple(values)
+        self._hash = hash(self.values)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, CallKey) and self.values == other.values
+
+
+def tensor_component(t: TensorBase, spec: TensorSpec | None):
+    if spec is not None:
+        return ("spec", spec)
+    return ("tensor", tuple(t.shape), t.dtype.name, bool(t.requires_grad))
+
+
+def python_component(value):
+    """A hashable stand-in for a Python-valued argument: equal values give equal keys."""
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(python_component(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple((k, python_component(v)) for k, v in value.items()))
+    if isinstance(value, (int, float, str, bool, bytes, type(None), complex)):
+        return (type(value).__name__, value)
+    try:
+        hash(value)
+    except TypeError:
+        return ("object", id(value))
+    return ("value", value) if type(value).__eq__ is not object.__eq__ else ("object", id(value))
+
+
+def _describe_change(label: str, old, new) -> str:
+    if old[0] == "tensor" and new[0] == "tensor":
+        (_, old_shape, old_dtype, old_rg), (_, new_shape, new_dtype, new_rg) = old, new
+        if old_dtype != new_dtype:
+            return f"{label}: dtype changed from {old_dtype} to {new_dtype}"
+        if old_rg != new_rg:
+            return f"{label}: requires_grad changed from {old_rg} to {new_rg}"
+        if len(old_shape) != len(new_shape):
+            return f"{label}: rank changed from {len(old_shape)} to {len(new_shape)}"
+        dims = [i for i, (a, b) in enumerate(zip(old_shape, new_shape)) if a != b]
+        changes = ", ".join(
+            f"dimension {i} changed from {old_shape[i]} to {new_shape[i]}" for i in dims
+        )
+        return f"{label}: {changes}"
+    return f"{label} changed from {_short(old)} to {_short(new)}"
+
+
+def _short(component) -> str:
+    text = repr(component[1] if isinstance(component, tuple) and len(component) == 2 else component)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def explain(new: CallKey, previous: CallKey | None) -> str:
+    """Why ``new`` needed a trace of its own, compared with the ``previous`` key: the first
+    component that changed, else the components that appeared or disappeared."""
+    if previous is None:
+        return "first call"
+    old = dict(zip(previous.labels, previous.values))
+    for label, value in zip(new.labels, new.values):
+        if label in old and old[label] != value:
+            return _describe_change(label, old[label], value)
+    added = [label for label in new.labels if label not in old]
+    removed = [label for label in previous.labels if label not in set(new.labels)]
+    parts = []
+    for word, labels in (("new", added), ("gone", removed)):
+        if labels:
+            names = ", ".join(label.split(" (")[0] for label in labels[:4])
+            more = f" and {len(labels) - 4} more" if len(labels) > 4 else ""
+            parts.append(f"{word}: {names}{more}")
+    return "; ".join(parts) or "no difference"

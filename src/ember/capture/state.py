@@ -1,0 +1,270 @@
+"""The state a captured function reads and writes: modules, optimizers and their tensors.
+
+A training step reads and changes more than its arguments: parameters (updated in place),
+their ``.grad`` (set by backward, cleared by zero_grad), optimizer buffers (created on the first
+step, updated after), BatchNorm running statistics. `ember.function` finds that state *before*
+tracing, from where a function can reach it: its arguments, the object of a bound method, its
+closure cells and the globals its code names, and one attribute level into plain objects
+(a trainer holding ``.model`` and ``.opt``). It keeps the `Module`s and `Optimizer`s it finds.
+
+This module owns three things about that state:
+
+* `state_signature`: the part of the cache key the state gives (training flags, which tensors
+  have a gradient, the optimizer's buffers and hyper-parameters, the identity of every
+  tensor), so a graph is reused only while the Python-level facts it baked in still hold;
+* `Snapshot`: what the state was before the trace, so the trace's Python side effects (a
+  ``.grad`` set to a symbolic tensor, a buffer added to ``optimizer.state``) can be undone;
+* `plan_writebacks`: after a trace, the list of `Writeback`s that replay those effects after
+  each run of the graph, from the graph's extra outputs.
+"""
+
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..nn.module import Module
+from ..optim.optimizer import Optimizer
+from ..tensor import Tensor
+from .symbolic import SymbolicTensor
+
+__all__ = [
+    "Reachable",
+    "Snapshot",
+    "Writeback",
+    "apply_writebacks",
+    "discover",
+    "plan_writebacks",
+    "state_signature",
+]
+
+
+@dataclass
+class Reachable:
+    modules: list  # [(name, Module)]: the top-level modules found
+    optimizers: list  # [(name, Optimizer)]
+    tensors: list  # [(name, Tensor)]: eager tensors found directly (globals, closure cells)
+
+    def named_tensors(self) -> list:
+        """Every eager tensor of the state with a readable name, without repeats."""
+        seen, named = set(), []
+
+        def add(name, t):
+            if isinstance(t, Tensor) and id(t) not in seen:
+                seen.add(id(t))
+                named.append((name, t))
+
+        for prefix, m in self.modules:
+            for name, p in m.named_parameters():
+                add(f"{prefix}.{name}", p)
+            for name, b in m.named_buffers():
+                add(f"{prefix}.{name}", b)
+        for prefix, opt in self.optimizers:
+            for g, group in enumerate(opt.param_groups):
+                for i, p in enumerate(group["params"]):
+                    add(f"{prefix}.param{g}_{i}", p)
+                    for key, value in opt.state.get(p, {}).items():
+                        add(f"{prefix}.state{g}_{i}.{key}", value)
+        for name, t in self.tensors:
+            add(name, t)
+        return named
+
+
+def _candidates(fn, args, kwargs, arg_names):
+    """(name, object) pairs a function can reach: see the module docstring."""
+    found = []
+    target = fn
+    if isinstance(fn, types.MethodType):
+        found.append(("self", fn.__self__))
+        target = fn.__func__
+    if isinstance(fn, Module):
+        found.append(("model", fn))
+        target = type(fn).forward
+    code = getattr(target, "__code__", None)
+    if code is not None:
+        for name, cell in zip(code.co_freevars, target.__closure__ or ()):
+            try:
+                found.append((name, cell.cell_contents))
+            except ValueError:  # an empty cell
+                pass
+        globals_ = getattr(target, "__globals__", {})
+        found += [(n, globals_[n]) for n in code.co_names if n in globals_]
+    for i, a in enumerate(args):
+        found.append((arg_names[i] if i < len(arg_names) else f"arg{i}", a))
+    found += list(kwargs.items())
+    return found
+
+
+def discover(fn, args, kwargs, arg_names=()) -> Reachable:
+    modules, optimizers, tensors, seen = [], [], [], set()
+
+    def visit(name, obj, depth):
+        if id(obj) in seen or isinstance(obj, (type, types.ModuleType, types.FunctionType)):
+            return
+        seen.add(id(obj))
+        if isinstance(obj, Module):
+            modules.append((name, obj))
+        elif isinstance(obj, Optimizer):
+            optimizers.append((name, obj))
+        elif isinstance(obj, Tensor):
+            tensors.append((name, obj))
+        elif depth == 0 and isinstance(obj, (list, tuple)):
+            for i, o in enumerate(obj):
+                visit(f"{name}{i}", o, depth + 1)
+        elif depth == 0 and isinstance(obj, dict):
+            for k, o in obj.items():
+                visit(f"{name}_{k}", o, depth + 1)
+        elif depth == 0 and hasattr(obj, "__dict__") and not callable(obj):
+            for k, o in vars(obj).items():
+                visit(f"{name}_{k}", o, depth + 1)
+
+    for name, obj in _candidates(fn, args, kwargs, list(arg_names)):
+        visit(name, obj, 0)
+    return Reachable(modules, optimizers, tensors)
+
+
+def state_signature(reach: Reachable) -> tuple[list, list]:
+    """(labels, values) of the state's part of the cache key."""
+    labels, values = [], []
+    for name, m in reach.modules:
+        labels.append(f"{name}: training flags")
+        values.append(tuple(sub.training for sub in m.modules()))
+    for name, opt in reach.optimizers:
+        for g, group in enumerate(opt.param_groups):
+            labels.append(f"{name}.param_groups[{g}] hyper-parameters")
+            values.append(
+                tuple(
+                    (k, tuple(v) if isinstance(v, list) else v)
+                    for k, v in group.items()
+                    if k not in ("params", "param_names")
+                )
+            )
+        labels.append(f"{name}: the buffers in its state")
+        values.append(
+            tuple(
+                tuple(sorted(opt.state[p])) if p in opt.state else ()
+                for group in opt.param_groups
+                for p in group["params"]
+            )
+        )
+    for name, t in reach.named_tensors():
+        labels.append(f"{name} (object, shape, dtype, requires_grad, has .grad)")
+        values.append((id(t), t.shape, t.dtype.name, t._requires_grad, t.grad is not None))
+    return labels, values
+
+
+class Snapshot:
+    """The gradients and optimizer state dicts before a trace; `restore` puts them back."""
+
+    def __init__(self, reach: Reachable):
+        self.grads = {id(t): (t, t.grad) for _, t in reach.named_tensors()}
+        self.optimizer_state = {
+            id(opt): (opt, {p: dict(s) for p, s in opt.state.items()})
+            for _, opt in reach.optimizers
+        }
+
+    def entry_grad(self, t: Tensor, builder):
+        if id(t) in self.grads:
+            return self.grads[id(t)][1]
+        return builder.capture_grads.get(id(t))
+
+    def restore(self) -> None:
+        for t, grad in self.grads.values():
+            t.grad = grad
+        for opt, state in self.optimizer_state.values():
+            opt.state.clear()
+            for p, s in state.items():
+                opt.state[p] = dict(s)
+
+
+@dataclass
+class Writeback:
+    """One effect replayed after each run: ``kind`` is 'data' (copy into ``tensor``), 'grad'
+    (set ``tensor.grad``), 'grad_none', 'arg_grad' (the ``index``-th tensor argument's .grad),
+    'state' (``optimizer.state[tensor][key]`` = a new tensor) or 'state_value' (a Python
+    value). Kinds that take a graph output come first in the plan, in output order."""
+
+    kind: str
+    tensor: object = None
+    key: str | None = None
+    optimizer: object = None
+    value: object = None
+
+    @property
+    def takes_output(self) -> bool:
+        return self.kind in ("data", "grad", "arg_grad", "state")
+
+
+def plan_writebacks(builder, snapshot: Snapshot, reach: Reachable, grad_args: list):
+    """After a trace: the `Writeback`s and the graph values they read (one per output-taking
+    writeback). ``grad_args`` lists (leaf index, symbolic argument) of arguments that require
+    grad."""
+    plan, values = [], []
+    new_entries: set[int] = set()  # tensors that became optimizer state during the trace
+    for _, opt in reach.optimizers:
+        before = snapshot.optimizer_state[id(opt)][1]
+        for p, entries in opt.state.items():
+            old = before.get(p, {})
+            for key, value in entries.items():
+                if old.get(key) is value:
+                    continue  # the same buffer: an in-place update is a 'data' writeback
+                if isinstance(value, (Tensor, SymbolicTensor)):
+                    new_entries.add(id(value))
+                    plan.append(Writeback("state", p, key, opt))
+                    values.append(builder.value_of(value))
+                else:
+                    plan.append(Writeback("state_value", p, key, opt, value))
+    for t in builder.rebound.values():
+        if id(t) not in new_entries:
+            plan.append(Writeback("data", t))
+            values.append(builder.value_of(t))
+    tensors = {id(t): t for _, t in reach.named_tensors()}
+    tensors.update((id(t), t) for t in builder.captured)
+    for t in tensors.values():
+        if id(t) in new_entries:
+            continue
+        final, entry = t.grad, snapshot.entry_grad(t, builder)
+        if final is entry and (final is None or id(final) not in builder.rebound):
+            continue
+        if final is None:
+            plan.append(Writeback("grad_none", t))
+        else:
+            plan.append(Writeback("grad", t))
+            values.append(builder.value_of(final))
+    for index, arg in grad_args:
+        if arg.grad is not None:
+            plan.append(Writeback("arg_grad", value=index))
+            values.append(builder.value_of(arg.grad))
+    plan.sort(key=lambda w: not w.takes_output)  # output-taking ones first, order kept
+    return plan, values
+
+
+def apply_writebacks(plan: list, results: list, arg_leaves: list, fed: set) -> None:
+    """Replay ``plan`` with ``results`` (the graph's extra outputs, in plan order). ``fed``
+    holds the ids of the arrays the graph was fed: a result that is one of them or a view
+    is copied first, so no writeback reads memory an earlier one overwrote."""
+    results = iter(
+        [r if r.base is None and id(r) not in fed else np.array(r, copy=True) for r in results]
+    )
+    for w in plan:
+        if w.kind == "data":
+            r = next(results)
+            np.copyto(w.tensor._data, r, casting="unsafe")
+            w.tensor._vc[0] += 1
+        elif w.kind == "grad":
+            r = next(results)
+            g = w.tensor.grad
+            if isinstance(g, Tensor) and g.shape == r.shape and g._data.dtype == r.dtype:
+                np.copyto(g._data, r)  # keep the gradient tensor's identity, as eager does
+            else:
+                w.tensor.grad = Tensor._wrap(np.array(r, copy=True))
+        elif w.kind == "grad_none":
+            w.tensor.grad = None
+        elif w.kind == "arg_grad":
+            arg_leaves[w.value].grad = Tensor._wrap(np.array(next(results), copy=True))
+        elif w.kind == "state":
+            w.optimizer.state[w.tensor][w.key] = Tensor._wrap(np.array(next(results), copy=True))
+        else:
+            w.optimizer.state[w.tensor][w.key] = w.value

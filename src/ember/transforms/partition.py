@@ -1,0 +1,94 @@
+"""AOT forward/backward partition of a joint training graph.
+
+A captured training step is one *joint* graph: the forward pass, then (from position
+``backward_start``) the backward pass and the updates that use its gradients. `partition`
+splits it where the backward begins, as AOT autograd does: the forward graph computes the
+user's outputs and additionally returns every forward value the backward reads (the *saved
+activations*); the backward graph takes those saved values, plus the original inputs it reads,
+and returns the rest of the joint graph's outputs. Running the forward and then the backward
+on its saved values gives exactly the joint graph's outputs (tests check it on the interpreter).
+
+Outputs: the forward graph returns the joint outputs that forward nodes produce (in joint
+order: the user's outputs first), then the saved values; the backward graph returns the other
+joint outputs, in joint order. `joint_output_order` says how to put them back together.
+"""
+
+from __future__ import annotations
+
+from ..graph.ir import Graph
+
+__all__ = ["partition", "joint_output_order"]
+
+
+def _copy_into(target: Graph, nodes, mapping: dict, source: Graph) -> None:
+    for node in nodes:
+        if node.kind == "constant":
+            value = node.outputs[0]
+            mapping[id(value)] = target.add_constant(source.constants[node.name], value.name)
+        elif node.kind == "call":
+            inputs = [mapping[id(v)] for v in node.inputs]
+            copy = target.add_call(
+                node.op, inputs, dict(node.attrs), out_types=[v.type for v in node.outputs]
+            )
+            mapping.update((id(v), c) for v, c in zip(node.outputs, copy.outputs))
+
+
+def _input_for(target: Graph, value, mapping: dict) -> None:
+    if id(value) not in mapping:
+        mapping[id(value)] = target.add_input(value.type, value.name)
+
+
+def partition(graph: Graph, backward_start: int) -> tuple[Graph, Graph]:
+    """(forward, backward) graphs of ``graph`` split at node position ``backward_start``."""
+    forward_nodes = [n for n in graph.nodes[:backward_start] if n.kind != "input"]
+    backward_nodes = [n for n in graph.nodes[backward_start:] if n.kind != "input"]
+    produced_forward = {id(v) for n in forward_nodes for v in n.outputs}
+    produced_backward = {id(v) for n in backward_nodes for v in n.outputs}
+
+    forward = Graph(f"{graph.name}_forward")
+    f_map: dict = {}
+    # forward inputs: those its nodes read, and those returned as they are
+    used_by_forward = {id(v) for n in forward_nodes for v in n.inputs}
+    used_by_forward.update(id(v) for v in graph.outputs if id(v) not in produced_backward)
+    for value in graph.inputs:
+        if id(value) in used_by_forward:
+            _input_for(forward, value, f_map)
+    _copy_into(forward, forward_nodes, f_map, graph)
+
+    saved, seen = [], set()
+    for node in backward_nodes:
+        for v in node.inputs:
+            if id(v) in produced_forward and id(v) not in seen:
+                seen.add(id(v))
+                saved.append(v)
+    forward_outputs = [v for v in graph.outputs if id(v) not in produced_backward]
+    forward.set_outputs([f_map[id(v)] for v in forward_outputs] + [f_map[id(v)] for v in saved])
+
+    backward = Graph(f"{graph.name}_backward")
+    b_map: dict = {}
+    for v in saved:
+        b_map[id(v)] = backward.add_input(v.type, f"saved_{v.name}")
+    used_by_backward = {id(v) for n in backward_nodes for v in n.inputs}
+    for value in graph.inputs:
+        if id(value) in used_by_backward:
+            _input_for(backward, value, b_map)
+    _copy_into(backward, backward_nodes, b_map, graph)
+    backward.set_outputs([b_map[id(v)] for v in graph.outputs if id(v) in produced_backward])
+    return forward, backward
+
+
+def joint_output_order(graph: Graph, backward_start: int) -> list[tuple[str, int]]:
+    """For each joint output, where the partition returns it: ("forward", i) or
+    ("backward", i)."""
+    produced_backward = {
+        id(v) for n in graph.nodes[backward_start:] if n.kind != "input" for v in n.outputs
+    }
+    order, f, b = [], 0, 0
+    for v in graph.outputs:
+        if id(v) in produced_backward:
+            order.append(("backward", b))
+            b += 1
+        else:
+            order.append(("forward", f))
+            f += 1
+    return order
