@@ -317,7 +317,7 @@ class Tensor(_reg.TensorBase):
         )
 
     def copy_(self, src) -> Tensor:
-        src = src if isinstance(src, Tensor) else Tensor(src)
+        src = src if isinstance(src, _reg.TensorBase) else Tensor(src)
         return self._inplace("copy_", lambda old: src.to(old.dtype).expand(old.shape))
 
     # ------------------------------------------------------------------------------ conversion

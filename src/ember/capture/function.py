@@ -28,22 +28,16 @@ appending to a list, a scheduler's step) happen once, while tracing: call them o
 from __future__ import annotations
 
 import functools
-import inspect
 import warnings
 from dataclasses import dataclass, field
 
 from .. import autograd
 from ..errors import EmberError
 from ..graph.ir import Graph
-from ..ops._registry import TensorBase, TensorType
-from ..runtime import interpreter
-from ..runtime.codegen import compile_graph
 from ..tensor import Tensor
-from ..transforms.partition import partition
-from .builder import GraphBuilder
-from .signature import CallKey, TensorSpec, explain, python_component, tensor_component
-from .state import Snapshot, apply_writebacks, discover, plan_writebacks, state_signature
-from .trace import EXECUTORS, _flatten, _unflatten
+from .signature import CallKey, TensorSpec, explain, tensor_component
+from .state import discover, state_signature
+from .trace import EXECUTORS, GraphFunction, _parameter_names, capture_call, split_args
 
 __all__ = ["Function", "FunctionStats", "function", "RETRACE_WARNING"]
 
@@ -70,93 +64,6 @@ class FunctionStats:
         return "\n".join(lines)
 
 
-def _split_args(args: tuple, kwargs: dict, arg_names: list[str]):
-    """Tensor leaves of the arguments with a name for each (the parameter's name, with an
-    index or key inside containers), and the rest as a hashable structure."""
-    leaves: list = []
-    names: list[str] = []
-
-    def walk(obj, name):
-        if isinstance(obj, TensorBase):
-            leaves.append(obj)
-            names.append(name)
-            return ("leaf",)
-        if isinstance(obj, (tuple, list)):
-            return (type(obj).__name__, tuple(walk(o, f"{name}_{i}") for i, o in enumerate(obj)))
-        if isinstance(obj, dict):
-            return ("dict", tuple((k, walk(v, f"{name}_{k}")) for k, v in obj.items()))
-        return python_component(obj)
-
-    positional = tuple(
-        walk(a, arg_names[i] if i < len(arg_names) else f"arg{i}") for i, a in enumerate(args)
-    )
-    keywords = tuple((k, walk(v, k)) for k, v in kwargs.items())
-    return leaves, names, (positional, keywords)
-
-
-def _rebuild(args, kwargs, replacements):
-    """``(args, kwargs)`` with each tensor leaf replaced by the next of ``replacements``."""
-
-    def walk(obj):
-        if isinstance(obj, TensorBase):
-            return next(replacements)
-        if isinstance(obj, (tuple, list)):
-            return type(obj)(walk(o) for o in obj)
-        if isinstance(obj, dict):
-            return {k: walk(v) for k, v in obj.items()}
-        return obj
-
-    return walk(args), walk(kwargs)
-
-
-def _feed(kind: str, source, leaves: list):
-    """The array a graph input gets: the ``source``-th tensor argument ('arg') or its .grad
-    ('arg_grad'), a captured tensor ('tensor') or the gradient a captured tensor has now
-    ('grad_of': backward accumulates onto whatever .grad is at call time)."""
-    if kind == "arg":
-        return leaves[source]._data
-    if kind == "arg_grad":
-        return leaves[source].grad._data
-    if kind == "grad_of":
-        return source.grad._data
-    return source._data
-
-
-class _Entry:
-    """One trace: its graph, how to feed it, and what to do with its outputs."""
-
-    def __init__(self, graph, executor, feeds, out_spec, n_user, writebacks, backward_start):
-        self.graph = graph
-        self.feeds = feeds  # per graph input: see _feed
-        self.out_spec = out_spec
-        self.n_user = n_user
-        self.writebacks = writebacks
-        self.backward_start = backward_start
-        self.compiled = compile_graph(graph) if executor == "codegen" else None
-        self.frees = None if self.compiled else interpreter.last_uses(graph)
-        self._graphs = None
-
-    def run(self, leaves: list):
-        arrays = [_feed(kind, source, leaves) for kind, source in self.feeds]
-        if self.compiled is not None:
-            results = self.compiled(*arrays)
-        else:
-            results = interpreter.run(self.graph, arrays, frees=self.frees)
-        user, extra = results[: self.n_user], results[self.n_user :]
-        # the outputs are wrapped before writebacks so none aliases a buffer updated below
-        outs = [Tensor._wrap(r) for r in user]
-        apply_writebacks(self.writebacks, extra, leaves, {id(a) for a in arrays})
-        return _unflatten(self.out_spec, iter(outs)) if self.out_spec is not None else None
-
-    def graphs(self) -> dict:
-        if self._graphs is None:
-            self._graphs = {"joint": self.graph}
-            if self.backward_start is not None:
-                forward, backward = partition(self.graph, self.backward_start)
-                self._graphs.update(forward=forward, backward=backward)
-        return self._graphs
-
-
 class Function:
     """A function (or nn.Module) compiled on demand; see the module docstring."""
 
@@ -173,11 +80,11 @@ class Function:
         self.executor = executor
         self.name = name or getattr(fn, "__name__", None) or type(fn).__name__
         self.stats = FunctionStats()
-        self._cache: dict[CallKey, _Entry] = {}
+        self._cache: dict[CallKey, GraphFunction] = {}
         self._last_key: CallKey | None = None
-        self._last_entry: _Entry | None = None
+        self._last_entry: GraphFunction | None = None
         self._warned = False
-        self._arg_names = self._parameter_names()
+        self._arg_names = _parameter_names(fn)
         functools.update_wrapper(self, fn, updated=())
 
     def __get__(self, obj, objtype=None):
@@ -204,21 +111,10 @@ class Function:
         state_labels, state_values = state_signature(reach)
         return CallKey(labels + state_labels, values + state_values)
 
-    def _parameter_names(self) -> list[str]:
-        try:
-            target = self.fn.forward if hasattr(self.fn, "forward") else self.fn
-            return [
-                p.name
-                for p in inspect.signature(target).parameters.values()
-                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-            ]
-        except (TypeError, ValueError):
-            return []
-
     # ------------------------------------------------------------------------------ calls
     def __call__(self, *args, **kwargs):
         self.stats.calls += 1
-        leaves, names, structure = _split_args(args, kwargs, self._arg_names)
+        leaves, names, structure = split_args(args, kwargs, self._arg_names)
         if any(not isinstance(t, Tensor) for t in leaves):
             # called while another graph is being built: inline the function into that graph
             return self.fn(*args, **kwargs)
@@ -250,50 +146,21 @@ class Function:
                 stacklevel=3,
             )
 
-    def _trace(self, args, kwargs, leaves, names, reach) -> _Entry:
-        name = self.name if self.name.isidentifier() else "function"
-        builder = GraphBuilder(Graph(name))
-        builder.capture_names = {id(t): n for n, t in reach.named_tensors()}
-        symbolic, feeds, grad_args = [], [], []
-        for i, t in enumerate(leaves):
-            spec = self.input_signature[i] if self.input_signature else None
-            shape = spec.symbolic_shape(names[i]) if spec else t.shape
-            s = builder.input(TensorType(shape, t.dtype), names[i], t.requires_grad)
-            feeds.append(("arg", i))
-            if t.requires_grad:
-                grad_args.append((i, s))
-                if t.grad is not None:  # backward accumulates onto the argument's gradient
-                    s.grad = builder.input(TensorType(shape, t.dtype), f"{names[i]}_grad")
-                    feeds.append(("arg_grad", i))
-            symbolic.append(s)
-        call_args, call_kwargs = _rebuild(args, kwargs, iter(symbolic))
-        snapshot = Snapshot(reach)
-        try:
-            with builder:
-                out = self.fn(*call_args, **call_kwargs)
-            leaves_out: list = []
-            out_spec = None if out is None else _flatten(out, leaves_out)
-            user_values = [builder.value_of(t) for t in leaves_out]
-            writebacks, extra = plan_writebacks(builder, snapshot, reach, grad_args)
-        finally:
-            snapshot.restore()
-        builder.graph.set_outputs(user_values + extra)
-        feeds += [
-            ("grad_of", builder.grad_of[id(t)]) if id(t) in builder.grad_of else ("tensor", t)
-            for t in builder.captured
-        ]
-        return _Entry(
-            builder.graph,
-            self.executor,
-            feeds,
-            out_spec,
-            len(user_values),
-            writebacks,
-            builder.backward_start,
+    def _trace(self, args, kwargs, leaves, names, reach) -> GraphFunction:
+        return capture_call(
+            self.fn,
+            args,
+            kwargs,
+            leaves=leaves,
+            names=names,
+            reach=reach,
+            specs=self.input_signature,
+            executor=self.executor,
+            name=self.name,
         )
 
     # ------------------------------------------------------------------------------ views
-    def _latest(self) -> _Entry:
+    def _latest(self) -> GraphFunction:
         if self._last_entry is None:
             raise EmberError(
                 f"{self.name} has not been called yet, so it has no graph", op="function"
@@ -309,13 +176,12 @@ class Function:
     def graphs(self) -> dict:
         """The latest call's graphs: ``'joint'``, and ``'forward'`` / ``'backward'`` (the AOT
         partition) when the function ran a backward pass."""
-        return self._latest().graphs()
+        return self._latest().graphs
 
     @property
     def code(self) -> str:
         """The generated Python of the latest call's graph."""
-        entry = self._latest()
-        return (entry.compiled or compile_graph(entry.graph)).source
+        return self._latest().code
 
     def __repr__(self) -> str:
         return f"<ember.function {self.name} ({self.executor}, {self.stats.traces} traces)>"

@@ -57,10 +57,11 @@ class Reachable:
                 named.append((name, t))
 
         for prefix, m in self.modules:
+            dot = f"{prefix}." if prefix else ""  # the traced module itself: its own names
             for name, p in m.named_parameters():
-                add(f"{prefix}.{name}", p)
+                add(dot + name, p)
             for name, b in m.named_buffers():
-                add(f"{prefix}.{name}", b)
+                add(dot + name, b)
         for prefix, opt in self.optimizers:
             for g, group in enumerate(opt.param_groups):
                 for i, p in enumerate(group["params"]):
@@ -73,34 +74,36 @@ class Reachable:
 
 
 def _candidates(fn, args, kwargs, arg_names):
-    """(name, object) pairs a function can reach: see the module docstring."""
+    """(name, object, is_an_argument) triples a function can reach: see the module
+    docstring."""
     found = []
     target = fn
     if isinstance(fn, types.MethodType):
-        found.append(("self", fn.__self__))
+        found.append(("self", fn.__self__, False))
         target = fn.__func__
     if isinstance(fn, Module):
-        found.append(("model", fn))
+        found.append(("", fn, False))
         target = type(fn).forward
     code = getattr(target, "__code__", None)
     if code is not None:
         for name, cell in zip(code.co_freevars, target.__closure__ or ()):
             try:
-                found.append((name, cell.cell_contents))
+                found.append((name, cell.cell_contents, False))
             except ValueError:  # an empty cell
                 pass
         globals_ = getattr(target, "__globals__", {})
-        found += [(n, globals_[n]) for n in code.co_names if n in globals_]
+        found += [(n, globals_[n], False) for n in code.co_names if n in globals_]
+    # tensors in the arguments are the graph's inputs, not state
     for i, a in enumerate(args):
-        found.append((arg_names[i] if i < len(arg_names) else f"arg{i}", a))
-    found += list(kwargs.items())
+        found.append((arg_names[i] if i < len(arg_names) else f"arg{i}", a, True))
+    found += [(k, v, True) for k, v in kwargs.items()]
     return found
 
 
 def discover(fn, args, kwargs, arg_names=()) -> Reachable:
     modules, optimizers, tensors, seen = [], [], [], set()
 
-    def visit(name, obj, depth):
+    def visit(name, obj, depth, from_args):
         if id(obj) in seen or isinstance(obj, (type, types.ModuleType, types.FunctionType)):
             return
         seen.add(id(obj))
@@ -108,20 +111,20 @@ def discover(fn, args, kwargs, arg_names=()) -> Reachable:
             modules.append((name, obj))
         elif isinstance(obj, Optimizer):
             optimizers.append((name, obj))
-        elif isinstance(obj, Tensor):
+        elif isinstance(obj, Tensor) and not from_args:
             tensors.append((name, obj))
         elif depth == 0 and isinstance(obj, (list, tuple)):
             for i, o in enumerate(obj):
-                visit(f"{name}{i}", o, depth + 1)
+                visit(f"{name}{i}", o, depth + 1, from_args)
         elif depth == 0 and isinstance(obj, dict):
             for k, o in obj.items():
-                visit(f"{name}_{k}", o, depth + 1)
+                visit(f"{name}_{k}", o, depth + 1, from_args)
         elif depth == 0 and hasattr(obj, "__dict__") and not callable(obj):
             for k, o in vars(obj).items():
-                visit(f"{name}_{k}", o, depth + 1)
+                visit(f"{name}_{k}", o, depth + 1, False)
 
-    for name, obj in _candidates(fn, args, kwargs, list(arg_names)):
-        visit(name, obj, 0)
+    for name, obj, from_args in _candidates(fn, args, kwargs, list(arg_names)):
+        visit(name, obj, 0, from_args)
     return Reachable(modules, optimizers, tensors)
 
 

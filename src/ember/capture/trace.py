@@ -6,18 +6,23 @@ tensor's value in Python raises `TraceError` at the user's line. Eager tensors t
 reads (a module's parameters, closed-over tensors) are captured as extra graph inputs and fed
 with their current data at each call, so the graph follows later updates of those tensors.
 
-The result, a `GraphFunction`, is callable with tensors of the traced shapes and dtypes, shows
-its ``.graph`` and its generated Python ``.code``, and runs on the interpreter or on generated
-code (``executor="codegen"``, the default).
+A function may be a whole training step: what it changes (parameters updated in place, ``.grad``
+set by ``loss.backward()``, optimizer buffers) is recorded as extra graph outputs and written
+back after each run (capture/state.py), and the Python-level changes the trace itself made are
+undone, so calling the result N times equals N eager steps.
+
+`capture_call` does this for one call and is shared with ``ember.function``, which adds the
+signature cache. The result, a `GraphFunction`, is callable with tensors of the traced types,
+shows its ``.graph``, its generated Python ``.code`` and, for a training step, ``.graphs`` (the
+AOT forward/backward partition); it runs on generated code (``executor="codegen"``, the
+default) or on the interpreter.
 """
 
 from __future__ import annotations
 
 import inspect
 
-import numpy as np
-
-from ..errors import EmberError, ShapeError
+from ..errors import EmberError, ShapeError, TraceError
 from ..graph.ir import Graph
 from ..graph.printer import format_type
 from ..graph.symbolic import SymDim
@@ -56,54 +61,151 @@ def _unflatten(spec, leaves):
     return kind(_unflatten(s, leaves) for s in inner)
 
 
-def _parameter_names(fn, count: int) -> list[str]:
+def _parameter_names(fn, count: int | None = None) -> list[str]:
+    """The names of ``fn``'s positional parameters (``arg<i>`` where unknown), ``count`` many
+    (all of them when None)."""
     try:
         target = fn.forward if hasattr(fn, "forward") else fn
-        params = [p.name for p in inspect.signature(target).parameters.values()]
+        params = [
+            p.name
+            for p in inspect.signature(target).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
     except (TypeError, ValueError):
         params = []
+    if count is None:
+        return params
     return [params[i] if i < len(params) else f"arg{i}" for i in range(count)]
 
 
-class GraphFunction:
-    """A captured graph with the eager tensors it reads; call it like the traced function."""
+def split_args(args: tuple, kwargs: dict, arg_names: list[str]):
+    """Tensor leaves of the arguments with a name for each (the parameter's name, with an
+    index or key inside containers), and the rest as a hashable structure (Python values by
+    `python_component`)."""
+    from .signature import python_component
 
-    def __init__(self, graph: Graph, captured: list, out_spec, executor: str = "codegen"):
+    leaves: list = []
+    names: list[str] = []
+
+    def walk(obj, name):
+        if isinstance(obj, TensorBase):
+            leaves.append(obj)
+            names.append(name)
+            return ("leaf",)
+        if isinstance(obj, (tuple, list)):
+            return (type(obj).__name__, tuple(walk(o, f"{name}_{i}") for i, o in enumerate(obj)))
+        if isinstance(obj, dict):
+            return ("dict", tuple((k, walk(v, f"{name}_{k}")) for k, v in obj.items()))
+        return python_component(obj)
+
+    positional = tuple(
+        walk(a, arg_names[i] if i < len(arg_names) else f"arg{i}") for i, a in enumerate(args)
+    )
+    keywords = tuple((k, walk(v, k)) for k, v in kwargs.items())
+    return leaves, names, (positional, keywords)
+
+
+def _rebuild(args, kwargs, replacements):
+    """``(args, kwargs)`` with each tensor leaf replaced by the next of ``replacements``."""
+
+    def walk(obj):
+        if isinstance(obj, TensorBase):
+            return next(replacements)
+        if isinstance(obj, (tuple, list)):
+            return type(obj)(walk(o) for o in obj)
+        if isinstance(obj, dict):
+            return {k: walk(v) for k, v in obj.items()}
+        return obj
+
+    return walk(args), walk(kwargs)
+
+
+def _feed(kind: str, source, leaves: list):
+    """The array a graph input gets: the ``source``-th tensor argument ('arg') or its .grad
+    ('arg_grad'), a captured tensor ('tensor') or the gradient a captured tensor has now
+    ('grad_of': backward accumulates onto whatever .grad is at call time)."""
+    if kind == "arg":
+        return leaves[source]._data
+    if kind == "arg_grad":
+        return leaves[source].grad._data
+    if kind == "grad_of":
+        return source.grad._data
+    return source._data
+
+
+class GraphFunction:
+    """One captured call: its graph, how to feed it, and what to do with its outputs (see the
+    module docstring). ``captured`` lists the eager tensors fed as extra inputs."""
+
+    def __init__(self, graph, feeds, out_spec, n_user, writebacks, backward_start, executor):
         if executor not in EXECUTORS:
             raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
         self.graph = graph
-        self.captured = captured
         self.executor = executor
-        self._out_spec = out_spec
-        self._n_args = len(graph.inputs) - len(captured)
+        self.feeds = feeds  # per graph input: (kind, source) for `_feed`
+        self.captured = [source for kind, source in feeds if kind == "tensor"]
+        self.out_spec = out_spec
+        self.n_user = n_user
+        self.writebacks = writebacks
+        self.backward_start = backward_start
+        self._n_args = sum(1 for kind, _ in feeds if kind == "arg")
         self._compiled = compile_graph(graph) if executor == "codegen" else None
-        self._frees = interpreter.last_uses(graph)
+        self._frees = None if self._compiled else interpreter.last_uses(graph)
+        self._graphs = None
+        self._state_guard = None  # (reachable state, its key when traced): set by `trace`
 
     @property
     def code(self) -> str:
         """The generated Python of this graph."""
         return (self._compiled or compile_graph(self.graph)).source
 
-    def _check(self, args) -> list[np.ndarray]:
-        if len(args) != self._n_args:
+    @property
+    def graphs(self) -> dict:
+        """``'joint'``: the whole graph; with a recorded backward pass also its AOT partition,
+        ``'forward'`` (returning the saved activations too) and ``'backward'``."""
+        from ..transforms.partition import partition
+
+        if self._graphs is None:
+            self._graphs = {"joint": self.graph}
+            if self.backward_start is not None:
+                forward, backward = partition(self.graph, self.backward_start)
+                self._graphs.update(forward=forward, backward=backward)
+        return self._graphs
+
+    def run(self, leaves: list):
+        """Run on the tensor arguments ``leaves`` (already checked) and apply the writebacks."""
+        from .state import apply_writebacks
+
+        arrays = [_feed(kind, source, leaves) for kind, source in self.feeds]
+        if self._compiled is not None:
+            results = self._compiled(*arrays)
+        else:
+            results = interpreter.run(self.graph, arrays, frees=self._frees)
+        user, extra = results[: self.n_user], results[self.n_user :]
+        outs = [Tensor._wrap(r) for r in user]
+        apply_writebacks(self.writebacks, extra, leaves, {id(a) for a in arrays})
+        return None if self.out_spec is None else _unflatten(self.out_spec, iter(outs))
+
+    def check(self, leaves: list) -> None:
+        """Raise a clear error unless ``leaves`` fit the traced argument types."""
+        if len(leaves) != self._n_args:
             raise EmberError(
                 f"{self.graph.name} was traced with {self._n_args} tensor arguments, got "
-                f"{len(args)}",
+                f"{len(leaves)}",
                 op="call",
             )
-        arrays = []
         bound: dict = {}
-        for value, arg in zip(self.graph.inputs, args):
-            data = arg.numpy() if isinstance(arg, Tensor) else np.asarray(arg)
+        arg_values = [v for v, (kind, _) in zip(self.graph.inputs, self.feeds) if kind == "arg"]
+        for value, arg in zip(arg_values, leaves):
             expected = value.type
-            if data.dtype != expected.dtype.np:
+            if arg.dtype != expected.dtype:
                 raise EmberError(
                     f"argument %{value.name} expects {format_type(expected)}, got dtype "
-                    f"{data.dtype}",
+                    f"{arg.dtype}",
                     op=self.graph.name,
                 )
-            ok = len(data.shape) == len(expected.shape)
-            for want, got in zip(expected.shape, data.shape):
+            ok = len(arg.shape) == len(expected.shape)
+            for want, got in zip(expected.shape, arg.shape):
                 if isinstance(want, SymDim):
                     ok = ok and bound.setdefault(want, got) == got
                 else:
@@ -111,49 +213,118 @@ class GraphFunction:
             if not ok:
                 raise ShapeError(
                     f"argument %{value.name} expects {format_type(expected)}, got shape "
-                    f"{tuple(data.shape)}",
+                    f"{tuple(arg.shape)}",
                     op=self.graph.name,
                 )
-            arrays.append(data)
-        return arrays
 
-    def __call__(self, *args):
-        arrays = self._check(args) + [t.numpy() for t in self.captured]
-        if self._compiled is not None:
-            results = self._compiled(*arrays)
-        else:
-            results = interpreter.run(self.graph, arrays, frees=self._frees)
-        return _unflatten(self._out_spec, iter(Tensor._wrap(r) for r in results))
+    def __call__(self, *args, **kwargs):
+        leaves, _, _ = split_args(args, kwargs, [])
+        leaves = [t if isinstance(t, Tensor) else Tensor(t) for t in leaves]
+        self.check(leaves)
+        if self._state_guard is not None:
+            self._check_state()
+        return self.run(leaves)
+
+    def _check_state(self) -> None:
+        """A trace baked in Python facts about the state it read (which tensors had a .grad,
+        which optimizer buffers existed, training flags); refuse to run once they changed."""
+        from .signature import CallKey, explain
+        from .state import state_signature
+
+        reach, traced = self._state_guard
+        now = CallKey(*state_signature(reach))
+        if now != traced:
+            raise TraceError(
+                f"{self.graph.name} was traced when its state was different ("
+                f"{explain(now, traced)}); a trace is one fixed graph. Use ember.function, "
+                "which traces again when the state changes, or trace after the state has "
+                "settled (e.g. after one eager training step)",
+                op=self.graph.name,
+            )
 
     def __repr__(self) -> str:
         return f"<GraphFunction {self.graph.name} ({self.executor})>"
 
 
+def capture_call(
+    fn, args, kwargs, *, leaves, names, reach, specs=None, executor="codegen", name=None
+) -> GraphFunction:
+    """Trace ``fn(*args, **kwargs)`` once into a `GraphFunction` (shared by ``ember.trace`` and
+    ``ember.function``). ``leaves``/``names``: the tensor arguments and their names (from
+    `split_args`); ``reach``: the state found by ``state.discover``; ``specs``: a `TensorSpec`
+    per leaf (None dimensions become symbolic sizes) or None for the leaves' own types."""
+    from .state import Snapshot, plan_writebacks
+
+    graph_name = name or getattr(fn, "__name__", None) or type(fn).__name__
+    builder = GraphBuilder(Graph(graph_name if graph_name.isidentifier() else "graph"))
+    builder.capture_names = {id(t): n for n, t in reach.named_tensors()}
+    symbolic, feeds, grad_args = [], [], []
+    for i, t in enumerate(leaves):
+        shape = specs[i].symbolic_shape(names[i]) if specs else t.shape
+        s = builder.input(TensorType(shape, t.dtype), names[i], t.requires_grad)
+        feeds.append(("arg", i))
+        if t.requires_grad:
+            grad_args.append((i, s))
+            if t.grad is not None:  # backward accumulates onto the argument's gradient
+                s.grad = builder.input(TensorType(shape, t.dtype), f"{names[i]}_grad")
+                feeds.append(("arg_grad", i))
+        symbolic.append(s)
+    call_args, call_kwargs = _rebuild(args, kwargs, iter(symbolic))
+    snapshot = Snapshot(reach)
+    try:
+        with builder:
+            out = fn(*call_args, **call_kwargs)
+        out_leaves: list = []
+        out_spec = None if out is None else _flatten(out, out_leaves)
+        user_values = [builder.value_of(t) for t in out_leaves]
+        writebacks, extra = plan_writebacks(builder, snapshot, reach, grad_args)
+    finally:
+        snapshot.restore()
+    builder.graph.set_outputs(user_values + extra)
+    feeds += [
+        ("grad_of", builder.grad_of[id(t)]) if id(t) in builder.grad_of else ("tensor", t)
+        for t in builder.captured
+    ]
+    return GraphFunction(
+        builder.graph,
+        feeds,
+        out_spec,
+        len(user_values),
+        writebacks,
+        builder.backward_start,
+        executor,
+    )
+
+
 def trace(fn, *example_inputs, name: str | None = None, executor: str = "codegen"):
-    """Capture ``fn(*example_inputs)`` (a function or an nn.Module) into a `GraphFunction`.
+    """Capture ``fn(*example_inputs)`` (a function, an nn.Module, or a whole training step)
+    into a `GraphFunction`.
 
     Tensor arguments become graph inputs with their exact shapes and dtypes; other arguments are
-    baked in as the Python values they are.
+    baked in as the Python values they are (call the result with the tensor arguments only).
     """
-    graph_name = name or getattr(fn, "__name__", None) or type(fn).__name__
-    graph = Graph(graph_name if graph_name.isidentifier() else "graph")
-    builder = GraphBuilder(graph)
-    if hasattr(fn, "named_parameters"):  # a module: its tensors keep their state_dict names
-        tensors = list(fn.named_parameters()) + list(fn.named_buffers())
-        builder.capture_names = {id(t): name for name, t in tensors}
-    names = _parameter_names(fn, len(example_inputs))
-    args = []
-    for arg_name, arg in zip(names, example_inputs):
-        if isinstance(arg, Tensor):
-            args.append(builder.input(TensorType(arg.shape, arg.dtype), arg_name))
-        else:
-            args.append(arg)
-    with builder:
-        out = fn(*args)
-    leaves: list = []
-    spec = _flatten(out, leaves)
-    graph.set_outputs([builder.value_of(t) for t in leaves])
-    return GraphFunction(graph, builder.captured, spec, executor)
+    from .signature import CallKey
+    from .state import discover, state_signature
+
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
+    arg_names = _parameter_names(fn)
+    leaves, names, _ = split_args(example_inputs, {}, arg_names)
+    reach = discover(fn, example_inputs, {}, arg_names)
+    guard_key = CallKey(*state_signature(reach))
+    traced = capture_call(
+        fn,
+        example_inputs,
+        {},
+        leaves=leaves,
+        names=names,
+        reach=reach,
+        executor=executor,
+        name=name,
+    )
+    if traced.writebacks or reach.optimizers:  # a function with state: guard what it baked in
+        traced._state_guard = (reach, guard_key)
+    return traced
 
 
-__all__ = ["GraphFunction", "SymbolicTensor", "trace"]
+__all__ = ["GraphFunction", "SymbolicTensor", "capture_call", "split_args", "trace"]

@@ -62,6 +62,17 @@ class SymDim:
             return SymDim._make(self.coefficient // other.coefficient, powers)
         return NotImplemented
 
+    def __mod__(self, other):
+        """0 when the division is exact for every value of the symbols; otherwise undecidable
+        (a reshape whose -1 could not be resolved for some batch sizes) and an error."""
+        try:
+            self // other
+        except ShapeError:
+            raise ShapeError(
+                f"cannot tell whether {other} divides the symbolic size {self}"
+            ) from None
+        return 0
+
     def __rfloordiv__(self, other):
         if isinstance(other, int):
             raise ShapeError(f"cannot divide {other} by the symbolic size {self}")
@@ -109,16 +120,27 @@ class SymDim:
             "graph is built"
         )
 
+    def _same_terms(self, other) -> bool:
+        return isinstance(other, SymDim) and other.factors == self.factors
+
     def __lt__(self, other):
+        if self._same_terms(other):  # k*N < m*N for every N exactly when k < m
+            return self.coefficient < other.coefficient
         return False if isinstance(other, int) and other <= 1 else self._order(other, "<")
 
     def __le__(self, other):
+        if self._same_terms(other):
+            return self.coefficient <= other.coefficient
         return False if isinstance(other, int) and other <= 0 else self._order(other, "<=")
 
     def __gt__(self, other):
+        if self._same_terms(other):
+            return self.coefficient > other.coefficient
         return True if isinstance(other, int) and other <= 0 else self._order(other, ">")
 
     def __ge__(self, other):
+        if self._same_terms(other):
+            return self.coefficient >= other.coefficient
         return True if isinstance(other, int) and other <= 1 else self._order(other, ">=")
 
     def __index__(self):

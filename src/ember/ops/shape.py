@@ -13,6 +13,7 @@ import operator
 import numpy as np
 
 from ..errors import ShapeError
+from ..graph.symbolic import SymDim
 from . import api as E
 from ._registry import OpDef, TensorType, apply, export, register
 from ._util import fmt_shape, memory_cost, normalize_axes, normalize_axis, numel, pick_axis
@@ -22,7 +23,8 @@ from .elementwise import to_tensor
 def _shape_arg(shape) -> tuple:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = shape[0]
-    return tuple(operator.index(s) for s in shape)
+    # a symbolic size (a graph's batch N, from x.shape[0]) stays symbolic
+    return tuple(s if isinstance(s, SymDim) else operator.index(s) for s in shape)
 
 
 # ----------------------------------------------------------------------------------- reshape

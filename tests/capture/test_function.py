@@ -1,0 +1,381 @@
+"""ember.function and traced training steps: eager parity over several steps, the signature cache
+and its retrace reasons, input signatures with symbolic sizes, the AOT partition."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import ember
+from ember import models, nn
+from ember.runtime import interpreter
+
+
+def _encoder():
+    return nn.TransformerEncoderLayer(16, 4, dim_feedforward=32, dropout=0.0, batch_first=True)
+
+
+def _classify(model, x, y):
+    return nn.functional.cross_entropy(model(x), y)
+
+
+def _squares(model, x, y):
+    return (model(x) ** 2).mean()
+
+
+CASES = {
+    "mlp": (lambda: models.mlp(20, 16, 5), (8, 20), 5, _classify),
+    "cnn": (lambda: models.cnn(1, 28, 10), (4, 1, 28, 28), 10, _classify),
+    "encoder": (_encoder, (2, 5, 16), 16, _squares),
+}
+OPTIMIZERS = {
+    "sgd": lambda ps: ember.optim.SGD(ps, lr=0.05),
+    "momentum": lambda ps: ember.optim.SGD(ps, lr=0.05, momentum=0.9, nesterov=True),
+    "adam": lambda ps: ember.optim.Adam(ps, lr=1e-2),
+    "adamw": lambda ps: ember.optim.AdamW(ps, lr=1e-2, amsgrad=True),
+}
+
+
+def _setup(case, optimizer):
+    build, shape, classes, loss_fn = CASES[case]
+    ember.manual_seed(0)
+    model = build()
+    opt = OPTIMIZERS[optimizer](model.parameters())
+    return model, opt, loss_fn
+
+
+def _data(case, steps=3):
+    _, shape, classes, _ = CASES[case]
+    rng = np.random.default_rng(1)
+    return [
+        (
+            ember.tensor(rng.standard_normal(shape), dtype=ember.float32),
+            ember.tensor(rng.integers(0, classes, shape[0])),
+        )
+        for _ in range(steps)
+    ]
+
+
+def _assert_close(a, b, what):
+    a, b = np.asarray(a), np.asarray(b)
+    scale = max(float(np.abs(b).max()), 1e-12)
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6 * scale, err_msg=what)
+
+
+def _compare_models(m1, m2):
+    for (name, p), q in zip(m1.named_parameters(), m2.parameters()):
+        _assert_close(q.numpy(), p.numpy(), f"parameter {name}")
+        assert (p.grad is None) == (q.grad is None), name
+        if p.grad is not None:
+            _assert_close(q.grad.numpy(), p.grad.numpy(), f"gradient of {name}")
+
+
+@pytest.mark.parametrize("executor", ["codegen", "interpreter"])
+@pytest.mark.parametrize("optimizer", sorted(OPTIMIZERS))
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_function_training_steps_equal_eager(case, optimizer, executor):
+    if optimizer in ("adamw", "momentum") and case == "cnn":
+        pytest.skip("the CNN runs with sgd and adam only, to keep the suite fast")
+    eager_model, eager_opt, loss_fn = _setup(case, optimizer)
+    model, opt, _ = _setup(case, optimizer)
+
+    def step(model, opt, x, y):
+        opt.zero_grad()
+        loss = loss_fn(model, x, y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    compiled = ember.function(step, executor=executor)
+    for x, y in _data(case):
+        expected = step(eager_model, eager_opt, x, y)
+        got = compiled(model, opt, x, y)
+        _assert_close(got.numpy(), expected.numpy(), "loss")
+        _compare_models(eager_model, model)
+    assert compiled.stats.traces <= 2  # the first step creates the buffers; then one graph
+    for p, q in zip(model.parameters(), eager_model.parameters()):
+        assert sorted(opt.state[p]) == sorted(eager_opt.state[q])  # buffers where eager has them
+        for key, value in eager_opt.state[q].items():
+            _assert_close(opt.state[p][key].numpy(), value.numpy(), f"optimizer state {key}")
+
+
+@pytest.mark.parametrize("executor", ["codegen", "interpreter"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_traced_training_step_equals_eager(case, executor):
+    eager_model, eager_opt, loss_fn = _setup(case, "sgd")
+    model, opt, _ = _setup(case, "sgd")
+
+    def step(x, y):  # closes over model and opt; clears the gradients after the update
+        loss = loss_fn(model, x, y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    data = _data(case)
+    traced = ember.trace(step, *data[0], executor=executor)
+    for x, y in data:
+        loss = loss_fn(eager_model, x, y)
+        loss.backward()
+        eager_opt.step()
+        eager_opt.zero_grad()
+        _assert_close(traced(x, y).numpy(), loss.numpy(), "loss")
+        _compare_models(eager_model, model)
+
+
+def test_trace_refuses_to_run_when_the_state_it_baked_in_changed():
+    model = nn.Linear(3, 2)
+    opt = ember.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    def step(x):
+        opt.zero_grad()
+        (model(x) ** 2).sum().backward()
+        opt.step()
+
+    x = ember.randn(4, 3)
+    traced = ember.trace(step, x)
+    traced(x)  # the first step created the momentum buffers: the trace is now stale
+    with pytest.raises(ember.TraceError, match="momentum_buffer.*ember.function"):
+        traced(x)
+
+
+def test_gradients_accumulate_across_calls_without_zero_grad():
+    ember.manual_seed(0)
+    eager, model = nn.Linear(3, 2), nn.Linear(3, 2)
+    model.load_state_dict(eager.state_dict())
+
+    def backward_only(model, x):
+        (model(x) ** 2).sum().backward()
+
+    f = ember.function(backward_only)
+    x = ember.randn(4, 3)
+    for _ in range(3):
+        backward_only(eager, x)
+        f(model, x)
+    _compare_models(eager, model)
+
+
+def test_batch_norm_running_statistics_and_modes():
+    ember.manual_seed(0)
+    eager = nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6), nn.ReLU())
+    model = nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6), nn.ReLU())
+    model.load_state_dict(eager.state_dict())
+    f = ember.function(lambda m, x: m(x).sum())
+    x = ember.randn(8, 4)
+    for _ in range(2):
+        _assert_close(f(model, x).numpy(), eager(x).sum().numpy(), "train-mode output")
+    _assert_close(model[1].running_mean.numpy(), eager[1].running_mean.numpy(), "running mean")
+    assert int(model[1].num_batches_tracked.item()) == 2
+    model.eval()
+    eager.eval()
+    _assert_close(f(model, x).numpy(), eager(x).sum().numpy(), "eval-mode output")
+    assert f.stats.traces == 2
+    assert "training flags" in f.stats.retrace_reasons[-1]
+
+
+# ------------------------------------------------------------------------------ the cache
+
+
+def test_a_new_batch_size_retraces_and_names_the_dimension():
+    f = ember.function(lambda x: (x * 2).sum())
+    f(ember.ones(32, 784))
+    f(ember.ones(32, 784))
+    f(ember.ones(64, 784))
+    assert (f.stats.traces, f.stats.hits) == (2, 1)
+    assert f.stats.retrace_reasons == ["argument x: dimension 0 changed from 32 to 64"]
+
+
+def test_input_signature_with_a_none_dimension_traces_once():
+    model = models.mlp(784, 32, 10)
+
+    def predict(x):
+        return model(x).softmax(-1)
+
+    f = ember.function(predict, input_signature=[ember.TensorSpec((None, 784), ember.float32)])
+    for batch in (32, 64, 5):
+        x = ember.randn(batch, 784)
+        _assert_close(f(x).numpy(), predict(x).numpy(), f"batch {batch}")
+    assert f.stats.traces == 1
+    assert "N" in str(f.graph)
+    for _ in range(100):
+        f(ember.randn(7, 784))
+    assert f.stats.traces == 1 and f.stats.retraces == 0 and f.stats.hits == 102
+    with pytest.raises(ember.ShapeError, match="does not fit the input signature"):
+        f(ember.randn(3, 783))
+
+
+def test_a_training_step_with_a_symbolic_batch_equals_eager():
+    ember.manual_seed(0)
+    eager, model = models.cnn(1, 28, 10), models.cnn(1, 28, 10)
+    model.load_state_dict(eager.state_dict())
+    eager_opt = ember.optim.SGD(eager.parameters(), lr=0.05, momentum=0.9)
+    opt = ember.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+
+    def step(model, opt, x, y):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    specs = [ember.TensorSpec((None, 1, 28, 28)), ember.TensorSpec((None,), ember.int64)]
+    f = ember.function(step, input_signature=specs)
+    rng = np.random.default_rng(0)
+    for batch in (4, 3, 4, 2):
+        x = ember.tensor(rng.standard_normal((batch, 1, 28, 28)), dtype=ember.float32)
+        y = ember.tensor(rng.integers(0, 10, batch))
+        _assert_close(f(model, opt, x, y).numpy(), step(eager, eager_opt, x, y).numpy(), "loss")
+        _compare_models(eager, model)
+    assert f.stats.traces == 2  # the first step, then the step with momentum buffers
+
+
+def test_python_arguments_are_part_of_the_key():
+    f = ember.function(lambda x, scale: x * scale)
+    x = ember.ones(3)
+    assert f(x, 2.0).tolist() == [2.0] * 3
+    assert f(x, 3.0).tolist() == [3.0] * 3
+    assert f(x, 2.0).tolist() == [2.0] * 3
+    assert f.stats.traces == 2 and f.stats.hits == 1
+    assert "changed from" in f.stats.retrace_reasons[0]
+
+
+def test_more_than_five_retraces_warn_once_with_the_reasons():
+    f = ember.function(lambda x: x + 1)
+    with pytest.warns(UserWarning, match="traced 7 times.*dimension 0 changed"):
+        for n in range(1, 8):
+            f(ember.ones(n))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        f(ember.ones(8))  # already warned: silent
+    assert f.stats.retraces == 7
+
+
+def test_a_method_can_be_compiled():
+    class Scaler:
+        def __init__(self):
+            self.weight = ember.full((3,), 2.0)
+
+        @ember.function
+        def __call__(self, x):
+            return x * self.weight
+
+    s = Scaler()
+    assert s(ember.ones(3)).tolist() == [2.0] * 3
+    s.weight.fill_(5.0)  # captured tensors are read at every call
+    assert s(ember.ones(3)).tolist() == [5.0] * 3
+
+
+def test_a_data_dependent_branch_raises_trace_error_at_the_users_line():
+    def f(x):
+        if x.sum() > 0:
+            return x
+        return -x
+
+    with pytest.raises(ember.TraceError) as info:
+        ember.function(f)(ember.ones(2))
+    assert f"{__file__}:{f.__code__.co_firstlineno + 1}" in str(info.value)
+
+
+def test_reading_an_updated_tensor_in_python_raises():
+    counter = ember.zeros(())
+
+    def f(x):
+        counter.add_(1)
+        if counter.item() > 3:
+            return x
+        return x * 2
+
+    with pytest.raises(ember.TraceError, match="updated in place"):
+        ember.function(f)(ember.ones(2))
+    assert counter.item() == 0.0  # nothing was written: the trace failed
+
+
+# ------------------------------------------------------------------------------ graphs
+
+
+def test_aot_partition_runs_like_the_joint_graph():
+    model, opt, loss_fn = _setup("mlp", "adam")
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = loss_fn(model, x, y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    f = ember.function(step)
+    (x, y), *_ = _data("mlp")
+    f(x, y)
+    f(x, y)
+    graphs = f.graphs
+    joint, forward, backward = graphs["joint"], graphs["forward"], graphs["backward"]
+    for g in (joint, forward, backward):
+        g.verify()
+    assert "linear" in str(forward) and "linear" not in str(backward).split("{", 1)[1]
+    names = [v.name for v in joint.inputs]
+    rng = np.random.default_rng(2)
+    arrays = {}
+    for v in joint.inputs:
+        shape = tuple(v.type.shape)
+        if v.type.dtype.is_floating_point:
+            arrays[v.name] = np.abs(rng.standard_normal(shape)).astype(v.type.dtype.np) + 0.5
+        else:
+            arrays[v.name] = rng.integers(0, 5, shape).astype(v.type.dtype.np)
+    expected = interpreter.run(joint, [arrays[n] for n in names])
+    f_out = interpreter.run(forward, [arrays[v.name] for v in forward.inputs])
+    n_saved = sum(1 for v in backward.inputs if v.name.startswith("saved_"))
+    saved = f_out[len(f_out) - n_saved :]
+    feeds = saved + [arrays[v.name] for v in backward.inputs[n_saved:]]
+    b_out = interpreter.run(backward, feeds)
+    from ember.transforms.partition import joint_output_order
+
+    places = joint_output_order(joint, f._latest().backward_start)
+    for (where, i), want in zip(places, expected):
+        got = f_out[i] if where == "forward" else b_out[i]
+        np.testing.assert_array_equal(got, want)
+
+
+SNAPSHOT = """\
+graph step(%x: f32[4, 3], %y: f32[4, 2], %model_weight: f32[2, 3], %model_bias: f32[2]) {
+  %0: f32[4, 2] = linear(%x, %model_weight, %model_bias)
+  %1: f32[4, 2] = sub(%0, %y)
+  %2: f32[4, 2] = mul(%1, %1)
+  %3: f32[] = sum(%2, axes=(0, 1), keepdims=False)
+  %const: f32[] = constant 8.
+  %4: f32[] = div(%3, %const)
+  %5: f32[] = full(shape=(), value=1.0, dtype=float32)
+  %6: f32[] = div(%5, %const)
+  %7: f32[1, 1] = reshape(%6, shape=(1, 1))
+  %8: f32[4, 2] = broadcast_to(%7, shape=(4, 2))
+  %9: f32[4, 2] = mul(%8, %1)
+  %10: f32[4, 2] = mul(%8, %1)
+  %11: f32[4, 2] = add(%9, %10)
+  %12: f32[2, 4] = permute(%11, dims=(1, 0))
+  %13: f32[2, 3] = matmul(%12, %x)
+  %14: f32[2] = sum(%11, axes=(0,), keepdims=False)
+  %const_1: f32[] = constant 0.1
+  %15: f32[2, 3] = mul(%13, %const_1)
+  %16: f32[2, 3] = sub(%model_weight, %15)
+  %const_2: f32[] = constant 0.1
+  %17: f32[2] = mul(%14, %const_2)
+  %18: f32[2] = sub(%model_bias, %17)
+  return (%4, %16, %18, %13, %14)
+}"""
+
+
+def test_training_step_printout_is_stable():
+    ember.manual_seed(0)
+    model = nn.Linear(3, 2)
+    opt = ember.optim.SGD(model.parameters(), lr=0.1)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    f = ember.function(step)
+    f(ember.ones(4, 3), ember.zeros(4, 2))
+    # the loss, then the writebacks: the new weight and bias, then their gradients
+    assert str(f.graph) == SNAPSHOT
