@@ -379,3 +379,25 @@ def test_training_step_printout_is_stable():
     f(ember.ones(4, 3), ember.zeros(4, 2))
     # the loss, then the writebacks: the new weight and bias, then their gradients
     assert str(f.graph) == SNAPSHOT
+
+
+def test_updates_are_computed_in_place_only_where_no_view_sees_the_old_value():
+    w = ember.ones(4)
+
+    def update(x):
+        w.add_(x)
+
+    f = ember.function(update)
+    f(ember.ones(4))
+    assert "out=v_w" in f.code  # the new value is computed straight into w's memory
+    assert w.tolist() == [2.0] * 4
+
+    def update_keeping_a_view(x):
+        old = w.reshape(2, 2)  # returned, so w's old memory must stay as it is
+        w.add_(x)
+        return old
+
+    g = ember.function(update_keeping_a_view)
+    old = g(ember.ones(4))
+    assert "out=" not in g.code
+    assert old.tolist() == [[2.0, 2.0], [2.0, 2.0]] and w.tolist() == [3.0] * 4

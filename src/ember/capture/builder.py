@@ -110,6 +110,15 @@ class GraphBuilder(_reg.Mode):
         self.rebound[id(tensor)] = tensor
         return tensor
 
+    def take_updates(self) -> list:
+        """The pending functionalized updates as (tensor, new value) pairs, in update order.
+        Afterwards no tensor is rebound: each reads its graph input (its stored data) again."""
+        updates = [(t, self._current[id(t)]) for t in self.rebound.values()]
+        for t in self.rebound.values():
+            self._current[id(t)] = self._captured_values[id(t)]
+        self.rebound.clear()
+        return updates
+
     def check_read(self, tensor: Tensor, what: str) -> None:
         """Refuse a Python read of an eager tensor whose value the graph has changed."""
         if id(tensor) in self.rebound:

@@ -246,28 +246,29 @@ def plan_writebacks(builder, snapshot: Snapshot, reach: Reachable, grad_args: li
 
 def apply_writebacks(plan: list, results: list, arg_leaves: list, fed: set) -> None:
     """Replay ``plan`` with ``results`` (the graph's extra outputs, in plan order). ``fed``
-    holds the ids of the arrays the graph was fed: a result that is one of them or a view
-    is copied first, so no writeback reads memory an earlier one overwrote."""
-    results = iter(
-        [r if r.base is None and id(r) not in fed else np.array(r, copy=True) for r in results]
-    )
+    holds the ids of the arrays the graph was fed. A result the generated code already wrote
+    into its tensor's memory needs nothing; a new array the graph made becomes the new
+    gradient or buffer as it is; anything else (a fed array, a view) is copied first, so no
+    writeback reads memory an earlier one overwrote."""
+    owned = [r.base is None and id(r) not in fed for r in results]
+    results = [
+        r if own or (w.kind == "data" and r is w.tensor._data) else np.array(r, copy=True)
+        for w, r, own in zip((w for w in plan if w.takes_output), results, owned)
+    ]
+    results = iter(results)
     for w in plan:
         if w.kind == "data":
             r = next(results)
-            np.copyto(w.tensor._data, r, casting="unsafe")
+            if r is not w.tensor._data:
+                np.copyto(w.tensor._data, r, casting="unsafe")
             w.tensor._vc[0] += 1
         elif w.kind == "grad":
-            r = next(results)
-            g = w.tensor.grad
-            if isinstance(g, Tensor) and g.shape == r.shape and g._data.dtype == r.dtype:
-                np.copyto(g._data, r)  # keep the gradient tensor's identity, as eager does
-            else:
-                w.tensor.grad = Tensor._wrap(np.array(r, copy=True))
+            w.tensor.grad = Tensor._wrap(next(results))
         elif w.kind == "grad_none":
             w.tensor.grad = None
         elif w.kind == "arg_grad":
-            arg_leaves[w.value].grad = Tensor._wrap(np.array(next(results), copy=True))
+            arg_leaves[w.value].grad = Tensor._wrap(next(results))
         elif w.kind == "state":
-            w.optimizer.state[w.tensor][w.key] = Tensor._wrap(np.array(next(results), copy=True))
+            w.optimizer.state[w.tensor][w.key] = Tensor._wrap(next(results))
         else:
             w.optimizer.state[w.tensor][w.key] = w.value

@@ -149,10 +149,24 @@ class GraphFunction:
         self.writebacks = writebacks
         self.backward_start = backward_start
         self._n_args = sum(1 for kind, _ in feeds if kind == "arg")
-        self._compiled = compile_graph(graph) if executor == "codegen" else None
+        self._compiled = compile_graph(graph, self._inplace()) if executor == "codegen" else None
         self._frees = None if self._compiled else interpreter.last_uses(graph)
         self._graphs = None
         self._state_guard = None  # (reachable state, its key when traced): set by `trace`
+        self._writes_data = any(w.kind == "data" for w in writebacks)
+
+    def _inplace(self) -> dict:
+        """Output position -> input position for the 'data' writebacks of captured tensors:
+        the generated code may compute those updates straight into the tensors' memory."""
+        inputs = {id(source): i for i, (kind, source) in enumerate(self.feeds) if kind == "tensor"}
+        pairs, k = {}, self.n_user
+        for w in self.writebacks:
+            if not w.takes_output:
+                continue
+            if w.kind == "data" and id(w.tensor) in inputs:
+                pairs[k] = inputs[id(w.tensor)]
+            k += 1
+        return pairs
 
     @property
     def code(self) -> str:
@@ -182,6 +196,9 @@ class GraphFunction:
         else:
             results = interpreter.run(self.graph, arrays, frees=self._frees)
         user, extra = results[: self.n_user], results[self.n_user :]
+        if self._writes_data:  # an output viewing fed memory must not see the writebacks
+            fed = {id(a) for a in arrays}
+            user = [r.copy() if r.base is not None or id(r) in fed else r for r in user]
         outs = [Tensor._wrap(r) for r in user]
         apply_writebacks(self.writebacks, extra, leaves, {id(a) for a in arrays})
         return None if self.out_spec is None else _unflatten(self.out_spec, iter(outs))

@@ -15,6 +15,8 @@ from __future__ import annotations
 import itertools
 import linecache
 
+import numpy as np
+
 from ..graph.symbolic import SymDim, symbol_sources
 from .interpreter import last_uses
 
@@ -64,8 +66,63 @@ class CompiledGraph:
         return self._fn(*arrays)
 
 
-def compile_graph(graph) -> CompiledGraph:
+def _in_place_nodes(graph, inplace: dict) -> dict:
+    """The call nodes that may write their result straight into an input's memory: for each
+    ``output position -> input position`` in ``inplace`` (the caller will store that output
+    into that input's buffer anyway, e.g. a parameter update), when
+
+    * the output is made by a one-ufunc kernel with the input among its operands and the same
+      shape and dtype (so ``ufunc(..., out=input)`` computes exactly what the kernel would),
+    * no later node reads the input, and no view of it (reshape, permute, ...) is still live
+      there or returned (a write would change what they show),
+    * the output is returned once and is not the input itself.
+
+    Returns {id(node): input value}. This is the "preallocated output" the generated code
+    writes into: the update costs no new array and no copy back.
+    """
+    positions = {id(n): i for i, n in enumerate(graph.nodes)}
+    last_read: dict[int, int] = {}
+    for i, node in enumerate(graph.nodes):
+        for v in node.inputs:
+            last_read[id(v)] = i
+    outputs = [id(v) for v in graph.outputs]
+    chosen: dict = {}
+    for out_position, in_position in inplace.items():
+        value, target = graph.outputs[out_position], graph.inputs[in_position]
+        node = value.node
+        if (
+            node.kind != "call"
+            or not isinstance(node.op.kernel, np.ufunc)
+            or node.attrs
+            or target not in node.inputs
+            or value.type != target.type
+            or outputs.count(id(value)) != 1
+            or id(target) in outputs
+            or id(node) in chosen
+        ):
+            continue
+        at = positions[id(node)]
+        if last_read.get(id(target), -1) > at:
+            continue
+        aliases, stack = [], [target]
+        while stack:  # values that may share the input's memory
+            v = stack.pop()
+            for user in v.users:
+                if user.op is not None and user.op.view:
+                    aliases.extend(user.outputs)
+                    stack.extend(user.outputs)
+        if any(last_read.get(id(a), -1) >= at or id(a) in outputs for a in aliases):
+            continue
+        chosen[id(node)] = target
+    return chosen
+
+
+def compile_graph(graph, inplace: dict | None = None) -> CompiledGraph:
+    """Generate and compile the Python of ``graph``. ``inplace`` (output position -> input
+    position) names outputs the caller writes back into input buffers; where it is safe the
+    code computes them in place (see `_in_place_nodes`) and returns the input's own array."""
     names: dict[str, object] = {}  # global name -> object the code refers to
+    in_place = _in_place_nodes(graph, inplace) if inplace else {}
 
     def ref(obj, prefix: str) -> str:
         for key, known in names.items():
@@ -91,6 +148,8 @@ def compile_graph(graph) -> CompiledGraph:
             for key, value in node.attrs.items():
                 text = _literal(value) if _is_literal(value) else ref(value, "a_")
                 args.append(f"{key}={text}")
+            if id(node) in in_place:
+                args.append(f"out={_local(in_place[id(node)])}")
             call = f"{kernel}({', '.join(args)})"
             if node.op.num_outputs == 1:
                 lines.append(f"    {_local(node.outputs[0])} = _array({call})")
@@ -105,8 +164,6 @@ def compile_graph(graph) -> CompiledGraph:
     source = "\n".join(lines) + "\n"
     filename = f"<ember graph {graph.name} #{next(_ids)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    import numpy as np
-
     namespace = dict(names, _array=lambda r: r if type(r) is np.ndarray else np.asarray(r))
     exec(compile(source, filename, "exec"), namespace)
     fn = namespace[lines[0][4 : lines[0].index("(")]]
