@@ -40,18 +40,33 @@ def to_tensor(x, dtype=None):
     return constant(_to_array(x, None))
 
 
+def _keeps_dtype(dtype, scalar, floating: bool) -> bool:
+    """Whether a Python scalar leaves a tensor's dtype as it is (it is weak and not of a higher
+    category): a float with a floating tensor, an int with a floating or integer one (unless
+    the op needs floating point)."""
+    kind = type(scalar)
+    if kind is float or floating:
+        return kind in (float, int) and dtype.is_floating_point
+    return kind is int and (dtype.is_floating_point or dtype.is_integer)
+
+
 def promote(*operands, floating: bool = False):
     """Bring operands to one dtype by the promotion rules; scalars become weak constants.
 
     ``floating=True`` (true division, float math): an integer or bool result becomes the default
     float dtype, as in PyTorch.
     """
-    if len(operands) == 2:  # fast path: two tensors of one dtype need nothing
+    if len(operands) == 2:  # fast paths: two tensors of one dtype; a tensor and a weak scalar
         x, y = operands
-        if isinstance(x, TensorBase) and isinstance(y, TensorBase):
-            dtype = x.dtype
-            if y.dtype is dtype and (not floating or dtype.is_floating_point):
-                return operands
+        if isinstance(x, TensorBase):
+            if isinstance(y, TensorBase):
+                dtype = x.dtype
+                if y.dtype is dtype and (not floating or dtype.is_floating_point):
+                    return operands
+            elif _keeps_dtype(x.dtype, y, floating):
+                return x, constant(np.asarray(y, dtype=x.dtype.np))
+        elif isinstance(y, TensorBase) and _keeps_dtype(y.dtype, x, floating):
+            return constant(np.asarray(x, dtype=y.dtype.np)), y
     operands = [
         x if _is_tensor(x) or isinstance(x, (bool, int, float)) else to_tensor(x) for x in operands
     ]

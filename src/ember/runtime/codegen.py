@@ -151,7 +151,9 @@ def compile_graph(graph, inplace: dict | None = None) -> CompiledGraph:
             if id(node) in in_place:
                 args.append(f"out={_local(in_place[id(node)])}")
             call = f"{kernel}({', '.join(args)})"
-            if node.op.num_outputs == 1:
+            if node.op.num_outputs == 1 and node.outputs[0].type.shape:
+                lines.append(f"    {_local(node.outputs[0])} = {call}")
+            elif node.op.num_outputs == 1:  # NumPy gives scalars, not 0-d arrays: wrap them
                 lines.append(f"    {_local(node.outputs[0])} = _array({call})")
             else:
                 targets = ", ".join(_local(v) for v in node.outputs)
