@@ -48,6 +48,15 @@ from . import autograd, data, io, nn, optim  # noqa: E402
 from .capture import trace  # noqa: E402
 from .capture.function import Function, function  # noqa: E402
 from .capture.signature import TensorSpec  # noqa: E402
+from .capture.static import (
+    Operation,
+    Session,
+    SessionError,
+    Variable,
+    get_default_graph,
+    init_scope,
+    placeholder,
+)  # noqa: E402,F401
 from .graph import Graph, sym  # noqa: E402
 from .graph.serialize import load_graph  # noqa: E402
 from .io import load, save  # noqa: E402

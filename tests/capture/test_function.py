@@ -401,3 +401,48 @@ def test_updates_are_computed_in_place_only_where_no_view_sees_the_old_value():
     old = g(ember.ones(4))
     assert "out=" not in g.code
     assert old.tolist() == [[2.0, 2.0], [2.0, 2.0]] and w.tolist() == [3.0] * 4
+
+
+def _hidden_optimizer_step():
+    model = nn.Linear(2, 2)
+    nested = {"inner": {"opt": ember.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)}}
+
+    def step(x):
+        (model(x) ** 2).sum().backward()
+        _step_all(nested["inner"].values())  # two containers deep: not searched
+
+    return step, nested["inner"]["opt"]
+
+
+def _step_all(optimizers):
+    for opt in optimizers:
+        opt.step()
+
+
+def test_an_optimizer_the_function_cannot_reach_is_an_error():
+    step, opt = _hidden_optimizer_step()
+    with pytest.raises(ember.EmberError, match="pass the optimizer as an argument"):
+        ember.function(step)(ember.ones(3, 2))
+    assert not opt.state  # the failed capture left no symbolic buffers behind
+
+
+_HELPER_MODEL = nn.Linear(3, 1)
+_HELPER_OPT = ember.optim.SGD(_HELPER_MODEL.parameters(), lr=0.1, momentum=0.5)
+
+
+def _helper_update(x):
+    _HELPER_OPT.zero_grad()
+    (_HELPER_MODEL(x) ** 2).mean().backward()
+    _HELPER_OPT.step()
+
+
+def test_state_reached_through_a_helper_function_is_tracked():
+    def step(x):
+        _helper_update(x)
+
+    f = ember.function(step)
+    x = ember.ones(4, 3)
+    for _ in range(3):
+        f(x)
+    assert f.stats.traces == 2  # the momentum buffers appeared: the helper's optimizer is seen
+    assert "momentum_buffer" in f.stats.retrace_reasons[0]

@@ -45,6 +45,7 @@ class GraphBuilder(_reg.Mode):
         self.grad_inputs: list[SymbolicTensor] = []  # symbolic inputs that require grad
         self.backward_start: int | None = None  # node count when backward() first ran
         self.grad_of: dict[int, Tensor] = {}  # id(captured .grad tensor) -> its owner
+        self.stepped_optimizers: dict = {}  # id -> (optimizer, its state before its step)
 
     # -------- entering and leaving
     def __enter__(self) -> GraphBuilder:
@@ -118,6 +119,19 @@ class GraphBuilder(_reg.Mode):
             self._current[id(t)] = self._captured_values[id(t)]
         self.rebound.clear()
         return updates
+
+    def note_optimizer(self, optimizer) -> None:
+        """Called by ``Optimizer.step`` while recording: remember the optimizer and its state
+        as it was, so a failed capture can put it back."""
+        if id(optimizer) not in self.stepped_optimizers:
+            state = {p: dict(s) for p, s in optimizer.state.items()}
+            self.stepped_optimizers[id(optimizer)] = (optimizer, state)
+
+    def restore_optimizers(self) -> None:
+        """Undo what recorded optimizer steps did to their optimizers' Python state."""
+        for optimizer, state in self.stepped_optimizers.values():
+            optimizer.state.clear()
+            optimizer.state.update((p, dict(s)) for p, s in state.items())
 
     def check_read(self, tensor: Tensor, what: str) -> None:
         """Refuse a Python read of an eager tensor whose value the graph has changed."""

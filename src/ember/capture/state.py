@@ -5,7 +5,10 @@ their ``.grad`` (set by backward, cleared by zero_grad), optimizer buffers (crea
 step, updated after), BatchNorm running statistics. `ember.function` finds that state *before*
 tracing, from where a function can reach it: its arguments, the object of a bound method, its
 closure cells and the globals its code names, and one attribute level into plain objects
-(a trainer holding ``.model`` and ``.opt``). It keeps the `Module`s and `Optimizer`s it finds.
+(a trainer holding ``.model`` and ``.opt``), and through the closures and globals of the plain
+functions it names (a loss helper). It keeps the `Module`s and `Optimizer`s it finds. An
+optimizer that steps during the trace but was not found is an error (`check_found`): without
+its state in the cache key, a cached graph could replay its first step forever.
 
 This module owns three things about that state:
 
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import EmberError
 from ..nn.module import Module
 from ..optim.optimizer import Optimizer
 from ..tensor import Tensor
@@ -104,10 +108,15 @@ def discover(fn, args, kwargs, arg_names=()) -> Reachable:
     modules, optimizers, tensors, seen = [], [], [], set()
 
     def visit(name, obj, depth, from_args):
-        if id(obj) in seen or isinstance(obj, (type, types.ModuleType, types.FunctionType)):
+        if id(obj) in seen or isinstance(obj, (type, types.ModuleType)):
             return
         seen.add(id(obj))
-        if isinstance(obj, Module):
+        if isinstance(obj, types.FunctionType):
+            if depth == 0 and obj.__module__ != "ember" and not obj.__module__.startswith("ember."):
+                # a helper the function calls (a loss function): what it reaches counts too
+                for inner, o, _ in _candidates(obj, (), {}, []):
+                    visit(inner, o, 1, False)
+        elif isinstance(obj, Module):
             modules.append((name, obj))
         elif isinstance(obj, Optimizer):
             optimizers.append((name, obj))
@@ -126,6 +135,19 @@ def discover(fn, args, kwargs, arg_names=()) -> Reachable:
     for name, obj, from_args in _candidates(fn, args, kwargs, list(arg_names)):
         visit(name, obj, 0, from_args)
     return Reachable(modules, optimizers, tensors)
+
+
+def check_found(builder, reach: Reachable, where: str) -> None:
+    """Raise unless every optimizer that stepped while ``builder`` recorded is in ``reach``."""
+    known = {id(opt) for _, opt in reach.optimizers}
+    for opt, _ in builder.stepped_optimizers.values():
+        if id(opt) not in known:
+            raise EmberError(
+                f"{where}: a {type(opt).__name__} stepped inside the traced function, but the "
+                "function does not reach it through its arguments, closure or globals, so "
+                "changes to its state could not be tracked; pass the optimizer as an argument",
+                op="function",
+            )
 
 
 def state_signature(reach: Reachable) -> tuple[list, list]:

@@ -2,11 +2,12 @@
 
     with ember.Graph() as g:
         x = ember.placeholder((None, 784), name="x")
+        y = ember.placeholder((None,), ember.int64, name="y")
         W = ember.Variable(ember.randn(784, 10) * 0.01, name="W")
-        loss = ((x @ W) ** 2).mean()
+        loss = ember.nn.functional.cross_entropy(x @ W, y)
         train = ember.optim.SGD([W], lr=0.1).minimize(loss)
     with ember.Session(g) as sess:
-        value, _ = sess.run([loss, train], feed_dict={x: batch})
+        value, _ = sess.run([loss, train], feed_dict={x: images, y: labels})
 
 Inside ``with graph:`` every op records a node (the graph's `GraphBuilder`). A placeholder is a
 graph input fed at each run; a ``None`` size becomes symbolic (dimension 0 is ``N``, the batch,
@@ -19,8 +20,9 @@ recorded instead of run.
 subgraph once per set of fetched values (generated Python, runtime/codegen.py), checks and feeds
 the placeholders, and returns NumPy arrays. Every fetched value is computed from the state at
 the start of the run; the updates of fetched training ops (capture/train_op.py) are written into
-the tensors' memory after it. All checks (feeds, graphs) happen before anything runs, so a bad
-call changes no state.
+the tensors' memory after it (or computed straight into it, where no fetched value can see the
+difference). All checks (feeds, graphs) happen before anything runs, so a bad call changes no
+state.
 """
 
 from __future__ import annotations
@@ -80,7 +82,8 @@ def init_scope():
 
 # ---------------------------------------------------------------------------------- placeholders
 def _placeholders(graph: Graph) -> dict:
-    """The graph's placeholders: id of the input Value -> its SymbolicTensor."""
+    """The graph's placeholders: id of the input Value -> (the SymbolicTensor returned to the
+    user, the input Value; the tensor's own value moves if it is updated in place)."""
     return graph.__dict__.setdefault("_placeholders", {})
 
 
@@ -92,16 +95,16 @@ def placeholder(shape, dtype=None, name: str | None = None) -> SymbolicTensor:
     graph = get_default_graph()
     if graph is None:
         raise SessionError(
-            "ember.placeholder is used inside `with ember.Graph() as g:`", op="placeholder"
+            "ember.placeholder must be called inside `with ember.Graph() as g:`", op="placeholder"
         )
     registry = _placeholders(graph)
     base = "".join(c if c.isalnum() or c == "_" else "_" for c in name or "placeholder")
-    taken = {ph.value.name for ph in registry.values()}
+    taken = {value.name for _, value in registry.values()}
     if not base.isidentifier() or base in taken:  # symbol names below must be unique
         base = f"placeholder{len(registry)}" if not base.isidentifier() else f"{base}_{len(taken)}"
     spec = TensorSpec(tuple(shape), dtype if dtype is not None else float32)
     ph = graph._builder.input(TensorType(spec.symbolic_shape(base), spec.dtype), base)
-    registry[id(ph.value)] = ph
+    registry[id(ph.value)] = (ph, ph.value)
     return ph
 
 
@@ -134,6 +137,14 @@ class Variable(Tensor):
     def __repr__(self) -> str:
         return f"Variable {self.name!r} containing:\n" + super().__repr__()
 
+    def __reduce_ex__(self, protocol):
+        # a copy (copy.deepcopy, pickle) is a fresh Variable of no graph: a graph is not data
+        return (_rebuild_variable, (self._data, self.name, self.trainable))
+
+
+def _rebuild_variable(data: np.ndarray, name: str, trainable: bool) -> Variable:
+    return Variable(data, name, trainable)
+
 
 # ---------------------------------------------------------------------------------- fetches
 def _flatten(obj, leaves: list):
@@ -156,9 +167,11 @@ def _unflatten(spec, leaves):
 
 class _Plan:
     """The pruned, compiled subgraph computing ``targets`` (Values of ``graph``), and where
-    each of its inputs comes from: a placeholder's feed or a captured tensor's data."""
+    each of its inputs comes from: a placeholder's feed or a captured tensor's data. The last
+    targets are the new values of the ``updated`` tensors: where that is safe the generated
+    code computes them straight into the tensors' memory (runtime/codegen.py)."""
 
-    def __init__(self, graph: Graph, targets: list):
+    def __init__(self, graph: Graph, targets: list, updated: list = ()):
         needed, stack = set(), list(targets)
         while stack:
             node = stack.pop().node
@@ -176,10 +189,10 @@ class _Plan:
         builder = graph._builder
         captured = {id(builder.input_value(t)): t for t in builder.captured}
         placeholders = _placeholders(graph)
-        self.sources = []  # per input: ("feed", placeholder) | ("tensor", t) | ("grad_of", t)
+        self.sources = []  # per input: ("feed", input Value) | ("tensor", t) | ("grad_of", t)
         for v in inputs:
             if id(v) in placeholders:
-                self.sources.append(("feed", placeholders[id(v)]))
+                self.sources.append(("feed", v))
             elif id(v) in captured:
                 t = captured[id(v)]
                 owner = builder.grad_of.get(id(t))  # a .grad that backward accumulated onto
@@ -187,25 +200,28 @@ class _Plan:
             else:
                 raise SessionError(f"graph input %{v.name} is neither a placeholder nor captured")
         self.graph = sub
-        self.compiled = compile_graph(sub)
+        position = {id(s): i for i, (kind, s) in enumerate(self.sources) if kind == "tensor"}
+        first = len(targets) - len(updated)
+        inplace = {first + j: position[id(t)] for j, t in enumerate(updated) if id(t) in position}
+        self.compiled = compile_graph(sub, inplace)
 
     def placeholders(self) -> list:
         return [s for kind, s in self.sources if kind == "feed"]
 
     def arrays(self, feeds: dict) -> list:
         """The input arrays, placeholders from ``feeds`` (id of input Value -> array)."""
-        missing = [ph for ph in self.placeholders() if id(ph.value) not in feeds]
+        missing = [v for v in self.placeholders() if id(v) not in feeds]
         if missing:
-            names = ", ".join(f"{ph.value.name!r} ({format_type(ph.value.type)})" for ph in missing)
+            names = ", ".join(f"{v.name!r} ({format_type(v.type)})" for v in missing)
             raise SessionError(
                 f"the fetches need placeholder {names}, which feed_dict does not give; pass "
-                f"feed_dict={{{missing[0].value.name}: array, ...}}",
+                f"feed_dict={{{missing[0].name}: array, ...}}",
                 op="Session.run",
             )
         out = []
         for kind, source in self.sources:
             if kind == "feed":
-                out.append(feeds[id(source.value)])
+                out.append(feeds[id(source)])
             elif kind == "tensor":
                 out.append(source._data)
             else:
@@ -222,7 +238,7 @@ def _evaluate(value: SymbolicTensor) -> np.ndarray:
     if plan.placeholders():
         raise SessionError(
             f"a Variable's initial value cannot depend on placeholder "
-            f"{plan.placeholders()[0].value.name!r}: it is computed once, when it is created",
+            f"{plan.placeholders()[0].name!r}: it is computed once, when it is created",
             op="Variable",
         )
     return np.array(plan.compiled(*plan.arrays({}))[0], copy=True)
@@ -289,7 +305,7 @@ class Session:
     def _feeds(self, feed_dict: dict) -> dict:
         """Checked feeds: id of the placeholder's input Value -> array of its dtype."""
         registry = _placeholders(self.graph)
-        by_name = {ph.value.name: ph for ph in registry.values()}
+        by_name = {value.name: ph for ph, value in registry.values()}
         feeds, bound = {}, {}  # bound: symbolic size -> (size, the placeholder that set it)
         for key, value in feed_dict.items():
             if isinstance(key, str):
@@ -308,20 +324,21 @@ class Session:
                 )
             if key.builder.graph is not self.graph:
                 raise self._other_graph(f"fed placeholder %{key.value.name}", key.builder.graph)
-            ph = next((p for p in registry.values() if p is key), None)
-            if ph is None:
+            value_of = next((v for ph, v in registry.values() if ph is key), None)
+            if value_of is None:
                 raise SessionError(
                     f"%{key.value.name} is computed by the graph, not a placeholder; only "
                     "placeholders can be fed",
                     op="Session.run",
                 )
-            feeds[id(ph.value)] = _check_feed(ph, value, bound)
+            feeds[id(value_of)] = _check_feed(value_of, value, bound)
         return feeds
 
     # ------------------------------------------------------------------------------ running
     def pruned(self, fetches) -> Graph:
         """The subgraph a run of ``fetches`` executes (only the nodes they need)."""
-        return self._plan(self._targets(fetches)[0]).graph
+        targets, *_, updates = self._targets(fetches)
+        return self._plan(targets, updates).graph
 
     def _targets(self, fetches):
         leaves: list = []
@@ -342,11 +359,11 @@ class Session:
         targets = [v for v in values if v is not None] + [v for _, v in updates]
         return targets, leaves, spec, values, variants, updates
 
-    def _plan(self, targets: list) -> _Plan:
-        key = tuple(id(v) for v in targets)
+    def _plan(self, targets: list, updates: list) -> _Plan:
+        key = (tuple(id(v) for v in targets), tuple(id(t) for t, _ in updates))
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plans[key] = _Plan(self.graph, targets)
+            plan = self._plans[key] = _Plan(self.graph, targets, [t for t, _ in updates])
         return plan
 
     def run(self, fetches, feed_dict: dict | None = None):
@@ -362,7 +379,7 @@ class Session:
         results: list = []
         fed: set = set()
         if targets:
-            plan = self._plan(targets)
+            plan = self._plan(targets, updates)
             arrays = plan.arrays(feeds)
             fed = {id(a) for a in arrays}
             results = plan.compiled(*arrays)
@@ -388,10 +405,10 @@ class Session:
         return f"<ember.Session of {self.graph!r} ({state})>"
 
 
-def _check_feed(ph: SymbolicTensor, value, bound: dict) -> np.ndarray:
-    """``value`` as an array for placeholder ``ph``; ShapeError / DTypeError naming it."""
-    expected = ph.value.type
-    name = ph.value.name
+def _check_feed(placeholder, value, bound: dict) -> np.ndarray:
+    """``value`` as an array for ``placeholder`` (its input Value); ShapeError / DTypeError
+    naming it."""
+    expected, name = placeholder.type, placeholder.name
     if isinstance(value, SymbolicTensor):
         raise SessionError(
             f"placeholder {name!r} is fed a graph tensor; feed arrays (fetch the tensor first)",

@@ -270,7 +270,7 @@ def capture_call(
     ``ember.function``). ``leaves``/``names``: the tensor arguments and their names (from
     `split_args`); ``reach``: the state found by ``state.discover``; ``specs``: a `TensorSpec`
     per leaf (None dimensions become symbolic sizes) or None for the leaves' own types."""
-    from .state import Snapshot, plan_writebacks
+    from .state import Snapshot, check_found, plan_writebacks
 
     graph_name = name or getattr(fn, "__name__", None) or type(fn).__name__
     builder = GraphBuilder(Graph(graph_name if graph_name.isidentifier() else "graph"))
@@ -294,8 +294,10 @@ def capture_call(
         out_leaves: list = []
         out_spec = None if out is None else _flatten(out, out_leaves)
         user_values = [builder.value_of(t) for t in out_leaves]
+        check_found(builder, reach, graph_name)
         writebacks, extra = plan_writebacks(builder, snapshot, reach, grad_args)
     finally:
+        builder.restore_optimizers()  # those found are restored again by the snapshot
         snapshot.restore()
     builder.graph.set_outputs(user_values + extra)
     feeds += [

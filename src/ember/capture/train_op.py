@@ -69,8 +69,10 @@ class Operation:
         self.optimizer._step_count += 1
 
     def __repr__(self) -> str:
-        shapes = ", ".join(str(tuple(t.shape)) for t in self.variables)
-        return f"<ember.Operation {self.name}: {type(self.optimizer).__name__} updates {shapes}>"
+        return (
+            f"<ember.Operation {self.name}: {type(self.optimizer).__name__} step updating "
+            f"{len(self.variables)} tensors>"
+        )
 
 
 def minimize(optimizer, loss, var_list=None, name: str | None = None):
@@ -164,6 +166,8 @@ def _record_step(builder, optimizer, slots: dict, installs: list | None) -> list
                     slot = value  # made eagerly (a step counter): its own memory persists
                 elif isinstance(value, SymbolicTensor):
                     slot = Tensor(np.zeros(_concrete(value.shape, key), value.dtype.np))
+                    owner = builder.capture_names.get(id(p), "param")
+                    builder.capture_names[id(slot)] = f"{owner}_{key}"  # its input's name
                 else:
                     installs.append((p, key, value))  # a Python value: set after the run
                     continue

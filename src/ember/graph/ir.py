@@ -106,6 +106,7 @@ class Graph:
         self._taken: set[str] = set()
         self._counter = itertools.count()
         self._insert_at: int | None = None  # None: append at the end
+        self._builder = None  # the GraphBuilder of ``with graph:`` blocks (capture/static.py)
 
     # ------------------------------------------------------------------------------ naming
     def _fresh(self, hint: str | None) -> str:
@@ -209,6 +210,21 @@ class Graph:
             self.inputs = [v for v in self.inputs if v.node is not node]
         if node.kind == "constant":
             self.constants.pop(node.name, None)
+
+    # ------------------------------------------------------------------------------ define-then-run
+    def __enter__(self) -> Graph:
+        """``with graph:``: every ember op in the block records a node into this graph
+        (placeholders, Variables and Sessions: capture/static.py). Entering again continues
+        building the same graph, with the same captured tensors."""
+        from ..capture.builder import GraphBuilder  # capture imports this module
+
+        if self._builder is None:
+            self._builder = GraphBuilder(self)
+        self._builder.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        return self._builder.__exit__(*exc)
 
     # ------------------------------------------------------------------------------ reading
     def call_nodes(self):

@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DTypeError
+from ..graph.symbolic import SymDim
 from . import api as E
 from ._registry import Cost, OpDef, TensorBase, TensorType, apply, constant, export, register
 from ._util import (
@@ -33,6 +34,10 @@ def to_tensor(x, dtype=None):
     """A Tensor from a tensor, array, list or scalar (cast to ``dtype`` if given)."""
     if _is_tensor(x):
         return x if dtype is None or x.dtype is dtype else cast(x, dtype)
+    if isinstance(x, SymDim):  # a symbolic size (mean over a batch N): filled in at run time
+        from .creation import _FULL
+
+        return apply(_FULL, shape=(), value=x, dtype=dtype or dt.int64)
     if dtype is not None:
         return constant(np.asarray(x, dtype=dtype.np))
     from ..tensor import _to_array
@@ -68,9 +73,11 @@ def promote(*operands, floating: bool = False):
         elif isinstance(y, TensorBase) and _keeps_dtype(y.dtype, x, floating):
             return constant(np.asarray(x, dtype=y.dtype.np)), y
     operands = [
-        x if _is_tensor(x) or isinstance(x, (bool, int, float)) else to_tensor(x) for x in operands
+        x if _is_tensor(x) or isinstance(x, (bool, int, float, SymDim)) else to_tensor(x)
+        for x in operands
     ]
-    target = dt.result_type(*operands)
+    # a symbolic size is a weak int, like the Python int it will be when the graph runs
+    target = dt.result_type(*[1 if isinstance(x, SymDim) else x for x in operands])
     if floating and not target.is_floating_point:
         target = dt.get_default_dtype()
     return [to_tensor(x, target) for x in operands]

@@ -25,7 +25,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..autograd import enable_grad, no_grad
 from ..errors import EmberError, StateDictError
-from ..ops._registry import scalar_value
+from ..ops._registry import current_mode, scalar_value
 from ..tensor import Tensor
 
 __all__ = ["Optimizer", "OptimizerError", "required"]
@@ -189,6 +189,9 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
+        note = getattr(current_mode(), "note_optimizer", None)
+        if note is not None:  # a graph is being recorded: it tracks this optimizer's state
+            note(self)
         with no_grad():
             for group in self.param_groups:
                 params = [p for p in group["params"] if p.grad is not None]
@@ -196,6 +199,16 @@ class Optimizer:
                     self._update_group(group, params)
         self._step_count += 1
         return loss
+
+    def minimize(self, loss, var_list: Iterable | None = None, name: str | None = None):
+        """Minimize ``loss``. Built inside ``with ember.Graph():``, this records the backward
+        pass and this optimizer's step into the graph and returns a training op that
+        ``ember.Session.run`` executes (capture/train_op.py); eagerly (or while ``ember.function``
+        traces) it is ``zero_grad(); loss.backward(); step()`` now and returns None.
+        ``var_list`` restricts the update to some of the optimizer's parameters."""
+        from ..capture.train_op import minimize
+
+        return minimize(self, loss, var_list, name)
 
     def _update_group(self, group: dict[str, Any], params: list[Tensor]) -> None:
         raise NotImplementedError(f"{type(self).__name__} does not implement _update_group")
