@@ -1,5 +1,6 @@
 """Behaviour of the convolution and pooling ops beyond the registry conformance samples:
-higher-order gradients against torch, both kernel layouts over random geometries, error
+higher-order gradients against torch, the kernel layouts over random geometries and fixed
+ones (non-finite values too, reused columns), error
 messages, FLOP counts against torch.utils.flop_counter, dtypes, unbatched and empty inputs."""
 
 from __future__ import annotations
@@ -171,6 +172,86 @@ def test_scratch_buffers_do_not_leak_between_calls():
             e = F.max_pool2d(ember.tensor(x), 3, 2, padding=1)
             t = TF.max_pool2d(torch.tensor(x), 3, 2, padding=1)
             _close(e, t)
+
+
+@pytest.mark.parametrize(
+    "x_shape, w_shape, kw",
+    [
+        # 'same' padding: the dense layout (one long copy per kernel offset)
+        ((3, 4, 7, 6), (5, 4, 3, 3), {"padding": 1}),
+        ((2, 3, 6, 7), (4, 3, 2, 4), {"padding": "same"}),
+        ((2, 2, 9), (3, 2, 3), {"padding": "same", "dilation": 3}),
+        ((2, 4, 5, 6), (4, 2, 3, 1), {"padding": (1, 0), "groups": 2}),
+        ((2, 2, 3, 4, 3), (2, 2, 3, 3, 1), {"padding": (1, 1, 0)}),
+        # few column rows, more output channels: one matmul per sample on the NC* layout
+        ((3, 1, 8, 7), (6, 1, 3, 3), {"padding": 1}),
+        ((2, 1, 6, 6), (4, 1, 1, 1), {}),
+    ],
+)
+def test_fast_layouts_match_torch(x_shape, w_shape, kw):
+    rng = np.random.default_rng(5)
+    ex, tx = _pair(rng, *x_shape)
+    ew, tw = _pair(rng, *w_shape)
+    name = f"conv{len(x_shape) - 2}d"
+    with warnings.catch_warnings():
+        # torch warns that 'same' with an even kernel copies the input; not under test
+        warnings.simplefilter("ignore", UserWarning)
+        ey, ty = getattr(F, name)(ex, ew, **kw), getattr(TF, name)(tx, tw, **kw)
+    _close(ey, ty)
+    g = rng.standard_normal(ty.shape)
+    ey.backward(ember.tensor(g))
+    ty.backward(torch.tensor(g))
+    _close(ex.grad, tx.grad)
+    _close(ew.grad, tw.grad)
+
+
+def test_dense_layout_keeps_non_finite_values_in_their_windows():
+    """Reads that wrap into a neighbouring row or sample are zeroed, not multiplied by zero:
+    an inf or a NaN reaches only the outputs whose windows hold it, as in torch."""
+    a = np.random.default_rng(9).standard_normal((2, 2, 5, 6))
+    a[0, 1, 2, 0] = np.inf
+    a[1, 0, 4, 5] = np.nan
+    w = np.random.default_rng(10).standard_normal((3, 2, 3, 3))
+    e = F.conv2d(ember.tensor(a), ember.tensor(w), padding=1).numpy()
+    t = TF.conv2d(torch.tensor(a), torch.tensor(w), padding=1).numpy()
+    np.testing.assert_array_equal(np.isfinite(e), np.isfinite(t))
+    np.testing.assert_allclose(e[np.isfinite(t)], t[np.isfinite(t)], rtol=1e-7, atol=1e-9)
+    g = np.random.default_rng(11).standard_normal(t.shape)
+    g[1, 2, 0, 3] = np.inf
+    ew = ember.tensor(w, requires_grad=True)
+    F.conv2d(ember.tensor(a), ew, padding=1).backward(ember.tensor(g))
+    tw = torch.tensor(w, requires_grad=True)
+    TF.conv2d(torch.tensor(a), tw, padding=1).backward(torch.tensor(g))
+    np.testing.assert_array_equal(np.isnan(ew.grad.numpy()), np.isnan(tw.grad.numpy()))
+    ex = ember.tensor(a, requires_grad=True)
+    F.conv2d(ex, ember.tensor(w), padding=1).backward(ember.tensor(g))
+    tx = torch.tensor(a, requires_grad=True)
+    TF.conv2d(tx, torch.tensor(w), padding=1).backward(torch.tensor(g))
+    finite = np.isfinite(tx.grad.numpy())
+    np.testing.assert_array_equal(np.isfinite(ex.grad.numpy()), finite)
+    np.testing.assert_allclose(ex.grad.numpy()[finite], tx.grad.numpy()[finite], rtol=1e-7)
+
+
+def test_reused_columns_follow_the_input_values():
+    """im2col keeps the columns of the last input per plan; a weight gradient must see the
+    input it is given, also when the same buffer was changed in place after the forward."""
+    from ember.ops import _conv_kernels as K
+
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((2, 3, 5, 5)).astype(np.float32)
+    gy = rng.standard_normal((2, 4, 5, 5)).astype(np.float32)
+    p = K.plan((5, 5), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 27, 4)
+
+    def reference():
+        tx, tg = torch.tensor(x), torch.tensor(gy)
+        return torch.nn.grad.conv2d_weight(tx, (4, 3, 3, 3), tg, padding=1).numpy()
+
+    for _ in range(2):
+        K.conv_forward(x, rng.standard_normal((4, 3, 3, 3)).astype(np.float32), p, 1)
+        # equal values in another array: the columns are reused
+        np.testing.assert_allclose(K.conv_weight_grad(x.copy(), gy, p, 1), reference(), rtol=1e-4)
+        x[0, 1, 2, 3] += 1.0  # changed in place: the columns must be rebuilt
+        np.testing.assert_allclose(K.conv_weight_grad(x, gy, p, 1), reference(), rtol=1e-4)
 
 
 # ----------------------------------------------------------------------------- errors

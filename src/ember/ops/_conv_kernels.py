@@ -6,16 +6,23 @@ Layout. Every matmul works on "column" matrices of shape (groups, rows, N * M): 
 large matmul per group is markedly faster than N small ones, and it leaves the batch inside the
 columns, so the NCHW output is assembled by one copy that also transposes.
 
-Two ways to enumerate output positions (`Plan.flat`):
+Three ways to enumerate output positions (`Plan.layout`), each a grid per sample whose
+positions are the matmul's columns (output positions outside the real output are garbage,
+cropped from the output and zero in gradients):
 
-* general: M = prod(out_size); the im2col view has the output grid as its innermost dimensions.
-* flat (all strides 1, more column rows than output channels: the common case): the padded
-  spatial dimensions are flattened, and output
-  position o reads input position ``base(o) + offset(k)`` for kernel offset k. Over an
-  *extended* grid (rows of the full padded width; the extra columns are garbage, cropped from
-  the output and zero in gradients) every kernel offset is one contiguous slice, so im2col copies
-  and col2im adds run over long contiguous rows instead of rows of a few elements. It costs
+* "dense" (all strides 1, output no larger than the input: 'same' padding, the common case):
+  the grid is the *unpadded input*; output position o reads input position ``o + offset(k)``
+  for kernel offset k. With channels outermost, (C, N * prod(in_size)), every kernel offset is
+  one contiguous slice over the whole batch, so im2col is one long copy per offset and col2im
+  one long add per offset (NumPy runs slices of few elements far slower per element). Reads that
+  fall outside the input (into the padding, or wrapped into a neighbouring row or sample) are
+  zeroed afterwards by a few strided writes per offset. No matmul work is wasted with 'same'
+  padding.
+* "flat" (all strides 1, more column rows than output channels): the padded spatial dimensions
+  are flattened per sample, over an *extended* grid (rows of the full padded width). It costs
   ``padded_width / out_width`` extra matmul work, so it is chosen only when that is small.
+* "general": M = prod(out_size); the im2col view has the output grid as its innermost
+  dimensions.
 
 Scratch buffers (padded inputs, columns, accumulators) come from a small per-thread cache keyed by
 shape: allocating a fresh multi-megabyte array per call costs page faults comparable to the
@@ -27,6 +34,7 @@ from __future__ import annotations
 import functools
 import math
 import threading
+import weakref
 from collections import OrderedDict
 from typing import NamedTuple
 
@@ -35,7 +43,9 @@ from numpy.lib.stride_tricks import as_strided
 
 from .. import dtypes as dt
 
-# the flat layout is used when it adds at most this much matmul work (garbage columns)
+# the dense and flat layouts are used when they add at most this much matmul work (garbage
+# columns); dense is preferred, its copies and adds run over much longer rows
+_DENSE_MAX_WASTE = 1.15
 _FLAT_MAX_WASTE = 1.5
 
 # ------------------------------------------------------------------------------- scratch space
@@ -43,6 +53,9 @@ _FLAT_MAX_WASTE = 1.5
 _SCRATCH_LIMIT_BYTES = 256 * 2**20
 _SCRATCH_LIMIT_ENTRIES = 32
 _local = threading.local()
+# im2col remembers the inputs of this many column buffers (see `im2col`)
+_MEMO_ENTRIES = 4
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def scratch(tag: str, shape: tuple, dtype, fill=None, key=()) -> np.ndarray:
@@ -93,10 +106,13 @@ class Plan(NamedTuple):
     dilation: tuple
     out_size: tuple
     padded: tuple  # spatial size of the padded input (only the padding that is read)
-    flat: bool
-    m: int  # output positions per sample (extended grid for the flat layout)
+    layout: str  # "dense", "flat" or "general" (see the module docstring)
+    grid: tuple  # the per-sample grid of matmul columns (spatial shape)
+    m: int  # matmul columns per sample: prod(grid)
     flat_len: int  # flat layout: length of one padded plane plus read-ahead slack
-    offsets: tuple  # flat layout: offset of each kernel position in the flat plane
+    offsets: tuple  # dense and flat layouts: offset of each kernel position in the flat plane
+    margin: tuple  # dense layout: room before and after the input for the offsets' reads
+    valid: tuple  # dense layout: per kernel offset, per dimension, the grid range it may read
 
 
 @functools.lru_cache(maxsize=512)
@@ -110,21 +126,45 @@ def plan(in_size, kernel, stride, padding, dilation, rows: int = 1, out_rows: in
         min(s + lo_ + max(hi, 0), (o - 1) * st + d * (k - 1) + 1)
         for s, lo_, (_, hi), o, st, d, k in zip(in_size, lo, padding, out, stride, dilation, kernel)
     )
+    unit = all(s == 1 for s in stride)
+    geometry = (in_size, kernel, stride, lo, dilation, out, padded)
+    if unit and all(o <= s for o, s in zip(out, in_size)):
+        if math.prod(in_size) <= _DENSE_MAX_WASTE * math.prod(out):
+            return _dense_plan(*geometry)
     strides = tuple(math.prod(padded[i + 1 :]) for i in range(len(padded)))
     waste = math.prod(padded[1:]) / max(math.prod(out[1:]), 1)
     # the flat layout saves on im2col (cost ~ rows) but its output and gradient copies crop
     # short rows (cost ~ out_rows): with few column rows (a first layer) the general one wins
-    flat = all(s == 1 for s in stride) and waste <= _FLAT_MAX_WASTE and rows >= out_rows
-    if flat:
-        m = out[0] * strides[0]
+    if unit and waste <= _FLAT_MAX_WASTE and rows >= out_rows:
+        grid = (out[0],) + padded[1:]
         offsets = tuple(
             sum(i * d * f for i, d, f in zip(idx, dilation, strides)) for idx in np.ndindex(*kernel)
         )
         slack = sum(d * (k - 1) * f for d, k, f in zip(dilation[1:], kernel[1:], strides[1:]))
         flat_len = math.prod(padded) + slack
-    else:
-        m, offsets, flat_len = math.prod(out), (), 0
-    return Plan(in_size, kernel, stride, lo, dilation, out, padded, flat, m, flat_len, offsets)
+        return Plan(*geometry, "flat", grid, math.prod(grid), flat_len, offsets, (), ())
+    return Plan(*geometry, "general", out, math.prod(out), 0, (), (), ())
+
+
+def _dense_plan(in_size, kernel, stride, lo, dilation, out, padded) -> Plan:
+    strides = tuple(math.prod(in_size[i + 1 :]) for i in range(len(in_size)))
+    offsets, valid = [], []
+    for idx in np.ndindex(*kernel):
+        # kernel offset idx reads grid position i + shift (per dimension); it may read where
+        # that stays inside the input, and only for real output positions (i < out)
+        shift = tuple(i * d - p for i, d, p in zip(idx, dilation, lo))
+        offsets.append(sum(s * f for s, f in zip(shift, strides)))
+        valid.append(
+            tuple(
+                (min(max(0, -s), o), max(min(n - s, o), 0)) for s, n, o in zip(shift, in_size, out)
+            )
+        )
+    margin = (max(0, -min(offsets)), max(0, max(offsets)))
+    m = math.prod(in_size)
+    return Plan(
+        in_size, kernel, stride, lo, dilation, out, padded, "dense", in_size, m, 0,
+        tuple(offsets), margin, tuple(valid),
+    )  # fmt: skip
 
 
 def _interior(p: Plan) -> tuple:
@@ -145,7 +185,7 @@ def _padded_input(x: np.ndarray, p: Plan) -> np.ndarray:
     flat one. Returns ``x`` itself when no copy is needed."""
     n, c = x.shape[:2]
     exact = p.padded == p.in_size and not any(p.lo)
-    if not p.flat:
+    if p.layout == "general":
         if exact:
             return x
         buf = scratch("xpad", (n, c) + p.padded, x.dtype, fill=0, key=p)
@@ -159,24 +199,82 @@ def _padded_input(x: np.ndarray, p: Plan) -> np.ndarray:
     return buf
 
 
-def _ext_shape(p: Plan) -> tuple:
-    """The flat layout's extended output grid: the first dimension, then full padded rows."""
-    return (p.out_size[0],) + p.padded[1:]
-
-
 def _crop(p: Plan) -> tuple:
-    return tuple(slice(0, o) for o in p.out_size[1:])
+    """The real output inside the grid of matmul columns (spatial dimensions)."""
+    return tuple(slice(0, o) for o in p.out_size)
+
+
+def _dense_input(x: np.ndarray, p: Plan) -> np.ndarray:
+    """The dense layout's input: (C, margin + N * m + margin), channels outermost."""
+    n, c = x.shape[:2]
+    before, after = p.margin
+    if c == 1 and before == after == 0 and x.flags.c_contiguous:
+        return x.reshape(1, n * p.m)
+    # the margins are read only where the result is zeroed: they may keep any values
+    buf = scratch("xdense", (c, before + n * p.m + after), x.dtype, key=p)
+    np.copyto(
+        buf[:, before : before + n * p.m].reshape(c, n, p.m),
+        x.reshape(n, c, p.m).transpose(1, 0, 2),
+    )
+    return buf
+
+
+def _zero_invalid(rows: np.ndarray, p: Plan, k: int, n: int) -> None:
+    """Zero the columns of ``rows`` (R, N * m) that kernel offset ``k`` of the dense layout must
+    not read: outside the input, or outside the real output."""
+    grid = rows.view()
+    grid.shape = rows.shape[:1] + (n,) + p.grid  # raises rather than copy
+    for axis, ((start, stop), size) in enumerate(zip(p.valid[k], p.grid), start=2):
+        lead = (slice(None),) * axis
+        if start > 0:
+            grid[lead + (slice(0, start),)] = 0
+        if stop < size:
+            grid[lead + (slice(stop, None),)] = 0
 
 
 # ------------------------------------------------------------------------------------ kernels
 
 
 def im2col(x: np.ndarray, p: Plan, groups: int) -> np.ndarray:
-    """Columns of ``x``: (groups, Cg * prod(kernel), N * m), in a scratch buffer."""
+    """Columns of ``x``: (groups, Cg * prod(kernel), N * m), in a scratch buffer of this plan.
+
+    The weight gradient needs the columns its forward pass built. Rebuilding them costs a
+    quarter of the matmul, so each buffer remembers (a copy of) the input it was built from:
+    when the same values come again, the columns are returned as they are."""
+    n, c = x.shape[:2]
+    cols = scratch("cols", (groups, c // groups * math.prod(p.kernel), n * p.m), x.dtype, key=p)
+    memo = _local.__dict__.setdefault("memo", OrderedDict())
+    key = (p, cols.shape, cols.dtype)
+    seen = memo.pop(key, None)
+    bits = _UINT.get(x.dtype.itemsize) if x.flags.c_contiguous else None
+    if seen is not None and seen[0]() is cols and bits is not None:
+        if np.array_equal(seen[1].view(bits), x.view(bits)):
+            memo[key] = seen
+            return cols
+    _fill_columns(cols, x, p, groups)
+    if bits is not None:
+        snapshot = seen[1] if seen is not None and seen[1].shape == x.shape else np.empty_like(x)
+        np.copyto(snapshot, x)
+        memo[key] = (weakref.ref(cols), snapshot)
+        while len(memo) > _MEMO_ENTRIES:
+            memo.popitem(last=False)
+    return cols
+
+
+def _fill_columns(cols: np.ndarray, x: np.ndarray, p: Plan, groups: int) -> None:
     n, c = x.shape[:2]
     cg = c // groups
+    kk = math.prod(p.kernel)
+    if p.layout == "dense":
+        xt = _dense_input(x, p)
+        per_offset = cols.reshape(c, kk, n * p.m)
+        for k, off in enumerate(p.offsets):
+            start = p.margin[0] + off
+            np.copyto(per_offset[:, k], xt[:, start : start + n * p.m])
+            _zero_invalid(per_offset[:, k], p, k, n)
+        return
     xp = _padded_input(x, p)
-    if p.flat:
+    if p.layout == "flat":
         sn, sc, s1 = xp.strides
         plane = tuple(math.prod(p.padded[i + 1 :]) * s1 for i in range(len(p.padded)))
         shape = (groups, cg) + p.kernel + (n, p.m)
@@ -190,39 +288,43 @@ def im2col(x: np.ndarray, p: Plan, groups: int) -> np.ndarray:
             + (sn,)
             + tuple(st * s for st, s in zip(p.stride, ss))
         )
-    view = as_strided(xp, shape, strides, writeable=False)
-    cols = scratch("cols", (groups, cg * math.prod(p.kernel), n * p.m), xp.dtype)
-    np.copyto(cols.reshape(shape), view)
-    return cols
+    np.copyto(cols.reshape(shape), as_strided(xp, shape, strides, writeable=False))
 
 
 def _grid_to_nchw(y: np.ndarray, p: Plan, n: int, out: np.ndarray) -> None:
-    """Copy (groups, Cg, N * m) into ``out`` (N, groups * Cg, *out_size), cropping the flat
-    layout's garbage columns."""
+    """Copy (groups, Cg, N * m) into ``out`` (N, groups * Cg, *out_size), cropping the
+    garbage columns."""
     g, cg = y.shape[:2]
-    if p.flat:
-        grid = y.reshape((g, cg, n) + _ext_shape(p))[(Ellipsis, slice(None)) + _crop(p)]
-    else:
-        grid = y.reshape((g, cg, n) + p.out_size)
+    grid = y.reshape((g, cg, n) + p.grid)
+    if p.grid != p.out_size:
+        grid = grid[(slice(None),) * 3 + _crop(p)]
     axes = (2, 0, 1) + tuple(range(3, grid.ndim))
     np.copyto(out.reshape((n, g, cg) + p.out_size), grid.transpose(axes))
 
 
 def _nchw_to_grid(gy: np.ndarray, p: Plan, groups: int) -> np.ndarray:
-    """(N, Cout, *out_size) -> (groups, Cout/groups, N * m) in a scratch buffer; the flat
-    layout's garbage columns are zero."""
+    """(N, Cout, *out_size) -> (groups, Cout/groups, N * m) in a scratch buffer; the garbage
+    columns are zero."""
     n, cout = gy.shape[:2]
     cog = cout // groups
     src = gy.reshape((n, groups, cog) + p.out_size)
     src = src.transpose((1, 2, 0) + tuple(range(3, src.ndim)))
-    if p.flat:
-        buf = scratch("gygrid", (groups, cog, n * p.m), gy.dtype, fill=0, key=p)
-        grid = buf.reshape((groups, cog, n) + _ext_shape(p))
-        grid[(Ellipsis, slice(None)) + _crop(p)] = src
-    else:
-        buf = scratch("gygrid", (groups, cog, n * p.m), gy.dtype)
-        buf.reshape((groups, cog, n) + p.out_size)[...] = src
+    garbage = p.grid != p.out_size  # keyed by the plan, the garbage columns stay zero
+    buf = scratch("gygrid", (groups, cog, n * p.m), gy.dtype, 0 if garbage else None, p)
+    buf.reshape((groups, cog, n) + p.grid)[(slice(None),) * 3 + _crop(p)] = src
     return buf
+
+
+def _per_sample(p: Plan, groups: int, rows: int, cout: int) -> bool:
+    """Whether to run the matmul once per sample, on the NC* layout of the output (gradient):
+    with few column rows (a first layer) the output is larger than the columns, and the copy
+    that moves it between layouts costs more than one matmul per sample loses."""
+    return groups == 1 and p.grid == p.out_size and rows < cout
+
+
+def _sample_major(cols: np.ndarray, n: int, m: int) -> np.ndarray:
+    """(rows, N * m) columns as a (N, rows, m) view."""
+    return cols.reshape(cols.shape[0], n, m).transpose(1, 0, 2)
 
 
 def conv_forward(x: np.ndarray, w: np.ndarray, p: Plan, groups: int) -> np.ndarray:
@@ -230,6 +332,10 @@ def conv_forward(x: np.ndarray, w: np.ndarray, p: Plan, groups: int) -> np.ndarr
     n = x.shape[0]
     cout = w.shape[0]
     cols = im2col(x, p, groups)
+    if _per_sample(p, groups, cols.shape[1], cout):
+        # (N, Cout, m) is the NC* output already: no transposing copy
+        out = np.matmul(w.reshape(cout, -1), _sample_major(cols[0], n, p.m))
+        return out.reshape((n, cout) + p.out_size)
     wg = w.reshape(groups, cout // groups, -1)
     y = scratch("y", (groups, cout // groups, n * p.m), cols.dtype)
     np.matmul(wg, cols, out=y)
@@ -247,7 +353,9 @@ def conv_input_grad(gy: np.ndarray, w: np.ndarray, p: Plan, groups: int) -> np.n
     wt = w.reshape(groups, cout // groups, cg * kk).transpose(0, 2, 1)
     gcols = scratch("gcols", (groups, cg * kk, n * p.m), grid.dtype)
     np.matmul(wt, grid, out=gcols)
-    if p.flat:
+    if p.layout == "dense":
+        return _dense_col2im(gcols, p, n)
+    if p.flat_len:
         acc = scratch("acc", (groups, cg, n, p.flat_len), grid.dtype)
         parts = gcols.reshape(groups, cg, kk, n, p.m)
         # the first kernel offset is 0: assign its part instead of clearing and adding
@@ -276,10 +384,42 @@ def conv_input_grad(gy: np.ndarray, w: np.ndarray, p: Plan, groups: int) -> np.n
     return out
 
 
+def _dense_col2im(gcols: np.ndarray, p: Plan, n: int) -> np.ndarray:
+    """The dense layout's col2im: each kernel offset's part, its invalid columns zeroed, added
+    at its offset; then the (C, N, *in_size) sum transposed into the NC* gradient."""
+    c = gcols.shape[0] * gcols.shape[1] // len(p.offsets)
+    size = n * p.m
+    before, after = p.margin
+    # the margins receive only zeros and are never read
+    acc = scratch("dense_acc", (c, before + size + after), gcols.dtype, fill=0, key=p)
+    inner = acc[:, before : before + size]
+    parts = gcols.reshape(c, len(p.offsets), size)
+    # an offset of 0 covers the whole input: assign its part instead of clearing and adding
+    order = sorted(range(len(p.offsets)), key=lambda k: p.offsets[k] != 0)
+    if p.offsets[order[0]] != 0:
+        inner.fill(0)
+    for k in order:
+        _zero_invalid(parts[:, k], p, k, n)
+        if k == order[0] and p.offsets[k] == 0:
+            np.copyto(inner, parts[:, k])
+        else:
+            start = before + p.offsets[k]
+            acc[:, start : start + size] += parts[:, k]
+    out = np.empty((n, c) + p.in_size, gcols.dtype)
+    np.copyto(out.reshape(n, c, p.m), inner.reshape(c, n, p.m).transpose(1, 0, 2))
+    return out
+
+
 def conv_weight_grad(x: np.ndarray, gy: np.ndarray, p: Plan, groups: int) -> np.ndarray:
     """The adjoint of `conv_forward` in w: one matmul of the output gradient by the columns."""
     cout = gy.shape[1]
     cols = im2col(x, p, groups)
+    if _per_sample(p, groups, cols.shape[1], cout):
+        n = x.shape[0]
+        per_sample = np.matmul(
+            gy.reshape(n, cout, p.m), _sample_major(cols[0], n, p.m).transpose(0, 2, 1)
+        )
+        return per_sample.sum(axis=0).reshape((cout, x.shape[1]) + p.kernel)
     grid = _nchw_to_grid(gy, p, groups)
     gw = np.matmul(grid, cols.transpose(0, 2, 1))
     return gw.reshape((cout, x.shape[1] // groups) + p.kernel)
