@@ -374,14 +374,15 @@ def _where_kernel(cond, x, y):
     if x.dtype != y.dtype or x.dtype.itemsize not in (1, 2, 4, 8):
         return np.where(cond, x, y)
     bits = np.dtype(f"u{x.dtype.itemsize}")
-    take_x = np.asarray(cond).astype(bits)
-    np.negative(take_x, out=take_x)  # True -> all bits set (unsigned wrap-around), False -> 0
     x_bits, y_bits = x.view(bits), y.view(bits)
-    if y.ndim == 0 and not y_bits:  # where(cond, x, 0): the usual masking
-        out = np.bitwise_and(x_bits, take_x)
+    cond = np.asarray(cond)
+    if y.ndim == 0 and not y_bits:  # where(cond, x, 0), the usual masking: bits times 1 or 0
+        out = np.multiply(x_bits, cond, dtype=bits)
     elif x.ndim == 0 and not x_bits:  # where(cond, 0, y)
-        out = np.bitwise_and(y_bits, np.invert(take_x, out=take_x))
+        out = np.multiply(y_bits, np.logical_not(cond), dtype=bits)
     else:
+        take_x = cond.astype(bits)
+        np.negative(take_x, out=take_x)  # True -> all bits set (unsigned wrap-around), False -> 0
         out = np.bitwise_or(
             np.bitwise_and(x_bits, take_x), np.bitwise_and(y_bits, np.invert(take_x, out=take_x))
         )
