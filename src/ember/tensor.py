@@ -22,6 +22,7 @@ import numpy as np
 from . import dtypes as _dt
 from .errors import AutogradError, DTypeError, EmberError
 from .ops import _registry as _reg
+from .ops._util import fit_inplace_result
 
 
 class Tensor(_reg.TensorBase):
@@ -250,22 +251,7 @@ class Tensor(_reg.TensorBase):
         result = fn(old, *args, **kwargs)
         if not isinstance(result, Tensor):
             result = Tensor(result)
-        if result.shape != self.shape:
-            raise EmberError(
-                f"the result has shape {result.shape} but the in-place target has shape "
-                f"{self.shape}; in-place ops cannot change a tensor's shape",
-                op=name,
-            )
-        if result.dtype != self.dtype:
-            # as PyTorch: a result may narrow within its category (float64 into float32) or
-            # come from a lower one, but never drop a category (float into int, int into bool)
-            if result.dtype.category > self.dtype.category:
-                raise DTypeError(
-                    f"result type {result.dtype} cannot be written in place into a "
-                    f"{self.dtype} tensor",
-                    op=name,
-                )
-            result = result.to(self.dtype)
+        result = fit_inplace_result(name, result, self)
         np.copyto(self._data, result._data, casting="unsafe")
         self._vc[0] += 1
         if _reg.is_grad_enabled():

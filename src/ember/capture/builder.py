@@ -28,6 +28,7 @@ from ..errors import TraceError
 from ..graph.ir import Graph
 from ..ops import _registry as _reg
 from ..ops._registry import TensorType
+from ..ops._util import fit_inplace_result
 from ..tensor import Tensor
 from .symbolic import SymbolicTensor
 
@@ -93,20 +94,7 @@ class GraphBuilder(_reg.Mode):
         result = fn(current, *args, **kwargs)
         if not isinstance(result, SymbolicTensor):
             result = SymbolicTensor(self.value_of(result), self)
-        if tuple(result.shape) != tuple(tensor.shape):
-            raise TraceError(
-                f"the result has shape {tuple(result.shape)} but the in-place target has shape "
-                f"{tuple(tensor.shape)}",
-                op=name,
-            )
-        if result.dtype != tensor.dtype:
-            if result.dtype.category > tensor.dtype.category:
-                raise TraceError(
-                    f"result type {result.dtype} cannot be written in place into a "
-                    f"{tensor.dtype} tensor",
-                    op=name,
-                )
-            result = result.to(tensor.dtype)
+        result = fit_inplace_result(name, result, tensor)
         self._current[id(tensor)] = result.value
         self.rebound[id(tensor)] = tensor
         return tensor

@@ -80,7 +80,7 @@ class SymbolicTensor(TensorBase):
         """Accepted for eager compatibility; a recorded backward sets ``.grad`` of leaves only."""
 
     def detach(self) -> SymbolicTensor:
-        from ..ops.elementwise import stop_gradient
+        from ..ops.copies import stop_gradient
 
         with self.builder:
             return stop_gradient(self)
@@ -95,15 +95,10 @@ class SymbolicTensor(TensorBase):
 
     # -------- the functionalized in-place protocol (see the module docstring)
     def _inplace(self, name: str, fn, *args, **kwargs) -> SymbolicTensor:
+        from ..ops._util import fit_inplace_result
+
         result = fn(SymbolicTensor(self.value, self.builder), *args, **kwargs)
-        if tuple(result.shape) != tuple(self.shape):
-            raise TraceError(
-                f"the result has shape {tuple(result.shape)} but the in-place target has shape "
-                f"{tuple(self.shape)}",
-                op=name,
-            )
-        if result.dtype != self.dtype:
-            result = result.to(self.dtype)
+        result = fit_inplace_result(name, result, self)
         self.value = result.value
         return self
 

@@ -135,3 +135,25 @@ def memory_cost(in_types, out_types, attrs) -> Cost:
 
 def reduction_cost(in_types, out_types, attrs) -> Cost:
     return Cost(numel(in_types[0].shape), io_bytes(in_types, out_types))
+
+
+def fit_inplace_result(name: str, result, target):
+    """``result`` made fit to be written into ``target`` by an in-place op (eager or recorded):
+    the same shape, and its dtype cast to the target's, which as in PyTorch may narrow within a
+    category (float64 into float32) or come from a lower one, but never drop a category (float
+    into int, int into bool)."""
+    if tuple(result.shape) != tuple(target.shape):
+        raise ShapeError(
+            f"the result has shape {fmt_shape(result.shape)} but the in-place target has shape "
+            f"{fmt_shape(target.shape)}; in-place ops cannot change a tensor's shape",
+            op=name,
+        )
+    if result.dtype != target.dtype:
+        if result.dtype.category > target.dtype.category:
+            raise DTypeError(
+                f"result type {result.dtype} cannot be written in place into a "
+                f"{target.dtype} tensor",
+                op=name,
+            )
+        result = result.to(target.dtype)
+    return result

@@ -15,7 +15,7 @@ from .. import dtypes as dt
 from ..errors import DTypeError
 from ..graph.symbolic import SymDim
 from . import api as E
-from ._registry import Cost, OpDef, TensorBase, TensorType, apply, constant, export, register
+from ._registry import OpDef, TensorBase, TensorType, apply, constant, export, register
 from ._util import (
     broadcast_shapes,
     elementwise_cost,
@@ -548,54 +548,3 @@ for _name, _dtype in [
 ]:
     export(lambda self, _d=_dtype: cast(self, _d), name=_name, method=True, toplevel=False)
 export(lambda self, other: cast(self, other.dtype), name="type_as", method=True, toplevel=False)
-
-
-# ----------------------------------------------------------------------------------- copies
-
-_COPY = register(
-    OpDef(
-        name="copy",
-        kind="elementwise",
-        infer=same_type,
-        kernel=lambda x: np.array(x, copy=True),
-        vjp=lambda c, g: (g,),
-        cost=memory_cost,
-        save_inputs=(),
-        doc="copy(x): a new tensor with the same values (clone).",
-    )
-)
-
-
-@export(method=True)
-def clone(x):
-    """A copy of ``x`` that stays in the graph (gradients flow through it)."""
-    return apply(_COPY, to_tensor(x))
-
-
-_STOP_GRADIENT = register(
-    OpDef(
-        name="stop_gradient",
-        kind="elementwise",
-        infer=same_type,
-        kernel=lambda x: x,
-        vjp=lambda c, g: (None,),
-        cost=lambda in_types, out_types, attrs: Cost(0, 0),
-        save_inputs=(),
-        doc="stop_gradient(x): x itself, through which no gradient flows (a graph's detach).",
-    )
-)
-
-
-@export
-def stop_gradient(x):
-    """``x``'s values, cut off from differentiation (``detach`` as a graph op, like
-    ``jax.lax.stop_gradient``). An eager tensor's ``detach()`` needs no op; a symbolic one uses
-    this so that graph autodiff sees the cut."""
-    return apply(_STOP_GRADIENT, to_tensor(x))
-
-
-@export(method=True, toplevel=False)
-def contiguous(x):
-    """``x`` itself if its eager array is C-contiguous, else a contiguous copy."""
-    data = getattr(x, "_data", None)
-    return x if data is None or data.flags.c_contiguous else clone(x)

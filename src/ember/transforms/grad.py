@@ -37,8 +37,8 @@ from ..errors import AutogradError, DTypeError, EmberError, ShapeError
 from ..graph.ir import Graph
 from ..ops import _registry as _reg
 from ..ops._registry import TensorBase, TensorType
+from ..ops.copies import clone
 from ..ops.creation import full, tensor
-from ..ops.elementwise import clone
 from ..runtime.codegen import compile_graph
 from ..tensor import Tensor
 

@@ -1,0 +1,58 @@
+"""Copies and cuts: ``copy`` (clone: a new array, gradients flow), ``stop_gradient`` (the
+same values, no gradient: a graph's detach) and ``contiguous``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._registry import Cost, OpDef, apply, export, register
+from ._util import memory_cost, same_type
+from .elementwise import to_tensor
+
+_COPY = register(
+    OpDef(
+        name="copy",
+        kind="elementwise",
+        infer=same_type,
+        kernel=lambda x: np.array(x, copy=True),
+        vjp=lambda c, g: (g,),
+        cost=memory_cost,
+        save_inputs=(),
+        doc="copy(x): a new tensor with the same values (clone).",
+    )
+)
+
+
+@export(method=True)
+def clone(x):
+    """A copy of ``x`` that stays in the graph (gradients flow through it)."""
+    return apply(_COPY, to_tensor(x))
+
+
+_STOP_GRADIENT = register(
+    OpDef(
+        name="stop_gradient",
+        kind="elementwise",
+        infer=same_type,
+        kernel=lambda x: x,
+        vjp=lambda c, g: (None,),
+        cost=lambda in_types, out_types, attrs: Cost(0, 0),
+        save_inputs=(),
+        doc="stop_gradient(x): x itself, through which no gradient flows (a graph's detach).",
+    )
+)
+
+
+@export
+def stop_gradient(x):
+    """``x``'s values, cut off from differentiation (``detach`` as a graph op, like
+    ``jax.lax.stop_gradient``). An eager tensor's ``detach()`` needs no op; a symbolic one uses
+    this so that graph autodiff sees the cut."""
+    return apply(_STOP_GRADIENT, to_tensor(x))
+
+
+@export(method=True, toplevel=False)
+def contiguous(x):
+    """``x`` itself if its eager array is C-contiguous, else a contiguous copy."""
+    data = getattr(x, "_data", None)
+    return x if data is None or data.flags.c_contiguous else clone(x)
