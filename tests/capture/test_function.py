@@ -446,3 +446,18 @@ def test_state_reached_through_a_helper_function_is_tracked():
         f(x)
     assert f.stats.traces == 2  # the momentum buffers appeared: the helper's optimizer is seen
     assert "momentum_buffer" in f.stats.retrace_reasons[0]
+
+
+def test_a_dying_operand_buffer_takes_the_result_only_when_nothing_else_sees_it():
+    def f(x):
+        a = x.exp()
+        view = a.reshape(-1)  # a view of a's memory, returned: a must not be overwritten
+        b = a + 1.0  # a dies here
+        c = (x * 2.0) + 3.0  # x * 2 dies in the add and nothing views it: reused
+        return view, b, c
+
+    x = ember.randn(4, 3)
+    compiled = ember.function(f)
+    for got, want in zip(compiled(x), f(x)):
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert compiled.code.count("_sole(") == 2

@@ -8,12 +8,21 @@ literals are written into the code; others (dtypes, generators) are read from a 
     compiled = compile_graph(graph)
     compiled.source          # the generated code, readable
     compiled(*arrays)        # -> list of output arrays
+
+Buffer reuse. An elementwise node whose kernel is one NumPy ufunc, and one of whose operands
+dies at that node with the output's exact type, is written ``ufunc(a, b, out=a) if _sole(a)
+else ufunc(a, b)``: the dying operand's memory takes the result instead of a fresh allocation.
+``_sole`` checks at run time that nothing else can see that memory: the array owns it (no view
+of another), and its reference count says that only this local variable holds it (a view made
+of it, or another name for it, would hold a reference too). NumPy elides temporaries in
+``a + b`` by the same reference-count test.
 """
 
 from __future__ import annotations
 
 import itertools
 import linecache
+import sys
 
 import numpy as np
 
@@ -117,6 +126,26 @@ def _in_place_nodes(graph, inplace: dict) -> dict:
     return chosen
 
 
+def _sole(array) -> bool:
+    """Whether ``array`` may be overwritten: it owns its memory and only the caller's local
+    variable refers to it (3 references: that variable, this parameter, getrefcount's own)."""
+    return type(array) is np.ndarray and array.base is None and sys.getrefcount(array) <= 3
+
+
+def _reusable_operand(node, dying: tuple, graph):
+    """The operand of a one-ufunc node whose buffer may take the result (see the module
+    docstring), or None."""
+    if not isinstance(node.op.kernel, np.ufunc) or node.attrs or node.op.num_outputs != 1:
+        return None
+    out = node.outputs[0]
+    if not out.type.shape:
+        return None  # 0-d results are NumPy scalars: nothing to reuse
+    for v in node.inputs:
+        if id(v) in dying and v.type == out.type and v.node.kind == "call":
+            return v
+    return None
+
+
 def compile_graph(graph, inplace: dict | None = None) -> CompiledGraph:
     """Generate and compile the Python of ``graph``. ``inplace`` (output position -> input
     position) names outputs the caller writes back into input buffers; where it is safe the
@@ -148,10 +177,19 @@ def compile_graph(graph, inplace: dict | None = None) -> CompiledGraph:
             for key, value in node.attrs.items():
                 text = _literal(value) if _is_literal(value) else ref(value, "a_")
                 args.append(f"{key}={text}")
+            reuse = None
             if id(node) in in_place:
                 args.append(f"out={_local(in_place[id(node)])}")
+            else:
+                reuse = _reusable_operand(node, frees.get(position, ()), graph)
             call = f"{kernel}({', '.join(args)})"
-            if node.op.num_outputs == 1 and node.outputs[0].type.shape:
+            if reuse is not None:
+                target = _local(reuse)
+                reused = f"{kernel}({', '.join(args + [f'out={target}'])})"
+                lines.append(
+                    f"    {_local(node.outputs[0])} = {reused} if _sole({target}) else {call}"
+                )
+            elif node.op.num_outputs == 1 and node.outputs[0].type.shape:
                 lines.append(f"    {_local(node.outputs[0])} = {call}")
             elif node.op.num_outputs == 1:  # NumPy gives scalars, not 0-d arrays: wrap them
                 lines.append(f"    {_local(node.outputs[0])} = _array({call})")
@@ -166,7 +204,9 @@ def compile_graph(graph, inplace: dict | None = None) -> CompiledGraph:
     source = "\n".join(lines) + "\n"
     filename = f"<ember graph {graph.name} #{next(_ids)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace = dict(names, _array=lambda r: r if type(r) is np.ndarray else np.asarray(r))
+    namespace = dict(
+        names, _array=lambda r: r if type(r) is np.ndarray else np.asarray(r), _sole=_sole
+    )
     exec(compile(source, filename, "exec"), namespace)
     fn = namespace[lines[0][4 : lines[0].index("(")]]
     return CompiledGraph(graph, source, fn)
