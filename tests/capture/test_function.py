@@ -461,3 +461,54 @@ def test_a_dying_operand_buffer_takes_the_result_only_when_nothing_else_sees_it(
     for got, want in zip(compiled(x), f(x)):
         np.testing.assert_array_equal(got.numpy(), want.numpy())
     assert compiled.code.count("_sole(") == 2
+
+
+# ------------------------------------------------------------------------------ eager autograd
+
+
+@pytest.mark.parametrize("executor", ["codegen", "interpreter"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_eager_backward_through_a_compiled_model_equals_eager(case, executor):
+    build, shape, _, _ = CASES[case]
+    ember.manual_seed(0)
+    eager, model = build(), build()
+    model.load_state_dict(eager.state_dict())
+    compiled = ember.function(model, executor=executor)
+    x = ember.randn(*shape)
+    x_eager, x_compiled = x.detach().requires_grad_(), x.detach().clone().requires_grad_()
+    for _ in range(2):  # the second call reuses the graph, and gradients accumulate
+        (eager(x_eager) ** 2).sum().backward()
+        out = compiled(x_compiled)
+        assert out.grad_fn is not None and out.grad_fn.name() == "CompiledFunctionBackward"
+        (out**2).sum().backward()
+    _compare_models(eager, model)
+    _assert_close(x_compiled.grad.numpy(), x_eager.grad.numpy(), "input gradient")
+    assert compiled.stats.traces <= 2  # the .grad state changes once
+    assert set(compiled.graphs) == {"joint", "forward", "backward"}
+
+
+def test_no_grad_calls_compile_no_backward():
+    model = nn.Linear(3, 2)
+    f = ember.function(model)
+    with ember.no_grad():
+        out = f(ember.ones(4, 3))
+    assert out.grad_fn is None and not out.requires_grad
+    assert "backward" not in f.graphs
+
+
+def test_a_compiled_function_has_no_second_derivative():
+    model = nn.Linear(3, 1)
+    x = ember.randn(4, 3).requires_grad_()
+    out = ember.function(model)(x).sum()
+    (gx,) = ember.autograd.grad(out, [x], create_graph=True)
+    with pytest.raises(ember.AutogradError, match="compiled_function_backward has no gradient"):
+        gx.sum().backward()
+
+
+def test_an_input_changed_in_place_before_backward_is_an_error():
+    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+    out = ember.function(model)(ember.randn(4, 3)).sum()
+    with ember.no_grad():
+        model[2].weight.mul_(2.0)  # the first layer's gradient reads it
+    with pytest.raises(ember.AutogradError, match="modified in place"):
+        out.backward()

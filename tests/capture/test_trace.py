@@ -41,7 +41,9 @@ def test_captured_parameters_are_read_at_every_call():
     with ember.no_grad():
         model.weight.mul_(2.0)
     np.testing.assert_allclose(f(x).numpy(), model(x).numpy(), rtol=1e-6)
-    assert [v.name for v in f.graph.inputs] == ["input", "weight", "bias"]
+    # the parameters require grad: the joint graph also takes the output's cotangent
+    assert [v.name for v in f.graph.inputs] == ["input", "weight", "bias", "grad_0"]
+    assert [v.name for v in f.graphs["forward"].inputs] == ["input", "weight", "bias"]
 
 
 def test_data_dependent_if_raises_trace_error_at_the_users_line():

@@ -26,6 +26,7 @@ from ..errors import EmberError, ShapeError, TraceError
 from ..graph.ir import Graph
 from ..graph.printer import format_type
 from ..graph.symbolic import SymDim
+from ..ops import _registry as _reg
 from ..ops._registry import TensorBase, TensorType
 from ..runtime import interpreter
 from ..runtime.codegen import compile_graph
@@ -130,6 +131,8 @@ def _feed(kind: str, source, leaves: list):
         return leaves[source].grad._data
     if kind == "grad_of":
         return source.grad._data
+    if kind == "cotangent":
+        return None  # fed by the backward pass (capture/aot.py), not by the call
     return source._data
 
 
@@ -137,7 +140,9 @@ class GraphFunction:
     """One captured call: its graph, how to feed it, and what to do with its outputs (see the
     module docstring). ``captured`` lists the eager tensors fed as extra inputs."""
 
-    def __init__(self, graph, feeds, out_spec, n_user, writebacks, backward_start, executor):
+    def __init__(
+        self, graph, feeds, out_spec, n_user, writebacks, backward_start, executor, autograd=None
+    ):
         if executor not in EXECUTORS:
             raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
         self.graph = graph
@@ -149,7 +154,9 @@ class GraphFunction:
         self.writebacks = writebacks
         self.backward_start = backward_start
         self._n_args = sum(1 for kind, _ in feeds if kind == "arg")
-        self._compiled = compile_graph(graph, self._inplace()) if executor == "codegen" else None
+        self.autograd = autograd  # an aot.AutogradPlan: run forward, keep the backward on the tape
+        codegen = executor == "codegen" and autograd is None
+        self._compiled = compile_graph(graph, self._inplace()) if codegen else None
         self._frees = None if self._compiled else interpreter.last_uses(graph)
         self._graphs = None
         self._state_guard = None  # (reachable state, its key when traced): set by `trace`
@@ -181,7 +188,9 @@ class GraphFunction:
 
         if self._graphs is None:
             self._graphs = {"joint": self.graph}
-            if self.backward_start is not None:
+            if self.autograd is not None:
+                self._graphs.update(forward=self.autograd.forward, backward=self.autograd.backward)
+            elif self.backward_start is not None:
                 forward, backward = partition(self.graph, self.backward_start)
                 self._graphs.update(forward=forward, backward=backward)
         return self._graphs
@@ -191,7 +200,10 @@ class GraphFunction:
         from .state import apply_writebacks
 
         arrays = [_feed(kind, source, leaves) for kind, source in self.feeds]
-        if self._compiled is not None:
+        saved = None
+        if self.autograd is not None:
+            results, saved = self.autograd.run_forward(arrays)
+        elif self._compiled is not None:
             results = self._compiled(*arrays)
         else:
             results = interpreter.run(self.graph, arrays, frees=self._frees)
@@ -200,6 +212,12 @@ class GraphFunction:
             fed = {id(a) for a in arrays}
             user = [r.copy() if r.base is not None or id(r) in fed else r for r in user]
         outs = [Tensor._wrap(r) for r in user]
+        if saved is not None:
+            from .aot import eager_sources
+
+            sources = eager_sources(self.feeds, leaves)
+            tensors = [sources[p] for p in self.autograd.wrt]
+            self.autograd.attach(outs, arrays, saved, tensors, sources)
         apply_writebacks(self.writebacks, extra, leaves, {id(a) for a in arrays})
         return None if self.out_spec is None else _unflatten(self.out_spec, iter(outs))
 
@@ -299,19 +317,41 @@ def capture_call(
     finally:
         builder.restore_optimizers()  # those found are restored again by the snapshot
         snapshot.restore()
-    builder.graph.set_outputs(user_values + extra)
-    feeds += [
-        ("grad_of", builder.grad_of[id(t)]) if id(t) in builder.grad_of else ("tensor", t)
+    graph = builder.graph
+    # every graph input's feed, in input order: arguments, captured tensors, cotangents
+    by_value = {id(v): ("tensor", t) for t in builder.captured if (v := builder.input_value(t))}
+    by_value.update(
+        (id(builder.input_value(t)), ("grad_of", owner))
         for t in builder.captured
-    ]
+        if (owner := builder.grad_of.get(id(t))) is not None
+    )
+    arg_feeds = iter(feeds)
+    feeds = [by_value[id(v)] if id(v) in by_value else next(arg_feeds) for v in graph.inputs]
+    autograd_plan = None
+    if builder.backward_start is None and _reg.is_grad_enabled():
+        from .aot import AutogradPlan, add_backward, differentiable_inputs
+
+        wrt = differentiable_inputs(graph, feeds, leaves)
+        recorded = add_backward(builder, user_values, wrt) if wrt else None
+        if recorded is not None:
+            start, cotangent_values, grads = recorded
+            cotangent_positions = [graph.inputs.index(c) for c in cotangent_values]
+            feeds += [("cotangent", k) for k in range(len(cotangent_values))]
+            graph.set_outputs(user_values + extra + grads)
+            autograd_plan = AutogradPlan(
+                graph, start, len(user_values) + len(extra), cotangent_positions, wrt, executor
+            )
+    if autograd_plan is None:
+        graph.set_outputs(user_values + extra)
     return GraphFunction(
-        builder.graph,
+        graph,
         feeds,
         out_spec,
         len(user_values),
         writebacks,
-        builder.backward_start,
+        builder.backward_start if autograd_plan is None else None,
         executor,
+        autograd_plan,
     )
 
 

@@ -1,0 +1,191 @@
+"""Eager gradients through a compiled graph (AOT autograd).
+
+A compiled function called with gradients enabled, whose outputs depend on tensors that require
+grad (a model's parameters, an argument with ``requires_grad``), must give outputs that eager
+``backward()`` can differentiate, as ``torch.compile`` does. At trace time `add_backward`
+records, after the function's own nodes, the backward pass of its floating outputs with respect
+to those tensors (the registry's VJPs, via transforms/grad.py), fed by one cotangent input per
+output. The joint graph is then split where the backward begins (transforms/partition.py):
+
+* each call runs only the **forward** graph, which also returns the activations the backward
+  needs, and gives its floating outputs one tape node whose inputs are the differentiable
+  tensors;
+* when eager autograd reaches that node, its VJP applies a one-off op whose kernel runs the
+  **backward** graph on the saved activations and the cotangents.
+
+That backward op has no VJP of its own: a second derivative through a compiled function raises
+the usual "no VJP" error instead of silently returning a wrong one. A tensor the backward reads
+that was modified in place between the call and ``backward()`` raises too, as in eager.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import AutogradError
+from ..ops._registry import Cost, OpDef, TensorType, apply
+from ..runtime import interpreter
+from ..runtime.codegen import compile_graph
+from .symbolic import SymbolicTensor
+
+__all__ = ["add_backward", "AutogradPlan"]
+
+
+def differentiable_inputs(graph, feeds, leaves) -> list[int]:
+    """Positions of the graph inputs that are tensors requiring grad (captured or arguments)."""
+    positions = []
+    for position, (kind, source) in enumerate(feeds):
+        tensor = leaves[source] if kind == "arg" else source if kind == "tensor" else None
+        if (
+            tensor is not None
+            and tensor.requires_grad
+            and graph.inputs[position].type.dtype.is_floating_point
+        ):
+            positions.append(position)
+    return positions
+
+
+def add_backward(builder, user_values, wrt_positions) -> tuple[int, list, list] | None:
+    """Record the backward pass of the floating ``user_values`` with respect to the graph inputs
+    at ``wrt_positions``. Returns (backward_start, cotangent input values, gradient values), or
+    None when no output depends on those inputs."""
+    from ..transforms.grad import backward_graph_values
+
+    graph = builder.graph
+    floating = [v for v in user_values if v.type.dtype.is_floating_point]
+    wrt = [graph.inputs[p] for p in wrt_positions]
+    reached = set()
+    for v in floating:
+        reached |= builder._ancestors(v)
+    if not floating or not any(id(w) in reached for w in wrt):
+        return None
+    start = len(graph.nodes)
+    cotangents = [builder.input(v.type, f"grad_{v.name}") for v in floating]
+    grads = backward_graph_values(
+        builder,
+        [SymbolicTensor(v, builder) for v in floating],
+        [SymbolicTensor(w, builder) for w in wrt],
+        cotangents,
+        builder.no_grad_values,
+    )
+    return start, [c.value for c in cotangents], [builder.value_of(g) for g in grads]
+
+
+class AutogradPlan:
+    """The forward and backward graphs of a joint graph, and how to feed them (see the module
+    docstring). ``n_forward_outputs``: how many joint outputs the forward produces (the user's
+    outputs and the writebacks); ``cotangents``: the joint input positions of the cotangents,
+    in the order of the floating user outputs; ``wrt``: the joint input positions
+    differentiated, in the order of the backward graph's outputs."""
+
+    def __init__(self, joint, backward_start, n_forward_outputs, cotangents, wrt, executor):
+        from ..transforms.partition import partition
+
+        self.forward, self.backward = partition(joint, backward_start)
+        position = {v.name: i for i, v in enumerate(joint.inputs)}
+        self.forward_inputs = [position[v.name] for v in self.forward.inputs]
+        self.n_forward_outputs = n_forward_outputs
+        self.n_saved = len(self.forward.outputs) - n_forward_outputs
+        self.backward_inputs = [position[v.name] for v in self.backward.inputs[self.n_saved :]]
+        self.cotangents = {p: k for k, p in enumerate(cotangents)}
+        self.wrt = wrt
+        self.wrt_types = [joint.inputs[p].type for p in wrt]
+        codegen = executor == "codegen"
+        self._run_forward = (
+            compile_graph(self.forward) if codegen else self._interpret(self.forward)
+        )
+        self._run_backward = (
+            compile_graph(self.backward) if codegen else self._interpret(self.backward)
+        )
+        self.op = OpDef(
+            name="compiled_function",
+            kind="control",
+            infer=None,
+            kernel=None,
+            vjp=self._vjp,
+            cost=lambda *a: Cost(0, 0),
+            save_inputs=(),
+            doc="a call of a compiled function whose backward is its AOT backward graph",
+        )
+        self.backward_op = OpDef(
+            name="compiled_function_backward",
+            kind="control",
+            infer=self._backward_infer,
+            kernel=self._backward_kernel,
+            vjp=None,
+            cost=lambda *a: Cost(0, 0),
+            num_outputs=len(wrt),
+            doc="the AOT backward graph of a compiled function",
+        )
+
+    @staticmethod
+    def _interpret(graph):
+        frees = interpreter.last_uses(graph)
+        return lambda *arrays: interpreter.run(graph, list(arrays), frees=frees)
+
+    def run_forward(self, arrays: list) -> tuple[list, list]:
+        """(the joint graph's forward-produced outputs, the saved activations)."""
+        results = self._run_forward(*[arrays[p] for p in self.forward_inputs])
+        return results[: self.n_forward_outputs], results[self.n_forward_outputs :]
+
+    def attach(self, outputs, arrays, saved, tensors, sources) -> None:
+        """Give the floating ``outputs`` (eager tensors) one tape node over ``tensors`` (the
+        eager tensors at the ``wrt`` positions), keeping what the backward will read and the
+        versions of the tensors it reads (``sources``: joint input position -> eager tensor)."""
+        from ..autograd import Node
+
+        floating = [t for t in outputs if t.dtype.is_floating_point]
+        feeds = {p: arrays[p] for p in self.backward_inputs if p not in self.cotangents}
+        versions = [(sources[p], sources[p]._vc[0]) for p in feeds if p in sources]
+        attrs = {"saved": saved, "feeds": feeds, "versions": versions, "tensors": tensors}
+        node = Node(
+            self.op, attrs, tensors, floating, [TensorType(t.shape, t.dtype) for t in floating]
+        )
+        for i, t in enumerate(floating):
+            t.grad_fn = node
+            t._output_nr = i
+            t._requires_grad = True
+
+    def _vjp(self, ctx, *cotangents):
+        for tensor, version in ctx.attrs["versions"]:
+            if tensor._vc[0] != version:
+                raise AutogradError(
+                    f"a tensor of shape {tuple(tensor.shape)} that the compiled function read "
+                    f"was modified in place (version {version} -> {tensor._vc[0]}) before "
+                    "backward(); its gradient would use the new values",
+                    op="backward",
+                )
+        # the differentiated tensors are inputs too (their arrays are unused): a create_graph
+        # backward then links the gradients to them, so differentiating again reaches this
+        # op's missing VJP and says so, instead of treating the gradients as constants
+        grads = apply(
+            self.backward_op,
+            *cotangents,
+            *ctx.attrs["tensors"],
+            saved=ctx.attrs["saved"],
+            feeds=ctx.attrs["feeds"],
+        )
+        return grads if isinstance(grads, tuple) else (grads,)
+
+    def _backward_infer(self, *operands, saved, feeds):
+        return tuple(self.wrt_types) if len(self.wrt_types) != 1 else self.wrt_types[0]
+
+    def _backward_kernel(self, *operands, saved, feeds):
+        cotangents = operands[: len(self.cotangents)]
+        arrays = list(saved)
+        for p in self.backward_inputs:
+            arrays.append(cotangents[self.cotangents[p]] if p in self.cotangents else feeds[p])
+        results = [np.asarray(r) for r in self._run_backward(*arrays)]
+        return results[0] if len(results) == 1 else tuple(results)
+
+
+def eager_sources(feeds: list, leaves: list) -> dict:
+    """Joint input position -> the eager tensor fed there in this call (arguments and
+    captured tensors)."""
+    sources = {}
+    for p, (kind, source) in enumerate(feeds):
+        if kind == "arg":
+            sources[p] = leaves[source]
+        elif kind == "tensor":
+            sources[p] = source
+    return sources
