@@ -472,3 +472,8 @@ def _fits(shape: tuple, target: tuple) -> bool:
     if len(shape) > len(target):
         return False
     return all(s == t or s == 1 for s, t in zip(shape[::-1], target[::-1]))
+
+
+# The ``grad`` slot itself: code that must read a gradient without being seen by
+# ``watching_grad_reads`` (capture/state.py) reads it through this descriptor.
+GRAD_SLOT = Tensor.__dict__["grad"]

@@ -155,6 +155,35 @@ def test_gradients_accumulate_across_calls_without_zero_grad():
     _compare_models(eager, model)
 
 
+def test_gradient_presence_retraces_only_graphs_that_read_gradients():
+    model = nn.Linear(3, 2)
+    forward = ember.function(lambda x: model(x).sum())
+    accumulate = ember.function(lambda x: (model(x) ** 2).sum().backward())
+    x = ember.randn(4, 3)
+    for _ in range(3):
+        forward(x)
+        accumulate(x)  # the first call creates .grad; later calls add to it
+    assert (forward.stats.traces, forward.stats.hits) == (1, 2)
+    assert (accumulate.stats.traces, accumulate.stats.hits) == (2, 1)
+    assert "weight: has a .grad changed from no to yes" in accumulate.stats.retrace_reasons[0]
+
+
+def test_an_argument_gradient_is_fed_only_to_graphs_that_accumulate_onto_it():
+    def backward_only(x):
+        (x**3).sum().backward()
+
+    f, g = ember.function(backward_only), ember.function(lambda x: x * 2)
+    x = ember.randn(5, dtype=ember.float64).requires_grad_()
+    for _ in range(3):
+        f(x)
+    np.testing.assert_allclose(x.grad.numpy(), 9 * x.numpy() ** 2, rtol=1e-12)
+    assert "argument x: has a .grad" in f.stats.retrace_reasons[0]
+    fresh = ember.randn(5, dtype=ember.float64).requires_grad_()
+    np.testing.assert_array_equal(g(x).numpy(), 2 * x.numpy())  # traced with x.grad set
+    np.testing.assert_array_equal(g(fresh).numpy(), 2 * fresh.numpy())  # no .grad: same graph
+    assert g.stats.traces == 1 and not any(k == "arg_grad" for k, _ in g._last_entry.feeds)
+
+
 def test_batch_norm_running_statistics_and_modes():
     ember.manual_seed(0)
     eager = nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6), nn.ReLU())
@@ -483,7 +512,8 @@ def test_eager_backward_through_a_compiled_model_equals_eager(case, executor):
         (out**2).sum().backward()
     _compare_models(eager, model)
     _assert_close(x_compiled.grad.numpy(), x_eager.grad.numpy(), "input gradient")
-    assert compiled.stats.traces <= 2  # the .grad state changes once
+    # the graph reads no .grad (the tape does the accumulating), so new gradients do not retrace
+    assert compiled.stats.traces == 1 and compiled.stats.hits == 1
     assert set(compiled.graphs) == {"joint", "forward", "backward"}
 
 

@@ -29,7 +29,7 @@ from ..graph.ir import Graph
 from ..ops import _registry as _reg
 from ..ops._registry import TensorType
 from ..ops._util import fit_inplace_result
-from ..tensor import Tensor
+from ..tensor import GRAD_SLOT, Tensor
 from .symbolic import SymbolicTensor
 
 
@@ -79,7 +79,7 @@ class GraphBuilder(_reg.Mode):
             value = self.graph.add_input(TensorType(tensor.shape, tensor.dtype), name)
             self._captured_values[id(tensor)] = value
             self._current[id(tensor)] = value
-            self.capture_grads[id(tensor)] = tensor.grad
+            self.capture_grads[id(tensor)] = GRAD_SLOT.__get__(tensor, Tensor)
             self.captured.append(tensor)
         return value
 

@@ -5,8 +5,9 @@ The tf.function / torch.compile of ember. Calling a `Function`:
 1. builds the call's key (capture/signature.py): tensor arguments by shape, dtype and
    requires_grad (or by the `TensorSpec` of ``input_signature``, whose ``None`` dimensions make
    the graph work for every size there), Python arguments by value, and the state the function
-   reaches (capture/state.py: module training flags, which parameters have a gradient, the
-   optimizer's buffers and hyper-parameters);
+   reaches (capture/state.py: module training flags, the optimizer's buffers and
+   hyper-parameters, and which parameters have a gradient, though only for graphs that read a
+   gradient or run backward: a forward pass is cached once whatever the gradients are);
 2. on a new key, traces the function with a `GraphBuilder`: eager state is captured as graph
    inputs, in-place updates (``optimizer.step()``) and ``loss.backward()`` are recorded into
    the graph, and what the trace changed in Python (``.grad``, ``optimizer.state``) is turned
@@ -36,7 +37,7 @@ from ..errors import EmberError
 from ..graph.ir import Graph
 from ..tensor import Tensor
 from .signature import CallKey, TensorSpec, explain, tensor_component
-from .state import discover, state_signature
+from .state import discover, grad_signature, state_signature
 from .trace import EXECUTORS, GraphFunction, _parameter_names, capture_call, split_args
 
 __all__ = ["Function", "FunctionStats", "function", "RETRACE_WARNING"]
@@ -119,12 +120,15 @@ class Function:
             # called while another graph is being built: inline the function into that graph
             return self.fn(*args, **kwargs)
         reach = discover(self.fn, args, kwargs, self._arg_names)
-        key = self._key(leaves, names, structure, reach)
-        entry = self._cache.get(key)
+        base = self._key(leaves, names, structure, reach)
+        grad_labels, grad_values = grad_signature(reach, leaves, names)
+        key = CallKey(list(base.labels) + grad_labels, list(base.values) + grad_values)
+        # a graph that reads no gradient is cached under the key without them (`base`)
+        entry = self._cache.get(base) or self._cache.get(key)
         if entry is None:
             reason = explain(key, self._last_key)
             entry = self._trace(args, kwargs, leaves, names, reach)
-            self._cache[key] = entry
+            self._cache[key if entry.reads_grads else base] = entry
             self.stats.traces += 1
             if self.stats.traces > 1:
                 self.stats.retrace_reasons.append(reason)

@@ -106,7 +106,9 @@ def python_component(value):
 
 
 def _describe_change(label: str, old, new) -> str:
-    if old[0] == "tensor" and new[0] == "tensor":
+    if isinstance(old, bool) and isinstance(new, bool):  # a yes/no component ("has a .grad")
+        return f"{label} changed from {'yes' if old else 'no'} to {'yes' if new else 'no'}"
+    if isinstance(old, tuple) and isinstance(new, tuple) and old[0] == new[0] == "tensor":
         (_, old_shape, old_dtype, old_rg), (_, new_shape, new_dtype, new_rg) = old, new
         if old_dtype != new_dtype:
             return f"{label}: dtype changed from {old_dtype} to {new_dtype}"

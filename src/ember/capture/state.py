@@ -23,6 +23,7 @@ This module owns three things about that state:
 
 from __future__ import annotations
 
+import contextlib
 import types
 from dataclasses import dataclass
 
@@ -31,7 +32,7 @@ import numpy as np
 from ..errors import EmberError
 from ..nn.module import Module
 from ..optim.optimizer import Optimizer
-from ..tensor import Tensor
+from ..tensor import GRAD_SLOT, Tensor
 from .symbolic import SymbolicTensor
 
 __all__ = [
@@ -40,7 +41,9 @@ __all__ = [
     "Writeback",
     "apply_writebacks",
     "discover",
+    "grad_signature",
     "plan_writebacks",
+    "watching_grad_reads",
     "state_signature",
 ]
 
@@ -175,9 +178,42 @@ def state_signature(reach: Reachable) -> tuple[list, list]:
             )
         )
     for name, t in reach.named_tensors():
-        labels.append(f"{name} (object, shape, dtype, requires_grad, has .grad)")
-        values.append((id(t), t.shape, t.dtype.name, t._requires_grad, t.grad is not None))
+        labels.append(f"{name} (object, shape, dtype, requires_grad)")
+        values.append((id(t), t.shape, t.dtype.name, t._requires_grad))
     return labels, values
+
+
+def grad_signature(reach: Reachable, leaves=(), names=()) -> tuple[list, list]:
+    """(labels, values): which of the state's tensors and of the tensor arguments ``leaves``
+    (named ``names``) that require grad have a ``.grad``. Part of the key only for traces that
+    read a ``.grad`` or ran backward (see `watching_grad_reads`): a forward pass does not."""
+    labels, values = [], []
+    for name, t in reach.named_tensors():
+        labels.append(f"{name}: has a .grad")
+        values.append(GRAD_SLOT.__get__(t, Tensor) is not None)
+    for name, t in zip(names, leaves):
+        if t.requires_grad:
+            labels.append(f"argument {name}: has a .grad")
+            values.append(GRAD_SLOT.__get__(t, Tensor) is not None)
+    return labels, values
+
+
+@contextlib.contextmanager
+def watching_grad_reads():
+    """Within the block, note whether any tensor's ``.grad`` is read (yields a one-element list
+    set to True on the first read). A trace that never reads a gradient (a forward pass) gives
+    the same graph whatever the gradients are, so its cache entry ignores them."""
+    seen = [False]
+
+    def read(tensor):
+        seen[0] = True
+        return GRAD_SLOT.__get__(tensor, Tensor)
+
+    Tensor.grad = property(read, GRAD_SLOT.__set__)
+    try:
+        yield seen
+    finally:
+        Tensor.grad = GRAD_SLOT
 
 
 class Snapshot:
@@ -222,10 +258,12 @@ class Writeback:
         return self.kind in ("data", "grad", "arg_grad", "state")
 
 
-def plan_writebacks(builder, snapshot: Snapshot, reach: Reachable, grad_args: list):
+def plan_writebacks(
+    builder, snapshot: Snapshot, reach: Reachable, grad_args: list, entry_arg_grads: dict
+):
     """After a trace: the `Writeback`s and the graph values they read (one per output-taking
     writeback). ``grad_args`` lists (leaf index, symbolic argument) of arguments that require
-    grad."""
+    grad; ``entry_arg_grads`` maps a leaf index to the argument's .grad when the trace began."""
     plan, values = [], []
     new_entries: set[int] = set()  # tensors that became optimizer state during the trace
     for _, opt in reach.optimizers:
@@ -259,7 +297,7 @@ def plan_writebacks(builder, snapshot: Snapshot, reach: Reachable, grad_args: li
             plan.append(Writeback("grad", t))
             values.append(builder.value_of(final))
     for index, arg in grad_args:
-        if arg.grad is not None:
+        if arg.grad is not None and arg.grad is not entry_arg_grads.get(index):
             plan.append(Writeback("arg_grad", value=index))
             values.append(builder.value_of(arg.grad))
     plan.sort(key=lambda w: not w.takes_output)  # output-taking ones first, order kept

@@ -141,7 +141,16 @@ class GraphFunction:
     module docstring). ``captured`` lists the eager tensors fed as extra inputs."""
 
     def __init__(
-        self, graph, feeds, out_spec, n_user, writebacks, backward_start, executor, autograd=None
+        self,
+        graph,
+        feeds,
+        out_spec,
+        n_user,
+        writebacks,
+        backward_start,
+        executor,
+        autograd=None,
+        reads_grads=True,
     ):
         if executor not in EXECUTORS:
             raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
@@ -159,6 +168,9 @@ class GraphFunction:
         self._compiled = compile_graph(graph, self._inplace()) if codegen else None
         self._frees = None if self._compiled else interpreter.last_uses(graph)
         self._graphs = None
+        # whether the trace read a .grad or ran backward: if not, the graph does not depend on
+        # which tensors have gradients, and ember.function caches it regardless of them
+        self.reads_grads = reads_grads
         self._state_guard = None  # (reachable state, its key when traced): set by `trace`
         self._writes_data = any(w.kind == "data" for w in writebacks)
 
@@ -257,17 +269,16 @@ class GraphFunction:
         leaves = [t if isinstance(t, Tensor) else Tensor(t) for t in leaves]
         self.check(leaves)
         if self._state_guard is not None:
-            self._check_state()
+            self._check_state(leaves)
         return self.run(leaves)
 
-    def _check_state(self) -> None:
+    def _check_state(self, leaves) -> None:
         """A trace baked in Python facts about the state it read (which tensors had a .grad,
         which optimizer buffers existed, training flags); refuse to run once they changed."""
-        from .signature import CallKey, explain
-        from .state import state_signature
+        from .signature import explain
 
-        reach, traced = self._state_guard
-        now = CallKey(*state_signature(reach))
+        reach, names, traced = self._state_guard
+        now = _guard_key(reach, leaves, names, self.reads_grads)
         if now != traced:
             raise TraceError(
                 f"{self.graph.name} was traced when its state was different ("
@@ -288,7 +299,7 @@ def capture_call(
     ``ember.function``). ``leaves``/``names``: the tensor arguments and their names (from
     `split_args`); ``reach``: the state found by ``state.discover``; ``specs``: a `TensorSpec`
     per leaf (None dimensions become symbolic sizes) or None for the leaves' own types."""
-    from .state import Snapshot, check_found, plan_writebacks
+    from .state import Snapshot, check_found, plan_writebacks, watching_grad_reads
 
     graph_name = name or getattr(fn, "__name__", None) or type(fn).__name__
     builder = GraphBuilder(Graph(graph_name if graph_name.isidentifier() else "graph"))
@@ -305,19 +316,27 @@ def capture_call(
                 feeds.append(("arg_grad", i))
         symbolic.append(s)
     call_args, call_kwargs = _rebuild(args, kwargs, iter(symbolic))
+    entry_arg_grads = {i: s.grad for i, s in grad_args}
     snapshot = Snapshot(reach)
     try:
-        with builder:
+        with watching_grad_reads() as grads_read, builder:
             out = fn(*call_args, **call_kwargs)
+        # a graph that neither ran backward nor read a .grad is the same whatever the gradients
+        reads_grads = grads_read[0] or builder.backward_start is not None
         out_leaves: list = []
         out_spec = None if out is None else _flatten(out, out_leaves)
         user_values = [builder.value_of(t) for t in out_leaves]
         check_found(builder, reach, graph_name)
-        writebacks, extra = plan_writebacks(builder, snapshot, reach, grad_args)
+        writebacks, extra = plan_writebacks(builder, snapshot, reach, grad_args, entry_arg_grads)
     finally:
         builder.restore_optimizers()  # those found are restored again by the snapshot
         snapshot.restore()
     graph = builder.graph
+    for i, entry in entry_arg_grads.items():  # an argument's .grad nothing accumulated onto
+        unused = entry is not None and not entry.value.users
+        if unused and not any(entry.value is v for v in user_values + extra):
+            graph.erase_node(entry.value.node)
+            feeds.remove(("arg_grad", i))
     # every graph input's feed, in input order: arguments, captured tensors, cotangents
     by_value = {id(v): ("tensor", t) for t in builder.captured if (v := builder.input_value(t))}
     by_value.update(
@@ -352,6 +371,7 @@ def capture_call(
         builder.backward_start if autograd_plan is None else None,
         executor,
         autograd_plan,
+        reads_grads,
     )
 
 
@@ -362,15 +382,13 @@ def trace(fn, *example_inputs, name: str | None = None, executor: str = "codegen
     Tensor arguments become graph inputs with their exact shapes and dtypes; other arguments are
     baked in as the Python values they are (call the result with the tensor arguments only).
     """
-    from .signature import CallKey
-    from .state import discover, state_signature
+    from .state import discover
 
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
     arg_names = _parameter_names(fn)
     leaves, names, _ = split_args(example_inputs, {}, arg_names)
     reach = discover(fn, example_inputs, {}, arg_names)
-    guard_key = CallKey(*state_signature(reach))
     traced = capture_call(
         fn,
         example_inputs,
@@ -382,8 +400,20 @@ def trace(fn, *example_inputs, name: str | None = None, executor: str = "codegen
         name=name,
     )
     if traced.writebacks or reach.optimizers:  # a function with state: guard what it baked in
-        traced._state_guard = (reach, guard_key)
+        # the state as it was: capture_call put back everything the trace changed
+        traced._state_guard = (reach, names, _guard_key(reach, leaves, names, traced.reads_grads))
     return traced
+
+
+def _guard_key(reach, leaves, names, reads_grads: bool):
+    from .signature import CallKey
+    from .state import grad_signature, state_signature
+
+    labels, values = state_signature(reach)
+    if reads_grads:
+        grad_labels, grad_values = grad_signature(reach, leaves, names)
+        labels, values = labels + grad_labels, values + grad_values
+    return CallKey(labels, values)
 
 
 __all__ = ["GraphFunction", "SymbolicTensor", "capture_call", "split_args", "trace"]
