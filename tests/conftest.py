@@ -9,11 +9,20 @@ left out: running them twice would advance the generators twice.
 import numpy as np
 import pytest
 
+from ember.graph import Graph
 from ember.runtime import codegen, interpreter
 
 
 def _draws_random_numbers(graph) -> bool:
-    return any(n.kind == "call" and n.op.kind == "random" for n in graph.nodes)
+    # a cond branch or loop body (a graph-valued attribute) may draw too
+    return any(
+        n.kind == "call"
+        and (
+            n.op.kind == "random"
+            or any(isinstance(a, Graph) and _draws_random_numbers(a) for a in n.attrs.values())
+        )
+        for n in graph.nodes
+    )
 
 
 @pytest.fixture(autouse=True)

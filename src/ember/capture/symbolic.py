@@ -17,8 +17,9 @@ from ..errors import TraceError
 from ..ops._registry import TensorBase
 
 _HINT = (
-    "; use ember.where for a data-dependent choice of values (ember.cond / ember.script for "
-    "control flow are coming), or compute this outside the traced function"
+    "; use ember.where for a data-dependent choice of values, ember.cond / ember.while_loop / "
+    "ember.fori_loop / ember.scan for data-dependent control flow, or compute this outside the "
+    "traced function"
 )
 
 

@@ -8,6 +8,13 @@
 
 Types print as a short dtype name and the shape (symbolic sizes by name); attributes follow the
 inputs as ``key=value``; constants print their value when small and their shape otherwise.
+A graph held in an attribute (a cond branch, a loop body) is named on the node's line and
+printed in full, indented, under it:
+
+    %2: f32[3] = cond(%1, %x, true_branch=<graph true_branch>, false_branch=<graph ...>)
+      true_branch(%operand0: f32[3]) {
+        ...
+      }
 """
 
 from __future__ import annotations
@@ -45,6 +52,8 @@ def format_attr(value) -> str:
         return f"({inner},)" if isinstance(value, tuple) and len(value) == 1 else f"({inner})"
     if isinstance(value, (int, str, bool)) or value is None:
         return repr(value)
+    if _is_graph(value):
+        return f"<graph {value.name}>"
     return f"<{type(value).__name__}>"
 
 
@@ -63,12 +72,21 @@ def format_node(node) -> str:
     return f"{outs} = {node.target}({', '.join(args)})"
 
 
-def format_graph(graph) -> str:
+def _is_graph(value) -> bool:
+    from .ir import Graph  # ir imports this module lazily; this one must do the same
+
+    return isinstance(value, Graph)
+
+
+def format_graph(graph, indent: str = "", keyword: str = "graph ") -> str:
     params = ", ".join(f"%{v.name}: {format_type(v.type)}" for v in graph.inputs)
-    lines = [f"graph {graph.name}({params}) {{"]
+    lines = [f"{indent}{keyword}{graph.name}({params}) {{"]
     for node in graph.nodes:
         if node.kind != "input":
-            lines.append("  " + format_node(node))
-    lines.append(f"  return ({', '.join('%' + v.name for v in graph.outputs)})")
-    lines.append("}")
+            lines.append(f"{indent}  " + format_node(node))
+            for value in node.attrs.values():
+                if _is_graph(value):
+                    lines.append(format_graph(value, indent + "    ", keyword=""))
+    lines.append(f"{indent}  return ({', '.join('%' + v.name for v in graph.outputs)})")
+    lines.append(f"{indent}}}")
     return "\n".join(lines)

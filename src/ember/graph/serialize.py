@@ -10,12 +10,13 @@ constants, named by their values; its ``__metadata__`` holds
   value name, and the states of the random generators the nodes hold.
 
 Attributes are stored as ``{"t": tag, "v": payload}`` with an explicit tag for every value
-(``none bool int float str tuple list dtype sym generator npscalar``), so tuples stay tuples,
+(``none bool int float str tuple list dtype sym generator npscalar graph``), so tuples stay tuples,
 DTypes and SymDims come back as themselves, and non-finite floats survive. Generators are kept
 in one table and referenced by index, so nodes sharing a generator still share one after
 loading; each comes back in the state it had when saved. ``ember.default_generator`` is stored
 as a reference and loads as the loading process's default generator (its state is not
-overwritten by loading a file).
+overwritten by loading a file). A graph-valued attribute (a cond branch, a loop body) is stored
+nested, as the same structure; its constants are tensors named ``<node>.<attribute>/<value>``.
 
 Loading rebuilds the graph through the Graph API (``add_input`` / ``add_constant`` /
 ``add_call`` with the stored output types), restores every value name exactly (so
@@ -57,17 +58,11 @@ def save_graph(graph: Graph, path: str | os.PathLike) -> None:
     path = os.fspath(path)
     graph.verify()
     generators: list = []
-    nodes = [_encode_node(node, generators, path) for node in graph.nodes]
-    structure = {
-        "name": graph.name,
-        "nodes": nodes,
-        "inputs": [v.name for v in graph.inputs],
-        "outputs": [v.name for v in graph.outputs],
-        "generators": [
-            {"default": g is _random.default_generator, "state": g.get_state()} for g in generators
-        ],
-    }
-    arrays = {n.name: graph.constants[n.name] for n in graph.nodes if n.kind == "constant"}
+    arrays: dict = {}
+    structure = _encode_graph(graph, generators, arrays, "", path)
+    structure["generators"] = [
+        {"default": g is _random.default_generator, "state": g.get_state()} for g in generators
+    ]
     metadata = {
         FORMAT_KEY: FORMAT_VERSION,
         "graph": json.dumps(structure, allow_nan=False, separators=(",", ":")),
@@ -78,15 +73,34 @@ def save_graph(graph: Graph, path: str | os.PathLike) -> None:
         raise GraphFileError(exc.detail, op="save_graph") from exc
 
 
-def _encode_node(node, generators: list, path: str) -> dict:
+def _encode_graph(graph: Graph, generators: list, arrays: dict, prefix: str, path: str) -> dict:
+    """The JSON structure of ``graph``; its constants go into ``arrays`` under ``prefix`` +
+    their value names (a subgraph's prefix is its node's value name, attribute and a slash,
+    which no value name contains, so names never clash)."""
+    for n in graph.nodes:
+        if n.kind == "constant":
+            arrays[prefix + n.name] = graph.constants[n.name]
+    return {
+        "name": graph.name,
+        "nodes": [_encode_node(n, generators, arrays, prefix, path) for n in graph.nodes],
+        "inputs": [v.name for v in graph.inputs],
+        "outputs": [v.name for v in graph.outputs],
+    }
+
+
+def _encode_node(node, generators: list, arrays: dict, prefix: str, path: str) -> dict:
     record = {"kind": node.kind}
     if node.kind == "call":
         record["op"] = node.op.name
     record["inputs"] = [v.name for v in node.inputs]
     where = f"{path}: node %{node.name} ({node.target})"
-    record["attrs"] = [
-        [k, _encode_attr(v, generators, f"{where} attribute {k!r}")] for k, v in node.attrs.items()
-    ]
+    record["attrs"] = []
+    for k, v in node.attrs.items():
+        if isinstance(v, Graph):  # a cond branch, a loop body: nested, with its constants
+            sub = _encode_graph(v, generators, arrays, f"{prefix}{node.name}.{k}/", path)
+            record["attrs"].append([k, {"t": "graph", "v": sub}])
+        else:
+            record["attrs"].append([k, _encode_attr(v, generators, f"{where} attribute {k!r}")])
     record["outputs"] = [{"name": v.name, "type": _encode_type(v.type)} for v in node.outputs]
     return record
 
@@ -179,9 +193,10 @@ def _bad(path: str, message: str) -> GraphFileError:
 class _Loader:
     """Rebuilds one graph from its JSON structure, checking every field as it goes."""
 
-    def __init__(self, path: str, arrays: dict):
+    def __init__(self, path: str, arrays: dict, prefix: str = ""):
         self.path = path
-        self.arrays = arrays
+        self.arrays = arrays  # shared with the loaders of subgraphs, which take theirs
+        self.prefix = prefix  # of this graph's constants' names in the file (see _encode_graph)
         self.graph: Graph | None = None
         self.values: dict[str, Value] = {}
         self.generators: list = []
@@ -200,13 +215,29 @@ class _Loader:
     def build(self, structure) -> Graph:
         if not isinstance(structure, dict):
             raise self.fail("the graph metadata is not a JSON object")
-        self.graph = Graph(self.field(structure, "name", str, "the graph"))
         records = self.field(structure, "generators", list, "the graph")
         self.generators = [self.generator(g, i) for i, g in enumerate(records)]
-        for position, record in enumerate(self.field(structure, "nodes", list, "the graph")):
-            self.node(record, f"node {position}")
+        self.structure(structure)
         if self.arrays:
             raise self.fail(f"tensors {sorted(self.arrays)} belong to no constant node")
+        try:
+            return self.graph.verify()
+        except GraphError as exc:
+            raise self.fail(f"the stored graph does not verify: {exc.detail}") from exc
+
+    def subgraph(self, structure, prefix: str, where: str) -> Graph:
+        """A graph held in an attribute; verified with its node's graph."""
+        if not isinstance(structure, dict):
+            raise self.fail(f"{where}: a subgraph should be a JSON object")
+        loader = _Loader(self.path, self.arrays, prefix)
+        loader.generators = self.generators
+        return loader.structure(structure)
+
+    def structure(self, structure) -> Graph:
+        """Build the nodes, inputs and outputs of one graph (no verification)."""
+        self.graph = Graph(self.field(structure, "name", str, "the graph"))
+        for position, record in enumerate(self.field(structure, "nodes", list, "the graph")):
+            self.node(record, f"node {position}")
         names = self.field(structure, "inputs", list, "the graph")
         inputs = [self.ref(n, "graph input") for n in names]
         for v in inputs:
@@ -215,10 +246,7 @@ class _Loader:
         self.graph.inputs = inputs
         outputs = self.field(structure, "outputs", list, "the graph")
         self.graph.set_outputs([self.ref(n, "graph output") for n in outputs])
-        try:
-            return self.graph.verify()
-        except GraphError as exc:
-            raise self.fail(f"the stored graph does not verify: {exc.detail}") from exc
+        return self.graph
 
     def generator(self, record, index: int):
         where = f"generator {index}"
@@ -247,6 +275,10 @@ class _Loader:
         for item in self.field(record, "attrs", list, where):
             if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)):
                 raise self.fail(f"{where} has a malformed attribute entry {item!r}")
+            if isinstance(item[1], dict) and item[1].get("t") == "graph" and names:
+                prefix = f"{self.prefix}{names[0]}.{item[0]}/"
+                attrs[item[0]] = self.subgraph(item[1].get("v"), prefix, where)
+                continue
             attrs[item[0]] = self.attr(item[1], f"{where} attribute {item[0]!r}")
         if kind != "call" and (len(outputs) != 1 or inputs or attrs):
             raise self.fail(f"{where}: a {kind} node has one output, no inputs and no attributes")
@@ -254,7 +286,7 @@ class _Loader:
         if kind == "input":
             node = g.add_input(types[0], names[0]).node
         elif kind == "constant":
-            array = self.arrays.pop(names[0], None)
+            array = self.arrays.pop(self.prefix + names[0], None)
             if array is None:
                 raise self.fail(f"{where}: the file holds no tensor for this constant")
             if array.shape != types[0].shape or dt.from_numpy_dtype(array.dtype) != types[0].dtype:

@@ -5,7 +5,10 @@
 * ``users`` agree with the inputs;
 * every call node's output types equal what its op's rule infers from its input types (the rule
   also re-validates the attributes);
-* inputs, constants and outputs are consistent.
+* inputs, constants and outputs are consistent;
+* every graph held in an attribute (a cond branch, a loop body) verifies too; how it must fit
+  its node (both branches return the same types, a body keeps its carries' types) is the op's
+  shape rule, checked with the others.
 
 A failure raises `GraphError` naming the node and what is wrong.
 """
@@ -14,7 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .ir import GraphError
+from .ir import Graph, GraphError
 from .printer import format_node, format_type
 
 
@@ -38,6 +41,7 @@ def verify(graph) -> None:
                     )
                 )
         if node.kind == "call":
+            _check_subgraphs(node, where)
             _check_types(node, where)
         elif node.inputs:
             raise GraphError(f"{where}: a {node.kind} node takes no inputs")
@@ -52,6 +56,15 @@ def verify(graph) -> None:
     for v in graph.inputs:
         if v.node.kind != "input" or v.node not in graph.nodes:
             raise GraphError(f"graph input %{v.name} is not an input node of the graph")
+
+
+def _check_subgraphs(node, where: str) -> None:
+    for key, value in node.attrs.items():
+        if isinstance(value, Graph):
+            try:
+                verify(value)
+            except GraphError as exc:
+                raise GraphError(f"{where}: its {key} graph is malformed: {exc.detail}") from exc
 
 
 def _check_types(node, where: str) -> None:

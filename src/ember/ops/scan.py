@@ -1,0 +1,155 @@
+"""``scan(fn, init, xs)``: a loop over the leading axis of ``xs`` with a carry, whose body is a
+subgraph (the same machinery as ops/control.py).
+
+``fn(carry, x) -> (carry, y)``; the result is ``(final carry, ys)`` with the ``y``s stacked on a
+new leading axis (as ``jax.lax.scan``). Eagerly it is a Python loop (gradients by the tape);
+while a graph is built it is one ``scan`` node: inputs ``(*init, *xs, *lifted)``, attributes
+``body`` (a graph from ``(*carries, *x slices, *lifted)`` to ``(*carries, *ys)``),
+``num_carries`` and ``num_xs``; outputs the final carries, then the stacked ``ys``. No VJP yet
+(the reverse scan is future work): graph autodiff through a scan node raises AutogradError.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import EmberError, ShapeError
+from ._registry import OpDef, TensorType, apply, export, register
+from .control import (
+    _check_carries,
+    _check_operands,
+    _describe,
+    _fmt,
+    _mismatch,
+    _no_cost,
+    _same,
+    _tracing,
+)
+
+
+def _scan_infer(*operands, body, num_carries, num_xs):
+    carries = operands[:num_carries]
+    xs = operands[num_carries : num_carries + num_xs]
+    if not xs:
+        raise EmberError("scan needs at least one sequence in xs", op="scan")
+    length = xs[0].shape[0] if xs[0].shape else None
+    for i, x in enumerate(xs):
+        if not x.shape or x.shape[0] != length:
+            raise ShapeError(
+                f"every sequence in xs needs the same leading length; xs {i} has shape "
+                f"{tuple(x.shape)}, xs 0 has length {length}",
+                op="scan",
+            )
+    sliced = [*carries, *(TensorType(tuple(x.shape[1:]), x.dtype) for x in xs)]
+    _check_operands("scan", [*sliced, *operands[num_carries + num_xs :]], body, "body")
+    for i, (c, out) in enumerate(zip(carries, body.outputs)):
+        if not _same(c, out.type):
+            raise _mismatch(
+                "scan",
+                f"the body changes carry {i} (%{body.inputs[i].name}) from {_fmt(c)} to "
+                f"{_fmt(out.type)}; a scan body must keep its carries' shapes and dtypes",
+                c,
+                out.type,
+            )
+    ys = [TensorType((length, *v.type.shape), v.type.dtype) for v in body.outputs[num_carries:]]
+    return (*(TensorType(tuple(c.shape), c.dtype) for c in carries), *ys)
+
+
+def _scan_kernel(*arrays, body, num_carries, num_xs):
+    from ..capture.subgraph import fresh_results, run_subgraph
+
+    carries = list(arrays[:num_carries])
+    xs = arrays[num_carries : num_carries + num_xs]
+    extra = list(arrays[num_carries + num_xs :])
+    length = xs[0].shape[0]
+    steps = []
+    for t in range(length):
+        results = run_subgraph(body, carries + [x[t] for x in xs] + extra)
+        carries = results[:num_carries]
+        steps.append(results[num_carries:])
+    ys = []
+    for k, v in enumerate(body.outputs[num_carries:]):
+        if steps:
+            ys.append(np.stack([s[k] for s in steps]))
+        else:  # no steps: an empty stack of the body's output type
+            ys.append(np.empty((0, *v.type.shape), dtype=v.type.dtype.np))
+    return fresh_results([*carries, *ys], arrays)
+
+
+_SCAN = register(
+    OpDef(
+        name="scan",
+        kind="control",
+        infer=_scan_infer,
+        kernel=_scan_kernel,
+        vjp=None,
+        cost=_no_cost,
+        num_outputs=-1,
+        doc="scan(*init, *xs, *lifted; body, num_carries, num_xs): a loop over xs' first axis.",
+    )
+)
+
+
+@export
+def scan(fn, init, xs):
+    """``carry = init; for x in xs: carry, y = fn(carry, x)``; returns ``(carry, ys)`` with the
+    ``y``s stacked on a new first axis. ``init``, ``xs`` and ``y`` are tensors or tuple, list
+    and dict nests of them; every tensor in ``xs`` is sliced along its first axis (all of the
+    same length), and ``fn`` must keep the carry's structure, shapes and dtypes."""
+    if not _tracing():
+        return _eager_scan(fn, init, xs)
+    return staged_scan(fn, init, xs)
+
+
+def _eager_scan(fn, init, xs):
+    from ..capture.subgraph import flatten, type_of, unflatten
+    from .shape import stack
+
+    c_leaves, c_paths, c_spec = flatten(init, "scan carries")
+    c_types = [type_of(t) for t in c_leaves]
+    x_leaves, _, x_spec = flatten(xs, "scan sequences")
+    if not x_leaves:
+        raise EmberError("scan needs at least one sequence in xs", op="scan")
+    carry, ys, y_spec = init, [], None
+    for t in range(x_leaves[0].shape[0]):
+        carry, y = fn(carry, unflatten(x_spec, [x[t] for x in x_leaves]))
+        _check_carries(carry, c_spec, c_types, c_paths, op="scan")
+        y_leaves, _, y_spec = flatten(y, "scan outputs")
+        ys.append(y_leaves)
+    if y_spec is None:
+        # no steps: trace nothing, the outputs' structure is unknown without running fn
+        raise EmberError("an eager scan over zero steps cannot know fn's outputs", op="scan")
+    return carry, unflatten(y_spec, [stack([step[k] for step in ys]) for k in range(len(ys[0]))])
+
+
+def staged_scan(fn, init, xs):
+    """`scan` recorded as a node even when eager (see ops/control.py's docstring)."""
+    from ..capture.subgraph import flatten, trace_subgraph, type_of, unflatten, unify_lifted
+
+    c_leaves, _, c_spec = flatten(init, "scan carries")
+    x_leaves, _, x_spec = flatten(xs, "scan sequences")
+    if not x_leaves or any(not x.shape for x in x_leaves):
+        raise EmberError("scan needs sequences (tensors with a first axis) in xs", op="scan")
+    types = [type_of(t) for t in c_leaves]
+    types += [TensorType(tuple(x.shape[1:]), x.dtype) for x in x_leaves]
+    names = [f"carry{i}" for i in range(len(c_leaves))] + [f"x{i}" for i in range(len(x_leaves))]
+    n = len(c_leaves)
+    specs = {}
+
+    def body(*args):
+        carry, y = fn(unflatten(c_spec, args[:n]), unflatten(x_spec, args[n:]))
+        specs["y"] = flatten(y, "scan outputs")[2]
+        return (carry, y)
+
+    graph, _, spec, lifted = trace_subgraph(body, types, names, "body", "scan outputs")
+    if spec[1][0] != c_spec:
+        raise EmberError(
+            f"the body returns {_describe(spec[1][0])} but the carries are {_describe(c_spec)}; "
+            "a scan body must return its carries' structure",
+            op="scan",
+        )
+    extra = unify_lifted([(graph, lifted)], len(types))
+    outs = apply(
+        _SCAN, *c_leaves, *x_leaves, *extra, body=graph, num_carries=n, num_xs=len(x_leaves)
+    )
+    return unflatten(c_spec, outs[:n]), unflatten(specs["y"], outs[n:])
