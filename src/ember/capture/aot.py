@@ -78,7 +78,18 @@ class AutogradPlan:
     in the order of the floating user outputs; ``wrt``: the joint input positions
     differentiated, in the order of the backward graph's outputs."""
 
-    def __init__(self, joint, backward_start, n_forward_outputs, cotangents, wrt, executor):
+    def __init__(
+        self,
+        joint,
+        backward_start,
+        n_forward_outputs,
+        cotangents,
+        wrt,
+        executor,
+        *,
+        opt_level=0,
+        check=None,
+    ):
         from ..transforms.partition import partition
 
         self.forward, self.backward = partition(joint, backward_start)
@@ -90,6 +101,9 @@ class AutogradPlan:
         self.cotangents = {p: k for k, p in enumerate(cotangents)}
         self.wrt = wrt
         self.wrt_types = [joint.inputs[p].type for p in wrt]
+        self.pass_stats = []
+        if opt_level:
+            self._optimize(opt_level, check)
         codegen = executor == "codegen"
         self._run_forward = (
             compile_graph(self.forward) if codegen else self._interpret(self.forward)
@@ -117,6 +131,35 @@ class AutogradPlan:
             num_outputs=len(wrt),
             doc="the AOT backward graph of a compiled function",
         )
+
+    def _optimize(self, level, joint_arrays) -> None:
+        """Run the pass pipeline on the forward and the backward graph (their inputs and
+        outputs stay, so the feeding above holds). ``joint_arrays``: the joint graph's input
+        arrays (cotangents None) to check each pass on, or None; the backward is checked on the
+        forward's saved values and cotangents of ones."""
+        from ..transforms.pipeline import optimize
+
+        check = None
+        if joint_arrays is not None:
+            check = [joint_arrays[p] for p in self.forward_inputs]
+        self.forward, forward_stats = optimize(self.forward, level, check=check, label="forward")
+        if check is not None:
+            results = interpreter.run(self.forward, check)
+            outputs, saved = results[: self.n_forward_outputs], results[self.n_forward_outputs :]
+            # the k-th cotangent belongs to the k-th floating output (they come first)
+            floating = [
+                r for r, v in zip(outputs, self.forward.outputs) if v.dtype.is_floating_point
+            ]
+            check = list(saved)
+            for v, p in zip(self.backward.inputs[self.n_saved :], self.backward_inputs):
+                if p in self.cotangents:
+                    check.append(np.ones_like(floating[self.cotangents[p]], dtype=v.dtype.np))
+                else:
+                    check.append(joint_arrays[p])
+        self.backward, backward_stats = optimize(
+            self.backward, level, check=check, label="backward"
+        )
+        self.pass_stats = forward_stats + backward_stats
 
     @staticmethod
     def _interpret(graph):

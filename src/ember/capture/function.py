@@ -38,7 +38,14 @@ from ..graph.ir import Graph
 from ..tensor import Tensor
 from .signature import CallKey, TensorSpec, explain, tensor_component
 from .state import discover, grad_signature, state_signature
-from .trace import EXECUTORS, GraphFunction, _parameter_names, capture_call, split_args
+from .trace import (
+    DEFAULT_OPT_LEVEL,
+    EXECUTORS,
+    GraphFunction,
+    _parameter_names,
+    capture_call,
+    split_args,
+)
 
 __all__ = ["Function", "FunctionStats", "function", "RETRACE_WARNING"]
 
@@ -68,9 +75,22 @@ class FunctionStats:
 class Function:
     """A function (or nn.Module) compiled on demand; see the module docstring."""
 
-    def __init__(self, fn, input_signature=None, executor: str = "codegen", name=None):
+    def __init__(
+        self,
+        fn,
+        input_signature=None,
+        executor: str = "codegen",
+        name=None,
+        opt_level=DEFAULT_OPT_LEVEL,
+        verify: bool = False,
+    ):
+        from ..transforms.pipeline import passes_for
+
         if executor not in EXECUTORS:
             raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
+        passes_for(opt_level)  # an unknown level fails here, not at the first call
+        self.opt_level = opt_level
+        self.verify = verify
         if input_signature is not None:
             input_signature = list(input_signature)
             for spec in input_signature:
@@ -119,6 +139,18 @@ class Function:
         if any(not isinstance(t, Tensor) for t in leaves):
             # called while another graph is being built: inline the function into that graph
             return self.fn(*args, **kwargs)
+        entry = self._entry(args, kwargs, leaves, names, structure)
+        return entry.run(leaves)
+
+    def compile(self, *args, **kwargs) -> GraphFunction:
+        """Trace and compile for these arguments' signature without running; returns the
+        compiled program (``.graph``, ``.code``, ``.pass_stats``: nodes before and after and
+        the time of each optimization pass). A later call with that signature reuses it."""
+        leaves, names, structure = split_args(args, kwargs, self._arg_names)
+        leaves = [t if isinstance(t, Tensor) else Tensor(t) for t in leaves]
+        return self._entry(args, kwargs, leaves, names, structure)
+
+    def _entry(self, args, kwargs, leaves, names, structure) -> GraphFunction:
         reach = discover(self.fn, args, kwargs, self._arg_names)
         base = self._key(leaves, names, structure, reach)
         grad_labels, grad_values = grad_signature(reach, leaves, names)
@@ -136,7 +168,7 @@ class Function:
         else:
             self.stats.hits += 1
         self._last_key, self._last_entry = key, entry
-        return entry.run(leaves)
+        return entry
 
     def _maybe_warn(self) -> None:
         if self.stats.retraces > RETRACE_WARNING and not self._warned:
@@ -161,6 +193,8 @@ class Function:
             specs=self.input_signature,
             executor=self.executor,
             name=self.name,
+            opt_level=self.opt_level,
+            verify=self.verify,
         )
 
     # ------------------------------------------------------------------------------ views
@@ -191,9 +225,19 @@ class Function:
         return f"<ember.function {self.name} ({self.executor}, {self.stats.traces} traces)>"
 
 
-def function(fn=None, *, input_signature=None, executor: str = "codegen", name=None):
+def function(
+    fn=None,
+    *,
+    input_signature=None,
+    executor: str = "codegen",
+    name=None,
+    opt_level=DEFAULT_OPT_LEVEL,
+    verify: bool = False,
+):
     """Compile ``fn`` on demand: ``@ember.function`` or ``ember.function(fn, input_signature=
-    [ember.TensorSpec((None, 784))])``. See `Function`."""
+    [ember.TensorSpec((None, 784))])``. ``opt_level`` 0..3 (or "O0".."O3") picks the
+    optimization passes; ``verify=True`` checks each pass on the inputs of the call that traces
+    and names the first pass that changes the results. See `Function`."""
     if fn is None:
-        return lambda f: Function(f, input_signature, executor, name)
-    return Function(fn, input_signature, executor, name)
+        return lambda f: Function(f, input_signature, executor, name, opt_level, verify)
+    return Function(fn, input_signature, executor, name, opt_level, verify)

@@ -310,7 +310,10 @@ def apply_writebacks(plan: list, results: list, arg_leaves: list, fed: set) -> N
     into its tensor's memory needs nothing; a new array the graph made becomes the new
     gradient or buffer as it is; anything else (a fed array, a view) is copied first, so no
     writeback reads memory an earlier one overwrote."""
-    owned = [r.base is None and id(r) not in fed for r in results]
+    owned, seen = [], set(fed)  # a result met twice (two outputs of one value) is copied
+    for r in results:
+        owned.append(r.base is None and id(r) not in seen)
+        seen.add(id(r))
     results = [
         r if own or (w.kind == "data" and r is w.tensor._data) else np.array(r, copy=True)
         for w, r, own in zip((w for w in plan if w.takes_output), results, owned)

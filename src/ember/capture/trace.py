@@ -35,6 +35,7 @@ from .builder import GraphBuilder
 from .symbolic import SymbolicTensor
 
 EXECUTORS = ("codegen", "interpreter")
+DEFAULT_OPT_LEVEL = 3  # transforms/pipeline.py: O3 runs every pass
 
 
 def _flatten(obj, leaves: list):
@@ -151,9 +152,18 @@ class GraphFunction:
         executor,
         autograd=None,
         reads_grads=True,
+        opt_level=0,
+        check=None,
     ):
         if executor not in EXECUTORS:
             raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
+        self.captured_graph = graph  # as traced; ``graph`` is what runs, after the passes
+        self.opt_level = opt_level
+        self.pass_stats = autograd.pass_stats if autograd is not None else []
+        if opt_level and autograd is None:
+            from ..transforms.pipeline import optimize
+
+            graph, self.pass_stats = optimize(graph.copy(), opt_level, check=check, label="joint")
         self.graph = graph
         self.executor = executor
         self.feeds = feeds  # per graph input: (kind, source) for `_feed`
@@ -202,8 +212,13 @@ class GraphFunction:
             self._graphs = {"joint": self.graph}
             if self.autograd is not None:
                 self._graphs.update(forward=self.autograd.forward, backward=self.autograd.backward)
-            elif self.backward_start is not None:
-                forward, backward = partition(self.graph, self.backward_start)
+            elif self.backward_start is not None:  # positions refer to the graph as traced
+                forward, backward = partition(self.captured_graph, self.backward_start)
+                if self.opt_level:
+                    from ..transforms.pipeline import optimize
+
+                    forward = optimize(forward, self.opt_level)[0]
+                    backward = optimize(backward, self.opt_level)[0]
                 self._graphs.update(forward=forward, backward=backward)
         return self._graphs
 
@@ -220,9 +235,11 @@ class GraphFunction:
         else:
             results = interpreter.run(self.graph, arrays, frees=self._frees)
         user, extra = results[: self.n_user], results[self.n_user :]
+        fed = {id(a) for a in arrays}
         if self._writes_data:  # an output viewing fed memory must not see the writebacks
-            fed = {id(a) for a in arrays}
             user = [r.copy() if r.base is not None or id(r) in fed else r for r in user]
+        if len({id(r) for r in user}) < len(user):  # one array twice: each output its own
+            user = [r if i == _first(user, r) else r.copy() for i, r in enumerate(user)]
         outs = [Tensor._wrap(r) for r in user]
         if saved is not None:
             from .aot import eager_sources
@@ -230,7 +247,7 @@ class GraphFunction:
             sources = eager_sources(self.feeds, leaves)
             tensors = [sources[p] for p in self.autograd.wrt]
             self.autograd.attach(outs, arrays, saved, tensors, sources)
-        apply_writebacks(self.writebacks, extra, leaves, {id(a) for a in arrays})
+        apply_writebacks(self.writebacks, extra, leaves, fed | {id(r) for r in user})
         return None if self.out_spec is None else _unflatten(self.out_spec, iter(outs))
 
     def check(self, leaves: list) -> None:
@@ -292,13 +309,30 @@ class GraphFunction:
         return f"<GraphFunction {self.graph.name} ({self.executor})>"
 
 
+def _first(arrays: list, array) -> int:
+    return next(i for i, a in enumerate(arrays) if a is array)
+
+
 def capture_call(
-    fn, args, kwargs, *, leaves, names, reach, specs=None, executor="codegen", name=None
+    fn,
+    args,
+    kwargs,
+    *,
+    leaves,
+    names,
+    reach,
+    specs=None,
+    executor="codegen",
+    name=None,
+    opt_level=DEFAULT_OPT_LEVEL,
+    verify=False,
 ) -> GraphFunction:
     """Trace ``fn(*args, **kwargs)`` once into a `GraphFunction` (shared by ``ember.trace`` and
     ``ember.function``). ``leaves``/``names``: the tensor arguments and their names (from
     `split_args`); ``reach``: the state found by ``state.discover``; ``specs``: a `TensorSpec`
-    per leaf (None dimensions become symbolic sizes) or None for the leaves' own types."""
+    per leaf (None dimensions become symbolic sizes) or None for the leaves' own types.
+    ``opt_level``: the pass pipeline run on the captured graphs (transforms/pipeline.py);
+    ``verify``: check every pass on this call's inputs."""
     from .state import Snapshot, check_found, plan_writebacks, watching_grad_reads
 
     graph_name = name or getattr(fn, "__name__", None) or type(fn).__name__
@@ -357,8 +391,18 @@ def capture_call(
             cotangent_positions = [graph.inputs.index(c) for c in cotangent_values]
             feeds += [("cotangent", k) for k in range(len(cotangent_values))]
             graph.set_outputs(user_values + extra + grads)
+            joint_arrays = None
+            if verify:
+                joint_arrays = [_feed(k, s, leaves) if k != "cotangent" else None for k, s in feeds]
             autograd_plan = AutogradPlan(
-                graph, start, len(user_values) + len(extra), cotangent_positions, wrt, executor
+                graph,
+                start,
+                len(user_values) + len(extra),
+                cotangent_positions,
+                wrt,
+                executor,
+                opt_level=opt_level,
+                check=joint_arrays,
             )
     if autograd_plan is None:
         graph.set_outputs(user_values + extra)
@@ -372,15 +416,26 @@ def capture_call(
         executor,
         autograd_plan,
         reads_grads,
+        opt_level,
+        [_feed(k, s, leaves) for k, s in feeds] if verify and autograd_plan is None else None,
     )
 
 
-def trace(fn, *example_inputs, name: str | None = None, executor: str = "codegen"):
+def trace(
+    fn,
+    *example_inputs,
+    name: str | None = None,
+    executor: str = "codegen",
+    opt_level=DEFAULT_OPT_LEVEL,
+    verify: bool = False,
+):
     """Capture ``fn(*example_inputs)`` (a function, an nn.Module, or a whole training step)
     into a `GraphFunction`.
 
     Tensor arguments become graph inputs with their exact shapes and dtypes; other arguments are
     baked in as the Python values they are (call the result with the tensor arguments only).
+    ``opt_level`` (0..3) picks the optimization passes run on the graph; ``verify=True`` checks
+    each pass against its input on the example inputs (transforms/pipeline.py).
     """
     from .state import discover
 
@@ -398,6 +453,8 @@ def trace(fn, *example_inputs, name: str | None = None, executor: str = "codegen
         reach=reach,
         executor=executor,
         name=name,
+        opt_level=opt_level,
+        verify=verify,
     )
     if traced.writebacks or reach.optimizers:  # a function with state: guard what it baked in
         # the state as it was: capture_call put back everything the trace changed

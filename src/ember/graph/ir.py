@@ -158,13 +158,16 @@ class Graph:
         self.constants[node.outputs[0].name] = array
         return node.outputs[0]
 
-    def add_call(self, op: OpDef, inputs, attrs: dict | None = None, out_types=None) -> Node:
-        """A call of ``op`` on ``inputs``; its output types come from the op's rule unless given."""
+    def add_call(
+        self, op: OpDef, inputs, attrs: dict | None = None, out_types=None, names=None
+    ) -> Node:
+        """A call of ``op`` on ``inputs``; its output types come from the op's rule unless given.
+        ``names``: a name hint per output (made unique); numbered names when None."""
         attrs = attrs or {}
         if out_types is None:
             inferred = op.infer(*inputs, **attrs)
             out_types = (inferred,) if op.num_outputs == 1 else tuple(inferred)
-        return self._add("call", op, inputs, attrs, out_types)
+        return self._add("call", op, inputs, attrs, out_types, names)
 
     def set_outputs(self, values) -> None:
         values = list(values)
@@ -252,6 +255,26 @@ class Graph:
                 "the graph has a cycle through " + ", ".join(repr(n) for n in stuck[:5])
             )
         return order
+
+    def copy(self) -> Graph:
+        """An independent copy: new nodes and values with the same names, types and order;
+        constant arrays and subgraph attributes (cond branches, loop bodies) are shared, since
+        nothing rewrites them in place."""
+        new = Graph(self.name)
+        new.constants = dict(self.constants)
+        new._taken = set(self._taken)
+        mapping: dict[int, Value] = {}
+        for node in self.nodes:
+            copy = Node(new, node.kind, node.op, [mapping[id(v)] for v in node.inputs], node.attrs)
+            for v in copy.inputs:
+                v.users.append(copy)
+            for v in node.outputs:
+                mapping[id(v)] = Value(v.name, v.type, copy, v.index)
+                copy.outputs.append(mapping[id(v)])
+            new.nodes.append(copy)
+        new.inputs = [mapping[id(v)] for v in self.inputs]
+        new.outputs = [mapping[id(v)] for v in self.outputs]
+        return new
 
     def verify(self) -> Graph:
         from .verify import verify

@@ -226,8 +226,20 @@ def _binary_infer(name):
 
 
 def _binary(
-    name, kernel, vjp, *, save=(0, 1), floating=False, flops=1, method=True, reflected=None, doc=""
+    name,
+    kernel,
+    vjp,
+    *,
+    save=(0, 1),
+    floating=False,
+    flops=1,
+    method=True,
+    reflected=None,
+    identity=None,
+    doc="",
 ):
+    """``identity``: {"left": c, "right": c}, the constant operand that leaves the other
+    unchanged, exactly (for transforms/simplify.py)."""
     op = register(
         OpDef(
             name=name,
@@ -238,6 +250,7 @@ def _binary(
             cost=elementwise_cost(flops),
             save_inputs=save,
             doc=doc,
+            extra={"identity": identity} if identity else {},
         )
     )
 
@@ -336,10 +349,18 @@ def _pow_kernel(x, y):
     return np.power(x, y)
 
 
-_binary("add", np.add, _add_vjp, save=())
-_binary("sub", np.subtract, _sub_vjp, save=())
-_binary("mul", np.multiply, _mul_vjp)
-_binary("div", np.true_divide, _div_vjp, floating=True, method=("div", "true_divide"))
+# x + (-0.0) is x for every x (x + 0.0 turns -0.0 into 0.0); x - 0.0, x * 1 and x / 1 are x
+_binary("add", np.add, _add_vjp, save=(), identity={"left": -0.0, "right": -0.0})
+_binary("sub", np.subtract, _sub_vjp, save=(), identity={"right": 0.0})
+_binary("mul", np.multiply, _mul_vjp, identity={"left": 1, "right": 1})
+_binary(
+    "div",
+    np.true_divide,
+    _div_vjp,
+    floating=True,
+    method=("div", "true_divide"),
+    identity={"right": 1},
+)
 _binary(
     "floor_div",
     _floor_div_kernel,
@@ -487,6 +508,15 @@ def _cast_kernel(x, *, dtype):
     return x.astype(dtype.np)
 
 
+def _compose_casts(inner, outer, x):
+    """cast(cast(x, a), b) is cast(x, b) when the cast to ``a`` loses nothing."""
+    try:
+        lossless = np.can_cast(x.dtype.np, inner["dtype"].np, "safe")
+    except TypeError:
+        lossless = False
+    return dict(outer) if lossless else None
+
+
 def _cast_vjp(c, g):
     src = c.in_types[0].dtype
     return (cast(g, src) if src.is_floating_point else None,)
@@ -502,6 +532,7 @@ _CAST = register(
         cost=memory_cost,
         save_inputs=(),
         doc="cast(x, dtype): convert values to another dtype (C casting rules, like NumPy).",
+        extra={"noop": lambda x, *, dtype: x.dtype is dtype, "compose": _compose_casts},
     )
 )
 

@@ -67,6 +67,10 @@ _RESHAPE = register(
         save_inputs=(),
         view=True,
         doc="reshape(x, shape): same elements, new shape (row-major order)",
+        extra={
+            "noop": lambda x, *, shape: tuple(x.shape) == tuple(shape),
+            "compose": lambda inner, outer, x: dict(outer),
+        },
     )
 )
 
@@ -142,6 +146,11 @@ _BROADCAST = register(
         save_inputs=(),
         view=True,
         doc="broadcast_to(x, shape): a read-only broadcast view",
+        extra={
+            "noop": lambda x, *, shape: tuple(x.shape) == tuple(shape),
+            "compose": lambda inner, outer, x: dict(outer),
+            "broadcast": True,
+        },
     )
 )
 
@@ -208,6 +217,13 @@ _PERMUTE = register(
         save_inputs=(),
         view=True,
         doc="permute(x, dims): reorder dimensions (a view)",
+        extra={
+            "noop": lambda x, *, dims: tuple(dims) == tuple(range(len(dims))),
+            # x.transpose(a).transpose(b) == x.transpose([a[i] for i in b])
+            "compose": lambda inner, outer, x: {
+                "dims": tuple(inner["dims"][i] for i in outer["dims"])
+            },
+        },
     )
 )
 

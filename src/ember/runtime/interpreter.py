@@ -32,11 +32,21 @@ def last_uses(graph) -> dict:
 
 def run(graph, arrays, *, frees: dict | None = None) -> list[np.ndarray]:
     """Execute ``graph`` on NumPy ``arrays`` (one per graph input); returns the output arrays."""
+    env = _execute(graph, arrays, last_uses(graph) if frees is None else frees)
+    return [env[id(v)] for v in graph.outputs]
+
+
+def all_values(graph, arrays) -> dict[str, np.ndarray]:
+    """Execute ``graph`` keeping every value: value name -> array (for differential checks)."""
+    env = _execute(graph, arrays, {})
+    return {v.name: env[id(v)] for node in graph.nodes for v in node.outputs}
+
+
+def _execute(graph, arrays, frees: dict) -> dict:
     if len(arrays) != len(graph.inputs):
         raise EmberError(
             f"graph {graph.name} takes {len(graph.inputs)} inputs, got {len(arrays)}", op="run"
         )
-    frees = last_uses(graph) if frees is None else frees
     env: dict[int, np.ndarray] = {id(v): a for v, a in zip(graph.inputs, arrays)}
     # symbolic sizes (a batch N) in attributes take the sizes of this run's inputs
     bindings = {
@@ -63,4 +73,4 @@ def run(graph, arrays, *, frees: dict | None = None) -> list[np.ndarray]:
             env[id(node.outputs[0])] = node.graph.constants[node.name]
         for key in frees.get(position, ()):
             del env[key]
-    return [env[id(v)] for v in graph.outputs]
+    return env

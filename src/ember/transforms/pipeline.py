@@ -1,0 +1,155 @@
+"""Optimization levels, the pass pipeline, its statistics and its differential check.
+
+Levels select pipelines the way ONNX Runtime's do: ``O0`` runs nothing; ``O1`` the basic
+clean-ups (constant folding, common-subexpression and dead-code elimination); ``O2`` adds
+algebraic simplification; ``O3`` is everything. A pipeline runs its passes in order and repeats
+the whole sequence while any pass changes the graph (at most `MAX_ROUNDS` times), recording one
+`PassStat` per pass run: nodes before and after, seconds taken, whether it changed anything.
+
+``optimize(graph, level, check=arrays)`` is the differential check (``ember.function(...,
+verify=True)``): before each pass it keeps a copy of the graph; after it, both run on ``arrays``
+with the reference interpreter, and the first pass whose graph computes different outputs raises
+`PassCheckError`, naming the pass and the first node (in execution order) whose values differ.
+Graphs that draw random numbers cannot be compared run against run and are not checked.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import EmberError
+from ..graph.ir import Graph
+from ..runtime import interpreter
+from .cse import CSE
+from .dce import DCE
+from .fold import FOLD
+from .rewrite import Pass, is_pure
+from .simplify import SIMPLIFY
+
+__all__ = ["LEVELS", "PASSES", "PassCheckError", "PassStat", "optimize", "passes_for"]
+
+PASSES: tuple[Pass, ...] = (FOLD, SIMPLIFY, CSE, DCE)
+LEVELS = (0, 1, 2, 3)
+MAX_ROUNDS = 4
+
+
+class PassCheckError(EmberError):
+    """A pass changed what the graph computes (found by the differential check)."""
+
+
+@dataclass
+class PassStat:
+    """One pass run: call nodes before and after, seconds taken, whether it changed anything,
+    and which graph it ran on (``'joint'``, ``'forward'``, ``'backward'``)."""
+
+    name: str
+    nodes_before: int
+    nodes_after: int
+    seconds: float
+    changed: bool
+    graph: str = ""
+
+    def __str__(self) -> str:
+        mark = "changed" if self.changed else "no change"
+        where = f"{self.graph:<9}" if self.graph else ""
+        return (
+            f"{where}{self.name:<10} {self.nodes_before:>5} -> {self.nodes_after:<5} nodes "
+            f"{self.seconds * 1e3:8.2f} ms  {mark}"
+        )
+
+
+def passes_for(level) -> list[Pass]:
+    """The passes of optimization level ``level`` (0..3, or "O0".."O3"), in pipeline order; a
+    sequence of `Pass` objects is a custom pipeline and is returned as it is."""
+    if isinstance(level, (list, tuple)):
+        if not all(isinstance(p, Pass) for p in level):
+            raise TypeError("a custom pipeline is a sequence of ember.transforms.Pass objects")
+        return list(level)
+    if isinstance(level, str) and level.upper().startswith("O"):
+        level = level[1:]
+    try:
+        level = int(level)
+    except (TypeError, ValueError):
+        level = -1
+    if level not in LEVELS:
+        raise ValueError(f"opt_level must be one of 0, 1, 2, 3 (or 'O0'..'O3'), got {level!r}")
+    return [p for p in PASSES if p.level <= level]
+
+
+def _calls(graph: Graph) -> int:
+    return sum(1 for n in graph.nodes if n.kind == "call")
+
+
+def optimize(
+    graph: Graph, level: int | str = 3, *, passes=None, check=None, label: str = ""
+) -> tuple[Graph, list[PassStat]]:
+    """Run the pipeline of ``level`` (or the given ``passes``) on ``graph`` (rewritten in place)
+    and return it with the per-pass statistics. ``check``: arrays for the graph's inputs; each
+    pass's output is then compared with its input on them (see the module docstring)."""
+    pipeline = passes_for(level) if passes is None else list(passes)
+    if check is not None and not all(is_pure(n) for n in graph.nodes):
+        check = None  # random draws differ run to run: nothing to compare
+    stats: list[PassStat] = []
+    for _ in range(MAX_ROUNDS):
+        any_change = False
+        for p in pipeline:
+            before = graph.copy() if check is not None else None
+            n_before, start = _calls(graph), time.perf_counter()
+            graph, changed = p.run(graph)
+            seconds = time.perf_counter() - start
+            stats.append(PassStat(p.name, n_before, _calls(graph), seconds, changed, label))
+            if changed and before is not None:
+                _compare(p.name, before, graph, check)
+            any_change |= changed
+        if not any_change:
+            break
+    return graph, stats
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype.kind in "fc":
+        return bool(np.allclose(a, b, rtol=1e-6, atol=1e-7, equal_nan=True))
+    return bool(np.array_equal(a, b))
+
+
+def _compare(name: str, before: Graph, after: Graph, arrays) -> None:
+    got = interpreter.all_values(after, list(arrays))
+    outs_after = [got[v.name] for v in after.outputs]
+    want = interpreter.all_values(before, list(arrays))
+    outs_before = [want[v.name] for v in before.outputs]
+    bad = [i for i, (a, b) in enumerate(zip(outs_before, outs_after)) if not _same(a, b)]
+    if not bad:
+        return
+    culprit = next(
+        (
+            v.name
+            for node in before.nodes
+            for v in node.outputs
+            if v.name in got and not _same(want[v.name], got[v.name])
+        ),
+        None,
+    )
+    where = (
+        f"the first node whose values differ is %{culprit}"
+        if culprit
+        else f"output {bad[0]} (%{before.outputs[bad[0]].name}) differs"
+    )
+    a, b = np.asarray(outs_before[bad[0]]), np.asarray(outs_after[bad[0]])
+    detail = (
+        f"shape/dtype {a.shape} {a.dtype} became {b.shape} {b.dtype}"
+        if a.shape != b.shape or a.dtype != b.dtype
+        else f"largest difference {np.nanmax(np.abs(a.astype(np.float64) - b)):.3g}"
+        if a.dtype.kind in "fcui"
+        else "values differ"
+    )
+    raise PassCheckError(
+        f"pass {name!r} changed the results of graph {before.name}: {where} (output "
+        f"{bad[0]}: {detail}). Run with opt_level lowered or without this pass to work around it.",
+        op=name,
+    )

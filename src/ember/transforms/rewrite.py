@@ -1,0 +1,96 @@
+"""What every graph pass shares: the pass convention, purity, and safe value replacement.
+
+A pass is a function ``graph -> (graph, changed)`` (DESIGN.md principle 3) wrapped in a `Pass`
+with a name and the level (O1..O3) from which pipelines include it. Passes rewrite the graph in
+place and return it; they keep the graph's inputs and outputs (their number, order and types),
+which is what lets a caller swap an optimized graph for the captured one without touching how
+it is fed or how its outputs are used. Passes work on the top-level graph only: cond branches
+and loop bodies are subgraphs they do not enter, so nothing moves across a control-flow
+boundary.
+
+A node is *pure* when running it twice, or not at all, changes nothing but its outputs: every
+op except random draws (they advance a generator) and control-flow nodes whose subgraphs draw.
+Only pure nodes may be removed, merged or evaluated at compile time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..graph.ir import Graph, Node, Value
+from ..graph.symbolic import has_symbols
+
+__all__ = ["Pass", "constant_value", "is_pure", "replace_value"]
+
+
+@dataclass(frozen=True)
+class Pass:
+    """A named graph rewrite, ``run(graph) -> (graph, changed)``, in pipelines from ``level``."""
+
+    name: str
+    run: Callable[[Graph], tuple[Graph, bool]]
+    level: int
+    doc: str = ""
+
+    def __call__(self, graph: Graph) -> tuple[Graph, bool]:
+        return self.run(graph)
+
+
+def is_pure(node: Node) -> bool:
+    if node.kind != "call":
+        return True
+    if node.op.kind == "random":
+        return False
+    subgraphs = [a for a in node.attrs.values() if isinstance(a, Graph)]
+    return all(is_pure(n) for g in subgraphs for n in g.nodes)
+
+
+def replace_value(graph: Graph, old: Value, new: Value) -> bool:
+    """Make every reader of ``old`` read ``new`` (same type); False, changing nothing, where that
+    would make one array two graph outputs or an input an output twice, which callers that hand
+    each output to a different owner cannot take."""
+    if old.type != new.type:
+        return False
+    outputs = graph.outputs
+    if any(v is old for v in outputs) and any(v is new for v in outputs):
+        return False
+    graph.replace_all_uses(old, new)
+    return True
+
+
+def erase_if_dead(graph: Graph, node: Node) -> bool:
+    """Erase ``node`` when it is pure and none of its values is read or returned."""
+    if node.kind == "input" or not is_pure(node):
+        return False
+    returned = {id(v) for v in graph.outputs}
+    if any(v.users or id(v) in returned for v in node.outputs):
+        return False
+    graph.erase_node(node)
+    return True
+
+
+def replace_with_constant(graph: Graph, node: Node, array) -> Value:
+    """Replace single-output ``node`` by a constant holding ``array``, under the same value name
+    (so a differential check can still find it), and erase it."""
+    old = node.outputs[0]
+    with graph.inserting_before(node):
+        value = graph.add_constant(array, name=old.name + "_folded")
+    graph.replace_all_uses(old, value)
+    graph.erase_node(node)
+    graph.constants[old.name] = graph.constants.pop(value.name)
+    graph._taken.discard(value.name)
+    value.name = old.name
+    return value
+
+
+def constant_value(value: Value):
+    """The array ``value`` always holds when it is a constant or a broadcast of one (a read-only
+    broadcast view, as the broadcast's kernel gives); None otherwise."""
+    node = value.node
+    if node.kind == "constant":
+        return node.graph.constants[node.name]
+    if node.kind == "call" and node.op.extra.get("broadcast") and not has_symbols(node.attrs):
+        inner = constant_value(node.inputs[0])
+        return None if inner is None else node.op.kernel(inner, **node.attrs)
+    return None
