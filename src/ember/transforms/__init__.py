@@ -8,6 +8,7 @@ from .grad import backward_graph_values, grad, value_and_grad
 from .pipeline import PASSES, PassCheckError, PassStat, optimize, passes_for
 from .rewrite import Pass
 from .simplify import SIMPLIFY, simplify
+from .unroll import unroll_loops
 
 __all__ = [
     "CSE",
@@ -26,5 +27,6 @@ __all__ = [
     "optimize",
     "passes_for",
     "simplify",
+    "unroll_loops",
     "value_and_grad",
 ]
