@@ -325,7 +325,7 @@ def test_scan_traced_equals_eager(executor):
     np.testing.assert_allclose(traced_ys.numpy(), ys.numpy())
     assert ys.shape == (5, 3)
     np.testing.assert_allclose(ys.numpy()[-1], carry.numpy())
-    assert "= scan(" in str(ember.trace(elman, h, xs).graph)
+    assert "= scan(" in str(ember.trace(elman, h, xs, opt_level=2).graph)  # O3 unrolls it
 
 
 def test_scan_body_must_keep_the_carry():

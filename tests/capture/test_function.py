@@ -57,9 +57,13 @@ def _data(case, steps=3):
 
 
 def _assert_close(a, b, what):
+    # compiled graphs fuse elementwise ops into C loops whose exp and friends differ from
+    # NumPy's by ulps. Adam magnifies that where a gradient is near its eps (g / (|g| + eps)
+    # turns a relative error of 1e-7 in g into one of the step): hence the absolute part, a
+    # two-thousandth of the largest value, which still catches any real slip
     a, b = np.asarray(a), np.asarray(b)
     scale = max(float(np.abs(b).max()), 1e-12)
-    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6 * scale, err_msg=what)
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=5e-4 * scale, err_msg=what)
 
 
 def _compare_models(m1, m2):
@@ -337,7 +341,9 @@ def test_aot_partition_runs_like_the_joint_graph():
     f(x, y)
     f(x, y)
     graphs = f.graphs
-    joint, forward, backward = graphs["joint"], graphs["forward"], graphs["backward"]
+    # the partition is of the graph as traced (the one the positions refer to); forward and
+    # backward are then optimized on their own, keeping their inputs and outputs
+    joint, forward, backward = f._latest().captured_graph, graphs["forward"], graphs["backward"]
     for g in (joint, forward, backward):
         g.verify()
     assert "linear" in str(forward) and "linear" not in str(backward).split("{", 1)[1]
@@ -361,7 +367,7 @@ def test_aot_partition_runs_like_the_joint_graph():
     places = joint_output_order(joint, f._latest().backward_start)
     for (where, i), want in zip(places, expected):
         got = f_out[i] if where == "forward" else b_out[i]
-        np.testing.assert_array_equal(got, want)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)  # fused: C's sqrt, exp
 
 
 SNAPSHOT = """\
@@ -399,7 +405,7 @@ def test_training_step_printout_is_stable():
         opt.step()
         return loss
 
-    f = ember.function(step)
+    f = ember.function(step, opt_level=2)  # (O3 would fuse the elementwise ops)
     f(ember.ones(4, 3), ember.zeros(4, 2))
     # the loss, then the writebacks: the new weight and bias, then their gradients; the
     # optimization passes folded 1/8, merged the two equal products and the two 0.1s
@@ -482,7 +488,7 @@ def test_a_dying_operand_buffer_takes_the_result_only_when_nothing_else_sees_it(
         return view, b, c
 
     x = ember.randn(4, 3)
-    compiled = ember.function(f)
+    compiled = ember.function(f, opt_level=2)  # O3 would fuse the chains into C loops
     for got, want in zip(compiled(x), f(x)):
         np.testing.assert_array_equal(got.numpy(), want.numpy())
     assert compiled.code.count("_sole(") == 2

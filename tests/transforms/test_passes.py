@@ -185,7 +185,8 @@ def test_levels_select_pipelines():
     assert passes_for(0) == [] and passes_for("O0") == []
     assert {p.name for p in passes_for(1)} == {"fold", "cse", "dce"}
     assert {p.name for p in passes_for("O2")} == {"fold", "simplify", "cse", "dce"}
-    assert passes_for(3) == passes_for(2) + [p for p in passes_for(3) if p.level == 3]
+    o3 = [p.name for p in passes_for(3)]
+    assert o3 == ["unroll", "fold", "simplify", "cse", "dce", "fuse"]
     with pytest.raises(ValueError, match="opt_level must be one of"):
         passes_for(7)
     with pytest.raises(ValueError, match="opt_level"):
@@ -207,7 +208,7 @@ def test_compile_returns_pass_statistics_without_running():
     np.testing.assert_array_equal(model.weight.numpy(), weight)  # compiled, not run
     assert model.weight.grad is None
     names = [s.name for s in program.pass_stats]
-    assert names[:4] == ["fold", "simplify", "cse", "dce"]
+    assert names[:6] == ["unroll", "fold", "simplify", "cse", "dce", "fuse"]
     first, last = program.pass_stats[0], program.pass_stats[-1]
     assert first.nodes_before > last.nodes_after and all(s.seconds >= 0 for s in program.pass_stats)
     assert "->" in str(first)
@@ -275,7 +276,7 @@ def test_every_pass_is_checked_on_training_steps(case, aot):
             step(eager, opts[0])
             compiled(model, opts[1])
     for p, q in zip(eager.parameters(), model.parameters()):
-        np.testing.assert_allclose(q.numpy(), p.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(q.numpy(), p.numpy(), rtol=1e-5, atol=1e-5)
 
 
 def test_the_check_covers_graphs_with_cond_and_while_loop():

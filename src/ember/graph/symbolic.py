@@ -210,6 +210,8 @@ def resolve(obj, bindings: dict):
     """``obj`` with every SymDim replaced by its size under ``bindings``."""
     if isinstance(obj, SymDim):
         return obj.evaluate(bindings)
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a NamedTuple (a TensorType)
+        return type(obj)(*(resolve(o, bindings) for o in obj))
     if isinstance(obj, (tuple, list)):
         return type(obj)(resolve(o, bindings) for o in obj)
     if isinstance(obj, dict):

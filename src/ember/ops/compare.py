@@ -27,6 +27,7 @@ def _comparison(name, kernel, methods, dunder_doc):
             kernel=kernel,
             cost=elementwise_cost(1),
             doc=f"{name}(x, y): elementwise x {dunder_doc} y",
+            extra={"c": f"({{0}} {dunder_doc} {{1}})"},
         )
     )
 

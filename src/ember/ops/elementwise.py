@@ -116,8 +116,11 @@ def _unary(
     flops=1,
     method=True,
     functional=False,
+    c=None,
     doc="",
 ):
+    """``c``: the op as a C expression over ``{0}`` for fused kernels (runtime/cfuse.py), with
+    ``{T}`` the C type and ``{f}`` the math-function suffix ("f" for float32)."""
     op = register(
         OpDef(
             name=name,
@@ -129,6 +132,7 @@ def _unary(
             save_inputs=(0,) if save == "input" else (),
             save_outputs=(0,) if save == "output" else (),
             doc=doc,
+            extra={"c": c} if c else {},
         )
     )
 
@@ -168,26 +172,31 @@ def _relu_kernel(x):
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
-_unary("neg", np.negative, lambda c, g: (-g,), float_only=False, save="none")
-_unary("abs", np.abs, lambda c, g: (g * E.sign(c.inputs[0]),), float_only=False)
+_unary("neg", np.negative, lambda c, g: (-g,), float_only=False, save="none", c="(-{0})")
+_unary("abs", np.abs, lambda c, g: (g * E.sign(c.inputs[0]),), float_only=False, c="fabs{f}({0})")
 _unary("sign", np.sign, _zero_grad, float_only=False, save="none")
-_unary("exp", np.exp, lambda c, g: (g * c.outputs[0],), save="output")
-_unary("log", np.log, lambda c, g: (g / c.inputs[0],))
-_unary("log1p", np.log1p, lambda c, g: (g / (c.inputs[0] + 1),))
-_unary("expm1", np.expm1, lambda c, g: (g * (c.outputs[0] + 1),), save="output")
-_unary("sqrt", np.sqrt, lambda c, g: (g / (c.outputs[0] * 2),), save="output")
+_unary("exp", np.exp, lambda c, g: (g * c.outputs[0],), save="output", c="exp{f}({0})")
+_unary("log", np.log, lambda c, g: (g / c.inputs[0],), c="log{f}({0})")
+_unary("log1p", np.log1p, lambda c, g: (g / (c.inputs[0] + 1),), c="log1p{f}({0})")
+_unary("expm1", np.expm1, lambda c, g: (g * (c.outputs[0] + 1),), save="output", c="expm1{f}({0})")
+_unary("sqrt", np.sqrt, lambda c, g: (g / (c.outputs[0] * 2),), save="output", c="sqrt{f}({0})")
 _unary(
-    "rsqrt", lambda x: 1 / np.sqrt(x), lambda c, g: (g * c.outputs[0] ** 3 * -0.5,), save="output"
+    "rsqrt",
+    lambda x: 1 / np.sqrt(x),
+    lambda c, g: (g * c.outputs[0] ** 3 * -0.5,),
+    save="output",
+    c="(({T})1 / sqrt{f}({0}))",
 )
 _unary("reciprocal", np.reciprocal, lambda c, g: (-g * c.outputs[0] * c.outputs[0],), save="output")
-_unary("sin", np.sin, lambda c, g: (g * E.cos(c.inputs[0]),))
-_unary("cos", np.cos, lambda c, g: (-g * E.sin(c.inputs[0]),))
+_unary("sin", np.sin, lambda c, g: (g * E.cos(c.inputs[0]),), c="sin{f}({0})")
+_unary("cos", np.cos, lambda c, g: (-g * E.sin(c.inputs[0]),), c="cos{f}({0})")
 _unary(
     "tanh",
     np.tanh,
     lambda c, g: (g * (1 - c.outputs[0] * c.outputs[0]),),
     save="output",
     functional=True,
+    c="tanh{f}({0})",
 )
 _unary(
     "sigmoid",
@@ -196,6 +205,12 @@ _unary(
     save="output",
     functional=True,
     flops=4,
+    # the kernel's two overflow-free forms, chosen per element, sharing one exp(-|x|)
+    # (both computed, then selected: a branch would stop the loop from vectorizing)
+    c=(
+        "({{ {T} e_ = exp{f}(-fabs{f}({0})); {T} p_ = ({T})1 / (({T})1 + e_); "
+        "{T} q_ = e_ / (({T})1 + e_); {0} >= 0 ? p_ : q_; }})"
+    ),
 )
 _unary(
     "relu",
@@ -204,9 +219,13 @@ _unary(
     float_only=False,
     save="output",
     functional=True,
+    c="((({0} >= 0) | ({0} != {0})) ? {0} : ({T})0)",  # np.maximum(x, 0): NaN, -0.0 stay
 )
 _unary(
-    "erf", _erf_kernel, lambda c, g: (g * E.exp(-c.inputs[0] * c.inputs[0]) * _TWO_OVER_SQRT_PI,)
+    "erf",
+    _erf_kernel,
+    lambda c, g: (g * E.exp(-c.inputs[0] * c.inputs[0]) * _TWO_OVER_SQRT_PI,),
+    c="erf{f}({0})",
 )
 _unary("floor", np.floor, _zero_grad, float_only=False, save="none")
 _unary("ceil", np.ceil, _zero_grad, float_only=False, save="none")
@@ -236,10 +255,12 @@ def _binary(
     method=True,
     reflected=None,
     identity=None,
+    c=None,
     doc="",
 ):
     """``identity``: {"left": c, "right": c}, the constant operand that leaves the other
-    unchanged, exactly (for transforms/simplify.py)."""
+    unchanged, exactly (for transforms/simplify.py); ``c``: the op as a C expression over
+    ``{0}`` and ``{1}`` for fused kernels (see `_unary`)."""
     op = register(
         OpDef(
             name=name,
@@ -250,7 +271,7 @@ def _binary(
             cost=elementwise_cost(flops),
             save_inputs=save,
             doc=doc,
-            extra={"identity": identity} if identity else {},
+            extra={k: v for k, v in (("identity", identity), ("c", c)) if v},
         )
     )
 
@@ -350,9 +371,9 @@ def _pow_kernel(x, y):
 
 
 # x + (-0.0) is x for every x (x + 0.0 turns -0.0 into 0.0); x - 0.0, x * 1 and x / 1 are x
-_binary("add", np.add, _add_vjp, save=(), identity={"left": -0.0, "right": -0.0})
-_binary("sub", np.subtract, _sub_vjp, save=(), identity={"right": 0.0})
-_binary("mul", np.multiply, _mul_vjp, identity={"left": 1, "right": 1})
+_binary("add", np.add, _add_vjp, save=(), identity={"left": -0.0, "right": -0.0}, c="({0} + {1})")
+_binary("sub", np.subtract, _sub_vjp, save=(), identity={"right": 0.0}, c="({0} - {1})")
+_binary("mul", np.multiply, _mul_vjp, identity={"left": 1, "right": 1}, c="({0} * {1})")
 _binary(
     "div",
     np.true_divide,
@@ -360,6 +381,7 @@ _binary(
     floating=True,
     method=("div", "true_divide"),
     identity={"right": 1},
+    c="({0} / {1})",
 )
 _binary(
     "floor_div",
@@ -372,8 +394,19 @@ _binary(
 )
 _binary("mod", np.mod, _mod_vjp, method=("mod", "remainder"))
 _binary("pow", _pow_kernel, _pow_vjp)
-_binary("maximum", np.maximum, _minmax_vjp(lambda x, y: x > y))
-_binary("minimum", np.minimum, _minmax_vjp(lambda x, y: x < y))
+# NumPy propagates a NaN from either side, and keeps the first of two equal values
+_binary(
+    "maximum",
+    np.maximum,
+    _minmax_vjp(lambda x, y: x > y),
+    c="((({0} >= {1}) | ({0} != {0})) ? {0} : {1})",
+)
+_binary(
+    "minimum",
+    np.minimum,
+    _minmax_vjp(lambda x, y: x < y),
+    c="((({0} <= {1}) | ({0} != {0})) ? {0} : {1})",
+)
 
 
 # ------------------------------------------------------------------------------ where / clip
@@ -430,6 +463,7 @@ _WHERE = register(
         cost=elementwise_cost(1),
         save_inputs=(0,),
         doc="where(cond, x, y): x where cond is true, else y (broadcasting).",
+        extra={"c": "({0} ? {1} : {2})"},
     )
 )
 
@@ -532,7 +566,11 @@ _CAST = register(
         cost=memory_cost,
         save_inputs=(),
         doc="cast(x, dtype): convert values to another dtype (C casting rules, like NumPy).",
-        extra={"noop": lambda x, *, dtype: x.dtype is dtype, "compose": _compose_casts},
+        extra={
+            "noop": lambda x, *, dtype: x.dtype is dtype,
+            "compose": _compose_casts,
+            "c": "(({T})({0}))",  # fused only among float and bool types, where C agrees
+        },
     )
 )
 

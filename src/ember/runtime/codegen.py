@@ -172,11 +172,18 @@ def compile_graph(graph, inplace: dict | None = None) -> CompiledGraph:
         if node.kind == "constant":
             lines.append(f"    {_local(node.outputs[0])} = {ref(graph.constants[node.name], 'c_')}")
         elif node.kind == "call":
-            kernel = ref(node.op.kernel, f"k_{node.op.name}_")
-            args = [_local(v) for v in node.inputs]
-            for key, value in node.attrs.items():
-                text = _literal(value) if _is_literal(value) else ref(value, "a_")
-                args.append(f"{key}={text}")
+            # an op may compile a node into a faster implementation of the node with its
+            # attributes built in (ops/fused.py: a C loop); it gets the inputs only
+            compiled = node.op.extra.get("compile")
+            compiled = compiled(node) if compiled is not None else None
+            if compiled is not None:
+                kernel, args = ref(compiled, f"k_{node.op.name}_"), [_local(v) for v in node.inputs]
+            else:
+                kernel = ref(node.op.kernel, f"k_{node.op.name}_")
+                args = [_local(v) for v in node.inputs]
+                for key, value in node.attrs.items():
+                    text = _literal(value) if _is_literal(value) else ref(value, "a_")
+                    args.append(f"{key}={text}")
             reuse = None
             if id(node) in in_place:
                 args.append(f"out={_local(in_place[id(node)])}")

@@ -2,9 +2,11 @@
 
 Levels select pipelines the way ONNX Runtime's do: ``O0`` runs nothing; ``O1`` the basic
 clean-ups (constant folding, common-subexpression and dead-code elimination); ``O2`` adds
-algebraic simplification; ``O3`` is everything. A pipeline runs its passes in order and repeats
-the whole sequence while any pass changes the graph (at most `MAX_ROUNDS` times), recording one
-`PassStat` per pass run: nodes before and after, seconds taken, whether it changed anything.
+algebraic simplification; ``O3`` adds loop unrolling (static trip counts) and elementwise fusion
+(compiled to C by the code generator).
+A pipeline runs its passes in order and repeats the whole sequence while any pass changes the
+graph (at most `MAX_ROUNDS` times), recording one `PassStat` per pass run: nodes before and
+after, seconds taken, whether it changed anything.
 
 ``optimize(graph, level, check=arrays)`` is the differential check (``ember.function(...,
 verify=True)``): before each pass it keeps a copy of the graph; after it, both run on ``arrays``
@@ -26,12 +28,16 @@ from ..runtime import interpreter
 from .cse import CSE
 from .dce import DCE
 from .fold import FOLD
+from .fuse import FUSE
 from .rewrite import Pass, is_pure
 from .simplify import SIMPLIFY
+from .unroll import unroll_loops
 
 __all__ = ["LEVELS", "PASSES", "PassCheckError", "PassStat", "optimize", "passes_for"]
 
-PASSES: tuple[Pass, ...] = (FOLD, SIMPLIFY, CSE, DCE)
+# unrolling first, so the passes after it see through the loops it removes; fusion last
+UNROLL = Pass("unroll", unroll_loops, level=3, doc="loops with a static trip count <= 16")
+PASSES: tuple[Pass, ...] = (UNROLL, FOLD, SIMPLIFY, CSE, DCE, FUSE)
 LEVELS = (0, 1, 2, 3)
 MAX_ROUNDS = 4
 

@@ -1,0 +1,108 @@
+"""The fused elementwise chain of issue 5: ``(x * sigmoid(1.702 * x)) * w + b`` on 4M float32.
+
+Sides, measured interleaved in the same run (medians over repetitions):
+* numpy: the chain op by op (five passes over memory, four temporaries).
+* ember fn: ``ember.function`` at O3: the chain is one ``fused_elementwise`` node run as one C
+  loop (OpenMP threads, SIMD with glibc's vector exp).
+* torch: PyTorch eager; compile: ``torch.compile`` (skipped with the reason if it fails).
+* jax jit: ``jax.jit`` (skipped without JAX).
+
+Prints milliseconds per call and each side's ratio to JAX jit (the issue's bar: ember at most
+0.8x JAX jit). Every side's result is checked against NumPy's (float64) before timing.
+
+    pip install -e '.[bench]'      # torch and jax[cpu]
+    python benchmarks/fused_chain.py [--n 4194304] [--reps 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+import ember
+
+
+def _chain(x, w, b, sigmoid):
+    return (x * sigmoid(1.702 * x)) * w + b
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:160]
+
+
+def _sides(x, w, b, notes: dict) -> dict:
+    sides = {
+        "numpy": (
+            lambda: _chain(x, w, b, lambda v: 1 / (1 + np.exp(-v))),
+            np.asarray,
+        )
+    }
+    ex, ew, eb = ember.tensor(x), ember.tensor(w), ember.tensor(b)
+    fn = ember.function(lambda x, w, b: _chain(x, w, b, ember.sigmoid))
+    sides["ember fn"] = (lambda: fn(ex, ew, eb), lambda r: r.numpy())
+    try:
+        import torch
+
+        torch.set_num_threads(2)
+        tx, tw, tb = (torch.from_numpy(a) for a in (x, w, b))
+        sides["torch"] = (lambda: _chain(tx, tw, tb, torch.sigmoid), lambda r: r.numpy())
+        try:
+            compiled = torch.compile(lambda x, w, b: _chain(x, w, b, torch.sigmoid))
+            compiled(tx, tw, tb)
+            sides["compile"] = (lambda: compiled(tx, tw, tb), lambda r: r.numpy())
+        except Exception as exc:  # noqa: BLE001 - reported, not fatal
+            notes["compile"] = _reason(exc)
+    except ImportError:
+        notes["torch"] = "not installed (pip install torch==2.13.0 --index-url .../cpu)"
+    try:
+        import jax
+        import jax.numpy as jnp
+
+        jx, jw, jb = (jnp.asarray(a) for a in (x, w, b))
+        jitted = jax.jit(lambda x, w, b: _chain(x, w, b, jax.nn.sigmoid))
+        sides["jax jit"] = (
+            lambda: jitted(jx, jw, jb).block_until_ready(),
+            lambda r: np.asarray(r),
+        )
+    except ImportError:
+        notes["jax jit"] = "not installed (pip install 'jax[cpu]')"
+    return sides
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=4 * 1024 * 1024)
+    parser.add_argument("--reps", type=int, default=30)
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    x, w, b = (rng.standard_normal(args.n).astype(np.float32) for _ in range(3))
+    want = _chain(*(a.astype(np.float64) for a in (x, w, b)), lambda v: 1 / (1 + np.exp(-v)))
+    notes: dict = {}
+    sides = _sides(x, w, b, notes)
+    for name, (run, read) in list(sides.items()):
+        got = read(run())
+        if not np.allclose(got, want, rtol=1e-5, atol=1e-5):
+            notes[name] = f"wrong result (max error {np.abs(got - want).max():.3g})"
+            del sides[name]
+    times: dict[str, list] = {name: [] for name in sides}
+    for _ in range(args.reps):  # interleaved: machine noise hits every side alike
+        for name, (run, _) in sides.items():
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
+    medians = {name: statistics.median(t) * 1e3 for name, t in times.items()}
+    ref = medians.get("jax jit")
+    print(f"fused chain, {args.n} float32 values, median of {args.reps}")
+    for name, ms in medians.items():
+        ratio = f"{ms / ref:6.2f}x jax jit" if ref else ""
+        print(f"  {name:<9} {ms:8.2f} ms  {ratio}")
+    for name, note in notes.items():
+        print(f"  {name:<9}        -   ({note})")
+
+
+if __name__ == "__main__":
+    main()

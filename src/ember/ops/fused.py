@@ -1,0 +1,92 @@
+"""``fused_elementwise``: a group of elementwise ops run as one node (made by transforms/fuse.py).
+
+Attributes (all hashable, so CSE and the printer treat the node like any other):
+
+* ``program``: the group's ops in order, each ``(op name, operands, attrs)``; an operand is
+  ``("in", i)`` (the node's i-th input), ``("t", j)`` (the j-th instruction's result) or
+  ``("k", value, dtype name)`` (a 0-d constant written into the kernel);
+* ``outputs``: the instructions whose results the node returns;
+* ``out_types``: their `TensorType`s, all of one shape (the loop's iteration space).
+
+The kernel here runs the program with each op's own NumPy kernel: it is the reference the
+compiled C version (runtime/cfuse.py, chosen by the code generator) is tested against, so a
+fused graph on the interpreter computes exactly what the unfused graph computes. The node has
+no VJP: fusion runs on graphs that are already differentiated (forward and backward alike).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..errors import EmberError
+from ._registry import REGISTRY, Cost, OpDef, TensorType, register
+
+__all__ = ["FUSED", "evaluate_program"]
+
+
+def evaluate_program(program, outputs, arrays) -> tuple:
+    """Run ``program`` on ``arrays`` with the ops' reference kernels."""
+    results: list = []
+    for name, operands, attrs in program:
+        args = []
+        for ref in operands:
+            if ref[0] == "in":
+                args.append(arrays[ref[1]])
+            elif ref[0] == "t":
+                args.append(results[ref[1]])
+            else:
+                args.append(np.asarray(ref[1], dtype=dt.as_dtype(ref[2]).np))
+        results.append(np.asarray(REGISTRY[name].kernel(*args, **dict(attrs))))
+    return tuple(results[j] for j in outputs)
+
+
+def _types(out_types) -> tuple:
+    """The output types as `TensorType`s (a loaded graph file gives plain pairs)."""
+    return tuple(TensorType(tuple(shape), dt.as_dtype(dtype)) for shape, dtype in out_types)
+
+
+def _infer(*inputs, program, outputs, out_types):
+    if len(outputs) != len(out_types):
+        raise EmberError(
+            f"{len(outputs)} outputs but {len(out_types)} output types", op="fused_elementwise"
+        )
+    return _types(out_types)
+
+
+def _kernel(*arrays, program, outputs, out_types):
+    results = evaluate_program(program, outputs, arrays)
+    # each output in the shape of the group, the inputs' broadcast (an output computed from
+    # smaller operands alone would otherwise keep their shape); taken from the arrays, so
+    # symbolic sizes in ``out_types`` need no binding
+    shape = np.broadcast_shapes(*(a.shape for a in arrays), *(r.shape for r in results))
+    return tuple(r if r.shape == shape else np.array(np.broadcast_to(r, shape)) for r in results)
+
+
+def _cost(in_types, out_types, attrs) -> Cost:
+    n = int(np.prod(out_types[0].shape, dtype=np.int64)) if out_types else 0
+    moved = sum(int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize for t in in_types)
+    moved += sum(n * t.dtype.itemsize for t in out_types)
+    return Cost(n * len(attrs["program"]), moved)  # the point of fusing: one pass over memory
+
+
+def _compiled(node):
+    """The code generator's implementation of ``node``: one C loop (None: no compiler)."""
+    from ..runtime import cfuse
+
+    return cfuse.build(node)
+
+
+FUSED = register(
+    OpDef(
+        name="fused_elementwise",
+        kind="elementwise",
+        infer=_infer,
+        kernel=_kernel,
+        vjp=None,
+        cost=_cost,
+        num_outputs=-1,
+        doc="fused_elementwise(*inputs; program, outputs, out_types): elementwise ops in one loop",
+        extra={"compile": _compiled},
+    )
+)

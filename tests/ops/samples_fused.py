@@ -1,0 +1,56 @@
+"""Conformance samples for ops/fused.py: ``fused_elementwise`` nodes built by hand (the fusion
+pass makes them from graphs; tests/transforms/test_fuse.py covers that and the C loops). The
+node has no VJP (fusion runs after differentiation), so gradients are not checked here."""
+
+from ember.ops._registry import TensorType, apply
+from ember.ops.fused import FUSED
+
+from .harness import Sample, rng
+
+r = rng(12)
+X = r.standard_normal((3, 4))
+W = r.standard_normal(4)
+
+
+def _swish_scaled(x, w):
+    """(x * sigmoid(1.702 * x)) * w: a constant, a broadcast row, one output."""
+    k = ("k", 1.702, x.dtype.name)
+    program = (
+        ("mul", (k, ("in", 0)), ()),
+        ("sigmoid", (("t", 0),), ()),
+        ("mul", (("in", 0), ("t", 1)), ()),
+        ("mul", (("t", 2), ("in", 1)), ()),
+    )
+    out = TensorType(tuple(x.shape), x.dtype)
+    return apply(FUSED, x, w, program=program, outputs=(3,), out_types=(out,))[0]
+
+
+def _two_outputs(x, w):
+    """tanh(x) and tanh(x) + w, where x > w: a comparison and a select inside."""
+    program = (
+        ("tanh", (("in", 0),), ()),
+        ("add", (("t", 0), ("in", 1)), ()),
+        ("gt", (("in", 0), ("in", 1)), ()),
+        ("where", (("t", 2), ("t", 1), ("t", 0)), ()),
+    )
+    out = TensorType(tuple(x.shape), x.dtype)
+    return apply(FUSED, x, w, program=program, outputs=(0, 3), out_types=(out, out))
+
+
+def _torch_swish_scaled(x, w):
+    import torch
+
+    return (x * torch.sigmoid(1.702 * x)) * w
+
+
+def _torch_two_outputs(x, w):
+    import torch
+
+    t = torch.tanh(x)
+    return t, torch.where(x > w, t + w, t)
+
+
+SAMPLES = [
+    Sample("fused_elementwise/swish", _swish_scaled, (X, W), _torch_swish_scaled, grad=False),
+    Sample("fused_elementwise/select", _two_outputs, (X, W), _torch_two_outputs, grad=False),
+]

@@ -1,0 +1,143 @@
+"""Elementwise fusion: which nodes group, and the compiled C loops against the NumPy kernels
+(random shapes, broadcasting, non-contiguous and zero-size inputs, float32 and float64, NaN and
+Inf)."""
+
+import numpy as np
+import pytest
+
+import ember
+from ember.runtime import ccompile, interpreter
+from ember.transforms import DCE, optimize
+from ember.transforms.fuse import FUSE
+
+needs_cc = pytest.mark.skipif(
+    not ccompile.compiler_available(), reason="no C compiler: fused kernels fall back to NumPy"
+)
+
+
+def _fused(fn, *examples):
+    graph = ember.trace(fn, *examples, opt_level=0).graph
+    arrays = [e.numpy() for e in examples]
+    fused, _ = optimize(graph.copy(), passes=[FUSE, DCE], check=arrays)
+    fused.verify()
+    return graph, fused
+
+
+def _ops(graph):
+    return [n.op.name for n in graph.nodes if n.kind == "call"]
+
+
+def test_a_chain_becomes_one_node_returning_what_is_read_outside():
+    def f(x, w, b):
+        h = x * (1.702 * x).sigmoid()
+        return h * w + b, h.sum()  # h is read by the reduction too: a second output
+
+    graph, fused = _fused(f, ember.randn(4, 8), ember.randn(8), ember.randn(4, 1))
+    assert _ops(fused) == ["fused_elementwise", "sum"]
+    node = fused.nodes[[n.kind for n in fused.nodes].index("call")]
+    assert len(node.outputs) == 2 and len(node.attrs["program"]) == 5
+
+
+def test_groups_stay_convex_and_do_not_cross_reductions_or_control_flow():
+    def f(x):
+        a = x.exp()
+        s = a.sum(axis=1, keepdims=True)  # not elementwise: a path out of the group and back
+        y = a / s + a  # may not join a's group (it reads s, which needs a)
+        z = ember.cond(x.sum() > 0, lambda v: (v * 2).tanh() + 1, lambda v: v - 1, y)
+        return z
+
+    graph, fused = _fused(f, ember.randn(3, 5))
+    for node in fused.nodes:
+        if node.kind == "call" and node.op.name == "cond":
+            branch = node.attrs["true_branch"]
+            assert "fused_elementwise" not in _ops(branch)  # bodies are left alone
+    before = interpreter.run(graph, [np.ones((3, 5), np.float32)])
+    after = interpreter.run(fused, [np.ones((3, 5), np.float32)])
+    np.testing.assert_array_equal(before[0], after[0])
+
+
+def test_single_ops_and_integer_ops_are_left_alone():
+    def f(x, i):
+        return x.exp(), (i + 1) * 3
+
+    _, fused = _fused(f, ember.randn(3), ember.tensor([1, 2, 3]))
+    assert "fused_elementwise" not in _ops(fused)
+
+
+CHAINS = {
+    "gelu_tanh": lambda x, w, b: nn_gelu(x) * w + b,
+    "swish": lambda x, w, b: (x * (1.702 * x).sigmoid()) * w + b,
+    "select": lambda x, w, b: ember.where(x > w, x - b, (x * b).exp()).abs(),
+    "math": lambda x, w, b: (x.abs() + 1).log() + (w * 0.5).sin().cos() - b.erf().sqrt(),
+    "minmax": lambda x, w, b: ember.maximum(x, w).relu() * ember.minimum(b, x) / (w * w + 1),
+    "casts": lambda x, w, b: ((x > 0).to(x.dtype) + (w < b).to(x.dtype)) * x.neg(),
+}
+
+
+def nn_gelu(x):
+    return ember.nn.functional.gelu(x, approximate="tanh")
+
+
+SHAPES = [
+    ((64, 33), (33,), (64, 1)),  # a row and a column broadcast
+    ((7, 1, 5), (4, 5), ()),  # a broadcast in the middle, a scalar
+    ((300000,), (300000,), (1,)),  # long enough for threads
+    ((0, 4), (4,), (0, 1)),  # zero-size
+    ((2, 3, 4, 5), (2, 1, 4, 1), (5,)),
+]
+
+
+@needs_cc
+@pytest.mark.parametrize("dtype", [ember.float32, ember.float64])
+@pytest.mark.parametrize("chain", sorted(CHAINS))
+def test_compiled_loops_equal_the_numpy_kernels(chain, dtype):
+    rng = np.random.default_rng(0)
+    fn = CHAINS[chain]
+    for shapes in SHAPES:
+        arrays = [rng.standard_normal(s).astype(dtype.np) for s in shapes]
+        if arrays[0].size > 8:
+            arrays[0].reshape(-1)[:4] = [np.nan, np.inf, -np.inf, -0.0]
+        tensors = [ember.tensor(a) for a in arrays]
+        compiled = ember.function(fn)  # O3: fused, run as C (the conftest compares every
+        got = compiled(*tensors)  # compiled call with the interpreter, ulp-tight)
+        assert "fused_elementwise" in _ops(compiled.graph)
+        want = fn(*tensors)  # eager: the NumPy kernels one by one
+        eps = np.finfo(dtype.np).eps
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=16 * eps, atol=16 * eps)
+
+
+@needs_cc
+def test_non_contiguous_inputs_are_read_correctly():
+    x = ember.randn(6, 8)
+    w = ember.randn(8, 6)
+
+    @ember.function
+    def f(a, b):
+        return (a * 2 + b).tanh() - a
+
+    f(x, w.permute(1, 0))  # traced on any layout; arrays may come strided
+    program = f._last_entry._compiled
+    strided = w.numpy().T  # a transposed view
+    got = program(x.numpy(), strided)[0]
+    want = np.tanh(x.numpy() * 2 + strided) - x.numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@needs_cc
+def test_the_fused_chain_source_is_one_vectorized_loop():
+    from ember.runtime import cfuse
+
+    def f(x, w, b):
+        return (x * (1.702 * x).sigmoid()) * w + b
+
+    x = ember.randn(1024)
+    _, fused = _fused(f, x, x, x)
+    node = next(n for n in fused.nodes if n.kind == "call")
+    source = cfuse.source_of(
+        node.attrs["program"],
+        node.attrs["outputs"],
+        list(node.attrs["out_types"]),
+        [v.type for v in node.inputs],
+    )
+    assert source.count("for (long i") == 1 and "omp parallel for simd" in source
+    assert 'simd("notinbranch")' in source  # exp from the vector math library
