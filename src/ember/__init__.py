@@ -4,6 +4,14 @@ This module only assembles the public API: the dtypes, the Tensor, autograd swit
 function the op modules export (``ember.add``, ``ember.matmul``, ...), plus the subpackages.
 """
 
+import os as _os
+
+# ember's compiled loops use OpenMP (runtime/cfuse.py). OpenMP threads that spin after a
+# parallel region take the cores from NumPy's BLAS threads, and a library imported later
+# (PyTorch ships its own libgomp) would read the setting once, at load: sleep instead of
+# spinning, unless the user chose otherwise.
+_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from . import _allocator, _methods  # noqa: E402
 from . import capture as _capture
 from . import dtypes as _dtypes

@@ -139,5 +139,39 @@ def test_the_fused_chain_source_is_one_vectorized_loop():
         list(node.attrs["out_types"]),
         [v.type for v in node.inputs],
     )
-    assert source.count("for (long i") == 1 and "omp parallel for simd" in source
+    # one loop, written twice: threaded for long arrays, one thread below PARALLEL_MIN
+    assert source.count("for (long i") == 2 and "omp parallel for simd" in source
     assert 'simd("notinbranch")' in source  # exp from the vector math library
+
+
+@needs_cc
+def test_a_fused_parameter_update_is_written_into_the_parameters_memory():
+    model = ember.nn.Linear(300, 200)
+    opt = ember.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    @ember.function
+    def step(x):
+        opt.zero_grad()
+        (model(x) ** 2).mean().backward()
+        opt.step()
+
+    x = ember.randn(8, 300)
+    step(x)  # creates the momentum buffers
+    weight = model.weight._data
+    before = weight.copy()
+    eager = ember.nn.Linear(300, 200)
+    eager.load_state_dict(model.state_dict())
+    eager_opt = ember.optim.SGD(eager.parameters(), lr=0.1, momentum=0.9)
+    eager_opt.state.update(
+        {
+            q: {k: v.clone() for k, v in opt.state[p].items()}
+            for p, q in zip(model.parameters(), eager.parameters())
+        }
+    )
+    step(x)
+    eager_opt.zero_grad()
+    (eager(x) ** 2).mean().backward()
+    eager_opt.step()
+    assert model.weight._data is weight and not np.array_equal(weight, before)  # same memory
+    assert "out=(" in step.code  # the fused loop wrote the new values there
+    np.testing.assert_allclose(model.weight.numpy(), eager.weight.numpy(), rtol=1e-6, atol=1e-7)

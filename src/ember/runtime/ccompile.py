@@ -195,6 +195,7 @@ def load(source: str, symbol: str, argtypes: list, *, flags: tuple | None = None
         if library.exists():
             stats.rebuilds += 1
         _build(cc, source, flags, library)
+    # (ember/__init__.py asks OpenMP threads to sleep rather than spin, before libgomp loads)
     try:
         handle = ctypes.CDLL(str(library))
     except OSError:  # damaged in a way the hash did not see (or by another process): rebuild

@@ -28,10 +28,14 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
+from ..graph.symbolic import has_symbols
 
 __all__ = ["build", "source_of"]
 
 _C_TYPES = {dt.float32: "float", dt.float64: "double", dt.bool_: "_Bool"}
+# arrays of bool are read and written as bytes (NumPy's layout): GCC does not vectorize loads
+# and stores through _Bool pointers, while values stay _Bool so conversions give 0 or 1
+_ARRAY_TYPES = {**_C_TYPES, dt.bool_: "unsigned char"}
 _VECTOR_MATH = ("exp", "log", "log1p", "expm1", "sin", "cos", "tanh", "erf")
 _FLAGS = (
     "-O3",
@@ -44,7 +48,9 @@ _FLAGS = (
     "-ffp-contract=off",
     "-std=gnu11",
 )
-PARALLEL_MIN = 1 << 15  # elements below which threads cost more than they save
+# elements below which one thread is faster: waking the others and sharing the cores with
+# NumPy's BLAS threads costs more than a SIMD loop over this many values (~0.1 ms)
+PARALLEL_MIN = 1 << 18
 
 
 def _literal(value, dtype) -> str:
@@ -86,10 +92,11 @@ def source_of(program, outputs, out_types, in_types, symbol="fused") -> str:
     groups, full = _plan(in_types, shape)
     k = max(len(groups), 1)
     c_in = [_C_TYPES[t.dtype] for t in in_types]
-    c_out = [_C_TYPES[t.dtype] for t in out_types]
     params = ["long n", "const long* restrict dims"]
-    params += [f"const {c}* restrict a{i}" for i, c in enumerate(c_in)]
-    params += [f"{c}* restrict r{j}" for j, c in enumerate(c_out)]
+    # no ``restrict``: an output may be written into an input's own memory (an in-place
+    # parameter update); each element is read before it is written, which plain C keeps
+    params += [f"const {_ARRAY_TYPES[t.dtype]}* a{i}" for i, t in enumerate(in_types)]
+    params += [f"{_ARRAY_TYPES[t.dtype]}* r{j}" for j, t in enumerate(out_types)]
     used_math: set[tuple[str, str]] = set()
     body, types = [], []
     for j, (name, operands, _attrs) in enumerate(program):
@@ -125,12 +132,21 @@ def source_of(program, outputs, out_types, in_types, symbol="fused") -> str:
         inner_full = bool(groups) and full[i][-1]
         loads.append((i, inner_full))
     stores = [f"r{jj}[base + i] = t{j};" for jj, j in enumerate(outputs)]
+    # two copies of the loop: the threaded one only where there is enough work. (An OpenMP
+    # ``if`` clause would still enter the runtime on every call, which costs far more than a
+    # small loop.)
     if k == 1:
-        lines.append(f"  #pragma omp parallel for simd if(n > {PARALLEL_MIN}) schedule(static)")
-        lines.append("  for (long i = 0; i < n; i++) {")
-        lines.append("    const long base = 0;")
-        for i, inner_full in loads:
-            lines.append(f"    {c_in[i]} x{i} = a{i}[{'i' if inner_full else '0'}];")
+        for parallel in (True, False):
+            lines.append(f"  {'if' if parallel else 'else'} {_enough(parallel)}{{")
+            lines.append(
+                f"  #pragma omp {'parallel for simd schedule(static)' if parallel else 'simd'}"
+            )
+            lines.append("  for (long i = 0; i < n; i++) {")
+            lines.append("    const long base = 0;")
+            for i, inner_full in loads:
+                lines.append(f"    {c_in[i]} x{i} = a{i}[{'i' if inner_full else '0'}];")
+            lines += ["    " + line for line in body + stores]
+            lines += ["  }", "  }"]
     else:
         lines.append(f"  const long inner = dims[{k - 1}];")
         lines.append("  const long outer = inner ? n / inner : 0;")
@@ -141,29 +157,36 @@ def source_of(program, outputs, out_types, in_types, symbol="fused") -> str:
             lines.append(f"  for (int d = {k - 1}; d >= 0; d--) {{")
             lines.append(f"    s{i}[d] = f{i}[d] ? run{i} : 0; run{i} *= f{i}[d] ? dims[d] : 1;")
             lines.append("  }")
-        lines.append(f"  #pragma omp parallel for if(n > {PARALLEL_MIN}) schedule(static)")
-        lines.append("  for (long o = 0; o < outer; o++) {")
-        lines.append("    long rem = o;")
-        for i in range(len(in_types)):
-            lines.append(f"    long b{i} = 0;")
-        lines.append(f"    for (int d = {k - 2}; d >= 0; d--) {{")
-        lines.append("      const long idx = rem % dims[d]; rem /= dims[d];")
-        for i in range(len(in_types)):
-            lines.append(f"      b{i} += idx * s{i}[d];")
-        lines.append("    }")
-        lines.append("    const long base = o * inner;")
-        for i, inner_full in loads:
-            if not inner_full:
-                lines.append(f"    const {c_in[i]} h{i} = a{i}[b{i}];")
-        lines.append("    #pragma omp simd")
-        lines.append("    for (long i = 0; i < inner; i++) {")
-        for i, inner_full in loads:
-            lines.append(f"      {c_in[i]} x{i} = {f'a{i}[b{i} + i]' if inner_full else f'h{i}'};")
-    indent = "    " if k == 1 else "      "
-    lines += [indent + line for line in body + stores]
-    lines += ["  }"] * (1 if k == 1 else 2)
+        for parallel in (True, False):
+            lines.append(f"  {'if' if parallel else 'else'} {_enough(parallel)}{{")
+            if parallel:
+                lines.append("  #pragma omp parallel for schedule(static)")
+            lines.append("  for (long o = 0; o < outer; o++) {")
+            lines.append("    long rem = o;")
+            for i in range(len(in_types)):
+                lines.append(f"    long b{i} = 0;")
+            lines.append(f"    for (int d = {k - 2}; d >= 0; d--) {{")
+            lines.append("      const long idx = rem % dims[d]; rem /= dims[d];")
+            for i in range(len(in_types)):
+                lines.append(f"      b{i} += idx * s{i}[d];")
+            lines.append("    }")
+            lines.append("    const long base = o * inner;")
+            for i, inner_full in loads:
+                if not inner_full:
+                    lines.append(f"    const {c_in[i]} h{i} = a{i}[b{i}];")
+            lines.append("    #pragma omp simd")
+            lines.append("    for (long i = 0; i < inner; i++) {")
+            for i, inner_full in loads:
+                load = f"a{i}[b{i} + i]" if inner_full else f"h{i}"
+                lines.append(f"      {c_in[i]} x{i} = {load};")
+            lines += ["      " + line for line in body + stores]
+            lines += ["    }", "  }", "  }"]
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _enough(parallel: bool) -> str:
+    return f"(n > {PARALLEL_MIN}) " if parallel else ""
 
 
 def _result_dtype(op, arg_types, attrs):
@@ -213,19 +236,35 @@ def _wrapper(fn, in_types, out_types):
     static_shape = tuple(out_types[0].shape)
     groups, _ = _plan(in_types, static_shape)
 
-    def run(*arrays):
+    def layout(shape):
+        n = math.prod(shape)
+        dims = [math.prod(shape[a] for a in g) for g in groups] or [n]
+        return n, np.array(dims, np.int64)
+
+    # shapes known when compiling (no symbolic size): the layout is worked out once
+    fixed = None if has_symbols(static_shape) else (static_shape, *layout(static_shape))
+
+    def run(*arrays, out=None):
         # (np.ascontiguousarray would turn a 0-d array into shape (1,))
         arrays = [
             a if a.dtype == d and a.flags.c_contiguous else np.array(a, dtype=d, order="C")
             for a, d in zip(arrays, np_in)
         ]
-        shape = np.broadcast_shapes(*(a.shape for a in arrays)) if arrays else ()
-        if len(shape) < rank:
+        if fixed is not None:
+            shape, n, dims = fixed
+        else:
+            shape = np.broadcast_shapes(*(a.shape for a in arrays)) if arrays else ()
             shape = (1,) * (rank - len(shape)) + shape
+            n, dims = layout(shape)
         outs = [np.empty(shape, d) for d in np_out]
-        n = math.prod(shape)
+        if out is not None:  # write into these (a parameter's own memory), where they fit
+            outs = [
+                o
+                if o is not None and o.shape == shape and o.dtype == d and o.flags.c_contiguous
+                else new
+                for o, new, d in zip(out, outs, np_out)
+            ]
         if n:
-            dims = np.array([math.prod(shape[a] for a in g) for g in groups] or [n], np.int64)
             fn(
                 n,
                 dims.ctypes.data,

@@ -75,19 +75,21 @@ class CompiledGraph:
         return self._fn(*arrays)
 
 
-def _in_place_nodes(graph, inplace: dict) -> dict:
+def _in_place_nodes(graph, inplace: dict, compiled: dict) -> dict:
     """The call nodes that may write their result straight into an input's memory: for each
     ``output position -> input position`` in ``inplace`` (the caller will store that output
     into that input's buffer anyway, e.g. a parameter update), when
 
-    * the output is made by a one-ufunc kernel with the input among its operands and the same
-      shape and dtype (so ``ufunc(..., out=input)`` computes exactly what the kernel would),
+    * the output is made by a one-ufunc kernel, or by a ``compiled`` implementation (an
+      elementwise C loop taking ``out=``: ``compiled`` maps id(node) to it), with the input
+      among its operands and the same shape and dtype (so writing into the input computes
+      exactly what the kernel would: each element is read before it is written),
     * no later node reads the input, and no view of it (reshape, permute, ...) is still live
       there or returned (a write would change what they show),
     * the output is returned once and is not the input itself.
 
-    Returns {id(node): input value}. This is the "preallocated output" the generated code
-    writes into: the update costs no new array and no copy back.
+    Returns {id(node): {output index: input value}}. This is the "preallocated output" the
+    generated code writes into: the update costs no new array and no copy back.
     """
     positions = {id(n): i for i, n in enumerate(graph.nodes)}
     last_read: dict[int, int] = {}
@@ -99,15 +101,16 @@ def _in_place_nodes(graph, inplace: dict) -> dict:
     for out_position, in_position in inplace.items():
         value, target = graph.outputs[out_position], graph.inputs[in_position]
         node = value.node
+        ufunc = isinstance(node.op.kernel, np.ufunc) and not node.attrs
         if (
             node.kind != "call"
-            or not isinstance(node.op.kernel, np.ufunc)
-            or node.attrs
+            or not (ufunc or id(node) in compiled)
             or target not in node.inputs
             or value.type != target.type
             or outputs.count(id(value)) != 1
             or id(target) in outputs
-            or id(node) in chosen
+            or value.index in chosen.get(id(node), {})
+            or any(t is target for t in chosen.get(id(node), {}).values())
         ):
             continue
         at = positions[id(node)]
@@ -122,7 +125,7 @@ def _in_place_nodes(graph, inplace: dict) -> dict:
                     stack.extend(user.outputs)
         if any(last_read.get(id(a), -1) >= at or id(a) in outputs for a in aliases):
             continue
-        chosen[id(node)] = target
+        chosen.setdefault(id(node), {})[value.index] = target
     return chosen
 
 
@@ -151,7 +154,14 @@ def compile_graph(graph, inplace: dict | None = None) -> CompiledGraph:
     position) names outputs the caller writes back into input buffers; where it is safe the
     code computes them in place (see `_in_place_nodes`) and returns the input's own array."""
     names: dict[str, object] = {}  # global name -> object the code refers to
-    in_place = _in_place_nodes(graph, inplace) if inplace else {}
+    # an op may compile a node into a faster implementation with its attributes built in
+    # (ops/fused.py: a C loop); it takes the inputs only, and ``out=`` per output
+    compiled = {}
+    for node in graph.nodes:
+        hook = node.op.extra.get("compile") if node.kind == "call" else None
+        if hook is not None and (impl := hook(node)) is not None:
+            compiled[id(node)] = impl
+    in_place = _in_place_nodes(graph, inplace, compiled) if inplace else {}
 
     def ref(obj, prefix: str) -> str:
         for key, known in names.items():
@@ -172,12 +182,9 @@ def compile_graph(graph, inplace: dict | None = None) -> CompiledGraph:
         if node.kind == "constant":
             lines.append(f"    {_local(node.outputs[0])} = {ref(graph.constants[node.name], 'c_')}")
         elif node.kind == "call":
-            # an op may compile a node into a faster implementation of the node with its
-            # attributes built in (ops/fused.py: a C loop); it gets the inputs only
-            compiled = node.op.extra.get("compile")
-            compiled = compiled(node) if compiled is not None else None
-            if compiled is not None:
-                kernel, args = ref(compiled, f"k_{node.op.name}_"), [_local(v) for v in node.inputs]
+            if id(node) in compiled:
+                kernel = ref(compiled[id(node)], f"k_{node.op.name}_")
+                args = [_local(v) for v in node.inputs]
             else:
                 kernel = ref(node.op.kernel, f"k_{node.op.name}_")
                 args = [_local(v) for v in node.inputs]
@@ -185,8 +192,14 @@ def compile_graph(graph, inplace: dict | None = None) -> CompiledGraph:
                     text = _literal(value) if _is_literal(value) else ref(value, "a_")
                     args.append(f"{key}={text}")
             reuse = None
-            if id(node) in in_place:
-                args.append(f"out={_local(in_place[id(node)])}")
+            if id(node) in in_place and id(node) in compiled:
+                targets = in_place[id(node)]
+                outs = [
+                    _local(targets[i]) if i in targets else "None" for i in range(len(node.outputs))
+                ]
+                args.append(f"out=({', '.join(outs)},)")
+            elif id(node) in in_place:
+                args.append(f"out={_local(in_place[id(node)][0])}")
             else:
                 reuse = _reusable_operand(node, frees.get(position, ()), graph)
             call = f"{kernel}({', '.join(args)})"
