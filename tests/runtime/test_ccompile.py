@@ -1,11 +1,16 @@
 """runtime/ccompile.py: compiling C into callables, the on-disk kernel cache across processes,
-concurrent builds, damaged cache entries, compile errors and a missing compiler."""
+concurrent builds, damaged cache entries, flags a compiler lacks, compile errors and a missing
+compiler. Every test points EMBER_CACHE_DIR at its own temporary directory."""
 
 import ctypes
+import hashlib
+import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 
 import numpy as np
@@ -17,10 +22,19 @@ pytestmark = pytest.mark.skipif(not ccompile.compiler_available(), reason="no C 
 
 AXPY = """
 void axpy(long n, float a, const float* x, float* y) {
+#pragma omp simd
   for (long i = 0; i < n; i++) y[i] += a * x[i];
 }
 """
-ARGTYPES = [ctypes.c_long, ctypes.c_float, ctypes.c_void_p, ctypes.c_void_p]
+FLOATS = np.ctypeslib.ndpointer(np.float32, flags="C_CONTIGUOUS")
+ARGTYPES = [ctypes.c_long, ctypes.c_float, FLOATS, FLOATS]
+X = np.linspace(-3, 3, 1000, dtype=np.float32)
+EXPECTED = (np.float32(0.5) + np.float32(2.5) * X).tolist()
+
+
+def _close(y, expected=EXPECTED) -> bool:
+    # -march=native lets the compiler fuse a * x + y into one FMA (one rounding, not two)
+    return np.allclose(y, expected, rtol=1e-6, atol=1e-6)
 
 
 @pytest.fixture
@@ -29,91 +43,198 @@ def cache(tmp_path, monkeypatch):
     return tmp_path
 
 
-def _axpy(fn):
-    x = np.arange(5, dtype=np.float32)
-    y = np.ones(5, np.float32)
-    fn(5, 2.0, x.ctypes.data, y.ctypes.data)
-    return y
+def _unique_axpy() -> str:
+    """AXPY as a kernel no other test (or earlier run) has compiled."""
+    return AXPY + f"// {uuid.uuid4()}\n"
 
 
-def _child(cache, source: str, tag: str = "") -> str:
-    """Run a fresh Python that loads ``source`` from ``cache``; it prints its result and stats."""
+def _axpy(fn) -> list:
+    y = np.full_like(X, 0.5)
+    fn(len(X), 2.5, X, y)
+    return y.tolist()
+
+
+def _library(cache):
+    (library,) = cache.glob("*.so")
+    return library
+
+
+def _child(cache, source: str, barrier=None) -> subprocess.Popen:
+    """A fresh Python that loads ``source`` from ``cache`` and prints its result and stats as
+    JSON. With a ``barrier`` directory it says it is ready there, then waits for ``go``."""
     code = textwrap.dedent(
         f"""
-        import ctypes, numpy as np
+        import ctypes, json, os, time
+        import numpy as np
         from ember.runtime import ccompile
-        fn = ccompile.load({source!r}, "axpy", [ctypes.c_long, ctypes.c_float,
-                           ctypes.c_void_p, ctypes.c_void_p])
-        x = np.arange(5, dtype=np.float32); y = np.ones(5, np.float32)
-        fn(5, 2.0, x.ctypes.data, y.ctypes.data)
+        barrier = {str(barrier) if barrier else None!r}
+        if barrier:  # probed first, so the two reach the cache as close together as can be
+            ccompile.compiler_available()
+            open(os.path.join(barrier, str(os.getpid())), "w").close()
+            while not os.path.exists(os.path.join(barrier, "go")):
+                time.sleep(0.001)
+        floats = np.ctypeslib.ndpointer(np.float32, flags="C_CONTIGUOUS")
+        fn = ccompile.load({source!r}, "axpy", [ctypes.c_long, ctypes.c_float, floats, floats])
+        x = np.linspace(-3, 3, 1000, dtype=np.float32)
+        y = np.full_like(x, 0.5)
+        fn(len(x), 2.5, x, y)
         s = ccompile.stats
-        print(y.tolist(), s.compiles, s.disk_hits, s.rebuilds)
+        print(json.dumps(dict(y=y.tolist(), compiles=s.compiles, disk_hits=s.disk_hits,
+                              rebuilds=s.rebuilds)))
         """
     )
     env = dict(os.environ, EMBER_CACHE_DIR=str(cache))
     return subprocess.Popen(
-        [sys.executable, "-c", code],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
 
 
-def _result(process):
+def _result(process) -> dict:
     out, err = process.communicate(timeout=120)
-    assert process.returncode == 0, err
-    values, compiles, hits, rebuilds = out.strip().rsplit(" ", 3)[0], *out.split()[-3:]
-    return values, int(compiles), int(hits), int(rebuilds)
+    assert process.returncode == 0, err.decode()
+    return json.loads(out)
 
 
-EXPECTED = "[1.0, 3.0, 5.0, 7.0, 9.0]"
+def test_a_kernel_computes_and_is_cached_in_memory_and_on_disk(cache):
+    source, before = _unique_axpy(), ccompile.stats.compiles
+    fn = ccompile.load(source, "axpy", ARGTYPES)
+    assert _close(_axpy(fn)) and ccompile.stats.compiles == before + 1
+    hits = ccompile.stats.memory_hits
+    assert ccompile.load(source, "axpy", list(ARGTYPES)) is fn
+    assert ccompile.stats.memory_hits == hits + 1 and ccompile.stats.compiles == before + 1
+    # other argtypes: another function object (a caller's argtypes never change another's)
+    raw = ccompile.load(source, "axpy", [ctypes.c_long, ctypes.c_float] + [ctypes.c_void_p] * 2)
+    assert raw is not fn and raw._ember_handle is fn._ember_handle and fn.argtypes == ARGTYPES
+    # on disk: <sha256 key>.so beside a sidecar holding the hash of the library's bytes
+    library = _library(cache)
+    assert len(library.stem) == 64 and library.with_name(f"{library.stem}.sha256").read_text() == (
+        hashlib.sha256(library.read_bytes()).hexdigest()
+    )
 
 
-def test_a_kernel_compiles_once_and_computes(cache):
-    before = ccompile.stats.compiles
-    fn = ccompile.load(AXPY, "axpy", ARGTYPES)
-    np.testing.assert_array_equal(_axpy(fn), 1 + 2 * np.arange(5, dtype=np.float32))
-    again = ccompile.load(AXPY, "axpy", ARGTYPES)
-    assert again is fn and ccompile.stats.compiles - before <= 1
-    libraries = list(cache.glob("*.so"))
-    assert len(libraries) == 1 and libraries[0].with_suffix(".sha256").exists()
+def test_the_cache_directory_is_read_at_each_call(tmp_path, monkeypatch):
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "a"))
+    assert ccompile.cache_dir() == tmp_path / "a" and (tmp_path / "a").is_dir()
+    monkeypatch.delenv("EMBER_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert ccompile.cache_dir() == tmp_path / "xdg" / "ember" / "kernels"
+    # a cache that cannot be created (here: below a file) falls back to a private directory
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "file" / "kernels"))
+    fallback = ccompile.cache_dir()
+    assert fallback.is_dir() and os.access(fallback, os.W_OK)
 
 
-def test_a_fresh_process_finds_the_kernel_on_disk(cache):
-    source = AXPY + f"// {uuid.uuid4()}\n"
-    assert _result(_child(cache, source))[1] == 1  # the first process compiles
-    values, compiles, hits, _ = _result(_child(cache, source))
-    assert values == EXPECTED and compiles == 0 and hits == 1
+def test_flags_and_libraries_are_part_of_the_key(cache):
+    source = "#include <math.h>\nvoid ex(float* x) { x[0] = expf(x[0]); }\n"
+    flags = ("-O1", "-fPIC", "-shared", "-lm")  # -l... must follow the source to link
+    fn = ccompile.load(source, "ex", [FLOATS], flags=flags)
+    other = ccompile.load(source, "ex", [FLOATS], flags=("-O2", *flags[1:]))
+    assert other is not fn and len(list(cache.glob("*.so"))) == 2
+    x = np.array([1.5], np.float32)
+    fn(x)
+    np.testing.assert_allclose(x, np.exp(np.float32(1.5)), rtol=1e-6)
 
 
-def test_two_processes_compiling_one_kernel_at_once_both_succeed(cache):
-    source = AXPY + f"// {uuid.uuid4()}\n"
-    first, second = _child(cache, source), _child(cache, source)
-    results = [_result(first), _result(second)]
-    assert all(r[0] == EXPECTED for r in results)
-    assert len(list(cache.glob("*.so"))) == 1 and not list(cache.glob("*.tmp"))
+def test_a_fresh_process_finds_the_kernel_on_disk_and_compiles_nothing(cache):
+    source = _unique_axpy()
+    ccompile.load(source, "axpy", ARGTYPES)  # this process compiles it
+    child = _result(_child(cache, source))
+    assert _close(child["y"])
+    assert child["compiles"] == 0 and child["disk_hits"] == 1 and child["rebuilds"] == 0
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_two_processes_compiling_one_new_kernel_at_once_both_succeed(cache, tmp_path_factory):
+    source = _unique_axpy()
+    barrier = tmp_path_factory.mktemp("barrier")
+    children = [_child(cache, source, barrier) for _ in range(2)]
+    deadline = time.monotonic() + 60
+    while len(os.listdir(barrier)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    (barrier / "go").touch()  # both are imported and waiting: they look up the cache together
+    results = [_result(child) for child in children]
+    assert all(_close(r["y"]) for r in results)
+    assert sum(r["compiles"] for r in results) >= 1
+    library = _library(cache)  # one library, its hash right, no temporary files left
+    assert (
+        library.with_suffix(".sha256").read_text()
+        == hashlib.sha256(library.read_bytes()).hexdigest()
+    )
+    assert sorted(p.suffix for p in cache.iterdir()) == [".sha256", ".so"]
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "garbage with its hash"])
 def test_a_damaged_cache_entry_is_rebuilt(cache, damage):
-    source = AXPY + f"// {uuid.uuid4()}\n"
-    _result(_child(cache, source))
-    (library,) = cache.glob("*.so")
+    source = _unique_axpy()
+    assert _result(_child(cache, source))["compiles"] == 1  # built by a process now gone
+    library = _library(cache)
     data = library.read_bytes()
-    library.write_bytes(b"not a library" if damage == "garbage" else data[: len(data) // 2])
-    values, compiles, _, rebuilds = _result(_child(cache, source))
-    assert values == EXPECTED and compiles == 1 and rebuilds == 1
+    damaged = data[: len(data) // 2] if damage == "truncated" else b"\x7fELF not a library"
+    library.write_bytes(damaged)
+    if damage == "garbage with its hash":  # the hash passes; the loader refuses it
+        library.with_suffix(".sha256").write_text(hashlib.sha256(damaged).hexdigest())
+    child = _result(_child(cache, source))
+    assert _close(child["y"]) and child["compiles"] == 1 and child["rebuilds"] == 1
+    assert ccompile.load(source, "axpy", ARGTYPES) is not None  # intact again for this process
+    assert _library(cache).read_bytes() == data  # builds of one kernel give the same bytes
 
 
-def test_a_compile_error_names_the_kept_source(cache):
-    with pytest.raises(ccompile.CompileError, match=r"failed on .*\.c") as info:
-        ccompile.load("void broken(void) { this is not C; }", "broken", [])
-    kept = str(info.value).split("failed on ")[1].split(":")[0]
-    assert os.path.exists(kept)
+def test_a_rebuilt_library_is_not_served_from_the_loaders_stale_handle(cache, monkeypatch):
+    source = _unique_axpy().replace("y[i] += a * x[i]", "y[i] += a * x[i] + 1")
+    old = ccompile.load(source, "axpy", ARGTYPES)
+    library = _library(cache)
+    # replaced as a whole (a new inode): the old mapping in this process stays valid
+    garbage = library.with_name("garbage")
+    garbage.write_bytes(b"garbage")
+    os.replace(garbage, library)
+    # forget the function, not the library the dynamic loader holds for that path
+    monkeypatch.setattr(ccompile, "_libraries", {})
+    monkeypatch.setattr(ccompile, "_functions", {})
+    rebuilds = ccompile.stats.rebuilds
+    fn = ccompile.load(source, "axpy", ARGTYPES)
+    assert ccompile.stats.rebuilds == rebuilds + 1 and fn is not old
+    assert fn._ember_handle._name != old._ember_handle._name  # loaded from a fresh path
+    assert _axpy(fn) == _axpy(old) and _close(_axpy(fn), 1.5 + 2.5 * X)
+    assert sorted(p.suffix for p in cache.iterdir()) == [".sha256", ".so"]  # copy removed
 
 
-def test_without_a_compiler_load_refuses_and_says_so(tmp_path):
+def test_a_compile_error_shows_the_messages_and_keeps_the_source(cache):
+    source = "void broken(void) {\n  this is not C;\n}\n"
+    with pytest.raises(ccompile.CompileError, match="failed on") as info:
+        ccompile.load(source, "broken", [])
+    message = str(info.value)
+    kept = message.split("failed on ")[1].split(":\n")[0]
+    assert open(kept).read() == source
+    assert f"{kept}:2:" in message and "error" in message  # the compiler's own words, its lines
+    with pytest.raises(ccompile.CompileError) as again:  # known to fail: the compiler is not rerun
+        ccompile.load(source, "broken", [])
+    assert again.value is info.value
+
+
+def test_a_missing_symbol_is_a_compile_error(cache):
+    with pytest.raises(ccompile.CompileError, match="no function 'nope'"):
+        ccompile.load(AXPY, "nope", [])
+
+
+@pytest.mark.parametrize("lacking", [("-fopenmp",), ("-march=native",), ("-fopenmp", "-march=")])
+def test_flags_the_compiler_lacks_are_dropped(cache, tmp_path_factory, monkeypatch, lacking):
+    # a real compiler without OpenMP (clang without libomp) or without a native target
+    real = shutil.which("cc") or shutil.which("gcc")
+    rejects = " ".join(f'{flag}*) echo "unsupported: {flag}" >&2; exit 1;;' for flag in lacking)
+    script = tmp_path_factory.mktemp("cc") / "cc"
+    script.write_text(f'#!/bin/sh\nfor a; do case "$a" in {rejects} esac; done\nexec {real} "$@"\n')
+    script.chmod(0o755)
+    monkeypatch.setenv("CC", str(script))
+    assert ccompile.compiler_available()
+    used = ccompile.effective_flags()
+    assert all(not f.startswith(lacking) for f in used)
+    assert set(ccompile.DEFAULT_FLAGS) - set(used) == {
+        f for f in ccompile.OPTIONAL_FLAGS if f.startswith(lacking)
+    }
+    assert _close(_axpy(ccompile.load(AXPY, "axpy", ARGTYPES)))
+
+
+def test_without_a_compiler_load_refuses_and_warns_once(tmp_path):
     code = textwrap.dedent(
         """
         import warnings
@@ -129,8 +250,10 @@ def test_without_a_compiler_load_refuses_and_says_so(tmp_path):
         print(len(caught), caught[0].message)
         """
     )
-    env = dict(os.environ, CC="/nonexistent/cc", EMBER_CACHE_DIR=str(tmp_path))
+    env = dict(os.environ, CC="/nonexistent", EMBER_CACHE_DIR=str(tmp_path))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "refused:" in out.stdout and "set CC" in out.stdout
-    assert "1 no C compiler found" in out.stdout  # one warning, however often it is asked
+    # one warning, however often it is asked
+    assert "1 no C compiler found (set CC); fused kernels fall back to NumPy" in out.stdout
+    assert not list(tmp_path.iterdir())
