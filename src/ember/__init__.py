@@ -41,6 +41,7 @@ from .errors import (
     DatasetError,
     DTypeError,
     EmberError,
+    ScriptError,
     ShapeError,
     StateDictError,
     TraceError,
@@ -55,6 +56,7 @@ globals().update(_ops.PUBLIC)
 from . import autograd, data, io, nn, optim  # noqa: E402
 from .capture import trace  # noqa: E402
 from .capture.function import Function, function  # noqa: E402
+from .capture.script import script  # noqa: E402
 from .capture.signature import TensorSpec  # noqa: E402
 from .capture.static import (
     Operation,

@@ -79,3 +79,8 @@ class TraceError(EmberError, RuntimeError):
 
 class DatasetError(EmberError, FileNotFoundError):
     """A dataset whose files cannot be found or read."""
+
+
+class ScriptError(EmberError):
+    """A construct ``ember.script`` cannot convert, or converted control flow whose branches or
+    loop iterations disagree (names the construct and the user's file:line)."""

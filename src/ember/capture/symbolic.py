@@ -17,7 +17,8 @@ from ..errors import TraceError
 from ..ops._registry import TensorBase
 
 _HINT = (
-    "; use ember.where for a data-dependent choice of values, ember.cond / ember.while_loop / "
+    "; use ember.where for a data-dependent choice of values, ember.script(fn) to convert the "
+    "function's if/while/for into graph control flow, ember.cond / ember.while_loop / "
     "ember.fori_loop / ember.scan for data-dependent control flow, or compute this outside the "
     "traced function"
 )
