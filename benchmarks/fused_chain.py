@@ -77,6 +77,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=4 * 1024 * 1024)
     parser.add_argument("--reps", type=int, default=30)
+    parser.add_argument("--block", type=int, default=10, help="calls per side in a row")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     x, w, b = (rng.standard_normal(args.n).astype(np.float32) for _ in range(3))
@@ -89,14 +90,20 @@ def main() -> None:
             notes[name] = f"wrong result (max error {np.abs(got - want).max():.3g})"
             del sides[name]
     times: dict[str, list] = {name: [] for name in sides}
-    for _ in range(args.reps):  # interleaved: machine noise hits every side alike
+    # interleaved in blocks, so machine noise hits every side alike; within a block one side
+    # runs alone after a warm-up call, so the previous side's worker threads (OpenMP and Eigen
+    # threads spin for a while after their work) have gone quiet
+    for _ in range(max(1, args.reps // args.block)):
         for name, (run, _) in sides.items():
-            start = time.perf_counter()
             run()
-            times[name].append(time.perf_counter() - start)
+            for _ in range(args.block):
+                start = time.perf_counter()
+                run()
+                times[name].append(time.perf_counter() - start)
     medians = {name: statistics.median(t) * 1e3 for name, t in times.items()}
     ref = medians.get("jax jit")
-    print(f"fused chain, {args.n} float32 values, median of {args.reps}")
+    reps = len(next(iter(times.values()))) if times else 0
+    print(f"fused chain, {args.n} float32 values, median of {reps} (blocks of {args.block})")
     for name, ms in medians.items():
         ratio = f"{ms / ref:6.2f}x jax jit" if ref else ""
         print(f"  {name:<9} {ms:8.2f} ms  {ratio}")

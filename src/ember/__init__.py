@@ -4,14 +4,6 @@ This module only assembles the public API: the dtypes, the Tensor, autograd swit
 function the op modules export (``ember.add``, ``ember.matmul``, ...), plus the subpackages.
 """
 
-import os as _os
-
-# ember's compiled loops use OpenMP (runtime/cfuse.py). OpenMP threads that spin after a
-# parallel region take the cores from NumPy's BLAS threads, and a library imported later
-# (PyTorch ships its own libgomp) would read the setting once, at load: sleep instead of
-# spinning, unless the user chose otherwise.
-_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 from . import _allocator, _methods  # noqa: E402
 from . import capture as _capture
 from . import dtypes as _dtypes
@@ -71,6 +63,7 @@ from .graph import Graph, sym  # noqa: E402
 from .graph.serialize import load_graph  # noqa: E402
 from .io import load, save  # noqa: E402
 from .random import Generator, default_generator, get_rng_state, manual_seed, set_rng_state  # noqa: E402,F401
+from .runtime.cpool import get_num_threads, set_num_threads  # noqa: E402
 from .transforms import grad, value_and_grad  # noqa: E402
 
 bool = bool_  # ember.bool, as torch.bool  # noqa: A001

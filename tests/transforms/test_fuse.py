@@ -82,6 +82,7 @@ SHAPES = [
     ((64, 33), (33,), (64, 1)),  # a row and a column broadcast
     ((7, 1, 5), (4, 5), ()),  # a broadcast in the middle, a scalar
     ((300000,), (300000,), (1,)),  # long enough for threads
+    (((1 << 20) + 77,), ((1 << 20) + 77,), ()),  # and for non-temporal stores, with a tail
     ((0, 4), (4,), (0, 1)),  # zero-size
     ((2, 3, 4, 5), (2, 1, 4, 1), (5,)),
 ]
@@ -139,9 +140,45 @@ def test_the_fused_chain_source_is_one_vectorized_loop():
         list(node.attrs["out_types"]),
         [v.type for v in node.inputs],
     )
-    # one loop, written twice: threaded for long arrays, one thread below PARALLEL_MIN
-    assert source.count("for (long i") == 2 and "omp parallel for simd" in source
+    # one loop over a range of elements, which the entry point hands to the thread pool for
+    # long arrays; for long ranges, its middle part runs in blocks written with streaming stores
+    assert "static void part(void *job_, long lo, long hi)" in source
+    assert f"if (pool && n > {cfuse.PARALLEL_MIN}) pool(part, &job, count, align);" in source
+    assert source.count("#pragma omp simd") == 3 and "_mm256_stream_si256" in source
+    assert "omp parallel" not in source  # no OpenMP runtime: the pool's threads never spin
     assert 'simd("notinbranch")' in source  # exp from the vector math library
+
+
+@needs_cc
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_long_loops_with_several_outputs_into_misaligned_memory(threads):
+    from ember.runtime import cfuse, cpool
+
+    def f(x, w):
+        y = (x * w).tanh()
+        return y, y > 0.25, (x - w).exp()
+
+    n = (1 << 21) + 13
+    rng = np.random.default_rng(1)
+    x, w = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    _, fused = _fused(f, ember.tensor(x), ember.tensor(w))
+    node = next(n for n in fused.nodes if n.kind == "call")
+    run = cfuse.build(node)
+    want = node.op.kernel(x, w, **node.attrs)  # the NumPy reference kernel
+    before = cpool.get_num_threads()
+    cpool.set_num_threads(threads)
+    try:
+        plain = run(x, w)
+        # outputs written into memory that starts 4, 1 and 8 bytes past an alignment boundary
+        out = [np.empty(n + 1, np.float32)[1:], np.empty(n + 1, np.bool_)[1:]]
+        out.append(np.empty(n + 2, np.float32)[2:])
+        into = run(x, w, out=out)
+    finally:
+        cpool.set_num_threads(before)
+    assert all(a is b for a, b in zip(into, out))
+    for got in (plain, into):
+        for g, r in zip(got, want):
+            np.testing.assert_allclose(g, r, rtol=4e-7, atol=1e-7)
 
 
 @needs_cc

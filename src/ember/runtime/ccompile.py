@@ -19,7 +19,7 @@ it loads; otherwise it is rebuilt (``stats.rebuilds``). A path is handed to the 
 most once per process, because the loader returns the library it already holds for a path it
 has seen, even when the file was rebuilt since.
 
-Flags: ``-fopenmp`` and ``-march=native`` are dropped when the compiler cannot use them (see
+Flags: ``-fopenmp-simd`` and ``-march=native`` are dropped when the compiler cannot use them (see
 `effective_flags`). Without a working compiler `compiler_available` is False and `load` raises
 `CompilerUnavailable`; callers fall back to NumPy after `warn_no_compiler` (one warning).
 """
@@ -46,10 +46,13 @@ __all__ = ["CompileError", "CompilerUnavailable", "DEFAULT_FLAGS", "cache_dir"]
 __all__ += ["compiler_available", "effective_flags", "load", "stats", "warn_no_compiler"]
 
 FORMAT_VERSION = "2"
-DEFAULT_FLAGS = tuple("-O3 -march=native -fPIC -shared -fopenmp -fno-math-errno -std=gnu11".split())
-# flags that speed kernels up but that some compilers lack (clang without libomp, a
-# cross-compiler has no "native"): kernels still build and run without them
-OPTIONAL_FLAGS = ("-fopenmp", "-march=native")
+DEFAULT_FLAGS = tuple(
+    "-O3 -march=native -fPIC -shared -fopenmp-simd -fno-math-errno -std=gnu11".split()
+)
+# flags that speed kernels up but that some compilers lack (``-fopenmp-simd`` honours ``#pragma
+# omp simd`` without linking an OpenMP runtime; a cross-compiler has no "native"): kernels still
+# build and run without them
+OPTIONAL_FLAGS = ("-fopenmp-simd", "-march=native")
 COMPILE_TIMEOUT_S = 300
 _PROBE = """int probe(int x) {
 #pragma omp simd
@@ -130,8 +133,9 @@ def _cpu() -> str:
 def _supported(cc: tuple[str, ...]) -> frozenset[str] | None:
     """The optional flags ``cc`` can build and load a library with; None if it builds nothing."""
     with tempfile.TemporaryDirectory() as tmp:
-        # threads matter more than tuning: keep -fopenmp rather than -march=native if only one
-        for i, optional in enumerate((OPTIONAL_FLAGS, ("-fopenmp",), ("-march=native",), ())):
+        # vectorizing matters more than tuning: keep -fopenmp-simd if only one of them works
+        fallbacks = (OPTIONAL_FLAGS, ("-fopenmp-simd",), ("-march=native",), ())
+        for i, optional in enumerate(fallbacks):
             library = os.path.join(tmp, f"probe{i}.so")
             done = _run([*cc, "-shared", "-fPIC", *optional, "-x", "c", "-", "-o", library], _PROBE)
             if done is None or done.returncode != 0:
