@@ -1,9 +1,10 @@
-"""Conformance samples for ops/fused.py: ``fused_elementwise`` nodes built by hand (the fusion
-pass makes them from graphs; tests/transforms/test_fuse.py covers that and the C loops). The
-node has no VJP (fusion runs after differentiation), so gradients are not checked here."""
+"""Conformance samples for ops/fused.py: ``fused_elementwise`` and ``fused_reduce`` nodes built
+by hand (the fusion pass makes them from graphs; tests/transforms/test_fuse.py covers that and
+the C loops). The nodes have no VJP (fusion runs after differentiation), so gradients are not
+checked here."""
 
 from ember.ops._registry import TensorType, apply
-from ember.ops.fused import FUSED
+from ember.ops.fused import FUSED, FUSED_REDUCE
 
 from .harness import Sample, rng
 
@@ -37,6 +38,29 @@ def _two_outputs(x, w):
     return apply(FUSED, x, w, program=program, outputs=(0, 3), out_types=(out, out))
 
 
+def _centered_square_sums(x, w):
+    """d = x - w and the row sums of d * d and the row max of d: ``fused_reduce``, with a
+    full-shape output beside two reductions over the last axis."""
+    program = (
+        ("sub", (("in", 0), ("in", 1)), ()),
+        ("mul", (("t", 0), ("t", 0)), ()),
+        ("sum", (("t", 1),), (("axes", (1,)), ("keepdims", True))),
+        ("max", (("t", 0),), (("axes", (1,)), ("keepdims", False))),
+    )
+    rows = x.shape[0]
+    types = (
+        TensorType(tuple(x.shape), x.dtype),
+        TensorType((rows, 1), x.dtype),
+        TensorType((rows,), x.dtype),
+    )
+    return apply(FUSED_REDUCE, x, w, program=program, outputs=(0, 2, 3), out_types=types)
+
+
+def _torch_centered_square_sums(x, w):
+    d = x - w
+    return d, (d * d).sum(1, keepdim=True), d.amax(1)
+
+
 def _torch_swish_scaled(x, w):
     import torch
 
@@ -53,4 +77,11 @@ def _torch_two_outputs(x, w):
 SAMPLES = [
     Sample("fused_elementwise/swish", _swish_scaled, (X, W), _torch_swish_scaled, grad=False),
     Sample("fused_elementwise/select", _two_outputs, (X, W), _torch_two_outputs, grad=False),
+    Sample(
+        "fused_reduce/centered",
+        _centered_square_sums,
+        (X, W),
+        _torch_centered_square_sums,
+        grad=False,
+    ),
 ]

@@ -212,3 +212,82 @@ def test_a_fused_parameter_update_is_written_into_the_parameters_memory():
     assert model.weight._data is weight and not np.array_equal(weight, before)  # same memory
     assert "out=(" in step.code  # the fused loop wrote the new values there
     np.testing.assert_allclose(model.weight.numpy(), eager.weight.numpy(), rtol=1e-6, atol=1e-7)
+
+
+# ------------------------------------------------------------------------------ reductions
+
+
+def test_a_group_may_end_in_reductions_over_its_trailing_axes():
+    def f(x, w):
+        d = x - x.mean(-1, keepdim=True)
+        var = (d * d).sum(-1, keepdim=True)  # joins d's group: one pass computes d and var
+        peak = (d * w).amax(-1)  # the same axes: a second reduction ending the same group
+        return d / (var + 1), peak
+
+    _, fused = _fused(f, ember.randn(4, 6), ember.randn(6))
+    ops = _ops(fused)
+    assert ops.count("fused_reduce") == 1
+    node = next(n for n in fused.nodes if n.kind == "call" and n.op.name == "fused_reduce")
+    names = [entry[0] for entry in node.attrs["program"]]
+    assert names[-2:] == ["sum", "max"] and "div" not in names  # nothing reads a reduction
+
+
+def test_reductions_that_cannot_end_a_group_are_left_alone():
+    def leading(x):
+        return (x * 2).sum(0)  # not the trailing axes
+
+    def partly_broadcast(x, c):
+        return (x * c).sum((1, 2))  # c varies across axis 1 but not axis 2
+
+    def integer(i):
+        return (i * 2).sum(-1)
+
+    _, fused = _fused(leading, ember.randn(3, 4))
+    assert "fused_reduce" not in _ops(fused)
+    _, fused = _fused(partly_broadcast, ember.randn(2, 3, 4), ember.randn(3, 1))
+    assert "fused_reduce" not in _ops(fused)
+    _, fused = _fused(integer, ember.tensor([[1, 2], [3, 4]]))
+    assert "fused_reduce" not in _ops(fused)
+
+
+REDUCING = {
+    "sum_sq": lambda x, w: ((x - w) * (x - w)).sum(-1, keepdim=True),
+    "softmax_den": lambda x, w: (x - w).exp().sum(-1),
+    "max_min": lambda x, w: ((x * w).amax(-1), (x + w).amin(-1, keepdim=True)),
+    "all_axes": lambda x, w: (x * x + 1).sum(),  # (w varies across one axis only)
+    "two_axes": lambda x, w: (x.tanh() * x).sum((-2, -1)),
+}
+
+
+@needs_cc
+@pytest.mark.parametrize("dtype", [ember.float32, ember.float64])
+@pytest.mark.parametrize("case", sorted(REDUCING))
+def test_compiled_reductions_equal_numpy(case, dtype):
+    fn = REDUCING[case]
+    rng = np.random.default_rng(2)
+    for shape in [(4, 8), (3, 5, 7), (2, 0, 3), (1, 1), (700, 520)]:  # the last: threads
+        x = rng.standard_normal(shape).astype(dtype.np)
+        w = rng.standard_normal(shape[-1]).astype(dtype.np)
+        if x.size > 8:
+            x.reshape(-1)[[1, 2, 3]] = [np.nan, np.inf, -np.inf]
+        if case == "two_axes" and len(shape) < 3 or case == "max_min" and 0 in shape:
+            continue  # (a 2-d input has no two trailing axes to spare; no max of nothing)
+        compiled = ember.function(fn)
+        got = compiled(ember.tensor(x), ember.tensor(w))
+        assert "fused_reduce" in _ops(compiled.graph)
+        want = fn(ember.tensor(x), ember.tensor(w))
+        for g, r in zip(*(t if isinstance(t, tuple) else (t,) for t in (got, want))):
+            # summed in NumPy's order: equal unless a term came from the vector math library
+            eps = np.finfo(dtype.np).eps
+            np.testing.assert_allclose(g.numpy(), r.numpy(), rtol=64 * eps, atol=64 * eps)
+
+
+@needs_cc
+def test_fused_sums_equal_numpy_bit_for_bit_when_their_terms_do():
+    rng = np.random.default_rng(3)
+    for rows, length in [(3, 5), (2, 128), (2, 129), (4, 1000), (1, 100003)]:
+        x = rng.standard_normal((rows, length)).astype(np.float32)
+        w = rng.standard_normal(length).astype(np.float32)
+        compiled = ember.function(lambda x, w: (x * w - x).sum(-1))
+        got = compiled(ember.tensor(x), ember.tensor(w)).numpy()
+        np.testing.assert_array_equal(got, np.sum(x * w - x, axis=-1))

@@ -1,4 +1,5 @@
-"""``fused_elementwise``: a group of elementwise ops run as one node (made by transforms/fuse.py).
+"""``fused_elementwise`` and ``fused_reduce``: a group of elementwise ops run as one node (made by
+transforms/fuse.py), the second ending in reductions over the group's trailing axes.
 
 Attributes (all hashable, so CSE and the printer treat the node like any other):
 
@@ -6,7 +7,9 @@ Attributes (all hashable, so CSE and the printer treat the node like any other):
   ``("in", i)`` (the node's i-th input), ``("t", j)`` (the j-th instruction's result) or
   ``("k", value, dtype name)`` (a 0-d constant written into the kernel);
 * ``outputs``: the instructions whose results the node returns;
-* ``out_types``: their `TensorType`s, all of one shape (the loop's iteration space).
+* ``out_types``: their `TensorType`s, all of one shape (the loop's iteration space), except
+  that in ``fused_reduce`` the program ends with reductions (``sum``, ``max``, ``min``, all
+  over the same trailing axes of an elementwise result), whose outputs have the reduced shape.
 
 The kernel here runs the program with each op's own NumPy kernel: it is the reference the
 compiled C version (runtime/cfuse.py, chosen by the code generator) is tested against, so a
@@ -22,7 +25,10 @@ from .. import dtypes as dt
 from ..errors import EmberError
 from ._registry import REGISTRY, Cost, OpDef, TensorType, register
 
-__all__ = ["FUSED", "evaluate_program"]
+__all__ = ["FUSED", "FUSED_REDUCE", "REDUCTIONS", "evaluate_program"]
+
+# reductions a fused loop can end with: an accumulator per row of the loop
+REDUCTIONS = ("sum", "max", "min")
 
 
 def evaluate_program(program, outputs, arrays) -> tuple:
@@ -63,10 +69,23 @@ def _kernel(*arrays, program, outputs, out_types):
     return tuple(r if r.shape == shape else np.array(np.broadcast_to(r, shape)) for r in results)
 
 
+def _reduce_kernel(*arrays, program, outputs, out_types):
+    results = evaluate_program(program, outputs, arrays)
+    # the elementwise outputs in the group's shape, as in ``_kernel``; the reductions as made
+    full = [r for j, r in zip(outputs, results) if program[j][0] not in REDUCTIONS]
+    shape = np.broadcast_shapes(*(a.shape for a in arrays), *(r.shape for r in full))
+    return tuple(
+        r
+        if program[j][0] in REDUCTIONS or r.shape == shape
+        else np.array(np.broadcast_to(r, shape))
+        for j, r in zip(outputs, results)
+    )
+
+
 def _cost(in_types, out_types, attrs) -> Cost:
-    n = int(np.prod(out_types[0].shape, dtype=np.int64)) if out_types else 0
+    n = max((int(np.prod(t.shape, dtype=np.int64)) for t in (*in_types, *out_types)), default=0)
     moved = sum(int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize for t in in_types)
-    moved += sum(n * t.dtype.itemsize for t in out_types)
+    moved += sum(int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize for t in out_types)
     return Cost(n * len(attrs["program"]), moved)  # the point of fusing: one pass over memory
 
 
@@ -87,6 +106,22 @@ FUSED = register(
         cost=_cost,
         num_outputs=-1,
         doc="fused_elementwise(*inputs; program, outputs, out_types): elementwise ops in one loop",
+        extra={"compile": _compiled},
+    )
+)
+
+
+FUSED_REDUCE = register(
+    OpDef(
+        name="fused_reduce",
+        kind="reduce",
+        infer=_infer,
+        kernel=_reduce_kernel,
+        vjp=None,
+        cost=_cost,
+        num_outputs=-1,
+        doc="fused_reduce(*inputs; program, outputs, out_types): elementwise ops ending in "
+        "reductions over trailing axes, in one loop",
         extra={"compile": _compiled},
     )
 )

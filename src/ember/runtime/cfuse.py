@@ -30,6 +30,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..graph.symbolic import has_symbols
+from ..ops.fused import REDUCTIONS
 
 __all__ = ["build", "source_of"]
 
@@ -70,10 +71,28 @@ def _literal(value, dtype) -> str:
     return f"(({_C_TYPES[dtype]}){value.hex()}{suffix})"
 
 
-def _plan(in_types, shape) -> tuple[list[list[int]], list[list[bool]]]:
+def _plan(in_types, shape, reduced: int = 0) -> tuple[list[list[int]], list[list[bool]]]:
     """Collapsed dimensions (lists of original axes) and, per input, which are full (not
-    broadcast) in each collapsed dimension."""
+    broadcast) in each collapsed dimension. With ``reduced`` trailing axes (a loop ending in
+    reductions) those form the last collapsed dimension, whatever their sizes: the inner loop
+    runs over one row's reduced elements (transforms/fuse.py checks that every input is full
+    across all of them or broadcast across all)."""
     rank = len(shape)
+    if reduced:
+        from ..ops._registry import TensorType
+
+        outer = rank - reduced
+        heads = [
+            TensorType(((1,) * (rank - len(t.shape)) + tuple(t.shape))[:outer], t.dtype)
+            for t in in_types
+        ]
+        groups, flags = _plan(heads, shape[:outer])
+        tail = list(range(rank - reduced, rank))
+        groups.append(tail)
+        for f, t in zip(flags, in_types):
+            padded = (1,) * (rank - len(t.shape)) + tuple(t.shape)
+            f.append(any(padded[a] != 1 for a in tail))
+        return groups, flags
     axes = [a for a in range(rank) if shape[a] != 1]
     flags = []
     for t in in_types:
@@ -91,10 +110,32 @@ def _plan(in_types, shape) -> tuple[list[list[int]], list[list[bool]]]:
     return groups, group_flags
 
 
+def iteration_shape(program, outputs, out_types, in_types) -> tuple:
+    """The shape a fused program loops over: its elementwise results' (a ``fused_reduce``'s
+    reductions come from values of this shape). Sizes may be symbolic."""
+    reds = [e for e in program if e[0] in REDUCTIONS]
+    if not reds:
+        return tuple(out_types[0].shape)
+    for j, t in zip(outputs, out_types):
+        if program[j][0] not in REDUCTIONS:
+            return tuple(t.shape)
+    attrs = dict(reds[0][2])
+    red_shape = tuple(
+        next(t for j, t in zip(outputs, out_types) if j == program.index(reds[0])).shape
+    )
+    rank = len(red_shape) if attrs["keepdims"] else len(red_shape) + len(attrs["axes"])
+    shape = []
+    for a in range(rank):
+        sizes = [t.shape[a - rank + len(t.shape)] for t in in_types if a - rank + len(t.shape) >= 0]
+        shape.append(next((d for d in sizes if d != 1), 1))
+    return tuple(shape)
+
+
 def source_of(program, outputs, out_types, in_types, symbol="fused") -> str:
     """The C source of a fused program (see the module docstring)."""
-    shape = tuple(out_types[0].shape)
-    groups, full = _plan(in_types, shape)
+    shape = iteration_shape(program, outputs, out_types, in_types)
+    reduced = next((len(dict(e[2])["axes"]) for e in program if e[0] in REDUCTIONS), 0)
+    groups, full = _plan(in_types, shape, reduced)
     k = max(len(groups), 1)
     c_in = [_C_TYPES[t.dtype] for t in in_types]
     params = ["long n", "const long* restrict dims"]
@@ -107,6 +148,9 @@ def source_of(program, outputs, out_types, in_types, symbol="fused") -> str:
     for j, (name, operands, _attrs) in enumerate(program):
         from ..ops._registry import REGISTRY
 
+        if name in REDUCTIONS:  # accumulated per row (see _loop_source)
+            types.append(types[operands[0][1]])
+            continue
         op = REGISTRY[name]
         args, arg_types = [], []
         for ref in operands:
@@ -128,33 +172,41 @@ def source_of(program, outputs, out_types, in_types, symbol="fused") -> str:
                 used_math.add((fn + single, "float" if single else "double"))
         expr = op.extra["c"].format(*args, T=_C_TYPES[out_dtype], f=single)
         body.append(f"{_C_TYPES[out_dtype]} t{j} = {expr};")
-    lines = ["#include <math.h>", "#include <stddef.h>"]
+    lines = ["#include <math.h>", "#include <stddef.h>", "#include <stdlib.h>"]
     lines += ["#ifdef __AVX__", "#include <immintrin.h>", "#endif"]
     for fn, ctype in sorted(used_math):  # glibc's libmvec has vector versions of these
         lines.append(f'__attribute__((simd("notinbranch"))) {ctype} {fn}({ctype});')
     out_c = [_ARRAY_TYPES[t.dtype] for t in out_types]
-    lines += _loop_source(symbol, params, c_in, out_c, k, full, body, outputs)
+    reds = [(jj, program[j][0], program[j][1][0][1]) for jj, j in enumerate(outputs)]
+    reds = [r for r in reds if r[1] in REDUCTIONS]
+    lines += _loop_source(symbol, params, c_in, out_c, k, full, body, outputs, reds)
     return "\n".join(lines) + "\n"
 
 
-def _loop_source(symbol, params, c_in, out_c, k, full, body, outputs) -> list[str]:
+def _loop_source(symbol, params, c_in, out_c, k, full, body, outputs, reds=()) -> list[str]:
     """The kernel: a function running the loop over a range of its iterations (elements of a
     flat loop, or rows), and the entry point, which hands the whole range to the thread pool
-    (runtime/cpool.py) when there is enough work, else runs it here."""
+    (runtime/cpool.py) when there is enough work, else runs it here. ``reds`` lists the
+    outputs that are reductions, ``(output position, op name, operand instruction)``: the loop
+    is then by rows, each row's inner loop accumulating them (sums in double), so the result
+    does not depend on the thread count."""
     n_in = len(c_in)
+    reduced = {jj for jj, _, _ in reds}
     names = [p.rsplit("*", 1)[-1].split()[-1] for p in params]
     lines = ["typedef void (*ember_task)(void *, long, long);"]
+    for ctype in sorted({out_c[jj] for jj, name, _ in reds if name == "sum"}):
+        lines += _pairwise_sum(ctype)
     lines.append("typedef void (*ember_pool)(ember_task, void *, long, long);")
     fields = [p.replace("restrict ", "") for p in params]
-    if k > 1:
+    if k > 1 or reds:
         fields += [f"long s{i}[{k}]" for i in range(n_in)]
     lines.append("struct job { " + " ".join(f + ";" for f in fields) + " };")
     lines.append("static void part(void *job_, long lo, long hi) {")
     lines.append("  const struct job *job = job_;")
     for p, name in zip(fields, names):
         lines.append(f"  {p.rsplit(name, 1)[0]}{name} = job->{name};")
-    stores = [f"r{jj}[base + i] = t{j};" for jj, j in enumerate(outputs)]
-    if k == 1:
+    stores = [f"r{jj}[base + i] = t{j};" for jj, j in enumerate(outputs) if jj not in reduced]
+    if k == 1 and not reds:
         inner_full = [bool(full[i]) and full[i][-1] for i in range(n_in)]
         loads = [f"{c_in[i]} x{i} = a{i}[{'i' if inner_full[i] else '0'}];" for i in range(n_in)]
         lines.append("  (void)n; (void)dims;")
@@ -169,6 +221,12 @@ def _loop_source(symbol, params, c_in, out_c, k, full, body, outputs) -> list[st
         inner_full = [full[i][-1] for i in range(n_in)]
         lines.append(f"  const long inner = dims[{k - 1}];")
         lines.append("  (void)n;")
+        for jj, name, _ in reds:
+            if name == "sum":  # one scratch row per sum, for the whole range of rows
+                lines.append(
+                    f"  {out_c[jj]} *row{jj} = malloc((inner ? inner : 1) * sizeof *row{jj});"
+                )
+                lines.append(f"  if (!row{jj}) abort();")
         lines.append("  for (long o = lo; o < hi; o++) {")
         lines.append("    long rem = o;")
         for i in range(n_in):
@@ -182,16 +240,18 @@ def _loop_source(symbol, params, c_in, out_c, k, full, body, outputs) -> list[st
         for i in range(n_in):
             if not inner_full[i]:
                 lines.append(f"    const {c_in[i]} h{i} = a{i}[b{i}];")
-        lines.append("    #pragma omp simd")
+        clauses, accumulate, finish = _accumulators(reds, out_c, lines)
+        lines.append("    #pragma omp simd" + clauses)
         lines.append("    for (long i = 0; i < inner; i++) {")
         for i in range(n_in):
             load = f"a{i}[b{i} + i]" if inner_full[i] else f"h{i}"
             lines.append(f"      {c_in[i]} x{i} = {load};")
-        lines += ["      " + line for line in body + stores]
-        lines += ["    }", "  }", "}"]
+        lines += ["      " + line for line in body + stores + accumulate]
+        lines += ["    }"] + ["    " + line for line in finish] + ["  }"]
+        lines += [f"  free(row{jj});" for jj, name, _ in reds if name == "sum"] + ["}"]
     lines.append(f"void {symbol}({', '.join(params)}, ember_pool pool) {{")
     lines.append("  struct job job = { " + ", ".join(names) + " };")
-    if k == 1:
+    if k == 1 and not reds:
         lines.append("  const long count = n, align = 64;")
     else:
         for i in range(n_in):  # each input's strides over the collapsed dimensions
@@ -209,6 +269,57 @@ def _loop_source(symbol, params, c_in, out_c, k, full, body, outputs) -> list[st
     lines.append("  else part(&job, 0, count);")
     lines.append("}")
     return lines
+
+
+def _pairwise_sum(ctype: str) -> list[str]:
+    """NumPy's summation order for a contiguous row (pairwise halves, blocks of up to 128 in
+    eight interleaved partial sums), so a fused sum equals the unfused ``np.sum`` bit for bit
+    when its terms do: a reduction's result may be a difference of large terms, which any
+    other order would change in every digit."""
+    f = f"pairwise_{ctype}"
+    return f"""static {ctype} {f}(const {ctype} *a, long n) {{
+  if (n < 8) {{
+    {ctype} res = 0;
+    for (long i = 0; i < n; i++) res += a[i];
+    return res;
+  }}
+  if (n <= 128) {{
+    {ctype} r[8];
+    for (int q = 0; q < 8; q++) r[q] = a[q];
+    long i = 8;
+    for (; i < n - (n % 8); i += 8)
+      for (int q = 0; q < 8; q++) r[q] += a[i + q];
+    {ctype} res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; i++) res += a[i];
+    return res;
+  }}
+  long half = n / 2;
+  half -= half % 8;
+  return {f}(a, half) + {f}(a + half, n - half);
+}}""".splitlines()
+
+
+def _accumulators(reds, out_c, lines) -> tuple[str, list[str], list[str]]:
+    """For a row loop ending in reductions: declares each row's accumulators (appended to
+    ``lines``) and returns the ``omp simd`` clauses, the inner loop's accumulating lines and
+    the lines storing each row's results. A sum's terms go to a scratch row, summed after in
+    NumPy's order (`_pairwise_sum`). Max and min are exact in any order; they propagate NaN
+    as NumPy does: a flag per accumulator records whether the row held one."""
+    clauses, accumulate, finish = "", [], []
+    for jj, name, j in reds:
+        ctype = out_c[jj]
+        if name == "sum":
+            accumulate.append(f"row{jj}[i] = t{j};")
+            finish.append(f"r{jj}[o] = pairwise_{ctype}(row{jj}, inner);")
+        else:
+            start = "-INFINITY" if name == "max" else "INFINITY"
+            lines.append(f"    {ctype} acc{jj} = {start}; int nan{jj} = 0;")
+            clauses += f" reduction({name}:acc{jj}) reduction(|:nan{jj})"
+            better = ">" if name == "max" else "<"
+            accumulate.append(f"acc{jj} = t{j} {better} acc{jj} ? t{j} : acc{jj};")
+            accumulate.append(f"nan{jj} |= t{j} != t{j};")
+            finish.append(f"r{jj}[o] = nan{jj} ? ({ctype})NAN : acc{jj};")
+    return clauses, accumulate, finish
 
 
 def _streaming_blocks(out_c, loads, body, outputs) -> list[str]:
@@ -286,22 +397,40 @@ def build(node):
         # no vector math library here: plain scalar calls, still one loop
         source = "\n".join(line for line in source.splitlines() if "simd(" not in line) + "\n"
         fn = ccompile.load(source, "fused", argtypes, flags=_FLAGS + ("-lm",))
-    run = _wrapper(fn, in_types, out_types, cpool.parallel_for())
+    run = _wrapper(
+        fn, in_types, out_types, cpool.parallel_for(), attrs["program"], attrs["outputs"]
+    )
     run.c_source = source
     return run
 
 
-def _wrapper(fn, in_types, out_types, pool):
-    rank = len(out_types[0].shape)
+def _wrapper(fn, in_types, out_types, pool, program, outputs):
+    static_shape = iteration_shape(program, outputs, out_types, in_types)
+    rank = len(static_shape)
     np_in = [t.dtype.np for t in in_types]
     np_out = [t.dtype.np for t in out_types]
-    static_shape = tuple(out_types[0].shape)
-    groups, _ = _plan(in_types, static_shape)
+    # per output: None (elementwise, the loop's shape) or the (axes, keepdims) it reduces
+    reductions = [
+        (dict(program[j][2])["axes"], dict(program[j][2])["keepdims"])
+        if program[j][0] in REDUCTIONS
+        else None
+        for j in outputs
+    ]
+    reduced = next((len(r[0]) for r in reductions if r is not None), 0)
+    groups, _ = _plan(in_types, static_shape, reduced)
 
     def layout(shape):
         n = math.prod(shape)
         dims = [math.prod(shape[a] for a in g) for g in groups] or [n]
         return n, np.array(dims, np.int64)
+
+    def out_shape(shape, reduction):
+        if reduction is None:
+            return shape
+        axes, keepdims = reduction
+        if keepdims:
+            return tuple(1 if a in axes else d for a, d in enumerate(shape))
+        return tuple(d for a, d in enumerate(shape) if a not in axes)
 
     # shapes known when compiling (no symbolic size): the layout is worked out once
     fixed = None if has_symbols(static_shape) else (static_shape, *layout(static_shape))
@@ -318,13 +447,21 @@ def _wrapper(fn, in_types, out_types, pool):
             shape = np.broadcast_shapes(*(a.shape for a in arrays)) if arrays else ()
             shape = (1,) * (rank - len(shape)) + shape
             n, dims = layout(shape)
-        outs = [np.empty(shape, d) for d in np_out]
+        # (an empty loop leaves sums over empty rows at zero)
+        outs = [
+            (np.empty if n or r is None else np.zeros)(out_shape(shape, r), d)
+            for d, r in zip(np_out, reductions)
+        ]
         if out is not None:  # write into these (a parameter's own memory), where they fit
             outs = [
                 o
-                if o is not None and o.shape == shape and o.dtype == d and o.flags.c_contiguous
+                if o is not None
+                and o.shape == new.shape
+                and o.dtype == d
+                and o.flags.c_contiguous
+                and r is None
                 else new
-                for o, new, d in zip(out, outs, np_out)
+                for o, new, d, r in zip(out, outs, np_out, reductions)
             ]
         if n:
             fn(

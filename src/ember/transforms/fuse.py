@@ -11,10 +11,17 @@ producer when
 * the group stays convex: no path leaves the group and comes back into it (else the fused node
   would need its own result), checked by walking the other operands' producers.
 
+A group may end with reductions (``sum``, ``max``, ``min`` of a member, float32 or float64)
+over its trailing axes, all over the same axes, every input of the group being either full or
+broadcast across those axes: the loop then runs row by row, accumulating each row's
+reductions as it computes the elementwise values (a ``fused_reduce`` node), so ``sum(x * x)``,
+a layer norm's variance or a softmax's denominator cost one pass over memory. Nothing in the
+group may read a reduction's result (it is the end of the group).
+
 Values used outside the group (or returned) become the fused node's outputs; 0-d constants are
 written into the kernel. Groups of one op stay as they are (the NumPy ufunc is as fast). Nodes
 inside cond branches and loop bodies are never touched: fusion does not cross control flow.
-Reductions at the end of a group and matmul / convolution epilogues are not fused yet.
+Matmul / convolution epilogues are not fused yet.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from __future__ import annotations
 from .. import dtypes as dt
 from ..graph.ir import Graph
 from ..ops._registry import TensorType
-from ..ops.fused import FUSED
+from ..ops.fused import FUSED, FUSED_REDUCE, REDUCTIONS
 from .rewrite import Pass
 
 __all__ = ["FUSE", "fuse_elementwise"]
@@ -36,6 +43,24 @@ def _fusable(node) -> bool:
     if len(node.outputs) != 1:
         return False
     return all(v.dtype in FUSABLE_DTYPES for v in list(node.inputs) + node.outputs)
+
+
+def _reduction(node) -> bool:
+    return (
+        node.kind == "call"
+        and node.op.name in REDUCTIONS
+        and node.inputs[0].dtype in (dt.float32, dt.float64)
+    )
+
+
+def _trailing_axes(node) -> bool:
+    axes, rank = tuple(node.attrs["axes"]), len(node.inputs[0].shape)
+    shape = node.inputs[0].shape
+    return (
+        bool(axes)
+        and axes == tuple(range(rank - len(axes), rank))
+        and all(isinstance(shape[a], int) for a in axes)
+    )
 
 
 def _depends_on(value, group: set, floor: int, position: dict) -> bool:
@@ -59,6 +84,14 @@ def _groups(graph: Graph) -> list[list]:
     group_of: dict[int, list] = {}  # id(node) -> its group (a list of nodes, in order)
     groups: list[list] = []
     for node in graph.nodes:
+        if _reduction(node):
+            group = group_of.get(id(node.inputs[0].node))
+            if group is not None and not _reduction(node.inputs[0].node) and _trailing_axes(node):
+                ends = [n for n in group if _reduction(n)]
+                if not ends or ends[0].attrs["axes"] == node.attrs["axes"]:
+                    group.append(node)
+                    group_of[id(node)] = group
+            continue
         if not _fusable(node):
             continue
         shape = tuple(node.outputs[0].shape)
@@ -67,6 +100,8 @@ def _groups(graph: Graph) -> list[list]:
             group = group_of.get(id(v.node))
             if group is None or tuple(group[0].outputs[0].shape) != shape:
                 continue
+            if any(_reduction(u.node) and group_of.get(id(u.node)) is group for u in node.inputs):
+                continue  # a group's reductions end it: nothing in it reads them
             members = {id(n) for n in group}
             floor = position[id(group[0])]
             others = [u for u in node.inputs if id(u.node) not in members]
@@ -78,7 +113,27 @@ def _groups(graph: Graph) -> list[list]:
             groups.append(chosen)
         chosen.append(node)
         group_of[id(node)] = chosen
-    return [g for g in groups if len(g) > 1]
+    return [g for g in (_check_reductions(g) for g in groups) if len(g) > 1]
+
+
+def _check_reductions(group: list) -> list:
+    """``group`` without its reductions when an input of the group varies across only part of
+    the reduced axes (the loop reads each input either per element or once per row)."""
+    ends = [n for n in group if _reduction(n)]
+    if not ends:
+        return group
+    shape = tuple(ends[0].inputs[0].shape)
+    axes = [a for a in ends[0].attrs["axes"] if shape[a] != 1]
+    members = {id(n) for n in group}
+    for node in group:
+        for v in node.inputs:
+            if id(v.node) in members:
+                continue
+            padded = (1,) * (len(shape) - len(v.shape)) + tuple(v.shape)
+            varying = {padded[a] != 1 for a in axes}
+            if len(varying) > 1:
+                return [n for n in group if not _reduction(n)]
+    return group
 
 
 def _constant_scalar(value):
@@ -89,6 +144,10 @@ def _constant_scalar(value):
 
 
 def _fuse(graph: Graph, group: list) -> None:
+    position = {id(n): i for i, n in enumerate(graph.nodes)}
+    last = max(group, key=lambda n: position[id(n)])
+    ends = [n for n in group if _reduction(n)]
+    group = [n for n in group if not _reduction(n)] + ends  # the reductions end the program
     members = {id(n) for n in group}
     index = {id(n): j for j, n in enumerate(group)}
     inputs, program = [], []
@@ -111,10 +170,9 @@ def _fuse(graph: Graph, group: list) -> None:
         for n in group
         if id(n.outputs[0]) in returned or any(id(u) not in members for u in n.outputs[0].users)
     ]
-    last = group[-1]
     with graph.inserting_after(last):
         fused = graph.add_call(
-            FUSED,
+            FUSED_REDUCE if ends else FUSED,
             inputs,
             {
                 "program": tuple(program),
