@@ -113,7 +113,90 @@ def _groups(graph: Graph) -> list[list]:
             groups.append(chosen)
         chosen.append(node)
         group_of[id(node)] = chosen
-    return [g for g in (_check_reductions(g) for g in groups) if len(g) > 1]
+    groups = [g for g in (_check_reductions(g) for g in groups) if len(g) > 1]
+    return _without_cycles(graph, groups)
+
+
+def _without_cycles(graph: Graph, groups: list[list]) -> list[list]:
+    """``groups`` less those on a cycle of the graph in which each group is one node.
+
+    Growing a group checks that the new member's operands do not depend on the group, but a
+    dependence can run through a second group as a whole: G -> (a non-fused op) -> member of
+    H, and a later member of G reading another member of H. Each of G and H is convex, yet the
+    fused nodes would need each other. Found here, after grouping, as strongly connected
+    components of the contracted graph (rare: seen in a loss's backward graph). The smallest
+    group of each cycle is dissolved, and the check repeats until no cycle is left."""
+    while True:
+        group_of = {id(n): i for i, g in enumerate(groups) for n in g}
+        key = {}  # id(node) -> the contracted node: ("g", group index) or ("n", id(node))
+        for node in graph.nodes:
+            i = group_of.get(id(node))
+            key[id(node)] = ("g", i) if i is not None else ("n", id(node))
+        edges: dict = {}
+        for node in graph.nodes:
+            k = key[id(node)]
+            for v in node.inputs:
+                src = key.get(id(v.node))
+                if src is not None and src != k:
+                    edges.setdefault(src, set()).add(k)
+        bad = set()
+        for component in _strongly_connected(edges):
+            members = [i for kind, i in component if kind == "g"]
+            if len(component) > 1 and members:  # the smallest group goes: the least lost
+                bad.add(min(members, key=lambda i: len(groups[i])))
+        if not bad:
+            return groups
+        groups = [g for i, g in enumerate(groups) if i not in bad]
+
+
+def _strongly_connected(edges: dict) -> list[list]:
+    """Tarjan's strongly connected components of the graph ``edges`` (node -> successors),
+    iteratively (graphs may be deep)."""
+    index: dict = {}
+    low: dict = {}
+    on_stack: set = set()
+    stack: list = []
+    components: list[list] = []
+    counter = 0
+    nodes = set(edges) | {m for succ in edges.values() for m in succ}
+    for root in nodes:
+        if root in index:
+            continue
+        work = [(root, iter(edges.get(root, ())))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            advanced = False
+            for succ in successors:
+                if succ not in index:
+                    index[succ] = low[succ] = counter
+                    counter += 1
+                    stack.append(succ)
+                    on_stack.add(succ)
+                    work.append((succ, iter(edges.get(succ, ()))))
+                    advanced = True
+                    break
+                if succ in on_stack:
+                    low[node] = min(low[node], index[succ])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                components.append(component)
+    return components
 
 
 def _check_reductions(group: list) -> list:
