@@ -7,7 +7,7 @@ table below is the only place that maps Python syntax to ops.
 from __future__ import annotations
 
 from .errors import DTypeError
-from .ops._registry import INPLACE, METHODS, PUBLIC
+from .ops._registry import INPLACE, METHODS, PUBLIC, TensorBase
 from .tensor import Tensor
 
 
@@ -85,6 +85,13 @@ def _setitem(self, index, value) -> None:
     self._inplace("__setitem__", PUBLIC["index_put"], index, value)
 
 
+def _copy_(self, src):
+    """Copy ``src`` (broadcast, cast to self's dtype) into self, in place."""
+    if not isinstance(src, TensorBase):
+        src = Tensor(src)
+    return self._inplace("copy_", lambda old: src.to(old.dtype).expand(old.shape))
+
+
 def install(cls: type = Tensor) -> None:
     """Give ``cls`` (the eager Tensor, the symbolic tensor of graph capture) every op method."""
     for name, fn in METHODS.items():
@@ -107,5 +114,9 @@ def install(cls: type = Tensor) -> None:
     cls.__abs__ = _forward("abs")
     cls.__getitem__ = _forward("getitem")
     cls.__setitem__ = _setitem
+    cls.copy_ = _copy_
+    # NumPy defers ``ndarray @ tensor`` (and the other operators) to the tensor's reflected
+    # method instead of converting the tensor (which a symbolic tensor refuses)
+    cls.__array_priority__ = 1000
     cls.T = property(lambda self: PUBLIC["permute"](self, tuple(reversed(range(self.ndim)))))
     cls.mT = property(lambda self: PUBLIC["transpose"](self, -2, -1))

@@ -19,6 +19,7 @@ import numpy as np
 
 from .errors import AutogradError, ShapeError
 from .ops import _registry as _reg
+from .ops._registry import TensorBase
 from .tensor import Tensor
 
 __all__ = [
@@ -345,7 +346,7 @@ def register_tensor_hook(t: Tensor, hook):
 def _as_tuple(x):
     if x is None:
         return ()
-    if isinstance(x, Tensor):
+    if isinstance(x, TensorBase):  # (a symbolic tensor too)
         return (x,)
     return tuple(x)
 
@@ -531,6 +532,9 @@ def grad(
     """
     outputs = _as_tuple(outputs)
     inputs = _as_tuple(inputs)
+    builder = getattr(outputs[0], "builder", None) if outputs else None
+    if builder is not None:  # symbolic outputs: a graph being built records the backward pass
+        return builder.grad(outputs, inputs, _as_tuple(grad_outputs), allow_unused)
     if retain_graph is None:
         retain_graph = create_graph
     roots = _root_grads(outputs, _as_tuple(grad_outputs), create_graph)

@@ -41,7 +41,6 @@ class Tensor(_reg.TensorBase):
     )
 
     # NumPy must defer to Tensor's reflected operators (ndarray + Tensor -> Tensor.__radd__)
-    __array_priority__ = 1000
 
     def __init__(self, data, dtype=None, requires_grad: bool = False):
         arr = _to_array(data, dtype)
@@ -301,10 +300,6 @@ class Tensor(_reg.TensorBase):
         return self._inplace(
             "fill_", lambda old: _reg.PUBLIC["full"](old.shape, value, dtype=old.dtype)
         )
-
-    def copy_(self, src) -> Tensor:
-        src = src if isinstance(src, _reg.TensorBase) else Tensor(src)
-        return self._inplace("copy_", lambda old: src.to(old.dtype).expand(old.shape))
 
     # ------------------------------------------------------------------------------ conversion
     def numpy(self) -> np.ndarray:

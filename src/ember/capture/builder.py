@@ -174,6 +174,44 @@ class GraphBuilder(_reg.Mode):
                     self.grad_of[id(leaf.grad)] = leaf  # fed with the owner's .grad at run time
                 leaf.grad = g if leaf.grad is None else leaf.grad + g
 
+    def grad(self, outputs, inputs, grad_outputs, allow_unused: bool) -> tuple:
+        """``ember.autograd.grad(outputs, inputs, grad_outputs)`` while building: the backward
+        pass is recorded into the graph (in ember ops, so differentiable again: create_graph
+        holds by construction), and no ``.grad`` is touched. An input no output depends on
+        gets None with ``allow_unused``, else an AutogradError, as eagerly."""
+        from ..errors import AutogradError
+        from ..ops.creation import full
+        from ..transforms.grad import backward_graph_values
+
+        cotangents = []
+        for k, out in enumerate(outputs):
+            g = grad_outputs[k] if k < len(grad_outputs) else None
+            if g is None:
+                if tuple(out.shape) != ():
+                    raise AutogradError(
+                        f"grad of a non-scalar output {k} of shape {tuple(out.shape)} needs "
+                        "grad_outputs",
+                        op="grad",
+                    )
+                with self:
+                    g = full((), fill_value=1, dtype=out.dtype)
+            cotangents.append(SymbolicTensor(self.value_of(g), self))
+        reached = set()
+        for out in outputs:
+            reached |= self._ancestors(self.value_of(out))
+        used = [id(self.value_of(t)) in reached for t in inputs]
+        for i, hit in enumerate(used):
+            if not hit and not allow_unused:
+                raise AutogradError(
+                    f"input {i} was not used to compute the outputs; pass allow_unused=True "
+                    "to get None for it",
+                    op="grad",
+                )
+        wrt = [SymbolicTensor(self.value_of(t), self) for t in inputs]
+        outs = [SymbolicTensor(self.value_of(o), self) for o in outputs]
+        grads = backward_graph_values(self, outs, wrt, cotangents, self.no_grad_values)
+        return tuple(g if hit else None for g, hit in zip(grads, used))
+
     def _ancestors(self, value) -> set:
         """ids of the values ``value`` is computed from along differentiable paths."""
         seen, stack = set(), [value]

@@ -234,7 +234,11 @@ def _check_wrt(arg, i: int, name: str):
 
 def _record(builder, fn, args, argnums, has_aux, name):
     """Run ``fn`` and its backward pass into ``builder``; ``args`` are already graph operands
-    (the differentiated ones fresh values). Returns (value, aux, grads) as symbolic tensors."""
+    (the differentiated ones fresh values). Returns (value, aux, grads) as symbolic tensors.
+    The differentiated arguments report ``requires_grad`` inside ``fn``, as a tensor being
+    differentiated does eagerly (code that detaches what does not require grad keeps them)."""
+    for i in argnums:
+        args[i].requires_grad_()
     with builder:
         out = fn(*args)
     out, aux = _check_output(out, has_aux, name)
