@@ -248,6 +248,14 @@ def _scatter_infer(g, idx, *, in_size):
     return TensorType(tuple(g.shape[:2]) + tuple(in_size), g.dtype)
 
 
+def _compiled(builder: str, node):
+    """The code generator's implementation of ``node``: a C kernel (runtime/cpooling.py) equal
+    to the NumPy kernel here, or None (not 2-d, another dtype, no compiler)."""
+    from ..runtime import cpooling
+
+    return getattr(cpooling, builder)(node)
+
+
 def _gather_infer(src, idx):
     _check_indices("pool_gather", src, idx)
     return TensorType(tuple(idx.shape), src.dtype)
@@ -264,6 +272,7 @@ POOL_SCATTER = register(
         save_inputs=(1,),
         doc="pool_scatter(g, indices; in_size): zeros of spatial size in_size with each g added "
         "at its flat index within its (n, c) plane (the gradient of max pooling)",
+        extra={"compile": lambda node: _compiled("build_scatter", node)},
     )
 )
 
@@ -323,6 +332,7 @@ MAX_POOL = register(
         num_outputs=2,
         doc="max_pool(x; kernel, stride, padding, dilation, ceil_mode) -> (values, indices): "
         "N-d max pooling with padding as -inf; indices are flat positions in each plane",
+        extra={"compile": lambda node: _compiled("build_max_pool", node)},
     )
 )
 

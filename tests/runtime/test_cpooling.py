@@ -1,0 +1,61 @@
+"""runtime/cpooling.py: the C max-pooling kernels equal the NumPy kernels of ops/pool.py bit for
+bit (values and indices: first maximum, last NaN; padding, dilation, ceil_mode; float32 and
+float64), and the code generator uses them."""
+
+import numpy as np
+import pytest
+
+import ember
+from ember.ops.pool import MAX_POOL, POOL_SCATTER
+from ember.runtime import ccompile, cpooling
+
+pytestmark = pytest.mark.skipif(not ccompile.compiler_available(), reason="no C compiler")
+
+CASES = [  # (shape, kernel, stride, padding, dilation, ceil_mode)
+    ((2, 3, 8, 8), (2, 2), (2, 2), (0, 0), (1, 1), False),
+    ((1, 2, 7, 9), (3, 3), (2, 1), (1, 1), (1, 1), False),
+    ((2, 1, 9, 7), (3, 2), (2, 2), (1, 0), (2, 1), True),
+    ((3, 2, 5, 5), (2, 2), (2, 2), (0, 0), (1, 1), True),  # windows past the edge
+    ((64, 32, 26, 26), (2, 2), (2, 2), (0, 0), (1, 1), False),  # threads
+]
+
+
+def _nodes(x_shape, dtype, kernel, stride, padding, dilation, ceil_mode):
+    """The max_pool node and its gradient's pool_scatter node, from a traced gradient."""
+
+    def loss(x):
+        y = ember.nn.functional.max_pool2d(x, kernel, stride, padding, dilation, ceil_mode)
+        return (y * y).sum()
+
+    graph = ember.trace(ember.grad(loss), ember.zeros(x_shape, dtype=dtype), opt_level=0).graph
+    nodes = {n.op.name: n for n in graph.nodes if n.kind == "call"}
+    return nodes["max_pool"], nodes["pool_scatter"]
+
+
+@pytest.mark.parametrize("dtype", [ember.float32, ember.float64])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[0])))
+def test_max_pool_and_its_gradient_equal_the_numpy_kernels(case, dtype):
+    shape = case[0]
+    pool_node, scatter_node = _nodes(shape, dtype, *case[1:])
+    rng = np.random.default_rng(0)
+    x = rng.integers(-3, 4, shape).astype(dtype.np)  # small integers: ties everywhere
+    flat = x.reshape(-1)
+    flat[rng.integers(0, flat.size, 5)] = np.nan
+    flat[rng.integers(0, flat.size, 5)] = -np.inf
+    values, indices = cpooling.build_max_pool(pool_node)(x)
+    want_values, want_indices = MAX_POOL.kernel(x, **pool_node.attrs)
+    assert values.tobytes() == want_values.tobytes()
+    np.testing.assert_array_equal(indices, want_indices)
+
+    g = rng.standard_normal(values.shape).astype(dtype.np)
+    got = cpooling.build_scatter(scatter_node)(g, indices)
+    want = POOL_SCATTER.kernel(g, indices, **scatter_node.attrs)
+    assert got.tobytes() == want.tobytes()  # overlapping windows add in the same order
+
+
+def test_the_code_generator_runs_pooling_in_c():
+    model = ember.nn.Sequential(ember.nn.Conv2d(1, 4, 3), ember.nn.MaxPool2d(2))
+    fn = ember.function(lambda x: model(x).sum())
+    x = ember.randn(2, 1, 10, 10, requires_grad=True)
+    fn(x)
+    assert "k_max_pool_" in fn.code
