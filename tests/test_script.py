@@ -401,11 +401,7 @@ def test_loop_gradients_eager_and_traced():
     leaf = ember.tensor(x, requires_grad=True)
     scripted(leaf, ember.tensor(4)).backward()  # eager: the tape of the iterations run
     np.testing.assert_allclose(leaf.grad.numpy(), expected, rtol=1e-6)
-    try:
-        traced = ember.grad(scripted)(ember.tensor(x), ember.tensor(4))
-    except ember.AutogradError as error:
-        assert "while_loop" in str(error)
-        pytest.skip("graph autodiff through while_loop is not implemented yet (loop gradients)")
+    traced = ember.grad(scripted)(ember.tensor(x), ember.tensor(4))  # through while_loop_grad
     np.testing.assert_allclose(traced.numpy(), expected, rtol=1e-6)
 
 
@@ -643,6 +639,30 @@ def test_scripted_rnn_matches_torch_outputs_and_gradients():
     np.testing.assert_allclose(model.w_hh.grad.numpy(), ref.weight_hh_l0.grad.numpy(), rtol=1e-9)
     np.testing.assert_allclose(model.b_ih.grad.numpy(), ref.bias_ih_l0.grad.numpy(), rtol=1e-9)
 
+    def step(xs, lengths):  # compiled: the backward of the loop is a while_loop_grad node
+        model.zero_grad()
+        out, h = model(xs, lengths)
+        loss = (out * out).sum() + h.sum()
+        loss.backward()
+        return loss
+
+    compiled = ember.function(step)
+    for n in (lengths, [1, 6, 3]):  # one graph, any lengths (the trip count is data)
+        xs = ember.tensor(xs_np, requires_grad=True)
+        compiled(xs, ember.tensor(np.array(n)))
+        xt.grad = None
+        ref.zero_grad()
+        packed = torch.nn.utils.rnn.pack_padded_sequence(xt, n, enforce_sorted=False)
+        out_p, h_t = ref(packed)
+        out_t, _ = torch.nn.utils.rnn.pad_packed_sequence(out_p, total_length=6)
+        ((out_t**2).sum() + h_t.sum()).backward()
+        np.testing.assert_allclose(xs.grad.numpy(), xt.grad.numpy(), rtol=1e-9, atol=1e-12)
+        for name in ("w_ih", "w_hh", "b_ih", "b_hh"):
+            peer = getattr(ref, f"{'weight' if name[0] == 'w' else 'bias'}_{name[2:]}_l0")
+            got = getattr(model, name).grad.numpy()
+            np.testing.assert_allclose(got, peer.grad.numpy(), rtol=1e-9, atol=1e-12)
+    assert compiled.stats.traces == 1 and "= while_loop_grad(" in str(compiled.graph)
+
 
 def test_scripted_rnn_traced_gradients():
     model = ElmanRNN(4, 5)
@@ -658,11 +678,7 @@ def test_scripted_rnn_traced_gradients():
     leaf = ember.tensor(xs_np, requires_grad=True)
     loss(leaf).backward()
     np.testing.assert_allclose(leaf.grad.numpy(), expected, rtol=1e-6, atol=1e-8)
-    try:
-        traced = ember.grad(loss)(ember.tensor(xs_np))
-    except ember.AutogradError as error:
-        assert "while_loop" in str(error)
-        pytest.skip("graph autodiff through while_loop is not implemented yet (loop gradients)")
+    traced = ember.grad(loss)(ember.tensor(xs_np))
     np.testing.assert_allclose(traced.numpy(), expected, rtol=1e-6, atol=1e-8)
 
 

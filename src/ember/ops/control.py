@@ -13,14 +13,17 @@ Two ways to run, chosen by the mode, never by the user:
 
   - ``cond(pred, *operands, *lifted; true_branch, false_branch)``: each branch graph takes the
     operands and the lifted values and returns the outputs;
-  - ``while_loop(*carries, *lifted; cond, body)``: ``cond`` maps the carries (and lifted
-    values) to a 0-d predicate, ``body`` to new carries.
+  - ``while_loop(*carries, *lifted; cond, body[, checkpoint_every])``: ``cond`` maps the
+    carries (and lifted values) to a 0-d predicate, ``body`` to new carries.
 
 The shape rules check the subgraphs against the operands (both branches give the same types; the
 body keeps every carry's type), so ``graph.verify()`` checks them too. Kernels run subgraphs with
 the reference interpreter. ``cond``'s VJP is a ``cond`` of the branches' VJPs: the gradient flows
-through the branch taken, traced or eager. ``while_loop`` has no VJP yet (reverse mode through a
-data-dependent loop is future work); eager loops differentiate through the tape.
+through the branch taken, traced or eager. ``while_loop``'s VJP (ops/control_grad.py) is a
+``while_loop_grad`` node that recomputes the loop, keeps its carries on a stack (every k-th with
+``checkpoint_every=k``) and walks them back through the body's VJP; that node has no VJP, so no
+second derivative goes through a ``while_loop``. Eager loops differentiate through the tape,
+except with ``checkpoint_every``, which records the node even eagerly.
 
 ``staged_cond`` / ``staged_while_loop`` record the node even eagerly (the node then runs its
 kernel and its VJP on the tape); the conformance samples use them to check the op's rules.
@@ -95,7 +98,8 @@ def _cond_infer(pred, *operands, true_branch, false_branch):
     return tuple(v.type for v in t_out)
 
 
-def _while_infer(*operands, cond, body):
+def _while_infer(*operands, cond, body, checkpoint_every=None):
+    _check_checkpoint(checkpoint_every)
     _check_operands("while_loop", operands, cond, "cond")
     _check_operands("while_loop", operands, body, "body")
     if len(cond.outputs) != 1 or tuple(cond.outputs[0].type.shape) != ():
@@ -129,7 +133,7 @@ def _cond_kernel(pred, *arrays, true_branch, false_branch):
     return fresh_results(run_subgraph(branch, arrays), arrays)
 
 
-def _while_kernel(*arrays, cond, body):
+def _while_kernel(*arrays, cond, body, checkpoint_every=None):
     from ..capture.subgraph import fresh_results, run_subgraph
 
     n = len(body.outputs)
@@ -175,16 +179,24 @@ _COND = register(
     )
 )
 
+
+def _while_vjp(ctx, *cotangents):
+    from .control_grad import while_vjp
+
+    return while_vjp(ctx, *cotangents)
+
+
 _WHILE = register(
     OpDef(
         name="while_loop",
         kind="control",
         infer=_while_infer,
         kernel=_while_kernel,
-        vjp=None,
+        vjp=_while_vjp,
         cost=_no_cost,
         num_outputs=-1,
-        doc="while_loop(*carries, *lifted; cond, body): iterate body while cond holds.",
+        doc="while_loop(*carries, *lifted; cond, body[, checkpoint_every]): iterate body while "
+        "cond holds.",
     )
 )
 
@@ -276,8 +288,18 @@ def _check_carries(new, spec, types, paths, op: str = "while_loop") -> None:
             )
 
 
+def _check_checkpoint(checkpoint_every, op: str = "while_loop") -> None:
+    k = checkpoint_every
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise EmberError(
+            f"checkpoint_every must be a positive int (keep every k-th carry for the backward "
+            f"pass) or None (keep them all), got {k!r}",
+            op=op,
+        )
+
+
 @export
-def while_loop(cond_fn, body_fn, init_vals):
+def while_loop(cond_fn, body_fn, init_vals, *, checkpoint_every: int | None = None):
     """Repeat ``vals = body_fn(vals)`` while ``cond_fn(vals)``, starting from ``init_vals``;
     returns the final ``vals``.
 
@@ -285,8 +307,15 @@ def while_loop(cond_fn, body_fn, init_vals):
     ``body_fn`` take it as one argument, ``cond_fn`` returns a 0-d tensor, and ``body_fn``
     returns the same structure with the same shapes and dtypes (as ``jax.lax.while_loop``).
     Eagerly this is a Python loop; while a graph is built it is one ``while_loop`` node.
+
+    Gradients flow to the floating-point carries and closed-over tensors, for any trip count.
+    The backward pass runs the loop again, keeping every iteration's carries; with
+    ``checkpoint_every=k`` it keeps only every k-th and recomputes the others segment by
+    segment, holding O(n/k + k) carries instead of O(n) (then even an eager call is recorded
+    as one node, so that its gradient, not the tape of every iteration, is used).
     """
-    if not _tracing():
+    _check_checkpoint(checkpoint_every)
+    if not _tracing() and checkpoint_every is None:
         from ..capture.subgraph import flatten, type_of
 
         leaves, paths, spec = flatten(init_vals, "loop carries")
@@ -296,13 +325,14 @@ def while_loop(cond_fn, body_fn, init_vals):
             vals = body_fn(vals)
             _check_carries(vals, spec, types, paths)
         return vals
-    return staged_while_loop(cond_fn, body_fn, init_vals)
+    return staged_while_loop(cond_fn, body_fn, init_vals, checkpoint_every=checkpoint_every)
 
 
-def staged_while_loop(cond_fn, body_fn, init_vals):
+def staged_while_loop(cond_fn, body_fn, init_vals, *, checkpoint_every: int | None = None):
     """`while_loop` recorded as a node even when eager (see the module docstring)."""
     from ..capture.subgraph import flatten, trace_subgraph, type_of, unflatten, unify_lifted
 
+    _check_checkpoint(checkpoint_every)
     leaves, paths, spec = flatten(init_vals, "loop carries")
     if not leaves:
         raise EmberError("a loop needs at least one tensor carry", op="while_loop")
@@ -325,17 +355,19 @@ def staged_while_loop(cond_fn, body_fn, init_vals):
             op="while_loop",
         )
     lifted = unify_lifted([(c_graph, c_lifted), (b_graph, b_lifted)], len(leaves))
-    outs = apply(_WHILE, *leaves, *lifted, cond=c_graph, body=b_graph)
+    attrs = {} if checkpoint_every is None else {"checkpoint_every": checkpoint_every}
+    outs = apply(_WHILE, *leaves, *lifted, cond=c_graph, body=b_graph, **attrs)
     return unflatten(spec, outs)
 
 
 @export
-def fori_loop(lower, upper, body_fn, init_vals):
+def fori_loop(lower, upper, body_fn, init_vals, *, checkpoint_every: int | None = None):
     """``for i in range(lower, upper): vals = body_fn(i, vals)``; returns the final ``vals``.
 
     ``i`` is a 0-d int64 tensor; ``lower`` and ``upper`` are Python ints or 0-d integer tensors
     (a bound read from a tensor stays data-dependent in a graph). Built on `while_loop`, with
-    the same rules for ``init_vals`` and ``body_fn``'s result.
+    the same rules for ``init_vals`` and ``body_fn``'s result, the same gradients (the counter
+    gets none) and the same ``checkpoint_every``.
     """
     from ..dtypes import int64
     from .creation import tensor
@@ -349,4 +381,4 @@ def fori_loop(lower, upper, body_fn, init_vals):
         i, vals = state
         return (i + 1, body_fn(i, vals))
 
-    return while_loop(keep_going, step, (start, init_vals))[1]
+    return while_loop(keep_going, step, (start, init_vals), checkpoint_every=checkpoint_every)[1]

@@ -5,8 +5,11 @@ subgraph (the same machinery as ops/control.py).
 new leading axis (as ``jax.lax.scan``). Eagerly it is a Python loop (gradients by the tape);
 while a graph is built it is one ``scan`` node: inputs ``(*init, *xs, *lifted)``, attributes
 ``body`` (a graph from ``(*carries, *x slices, *lifted)`` to ``(*carries, *ys)``),
-``num_carries`` and ``num_xs``; outputs the final carries, then the stacked ``ys``. No VJP yet
-(the reverse scan is future work): graph autodiff through a scan node raises AutogradError.
+``num_carries``, ``num_xs`` and optionally ``checkpoint_every``; outputs the final carries,
+then the stacked ``ys``. Its VJP (ops/scan_grad.py) is a reverse scan written in ember ops: a
+forward scan that also stacks each step's incoming carries (every k-th with
+``checkpoint_every=k``), then a scan of the body's VJP over the reversed sequences, so the
+gradients (carries, xs and closed-over tensors) are differentiable again.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from ..errors import EmberError, ShapeError
 from ._registry import OpDef, TensorType, apply, export, register
 from .control import (
     _check_carries,
+    _check_checkpoint,
     _check_operands,
     _describe,
     _fmt,
@@ -27,7 +31,8 @@ from .control import (
 )
 
 
-def _scan_infer(*operands, body, num_carries, num_xs):
+def _scan_infer(*operands, body, num_carries, num_xs, checkpoint_every=None):
+    _check_checkpoint(checkpoint_every, "scan")
     carries = operands[:num_carries]
     xs = operands[num_carries : num_carries + num_xs]
     if not xs:
@@ -55,7 +60,7 @@ def _scan_infer(*operands, body, num_carries, num_xs):
     return (*(TensorType(tuple(c.shape), c.dtype) for c in carries), *ys)
 
 
-def _scan_kernel(*arrays, body, num_carries, num_xs):
+def _scan_kernel(*arrays, body, num_carries, num_xs, checkpoint_every=None):
     from ..capture.subgraph import fresh_results, run_subgraph
 
     carries = list(arrays[:num_carries])
@@ -76,29 +81,42 @@ def _scan_kernel(*arrays, body, num_carries, num_xs):
     return fresh_results([*carries, *ys], arrays)
 
 
+def _scan_vjp(ctx, *cotangents):
+    from .scan_grad import scan_vjp
+
+    return scan_vjp(ctx, *cotangents)
+
+
 _SCAN = register(
     OpDef(
         name="scan",
         kind="control",
         infer=_scan_infer,
         kernel=_scan_kernel,
-        vjp=None,
+        vjp=_scan_vjp,
         cost=_no_cost,
         num_outputs=-1,
-        doc="scan(*init, *xs, *lifted; body, num_carries, num_xs): a loop over xs' first axis.",
+        doc="scan(*init, *xs, *lifted; body, num_carries, num_xs[, checkpoint_every]): a loop "
+        "over xs' first axis.",
     )
 )
 
 
 @export
-def scan(fn, init, xs):
+def scan(fn, init, xs, *, checkpoint_every: int | None = None):
     """``carry = init; for x in xs: carry, y = fn(carry, x)``; returns ``(carry, ys)`` with the
     ``y``s stacked on a new first axis. ``init``, ``xs`` and ``y`` are tensors or tuple, list
     and dict nests of them; every tensor in ``xs`` is sliced along its first axis (all of the
-    same length), and ``fn`` must keep the carry's structure, shapes and dtypes."""
-    if not _tracing():
+    same length), and ``fn`` must keep the carry's structure, shapes and dtypes.
+
+    Gradients flow to the floating-point carries, sequences and closed-over tensors. The
+    backward pass stacks every step's carry; with ``checkpoint_every=k`` it keeps every k-th and
+    recomputes the rest segment by segment (O(n/k + k) stacked carries; even an eager call is
+    then recorded as one node, so that this gradient, not the tape of every step, is used)."""
+    _check_checkpoint(checkpoint_every, "scan")
+    if not _tracing() and checkpoint_every is None:
         return _eager_scan(fn, init, xs)
-    return staged_scan(fn, init, xs)
+    return staged_scan(fn, init, xs, checkpoint_every=checkpoint_every)
 
 
 def _eager_scan(fn, init, xs):
@@ -122,7 +140,7 @@ def _eager_scan(fn, init, xs):
     return carry, unflatten(y_spec, [stack([step[k] for step in ys]) for k in range(len(ys[0]))])
 
 
-def staged_scan(fn, init, xs):
+def staged_scan(fn, init, xs, *, checkpoint_every: int | None = None):
     """`scan` recorded as a node even when eager (see ops/control.py's docstring)."""
     from ..capture.subgraph import flatten, trace_subgraph, type_of, unflatten, unify_lifted
 
@@ -149,7 +167,15 @@ def staged_scan(fn, init, xs):
             op="scan",
         )
     extra = unify_lifted([(graph, lifted)], len(types))
+    attrs = {} if checkpoint_every is None else {"checkpoint_every": checkpoint_every}
     outs = apply(
-        _SCAN, *c_leaves, *x_leaves, *extra, body=graph, num_carries=n, num_xs=len(x_leaves)
+        _SCAN,
+        *c_leaves,
+        *x_leaves,
+        *extra,
+        body=graph,
+        num_carries=n,
+        num_xs=len(x_leaves),
+        **attrs,
     )
     return unflatten(c_spec, outs[:n]), unflatten(specs["y"], outs[n:])

@@ -1,0 +1,281 @@
+"""Reverse-mode gradients of ``while_loop`` (the ``while_loop_grad`` primitive), and the helpers
+the loop gradients share (ops/scan_grad.py holds ``scan``'s VJP).
+
+* **while_loop** (`while_vjp`): a data-dependent trip count cannot be a static shape, so the
+  VJP emits one ``while_loop_grad(*init, *lifted, *cotangents; cond, body, body_vjp,
+  num_carries, wrt_lifted, checkpoint_every)`` node. Its kernel *recomputes* the forward loop
+  (the forward node's outputs are only the final carries, not a stack), keeping each
+  iteration's incoming carries in a Python list (the stack), then walks the stack backwards
+  running ``body_vjp`` (the body's VJP traced once into a graph when the node is emitted) and
+  accumulating the lifted operands' gradients. With ``checkpoint_every=k`` only every k-th
+  carry is kept and each segment of k is recomputed from its checkpoint when the backward walk
+  reaches it: O(n/k + k) carries held instead of O(n), for about one more forward pass.
+  ``while_loop_grad`` has no VJP: no higher-order gradients through a ``while_loop``.
+
+Only floating-point carries and lifted operands get gradients (the others get None). The
+loop gradients run the body again, so a body that draws random numbers is refused (the
+draws would differ from the forward's). `record_loop_gradients` lets a caller observe what the
+``while_loop_grad`` kernels did (iterations, peak number of carries held).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import AutogradError, EmberError
+from ._registry import OpDef, TensorType, apply, export, register
+from .control import _check_operands, _fmt, _no_cost, _same
+
+# ------------------------------------------------------------------------------ shared
+
+
+def floating(t) -> bool:
+    return t.dtype.is_floating_point
+
+
+def refuse_random(graph, op: str) -> None:
+    """The gradients recompute the loop: random draws in the body would not repeat."""
+    from ..graph.ir import Graph
+
+    for node in graph.nodes:
+        if node.kind != "call":
+            continue
+        if node.op.kind == "random":
+            raise AutogradError(
+                f"the loop body draws random numbers ({node.op.name}, node %{node.name}); the "
+                f"gradient of {op} runs the body again and the draws would differ; draw them "
+                "outside the loop and pass them in (as a sequence of xs or a closed-over tensor)",
+                op=op,
+            )
+        for attr in node.attrs.values():
+            if isinstance(attr, Graph):
+                refuse_random(attr, op)
+
+
+def zeros_like_type(t):
+    from .creation import zeros
+
+    return zeros(tuple(t.shape), dtype=t.dtype)
+
+
+def flip0(x):
+    """``x`` reversed along its first axis (a ``flip`` node: works on symbolic lengths too)."""
+    from .shape import flip
+
+    return flip(x, 0)
+
+
+def scan_call(fn, carries: list, xs: list) -> tuple[list, list]:
+    """Record one ``scan`` node (in the current mode) of ``fn(carries, x_slices) -> (carries,
+    ys)``, lists of tensors; returns (final carries, stacked ys)."""
+    from ..capture.subgraph import trace_subgraph, type_of, unify_lifted
+    from ..transforms.dce import eliminate_dead_code
+    from .scan import _SCAN
+
+    n = len(carries)
+    types = [type_of(c) for c in carries]
+    types += [TensorType(tuple(x.shape[1:]), x.dtype) for x in xs]
+    names = [f"carry{i}" for i in range(n)] + [f"x{j}" for j in range(len(xs))]
+
+    def body(*args):
+        new, ys = fn(list(args[:n]), list(args[n:]))
+        return (tuple(new), tuple(ys))
+
+    graph, _, _, lifted = trace_subgraph(body, types, names, "body", "scan outputs")
+    graph = eliminate_dead_code(graph)[0]  # e.g. the forward values a VJP does not read
+    extra = unify_lifted([(graph, lifted)], len(types))
+    outs = apply(_SCAN, *carries, *xs, *extra, body=graph, num_carries=n, num_xs=len(xs))
+    return list(outs[:n]), list(outs[n:])
+
+
+# ------------------------------------------------------------------------------ while_loop
+
+
+@dataclass
+class LoopGradStats:
+    """What one run of a ``while_loop_grad`` kernel did."""
+
+    iterations: int  # trips of the forward loop
+    checkpoint_every: int | None
+    peak_carries: int  # the most loop states (carry tuples) held at once
+    recomputed: int  # body steps run again during the backward walk (checkpointing)
+
+
+_RECORDERS: list[list] = []
+
+
+class record_loop_gradients:
+    """``with ember.record_loop_gradients() as runs:`` collects a `LoopGradStats` per run of a
+    ``while_loop_grad`` kernel inside the block (eager backward, ``ember.grad``, a compiled
+    function's backward), so the memory a loop's gradient held can be checked."""
+
+    def __enter__(self) -> list[LoopGradStats]:
+        self.runs: list[LoopGradStats] = []
+        _RECORDERS.append(self.runs)
+        return self.runs
+
+    def __exit__(self, *exc) -> bool:
+        _RECORDERS.remove(self.runs)
+        return False
+
+
+export(record_loop_gradients)
+
+
+def _while_grad_infer(*operands, cond, body, body_vjp, num_carries, wrt_lifted, checkpoint_every):
+    op = "while_loop_grad"
+    n_body = len(body.inputs)
+    _check_operands(op, operands[:n_body], body, "body")
+    carries = operands[:num_carries]
+    float_carries = [c for c in carries if floating(c)]
+    cots = operands[n_body:]
+    if len(cots) != len(float_carries):
+        raise EmberError(
+            f"expected a cotangent for each of the {len(float_carries)} floating carries, got "
+            f"{len(cots)}",
+            op=op,
+        )
+    for i, (c, t) in enumerate(zip(cots, float_carries)):
+        if not _same(c, t):
+            raise EmberError(f"cotangent {i} is {_fmt(c)} but its carry is {_fmt(t)}", op=op)
+    _check_operands(op, operands, body_vjp, "body_vjp")
+    lifted = operands[num_carries:n_body]
+    want = [*float_carries, *(lifted[k] for k in wrt_lifted)]
+    outs = [v.type for v in body_vjp.outputs]
+    if len(outs) != len(want) or not all(_same(a, b) for a, b in zip(outs, want)):
+        got = ", ".join(_fmt(t) for t in outs)
+        wanted = ", ".join(_fmt(t) for t in want)
+        raise EmberError(f"body_vjp returns ({got}) but the gradients are ({wanted})", op=op)
+    return tuple(TensorType(tuple(t.shape), t.dtype) for t in want)
+
+
+def _while_grad_kernel(*arrays, cond, body, body_vjp, num_carries, wrt_lifted, checkpoint_every):
+    from ..capture.subgraph import fresh_results, run_subgraph
+
+    n_body = len(body.inputs)
+    init, lifted = list(arrays[:num_carries]), list(arrays[num_carries:n_body])
+    cots = arrays[n_body:]
+    nfc = len(cots)
+
+    def going(c) -> bool:
+        return bool(run_subgraph(cond, c + lifted)[0])
+
+    def step(c) -> list:
+        return run_subgraph(body, c + lifted)
+
+    ct = list(cots)
+    acc = [np.zeros_like(lifted[k]) for k in wrt_lifted]
+
+    def back(c) -> None:
+        nonlocal ct
+        g = run_subgraph(body_vjp, c + lifted + ct)
+        ct = g[:nfc]
+        for a, b in zip(acc, g[nfc:]):
+            a += b
+
+    k = checkpoint_every
+    stack: list = []  # every carry (k None), or every k-th one (the checkpoints)
+    c, n, peak, recomputed = init, 0, 0, 0
+    while going(c):
+        if not k or n % k == 0:
+            stack.append(c)
+            peak = max(peak, len(stack))
+        c = step(c)
+        n += 1
+    if not k:
+        for c in reversed(stack):
+            back(c)
+    else:
+        for start in reversed(range(0, n, k)):
+            segment = [stack.pop()]
+            for _ in range(start + 1, min(start + k, n)):
+                segment.append(step(segment[-1]))
+                recomputed += 1
+            peak = max(peak, len(stack) + len(segment))
+            for c in reversed(segment):
+                back(c)
+    stats = LoopGradStats(n, k, peak, recomputed)
+    for runs in _RECORDERS:
+        runs.append(stats)
+    return fresh_results([*ct, *acc], arrays)
+
+
+WHILE_LOOP_GRAD = register(
+    OpDef(
+        name="while_loop_grad",
+        kind="control",
+        infer=_while_grad_infer,
+        kernel=_while_grad_kernel,
+        vjp=None,  # no higher-order gradients through a while_loop
+        cost=_no_cost,
+        num_outputs=-1,
+        doc="while_loop_grad(*init, *lifted, *cotangents; cond, body, body_vjp, num_carries, "
+        "wrt_lifted, checkpoint_every): a while_loop's gradients, its forward recomputed.",
+    )
+)
+
+
+def _body_vjp_graph(body, nc: int, fc: list, fl: list):
+    """The body's VJP as a graph: ``(*carries, *lifted, *cotangents of the floating carries) ->
+    (*gradients of the floating carries, *gradients of the lifted operands fl)``."""
+    from ..capture.subgraph import graph_vjp, trace_subgraph, type_of
+
+    n_body = len(body.inputs)
+    vjp = graph_vjp(body, (*fc, *(nc + k for k in fl)))
+    types = [v.type for v in body.inputs] + [body.inputs[i].type for i in fc]
+    names = [v.name for v in body.inputs] + [f"ct_{body.inputs[i].name}" for i in fc]
+
+    def fn(*args):
+        cots: list = [None] * nc
+        for i, g in zip(fc, args[n_body:]):
+            cots[i] = g
+        return tuple(vjp(*args[:n_body], *cots))
+
+    graph, _, _, lifted = trace_subgraph(fn, types, names, "body_vjp", "the body's gradients")
+    if lifted:  # the VJP reads only the body's inputs; anything else would be a bug here
+        raise AutogradError(
+            "the loop body's VJP closed over values outside the loop: "
+            + ", ".join(_fmt(type_of(t)) for _, t in lifted),
+            op="while_loop",
+        )
+    from ..transforms.dce import eliminate_dead_code
+
+    return eliminate_dead_code(graph)[0]  # the forward values the VJP does not read
+
+
+def while_vjp(ctx, *cotangents):
+    """The VJP of ``while_loop(*carries, *lifted; cond, body[, checkpoint_every])``: one
+    ``while_loop_grad`` node (module docstring)."""
+    body = ctx.attrs["body"]
+    nc = len(body.outputs)
+    inputs, types, needs = ctx.inputs, ctx.in_types, ctx.needs_input_grad
+    fc = [i for i in range(nc) if floating(types[i])]
+    fl = [k for k in range(len(inputs) - nc) if floating(types[nc + k]) and needs[nc + k]]
+    if not (fl or any(needs[i] for i in fc)):
+        return (None,) * len(inputs)
+    refuse_random(body, "while_loop")
+    cots = [
+        zeros_like_type(types[i])
+        if i >= len(cotangents) or cotangents[i] is None
+        else cotangents[i]
+        for i in fc
+    ]
+    grads = apply(
+        WHILE_LOOP_GRAD,
+        *inputs,
+        *cots,
+        cond=ctx.attrs["cond"],
+        body=body,
+        body_vjp=_body_vjp_graph(body, nc, fc, fl),
+        num_carries=nc,
+        wrt_lifted=tuple(fl),
+        checkpoint_every=ctx.attrs.get("checkpoint_every"),
+    )
+    result: list = [None] * len(inputs)
+    for i, g in zip(fc, grads[: len(fc)]):
+        result[i] = g if needs[i] else None
+    for k, g in zip(fl, grads[len(fc) :]):
+        result[nc + k] = g
+    return tuple(result)
