@@ -250,7 +250,7 @@ def _scatter_infer(g, idx, *, in_size):
 
 def _compiled(builder: str, node):
     """The code generator's implementation of ``node``: a C kernel (runtime/cpooling.py) equal
-    to the NumPy kernel here, or None (not 2-d, another dtype, no compiler)."""
+    to the NumPy kernel here, or None (another dtype, no compiler)."""
     from ..runtime import cpooling
 
     return getattr(cpooling, builder)(node)
@@ -332,7 +332,6 @@ MAX_POOL = register(
         num_outputs=2,
         doc="max_pool(x; kernel, stride, padding, dilation, ceil_mode) -> (values, indices): "
         "N-d max pooling with padding as -inf; indices are flat positions in each plane",
-        extra={"compile": lambda node: _compiled("build_max_pool", node)},
     )
 )
 

@@ -1,20 +1,15 @@
-"""C kernels for 2-d max pooling and its gradient (the ``max_pool`` and ``pool_scatter`` ops),
-used by the code generator through the ops' ``extra["compile"]`` hooks (ops/pool.py).
+"""A C kernel for the gradient of max pooling (the ``pool_scatter`` op), used by the code
+generator through the op's ``extra["compile"]`` hook (ops/pool.py).
 
-The NumPy kernels in ops/pool.py are the specification; these compute the same thing in one
-pass per (n, c) plane, the planes shared over the thread pool (runtime/cpool.py):
+The NumPy kernel in ops/pool.py is the specification (``np.add.at``, about 3x slower). This
+computes the same thing: zeros of the input's shape with each gradient added at its index
+within its (n, c) plane, in the order of the outputs (the order ``np.add.at`` adds in), so
+sums of overlapping windows round the same way; the planes are shared over the thread pool
+(runtime/cpool.py). Max pooling itself stays on NumPy: its gathered, vectorized comparisons
+were faster than the straightforward C loops tried (strided loads and branchy maxima).
 
-* ``max_pool``: each window's maximum and the flat index (within its plane) of the element
-  chosen, as PyTorch chooses it: the first maximum, or the last NaN (an element replaces the
-  running maximum when it is greater or NaN). Padding and the part of a ``ceil_mode`` window
-  past the edge hold no element (the reference pads with -inf, which is never chosen over a
-  real element). Equal to the reference bit for bit, indices included.
-* ``pool_scatter``: zeros of the input's shape with each gradient added at its index, in the
-  order of the outputs (the order ``np.add.at`` adds in), so sums of overlapping windows
-  round the same way.
-
-`build_max_pool(node)` / `build_scatter(node)` return a function of the node's input arrays,
-or None where they do not apply (not 2-d, not float32/float64, no C compiler).
+`build_scatter(node)` returns a function of the node's input arrays, or None where it does not
+apply (not float32/float64, symbolic sizes, no C compiler).
 """
 
 from __future__ import annotations
@@ -26,58 +21,10 @@ import numpy as np
 
 from .. import dtypes as dt
 
-__all__ = ["build_max_pool", "build_scatter"]
+__all__ = ["build_scatter"]
 
 _C = {dt.float32: "float", dt.float64: "double"}
 _FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-std=gnu11")
-
-_MAX_POOL = r"""
-#include <stddef.h>
-typedef void (*ember_task)(void *, long, long);
-typedef void (*ember_pool)(ember_task, void *, long, long);
-struct job {
-  const T *x; T *values; long long *indices;
-  long ih, iw, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
-};
-static void planes(void *job_, long lo, long hi) {
-  const struct job *j = job_;
-  const long in_plane = j->ih * j->iw, out_plane = j->oh * j->ow;
-  for (long p = lo; p < hi; p++) {
-    const T *x = j->x + p * in_plane;
-    T *values = j->values + p * out_plane;
-    long long *indices = j->indices + p * out_plane;
-    for (long oy = 0; oy < j->oh; oy++) {
-      for (long ox = 0; ox < j->ow; ox++) {
-        T best = 0;
-        long chosen = -1;
-        for (long ky = 0; ky < j->kh; ky++) {
-          const long y = oy * j->sh - j->ph + ky * j->dh;
-          if (y < 0 || y >= j->ih) continue;
-          for (long kx = 0; kx < j->kw; kx++) {
-            const long xx = ox * j->sw - j->pw + kx * j->dw;
-            if (xx < 0 || xx >= j->iw) continue;
-            const long at = y * j->iw + xx;
-            const T v = x[at];
-            if (chosen < 0 || v > best || v != v) {
-              best = v;
-              chosen = at;
-            }
-          }
-        }
-        values[oy * j->ow + ox] = best;
-        indices[oy * j->ow + ox] = chosen;
-      }
-    }
-  }
-}
-void max_pool(const T *x, T *values, long long *indices, long count, const long *shape,
-              ember_pool pool) {
-  struct job j = {x, values, indices, shape[0], shape[1], shape[2], shape[3], shape[4],
-                  shape[5], shape[6], shape[7], shape[8], shape[9], shape[10], shape[11]};
-  if (pool && count * j.oh * j.ow * j.kh * j.kw > (1L << 16)) pool(planes, &j, count, 1);
-  else planes(&j, 0, count);
-}
-"""
 
 _SCATTER = r"""
 #include <string.h>
@@ -114,57 +61,6 @@ def _load(template: str, symbol: str, dtype, argtypes):
     except ccompile.CompileError:
         return None, None
     return fn, cpool.parallel_for()
-
-
-def build_max_pool(node):
-    """A C implementation of a 2-d ``max_pool`` node: ``(x) -> (values, indices)``, or None."""
-    attrs = node.attrs
-    x_type = node.inputs[0].type
-    if len(attrs["kernel"]) != 2 or any(not isinstance(d, int) for d in x_type.shape[2:]):
-        return None
-    pointer = ctypes.c_void_p
-    fn, pool = _load(
-        _MAX_POOL,
-        "max_pool",
-        x_type.dtype,
-        [pointer] * 3 + [ctypes.c_long] * 1 + [pointer, pointer],
-    )
-    if fn is None:
-        return None
-    np_dtype = x_type.dtype.np
-    in_size = tuple(x_type.shape[2:])
-    out_size = tuple(node.outputs[0].type.shape[2:])
-    if any(not isinstance(d, int) for d in out_size):
-        return None
-    geometry = np.array(
-        [
-            *in_size,
-            *out_size,
-            *attrs["kernel"],
-            *attrs["stride"],
-            *attrs["padding"],
-            *attrs["dilation"],
-        ],
-        np.int64,
-    )
-
-    def run(x):
-        x = x if x.dtype == np_dtype and x.flags.c_contiguous else np.ascontiguousarray(x, np_dtype)
-        shape = x.shape[:2] + out_size
-        values, indices = np.empty(shape, np_dtype), np.empty(shape, np.int64)
-        count = x.shape[0] * x.shape[1]
-        if count and values.size:
-            fn(
-                x.ctypes.data,
-                values.ctypes.data,
-                indices.ctypes.data,
-                count,
-                geometry.ctypes.data,
-                pool,
-            )
-        return values, indices
-
-    return run
 
 
 def build_scatter(node):
