@@ -322,3 +322,27 @@ def test_a_weighted_binary_cross_entropy_gradient_compiles():
     want = ember.grad(loss, argnums=(0, 1))(p, t, w)
     for g, e in zip(got, want):
         np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_groups_merge_through_a_node_that_reads_both():
+    # an Adam-like update: the two moments start their own groups (each from an input), and
+    # the parameter update reads both: one group, one pass over memory
+    def f(p, g, m, v):
+        m2 = m * 0.9 + g * 0.1
+        v2 = v * 0.999 + g * g * 0.001
+        return m2, v2, p - 0.01 * m2 / (v2.sqrt() + 1e-8)
+
+    _, fused = _fused(f, *(ember.rand(4, 5) for _ in range(4)))
+    assert _ops(fused) == ["fused_elementwise"]
+
+
+def test_groups_do_not_merge_where_one_would_read_the_others_reduction():
+    def f(x):
+        a = x.exp()
+        s = a.sum(axis=1, keepdims=True)  # ends a's group
+        return (a / s) + a  # reads a's group twice, once through its reduction
+
+    graph, fused = _fused(f, ember.randn(3, 5))
+    for node in fused.nodes:  # no fused node reads its own reduction
+        if node.kind == "call" and node.op.name.startswith("fused_"):
+            assert not any(v.node is node for v in node.inputs)

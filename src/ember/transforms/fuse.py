@@ -95,26 +95,56 @@ def _groups(graph: Graph) -> list[list]:
         if not _fusable(node):
             continue
         shape = tuple(node.outputs[0].shape)
-        chosen = None
+        candidates: list[list] = []  # the groups of its operands it could join
         for v in node.inputs:
             group = group_of.get(id(v.node))
             if group is None or tuple(group[0].outputs[0].shape) != shape:
                 continue
+            if any(group is c for c in candidates):
+                continue
             if any(_reduction(u.node) and group_of.get(id(u.node)) is group for u in node.inputs):
                 continue  # a group's reductions end it: nothing in it reads them
-            members = {id(n) for n in group}
-            floor = position[id(group[0])]
-            others = [u for u in node.inputs if id(u.node) not in members]
-            if not any(_depends_on(u, members, floor, position) for u in others):
-                chosen = group
-                break
+            candidates.append(group)
+        chosen = _join(node, candidates, position)
         if chosen is None:
             chosen = []
             groups.append(chosen)
+        elif len(chosen) > 1:  # several groups merged through this node: one group now
+            merged = sorted((n for g in chosen for n in g), key=lambda n: position[id(n)])
+            groups[:] = [g for g in groups if not any(g is c for c in chosen)]
+            groups.append(merged)
+            for n in merged:
+                group_of[id(n)] = merged
+            chosen = merged
+        else:
+            chosen = chosen[0]
         chosen.append(node)
         group_of[id(node)] = chosen
     groups = [g for g in (_check_reductions(g) for g in groups) if len(g) > 1]
     return _without_cycles(graph, groups)
+
+
+def _join(node, candidates: list[list], position: dict) -> list[list] | None:
+    """Which of the ``candidates`` (groups of ``node``'s operands) ``node`` joins: all of them,
+    merged, when the union stays convex (an Adam update reads the gradient, both moments and
+    the parameter, each first touched by its own group), else the first it can join alone.
+    Convex: no operand from outside the union depends on a member of it. Groups ending in
+    reductions merge only with groups that have none."""
+    options = [[g] for g in candidates]
+    if len(candidates) > 1 and sum(any(_reduction(n) for n in g) for g in candidates) <= 1:
+        options.insert(0, candidates)
+    for option in options:
+        members = {id(n) for g in option for n in g}
+        floor = min(position[id(n)] for g in option for n in g)
+        outside = [u for u in node.inputs if id(u.node) not in members]
+        if len(option) > 1:  # the members' own operands too: a path from one group to another
+            outside += [u for g in option for n in g for u in n.inputs if id(u.node) not in members]
+            inside = [u for g in option for n in g for u in n.inputs if id(u.node) in members]
+            if any(_reduction(u.node) for u in inside):
+                continue  # a member would read a reduction of the union, which ends it
+        if not any(_depends_on(u, members, floor, position) for u in outside):
+            return option
+    return None
 
 
 def _without_cycles(graph: Graph, groups: list[list]) -> list[list]:
