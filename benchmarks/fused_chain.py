@@ -78,6 +78,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=4 * 1024 * 1024)
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--block", type=int, default=10, help="calls per side in a row")
+    parser.add_argument("--settle", type=float, default=0.3, help="seconds of pause per block")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed calls per block")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     x, w, b = (rng.standard_normal(args.n).astype(np.float32) for _ in range(3))
@@ -90,12 +92,15 @@ def main() -> None:
             notes[name] = f"wrong result (max error {np.abs(got - want).max():.3g})"
             del sides[name]
     times: dict[str, list] = {name: [] for name in sides}
-    # interleaved in blocks, so machine noise hits every side alike; within a block one side
-    # runs alone after a warm-up call, so the previous side's worker threads (OpenMP and Eigen
-    # threads spin for a while after their work) have gone quiet
+    # interleaved in blocks, so machine noise hits every side alike; before a block, a pause,
+    # so the previous side's worker threads (OpenMP, Eigen and OpenBLAS threads spin for a
+    # while after their work) have gone quiet, then warm-up calls: the first few calls after
+    # a pause run up to twice as slow on this machine, whichever side it is
     for _ in range(max(1, args.reps // args.block)):
         for name, (run, _) in sides.items():
-            run()
+            time.sleep(args.settle)
+            for _ in range(args.warmup):
+                run()
             for _ in range(args.block):
                 start = time.perf_counter()
                 run()

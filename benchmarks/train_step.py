@@ -351,18 +351,24 @@ def _close(a: float, b: float) -> bool:
     return abs(a - b) <= 1e-4 * max(1.0, abs(b))
 
 
-def _time_interleaved(sides: dict, steps: int, warmup: int, rounds: int, notes: dict) -> dict:
+def _time_interleaved(
+    sides: dict, steps: int, warmup: int, rounds: int, notes: dict, settle: float = 0.3
+) -> dict:
     """Median step time of each side, alternating between them in ``rounds`` rounds.
 
-    Alternating (each round warms up again) spreads the shared machine's noise over all sides
-    and lets each library's thread pool settle after another one ran. A side that raises is
-    dropped with a note.
+    Alternating (each round warms up again) spreads the shared machine's noise over all sides.
+    Before each side's round the process sleeps ``settle`` seconds: worker threads of the side
+    that ran before keep spinning for a while after their last task (OpenBLAS's, which NumPy
+    and so ember use, for about 0.1 s), and would take the cores from the next side (PyTorch's
+    MLP step measured 6.5 ms right after ember's round, 2.3 ms after a pause). A side that
+    raises is dropped with a note.
     """
     times = {name: [] for name in sides}
     live = dict(sides)
     per_round = max(1, steps // rounds)
     for _ in range(rounds):
         for name, step in list(live.items()):
+            time.sleep(settle)
             try:
                 for _ in range(warmup):
                     step()
@@ -427,6 +433,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=50, help="timed steps per side")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps before each round")
     parser.add_argument("--rounds", type=int, default=5, help="alternations between the sides")
+    parser.add_argument(
+        "--settle", type=float, default=0.3, help="seconds of pause before each side's round"
+    )
     args = parser.parse_args()
     names = [n.strip() for n in args.cases.split(",") if n.strip()]
     unknown = sorted(set(names) - set(CASES))
@@ -458,7 +467,7 @@ def main() -> None:
         notes: dict[str, str] = {}
         first_call: dict[str, float] = {}
         sides = _build_sides(case, torch, jax, notes, first_call)
-        medians = _time_interleaved(sides, args.steps, args.warmup, args.rounds, notes)
+        medians = _time_interleaved(sides, args.steps, args.warmup, args.rounds, notes, args.settle)
         ms = "".join(f"{medians[s] * 1e3:9.2f}" if s in medians else f"{'-':>9}" for s in SIDES)
         ratios = "".join(
             f"{_ratio(medians, a, b):>11}"
