@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -351,6 +352,29 @@ def _close(a: float, b: float) -> bool:
     return abs(a - b) <= 1e-4 * max(1.0, abs(b))
 
 
+def _blas_core() -> str:
+    """Which OpenBLAS kernels NumPy's matmuls (and so ember's) run: ``OPENBLAS_CORETYPE`` can
+    pin older ones than the CPU has (Haswell's AVX2 on an AVX-512 machine measured 1.7x slower
+    on the MLP's first matmul), while PyTorch's oneDNN and XLA pick their own."""
+    import ctypes
+
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "openblas" in line}
+        for path in sorted(paths):
+            lib = ctypes.CDLL(path)
+            for name in ("scipy_openblas_get_corename64_", "openblas_get_corename"):
+                if hasattr(lib, name):
+                    fn = getattr(lib, name)
+                    fn.restype = ctypes.c_char_p
+                    pinned = os.environ.get("OPENBLAS_CORETYPE")
+                    where = f", pinned by OPENBLAS_CORETYPE={pinned}" if pinned else ""
+                    return f"OpenBLAS {fn().decode()} kernels{where}"
+    except OSError:
+        pass
+    return "BLAS kernels unknown"
+
+
 def _time_interleaved(
     sides: dict, steps: int, warmup: int, rounds: int, notes: dict, settle: float = 0.3
 ) -> dict:
@@ -442,7 +466,7 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(CASES)}")
 
-    versions = [f"ember {ember.__version__}", f"numpy {np.__version__}"]
+    versions = [f"ember {ember.__version__}", f"numpy {np.__version__} ({_blas_core()})"]
     try:
         import torch
 
