@@ -11,7 +11,7 @@ import pytest
 
 from ember.graph import Graph
 from ember.ops.fused import evaluate_program
-from ember.runtime import cfuse, codegen, cpooling, interpreter
+from ember.runtime import cepilogue, cfuse, codegen, cpooling, interpreter
 
 
 def _draws_random_numbers(graph) -> bool:
@@ -24,6 +24,36 @@ def _draws_random_numbers(graph) -> bool:
         )
         for n in graph.nodes
     )
+
+
+def _checked_epilogue(build):
+    """``cepilogue.build`` with each call checked against the node's reference kernel: BLAS may
+    round a block of rows differently from the whole product, and the epilogue's exp, erf,
+    tanh come from the vector math library, so within 1e-4 (float32) of each output's scale."""
+
+    def checked_build(node):
+        run = build(node)
+        if run is None:
+            return None
+
+        def call(*arrays, out=None):
+            # the reference first: with ``out`` the node writes into its inputs' memory
+            expected = node.op.kernel(*arrays, **node.attrs)
+            results = run(*arrays, out=out)
+            for i, (got, want) in enumerate(zip(results, expected)):
+                message = f"fused_epilogue %{node.name}: output {i}"
+                assert got.shape == want.shape and got.dtype == want.dtype, message
+                if want.dtype.kind != "f":
+                    continue  # (a comparison of a rounded product may flip at a tie)
+                finite = np.abs(want[np.isfinite(want)])
+                scale = float(finite.max()) if finite.size else 0.0
+                tol = 1e-4 if want.dtype == np.float32 else 1e-12
+                np.testing.assert_allclose(got, want, rtol=tol, atol=tol * scale, err_msg=message)
+            return results
+
+        return call
+
+    return checked_build
 
 
 def _checked_exactly(build):
@@ -110,4 +140,5 @@ def generated_code_equals_the_interpreter(monkeypatch):
     monkeypatch.setattr(cfuse, "build", checked_build)
     # bit-identical to the NumPy kernel
     monkeypatch.setattr(cpooling, "build_scatter", _checked_exactly(cpooling.build_scatter))
+    monkeypatch.setattr(cepilogue, "build", _checked_epilogue(cepilogue.build))
     yield

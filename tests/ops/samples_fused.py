@@ -3,8 +3,11 @@ by hand (the fusion pass makes them from graphs; tests/transforms/test_fuse.py c
 the C loops). The nodes have no VJP (fusion runs after differentiation), so gradients are not
 checked here."""
 
+import numpy as np
+
+import ember
 from ember.ops._registry import TensorType, apply
-from ember.ops.fused import FUSED, FUSED_REDUCE
+from ember.ops.fused import FUSED, FUSED_EPILOGUE, FUSED_REDUCE
 
 from .harness import Sample, rng
 
@@ -61,6 +64,34 @@ def _torch_centered_square_sums(x, w):
     return d, (d * d).sum(1, keepdim=True), d.amax(1)
 
 
+def _linear_tanh_plus(x, w):
+    """tanh(x @ W^T + b) + x: ``fused_epilogue`` of a linear layer, reading x again by rows."""
+    weight = ember.tensor(np.linspace(-1, 1, 16).reshape(4, 4), dtype=x.dtype)
+    program = (("tanh", (("in", 0),), ()), ("add", (("t", 0), ("in", 1)), ()))
+    out = TensorType(tuple(x.shape), x.dtype)
+    return apply(
+        FUSED_EPILOGUE,
+        x,
+        weight,
+        w,
+        x,
+        producer="linear",
+        producer_attrs=(),
+        n_producer=3,
+        slot=0,
+        program=program,
+        outputs=(1,),
+        out_types=(out,),
+    )[0]
+
+
+def _torch_linear_tanh_plus(x, w):
+    import torch
+
+    weight = torch.tensor(np.linspace(-1, 1, 16).reshape(4, 4), dtype=x.dtype)
+    return torch.tanh(torch.nn.functional.linear(x, weight, w)) + x
+
+
 def _torch_swish_scaled(x, w):
     import torch
 
@@ -77,6 +108,13 @@ def _torch_two_outputs(x, w):
 SAMPLES = [
     Sample("fused_elementwise/swish", _swish_scaled, (X, W), _torch_swish_scaled, grad=False),
     Sample("fused_elementwise/select", _two_outputs, (X, W), _torch_two_outputs, grad=False),
+    Sample(
+        "fused_epilogue/linear-tanh",
+        _linear_tanh_plus,
+        (X, W),
+        _torch_linear_tanh_plus,
+        grad=False,
+    ),
     Sample(
         "fused_reduce/centered",
         _centered_square_sums,

@@ -25,7 +25,7 @@ from .. import dtypes as dt
 from ..errors import EmberError
 from ._registry import REGISTRY, Cost, OpDef, TensorType, register
 
-__all__ = ["FUSED", "FUSED_REDUCE", "REDUCTIONS", "evaluate_program"]
+__all__ = ["FUSED", "FUSED_EPILOGUE", "FUSED_REDUCE", "REDUCTIONS", "evaluate_program"]
 
 # reductions a fused loop can end with: an accumulator per row of the loop
 REDUCTIONS = ("sum", "max", "min")
@@ -123,5 +123,59 @@ FUSED_REDUCE = register(
         doc="fused_reduce(*inputs; program, outputs, out_types): elementwise ops ending in "
         "reductions over trailing axes, in one loop",
         extra={"compile": _compiled},
+    )
+)
+
+
+# ------------------------------------------------------------------------------ epilogues
+
+
+def _epilogue_kernel(
+    *arrays, producer, producer_attrs, n_producer, slot, program, outputs, out_types
+):
+    """The producer (a matmul) by its own kernel, then the elementwise program on its result."""
+    result = REGISTRY[producer].kernel(*arrays[:n_producer], **dict(producer_attrs))
+    inputs = list(arrays[n_producer:])
+    inputs.insert(slot, np.asarray(result))
+    return _kernel(*inputs, program=program, outputs=outputs, out_types=out_types)
+
+
+def _epilogue_infer(
+    *inputs, producer, producer_attrs, n_producer, slot, program, outputs, out_types
+):
+    return _infer(*inputs, program=program, outputs=outputs, out_types=out_types)
+
+
+def _epilogue_cost(in_types, out_types, attrs) -> Cost:
+    producer = REGISTRY[attrs["producer"]]
+    own = in_types[: attrs["n_producer"]]
+    result = producer.infer(*own, **dict(attrs["producer_attrs"]))
+    first = producer.cost(own, (result,), dict(attrs["producer_attrs"]))
+    rest = _cost(in_types[attrs["n_producer"] :], out_types, attrs)
+    return Cost(first.flops + rest.flops, first.bytes + rest.bytes - result_bytes(result))
+
+
+def result_bytes(t) -> int:
+    return int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize
+
+
+def _compiled_epilogue(node):
+    from ..runtime import cepilogue
+
+    return cepilogue.build(node)
+
+
+FUSED_EPILOGUE = register(
+    OpDef(
+        name="fused_epilogue",
+        kind="linalg",
+        infer=_epilogue_infer,
+        kernel=_epilogue_kernel,
+        vjp=None,
+        cost=_epilogue_cost,
+        num_outputs=-1,
+        doc="fused_epilogue(*producer inputs, *inputs; producer, producer_attrs, n_producer, "
+        "slot, program, outputs, out_types): a matmul and the elementwise ops on its result",
+        extra={"compile": _compiled_epilogue},
     )
 )

@@ -32,7 +32,7 @@ from .. import dtypes as dt
 from ..graph.symbolic import has_symbols
 from ..ops.fused import REDUCTIONS
 
-__all__ = ["build", "source_of"]
+__all__ = ["build", "build_program", "source_of"]
 
 _C_TYPES = {dt.float32: "float", dt.float64: "double", dt.bool_: "_Bool"}
 # arrays of bool are read and written as bytes (NumPy's layout): GCC does not vectorize loads
@@ -381,15 +381,22 @@ def _types(out_types):
 
 def build(node):
     """A C implementation of the ``fused_elementwise`` ``node``, or None (no compiler)."""
+    attrs = node.attrs
+    in_types = [v.type for v in node.inputs]
+    return build_program(attrs["program"], attrs["outputs"], attrs["out_types"], in_types)
+
+
+def build_program(program, outputs, out_types, in_types):
+    """A function ``(*arrays, out=None) -> tuple of arrays`` running ``program`` as one C loop
+    over inputs of ``in_types`` (a symbolic size: any size, worked out at each call), or None
+    when no C compiler is available (one warning)."""
     from . import ccompile, cpool
 
     if not ccompile.compiler_available():
         ccompile.warn_no_compiler()
         return None
-    attrs = node.attrs
-    in_types = [v.type for v in node.inputs]
-    out_types = list(_types(attrs["out_types"]))
-    source = source_of(attrs["program"], attrs["outputs"], out_types, in_types)
+    out_types = list(_types(out_types))
+    source = source_of(program, outputs, out_types, in_types)
     argtypes = [ctypes.c_long, ctypes.c_void_p] + [ctypes.c_void_p] * (
         len(in_types) + len(out_types) + 1
     )
@@ -402,9 +409,7 @@ def build(node):
         # no vector math library here: plain scalar calls, still one loop
         source = "\n".join(line for line in source.splitlines() if "simd(" not in line) + "\n"
         fn = ccompile.load(source, "fused", argtypes, flags=_FLAGS + ("-lm",))
-    run = _wrapper(
-        fn, in_types, out_types, cpool.parallel_for(), attrs["program"], attrs["outputs"]
-    )
+    run = _wrapper(fn, in_types, out_types, cpool.parallel_for(), program, outputs)
     run.c_source = source
     return run
 

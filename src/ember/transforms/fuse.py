@@ -21,7 +21,8 @@ group may read a reduction's result (it is the end of the group).
 Values used outside the group (or returned) become the fused node's outputs; 0-d constants are
 written into the kernel. Groups of one op stay as they are (the NumPy ufunc is as fast). Nodes
 inside cond branches and loop bodies are never touched: fusion does not cross control flow.
-Matmul / convolution epilogues are not fused yet.
+A matmul's reader group becomes its epilogue in transforms/epilogue.py (after this pass);
+convolutions' epilogues are not fused.
 """
 
 from __future__ import annotations
