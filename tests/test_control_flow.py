@@ -13,6 +13,8 @@ import ember
 from ember.graph import Graph, GraphError
 from ember.ops import REGISTRY, TensorType
 
+from .gradcheck import fd
+
 EXECUTORS = ("codegen", "interpreter")
 rng = np.random.default_rng(0)
 W = ember.tensor(rng.standard_normal(3))
@@ -21,16 +23,6 @@ W = ember.tensor(rng.standard_normal(3))
 def branchy(x):
     """A data-dependent branch closing over an eager tensor (W)."""
     return ember.cond(x.sum() > 0, lambda a: (a * W).sin(), lambda a: a * a - W, x)
-
-
-def fd(fn, x: np.ndarray, eps=1e-6) -> np.ndarray:
-    g = np.zeros_like(x)
-    for j in range(x.size):
-        p, m = x.copy(), x.copy()
-        p.flat[j] += eps
-        m.flat[j] -= eps
-        g.flat[j] = (float(fn(ember.tensor(p))) - float(fn(ember.tensor(m)))) / (2 * eps)
-    return g
 
 
 POS = np.abs(rng.standard_normal(3)) + 0.5

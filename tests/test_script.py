@@ -20,6 +20,8 @@ import pytest
 import ember
 from ember import nn
 
+from .gradcheck import fd
+
 rng = np.random.default_rng(0)
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,16 +49,6 @@ def check_all_ways(fn, arg_sets):
             for w, g in zip(want, arrays(got), strict=True):
                 np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
     return scripted, traced["codegen"]
-
-
-def fd(fn, x: np.ndarray, eps=1e-6) -> np.ndarray:
-    g = np.zeros_like(x)
-    for j in range(x.size):
-        p, m = x.copy(), x.copy()
-        p.flat[j] += eps
-        m.flat[j] -= eps
-        g.flat[j] = (float(fn(ember.tensor(p))) - float(fn(ember.tensor(m)))) / (2 * eps)
-    return g
 
 
 def line_of(fn, text: str) -> str:

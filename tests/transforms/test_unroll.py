@@ -17,6 +17,8 @@ from ember.runtime import interpreter
 from ember.runtime.codegen import compile_graph
 from ember.transforms import unroll_loops
 
+from ..gradcheck import fd
+
 rng = np.random.default_rng(0)
 W = ember.tensor(rng.standard_normal(3))
 RW = ember.tensor(rng.standard_normal((3, 3)) * 0.5)
@@ -355,16 +357,6 @@ def test_random_draws_keep_their_order_and_dead_draws_stay():
 
 
 # ------------------------------------------------------------------------------ gradients
-
-
-def fd(fn, x: np.ndarray, eps=1e-6) -> np.ndarray:
-    g = np.zeros_like(x)
-    for j in range(x.size):
-        p, m = x.copy(), x.copy()
-        p.flat[j] += eps
-        m.flat[j] -= eps
-        g.flat[j] = (float(fn(ember.tensor(p))) - float(fn(ember.tensor(m)))) / (2 * eps)
-    return g
 
 
 @pytest.mark.parametrize("case", ["fori_loop", "scan"])

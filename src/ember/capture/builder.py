@@ -140,22 +140,13 @@ class GraphBuilder(_reg.Mode):
     # -------- recorded backward passes
     def backward(self, output, gradient=None, inputs=None) -> None:
         """``output.backward(gradient)`` while building: see the module docstring."""
-        from ..ops.creation import full
         from ..transforms.grad import backward_graph_values
 
         if self.backward_start is None:
             self.backward_start = len(self.graph.nodes)
-        if gradient is None:
-            if tuple(output.shape) != ():
-                raise TraceError(
-                    f"backward() of a non-scalar output of shape {tuple(output.shape)} needs a "
-                    "gradient argument",
-                    op="backward",
-                )
-            with self:
-                gradient = full((), fill_value=1, dtype=output.dtype)
-        elif not isinstance(gradient, SymbolicTensor):
-            gradient = SymbolicTensor(self.value_of(gradient), self)
+        gradient = self._cotangent(
+            output, gradient, TraceError, "backward()", "a gradient argument"
+        )
         if inputs is None:
             leaves = [t for t in self.captured if t.requires_grad and t.grad_fn is None]
             leaves += self.grad_inputs
@@ -174,28 +165,43 @@ class GraphBuilder(_reg.Mode):
                     self.grad_of[id(leaf.grad)] = leaf  # fed with the owner's .grad at run time
                 leaf.grad = g if leaf.grad is None else leaf.grad + g
 
+    def _cotangent(self, output, gradient, error, what: str, argument: str):
+        """``gradient`` as a symbolic tensor of this graph; for a scalar ``output`` without one,
+        the constant 1. A non-scalar output without one raises ``error``."""
+        from ..ops.creation import full
+
+        if gradient is not None:
+            return (
+                gradient
+                if isinstance(gradient, SymbolicTensor)
+                else SymbolicTensor(self.value_of(gradient), self)
+            )
+        if tuple(output.shape) != ():
+            raise error(
+                f"{what}: a non-scalar output of shape {tuple(output.shape)} needs {argument}",
+                op=what.split()[0].rstrip("()"),
+            )
+        with self:
+            return full((), fill_value=1, dtype=output.dtype)
+
     def grad(self, outputs, inputs, grad_outputs, allow_unused: bool) -> tuple:
         """``ember.autograd.grad(outputs, inputs, grad_outputs)`` while building: the backward
         pass is recorded into the graph (in ember ops, so differentiable again: create_graph
         holds by construction), and no ``.grad`` is touched. An input no output depends on
         gets None with ``allow_unused``, else an AutogradError, as eagerly."""
         from ..errors import AutogradError
-        from ..ops.creation import full
         from ..transforms.grad import backward_graph_values
 
-        cotangents = []
-        for k, out in enumerate(outputs):
-            g = grad_outputs[k] if k < len(grad_outputs) else None
-            if g is None:
-                if tuple(out.shape) != ():
-                    raise AutogradError(
-                        f"grad of a non-scalar output {k} of shape {tuple(out.shape)} needs "
-                        "grad_outputs",
-                        op="grad",
-                    )
-                with self:
-                    g = full((), fill_value=1, dtype=out.dtype)
-            cotangents.append(SymbolicTensor(self.value_of(g), self))
+        cotangents = [
+            self._cotangent(
+                out,
+                grad_outputs[k] if k < len(grad_outputs) else None,
+                AutogradError,
+                f"grad of output {k}",
+                "grad_outputs",
+            )
+            for k, out in enumerate(outputs)
+        ]
         reached = set()
         for out in outputs:
             reached |= self._ancestors(self.value_of(out))
