@@ -144,9 +144,7 @@ class GraphBuilder(_reg.Mode):
 
         if self.backward_start is None:
             self.backward_start = len(self.graph.nodes)
-        gradient = self._cotangent(
-            output, gradient, TraceError, "backward()", "a gradient argument"
-        )
+        gradient = self._cotangent(output, gradient, TraceError, "backward", "a gradient argument")
         if inputs is None:
             leaves = [t for t in self.captured if t.requires_grad and t.grad_fn is None]
             leaves += self.grad_inputs
@@ -165,7 +163,7 @@ class GraphBuilder(_reg.Mode):
                     self.grad_of[id(leaf.grad)] = leaf  # fed with the owner's .grad at run time
                 leaf.grad = g if leaf.grad is None else leaf.grad + g
 
-    def _cotangent(self, output, gradient, error, what: str, argument: str):
+    def _cotangent(self, output, gradient, error, op: str, argument: str):
         """``gradient`` as a symbolic tensor of this graph; for a scalar ``output`` without one,
         the constant 1. A non-scalar output without one raises ``error``."""
         from ..ops.creation import full
@@ -178,8 +176,7 @@ class GraphBuilder(_reg.Mode):
             )
         if tuple(output.shape) != ():
             raise error(
-                f"{what}: a non-scalar output of shape {tuple(output.shape)} needs {argument}",
-                op=what.split()[0].rstrip("()"),
+                f"a non-scalar output of shape {tuple(output.shape)} needs {argument}", op=op
             )
         with self:
             return full((), fill_value=1, dtype=output.dtype)
