@@ -150,7 +150,7 @@ def test_the_fused_chain_source_is_one_vectorized_loop():
 
 
 @needs_cc
-@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("threads", [1, 2, 3, 8])  # 8: more threads than cores
 def test_long_loops_with_several_outputs_into_misaligned_memory(threads):
     from ember.runtime import cfuse, cpool
 

@@ -1,9 +1,10 @@
 """The thread pool that ember's compiled loops share work over.
 
 `parallel_for()` is the address of a C function ``ember_parallel_for(task, ctx, n, align)``
-that runs ``task(ctx, lo, hi)`` over ``[0, n)`` split into one contiguous part per thread
-(part boundaries are multiples of ``align``, so SIMD loops keep their alignment), the calling
-thread taking the first part. Generated kernels (runtime/cfuse.py) take it as an argument and
+that runs ``task(ctx, lo, hi)`` over ``[0, n)`` split into a few contiguous chunks per thread
+(boundaries are multiples of ``align``, so SIMD loops keep their alignment), which the calling
+thread and the workers claim as they go: a worker that wakes late, its core busy with another
+process, delays the call by a chunk at most, not by its whole share. Generated kernels (runtime/cfuse.py) take it as an argument and
 call it when a loop has enough work; None means "run on the calling thread".
 
 Why not OpenMP. An OpenMP runtime's idle threads spin after a parallel region, which takes the
@@ -37,21 +38,46 @@ static pthread_mutex_t call_lock = PTHREAD_MUTEX_INITIALIZER; /* one parallel_fo
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER, done = PTHREAD_COND_INITIALIZER;
 static int wanted = 1, workers = 0, ready = 0;
 static pid_t owner = 0;  /* the process the workers belong to (a forked child has none) */
-static long generation = 0, pending = 0;
+static long generation = 0;
 static ember_task job;
 static void *job_ctx;
-static long job_n, job_align;
-static int job_parts;
+static long job_n, job_align, job_chunks;
+/* the next chunk to claim, tagged with its job's generation (high 32 bits), so a worker that
+   woke for an earlier job can never claim a chunk of a later one */
+static unsigned long ticket = 0;
+static long finished = 0; /* chunks of the current job run to the end */
 
-static void part_range(int part, int parts, long n, long align, long *lo, long *hi) {
-  long chunk = (n + parts - 1) / parts;
-  chunk = (chunk + align - 1) / align * align;
-  *lo = part * chunk < n ? part * chunk : n;
-  *hi = *lo + chunk < n ? *lo + chunk : n;
+static void chunk_range(long chunk, long chunks, long n, long align, long *lo, long *hi) {
+  long size = (n + chunks - 1) / chunks;
+  size = (size + align - 1) / align * align;
+  *lo = chunk * size < n ? chunk * size : n;
+  *hi = *lo + size < n ? *lo + size : n;
+}
+
+/* claim and run chunks of job `gen` until none is left; returns how many this thread ran */
+static long run_chunks(unsigned long gen, ember_task task, void *ctx, long n, long align,
+                       long chunks) {
+  long ran = 0;
+  for (;;) {
+    unsigned long t = __atomic_load_n(&ticket, __ATOMIC_ACQUIRE);
+    if ((t >> 32) != (gen & 0xffffffffUL) || (long)(t & 0xffffffffUL) >= chunks) return ran;
+    if (!__atomic_compare_exchange_n(&ticket, &t, t + 1, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE))
+      continue;
+    long lo, hi;
+    chunk_range((long)(t & 0xffffffffUL), chunks, n, align, &lo, &hi);
+    if (lo < hi) task(ctx, lo, hi);
+    ran++;
+    if (__atomic_add_fetch(&finished, 1, __ATOMIC_ACQ_REL) == chunks) {
+      pthread_mutex_lock(&lock);
+      pthread_cond_signal(&done);
+      pthread_mutex_unlock(&lock);
+    }
+  }
 }
 
 static void *worker(void *arg) {
-  int part = (int)(long)arg;
+  (void)arg;
   pthread_mutex_lock(&lock);
   long seen = generation; /* jobs from now on (the starter waits for this before publishing) */
   ready++;
@@ -61,16 +87,10 @@ static void *worker(void *arg) {
     seen = generation;
     ember_task task = job;
     void *ctx = job_ctx;
-    long n = job_n, align = job_align;
-    int parts = job_parts;
+    long n = job_n, align = job_align, chunks = job_chunks;
     pthread_mutex_unlock(&lock);
-    long lo, hi;
-    if (part < parts) {
-      part_range(part, parts, n, align, &lo, &hi);
-      if (lo < hi) task(ctx, lo, hi);
-    }
+    run_chunks((unsigned long)seen, task, ctx, n, align, chunks);
     pthread_mutex_lock(&lock);
-    if (--pending == 0) pthread_cond_signal(&done);
   }
   return 0;
 }
@@ -85,7 +105,7 @@ static void start_workers(void) { /* under lock */
   pthread_attr_setstacksize(&attr, 1 << 20);
   while (workers < wanted - 1) {
     pthread_t thread;
-    if (pthread_create(&thread, &attr, worker, (void *)(long)(workers + 1)) != 0) break;
+    if (pthread_create(&thread, &attr, worker, 0) != 0) break;
     pthread_detach(thread);
     workers++;
   }
@@ -100,7 +120,6 @@ static void reset_in_child(void) {
   call_lock = fresh;
   wake = fresh_cond;
   done = fresh_cond;
-  pending = 0;
 }
 
 void ember_pool_configure(long threads) {
@@ -119,23 +138,27 @@ void ember_parallel_for(ember_task task, void *ctx, long n, long align) {
     task(ctx, 0, n);
     return;
   }
+  if (align < 1) align = 1;
   pthread_mutex_lock(&lock);
   if (owner != getpid() || workers < wanted - 1) start_workers();
-  int parts = wanted < workers + 1 ? wanted : workers + 1;
+  int threads = wanted < workers + 1 ? wanted : workers + 1;
+  /* a few chunks per thread, claimed by whoever is running: a worker that wakes late (the
+     cores busy elsewhere) costs a chunk's time, not its whole share */
+  long chunks = 4L * threads, most = (n + align - 1) / align;
+  if (chunks > most) chunks = most;
   job = task;
   job_ctx = ctx;
   job_n = n;
-  job_align = align < 1 ? 1 : align;
-  job_parts = parts;
-  pending = workers;
+  job_align = align;
+  job_chunks = chunks;
+  finished = 0;
   generation++;
+  __atomic_store_n(&ticket, ((unsigned long)generation & 0xffffffffUL) << 32, __ATOMIC_RELEASE);
   pthread_cond_broadcast(&wake);
   pthread_mutex_unlock(&lock);
-  long lo, hi;
-  part_range(0, parts, n, job_align, &lo, &hi);
-  if (lo < hi) task(ctx, lo, hi);
+  run_chunks((unsigned long)generation, task, ctx, n, align, chunks);
   pthread_mutex_lock(&lock);
-  while (pending > 0) pthread_cond_wait(&done, &lock);
+  while (__atomic_load_n(&finished, __ATOMIC_ACQUIRE) < chunks) pthread_cond_wait(&done, &lock);
   pthread_mutex_unlock(&lock);
   pthread_mutex_unlock(&call_lock);
 }
