@@ -4,8 +4,9 @@
 that runs ``task(ctx, lo, hi)`` over ``[0, n)`` split into a few contiguous chunks per thread
 (boundaries are multiples of ``align``, so SIMD loops keep their alignment), which the calling
 thread and the workers claim as they go: a worker that wakes late, its core busy with another
-process, delays the call by a chunk at most, not by its whole share. Generated kernels (runtime/cfuse.py) take it as an argument and
-call it when a loop has enough work; None means "run on the calling thread".
+process, delays the call by a chunk at most, not by its whole share. Generated kernels
+(runtime/cfuse.py) take it as an argument and call it when a loop has enough work; None means
+"run on the calling thread".
 
 Why not OpenMP. An OpenMP runtime's idle threads spin after a parallel region, which takes the
 cores from NumPy's BLAS threads between ember's loops (matmuls ran 5x slower), and its only cure,
