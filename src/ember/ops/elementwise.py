@@ -1,4 +1,5 @@
-"""Elementwise arithmetic primitives: unary math, binary arithmetic, where, clip and cast.
+"""Elementwise arithmetic primitives: unary math, binary arithmetic, where and clip (``cast`` is
+in ops/cast.py).
 
 Primitives here are strict: binary ops take operands of one dtype (shapes broadcast). The public
 functions do the promotion (``dtypes.result_type``): they cast tensors and turn Python scalars
@@ -19,7 +20,6 @@ from ._registry import OpDef, TensorBase, TensorType, apply, constant, export, r
 from ._util import (
     broadcast_shapes,
     elementwise_cost,
-    memory_cost,
     require_float,
     require_same_dtype,
     same_type,
@@ -33,7 +33,7 @@ def _is_tensor(x) -> bool:
 def to_tensor(x, dtype=None):
     """A Tensor from a tensor, array, list or scalar (cast to ``dtype`` if given)."""
     if _is_tensor(x):
-        return x if dtype is None or x.dtype is dtype else cast(x, dtype)
+        return x if dtype is None or x.dtype is dtype else E.cast(x, dtype)
     if isinstance(x, SymDim):  # a symbolic size (mean over a batch N): filled in at run time
         from .creation import _FULL
 
@@ -522,7 +522,7 @@ def clip(x, min=None, max=None):
         return x
     x = to_tensor(x)
     if x.dtype.is_integer and (isinstance(min, float) or isinstance(max, float)):
-        x = cast(x, dt.get_default_dtype())
+        x = E.cast(x, dt.get_default_dtype())
     as_python = float if x.dtype.is_floating_point else int
     return apply(
         _CLIP,
@@ -533,87 +533,3 @@ def clip(x, min=None, max=None):
 
 
 export(clip, name="clamp")
-
-
-# ------------------------------------------------------------------------------------ cast
-
-
-def _cast_kernel(x, *, dtype):
-    return x.astype(dtype.np)
-
-
-def _compose_casts(inner, outer, x):
-    """cast(cast(x, a), b) is cast(x, b) when the cast to ``a`` loses nothing."""
-    try:
-        lossless = np.can_cast(x.dtype.np, inner["dtype"].np, "safe")
-    except TypeError:
-        lossless = False
-    return dict(outer) if lossless else None
-
-
-def _cast_vjp(c, g):
-    src = c.in_types[0].dtype
-    return (cast(g, src) if src.is_floating_point else None,)
-
-
-_CAST = register(
-    OpDef(
-        name="cast",
-        kind="elementwise",
-        infer=lambda x, *, dtype: TensorType(tuple(x.shape), dtype),
-        kernel=_cast_kernel,
-        vjp=_cast_vjp,
-        cost=memory_cost,
-        save_inputs=(),
-        doc="cast(x, dtype): convert values to another dtype (C casting rules, like NumPy).",
-        extra={
-            "noop": lambda x, *, dtype: x.dtype is dtype,
-            "compose": _compose_casts,
-            "c": "(({T})({0}))",  # fused only among float and bool types, where C agrees
-        },
-    )
-)
-
-
-@export
-def cast(x, dtype):
-    """Convert ``x`` to ``dtype``; returns ``x`` itself when it already has that dtype."""
-    dtype = dt.as_dtype(dtype)
-    x = to_tensor(x)
-    if x.dtype is dtype:
-        return x
-    return apply(_CAST, x, dtype=dtype)
-
-
-def _to(self, *args, **kwargs):
-    """``x.to(dtype)``; device arguments ("cpu") are accepted and ignored (ember is CPU-only)."""
-    dtype = kwargs.pop("dtype", None)
-    kwargs.pop("device", None)
-    kwargs.pop("copy", None)
-    for a in args:
-        if isinstance(a, str) and a.startswith("cpu"):
-            continue
-        if _is_tensor(a):
-            dtype = a.dtype
-        elif a is not None:
-            dtype = a
-    if kwargs:
-        raise TypeError(f"to(): unexpected arguments {sorted(kwargs)}")
-    return self if dtype is None else cast(self, dtype)
-
-
-export(_to, name="to", method=True, toplevel=False)
-for _name, _dtype in [
-    ("float", dt.float32),
-    ("double", dt.float64),
-    ("half", dt.float16),
-    ("bfloat16", dt.bfloat16),
-    ("int", dt.int32),
-    ("long", dt.int64),
-    ("short", dt.int16),
-    ("byte", dt.uint8),
-    ("char", dt.int8),
-    ("bool", dt.bool_),
-]:
-    export(lambda self, _d=_dtype: cast(self, _d), name=_name, method=True, toplevel=False)
-export(lambda self, other: cast(self, other.dtype), name="type_as", method=True, toplevel=False)
