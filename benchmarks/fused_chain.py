@@ -78,7 +78,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=4 * 1024 * 1024)
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--block", type=int, default=10, help="calls per side in a row")
-    parser.add_argument("--settle", type=float, default=0.3, help="seconds of pause per block")
+    parser.add_argument("--settle", type=float, default=0.0, help="seconds of pause per block")
     parser.add_argument("--warmup", type=int, default=5, help="untimed calls per block")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
@@ -92,10 +92,11 @@ def main() -> None:
             notes[name] = f"wrong result (max error {np.abs(got - want).max():.3g})"
             del sides[name]
     times: dict[str, list] = {name: [] for name in sides}
-    # interleaved in blocks, so machine noise hits every side alike; before a block, a pause,
-    # so the previous side's worker threads (OpenMP, Eigen and OpenBLAS threads spin for a
-    # while after their work) have gone quiet, then warm-up calls: the first few calls after
-    # a pause run up to twice as slow on this machine, whichever side it is
+    # interleaved in blocks, so machine noise hits every side alike; each block starts with
+    # warm-up calls, so the previous side's spinning threads (OpenMP's, Eigen's) have gone
+    # quiet. An optional pause before a block (--settle) lets the cores idle down: sides whose
+    # threads sleep between calls (ember's) then start slower than sides whose threads spin
+    # (torch.compile's OpenMP), so by default there is none (no BLAS runs here)
     for _ in range(max(1, args.reps // args.block)):
         for name, (run, _) in sides.items():
             time.sleep(args.settle)
