@@ -67,7 +67,7 @@ def _as_tuple(out):
     return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
-def _diff_indices(sample: Sample, arrays) -> list[int]:
+def diff_indices(sample: Sample, arrays) -> list[int]:
     return [
         i
         for i, a in enumerate(arrays)
@@ -85,7 +85,7 @@ def _ember_inputs(arrays, diff, requires_grad=True):
 
 
 def ember_forward(sample: Sample, arrays, requires_grad=False):
-    diff = _diff_indices(sample, arrays)
+    diff = diff_indices(sample, arrays)
     tensors = _ember_inputs(arrays, diff, requires_grad)
     return tensors, _as_tuple(sample.fn(*tensors, **sample.kwargs))
 
@@ -107,7 +107,7 @@ def ember_gradients(sample: Sample, arrays, cots=None):
     tensors, outs = ember_forward(sample, arrays, requires_grad=True)
     cots = cotangents(outs) if cots is None else cots
     objective = scalar_objective(outs, cots)
-    diff = _diff_indices(sample, arrays)
+    diff = diff_indices(sample, arrays)
     wrt = [tensors[i] for i in diff]
     grads = ember.autograd.grad(objective, wrt, allow_unused=True)
     return (
@@ -118,7 +118,7 @@ def ember_gradients(sample: Sample, arrays, cots=None):
 
 
 def finite_differences(sample: Sample, arrays, cots, eps=1e-6):
-    diff = _diff_indices(sample, arrays)
+    diff = diff_indices(sample, arrays)
 
     def objective(values):
         with ember.no_grad():
@@ -144,7 +144,7 @@ def finite_differences(sample: Sample, arrays, cots, eps=1e-6):
 
 
 def torch_run(sample: Sample, arrays, cots):
-    diff = _diff_indices(sample, arrays)
+    diff = diff_indices(sample, arrays)
     tensors = [
         torch.tensor(a, requires_grad=i in diff and sample.grad and sample.torch_grad)
         if isinstance(a, np.ndarray)

@@ -9,12 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import ember
 from ember.ops import REGISTRY
 
 from .harness import (
     TORCH_MISSING,
     Sample,
     cotangents,
+    diff_indices,
     ember_forward,
     ember_gradients,
     finite_differences,
@@ -98,10 +100,9 @@ def test_matches_pytorch(sample):
 
 
 def _captured(sample):
-    """(eager function, tensors) for ``sample``: the function takes its array inputs as tensors;
-    its other inputs (Python values) are baked in, as a trace bakes them."""
-    import ember
-
+    """(eager function, tensors, positions of the array inputs) for ``sample``: the function
+    takes its array inputs as tensors; its other inputs (Python values) are baked in, as a
+    trace bakes them."""
     positions = [i for i, a in enumerate(sample.inputs) if isinstance(a, np.ndarray)]
 
     def call(*tensors):
@@ -134,8 +135,6 @@ def test_traced_and_scripted_agree_with_eager(sample):
     """Every sample, captured by ``ember.trace`` and by ``ember.trace(ember.script(...))``,
     computes what it computes eagerly; with graph autodiff (``ember.grad`` traced), its
     gradients equal the eager tape's."""
-    import ember
-
     call, tensors, positions = _captured(sample)
     eager = call(*tensors)
     eager = eager if isinstance(eager, tuple) else (eager,)
@@ -153,7 +152,8 @@ def test_traced_and_scripted_agree_with_eager(sample):
             )
     if not sample.grad or sample.name.startswith(_VALUE_SHAPED):
         return
-    diff = sorted(_diff_positions(sample, positions))
+    differentiated = set(diff_indices(sample, sample.inputs))
+    diff = [k for k, i in enumerate(positions) if i in differentiated]
     if not diff:
         return
     cots = cotangents(eager)
@@ -173,15 +173,6 @@ def test_traced_and_scripted_agree_with_eager(sample):
         np.testing.assert_allclose(
             g.numpy(), e, rtol=1e-6, atol=1e-7, err_msg=f"{sample.name}: graph gradient {k}"
         )
-
-
-def _diff_positions(sample, positions) -> set[int]:
-    """Indices (among the array inputs) of the inputs the harness differentiates."""
-    return {
-        k
-        for k, i in enumerate(positions)
-        if sample.inputs[i].dtype.kind == "f" and i not in sample.nondiff
-    }
 
 
 def test_every_op_is_covered():

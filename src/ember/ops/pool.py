@@ -248,12 +248,13 @@ def _scatter_infer(g, idx, *, in_size):
     return TensorType(tuple(g.shape[:2]) + tuple(in_size), g.dtype)
 
 
-def _compiled(builder: str, node):
-    """The code generator's implementation of ``node``: a C kernel (runtime/cpooling.py) equal
-    to the NumPy kernel here, or None (another dtype, no compiler)."""
+def _compiled_scatter(node):
+    """The code generator's implementation of a ``pool_scatter`` node: a C kernel
+    (runtime/cpooling.py) equal to the NumPy kernel here, or None (another dtype, no
+    compiler)."""
     from ..runtime import cpooling
 
-    return getattr(cpooling, builder)(node)
+    return cpooling.build_scatter(node)
 
 
 def _gather_infer(src, idx):
@@ -272,7 +273,7 @@ POOL_SCATTER = register(
         save_inputs=(1,),
         doc="pool_scatter(g, indices; in_size): zeros of spatial size in_size with each g added "
         "at its flat index within its (n, c) plane (the gradient of max pooling)",
-        extra={"compile": lambda node: _compiled("build_scatter", node)},
+        extra={"compile": _compiled_scatter},
     )
 )
 

@@ -113,17 +113,13 @@ def _plan(in_types, shape, reduced: int = 0) -> tuple[list[list[int]], list[list
 def iteration_shape(program, outputs, out_types, in_types) -> tuple:
     """The shape a fused program loops over: its elementwise results' (a ``fused_reduce``'s
     reductions come from values of this shape). Sizes may be symbolic."""
-    reds = [e for e in program if e[0] in REDUCTIONS]
-    if not reds:
-        return tuple(out_types[0].shape)
     for j, t in zip(outputs, out_types):
         if program[j][0] not in REDUCTIONS:
             return tuple(t.shape)
-    attrs = dict(reds[0][2])
-    red_shape = tuple(
-        next(t for j, t in zip(outputs, out_types) if j == program.index(reds[0])).shape
-    )
-    rank = len(red_shape) if attrs["keepdims"] else len(red_shape) + len(attrs["axes"])
+    # every output is a reduction: the rank from the first one's, the sizes from the inputs
+    attrs = dict(program[outputs[0]][2])
+    reduced = len(out_types[0].shape)
+    rank = reduced if attrs["keepdims"] else reduced + len(attrs["axes"])
     shape = []
     for a in range(rank):
         sizes = [t.shape[a - rank + len(t.shape)] for t in in_types if a - rank + len(t.shape) >= 0]
