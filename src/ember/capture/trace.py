@@ -198,6 +198,16 @@ class GraphFunction:
         return pairs
 
     @property
+    def memory_plan(self):
+        """The predicted peak memory of one call and its breakdown, before anything runs
+        (plan/memory.py; `ember.plan.measure_peak` measures a call the same way)."""
+        from ..plan import plan_program
+
+        if getattr(self, "_memory_plan", None) is None:
+            self._memory_plan = plan_program(self)
+        return self._memory_plan
+
+    @property
     def code(self) -> str:
         """The generated Python of this graph."""
         return (self._compiled or compile_graph(self.graph)).source
@@ -406,7 +416,7 @@ def capture_call(
             )
     if autograd_plan is None:
         graph.set_outputs(user_values + extra)
-    return GraphFunction(
+    traced = GraphFunction(
         graph,
         feeds,
         out_spec,
@@ -419,6 +429,8 @@ def capture_call(
         opt_level,
         [_feed(k, s, leaves) for k, s in feeds] if verify and autograd_plan is None else None,
     )
+    traced.reach = reach  # the state found: the memory plan names parameters and buffers by it
+    return traced
 
 
 def trace(
