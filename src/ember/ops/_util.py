@@ -14,7 +14,6 @@ from ..errors import DTypeError, ShapeError
 from ._registry import Cost, TensorType
 
 
-
 def value_bytes(v) -> int:
     """Bytes of the array of a value or type (a symbolic size counts as 1), for workspace
     rules: ``extra["workspace"](node, layouts)`` gives the bytes a kernel allocates beyond its

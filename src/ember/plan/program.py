@@ -22,7 +22,7 @@ import numpy as np
 
 from .memory import MemoryPlan, plan_memory
 
-__all__ = ["measure_peak", "plan_program", "state_parts"]
+__all__ = ["Planner", "measure_peak", "plan_program", "state_parts"]
 
 
 def state_parts(reach) -> dict:
@@ -45,13 +45,14 @@ def state_parts(reach) -> dict:
     return parts
 
 
-def plan_program(gf, reuse: str = "codegen") -> MemoryPlan:
-    """The memory plan of `GraphFunction` ``gf`` (see the module docstring)."""
+def _parts(gf) -> tuple[dict, dict]:
+    """(input position -> part, output position -> part) of `GraphFunction` ``gf``."""
     known = state_parts(getattr(gf, "reach", None))
     input_parts = {}
     for i, (kind, source) in enumerate(gf.feeds):
         if kind == "tensor":
-            input_parts[i] = known.get(id(source), "parameters" if source.requires_grad else "inputs")
+            default = "parameters" if source.requires_grad else "inputs"
+            input_parts[i] = known.get(id(source), default)
         elif kind in ("grad_of", "arg_grad"):
             input_parts[i] = "gradients"
     output_parts, k = {}, gf.n_user
@@ -65,15 +66,50 @@ def plan_program(gf, reuse: str = "codegen") -> MemoryPlan:
         else:
             output_parts[k] = known.get(id(w.tensor), "parameters")
         k += 1
-    graph, in_place = gf.graph, {}
+    return input_parts, output_parts
+
+
+class Planner:
+    """graph -> MemoryPlan for graphs with the inputs and outputs of `GraphFunction` ``gf``
+    (the graph it runs, or a rewrite of it such as rematerialization's): the parts of
+    ``gf``, and the in-place updates the code generator would choose for that graph."""
+
+    def __init__(self, gf, reuse: str = "codegen"):
+        self.input_parts, self.output_parts = _parts(gf)
+        self.inplace = gf._inplace()
+        self.n_user = gf.n_user
+        self.reuse = reuse
+
+    def __call__(self, graph) -> MemoryPlan:
+        from ..runtime.codegen import _in_place_nodes
+
+        compiled = {
+            id(n): True
+            for n in graph.nodes
+            if n.kind == "call" and n.op.extra.get("compile") is not None
+        }
+        in_place = _in_place_nodes(graph, self.inplace, compiled) if self.inplace else {}
+        return plan_memory(
+            graph,
+            input_parts=self.input_parts,
+            output_parts=self.output_parts,
+            n_user=self.n_user,
+            in_place=in_place,
+            reuse=self.reuse,
+        )
+
+
+def plan_program(gf, reuse: str = "codegen") -> MemoryPlan:
+    """The memory plan of `GraphFunction` ``gf`` (see the module docstring)."""
     if gf.autograd is not None:
-        graph = gf.autograd.forward
-        input_parts = {j: input_parts.get(p, "inputs") for j, p in enumerate(gf.autograd.forward_inputs)}
-        output_parts = {}
-    elif gf._compiled is not None:
-        in_place = gf._compiled.in_place
+        input_parts, _ = _parts(gf)
+        forward = gf.autograd.forward
+        parts = {j: input_parts.get(p, "inputs") for j, p in enumerate(gf.autograd.forward_inputs)}
+        return plan_memory(forward, input_parts=parts, n_user=gf.n_user, reuse=reuse)
+    input_parts, output_parts = _parts(gf)
+    in_place = gf._compiled.in_place if gf._compiled is not None else {}
     return plan_memory(
-        graph,
+        gf.graph,
         input_parts=input_parts,
         output_parts=output_parts,
         n_user=gf.n_user,
