@@ -83,8 +83,13 @@ class Function:
         name=None,
         opt_level=DEFAULT_OPT_LEVEL,
         verify: bool = False,
+        memory_budget: int | None = None,
     ):
         from ..transforms.pipeline import passes_for
+
+        if memory_budget is not None and int(memory_budget) <= 0:
+            raise ValueError(f"memory_budget is a number of bytes > 0, got {memory_budget!r}")
+        self.memory_budget = memory_budget
 
         if executor not in EXECUTORS:
             raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
@@ -195,6 +200,7 @@ class Function:
             name=self.name,
             opt_level=self.opt_level,
             verify=self.verify,
+            memory_budget=self.memory_budget,
         )
 
     # ------------------------------------------------------------------------------ views
@@ -233,11 +239,16 @@ def function(
     name=None,
     opt_level=DEFAULT_OPT_LEVEL,
     verify: bool = False,
+    memory_budget: int | None = None,
 ):
     """Compile ``fn`` on demand: ``@ember.function`` or ``ember.function(fn, input_signature=
     [ember.TensorSpec((None, 784))])``. ``opt_level`` 0..3 (or "O0".."O3") picks the
     optimization passes; ``verify=True`` checks each pass on the inputs of the call that traces
-    and names the first pass that changes the results. See `Function`."""
+    and names the first pass that changes the results; ``memory_budget`` (bytes): when the
+    planned peak of a call exceeds it, activations are recomputed in the backward pass until it
+    fits (``fn.compile(...).remat`` reports what), or `MemoryBudgetError` states the minimum
+    peak reachable. See `Function`."""
+    args = (input_signature, executor, name, opt_level, verify, memory_budget)
     if fn is None:
-        return lambda f: Function(f, input_signature, executor, name, opt_level, verify)
-    return Function(fn, input_signature, executor, name, opt_level, verify)
+        return lambda f: Function(f, *args)
+    return Function(fn, *args)

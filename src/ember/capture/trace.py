@@ -154,6 +154,7 @@ class GraphFunction:
         reads_grads=True,
         opt_level=0,
         check=None,
+        memory_budget=None,
     ):
         if executor not in EXECUTORS:
             raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
@@ -175,6 +176,11 @@ class GraphFunction:
         self._n_args = sum(1 for kind, _ in feeds if kind == "arg")
         self.autograd = autograd  # an aot.AutogradPlan: run forward, keep the backward on the tape
         codegen = executor == "codegen" and autograd is None
+        self.memory_budget = memory_budget
+        self.remat = None  # what a memory budget recomputed (transforms/remat.py)
+        if memory_budget is not None:
+            self._fit_budget(int(memory_budget))
+            graph = self.graph
         self._compiled = compile_graph(graph, self._inplace()) if codegen else None
         self._frees = None if self._compiled else interpreter.last_uses(graph)
         self._graphs = None
@@ -183,6 +189,19 @@ class GraphFunction:
         self.reads_grads = reads_grads
         self._state_guard = None  # (reachable state, its key when traced): set by `trace`
         self._writes_data = any(w.kind == "data" for w in writebacks)
+
+    def _fit_budget(self, budget: int) -> None:
+        """Rematerialize activations until the planned peak fits ``budget`` bytes."""
+        from ..plan.program import Planner
+        from ..transforms.remat import rematerialize
+
+        if self.autograd is not None:
+            raise EmberError(
+                "memory_budget applies to functions whose backward pass runs inside the graph "
+                "(a training step calling loss.backward()); this one leaves it to eager autograd",
+                op="memory_budget",
+            )
+        self.graph, self.remat = rematerialize(self.graph, budget, Planner(self))
 
     def _inplace(self) -> dict:
         """Output position -> input position for the 'data' writebacks of captured tensors:
@@ -196,6 +215,16 @@ class GraphFunction:
                 pairs[k] = inputs[id(w.tensor)]
             k += 1
         return pairs
+
+    @property
+    def memory_plan(self):
+        """The predicted peak memory of one call and its breakdown, before anything runs
+        (plan/memory.py; `ember.plan.measure_peak` measures a call the same way)."""
+        from ..plan import plan_program
+
+        if getattr(self, "_memory_plan", None) is None:
+            self._memory_plan = plan_program(self)
+        return self._memory_plan
 
     @property
     def code(self) -> str:
@@ -326,13 +355,15 @@ def capture_call(
     name=None,
     opt_level=DEFAULT_OPT_LEVEL,
     verify=False,
+    memory_budget=None,
 ) -> GraphFunction:
     """Trace ``fn(*args, **kwargs)`` once into a `GraphFunction` (shared by ``ember.trace`` and
     ``ember.function``). ``leaves``/``names``: the tensor arguments and their names (from
     `split_args`); ``reach``: the state found by ``state.discover``; ``specs``: a `TensorSpec`
     per leaf (None dimensions become symbolic sizes) or None for the leaves' own types.
     ``opt_level``: the pass pipeline run on the captured graphs (transforms/pipeline.py);
-    ``verify``: check every pass on this call's inputs."""
+    ``verify``: check every pass on this call's inputs; ``memory_budget``: bytes the planned
+    peak must fit (transforms/remat.py)."""
     from .state import Snapshot, check_found, plan_writebacks, watching_grad_reads
 
     graph_name = name or getattr(fn, "__name__", None) or type(fn).__name__
@@ -406,7 +437,7 @@ def capture_call(
             )
     if autograd_plan is None:
         graph.set_outputs(user_values + extra)
-    return GraphFunction(
+    traced = GraphFunction(
         graph,
         feeds,
         out_spec,
@@ -418,7 +449,10 @@ def capture_call(
         reads_grads,
         opt_level,
         [_feed(k, s, leaves) for k, s in feeds] if verify and autograd_plan is None else None,
+        memory_budget,
     )
+    traced.reach = reach  # the state found: the memory plan names parameters and buffers by it
+    return traced
 
 
 def trace(

@@ -14,6 +14,16 @@ from ..errors import DTypeError, ShapeError
 from ._registry import Cost, TensorType
 
 
+def value_bytes(v) -> int:
+    """Bytes of the array of a value or type (a symbolic size counts as 1), for workspace
+    rules: ``extra["workspace"](node, layouts)`` gives the bytes a kernel allocates beyond its
+    outputs at its peak (plan/memory.py), measured against tracemalloc per op family."""
+    size = 1
+    for d in v.shape:
+        size *= d if isinstance(d, int) else 1
+    return size * v.dtype.itemsize
+
+
 def numel(shape) -> int:
     return math.prod(shape)
 

@@ -23,6 +23,7 @@ from ._util import (
     require_float,
     require_same_dtype,
     same_type,
+    value_bytes,
 )
 
 
@@ -453,6 +454,24 @@ def _where_vjp(c, g):
     )
 
 
+def _where_workspace(node, layouts) -> int:
+    """`_where_kernel`'s temporaries: none when x or y is a 0-d zero constant (one multiply);
+    otherwise the mask as bits, ``x & mask`` (result-sized) and ``y & ~mask``."""
+    cond, x, y = node.inputs
+    for v in (x, y):
+        if v.node.kind == "constant" and not v.shape and not node.graph.constants[v.name]:
+            return 0
+    if x.dtype != y.dtype:
+        return 0
+    out = node.outputs[0]
+    item = out.dtype.itemsize
+    cond_size = value_bytes(cond) // max(cond.dtype.itemsize, 1) * item
+    y_shape = np.broadcast_shapes(
+        *(tuple(d if isinstance(d, int) else 1 for d in v.shape) for v in (cond, y))
+    )
+    return cond_size + value_bytes(out) + math.prod(y_shape) * item
+
+
 _WHERE = register(
     OpDef(
         name="where",
@@ -463,7 +482,7 @@ _WHERE = register(
         cost=elementwise_cost(1),
         save_inputs=(0,),
         doc="where(cond, x, y): x where cond is true, else y (broadcasting).",
-        extra={"c": "({0} ? {1} : {2})"},
+        extra={"c": "({0} ? {1} : {2})", "workspace": _where_workspace},
     )
 )
 

@@ -89,6 +89,11 @@ def _cost(in_types, out_types, attrs) -> Cost:
     return Cost(n * len(attrs["program"]), moved)  # the point of fusing: one pass over memory
 
 
+def _loop_workspace(node, layouts) -> int:
+    """The C loop reads C-contiguous operands: it copies the others first (runtime/cfuse.py)."""
+    return sum(result_bytes(v.type) for v in node.inputs if not layouts.contiguous(v))
+
+
 def _compiled(node):
     """The code generator's implementation of ``node``: one C loop (None: no compiler)."""
     from ..runtime import cfuse
@@ -106,7 +111,7 @@ FUSED = register(
         cost=_cost,
         num_outputs=-1,
         doc="fused_elementwise(*inputs; program, outputs, out_types): elementwise ops in one loop",
-        extra={"compile": _compiled},
+        extra={"compile": _compiled, "workspace": _loop_workspace},
     )
 )
 
@@ -122,7 +127,7 @@ FUSED_REDUCE = register(
         num_outputs=-1,
         doc="fused_reduce(*inputs; program, outputs, out_types): elementwise ops ending in "
         "reductions over trailing axes, in one loop",
-        extra={"compile": _compiled},
+        extra={"compile": _compiled, "workspace": _loop_workspace},
     )
 )
 
@@ -159,6 +164,21 @@ def result_bytes(t) -> int:
     return int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize
 
 
+def _epilogue_workspace(node, layouts) -> int:
+    """runtime/cepilogue.py: a contiguous copy of a strided left operand, and a block of rows
+    for the product when the first output cannot hold it (another dtype than the product's)."""
+    a = node.inputs[0]
+    extra = 0 if layouts.contiguous(a) else result_bytes(a.type)
+    producer = REGISTRY[node.attrs["producer"]]
+    own = node.inputs[: node.attrs["n_producer"]]
+    product = producer.infer(*own, **dict(node.attrs["producer_attrs"]))
+    if node.outputs[0].dtype != product.dtype:
+        from ..runtime.cepilogue import BLOCK_BYTES
+
+        extra += min(result_bytes(product), BLOCK_BYTES)
+    return extra
+
+
 def _compiled_epilogue(node):
     from ..runtime import cepilogue
 
@@ -176,6 +196,6 @@ FUSED_EPILOGUE = register(
         num_outputs=-1,
         doc="fused_epilogue(*producer inputs, *inputs; producer, producer_attrs, n_producer, "
         "slot, program, outputs, out_types): a matmul and the elementwise ops on its result",
-        extra={"compile": _compiled_epilogue},
+        extra={"compile": _compiled_epilogue, "workspace": _epilogue_workspace},
     )
 )

@@ -20,7 +20,7 @@ from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ._conv_kernels import scratch
 from ._registry import Cost, OpDef, TensorType, apply, export, register
-from ._util import fmt_shape, io_bytes, numel
+from ._util import fmt_shape, io_bytes, numel, value_bytes
 from .conv_functional import int_tuple
 from .elementwise import to_tensor
 
@@ -331,6 +331,8 @@ MAX_POOL = register(
         save_inputs=(),
         save_outputs=(1,),
         num_outputs=2,
+        # the winning window codes (scratch) converted to intp by ``take``: 8 bytes an output
+        extra={"workspace": lambda node, layouts: value_bytes(node.outputs[1])},
         doc="max_pool(x; kernel, stride, padding, dilation, ceil_mode) -> (values, indices): "
         "N-d max pooling with padding as -inf; indices are flat positions in each plane",
     )

@@ -361,6 +361,7 @@ _SPLIT = register(
         save_inputs=(),
         num_outputs=None,
         doc="split(x, sizes, axis): consecutive pieces of the given sizes along axis",
+        extra={"aliases": True},  # the memory plan: the pieces are views of x
     )
 )
 

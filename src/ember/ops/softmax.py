@@ -17,7 +17,7 @@ import numpy as np
 
 from . import api as E
 from ._registry import OpDef, TensorType, register
-from ._util import elementwise_cost, require_float
+from ._util import elementwise_cost, require_float, value_bytes
 
 _HALF = (np.dtype(np.float16), np.dtype("bfloat16"))
 
@@ -85,6 +85,8 @@ SOFTMAX = register(
         cost=elementwise_cost(5),  # max, subtract, exp, sum, divide
         save_inputs=(),
         save_outputs=(0,),
+        # the shifted input beside the exponentials (which become the result)
+        extra={"workspace": lambda node, layouts: value_bytes(node.outputs[0])},
         doc="softmax(x, axis, safe): exp(x) / sum(exp(x)) along axis, shifted by the maximum; "
         "safe: an all -inf slice gives zeros, not NaN",
     )
@@ -100,6 +102,8 @@ LOG_SOFTMAX = register(
         cost=elementwise_cost(5),  # max, subtract, exp, sum, log-subtract
         save_inputs=(),
         save_outputs=(0,),
+        # the exponentials beside the shifted input (which becomes the result)
+        extra={"workspace": lambda node, layouts: value_bytes(node.outputs[0])},
         doc="log_softmax(x, axis): x - max - log(sum(exp(x - max))) along axis",
     )
 )

@@ -453,22 +453,20 @@ def _wrapper(fn, in_types, out_types, pool, program, outputs):
             shape = np.broadcast_shapes(*(a.shape for a in arrays)) if arrays else ()
             shape = (1,) * (rank - len(shape)) + shape
             n, dims = layout(shape)
-        # (an empty loop leaves sums over empty rows at zero)
-        outs = [
-            (np.empty if n or r is None else np.zeros)(out_shape(shape, r), d)
-            for d, r in zip(np_out, reductions)
-        ]
-        if out is not None:  # write into these (a parameter's own memory), where they fit
-            outs = [
-                o
-                if o is not None
-                and o.shape == new.shape
+        # (an empty loop leaves sums over empty rows at zero); a given ``out`` that fits (a
+        # parameter's own memory) is written into, and no array is allocated for it
+        given = out if out is not None else (None,) * len(np_out)
+        outs = []
+        for o, d, r in zip(given, np_out, reductions):
+            want = out_shape(shape, r)
+            fits = (
+                o is not None
+                and o.shape == want
                 and o.dtype == d
                 and o.flags.c_contiguous
                 and r is None
-                else new
-                for o, new, d, r in zip(out, outs, np_out, reductions)
-            ]
+            )
+            outs.append(o if fits else (np.empty if n or r is None else np.zeros)(want, d))
         if n:
             fn(
                 n,

@@ -66,10 +66,12 @@ def _local(value) -> str:
 
 
 class CompiledGraph:
-    def __init__(self, graph, source: str, fn):
+    def __init__(self, graph, source: str, fn, in_place: dict | None = None):
         self.graph = graph
         self.source = source
         self._fn = fn
+        # {id(node): {output index: input value}} computed into inputs (the memory plan reads it)
+        self.in_place = in_place or {}
 
     def __call__(self, *arrays):
         return self._fn(*arrays)
@@ -131,8 +133,22 @@ def _in_place_nodes(graph, inplace: dict, compiled: dict) -> dict:
 
 def _sole(array) -> bool:
     """Whether ``array`` may be overwritten: it owns its memory and only the caller's local
-    variable refers to it (3 references: that variable, this parameter, getrefcount's own)."""
-    return type(array) is np.ndarray and array.base is None and sys.getrefcount(array) <= 3
+    variable refers to it (3 references: that variable, this parameter, getrefcount's own).
+    A kernel's result may be a contiguous view of a new array of the same size (a batched
+    matmul's product reshaped): it qualifies when nothing but the view holds that array."""
+    if type(array) is not np.ndarray or sys.getrefcount(array) > 3:
+        return False
+    base = array.base
+    if base is None:
+        return True
+    # references to base: array.base, this local, getrefcount's own
+    return (
+        type(base) is np.ndarray
+        and base.base is None
+        and sys.getrefcount(base) <= 3
+        and array.nbytes == base.nbytes
+        and array.flags.c_contiguous
+    )
 
 
 def _reusable_operand(node, dying: tuple, graph):
@@ -229,4 +245,4 @@ def compile_graph(graph, inplace: dict | None = None) -> CompiledGraph:
     )
     exec(compile(source, filename, "exec"), namespace)
     fn = namespace[lines[0][4 : lines[0].index("(")]]
-    return CompiledGraph(graph, source, fn)
+    return CompiledGraph(graph, source, fn, in_place)

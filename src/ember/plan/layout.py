@@ -1,0 +1,115 @@
+"""Which values share memory: the strides a NumPy kernel gives each value, and which outputs
+are views of an input rather than new arrays.
+
+The memory plan must know what the executor really allocates. A ``reshape`` of a contiguous
+array is free, of a transposed one a copy; ``permute``, ``broadcast_to``, basic ``getitem`` and
+``split`` are views; ``stop_gradient`` returns its input itself. `Layouts` follows the strides
+through the graph (in elements): results of other ops are new C-contiguous arrays, except that
+a single NumPy ufunc keeps the memory order of a full-shape operand that is laid out otherwise
+(NumPy's ``order='K'``). A view op runs on a stand-in array with the real strides over a
+one-element buffer (``as_strided``): only metadata is touched, never data; ``reshape`` asks
+NumPy with ``copy=False`` whether it can avoid the copy.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+__all__ = ["Layouts", "c_strides", "nbytes"]
+
+
+def nbytes(value) -> int:
+    """Bytes of a value's array (a symbolic size counts as 1: plan with concrete shapes)."""
+    shape = [d if isinstance(d, int) else 1 for d in value.type.shape]
+    return math.prod(shape) * value.type.dtype.itemsize
+
+
+def c_strides(shape) -> tuple:
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= max(int(d), 1)
+    return tuple(reversed(strides))
+
+
+def _concrete(shape) -> bool:
+    return all(isinstance(d, int) for d in shape)
+
+
+class Layouts:
+    """Strides (in elements) of every value of a graph, and which call outputs alias an input.
+
+    ``alias[id(value)]`` is the input value whose memory an output shares (views and
+    identities: views, ``split``, ``stop_gradient``), absent for new arrays."""
+
+    def __init__(self, graph, order=None):
+        self.strides: dict[int, tuple] = {}
+        self.alias: dict = {}
+        for node in order or graph.nodes:
+            if node.kind != "call":
+                for v in node.outputs:
+                    self.strides[id(v)] = c_strides(v.type.shape)
+                continue
+            self._call(node)
+
+    def contiguous(self, value) -> bool:
+        shape = value.type.shape
+        strides = self.strides.get(id(value), c_strides(shape))
+        return all(s == c or d == 1 for s, c, d in zip(strides, c_strides(shape), shape))
+
+    def _call(self, node) -> None:
+        op = node.op
+        # ``extra["aliases"]``: a kernel returning views of input 0 or input 0 itself (split,
+        # stop_gradient) without being a view op for autograd's version counters
+        views = op.view or op.extra.get("aliases", False)
+        if views and _concrete(node.inputs[0].type.shape):
+            results = self._view(node)
+            if results is not None:
+                for v, r in zip(node.outputs, results):
+                    self.strides[id(v)] = tuple(s // r.itemsize for s in r.strides)
+                    self.alias[id(v)] = node.inputs[0]
+                return
+        for v in node.outputs:
+            self.strides[id(v)] = self._new_strides(node, v)
+
+    def _view(self, node):
+        """The kernel's results on a stand-in of input 0, or None when it would copy."""
+        source = node.inputs[0]
+        dtype = source.type.dtype.np
+        item = np.dtype(dtype).itemsize
+        strides = self.strides[id(source)]
+        stand_in = as_strided(
+            np.zeros(1, dtype), tuple(source.type.shape), tuple(s * item for s in strides)
+        )
+        if node.op.name == "reshape":
+            try:
+                return (np.reshape(stand_in, node.attrs["shape"], copy=False),)
+            except (ValueError, TypeError):
+                return None  # NumPy copies: a new array
+        try:
+            result = node.op.kernel(stand_in, **node.attrs)
+        except Exception:
+            return None
+        results = result if isinstance(result, tuple) else (result,)
+        if not all(isinstance(r, np.ndarray) and np.shares_memory(r, stand_in) for r in results):
+            return None
+        return results
+
+    def _new_strides(self, node, value) -> tuple:
+        shape = value.type.shape
+        if isinstance(node.op.kernel, np.ufunc) and _concrete(shape):
+            # order='K': the memory order of the first full-shape operand
+            for v in node.inputs:
+                if tuple(v.type.shape) == tuple(shape) and not self.contiguous(v):
+                    order = sorted(range(len(shape)), key=lambda a: -self.strides[id(v)][a])
+                    strides, step = [0] * len(shape), 1
+                    for a in reversed(order):
+                        strides[a] = step
+                        step *= max(int(shape[a]), 1)
+                    return tuple(strides)
+                if tuple(v.type.shape) == tuple(shape):
+                    break
+        return c_strides(shape)

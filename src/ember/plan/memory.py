@@ -1,0 +1,205 @@
+"""The memory plan of a graph: predicted peak bytes, what they are, and what is live there.
+
+`plan_memory(graph, ...)` walks the graph in its execution order with the buffers of
+plan/liveness.py (views, in-place updates and operand reuse included) and adds, at each node,
+the workspace its kernel allocates beyond its outputs (an op's ``extra["workspace"]`` rule,
+measured against tracemalloc per op family: softmax's exponentials, a convolution's columns, a
+fused loop's copies of non-contiguous operands; a control-flow node's subgraphs are planned
+recursively). The peak is the largest total over nodes of the buffers alive there plus that
+workspace; buffers that exist before the call (graph inputs: parameters, optimizer state, the
+batch) count all the time.
+
+Each buffer belongs to one *part*: ``parameters``, ``gradients``, ``optimizer state``, ``saved
+activations`` (forward values the backward reads), ``temporaries`` (everything else, kernel
+workspace included) and ``inputs`` (other graph inputs, e.g. the batch). A `MemoryPlan` holds
+``peak_bytes``, the ``breakdown`` of the peak by part, the ``live_at_peak`` set and a per-node
+``timeline``; ``str(plan)`` is a table.
+
+What it predicts is the peak of the *measured peak* (plan/measure.py): the bytes of the arrays
+fed to the graph plus the most bytes allocated at once during the call, as tracemalloc sees
+NumPy's allocations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .layout import Layouts
+from .liveness import liveness
+
+__all__ = ["PARTS", "LiveBuffer", "MemoryPlan", "plan_memory", "workspace_bytes"]
+
+PARTS = (
+    "parameters",
+    "gradients",
+    "optimizer state",
+    "saved activations",
+    "temporaries",
+    "inputs",
+)
+
+
+@dataclass(frozen=True)
+class LiveBuffer:
+    """One buffer alive at the peak: the value that allocated it, its bytes, its part."""
+
+    name: str
+    nbytes: int
+    part: str
+
+
+@dataclass
+class MemoryPlan:
+    """See the module docstring. ``timeline[p]``: predicted bytes while node ``p`` runs."""
+
+    graph_name: str
+    peak_bytes: int
+    peak_node: str
+    peak_position: int
+    breakdown: dict
+    live_at_peak: list
+    timeline: list
+    buffers: list = field(repr=False, default_factory=list)
+    part_of: dict = field(repr=False, default_factory=dict)
+
+    def __str__(self) -> str:
+        mib = 2**20
+        lines = [
+            f"memory plan of {self.graph_name}: peak {self.peak_bytes / mib:.2f} MiB at node "
+            f"%{self.peak_node} ({self.peak_position + 1} of {len(self.timeline)})",
+            f"  {'part':<18} {'MiB':>9} {'share':>6}",
+        ]
+        for part in PARTS:
+            b = self.breakdown.get(part, 0)
+            share = b / self.peak_bytes if self.peak_bytes else 0.0
+            lines.append(f"  {part:<18} {b / mib:9.2f} {share:6.1%}")
+        lines.append("  live at the peak (largest first):")
+        for live in sorted(self.live_at_peak, key=lambda b: -b.nbytes)[:12]:
+            lines.append(f"    %{live.name:<24} {live.nbytes / mib:9.3f} MiB  {live.part}")
+        if len(self.live_at_peak) > 12:
+            lines.append(f"    ... and {len(self.live_at_peak) - 12} more")
+        return "\n".join(lines)
+
+
+def workspace_bytes(node, layouts: Layouts) -> int:
+    """Bytes ``node``'s kernel allocates beyond its outputs, at its peak: the op's
+    ``extra["workspace"](node, layouts)`` rule; control-flow nodes, the peak of their
+    subgraphs (each planned on its own, inputs excluded since the caller holds them)."""
+    rule = node.op.extra.get("workspace")
+    if rule is not None:
+        return int(rule(node, layouts))
+    from ..graph.ir import Graph
+
+    inner = 0
+    for a in node.attrs.values():
+        if isinstance(a, Graph):
+            plan = plan_memory(a)
+            held = sum(b.nbytes for b in plan.buffers if b.start < 0)
+            inner = max(inner, plan.peak_bytes - held)
+    return inner
+
+
+def _forward_values(graph, n_user: int | None) -> set:
+    """Ids of the values the first ``n_user`` outputs (the loss) depend on."""
+    if not n_user:
+        return set()
+    seen, stack = set(), [v.node for v in graph.outputs[:n_user]]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.extend(v.node for v in node.inputs)
+    return {id(v) for node in graph.nodes if id(node) in seen for v in node.outputs}
+
+
+def plan_memory(
+    graph,
+    *,
+    input_parts: dict | None = None,
+    output_parts: dict | None = None,
+    n_user: int | None = None,
+    in_place: dict | None = None,
+    reuse: str = "codegen",
+) -> MemoryPlan:
+    """Plan ``graph`` as it runs in its node order (see the module docstring).
+
+    ``input_parts`` / ``output_parts``: position -> part for graph inputs and outputs
+    (parameters, gradients, optimizer state; unnamed inputs are ``inputs``); ``n_user``: how
+    many leading outputs are the function's own (a loss): the values they depend on are the
+    forward pass, and those of them a later node reads are the saved activations;
+    ``in_place``: codegen's in-place updates ({id(node): {output index: input value}});
+    ``reuse``: see `liveness`."""
+    live = liveness(graph, in_place=in_place, reuse=reuse)
+    part_of = _parts(graph, live, input_parts or {}, output_parts or {}, n_user)
+    n = len(live.order)
+    timeline = []
+    starts: dict[int, list] = {}
+    ends: dict[int, list] = {}
+    for b in live.buffers:
+        starts.setdefault(max(b.start, 0), []).append(b)
+        ends.setdefault(b.end, []).append(b)
+    alive, total = set(), 0
+    peak, peak_position, peak_live, peak_workspace = -1, 0, [], 0
+    for p, node in enumerate(live.order):
+        for b in starts.get(p, ()):
+            alive.add(b.index)
+            total += b.nbytes
+        ws = workspace_bytes(node, live.layouts) if node.kind == "call" else 0
+        timeline.append(total + ws)
+        if total + ws > peak:
+            peak, peak_position, peak_workspace = total + ws, p, ws
+            peak_live = sorted(alive)
+        for b in ends.get(p, ()):
+            alive.discard(b.index)
+            total -= b.nbytes
+    if n == 0:
+        peak = sum(b.nbytes for b in live.buffers)
+        peak_live = [b.index for b in live.buffers]
+    breakdown = dict.fromkeys(PARTS, 0)
+    live_at_peak = []
+    for i in peak_live:
+        b = live.buffers[i]
+        breakdown[part_of[i]] += b.nbytes
+        live_at_peak.append(LiveBuffer(b.name, b.nbytes, part_of[i]))
+    if peak_workspace:
+        breakdown["temporaries"] += peak_workspace
+        node = live.order[peak_position]
+        live_at_peak.append(LiveBuffer(f"{node.name} (workspace)", peak_workspace, "temporaries"))
+    return MemoryPlan(
+        graph.name,
+        max(peak, 0),
+        live.order[peak_position].name if n else "",
+        peak_position,
+        breakdown,
+        live_at_peak,
+        timeline,
+        live.buffers,
+        part_of,
+    )
+
+
+def _parts(graph, live, input_parts, output_parts, n_user) -> dict:
+    """Buffer index -> part."""
+    parts = {}
+    inputs = {id(v): input_parts.get(i, "inputs") for i, v in enumerate(graph.inputs)}
+    outputs = {}
+    for i, v in enumerate(graph.outputs):
+        if i in output_parts:
+            outputs.setdefault(id(v), output_parts[i])
+    forward = _forward_values(graph, n_user)
+    position = {id(node): p for p, node in enumerate(live.order)}
+    for b in live.buffers:
+        part = None
+        for v in b.values:
+            part = part or inputs.get(id(v)) or outputs.get(id(v))
+        if part is None and forward and any(id(v) in forward for v in b.values):
+            read_later = any(
+                id(user.outputs[0]) not in forward if user.outputs else False
+                for v in b.values
+                for user in v.users
+                if position.get(id(user), -1) > position[id(b.owner.node)]
+            )
+            part = "saved activations" if read_later else None
+        parts[b.index] = part or "temporaries"
+    return parts

@@ -1,0 +1,88 @@
+"""Memory-aware scheduling: a topological order that lowers the peak where the order is free.
+
+`memory_aware_order(graph)` is greedy list scheduling: among the nodes whose inputs are ready,
+run the one that adds the fewest bytes (its new outputs minus the inputs it is the last reader
+of), so a branch that frees memory runs to completion before one that allocates more; ties keep
+the stored order. Nodes drawing random numbers keep their relative order (the generators'
+sequence). `schedule(graph)` is the pass (``graph -> (graph, changed)``, `SCHEDULE` for a
+pipeline): it keeps the new order only when plan/memory.py plans a lower peak for it than for
+the stored order, so it never raises the peak.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from ..transforms.rewrite import Pass
+from .layout import nbytes
+from .memory import plan_memory
+
+__all__ = ["SCHEDULE", "memory_aware_order", "schedule"]
+
+
+def memory_aware_order(graph) -> list:
+    """The nodes of ``graph`` in a memory-aware topological order (see the module docstring)."""
+    position = {id(n): p for p, n in enumerate(graph.nodes)}
+    producers = {id(n): {id(v.node) for v in n.inputs} for n in graph.nodes}
+    randoms = [n for n in graph.nodes if n.kind == "call" and n.op.kind == "random"]
+    for before, after in zip(randoms, randoms[1:]):
+        producers[id(after)].add(id(before))
+    users: dict[int, list] = {id(n): [] for n in graph.nodes}
+    for n in graph.nodes:
+        for p in producers[id(n)]:
+            users[p].append(n)
+    readers_left = {}
+    for n in graph.nodes:
+        for v in n.inputs:
+            readers_left[id(v)] = readers_left.get(id(v), 0) + 1
+    kept = {id(v) for v in graph.outputs}
+    waiting = {id(n): len(producers[id(n)]) for n in graph.nodes}
+
+    def delta(node) -> int:
+        grows = sum(nbytes(v) for v in node.outputs) if node.kind == "call" else 0
+        if node.kind == "call" and (node.op.view or node.op.extra.get("aliases")):
+            grows = 0
+        frees = sum(
+            nbytes(v)
+            for v in {id(v): v for v in node.inputs}.values()
+            if id(v) not in kept
+            and v.node.kind == "call"
+            and readers_left[id(v)] == sum(1 for u in node.inputs if u is v)
+            and not (v.node.op.view or v.node.op.extra.get("aliases"))
+        )
+        return grows - frees
+
+    ready = [(delta(n), position[id(n)], n) for n in graph.nodes if waiting[id(n)] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, _, node = heapq.heappop(ready)
+        order.append(node)
+        for v in node.inputs:
+            readers_left[id(v)] -= 1
+        for user in users[id(node)]:
+            waiting[id(user)] -= 1
+            if waiting[id(user)] == 0:
+                heapq.heappush(ready, (delta(user), position[id(user)], user))
+        # the readers of this node's inputs may now free them: their priority changed
+        ready = [(delta(n), position[id(n)], n) for _, _, n in ready]
+        heapq.heapify(ready)
+    return order
+
+
+def schedule(graph):
+    """The scheduling pass: ``graph`` in the memory-aware order when that lowers the planned
+    peak, else unchanged. Returns (graph, changed)."""
+    order = memory_aware_order(graph)
+    if [id(n) for n in order] == [id(n) for n in graph.nodes]:
+        return graph, False
+    before = plan_memory(graph).peak_bytes
+    saved = graph.nodes
+    graph.nodes = order
+    if plan_memory(graph).peak_bytes < before:
+        return graph, True
+    graph.nodes = saved
+    return graph, False
+
+
+SCHEDULE = Pass("schedule", schedule, level=3, doc="memory-aware topological order")
