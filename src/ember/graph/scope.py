@@ -47,10 +47,29 @@ __all__ = [
 OPTIMIZER = "optimizer"
 
 
+class _Frame:
+    """One entry of the stack: a scope string, and for a module's frame the module and (built
+    on first need) the paths of its descendants, so a child finds its name in one look-up."""
+
+    __slots__ = ("scope", "module", "_paths")
+
+    def __init__(self, scope: str, module=None):
+        self.scope = scope
+        self.module = module
+        self._paths: dict[int, str] | None = None
+
+    def path_of(self, mod) -> str | None:
+        if self._paths is None:
+            self._paths = {}
+            for qualified, sub in self.module.named_modules():
+                self._paths.setdefault(id(sub), qualified)
+        qualified = self._paths.get(id(mod))
+        return None if qualified is None else f"{module_path(self.scope)}.{qualified}"
+
+
 class _Stack(threading.local):
     def __init__(self):
-        # (module or None, scope string); the module lets a child find its attribute name
-        self.frames: list[tuple[object, str]] = []
+        self.frames: list[_Frame] = []
 
 
 _stack = _Stack()
@@ -65,7 +84,7 @@ def recording() -> bool:
 def current() -> str | None:
     """The innermost scope, or None outside every scope."""
     frames = _stack.frames
-    return frames[-1][1] if frames else None
+    return frames[-1].scope if frames else None
 
 
 def split(scope: str | None) -> tuple[str, str | None]:
@@ -85,16 +104,15 @@ def function_of(scope: str | None) -> str | None:
 
 
 def _module_name(mod) -> str:
-    """The scope path of ``mod`` called now: its attribute name under the innermost module
-    frame when it is a child of that module, else its class name under that frame's path."""
-    for parent, scope in reversed(_stack.frames):
-        if parent is None:
+    """The scope path of ``mod`` called now: its path below the innermost module being called
+    when it is a descendant of it (``"Outer.blocks.0"``, as torch's ModuleTracker names it),
+    else its class name below that module's path."""
+    for frame in reversed(_stack.frames):
+        if frame.module is None:
             continue
-        path = module_path(scope)
-        for name, child in parent._modules.items():
-            if child is mod:
-                return f"{path}.{name}"
-        return f"{path}.{type(mod).__name__}"
+        if frame.module is mod:  # a module calling itself again
+            return module_path(frame.scope)
+        return frame.path_of(mod) or f"{module_path(frame.scope)}.{type(mod).__name__}"
     return type(mod).__name__
 
 
@@ -102,7 +120,7 @@ def _module_name(mod) -> str:
 def module(mod) -> Iterator[str]:
     """The scope of nn.Module ``mod`` while its forward runs (callers check `recording`)."""
     name = _module_name(mod)
-    _stack.frames.append((mod, name))
+    _stack.frames.append(_Frame(name, mod))
     try:
         yield name
     finally:
@@ -116,7 +134,7 @@ def entered(scope: str | None) -> Iterator[None]:
     if scope is None:
         yield
         return
-    _stack.frames.append((None, scope))
+    _stack.frames.append(_Frame(scope))
     try:
         yield
     finally:
