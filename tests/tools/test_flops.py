@@ -216,3 +216,44 @@ def test_table_prints_every_phase():
     first = counts.nodes[0]
     assert first.phase == "forward" and first.flops >= 0 and first.bytes > 0
     assert np.isclose(counts.total, sum(n.flops for n in counts.nodes))
+
+
+_LAYERS = {  # case: (function in torch(.nn.functional) and ember(.nn.functional), shapes, kw)
+    "conv2d grouped strided": ("conv2d", [(2, 8, 15, 15), (12, 2, 3, 3)], dict(stride=2, groups=4)),
+    "conv2d dilated": ("conv2d", [(2, 4, 12, 12), (6, 4, 3, 3)], dict(dilation=2, padding=1)),
+    "conv1d strided": ("conv1d", [(2, 4, 20), (6, 4, 5)], dict(stride=3)),
+    "conv_transpose2d": ("conv_transpose2d", [(2, 4, 7, 7), (4, 6, 3, 3)], dict(stride=2)),
+    "matmul broadcast": ("matmul", [(3, 5, 7, 8), (8, 4)], {}),
+    "matmul batched": ("matmul", [(3, 5, 7, 8), (3, 5, 8, 4)], {}),
+    "linear": ("linear", [(3, 5, 8), (6, 8), (6,)], {}),
+}
+
+
+@pytest.mark.parametrize("case", list(_LAYERS))
+def test_layer_counts_equal_torch_flop_counter(case):
+    torch = pytest.importorskip("torch", reason="PyTorch (the reference peer) is not installed")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    name, shapes, kwargs = _LAYERS[case]
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    t_fn = getattr(torch, name) if name == "matmul" else getattr(torch.nn.functional, name)
+    e_fn = getattr(ember, name) if name == "matmul" else getattr(nn.functional, name)
+
+    def counted(*tensors):
+        with FlopCounterMode(display=False) as counter:
+            out = t_fn(*tensors, **kwargs)
+        forward = counter.get_total_flops()
+        with FlopCounterMode(display=False) as counter:
+            (out * out).sum().backward()
+        return forward, counter.get_total_flops()
+
+    def step(*tensors):
+        out = e_fn(*tensors, **kwargs)
+        (out * out).sum().backward()
+        return out
+
+    expected = counted(*[torch.tensor(a, requires_grad=True) for a in arrays])
+    counts = ember.tools.flops(step, *[ember.tensor(a, requires_grad=True) for a in arrays])
+    products = counts.only(*MAC_FAMILIES)
+    assert (products.forward, products.backward) == expected
