@@ -45,7 +45,7 @@ _methods.install(_capture.SymbolicTensor)
 _allocator.tune()
 globals().update(_ops.PUBLIC)
 
-from . import autograd, data, io, nn, optim  # noqa: E402
+from . import autograd, data, io, nn, optim, tools  # noqa: E402
 from .capture import trace  # noqa: E402
 from .capture.function import Function, function  # noqa: E402
 from .capture.script import script  # noqa: E402
@@ -64,6 +64,7 @@ from .graph.serialize import load_graph  # noqa: E402
 from .io import load, save  # noqa: E402
 from .random import Generator, default_generator, get_rng_state, manual_seed, set_rng_state  # noqa: E402,F401
 from .runtime.cpool import get_num_threads, set_num_threads  # noqa: E402
+from .tools.summary import summary  # noqa: E402
 from .transforms import grad, value_and_grad  # noqa: E402
 
 bool = bool_  # ember.bool, as torch.bool  # noqa: A001

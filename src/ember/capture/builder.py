@@ -25,6 +25,7 @@ recorded under ``no_grad`` carry no gradient. The position of the first backward
 from __future__ import annotations
 
 from ..errors import TraceError
+from ..graph import scope as _scope
 from ..graph.ir import Graph
 from ..ops import _registry as _reg
 from ..ops._registry import TensorType
@@ -243,6 +244,7 @@ class GraphBuilder(_reg.Mode):
     def apply(self, op: _reg.OpDef, inputs: tuple, attrs: dict):
         values = [self.value_of(t) for t in inputs]
         node = self.graph.add_call(op, values, attrs)
+        node.scope = _scope.current()
         if not _reg._state.grad_enabled:
             self.no_grad_values.update(id(v) for v in node.outputs)
         outs = [SymbolicTensor(v, self) for v in node.outputs]

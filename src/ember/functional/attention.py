@@ -15,6 +15,7 @@ import math
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
+from ..graph import scope as _scope
 from ..ops import api as E
 from ..ops._registry import export
 from ..ops._util import broadcast_shapes, fmt_shape
@@ -67,6 +68,7 @@ def _mask_bias(attn_mask, scores):
 
 
 @export(functional=True, toplevel=False)
+@_scope.composite("scaled_dot_product_attention")  # the tools count attention as one call
 def scaled_dot_product_attention(
     query,
     key,

@@ -64,7 +64,7 @@ class Value:
 class Node:
     """One step of a graph: an input, a constant, or a call of a registered op."""
 
-    __slots__ = ("kind", "op", "inputs", "attrs", "outputs", "graph")
+    __slots__ = ("kind", "op", "inputs", "attrs", "outputs", "graph", "scope")
 
     def __init__(self, graph: Graph, kind: str, op: OpDef | None, inputs, attrs: dict):
         self.graph = graph
@@ -73,6 +73,7 @@ class Node:
         self.inputs: list[Value] = list(inputs)
         self.attrs = dict(attrs)
         self.outputs: list[Value] = []
+        self.scope: str | None = None  # the module / composite it was recorded in (scope.py)
 
     @property
     def name(self) -> str:
@@ -266,6 +267,7 @@ class Graph:
         mapping: dict[int, Value] = {}
         for node in self.nodes:
             copy = Node(new, node.kind, node.op, [mapping[id(v)] for v in node.inputs], node.attrs)
+            copy.scope = node.scope
             for v in copy.inputs:
                 v.users.append(copy)
             for v in node.outputs:

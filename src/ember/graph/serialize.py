@@ -102,6 +102,8 @@ def _encode_node(node, generators: list, arrays: dict, prefix: str, path: str) -
         else:
             record["attrs"].append([k, _encode_attr(v, generators, f"{where} attribute {k!r}")])
     record["outputs"] = [{"name": v.name, "type": _encode_type(v.type)} for v in node.outputs]
+    if node.scope is not None:
+        record["scope"] = node.scope
     return record
 
 
@@ -304,6 +306,11 @@ class _Loader:
                 node = g.add_call(op, inputs, attrs, out_types=types)
             except GraphError as exc:
                 raise self.fail(f"{where}: {exc.detail}") from exc
+        scope = record.get("scope")
+        if scope is not None:
+            if not isinstance(scope, str):
+                raise self.fail(f"{where}: the scope must be a string, got {scope!r}")
+            node.scope = scope
         for value, name in zip(node.outputs, names):
             self.rename(value, name, where)
 

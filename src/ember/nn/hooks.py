@@ -10,6 +10,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
+from ..graph import scope as _scope
+
 _ids = itertools.count()
 
 
@@ -77,6 +79,12 @@ class HooksMixin:
         return handle
 
     def __call__(self, *args, **kwargs):
+        if _scope.recording():  # a graph is being built: its nodes record this module's scope
+            with _scope.module(self):
+                return self._call(*args, **kwargs)
+        return self._call(*args, **kwargs)
+
+    def _call(self, *args, **kwargs):
         if not (self._forward_hooks or self._forward_pre_hooks):
             return self.forward(*args, **kwargs)
         for key, hook in list(self._forward_pre_hooks.items()):

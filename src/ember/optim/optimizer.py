@@ -25,6 +25,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..autograd import enable_grad, no_grad
 from ..errors import EmberError, StateDictError
+from ..graph import scope as _scope
 from ..ops._registry import current_mode, scalar_value
 from ..tensor import Tensor
 
@@ -192,7 +193,7 @@ class Optimizer:
         note = getattr(current_mode(), "note_optimizer", None)
         if note is not None:  # a graph is being recorded: it tracks this optimizer's state
             note(self)
-        with no_grad():
+        with no_grad(), _scope.entered(_scope.OPTIMIZER if _scope.recording() else None):
             for group in self.param_groups:
                 params = [p for p in group["params"] if p.grad is not None]
                 if params:

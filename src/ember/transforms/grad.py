@@ -34,6 +34,7 @@ from ..capture.builder import GraphBuilder
 from ..capture.symbolic import SymbolicTensor
 from ..capture.trace import _flatten, _parameter_names, _unflatten
 from ..errors import AutogradError, DTypeError, EmberError, ShapeError
+from ..graph import scope as _scope
 from ..graph.ir import Graph
 from ..ops import _registry as _reg
 from ..ops._registry import TensorBase, TensorType
@@ -159,21 +160,28 @@ def backward_graph_values(
                 f"the op {node.op.name} (node %{node.name}) has no gradient (no VJP is defined)",
                 op="grad",
             )
-        filled = [_grad_or_zeros(builder, grads, v) for v in node.outputs]
-        with builder:
-            result = node.op.vjp(_GraphVJPContext(node, builder, needs), *filled)
-        if not isinstance(result, (tuple, list)):
-            result = (result,)
-        if len(result) != len(node.inputs):
-            raise AutogradError(
-                f"the VJP of {node.op.name} returned {len(result)} gradients for "
-                f"{len(node.inputs)} inputs",
-                op="grad",
-            )
-        for value, need, g in zip(node.inputs, needs, result):
-            if need and g is not None:
-                _accumulate(builder, grads, value, g)
+        # the backward nodes of ``node`` (and their accumulations) inherit its scope
+        with _scope.entered(node.scope):
+            _vjp_into(builder, grads, node, needs)
     return [_grad_or_zeros(builder, grads, v) for v in wrt_values]
+
+
+def _vjp_into(builder: GraphBuilder, grads: dict, node, needs: tuple) -> None:
+    """Record ``node``'s VJP and accumulate the gradients of its inputs into ``grads``."""
+    filled = [_grad_or_zeros(builder, grads, v) for v in node.outputs]
+    with builder:
+        result = node.op.vjp(_GraphVJPContext(node, builder, needs), *filled)
+    if not isinstance(result, (tuple, list)):
+        result = (result,)
+    if len(result) != len(node.inputs):
+        raise AutogradError(
+            f"the VJP of {node.op.name} returned {len(result)} gradients for "
+            f"{len(node.inputs)} inputs",
+            op="grad",
+        )
+    for value, need, g in zip(node.inputs, needs, result):
+        if need and g is not None:
+            _accumulate(builder, grads, value, g)
 
 
 # ------------------------------------------------------------------------------ grad transforms

@@ -30,6 +30,7 @@ def _copy_into(target: Graph, nodes, mapping: dict, source: Graph) -> None:
             copy = target.add_call(
                 node.op, inputs, dict(node.attrs), out_types=[v.type for v in node.outputs]
             )
+            copy.scope = node.scope
             mapping.update((id(v), c) for v, c in zip(node.outputs, copy.outputs))
 
 
