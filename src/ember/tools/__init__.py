@@ -1,0 +1,1 @@
+"""Tools that read graphs: drawings and the interactive viewer (viz.py)."""
