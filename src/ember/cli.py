@@ -127,9 +127,7 @@ def _viz_parser(sub) -> None:
         ".svg needs Graphviz's dot program; .dot / .gv write the DOT text.",
     )
     p.add_argument("model", metavar="MODEL", help="a built-in model name or a graph file path")
-    p.add_argument(
-        "-o", "--output", required=True, help="output file: .html, .svg, .dot or .gv"
-    )
+    p.add_argument("-o", "--output", required=True, help="output file: .html, .svg, .dot or .gv")
     p.add_argument(
         "--forward-only",
         action="store_true",

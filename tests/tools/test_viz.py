@@ -171,9 +171,7 @@ def test_html_is_self_contained(tmp_path):
     page = open(path).read()
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # nothing fetched
     data = json.loads(
-        re.search(r'<script id="graph-data" type="application/json">(.*?)</script>', page, re.S)[
-            1
-        ]
+        re.search(r'<script id="graph-data" type="application/json">(.*?)</script>', page, re.S)[1]
     )
     assert len(data["nodes"]) == len(graph.nodes)
     assert "emberViewer" in page and "#details" in page  # the JS and CSS are inlined

@@ -120,7 +120,7 @@ class _Writer:
             sources = list(node.inputs[attrs["n_producer"] :])
             sources.insert(attrs["slot"], producer)
         members = []
-        for j, (name, operands, _) in enumerate(program):
+        for name, operands, _ in program:
             ident = self.fresh("n")
             members.append(ident)
             self.node(ident, name, phase, inner, shape="box")
@@ -142,7 +142,7 @@ class _Writer:
         cluster = self.fresh("cluster_control_")
         inner = indent + "  "
         self.lines.append(f"{indent}subgraph {cluster} {{")
-        self.lines.append(f'{inner}label={_quote(node.target + " %" + node.name)};')
+        self.lines.append(f"{inner}label={_quote(node.target + ' %' + node.name)};")
         self.lines.append(f'{inner}style="rounded"; color="#0f766e";')
         self.node(ident, label, phase, inner, shape="hexagon")
         for key, sub in subgraphs:
