@@ -22,7 +22,7 @@
 
   const view = { scale: 1, tx: 0, ty: 0 }; // screen = world * scale + t (CSS pixels)
   const shown = {}; // phase -> whether its nodes are drawn
-  const stats = { nodes: nodes.length, edges: edges.length, drawn: 0, frames: 0, firstFrameMs: null };
+  const stats = { nodes: nodes.length, edges: edges.length, drawn: 0, frames: 0, firstFrameMs: null, lastDrawMs: null };
   let selected = -1;
   let matches = [];
   let matchAt = -1;
@@ -49,6 +49,7 @@
 
   function draw() {
     pending = false;
+    const began = performance.now();
     const ratio = window.devicePixelRatio || 1;
     const width = canvas.width / ratio;
     const height = canvas.height / ratio;
@@ -77,7 +78,7 @@
       const mid = (sy + t.y) / 2;
       path.moveTo(s.x, sy);
       path.bezierCurveTo(s.x, mid, t.x, mid, t.x, t.y);
-      if (view.scale > 0.8) labels.push([(s.x + t.x) / 2, mid, s.types[k]]);
+      if (view.scale >= 1.5) labels.push([(s.x + t.x) / 2, mid, s.types[k]]);
     }
     for (const key in paths) {
       ctx.strokeStyle = key === "selected" ? "#7c3aed" : COLORS[key][1];
@@ -123,6 +124,7 @@
     }
     stats.drawn = drawn;
     stats.frames++;
+    stats.lastDrawMs = performance.now() - began;
     if (stats.firstFrameMs === null) {
       stats.firstFrameMs = performance.now() - started;
       document.body.dataset.done = "1";
