@@ -2,8 +2,8 @@
 
 What the drawing shows:
 
-* one box per node, labelled with its value name, its op and (for inputs and constants) its
-  type; every edge is labelled with the type of the value it carries (``f32[8, 128, 256]``);
+* one box per node, labelled with its value name, its op, its module scope when the node
+  records one (``node.scope``) and (for inputs and constants) its type; every edge is labelled with the type of the value it carries (``f32[8, 128, 256]``);
 * a fused node (``fused_elementwise`` / ``fused_reduce`` / ``fused_epilogue``, made by
   transforms/fuse.py) as a cluster of its member ops, wired as its program reads them: an edge
   into the cluster ends at the member that reads that input, an edge out starts at the member
@@ -87,6 +87,9 @@ class _Writer:
                 continue
             ident = self.fresh("n")
             label = f"%{node.name}\n{node.target}"
+            scope = getattr(node, "scope", None)  # the module that made it (when recorded)
+            if scope:
+                label += f"\n[{scope}]"
             if node.kind != "call":
                 label += "\n" + format_type(node.outputs[0].type)
             shape = "ellipse" if node.kind == "input" else "box"
