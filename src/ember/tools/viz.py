@@ -158,10 +158,14 @@ def example_graph(name: str, forward_only: bool = False):
 
 
 # ------------------------------------------------------------------------------ node facts
-def _nbytes(t) -> int | None:
-    if not all(isinstance(d, (int, np.integer)) for d in t.shape):
-        return None  # a symbolic size
-    return int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize
+def _nbytes(t):
+    """Bytes of a value of type ``t``: an int, or an expression in the symbolic sizes."""
+    if all(isinstance(d, (int, np.integer)) for d in t.shape):
+        return int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize
+    total = t.dtype.itemsize
+    for d in t.shape:
+        total = total * d
+    return str(total)
 
 
 def _cost(node):
@@ -171,9 +175,23 @@ def _cost(node):
         cost = node.op.cost(
             [v.type for v in node.inputs], [v.type for v in node.outputs], dict(node.attrs)
         )
-    except Exception:  # noqa: BLE001 - symbolic sizes the rule cannot count: no figure
+    except Exception:  # noqa: BLE001 - a rule that cannot count these types: no figure
         return None
-    return int(cost.flops), int(cost.bytes)
+    return _count(cost.flops), _count(cost.bytes)
+
+
+def _count(value):
+    """An int, or for a symbolic size (a batch of N) its expression as text (``256*N``)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError, EmberError):
+        return str(value)
+
+
+def _total(sizes: list):
+    if all(isinstance(b, int) for b in sizes):
+        return sum(sizes)
+    return " + ".join(str(b) for b in sizes)
 
 
 def _members(node) -> list[str]:
@@ -227,7 +245,7 @@ def node_table(graph, phases: dict | None = None) -> dict:
             "attrs": _attrs(node),
             "flops": None if cost is None else cost[0],
             "bytes": None if cost is None else cost[1],
-            "memory": None if None in out_bytes else sum(out_bytes),
+            "memory": _total(out_bytes),
         }
         if node.kind == "call" and node.op.name in FUSED_OPS:
             record["members"] = _members(node)

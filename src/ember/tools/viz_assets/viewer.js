@@ -177,7 +177,8 @@
 
   // ---------------------------------------------------------------- details panel
   const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
-  const num = (v) => (v === null || v === undefined ? "n/a" : Number(v).toLocaleString("en-US"));
+  // a count, or an expression in symbolic sizes (a batch of N) shown as it is
+  const num = (v) => (v === null || v === undefined ? "n/a" : typeof v === "string" ? v : v.toLocaleString("en-US"));
 
   function row(label, value, cls) {
     return `<tr><th>${esc(label)}</th><td class="${cls || ""}">${value}</td></tr>`;
@@ -200,7 +201,7 @@
     html += row("dtype", esc(dtypes), "dtype");
     html += row("FLOPs", num(n.flops), "flops");
     html += row("bytes moved", num(n.bytes), "bytes");
-    html += row("output memory", num(n.memory) + (n.memory === null ? "" : " B"), "memory");
+    html += row("output memory", num(n.memory) + " B", "memory");
     html += row("inputs", n.inputs.map(esc).join("<br>") || "none", "inputs");
     for (const [key, value] of n.attrs) html += row(key, esc(value), "attr");
     html += "</table>";
