@@ -3,11 +3,13 @@
 What the drawing shows:
 
 * one box per node, labelled with its value name, its op, its module scope when the node
-  records one (``node.scope``) and (for inputs and constants) its type; every edge is labelled with the type of the value it carries (``f32[8, 128, 256]``);
+  records one (``node.scope``) and (for inputs and constants) its type; every edge between
+  nodes is labelled with the type of the value it carries (``f32[8, 128, 256]``);
 * a fused node (``fused_elementwise`` / ``fused_reduce`` / ``fused_epilogue``, made by
   transforms/fuse.py) as a cluster of its member ops, wired as its program reads them: an edge
   into the cluster ends at the member that reads that input, an edge out starts at the member
-  whose result the node returns;
+  whose result the node returns; edges between members carry no label (those intermediates live
+  in registers inside the fused loop, never as tensors);
 * a control-flow node (cond, while_loop, scan, ...) in a cluster together with one nested
   cluster per graph-valued attribute (branch, body), drawn by the same rules, so loops inside
   branches nest as deep as the graph does; dotted edges tie the node to its subgraphs' inputs
