@@ -151,6 +151,12 @@ def _run_viz(args) -> int:
     else:
         if args.forward_only:
             raise viz.VizError("--forward-only applies to the built-in models only", op="viz")
+        if not os.path.exists(args.model):  # a typo of a model name lands here too
+            raise viz.VizError(
+                f"{args.model}: no such file; MODEL is a graph file written by graph.save "
+                f"or one of the built-in models {', '.join(EXAMPLE_STEPS)}",
+                op="viz",
+            )
         graph, phases = load_graph(args.model), None
     if suffix == ".html":
         viz.html(graph, args.output, phases)
