@@ -1,11 +1,15 @@
 """The ``ember`` command. Subcommands:
 
-* ``ember train``: train a built-in model on a built-in dataset (see ember/train.py).
+* ``ember train``: train a built-in model on a built-in dataset (see ember/train.py);
+* ``ember viz``: draw a built-in model's training step or a saved graph file (ember/tools/viz.py).
+
+Each subcommand is a pair in `COMMANDS`: a function adding its parser and one running it.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .errors import EmberError
@@ -108,18 +112,85 @@ def _run_train(args) -> int:
     return 0
 
 
+VIZ_FORMATS = (".html", ".svg", ".dot", ".gv")
+
+
+def _viz_parser(sub) -> None:
+    from .models import EXAMPLE_STEPS
+
+    p = sub.add_parser(
+        "viz",
+        help="draw a model's graph as an interactive HTML page, SVG or DOT",
+        description="Draw the captured training step (forward, backward and optimizer, as it "
+        f"runs after the passes) of a built-in model ({', '.join(EXAMPLE_STEPS)}), or a graph "
+        "file written by graph.save(path). .html writes the self-contained interactive viewer; "
+        ".svg needs Graphviz's dot program; .dot / .gv write the DOT text.",
+    )
+    p.add_argument("model", metavar="MODEL", help="a built-in model name or a graph file path")
+    p.add_argument("-o", "--output", required=True, help="output file: .html, .svg, .dot or .gv")
+    p.add_argument(
+        "--forward-only",
+        action="store_true",
+        help="a built-in model's forward pass only (its AOT forward partition)",
+    )
+
+
+def _run_viz(args) -> int:
+    from .graph.serialize import load_graph
+    from .models import EXAMPLE_STEPS
+    from .tools import viz
+
+    suffix = os.path.splitext(args.output)[1].lower()
+    if suffix not in VIZ_FORMATS:
+        raise viz.VizError(
+            f"cannot tell the format of {args.output!r}: name it .html, .svg, .dot or .gv",
+            op="viz",
+        )
+    if args.model in EXAMPLE_STEPS:
+        graph, phases = viz.example_graph(args.model, forward_only=args.forward_only)
+    else:
+        if args.forward_only:
+            raise viz.VizError("--forward-only applies to the built-in models only", op="viz")
+        if not os.path.exists(args.model):  # a typo of a model name lands here too
+            raise viz.VizError(
+                f"{args.model}: no such file; MODEL is a graph file written by graph.save "
+                f"or one of the built-in models {', '.join(EXAMPLE_STEPS)}",
+                op="viz",
+            )
+        graph, phases = load_graph(args.model), None
+    if suffix == ".html":
+        viz.html(graph, args.output, phases)
+    elif suffix == ".svg":
+        viz.svg(graph, args.output, phases)
+    else:
+        viz.dot(graph, args.output, phases)
+    print(f"{args.output}: {len(graph.nodes)} nodes")
+    return 0
+
+
+# name -> (adds its parser, runs it)
+COMMANDS = {"train": (_train_parser, _run_train), "viz": (_viz_parser, _run_viz)}
+
+
+def _describe(exc: BaseException) -> str:
+    """The error's message for a terminal: an EmberError without the source location it carries
+    (for a command that is ember's own code, not the user's)."""
+    if isinstance(exc, EmberError):
+        return f"{exc.op}: {exc.detail}" if exc.op else exc.detail
+    return str(exc)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="ember", description="ember: graph-first deep learning")
     sub = parser.add_subparsers(dest="command", required=True)
-    _train_parser(sub)
+    for add_parser, _ in COMMANDS.values():
+        add_parser(sub)
     args = parser.parse_args(argv)
     try:
-        if args.command == "train":
-            return _run_train(args)
+        return COMMANDS[args.command][1](args)
     except (EmberError, ValueError, FloatingPointError) as exc:
-        print(f"ember {args.command}: error: {exc}", file=sys.stderr)
+        print(f"ember {args.command}: error: {_describe(exc)}", file=sys.stderr)
         return 2
-    return 1
 
 
 if __name__ == "__main__":

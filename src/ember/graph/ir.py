@@ -290,6 +290,13 @@ class Graph:
 
         save_graph(self, path)
 
+    def to_dot(self, phases: dict | None = None) -> str:
+        """Graphviz DOT text of this graph (dot.py): fused groups and control-flow bodies as
+        clusters, types on edges, ``phases`` (node -> forward / backward / optimizer) styled."""
+        from .dot import to_dot
+
+        return to_dot(self, phases)
+
     def __str__(self) -> str:
         from .printer import format_graph
 

@@ -303,7 +303,7 @@ class _Loader:
                     "was the file written by a newer ember or with a custom op not imported?)"
                 )
             try:
-                node = g.add_call(op, inputs, attrs, out_types=types)
+                node = g.add_call(op, inputs, attrs, out_types=types, names=names)
             except GraphError as exc:
                 raise self.fail(f"{where}: {exc.detail}") from exc
         scope = record.get("scope")

@@ -1,9 +1,9 @@
 """Tools that read captured graphs: FLOP counts (``ember.tools.flops``), the model summary
-(``ember.summary``), and from other modules the profiler and the graph drawings. A plain list
+(``ember.summary``), drawings and the interactive viewer (``ember.tools.viz``). A plain list
 of submodule imports: a new tool adds its line."""
 
 from . import flops as _flops_module  # noqa: F401  (ember.tools.flops is the function below)
-from . import summary
+from . import summary, viz
 from .flops import FlopCounts, flops
 
-__all__ = ["FlopCounts", "flops", "summary"]
+__all__ = ["FlopCounts", "flops", "summary", "viz"]
