@@ -1,0 +1,423 @@
+"""Recording: the `profile` context manager, `record_function` ranges and the event record.
+
+While a `profile` is active it is the one recorder of the process (``_active``), and it hooks
+the three places where work runs, each without cost to the unprofiled path:
+
+* **eager ops**: it swaps the dispatcher's base mode for `_ProfilingEagerMode`, which times
+  `EagerMode.apply` around each call. Unprofiled dispatch is untouched: no flag is checked per
+  op. (``Tensor._ufunc_inplace``, the direct route of a plain in-place ufunc such as an
+  optimizer's ``p.add_(...)`` without autograd, runs no op and shows no event.)
+* **eager backward**: ``autograd._profiler`` makes the backward engine open a ``backward`` range
+  around the pass and one range per tape node (``MulBackward``, ...); ops run inside get the
+  category ``backward``.
+* **compiled graphs**: ``codegen.profiler`` makes `CompiledGraph` run an instrumented copy of its
+  generated code (built once, on the first profiled call): a ``graph <name>`` range around the
+  call and one ``kernel`` event per generated kernel call, a fused group being one call.
+
+Events are `Event` records on the thread that ran them, timed with ``perf_counter_ns``; a child
+opens after and closes before its parent, so ranges nest exactly. Costs (FLOPs, bytes) are
+computed from the op's cost rule when a report asks for them, not while the program runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import time
+
+import numpy as np
+
+from ..autograd import Node
+from ..ops import _registry as _reg
+from ..ops._registry import TensorType
+
+__all__ = ["Event", "kernel_recorder", "profile", "record_function", "thread_names"]
+
+_active: profile | None = None  # the recording profiler, if any (one at a time per process)
+_now = time.perf_counter_ns
+
+
+class Event:
+    """One timed span on one thread: an op call, a kernel call, or a range.
+
+    ``cat``: ``op`` (an eager op), ``backward`` (an eager op run by the backward pass, or a
+    tape node's range there), ``kernel`` (one call in a compiled graph), ``graph`` (the call of
+    a compiled graph), ``user_annotation`` (a `record_function` range). ``op``, ``attrs``,
+    ``in_types`` and ``out_types`` (with this call's concrete shapes) are set for op and kernel
+    events: the cost rule reads them. ``allocated``: bytes of new memory the outputs hold
+    (None unless ``profile_memory``)."""
+
+    __slots__ = (
+        "name",
+        "cat",
+        "start_ns",
+        "end_ns",
+        "tid",
+        "op",
+        "attrs",
+        "in_types",
+        "out_types",
+        "allocated",
+        "node",
+        "parent",
+        "children_ns",
+        "_cost",
+    )
+
+    def __init__(self, name, cat, start_ns, end_ns, tid, op=None, attrs=None, in_types=None,
+                 out_types=None, allocated=None, node=None):  # fmt: skip
+        self.name = name
+        self.cat = cat
+        self.start_ns = start_ns
+        self.end_ns = end_ns
+        self.tid = tid
+        self.op = op
+        self.attrs = attrs
+        self.in_types = in_types
+        self.out_types = out_types
+        self.allocated = allocated
+        self.node = node  # the graph node's name, for kernel events
+        self.parent: Event | None = None  # the innermost enclosing event on the same thread
+        self.children_ns = 0  # time spent in direct children (self time = duration - this)
+        self._cost = None
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+    @property
+    def self_ns(self) -> int:
+        return self.duration_ns - self.children_ns
+
+    @property
+    def input_shapes(self) -> list | None:
+        return None if self.in_types is None else [list(t.shape) for t in self.in_types]
+
+    @property
+    def cost(self) -> _reg.Cost:
+        """(FLOPs, bytes moved) by the op's cost rule; (0, 0) for ranges."""
+        if self._cost is None:
+            from .costs import op_cost
+
+            if self.op is None:
+                self._cost = _reg.Cost(0, 0)
+            else:
+                self._cost = op_cost(self.op, self.in_types, self.out_types, self.attrs)
+        return self._cost
+
+    @property
+    def flops(self) -> int:
+        return self.cost.flops
+
+    @property
+    def bytes(self) -> int:
+        return self.cost.bytes
+
+    def __repr__(self) -> str:
+        return f"<Event {self.cat} {self.name} {self.duration_ns / 1e3:.1f}us>"
+
+
+_thread_names: dict[int, str] = {}
+
+
+class _Thread(threading.local):
+    def __init__(self):
+        self.tid = threading.get_native_id()
+        self.backward = 0  # depth of backward ranges: ops inside are backward ops
+        _thread_names[self.tid] = threading.current_thread().name
+
+
+_thread = _Thread()
+
+
+def thread_names() -> dict[int, str]:
+    """Native thread id -> Python thread name, for the threads that recorded events."""
+    return dict(_thread_names)
+
+
+def _types(arrays, dtypes) -> tuple:
+    return tuple([TensorType(a.shape, d) for a, d in zip(arrays, dtypes)])
+
+
+def _allocated(outputs, inputs) -> int:
+    """Bytes of the ``outputs`` (arrays) that own new memory: not a view of an input, and not
+    written into an input's buffer (a compiled in-place update)."""
+    total = 0
+    for out in outputs:
+        if not any(np.may_share_memory(out, a) for a in inputs):
+            total += out.nbytes
+    return total
+
+
+class _ProfilingEagerMode:
+    """The eager mode, timed: installed as the base mode while a profiler records."""
+
+    def __init__(self, eager, profiler: profile):
+        self._eager = eager
+        self._profiler = profiler
+
+    def apply(self, op, inputs, attrs):
+        start = _now()
+        result = self._eager.apply(op, inputs, attrs)
+        end = _now()
+        outs = (result,) if op.num_outputs == 1 else result
+        prof = self._profiler
+        in_types = tuple([TensorType(t._data.shape, t.dtype) for t in inputs])
+        out_types = tuple([TensorType(t._data.shape, t.dtype) for t in outs])
+        allocated = None
+        if prof.profile_memory:
+            allocated = _allocated([t._data for t in outs], [t._data for t in inputs])
+        cat = "backward" if _thread.backward else "op"
+        prof._events.append(
+            Event(op.name, cat, start, end, _thread.tid, op, attrs, in_types, out_types, allocated)
+        )
+        return result
+
+    def constant(self, array):
+        return self._eager.constant(array)
+
+
+class _Range:
+    """A span recorded as one event when it closes (reentrant use is not supported)."""
+
+    __slots__ = ("name", "cat", "_start", "_backward")
+
+    def __init__(self, name: str, cat: str, backward: bool = False):
+        self.name, self.cat, self._backward = name, cat, backward
+
+    def __enter__(self):
+        if self._backward:
+            _thread.backward += 1
+        self._start = _now()
+        return self
+
+    def __exit__(self, *exc):
+        end = _now()
+        if self._backward:
+            _thread.backward -= 1
+        prof = _active
+        if prof is not None:
+            prof._events.append(Event(self.name, self.cat, self._start, end, _thread.tid))
+        return False
+
+
+class profile:  # noqa: N801  (PyTorch's name: torch.profiler.profile)
+    """Record what runs inside ``with profile(...) as prof:``: eager ops (forward and
+    backward), compiled kernels and `record_function` ranges.
+
+    ``record_shapes``: group the table by input shapes too (each event keeps its shapes either
+    way: the cost rules need them). ``profile_memory``: record the bytes of new memory each
+    op's outputs hold. After the block: ``prof.events()``, ``prof.table()``,
+    ``prof.key_averages()``, ``prof.export_chrome_trace(path)``."""
+
+    def __init__(self, *, record_shapes: bool = False, profile_memory: bool = False,
+                 enabled: bool = True):  # fmt: skip
+        self.record_shapes = bool(record_shapes)
+        self.profile_memory = bool(profile_memory)
+        self.enabled = bool(enabled)
+        self._events: list[Event] = []
+        self._finished = False
+        self._start_ns = 0
+        self._saved: tuple | None = None
+
+    # ------------------------------------------------------------------ recording
+    def __enter__(self) -> profile:
+        global _active
+        if not self.enabled:
+            return self
+        if _active is not None:
+            raise RuntimeError(
+                "ember.profiler.profile: another profiler is already recording; profilers do "
+                "not nest (use ember.profiler.record_function for sub-ranges)"
+            )
+        from .. import autograd
+        from ..runtime import codegen
+
+        self._events, self._finished = [], False
+        self._start_ns = _now()
+        base = _reg._base_mode[0]
+        self._saved = (base, autograd._profiler, codegen.profiler)
+        _reg.set_base_mode(_ProfilingEagerMode(base, self))
+        autograd._profiler = self
+        codegen.profiler = self
+        _active = self
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        global _active
+        if not self.enabled or self._saved is None:
+            return False
+        from .. import autograd
+        from ..runtime import codegen
+
+        base, autograd._profiler, codegen.profiler = self._saved
+        _reg.set_base_mode(base)
+        self._saved = None
+        _active = None
+        self._finish()
+        return False
+
+    def range(self, name: str, cat: str = "user_annotation") -> _Range:
+        """A span named ``name`` (used by the backward engine and compiled graphs)."""
+        return _Range(name, cat, backward=cat == "backward")
+
+    def backward_node(self, node: Node, grads: list) -> tuple:
+        """Run a tape node's VJP inside its own range (called by autograd's engine)."""
+        with _Range(node.name(), "backward", backward=True):
+            return node.apply(grads)
+
+    def run_graph(self, compiled, profiled_fn, arrays) -> list:
+        """Run a compiled graph's instrumented code inside a ``graph <name>`` range."""
+        with _Range(f"graph {compiled.graph.name}", "graph"):
+            return profiled_fn(*arrays)
+
+    def kernel(self, info: _NodeInfo, start: int, outputs: tuple, inputs: tuple) -> None:
+        """Record one kernel call of a compiled graph (called by the instrumented code)."""
+        end = _now()
+        in_types = _types(inputs, info.in_dtypes)
+        out_types = _types(outputs, info.out_dtypes)
+        attrs = info.resolve(in_types) if info.symbolic else info.attrs
+        allocated = _allocated(outputs, inputs) if self.profile_memory else None
+        self._events.append(
+            Event(
+                info.name,
+                "kernel",
+                start,
+                end,
+                _thread.tid,
+                info.op,
+                attrs,
+                in_types,
+                out_types,
+                allocated,
+                info.node,
+            )  # fmt: skip
+        )
+
+    def _finish(self) -> None:
+        """Link each event to its innermost enclosing event on the same thread."""
+        self._events.sort(key=lambda e: (e.tid, e.start_ns, -e.end_ns))
+        stack: list[Event] = []
+        for e in self._events:
+            while stack and (stack[-1].tid != e.tid or stack[-1].end_ns <= e.start_ns):
+                stack.pop()
+            if stack and e.end_ns <= stack[-1].end_ns:
+                e.parent = stack[-1]
+                stack[-1].children_ns += e.duration_ns
+            stack.append(e)
+        self._finished = True
+
+    # ------------------------------------------------------------------ results
+    def _results(self) -> list[Event]:
+        if _active is self:
+            raise RuntimeError(
+                "ember.profiler.profile: results are available after the `with` block ends"
+            )
+        return self._events
+
+    def events(self) -> list[Event]:
+        """Every recorded event, by thread then start time (parents before their children)."""
+        return list(self._results())
+
+    def key_averages(self, group_by_input_shape: bool = False):
+        """Events aggregated by name (and input shapes): a `report.EventTable`."""
+        from .report import aggregate
+
+        return aggregate(self._results(), group_by_input_shape)
+
+    def table(self, sort_by: str = "time", row_limit: int = 20, peaks=None) -> str:
+        """The aggregated table as text, sorted by ``sort_by`` (see `report.SORT_KEYS`), at
+        most ``row_limit`` rows (-1: all), grouped by input shapes when ``record_shapes``.
+        ``peaks``: the machine's `roofline.Peaks` (measured once per machine by default)."""
+        table = self.key_averages(group_by_input_shape=self.record_shapes)
+        return table.table(sort_by=sort_by, row_limit=row_limit, peaks=peaks)
+
+    def export_chrome_trace(self, path, peaks=None) -> None:
+        """Write the events as Trace Event Format JSON (chrome://tracing, ui.perfetto.dev)."""
+        from .report import chrome_trace, write_json
+
+        write_json(path, chrome_trace(self._results(), self._start_ns, os.getpid(), peaks))
+
+
+class record_function:  # noqa: N801  (PyTorch's name)
+    """A named range in the profile: ``with record_function("step"):`` or as a decorator
+    ``@record_function("step")``. Costs one check when no profiler records."""
+
+    def __init__(self, name: str):
+        self.name = str(name)
+        self._range: _Range | None = None
+
+    def __enter__(self):
+        if _active is not None:
+            self._range = _Range(self.name, "user_annotation")
+            self._range.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        if self._range is not None:
+            self._range.__exit__(*exc)
+            self._range = None
+        return False
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with record_function(self.name):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class _NodeInfo:
+    """What the kernel recorder needs of a graph node, computed once per node."""
+
+    __slots__ = ("name", "node", "op", "attrs", "in_dtypes", "out_dtypes", "symbolic", "_shapes")
+
+    def __init__(self, node):
+        from ..graph.symbolic import has_symbols
+
+        self.name = _kernel_name(node)
+        self.node = node.name
+        self.op = node.op
+        self.attrs = node.attrs
+        self.in_dtypes = [v.type.dtype for v in node.inputs]
+        self.out_dtypes = [v.type.dtype for v in node.outputs]
+        self.symbolic = has_symbols(node.attrs)
+        self._shapes = [v.type.shape for v in node.inputs]
+
+    def resolve(self, in_types) -> dict:
+        """The attributes with symbolic sizes bound from this call's input shapes."""
+        from ..graph.symbolic import SymDim, resolve
+
+        bindings = {}
+        for shape, t in zip(self._shapes, in_types):
+            for d, size in zip(shape, t.shape):
+                if isinstance(d, SymDim) and d.coefficient == 1 and len(d.factors) == 1:
+                    bindings[d.factors[0][0]] = size
+        return resolve(self.attrs, bindings)
+
+
+def kernel_recorder(graph):
+    """The ``_event(position, start, outputs, inputs)`` function that the instrumented code of
+    ``graph`` calls after each kernel (runtime/codegen.py, ``profile=True``)."""
+    infos = {i: _NodeInfo(n) for i, n in enumerate(graph.nodes) if n.kind == "call"}
+
+    def record(position: int, start: int, outputs: tuple, inputs: tuple) -> None:
+        prof = _active
+        if prof is not None:
+            prof.kernel(infos[position], start, outputs, inputs)
+
+    return record
+
+
+def _kernel_name(node) -> str:
+    """A kernel event's name: the op, and for a fused group its ops (``fused_elementwise(mul+
+    add+tanh)``; an epilogue starts with its producer, ``fused_epilogue(matmul+add+relu)``)."""
+    program = node.attrs.get("program") if node.op.name.startswith("fused_") else None
+    if not program:
+        return node.op.name
+    ops = [name for name, _, _ in program]
+    if "producer" in node.attrs:
+        ops.insert(0, node.attrs["producer"])
+    return f"{node.op.name}({'+'.join(ops)})"
