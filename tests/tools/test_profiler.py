@@ -199,6 +199,28 @@ def test_flops_follow_the_cost_rules():
     assert kernel.bytes == 3 * 64 * 32 * 4  # one pass: two inputs read, one output written
 
 
+def test_compiled_costs_use_each_call_s_own_sizes():
+    w = ember.randn(32, 16)
+
+    def f(x):
+        return (x @ w).reshape(-1, 4, 4).sum(axis=2)
+
+    compiled = ember.function(f, input_signature=[ember.TensorSpec((None, 32))])
+    compiled(ember.randn(5, 32))  # traced once, with a symbolic batch N
+    a, b = ember.randn(7, 32), ember.randn(3, 32)
+    with profiler.profile() as prof:
+        compiled(a)
+        compiled(b)
+    kernels = [e for e in prof.events() if e.cat == "kernel"]
+    assert [(e.name, e.flops) for e in kernels if e.name != "reshape"] == [
+        ("matmul", 2 * 7 * 32 * 16),
+        ("sum", 7 * 16),
+        ("matmul", 2 * 3 * 32 * 16),
+        ("sum", 3 * 16),
+    ]
+    assert [e.attrs["shape"] for e in kernels if e.name == "reshape"] == [(7, 4, 4), (3, 4, 4)]
+
+
 def test_memory_allocated_is_the_new_output_bytes():
     x, y = ember.randn(16, 32), ember.randn(16, 32)
     with profiler.profile(profile_memory=True) as prof:
@@ -214,6 +236,15 @@ def test_memory_allocated_is_the_new_output_bytes():
     with profiler.profile() as prof:
         x + y
     assert prof.events()[0].allocated is None  # not asked for
+    # the direct in-place route (an optimizer's update): no op dispatch, still one event
+    p = ember.randn(16, 32)
+    with profiler.profile(profile_memory=True) as prof, ember.no_grad():
+        p.sub_(x)
+        p.mul_(0.5)
+    assert [(e.name, e.allocated, e.flops) for e in prof.events()] == [
+        ("sub_", 0, 16 * 32),
+        ("mul_", 0, 16 * 32),
+    ]
 
     def g(x, w):
         return (x @ w).sum(axis=1)

@@ -5,8 +5,9 @@ the three places where work runs, each without cost to the unprofiled path:
 
 * **eager ops**: it swaps the dispatcher's base mode for `_ProfilingEagerMode`, which times
   `EagerMode.apply` around each call. Unprofiled dispatch is untouched: no flag is checked per
-  op. (``Tensor._ufunc_inplace``, the direct route of a plain in-place ufunc such as an
-  optimizer's ``p.add_(...)`` without autograd, runs no op and shows no event.)
+  op. The direct route of a plain in-place ufunc (``Tensor._ufunc_inplace``: an optimizer's
+  ``p.sub_(...)`` with nothing recorded), which runs no op, is timed through ``tensor._profiler``
+  and shows as ``sub_``, priced by the ufunc's op.
 * **eager backward**: ``autograd._profiler`` makes the backward engine open a ``backward`` range
   around the pass and one range per tape node (``MulBackward``, ...); ops run inside get the
   category ``backward``.
@@ -22,6 +23,7 @@ computed from the op's cost rule when a report asks for them, not while the prog
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 import threading
 import time
@@ -43,7 +45,8 @@ class Event:
 
     ``cat``: ``op`` (an eager op), ``backward`` (an eager op run by the backward pass, or a
     tape node's range there), ``kernel`` (one call in a compiled graph), ``graph`` (the call of
-    a compiled graph), ``user_annotation`` (a `record_function` range). ``op``, ``attrs``,
+    a compiled graph), ``user_annotation`` (a `record_function` range), ``profiler`` (the
+    profiler's own work: generating a graph's instrumented code). ``op``, ``attrs``,
     ``in_types`` and ``out_types`` (with this call's concrete shapes) are set for op and kernel
     events: the cost rule reads them. ``allocated``: bytes of new memory the outputs hold
     (None unless ``profile_memory``)."""
@@ -150,12 +153,15 @@ def _allocated(outputs, inputs) -> int:
     return total
 
 
-class _ProfilingEagerMode:
+class _ProfilingEagerMode(_reg.Mode):
     """The eager mode, timed: installed as the base mode while a profiler records."""
 
     def __init__(self, eager, profiler: profile):
         self._eager = eager
         self._profiler = profiler
+
+    def __getattr__(self, name):  # anything else the eager mode offers
+        return getattr(self._eager, name)
 
     def apply(self, op, inputs, attrs):
         start = _now()
@@ -234,13 +240,14 @@ class profile:  # noqa: N801  (PyTorch's name: torch.profiler.profile)
         from .. import autograd
         from ..runtime import codegen
 
+        tensor = importlib.import_module("..tensor", __package__)  # (ember.tensor: a function)
+
         self._events, self._finished = [], False
         self._start_ns = _now()
         base = _reg._base_mode[0]
-        self._saved = (base, autograd._profiler, codegen.profiler)
+        self._saved = (base, autograd._profiler, codegen.profiler, tensor._profiler)
         _reg.set_base_mode(_ProfilingEagerMode(base, self))
-        autograd._profiler = self
-        codegen.profiler = self
+        autograd._profiler = codegen.profiler = tensor._profiler = self
         _active = self
         return self
 
@@ -251,7 +258,9 @@ class profile:  # noqa: N801  (PyTorch's name: torch.profiler.profile)
         from .. import autograd
         from ..runtime import codegen
 
-        base, autograd._profiler, codegen.profiler = self._saved
+        tensor = importlib.import_module("..tensor", __package__)  # (ember.tensor: a function)
+
+        base, autograd._profiler, codegen.profiler, tensor._profiler = self._saved
         _reg.set_base_mode(base)
         self._saved = None
         _active = None
@@ -267,10 +276,16 @@ class profile:  # noqa: N801  (PyTorch's name: torch.profiler.profile)
         with _Range(node.name(), "backward", backward=True):
             return node.apply(grads)
 
-    def run_graph(self, compiled, profiled_fn, arrays) -> list:
-        """Run a compiled graph's instrumented code inside a ``graph <name>`` range."""
-        with _Range(f"graph {compiled.graph.name}", "graph"):
-            return profiled_fn(*arrays)
+    def run_graph(self, compiled, arrays) -> list:
+        """Run a compiled graph's instrumented code inside a ``graph <name>`` range. Generating
+        that code (on the first profiled call) is a ``profiler`` event of its own, so its time
+        is not mistaken for the program's."""
+        name = compiled.graph.name
+        if compiled._profiled is None:
+            with _Range(f"instrument graph {name}", "profiler"):
+                compiled.profiled()
+        with _Range(f"graph {name}", "graph"):
+            return compiled.profiled()(*arrays)
 
     def kernel(self, info: _NodeInfo, start: int, outputs: tuple, inputs: tuple) -> None:
         """Record one kernel call of a compiled graph (called by the instrumented code)."""
@@ -293,6 +308,25 @@ class profile:  # noqa: N801  (PyTorch's name: torch.profiler.profile)
                 allocated,
                 info.node,
             )  # fmt: skip
+        )
+
+    def inplace_ufunc(self, ufunc, tensor, operands: list) -> None:
+        """Run and record ``ufunc(tensor, *operands, out=tensor)``: the direct route of an
+        in-place method (``p.sub_(g)`` in an optimizer's step; ``Tensor._ufunc_inplace``)."""
+        x = tensor._data
+        start = _now()
+        ufunc(x, *operands, out=x)
+        end = _now()
+        op = _ufunc_ops().get(ufunc)
+        dtype = tensor.dtype
+        in_types = (TensorType(x.shape, dtype),) + tuple(
+            [TensorType(np.shape(a), dtype) for a in operands]  # tensors of x's dtype or scalars
+        )
+        name = (op.name if op is not None else ufunc.__name__) + "_"
+        cat = "backward" if _thread.backward else "op"
+        allocated = 0 if self.profile_memory else None
+        self._events.append(
+            Event(name, cat, start, end, _thread.tid, op, {}, in_types, in_types[:1], allocated)
         )
 
     def _finish(self) -> None:
@@ -396,6 +430,12 @@ class _NodeInfo:
                 if isinstance(d, SymDim) and d.coefficient == 1 and len(d.factors) == 1:
                     bindings[d.factors[0][0]] = size
         return resolve(self.attrs, bindings)
+
+
+@functools.cache
+def _ufunc_ops() -> dict:
+    """NumPy ufunc -> the op whose kernel it is (their cost rules price in-place calls)."""
+    return {op.kernel: op for op in _reg.REGISTRY.values() if isinstance(op.kernel, np.ufunc)}
 
 
 def kernel_recorder(graph):

@@ -80,9 +80,13 @@ class CompiledGraph:
     def __call__(self, *arrays):
         if profiler is None:
             return self._fn(*arrays)
+        return profiler.run_graph(self, arrays)
+
+    def profiled(self):
+        """The code with each kernel call timed for ember.profiler (generated once)."""
         if self._profiled is None:
             self._profiled = compile_graph(self.graph, self._inplace, profile=True)._fn
-        return profiler.run_graph(self, self._profiled, arrays)
+        return self._profiled
 
 
 def _in_place_nodes(graph, inplace: dict, compiled: dict) -> dict:
