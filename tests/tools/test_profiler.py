@@ -14,6 +14,7 @@ import ember.nn.functional as F
 from ember import profiler
 from ember.ops import _registry as _reg
 from ember.ops._registry import REGISTRY, TensorType
+from ember.profiler import compiled as profiled_kernels
 from ember.profiler import recorder
 from ember.profiler.roofline import Peaks, bound
 from ember.runtime import codegen
@@ -125,7 +126,7 @@ def test_compiled_trace_nests_kernels_in_the_graph_call(tmp_path):
     # one event per generated kernel call, a fused group being one call named by its ops
     calls = [n for n in fn.graph.nodes if n.kind == "call"]
     assert len(kernels) == 2 * len(calls)
-    expected = Counter(recorder._kernel_name(n) for n in calls)
+    expected = Counter(profiled_kernels.kernel_name(n) for n in calls)
     assert Counter(k["name"] for k in kernels) == Counter({k: 2 * v for k, v in expected.items()})
     assert any(k["name"].startswith("fused_") and "(" in k["name"] for k in kernels)
     assert {k["args"]["node"] for k in kernels} == {"%" + n.name for n in calls}
@@ -325,7 +326,9 @@ def test_profiler_restores_dispatch_and_refuses_misuse():
         return t * 2
 
     ones = ember.ones(3)
-    with profiler.profile() as prof:
-        f(ones)
+    prof = profiler.profile()
+    prof.start()
+    f(ones)
+    prof.stop()
     names = [e.name for e in prof.events()]
     assert names == ["decorated", "mul"] and prof.events()[1].parent.name == "decorated"

@@ -1,7 +1,7 @@
-"""Recording: the `profile` context manager, `record_function` ranges and the event record.
+"""Recording: the `profile` context manager and `record_function` ranges.
 
 While a `profile` is active it is the one recorder of the process (``_active``), and it hooks
-the three places where work runs, each without cost to the unprofiled path:
+the places where work runs, each without cost to the unprofiled path:
 
 * **eager ops**: it swaps the dispatcher's base mode for `_ProfilingEagerMode`, which times
   `EagerMode.apply` around each call. Unprofiled dispatch is untouched: no flag is checked per
@@ -13,9 +13,10 @@ the three places where work runs, each without cost to the unprofiled path:
   category ``backward``.
 * **compiled graphs**: ``codegen.profiler`` makes `CompiledGraph` run an instrumented copy of its
   generated code (built once, on the first profiled call): a ``graph <name>`` range around the
-  call and one ``kernel`` event per generated kernel call, a fused group being one call.
+  call and one ``kernel`` event per generated kernel call, a fused group being one call
+  (compiled.py).
 
-Events are `Event` records on the thread that ran them, timed with ``perf_counter_ns``; a child
+Events are `Event` records (events.py) on the thread that ran them, timed with ``perf_counter_ns``; a child
 opens after and closes before its parent, so ranges nest exactly. Costs (FLOPs, bytes) are
 computed from the op's cost rule when a report asks for them, not while the program runs.
 """
@@ -26,99 +27,18 @@ import functools
 import importlib
 import os
 import threading
-import time
 
 import numpy as np
 
 from ..autograd import Node
 from ..ops import _registry as _reg
 from ..ops._registry import TensorType
+from .events import Event, allocated_bytes, types_of
+from .events import now as _now
 
-__all__ = ["Event", "kernel_recorder", "profile", "record_function", "thread_names"]
+__all__ = ["Event", "profile", "record_function", "thread_names"]
 
 _active: profile | None = None  # the recording profiler, if any (one at a time per process)
-_now = time.perf_counter_ns
-
-
-class Event:
-    """One timed span on one thread: an op call, a kernel call, or a range.
-
-    ``cat``: ``op`` (an eager op), ``backward`` (an eager op run by the backward pass, or a
-    tape node's range there), ``kernel`` (one call in a compiled graph), ``graph`` (the call of
-    a compiled graph), ``user_annotation`` (a `record_function` range), ``profiler`` (the
-    profiler's own work: generating a graph's instrumented code). ``op``, ``attrs``,
-    ``in_types`` and ``out_types`` (with this call's concrete shapes) are set for op and kernel
-    events: the cost rule reads them. ``allocated``: bytes of new memory the outputs hold
-    (None unless ``profile_memory``)."""
-
-    __slots__ = (
-        "name",
-        "cat",
-        "start_ns",
-        "end_ns",
-        "tid",
-        "op",
-        "attrs",
-        "in_types",
-        "out_types",
-        "allocated",
-        "node",
-        "parent",
-        "children_ns",
-        "_cost",
-    )
-
-    def __init__(self, name, cat, start_ns, end_ns, tid, op=None, attrs=None, in_types=None,
-                 out_types=None, allocated=None, node=None):  # fmt: skip
-        self.name = name
-        self.cat = cat
-        self.start_ns = start_ns
-        self.end_ns = end_ns
-        self.tid = tid
-        self.op = op
-        self.attrs = attrs
-        self.in_types = in_types
-        self.out_types = out_types
-        self.allocated = allocated
-        self.node = node  # the graph node's name, for kernel events
-        self.parent: Event | None = None  # the innermost enclosing event on the same thread
-        self.children_ns = 0  # time spent in direct children (self time = duration - this)
-        self._cost = None
-
-    @property
-    def duration_ns(self) -> int:
-        return self.end_ns - self.start_ns
-
-    @property
-    def self_ns(self) -> int:
-        return self.duration_ns - self.children_ns
-
-    @property
-    def input_shapes(self) -> list | None:
-        return None if self.in_types is None else [list(t.shape) for t in self.in_types]
-
-    @property
-    def cost(self) -> _reg.Cost:
-        """(FLOPs, bytes moved) by the op's cost rule; (0, 0) for ranges."""
-        if self._cost is None:
-            from .costs import op_cost
-
-            if self.op is None:
-                self._cost = _reg.Cost(0, 0)
-            else:
-                self._cost = op_cost(self.op, self.in_types, self.out_types, self.attrs)
-        return self._cost
-
-    @property
-    def flops(self) -> int:
-        return self.cost.flops
-
-    @property
-    def bytes(self) -> int:
-        return self.cost.bytes
-
-    def __repr__(self) -> str:
-        return f"<Event {self.cat} {self.name} {self.duration_ns / 1e3:.1f}us>"
 
 
 _thread_names: dict[int, str] = {}
@@ -137,20 +57,6 @@ _thread = _Thread()
 def thread_names() -> dict[int, str]:
     """Native thread id -> Python thread name, for the threads that recorded events."""
     return dict(_thread_names)
-
-
-def _types(arrays, dtypes) -> tuple:
-    return tuple([TensorType(a.shape, d) for a, d in zip(arrays, dtypes)])
-
-
-def _allocated(outputs, inputs) -> int:
-    """Bytes of the ``outputs`` (arrays) that own new memory: not a view of an input, and not
-    written into an input's buffer (a compiled in-place update)."""
-    total = 0
-    for out in outputs:
-        if not any(np.may_share_memory(out, a) for a in inputs):
-            total += out.nbytes
-    return total
 
 
 class _ProfilingEagerMode(_reg.Mode):
@@ -173,7 +79,7 @@ class _ProfilingEagerMode(_reg.Mode):
         out_types = tuple([TensorType(t._data.shape, t.dtype) for t in outs])
         allocated = None
         if prof.profile_memory:
-            allocated = _allocated([t._data for t in outs], [t._data for t in inputs])
+            allocated = allocated_bytes([t._data for t in outs], [t._data for t in inputs])
         cat = "backward" if _thread.backward else "op"
         prof._events.append(
             Event(op.name, cat, start, end, _thread.tid, op, attrs, in_types, out_types, allocated)
@@ -212,6 +118,7 @@ class profile:  # noqa: N801  (PyTorch's name: torch.profiler.profile)
     """Record what runs inside ``with profile(...) as prof:``: eager ops (forward and
     backward), compiled kernels and `record_function` ranges.
 
+    While it records, ops of every thread are recorded (each on its own thread in the trace).
     ``record_shapes``: group the table by input shapes too (each event keeps its shapes either
     way: the cost rules need them). ``profile_memory``: record the bytes of new memory each
     op's outputs hold. After the block: ``prof.events()``, ``prof.table()``,
@@ -267,6 +174,14 @@ class profile:  # noqa: N801  (PyTorch's name: torch.profiler.profile)
         self._finish()
         return False
 
+    def start(self) -> None:
+        """Start recording (as entering the ``with`` block does)."""
+        self.__enter__()
+
+    def stop(self) -> None:
+        """Stop recording (as leaving the ``with`` block does)."""
+        self.__exit__(None, None, None)
+
     def range(self, name: str, cat: str = "user_annotation") -> _Range:
         """A span named ``name`` (used by the backward engine and compiled graphs)."""
         return _Range(name, cat, backward=cat == "backward")
@@ -287,13 +202,13 @@ class profile:  # noqa: N801  (PyTorch's name: torch.profiler.profile)
         with _Range(f"graph {name}", "graph"):
             return compiled.profiled()(*arrays)
 
-    def kernel(self, info: _NodeInfo, start: int, outputs: tuple, inputs: tuple) -> None:
+    def kernel(self, info, start: int, outputs: tuple, inputs: tuple) -> None:
         """Record one kernel call of a compiled graph (called by the instrumented code)."""
         end = _now()
-        in_types = _types(inputs, info.in_dtypes)
-        out_types = _types(outputs, info.out_dtypes)
+        in_types = types_of(inputs, info.in_dtypes)
+        out_types = types_of(outputs, info.out_dtypes)
         attrs = info.resolve(in_types) if info.symbolic else info.attrs
-        allocated = _allocated(outputs, inputs) if self.profile_memory else None
+        allocated = allocated_bytes(outputs, inputs) if self.profile_memory else None
         self._events.append(
             Event(
                 info.name,
@@ -403,61 +318,7 @@ class record_function:  # noqa: N801  (PyTorch's name)
         return wrapper
 
 
-class _NodeInfo:
-    """What the kernel recorder needs of a graph node, computed once per node."""
-
-    __slots__ = ("name", "node", "op", "attrs", "in_dtypes", "out_dtypes", "symbolic", "_shapes")
-
-    def __init__(self, node):
-        from ..graph.symbolic import has_symbols
-
-        self.name = _kernel_name(node)
-        self.node = node.name
-        self.op = node.op
-        self.attrs = node.attrs
-        self.in_dtypes = [v.type.dtype for v in node.inputs]
-        self.out_dtypes = [v.type.dtype for v in node.outputs]
-        self.symbolic = has_symbols(node.attrs)
-        self._shapes = [v.type.shape for v in node.inputs]
-
-    def resolve(self, in_types) -> dict:
-        """The attributes with symbolic sizes bound from this call's input shapes."""
-        from ..graph.symbolic import SymDim, resolve
-
-        bindings = {}
-        for shape, t in zip(self._shapes, in_types):
-            for d, size in zip(shape, t.shape):
-                if isinstance(d, SymDim) and d.coefficient == 1 and len(d.factors) == 1:
-                    bindings[d.factors[0][0]] = size
-        return resolve(self.attrs, bindings)
-
-
 @functools.cache
 def _ufunc_ops() -> dict:
     """NumPy ufunc -> the op whose kernel it is (their cost rules price in-place calls)."""
     return {op.kernel: op for op in _reg.REGISTRY.values() if isinstance(op.kernel, np.ufunc)}
-
-
-def kernel_recorder(graph):
-    """The ``_event(position, start, outputs, inputs)`` function that the instrumented code of
-    ``graph`` calls after each kernel (runtime/codegen.py, ``profile=True``)."""
-    infos = {i: _NodeInfo(n) for i, n in enumerate(graph.nodes) if n.kind == "call"}
-
-    def record(position: int, start: int, outputs: tuple, inputs: tuple) -> None:
-        prof = _active
-        if prof is not None:
-            prof.kernel(infos[position], start, outputs, inputs)
-
-    return record
-
-
-def _kernel_name(node) -> str:
-    """A kernel event's name: the op, and for a fused group its ops (``fused_elementwise(mul+
-    add+tanh)``; an epilogue starts with its producer, ``fused_epilogue(matmul+add+relu)``)."""
-    program = node.attrs.get("program") if node.op.name.startswith("fused_") else None
-    if not program:
-        return node.op.name
-    ops = [name for name, _, _ in program]
-    if "producer" in node.attrs:
-        ops.insert(0, node.attrs["producer"])
-    return f"{node.op.name}({'+'.join(ops)})"

@@ -248,9 +248,9 @@ def compile_graph(graph, inplace: dict | None = None, profile: bool = False) -> 
         names, _array=lambda r: r if type(r) is np.ndarray else np.asarray(r), _sole=_sole
     )
     if profile:
-        from ..profiler.recorder import _now, kernel_recorder
+        from ..profiler.compiled import kernel_recorder, now
 
-        namespace.update(_now=_now, _event=kernel_recorder(graph))
+        namespace.update(_now=now, _event=kernel_recorder(graph))
     exec(compile(source, filename, "exec"), namespace)
     fn = namespace[lines[0][4 : lines[0].index("(")]]
     return CompiledGraph(graph, source, fn, inplace)
