@@ -16,9 +16,10 @@ the places where work runs, each without cost to the unprofiled path:
   call and one ``kernel`` event per generated kernel call, a fused group being one call
   (compiled.py).
 
-Events are `Event` records (events.py) on the thread that ran them, timed with ``perf_counter_ns``; a child
-opens after and closes before its parent, so ranges nest exactly. Costs (FLOPs, bytes) are
-computed from the op's cost rule when a report asks for them, not while the program runs.
+Events are `Event` records (events.py) on the thread that ran them, timed with
+``perf_counter_ns``; a child opens after and closes before its parent, so ranges nest exactly.
+Costs (FLOPs, bytes) are computed from the op's cost rule when a report asks for them, not
+while the program runs.
 """
 
 from __future__ import annotations

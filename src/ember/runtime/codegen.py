@@ -70,11 +70,11 @@ profiler = None
 
 
 class CompiledGraph:
-    def __init__(self, graph, source: str, fn, inplace: dict | None = None):
+    def __init__(self, graph, source: str, fn):
         self.graph = graph
         self.source = source
         self._fn = fn
-        self._inplace = inplace
+        self._inplace = None  # compile_graph's argument, to generate the instrumented copy alike
         self._profiled = None  # the instrumented code, made on the first profiled call
 
     def __call__(self, *arrays):
@@ -253,4 +253,6 @@ def compile_graph(graph, inplace: dict | None = None, profile: bool = False) -> 
         namespace.update(_now=now, _event=kernel_recorder(graph))
     exec(compile(source, filename, "exec"), namespace)
     fn = namespace[lines[0][4 : lines[0].index("(")]]
-    return CompiledGraph(graph, source, fn, inplace)
+    result = CompiledGraph(graph, source, fn)
+    result._inplace = inplace
+    return result
