@@ -11,6 +11,7 @@ grad mode on (``create_graph=True``) records a graph of the backward pass: highe
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import weakref
@@ -34,6 +35,9 @@ __all__ = [
 ]
 
 _sequence = itertools.count()
+# the recording ember.profiler.profile, set by it: backward then runs inside named ranges
+_profiler = None
+_NULL = contextlib.nullcontext()
 
 
 def is_grad_enabled() -> bool:
@@ -434,7 +438,8 @@ def _run(roots, retain_graph, create_graph, capture=None):
         (-node._seq, id(node), node) for node in {n for n, _, _ in roots} if deps.get(node, 0) == 0
     ]
     heapq.heapify(ready)
-    with set_grad_enabled(create_graph):
+    prof = _profiler
+    with set_grad_enabled(create_graph), prof.range("backward", "backward") if prof else _NULL:
         while ready:
             _, _, node = heapq.heappop(ready)
             grads = buffers.pop(node, {})
@@ -457,7 +462,8 @@ def _run(roots, retain_graph, create_graph, capture=None):
             if node._retained:  # after the hooks, as in PyTorch
                 _keep_retained(node._retained, grads)
             if grads:
-                in_grads = node.apply([grads.get(i) for i in range(len(node.out_types))])
+                args = [grads.get(i) for i in range(len(node.out_types))]
+                in_grads = node.apply(args) if prof is None else prof.backward_node(node, args)
             else:
                 in_grads = (None,) * len(node.next_functions)
             if not retain_graph:

@@ -24,6 +24,9 @@ from .errors import AutogradError, DTypeError, EmberError
 from .ops import _registry as _reg
 from .ops._util import fit_inplace_result
 
+# the recording ember.profiler.profile, set by it: direct in-place ufuncs then show as events
+_profiler = None
+
 
 class Tensor(_reg.TensorBase):
     __slots__ = (
@@ -287,7 +290,10 @@ class Tensor(_reg.TensorBase):
                 return False
         if recording:
             return False
-        ufunc(self._data, *operands, out=self._data)
+        if _profiler is None:
+            ufunc(self._data, *operands, out=self._data)
+        else:
+            _profiler.inplace_ufunc(ufunc, self, operands)
         self._vc[0] += 1
         return True
 

@@ -65,16 +65,30 @@ def _local(value) -> str:
     return "v_" + value.name
 
 
+# the recording ember.profiler.profile, set by it: calls then run an instrumented copy of the code
+profiler = None
+
+
 class CompiledGraph:
-    def __init__(self, graph, source: str, fn, in_place: dict | None = None):
+    def __init__(self, graph, source: str, fn, in_place: dict | None = None, inplace=None):
         self.graph = graph
         self.source = source
         self._fn = fn
         # {id(node): {output index: input value}} computed into inputs (the memory plan reads it)
         self.in_place = in_place or {}
+        self._inplace = inplace  # compile_graph's argument, to generate the instrumented copy alike
+        self._profiled = None  # the instrumented code, made on the first profiled call
 
     def __call__(self, *arrays):
-        return self._fn(*arrays)
+        if profiler is None:
+            return self._fn(*arrays)
+        return profiler.run_graph(self, arrays)
+
+    def profiled(self):
+        """The code with each kernel call timed for ember.profiler (generated once)."""
+        if self._profiled is None:
+            self._profiled = compile_graph(self.graph, self._inplace, profile=True)._fn
+        return self._profiled
 
 
 def _in_place_nodes(graph, inplace: dict, compiled: dict) -> dict:
@@ -165,10 +179,11 @@ def _reusable_operand(node, dying: tuple, graph):
     return None
 
 
-def compile_graph(graph, inplace: dict | None = None) -> CompiledGraph:
+def compile_graph(graph, inplace: dict | None = None, profile: bool = False) -> CompiledGraph:
     """Generate and compile the Python of ``graph``. ``inplace`` (output position -> input
     position) names outputs the caller writes back into input buffers; where it is safe the
-    code computes them in place (see `_in_place_nodes`) and returns the input's own array."""
+    code computes them in place (see `_in_place_nodes`) and returns the input's own array.
+    ``profile``: time each kernel call for ember.profiler (``_event`` after each call)."""
     names: dict[str, object] = {}  # global name -> object the code refers to
     # an op may compile a node into a faster implementation with its attributes built in
     # (ops/fused.py: a C loop); it takes the inputs only, and ``out=`` per output
@@ -198,6 +213,7 @@ def compile_graph(graph, inplace: dict | None = None) -> CompiledGraph:
         if node.kind == "constant":
             lines.append(f"    {_local(node.outputs[0])} = {ref(graph.constants[node.name], 'c_')}")
         elif node.kind == "call":
+            first = len(lines)
             if id(node) in compiled:
                 kernel = ref(compiled[id(node)], f"k_{node.op.name}_")
                 args = [_local(v) for v in node.inputs]
@@ -232,6 +248,10 @@ def compile_graph(graph, inplace: dict | None = None) -> CompiledGraph:
             else:
                 targets = ", ".join(_local(v) for v in node.outputs)
                 lines.append(f"    {targets}, = {call}")
+            if profile:
+                lines.insert(first, "    _t = _now()")
+                outs, ins = (", ".join(_local(v) for v in vs) for vs in (node.outputs, node.inputs))
+                lines.append(f"    _event({position}, _t, ({outs},), ({ins}{',' if ins else ''}))")
         dead = [v for v in node.inputs if id(v) in frees.get(position, ())]
         if dead:
             unique = list(dict.fromkeys(_local(v) for v in dead))
@@ -243,6 +263,10 @@ def compile_graph(graph, inplace: dict | None = None) -> CompiledGraph:
     namespace = dict(
         names, _array=lambda r: r if type(r) is np.ndarray else np.asarray(r), _sole=_sole
     )
+    if profile:
+        from ..profiler.compiled import kernel_recorder, now
+
+        namespace.update(_now=now, _event=kernel_recorder(graph))
     exec(compile(source, filename, "exec"), namespace)
     fn = namespace[lines[0][4 : lines[0].index("(")]]
-    return CompiledGraph(graph, source, fn, in_place)
+    return CompiledGraph(graph, source, fn, in_place, inplace)

@@ -1,0 +1,146 @@
+"""This machine's peaks and the roofline view: is a call compute- or memory-bound?
+
+`machine_peaks()` measures, once per machine, the float32 matrix-multiply rate (GFLOP/s, a
+1024x1024 product through NumPy's BLAS) and the memory bandwidth (GB/s, ``np.add`` on 32 MB
+float32 arrays into a preallocated output, counting both reads and the write, as the ops' cost
+rules count bytes), each from the fastest of a few runs after a warm-up, in well under a second.
+The fastest, not the median: on a shared machine a run is only ever slowed (by other
+processes, a core waking up), so the fastest run is the estimate of what the machine can do.
+The result is cached in ``machine_peaks.json`` in ember's cache folder (``$EMBER_CACHE_DIR``,
+else ``$XDG_CACHE_HOME/ember`` or ``~/.cache/ember``), keyed by machine, and in the process;
+``machine_peaks(remeasure=True)`` measures again and replaces it.
+
+Roofline classification: a call with arithmetic intensity ``flops / bytes`` at or above the
+ridge point ``peak GFLOP/s / peak GB/s`` can at best run at the compute peak (compute-bound);
+below it, at ``intensity * bandwidth`` (memory-bound). It depends on the cost rules and the
+machine, not on how long the call happened to take.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["Peaks", "bound", "cache_path", "machine_peaks", "measure_peaks"]
+
+_MATMUL_N = 1024
+_STREAM_ELEMENTS = 8 * 1024 * 1024  # 32 MB per float32 array: past the caches
+_RUNS = 7
+
+
+class Peaks(NamedTuple):
+    gflops: float  # float32 matmul, GFLOP/s
+    gbps: float  # streaming add, GB/s (reads + writes)
+
+    @property
+    def ridge(self) -> float:
+        """The arithmetic intensity (FLOP per byte) where the two roofs meet."""
+        return self.gflops / self.gbps
+
+
+def _fastest_seconds(run, runs: int) -> float:
+    run()  # warm-up: page faults, BLAS threads, caches
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def measure_peaks(runs: int = _RUNS) -> Peaks:
+    """Measure this machine's float32 matmul GFLOP/s and streaming GB/s now (no caching)."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((_MATMUL_N, _MATMUL_N), dtype=np.float32)
+    b = rng.standard_normal((_MATMUL_N, _MATMUL_N), dtype=np.float32)
+    c = np.empty_like(a)
+    seconds = _fastest_seconds(lambda: np.matmul(a, b, out=c), runs)
+    gflops = 2 * _MATMUL_N**3 / seconds / 1e9
+    x = np.ones(_STREAM_ELEMENTS, dtype=np.float32)
+    y = np.ones(_STREAM_ELEMENTS, dtype=np.float32)
+    z = np.empty_like(x)
+    seconds = _fastest_seconds(lambda: np.add(x, y, out=z), runs)
+    gbps = 3 * x.nbytes / seconds / 1e9
+    return Peaks(gflops, gbps)
+
+
+def cache_path() -> Path:
+    """The peaks cache file (its folder is created when the peaks are first saved)."""
+    if os.environ.get("EMBER_CACHE_DIR"):
+        base = Path(os.environ["EMBER_CACHE_DIR"])
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ember"
+    return base / "machine_peaks.json"
+
+
+def _machine_key() -> str:
+    """What identifies this machine's peaks: host, CPU model, cores this process may use, and
+    NumPy (its BLAS sets the matmul rate)."""
+    model = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")),
+                         model)  # fmt: skip
+    except OSError:
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{platform.node()}|{platform.machine()}|{model}|{cores} cores|numpy {np.__version__}"
+
+
+_memory: dict[tuple, Peaks] = {}  # (cache file, machine key) -> peaks, for this process
+
+
+def machine_peaks(remeasure: bool = False) -> Peaks:
+    """This machine's `Peaks`: from the process, else from the cache file, else measured (and
+    saved). ``remeasure=True`` measures again and replaces the cached value."""
+    path, key = cache_path(), _machine_key()
+    if not remeasure:
+        if (path, key) in _memory:
+            return _memory[(path, key)]
+        stored = _read(path).get(key)
+        if stored is not None:
+            peaks = _memory[(path, key)] = Peaks(float(stored["gflops"]), float(stored["gbps"]))
+            return peaks
+    peaks = _memory[(path, key)] = measure_peaks()
+    table = _read(path)
+    table[key] = {"gflops": peaks.gflops, "gbps": peaks.gbps, "measured": time.time()}
+    _write(path, table)
+    return peaks
+
+
+def _read(path: Path) -> dict:
+    try:
+        with open(path) as f:
+            table = json.load(f)
+        return table if isinstance(table, dict) else {}
+    except (OSError, ValueError):
+        return {}  # absent or damaged: measure again
+
+
+def _write(path: Path, table: dict) -> None:
+    """Replace the file whole (a concurrent reader sees the old or the new table)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".peaks-", suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(table, f, indent=1)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # an unwritable cache costs a measurement per process, nothing else
+
+
+def bound(flops: int, nbytes: int, peaks: Peaks) -> str:
+    """``"compute"`` or ``"memory"`` by the roofline (see the module docstring); ``""`` for a
+    call that moves and computes nothing."""
+    if flops <= 0 and nbytes <= 0:
+        return ""
+    if nbytes <= 0:
+        return "compute"
+    return "compute" if flops / nbytes >= peaks.ridge else "memory"
