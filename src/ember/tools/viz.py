@@ -8,7 +8,7 @@
   opens offline. A canvas draws only what is on screen, so 5,000-node graphs stay responsive.
   Pan (drag), zoom (wheel), click a node for its op, attributes, input and output types, FLOPs
   and bytes (the op's cost rule), search by name or op, show or hide each phase.
-* `step_phases(fn, optimizer_start=None)`: which pass each node of a captured training step
+* `step_phases(fn)`: which pass each node of a captured training step
   belongs to, ``'forward'`` / ``'backward'`` / ``'optimizer'``; `example_graph(name)` captures a
   built-in model's training step (ember.models.EXAMPLE_STEPS) with its phases.
 
@@ -28,6 +28,7 @@ from importlib import resources
 import numpy as np
 
 from ..errors import EmberError
+from ..graph import scope as _scope
 from ..graph.dot import FUSED_OPS, to_dot
 from ..graph.printer import format_attr, format_graph, format_type
 from .viz_layout import NODE_HEIGHT, layered_layout
@@ -98,13 +99,13 @@ def svg(graph, path, phases: dict | None = None, timeout: float = 300.0) -> str:
 
 
 # ------------------------------------------------------------------------------ phases
-def step_phases(fn, optimizer_start: int | None = None) -> dict:
+def step_phases(fn) -> dict:
     """node -> phase for the joint graph of a captured step ``fn`` (a `GraphFunction`, what
     ``ember.function(step).compile(...)`` returns) and its 'forward' / 'backward' partitions.
 
-    Nodes of the graph as traced are forward before ``fn.backward_start``, optimizer from
-    ``optimizer_start`` (a position in the traced graph; `example_graph` records it) and backward
-    in between. The optimized graphs keep the traced value names (a fused node is named after
+    Nodes of the graph as traced are forward before ``fn.backward_start``; after it, nodes the
+    optimizer recorded (their scope is ``optimizer``: graph/scope.py) are optimizer nodes and the
+    rest backward. The optimized graphs keep the traced value names (a fused node is named after
     the value it computes), so each node takes the phase of the traced node defining its first
     output; a node with a new name takes the latest phase among its inputs' producers."""
     start = fn.backward_start
@@ -112,7 +113,7 @@ def step_phases(fn, optimizer_start: int | None = None) -> dict:
     for i, node in enumerate(fn.captured_graph.nodes):
         if start is None or i < start:
             phase = "forward"
-        elif optimizer_start is not None and i >= optimizer_start:
+        elif _scope.module_path(node.scope) == _scope.OPTIMIZER:
             phase = "optimizer"
         else:
             phase = "backward"
@@ -135,24 +136,9 @@ def example_graph(name: str, forward_only: bool = False):
     it runs: forward, backward and optimizer), or of its forward partition only."""
     from ..capture.function import function
     from ..models import example_step
-    from ..ops._registry import current_mode
 
-    example = example_step(name)
-    marks: dict[str, int] = {}
-    real_step = example.optimizer.step
-
-    def marked_step(*args, **kwargs):  # where the optimizer's nodes begin in the traced graph
-        graph = getattr(current_mode(), "graph", None)
-        if graph is not None:
-            marks.setdefault("optimizer_start", len(graph.nodes))
-        return real_step(*args, **kwargs)
-
-    example.optimizer.step = marked_step
-    try:
-        fn = function(example.step).compile()
-    finally:
-        del example.optimizer.step
-    phases = step_phases(fn, marks.get("optimizer_start"))
+    fn = function(example_step(name).step).compile()
+    phases = step_phases(fn)
     graph = fn.graphs["forward"] if forward_only else fn.graph
     return graph, phases
 
