@@ -242,7 +242,9 @@ def scope_rows(plan, graph, scopes: dict, workspace) -> dict:
             diff = temp.setdefault(layer, np.zeros(n + 1, np.int64))
             diff[b.start] += b.nbytes
             diff[min(b.end, n - 1) + 1] -= b.nbytes
-    for p, node in enumerate(graph.nodes[:n] if n else ()):
+    # the plan walks the graph in its node order: position p is graph.nodes[p]
+    in_order = len(graph.nodes) == n
+    for p, node in enumerate(graph.nodes if in_order else ()):
         if workspace[p] > 0 and node.outputs:
             layer = _layer_of(node.outputs[0], scopes)
             rows.setdefault(layer, LayerMemory(layer))
