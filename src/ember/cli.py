@@ -1,7 +1,9 @@
 """The ``ember`` command. Subcommands:
 
 * ``ember train``: train a built-in model on a built-in dataset (see ember/train.py);
-* ``ember viz``: draw a built-in model's training step or a saved graph file (ember/tools/viz.py).
+* ``ember viz``: draw a built-in model's training step or a saved graph file (ember/tools/viz.py);
+* ``ember inspect``: summary, FLOPs, memory and pass statistics of a built-in model or a saved
+  graph file (ember/tools/inspect.py).
 
 Each subcommand is a pair in `COMMANDS`: a function adding its parser and one running it.
 """
@@ -13,6 +15,7 @@ import os
 import sys
 
 from .errors import EmberError
+from .tools import inspect as _inspect
 
 
 def _train_parser(sub) -> None:
@@ -169,7 +172,11 @@ def _run_viz(args) -> int:
 
 
 # name -> (adds its parser, runs it)
-COMMANDS = {"train": (_train_parser, _run_train), "viz": (_viz_parser, _run_viz)}
+COMMANDS = {
+    "train": (_train_parser, _run_train),
+    "viz": (_viz_parser, _run_viz),
+    "inspect": (_inspect.add_parser, _inspect.run),  # ember/tools/inspect.py
+}
 
 
 def _describe(exc: BaseException) -> str:

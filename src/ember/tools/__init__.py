@@ -1,9 +1,21 @@
 """Tools that read captured graphs: FLOP counts (``ember.tools.flops``), the model summary
-(``ember.summary``), drawings and the interactive viewer (``ember.tools.viz``). A plain list
-of submodule imports: a new tool adds its line."""
+(``ember.summary``), memory analysis (``ember.tools.memory``, ``ember.tools.max_batch_size``),
+drawings and the interactive viewer (``ember.tools.viz``). A plain list of submodule imports: a
+new tool adds its line."""
 
 from . import flops as _flops_module  # noqa: F401  (ember.tools.flops is the function below)
 from . import summary, viz
 from .flops import FlopCounts, flops
+from .memory import MemoryReport, memory
+from .whatif import BatchFit, max_batch_size
 
-__all__ = ["FlopCounts", "flops", "summary", "viz"]
+__all__ = [
+    "BatchFit",
+    "FlopCounts",
+    "MemoryReport",
+    "flops",
+    "max_batch_size",
+    "memory",
+    "summary",
+    "viz",
+]

@@ -1,0 +1,283 @@
+"""Building what ``ember.tools.memory`` plans: a `Spec` (the target and the options) becomes
+a compiled program, its memory plan, and the `MemoryReport` with per-layer rows.
+
+A module is copied (with its optimizer) before anything changes: converting the dtype,
+resizing the batch and the warm-up step all act on the copy. The warm-up step (eager, on the
+first two samples) creates the gradients and the optimizer state that a steady-state
+training step holds; their shapes do not depend on the batch, so planning at any batch size
+costs one small eager step and a compile, never a run at that size.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import EmberError
+from .memory import NO_MODULE, LayerMemory, MemoryReport, report_from_plan
+
+__all__ = ["Spec", "analyse", "build_step"]
+
+WARMUP_SAMPLES = 2
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What `ember.tools.memory` was asked (its arguments)."""
+
+    target: object
+    inputs: tuple = ()
+    optimizer: object = None
+    loss_fn: object = None
+    targets: tuple = ()
+    backward: bool = False
+    batch_size: int | None = None
+    dtype: object = None
+    memory_budget: int | None = None
+
+
+def _mean_square(out, *targets):
+    return (out * out).mean()
+
+
+def _resized(t, batch: int, like: int):
+    """``t`` with its first dimension ``like`` made ``batch`` (its rows repeated as needed)."""
+    from ..tensor import Tensor
+
+    if not isinstance(t, Tensor) or not t.shape or t.shape[0] != like or batch == like:
+        return t
+    data = t.numpy()
+    rows = np.resize(data, (batch, *data.shape[1:]))
+    return Tensor(np.ascontiguousarray(rows, dtype=data.dtype), requires_grad=t.requires_grad)
+
+
+def _converted(t, dtype):
+    from ..tensor import Tensor
+
+    if dtype is None or not isinstance(t, Tensor) or not t.dtype.is_floating_point:
+        return t
+    return t.detach().to(dtype)
+
+
+def _named(spec: Spec) -> Spec:
+    """A built-in model name as the module spec of its reference step."""
+    from ..models import EXAMPLE_STEPS, example_step
+    from ..nn import functional as F
+
+    if spec.target not in EXAMPLE_STEPS:
+        raise ValueError(
+            f"memory: {spec.target!r} is not a built-in model; choose one of "
+            f"{', '.join(EXAMPLE_STEPS)}, or pass a module or a function"
+        )
+    example = example_step(spec.target)
+    targets = () if example.y is None else (example.y,)
+    loss_fn = _mean_square if example.y is None else F.cross_entropy
+    return Spec(
+        example.model,
+        (example.x,),
+        example.optimizer,
+        loss_fn,
+        targets,
+        False,
+        spec.batch_size,
+        spec.dtype,
+        spec.memory_budget,
+    )
+
+
+def build_step(spec: Spec):
+    """(function to compile, its arguments, the model copy or None, the optimizer copy or
+    None, a description) for ``spec``."""
+    from .. import no_grad
+    from ..capture.function import Function
+    from ..nn import Module
+
+    if isinstance(spec.target, str):
+        spec = _named(spec)
+    target = spec.target
+    args = list(spec.inputs) + list(spec.targets)
+    batch = spec.batch_size
+    first = next((t for t in spec.inputs if getattr(t, "shape", None)), None)
+    if batch is not None:
+        if first is None:
+            raise ValueError("memory: batch_size needs a tensor input whose first dim is the batch")
+        args = [_resized(t, int(batch), first.shape[0]) for t in args]
+    if not isinstance(target, Module):
+        if spec.dtype is not None or spec.optimizer is not None:
+            raise ValueError(
+                "memory: dtype and optimizer apply to modules (a function holds its own state); "
+                "convert the model inside the function, or pass the module"
+            )
+        fn = target if isinstance(target, Function) else None
+        label = getattr(target, "__name__", type(target).__name__)
+        return fn, target, args, None, None, f"{label}({_shapes(args)})"
+
+    model, optimizer = copy.deepcopy((target, spec.optimizer))
+    if spec.dtype is not None:
+        model.to(spec.dtype)
+        args = [_converted(t, spec.dtype) for t in args]
+        if optimizer is not None:
+            for state in optimizer.state.values():
+                for value in state.values():
+                    if hasattr(value, "dtype") and value.dtype.is_floating_point:
+                        value.data = value.to(spec.dtype)
+    n_in = len(spec.inputs)
+    loss_fn = spec.loss_fn or _mean_square
+    name = type(target).__name__
+
+    if optimizer is not None:
+
+        def step(*tensors):
+            optimizer.zero_grad()
+            loss = loss_fn(model(*tensors[:n_in]), *tensors[n_in:])
+            loss.backward()
+            optimizer.step()
+            return loss
+
+        kind = f"training step ({type(optimizer).__name__})"
+    elif spec.backward:
+
+        def step(*tensors):
+            model.zero_grad()
+            loss = loss_fn(model(*tensors[:n_in]), *tensors[n_in:])
+            loss.backward()
+            return loss
+
+        kind = "forward and backward"
+    else:
+
+        def step(*tensors):
+            with no_grad():
+                return model(*tensors[:n_in])
+
+        kind = "forward (no_grad)"
+    if optimizer is not None or spec.backward:
+        rows = int(batch) if batch is not None else (first.shape[0] if first is not None else 0)
+        step(*(t[:WARMUP_SAMPLES] if _batched(t, rows) else t for t in args))
+    dtype = f", {spec.dtype}" if spec.dtype is not None else ""
+    return None, step, args, model, optimizer, f"{name} {kind} on {_shapes(args)}{dtype}"
+
+
+def _batched(t, rows: int) -> bool:
+    return bool(rows) and bool(getattr(t, "shape", None)) and t.shape[0] == rows
+
+
+def _shapes(args) -> str:
+    return ", ".join("x".join(map(str, t.shape)) or "scalar" for t in args if hasattr(t, "shape"))
+
+
+def _value_scopes(graph) -> dict:
+    scopes = {}
+    for node in graph.nodes:
+        if node.scope is not None:
+            for v in node.outputs:
+                scopes[v.name] = node.scope
+    return scopes
+
+
+def _codegen_function(step, memory_budget):
+    from ..capture.function import function
+
+    return function(step, memory_budget=memory_budget)
+
+
+def _given(fn):
+    return fn
+
+
+def analyse(spec: Spec) -> MemoryReport:
+    """Build, compile and plan ``spec`` (see the module docstring)."""
+    from ..capture.function import function
+    from ..plan.program import Planner, plan_program
+
+    fn, step, args, model, optimizer, description = build_step(spec)
+    if fn is None:
+        # planned on the interpreter's program: the same graph and plan as the code
+        # generator's (the Planner decides in-place updates as codegen does), without building
+        # any kernel; the generated code is built only to run it (``report.measure()``)
+        program = function(step, executor="interpreter", memory_budget=spec.memory_budget)
+        program = program.compile(*args)
+        budget = spec.memory_budget
+        runner = functools.partial(_codegen_function, step, budget)
+    else:
+        if spec.memory_budget is not None:
+            raise ValueError(
+                "memory: give memory_budget to ember.function itself for a compiled function"
+            )
+        program = fn.compile(*args)
+        runner = functools.partial(_given, fn)
+    if program.autograd is not None and (optimizer is not None or spec.backward):
+        raise EmberError("the traced step left its backward pass to eager autograd", op="memory")
+    if program.autograd is not None:  # backward left to eager autograd: the forward runs
+        graph, plan = program.autograd.forward, plan_program(program)
+    else:
+        graph = program.graph
+        plan = Planner(program)(graph) if fn is None else program.memory_plan
+    first = next((t for t in args if getattr(t, "shape", None)), None)
+    report = report_from_plan(
+        plan,
+        graph,
+        description=description,
+        scopes=_value_scopes(program.captured_graph),
+        batch_size=int(first.shape[0]) if first is not None else None,
+        dtype=str(spec.dtype) if spec.dtype is not None else _float_dtype(args, model),
+        remat=program.remat,
+        spec=spec,
+        runner=runner,
+        args=tuple(args),
+    )
+    _add_state_rows(report, getattr(program, "reach", None))
+    return report
+
+
+def _float_dtype(args, model) -> str | None:
+    tensors = list(model.parameters()) if model is not None else list(args)
+    for t in tensors:
+        if hasattr(t, "dtype") and t.dtype.is_floating_point:
+            return str(t.dtype)
+    return None
+
+
+def _add_state_rows(report: MemoryReport, reach) -> None:
+    """Per-layer parameters, gradients and optimizer state, from the modules and optimizers
+    the trace found (named as scopes name them: the root by its class name)."""
+    if reach is None:
+        return
+    layer_of: dict[int, str] = {}
+    rows = {}
+    for _, root in reach.modules:
+        for qualified, module in root.named_modules():
+            path = f"{type(root).__name__}.{qualified}" if qualified else type(root).__name__
+            row = rows.setdefault(path, LayerMemory(path))  # module order
+            for t in [*module.parameters(recurse=False), *module.buffers(recurse=False)]:
+                layer_of.setdefault(id(t), path)
+                row.parameters += t.numel() * t.dtype.itemsize
+    has_grads = report.gradients > 0
+    for _, opt in reach.optimizers:
+        for group in opt.param_groups:
+            for p in group["params"]:
+                row = rows.setdefault(layer_of.get(id(p), NO_MODULE), LayerMemory(NO_MODULE))
+                if has_grads and p.requires_grad:
+                    row.gradients += p.numel() * p.dtype.itemsize
+                for value in opt.state.get(p, {}).values():
+                    if hasattr(value, "numel"):
+                        row.optimizer_state += value.numel() * value.dtype.itemsize
+    if not reach.optimizers and has_grads:  # forward and backward: every trainable parameter
+        for _, root in reach.modules:
+            for p in root.parameters():
+                if p.requires_grad:
+                    rows[layer_of[id(p)]].gradients += p.numel() * p.dtype.itemsize
+    merged = {}
+    for name in [*rows, *report.by_layer]:
+        if name in merged:
+            continue
+        row = rows.get(name, LayerMemory(name))
+        scoped = report.by_layer.get(name)
+        if scoped is not None:
+            row.activations, row.temporaries = scoped.activations, scoped.temporaries
+        if any((row.parameters, row.optimizer_state, row.activations, row.temporaries)):
+            merged[name] = row
+    report.by_layer = merged
