@@ -219,7 +219,8 @@ def _loop_source(symbol, params, c_in, out_c, k, full, body, outputs, reds=(), k
     names = [p.rsplit("*", 1)[-1].split()[-1] for p in params]
     lines = ["typedef void (*ember_task)(void *, long, long);"]
     for ctype in sorted({out_c[jj] for jj, name, _ in reds if name == "sum"}):
-        lines += _pairwise_sum(ctype)
+        if kind != "columns":  # (a column loop adds whole rows)
+            lines += _pairwise_sum(ctype)
     lines.append("typedef void (*ember_pool)(ember_task, void *, long, long);")
     fields = [p.replace("restrict ", "") for p in params]
     if k > 1 or reds:

@@ -18,8 +18,11 @@ exactly that: the output starts at 0 (so a sum of -0.0s is 0.0), the reduced lea
 the outer loop and each step adds one row (or one trailing row's pairwise sum) to every output
 element; checked bit for bit in tests/transforms/test_fuse_leading.py. A fused sum therefore
 equals ``np.sum`` of its terms bit for bit when the terms are equal (the elementwise program
-has no transcendental function, or the vector math library rounded like NumPy). Max and min are
-exact in any order and propagate NaN.
+has no transcendental function, or the vector math library rounded like NumPy) and NumPy lays
+them out in C order (its elementwise results keep their inputs' layout: for Fortran-ordered
+inputs, np.sum runs pairwise along memory instead, and the two differ by rounding, within the
+tolerance tests/conftest.py allows a fused sum). Max and min are exact in any order and
+propagate NaN.
 
 Threads split the kept elements (columns, or kept rows when there is a trailing block): each
 output element is accumulated by one thread in the same order, so the result does not depend
