@@ -166,6 +166,33 @@ def test_non_contiguous_inputs_and_any_thread_count_give_the_same_bits():
 
 
 @needs_cc
+def test_narrow_column_loops_split_their_rows_in_fixed_blocks():
+    from ember.runtime import creduce
+
+    rng = np.random.default_rng(6)
+    x = (rng.standard_normal((3001, 700)) * 100).astype(np.float32)  # too narrow for 2 shares
+    w = rng.standard_normal(700).astype(np.float32)
+    x[7, 3], x[2900, 5] = np.nan, -np.inf
+    fn = ember.function(lambda x, w: ((x * w).sum(0), (x - w).amax(0)))
+    before = cpool.get_num_threads()
+    try:
+        results = []
+        for threads in (1, 2, 3):
+            cpool.set_num_threads(threads)
+            results.append([r.numpy() for r in fn(ember.tensor(x), ember.tensor(w))])
+    finally:
+        cpool.set_num_threads(before)
+    terms, blocks = x * w, creduce.ROW_BLOCKS
+    edges = [b * len(x) // blocks for b in range(blocks + 1)]
+    want = np.sum(terms[edges[0] : edges[1]], axis=0)  # each block in row order (NumPy's)
+    for b in range(1, blocks):
+        want = want + np.sum(terms[edges[b] : edges[b + 1]], axis=0)  # then block by block
+    for total, peak in results:  # the same bits whatever the thread count
+        np.testing.assert_array_equal(total, want)
+        np.testing.assert_array_equal(peak, np.max(x - w, axis=0))
+
+
+@needs_cc
 def test_the_column_loop_accumulates_into_its_output_in_row_order():
     fused = _fused(lambda x, w: (x * w).sum(0), ember.randn(8, 16), ember.randn(16))
     node = _node(fused)
@@ -175,9 +202,10 @@ def test_the_column_loop_accumulates_into_its_output_in_row_order():
         list(node.attrs["out_types"]),
         [v.type for v in node.inputs],
     )
-    assert "for (long r = 0; r < rows; r++)" in source  # the rows, in order, outside
-    assert "r0[seg + i] = r0[seg + i] + t" in source  # each column's running sum
-    assert "pairwise" not in source and "malloc" not in source
+    assert "for (long r = rb; r < re; r++)" in source  # the rows, in order, outside
+    assert "acc0[seg + i] = acc0[seg + i] + t" in source  # each column's running sum
+    assert "pairwise" not in source  # (no row of terms to sum)
+    assert "pool(part_rows, &job, 4, 1)" in source  # narrow and long: fixed blocks of rows
 
 
 def test_a_training_steps_bias_gradients_are_fused():

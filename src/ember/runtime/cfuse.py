@@ -225,9 +225,14 @@ def _loop_source(symbol, params, c_in, out_c, k, full, body, outputs, reds=(), k
     fields = [p.replace("restrict ", "") for p in params]
     if k > 1 or reds:
         fields += [f"long s{i}[{k}]" for i in range(n_in)]
+    if kind == "columns":  # each block of rows' partial reductions (runtime/creduce.py)
+        fields += [f"{out_c[jj]}* p{jj}" for jj, _, _ in reds]
     lines.append("struct job { " + " ".join(f + ";" for f in fields) + " };")
-    lines.append("static void part(void *job_, long lo, long hi) {")
-    lines.append("  const struct job *job = job_;")
+    if kind == "columns":
+        lines.append(creduce.COLUMNS_SIGNATURE + " {")
+    else:
+        lines.append("static void part(void *job_, long lo, long hi) {")
+        lines.append("  const struct job *job = job_;")
     for p, name in zip(fields, names):
         lines.append(f"  {p.rsplit(name, 1)[0]}{name} = job->{name};")
     stores = [f"r{jj}[base + i] = t{j};" for jj, j in enumerate(outputs) if jj not in reduced]
@@ -299,6 +304,8 @@ def _loop_source(symbol, params, c_in, out_c, k, full, body, outputs, reds=(), k
         else:
             lines.append(f"  const long count = dims[{k - 1}] ? n / dims[{k - 1}] : 0, align = 1;")
     # threads only where there is enough work: waking them costs about 20 us
+    if kind == "columns":
+        lines += creduce.row_blocks_entry(out_c, reds, PARALLEL_MIN)
     lines.append(f"  if (pool && n > {PARALLEL_MIN}) pool(part, &job, count, align);")
     lines.append("  else part(&job, 0, count);")
     lines.append("}")
