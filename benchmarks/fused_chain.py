@@ -18,6 +18,8 @@ cache line before overwriting it (20 bytes per element on the bus); ember's loop
 non-temporal stores (runtime/cfuse.py), which skip that read. So if both ember and JAX ran at
 the memory roof, ember's time would be 16/20 = 0.8x JAX's: the issue's bar is the whole of the
 non-temporal stores' advantage, and is met only where JAX also falls short of its own roof.
+The printed times "at the peak" use the stream peak of ``ember.profiler`` (NumPy's add, one
+thread): an estimate, not a hard floor, since two threads can draw somewhat more bandwidth.
 
     pip install -e '.[bench]'      # torch and jax[cpu]
     python benchmarks/fused_chain.py [--n 4194304] [--reps 30]
@@ -123,14 +125,14 @@ def main() -> None:
     peak = measure_peaks().gbps  # now, on this machine as loaded as the sides were
     moved = 16 * args.n  # x, w, b read, the result written (bytes; see the docstring)
     # the peak counts np.add's 12 bytes per element, but its stores also read each output line
-    # first: 16 on the bus. Floors: 16 bytes per element on the bus with non-temporal stores
-    # (ember), 20 with ordinary ones
+    # first: 16 on the bus. At that peak: 16 bytes per element on the bus with non-temporal
+    # stores (ember), 20 with ordinary ones
     bus = peak * 4 / 3
     floor_nt, floor = moved / bus * 1e3 / 1e9, moved * 20 / 16 / bus * 1e3 / 1e9
     print(f"fused chain, {args.n} float32 values, median of {reps} (blocks of {args.block})")
     print(
         f"  {moved / 1e6:.0f} MB moved per call; stream peak now {peak:.1f} GB/s counted "
-        f"({bus:.1f} on the bus): floor {floor_nt:.2f} ms with non-temporal stores, "
+        f"({bus:.1f} on the bus): at that peak {floor_nt:.2f} ms with non-temporal stores, "
         f"{floor:.2f} ms without"
     )
     head = f"{'median':>8} {'fastest':>8}  {'median/jax':>10} {'fastest/jax':>11}"
