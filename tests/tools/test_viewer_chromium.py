@@ -44,8 +44,10 @@ def test_gpt_block_viewer_click_shows_the_shape(browser, tmp_path):
     counts = stats(browser)
     assert counts["nodes"] == len(graph.nodes)
     assert counts["drawn"] == len(graph.nodes)  # fitted: every node on screen
-    # a real click where the first fused matmul epilogue is drawn
-    node = next(n for n in graph.call_nodes() if n.target == "fused_epilogue")
+    # a real click where the first fused node with one output is drawn
+    node = next(
+        n for n in graph.call_nodes() if n.target.startswith("fused_") and len(n.outputs) == 1
+    )
     where = json.loads(
         browser.evaluate(f"JSON.stringify(emberViewer.screenPosition('{node.name}'))")
     )

@@ -1,5 +1,6 @@
 """``fused_elementwise`` and ``fused_reduce``: a group of elementwise ops run as one node (made by
-transforms/fuse.py), the second ending in reductions over the group's trailing axes.
+transforms/fuse.py), the second ending in reductions over the group's trailing axes, its
+leading axes, or a leading and a trailing block of them (runtime/creduce.py).
 
 Attributes (all hashable, so CSE and the printer treat the node like any other):
 
@@ -9,7 +10,8 @@ Attributes (all hashable, so CSE and the printer treat the node like any other):
 * ``outputs``: the instructions whose results the node returns;
 * ``out_types``: their `TensorType`s, all of one shape (the loop's iteration space), except
   that in ``fused_reduce`` the program ends with reductions (``sum``, ``max``, ``min``, all
-  over the same trailing axes of an elementwise result), whose outputs have the reduced shape.
+  over the same axes of an elementwise result), whose outputs have the reduced shape; the
+  node may return elementwise results too (a masked gradient and its bias gradient).
 
 The kernel here runs the program with each op's own NumPy kernel: it is the reference the
 compiled C version (runtime/cfuse.py, chosen by the code generator) is tested against, so a
@@ -90,7 +92,9 @@ def _cost(in_types, out_types, attrs) -> Cost:
 
 
 def _loop_workspace(node, layouts) -> int:
-    """The C loop reads C-contiguous operands: it copies the others first (runtime/cfuse.py)."""
+    """The C loop reads C-contiguous operands: it copies the others first (runtime/cfuse.py).
+    (A sum over trailing axes also mallocs one row of its terms per thread, the size of the
+    reduced block: not counted. Leading-axis sums accumulate in their output: no scratch.)"""
     return sum(result_bytes(v.type) for v in node.inputs if not layouts.contiguous(v))
 
 
@@ -126,7 +130,7 @@ FUSED_REDUCE = register(
         cost=_cost,
         num_outputs=-1,
         doc="fused_reduce(*inputs; program, outputs, out_types): elementwise ops ending in "
-        "reductions over trailing axes, in one loop",
+        "reductions over leading and/or trailing axes, in one loop",
         extra={"compile": _compiled, "workspace": _loop_workspace},
     )
 )

@@ -31,6 +31,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..graph.symbolic import has_symbols
 from ..ops.fused import REDUCTIONS
+from . import creduce
 
 __all__ = ["build", "build_program", "source_of"]
 
@@ -71,28 +72,46 @@ def _literal(value, dtype) -> str:
     return f"(({_C_TYPES[dtype]}){value.hex()}{suffix})"
 
 
-def _plan(in_types, shape, reduced: int = 0) -> tuple[list[list[int]], list[list[bool]]]:
-    """Collapsed dimensions (lists of original axes) and, per input, which are full (not
-    broadcast) in each collapsed dimension. With ``reduced`` trailing axes (a loop ending in
-    reductions) those form the last collapsed dimension, whatever their sizes: the inner loop
-    runs over one row's reduced elements (transforms/fuse.py checks that every input is full
-    across all of them or broadcast across all)."""
+def _plan(in_types, shape, axes=()) -> tuple[list[list[int]], list[list[bool]], str]:
+    """Collapsed dimensions (lists of original axes), per input which are full (not broadcast)
+    in each collapsed dimension, and the loop's kind: "flat" (no reduction), "rows" (reduced
+    trailing axes: they form the last collapsed dimension, whatever their sizes, and the inner
+    loop runs over one row's reduced elements), "columns" (reduced leading axes form the first
+    collapsed dimension, the outer loop) or "both" (a leading and a trailing block; see
+    runtime/creduce.py). transforms/fuse.py checks that every input is full across all of a
+    reduced block or broadcast across all of it."""
     rank = len(shape)
-    if reduced:
-        from ..ops._registry import TensorType
-
-        outer = rank - reduced
-        heads = [
-            TensorType(((1,) * (rank - len(t.shape)) + tuple(t.shape))[:outer], t.dtype)
-            for t in in_types
-        ]
-        groups, flags = _plan(heads, shape[:outer])
-        tail = list(range(rank - reduced, rank))
+    if not axes:
+        return (*_flat_plan(in_types, shape), "flat")
+    lead, tail = creduce.split_axes(shape, axes)
+    if not creduce.live(shape, lead):
+        lead, kind = [], "rows"  # (the tail block may be empty: rows of one element)
+    elif creduce.live(shape, tail):
+        kind = "both"
+    else:
+        tail, kind = [], "columns"
+    middle = [a for a in range(rank) if a not in lead and a not in tail]
+    padded = [(1,) * (rank - len(t.shape)) + tuple(t.shape) for t in in_types]
+    groups, flags = _flat_plan(
+        [type(t)(tuple(p[a] for a in middle), t.dtype) for t, p in zip(in_types, padded)],
+        tuple(shape[a] for a in middle),
+    )
+    groups = [[middle[a] for a in g] for g in groups]
+    if lead:
+        groups.insert(0, lead)
+        for f, p in zip(flags, padded):
+            f.insert(0, any(p[a] != 1 for a in lead))
+    if kind != "columns":
         groups.append(tail)
-        for f, t in zip(flags, in_types):
-            padded = (1,) * (rank - len(t.shape)) + tuple(t.shape)
-            f.append(any(padded[a] != 1 for a in tail))
-        return groups, flags
+        for f, p in zip(flags, padded):
+            f.append(any(p[a] != 1 for a in tail))
+    return groups, flags, kind
+
+
+def _flat_plan(in_types, shape) -> tuple[list[list[int]], list[list[bool]]]:
+    """An elementwise loop's collapsed dimensions: size-1 output dimensions dropped, and
+    neighbours merged where every input is full in both or broadcast in both."""
+    rank = len(shape)
     axes = [a for a in range(rank) if shape[a] != 1]
     flags = []
     for t in in_types:
@@ -130,10 +149,13 @@ def iteration_shape(program, outputs, out_types, in_types) -> tuple:
 def source_of(program, outputs, out_types, in_types, symbol="fused") -> str:
     """The C source of a fused program (see the module docstring)."""
     shape = iteration_shape(program, outputs, out_types, in_types)
-    reduced = next((len(dict(e[2])["axes"]) for e in program if e[0] in REDUCTIONS), 0)
-    groups, full = _plan(in_types, shape, reduced)
+    axes = next((tuple(dict(e[2])["axes"]) for e in program if e[0] in REDUCTIONS), ())
+    groups, full, kind = _plan(in_types, shape, axes)
     k = max(len(groups), 1)
-    c_in = [_C_TYPES[t.dtype] for t in in_types]
+    # a bool input's values are read as the bytes they are (0 or 1, NumPy's invariant): C's
+    # promotions make such a byte behave as the _Bool would in every expression, and the loads
+    # vectorize (a _Bool variable, normalized on each load, made a mask loop 3.5x slower)
+    c_in = [_ARRAY_TYPES[t.dtype] for t in in_types]
     params = ["long n", "const long* restrict dims"]
     # no ``restrict``: an output may be written into an input's own memory (an in-place
     # parameter update); each element is read before it is written, which plain C keeps
@@ -180,34 +202,45 @@ def source_of(program, outputs, out_types, in_types, symbol="fused") -> str:
     out_c = [_ARRAY_TYPES[t.dtype] for t in out_types]
     reds = [(jj, program[j][0], program[j][1][0][1]) for jj, j in enumerate(outputs)]
     reds = [r for r in reds if r[1] in REDUCTIONS]
-    lines += _loop_source(symbol, params, c_in, out_c, k, full, body, outputs, reds)
+    lines += _loop_source(symbol, params, c_in, out_c, k, full, body, outputs, reds, kind)
     return "\n".join(lines) + "\n"
 
 
-def _loop_source(symbol, params, c_in, out_c, k, full, body, outputs, reds=()) -> list[str]:
+def _loop_source(symbol, params, c_in, out_c, k, full, body, outputs, reds=(), kind="flat"):
     """The kernel: a function running the loop over a range of its iterations (elements of a
     flat loop, or rows), and the entry point, which hands the whole range to the thread pool
     (runtime/cpool.py) when there is enough work, else runs it here. ``reds`` lists the
     outputs that are reductions, ``(output position, op name, operand instruction)``: the loop
     is then by rows, each row's inner loop accumulating them (sums in double), so the result
-    does not depend on the thread count."""
+    does not depend on the thread count. A ``kind`` "columns" or "both" loop (reductions over
+    leading axes) is written by runtime/creduce.py."""
     n_in = len(c_in)
     reduced = {jj for jj, _, _ in reds}
     names = [p.rsplit("*", 1)[-1].split()[-1] for p in params]
     lines = ["typedef void (*ember_task)(void *, long, long);"]
     for ctype in sorted({out_c[jj] for jj, name, _ in reds if name == "sum"}):
-        lines += _pairwise_sum(ctype)
+        if kind != "columns":  # (a column loop adds whole rows)
+            lines += _pairwise_sum(ctype)
     lines.append("typedef void (*ember_pool)(ember_task, void *, long, long);")
     fields = [p.replace("restrict ", "") for p in params]
     if k > 1 or reds:
         fields += [f"long s{i}[{k}]" for i in range(n_in)]
+    if kind == "columns":  # each block of rows' partial reductions (runtime/creduce.py)
+        fields += [f"{out_c[jj]}* p{jj}" for jj, _, _ in reds]
     lines.append("struct job { " + " ".join(f + ";" for f in fields) + " };")
-    lines.append("static void part(void *job_, long lo, long hi) {")
-    lines.append("  const struct job *job = job_;")
+    if kind == "columns":
+        lines.append(creduce.COLUMNS_SIGNATURE + " {")
+    else:
+        lines.append("static void part(void *job_, long lo, long hi) {")
+        lines.append("  const struct job *job = job_;")
     for p, name in zip(fields, names):
         lines.append(f"  {p.rsplit(name, 1)[0]}{name} = job->{name};")
     stores = [f"r{jj}[base + i] = t{j};" for jj, j in enumerate(outputs) if jj not in reduced]
-    if k == 1 and not reds:
+    if kind in ("columns", "both"):
+        lines += creduce.column_part(
+            c_in, out_c, k, full, body, outputs, reds, inner_reduced=kind == "both"
+        )
+    elif k == 1 and not reds:
         inner_full = [bool(full[i]) and full[i][-1] for i in range(n_in)]
         loads = [f"{c_in[i]} x{i} = a{i}[{'i' if inner_full[i] else '0'}];" for i in range(n_in)]
         lines.append("  (void)n; (void)dims;")
@@ -264,8 +297,15 @@ def _loop_source(symbol, params, c_in, out_c, k, full, body, outputs, reds=()) -
                 f"    job.s{i}[d] = f{i}[d] ? run{i} : 0; run{i} *= f{i}[d] ? dims[d] : 1;"
             )
             lines.append("  }")
-        lines.append(f"  const long count = dims[{k - 1}] ? n / dims[{k - 1}] : 0, align = 1;")
+        if kind == "columns":  # the kept elements, in whole cache lines per thread
+            lines.append(f"  const long count = n / dims[0], align = {creduce.COLUMN_ALIGN};")
+        elif kind == "both":  # the kept rows
+            lines.append(f"  const long count = n / (dims[0] * dims[{k - 1}]), align = 1;")
+        else:
+            lines.append(f"  const long count = dims[{k - 1}] ? n / dims[{k - 1}] : 0, align = 1;")
     # threads only where there is enough work: waking them costs about 20 us
+    if kind == "columns":
+        lines += creduce.row_blocks_entry(out_c, reds, PARALLEL_MIN)
     lines.append(f"  if (pool && n > {PARALLEL_MIN}) pool(part, &job, count, align);")
     lines.append("  else part(&job, 0, count);")
     lines.append("}")
@@ -422,8 +462,8 @@ def _wrapper(fn, in_types, out_types, pool, program, outputs):
         else None
         for j in outputs
     ]
-    reduced = next((len(r[0]) for r in reductions if r is not None), 0)
-    groups, _ = _plan(in_types, static_shape, reduced)
+    axes = next((tuple(r[0]) for r in reductions if r is not None), ())
+    groups, _, _ = _plan(in_types, static_shape, axes)
 
     def layout(shape):
         n = math.prod(shape)

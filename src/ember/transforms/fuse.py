@@ -11,18 +11,23 @@ producer when
 * the group stays convex: no path leaves the group and comes back into it (else the fused node
   would need its own result), checked by walking the other operands' producers.
 
-A group may end with reductions (``sum``, ``max``, ``min`` of a member, float32 or float64)
-over its trailing axes, all over the same axes, every input of the group being either full or
-broadcast across those axes: the loop then runs row by row, accumulating each row's
-reductions as it computes the elementwise values (a ``fused_reduce`` node), so ``sum(x * x)``,
-a layer norm's variance or a softmax's denominator cost one pass over memory. Nothing in the
-group may read a reduction's result (it is the end of the group).
+A group may end with reductions (``sum``, ``max``, ``min`` of a member, float32 or float64),
+all over the same axes: its trailing axes, its leading axes, or a leading and a trailing block
+of them (runtime/creduce.py), every input of the group being either full or broadcast across
+each reduced block. The loop accumulates the reductions as it computes the elementwise values
+(a ``fused_reduce`` node): row by row for trailing axes, so ``sum(x * x)``, a layer norm's
+variance or a softmax's denominator cost one pass over memory; column-wise for leading axes,
+so a layer's masked output gradient and its bias gradient ``sum(g * mask, axis=0)`` come out of
+one pass (the node returns both). Nothing in the group may read a reduction's result (it is
+the end of the group).
 
 Values used outside the group (or returned) become the fused node's outputs; 0-d constants are
 written into the kernel. Groups of one op stay as they are (the NumPy ufunc is as fast). Nodes
 inside cond branches and loop bodies are never touched: fusion does not cross control flow.
-A matmul's reader group becomes its epilogue in transforms/epilogue.py (after this pass);
-convolutions' epilogues are not fused.
+A matmul's reader group becomes its epilogue in transforms/epilogue.py (after this pass),
+unless it ends in reductions (a masked gradient's bias gradient): that pass takes
+``fused_elementwise`` groups only, so such a matmul stays on its own, measured as fast as the
+epilogue and a separate sum; convolutions' epilogues are not fused.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from .. import dtypes as dt
 from ..graph.ir import Graph
 from ..ops._registry import TensorType
 from ..ops.fused import FUSED, FUSED_REDUCE, REDUCTIONS
+from ..runtime.creduce import split_axes
 from .rewrite import Pass
 
 __all__ = ["FUSE", "fuse_elementwise"]
@@ -54,14 +60,14 @@ def _reduction(node) -> bool:
     )
 
 
-def _trailing_axes(node) -> bool:
-    axes, rank = tuple(node.attrs["axes"]), len(node.inputs[0].shape)
-    shape = node.inputs[0].shape
-    return (
-        bool(axes)
-        and axes == tuple(range(rank - len(axes), rank))
-        and all(isinstance(shape[a], int) for a in axes)
-    )
+def _reducible_axes(node) -> bool:
+    """Whether a fused loop can run ``node``'s reduction: over static sizes, the reduced axes
+    (other than those of size 1) a leading block, a trailing block, or both
+    (runtime/creduce.py)."""
+    axes, shape = tuple(node.attrs["axes"]), node.inputs[0].shape
+    if not axes or not all(isinstance(shape[a], int) for a in axes):
+        return False
+    return split_axes(shape, axes) is not None
 
 
 def _depends_on(value, group: set, floor: int, position: dict) -> bool:
@@ -87,7 +93,7 @@ def _groups(graph: Graph) -> list[list]:
     for node in graph.nodes:
         if _reduction(node):
             group = group_of.get(id(node.inputs[0].node))
-            if group is not None and not _reduction(node.inputs[0].node) and _trailing_axes(node):
+            if group is not None and not _reduction(node.inputs[0].node) and _reducible_axes(node):
                 ends = [n for n in group if _reduction(n)]
                 if not ends or ends[0].attrs["axes"] == node.attrs["axes"]:
                     group.append(node)
@@ -232,20 +238,20 @@ def _strongly_connected(edges: dict) -> list[list]:
 
 def _check_reductions(group: list) -> list:
     """``group`` without its reductions when an input of the group varies across only part of
-    the reduced axes (the loop reads each input either per element or once per row)."""
+    a reduced block (the reduced leading axes, or the trailing ones): the loop reads each input
+    either per element of a block or once for all of it."""
     ends = [n for n in group if _reduction(n)]
     if not ends:
         return group
     shape = tuple(ends[0].inputs[0].shape)
-    axes = [a for a in ends[0].attrs["axes"] if shape[a] != 1]
+    blocks = [[a for a in b if shape[a] != 1] for b in split_axes(shape, ends[0].attrs["axes"])]
     members = {id(n) for n in group}
     for node in group:
         for v in node.inputs:
             if id(v.node) in members:
                 continue
             padded = (1,) * (len(shape) - len(v.shape)) + tuple(v.shape)
-            varying = {padded[a] != 1 for a in axes}
-            if len(varying) > 1:
+            if any(len({padded[a] != 1 for a in block}) > 1 for block in blocks):
                 return [n for n in group if not _reduction(n)]
     return group
 

@@ -1,0 +1,234 @@
+"""Fused loops ending in reductions over *leading* axes (runtime/cfuse.py builds the rest of the
+kernel): which axes a fused reduction may run over, and the C loop for the column case.
+
+Axes. A ``fused_reduce`` node's reductions all run over the same axes of its iteration shape.
+Axes of size 1 do not matter; of the others, the reduced ones must form a leading block
+(before every kept axis), a trailing block (after every kept one), or both (`split_axes`):
+
+* trailing only: a row loop (runtime/cfuse.py), each row summed in NumPy's pairwise order;
+* leading only (a bias gradient ``sum(g, axis=0)``, a mean over the batch): a column loop
+  (`column_part`): the kept axes are the inner loop, and each output element accumulates its
+  rows one after the other, in row order;
+* both (batch-norm statistics and a convolution's bias gradient, over (N, H, W) of an
+  (N, C, H, W) array): rows of the trailing block summed pairwise, those row sums added to
+  the output in order of the leading block.
+
+Order and exactness. For a C-contiguous array, NumPy's ``np.add.reduce`` over such axes does
+exactly that: the output starts at 0 (so a sum of -0.0s is 0.0), the reduced leading axes are
+the outer loop and each step adds one row (or one trailing row's pairwise sum) to every output
+element; checked bit for bit in tests/transforms/test_fuse_leading.py. Short of the split
+into row blocks (see Threads), a fused sum therefore equals ``np.sum`` of its terms bit for bit
+when the terms are equal (the elementwise program has no transcendental function, or the
+vector math library rounded like NumPy) and NumPy lays them out in C order (its elementwise
+results keep their inputs' layout: for Fortran-ordered inputs, np.sum runs pairwise along
+memory instead, and the two differ by rounding, within the tolerance tests/conftest.py allows
+a fused sum). Max and min are exact in any order and
+propagate NaN.
+
+Threads. A column loop over many kept elements splits them (shares of `COLUMN_ALIGN`, so each
+thread reads each row in long runs): every output element is accumulated by one thread in row
+order, and the result is NumPy's whatever the thread count. One with fewer kept elements than
+two shares (a bias gradient of a 1024-wide layer) and more than cfuse's `PARALLEL_MIN` in all
+splits its rows instead, in `ROW_BLOCKS` fixed blocks, each block accumulating its own partial
+results in row order, combined after in block order: ``((p0 + p1) + p2) + p3``. That is
+deterministic (the blocks depend on the shape, not on the thread count) and no less accurate
+than NumPy's sequential sum, but not NumPy's bits: measured on a (8, 128, 1024) GELU backward
+ending in its bias gradient, it took the fused loop from 0.61 ms (one thread) to 0.34-0.41 ms.
+A loop with a trailing block splits the kept rows. The column loop reads each row's share
+whole (one contiguous run), like NumPy's own loop; its accumulators stay in cache for the
+usual widths.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "COLUMNS_SIGNATURE",
+    "COLUMN_ALIGN",
+    "ROW_BLOCKS",
+    "column_part",
+    "live",
+    "row_blocks_entry",
+    "split_axes",
+]
+
+# a thread's share of a column loop is a multiple of this many kept elements: each row is read
+# in runs of at least 4 KiB (float32). Narrower shares (16 columns, a cache line) made 2
+# threads 2-6x slower than one on a 4096x1024 sum over axis 0: every run a page apart, no
+# prefetch, a TLB miss per row
+COLUMN_ALIGN = 1024
+# blocks of rows a narrower column loop is split in for threads (a constant: the blocks, and
+# so the result's rounding, do not depend on the thread count)
+ROW_BLOCKS = 4
+
+
+def split_axes(shape, axes) -> tuple[list[int], list[int]] | None:
+    """``(lead, tail)``: the axes before the first kept axis whose size is not 1, and those
+    after the last (all axes in ``tail`` when every kept axis has size 1); None when a reduced
+    axis whose size is not 1 lies between two kept ones (no loop here runs that). Axes of size
+    1 in either block are harmless: a block is reduced as a whole."""
+    axes = {a % len(shape) for a in axes} if shape else set()
+    kept = [a for a in range(len(shape)) if a not in axes and shape[a] != 1]
+    if not kept:
+        return [], list(range(len(shape)))
+    first, last = kept[0], kept[-1]
+    if any(a in axes and shape[a] != 1 for a in range(first, last + 1)):
+        return None
+    return list(range(first)), list(range(last + 1, len(shape)))
+
+
+def live(shape, block) -> bool:
+    """Whether a block of axes has a size other than 1 (symbolic sizes count as such)."""
+    return any(shape[a] != 1 for a in block)
+
+
+COLUMNS_SIGNATURE = (
+    "static void cols(const struct job *job, long lo, long hi, long rb, long re, long slot)"
+)
+
+
+def _column_tasks() -> list[str]:
+    """The thread pool's two tasks over a column loop (`COLUMNS_SIGNATURE`): ``part`` takes a
+    range of kept elements over all rows into the output; ``part_rows`` a range of the
+    `ROW_BLOCKS` blocks of rows, over all kept elements, each into its own partial results."""
+    return f"""static void part(void *job_, long lo, long hi) {{
+  const struct job *job = job_;
+  cols(job, lo, hi, 0, job->dims[0], -1);
+}}
+static void part_rows(void *job_, long lo, long hi) {{
+  const struct job *job = job_;
+  const long rows = job->dims[0], kn = job->n / rows;
+  for (long b = lo; b < hi; b++)
+    cols(job, 0, kn, b * rows / {ROW_BLOCKS}, (b + 1) * rows / {ROW_BLOCKS}, b);
+}}""".splitlines()
+
+
+def row_blocks_entry(out_c, reds, parallel_min: int) -> list[str]:
+    """Lines of a column loop's entry point for narrow outputs (too few kept elements for two
+    threads' shares): the rows split in `ROW_BLOCKS` fixed blocks shared over the threads,
+    each block's partial results combined after, in block order (the result depends on the
+    shape, never on the thread count)."""
+    cond = f"n > {parallel_min} && count < 2 * align && dims[0] >= {ROW_BLOCKS}"
+    lines = [f"  if ({cond}) {{"]
+    for jj, _, _ in reds:
+        lines.append(f"    job.p{jj} = malloc({ROW_BLOCKS} * count * sizeof *job.p{jj});")
+        lines.append(f"    if (!job.p{jj}) abort();")
+    lines.append(f"    if (pool) pool(part_rows, &job, {ROW_BLOCKS}, 1);")
+    lines.append(f"    else part_rows(&job, 0, {ROW_BLOCKS});")
+    for jj, name, _ in reds:
+        better = {"sum": None, "max": ">", "min": "<"}[name]
+        lines.append("    #pragma omp simd")
+        lines.append("    for (long q = 0; q < count; q++) {")
+        lines.append(f"      {out_c[jj]} v = job.p{jj}[q];")
+        lines.append(f"      for (int b = 1; b < {ROW_BLOCKS}; b++) {{")
+        lines.append(f"        const {out_c[jj]} u = job.p{jj}[b * count + q];")
+        if better is None:
+            lines.append("        v = v + u;")
+        else:
+            lines.append(f"        v = (u {better} v || u != u) ? u : v;")
+        lines.append("      }")
+        lines.append(f"      r{jj}[q] = v;")
+        lines.append("    }")
+        lines.append(f"    free(job.p{jj});")
+    lines += ["    return;", "  }"]
+    return lines
+
+
+def column_part(c_in, out_c, k, full, body, outputs, reds, inner_reduced) -> list[str]:
+    """The body of ``part(job, lo, hi)`` for a loop whose collapsed dimensions are the reduced
+    leading block (``dims[0]``), the kept ones (``dims[1 .. k-1]``, or ``.. k-2`` when
+    ``inner_reduced``) and, when ``inner_reduced``, the reduced trailing block (``dims[k-1]``).
+    ``lo, hi`` are kept elements (columns), or kept rows when ``inner_reduced``. ``reds``: the
+    reductions, ``(output position, op name, operand instruction)``. Each output element starts
+    at the reduction's identity and takes its rows in order (see the module docstring)."""
+    from .cfuse import _accumulators
+
+    n_in = len(c_in)
+    reduced = {jj for jj, _, _ in reds}
+    stores = [f"r{jj}[base + i] = t{j};" for jj, j in enumerate(outputs) if jj not in reduced]
+    last_kept = k - 2 if inner_reduced else k - 1
+    inner_full = [full[i][-1] for i in range(n_in)]
+    lines = ["  const long rows = dims[0];"]
+
+    def offsets(index: str, indent: str) -> list[str]:
+        """Each input's offset ``b{i}`` for the kept row/column ``index`` (its kept dimensions
+        other than the innermost one, or all of them when the inner block is reduced)."""
+        top = last_kept if inner_reduced else last_kept - 1
+        out = [f"{indent}long rem = {index};"] + [f"{indent}long b{i} = 0;" for i in range(n_in)]
+        out.append(f"{indent}for (int d = {top}; d >= 1; d--) {{")
+        out.append(f"{indent}  const long idx = rem % dims[d]; rem /= dims[d];")
+        out += [f"{indent}  b{i} += idx * job->s{i}[d];" for i in range(n_in)]
+        out.append(f"{indent}}}")
+        return out
+
+    def identity(name: str, ctype: str) -> str:
+        return {"sum": f"({ctype})0", "max": "-INFINITY", "min": "INFINITY"}[name]
+
+    def combine(jj: int, name: str, target: str, value: str) -> str:
+        if name == "sum":
+            return f"{target} = {target} + {value};"
+        better = ">" if name == "max" else "<"  # a NaN term wins and then stays
+        return f"{target} = ({value} {better} {target} || {value} != {value}) ? {value} : {target};"
+
+    if not inner_reduced:
+        lines.append(f"  const long inner = dims[{last_kept}], kn = n / rows;")
+        for jj, _, _ in reds:  # the output itself, or a block of rows' partial results
+            lines.append(f"  {out_c[jj]} *acc{jj} = slot < 0 ? r{jj} : job->p{jj} + slot * kn;")
+        lines.append("  for (long seg = lo; seg < hi;) {")
+        lines.append("    const long o = seg / inner, i0 = seg % inner;")
+        lines.append("    const long end = (o + 1) * inner < hi ? (o + 1) * inner : hi;")
+        lines.append("    const long len = end - seg;")
+        lines += offsets("o", "    ")
+        for jj, name, _ in reds:
+            lines.append("    #pragma omp simd")
+            start = identity(name, out_c[jj])
+            lines.append(f"    for (long i = 0; i < len; i++) acc{jj}[seg + i] = {start};")
+        lines.append("    for (long r = rb; r < re; r++) {")
+        lines.append("      const long base = r * kn + seg;")
+        for i in range(n_in):
+            row = f"b{i} + r * job->s{i}[0]"
+            if inner_full[i]:
+                lines.append(f"      const {c_in[i]} *p{i} = a{i} + {row} + i0;")
+            else:
+                lines.append(f"      const {c_in[i]} h{i} = a{i}[{row}];")
+        lines.append("      #pragma omp simd")
+        lines.append("      for (long i = 0; i < len; i++) {")
+        lines += [
+            f"        {c_in[i]} x{i} = {f'p{i}[i]' if inner_full[i] else f'h{i}'};"
+            for i in range(n_in)
+        ]
+        accumulate = [combine(jj, name, f"acc{jj}[seg + i]", f"t{j}") for jj, name, j in reds]
+        lines += ["        " + line for line in body + stores + accumulate]
+        lines += ["      }", "    }", "    seg = end;", "  }", "}"]
+        return lines + _column_tasks()
+    # a reduced trailing block: rows of it, each reduced as in a row loop, then combined
+    lines.append(f"  const long inner = dims[{k - 1}], kn = n / (rows * inner);")
+    for jj, name, _ in reds:
+        if name == "sum":
+            lines.append(f"  {out_c[jj]} *row{jj} = malloc((inner ? inner : 1) * sizeof *row{jj});")
+            lines.append(f"  if (!row{jj}) abort();")
+        lines.append(f"  for (long q = lo; q < hi; q++) r{jj}[q] = {identity(name, out_c[jj])};")
+    lines.append("  for (long r = 0; r < rows; r++) {")
+    lines.append("    for (long q = lo; q < hi; q++) {")
+    lines += offsets("q", "      ")
+    for i in range(n_in):
+        lines.append(f"      b{i} += r * job->s{i}[0];")
+        if not inner_full[i]:
+            lines.append(f"      const {c_in[i]} h{i} = a{i}[b{i}];")
+    lines.append("      const long base = (r * kn + q) * inner;")
+    accumulators: list[str] = []
+    clauses, accumulate, finish = _accumulators(reds, out_c, accumulators)
+    lines += ["  " + line for line in accumulators]
+    lines.append("      #pragma omp simd" + clauses)
+    lines.append("      for (long i = 0; i < inner; i++) {")
+    for i in range(n_in):
+        load = f"a{i}[b{i} + i]" if inner_full[i] else f"h{i}"
+        lines.append(f"        {c_in[i]} x{i} = {load};")
+    lines += ["        " + line for line in body + stores + accumulate]
+    lines.append("      }")
+    for jj, name, _ in reds:  # the row's result, combined into the output in row order
+        row_value = next(f for f in finish if f.startswith(f"r{jj}[o] = ")).split(" = ", 1)[1]
+        lines.append(f"      {{ const {out_c[jj]} v = {row_value[:-1]};")
+        lines.append(f"        {combine(jj, name, f'r{jj}[q]', 'v')} }}")
+    lines += ["    }", "  }"]
+    lines += [f"  free(row{jj});" for jj, name, _ in reds if name == "sum"] + ["}"]
+    return lines
