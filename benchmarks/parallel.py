@@ -8,6 +8,10 @@ Cases (float32, batch 8, 32 channels, 16x16 maps):
 
 Columns (medians of interleaved rounds; each round re-warms every side):
 * seq: ``ember.function(..., executor="codegen")``, the generated code;
+* seq 1t: the same with the calling thread's BLAS single-threaded, as the parallel workers run
+  it (runtime/blas_threads.py): forced / seq 1t is the gain of running branches at once alone,
+  apart from what BLAS's own threads gain or lose (on a busy machine OpenBLAS's threads can
+  make a call many times slower than one thread does);
 * parallel: ``executor="parallel"``: what the cost model chose (``plan`` says which, and the
   speedup it predicted);
 * forced: the same graph on the parallel schedule even where the model said no (what a
@@ -32,7 +36,7 @@ import numpy as np
 
 import ember
 import ember.nn.functional as F
-from ember.runtime import parallel, parallel_cost
+from ember.runtime import blas_threads, parallel, parallel_cost
 
 
 def inception(x, w1, w2a, w2b, w3a, w3b, w4):
@@ -123,6 +127,11 @@ def _ort_sessions(name: str, arrays: list, cores: int):
 
 
 # ----------------------------------------------------------------------------------- timing
+def _single_threaded(fn, tensors):
+    with blas_threads.single_threaded():
+        return fn(*tensors)
+
+
 def _time(fn, calls: int) -> float:
     start = time.perf_counter()
     for _ in range(calls):
@@ -144,6 +153,7 @@ def bench(name: str, rounds: int, calls: int, calibration) -> None:
     np.testing.assert_allclose(chosen(*tensors).numpy(), reference, rtol=1e-4, atol=1e-4)
     sides = {
         "seq": lambda: sequential(*tensors),
+        "seq 1t": lambda: _single_threaded(sequential, tensors),
         "parallel": lambda: chosen(*tensors),
         "forced": lambda: forced(*arrays),
     }
@@ -158,9 +168,10 @@ def bench(name: str, rounds: int, calls: int, calibration) -> None:
             run()  # re-warm after the other sides
             times[label].append(_time(run, calls))
     med = {k: statistics.median(v) for k, v in times.items()}
-    cells = "  ".join(f"{k} {v * 1e6:8.0f} us" for k, v in med.items())
+    cells = "  ".join(f"{k} {v * 1e6:.0f} us" for k, v in med.items())
     ratios = f"parallel/seq {med['parallel'] / med['seq']:.2f}  "
-    ratios += f"forced/seq {med['forced'] / med['seq']:.2f}"
+    ratios += f"forced/seq {med['forced'] / med['seq']:.2f}  "
+    ratios += f"forced/seq 1t {med['forced'] / med['seq 1t']:.2f}"
     if "ort par" in med:
         ratios += f"  ort par/ort seq {med['ort par'] / med['ort seq']:.2f}"
     plan = program.parallel_plan
