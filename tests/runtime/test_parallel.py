@@ -4,6 +4,9 @@ calibration says), the cost model's decisions (a chain and a block of tiny ops s
 a four-branch block of convolutions goes parallel on a machine whose cores are free), errors on
 a worker, the calibration cache, and ``ember.function(executor="parallel")``."""
 
+import os
+import signal
+
 import numpy as np
 import pytest
 
@@ -278,3 +281,22 @@ def test_function_with_the_parallel_executor(measured, monkeypatch):
     np.testing.assert_allclose(got, inception(*args).numpy(), rtol=1e-4, atol=1e-4)
     assert "def " in program.code  # the sequential code is there too
     assert repr(program).endswith("(parallel)>")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_child_starts_its_own_workers():
+    args = inception_args(n=2)
+    graph = _graph(inception, args)
+    arrays = [a.numpy() for a in args]
+    want = _reference(graph, arrays)
+    parallel.worker_pool()  # the parent's threads exist before the fork
+    pid = os.fork()
+    if pid == 0:  # the child: a hang would be killed by the alarm
+        signal.alarm(30)
+        try:
+            got = parallel.ParallelProgram(graph, schedule=_alternating(graph))(*arrays)
+            os._exit(0 if all(np.array_equal(g, w) for g, w in zip(got, want)) else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status

@@ -21,7 +21,7 @@ import functools
 
 import numpy as np
 
-__all__ = ["available", "single_threaded"]
+__all__ = ["available", "pin_this_thread", "single_threaded"]
 
 
 @functools.cache
@@ -47,6 +47,14 @@ def _setter():
 def available() -> bool:
     """Whether this process's BLAS can be made single-threaded for one thread."""
     return _setter() is not None
+
+
+def pin_this_thread() -> None:
+    """From now on, BLAS calls made by the calling thread run on it alone (for threads ember
+    owns, such as the parallel executor's workers)."""
+    setter = _setter()
+    if setter is not None:
+        setter(1)
 
 
 @contextlib.contextmanager

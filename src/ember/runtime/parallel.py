@@ -20,6 +20,7 @@ another runs (another thread) runs the generated code instead of waiting.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from dataclasses import dataclass
@@ -78,9 +79,7 @@ class WorkerPool:
 
 
 def _serve(q: queue.SimpleQueue) -> None:
-    from . import blas_threads
-
-    blas_threads.single_threaded().__enter__()  # for the thread's life: it is ember's own
+    blas_threads.pin_this_thread()
     while True:
         fn, box = q.get()
         try:
@@ -92,16 +91,18 @@ def _serve(q: queue.SimpleQueue) -> None:
 
 
 _pool: dict = {}
+_pool_lock = threading.Lock()
 
 
 def worker_pool() -> WorkerPool:
     """The process's pool: one thread fewer than the cores this process may use (the caller
-    is a worker too), started at first use."""
+    is a worker too), started at first use (in a forked child, at its first use there)."""
     from .parallel_cost import _cores
 
-    if "pool" not in _pool:
-        _pool["pool"] = WorkerPool(max(1, _cores() - 1))
-    return _pool["pool"]
+    with _pool_lock:
+        if _pool.get("pid") != os.getpid():  # a forked child has none of its parent's threads
+            _pool["pool"], _pool["pid"] = WorkerPool(max(1, _cores() - 1)), os.getpid()
+        return _pool["pool"]
 
 
 # ------------------------------------------------------------------------------------- run
