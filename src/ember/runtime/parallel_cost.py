@@ -147,7 +147,10 @@ def estimate(node, calibration: Calibration) -> NodeEstimate:
         if _elements([*in_types, *out_types]) > cfuse.PARALLEL_MIN and threads > 1:
             factor, why = float(max(threads, calibration.cores)), "a loop on ember's pool"
     # a short call slowed by a partner loses less than a hand-off costs: not worth a barrier
-    exclusive = factor >= EXCLUSIVE_FRACTION * calibration.cores and worker >= calibration.handoff_s
+    exclusive = (
+        factor >= EXCLUSIVE_FRACTION * calibration.cores
+        and worker >= EXCLUSIVE_HANDOFFS * calibration.handoff_s
+    )
     return NodeEstimate(seconds, worker, factor, exclusive, why)
 
 

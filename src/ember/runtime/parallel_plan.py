@@ -39,6 +39,7 @@ class ParallelPlan:
     sequential_s: float = 0.0
     parallel_s: float = 0.0
     labels: dict = field(default_factory=dict)  # node position -> printed node
+    names: dict = field(default_factory=dict)  # node position -> its first output's %name
 
     @property
     def predicted_speedup(self) -> float:
@@ -57,9 +58,10 @@ class ParallelPlan:
         for w, positions in enumerate(self.workers):
             lines.append(f"  worker {w}{' (caller)' if w == 0 else ''}: {len(positions)} nodes")
             for p in positions:
-                after = self.waits.get(p)
-                note = f"   [after {', '.join(f'#{q}' for q in sorted(after))}]" if after else ""
-                lines.append(f"    #{p} {self.labels[p]}{note}")
+                after = sorted(self.waits.get(p, ()))
+                waits = ", ".join(self.names.get(q, f"#{q}") for q in after)
+                note = f"   [waits for {waits}]" if after else ""
+                lines.append(f"    {self.labels.get(p, f'node #{p}')}{note}")
         return "\n".join(lines)
 
 
@@ -81,7 +83,8 @@ def plan(
     position = {id(n): i for i, n in enumerate(graph.nodes)}
     calls = [n for n in graph.nodes if n.kind == "call"]
     labels = {position[id(n)]: format_node(n) for n in calls}
-    result = ParallelPlan(graph.name, False, "", labels=labels)
+    names = {position[id(n)]: f"%{n.name}" for n in calls}
+    result = ParallelPlan(graph.name, False, "", labels=labels, names=names)
     if not _concrete(graph):
         result.reason = "symbolic shapes: sizes unknown until run time"
         return result
