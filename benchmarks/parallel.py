@@ -29,6 +29,7 @@ The machine's calibration is printed first; ``--recalibrate`` measures it again.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -194,6 +195,8 @@ def main() -> None:
     parser.add_argument("--show-plan", action="store_true", help="print the inception plan")
     args = parser.parse_args()
     calibration = parallel_cost.calibrate(force=args.recalibrate)
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"load average {load} on {os.cpu_count()} CPUs (other processes take cores too)")
     print(calibration)
     print(f"(cached at {parallel_cost.calibration_path()})")
     for name in args.cases.split(","):

@@ -17,12 +17,18 @@ Printed (medians of interleaved rounds, seconds per epoch):
   step runs.
 Ratios: sync / overlapped (the speedup) and overlapped / max (1.0: perfect overlap).
 
+The step runs with single-threaded BLAS by default (``--blas-threads default`` for OpenBLAS's
+own threads): on a machine shared with other processes, OpenBLAS's threads wait for busy cores
+and made the same step take 20 to 250 ms from one epoch to the next, which no comparison of
+epochs survives.
+
     python benchmarks/pipeline.py [--batches 10] [--rounds 5] [--kind sleep|numpy]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -34,6 +40,7 @@ from ember import models
 from ember.data import DataLoader
 from ember.data import transforms as T
 from ember.data.datasets import LabeledImages
+from ember.runtime import blas_threads
 
 BATCH = 64
 
@@ -104,8 +111,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--kind", choices=("sleep", "numpy"), default="sleep")
     parser.add_argument("--load-ratio", type=float, default=1.0)
+    parser.add_argument(
+        "--blas-threads",
+        choices=("1", "default"),
+        default="1",
+        help="the step's BLAS threads: 1 keeps its time steady on a shared machine, where "
+        "OpenBLAS's own threads wait for busy cores",
+    )
     args = parser.parse_args()
+    if args.blas_threads == "1":
+        blas_threads.pin_this_thread()
     n = args.batches * BATCH
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"load average {load} on {os.cpu_count()} CPUs (other processes take cores too)")
     step = compiled_step()
     generator = ember.Generator().manual_seed(0)
     warm = list(DataLoader(dataset(n, 0.0, args.kind), batch_size=BATCH, generator=generator))
