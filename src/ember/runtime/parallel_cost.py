@@ -24,6 +24,11 @@ enough for ember's pool counts as taking every pool thread. Long nodes whose pai
 partner gains too little are *exclusive*: the scheduler never overlaps them with anything;
 short ones are stretched by their pair factor wherever they may overlap.
 
+Limits. Pair factors are measured for two kernels at once; with more workers the model assumes
+the same factor. BLAS is calibrated with square matmuls, so a convolution (whose im2col copies
+its FLOPs do not count) is predicted faster than it runs, which overstates the hand-offs'
+share and errs toward sequential plans.
+
 The calibration is cached per machine (CPU model, core count, NumPy and BLAS configuration) as
 JSON in ember's cache directory (`ccompile.cache_dir`, ``$EMBER_CACHE_DIR``) and re-measured by
 ``calibrate(force=True)``.
