@@ -4,6 +4,7 @@ calibration says), the cost model's decisions (a chain and a block of tiny ops s
 a four-branch block of convolutions goes parallel on a machine whose cores are free), errors on
 a worker, the calibration cache, and ``ember.function(executor="parallel")``."""
 
+import functools
 import os
 import signal
 
@@ -126,11 +127,23 @@ def test_a_training_step_runs_in_parallel():
     _assert_same(alternating(*arrays), generated)
     for got, want in zip(generated, _reference(graph, arrays)):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
-    # through ember.function: three steps' losses match eager ones
+
+
+def test_training_steps_on_a_forced_parallel_plan_match_eager_ones(monkeypatch):
+    """ember.function on the parallel executor, its plan forced parallel: the parameter and
+    momentum updates written back after each run give eager training's losses."""
+    forced = functools.partial(parallel.plan, force=True)
+    monkeypatch.setattr(parallel, "plan", forced)
+    monkeypatch.setattr(parallel, "calibrate", lambda force=False: _calibration())
+    example = models.example_step("cnn", batch=8)
+    step = ember.function(example.step, executor="parallel", opt_level=3)
+    assert step.compile().parallel_plan.parallel
     twin = models.example_step("cnn", batch=8)
     eager = [twin.step().item() for _ in range(3)]
     compiled = [step().item() for _ in range(3)]
     np.testing.assert_allclose(compiled, eager, rtol=1e-5)
+    for p, q in zip(example.model.parameters(), twin.model.parameters()):
+        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-4, atol=1e-6)
 
 
 def _feeds(program):
