@@ -104,13 +104,8 @@ class AutogradPlan:
         self.pass_stats = []
         if opt_level:
             self._optimize(opt_level, check)
-        codegen = executor == "codegen"
-        self._run_forward = (
-            compile_graph(self.forward) if codegen else self._interpret(self.forward)
-        )
-        self._run_backward = (
-            compile_graph(self.backward) if codegen else self._interpret(self.backward)
-        )
+        self._run_forward = self._program(self.forward, executor)
+        self._run_backward = self._program(self.backward, executor)
         self.op = OpDef(
             name="compiled_function",
             kind="control",
@@ -160,6 +155,29 @@ class AutogradPlan:
             self.backward, level, check=check, label="backward"
         )
         self.pass_stats = forward_stats + backward_stats
+
+    @staticmethod
+    def _program(graph, executor: str):
+        if executor == "codegen":
+            return compile_graph(graph)
+        if executor == "parallel":
+            from ..runtime.parallel import ParallelProgram
+
+            return ParallelProgram(graph)
+        return AutogradPlan._interpret(graph)
+
+    @property
+    def parallel_plans(self) -> dict:
+        """The parallel executor's plans of the forward and the backward graph."""
+        from ..runtime.parallel import plan
+
+        return {
+            name: getattr(run, "plan", None) or plan(graph)
+            for name, graph, run in (
+                ("forward", self.forward, self._run_forward),
+                ("backward", self.backward, self._run_backward),
+            )
+        }
 
     @staticmethod
     def _interpret(graph):

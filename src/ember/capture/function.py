@@ -12,7 +12,8 @@ The tf.function / torch.compile of ember. Calling a `Function`:
    inputs, in-place updates (``optimizer.step()``) and ``loss.backward()`` are recorded into
    the graph, and what the trace changed in Python (``.grad``, ``optimizer.state``) is turned
    into *writebacks* and undone;
-3. runs the graph (generated code by default, or the interpreter), returns the function's
+3. runs the graph (generated code by default, the interpreter, or ``executor="parallel"``:
+   independent nodes at once where runtime/parallel.py predicts a gain), returns the function's
    outputs as eager tensors, and applies the writebacks: new parameter values, gradients and
    optimizer buffers land where eager code would have put them. Calling a captured training
    step N times therefore equals N eager steps.

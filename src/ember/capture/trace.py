@@ -15,7 +15,9 @@ undone, so calling the result N times equals N eager steps.
 signature cache. The result, a `GraphFunction`, is callable with tensors of the traced types,
 shows its ``.graph``, its generated Python ``.code`` and, for a training step, ``.graphs`` (the
 AOT forward/backward partition); it runs on generated code (``executor="codegen"``, the
-default) or on the interpreter.
+default), on the interpreter, or on the parallel executor (``executor="parallel"``,
+runtime/parallel.py: independent nodes on a thread pool where its cost model predicts a gain;
+``.parallel_plan`` shows the plan).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from ..tensor import Tensor
 from .builder import GraphBuilder
 from .symbolic import SymbolicTensor
 
-EXECUTORS = ("codegen", "interpreter")
+EXECUTORS = ("codegen", "interpreter", "parallel")
 DEFAULT_OPT_LEVEL = 3  # transforms/pipeline.py: O3 runs every pass
 
 
@@ -182,6 +184,10 @@ class GraphFunction:
             self._fit_budget(int(memory_budget))
             graph = self.graph
         self._compiled = compile_graph(graph, self._inplace()) if codegen else None
+        if executor == "parallel" and autograd is None:
+            from ..runtime.parallel import ParallelProgram
+
+            self._compiled = ParallelProgram(graph, self._inplace())
         self._frees = None if self._compiled else interpreter.last_uses(graph)
         self._graphs = None
         # whether the trace read a .grad or ran backward: if not, the graph does not depend on
@@ -230,6 +236,20 @@ class GraphFunction:
     def code(self) -> str:
         """The generated Python of this graph."""
         return (self._compiled or compile_graph(self.graph)).source
+
+    @property
+    def parallel_plan(self):
+        """What the parallel executor runs concurrently and the predicted gain (a
+        `runtime.parallel.ParallelPlan`; for a graph with an AOT backward, a dict of the forward's
+        and the backward's). For another executor: the plan it would run."""
+        if self.autograd is not None:
+            return self.autograd.parallel_plans
+        plan = getattr(self._compiled, "plan", None)
+        if plan is None:
+            from ..runtime.parallel import plan as make_plan
+
+            plan = make_plan(self.graph)
+        return plan
 
     @property
     def graphs(self) -> dict:

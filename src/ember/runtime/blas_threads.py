@@ -1,0 +1,71 @@
+"""One thread's share of NumPy's BLAS: run the calling thread's BLAS calls on that thread alone.
+
+Two threads calling a multi-threaded OpenBLAS at once fight over its worker threads: on 2 cores
+a pair of 128x128 matmuls ran 10-20x slower than one after the other, and a busy machine made
+single calls take a whole scheduler tick. The parallel executor therefore runs its workers'
+BLAS calls single-threaded, each worker on its own core, with OpenBLAS's per-thread setting
+(``openblas_set_num_threads_local``, OpenBLAS 0.3.27 and later), which leaves every other
+thread of the process, and the process-wide count, as they were.
+
+The library is the OpenBLAS NumPy loaded, found among the process's mapped files (Linux
+``/proc/self/maps``). Where there is none (another BLAS, an older OpenBLAS, another OS),
+`available()` is False and `single_threaded()` changes nothing: the cost model's calibration then
+measures BLAS as it runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+
+import numpy as np
+
+__all__ = ["available", "pin_this_thread", "single_threaded"]
+
+
+@functools.cache
+def _setter():
+    """``openblas_set_num_threads_local`` (returns the previous count), or None."""
+    np.dot(np.ones((2, 2)), np.ones((2, 2)))  # NumPy maps its BLAS when it loads
+    try:
+        with open("/proc/self/maps") as f:
+            paths = sorted({line.split()[-1] for line in f if "openblas" in line.lower()})
+    except OSError:
+        return None
+    for path in paths:
+        try:
+            library = ctypes.CDLL(path)
+            function = library.openblas_set_num_threads_local
+        except (OSError, AttributeError):
+            continue
+        function.restype, function.argtypes = ctypes.c_int, [ctypes.c_int]
+        return function
+    return None
+
+
+def available() -> bool:
+    """Whether this process's BLAS can be made single-threaded for one thread."""
+    return _setter() is not None
+
+
+def pin_this_thread() -> None:
+    """From now on, BLAS calls made by the calling thread run on it alone (for threads ember
+    owns, such as the parallel executor's workers)."""
+    setter = _setter()
+    if setter is not None:
+        setter(1)
+
+
+@contextlib.contextmanager
+def single_threaded():
+    """Within the block, BLAS calls made by the calling thread run on it alone."""
+    setter = _setter()
+    if setter is None:
+        yield
+        return
+    previous = setter(1)
+    try:
+        yield
+    finally:
+        setter(previous)
