@@ -161,10 +161,18 @@ class GraphFunction:
         self.captured_graph = graph  # as traced; ``graph`` is what runs, after the passes
         self.opt_level = opt_level
         self.pass_stats = autograd.pass_stats if autograd is not None else []
+        late = []  # under a memory budget: passes run after rematerialization (fusion)
         if opt_level and autograd is None:
-            from ..transforms.pipeline import optimize
+            from ..transforms.pipeline import optimize, passes_for
 
-            graph, self.pass_stats = optimize(graph.copy(), opt_level, check=check, label="joint")
+            passes = passes_for(opt_level)
+            if memory_budget is not None:
+                from ..transforms.remat import split_late
+
+                passes, late = split_late(passes)
+            graph, self.pass_stats = optimize(
+                graph.copy(), passes=passes, check=check, label="joint"
+            )
         self.graph = graph
         self.executor = executor
         self.feeds = feeds  # per graph input: (kind, source) for `_feed`
@@ -179,7 +187,7 @@ class GraphFunction:
         self.memory_budget = memory_budget
         self.remat = None  # what a memory budget recomputed (transforms/remat.py)
         if memory_budget is not None:
-            self._fit_budget(int(memory_budget))
+            self._fit_budget(int(memory_budget), late)
             graph = self.graph
         self._compiled = compile_graph(graph, self._inplace()) if codegen else None
         self._frees = None if self._compiled else interpreter.last_uses(graph)
@@ -190,8 +198,9 @@ class GraphFunction:
         self._state_guard = None  # (reachable state, its key when traced): set by `trace`
         self._writes_data = any(w.kind == "data" for w in writebacks)
 
-    def _fit_budget(self, budget: int) -> None:
-        """Rematerialize activations until the planned peak fits ``budget`` bytes."""
+    def _fit_budget(self, budget: int, late: list) -> None:
+        """Rematerialize activations until the planned peak fits ``budget`` bytes, then run the
+        ``late`` passes (fusion) on the result; each trial is planned as they leave it."""
         from ..plan.program import Planner
         from ..transforms.remat import rematerialize
 
@@ -201,7 +210,16 @@ class GraphFunction:
                 "(a training step calling loss.backward()); this one leaves it to eager autograd",
                 op="memory_budget",
             )
-        self.graph, self.remat = rematerialize(self.graph, budget, Planner(self))
+        from ..transforms.pipeline import optimize
+
+        def finish(graph):
+            graph, stats = optimize(graph, passes=late, label="joint")
+            finish.stats = stats
+            return graph
+
+        finish.stats = []
+        self.graph, self.remat = rematerialize(self.graph, budget, Planner(self), finish=finish)
+        self.pass_stats = self.pass_stats + finish.stats
 
     def _inplace(self) -> dict:
         """Output position -> input position for the 'data' writebacks of captured tensors:
