@@ -104,12 +104,12 @@ class AutogradPlan:
         self.pass_stats = []
         if opt_level:
             self._optimize(opt_level, check)
-        codegen = executor == "codegen"
+        codegen, arena = executor in ("codegen", "arena"), executor == "arena"
         self._run_forward = (
-            compile_graph(self.forward) if codegen else self._interpret(self.forward)
+            compile_graph(self.forward, arena=arena) if codegen else self._interpret(self.forward)
         )
         self._run_backward = (
-            compile_graph(self.backward) if codegen else self._interpret(self.backward)
+            compile_graph(self.backward, arena=arena) if codegen else self._interpret(self.backward)
         )
         self.op = OpDef(
             name="compiled_function",

@@ -34,7 +34,7 @@ from ..tensor import Tensor
 from .builder import GraphBuilder
 from .symbolic import SymbolicTensor
 
-EXECUTORS = ("codegen", "interpreter")
+EXECUTORS = ("codegen", "interpreter", "arena")  # arena: planned execution (plan/arena.py)
 DEFAULT_OPT_LEVEL = 3  # transforms/pipeline.py: O3 runs every pass
 
 
@@ -183,13 +183,14 @@ class GraphFunction:
         self.backward_start = backward_start
         self._n_args = sum(1 for kind, _ in feeds if kind == "arg")
         self.autograd = autograd  # an aot.AutogradPlan: run forward, keep the backward on the tape
-        codegen = executor == "codegen" and autograd is None
+        codegen = executor in ("codegen", "arena") and autograd is None
         self.memory_budget = memory_budget
         self.remat = None  # what a memory budget recomputed (transforms/remat.py)
         if memory_budget is not None:
             self._fit_budget(int(memory_budget), late)
             graph = self.graph
-        self._compiled = compile_graph(graph, self._inplace()) if codegen else None
+        arena = executor == "arena"
+        self._compiled = compile_graph(graph, self._inplace(), arena) if codegen else None
         self._frees = None if self._compiled else interpreter.last_uses(graph)
         self._graphs = None
         # whether the trace read a .grad or ran backward: if not, the graph does not depend on

@@ -66,14 +66,25 @@ def _local(value) -> str:
 
 
 class CompiledGraph:
-    def __init__(self, graph, source: str, fn, in_place: dict | None = None):
+    def __init__(self, graph, source: str, fn, in_place: dict | None = None, arena=None):
         self.graph = graph
         self.source = source
         self._fn = fn
         # {id(node): {output index: input value}} computed into inputs (the memory plan reads it)
         self.in_place = in_place or {}
+        self.arena = arena  # planned execution: the placement (plan/arena.py) its slots follow
+        self._arena_memory = None
+        self._arena_lock = None
+
+    @property
+    def arena_bytes(self) -> int:
+        """Bytes of the arena this program holds between calls (0 without one)."""
+        return 0 if self._arena_memory is None else self._arena_memory.nbytes
 
     def __call__(self, *arrays):
+        if self._arena_lock is not None:  # the arena's slots serve one call at a time
+            with self._arena_lock:
+                return self._fn(*arrays)
         return self._fn(*arrays)
 
 
@@ -151,10 +162,13 @@ def _sole(array) -> bool:
     )
 
 
-def _reusable_operand(node, dying: tuple, graph):
-    """The operand of a one-ufunc node whose buffer may take the result (see the module
-    docstring), or None."""
-    if not isinstance(node.op.kernel, np.ufunc) or node.attrs or node.op.num_outputs != 1:
+def _reusable_operand(node, dying: tuple, graph, fused: bool = False):
+    """The operand of a one-ufunc node (``fused``: of a fused elementwise loop) whose buffer
+    may take the result (see the module docstring), or None."""
+    if fused:
+        if len(node.outputs) != 1:
+            return None
+    elif not isinstance(node.op.kernel, np.ufunc) or node.attrs or node.op.num_outputs != 1:
         return None
     out = node.outputs[0]
     if not out.type.shape:
@@ -165,10 +179,12 @@ def _reusable_operand(node, dying: tuple, graph):
     return None
 
 
-def compile_graph(graph, inplace: dict | None = None) -> CompiledGraph:
+def compile_graph(graph, inplace: dict | None = None, arena: bool = False) -> CompiledGraph:
     """Generate and compile the Python of ``graph``. ``inplace`` (output position -> input
     position) names outputs the caller writes back into input buffers; where it is safe the
-    code computes them in place (see `_in_place_nodes`) and returns the input's own array."""
+    code computes them in place (see `_in_place_nodes`) and returns the input's own array.
+    ``arena``: planned execution, kernels taking ``out=`` write into slots of one arena
+    allocated with the program (plan/arena.py)."""
     names: dict[str, object] = {}  # global name -> object the code refers to
     # an op may compile a node into a faster implementation with its attributes built in
     # (ops/fused.py: a C loop); it takes the inputs only, and ``out=`` per output
@@ -178,6 +194,11 @@ def compile_graph(graph, inplace: dict | None = None) -> CompiledGraph:
         if hook is not None and (impl := hook(node)) is not None:
             compiled[id(node)] = impl
     in_place = _in_place_nodes(graph, inplace, compiled) if inplace else {}
+    slots, memory, placement = {}, None, None
+    if arena:
+        from ..plan.arena import arena_slots
+
+        memory, slots, placement = arena_slots(graph, in_place, compiled)
 
     def ref(obj, prefix: str) -> str:
         for key, known in names.items():
@@ -208,22 +229,35 @@ def compile_graph(graph, inplace: dict | None = None) -> CompiledGraph:
                     text = _literal(value) if _is_literal(value) else ref(value, "a_")
                     args.append(f"{key}={text}")
             reuse = None
-            if id(node) in in_place and id(node) in compiled:
-                targets = in_place[id(node)]
+            slot = [ref(slots[id(v)], "s_") if id(v) in slots else None for v in node.outputs]
+            if id(node) in compiled and (id(node) in in_place or any(slot)):
+                targets = in_place.get(id(node), {})
                 outs = [
-                    _local(targets[i]) if i in targets else "None" for i in range(len(node.outputs))
+                    _local(targets[i]) if i in targets else (slot[i] or "None")
+                    for i in range(len(node.outputs))
                 ]
                 args.append(f"out=({', '.join(outs)},)")
             elif id(node) in in_place:
                 args.append(f"out={_local(in_place[id(node)][0])}")
+            elif slot[0] is not None:  # planned execution: into the arena
+                if id(node) not in compiled and not isinstance(node.op.kernel, np.ufunc):
+                    from ..plan.arena import matmul_into
+
+                    kernel = ref(matmul_into, "k_matmul_into_")
+                args.append(f"out={slot[0]}")
+            elif arena and node.op.name == "fused_elementwise" and id(node) in compiled:
+                reuse = _reusable_operand(node, frees.get(position, ()), graph, fused=True)
             else:
                 reuse = _reusable_operand(node, frees.get(position, ()), graph)
             call = f"{kernel}({', '.join(args)})"
             if reuse is not None:
                 target = _local(reuse)
-                reused = f"{kernel}({', '.join(args + [f'out={target}'])})"
+                into = f"out=({target},)" if id(node) in compiled else f"out={target}"
+                reused = f"{kernel}({', '.join(args + [into])})"
+                comma = "," if id(node) in compiled else ""  # C loops return a tuple
                 lines.append(
-                    f"    {_local(node.outputs[0])} = {reused} if _sole({target}) else {call}"
+                    f"    {_local(node.outputs[0])}{comma} = {reused} if _sole({target}) "
+                    f"else {call}"
                 )
             elif node.op.num_outputs == 1 and node.outputs[0].type.shape:
                 lines.append(f"    {_local(node.outputs[0])} = {call}")
@@ -245,4 +279,11 @@ def compile_graph(graph, inplace: dict | None = None) -> CompiledGraph:
     )
     exec(compile(source, filename, "exec"), namespace)
     fn = namespace[lines[0][4 : lines[0].index("(")]]
-    return CompiledGraph(graph, source, fn, in_place)
+    compiled_graph = CompiledGraph(graph, source, fn, in_place, placement)
+    compiled_graph._arena_memory = memory
+    if memory is not None:
+        import threading
+
+        compiled_graph._arena_lock = threading.Lock()
+    compiled_graph.inplace_request = inplace  # as asked: recompiling with arena=True reuses it
+    return compiled_graph
