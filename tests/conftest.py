@@ -5,10 +5,11 @@ interpreter on copies of the same inputs, and the two must give identical output
 interpreter is the specification of every faster executor). Graphs that draw random numbers are
 left out: running them twice would advance the generators twice.
 
-Each such graph is also compiled for planned execution (``executor="arena"``: kernels write into
-arena slots, plan/arena.py) and run on copies of the inputs: its outputs must equal generated
-code's (bit for bit without fused C loops, whose vector paths depend on alignment). And the scheduling pass (plan/schedule.py) must leave each a valid graph
-whose planned peak is not above that of the order it runs in.
+Each such graph is also compiled for planned execution (``executor="arena"``: kernels write
+into arena slots, plan/arena.py) and run once on copies of the inputs: its outputs must equal
+generated code's (bit for bit without fused C loops, whose vector paths depend on alignment).
+And the scheduling pass (plan/schedule.py) must leave each a valid graph whose planned peak is
+not above that of the order it runs in.
 """
 
 import numpy as np
