@@ -1,10 +1,11 @@
 """Arena placement: every planned buffer gets an offset in one block of memory, and planned
 execution writes kernels' results into their slots.
 
-`place(buffers)` assigns offsets greedily, largest buffer first (ties: earliest start), each at
-the best-fitting gap (the smallest that holds it, lowest offset on ties) among the buffers
-already placed whose lifetimes overlap its own (plan/liveness.py: inclusive positions); none
-fitting, above the highest of them. Buffers that never live at the same time may share bytes.
+`place(buffers)` assigns offsets greedily, each buffer at the best-fitting gap (the smallest
+that holds it, lowest offset on ties) among the buffers already placed whose lifetimes overlap
+its own (plan/liveness.py: inclusive positions), none fitting, above the highest of them; it
+places in three orders (largest first, earliest first, largest size x lifetime first) and keeps
+the smallest arena. Buffers that never live at the same time may share bytes.
 An `Arena` reports its ``size`` against the ``total`` of the buffers' sizes (no sharing) and
 the ``live_peak`` (the most bytes of them alive at once, the lower bound of any placement):
 ``size / live_peak - 1`` is the fragmentation. `MemoryPlan.arena` is the placement of every
@@ -71,25 +72,15 @@ def _aligned(n: int) -> int:
 
 def place(buffers) -> Arena:
     """Offsets for ``buffers`` (plan/liveness.py `Buffer` objects; see the module docstring)."""
-    todo = sorted((b for b in buffers if b.nbytes > 0), key=lambda b: (-b.nbytes, b.start))
-    placed: list = []  # (start, end, offset, size)
-    offsets = {}
-    size = 0
-    for b in todo:
-        need = _aligned(b.nbytes)
-        busy = sorted(
-            (o, o + s) for start, end, o, s in placed if start <= b.end and b.start <= end
-        )
-        best, best_gap, cursor = None, None, 0
-        for lo, hi in busy:
-            gap = lo - cursor
-            if gap >= need and (best_gap is None or gap < best_gap):
-                best, best_gap = cursor, gap
-            cursor = max(cursor, hi)
-        offset = best if best is not None else cursor
-        offsets[b.index] = offset
-        placed.append((b.start, b.end, offset, need))
-        size = max(size, offset + need)
+    todo = [b for b in buffers if b.nbytes > 0]
+    # greedy placement depends on the order: largest first is the classic choice, while
+    # earliest first packs a chain of short lives tightly; the smaller arena is kept
+    orders = (
+        lambda b: (-b.nbytes, b.start),
+        lambda b: (b.start, -b.nbytes),
+        lambda b: (-(b.end - b.start + 1) * b.nbytes, b.start),
+    )
+    size, offsets = min((_best_fit(sorted(todo, key=k)) for k in orders), key=lambda r: r[0])
     # the most bytes alive at once (the same sweep as plan/memory.py's timeline)
     events: dict = {}
     for b in todo:
@@ -100,6 +91,28 @@ def place(buffers) -> Arena:
         live += sum(events[p])
         live_peak = max(live_peak, live)
     return Arena(size, offsets, sum(b.nbytes for b in todo), live_peak)
+
+
+def _best_fit(todo: list) -> tuple[int, dict]:
+    """(arena size, offsets) placing ``todo`` in this order, each at the best-fitting gap."""
+    placed: list = []  # (start, end, offset, size)
+    offsets = {}
+    size = 0
+    for b in todo:
+        need = _aligned(b.nbytes)
+        overlapping = (p for p in placed if p[0] <= b.end and b.start <= p[1])
+        busy = sorted((o, o + s) for _, _, o, s in overlapping)
+        best, best_gap, cursor = None, None, 0
+        for lo, hi in busy:
+            gap = lo - cursor
+            if gap >= need and (best_gap is None or gap < best_gap):
+                best, best_gap = cursor, gap
+            cursor = max(cursor, hi)
+        offset = best if best is not None else cursor
+        offsets[b.index] = offset
+        placed.append((b.start, b.end, offset, need))
+        size = max(size, offset + need)
+    return size, offsets
 
 
 def concrete(graph) -> bool:
