@@ -9,12 +9,13 @@ literals are written into the code; others (dtypes, generators) are read from a 
     compiled.source          # the generated code, readable
     compiled(*arrays)        # -> list of output arrays
 
-Buffer reuse. An elementwise node whose kernel is one NumPy ufunc, and one of whose operands
-dies at that node with the output's exact type, is written ``ufunc(a, b, out=a) if _sole(a)
-else ufunc(a, b)``: the dying operand's memory takes the result instead of a fresh allocation.
-``_sole`` checks at run time that nothing else can see that memory: the array owns it (no view
-of another), and its reference count says that only this local variable holds it (a view made
-of it, or another name for it, would hold a reference too). NumPy elides temporaries in
+Buffer reuse. An elementwise node whose kernel is one NumPy ufunc (or a fused elementwise C
+loop), and one of whose operands dies at that node with the output's exact type, is written
+``ufunc(a, b, out=a) if _sole(a) else ufunc(a, b)``: the dying operand's memory takes the
+result instead of a fresh allocation. ``_sole`` checks at run time that nothing else can see
+that memory: the array owns it (no view of another), and its reference count says that only
+this local variable holds it (a view made of it, or another name for it, would hold a
+reference too). NumPy elides temporaries in
 ``a + b`` by the same reference-count test.
 """
 
@@ -245,7 +246,7 @@ def compile_graph(graph, inplace: dict | None = None, arena: bool = False) -> Co
 
                     kernel = ref(matmul_into, "k_matmul_into_")
                 args.append(f"out={slot[0]}")
-            elif arena and node.op.name == "fused_elementwise" and id(node) in compiled:
+            elif node.op.name == "fused_elementwise" and id(node) in compiled:
                 reuse = _reusable_operand(node, frees.get(position, ()), graph, fused=True)
             else:
                 reuse = _reusable_operand(node, frees.get(position, ()), graph)

@@ -13,11 +13,11 @@ read: ``gelu``'s ``1 + erf(h / sqrt 2)`` is recomputed from ``h`` as a whole, no
 ``erf(h / sqrt 2)`` saved instead.
 
 Rematerialization runs on the joint graph after the exact passes and *before* fusion
-(`LATE_PASSES`, given as ``finish``): fused forward loops would otherwise compute values only
-the backward needs (a GELU loop's derivative terms) at the end of the forward pass, live there
-whatever is recomputed later, while a recomputed elementwise chain placed before its backward
-reader joins that reader's fused loop and costs no memory of its own. Each trial is planned as
-the late passes leave it.
+(`LATE_PASSES`, given as ``finish``, with `share_reshaped_copies`): fused forward loops would
+otherwise compute values only the backward needs (a GELU loop's derivative terms) at the end of
+the forward pass, live there whatever is recomputed later, while a recomputed elementwise chain
+placed before its backward reader joins that reader's fused loop and costs no memory of its
+own. Each trial is planned as the late passes leave it.
 
 Candidates are tried cheap elementwise results first, then the others by FLOPs per byte saved
 (the op's cost rule); a candidate is kept when it lowers the planned peak (or, at an equal
@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 from ..errors import EmberError
 from ..graph.ir import Graph
+from .rewrite import Pass
 
 __all__ = ["LATE_PASSES", "MemoryBudgetError", "RematReport", "rematerialize", "split_late"]
 
@@ -74,10 +75,44 @@ class RematReport:
 
 
 def split_late(passes: list) -> tuple[list, list]:
-    """(the passes that run before rematerialization, those after: `LATE_PASSES`)."""
-    return [p for p in passes if p.name not in LATE_PASSES], [
-        p for p in passes if p.name in LATE_PASSES
-    ]
+    """(the passes that run before rematerialization, those after: `LATE_PASSES`, with
+    `SHARE_COPIES` before scheduling)."""
+    early = [p for p in passes if p.name not in LATE_PASSES]
+    late = [p for p in passes if p.name in LATE_PASSES and p.name != "schedule"]
+    return early, late + [SHARE_COPIES] + [p for p in passes if p.name == "schedule"]
+
+
+def share_reshaped_copies(graph) -> tuple[Graph, bool]:
+    """Where two ``reshape`` nodes copy the same non-contiguous value (a permuted gradient
+    reshaped for the input gradient's matmul and again for the weight's), the later reshapes
+    the earlier's result instead: a view of a contiguous array, one copy fewer alive. Exact
+    (reshaping in two steps gives the same elements). The opposite of simplification's
+    ``reshape(reshape(x))`` composition, so it runs after it, with the late passes."""
+    from ..plan.layout import Layouts
+
+    layouts = Layouts(graph)
+    position = {id(n): p for p, n in enumerate(graph.nodes)}
+    changed = False
+    for node in graph.nodes:
+        for v in node.outputs:
+            if layouts.contiguous(v) or any(isinstance(d, str) for d in v.type.shape):
+                continue
+            copies = [
+                u
+                for u in v.users
+                if u.op is not None and u.op.name == "reshape" and u.inputs[0] is v
+            ]
+            copies = [u for u in copies if id(u.outputs[0]) not in layouts.alias]
+            copies.sort(key=lambda u: position[id(u)])
+            for later in copies[1:]:
+                later.replace_input(v, copies[0].outputs[0])
+                changed = True
+    return graph, changed
+
+
+SHARE_COPIES = Pass(
+    "share_copies", share_reshaped_copies, level=3, doc="one copy for two reshapes of a value"
+)
 
 
 def _flops(node) -> int:
@@ -278,12 +313,14 @@ def rematerialize(
             tried.clear()
             accepted_since_sweep = False
     mib = 2**20
+    held = sum(b.nbytes for b in current.buffers if b.start < 0)
     raise MemoryBudgetError(
         f"memory budget {budget / mib:.2f} MiB ({budget:,} bytes) is below what "
         f"rematerialization reaches for graph {graph.name}: the minimum achievable peak is "
         f"{current.peak_bytes / mib:.2f} MiB ({current.peak_bytes:,} bytes; "
         f"{report.peak_before / mib:.2f} MiB without recomputation, "
-        f"{len(report.recomputed)} values recomputed). Raise the budget to at least that, or "
-        "lower the batch size",
+        f"{len(report.recomputed)} values recomputed; {held / mib:.2f} MiB of it are the arrays "
+        f"the call is given, such as parameters and optimizer state, and the rest is live at "
+        f"%{current.peak_node}). Raise the budget to at least that, or lower the batch size",
         op="memory_budget",
     )
