@@ -13,11 +13,12 @@ value when the executor makes it share memory:
   ``_sole`` test at run time).
 
 A buffer lives from the node that allocates it (position -1: it exists before the call, a graph
-input or constant) to the last node that reads any value stored in it; graph outputs, and
-values nothing reads (the generated code never deletes them), live to the end (position n), and
-so do graph inputs. Constants belong to the compiled program, not to a call: they count 0.
-Control-flow nodes (cond, loops) run their subgraphs inside the node: their own peak is planned
-recursively and counted as the node's workspace (plan/memory.py).
+input or constant) to the last node that reads any value stored in it; graph outputs live to
+the end (position n), and so do graph inputs; a value nothing reads is deleted right after the
+node that makes it (the generated code's ``del``). Constants belong to the compiled program,
+not to a call: they count 0. Control-flow nodes (cond, loops) run their subgraphs inside the
+node: their own peak is planned recursively and counted as the node's workspace
+(plan/memory.py).
 """
 
 from __future__ import annotations
@@ -104,8 +105,8 @@ def liveness(graph, *, in_place: dict | None = None, reuse: str = "codegen") -> 
     def store(value, buffer, p):
         buffer_of[id(value)] = buffer
         buffer.values.append(value)
-        # a value nothing reads is never deleted: it lives to the end of the call
-        end = last.get(id(value), n)
+        # a value nothing reads is deleted right after its node (codegen)
+        end = last.get(id(value), p)
         buffer.end = max(buffer.end, end)
         if end > p:
             live_values.setdefault(buffer.index, set()).add(id(value))

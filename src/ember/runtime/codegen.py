@@ -216,6 +216,7 @@ def compile_graph(graph, inplace: dict | None = None, arena: bool = False) -> Co
         source = _local(graph.inputs[position])
         lines.append(f"    {_SYMBOL_PREFIX}{symbol} = {source}.shape[{axis}]")
     frees = last_uses(graph)
+    returned = {id(v) for v in graph.outputs}
     for position, node in enumerate(graph.nodes):
         if node.kind == "constant":
             lines.append(f"    {_local(node.outputs[0])} = {ref(graph.constants[node.name], 'c_')}")
@@ -268,6 +269,8 @@ def compile_graph(graph, inplace: dict | None = None, arena: bool = False) -> Co
                 targets = ", ".join(_local(v) for v in node.outputs)
                 lines.append(f"    {targets}, = {call}")
         dead = [v for v in node.inputs if id(v) in frees.get(position, ())]
+        # outputs nothing reads (a split's unused part): dropped at once, not held to the end
+        dead += [v for v in node.outputs if not v.users and id(v) not in returned]
         if dead:
             unique = list(dict.fromkeys(_local(v) for v in dead))
             lines.append(f"    del {', '.join(unique)}")

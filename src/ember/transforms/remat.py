@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 from ..errors import EmberError
 from ..graph.ir import Graph
+from .dce import eliminate_dead_code
 from .rewrite import Pass
 
 __all__ = ["LATE_PASSES", "MemoryBudgetError", "RematReport", "rematerialize", "split_late"]
@@ -291,6 +292,8 @@ def rematerialize(
                 tried.add((node.name, each))
                 trial_copies = dict(copies)
                 trial = _recompute(graph, node, forward, each, trial_copies)
+                # views whose readers now read the copy's views would keep the original alive
+                trial, _ = eliminate_dead_code(trial)
                 trial_plan = planned(trial)
                 if _score(trial_plan) < _score(current):
                     from ..plan.layout import nbytes
