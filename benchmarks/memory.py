@@ -102,7 +102,7 @@ def main() -> None:
         f"\nGPT-block step under memory budgets (unconstrained plan {unconstrained / MIB:.2f} MiB)"
     )
     runs = [("none", fn, program, compile_s)]
-    for fraction in (0.9, 0.7, 0.5):
+    for fraction in (0.9, 0.7, 0.6, 0.5):
         budget = int(fraction * unconstrained)
         try:
             runs.append((f"{fraction:.0%}", *_step("gpt", memory_budget=budget)))
