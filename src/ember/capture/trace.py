@@ -201,9 +201,9 @@ class GraphFunction:
 
     def _fit_budget(self, budget: int, late: list) -> None:
         """Rematerialize activations until the planned peak fits ``budget`` bytes, then run the
-        ``late`` passes (fusion) on the result; each trial is planned as they leave it."""
+        ``late`` passes (fusion) on the result (transforms/remat.py `fit_budget`)."""
         from ..plan.program import Planner
-        from ..transforms.remat import rematerialize
+        from ..transforms.remat import fit_budget
 
         if self.autograd is not None:
             raise EmberError(
@@ -211,16 +211,8 @@ class GraphFunction:
                 "(a training step calling loss.backward()); this one leaves it to eager autograd",
                 op="memory_budget",
             )
-        from ..transforms.pipeline import optimize
-
-        def finish(graph):
-            graph, stats = optimize(graph, passes=late, label="joint")
-            finish.stats = stats
-            return graph
-
-        finish.stats = []
-        self.graph, self.remat = rematerialize(self.graph, budget, Planner(self), finish=finish)
-        self.pass_stats = self.pass_stats + finish.stats
+        self.graph, self.remat, stats = fit_budget(self.graph, budget, Planner(self), late)
+        self.pass_stats = self.pass_stats + stats
 
     def _inplace(self) -> dict:
         """Output position -> input position for the 'data' writebacks of captured tensors:

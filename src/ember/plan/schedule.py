@@ -55,21 +55,39 @@ def memory_aware_order(graph) -> list:
         )
         return grows - frees
 
-    ready = [(delta(n), position[id(n)], n) for n in graph.nodes if waiting[id(n)] == 0]
-    heapq.heapify(ready)
+    # a lazy heap: a node's priority changes only when another reader of one of its operands
+    # runs; it is pushed again then, and entries of an older version are skipped
+    version: dict[int, int] = {}
+    ready_ids: set = set()
+    ready: list = []
+
+    def push(node) -> None:
+        version[id(node)] = version.get(id(node), 0) + 1
+        ready_ids.add(id(node))
+        heapq.heappush(ready, (delta(node), position[id(node)], version[id(node)], node))
+
+    for n in graph.nodes:
+        if waiting[id(n)] == 0:
+            push(n)
     order = []
     while ready:
-        _, _, node = heapq.heappop(ready)
+        _, _, seen, node = heapq.heappop(ready)
+        if id(node) not in ready_ids or seen != version[id(node)]:
+            continue
+        ready_ids.discard(id(node))
         order.append(node)
+        operands = {id(v): v for v in node.inputs}.values()
         for v in node.inputs:
             readers_left[id(v)] -= 1
         for user in users[id(node)]:
             waiting[id(user)] -= 1
             if waiting[id(user)] == 0:
-                heapq.heappush(ready, (delta(user), position[id(user)], user))
-        # the readers of this node's inputs may now free them: their priority changed
-        ready = [(delta(n), position[id(n)], n) for _, _, n in ready]
-        heapq.heapify(ready)
+                push(user)
+        # the other readers of this node's operands may now free them: their priority changed
+        for v in operands:
+            for reader in {id(u): u for u in v.users}.values():
+                if id(reader) in ready_ids:
+                    push(reader)
     return order
 
 

@@ -37,7 +37,14 @@ from ..graph.ir import Graph
 from .dce import eliminate_dead_code
 from .rewrite import Pass
 
-__all__ = ["LATE_PASSES", "MemoryBudgetError", "RematReport", "rematerialize", "split_late"]
+__all__ = [
+    "LATE_PASSES",
+    "MemoryBudgetError",
+    "RematReport",
+    "fit_budget",
+    "rematerialize",
+    "split_late",
+]
 
 # passes that run after rematerialization: fusion groups recomputed chains with their readers
 LATE_PASSES = ("fuse", "epilogue", "schedule")
@@ -114,6 +121,24 @@ def share_reshaped_copies(graph) -> tuple[Graph, bool]:
 SHARE_COPIES = Pass(
     "share_copies", share_reshaped_copies, level=3, doc="one copy for two reshapes of a value"
 )
+
+
+def fit_budget(graph, budget: int, plan, late: list) -> tuple[Graph, RematReport, list]:
+    """`rematerialize` ``graph`` for ``budget`` with the ``late`` passes (from `split_late`)
+    finishing each trial, scheduling excepted: it runs once on the result (it only keeps an
+    order that plans a lower peak, so the result still fits). Returns (graph, report, the
+    late passes' statistics)."""
+    from .pipeline import optimize
+
+    trial_passes = [p for p in late if p.name != "schedule"]
+    graph, report = rematerialize(
+        graph, budget, plan, finish=lambda g: optimize(g, passes=trial_passes)[0]
+    )
+    graph, stats = optimize(graph, passes=trial_passes, label="joint")  # no change: statistics
+    graph, schedule_stats = optimize(
+        graph, passes=[p for p in late if p.name == "schedule"], label="joint"
+    )
+    return graph, report, stats + schedule_stats
 
 
 def _flops(node) -> int:
