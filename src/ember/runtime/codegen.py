@@ -15,8 +15,12 @@ loop), and one of whose operands dies at that node with the output's exact type,
 result instead of a fresh allocation. ``_sole`` checks at run time that nothing else can see
 that memory: the array owns it (no view of another), and its reference count says that only
 this local variable holds it (a view made of it, or another name for it, would hold a
-reference too). NumPy elides temporaries in
-``a + b`` by the same reference-count test.
+reference too). NumPy elides temporaries in ``a + b`` by the same reference-count test. An
+output nothing reads (a split's unused part) is deleted right after its node.
+
+Planned execution (``compile_graph(graph, arena=True)``, ``executor="arena"``): nodes whose
+kernels take ``out=`` write into slots of one arena allocated with the program, at the offsets
+plan/arena.py assigns; calls of such a program are serialized (the slots are shared).
 """
 
 from __future__ import annotations
