@@ -15,7 +15,8 @@ undone, so calling the result N times equals N eager steps.
 signature cache. The result, a `GraphFunction`, is callable with tensors of the traced types,
 shows its ``.graph``, its generated Python ``.code`` and, for a training step, ``.graphs`` (the
 AOT forward/backward partition); it runs on generated code (``executor="codegen"``, the
-default) or on the interpreter.
+default), on the interpreter, or on generated code writing into a planned arena
+(``executor="arena"``, plan/arena.py).
 """
 
 from __future__ import annotations
