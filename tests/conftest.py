@@ -4,6 +4,12 @@ Every graph that generated code runs anywhere in the suite is also run by the re
 interpreter on copies of the same inputs, and the two must give identical outputs (the
 interpreter is the specification of every faster executor). Graphs that draw random numbers are
 left out: running them twice would advance the generators twice.
+
+Each such graph is also compiled for planned execution (``executor="arena"``: kernels write
+into arena slots, plan/arena.py) and run once on copies of the inputs: its outputs must equal
+generated code's (bit for bit without fused C loops, whose vector paths depend on alignment).
+And the scheduling pass (plan/schedule.py) must leave each a valid graph whose planned peak is
+not above that of the order it runs in.
 """
 
 import numpy as np
@@ -11,6 +17,9 @@ import pytest
 
 from ember.graph import Graph
 from ember.ops.fused import evaluate_program
+from ember.plan import plan_memory
+from ember.plan.arena import concrete
+from ember.plan.schedule import schedule
 from ember.runtime import cepilogue, cfuse, codegen, cpooling, interpreter
 
 
@@ -81,6 +90,39 @@ def _checked_exactly(build):
     return checked_build
 
 
+def _assert_same(got, want, fused: bool, message: str) -> None:
+    # fused C loops use the C library's exp, tanh, erf...: a few ulps from NumPy's (and their
+    # vector and scalar paths differ, which the alignment of an arena slot picks), which later
+    # ops may magnify (an Adam step divides by a difference of moments). Each fused call is
+    # checked ulp-tight on its own inputs below; here, the scale of each output.
+    if fused and want.dtype.kind == "f":
+        finite = np.abs(want[np.isfinite(want)])
+        scale = float(finite.max()) if finite.size else 0.0
+        atol = 1e-3 * scale + np.finfo(want.dtype).tiny
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=atol, err_msg=message)
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=message)
+
+
+def _arena_version(compiled):
+    """``compiled``'s graph compiled for planned execution, at its first call; None after,
+    or for a program that is itself planned."""
+    if compiled.arena is not None or getattr(compiled, "_arena_checked", False):
+        return None  # (once per program: the same code runs at every call)
+    compiled._arena_checked = True
+    return codegen.compile_graph(compiled.graph, getattr(compiled, "inplace_request", None), True)
+
+
+def _schedule_does_not_raise_the_peak(graph) -> None:
+    if getattr(graph, "_schedule_checked", False) or not concrete(graph):
+        return
+    graph._schedule_checked = True
+    stored = plan_memory(graph).peak_bytes
+    reordered, _ = schedule(graph.copy())
+    reordered.verify()  # still a topological order
+    assert plan_memory(reordered).peak_bytes <= stored, f"graph {graph.name}: memory-aware order"
+
+
 @pytest.fixture(autouse=True)
 def generated_code_equals_the_interpreter(monkeypatch):
     original = codegen.CompiledGraph.__call__
@@ -90,21 +132,21 @@ def generated_code_equals_the_interpreter(monkeypatch):
             return original(self, *arrays)
         # the interpreter first, on copies: generated code may update inputs in place
         expected = interpreter.run(self.graph, [np.array(a, copy=True) for a in arrays])
+        planned = _arena_version(self)
+        if planned is not None:
+            copies = [np.array(a, copy=True) for a in arrays]
+            # its plain function: a recording profiler must see the suite's calls, not this check
+            in_arena = [np.array(r, copy=True) for r in planned._fn(*copies)]
         results = original(self, *arrays)
         assert len(results) == len(expected)
-        # fused C loops use the C library's exp, tanh, erf...: a few ulps from NumPy's, which
-        # later ops may magnify (an Adam step divides by a difference of moments). Each fused
-        # call is checked ulp-tight on its own inputs below; here, the scale of each output.
         fused = any(n.kind == "call" and n.op.name.startswith("fused_") for n in self.graph.nodes)
+        if planned is not None:
+            for i, (got, want) in enumerate(zip(in_arena, results)):
+                message = f"graph {self.graph.name}: output {i} in planned (arena) execution"
+                _assert_same(got, np.asarray(want), fused, message)
+            _schedule_does_not_raise_the_peak(self.graph)
         for i, (got, want) in enumerate(zip(results, expected)):
-            got, message = np.asarray(got), f"graph {self.graph.name}: output {i}"
-            if fused and want.dtype.kind == "f":
-                finite = np.abs(want[np.isfinite(want)])
-                scale = float(finite.max()) if finite.size else 0.0
-                atol = 1e-3 * scale + np.finfo(want.dtype).tiny
-                np.testing.assert_allclose(got, want, rtol=1e-3, atol=atol, err_msg=message)
-            else:
-                np.testing.assert_array_equal(got, want, err_msg=message)
+            _assert_same(np.asarray(got), want, fused, f"graph {self.graph.name}: output {i}")
         return results
 
     monkeypatch.setattr(codegen.CompiledGraph, "__call__", checked)

@@ -186,7 +186,7 @@ def test_levels_select_pipelines():
     assert {p.name for p in passes_for(1)} == {"fold", "cse", "dce"}
     assert {p.name for p in passes_for("O2")} == {"fold", "simplify", "cse", "dce"}
     o3 = [p.name for p in passes_for(3)]
-    assert o3 == ["unroll", "fold", "simplify", "cse", "dce", "fuse", "epilogue"]
+    assert o3 == ["unroll", "fold", "simplify", "cse", "dce", "fuse", "epilogue", "schedule"]
     with pytest.raises(ValueError, match="opt_level must be one of"):
         passes_for(7)
     with pytest.raises(ValueError, match="opt_level"):

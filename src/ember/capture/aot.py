@@ -158,8 +158,8 @@ class AutogradPlan:
 
     @staticmethod
     def _program(graph, executor: str):
-        if executor == "codegen":
-            return compile_graph(graph)
+        if executor in ("codegen", "arena"):
+            return compile_graph(graph, arena=executor == "arena")
         if executor == "parallel":
             from ..runtime.parallel import ParallelProgram
 

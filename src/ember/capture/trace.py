@@ -15,9 +15,10 @@ undone, so calling the result N times equals N eager steps.
 signature cache. The result, a `GraphFunction`, is callable with tensors of the traced types,
 shows its ``.graph``, its generated Python ``.code`` and, for a training step, ``.graphs`` (the
 AOT forward/backward partition); it runs on generated code (``executor="codegen"``, the
-default), on the interpreter, or on the parallel executor (``executor="parallel"``,
+default), on the interpreter, on the parallel executor (``executor="parallel"``,
 runtime/parallel.py: independent nodes on a thread pool where its cost model predicts a gain;
-``.parallel_plan`` shows the plan).
+``.parallel_plan`` shows the plan), or on generated code writing into a planned arena
+(``executor="arena"``, plan/arena.py).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from ..tensor import Tensor
 from .builder import GraphBuilder
 from .symbolic import SymbolicTensor
 
-EXECUTORS = ("codegen", "interpreter", "parallel")
+EXECUTORS = ("codegen", "interpreter", "parallel", "arena")  # arena: plan/arena.py
 DEFAULT_OPT_LEVEL = 3  # transforms/pipeline.py: O3 runs every pass
 
 
@@ -163,10 +164,18 @@ class GraphFunction:
         self.captured_graph = graph  # as traced; ``graph`` is what runs, after the passes
         self.opt_level = opt_level
         self.pass_stats = autograd.pass_stats if autograd is not None else []
+        late = []  # under a memory budget: passes run after rematerialization (fusion)
         if opt_level and autograd is None:
-            from ..transforms.pipeline import optimize
+            from ..transforms.pipeline import optimize, passes_for
 
-            graph, self.pass_stats = optimize(graph.copy(), opt_level, check=check, label="joint")
+            passes = passes_for(opt_level)
+            if memory_budget is not None:
+                from ..transforms.remat import split_late
+
+                passes, late = split_late(passes)
+            graph, self.pass_stats = optimize(
+                graph.copy(), passes=passes, check=check, label="joint"
+            )
         self.graph = graph
         self.executor = executor
         self.feeds = feeds  # per graph input: (kind, source) for `_feed`
@@ -177,13 +186,14 @@ class GraphFunction:
         self.backward_start = backward_start
         self._n_args = sum(1 for kind, _ in feeds if kind == "arg")
         self.autograd = autograd  # an aot.AutogradPlan: run forward, keep the backward on the tape
-        codegen = executor == "codegen" and autograd is None
+        codegen = executor in ("codegen", "arena") and autograd is None
         self.memory_budget = memory_budget
         self.remat = None  # what a memory budget recomputed (transforms/remat.py)
         if memory_budget is not None:
-            self._fit_budget(int(memory_budget))
+            self._fit_budget(int(memory_budget), late)
             graph = self.graph
-        self._compiled = compile_graph(graph, self._inplace()) if codegen else None
+        arena = executor == "arena"
+        self._compiled = compile_graph(graph, self._inplace(), arena) if codegen else None
         if executor == "parallel" and autograd is None:
             from ..runtime.parallel import ParallelProgram
 
@@ -196,10 +206,11 @@ class GraphFunction:
         self._state_guard = None  # (reachable state, its key when traced): set by `trace`
         self._writes_data = any(w.kind == "data" for w in writebacks)
 
-    def _fit_budget(self, budget: int) -> None:
-        """Rematerialize activations until the planned peak fits ``budget`` bytes."""
+    def _fit_budget(self, budget: int, late: list) -> None:
+        """Rematerialize activations until the planned peak fits ``budget`` bytes, then run the
+        ``late`` passes (fusion) on the result (transforms/remat.py `fit_budget`)."""
         from ..plan.program import Planner
-        from ..transforms.remat import rematerialize
+        from ..transforms.remat import fit_budget
 
         if self.autograd is not None:
             raise EmberError(
@@ -207,7 +218,8 @@ class GraphFunction:
                 "(a training step calling loss.backward()); this one leaves it to eager autograd",
                 op="memory_budget",
             )
-        self.graph, self.remat = rematerialize(self.graph, budget, Planner(self))
+        self.graph, self.remat, stats = fit_budget(self.graph, budget, Planner(self), late)
+        self.pass_stats = self.pass_stats + stats
 
     def _inplace(self) -> dict:
         """Output position -> input position for the 'data' writebacks of captured tensors:

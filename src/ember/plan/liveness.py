@@ -8,16 +8,17 @@ value when the executor makes it share memory:
   ``split``, ``stop_gradient``, ...);
 * in-place updates: a parameter update the generated code writes into the parameter
   (``in_place``, as codegen's ``_in_place_nodes`` chose);
-* operand reuse: a one-ufunc node (or a fused elementwise loop, in planned execution) whose
-  operand of the same type dies there and whose buffer nothing else alive refers to takes that
-  buffer (codegen's ``_sole`` test at run time).
+* operand reuse: a one-ufunc node or a fused elementwise loop whose operand of the same type
+  dies there and whose buffer nothing else alive refers to takes that buffer (codegen's
+  ``_sole`` test at run time).
 
 A buffer lives from the node that allocates it (position -1: it exists before the call, a graph
-input or constant) to the last node that reads any value stored in it; graph outputs, and
-values nothing reads (the generated code never deletes them), live to the end (position n), and
-so do graph inputs. Constants belong to the compiled program, not to a call: they count 0.
-Control-flow nodes (cond, loops) run their subgraphs inside the node: their own peak is planned
-recursively and counted as the node's workspace (plan/memory.py).
+input or constant) to the last node that reads any value stored in it; graph outputs live to
+the end (position n), and so do graph inputs; a value nothing reads is deleted right after the
+node that makes it (the generated code's ``del``). Constants belong to the compiled program,
+not to a call: they count 0. Control-flow nodes (cond, loops) run their subgraphs inside the
+node: their own peak is planned recursively and counted as the node's workspace
+(plan/memory.py).
 """
 
 from __future__ import annotations
@@ -79,9 +80,9 @@ def reuses_operand(node, dying: set, buffer_of: dict, live_values: dict, fused: 
 
 def liveness(graph, *, in_place: dict | None = None, reuse: str = "codegen") -> Liveness:
     """The buffers of ``graph`` run in its node order. ``in_place``: {id(node): {output index:
-    input value}} written into inputs; ``reuse``: ``'codegen'`` (one-ufunc nodes take a dying
-    operand's buffer, as the generated code does), ``'planned'`` (fused elementwise loops
-    too) or ``'none'``."""
+    input value}} written into inputs; ``reuse``: ``'codegen'`` (one-ufunc nodes and fused
+    elementwise loops take a dying operand's buffer, as the generated code does; ``'planned'``
+    is the same, planned execution's name) or ``'none'``."""
     in_place = in_place or {}
     order = list(graph.nodes)
     n = len(order)
@@ -104,8 +105,8 @@ def liveness(graph, *, in_place: dict | None = None, reuse: str = "codegen") -> 
     def store(value, buffer, p):
         buffer_of[id(value)] = buffer
         buffer.values.append(value)
-        # a value nothing reads is never deleted: it lives to the end of the call
-        end = last.get(id(value), n)
+        # a value nothing reads is deleted right after its node (codegen)
+        end = last.get(id(value), p)
         buffer.end = max(buffer.end, end)
         if end > p:
             live_values.setdefault(buffer.index, set()).add(id(value))
@@ -125,7 +126,7 @@ def liveness(graph, *, in_place: dict | None = None, reuse: str = "codegen") -> 
         targets = in_place.get(id(node), {})
         reused = None
         if not targets and reuse != "none":
-            reused = reuses_operand(node, dying, buffer_of, live_values, reuse == "planned")
+            reused = reuses_operand(node, dying, buffer_of, live_values, fused=True)
         for v in node.outputs:
             source = layouts.alias.get(id(v))
             if source is not None:

@@ -62,6 +62,27 @@ class MemoryPlan:
     buffers: list = field(repr=False, default_factory=list)
     part_of: dict = field(repr=False, default_factory=dict)
 
+    @property
+    def arena(self):
+        """The placement of the buffers allocated during the call in one arena (plan/arena.py:
+        offsets, size, fragmentation); buffers held by the caller are not in it."""
+        if getattr(self, "_arena", None) is None:
+            from .arena import place
+
+            self._arena = place([b for b in self.buffers if b.start >= 0])
+        return self._arena
+
+    @property
+    def arena_bytes(self) -> int:
+        """Bytes of the arena that holds every buffer allocated during the call."""
+        return self.arena.size
+
+    @property
+    def offsets(self) -> dict:
+        """Arena offset of each buffer allocated during the call, by the name of the value
+        that allocates it."""
+        return {self.buffers[i].name: o for i, o in self.arena.offsets.items()}
+
     def __str__(self) -> str:
         mib = 2**20
         lines = [
@@ -78,6 +99,7 @@ class MemoryPlan:
             lines.append(f"    %{live.name:<24} {live.nbytes / mib:9.3f} MiB  {live.part}")
         if len(self.live_at_peak) > 12:
             lines.append(f"    ... and {len(self.live_at_peak) - 12} more")
+        lines.append(f"  {self.arena}")
         return "\n".join(lines)
 
 
@@ -121,6 +143,7 @@ def plan_memory(
     n_user: int | None = None,
     in_place: dict | None = None,
     reuse: str = "codegen",
+    arena=None,
 ) -> MemoryPlan:
     """Plan ``graph`` as it runs in its node order (see the module docstring).
 
@@ -129,8 +152,10 @@ def plan_memory(
     many leading outputs are the function's own (a loss): the values they depend on are the
     forward pass, and those of them a later node reads are the saved activations;
     ``in_place``: codegen's in-place updates ({id(node): {output index: input value}});
-    ``reuse``: see `liveness`."""
+    ``reuse``: see `liveness`; ``arena``: planned execution's `Arena` (plan/arena.py, placed
+    over the buffers of this liveness): its buffers count as one block held all the time."""
     live = liveness(graph, in_place=in_place, reuse=reuse)
+    in_arena = set(arena.offsets) if arena is not None else set()
     part_of = _parts(graph, live, input_parts or {}, output_parts or {}, n_user)
     n = len(live.order)
     timeline = []
@@ -139,12 +164,12 @@ def plan_memory(
     for b in live.buffers:
         starts.setdefault(max(b.start, 0), []).append(b)
         ends.setdefault(b.end, []).append(b)
-    alive, total = set(), 0
+    alive, total = set(), arena.size if arena is not None else 0
     peak, peak_position, peak_live, peak_workspace = -1, 0, [], 0
     for p, node in enumerate(live.order):
         for b in starts.get(p, ()):
             alive.add(b.index)
-            total += b.nbytes
+            total += 0 if b.index in in_arena else b.nbytes
         ws = workspace_bytes(node, live.layouts) if node.kind == "call" else 0
         timeline.append(total + ws)
         if total + ws > peak:
@@ -152,7 +177,7 @@ def plan_memory(
             peak_live = sorted(alive)
         for b in ends.get(p, ()):
             alive.discard(b.index)
-            total -= b.nbytes
+            total -= 0 if b.index in in_arena else b.nbytes
     if n == 0:
         peak = sum(b.nbytes for b in live.buffers)
         peak_live = [b.index for b in live.buffers]
@@ -160,8 +185,13 @@ def plan_memory(
     live_at_peak = []
     for i in peak_live:
         b = live.buffers[i]
+        if i in in_arena:
+            continue
         breakdown[part_of[i]] += b.nbytes
         live_at_peak.append(LiveBuffer(b.name, b.nbytes, part_of[i]))
+    if arena is not None and arena.size:
+        breakdown["temporaries"] += arena.size
+        live_at_peak.append(LiveBuffer("(arena)", arena.size, "temporaries"))
     if peak_workspace:
         breakdown["temporaries"] += peak_workspace
         node = live.order[peak_position]

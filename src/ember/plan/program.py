@@ -5,13 +5,15 @@ inputs and outputs from what the trace found: a module's parameters and buffers 
 ``parameters``, an optimizer's buffers ``optimizer state``, gradients (fed ``.grad`` arrays and
 gradient writebacks) ``gradients``; the in-place updates are those the generated code chose.
 For a function whose backward stays on eager autograd (AOT), the forward graph that runs at
-the call is planned.
+the call is planned. In planned execution (``executor="arena"``) the buffers in the arena count
+as one block held all the time (plan/arena.py) and fused loops reuse dying operands.
 
 `measure_peak(fn, *args)` defines the *measured peak* of one call: the bytes of the distinct
 arrays fed to the graph (parameters, optimizer state, gradients, the batch: alive when the call
 starts) plus the largest increase of tracemalloc's traced memory during the call over its value
-at the start (NumPy reports its allocations to tracemalloc). Call once before measuring, so
-that compiling is not measured.
+at the start (NumPy reports its allocations to tracemalloc), plus, in planned execution
+(``executor="arena"``), the program's arena (allocated once, held between calls). Call once
+before measuring, so that compiling is not measured.
 """
 
 from __future__ import annotations
@@ -108,13 +110,15 @@ def plan_program(gf, reuse: str = "codegen") -> MemoryPlan:
         return plan_memory(forward, input_parts=parts, n_user=gf.n_user, reuse=reuse)
     input_parts, output_parts = _parts(gf)
     in_place = gf._compiled.in_place if gf._compiled is not None else {}
+    arena = getattr(gf._compiled, "arena", None)
     return plan_memory(
         gf.graph,
         input_parts=input_parts,
         output_parts=output_parts,
         n_user=gf.n_user,
         in_place=in_place,
-        reuse=reuse,
+        reuse="planned" if arena is not None else reuse,
+        arena=arena,
     )
 
 
@@ -145,6 +149,11 @@ def measure_peak(fn, *args, **kwargs) -> int:
     fed = [_feed(kind, source, leaves) for kind, source in gf.feeds if kind != "cotangent"]
     held = _distinct_bytes(fed)
     del fed
+    # planned execution: the arena is allocated with the program and held between calls
+    compiled = [gf._compiled] if gf._compiled is not None else []
+    if gf.autograd is not None:
+        compiled = [getattr(gf.autograd, "_run_forward", None)]
+    held += sum(getattr(c, "arena_bytes", 0) for c in compiled)
     started = not tracemalloc.is_tracing()
     if started:
         tracemalloc.start()

@@ -95,10 +95,14 @@ def build(node):
             else None
             for t, d in zip(given, out_dtypes)
         ]
-        # without a target, the first output is written over the matmul's own result
-        over_product = results[0] is None and out_dtypes[0] == np_dtype
+        # the first output is written over the matmul's own result: in a new array, or in a
+        # given one (an arena slot) that no operand shares memory with
+        over_product = out_dtypes[0] == np_dtype and (
+            results[0] is None or not any(np.may_share_memory(results[0], x) for x in arrays)
+        )
         if over_product:
-            results[0] = np.empty(shape, np_dtype)
+            if results[0] is None:
+                results[0] = np.empty(shape, np_dtype)
             product = results[0].reshape(total, width)
         else:  # the product needs a block of scratch only
             product = np.empty((min(step, total), width), np_dtype)

@@ -9,13 +9,18 @@ literals are written into the code; others (dtypes, generators) are read from a 
     compiled.source          # the generated code, readable
     compiled(*arrays)        # -> list of output arrays
 
-Buffer reuse. An elementwise node whose kernel is one NumPy ufunc, and one of whose operands
-dies at that node with the output's exact type, is written ``ufunc(a, b, out=a) if _sole(a)
-else ufunc(a, b)``: the dying operand's memory takes the result instead of a fresh allocation.
-``_sole`` checks at run time that nothing else can see that memory: the array owns it (no view
-of another), and its reference count says that only this local variable holds it (a view made
-of it, or another name for it, would hold a reference too). NumPy elides temporaries in
-``a + b`` by the same reference-count test.
+Buffer reuse. An elementwise node whose kernel is one NumPy ufunc (or a fused elementwise C
+loop), and one of whose operands dies at that node with the output's exact type, is written
+``ufunc(a, b, out=a) if _sole(a) else ufunc(a, b)``: the dying operand's memory takes the
+result instead of a fresh allocation. ``_sole`` checks at run time that nothing else can see
+that memory: the array owns it (no view of another), and its reference count says that only
+this local variable holds it (a view made of it, or another name for it, would hold a
+reference too). NumPy elides temporaries in ``a + b`` by the same reference-count test. An
+output nothing reads (a split's unused part) is deleted right after its node.
+
+Planned execution (``compile_graph(graph, arena=True)``, ``executor="arena"``): nodes whose
+kernels take ``out=`` write into slots of one arena allocated with the program, at the offsets
+plan/arena.py assigns; calls of such a program are serialized (the slots are shared).
 """
 
 from __future__ import annotations
@@ -70,24 +75,39 @@ profiler = None
 
 
 class CompiledGraph:
-    def __init__(self, graph, source: str, fn, in_place: dict | None = None, inplace=None):
+    def __init__(
+        self, graph, source: str, fn, in_place: dict | None = None, arena=None, inplace=None
+    ):
         self.graph = graph
         self.source = source
         self._fn = fn
         # {id(node): {output index: input value}} computed into inputs (the memory plan reads it)
         self.in_place = in_place or {}
-        self._inplace = inplace  # compile_graph's argument, to generate the instrumented copy alike
+        self.arena = arena  # planned execution: the placement (plan/arena.py) its slots follow
+        self._arena_memory = None
+        self._arena_lock = None
+        # compile_graph's ``inplace`` as asked: the arena and profiled variants are compiled alike
+        self.inplace_request = inplace
         self._profiled = None  # the instrumented code, made on the first profiled call
 
+    @property
+    def arena_bytes(self) -> int:
+        """Bytes of the arena this program holds between calls (0 without one)."""
+        return 0 if self._arena_memory is None else self._arena_memory.nbytes
+
     def __call__(self, *arrays):
-        if profiler is None:
-            return self._fn(*arrays)
-        return profiler.run_graph(self, arrays)
+        if profiler is not None:
+            return profiler.run_graph(self, arrays)
+        if self._arena_lock is not None:  # the arena's slots serve one call at a time
+            with self._arena_lock:
+                return self._fn(*arrays)
+        return self._fn(*arrays)
 
     def profiled(self):
-        """The code with each kernel call timed for ember.profiler (generated once)."""
+        """The code with each kernel call timed for ember.profiler (generated once, without
+        an arena: a profiled call allocates as plain generated code does)."""
         if self._profiled is None:
-            self._profiled = compile_graph(self.graph, self._inplace, profile=True)._fn
+            self._profiled = compile_graph(self.graph, self.inplace_request, profile=True)._fn
         return self._profiled
 
 
@@ -165,10 +185,13 @@ def _sole(array) -> bool:
     )
 
 
-def _reusable_operand(node, dying: tuple, graph):
-    """The operand of a one-ufunc node whose buffer may take the result (see the module
-    docstring), or None."""
-    if not isinstance(node.op.kernel, np.ufunc) or node.attrs or node.op.num_outputs != 1:
+def _reusable_operand(node, dying: tuple, graph, fused: bool = False):
+    """The operand of a one-ufunc node (``fused``: of a fused elementwise loop) whose buffer
+    may take the result (see the module docstring), or None."""
+    if fused:
+        if len(node.outputs) != 1:
+            return None
+    elif not isinstance(node.op.kernel, np.ufunc) or node.attrs or node.op.num_outputs != 1:
         return None
     out = node.outputs[0]
     if not out.type.shape:
@@ -179,11 +202,15 @@ def _reusable_operand(node, dying: tuple, graph):
     return None
 
 
-def compile_graph(graph, inplace: dict | None = None, profile: bool = False) -> CompiledGraph:
+def compile_graph(
+    graph, inplace: dict | None = None, arena: bool = False, profile: bool = False
+) -> CompiledGraph:
     """Generate and compile the Python of ``graph``. ``inplace`` (output position -> input
     position) names outputs the caller writes back into input buffers; where it is safe the
     code computes them in place (see `_in_place_nodes`) and returns the input's own array.
-    ``profile``: time each kernel call for ember.profiler (``_event`` after each call)."""
+    ``arena``: planned execution, kernels taking ``out=`` write into slots of one arena
+    allocated with the program (plan/arena.py). ``profile``: time each kernel call for
+    ember.profiler (``_event`` after each call)."""
     names: dict[str, object] = {}  # global name -> object the code refers to
     # an op may compile a node into a faster implementation with its attributes built in
     # (ops/fused.py: a C loop); it takes the inputs only, and ``out=`` per output
@@ -193,6 +220,11 @@ def compile_graph(graph, inplace: dict | None = None, profile: bool = False) -> 
         if hook is not None and (impl := hook(node)) is not None:
             compiled[id(node)] = impl
     in_place = _in_place_nodes(graph, inplace, compiled) if inplace else {}
+    slots, memory, placement = {}, None, None
+    if arena:
+        from ..plan.arena import arena_slots
+
+        memory, slots, placement = arena_slots(graph, in_place, compiled)
 
     def ref(obj, prefix: str) -> str:
         for key, known in names.items():
@@ -209,6 +241,7 @@ def compile_graph(graph, inplace: dict | None = None, profile: bool = False) -> 
         source = _local(graph.inputs[position])
         lines.append(f"    {_SYMBOL_PREFIX}{symbol} = {source}.shape[{axis}]")
     frees = last_uses(graph)
+    returned = {id(v) for v in graph.outputs}
     for position, node in enumerate(graph.nodes):
         if node.kind == "constant":
             lines.append(f"    {_local(node.outputs[0])} = {ref(graph.constants[node.name], 'c_')}")
@@ -224,22 +257,35 @@ def compile_graph(graph, inplace: dict | None = None, profile: bool = False) -> 
                     text = _literal(value) if _is_literal(value) else ref(value, "a_")
                     args.append(f"{key}={text}")
             reuse = None
-            if id(node) in in_place and id(node) in compiled:
-                targets = in_place[id(node)]
+            slot = [ref(slots[id(v)], "s_") if id(v) in slots else None for v in node.outputs]
+            if id(node) in compiled and (id(node) in in_place or any(slot)):
+                targets = in_place.get(id(node), {})
                 outs = [
-                    _local(targets[i]) if i in targets else "None" for i in range(len(node.outputs))
+                    _local(targets[i]) if i in targets else (slot[i] or "None")
+                    for i in range(len(node.outputs))
                 ]
                 args.append(f"out=({', '.join(outs)},)")
             elif id(node) in in_place:
                 args.append(f"out={_local(in_place[id(node)][0])}")
+            elif slot[0] is not None:  # planned execution: into the arena
+                if id(node) not in compiled and not isinstance(node.op.kernel, np.ufunc):
+                    from ..plan.arena import matmul_into
+
+                    kernel = ref(matmul_into, "k_matmul_into_")
+                args.append(f"out={slot[0]}")
+            elif node.op.name == "fused_elementwise" and id(node) in compiled:
+                reuse = _reusable_operand(node, frees.get(position, ()), graph, fused=True)
             else:
                 reuse = _reusable_operand(node, frees.get(position, ()), graph)
             call = f"{kernel}({', '.join(args)})"
             if reuse is not None:
                 target = _local(reuse)
-                reused = f"{kernel}({', '.join(args + [f'out={target}'])})"
+                into = f"out=({target},)" if id(node) in compiled else f"out={target}"
+                reused = f"{kernel}({', '.join(args + [into])})"
+                comma = "," if id(node) in compiled else ""  # C loops return a tuple
                 lines.append(
-                    f"    {_local(node.outputs[0])} = {reused} if _sole({target}) else {call}"
+                    f"    {_local(node.outputs[0])}{comma} = {reused} if _sole({target}) "
+                    f"else {call}"
                 )
             elif node.op.num_outputs == 1 and node.outputs[0].type.shape:
                 lines.append(f"    {_local(node.outputs[0])} = {call}")
@@ -253,6 +299,8 @@ def compile_graph(graph, inplace: dict | None = None, profile: bool = False) -> 
                 outs, ins = (", ".join(_local(v) for v in vs) for vs in (node.outputs, node.inputs))
                 lines.append(f"    _event({position}, _t, ({outs},), ({ins}{',' if ins else ''}))")
         dead = [v for v in node.inputs if id(v) in frees.get(position, ())]
+        # outputs nothing reads (a split's unused part): dropped at once, not held to the end
+        dead += [v for v in node.outputs if not v.users and id(v) not in returned]
         if dead:
             unique = list(dict.fromkeys(_local(v) for v in dead))
             lines.append(f"    del {', '.join(unique)}")
@@ -269,4 +317,10 @@ def compile_graph(graph, inplace: dict | None = None, profile: bool = False) -> 
         namespace.update(_now=now, _event=kernel_recorder(graph))
     exec(compile(source, filename, "exec"), namespace)
     fn = namespace[lines[0][4 : lines[0].index("(")]]
-    return CompiledGraph(graph, source, fn, in_place, inplace)
+    compiled_graph = CompiledGraph(graph, source, fn, in_place, placement, inplace)
+    compiled_graph._arena_memory = memory
+    if memory is not None:
+        import threading
+
+        compiled_graph._arena_lock = threading.Lock()
+    return compiled_graph

@@ -3,7 +3,8 @@
 Levels select pipelines the way ONNX Runtime's do: ``O0`` runs nothing; ``O1`` the basic
 clean-ups (constant folding, common-subexpression and dead-code elimination); ``O2`` adds
 algebraic simplification; ``O3`` adds loop unrolling (static trip counts), elementwise fusion
-(compiled to C by the code generator) and matmul epilogues.
+(compiled to C by the code generator), matmul epilogues and memory-aware scheduling (kept only
+where it lowers the planned peak, plan/schedule.py).
 A pipeline runs its passes in order and repeats the whole sequence while any pass changes the
 graph (at most `MAX_ROUNDS` times), recording one `PassStat` per pass run: nodes before and
 after, seconds taken, whether it changed anything.
@@ -24,6 +25,7 @@ import numpy as np
 
 from ..errors import EmberError
 from ..graph.ir import Graph
+from ..plan.schedule import SCHEDULE
 from ..runtime import interpreter
 from .cse import CSE
 from .dce import DCE
@@ -38,7 +40,7 @@ __all__ = ["LEVELS", "PASSES", "PassCheckError", "PassStat", "optimize", "passes
 
 # unrolling first, so the passes after it see through the loops it removes; fusion last
 UNROLL = Pass("unroll", unroll_loops, level=3, doc="loops with a static trip count <= 16")
-PASSES: tuple[Pass, ...] = (UNROLL, FOLD, SIMPLIFY, CSE, DCE, FUSE, EPILOGUE)
+PASSES: tuple[Pass, ...] = (UNROLL, FOLD, SIMPLIFY, CSE, DCE, FUSE, EPILOGUE, SCHEDULE)
 LEVELS = (0, 1, 2, 3)
 MAX_ROUNDS = 4
 

@@ -7,11 +7,25 @@ reads. Recomputing it means a copy of its node placed just before its first late
 which then reads the copy: the original dies at the end of the forward pass, while the copy's
 inputs must live until the copy runs.
 
+A copy reads, where it can, an earlier copy of its operand (recomputed for another reader and
+still there), and recomputes along the way the cheap elementwise forward values only it would
+read: ``gelu``'s ``1 + erf(h / sqrt 2)`` is recomputed from ``h`` as a whole, not traded for
+``erf(h / sqrt 2)`` saved instead.
+
+Rematerialization runs on the joint graph after the exact passes and *before* fusion
+(`LATE_PASSES`, given as ``finish``, with `share_reshaped_copies`): fused forward loops would
+otherwise compute values only the backward needs (a GELU loop's derivative terms) at the end of
+the forward pass, live there whatever is recomputed later, while a recomputed elementwise chain
+placed before its backward reader joins that reader's fused loop and costs no memory of its
+own. Each trial is planned as the late passes leave it.
+
 Candidates are tried cheap elementwise results first, then the others by FLOPs per byte saved
-(the op's cost rule); a candidate is kept when it lowers the planned peak. Rounds repeat (a copy
-makes its own inputs candidates: chains are recomputed link by link) until the plan fits the
-budget or nothing lowers the peak; then `MemoryBudgetError` states the lowest peak reached.
-Nodes drawing random numbers, holding subgraphs, or views are never recomputed.
+(the op's cost rule); a candidate is kept when it lowers the planned peak (or, at an equal
+peak, the memory held over the call). Rounds repeat (a copy makes its own inputs candidates)
+until the plan fits the budget; a candidate that did not help is tried again only after a
+whole round found nothing, and when such a round finds nothing either `MemoryBudgetError`
+states the lowest peak reached. Nodes drawing random numbers, holding subgraphs, or views are
+never recomputed.
 """
 
 from __future__ import annotations
@@ -20,8 +34,20 @@ from dataclasses import dataclass, field
 
 from ..errors import EmberError
 from ..graph.ir import Graph
+from .dce import eliminate_dead_code
+from .rewrite import Pass
 
-__all__ = ["MemoryBudgetError", "RematReport", "rematerialize"]
+__all__ = [
+    "LATE_PASSES",
+    "MemoryBudgetError",
+    "RematReport",
+    "fit_budget",
+    "rematerialize",
+    "split_late",
+]
+
+# passes that run after rematerialization: fusion groups recomputed chains with their readers
+LATE_PASSES = ("fuse", "epilogue", "schedule")
 
 
 class MemoryBudgetError(EmberError):
@@ -54,6 +80,65 @@ class RematReport:
             for n, op, f, b in self.recomputed
         ]
         return "\n".join(lines)
+
+
+def split_late(passes: list) -> tuple[list, list]:
+    """(the passes that run before rematerialization, those after: `LATE_PASSES`, with
+    `SHARE_COPIES` before scheduling)."""
+    early = [p for p in passes if p.name not in LATE_PASSES]
+    late = [p for p in passes if p.name in LATE_PASSES and p.name != "schedule"]
+    return early, late + [SHARE_COPIES] + [p for p in passes if p.name == "schedule"]
+
+
+def share_reshaped_copies(graph) -> tuple[Graph, bool]:
+    """Where two ``reshape`` nodes copy the same non-contiguous value (a permuted gradient
+    reshaped for the input gradient's matmul and again for the weight's), the later reshapes
+    the earlier's result instead: a view of a contiguous array, one copy fewer alive. Exact
+    (reshaping in two steps gives the same elements). The opposite of simplification's
+    ``reshape(reshape(x))`` composition, so it runs after it, with the late passes."""
+    from ..plan.layout import Layouts
+
+    layouts = Layouts(graph)
+    position = {id(n): p for p, n in enumerate(graph.nodes)}
+    changed = False
+    for node in graph.nodes:
+        for v in node.outputs:
+            if layouts.contiguous(v) or any(isinstance(d, str) for d in v.type.shape):
+                continue
+            copies = [
+                u
+                for u in v.users
+                if u.op is not None and u.op.name == "reshape" and u.inputs[0] is v
+            ]
+            copies = [u for u in copies if id(u.outputs[0]) not in layouts.alias]
+            copies.sort(key=lambda u: position[id(u)])
+            for later in copies[1:]:
+                later.replace_input(v, copies[0].outputs[0])
+                changed = True
+    return graph, changed
+
+
+SHARE_COPIES = Pass(
+    "share_copies", share_reshaped_copies, level=3, doc="one copy for two reshapes of a value"
+)
+
+
+def fit_budget(graph, budget: int, plan, late: list) -> tuple[Graph, RematReport, list]:
+    """`rematerialize` ``graph`` for ``budget`` with the ``late`` passes (from `split_late`)
+    finishing each trial, scheduling excepted: it runs once on the result (it only keeps an
+    order that plans a lower peak, so the result still fits). Returns (graph, report, the
+    late passes' statistics)."""
+    from .pipeline import optimize
+
+    trial_passes = [p for p in late if p.name != "schedule"]
+    graph, report = rematerialize(
+        graph, budget, plan, finish=lambda g: optimize(g, passes=trial_passes)[0]
+    )
+    graph, stats = optimize(graph, passes=trial_passes, label="joint")  # no change: statistics
+    graph, schedule_stats = optimize(
+        graph, passes=[p for p in late if p.name == "schedule"], label="joint"
+    )
+    return graph, report, stats + schedule_stats
 
 
 def _flops(node) -> int:
@@ -124,27 +209,53 @@ def _priority(node) -> tuple:
     return (not cheap, _flops(node) / saved)
 
 
-def _recompute(graph, node, forward: set, each: bool) -> Graph:
+def _recompute(graph, node, forward: set, each: bool, copies: dict) -> Graph:
     """A copy of ``graph`` where the non-forward readers of ``node``'s outputs (and of their
     views) read a recomputed copy: one before the first of them, or (``each``) one before each
-    of them. Views on the way are copied too (they cost nothing)."""
+    of them. Views on the way are copied too (they cost nothing). The copy's operands are, in
+    order of preference: an earlier copy of the operand already placed before the insertion
+    point (``copies``: copy name -> original name; it lives on instead of the original), a
+    recomputed copy of the operand when it is a cheap elementwise forward value nothing in the
+    backward reads (so a chain ``h -> h * c -> erf -> + 1`` is recomputed whole from ``h``
+    rather than saving its inner link instead), or the original. ``copies`` gains the new
+    copies."""
     new = graph.copy()
     original = new.nodes[graph.nodes.index(node)]
     forward_new = {id(new.nodes[p]) for p, n in enumerate(graph.nodes) if id(n) in forward}
     family = _family(original)
     readers = {id(u): u for v in family for u in v.users if id(u) not in forward_new}
     readers = sorted(readers.values(), key=new.nodes.index)
+    position = {id(n): p for p, n in enumerate(new.nodes)}
+    by_original: dict = {}  # original name -> copies (values) in graph order
+    for n in new.nodes:
+        for o in n.outputs:
+            if o.name in copies:
+                by_original.setdefault(copies[o.name], []).append(o)
     for group in [[r] for r in readers] if each else [readers]:
         memo: dict = {}
+        before = position[id(group[0])]
+
+        def operand(u):
+            earlier = [c for c in by_original.get(u.name, ()) if position[id(c.node)] < before]
+            if earlier:
+                return earlier[-1]
+            producer = u.node
+            inner = (
+                id(producer) in forward_new
+                and _recomputable(producer)
+                and producer.op.kind == "elementwise"
+                and all(id(r) in forward_new for r in u.users)
+            )
+            return cloned(u) if inner else u
 
         def cloned(v):
             if id(v) in memo:
                 return memo[id(v)]
             producer = v.node
-            if producer is original or not any(producer.inputs[0] is f for f in family):
-                inputs = producer.inputs
-            else:
+            if producer is not original and any(producer.inputs[0] is f for f in family):
                 inputs = [cloned(producer.inputs[0]), *producer.inputs[1:]]
+            else:
+                inputs = [operand(u) for u in producer.inputs]
             copy = new.add_call(
                 producer.op,
                 inputs,
@@ -154,6 +265,7 @@ def _recompute(graph, node, forward: set, each: bool) -> Graph:
             )
             for o, c in zip(producer.outputs, copy.outputs):
                 memo[id(o)] = c
+                copies[c.name] = copies.get(o.name, o.name)
             return memo[id(v)]
 
         with new.inserting_before(group[0]):
@@ -170,52 +282,73 @@ def _score(plan) -> tuple:
     return (plan.peak_bytes, sum(plan.timeline))
 
 
-def rematerialize(graph, budget: int, plan) -> tuple[Graph, RematReport]:
-    """Recompute saved activations of ``graph`` until ``plan(graph).peak_bytes <= budget`` (see
+def rematerialize(
+    graph, budget: int, plan, *, finish=None, n_user: int | None = None
+) -> tuple[Graph, RematReport]:
+    """Recompute saved activations of ``graph`` until the planned peak fits ``budget`` (see
     the module docstring); ``plan``: graph -> MemoryPlan, with the graph's parts and in-place
-    updates. The graph's first ``n_user`` outputs (the loss) come from ``plan.n_user``."""
-    current = plan(graph)
+    updates. ``finish``: graph -> graph, the passes that run after rematerialization (fusion:
+    a recomputed elementwise chain joins its reader's fused loop), applied to each trial
+    before it is planned and to the result. ``n_user``: how many leading outputs are the
+    function's own (the loss); ``plan.n_user`` when None."""
+    finish = finish or (lambda g: g)
+    n_user = plan.n_user if n_user is None else n_user
+
+    def planned(g):
+        return plan(finish(g.copy()))
+
+    current = planned(graph)
     report = RematReport(budget, current.peak_bytes, current.peak_bytes)
     if current.peak_bytes <= budget:
-        return graph, report
-    n_user = plan.n_user
+        return finish(graph), report
+    copies: dict = {}  # copy name -> original name
     tried: set = set()
+    accepted_since_sweep = False
     while True:
         forward = _forward_nodes(graph, n_user)
         candidates = sorted(_candidates(graph, forward), key=lambda c: _priority(c[0]))
         improved = False
         for node, _ in candidates:
             for each in (False, True):
-                key = (node.name, each, len(graph.nodes))
-                if key in tried:
+                # a candidate that did not help is tried again only after a sweep that
+                # found nothing (what others recomputed since may make it pay)
+                if (node.name, each) in tried:
                     continue
-                tried.add(key)
-                trial = _recompute(graph, node, forward, each)
-                trial_plan = plan(trial)
+                tried.add((node.name, each))
+                trial_copies = dict(copies)
+                trial = _recompute(graph, node, forward, each, trial_copies)
+                # views whose readers now read the copy's views would keep the original alive
+                trial, _ = eliminate_dead_code(trial)
+                trial_plan = planned(trial)
                 if _score(trial_plan) < _score(current):
                     from ..plan.layout import nbytes
 
                     saved = sum(nbytes(v) for v in node.outputs)
-                    copies = len(trial.nodes) - len(graph.nodes)
-                    report.recomputed.append(
-                        (node.name, node.op.name, _flops(node) * copies, saved)
-                    )
-                    graph, current, improved = trial, trial_plan, True
+                    names = {n.name for n in graph.nodes}
+                    flops = sum(_flops(n) for n in trial.nodes if n.name not in names)
+                    report.recomputed.append((node.name, node.op.name, flops, saved))
+                    graph, current, copies = trial, trial_plan, trial_copies
+                    improved = accepted_since_sweep = True
                     report.peak_after = current.peak_bytes
                     if current.peak_bytes <= budget:
-                        return graph, report
+                        return finish(graph), report
                     break
             if improved:
                 break  # positions changed: list the candidates again
         if not improved:
-            break
+            if not accepted_since_sweep:
+                break
+            tried.clear()
+            accepted_since_sweep = False
     mib = 2**20
+    held = sum(b.nbytes for b in current.buffers if b.start < 0)
     raise MemoryBudgetError(
         f"memory budget {budget / mib:.2f} MiB ({budget:,} bytes) is below what "
         f"rematerialization reaches for graph {graph.name}: the minimum achievable peak is "
         f"{current.peak_bytes / mib:.2f} MiB ({current.peak_bytes:,} bytes; "
         f"{report.peak_before / mib:.2f} MiB without recomputation, "
-        f"{len(report.recomputed)} values recomputed). Raise the budget to at least that, or "
-        "lower the batch size",
+        f"{len(report.recomputed)} values recomputed; {held / mib:.2f} MiB of it are the arrays "
+        f"the call is given, such as parameters and optimizer state, and the rest is live at "
+        f"%{current.peak_node}). Raise the budget to at least that, or lower the batch size",
         op="memory_budget",
     )
