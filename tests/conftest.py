@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from ember.graph import Graph
+from ember.ops import _conv_kernels
 from ember.ops.fused import evaluate_program
-from ember.runtime import cepilogue, cfuse, codegen, cpooling, interpreter
+from ember.runtime import cconv, cepilogue, cfuse, codegen, cpooling, interpreter
 
 
 def _draws_random_numbers(graph) -> bool:
@@ -81,6 +82,38 @@ def _checked_exactly(build):
     return checked_build
 
 
+def _assert_close_to_reference(got, want, message):
+    """Sums taken in another order than NumPy's BLAS: within 1e-4 (float32) of the scale."""
+    assert got.shape == want.shape and got.dtype == want.dtype, message
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(np.isfinite(got), finite, err_msg=message)
+    scale = float(np.abs(want[finite]).max()) if finite.any() else 0.0
+    tol = 1e-4 if want.dtype == np.float32 else 1e-11
+    np.testing.assert_allclose(
+        got[finite], want[finite], rtol=tol, atol=tol * scale, err_msg=message
+    )
+
+
+def _checked_conv(name):
+    """``cconv.<name>`` with each call that returns an array checked against the NumPy kernel
+    of ops/_conv_kernels.py (the forward with its bias and ReLU added after)."""
+    fast, reference = getattr(cconv, name), getattr(_conv_kernels, name)
+
+    def call(a, b, p, groups, *epilogue, **kwargs):
+        got = fast(a, b, p, groups, *epilogue, **kwargs)
+        if got is not None:
+            want = reference(a, b, p, groups)
+            bias = epilogue[0] if epilogue else kwargs.get("bias")
+            if bias is not None:
+                want = want + bias.reshape((1, -1) + (1,) * (want.ndim - 2))
+            if (epilogue[1:] or (kwargs.get("relu"),))[0]:
+                want = np.where(want < 0, want.dtype.type(0), want)
+            _assert_close_to_reference(got, want, f"cconv.{name} on {a.shape}, {b.shape}")
+        return got
+
+    return call
+
+
 @pytest.fixture(autouse=True)
 def generated_code_equals_the_interpreter(monkeypatch):
     original = codegen.CompiledGraph.__call__
@@ -141,4 +174,6 @@ def generated_code_equals_the_interpreter(monkeypatch):
     # bit-identical to the NumPy kernel
     monkeypatch.setattr(cpooling, "build_scatter", _checked_exactly(cpooling.build_scatter))
     monkeypatch.setattr(cepilogue, "build", _checked_epilogue(cepilogue.build))
+    for name in ("conv_forward", "conv_input_grad", "conv_weight_grad"):
+        monkeypatch.setattr(cconv, name, _checked_conv(name))
     yield

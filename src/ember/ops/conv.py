@@ -28,6 +28,9 @@ from ._conv_kernels import conv_weight_grad as _weight_grad_kernel
 from ._registry import Cost, OpDef, TensorType, apply, register
 from ._util import fmt_shape, io_bytes, numel, require_float
 
+# the compiled kernels run weights with at least this many (channel, kernel offset) rows
+_MIN_COMPILED_ROWS = 16
+
 # ----------------------------------------------------------------------------- shape rules
 
 
@@ -163,22 +166,52 @@ def _in_compute(*arrays):
     return [a.astype(dtype, copy=False) for a in arrays]
 
 
+def _compiled():
+    """runtime/cconv.py (imported on first use: the runtime imports the ops)."""
+    from ..runtime import cconv
+
+    return cconv
+
+
+def _worth_compiling(w_shape) -> bool:
+    """Whether to run the compiled kernels for a weight of this shape: with few (channel,
+    kernel offset) rows a layer moves memory more than it multiplies, and NumPy's per-sample
+    matmul measured faster there (a first layer: 1 channel, 3x3)."""
+    return w_shape[1] * numel(w_shape[2:]) >= _MIN_COMPILED_ROWS
+
+
 def _conv_kernel(x, w, **attrs):
     xc, wc = _in_compute(x, w)
     p = _geometry(attrs, x.shape[2:], w.shape)
-    return _forward_kernel(xc, wc, p, attrs["groups"]).astype(x.dtype, copy=False)
+    y = _compiled().conv_forward(xc, wc, p, attrs["groups"]) if _worth_compiling(w.shape) else None
+    if y is None:
+        y = _forward_kernel(xc, wc, p, attrs["groups"])
+    return y.astype(x.dtype, copy=False)
 
 
 def _input_grad_kernel_np(gy, w, *, in_size, **attrs):
     gc, wc = _in_compute(gy, w)
     p = _geometry(attrs, in_size, w.shape)
-    return _input_grad_kernel(gc, wc, p, attrs["groups"]).astype(gy.dtype, copy=False)
+    gx = None
+    if _worth_compiling(w.shape):
+        gx = _compiled().conv_input_grad(gc, wc, p, attrs["groups"])
+    if gx is None:
+        gx = _input_grad_kernel(gc, wc, p, attrs["groups"])
+    return gx.astype(gy.dtype, copy=False)
 
 
 def _weight_grad_kernel_np(x, gy, *, kernel_size, **attrs):
     xc, gc = _in_compute(x, gy)
-    p = _geometry(attrs, x.shape[2:], (gy.shape[1], x.shape[1] // attrs["groups"]) + kernel_size)
-    return _weight_grad_kernel(xc, gc, p, attrs["groups"]).astype(x.dtype, copy=False)
+    w_shape = (gy.shape[1], x.shape[1] // attrs["groups"]) + kernel_size
+    p = _geometry(attrs, x.shape[2:], w_shape)
+    gw = (
+        _compiled().conv_weight_grad(xc, gc, p, attrs["groups"])
+        if _worth_compiling(w_shape)
+        else None
+    )
+    if gw is None:
+        gw = _weight_grad_kernel(xc, gc, p, attrs["groups"])
+    return gw.astype(x.dtype, copy=False)
 
 
 # ----------------------------------------------------------------------------------- VJPs

@@ -1,0 +1,314 @@
+"""The C source of the convolution kernels (runtime/cconv.py compiles it, once per dtype).
+
+Two kernels, both register-blocked for 64-byte vectors written with GCC's vector extension (so
+the compiler emits AVX-512 where the CPU has it, and two or four narrower vectors elsewhere):
+
+* ``conv_forward``: an implicit-GEMM convolution. out[co, j] = sum_p W[co, p] * X[p, j] where
+  p runs over (input channel, kernel offset) and j over output positions; X is never built: its
+  element (p, j) is ``x[roff[p] + src[j]]`` of the zero-padded input, so a block of columns is
+  packed straight from the input (consecutive columns are mostly consecutive in memory, copied
+  as runs). Outer-product micro-kernel, MR x NR = 8 x 3 vectors; W is packed by the caller.
+  The store writes column j to ``dst[j]`` (its NC* offset, or -1 for a column outside the
+  output), adding ``bias[co]`` and applying ReLU when asked (a convolution epilogue).
+* ``conv_weight_grad``: gw[co, r] = sum_n sum_l gy[n, co, l] * x[n * x_sample + roff[r] + l]
+  over an extended output grid (rows of the padded input's width, stride 1) in which gy is
+  zero outside the real output. Both operands are contiguous along l, so a dot-product
+  micro-kernel (4 x 6 vector accumulators, summed across lanes once per block of samples)
+  needs no packing. Blocks of samples run in parallel into partial sums added at the end.
+
+Both share work over ember's thread pool (runtime/cpool.py) when given one.
+"""
+
+SOURCE = r"""
+#include <stdlib.h>
+#include <string.h>
+typedef void (*ember_task)(void *ctx, long lo, long hi);
+typedef void (*ember_pool)(ember_task, void *ctx, long n, long align);
+
+#define VL ((long)(64 / sizeof(T)))
+#define NR (3 * VL)
+#define MR 8
+#define KC 192
+typedef T vec __attribute__((vector_size(64)));
+typedef T uvec __attribute__((vector_size(64), aligned(sizeof(T))));
+
+/* acc (MR x NR, row-major, aligned) += a (kc x MR) * b (kc x NR) */
+static void micro(long kc, const T *restrict a, const T *restrict b, T *restrict acc) {
+  vec c[MR][3];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; i++)
+#pragma GCC unroll 3
+    for (int v = 0; v < 3; v++) c[i][v] = *(vec *)(acc + i * NR + v * VL);
+  for (long p = 0; p < kc; p++) {
+    vec b0 = *(const vec *)b, b1 = *(const vec *)(b + VL), b2 = *(const vec *)(b + 2 * VL);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++) {
+      T s = a[i];
+      c[i][0] += s * b0;
+      c[i][1] += s * b1;
+      c[i][2] += s * b2;
+    }
+    a += MR;
+    b += NR;
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; i++)
+#pragma GCC unroll 3
+    for (int v = 0; v < 3; v++) *(vec *)(acc + i * NR + v * VL) = c[i][v];
+}
+
+struct fwd {
+  const T *x, *wp, *bias;
+  T *out;
+  const long *src, *dst, *roff;
+  long m_panels, k, cols, cout, chan; /* chan: the output's channel stride */
+  int relu;
+};
+
+/* runs of consecutive columns: start, length and first offset (into the input for `src`,
+   the output for `dst`; columns at -1 are skipped); returns how many */
+static int runs_of(const long *off, long nj, long *start, long *len, long *first) {
+  int count = 0;
+  for (long jj = 0; jj < nj;) {
+    if (off[jj] < 0) { jj++; continue; }
+    long run = 1;
+    while (jj + run < nj && off[jj + run] == off[jj] + run) run++;
+    start[count] = jj, len[count] = run, first[count] = off[jj], count++;
+    jj += run;
+  }
+  return count;
+}
+
+static void pack_columns(const T *restrict x, const long *roff, long kc, long nj, int count,
+                         const long *start, const long *len, const long *first, T *restrict bp) {
+  if (count == 1 && nj == NR) { /* the common case: one run over the whole panel */
+    for (long p = 0; p < kc; p++) {
+      const T *from = x + roff[p] + first[0];
+      T *to = bp + p * NR;
+      *(vec *)to = *(const uvec *)from;
+      *(vec *)(to + VL) = *(const uvec *)(from + VL);
+      *(vec *)(to + 2 * VL) = *(const uvec *)(from + 2 * VL);
+    }
+    return;
+  }
+  for (long p = 0; p < kc; p++) {
+    T *to = bp + p * NR;
+    memset(to, 0, NR * sizeof(T));
+    for (int r = 0; r < count; r++) {
+      const T *from = x + roff[p] + first[r];
+      T *dst = to + start[r];
+      for (long t = 0; t < len[r]; t++) dst[t] = from[t];
+    }
+  }
+}
+
+static void fwd_panels(void *ctx, long lo, long hi) {
+  const struct fwd *f = ctx;
+  long mp = f->m_panels, k = f->k;
+  T *tiles = aligned_alloc(64, (size_t)(mp * MR * NR + KC * NR) * sizeof(T));
+  if (!tiles) abort();
+  T *bp = tiles + mp * MR * NR;
+  long s_start[NR], s_len[NR], s_first[NR], d_start[NR], d_len[NR], d_first[NR];
+  for (long panel = lo; panel < hi; panel++) {
+    long j0 = panel * NR, nj = f->cols - j0 < NR ? f->cols - j0 : NR;
+    int s_count = runs_of(f->src + j0, nj, s_start, s_len, s_first);
+    int d_count = runs_of(f->dst + j0, nj, d_start, d_len, d_first);
+    memset(tiles, 0, (size_t)(mp * MR * NR) * sizeof(T));
+    for (long pc = 0; pc < k; pc += KC) {
+      long kc = k - pc < KC ? k - pc : KC;
+      pack_columns(f->x, f->roff + pc, kc, nj, s_count, s_start, s_len, s_first, bp);
+      for (long ip = 0; ip < mp; ip++)
+        micro(kc, f->wp + (ip * k + pc) * MR, bp, tiles + ip * MR * NR);
+    }
+    for (long co = 0; co < f->cout; co++) {
+      const T *acc = tiles + co * NR;
+      T b = f->bias ? f->bias[co] : (T)0;
+      T *base = f->out + co * f->chan;
+      for (int r = 0; r < d_count; r++) {
+        const T *from = acc + d_start[r];
+        T *restrict to = base + d_first[r];
+        long n = d_len[r];
+        if (f->relu) {
+          for (long t = 0; t < n; t++) {
+            T v = from[t] + b;
+            to[t] = v < 0 ? 0 : v; /* NaN stays NaN, like np.maximum */
+          }
+        } else {
+          for (long t = 0; t < n; t++) to[t] = from[t] + b;
+        }
+      }
+    }
+  }
+  free(tiles);
+}
+
+void conv_forward(const T *x, const T *wp, const T *bias, T *out, const long *src,
+                  const long *dst, const long *roff, long m_panels, long k, long cols, long cout,
+                  long chan, int relu, ember_pool pool) {
+  struct fwd f = {x, wp, bias, out, src, dst, roff, m_panels, k, cols, cout, chan, relu};
+  long panels = (cols + NR - 1) / NR;
+  if (pool && panels > 1 && m_panels * MR * k * cols > (1L << 20)) pool(fwd_panels, &f, panels, 1);
+  else fwd_panels(&f, 0, panels);
+}
+
+/* ------------------------------------------------------------------ weight gradient */
+
+#define WA 4 /* output channels per tile */
+#define WB 6 /* (channel, kernel offset) rows per tile */
+
+struct wgt {
+  const T *gy, *x;
+  T *partial; /* blocks x cout x rows */
+  const long *roff;
+  long n, cout, rows, len, gy_sample, x_sample, per_block;
+};
+
+static T lanes_sum(vec v) {
+  T s = 0;
+  for (long i = 0; i < VL; i++) s += v[i];
+  return s;
+}
+
+static void wgt_blocks(void *ctx, long lo, long hi) {
+  const struct wgt *g = ctx;
+  for (long blk = lo; blk < hi; blk++) {
+    long n0 = blk * g->per_block, n1 = n0 + g->per_block < g->n ? n0 + g->per_block : g->n;
+    T *part = g->partial + blk * g->cout * g->rows;
+    for (long co0 = 0; co0 < g->cout; co0 += WA) {
+      long a_idx[WA];
+      for (int i = 0; i < WA; i++) a_idx[i] = co0 + i < g->cout ? co0 + i : g->cout - 1;
+      for (long r0 = 0; r0 < g->rows; r0 += WB) {
+        long b_off[WB];
+        for (int j = 0; j < WB; j++) b_off[j] = g->roff[r0 + j < g->rows ? r0 + j : g->rows - 1];
+        vec c[WA][WB];
+        for (int i = 0; i < WA; i++)
+          for (int j = 0; j < WB; j++) c[i][j] = (vec){0};
+        for (long n = n0; n < n1; n++) {
+          const T *ga[WA];
+          for (int i = 0; i < WA; i++) ga[i] = g->gy + n * g->gy_sample + a_idx[i] * g->len;
+          const T *xs = g->x + n * g->x_sample;
+          for (long l = 0; l < g->len; l += VL) {
+            vec a0 = *(const uvec *)(ga[0] + l), a1 = *(const uvec *)(ga[1] + l);
+            vec a2 = *(const uvec *)(ga[2] + l), a3 = *(const uvec *)(ga[3] + l);
+#pragma GCC unroll 6
+            for (int j = 0; j < WB; j++) {
+              vec b = *(const uvec *)(xs + b_off[j] + l);
+              c[0][j] += a0 * b;
+              c[1][j] += a1 * b;
+              c[2][j] += a2 * b;
+              c[3][j] += a3 * b;
+            }
+          }
+        }
+        for (int i = 0; i < WA && co0 + i < g->cout; i++)
+          for (int j = 0; j < WB && r0 + j < g->rows; j++)
+            part[(co0 + i) * g->rows + r0 + j] = lanes_sum(c[i][j]);
+      }
+    }
+  }
+}
+
+/* gw (cout x rows) = the sum over blocks of samples of gy x X^T; gy rows are `len` long (a
+   multiple of VL, aligned, zero past the real output), x rows are read at roff[r] */
+void conv_weight_grad(const T *gy, const T *x, T *gw, T *partial, const long *roff, long n,
+                      long cout, long rows, long len, long gy_sample, long x_sample,
+                      long per_block, ember_pool pool) {
+  long blocks = (n + per_block - 1) / per_block;
+  struct wgt g = {gy, x, partial, roff, n, cout, rows, len, gy_sample, x_sample, per_block};
+  if (pool && blocks > 1 && cout * rows * len * n > (1L << 20)) pool(wgt_blocks, &g, blocks, 1);
+  else wgt_blocks(&g, 0, blocks);
+  long size = cout * rows;
+  memcpy(gw, partial, (size_t)size * sizeof(T));
+  for (long b = 1; b < blocks; b++)
+    for (long i = 0; i < size; i++) gw[i] += partial[b * size + i];
+}
+
+/* ------------------------------------------- weight gradient over channels-last input */
+
+#define MW 8        /* output channels per tile */
+#define NW (2 * VL) /* input channels per tile */
+
+/* acc (MW x NW, row stride ldc) += a (kc x MW packed) * b (kc rows of NW, row stride ldb) */
+static void micro_w(long kc, const T *restrict a, const T *restrict b, long ldb,
+                    T *restrict acc, long ldc) {
+  vec c[MW][2];
+#pragma GCC unroll 8
+  for (int i = 0; i < MW; i++) {
+    c[i][0] = *(const uvec *)(acc + i * ldc);
+    c[i][1] = *(const uvec *)(acc + i * ldc + VL);
+  }
+  for (long p = 0; p < kc; p++) {
+    vec b0 = *(const uvec *)b, b1 = *(const uvec *)(b + VL);
+#pragma GCC unroll 8
+    for (int i = 0; i < MW; i++) {
+      T s = a[i];
+      c[i][0] += s * b0;
+      c[i][1] += s * b1;
+    }
+    a += MW;
+    b += ldb;
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MW; i++) {
+    *(uvec *)(acc + i * ldc) = c[i][0];
+    *(uvec *)(acc + i * ldc + VL) = c[i][1];
+  }
+}
+
+struct wcl {
+  const T *gy, *x;
+  T *partial; /* blocks x kk x (m_panels * MW) x cp */
+  const long *koff;
+  long n, cout, kk, cp, len, gy_sample, x_sample, per_block, m_panels;
+};
+
+static void wcl_blocks(void *ctx, long lo, long hi) {
+  const struct wcl *g = ctx;
+  long mp = g->m_panels, rows = mp * MW, cp = g->cp;
+  T *ap = aligned_alloc(64, (size_t)(mp * KC * MW) * sizeof(T));
+  if (!ap) abort();
+  for (long blk = lo; blk < hi; blk++) {
+    long n0 = blk * g->per_block, n1 = n0 + g->per_block < g->n ? n0 + g->per_block : g->n;
+    T *part = g->partial + blk * g->kk * rows * cp;
+    memset(part, 0, (size_t)(g->kk * rows * cp) * sizeof(T));
+    for (long n = n0; n < n1; n++) {
+      for (long l0 = 0; l0 < g->len; l0 += KC) {
+        long kc = g->len - l0 < KC ? g->len - l0 : KC;
+        for (long ip = 0; ip < mp; ip++)
+          for (int i = 0; i < MW; i++) {
+            long co = ip * MW + i;
+            T *to = ap + ip * KC * MW + i;
+            if (co < g->cout) {
+              const T *from = g->gy + n * g->gy_sample + co * g->len + l0;
+              for (long p = 0; p < kc; p++) to[p * MW] = from[p];
+            } else {
+              for (long p = 0; p < kc; p++) to[p * MW] = 0;
+            }
+          }
+        const T *xs = g->x + n * g->x_sample + l0 * cp;
+        for (long k = 0; k < g->kk; k++)
+          for (long ip = 0; ip < mp; ip++)
+            for (long c0 = 0; c0 < cp; c0 += NW)
+              micro_w(kc, ap + ip * KC * MW, xs + g->koff[k] * cp + c0, cp,
+                      part + (k * rows + ip * MW) * cp + c0, cp);
+      }
+    }
+  }
+  free(ap);
+}
+
+/* out (blocks summed: kk x rows x cp) from gy (n x cout x len, zero outside the output) and
+   the channels-last padded input x (n x plane x cp) read at position l + koff[k] */
+void conv_weight_grad_cl(const T *gy, const T *x, T *out, T *partial, const long *koff, long n,
+                         long cout, long kk, long cp, long len, long gy_sample, long x_sample,
+                         long per_block, ember_pool pool) {
+  long mp = (cout + MW - 1) / MW, blocks = (n + per_block - 1) / per_block;
+  struct wcl g = {gy, x, partial, koff, n, cout, kk, cp, len, gy_sample, x_sample, per_block, mp};
+  if (pool && blocks > 1 && cout * kk * cp * len * n > (1L << 20)) pool(wcl_blocks, &g, blocks, 1);
+  else wcl_blocks(&g, 0, blocks);
+  long size = kk * mp * MW * cp;
+  memcpy(out, partial, (size_t)size * sizeof(T));
+  for (long b = 1; b < blocks; b++)
+    for (long i = 0; i < size; i++) out[i] += partial[b * size + i];
+}
+"""
