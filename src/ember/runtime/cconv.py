@@ -33,7 +33,7 @@ _VECTOR_BYTES = 64
 # the weight gradient's extended grid may be at most this much larger than the output
 _MAX_WASTE = 2.0
 _P, _L, _I = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
-_FORWARD_ARGS = [_P] * 7 + [_L] * 5 + [_I, _P]
+_FORWARD_ARGS = [_P] * 8 + [_L] * 5 + [_I, _P]
 _WEIGHT_ARGS = [_P] * 5 + [_L] * 7 + [_P]
 _WEIGHT_CL_ARGS = [_P] * 5 + [_L] * 8 + [_P]
 
@@ -122,9 +122,10 @@ def _address(a: np.ndarray, offset: int = 0) -> int:
 # -------------------------------------------------------------------------------- kernels
 
 
-def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False):
+def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False, mask=None):
     """conv(x, w) (+ bias per output channel) (then ReLU), or None where it does not apply.
-    ``x`` and ``w`` share a float dtype; ``bias``, if given, is (Cout,)."""
+    ``x`` and ``w`` share a float dtype; ``bias``, if given, is (Cout,). ``mask``, a bool array
+    of the output's shape, receives ``result > 0``."""
     functions = _functions(x.dtype)
     if functions is None or x.dtype != w.dtype or x.size == 0 or w.size == 0:
         return None
@@ -152,6 +153,7 @@ def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False):
             _address(packed[g]),
             None if bias is None else _address(bias, g * cog),
             _address(out, g * cog * m),
+            None if mask is None else _address(mask, g * cog * m),
             src.ctypes.data,
             dst.ctypes.data,
             roff.ctypes.data,

@@ -60,6 +60,7 @@ static void micro(long kc, const T *restrict a, const T *restrict b, T *restrict
 struct fwd {
   const T *x, *wp, *bias;
   T *out;
+  unsigned char *mask; /* out > 0 (the ReLU's gradient mask), or NULL */
   const long *src, *dst, *roff;
   long m_panels, k, cols, cout, chan; /* chan: the output's channel stride */
   int relu;
@@ -124,6 +125,7 @@ static void fwd_panels(void *ctx, long lo, long hi) {
       const T *acc = tiles + co * NR;
       T b = f->bias ? f->bias[co] : (T)0;
       T *base = f->out + co * f->chan;
+      unsigned char *mask = f->mask ? f->mask + co * f->chan : 0;
       for (int r = 0; r < d_count; r++) {
         const T *from = acc + d_start[r];
         T *restrict to = base + d_first[r];
@@ -136,16 +138,20 @@ static void fwd_panels(void *ctx, long lo, long hi) {
         } else {
           for (long t = 0; t < n; t++) to[t] = from[t] + b;
         }
+        if (mask) {
+          unsigned char *restrict m = mask + d_first[r];
+          for (long t = 0; t < n; t++) m[t] = to[t] > 0;
+        }
       }
     }
   }
   free(tiles);
 }
 
-void conv_forward(const T *x, const T *wp, const T *bias, T *out, const long *src,
-                  const long *dst, const long *roff, long m_panels, long k, long cols, long cout,
-                  long chan, int relu, ember_pool pool) {
-  struct fwd f = {x, wp, bias, out, src, dst, roff, m_panels, k, cols, cout, chan, relu};
+void conv_forward(const T *x, const T *wp, const T *bias, T *out, unsigned char *mask,
+                  const long *src, const long *dst, const long *roff, long m_panels, long k,
+                  long cols, long cout, long chan, int relu, ember_pool pool) {
+  struct fwd f = {x, wp, bias, out, mask, src, dst, roff, m_panels, k, cols, cout, chan, relu};
   long panels = (cols + NR - 1) / NR;
   if (pool && panels > 1 && m_panels * MR * k * cols > (1L << 20)) pool(fwd_panels, &f, panels, 1);
   else fwd_panels(&f, 0, panels);
