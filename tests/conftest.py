@@ -12,6 +12,7 @@ import pytest
 from ember.graph import Graph
 from ember.ops import _conv_kernels
 from ember.ops.fused import evaluate_program
+from ember.ops.pool import _max_pool_np, _scatter_np
 from ember.runtime import cconv, cepilogue, cfuse, codegen, cpooling, interpreter
 
 
@@ -114,6 +115,27 @@ def _checked_conv(name):
     return call
 
 
+def _max_pool_reference(x, kernel, stride, padding, dilation, out_size):
+    return _max_pool_np(x, kernel, stride, padding, dilation, False)
+
+
+def _checked_pooling(fast, reference):
+    """A runtime/cpooling.py kernel with each call that returns something checked against the
+    NumPy kernel of ops/pool.py, bit for bit."""
+
+    def call(*args, **kwargs):
+        got = fast(*args, **kwargs)
+        if got is not None:
+            want = reference(*args, **kwargs)
+            pairs = zip(got, want) if isinstance(want, tuple) else ((got, want),)
+            for g, w in pairs:
+                assert g.shape == w.shape and g.dtype == w.dtype, fast.__name__
+                assert g.tobytes() == w.tobytes(), f"cpooling.{fast.__name__}"
+        return got
+
+    return call
+
+
 @pytest.fixture(autouse=True)
 def generated_code_equals_the_interpreter(monkeypatch):
     original = codegen.CompiledGraph.__call__
@@ -173,6 +195,10 @@ def generated_code_equals_the_interpreter(monkeypatch):
     monkeypatch.setattr(cfuse, "build", checked_build)
     # bit-identical to the NumPy kernel
     monkeypatch.setattr(cpooling, "build_scatter", _checked_exactly(cpooling.build_scatter))
+    monkeypatch.setattr(cpooling, "scatter", _checked_pooling(cpooling.scatter, _scatter_np))
+    monkeypatch.setattr(
+        cpooling, "max_pool_2d", _checked_pooling(cpooling.max_pool_2d, _max_pool_reference)
+    )
     monkeypatch.setattr(cepilogue, "build", _checked_epilogue(cepilogue.build))
     for name in ("conv_forward", "conv_input_grad", "conv_weight_grad"):
         monkeypatch.setattr(cconv, name, _checked_conv(name))
