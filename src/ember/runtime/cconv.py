@@ -45,7 +45,7 @@ def _functions(dtype: np.dtype):
 
     if dtype not in _C or not ccompile.compiler_available():
         return None
-    source = f"#define T {_C[dtype]}\n" + SOURCE
+    source = f"#define T {_C[dtype]}\n#define T_FLOAT {int(dtype == np.float32)}\n" + SOURCE
     try:
         forward = ccompile.load(source, "conv_forward", _FORWARD_ARGS)
         weight = ccompile.load(source, "conv_weight_grad", _WEIGHT_ARGS)

@@ -32,13 +32,13 @@ typedef void (*ember_pool)(ember_task, void *ctx, long n, long align);
 typedef T vec __attribute__((vector_size(64)));
 typedef T uvec __attribute__((vector_size(64), aligned(sizeof(T))));
 
-/* acc (MR x NR, row-major, aligned) += a (kc x MR) * b (kc x NR) */
-static void micro(long kc, const T *restrict a, const T *restrict b, T *restrict acc) {
+/* acc (MR x NR, row-major, aligned) = (first ? 0 : acc) + a (kc x MR) * b (kc x NR) */
+static void micro(long kc, const T *restrict a, const T *restrict b, T *restrict acc, int first) {
   vec c[MR][3];
 #pragma GCC unroll 8
   for (int i = 0; i < MR; i++)
 #pragma GCC unroll 3
-    for (int v = 0; v < 3; v++) c[i][v] = *(vec *)(acc + i * NR + v * VL);
+    for (int v = 0; v < 3; v++) c[i][v] = first ? (vec){0} : *(vec *)(acc + i * NR + v * VL);
   for (long p = 0; p < kc; p++) {
     vec b0 = *(const vec *)b, b1 = *(const vec *)(b + VL), b2 = *(const vec *)(b + 2 * VL);
 #pragma GCC unroll 8
@@ -103,6 +103,52 @@ static void pack_columns(const T *restrict x, const long *roff, long kc, long nj
   }
 }
 
+/* to[t] = from[t] + b (then ReLU), mask[t] = to[t] > 0; ``from`` may be read up to a whole
+   vector past n. Runs are short (an output row: 7 to 28 elements here), so AVX-512 stores them
+   as masked vectors; elsewhere the loops are plain. */
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#include <immintrin.h>
+#if T_FLOAT
+#define V __m512
+#define MASK __mmask16
+#define SET1 _mm512_set1_ps
+#define LOAD _mm512_loadu_ps
+#define ADD _mm512_add_ps
+#define CMP _mm512_cmp_ps_mask
+#define MOV _mm512_mask_mov_ps
+#define STORE _mm512_mask_storeu_ps
+#else
+#define V __m512d
+#define MASK __mmask8
+#define SET1 _mm512_set1_pd
+#define LOAD _mm512_loadu_pd
+#define ADD _mm512_add_pd
+#define CMP _mm512_cmp_pd_mask
+#define MOV _mm512_mask_mov_pd
+#define STORE _mm512_mask_storeu_pd
+#endif
+static inline void store_run(const T *from, T b, int relu, T *to, unsigned char *mask, long n) {
+  V bias = SET1(b), zero = SET1(0);
+  __m128i ones = _mm_set1_epi8(1);
+  for (long t = 0; t < n; t += VL) {
+    MASK keep = n - t >= VL ? (MASK)~0 : (MASK)((1u << (n - t)) - 1);
+    V v = ADD(LOAD(from + t), bias);
+    if (relu) v = MOV(v, CMP(v, zero, _CMP_LT_OQ), zero); /* NaN and -0.0 stay */
+    STORE(to + t, keep, v);
+    if (mask) _mm_mask_storeu_epi8(mask + t, keep, _mm_maskz_mov_epi8(CMP(v, zero, _CMP_GT_OQ), ones));
+  }
+}
+#else
+static inline void store_run(const T *from, T b, int relu, T *to, unsigned char *mask, long n) {
+  for (long t = 0; t < n; t++) {
+    T v = from[t] + b;
+    if (relu) v = v < 0 ? 0 : v; /* NaN and -0.0 stay, like np.maximum */
+    to[t] = v;
+    if (mask) mask[t] = v > 0;
+  }
+}
+#endif
+
 static void fwd_panels(void *ctx, long lo, long hi) {
   const struct fwd *f = ctx;
   long mp = f->m_panels, k = f->k;
@@ -114,35 +160,20 @@ static void fwd_panels(void *ctx, long lo, long hi) {
     long j0 = panel * NR, nj = f->cols - j0 < NR ? f->cols - j0 : NR;
     int s_count = runs_of(f->src + j0, nj, s_start, s_len, s_first);
     int d_count = runs_of(f->dst + j0, nj, d_start, d_len, d_first);
-    memset(tiles, 0, (size_t)(mp * MR * NR) * sizeof(T));
     for (long pc = 0; pc < k; pc += KC) {
       long kc = k - pc < KC ? k - pc : KC;
       pack_columns(f->x, f->roff + pc, kc, nj, s_count, s_start, s_len, s_first, bp);
       for (long ip = 0; ip < mp; ip++)
-        micro(kc, f->wp + (ip * k + pc) * MR, bp, tiles + ip * MR * NR);
+        micro(kc, f->wp + (ip * k + pc) * MR, bp, tiles + ip * MR * NR, pc == 0);
     }
     for (long co = 0; co < f->cout; co++) {
       const T *acc = tiles + co * NR;
       T b = f->bias ? f->bias[co] : (T)0;
       T *base = f->out + co * f->chan;
       unsigned char *mask = f->mask ? f->mask + co * f->chan : 0;
-      for (int r = 0; r < d_count; r++) {
-        const T *from = acc + d_start[r];
-        T *restrict to = base + d_first[r];
-        long n = d_len[r];
-        if (f->relu) {
-          for (long t = 0; t < n; t++) {
-            T v = from[t] + b;
-            to[t] = v < 0 ? 0 : v; /* NaN stays NaN, like np.maximum */
-          }
-        } else {
-          for (long t = 0; t < n; t++) to[t] = from[t] + b;
-        }
-        if (mask) {
-          unsigned char *restrict m = mask + d_first[r];
-          for (long t = 0; t < n; t++) m[t] = to[t] > 0;
-        }
-      }
+      for (int r = 0; r < d_count; r++)
+        store_run(acc + d_start[r], b, f->relu, base + d_first[r],
+                  mask ? mask + d_first[r] : 0, d_len[r]);
     }
   }
   free(tiles);
