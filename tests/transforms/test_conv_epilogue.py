@@ -98,3 +98,33 @@ def test_a_cnn_training_step_fuses_its_convolutions_and_equals_eager_steps():
         assert abs(got - want) <= 1e-4 * max(1.0, abs(want))
     producers = [n.attrs["producer"] for n in _epilogues(step.graph)]
     assert producers.count("conv") == 2  # conv - bias - ReLU (and its mask), twice
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_relu_before_max_pooling_masks_the_pooling_gradient_in_its_scatter(dtype):
+    def loss(x):
+        y = F.max_pool2d(F.relu(x), 2)
+        return (y * y).sum()
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 3, 6, 8)).astype(dtype)
+    x[0, 0, 0, 0] = np.nan
+    graph = ember.trace(ember.grad(loss), ember.tensor(x), opt_level=0).graph
+    fused, _ = optimize(graph.copy(), passes=[FUSE, DCE, EPILOGUE], check=[x])
+    producers = [n.attrs["producer"] for n in _epilogues(fused)]
+    assert producers == ["pool_scatter"]
+    want = interpreter.run(graph, [x])
+    got = compile_graph(fused)(x)  # the C scatter checked call by call against the reference
+    for g, e in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), e)  # the same additions, bit for bit
+
+
+def test_where_on_a_scatter_with_another_shape_or_a_tensor_fill_is_left_alone():
+    def loss(x, fill):
+        y = F.max_pool2d(x, 2)
+        g = ember.grad(lambda t: (F.max_pool2d(t, 2) ** 2).sum())(x)
+        return ember.where(x > 0, g, fill)
+
+    x, fill = ember.randn(1, 2, 4, 4), ember.randn(1, 2, 4, 4)
+    _, fused = _fused(loss, x, fill)
+    assert not _epilogues(fused)

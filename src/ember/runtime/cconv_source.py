@@ -135,7 +135,8 @@ static inline void store_run(const T *from, T b, int relu, T *to, unsigned char 
     V v = ADD(LOAD(from + t), bias);
     if (relu) v = MOV(v, CMP(v, zero, _CMP_LT_OQ), zero); /* NaN and -0.0 stay */
     STORE(to + t, keep, v);
-    if (mask) _mm_mask_storeu_epi8(mask + t, keep, _mm_maskz_mov_epi8(CMP(v, zero, _CMP_GT_OQ), ones));
+    if (mask)
+      _mm_mask_storeu_epi8(mask + t, keep, _mm_maskz_mov_epi8(CMP(v, zero, _CMP_GT_OQ), ones));
   }
 }
 #else

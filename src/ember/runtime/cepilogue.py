@@ -57,6 +57,10 @@ def build(node):
         from . import cconv_epilogue
 
         return cconv_epilogue.build(node)
+    if attrs["producer"] == "pool_scatter":  # a ReLU's mask, applied by the scatter
+        from . import cpooling
+
+        return cpooling.build_masked_scatter(node)
     n, slot = attrs["n_producer"], attrs["slot"]
     producer = REGISTRY[attrs["producer"]]
     producer_attrs = dict(attrs["producer_attrs"])

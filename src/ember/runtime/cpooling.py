@@ -44,7 +44,14 @@ _SCATTER = r"""
 #include <string.h>
 typedef void (*ember_task)(void *, long, long);
 typedef void (*ember_pool)(ember_task, void *, long, long);
-struct job { const T *g; const long long *indices; T *out; long in_plane, out_plane; };
+struct job {
+  const T *g;
+  const long long *indices;
+  T *out;
+  long in_plane, out_plane;
+  const unsigned char *mask; /* where(mask, scattered, fill), or NULL */
+  T fill;
+};
 static void planes(void *job_, long lo, long hi) {
   const struct job *j = job_;
   for (long p = lo; p < hi; p++) {
@@ -53,11 +60,15 @@ static void planes(void *job_, long lo, long hi) {
     const long long *indices = j->indices + p * j->out_plane;
     memset(out, 0, j->in_plane * sizeof *out);
     for (long k = 0; k < j->out_plane; k++) out[indices[k]] += g[k];
+    if (j->mask) {
+      const unsigned char *mask = j->mask + p * j->in_plane;
+      for (long i = 0; i < j->in_plane; i++) out[i] = mask[i] ? out[i] : j->fill;
+    }
   }
 }
 void scatter(const T *g, const long long *indices, T *out, long count, long in_plane,
-             long out_plane, ember_pool pool) {
-  struct job j = {g, indices, out, in_plane, out_plane};
+             long out_plane, const unsigned char *mask, T fill, ember_pool pool) {
+  struct job j = {g, indices, out, in_plane, out_plane, mask, fill};
   if (pool && count * (in_plane + out_plane) > (1L << 16)) pool(planes, &j, count, 1);
   else planes(&j, 0, count);
 }
@@ -77,14 +88,21 @@ def _load(template: str, symbol: str, dtype, argtypes):
     return fn, cpool.parallel_for()
 
 
-def scatter(g: np.ndarray, indices: np.ndarray, in_size: tuple):
+def _scatter_function(dtype):
+    scalar = ctypes.c_float if dtype == dt.float32 else ctypes.c_double
+    pointer = ctypes.c_void_p
+    argtypes = [pointer] * 3 + [ctypes.c_long] * 3 + [pointer, scalar, pointer]
+    return _load(_SCATTER, "scatter", dtype, argtypes)
+
+
+def scatter(g: np.ndarray, indices: np.ndarray, in_size: tuple, mask=None, fill=0.0):
     """``pool_scatter(g, indices; in_size)`` in C, equal to the NumPy kernel bit for bit, or
-    None (not float32/float64, no compiler). The indices are trusted (max_pool made them)."""
+    None (not float32/float64, no compiler). The indices are trusted (max_pool made them).
+    With ``mask`` (bool, of the result's shape): ``where(mask, result, fill)``, each plane
+    masked while it is in cache (the gradient of a ReLU before the pooling)."""
     if g.dtype not in (np.float32, np.float64):
         return None
-    pointer = ctypes.c_void_p
-    argtypes = [pointer] * 3 + [ctypes.c_long] * 3 + [pointer]
-    fn, pool = _load(_SCATTER, "scatter", dt.as_dtype(g.dtype), argtypes)
+    fn, pool = _scatter_function(dt.as_dtype(g.dtype))
     if fn is None:
         return None
     in_size = tuple(in_size)
@@ -94,7 +112,19 @@ def scatter(g: np.ndarray, indices: np.ndarray, in_size: tuple):
     count = g.shape[0] * g.shape[1]
     if out.size:
         plane, out_plane = math.prod(in_size), math.prod(g.shape[2:])
-        fn(g.ctypes.data, indices.ctypes.data, out.ctypes.data, count, plane, out_plane, pool)
+        if mask is not None:
+            mask = np.ascontiguousarray(mask, np.bool_)
+        fn(
+            g.ctypes.data,
+            indices.ctypes.data,
+            out.ctypes.data,
+            count,
+            plane,
+            out_plane,
+            None if mask is None else mask.ctypes.data,
+            fill,
+            pool,
+        )
     return out
 
 
@@ -104,7 +134,7 @@ def build_scatter(node):
     in_size = tuple(node.attrs["in_size"])
     if any(not isinstance(d, int) for d in (*in_size, *g_type.shape[2:])):
         return None
-    if g_type.dtype not in _C or _load(_SCATTER, "scatter", g_type.dtype, [])[0] is None:
+    if g_type.dtype not in _C or _scatter_function(g_type.dtype)[0] is None:
         return None
     np_dtype = g_type.dtype.np
 
@@ -181,3 +211,33 @@ def max_pool_2d(x: np.ndarray, kernel, stride, padding, dilation, out_size):
     indices = np.empty((n, c) + tuple(out_size), np.int64)
     fn(x.ctypes.data, values.ctypes.data, indices.ctypes.data, n * c, pool)
     return values, indices
+
+
+def build_masked_scatter(node):
+    """The compiled ``fused_epilogue`` of a ``pool_scatter`` and a ``where(mask, result, c)``
+    on it (transforms/epilogue.py): ``(g, indices, *where operands) -> (out,)``, or None."""
+    attrs = node.attrs
+    if not masked_scatter_fusable(attrs["program"], attrs["slot"]):
+        return None
+    g_type = node.inputs[0].type
+    if g_type.dtype not in _C or _scatter_function(g_type.dtype)[0] is None:
+        return None
+    in_size = tuple(dict(attrs["producer_attrs"])["in_size"])
+    np_dtype = g_type.dtype.np
+
+    def run(g, indices, mask, fill, out=None):
+        result = scatter(np.asarray(g, np_dtype), indices, in_size, mask, float(fill))
+        if out is not None and out[0] is not None:
+            np.copyto(out[0], result)
+            result = out[0]
+        return (result,)
+
+    return run
+
+
+def masked_scatter_fusable(program, slot: int) -> bool:
+    """Whether an epilogue program on a pool_scatter result is ``where(mask, result, c)``."""
+    if len(program) != 1 or slot != 1:
+        return False
+    name, operands, attrs = program[0]
+    return name == "where" and not attrs and operands == (("in", 0), ("in", 1), ("in", 2))

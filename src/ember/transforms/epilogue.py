@@ -8,6 +8,8 @@ over the matmul's own result: one full-size array fewer. (The gain is small here
 NumPy takes no epilogue of its own; see runtime/cepilogue.py for the measurements.)
 A convolution's epilogue is stored by its C kernel tile by tile (runtime/cconv_epilogue.py):
 a per-channel bias, a ReLU and the ReLU's gradient mask; other programs are not fused onto it.
+The max-pooling gradient (``pool_scatter``) takes ``where(mask, result, c)``, the gradient of a
+ReLU before the pooling, applied by its C kernel plane by plane (runtime/cpooling.py).
 
 Applies when the matmul's result has one reader, an elementwise node (a ``fused_elementwise``
 group, or a single op the C loops can run) over the result's own shape, and is not returned;
@@ -31,7 +33,7 @@ __all__ = ["EPILOGUE", "fuse_epilogues"]
 
 
 def _producer(node) -> bool:
-    names = ("matmul", "linear", "conv")
+    names = ("matmul", "linear", "conv", "pool_scatter")
     if node.kind != "call" or node.op.name not in names or len(node.outputs) != 1:
         return False
     out = node.outputs[0]
@@ -40,6 +42,8 @@ def _producer(node) -> bool:
     if any(not isinstance(d, int) for v in (*node.inputs, out) for d in v.shape):
         return False
     right = node.inputs[1]
+    if node.op.name == "pool_scatter":
+        return True
     if node.op.name == "conv":
         return cconv.available(out.dtype.np)
     if node.op.name == "matmul":
@@ -60,6 +64,8 @@ def _consumer(graph: Graph, producer):
             return None
     elif not (_fusable(reader) and tuple(reader.outputs[0].shape) == tuple(result.shape)):
         return None
+    if producer.op.name == "pool_scatter":
+        return reader if _masks(reader, result) else None
     if producer.op.name == "conv":
         program, outputs, out_types, inputs = _program_of(reader)
         slot = next(i for i, v in enumerate(inputs) if v is result)
@@ -70,6 +76,21 @@ def _consumer(graph: Graph, producer):
     if any(block_kind(v.type, result.shape) is None for v in reader.inputs if v is not result):
         return None
     return reader
+
+
+def _masks(reader, result) -> bool:
+    """Whether ``reader`` is ``where(mask, result, c)``, a bool mask of the result's shape and
+    a scalar c of its dtype: the gradient of a ReLU before a max pooling, which the scatter
+    applies plane by plane (runtime/cpooling.py)."""
+    if reader.op.name != "where" or len(reader.inputs) != 3 or reader.inputs[1] is not result:
+        return False
+    mask, fill = reader.inputs[0], reader.inputs[2]
+    return (
+        mask.dtype is dt.bool_
+        and tuple(mask.shape) == tuple(result.shape)
+        and fill.shape == ()
+        and fill.dtype == result.dtype == reader.outputs[0].dtype
+    )
 
 
 def _program_of(node):
