@@ -34,8 +34,9 @@ _VECTOR_BYTES = 64
 _MAX_WASTE = 2.0
 _P, _L, _I = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
 _FORWARD_ARGS = [_P] * 8 + [_L] * 5 + [_I, _P]
-_WEIGHT_ARGS = [_P] * 5 + [_L] * 7 + [_P]
-_WEIGHT_CL_ARGS = [_P] * 5 + [_L] * 8 + [_P]
+_SEGMENT_ARGS = [_P, _P, _L, _L, _L]
+_WEIGHT_ARGS = [_P] * 5 + [_L] * 7 + _SEGMENT_ARGS + [_P]
+_WEIGHT_CL_ARGS = [_P] * 5 + [_L] * 8 + _SEGMENT_ARGS + [_P]
 
 
 @functools.cache
@@ -103,6 +104,20 @@ def _row_offsets(p: Plan, channels: int) -> np.ndarray:
     plane = math.prod(p.padded)
     kernel_offsets = _grid_offsets(p.kernel, _strides(p.padded) * np.array(p.dilation))
     return (np.arange(channels, dtype=np.int64)[:, None] * plane + kernel_offsets).reshape(-1)
+
+
+@functools.lru_cache(maxsize=64)
+def _segment_tables(out_size: tuple, grid: tuple) -> tuple:
+    rows = out_size[:-1] + (1,)
+    return _grid_offsets(rows, _strides(out_size)), _grid_offsets(rows, _strides(grid))
+
+
+def _segments(out_size: tuple, grid: tuple) -> tuple:
+    """Where the rows (last dimension) of a gy plane go in the extended grid, as the weight
+    gradient kernels take it: source offsets, destination offsets, count, row length, plane
+    size (the tables stay alive in `_segment_tables`' cache)."""
+    src, dst = _segment_tables(out_size, grid)
+    return src.ctypes.data, dst.ctypes.data, len(src), out_size[-1], math.prod(out_size)
 
 
 def _padded(x: np.ndarray, p: Plan, size: int, tag: str) -> np.ndarray:
@@ -209,15 +224,13 @@ def conv_weight_grad(x, gy, p: Plan, groups: int, per_block=None):
     cg, cog = c // groups, cout // groups
     lanes = _VECTOR_BYTES // x.itemsize
     length = -(-math.prod(grid) // lanes) * lanes
-    # gy over the extended grid, zero outside the output (written only inside: stays zero)
-    gy_ext = scratch("cconv_gy", (n, cout, length), x.dtype, fill=0, key=p)
-    view = gy_ext[:, :, : math.prod(grid)].reshape((n, cout) + grid)
-    view[(Ellipsis,) + tuple(slice(0, o) for o in p.out_size)] = gy
+    gy = np.ascontiguousarray(gy)
+    segments = _segments(p.out_size, grid)
     plane = math.prod(p.padded)
     wide = 2 * lanes  # input channels per tile of the channels-last kernel
     padded_channels = -(-cg // wide) * wide
     if groups == 1 and padded_channels <= 1.5 * cg:
-        return _weight_grad_channels_last(x, gy_ext, p, weight_cl, pool, padded_channels)
+        return _weight_grad_channels_last(x, gy, p, weight_cl, pool, padded_channels, length)
     roff = _row_offsets(p, cg)
     size = max(n * c * plane, (n - 1) * c * plane + (groups - 1) * cg * plane + int(roff[-1]))
     xp = _padded(x, p, size + length, "cconv_xw")
@@ -228,7 +241,7 @@ def conv_weight_grad(x, gy, p: Plan, groups: int, per_block=None):
     partial = np.empty((blocks, cog, rows), x.dtype)
     for g in range(groups):
         weight(
-            _address(gy_ext, g * cog * length),
+            _address(gy, g * cog * math.prod(p.out_size)),
             _address(xp, g * cg * plane),
             _address(gw, g * cog * rows),
             partial.ctypes.data,
@@ -237,9 +250,10 @@ def conv_weight_grad(x, gy, p: Plan, groups: int, per_block=None):
             cog,
             rows,
             length,
-            cout * length,
+            gy[0].size,
             c * plane,
             per_block,
+            *segments,
             pool,
         )
     # an inf or NaN in x read by a column outside the output, times its zero, gives NaN where
@@ -247,11 +261,12 @@ def conv_weight_grad(x, gy, p: Plan, groups: int, per_block=None):
     return gw if np.isfinite(gw).all() else None
 
 
-def _weight_grad_channels_last(x, gy_ext, p: Plan, weight_cl, pool, padded_channels: int):
+def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, padded_channels, length):
     """The weight gradient as one GEMM per kernel offset, over a channels-last copy of the
     padded input (each position's channels one contiguous vector)."""
     n, c = x.shape[:2]
-    cout, length = gy_ext.shape[1:]
+    cout = gy.shape[1]
+    segments = _segments(p.out_size, p.out_size[:1] + p.padded[1:])
     kk = math.prod(p.kernel)
     koff = _grid_offsets(p.kernel, _strides(p.padded) * np.array(p.dilation))
     positions = max(math.prod(p.padded), length + int(koff[-1]))
@@ -264,7 +279,7 @@ def _weight_grad_channels_last(x, gy_ext, p: Plan, weight_cl, pool, padded_chann
     out = np.empty((kk, rows, padded_channels), x.dtype)
     partial = np.empty((blocks,) + out.shape, x.dtype)
     weight_cl(
-        gy_ext.ctypes.data,
+        gy.ctypes.data,
         xcl.ctypes.data,
         out.ctypes.data,
         partial.ctypes.data,
@@ -274,9 +289,10 @@ def _weight_grad_channels_last(x, gy_ext, p: Plan, weight_cl, pool, padded_chann
         kk,
         padded_channels,
         length,
-        cout * length,
+        gy[0].size,
         positions * padded_channels,
         per_block,
+        *segments,
         pool,
     )
     gw = np.ascontiguousarray(out[:, :cout, :c].transpose(1, 2, 0)).reshape((cout, c) + p.kernel)

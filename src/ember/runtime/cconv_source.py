@@ -12,9 +12,11 @@ the compiler emits AVX-512 where the CPU has it, and two or four narrower vector
   output), adding ``bias[co]`` and applying ReLU when asked (a convolution epilogue).
 * ``conv_weight_grad``: gw[co, r] = sum_n sum_l gy[n, co, l] * x[n * x_sample + roff[r] + l]
   over an extended output grid (rows of the padded input's width, stride 1) in which gy is
-  zero outside the real output. Both operands are contiguous along l, so a dot-product
-  micro-kernel (4 x 6 vector accumulators, summed across lanes once per block of samples)
-  needs no packing. Blocks of samples run in parallel into partial sums added at the end.
+  zero outside the real output (each block of samples lays its gy out so, in cache). Both
+  operands are contiguous along l, so a dot-product micro-kernel (4 x 6 vector accumulators,
+  summed across lanes once per block of samples) needs no packing. With many input channels,
+  ``conv_weight_grad_cl`` instead runs one GEMM per kernel offset over a channels-last copy
+  of the input (outer products, 8 output channels x 2 vectors of input channels).
 
 Both share work over ember's thread pool (runtime/cpool.py) when given one.
 """
@@ -194,11 +196,30 @@ void conv_forward(const T *x, const T *wp, const T *bias, T *out, unsigned char 
 #define WA 4 /* output channels per tile */
 #define WB 6 /* (channel, kernel offset) rows per tile */
 
+/* gy's output positions inside the extended grid: each of `segs` segments of `seg_len`
+   elements at seg_src[s] in a (sample, channel) plane of gy goes to seg_dst[s] of its row */
+struct segments {
+  const long *src, *dst;
+  long count, len, plane; /* plane: gy's channel stride */
+};
+
+/* the rows (len long, zero outside the output) of channels [0, cout) of one gy sample */
+static void extend(const T *gy, const struct segments *sg, long cout, long len, T *ext) {
+  for (long co = 0; co < cout; co++) {
+    T *row = ext + co * len;
+    const T *plane = gy + co * sg->plane;
+    memset(row, 0, (size_t)len * sizeof(T));
+    for (long s = 0; s < sg->count; s++)
+      memcpy(row + sg->dst[s], plane + sg->src[s], (size_t)sg->len * sizeof(T));
+  }
+}
+
 struct wgt {
   const T *gy, *x;
   T *partial; /* blocks x cout x rows */
   const long *roff;
   long n, cout, rows, len, gy_sample, x_sample, per_block;
+  struct segments sg;
 };
 
 static T lanes_sum(vec v) {
@@ -209,9 +230,13 @@ static T lanes_sum(vec v) {
 
 static void wgt_blocks(void *ctx, long lo, long hi) {
   const struct wgt *g = ctx;
+  T *ext = aligned_alloc(64, (size_t)(g->per_block * g->cout * g->len) * sizeof(T));
+  if (!ext) abort();
   for (long blk = lo; blk < hi; blk++) {
     long n0 = blk * g->per_block, n1 = n0 + g->per_block < g->n ? n0 + g->per_block : g->n;
     T *part = g->partial + blk * g->cout * g->rows;
+    for (long n = n0; n < n1; n++)
+      extend(g->gy + n * g->gy_sample, &g->sg, g->cout, g->len, ext + (n - n0) * g->cout * g->len);
     for (long co0 = 0; co0 < g->cout; co0 += WA) {
       long a_idx[WA];
       for (int i = 0; i < WA; i++) a_idx[i] = co0 + i < g->cout ? co0 + i : g->cout - 1;
@@ -223,7 +248,7 @@ static void wgt_blocks(void *ctx, long lo, long hi) {
           for (int j = 0; j < WB; j++) c[i][j] = (vec){0};
         for (long n = n0; n < n1; n++) {
           const T *ga[WA];
-          for (int i = 0; i < WA; i++) ga[i] = g->gy + n * g->gy_sample + a_idx[i] * g->len;
+          for (int i = 0; i < WA; i++) ga[i] = ext + ((n - n0) * g->cout + a_idx[i]) * g->len;
           const T *xs = g->x + n * g->x_sample;
           for (long l = 0; l < g->len; l += VL) {
             vec a0 = *(const uvec *)(ga[0] + l), a1 = *(const uvec *)(ga[1] + l);
@@ -244,15 +269,18 @@ static void wgt_blocks(void *ctx, long lo, long hi) {
       }
     }
   }
+  free(ext);
 }
 
-/* gw (cout x rows) = the sum over blocks of samples of gy x X^T; gy rows are `len` long (a
-   multiple of VL, aligned, zero past the real output), x rows are read at roff[r] */
+/* gw (cout x rows) = the sum over blocks of samples of gy x X^T over the extended grid (rows
+   `len` long, a multiple of VL), x rows read at roff[r] */
 void conv_weight_grad(const T *gy, const T *x, T *gw, T *partial, const long *roff, long n,
                       long cout, long rows, long len, long gy_sample, long x_sample,
-                      long per_block, ember_pool pool) {
+                      long per_block, const long *seg_src, const long *seg_dst, long segs,
+                      long seg_len, long plane, ember_pool pool) {
   long blocks = (n + per_block - 1) / per_block;
-  struct wgt g = {gy, x, partial, roff, n, cout, rows, len, gy_sample, x_sample, per_block};
+  struct wgt g = {gy,        x,        partial,   roff, n, cout, rows, len, gy_sample,
+                  x_sample, per_block, {seg_src, seg_dst, segs, seg_len, plane}};
   if (pool && blocks > 1 && cout * rows * len * n > (1L << 20)) pool(wgt_blocks, &g, blocks, 1);
   else wgt_blocks(&g, 0, blocks);
   long size = cout * rows;
@@ -298,18 +326,21 @@ struct wcl {
   T *partial; /* blocks x kk x (m_panels * MW) x cp */
   const long *koff;
   long n, cout, kk, cp, len, gy_sample, x_sample, per_block, m_panels;
+  struct segments sg;
 };
 
 static void wcl_blocks(void *ctx, long lo, long hi) {
   const struct wcl *g = ctx;
   long mp = g->m_panels, rows = mp * MW, cp = g->cp;
-  T *ap = aligned_alloc(64, (size_t)(mp * KC * MW) * sizeof(T));
+  T *ap = aligned_alloc(64, (size_t)(mp * KC * MW + g->cout * g->len) * sizeof(T));
   if (!ap) abort();
+  T *ext = ap + mp * KC * MW;
   for (long blk = lo; blk < hi; blk++) {
     long n0 = blk * g->per_block, n1 = n0 + g->per_block < g->n ? n0 + g->per_block : g->n;
     T *part = g->partial + blk * g->kk * rows * cp;
     memset(part, 0, (size_t)(g->kk * rows * cp) * sizeof(T));
     for (long n = n0; n < n1; n++) {
+      extend(g->gy + n * g->gy_sample, &g->sg, g->cout, g->len, ext);
       for (long l0 = 0; l0 < g->len; l0 += KC) {
         long kc = g->len - l0 < KC ? g->len - l0 : KC;
         for (long ip = 0; ip < mp; ip++)
@@ -317,7 +348,7 @@ static void wcl_blocks(void *ctx, long lo, long hi) {
             long co = ip * MW + i;
             T *to = ap + ip * KC * MW + i;
             if (co < g->cout) {
-              const T *from = g->gy + n * g->gy_sample + co * g->len + l0;
+              const T *from = ext + co * g->len + l0;
               for (long p = 0; p < kc; p++) to[p * MW] = from[p];
             } else {
               for (long p = 0; p < kc; p++) to[p * MW] = 0;
@@ -339,9 +370,11 @@ static void wcl_blocks(void *ctx, long lo, long hi) {
    the channels-last padded input x (n x plane x cp) read at position l + koff[k] */
 void conv_weight_grad_cl(const T *gy, const T *x, T *out, T *partial, const long *koff, long n,
                          long cout, long kk, long cp, long len, long gy_sample, long x_sample,
-                         long per_block, ember_pool pool) {
+                         long per_block, const long *seg_src, const long *seg_dst, long segs,
+                         long seg_len, long plane, ember_pool pool) {
   long mp = (cout + MW - 1) / MW, blocks = (n + per_block - 1) / per_block;
-  struct wcl g = {gy, x, partial, koff, n, cout, kk, cp, len, gy_sample, x_sample, per_block, mp};
+  struct wcl g = {gy,       x,         partial, koff, n, cout, kk, cp, len, gy_sample, x_sample,
+                  per_block, mp, {seg_src, seg_dst, segs, seg_len, plane}};
   if (pool && blocks > 1 && cout * kk * cp * len * n > (1L << 20)) pool(wcl_blocks, &g, blocks, 1);
   else wcl_blocks(&g, 0, blocks);
   long size = kk * mp * MW * cp;
