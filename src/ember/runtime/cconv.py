@@ -33,7 +33,7 @@ _VECTOR_BYTES = 64
 # the weight gradient's extended grid may be at most this much larger than the output
 _MAX_WASTE = 2.0
 _P, _L, _I = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
-_FORWARD_ARGS = [_P] * 8 + [_L] * 5 + [_I, _P]
+_FORWARD_ARGS = [_P] * 8 + [_L] * 8 + [_I, _P]
 _SEGMENT_ARGS = [_P, _P, _L, _L, _L]
 _WEIGHT_ARGS = [_P] * 5 + [_L] * 7 + _SEGMENT_ARGS + [_P]
 _WEIGHT_CL_ARGS = [_P] * 5 + [_L] * 8 + _SEGMENT_ARGS + [_P]
@@ -77,26 +77,22 @@ def _grid_offsets(grid, steps) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=64)
-def _forward_tables(p: Plan, n: int, channels: int, group_channels: int, cout: int):
-    """(src, dst, roff) of the forward kernel: per column its offset in the padded input and
-    in the output (-1 outside it), per (channel of a group, kernel offset) row its offset in
-    the padded input."""
-    plane = math.prod(p.padded)
-    pstr = _strides(p.padded)
+def _forward_tables(p: Plan, group_channels: int):
+    """(src, dst, roff) of the forward kernel: per column of one sample its offset in the
+    sample's padded input and in its output (-1 outside it), per (channel of a group, kernel
+    offset) row its offset in the padded input. (The kernel adds the samples' own offsets:
+    tables over the whole batch would take 16 bytes per output position.)"""
     out = p.out_size
     # columns run along the padded width where that wastes little (long contiguous runs to
     # pack), else along the output's own width
     flat = p.stride[-1] == 1 and p.padded[-1] <= 1.5 * out[-1]
     grid = out[:-1] + ((p.padded[-1],) if flat else (out[-1],))
-    steps = pstr * np.array(p.stride[:-1] + ((1,) if flat else p.stride[-1:]))
+    steps = _strides(p.padded) * np.array(p.stride[:-1] + ((1,) if flat else p.stride[-1:]))
     inside = np.ones(grid, bool)
     if flat:
         inside[..., out[-1] :] = False
-    dst_sample = np.where(inside.reshape(-1), _grid_offsets(grid, _strides(out)), -1)
-    samples = np.arange(n, dtype=np.int64)[:, None]
-    src = (samples * channels * plane + _grid_offsets(grid, steps)).reshape(-1)
-    dst = np.where(dst_sample >= 0, samples * cout * math.prod(out) + dst_sample, -1)
-    return src, dst.reshape(-1), _row_offsets(p, group_channels)
+    dst = np.where(inside.reshape(-1), _grid_offsets(grid, _strides(out)), -1)
+    return _grid_offsets(grid, steps), dst, _row_offsets(p, group_channels)
 
 
 def _row_offsets(p: Plan, channels: int) -> np.ndarray:
@@ -149,9 +145,10 @@ def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False, mask
     cout = w.shape[0]
     cg, cog = c // groups, cout // groups
     rows = cg * math.prod(p.kernel)
-    src, dst, roff = _forward_tables(p, n, c, cg, cout)
+    src, dst, roff = _forward_tables(p, cg)
     plane = math.prod(p.padded)
-    size = max(n * c * plane, int(src[-1]) + (groups - 1) * cg * plane + int(roff[-1]) + 1)
+    last = (n - 1) * c * plane + int(src[-1]) + (groups - 1) * cg * plane + int(roff[-1])
+    size = max(n * c * plane, last + 1)
     xp = _padded(x, p, size, "cconv_x")
     m = math.prod(p.out_size)
     out = np.empty((n, cout) + p.out_size, x.dtype)
@@ -174,9 +171,12 @@ def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False, mask
             roff.ctypes.data,
             panels,
             rows,
-            len(src),
+            n * len(src),
             cog,
             m,
+            len(src),
+            c * plane,
+            cout * m,
             int(relu),
             pool,
         )

@@ -63,8 +63,9 @@ struct fwd {
   const T *x, *wp, *bias;
   T *out;
   unsigned char *mask; /* out > 0 (the ReLU's gradient mask), or NULL */
-  const long *src, *dst, *roff;
+  const long *src, *dst, *roff; /* src, dst: per column of one sample */
   long m_panels, k, cols, cout, chan; /* chan: the output's channel stride */
+  long grid, x_sample, out_sample;    /* columns per sample; the sample strides */
   int relu;
 };
 
@@ -161,8 +162,14 @@ static void fwd_panels(void *ctx, long lo, long hi) {
   long s_start[NR], s_len[NR], s_first[NR], d_start[NR], d_len[NR], d_first[NR];
   for (long panel = lo; panel < hi; panel++) {
     long j0 = panel * NR, nj = f->cols - j0 < NR ? f->cols - j0 : NR;
-    int s_count = runs_of(f->src + j0, nj, s_start, s_len, s_first);
-    int d_count = runs_of(f->dst + j0, nj, d_start, d_len, d_first);
+    long src[NR], dst[NR];
+    for (long jj = 0; jj < nj; jj++) {
+      long j = j0 + jj, n = j / f->grid, l = j - n * f->grid;
+      src[jj] = n * f->x_sample + f->src[l];
+      dst[jj] = f->dst[l] < 0 ? -1 : n * f->out_sample + f->dst[l];
+    }
+    int s_count = runs_of(src, nj, s_start, s_len, s_first);
+    int d_count = runs_of(dst, nj, d_start, d_len, d_first);
     for (long pc = 0; pc < k; pc += KC) {
       long kc = k - pc < KC ? k - pc : KC;
       pack_columns(f->x, f->roff + pc, kc, nj, s_count, s_start, s_len, s_first, bp);
@@ -184,8 +191,10 @@ static void fwd_panels(void *ctx, long lo, long hi) {
 
 void conv_forward(const T *x, const T *wp, const T *bias, T *out, unsigned char *mask,
                   const long *src, const long *dst, const long *roff, long m_panels, long k,
-                  long cols, long cout, long chan, int relu, ember_pool pool) {
-  struct fwd f = {x, wp, bias, out, mask, src, dst, roff, m_panels, k, cols, cout, chan, relu};
+                  long cols, long cout, long chan, long grid, long x_sample, long out_sample,
+                  int relu, ember_pool pool) {
+  struct fwd f = {x,    wp,   bias, out,  mask, src,  dst,      roff,       m_panels,
+                  k,    cols, cout, chan, grid, x_sample, out_sample, relu};
   long panels = (cols + NR - 1) / NR;
   if (pool && panels > 1 && m_panels * MR * k * cols > (1L << 20)) pool(fwd_panels, &f, panels, 1);
   else fwd_panels(&f, 0, panels);
