@@ -109,7 +109,13 @@ def _checked_conv(name):
                 want = want + bias.reshape((1, -1) + (1,) * (want.ndim - 2))
             if (epilogue[1:] or (kwargs.get("relu"),))[0]:
                 want = np.where(want < 0, want.dtype.type(0), want)
-            _assert_close_to_reference(got, want, f"cconv.{name} on {a.shape}, {b.shape}")
+            message = f"cconv.{name} on {a.shape}, {b.shape}"
+            _assert_close_to_reference(got, want, message)
+            mask = (epilogue[2:] or (kwargs.get("mask"),))[0]
+            if mask is not None:  # got > 0 exactly; want may round to the other side of 0
+                assert np.array_equal(mask, got > 0), message
+                flips = mask != (want > 0)
+                assert np.all(np.abs(want[flips]) <= 1e-4 * np.abs(want).max()), message
         return got
 
     return call

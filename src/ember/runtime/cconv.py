@@ -32,6 +32,8 @@ _MR = 8
 _VECTOR_BYTES = 64
 # the weight gradient's extended grid may be at most this much larger than the output
 _MAX_WASTE = 2.0
+# the weight gradient sums this many blocks of samples in parallel, then adds their partial sums
+_BLOCKS = 8
 _P, _L, _I = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
 _FORWARD_ARGS = [_P] * 8 + [_L] * 8 + [_I, _P]
 _SEGMENT_ARGS = [_P, _P, _L, _L, _L]
@@ -208,7 +210,7 @@ def conv_input_grad(gy, w, p: Plan, groups: int):
     return conv_forward(gy, w2, p2, groups)
 
 
-def conv_weight_grad(x, gy, p: Plan, groups: int, per_block=None):
+def conv_weight_grad(x, gy, p: Plan, groups: int):
     """The adjoint of `conv_forward` in w for a stride-1 convolution, or None."""
     functions = _functions(x.dtype)
     if functions is None or x.dtype != gy.dtype or x.size == 0 or gy.size == 0:
@@ -235,7 +237,7 @@ def conv_weight_grad(x, gy, p: Plan, groups: int, per_block=None):
     size = max(n * c * plane, (n - 1) * c * plane + (groups - 1) * cg * plane + int(roff[-1]))
     xp = _padded(x, p, size + length, "cconv_xw")
     rows = len(roff)
-    per_block = per_block or max(1, -(-n // 8))
+    per_block = max(1, -(-n // _BLOCKS))
     blocks = -(-n // per_block)
     gw = np.empty((cout, cg) + p.kernel, x.dtype)
     partial = np.empty((blocks, cog, rows), x.dtype)
@@ -274,7 +276,7 @@ def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, padded_channels,
     planes = xcl[:, : math.prod(p.padded)].reshape((n,) + p.padded + (padded_channels,))
     planes[(slice(None),) + _interior(p) + (slice(0, c),)] = np.moveaxis(x[_source(p)], 1, -1)
     rows = -(-cout // _MR) * _MR
-    per_block = max(1, -(-n // 8))
+    per_block = max(1, -(-n // _BLOCKS))
     blocks = -(-n // per_block)
     out = np.empty((kk, rows, padded_channels), x.dtype)
     partial = np.empty((blocks,) + out.shape, x.dtype)
