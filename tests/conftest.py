@@ -16,11 +16,13 @@ import numpy as np
 import pytest
 
 from ember.graph import Graph
+from ember.ops import _conv_kernels
 from ember.ops.fused import evaluate_program
+from ember.ops.pool import _max_pool_np, _scatter_np
 from ember.plan import plan_memory
 from ember.plan.arena import concrete
 from ember.plan.schedule import schedule
-from ember.runtime import cepilogue, cfuse, codegen, cpooling, interpreter
+from ember.runtime import cconv, cepilogue, cfuse, codegen, cpooling, interpreter
 
 
 def _draws_random_numbers(graph) -> bool:
@@ -123,6 +125,70 @@ def _schedule_does_not_raise_the_peak(graph) -> None:
     assert plan_memory(reordered).peak_bytes <= stored, f"graph {graph.name}: memory-aware order"
 
 
+def _assert_close_to_reference(got, want, message):
+    """Sums taken in another order than NumPy's BLAS: within 1e-4 (float32) of the scale."""
+    assert got.shape == want.shape and got.dtype == want.dtype, message
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(np.isfinite(got), finite, err_msg=message)
+    scale = float(np.abs(want[finite]).max()) if finite.any() else 0.0
+    tol = 1e-4 if want.dtype == np.float32 else 1e-11
+    np.testing.assert_allclose(
+        got[finite], want[finite], rtol=tol, atol=tol * scale, err_msg=message
+    )
+
+
+def _checked_conv(name):
+    """``cconv.<name>`` with each call that returns an array checked against the NumPy kernel
+    of ops/_conv_kernels.py (the forward with its bias and ReLU added after)."""
+    fast, reference = getattr(cconv, name), getattr(_conv_kernels, name)
+
+    def call(a, b, p, groups, *epilogue, **kwargs):
+        got = fast(a, b, p, groups, *epilogue, **kwargs)
+        if got is not None:
+            want = reference(a, b, p, groups)
+            bias = epilogue[0] if epilogue else kwargs.get("bias")
+            if bias is not None:
+                want = want + bias.reshape((1, -1) + (1,) * (want.ndim - 2))
+            if (epilogue[1:] or (kwargs.get("relu"),))[0]:
+                want = np.where(want < 0, want.dtype.type(0), want)
+            message = f"cconv.{name} on {a.shape}, {b.shape}"
+            _assert_close_to_reference(got, want, message)
+            mask = (epilogue[2:] or (kwargs.get("mask"),))[0]
+            if mask is not None:  # got > 0 exactly; want may round to the other side of 0
+                assert np.array_equal(mask, got > 0), message
+                flips = mask != (want > 0)
+                assert np.all(np.abs(want[flips]) <= 1e-4 * np.abs(want).max()), message
+        return got
+
+    return call
+
+
+def _scatter_reference(g, indices, in_size, mask=None, fill=0.0):
+    out = _scatter_np(g, indices, in_size)
+    return out if mask is None else np.where(mask, out, out.dtype.type(fill))
+
+
+def _max_pool_reference(x, kernel, stride, padding, dilation, out_size):
+    return _max_pool_np(x, kernel, stride, padding, dilation, False)
+
+
+def _checked_pooling(fast, reference):
+    """A runtime/cpooling.py kernel with each call that returns something checked against the
+    NumPy kernel of ops/pool.py, bit for bit."""
+
+    def call(*args, **kwargs):
+        got = fast(*args, **kwargs)
+        if got is not None:
+            want = reference(*args, **kwargs)
+            pairs = zip(got, want) if isinstance(want, tuple) else ((got, want),)
+            for g, w in pairs:
+                assert g.shape == w.shape and g.dtype == w.dtype, fast.__name__
+                assert g.tobytes() == w.tobytes(), f"cpooling.{fast.__name__}"
+        return got
+
+    return call
+
+
 @pytest.fixture(autouse=True)
 def generated_code_equals_the_interpreter(monkeypatch):
     original = codegen.CompiledGraph.__call__
@@ -183,5 +249,11 @@ def generated_code_equals_the_interpreter(monkeypatch):
     monkeypatch.setattr(cfuse, "build", checked_build)
     # bit-identical to the NumPy kernel
     monkeypatch.setattr(cpooling, "build_scatter", _checked_exactly(cpooling.build_scatter))
+    monkeypatch.setattr(cpooling, "scatter", _checked_pooling(cpooling.scatter, _scatter_reference))
+    monkeypatch.setattr(
+        cpooling, "max_pool_2d", _checked_pooling(cpooling.max_pool_2d, _max_pool_reference)
+    )
     monkeypatch.setattr(cepilogue, "build", _checked_epilogue(cepilogue.build))
+    for name in ("conv_forward", "conv_input_grad", "conv_weight_grad"):
+        monkeypatch.setattr(cconv, name, _checked_conv(name))
     yield

@@ -56,3 +56,38 @@ def test_the_code_generator_runs_the_pooling_gradient_in_c():
     x = ember.randn(2, 1, 10, 10)
     fn(x)
     assert "k_pool_scatter_" in fn.code
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "shape, kernel, stride, dilation",
+    [
+        ((2, 3, 8, 8), (2, 2), (2, 2), (1, 1)),
+        ((1, 2, 9, 7), (3, 3), (2, 1), (1, 1)),  # overlapping windows, rows not all read
+        ((2, 1, 11, 9), (3, 2), (2, 3), (2, 1)),  # dilation
+        ((64, 32, 28, 28), (2, 2), (2, 2), (1, 1)),  # the CNN's first pool: threads
+    ],
+)
+def test_max_pool_equals_the_numpy_kernel(shape, kernel, stride, dilation, dtype):
+    from ember.ops.pool import _max_pool_np, pool_out_size
+
+    rng = np.random.default_rng(1)
+    x = rng.integers(-3, 4, shape).astype(dtype)  # ties everywhere
+    flat = x.reshape(-1)
+    flat[rng.integers(0, flat.size, 7)] = np.nan
+    flat[rng.integers(0, flat.size, 7)] = -np.inf
+    out = tuple(
+        pool_out_size(n, k, s, 0, d, False)
+        for n, k, s, d in zip(shape[2:], kernel, stride, dilation)
+    )
+    got = cpooling.max_pool_2d(x, kernel, stride, (0, 0), dilation, out)
+    want = _max_pool_np(x, kernel, stride, (0, 0), dilation, False)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.tobytes() == w.tobytes()
+
+
+def test_max_pool_declines_padding_and_windows_past_the_edge():
+    x = np.zeros((1, 1, 5, 5), np.float32)
+    assert cpooling.max_pool_2d(x, (2, 2), (2, 2), (1, 1), (1, 1), (3, 3)) is None
+    assert cpooling.max_pool_2d(x, (2, 2), (2, 2), (0, 0), (1, 1), (3, 3)) is None  # ceil_mode
+    assert cpooling.max_pool_2d(x.astype(np.int32), (2, 2), (2, 2), (0, 0), (1, 1), (2, 2)) is None

@@ -10,7 +10,10 @@ y = conv(x, w) is bilinear, so its gradients are two more bilinear maps defined 
 
 Each of the three has its VJP written with the other two, so the family is closed under
 differentiation and gradients of any order exist. The public functions (conv2d,
-conv_transpose2d, ...) are in conv_functional.py; the NumPy kernels in _conv_kernels.py.
+conv_transpose2d, ...) are in conv_functional.py. The kernels run the compiled C kernels of
+runtime/cconv.py where they apply (float32/float64; the gradients at stride 1) and the NumPy
+kernels of _conv_kernels.py otherwise; the NumPy kernels are the specification the compiled
+ones are tested against (within float rounding: the sums run in another order).
 
 Attributes, shared by the three: ``stride``, ``dilation`` (one int per spatial dimension),
 ``padding`` (a (before, after) pair per spatial dimension; "after" may be negative, which crops,
@@ -163,22 +166,39 @@ def _in_compute(*arrays):
     return [a.astype(dtype, copy=False) for a in arrays]
 
 
+def _compiled():
+    """runtime/cconv.py (imported on first use: the runtime imports the ops)."""
+    from ..runtime import cconv
+
+    return cconv
+
+
 def _conv_kernel(x, w, **attrs):
     xc, wc = _in_compute(x, w)
     p = _geometry(attrs, x.shape[2:], w.shape)
-    return _forward_kernel(xc, wc, p, attrs["groups"]).astype(x.dtype, copy=False)
+    y = _compiled().conv_forward(xc, wc, p, attrs["groups"])
+    if y is None:
+        y = _forward_kernel(xc, wc, p, attrs["groups"])
+    return y.astype(x.dtype, copy=False)
 
 
-def _input_grad_kernel_np(gy, w, *, in_size, **attrs):
+def _conv_input_grad_kernel(gy, w, *, in_size, **attrs):
     gc, wc = _in_compute(gy, w)
     p = _geometry(attrs, in_size, w.shape)
-    return _input_grad_kernel(gc, wc, p, attrs["groups"]).astype(gy.dtype, copy=False)
+    gx = _compiled().conv_input_grad(gc, wc, p, attrs["groups"])
+    if gx is None:
+        gx = _input_grad_kernel(gc, wc, p, attrs["groups"])
+    return gx.astype(gy.dtype, copy=False)
 
 
-def _weight_grad_kernel_np(x, gy, *, kernel_size, **attrs):
+def _conv_weight_grad_kernel(x, gy, *, kernel_size, **attrs):
     xc, gc = _in_compute(x, gy)
-    p = _geometry(attrs, x.shape[2:], (gy.shape[1], x.shape[1] // attrs["groups"]) + kernel_size)
-    return _weight_grad_kernel(xc, gc, p, attrs["groups"]).astype(x.dtype, copy=False)
+    w_shape = (gy.shape[1], x.shape[1] // attrs["groups"]) + kernel_size
+    p = _geometry(attrs, x.shape[2:], w_shape)
+    gw = _compiled().conv_weight_grad(xc, gc, p, attrs["groups"])
+    if gw is None:
+        gw = _weight_grad_kernel(xc, gc, p, attrs["groups"])
+    return gw.astype(x.dtype, copy=False)
 
 
 # ----------------------------------------------------------------------------------- VJPs
@@ -274,7 +294,7 @@ CONV_INPUT_GRAD = register(
         name="conv_input_grad",
         kind="nn",
         infer=_input_grad_infer,
-        kernel=_input_grad_kernel_np,
+        kernel=_conv_input_grad_kernel,
         vjp=_input_grad_vjp,
         cost=_input_grad_cost,
         doc="conv_input_grad(gy, w; ..., in_size): the adjoint of conv in x (a transposed "
@@ -287,7 +307,7 @@ CONV_WEIGHT_GRAD = register(
         name="conv_weight_grad",
         kind="nn",
         infer=_weight_grad_infer,
-        kernel=_weight_grad_kernel_np,
+        kernel=_conv_weight_grad_kernel,
         vjp=_weight_grad_vjp,
         cost=_weight_grad_cost,
         doc="conv_weight_grad(x, gy; ..., kernel_size): the adjoint of conv in w",

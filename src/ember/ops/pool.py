@@ -155,6 +155,15 @@ def _first_inside(out, kernel, stride, padding, dilation, in_size):
 
 
 def _max_pool_kernel(x, *, kernel, stride, padding, dilation, ceil_mode):
+    from ..runtime import cpooling
+
+    out = tuple(
+        pool_out_size(n, k, s, p, d, ceil_mode)
+        for n, k, s, p, d in zip(x.shape[2:], kernel, stride, padding, dilation)
+    )
+    compiled = cpooling.max_pool_2d(x, kernel, stride, padding, dilation, out)
+    if compiled is not None:
+        return compiled
     half = x.dtype in (dt.float16.np, dt.bfloat16.np)
     values, indices = _max_pool_np(
         x.astype(np.float32) if half else x, kernel, stride, padding, dilation, ceil_mode
@@ -214,6 +223,13 @@ def _flat_rows(idx, plane: int) -> np.ndarray:
 
 
 def _scatter_kernel(g, idx, *, in_size):
+    from ..runtime import cpooling
+
+    compiled = cpooling.scatter(g, idx, in_size)
+    return compiled if compiled is not None else _scatter_np(g, idx, in_size)
+
+
+def _scatter_np(g, idx, in_size):
     plane = math.prod(in_size)
     dtype = np.float32 if g.dtype in (dt.float16.np, dt.bfloat16.np) else g.dtype
     out = np.zeros(g.shape[0] * g.shape[1] * plane, dtype)

@@ -53,6 +53,14 @@ def build(node):
     from .cfuse import build_program
 
     attrs = node.attrs
+    if attrs["producer"] == "conv":  # the convolution's own C kernel stores the epilogue
+        from . import cconv_epilogue
+
+        return cconv_epilogue.build(node)
+    if attrs["producer"] == "pool_scatter":  # a ReLU's mask, applied by the scatter
+        from . import cpooling
+
+        return cpooling.build_masked_scatter(node)
     n, slot = attrs["n_producer"], attrs["slot"]
     producer = REGISTRY[attrs["producer"]]
     producer_attrs = dict(attrs["producer_attrs"])

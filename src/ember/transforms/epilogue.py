@@ -1,11 +1,15 @@
-"""Epilogue fusion: a matmul (``matmul`` or ``linear``) and the elementwise ops applied to its
-result (a bias, an activation, a fused group) become one ``fused_epilogue`` node (ops/fused.py).
+"""Epilogue fusion: a matmul (``matmul`` or ``linear``) or a convolution (``conv``) and the
+elementwise ops applied to its result (a bias, an activation, a fused group) become one
+``fused_epilogue`` node (ops/fused.py).
 
 The matmul stays on BLAS (through NumPy). The compiled node (runtime/cepilogue.py) runs it in
 blocks of rows, each block's epilogue right after it, and writes the epilogue's first output
 over the matmul's own result: one full-size array fewer. (The gain is small here: BLAS through
 NumPy takes no epilogue of its own; see runtime/cepilogue.py for the measurements.)
-Convolutions' epilogues are not fused.
+A convolution's epilogue is stored by its C kernel tile by tile (runtime/cconv_epilogue.py):
+a per-channel bias, a ReLU and the ReLU's gradient mask; other programs are not fused onto it.
+The max-pooling gradient (``pool_scatter``) takes ``where(mask, result, c)``, the gradient of a
+ReLU before the pooling, applied by its C kernel plane by plane (runtime/cpooling.py).
 
 Applies when the matmul's result has one reader, an elementwise node (a ``fused_elementwise``
 group, or a single op the C loops can run) over the result's own shape, and is not returned;
@@ -20,6 +24,7 @@ from .. import dtypes as dt
 from ..graph.ir import Graph
 from ..ops._registry import TensorType
 from ..ops.fused import FUSED, FUSED_EPILOGUE
+from ..runtime import cconv, cconv_epilogue
 from ..runtime.cepilogue import block_kind
 from .fuse import _fusable
 from .rewrite import Pass
@@ -28,7 +33,8 @@ __all__ = ["EPILOGUE", "fuse_epilogues"]
 
 
 def _producer(node) -> bool:
-    if node.kind != "call" or node.op.name not in ("matmul", "linear") or len(node.outputs) != 1:
+    names = ("matmul", "linear", "conv", "pool_scatter")
+    if node.kind != "call" or node.op.name not in names or len(node.outputs) != 1:
         return False
     out = node.outputs[0]
     if out.dtype not in (dt.float32, dt.float64) or not out.shape:
@@ -36,6 +42,10 @@ def _producer(node) -> bool:
     if any(not isinstance(d, int) for v in (*node.inputs, out) for d in v.shape):
         return False
     right = node.inputs[1]
+    if node.op.name == "pool_scatter":
+        return True
+    if node.op.name == "conv":
+        return cconv.available(out.dtype.np)
     if node.op.name == "matmul":
         return len(right.shape) == 2 and len(node.inputs[0].shape) >= 2
     return True
@@ -54,10 +64,33 @@ def _consumer(graph: Graph, producer):
             return None
     elif not (_fusable(reader) and tuple(reader.outputs[0].shape) == tuple(result.shape)):
         return None
+    if producer.op.name == "pool_scatter":
+        return reader if _masks(reader, result) else None
+    if producer.op.name == "conv":
+        program, outputs, out_types, inputs = _program_of(reader)
+        slot = next(i for i, v in enumerate(inputs) if v is result)
+        types = [v.type for v in inputs]
+        found = cconv_epilogue.spec(program, outputs, out_types, types, slot, result.type)
+        return reader if found is not None else None
     # every other operand is read whole by each block of rows, or a block at a time
     if any(block_kind(v.type, result.shape) is None for v in reader.inputs if v is not result):
         return None
     return reader
+
+
+def _masks(reader, result) -> bool:
+    """Whether ``reader`` is ``where(mask, result, c)``, a bool mask of the result's shape and
+    a scalar c of its dtype: the gradient of a ReLU before a max pooling, which the scatter
+    applies plane by plane (runtime/cpooling.py)."""
+    if reader.op.name != "where" or len(reader.inputs) != 3 or reader.inputs[1] is not result:
+        return False
+    mask, fill = reader.inputs[0], reader.inputs[2]
+    return (
+        mask.dtype is dt.bool_
+        and tuple(mask.shape) == tuple(result.shape)
+        and fill.shape == ()
+        and fill.dtype == result.dtype == reader.outputs[0].dtype
+    )
 
 
 def _program_of(node):

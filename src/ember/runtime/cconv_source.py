@@ -1,0 +1,394 @@
+"""The C source of the convolution kernels (runtime/cconv.py compiles it, once per dtype).
+
+Two kernels, both register-blocked for 64-byte vectors written with GCC's vector extension (so
+the compiler emits AVX-512 where the CPU has it, and two or four narrower vectors elsewhere):
+
+* ``conv_forward``: an implicit-GEMM convolution. out[co, j] = sum_p W[co, p] * X[p, j] where
+  p runs over (input channel, kernel offset) and j over output positions; X is never built: its
+  element (p, j) is ``x[roff[p] + src[j]]`` of the zero-padded input, so a block of columns is
+  packed straight from the input (consecutive columns are mostly consecutive in memory, copied
+  as runs). Outer-product micro-kernel, MR x NR = 8 x 3 vectors; W is packed by the caller.
+  The store writes column j to ``dst[j]`` (its NC* offset, or -1 for a column outside the
+  output), adding ``bias[co]`` and applying ReLU when asked (a convolution epilogue).
+* ``conv_weight_grad``: gw[co, r] = sum_n sum_l gy[n, co, l] * x[n * x_sample + roff[r] + l]
+  over an extended output grid (rows of the padded input's width, stride 1) in which gy is
+  zero outside the real output (each block of samples lays its gy out so, in cache). Both
+  operands are contiguous along l, so a dot-product micro-kernel (4 x 6 vector accumulators,
+  summed across lanes once per block of samples) needs no packing. With many input channels,
+  ``conv_weight_grad_cl`` instead runs one GEMM per kernel offset over a channels-last copy
+  of the input (outer products, 8 output channels x 2 vectors of input channels).
+
+Both share work over ember's thread pool (runtime/cpool.py) when given one.
+"""
+
+SOURCE = r"""
+#include <stdlib.h>
+#include <string.h>
+typedef void (*ember_task)(void *ctx, long lo, long hi);
+typedef void (*ember_pool)(ember_task, void *ctx, long n, long align);
+
+#define VL ((long)(64 / sizeof(T)))
+#define NR (3 * VL)
+#define MR 8
+#define KC 192
+typedef T vec __attribute__((vector_size(64)));
+typedef T uvec __attribute__((vector_size(64), aligned(sizeof(T))));
+
+/* acc (MR x NR, row-major, aligned) = (first ? 0 : acc) + a (kc x MR) * b (kc x NR) */
+static void micro(long kc, const T *restrict a, const T *restrict b, T *restrict acc, int first) {
+  vec c[MR][3];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; i++)
+#pragma GCC unroll 3
+    for (int v = 0; v < 3; v++) c[i][v] = first ? (vec){0} : *(vec *)(acc + i * NR + v * VL);
+  for (long p = 0; p < kc; p++) {
+    vec b0 = *(const vec *)b, b1 = *(const vec *)(b + VL), b2 = *(const vec *)(b + 2 * VL);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++) {
+      T s = a[i];
+      c[i][0] += s * b0;
+      c[i][1] += s * b1;
+      c[i][2] += s * b2;
+    }
+    a += MR;
+    b += NR;
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; i++)
+#pragma GCC unroll 3
+    for (int v = 0; v < 3; v++) *(vec *)(acc + i * NR + v * VL) = c[i][v];
+}
+
+struct fwd {
+  const T *x, *wp, *bias;
+  T *out;
+  unsigned char *mask; /* out > 0 (the ReLU's gradient mask), or NULL */
+  const long *src, *dst, *roff; /* src, dst: per column of one sample */
+  long m_panels, k, cols, cout, chan; /* chan: the output's channel stride */
+  long grid, x_sample, out_sample;    /* columns per sample; the sample strides */
+  int relu;
+};
+
+/* runs of consecutive columns: start, length and first offset (into the input for `src`,
+   the output for `dst`; columns at -1 are skipped); returns how many */
+static int runs_of(const long *off, long nj, long *start, long *len, long *first) {
+  int count = 0;
+  for (long jj = 0; jj < nj;) {
+    if (off[jj] < 0) { jj++; continue; }
+    long run = 1;
+    while (jj + run < nj && off[jj + run] == off[jj] + run) run++;
+    start[count] = jj, len[count] = run, first[count] = off[jj], count++;
+    jj += run;
+  }
+  return count;
+}
+
+static void pack_columns(const T *restrict x, const long *roff, long kc, long nj, int count,
+                         const long *start, const long *len, const long *first, T *restrict bp) {
+  if (count == 1 && nj == NR) { /* the common case: one run over the whole panel */
+    for (long p = 0; p < kc; p++) {
+      const T *from = x + roff[p] + first[0];
+      T *to = bp + p * NR;
+      *(vec *)to = *(const uvec *)from;
+      *(vec *)(to + VL) = *(const uvec *)(from + VL);
+      *(vec *)(to + 2 * VL) = *(const uvec *)(from + 2 * VL);
+    }
+    return;
+  }
+  for (long p = 0; p < kc; p++) {
+    T *to = bp + p * NR;
+    memset(to, 0, NR * sizeof(T));
+    for (int r = 0; r < count; r++) {
+      const T *from = x + roff[p] + first[r];
+      T *dst = to + start[r];
+      for (long t = 0; t < len[r]; t++) dst[t] = from[t];
+    }
+  }
+}
+
+/* to[t] = from[t] + b (then ReLU), mask[t] = to[t] > 0; ``from`` may be read up to a whole
+   vector past n. Runs are short (an output row: 7 to 28 elements here), so AVX-512 stores them
+   as masked vectors; elsewhere the loops are plain. */
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#include <immintrin.h>
+#if T_FLOAT
+#define V __m512
+#define MASK __mmask16
+#define SET1 _mm512_set1_ps
+#define LOAD _mm512_loadu_ps
+#define ADD _mm512_add_ps
+#define CMP _mm512_cmp_ps_mask
+#define MOV _mm512_mask_mov_ps
+#define STORE _mm512_mask_storeu_ps
+#else
+#define V __m512d
+#define MASK __mmask8
+#define SET1 _mm512_set1_pd
+#define LOAD _mm512_loadu_pd
+#define ADD _mm512_add_pd
+#define CMP _mm512_cmp_pd_mask
+#define MOV _mm512_mask_mov_pd
+#define STORE _mm512_mask_storeu_pd
+#endif
+static inline void store_run(const T *from, T b, int relu, T *to, unsigned char *mask, long n) {
+  V bias = SET1(b), zero = SET1(0);
+  __m128i ones = _mm_set1_epi8(1);
+  for (long t = 0; t < n; t += VL) {
+    MASK keep = n - t >= VL ? (MASK)~0 : (MASK)((1u << (n - t)) - 1);
+    V v = ADD(LOAD(from + t), bias);
+    if (relu) v = MOV(v, CMP(v, zero, _CMP_LT_OQ), zero); /* NaN and -0.0 stay */
+    STORE(to + t, keep, v);
+    if (mask)
+      _mm_mask_storeu_epi8(mask + t, keep, _mm_maskz_mov_epi8(CMP(v, zero, _CMP_GT_OQ), ones));
+  }
+}
+#else
+static inline void store_run(const T *from, T b, int relu, T *to, unsigned char *mask, long n) {
+  for (long t = 0; t < n; t++) {
+    T v = from[t] + b;
+    if (relu) v = v < 0 ? 0 : v; /* NaN and -0.0 stay, like np.maximum */
+    to[t] = v;
+    if (mask) mask[t] = v > 0;
+  }
+}
+#endif
+
+static void fwd_panels(void *ctx, long lo, long hi) {
+  const struct fwd *f = ctx;
+  long mp = f->m_panels, k = f->k;
+  T *tiles = aligned_alloc(64, (size_t)(mp * MR * NR + KC * NR) * sizeof(T));
+  if (!tiles) abort();
+  T *bp = tiles + mp * MR * NR;
+  long s_start[NR], s_len[NR], s_first[NR], d_start[NR], d_len[NR], d_first[NR];
+  for (long panel = lo; panel < hi; panel++) {
+    long j0 = panel * NR, nj = f->cols - j0 < NR ? f->cols - j0 : NR;
+    long src[NR], dst[NR];
+    for (long jj = 0; jj < nj; jj++) {
+      long j = j0 + jj, n = j / f->grid, l = j - n * f->grid;
+      src[jj] = n * f->x_sample + f->src[l];
+      dst[jj] = f->dst[l] < 0 ? -1 : n * f->out_sample + f->dst[l];
+    }
+    int s_count = runs_of(src, nj, s_start, s_len, s_first);
+    int d_count = runs_of(dst, nj, d_start, d_len, d_first);
+    for (long pc = 0; pc < k; pc += KC) {
+      long kc = k - pc < KC ? k - pc : KC;
+      pack_columns(f->x, f->roff + pc, kc, nj, s_count, s_start, s_len, s_first, bp);
+      for (long ip = 0; ip < mp; ip++)
+        micro(kc, f->wp + (ip * k + pc) * MR, bp, tiles + ip * MR * NR, pc == 0);
+    }
+    for (long co = 0; co < f->cout; co++) {
+      const T *acc = tiles + co * NR;
+      T b = f->bias ? f->bias[co] : (T)0;
+      T *base = f->out + co * f->chan;
+      unsigned char *mask = f->mask ? f->mask + co * f->chan : 0;
+      for (int r = 0; r < d_count; r++)
+        store_run(acc + d_start[r], b, f->relu, base + d_first[r],
+                  mask ? mask + d_first[r] : 0, d_len[r]);
+    }
+  }
+  free(tiles);
+}
+
+void conv_forward(const T *x, const T *wp, const T *bias, T *out, unsigned char *mask,
+                  const long *src, const long *dst, const long *roff, long m_panels, long k,
+                  long cols, long cout, long chan, long grid, long x_sample, long out_sample,
+                  int relu, ember_pool pool) {
+  struct fwd f = {x,    wp,   bias, out,  mask, src,  dst,      roff,       m_panels,
+                  k,    cols, cout, chan, grid, x_sample, out_sample, relu};
+  long panels = (cols + NR - 1) / NR;
+  if (pool && panels > 1 && m_panels * MR * k * cols > (1L << 20)) pool(fwd_panels, &f, panels, 1);
+  else fwd_panels(&f, 0, panels);
+}
+
+/* ------------------------------------------------------------------ weight gradient */
+
+#define WA 4 /* output channels per tile */
+#define WB 6 /* (channel, kernel offset) rows per tile */
+
+/* gy's output positions inside the extended grid: each of `segs` segments of `seg_len`
+   elements at seg_src[s] in a (sample, channel) plane of gy goes to seg_dst[s] of its row */
+struct segments {
+  const long *src, *dst;
+  long count, len, plane; /* plane: gy's channel stride */
+};
+
+/* the rows (len long, zero outside the output) of channels [0, cout) of one gy sample */
+static void extend(const T *gy, const struct segments *sg, long cout, long len, T *ext) {
+  for (long co = 0; co < cout; co++) {
+    T *row = ext + co * len;
+    const T *plane = gy + co * sg->plane;
+    memset(row, 0, (size_t)len * sizeof(T));
+    for (long s = 0; s < sg->count; s++)
+      memcpy(row + sg->dst[s], plane + sg->src[s], (size_t)sg->len * sizeof(T));
+  }
+}
+
+struct wgt {
+  const T *gy, *x;
+  T *partial; /* blocks x cout x rows */
+  const long *roff;
+  long n, cout, rows, len, gy_sample, x_sample, per_block;
+  struct segments sg;
+};
+
+static T lanes_sum(vec v) {
+  T s = 0;
+  for (long i = 0; i < VL; i++) s += v[i];
+  return s;
+}
+
+static void wgt_blocks(void *ctx, long lo, long hi) {
+  const struct wgt *g = ctx;
+  T *ext = aligned_alloc(64, (size_t)(g->per_block * g->cout * g->len) * sizeof(T));
+  if (!ext) abort();
+  for (long blk = lo; blk < hi; blk++) {
+    long n0 = blk * g->per_block, n1 = n0 + g->per_block < g->n ? n0 + g->per_block : g->n;
+    T *part = g->partial + blk * g->cout * g->rows;
+    for (long n = n0; n < n1; n++)
+      extend(g->gy + n * g->gy_sample, &g->sg, g->cout, g->len, ext + (n - n0) * g->cout * g->len);
+    for (long co0 = 0; co0 < g->cout; co0 += WA) {
+      long a_idx[WA];
+      for (int i = 0; i < WA; i++) a_idx[i] = co0 + i < g->cout ? co0 + i : g->cout - 1;
+      for (long r0 = 0; r0 < g->rows; r0 += WB) {
+        long b_off[WB];
+        for (int j = 0; j < WB; j++) b_off[j] = g->roff[r0 + j < g->rows ? r0 + j : g->rows - 1];
+        vec c[WA][WB];
+        for (int i = 0; i < WA; i++)
+          for (int j = 0; j < WB; j++) c[i][j] = (vec){0};
+        for (long n = n0; n < n1; n++) {
+          const T *ga[WA];
+          for (int i = 0; i < WA; i++) ga[i] = ext + ((n - n0) * g->cout + a_idx[i]) * g->len;
+          const T *xs = g->x + n * g->x_sample;
+          for (long l = 0; l < g->len; l += VL) {
+            vec a0 = *(const uvec *)(ga[0] + l), a1 = *(const uvec *)(ga[1] + l);
+            vec a2 = *(const uvec *)(ga[2] + l), a3 = *(const uvec *)(ga[3] + l);
+#pragma GCC unroll 6
+            for (int j = 0; j < WB; j++) {
+              vec b = *(const uvec *)(xs + b_off[j] + l);
+              c[0][j] += a0 * b;
+              c[1][j] += a1 * b;
+              c[2][j] += a2 * b;
+              c[3][j] += a3 * b;
+            }
+          }
+        }
+        for (int i = 0; i < WA && co0 + i < g->cout; i++)
+          for (int j = 0; j < WB && r0 + j < g->rows; j++)
+            part[(co0 + i) * g->rows + r0 + j] = lanes_sum(c[i][j]);
+      }
+    }
+  }
+  free(ext);
+}
+
+/* gw (cout x rows) = the sum over blocks of samples of gy x X^T over the extended grid (rows
+   `len` long, a multiple of VL), x rows read at roff[r] */
+void conv_weight_grad(const T *gy, const T *x, T *gw, T *partial, const long *roff, long n,
+                      long cout, long rows, long len, long gy_sample, long x_sample,
+                      long per_block, const long *seg_src, const long *seg_dst, long segs,
+                      long seg_len, long plane, ember_pool pool) {
+  long blocks = (n + per_block - 1) / per_block;
+  struct wgt g = {gy,        x,        partial,   roff, n, cout, rows, len, gy_sample,
+                  x_sample, per_block, {seg_src, seg_dst, segs, seg_len, plane}};
+  if (pool && blocks > 1 && cout * rows * len * n > (1L << 20)) pool(wgt_blocks, &g, blocks, 1);
+  else wgt_blocks(&g, 0, blocks);
+  long size = cout * rows;
+  memcpy(gw, partial, (size_t)size * sizeof(T));
+  for (long b = 1; b < blocks; b++)
+    for (long i = 0; i < size; i++) gw[i] += partial[b * size + i];
+}
+
+/* ------------------------------------------- weight gradient over channels-last input */
+
+#define MW 8        /* output channels per tile */
+#define NW (2 * VL) /* input channels per tile */
+
+/* acc (MW x NW, row stride ldc) += a (kc x MW packed) * b (kc rows of NW, row stride ldb) */
+static void micro_w(long kc, const T *restrict a, const T *restrict b, long ldb,
+                    T *restrict acc, long ldc) {
+  vec c[MW][2];
+#pragma GCC unroll 8
+  for (int i = 0; i < MW; i++) {
+    c[i][0] = *(const uvec *)(acc + i * ldc);
+    c[i][1] = *(const uvec *)(acc + i * ldc + VL);
+  }
+  for (long p = 0; p < kc; p++) {
+    vec b0 = *(const uvec *)b, b1 = *(const uvec *)(b + VL);
+#pragma GCC unroll 8
+    for (int i = 0; i < MW; i++) {
+      T s = a[i];
+      c[i][0] += s * b0;
+      c[i][1] += s * b1;
+    }
+    a += MW;
+    b += ldb;
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MW; i++) {
+    *(uvec *)(acc + i * ldc) = c[i][0];
+    *(uvec *)(acc + i * ldc + VL) = c[i][1];
+  }
+}
+
+struct wcl {
+  const T *gy, *x;
+  T *partial; /* blocks x kk x (m_panels * MW) x cp */
+  const long *koff;
+  long n, cout, kk, cp, len, gy_sample, x_sample, per_block, m_panels;
+  struct segments sg;
+};
+
+static void wcl_blocks(void *ctx, long lo, long hi) {
+  const struct wcl *g = ctx;
+  long mp = g->m_panels, rows = mp * MW, cp = g->cp;
+  T *ap = aligned_alloc(64, (size_t)(mp * KC * MW + g->cout * g->len) * sizeof(T));
+  if (!ap) abort();
+  T *ext = ap + mp * KC * MW;
+  for (long blk = lo; blk < hi; blk++) {
+    long n0 = blk * g->per_block, n1 = n0 + g->per_block < g->n ? n0 + g->per_block : g->n;
+    T *part = g->partial + blk * g->kk * rows * cp;
+    memset(part, 0, (size_t)(g->kk * rows * cp) * sizeof(T));
+    for (long n = n0; n < n1; n++) {
+      extend(g->gy + n * g->gy_sample, &g->sg, g->cout, g->len, ext);
+      for (long l0 = 0; l0 < g->len; l0 += KC) {
+        long kc = g->len - l0 < KC ? g->len - l0 : KC;
+        for (long ip = 0; ip < mp; ip++)
+          for (int i = 0; i < MW; i++) {
+            long co = ip * MW + i;
+            T *to = ap + ip * KC * MW + i;
+            if (co < g->cout) {
+              const T *from = ext + co * g->len + l0;
+              for (long p = 0; p < kc; p++) to[p * MW] = from[p];
+            } else {
+              for (long p = 0; p < kc; p++) to[p * MW] = 0;
+            }
+          }
+        const T *xs = g->x + n * g->x_sample + l0 * cp;
+        for (long k = 0; k < g->kk; k++)
+          for (long ip = 0; ip < mp; ip++)
+            for (long c0 = 0; c0 < cp; c0 += NW)
+              micro_w(kc, ap + ip * KC * MW, xs + g->koff[k] * cp + c0, cp,
+                      part + (k * rows + ip * MW) * cp + c0, cp);
+      }
+    }
+  }
+  free(ap);
+}
+
+/* out (blocks summed: kk x rows x cp) from gy (n x cout x len, zero outside the output) and
+   the channels-last padded input x (n x plane x cp) read at position l + koff[k] */
+void conv_weight_grad_cl(const T *gy, const T *x, T *out, T *partial, const long *koff, long n,
+                         long cout, long kk, long cp, long len, long gy_sample, long x_sample,
+                         long per_block, const long *seg_src, const long *seg_dst, long segs,
+                         long seg_len, long plane, ember_pool pool) {
+  long mp = (cout + MW - 1) / MW, blocks = (n + per_block - 1) / per_block;
+  struct wcl g = {gy,       x,         partial, koff, n, cout, kk, cp, len, gy_sample, x_sample,
+                  per_block, mp, {seg_src, seg_dst, segs, seg_len, plane}};
+  if (pool && blocks > 1 && cout * kk * cp * len * n > (1L << 20)) pool(wcl_blocks, &g, blocks, 1);
+  else wcl_blocks(&g, 0, blocks);
+  long size = kk * mp * MW * cp;
+  memcpy(out, partial, (size_t)size * sizeof(T));
+  for (long b = 1; b < blocks; b++)
+    for (long i = 0; i < size; i++) out[i] += partial[b * size + i];
+}
+"""
