@@ -189,6 +189,25 @@ def _checked_pooling(fast, reference):
     return call
 
 
+# (owner, attribute) -> the executor or kernel builder as it runs outside the tests
+_ORIGINALS: dict = {}
+
+
+def _check(monkeypatch, owner, name: str, checked) -> None:
+    """Replace ``owner.name`` by its ``checked`` version for one test, remembering the original
+    for `bare_executors`."""
+    _ORIGINALS.setdefault((owner, name), getattr(owner, name))
+    monkeypatch.setattr(owner, name, checked)
+
+
+@pytest.fixture
+def bare_executors(monkeypatch):
+    """The executors and kernels without this file's checks: tests that measure memory
+    (tracemalloc would count the reference runs' arrays) or time use this fixture."""
+    for (owner, name), original in _ORIGINALS.items():
+        monkeypatch.setattr(owner, name, original)
+
+
 @pytest.fixture(autouse=True)
 def generated_code_equals_the_interpreter(monkeypatch):
     original = codegen.CompiledGraph.__call__
@@ -215,7 +234,7 @@ def generated_code_equals_the_interpreter(monkeypatch):
             _assert_same(np.asarray(got), want, fused, f"graph {self.graph.name}: output {i}")
         return results
 
-    monkeypatch.setattr(codegen.CompiledGraph, "__call__", checked)
+    _check(monkeypatch, codegen.CompiledGraph, "__call__", checked)
     original_build = cfuse.build
 
     def checked_build(node):
@@ -246,14 +265,17 @@ def generated_code_equals_the_interpreter(monkeypatch):
 
         return fused_call
 
-    monkeypatch.setattr(cfuse, "build", checked_build)
+    _check(monkeypatch, cfuse, "build", checked_build)
     # bit-identical to the NumPy kernel
-    monkeypatch.setattr(cpooling, "build_scatter", _checked_exactly(cpooling.build_scatter))
-    monkeypatch.setattr(cpooling, "scatter", _checked_pooling(cpooling.scatter, _scatter_reference))
-    monkeypatch.setattr(
-        cpooling, "max_pool_2d", _checked_pooling(cpooling.max_pool_2d, _max_pool_reference)
+    _check(monkeypatch, cpooling, "build_scatter", _checked_exactly(cpooling.build_scatter))
+    _check(monkeypatch, cpooling, "scatter", _checked_pooling(cpooling.scatter, _scatter_reference))
+    _check(
+        monkeypatch,
+        cpooling,
+        "max_pool_2d",
+        _checked_pooling(cpooling.max_pool_2d, _max_pool_reference),
     )
-    monkeypatch.setattr(cepilogue, "build", _checked_epilogue(cepilogue.build))
+    _check(monkeypatch, cepilogue, "build", _checked_epilogue(cepilogue.build))
     for name in ("conv_forward", "conv_input_grad", "conv_weight_grad"):
-        monkeypatch.setattr(cconv, name, _checked_conv(name))
+        _check(monkeypatch, cconv, name, _checked_conv(name))
     yield

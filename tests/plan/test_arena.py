@@ -9,8 +9,6 @@ from ember.plan import measure_peak, plan_memory
 from ember.plan.arena import ALIGNMENT, place
 from ember.plan.liveness import Buffer
 
-from .test_memory import bare_executors  # noqa: F401 (a fixture)
-
 
 def _no_two_live_buffers_share_bytes(buffers, arena):
     placed = [b for b in buffers if b.index in arena.offsets]

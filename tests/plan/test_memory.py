@@ -6,23 +6,7 @@ import pytest
 import ember
 from ember.models import example_step
 from ember.plan import PARTS, measure_peak, plan_memory
-from ember.runtime import cepilogue, cfuse, codegen, cpooling
 from ember.transforms.remat import MemoryBudgetError
-
-# the executors as they run outside the tests: conftest.py checks every call of generated code
-# against the interpreter (whose arrays tracemalloc would count); measured peaks need them bare
-_BARE = {
-    (codegen.CompiledGraph, "__call__"): codegen.CompiledGraph.__call__,
-    (cfuse, "build"): cfuse.build,
-    (cepilogue, "build"): cepilogue.build,
-    (cpooling, "build_scatter"): cpooling.build_scatter,
-}
-
-
-@pytest.fixture
-def bare_executors(monkeypatch):
-    for (owner, name), original in _BARE.items():
-        monkeypatch.setattr(owner, name, original)
 
 
 def _compiled(name, **options):

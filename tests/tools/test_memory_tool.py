@@ -12,8 +12,6 @@ import ember.nn as nn
 from ember.models import example_step
 from ember.tools import max_batch_size, memory
 
-from ..plan.test_memory import bare_executors  # noqa: F401  (measured peaks need bare executors)
-
 MiB = 2**20
 
 
@@ -39,7 +37,7 @@ def test_estimate_is_within_5_percent_of_the_measured_peak(name, bare_executors)
     assert report.inputs >= example.x.numel() * 4
 
 
-def test_per_layer_rows_add_up_and_match_the_model(bare_executors):  # noqa: F811
+def test_per_layer_rows_add_up_and_match_the_model(bare_executors):
     report = memory("gpt")
     rows = report.by_layer
     d, hidden, tokens = 256, 1024, 8 * 128
@@ -65,7 +63,7 @@ def test_the_callers_model_and_optimizer_are_not_touched():
         np.testing.assert_array_equal(p.numpy(), q)
 
 
-def test_forward_only_backward_and_functions(bare_executors):  # noqa: F811
+def test_forward_only_backward_and_functions(bare_executors):
     model = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 64))
     x = ember.randn(128, 256)
     inference = memory(model, x)
@@ -82,7 +80,7 @@ def test_forward_only_backward_and_functions(bare_executors):  # noqa: F811
     assert fn.peak_bytes == 2 * x.numel() * 4
 
 
-def test_max_batch_size_fits_and_the_next_size_does_not_measured(bare_executors):  # noqa: F811
+def test_max_batch_size_fits_and_the_next_size_does_not_measured(bare_executors):
     budget = 20 * MiB  # batch 2 of the GPT block's step (small sizes keep the test fast)
     fit = max_batch_size("gpt", budget)
     assert fit.peak_bytes <= budget < fit.next_peak_bytes  # planned
@@ -108,7 +106,7 @@ def test_max_batch_size_of_a_module_and_of_a_builder():
         max_batch_size(model, 1024, x, optimizer=opt)
 
 
-def test_pure_low_precision_halves_each_part_and_runs(bare_executors):  # noqa: F811
+def test_pure_low_precision_halves_each_part_and_runs(bare_executors):
     full = memory("gpt", batch_size=2)
     half = full.with_dtype(ember.bfloat16)
     assert half.dtype == "bfloat16"
@@ -143,7 +141,7 @@ def test_mixed_precision_estimate_keeps_float32_state():
         full.with_dtype(ember.float16, mode="o2")
 
 
-def test_checkpointing_recomputes_activations_to_fit(bare_executors):  # noqa: F811
+def test_checkpointing_recomputes_activations_to_fit(bare_executors):
     full = memory("gpt", batch_size=4)
     budget = int(0.9 * full.peak_bytes)
     fitted = full.with_checkpointing(budget)
