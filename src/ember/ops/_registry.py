@@ -10,6 +10,10 @@ An `OpDef` holds everything about one primitive (DESIGN.md principle 1):
   eager backward, graph autodiff and higher-order gradients. ``ctx`` exposes ``inputs`` and
   ``outputs`` (the saved ones; others are None), ``in_types``, ``out_types`` and ``attrs``.
 * ``cost(in_types, out_types, attrs)``: FLOPs and bytes moved, for the tools and the cost models.
+* ``extra``: optional facts other parts read by key, e.g. ``"c"`` (the op's C expression, for
+  fusion), ``"compile"`` (a faster implementation for generated code), ``"workspace"`` (bytes a
+  kernel allocates beyond its outputs, for the memory planner), ``"flop_family"`` (the row the
+  FLOP counter reports it under, when not its kind).
 
 Attributes are keyword arguments in canonical, hashable form (ints, floats, tuples, strings,
 DTypes); the public wrapper of an op normalises user arguments before calling `apply`.

@@ -284,6 +284,7 @@ CONV = register(
         kernel=_conv_kernel,
         vjp=_conv_vjp,
         cost=_conv_cost,
+        extra={"flop_family": "conv"},  # tools/flops.py: counted with convolutions
         doc="conv(x, w; stride, padding, dilation, groups): N-d cross-correlation, x of shape "
         "(N, C, *S), w of shape (Cout, C/groups, *K)",
     )
@@ -297,6 +298,7 @@ CONV_INPUT_GRAD = register(
         kernel=_conv_input_grad_kernel,
         vjp=_input_grad_vjp,
         cost=_input_grad_cost,
+        extra={"flop_family": "conv"},  # tools/flops.py: counted with convolutions
         doc="conv_input_grad(gy, w; ..., in_size): the adjoint of conv in x (a transposed "
         "convolution producing spatial size in_size)",
     )
@@ -310,6 +312,7 @@ CONV_WEIGHT_GRAD = register(
         kernel=_conv_weight_grad_kernel,
         vjp=_weight_grad_vjp,
         cost=_weight_grad_cost,
+        extra={"flop_family": "conv"},  # tools/flops.py: counted with convolutions
         doc="conv_weight_grad(x, gy; ..., kernel_size): the adjoint of conv in w",
     )
 )

@@ -77,9 +77,8 @@ def node_family(node: Node) -> str:
         if _scope.function_of(node.scope) == "scaled_dot_product_attention":
             return "attention"
         return "matmul"
-    if op.name.startswith("conv"):  # conv, conv_input_grad, conv_weight_grad
-        return "conv"
-    return op.kind
+    # an op may name the family it is counted under (the convolutions and their gradients)
+    return op.extra.get("flop_family", op.kind)
 
 
 def _phase(graph_phase: str, node: Node) -> str:
