@@ -29,7 +29,7 @@ from ._conv_kernels import conv_forward as _forward_kernel
 from ._conv_kernels import conv_input_grad as _input_grad_kernel
 from ._conv_kernels import conv_weight_grad as _weight_grad_kernel
 from ._registry import Cost, OpDef, TensorType, apply, register
-from ._util import fmt_shape, io_bytes, numel, require_float
+from ._util import fmt_shape, half_precision, io_bytes, numel, require_float, value_bytes
 
 # ----------------------------------------------------------------------------- shape rules
 
@@ -201,6 +201,17 @@ def _conv_weight_grad_kernel(x, gy, *, kernel_size, **attrs):
     return gw.astype(x.dtype, copy=False)
 
 
+def _half_workspace(node, layouts) -> int:
+    """The three kernels' temporaries beyond the result: none counted in float32/float64 (the C
+    kernels of runtime/cconv.py, or NumPy's into scratch buffers made once and kept). In half
+    precision `_in_compute`'s float32 copies of both operands and the float32 result, all alive
+    while it is rounded: twice the bytes of the operands and of the result."""
+    out = node.outputs[0]
+    if not half_precision(out):
+        return 0
+    return 2 * sum(value_bytes(v) for v in node.inputs) + 2 * value_bytes(out)
+
+
 # ----------------------------------------------------------------------------------- VJPs
 
 
@@ -284,7 +295,8 @@ CONV = register(
         kernel=_conv_kernel,
         vjp=_conv_vjp,
         cost=_conv_cost,
-        extra={"flop_family": "conv"},  # tools/flops.py: counted with convolutions
+        # tools/flops.py: counted with convolutions
+        extra={"flop_family": "conv", "workspace": _half_workspace},
         doc="conv(x, w; stride, padding, dilation, groups): N-d cross-correlation, x of shape "
         "(N, C, *S), w of shape (Cout, C/groups, *K)",
     )
@@ -298,7 +310,8 @@ CONV_INPUT_GRAD = register(
         kernel=_conv_input_grad_kernel,
         vjp=_input_grad_vjp,
         cost=_input_grad_cost,
-        extra={"flop_family": "conv"},  # tools/flops.py: counted with convolutions
+        # tools/flops.py: counted with convolutions
+        extra={"flop_family": "conv", "workspace": _half_workspace},
         doc="conv_input_grad(gy, w; ..., in_size): the adjoint of conv in x (a transposed "
         "convolution producing spatial size in_size)",
     )
@@ -312,7 +325,8 @@ CONV_WEIGHT_GRAD = register(
         kernel=_conv_weight_grad_kernel,
         vjp=_weight_grad_vjp,
         cost=_weight_grad_cost,
-        extra={"flop_family": "conv"},  # tools/flops.py: counted with convolutions
+        # tools/flops.py: counted with convolutions
+        extra={"flop_family": "conv", "workspace": _half_workspace},
         doc="conv_weight_grad(x, gy; ..., kernel_size): the adjoint of conv in w",
     )
 )
