@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import ember
+import ember.nn as nn
 import ember.nn.functional as F
 from ember.plan import plan_memory
 from ember.tools import memory
@@ -24,7 +25,7 @@ def _quiet():
 
 
 @pytest.mark.parametrize("dtype", HALF, ids=str)
-@pytest.mark.parametrize("name", ["mlp", "cnn", "gpt"])
+@pytest.mark.parametrize("name", ["mlp", "cnn", "gpt", "resnet"])
 def test_half_precision_step_is_within_5_percent_of_the_measured_peak(name, dtype, bare_executors):
     report = memory(name, dtype=dtype)
     assert report.dtype == str(dtype)
@@ -44,6 +45,10 @@ OPS = {
     "softmax": (lambda x: F.softmax(x, dim=-1), [(64, 1024)]),
     "log_softmax": (lambda x: F.log_softmax(x, dim=-1), [(64, 1024)]),
     "conv2d": (lambda x, w: F.conv2d(x, w, padding=1), [(8, 16, 32, 32), (32, 16, 3, 3)]),
+    "conv2d stride 2": (
+        lambda x, w: F.conv2d(x, w, stride=2, padding=1),
+        [(8, 16, 32, 32), (32, 16, 3, 3)],
+    ),
     "max_pool2d": (lambda x: F.max_pool2d(x, 2), [(8, 32, 32, 32)]),
     "avg_pool2d": (lambda x: F.avg_pool2d(x, 2), [(8, 32, 32, 32)]),
     "sum": (lambda x: x.sum(0), [(256, 1024)]),
@@ -63,6 +68,17 @@ def test_one_half_precision_op_is_planned_as_measured(op, dtype, bare_executors)
     # the same op in float32 has no float32 copies: the half-precision workspace is real extra
     full = memory(fn, *[_randn(ember.float32, *s) for s in shapes])
     assert report.peak_bytes > full.peak_bytes // 2
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_half_precision_convolution_gradients_are_planned_as_measured(stride, bare_executors):
+    # conv_input_grad and conv_weight_grad: the compiled kernels at stride 1, NumPy's at 2
+    model = nn.Sequential(nn.Conv2d(32, 64, 3, stride=stride, padding=1), nn.ReLU())
+    x = _randn(ember.float32, 8, 32, 32, 32)
+    x.requires_grad_(True)
+    report = memory(model, x, backward=True, dtype=ember.bfloat16)
+    measured = report.measure()
+    assert abs(report.peak_bytes - measured) <= 0.05 * measured, (report.peak_bytes, measured)
 
 
 def test_float32_workspace_is_unchanged_by_the_half_rules():

@@ -202,14 +202,37 @@ def _conv_weight_grad_kernel(x, gy, *, kernel_size, **attrs):
 
 
 def _half_workspace(node, layouts) -> int:
-    """The three kernels' temporaries beyond the result: none counted in float32/float64 (the C
-    kernels of runtime/cconv.py, or NumPy's into scratch buffers made once and kept). In half
-    precision `_in_compute`'s float32 copies of both operands and the float32 result, all alive
-    while it is rounded: twice the bytes of the operands and of the result."""
+    """The three kernels' temporaries beyond the result: none counted in float32/float64. In
+    half precision `_in_compute`'s float32 copies of both operands, alive throughout; inside the
+    float32 computation the compiled kernel's temporaries (`cconv.temporaries`) beside its
+    float32 result, or NumPy's im2col's comparison of the input with the one its cached columns
+    were built from (a bool array of the input's size, before the result exists); at the end
+    the float32 result beside the rounded one."""
     out = node.outputs[0]
     if not half_precision(out):
         return 0
-    return 2 * sum(value_bytes(v) for v in node.inputs) + 2 * value_bytes(out)
+    operands = 2 * sum(value_bytes(v) for v in node.inputs)
+    result = value_bytes(out)
+    rounding = 2 * result + result
+    a_shape, b_shape = (tuple(v.shape) for v in node.inputs)
+    if not all(isinstance(d, int) for d in a_shape + b_shape):
+        return operands + rounding - result
+    attrs = node.attrs
+    if node.op.name == "conv":
+        p = _geometry(attrs, a_shape[2:], b_shape)
+    elif node.op.name == "conv_input_grad":
+        p = _geometry(attrs, attrs["in_size"], b_shape)
+    else:
+        w_shape = (b_shape[1], a_shape[1] // attrs["groups"]) + tuple(attrs["kernel_size"])
+        p = _geometry(attrs, a_shape[2:], w_shape)
+    compiled = _compiled().temporaries(
+        node.op.name, a_shape, b_shape, p, attrs["groups"], compute_dtype(out.dtype.np)
+    )
+    if compiled is not None:
+        computing = 2 * result + compiled
+    else:  # NumPy's kernels: all else they use is scratch kept between calls
+        computing = numel(a_shape) if node.op.name != "conv_input_grad" else 0
+    return operands + max(computing, rounding) - result
 
 
 # ----------------------------------------------------------------------------------- VJPs
