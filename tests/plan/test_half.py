@@ -1,7 +1,7 @@
 """The memory plan of half-precision programs against tracemalloc: the kernels that compute
-float16 / bfloat16 in float32 (matmul, linear, convolutions, pooling, softmax, sum, erf,
-einsum) declare their float32 copies as workspace, so the planned peak of a low-precision
-training step, and of one such op on its own, matches the measured peak."""
+float16 / bfloat16 in float32 (matmul, linear, convolutions, pooling, softmax, sum, erf, einsum,
+random sampling) declare their float32 copies as workspace, so the planned peak of a
+low-precision training step, and of one such op on its own, matches the measured peak."""
 
 import warnings
 
@@ -53,6 +53,12 @@ OPS = {
     "avg_pool2d": (lambda x: F.avg_pool2d(x, 2), [(8, 32, 32, 32)]),
     "sum": (lambda x: x.sum(0), [(256, 1024)]),
     "erf": (lambda x: x.erf(), [(256, 1024)]),
+    "randn": (lambda x: x + ember.randn(*x.shape, dtype=x.dtype), [(256, 1024)]),
+    "uniform(-1, 1)": (
+        lambda x: x + ember.uniform(-1.0, 1.0, tuple(x.shape), dtype=x.dtype),
+        [(256, 1024)],
+    ),
+    "bernoulli": (lambda x: ember.bernoulli(x), [(256, 1024)]),
     "einsum": (lambda a, b: ember.einsum("bij,bjk->bik", a, b), [(8, 64, 128), (8, 128, 96)]),
 }
 
