@@ -116,10 +116,10 @@ def test_pure_low_precision_halves_each_part_and_runs(bare_executors):
     assert fc1_half.activations == fc1_full.activations // 2
     assert half.inputs == full.inputs // 2
     assert half.peak_bytes < 0.6 * full.peak_bytes
-    # the bfloat16 step runs; its kernels compute in float32 (NumPy has no bfloat16 GEMM), which
-    # the planner's workspace rules do not count yet: the measurement is the check
+    # the bfloat16 step runs; its kernels compute in float32 (NumPy has no bfloat16 GEMM), and
+    # their workspace rules count those float32 copies
     measured = half.measure()
-    assert half.peak_bytes <= measured <= 1.35 * half.peak_bytes, (half.peak_bytes, measured)
+    assert abs(half.peak_bytes - measured) <= 0.05 * measured, (half.peak_bytes, measured)
     assert measured < 0.75 * full.measure()
 
 

@@ -24,6 +24,12 @@ def value_bytes(v) -> int:
     return size * v.dtype.itemsize
 
 
+def half_precision(v) -> bool:
+    """Whether a value or type is float16 / bfloat16: kernels that compute those in float32
+    (matmul, convolutions, softmax, ...) allocate float32 copies that workspace rules count."""
+    return v.dtype.name in ("float16", "bfloat16")
+
+
 def numel(shape) -> int:
     return math.prod(shape)
 

@@ -29,7 +29,7 @@ from ._conv_kernels import conv_forward as _forward_kernel
 from ._conv_kernels import conv_input_grad as _input_grad_kernel
 from ._conv_kernels import conv_weight_grad as _weight_grad_kernel
 from ._registry import Cost, OpDef, TensorType, apply, register
-from ._util import fmt_shape, io_bytes, numel, require_float
+from ._util import fmt_shape, half_precision, io_bytes, numel, require_float, value_bytes
 
 # ----------------------------------------------------------------------------- shape rules
 
@@ -201,6 +201,40 @@ def _conv_weight_grad_kernel(x, gy, *, kernel_size, **attrs):
     return gw.astype(x.dtype, copy=False)
 
 
+def _half_workspace(node, layouts) -> int:
+    """The three kernels' temporaries beyond the result: none counted in float32/float64. In
+    half precision `_in_compute`'s float32 copies of both operands, alive throughout; inside the
+    float32 computation the compiled kernel's temporaries (`cconv.temporaries`) beside its
+    float32 result, or NumPy's im2col's comparison of the input with the one its cached columns
+    were built from (a bool array of the input's size, before the result exists); at the end
+    the float32 result beside the rounded one."""
+    out = node.outputs[0]
+    if not half_precision(out):
+        return 0
+    operands = 2 * sum(value_bytes(v) for v in node.inputs)
+    result = value_bytes(out)
+    rounding = 2 * result + result
+    a_shape, b_shape = (tuple(v.shape) for v in node.inputs)
+    if not all(isinstance(d, int) for d in a_shape + b_shape):
+        return operands + rounding - result
+    attrs = node.attrs
+    if node.op.name == "conv":
+        p = _geometry(attrs, a_shape[2:], b_shape)
+    elif node.op.name == "conv_input_grad":
+        p = _geometry(attrs, attrs["in_size"], b_shape)
+    else:
+        w_shape = (b_shape[1], a_shape[1] // attrs["groups"]) + tuple(attrs["kernel_size"])
+        p = _geometry(attrs, a_shape[2:], w_shape)
+    compiled = _compiled().temporaries(
+        node.op.name, a_shape, b_shape, p, attrs["groups"], compute_dtype(out.dtype.np)
+    )
+    if compiled is not None:
+        computing = 2 * result + compiled
+    else:  # NumPy's kernels: all else they use is scratch kept between calls
+        computing = numel(a_shape) if node.op.name != "conv_input_grad" else 0
+    return operands + max(computing, rounding) - result
+
+
 # ----------------------------------------------------------------------------------- VJPs
 
 
@@ -284,7 +318,8 @@ CONV = register(
         kernel=_conv_kernel,
         vjp=_conv_vjp,
         cost=_conv_cost,
-        extra={"flop_family": "conv"},  # tools/flops.py: counted with convolutions
+        # tools/flops.py: counted with convolutions
+        extra={"flop_family": "conv", "workspace": _half_workspace},
         doc="conv(x, w; stride, padding, dilation, groups): N-d cross-correlation, x of shape "
         "(N, C, *S), w of shape (Cout, C/groups, *K)",
     )
@@ -298,7 +333,8 @@ CONV_INPUT_GRAD = register(
         kernel=_conv_input_grad_kernel,
         vjp=_input_grad_vjp,
         cost=_input_grad_cost,
-        extra={"flop_family": "conv"},  # tools/flops.py: counted with convolutions
+        # tools/flops.py: counted with convolutions
+        extra={"flop_family": "conv", "workspace": _half_workspace},
         doc="conv_input_grad(gy, w; ..., in_size): the adjoint of conv in x (a transposed "
         "convolution producing spatial size in_size)",
     )
@@ -312,7 +348,8 @@ CONV_WEIGHT_GRAD = register(
         kernel=_conv_weight_grad_kernel,
         vjp=_weight_grad_vjp,
         cost=_weight_grad_cost,
-        extra={"flop_family": "conv"},  # tools/flops.py: counted with convolutions
+        # tools/flops.py: counted with convolutions
+        extra={"flop_family": "conv", "workspace": _half_workspace},
         doc="conv_weight_grad(x, gy; ..., kernel_size): the adjoint of conv in w",
     )
 )

@@ -25,7 +25,7 @@ from .. import dtypes as dt
 from ..errors import ShapeError
 from . import api as E
 from ._registry import Cost, OpDef, TensorType, apply, export, register
-from ._util import fmt_shape, io_bytes, require_same_dtype
+from ._util import fmt_shape, half_precision, io_bytes, require_same_dtype, value_bytes
 from .elementwise import promote
 
 _LETTERS = string.ascii_letters  # einsum's alphabet: 52 labels
@@ -150,6 +150,16 @@ def _einsum_cost(in_types, out_types, attrs) -> Cost:
     return Cost(flops, io_bytes(in_types, out_types))
 
 
+def _einsum_workspace(node, layouts) -> int:
+    """`_einsum_kernel`'s half-precision temporaries beyond the result: the float32 copies of
+    the operands and the float32 result, alive while it is rounded (none counted in
+    float32/float64)."""
+    out = node.outputs[0]
+    if not half_precision(out):
+        return 0
+    return 2 * sum(value_bytes(v) for v in node.inputs) + 2 * value_bytes(out)
+
+
 _EINSUM = register(
     OpDef(
         name="einsum",
@@ -158,6 +168,7 @@ _EINSUM = register(
         kernel=_einsum_kernel,
         vjp=_einsum_vjp,
         cost=_einsum_cost,
+        extra={"workspace": _einsum_workspace},
         doc="einsum(*operands, equation): Einstein summation; the equation is canonical "
         "(explicit output, no ellipsis, letters in order of first appearance)",
     )

@@ -20,6 +20,7 @@ from ._registry import OpDef, TensorBase, TensorType, apply, constant, export, r
 from ._util import (
     broadcast_shapes,
     elementwise_cost,
+    half_precision,
     require_float,
     require_same_dtype,
     same_type,
@@ -118,10 +119,12 @@ def _unary(
     method=True,
     functional=False,
     c=None,
+    workspace=None,
     doc="",
 ):
     """``c``: the op as a C expression over ``{0}`` for fused kernels (runtime/cfuse.py), with
-    ``{T}`` the C type and ``{f}`` the math-function suffix ("f" for float32)."""
+    ``{T}`` the C type and ``{f}`` the math-function suffix ("f" for float32); ``workspace``: the
+    kernel's rule for the memory planner (ops/_util.py, `value_bytes`)."""
     op = register(
         OpDef(
             name=name,
@@ -133,7 +136,7 @@ def _unary(
             save_inputs=(0,) if save == "input" else (),
             save_outputs=(0,) if save == "output" else (),
             doc=doc,
-            extra={"c": c} if c else {},
+            extra={k: v for k, v in (("c", c), ("workspace", workspace)) if v},
         )
     )
 
@@ -165,6 +168,14 @@ def _erf_kernel(x):
     from scipy.special import erf
 
     return erf(x).astype(x.dtype, copy=False)
+
+
+def _erf_workspace(node, layouts) -> int:
+    """`_erf_kernel`'s temporaries beyond the result: none in float32/float64; SciPy has no
+    half-precision erf, so a half input is converted to float32 whole and the float32 result
+    rounded: four result sizes beside the result (measured for float16 and bfloat16)."""
+    out = node.outputs[0]
+    return 4 * value_bytes(out) if half_precision(out) else 0
 
 
 def _relu_kernel(x):
@@ -227,6 +238,7 @@ _unary(
     _erf_kernel,
     lambda c, g: (g * E.exp(-c.inputs[0] * c.inputs[0]) * _TWO_OVER_SQRT_PI,),
     c="erf{f}({0})",
+    workspace=_erf_workspace,
 )
 _unary("floor", np.floor, _zero_grad, float_only=False, save="none")
 _unary("ceil", np.ceil, _zero_grad, float_only=False, save="none")

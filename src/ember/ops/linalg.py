@@ -18,7 +18,15 @@ from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from . import api as E
 from ._registry import Cost, OpDef, TensorBase, TensorType, apply, export, register
-from ._util import broadcast_shapes, fmt_shape, io_bytes, numel, require_same_dtype
+from ._util import (
+    broadcast_shapes,
+    fmt_shape,
+    half_precision,
+    io_bytes,
+    numel,
+    require_same_dtype,
+    value_bytes,
+)
 from .elementwise import promote, to_tensor
 
 # ----------------------------------------------------------------------------------- kernel
@@ -53,6 +61,19 @@ def _matmul_kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         out = np.matmul(a.reshape(-1, a.shape[-1]), b)
         return out.reshape(a.shape[:-1] + (b.shape[-1],))
     return np.matmul(a, b)
+
+
+def _matmul_workspace(node, layouts) -> int:
+    """`_matmul_kernel`'s temporaries beyond its result: none in float32/float64 (BLAS reads
+    the operands in place); in half precision the float32 copies of both operands beside the
+    float32 product, then the product beside the rounded result (the copies are gone by then):
+    ``max(2a + 2b + 2out, 3out) - out`` in the half-precision sizes. `linear` runs the same
+    kernel on ``x`` and ``weight.T`` (its bias is added in place)."""
+    a, b, out = node.inputs[0], node.inputs[1], node.outputs[0]
+    if not half_precision(out):
+        return 0
+    a_bytes, b_bytes, out_bytes = value_bytes(a), value_bytes(b), value_bytes(out)
+    return max(2 * a_bytes + 2 * b_bytes + out_bytes, 2 * out_bytes)
 
 
 # ------------------------------------------------------------------------------- primitive
@@ -138,6 +159,7 @@ _MATMUL = register(
         kernel=_matmul_kernel,
         vjp=_matmul_vjp,
         cost=_matmul_cost,
+        extra={"workspace": _matmul_workspace},
         save_inputs=(0, 1),
         doc="matmul(a, b): matrix product over the last two dimensions of operands with at least "
         "2 dimensions each, broadcasting the batch dimensions",
@@ -298,6 +320,7 @@ _LINEAR = register(
         vjp=_linear_vjp,
         cost=_linear_cost,
         save_inputs=(0, 1),
+        extra={"workspace": _matmul_workspace},  # the matmul kernel's, on x and weight.T
         doc="linear(x, weight[, bias]): x @ weight.T (+ bias), weight of shape (out, in); "
         "PyTorch's F.linear / addmm",
     )

@@ -20,7 +20,7 @@ from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ._conv_kernels import scratch
 from ._registry import Cost, OpDef, TensorType, apply, export, register
-from ._util import fmt_shape, io_bytes, numel, value_bytes
+from ._util import fmt_shape, half_precision, io_bytes, numel, value_bytes
 from .conv_functional import int_tuple
 from .elementwise import to_tensor
 
@@ -237,6 +237,16 @@ def _scatter_np(g, idx, in_size):
     return out.reshape(g.shape[:2] + tuple(in_size)).astype(g.dtype, copy=False)
 
 
+def _scatter_workspace(node, layouts) -> int:
+    """`_scatter_kernel`'s temporaries beyond the result: none in float32/float64 (the C
+    scatter, or NumPy's ``add.at`` into the result). Half precision accumulates into a float32
+    result from a float32 copy of the gradient, then rounds it: the larger of the two moments."""
+    g, out = node.inputs[0], node.outputs[0]
+    if not half_precision(out):
+        return 0
+    return max(value_bytes(out) + 2 * value_bytes(g), 2 * value_bytes(out))
+
+
 def _gather_kernel(src, idx):
     rows = idx.shape[0] * idx.shape[1]
     flat = src.reshape(rows, -1)
@@ -289,7 +299,7 @@ POOL_SCATTER = register(
         save_inputs=(1,),
         doc="pool_scatter(g, indices; in_size): zeros of spatial size in_size with each g added "
         "at its flat index within its (n, c) plane (the gradient of max pooling)",
-        extra={"compile": _compiled_scatter},
+        extra={"compile": _compiled_scatter, "workspace": _scatter_workspace},
     )
 )
 
@@ -336,6 +346,17 @@ def _max_pool_cost(in_types, out_types, attrs) -> Cost:
     return Cost(numel(out_types[0].shape) * numel(attrs["kernel"]), io_bytes(in_types, out_types))
 
 
+def _max_pool_workspace(node, layouts) -> int:
+    """`_max_pool_kernel`'s temporaries beyond its outputs: the winning window codes (scratch)
+    converted to intp by ``take``, 8 bytes an output. Half precision runs `_max_pool_np` on a
+    float32 copy of the input and returns float32 maxima, both alive there too: twice the
+    input's bytes and twice the values' (less the rounded values, not made yet)."""
+    x, (values, indices) = node.inputs[0], node.outputs
+    if half_precision(x):
+        return 2 * value_bytes(x) + value_bytes(values) + value_bytes(indices)
+    return value_bytes(indices)
+
+
 MAX_POOL = register(
     OpDef(
         name="max_pool",
@@ -347,8 +368,7 @@ MAX_POOL = register(
         save_inputs=(),
         save_outputs=(1,),
         num_outputs=2,
-        # the winning window codes (scratch) converted to intp by ``take``: 8 bytes an output
-        extra={"workspace": lambda node, layouts: value_bytes(node.outputs[1])},
+        extra={"workspace": _max_pool_workspace},
         doc="max_pool(x; kernel, stride, padding, dilation, ceil_mode) -> (values, indices): "
         "N-d max pooling with padding as -inf; indices are flat positions in each plane",
     )

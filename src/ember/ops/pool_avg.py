@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import ShapeError
 from ._conv_kernels import compute_dtype, scratch
 from ._registry import Cost, OpDef, TensorType, apply, export, register
-from ._util import io_bytes, numel, require_float
+from ._util import half_precision, io_bytes, numel, require_float, value_bytes
 from .conv_functional import int_tuple
 from .elementwise import to_tensor
 from .pool import (
@@ -160,6 +160,21 @@ def _avg_backward_vjp(ctx, g):
     return (apply(AVG_POOL, g, **attrs),)
 
 
+def _avg_workspace(node, layouts) -> int:
+    """`_avg_kernel`'s temporaries beyond the result: none counted in float32/float64 (the
+    running total becomes the result). Half precision sums a float32 copy of the input into a
+    float32 total, both alive while the total is rounded."""
+    x, out = node.inputs[0], node.outputs[0]
+    return 2 * value_bytes(x) + 2 * value_bytes(out) if half_precision(x) else 0
+
+
+def _avg_backward_workspace(node, layouts) -> int:
+    """`_avg_backward_kernel`'s half-precision temporaries beyond the result: each window's
+    share of the gradient, in float32 (none counted in float32/float64)."""
+    g = node.inputs[0]
+    return 2 * value_bytes(g) if half_precision(g) else 0
+
+
 AVG_POOL = register(
     OpDef(
         name="avg_pool",
@@ -169,6 +184,7 @@ AVG_POOL = register(
         vjp=_avg_vjp,
         cost=_avg_cost,
         save_inputs=(),
+        extra={"workspace": _avg_workspace},
         doc="avg_pool(x; kernel, stride, padding, ceil_mode, count_include_pad, "
         "divisor_override): N-d average pooling",
     )
@@ -183,6 +199,7 @@ AVG_POOL_BACKWARD = register(
         vjp=_avg_backward_vjp,
         cost=_avg_backward_cost,
         save_inputs=(),
+        extra={"workspace": _avg_backward_workspace},
         doc="avg_pool_backward(g; ..., in_size): the adjoint of avg_pool (spreads each "
         "window's gradient over its elements)",
     )

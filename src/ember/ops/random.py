@@ -12,7 +12,7 @@ from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..random import resolve
 from ._registry import OpDef, TensorType, apply, export, register
-from ._util import elementwise_cost, require_float, same_type
+from ._util import elementwise_cost, half_precision, require_float, same_type, value_bytes
 from .elementwise import promote, to_tensor
 from .shape import _shape_arg
 
@@ -54,6 +54,22 @@ def _randperm_kernel(*, shape, dtype, generator):
     return generator.numpy.permutation(shape[0]).astype(dtype.np)
 
 
+def _sample_workspace(defaults: tuple, keys: tuple):
+    """The uniform / normal kernels' half-precision temporaries beyond the result (none counted
+    in float32/float64): the float32 samples, and when ``keys`` (low, high / mean, std) differ
+    from ``defaults`` the two float32 arrays of scaling and shifting them beside those
+    (measured: 2 and 5 result sizes)."""
+
+    def workspace(node, layouts) -> int:
+        out = node.outputs[0]
+        if not half_precision(out):
+            return 0
+        affine = tuple(node.attrs[k] for k in keys) != defaults
+        return (5 if affine else 2) * value_bytes(out)
+
+    return workspace
+
+
 _UNIFORM = register(
     OpDef(
         name="random_uniform",
@@ -61,6 +77,7 @@ _UNIFORM = register(
         infer=_creation_infer,
         kernel=_uniform_kernel,
         cost=elementwise_cost(1),
+        extra={"workspace": _sample_workspace((0.0, 1.0), ("low", "high"))},
         doc="uniform samples in [low, high)",
     )
 )
@@ -71,6 +88,7 @@ _NORMAL = register(
         infer=_creation_infer,
         kernel=_normal_kernel,
         cost=elementwise_cost(1),
+        extra={"workspace": _sample_workspace((0.0, 1.0), ("mean", "std"))},
         doc="normal samples with mean and std",
     )
 )
@@ -106,6 +124,15 @@ def _bernoulli_kernel(p, *, generator):
     return (draw < p).astype(p.dtype)
 
 
+def _bernoulli_workspace(node, layouts) -> int:
+    """`_bernoulli_kernel`'s half-precision temporaries beyond the result (none counted in
+    float32/float64): the float32 draws and the bool comparison, both alive while it is cast."""
+    out = node.outputs[0]
+    if not half_precision(out):
+        return 0
+    return 2 * value_bytes(out) + value_bytes(out) // out.dtype.itemsize
+
+
 _BERNOULLI = register(
     OpDef(
         name="random_bernoulli",
@@ -113,6 +140,7 @@ _BERNOULLI = register(
         infer=_bernoulli_infer,
         kernel=_bernoulli_kernel,
         cost=elementwise_cost(1),
+        extra={"workspace": _bernoulli_workspace},
         doc="1 with probability p (elementwise), else 0",
     )
 )

@@ -18,11 +18,13 @@ from . import api as E
 from ._registry import OpDef, TensorType, apply, export, register
 from ._util import (
     elementwise_cost,
+    half_precision,
     normalize_axes,
     normalize_axis,
     pick_axis,
     reduction_cost,
     require_float,
+    value_bytes,
 )
 from .elementwise import to_tensor
 
@@ -82,6 +84,17 @@ def _sum_kernel(x, *, axes, keepdims):
     return np.asarray(np.sum(x, axis=axes, keepdims=keepdims, dtype=out_dtype))
 
 
+def _sum_workspace(node, layouts) -> int:
+    """`_sum_kernel`'s temporaries beyond the result: none counted in float32/float64. Half
+    precision sums into a float32 result (then rounded), reading the input through NumPy's
+    float32 cast buffer (``np.getbufsize()`` elements, or the whole input if smaller)."""
+    x, out = node.inputs[0], node.outputs[0]
+    if not half_precision(x):
+        return 0
+    elements = value_bytes(x) // x.dtype.itemsize
+    return 2 * value_bytes(out) + 4 * min(elements, np.getbufsize())
+
+
 _SUM = register(
     OpDef(
         name="sum",
@@ -91,6 +104,7 @@ _SUM = register(
         vjp=lambda c, g: (_expand_back(g, c),),
         cost=reduction_cost,
         save_inputs=(),
+        extra={"workspace": _sum_workspace},
         doc="sum(x, axes, keepdims)",
     )
 )

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import api as E
 from ._registry import OpDef, TensorType, register
-from ._util import elementwise_cost, require_float, value_bytes
+from ._util import elementwise_cost, half_precision, require_float, value_bytes
 
 _HALF = (np.dtype(np.float16), np.dtype("bfloat16"))
 
@@ -61,6 +61,16 @@ def _log_softmax_kernel(x, *, axis):
     return shifted.astype(x.dtype, copy=False)
 
 
+def _workspace(node, layouts) -> int:
+    """Both kernels' temporaries beyond the result. In float32/float64 one array beside the one
+    that becomes the result (softmax: the shifted input; log_softmax: the exponentials). In half
+    precision `_shifted_exp` holds three float32 arrays of the input's size at once (the float32
+    copy of the input, the shifted input, the exponentials), six result sizes; later two of them
+    sit beside the rounded result, fewer. So 5 result sizes beyond the result."""
+    out_bytes = value_bytes(node.outputs[0])
+    return 5 * out_bytes if half_precision(node.outputs[0]) else out_bytes
+
+
 def _softmax_vjp(c, g):
     y = c.outputs[0]
     if y.ndim == 0:  # the softmax of one value is the constant 1
@@ -85,8 +95,7 @@ SOFTMAX = register(
         cost=elementwise_cost(5),  # max, subtract, exp, sum, divide
         save_inputs=(),
         save_outputs=(0,),
-        # the shifted input beside the exponentials (which become the result)
-        extra={"workspace": lambda node, layouts: value_bytes(node.outputs[0])},
+        extra={"workspace": _workspace},
         doc="softmax(x, axis, safe): exp(x) / sum(exp(x)) along axis, shifted by the maximum; "
         "safe: an all -inf slice gives zeros, not NaN",
     )
@@ -102,8 +111,7 @@ LOG_SOFTMAX = register(
         cost=elementwise_cost(5),  # max, subtract, exp, sum, log-subtract
         save_inputs=(),
         save_outputs=(0,),
-        # the exponentials beside the shifted input (which becomes the result)
-        extra={"workspace": lambda node, layouts: value_bytes(node.outputs[0])},
+        extra={"workspace": _workspace},
         doc="log_softmax(x, axis): x - max - log(sum(exp(x - max))) along axis",
     )
 )

@@ -31,7 +31,7 @@ import numpy as np
 from ..ops._conv_kernels import Plan, _interior, _source, scratch
 from .cconv_source import SOURCE
 
-__all__ = ["available", "conv_forward", "conv_input_grad", "conv_weight_grad"]
+__all__ = ["available", "conv_forward", "conv_input_grad", "conv_weight_grad", "temporaries"]
 
 _C = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 _MR = 8
@@ -305,3 +305,57 @@ def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, padded_channels,
     )
     gw = np.ascontiguousarray(out[:, :cout, :c].transpose(1, 2, 0)).reshape((cout, c) + p.kernel)
     return gw if np.isfinite(gw).all() else None
+
+
+# ------------------------------------------------------------------------------ workspace
+
+
+def temporaries(op: str, a_shape: tuple, b_shape: tuple, p: Plan, groups: int, dtype) -> int | None:
+    """Bytes the compiled kernel of ``op`` (``conv``, ``conv_input_grad``, ``conv_weight_grad``)
+    allocates beyond its result at its peak, for operands of shapes ``a_shape`` and ``b_shape``
+    (as the op takes them) in ``dtype``; the scratch buffers it keeps between calls (the padded
+    input) are not counted. None where it does not apply (the NumPy kernels run instead). Mirrors
+    the allocations above: the forward's packed weight (zero-filled, then made contiguous: two
+    at once); the input gradient's flipped weight beside the forward's packing; the weight
+    gradient's per-block partial sums and its finiteness mask of the result."""
+    dtype = np.dtype(dtype)
+    if _functions(dtype) is None or 0 in a_shape or 0 in b_shape:
+        return None
+    item = dtype.itemsize
+    kk = math.prod(p.kernel)
+    if op == "conv":
+        cout, cg = b_shape[0], a_shape[1] // groups
+        return 2 * groups * -(-(cout // groups) // _MR) * _MR * cg * kk * item
+    if any(s != 1 for s in p.stride):
+        return None
+    if op == "conv_input_grad":
+        # the flipped weight, beside the forward convolution of gy with it (as conv_input_grad)
+        cout, cg = b_shape[:2]
+        nd = len(p.kernel)
+        reach = [d * (k - 1) for d, k in zip(p.dilation, p.kernel)]
+        lo = [r - low for r, low in zip(reach, p.lo)]
+        if any(v < 0 for v in lo):
+            return None
+        hi = [i - o - low + r for i, o, low, r in zip(p.in_size, p.out_size, lo, reach)]
+        from ..ops._conv_kernels import plan
+
+        p2 = plan(p.out_size, p.kernel, (1,) * nd, tuple(zip(lo, hi)), p.dilation)
+        if p2.out_size != p.in_size:
+            return None
+        flipped = (groups * cg, cout // groups) + tuple(p.kernel)
+        inner = temporaries("conv", a_shape, flipped, p2, groups, dtype)
+        return None if inner is None else math.prod(b_shape) * item + inner
+    n, cout = a_shape[0], b_shape[1]
+    c = a_shape[1]
+    cg = c // groups
+    grid = p.out_size[:1] + p.padded[1:]
+    if math.prod(grid) > _MAX_WASTE * math.prod(p.out_size):
+        return None
+    blocks = -(-n // max(1, -(-n // _BLOCKS)))
+    mask = cout * cg * kk  # np.isfinite(gw): one byte an element
+    wide = 2 * (_VECTOR_BYTES // item)
+    padded_channels = -(-cg // wide) * wide
+    if groups == 1 and padded_channels <= 1.5 * cg:
+        per_offset = kk * (-(-cout // _MR) * _MR) * padded_channels * item
+        return (1 + blocks) * per_offset + mask
+    return blocks * (cout // groups) * cg * kk * item + mask

@@ -1,0 +1,94 @@
+"""The memory plan of half-precision programs against tracemalloc: the kernels that compute
+float16 / bfloat16 in float32 (matmul, linear, convolutions, pooling, softmax, sum, erf, einsum,
+random sampling) declare their float32 copies as workspace, so the planned peak of a
+low-precision training step, and of one such op on its own, matches the measured peak."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import ember
+import ember.nn as nn
+import ember.nn.functional as F
+from ember.plan import plan_memory
+from ember.tools import memory
+
+HALF = [ember.bfloat16, ember.float16]
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # low-precision overflow in the steps
+        yield
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+@pytest.mark.parametrize("name", ["mlp", "cnn", "gpt", "resnet"])
+def test_half_precision_step_is_within_5_percent_of_the_measured_peak(name, dtype, bare_executors):
+    report = memory(name, dtype=dtype)
+    assert report.dtype == str(dtype)
+    measured = report.measure()
+    assert abs(report.peak_bytes - measured) <= 0.05 * measured, (report.peak_bytes, measured)
+
+
+def _randn(dtype, *shape):
+    return ember.tensor(np.random.default_rng(0).standard_normal(shape), dtype=dtype)
+
+
+# one op each, at sizes where the kernel's float32 copies are most of the peak
+OPS = {
+    "matmul": (lambda a, b: a @ b, [(256, 384), (384, 512)]),
+    "batched matmul": (lambda a, b: a @ b, [(8, 64, 128), (8, 128, 96)]),
+    "linear": (F.linear, [(256, 384), (512, 384), (512,)]),
+    "softmax": (lambda x: F.softmax(x, dim=-1), [(64, 1024)]),
+    "log_softmax": (lambda x: F.log_softmax(x, dim=-1), [(64, 1024)]),
+    "conv2d": (lambda x, w: F.conv2d(x, w, padding=1), [(8, 16, 32, 32), (32, 16, 3, 3)]),
+    "conv2d stride 2": (
+        lambda x, w: F.conv2d(x, w, stride=2, padding=1),
+        [(8, 16, 32, 32), (32, 16, 3, 3)],
+    ),
+    "max_pool2d": (lambda x: F.max_pool2d(x, 2), [(8, 32, 32, 32)]),
+    "avg_pool2d": (lambda x: F.avg_pool2d(x, 2), [(8, 32, 32, 32)]),
+    "sum": (lambda x: x.sum(0), [(256, 1024)]),
+    "erf": (lambda x: x.erf(), [(256, 1024)]),
+    "randn": (lambda x: x + ember.randn(*x.shape, dtype=x.dtype), [(256, 1024)]),
+    "uniform(-1, 1)": (
+        lambda x: x + ember.uniform(-1.0, 1.0, tuple(x.shape), dtype=x.dtype),
+        [(256, 1024)],
+    ),
+    "bernoulli": (lambda x: ember.bernoulli(x), [(256, 1024)]),
+    "einsum": (lambda a, b: ember.einsum("bij,bjk->bik", a, b), [(8, 64, 128), (8, 128, 96)]),
+}
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+@pytest.mark.parametrize("op", list(OPS))
+def test_one_half_precision_op_is_planned_as_measured(op, dtype, bare_executors):
+    fn, shapes = OPS[op]
+    inputs = [_randn(dtype, *s) for s in shapes]
+    report = memory(fn, *inputs)
+    measured = report.measure()
+    assert abs(report.peak_bytes - measured) <= 0.05 * measured, (report.peak_bytes, measured)
+    # the same op in float32 has no float32 copies: the half-precision workspace is real extra
+    full = memory(fn, *[_randn(ember.float32, *s) for s in shapes])
+    assert report.peak_bytes > full.peak_bytes // 2
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_half_precision_convolution_gradients_are_planned_as_measured(stride, bare_executors):
+    # conv_input_grad and conv_weight_grad: the compiled kernels at stride 1, NumPy's at 2
+    model = nn.Sequential(nn.Conv2d(32, 64, 3, stride=stride, padding=1), nn.ReLU())
+    x = _randn(ember.float32, 8, 32, 32, 32)
+    x.requires_grad_(True)
+    report = memory(model, x, backward=True, dtype=ember.bfloat16)
+    measured = report.measure()
+    assert abs(report.peak_bytes - measured) <= 0.05 * measured, (report.peak_bytes, measured)
+
+
+def test_float32_workspace_is_unchanged_by_the_half_rules():
+    # a float32 matmul reads its operands in place: the plan is inputs plus the result
+    a, b = _randn(ember.float32, 64, 32), _randn(ember.float32, 32, 16)
+    plan = plan_memory(ember.trace(lambda x, y: x @ y, a, b).graph)
+    assert plan.peak_bytes == (64 * 32 + 32 * 16 + 64 * 16) * 4
