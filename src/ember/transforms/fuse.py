@@ -24,10 +24,11 @@ the end of the group).
 Values used outside the group (or returned) become the fused node's outputs; 0-d constants are
 written into the kernel. Groups of one op stay as they are (the NumPy ufunc is as fast). Nodes
 inside cond branches and loop bodies are never touched: fusion does not cross control flow.
-A matmul's reader group becomes its epilogue in transforms/epilogue.py (after this pass),
-unless it ends in reductions (a masked gradient's bias gradient): that pass takes
-``fused_elementwise`` groups only, so such a matmul stays on its own, measured as fast as the
-epilogue and a separate sum; convolutions' epilogues are not fused.
+A matmul's reader group becomes its epilogue in transforms/epilogue.py (after this pass).
+A group ending in reductions (a masked gradient's bias gradient) is measured as fast as the
+epilogue and a separate sum, but keeps the matmul's result alive beside the loop's outputs:
+that pass splits its reductions off again and makes the rest the epilogue where that lowers
+the planned peak (the GPT block's GELU backward).
 """
 
 from __future__ import annotations
