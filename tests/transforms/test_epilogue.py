@@ -131,3 +131,54 @@ def test_a_training_step_with_epilogues_equals_eager_steps():
     assert "fused_reduce" in _ops(compiled.graphs["backward"])
     for p, q in zip(model.parameters(), twin.parameters()):
         np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def _masked_bias_grad(x, w, m):
+    h = (x @ w) * m  # a masked gradient, stored (returned), and its bias gradient
+    return h, h.sum(0)
+
+
+def _summed_only(x, w, m):
+    return ((x @ w) * m).sum(0)  # the masked values are never stored
+
+
+def _peak_elsewhere(x, w, m, y):
+    h = (x @ w) * m
+    return h, h.sum(0), y @ y.T  # a 16 MiB result: the peak is there, whatever the order
+
+
+def _masked_args(*extra):
+    x, w, m = ember.randn(512, 16), ember.randn(16, 512), ember.randn(512, 512) > 0
+    return (x, w, m, *extra)
+
+
+@needs_cc
+def test_a_matmuls_masked_reader_sheds_its_bias_sum_where_the_epilogue_lowers_the_peak(
+    bare_executors,
+):
+    from ember.plan import measure_peak
+
+    args = _masked_args()
+    split = ember.function(_masked_bias_grad)  # O3
+    assert _ops(split.compile(*args).graph) == ["fused_epilogue", "sum"]
+    fused = ember.function(_masked_bias_grad, opt_level=[FUSE, DCE])
+    assert _ops(fused.compile(*args).graph) == ["matmul", "fused_reduce"]
+    for got, want in zip(split(*args), _masked_bias_grad(*args)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+    # the epilogue writes the masked values over the matmul's result: one 1 MiB array fewer,
+    # as planned and as tracemalloc measures
+    planned = split.compile(*args).memory_plan.peak_bytes
+    assert fused.compile(*args).memory_plan.peak_bytes - planned == 1 << 20
+    measured_split, measured_fused = measure_peak(split, *args), measure_peak(fused, *args)
+    assert measured_fused - measured_split > 0.9 * (1 << 20)
+    assert abs(measured_split - planned) < 0.05 * planned
+
+
+def test_fused_reductions_stay_where_splitting_them_saves_nothing():
+    args = _masked_args()
+    # the loop holds the masked values only while it sums them: nothing to write over
+    assert _ops(ember.function(_summed_only).compile(*args).graph) == ["matmul", "fused_reduce"]
+    # stored, but the peak is another node's: the one-pass loop is kept
+    args = _masked_args(ember.randn(2048, 16))
+    ops = _ops(ember.function(_peak_elsewhere).compile(*args).graph)
+    assert "fused_reduce" in ops and "fused_epilogue" not in ops

@@ -67,6 +67,17 @@ def test_leading_reductions_end_a_group_and_the_node_returns_both_results():
     assert _ops(fused).count("fused_reduce") == 1 and "sum" not in _ops(fused)
 
 
+def test_a_loop_ending_in_reductions_runs_where_its_elementwise_part_was():
+    def f(x, m, z):
+        h = x * m + 1.0
+        other = z @ z.T  # traced between the loop and its sum, independent of both
+        return h, other, h.sum(0)
+
+    fused = _fused(f, ember.randn(64, 32), ember.randn(64, 32) > 0, ember.randn(16, 8))
+    # not after the sum's place: the matmul's result would be held across the loop for nothing
+    assert _ops(fused) == ["fused_reduce", "permute", "matmul"]
+
+
 def test_which_leading_reductions_fuse():
     def over_batch_and_time(x, b):
         return ((x + b).relu()).sum((0, 1))  # a bias gradient of a (B, T, D) layer
