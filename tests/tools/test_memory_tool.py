@@ -10,9 +10,19 @@ import pytest
 import ember
 import ember.nn as nn
 from ember.models import example_step
+from ember.runtime.ccompile import compiler_available
 from ember.tools import max_batch_size, memory
 
 MiB = 2**20
+
+
+# figures that assume the compiled kernels: fused loops updating parameters in place and reusing
+# dying buffers. Without a C compiler the NumPy fallback holds more (old and new parameters, every
+# intermediate of a fused group); the plan models that too (the predicted-peak tests run there).
+needs_compiler = pytest.mark.skipif(
+    not compiler_available(),
+    reason="no C compiler: these figures assume the compiled fused kernels (NumPy fallback)",
+)
 
 
 def _param_bytes(model) -> int:
@@ -20,11 +30,13 @@ def _param_bytes(model) -> int:
 
 
 @pytest.mark.parametrize("name", ["mlp", "cnn", "gpt"])
-def test_estimate_is_within_5_percent_of_the_measured_peak(name, bare_executors):  # noqa: F811
+def test_estimate_is_within_5_percent_of_the_measured_peak(name, bare_executors):
     report = memory(name)
     measured = report.measure()
     assert abs(report.peak_bytes - measured) <= 0.05 * measured, (report.peak_bytes, measured)
     assert sum(report.at_peak.values()) == report.peak_bytes
+    if not compiler_available():
+        return  # the NumPy fallback holds old and new parameters: the parts below differ
     # the parts, against what the model and its optimizer hold
     example = example_step(name)
     params = _param_bytes(example.model)
@@ -37,6 +49,7 @@ def test_estimate_is_within_5_percent_of_the_measured_peak(name, bare_executors)
     assert report.inputs >= example.x.numel() * 4
 
 
+@needs_compiler
 def test_per_layer_rows_add_up_and_match_the_model(bare_executors):
     report = memory("gpt")
     rows = report.by_layer
@@ -63,6 +76,7 @@ def test_the_callers_model_and_optimizer_are_not_touched():
         np.testing.assert_array_equal(p.numpy(), q)
 
 
+@needs_compiler
 def test_forward_only_backward_and_functions(bare_executors):
     model = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 64))
     x = ember.randn(128, 256)
@@ -80,6 +94,7 @@ def test_forward_only_backward_and_functions(bare_executors):
     assert fn.peak_bytes == 2 * x.numel() * 4
 
 
+@needs_compiler
 def test_max_batch_size_fits_and_the_next_size_does_not_measured(bare_executors):
     budget = 20 * MiB  # batch 2 of the GPT block's step (small sizes keep the test fast)
     fit = max_batch_size("gpt", budget)
@@ -106,6 +121,7 @@ def test_max_batch_size_of_a_module_and_of_a_builder():
         max_batch_size(model, 1024, x, optimizer=opt)
 
 
+@needs_compiler
 def test_pure_low_precision_halves_each_part_and_runs(bare_executors):
     full = memory("gpt", batch_size=2)
     half = full.with_dtype(ember.bfloat16)

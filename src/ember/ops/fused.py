@@ -91,10 +91,38 @@ def _cost(in_types, out_types, attrs) -> Cost:
     return Cost(n * len(attrs["program"]), moved)  # the point of fusing: one pass over memory
 
 
+def _compiler() -> bool:
+    from ..runtime.ccompile import compiler_available
+
+    return compiler_available()
+
+
+def _program_workspace(program, outputs, in_types) -> int:
+    """What the reference kernel (`evaluate_program`, run when no C compiler is available)
+    holds beyond its outputs: every intermediate of the program, alive until it returns."""
+    types: list = []
+    for name, operands, attrs in program:
+        args = []
+        for ref in operands:
+            if ref[0] == "in":
+                args.append(in_types[ref[1]])
+            elif ref[0] == "t":
+                args.append(types[ref[1]])
+            else:
+                args.append(TensorType((), dt.as_dtype(ref[2])))
+        types.append(REGISTRY[name].infer(*args, **dict(attrs)))
+    kept = set(outputs)
+    return sum(result_bytes(t) for j, t in enumerate(types) if j not in kept)
+
+
 def _loop_workspace(node, layouts) -> int:
     """The C loop reads C-contiguous operands: it copies the others first (runtime/cfuse.py).
     (A sum over trailing axes also mallocs one row of its terms per thread, the size of the
-    reduced block: not counted. Leading-axis sums accumulate in their output: no scratch.)"""
+    reduced block: not counted. Leading-axis sums accumulate in their output: no scratch.)
+    Without a compiler, the reference kernel's intermediates."""
+    if not _compiler():
+        types = [v.type for v in node.inputs]
+        return _program_workspace(node.attrs["program"], node.attrs["outputs"], types)
     return sum(result_bytes(v.type) for v in node.inputs if not layouts.contiguous(v))
 
 
@@ -170,12 +198,19 @@ def result_bytes(t) -> int:
 
 def _epilogue_workspace(node, layouts) -> int:
     """runtime/cepilogue.py: a contiguous copy of a strided left operand, and a block of rows
-    for the product when the first output cannot hold it (another dtype than the product's)."""
+    for the product when the first output cannot hold it (another dtype than the product's).
+    Without a compiler, the reference kernel: the whole product and the program's
+    intermediates."""
     a = node.inputs[0]
     extra = 0 if layouts.contiguous(a) else result_bytes(a.type)
     producer = REGISTRY[node.attrs["producer"]]
     own = node.inputs[: node.attrs["n_producer"]]
     product = producer.infer(*own, **dict(node.attrs["producer_attrs"]))
+    if not _compiler():
+        types = [v.type for v in node.inputs[node.attrs["n_producer"] :]]
+        types.insert(node.attrs["slot"], product)
+        program = node.attrs["program"]
+        return result_bytes(product) + _program_workspace(program, node.attrs["outputs"], types)
     if node.outputs[0].dtype != product.dtype:
         from ..runtime.cepilogue import BLOCK_BYTES
 

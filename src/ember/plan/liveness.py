@@ -83,7 +83,12 @@ def liveness(graph, *, in_place: dict | None = None, reuse: str = "codegen") -> 
     input value}} written into inputs; ``reuse``: ``'codegen'`` (one-ufunc nodes and fused
     elementwise loops take a dying operand's buffer, as the generated code does; ``'planned'``
     is the same, planned execution's name) or ``'none'``."""
+    from ..runtime.ccompile import compiler_available
+
     in_place = in_place or {}
+    # fused loops take a dying operand's buffer only when compiled: without a C compiler the
+    # generated code runs their NumPy reference kernels, which allocate their results
+    compiled = compiler_available()
     order = list(graph.nodes)
     n = len(order)
     layouts = Layouts(graph, order)
@@ -126,7 +131,7 @@ def liveness(graph, *, in_place: dict | None = None, reuse: str = "codegen") -> 
         targets = in_place.get(id(node), {})
         reused = None
         if not targets and reuse != "none":
-            reused = reuses_operand(node, dying, buffer_of, live_values, fused=True)
+            reused = reuses_operand(node, dying, buffer_of, live_values, fused=compiled)
         for v in node.outputs:
             source = layouts.alias.get(id(v))
             if source is not None:

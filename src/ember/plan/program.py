@@ -83,12 +83,16 @@ class Planner:
         self.reuse = reuse
 
     def __call__(self, graph) -> MemoryPlan:
+        from ..runtime.ccompile import compiler_available
         from ..runtime.codegen import _in_place_nodes
 
+        # the nodes the code generator runs compiled (their hooks build C: none without a
+        # compiler, where the NumPy kernels run and only one-ufunc nodes update in place)
+        have_cc = compiler_available()
         compiled = {
             id(n): True
             for n in graph.nodes
-            if n.kind == "call" and n.op.extra.get("compile") is not None
+            if have_cc and n.kind == "call" and n.op.extra.get("compile") is not None
         }
         in_place = _in_place_nodes(graph, self.inplace, compiled) if self.inplace else {}
         return plan_memory(
