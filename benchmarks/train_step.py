@@ -7,7 +7,7 @@ Cases (float32, all from the same initial weights and data):
 * gpt: one pre-LayerNorm GPT block, batch 8, seq 128, d_model 256, 4 heads, MLP 1024 with exact
   GELU: x = x + proj(causal_attention(qkv(ln1(x)))); x = x + fc2(gelu(fc1(ln2(x)))); loss = mean
   of squares of the output, AdamW (lr 1e-3, weight decay 0.01). The block's source is written
-  once (``_gpt_block_class``) and instantiated over ember.nn and over torch.nn.
+  once (``ember.models.gpt_block_class``) and instantiated over ember.nn and over torch.nn.
 
 Columns, measured interleaved in the same run (each round re-warms every side; medians):
 * ember: the eager step (zero_grad, forward, loss.backward(), opt.step()).
@@ -59,31 +59,6 @@ class Case:
     momentum: float = 0.0
 
 
-def _gpt_block_class(nn_mod, functional):
-    """The GPT block over a PyTorch-like module namespace (ember.nn or torch.nn): one source."""
-
-    class GPTBlock(nn_mod.Module):
-        def __init__(self, d_model: int = 256, heads: int = 4, hidden: int = 1024) -> None:
-            super().__init__()
-            self.heads = heads
-            self.ln1 = nn_mod.LayerNorm(d_model)
-            self.qkv = nn_mod.Linear(d_model, 3 * d_model)
-            self.proj = nn_mod.Linear(d_model, d_model)
-            self.ln2 = nn_mod.LayerNorm(d_model)
-            self.fc1 = nn_mod.Linear(d_model, hidden)
-            self.fc2 = nn_mod.Linear(hidden, d_model)
-
-        def forward(self, x):
-            b, t, d = x.shape
-            qkv = self.qkv(self.ln1(x)).reshape(b, t, 3, self.heads, d // self.heads)
-            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (b, heads, t, head_dim)
-            att = functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + self.proj(att.transpose(1, 2).reshape(b, t, d))
-            return x + self.fc2(functional.gelu(self.fc1(self.ln2(x))))
-
-    return GPTBlock
-
-
 def _cases(names: list[str]):
     rng = np.random.default_rng(0)
     made = {
@@ -104,7 +79,7 @@ def _cases(names: list[str]):
         ),
         "gpt": lambda: Case(
             "gpt",
-            lambda: _gpt_block_class(nn, nn.functional)(),
+            lambda: models.GPTBlock(),
             rng.standard_normal((8, 128, 256)).astype(np.float32),
             None,
             "adamw",
@@ -149,7 +124,7 @@ def _torch_model(case: Case, ember_model, weights: dict):
     import torch
 
     if case.name == "gpt":
-        model = _gpt_block_class(torch.nn, torch.nn.functional)()
+        model = models.gpt_block_class(torch.nn, torch.nn.functional)()
     else:
         layers = []
         for layer in ember_model:

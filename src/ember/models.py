@@ -70,52 +70,68 @@ def build(name: str, image_shape: tuple[int, int, int], num_classes: int) -> nn.
     raise ValueError(f"unknown model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
 
 
-class GPTBlock(nn.Module):
-    """A pre-LayerNorm transformer block: ``x + attn(ln1(x))`` then ``x + mlp(ln2(x))``, with
-    causal multi-head self-attention and a GELU MLP."""
+def gpt_block_class(nn_namespace, functional):
+    """The `GPTBlock` class over a PyTorch-like module namespace: ``ember.nn`` and
+    ``ember.nn.functional`` give ember's, ``torch.nn`` and ``torch.nn.functional`` the PyTorch
+    twin the benchmarks and the FLOP tests compare with (one source, same parameter names)."""
 
-    def __init__(self, d_model: int = 256, heads: int = 4, hidden: int = 1024) -> None:
-        super().__init__()
-        if d_model % heads:
-            raise ValueError(f"GPTBlock: d_model {d_model} is not divisible by heads {heads}")
-        self.heads = heads
-        self.ln1 = nn.LayerNorm(d_model)
-        self.qkv = nn.Linear(d_model, 3 * d_model)
-        self.proj = nn.Linear(d_model, d_model)
-        self.ln2 = nn.LayerNorm(d_model)
-        self.fc1 = nn.Linear(d_model, hidden)
-        self.fc2 = nn.Linear(hidden, d_model)
+    class GPTBlock(nn_namespace.Module):
+        """A pre-LayerNorm transformer block: ``x + attn(ln1(x))`` then ``x + mlp(ln2(x))``,
+        with causal multi-head self-attention and a GELU MLP."""
 
-    def forward(self, x):
-        b, t, d = x.shape
-        qkv = self.qkv(self.ln1(x)).reshape(b, t, 3, self.heads, d // self.heads)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (b, heads, t, head_dim)
-        att = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(att.transpose(1, 2).reshape(b, t, d))
-        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+        def __init__(self, d_model: int = 256, heads: int = 4, hidden: int = 1024) -> None:
+            super().__init__()
+            if d_model % heads:
+                raise ValueError(f"GPTBlock: d_model {d_model} is not divisible by heads {heads}")
+            self.heads = heads
+            self.ln1 = nn_namespace.LayerNorm(d_model)
+            self.qkv = nn_namespace.Linear(d_model, 3 * d_model)
+            self.proj = nn_namespace.Linear(d_model, d_model)
+            self.ln2 = nn_namespace.LayerNorm(d_model)
+            self.fc1 = nn_namespace.Linear(d_model, hidden)
+            self.fc2 = nn_namespace.Linear(hidden, d_model)
+
+        def forward(self, x):
+            b, t, d = x.shape
+            qkv = self.qkv(self.ln1(x)).reshape(b, t, 3, self.heads, d // self.heads)
+            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (b, heads, t, head_dim)
+            att = functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(att.transpose(1, 2).reshape(b, t, d))
+            return x + self.fc2(functional.gelu(self.fc1(self.ln2(x))))
+
+    return GPTBlock
 
 
-class BasicBlock(nn.Module):
-    """A ResNet basic block: conv3x3-BN-ReLU-conv3x3-BN, plus the input (or a strided 1x1
-    conv-BN projection of it when the shape changes), then ReLU."""
+def basic_block_class(nn_namespace, functional):
+    """The `BasicBlock` class over a PyTorch-like module namespace (see `gpt_block_class`)."""
 
-    def __init__(self, in_channels: int = 64, channels: int = 64, stride: int = 1) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(in_channels, channels, 3, stride=stride, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(channels)
-        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(channels)
-        self.shortcut = None
-        if stride != 1 or in_channels != channels:
-            self.shortcut = nn.Sequential(
-                nn.Conv2d(in_channels, channels, 1, stride=stride, bias=False),
-                nn.BatchNorm2d(channels),
-            )
+    class BasicBlock(nn_namespace.Module):
+        """A ResNet basic block: conv3x3-BN-ReLU-conv3x3-BN, plus the input (or a strided 1x1
+        conv-BN projection of it when the shape changes), then ReLU."""
 
-    def forward(self, x):
-        out = F.relu(self.bn1(self.conv1(x)))
-        out = self.bn2(self.conv2(out))
-        return F.relu(out + (x if self.shortcut is None else self.shortcut(x)))
+        def __init__(self, in_channels: int = 64, channels: int = 64, stride: int = 1) -> None:
+            super().__init__()
+            conv, norm = nn_namespace.Conv2d, nn_namespace.BatchNorm2d
+            self.conv1 = conv(in_channels, channels, 3, stride=stride, padding=1, bias=False)
+            self.bn1 = norm(channels)
+            self.conv2 = conv(channels, channels, 3, padding=1, bias=False)
+            self.bn2 = norm(channels)
+            self.shortcut = None
+            if stride != 1 or in_channels != channels:
+                self.shortcut = nn_namespace.Sequential(
+                    conv(in_channels, channels, 1, stride=stride, bias=False), norm(channels)
+                )
+
+        def forward(self, x):
+            out = functional.relu(self.bn1(self.conv1(x)))
+            out = self.bn2(self.conv2(out))
+            return functional.relu(out + (x if self.shortcut is None else self.shortcut(x)))
+
+    return BasicBlock
+
+
+GPTBlock = gpt_block_class(nn, F)
+BasicBlock = basic_block_class(nn, F)
 
 
 @dataclass

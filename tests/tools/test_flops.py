@@ -9,6 +9,7 @@ import pytest
 
 import ember
 import ember.nn as nn
+from ember import models
 from ember.models import example_step
 from ember.tools.flops import MAC_FAMILIES, NO_MODULE
 
@@ -22,35 +23,6 @@ def _torch_twin(example):
 
     tnn, tf = torch.nn, torch.nn.functional
 
-    class GPTBlock(tnn.Module):
-        def __init__(self, d_model=256, heads=4, hidden=1024):
-            super().__init__()
-            self.heads = heads
-            self.ln1, self.ln2 = tnn.LayerNorm(d_model), tnn.LayerNorm(d_model)
-            self.qkv = tnn.Linear(d_model, 3 * d_model)
-            self.proj = tnn.Linear(d_model, d_model)
-            self.fc1, self.fc2 = tnn.Linear(d_model, hidden), tnn.Linear(hidden, d_model)
-
-        def forward(self, x):
-            b, t, d = x.shape
-            qkv = self.qkv(self.ln1(x)).reshape(b, t, 3, self.heads, d // self.heads)
-            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
-            att = tf.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + self.proj(att.transpose(1, 2).reshape(b, t, d))
-            return x + self.fc2(tf.gelu(self.fc1(self.ln2(x))))
-
-    class BasicBlock(tnn.Module):
-        def __init__(self, channels=64):
-            super().__init__()
-            self.conv1 = tnn.Conv2d(channels, channels, 3, padding=1, bias=False)
-            self.bn1 = tnn.BatchNorm2d(channels)
-            self.conv2 = tnn.Conv2d(channels, channels, 3, padding=1, bias=False)
-            self.bn2 = tnn.BatchNorm2d(channels)
-
-        def forward(self, x):
-            out = tf.relu(self.bn1(self.conv1(x)))
-            return tf.relu(self.bn2(self.conv2(out)) + x)
-
     def layer(m):
         kind = type(m).__name__
         if kind == "Linear":
@@ -62,9 +34,9 @@ def _torch_twin(example):
         return {"ReLU": tnn.ReLU, "Flatten": tnn.Flatten}[kind]()
 
     if example.name == "gpt":
-        model = GPTBlock()
+        model = models.gpt_block_class(tnn, tf)()
     elif example.name == "resnet":
-        model = BasicBlock()
+        model = models.basic_block_class(tnn, tf)()
     else:
         model = tnn.Sequential(*[layer(m) for m in example.model])
     state = {k: torch.from_numpy(v.numpy().copy()) for k, v in example.model.state_dict().items()}
