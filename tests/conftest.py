@@ -17,7 +17,7 @@ import pytest
 
 from ember.graph import Graph
 from ember.ops import _conv_kernels
-from ember.ops.fused import evaluate_program
+from ember.ops.fused import FUSED_OPS, evaluate_program
 from ember.ops.pool import _max_pool_np, _scatter_np
 from ember.plan import plan_memory
 from ember.plan.arena import concrete
@@ -224,7 +224,7 @@ def generated_code_equals_the_interpreter(monkeypatch):
             in_arena = [np.array(r, copy=True) for r in planned._fn(*copies)]
         results = original(self, *arrays)
         assert len(results) == len(expected)
-        fused = any(n.kind == "call" and n.op.name.startswith("fused_") for n in self.graph.nodes)
+        fused = any(n.kind == "call" and n.op.name in FUSED_OPS for n in self.graph.nodes)
         if planned is not None:
             for i, (got, want) in enumerate(zip(in_arena, results)):
                 message = f"graph {self.graph.name}: output {i} in planned (arena) execution"

@@ -24,11 +24,11 @@ Graphviz itself is not needed to produce the text; ``dot -Tsvg`` renders it (emb
 
 from __future__ import annotations
 
+from ..ops.fused import FUSED_OPS
 from .printer import format_type
 
-__all__ = ["to_dot", "FUSED_OPS", "PHASE_STYLE"]
+__all__ = ["to_dot", "PHASE_STYLE"]
 
-FUSED_OPS = ("fused_elementwise", "fused_reduce", "fused_epilogue")
 
 # fill colour, outline style and edge style per phase
 PHASE_STYLE = {

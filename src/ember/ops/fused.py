@@ -27,26 +27,63 @@ from .. import dtypes as dt
 from ..errors import EmberError
 from ._registry import REGISTRY, Cost, OpDef, TensorType, register
 
-__all__ = ["FUSED", "FUSED_EPILOGUE", "FUSED_REDUCE", "REDUCTIONS", "evaluate_program"]
+__all__ = [
+    "FUSED",
+    "FUSED_EPILOGUE",
+    "FUSED_OPS",
+    "FUSED_REDUCE",
+    "REDUCTIONS",
+    "epilogue_inputs",
+    "evaluate_program",
+    "program_types",
+    "walk_program",
+]
 
 # reductions a fused loop can end with: an accumulator per row of the loop
 REDUCTIONS = ("sum", "max", "min")
 
 
-def evaluate_program(program, outputs, arrays) -> tuple:
-    """Run ``program`` on ``arrays`` with the ops' reference kernels."""
+def walk_program(program, inputs, step, constant) -> list:
+    """Each instruction's result, in order: ``step(op, args, attrs)`` runs one instruction on
+    its operands (a program input, an earlier result, or ``constant(value, dtype_name)``)."""
     results: list = []
     for name, operands, attrs in program:
-        args = []
-        for ref in operands:
-            if ref[0] == "in":
-                args.append(arrays[ref[1]])
-            elif ref[0] == "t":
-                args.append(results[ref[1]])
-            else:
-                args.append(np.asarray(ref[1], dtype=dt.as_dtype(ref[2]).np))
-        results.append(np.asarray(REGISTRY[name].kernel(*args, **dict(attrs))))
+        args = [
+            inputs[ref[1]]
+            if ref[0] == "in"
+            else results[ref[1]]
+            if ref[0] == "t"
+            else constant(ref[1], ref[2])
+            for ref in operands
+        ]
+        results.append(step(REGISTRY[name], args, dict(attrs)))
+    return results
+
+
+def evaluate_program(program, outputs, arrays) -> tuple:
+    """Run ``program`` on ``arrays`` with the ops' reference kernels."""
+    results = walk_program(
+        program,
+        arrays,
+        lambda op, args, attrs: np.asarray(op.kernel(*args, **attrs)),
+        lambda value, dtype: np.asarray(value, dtype=dt.as_dtype(dtype).np),
+    )
     return tuple(results[j] for j in outputs)
+
+
+def program_types(program, in_types, step=None) -> list:
+    """Each instruction's abstract type (`TensorType`), from the ops' shape rules (no data).
+    ``step(op, arg_types, attrs, result_type)``, when given, sees every instruction."""
+
+    def infer(op, args, attrs):
+        result = op.infer(*args, **attrs)
+        if step is not None:
+            step(op, args, attrs, result)
+        return result
+
+    return walk_program(
+        program, in_types, infer, lambda value, dtype: TensorType((), dt.as_dtype(dtype))
+    )
 
 
 def _types(out_types) -> tuple:
@@ -100,18 +137,8 @@ def _compiler() -> bool:
 def _program_workspace(program, outputs, in_types) -> int:
     """What the reference kernel (`evaluate_program`, run when no C compiler is available)
     holds beyond its outputs: every intermediate of the program, alive until it returns."""
-    types: list = []
-    for name, operands, attrs in program:
-        args = []
-        for ref in operands:
-            if ref[0] == "in":
-                args.append(in_types[ref[1]])
-            elif ref[0] == "t":
-                args.append(types[ref[1]])
-            else:
-                args.append(TensorType((), dt.as_dtype(ref[2])))
-        types.append(REGISTRY[name].infer(*args, **dict(attrs)))
     kept = set(outputs)
+    types = program_types(program, in_types)
     return sum(result_bytes(t) for j, t in enumerate(types) if j not in kept)
 
 
@@ -183,10 +210,20 @@ def _epilogue_infer(
     return _infer(*inputs, program=program, outputs=outputs, out_types=out_types)
 
 
+def epilogue_inputs(in_types, attrs) -> tuple:
+    """(the producer's result type, the program's input types) of an epilogue node taking
+    ``in_types``: the producer's result is the program's input ``slot``."""
+    producer = REGISTRY[attrs["producer"]]
+    product = producer.infer(*in_types[: attrs["n_producer"]], **dict(attrs["producer_attrs"]))
+    program_inputs = list(in_types[attrs["n_producer"] :])
+    program_inputs.insert(attrs["slot"], product)
+    return product, program_inputs
+
+
 def _epilogue_cost(in_types, out_types, attrs) -> Cost:
     producer = REGISTRY[attrs["producer"]]
     own = in_types[: attrs["n_producer"]]
-    result = producer.infer(*own, **dict(attrs["producer_attrs"]))
+    result, _ = epilogue_inputs(in_types, attrs)
     first = producer.cost(own, (result,), dict(attrs["producer_attrs"]))
     rest = _cost(in_types[attrs["n_producer"] :], out_types, attrs)
     return Cost(first.flops + rest.flops, first.bytes + rest.bytes - result_bytes(result))
@@ -203,14 +240,12 @@ def _epilogue_workspace(node, layouts) -> int:
     intermediates."""
     a = node.inputs[0]
     extra = 0 if layouts.contiguous(a) else result_bytes(a.type)
-    producer = REGISTRY[node.attrs["producer"]]
-    own = node.inputs[: node.attrs["n_producer"]]
-    product = producer.infer(*own, **dict(node.attrs["producer_attrs"]))
+    product, program_inputs = epilogue_inputs([v.type for v in node.inputs], node.attrs)
     if not _compiler():
-        types = [v.type for v in node.inputs[node.attrs["n_producer"] :]]
-        types.insert(node.attrs["slot"], product)
-        program = node.attrs["program"]
-        return result_bytes(product) + _program_workspace(program, node.attrs["outputs"], types)
+        intermediates = _program_workspace(
+            node.attrs["program"], node.attrs["outputs"], program_inputs
+        )
+        return result_bytes(product) + intermediates
     if node.outputs[0].dtype != product.dtype:
         from ..runtime.cepilogue import BLOCK_BYTES
 
@@ -238,3 +273,7 @@ FUSED_EPILOGUE = register(
         extra={"compile": _compiled_epilogue, "workspace": _epilogue_workspace},
     )
 )
+
+
+# the fused ops, by name: what the tools (profiler, drawings) treat as a group of the program's ops
+FUSED_OPS = frozenset(op.name for op in (FUSED, FUSED_REDUCE, FUSED_EPILOGUE))

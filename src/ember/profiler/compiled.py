@@ -8,6 +8,7 @@ once, and hands each call to the recording profiler.
 
 from __future__ import annotations
 
+from ..ops.fused import FUSED_OPS
 from . import recorder
 from .events import now
 
@@ -59,10 +60,9 @@ def kernel_recorder(graph):
 def kernel_name(node) -> str:
     """A kernel event's name: the op, and for a fused group its ops (``fused_elementwise(mul+
     add+tanh)``; an epilogue starts with its producer, ``fused_epilogue(matmul+add+relu)``)."""
-    program = node.attrs.get("program") if node.op.name.startswith("fused_") else None
-    if not program:
+    if node.op.name not in FUSED_OPS:
         return node.op.name
-    ops = [name for name, _, _ in program]
+    ops = [name for name, _, _ in node.attrs["program"]]
     if "producer" in node.attrs:
         ops.insert(0, node.attrs["producer"])
     return f"{node.op.name}({'+'.join(ops)})"

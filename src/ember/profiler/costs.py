@@ -9,8 +9,8 @@ its bytes are the group's own rule: one pass over its inputs and outputs, the po
 
 from __future__ import annotations
 
-from .. import dtypes as dt
-from ..ops._registry import REGISTRY, Cost, OpDef, TensorType
+from ..ops._registry import REGISTRY, Cost, OpDef
+from ..ops.fused import FUSED_OPS, epilogue_inputs, program_types
 
 __all__ = ["op_cost", "program_flops"]
 
@@ -18,36 +18,24 @@ __all__ = ["op_cost", "program_flops"]
 def op_cost(op: OpDef, in_types: tuple, out_types: tuple, attrs: dict) -> Cost:
     """(FLOPs, bytes) of one call of ``op`` on ``in_types`` giving ``out_types``."""
     own = op.cost(in_types, out_types, attrs)
-    program = attrs.get("program") if op.name.startswith("fused_") else None
-    if not program:
+    if op.name not in FUSED_OPS:
         return own
-    program_inputs = list(in_types)
-    flops = 0
-    if "producer" in attrs:  # an epilogue: the producer's result is the program's input `slot`
+    program_inputs, flops = list(in_types), 0
+    if "producer" in attrs:  # an epilogue: the producer's work, then the program on its result
         producer = REGISTRY[attrs["producer"]]
-        n, producer_attrs = attrs["n_producer"], dict(attrs["producer_attrs"])
-        result = producer.infer(*in_types[:n], **producer_attrs)
-        flops += producer.cost(tuple(in_types[:n]), (result,), producer_attrs).flops
-        program_inputs = list(in_types[n:])
-        program_inputs.insert(attrs["slot"], result)
-    return Cost(flops + program_flops(program, program_inputs), own.bytes)
+        result, program_inputs = epilogue_inputs(in_types, attrs)
+        own_inputs = tuple(in_types[: attrs["n_producer"]])
+        flops += producer.cost(own_inputs, (result,), dict(attrs["producer_attrs"])).flops
+    return Cost(flops + program_flops(attrs["program"], program_inputs), own.bytes)
 
 
 def program_flops(program, input_types: list) -> int:
     """The sum of the cost rules of a fused ``program``'s ops on their abstract types."""
-    types: list = []
     flops = 0
-    for name, operands, op_attrs in program:
-        op, op_attrs = REGISTRY[name], dict(op_attrs)
-        args = []
-        for ref in operands:
-            if ref[0] == "in":
-                args.append(input_types[ref[1]])
-            elif ref[0] == "t":
-                args.append(types[ref[1]])
-            else:  # ("k", value, dtype name): a 0-d constant
-                args.append(TensorType((), dt.as_dtype(ref[2])))
-        result = op.infer(*args, **op_attrs)
-        flops += op.cost(tuple(args), (result,), op_attrs).flops
-        types.append(result)
+
+    def count(op, args, attrs, result):
+        nonlocal flops
+        flops += op.cost(tuple(args), (result,), attrs).flops
+
+    program_types(program, input_types, count)
     return flops

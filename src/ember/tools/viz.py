@@ -29,8 +29,9 @@ import numpy as np
 
 from ..errors import EmberError
 from ..graph import scope as _scope
-from ..graph.dot import FUSED_OPS, to_dot
+from ..graph.dot import to_dot
 from ..graph.printer import format_attr, format_graph, format_type
+from ..ops.fused import FUSED_OPS
 from .viz_layout import NODE_HEIGHT, layered_layout
 
 __all__ = ["VizError", "dot", "svg", "html", "step_phases", "example_graph", "node_table"]
