@@ -36,35 +36,13 @@ import time
 import numpy as np
 
 import ember
-import ember.nn.functional as F
+from ember import models
 from ember.runtime import blas_threads, parallel, parallel_cost
 
-
-def inception(x, w1, w2a, w2b, w3a, w3b, w4):
-    b1 = F.relu(F.conv2d(x, w1))
-    b2 = F.relu(F.conv2d(F.relu(F.conv2d(x, w2a)), w2b, padding=1))
-    b3 = F.relu(F.conv2d(F.relu(F.conv2d(x, w3a)), w3b, padding=2))
-    b4 = F.relu(F.conv2d(F.max_pool2d(x, 3, stride=1, padding=1), w4))
-    return ember.cat([b1, b2, b3, b4], dim=1)
-
-
-def chain(x, w1, w2, w3, w4):
-    for w in (w1, w2, w3, w4):
-        x = F.relu(F.conv2d(x, w, padding=1))
-    return x
-
-
-def _inception_shapes(n, c, size):
-    return [(n, c, size, size), (16, c, 1, 1), (16, c, 1, 1), (32, 16, 3, 3), (8, c, 1, 1)] + [
-        (16, 8, 5, 5),
-        (16, c, 1, 1),
-    ]
-
-
 CASES = {
-    "inception": (inception, _inception_shapes(8, 32, 16)),
-    "chain": (chain, [(8, 32, 16, 16)] + [(32, 32, 3, 3)] * 4),
-    "tiny": (inception, _inception_shapes(1, 4, 4)),
+    "inception": (models.inception_block, models.inception_shapes(8, 32, 16)),
+    "chain": (models.conv_chain, models.CONV_CHAIN_SHAPES),
+    "tiny": (models.inception_block, models.inception_shapes(1, 4, 4)),
 }
 
 

@@ -8,6 +8,10 @@
   each with a residual connection.
 * ``resnet``: a ResNet basic block (`BasicBlock`): conv3x3-BN-ReLU-conv3x3-BN plus the shortcut.
 
+`inception_block` and `conv_chain` (with `inception_shapes` / `CONV_CHAIN_SHAPES`) are the
+parallel executor's reference graphs: four independent branches of convolutions, and the same
+kind of work one after another.
+
 `example_step(name)` builds the reference training step of each model, the one the benchmarks,
 the memory and FLOP tools and their tests share: the model, its optimizer, an example batch and
 an eager ``step()`` (zero_grad, forward, loss, backward, optimizer step) returning the loss.
@@ -22,6 +26,7 @@ import numpy as np
 
 from . import nn
 from .nn import functional as F
+from .ops.shape import concat
 from .optim import SGD, AdamW
 from .tensor import Tensor
 
@@ -132,6 +137,36 @@ def basic_block_class(nn_namespace, functional):
 
 GPTBlock = gpt_block_class(nn, F)
 BasicBlock = basic_block_class(nn, F)
+
+
+def inception_block(x, w1, w2a, w2b, w3a, w3b, w4):
+    """Four independent branches of convolutions over one input, concatenated: 1x1; 1x1 then
+    3x3; 1x1 then 5x5; 3x3 max pooling then 1x1 (weights as `inception_shapes` gives)."""
+    b1 = F.relu(F.conv2d(x, w1))
+    b2 = F.relu(F.conv2d(F.relu(F.conv2d(x, w2a)), w2b, padding=1))
+    b3 = F.relu(F.conv2d(F.relu(F.conv2d(x, w3a)), w3b, padding=2))
+    b4 = F.relu(F.conv2d(F.max_pool2d(x, 3, stride=1, padding=1), w4))
+    return concat([b1, b2, b3, b4], dim=1)
+
+
+def inception_shapes(batch: int = 8, channels: int = 32, size: int = 16) -> list:
+    """The shapes of `inception_block`'s arguments: the input, then the seven weights."""
+    c = channels
+    return [(batch, c, size, size), (16, c, 1, 1), (16, c, 1, 1), (32, 16, 3, 3)] + [
+        (8, c, 1, 1),
+        (16, 8, 5, 5),
+        (16, c, 1, 1),
+    ]
+
+
+def conv_chain(x, *weights):
+    """3x3 convolutions with ReLU one after another: nothing to run at once."""
+    for w in weights:
+        x = F.relu(F.conv2d(x, w, padding=1))
+    return x
+
+
+CONV_CHAIN_SHAPES = [(8, 32, 16, 16)] + [(32, 32, 3, 3)] * 4  # the input, then four weights
 
 
 @dataclass

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 import ember
-import ember.nn.functional as F
 from ember import models
 from ember.errors import EmberError
 from ember.runtime import blas_threads, interpreter, parallel, parallel_cost
@@ -34,33 +33,20 @@ def _calibration(cores: int = 2) -> Calibration:
     return Calibration(cores, 20e-6, 30e-6, 0.4e-6, blas, elementwise, "test machine")
 
 
-def inception(x, w1, w2a, w2b, w3a, w3b, w4):
-    """Four independent branches of convolutions over one input, concatenated."""
-    b1 = F.relu(F.conv2d(x, w1))
-    b2 = F.relu(F.conv2d(F.relu(F.conv2d(x, w2a)), w2b, padding=1))
-    b3 = F.relu(F.conv2d(F.relu(F.conv2d(x, w3a)), w3b, padding=2))
-    b4 = F.relu(F.conv2d(F.max_pool2d(x, 3, stride=1, padding=1), w4))
-    return ember.cat([b1, b2, b3, b4], dim=1)
+inception, chain = models.inception_block, models.conv_chain
+
+
+def _tensors(shapes, seed=0):
+    rng = np.random.default_rng(seed)
+    return [ember.tensor(rng.standard_normal(s).astype(np.float32)) for s in shapes]
 
 
 def inception_args(n=8, c=32, size=16, seed=0):
-    rng = np.random.default_rng(seed)
-    shapes = [(n, c, size, size), (16, c, 1, 1), (16, c, 1, 1), (32, 16, 3, 3), (8, c, 1, 1)]
-    shapes += [(16, 8, 5, 5), (16, c, 1, 1)]
-    return [ember.tensor(rng.standard_normal(s).astype(np.float32)) for s in shapes]
-
-
-def chain(x, w1, w2, w3, w4):
-    """The same kind of work one after another: nothing to run at once."""
-    for w in (w1, w2, w3, w4):
-        x = F.relu(F.conv2d(x, w, padding=1))
-    return x
+    return _tensors(models.inception_shapes(n, c, size), seed)
 
 
 def chain_args(seed=0):
-    rng = np.random.default_rng(seed)
-    shapes = [(8, 32, 16, 16)] + [(32, 32, 3, 3)] * 4
-    return [ember.tensor(rng.standard_normal(s).astype(np.float32)) for s in shapes]
+    return _tensors(models.CONV_CHAIN_SHAPES, seed)
 
 
 def _graph(fn, args, opt_level=3):
