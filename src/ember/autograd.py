@@ -101,6 +101,19 @@ def _camel(name: str) -> str:
 _FREED = object()
 
 
+def vjp_results(op, result, n_inputs: int, where: str) -> tuple:
+    """A VJP's return value as one gradient (or None) per input of ``op``; the tape's
+    ``backward`` and graph autodiff (``where``: the caller, for the error) both check it here."""
+    if not isinstance(result, (tuple, list)):
+        result = (result,)
+    if len(result) != n_inputs:
+        raise AutogradError(
+            f"the VJP of {op.name} returned {len(result)} gradients for {n_inputs} inputs",
+            op=where,
+        )
+    return tuple(result)
+
+
 class Node:
     """The record of one op call: the grad_fn of its outputs, and the VJP's context."""
 
@@ -236,15 +249,7 @@ class Node:
         if _reg.conformance is not None:
             _reg.conformance.vjp.add(self.op.name)
         filled = [g if g is not None else _zeros(t) for g, t in zip(grads, self.out_types)]
-        result = self.op.vjp(self, *filled)
-        if not isinstance(result, (tuple, list)):
-            result = (result,)
-        if len(result) != len(self.in_types):
-            raise AutogradError(
-                f"the VJP of {self.op.name} returned {len(result)} gradients for "
-                f"{len(self.in_types)} inputs",
-                op="backward",
-            )
+        result = vjp_results(self.op, self.op.vjp(self, *filled), len(self.in_types), "backward")
         for i, (g, t) in enumerate(zip(result, self.in_types)):
             if g is not None and tuple(g.shape) != tuple(t.shape):
                 raise ShapeError(

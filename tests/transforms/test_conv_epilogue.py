@@ -12,16 +12,10 @@ from ember.transforms import DCE, optimize
 from ember.transforms.epilogue import EPILOGUE
 from ember.transforms.fuse import FUSE
 
+from .test_epilogue import _fused
+
 F = ember.nn.functional
 pytestmark = pytest.mark.skipif(not ccompile.compiler_available(), reason="no C compiler")
-
-
-def _fused(fn, *examples):
-    graph = ember.trace(fn, *examples, opt_level=0).graph
-    arrays = [e.numpy() for e in examples]
-    fused, _ = optimize(graph.copy(), passes=[FUSE, DCE, EPILOGUE], check=arrays)
-    fused.verify()
-    return graph, fused
 
 
 def _epilogues(graph):

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 
+from ..autograd import vjp_results
 from ..capture.builder import GraphBuilder
 from ..capture.symbolic import SymbolicTensor
 from ..capture.trace import _flatten, _parameter_names, _unflatten
@@ -171,14 +172,7 @@ def _vjp_into(builder: GraphBuilder, grads: dict, node, needs: tuple) -> None:
     filled = [_grad_or_zeros(builder, grads, v) for v in node.outputs]
     with builder:
         result = node.op.vjp(_GraphVJPContext(node, builder, needs), *filled)
-    if not isinstance(result, (tuple, list)):
-        result = (result,)
-    if len(result) != len(node.inputs):
-        raise AutogradError(
-            f"the VJP of {node.op.name} returned {len(result)} gradients for "
-            f"{len(node.inputs)} inputs",
-            op="grad",
-        )
+    result = vjp_results(node.op, result, len(node.inputs), "grad")
     for value, need, g in zip(node.inputs, needs, result):
         if need and g is not None:
             _accumulate(builder, grads, value, g)
