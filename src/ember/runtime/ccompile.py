@@ -149,7 +149,14 @@ def _supported(cc: tuple[str, ...]) -> frozenset[str] | None:
 
 
 def compiler_available() -> bool:
-    """Whether a C compiler can build and load a library (probed once per compiler)."""
+    """Whether a C compiler can build and load a library (probed once per compiler). Cheap
+    to ask again: the answer is kept per ``CC`` and ``PATH`` (the memory planner asks for
+    every fused node it plans)."""
+    return _available(os.environ.get("CC", ""), os.environ.get("PATH", ""))
+
+
+@functools.lru_cache(maxsize=8)
+def _available(cc_setting: str, path: str) -> bool:
     cc = _compiler()
     return cc is not None and _supported(cc) is not None
 
