@@ -52,19 +52,35 @@ def _blas_ready(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a)
 
 
-def _matmul_kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``np.matmul(a, b, out=out)``, large products split over ember's thread pool with BLAS
+    single-threaded in each thread (runtime/cgemm.py: no BLAS threads left spinning)."""
+    from ..runtime import cgemm  # (the runtime imports the ops)
+
+    result = cgemm.matmul(a, b, out)
+    return np.matmul(a, b, out=out) if result is None else result
+
+
+def matmul_kernel(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """The ``matmul`` kernel; ``out`` (the result's shape and dtype: an arena slot, see
+    plan/arena.py) receives the result where given."""
     if a.dtype in _HALF:  # NumPy has no fast half-precision GEMM: compute in float32, round once
-        return _matmul_kernel(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
+        result = matmul_kernel(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
+        if out is None:
+            return result
+        out[...] = result
+        return out
     a, b = _blas_ready(a), _blas_ready(b)
     if b.ndim == 2 and a.ndim > 2 and a.flags.c_contiguous:
         # (..., M, K) @ (K, N) as one (prod(...) * M, K) GEMM instead of a loop of small ones
-        out = np.matmul(a.reshape(-1, a.shape[-1]), b)
-        return out.reshape(a.shape[:-1] + (b.shape[-1],))
-    return np.matmul(a, b)
+        flat = None if out is None else out.reshape(-1, b.shape[-1])
+        result = gemm(a.reshape(-1, a.shape[-1]), b, flat)
+        return result.reshape(a.shape[:-1] + (b.shape[-1],)) if out is None else out
+    return gemm(a, b, out)
 
 
 def _matmul_workspace(node, layouts) -> int:
-    """`_matmul_kernel`'s temporaries beyond its result: none in float32/float64 (BLAS reads
+    """`matmul_kernel`'s temporaries beyond its result: none in float32/float64 (BLAS reads
     the operands in place); in half precision the float32 copies of both operands beside the
     float32 product, then the product beside the rounded result (the copies are gone by then):
     ``max(2a + 2b + 2out, 3out) - out`` in the half-precision sizes. `linear` runs the same
@@ -156,7 +172,7 @@ _MATMUL = register(
         name="matmul",
         kind="linalg",
         infer=_matmul_infer,
-        kernel=_matmul_kernel,
+        kernel=matmul_kernel,
         vjp=_matmul_vjp,
         cost=_matmul_cost,
         extra={"workspace": _matmul_workspace},
@@ -280,7 +296,7 @@ def _linear_infer(x, weight, bias=None):
 
 
 def _linear_kernel(x, weight, bias=None):
-    out = _matmul_kernel(x, weight.T)  # BLAS reads the transposed weight in place
+    out = matmul_kernel(x, weight.T)  # BLAS reads the transposed weight in place
     if bias is not None:
         out += bias  # out is fresh: add in place, no temporary
     return out

@@ -195,10 +195,6 @@ def arena_slots(graph, in_place: dict, compiled: dict):
 
 def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
     """The ``matmul`` kernel (ops/linalg.py) writing into ``out``: the same BLAS calls."""
-    from ..ops.linalg import _blas_ready
+    from ..ops.linalg import matmul_kernel
 
-    a, b = _blas_ready(a), _blas_ready(b)
-    if b.ndim == 2 and a.ndim > 2 and a.flags.c_contiguous:
-        np.matmul(a.reshape(-1, a.shape[-1]), b, out=out.reshape(-1, b.shape[-1]))
-        return out
-    return np.matmul(a, b, out=out)
+    return matmul_kernel(a, b, out)

@@ -21,12 +21,12 @@ import functools
 
 import numpy as np
 
-__all__ = ["available", "pin_this_thread", "single_threaded"]
+__all__ = ["available", "library", "pin_this_thread", "single_threaded"]
 
 
 @functools.cache
-def _setter():
-    """``openblas_set_num_threads_local`` (returns the previous count), or None."""
+def library() -> ctypes.CDLL | None:
+    """NumPy's OpenBLAS, if it has the per-thread setting, else None."""
     np.dot(np.ones((2, 2)), np.ones((2, 2)))  # NumPy maps its BLAS when it loads
     try:
         with open("/proc/self/maps") as f:
@@ -35,13 +35,23 @@ def _setter():
         return None
     for path in paths:
         try:
-            library = ctypes.CDLL(path)
-            function = library.openblas_set_num_threads_local
+            found = ctypes.CDLL(path)
+            found.openblas_set_num_threads_local  # noqa: B018 - raises where it is missing
         except (OSError, AttributeError):
             continue
-        function.restype, function.argtypes = ctypes.c_int, [ctypes.c_int]
-        return function
+        return found
     return None
+
+
+@functools.cache
+def _setter():
+    """``openblas_set_num_threads_local`` (returns the previous count), or None."""
+    found = library()
+    if found is None:
+        return None
+    function = found.openblas_set_num_threads_local
+    function.restype, function.argtypes = ctypes.c_int, [ctypes.c_int]
+    return function
 
 
 def available() -> bool:

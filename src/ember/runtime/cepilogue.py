@@ -27,6 +27,7 @@ import numpy as np
 
 from ..graph.symbolic import sym
 from ..ops._registry import REGISTRY, TensorType
+from ..ops.linalg import gemm
 
 __all__ = ["BLOCK_BYTES", "block_kind", "build"]
 
@@ -123,7 +124,7 @@ def build(node):
         for start in range(0, total, step):
             stop = min(total, start + step)
             block = product[start:stop] if over_product else product[: stop - start]
-            np.matmul(a2[start:stop], weight, out=block)
+            gemm(a2[start:stop], weight, out=block)
             if bias is not None:
                 block += bias
             inputs = [

@@ -8,11 +8,15 @@ process, delays the call by a chunk at most, not by its whole share. Generated k
 (runtime/cfuse.py) take it as an argument and call it when a loop has enough work; None means
 "run on the calling thread".
 
-Why not OpenMP. An OpenMP runtime's idle threads spin after a parallel region, which takes the
-cores from NumPy's BLAS threads between ember's loops (matmuls ran 5x slower), and its only cure,
-``OMP_WAIT_POLICY=PASSIVE``, is process-wide: it also slows PyTorch, whose libgomp reads it. The
-pool's idle threads block on a condition variable instead, so they cost nothing between loops,
-and no other library's settings change.
+Why not OpenMP. An OpenMP runtime's idle threads spin after a parallel region for as long as
+the runtime likes (its only cure, ``OMP_WAIT_POLICY=PASSIVE``, is process-wide: it also slows
+PyTorch, whose libgomp reads it). ember's own matmuls run on this pool too (runtime/cgemm.py),
+with BLAS single-threaded, so no other library's threads wait for work between ember's kernels.
+An idle thread here polls for the next job for a short while (``spin_ns``, 2 ms) and then
+blocks on a condition variable: a blocked thread's wake-up costs tens of microseconds, and on a
+virtual machine whose idle CPU has halted far more (in benchmarks/train_step.py, the MLP step,
+whose matmuls come a few hundred microseconds apart, took 5.1 ms with 0.2 ms of polling and 2.5
+ms with 2 ms on this project's 2-core machine).
 
 Invariants. One ``parallel_for`` runs at a time; a call made while one runs (another Python
 thread, since ctypes releases the GIL) runs serially on its own thread rather than waiting. The
@@ -30,6 +34,7 @@ __all__ = ["get_num_threads", "parallel_for", "set_num_threads"]
 
 _SOURCE = r"""
 #include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef void (*ember_task)(void *ctx, long lo, long hi);
@@ -39,7 +44,7 @@ static pthread_mutex_t call_lock = PTHREAD_MUTEX_INITIALIZER; /* one parallel_fo
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER, done = PTHREAD_COND_INITIALIZER;
 static int wanted = 1, workers = 0, ready = 0;
 static pid_t owner = 0;  /* the process the workers belong to (a forked child has none) */
-static long generation = 0;
+static volatile long generation = 0;
 static ember_task job;
 static void *job_ctx;
 static long job_n, job_align, job_chunks;
@@ -77,6 +82,28 @@ static long run_chunks(unsigned long gen, ember_task task, void *ctx, long n, lo
   }
 }
 
+/* how long an idle thread polls for the next job (or a caller for its workers) before it
+   blocks (see the module docstring) */
+static long spin_ns = 2000000;
+
+static long now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1000000000L + t.tv_nsec;
+}
+
+/* returns once *value differs from `unchanged` or spin_ns have passed */
+static void spin_while_long(volatile long *value, long unchanged) {
+  if (spin_ns <= 0) return;
+  long start = now_ns();
+  for (int i = 0; __atomic_load_n(value, __ATOMIC_ACQUIRE) == unchanged; i++) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if ((i & 63) == 63 && now_ns() - start > spin_ns) return;
+  }
+}
+
 static void *worker(void *arg) {
   (void)arg;
   pthread_mutex_lock(&lock);
@@ -84,6 +111,11 @@ static void *worker(void *arg) {
   ready++;
   pthread_cond_signal(&done);
   for (;;) {
+    if (generation == seen) {
+      pthread_mutex_unlock(&lock);
+      spin_while_long(&generation, seen);
+      pthread_mutex_lock(&lock);
+    }
     while (generation == seen) pthread_cond_wait(&wake, &lock);
     seen = generation;
     ember_task task = job;
@@ -158,6 +190,12 @@ void ember_parallel_for(ember_task task, void *ctx, long n, long align) {
   pthread_cond_broadcast(&wake);
   pthread_mutex_unlock(&lock);
   run_chunks((unsigned long)generation, task, ctx, n, align, chunks);
+  long start = now_ns();
+  while (__atomic_load_n(&finished, __ATOMIC_ACQUIRE) < chunks && now_ns() - start < spin_ns) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
   pthread_mutex_lock(&lock);
   while (__atomic_load_n(&finished, __ATOMIC_ACQUIRE) < chunks) pthread_cond_wait(&done, &lock);
   pthread_mutex_unlock(&lock);

@@ -1,0 +1,109 @@
+"""runtime/cgemm.py: products split over ember's pool equal NumPy's, in every layout it takes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ember.runtime import blas_threads, cgemm, cpool
+
+pytestmark = pytest.mark.skipif(
+    not cgemm.available(np.float32), reason="no C compiler, or NumPy's BLAS is not OpenBLAS"
+)
+
+
+def _close(got, want):
+    assert got is not None
+    assert got.shape == want.shape and got.dtype == want.dtype
+    tol = 1e-4 if want.dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
+
+
+def _transposed(x):
+    """The same matrix values, stored column-major (what ``weight.T`` hands BLAS)."""
+    return np.ascontiguousarray(np.swapaxes(x, -1, -2)).swapaxes(-1, -2)
+
+
+@pytest.fixture(params=["one thread", "split"])
+def split(request, monkeypatch):
+    monkeypatch.setattr(cgemm, "BLAS_ONE_THREAD", 0)  # every product takes the compiled path
+    monkeypatch.setattr(cgemm, "SPLIT_FLOPS", 1 << 60 if request.param == "one thread" else 0)
+    return request.param
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "m,k,n", [(1, 1, 1), (3, 5, 7), (1, 64, 1), (130, 70, 33), (17, 300, 500), (500, 40, 9)]
+)
+def test_two_dimensional_products_in_every_layout(m, k, n, dtype, split):
+    rng = np.random.default_rng(m * k * n)
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    want = a @ b
+    for x in (a, _transposed(a)):
+        for y in (b, _transposed(b)):
+            _close(cgemm.matmul(x, y), want)
+    # rows of a larger array (a leading dimension wider than the matrix)
+    wide = rng.standard_normal((m, k + 5)).astype(dtype)
+    _close(cgemm.matmul(wide[:, :k], b), wide[:, :k] @ b)
+
+
+def test_batched_and_broadcast_products(split):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((2, 3, 40, 24)).astype(np.float32)
+    b = rng.standard_normal((2, 3, 24, 56)).astype(np.float32)
+    _close(cgemm.matmul(a, b), a @ b)
+    _close(cgemm.matmul(a, _transposed(b)), a @ b)
+    _close(cgemm.matmul(a, b[0, 0]), a @ b[0, 0])  # one matrix for the whole batch
+    _close(cgemm.matmul(a[0, :1], b[0]), a[0, :1] @ b[0])  # a batch of one broadcast
+    # a batch whose matrices are not one stride apart is left to NumPy
+    assert cgemm.matmul(a[:, ::2], b[:, ::2]) is None
+    assert cgemm.matmul(a.transpose(1, 0, 2, 3), b.transpose(1, 0, 2, 3)) is None
+
+
+def test_writes_into_a_given_array_and_refuses_what_it_cannot_take(split):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((64, 32)).astype(np.float32)
+    b = rng.standard_normal((32, 48)).astype(np.float32)
+    out = np.full((64, 48), np.nan, np.float32)
+    assert cgemm.matmul(a, b, out) is out
+    _close(out, a @ b)
+    assert cgemm.matmul(a, b, np.empty((64, 48), np.float64)) is None  # another dtype
+    assert cgemm.matmul(a, b, np.empty((48, 64), np.float32).T) is None  # not C-contiguous
+    assert cgemm.matmul(a, a[:, :32].copy(), a[:, :32]) is None  # overlaps an operand
+    assert cgemm.matmul(a.astype(np.int64), b.astype(np.int64)) is None
+    assert cgemm.matmul(a, b.astype(np.float64)) is None
+    assert cgemm.matmul(a[:, ::2], b[::2]) is None  # no unit stride: not BLAS's layout
+    assert cgemm.matmul(a[:0], b) is None  # empty: NumPy's
+
+
+def test_small_products_are_left_to_numpy():
+    a = np.ones((8, 8), np.float32)
+    assert cgemm.matmul(a, a) is None  # OpenBLAS runs these on one thread itself
+
+
+def test_the_calling_threads_blas_setting_is_restored(split):
+    setter = blas_threads._setter()
+    previous = setter(2)
+    try:
+        a = np.ones((256, 256), np.float32)
+        _close(cgemm.matmul(a, a), a @ a)
+        assert setter(2) == 2  # what it was before the product, not the product's one thread
+    finally:
+        setter(previous)
+
+
+def test_the_matmul_op_equals_numpy_whatever_the_thread_count():
+    import ember
+
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((300, 200)).astype(np.float32)
+    b = rng.standard_normal((200, 100)).astype(np.float32)
+    want = a @ b
+    before = cpool.get_num_threads()
+    try:
+        for threads in (1, 2, 3):
+            cpool.set_num_threads(threads)
+            _close((ember.tensor(a) @ ember.tensor(b)).numpy(), want)
+    finally:
+        cpool.set_num_threads(before)
