@@ -1,17 +1,18 @@
 """The parallel executor's cost model: how long a node takes here, and what running it beside
 another node costs, measured on this machine.
 
-Running two kernels at once only pays where each leaves cores idle. NumPy's matmuls run on
-OpenBLAS, whose own threads take every core above a size (two such calls at once fight over them
-and ran up to 20x slower on 2 cores); ember's fused C loops share their work over ember's pool
-above `cfuse.PARALLEL_MIN` elements; small kernels and NumPy's elementwise loops run on one core
-and release the GIL. So the model is calibrated, not assumed (`calibrate`):
+Running two kernels at once only pays where each leaves cores idle. ember's matmuls take every
+pool thread above a size (runtime/cgemm.py; a second one started meanwhile runs on its own
+thread, BLAS single-threaded), as its fused C loops do above `cfuse.PARALLEL_MIN` elements;
+small kernels and NumPy's elementwise loops run on one core and release the GIL. So the model
+is calibrated, not assumed (`calibrate`):
 
-* ``blas``: square float32 matmuls over a range of sizes: the time of one call as generated code
-  runs it (BLAS's own threads), its time as a parallel run's worker runs it (single-threaded,
-  runtime/blas_threads.py, where OpenBLAS allows), and the *pair factor*, the wall time of two
-  such calls run at once on two threads over the time of one (1: they overlap perfectly; 2 on
-  two cores: no gain; above 2: they slow each other down, as GIL hand-offs do to short calls);
+* ``blas``: square float32 matmuls over a range of sizes, through the matmul op's kernel: the
+  time of one call as generated code runs it (split over ember's pool, runtime/cgemm.py), its
+  time as a parallel run's worker runs it (BLAS single-threaded, runtime/blas_threads.py, where
+  OpenBLAS allows), and the *pair factor*, the wall time of two such calls run at once on two
+  threads over the time of one (1: they overlap perfectly; 2 on two cores: no gain; above 2:
+  they slow each other down, as GIL hand-offs do to short calls);
 * ``numpy``: the same for an elementwise multiply, by bytes moved;
 * ``handoff_s``: one cross-thread signal (a waiting thread woken by an Event), ``fork_s``: waking
   the pool's workers and joining them for one run, ``step_s``: the parallel runner's cost per
@@ -48,7 +49,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-FORMAT_VERSION = "2"
+FORMAT_VERSION = "3"  # 3: matmuls timed through ember's kernel (runtime/cgemm.py)
 # overlapping nodes whose pair factor is above this fraction of the cores gains too little to
 # pay for the hand-offs: they run alone
 EXCLUSIVE_FRACTION = 0.8
@@ -266,6 +267,7 @@ def _cores() -> int:
 
 def measure() -> Calibration:
     """Measure this machine now (about a second; nothing is cached)."""
+    from ..ops.linalg import matmul_kernel
     from .parallel import worker_pool
 
     pool = worker_pool()
@@ -274,7 +276,7 @@ def measure() -> Calibration:
     for n in _BLAS_SIZES:
         a = rng.standard_normal((n, n), dtype=np.float32)
         b = rng.standard_normal((n, n), dtype=np.float32)
-        blas.append((2.0 * n**3, *_measure(lambda a=a, b=b: a @ b, pool)))
+        blas.append((2.0 * n**3, *_measure(lambda a=a, b=b: matmul_kernel(a, b), pool)))
     elementwise = []
     for n in _NUMPY_SIZES:
         a = rng.standard_normal(n, dtype=np.float32)
