@@ -7,9 +7,7 @@ import pytest
 
 from ember.runtime import blas_threads, cgemm, cpool
 
-pytestmark = pytest.mark.skipif(
-    not cgemm.available(np.float32), reason="no C compiler, or NumPy's BLAS is not OpenBLAS"
-)
+pytestmark = pytest.mark.skipif(not cgemm.available(np.float32), reason="no C compiler")
 
 
 def _close(got, want):
@@ -24,8 +22,21 @@ def _transposed(x):
     return np.ascontiguousarray(np.swapaxes(x, -1, -2)).swapaxes(-1, -2)
 
 
+def _has_blas() -> bool:
+    return cgemm._functions(np.dtype(np.float32))[1] is not None
+
+
+@pytest.fixture(params=["own", "blas"])
+def kernel(request, monkeypatch):
+    """ember's own GEMM, or the BLAS's called single-threaded (``EMBER_GEMM``)."""
+    if request.param == "blas" and not _has_blas():
+        pytest.skip("NumPy's BLAS is not an OpenBLAS ember can call")
+    monkeypatch.setenv("EMBER_GEMM", request.param)
+    return request.param
+
+
 @pytest.fixture(params=["one thread", "split"])
-def split(request, monkeypatch):
+def split(request, monkeypatch, kernel):
     monkeypatch.setattr(cgemm, "BLAS_ONE_THREAD", 0)  # every product takes the compiled path
     monkeypatch.setattr(cgemm, "SPLIT_FLOPS", 1 << 60 if request.param == "one thread" else 0)
     return request.param
@@ -33,7 +44,9 @@ def split(request, monkeypatch):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize(
-    "m,k,n", [(1, 1, 1), (3, 5, 7), (1, 64, 1), (130, 70, 33), (17, 300, 500), (500, 40, 9)]
+    "m,k,n",
+    # edges of the own kernel's blocks: 8 rows, 48 (float32) or 24 columns, 192 deep
+    [(1, 1, 1), (3, 5, 7), (1, 64, 1), (130, 70, 33), (17, 300, 500), (500, 40, 9), (9, 193, 49)],
 )
 def test_two_dimensional_products_in_every_layout(m, k, n, dtype, split):
     rng = np.random.default_rng(m * k * n)
@@ -82,7 +95,28 @@ def test_small_products_are_left_to_numpy():
     assert cgemm.matmul(a, a) is None  # OpenBLAS runs these on one thread itself
 
 
+def test_an_empty_inner_dimension_gives_zeros(split):
+    a, b = np.ones((40, 0), np.float32), np.ones((0, 30), np.float32)
+    out = np.full((40, 30), np.nan, np.float32)
+    result = cgemm.matmul(a, b, out)
+    assert result is None or (result is out and not out.any())
+
+
+def test_nan_and_inf_propagate_as_in_numpy(split):
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((20, 30)).astype(np.float32)
+    b = rng.standard_normal((30, 50)).astype(np.float32)
+    a[3, 4], b[7, 9] = np.nan, np.inf
+    got, want = cgemm.matmul(a, b), a @ b
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=1e-4, atol=1e-4)
+
+
 def test_the_calling_threads_blas_setting_is_restored(split):
+    if not _has_blas():
+        pytest.skip("NumPy's BLAS is not an OpenBLAS ember can call")
     setter = blas_threads._setter()
     previous = setter(2)
     try:

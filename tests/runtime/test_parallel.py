@@ -299,3 +299,22 @@ def test_a_forked_child_starts_its_own_workers():
             os._exit(2)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+
+
+@pytest.mark.skipif(not blas_threads.available(), reason="no OpenBLAS thread setting to keep")
+def test_numpys_blas_thread_count_is_the_same_after_parallel_runs_and_matmuls():
+    """The workers' single-threaded BLAS must not leak into the rest of the process, even in
+    OpenBLAS builds whose "per-thread" setting is process-wide (blas_threads.per_thread)."""
+    from ember.runtime import cgemm
+
+    setter = blas_threads._setter()
+    before = setter(2)
+    try:
+        graph = _graph(inception, inception_args(), 3)
+        program = parallel.ParallelProgram(graph, calibration=_calibration(), force=True)
+        program(*[a.numpy() for a in inception_args()])
+        a = np.ones((300, 300), np.float32)
+        cgemm.matmul(a, a)
+        assert setter(2) == 2
+    finally:
+        setter(before)

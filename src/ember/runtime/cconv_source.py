@@ -21,44 +21,18 @@ the compiler emits AVX-512 where the CPU has it, and two or four narrower vector
 Both share work over ember's thread pool (runtime/cpool.py) when given one.
 """
 
-SOURCE = r"""
+from .cmicro import MICRO
+
+SOURCE = (
+    r"""
 #include <stdlib.h>
 #include <string.h>
 typedef void (*ember_task)(void *ctx, long lo, long hi);
 typedef void (*ember_pool)(ember_task, void *ctx, long n, long align);
 
-#define VL ((long)(64 / sizeof(T)))
-#define NR (3 * VL)
-#define MR 8
-#define KC 192
-typedef T vec __attribute__((vector_size(64)));
-typedef T uvec __attribute__((vector_size(64), aligned(sizeof(T))));
-
-/* acc (MR x NR, row-major, aligned) = (first ? 0 : acc) + a (kc x MR) * b (kc x NR) */
-static void micro(long kc, const T *restrict a, const T *restrict b, T *restrict acc, int first) {
-  vec c[MR][3];
-#pragma GCC unroll 8
-  for (int i = 0; i < MR; i++)
-#pragma GCC unroll 3
-    for (int v = 0; v < 3; v++) c[i][v] = first ? (vec){0} : *(vec *)(acc + i * NR + v * VL);
-  for (long p = 0; p < kc; p++) {
-    vec b0 = *(const vec *)b, b1 = *(const vec *)(b + VL), b2 = *(const vec *)(b + 2 * VL);
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; i++) {
-      T s = a[i];
-      c[i][0] += s * b0;
-      c[i][1] += s * b1;
-      c[i][2] += s * b2;
-    }
-    a += MR;
-    b += NR;
-  }
-#pragma GCC unroll 8
-  for (int i = 0; i < MR; i++)
-#pragma GCC unroll 3
-    for (int v = 0; v < 3; v++) *(vec *)(acc + i * NR + v * VL) = c[i][v];
-}
-
+"""
+    + MICRO
+    + r"""
 struct fwd {
   const T *x, *wp, *bias;
   T *out;
@@ -392,3 +366,4 @@ void conv_weight_grad_cl(const T *gy, const T *x, T *out, T *partial, const long
     for (long i = 0; i < size; i++) out[i] += partial[b * size + i];
 }
 """
+)

@@ -1,23 +1,29 @@
-"""Matrix products on ember's thread pool, each thread calling NumPy's OpenBLAS single-threaded.
+"""Matrix products on ember's thread pool: ember's own GEMM kernel, or NumPy's OpenBLAS called
+single-threaded in each thread.
 
 `matmul(a, b)` computes ``a @ b`` for float32/float64 operands that BLAS can read in place
 (each matrix row-major or transposed, batches at one stride), or returns None where it does not
-apply (no C compiler, a BLAS other than OpenBLAS with the per-thread setting, another layout or
-dtype, an empty operand) and the caller runs ``np.matmul``.
+apply (no C compiler, another layout or dtype, an empty operand, a product small enough for one
+thread, `BLAS_ONE_THREAD`) and the caller runs ``np.matmul``.
 
-Why not NumPy's own threading. After a multi-threaded call OpenBLAS's workers spin, waiting
-for the next one, for about 0.1 s; ember's compiled loops (runtime/cpool.py) then share the
-cores with a spinning thread. On this project's 2-core machine that made the eager CNN step
-1.3x slower (21.2 ms against 16.4 ms with ``OPENBLAS_NUM_THREADS=1``), while the MLP and GPT
-steps, whose matmuls need both cores, were 1.6x and 1.4x slower single-threaded. Here a large
-product is split into contiguous blocks (of batch entries, of the result's rows, or of its
-columns) shared over ember's pool, whose idle threads block, and every block runs as one
-single-threaded BLAS call (``openblas_set_num_threads_local(1)`` for its duration, restored
-after): both cores for the matmul, and none spinning afterwards. A product below `SPLIT_FLOPS`
-runs on the calling thread alone, where waking the pool would cost more than it saves.
+Threads. After a multi-threaded call OpenBLAS's workers spin, waiting for the next one, for
+about 0.1 s; ember's compiled loops (runtime/cpool.py) then shared the cores with a spinning
+thread, which made the eager CNN step 1.3x slower on this project's 2-core machine (21.2 ms
+against 16.4 ms with ``OPENBLAS_NUM_THREADS=1``), while the MLP and GPT steps, whose matmuls need
+both cores, were 1.6x and 1.4x slower single-threaded. So a large product is split into
+contiguous blocks (of batch entries, of the result's rows, or of its columns), one per thread
+of ember's pool, each computed single-threaded. A product below `SPLIT_FLOPS` runs on the
+calling thread alone, where waking the pool would cost more than it saves.
 
-Results equal NumPy's to the rounding of the sums' order (a block's sums are BLAS's own, and
-BLAS orders them by its blocking of K, which splitting M or N leaves alone).
+Kernels. Each block runs ember's own GEMM (`_OWN_GEMM`: the register-blocked micro-kernel of
+runtime/cmicro.py over packed panels) where the compiler targets 512-bit vectors, else the
+BLAS's gemm with OpenBLAS's thread setting at one (``EMBER_GEMM=own`` or ``blas`` overrides).
+On the project's AVX-512 machine, whose environment pins OpenBLAS to its AVX2 kernels
+(``OPENBLAS_CORETYPE=Haswell``), the own kernel ran the training steps' products at 330-470
+GFLOP/s on two threads against OpenBLAS's 200-250 (float64: 210-225 against 110-120).
+
+Results equal NumPy's to float rounding: either kernel orders a sum differently from NumPy's
+multi-threaded OpenBLAS.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
+import os
 
 import numpy as np
 
@@ -42,17 +49,44 @@ BLAS_ONE_THREAD = 1 << 18
 _C = {np.dtype(np.float32): ("float", "s"), np.dtype(np.float64): ("double", "d")}
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
-_SOURCE = r"""
+_DISPATCH = r"""
 typedef void (*ember_task)(void *, long, long);
 typedef void (*ember_pool)(ember_task, void *, long, long);
 typedef int (*set_local_fn)(int);
 typedef void (*gemm_fn)(int, int, int, BLAS_INT, BLAS_INT, BLAS_INT, T, const T *, BLAS_INT,
                         const T *, BLAS_INT, T, T *, BLAS_INT);
 
+/* BLAS's thread count is one while ember's products run. `set_local` sets the calling
+   thread's count, or in some OpenBLAS builds the whole process's (process_wide): there the
+   first of the products running at once sets it and the last one out restores it */
+#include <pthread.h>
+static pthread_mutex_t blas_lock = PTHREAD_MUTEX_INITIALIZER;
+static int blas_users = 0, blas_saved = 0;
+
+static int blas_enter(set_local_fn set_local, int process_wide) {
+  if (!set_local) return 0;
+  if (!process_wide) return set_local(1);
+  pthread_mutex_lock(&blas_lock);
+  if (blas_users++ == 0) blas_saved = set_local(1);
+  pthread_mutex_unlock(&blas_lock);
+  return 0;
+}
+
+static void blas_leave(set_local_fn set_local, int process_wide, int previous) {
+  if (!set_local) return;
+  if (!process_wide) {
+    set_local(previous);
+    return;
+  }
+  pthread_mutex_lock(&blas_lock);
+  if (--blas_users == 0) set_local(blas_saved);
+  pthread_mutex_unlock(&blas_lock);
+}
+
 /* split: 0 over batch entries, 1 over the result's rows, 2 over its columns */
 struct job {
   gemm_fn gemm; set_local_fn set_local;
-  int ta, tb, split;
+  int process_wide, ta, tb, split;
   long m, n, k, lda, ldb, ldc, sa, sb, sc;
   const T *a, *b; T *c;
 };
@@ -64,7 +98,8 @@ static void call(const struct job *j, long m, long n, const T *a, const T *b, T 
 
 static void part(void *job_, long lo, long hi) {
   const struct job *j = job_;
-  int previous = j->set_local(1);
+  /* (a pool thread is ember's own: it stays single-threaded for BLAS from now on) */
+  if (j->set_local && !j->process_wide) j->set_local(1);
   if (j->split == 0) {
     for (long i = lo; i < hi; i++)
       call(j, j->m, j->n, j->a + i * j->sa, j->b + i * j->sb, j->c + i * j->sc);
@@ -73,21 +108,134 @@ static void part(void *job_, long lo, long hi) {
   } else {                      /* columns lo..hi of op(B) and of C */
     call(j, j->m, hi - lo, j->a, j->b + (j->tb ? lo * j->ldb : lo), j->c + lo);
   }
-  j->set_local(previous);
 }
 
-void ember_gemm(void *gemm, void *set_local, int ta, int tb, int split, long m, long n, long k,
-                const T *a, long lda, const T *b, long ldb, T *c, long ldc, long sa, long sb,
-                long sc, long count, long align, ember_pool pool) {
-  struct job j = {(gemm_fn)gemm, (set_local_fn)set_local, ta, tb, split, m, n, k,
-                  lda, ldb, ldc, sa, sb, sc, a, b, c};
+/* the widest vectors the compiler targets here: the micro-kernel's 64-byte vectors fit 512 */
+void ember_gemm_vector_bits(int *bits) {
+#ifdef __AVX512F__
+  *bits = 512;
+#else
+  *bits = 0;
+#endif
+}
+
+/* gemm: a CBLAS gemm's address, or NULL for ember_own_gemm */
+void ember_gemm(void *gemm, void *set_local, int process_wide, int ta, int tb, int split, long m,
+                long n, long k, const T *a, long lda, const T *b, long ldb, T *c, long ldc,
+                long sa, long sb, long sc, long count, long align, ember_pool pool) {
+  struct job j = {gemm ? (gemm_fn)gemm : ember_own_gemm, (set_local_fn)set_local, process_wide,
+                  ta, tb, split, m, n, k, lda, ldb, ldc, sa, sb, sc, a, b, c};
+  int previous = blas_enter(j.set_local, process_wide);
   if (pool) pool(part, &j, count, align);
   else part(&j, 0, count);
+  blas_leave(j.set_local, process_wide, previous);
+}
+"""
+
+# ember's own single-threaded GEMM on the shared micro-kernel (runtime/cmicro.py), with the
+# CBLAS signature (row-major; alpha 1 and beta 0, the only values `ember_gemm` passes). A is
+# packed whole into panels of MR rows; then for each panel of NR columns of B, block by block
+# of KC along K, each block is packed and every panel of A multiplied into its MR x NR tile of
+# accumulators, which are stored into C once K is done.
+_OWN_GEMM = r"""
+#include <stdlib.h>
+#include <string.h>
+
+/* the calling thread's packing buffer, kept between calls and grown as needed: allocating
+   and freeing it per call (mmap and munmap, at these sizes) interrupted the other threads to
+   flush their TLBs and made two threads slower than one */
+static T *scratch(size_t bytes) {
+  static __thread T *buffer = 0;
+  static __thread size_t capacity = 0;
+  if (bytes > capacity) {
+    free(buffer);
+    capacity = (bytes + 4095) / 4096 * 4096;
+    buffer = aligned_alloc(64, capacity);
+    if (!buffer) abort();
+  }
+  return buffer;
+}
+
+static void pack_a(int ta, const T *a, long lda, long m, long k, T *ap) {
+  for (long i0 = 0; i0 < m; i0 += MR) {
+    T *to = ap + i0 * k;
+    long mr = m - i0 < MR ? m - i0 : MR;
+    if (ta) {  /* op(A)[i][p] = a[p * lda + i]: MR contiguous values per step */
+      for (long p = 0; p < k; p++) {
+        const T *from = a + p * lda + i0;
+        for (long r = 0; r < MR; r++) to[p * MR + r] = r < mr ? from[r] : 0;
+      }
+    } else if (mr == MR) { /* MR rows read side by side, a step at a time */
+      const T *from = a + i0 * lda;
+      for (long p = 0; p < k; p++)
+#pragma GCC unroll 8
+        for (long r = 0; r < MR; r++) to[p * MR + r] = from[r * lda + p];
+    } else {
+      for (long p = 0; p < k; p++)
+        for (long r = 0; r < MR; r++) to[p * MR + r] = r < mr ? a[(i0 + r) * lda + p] : 0;
+    }
+  }
+}
+
+/* rows p0..p0+kc of op(B), columns j0..j0+nr, as kc x NR (zero past nr) */
+static void pack_b(int tb, const T *b, long ldb, long p0, long kc, long j0, long nr, T *bp) {
+  if (!tb) {
+    for (long p = 0; p < kc; p++) {
+      const T *from = b + (p0 + p) * ldb + j0;
+      T *to = bp + p * NR;
+      if (nr == NR) {
+        *(vec *)to = *(const uvec *)from;
+        *(vec *)(to + VL) = *(const uvec *)(from + VL);
+        *(vec *)(to + 2 * VL) = *(const uvec *)(from + 2 * VL);
+      } else {
+        long c = 0;
+        for (; c < nr; c++) to[c] = from[c];
+        for (; c < NR; c++) to[c] = 0;
+      }
+    }
+  } else {  /* op(B)[p][j] = b[j * ldb + p]: eight rows of b at a time read side by side (eight
+               sequential streams, which the prefetchers follow), stored eight values a step */
+    const T *from = b + j0 * ldb + p0;
+    long c0 = 0;
+    for (; c0 + 8 <= nr; c0 += 8)
+      for (long p = 0; p < kc; p++)
+#pragma GCC unroll 8
+        for (long r = 0; r < 8; r++) bp[p * NR + c0 + r] = from[(c0 + r) * ldb + p];
+    for (long p = 0; p < kc; p++)
+      for (long c = c0; c < NR; c++) bp[p * NR + c] = c < nr ? from[c * ldb + p] : 0;
+  }
+}
+
+static void ember_own_gemm(int order, int transa, int transb, BLAS_INT m_, BLAS_INT n_,
+                           BLAS_INT k_, T alpha, const T *a, BLAS_INT lda, const T *b,
+                           BLAS_INT ldb, T beta, T *c, BLAS_INT ldc) {
+  (void)order, (void)alpha, (void)beta;
+  long m = m_, n = n_, k = k_;
+  if (k == 0) {
+    for (long i = 0; i < m; i++) memset(c + i * ldc, 0, n * sizeof(T));
+    return;
+  }
+  long mp = (m + MR - 1) / MR;
+  long a_size = (mp * MR * k + VL - 1) / VL * VL; /* (tiles and bp stay 64-byte aligned) */
+  T *ap = scratch((size_t)(a_size + mp * MR * NR + KC * NR) * sizeof(T));
+  T *tiles = ap + a_size, *bp = tiles + mp * MR * NR;
+  pack_a(transa == 112, a, lda, m, k, ap);
+  for (long j0 = 0; j0 < n; j0 += NR) {
+    long nr = n - j0 < NR ? n - j0 : NR;
+    for (long p0 = 0; p0 < k; p0 += KC) {
+      long kc = k - p0 < KC ? k - p0 : KC;
+      pack_b(transb == 112, b, ldb, p0, kc, j0, nr, bp);
+      for (long ip = 0; ip < mp; ip++)
+        micro(kc, ap + ip * MR * k + p0 * MR, bp, tiles + ip * MR * NR, p0 == 0);
+    }
+    for (long i = 0; i < m; i++)
+      memcpy(c + i * ldc + j0, tiles + (i / MR) * MR * NR + (i % MR) * NR, nr * sizeof(T));
+  }
 }
 """
 
 _P, _L, _I = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
-_ARGS = [_P, _P, _I, _I, _I, _L, _L, _L, _P, _L, _P, _L, _P, _L, _L, _L, _L, _L, _L, _P]
+_ARGS = [_P, _P, _I, _I, _I, _I, _L, _L, _L, _P, _L, _P, _L, _P, _L, _L, _L, _L, _L, _L, _P]
 
 
 def _symbol(library, names):
@@ -101,30 +249,52 @@ def _symbol(library, names):
 
 @functools.cache
 def _functions(dtype: np.dtype):
-    """(ember_gemm, the BLAS gemm's address, set_local's address, pool) for ``dtype``, or None."""
+    """(ember_gemm, the BLAS gemm's address or None, set_local's address or None, whether that
+    setting is process-wide, the pool, whether the compiler targets 512-bit vectors) for
+    ``dtype``, or None (no compiler)."""
     from . import blas_threads, ccompile, cpool
+    from .cmicro import MICRO
 
     if dtype not in _C or not ccompile.compiler_available():
         return None
-    library = blas_threads.library()
-    if library is None:
-        return None
     c_type, letter = _C[dtype]
-    # NumPy's wheels ship OpenBLAS with 64-bit integers and prefixed names; a system OpenBLAS
-    # has the plain CBLAS names and 32-bit ones
-    gemm, name = _symbol(
-        library, [f"scipy_cblas_{letter}gemm64_", f"cblas_{letter}gemm64_", f"cblas_{letter}gemm"]
-    )
-    set_local, _ = _symbol(library, ["openblas_set_num_threads_local"])
-    if gemm is None or set_local is None:
-        return None
-    blas_int = "long long" if name.endswith("64_") else "int"
-    source = f"#define T {c_type}\n#define BLAS_INT {blas_int}\n" + _SOURCE
+    gemm = set_local = None
+    blas_int = "long long"
+    library = blas_threads.library()
+    if library is not None:
+        # NumPy's wheels ship OpenBLAS with 64-bit integers and prefixed names; a system
+        # OpenBLAS has the plain CBLAS names and 32-bit ones
+        gemm, name = _symbol(
+            library,
+            [f"scipy_cblas_{letter}gemm64_", f"cblas_{letter}gemm64_", f"cblas_{letter}gemm"],
+        )
+        set_local, _ = _symbol(library, ["openblas_set_num_threads_local"])
+        if gemm is None or set_local is None:
+            gemm = set_local = None
+        elif not name.endswith("64_"):
+            blas_int = "int"
+    source = f"#define T {c_type}\n#define BLAS_INT {blas_int}\n" + MICRO + _OWN_GEMM + _DISPATCH
     try:
-        fn = ccompile.load(source, "ember_gemm", _ARGS, flags=("-O2", "-fPIC", "-shared"))
+        fn = ccompile.load(source, "ember_gemm", _ARGS)
+        width = ccompile.load(source, "ember_gemm_vector_bits", [ctypes.c_void_p])
     except ccompile.CompileError:
         return None
-    return fn, gemm, set_local, cpool.parallel_for()
+    bits = ctypes.c_int(0)
+    width(ctypes.addressof(bits))
+    process_wide = set_local is not None and not blas_threads.per_thread()
+    return fn, gemm, set_local, process_wide, cpool.parallel_for(), bits.value >= 512
+
+
+def _use_blas(blas_gemm, wide: bool) -> bool:
+    """Whether to call the BLAS's gemm rather than ember's own (``EMBER_GEMM=blas|own``
+    decides; by default ember's own where the compiler targets 512-bit vectors, which its
+    micro-kernel is written for, and the BLAS elsewhere)."""
+    if blas_gemm is None:
+        return False
+    choice = os.environ.get("EMBER_GEMM", "")
+    if choice in ("blas", "own"):
+        return choice == "blas"
+    return not wide
 
 
 def available(dtype) -> bool:
@@ -174,7 +344,10 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     functions = _functions(a.dtype)
     if functions is None:
         return None
-    fn, gemm, set_local, pool = functions
+    fn, blas_gemm, set_local, process_wide, pool, wide = functions
+    gemm = blas_gemm if _use_blas(blas_gemm, wide) else None
+    if gemm is None:
+        set_local = None  # ember's own kernel makes no BLAS call
     try:
         batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     except ValueError:
@@ -201,8 +374,8 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
         split, parts, unit = 0, count, 1
     elif m >= n:
         split, parts, unit = 1, m, 8
-    else:
-        split, parts, unit = 2, n, 16
+    else:  # (whole 64-byte vectors of columns)
+        split, parts, unit = 2, n, 64 // a.itemsize
     use_pool = pool if 2 * m * n * k * count >= SPLIT_FLOPS else None
     # one block per thread: each block packs its own copy of the operand it shares, so the
     # pool's usual several chunks per thread would pack it several times over
@@ -211,6 +384,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     fn(
         gemm,
         set_local,
+        int(process_wide),
         int(la[0]),
         int(lb[0]),
         split,

@@ -12,8 +12,9 @@ Why not OpenMP. An OpenMP runtime's idle threads spin after a parallel region fo
 the runtime likes (its only cure, ``OMP_WAIT_POLICY=PASSIVE``, is process-wide: it also slows
 PyTorch, whose libgomp reads it). ember's own matmuls run on this pool too (runtime/cgemm.py),
 with BLAS single-threaded, so no other library's threads wait for work between ember's kernels.
-An idle thread here polls for the next job for a short while (``spin_ns``, 2 ms) and then
-blocks on a condition variable: a blocked thread's wake-up costs tens of microseconds, and on a
+An idle thread here polls for the next job for a short while (``spin_ns``, 2 ms; not at all
+when the pool has more threads than the process has CPUs) and then blocks on a condition
+variable: a blocked thread's wake-up costs tens of microseconds, and on a
 virtual machine whose idle CPU has halted far more (in benchmarks/train_step.py, the MLP step,
 whose matmuls come a few hundred microseconds apart, took 5.1 ms with 0.2 ms of polling and 2.5
 ms with 2 ms on this project's 2-core machine).
@@ -85,6 +86,9 @@ static long run_chunks(unsigned long gen, ember_task task, void *ctx, long n, lo
 /* how long an idle thread polls for the next job (or a caller for its workers) before it
    blocks (see the module docstring) */
 static long spin_ns = 2000000;
+/* whether to poll at all: only while the pool's threads fit the CPUs (polling threads that
+   outnumber them take the cores from the ones with work) */
+static int spin = 1;
 
 static long now_ns(void) {
   struct timespec t;
@@ -105,19 +109,20 @@ static void spin_while_long(volatile long *value, long unchanged) {
 }
 
 static void *worker(void *arg) {
-  (void)arg;
+  long index = (long)arg; /* 0, 1, ...: the threads past `wanted - 1` sit jobs out */
   pthread_mutex_lock(&lock);
   long seen = generation; /* jobs from now on (the starter waits for this before publishing) */
   ready++;
   pthread_cond_signal(&done);
   for (;;) {
-    if (generation == seen) {
+    if (generation == seen && index < wanted - 1 && spin) {
       pthread_mutex_unlock(&lock);
       spin_while_long(&generation, seen);
       pthread_mutex_lock(&lock);
     }
     while (generation == seen) pthread_cond_wait(&wake, &lock);
     seen = generation;
+    if (index >= wanted - 1) continue; /* left over from a larger count set before */
     ember_task task = job;
     void *ctx = job_ctx;
     long n = job_n, align = job_align, chunks = job_chunks;
@@ -138,7 +143,7 @@ static void start_workers(void) { /* under lock */
   pthread_attr_setstacksize(&attr, 1 << 20);
   while (workers < wanted - 1) {
     pthread_t thread;
-    if (pthread_create(&thread, &attr, worker, 0) != 0) break;
+    if (pthread_create(&thread, &attr, worker, (void *)(long)workers) != 0) break;
     pthread_detach(thread);
     workers++;
   }
@@ -155,7 +160,7 @@ static void reset_in_child(void) {
   done = fresh_cond;
 }
 
-void ember_pool_configure(long threads) {
+void ember_pool_configure(long threads, long cpus) {
   static int registered = 0;
   pthread_mutex_lock(&lock);
   if (!registered) {
@@ -163,6 +168,7 @@ void ember_pool_configure(long threads) {
     registered = 1;
   }
   wanted = threads > 1 ? (int)threads : 1;
+  spin = wanted <= cpus;
   pthread_mutex_unlock(&lock);
 }
 
@@ -191,7 +197,8 @@ void ember_parallel_for(ember_task task, void *ctx, long n, long align) {
   pthread_mutex_unlock(&lock);
   run_chunks((unsigned long)generation, task, ctx, n, align, chunks);
   long start = now_ns();
-  while (__atomic_load_n(&finished, __ATOMIC_ACQUIRE) < chunks && now_ns() - start < spin_ns) {
+  while (spin && __atomic_load_n(&finished, __ATOMIC_ACQUIRE) < chunks &&
+         now_ns() - start < spin_ns) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
@@ -207,6 +214,13 @@ _FLAGS = ("-O2", "-fPIC", "-shared", "-pthread")
 _state: dict = {}
 
 
+def _cpus() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
 def _default_threads() -> int:
     text = os.environ.get("EMBER_NUM_THREADS", "").strip()
     if text:
@@ -214,10 +228,7 @@ def _default_threads() -> int:
             return max(1, int(text))
         except ValueError:
             pass
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+    return _cpus()
 
 
 def _library():
@@ -229,7 +240,7 @@ def _library():
         if ccompile.compiler_available():
             try:
                 configure = ccompile.load(
-                    _SOURCE, "ember_pool_configure", [ctypes.c_long], flags=_FLAGS
+                    _SOURCE, "ember_pool_configure", [ctypes.c_long] * 2, flags=_FLAGS
                 )
                 run = ccompile.load(
                     _SOURCE,
@@ -255,7 +266,7 @@ def set_num_threads(threads: int) -> None:
     _state["threads"] = threads
     functions = _state.get("functions")
     if functions is not None:
-        functions[0](threads)
+        functions[0](threads, _cpus())
 
 
 def get_num_threads() -> int:
