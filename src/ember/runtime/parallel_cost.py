@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-FORMAT_VERSION = "3"  # 3: matmuls timed through ember's kernel (runtime/cgemm.py)
+FORMAT_VERSION = "4"  # 3: matmuls timed through ember's kernel (runtime/cgemm.py); 4: its own GEMM
 # overlapping nodes whose pair factor is above this fraction of the cores gains too little to
 # pay for the hand-offs: they run alone
 EXCLUSIVE_FRACTION = 0.8
