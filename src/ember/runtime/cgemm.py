@@ -355,8 +355,17 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     count = math.prod(batch)
     if 0 in (m, n, k, count):
         return None
-    la, lb = _layout(a), _layout(b)
+    # batch entries that are not one stride apart (attention's heads, split out of a wider
+    # axis) are copied together: NumPy's loop over them would call BLAS once per matrix, with
+    # its own threads, which then spin (see the module docstring)
     sa, sb = _batch_stride(a, batch), _batch_stride(b, batch)
+    if sa is None:
+        a = np.ascontiguousarray(a)
+        sa = _batch_stride(a, batch)
+    if sb is None:
+        b = np.ascontiguousarray(b)
+        sb = _batch_stride(b, batch)
+    la, lb = _layout(a), _layout(b)
     if la is None or lb is None or sa is None or sb is None:
         return None
     shape = tuple(batch) + (m, n)
