@@ -93,3 +93,6 @@ def test_an_impossible_budget_states_the_minimum_peak():
     floor = 4 * params + example.x.numel() * 4
     minimum = float(str(error.value).split("minimum achievable peak is ")[1].split(" MiB")[0])
     assert floor / 2**20 < minimum < 0.7 * peak / 2**20
+    # the error carries the plan of that minimum: what is live at its peak
+    assert abs(error.value.plan.peak_bytes / 2**20 - minimum) < 0.01
+    assert error.value.plan.live_at_peak

@@ -51,7 +51,10 @@ LATE_PASSES = ("fuse", "epilogue", "schedule")
 
 
 class MemoryBudgetError(EmberError):
-    """No rematerialization brings the planned peak under the memory budget."""
+    """No rematerialization brings the planned peak under the memory budget; ``plan`` is the
+    memory plan of the lowest peak reached (what is live there)."""
+
+    plan = None
 
 
 @dataclass
@@ -342,7 +345,7 @@ def rematerialize(
             accepted_since_sweep = False
     mib = 2**20
     held = sum(b.nbytes for b in current.buffers if b.start < 0)
-    raise MemoryBudgetError(
+    error = MemoryBudgetError(
         f"memory budget {budget / mib:.2f} MiB ({budget:,} bytes) is below what "
         f"rematerialization reaches for graph {graph.name}: the minimum achievable peak is "
         f"{current.peak_bytes / mib:.2f} MiB ({current.peak_bytes:,} bytes; "
@@ -352,3 +355,5 @@ def rematerialize(
         f"%{current.peak_node}). Raise the budget to at least that, or lower the batch size",
         op="memory_budget",
     )
+    error.plan = current  # the lowest plan reached: what is live at its peak
+    raise error
