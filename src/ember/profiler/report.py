@@ -10,11 +10,9 @@ metadata events naming the process and threads; Perfetto and chrome://tracing op
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from .._files import write_atomic
 from .recorder import Event
 from .roofline import Peaks, bound, machine_peaks
 
@@ -224,12 +222,4 @@ def chrome_trace(events: list[Event], start_ns: int, pid: int, peaks: Peaks | No
 
 def write_json(path, obj) -> None:
     """Write ``obj`` as JSON to ``path`` whole (through a temporary file in its folder)."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(obj, f)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, json.dumps(obj))

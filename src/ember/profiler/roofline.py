@@ -21,12 +21,13 @@ from __future__ import annotations
 import json
 import os
 import platform
-import tempfile
 import time
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
+
+from .._files import write_atomic
 
 __all__ = ["Peaks", "bound", "cache_path", "machine_peaks", "measure_peaks"]
 
@@ -83,14 +84,9 @@ def cache_path() -> Path:
 def _machine_key() -> str:
     """What identifies this machine's peaks: host, CPU model, cores this process may use, and
     NumPy (its BLAS sets the matmul rate)."""
-    model = platform.processor()
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")),
-                         model)  # fmt: skip
-    except OSError:
-        pass
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    from ..runtime.cpool import cpu_count, cpu_model
+
+    model, cores = cpu_model(), cpu_count()
     return f"{platform.node()}|{platform.machine()}|{model}|{cores} cores|numpy {np.__version__}"
 
 
@@ -128,10 +124,7 @@ def _write(path: Path, table: dict) -> None:
     """Replace the file whole (a concurrent reader sees the old or the new table)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".peaks-", suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump(table, f, indent=1)
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(table, indent=1))
     except OSError:
         pass  # an unwritable cache costs a measurement per process, nothing else
 

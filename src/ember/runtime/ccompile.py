@@ -40,6 +40,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._files import write_atomic
 from ..errors import EmberError
 
 __all__ = ["CompileError", "CompilerUnavailable", "DEFAULT_FLAGS", "cache_dir"]
@@ -211,12 +212,6 @@ def _unique(path: Path, suffix: str) -> Path:
     return path.with_name(f"{path.stem}.{os.getpid()}.{os.urandom(4).hex()}{suffix}")
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = _unique(path, ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 def _build(cc: tuple[str, ...], source: str, flags: tuple, library: Path) -> None:
     tmp = _unique(library, ".tmp")
     # libraries (-l...) go after the source, where the linker looks for what it needs. The
@@ -228,12 +223,12 @@ def _build(cc: tuple[str, ...], source: str, flags: tuple, library: Path) -> Non
     if done is None or done.returncode != 0:
         tmp.unlink(missing_ok=True)
         kept = library.with_suffix(".failed.c")
-        _atomic_write(kept, source.encode())
+        write_atomic(kept, source.encode())
         stderr = done.stderr if done is not None else "(the compiler did not run to completion)"
         head = "\n".join(stderr.replace("<stdin>", str(kept)).strip().splitlines()[:20])
         raise CompileError(f"the C compiler failed on {kept}:\n{head}", op="compile")
     data = tmp.read_bytes()
-    _atomic_write(library.with_suffix(".sha256"), _digest(data).encode())
+    write_atomic(library.with_suffix(".sha256"), _digest(data).encode())
     os.replace(tmp, library)
     stats.compiles += 1
 

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import ctypes
 import os
+import platform
 
-__all__ = ["get_num_threads", "parallel_for", "set_num_threads"]
+__all__ = ["cpu_count", "cpu_model", "get_num_threads", "parallel_for", "set_num_threads"]
 
 _SOURCE = r"""
 #include <pthread.h>
@@ -214,7 +215,18 @@ _FLAGS = ("-O2", "-fPIC", "-shared", "-pthread")
 _state: dict = {}
 
 
-def _cpus() -> int:
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what `platform.processor` says."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            found = (ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
+            return next(found, platform.processor())
+    except OSError:
+        return platform.processor()
+
+
+def cpu_count() -> int:
+    """The CPUs this process may run on."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
@@ -228,7 +240,7 @@ def _default_threads() -> int:
             return max(1, int(text))
         except ValueError:
             pass
-    return _cpus()
+    return cpu_count()
 
 
 def _library():
@@ -266,7 +278,7 @@ def set_num_threads(threads: int) -> None:
     _state["threads"] = threads
     functions = _state.get("functions")
     if functions is not None:
-        functions[0](threads, _cpus())
+        functions[0](threads, cpu_count())
 
 
 def get_num_threads() -> int:

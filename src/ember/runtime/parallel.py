@@ -97,11 +97,11 @@ _pool_lock = threading.Lock()
 def worker_pool() -> WorkerPool:
     """The process's pool: one thread fewer than the cores this process may use (the caller
     is a worker too), started at first use (in a forked child, at its first use there)."""
-    from .parallel_cost import _cores
+    from .cpool import cpu_count
 
     with _pool_lock:
         if _pool.get("pid") != os.getpid():  # a forked child has none of its parent's threads
-            _pool["pool"], _pool["pid"] = WorkerPool(max(1, _cores() - 1)), os.getpid()
+            _pool["pool"], _pool["pid"] = WorkerPool(max(1, cpu_count() - 1)), os.getpid()
         return _pool["pool"]
 
 

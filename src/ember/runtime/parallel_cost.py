@@ -40,7 +40,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import platform
 import statistics
 import threading
@@ -48,6 +47,9 @@ import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+
+from .._files import write_atomic
+from .cpool import cpu_count, cpu_model
 
 FORMAT_VERSION = "4"  # 3: matmuls timed through ember's kernel (runtime/cgemm.py); 4: its own GEMM
 # overlapping nodes whose pair factor is above this fraction of the cores gains too little to
@@ -244,25 +246,13 @@ def _runner_step(pool) -> float:
 
 def machine_key() -> str:
     """What the calibration depends on: CPU model, cores, NumPy and its BLAS."""
-    cpu = platform.processor()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if "model name" in line), cpu)
-    except OSError:
-        pass
+    cpu = cpu_model()
     try:
         blas = json.dumps(np.show_config(mode="dicts").get("Build Dependencies", {}), default=str)
     except Exception:
         blas = ""
-    cores = _cores()
+    cores = cpu_count()
     return f"{platform.node()}|{cpu}|{cores}|numpy {np.__version__}|{blas}|v{FORMAT_VERSION}"
-
-
-def _cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 def measure() -> Calibration:
@@ -283,7 +273,7 @@ def measure() -> Calibration:
         b = rng.standard_normal(n, dtype=np.float32)
         elementwise.append((12.0 * n, *_measure(lambda a=a, b=b: np.multiply(a, b), pool)))
     return Calibration(
-        cores=_cores(),
+        cores=cpu_count(),
         handoff_s=_handoff(pool),
         fork_s=_median_time(lambda: pool.run_beside(lambda: None, lambda: None), 51),
         step_s=_runner_step(pool),
@@ -345,10 +335,8 @@ def _read(path) -> Calibration | None:
 
 def _write(path, calibration: Calibration) -> None:
     data = dict(asdict(calibration), format=FORMAT_VERSION)
-    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    try:  # whole-file replace: a reader never sees half a file
-        temporary.write_text(json.dumps(data, indent=1))
-        os.replace(temporary, path)
+    try:
+        write_atomic(path, json.dumps(data, indent=1))
     except OSError:
         pass  # an unwritable cache costs a re-measurement next process, nothing else
 

@@ -18,15 +18,14 @@ Every file is written atomically (a temporary file in the target's folder, then 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
-import tempfile
 from importlib import resources
 
 import numpy as np
 
+from .._files import write_atomic
 from ..errors import EmberError
 from ..graph import scope as _scope
 from ..graph.dot import to_dot
@@ -45,27 +44,10 @@ class VizError(EmberError):
 
 # ------------------------------------------------------------------------------ files
 def _write_atomic(path, data: bytes) -> str:
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".ember-viz-", dir=folder)
+        return str(write_atomic(path, data))
     except OSError as exc:
         raise VizError(f"cannot write {path}: {exc.strerror}", op="viz") from exc
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; a drawing is not
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return path
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def dot(graph, path=None, phases: dict | None = None) -> str:
