@@ -35,6 +35,7 @@ import os
 
 import numpy as np
 
+from ..ops.linalg import blas_layout
 from . import cpool
 
 __all__ = ["SPLIT_FLOPS", "available", "matmul"]
@@ -47,7 +48,6 @@ SPLIT_FLOPS = 1 << 22
 BLAS_ONE_THREAD = 1 << 18
 
 _C = {np.dtype(np.float32): ("float", "s"), np.dtype(np.float64): ("double", "d")}
-_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
 _DISPATCH = r"""
 typedef void (*ember_task)(void *, long, long);
@@ -210,11 +210,7 @@ static void ember_own_gemm(int order, int transa, int transb, BLAS_INT m_, BLAS_
                            BLAS_INT k_, T alpha, const T *a, BLAS_INT lda, const T *b,
                            BLAS_INT ldb, T beta, T *c, BLAS_INT ldc) {
   (void)order, (void)alpha, (void)beta;
-  long m = m_, n = n_, k = k_;
-  if (k == 0) {
-    for (long i = 0; i < m; i++) memset(c + i * ldc, 0, n * sizeof(T));
-    return;
-  }
+  long m = m_, n = n_, k = k_; /* all positive: `matmul` leaves empty products to NumPy */
   long mp = (m + MR - 1) / MR;
   long a_size = (mp * MR * k + VL - 1) / VL * VL; /* (tiles and bp stay 64-byte aligned) */
   T *ap = scratch((size_t)(a_size + mp * MR * NR + KC * NR) * sizeof(T));
@@ -252,7 +248,7 @@ def _functions(dtype: np.dtype):
     """(ember_gemm, the BLAS gemm's address or None, set_local's address or None, whether that
     setting is process-wide, the pool, whether the compiler targets 512-bit vectors) for
     ``dtype``, or None (no compiler)."""
-    from . import blas_threads, ccompile, cpool
+    from . import blas_threads, ccompile
     from .cmicro import MICRO
 
     if dtype not in _C or not ccompile.compiler_available():
@@ -302,18 +298,6 @@ def available(dtype) -> bool:
     return _functions(np.dtype(dtype)) is not None
 
 
-def _layout(x: np.ndarray):
-    """(transposed, leading dimension) of the matrices of ``x`` as BLAS reads them, or None."""
-    item = x.itemsize
-    rows, cols = x.shape[-2:]
-    s0, s1 = x.strides[-2:]
-    if (s1 == item or cols == 1) and (rows == 1 or (s0 % item == 0 and s0 >= cols * item)):
-        return False, max(s0 // item if rows > 1 else cols, cols, 1)
-    if (s0 == item or rows == 1) and (cols == 1 or (s1 % item == 0 and s1 >= rows * item)):
-        return True, max(s1 // item if cols > 1 else rows, rows, 1)
-    return None
-
-
 def _batch_stride(x: np.ndarray, batch: tuple) -> int | None:
     """The one stride (in elements) between consecutive matrices of ``x`` broadcast to
     ``batch``, or None where its batch dimensions do not collapse to one."""
@@ -339,7 +323,15 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     if a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype or a.shape[-1] != b.shape[-2]:
         return None
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    if m * k * n * max(math.prod(a.shape[:-2]), math.prod(b.shape[:-2])) <= BLAS_ONE_THREAD:
+    batch = ()
+    if a.ndim > 2 or b.ndim > 2:
+        try:
+            batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        except ValueError:
+            return None
+    count = math.prod(batch)
+    # (an empty product is NumPy's too: zeros or an empty array)
+    if m * k * n * count <= BLAS_ONE_THREAD:
         return None
     functions = _functions(a.dtype)
     if functions is None:
@@ -348,13 +340,6 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     gemm = blas_gemm if _use_blas(blas_gemm, wide) else None
     if gemm is None:
         set_local = None  # ember's own kernel makes no BLAS call
-    try:
-        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    except ValueError:
-        return None
-    count = math.prod(batch)
-    if 0 in (m, n, k, count):
-        return None
     # batch entries that are not one stride apart (attention's heads, split out of a wider
     # axis) are copied together: NumPy's loop over them would call BLAS once per matrix, with
     # its own threads, which then spin (see the module docstring)
@@ -365,7 +350,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     if sb is None:
         b = np.ascontiguousarray(b)
         sb = _batch_stride(b, batch)
-    la, lb = _layout(a), _layout(b)
+    la, lb = blas_layout(a), blas_layout(b)
     if la is None or lb is None or sa is None or sb is None:
         return None
     shape = tuple(batch) + (m, n)
