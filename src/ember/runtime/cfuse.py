@@ -275,13 +275,9 @@ def _loop_source(symbol, params, c_in, out_c, k, full, body, outputs, reds=(), k
             if not inner_full[i]:
                 lines.append(f"    const {c_in[i]} h{i} = a{i}[b{i}];")
         clauses, accumulate, finish = _accumulators(reds, out_c, lines)
-        lines.append("    #pragma omp simd" + clauses)
-        lines.append("    for (long i = 0; i < inner; i++) {")
-        for i in range(n_in):
-            load = f"a{i}[b{i} + i]" if inner_full[i] else f"h{i}"
-            lines.append(f"      {c_in[i]} x{i} = {load};")
-        lines += ["      " + line for line in body + stores + accumulate]
-        lines += ["    }"] + ["    " + line for line in finish] + ["  }"]
+        values = [(c_in[i], f"a{i}[b{i} + i]" if inner_full[i] else f"h{i}") for i in range(n_in)]
+        lines += creduce.simd_loop("inner", values, body + stores + accumulate, "    ", clauses)
+        lines += ["    " + line for line in finish] + ["  }"]
         lines += [f"  free(row{jj});" for jj, name, _ in reds if name == "sum"] + ["}"]
     lines.append(f"void {symbol}({', '.join(params)}, ember_pool pool) {{")
     lines.append("  struct job job = { " + ", ".join(names) + " };")

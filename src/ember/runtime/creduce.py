@@ -133,6 +133,16 @@ def row_blocks_entry(out_c, reds, parallel_min: int) -> list[str]:
     return lines
 
 
+def simd_loop(count: str, values: list, statements: list, indent: str, clauses: str = ""):
+    """The SIMD loop over ``i < count`` that the fused kernels' inner loops share: each input's
+    value ``x<k>`` read from its expression (``values``: (C type, expression) per input), then
+    the ``statements``."""
+    lines = [f"{indent}#pragma omp simd{clauses}", f"{indent}for (long i = 0; i < {count}; i++) {{"]
+    lines += [f"{indent}  {c} x{k} = {expr};" for k, (c, expr) in enumerate(values)]
+    lines += [f"{indent}  {line}" for line in statements]
+    return lines + [f"{indent}}}"]
+
+
 def column_part(c_in, out_c, k, full, body, outputs, reds, inner_reduced) -> list[str]:
     """The body of ``part(job, lo, hi)`` for a loop whose collapsed dimensions are the reduced
     leading block (``dims[0]``), the kept ones (``dims[1 .. k-1]``, or ``.. k-2`` when
@@ -190,15 +200,10 @@ def column_part(c_in, out_c, k, full, body, outputs, reds, inner_reduced) -> lis
                 lines.append(f"      const {c_in[i]} *p{i} = a{i} + {row} + i0;")
             else:
                 lines.append(f"      const {c_in[i]} h{i} = a{i}[{row}];")
-        lines.append("      #pragma omp simd")
-        lines.append("      for (long i = 0; i < len; i++) {")
-        lines += [
-            f"        {c_in[i]} x{i} = {f'p{i}[i]' if inner_full[i] else f'h{i}'};"
-            for i in range(n_in)
-        ]
+        values = [(c_in[i], f"p{i}[i]" if inner_full[i] else f"h{i}") for i in range(n_in)]
         accumulate = [combine(jj, name, f"acc{jj}[seg + i]", f"t{j}") for jj, name, j in reds]
-        lines += ["        " + line for line in body + stores + accumulate]
-        lines += ["      }", "    }", "    seg = end;", "  }", "}"]
+        lines += simd_loop("len", values, body + stores + accumulate, "      ")
+        lines += ["    }", "    seg = end;", "  }", "}"]
         return lines + _column_tasks()
     # a reduced trailing block: rows of it, each reduced as in a row loop, then combined
     lines.append(f"  const long inner = dims[{k - 1}], kn = n / (rows * inner);")
@@ -218,13 +223,8 @@ def column_part(c_in, out_c, k, full, body, outputs, reds, inner_reduced) -> lis
     accumulators: list[str] = []
     clauses, accumulate, finish = _accumulators(reds, out_c, accumulators)
     lines += ["  " + line for line in accumulators]
-    lines.append("      #pragma omp simd" + clauses)
-    lines.append("      for (long i = 0; i < inner; i++) {")
-    for i in range(n_in):
-        load = f"a{i}[b{i} + i]" if inner_full[i] else f"h{i}"
-        lines.append(f"        {c_in[i]} x{i} = {load};")
-    lines += ["        " + line for line in body + stores + accumulate]
-    lines.append("      }")
+    values = [(c_in[i], f"a{i}[b{i} + i]" if inner_full[i] else f"h{i}") for i in range(n_in)]
+    lines += simd_loop("inner", values, body + stores + accumulate, "      ", clauses)
     for jj, name, _ in reds:  # the row's result, combined into the output in row order
         row_value = next(f for f in finish if f.startswith(f"r{jj}[o] = ")).split(" = ", 1)[1]
         lines.append(f"      {{ const {out_c[jj]} v = {row_value[:-1]};")
