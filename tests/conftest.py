@@ -169,7 +169,14 @@ def _scatter_reference(g, indices, in_size, mask=None, fill=0.0):
 
 
 def _max_pool_reference(x, kernel, stride, padding, dilation, out_size):
-    return _max_pool_np(x, kernel, stride, padding, dilation, False)
+    from ember.ops.pool import pool_out_size
+
+    # the output size tells whether windows past the end were asked for
+    floor = tuple(
+        pool_out_size(n, k, s, p, d, False)
+        for n, k, s, p, d in zip(x.shape[2:], kernel, stride, padding, dilation)
+    )
+    return _max_pool_np(x, kernel, stride, padding, dilation, tuple(out_size) != floor)
 
 
 def _checked_pooling(fast, reference):

@@ -60,15 +60,22 @@ def test_the_code_generator_runs_the_pooling_gradient_in_c():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize(
-    "shape, kernel, stride, dilation",
+    "shape, kernel, stride, padding, dilation, ceil_mode",
     [
-        ((2, 3, 8, 8), (2, 2), (2, 2), (1, 1)),
-        ((1, 2, 9, 7), (3, 3), (2, 1), (1, 1)),  # overlapping windows, rows not all read
-        ((2, 1, 11, 9), (3, 2), (2, 3), (2, 1)),  # dilation
-        ((64, 32, 28, 28), (2, 2), (2, 2), (1, 1)),  # the CNN's first pool: threads
+        ((2, 3, 8, 8), (2, 2), (2, 2), (0, 0), (1, 1), False),
+        ((1, 2, 9, 7), (3, 3), (2, 1), (0, 0), (1, 1), False),  # overlapping, rows not all read
+        ((2, 1, 11, 9), (3, 2), (2, 3), (0, 0), (2, 1), False),  # dilation
+        ((64, 32, 28, 28), (2, 2), (2, 2), (0, 0), (1, 1), False),  # the CNN's first pool
+        ((8, 32, 16, 16), (3, 3), (1, 1), (1, 1), (1, 1), False),  # the inception block's
+        ((2, 3, 9, 8), (3, 3), (2, 2), (1, 1), (1, 1), False),  # ResNet's stem, odd sizes
+        ((1, 2, 7, 10), (5, 3), (2, 3), (2, 0), (1, 2), False),  # padding on one axis, dilated
+        ((2, 2, 8, 7), (2, 3), (2, 2), (0, 1), (1, 1), True),  # windows past the end
+        ((1, 1, 5, 5), (2, 2), (2, 2), (0, 0), (1, 1), True),
     ],
 )
-def test_max_pool_equals_the_numpy_kernel(shape, kernel, stride, dilation, dtype):
+def test_max_pool_equals_the_numpy_kernel(
+    shape, kernel, stride, padding, dilation, ceil_mode, dtype
+):
     from ember.ops.pool import _max_pool_np, pool_out_size
 
     rng = np.random.default_rng(1)
@@ -77,17 +84,40 @@ def test_max_pool_equals_the_numpy_kernel(shape, kernel, stride, dilation, dtype
     flat[rng.integers(0, flat.size, 7)] = np.nan
     flat[rng.integers(0, flat.size, 7)] = -np.inf
     out = tuple(
-        pool_out_size(n, k, s, 0, d, False)
-        for n, k, s, d in zip(shape[2:], kernel, stride, dilation)
+        pool_out_size(n, k, s, p, d, ceil_mode)
+        for n, k, s, p, d in zip(shape[2:], kernel, stride, padding, dilation)
     )
-    got = cpooling.max_pool_2d(x, kernel, stride, (0, 0), dilation, out)
-    want = _max_pool_np(x, kernel, stride, (0, 0), dilation, False)
+    got = cpooling.max_pool_2d(x, kernel, stride, padding, dilation, out)
+    want = _max_pool_np(x, kernel, stride, padding, dilation, ceil_mode)
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.tobytes() == w.tobytes()
 
 
-def test_max_pool_declines_padding_and_windows_past_the_edge():
-    x = np.zeros((1, 1, 5, 5), np.float32)
-    assert cpooling.max_pool_2d(x, (2, 2), (2, 2), (1, 1), (1, 1), (3, 3)) is None
-    assert cpooling.max_pool_2d(x, (2, 2), (2, 2), (0, 0), (1, 1), (3, 3)) is None  # ceil_mode
-    assert cpooling.max_pool_2d(x.astype(np.int32), (2, 2), (2, 2), (0, 0), (1, 1), (2, 2)) is None
+def test_max_pool_of_a_padded_plane_of_minus_infinity_points_inside_the_input():
+    # every element is -inf: the maximum is the window's first element inside the input, never
+    # a padding position (whose value is -inf too)
+    x = np.full((1, 1, 4, 4), -np.inf, np.float32)
+    values, indices = cpooling.max_pool_2d(x, (3, 3), (1, 1), (1, 1), (1, 1), (4, 4))
+    assert np.all(values == -np.inf)
+    rows, cols = np.divmod(indices[0, 0], 4)
+    want_rows = np.maximum(np.arange(4) - 1, 0)[:, None] + np.zeros(4, int)
+    want_cols = np.maximum(np.arange(4) - 1, 0)[None, :] + np.zeros((4, 1), int)
+    np.testing.assert_array_equal(rows, want_rows)
+    np.testing.assert_array_equal(cols, want_cols)
+
+
+def test_max_pool_declines_other_dtypes():
+    x = np.zeros((1, 1, 5, 5), np.int32)
+    assert cpooling.max_pool_2d(x, (2, 2), (2, 2), (0, 0), (1, 1), (2, 2)) is None
+
+
+def test_max_pool_of_planes_past_a_stack_frame_equals_the_numpy_kernel():
+    # a 202x224 frame of float32 is over FRAME_LIMIT_BYTES: the caller frames every plane
+    from ember.ops.pool import _max_pool_np
+
+    x = np.random.default_rng(2).standard_normal((1, 2, 200, 200)).astype(np.float32)
+    x[0, 1, :3, :3] = -np.inf
+    got = cpooling.max_pool_2d(x, (3, 3), (1, 1), (1, 1), (1, 1), (200, 200))
+    want = _max_pool_np(x, (3, 3), (1, 1), (1, 1), (1, 1), False)
+    for g, w in zip(got, want):
+        assert g.tobytes() == w.tobytes()

@@ -116,7 +116,8 @@ _GATHER_LIMIT_BYTES = 64 * 2**20
 
 def _running_max(windows, first, nan_aware):
     """Max over ``windows`` (arrays of one shape) and the index of the first maximum, as torch
-    computes it: an element replaces the running max when it is greater (or NaN). The index
+    computes it: an element replaces the running max when it is greater (or, ``nan_aware``,
+    NaN). The index
     lives in a scratch buffer; temporaries too (fresh arrays cost page faults)."""
     best = windows[0].copy()
     shape = best.shape
@@ -129,7 +130,8 @@ def _running_max(windows, first, nan_aware):
         np.greater(w, best, out=take)
         if nan_aware:
             take |= np.isnan(w)
-        np.maximum(best, w, out=best)
+        # the value at the index, as torch keeps it (np.maximum may swap equal zeros' signs)
+        np.copyto(best, w, where=take)
         # code = k where taken, as arithmetic (modular in the unsigned type): no masked writes
         np.subtract(code.dtype.type(k), code, out=step)
         step *= take
@@ -196,9 +198,8 @@ def _max_pool_np(x, kernel, stride, padding, dilation, ceil_mode):
     first = None
     if xp is not x:  # a window may start in the padding: its default is its first real element
         first = _first_inside(out, kernel, stride, padding, dilation, in_size)
-    values, code = _running_max(windows, first, False)
-    if x.dtype.kind == "f" and np.isnan(values).any():
-        values, code = _running_max(windows, first, True)
+    nan_aware = x.dtype.kind == "f" and bool(np.isnan(x).any())
+    values, code = _running_max(windows, first, nan_aware)
     # flat index = window origin + offset of the chosen element
     base = np.zeros(out, np.int64)
     for axis, (o, s, p, f) in enumerate(zip(out, stride, padding, sf)):

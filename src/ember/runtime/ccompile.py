@@ -92,12 +92,19 @@ _warned = False
 
 
 def _compiler() -> tuple[str, ...] | None:
-    """The compiler command (CC may carry words, as in ``ccache gcc``), or None."""
-    words = shlex.split(os.environ.get("CC", ""))
+    """The compiler command (CC may carry words, as in ``ccache gcc``), or None. Looked up
+    once per setting of CC and PATH: a kernel loaded per call (eager pooling) would otherwise
+    search PATH each time (~0.1 ms)."""
+    return _find_compiler(os.environ.get("CC", ""), os.environ.get("PATH", ""))
+
+
+@functools.lru_cache(maxsize=8)
+def _find_compiler(cc_setting: str, path: str) -> tuple[str, ...] | None:
+    words = shlex.split(cc_setting)
     if not words:
-        found = shutil.which("cc") or shutil.which("gcc")
+        found = shutil.which("cc", path=path or None) or shutil.which("gcc", path=path or None)
         return (found,) if found else None
-    found = shutil.which(words[0])
+    found = shutil.which(words[0], path=path or None)
     return (found, *words[1:]) if found else None
 
 

@@ -8,14 +8,15 @@ The NumPy kernels in ops/pool.py are the specification, and these equal them bit
   (n, c) plane, in the order of the outputs (the order ``np.add.at`` adds in, about 3x slower),
   so sums of overlapping windows round the same way;
 * `max_pool_2d`: each window's maximum and the index of its first maximum (NaN wins), for 2-d
-  windows without padding that lie inside the input. The geometry is compiled into the kernel
-  (one small library per geometry), so the window loops unroll and each output row is a
-  vector loop: 2.5x faster than NumPy on the CNN's first pool (64x32x28x28), even on its second
-  (64x64x14x14, rows of 7). A C loop with the geometry as arguments was slower than NumPy
-  (branchy maxima, strided loads).
+  windows, padded ones and ones past the end (ceil_mode) included. The geometry is compiled
+  into the kernel (one small library per geometry), so the window loops unroll, and each plane
+  is copied into a frame of -inf wide enough that every output row is whole vectors: no bounds
+  checks, no scalar remainder. A C loop with the geometry as arguments was slower than NumPy
+  (branchy maxima, strided loads); a loop without the frame ran rows of 14 outputs 4x slower
+  than rows of 16 (their scalar remainder).
 
 Planes are shared over the thread pool (runtime/cpool.py). Each entry returns None where it
-does not apply (not float32/float64, other geometry, no C compiler) and NumPy runs.
+does not apply (not float32/float64, no C compiler) and NumPy runs.
 """
 
 from __future__ import annotations
@@ -148,36 +149,61 @@ def build_scatter(node):
 
 
 _MAX_POOL = r"""
+#include <math.h>
+#include <string.h>
 typedef void (*ember_task)(void *, long, long);
 typedef void (*ember_pool)(ember_task, void *, long, long);
 struct job { const T *x; T *out; long long *idx; };
-/* each window's maximum and the plane index of its first maximum (row-major), as ops/pool.py:
-   an element replaces the running maximum when it is greater or NaN. The geometry is built in
-   (H, W, OH, OW, KH, KW, SH, SW, DH, DW), so the window loops unroll and a row vectorizes. */
+/* each window's maximum and the plane index of its first maximum (row-major), as ops/pool.py
+   computes them: the running maximum starts at the window's first element (padding: -inf) with
+   the index of its first element inside the input (FIRST_A per output row, FIRST_B per
+   column), and an element replaces it when it is greater or NaN. The geometry is built in
+   (H, W, OH, OW, KH, KW, SH, SW, DH, DW, padding PH, PW), so the window loops unroll.
+   Each plane is first copied into a frame of -inf (HF x WF) wide enough that a row of OWV
+   outputs, OW rounded up to whole vectors, reads inside it: every row is one full-width vector
+   loop, with no bounds checks and no scalar remainder (the extra lanes are dropped). */
+static const int first_a[OH] = {FIRST_A};
+static const int first_b[OWV] = {FIRST_B};
 static void planes(void *job_, long lo, long hi) {
   const struct job *j = job_;
+#if !FRAMED /* a frame on this thread's stack, refilled per plane (its border stays -inf) */
+  T frame[HF * WF];
+  for (long i = 0; i < HF * WF; i++) frame[i] = -INFINITY;
+#endif
   for (long p = lo; p < hi; p++) {
-    const T *x = j->x + p * (H * W);
+#if FRAMED /* planes too large for a stack: the caller framed them all */
+    const T *x = j->x + p * (HF * WF);
+#else
+    for (long r = 0; r < H; r++)
+      memcpy(frame + (r + PH) * WF + PW, j->x + p * (H * W) + r * W, W * sizeof(T));
+    const T *x = frame;
+#endif
     for (long r = 0; r < OH; r++) {
-      T *restrict best = j->out + (p * OH + r) * OW;
-      long long *restrict at = j->idx + (p * OH + r) * OW;
+      T top_row[OWV] __attribute__((aligned(64)));
+      int at_row[OWV] __attribute__((aligned(64)));
+      const int fa = first_a[r];
 #pragma omp simd
-      for (long c = 0; c < OW; c++) {
-        long origin = r * SH * W + c * SW, where = origin;
+      for (int c = 0; c < OWV; c++) {
+        /* origin: the window's corner in the frame; plane: its index in the input plane */
+        const int origin = r * SH * WF + c * SW, plane = (r * SH - PH) * W + c * SW - PW;
         T top = x[origin];
+        int where = plane + fa * DH * W + first_b[c] * DW;
 #pragma GCC unroll 16
-        for (long a = 0; a < KH; a++)
+        for (int a = 0; a < KH; a++)
 #pragma GCC unroll 16
-          for (long b = 0; b < KW; b++) {
-            long k = origin + a * DH * W + b * DW;
-            T v = x[k];
+          for (int b = 0; b < KW; b++) {
+            T v = x[origin + a * DH * WF + b * DW];
             int take = (v > top) | (v != v);
             top = take ? v : top;
-            where = take ? k : where;
+            where = take ? plane + a * DH * W + b * DW : where;
           }
-        best[c] = top;
-        at[c] = where;
+        top_row[c] = top;
+        at_row[c] = where;
       }
+      T *best = j->out + (p * OH + r) * OW;
+      long long *at = j->idx + (p * OH + r) * OW;
+      memcpy(best, top_row, OW * sizeof(T));
+      for (long c = 0; c < OW; c++) at[c] = at_row[c];
     }
   }
 }
@@ -187,33 +213,82 @@ void max_pool(const T *x, T *out, long long *idx, long count, ember_pool pool) {
   else planes(&j, 0, count);
 }
 """
+# frames up to this size live on the stack of the thread running the plane (the pool's
+# threads have 1 MiB); larger ones are made for every plane at once by the caller
+FRAME_LIMIT_BYTES = 1 << 17
+# frames up to this many elements: plane indices are C ints
+PLANE_LIMIT = 1 << 28
+
+
+def _first_inside(out: int, kernel: int, stride: int, padding: int, dilation: int, size: int):
+    """Per output position along one axis, the first kernel offset whose element lies inside
+    the input (padding is at most half the kernel, so every window has one)."""
+    return [
+        next(k for k in range(kernel) if 0 <= o * stride - padding + k * dilation < size)
+        for o in range(out)
+    ]
 
 
 def max_pool_2d(x: np.ndarray, kernel, stride, padding, dilation, out_size):
-    """(values, indices) of 2-d max pooling without padding, every window inside the input,
-    equal to ops/pool.py's NumPy kernel; None where it does not apply (another dtype, padding,
-    a window past the edge, no compiler)."""
-    if x.ndim != 4 or any(padding) or x.size == 0 or x.dtype not in (np.float32, np.float64):
+    """(values, indices) of 2-d max pooling, equal to ops/pool.py's NumPy kernel; None where
+    it does not apply (another dtype, planes too large for C ints, no compiler)."""
+    if x.ndim != 4 or x.size == 0 or x.dtype not in (np.float32, np.float64):
         return None
     n, c, h, w = x.shape
-    if any(
-        (o - 1) * s + d * (k - 1) >= size
-        for o, s, d, k, size in zip(out_size, stride, dilation, kernel, (h, w))
-    ):
-        return None
-    geometry = (h, w, *out_size, *kernel, *stride, *dilation)
-    names = ("H", "W", "OH", "OW", "KH", "KW", "SH", "SW", "DH", "DW")
-    defines = "".join(f"#define {k} {v}L\n" for k, v in zip(names, geometry))
-    pointer = ctypes.c_void_p
-    argtypes = [pointer] * 3 + [ctypes.c_long, pointer]
-    fn, pool = _load(defines + _MAX_POOL, "max_pool", dt.as_dtype(x.dtype), argtypes)
-    if fn is None:
-        return None
-    x = np.ascontiguousarray(x)
+    geometry = (h, w, *map(tuple, (out_size, kernel, stride, padding, dilation)))
+    kernel_fn = _max_pool_kernels.get((x.dtype.str, geometry))
+    if kernel_fn is None:  # (a miss is not remembered: a compiler may be set later)
+        kernel_fn = _max_pool_function(x.dtype.str, *geometry)
+        if kernel_fn is None:
+            return None
+        _max_pool_kernels[(x.dtype.str, geometry)] = kernel_fn
+    fn, pool, frame = kernel_fn
+    if frame is not None:
+        (hf, wf), (ph, pw) = frame, padding
+        frames = np.full((n * c, hf, wf), -np.inf, x.dtype)
+        frames[:, ph : ph + h, pw : pw + w] = x.reshape(n * c, h, w)
+        x = frames
+    else:
+        x = np.ascontiguousarray(x)
     values = np.empty((n, c) + tuple(out_size), x.dtype)
     indices = np.empty((n, c) + tuple(out_size), np.int64)
     fn(x.ctypes.data, values.ctypes.data, indices.ctypes.data, n * c, pool)
     return values, indices
+
+
+# (dtype, geometry) -> what _max_pool_function built: an eager call otherwise spends longer on
+# the source and its hash than on the pooling
+_max_pool_kernels: dict = {}
+
+
+def _max_pool_function(dtype: str, h, w, out_size, kernel, stride, padding, dilation):
+    """(the compiled kernel of this geometry, the pool, the frame size (rows, columns) when the
+    caller frames the planes, else None), or None."""
+    from ..ops.pool import padded_extent
+
+    itemsize = np.dtype(dtype).itemsize
+    (oh, ow), (kh, kw), (sh, sw), (ph, pw), (dh, dw) = out_size, kernel, stride, padding, dilation
+    lanes = 64 // itemsize  # a row's outputs in whole 64-byte vectors
+    owv = -(-ow // lanes) * lanes
+    hf = padded_extent((h, w), kernel, stride, padding, dilation, out_size)[0]
+    wf = max(pw + w, (owv - 1) * sw + dw * (kw - 1) + 1)
+    if hf * wf > PLANE_LIMIT:
+        return None
+    framed = hf * wf * itemsize > FRAME_LIMIT_BYTES
+    geometry = dict(H=h, W=w, OH=oh, OW=ow, OWV=owv, KH=kh, KW=kw, SH=sh, SW=sw)
+    geometry.update(DH=dh, DW=dw, PH=ph, PW=pw, HF=hf, WF=wf, FRAMED=int(framed))
+    defines = "".join(f"#define {k} {v}L\n" for k, v in geometry.items())
+    first_b = _first_inside(ow, kw, sw, pw, dw, w)
+    first_b += [0] * (owv - ow)  # lanes past the row: any offset
+    first_a = _first_inside(oh, kh, sh, ph, dh, h)
+    defines += f"#define FIRST_A {', '.join(map(str, first_a))}\n"
+    defines += f"#define FIRST_B {', '.join(map(str, first_b))}\n"
+    pointer = ctypes.c_void_p
+    argtypes = [pointer] * 3 + [ctypes.c_long, pointer]
+    fn, pool = _load(defines + _MAX_POOL, "max_pool", dt.as_dtype(np.dtype(dtype)), argtypes)
+    if fn is None:
+        return None
+    return fn, pool, (hf, wf) if framed else None
 
 
 def build_masked_scatter(node):
