@@ -9,7 +9,7 @@
    of the buffers' sizes and the most bytes alive at once (fragmentation).
 3. Planned execution (``executor="arena"``) against generated code: peak and step time.
 4. The GPT-block step under memory budgets: measured peak, step time (the cost of
-   recomputation), extra FLOPs, compile time.
+   recomputation and of running the batch in slices), extra FLOPs, slices, compile time.
 
 Times are medians of --repeat calls, the executors' calls interleaved.
 
@@ -102,7 +102,7 @@ def main() -> None:
         f"\nGPT-block step under memory budgets (unconstrained plan {unconstrained / MIB:.2f} MiB)"
     )
     runs = [("none", fn, program, compile_s)]
-    for fraction in (0.9, 0.7, 0.6, 0.5):
+    for fraction in (0.9, 0.7, 0.6, 0.5, 0.45, 0.4):
         budget = int(fraction * unconstrained)
         try:
             runs.append((f"{fraction:.0%}", *_step("gpt", memory_budget=budget)))
@@ -111,10 +111,12 @@ def main() -> None:
     times = _times([r[1] for r in runs], args.repeat)
     for (label, fn, program, compile_s), t in zip(runs, times):
         extra = program.remat.extra_flops if program.remat else 0
+        slices = program.remat.microbatches if program.remat else 1
         print(
             f"  budget {label:>4}: measured peak {measure_peak(fn) / MIB:6.2f} MiB, "
             f"step {t * 1e3:7.2f} ms ({t / times[0]:4.2f}x), recomputation "
-            f"{extra / 1e9:.3f} GFLOP, compile {compile_s:.2f} s"
+            f"{extra / 1e9:.3f} GFLOP, batch in {slices} slice{'s' * (slices > 1)}, "
+            f"compile {compile_s:.2f} s"
         )
 
 

@@ -158,10 +158,14 @@ class GraphFunction:
         opt_level=0,
         check=None,
         memory_budget=None,
+        reach=None,
     ):
         if executor not in EXECUTORS:
             raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
         self.captured_graph = graph  # as traced; ``graph`` is what runs, after the passes
+        # the state the trace found: memory plans (a budget's among them) name parameters,
+        # optimizer state and the batch by it
+        self.reach = reach
         self.opt_level = opt_level
         self.pass_stats = autograd.pass_stats if autograd is not None else []
         late = []  # under a memory budget: passes run after rematerialization (fusion)
@@ -482,8 +486,8 @@ def capture_call(
         opt_level,
         [_feed(k, s, leaves) for k, s in feeds] if verify and autograd_plan is None else None,
         memory_budget,
+        reach,
     )
-    traced.reach = reach  # the state found: the memory plan names parameters and buffers by it
     return traced
 
 

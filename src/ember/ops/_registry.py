@@ -13,7 +13,8 @@ An `OpDef` holds everything about one primitive (DESIGN.md principle 1):
 * ``extra``: optional facts other parts read by key, e.g. ``"c"`` (the op's C expression, for
   fusion), ``"compile"`` (a faster implementation for generated code), ``"workspace"`` (bytes a
   kernel allocates beyond its outputs, for the memory planner), ``"flop_family"`` (the row the
-  FLOP counter reports it under, when not its kind).
+  FLOP counter reports it under, when not its kind), ``"batch"`` (how a call splits along a
+  batch axis, for micro-batching: ops/_batching.py).
 
 Attributes are keyword arguments in canonical, hashable form (ints, floats, tuples, strings,
 DTypes); the public wrapper of an op normalises user arguments before calling `apply`.

@@ -170,7 +170,7 @@ FUSED = register(
         cost=_cost,
         num_outputs=-1,
         doc="fused_elementwise(*inputs; program, outputs, out_types): elementwise ops in one loop",
-        extra={"compile": _compiled, "workspace": _loop_workspace},
+        extra={"batch": None, "compile": _compiled, "workspace": _loop_workspace},
     )
 )
 
@@ -186,7 +186,7 @@ FUSED_REDUCE = register(
         num_outputs=-1,
         doc="fused_reduce(*inputs; program, outputs, out_types): elementwise ops ending in "
         "reductions over leading and/or trailing axes, in one loop",
-        extra={"compile": _compiled, "workspace": _loop_workspace},
+        extra={"batch": None, "compile": _compiled, "workspace": _loop_workspace},
     )
 )
 
@@ -270,7 +270,7 @@ FUSED_EPILOGUE = register(
         num_outputs=-1,
         doc="fused_epilogue(*producer inputs, *inputs; producer, producer_attrs, n_producer, "
         "slot, program, outputs, out_types): a matmul and the elementwise ops on its result",
-        extra={"compile": _compiled_epilogue, "workspace": _epilogue_workspace},
+        extra={"batch": None, "compile": _compiled_epilogue, "workspace": _epilogue_workspace},
     )
 )
 

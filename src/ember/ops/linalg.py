@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
+from . import _batching
 from . import api as E
 from ._registry import Cost, OpDef, TensorBase, TensorType, apply, export, register
 from ._util import (
@@ -179,7 +180,7 @@ _MATMUL = register(
         kernel=matmul_kernel,
         vjp=_matmul_vjp,
         cost=_matmul_cost,
-        extra={"workspace": _matmul_workspace},
+        extra={"batch": _batching.matmul_rule, "workspace": _matmul_workspace},
         save_inputs=(0, 1),
         doc="matmul(a, b): matrix product over the last two dimensions of operands with at least "
         "2 dimensions each, broadcasting the batch dimensions",
@@ -340,7 +341,8 @@ _LINEAR = register(
         vjp=_linear_vjp,
         cost=_linear_cost,
         save_inputs=(0, 1),
-        extra={"workspace": _matmul_workspace},  # the matmul kernel's, on x and weight.T
+        # workspace: the matmul kernel's, on x and weight.T
+        extra={"batch": _batching.linear_rule, "workspace": _matmul_workspace},
         doc="linear(x, weight[, bias]): x @ weight.T (+ bias), weight of shape (out, in); "
         "PyTorch's F.linear / addmm",
     )

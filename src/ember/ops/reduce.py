@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
+from . import _batching
 from . import api as E
 from ._registry import OpDef, TensorType, apply, export, register
 from ._util import (
@@ -104,7 +105,7 @@ _SUM = register(
         vjp=lambda c, g: (_expand_back(g, c),),
         cost=reduction_cost,
         save_inputs=(),
-        extra={"workspace": _sum_workspace},
+        extra={"batch": _batching.reduce_rule(partial=True), "workspace": _sum_workspace},
         doc="sum(x, axes, keepdims)",
     )
 )

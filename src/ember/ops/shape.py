@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..graph.symbolic import SymDim
+from . import _batching
 from . import api as E
 from ._registry import OpDef, TensorType, apply, export, register
 from ._util import fmt_shape, memory_cost, normalize_axes, normalize_axis, numel, pick_axis
@@ -68,6 +69,7 @@ _RESHAPE = register(
         view=True,
         doc="reshape(x, shape): same elements, new shape (row-major order)",
         extra={
+            "batch": _batching.reshape_rule,
             "noop": lambda x, *, shape: tuple(x.shape) == tuple(shape),
             "compose": lambda inner, outer, x: dict(outer),
         },
@@ -147,6 +149,7 @@ _BROADCAST = register(
         view=True,
         doc="broadcast_to(x, shape): a read-only broadcast view",
         extra={
+            "batch": _batching.broadcast_rule,
             "noop": lambda x, *, shape: tuple(x.shape) == tuple(shape),
             "compose": lambda inner, outer, x: dict(outer),
             "broadcast": True,
@@ -218,6 +221,7 @@ _PERMUTE = register(
         view=True,
         doc="permute(x, dims): reorder dimensions (a view)",
         extra={
+            "batch": _batching.permute_rule,
             "noop": lambda x, *, dims: tuple(dims) == tuple(range(len(dims))),
             # x.transpose(a).transpose(b) == x.transpose([a[i] for i in b])
             "compose": lambda inner, outer, x: {
@@ -323,6 +327,7 @@ _CONCAT = register(
         cost=memory_cost,
         save_inputs=(),
         doc="concat(*xs, axis): join tensors along an existing axis",
+        extra={"batch": _batching.concat_rule},
     )
 )
 
@@ -361,7 +366,8 @@ _SPLIT = register(
         save_inputs=(),
         num_outputs=None,
         doc="split(x, sizes, axis): consecutive pieces of the given sizes along axis",
-        extra={"aliases": True},  # the memory plan: the pieces are views of x
+        # aliases: the memory plan's: the pieces are views of x
+        extra={"batch": _batching.split_rule, "aliases": True},
     )
 )
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _batching
 from . import api as E
 from ._registry import OpDef, TensorType, register
 from ._util import elementwise_cost, half_precision, require_float, value_bytes
@@ -95,7 +96,7 @@ SOFTMAX = register(
         cost=elementwise_cost(5),  # max, subtract, exp, sum, divide
         save_inputs=(),
         save_outputs=(0,),
-        extra={"workspace": _workspace},
+        extra={"batch": _batching.axis_rule("axis"), "workspace": _workspace},
         doc="softmax(x, axis, safe): exp(x) / sum(exp(x)) along axis, shifted by the maximum; "
         "safe: an all -inf slice gives zeros, not NaN",
     )
@@ -111,7 +112,7 @@ LOG_SOFTMAX = register(
         cost=elementwise_cost(5),  # max, subtract, exp, sum, log-subtract
         save_inputs=(),
         save_outputs=(0,),
-        extra={"workspace": _workspace},
+        extra={"batch": _batching.axis_rule("axis"), "workspace": _workspace},
         doc="log_softmax(x, axis): x - max - log(sum(exp(x - max))) along axis",
     )
 )

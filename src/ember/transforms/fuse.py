@@ -9,7 +9,10 @@ producer when
   float32, float64 or bool (where C's arithmetic, comparisons and casts agree with NumPy's),
   and its result has the group's shape (the loop's iteration space; operands may broadcast);
 * the group stays convex: no path leaves the group and comes back into it (else the fused node
-  would need its own result), checked by walking the other operands' producers.
+  would need its own result), checked by walking the other operands' producers;
+* joining does not run the group after a product of the group's size computed since its last
+  member (a matmul's result the joining node reads), which would hold all the group reads
+  until then: a chain of gradient accumulations over a split batch stays one add per slice.
 
 A group may end with reductions (``sum``, ``max``, ``min`` of a member, float32 or float64),
 all over the same axes: its trailing axes, its leading axes, or a leading and a trailing block
@@ -147,6 +150,8 @@ def _join(node, candidates: list[list], position: dict) -> list[list] | None:
         members = {id(n) for g in option for n in g}
         floor = min(position[id(n)] for g in option for n in g)
         outside = [u for u in node.inputs if id(u.node) not in members]
+        if _delays(option, outside, position):
+            continue
         if len(option) > 1:  # the members' own operands too: a path from one group to another
             outside += [u for g in option for n in g for u in n.inputs if id(u.node) not in members]
             inside = [u for g in option for n in g for u in n.inputs if id(u.node) in members]
@@ -155,6 +160,24 @@ def _join(node, candidates: list[list], position: dict) -> list[list] | None:
         if not any(_depends_on(u, members, floor, position) for u in outside):
             return option
     return None
+
+
+def _delays(option: list[list], outside: list, position: dict) -> bool:
+    """Whether joining would run the groups of ``option`` after a product computed since
+    their last member, of a group's size, that the joining node reads: the group's loop runs
+    where its last member is, so all it reads would live until then. A chain of
+    accumulations ``acc + partial`` (the slices of a split batch, transforms/microbatch.py)
+    would become one loop after the last partial, holding every partial until then."""
+    last = max(position[id(n)] for g in option for n in g)
+    shape = tuple(option[0][0].outputs[0].shape)
+    return any(
+        position[id(u.node)] > last
+        and u.node.kind == "call"
+        and not _fusable(u.node)
+        and not _reduction(u.node)
+        and tuple(u.shape) == shape
+        for u in outside
+    )
 
 
 def _without_cycles(graph: Graph, groups: list[list]) -> list[list]:

@@ -23,8 +23,10 @@ Candidates are tried cheap elementwise results first, then the others by FLOPs p
 (the op's cost rule); a candidate is kept when it lowers the planned peak (or, at an equal
 peak, the memory held over the call). Rounds repeat (a copy makes its own inputs candidates)
 until the plan fits the budget; a candidate that did not help is tried again only after a
-whole round found nothing, and when such a round finds nothing either `MemoryBudgetError`
-states the lowest peak reached. Nodes drawing random numbers, holding subgraphs, or views are
+whole round found nothing, and when such a round finds nothing either, `fit_budget` splits
+the batch into slices (transforms/microbatch.py; see `_split_batch_and_fit`), and only when
+that cannot fit either does `MemoryBudgetError` state the lowest peak reached. Nodes drawing
+random numbers, holding subgraphs, or views are
 never recomputed.
 """
 
@@ -51,10 +53,13 @@ LATE_PASSES = ("fuse", "epilogue", "schedule")
 
 
 class MemoryBudgetError(EmberError):
-    """No rematerialization brings the planned peak under the memory budget; ``plan`` is the
-    memory plan of the lowest peak reached (what is live there)."""
+    """No rematerialization (on the whole batch or on slices of it) brings the planned peak
+    under the memory budget; ``plan`` is the memory plan of the lowest peak reached (what is
+    live there); ``graph`` and ``report``: the graph of that plan and what was recomputed."""
 
     plan = None
+    graph = None
+    report = None
 
 
 @dataclass
@@ -66,6 +71,7 @@ class RematReport:
     peak_before: int
     peak_after: int
     recomputed: list = field(default_factory=list)
+    microbatches: int = 1  # the batch's slices (transforms/microbatch.py): 1 when not split
 
     @property
     def extra_flops(self) -> int:
@@ -73,9 +79,10 @@ class RematReport:
 
     def __str__(self) -> str:
         mib = 2**20
+        split = f", the batch in {self.microbatches} slices" if self.microbatches > 1 else ""
         lines = [
             f"memory budget {self.budget / mib:.2f} MiB: planned peak "
-            f"{self.peak_before / mib:.2f} -> {self.peak_after / mib:.2f} MiB, "
+            f"{self.peak_before / mib:.2f} -> {self.peak_after / mib:.2f} MiB{split}, "
             f"{len(self.recomputed)} values recomputed, {self.extra_flops:,} extra FLOPs"
         ]
         lines += [
@@ -134,14 +141,67 @@ def fit_budget(graph, budget: int, plan, late: list) -> tuple[Graph, RematReport
     from .pipeline import optimize
 
     trial_passes = [p for p in late if p.name != "schedule"]
-    graph, report = rematerialize(
-        graph, budget, plan, finish=lambda g: optimize(g, passes=trial_passes)[0]
-    )
+
+    def finish(g):
+        return optimize(g, passes=trial_passes)[0]
+
+    try:
+        graph, report = rematerialize(graph, budget, plan, finish=finish)
+    except MemoryBudgetError as error:
+        graph, report = _split_batch_and_fit(graph, budget, plan, finish, error)
     graph, stats = optimize(graph, passes=trial_passes, label="joint")  # no change: statistics
     graph, schedule_stats = optimize(
         graph, passes=[p for p in late if p.name == "schedule"], label="joint"
     )
     return graph, report, stats + schedule_stats
+
+
+def _split_batch_and_fit(graph, budget: int, plan, finish, error: MemoryBudgetError):
+    """When recomputation alone cannot reach ``budget``: the batch split into 2, 4, 8, ...
+    slices (transforms/microbatch.py), the fewest that fit, each count tried first on
+    ``graph`` as it is, then on the graph of the lowest peak recomputation reached (each slice
+    recomputing what it chose; cheap to try, unlike a new search on a graph ``k`` times the
+    size). Raises the error of the lowest peak reached, or ``error`` (saying why) when the
+    batch cannot be split."""
+    from .microbatch import NotBatchable, batch_inputs, split_batch
+
+    batch = batch_inputs(graph, plan.input_parts)
+    size = graph.inputs[batch[0]].type.shape[0] if batch else 1
+    lowest, lowest_k = error.plan, 1
+    for k in (k for k in (2**e for e in range(1, size.bit_length())) if size % k == 0):
+        for base, recomputed in ((graph, []), (error.graph, error.report.recomputed)):
+            try:
+                split = finish(split_batch(base, k, batch))
+            except NotBatchable as why:
+                raise _with_note(error, f"the batch cannot be split: {why.detail}") from None
+            trial = plan(split)
+            if trial.peak_bytes <= budget:
+                report = RematReport(budget, error.report.peak_before, trial.peak_bytes)
+                report.recomputed, report.microbatches = list(recomputed), k
+                return split, report
+            if trial.peak_bytes < lowest.peak_bytes:
+                lowest, lowest_k = trial, k
+    if lowest_k == 1:
+        raise error
+    mib = 2**20
+    failed = MemoryBudgetError(
+        f"memory budget {budget / mib:.2f} MiB ({budget:,} bytes) is below what "
+        f"rematerialization and splitting the batch reach for graph {graph.name}: the minimum "
+        f"achievable peak is {lowest.peak_bytes / mib:.2f} MiB ({lowest.peak_bytes:,} bytes, "
+        f"the batch in {lowest_k} slices; {error.report.peak_before / mib:.2f} MiB without "
+        f"either; live at %{lowest.peak_node}). Raise the budget to at least that, or lower "
+        "the batch size",
+        op="memory_budget",
+        location=error.location,
+    )
+    failed.plan, failed.graph, failed.report = lowest, None, error.report
+    raise failed
+
+
+def _with_note(error: MemoryBudgetError, note: str) -> MemoryBudgetError:
+    out = MemoryBudgetError(f"{error.detail} ({note})", op=error.op, location=error.location)
+    out.plan, out.graph, out.report = error.plan, error.graph, error.report
+    return out
 
 
 def _flops(node) -> int:
@@ -356,4 +416,5 @@ def rematerialize(
         op="memory_budget",
     )
     error.plan = current  # the lowest plan reached: what is live at its peak
+    error.graph, error.report = graph, report
     raise error

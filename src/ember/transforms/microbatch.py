@@ -1,0 +1,207 @@
+"""Micro-batching: a training step's batch run in ``k`` equal slices, one after another.
+
+`split_batch(graph, k, batch_inputs)` returns a graph computing the same outputs where every
+value that depends on the batch is computed ``k`` times, once per slice of the batch inputs
+(their leading axis), and each result reduced over the batch (a weight's gradient, the loss's
+sum) is the sum of the slices' partial results, accumulated as each slice finishes. What does
+not depend on the batch (the optimizer's update of the summed gradients, constants) runs once.
+The slices run in order, so the activations of one slice are dead before the next starts: the
+activation memory of a step drops about ``k``-fold for the price of smaller matrix products.
+This is gradient accumulation, done on the graph: the results equal the unsplit step's up to
+the order of float additions.
+
+Which values carry the batch, and along which axis, follows from each op's batch rule
+(ops/_batching.py: ``extra["batch"]``, or its kind's default). It runs before fusion (fused
+loops have no rule). The split is refused with
+`NotBatchable`, naming the node, where it would change the results: an op without a rule, a
+softmax or a statistic across the batch (batch normalization: a value reduced over the whole
+batch read again by per-sample values), control flow.
+
+The memory budget (transforms/remat.py `fit_budget`) splits the batch when recomputation alone
+cannot reach the budget.
+"""
+
+from __future__ import annotations
+
+from ..graph.ir import Graph
+from ..ops import _batching
+from ..ops._batching import NotBatchable
+from ..ops._registry import REGISTRY
+
+__all__ = ["NotBatchable", "batch_inputs", "split_batch"]
+
+
+def _rule(node):
+    """The op's batch rule; else its kind's default (elementwise ops with one output, and
+    reductions over ``axes`` with ``keepdims``); None: no rule (an op declaring
+    ``extra["batch"] = None``, such as a fused loop, has none)."""
+    op = node.op
+    if "batch" in op.extra:
+        return op.extra["batch"]
+    if op.kind == "elementwise" and len(node.outputs) == 1:
+        return _batching.elementwise
+    if op.kind == "reduce" and {"axes", "keepdims"} <= set(node.attrs):
+        return _batching.reduce_rule(partial=False)
+    return None
+
+
+def batch_inputs(graph, input_parts: dict) -> list[int]:
+    """Positions of the graph inputs holding the batch: those of part ``inputs`` (not
+    parameters, optimizer state or gradients) with at least one dimension."""
+    return [
+        i for i, v in enumerate(graph.inputs) if input_parts.get(i) == "inputs" and v.type.shape
+    ]
+
+
+def _where(node) -> str:
+    return f"%{node.name} ({node.op.name})"
+
+
+def _analyse(graph, k: int, batch: list[int]) -> tuple[dict, dict, dict]:
+    """(value id -> its batch axis, node id -> the Batched of each batch-dependent call, node
+    id -> "early" / "late" for the batch-free calls: before the slices, or after them, reading
+    a sum over the batch)."""
+    sizes = {graph.inputs[i].type.shape[0] for i in batch}
+    if not batch:
+        raise NotBatchable("the step reads no batch input (parameters and state only)")
+    if len(sizes) != 1:
+        raise NotBatchable(f"the batch inputs have different leading sizes {sorted(sizes)}")
+    (size,) = sizes
+    if size % k:
+        raise NotBatchable(f"the batch of {size} does not divide into {k} equal slices")
+    axes = {id(graph.inputs[i]): 0 for i in batch}
+    late: set = set()
+    rules: dict = {}
+    phase: dict = {}
+    for node in graph.nodes:
+        if node.kind != "call":
+            continue
+        in_axes = [axes.get(id(v)) for v in node.inputs]
+        reads_late = [v for v in node.inputs if id(v) in late]
+        if all(a is None for a in in_axes):
+            phase[id(node)] = "late" if reads_late else "early"
+            if reads_late:
+                late.update(id(o) for o in node.outputs)
+            continue
+        if reads_late:
+            raise NotBatchable(
+                f"{_where(node)} reads %{reads_late[0].name}, computed from the whole batch, "
+                "together with per-sample values (a statistic over the batch)",
+                op="microbatch",
+            )
+        if any(isinstance(a, Graph) for a in node.attrs.values()):
+            raise NotBatchable(f"{_where(node)} holds control flow", op="microbatch")
+        rule = _rule(node)
+        if rule is None:
+            raise NotBatchable(f"{_where(node)} has no batch rule", op="microbatch")
+        try:
+            batched = rule([v.type for v in node.inputs], in_axes, node.attrs, k)
+        except NotBatchable as exc:
+            raise NotBatchable(f"{_where(node)}: {exc.detail}", op="microbatch") from None
+        rules[id(node)] = batched
+        for o, axis in zip(node.outputs, batched.out_axes):
+            if axis is None:
+                late.add(id(o))
+            else:
+                axes[id(o)] = axis
+    return axes, rules, phase
+
+
+def split_batch(graph, k: int, batch: list[int]) -> Graph:
+    """``graph`` with its batch (the leading axis of the inputs at positions ``batch``) run in
+    ``k`` slices (see the module docstring). Raises `NotBatchable` saying why it cannot."""
+    axes, rules, phase = _analyse(graph, k, batch)
+    new = Graph(graph.name)
+    env: dict = {}  # id(original value) -> its value in the new graph (batch-free ones)
+
+    def copy(node, inputs, attrs=None, suffix=""):
+        out = new.add_call(
+            node.op,
+            inputs,
+            node.attrs if attrs is None else attrs,
+            None if attrs is not None else [o.type for o in node.outputs],
+            [o.name + suffix for o in node.outputs],
+        )
+        out.scope = getattr(node, "scope", None)
+        return out
+
+    for v in graph.inputs:
+        env[id(v)] = new.add_input(v.type, v.name)
+    # batch-free calls run before the slices only when the slices read them (the optimizer's
+    # weight decay of a parameter, also batch-free, would otherwise hold a second copy of it
+    # over all the slices)
+    needed: set = set()
+    stack = [v.node for node in graph.nodes if id(node) in rules for v in node.inputs]
+    while stack:
+        node = stack.pop()
+        if phase.get(id(node)) == "early" and id(node) not in needed:
+            needed.add(id(node))
+            stack.extend(v.node for v in node.inputs)
+    for node in graph.nodes:
+        if node.kind == "constant":
+            value = node.outputs[0]
+            env[id(value)] = new.add_constant(graph.constants[value.name], value.name)
+        elif id(node) in needed:
+            made = copy(node, [env[id(v)] for v in node.inputs])
+            env.update((id(o), m) for o, m in zip(node.outputs, made.outputs))
+
+    pieces: dict = {}  # (id(value), axis) -> its k slices
+
+    def sliced(value, axis: int) -> list:
+        key = (id(value), axis)
+        if key not in pieces:
+            size = value.type.shape[axis]
+            node = new.add_call(
+                REGISTRY["split"], [env[id(value)]], {"sizes": (size // k,) * k, "axis": axis}
+            )
+            pieces[key] = node.outputs
+        return pieces[key]
+
+    for i in batch:
+        sliced(graph.inputs[i], 0)
+    slices: list[dict] = [{} for _ in range(k)]  # per slice: id(original value) -> its value
+    for i in batch:
+        for c in range(k):
+            slices[c][id(graph.inputs[i])] = pieces[(id(graph.inputs[i]), 0)][c]
+    sums: dict = {}  # id(original partial value) -> the running sum over the slices so far
+    add = REGISTRY["add"]
+    for c in range(k):
+        for node in graph.nodes:
+            batched = rules.get(id(node))
+            if batched is None:
+                continue
+            inputs = []
+            for pos, v in enumerate(node.inputs):
+                if id(v) in axes:
+                    inputs.append(slices[c][id(v)])
+                elif pos in batched.slices:
+                    inputs.append(sliced(v, batched.slices[pos])[c])
+                else:
+                    inputs.append(env[id(v)])
+            made = copy(node, inputs, batched.attrs, f"_mb{c}")
+            for o, m, axis in zip(node.outputs, made.outputs, batched.out_axes):
+                if axis is not None:
+                    slices[c][id(o)] = m
+                elif c == 0:
+                    sums[id(o)] = m
+                else:
+                    total = new.add_call(add, [sums[id(o)], m], {}, None, [f"{o.name}_sum{c}"])
+                    sums[id(o)] = total.outputs[0]
+    for node in graph.nodes:
+        for o in node.outputs:
+            if id(o) in sums:
+                env[id(o)] = sums[id(o)]
+        if node.kind == "call" and id(node) not in rules and id(node) not in needed:
+            made = copy(node, [env[id(v)] for v in node.inputs])
+            env.update((id(o), m) for o, m in zip(node.outputs, made.outputs))
+    outputs = []
+    for v in graph.outputs:
+        if id(v) in axes:  # a per-sample output: the slices' results joined
+            joined = new.add_call(
+                REGISTRY["concat"], [slices[c][id(v)] for c in range(k)], {"axis": axes[id(v)]}
+            )
+            outputs.append(joined.outputs[0])
+        else:
+            outputs.append(env[id(v)])
+    new.set_outputs(outputs)
+    return new

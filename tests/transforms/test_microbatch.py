@@ -1,0 +1,89 @@
+"""transforms/microbatch.py: a step's batch run in slices gives the unsplit step's results."""
+
+import numpy as np
+import pytest
+
+import ember
+from ember.models import example_step
+from ember.plan.program import Planner
+from ember.runtime import interpreter
+from ember.transforms.microbatch import NotBatchable, batch_inputs, split_batch
+from ember.transforms.pipeline import optimize, passes_for
+from ember.transforms.remat import split_late
+
+
+def _program(fn, *args, opt_level=3):
+    """The compiled program of ``fn`` whose graph is what a memory budget splits: the passes
+    of ``opt_level`` before rematerialization and fusion (transforms/remat.py `split_late`)."""
+    program = ember.function(fn, opt_level=0).compile(*args)
+    if opt_level:
+        early, _ = split_late(passes_for(opt_level))
+        program.graph, _ = optimize(program.graph.copy(), passes=early)
+    arrays = [source._data if kind == "tensor" else None for kind, source in program.feeds]
+    return program, arrays
+
+
+def _run_both(program, arrays, k, arg_arrays=()):
+    args = iter(arg_arrays)
+    arrays = [a if a is not None else next(args) for a in arrays]
+    graph = program.graph
+    split = split_batch(graph, k, batch_inputs(graph, Planner(program).input_parts))
+    split.verify()
+    return interpreter.run(graph, arrays), interpreter.run(split, arrays), split
+
+
+@pytest.mark.parametrize("opt_level", [0, 3])
+@pytest.mark.parametrize("k", [2, 4])
+def test_a_gpt_training_step_in_slices_equals_the_whole_batch(opt_level, k):
+    example = example_step("gpt")
+    example.step()
+    program, arrays = _program(example.step, opt_level=opt_level)
+    want, got, split = _run_both(program, arrays, k)
+    assert len(split.nodes) > len(program.graph.nodes)
+    # the slices' matmuls have 1/k of the rows
+    rows = {v.shape[0] for n in split.nodes if n.op is not None for v in n.outputs if v.shape}
+    assert 1024 // k in rows
+    for w, g in zip(want, got):  # loss, new parameters, moments, gradients
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-6)
+
+
+def test_per_sample_outputs_are_joined_and_sums_over_the_batch_added():
+    w = ember.tensor(np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32))
+
+    def f(x):
+        y = ember.relu(x @ w)
+        return y, y.sum(), (x * x).sum(0)
+
+    x = ember.tensor(np.random.default_rng(1).standard_normal((8, 5)).astype(np.float32))
+    program, arrays = _program(f, x)
+    arrays = [a if a is not None else x.numpy() for a in arrays]
+    graph = program.graph
+    position = next(i for i, (kind, _) in enumerate(program.feeds) if kind == "arg")
+    split = split_batch(graph, 4, [position])
+    for want, got in zip(interpreter.run(graph, arrays), interpreter.run(split, arrays)):
+        assert want.shape == got.shape
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "fn, says",
+    [
+        (lambda x: (x - x.sum(0) / 8).sum(), "computed from the whole batch"),
+        (lambda x: ember.softmax(x, 0).sum(), "works along the batch axis"),
+        (lambda x: x.permute(1, 0).reshape(40).sum(), "inside a dimension"),
+    ],
+    ids=["batch statistic", "softmax over the batch", "batch merged into a later axis"],
+)
+def test_what_mixes_samples_is_refused_naming_the_node(fn, says):
+    x = ember.tensor(np.ones((8, 5), np.float32))
+    program, _ = _program(fn, x, opt_level=0)
+    position = next(i for i, (kind, _) in enumerate(program.feeds) if kind == "arg")
+    with pytest.raises(NotBatchable, match=says):
+        split_batch(program.graph, 2, [position])
+
+
+def test_a_batch_that_does_not_divide_is_refused():
+    x = ember.tensor(np.ones((6, 5), np.float32))
+    program, _ = _program(lambda x: (x * 2).sum(), x)
+    with pytest.raises(NotBatchable, match="does not divide into 4"):
+        split_batch(program.graph, 4, [0])
