@@ -26,8 +26,7 @@ until the plan fits the budget; a candidate that did not help is tried again onl
 whole round found nothing, and when such a round finds nothing either, `fit_budget` splits
 the batch into slices (transforms/microbatch.py; see `_split_batch_and_fit`), and only when
 that cannot fit either does `MemoryBudgetError` state the lowest peak reached. Nodes drawing
-random numbers, holding subgraphs, or views are
-never recomputed.
+random numbers, holding subgraphs, or views are never recomputed.
 """
 
 from __future__ import annotations
