@@ -33,8 +33,10 @@ __all__ = [
     "broadcast_rule",
     "concat_rule",
     "elementwise",
+    "indexing_rule",
     "linear_rule",
     "matmul_rule",
+    "per_sample",
     "permute_rule",
     "reduce_rule",
     "reshape_rule",
@@ -192,3 +194,32 @@ def linear_rule(in_types, axes, attrs, k) -> Batched:
     if x_axis == len(in_types[0].shape) - 1:
         raise NotBatchable("linear: the batch lies along the input features")
     return Batched((x_axis,), attrs)
+
+
+def per_sample(operands: tuple = (0,), outputs: int = 1, partial: bool = False):
+    """Ops over ``(N, C, *spatial)`` samples (convolutions, pooling and their gradients): the
+    batch only on axis 0 of the ``operands``; the ``outputs`` carry it on axis 0, or
+    (``partial``: a convolution's weight gradient, summed over the samples) each slice gives a
+    partial result."""
+
+    def rule(in_types, axes, attrs, k) -> Batched:
+        for i, a in enumerate(axes):
+            if a is not None and (i not in operands or a != 0):
+                raise NotBatchable(f"operand {i} carries the batch along axis {a}")
+        if partial:
+            if any(axes[i] is None for i in operands):
+                raise NotBatchable("only some of its per-sample operands carry the batch")
+            return Batched((None,) * outputs, attrs)
+        return Batched((0,) * outputs, attrs)
+
+    return rule
+
+
+def indexing_rule(in_types, axes, attrs, k) -> Batched:
+    """gather / scatter_add along ``attrs["axis"]``: the batch along another axis of operands
+    of one rank passes through; a batch-free index of the batch's size is sliced with it."""
+    rank = len(in_types[0].shape)
+    axis, slices = _aligned(in_types, axes, rank, "indexing")
+    if axis == attrs["axis"] % rank:
+        raise NotBatchable("it indexes along the batch axis")
+    return Batched((axis,), attrs, slices)

@@ -24,6 +24,7 @@ size they produce: ``in_size`` (spatial size of x) and ``kernel_size``.
 from __future__ import annotations
 
 from ..errors import DTypeError, ShapeError
+from . import _batching
 from ._conv_kernels import compute_dtype, conv_out_size, plan
 from ._conv_kernels import conv_forward as _forward_kernel
 from ._conv_kernels import conv_input_grad as _input_grad_kernel
@@ -319,7 +320,11 @@ CONV = register(
         vjp=_conv_vjp,
         cost=_conv_cost,
         # tools/flops.py: counted with convolutions
-        extra={"flop_family": "conv", "workspace": _half_workspace},
+        extra={
+            "batch": _batching.per_sample(),
+            "flop_family": "conv",
+            "workspace": _half_workspace,
+        },
         doc="conv(x, w; stride, padding, dilation, groups): N-d cross-correlation, x of shape "
         "(N, C, *S), w of shape (Cout, C/groups, *K)",
     )
@@ -334,7 +339,11 @@ CONV_INPUT_GRAD = register(
         vjp=_input_grad_vjp,
         cost=_input_grad_cost,
         # tools/flops.py: counted with convolutions
-        extra={"flop_family": "conv", "workspace": _half_workspace},
+        extra={
+            "batch": _batching.per_sample(),
+            "flop_family": "conv",
+            "workspace": _half_workspace,
+        },
         doc="conv_input_grad(gy, w; ..., in_size): the adjoint of conv in x (a transposed "
         "convolution producing spatial size in_size)",
     )
@@ -349,7 +358,11 @@ CONV_WEIGHT_GRAD = register(
         vjp=_weight_grad_vjp,
         cost=_weight_grad_cost,
         # tools/flops.py: counted with convolutions
-        extra={"flop_family": "conv", "workspace": _half_workspace},
+        extra={
+            "batch": _batching.per_sample((0, 1), partial=True),
+            "flop_family": "conv",
+            "workspace": _half_workspace,
+        },
         doc="conv_weight_grad(x, gy; ..., kernel_size): the adjoint of conv in w",
     )
 )

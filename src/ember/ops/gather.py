@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
+from . import _batching
 from . import api as E
 from ._index_plan import FULL, IndexOutOfRangeError
 from ._registry import OpDef, TensorBase, TensorType, apply, export, register
@@ -89,6 +90,7 @@ _GATHER = register(
         cost=memory_cost,
         save_inputs=(1,),
         doc="gather(x, index, axis): out[i][j] = x[index[i][j]][j] for axis 0 (PyTorch's gather)",
+        extra={"batch": _batching.indexing_rule},
     )
 )
 
@@ -173,6 +175,7 @@ _SCATTER_ADD = register(
         save_inputs=(1,),
         doc="scatter_add(x, index, src, axis): x with src[i][j] added at [index[i][j]][j] "
         "(axis 0); repeated indices accumulate. The adjoint of gather.",
+        extra={"batch": _batching.indexing_rule},
     )
 )
 

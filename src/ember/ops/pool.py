@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
+from . import _batching
 from ._conv_kernels import scratch
 from ._registry import Cost, OpDef, TensorType, apply, export, register
 from ._util import fmt_shape, half_precision, io_bytes, numel, value_bytes
@@ -300,7 +301,11 @@ POOL_SCATTER = register(
         save_inputs=(1,),
         doc="pool_scatter(g, indices; in_size): zeros of spatial size in_size with each g added "
         "at its flat index within its (n, c) plane (the gradient of max pooling)",
-        extra={"compile": _compiled_scatter, "workspace": _scatter_workspace},
+        extra={
+            "batch": _batching.per_sample((0, 1)),
+            "compile": _compiled_scatter,
+            "workspace": _scatter_workspace,
+        },
     )
 )
 
@@ -369,7 +374,10 @@ MAX_POOL = register(
         save_inputs=(),
         save_outputs=(1,),
         num_outputs=2,
-        extra={"workspace": _max_pool_workspace},
+        extra={
+            "batch": _batching.per_sample(outputs=2),
+            "workspace": _max_pool_workspace,
+        },
         doc="max_pool(x; kernel, stride, padding, dilation, ceil_mode) -> (values, indices): "
         "N-d max pooling with padding as -inf; indices are flat positions in each plane",
     )
