@@ -127,3 +127,14 @@ def test_a_budget_the_batch_cannot_be_split_for_says_why():
     fn = ember.function(step, memory_budget=int(0.2 * peak))
     with pytest.raises(MemoryBudgetError, match="the batch cannot be split: .*whole batch"):
         fn.compile()
+
+
+@needs_compiler
+def test_a_budget_below_the_state_says_slicing_the_batch_reaches_no_lower():
+    # the MLP step's parameters, gradients and batch alone exceed half its peak
+    _, _, program = _compiled("mlp")
+    example = example_step("mlp")
+    example.step()
+    fn = ember.function(example.step, memory_budget=int(0.5 * program.memory_plan.peak_bytes))
+    with pytest.raises(MemoryBudgetError, match="up to 128 slices, reaches no lower. Raise"):
+        fn.compile()

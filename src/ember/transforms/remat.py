@@ -180,8 +180,8 @@ def _split_batch_and_fit(graph, budget: int, plan, finish, error: MemoryBudgetEr
                 return split, report
             if trial.peak_bytes < lowest.peak_bytes:
                 lowest, lowest_k = trial, k
-    if lowest_k == 1:
-        raise error
+    if lowest_k == 1:  # (the parameters, optimizer state and gradients alone exceed it)
+        raise _with_note(error, f"slicing the batch, up to {size} slices, reaches no lower")
     mib = 2**20
     failed = MemoryBudgetError(
         f"memory budget {budget / mib:.2f} MiB ({budget:,} bytes) is below what "
@@ -198,7 +198,9 @@ def _split_batch_and_fit(graph, budget: int, plan, finish, error: MemoryBudgetEr
 
 
 def _with_note(error: MemoryBudgetError, note: str) -> MemoryBudgetError:
-    out = MemoryBudgetError(f"{error.detail} ({note})", op=error.op, location=error.location)
+    """``error`` with ``note`` added to its findings (before its advice)."""
+    head, advice, tail = error.detail.partition(". Raise the budget")
+    out = MemoryBudgetError(f"{head}; {note}{advice}{tail}", op=error.op, location=error.location)
     out.plan, out.graph, out.report = error.plan, error.graph, error.report
     return out
 
