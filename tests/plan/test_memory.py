@@ -136,5 +136,5 @@ def test_a_budget_below_the_state_says_slicing_the_batch_reaches_no_lower():
     example = example_step("mlp")
     example.step()
     fn = ember.function(example.step, memory_budget=int(0.5 * program.memory_plan.peak_bytes))
-    with pytest.raises(MemoryBudgetError, match="up to 128 slices, reaches no lower. Raise"):
+    with pytest.raises(MemoryBudgetError, match=r"up to \d+ slices, reaches no lower. Raise"):
         fn.compile()

@@ -49,6 +49,9 @@ __all__ = [
 
 # passes that run after rematerialization: fusion groups recomputed chains with their readers
 LATE_PASSES = ("fuse", "epilogue", "schedule")
+# the most slices a budget splits the batch into: each is a copy of the step's graph, and past
+# this the copies' per-op costs outweigh what thinner slices save
+MAX_SLICES = 16
 
 
 class MemoryBudgetError(EmberError):
@@ -160,14 +163,18 @@ def _split_batch_and_fit(graph, budget: int, plan, finish, error: MemoryBudgetEr
     slices (transforms/microbatch.py), the fewest that fit, each count tried first on
     ``graph`` as it is, then on the graph of the lowest peak recomputation reached (each slice
     recomputing what it chose; cheap to try, unlike a new search on a graph ``k`` times the
-    size). Raises the error of the lowest peak reached, or ``error`` (saying why) when the
-    batch cannot be split."""
+    size); at most `MAX_SLICES`, and no more once doubling the slices lowered nothing. Raises
+    the error of the lowest peak reached, or ``error`` (saying why) when the batch cannot be
+    split."""
     from .microbatch import NotBatchable, batch_inputs, split_batch
 
     batch = batch_inputs(graph, plan.input_parts)
     size = graph.inputs[batch[0]].type.shape[0] if batch else 1
-    lowest, lowest_k = error.plan, 1
-    for k in (k for k in (2**e for e in range(1, size.bit_length())) if size % k == 0):
+    lowest, lowest_k, tried = error.plan, 1, 1
+    counts = [k for k in (2**e for e in range(1, size.bit_length())) if size % k == 0]
+    previous = None  # the lowest peak of the previous count of slices
+    for k in counts[: MAX_SLICES.bit_length() - 1]:
+        best_here = None
         for base, recomputed in ((graph, []), (error.graph, error.report.recomputed)):
             try:
                 split = finish(split_batch(base, k, batch))
@@ -180,8 +187,14 @@ def _split_batch_and_fit(graph, budget: int, plan, finish, error: MemoryBudgetEr
                 return split, report
             if trial.peak_bytes < lowest.peak_bytes:
                 lowest, lowest_k = trial, k
+            if best_here is None or trial.peak_bytes < best_here:
+                best_here = trial.peak_bytes
+        tried = k
+        if previous is not None and best_here >= previous:
+            break  # twice the slices gained nothing: more will not either
+        previous = best_here
     if lowest_k == 1:  # (the parameters, optimizer state and gradients alone exceed it)
-        raise _with_note(error, f"slicing the batch, up to {size} slices, reaches no lower")
+        raise _with_note(error, f"slicing the batch, up to {tried} slices, reaches no lower")
     mib = 2**20
     failed = MemoryBudgetError(
         f"memory budget {budget / mib:.2f} MiB ({budget:,} bytes) is below what "
