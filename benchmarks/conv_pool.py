@@ -7,6 +7,8 @@ conv3x3 64 - ReLU - maxpool2 - ...):
   the network input needs none)
 * conv2: conv2d 32->64 3x3 with bias on 13x13, forward + backward (input gradient too)
 * pool1 / pool2: max_pool2d 2 on 32x26x26 / 64x11x11, forward + backward
+* pool3 / pool4: padded max_pool2d 3 (padding 1) as the inception block (8x32x16x16, stride 1)
+  and a ResNet stem (16x64x56x56, stride 2) have it, forward + backward
 * features: the whole conv - ReLU - pool - conv - ReLU - pool stack, forward + backward
 * cnn step: the whole training step of that CNN (fc 1600-128-10, softmax cross-entropy written
   as logsumexp minus the target logit, SGD momentum 0.9 written with in-place ops), composed
@@ -50,10 +52,18 @@ def _cases(rng):
         g = rng.standard_normal((n, c, size // 2, size // 2), dtype=np.float32)
         return (x, g), True
 
+    def padded_pool(n, c, size, stride):
+        x = rng.standard_normal((n, c, size, size), dtype=np.float32)
+        out = (size + 2 - 3) // stride + 1
+        g = rng.standard_normal((n, c, out, out), dtype=np.float32)
+        return (x, g, stride), True
+
     yield "conv1 64x1x28x28 -> 32", "conv", conv(64, 1, 28, 32, False)
     yield "conv2 64x32x13x13 -> 64", "conv", conv(64, 32, 13, 64, True)
     yield "pool1 64x32x26x26", "pool", pool(64, 32, 26)
     yield "pool2 64x64x11x11", "pool", pool(64, 64, 11)
+    yield "pool3 8x32x16x16 3x3 pad 1", "padded pool", padded_pool(8, 32, 16, 1)
+    yield "pool4 16x64x56x56 3x3/2 pad 1", "padded pool", padded_pool(16, 64, 56, 2)
     x = rng.standard_normal((64, 1, 28, 28), dtype=np.float32)
     w1 = rng.standard_normal((32, 1, 3, 3), dtype=np.float32) * 0.3
     w2 = rng.standard_normal((64, 32, 3, 3), dtype=np.float32) * 0.1
@@ -90,6 +100,10 @@ def _step(lib, kind, arrays, input_grad):
         x, g = arrays
         x, g = tensor(x, True), tensor(g)
         return lambda: pool(x, 2).backward(g)
+    if kind == "padded pool":
+        x, g, stride = arrays
+        x, g = tensor(x, True), tensor(g)
+        return lambda: pool(x, 3, stride=stride, padding=1).backward(g)
     if kind == "features":
         x, w1, b1, w2, b2, g = arrays
         x, g = tensor(x), tensor(g)
