@@ -23,9 +23,7 @@ def _program(fn, *args, opt_level=3):
     return program, arrays
 
 
-def _run_both(program, arrays, k, arg_arrays=()):
-    args = iter(arg_arrays)
-    arrays = [a if a is not None else next(args) for a in arrays]
+def _run_both(program, arrays, k):
     graph = program.graph
     split = split_batch(graph, k, batch_inputs(graph, Planner(program).input_parts))
     split.verify()

@@ -118,8 +118,8 @@ _GATHER_LIMIT_BYTES = 64 * 2**20
 def _running_max(windows, first, nan_aware):
     """Max over ``windows`` (arrays of one shape) and the index of the first maximum, as torch
     computes it: an element replaces the running max when it is greater (or, ``nan_aware``,
-    NaN). The index
-    lives in a scratch buffer; temporaries too (fresh arrays cost page faults)."""
+    NaN). The index lives in a scratch buffer; temporaries too (fresh arrays cost page
+    faults)."""
     best = windows[0].copy()
     shape = best.shape
     code = scratch("pool_code", shape, np.min_scalar_type(len(windows) - 1))
@@ -144,13 +144,19 @@ def _pad_fill(dtype):
     return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
 
 
+def first_inside_axis(out: int, kernel: int, stride: int, padding: int, dilation: int, size: int):
+    """Per window position along one axis, the first kernel offset whose element lies inside
+    the input (padding is at most half the kernel, so every window has one)."""
+    pos = np.arange(out)[:, None] * stride - padding + np.arange(kernel)[None, :] * dilation
+    return np.argmax((pos >= 0) & (pos < size), axis=1)
+
+
 def _first_inside(out, kernel, stride, padding, dilation, in_size):
     """For each window, the (row-major) number of its first element that is not padding.
     Validity is separable by dimension, so so is the first valid offset."""
     code = np.zeros(out, np.int64)
     for axis, (o, k, s, p, d, n) in enumerate(zip(out, kernel, stride, padding, dilation, in_size)):
-        pos = np.arange(o)[:, None] * s - p + np.arange(k)[None, :] * d
-        first = np.argmax((pos >= 0) & (pos < n), axis=1)
+        first = first_inside_axis(o, k, s, p, d, n)
         shape = [1] * len(out)
         shape[axis] = o
         code = code * k + first.reshape(shape)

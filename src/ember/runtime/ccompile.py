@@ -160,12 +160,7 @@ def compiler_available() -> bool:
     """Whether a C compiler can build and load a library (probed once per compiler). Cheap
     to ask again: the answer is kept per ``CC`` and ``PATH`` (the memory planner asks for
     every fused node it plans)."""
-    return _available(os.environ.get("CC", ""), os.environ.get("PATH", ""))
-
-
-@functools.lru_cache(maxsize=8)
-def _available(cc_setting: str, path: str) -> bool:
-    cc = _compiler()
+    cc = _compiler()  # (both looked up once per CC and PATH, and per compiler)
     return cc is not None and _supported(cc) is not None
 
 

@@ -27,6 +27,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
+from ..ops.pool import first_inside_axis, pad_input, padded_extent
 
 __all__ = ["build_scatter"]
 
@@ -220,15 +221,6 @@ FRAME_LIMIT_BYTES = 1 << 17
 PLANE_LIMIT = 1 << 28
 
 
-def _first_inside(out: int, kernel: int, stride: int, padding: int, dilation: int, size: int):
-    """Per output position along one axis, the first kernel offset whose element lies inside
-    the input (padding is at most half the kernel, so every window has one)."""
-    return [
-        next(k for k in range(kernel) if 0 <= o * stride - padding + k * dilation < size)
-        for o in range(out)
-    ]
-
-
 def max_pool_2d(x: np.ndarray, kernel, stride, padding, dilation, out_size):
     """(values, indices) of 2-d max pooling, equal to ops/pool.py's NumPy kernel; None where
     it does not apply (another dtype, planes too large for C ints, no compiler)."""
@@ -243,13 +235,9 @@ def max_pool_2d(x: np.ndarray, kernel, stride, padding, dilation, out_size):
             return None
         _max_pool_kernels[(x.dtype.str, geometry)] = kernel_fn
     fn, pool, frame = kernel_fn
-    if frame is not None:
-        (hf, wf), (ph, pw) = frame, padding
-        frames = np.full((n * c, hf, wf), -np.inf, x.dtype)
-        frames[:, ph : ph + h, pw : pw + w] = x.reshape(n * c, h, w)
-        x = frames
-    else:
-        x = np.ascontiguousarray(x)
+    if frame is not None:  # every plane in its -inf frame, made here (see FRAME_LIMIT_BYTES)
+        x = pad_input(x, padding, frame, -np.inf, "cpooling_frames")
+    x = np.ascontiguousarray(x)
     values = np.empty((n, c) + tuple(out_size), x.dtype)
     indices = np.empty((n, c) + tuple(out_size), np.int64)
     fn(x.ctypes.data, values.ctypes.data, indices.ctypes.data, n * c, pool)
@@ -264,7 +252,6 @@ _max_pool_kernels: dict = {}
 def _max_pool_function(dtype: str, h, w, out_size, kernel, stride, padding, dilation):
     """(the compiled kernel of this geometry, the pool, the frame size (rows, columns) when the
     caller frames the planes, else None), or None."""
-    from ..ops.pool import padded_extent
 
     itemsize = np.dtype(dtype).itemsize
     (oh, ow), (kh, kw), (sh, sw), (ph, pw), (dh, dw) = out_size, kernel, stride, padding, dilation
@@ -278,9 +265,8 @@ def _max_pool_function(dtype: str, h, w, out_size, kernel, stride, padding, dila
     geometry = dict(H=h, W=w, OH=oh, OW=ow, OWV=owv, KH=kh, KW=kw, SH=sh, SW=sw)
     geometry.update(DH=dh, DW=dw, PH=ph, PW=pw, HF=hf, WF=wf, FRAMED=int(framed))
     defines = "".join(f"#define {k} {v}L\n" for k, v in geometry.items())
-    first_b = _first_inside(ow, kw, sw, pw, dw, w)
-    first_b += [0] * (owv - ow)  # lanes past the row: any offset
-    first_a = _first_inside(oh, kh, sh, ph, dh, h)
+    first_b = [*first_inside_axis(ow, kw, sw, pw, dw, w), *[0] * (owv - ow)]  # (extra lanes)
+    first_a = first_inside_axis(oh, kh, sh, ph, dh, h)
     defines += f"#define FIRST_A {', '.join(map(str, first_a))}\n"
     defines += f"#define FIRST_B {', '.join(map(str, first_b))}\n"
     pointer = ctypes.c_void_p

@@ -41,8 +41,11 @@ def _rule(node):
     if op.kind == "elementwise" and len(node.outputs) == 1:
         return _batching.elementwise
     if op.kind == "reduce" and {"axes", "keepdims"} <= set(node.attrs):
-        return _batching.reduce_rule(partial=False)
+        return _REDUCTION
     return None
+
+
+_REDUCTION = _batching.reduce_rule(partial=False)  # the default of reductions other than sum
 
 
 def batch_inputs(graph, input_parts: dict) -> list[int]:
@@ -57,31 +60,32 @@ def _where(node) -> str:
     return f"%{node.name} ({node.op.name})"
 
 
-def _analyse(graph, k: int, batch: list[int]) -> tuple[dict, dict, dict]:
-    """(value id -> its batch axis, node id -> the Batched of each batch-dependent call, node
-    id -> "early" / "late" for the batch-free calls: before the slices, or after them, reading
-    a sum over the batch)."""
-    sizes = {graph.inputs[i].type.shape[0] for i in batch}
+def _analyse(graph, k: int, batch: list[int]) -> tuple[dict, dict, set]:
+    """(value id -> its batch axis, node id -> the Batched of each batch-dependent call, the
+    ids of the batch-free calls that read no sum over the batch: those that may run before
+    the slices)."""
     if not batch:
         raise NotBatchable("the step reads no batch input (parameters and state only)")
+    sizes = {graph.inputs[i].type.shape[0] for i in batch}
     if len(sizes) != 1:
         raise NotBatchable(f"the batch inputs have different leading sizes {sorted(sizes)}")
     (size,) = sizes
     if size % k:
         raise NotBatchable(f"the batch of {size} does not divide into {k} equal slices")
     axes = {id(graph.inputs[i]): 0 for i in batch}
-    late: set = set()
+    late: set = set()  # ids of batch-free values computed from a sum over the batch
     rules: dict = {}
-    phase: dict = {}
+    early: set = set()
     for node in graph.nodes:
         if node.kind != "call":
             continue
         in_axes = [axes.get(id(v)) for v in node.inputs]
         reads_late = [v for v in node.inputs if id(v) in late]
         if all(a is None for a in in_axes):
-            phase[id(node)] = "late" if reads_late else "early"
             if reads_late:
                 late.update(id(o) for o in node.outputs)
+            else:
+                early.add(id(node))
             continue
         if reads_late:
             raise NotBatchable(
@@ -104,13 +108,13 @@ def _analyse(graph, k: int, batch: list[int]) -> tuple[dict, dict, dict]:
                 late.add(id(o))
             else:
                 axes[id(o)] = axis
-    return axes, rules, phase
+    return axes, rules, early
 
 
 def split_batch(graph, k: int, batch: list[int]) -> Graph:
     """``graph`` with its batch (the leading axis of the inputs at positions ``batch``) run in
     ``k`` slices (see the module docstring). Raises `NotBatchable` saying why it cannot."""
-    axes, rules, phase = _analyse(graph, k, batch)
+    axes, rules, early = _analyse(graph, k, batch)
     new = Graph(graph.name)
     env: dict = {}  # id(original value) -> its value in the new graph (batch-free ones)
 
@@ -134,7 +138,7 @@ def split_batch(graph, k: int, batch: list[int]) -> Graph:
     stack = [v.node for node in graph.nodes if id(node) in rules for v in node.inputs]
     while stack:
         node = stack.pop()
-        if phase.get(id(node)) == "early" and id(node) not in needed:
+        if id(node) in early and id(node) not in needed:
             needed.add(id(node))
             stack.extend(v.node for v in node.inputs)
     for node in graph.nodes:
@@ -157,12 +161,10 @@ def split_batch(graph, k: int, batch: list[int]) -> Graph:
             pieces[key] = node.outputs
         return pieces[key]
 
-    for i in batch:
-        sliced(graph.inputs[i], 0)
     slices: list[dict] = [{} for _ in range(k)]  # per slice: id(original value) -> its value
     for i in batch:
-        for c in range(k):
-            slices[c][id(graph.inputs[i])] = pieces[(id(graph.inputs[i]), 0)][c]
+        for c, piece in enumerate(sliced(graph.inputs[i], 0)):
+            slices[c][id(graph.inputs[i])] = piece
     sums: dict = {}  # id(original partial value) -> the running sum over the slices so far
     add = REGISTRY["add"]
     for c in range(k):

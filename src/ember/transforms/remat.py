@@ -170,12 +170,20 @@ def _split_batch_and_fit(graph, budget: int, plan, finish, error: MemoryBudgetEr
 
     batch = batch_inputs(graph, plan.input_parts)
     size = graph.inputs[batch[0]].type.shape[0] if batch else 1
-    lowest, lowest_k, tried = error.plan, 1, 1
-    counts = [k for k in (2**e for e in range(1, size.bit_length())) if size % k == 0]
+    counts = [k for k in (2**e for e in range(1, MAX_SLICES.bit_length())) if size % k == 0]
+    if not counts:  # (split_batch says why: no batch input, or one of an odd size)
+        try:
+            split_batch(graph, 2, batch)
+        except NotBatchable as why:
+            raise _with_note(error, f"the batch cannot be split: {why.detail}") from None
+    bases = [(graph, [])]
+    if error.report.recomputed:  # the graph recomputation reached, when it differs
+        bases.append((error.graph, error.report.recomputed))
+    lowest, lowest_k, lowest_graph, tried = error.plan, 1, error.graph, 1
     previous = None  # the lowest peak of the previous count of slices
-    for k in counts[: MAX_SLICES.bit_length() - 1]:
+    for k in counts:
         best_here = None
-        for base, recomputed in ((graph, []), (error.graph, error.report.recomputed)):
+        for base, recomputed in bases:
             try:
                 split = finish(split_batch(base, k, batch))
             except NotBatchable as why:
@@ -186,7 +194,7 @@ def _split_batch_and_fit(graph, budget: int, plan, finish, error: MemoryBudgetEr
                 report.recomputed, report.microbatches = list(recomputed), k
                 return split, report
             if trial.peak_bytes < lowest.peak_bytes:
-                lowest, lowest_k = trial, k
+                lowest, lowest_k, lowest_graph = trial, k, split
             if best_here is None or trial.peak_bytes < best_here:
                 best_here = trial.peak_bytes
         tried = k
@@ -206,7 +214,7 @@ def _split_batch_and_fit(graph, budget: int, plan, finish, error: MemoryBudgetEr
         op="memory_budget",
         location=error.location,
     )
-    failed.plan, failed.graph, failed.report = lowest, None, error.report
+    failed.plan, failed.graph, failed.report = lowest, lowest_graph, error.report
     raise failed
 
 
