@@ -15,7 +15,10 @@ Columns (medians of interleaved rounds; each round re-warms every side):
 * parallel: ``executor="parallel"``: what the cost model chose (``plan`` says which, and the
   speedup it predicted);
 * forced: the same graph on the parallel schedule even where the model said no (what a
-  parallel mode without a cost model would cost);
+  parallel mode without a cost model would cost), run by the C graph runner where every node
+  has a C step (runtime/cgraph.py: no Python between nodes);
+* forced py: the same forced schedule run by the Python workers (runtime/parallel.py), as
+  graphs with a node lacking a C step run;
 * ort seq / ort par: ONNX Runtime with ``ORT_SEQUENTIAL`` and ``ORT_PARALLEL`` (inter-op threads
   = the cores) on the same block built with the ``onnx`` helper API; skipped, saying so, without
   ``pip install onnx onnxruntime``.
@@ -29,6 +32,7 @@ The machine's calibration is printed first; ``--recalibrate`` measures it again.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import time
@@ -128,6 +132,9 @@ def bench(name: str, rounds: int, calls: int, calibration) -> None:
     chosen = ember.function(fn, executor="parallel")
     program = chosen.compile(*tensors)
     forced = parallel.ParallelProgram(program.graph, calibration=calibration, force=True)
+    # the Python workers' runner on the same graph (a calibration without the C runner's costs)
+    python_only = dataclasses.replace(calibration, c_conv=[], c_copy=[])
+    forced_py = parallel.ParallelProgram(program.graph, calibration=python_only, force=True)
     reference = sequential(*tensors).numpy()
     np.testing.assert_allclose(chosen(*tensors).numpy(), reference, rtol=1e-4, atol=1e-4)
     sides = {
@@ -135,6 +142,7 @@ def bench(name: str, rounds: int, calls: int, calibration) -> None:
         "seq 1t": lambda: _single_threaded(sequential, tensors),
         "parallel": lambda: chosen(*tensors),
         "forced": lambda: forced(*arrays),
+        "forced py": lambda: forced_py(*arrays),
     }
     ort_runs = _ort_sessions(name, arrays, calibration.cores) if name != "tiny" else {}
     if isinstance(ort_runs, dict):
@@ -150,15 +158,17 @@ def bench(name: str, rounds: int, calls: int, calibration) -> None:
     cells = "  ".join(f"{k} {v * 1e6:.0f} us" for k, v in med.items())
     ratios = f"parallel/seq {med['parallel'] / med['seq']:.2f}  "
     ratios += f"forced/seq {med['forced'] / med['seq']:.2f}  "
-    ratios += f"forced/seq 1t {med['forced'] / med['seq 1t']:.2f}"
+    ratios += f"forced/seq 1t {med['forced'] / med['seq 1t']:.2f}  "
+    ratios += f"forced py/seq {med['forced py'] / med['seq']:.2f}"
     if "ort par" in med:
         ratios += f"  ort par/ort seq {med['ort par'] / med['ort seq']:.2f}"
     plan = program.parallel_plan
     print(f"{name:10s} {cells}\n{'':10s} {ratios}")
     print(
         f"{'':10s} plan: {'parallel' if plan.parallel else 'sequential'} ({plan.reason}), "
-        f"predicted x{plan.predicted_speedup:.2f}; forced plan predicted "
-        f"x{forced.plan.predicted_speedup:.2f}"
+        f"predicted x{plan.predicted_speedup:.2f} (sequential {plan.sequential_s * 1e6:.0f} us, "
+        f"parallel {plan.parallel_s * 1e6:.0f} us; runner: {forced.plan.runner}); forced plan "
+        f"predicted x{forced.plan.predicted_speedup:.2f}"
     )
     if isinstance(ort_runs, str):
         print(f"{'':10s} ONNX Runtime skipped: {ort_runs}")

@@ -311,6 +311,22 @@ def _weight_grad_cost(in_types, out_types, attrs) -> Cost:
     return Cost(flops, io_bytes(in_types, out_types))
 
 
+def _conv_c_step(node):
+    """The C graph runner's step (runtime/cgraph.py) of a 2-d, one-group convolution."""
+    x, w = (v.type for v in node.inputs)
+    if node.attrs["groups"] != 1 or x.dtype != w.dtype or x.dtype != node.outputs[0].dtype:
+        return None
+    from ..runtime import cconv
+    from ..runtime.cgraph import CStep, function_address
+
+    p = _geometry(node.attrs, x.shape[2:], w.shape)
+    made = cconv.forward_step(x.shape, w.shape, p, x.dtype.np, relu=False)
+    if made is None:
+        return None
+    step, args, keep = made
+    return CStep(function_address(step), args, [(0, "in", 0), (1, "in", 1), (3, "out", 0)], keep)
+
+
 CONV = register(
     OpDef(
         name="conv",
@@ -322,6 +338,7 @@ CONV = register(
         # tools/flops.py: counted with convolutions
         extra={
             "batch": _batching.per_sample(),
+            "c_step": _conv_c_step,
             "flop_family": "conv",
             "workspace": _half_workspace,
         },

@@ -259,6 +259,15 @@ def _compiled_epilogue(node):
     return cepilogue.build(node)
 
 
+def _epilogue_c_step(node):
+    """The C graph runner's step (runtime/cgraph.py): a convolution's epilogue only."""
+    if node.attrs["producer"] != "conv":
+        return None
+    from ..runtime import cconv_epilogue
+
+    return cconv_epilogue.c_step(node)
+
+
 FUSED_EPILOGUE = register(
     OpDef(
         name="fused_epilogue",
@@ -270,7 +279,12 @@ FUSED_EPILOGUE = register(
         num_outputs=-1,
         doc="fused_epilogue(*producer inputs, *inputs; producer, producer_attrs, n_producer, "
         "slot, program, outputs, out_types): a matmul and the elementwise ops on its result",
-        extra={"batch": None, "compile": _compiled_epilogue, "workspace": _epilogue_workspace},
+        extra={
+            "batch": None,
+            "compile": _compiled_epilogue,
+            "c_step": _epilogue_c_step,
+            "workspace": _epilogue_workspace,
+        },
     )
 )
 

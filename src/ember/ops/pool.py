@@ -180,6 +180,12 @@ def _max_pool_kernel(x, *, kernel, stride, padding, dilation, ceil_mode):
     return (values.astype(x.dtype) if half else values), indices
 
 
+def _max_pool_c_step(node):
+    from ..runtime import cpooling
+
+    return cpooling.max_pool_c_step(node)
+
+
 def _max_pool_np(x, kernel, stride, padding, dilation, ceil_mode):
     in_size = x.shape[2:]
     out = tuple(
@@ -382,6 +388,7 @@ MAX_POOL = register(
         num_outputs=2,
         extra={
             "batch": _batching.per_sample(outputs=2),
+            "c_step": _max_pool_c_step,
             "workspace": _max_pool_workspace,
         },
         doc="max_pool(x; kernel, stride, padding, dilation, ceil_mode) -> (values, indices): "

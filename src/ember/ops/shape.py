@@ -57,6 +57,12 @@ def _reshape_infer(x, *, shape):
     return TensorType(resolve_shape("reshape", tuple(x.shape), shape), x.dtype)
 
 
+def _copy_c_step(node):
+    from ..runtime import cgraph
+
+    return cgraph.copy_step(node)
+
+
 _RESHAPE = register(
     OpDef(
         name="reshape",
@@ -71,6 +77,7 @@ _RESHAPE = register(
         extra={
             "batch": _batching.reshape_rule,
             "noop": lambda x, *, shape: tuple(x.shape) == tuple(shape),
+            "c_step": _copy_c_step,
             "compose": lambda inner, outer, x: dict(outer),
         },
     )
@@ -151,6 +158,7 @@ _BROADCAST = register(
         extra={
             "batch": _batching.broadcast_rule,
             "noop": lambda x, *, shape: tuple(x.shape) == tuple(shape),
+            "c_step": _copy_c_step,
             "compose": lambda inner, outer, x: dict(outer),
             "broadcast": True,
         },
@@ -317,6 +325,12 @@ def _concat_vjp(c, g):
     return tuple(p if need else None for p, need in zip(parts, c.needs_input_grad))
 
 
+def _concat_c_step(node):
+    from ..runtime import cgraph
+
+    return cgraph.concat_step(node)
+
+
 _CONCAT = register(
     OpDef(
         name="concat",
@@ -327,7 +341,7 @@ _CONCAT = register(
         cost=memory_cost,
         save_inputs=(),
         doc="concat(*xs, axis): join tensors along an existing axis",
-        extra={"batch": _batching.concat_rule},
+        extra={"batch": _batching.concat_rule, "c_step": _concat_c_step},
     )
 )
 

@@ -25,13 +25,21 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
+from typing import NamedTuple
 
 import numpy as np
 
 from ..ops._conv_kernels import Plan, _interior, _source, scratch
 from .cconv_source import SOURCE
 
-__all__ = ["available", "conv_forward", "conv_input_grad", "conv_weight_grad", "temporaries"]
+__all__ = [
+    "available",
+    "conv_forward",
+    "forward_step",
+    "conv_input_grad",
+    "conv_weight_grad",
+    "temporaries",
+]
 
 _C = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 _MR = 8
@@ -141,6 +149,35 @@ def _address(a: np.ndarray, offset: int = 0) -> int:
 # -------------------------------------------------------------------------------- kernels
 
 
+class _Forward(NamedTuple):
+    """What the forward kernel needs of a geometry (see `_forward_layout`)."""
+
+    cg: int  # input channels per group
+    cog: int  # output channels per group
+    rows: int  # (channel, kernel offset) rows of one group
+    tables: tuple  # (src, dst, roff)
+    plane: int  # elements of one padded input plane
+    size: int  # elements of the padded input (its tail past the planes zero)
+    m: int  # output positions per channel
+    panels: int  # panels of _MR output channels per group
+    unpadded: bool  # the kernel reads the input itself: no padding, no cropping, no tail
+
+
+def _forward_layout(x_shape: tuple, w_shape: tuple, p: Plan, groups: int) -> _Forward:
+    n, c = x_shape[:2]
+    cout = w_shape[0]
+    cg, cog = c // groups, cout // groups
+    src, dst, roff = _forward_tables(p, cg)
+    plane = math.prod(p.padded)
+    last = (n - 1) * c * plane + int(src[-1]) + (groups - 1) * cg * plane + int(roff[-1])
+    size = max(n * c * plane, last + 1)
+    unpadded = not any(p.lo) and tuple(p.padded) == tuple(p.in_size) and size == n * c * plane
+    return _Forward(
+        cg, cog, cg * math.prod(p.kernel), (src, dst, roff), plane, size,
+        math.prod(p.out_size), -(-cog // _MR), unpadded,
+    )  # fmt: skip
+
+
 def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False, mask=None):
     """conv(x, w) (+ bias per output channel) (then ReLU), or None where it does not apply.
     ``x`` and ``w`` share a float dtype; ``bias``, if given, is (Cout,). ``mask``, a bool array
@@ -151,16 +188,12 @@ def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False, mask
     forward, _, _, pool = functions
     n, c = x.shape[:2]
     cout = w.shape[0]
-    cg, cog = c // groups, cout // groups
-    rows = cg * math.prod(p.kernel)
-    src, dst, roff = _forward_tables(p, cg)
-    plane = math.prod(p.padded)
-    last = (n - 1) * c * plane + int(src[-1]) + (groups - 1) * cg * plane + int(roff[-1])
-    size = max(n * c * plane, last + 1)
-    xp = _padded(x, p, size, "cconv_x")
-    m = math.prod(p.out_size)
+    f = _forward_layout(x.shape, w.shape, p, groups)
+    cg, cog, rows, plane, m, panels = f.cg, f.cog, f.rows, f.plane, f.m, f.panels
+    src, dst, roff = f.tables
+    # an unpadded convolution reads its (contiguous) input where it is
+    xp = x if f.unpadded and x.flags.c_contiguous else _padded(x, p, f.size, "cconv_x")
     out = np.empty((n, cout) + p.out_size, x.dtype)
-    panels = -(-cog // _MR)
     packed = np.zeros((groups, panels * _MR, rows), x.dtype)
     packed[:, :cog] = w.reshape(groups, cog, rows)
     # per group, panels of MR output channels, each stored (rows, MR): the micro-kernel's order
@@ -189,6 +222,42 @@ def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False, mask
             pool,
         )
     return out
+
+
+@functools.cache
+def _step_function(dtype: np.dtype):
+    from . import ccompile
+
+    source = f"#define T {_C[dtype]}\n#define T_FLOAT {int(dtype == np.float32)}\n" + SOURCE
+    try:
+        return ccompile.load(source, "conv_forward_step", [_P])
+    except ccompile.CompileError:
+        return None
+
+
+def forward_step(x_shape: tuple, w_shape: tuple, p: Plan, dtype, relu: bool):
+    """The graph runner's step of a 2-d, one-group forward convolution (runtime/cgraph.py):
+    (the step function, its argument block with zeros in the x, w, bias, out and mask slots
+    0 to 4, what must stay alive), or None where `conv_forward` would not run."""
+    dtype = np.dtype(dtype)
+    if len(x_shape) != 4 or 0 in x_shape or 0 in w_shape or _functions(dtype) is None:
+        return None
+    step = _step_function(dtype)
+    if step is None:
+        return None
+    n, c, h, w = x_shape
+    f = _forward_layout(x_shape, w_shape, p, 1)
+    src, dst, roff = f.tables
+    xp = None if f.unpadded else np.zeros(f.size, dtype)
+    wp = np.empty((f.panels * _MR * f.rows,), dtype)
+    copied = [min(s, n_ - lo) for lo, s, n_ in zip(p.lo, p.in_size, p.padded)]
+    args = [0, 0, 0, 0, 0, 0 if xp is None else xp.ctypes.data, wp.ctypes.data]
+    args += [src.ctypes.data, dst.ctypes.data, roff.ctypes.data]
+    args += [n * c, *copied, h, w, *p.lo, *p.padded]
+    args += [f.cog, f.rows, f.panels]
+    args += [f.panels, f.rows, n * len(src), f.cog, f.m, len(src), c * f.plane, f.cog * f.m]
+    args += [int(relu)]
+    return step, np.array(args, np.int64), (step, xp, wp, src, dst, roff)
 
 
 def conv_input_grad(gy, w, p: Plan, groups: int):

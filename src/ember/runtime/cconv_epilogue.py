@@ -91,9 +91,9 @@ def spec(program, outputs, out_types, operand_types, slot: int, result) -> Spec 
     return Spec(bias, relu, value, mask)
 
 
-def build(node):
-    """``(*arrays, out=None) -> tuple`` for a ``fused_epilogue`` node of a convolution, or None."""
-    from ..ops.conv import _geometry
+def _spec_of(node):
+    """(the node's `Spec`, its convolution's attributes, the convolution's result type), or
+    None when the C store cannot run it."""
     from . import cconv
 
     attrs = node.attrs
@@ -108,8 +108,48 @@ def build(node):
     operand_types = [v.type for v in node.inputs[n:]]
     operand_types.insert(slot, result)
     plan = spec(attrs["program"], attrs["outputs"], attrs["out_types"], operand_types, slot, result)
-    if plan is None:
+    return None if plan is None else (plan, producer_attrs, result)
+
+
+def c_step(node):
+    """The graph runner's C step (runtime/cgraph.py) of a ``fused_epilogue`` node of a 2-d,
+    one-group convolution whose float result is wanted, or None."""
+    from ..ops.conv import _geometry
+    from . import cconv
+    from .cgraph import CStep, function_address
+
+    found = _spec_of(node)
+    if found is None:
         return None
+    plan, producer_attrs, result = found
+    x_type, w_type = (v.type for v in node.inputs[:2])
+    if producer_attrs["groups"] != 1 or plan.value is None or x_type.dtype != w_type.dtype:
+        return None
+    p = _geometry(producer_attrs, x_type.shape[2:], w_type.shape)
+    made = cconv.forward_step(x_type.shape, w_type.shape, p, x_type.dtype.np, plan.relu)
+    if made is None:
+        return None
+    step, args, keep = made
+    slots = [(0, "in", 0), (1, "in", 1), (3, "out", plan.value)]
+    if plan.bias is not None:
+        n, slot = node.attrs["n_producer"], node.attrs["slot"]
+        slots.append((2, "in", n + plan.bias - (plan.bias > slot)))
+    if plan.mask is not None:
+        slots.append((4, "out", plan.mask))
+    return CStep(function_address(step), args, slots, keep)
+
+
+def build(node):
+    """``(*arrays, out=None) -> tuple`` for a ``fused_epilogue`` node of a convolution, or None."""
+    from ..ops.conv import _geometry
+    from . import cconv
+
+    found = _spec_of(node)
+    if found is None:
+        return None
+    plan, producer_attrs, result = found
+    attrs = node.attrs
+    n, slot = attrs["n_producer"], attrs["slot"]
     groups = producer_attrs["groups"]
     shape = tuple(result.shape)
 

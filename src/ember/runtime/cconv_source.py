@@ -174,6 +174,36 @@ void conv_forward(const T *x, const T *wp, const T *bias, T *out, unsigned char 
   else fwd_panels(&f, 0, panels);
 }
 
+/* the graph runner's step (runtime/cgraph.py): one group's forward convolution with its
+   epilogue on this thread. The input is copied into the step's own zero-bordered scratch (none
+   when the convolution reads it unpadded) and the weight packed into its own, as the caller
+   of conv_forward does. args: x, w, bias, out, mask, xp (or 0), wp, src, dst, roff, then the
+   copy (planes, rows and columns copied, the input's rows and columns, the padding before,
+   the padded rows and columns), the packing (cout, rows, panels), conv_forward's eight
+   sizes, relu */
+void conv_forward_step(const long *a) {
+  const T *x = (const T *)a[0], *w = (const T *)a[1];
+  T *xp = (T *)a[5], *wp = (T *)a[6];
+  if (xp) {
+    long planes = a[10], h = a[11], wd = a[12], in_h = a[13], in_w = a[14];
+    long lo_h = a[15], lo_w = a[16], hp = a[17], wpd = a[18];
+    for (long p = 0; p < planes; p++)
+      for (long r = 0; r < h; r++)
+        memcpy(xp + (p * hp + r + lo_h) * wpd + lo_w, x + (p * in_h + r) * in_w,
+               (size_t)wd * sizeof(T));
+  }
+  long cout = a[19], rows = a[20], panels = a[21];
+  for (long pn = 0; pn < panels; pn++)
+    for (long r = 0; r < rows; r++)
+      for (long i = 0; i < MR; i++) {
+        long co = pn * MR + i;
+        wp[(pn * rows + r) * MR + i] = co < cout ? w[co * rows + r] : 0;
+      }
+  conv_forward(xp ? xp : x, wp, (const T *)a[2], (T *)a[3], (unsigned char *)a[4],
+               (const long *)a[7], (const long *)a[8], (const long *)a[9], a[22], a[23], a[24],
+               a[25], a[26], a[27], a[28], a[29], (int)a[30], 0);
+}
+
 /* ------------------------------------------------------------------ weight gradient */
 
 #define WA 4 /* output channels per tile */

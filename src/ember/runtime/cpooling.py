@@ -213,6 +213,11 @@ void max_pool(const T *x, T *out, long long *idx, long count, ember_pool pool) {
   if (pool && count * H * W > (1L << 16)) pool(planes, &j, count, 1);
   else planes(&j, 0, count);
 }
+/* the graph runner's step (runtime/cgraph.py): args x, out, idx, count; this thread only */
+void max_pool_step(const long *a) {
+  struct job j = {(const T *)a[0], (T *)a[1], (long long *)a[2]};
+  planes(&j, 0, a[3]);
+}
 """
 # frames up to this size live on the stack of the thread running the plane (the pool's
 # threads have 1 MiB); larger ones are made for every plane at once by the caller
@@ -228,13 +233,10 @@ def max_pool_2d(x: np.ndarray, kernel, stride, padding, dilation, out_size):
         return None
     n, c, h, w = x.shape
     geometry = (h, w, *map(tuple, (out_size, kernel, stride, padding, dilation)))
-    kernel_fn = _max_pool_kernels.get((x.dtype.str, geometry))
-    if kernel_fn is None:  # (a miss is not remembered: a compiler may be set later)
-        kernel_fn = _max_pool_function(x.dtype.str, *geometry)
-        if kernel_fn is None:
-            return None
-        _max_pool_kernels[(x.dtype.str, geometry)] = kernel_fn
-    fn, pool, frame = kernel_fn
+    kernel_fn = _max_pool_kernel_of(x.dtype.str, geometry)
+    if kernel_fn is None:
+        return None
+    fn, pool, frame, _ = kernel_fn
     if frame is not None:  # every plane in its -inf frame, made here (see FRAME_LIMIT_BYTES)
         x = pad_input(x, padding, frame, -np.inf, "cpooling_frames")
     x = np.ascontiguousarray(x)
@@ -249,9 +251,41 @@ def max_pool_2d(x: np.ndarray, kernel, stride, padding, dilation, out_size):
 _max_pool_kernels: dict = {}
 
 
+def _max_pool_kernel_of(dtype: str, geometry: tuple):
+    kernel_fn = _max_pool_kernels.get((dtype, geometry))
+    if kernel_fn is None:  # (a miss is not remembered: a compiler may be set later)
+        kernel_fn = _max_pool_function(dtype, *geometry)
+        if kernel_fn is not None:
+            _max_pool_kernels[(dtype, geometry)] = kernel_fn
+    return kernel_fn
+
+
+def max_pool_c_step(node):
+    """The graph runner's C step (runtime/cgraph.py) of a 2-d ``max_pool`` node, or None (as
+    `max_pool_2d` would return, or planes the caller must frame)."""
+    from .cgraph import CStep, function_address
+
+    x = node.inputs[0].type
+    attrs = node.attrs
+    if len(x.shape) != 4 or x.dtype.np not in (np.float32, np.float64) or 0 in x.shape:
+        return None
+    n, c, h, w = x.shape
+    out_size = tuple(node.outputs[0].type.shape[2:])
+    geometry = (h, w, out_size) + tuple(
+        tuple(attrs[k]) for k in ("kernel", "stride", "padding", "dilation")
+    )
+    kernel_fn = _max_pool_kernel_of(x.dtype.np.str, geometry)
+    if kernel_fn is None or kernel_fn[2] is not None:
+        return None
+    step = kernel_fn[3]
+    args = np.array([0, 0, 0, n * c], np.int64)
+    slots = [(0, "in", 0), (1, "out", 0), (2, "out", 1)]
+    return CStep(function_address(step), args, slots, (step,))
+
+
 def _max_pool_function(dtype: str, h, w, out_size, kernel, stride, padding, dilation):
     """(the compiled kernel of this geometry, the pool, the frame size (rows, columns) when the
-    caller frames the planes, else None), or None."""
+    caller frames the planes, else None, the graph runner's step), or None."""
 
     itemsize = np.dtype(dtype).itemsize
     (oh, ow), (kh, kw), (sh, sw), (ph, pw), (dh, dw) = out_size, kernel, stride, padding, dilation
@@ -271,10 +305,12 @@ def _max_pool_function(dtype: str, h, w, out_size, kernel, stride, padding, dila
     defines += f"#define FIRST_B {', '.join(map(str, first_b))}\n"
     pointer = ctypes.c_void_p
     argtypes = [pointer] * 3 + [ctypes.c_long, pointer]
-    fn, pool = _load(defines + _MAX_POOL, "max_pool", dt.as_dtype(np.dtype(dtype)), argtypes)
+    dtype_ = dt.as_dtype(np.dtype(dtype))
+    fn, pool = _load(defines + _MAX_POOL, "max_pool", dtype_, argtypes)
     if fn is None:
         return None
-    return fn, pool, (hf, wf) if framed else None
+    step, _ = _load(defines + _MAX_POOL, "max_pool_step", dtype_, [pointer])
+    return fn, pool, (hf, wf) if framed else None, step
 
 
 def build_masked_scatter(node):

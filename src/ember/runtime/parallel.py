@@ -8,6 +8,13 @@ exactly as ``executor="codegen"``, so choosing ``executor="parallel"`` costs not
 plan-time check. ``print(plan)`` shows the workers' lists, what each waits for, and the
 predicted times.
 
+Where every node of the graph has a C step (convolutions with their epilogues, max pooling,
+concatenation, reshapes: runtime/cgraph.py), the plan is made with the C graph runner's costs
+(``Calibration.for_c_runner``) and each node's two times measured on this machine
+(`cgraph.measure_nodes`: as generated code runs it, and alone on one thread), and a parallel
+plan runs in one call into C: no Python, GIL or Event between nodes, whose hand-offs cost
+about what a small convolution does. Otherwise:
+
 `ParallelProgram(graph)` runs the plan: the calling thread is worker 0, the pool's threads the
 others, each running its own list of nodes with the ops' kernels (or the C implementations their
 ``compile`` hooks give, as generated code does) and waiting on an Event per node another worker
@@ -29,7 +36,7 @@ import numpy as np
 
 from ..errors import EmberError
 from ..graph.printer import format_node
-from . import blas_threads
+from . import blas_threads, cgraph
 from .codegen import compile_graph
 from .parallel_cost import calibrate
 from .parallel_plan import MARGIN, ParallelPlan, plan
@@ -118,7 +125,9 @@ class _Step:
     node: object
 
 
-def _callable(node):
+def node_callable(node):
+    """``node``'s kernel as generated code calls it (its op's compiled implementation, else its
+    NumPy kernel with the attributes bound)."""
     hook = node.op.extra.get("compile")
     impl = hook(node) if hook is not None else None
     if impl is not None:
@@ -148,7 +157,7 @@ def worker_steps(graph, workers: list, waits: dict) -> list[list[_Step]]:
         steps.append(
             [
                 _Step(
-                    _callable(nodes[p]),
+                    node_callable(nodes[p]),
                     [id(v) for v in nodes[p].inputs],
                     [id(v) for v in nodes[p].outputs],
                     nodes[p].op.num_outputs == 1,
@@ -234,10 +243,17 @@ class ParallelProgram:
         self, graph, inplace: dict | None = None, *, calibration=None, force=False, schedule=None
     ):
         self.graph = graph
+        steps = None
         if schedule is None:
             calibration = calibration or calibrate()
             workers = min(worker_pool().size + 1, calibration.cores)
-            schedule = plan(graph, calibration, workers=workers, force=force)
+            c_costs = calibration.for_c_runner()
+            steps = cgraph.c_steps(graph) if c_costs is not None else None
+            measured = None
+            if steps is not None:  # every node a C step: the C runner's costs decide, with
+                calibration = c_costs  # each node's two times measured here
+                measured = cgraph.measure_nodes(graph, steps)
+            schedule = plan(graph, calibration, workers=workers, force=force, measured=measured)
         elif len(schedule.workers) > worker_pool().size + 1:
             raise EmberError(
                 f"the schedule has {len(schedule.workers)} workers; this process's pool runs "
@@ -246,8 +262,16 @@ class ParallelProgram:
             )
         self.plan = schedule  # ``schedule``: a ParallelPlan made elsewhere (tests, tools)
         self._sequential = compile_graph(graph, inplace)
-        self._steps = None
-        if self.plan.parallel:
+        self._steps = self._c_program = None
+        if self.plan.parallel and self.plan.runner == "c":
+            if steps is None:
+                steps = cgraph.c_steps(graph)
+            if steps is None:
+                raise EmberError("the schedule wants the C runner; a node has no C step")
+            threads = len(self.plan.workers)
+            self._c_program = cgraph.CGraphProgram(graph, steps, self.plan.order, threads)
+            self._c_lock = threading.Lock()
+        elif self.plan.parallel:
             self._steps = worker_steps(graph, self.plan.workers, self.plan.waits)
             self._n_events = len({q for qs in self.plan.waits.values() for q in qs})
 
@@ -256,6 +280,15 @@ class ParallelProgram:
         return self._sequential.source
 
     def __call__(self, *arrays) -> list:
+        if self._c_program is not None:
+            if len(arrays) != len(self.graph.inputs):
+                return self._sequential(*arrays)  # (which says what is wrong)
+            if not self._c_lock.acquire(blocking=False):  # another thread runs it now
+                return self._sequential(*arrays)
+            try:
+                return self._c_program(*arrays)
+            finally:
+                self._c_lock.release()
         if self._steps is None:
             return self._sequential(*arrays)
         pool = worker_pool()

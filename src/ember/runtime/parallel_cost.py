@@ -18,12 +18,23 @@ is calibrated, not assumed (`calibrate`):
   the pool's workers and joining them for one run, ``step_s``: the parallel runner's cost per
   node beyond generated code's.
 
+* for the C graph runner (runtime/cgraph.py), timed through the runner itself: ``c_run_s``,
+  one run's fixed cost (two tiny steps on two threads, the Python around the call included),
+  ``c_step_s``, its Python per node (outputs allocated, pointers written), and ``c_conv`` /
+  ``c_copy``, 3x3 convolutions by FLOPs and copies by bytes: a step's time alone on one
+  thread and the pair factor of two at once (no GIL between them: about 1 where the cores
+  are free).
+
 A node is then estimated (`estimate`) from its op's ``kind`` and ``cost`` (FLOPs, bytes): kinds
 ``linalg`` and ``nn`` (matmuls, convolutions: BLAS) by the blas table at its FLOPs, the rest by
 the numpy table at its bytes, and a loop compiled by ember (an op with a ``compile`` hook) long
 enough for ember's pool counts as taking every pool thread. Long nodes whose pair factor says a
 partner gains too little are *exclusive*: the scheduler never overlaps them with anything;
 short ones are stretched by their pair factor wherever they may overlap.
+
+For a graph the C runner can run, each node's times are measured instead (``measured``):
+on a small machine a convolution's Python preamble in generated code and its kernel's speed
+per shape are far from a square matmul's, and the decision rests on them.
 
 Limits. Pair factors are measured for two kernels at once; with more workers the model assumes
 the same factor. BLAS is calibrated with square matmuls, so a convolution (whose im2col copies
@@ -44,14 +55,15 @@ import platform
 import statistics
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
 from .._files import write_atomic
 from .cpool import cpu_count, cpu_model
 
-FORMAT_VERSION = "4"  # 3: matmuls timed through ember's kernel (runtime/cgemm.py); 4: its own GEMM
+FORMAT_VERSION = "5"  # 3: matmuls timed through ember's kernel (runtime/cgemm.py); 4: its own GEMM;
+# 5: the C graph runner's costs
 # overlapping nodes whose pair factor is above this fraction of the cores gains too little to
 # pay for the hand-offs: they run alone
 EXCLUSIVE_FRACTION = 0.8
@@ -76,6 +88,41 @@ class Calibration:
     blas: list = field(default_factory=list)
     numpy: list = field(default_factory=list)
     machine: str = ""
+    # the C graph runner (runtime/cgraph.py): one run's fixed cost (two tiny steps on two
+    # threads), its cost per node, and rows (FLOPs or bytes, seconds alone on one thread, pair
+    # factor) of its convolution and copy steps, timed in C; empty without a compiler (then
+    # nothing runs there)
+    c_run_s: float = 0.0
+    c_step_s: float = 0.0
+    c_conv: list = field(default_factory=list)
+    c_copy: list = field(default_factory=list)
+    runner: str = "python"  # "c": the costs of the C graph runner (see `for_c_runner`)
+
+    def for_c_runner(self) -> Calibration | None:
+        """These costs as the C graph runner meets them, or None when they were not measured.
+        Its steps run single-threaded, so a node costs its one-thread time and pair factor in a
+        run, from the runner's own tables (and its usual time in generated code, the sequential
+        estimate); a finished node costs its successors no hand-off (an atomic count a spinning
+        thread sees at once); the run's fixed cost is ``c_run_s``, and ``c_step_s`` per node (its
+        outputs allocated, its pointers written)."""
+        if not self.c_conv or not self.c_copy:
+            return None
+
+        def rebase(table, c_rows):
+            c_table = [(s, t, t, f) for s, t, f in c_rows]
+            return [
+                (size, seconds, *_interpolate(c_table, size)[1:]) for size, seconds, *_ in table
+            ]
+
+        return replace(
+            self,
+            handoff_s=0.0,
+            fork_s=self.c_run_s,
+            step_s=self.c_step_s,
+            blas=rebase(self.blas, self.c_conv),
+            numpy=rebase(self.numpy, self.c_copy),
+            runner="c",
+        )
 
     def __str__(self) -> str:
         lines = [
@@ -128,9 +175,22 @@ def _elements(types) -> int:
     return max((int(np.prod(t.shape, dtype=np.int64)) for t in types), default=0)
 
 
-def estimate(node, calibration: Calibration) -> NodeEstimate:
+def estimate(node, calibration: Calibration, measured: tuple | None = None) -> NodeEstimate:
     """Predict ``node``'s time and concurrency from its op's kind and cost (a call node with
-    concrete shapes)."""
+    concrete shapes). ``measured``: its (seconds, seconds in a worker) timed on this machine,
+    which replace the tables' (the pair factor still comes from them)."""
+    found = _estimate(node, calibration)
+    if measured is None:
+        return found
+    seconds, worker = measured
+    exclusive = (
+        found.factor >= EXCLUSIVE_FRACTION * calibration.cores
+        and worker >= EXCLUSIVE_HANDOFFS * calibration.handoff_s
+    )
+    return NodeEstimate(seconds, worker, found.factor, exclusive, found.reason + ", measured")
+
+
+def _estimate(node, calibration: Calibration) -> NodeEstimate:
     op = node.op
     in_types = [v.type for v in node.inputs]
     out_types = [v.type for v in node.outputs]
@@ -148,7 +208,8 @@ def estimate(node, calibration: Calibration) -> NodeEstimate:
         t_flops, w_flops, f_flops = _interpolate(calibration.blas, flops)
         if t_flops * scale >= seconds:
             seconds, worker, factor, why = t_flops * scale, w_flops * scale, f_flops, "BLAS"
-    if op.extra.get("compile") is not None and op.kind not in ("linalg", "nn"):
+    loop = op.extra.get("compile") is not None and op.kind not in ("linalg", "nn")
+    if loop and calibration.runner != "c":  # (the C runner's steps run on one thread)
         from . import cfuse, cpool
 
         threads = cpool.get_num_threads()
@@ -272,6 +333,7 @@ def measure() -> Calibration:
         a = rng.standard_normal(n, dtype=np.float32)
         b = rng.standard_normal(n, dtype=np.float32)
         elementwise.append((12.0 * n, *_measure(lambda a=a, b=b: np.multiply(a, b), pool)))
+    c_run, c_step, c_conv, c_copy = _c_runner_costs()
     return Calibration(
         cores=cpu_count(),
         handoff_s=_handoff(pool),
@@ -280,7 +342,100 @@ def measure() -> Calibration:
         blas=_monotone(blas),
         numpy=_monotone(elementwise),
         machine=platform.node(),
+        c_run_s=c_run,
+        c_step_s=c_step,
+        c_conv=c_conv,
+        c_copy=c_copy,
     )
+
+
+# the C runner's pair tables: 3x3 convolutions ((batch, channels, size), steps per chain) and
+# copies (bytes, steps per chain), the chains long enough that a thread's wake-up (once per
+# run) and the timing noise of the Python around a run weigh little beside the steps
+_C_CONVS = (((2, 16, 8), 32), ((4, 16, 16), 16), ((8, 32, 16), 4), ((8, 64, 16), 2))
+_C_COPIES = ((1 << 16, 32), (1 << 20, 16), (1 << 24, 2))
+_C_CHAIN = 8  # steps per chain of the tiny ones that time the runner's own costs
+
+
+def _c_runner_costs() -> tuple[float, float, list, list]:
+    """(the C graph runner's fixed cost per run on two threads, its cost per node (the arrays
+    it allocates and the pointers it writes), its convolution rows and its copy rows: (FLOPs or
+    bytes, seconds alone on one thread, pair factor)), or (0, 0, [], []) without a compiler.
+    Each row times a graph of two independent chains of steps run by the runner on one thread
+    and on two, less the fixed costs of two chains of tiny steps."""
+    from ..dtypes import float32
+    from ..graph.ir import Graph
+    from ..ops._registry import REGISTRY, TensorType
+    from . import cgraph
+
+    def pair(op, shapes, attrs, back=None, chain=_C_CHAIN):
+        """Runner programs (one thread, two) of two independent chains of ``chain`` ``op``
+        nodes on one input (``back``: the attributes taking a node's output back to its
+        input's shape), and the inputs."""
+        graph = Graph("calibration_pair")
+        inputs = [graph.add_input(TensorType(s, float32), f"x{i}") for i, s in enumerate(shapes)]
+        ends = []
+        for _ in "ab":
+            value = inputs[0]
+            for k in range(chain):
+                step_attrs = attrs if k % 2 == 0 or back is None else back
+                value = graph.add_call(REGISTRY[op], [value, *inputs[1:]], step_attrs).outputs[0]
+            ends.append(value)
+        graph.set_outputs(ends)
+        if cgraph.c_steps(graph) is None:
+            return None
+        programs = [
+            cgraph.CGraphProgram(graph, cgraph.c_steps(graph), threads=threads)
+            for threads in (1, 2)
+        ]
+        return programs, [np.ones(s, np.float32) for s in shapes]
+
+    tiny = pair("reshape", [(4,)], {"shape": (2, 2)}, {"shape": (4,)}, chain=1)
+    if tiny is None:
+        return 0.0, 0.0, [], []
+    (_, two), arrays = tiny
+    c_run = _per_call(lambda: two(*arrays))
+    (one, two), arrays = pair("reshape", [(4,)], {"shape": (2, 2)}, {"shape": (4,)})
+    fixed1 = _per_call(lambda: one(*arrays))
+    fixed2 = _per_call(lambda: two(*arrays))
+    c_step = max(0.0, (fixed2 - c_run) / (2 * _C_CHAIN - 2))
+
+    def row(size, made, chain):
+        (one, two), arrays = made
+        extra1, extra2 = (fixed1 - c_run) / _C_CHAIN * chain, (fixed2 - c_run) / _C_CHAIN * chain
+        alone = max((_per_call(lambda: one(*arrays)) - c_run - extra1) / (2 * chain), 1e-7)
+        both = (_per_call(lambda: two(*arrays)) - c_run - extra2) / chain
+        # (two steps at once take at least one's time and at most two's, noise aside)
+        return size, alone, min(2.0, max(1.0, both / alone))
+
+    convs, copies = [], []
+    attrs = {"stride": (1, 1), "padding": ((1, 1), (1, 1)), "dilation": (1, 1), "groups": 1}
+    for (n, c, h), chain in _C_CONVS:
+        made = pair("conv", [(n, c, h, h), (c, c, 3, 3)], attrs, chain=chain)
+        if made is None:
+            return 0.0, 0.0, [], []
+        convs.append(row(2.0 * n * c * c * 9 * h * h, made, chain))
+    for size, chain in _C_COPIES:
+        shapes = {"shape": (size // 8, 2)}, {"shape": (size // 4,)}
+        made = pair("reshape", [(size // 4,)], *shapes, chain=chain)
+        copies.append(row(float(size), made, chain))
+    return c_run, c_step, _monotone_rows(convs), _monotone_rows(copies)
+
+
+def _per_call(fn, samples: int = 5) -> float:
+    """The fastest per-call time of ``fn`` over ``samples`` batches of about _SAMPLE_S."""
+    fn()
+    reps = max(1, min(500, int(_SAMPLE_S / max(_median_time(fn, 3), 1e-7))))
+
+    def batch():
+        for _ in range(reps):
+            fn()
+
+    return _best_time(batch, samples) / reps
+
+
+def _monotone_rows(rows: list) -> list:
+    return [(size, t, f) for size, t, _, f in _monotone([(s, t, t, f) for s, t, f in rows])]
 
 
 def _monotone(table: list) -> list:
@@ -326,8 +481,8 @@ def _read(path) -> Calibration | None:
         data = json.loads(path.read_text())
         if data.pop("format", None) != FORMAT_VERSION:
             return None
-        data["blas"] = [tuple(r) for r in data["blas"]]
-        data["numpy"] = [tuple(r) for r in data["numpy"]]
+        for table in ("blas", "numpy", "c_conv", "c_copy"):
+            data[table] = [tuple(r) for r in data[table]]
         return Calibration(**data)
     except (OSError, ValueError, TypeError, KeyError):
         return None  # missing or unreadable: measure again

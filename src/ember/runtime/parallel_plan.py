@@ -40,6 +40,10 @@ class ParallelPlan:
     parallel_s: float = 0.0
     labels: dict = field(default_factory=dict)  # node position -> printed node
     names: dict = field(default_factory=dict)  # node position -> its first output's %name
+    # "python": the workers' lists run by runtime/parallel.py; "c": every node a C step, run by
+    # runtime/cgraph.py, whose threads claim ready nodes in ``order`` (the lists are the model's)
+    runner: str = "python"
+    order: list = field(default_factory=list)  # call node positions, highest rank first
 
     @property
     def predicted_speedup(self) -> float:
@@ -47,6 +51,8 @@ class ParallelPlan:
 
     def __str__(self) -> str:
         mode = "parallel" if self.parallel else "sequential"
+        if self.parallel and self.runner == "c":
+            mode += ", the C graph runner"
         head = (
             f"parallel plan of {self.graph_name}: {mode} ({self.reason}); predicted "
             f"sequential {self.sequential_s * 1e6:.0f} us, parallel {self.parallel_s * 1e6:.0f} us "
@@ -72,40 +78,56 @@ def _concrete(graph) -> bool:
 
 
 def plan(
-    graph, calibration: Calibration | None = None, *, workers: int | None = None, force=False
+    graph,
+    calibration: Calibration | None = None,
+    *,
+    workers: int | None = None,
+    force=False,
+    measured: dict | None = None,
 ) -> ParallelPlan:
     """Schedule ``graph``'s call nodes (see the module docstring). ``calibration``: the
     machine's (`parallel_cost.calibrate`) unless given; ``workers``: its core count unless
     given; ``force=True`` keeps a schedule that uses several workers even when it is predicted
-    slower (for tests and measurements)."""
+    slower (for tests and measurements); ``measured``: node position -> (seconds in generated
+    code, seconds in a worker) timed on this machine (`cgraph.measure_nodes`), used instead of
+    the calibration's tables for those nodes."""
     calibration = calibration or calibrate()
     workers = max(1, workers or calibration.cores)
     position = {id(n): i for i, n in enumerate(graph.nodes)}
     calls = [n for n in graph.nodes if n.kind == "call"]
     labels = {position[id(n)]: format_node(n) for n in calls}
     names = {position[id(n)]: f"%{n.name}" for n in calls}
-    result = ParallelPlan(graph.name, False, "", labels=labels, names=names)
+    result = ParallelPlan(
+        graph.name, False, "", labels=labels, names=names, runner=calibration.runner
+    )
     if not _concrete(graph):
         result.reason = "symbolic shapes: sizes unknown until run time"
         return result
-    estimates = {id(n): estimate(n, calibration) for n in calls}
+    measured = measured or {}
+    estimates = {id(n): estimate(n, calibration, measured.get(position[id(n)])) for n in calls}
     result.sequential_s = sum(e.seconds for e in estimates.values())
     if workers == 1 or len(calls) < 2:
         result.reason = "one worker" if workers == 1 else "fewer than two nodes"
         result.parallel_s = result.sequential_s
         return result
     preds = _dependencies(graph, calls)
-    duration = {
-        k: e.seconds + calibration.step_s
-        if e.exclusive
-        else e.seconds * e.factor + calibration.step_s
+    # (the C runner's steps run on one thread: a node takes its worker time there)
+    alone = {
+        k: e.worker_seconds if calibration.runner == "c" else e.seconds
         for k, e in estimates.items()
     }
-    worker_of, waits, lists, makespan = _list_schedule(
+    duration = {
+        k: alone[k] + calibration.step_s
+        if e.exclusive
+        else alone[k] * e.factor + calibration.step_s
+        for k, e in estimates.items()
+    }
+    worker_of, waits, lists, makespan, order = _list_schedule(
         calls, preds, duration, estimates, workers, calibration.handoff_s, position
     )
     result.parallel_s = makespan + calibration.fork_s
     result.workers = [[position[id(n)] for n in nodes] for nodes in lists]
+    result.order = [position[id(n)] for n in order]
     result.waits = {position[k]: {position[id(p)] for p in ps} for k, ps in waits.items() if ps}
     used = sum(1 for nodes in lists if nodes)
     gain = 1 - result.parallel_s / result.sequential_s if result.sequential_s else 0.0
@@ -118,7 +140,7 @@ def plan(
     else:
         result.parallel, result.reason = True, f"predicted gain {gain:+.0%}"
     if not result.parallel:
-        result.workers, result.waits = [], {}
+        result.workers, result.waits, result.order = [], {}, []
     return result
 
 
@@ -151,8 +173,10 @@ def _list_schedule(calls, preds, duration, estimates, workers, handoff, position
     barrier: list = [None] * workers  # an exclusive node a worker's next node must wait for
     worker_of, finish, waits = {}, {}, {}
     lists: list = [[] for _ in range(workers)]
+    order = []
     while ready:
         _, _, node = heapq.heappop(ready)
+        order.append(node)
         key = id(node)
         exclusive = estimates[key].exclusive
 
@@ -187,4 +211,4 @@ def _list_schedule(calls, preds, duration, estimates, workers, handoff, position
             missing[id(s)] -= 1
             if not missing[id(s)]:
                 heapq.heappush(ready, (-rank[id(s)], position[id(s)], s))
-    return worker_of, waits, lists, max(finish.values(), default=0.0)
+    return worker_of, waits, lists, max(finish.values(), default=0.0), order

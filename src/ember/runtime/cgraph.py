@@ -1,0 +1,314 @@
+"""The C graph runner: a graph whose every node has a C step runs in one call into C, its
+independent nodes at once on ember's thread pool, with no Python (and no GIL) between nodes.
+
+Why. The parallel executor's Python workers (runtime/parallel.py) hand values over through
+Events and take the GIL back after every kernel; on a small machine each hand-off or GIL
+contention costs tens of microseconds (a halted virtual CPU wakes slowly), about what a
+convolution of an inception branch takes. Here a node finishing costs an atomic decrement, and a
+waiting thread spins instead of sleeping.
+
+A *C step* is a function ``void step(const long *args)`` and its argument block: pointers to
+the node's inputs and outputs (patched at each run), sizes, and scratch memory of its own (so
+steps running at once never share any). An op offers one through its ``extra["c_step"]`` hook,
+``hook(node) -> CStep | None`` (None: not this node; then the graph has no C program). Steps run
+their kernels on the thread that claims them, single-threaded.
+
+The run (`ember_run_graph`): the steps are in priority order (the longest predicted path to the
+graph's end first); each thread of ``ember_parallel_for`` (runtime/cpool.py) repeatedly claims
+the first unclaimed step whose predecessors are done (a compare-and-swap), runs it and counts
+down its successors' missing inputs, until every step is claimed. No thread ever waits for a
+step that no thread has claimed, so a run cannot deadlock: with one thread (or when another
+parallel loop holds the pool) it runs the whole graph in priority order.
+
+Invariants. Inputs reach the steps C-contiguous in the node's dtype; each run allocates its own
+outputs (NumPy arrays), so results never alias an earlier run's. One run of a program at a time
+(its argument blocks are patched in place): `ParallelProgram` holds its pool's lock around it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import statistics
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["CGraphProgram", "CStep", "c_steps", "concat_step", "copy_step", "function_address"]
+__all__ += ["measure_nodes"]
+
+_SOURCE = r"""
+#include <string.h>
+typedef void (*ember_step)(const long *args);
+typedef void (*ember_task)(void *ctx, long lo, long hi);
+typedef void (*ember_pool)(ember_task, void *ctx, long n, long align);
+
+struct run {
+  long n;
+  const long *fns, *args;         /* per step: its function's and its argument block's address */
+  const long *succ_start, *succ;  /* successors of step i: succ[succ_start[i] .. succ_start[i+1]) */
+  long *missing;                  /* per step: predecessors not yet done */
+  long *claimed;                  /* per step: 1 once a thread has taken it */
+};
+
+static void work(void *ctx, long lo, long hi) {
+  struct run *r = ctx;
+  (void)lo, (void)hi;
+  long first = 0; /* every step before it is claimed */
+  for (;;) {
+    long pick = -1, unclaimed = 0;
+    for (long i = first; i < r->n; i++) {
+      if (__atomic_load_n(&r->claimed[i], __ATOMIC_ACQUIRE)) {
+        if (!unclaimed) first = i + 1;
+        continue;
+      }
+      unclaimed = 1;
+      long expected = 0;
+      if (__atomic_load_n(&r->missing[i], __ATOMIC_ACQUIRE) == 0 &&
+          __atomic_compare_exchange_n(&r->claimed[i], &expected, 1, 0, __ATOMIC_ACQ_REL,
+                                      __ATOMIC_ACQUIRE)) {
+        pick = i;
+        break;
+      }
+    }
+    if (pick < 0) {
+      if (!unclaimed) return; /* what is left runs on the threads that claimed it */
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+      continue;
+    }
+    ((ember_step)r->fns[pick])((const long *)r->args[pick]);
+    for (long s = r->succ_start[pick]; s < r->succ_start[pick + 1]; s++)
+      __atomic_sub_fetch(&r->missing[r->succ[s]], 1, __ATOMIC_ACQ_REL);
+  }
+}
+
+void ember_run_graph(long n, const long *fns, const long *args, const long *succ_start,
+                     const long *succ, long *missing, long *claimed, long threads,
+                     ember_pool pool) {
+  struct run r = {n, fns, args, succ_start, succ, missing, claimed};
+  if (pool && threads > 1) pool(work, &r, threads, 1);
+  else work(&r, 0, 1);
+}
+
+/* a copy of ``n`` bytes (a reshape: the runner's arrays are contiguous). args: out, in, n */
+void ember_copy_step(const long *a) { memcpy((char *)a[0], (const char *)a[1], (size_t)a[2]); }
+
+/* concat along an axis: per input, ``outer`` rows of ``len`` bytes, side by side in the
+   output's rows of ``row`` bytes. args: out, inputs, outer, row, then (pointer, len) each */
+void ember_concat_step(const long *a) {
+  char *out = (char *)a[0];
+  long k = a[1], outer = a[2], row = a[3], offset = 0;
+  for (long i = 0; i < k; i++) {
+    const char *src = (const char *)a[4 + 2 * i];
+    long len = a[5 + 2 * i];
+    for (long o = 0; o < outer; o++) memcpy(out + o * row + offset, src + o * len, len);
+    offset += len;
+  }
+}
+"""
+
+_P, _L = ctypes.c_void_p, ctypes.c_long
+_RUN_ARGS = [_L] + [_P] * 6 + [_L, _P]
+
+
+@dataclass
+class CStep:
+    """A node's C step: ``fn`` (the address of ``void step(const long *args)``), its argument
+    block ``args`` (int64), the ``slots`` of ``args`` that take the node's arrays at each run
+    (``(slot, "in" or "out", index)``), and what must live as long as the step (``keep``:
+    scratch memory, tables, the library the function lives in)."""
+
+    fn: int
+    args: np.ndarray
+    slots: list
+    keep: tuple = field(default=())
+
+
+def function_address(fn) -> int:
+    """The address of a ctypes function (what a step's ``fn`` holds)."""
+    return ctypes.cast(fn, ctypes.c_void_p).value
+
+
+def _library():
+    """(ember_run_graph, the concat step, the copy step), or None without a compiler."""
+    from . import ccompile
+
+    if not ccompile.compiler_available():
+        return None
+    try:
+        run = ccompile.load(_SOURCE, "ember_run_graph", _RUN_ARGS)
+        concat = ccompile.load(_SOURCE, "ember_concat_step", [_P])
+        copy = ccompile.load(_SOURCE, "ember_copy_step", [_P])
+    except ccompile.CompileError:
+        return None
+    return run, concat, copy
+
+
+def concat_step(node) -> CStep | None:
+    """The C step of a ``concat`` node (its inputs and output share a dtype)."""
+    library = _library()
+    if library is None or any(v.type.dtype != node.outputs[0].dtype for v in node.inputs):
+        return None
+    axis = node.attrs["axis"]
+    out = node.outputs[0].type
+    itemsize = out.dtype.np.itemsize
+    outer = int(np.prod(out.shape[:axis], dtype=np.int64))
+    inner = int(np.prod(out.shape[axis + 1 :], dtype=np.int64))
+    lengths = [v.type.shape[axis] * inner * itemsize for v in node.inputs]
+    args = [0, len(node.inputs), outer, out.shape[axis] * inner * itemsize]
+    for length in lengths:
+        args += [0, length]
+    slots = [(0, "out", 0)] + [(4 + 2 * i, "in", i) for i in range(len(node.inputs))]
+    return CStep(function_address(library[1]), np.array(args, np.int64), slots, (library,))
+
+
+def copy_step(node) -> CStep | None:
+    """The C step of a node whose output is its input's bytes (a ``reshape``)."""
+    library = _library()
+    x, out = node.inputs[0].type, node.outputs[0].type
+    if library is None or x.dtype != out.dtype:
+        return None
+    size = int(np.prod(out.shape, dtype=np.int64)) * out.dtype.np.itemsize
+    args = np.array([0, 0, size], np.int64)
+    return CStep(function_address(library[2]), args, [(0, "out", 0), (1, "in", 0)], (library,))
+
+
+def c_steps(graph) -> list | None:
+    """Each call node's C step (graph order), or None when one has none (or no compiler)."""
+    if _library() is None:
+        return None
+    steps = []
+    for node in graph.nodes:
+        if node.kind != "call":
+            continue
+        hook = node.op.extra.get("c_step")
+        types = [v.type for v in (*node.inputs, *node.outputs)]
+        if hook is None or not all(isinstance(d, int) for t in types for d in t.shape):
+            return None  # (a symbolic size is known only when the graph runs)
+        step = hook(node)
+        if step is None:
+            return None
+        steps.append(step)
+    return steps
+
+
+class CGraphProgram:
+    """``graph`` run by the C runner: ``program(*arrays)`` -> output arrays. ``priority``: the
+    call nodes' positions in the order threads should prefer them (default: graph order);
+    ``threads``: how many threads claim steps (1: the whole graph on the calling thread)."""
+
+    def __init__(self, graph, steps: list, priority: list | None = None, threads: int = 2):
+        from . import cpool
+
+        self.graph = graph
+        self.threads = threads
+        self._run = _library()[0]
+        self._pool = cpool.parallel_for()
+        calls = [i for i, n in enumerate(graph.nodes) if n.kind == "call"]
+        step_of = dict(zip(calls, steps))
+        order = list(priority) if priority is not None else calls
+        if sorted(order) != calls:
+            raise ValueError("priority must list every call node once")
+        index = {p: k for k, p in enumerate(order)}
+        nodes = [graph.nodes[p] for p in order]
+        self._steps = [step_of[p] for p in order]
+        made_by = {id(v): index[p] for p in order for v in graph.nodes[p].outputs}
+        successors: list[list[int]] = [[] for _ in order]
+        missing = np.zeros(len(order), np.int64)
+        for k, node in enumerate(nodes):
+            for q in sorted({made_by[id(v)] for v in node.inputs if id(v) in made_by}):
+                successors[q].append(k)
+                missing[k] += 1
+        self._missing = missing
+        self._succ_start = np.cumsum([0] + [len(s) for s in successors], dtype=np.int64)
+        self._succ = np.array([k for s in successors for k in s] or [0], np.int64)
+        self._fns = np.array([s.fn for s in self._steps], np.int64)
+        self._args = np.array([s.args.ctypes.data for s in self._steps], np.int64)
+        # per run: which arrays to allocate, and which argument slots take which value
+        self._outputs = [
+            [(id(v), tuple(v.type.shape), v.type.dtype.np) for v in node.outputs] for node in nodes
+        ]
+        self._patches = [
+            (step.args, slot, id(node.inputs[i]) if role == "in" else id(node.outputs[i]))
+            for step, node in zip(self._steps, nodes)
+            for slot, role, i in step.slots
+        ]
+        self._inputs = [(id(v), v.type.dtype.np) for v in graph.inputs]
+        self._constants = {
+            id(n.outputs[0]): np.ascontiguousarray(graph.constants[n.name])
+            for n in graph.nodes
+            if n.kind == "constant"
+        }
+
+    def __call__(self, *arrays) -> list:
+        env = dict(self._constants)
+        for (key, dtype), a in zip(self._inputs, arrays):
+            env[key] = np.ascontiguousarray(a, dtype)
+        for outputs in self._outputs:
+            for key, shape, dtype in outputs:
+                env[key] = np.empty(shape, dtype)
+        for args, slot, key in self._patches:
+            args[slot] = env[key].ctypes.data
+        missing = self._missing.copy()
+        claimed = np.zeros(len(self._steps), np.int64)
+        self._run(
+            len(self._steps),
+            self._fns.ctypes.data,
+            self._args.ctypes.data,
+            self._succ_start.ctypes.data,
+            self._succ.ctypes.data,
+            missing.ctypes.data,
+            claimed.ctypes.data,
+            self.threads,
+            self._pool,
+        )
+        return [env[id(v)] for v in self.graph.outputs]
+
+
+_STEP_CALL = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+def _example(t, rng) -> np.ndarray:
+    shape, dtype = tuple(t.shape), t.dtype.np
+    if np.issubdtype(dtype, np.floating):
+        return rng.standard_normal(shape).astype(dtype)
+    return np.zeros(shape, dtype)
+
+
+def measure_nodes(graph, steps: list, reps: int = 5, budget_s: float = 0.25) -> dict:
+    """Each call node's time on this machine, on random inputs of its types: position ->
+    (seconds as generated code runs it, seconds as its C step runs alone on one thread), medians
+    of ``reps``. Nodes past ``budget_s`` of measuring are left out (the tables price them)."""
+    from .parallel import node_callable
+
+    rng = np.random.default_rng(0)
+    calls = [i for i, n in enumerate(graph.nodes) if n.kind == "call"]
+    measured: dict = {}
+    start = time.perf_counter()
+    for position, step in zip(calls, steps):
+        if time.perf_counter() - start > budget_s:
+            break
+        node = graph.nodes[position]
+        inputs = [_example(v.type, rng) for v in node.inputs]
+        outputs = [np.empty(tuple(v.type.shape), v.type.dtype.np) for v in node.outputs]
+        for slot, role, i in step.slots:
+            step.args[slot] = (inputs if role == "in" else outputs)[i].ctypes.data
+        call, block = _STEP_CALL(step.fn), step.args.ctypes.data
+        kernel = node_callable(node)
+        measured[position] = (
+            _median(lambda: kernel(*inputs), reps),
+            _median(lambda: call(block), reps),
+        )
+    return measured
+
+
+def _median(fn, reps: int) -> float:
+    fn()  # (the first call may build or load a kernel)
+    times = []
+    for _ in range(reps):
+        begin = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - begin)
+    return statistics.median(times)

@@ -1,0 +1,220 @@
+"""runtime/cgraph.py, the C graph runner: graphs of convolutions (their bias, ReLU and mask
+epilogues), max pooling and concatenation run in C give the interpreter's results exactly, on
+one thread and on several, in any priority order; a graph with a node lacking a C step has no C
+program; and the parallel executor's cost model picks the runner from measured node times."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import ember
+from ember import models
+from ember.nn import functional as F
+from ember.runtime import ccompile, cgraph, cpool, interpreter, parallel, parallel_cost
+from ember.runtime.parallel_cost import Calibration
+
+pytestmark = pytest.mark.skipif(
+    not ccompile.compiler_available(), reason="no C compiler: the C runner needs one"
+)
+
+
+def _tensors(shapes, seed=0, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    return [ember.tensor(rng.standard_normal(s).astype(dtype)) for s in shapes]
+
+
+def _graph(fn, args, opt_level=3):
+    return ember.trace(fn, *args, opt_level=opt_level).graph
+
+
+def _same(got, want):
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g, w)
+
+
+def _check(graph, args, priority=None):
+    steps = cgraph.c_steps(graph)
+    assert steps is not None, str(graph)
+    arrays = [a.numpy() for a in args]
+    want = interpreter.run(graph, arrays)
+    for threads in (1, 2, 3):
+        program = cgraph.CGraphProgram(graph, steps, priority, threads)
+        for _ in range(3):  # the counters and outputs are fresh for every run
+            _same(program(*arrays), want)
+
+
+def stem(x, w1, b1, w2, w3):
+    """Padded, strided and biased convolutions (one without an epilogue), ReLU, pooling with
+    padding and ceil_mode, concatenations along the channels and the width, a reshape."""
+    a = F.relu(F.conv2d(x, w1, b1, stride=2, padding=1))
+    b = F.conv2d(x, w2, padding=(2, 0)).reshape(2, -1)
+    p = F.max_pool2d(a, 3, stride=2, padding=1, ceil_mode=True)
+    q = F.max_pool2d(
+        F.relu(F.conv2d(x, w3, stride=2, padding=1)), 3, stride=2, padding=1, ceil_mode=True
+    )
+    return ember.concat([ember.concat([p, q], dim=1), ember.concat([q, p], dim=1)], dim=3), b
+
+
+STEM_SHAPES = [(2, 3, 15, 13), (8, 3, 3, 3), (8,), (4, 3, 5, 1), (8, 3, 3, 3)]
+
+
+def test_the_inception_block_equals_the_interpreter():
+    args = _tensors(models.inception_shapes(4, 16, 9))
+    _check(_graph(models.inception_block, args), args)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_padded_strided_biased_convs_pools_and_concats_equal_the_interpreter(dtype):
+    args = _tensors(STEM_SHAPES, 1, dtype)
+    _check(_graph(stem, args), args)
+
+
+def test_any_priority_order_gives_the_same_results():
+    """A priority only orders the ready steps: even a reversed topological one cannot stall."""
+    args = _tensors(models.inception_shapes(2, 8, 6), 2)
+    graph = _graph(models.inception_block, args)
+    calls = [i for i, n in enumerate(graph.nodes) if n.kind == "call"]
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        _check(graph, args, priority=list(rng.permutation(calls)))
+
+
+def test_a_relu_mask_output_is_written_by_the_conv_store():
+    def forward(x, w):
+        y = F.relu(F.conv2d(x, w, padding=1))
+        return y, y > 0
+
+    args = _tensors([(2, 4, 6, 6), (8, 4, 3, 3)], 3)
+    graph = _graph(forward, args)
+    assert [n.op.name for n in graph.nodes if n.kind == "call"] == ["fused_epilogue"]
+    _check(graph, args)
+
+
+def test_one_thread_of_the_pool_still_runs_every_step():
+    args = _tensors(models.inception_shapes(2, 8, 6), 4)
+    graph = _graph(models.inception_block, args)
+    before = cpool.get_num_threads()
+    cpool.set_num_threads(1)
+    try:
+        _check(graph, args)
+    finally:
+        cpool.set_num_threads(before)
+
+
+def test_outputs_are_fresh_arrays_each_run():
+    args = _tensors(models.inception_shapes(2, 8, 6), 5)
+    graph = _graph(models.inception_block, args)
+    program = cgraph.CGraphProgram(graph, cgraph.c_steps(graph))
+    arrays = [a.numpy() for a in args]
+    first = program(*arrays)[0]
+    kept = first.copy()
+    second = program(*[a * 2 for a in arrays])[0]
+    assert not np.shares_memory(first, second)
+    np.testing.assert_array_equal(first, kept)
+
+
+def test_a_graph_with_a_node_lacking_a_c_step_has_no_c_program():
+    args = _tensors([(2, 3, 8, 8), (4, 3, 3, 3)])
+    assert cgraph.c_steps(_graph(lambda x, w: F.conv2d(x, w) * 2 + 1, args)) is None
+    grouped = _tensors([(2, 4, 8, 8), (4, 2, 3, 3)])
+    assert cgraph.c_steps(_graph(lambda x, w: F.relu(F.conv2d(x, w, groups=2)), grouped)) is None
+
+
+def test_a_priority_must_list_every_call_node():
+    args = _tensors(models.inception_shapes(2, 8, 6))
+    graph = _graph(models.inception_block, args)
+    with pytest.raises(ValueError, match="every call node"):
+        cgraph.CGraphProgram(graph, cgraph.c_steps(graph), priority=[0])
+
+
+def test_measured_node_times_cover_every_node():
+    args = _tensors(models.inception_shapes(2, 8, 6))
+    graph = _graph(models.inception_block, args)
+    measured = cgraph.measure_nodes(graph, cgraph.c_steps(graph))
+    calls = [i for i, n in enumerate(graph.nodes) if n.kind == "call"]
+    assert sorted(measured) == calls
+    assert all(s > 0 and c > 0 for s, c in measured.values())
+
+
+# ----------------------------------------------------------------------- the cost model
+def _c_calibration(cores=2) -> Calibration:
+    """A machine whose C runner costs 15 us a run and whose single-threaded steps overlap
+    (pair factor 1.1); the tables matter little: measured node times replace them."""
+    blas = [(f, max(2e-6, f / 1.6e10), max(2e-6, f / 1e10), 2.0) for f in (1e3, 1e6, 1e9)]
+    numpy = [(s, max(5e-7, s / 1e10), max(5e-7, s / 1e10), 2.0) for s in (1e3, 1e6, 1e9)]
+    conv = [(f, max(1e-6, f / 1e10), 1.1) for f in (1e3, 1e6, 1e9)]
+    copy = [(s, max(1e-7, s / 1e10), 1.1) for s in (1e3, 1e6, 1e9)]
+    return Calibration(cores, 20e-6, 30e-6, 0.4e-6, blas, numpy, "test", 15e-6, 1e-6, conv, copy)
+
+
+def test_the_cost_model_runs_independent_branches_on_the_c_runner():
+    """Measured: every node 50 us in generated code and alone on one thread. Four branches
+    spread over two threads beat eight nodes one after another."""
+    args = _tensors(models.inception_shapes(8, 32, 16))
+    graph = _graph(models.inception_block, args)
+    calls = [i for i, n in enumerate(graph.nodes) if n.kind == "call"]
+    measured = {p: (50e-6, 50e-6) for p in calls}
+    costs = _c_calibration().for_c_runner()
+    plan = parallel.plan(graph, costs, measured=measured)
+    assert plan.parallel and plan.runner == "c", str(plan)
+    assert sorted(plan.order) == calls and "C graph runner" in str(plan)
+    # nodes that run twice as fast in generated code (their kernels take both cores) do not
+    slow = {p: (25e-6, 50e-6) for p in calls}
+    assert not parallel.plan(graph, costs, measured=slow).parallel
+
+
+def test_the_cost_model_keeps_a_chain_on_the_generated_code():
+    args = _tensors(models.CONV_CHAIN_SHAPES)
+    graph = _graph(models.conv_chain, args)
+    calls = [i for i, n in enumerate(graph.nodes) if n.kind == "call"]
+    plan = parallel.plan(
+        graph, _c_calibration().for_c_runner(), measured={p: (40e-6, 50e-6) for p in calls}
+    )
+    assert not plan.parallel and "no independent work" in plan.reason
+
+
+def test_a_calibration_without_c_costs_has_no_c_runner():
+    plain = Calibration(2, 20e-6, 30e-6, 0.4e-6, [(1e3, 1e-6, 1e-6, 1.0)], [(1e3, 1e-6, 1e-6, 1.0)])
+    assert plain.for_c_runner() is None
+
+
+def test_the_parallel_executor_runs_the_c_program_and_falls_back_while_it_is_busy(monkeypatch):
+    monkeypatch.setattr(parallel, "calibrate", lambda force=False: _c_calibration())
+    args = _tensors(models.inception_shapes(4, 16, 9), 6)
+    graph = _graph(models.inception_block, args)
+    program = parallel.ParallelProgram(graph, force=True)
+    assert program.plan.runner == "c" and program.plan.parallel
+    arrays = [a.numpy() for a in args]
+    want = interpreter.run(graph, arrays)
+    _same(program(*arrays), want)
+    calls = []
+    monkeypatch.setattr(program, "_sequential", lambda *a: calls.append(1) or want)
+    with program._c_lock:  # another thread's run holds the program: generated code instead
+        result = []
+        thread = threading.Thread(target=lambda: result.append(program(*arrays)))
+        thread.start()
+        thread.join()
+    assert calls == [1]
+    _same(program(*arrays), want)
+
+
+def test_on_this_machine_the_calibration_has_the_c_runners_costs():
+    c_run, c_step, convs, copies = parallel_cost._c_runner_costs()
+    assert (
+        c_run > 0 and c_step >= 0 and len(convs) == len(parallel_cost._C_CONVS) and len(copies) > 2
+    )
+    assert all(t > 0 and f >= 1.0 for _, t, f in convs + copies)
+    times = [t for _, t, _ in convs]
+    assert times == sorted(times)  # more work never predicted faster
+    plain = _c_calibration()
+    costs = Calibration(
+        2, 1e-5, 1e-5, 0.0, plain.blas, plain.numpy, "", c_run, c_step, convs, copies
+    )
+    c = costs.for_c_runner()
+    assert c.runner == "c" and c.handoff_s == 0.0 and (c.fork_s, c.step_s) == (c_run, c_step)
+    # a node keeps its generated-code time; its time in a run is the runner's one-thread time
+    assert [row[1] for row in c.blas] == [row[1] for row in plain.blas]
+    assert all(row[3] >= 1.0 for row in c.blas + c.numpy)
