@@ -163,7 +163,9 @@ class _Forward(NamedTuple):
     unpadded: bool  # the kernel reads the input itself: no padding, no cropping, no tail
 
 
+@functools.lru_cache(maxsize=256)
 def _forward_layout(x_shape: tuple, w_shape: tuple, p: Plan, groups: int) -> _Forward:
+    """The forward kernel's layout (its tables are read-only: one copy serves every call)."""
     n, c = x_shape[:2]
     cout = w_shape[0]
     cg, cog = c // groups, cout // groups
@@ -188,7 +190,7 @@ def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False, mask
     forward, _, _, pool = functions
     n, c = x.shape[:2]
     cout = w.shape[0]
-    f = _forward_layout(x.shape, w.shape, p, groups)
+    f = _forward_layout(tuple(x.shape), tuple(w.shape), p, groups)
     cg, cog, rows, plane, m, panels = f.cg, f.cog, f.rows, f.plane, f.m, f.panels
     src, dst, roff = f.tables
     # an unpadded convolution reads its (contiguous) input where it is
@@ -246,7 +248,7 @@ def forward_step(x_shape: tuple, w_shape: tuple, p: Plan, dtype, relu: bool):
     if step is None:
         return None
     n, c, h, w = x_shape
-    f = _forward_layout(x_shape, w_shape, p, 1)
+    f = _forward_layout(tuple(x_shape), tuple(w_shape), p, 1)
     src, dst, roff = f.tables
     xp = None if f.unpadded else np.zeros(f.size, dtype)
     wp = np.empty((f.panels * _MR * f.rows,), dtype)

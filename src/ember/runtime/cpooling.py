@@ -210,7 +210,7 @@ static void planes(void *job_, long lo, long hi) {
 }
 void max_pool(const T *x, T *out, long long *idx, long count, ember_pool pool) {
   struct job j = {x, out, idx};
-  if (pool && count * H * W > (1L << 16)) pool(planes, &j, count, 1);
+  if (pool && count * H * W >= (1L << 15)) pool(planes, &j, count, 1);
   else planes(&j, 0, count);
 }
 /* the graph runner's step (runtime/cgraph.py): args x, out, idx, count; this thread only */
