@@ -108,6 +108,11 @@ def worker_pool() -> WorkerPool:
 
     with _pool_lock:
         if _pool.get("pid") != os.getpid():  # a forked child has none of its parent's threads
+            # probe BLAS's thread setting here, before any worker exists: the probe sets and
+            # restores it, and where it is process-wide, a probe in a starting worker racing a
+            # run's `single_threaded` could restore a stale count (that run then used BLAS's
+            # threads, and every call after it none)
+            blas_threads.per_thread()
             _pool["pool"], _pool["pid"] = WorkerPool(max(1, cpu_count() - 1)), os.getpid()
         return _pool["pool"]
 
