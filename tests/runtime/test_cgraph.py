@@ -218,3 +218,67 @@ def test_on_this_machine_the_calibration_has_the_c_runners_costs():
     # a node keeps its generated-code time; its time in a run is the runner's one-thread time
     assert [row[1] for row in c.blas] == [row[1] for row in plain.blas]
     assert all(row[3] >= 1.0 for row in c.blas + c.numpy)
+
+
+# ---------------------------------------------------------------------- matrix products
+def _check_close(graph, args, rtol=1e-5):
+    """Products run on ember's own GEMM in C, where generated code may call NumPy's BLAS for
+    small ones: equal within rounding."""
+    steps = cgraph.c_steps(graph)
+    assert steps is not None, str(graph)
+    arrays = [a.numpy() for a in args]
+    want = interpreter.run(graph, arrays)
+    for threads in (1, 2):
+        program = cgraph.CGraphProgram(graph, steps, None, threads)
+        for got, w in zip(program(*arrays), want):
+            assert got.dtype == w.dtype and got.shape == w.shape
+            np.testing.assert_allclose(got, w, rtol=rtol, atol=rtol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_linear_layers_and_products_by_a_matrix_equal_the_interpreter(dtype):
+    def layers(x, w1, b1, w2, w3, m):
+        h = F.relu(F.linear(x, w1, b1))  # a linear epilogue
+        y = F.linear(h, w2)  # no bias
+        z = ember.matmul(F.linear(x, w3, b1), m)  # a product by a matrix, 3-d by 2-d
+        return y, z
+
+    shapes = [(2, 3, 20), (16, 20), (16,), (5, 16), (16, 20), (16, 7)]
+    args = _tensors(shapes, 7, dtype)
+    graph = _graph(layers, args)
+    names = {n.op.name for n in graph.nodes if n.kind == "call"}
+    assert {"fused_epilogue", "linear"} <= names, str(graph)
+    _check_close(graph, args, 1e-5 if dtype == np.float32 else 1e-12)
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn"])
+def test_the_example_models_inference_runs_in_c(name):
+    example = models.example_step(name, batch=3)
+    model = example.model
+    with ember.no_grad():
+        program = ember.function(lambda x: model(x)).compile(example.x)
+    graph = program.graph
+    args = [example.x] + [p for p in model.parameters()]
+    assert [v.name for v in graph.inputs][0] == "x" and len(graph.inputs) == len(args)
+    _check_close(graph, args)
+
+
+def test_the_cost_model_runs_a_chain_of_small_nodes_on_one_thread():
+    """Measured: generated code spends 50 us a node (its Python), the runner 10. No two
+    nodes can run at once, but the runner alone beats generated code."""
+    args = _tensors(models.CONV_CHAIN_SHAPES)
+    graph = _graph(models.conv_chain, args)
+    calls = [i for i, n in enumerate(graph.nodes) if n.kind == "call"]
+    costs = _c_calibration().for_c_runner()
+    plan = parallel.plan(graph, costs, measured={p: (50e-6, 10e-6) for p in calls})
+    assert plan.parallel and len(plan.workers) == 1 and plan.order == calls, str(plan)
+    assert "one thread" in plan.reason and "on one thread" in str(plan)
+    # kernels that lose their own threads on the runner: generated code stays
+    plan = parallel.plan(graph, costs, measured={p: (50e-6, 90e-6) for p in calls})
+    assert not plan.parallel and not plan.workers
+    program = parallel.ParallelProgram(
+        graph, schedule=parallel.plan(graph, costs, measured={p: (5e-5, 1e-5) for p in calls})
+    )
+    assert program._c_program is not None and program._c_program.threads == 1
+    arrays = [a.numpy() for a in args]
+    _same(program(*arrays), interpreter.run(graph, arrays))

@@ -172,6 +172,20 @@ def _matmul_cost(in_types, out_types, attrs) -> Cost:
     return Cost(2 * numel(out_types[0].shape) * k, io_bytes(in_types, out_types))
 
 
+def _matmul_c_step(node):
+    """The C graph runner's step of a product by a matrix (b 2-d; a's leading dimensions are
+    rows)."""
+    from ..runtime import cgraph
+
+    a, b = (v.type for v in node.inputs)
+    if len(b.shape) != 2:
+        return None
+    step = cgraph.linear_step(a, b, None, node.outputs[0].type, transposed=False)
+    if step is not None:
+        step.slots = [(0, "in", 0), (1, "in", 1), (3, "out", 0)]
+    return step
+
+
 _MATMUL = register(
     OpDef(
         name="matmul",
@@ -180,7 +194,11 @@ _MATMUL = register(
         kernel=matmul_kernel,
         vjp=_matmul_vjp,
         cost=_matmul_cost,
-        extra={"batch": _batching.matmul_rule, "workspace": _matmul_workspace},
+        extra={
+            "batch": _batching.matmul_rule,
+            "c_step": _matmul_c_step,
+            "workspace": _matmul_workspace,
+        },
         save_inputs=(0, 1),
         doc="matmul(a, b): matrix product over the last two dimensions of operands with at least "
         "2 dimensions each, broadcasting the batch dimensions",
@@ -332,6 +350,20 @@ def _linear_cost(in_types, out_types, attrs) -> Cost:
     return Cost(2 * numel(out_types[0].shape) * k, io_bytes(in_types, out_types))
 
 
+def _linear_c_step(node):
+    from ..runtime import cgraph
+
+    types = [v.type for v in node.inputs]
+    step = cgraph.linear_step(
+        types[0], types[1], types[2] if len(types) == 3 else None, node.outputs[0].type,
+        transposed=True,
+    )  # fmt: skip
+    if step is not None:
+        step.slots = [(0, "in", 0), (1, "in", 1), (3, "out", 0)]
+        step.slots += [(2, "in", 2)] if len(types) == 3 else []
+    return step
+
+
 _LINEAR = register(
     OpDef(
         name="linear",
@@ -342,7 +374,11 @@ _LINEAR = register(
         cost=_linear_cost,
         save_inputs=(0, 1),
         # workspace: the matmul kernel's, on x and weight.T
-        extra={"batch": _batching.linear_rule, "workspace": _matmul_workspace},
+        extra={
+            "batch": _batching.linear_rule,
+            "c_step": _linear_c_step,
+            "workspace": _matmul_workspace,
+        },
         doc="linear(x, weight[, bias]): x @ weight.T (+ bias), weight of shape (out, in); "
         "PyTorch's F.linear / addmm",
     )

@@ -92,6 +92,30 @@ void ember_run_graph(long n, const long *fns, const long *args, const long *succ
   else work(&r, 0, 1);
 }
 
+/* out (m x n) = x (m x k) @ op(w) (w^T, w being n x k, when tb; else w, k x n) on this thread
+   with ember's own GEMM (runtime/cgemm.py), then + bias per column, then ReLU (NaN and -0.0
+   stay, as np.maximum leaves them). args: x, w, bias (or 0), out, the dtype's ember_gemm, m,
+   n, k, tb, ldb, relu */
+typedef void (*ember_gemm_fn)(void *, void *, int, int, int, int, long, long, long, const void *,
+                              long, const void *, long, void *, long, long, long, long, long,
+                              long, void *);
+#define LINEAR_STEP(T, NAME)                                                                 \
+  void NAME(const long *a) {                                                                 \
+    const T *bias = (const T *)a[2];                                                         \
+    T *out = (T *)a[3];                                                                      \
+    long m = a[5], n = a[6], k = a[7], relu = a[10];                                         \
+    ((ember_gemm_fn)a[4])(0, 0, 0, 0, (int)a[8], 0, m, n, k, (const void *)a[0], k,          \
+                          (const void *)a[1], a[9], out, n, 0, 0, 0, 1, 1, 0);               \
+    if (!bias && !relu) return;                                                              \
+    for (long i = 0; i < m; i++)                                                             \
+      for (long j = 0; j < n; j++) {                                                         \
+        T v = bias ? out[i * n + j] + bias[j] : out[i * n + j];                              \
+        out[i * n + j] = relu && v < 0 ? 0 : v;                                              \
+      }                                                                                      \
+  }
+LINEAR_STEP(float, ember_linear_step_f32)
+LINEAR_STEP(double, ember_linear_step_f64)
+
 /* a copy of ``n`` bytes (a reshape: the runner's arrays are contiguous). args: out, in, n */
 void ember_copy_step(const long *a) { memcpy((char *)a[0], (const char *)a[1], (size_t)a[2]); }
 
@@ -132,7 +156,8 @@ def function_address(fn) -> int:
 
 
 def _library():
-    """(ember_run_graph, the concat step, the copy step), or None without a compiler."""
+    """(ember_run_graph, the concat step, the copy step, the linear steps by dtype), or None
+    without a compiler."""
     from . import ccompile
 
     if not ccompile.compiler_available():
@@ -141,9 +166,13 @@ def _library():
         run = ccompile.load(_SOURCE, "ember_run_graph", _RUN_ARGS)
         concat = ccompile.load(_SOURCE, "ember_concat_step", [_P])
         copy = ccompile.load(_SOURCE, "ember_copy_step", [_P])
+        linear = {
+            np.dtype(dtype): ccompile.load(_SOURCE, f"ember_linear_step_{name}", [_P])
+            for dtype, name in ((np.float32, "f32"), (np.float64, "f64"))
+        }
     except ccompile.CompileError:
         return None
-    return run, concat, copy
+    return run, concat, copy, linear
 
 
 def concat_step(node) -> CStep | None:
@@ -173,6 +202,33 @@ def copy_step(node) -> CStep | None:
     size = int(np.prod(out.shape, dtype=np.int64)) * out.dtype.np.itemsize
     args = np.array([0, 0, size], np.int64)
     return CStep(function_address(library[2]), args, [(0, "out", 0), (1, "in", 0)], (library,))
+
+
+def linear_step(x, w, bias, out, *, transposed: bool, relu: bool = False) -> CStep | None:
+    """The C step of ``x @ w.T`` (``transposed``, w being (n, k): a ``linear``) or ``x @ w``
+    (w (k, n): a 2-d ``matmul``), plus ``bias`` per output column when given (its type, or
+    None), then ReLU when ``relu``: the types of the node's operands and result, whose own
+    inputs and output slots are 0, 1, 2 (bias) and 3. None where it does not apply."""
+    from . import cgemm
+
+    library = _library()
+    dtype = out.dtype.np
+    types = [x, w, out] + ([bias] if bias is not None else [])
+    if library is None or dtype not in library[3] or any(t.dtype.np != dtype for t in types):
+        return None
+    if len(w.shape) != 2 or len(x.shape) < 1 or 0 in x.shape or 0 in w.shape:
+        return None
+    if bias is not None and tuple(bias.shape) != (out.shape[-1],):
+        return None
+    functions = cgemm._functions(dtype)
+    if functions is None:
+        return None
+    n, k = (w.shape[0], w.shape[1]) if transposed else (w.shape[1], w.shape[0])
+    m = int(np.prod(x.shape[:-1], dtype=np.int64))
+    gemm = function_address(functions[0])
+    args = [0, 0, 0, 0, gemm, m, n, k, int(transposed), k if transposed else n, int(relu)]
+    step = library[3][dtype]
+    return CStep(function_address(step), np.array(args, np.int64), [], (library, functions))
 
 
 def c_steps(graph) -> list | None:

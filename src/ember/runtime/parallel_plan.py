@@ -52,7 +52,7 @@ class ParallelPlan:
     def __str__(self) -> str:
         mode = "parallel" if self.parallel else "sequential"
         if self.parallel and self.runner == "c":
-            mode += ", the C graph runner"
+            mode = "the C graph runner" + (" on one thread" if len(self.workers) < 2 else "")
         head = (
             f"parallel plan of {self.graph_name}: {mode} ({self.reason}); predicted "
             f"sequential {self.sequential_s * 1e6:.0f} us, parallel {self.parallel_s * 1e6:.0f} us "
@@ -106,16 +106,16 @@ def plan(
     measured = measured or {}
     estimates = {id(n): estimate(n, calibration, measured.get(position[id(n)])) for n in calls}
     result.sequential_s = sum(e.seconds for e in estimates.values())
-    if workers == 1 or len(calls) < 2:
-        result.reason = "one worker" if workers == 1 else "fewer than two nodes"
-        result.parallel_s = result.sequential_s
-        return result
-    preds = _dependencies(graph, calls)
     # (the C runner's steps run on one thread: a node takes its worker time there)
     alone = {
         k: e.worker_seconds if calibration.runner == "c" else e.seconds
         for k, e in estimates.items()
     }
+    if workers == 1 or len(calls) < 2:
+        result.reason = "one worker" if workers == 1 else "fewer than two nodes"
+        result.parallel_s = result.sequential_s
+        return _on_one_thread(result, calls, alone, calibration, position)
+    preds = _dependencies(graph, calls)
     duration = {
         k: alone[k] + calibration.step_s
         if e.exclusive
@@ -133,6 +133,7 @@ def plan(
     gain = 1 - result.parallel_s / result.sequential_s if result.sequential_s else 0.0
     if used < 2:
         result.reason = "no independent work worth a hand-off"
+        return _on_one_thread(result, order, alone, calibration, position)
     elif force:
         result.parallel, result.reason = True, f"forced; predicted gain {gain:+.0%}"
     elif gain < MARGIN:
@@ -141,6 +142,28 @@ def plan(
         result.parallel, result.reason = True, f"predicted gain {gain:+.0%}"
     if not result.parallel:
         result.workers, result.waits, result.order = [], {}, []
+        one = _on_one_thread(result, order, alone, calibration, position)
+        if one.parallel and one.parallel_s < makespan + calibration.fork_s:
+            return one
+    return result
+
+
+def _on_one_thread(result: ParallelPlan, order, alone: dict, calibration, position):
+    """``result`` turned into a plan running every node in ``order`` on the calling thread
+    with the C graph runner, where that is predicted faster than generated code by `MARGIN`
+    (its kernels then lose their own threads, but no Python runs between them: graphs of
+    small nodes gain most); else ``result`` unchanged (its workers cleared)."""
+    result.workers, result.waits, result.order = [], {}, []
+    if calibration.runner != "c" or not result.sequential_s:
+        return result
+    seconds = calibration.fork_s + sum(alone[id(n)] + calibration.step_s for n in order)
+    gain = 1 - seconds / result.sequential_s
+    if gain < MARGIN:
+        return result
+    result.parallel, result.parallel_s = True, seconds
+    result.reason = f"one thread, no Python between nodes: predicted gain {gain:+.0%}"
+    result.workers = [[position[id(n)] for n in order]]
+    result.order = list(result.workers[0])
     return result
 
 
