@@ -146,3 +146,63 @@ def test_the_matmul_op_equals_numpy_whatever_the_thread_count():
             _close((ember.tensor(a) @ ember.tensor(b)).numpy(), want)
     finally:
         cpool.set_num_threads(before)
+
+
+# ------------------------------------------------------------------------ few rows of A
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_products_of_few_rows_equal_numpy(dtype, transposed, threads, monkeypatch):
+    """Every row count of `skinny` (1 to 8: whole and partial blocks of four), inner sizes off
+    the vector width, column counts off its blocks, on one thread and shared over the pool."""
+    monkeypatch.setattr(cgemm, "SKINNY_SPLIT_BYTES", 0 if threads == 2 else 1 << 62)
+    monkeypatch.setattr(cgemm, "SPLIT_FLOPS", 0 if threads == 2 else 1 << 62)
+    rng = np.random.default_rng(threads)
+    before = cpool.get_num_threads()
+    cpool.set_num_threads(threads)
+    try:
+        for m in range(1, cgemm.SKINNY_ROWS + 1):
+            for k, n in ((1, 1), (17, 5), (64, 70), (100, 33), (35, 131)):
+                a = rng.standard_normal((m, k)).astype(dtype)
+                b = rng.standard_normal((k, n)).astype(dtype)
+                b = _transposed(b) if transposed else b
+                want = a.astype(np.float64) @ b.astype(np.float64)
+                _close(cgemm.skinny(a, b), want.astype(dtype))
+                # a read down its columns, and both inside wider arrays (leading dimensions)
+                _close(cgemm.skinny(_transposed(a), b), want.astype(dtype))
+                wide_a = np.zeros((m, k + 3), dtype)
+                wide_a[:, :k] = a
+                wide_b = np.zeros((n + 2, k) if transposed else (k, n + 2), dtype)
+                if transposed:
+                    wide_b[:n] = b.T
+                    inner = wide_b[:n].T
+                else:
+                    wide_b[:, :n] = b
+                    inner = wide_b[:, :n]
+                _close(cgemm.skinny(wide_a[:, :k], inner), want.astype(dtype))
+                out = np.empty((m, n), dtype)
+                assert cgemm.skinny(a, b, out) is out
+                _close(out, want.astype(dtype))
+    finally:
+        cpool.set_num_threads(before)
+
+
+def test_skinny_declines_what_it_does_not_take():
+    a = np.ones((cgemm.SKINNY_ROWS + 1, 4), np.float32)
+    b = np.ones((4, 3), np.float32)
+    assert cgemm.skinny(a, b) is None  # too many rows
+    assert cgemm.skinny(np.ones((2, 8), np.float32)[:, ::2], b) is None  # a strided both ways
+    assert cgemm.skinny(a[:2], np.ones((8, 6), np.float32)[::2, ::2]) is None  # b too
+    assert cgemm.skinny(a[:2], b.astype(np.float64)) is None  # mixed dtypes
+    assert cgemm.skinny(a[:2], b, np.empty((2, 3), np.float64)) is None  # out of another dtype
+
+
+def test_a_matrix_vector_product_takes_the_skinny_path(monkeypatch):
+    calls = []
+    original = cgemm.skinny
+    monkeypatch.setattr(cgemm, "skinny", lambda *a: calls.append(1) or original(*a))
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 784)).astype(np.float32)
+    w = rng.standard_normal((512, 784)).astype(np.float32)
+    _close(cgemm.matmul(x, w.T), (x.astype(np.float64) @ w.T.astype(np.float64)).astype(np.float32))
+    assert calls == [1]

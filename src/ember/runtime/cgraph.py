@@ -93,19 +93,25 @@ void ember_run_graph(long n, const long *fns, const long *args, const long *succ
 }
 
 /* out (m x n) = x (m x k) @ op(w) (w^T, w being n x k, when tb; else w, k x n) on this thread
-   with ember's own GEMM (runtime/cgemm.py), then + bias per column, then ReLU (NaN and -0.0
-   stay, as np.maximum leaves them). args: x, w, bias (or 0), out, the dtype's ember_gemm, m,
-   n, k, tb, ldb, relu */
+   with ember's own GEMM (runtime/cgemm.py), or its kernel for few rows when given, then + bias
+   per column, then ReLU (NaN and -0.0 stay, as np.maximum leaves them). args: x, w, bias (or
+   0), out, the dtype's ember_gemm, m, n, k, tb, ldb, relu, its ember_skinny (or 0) */
 typedef void (*ember_gemm_fn)(void *, void *, int, int, int, int, long, long, long, const void *,
                               long, const void *, long, void *, long, long, long, long, long,
                               long, void *);
+typedef void (*ember_skinny_fn)(int, long, long, long, const void *, long, const void *, long,
+                                void *, long, long, void *);
 #define LINEAR_STEP(T, NAME)                                                                 \
   void NAME(const long *a) {                                                                 \
     const T *bias = (const T *)a[2];                                                         \
     T *out = (T *)a[3];                                                                      \
     long m = a[5], n = a[6], k = a[7], relu = a[10];                                         \
-    ((ember_gemm_fn)a[4])(0, 0, 0, 0, (int)a[8], 0, m, n, k, (const void *)a[0], k,          \
-                          (const void *)a[1], a[9], out, n, 0, 0, 0, 1, 1, 0);               \
+    if (a[11])                                                                               \
+      ((ember_skinny_fn)a[11])((int)a[8], m, n, k, (const void *)a[0], k, (const void *)a[1],  \
+                               a[9], out, n, 1, 0);                                          \
+    else                                                                                     \
+      ((ember_gemm_fn)a[4])(0, 0, 0, 0, (int)a[8], 0, m, n, k, (const void *)a[0], k,        \
+                            (const void *)a[1], a[9], out, n, 0, 0, 0, 1, 1, 0);             \
     if (!bias && !relu) return;                                                              \
     for (long i = 0; i < m; i++)                                                             \
       for (long j = 0; j < n; j++) {                                                         \
@@ -226,7 +232,8 @@ def linear_step(x, w, bias, out, *, transposed: bool, relu: bool = False) -> CSt
     n, k = (w.shape[0], w.shape[1]) if transposed else (w.shape[1], w.shape[0])
     m = int(np.prod(x.shape[:-1], dtype=np.int64))
     gemm = function_address(functions[0])
-    args = [0, 0, 0, 0, gemm, m, n, k, int(transposed), k if transposed else n, int(relu)]
+    few = function_address(functions[6]) if m <= cgemm.SKINNY_ROWS else 0
+    args = [0, 0, 0, 0, gemm, m, n, k, int(transposed), k if transposed else n, int(relu), few]
     step = library[3][dtype]
     return CStep(function_address(step), np.array(args, np.int64), [], (library, functions))
 
