@@ -136,7 +136,7 @@ def test_measured_node_times_cover_every_node():
     measured = cgraph.measure_nodes(graph, cgraph.c_steps(graph))
     calls = [i for i, n in enumerate(graph.nodes) if n.kind == "call"]
     assert sorted(measured) == calls
-    assert all(s > 0 and c > 0 for s, c in measured.values())
+    assert all(s > 0 and one > 0 and pooled > 0 for s, one, pooled in measured.values())
 
 
 # ----------------------------------------------------------------------- the cost model
@@ -282,3 +282,22 @@ def test_the_cost_model_runs_a_chain_of_small_nodes_on_one_thread():
     assert program._c_program is not None and program._c_program.threads == 1
     arrays = [a.numpy() for a in args]
     _same(program(*arrays), interpreter.run(graph, arrays))
+
+
+def test_a_run_on_one_thread_shares_each_step_over_the_pool():
+    """Steps of a one-thread run have the pool to themselves (a large product splits its
+    columns, a convolution its panels); beside other steps they run alone. The results are
+    the same either way."""
+    args = _tensors([(2, 300), (2048, 300), (2048,), (8, 3, 32, 32), (32, 3, 3, 3)], 8)
+
+    def model(x, w, b, image, k):
+        return F.relu(F.linear(x, w, b)), F.relu(F.conv2d(image, k, padding=1))
+
+    graph = _graph(model, args)
+    steps = cgraph.c_steps(graph)
+    arrays = [a.numpy() for a in args]
+    one = cgraph.CGraphProgram(graph, steps, None, 1)(*arrays)
+    two = cgraph.CGraphProgram(graph, cgraph.c_steps(graph), None, 2)(*arrays)
+    _same(one, two)
+    linear = next(s for s in steps if s.args.size == 16)
+    assert linear.args[12] != 0 and linear.args[11] != 0  # the pool, and the few-rows kernel

@@ -136,7 +136,7 @@ class Function:
             labels.append(f"argument {names[i]}")
             values.append(tensor_component(t, spec))
         state_labels, state_values = state_signature(reach)
-        return CallKey(labels + state_labels, values + state_values)
+        return CallKey(lambda: labels + state_labels(), values + state_values)
 
     # ------------------------------------------------------------------------------ calls
     def __call__(self, *args, **kwargs):
@@ -160,7 +160,7 @@ class Function:
         reach = discover(self.fn, args, kwargs, self._arg_names)
         base = self._key(leaves, names, structure, reach)
         grad_labels, grad_values = grad_signature(reach, leaves, names)
-        key = CallKey(list(base.labels) + grad_labels, list(base.values) + grad_values)
+        key = CallKey(lambda: list(base.labels) + grad_labels(), list(base.values) + grad_values)
         # a graph that reads no gradient is cached under the key without them (`base`)
         entry = self._cache.get(base) or self._cache.get(key)
         if entry is None:

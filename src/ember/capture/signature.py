@@ -68,14 +68,22 @@ class TensorSpec:
 
 
 class CallKey:
-    """The hashable key of a call: ``values`` (compared) with parallel ``labels`` (explained)."""
+    """The hashable key of a call: ``values`` (compared) with parallel ``labels`` (explained).
+    ``labels`` may be a function giving them: they are built only when read (an explanation
+    of a retrace), not on every call."""
 
-    __slots__ = ("labels", "values", "_hash")
+    __slots__ = ("_labels", "values", "_hash")
 
-    def __init__(self, labels: list[str], values: list):
-        self.labels = tuple(labels)
+    def __init__(self, labels, values: list):
+        self._labels = labels
         self.values = tuple(values)
         self._hash = hash(self.values)
+
+    @property
+    def labels(self) -> tuple:
+        if not isinstance(self._labels, tuple):
+            self._labels = tuple(self._labels() if callable(self._labels) else self._labels)
+        return self._labels
 
     def __hash__(self) -> int:
         return self._hash

@@ -48,14 +48,49 @@ __all__ = [
 ]
 
 
+def _walk(module: Module) -> list:
+    """(path, module) of ``module`` and its submodules, each once, as ``named_modules`` orders
+    them, without its nested generators."""
+    out, seen, stack = [], set(), [("", module)]
+    while stack:
+        path, m = stack.pop()
+        if id(m) in seen:
+            continue
+        seen.add(id(m))
+        out.append((path, m))
+        children = [(k, c) for k, c in m._modules.items() if c is not None]
+        for name, child in reversed(children):
+            stack.append((f"{path}.{name}" if path else name, child))
+    return out
+
+
 @dataclass
 class Reachable:
     modules: list  # [(name, Module)]: the top-level modules found
     optimizers: list  # [(name, Optimizer)]
     tensors: list  # [(name, Tensor)]: eager tensors found directly (globals, closure cells)
+    _named: list | None = None
+    _flags: list | None = None
 
     def named_tensors(self) -> list:
-        """Every eager tensor of the state with a readable name, without repeats."""
+        """Every eager tensor of the state with a readable name, without repeats (found once
+        per `Reachable`: a call's key reads it twice)."""
+        if self._named is None:
+            self._named = self._find_named_tensors()
+        return self._named
+
+    def refresh(self) -> Reachable:
+        """Forget what `named_tensors` found (a `Reachable` kept across calls: the state may
+        have gained tensors since, optimizer buffers for one)."""
+        self._named = self._flags = None
+        return self
+
+    def module_flags(self) -> list:
+        """Per top-level module, the training flags of it and its submodules, in order."""
+        self.named_tensors()
+        return self._flags
+
+    def _find_named_tensors(self) -> list:
         seen, named = set(), []
 
         def add(name, t):
@@ -63,12 +98,20 @@ class Reachable:
                 seen.add(id(t))
                 named.append((name, t))
 
+        self._flags = []
         for prefix, m in self.modules:
-            dot = f"{prefix}." if prefix else ""  # the traced module itself: its own names
-            for name, p in m.named_parameters():
-                add(dot + name, p)
-            for name, b in m.named_buffers():
-                add(dot + name, b)
+            # one walk of the module tree for its parameters, then its buffers, each in
+            # named_parameters' and named_buffers' order (this runs on every call)
+            walk = _walk(m)
+            self._flags.append(tuple(sub.training for _, sub in walk))
+            for key in ("_parameters", "_buffers"):
+                for path, sub in walk:
+                    dot = f"{prefix}." if prefix else ""  # the traced module: its own names
+                    if path:
+                        dot += path + "."
+                    for name, t in getattr(sub, key).items():
+                        if t is not None:
+                            add(dot + name, t)
         for prefix, opt in self.optimizers:
             for g, group in enumerate(opt.param_groups):
                 for i, p in enumerate(group["params"]):
@@ -153,15 +196,12 @@ def check_found(builder, reach: Reachable, where: str) -> None:
             )
 
 
-def state_signature(reach: Reachable) -> tuple[list, list]:
-    """(labels, values) of the state's part of the cache key."""
-    labels, values = [], []
-    for name, m in reach.modules:
-        labels.append(f"{name}: training flags")
-        values.append(tuple(sub.training for sub in m.modules()))
-    for name, opt in reach.optimizers:
-        for g, group in enumerate(opt.param_groups):
-            labels.append(f"{name}.param_groups[{g}] hyper-parameters")
+def state_signature(reach: Reachable) -> tuple:
+    """(a function giving the labels, the values) of the state's part of the cache key (the
+    labels are built only where a retrace is explained)."""
+    values = list(reach.module_flags())
+    for _, opt in reach.optimizers:
+        for group in opt.param_groups:
             values.append(
                 tuple(
                     (k, tuple(v) if isinstance(v, list) else v)
@@ -169,7 +209,6 @@ def state_signature(reach: Reachable) -> tuple[list, list]:
                     if k not in ("params", "param_names")
                 )
             )
-        labels.append(f"{name}: the buffers in its state")
         values.append(
             tuple(
                 tuple(sorted(opt.state[p])) if p in opt.state else ()
@@ -177,24 +216,36 @@ def state_signature(reach: Reachable) -> tuple[list, list]:
                 for p in group["params"]
             )
         )
-    for name, t in reach.named_tensors():
-        labels.append(f"{name} (object, shape, dtype, requires_grad)")
-        values.append((id(t), t.shape, t.dtype.name, t._requires_grad))
+    named = reach.named_tensors()
+    values += [(id(t), t.shape, t.dtype.name, t._requires_grad) for _, t in named]
+
+    def labels() -> list:
+        out = [f"{name}: training flags" for name, _ in reach.modules]
+        for name, opt in reach.optimizers:
+            out += [
+                f"{name}.param_groups[{g}] hyper-parameters" for g in range(len(opt.param_groups))
+            ]
+            out.append(f"{name}: the buffers in its state")
+        return out + [f"{name} (object, shape, dtype, requires_grad)" for name, _ in named]
+
     return labels, values
 
 
-def grad_signature(reach: Reachable, leaves=(), names=()) -> tuple[list, list]:
-    """(labels, values): which of the state's tensors and of the tensor arguments ``leaves``
-    (named ``names``) that require grad have a ``.grad``. Part of the key only for traces that
-    read a ``.grad`` or ran backward (see `watching_grad_reads`): a forward pass does not."""
-    labels, values = [], []
-    for name, t in reach.named_tensors():
-        labels.append(f"{name}: has a .grad")
-        values.append(GRAD_SLOT.__get__(t, Tensor) is not None)
-    for name, t in zip(names, leaves):
-        if t.requires_grad:
-            labels.append(f"argument {name}: has a .grad")
-            values.append(GRAD_SLOT.__get__(t, Tensor) is not None)
+def grad_signature(reach: Reachable, leaves=(), names=()) -> tuple:
+    """(a function giving the labels, the values): which of the state's tensors and of the
+    tensor arguments ``leaves`` (named ``names``) that require grad have a ``.grad``. Part of
+    the key only for traces that read a ``.grad`` or ran backward (see `watching_grad_reads`):
+    a forward pass does not."""
+    named = reach.named_tensors()
+    grad = GRAD_SLOT.__get__
+    values = [grad(t, Tensor) is not None for _, t in named]
+    wanting = [(name, t) for name, t in zip(names, leaves) if t.requires_grad]
+    values += [grad(t, Tensor) is not None for _, t in wanting]
+
+    def labels() -> list:
+        out = [f"{name}: has a .grad" for name, _ in named]
+        return out + [f"argument {name}: has a .grad" for name, _ in wanting]
+
     return labels, values
 
 

@@ -404,7 +404,7 @@ def capture_call(
 
     graph_name = name or getattr(fn, "__name__", None) or type(fn).__name__
     builder = GraphBuilder(Graph(graph_name if graph_name.isidentifier() else "graph"))
-    builder.capture_names = {id(t): n for n, t in reach.named_tensors()}
+    builder.capture_names = {id(t): n for n, t in reach.refresh().named_tensors()}
     symbolic, feeds, grad_args = [], [], []
     for i, t in enumerate(leaves):
         shape = specs[i].symbolic_shape(names[i]) if specs else t.shape
@@ -536,11 +536,11 @@ def _guard_key(reach, leaves, names, reads_grads: bool):
     from .signature import CallKey
     from .state import grad_signature, state_signature
 
-    labels, values = state_signature(reach)
-    if reads_grads:
-        grad_labels, grad_values = grad_signature(reach, leaves, names)
-        labels, values = labels + grad_labels, values + grad_values
-    return CallKey(labels, values)
+    labels, values = state_signature(reach.refresh())
+    if not reads_grads:
+        return CallKey(labels, values)
+    grad_labels, grad_values = grad_signature(reach, leaves, names)
+    return CallKey(lambda: labels() + grad_labels(), values + grad_values)
 
 
 __all__ = ["GraphFunction", "SymbolicTensor", "capture_call", "split_args", "trace"]

@@ -258,7 +258,7 @@ def forward_step(x_shape: tuple, w_shape: tuple, p: Plan, dtype, relu: bool):
     args += [n * c, *copied, h, w, *p.lo, *p.padded]
     args += [f.cog, f.rows, f.panels]
     args += [f.panels, f.rows, n * len(src), f.cog, f.m, len(src), c * f.plane, f.cog * f.m]
-    args += [int(relu)]
+    args += [int(relu), _functions(dtype)[3] or 0]
     return step, np.array(args, np.int64), (step, xp, wp, src, dst, roff)
 
 

@@ -175,12 +175,12 @@ void conv_forward(const T *x, const T *wp, const T *bias, T *out, unsigned char 
 }
 
 /* the graph runner's step (runtime/cgraph.py): one group's forward convolution with its
-   epilogue on this thread. The input is copied into the step's own zero-bordered scratch (none
-   when the convolution reads it unpadded) and the weight packed into its own, as the caller
-   of conv_forward does. args: x, w, bias, out, mask, xp (or 0), wp, src, dst, roff, then the
-   copy (planes, rows and columns copied, the input's rows and columns, the padding before,
-   the padded rows and columns), the packing (cout, rows, panels), conv_forward's eight
-   sizes, relu */
+   epilogue, on the pool where it is free (a run on one thread), else on this thread. The input
+   is copied into the step's own zero-bordered scratch (none when the convolution reads it
+   unpadded) and the weight packed into its own, as the caller of conv_forward does. args: x,
+   w, bias, out, mask, xp (or 0), wp, src, dst, roff, then the copy (planes, rows and columns
+   copied, the input's rows and columns, the padding before, the padded rows and columns), the
+   packing (cout, rows, panels), conv_forward's eight sizes, relu, the pool (or 0) */
 void conv_forward_step(const long *a) {
   const T *x = (const T *)a[0], *w = (const T *)a[1];
   T *xp = (T *)a[5], *wp = (T *)a[6];
@@ -201,7 +201,7 @@ void conv_forward_step(const long *a) {
       }
   conv_forward(xp ? xp : x, wp, (const T *)a[2], (T *)a[3], (unsigned char *)a[4],
                (const long *)a[7], (const long *)a[8], (const long *)a[9], a[22], a[23], a[24],
-               a[25], a[26], a[27], a[28], a[29], (int)a[30], 0);
+               a[25], a[26], a[27], a[28], a[29], (int)a[30], (ember_pool)a[31]);
 }
 
 /* ------------------------------------------------------------------ weight gradient */

@@ -20,9 +20,14 @@ down its successors' missing inputs, until every step is claimed. No thread ever
 step that no thread has claimed, so a run cannot deadlock: with one thread (or when another
 parallel loop holds the pool) it runs the whole graph in priority order.
 
-Invariants. Inputs reach the steps C-contiguous in the node's dtype; each run allocates its own
-outputs (NumPy arrays), so results never alias an earlier run's. One run of a program at a time
-(its argument blocks are patched in place): `ParallelProgram` holds its pool's lock around it.
+Memory. The graph's intermediate values live in arrays the program allocates once, their
+addresses written into the steps' arguments then; each run writes only its inputs' addresses
+(where they are other arrays than the last run's) and its outputs', which are new arrays every
+run, so results never alias an earlier run's. (No intermediate shares memory with another: two
+steps may run at once. The arrays stay allocated as long as the program.)
+
+Invariants. Inputs reach the steps C-contiguous in the node's dtype. One run of a program at a
+time (its arrays and argument blocks are its own): `ParallelProgram` holds a lock around it.
 """
 
 from __future__ import annotations
@@ -92,10 +97,12 @@ void ember_run_graph(long n, const long *fns, const long *args, const long *succ
   else work(&r, 0, 1);
 }
 
-/* out (m x n) = x (m x k) @ op(w) (w^T, w being n x k, when tb; else w, k x n) on this thread
-   with ember's own GEMM (runtime/cgemm.py), or its kernel for few rows when given, then + bias
-   per column, then ReLU (NaN and -0.0 stay, as np.maximum leaves them). args: x, w, bias (or
-   0), out, the dtype's ember_gemm, m, n, k, tb, ldb, relu, its ember_skinny (or 0) */
+/* out (m x n) = x (m x k) @ op(w) (w^T, w being n x k, when tb; else w, k x n) with ember's
+   own GEMM (runtime/cgemm.py), or its kernel for few rows when given, then + bias per column,
+   then ReLU (NaN and -0.0 stay, as np.maximum leaves them). Its columns are shared over the
+   pool when one is given and free (a run on one thread); else this thread computes it all.
+   args: x, w, bias (or 0), out, the dtype's ember_gemm, m, n, k, tb, ldb, relu, its
+   ember_skinny (or 0), the pool (or 0), the columns' alignment, the GEMM's split and count */
 typedef void (*ember_gemm_fn)(void *, void *, int, int, int, int, long, long, long, const void *,
                               long, const void *, long, void *, long, long, long, long, long,
                               long, void *);
@@ -108,10 +115,11 @@ typedef void (*ember_skinny_fn)(int, long, long, long, const void *, long, const
     long m = a[5], n = a[6], k = a[7], relu = a[10];                                         \
     if (a[11])                                                                               \
       ((ember_skinny_fn)a[11])((int)a[8], m, n, k, (const void *)a[0], k, (const void *)a[1],  \
-                               a[9], out, n, 1, 0);                                          \
+                               a[9], out, n, a[13], (void *)a[12]);                          \
     else                                                                                     \
-      ((ember_gemm_fn)a[4])(0, 0, 0, 0, (int)a[8], 0, m, n, k, (const void *)a[0], k,        \
-                            (const void *)a[1], a[9], out, n, 0, 0, 0, 1, 1, 0);             \
+      ((ember_gemm_fn)a[4])(0, 0, 0, 0, (int)a[8], (int)a[14], m, n, k, (const void *)a[0], k, \
+                            (const void *)a[1], a[9], out, n, 0, 0, 0, a[15], a[13],         \
+                            (void *)a[12]);                                                  \
     if (!bias && !relu) return;                                                              \
     for (long i = 0; i < m; i++)                                                             \
       for (long j = 0; j < n; j++) {                                                         \
@@ -215,7 +223,7 @@ def linear_step(x, w, bias, out, *, transposed: bool, relu: bool = False) -> CSt
     (w (k, n): a 2-d ``matmul``), plus ``bias`` per output column when given (its type, or
     None), then ReLU when ``relu``: the types of the node's operands and result, whose own
     inputs and output slots are 0, 1, 2 (bias) and 3. None where it does not apply."""
-    from . import cgemm
+    from . import cgemm, cpool
 
     library = _library()
     dtype = out.dtype.np
@@ -232,8 +240,17 @@ def linear_step(x, w, bias, out, *, transposed: bool, relu: bool = False) -> CSt
     n, k = (w.shape[0], w.shape[1]) if transposed else (w.shape[1], w.shape[0])
     m = int(np.prod(x.shape[:-1], dtype=np.int64))
     gemm = function_address(functions[0])
-    few = function_address(functions[6]) if m <= cgemm.SKINNY_ROWS else 0
-    args = [0, 0, 0, 0, gemm, m, n, k, int(transposed), k if transposed else n, int(relu), few]
+    few = m <= cgemm.SKINNY_ROWS
+    itemsize = dtype.itemsize
+    flops = 2 * m * n * k
+    big = flops >= cgemm.SPLIT_FLOPS or (few and n * k * itemsize >= cgemm.SKINNY_SPLIT_BYTES)
+    unit = 4 if few and transposed else 64 // itemsize
+    per_thread = -(-n // cpool.get_num_threads())
+    align = -(-per_thread // unit) * unit if big else 1
+    pool = cpool.parallel_for() if big else None
+    split, count = (2, n) if big else (0, 1)  # (the GEMM's blocks of columns, or one call)
+    args = [0, 0, 0, 0, gemm, m, n, k, int(transposed), k if transposed else n, int(relu)]
+    args += [function_address(functions[6]) if few else 0, pool or 0, align, split, count]
     step = library[3][dtype]
     return CStep(function_address(step), np.array(args, np.int64), [], (library, functions))
 
@@ -289,45 +306,67 @@ class CGraphProgram:
         self._succ = np.array([k for s in successors for k in s] or [0], np.int64)
         self._fns = np.array([s.fn for s in self._steps], np.int64)
         self._args = np.array([s.args.ctypes.data for s in self._steps], np.int64)
-        # per run: which arrays to allocate, and which argument slots take which value
-        self._outputs = [
-            [(id(v), tuple(v.type.shape), v.type.dtype.np) for v in node.outputs] for node in nodes
-        ]
-        self._patches = [
-            (step.args, slot, id(node.inputs[i]) if role == "in" else id(node.outputs[i]))
-            for step, node in zip(self._steps, nodes)
-            for slot, role, i in step.slots
-        ]
-        self._inputs = [(id(v), v.type.dtype.np) for v in graph.inputs]
-        self._constants = {
-            id(n.outputs[0]): np.ascontiguousarray(graph.constants[n.name])
-            for n in graph.nodes
-            if n.kind == "constant"
-        }
+        self._missing_now = missing.copy()  # the counters one run counts down
+        self._claimed = np.zeros(len(order), np.int64)
+        # argument slots by value: [(block, slot), ...]
+        slots: dict = {}
+        for step, node in zip(self._steps, nodes):
+            for slot, role, i in step.slots:
+                value = node.inputs[i] if role == "in" else node.outputs[i]
+                slots.setdefault(id(value), []).append((step.args, slot))
+        outputs = {id(v) for v in graph.outputs}
+        # the intermediate values live in arrays of the program's own, written once into the
+        # steps' arguments; the graph's outputs are new arrays each run
+        self._values: dict = {}
+        self._fresh = []
+        for node in nodes:
+            for v in node.outputs:
+                shape, dtype = tuple(v.type.shape), v.type.dtype.np
+                if id(v) in outputs:
+                    self._fresh.append((id(v), shape, dtype, slots.get(id(v), [])))
+                else:
+                    self._values[id(v)] = array = np.empty(shape, dtype)
+                    _write(slots.get(id(v), []), array)
+        for n in graph.nodes:
+            if n.kind == "constant":
+                v = n.outputs[0]
+                self._values[id(v)] = array = np.ascontiguousarray(graph.constants[n.name])
+                _write(slots.get(id(v), []), array)
+        self._inputs = [(id(v), v.type.dtype.np, slots.get(id(v), [])) for v in graph.inputs]
+        self._last_inputs: list = [None] * len(graph.inputs)  # (kept: their ids stay theirs)
 
     def __call__(self, *arrays) -> list:
-        env = dict(self._constants)
-        for (key, dtype), a in zip(self._inputs, arrays):
-            env[key] = np.ascontiguousarray(a, dtype)
-        for outputs in self._outputs:
-            for key, shape, dtype in outputs:
-                env[key] = np.empty(shape, dtype)
-        for args, slot, key in self._patches:
-            args[slot] = env[key].ctypes.data
-        missing = self._missing.copy()
-        claimed = np.zeros(len(self._steps), np.int64)
+        env = dict(self._values)
+        for k, ((key, dtype, slots), a) in enumerate(zip(self._inputs, arrays)):
+            a = np.ascontiguousarray(a, dtype)
+            env[key] = a
+            if a is not self._last_inputs[k]:  # (a parameter is the same array every step)
+                _write(slots, a)
+                self._last_inputs[k] = a
+        for key, shape, dtype, slots in self._fresh:
+            env[key] = array = np.empty(shape, dtype)
+            _write(slots, array)
+        np.copyto(self._missing_now, self._missing)
+        self._claimed.fill(0)
         self._run(
             len(self._steps),
             self._fns.ctypes.data,
             self._args.ctypes.data,
             self._succ_start.ctypes.data,
             self._succ.ctypes.data,
-            missing.ctypes.data,
-            claimed.ctypes.data,
+            self._missing_now.ctypes.data,
+            self._claimed.ctypes.data,
             self.threads,
             self._pool,
         )
         return [env[id(v)] for v in self.graph.outputs]
+
+
+def _write(slots: list, array: np.ndarray) -> None:
+    if slots:
+        address = array.ctypes.data
+        for block, slot in slots:
+            block[slot] = address
 
 
 _STEP_CALL = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -342,8 +381,11 @@ def _example(t, rng) -> np.ndarray:
 
 def measure_nodes(graph, steps: list, reps: int = 5, budget_s: float = 0.25) -> dict:
     """Each call node's time on this machine, on random inputs of its types: position ->
-    (seconds as generated code runs it, seconds as its C step runs alone on one thread), medians
-    of ``reps``. Nodes past ``budget_s`` of measuring are left out (the tables price them)."""
+    (seconds as generated code runs it, seconds as its C step runs on one thread (beside
+    another step: the pool busy), seconds as its C step runs with the pool free (a run on one
+    thread)), medians of ``reps``. Nodes past ``budget_s`` of measuring are left out (the
+    tables price them)."""
+    from . import cpool
     from .parallel import node_callable
 
     rng = np.random.default_rng(0)
@@ -360,10 +402,14 @@ def measure_nodes(graph, steps: list, reps: int = 5, budget_s: float = 0.25) -> 
             step.args[slot] = (inputs if role == "in" else outputs)[i].ctypes.data
         call, block = _STEP_CALL(step.fn), step.args.ctypes.data
         kernel = node_callable(node)
-        measured[position] = (
-            _median(lambda: kernel(*inputs), reps),
-            _median(lambda: call(block), reps),
-        )
+        threads = cpool.get_num_threads()
+        cpool.set_num_threads(1)
+        try:
+            single = _median(lambda: call(block), reps)
+        finally:
+            cpool.set_num_threads(threads)
+        generated = _median(lambda: kernel(*inputs), reps)
+        measured[position] = (generated, single, _median(lambda: call(block), reps))
     return measured
 
 

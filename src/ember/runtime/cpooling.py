@@ -213,10 +213,9 @@ void max_pool(const T *x, T *out, long long *idx, long count, ember_pool pool) {
   if (pool && count * H * W >= (1L << 15)) pool(planes, &j, count, 1);
   else planes(&j, 0, count);
 }
-/* the graph runner's step (runtime/cgraph.py): args x, out, idx, count; this thread only */
+/* the graph runner's step (runtime/cgraph.py): args x, out, idx, count, the pool (or 0) */
 void max_pool_step(const long *a) {
-  struct job j = {(const T *)a[0], (T *)a[1], (long long *)a[2]};
-  planes(&j, 0, a[3]);
+  max_pool((const T *)a[0], (T *)a[1], (long long *)a[2], a[3], (ember_pool)a[4]);
 }
 """
 # frames up to this size live on the stack of the thread running the plane (the pool's
@@ -278,7 +277,7 @@ def max_pool_c_step(node):
     if kernel_fn is None or kernel_fn[2] is not None:
         return None
     step = kernel_fn[3]
-    args = np.array([0, 0, 0, n * c], np.int64)
+    args = np.array([0, 0, 0, n * c, kernel_fn[1] or 0], np.int64)
     slots = [(0, "in", 0), (1, "out", 0), (2, "out", 1)]
     return CStep(function_address(step), args, slots, (step,))
 

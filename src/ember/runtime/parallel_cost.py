@@ -149,6 +149,7 @@ class NodeEstimate:
     factor: float
     exclusive: bool
     reason: str
+    alone_seconds: float | None = None  # on the C runner with the pool free (its one thread)
 
 
 # --------------------------------------------------------------------------------- lookups
@@ -177,17 +178,20 @@ def _elements(types) -> int:
 
 def estimate(node, calibration: Calibration, measured: tuple | None = None) -> NodeEstimate:
     """Predict ``node``'s time and concurrency from its op's kind and cost (a call node with
-    concrete shapes). ``measured``: its (seconds, seconds in a worker) timed on this machine,
-    which replace the tables' (the pair factor still comes from them)."""
+    concrete shapes). ``measured``: its (seconds, seconds in a worker[, seconds alone with the
+    pool free]) timed on this machine, which replace the tables' (the pair factor still comes
+    from them)."""
     found = _estimate(node, calibration)
     if measured is None:
         return found
-    seconds, worker = measured
+    seconds, worker, *alone = measured
     exclusive = (
         found.factor >= EXCLUSIVE_FRACTION * calibration.cores
         and worker >= EXCLUSIVE_HANDOFFS * calibration.handoff_s
     )
-    return NodeEstimate(seconds, worker, found.factor, exclusive, found.reason + ", measured")
+    reason = found.reason + ", measured"
+    alone_s = alone[0] if alone else None
+    return NodeEstimate(seconds, worker, found.factor, exclusive, reason, alone_s)
 
 
 def _estimate(node, calibration: Calibration) -> NodeEstimate:

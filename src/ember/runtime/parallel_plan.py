@@ -111,10 +111,15 @@ def plan(
         k: e.worker_seconds if calibration.runner == "c" else e.seconds
         for k, e in estimates.items()
     }
+    # (on one thread, a step has the pool to itself)
+    one = {
+        k: e.alone_seconds if e.alone_seconds is not None else alone[k]
+        for k, e in estimates.items()
+    }
     if workers == 1 or len(calls) < 2:
         result.reason = "one worker" if workers == 1 else "fewer than two nodes"
         result.parallel_s = result.sequential_s
-        return _on_one_thread(result, calls, alone, calibration, position)
+        return _on_one_thread(result, calls, one, calibration, position)
     preds = _dependencies(graph, calls)
     duration = {
         k: alone[k] + calibration.step_s
@@ -133,7 +138,7 @@ def plan(
     gain = 1 - result.parallel_s / result.sequential_s if result.sequential_s else 0.0
     if used < 2:
         result.reason = "no independent work worth a hand-off"
-        return _on_one_thread(result, order, alone, calibration, position)
+        return _on_one_thread(result, order, one, calibration, position)
     elif force:
         result.parallel, result.reason = True, f"forced; predicted gain {gain:+.0%}"
     elif gain < MARGIN:
@@ -142,17 +147,18 @@ def plan(
         result.parallel, result.reason = True, f"predicted gain {gain:+.0%}"
     if not result.parallel:
         result.workers, result.waits, result.order = [], {}, []
-        one = _on_one_thread(result, order, alone, calibration, position)
-        if one.parallel and one.parallel_s < makespan + calibration.fork_s:
-            return one
+        single = _on_one_thread(result, order, one, calibration, position)
+        if single.parallel and single.parallel_s < makespan + calibration.fork_s:
+            return single
     return result
 
 
 def _on_one_thread(result: ParallelPlan, order, alone: dict, calibration, position):
     """``result`` turned into a plan running every node in ``order`` on the calling thread
-    with the C graph runner, where that is predicted faster than generated code by `MARGIN`
-    (its kernels then lose their own threads, but no Python runs between them: graphs of
-    small nodes gain most); else ``result`` unchanged (its workers cleared)."""
+    with the C graph runner (``alone``: each node's time there, its kernel sharing its work
+    over the pool as in generated code), where that is predicted faster than generated code by
+    `MARGIN` (no Python runs between the nodes: graphs of small nodes gain most); else
+    ``result`` unchanged (its workers cleared)."""
     result.workers, result.waits, result.order = [], {}, []
     if calibration.runner != "c" or not result.sequential_s:
         return result
