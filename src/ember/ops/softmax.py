@@ -43,9 +43,21 @@ def _shifted_exp(x, axis, safe=False):
     return shifted, np.exp(shifted)
 
 
+def _compiled(x, axis, **kind):
+    """The C kernel's result (runtime/csoftmax.py) along the last axis, or None."""
+    if x.ndim == 0 or axis not in (-1, x.ndim - 1) or x.dtype in _HALF:
+        return None
+    from ..runtime import csoftmax  # (the runtime imports the ops)
+
+    return csoftmax.softmax(x, **kind) if "safe" in kind else csoftmax.log_softmax(x)
+
+
 def _softmax_kernel(x, *, axis, safe):
     if x.ndim == 0:
         return np.ones_like(x)
+    compiled = _compiled(x, axis, safe=safe)
+    if compiled is not None:
+        return compiled
     _, e = _shifted_exp(x, axis, safe)
     total = e.sum(axis=axis, keepdims=True)
     if safe:
@@ -57,6 +69,9 @@ def _softmax_kernel(x, *, axis, safe):
 def _log_softmax_kernel(x, *, axis):
     if x.ndim == 0:
         return np.zeros_like(x)
+    compiled = _compiled(x, axis)
+    if compiled is not None:
+        return compiled
     shifted, e = _shifted_exp(x, axis)
     shifted -= np.log(e.sum(axis=axis, keepdims=True))
     return shifted.astype(x.dtype, copy=False)

@@ -1,0 +1,132 @@
+"""softmax and log_softmax along the last axis in C: one pass for the row's maximum, one for
+the exponentials and their sum (glibc's vector exp, as runtime/cfuse.py's loops call it), one
+to scale, each row in cache between them, rows shared over ember's pool.
+
+The NumPy kernels of ops/softmax.py are the specification, and these follow their arithmetic
+step by step, so the special values come out the same: a row holding NaN gives NaN throughout
+(NumPy's maximum propagates it); ``safe`` shifts a row whose maximum is not finite by 0 and
+gives a row whose exponentials sum to 0 zeros rather than NaN (a fully masked attention row).
+Results differ from NumPy's only by the vector exp's few ulps.
+
+`softmax(x, safe)` and `log_softmax(x)` return None where they do not apply (no compiler, a
+dtype other than float32 or float64, a row length of 0) and the caller runs NumPy.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import numpy as np
+
+__all__ = ["log_softmax", "softmax"]
+
+_SOURCE = r"""
+#include <math.h>
+typedef void (*ember_task)(void *, long, long);
+typedef void (*ember_pool)(ember_task, void *, long, long);
+__attribute__((simd("notinbranch"))) T EXP(T);
+
+struct job { const T *x; T *y; long n; int safe, log_form; };
+
+static void rows(void *job_, long lo, long hi) {
+  const struct job *j = job_;
+  long n = j->n;
+  for (long r = lo; r < hi; r++) {
+    const T *x = j->x + r * n;
+    T *y = j->y + r * n;
+    T top = -INFINITY;
+    int nan = 0;
+#pragma omp simd reduction(max : top) reduction(| : nan)
+    for (long i = 0; i < n; i++) {
+      top = x[i] > top ? x[i] : top;
+      nan |= x[i] != x[i];
+    }
+    T shift = nan ? NAN : top;
+    if (j->safe && !isfinite(shift)) shift = 0;
+    T total = 0;
+    if (j->log_form) {
+#pragma omp simd reduction(+ : total)
+      for (long i = 0; i < n; i++) {
+        y[i] = x[i] - shift;
+        total += EXP(y[i]);
+      }
+      T lse = LOG(total);
+#pragma omp simd
+      for (long i = 0; i < n; i++) y[i] -= lse;
+    } else {
+#pragma omp simd reduction(+ : total)
+      for (long i = 0; i < n; i++) {
+        y[i] = EXP(x[i] - shift);
+        total += y[i];
+      }
+      if (j->safe && total == 0) total = 1;
+#pragma omp simd
+      for (long i = 0; i < n; i++) y[i] /= total;
+    }
+  }
+}
+
+void ember_softmax(const T *x, T *y, long count, long n, int safe, int log_form,
+                   ember_pool pool) {
+  struct job j = {x, y, n, safe, log_form};
+  if (pool && count > 1 && count * n >= (1L << 15)) pool(rows, &j, count, 1);
+  else rows(&j, 0, count);
+}
+"""
+
+_TYPES = {
+    np.dtype(np.float32): ("float", "expf", "logf"),
+    np.dtype(np.float64): ("double", "exp", "log"),
+}
+_FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-fopenmp-simd", "-fno-math-errno")
+_FLAGS += ("-fno-trapping-math", "-ffp-contract=off", "-std=gnu11")
+
+
+@functools.cache
+def _function(dtype: np.dtype):
+    """(ember_softmax, the pool) for ``dtype``, or None (no compiler, or the build failed)."""
+    from . import ccompile, cpool
+
+    if dtype not in _TYPES or not ccompile.compiler_available():
+        return None
+    c_type, exp, log = _TYPES[dtype]
+    source = f"#define T {c_type}\n#define EXP {exp}\n#define LOG {log}\n" + _SOURCE
+    args = [ctypes.c_void_p] * 2 + [ctypes.c_long] * 2 + [ctypes.c_int] * 2 + [ctypes.c_void_p]
+    for libs in (("-lmvec", "-lm"), ("-lm",)):
+        try:
+            text = (
+                source
+                if "-lmvec" in libs
+                else source.replace('__attribute__((simd("notinbranch"))) ', "")
+            )
+            return ccompile.load(
+                text, "ember_softmax", args, flags=_FLAGS + libs
+            ), cpool.parallel_for()
+        except ccompile.CompileError:
+            continue  # no vector math library here: scalar exp, still one kernel
+    return None
+
+
+def _run(x: np.ndarray, safe: bool, log_form: bool) -> np.ndarray | None:
+    if x.ndim == 0 or x.shape[-1] == 0:
+        return None
+    found = _function(x.dtype)
+    if found is None:
+        return None
+    fn, pool = found
+    x = np.ascontiguousarray(x)
+    y = np.empty_like(x)
+    n = x.shape[-1]
+    fn(x.ctypes.data, y.ctypes.data, x.size // n, n, int(safe), int(log_form), pool)
+    return y
+
+
+def softmax(x: np.ndarray, safe: bool = False) -> np.ndarray | None:
+    """softmax along the last axis, or None (see the module docstring)."""
+    return _run(x, safe, False)
+
+
+def log_softmax(x: np.ndarray) -> np.ndarray | None:
+    """log_softmax along the last axis, or None (see the module docstring)."""
+    return _run(x, False, True)
