@@ -307,7 +307,10 @@ def test_non_ember_files_raise_checkpoint_error(tmp_path):
     with pytest.raises(ember.CheckpointError, match="not an ember checkpoint"):
         load(plain)
     garbage = tmp_path / "garbage"
-    garbage.write_bytes(os.urandom(256))
+    # (random bytes, but not starting with 0x80 or "PK": those read as a PyTorch pickle, the
+    # next test's case; os.urandom began with 0x80 one run in 256)
+    noise = np.random.default_rng(0).integers(0, 256, 256, dtype=np.uint8).tobytes()
+    garbage.write_bytes(b"\x01" + noise[1:])
     with pytest.raises(ember.CheckpointError, match="not a safetensors file"):
         load(garbage)
     with pytest.raises(ember.CheckpointError, match="no such file"):
