@@ -273,7 +273,7 @@ def _epilogue_c_step(node):
     relu = (("relu", (("in", 0),), ()),)
     if len(node.inputs) != n or attrs["outputs"] != (0,) or attrs["program"] not in ((), relu):
         return None
-    from ..runtime import cgraph
+    from ..runtime import csteps
 
     types = [v.type for v in node.inputs]
     linear = attrs["producer"] == "linear"
@@ -281,7 +281,7 @@ def _epilogue_c_step(node):
         return None
     bias = types[2] if linear and n == 3 else None
     out = node.outputs[0].type
-    step = cgraph.linear_step(
+    step = csteps.linear_step(
         types[0], types[1], bias, out, transposed=linear, relu=bool(attrs["program"])
     )
     if step is not None:

@@ -175,12 +175,12 @@ def _matmul_cost(in_types, out_types, attrs) -> Cost:
 def _matmul_c_step(node):
     """The C graph runner's step of a product by a matrix (b 2-d; a's leading dimensions are
     rows)."""
-    from ..runtime import cgraph
+    from ..runtime import csteps
 
     a, b = (v.type for v in node.inputs)
     if len(b.shape) != 2:
         return None
-    step = cgraph.linear_step(a, b, None, node.outputs[0].type, transposed=False)
+    step = csteps.linear_step(a, b, None, node.outputs[0].type, transposed=False)
     if step is not None:
         step.slots = [(0, "in", 0), (1, "in", 1), (3, "out", 0)]
     return step
@@ -351,10 +351,10 @@ def _linear_cost(in_types, out_types, attrs) -> Cost:
 
 
 def _linear_c_step(node):
-    from ..runtime import cgraph
+    from ..runtime import csteps
 
     types = [v.type for v in node.inputs]
-    step = cgraph.linear_step(
+    step = csteps.linear_step(
         types[0], types[1], types[2] if len(types) == 3 else None, node.outputs[0].type,
         transposed=True,
     )  # fmt: skip

@@ -58,9 +58,9 @@ def _reshape_infer(x, *, shape):
 
 
 def _copy_c_step(node):
-    from ..runtime import cgraph
+    from ..runtime import csteps
 
-    return cgraph.copy_step(node)
+    return csteps.copy_step(node)
 
 
 _RESHAPE = register(
@@ -326,9 +326,9 @@ def _concat_vjp(c, g):
 
 
 def _concat_c_step(node):
-    from ..runtime import cgraph
+    from ..runtime import csteps
 
-    return cgraph.concat_step(node)
+    return csteps.concat_step(node)
 
 
 _CONCAT = register(

@@ -8,10 +8,12 @@ convolution of an inception branch takes. Here a node finishing costs an atomic 
 waiting thread spins instead of sleeping.
 
 A *C step* is a function ``void step(const long *args)`` and its argument block: pointers to
-the node's inputs and outputs (patched at each run), sizes, and scratch memory of its own (so
-steps running at once never share any). An op offers one through its ``extra["c_step"]`` hook,
-``hook(node) -> CStep | None`` (None: not this node; then the graph has no C program). Steps run
-their kernels on the thread that claims them, single-threaded.
+the node's inputs and outputs, sizes, and scratch memory of its own (so steps running at once
+never share any). An op offers one through its ``extra["c_step"]`` hook, ``hook(node) -> CStep
+| None`` (None: not this node; then the graph has no C program); runtime/csteps.py holds the
+steps of concat, reshape, linear and matmul, the kernels' own modules the others. A step runs
+its kernel on the thread that claims it, sharing the kernel's work over the pool where the pool
+is free (a run on one thread; beside other steps, a nested call runs on its own thread).
 
 The run (`ember_run_graph`): the steps are in priority order (the longest predicted path to the
 graph's end first); each thread of ``ember_parallel_for`` (runtime/cpool.py) repeatedly claims
@@ -39,11 +41,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["CGraphProgram", "CStep", "c_steps", "concat_step", "copy_step", "function_address"]
-__all__ += ["measure_nodes"]
+__all__ = ["CGraphProgram", "CStep", "c_steps", "function_address", "measure_nodes"]
 
 _SOURCE = r"""
-#include <string.h>
 typedef void (*ember_step)(const long *args);
 typedef void (*ember_task)(void *ctx, long lo, long hi);
 typedef void (*ember_pool)(ember_task, void *ctx, long n, long align);
@@ -96,55 +96,6 @@ void ember_run_graph(long n, const long *fns, const long *args, const long *succ
   if (pool && threads > 1) pool(work, &r, threads, 1);
   else work(&r, 0, 1);
 }
-
-/* out (m x n) = x (m x k) @ op(w) (w^T, w being n x k, when tb; else w, k x n) with ember's
-   own GEMM (runtime/cgemm.py), or its kernel for few rows when given, then + bias per column,
-   then ReLU (NaN and -0.0 stay, as np.maximum leaves them). Its columns are shared over the
-   pool when one is given and free (a run on one thread); else this thread computes it all.
-   args: x, w, bias (or 0), out, the dtype's ember_gemm, m, n, k, tb, ldb, relu, its
-   ember_skinny (or 0), the pool (or 0), the columns' alignment, the GEMM's split and count */
-typedef void (*ember_gemm_fn)(void *, void *, int, int, int, int, long, long, long, const void *,
-                              long, const void *, long, void *, long, long, long, long, long,
-                              long, void *);
-typedef void (*ember_skinny_fn)(int, long, long, long, const void *, long, const void *, long,
-                                void *, long, long, void *);
-#define LINEAR_STEP(T, NAME)                                                                 \
-  void NAME(const long *a) {                                                                 \
-    const T *bias = (const T *)a[2];                                                         \
-    T *out = (T *)a[3];                                                                      \
-    long m = a[5], n = a[6], k = a[7], relu = a[10];                                         \
-    if (a[11])                                                                               \
-      ((ember_skinny_fn)a[11])((int)a[8], m, n, k, (const void *)a[0], k, (const void *)a[1],  \
-                               a[9], out, n, a[13], (void *)a[12]);                          \
-    else                                                                                     \
-      ((ember_gemm_fn)a[4])(0, 0, 0, 0, (int)a[8], (int)a[14], m, n, k, (const void *)a[0], k, \
-                            (const void *)a[1], a[9], out, n, 0, 0, 0, a[15], a[13],         \
-                            (void *)a[12]);                                                  \
-    if (!bias && !relu) return;                                                              \
-    for (long i = 0; i < m; i++)                                                             \
-      for (long j = 0; j < n; j++) {                                                         \
-        T v = bias ? out[i * n + j] + bias[j] : out[i * n + j];                              \
-        out[i * n + j] = relu && v < 0 ? 0 : v;                                              \
-      }                                                                                      \
-  }
-LINEAR_STEP(float, ember_linear_step_f32)
-LINEAR_STEP(double, ember_linear_step_f64)
-
-/* a copy of ``n`` bytes (a reshape: the runner's arrays are contiguous). args: out, in, n */
-void ember_copy_step(const long *a) { memcpy((char *)a[0], (const char *)a[1], (size_t)a[2]); }
-
-/* concat along an axis: per input, ``outer`` rows of ``len`` bytes, side by side in the
-   output's rows of ``row`` bytes. args: out, inputs, outer, row, then (pointer, len) each */
-void ember_concat_step(const long *a) {
-  char *out = (char *)a[0];
-  long k = a[1], outer = a[2], row = a[3], offset = 0;
-  for (long i = 0; i < k; i++) {
-    const char *src = (const char *)a[4 + 2 * i];
-    long len = a[5 + 2 * i];
-    for (long o = 0; o < outer; o++) memcpy(out + o * row + offset, src + o * len, len);
-    offset += len;
-  }
-}
 """
 
 _P, _L = ctypes.c_void_p, ctypes.c_long
@@ -170,89 +121,15 @@ def function_address(fn) -> int:
 
 
 def _library():
-    """(ember_run_graph, the concat step, the copy step, the linear steps by dtype), or None
-    without a compiler."""
+    """``ember_run_graph``, or None without a compiler."""
     from . import ccompile
 
     if not ccompile.compiler_available():
         return None
     try:
-        run = ccompile.load(_SOURCE, "ember_run_graph", _RUN_ARGS)
-        concat = ccompile.load(_SOURCE, "ember_concat_step", [_P])
-        copy = ccompile.load(_SOURCE, "ember_copy_step", [_P])
-        linear = {
-            np.dtype(dtype): ccompile.load(_SOURCE, f"ember_linear_step_{name}", [_P])
-            for dtype, name in ((np.float32, "f32"), (np.float64, "f64"))
-        }
+        return ccompile.load(_SOURCE, "ember_run_graph", _RUN_ARGS)
     except ccompile.CompileError:
         return None
-    return run, concat, copy, linear
-
-
-def concat_step(node) -> CStep | None:
-    """The C step of a ``concat`` node (its inputs and output share a dtype)."""
-    library = _library()
-    if library is None or any(v.type.dtype != node.outputs[0].dtype for v in node.inputs):
-        return None
-    axis = node.attrs["axis"]
-    out = node.outputs[0].type
-    itemsize = out.dtype.np.itemsize
-    outer = int(np.prod(out.shape[:axis], dtype=np.int64))
-    inner = int(np.prod(out.shape[axis + 1 :], dtype=np.int64))
-    lengths = [v.type.shape[axis] * inner * itemsize for v in node.inputs]
-    args = [0, len(node.inputs), outer, out.shape[axis] * inner * itemsize]
-    for length in lengths:
-        args += [0, length]
-    slots = [(0, "out", 0)] + [(4 + 2 * i, "in", i) for i in range(len(node.inputs))]
-    return CStep(function_address(library[1]), np.array(args, np.int64), slots, (library,))
-
-
-def copy_step(node) -> CStep | None:
-    """The C step of a node whose output is its input's bytes (a ``reshape``)."""
-    library = _library()
-    x, out = node.inputs[0].type, node.outputs[0].type
-    if library is None or x.dtype != out.dtype:
-        return None
-    size = int(np.prod(out.shape, dtype=np.int64)) * out.dtype.np.itemsize
-    args = np.array([0, 0, size], np.int64)
-    return CStep(function_address(library[2]), args, [(0, "out", 0), (1, "in", 0)], (library,))
-
-
-def linear_step(x, w, bias, out, *, transposed: bool, relu: bool = False) -> CStep | None:
-    """The C step of ``x @ w.T`` (``transposed``, w being (n, k): a ``linear``) or ``x @ w``
-    (w (k, n): a 2-d ``matmul``), plus ``bias`` per output column when given (its type, or
-    None), then ReLU when ``relu``: the types of the node's operands and result, whose own
-    inputs and output slots are 0, 1, 2 (bias) and 3. None where it does not apply."""
-    from . import cgemm, cpool
-
-    library = _library()
-    dtype = out.dtype.np
-    types = [x, w, out] + ([bias] if bias is not None else [])
-    if library is None or dtype not in library[3] or any(t.dtype.np != dtype for t in types):
-        return None
-    if len(w.shape) != 2 or len(x.shape) < 1 or 0 in x.shape or 0 in w.shape:
-        return None
-    if bias is not None and tuple(bias.shape) != (out.shape[-1],):
-        return None
-    functions = cgemm._functions(dtype)
-    if functions is None:
-        return None
-    n, k = (w.shape[0], w.shape[1]) if transposed else (w.shape[1], w.shape[0])
-    m = int(np.prod(x.shape[:-1], dtype=np.int64))
-    gemm = function_address(functions[0])
-    few = m <= cgemm.SKINNY_ROWS
-    itemsize = dtype.itemsize
-    flops = 2 * m * n * k
-    big = flops >= cgemm.SPLIT_FLOPS or (few and n * k * itemsize >= cgemm.SKINNY_SPLIT_BYTES)
-    unit = 4 if few and transposed else 64 // itemsize
-    per_thread = -(-n // cpool.get_num_threads())
-    align = -(-per_thread // unit) * unit if big else 1
-    pool = cpool.parallel_for() if big else None
-    split, count = (2, n) if big else (0, 1)  # (the GEMM's blocks of columns, or one call)
-    args = [0, 0, 0, 0, gemm, m, n, k, int(transposed), k if transposed else n, int(relu)]
-    args += [function_address(functions[6]) if few else 0, pool or 0, align, split, count]
-    step = library[3][dtype]
-    return CStep(function_address(step), np.array(args, np.int64), [], (library, functions))
 
 
 def c_steps(graph) -> list | None:
@@ -284,7 +161,7 @@ class CGraphProgram:
 
         self.graph = graph
         self.threads = threads
-        self._run = _library()[0]
+        self._run = _library()
         self._pool = cpool.parallel_for()
         calls = [i for i, n in enumerate(graph.nodes) if n.kind == "call"]
         step_of = dict(zip(calls, steps))

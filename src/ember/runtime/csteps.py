@@ -1,0 +1,159 @@
+"""The C steps of the graph runner (runtime/cgraph.py) that belong to no kernel module of their
+own: concatenation and reshapes (copies: the runner's arrays are contiguous), and linear layers
+(bias and ReLU included) and products by a matrix, on ember's GEMM kernels (runtime/cgemm.py).
+The convolution's and max pooling's steps live with their kernels (runtime/cconv.py,
+runtime/cpooling.py).
+
+Each builder takes the node (or its types) and returns a `cgraph.CStep`, or None where the step
+does not apply; the ops' ``extra["c_step"]`` hooks call them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import numpy as np
+
+from .cgraph import CStep, function_address
+
+__all__ = ["concat_step", "copy_step", "linear_step"]
+
+_SOURCE = r"""
+#include <string.h>
+/* out (m x n) = x (m x k) @ op(w) (w^T, w being n x k, when tb; else w, k x n) with ember's
+   own GEMM (runtime/cgemm.py), or its kernel for few rows when given, then + bias per column,
+   then ReLU (NaN and -0.0 stay, as np.maximum leaves them). Its columns are shared over the
+   pool when one is given and free (a run on one thread); else this thread computes it all.
+   args: x, w, bias (or 0), out, the dtype's ember_gemm, m, n, k, tb, ldb, relu, its
+   ember_skinny (or 0), the pool (or 0), the columns' alignment, the GEMM's split and count */
+typedef void (*ember_gemm_fn)(void *, void *, int, int, int, int, long, long, long, const void *,
+                              long, const void *, long, void *, long, long, long, long, long,
+                              long, void *);
+typedef void (*ember_skinny_fn)(int, long, long, long, const void *, long, const void *, long,
+                                void *, long, long, void *);
+#define LINEAR_STEP(T, NAME)                                                                 \
+  void NAME(const long *a) {                                                                 \
+    const T *bias = (const T *)a[2];                                                         \
+    T *out = (T *)a[3];                                                                      \
+    long m = a[5], n = a[6], k = a[7], relu = a[10];                                         \
+    if (a[11])                                                                               \
+      ((ember_skinny_fn)a[11])((int)a[8], m, n, k, (const void *)a[0], k, (const void *)a[1],  \
+                               a[9], out, n, a[13], (void *)a[12]);                          \
+    else                                                                                     \
+      ((ember_gemm_fn)a[4])(0, 0, 0, 0, (int)a[8], (int)a[14], m, n, k, (const void *)a[0], k, \
+                            (const void *)a[1], a[9], out, n, 0, 0, 0, a[15], a[13],         \
+                            (void *)a[12]);                                                  \
+    if (!bias && !relu) return;                                                              \
+    for (long i = 0; i < m; i++)                                                             \
+      for (long j = 0; j < n; j++) {                                                         \
+        T v = bias ? out[i * n + j] + bias[j] : out[i * n + j];                              \
+        out[i * n + j] = relu && v < 0 ? 0 : v;                                              \
+      }                                                                                      \
+  }
+LINEAR_STEP(float, ember_linear_step_f32)
+LINEAR_STEP(double, ember_linear_step_f64)
+
+/* a copy of ``n`` bytes (a reshape: the runner's arrays are contiguous). args: out, in, n */
+void ember_copy_step(const long *a) { memcpy((char *)a[0], (const char *)a[1], (size_t)a[2]); }
+
+/* concat along an axis: per input, ``outer`` rows of ``len`` bytes, side by side in the
+   output's rows of ``row`` bytes. args: out, inputs, outer, row, then (pointer, len) each */
+void ember_concat_step(const long *a) {
+  char *out = (char *)a[0];
+  long k = a[1], outer = a[2], row = a[3], offset = 0;
+  for (long i = 0; i < k; i++) {
+    const char *src = (const char *)a[4 + 2 * i];
+    long len = a[5 + 2 * i];
+    for (long o = 0; o < outer; o++) memcpy(out + o * row + offset, src + o * len, len);
+    offset += len;
+  }
+}
+"""
+
+
+@functools.cache
+def _library():
+    """(the concat step, the copy step, the linear steps by dtype), or None without a
+    compiler."""
+    from . import ccompile
+
+    if not ccompile.compiler_available():
+        return None
+    p = [ctypes.c_void_p]
+    try:
+        concat = ccompile.load(_SOURCE, "ember_concat_step", p)
+        copy = ccompile.load(_SOURCE, "ember_copy_step", p)
+        linear = {
+            np.dtype(dtype): ccompile.load(_SOURCE, f"ember_linear_step_{name}", p)
+            for dtype, name in ((np.float32, "f32"), (np.float64, "f64"))
+        }
+    except ccompile.CompileError:
+        return None
+    return concat, copy, linear
+
+
+def concat_step(node) -> CStep | None:
+    """The C step of a ``concat`` node (its inputs and output share a dtype)."""
+    library = _library()
+    if library is None or any(v.type.dtype != node.outputs[0].dtype for v in node.inputs):
+        return None
+    axis = node.attrs["axis"]
+    out = node.outputs[0].type
+    itemsize = out.dtype.np.itemsize
+    outer = int(np.prod(out.shape[:axis], dtype=np.int64))
+    inner = int(np.prod(out.shape[axis + 1 :], dtype=np.int64))
+    lengths = [v.type.shape[axis] * inner * itemsize for v in node.inputs]
+    args = [0, len(node.inputs), outer, out.shape[axis] * inner * itemsize]
+    for length in lengths:
+        args += [0, length]
+    slots = [(0, "out", 0)] + [(4 + 2 * i, "in", i) for i in range(len(node.inputs))]
+    return CStep(function_address(library[0]), np.array(args, np.int64), slots, (library,))
+
+
+def copy_step(node) -> CStep | None:
+    """The C step of a node whose output is its input's bytes (a ``reshape``)."""
+    library = _library()
+    x, out = node.inputs[0].type, node.outputs[0].type
+    if library is None or x.dtype != out.dtype:
+        return None
+    size = int(np.prod(out.shape, dtype=np.int64)) * out.dtype.np.itemsize
+    args = np.array([0, 0, size], np.int64)
+    return CStep(function_address(library[1]), args, [(0, "out", 0), (1, "in", 0)], (library,))
+
+
+def linear_step(x, w, bias, out, *, transposed: bool, relu: bool = False) -> CStep | None:
+    """The C step of ``x @ w.T`` (``transposed``, w being (n, k): a ``linear``) or ``x @ w``
+    (w (k, n): a 2-d ``matmul``), plus ``bias`` per output column when given (its type, or
+    None), then ReLU when ``relu``: the types of the node's operands and result, whose own
+    inputs and output slots are 0, 1, 2 (bias) and 3. None where it does not apply."""
+    from . import cgemm, cpool
+
+    library = _library()
+    dtype = out.dtype.np
+    types = [x, w, out] + ([bias] if bias is not None else [])
+    if library is None or dtype not in library[2] or any(t.dtype.np != dtype for t in types):
+        return None
+    if len(w.shape) != 2 or len(x.shape) < 1 or 0 in x.shape or 0 in w.shape:
+        return None
+    if bias is not None and tuple(bias.shape) != (out.shape[-1],):
+        return None
+    functions = cgemm._functions(dtype)
+    if functions is None:
+        return None
+    n, k = (w.shape[0], w.shape[1]) if transposed else (w.shape[1], w.shape[0])
+    m = int(np.prod(x.shape[:-1], dtype=np.int64))
+    gemm = function_address(functions[0])
+    few = m <= cgemm.SKINNY_ROWS
+    itemsize = dtype.itemsize
+    flops = 2 * m * n * k
+    big = flops >= cgemm.SPLIT_FLOPS or (few and n * k * itemsize >= cgemm.SKINNY_SPLIT_BYTES)
+    unit = 4 if few and transposed else 64 // itemsize
+    per_thread = -(-n // cpool.get_num_threads())
+    align = -(-per_thread // unit) * unit if big else 1
+    pool = cpool.parallel_for() if big else None
+    split, count = (2, n) if big else (0, 1)  # (the GEMM's blocks of columns, or one call)
+    args = [0, 0, 0, 0, gemm, m, n, k, int(transposed), k if transposed else n, int(relu)]
+    args += [function_address(functions[6]) if few else 0, pool or 0, align, split, count]
+    step = library[2][dtype]
+    return CStep(function_address(step), np.array(args, np.int64), [], (library, functions))
