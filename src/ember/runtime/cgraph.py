@@ -89,6 +89,20 @@ static void work(void *ctx, long lo, long hi) {
   }
 }
 
+/* one step as it runs beside another: inside a parallel loop of the pool (a second, empty
+   chunk keeps the loop's lock taken), so its kernel's own parallel loops run on this thread */
+struct alone { ember_step fn; const long *args; };
+static void alone_task(void *ctx, long lo, long hi) {
+  const struct alone *a = ctx;
+  (void)hi;
+  if (lo == 0) a->fn(a->args);
+}
+void ember_run_alone(ember_step fn, const long *args, ember_pool pool) {
+  struct alone a = {fn, args};
+  if (pool) pool(alone_task, &a, 2, 1);
+  else fn(args);
+}
+
 void ember_run_graph(long n, const long *fns, const long *args, const long *succ_start,
                      const long *succ, long *missing, long *claimed, long threads,
                      ember_pool pool) {
@@ -130,6 +144,12 @@ def _library():
         return ccompile.load(_SOURCE, "ember_run_graph", _RUN_ARGS)
     except ccompile.CompileError:
         return None
+
+
+def _run_alone():
+    from . import ccompile
+
+    return ccompile.load(_SOURCE, "ember_run_alone", [_P, _P, _P])
 
 
 def c_steps(graph) -> list | None:
@@ -267,6 +287,7 @@ def measure_nodes(graph, steps: list, reps: int = 5, budget_s: float = 0.25) -> 
 
     rng = np.random.default_rng(0)
     calls = [i for i, n in enumerate(graph.nodes) if n.kind == "call"]
+    alone, pool = _run_alone(), cpool.parallel_for()
     measured: dict = {}
     start = time.perf_counter()
     for position, step in zip(calls, steps):
@@ -279,12 +300,9 @@ def measure_nodes(graph, steps: list, reps: int = 5, budget_s: float = 0.25) -> 
             step.args[slot] = (inputs if role == "in" else outputs)[i].ctypes.data
         call, block = _STEP_CALL(step.fn), step.args.ctypes.data
         kernel = node_callable(node)
-        threads = cpool.get_num_threads()
-        cpool.set_num_threads(1)
-        try:
-            single = _median(lambda: call(block), reps)
-        finally:
-            cpool.set_num_threads(threads)
+        # (beside another step: inside a parallel loop, as a run's threads are; with the pool
+        # free: called directly, as a run on one thread calls it)
+        single = _median(lambda: alone(step.fn, block, pool), reps)
         generated = _median(lambda: kernel(*inputs), reps)
         measured[position] = (generated, single, _median(lambda: call(block), reps))
     return measured
