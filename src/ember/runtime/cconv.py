@@ -25,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
+import threading
 from typing import NamedTuple
 
 import numpy as np
@@ -190,6 +191,18 @@ def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False, mask
     forward, _, _, pool = functions
     n, c = x.shape[:2]
     cout = w.shape[0]
+    if groups == 1 and x.ndim == 4:  # padding and packing in C too, on this thread's scratch
+        step = _thread_step(tuple(x.shape), tuple(w.shape), p, x.dtype, relu)
+        if step is not None:
+            out = np.empty((n, cout) + p.out_size, x.dtype)
+            call, args = step
+            x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
+            args[0], args[1], args[3] = x.ctypes.data, w.ctypes.data, out.ctypes.data
+            bias = None if bias is None else np.ascontiguousarray(bias, x.dtype)
+            args[2] = 0 if bias is None else bias.ctypes.data
+            args[4] = 0 if mask is None else mask.ctypes.data
+            call(args.ctypes.data)
+            return out
     f = _forward_layout(tuple(x.shape), tuple(w.shape), p, groups)
     cg, cog, rows, plane, m, panels = f.cg, f.cog, f.rows, f.plane, f.m, f.panels
     src, dst, roff = f.tables
@@ -224,6 +237,38 @@ def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False, mask
             pool,
         )
     return out
+
+
+_STEP_CALL = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_local = threading.local()
+# per thread, the forward steps kept (their padded-input and packed-weight scratch)
+_STEP_CACHE_ENTRIES = 32
+_STEP_CACHE_BYTES = 64 << 20
+
+
+def _thread_step(x_shape, w_shape, p: Plan, dtype, relu: bool):
+    """(the forward step as a callable, its argument block) for this geometry, kept per
+    thread (its scratch is written by each call: threads running the same convolution at
+    once must not share it), or None."""
+    cache = getattr(_local, "steps", None)
+    if cache is None:
+        cache = _local.steps = {}
+    key = (x_shape, w_shape, p, np.dtype(dtype).str, relu)
+    found = cache.get(key)
+    if found is None:
+        made = forward_step(x_shape, w_shape, p, dtype, relu)
+        if made is None:
+            return None
+        step, args, keep = made
+        size = sum(a.nbytes for a in keep if isinstance(a, np.ndarray))
+        call = _STEP_CALL(ctypes.cast(step, ctypes.c_void_p).value)
+        found = cache[key] = (call, args, keep, size)
+        # the oldest geometries go, their scratch with them
+        while len(cache) > _STEP_CACHE_ENTRIES or (
+            len(cache) > 1 and sum(v[3] for v in cache.values()) > _STEP_CACHE_BYTES
+        ):
+            del cache[next(iter(cache))]
+    return found[0], found[1]
 
 
 @functools.cache
