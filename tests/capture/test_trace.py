@@ -102,3 +102,18 @@ def test_in_place_updates_are_functionalized():
     traced = ember.trace(f, x)
     assert traced(x).tolist() == [3.0, 6.0, 9.0]
     assert x.tolist() == [0.0, 1.0, 2.0]
+
+
+def test_attributes_without_a_python_literal_reach_the_generated_code():
+    """NaN and the infinities print as ``nan`` and ``inf``, no Python names: the generated code
+    passes such attribute values in as objects (here the -inf of an attention mask, also with
+    no C compiler, where the fused loop's program runs as NumPy kernels)."""
+    from ember.runtime import codegen
+
+    assert not codegen._is_literal(float("-inf")) and not codegen._is_literal(float("nan"))
+    assert codegen._is_literal((1.5, -2.0)) and not codegen._is_literal((1.0, float("inf")))
+    mask = ember.tensor(np.tril(np.ones((4, 4), bool)))
+    x = ember.randn(4, 4)
+    traced = ember.trace(lambda m, s: ember.where(m, s, float("-inf")) * 2, mask, x)
+    want = np.where(mask.numpy(), x.numpy(), -np.inf) * 2
+    np.testing.assert_array_equal(traced(mask, x).numpy(), want)

@@ -64,6 +64,25 @@ def test_single_ops_and_integer_ops_are_left_alone():
     assert "fused_elementwise" not in _ops(fused)
 
 
+def test_a_single_op_large_enough_for_the_loops_threads_gets_a_loop_of_its_own():
+    """(A broadcast where over 8x4x128x128 values, as the attention mask is, and not the same op
+    over a transposed input, which the loop would copy first.)"""
+    from ember.runtime.cfuse import PARALLEL_MIN
+
+    def masked(mask, scores):
+        return ember.where(mask, scores, -1e9)
+
+    scores = ember.randn(8, 4, 128, 128)
+    assert scores.numel() >= PARALLEL_MIN
+    mask = ember.tensor(np.tril(np.ones((128, 128), bool)))
+    _, fused = _fused(masked, mask, scores)
+    assert _ops(fused) == ["fused_elementwise"]
+    _, fused = _fused(lambda mask, scores: masked(mask, scores.transpose(2, 3)), mask, scores)
+    assert "fused_elementwise" not in _ops(fused)
+    _, fused = _fused(masked, mask[:4, :4], ember.randn(4, 4))  # small: NumPy's loop is as good
+    assert "fused_elementwise" not in _ops(fused)
+
+
 CHAINS = {
     "gelu_tanh": lambda x, w, b: nn_gelu(x) * w + b,
     "swish": lambda x, w, b: (x * (1.702 * x).sigmoid()) * w + b,

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import linecache
+import math
 import sys
 
 import numpy as np
@@ -43,7 +44,9 @@ def _is_literal(value) -> bool:
         return all(_is_literal(v) for v in value)
     if isinstance(value, SymDim):
         return True  # written as an expression over the symbols bound at the top
-    return isinstance(value, _LITERALS) and (not isinstance(value, float) or value == value)
+    # (NaN and the infinities have no literal: their repr, ``nan`` or ``inf``, is no Python
+    # name; such a value is passed in like any other object)
+    return isinstance(value, _LITERALS) and (not isinstance(value, float) or math.isfinite(value))
 
 
 def _literal(value) -> str:

@@ -38,10 +38,13 @@ the planned peak (the GPT block's GELU backward).
 
 from __future__ import annotations
 
+import math
+
 from .. import dtypes as dt
 from ..graph.ir import Graph
 from ..ops._registry import TensorType
 from ..ops.fused import FUSED, FUSED_REDUCE, REDUCTIONS
+from ..plan.layout import Layouts
 from ..runtime.creduce import split_axes
 from .rewrite import Pass
 
@@ -133,8 +136,27 @@ def _groups(graph: Graph) -> list[list]:
             chosen = chosen[0]
         chosen.append(node)
         group_of[id(node)] = chosen
-    groups = [g for g in (_check_reductions(g) for g in groups) if len(g) > 1]
+    groups = [g for g in (_check_reductions(g) for g in groups) if len(g) > 1 or _alone(g)]
+    if any(len(g) == 1 for g in groups):
+        layouts = Layouts(graph)
+        groups = [
+            g for g in groups if len(g) > 1 or all(layouts.contiguous(v) for v in g[0].inputs)
+        ]
     return _without_cycles(graph, groups)
+
+
+def _alone(group: list) -> bool:
+    """Whether a lone elementwise node is worth a C loop of its own: one large enough for the
+    loop's threads (runtime/cfuse.py's PARALLEL_MIN), which NumPy's one thread cannot match
+    (the GPT block's attention mask, a broadcast ``where`` over 512K values: 122 to 34 us).
+    Only over contiguous inputs (the caller checks): the loop would copy a strided one first,
+    where NumPy reads it in place (the attention's scaled queries ran 37 us in NumPy, 53 so)."""
+    from ..runtime.cfuse import PARALLEL_MIN
+
+    if len(group) != 1 or _reduction(group[0]):
+        return False
+    shape = group[0].outputs[0].shape
+    return all(isinstance(d, int) for d in shape) and math.prod(shape) >= PARALLEL_MIN
 
 
 def _join(node, candidates: list[list], position: dict) -> list[list] | None:
