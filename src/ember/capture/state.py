@@ -104,11 +104,10 @@ class Reachable:
             # named_parameters' and named_buffers' order (this runs on every call)
             walk = _walk(m)
             self._flags.append(tuple(sub.training for _, sub in walk))
+            top = f"{prefix}." if prefix else ""  # the traced module itself: its own names
+            named_walk = [(f"{top}{path}." if path else top, sub) for path, sub in walk]
             for key in ("_parameters", "_buffers"):
-                for path, sub in walk:
-                    dot = f"{prefix}." if prefix else ""  # the traced module: its own names
-                    if path:
-                        dot += path + "."
+                for dot, sub in named_walk:
                     for name, t in getattr(sub, key).items():
                         if t is not None:
                             add(dot + name, t)

@@ -260,34 +260,9 @@ def _compiled_epilogue(node):
 
 
 def _epilogue_c_step(node):
-    """The C graph runner's step (runtime/cgraph.py): a convolution's epilogue, or a ReLU (or
-    nothing) after a ``linear`` or a product by a matrix."""
-    attrs = node.attrs
-    if attrs["producer"] == "conv":
-        from ..runtime import cconv_epilogue
+    from ..runtime import cepilogue
 
-        return cconv_epilogue.c_step(node)
-    if attrs["producer"] not in ("linear", "matmul") or attrs["slot"] != 0:
-        return None
-    n = attrs["n_producer"]
-    relu = (("relu", (("in", 0),), ()),)
-    if len(node.inputs) != n or attrs["outputs"] != (0,) or attrs["program"] not in ((), relu):
-        return None
-    from ..runtime import csteps
-
-    types = [v.type for v in node.inputs]
-    linear = attrs["producer"] == "linear"
-    if not linear and (n != 2 or len(types[1].shape) != 2):
-        return None
-    bias = types[2] if linear and n == 3 else None
-    out = node.outputs[0].type
-    step = csteps.linear_step(
-        types[0], types[1], bias, out, transposed=linear, relu=bool(attrs["program"])
-    )
-    if step is not None:
-        step.slots = [(0, "in", 0), (1, "in", 1), (3, "out", 0)]
-        step.slots += [(2, "in", 2)] if bias is not None else []
-    return step
+    return cepilogue.c_step(node)
 
 
 FUSED_EPILOGUE = register(

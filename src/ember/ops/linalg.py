@@ -180,10 +180,7 @@ def _matmul_c_step(node):
     a, b = (v.type for v in node.inputs)
     if len(b.shape) != 2:
         return None
-    step = csteps.linear_step(a, b, None, node.outputs[0].type, transposed=False)
-    if step is not None:
-        step.slots = [(0, "in", 0), (1, "in", 1), (3, "out", 0)]
-    return step
+    return csteps.linear_step(a, b, None, node.outputs[0].type, transposed=False)
 
 
 _MATMUL = register(
@@ -353,15 +350,8 @@ def _linear_cost(in_types, out_types, attrs) -> Cost:
 def _linear_c_step(node):
     from ..runtime import csteps
 
-    types = [v.type for v in node.inputs]
-    step = csteps.linear_step(
-        types[0], types[1], types[2] if len(types) == 3 else None, node.outputs[0].type,
-        transposed=True,
-    )  # fmt: skip
-    if step is not None:
-        step.slots = [(0, "in", 0), (1, "in", 1), (3, "out", 0)]
-        step.slots += [(2, "in", 2)] if len(types) == 3 else []
-    return step
+    x, w, *bias = (v.type for v in node.inputs)
+    return csteps.linear_step(x, w, *(bias or [None]), node.outputs[0].type, transposed=True)
 
 
 _LINEAR = register(

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..ops._conv_kernels import Plan, _interior, _source, scratch
 from .cconv_source import SOURCE
+from .cgraph import STEP_CALL, function_address
 
 __all__ = [
     "available",
@@ -239,7 +240,6 @@ def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False, mask
     return out
 
 
-_STEP_CALL = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _local = threading.local()
 # per thread, the forward steps kept (their padded-input and packed-weight scratch)
 _STEP_CACHE_ENTRIES = 32
@@ -261,7 +261,7 @@ def _thread_step(x_shape, w_shape, p: Plan, dtype, relu: bool):
             return None
         step, args, keep = made
         size = sum(a.nbytes for a in keep if isinstance(a, np.ndarray))
-        call = _STEP_CALL(ctypes.cast(step, ctypes.c_void_p).value)
+        call = STEP_CALL(function_address(step))
         found = cache[key] = (call, args, keep, size)
         # the oldest geometries go, their scratch with them
         while len(cache) > _STEP_CACHE_ENTRIES or (

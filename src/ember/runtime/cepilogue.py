@@ -29,7 +29,7 @@ from ..graph.symbolic import sym
 from ..ops._registry import REGISTRY, TensorType
 from ..ops.linalg import gemm
 
-__all__ = ["BLOCK_BYTES", "block_kind", "build"]
+__all__ = ["BLOCK_BYTES", "block_kind", "build", "c_step"]
 
 BLOCK_BYTES = 1 << 23  # rows of the result per block (see the module docstring)
 
@@ -135,6 +135,34 @@ def build(node):
         return tuple(results)
 
     return call
+
+
+def c_step(node):
+    """The C graph runner's step (runtime/cgraph.py) of a ``fused_epilogue`` node: a
+    convolution's (runtime/cconv_epilogue.py), or a ReLU (or nothing) after a ``linear`` or a
+    product by a matrix (runtime/csteps.py); None for any other."""
+    attrs = node.attrs
+    if attrs["producer"] == "conv":
+        from . import cconv_epilogue
+
+        return cconv_epilogue.c_step(node)
+    if attrs["producer"] not in ("linear", "matmul") or attrs["slot"] != 0:
+        return None
+    n = attrs["n_producer"]
+    relu = (("relu", (("in", 0),), ()),)
+    if len(node.inputs) != n or attrs["outputs"] != (0,) or attrs["program"] not in ((), relu):
+        return None
+    from . import csteps
+
+    types = [v.type for v in node.inputs]
+    linear = attrs["producer"] == "linear"
+    if not linear and (n != 2 or len(types[1].shape) != 2):
+        return None
+    bias = types[2] if linear and n == 3 else None
+    return csteps.linear_step(
+        types[0], types[1], bias, node.outputs[0].type, transposed=linear,
+        relu=bool(attrs["program"]),
+    )  # fmt: skip
 
 
 def _as_block_operand(x, kind: str, total: int):

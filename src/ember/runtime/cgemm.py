@@ -46,7 +46,8 @@ import numpy as np
 from ..ops.linalg import blas_layout
 from . import cpool
 
-__all__ = ["SPLIT_FLOPS", "available", "matmul", "skinny"]
+__all__ = ["SPLIT_FLOPS", "available", "block_align", "matmul", "skinny"]
+__all__ += ["skinny_shared", "skinny_unit"]
 
 # multiply-adds x 2 below which one thread runs the whole product (about 20 us of work on one
 # core of the project's machine, against ~10 us to wake the pool and join it)
@@ -185,20 +186,6 @@ static inline __attribute__((always_inline)) void dots_block(const struct skinny
     }
 }
 
-static void skinny_dots(const struct skinny *s, long j0, long j1) {
-  for (long j = j0; j < j1; j += 4) {
-    long nj = j1 - j < 4 ? j1 - j : 4;
-    for (long i = 0; i < s->m; i += 4) {
-      switch (s->m - i < 4 ? s->m - i : 4) {
-        case 1: dots_block(s, i, j, nj, 1); break;
-        case 2: dots_block(s, i, j, nj, 2); break;
-        case 3: dots_block(s, i, j, nj, 3); break;
-        default: dots_block(s, i, j, nj, 4);
-      }
-    }
-  }
-}
-
 /* C[i..i+NI][j..j+nv vectors] as sums of B's rows (NI: a constant where it is inlined) */
 static inline __attribute__((always_inline)) void rows_block(const struct skinny *s, long i,
                                                              long j, long j1, const int NI) {
@@ -226,22 +213,27 @@ static inline __attribute__((always_inline)) void rows_block(const struct skinny
         s->c[(i + r) * s->ldc + j + v * VL + e] = acc[r][v][e];
 }
 
-static void skinny_rows(const struct skinny *s, long j0, long j1) {
-  for (long j = j0; j < j1; j += 4 * VL)
-    for (long i = 0; i < s->m; i += 4) {
-      switch (s->m - i < 4 ? s->m - i : 4) {
-        case 1: rows_block(s, i, j, j1, 1); break;
-        case 2: rows_block(s, i, j, j1, 2); break;
-        case 3: rows_block(s, i, j, j1, 3); break;
-        default: rows_block(s, i, j, j1, 4);
-      }
-    }
+/* the block at rows i.., columns j.. (to j1) of either form, NI rows of it */
+static inline __attribute__((always_inline)) void skinny_block(const struct skinny *s, long i,
+                                                               long j, long j1, const int NI) {
+  if (s->tb) dots_block(s, i, j, j1 - j < 4 ? j1 - j : 4, NI);
+  else rows_block(s, i, j, j1, NI);
 }
 
+/* columns lo..hi: blocks of four columns (dot products) or four vectors of them (sums of
+   rows), each for every block of up to four rows, the row count a constant in each call */
 static void skinny_part(void *job, long lo, long hi) {
   const struct skinny *s = job;
-  if (s->tb) skinny_dots(s, lo, hi);
-  else skinny_rows(s, lo, hi);
+  long width = s->tb ? 4 : 4 * VL;
+  for (long j = lo; j < hi; j += width)
+    for (long i = 0; i < s->m; i += 4) {
+      switch (s->m - i < 4 ? s->m - i : 4) {
+        case 1: skinny_block(s, i, j, hi, 1); break;
+        case 2: skinny_block(s, i, j, hi, 2); break;
+        case 3: skinny_block(s, i, j, hi, 3); break;
+        default: skinny_block(s, i, j, hi, 4);
+      }
+    }
 }
 
 void ember_skinny(int tb, long m, long n, long k, const T *a, long lda, const T *b, long ldb,
@@ -497,10 +489,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     else:  # (whole 64-byte vectors of columns)
         split, parts, unit = 2, n, 64 // a.itemsize
     use_pool = pool if 2 * m * n * k * count >= SPLIT_FLOPS else None
-    # one block per thread: each block packs its own copy of the operand it shares, so the
-    # pool's usual several chunks per thread would pack it several times over
-    per_thread = -(-parts // cpool.get_num_threads())
-    align = -(-per_thread // unit) * unit
+    align = block_align(parts, unit)
     fn(
         gemm,
         set_local,
@@ -555,14 +544,29 @@ def skinny(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
         or np.may_share_memory(out, b)
     ):
         return None
-    # a large b is read at the memory's pace: two threads draw more of it than one
-    big = 2 * m * n * k >= SPLIT_FLOPS or n * k * a.itemsize >= SKINNY_SPLIT_BYTES
-    use_pool = functions[4] if big else None
-    per_thread = -(-n // cpool.get_num_threads())
-    unit = 4 if tb else 64 // a.itemsize
-    align = -(-per_thread // unit) * unit
+    use_pool = functions[4] if skinny_shared(m, n, k, a.itemsize) else None
+    align = block_align(n, skinny_unit(bool(tb), a.itemsize))
     functions[6](
         tb, m, n, k, a.ctypes.data, la[1], b.ctypes.data, ldb, out.ctypes.data, n, align,
         use_pool,
     )  # fmt: skip
     return out
+
+
+def block_align(parts: int, unit: int) -> int:
+    """The size of one block of ``parts`` per thread of the pool, in whole ``unit``s (each
+    block packs its own copy of the operand it shares, so the pool's usual several chunks per
+    thread would pack it several times over)."""
+    per_thread = -(-parts // cpool.get_num_threads())
+    return -(-per_thread // unit) * unit
+
+
+def skinny_shared(m: int, n: int, k: int, itemsize: int) -> bool:
+    """Whether `skinny` shares its columns over the pool: a large product, or a large b, read
+    at the memory's pace (two threads draw more of it than one)."""
+    return 2 * m * n * k >= SPLIT_FLOPS or n * k * itemsize >= SKINNY_SPLIT_BYTES
+
+
+def skinny_unit(transposed: bool, itemsize: int) -> int:
+    """Columns per block of `skinny`'s kernel: four dot products, or whole vectors of a row."""
+    return 4 if transposed else 64 // itemsize

@@ -35,13 +35,12 @@ time (its arrays and argument blocks are its own): `ParallelProgram` holds a loc
 from __future__ import annotations
 
 import ctypes
-import statistics
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["CGraphProgram", "CStep", "c_steps", "function_address", "measure_nodes"]
+__all__ = ["STEP_CALL", "CGraphProgram", "CStep", "c_steps", "function_address", "measure_nodes"]
 
 _SOURCE = r"""
 typedef void (*ember_step)(const long *args);
@@ -127,6 +126,10 @@ class CStep:
     args: np.ndarray
     slots: list
     keep: tuple = field(default=())
+
+
+# a step's function as ctypes calls it (from its address: ``STEP_CALL(step.fn)``)
+STEP_CALL = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
 def function_address(fn) -> int:
@@ -266,9 +269,6 @@ def _write(slots: list, array: np.ndarray) -> None:
             block[slot] = address
 
 
-_STEP_CALL = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-
-
 def _example(t, rng) -> np.ndarray:
     shape, dtype = tuple(t.shape), t.dtype.np
     if np.issubdtype(dtype, np.floating):
@@ -284,6 +284,7 @@ def measure_nodes(graph, steps: list, reps: int = 5, budget_s: float = 0.25) -> 
     tables price them)."""
     from . import cpool
     from .parallel import node_callable
+    from .parallel_cost import _median_time
 
     rng = np.random.default_rng(0)
     calls = [i for i, n in enumerate(graph.nodes) if n.kind == "call"]
@@ -298,21 +299,16 @@ def measure_nodes(graph, steps: list, reps: int = 5, budget_s: float = 0.25) -> 
         outputs = [np.empty(tuple(v.type.shape), v.type.dtype.np) for v in node.outputs]
         for slot, role, i in step.slots:
             step.args[slot] = (inputs if role == "in" else outputs)[i].ctypes.data
-        call, block = _STEP_CALL(step.fn), step.args.ctypes.data
+        call, block = STEP_CALL(step.fn), step.args.ctypes.data
         kernel = node_callable(node)
         # (beside another step: inside a parallel loop, as a run's threads are; with the pool
         # free: called directly, as a run on one thread calls it)
-        single = _median(lambda: alone(step.fn, block, pool), reps)
-        generated = _median(lambda: kernel(*inputs), reps)
-        measured[position] = (generated, single, _median(lambda: call(block), reps))
+        sides = (
+            lambda: kernel(*inputs),
+            lambda: alone(step.fn, block, pool),
+            lambda: call(block),
+        )
+        for side in sides:
+            side()  # (the first call may build or load a kernel)
+        measured[position] = tuple(_median_time(side, reps) for side in sides)
     return measured
-
-
-def _median(fn, reps: int) -> float:
-    fn()  # (the first call may build or load a kernel)
-    times = []
-    for _ in range(reps):
-        begin = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - begin)
-    return statistics.median(times)

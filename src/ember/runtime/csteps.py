@@ -125,8 +125,9 @@ def copy_step(node) -> CStep | None:
 def linear_step(x, w, bias, out, *, transposed: bool, relu: bool = False) -> CStep | None:
     """The C step of ``x @ w.T`` (``transposed``, w being (n, k): a ``linear``) or ``x @ w``
     (w (k, n): a 2-d ``matmul``), plus ``bias`` per output column when given (its type, or
-    None), then ReLU when ``relu``: the types of the node's operands and result, whose own
-    inputs and output slots are 0, 1, 2 (bias) and 3. None where it does not apply."""
+    None), then ReLU when ``relu``: the types of the node's operands and result. The node's
+    inputs are x, w (and the bias) in that order, its output 0. None where it does not
+    apply."""
     from . import cgemm, cpool
 
     library = _library()
@@ -146,14 +147,17 @@ def linear_step(x, w, bias, out, *, transposed: bool, relu: bool = False) -> CSt
     gemm = function_address(functions[0])
     few = m <= cgemm.SKINNY_ROWS
     itemsize = dtype.itemsize
-    flops = 2 * m * n * k
-    big = flops >= cgemm.SPLIT_FLOPS or (few and n * k * itemsize >= cgemm.SKINNY_SPLIT_BYTES)
-    unit = 4 if few and transposed else 64 // itemsize
-    per_thread = -(-n // cpool.get_num_threads())
-    align = -(-per_thread // unit) * unit if big else 1
+    if few:  # (as `cgemm.skinny` and `cgemm.matmul` share their columns)
+        big = cgemm.skinny_shared(m, n, k, itemsize)
+        unit = cgemm.skinny_unit(transposed, itemsize)
+    else:
+        big, unit = 2 * m * n * k >= cgemm.SPLIT_FLOPS, 64 // itemsize
+    align = cgemm.block_align(n, unit) if big else 1
     pool = cpool.parallel_for() if big else None
     split, count = (2, n) if big else (0, 1)  # (the GEMM's blocks of columns, or one call)
     args = [0, 0, 0, 0, gemm, m, n, k, int(transposed), k if transposed else n, int(relu)]
     args += [function_address(functions[6]) if few else 0, pool or 0, align, split, count]
     step = library[2][dtype]
-    return CStep(function_address(step), np.array(args, np.int64), [], (library, functions))
+    slots = [(0, "in", 0), (1, "in", 1), (3, "out", 0)]
+    slots += [(2, "in", 2)] if bias is not None else []
+    return CStep(function_address(step), np.array(args, np.int64), slots, (library, functions))

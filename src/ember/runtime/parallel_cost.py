@@ -185,10 +185,7 @@ def estimate(node, calibration: Calibration, measured: tuple | None = None) -> N
     if measured is None:
         return found
     seconds, worker, *alone = measured
-    exclusive = (
-        found.factor >= EXCLUSIVE_FRACTION * calibration.cores
-        and worker >= EXCLUSIVE_HANDOFFS * calibration.handoff_s
-    )
+    exclusive = _exclusive(found.factor, worker, calibration)
     reason = found.reason + ", measured"
     alone_s = alone[0] if alone else None
     return NodeEstimate(seconds, worker, found.factor, exclusive, reason, alone_s)
@@ -219,12 +216,17 @@ def _estimate(node, calibration: Calibration) -> NodeEstimate:
         threads = cpool.get_num_threads()
         if _elements([*in_types, *out_types]) > cfuse.PARALLEL_MIN and threads > 1:
             factor, why = float(max(threads, calibration.cores)), "a loop on ember's pool"
-    # a short call slowed by a partner loses less than a hand-off costs: not worth a barrier
-    exclusive = (
+    return NodeEstimate(seconds, worker, factor, _exclusive(factor, worker, calibration), why)
+
+
+def _exclusive(factor: float, worker: float, calibration: Calibration) -> bool:
+    """Whether a node runs alone: a partner would gain too little beside it (its pair factor),
+    and it is long enough that waiting for the other workers costs little (a short call slowed
+    by a partner loses less than a hand-off costs: not worth a barrier)."""
+    return (
         factor >= EXCLUSIVE_FRACTION * calibration.cores
         and worker >= EXCLUSIVE_HANDOFFS * calibration.handoff_s
     )
-    return NodeEstimate(seconds, worker, factor, exclusive, why)
 
 
 # ------------------------------------------------------------------------------ measurement
