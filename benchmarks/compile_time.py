@@ -32,7 +32,7 @@ def _child(kind: str) -> None:
 
     case = next(iter(ts._cases(["gpt"])))
     if kind == "ember":
-        from ember.runtime import ccompile
+        from ember.kernels import ccompile
 
         step = ts._ember_function_step(case)
         start = time.perf_counter()

@@ -15,7 +15,7 @@ side's result is checked against NumPy's (float64) before timing.
 The bound. The chain reads x, w and b and writes the result: 16 bytes per element, 64 MB for
 4M values, far past the caches. A loop that writes with ordinary stores also reads each output
 cache line before overwriting it (20 bytes per element on the bus); ember's loop writes with
-non-temporal stores (runtime/cfuse.py), which skip that read. So if both ember and JAX ran at
+non-temporal stores (kernels/cfuse.py), which skip that read. So if both ember and JAX ran at
 the memory roof, ember's time would be 16/20 = 0.8x JAX's: the issue's bar is the whole of the
 non-temporal stores' advantage, and is met only where JAX also falls short of its own roof.
 The printed times "at the peak" use the stream peak of ``ember.profiler`` (NumPy's add, one

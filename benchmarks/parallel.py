@@ -9,7 +9,7 @@ Cases (float32, batch 8, 32 channels, 16x16 maps):
 Columns (medians of interleaved rounds; each round re-warms every side):
 * seq: ``ember.function(..., executor="codegen")``, the generated code;
 * seq 1t: the same with the calling thread's BLAS single-threaded, as the parallel workers run
-  it (runtime/blas_threads.py): forced / seq 1t is the gain of running branches at once alone,
+  it (kernels/blas_threads.py): forced / seq 1t is the gain of running branches at once alone,
   apart from what BLAS's own threads gain or lose (on a busy machine OpenBLAS's threads can
   make a call many times slower than one thread does);
 * parallel: ``executor="parallel"``: what the cost model chose (``plan`` says which, and the
@@ -41,7 +41,8 @@ import numpy as np
 
 import ember
 from ember import models
-from ember.runtime import blas_threads, parallel, parallel_cost
+from ember.kernels import blas_threads
+from ember.runtime import parallel, parallel_cost
 
 CASES = {
     "inception": (models.inception_block, models.inception_shapes(8, 32, 16)),

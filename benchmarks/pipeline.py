@@ -40,7 +40,7 @@ from ember import models
 from ember.data import DataLoader
 from ember.data import transforms as T
 from ember.data.datasets import LabeledImages
-from ember.runtime import blas_threads
+from ember.kernels import blas_threads
 
 BATCH = 64
 

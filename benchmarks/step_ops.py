@@ -36,7 +36,7 @@ def _timed(label: str, fn):
 
 def _instrument() -> None:
     """Time every op kernel, and every compiled node the code generator builds."""
-    from ember.runtime import cepilogue, cfuse, cpooling
+    from ember.kernels import cepilogue, cfuse, cpooling
 
     for op in REGISTRY.values():
         object.__setattr__(op, "kernel", _timed(op.name, op.kernel))

@@ -15,14 +15,15 @@ not above that of the order it runs in.
 import numpy as np
 import pytest
 
-from ember.graph import Graph
+from ember.graph import Graph, interpreter
+from ember.kernels import cconv, cepilogue, cfuse, cpooling
 from ember.ops import _conv_kernels
 from ember.ops.fused import FUSED_OPS, evaluate_program
 from ember.ops.pool import _max_pool_np, _scatter_np
 from ember.plan import plan_memory
 from ember.plan.arena import concrete
 from ember.plan.schedule import schedule
-from ember.runtime import cconv, cepilogue, cfuse, codegen, cpooling, interpreter
+from ember.runtime import codegen
 
 
 def _draws_random_numbers(graph) -> bool:
@@ -180,7 +181,7 @@ def _max_pool_reference(x, kernel, stride, padding, dilation, out_size):
 
 
 def _checked_pooling(fast, reference):
-    """A runtime/cpooling.py kernel with each call that returns something checked against the
+    """A kernels/cpooling.py kernel with each call that returns something checked against the
     NumPy kernel of ops/pool.py, bit for bit."""
 
     def call(*args, **kwargs):

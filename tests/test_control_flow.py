@@ -1,4 +1,4 @@
-"""Control-flow ops (ops/control.py, capture/subgraph.py): cond, while_loop, fori_loop.
+"""Control-flow ops (control/flow.py, graph/subgraph.py): cond, while_loop, fori_loop.
 
 Eager, traced (both executors) and autodiff results agree; gradients match central finite
 differences in float64 (loop gradients in more depth: test_control_grad.py); branch and carry
@@ -300,7 +300,7 @@ def test_graphs_with_subgraphs_round_trip(tmp_path):
     graph.save(tmp_path / "loop.ember")
     loaded = ember.load_graph(tmp_path / "loop.ember")
     assert str(loaded) == str(graph)
-    from ember.runtime import interpreter
+    from ember.graph import interpreter
 
     np.testing.assert_array_equal(interpreter.run(loaded, [POS])[0], fn(x).numpy())
 

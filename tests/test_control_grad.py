@@ -1,4 +1,4 @@
-"""Reverse-mode gradients through loops in graphs (ops/control_grad.py).
+"""Reverse-mode gradients through loops in graphs (control/flow_grad.py).
 
 ``scan``'s VJP (a reverse scan in ember ops) and ``while_loop``'s (the ``while_loop_grad`` node)
 are checked against independent references: central finite differences in float64 and a
@@ -70,7 +70,7 @@ def test_scan_gradients_traced_eager_finite_differences_and_torch():
 
 
 def test_staged_scan_gradient_on_the_tape_and_in_a_traced_graph():
-    from ember.ops.scan import staged_scan
+    from ember.control.scan import staged_scan
 
     def loss(h0, xs, w):
         carry, ys = staged_scan(lambda c, x: ((c * w + x).sin(), c * x), h0, xs)

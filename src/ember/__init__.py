@@ -6,6 +6,7 @@ function the op modules export (``ember.add``, ``ember.matmul``, ...), plus the 
 
 from . import _allocator, _methods  # noqa: E402
 from . import capture as _capture
+from . import control as _control  # registers cond, while_loop, scan
 from . import dtypes as _dtypes
 from . import eager as _eager  # noqa: E402  (installs the eager mode)
 from . import functional as _functional  # registers the composites (activations, losses, ...)
@@ -62,8 +63,8 @@ from .capture.static import (
 from .graph import Graph, sym  # noqa: E402
 from .graph.serialize import load_graph  # noqa: E402
 from .io import load, save  # noqa: E402
+from .kernels.cpool import get_num_threads, set_num_threads  # noqa: E402
 from .random import Generator, default_generator, get_rng_state, manual_seed, set_rng_state  # noqa: E402,F401
-from .runtime.cpool import get_num_threads, set_num_threads  # noqa: E402
 from .tools.summary import summary  # noqa: E402
 from .transforms import grad, value_and_grad  # noqa: E402
 

@@ -8,7 +8,7 @@ import pytest
 
 import ember
 from ember import models, nn
-from ember.runtime import interpreter
+from ember.graph import interpreter
 
 
 def _encoder():

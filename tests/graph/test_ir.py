@@ -4,10 +4,9 @@ import numpy as np
 import pytest
 
 import ember
-from ember.graph import Graph, GraphError, sym
+from ember.graph import Graph, GraphError, interpreter, sym
 from ember.ops import REGISTRY
 from ember.ops._registry import TensorType
-from ember.runtime import interpreter
 from ember.runtime.codegen import compile_graph
 
 F32 = ember.float32

@@ -10,11 +10,10 @@ import safetensors.numpy
 
 import ember
 from ember import models
-from ember.graph import Graph, GraphError, GraphFileError, load_graph, save_graph, sym
+from ember.graph import Graph, GraphError, GraphFileError, interpreter, load_graph, save_graph, sym
 from ember.io.checkpoint import read_safetensors, write_safetensors
 from ember.ops import REGISTRY
 from ember.ops._registry import TensorType
-from ember.runtime import interpreter
 
 F32 = ember.float32
 

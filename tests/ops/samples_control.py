@@ -1,10 +1,10 @@
-"""Conformance samples for ops/control.py.
+"""Conformance samples for control/flow.py.
 
 The public ``ember.cond`` / ``ember.while_loop`` / ``ember.scan`` run eagerly as plain Python and
 never reach the registry, so these samples call ``staged_cond`` / ``staged_while_loop`` /
 ``staged_scan``, which record the node even eagerly: the op's shape rule, its kernel (the
 subgraphs run by the interpreter) and its VJP on the tape are then checked like any other op's.
-The while_loop gradient samples run ``while_loop_grad`` (ops/control_grad.py), the node the
+The while_loop gradient samples run ``while_loop_grad`` (control/flow_grad.py), the node the
 VJP emits, with and without checkpointing. Predicates and loop exits sit far from their
 switching points so finite differences stay on one branch and one trip count.
 """
@@ -12,8 +12,8 @@ switching points so finite differences stay on one branch and one trip count.
 import numpy as np
 
 import ember
-from ember.ops.control import staged_cond, staged_while_loop
-from ember.ops.scan import staged_scan
+from ember.control.flow import staged_cond, staged_while_loop
+from ember.control.scan import staged_scan
 
 from .harness import Sample, rng
 

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 import ember
+from ember.kernels.ccompile import compiler_available
 from ember.models import example_step
 from ember.plan import PARTS, measure_peak, plan_memory
-from ember.runtime.ccompile import compiler_available
 from ember.transforms.remat import MemoryBudgetError
 
 # figures that assume the compiled kernels: fused loops updating parameters in place and reusing

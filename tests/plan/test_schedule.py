@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 import ember
+from ember.graph import interpreter
 from ember.models import example_step
 from ember.plan import plan_memory
 from ember.plan.schedule import memory_aware_order, schedule
-from ember.runtime import interpreter
 
 
 def _two_branches():

@@ -1,4 +1,4 @@
-"""runtime/ccompile.py: compiling C into callables, the on-disk kernel cache across processes,
+"""kernels/ccompile.py: compiling C into callables, the on-disk kernel cache across processes,
 concurrent builds, damaged cache entries, flags a compiler lacks, compile errors and a missing
 compiler. Every test points EMBER_CACHE_DIR at its own temporary directory."""
 
@@ -16,7 +16,7 @@ import uuid
 import numpy as np
 import pytest
 
-from ember.runtime import ccompile
+from ember.kernels import ccompile
 
 pytestmark = pytest.mark.skipif(not ccompile.compiler_available(), reason="no C compiler")
 
@@ -66,7 +66,7 @@ def _child(cache, source: str, barrier=None) -> subprocess.Popen:
         f"""
         import ctypes, json, os, time
         import numpy as np
-        from ember.runtime import ccompile
+        from ember.kernels import ccompile
         barrier = {str(barrier) if barrier else None!r}
         if barrier:  # probed first, so the two reach the cache as close together as can be
             ccompile.compiler_available()
@@ -238,7 +238,7 @@ def test_without_a_compiler_load_refuses_and_warns_once(tmp_path):
     code = textwrap.dedent(
         """
         import warnings
-        from ember.runtime import ccompile
+        from ember.kernels import ccompile
         assert not ccompile.compiler_available()
         try:
             ccompile.load("void f(void) {}", "f", [])

@@ -1,4 +1,4 @@
-"""runtime/cconv.py: the compiled convolution kernels equal the NumPy kernels of
+"""kernels/cconv.py: the compiled convolution kernels equal the NumPy kernels of
 ops/_conv_kernels.py (the specification) within float rounding, on random geometries (1-3
 spatial dimensions, strides, asymmetric and cropping padding, dilation, groups), float32 and
 float64, non-contiguous inputs, non-finite values; they decline (return None) what they do not
@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 import ember
 import ember.nn.functional as F
+from ember.kernels import ccompile, cconv
 from ember.ops import _conv_kernels as K
 from ember.ops import conv as conv_ops
-from ember.runtime import ccompile, cconv
 
 pytestmark = pytest.mark.skipif(not ccompile.compiler_available(), reason="no C compiler")
 

@@ -1,11 +1,11 @@
-"""runtime/cgemm.py: products split over ember's pool equal NumPy's, in every layout it takes."""
+"""kernels/cgemm.py: products split over ember's pool equal NumPy's, in every layout it takes."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from ember.runtime import blas_threads, cgemm, cpool
+from ember.kernels import blas_threads, cgemm, cpool
 
 pytestmark = pytest.mark.skipif(not cgemm.available(np.float32), reason="no C compiler")
 

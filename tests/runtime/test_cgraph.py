@@ -10,8 +10,10 @@ import pytest
 
 import ember
 from ember import models
+from ember.graph import interpreter
+from ember.kernels import ccompile, cpool
 from ember.nn import functional as F
-from ember.runtime import ccompile, cgraph, cpool, interpreter, parallel, parallel_cost
+from ember.runtime import cgraph, parallel, parallel_cost
 from ember.runtime.parallel_cost import Calibration
 
 pytestmark = pytest.mark.skipif(

@@ -1,4 +1,4 @@
-"""runtime/cpool.py: the thread pool of the compiled loops: thread counts, loops run from several
+"""kernels/cpool.py: the thread pool of the compiled loops: thread counts, loops run from several
 Python threads at once, and a forked child (whose parent's workers do not exist in it)."""
 
 import os
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import ember
-from ember.runtime import ccompile, cpool
+from ember.kernels import ccompile, cpool
 
 pytestmark = pytest.mark.skipif(not ccompile.compiler_available(), reason="no C compiler")
 N = (1 << 19) + 3  # above PARALLEL_MIN: the loop goes to the pool

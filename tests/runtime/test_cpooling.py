@@ -1,4 +1,4 @@
-"""runtime/cpooling.py: the C kernel of the max-pooling gradient equals the NumPy kernel of
+"""kernels/cpooling.py: the C kernel of the max-pooling gradient equals the NumPy kernel of
 ops/pool.py bit for bit (ties, NaN, padding, dilation, ceil_mode, overlapping windows; float32
 and float64), and the code generator uses it."""
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import ember
+from ember.kernels import ccompile, cpooling
 from ember.ops.pool import MAX_POOL, POOL_SCATTER
-from ember.runtime import ccompile, cpooling
 
 pytestmark = pytest.mark.skipif(not ccompile.compiler_available(), reason="no C compiler")
 

@@ -1,11 +1,11 @@
-"""runtime/csoftmax.py: softmax and log_softmax along the last axis in C equal ops/softmax.py's
+"""kernels/csoftmax.py: softmax and log_softmax along the last axis in C equal ops/softmax.py's
 NumPy arithmetic to a few ulps, special values (NaN, infinities, fully masked rows) included."""
 
 import numpy as np
 import pytest
 
+from ember.kernels import ccompile, csoftmax
 from ember.ops import softmax as ops
-from ember.runtime import ccompile, csoftmax
 
 pytestmark = pytest.mark.skipif(not ccompile.compiler_available(), reason="no C compiler")
 

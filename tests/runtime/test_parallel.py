@@ -14,7 +14,9 @@ import pytest
 import ember
 from ember import models
 from ember.errors import EmberError
-from ember.runtime import blas_threads, interpreter, parallel, parallel_cost
+from ember.graph import interpreter
+from ember.kernels import blas_threads
+from ember.runtime import parallel, parallel_cost
 from ember.runtime.codegen import compile_graph
 from ember.runtime.parallel_cost import Calibration
 
@@ -305,7 +307,7 @@ def test_a_forked_child_starts_its_own_workers():
 def test_numpys_blas_thread_count_is_the_same_after_parallel_runs_and_matmuls():
     """The workers' single-threaded BLAS must not leak into the rest of the process, even in
     OpenBLAS builds whose "per-thread" setting is process-wide (blas_threads.per_thread)."""
-    from ember.runtime import cgemm
+    from ember.kernels import cgemm
 
     setter = blas_threads._setter()
     before = setter(2)

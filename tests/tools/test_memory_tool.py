@@ -9,8 +9,8 @@ import pytest
 
 import ember
 import ember.nn as nn
+from ember.kernels.ccompile import compiler_available
 from ember.models import example_step
-from ember.runtime.ccompile import compiler_available
 from ember.tools import max_batch_size, memory
 
 MiB = 2**20

@@ -1,4 +1,4 @@
-"""Convolution epilogues (transforms/epilogue.py with runtime/cconv_epilogue.py): which
+"""Convolution epilogues (transforms/epilogue.py with kernels/cconv_epilogue.py): which
 programs a convolution takes, and the compiled node (bias, ReLU and mask stored by the C
 kernel) against the reference kernels."""
 
@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import ember
-from ember.runtime import ccompile, cconv_epilogue, interpreter
+from ember.graph import interpreter
+from ember.kernels import ccompile, cconv_epilogue
 from ember.runtime.codegen import compile_graph
 from ember.transforms import DCE, optimize
 from ember.transforms.epilogue import EPILOGUE

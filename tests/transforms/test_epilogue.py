@@ -1,11 +1,12 @@
-"""Epilogue fusion (transforms/epilogue.py, runtime/cepilogue.py): which matmuls take their
+"""Epilogue fusion (transforms/epilogue.py, kernels/cepilogue.py): which matmuls take their
 readers as epilogues, and the blocked, compiled node against the reference kernels."""
 
 import numpy as np
 import pytest
 
 import ember
-from ember.runtime import ccompile, interpreter
+from ember.graph import interpreter
+from ember.kernels import ccompile
 from ember.transforms import DCE, optimize
 from ember.transforms.epilogue import EPILOGUE
 from ember.transforms.fuse import FUSE
@@ -79,7 +80,7 @@ def test_matmuls_that_cannot_take_an_epilogue_are_left_alone():
 @pytest.mark.parametrize("dtype", [ember.float32, ember.float64])
 @pytest.mark.parametrize("rows", [1, 7, 3000])
 def test_compiled_epilogues_equal_the_reference(rows, dtype, monkeypatch):
-    from ember.runtime import cepilogue
+    from ember.kernels import cepilogue
 
     # 64 KiB blocks: 3000 rows of 256 make 47 blocks of 64 rows and a short one
     monkeypatch.setattr(cepilogue, "BLOCK_BYTES", 1 << 16)

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import ember
-from ember.runtime import ccompile, interpreter
+from ember.graph import interpreter
+from ember.kernels import ccompile
 from ember.transforms import DCE, optimize
 from ember.transforms.fuse import FUSE
 
@@ -67,7 +68,7 @@ def test_single_ops_and_integer_ops_are_left_alone():
 def test_a_single_op_large_enough_for_the_loops_threads_gets_a_loop_of_its_own():
     """(A broadcast where over 8x4x128x128 values, as the attention mask is, and not the same op
     over a transposed input, which the loop would copy first.)"""
-    from ember.runtime.cfuse import PARALLEL_MIN
+    from ember.kernels.cfuse import PARALLEL_MIN
 
     def masked(mask, scores):
         return ember.where(mask, scores, -1e9)
@@ -145,7 +146,7 @@ def test_non_contiguous_inputs_are_read_correctly():
 
 @needs_cc
 def test_the_fused_chain_source_is_one_vectorized_loop():
-    from ember.runtime import cfuse
+    from ember.kernels import cfuse
 
     def f(x, w, b):
         return (x * (1.702 * x).sigmoid()) * w + b
@@ -171,7 +172,7 @@ def test_the_fused_chain_source_is_one_vectorized_loop():
 @needs_cc
 @pytest.mark.parametrize("threads", [1, 2, 3, 8])  # 8: more threads than cores
 def test_long_loops_with_several_outputs_into_misaligned_memory(threads):
-    from ember.runtime import cfuse, cpool
+    from ember.kernels import cfuse, cpool
 
     def f(x, w):
         y = (x * w).tanh()

@@ -1,4 +1,4 @@
-"""Fused reductions over leading axes (runtime/creduce.py): NumPy's summation order for them,
+"""Fused reductions over leading axes (kernels/creduce.py): NumPy's summation order for them,
 the compiled loops against the NumPy kernels (random shapes, broadcasting, keepdims, float32
 and float64, NaN and Inf, zero-size and non-contiguous inputs, thread counts), which nodes fuse,
 a training step's bias gradients, and the fallback without a C compiler. The suite's conftest
@@ -14,7 +14,7 @@ import pytest
 
 import ember
 from ember import models
-from ember.runtime import ccompile, cfuse, cpool
+from ember.kernels import ccompile, cfuse, cpool
 from ember.transforms import DCE, optimize
 from ember.transforms.fuse import FUSE
 
@@ -39,7 +39,7 @@ def _node(graph, name="fused_reduce"):
 
 
 def test_numpy_sums_leading_axes_row_after_row():
-    # the order the C loop copies (runtime/creduce.py): from 0, one row (or one trailing row's
+    # the order the C loop copies (kernels/creduce.py): from 0, one row (or one trailing row's
     # pairwise sum) added at a time, for a C-contiguous array
     rng = np.random.default_rng(0)
     x = (rng.standard_normal((300, 7, 37)) * 1e3).astype(np.float32)
@@ -178,7 +178,7 @@ def test_non_contiguous_inputs_and_any_thread_count_give_the_same_bits():
 
 @needs_cc
 def test_narrow_column_loops_split_their_rows_in_fixed_blocks():
-    from ember.runtime import creduce
+    from ember.kernels import creduce
 
     rng = np.random.default_rng(6)
     x = (rng.standard_normal((3001, 700)) * 100).astype(np.float32)  # too narrow for 2 shares

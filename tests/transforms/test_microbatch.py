@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 import ember
+from ember.graph import interpreter
 from ember.models import example_step
 from ember.plan.program import Planner
-from ember.runtime import interpreter
 from ember.transforms.microbatch import NotBatchable, batch_inputs, split_batch
 from ember.transforms.pipeline import optimize, passes_for
 from ember.transforms.remat import split_late

@@ -6,7 +6,7 @@ import pytest
 
 import ember
 from ember import models, nn
-from ember.runtime import interpreter
+from ember.graph import interpreter
 from ember.transforms import (
     CSE,
     DCE,

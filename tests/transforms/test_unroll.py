@@ -9,11 +9,10 @@ import numpy as np
 import pytest
 
 import ember
-from ember.capture.builder import GraphBuilder
-from ember.capture.subgraph import inline_graph
-from ember.graph import Graph
+from ember.graph import Graph, interpreter
+from ember.graph.builder import GraphBuilder
+from ember.graph.subgraph import inline_graph
 from ember.ops import TensorType
-from ember.runtime import interpreter
 from ember.runtime.codegen import compile_graph
 from ember.transforms import unroll_loops
 

@@ -23,10 +23,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import AutogradError
+from ..graph import interpreter
+from ..graph.symbolic_tensor import SymbolicTensor
 from ..ops._registry import Cost, OpDef, TensorType, apply
-from ..runtime import interpreter
 from ..runtime.codegen import compile_graph
-from .symbolic import SymbolicTensor
 
 __all__ = ["add_backward", "AutogradPlan"]
 

@@ -12,9 +12,9 @@ dtype; a mismatch is a `ScriptError` naming the variable and the loop's line.
 
 from __future__ import annotations
 
+from ..control.flow import fori_loop, while_loop
 from ..errors import ScriptError
 from ..ops._registry import TensorBase
-from ..ops.control import fori_loop, while_loop
 from .script_analysis import RETVAL
 from .script_values import (
     NO_RETURN,

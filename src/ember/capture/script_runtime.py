@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import builtins
 
+from ..control.flow import cond
 from ..errors import ScriptError
+from ..graph.builder import GraphBuilder
 from ..ops._registry import TensorBase, current_mode
-from ..ops.control import cond
-from .builder import GraphBuilder
 from .script_analysis import RETVAL
 from .script_loops import TensorRange, staged_loop
 from .script_values import (
@@ -267,7 +267,7 @@ def staged_if(pred, true_fn, false_fn, init, names, site, location):
 
 def _trace_only(fn, init):
     """Run ``fn`` under a throwaway subgraph builder (to see what a branch assigns)."""
-    from .subgraph import SubgraphBuilder
+    from ..graph.subgraph import SubgraphBuilder
 
     parent = current_mode()
     with SubgraphBuilder("probe", parent if isinstance(parent, GraphBuilder) else None):

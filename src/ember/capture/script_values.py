@@ -9,8 +9,8 @@ zeros of a nest's structure) and the descriptions error messages print.
 from __future__ import annotations
 
 from ..errors import ScriptError
+from ..graph.builder import GraphBuilder
 from ..ops._registry import TensorBase, current_mode
-from .builder import GraphBuilder
 from .script_analysis import RETVAL
 
 _INTERNAL = "_ember_"

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from .. import dtypes as dt
 from ..errors import EmberError, ShapeError
-from ..graph.symbolic import SymDim, sym
 from ..ops._registry import TensorBase
+from ..symbolic import SymDim, sym
 
 __all__ = ["TensorSpec", "CallKey", "explain"]
 

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import EmberError
+from ..graph.symbolic_tensor import SymbolicTensor
 from ..nn.module import Module
 from ..optim.optimizer import Optimizer
 from ..tensor import GRAD_SLOT, Tensor
-from .symbolic import SymbolicTensor
 
 __all__ = [
     "Reachable",

@@ -32,18 +32,18 @@ import contextlib
 import numpy as np
 
 from ..errors import DTypeError, EmberError, ShapeError
+from ..graph.builder import GraphBuilder
 from ..graph.ir import Graph
 from ..graph.printer import format_type
-from ..graph.symbolic import SymDim
+from ..graph.symbolic_tensor import SymbolicTensor
 from ..ops import _registry as _reg
 from ..ops._registry import TensorType
 from ..runtime.codegen import compile_graph
+from ..symbolic import SymDim
 from ..tensor import Tensor, _to_array
 from ..transforms.partition import _copy_into
-from .builder import GraphBuilder
 from .signature import TensorSpec
 from .state import Writeback, apply_writebacks
-from .symbolic import SymbolicTensor
 from .train_op import Operation
 
 __all__ = [

@@ -26,16 +26,16 @@ from __future__ import annotations
 import inspect
 
 from ..errors import EmberError, ShapeError, TraceError
+from ..graph import interpreter
+from ..graph.builder import GraphBuilder
 from ..graph.ir import Graph
 from ..graph.printer import format_type
-from ..graph.symbolic import SymDim
+from ..graph.symbolic_tensor import SymbolicTensor
 from ..ops import _registry as _reg
 from ..ops._registry import TensorBase, TensorType
-from ..runtime import interpreter
 from ..runtime.codegen import compile_graph
+from ..symbolic import SymDim
 from ..tensor import Tensor
-from .builder import GraphBuilder
-from .symbolic import SymbolicTensor
 
 EXECUTORS = ("codegen", "interpreter", "parallel", "arena")  # arena: plan/arena.py
 DEFAULT_OPT_LEVEL = 3  # transforms/pipeline.py: O3 runs every pass

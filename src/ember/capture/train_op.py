@@ -27,8 +27,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import EmberError
+from ..graph.symbolic_tensor import SymbolicTensor
 from ..tensor import Tensor
-from .symbolic import SymbolicTensor
 
 __all__ = ["Operation", "minimize"]
 

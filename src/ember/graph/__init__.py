@@ -1,8 +1,8 @@
 """The graph IR (ir.py), its printer, verifier and symbolic dimensions; see DESIGN.md."""
 
+from ..symbolic import SymDim, is_symbolic, sym
 from .ir import Graph, GraphError, Node, Value
 from .serialize import GraphFileError, load_graph, save_graph
-from .symbolic import SymDim, is_symbolic, sym
 
 __all__ = [
     "Graph",

@@ -220,7 +220,7 @@ class Graph:
         """``with graph:``: every ember op in the block records a node into this graph
         (placeholders, Variables and Sessions: capture/static.py). Entering again continues
         building the same graph, with the same captured tensors."""
-        from ..capture.builder import GraphBuilder  # capture imports this module
+        from .builder import GraphBuilder  # capture imports this module
 
         if self._builder is None:
             self._builder = GraphBuilder(self)

@@ -36,8 +36,8 @@ import numpy as np
 from .. import dtypes as dt
 from .. import random as _random
 from ..ops._registry import REGISTRY, TensorType
+from ..symbolic import SymDim
 from .ir import Graph, GraphError, Value
-from .symbolic import SymDim
 
 __all__ = ["GraphFileError", "load_graph", "save_graph"]
 

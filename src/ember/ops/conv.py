@@ -11,7 +11,7 @@ y = conv(x, w) is bilinear, so its gradients are two more bilinear maps defined 
 Each of the three has its VJP written with the other two, so the family is closed under
 differentiation and gradients of any order exist. The public functions (conv2d,
 conv_transpose2d, ...) are in conv_functional.py. The kernels run the compiled C kernels of
-runtime/cconv.py where they apply (float32/float64; the gradients at stride 1) and the NumPy
+kernels/cconv.py where they apply (float32/float64; the gradients at stride 1) and the NumPy
 kernels of _conv_kernels.py otherwise; the NumPy kernels are the specification the compiled
 ones are tested against (within float rounding: the sums run in another order).
 
@@ -168,8 +168,8 @@ def _in_compute(*arrays):
 
 
 def _compiled():
-    """runtime/cconv.py (imported on first use: the runtime imports the ops)."""
-    from ..runtime import cconv
+    """kernels/cconv.py (imported on first use: the runtime imports the ops)."""
+    from ..kernels import cconv
 
     return cconv
 
@@ -316,7 +316,7 @@ def _conv_c_step(node):
     x, w = (v.type for v in node.inputs)
     if node.attrs["groups"] != 1 or x.dtype != w.dtype or x.dtype != node.outputs[0].dtype:
         return None
-    from ..runtime import cconv
+    from ..kernels import cconv
     from ..runtime.cgraph import CStep, function_address
 
     p = _geometry(node.attrs, x.shape[2:], w.shape)

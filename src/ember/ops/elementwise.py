@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DTypeError
-from ..graph.symbolic import SymDim
+from ..symbolic import SymDim
 from . import api as E
 from ._registry import OpDef, TensorBase, TensorType, apply, constant, export, register
 from ._util import (
@@ -122,7 +122,7 @@ def _unary(
     workspace=None,
     doc="",
 ):
-    """``c``: the op as a C expression over ``{0}`` for fused kernels (runtime/cfuse.py), with
+    """``c``: the op as a C expression over ``{0}`` for fused kernels (kernels/cfuse.py), with
     ``{T}`` the C type and ``{f}`` the math-function suffix ("f" for float32); ``workspace``: the
     kernel's rule for the memory planner (ops/_util.py, `value_bytes`)."""
     op = register(

@@ -1,6 +1,6 @@
 """``fused_elementwise`` and ``fused_reduce``: a group of elementwise ops run as one node (made by
 transforms/fuse.py), the second ending in reductions over the group's trailing axes, its
-leading axes, or a leading and a trailing block of them (runtime/creduce.py).
+leading axes, or a leading and a trailing block of them (kernels/creduce.py).
 
 Attributes (all hashable, so CSE and the printer treat the node like any other):
 
@@ -14,7 +14,7 @@ Attributes (all hashable, so CSE and the printer treat the node like any other):
   node may return elementwise results too (a masked gradient and its bias gradient).
 
 The kernel here runs the program with each op's own NumPy kernel: it is the reference the
-compiled C version (runtime/cfuse.py, chosen by the code generator) is tested against, so a
+compiled C version (kernels/cfuse.py, chosen by the code generator) is tested against, so a
 fused graph on the interpreter computes exactly what the unfused graph computes. The node has
 no VJP: fusion runs on graphs that are already differentiated (forward and backward alike).
 """
@@ -129,7 +129,7 @@ def _cost(in_types, out_types, attrs) -> Cost:
 
 
 def _compiler() -> bool:
-    from ..runtime.ccompile import compiler_available
+    from ..kernels.ccompile import compiler_available
 
     return compiler_available()
 
@@ -143,7 +143,7 @@ def _program_workspace(program, outputs, in_types) -> int:
 
 
 def _loop_workspace(node, layouts) -> int:
-    """The C loop reads C-contiguous operands: it copies the others first (runtime/cfuse.py).
+    """The C loop reads C-contiguous operands: it copies the others first (kernels/cfuse.py).
     (A sum over trailing axes also mallocs one row of its terms per thread, the size of the
     reduced block: not counted. Leading-axis sums accumulate in their output: no scratch.)
     Without a compiler, the reference kernel's intermediates."""
@@ -155,7 +155,7 @@ def _loop_workspace(node, layouts) -> int:
 
 def _compiled(node):
     """The code generator's implementation of ``node``: one C loop (None: no compiler)."""
-    from ..runtime import cfuse
+    from ..kernels import cfuse
 
     return cfuse.build(node)
 
@@ -234,7 +234,7 @@ def result_bytes(t) -> int:
 
 
 def _epilogue_workspace(node, layouts) -> int:
-    """runtime/cepilogue.py: a contiguous copy of a strided left operand, and a block of rows
+    """kernels/cepilogue.py: a contiguous copy of a strided left operand, and a block of rows
     for the product when the first output cannot hold it (another dtype than the product's).
     Without a compiler, the reference kernel: the whole product and the program's
     intermediates."""
@@ -247,20 +247,20 @@ def _epilogue_workspace(node, layouts) -> int:
         )
         return result_bytes(product) + intermediates
     if node.outputs[0].dtype != product.dtype:
-        from ..runtime.cepilogue import BLOCK_BYTES
+        from ..kernels.cepilogue import BLOCK_BYTES
 
         extra += min(result_bytes(product), BLOCK_BYTES)
     return extra
 
 
 def _compiled_epilogue(node):
-    from ..runtime import cepilogue
+    from ..kernels import cepilogue
 
     return cepilogue.build(node)
 
 
 def _epilogue_c_step(node):
-    from ..runtime import cepilogue
+    from ..kernels import cepilogue
 
     return cepilogue.c_step(node)
 

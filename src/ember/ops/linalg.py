@@ -59,8 +59,8 @@ def _blas_ready(a: np.ndarray) -> np.ndarray:
 
 def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """``np.matmul(a, b, out=out)``, large products split over ember's thread pool with BLAS
-    single-threaded in each thread (runtime/cgemm.py: no BLAS threads left spinning)."""
-    from ..runtime import cgemm  # (the runtime imports the ops)
+    single-threaded in each thread (kernels/cgemm.py: no BLAS threads left spinning)."""
+    from ..kernels import cgemm  # (the runtime imports the ops)
 
     result = cgemm.matmul(a, b, out)
     return np.matmul(a, b, out=out) if result is None else result
@@ -175,7 +175,7 @@ def _matmul_cost(in_types, out_types, attrs) -> Cost:
 def _matmul_c_step(node):
     """The C graph runner's step of a product by a matrix (b 2-d; a's leading dimensions are
     rows)."""
-    from ..runtime import csteps
+    from ..kernels import csteps
 
     a, b = (v.type for v in node.inputs)
     if len(b.shape) != 2:
@@ -348,7 +348,7 @@ def _linear_cost(in_types, out_types, attrs) -> Cost:
 
 
 def _linear_c_step(node):
-    from ..runtime import csteps
+    from ..kernels import csteps
 
     x, w, *bias = (v.type for v in node.inputs)
     return csteps.linear_step(x, w, *(bias or [None]), node.outputs[0].type, transposed=True)

@@ -164,7 +164,7 @@ def _first_inside(out, kernel, stride, padding, dilation, in_size):
 
 
 def _max_pool_kernel(x, *, kernel, stride, padding, dilation, ceil_mode):
-    from ..runtime import cpooling
+    from ..kernels import cpooling
 
     out = tuple(
         pool_out_size(n, k, s, p, d, ceil_mode)
@@ -181,7 +181,7 @@ def _max_pool_kernel(x, *, kernel, stride, padding, dilation, ceil_mode):
 
 
 def _max_pool_c_step(node):
-    from ..runtime import cpooling
+    from ..kernels import cpooling
 
     return cpooling.max_pool_c_step(node)
 
@@ -237,7 +237,7 @@ def _flat_rows(idx, plane: int) -> np.ndarray:
 
 
 def _scatter_kernel(g, idx, *, in_size):
-    from ..runtime import cpooling
+    from ..kernels import cpooling
 
     compiled = cpooling.scatter(g, idx, in_size)
     return compiled if compiled is not None else _scatter_np(g, idx, in_size)
@@ -290,9 +290,9 @@ def _scatter_infer(g, idx, *, in_size):
 
 def _compiled_scatter(node):
     """The code generator's implementation of a ``pool_scatter`` node: a C kernel
-    (runtime/cpooling.py) equal to the NumPy kernel here, or None (another dtype, no
+    (kernels/cpooling.py) equal to the NumPy kernel here, or None (another dtype, no
     compiler)."""
-    from ..runtime import cpooling
+    from ..kernels import cpooling
 
     return cpooling.build_scatter(node)
 

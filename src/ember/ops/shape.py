@@ -13,7 +13,7 @@ import operator
 import numpy as np
 
 from ..errors import ShapeError
-from ..graph.symbolic import SymDim
+from ..symbolic import SymDim
 from . import _batching
 from . import api as E
 from ._registry import OpDef, TensorType, apply, export, register
@@ -58,7 +58,7 @@ def _reshape_infer(x, *, shape):
 
 
 def _copy_c_step(node):
-    from ..runtime import csteps
+    from ..kernels import csteps
 
     return csteps.copy_step(node)
 
@@ -326,7 +326,7 @@ def _concat_vjp(c, g):
 
 
 def _concat_c_step(node):
-    from ..runtime import csteps
+    from ..kernels import csteps
 
     return csteps.concat_step(node)
 

@@ -44,10 +44,10 @@ def _shifted_exp(x, axis, safe=False):
 
 
 def _compiled(x, axis, **kind):
-    """The C kernel's result (runtime/csoftmax.py) along the last axis, or None."""
+    """The C kernel's result (kernels/csoftmax.py) along the last axis, or None."""
     if x.ndim == 0 or axis not in (-1, x.ndim - 1) or x.dtype in _HALF:
         return None
-    from ..runtime import csoftmax  # (the runtime imports the ops)
+    from ..kernels import csoftmax  # (the runtime imports the ops)
 
     return csoftmax.softmax(x, **kind) if "safe" in kind else csoftmax.log_softmax(x)
 

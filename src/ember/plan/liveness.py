@@ -83,7 +83,7 @@ def liveness(graph, *, in_place: dict | None = None, reuse: str = "codegen") -> 
     input value}} written into inputs; ``reuse``: ``'codegen'`` (one-ufunc nodes and fused
     elementwise loops take a dying operand's buffer, as the generated code does; ``'planned'``
     is the same, planned execution's name) or ``'none'``."""
-    from ..runtime.ccompile import compiler_available
+    from ..kernels.ccompile import compiler_available
 
     in_place = in_place or {}
     # fused loops take a dying operand's buffer only when compiled: without a C compiler the

@@ -83,7 +83,7 @@ class Planner:
         self.reuse = reuse
 
     def __call__(self, graph) -> MemoryPlan:
-        from ..runtime.ccompile import compiler_available
+        from ..kernels.ccompile import compiler_available
         from ..runtime.codegen import _in_place_nodes
 
         # the nodes the code generator runs compiled (their hooks build C: none without a

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import heapq
 
-from ..transforms.rewrite import Pass
+from ..graph.rewrite import Pass
 from .arena import concrete
 from .layout import nbytes
 from .memory import plan_memory

@@ -21,7 +21,7 @@ class _NodeInfo:
     __slots__ = ("name", "node", "op", "attrs", "in_dtypes", "out_dtypes", "symbolic", "_shapes")
 
     def __init__(self, node):
-        from ..graph.symbolic import has_symbols
+        from ..symbolic import has_symbols
 
         self.name = kernel_name(node)
         self.node = node.name
@@ -34,7 +34,7 @@ class _NodeInfo:
 
     def resolve(self, in_types) -> dict:
         """The attributes with symbolic sizes bound from this call's input shapes."""
-        from ..graph.symbolic import SymDim, resolve
+        from ..symbolic import SymDim, resolve
 
         bindings = {}
         for shape, t in zip(self._shapes, in_types):

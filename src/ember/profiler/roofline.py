@@ -84,7 +84,7 @@ def cache_path() -> Path:
 def _machine_key() -> str:
     """What identifies this machine's peaks: host, CPU model, cores this process may use, and
     NumPy (its BLAS sets the matmul rate)."""
-    from ..runtime.cpool import cpu_count, cpu_model
+    from ..kernels.cpool import cpu_count, cpu_model
 
     model, cores = cpu_model(), cpu_count()
     return f"{platform.node()}|{platform.machine()}|{model}|{cores} cores|numpy {np.__version__}"

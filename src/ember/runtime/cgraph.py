@@ -10,13 +10,13 @@ waiting thread spins instead of sleeping.
 A *C step* is a function ``void step(const long *args)`` and its argument block: pointers to
 the node's inputs and outputs, sizes, and scratch memory of its own (so steps running at once
 never share any). An op offers one through its ``extra["c_step"]`` hook, ``hook(node) -> CStep
-| None`` (None: not this node; then the graph has no C program); runtime/csteps.py holds the
+| None`` (None: not this node; then the graph has no C program); kernels/csteps.py holds the
 steps of concat, reshape, linear and matmul, the kernels' own modules the others. A step runs
 its kernel on the thread that claims it, sharing the kernel's work over the pool where the pool
 is free (a run on one thread; beside other steps, a nested call runs on its own thread).
 
 The run (`ember_run_graph`): the steps are in priority order (the longest predicted path to the
-graph's end first); each thread of ``ember_parallel_for`` (runtime/cpool.py) repeatedly claims
+graph's end first); each thread of ``ember_parallel_for`` (kernels/cpool.py) repeatedly claims
 the first unclaimed step whose predecessors are done (a compare-and-swap), runs it and counts
 down its successors' missing inputs, until every step is claimed. No thread ever waits for a
 step that no thread has claimed, so a run cannot deadlock: with one thread (or when another
@@ -139,7 +139,7 @@ def function_address(fn) -> int:
 
 def _library():
     """``ember_run_graph``, or None without a compiler."""
-    from . import ccompile
+    from ..kernels import ccompile
 
     if not ccompile.compiler_available():
         return None
@@ -150,7 +150,7 @@ def _library():
 
 
 def _run_alone():
-    from . import ccompile
+    from ..kernels import ccompile
 
     return ccompile.load(_SOURCE, "ember_run_alone", [_P, _P, _P])
 
@@ -180,7 +180,7 @@ class CGraphProgram:
     ``threads``: how many threads claim steps (1: the whole graph on the calling thread)."""
 
     def __init__(self, graph, steps: list, priority: list | None = None, threads: int = 2):
-        from . import cpool
+        from ..kernels import cpool
 
         self.graph = graph
         self.threads = threads
@@ -282,7 +282,7 @@ def measure_nodes(graph, steps: list, reps: int = 5, budget_s: float = 0.25) -> 
     another step: the pool busy), seconds as its C step runs with the pool free (a run on one
     thread)), medians of ``reps``. Nodes past ``budget_s`` of measuring are left out (the
     tables price them)."""
-    from . import cpool
+    from ..kernels import cpool
     from .parallel import node_callable
     from .parallel_cost import _median_time
 

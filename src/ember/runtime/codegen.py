@@ -32,8 +32,8 @@ import sys
 
 import numpy as np
 
-from ..graph.symbolic import SymDim, symbol_sources
-from .interpreter import last_uses
+from ..graph.interpreter import last_uses
+from ..symbolic import SymDim, symbol_sources
 
 _LITERALS = (int, float, str, bool, type(None))
 _ids = itertools.count()

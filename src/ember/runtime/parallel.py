@@ -36,7 +36,8 @@ import numpy as np
 
 from ..errors import EmberError
 from ..graph.printer import format_node
-from . import blas_threads, cgraph
+from ..kernels import blas_threads
+from . import cgraph
 from .codegen import compile_graph
 from .parallel_cost import calibrate
 from .parallel_plan import MARGIN, ParallelPlan, plan
@@ -104,7 +105,7 @@ _pool_lock = threading.Lock()
 def worker_pool() -> WorkerPool:
     """The process's pool: one thread fewer than the cores this process may use (the caller
     is a worker too), started at first use (in a forked child, at its first use there)."""
-    from .cpool import cpu_count
+    from ..kernels.cpool import cpu_count
 
     with _pool_lock:
         if _pool.get("pid") != os.getpid():  # a forked child has none of its parent's threads

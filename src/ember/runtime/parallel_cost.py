@@ -2,14 +2,14 @@
 another node costs, measured on this machine.
 
 Running two kernels at once only pays where each leaves cores idle. ember's matmuls take every
-pool thread above a size (runtime/cgemm.py; a second one started meanwhile runs on its own
+pool thread above a size (kernels/cgemm.py; a second one started meanwhile runs on its own
 thread, BLAS single-threaded), as its fused C loops do above `cfuse.PARALLEL_MIN` elements;
 small kernels and NumPy's elementwise loops run on one core and release the GIL. So the model
 is calibrated, not assumed (`calibrate`):
 
 * ``blas``: square float32 matmuls over a range of sizes, through the matmul op's kernel: the
-  time of one call as generated code runs it (split over ember's pool, runtime/cgemm.py), its
-  time as a parallel run's worker runs it (BLAS single-threaded, runtime/blas_threads.py, where
+  time of one call as generated code runs it (split over ember's pool, kernels/cgemm.py), its
+  time as a parallel run's worker runs it (BLAS single-threaded, kernels/blas_threads.py, where
   OpenBLAS allows), and the *pair factor*, the wall time of two such calls run at once on two
   threads over the time of one (1: they overlap perfectly; 2 on two cores: no gain; above 2:
   they slow each other down, as GIL hand-offs do to short calls);
@@ -60,9 +60,9 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from .._files import write_atomic
-from .cpool import cpu_count, cpu_model
+from ..kernels.cpool import cpu_count, cpu_model
 
-FORMAT_VERSION = "5"  # 3: matmuls timed through ember's kernel (runtime/cgemm.py); 4: its own GEMM;
+FORMAT_VERSION = "5"  # 3: matmuls timed through ember's kernel (kernels/cgemm.py); 4: its own GEMM;
 # 5: the C graph runner's costs
 # overlapping nodes whose pair factor is above this fraction of the cores gains too little to
 # pay for the hand-offs: they run alone
@@ -211,7 +211,7 @@ def _estimate(node, calibration: Calibration) -> NodeEstimate:
             seconds, worker, factor, why = t_flops * scale, w_flops * scale, f_flops, "BLAS"
     loop = op.extra.get("compile") is not None and op.kind not in ("linalg", "nn")
     if loop and calibration.runner != "c":  # (the C runner's steps run on one thread)
-        from . import cfuse, cpool
+        from ..kernels import cfuse, cpool
 
         threads = cpool.get_num_threads()
         if _elements([*in_types, *out_types]) > cfuse.PARALLEL_MIN and threads > 1:
@@ -252,7 +252,7 @@ def _measure(kernel, pool, samples: int = 5) -> tuple[float, float, float]:
     """(seconds per call, the same in a worker, pair factor there) of ``kernel()``: alone, then
     as a worker runs it (single-threaded BLAS), then on the calling thread and a pool worker at
     once."""
-    from . import blas_threads
+    from ..kernels import blas_threads
 
     kernel()
     once = _median_time(kernel, 3)
@@ -460,7 +460,7 @@ _lock = threading.Lock()
 
 
 def calibration_path():
-    from .ccompile import cache_dir
+    from ..kernels.ccompile import cache_dir
 
     digest = hashlib.sha256(machine_key().encode()).hexdigest()[:16]
     return cache_dir() / f"parallel-calibration-{digest}.json"

@@ -19,7 +19,7 @@ import heapq
 from dataclasses import dataclass, field
 
 from ..graph.printer import format_node
-from ..graph.symbolic import SymDim
+from ..symbolic import SymDim
 from .parallel_cost import Calibration, calibrate, estimate
 
 __all__ = ["MARGIN", "ParallelPlan", "plan"]

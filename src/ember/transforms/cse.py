@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph.ir import Graph
-from .rewrite import Pass, is_pure, replace_value
+from ..graph.rewrite import Pass, is_pure, replace_value
 
 __all__ = ["CSE", "eliminate_common_subexpressions"]
 

@@ -4,7 +4,7 @@ graph does not return. Inputs always stay: they are how the graph is fed."""
 from __future__ import annotations
 
 from ..graph.ir import Graph
-from .rewrite import Pass, erase_if_dead
+from ..graph.rewrite import Pass, erase_if_dead
 
 __all__ = ["DCE", "eliminate_dead_code"]
 

@@ -2,14 +2,14 @@
 elementwise ops applied to its result (a bias, an activation, a fused group) become one
 ``fused_epilogue`` node (ops/fused.py).
 
-The matmul stays on BLAS (through NumPy). The compiled node (runtime/cepilogue.py) runs it in
+The matmul stays on BLAS (through NumPy). The compiled node (kernels/cepilogue.py) runs it in
 blocks of rows, each block's epilogue right after it, and writes the epilogue's first output
 over the matmul's own result: one full-size array fewer. (The gain is small here: BLAS through
-NumPy takes no epilogue of its own; see runtime/cepilogue.py for the measurements.)
-A convolution's epilogue is stored by its C kernel tile by tile (runtime/cconv_epilogue.py):
+NumPy takes no epilogue of its own; see kernels/cepilogue.py for the measurements.)
+A convolution's epilogue is stored by its C kernel tile by tile (kernels/cconv_epilogue.py):
 a per-channel bias, a ReLU and the ReLU's gradient mask; other programs are not fused onto it.
 The max-pooling gradient (``pool_scatter``) takes ``where(mask, result, c)``, the gradient of a
-ReLU before the pooling, applied by its C kernel plane by plane (runtime/cpooling.py).
+ReLU before the pooling, applied by its C kernel plane by plane (kernels/cpooling.py).
 
 Applies when the matmul's result has one reader, an elementwise node (a ``fused_elementwise``
 group, or a single op the C loops can run) over the result's own shape, and is not returned;
@@ -33,14 +33,14 @@ from __future__ import annotations
 
 from .. import dtypes as dt
 from ..graph.ir import Graph
+from ..graph.rewrite import Pass
+from ..kernels import cconv, cconv_epilogue
+from ..kernels.cepilogue import block_kind
 from ..ops._registry import REGISTRY, TensorType
 from ..ops.fused import FUSED, FUSED_EPILOGUE, FUSED_REDUCE, REDUCTIONS
 from ..plan.arena import concrete
 from ..plan.memory import plan_memory
-from ..runtime import cconv, cconv_epilogue
-from ..runtime.cepilogue import block_kind
 from .fuse import _fusable
-from .rewrite import Pass
 
 __all__ = ["EPILOGUE", "fuse_epilogues"]
 
@@ -99,7 +99,7 @@ def _takes(producer, program, outputs, out_types, inputs) -> bool:
 def _masks(reader, result) -> bool:
     """Whether ``reader`` is ``where(mask, result, c)``, a bool mask of the result's shape and
     a scalar c of its dtype: the gradient of a ReLU before a max pooling, which the scatter
-    applies plane by plane (runtime/cpooling.py)."""
+    applies plane by plane (kernels/cpooling.py)."""
     if reader.op.name != "where" or len(reader.inputs) != 3 or reader.inputs[1] is not result:
         return False
     mask, fill = reader.inputs[0], reader.inputs[2]

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph.ir import Graph
-from ..graph.symbolic import has_symbols
-from .rewrite import Pass, constant_value, is_pure, replace_with_constant
+from ..graph.rewrite import Pass, constant_value, is_pure, replace_with_constant
+from ..symbolic import has_symbols
 
 __all__ = ["FOLD", "MAX_COMPUTED_ELEMENTS", "MAX_FOLDED_ELEMENTS", "fold_constants"]
 

@@ -1,5 +1,5 @@
 """Operator fusion: maximal groups of elementwise ops become one ``fused_elementwise`` node
-(ops/fused.py), which the code generator runs as one compiled C loop (runtime/cfuse.py): one
+(ops/fused.py), which the code generator runs as one compiled C loop (kernels/cfuse.py): one
 pass over memory instead of one per op, and no intermediate arrays.
 
 A group is grown in execution order. An elementwise call joins the group of an operand's
@@ -16,7 +16,7 @@ producer when
 
 A group may end with reductions (``sum``, ``max``, ``min`` of a member, float32 or float64),
 all over the same axes: its trailing axes, its leading axes, or a leading and a trailing block
-of them (runtime/creduce.py), every input of the group being either full or broadcast across
+of them (kernels/creduce.py), every input of the group being either full or broadcast across
 each reduced block. The loop accumulates the reductions as it computes the elementwise values
 (a ``fused_reduce`` node): row by row for trailing axes, so ``sum(x * x)``, a layer norm's
 variance or a softmax's denominator cost one pass over memory; column-wise for leading axes,
@@ -42,11 +42,11 @@ import math
 
 from .. import dtypes as dt
 from ..graph.ir import Graph
+from ..graph.rewrite import Pass
+from ..kernels.creduce import split_axes
 from ..ops._registry import TensorType
 from ..ops.fused import FUSED, FUSED_REDUCE, REDUCTIONS
 from ..plan.layout import Layouts
-from ..runtime.creduce import split_axes
-from .rewrite import Pass
 
 __all__ = ["FUSE", "fuse_elementwise"]
 
@@ -72,7 +72,7 @@ def _reduction(node) -> bool:
 def _reducible_axes(node) -> bool:
     """Whether a fused loop can run ``node``'s reduction: over static sizes, the reduced axes
     (other than those of size 1) a leading block, a trailing block, or both
-    (runtime/creduce.py)."""
+    (kernels/creduce.py)."""
     axes, shape = tuple(node.attrs["axes"]), node.inputs[0].shape
     if not axes or not all(isinstance(shape[a], int) for a in axes):
         return False
@@ -147,11 +147,11 @@ def _groups(graph: Graph) -> list[list]:
 
 def _alone(group: list) -> bool:
     """Whether a lone elementwise node is worth a C loop of its own: one large enough for the
-    loop's threads (runtime/cfuse.py's PARALLEL_MIN), which NumPy's one thread cannot match
+    loop's threads (kernels/cfuse.py's PARALLEL_MIN), which NumPy's one thread cannot match
     (the GPT block's attention mask, a broadcast ``where`` over 512K values: 122 to 34 us).
     Only over contiguous inputs (the caller checks): the loop would copy a strided one first,
     where NumPy reads it in place (the attention's scaled queries ran 37 us in NumPy, 53 so)."""
-    from ..runtime.cfuse import PARALLEL_MIN
+    from ..kernels.cfuse import PARALLEL_MIN
 
     if len(group) != 1 or _reduction(group[0]):
         return False

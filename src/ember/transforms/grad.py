@@ -31,12 +31,12 @@ from __future__ import annotations
 import functools
 
 from ..autograd import vjp_results
-from ..capture.builder import GraphBuilder
-from ..capture.symbolic import SymbolicTensor
 from ..capture.trace import _flatten, _parameter_names, _unflatten
 from ..errors import AutogradError, DTypeError, EmberError, ShapeError
 from ..graph import scope as _scope
+from ..graph.builder import GraphBuilder
 from ..graph.ir import Graph
+from ..graph.symbolic_tensor import SymbolicTensor
 from ..ops import _registry as _reg
 from ..ops._registry import TensorBase, TensorType
 from ..ops.copies import clone

@@ -24,15 +24,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import EmberError
+from ..graph import interpreter
 from ..graph.ir import Graph
+from ..graph.rewrite import Pass, is_pure
 from ..plan.schedule import SCHEDULE
-from ..runtime import interpreter
 from .cse import CSE
 from .dce import DCE
 from .epilogue import EPILOGUE
 from .fold import FOLD
 from .fuse import FUSE
-from .rewrite import Pass, is_pure
 from .simplify import SIMPLIFY
 from .unroll import unroll_loops
 

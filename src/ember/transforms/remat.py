@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 
 from ..errors import EmberError
 from ..graph.ir import Graph
+from ..graph.rewrite import Pass
 from .dce import eliminate_dead_code
-from .rewrite import Pass
 
 __all__ = [
     "LATE_PASSES",

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph.ir import Graph
-from .rewrite import Pass, constant_value, replace_value
+from ..graph.rewrite import Pass, constant_value, replace_value
 
 __all__ = ["SIMPLIFY", "simplify"]
 

@@ -27,7 +27,7 @@ Nested control flow: the copies land where the loop was and are visited next, so
 unrolled body is unrolled in turn when it qualifies, and a ``cond`` stays a ``cond``. Loops
 inside a subgraph that stays (a cond branch, the body of a loop too long to unroll) are
 unrolled in a rebuilt copy of that subgraph, which replaces the attribute: subgraphs are never
-changed in place (capture/subgraph.py's invariant), since nodes may share them.
+changed in place (graph/subgraph.py's invariant), since nodes may share them.
 
 The pass rewrites ``graph`` in place and returns it; the graph's inputs and outputs keep their
 number, order and types. A loop output that is a graph output never becomes an outer value
@@ -39,11 +39,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import EmberError
+from ..graph import interpreter
 from ..graph.ir import Graph, Node, Value
-from ..graph.symbolic import has_symbols
+from ..graph.rewrite import is_pure
 from ..ops._registry import REGISTRY
-from ..runtime import interpreter
-from .rewrite import is_pure
+from ..symbolic import has_symbols
 
 __all__ = ["unroll_loops"]
 

@@ -1,5 +1,5 @@
 """softmax and log_softmax along the last axis in C: one pass for the row's maximum, one for
-the exponentials and their sum (glibc's vector exp, as runtime/cfuse.py's loops call it), one
+the exponentials and their sum (glibc's vector exp, as kernels/cfuse.py's loops call it), one
 to scale, each row in cache between them, rows shared over ember's pool.
 
 The NumPy kernels of ops/softmax.py are the specification, and these follow their arithmetic

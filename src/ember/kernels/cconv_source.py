@@ -1,4 +1,4 @@
-"""The C source of the convolution kernels (runtime/cconv.py compiles it, once per dtype).
+"""The C source of the convolution kernels (kernels/cconv.py compiles it, once per dtype).
 
 Two kernels, both register-blocked for 64-byte vectors written with GCC's vector extension (so
 the compiler emits AVX-512 where the CPU has it, and two or four narrower vectors elsewhere):
@@ -18,7 +18,7 @@ the compiler emits AVX-512 where the CPU has it, and two or four narrower vector
   ``conv_weight_grad_cl`` instead runs one GEMM per kernel offset over a channels-last copy
   of the input (outer products, 8 output channels x 2 vectors of input channels).
 
-Both share work over ember's thread pool (runtime/cpool.py) when given one.
+Both share work over ember's thread pool (kernels/cpool.py) when given one.
 """
 
 from .cmicro import MICRO

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import EmberError
-from ..graph.printer import format_node
-from ..graph.symbolic import has_symbols, resolve, symbol_sources
+from ..symbolic import has_symbols, resolve, symbol_sources
+from .printer import format_node
 
 
 def last_uses(graph) -> dict:

@@ -11,7 +11,7 @@ broadcast), so the source is specialised on it: output dimensions of size 1 are 
 neighbouring dimensions where every input is either full or broadcast alike merge, which turns
 the usual cases into one flat loop (same-shape operands and scalars) or two (a bias row). The
 innermost loop is ``#pragma omp simd`` with broadcast operands hoisted; outer rows (or, for a
-flat loop, chunks) are shared among the threads of ember's pool (runtime/cpool.py: threads that
+flat loop, chunks) are shared among the threads of ember's pool (kernels/cpool.py: threads that
 block when idle, unlike OpenMP's, which spin and starve NumPy's BLAS) when there is enough work.
 
 Exactness. Arithmetic, comparisons, selects and casts are IEEE operations that agree bit for
@@ -29,8 +29,8 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from ..graph.symbolic import has_symbols
 from ..ops.fused import REDUCTIONS
+from ..symbolic import has_symbols
 from . import creduce
 
 __all__ = ["build", "build_program", "source_of"]
@@ -78,7 +78,7 @@ def _plan(in_types, shape, axes=()) -> tuple[list[list[int]], list[list[bool]], 
     trailing axes: they form the last collapsed dimension, whatever their sizes, and the inner
     loop runs over one row's reduced elements), "columns" (reduced leading axes form the first
     collapsed dimension, the outer loop) or "both" (a leading and a trailing block; see
-    runtime/creduce.py). transforms/fuse.py checks that every input is full across all of a
+    kernels/creduce.py). transforms/fuse.py checks that every input is full across all of a
     reduced block or broadcast across all of it."""
     rank = len(shape)
     if not axes:
@@ -209,11 +209,11 @@ def source_of(program, outputs, out_types, in_types, symbol="fused") -> str:
 def _loop_source(symbol, params, c_in, out_c, k, full, body, outputs, reds=(), kind="flat"):
     """The kernel: a function running the loop over a range of its iterations (elements of a
     flat loop, or rows), and the entry point, which hands the whole range to the thread pool
-    (runtime/cpool.py) when there is enough work, else runs it here. ``reds`` lists the
+    (kernels/cpool.py) when there is enough work, else runs it here. ``reds`` lists the
     outputs that are reductions, ``(output position, op name, operand instruction)``: the loop
     is then by rows, each row's inner loop accumulating them (sums in double), so the result
     does not depend on the thread count. A ``kind`` "columns" or "both" loop (reductions over
-    leading axes) is written by runtime/creduce.py."""
+    leading axes) is written by kernels/creduce.py."""
     n_in = len(c_in)
     reduced = {jj for jj, _, _ in reds}
     names = [p.rsplit("*", 1)[-1].split()[-1] for p in params]
@@ -225,7 +225,7 @@ def _loop_source(symbol, params, c_in, out_c, k, full, body, outputs, reds=(), k
     fields = [p.replace("restrict ", "") for p in params]
     if k > 1 or reds:
         fields += [f"long s{i}[{k}]" for i in range(n_in)]
-    if kind == "columns":  # each block of rows' partial reductions (runtime/creduce.py)
+    if kind == "columns":  # each block of rows' partial reductions (kernels/creduce.py)
         fields += [f"{out_c[jj]}* p{jj}" for jj, _, _ in reds]
     lines.append("struct job { " + " ".join(f + ";" for f in fields) + " };")
     if kind == "columns":

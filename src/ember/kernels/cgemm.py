@@ -7,7 +7,7 @@ apply (no C compiler, another layout or dtype, an empty operand, a product small
 thread, `BLAS_ONE_THREAD`) and the caller runs ``np.matmul``.
 
 Threads. After a multi-threaded call OpenBLAS's workers spin, waiting for the next one, for
-about 0.1 s; ember's compiled loops (runtime/cpool.py) then shared the cores with a spinning
+about 0.1 s; ember's compiled loops (kernels/cpool.py) then shared the cores with a spinning
 thread, which made the eager CNN step 1.3x slower on this project's 2-core machine (21.2 ms
 against 16.4 ms with ``OPENBLAS_NUM_THREADS=1``), while the MLP and GPT steps, whose matmuls need
 both cores, were 1.6x and 1.4x slower single-threaded. So a large product is split into
@@ -16,7 +16,7 @@ of ember's pool, each computed single-threaded. A product below `SPLIT_FLOPS` ru
 calling thread alone, where waking the pool would cost more than it saves.
 
 Kernels. Each block runs ember's own GEMM (`_OWN_GEMM`: the register-blocked micro-kernel of
-runtime/cmicro.py over packed panels) where the compiler targets 512-bit vectors, else the
+kernels/cmicro.py over packed panels) where the compiler targets 512-bit vectors, else the
 BLAS's gemm with OpenBLAS's thread setting at one (``EMBER_GEMM=own`` or ``blas`` overrides).
 On the project's AVX-512 machine, whose environment pins OpenBLAS to its AVX2 kernels
 (``OPENBLAS_CORETYPE=Haswell``), the own kernel ran the training steps' products at 330-470
@@ -244,7 +244,7 @@ void ember_skinny(int tb, long m, long n, long k, const T *a, long lda, const T 
 }
 """
 
-# ember's own single-threaded GEMM on the shared micro-kernel (runtime/cmicro.py), with the
+# ember's own single-threaded GEMM on the shared micro-kernel (kernels/cmicro.py), with the
 # CBLAS signature (row-major; alpha 1 and beta 0, the only values `ember_gemm` passes). A is
 # packed whole into panels of MR rows; then for each panel of NR columns of B, block by block
 # of KC along K, each block is packed and every panel of A multiplied into its MR x NR tile of

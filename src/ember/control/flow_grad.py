@@ -1,5 +1,5 @@
 """Reverse-mode gradients of ``while_loop`` (the ``while_loop_grad`` primitive), and the helpers
-the loop gradients share (ops/scan_grad.py holds ``scan``'s VJP).
+the loop gradients share (control/scan_grad.py holds ``scan``'s VJP).
 
 * **while_loop** (`while_vjp`): a data-dependent trip count cannot be a static shape, so the
   VJP emits one ``while_loop_grad(*init, *lifted, *cotangents; cond, body, body_vjp,
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import AutogradError, EmberError
-from ._registry import OpDef, TensorType, apply, export, register
-from .control import _check_operands, _fmt, _no_cost, _same
+from ..ops._registry import OpDef, TensorType, apply, export, register
+from .flow import _check_operands, _fmt, _no_cost, _same
 
 # ------------------------------------------------------------------------------ shared
 
@@ -55,14 +55,14 @@ def refuse_random(graph, op: str) -> None:
 
 
 def zeros_like_type(t):
-    from .creation import zeros
+    from ..ops.creation import zeros
 
     return zeros(tuple(t.shape), dtype=t.dtype)
 
 
 def flip0(x):
     """``x`` reversed along its first axis (a ``flip`` node: works on symbolic lengths too)."""
-    from .shape import flip
+    from ..ops.shape import flip
 
     return flip(x, 0)
 
@@ -70,7 +70,7 @@ def flip0(x):
 def scan_call(fn, carries: list, xs: list) -> tuple[list, list]:
     """Record one ``scan`` node (in the current mode) of ``fn(carries, x_slices) -> (carries,
     ys)``, lists of tensors; returns (final carries, stacked ys)."""
-    from ..capture.subgraph import trace_subgraph, type_of, unify_lifted
+    from ..graph.subgraph import trace_subgraph, type_of, unify_lifted
     from ..transforms.dce import eliminate_dead_code
     from .scan import _SCAN
 
@@ -152,7 +152,7 @@ def _while_grad_infer(*operands, cond, body, body_vjp, num_carries, wrt_lifted, 
 
 
 def _while_grad_kernel(*arrays, cond, body, body_vjp, num_carries, wrt_lifted, checkpoint_every):
-    from ..capture.subgraph import fresh_results, run_subgraph
+    from ..graph.subgraph import fresh_results, run_subgraph
 
     n_body = len(body.inputs)
     init, lifted = list(arrays[:num_carries]), list(arrays[num_carries:n_body])
@@ -220,7 +220,7 @@ WHILE_LOOP_GRAD = register(
 def _body_vjp_graph(body, nc: int, fc: list, fl: list):
     """The body's VJP as a graph: ``(*carries, *lifted, *cotangents of the floating carries) ->
     (*gradients of the floating carries, *gradients of the lifted operands fl)``."""
-    from ..capture.subgraph import graph_vjp, trace_subgraph, type_of
+    from ..graph.subgraph import graph_vjp, trace_subgraph, type_of
 
     n_body = len(body.inputs)
     vjp = graph_vjp(body, (*fc, *(nc + k for k in fl)))

@@ -8,7 +8,7 @@ Two ways to run, chosen by the mode, never by the user:
   gradients need nothing special. The loops check, at each step, that the body keeps its carries'
   structure, shapes and dtypes, with the same error a traced loop gives.
 * **Traced** (a `GraphBuilder` is current: ``ember.trace``, ``ember.function``, ``ember.grad``):
-  each branch or body is traced into its own graph (capture/subgraph.py) and one node is
+  each branch or body is traced into its own graph (graph/subgraph.py) and one node is
   recorded, so the predicate and the trip count stay data-dependent:
 
   - ``cond(pred, *operands, *lifted; true_branch, false_branch)``: each branch graph takes the
@@ -19,7 +19,7 @@ Two ways to run, chosen by the mode, never by the user:
 The shape rules check the subgraphs against the operands (both branches give the same types; the
 body keeps every carry's type), so ``graph.verify()`` checks them too. Kernels run subgraphs with
 the reference interpreter. ``cond``'s VJP is a ``cond`` of the branches' VJPs: the gradient flows
-through the branch taken, traced or eager. ``while_loop``'s VJP (ops/control_grad.py) is a
+through the branch taken, traced or eager. ``while_loop``'s VJP (control/flow_grad.py) is a
 ``while_loop_grad`` node that recomputes the loop, keeps its carries on a stack (every k-th with
 ``checkpoint_every=k``) and walks them back through the body's VJP; that node has no VJP, so no
 second derivative goes through a ``while_loop``. Eager loops differentiate through the tape,
@@ -32,7 +32,7 @@ kernel and its VJP on the tape); the conformance samples use them to check the o
 from __future__ import annotations
 
 from ..errors import DTypeError, EmberError, ShapeError
-from ._registry import Cost, OpDef, TensorType, apply, current_mode, export, register
+from ..ops._registry import Cost, OpDef, TensorType, apply, current_mode, export, register
 
 # ------------------------------------------------------------------------------ type rules
 
@@ -127,14 +127,14 @@ def _while_infer(*operands, cond, body, checkpoint_every=None):
 
 
 def _cond_kernel(pred, *arrays, true_branch, false_branch):
-    from ..capture.subgraph import fresh_results, run_subgraph
+    from ..graph.subgraph import fresh_results, run_subgraph
 
     branch = true_branch if bool(pred) else false_branch
     return fresh_results(run_subgraph(branch, arrays), arrays)
 
 
 def _while_kernel(*arrays, cond, body, checkpoint_every=None):
-    from ..capture.subgraph import fresh_results, run_subgraph
+    from ..graph.subgraph import fresh_results, run_subgraph
 
     n = len(body.outputs)
     carries, extra = list(arrays[:n]), list(arrays[n:])
@@ -144,7 +144,7 @@ def _while_kernel(*arrays, cond, body, checkpoint_every=None):
 
 
 def _cond_vjp(ctx, *cotangents):
-    from ..capture.subgraph import graph_vjp
+    from ..graph.subgraph import graph_vjp
 
     pred, *operands = ctx.inputs
     wrt = tuple(
@@ -181,7 +181,7 @@ _COND = register(
 
 
 def _while_vjp(ctx, *cotangents):
-    from .control_grad import while_vjp
+    from .flow_grad import while_vjp
 
     return while_vjp(ctx, *cotangents)
 
@@ -205,7 +205,7 @@ _WHILE = register(
 
 
 def _tracing() -> bool:
-    from ..capture.builder import GraphBuilder
+    from ..graph.builder import GraphBuilder
 
     return isinstance(current_mode(), GraphBuilder)
 
@@ -227,7 +227,7 @@ def cond(pred, true_fn, false_fn, *operands):
 
 def staged_cond(pred, true_fn, false_fn, *operands):
     """`cond` recorded as a node even when eager (see the module docstring)."""
-    from ..capture.subgraph import flatten, trace_subgraph, type_of, unflatten, unify_lifted
+    from ..graph.subgraph import flatten, trace_subgraph, type_of, unflatten, unify_lifted
 
     leaves, paths, spec = flatten(operands, "cond operands")
     types = [type_of(t) for t in leaves]
@@ -268,7 +268,7 @@ def _describe(spec) -> str:
 
 def _check_carries(new, spec, types, paths, op: str = "while_loop") -> None:
     """The body kept the carries' structure and types (eager loops check every step)."""
-    from ..capture.subgraph import flatten
+    from ..graph.subgraph import flatten
 
     leaves, _, new_spec = flatten(new, "a loop body's result")
     if new_spec != spec:
@@ -316,7 +316,7 @@ def while_loop(cond_fn, body_fn, init_vals, *, checkpoint_every: int | None = No
     """
     _check_checkpoint(checkpoint_every)
     if not _tracing() and checkpoint_every is None:
-        from ..capture.subgraph import flatten, type_of
+        from ..graph.subgraph import flatten, type_of
 
         leaves, paths, spec = flatten(init_vals, "loop carries")
         types = [type_of(t) for t in leaves]
@@ -330,7 +330,7 @@ def while_loop(cond_fn, body_fn, init_vals, *, checkpoint_every: int | None = No
 
 def staged_while_loop(cond_fn, body_fn, init_vals, *, checkpoint_every: int | None = None):
     """`while_loop` recorded as a node even when eager (see the module docstring)."""
-    from ..capture.subgraph import flatten, trace_subgraph, type_of, unflatten, unify_lifted
+    from ..graph.subgraph import flatten, trace_subgraph, type_of, unflatten, unify_lifted
 
     _check_checkpoint(checkpoint_every)
     leaves, paths, spec = flatten(init_vals, "loop carries")
@@ -370,7 +370,7 @@ def fori_loop(lower, upper, body_fn, init_vals, *, checkpoint_every: int | None 
     gets none) and the same ``checkpoint_every``.
     """
     from ..dtypes import int64
-    from .creation import tensor
+    from ..ops.creation import tensor
 
     start = lower.to(int64) if hasattr(lower, "dtype") else tensor(int(lower), dtype=int64)
 

@@ -1,5 +1,5 @@
 """The compiled ``fused_epilogue`` node (transforms/epilogue.py): a matmul on BLAS, a block of
-rows at a time, each block's elementwise epilogue run as a C loop (runtime/cfuse.py) right
+rows at a time, each block's elementwise epilogue run as a C loop (kernels/cfuse.py) right
 after it, writing its first output over the block in place (no second full-size array).
 
 Blocks. The matmul's result is seen as (M, N): M the product of its leading dimensions. A
@@ -25,9 +25,9 @@ import math
 
 import numpy as np
 
-from ..graph.symbolic import sym
 from ..ops._registry import REGISTRY, TensorType
 from ..ops.linalg import gemm
+from ..symbolic import sym
 
 __all__ = ["BLOCK_BYTES", "block_kind", "build", "c_step"]
 
@@ -139,8 +139,8 @@ def build(node):
 
 def c_step(node):
     """The C graph runner's step (runtime/cgraph.py) of a ``fused_epilogue`` node: a
-    convolution's (runtime/cconv_epilogue.py), or a ReLU (or nothing) after a ``linear`` or a
-    product by a matrix (runtime/csteps.py); None for any other."""
+    convolution's (kernels/cconv_epilogue.py), or a ReLU (or nothing) after a ``linear`` or a
+    product by a matrix (kernels/csteps.py); None for any other."""
     attrs = node.attrs
     if attrs["producer"] == "conv":
         from . import cconv_epilogue

@@ -12,7 +12,7 @@ dimension, as PyTorch's dynamic shapes do.
 
 from __future__ import annotations
 
-from ..errors import ShapeError
+from .errors import ShapeError
 
 __all__ = ["SymDim", "is_symbolic", "sym"]
 

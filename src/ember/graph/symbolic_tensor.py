@@ -152,6 +152,6 @@ class SymbolicTensor(TensorBase):
         return id(self)
 
     def __repr__(self) -> str:
-        from ..graph.printer import format_type
+        from .printer import format_type
 
         return f"SymbolicTensor(%{self.value.name}: {format_type(self.value.type)})"

@@ -1,6 +1,6 @@
 """Subgraphs: tracing a Python function into a `Graph` that a control-flow node holds, and back.
 
-This module owns the machinery the control-flow ops (ops/control.py) share:
+This module owns the machinery the control-flow ops (control/flow.py) share:
 
 * `SubgraphBuilder`: the builder a branch or loop body is traced with. Its explicit inputs are
   the operands' types. A value it did not create (a symbolic tensor of an enclosing graph, an
@@ -28,12 +28,12 @@ import weakref
 import numpy as np
 
 from ..errors import EmberError, TraceError
-from ..graph.ir import Graph
 from ..ops import _registry as _reg
 from ..ops._registry import TensorBase, TensorType
 from ..tensor import Tensor
 from .builder import GraphBuilder
-from .symbolic import SymbolicTensor
+from .ir import Graph
+from .symbolic_tensor import SymbolicTensor
 
 # ------------------------------------------------------------------------------ pytrees
 
@@ -188,7 +188,7 @@ _FREES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def run_subgraph(graph: Graph, arrays) -> list[np.ndarray]:
     """Run ``graph`` on ``arrays`` with the reference interpreter (its liveness cached)."""
-    from ..runtime import interpreter
+    from . import interpreter
 
     frees = _FREES.get(graph)
     if frees is None:

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..graph.ir import Graph, Node, Value
-from ..graph.symbolic import has_symbols
+from ..symbolic import has_symbols
+from .ir import Graph, Node, Value
 
 __all__ = ["Pass", "constant_value", "is_pure", "replace_value"]
 

@@ -25,13 +25,13 @@ recorded under ``no_grad`` carry no gradient. The position of the first backward
 from __future__ import annotations
 
 from ..errors import TraceError
-from ..graph import scope as _scope
-from ..graph.ir import Graph
 from ..ops import _registry as _reg
 from ..ops._registry import TensorType
 from ..ops._util import fit_inplace_result
 from ..tensor import GRAD_SLOT, Tensor
-from .symbolic import SymbolicTensor
+from . import scope as _scope
+from .ir import Graph
+from .symbolic_tensor import SymbolicTensor
 
 
 class GraphBuilder(_reg.Mode):

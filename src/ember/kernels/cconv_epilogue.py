@@ -1,5 +1,5 @@
 """Convolution epilogues: a ``fused_epilogue`` node whose producer is ``conv`` (made by
-transforms/epilogue.py), run by the compiled forward convolution (runtime/cconv.py), which
+transforms/epilogue.py), run by the compiled forward convolution (kernels/cconv.py), which
 adds the bias, applies the ReLU and writes the ReLU's gradient mask while each output tile is
 still in cache, instead of a second pass over the whole output.
 
@@ -115,8 +115,8 @@ def c_step(node):
     """The graph runner's C step (runtime/cgraph.py) of a ``fused_epilogue`` node of a 2-d,
     one-group convolution whose float result is wanted, or None."""
     from ..ops.conv import _geometry
+    from ..runtime.cgraph import CStep, function_address
     from . import cconv
-    from .cgraph import CStep, function_address
 
     found = _spec_of(node)
     if found is None:

@@ -1,8 +1,8 @@
 """The C steps of the graph runner (runtime/cgraph.py) that belong to no kernel module of their
 own: concatenation and reshapes (copies: the runner's arrays are contiguous), and linear layers
-(bias and ReLU included) and products by a matrix, on ember's GEMM kernels (runtime/cgemm.py).
-The convolution's and max pooling's steps live with their kernels (runtime/cconv.py,
-runtime/cpooling.py).
+(bias and ReLU included) and products by a matrix, on ember's GEMM kernels (kernels/cgemm.py).
+The convolution's and max pooling's steps live with their kernels (kernels/cconv.py,
+kernels/cpooling.py).
 
 Each builder takes the node (or its types) and returns a `cgraph.CStep`, or None where the step
 does not apply; the ops' ``extra["c_step"]`` hooks call them.
@@ -15,14 +15,14 @@ import functools
 
 import numpy as np
 
-from .cgraph import CStep, function_address
+from ..runtime.cgraph import CStep, function_address
 
 __all__ = ["concat_step", "copy_step", "linear_step"]
 
 _SOURCE = r"""
 #include <string.h>
 /* out (m x n) = x (m x k) @ op(w) (w^T, w being n x k, when tb; else w, k x n) with ember's
-   own GEMM (runtime/cgemm.py), or its kernel for few rows when given, then + bias per column,
+   own GEMM (kernels/cgemm.py), or its kernel for few rows when given, then + bias per column,
    then ReLU (NaN and -0.0 stay, as np.maximum leaves them). Its columns are shared over the
    pool when one is given and free (a run on one thread); else this thread computes it all.
    args: x, w, bias (or 0), out, the dtype's ember_gemm, m, n, k, tb, ldb, relu, its

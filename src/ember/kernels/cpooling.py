@@ -15,7 +15,7 @@ The NumPy kernels in ops/pool.py are the specification, and these equal them bit
   (branchy maxima, strided loads); a loop without the frame ran rows of 14 outputs 4x slower
   than rows of 16 (their scalar remainder).
 
-Planes are shared over the thread pool (runtime/cpool.py). Each entry returns None where it
+Planes are shared over the thread pool (kernels/cpool.py). Each entry returns None where it
 does not apply (not float32/float64, no C compiler) and NumPy runs.
 """
 
@@ -262,7 +262,7 @@ def _max_pool_kernel_of(dtype: str, geometry: tuple):
 def max_pool_c_step(node):
     """The graph runner's C step (runtime/cgraph.py) of a 2-d ``max_pool`` node, or None (as
     `max_pool_2d` would return, or planes the caller must frame)."""
-    from .cgraph import CStep, function_address
+    from ..runtime.cgraph import CStep, function_address
 
     x = node.inputs[0].type
     attrs = node.attrs

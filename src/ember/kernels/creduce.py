@@ -1,11 +1,11 @@
-"""Fused loops ending in reductions over *leading* axes (runtime/cfuse.py builds the rest of the
+"""Fused loops ending in reductions over *leading* axes (kernels/cfuse.py builds the rest of the
 kernel): which axes a fused reduction may run over, and the C loop for the column case.
 
 Axes. A ``fused_reduce`` node's reductions all run over the same axes of its iteration shape.
 Axes of size 1 do not matter; of the others, the reduced ones must form a leading block
 (before every kept axis), a trailing block (after every kept one), or both (`split_axes`):
 
-* trailing only: a row loop (runtime/cfuse.py), each row summed in NumPy's pairwise order;
+* trailing only: a row loop (kernels/cfuse.py), each row summed in NumPy's pairwise order;
 * leading only (a bias gradient ``sum(g, axis=0)``, a mean over the batch): a column loop
   (`column_part`): the kept axes are the inner loop, and each output element accumulates its
   rows one after the other, in row order;

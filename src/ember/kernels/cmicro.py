@@ -1,5 +1,5 @@
 """The register-blocked matrix-multiply micro-kernel that ember's C GEMM-like kernels share
-(runtime/cconv_source.py's convolutions, runtime/cgemm.py's matmul).
+(kernels/cconv_source.py's convolutions, kernels/cgemm.py's matmul).
 
 ``micro(kc, a, b, acc, first)``: ``acc`` (MR x NR, row-major, 64-byte aligned) = (first ? 0 :
 acc) + a (kc x MR, packed: MR values of A's column per step) * b (kc x NR, packed: NR values of

@@ -5,12 +5,12 @@ that runs ``task(ctx, lo, hi)`` over ``[0, n)`` split into a few contiguous chun
 (boundaries are multiples of ``align``, so SIMD loops keep their alignment), which the calling
 thread and the workers claim as they go: a worker that wakes late, its core busy with another
 process, delays the call by a chunk at most, not by its whole share. Generated kernels
-(runtime/cfuse.py) take it as an argument and call it when a loop has enough work; None means
+(kernels/cfuse.py) take it as an argument and call it when a loop has enough work; None means
 "run on the calling thread".
 
 Why not OpenMP. An OpenMP runtime's idle threads spin after a parallel region for as long as
 the runtime likes (its only cure, ``OMP_WAIT_POLICY=PASSIVE``, is process-wide: it also slows
-PyTorch, whose libgomp reads it). ember's own matmuls run on this pool too (runtime/cgemm.py),
+PyTorch, whose libgomp reads it). ember's own matmuls run on this pool too (kernels/cgemm.py),
 with BLAS single-threaded, so no other library's threads wait for work between ember's kernels.
 An idle thread here polls for the next job for a short while (``spin_ns``, 2 ms; not at all
 when the pool has more threads than the process has CPUs) and then blocks on a condition

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .control_grad import flip0, floating, refuse_random, scan_call, zeros_like_type
+from .flow_grad import flip0, floating, refuse_random, scan_call, zeros_like_type
 
 
 @dataclass
@@ -46,7 +46,7 @@ def _reverse_scan(p: _Parts, init, xs, lifted, ct_c, ct_y, acc=None) -> tuple[li
     of ``p.body`` from carries ``init`` over ``xs``, given the final carries' cotangents
     ``ct_c`` (one per fc) and the stacked outputs' ``ct_y`` (one per fy). The lifted operands'
     gradients are added to ``acc`` (zeros when None) step by step, in reverse order."""
-    from ..capture.subgraph import graph_vjp, inline_graph
+    from ..graph.subgraph import graph_vjp, inline_graph
 
     nc, nx, ny = p.nc, p.nx, p.ny
     stacked: list = []
@@ -83,8 +83,8 @@ def _reverse_scan(p: _Parts, init, xs, lifted, ct_c, ct_y, acc=None) -> tuple[li
 def _checkpointed(p: _Parts, init, xs, lifted, ct_c, ct_y, k: int):
     """`_reverse_scan` keeping every k-th carry (module docstring); the same results, summed
     in the same order."""
-    from ..capture.subgraph import inline_graph
-    from .shape import concat
+    from ..graph.subgraph import inline_graph
+    from ..ops.shape import concat
 
     n = xs[0].shape[0]
     if not isinstance(n, int) or n <= k or not p.nc:

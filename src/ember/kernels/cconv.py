@@ -1,5 +1,5 @@
 """Compiled convolution kernels: the forward convolution (optionally with its bias and ReLU
-epilogue), its input gradient and its weight gradient, in C (runtime/cconv_source.py).
+epilogue), its input gradient and its weight gradient, in C (kernels/cconv_source.py).
 
 The NumPy kernels of ops/_conv_kernels.py are the specification; these compute the same sums
 in another order (equal within float rounding, tested against them). They replace im2col + one
@@ -31,8 +31,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..ops._conv_kernels import Plan, _interior, _source, scratch
+from ..runtime.cgraph import STEP_CALL, function_address
 from .cconv_source import SOURCE
-from .cgraph import STEP_CALL, function_address
 
 __all__ = [
     "available",

@@ -1,12 +1,12 @@
 """``scan(fn, init, xs)``: a loop over the leading axis of ``xs`` with a carry, whose body is a
-subgraph (the same machinery as ops/control.py).
+subgraph (the same machinery as control/flow.py).
 
 ``fn(carry, x) -> (carry, y)``; the result is ``(final carry, ys)`` with the ``y``s stacked on a
 new leading axis (as ``jax.lax.scan``). Eagerly it is a Python loop (gradients by the tape);
 while a graph is built it is one ``scan`` node: inputs ``(*init, *xs, *lifted)``, attributes
 ``body`` (a graph from ``(*carries, *x slices, *lifted)`` to ``(*carries, *ys)``),
 ``num_carries``, ``num_xs`` and optionally ``checkpoint_every``; outputs the final carries,
-then the stacked ``ys``. Its VJP (ops/scan_grad.py) is a reverse scan written in ember ops: a
+then the stacked ``ys``. Its VJP (control/scan_grad.py) is a reverse scan written in ember ops: a
 forward scan that also stacks each step's incoming carries (every k-th with
 ``checkpoint_every=k``), then a scan of the body's VJP over the reversed sequences, so the
 gradients (carries, xs and closed-over tensors) are differentiable again.
@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import EmberError, ShapeError
-from ._registry import OpDef, TensorType, apply, export, register
-from .control import (
+from ..ops._registry import OpDef, TensorType, apply, export, register
+from .flow import (
     _check_carries,
     _check_checkpoint,
     _check_operands,
@@ -61,7 +61,7 @@ def _scan_infer(*operands, body, num_carries, num_xs, checkpoint_every=None):
 
 
 def _scan_kernel(*arrays, body, num_carries, num_xs, checkpoint_every=None):
-    from ..capture.subgraph import fresh_results, run_subgraph
+    from ..graph.subgraph import fresh_results, run_subgraph
 
     carries = list(arrays[:num_carries])
     xs = arrays[num_carries : num_carries + num_xs]
@@ -120,8 +120,8 @@ def scan(fn, init, xs, *, checkpoint_every: int | None = None):
 
 
 def _eager_scan(fn, init, xs):
-    from ..capture.subgraph import flatten, type_of, unflatten
-    from .shape import stack
+    from ..graph.subgraph import flatten, type_of, unflatten
+    from ..ops.shape import stack
 
     c_leaves, c_paths, c_spec = flatten(init, "scan carries")
     c_types = [type_of(t) for t in c_leaves]
@@ -141,8 +141,8 @@ def _eager_scan(fn, init, xs):
 
 
 def staged_scan(fn, init, xs, *, checkpoint_every: int | None = None):
-    """`scan` recorded as a node even when eager (see ops/control.py's docstring)."""
-    from ..capture.subgraph import flatten, trace_subgraph, type_of, unflatten, unify_lifted
+    """`scan` recorded as a node even when eager (see control/flow.py's docstring)."""
+    from ..graph.subgraph import flatten, trace_subgraph, type_of, unflatten, unify_lifted
 
     c_leaves, _, c_spec = flatten(init, "scan carries")
     x_leaves, _, x_spec = flatten(xs, "scan sequences")
