@@ -2,8 +2,11 @@
 
 Every graph that generated code runs anywhere in the suite is also run by the reference
 interpreter on copies of the same inputs, and the two must give identical outputs (the
-interpreter is the specification of every faster executor). Graphs that draw random numbers are
-left out: running them twice would advance the generators twice.
+interpreter is the specification of every faster executor), or, where generated code runs C
+(fused loops, an op's ``fast`` rule: ember's GEMM, the C convolutions and softmax), outputs
+within rounding of the interpreter's pure NumPy; each C call is also checked tightly on its own
+inputs below. Graphs that draw random numbers are left out: running them twice would advance
+the generators twice.
 
 Each such graph is also compiled for planned execution (``executor="arena"``: kernels write
 into arena slots, plan/arena.py) and run once on copies of the inputs: its outputs must equal
@@ -16,10 +19,11 @@ import numpy as np
 import pytest
 
 from ember.graph import Graph, interpreter
-from ember.kernels import cconv, cepilogue, cfuse, cpooling
+from ember.kernels import cconv, cepilogue, cfuse, cgemm, cpooling, csoftmax
 from ember.ops import _conv_kernels
 from ember.ops.fused import FUSED_OPS, evaluate_program
-from ember.ops.pool import _max_pool_np, _scatter_np
+from ember.ops.pool import _max_pool_np, _scatter_kernel
+from ember.ops.softmax import _log_softmax_kernel, _softmax_kernel
 from ember.plan import plan_memory
 from ember.plan.arena import concrete
 from ember.plan.schedule import schedule
@@ -95,9 +99,10 @@ def _checked_exactly(build):
 
 def _assert_same(got, want, fused: bool, message: str) -> None:
     # fused C loops use the C library's exp, tanh, erf...: a few ulps from NumPy's (and their
-    # vector and scalar paths differ, which the alignment of an arena slot picks), which later
-    # ops may magnify (an Adam step divides by a difference of moments). Each fused call is
-    # checked ulp-tight on its own inputs below; here, the scale of each output.
+    # vector and scalar paths differ, which the alignment of an arena slot picks), and C
+    # products and convolutions sum in another order than NumPy's BLAS; later ops may magnify
+    # that (an Adam step divides by a difference of moments). Each C call is checked tightly
+    # on its own inputs below; here, the scale of each output.
     if fused and want.dtype.kind == "f":
         finite = np.abs(want[np.isfinite(want)])
         scale = float(finite.max()) if finite.size else 0.0
@@ -138,6 +143,49 @@ def _assert_close_to_reference(got, want, message):
     )
 
 
+def _checked_product(fast):
+    """``cgemm.matmul`` with each call that computes checked against ``np.matmul``: each
+    element within ``2 K eps (|a| @ |b|)``, the bound of a K-term dot product summed in any
+    order."""
+
+    def call(a, b, out=None):
+        got = fast(a, b, out)
+        if got is not None:
+            want = np.matmul(a, b)
+            message = f"cgemm.matmul on {a.shape} @ {b.shape}"
+            assert got.shape == want.shape and got.dtype == want.dtype, message
+            with np.errstate(invalid="ignore", over="ignore"):
+                eps = np.finfo(a.dtype).eps
+                bound = np.matmul(np.abs(a), np.abs(b)) * (2 * a.shape[-1] * eps)
+                ok = (got == want) | (np.isnan(got) & np.isnan(want))
+                ok |= np.isfinite(want) & (np.abs(got - want) <= bound)
+            assert ok.all(), message
+        return got
+
+    return call
+
+
+def _checked_softmax(fast, reference):
+    """A kernels/csoftmax.py kernel checked against the NumPy kernel of ops/softmax.py: the
+    same arithmetic but for the C library's exp and the order of each row's sum, so within
+    64 ulps of the row's scale."""
+
+    def call(x, *args, **kwargs):
+        got = fast(x, *args, **kwargs)
+        if got is not None:
+            want = reference(x, *args, **kwargs)
+            assert got.shape == want.shape and got.dtype == want.dtype, fast.__name__
+            finite = np.isfinite(want)
+            np.testing.assert_array_equal(np.isfinite(got), finite, err_msg=fast.__name__)
+            tol = 64 * np.finfo(want.dtype).eps
+            scale = np.max(np.abs(np.where(finite, want, 0)), axis=-1, keepdims=True)
+            close = np.abs(np.where(finite, got - want, 0)) <= tol * np.maximum(scale, 1)
+            assert close.all(), f"csoftmax.{fast.__name__}"
+        return got
+
+    return call
+
+
 def _checked_conv(name):
     """``cconv.<name>`` with each call that returns an array checked against the NumPy kernel
     of ops/_conv_kernels.py (the forward with its bias and ReLU added after)."""
@@ -165,12 +213,12 @@ def _checked_conv(name):
 
 
 def _scatter_reference(g, indices, in_size, mask=None, fill=0.0):
-    out = _scatter_np(g, indices, in_size)
+    out = _scatter_kernel(g, indices, in_size=in_size)
     return out if mask is None else np.where(mask, out, out.dtype.type(fill))
 
 
 def _max_pool_reference(x, kernel, stride, padding, dilation, out_size):
-    from ember.ops.pool import pool_out_size
+    from ember.kernels.pool_geometry import pool_out_size
 
     # the output size tells whether windows past the end were asked for
     floor = tuple(
@@ -232,7 +280,10 @@ def generated_code_equals_the_interpreter(monkeypatch):
             in_arena = [np.array(r, copy=True) for r in planned._fn(*copies)]
         results = original(self, *arrays)
         assert len(results) == len(expected)
-        fused = any(n.kind == "call" and n.op.name in FUSED_OPS for n in self.graph.nodes)
+        fused = any(
+            n.kind == "call" and (n.op.name in FUSED_OPS or n.op.fast is not None)
+            for n in self.graph.nodes
+        )
         if planned is not None:
             for i, (got, want) in enumerate(zip(in_arena, results)):
                 message = f"graph {self.graph.name}: output {i} in planned (arena) execution"
@@ -286,4 +337,19 @@ def generated_code_equals_the_interpreter(monkeypatch):
     _check(monkeypatch, cepilogue, "build", _checked_epilogue(cepilogue.build))
     for name in ("conv_forward", "conv_input_grad", "conv_weight_grad"):
         _check(monkeypatch, cconv, name, _checked_conv(name))
+    _check(monkeypatch, cgemm, "matmul", _checked_product(cgemm.matmul))
+    _check(
+        monkeypatch,
+        csoftmax,
+        "softmax",
+        _checked_softmax(
+            csoftmax.softmax, lambda x, safe=False: _softmax_kernel(x, axis=-1, safe=safe)
+        ),
+    )
+    _check(
+        monkeypatch,
+        csoftmax,
+        "log_softmax",
+        _checked_softmax(csoftmax.log_softmax, lambda x: _log_softmax_kernel(x, axis=-1)),
+    )
     yield

@@ -11,7 +11,8 @@ import pytest
 
 import ember
 from ember.graph import Graph, GraphError
-from ember.ops import REGISTRY, TensorType
+from ember.ops import REGISTRY
+from ember.types import TensorType
 
 from .gradcheck import fd
 

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ember
-from ember.ops import REGISTRY, TensorType
+from ember.ops import REGISTRY
+from ember.types import TensorType
 
 from .ops.harness import TORCH_MISSING, torch
 

@@ -22,6 +22,7 @@ from .errors import AutogradError, ShapeError
 from .ops import _registry as _reg
 from .ops._registry import TensorBase
 from .tensor import Tensor
+from .types import TensorType
 
 __all__ = [
     "backward",
@@ -140,9 +141,9 @@ class Node:
         """``out_types``: the outputs' types when the caller has them (the op's rule did)."""
         self.op = op
         self.attrs = attrs
-        self.in_types = tuple([_reg.TensorType(t._data.shape, t.dtype) for t in inputs])
+        self.in_types = tuple([TensorType(t._data.shape, t.dtype) for t in inputs])
         self.out_types = (
-            tuple([_reg.TensorType(t._data.shape, t.dtype) for t in outputs])
+            tuple([TensorType(t._data.shape, t.dtype) for t in outputs])
             if out_types is None
             else out_types
         )

@@ -1,10 +1,11 @@
-"""The eager mode: run an op's NumPy kernel now and, when gradients are needed, record it.
+"""The eager mode: run an op's kernel now and, when gradients are needed, record it.
 
 This is the base mode of the dispatcher (``ops._registry.apply``). For each call it
 
 1. applies the op's shape/dtype rule, which validates the operands and raises a precise error
    naming the op, the shapes and the user's line before any kernel runs;
-2. runs the kernel on the operands' arrays;
+2. runs the op on the operands' arrays (`OpDef.run`: its fast C implementation where it has one
+   that applies, else its NumPy kernel);
 3. wraps the results as Tensors; outputs of a ``view`` op share input 0's version counter;
 4. if grad mode is on and an input requires grad, creates an autograd `Node` for the call and
    makes it the ``grad_fn`` of every floating-point output.
@@ -28,7 +29,7 @@ class EagerMode(_reg.Mode):
     def apply(self, op: _reg.OpDef, inputs: tuple, attrs: dict):
         out_type = op.infer(*inputs, **attrs)
         try:
-            result = op.kernel(*[t._data for t in inputs], **attrs)
+            result = op.run(*[t._data for t in inputs], **attrs)
         except EmberError:
             raise
         except (ValueError, TypeError, IndexError, FloatingPointError) as exc:

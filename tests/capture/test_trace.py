@@ -29,7 +29,9 @@ def test_trace_equals_eager_on_both_executors(name):
     codegen = ember.trace(model, x)
     interpreted = ember.trace(model, x, executor="interpreter")
     np.testing.assert_allclose(codegen(x).numpy(), expected, rtol=1e-6, atol=1e-6)
-    np.testing.assert_array_equal(codegen(x).numpy(), interpreted(x).numpy())
+    # the interpreter runs the NumPy reference kernels, generated code ember's C ones where
+    # they apply (GEMM, convolutions, fused loops): equal to rounding
+    np.testing.assert_allclose(codegen(x).numpy(), interpreted(x).numpy(), rtol=1e-6, atol=1e-6)
     codegen.graph.verify()
     assert "def " in codegen.code
 

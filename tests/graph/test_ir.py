@@ -6,8 +6,8 @@ import pytest
 import ember
 from ember.graph import Graph, GraphError, interpreter, sym
 from ember.ops import REGISTRY
-from ember.ops._registry import TensorType
 from ember.runtime.codegen import compile_graph
+from ember.types import TensorType
 
 F32 = ember.float32
 

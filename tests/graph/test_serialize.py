@@ -13,7 +13,7 @@ from ember import models
 from ember.graph import Graph, GraphError, GraphFileError, interpreter, load_graph, save_graph, sym
 from ember.io.checkpoint import read_safetensors, write_safetensors
 from ember.ops import REGISTRY
-from ember.ops._registry import TensorType
+from ember.types import TensorType
 
 F32 = ember.float32
 

@@ -6,8 +6,9 @@ checked here."""
 import numpy as np
 
 import ember
-from ember.ops._registry import TensorType, apply
+from ember.ops._registry import apply
 from ember.ops.fused import FUSED, FUSED_EPILOGUE, FUSED_REDUCE
+from ember.types import TensorType
 
 from .harness import Sample, rng
 

@@ -1,7 +1,9 @@
 """runtime/cgraph.py, the C graph runner: graphs of convolutions (their bias, ReLU and mask
-epilogues), max pooling and concatenation run in C give the interpreter's results exactly, on
-one thread and on several, in any priority order; a graph with a node lacking a C step has no C
-program; and the parallel executor's cost model picks the runner from measured node times."""
+epilogues), max pooling and concatenation run in C give exactly the results of generated code,
+which runs the same C kernels one node at a time (and the interpreter's, on NumPy's kernels, to
+rounding), on one thread and on several, in any priority order; a graph with a node lacking a C
+step has no C program; and the parallel executor's cost model picks the runner from measured
+node times."""
 
 import threading
 
@@ -14,6 +16,7 @@ from ember.graph import interpreter
 from ember.kernels import ccompile, cpool
 from ember.nn import functional as F
 from ember.runtime import cgraph, parallel, parallel_cost
+from ember.runtime.codegen import compile_graph
 from ember.runtime.parallel_cost import Calibration
 
 pytestmark = pytest.mark.skipif(
@@ -37,11 +40,17 @@ def _same(got, want):
         np.testing.assert_array_equal(g, w)
 
 
+def _generated(graph, arrays):
+    """Generated code's results: the same C kernels, one node at a time (checked against the
+    interpreter, to rounding, by tests/conftest.py)."""
+    return compile_graph(graph)(*arrays)
+
+
 def _check(graph, args, priority=None):
     steps = cgraph.c_steps(graph)
     assert steps is not None, str(graph)
     arrays = [a.numpy() for a in args]
-    want = interpreter.run(graph, arrays)
+    want = _generated(graph, arrays)
     for threads in (1, 2, 3):
         program = cgraph.CGraphProgram(graph, steps, priority, threads)
         for _ in range(3):  # the counters and outputs are fresh for every run
@@ -190,7 +199,7 @@ def test_the_parallel_executor_runs_the_c_program_and_falls_back_while_it_is_bus
     program = parallel.ParallelProgram(graph, force=True)
     assert program.plan.runner == "c" and program.plan.parallel
     arrays = [a.numpy() for a in args]
-    want = interpreter.run(graph, arrays)
+    want = _generated(graph, arrays)
     _same(program(*arrays), want)
     calls = []
     monkeypatch.setattr(program, "_sequential", lambda *a: calls.append(1) or want)
@@ -283,7 +292,7 @@ def test_the_cost_model_runs_a_chain_of_small_nodes_on_one_thread():
     )
     assert program._c_program is not None and program._c_program.threads == 1
     arrays = [a.numpy() for a in args]
-    _same(program(*arrays), interpreter.run(graph, arrays))
+    _same(program(*arrays), _generated(graph, arrays))
 
 
 def test_a_run_on_one_thread_shares_each_step_over_the_pool():

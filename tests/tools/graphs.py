@@ -10,8 +10,9 @@ import numpy as np
 import ember
 from ember import dtypes as dt
 from ember.graph import Graph
-from ember.ops._registry import REGISTRY, TensorType
+from ember.ops._registry import REGISTRY
 from ember.tools import viz
+from ember.types import TensorType
 
 
 @functools.cache

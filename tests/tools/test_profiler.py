@@ -13,11 +13,12 @@ import ember.nn as nn
 import ember.nn.functional as F
 from ember import profiler
 from ember.ops import _registry as _reg
-from ember.ops._registry import REGISTRY, TensorType
+from ember.ops._registry import REGISTRY
 from ember.profiler import compiled as profiled_kernels
 from ember.profiler import recorder
 from ember.profiler.roofline import Peaks, bound
 from ember.runtime import codegen
+from ember.types import TensorType
 
 # fixed peaks for the tests that do not test the roofline (no measurement needed)
 PEAKS = Peaks(gflops=100.0, gbps=10.0)

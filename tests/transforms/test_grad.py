@@ -8,8 +8,8 @@ import ember
 import ember.nn.functional as F
 from ember import models
 from ember.capture import GraphBuilder
-from ember.ops._registry import TensorType
 from ember.transforms import backward_graph_values
+from ember.types import TensorType
 
 
 def _t(values, dtype=np.float64):

@@ -12,9 +12,9 @@ import ember
 from ember.graph import Graph, interpreter
 from ember.graph.builder import GraphBuilder
 from ember.graph.subgraph import inline_graph
-from ember.ops import TensorType
 from ember.runtime.codegen import compile_graph
 from ember.transforms import unroll_loops
+from ember.types import TensorType
 
 from ..gradcheck import fd
 

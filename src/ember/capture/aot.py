@@ -25,8 +25,9 @@ import numpy as np
 from ..errors import AutogradError
 from ..graph import interpreter
 from ..graph.symbolic_tensor import SymbolicTensor
-from ..ops._registry import Cost, OpDef, TensorType, apply
+from ..ops._registry import Cost, OpDef, apply
 from ..runtime.codegen import compile_graph
+from ..types import TensorType
 
 __all__ = ["add_backward", "AutogradPlan"]
 

@@ -102,7 +102,7 @@ def _struct(v):
 
 def _describe(v) -> str:
     from ..graph.printer import format_type
-    from ..ops._registry import TensorType
+    from ..types import TensorType
 
     if isinstance(v, TensorBase):
         return format_type(TensorType(tuple(v.shape), v.dtype))

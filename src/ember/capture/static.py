@@ -37,11 +37,11 @@ from ..graph.ir import Graph
 from ..graph.printer import format_type
 from ..graph.symbolic_tensor import SymbolicTensor
 from ..ops import _registry as _reg
-from ..ops._registry import TensorType
 from ..runtime.codegen import compile_graph
 from ..symbolic import SymDim
 from ..tensor import Tensor, _to_array
 from ..transforms.partition import _copy_into
+from ..types import TensorType
 from .signature import TensorSpec
 from .state import Writeback, apply_writebacks
 from .train_op import Operation

@@ -32,10 +32,11 @@ from ..graph.ir import Graph
 from ..graph.printer import format_type
 from ..graph.symbolic_tensor import SymbolicTensor
 from ..ops import _registry as _reg
-from ..ops._registry import TensorBase, TensorType
+from ..ops._registry import TensorBase
 from ..runtime.codegen import compile_graph
 from ..symbolic import SymDim
 from ..tensor import Tensor
+from ..types import TensorType
 
 EXECUTORS = ("codegen", "interpreter", "parallel", "arena")  # arena: plan/arena.py
 DEFAULT_OPT_LEVEL = 3  # transforms/pipeline.py: O3 runs every pass

@@ -32,7 +32,8 @@ kernel and its VJP on the tape); the conformance samples use them to check the o
 from __future__ import annotations
 
 from ..errors import DTypeError, EmberError, ShapeError
-from ..ops._registry import Cost, OpDef, TensorType, apply, current_mode, export, register
+from ..ops._registry import Cost, OpDef, apply, current_mode, export, register
+from ..types import TensorType
 
 # ------------------------------------------------------------------------------ type rules
 

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import AutogradError, EmberError
-from ..ops._registry import OpDef, TensorType, apply, export, register
+from ..ops._registry import OpDef, apply, export, register
+from ..types import TensorType
 from .flow import _check_operands, _fmt, _no_cost, _same
 
 # ------------------------------------------------------------------------------ shared

@@ -17,7 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import EmberError, ShapeError
-from ..ops._registry import OpDef, TensorType, apply, export, register
+from ..ops._registry import OpDef, apply, export, register
+from ..types import TensorType
 from .flow import (
     _check_carries,
     _check_checkpoint,

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from ..errors import TraceError
 from ..ops import _registry as _reg
-from ..ops._registry import TensorType
 from ..ops._util import fit_inplace_result
 from ..tensor import GRAD_SLOT, Tensor
+from ..types import TensorType
 from . import scope as _scope
 from .ir import Graph
 from .symbolic_tensor import SymbolicTensor

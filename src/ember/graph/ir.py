@@ -24,7 +24,8 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import EmberError
-from ..ops._registry import OpDef, TensorType
+from ..ops._registry import OpDef
+from ..types import TensorType
 
 __all__ = ["Graph", "Node", "Value", "GraphError"]
 

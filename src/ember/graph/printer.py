@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from ..ops._registry import TensorType
+from ..types import TensorType
 
 _SHORT = {
     "float16": "f16",

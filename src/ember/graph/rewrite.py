@@ -90,7 +90,7 @@ def constant_value(value: Value):
     node = value.node
     if node.kind == "constant":
         return node.graph.constants[node.name]
-    if node.kind == "call" and node.op.extra.get("broadcast") and not has_symbols(node.attrs):
+    if node.kind == "call" and node.op.broadcast and not has_symbols(node.attrs):
         inner = constant_value(node.inputs[0])
         return None if inner is None else node.op.kernel(inner, **node.attrs)
     return None

@@ -35,8 +35,9 @@ import numpy as np
 
 from .. import dtypes as dt
 from .. import random as _random
-from ..ops._registry import REGISTRY, TensorType
+from ..ops._registry import REGISTRY
 from ..symbolic import SymDim
+from ..types import TensorType
 from .ir import Graph, GraphError, Value
 
 __all__ = ["GraphFileError", "load_graph", "save_graph"]

@@ -29,8 +29,9 @@ import numpy as np
 
 from ..errors import EmberError, TraceError
 from ..ops import _registry as _reg
-from ..ops._registry import TensorBase, TensorType
+from ..ops._registry import TensorBase
 from ..tensor import Tensor
+from ..types import TensorType
 from .builder import GraphBuilder
 from .ir import Graph
 from .symbolic_tensor import SymbolicTensor

@@ -30,9 +30,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..ops._conv_kernels import Plan, _interior, _source, scratch
-from ..runtime.cgraph import STEP_CALL, function_address
 from .cconv_source import SOURCE
+from .conv_plan import Plan, interior, scratch, source_region
+from .cstep import STEP_CALL, function_address
 
 __all__ = [
     "available",
@@ -140,7 +140,7 @@ def _padded(x: np.ndarray, p: Plan, size: int, tag: str) -> np.ndarray:
     n, c = x.shape[:2]
     buf = scratch(tag, (size,), x.dtype, fill=0, key=(p, n, c))
     planes = buf[: n * c * math.prod(p.padded)].reshape((n, c) + p.padded)
-    planes[(slice(None), slice(None)) + _interior(p)] = x[_source(p)]
+    planes[(slice(None), slice(None)) + interior(p)] = x[source_region(p)]
     return buf
 
 
@@ -320,7 +320,7 @@ def conv_input_grad(gy, w, p: Plan, groups: int):
     if any(v < 0 for v in lo):
         return None
     hi = [i - o - low + r for i, o, low, r in zip(p.in_size, p.out_size, lo, reach)]
-    from ..ops._conv_kernels import plan
+    from .conv_plan import plan
 
     cout, cg = w.shape[:2]
     cog = cout // groups
@@ -396,7 +396,7 @@ def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, padded_channels,
     positions = max(math.prod(p.padded), length + int(koff[-1]))
     xcl = scratch("cconv_xcl", (n, positions, padded_channels), x.dtype, fill=0, key=(p, n, c))
     planes = xcl[:, : math.prod(p.padded)].reshape((n,) + p.padded + (padded_channels,))
-    planes[(slice(None),) + _interior(p) + (slice(0, c),)] = np.moveaxis(x[_source(p)], 1, -1)
+    planes[(slice(None),) + interior(p) + (slice(0, c),)] = np.moveaxis(x[source_region(p)], 1, -1)
     rows = -(-cout // _MR) * _MR
     per_block = max(1, -(-n // _BLOCKS))
     blocks = -(-n // per_block)
@@ -453,7 +453,7 @@ def temporaries(op: str, a_shape: tuple, b_shape: tuple, p: Plan, groups: int, d
         if any(v < 0 for v in lo):
             return None
         hi = [i - o - low + r for i, o, low, r in zip(p.in_size, p.out_size, lo, reach)]
-        from ..ops._conv_kernels import plan
+        from .conv_plan import plan
 
         p2 = plan(p.out_size, p.kernel, (1,) * nd, tuple(zip(lo, hi)), p.dilation)
         if p2.out_size != p.in_size:

@@ -115,8 +115,8 @@ def c_step(node):
     """The graph runner's C step (runtime/cgraph.py) of a ``fused_epilogue`` node of a 2-d,
     one-group convolution whose float result is wanted, or None."""
     from ..ops.conv import _geometry
-    from ..runtime.cgraph import CStep, function_address
     from . import cconv
+    from .cstep import CStep, function_address
 
     found = _spec_of(node)
     if found is None:

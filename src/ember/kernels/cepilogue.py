@@ -25,9 +25,10 @@ import math
 
 import numpy as np
 
-from ..ops._registry import REGISTRY, TensorType
-from ..ops.linalg import gemm
+from ..ops._registry import REGISTRY
 from ..symbolic import sym
+from ..types import TensorType
+from .cgemm import gemm
 
 __all__ = ["BLOCK_BYTES", "block_kind", "build", "c_step"]
 

@@ -3,7 +3,7 @@
 `build(node)` returns a function ``(*arrays) -> tuple of arrays`` running the node's program as
 one C loop, or None when no C compiler is available (one warning; the NumPy reference kernel
 runs instead). The code generator (runtime/codegen.py) calls it through the op's
-``extra["compile"]`` hook.
+``compile`` rule.
 
 The loop. The group's output shape is its iteration space; every input broadcasts to it. The
 broadcast pattern is static (from the value types: a size-1 dimension against a larger one is
@@ -186,9 +186,9 @@ def source_of(program, outputs, out_types, in_types, symbol="fused") -> str:
         types.append(out_dtype)
         single = "f" if dt.float32 in (out_dtype, *arg_types) else ""
         for fn in _VECTOR_MATH:
-            if f"{fn}{{f}}(" in op.extra["c"]:
+            if f"{fn}{{f}}(" in op.c:
                 used_math.add((fn + single, "float" if single else "double"))
-        expr = op.extra["c"].format(*args, T=_C_TYPES[out_dtype], f=single)
+        expr = op.c.format(*args, T=_C_TYPES[out_dtype], f=single)
         body.append(f"{_C_TYPES[out_dtype]} t{j} = {expr};")
     lines = ["#include <math.h>", "#include <stddef.h>", "#include <stdlib.h>"]
     # GCC's builtins rather than <immintrin.h>, whose parsing took 0.1 s of every kernel's build
@@ -400,7 +400,7 @@ def _streaming_blocks(out_c, loads, body, outputs) -> list[str]:
 
 
 def _result_dtype(op, arg_types, attrs):
-    from ..ops._registry import TensorType
+    from ..types import TensorType
 
     return op.infer(*[TensorType((), t) for t in arg_types], **dict(attrs)).dtype
 

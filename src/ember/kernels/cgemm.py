@@ -43,10 +43,10 @@ import os
 
 import numpy as np
 
-from ..ops.linalg import blas_layout
 from . import cpool
+from .blas_layout import blas_layout
 
-__all__ = ["SPLIT_FLOPS", "available", "block_align", "matmul", "skinny"]
+__all__ = ["SPLIT_FLOPS", "available", "block_align", "gemm", "matmul", "skinny"]
 __all__ += ["skinny_shared", "skinny_unit"]
 
 # multiply-adds x 2 below which one thread runs the whole product (about 20 us of work on one
@@ -514,6 +514,12 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
         use_pool,
     )
     return out
+
+
+def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``np.matmul(a, b, out=out)``: `matmul` where it applies, else NumPy's."""
+    result = matmul(a, b, out)
+    return np.matmul(a, b, out=out) if result is None else result
 
 
 def skinny(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray | None:

@@ -1,6 +1,6 @@
 """C kernels of max pooling and its gradient (the ``pool_scatter`` op), used by the ops'
 kernels in ops/pool.py (eager and graphs alike) and by the code generator through
-``pool_scatter``'s ``extra["compile"]`` hook.
+``pool_scatter``'s ``compile`` rule.
 
 The NumPy kernels in ops/pool.py are the specification, and these equal them bit for bit:
 
@@ -27,7 +27,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from ..ops.pool import first_inside_axis, pad_input, padded_extent
+from .pool_geometry import first_inside_axis, pad_input, padded_extent
 
 __all__ = ["build_scatter"]
 
@@ -262,7 +262,7 @@ def _max_pool_kernel_of(dtype: str, geometry: tuple):
 def max_pool_c_step(node):
     """The graph runner's C step (runtime/cgraph.py) of a 2-d ``max_pool`` node, or None (as
     `max_pool_2d` would return, or planes the caller must frame)."""
-    from ..runtime.cgraph import CStep, function_address
+    from .cstep import CStep, function_address
 
     x = node.inputs[0].type
     attrs = node.attrs

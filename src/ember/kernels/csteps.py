@@ -4,8 +4,8 @@ own: concatenation and reshapes (copies: the runner's arrays are contiguous), an
 The convolution's and max pooling's steps live with their kernels (kernels/cconv.py,
 kernels/cpooling.py).
 
-Each builder takes the node (or its types) and returns a `cgraph.CStep`, or None where the step
-does not apply; the ops' ``extra["c_step"]`` hooks call them.
+Each builder takes the node (or its types) and returns a `CStep` (kernels/cstep.py), or None
+where the step does not apply; the ops' ``c_step`` rules call them.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import functools
 
 import numpy as np
 
-from ..runtime.cgraph import CStep, function_address
+from .cstep import CStep, function_address
 
 __all__ = ["concat_step", "copy_step", "linear_step"]
 

@@ -4,7 +4,8 @@ not start with an underscore), so adding an op never means editing an import lis
 import importlib
 import pkgutil
 
-from ._registry import FUNCTIONAL, METHODS, PUBLIC, REGISTRY, OpDef, TensorType, apply
+from ..types import TensorType
+from ._registry import FUNCTIONAL, METHODS, PUBLIC, REGISTRY, OpDef, apply
 
 for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
     if not _info.name.startswith("_") and _info.name != "api":

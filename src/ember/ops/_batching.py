@@ -1,7 +1,7 @@
 """Batch rules: how one call of an op splits along a batch axis (micro-batching).
 
 transforms/microbatch.py runs a training step's batch in ``k`` equal slices. For that it asks
-each op, through ``extra["batch"]`` (or the default of its kind: `elementwise` for elementwise
+each op, through ``batch`` rule (or the default of its kind: `elementwise` for elementwise
 ops, `reduce_rule` for reductions), what becomes of one call when its operands carry the batch
 along given axes:
 

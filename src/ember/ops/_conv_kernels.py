@@ -31,153 +31,25 @@ matmul itself. Kernels never return a view of a scratch buffer.
 
 from __future__ import annotations
 
-import functools
 import math
 import threading
 import weakref
 from collections import OrderedDict
-from typing import NamedTuple
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from .. import dtypes as dt
+from ..kernels.conv_plan import (
+    Plan,
+    interior,
+    scratch,
+    source_region,
+)
 
-# the dense and flat layouts are used when they add at most this much matmul work (garbage
-# columns); dense is preferred, its copies and adds run over much longer rows
-_DENSE_MAX_WASTE = 1.15
-_FLAT_MAX_WASTE = 1.5
-
-# ------------------------------------------------------------------------------- scratch space
-
-_SCRATCH_LIMIT_BYTES = 256 * 2**20
-_SCRATCH_LIMIT_ENTRIES = 32
-_local = threading.local()
-# im2col remembers the inputs of this many column buffers (see `im2col`)
+# im2col remembers the inputs of this many column buffers, per thread (see `im2col`)
 _MEMO_ENTRIES = 4
+_local = threading.local()
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
-
-
-def scratch(tag: str, shape: tuple, dtype, fill=None, key=()) -> np.ndarray:
-    """A reusable work array. With ``fill``, the array is created filled with that value and the
-    caller promises to write only the region that ``key`` determines, so the rest keeps ``fill``
-    (the zero border of a padded input, for example)."""
-    cache = getattr(_local, "cache", None)
-    if cache is None:
-        cache = _local.cache = OrderedDict()
-    dtype = np.dtype(dtype)
-    k = (tag, shape, dtype, fill, key)
-    buf = cache.get(k)
-    if buf is not None:
-        cache.move_to_end(k)
-        return buf
-    buf = np.empty(shape, dtype) if fill is None else np.full(shape, fill, dtype)
-    cache[k] = buf
-    total = sum(b.nbytes for b in cache.values())
-    while cache and (total > _SCRATCH_LIMIT_BYTES or len(cache) > _SCRATCH_LIMIT_ENTRIES):
-        _, old = cache.popitem(last=False)
-        total -= old.nbytes
-    return buf
-
-
-def compute_dtype(dtype: np.dtype) -> np.dtype:
-    """Half-precision types are computed in float32 (NumPy has no fast half matmul)."""
-    if dtype in (dt.float16.np, dt.bfloat16.np):
-        return np.dtype(np.float32)
-    return dtype
-
-
-# ------------------------------------------------------------------------------------ geometry
-
-
-def conv_out_size(in_size, kernel, stride, padding, dilation) -> tuple:
-    """Output size of a convolution per spatial dimension (may be < 1 for invalid inputs)."""
-    return tuple(
-        (s + lo + hi - d * (k - 1) - 1) // st + 1
-        for s, k, st, (lo, hi), d in zip(in_size, kernel, stride, padding, dilation)
-    )
-
-
-class Plan(NamedTuple):
-    in_size: tuple
-    kernel: tuple
-    stride: tuple
-    lo: tuple  # padding before each spatial dimension
-    dilation: tuple
-    out_size: tuple
-    padded: tuple  # spatial size of the padded input (only the padding that is read)
-    layout: str  # "dense", "flat" or "general" (see the module docstring)
-    grid: tuple  # the per-sample grid of matmul columns (spatial shape)
-    m: int  # matmul columns per sample: prod(grid)
-    flat_len: int  # flat layout: length of one padded plane plus read-ahead slack
-    offsets: tuple  # dense and flat layouts: offset of each kernel position in the flat plane
-    margin: tuple  # dense layout: room before and after the input for the offsets' reads
-    valid: tuple  # dense layout: per kernel offset, per dimension, the grid range it may read
-
-
-@functools.lru_cache(maxsize=512)
-def plan(in_size, kernel, stride, padding, dilation, rows: int = 1, out_rows: int = 1) -> Plan:
-    """The layout for a convolution; ``rows`` = (input channels per group) * prod(kernel), the
-    height of the column matrix, and ``out_rows`` = output channels per group."""
-    out = conv_out_size(in_size, kernel, stride, padding, dilation)
-    lo = tuple(p[0] for p in padding)
-    # a negative high padding crops: nothing past the last window is ever read
-    padded = tuple(
-        min(s + lo_ + max(hi, 0), (o - 1) * st + d * (k - 1) + 1)
-        for s, lo_, (_, hi), o, st, d, k in zip(in_size, lo, padding, out, stride, dilation, kernel)
-    )
-    unit = all(s == 1 for s in stride)
-    geometry = (in_size, kernel, stride, lo, dilation, out, padded)
-    if unit and all(o <= s for o, s in zip(out, in_size)):
-        if math.prod(in_size) <= _DENSE_MAX_WASTE * math.prod(out):
-            return _dense_plan(*geometry)
-    strides = tuple(math.prod(padded[i + 1 :]) for i in range(len(padded)))
-    waste = math.prod(padded[1:]) / max(math.prod(out[1:]), 1)
-    # the flat layout saves on im2col (cost ~ rows) but its output and gradient copies crop
-    # short rows (cost ~ out_rows): with few column rows (a first layer) the general one wins
-    if unit and waste <= _FLAT_MAX_WASTE and rows >= out_rows:
-        grid = (out[0],) + padded[1:]
-        offsets = tuple(
-            sum(i * d * f for i, d, f in zip(idx, dilation, strides)) for idx in np.ndindex(*kernel)
-        )
-        slack = sum(d * (k - 1) * f for d, k, f in zip(dilation[1:], kernel[1:], strides[1:]))
-        flat_len = math.prod(padded) + slack
-        return Plan(*geometry, "flat", grid, math.prod(grid), flat_len, offsets, (), ())
-    return Plan(*geometry, "general", out, math.prod(out), 0, (), (), ())
-
-
-def _dense_plan(in_size, kernel, stride, lo, dilation, out, padded) -> Plan:
-    strides = tuple(math.prod(in_size[i + 1 :]) for i in range(len(in_size)))
-    offsets, valid = [], []
-    for idx in np.ndindex(*kernel):
-        # kernel offset idx reads grid position i + shift (per dimension); it may read where
-        # that stays inside the input, and only for real output positions (i < out)
-        shift = tuple(i * d - p for i, d, p in zip(idx, dilation, lo))
-        offsets.append(sum(s * f for s, f in zip(shift, strides)))
-        valid.append(
-            tuple(
-                (min(max(0, -s), o), max(min(n - s, o), 0)) for s, n, o in zip(shift, in_size, out)
-            )
-        )
-    margin = (max(0, -min(offsets)), max(0, max(offsets)))
-    m = math.prod(in_size)
-    return Plan(
-        in_size, kernel, stride, lo, dilation, out, padded, "dense", in_size, m, 0,
-        tuple(offsets), margin, tuple(valid),
-    )  # fmt: skip
-
-
-def _interior(p: Plan) -> tuple:
-    """Index of the unpadded input inside the padded one (spatial dimensions)."""
-    return tuple(slice(lo, min(lo + s, n)) for lo, s, n in zip(p.lo, p.in_size, p.padded))
-
-
-def _source(p: Plan) -> tuple:
-    """The part of the input that lands inside the padded buffer (all of it unless the padded
-    extent stops early: trailing rows no window reads, or a negative high padding)."""
-    return (slice(None), slice(None)) + tuple(
-        slice(0, min(s, n - lo)) for lo, s, n in zip(p.lo, p.in_size, p.padded)
-    )
 
 
 def _padded_input(x: np.ndarray, p: Plan) -> np.ndarray:
@@ -189,13 +61,13 @@ def _padded_input(x: np.ndarray, p: Plan) -> np.ndarray:
         if exact:
             return x
         buf = scratch("xpad", (n, c) + p.padded, x.dtype, fill=0, key=p)
-        buf[(slice(None), slice(None)) + _interior(p)] = x[_source(p)]
+        buf[(slice(None), slice(None)) + interior(p)] = x[source_region(p)]
         return buf
     if exact and p.flat_len == math.prod(p.padded) and x.flags.c_contiguous:
         return x.reshape(n, c, p.flat_len)
     buf = scratch("xflat", (n, c, p.flat_len), x.dtype, fill=0, key=p)
     plane = buf[:, :, : math.prod(p.padded)].reshape((n, c) + p.padded)
-    plane[(slice(None), slice(None)) + _interior(p)] = x[_source(p)]
+    plane[(slice(None), slice(None)) + interior(p)] = x[source_region(p)]
     return buf
 
 
@@ -374,11 +246,11 @@ def conv_input_grad(gy: np.ndarray, w: np.ndarray, p: Plan, groups: int) -> np.n
                 for i, d, o, s in zip(idx, p.dilation, p.out_size, p.stride)
             )
             plane[(Ellipsis,) + window] += parts[:, :, k]
-    source = _source(p)
+    source = source_region(p)
     covered = all(sl.stop == s for sl, s in zip(source[2:], p.in_size))
     # input positions that no window reads get a zero gradient
     out = (np.empty if covered else np.zeros)((n, groups * cg) + p.in_size, grid.dtype)
-    inner = plane[(slice(None),) * 3 + _interior(p)]
+    inner = plane[(slice(None),) * 3 + interior(p)]
     target = out.reshape((n, groups, cg) + p.in_size)[(slice(None),) + source]
     np.copyto(target, inner.transpose((2, 0, 1) + tuple(range(3, inner.ndim))))
     return out

@@ -10,11 +10,16 @@ An `OpDef` holds everything about one primitive (DESIGN.md principle 1):
   eager backward, graph autodiff and higher-order gradients. ``ctx`` exposes ``inputs`` and
   ``outputs`` (the saved ones; others are None), ``in_types``, ``out_types`` and ``attrs``.
 * ``cost(in_types, out_types, attrs)``: FLOPs and bytes moved, for the tools and the cost models.
-* ``extra``: optional facts other parts read by key, e.g. ``"c"`` (the op's C expression, for
-  fusion), ``"compile"`` (a faster implementation for generated code), ``"workspace"`` (bytes a
-  kernel allocates beyond its outputs, for the memory planner), ``"flop_family"`` (the row the
-  FLOP counter reports it under, when not its kind), ``"batch"`` (how a call splits along a
-  batch axis, for micro-batching: ops/_batching.py).
+* ``fast(*arrays, **attrs)``: optionally, a faster implementation of the same contract (C code
+  from kernels/); it returns None where it does not apply (a dtype, a layout, no compiler).
+  Eager execution and generated code call `OpDef.run`, which tries it first; the interpreter
+  calls only ``kernel``, so checking either against the interpreter compares two independent
+  implementations.
+
+Everything else a pass, planner, executor or tool needs to know about an op is a typed *rule*:
+a field of `OpDef` declared where the op is defined (ops/_rules.py has the rule types and says
+who reads each). A misspelled rule name fails when the op is defined, and the parts of ember
+above the ops read rules, never op names.
 
 Attributes are keyword arguments in canonical, hashable form (ints, floats, tuples, strings,
 DTypes); the public wrapper of an op normalises user arguments before calling `apply`.
@@ -31,7 +36,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..dtypes import DType
+
+class _KindDefault:
+    """`OpDef.batch` when the op declares no batch rule: its kind's default applies."""
+
+    def __repr__(self) -> str:
+        return "KIND_DEFAULT"
+
+
+KIND_DEFAULT = _KindDefault()
 
 KINDS = ("elementwise", "reduce", "shape", "index", "linalg", "nn", "random", "creation", "control")
 
@@ -41,17 +54,6 @@ class TensorBase:
     modules can recognise tensors without importing tensor.py (which imports this package)."""
 
     __slots__ = ()
-
-
-class TensorType(NamedTuple):
-    """The abstract value of a tensor: its shape and dtype, no data."""
-
-    shape: tuple
-    dtype: DType
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
 
 
 class Cost(NamedTuple):
@@ -75,14 +77,47 @@ class OpDef:
     # version counter, so in-place writes through either are seen by autograd's checks.
     view: bool = False
     doc: str = ""
-    extra: dict = field(default_factory=dict)
+    fast: Callable[..., Any] | None = None
+    # ---- rules (ops/_rules.py documents each: its type, its meaning, who reads it)
+    c: str | None = None
+    reduction: Any = None  # ReductionRule
+    epilogue: Any = None  # EpilogueRule
+    fused: Any = None  # FusedRule
+    unroll: Callable[..., Any] | None = None
+    compile: Callable[..., Any] | None = None
+    c_step: Callable[..., Any] | None = None
+    accepts_out: Callable[..., bool] | None = None
+    overwrites_operand: bool = False
+    workspace: Callable[..., int] | None = None
+    flop_family: str | None = None
+    batch: Any = KIND_DEFAULT  # a batch rule (ops/_batching.py), None, or the kind's default
+    identity: Any = None  # Identity
+    noop: Callable[..., bool] | None = None
+    compose: Callable[..., Any] | None = None
+    broadcast: bool = False
+    aliases: bool = False
+    run: Callable[..., Any] = field(init=False, repr=False)
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"op {self.name}: unknown kind {self.kind!r}; expected one of {KINDS}")
+        if self.c is not None and self.kind != "elementwise":
+            raise ValueError(f"op {self.name}: only elementwise ops have a C expression")
+        self.run = self.kernel if self.fast is None else _preferring(self.fast, self.kernel)
 
     def __repr__(self) -> str:
         return f"<op {self.name} ({self.kind})>"
+
+
+def _preferring(fast, kernel):
+    """``fast``'s result, or ``kernel``'s where ``fast`` declines (returns None)."""
+
+    def run(*arrays, **attrs):
+        result = fast(*arrays, **attrs)
+        return kernel(*arrays, **attrs) if result is None else result
+
+    run.__name__ = getattr(kernel, "__name__", "run")
+    return run
 
 
 REGISTRY: dict[str, OpDef] = {}

@@ -11,12 +11,13 @@ import operator
 
 from ..dtypes import DType
 from ..errors import DTypeError, ShapeError
-from ._registry import Cost, TensorType
+from ..types import TensorType
+from ._registry import Cost
 
 
 def value_bytes(v) -> int:
     """Bytes of the array of a value or type (a symbolic size counts as 1), for workspace
-    rules: ``extra["workspace"](node, layouts)`` gives the bytes a kernel allocates beyond its
+    rules: ``workspace(node, layouts)`` gives the bytes a kernel allocates beyond its
     outputs at its peak (plan/memory.py), measured against tracemalloc per op family."""
     size = 1
     for d in v.shape:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from ._registry import OpDef, TensorBase, TensorType, apply, export, register
+from ..types import TensorType
+from ._registry import OpDef, TensorBase, apply, export, register
 from ._util import memory_cost
 from .elementwise import to_tensor
 
@@ -40,11 +41,9 @@ _CAST = register(
         cost=memory_cost,
         save_inputs=(),
         doc="cast(x, dtype): convert values to another dtype (C casting rules, like NumPy).",
-        extra={
-            "noop": lambda x, *, dtype: x.dtype is dtype,
-            "compose": _compose_casts,
-            "c": "(({T})({0}))",  # fused only among float and bool types, where C agrees
-        },
+        noop=lambda x, *, dtype: x.dtype is dtype,
+        compose=_compose_casts,
+        c="(({T})({0}))",  # fused only among float and bool types, where C agrees
     )
 )
 

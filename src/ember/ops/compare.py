@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from ._registry import OpDef, TensorType, apply, export, register
+from ..types import TensorType
+from ._registry import OpDef, apply, export, register
 from ._util import broadcast_shapes, elementwise_cost, require_same_dtype
 from .elementwise import promote, to_tensor
 
@@ -27,7 +28,7 @@ def _comparison(name, kernel, methods, dunder_doc):
             kernel=kernel,
             cost=elementwise_cost(1),
             doc=f"{name}(x, y): elementwise x {dunder_doc} y",
-            extra={"c": f"({{0}} {dunder_doc} {{1}})"},
+            c=f"({{0}} {dunder_doc} {{1}})",
         )
     )
 

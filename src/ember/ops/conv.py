@@ -10,10 +10,10 @@ y = conv(x, w) is bilinear, so its gradients are two more bilinear maps defined 
 
 Each of the three has its VJP written with the other two, so the family is closed under
 differentiation and gradients of any order exist. The public functions (conv2d,
-conv_transpose2d, ...) are in conv_functional.py. The kernels run the compiled C kernels of
-kernels/cconv.py where they apply (float32/float64; the gradients at stride 1) and the NumPy
-kernels of _conv_kernels.py otherwise; the NumPy kernels are the specification the compiled
-ones are tested against (within float rounding: the sums run in another order).
+conv_transpose2d, ...) are in conv_functional.py. The reference kernels are the NumPy ones of
+_conv_kernels.py, the specification; each op's ``fast`` rule runs the compiled C kernels of
+kernels/cconv.py where they apply (float32/float64; the gradients at stride 1), tested against
+the NumPy ones within float rounding (the sums run in another order).
 
 Attributes, shared by the three: ``stride``, ``dilation`` (one int per spatial dimension),
 ``padding`` (a (before, after) pair per spatial dimension; "after" may be negative, which crops,
@@ -24,12 +24,13 @@ size they produce: ``in_size`` (spatial size of x) and ``kernel_size``.
 from __future__ import annotations
 
 from ..errors import DTypeError, ShapeError
+from ..kernels.conv_plan import compute_dtype, conv_out_size, plan
+from ..types import TensorType
 from . import _batching
-from ._conv_kernels import compute_dtype, conv_out_size, plan
 from ._conv_kernels import conv_forward as _forward_kernel
 from ._conv_kernels import conv_input_grad as _input_grad_kernel
 from ._conv_kernels import conv_weight_grad as _weight_grad_kernel
-from ._registry import Cost, OpDef, TensorType, apply, register
+from ._registry import Cost, OpDef, apply, register
 from ._util import fmt_shape, half_precision, io_bytes, numel, require_float, value_bytes
 
 # ----------------------------------------------------------------------------- shape rules
@@ -168,38 +169,47 @@ def _in_compute(*arrays):
 
 
 def _compiled():
-    """kernels/cconv.py (imported on first use: the runtime imports the ops)."""
+    """kernels/cconv.py (imported on first use: loading it looks for the compiler)."""
     from ..kernels import cconv
 
     return cconv
 
 
-def _conv_kernel(x, w, **attrs):
-    xc, wc = _in_compute(x, w)
-    p = _geometry(attrs, x.shape[2:], w.shape)
-    y = _compiled().conv_forward(xc, wc, p, attrs["groups"])
-    if y is None:
-        y = _forward_kernel(xc, wc, p, attrs["groups"])
-    return y.astype(x.dtype, copy=False)
+def _kernels(weight_shape, reference, compiled: str):
+    """The (reference, fast) kernels of one of the three ops: operands in their compute dtype
+    (float32 for half precision), the geometry from ``weight_shape(a, b, attrs) -> (in_size,
+    w_shape)``, then the NumPy kernel ``reference`` or ``cconv.<compiled>`` (None where it
+    does not apply), the result rounded to the operands' dtype."""
+
+    def run(a, b, attrs, impl):
+        ac, bc = _in_compute(a, b)
+        p = _geometry(attrs, *weight_shape(a, b, attrs))
+        result = impl(ac, bc, p, attrs["groups"])
+        return None if result is None else result.astype(a.dtype, copy=False)
+
+    def kernel(a, b, **attrs):
+        return run(a, b, attrs, reference)
+
+    def fast(a, b, **attrs):
+        return run(a, b, attrs, getattr(_compiled(), compiled))
+
+    return kernel, fast
 
 
-def _conv_input_grad_kernel(gy, w, *, in_size, **attrs):
-    gc, wc = _in_compute(gy, w)
-    p = _geometry(attrs, in_size, w.shape)
-    gx = _compiled().conv_input_grad(gc, wc, p, attrs["groups"])
-    if gx is None:
-        gx = _input_grad_kernel(gc, wc, p, attrs["groups"])
-    return gx.astype(gy.dtype, copy=False)
-
-
-def _conv_weight_grad_kernel(x, gy, *, kernel_size, **attrs):
-    xc, gc = _in_compute(x, gy)
-    w_shape = (gy.shape[1], x.shape[1] // attrs["groups"]) + kernel_size
-    p = _geometry(attrs, x.shape[2:], w_shape)
-    gw = _compiled().conv_weight_grad(xc, gc, p, attrs["groups"])
-    if gw is None:
-        gw = _weight_grad_kernel(xc, gc, p, attrs["groups"])
-    return gw.astype(x.dtype, copy=False)
+_conv_kernel, _conv_fast = _kernels(
+    lambda x, w, attrs: (x.shape[2:], w.shape), _forward_kernel, "conv_forward"
+)
+_conv_input_grad_kernel, _conv_input_grad_fast = _kernels(
+    lambda gy, w, attrs: (attrs["in_size"], w.shape), _input_grad_kernel, "conv_input_grad"
+)
+_conv_weight_grad_kernel, _conv_weight_grad_fast = _kernels(
+    lambda x, gy, attrs: (
+        x.shape[2:],
+        (gy.shape[1], x.shape[1] // attrs["groups"]) + tuple(attrs["kernel_size"]),
+    ),
+    _weight_grad_kernel,
+    "conv_weight_grad",
+)
 
 
 def _half_workspace(node, layouts) -> int:
@@ -317,7 +327,7 @@ def _conv_c_step(node):
     if node.attrs["groups"] != 1 or x.dtype != w.dtype or x.dtype != node.outputs[0].dtype:
         return None
     from ..kernels import cconv
-    from ..runtime.cgraph import CStep, function_address
+    from ..kernels.cstep import CStep, function_address
 
     p = _geometry(node.attrs, x.shape[2:], w.shape)
     made = cconv.forward_step(x.shape, w.shape, p, x.dtype.np, relu=False)
@@ -333,15 +343,14 @@ CONV = register(
         kind="nn",
         infer=_conv_infer,
         kernel=_conv_kernel,
+        fast=_conv_fast,
         vjp=_conv_vjp,
         cost=_conv_cost,
         # tools/flops.py: counted with convolutions
-        extra={
-            "batch": _batching.per_sample(),
-            "c_step": _conv_c_step,
-            "flop_family": "conv",
-            "workspace": _half_workspace,
-        },
+        batch=_batching.per_sample(),
+        c_step=_conv_c_step,
+        flop_family="conv",
+        workspace=_half_workspace,
         doc="conv(x, w; stride, padding, dilation, groups): N-d cross-correlation, x of shape "
         "(N, C, *S), w of shape (Cout, C/groups, *K)",
     )
@@ -353,14 +362,13 @@ CONV_INPUT_GRAD = register(
         kind="nn",
         infer=_input_grad_infer,
         kernel=_conv_input_grad_kernel,
+        fast=_conv_input_grad_fast,
         vjp=_input_grad_vjp,
         cost=_input_grad_cost,
         # tools/flops.py: counted with convolutions
-        extra={
-            "batch": _batching.per_sample(),
-            "flop_family": "conv",
-            "workspace": _half_workspace,
-        },
+        batch=_batching.per_sample(),
+        flop_family="conv",
+        workspace=_half_workspace,
         doc="conv_input_grad(gy, w; ..., in_size): the adjoint of conv in x (a transposed "
         "convolution producing spatial size in_size)",
     )
@@ -372,14 +380,13 @@ CONV_WEIGHT_GRAD = register(
         kind="nn",
         infer=_weight_grad_infer,
         kernel=_conv_weight_grad_kernel,
+        fast=_conv_weight_grad_fast,
         vjp=_weight_grad_vjp,
         cost=_weight_grad_cost,
         # tools/flops.py: counted with convolutions
-        extra={
-            "batch": _batching.per_sample((0, 1), partial=True),
-            "flop_family": "conv",
-            "workspace": _half_workspace,
-        },
+        batch=_batching.per_sample((0, 1), partial=True),
+        flop_family="conv",
+        workspace=_half_workspace,
         doc="conv_weight_grad(x, gy; ..., kernel_size): the adjoint of conv in w",
     )
 )

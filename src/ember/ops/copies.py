@@ -39,7 +39,7 @@ _STOP_GRADIENT = register(
         cost=lambda in_types, out_types, attrs: Cost(0, 0),
         save_inputs=(),
         doc="stop_gradient(x): x itself, through which no gradient flows (a graph's detach).",
-        extra={"aliases": True},  # the memory plan: the output is the input's memory
+        aliases=True,  # the memory plan: the output is the input's memory
     )
 )
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from ._registry import OpDef, TensorType, apply, constant, export, register
+from ..types import TensorType
+from ._registry import OpDef, apply, constant, export, register
 from ._util import memory_cost
 from .shape import _shape_arg
 

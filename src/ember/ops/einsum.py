@@ -23,8 +23,9 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import ShapeError
+from ..types import TensorType
 from . import api as E
-from ._registry import Cost, OpDef, TensorType, apply, export, register
+from ._registry import Cost, OpDef, apply, export, register
 from ._util import fmt_shape, half_precision, io_bytes, require_same_dtype, value_bytes
 from .elementwise import promote
 
@@ -168,7 +169,7 @@ _EINSUM = register(
         kernel=_einsum_kernel,
         vjp=_einsum_vjp,
         cost=_einsum_cost,
-        extra={"workspace": _einsum_workspace},
+        workspace=_einsum_workspace,
         doc="einsum(*operands, equation): Einstein summation; the equation is canonical "
         "(explicit output, no ellipsis, letters in order of first appearance)",
     )

@@ -15,8 +15,10 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import DTypeError
 from ..symbolic import SymDim
+from ..types import TensorType
 from . import api as E
-from ._registry import OpDef, TensorBase, TensorType, apply, constant, export, register
+from ._registry import OpDef, TensorBase, apply, constant, export, register
+from ._rules import Identity
 from ._util import (
     broadcast_shapes,
     elementwise_cost,
@@ -136,7 +138,8 @@ def _unary(
             save_inputs=(0,) if save == "input" else (),
             save_outputs=(0,) if save == "output" else (),
             doc=doc,
-            extra={k: v for k, v in (("c", c), ("workspace", workspace)) if v},
+            c=c,
+            workspace=workspace,
         )
     )
 
@@ -271,7 +274,7 @@ def _binary(
     c=None,
     doc="",
 ):
-    """``identity``: {"left": c, "right": c}, the constant operand that leaves the other
+    """``identity``: the constants that leave the other operand unchanged (an `Identity`), the
     unchanged, exactly (for transforms/simplify.py); ``c``: the op as a C expression over
     ``{0}`` and ``{1}`` for fused kernels (see `_unary`)."""
     op = register(
@@ -284,7 +287,8 @@ def _binary(
             cost=elementwise_cost(flops),
             save_inputs=save,
             doc=doc,
-            extra={k: v for k, v in (("identity", identity), ("c", c)) if v},
+            identity=identity,
+            c=c,
         )
     )
 
@@ -384,16 +388,16 @@ def _pow_kernel(x, y):
 
 
 # x + (-0.0) is x for every x (x + 0.0 turns -0.0 into 0.0); x - 0.0, x * 1 and x / 1 are x
-_binary("add", np.add, _add_vjp, save=(), identity={"left": -0.0, "right": -0.0}, c="({0} + {1})")
-_binary("sub", np.subtract, _sub_vjp, save=(), identity={"right": 0.0}, c="({0} - {1})")
-_binary("mul", np.multiply, _mul_vjp, identity={"left": 1, "right": 1}, c="({0} * {1})")
+_binary("add", np.add, _add_vjp, save=(), identity=Identity(left=-0.0, right=-0.0), c="({0} + {1})")
+_binary("sub", np.subtract, _sub_vjp, save=(), identity=Identity(right=0.0), c="({0} - {1})")
+_binary("mul", np.multiply, _mul_vjp, identity=Identity(left=1, right=1), c="({0} * {1})")
 _binary(
     "div",
     np.true_divide,
     _div_vjp,
     floating=True,
     method=("div", "true_divide"),
-    identity={"right": 1},
+    identity=Identity(right=1),
     c="({0} / {1})",
 )
 _binary(
@@ -494,7 +498,8 @@ _WHERE = register(
         cost=elementwise_cost(1),
         save_inputs=(0,),
         doc="where(cond, x, y): x where cond is true, else y (broadcasting).",
-        extra={"c": "({0} ? {1} : {2})", "workspace": _where_workspace},
+        c="({0} ? {1} : {2})",
+        workspace=_where_workspace,
     )
 )
 

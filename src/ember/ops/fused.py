@@ -25,7 +25,8 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import EmberError
-from ._registry import REGISTRY, Cost, OpDef, TensorType, register
+from ..types import TensorType
+from ._registry import REGISTRY, Cost, OpDef, register
 
 __all__ = [
     "FUSED",
@@ -153,6 +154,11 @@ def _loop_workspace(node, layouts) -> int:
     return sum(result_bytes(v.type) for v in node.inputs if not layouts.contiguous(v))
 
 
+def _when_compiled(node, compiled: bool) -> bool:
+    """The C implementations write into given ``out=`` arrays; the NumPy kernels do not."""
+    return compiled
+
+
 def _compiled(node):
     """The code generator's implementation of ``node``: one C loop (None: no compiler)."""
     from ..kernels import cfuse
@@ -170,7 +176,12 @@ FUSED = register(
         cost=_cost,
         num_outputs=-1,
         doc="fused_elementwise(*inputs; program, outputs, out_types): elementwise ops in one loop",
-        extra={"batch": None, "compile": _compiled, "workspace": _loop_workspace},
+        batch=None,
+        compile=_compiled,
+        accepts_out=_when_compiled,
+        # the C loop reads each element of its inputs before writing the same element
+        overwrites_operand=True,
+        workspace=_loop_workspace,
     )
 )
 
@@ -186,7 +197,10 @@ FUSED_REDUCE = register(
         num_outputs=-1,
         doc="fused_reduce(*inputs; program, outputs, out_types): elementwise ops ending in "
         "reductions over leading and/or trailing axes, in one loop",
-        extra={"batch": None, "compile": _compiled, "workspace": _loop_workspace},
+        batch=None,
+        compile=_compiled,
+        accepts_out=_when_compiled,
+        workspace=_loop_workspace,
     )
 )
 
@@ -276,12 +290,11 @@ FUSED_EPILOGUE = register(
         num_outputs=-1,
         doc="fused_epilogue(*producer inputs, *inputs; producer, producer_attrs, n_producer, "
         "slot, program, outputs, out_types): a matmul and the elementwise ops on its result",
-        extra={
-            "batch": None,
-            "compile": _compiled_epilogue,
-            "c_step": _epilogue_c_step,
-            "workspace": _epilogue_workspace,
-        },
+        batch=None,
+        compile=_compiled_epilogue,
+        accepts_out=_when_compiled,
+        c_step=_epilogue_c_step,
+        workspace=_epilogue_workspace,
     )
 )
 

@@ -14,10 +14,11 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
+from ..types import TensorType
 from . import _batching
 from . import api as E
 from ._index_plan import FULL, IndexOutOfRangeError
-from ._registry import OpDef, TensorBase, TensorType, apply, export, register
+from ._registry import OpDef, TensorBase, apply, export, register
 from ._scatter_kernels import add_elements
 from ._util import fmt_shape, memory_cost, normalize_axis, numel, require_int, same_type
 from .elementwise import promote, to_tensor
@@ -90,7 +91,7 @@ _GATHER = register(
         cost=memory_cost,
         save_inputs=(1,),
         doc="gather(x, index, axis): out[i][j] = x[index[i][j]][j] for axis 0 (PyTorch's gather)",
-        extra={"batch": _batching.indexing_rule},
+        batch=_batching.indexing_rule,
     )
 )
 
@@ -175,7 +176,7 @@ _SCATTER_ADD = register(
         save_inputs=(1,),
         doc="scatter_add(x, index, src, axis): x with src[i][j] added at [index[i][j]][j] "
         "(axis 0); repeated indices accumulate. The adjoint of gather.",
-        extra={"batch": _batching.indexing_rule},
+        batch=_batching.indexing_rule,
     )
 )
 

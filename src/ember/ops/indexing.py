@@ -22,6 +22,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
+from ..types import TensorType
 from . import api as E
 from ._index_plan import (
     FULL,
@@ -34,7 +35,7 @@ from ._index_plan import (
     parse_index,
     split_stages,
 )
-from ._registry import OpDef, TensorBase, TensorType, apply, export, register
+from ._registry import OpDef, TensorBase, apply, export, register
 from ._scatter_kernels import add_slices
 from ._util import broadcast_shapes, fmt_shape, memory_cost, same_type
 from .elementwise import to_tensor

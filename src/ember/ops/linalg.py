@@ -16,9 +16,11 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
+from ..kernels.blas_layout import blas_ready
+from ..types import TensorType
 from . import _batching
 from . import api as E
-from ._registry import Cost, OpDef, TensorBase, TensorType, apply, export, register
+from ._registry import Cost, OpDef, TensorBase, apply, export, register
 from ._util import (
     broadcast_shapes,
     fmt_shape,
@@ -35,53 +37,55 @@ from .elementwise import promote, to_tensor
 _HALF = (dt.float16.np, dt.bfloat16.np)
 
 
-def blas_layout(x: np.ndarray) -> tuple[bool, int] | None:
-    """(transposed, leading dimension in elements) of the matrices in the last two dimensions
-    of ``x`` as BLAS reads them in place: a unit stride in one of them, the other a whole row
-    or column apart (a single row or column needs only its unit stride); None otherwise."""
-    item = x.itemsize
-    rows, cols = x.shape[-2:]
-    s0, s1 = x.strides[-2:]
-    if (s1 == item or cols == 1) and (rows == 1 or (s0 % item == 0 and s0 >= cols * item)):
-        return False, max(s0 // item if rows > 1 else cols, cols, 1)
-    if (s0 == item or rows == 1) and (cols == 1 or (s1 % item == 0 and s1 >= rows * item)):
-        return True, max(s1 // item if cols > 1 else rows, rows, 1)
-    return None
+def _ember_product(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    from ..kernels.cgemm import gemm
+
+    return gemm(a, b, out)
 
 
-def _blas_ready(a: np.ndarray) -> np.ndarray:
-    """``a`` itself when BLAS can read each matrix in place (`blas_layout`), else a C-contiguous
-    copy: NumPy's fallback loop for other layouts is far slower than the copy."""
-    if a.ndim < 2 or blas_layout(a) is not None:
-        return a
-    return np.ascontiguousarray(a)
+def _numpy_product(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    return np.matmul(a, b, out=out)
 
 
-def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """``np.matmul(a, b, out=out)``, large products split over ember's thread pool with BLAS
-    single-threaded in each thread (kernels/cgemm.py: no BLAS threads left spinning)."""
-    from ..kernels import cgemm  # (the runtime imports the ops)
-
-    result = cgemm.matmul(a, b, out)
-    return np.matmul(a, b, out=out) if result is None else result
-
-
-def matmul_kernel(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """The ``matmul`` kernel; ``out`` (the result's shape and dtype: an arena slot, see
+def _matmul(a, b, out, product) -> np.ndarray:
+    """``a @ b`` through ``product`` (NumPy's, or ember's GEMM), never upcasting float32,
+    reading layouts BLAS takes in place and folding a batched left operand times a 2-D right
+    operand into one large product; ``out`` (the result's shape and dtype: an arena slot, see
     plan/arena.py) receives the result where given."""
     if a.dtype in _HALF:  # NumPy has no fast half-precision GEMM: compute in float32, round once
-        result = matmul_kernel(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
+        result = _matmul(a.astype(np.float32), b.astype(np.float32), None, product)
+        result = result.astype(a.dtype)
         if out is None:
             return result
         out[...] = result
         return out
-    a, b = _blas_ready(a), _blas_ready(b)
+    a, b = blas_ready(a), blas_ready(b)
     if b.ndim == 2 and a.ndim > 2 and a.flags.c_contiguous:
         # (..., M, K) @ (K, N) as one (prod(...) * M, K) GEMM instead of a loop of small ones
         flat = None if out is None else out.reshape(-1, b.shape[-1])
-        result = gemm(a.reshape(-1, a.shape[-1]), b, flat)
+        result = product(a.reshape(-1, a.shape[-1]), b, flat)
         return result.reshape(a.shape[:-1] + (b.shape[-1],)) if out is None else out
-    return gemm(a, b, out)
+    return product(a, b, out)
+
+
+def matmul_kernel(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """The ``matmul`` reference kernel: NumPy's product (its BLAS)."""
+    return _matmul(a, b, out, _numpy_product)
+
+
+def matmul_fast(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """The ``matmul`` kernel on ember's GEMM (kernels/cgemm.py: large products split over
+    ember's thread pool, no BLAS threads left spinning), equal to the reference to rounding."""
+    return _matmul(a, b, out, _ember_product)
+
+
+def _matmul_accepts_out(node, compiled: bool) -> bool:
+    """The kernel writes into ``out=`` (plan/arena.py) for float operands of one dtype."""
+    return (
+        not compiled
+        and all(v.type.dtype.np in (np.float32, np.float64) for v in node.inputs)
+        and len({v.type.dtype for v in node.inputs + node.outputs}) == 1
+    )
 
 
 def _matmul_workspace(node, layouts) -> int:
@@ -189,13 +193,13 @@ _MATMUL = register(
         kind="linalg",
         infer=_matmul_infer,
         kernel=matmul_kernel,
+        fast=matmul_fast,
         vjp=_matmul_vjp,
         cost=_matmul_cost,
-        extra={
-            "batch": _batching.matmul_rule,
-            "c_step": _matmul_c_step,
-            "workspace": _matmul_workspace,
-        },
+        batch=_batching.matmul_rule,
+        c_step=_matmul_c_step,
+        accepts_out=_matmul_accepts_out,
+        workspace=_matmul_workspace,
         save_inputs=(0, 1),
         doc="matmul(a, b): matrix product over the last two dimensions of operands with at least "
         "2 dimensions each, broadcasting the batch dimensions",
@@ -315,11 +319,19 @@ def _linear_infer(x, weight, bias=None):
     return TensorType(tuple(x.shape[:-1]) + (weight.shape[0],), dtype)
 
 
-def _linear_kernel(x, weight, bias=None):
-    out = matmul_kernel(x, weight.T)  # BLAS reads the transposed weight in place
+def _linear(x, weight, bias, matmul_impl) -> np.ndarray:
+    out = matmul_impl(x, weight.T)  # BLAS reads the transposed weight in place
     if bias is not None:
         out += bias  # out is fresh: add in place, no temporary
     return out
+
+
+def _linear_kernel(x, weight, bias=None):
+    return _linear(x, weight, bias, matmul_kernel)
+
+
+def _linear_fast(x, weight, bias=None):
+    return _linear(x, weight, bias, matmul_fast)
 
 
 def _linear_vjp(c, g):
@@ -360,15 +372,14 @@ _LINEAR = register(
         kind="linalg",
         infer=_linear_infer,
         kernel=_linear_kernel,
+        fast=_linear_fast,
         vjp=_linear_vjp,
         cost=_linear_cost,
         save_inputs=(0, 1),
         # workspace: the matmul kernel's, on x and weight.T
-        extra={
-            "batch": _batching.linear_rule,
-            "c_step": _linear_c_step,
-            "workspace": _matmul_workspace,
-        },
+        batch=_batching.linear_rule,
+        c_step=_linear_c_step,
+        workspace=_matmul_workspace,
         doc="linear(x, weight[, bias]): x @ weight.T (+ bias), weight of shape (out, in); "
         "PyTorch's F.linear / addmm",
     )

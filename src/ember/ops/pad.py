@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
-from ._registry import OpDef, TensorType, apply, export, register
+from ..types import TensorType
+from ._registry import OpDef, apply, export, register
 from ._util import fmt_shape, memory_cost
 from .elementwise import to_tensor
 

@@ -18,24 +18,16 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
+from ..kernels.conv_plan import scratch
+from ..kernels.pool_geometry import first_inside_axis, pad_input, padded_extent, pool_out_size
+from ..types import TensorType
 from . import _batching
-from ._conv_kernels import scratch
-from ._registry import Cost, OpDef, TensorType, apply, export, register
+from ._registry import Cost, OpDef, apply, export, register
 from ._util import fmt_shape, half_precision, io_bytes, numel, value_bytes
 from .conv_functional import int_tuple
 from .elementwise import to_tensor
 
 # ------------------------------------------------------------------------------- geometry
-
-
-def pool_out_size(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
-    """torch's pooling_output_shape: with ceil_mode the last window may hang over the end, but
-    it must start inside the input or its left padding."""
-    span = size + 2 * p - d * (k - 1) - 1
-    out = (span + (s - 1 if ceil_mode else 0)) // s + 1
-    if ceil_mode and (out - 1) * s >= size + p:
-        out -= 1
-    return out
 
 
 def window_slices(kernel, stride, dilation, out_size):
@@ -48,26 +40,6 @@ def window_slices(kernel, stride, dilation, out_size):
                 for i, d, o, s in zip(idx, dilation, out_size, stride)
             ),
         )
-
-
-def padded_extent(in_size, kernel, stride, padding, dilation, out_size) -> tuple:
-    """Spatial size of the padded input that the windows read (at least padding + input)."""
-    return tuple(
-        max(p + n, (o - 1) * s + d * (k - 1) + 1)
-        for n, k, s, p, d, o in zip(in_size, kernel, stride, padding, dilation, out_size)
-    )
-
-
-def pad_input(x: np.ndarray, padding, extent, fill, tag: str) -> np.ndarray:
-    """``x`` inside a buffer of spatial size ``extent`` filled with ``fill`` (``x`` itself when
-    nothing is added)."""
-    if extent == x.shape[2:] and not any(padding):
-        return x
-    shape = x.shape[:2] + tuple(extent)
-    buf = scratch(tag, shape, x.dtype, fill=fill, key=(tuple(padding), x.shape[2:]))
-    inner = tuple(slice(p, p + n) for p, n in zip(padding, x.shape[2:]))
-    buf[(slice(None), slice(None)) + inner] = x
-    return buf
 
 
 def check_pool_args(name, x, kernel, stride, padding, dilation, ceil_mode) -> tuple:
@@ -144,13 +116,6 @@ def _pad_fill(dtype):
     return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
 
 
-def first_inside_axis(out: int, kernel: int, stride: int, padding: int, dilation: int, size: int):
-    """Per window position along one axis, the first kernel offset whose element lies inside
-    the input (padding is at most half the kernel, so every window has one)."""
-    pos = np.arange(out)[:, None] * stride - padding + np.arange(kernel)[None, :] * dilation
-    return np.argmax((pos >= 0) & (pos < size), axis=1)
-
-
 def _first_inside(out, kernel, stride, padding, dilation, in_size):
     """For each window, the (row-major) number of its first element that is not padding.
     Validity is separable by dimension, so so is the first valid offset."""
@@ -163,16 +128,18 @@ def _first_inside(out, kernel, stride, padding, dilation, in_size):
     return code
 
 
-def _max_pool_kernel(x, *, kernel, stride, padding, dilation, ceil_mode):
+def _max_pool_fast(x, *, kernel, stride, padding, dilation, ceil_mode):
+    """The C kernel (kernels/cpooling.py: 2-d pooling in float32/float64), or None."""
     from ..kernels import cpooling
 
     out = tuple(
         pool_out_size(n, k, s, p, d, ceil_mode)
         for n, k, s, p, d in zip(x.shape[2:], kernel, stride, padding, dilation)
     )
-    compiled = cpooling.max_pool_2d(x, kernel, stride, padding, dilation, out)
-    if compiled is not None:
-        return compiled
+    return cpooling.max_pool_2d(x, kernel, stride, padding, dilation, out)
+
+
+def _max_pool_kernel(x, *, kernel, stride, padding, dilation, ceil_mode):
     half = x.dtype in (dt.float16.np, dt.bfloat16.np)
     values, indices = _max_pool_np(
         x.astype(np.float32) if half else x, kernel, stride, padding, dilation, ceil_mode
@@ -236,14 +203,14 @@ def _flat_rows(idx, plane: int) -> np.ndarray:
     return lin
 
 
-def _scatter_kernel(g, idx, *, in_size):
+def _scatter_fast(g, idx, *, in_size):
+    """The C scatter (kernels/cpooling.py), or None."""
     from ..kernels import cpooling
 
-    compiled = cpooling.scatter(g, idx, in_size)
-    return compiled if compiled is not None else _scatter_np(g, idx, in_size)
+    return cpooling.scatter(g, idx, in_size)
 
 
-def _scatter_np(g, idx, in_size):
+def _scatter_kernel(g, idx, *, in_size):
     plane = math.prod(in_size)
     dtype = np.float32 if g.dtype in (dt.float16.np, dt.bfloat16.np) else g.dtype
     out = np.zeros(g.shape[0] * g.shape[1] * plane, dtype)
@@ -308,16 +275,15 @@ POOL_SCATTER = register(
         kind="index",
         infer=_scatter_infer,
         kernel=_scatter_kernel,
+        fast=_scatter_fast,
         vjp=lambda c, g: (apply(POOL_GATHER, g, c.inputs[1]), None),
         cost=lambda i, o, a: Cost(numel(i[0].shape), io_bytes(i, o)),
         save_inputs=(1,),
         doc="pool_scatter(g, indices; in_size): zeros of spatial size in_size with each g added "
         "at its flat index within its (n, c) plane (the gradient of max pooling)",
-        extra={
-            "batch": _batching.per_sample((0, 1)),
-            "compile": _compiled_scatter,
-            "workspace": _scatter_workspace,
-        },
+        batch=_batching.per_sample((0, 1)),
+        compile=_compiled_scatter,
+        workspace=_scatter_workspace,
     )
 )
 
@@ -381,16 +347,15 @@ MAX_POOL = register(
         kind="nn",
         infer=_max_pool_infer,
         kernel=_max_pool_kernel,
+        fast=_max_pool_fast,
         vjp=max_pool_vjp,
         cost=_max_pool_cost,
         save_inputs=(),
         save_outputs=(1,),
         num_outputs=2,
-        extra={
-            "batch": _batching.per_sample(outputs=2),
-            "c_step": _max_pool_c_step,
-            "workspace": _max_pool_workspace,
-        },
+        batch=_batching.per_sample(outputs=2),
+        c_step=_max_pool_c_step,
+        workspace=_max_pool_workspace,
         doc="max_pool(x; kernel, stride, padding, dilation, ceil_mode) -> (values, indices): "
         "N-d max pooling with padding as -inf; indices are flat positions in each plane",
     )

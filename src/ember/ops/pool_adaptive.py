@@ -16,8 +16,9 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
+from ..types import TensorType
 from . import api as E
-from ._registry import Cost, OpDef, TensorType, apply, constant, export, register
+from ._registry import Cost, OpDef, apply, constant, export, register
 from ._util import fmt_shape, io_bytes
 from .elementwise import to_tensor
 from .pool import check_dtype, finish_pool, max_pool_vjp, plane_strides, unbatch

@@ -12,19 +12,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
-from ._conv_kernels import compute_dtype, scratch
-from ._registry import Cost, OpDef, TensorType, apply, export, register
+from ..kernels.conv_plan import compute_dtype, scratch
+from ..kernels.pool_geometry import pad_input, padded_extent, pool_out_size
+from ..types import TensorType
+from ._registry import Cost, OpDef, apply, export, register
 from ._util import half_precision, io_bytes, numel, require_float, value_bytes
 from .conv_functional import int_tuple
 from .elementwise import to_tensor
-from .pool import (
-    check_pool_args,
-    pad_input,
-    padded_extent,
-    pool_out_size,
-    unbatch,
-    window_slices,
-)
+from .pool import check_pool_args, unbatch, window_slices
 
 
 def _geometry(in_size, kernel, stride, padding, ceil_mode):
@@ -184,7 +179,7 @@ AVG_POOL = register(
         vjp=_avg_vjp,
         cost=_avg_cost,
         save_inputs=(),
-        extra={"workspace": _avg_workspace},
+        workspace=_avg_workspace,
         doc="avg_pool(x; kernel, stride, padding, ceil_mode, count_include_pad, "
         "divisor_override): N-d average pooling",
     )
@@ -199,7 +194,7 @@ AVG_POOL_BACKWARD = register(
         vjp=_avg_backward_vjp,
         cost=_avg_backward_cost,
         save_inputs=(),
-        extra={"workspace": _avg_backward_workspace},
+        workspace=_avg_backward_workspace,
         doc="avg_pool_backward(g; ..., in_size): the adjoint of avg_pool (spreads each "
         "window's gradient over its elements)",
     )

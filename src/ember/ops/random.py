@@ -11,7 +11,8 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..random import resolve
-from ._registry import OpDef, TensorType, apply, export, register
+from ..types import TensorType
+from ._registry import OpDef, apply, export, register
 from ._util import elementwise_cost, half_precision, require_float, same_type, value_bytes
 from .elementwise import promote, to_tensor
 from .shape import _shape_arg
@@ -77,7 +78,7 @@ _UNIFORM = register(
         infer=_creation_infer,
         kernel=_uniform_kernel,
         cost=elementwise_cost(1),
-        extra={"workspace": _sample_workspace((0.0, 1.0), ("low", "high"))},
+        workspace=_sample_workspace((0.0, 1.0), ("low", "high")),
         doc="uniform samples in [low, high)",
     )
 )
@@ -88,7 +89,7 @@ _NORMAL = register(
         infer=_creation_infer,
         kernel=_normal_kernel,
         cost=elementwise_cost(1),
-        extra={"workspace": _sample_workspace((0.0, 1.0), ("mean", "std"))},
+        workspace=_sample_workspace((0.0, 1.0), ("mean", "std")),
         doc="normal samples with mean and std",
     )
 )
@@ -140,7 +141,7 @@ _BERNOULLI = register(
         infer=_bernoulli_infer,
         kernel=_bernoulli_kernel,
         cost=elementwise_cost(1),
-        extra={"workspace": _bernoulli_workspace},
+        workspace=_bernoulli_workspace,
         doc="1 with probability p (elementwise), else 0",
     )
 )

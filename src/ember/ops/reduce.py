@@ -14,9 +14,10 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
+from ..types import TensorType
 from . import _batching
 from . import api as E
-from ._registry import OpDef, TensorType, apply, export, register
+from ._registry import OpDef, apply, export, register
 from ._util import (
     elementwise_cost,
     half_precision,
@@ -105,7 +106,8 @@ _SUM = register(
         vjp=lambda c, g: (_expand_back(g, c),),
         cost=reduction_cost,
         save_inputs=(),
-        extra={"batch": _batching.reduce_rule(partial=True), "workspace": _sum_workspace},
+        batch=_batching.reduce_rule(partial=True),
+        workspace=_sum_workspace,
         doc="sum(x, axes, keepdims)",
     )
 )

@@ -14,8 +14,9 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
+from ..types import TensorType
 from . import api as E
-from ._registry import OpDef, TensorBase, TensorType, apply, export, register
+from ._registry import OpDef, TensorBase, apply, export, register
 from ._util import broadcast_shapes, fmt_shape, memory_cost, normalize_axis
 from .elementwise import to_tensor
 from .indexing import getitem

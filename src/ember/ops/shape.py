@@ -14,9 +14,10 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..symbolic import SymDim
+from ..types import TensorType
 from . import _batching
 from . import api as E
-from ._registry import OpDef, TensorType, apply, export, register
+from ._registry import OpDef, apply, export, register
 from ._util import fmt_shape, memory_cost, normalize_axes, normalize_axis, numel, pick_axis
 from .elementwise import to_tensor
 
@@ -74,12 +75,10 @@ _RESHAPE = register(
         save_inputs=(),
         view=True,
         doc="reshape(x, shape): same elements, new shape (row-major order)",
-        extra={
-            "batch": _batching.reshape_rule,
-            "noop": lambda x, *, shape: tuple(x.shape) == tuple(shape),
-            "c_step": _copy_c_step,
-            "compose": lambda inner, outer, x: dict(outer),
-        },
+        batch=_batching.reshape_rule,
+        noop=lambda x, *, shape: tuple(x.shape) == tuple(shape),
+        c_step=_copy_c_step,
+        compose=lambda inner, outer, x: dict(outer),
     )
 )
 
@@ -155,13 +154,11 @@ _BROADCAST = register(
         save_inputs=(),
         view=True,
         doc="broadcast_to(x, shape): a read-only broadcast view",
-        extra={
-            "batch": _batching.broadcast_rule,
-            "noop": lambda x, *, shape: tuple(x.shape) == tuple(shape),
-            "c_step": _copy_c_step,
-            "compose": lambda inner, outer, x: dict(outer),
-            "broadcast": True,
-        },
+        batch=_batching.broadcast_rule,
+        noop=lambda x, *, shape: tuple(x.shape) == tuple(shape),
+        c_step=_copy_c_step,
+        compose=lambda inner, outer, x: dict(outer),
+        broadcast=True,
     )
 )
 
@@ -228,14 +225,10 @@ _PERMUTE = register(
         save_inputs=(),
         view=True,
         doc="permute(x, dims): reorder dimensions (a view)",
-        extra={
-            "batch": _batching.permute_rule,
-            "noop": lambda x, *, dims: tuple(dims) == tuple(range(len(dims))),
-            # x.transpose(a).transpose(b) == x.transpose([a[i] for i in b])
-            "compose": lambda inner, outer, x: {
-                "dims": tuple(inner["dims"][i] for i in outer["dims"])
-            },
-        },
+        batch=_batching.permute_rule,
+        noop=lambda x, *, dims: tuple(dims) == tuple(range(len(dims))),
+        # x.transpose(a).transpose(b) == x.transpose([a[i] for i in b])
+        compose=lambda inner, outer, x: {"dims": tuple(inner["dims"][i] for i in outer["dims"])},
     )
 )
 
@@ -341,7 +334,8 @@ _CONCAT = register(
         cost=memory_cost,
         save_inputs=(),
         doc="concat(*xs, axis): join tensors along an existing axis",
-        extra={"batch": _batching.concat_rule, "c_step": _concat_c_step},
+        batch=_batching.concat_rule,
+        c_step=_concat_c_step,
     )
 )
 
@@ -381,7 +375,8 @@ _SPLIT = register(
         num_outputs=None,
         doc="split(x, sizes, axis): consecutive pieces of the given sizes along axis",
         # aliases: the memory plan's: the pieces are views of x
-        extra={"batch": _batching.split_rule, "aliases": True},
+        batch=_batching.split_rule,
+        aliases=True,
     )
 )
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..types import TensorType
 from . import _batching
 from . import api as E
-from ._registry import OpDef, TensorType, register
+from ._registry import OpDef, register
 from ._util import elementwise_cost, half_precision, require_float, value_bytes
 
 _HALF = (np.dtype(np.float16), np.dtype("bfloat16"))
@@ -43,21 +44,26 @@ def _shifted_exp(x, axis, safe=False):
     return shifted, np.exp(shifted)
 
 
-def _compiled(x, axis, **kind):
-    """The C kernel's result (kernels/csoftmax.py) along the last axis, or None."""
-    if x.ndim == 0 or axis not in (-1, x.ndim - 1) or x.dtype in _HALF:
-        return None
-    from ..kernels import csoftmax  # (the runtime imports the ops)
+def _last_axis(x, axis) -> bool:
+    """Whether the C kernels (kernels/csoftmax.py: the last axis, float32/float64) apply."""
+    return x.ndim > 0 and axis in (-1, x.ndim - 1) and x.dtype not in _HALF
 
-    return csoftmax.softmax(x, **kind) if "safe" in kind else csoftmax.log_softmax(x)
+
+def _softmax_fast(x, *, axis, safe):
+    from ..kernels import csoftmax
+
+    return csoftmax.softmax(x, safe=safe) if _last_axis(x, axis) else None
+
+
+def _log_softmax_fast(x, *, axis):
+    from ..kernels import csoftmax
+
+    return csoftmax.log_softmax(x) if _last_axis(x, axis) else None
 
 
 def _softmax_kernel(x, *, axis, safe):
     if x.ndim == 0:
         return np.ones_like(x)
-    compiled = _compiled(x, axis, safe=safe)
-    if compiled is not None:
-        return compiled
     _, e = _shifted_exp(x, axis, safe)
     total = e.sum(axis=axis, keepdims=True)
     if safe:
@@ -69,9 +75,6 @@ def _softmax_kernel(x, *, axis, safe):
 def _log_softmax_kernel(x, *, axis):
     if x.ndim == 0:
         return np.zeros_like(x)
-    compiled = _compiled(x, axis)
-    if compiled is not None:
-        return compiled
     shifted, e = _shifted_exp(x, axis)
     shifted -= np.log(e.sum(axis=axis, keepdims=True))
     return shifted.astype(x.dtype, copy=False)
@@ -107,11 +110,13 @@ SOFTMAX = register(
         kind="nn",
         infer=_infer("softmax"),
         kernel=_softmax_kernel,
+        fast=_softmax_fast,
         vjp=_softmax_vjp,
         cost=elementwise_cost(5),  # max, subtract, exp, sum, divide
         save_inputs=(),
         save_outputs=(0,),
-        extra={"batch": _batching.axis_rule("axis"), "workspace": _workspace},
+        batch=_batching.axis_rule("axis"),
+        workspace=_workspace,
         doc="softmax(x, axis, safe): exp(x) / sum(exp(x)) along axis, shifted by the maximum; "
         "safe: an all -inf slice gives zeros, not NaN",
     )
@@ -123,11 +128,13 @@ LOG_SOFTMAX = register(
         kind="nn",
         infer=_infer("log_softmax"),
         kernel=_log_softmax_kernel,
+        fast=_log_softmax_fast,
         vjp=_log_softmax_vjp,
         cost=elementwise_cost(5),  # max, subtract, exp, sum, log-subtract
         save_inputs=(),
         save_outputs=(0,),
-        extra={"batch": _batching.axis_rule("axis"), "workspace": _workspace},
+        batch=_batching.axis_rule("axis"),
+        workspace=_workspace,
         doc="log_softmax(x, axis): x - max - log(sum(exp(x - max))) along axis",
     )
 )

@@ -35,7 +35,6 @@ __all__ = [
     "concrete",
     "arena_slots",
     "executor_arena",
-    "matmul_into",
     "place",
 ]
 
@@ -120,30 +119,22 @@ def concrete(graph) -> bool:
     return all(isinstance(d, int) for n in graph.nodes for v in n.outputs for d in v.type.shape)
 
 
-def _matmul_ready(node) -> bool:
-    shapes = [v.type.shape for v in node.inputs]
-    return (
-        node.op.name == "matmul"
-        and not node.attrs
-        and all(v.type.dtype.np in (np.float32, np.float64) for v in node.inputs)
-        and len({v.type.dtype for v in node.inputs + node.outputs}) == 1
-        and all(len(s) >= 2 for s in shapes)
-    )
-
-
 def accepts_out(node, compiled: dict) -> bool:
     """Whether the generated code can hand ``node``'s kernel an ``out=`` array per output: a
-    one-ufunc node whose operands have its result's dtype (no casting into ``out``), a matrix
-    product of float arrays, or a node with a compiled C implementation (``compiled``: id(node)
-    -> implementation)."""
+    one-ufunc node whose operands have its result's dtype (no casting into ``out``), or one
+    whose op's ``accepts_out`` rule says so (``compiled``: id(node) -> the node's compiled
+    implementation, which the rule is asked about where there is one)."""
     if node.kind != "call":
         return False
+    rule = node.op.accepts_out
+    if rule is not None:
+        return rule(node, id(node) in compiled)
     if id(node) in compiled:
-        return node.op.name in ("fused_elementwise", "fused_reduce", "fused_epilogue")
+        return False
     if isinstance(node.op.kernel, np.ufunc) and not node.attrs and len(node.outputs) == 1:
         out = node.outputs[0].type
         return out.dtype.np == np.bool_ or all(v.type.dtype == out.dtype for v in node.inputs)
-    return _matmul_ready(node)
+    return False
 
 
 def executor_arena(graph, in_place: dict, compiled: dict, live=None):
@@ -191,10 +182,3 @@ def arena_slots(graph, in_place: dict, compiled: dict):
         dtype = v.type.dtype.np
         slots[id_v] = memory[start : start + b.nbytes].view(dtype).reshape(tuple(v.type.shape))
     return memory, slots, arena
-
-
-def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """The ``matmul`` kernel (ops/linalg.py) writing into ``out``: the same BLAS calls."""
-    from ..ops.linalg import matmul_kernel
-
-    return matmul_kernel(a, b, out)

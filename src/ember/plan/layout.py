@@ -64,7 +64,7 @@ class Layouts:
         op = node.op
         # ``extra["aliases"]``: a kernel returning views of input 0 or input 0 itself (split,
         # stop_gradient) without being a view op for autograd's version counters
-        views = op.view or op.extra.get("aliases", False)
+        views = op.view or op.aliases
         if views and _concrete(node.inputs[0].type.shape):
             results = self._view(node)
             if results is not None:

@@ -62,7 +62,7 @@ def reuses_operand(node, dying: set, buffer_of: dict, live_values: dict, fused: 
     None. ``dying``: ids of the values whose last reader is ``node``; ``live_values``: buffer
     index -> ids of the values alive in it. ``fused``: fused elementwise loops qualify too."""
     one_ufunc = isinstance(node.op.kernel, np.ufunc) and not node.attrs
-    elementwise_loop = fused and node.op.name == "fused_elementwise"
+    elementwise_loop = fused and node.op.overwrites_operand
     if not (one_ufunc or elementwise_loop) or len(node.outputs) != 1:
         return None
     out = node.outputs[0]

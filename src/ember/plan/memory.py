@@ -2,7 +2,7 @@
 
 `plan_memory(graph, ...)` walks the graph in its execution order with the buffers of
 plan/liveness.py (views, in-place updates and operand reuse included) and adds, at each node,
-the workspace its kernel allocates beyond its outputs (an op's ``extra["workspace"]`` rule,
+the workspace its kernel allocates beyond its outputs (an op's ``workspace`` rule,
 measured against tracemalloc per op family: softmax's exponentials, a convolution's columns, a
 fused loop's copies of non-contiguous operands; a control-flow node's subgraphs are planned
 recursively). The peak is the largest total over nodes of the buffers alive there plus that
@@ -105,9 +105,9 @@ class MemoryPlan:
 
 def workspace_bytes(node, layouts: Layouts) -> int:
     """Bytes ``node``'s kernel allocates beyond its outputs, at its peak: the op's
-    ``extra["workspace"](node, layouts)`` rule; control-flow nodes, the peak of their
+    ``workspace(node, layouts)`` rule; control-flow nodes, the peak of their
     subgraphs (each planned on its own, inputs excluded since the caller holds them)."""
-    rule = node.op.extra.get("workspace")
+    rule = node.op.workspace
     if rule is not None:
         return int(rule(node, layouts))
     from ..graph.ir import Graph

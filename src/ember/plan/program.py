@@ -92,7 +92,7 @@ class Planner:
         compiled = {
             id(n): True
             for n in graph.nodes
-            if have_cc and n.kind == "call" and n.op.extra.get("compile") is not None
+            if have_cc and n.kind == "call" and n.op.compile is not None
         }
         in_place = _in_place_nodes(graph, self.inplace, compiled) if self.inplace else {}
         return plan_memory(

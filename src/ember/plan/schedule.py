@@ -43,7 +43,7 @@ def memory_aware_order(graph) -> list:
 
     def delta(node) -> int:
         grows = sum(nbytes(v) for v in node.outputs) if node.kind == "call" else 0
-        if node.kind == "call" and (node.op.view or node.op.extra.get("aliases")):
+        if node.kind == "call" and (node.op.view or node.op.aliases):
             grows = 0
         frees = sum(
             nbytes(v)
@@ -51,7 +51,7 @@ def memory_aware_order(graph) -> list:
             if id(v) not in kept
             and v.node.kind == "call"
             and readers_left[id(v)] == sum(1 for u in node.inputs if u is v)
-            and not (v.node.op.view or v.node.op.extra.get("aliases"))
+            and not (v.node.op.view or v.node.op.aliases)
         )
         return grows - frees
 

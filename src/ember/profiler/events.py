@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from ..ops import _registry as _reg
-from ..ops._registry import TensorType
+from ..types import TensorType
 
 __all__ = ["Event", "allocated_bytes", "now", "types_of"]
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..autograd import Node
 from ..ops import _registry as _reg
-from ..ops._registry import TensorType
+from ..types import TensorType
 from .events import Event, allocated_bytes, types_of
 from .events import now as _now
 

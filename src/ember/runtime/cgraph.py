@@ -9,11 +9,11 @@ waiting thread spins instead of sleeping.
 
 A *C step* is a function ``void step(const long *args)`` and its argument block: pointers to
 the node's inputs and outputs, sizes, and scratch memory of its own (so steps running at once
-never share any). An op offers one through its ``extra["c_step"]`` hook, ``hook(node) -> CStep
-| None`` (None: not this node; then the graph has no C program); kernels/csteps.py holds the
-steps of concat, reshape, linear and matmul, the kernels' own modules the others. A step runs
-its kernel on the thread that claims it, sharing the kernel's work over the pool where the pool
-is free (a run on one thread; beside other steps, a nested call runs on its own thread).
+never share any). An op offers one through its ``c_step`` rule, ``rule(node) -> CStep | None``
+(kernels/cstep.py; None: not this node, and then the graph has no C program); kernels/csteps.py
+holds the steps of concat, reshape, linear and matmul, the kernels' own modules the others. A
+step runs its kernel on the thread that claims it, sharing the kernel's work over the pool where
+the pool is free (a run on one thread; beside other steps, a nested call runs on its own thread).
 
 The run (`ember_run_graph`): the steps are in priority order (the longest predicted path to the
 graph's end first); each thread of ``ember_parallel_for`` (kernels/cpool.py) repeatedly claims
@@ -36,11 +36,12 @@ from __future__ import annotations
 
 import ctypes
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["STEP_CALL", "CGraphProgram", "CStep", "c_steps", "function_address", "measure_nodes"]
+from ..kernels.cstep import STEP_CALL
+
+__all__ = ["CGraphProgram", "c_steps", "measure_nodes"]
 
 _SOURCE = r"""
 typedef void (*ember_step)(const long *args);
@@ -115,28 +116,6 @@ _P, _L = ctypes.c_void_p, ctypes.c_long
 _RUN_ARGS = [_L] + [_P] * 6 + [_L, _P]
 
 
-@dataclass
-class CStep:
-    """A node's C step: ``fn`` (the address of ``void step(const long *args)``), its argument
-    block ``args`` (int64), the ``slots`` of ``args`` that take the node's arrays at each run
-    (``(slot, "in" or "out", index)``), and what must live as long as the step (``keep``:
-    scratch memory, tables, the library the function lives in)."""
-
-    fn: int
-    args: np.ndarray
-    slots: list
-    keep: tuple = field(default=())
-
-
-# a step's function as ctypes calls it (from its address: ``STEP_CALL(step.fn)``)
-STEP_CALL = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-
-
-def function_address(fn) -> int:
-    """The address of a ctypes function (what a step's ``fn`` holds)."""
-    return ctypes.cast(fn, ctypes.c_void_p).value
-
-
 def _library():
     """``ember_run_graph``, or None without a compiler."""
     from ..kernels import ccompile
@@ -163,7 +142,7 @@ def c_steps(graph) -> list | None:
     for node in graph.nodes:
         if node.kind != "call":
             continue
-        hook = node.op.extra.get("c_step")
+        hook = node.op.c_step
         types = [v.type for v in (*node.inputs, *node.outputs)]
         if hook is None or not all(isinstance(d, int) for t in types for d in t.shape):
             return None  # (a symbolic size is known only when the graph runs)

@@ -219,7 +219,7 @@ def compile_graph(
     # (ops/fused.py: a C loop); it takes the inputs only, and ``out=`` per output
     compiled = {}
     for node in graph.nodes:
-        hook = node.op.extra.get("compile") if node.kind == "call" else None
+        hook = node.op.compile if node.kind == "call" else None
         if hook is not None and (impl := hook(node)) is not None:
             compiled[id(node)] = impl
     in_place = _in_place_nodes(graph, inplace, compiled) if inplace else {}
@@ -254,7 +254,7 @@ def compile_graph(
                 kernel = ref(compiled[id(node)], f"k_{node.op.name}_")
                 args = [_local(v) for v in node.inputs]
             else:
-                kernel = ref(node.op.kernel, f"k_{node.op.name}_")
+                kernel = ref(node.op.run, f"k_{node.op.name}_")
                 args = [_local(v) for v in node.inputs]
                 for key, value in node.attrs.items():
                     text = _literal(value) if _is_literal(value) else ref(value, "a_")
@@ -271,12 +271,8 @@ def compile_graph(
             elif id(node) in in_place:
                 args.append(f"out={_local(in_place[id(node)][0])}")
             elif slot[0] is not None:  # planned execution: into the arena
-                if id(node) not in compiled and not isinstance(node.op.kernel, np.ufunc):
-                    from ..plan.arena import matmul_into
-
-                    kernel = ref(matmul_into, "k_matmul_into_")
                 args.append(f"out={slot[0]}")
-            elif node.op.name == "fused_elementwise" and id(node) in compiled:
+            elif node.op.overwrites_operand and id(node) in compiled:
                 reuse = _reusable_operand(node, frees.get(position, ()), graph, fused=True)
             else:
                 reuse = _reusable_operand(node, frees.get(position, ()), graph)

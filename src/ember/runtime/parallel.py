@@ -132,13 +132,13 @@ class _Step:
 
 
 def node_callable(node):
-    """``node``'s kernel as generated code calls it (its op's compiled implementation, else its
-    NumPy kernel with the attributes bound)."""
-    hook = node.op.extra.get("compile")
+    """``node``'s kernel as generated code calls it (its op's compiled implementation, else
+    `OpDef.run` with the attributes bound)."""
+    hook = node.op.compile
     impl = hook(node) if hook is not None else None
     if impl is not None:
         return impl
-    kernel, attrs = node.op.kernel, node.attrs
+    kernel, attrs = node.op.run, node.attrs
     return (lambda *arrays: kernel(*arrays, **attrs)) if attrs else kernel
 
 

@@ -209,7 +209,7 @@ def _estimate(node, calibration: Calibration) -> NodeEstimate:
         t_flops, w_flops, f_flops = _interpolate(calibration.blas, flops)
         if t_flops * scale >= seconds:
             seconds, worker, factor, why = t_flops * scale, w_flops * scale, f_flops, "BLAS"
-    loop = op.extra.get("compile") is not None and op.kind not in ("linalg", "nn")
+    loop = op.compile is not None and op.kind not in ("linalg", "nn")
     if loop and calibration.runner != "c":  # (the C runner's steps run on one thread)
         from ..kernels import cfuse, cpool
 
@@ -293,7 +293,8 @@ def _runner_step(pool) -> float:
     """The parallel runner's per-node cost beyond generated code's, on a chain of tiny ops."""
     from ..dtypes import float32
     from ..graph.ir import Graph
-    from ..ops._registry import REGISTRY, TensorType
+    from ..ops._registry import REGISTRY
+    from ..types import TensorType
     from .codegen import compile_graph
     from .parallel import run_steps, worker_steps
 
@@ -371,7 +372,8 @@ def _c_runner_costs() -> tuple[float, float, list, list]:
     and on two, less the fixed costs of two chains of tiny steps."""
     from ..dtypes import float32
     from ..graph.ir import Graph
-    from ..ops._registry import REGISTRY, TensorType
+    from ..ops._registry import REGISTRY
+    from ..types import TensorType
     from . import cgraph
 
     def pair(op, shapes, attrs, back=None, chain=_C_CHAIN):

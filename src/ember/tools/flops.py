@@ -78,7 +78,7 @@ def node_family(node: Node) -> str:
             return "attention"
         return "matmul"
     # an op may name the family it is counted under (the convolutions and their gradients)
-    return op.extra.get("flop_family", op.kind)
+    return op.flop_family or op.kind
 
 
 def _phase(graph_phase: str, node: Node) -> str:

@@ -36,10 +36,11 @@ from ..graph.ir import Graph
 from ..graph.rewrite import Pass
 from ..kernels import cconv, cconv_epilogue
 from ..kernels.cepilogue import block_kind
-from ..ops._registry import REGISTRY, TensorType
+from ..ops._registry import REGISTRY
 from ..ops.fused import FUSED, FUSED_EPILOGUE, FUSED_REDUCE, REDUCTIONS
 from ..plan.arena import concrete
 from ..plan.memory import plan_memory
+from ..types import TensorType
 from .fuse import _fusable
 
 __all__ = ["EPILOGUE", "fuse_epilogues"]

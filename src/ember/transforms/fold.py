@@ -23,7 +23,7 @@ MAX_COMPUTED_ELEMENTS = 1 << 22
 def _foldable(node) -> bool:
     if node.kind != "call" or node.op.kind == "control" or not is_pure(node):
         return False
-    if node.op.extra.get("broadcast"):
+    if node.op.broadcast:
         return False  # a broadcast is a free view; folding it would only materialize it
     if len(node.outputs) != 1 or has_symbols(node.attrs):
         return False
@@ -69,7 +69,7 @@ def _uniform(array: np.ndarray) -> bool:
 def _broadcast_op():
     from ..ops._registry import REGISTRY
 
-    return next(op for op in REGISTRY.values() if op.extra.get("broadcast"))
+    return next(op for op in REGISTRY.values() if op.broadcast)
 
 
 FOLD = Pass("fold", fold_constants, level=1, doc="compute constant-only calls at compile time")

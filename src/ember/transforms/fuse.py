@@ -5,7 +5,7 @@ pass over memory instead of one per op, and no intermediate arrays.
 A group is grown in execution order. An elementwise call joins the group of an operand's
 producer when
 
-* the op can be written in C (its `OpDef` declares ``extra["c"]``), every dtype it touches is
+* the op can be written in C (its `OpDef` declares ``c``), every dtype it touches is
   float32, float64 or bool (where C's arithmetic, comparisons and casts agree with NumPy's),
   and its result has the group's shape (the loop's iteration space; operands may broadcast);
 * the group stays convex: no path leaves the group and comes back into it (else the fused node
@@ -44,9 +44,9 @@ from .. import dtypes as dt
 from ..graph.ir import Graph
 from ..graph.rewrite import Pass
 from ..kernels.creduce import split_axes
-from ..ops._registry import TensorType
 from ..ops.fused import FUSED, FUSED_REDUCE, REDUCTIONS
 from ..plan.layout import Layouts
+from ..types import TensorType
 
 __all__ = ["FUSE", "fuse_elementwise"]
 
@@ -54,7 +54,7 @@ FUSABLE_DTYPES = (dt.float32, dt.float64, dt.bool_)
 
 
 def _fusable(node) -> bool:
-    if node.kind != "call" or node.op.kind != "elementwise" or "c" not in node.op.extra:
+    if node.kind != "call" or node.op.kind != "elementwise" or node.op.c is None:
         return False
     if len(node.outputs) != 1:
         return False

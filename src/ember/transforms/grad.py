@@ -38,11 +38,12 @@ from ..graph.builder import GraphBuilder
 from ..graph.ir import Graph
 from ..graph.symbolic_tensor import SymbolicTensor
 from ..ops import _registry as _reg
-from ..ops._registry import TensorBase, TensorType
+from ..ops._registry import TensorBase
 from ..ops.copies import clone
 from ..ops.creation import full, tensor
 from ..runtime.codegen import compile_graph
 from ..tensor import Tensor
+from ..types import TensorType
 
 __all__ = ["backward_graph_values", "grad", "value_and_grad"]
 

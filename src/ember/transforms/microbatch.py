@@ -11,7 +11,7 @@ This is gradient accumulation, done on the graph: the results equal the unsplit 
 the order of float additions.
 
 Which values carry the batch, and along which axis, follows from each op's batch rule
-(ops/_batching.py: ``extra["batch"]``, or its kind's default). It runs before fusion (fused
+(ops/_batching.py: ``batch`` rule, or its kind's default). It runs before fusion (fused
 loops have no rule). The split is refused with
 `NotBatchable`, naming the node, where it would change the results: an op without a rule, a
 softmax or a statistic across the batch (batch normalization: a value reduced over the whole
@@ -26,7 +26,7 @@ from __future__ import annotations
 from ..graph.ir import Graph
 from ..ops import _batching
 from ..ops._batching import NotBatchable
-from ..ops._registry import REGISTRY
+from ..ops._registry import KIND_DEFAULT, REGISTRY
 
 __all__ = ["NotBatchable", "batch_inputs", "split_batch"]
 
@@ -34,10 +34,10 @@ __all__ = ["NotBatchable", "batch_inputs", "split_batch"]
 def _rule(node):
     """The op's batch rule; else its kind's default (elementwise ops with one output, and
     reductions over ``axes`` with ``keepdims``); None: no rule (an op declaring
-    ``extra["batch"] = None``, such as a fused loop, has none)."""
+    ``batch=None``, such as a fused loop, has none)."""
     op = node.op
-    if "batch" in op.extra:
-        return op.extra["batch"]
+    if op.batch is not KIND_DEFAULT:
+        return op.batch
     if op.kind == "elementwise" and len(node.outputs) == 1:
         return _batching.elementwise
     if op.kind == "reduce" and {"axes", "keepdims"} <= set(node.attrs):

@@ -243,7 +243,7 @@ def _recomputable(node) -> bool:
         node.kind == "call"
         and node.op.kind != "random"
         and not node.op.view
-        and not node.op.extra.get("aliases")  # views are recomputed with their base
+        and not node.op.aliases  # views are recomputed with their base
         and not any(isinstance(a, Graph) for a in node.attrs.values())
         and all(v.type.shape for v in node.outputs)  # 0-d values save nothing
     )
@@ -267,7 +267,7 @@ def _family(node) -> list:
         v = stack.pop()
         values.append(v)
         for user in v.users:
-            if (user.op.view or user.op.extra.get("aliases")) and user.inputs[0] is v:
+            if (user.op.view or user.op.aliases) and user.inputs[0] is v:
                 stack.extend(user.outputs)
     return values
 

@@ -1,16 +1,16 @@
 """Algebraic simplification: rewrites that are exact for every value, NaN, Inf and -0.0
-included. What an op allows is declared on its `OpDef` (``op.extra``), never listed here by name:
+included. What an op allows is declared on its `OpDef` (ops/_rules.py), never listed here by name:
 
-* ``extra["identity"] = {"left": c, "right": c}``: ``op(c, x)`` / ``op(x, c)`` is ``x`` when the
+* ``identity = Identity(left=c, right=c)``: ``op(c, x)`` / ``op(x, c)`` is ``x`` when the
   constant operand holds only ``c`` (compared bit for bit on floats, so ``x + 0.0``, which turns
   -0.0 into 0.0, is kept, while ``x + (-0.0)``, ``x * 1``, ``x - 0`` and ``x / 1`` go) and
   the result has ``x``'s shape and dtype;
-* ``extra["noop"](in_type, **attrs)``: the op returns its input unchanged (a reshape or broadcast
+* ``noop(in_type, **attrs)``: the op returns its input unchanged (a reshape or broadcast
   to the same shape, an identity permutation);
-* ``extra["compose"](inner_attrs, outer_attrs, in_type)``: ``op(op(x, a), b)`` is
+* ``compose(inner_attrs, outer_attrs, in_type)``: ``op(op(x, a), b)`` is
   ``op(x, compose(a, b))``, or None where that would not be exact (reshape and broadcast chains,
   permutation chains, a cast after a lossless cast);
-* ``extra["broadcast"]``: the op only broadcasts, so an elementwise reader may take its operand
+* ``broadcast``: the op only broadcasts, so an elementwise reader may take its operand
   directly when the reader's result type stays the same (elementwise kernels broadcast anyway).
 """
 
@@ -36,22 +36,22 @@ def _holds_only(array, c) -> bool:
 
 def _identity_operand(node):
     """The operand ``node`` passes through unchanged, or None."""
-    identity = node.op.extra.get("identity")
-    if not identity or len(node.inputs) != 2:
+    identity = node.op.identity
+    if identity is None or len(node.inputs) != 2:
         return None
     out = node.outputs[0].type
-    for side, (const, other) in (("right", (1, 0)), ("left", (0, 1))):
-        if side not in identity:
+    for c, (const, other) in ((identity.right, (1, 0)), (identity.left, (0, 1))):
+        if c is None:
             continue
         array = constant_value(node.inputs[const])
         operand = node.inputs[other]
-        if array is not None and operand.type == out and _holds_only(array, identity[side]):
+        if array is not None and operand.type == out and _holds_only(array, c):
             return operand
     return None
 
 
 def _compose_chain(node) -> bool:
-    compose = node.op.extra.get("compose")
+    compose = node.op.compose
     inner = node.inputs[0].node if node.inputs else None
     if compose is None or inner is None or inner.kind != "call" or inner.op is not node.op:
         return False
@@ -69,7 +69,7 @@ def _skip_broadcasts(node) -> bool:
         return False
     changed = False
     for v in list(node.inputs):
-        if v.node.kind != "call" or not v.node.op.extra.get("broadcast"):
+        if v.node.kind != "call" or not v.node.op.broadcast:
             continue
         source = v.node.inputs[0]
         trial = [source if u is v else u for u in node.inputs]
@@ -91,7 +91,7 @@ def simplify(graph: Graph) -> tuple[Graph, bool]:
             continue
         changed |= _skip_broadcasts(node)
         changed |= _compose_chain(node)
-        noop = node.op.extra.get("noop")
+        noop = node.op.noop
         if noop is not None and len(node.outputs) == 1:
             if noop(node.inputs[0].type, **node.attrs):
                 changed |= replace_value(graph, node.outputs[0], node.inputs[0])

@@ -1,0 +1,163 @@
+"""The layout plan of a convolution and the scratch arrays its kernels work in, shared by the
+NumPy reference kernels (ops/_conv_kernels.py, whose docstring explains the three layouts) and
+the C kernels (kernels/cconv.py).
+
+`plan(...)` picks a layout ("dense", "flat" or "general") for a geometry and computes its
+offsets; `scratch(...)` hands out reusable per-thread work arrays (allocating a fresh
+multi-megabyte array per call costs page faults comparable to the product itself).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import threading
+from collections import OrderedDict
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import dtypes as dt
+
+__all__ = [
+    "Plan",
+    "compute_dtype",
+    "conv_out_size",
+    "interior",
+    "plan",
+    "scratch",
+    "source_region",
+]
+
+# the dense and flat layouts are used when they add at most this much matmul work (garbage
+# columns); dense is preferred, its copies and adds run over much longer rows
+_DENSE_MAX_WASTE = 1.15
+_FLAT_MAX_WASTE = 1.5
+
+# ------------------------------------------------------------------------------- scratch space
+
+_SCRATCH_LIMIT_BYTES = 256 * 2**20
+_SCRATCH_LIMIT_ENTRIES = 32
+_local = threading.local()
+
+
+def scratch(tag: str, shape: tuple, dtype, fill=None, key=()) -> np.ndarray:
+    """A reusable work array. With ``fill``, the array is created filled with that value and the
+    caller promises to write only the region that ``key`` determines, so the rest keeps ``fill``
+    (the zero border of a padded input, for example)."""
+    cache = getattr(_local, "cache", None)
+    if cache is None:
+        cache = _local.cache = OrderedDict()
+    dtype = np.dtype(dtype)
+    k = (tag, shape, dtype, fill, key)
+    buf = cache.get(k)
+    if buf is not None:
+        cache.move_to_end(k)
+        return buf
+    buf = np.empty(shape, dtype) if fill is None else np.full(shape, fill, dtype)
+    cache[k] = buf
+    total = sum(b.nbytes for b in cache.values())
+    while cache and (total > _SCRATCH_LIMIT_BYTES or len(cache) > _SCRATCH_LIMIT_ENTRIES):
+        _, old = cache.popitem(last=False)
+        total -= old.nbytes
+    return buf
+
+
+def compute_dtype(dtype: np.dtype) -> np.dtype:
+    """Half-precision types are computed in float32 (NumPy has no fast half matmul)."""
+    if dtype in (dt.float16.np, dt.bfloat16.np):
+        return np.dtype(np.float32)
+    return dtype
+
+
+# ------------------------------------------------------------------------------------ geometry
+
+
+def conv_out_size(in_size, kernel, stride, padding, dilation) -> tuple:
+    """Output size of a convolution per spatial dimension (may be < 1 for invalid inputs)."""
+    return tuple(
+        (s + lo + hi - d * (k - 1) - 1) // st + 1
+        for s, k, st, (lo, hi), d in zip(in_size, kernel, stride, padding, dilation)
+    )
+
+
+class Plan(NamedTuple):
+    in_size: tuple
+    kernel: tuple
+    stride: tuple
+    lo: tuple  # padding before each spatial dimension
+    dilation: tuple
+    out_size: tuple
+    padded: tuple  # spatial size of the padded input (only the padding that is read)
+    layout: str  # "dense", "flat" or "general" (see the module docstring)
+    grid: tuple  # the per-sample grid of matmul columns (spatial shape)
+    m: int  # matmul columns per sample: prod(grid)
+    flat_len: int  # flat layout: length of one padded plane plus read-ahead slack
+    offsets: tuple  # dense and flat layouts: offset of each kernel position in the flat plane
+    margin: tuple  # dense layout: room before and after the input for the offsets' reads
+    valid: tuple  # dense layout: per kernel offset, per dimension, the grid range it may read
+
+
+@functools.lru_cache(maxsize=512)
+def plan(in_size, kernel, stride, padding, dilation, rows: int = 1, out_rows: int = 1) -> Plan:
+    """The layout for a convolution; ``rows`` = (input channels per group) * prod(kernel), the
+    height of the column matrix, and ``out_rows`` = output channels per group."""
+    out = conv_out_size(in_size, kernel, stride, padding, dilation)
+    lo = tuple(p[0] for p in padding)
+    # a negative high padding crops: nothing past the last window is ever read
+    padded = tuple(
+        min(s + lo_ + max(hi, 0), (o - 1) * st + d * (k - 1) + 1)
+        for s, lo_, (_, hi), o, st, d, k in zip(in_size, lo, padding, out, stride, dilation, kernel)
+    )
+    unit = all(s == 1 for s in stride)
+    geometry = (in_size, kernel, stride, lo, dilation, out, padded)
+    if unit and all(o <= s for o, s in zip(out, in_size)):
+        if math.prod(in_size) <= _DENSE_MAX_WASTE * math.prod(out):
+            return _dense_plan(*geometry)
+    strides = tuple(math.prod(padded[i + 1 :]) for i in range(len(padded)))
+    waste = math.prod(padded[1:]) / max(math.prod(out[1:]), 1)
+    # the flat layout saves on im2col (cost ~ rows) but its output and gradient copies crop
+    # short rows (cost ~ out_rows): with few column rows (a first layer) the general one wins
+    if unit and waste <= _FLAT_MAX_WASTE and rows >= out_rows:
+        grid = (out[0],) + padded[1:]
+        offsets = tuple(
+            sum(i * d * f for i, d, f in zip(idx, dilation, strides)) for idx in np.ndindex(*kernel)
+        )
+        slack = sum(d * (k - 1) * f for d, k, f in zip(dilation[1:], kernel[1:], strides[1:]))
+        flat_len = math.prod(padded) + slack
+        return Plan(*geometry, "flat", grid, math.prod(grid), flat_len, offsets, (), ())
+    return Plan(*geometry, "general", out, math.prod(out), 0, (), (), ())
+
+
+def _dense_plan(in_size, kernel, stride, lo, dilation, out, padded) -> Plan:
+    strides = tuple(math.prod(in_size[i + 1 :]) for i in range(len(in_size)))
+    offsets, valid = [], []
+    for idx in np.ndindex(*kernel):
+        # kernel offset idx reads grid position i + shift (per dimension); it may read where
+        # that stays inside the input, and only for real output positions (i < out)
+        shift = tuple(i * d - p for i, d, p in zip(idx, dilation, lo))
+        offsets.append(sum(s * f for s, f in zip(shift, strides)))
+        valid.append(
+            tuple(
+                (min(max(0, -s), o), max(min(n - s, o), 0)) for s, n, o in zip(shift, in_size, out)
+            )
+        )
+    margin = (max(0, -min(offsets)), max(0, max(offsets)))
+    m = math.prod(in_size)
+    return Plan(
+        in_size, kernel, stride, lo, dilation, out, padded, "dense", in_size, m, 0,
+        tuple(offsets), margin, tuple(valid),
+    )  # fmt: skip
+
+
+def interior(p: Plan) -> tuple:
+    """Index of the unpadded input inside the padded one (spatial dimensions)."""
+    return tuple(slice(lo, min(lo + s, n)) for lo, s, n in zip(p.lo, p.in_size, p.padded))
+
+
+def source_region(p: Plan) -> tuple:
+    """The part of the input that lands inside the padded buffer (all of it unless the padded
+    extent stops early: trailing rows no window reads, or a negative high padding)."""
+    return (slice(None), slice(None)) + tuple(
+        slice(0, min(s, n - lo)) for lo, s, n in zip(p.lo, p.in_size, p.padded)
+    )

@@ -1,0 +1,38 @@
+"""The C graph runner's step interface (runtime/cgraph.py runs the steps).
+
+A *C step* is a function ``void step(const long *args)`` and its argument block: pointers to a
+node's inputs and outputs, sizes, and scratch memory of its own, so steps running at once never
+share any. Kernels build steps for the nodes they compute (kernels/csteps.py, kernels/cconv.py,
+kernels/cpooling.py, ...); an op offers them through its ``c_step`` rule.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["STEP_CALL", "CStep", "function_address"]
+
+
+@dataclass
+class CStep:
+    """A node's C step: ``fn`` (the address of ``void step(const long *args)``), its argument
+    block ``args`` (int64), the ``slots`` of ``args`` that take the node's arrays at each run
+    (``(slot, "in" or "out", index)``), and what must live as long as the step (``keep``:
+    scratch memory, tables, the library the function lives in)."""
+
+    fn: int
+    args: np.ndarray
+    slots: list
+    keep: tuple = field(default=())
+
+
+# a step's function as ctypes calls it (from its address: ``STEP_CALL(step.fn)``)
+STEP_CALL = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+def function_address(fn) -> int:
+    """The address of a ctypes function (what a step's ``fn`` holds)."""
+    return ctypes.cast(fn, ctypes.c_void_p).value
