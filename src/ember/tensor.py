@@ -14,7 +14,6 @@ Invariants:
 
 from __future__ import annotations
 
-import numbers
 import weakref
 
 import numpy as np
@@ -22,6 +21,7 @@ import numpy as np
 from . import dtypes as _dt
 from .errors import AutogradError, DTypeError, EmberError
 from .ops import _registry as _reg
+from .ops._data import to_array
 from .ops._util import fit_inplace_result
 
 # the recording ember.profiler.profile, set by it: direct in-place ufuncs then show as events
@@ -46,7 +46,7 @@ class Tensor(_reg.TensorBase):
     # NumPy must defer to Tensor's reflected operators (ndarray + Tensor -> Tensor.__radd__)
 
     def __init__(self, data, dtype=None, requires_grad: bool = False):
-        arr = _to_array(data, dtype)
+        arr = to_array(data, dtype)
         self._data = arr
         self._requires_grad = False
         self.grad = None
@@ -212,7 +212,7 @@ class Tensor(_reg.TensorBase):
 
     @data.setter
     def data(self, value) -> None:
-        self._data = _to_array(value._data if isinstance(value, Tensor) else value, None)
+        self._data = to_array(value._data if isinstance(value, Tensor) else value, None)
         self._vc[0] += 1
 
     # ------------------------------------------------------------------------------ in-place
@@ -407,65 +407,6 @@ class _HookHandle:
 
     def remove(self) -> None:
         self._table.pop(self._key, None)
-
-
-def _to_array(data, dtype) -> np.ndarray:
-    """Convert user data to an array of an ember dtype (Python floats -> the default float)."""
-    target = None if dtype is None else _dt.as_dtype(dtype)
-    if isinstance(data, Tensor):
-        arr = data._data
-    elif isinstance(data, np.ndarray):
-        arr = data
-    elif isinstance(data, np.generic):
-        arr = np.asarray(data)
-    else:
-        arr = _from_python(data)
-    if target is not None:
-        if arr.dtype != target.np:
-            arr = arr.astype(target.np)
-    elif _dt._BY_NP.get(arr.dtype) is None:
-        arr = arr.astype(_dt.as_dtype(arr.dtype.type).np) if arr.dtype.kind in "biuf" else arr
-        if _dt._BY_NP.get(arr.dtype) is None:
-            raise DTypeError(f"cannot make a tensor from data of dtype {arr.dtype}", op="tensor")
-    return arr
-
-
-def _from_python(data) -> np.ndarray:
-    """Python scalars and nested lists: floats -> default float, ints -> int64, bools -> bool."""
-    if isinstance(data, bool):
-        return np.asarray(data, dtype=np.bool_)
-    if isinstance(data, numbers.Integral):
-        return np.asarray(data, dtype=np.int64)
-    if isinstance(data, numbers.Real):
-        return np.asarray(data, dtype=_dt.get_default_dtype().np)
-    if isinstance(data, (list, tuple)):
-        if any(isinstance(x, Tensor) for x in _flatten(data)):
-            data = [
-                [x._data if isinstance(x, Tensor) else x for x in row]
-                if isinstance(row, (list, tuple))
-                else (row._data if isinstance(row, Tensor) else row)
-                for row in data
-            ]
-        arr = np.asarray(data)
-        if arr.dtype == np.float64 and not _has_numpy_float64(data):
-            arr = arr.astype(_dt.get_default_dtype().np)
-        return arr
-    return np.asarray(data)
-
-
-def _flatten(data):
-    for x in data:
-        if isinstance(x, (list, tuple)):
-            yield from _flatten(x)
-        else:
-            yield x
-
-
-def _has_numpy_float64(data) -> bool:
-    return any(
-        isinstance(x, (np.ndarray, np.float64)) and getattr(x, "dtype", None) == np.float64
-        for x in _flatten(data)
-    )
 
 
 def _fits(shape: tuple, target: tuple) -> bool:

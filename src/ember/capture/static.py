@@ -37,9 +37,10 @@ from ..graph.ir import Graph
 from ..graph.printer import format_type
 from ..graph.symbolic_tensor import SymbolicTensor
 from ..ops import _registry as _reg
+from ..ops._data import to_array
 from ..runtime.codegen import compile_graph
 from ..symbolic import SymDim
-from ..tensor import Tensor, _to_array
+from ..tensor import Tensor
 from ..transforms.partition import _copy_into
 from ..types import TensorType
 from .signature import TensorSpec
@@ -122,9 +123,9 @@ class Variable(Tensor):
         if isinstance(value, SymbolicTensor):
             array = _evaluate(value)
             if dtype is not None:
-                array = _to_array(array, dtype)
+                array = to_array(array, dtype)
         else:
-            array = np.array(_to_array(value, dtype), copy=True)  # the Variable owns its memory
+            array = np.array(to_array(value, dtype), copy=True)  # the Variable owns its memory
         super().__init__(array)
         self.name = name or "Variable"
         self.graph = graph

@@ -13,7 +13,8 @@ import numpy as np
 
 from ..dtypes import DType, as_dtype, get_default_dtype
 from ..errors import EmberError
-from ..tensor import Tensor, _to_array
+from ..ops._data import to_array
+from ..tensor import Tensor
 
 
 def _array_and_counter(data) -> tuple[np.ndarray, list | None]:
@@ -21,7 +22,7 @@ def _array_and_counter(data) -> tuple[np.ndarray, list | None]:
         return np.empty((0,), dtype=get_default_dtype().np), None
     if isinstance(data, Tensor):
         return data._data, data._vc
-    return _to_array(data, None), None
+    return to_array(data, None), None
 
 
 class Parameter(Tensor):

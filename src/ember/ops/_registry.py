@@ -76,6 +76,7 @@ class OpDef:
     # the kernel may return a view of input 0 (reshape, transpose, ...): the output shares its
     # version counter, so in-place writes through either are seen by autograd's checks.
     view: bool = False
+    as_view: Callable[..., Any] | None = None
     doc: str = ""
     fast: Callable[..., Any] | None = None
     # ---- rules (ops/_rules.py documents each: its type, its meaning, who reads it)
@@ -221,6 +222,12 @@ def apply(op: OpDef, *inputs, **attrs):
 
 def constant(array):
     return current_mode().constant(array)
+
+
+def eager_constant(array):
+    """A tensor of the eager mode holding ``array``, whatever mode is current (a leaf tensor
+    made inside a trace stays eager: the trace captures it where it is used)."""
+    return _base_mode[0].constant(array)
 
 
 def scalar_value(tensor):

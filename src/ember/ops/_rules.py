@@ -28,6 +28,9 @@ Fusion (transforms/fuse.py, transforms/epilogue.py, kernels/cfuse.py)
 * ``fused``: a `FusedRule`: the op is a fused group of other ops (what the tools show of it).
 
 Memory and cost (plan/, tools/)
+* ``as_view(x, **attrs)``: for a ``view`` op whose kernel copies where the strides allow no view
+  (reshape), the kernel asked for a view only: it raises instead of copying (plan/layout.py
+  works out strides on a stand-in array whose memory must never be read).
 * ``workspace(node, layouts) -> int``: bytes the kernel allocates beyond its outputs.
 * ``aliases``: the kernel returns input 0 or views of it without being a ``view`` op for
   autograd (split, stop_gradient): the memory plan shares their memory.

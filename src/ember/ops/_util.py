@@ -11,6 +11,7 @@ import operator
 
 from ..dtypes import DType
 from ..errors import DTypeError, ShapeError
+from ..symbolic import SymDim
 from ..types import TensorType
 from ._registry import Cost
 
@@ -29,6 +30,14 @@ def half_precision(v) -> bool:
     """Whether a value or type is float16 / bfloat16: kernels that compute those in float32
     (matmul, convolutions, softmax, ...) allocate float32 copies that workspace rules count."""
     return v.dtype.name in ("float16", "bfloat16")
+
+
+def shape_arg(shape) -> tuple:
+    """A shape given as ``f(2, 3)`` or ``f((2, 3))``, as a tuple of ints (symbolic sizes, a
+    graph's batch N from ``x.shape[0]``, stay symbolic)."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    return tuple(s if isinstance(s, SymDim) else operator.index(s) for s in shape)
 
 
 def numel(shape) -> int:

@@ -7,9 +7,9 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..types import TensorType
-from ._registry import OpDef, apply, constant, export, register
-from ._util import memory_cost
-from .shape import _shape_arg
+from ._data import to_array
+from ._registry import OpDef, TensorBase, apply, constant, eager_constant, export, register
+from ._util import shape_arg, memory_cost
 
 
 def _full_kernel(*, shape, value, dtype):
@@ -41,7 +41,7 @@ def full(*args, fill_value=None, dtype=None, requires_grad=False):
         *shape_args, fill_value = args
     else:
         shape_args = args
-    shape = _shape_arg(tuple(shape_args))
+    shape = shape_arg(tuple(shape_args))
     d = _fill_dtype(fill_value, dtype)
     value = (
         bool(fill_value) if d.is_bool else (int(fill_value) if d.is_integer else float(fill_value))
@@ -94,21 +94,19 @@ def tensor(data, dtype=None, requires_grad=False):
     """A new tensor holding a copy of ``data`` (lists, scalars, arrays, tensors).
 
     Python floats become the default float dtype (float32); NumPy arrays keep their dtype."""
-    from ..tensor import Tensor, _to_array
-
-    arr = np.array(_to_array(data, dtype), copy=True)
-    t = constant(arr) if not requires_grad else Tensor(arr)
-    return t.requires_grad_() if requires_grad else t
+    arr = np.array(to_array(data, dtype), copy=True)
+    if not requires_grad:
+        return constant(arr)
+    # a leaf that requires grad is an eager tensor even inside a trace (captured when used)
+    return eager_constant(arr).requires_grad_()
 
 
 @export
 def as_tensor(data, dtype=None):
     """Like `tensor` but shares memory with a NumPy array (or returns a tensor unchanged)."""
-    from ..tensor import Tensor, _to_array
-
-    if isinstance(data, Tensor) and (dtype is None or data.dtype == dtype):
+    if isinstance(data, TensorBase) and (dtype is None or data.dtype == dtype):
         return data
-    return constant(_to_array(data, dtype))
+    return constant(to_array(data, dtype))
 
 
 @export

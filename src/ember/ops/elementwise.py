@@ -17,6 +17,7 @@ from ..errors import DTypeError
 from ..symbolic import SymDim
 from ..types import TensorType
 from . import api as E
+from ._data import to_array
 from ._registry import OpDef, TensorBase, apply, constant, export, register
 from ._rules import Identity
 from ._util import (
@@ -44,9 +45,7 @@ def to_tensor(x, dtype=None):
         return apply(_FULL, shape=(), value=x, dtype=dtype or dt.int64)
     if dtype is not None:
         return constant(np.asarray(x, dtype=dtype.np))
-    from ..tensor import _to_array
-
-    return constant(_to_array(x, None))
+    return constant(to_array(x, None))
 
 
 def _keeps_dtype(dtype, scalar, floating: bool) -> bool:
@@ -187,7 +186,7 @@ def _relu_kernel(x):
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
-_unary("neg", np.negative, lambda c, g: (-g,), float_only=False, save="none", c="(-{0})")
+NEG = _unary("neg", np.negative, lambda c, g: (-g,), float_only=False, save="none", c="(-{0})")
 _unary("abs", np.abs, lambda c, g: (g * E.sign(c.inputs[0]),), float_only=False, c="fabs{f}({0})")
 _unary("sign", np.sign, _zero_grad, float_only=False, save="none")
 _unary("exp", np.exp, lambda c, g: (g * c.outputs[0],), save="output", c="exp{f}({0})")
@@ -388,7 +387,9 @@ def _pow_kernel(x, y):
 
 
 # x + (-0.0) is x for every x (x + 0.0 turns -0.0 into 0.0); x - 0.0, x * 1 and x / 1 are x
-_binary("add", np.add, _add_vjp, save=(), identity=Identity(left=-0.0, right=-0.0), c="({0} + {1})")
+ADD = _binary(
+    "add", np.add, _add_vjp, save=(), identity=Identity(left=-0.0, right=-0.0), c="({0} + {1})"
+)
 _binary("sub", np.subtract, _sub_vjp, save=(), identity=Identity(right=0.0), c="({0} - {1})")
 _binary("mul", np.multiply, _mul_vjp, identity=Identity(left=1, right=1), c="({0} * {1})")
 _binary(

@@ -13,9 +13,8 @@ from ..errors import DTypeError, ShapeError
 from ..random import resolve
 from ..types import TensorType
 from ._registry import OpDef, apply, export, register
-from ._util import elementwise_cost, half_precision, require_float, same_type, value_bytes
+from ._util import shape_arg, elementwise_cost, half_precision, require_float, same_type, value_bytes
 from .elementwise import promote, to_tensor
-from .shape import _shape_arg
 
 
 def _float_dtype(dtype):
@@ -157,7 +156,7 @@ def rand(*size, generator=None, dtype=None, requires_grad=False):
     return _grad_flag(
         apply(
             _UNIFORM,
-            shape=_shape_arg(size),
+            shape=shape_arg(size),
             dtype=_float_dtype(dtype),
             low=0.0,
             high=1.0,
@@ -173,7 +172,7 @@ def randn(*size, generator=None, dtype=None, requires_grad=False):
     return _grad_flag(
         apply(
             _NORMAL,
-            shape=_shape_arg(size),
+            shape=shape_arg(size),
             dtype=_float_dtype(dtype),
             mean=0.0,
             std=1.0,
@@ -190,7 +189,7 @@ def uniform(low=0.0, high=1.0, size=(), *, generator=None, dtype=None):
         raise ValueError(f"uniform: high ({high}) must not be below low ({low})")
     return apply(
         _UNIFORM,
-        shape=_shape_arg((size,) if isinstance(size, int) else size),
+        shape=shape_arg((size,) if isinstance(size, int) else size),
         dtype=_float_dtype(dtype),
         low=float(low),
         high=float(high),
@@ -206,7 +205,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None):
     if isinstance(mean, (int, float)) and isinstance(std, (int, float)):
         if std < 0:
             raise ValueError(f"normal: std must be non-negative, got {std}")
-        shape = _shape_arg((size,) if isinstance(size, int) else (size or ()))
+        shape = shape_arg((size,) if isinstance(size, int) else (size or ()))
         return apply(
             _NORMAL,
             shape=shape,
@@ -235,7 +234,7 @@ def randint(low, high=None, size=(), *, generator=None, dtype=None):
     d = dt.int64 if dtype is None else dt.as_dtype(dtype)
     return apply(
         _RANDINT,
-        shape=_shape_arg((size,) if isinstance(size, int) else size),
+        shape=shape_arg((size,) if isinstance(size, int) else size),
         dtype=d,
         low=int(low),
         high=int(high),

@@ -17,7 +17,7 @@ from ..errors import DTypeError, ShapeError
 from ..types import TensorType
 from . import _batching
 from . import api as E
-from ._registry import OpDef, apply, export, register
+from ._registry import OpDef, TensorBase, apply, export, register
 from ._util import (
     elementwise_cost,
     half_precision,
@@ -241,9 +241,7 @@ def _amax_public(op, arg_op_name):
     def torch_style(x, dim=None, keepdim=False, *, axis=None, keepdims=None):
         """With a tensor second argument: elementwise maximum/minimum. With ``dim``: a
         (values, indices) pair like PyTorch. Otherwise: the reduction over all elements."""
-        from ..tensor import Tensor
-
-        if isinstance(dim, Tensor):
+        if isinstance(dim, TensorBase):
             return E.maximum(x, dim) if op.name == "max" else E.minimum(x, dim)
         if dim is not None and isinstance(dim, int) and axis is None:
             values = reduce_only(x, dim, keepdim)

@@ -22,13 +22,6 @@ from ._util import fmt_shape, memory_cost, normalize_axes, normalize_axis, numel
 from .elementwise import to_tensor
 
 
-def _shape_arg(shape) -> tuple:
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = shape[0]
-    # a symbolic size (a graph's batch N, from x.shape[0]) stays symbolic
-    return tuple(s if isinstance(s, SymDim) else operator.index(s) for s in shape)
-
-
 # ----------------------------------------------------------------------------------- reshape
 
 
@@ -64,7 +57,7 @@ def _copy_c_step(node):
     return csteps.copy_step(node)
 
 
-_RESHAPE = register(
+RESHAPE = register(
     OpDef(
         name="reshape",
         kind="shape",
@@ -76,6 +69,8 @@ _RESHAPE = register(
         view=True,
         doc="reshape(x, shape): same elements, new shape (row-major order)",
         batch=_batching.reshape_rule,
+        # NumPy copies where the strides allow no view: plan/layout.py asks for a view only
+        as_view=lambda x, *, shape: np.reshape(x, shape, copy=False),
         noop=lambda x, *, shape: tuple(x.shape) == tuple(shape),
         c_step=_copy_c_step,
         compose=lambda inner, outer, x: dict(outer),
@@ -87,10 +82,10 @@ _RESHAPE = register(
 def reshape(x, *shape):
     """Same elements in a new shape; one dimension may be -1."""
     x = to_tensor(x)
-    shape = resolve_shape("reshape", tuple(x.shape), _shape_arg(shape))
+    shape = resolve_shape("reshape", tuple(x.shape), shape_arg(shape))
     if shape == tuple(x.shape):
         return x
-    return apply(_RESHAPE, x, shape=shape)
+    return apply(RESHAPE, x, shape=shape)
 
 
 export(reshape, name="view", method=True, toplevel=False)
@@ -167,7 +162,7 @@ _BROADCAST = register(
 def broadcast_to(x, *shape):
     """Broadcast ``x`` to ``shape`` (NumPy rules)."""
     x = to_tensor(x)
-    shape = _shape_arg(shape)
+    shape = shape_arg(shape)
     if shape == tuple(x.shape):
         return x
     return apply(_BROADCAST, x, shape=shape)
@@ -176,7 +171,7 @@ def broadcast_to(x, *shape):
 @export(method=True, toplevel=False)
 def expand(x, *sizes):
     """PyTorch's expand: like broadcast_to, with -1 meaning 'keep this dimension'."""
-    sizes = _shape_arg(sizes)
+    sizes = shape_arg(sizes)
     lead = len(sizes) - x.ndim
     shape = tuple(x.shape[i - lead] if s == -1 else s for i, s in enumerate(sizes))
     return broadcast_to(x, shape)
@@ -237,7 +232,7 @@ _PERMUTE = register(
 def permute(x, *dims):
     """Reorder the dimensions of ``x``."""
     x = to_tensor(x)
-    dims = tuple(normalize_axis("permute", d, x.ndim) for d in _shape_arg(dims))
+    dims = tuple(normalize_axis("permute", d, x.ndim) for d in shape_arg(dims))
     if dims == tuple(range(x.ndim)):
         return x
     return apply(_PERMUTE, x, dims=dims)
@@ -314,7 +309,7 @@ def _concat_infer(*xs, axis):
 
 def _concat_vjp(c, g):
     sizes = tuple(t.shape[c.attrs["axis"]] for t in c.in_types)
-    parts = apply(_SPLIT, g, sizes=sizes, axis=c.attrs["axis"])
+    parts = apply(SPLIT, g, sizes=sizes, axis=c.attrs["axis"])
     return tuple(p if need else None for p, need in zip(parts, c.needs_input_grad))
 
 
@@ -324,7 +319,7 @@ def _concat_c_step(node):
     return csteps.concat_step(node)
 
 
-_CONCAT = register(
+CONCAT = register(
     OpDef(
         name="concat",
         kind="shape",
@@ -360,10 +355,10 @@ def _split_kernel(x, *, sizes, axis):
 
 
 def _split_vjp(c, *grads):
-    return (apply(_CONCAT, *grads, axis=c.attrs["axis"]),)
+    return (apply(CONCAT, *grads, axis=c.attrs["axis"]),)
 
 
-_SPLIT = register(
+SPLIT = register(
     OpDef(
         name="split",
         kind="shape",
@@ -392,7 +387,7 @@ def concat(tensors, dim=0, *, axis=None):
     a = normalize_axis("concat", pick_axis(dim, axis, 0), tensors[0].ndim)
     if len(tensors) == 1:
         return tensors[0]
-    return apply(_CONCAT, *tensors, axis=a)
+    return apply(CONCAT, *tensors, axis=a)
 
 
 export(concat, name="cat")
@@ -427,7 +422,7 @@ def split(x, split_size_or_sections, dim=0, *, axis=None):
         sizes = tuple(min(size, n - i) for i in range(0, n, size)) or (0,)
     else:
         sizes = tuple(int(s) for s in split_size_or_sections)
-    return apply(_SPLIT, x, sizes=sizes, axis=a)
+    return apply(SPLIT, x, sizes=sizes, axis=a)
 
 
 @export(method=True)
@@ -483,7 +478,7 @@ _TILE = register(
 def tile(x, *reps):
     """Repeat ``x`` along each dimension (NumPy's tile; leading reps add dimensions)."""
     x = to_tensor(x)
-    reps = _shape_arg(reps)
+    reps = shape_arg(reps)
     if len(reps) > x.ndim:
         x = reshape(x, (1,) * (len(reps) - x.ndim) + tuple(x.shape))
     reps = (1,) * (x.ndim - len(reps)) + reps

@@ -293,7 +293,7 @@ def _runner_step(pool) -> float:
     """The parallel runner's per-node cost beyond generated code's, on a chain of tiny ops."""
     from ..dtypes import float32
     from ..graph.ir import Graph
-    from ..ops._registry import REGISTRY
+    from ..ops.elementwise import NEG
     from ..types import TensorType
     from .codegen import compile_graph
     from .parallel import run_steps, worker_steps
@@ -301,7 +301,7 @@ def _runner_step(pool) -> float:
     graph = Graph("calibration_chain")
     value = graph.add_input(TensorType((4,), float32), "x")
     for _ in range(64):
-        value = graph.add_call(REGISTRY["neg"], [value]).outputs[0]
+        value = graph.add_call(NEG, [value]).outputs[0]
     graph.set_outputs([value])
     x = np.ones(4, np.float32)
     calls = [i for i, n in enumerate(graph.nodes) if n.kind == "call"]
@@ -372,7 +372,8 @@ def _c_runner_costs() -> tuple[float, float, list, list]:
     and on two, less the fixed costs of two chains of tiny steps."""
     from ..dtypes import float32
     from ..graph.ir import Graph
-    from ..ops._registry import REGISTRY
+    from ..ops.conv import CONV
+    from ..ops.shape import RESHAPE
     from ..types import TensorType
     from . import cgraph
 
@@ -387,7 +388,7 @@ def _c_runner_costs() -> tuple[float, float, list, list]:
             value = inputs[0]
             for k in range(chain):
                 step_attrs = attrs if k % 2 == 0 or back is None else back
-                value = graph.add_call(REGISTRY[op], [value, *inputs[1:]], step_attrs).outputs[0]
+                value = graph.add_call(op, [value, *inputs[1:]], step_attrs).outputs[0]
             ends.append(value)
         graph.set_outputs(ends)
         if cgraph.c_steps(graph) is None:
@@ -398,12 +399,12 @@ def _c_runner_costs() -> tuple[float, float, list, list]:
         ]
         return programs, [np.ones(s, np.float32) for s in shapes]
 
-    tiny = pair("reshape", [(4,)], {"shape": (2, 2)}, {"shape": (4,)}, chain=1)
+    tiny = pair(RESHAPE, [(4,)], {"shape": (2, 2)}, {"shape": (4,)}, chain=1)
     if tiny is None:
         return 0.0, 0.0, [], []
     (_, two), arrays = tiny
     c_run = _per_call(lambda: two(*arrays))
-    (one, two), arrays = pair("reshape", [(4,)], {"shape": (2, 2)}, {"shape": (4,)})
+    (one, two), arrays = pair(RESHAPE, [(4,)], {"shape": (2, 2)}, {"shape": (4,)})
     fixed1 = _per_call(lambda: one(*arrays))
     fixed2 = _per_call(lambda: two(*arrays))
     c_step = max(0.0, (fixed2 - c_run) / (2 * _C_CHAIN - 2))
@@ -419,13 +420,13 @@ def _c_runner_costs() -> tuple[float, float, list, list]:
     convs, copies = [], []
     attrs = {"stride": (1, 1), "padding": ((1, 1), (1, 1)), "dilation": (1, 1), "groups": 1}
     for (n, c, h), chain in _C_CONVS:
-        made = pair("conv", [(n, c, h, h), (c, c, 3, 3)], attrs, chain=chain)
+        made = pair(CONV, [(n, c, h, h), (c, c, 3, 3)], attrs, chain=chain)
         if made is None:
             return 0.0, 0.0, [], []
         convs.append(row(2.0 * n * c * c * 9 * h * h, made, chain))
     for size, chain in _C_COPIES:
         shapes = {"shape": (size // 8, 2)}, {"shape": (size // 4,)}
-        made = pair("reshape", [(size // 4,)], *shapes, chain=chain)
+        made = pair(RESHAPE, [(size // 4,)], *shapes, chain=chain)
         copies.append(row(float(size), made, chain))
     return c_run, c_step, _monotone_rows(convs), _monotone_rows(copies)
 

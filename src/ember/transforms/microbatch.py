@@ -26,7 +26,9 @@ from __future__ import annotations
 from ..graph.ir import Graph
 from ..ops import _batching
 from ..ops._batching import NotBatchable
-from ..ops._registry import KIND_DEFAULT, REGISTRY
+from ..ops._registry import KIND_DEFAULT
+from ..ops.elementwise import ADD
+from ..ops.shape import CONCAT, SPLIT
 
 __all__ = ["NotBatchable", "batch_inputs", "split_batch"]
 
@@ -155,9 +157,7 @@ def split_batch(graph, k: int, batch: list[int]) -> Graph:
         key = (id(value), axis)
         if key not in pieces:
             size = value.type.shape[axis]
-            node = new.add_call(
-                REGISTRY["split"], [env[id(value)]], {"sizes": (size // k,) * k, "axis": axis}
-            )
+            node = new.add_call(SPLIT, [env[id(value)]], {"sizes": (size // k,) * k, "axis": axis})
             pieces[key] = node.outputs
         return pieces[key]
 
@@ -166,7 +166,7 @@ def split_batch(graph, k: int, batch: list[int]) -> Graph:
         for c, piece in enumerate(sliced(graph.inputs[i], 0)):
             slices[c][id(graph.inputs[i])] = piece
     sums: dict = {}  # id(original partial value) -> the running sum over the slices so far
-    add = REGISTRY["add"]
+    add = ADD
     for c in range(k):
         for node in graph.nodes:
             batched = rules.get(id(node))
@@ -200,7 +200,7 @@ def split_batch(graph, k: int, batch: list[int]) -> Graph:
     for v in graph.outputs:
         if id(v) in axes:  # a per-sample output: the slices' results joined
             joined = new.add_call(
-                REGISTRY["concat"], [slices[c][id(v)] for c in range(k)], {"axis": axes[id(v)]}
+                CONCAT, [slices[c][id(v)] for c in range(k)], {"axis": axes[id(v)]}
             )
             outputs.append(joined.outputs[0])
         else:

@@ -103,11 +103,12 @@ def split_late(passes: list) -> tuple[list, list]:
 
 
 def share_reshaped_copies(graph) -> tuple[Graph, bool]:
-    """Where two ``reshape`` nodes copy the same non-contiguous value (a permuted gradient
-    reshaped for the input gradient's matmul and again for the weight's), the later reshapes
-    the earlier's result instead: a view of a contiguous array, one copy fewer alive. Exact
-    (reshaping in two steps gives the same elements). The opposite of simplification's
-    ``reshape(reshape(x))`` composition, so it runs after it, with the late passes."""
+    """Where two nodes of one op copy the same non-contiguous value (``reshape``: a permuted
+    gradient reshaped for the input gradient's matmul and again for the weight's), and the
+    op's ``compose`` rule says applying it to the earlier's result gives the later's (a reshape
+    of a reshape is the outer reshape), the later reads the earlier's result instead: a view of
+    a contiguous array, one copy fewer alive. Exact by the rule. The opposite of
+    simplification's composition of such chains, so it runs after it, with the late passes."""
     from ..plan.layout import Layouts
 
     layouts = Layouts(graph)
@@ -120,14 +121,23 @@ def share_reshaped_copies(graph) -> tuple[Graph, bool]:
             copies = [
                 u
                 for u in v.users
-                if u.op is not None and u.op.name == "reshape" and u.inputs[0] is v
+                if u.op is not None and u.op.compose is not None and u.inputs[0] is v
             ]
             copies = [u for u in copies if id(u.outputs[0]) not in layouts.alias]
             copies.sort(key=lambda u: position[id(u)])
             for later in copies[1:]:
-                later.replace_input(v, copies[0].outputs[0])
+                first = next(u for u in copies if u.op is later.op)
+                if first is later or not _outer_decides(first, later, v):
+                    continue
+                later.replace_input(v, first.outputs[0])
                 changed = True
     return graph, changed
+
+
+def _outer_decides(first, later, v) -> bool:
+    """Whether ``later`` applied to ``first``'s result equals ``later`` applied to ``v``."""
+    composed = later.op.compose(first.attrs, later.attrs, v.type)
+    return composed is not None and dict(composed) == dict(later.attrs)
 
 
 SHARE_COPIES = Pass(

@@ -1,0 +1,79 @@
+"""User data to arrays: what ``ember.tensor``, ``as_tensor``, Python scalars met by ops and
+``nn.Parameter`` accept, converted with ember's dtype rules (Python floats become the default
+float dtype, ints int64, bools bool; NumPy arrays keep a dtype ember has)."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..errors import DTypeError
+from ._registry import TensorBase
+
+__all__ = ["to_array"]
+
+
+def _is_eager(x) -> bool:
+    """An eager tensor (symbolic ones hold no data)."""
+    return isinstance(x, TensorBase) and hasattr(x, "_data")
+
+
+def to_array(data, dtype) -> np.ndarray:
+    """Convert user data to an array of an ember dtype (Python floats -> the default float)."""
+    target = None if dtype is None else _dt.as_dtype(dtype)
+    if _is_eager(data):
+        arr = data._data
+    elif isinstance(data, np.ndarray):
+        arr = data
+    elif isinstance(data, np.generic):
+        arr = np.asarray(data)
+    else:
+        arr = _from_python(data)
+    if target is not None:
+        if arr.dtype != target.np:
+            arr = arr.astype(target.np)
+    elif _dt._BY_NP.get(arr.dtype) is None:
+        arr = arr.astype(_dt.as_dtype(arr.dtype.type).np) if arr.dtype.kind in "biuf" else arr
+        if _dt._BY_NP.get(arr.dtype) is None:
+            raise DTypeError(f"cannot make a tensor from data of dtype {arr.dtype}", op="tensor")
+    return arr
+
+
+def _from_python(data) -> np.ndarray:
+    """Python scalars and nested lists: floats -> default float, ints -> int64, bools -> bool."""
+    if isinstance(data, bool):
+        return np.asarray(data, dtype=np.bool_)
+    if isinstance(data, numbers.Integral):
+        return np.asarray(data, dtype=np.int64)
+    if isinstance(data, numbers.Real):
+        return np.asarray(data, dtype=_dt.get_default_dtype().np)
+    if isinstance(data, (list, tuple)):
+        if any(_is_eager(x) for x in _flatten(data)):
+            data = [
+                [x._data if _is_eager(x) else x for x in row]
+                if isinstance(row, (list, tuple))
+                else (row._data if _is_eager(row) else row)
+                for row in data
+            ]
+        arr = np.asarray(data)
+        if arr.dtype == np.float64 and not _has_numpy_float64(data):
+            arr = arr.astype(_dt.get_default_dtype().np)
+        return arr
+    return np.asarray(data)
+
+
+def _flatten(data):
+    for x in data:
+        if isinstance(x, (list, tuple)):
+            yield from _flatten(x)
+        else:
+            yield x
+
+
+def _has_numpy_float64(data) -> bool:
+    return any(
+        isinstance(x, (np.ndarray, np.float64)) and getattr(x, "dtype", None) == np.float64
+        for x in _flatten(data)
+    )
