@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ember.random",
             "ember._files",
             "ember._allocator",
+            "ember.grad_mode",
         ),
     ),
     ("kernels", ("ember.kernels",)),

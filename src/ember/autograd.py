@@ -19,6 +19,7 @@ import weakref
 import numpy as np
 
 from .errors import AutogradError, ShapeError
+from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .ops import _registry as _reg
 from .ops._registry import TensorBase
 from .tensor import Tensor
@@ -39,58 +40,6 @@ _sequence = itertools.count()
 # the recording ember.profiler.profile, set by it: backward then runs inside named ranges
 _profiler = None
 _NULL = contextlib.nullcontext()
-
-
-def is_grad_enabled() -> bool:
-    return _reg.is_grad_enabled()
-
-
-class set_grad_enabled:
-    """Context manager (and function) that switches gradient recording on or off."""
-
-    def __init__(self, mode: bool):
-        self.prev = _reg.set_grad_enabled_flag(mode)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        _reg.set_grad_enabled_flag(self.prev)
-        return False
-
-
-class _GradModeContext:
-    enabled: bool
-
-    def __enter__(self):
-        self.prev = _reg.set_grad_enabled_flag(self.enabled)
-        return self
-
-    def __exit__(self, *exc):
-        _reg.set_grad_enabled_flag(self.prev)
-        return False
-
-    def __call__(self, fn):
-        import functools
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with type(self)():
-                return fn(*args, **kwargs)
-
-        return wrapper
-
-
-class no_grad(_GradModeContext):
-    """Disable gradient recording in a ``with`` block or a decorated function."""
-
-    enabled = False
-
-
-class enable_grad(_GradModeContext):
-    """Re-enable gradient recording inside a ``no_grad`` region."""
-
-    enabled = True
 
 
 def _camel(name: str) -> str:

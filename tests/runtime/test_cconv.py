@@ -170,3 +170,19 @@ def test_ops_fall_back_to_numpy_without_the_kernels(monkeypatch):
     (y * y).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), compiled[0], rtol=1e-10)
     np.testing.assert_allclose(w.grad.numpy(), compiled[1], rtol=1e-10)
+
+
+def test_a_dimension_read_only_in_its_padding_copies_nothing():
+    """A negative high padding can crop the padded extent below the low padding: every window
+    then reads padding only (zeros). The C kernel copied a negative number of elements there,
+    writing outside its scratch (found by the property test above)."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 5, 5, 2)).astype(np.float32)
+    w = rng.standard_normal((4, 5, 1, 1)).astype(np.float32)
+    p = plan((5, 2), (1, 1), (1, 3), ((0, -1), (2, -1)), (2, 1), 5, 4)
+    assert p.lo[1] > p.padded[1]
+    want = K.conv_forward(x, w, p, 1)
+    assert not want.any()
+    for _ in range(3):  # (corrupted memory showed up on a later allocation)
+        got = cconv.conv_forward(x, w, p, 1)
+        np.testing.assert_array_equal(got, want)

@@ -32,39 +32,48 @@ _KEY_TYPES = (str, int, float, bool, type(None))
 
 
 def encode(obj) -> tuple[object, dict[str, np.ndarray]]:
-    arrays: dict[str, np.ndarray] = {}
-    memo: dict[int, str] = {}
-    keep_alive: list = []  # objects whose id() is in memo must outlive the encoding
-    active: set[int] = set()
+    encoder = _Encoder()
+    return encoder.encode(obj, ""), encoder.arrays
 
-    def leaf_name(path: str) -> str:
+
+class _Encoder:
+    """One `encode` call: the arrays named so far (a tensor met twice is stored once) and the
+    containers being walked (a container holding itself is refused)."""
+
+    def __init__(self):
+        self.arrays: dict[str, np.ndarray] = {}
+        self.memo: dict[int, str] = {}
+        self.keep_alive: list = []  # objects whose id() is in memo must outlive the encoding
+        self.active: set[int] = set()
+
+    def leaf_name(self, path: str) -> str:
         name = path or "tensor"
         k = 1
-        while name in arrays:
+        while name in self.arrays:
             k += 1
             name = f"{path or 'tensor'}#{k}"
         return name
 
-    def array_node(x, arr: np.ndarray, path: str, kind: str | None) -> dict:
-        if id(x) not in memo:
+    def array_node(self, x, arr: np.ndarray, path: str, kind: str | None) -> dict:
+        if id(x) not in self.memo:
             if dt._BY_NP.get(arr.dtype) is None:
                 raise CheckpointTypeError(
                     f"{_where(path)} is an array of dtype {arr.dtype}, which ember does not "
                     "support; convert it to one of " + ", ".join(d.name for d in dt.ALL_DTYPES),
                     op="save",
                 )
-            name = leaf_name(path)
-            arrays[name] = arr if arr.flags.c_contiguous else arr.copy(order="C")
-            memo[id(x)] = name
-            keep_alive.append(x)
-        node = {"$tensor": memo[id(x)]}
+            name = self.leaf_name(path)
+            self.arrays[name] = arr if arr.flags.c_contiguous else arr.copy(order="C")
+            self.memo[id(x)] = name
+            self.keep_alive.append(x)
+        node = {"$tensor": self.memo[id(x)]}
         if kind:
             node["kind"] = kind
         if isinstance(x, Tensor) and x.requires_grad:
             node["requires_grad"] = True
         return node
 
-    def enc(x, path: str):
+    def encode(self, x, path: str):
         if x is None or isinstance(x, (bool, str)):
             return x
         if isinstance(x, int):
@@ -72,21 +81,21 @@ def encode(obj) -> tuple[object, dict[str, np.ndarray]]:
         if isinstance(x, float):
             return float(x) if math.isfinite(x) else {"$float": repr(float(x))}
         if isinstance(x, Tensor):
-            return array_node(x, x.numpy(), path, None)
+            return self.array_node(x, x.numpy(), path, None)
         if isinstance(x, np.ndarray):
-            return array_node(x, x, path, "ndarray")
+            return self.array_node(x, x, path, "ndarray")
         if isinstance(x, np.generic):
-            return array_node(x, np.asarray(x), path, "numpy_scalar")
+            return self.array_node(x, np.asarray(x), path, "numpy_scalar")
         if isinstance(x, dt.DType):
             return {"$dtype": x.name}
         if isinstance(x, (dict, list, tuple)):
-            if id(x) in active:
+            if id(x) in self.active:
                 raise CheckpointTypeError(f"{_where(path)} contains itself", op="save")
-            active.add(id(x))
+            self.active.add(id(x))
             try:
-                return enc_container(x, path)
+                return self.container(x, path)
             finally:
-                active.discard(id(x))
+                self.active.discard(id(x))
         raise CheckpointTypeError(
             f"{_where(path)} is a {type(x).__name__}, which a checkpoint cannot hold (it holds "
             "dicts, lists, tuples, None, bool, int, float, str, dtypes, Tensors and NumPy "
@@ -94,13 +103,13 @@ def encode(obj) -> tuple[object, dict[str, np.ndarray]]:
             op="save",
         )
 
-    def enc_container(x, path: str):
+    def container(self, x, path: str):
         if isinstance(x, list):
-            return [enc(v, _join(path, i)) for i, v in enumerate(x)]
+            return [self.encode(v, _join(path, i)) for i, v in enumerate(x)]
         if isinstance(x, tuple):
-            return {"$tuple": [enc(v, _join(path, i)) for i, v in enumerate(x)]}
+            return {"$tuple": [self.encode(v, _join(path, i)) for i, v in enumerate(x)]}
         if all(type(k) is str for k in x):
-            return {"$dict": {k: enc(v, _join(path, k)) for k, v in x.items()}}
+            return {"$dict": {k: self.encode(v, _join(path, k)) for k, v in x.items()}}
         items = []
         for k, v in x.items():
             if not isinstance(k, _KEY_TYPES):
@@ -109,10 +118,8 @@ def encode(obj) -> tuple[object, dict[str, np.ndarray]]:
                     "str, int, float, bool or None",
                     op="save",
                 )
-            items.append([enc(k, path), enc(v, _join(path, k))])
+            items.append([self.encode(k, path), self.encode(v, _join(path, k))])
         return {"$items": items}
-
-    return enc(obj, ""), arrays
 
 
 def decode(structure, arrays: dict[str, np.ndarray], path: str):

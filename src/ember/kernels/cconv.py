@@ -297,7 +297,9 @@ def forward_step(x_shape: tuple, w_shape: tuple, p: Plan, dtype, relu: bool):
     src, dst, roff = f.tables
     xp = None if f.unpadded else np.zeros(f.size, dtype)
     wp = np.empty((f.panels * _MR * f.rows,), dtype)
-    copied = [min(s, n_ - lo) for lo, s, n_ in zip(p.lo, p.in_size, p.padded)]
+    # (none of a dimension where its low padding covers all the windows read: a negative high
+    # padding can crop the padded extent to less than the low padding)
+    copied = [max(0, min(s, n_ - lo)) for lo, s, n_ in zip(p.lo, p.in_size, p.padded)]
     args = [0, 0, 0, 0, 0, 0 if xp is None else xp.ctypes.data, wp.ctypes.data]
     args += [src.ctypes.data, dst.ctypes.data, roff.ctypes.data]
     args += [n * c, *copied, h, w, *p.lo, *p.padded]

@@ -159,5 +159,5 @@ def source_region(p: Plan) -> tuple:
     """The part of the input that lands inside the padded buffer (all of it unless the padded
     extent stops early: trailing rows no window reads, or a negative high padding)."""
     return (slice(None), slice(None)) + tuple(
-        slice(0, min(s, n - lo)) for lo, s, n in zip(p.lo, p.in_size, p.padded)
+        slice(0, max(0, min(s, n - lo))) for lo, s, n in zip(p.lo, p.in_size, p.padded)
     )

@@ -9,7 +9,7 @@ from .. import dtypes as dt
 from ..types import TensorType
 from ._data import to_array
 from ._registry import OpDef, TensorBase, apply, constant, eager_constant, export, register
-from ._util import shape_arg, memory_cost
+from ._util import memory_cost, shape_arg
 
 
 def _full_kernel(*, shape, value, dtype):

@@ -13,7 +13,14 @@ from ..errors import DTypeError, ShapeError
 from ..random import resolve
 from ..types import TensorType
 from ._registry import OpDef, apply, export, register
-from ._util import shape_arg, elementwise_cost, half_precision, require_float, same_type, value_bytes
+from ._util import (
+    elementwise_cost,
+    half_precision,
+    require_float,
+    same_type,
+    shape_arg,
+    value_bytes,
+)
 from .elementwise import promote, to_tensor
 
 

@@ -8,19 +8,23 @@ share memory with the input (and its version counter, see OpDef.view).
 
 from __future__ import annotations
 
-import operator
-
 import numpy as np
 
 from ..errors import ShapeError
-from ..symbolic import SymDim
 from ..types import TensorType
 from . import _batching
 from . import api as E
 from ._registry import OpDef, apply, export, register
-from ._util import fmt_shape, memory_cost, normalize_axes, normalize_axis, numel, pick_axis
+from ._util import (
+    fmt_shape,
+    memory_cost,
+    normalize_axes,
+    normalize_axis,
+    numel,
+    pick_axis,
+    shape_arg,
+)
 from .elementwise import to_tensor
-
 
 # ----------------------------------------------------------------------------------- reshape
 

@@ -117,11 +117,33 @@ def split_batch(graph, k: int, batch: list[int]) -> Graph:
     """``graph`` with its batch (the leading axis of the inputs at positions ``batch``) run in
     ``k`` slices (see the module docstring). Raises `NotBatchable` saying why it cannot."""
     axes, rules, early = _analyse(graph, k, batch)
-    new = Graph(graph.name)
-    env: dict = {}  # id(original value) -> its value in the new graph (batch-free ones)
+    builder = _SliceBuilder(graph, k, axes, rules)
+    builder.copy_early(early)
+    for i in batch:
+        for c, piece in enumerate(builder.sliced(graph.inputs[i], 0)):
+            builder.slices[c][id(graph.inputs[i])] = piece
+    for c in range(k):
+        builder.run_slice(c)
+    return builder.finish()
 
-    def copy(node, inputs, attrs=None, suffix=""):
-        out = new.add_call(
+
+class _SliceBuilder:
+    """The new graph of `split_batch` as it is built: ``env`` maps each batch-free value of
+    ``graph`` to its value in the new graph, ``slices[c]`` each batched value to its ``c``-th
+    slice, ``sums`` each partial result (a reduction over the batch) to the running sum of the
+    slices so far."""
+
+    def __init__(self, graph, k: int, axes: dict, rules: dict):
+        self.graph, self.k, self.axes, self.rules = graph, k, axes, rules
+        self.new = Graph(graph.name)
+        self.env: dict = {id(v): self.new.add_input(v.type, v.name) for v in graph.inputs}
+        self.slices: list[dict] = [{} for _ in range(k)]
+        self.sums: dict = {}
+        self.pieces: dict = {}  # (id(value), axis) -> its k slices
+        self.needed: set = set()
+
+    def copy(self, node, inputs, attrs=None, suffix=""):
+        out = self.new.add_call(
             node.op,
             inputs,
             node.attrs if attrs is None else attrs,
@@ -131,79 +153,80 @@ def split_batch(graph, k: int, batch: list[int]) -> Graph:
         out.scope = getattr(node, "scope", None)
         return out
 
-    for v in graph.inputs:
-        env[id(v)] = new.add_input(v.type, v.name)
-    # batch-free calls run before the slices only when the slices read them (the optimizer's
-    # weight decay of a parameter, also batch-free, would otherwise hold a second copy of it
-    # over all the slices)
-    needed: set = set()
-    stack = [v.node for node in graph.nodes if id(node) in rules for v in node.inputs]
-    while stack:
-        node = stack.pop()
-        if id(node) in early and id(node) not in needed:
-            needed.add(id(node))
-            stack.extend(v.node for v in node.inputs)
-    for node in graph.nodes:
-        if node.kind == "constant":
-            value = node.outputs[0]
-            env[id(value)] = new.add_constant(graph.constants[value.name], value.name)
-        elif id(node) in needed:
-            made = copy(node, [env[id(v)] for v in node.inputs])
-            env.update((id(o), m) for o, m in zip(node.outputs, made.outputs))
+    def copy_early(self, early: set) -> None:
+        """The constants, and the batch-free calls the slices read, before the slices. Other
+        batch-free calls run after them (the optimizer's weight decay of a parameter, also
+        batch-free, would otherwise hold a second copy of it over all the slices)."""
+        stack = [v.node for node in self.graph.nodes if id(node) in self.rules for v in node.inputs]
+        while stack:
+            node = stack.pop()
+            if id(node) in early and id(node) not in self.needed:
+                self.needed.add(id(node))
+                stack.extend(v.node for v in node.inputs)
+        for node in self.graph.nodes:
+            if node.kind == "constant":
+                value = node.outputs[0]
+                self.env[id(value)] = self.new.add_constant(
+                    self.graph.constants[value.name], value.name
+                )
+            elif id(node) in self.needed:
+                self._copy_batch_free(node)
 
-    pieces: dict = {}  # (id(value), axis) -> its k slices
+    def _copy_batch_free(self, node) -> None:
+        made = self.copy(node, [self.env[id(v)] for v in node.inputs])
+        self.env.update((id(o), m) for o, m in zip(node.outputs, made.outputs))
 
-    def sliced(value, axis: int) -> list:
+    def sliced(self, value, axis: int) -> list:
+        """``value``'s k slices along ``axis`` (one split node per value and axis)."""
         key = (id(value), axis)
-        if key not in pieces:
+        if key not in self.pieces:
             size = value.type.shape[axis]
-            node = new.add_call(SPLIT, [env[id(value)]], {"sizes": (size // k,) * k, "axis": axis})
-            pieces[key] = node.outputs
-        return pieces[key]
+            attrs = {"sizes": (size // self.k,) * self.k, "axis": axis}
+            self.pieces[key] = self.new.add_call(SPLIT, [self.env[id(value)]], attrs).outputs
+        return self.pieces[key]
 
-    slices: list[dict] = [{} for _ in range(k)]  # per slice: id(original value) -> its value
-    for i in batch:
-        for c, piece in enumerate(sliced(graph.inputs[i], 0)):
-            slices[c][id(graph.inputs[i])] = piece
-    sums: dict = {}  # id(original partial value) -> the running sum over the slices so far
-    add = ADD
-    for c in range(k):
-        for node in graph.nodes:
-            batched = rules.get(id(node))
+    def run_slice(self, c: int) -> None:
+        """Every batched call on slice ``c``; partial results added to the running sums."""
+        slices = self.slices[c]
+        for node in self.graph.nodes:
+            batched = self.rules.get(id(node))
             if batched is None:
                 continue
             inputs = []
             for pos, v in enumerate(node.inputs):
-                if id(v) in axes:
-                    inputs.append(slices[c][id(v)])
+                if id(v) in self.axes:
+                    inputs.append(slices[id(v)])
                 elif pos in batched.slices:
-                    inputs.append(sliced(v, batched.slices[pos])[c])
+                    inputs.append(self.sliced(v, batched.slices[pos])[c])
                 else:
-                    inputs.append(env[id(v)])
-            made = copy(node, inputs, batched.attrs, f"_mb{c}")
+                    inputs.append(self.env[id(v)])
+            made = self.copy(node, inputs, batched.attrs, f"_mb{c}")
             for o, m, axis in zip(node.outputs, made.outputs, batched.out_axes):
                 if axis is not None:
-                    slices[c][id(o)] = m
+                    slices[id(o)] = m
                 elif c == 0:
-                    sums[id(o)] = m
+                    self.sums[id(o)] = m
                 else:
-                    total = new.add_call(add, [sums[id(o)], m], {}, None, [f"{o.name}_sum{c}"])
-                    sums[id(o)] = total.outputs[0]
-    for node in graph.nodes:
-        for o in node.outputs:
-            if id(o) in sums:
-                env[id(o)] = sums[id(o)]
-        if node.kind == "call" and id(node) not in rules and id(node) not in needed:
-            made = copy(node, [env[id(v)] for v in node.inputs])
-            env.update((id(o), m) for o, m in zip(node.outputs, made.outputs))
-    outputs = []
-    for v in graph.outputs:
-        if id(v) in axes:  # a per-sample output: the slices' results joined
-            joined = new.add_call(
-                CONCAT, [slices[c][id(v)] for c in range(k)], {"axis": axes[id(v)]}
-            )
-            outputs.append(joined.outputs[0])
-        else:
-            outputs.append(env[id(v)])
-    new.set_outputs(outputs)
-    return new
+                    names = [f"{o.name}_sum{c}"]
+                    total = self.new.add_call(ADD, [self.sums[id(o)], m], {}, None, names)
+                    self.sums[id(o)] = total.outputs[0]
+
+    def finish(self) -> Graph:
+        """The batch-free calls after the slices, and the outputs: per-sample ones joined."""
+        for node in self.graph.nodes:
+            for o in node.outputs:
+                if id(o) in self.sums:
+                    self.env[id(o)] = self.sums[id(o)]
+            if node.kind == "call" and id(node) not in self.rules and id(node) not in self.needed:
+                self._copy_batch_free(node)
+        outputs = []
+        for v in self.graph.outputs:
+            if id(v) in self.axes:  # a per-sample output: the slices' results joined
+                parts = [self.slices[c][id(v)] for c in range(self.k)]
+                outputs.append(
+                    self.new.add_call(CONCAT, parts, {"axis": self.axes[id(v)]}).outputs[0]
+                )
+            else:
+                outputs.append(self.env[id(v)])
+        self.new.set_outputs(outputs)
+        return self.new

@@ -1,0 +1,286 @@
+"""The C source of ember's GEMM (kernels/cgemm.py compiles it, per dtype, with ``T`` and
+``BLAS_INT`` defined): `OWN_GEMM`, ember's single-threaded GEMM on the shared micro-kernel
+(kernels/cmicro.py), and `DISPATCH`, which splits a product over ember's thread pool with BLAS
+(or ember's own kernel) single-threaded in each thread, plus the few-rows kernel ``ember_skinny``.
+"""
+
+__all__ = ["DISPATCH", "OWN_GEMM"]
+
+DISPATCH = r"""
+typedef void (*ember_task)(void *, long, long);
+typedef void (*ember_pool)(ember_task, void *, long, long);
+typedef int (*set_local_fn)(int);
+typedef void (*gemm_fn)(int, int, int, BLAS_INT, BLAS_INT, BLAS_INT, T, const T *, BLAS_INT,
+                        const T *, BLAS_INT, T, T *, BLAS_INT);
+
+/* BLAS's thread count is one while ember's products run. `set_local` sets the calling
+   thread's count, or in some OpenBLAS builds the whole process's (process_wide): there the
+   first of the products running at once sets it and the last one out restores it */
+#include <pthread.h>
+static pthread_mutex_t blas_lock = PTHREAD_MUTEX_INITIALIZER;
+static int blas_users = 0, blas_saved = 0;
+
+static int blas_enter(set_local_fn set_local, int process_wide) {
+  if (!set_local) return 0;
+  if (!process_wide) return set_local(1);
+  pthread_mutex_lock(&blas_lock);
+  if (blas_users++ == 0) blas_saved = set_local(1);
+  pthread_mutex_unlock(&blas_lock);
+  return 0;
+}
+
+static void blas_leave(set_local_fn set_local, int process_wide, int previous) {
+  if (!set_local) return;
+  if (!process_wide) {
+    set_local(previous);
+    return;
+  }
+  pthread_mutex_lock(&blas_lock);
+  if (--blas_users == 0) set_local(blas_saved);
+  pthread_mutex_unlock(&blas_lock);
+}
+
+/* split: 0 over batch entries, 1 over the result's rows, 2 over its columns */
+struct job {
+  gemm_fn gemm; set_local_fn set_local;
+  int process_wide, ta, tb, split;
+  long m, n, k, lda, ldb, ldc, sa, sb, sc;
+  const T *a, *b; T *c;
+};
+
+static void call(const struct job *j, long m, long n, const T *a, const T *b, T *c) {
+  j->gemm(101, j->ta ? 112 : 111, j->tb ? 112 : 111, m, n, j->k, (T)1, a, j->lda, b, j->ldb,
+          (T)0, c, j->ldc);
+}
+
+static void part(void *job_, long lo, long hi) {
+  const struct job *j = job_;
+  /* (a pool thread is ember's own: it stays single-threaded for BLAS from now on) */
+  if (j->set_local && !j->process_wide) j->set_local(1);
+  if (j->split == 0) {
+    for (long i = lo; i < hi; i++)
+      call(j, j->m, j->n, j->a + i * j->sa, j->b + i * j->sb, j->c + i * j->sc);
+  } else if (j->split == 1) {  /* rows lo..hi of op(A) and of C */
+    call(j, hi - lo, j->n, j->a + (j->ta ? lo : lo * j->lda), j->b, j->c + lo * j->ldc);
+  } else {                      /* columns lo..hi of op(B) and of C */
+    call(j, j->m, hi - lo, j->a, j->b + (j->tb ? lo * j->ldb : lo), j->c + lo);
+  }
+}
+
+/* the widest vectors the compiler targets here: the micro-kernel's 64-byte vectors fit 512 */
+void ember_gemm_vector_bits(int *bits) {
+#ifdef __AVX512F__
+  *bits = 512;
+#else
+  *bits = 0;
+#endif
+}
+
+/* gemm: a CBLAS gemm's address, or NULL for ember_own_gemm */
+void ember_gemm(void *gemm, void *set_local, int process_wide, int ta, int tb, int split, long m,
+                long n, long k, const T *a, long lda, const T *b, long ldb, T *c, long ldc,
+                long sa, long sb, long sc, long count, long align, ember_pool pool) {
+  struct job j = {gemm ? (gemm_fn)gemm : ember_own_gemm, (set_local_fn)set_local, process_wide,
+                  ta, tb, split, m, n, k, lda, ldb, ldc, sa, sb, sc, a, b, c};
+  int previous = blas_enter(j.set_local, process_wide);
+  if (pool) pool(part, &j, count, align);
+  else part(&j, 0, count);
+  blas_leave(j.set_local, process_wide, previous);
+}
+
+/* ------------------------------------------------------------------ few rows of A
+   C (m x n) = A (m x k, row-major) @ op(B) for small m, with no packing: the blocked GEMM
+   packs all of B per call, which for a few rows (a batch of one, a decoder's token) costs more
+   than the product. tb: B is n x k row-major (a linear layer's weight), each C[i][j] a dot
+   product of two contiguous rows, four rows of A by four of B at a time (the four of B stay in
+   L1 while every row of A passes); else B is k x n row-major, rows of C accumulated as sums of
+   B's rows scaled by A's values, four rows of C by four vectors of columns at a time. */
+struct skinny { int tb; long m, n, k, lda, ldb, ldc; const T *a, *b; T *c; };
+
+static T hsum(vec v) {
+  T s = 0;
+  for (long i = 0; i < VL; i++) s += v[i];
+  return s;
+}
+
+/* C[i..i+NI][j..j+4] as dot products (NI rows of A: a constant where it is inlined) */
+static inline __attribute__((always_inline)) void dots_block(const struct skinny *s, long i,
+                                                             long j, long nj, const int NI) {
+  long kv = s->k / VL * VL;
+  const T *w[4], *x[4];
+  for (int q = 0; q < 4; q++) w[q] = s->b + (j + (q < nj ? q : 0)) * s->ldb;
+  for (int r = 0; r < NI; r++) x[r] = s->a + (i + r) * s->lda;
+  vec acc[4][4];
+  for (int r = 0; r < NI; r++)
+    for (int q = 0; q < 4; q++) acc[r][q] = (vec){0};
+  for (long p = 0; p < kv; p += VL) {
+    vec wv[4];
+    for (int q = 0; q < 4; q++) wv[q] = *(const uvec *)(w[q] + p);
+    for (int r = 0; r < NI; r++) {
+      vec xv = *(const uvec *)(x[r] + p);
+      for (int q = 0; q < 4; q++) acc[r][q] += xv * wv[q];
+    }
+  }
+  for (int r = 0; r < NI; r++)
+    for (long q = 0; q < nj; q++) {
+      T sum = hsum(acc[r][q]);
+      for (long p = kv; p < s->k; p++) sum += x[r][p] * w[q][p];
+      s->c[(i + r) * s->ldc + j + q] = sum;
+    }
+}
+
+/* C[i..i+NI][j..j+nv vectors] as sums of B's rows (NI: a constant where it is inlined) */
+static inline __attribute__((always_inline)) void rows_block(const struct skinny *s, long i,
+                                                             long j, long j1, const int NI) {
+  long nv = (j1 - j + VL - 1) / VL < 4 ? (j1 - j + VL - 1) / VL : 4;
+  int full = j + nv * VL <= j1;
+  vec acc[4][4];
+  for (int r = 0; r < NI; r++)
+    for (int v = 0; v < 4; v++) acc[r][v] = (vec){0};
+  for (long p = 0; p < s->k; p++) {
+    const T *brow = s->b + p * s->ldb + j;
+    vec bv[4];
+    if (full && nv == 4)
+      for (int v = 0; v < 4; v++) bv[v] = *(const uvec *)(brow + v * VL);
+    else
+      for (int v = 0; v < 4; v++)
+        for (long e = 0; e < VL; e++) bv[v][e] = j + v * VL + e < j1 ? brow[v * VL + e] : 0;
+    for (int r = 0; r < NI; r++) {
+      T av = s->a[(i + r) * s->lda + p];
+      for (int v = 0; v < 4; v++) acc[r][v] += av * bv[v];
+    }
+  }
+  for (int r = 0; r < NI; r++)
+    for (long v = 0; v < nv; v++)
+      for (long e = 0; e < VL && j + v * VL + e < j1; e++)
+        s->c[(i + r) * s->ldc + j + v * VL + e] = acc[r][v][e];
+}
+
+/* the block at rows i.., columns j.. (to j1) of either form, NI rows of it */
+static inline __attribute__((always_inline)) void skinny_block(const struct skinny *s, long i,
+                                                               long j, long j1, const int NI) {
+  if (s->tb) dots_block(s, i, j, j1 - j < 4 ? j1 - j : 4, NI);
+  else rows_block(s, i, j, j1, NI);
+}
+
+/* columns lo..hi: blocks of four columns (dot products) or four vectors of them (sums of
+   rows), each for every block of up to four rows, the row count a constant in each call */
+static void skinny_part(void *job, long lo, long hi) {
+  const struct skinny *s = job;
+  long width = s->tb ? 4 : 4 * VL;
+  for (long j = lo; j < hi; j += width)
+    for (long i = 0; i < s->m; i += 4) {
+      switch (s->m - i < 4 ? s->m - i : 4) {
+        case 1: skinny_block(s, i, j, hi, 1); break;
+        case 2: skinny_block(s, i, j, hi, 2); break;
+        case 3: skinny_block(s, i, j, hi, 3); break;
+        default: skinny_block(s, i, j, hi, 4);
+      }
+    }
+}
+
+void ember_skinny(int tb, long m, long n, long k, const T *a, long lda, const T *b, long ldb,
+                  T *c, long ldc, long align, ember_pool pool) {
+  struct skinny s = {tb, m, n, k, lda, ldb, ldc, a, b, c};
+  if (pool) pool(skinny_part, &s, n, align);
+  else skinny_part(&s, 0, n);
+}
+"""
+
+# ember's own single-threaded GEMM on the shared micro-kernel (kernels/cmicro.py), with the
+# CBLAS signature (row-major; alpha 1 and beta 0, the only values `ember_gemm` passes). A is
+# packed whole into panels of MR rows; then for each panel of NR columns of B, block by block
+# of KC along K, each block is packed and every panel of A multiplied into its MR x NR tile of
+# accumulators, which are stored into C once K is done.
+OWN_GEMM = r"""
+#include <stdlib.h>
+#include <string.h>
+
+/* the calling thread's packing buffer, kept between calls and grown as needed: allocating
+   and freeing it per call (mmap and munmap, at these sizes) interrupted the other threads to
+   flush their TLBs and made two threads slower than one */
+static T *scratch(size_t bytes) {
+  static __thread T *buffer = 0;
+  static __thread size_t capacity = 0;
+  if (bytes > capacity) {
+    free(buffer);
+    capacity = (bytes + 4095) / 4096 * 4096;
+    buffer = aligned_alloc(64, capacity);
+    if (!buffer) abort();
+  }
+  return buffer;
+}
+
+static void pack_a(int ta, const T *a, long lda, long m, long k, T *ap) {
+  for (long i0 = 0; i0 < m; i0 += MR) {
+    T *to = ap + i0 * k;
+    long mr = m - i0 < MR ? m - i0 : MR;
+    if (ta) {  /* op(A)[i][p] = a[p * lda + i]: MR contiguous values per step */
+      for (long p = 0; p < k; p++) {
+        const T *from = a + p * lda + i0;
+        for (long r = 0; r < MR; r++) to[p * MR + r] = r < mr ? from[r] : 0;
+      }
+    } else if (mr == MR) { /* MR rows read side by side, a step at a time */
+      const T *from = a + i0 * lda;
+      for (long p = 0; p < k; p++)
+#pragma GCC unroll 8
+        for (long r = 0; r < MR; r++) to[p * MR + r] = from[r * lda + p];
+    } else {
+      for (long p = 0; p < k; p++)
+        for (long r = 0; r < MR; r++) to[p * MR + r] = r < mr ? a[(i0 + r) * lda + p] : 0;
+    }
+  }
+}
+
+/* rows p0..p0+kc of op(B), columns j0..j0+nr, as kc x NR (zero past nr) */
+static void pack_b(int tb, const T *b, long ldb, long p0, long kc, long j0, long nr, T *bp) {
+  if (!tb) {
+    for (long p = 0; p < kc; p++) {
+      const T *from = b + (p0 + p) * ldb + j0;
+      T *to = bp + p * NR;
+      if (nr == NR) {
+        *(vec *)to = *(const uvec *)from;
+        *(vec *)(to + VL) = *(const uvec *)(from + VL);
+        *(vec *)(to + 2 * VL) = *(const uvec *)(from + 2 * VL);
+      } else {
+        long c = 0;
+        for (; c < nr; c++) to[c] = from[c];
+        for (; c < NR; c++) to[c] = 0;
+      }
+    }
+  } else {  /* op(B)[p][j] = b[j * ldb + p]: eight rows of b at a time read side by side (eight
+               sequential streams, which the prefetchers follow), stored eight values a step */
+    const T *from = b + j0 * ldb + p0;
+    long c0 = 0;
+    for (; c0 + 8 <= nr; c0 += 8)
+      for (long p = 0; p < kc; p++)
+#pragma GCC unroll 8
+        for (long r = 0; r < 8; r++) bp[p * NR + c0 + r] = from[(c0 + r) * ldb + p];
+    for (long p = 0; p < kc; p++)
+      for (long c = c0; c < NR; c++) bp[p * NR + c] = c < nr ? from[c * ldb + p] : 0;
+  }
+}
+
+static void ember_own_gemm(int order, int transa, int transb, BLAS_INT m_, BLAS_INT n_,
+                           BLAS_INT k_, T alpha, const T *a, BLAS_INT lda, const T *b,
+                           BLAS_INT ldb, T beta, T *c, BLAS_INT ldc) {
+  (void)order, (void)alpha, (void)beta;
+  long m = m_, n = n_, k = k_; /* all positive: `matmul` leaves empty products to NumPy */
+  long mp = (m + MR - 1) / MR;
+  long a_size = (mp * MR * k + VL - 1) / VL * VL; /* (tiles and bp stay 64-byte aligned) */
+  T *ap = scratch((size_t)(a_size + mp * MR * NR + KC * NR) * sizeof(T));
+  T *tiles = ap + a_size, *bp = tiles + mp * MR * NR;
+  pack_a(transa == 112, a, lda, m, k, ap);
+  for (long j0 = 0; j0 < n; j0 += NR) {
+    long nr = n - j0 < NR ? n - j0 : NR;
+    for (long p0 = 0; p0 < k; p0 += KC) {
+      long kc = k - p0 < KC ? k - p0 : KC;
+      pack_b(transb == 112, b, ldb, p0, kc, j0, nr, bp);
+      for (long ip = 0; ip < mp; ip++)
+        micro(kc, ap + ip * MR * k + p0 * MR, bp, tiles + ip * MR * NR, p0 == 0);
+    }
+    for (long i = 0; i < m; i++)
+      memcpy(c + i * ldc + j0, tiles + (i / MR) * MR * NR + (i % MR) * NR, nr * sizeof(T));
+  }
+}
+"""
