@@ -15,7 +15,7 @@ from ember import models
 from ember.graph import interpreter
 from ember.kernels import ccompile, cpool
 from ember.nn import functional as F
-from ember.runtime import cgraph, parallel, parallel_cost
+from ember.runtime import cgraph, parallel, parallel_measure
 from ember.runtime.codegen import compile_graph
 from ember.runtime.parallel_cost import Calibration
 
@@ -213,9 +213,12 @@ def test_the_parallel_executor_runs_the_c_program_and_falls_back_while_it_is_bus
 
 
 def test_on_this_machine_the_calibration_has_the_c_runners_costs():
-    c_run, c_step, convs, copies = parallel_cost._c_runner_costs()
+    c_run, c_step, convs, copies = parallel_measure._c_runner_costs()
     assert (
-        c_run > 0 and c_step >= 0 and len(convs) == len(parallel_cost._C_CONVS) and len(copies) > 2
+        c_run > 0
+        and c_step >= 0
+        and len(convs) == len(parallel_measure._C_CONVS)
+        and len(copies) > 2
     )
     assert all(t > 0 and f >= 1.0 for _, t, f in convs + copies)
     times = [t for _, t, _ in convs]

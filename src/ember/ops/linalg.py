@@ -187,7 +187,7 @@ def _matmul_c_step(node):
     return csteps.linear_step(a, b, None, node.outputs[0].type, transposed=False)
 
 
-_MATMUL = register(
+MATMUL = register(
     OpDef(
         name="matmul",
         kind="linalg",
@@ -217,7 +217,7 @@ def matmul(a, b):
     dimensions are batches and broadcast."""
     a, b = promote(a, b)
     if a.ndim >= 2 and b.ndim >= 2:
-        return apply(_MATMUL, a, b)
+        return apply(MATMUL, a, b)
     if a.ndim == 0 or b.ndim == 0:
         raise _mismatch(a.shape, b.shape, "both operands need at least 1 dimension")
     k_a = a.shape[-1]
@@ -225,12 +225,12 @@ def matmul(a, b):
     if k_a != k_b:
         raise _mismatch(a.shape, b.shape, f"the inner dimensions differ ({k_a} vs {k_b})")
     if a.ndim == 1 and b.ndim == 1:
-        out = apply(_MATMUL, E.reshape(a, (1, k_a)), E.reshape(b, (k_b, 1)))
+        out = apply(MATMUL, E.reshape(a, (1, k_a)), E.reshape(b, (k_b, 1)))
         return E.reshape(out, ())
     if a.ndim == 1:
-        out = apply(_MATMUL, E.reshape(a, (1, k_a)), b)
+        out = apply(MATMUL, E.reshape(a, (1, k_a)), b)
         return E.reshape(out, tuple(out.shape[:-2]) + (out.shape[-1],))
-    out = apply(_MATMUL, a, E.reshape(b, (k_b, 1)))
+    out = apply(MATMUL, a, E.reshape(b, (k_b, 1)))
     return E.reshape(out, tuple(out.shape[:-1]))
 
 

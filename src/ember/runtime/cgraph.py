@@ -263,7 +263,7 @@ def measure_nodes(graph, steps: list, reps: int = 5, budget_s: float = 0.25) -> 
     tables price them)."""
     from ..kernels import cpool
     from .parallel import node_callable
-    from .parallel_cost import _median_time
+    from .parallel_measure import _median_time
 
     rng = np.random.default_rng(0)
     calls = [i for i, n in enumerate(graph.nodes) if n.kind == "call"]
