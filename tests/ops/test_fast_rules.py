@@ -1,0 +1,104 @@
+"""Every op's ``fast`` rule (its C implementation) agrees with its NumPy reference kernel on the
+registry's conformance samples, and the rules an OpDef takes are typed: a misspelled one fails
+when the op is defined."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ember.ops import REGISTRY, OpDef
+
+from .harness import ember_forward, ember_gradients
+from .test_conformance import SAMPLES, _float32
+
+FAST_OPS = sorted(name for name, op in REGISTRY.items() if op.fast is not None)
+_EXERCISED: set[str] = set()
+
+
+def _close(got, want, what: str) -> None:
+    """Within the rounding of a reordered sum: the C kernels sum products and exponentials in
+    other orders than NumPy's BLAS and loops (1e-4 of the scale in float32, 1e-11 in float64);
+    indices, masks and integers exactly."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape and got.dtype == want.dtype, what
+    if want.dtype.kind != "f":
+        np.testing.assert_array_equal(got, want, err_msg=what)
+        return
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(np.isfinite(got), finite, err_msg=what)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=what)
+    scale = float(np.abs(want[finite]).max()) if finite.any() else 0.0
+    tol = 1e-4 if want.dtype.itemsize <= 4 else 1e-11
+    np.testing.assert_allclose(got[finite], want[finite], rtol=tol, atol=tol * scale, err_msg=what)
+
+
+def _checking(op):
+    def run(*arrays, **attrs):
+        want = op.kernel(*[np.array(a, copy=True) for a in arrays], **attrs)
+        got = op.fast(*arrays, **attrs)
+        if got is None:  # (declined: the reference runs)
+            return want
+        _EXERCISED.add(op.name)
+        pairs = zip(got, want) if isinstance(want, tuple) else ((got, want),)
+        for k, (g, w) in enumerate(pairs):
+            _close(g, w, f"{op.name}: output {k} of its fast rule")
+        return got
+
+    return run
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=lambda s: s.name)
+def test_fast_rules_agree_with_the_reference_kernels(sample, monkeypatch):
+    for name in FAST_OPS:
+        monkeypatch.setattr(REGISTRY[name], "run", _checking(REGISTRY[name]))
+    if sample.grad:  # (the backward pass runs the gradient ops' fast rules too)
+        ember_gradients(sample, sample.inputs)
+    else:
+        ember_forward(sample, sample.inputs)
+    if sample.float32:
+        ember_forward(sample, _float32(sample.inputs))
+
+
+def test_every_fast_rule_was_exercised():
+    """Runs after the parametrized test above (pytest keeps file order)."""
+    if not _EXERCISED:
+        pytest.skip("the samples did not run (selected alone, or no C compiler)")
+    from ember.kernels import ccompile
+
+    if not ccompile.compiler_available():
+        pytest.skip("no C compiler: every fast rule declines")
+    missing = sorted(set(FAST_OPS) - _EXERCISED)
+    assert not missing, f"ops whose fast rule no conformance sample runs: {missing}"
+
+
+def test_a_misspelled_rule_fails_when_the_op_is_defined():
+    with pytest.raises(TypeError, match="workspce"):
+        OpDef(
+            name="bad",
+            kind="elementwise",
+            infer=lambda x: x,
+            kernel=lambda x: x,
+            workspce=lambda node, layouts: 0,
+        )
+
+
+def test_a_c_expression_belongs_to_an_elementwise_op():
+    with pytest.raises(ValueError, match="only elementwise ops"):
+        OpDef(name="bad", kind="reduce", infer=lambda x: x, kernel=lambda x: x, c="({0})")
+
+
+def test_run_prefers_the_fast_rule_and_falls_back_to_the_kernel():
+    calls = []
+
+    def fast(x):
+        calls.append("fast")
+        return None if x.size == 0 else x + 1
+
+    op = OpDef(name="plus_one", kind="elementwise", infer=lambda x: x, kernel=lambda x: x + 1)
+    assert op.run is op.kernel  # no fast rule: run is the kernel itself
+    op = OpDef(
+        name="plus_one", kind="elementwise", infer=lambda x: x, kernel=lambda x: x + 1, fast=fast
+    )
+    np.testing.assert_array_equal(op.run(np.zeros(2)), np.ones(2))
+    assert op.run(np.zeros(0)).shape == (0,) and calls == ["fast", "fast"]
