@@ -37,16 +37,16 @@ from .. import autograd
 from ..errors import EmberError
 from ..graph.ir import Graph
 from ..tensor import Tensor
-from .signature import CallKey, TensorSpec, explain, tensor_component
-from .state import discover, grad_signature, state_signature
-from .trace import (
-    DEFAULT_OPT_LEVEL,
-    EXECUTORS,
-    GraphFunction,
-    _parameter_names,
-    capture_call,
+from .signature import (
+    CallKey,
+    TensorSpec,
+    explain,
+    parameter_names,
     split_args,
+    tensor_component,
 )
+from .state import discover, grad_signature, state_signature
+from .trace import DEFAULT_OPT_LEVEL, EXECUTORS, GraphFunction, capture_call
 
 __all__ = ["Function", "FunctionStats", "function", "RETRACE_WARNING"]
 
@@ -111,7 +111,7 @@ class Function:
         self._last_key: CallKey | None = None
         self._last_entry: GraphFunction | None = None
         self._warned = False
-        self._arg_names = _parameter_names(fn)
+        self._arg_names = parameter_names(fn)
         functools.update_wrapper(self, fn, updated=())
 
     def __get__(self, obj, objtype=None):

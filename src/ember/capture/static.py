@@ -36,6 +36,7 @@ from ..graph.builder import GraphBuilder
 from ..graph.ir import Graph
 from ..graph.printer import format_type
 from ..graph.symbolic_tensor import SymbolicTensor
+from ..graph.tree import flatten, unflatten
 from ..ops import _registry as _reg
 from ..ops._registry import TensorType
 from ..runtime.codegen import compile_graph
@@ -144,25 +145,6 @@ class Variable(Tensor):
 
 def _rebuild_variable(data: np.ndarray, name: str, trainable: bool) -> Variable:
     return Variable(data, name, trainable)
-
-
-# ---------------------------------------------------------------------------------- fetches
-def _flatten(obj, leaves: list):
-    if isinstance(obj, (list, tuple)):
-        return (type(obj), [_flatten(o, leaves) for o in obj])
-    if isinstance(obj, dict):
-        return (dict, {k: _flatten(v, leaves) for k, v in obj.items()})
-    leaves.append(obj)
-    return None
-
-
-def _unflatten(spec, leaves):
-    if spec is None:
-        return next(leaves)
-    kind, inner = spec
-    if kind is dict:
-        return {k: _unflatten(v, leaves) for k, v in inner.items()}
-    return kind(_unflatten(s, leaves) for s in inner)
 
 
 class _Plan:
@@ -341,8 +323,8 @@ class Session:
         return self._plan(targets, updates).graph
 
     def _targets(self, fetches):
-        leaves: list = []
-        spec = _flatten(fetches, leaves)
+        # any object is a leaf: graph tensors, Variables, training ops (checked one by one)
+        leaves, _, spec = flatten(fetches, is_leaf=lambda _: True)
         values = [self._fetch_value(leaf) for leaf in leaves]
         ops = list({id(op): op for op in leaves if isinstance(op, Operation)}.values())
         variants = [(op, op.updates()) for op in ops]
@@ -398,7 +380,7 @@ class Session:
             apply_writebacks(plan_, results[len(targets) - len(updates) :], [], fed)
         for op, variant in variants:
             op._after_run(variant)
-        return _unflatten(spec, iter(fetched))
+        return unflatten(spec, fetched)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{len(self._plans)} compiled subgraphs"

@@ -23,106 +23,22 @@ runtime/parallel.py: independent nodes on a thread pool where its cost model pre
 
 from __future__ import annotations
 
-import inspect
-
 from ..errors import EmberError, ShapeError, TraceError
 from ..graph import interpreter
 from ..graph.builder import GraphBuilder
 from ..graph.ir import Graph
 from ..graph.printer import format_type
 from ..graph.symbolic_tensor import SymbolicTensor
+from ..graph.tree import flatten, replace_leaves, tensor_leaves, unflatten
 from ..ops import _registry as _reg
-from ..ops._registry import TensorBase, TensorType
+from ..ops._registry import TensorType
 from ..runtime.codegen import compile_graph
 from ..symbolic import SymDim
 from ..tensor import Tensor
+from .signature import CallKey, explain, parameter_names, split_args
 
 EXECUTORS = ("codegen", "interpreter", "parallel", "arena")  # arena: plan/arena.py
 DEFAULT_OPT_LEVEL = 3  # transforms/pipeline.py: O3 runs every pass
-
-
-def _flatten(obj, leaves: list):
-    """The structure of a nest of tuples/lists/dicts with tensors as leaves (leaves appended)."""
-    if isinstance(obj, TensorBase):
-        leaves.append(obj)
-        return ("leaf",)
-    if isinstance(obj, (tuple, list)):
-        return (type(obj), [_flatten(o, leaves) for o in obj])
-    if isinstance(obj, dict):
-        return (dict, {k: _flatten(v, leaves) for k, v in obj.items()})
-    raise EmberError(
-        f"a traced function must return tensors (or tuples, lists, dicts of them), "
-        f"got {type(obj).__name__}",
-        op="trace",
-    )
-
-
-def _unflatten(spec, leaves):
-    if spec[0] == "leaf":
-        return next(leaves)
-    kind, inner = spec
-    if kind is dict:
-        return {k: _unflatten(v, leaves) for k, v in inner.items()}
-    return kind(_unflatten(s, leaves) for s in inner)
-
-
-def _parameter_names(fn, count: int | None = None) -> list[str]:
-    """The names of ``fn``'s positional parameters (``arg<i>`` where unknown), ``count`` many
-    (all of them when None)."""
-    try:
-        target = fn.forward if hasattr(fn, "forward") else fn
-        params = [
-            p.name
-            for p in inspect.signature(target).parameters.values()
-            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-        ]
-    except (TypeError, ValueError):
-        params = []
-    if count is None:
-        return params
-    return [params[i] if i < len(params) else f"arg{i}" for i in range(count)]
-
-
-def split_args(args: tuple, kwargs: dict, arg_names: list[str]):
-    """Tensor leaves of the arguments with a name for each (the parameter's name, with an
-    index or key inside containers), and the rest as a hashable structure (Python values by
-    `python_component`)."""
-    from .signature import python_component
-
-    leaves: list = []
-    names: list[str] = []
-
-    def walk(obj, name):
-        if isinstance(obj, TensorBase):
-            leaves.append(obj)
-            names.append(name)
-            return ("leaf",)
-        if isinstance(obj, (tuple, list)):
-            return (type(obj).__name__, tuple(walk(o, f"{name}_{i}") for i, o in enumerate(obj)))
-        if isinstance(obj, dict):
-            return ("dict", tuple((k, walk(v, f"{name}_{k}")) for k, v in obj.items()))
-        return python_component(obj)
-
-    positional = tuple(
-        walk(a, arg_names[i] if i < len(arg_names) else f"arg{i}") for i, a in enumerate(args)
-    )
-    keywords = tuple((k, walk(v, k)) for k, v in kwargs.items())
-    return leaves, names, (positional, keywords)
-
-
-def _rebuild(args, kwargs, replacements):
-    """``(args, kwargs)`` with each tensor leaf replaced by the next of ``replacements``."""
-
-    def walk(obj):
-        if isinstance(obj, TensorBase):
-            return next(replacements)
-        if isinstance(obj, (tuple, list)):
-            return type(obj)(walk(o) for o in obj)
-        if isinstance(obj, dict):
-            return {k: walk(v) for k, v in obj.items()}
-        return obj
-
-    return walk(args), walk(kwargs)
 
 
 def _feed(kind: str, source, leaves: list):
@@ -313,7 +229,7 @@ class GraphFunction:
             tensors = [sources[p] for p in self.autograd.wrt]
             self.autograd.attach(outs, arrays, saved, tensors, sources)
         apply_writebacks(self.writebacks, extra, leaves, fed | {id(r) for r in user})
-        return None if self.out_spec is None else _unflatten(self.out_spec, iter(outs))
+        return None if self.out_spec is None else unflatten(self.out_spec, outs)
 
     def check(self, leaves: list) -> None:
         """Raise a clear error unless ``leaves`` fit the traced argument types."""
@@ -347,7 +263,7 @@ class GraphFunction:
                 )
 
     def __call__(self, *args, **kwargs):
-        leaves, _, _ = split_args(args, kwargs, [])
+        leaves = tensor_leaves((args, kwargs))
         leaves = [t if isinstance(t, Tensor) else Tensor(t) for t in leaves]
         self.check(leaves)
         if self._state_guard is not None:
@@ -357,8 +273,6 @@ class GraphFunction:
     def _check_state(self, leaves) -> None:
         """A trace baked in Python facts about the state it read (which tensors had a .grad,
         which optimizer buffers existed, training flags); refuse to run once they changed."""
-        from .signature import explain
-
         reach, names, traced = self._state_guard
         now = _guard_key(reach, leaves, names, self.reads_grads)
         if now != traced:
@@ -416,7 +330,7 @@ def capture_call(
                 s.grad = builder.input(TensorType(shape, t.dtype), f"{names[i]}_grad")
                 feeds.append(("arg_grad", i))
         symbolic.append(s)
-    call_args, call_kwargs = _rebuild(args, kwargs, iter(symbolic))
+    call_args, call_kwargs = replace_leaves((args, kwargs), iter(symbolic))
     entry_arg_grads = {i: s.grad for i, s in grad_args}
     snapshot = Snapshot(reach)
     try:
@@ -424,8 +338,9 @@ def capture_call(
             out = fn(*call_args, **call_kwargs)
         # a graph that neither ran backward nor read a .grad is the same whatever the gradients
         reads_grads = grads_read[0] or builder.backward_start is not None
-        out_leaves: list = []
-        out_spec = None if out is None else _flatten(out, out_leaves)
+        out_leaves, out_spec = [], None
+        if out is not None:
+            out_leaves, _, out_spec = flatten(out, "a traced function's results", op="trace")
         user_values = [builder.value_of(t) for t in out_leaves]
         check_found(builder, reach, graph_name)
         writebacks, extra = plan_writebacks(builder, snapshot, reach, grad_args, entry_arg_grads)
@@ -511,7 +426,7 @@ def trace(
 
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
-    arg_names = _parameter_names(fn)
+    arg_names = parameter_names(fn)
     leaves, names, _ = split_args(example_inputs, {}, arg_names)
     reach = discover(fn, example_inputs, {}, arg_names)
     traced = capture_call(
@@ -533,7 +448,6 @@ def trace(
 
 
 def _guard_key(reach, leaves, names, reads_grads: bool):
-    from .signature import CallKey
     from .state import grad_signature, state_signature
 
     labels, values = state_signature(reach.refresh())
@@ -543,4 +457,4 @@ def _guard_key(reach, leaves, names, reads_grads: bool):
     return CallKey(lambda: labels() + grad_labels(), values + grad_values)
 
 
-__all__ = ["GraphFunction", "SymbolicTensor", "capture_call", "split_args", "trace"]
+__all__ = ["GraphFunction", "SymbolicTensor", "capture_call", "trace"]

@@ -227,9 +227,10 @@ def cond(pred, true_fn, false_fn, *operands):
 
 def staged_cond(pred, true_fn, false_fn, *operands):
     """`cond` recorded as a node even when eager (see the module docstring)."""
-    from ..graph.subgraph import flatten, trace_subgraph, type_of, unflatten, unify_lifted
+    from ..graph.subgraph import trace_subgraph, type_of, unify_lifted
+    from ..graph.tree import flatten, unflatten
 
-    leaves, paths, spec = flatten(operands, "cond operands")
+    leaves, paths, spec = flatten(operands, "cond operands", numbers=True)
     types = [type_of(t) for t in leaves]
     names = [f"operand{i}" for i in range(len(leaves))]
 
@@ -268,9 +269,9 @@ def _describe(spec) -> str:
 
 def _check_carries(new, spec, types, paths, op: str = "while_loop") -> None:
     """The body kept the carries' structure and types (eager loops check every step)."""
-    from ..graph.subgraph import flatten
+    from ..graph.tree import flatten
 
-    leaves, _, new_spec = flatten(new, "a loop body's result")
+    leaves, _, new_spec = flatten(new, "a loop body's result", numbers=True)
     if new_spec != spec:
         raise EmberError(
             f"the body returns {_describe(new_spec)} but the carries are {_describe(spec)}; a "
@@ -316,9 +317,10 @@ def while_loop(cond_fn, body_fn, init_vals, *, checkpoint_every: int | None = No
     """
     _check_checkpoint(checkpoint_every)
     if not _tracing() and checkpoint_every is None:
-        from ..graph.subgraph import flatten, type_of
+        from ..graph.subgraph import type_of
+        from ..graph.tree import flatten
 
-        leaves, paths, spec = flatten(init_vals, "loop carries")
+        leaves, paths, spec = flatten(init_vals, "loop carries", numbers=True)
         types = [type_of(t) for t in leaves]
         vals = init_vals
         while bool(cond_fn(vals)):
@@ -330,10 +332,11 @@ def while_loop(cond_fn, body_fn, init_vals, *, checkpoint_every: int | None = No
 
 def staged_while_loop(cond_fn, body_fn, init_vals, *, checkpoint_every: int | None = None):
     """`while_loop` recorded as a node even when eager (see the module docstring)."""
-    from ..graph.subgraph import flatten, trace_subgraph, type_of, unflatten, unify_lifted
+    from ..graph.subgraph import trace_subgraph, type_of, unify_lifted
+    from ..graph.tree import flatten, unflatten
 
     _check_checkpoint(checkpoint_every)
-    leaves, paths, spec = flatten(init_vals, "loop carries")
+    leaves, paths, spec = flatten(init_vals, "loop carries", numbers=True)
     if not leaves:
         raise EmberError("a loop needs at least one tensor carry", op="while_loop")
     types = [type_of(t) for t in leaves]

@@ -120,19 +120,20 @@ def scan(fn, init, xs, *, checkpoint_every: int | None = None):
 
 
 def _eager_scan(fn, init, xs):
-    from ..graph.subgraph import flatten, type_of, unflatten
+    from ..graph.subgraph import type_of
+    from ..graph.tree import flatten, unflatten
     from ..ops.shape import stack
 
-    c_leaves, c_paths, c_spec = flatten(init, "scan carries")
+    c_leaves, c_paths, c_spec = flatten(init, "scan carries", numbers=True)
     c_types = [type_of(t) for t in c_leaves]
-    x_leaves, _, x_spec = flatten(xs, "scan sequences")
+    x_leaves, _, x_spec = flatten(xs, "scan sequences", numbers=True)
     if not x_leaves:
         raise EmberError("scan needs at least one sequence in xs", op="scan")
     carry, ys, y_spec = init, [], None
     for t in range(x_leaves[0].shape[0]):
         carry, y = fn(carry, unflatten(x_spec, [x[t] for x in x_leaves]))
         _check_carries(carry, c_spec, c_types, c_paths, op="scan")
-        y_leaves, _, y_spec = flatten(y, "scan outputs")
+        y_leaves, _, y_spec = flatten(y, "scan outputs", numbers=True)
         ys.append(y_leaves)
     if y_spec is None:
         # no steps: trace nothing, the outputs' structure is unknown without running fn
@@ -142,10 +143,11 @@ def _eager_scan(fn, init, xs):
 
 def staged_scan(fn, init, xs, *, checkpoint_every: int | None = None):
     """`scan` recorded as a node even when eager (see control/flow.py's docstring)."""
-    from ..graph.subgraph import flatten, trace_subgraph, type_of, unflatten, unify_lifted
+    from ..graph.subgraph import trace_subgraph, type_of, unify_lifted
+    from ..graph.tree import flatten, unflatten
 
-    c_leaves, _, c_spec = flatten(init, "scan carries")
-    x_leaves, _, x_spec = flatten(xs, "scan sequences")
+    c_leaves, _, c_spec = flatten(init, "scan carries", numbers=True)
+    x_leaves, _, x_spec = flatten(xs, "scan sequences", numbers=True)
     if not x_leaves or any(not x.shape for x in x_leaves):
         raise EmberError("scan needs sequences (tensors with a first axis) in xs", op="scan")
     types = [type_of(t) for t in c_leaves]
@@ -156,7 +158,7 @@ def staged_scan(fn, init, xs, *, checkpoint_every: int | None = None):
 
     def body(*args):
         carry, y = fn(unflatten(c_spec, args[:n]), unflatten(x_spec, args[n:]))
-        specs["y"] = flatten(y, "scan outputs")[2]
+        specs["y"] = flatten(y, "scan outputs", numbers=True)[2]
         return (carry, y)
 
     graph, _, spec, lifted = trace_subgraph(body, types, names, "body", "scan outputs")

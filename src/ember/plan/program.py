@@ -144,11 +144,12 @@ def _distinct_bytes(arrays) -> int:
 def measure_peak(fn, *args, **kwargs) -> int:
     """The measured peak of one call ``fn(*args, **kwargs)`` of an ``ember.function`` (see the
     module docstring), in bytes."""
-    from ..capture.trace import _feed, split_args
+    from ..capture.trace import _feed
+    from ..graph.tree import tensor_leaves
     from ..tensor import Tensor
 
     gf = fn.compile(*args, **kwargs)
-    leaves, _, _ = split_args(args, kwargs, [])
+    leaves = tensor_leaves((args, kwargs))
     leaves = [t if isinstance(t, Tensor) else Tensor(t) for t in leaves]
     fed = [_feed(kind, source, leaves) for kind, source in gf.feeds if kind != "cotangent"]
     held = _distinct_bytes(fed)

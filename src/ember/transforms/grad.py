@@ -31,12 +31,13 @@ from __future__ import annotations
 import functools
 
 from ..autograd import vjp_results
-from ..capture.trace import _flatten, _parameter_names, _unflatten
+from ..capture.signature import parameter_names
 from ..errors import AutogradError, DTypeError, EmberError, ShapeError
 from ..graph import scope as _scope
 from ..graph.builder import GraphBuilder
 from ..graph.ir import Graph
 from ..graph.symbolic_tensor import SymbolicTensor
+from ..graph.tree import flatten, unflatten
 from ..ops import _registry as _reg
 from ..ops._registry import TensorBase, TensorType
 from ..ops.copies import clone
@@ -263,7 +264,7 @@ def _symbolic_call(builder, fn, args, argnums, has_aux, name):
 def _eager_call(fn, args, argnums, has_aux, name):
     graph_name = f"grad_{getattr(fn, '__name__', 'fn')}"
     builder = GraphBuilder(Graph(graph_name if graph_name.isidentifier() else "grad"))
-    names = _parameter_names(fn, len(args))
+    names = parameter_names(fn, len(args))
     graph_args, feeds = [], []
     for arg_name, arg in zip(names, args):
         if isinstance(arg, Tensor):
@@ -272,13 +273,12 @@ def _eager_call(fn, args, argnums, has_aux, name):
         else:
             graph_args.append(arg)
     out, aux, grads = _record(builder, fn, graph_args, argnums, has_aux, name)
-    aux_leaves: list = []
-    aux_spec = _flatten(aux, aux_leaves) if has_aux else None
+    aux_leaves, _, aux_spec = flatten(aux, "the aux output", op=name) if has_aux else ([], [], None)
     builder.graph.set_outputs([builder.value_of(t) for t in [out, *aux_leaves, *grads]])
     compiled = compile_graph(builder.graph)
     results = [Tensor._wrap(r) for r in compiled(*feeds, *(t.numpy() for t in builder.captured))]
     value, rest = results[0], iter(results[1:])
-    aux = _unflatten(aux_spec, rest) if has_aux else None
+    aux = unflatten(aux_spec, rest) if has_aux else None
     return value, aux, list(rest)
 
 
