@@ -17,22 +17,24 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import EmberError, ShapeError
+from ..graph.subgraph import fresh_results, run_subgraph, trace_subgraph, type_of, unify_lifted
+from ..graph.tree import describe, flatten, unflatten
 from ..ops._registry import OpDef, TensorType, apply, export, register
-from .flow import (
-    _check_carries,
-    _check_checkpoint,
-    _check_operands,
-    _describe,
-    _fmt,
-    _mismatch,
-    _no_cost,
-    _same,
-    _tracing,
+from ._common import (
+    check_carries,
+    check_checkpoint,
+    check_operands,
+    fmt,
+    mismatch,
+    no_cost,
+    same,
+    tracing,
 )
+from .scan_grad import scan_vjp
 
 
 def _scan_infer(*operands, body, num_carries, num_xs, checkpoint_every=None):
-    _check_checkpoint(checkpoint_every, "scan")
+    check_checkpoint(checkpoint_every, "scan")
     carries = operands[:num_carries]
     xs = operands[num_carries : num_carries + num_xs]
     if not xs:
@@ -46,13 +48,13 @@ def _scan_infer(*operands, body, num_carries, num_xs, checkpoint_every=None):
                 op="scan",
             )
     sliced = [*carries, *(TensorType(tuple(x.shape[1:]), x.dtype) for x in xs)]
-    _check_operands("scan", [*sliced, *operands[num_carries + num_xs :]], body, "body")
+    check_operands("scan", [*sliced, *operands[num_carries + num_xs :]], body, "body")
     for i, (c, out) in enumerate(zip(carries, body.outputs)):
-        if not _same(c, out.type):
-            raise _mismatch(
+        if not same(c, out.type):
+            raise mismatch(
                 "scan",
-                f"the body changes carry {i} (%{body.inputs[i].name}) from {_fmt(c)} to "
-                f"{_fmt(out.type)}; a scan body must keep its carries' shapes and dtypes",
+                f"the body changes carry {i} (%{body.inputs[i].name}) from {fmt(c)} to "
+                f"{fmt(out.type)}; a scan body must keep its carries' shapes and dtypes",
                 c,
                 out.type,
             )
@@ -61,7 +63,6 @@ def _scan_infer(*operands, body, num_carries, num_xs, checkpoint_every=None):
 
 
 def _scan_kernel(*arrays, body, num_carries, num_xs, checkpoint_every=None):
-    from ..graph.subgraph import fresh_results, run_subgraph
 
     carries = list(arrays[:num_carries])
     xs = arrays[num_carries : num_carries + num_xs]
@@ -81,20 +82,14 @@ def _scan_kernel(*arrays, body, num_carries, num_xs, checkpoint_every=None):
     return fresh_results([*carries, *ys], arrays)
 
 
-def _scan_vjp(ctx, *cotangents):
-    from .scan_grad import scan_vjp
-
-    return scan_vjp(ctx, *cotangents)
-
-
 _SCAN = register(
     OpDef(
         name="scan",
         kind="control",
         infer=_scan_infer,
         kernel=_scan_kernel,
-        vjp=_scan_vjp,
-        cost=_no_cost,
+        vjp=scan_vjp,  # control/scan_grad.py
+        cost=no_cost,
         num_outputs=-1,
         doc="scan(*init, *xs, *lifted; body, num_carries, num_xs[, checkpoint_every]): a loop "
         "over xs' first axis.",
@@ -113,15 +108,13 @@ def scan(fn, init, xs, *, checkpoint_every: int | None = None):
     backward pass stacks every step's carry; with ``checkpoint_every=k`` it keeps every k-th and
     recomputes the rest segment by segment (O(n/k + k) stacked carries; even an eager call is
     then recorded as one node, so that this gradient, not the tape of every step, is used)."""
-    _check_checkpoint(checkpoint_every, "scan")
-    if not _tracing() and checkpoint_every is None:
+    check_checkpoint(checkpoint_every, "scan")
+    if not tracing() and checkpoint_every is None:
         return _eager_scan(fn, init, xs)
     return staged_scan(fn, init, xs, checkpoint_every=checkpoint_every)
 
 
 def _eager_scan(fn, init, xs):
-    from ..graph.subgraph import type_of
-    from ..graph.tree import flatten, unflatten
     from ..ops.shape import stack
 
     c_leaves, c_paths, c_spec = flatten(init, "scan carries", numbers=True)
@@ -132,7 +125,7 @@ def _eager_scan(fn, init, xs):
     carry, ys, y_spec = init, [], None
     for t in range(x_leaves[0].shape[0]):
         carry, y = fn(carry, unflatten(x_spec, [x[t] for x in x_leaves]))
-        _check_carries(carry, c_spec, c_types, c_paths, op="scan")
+        check_carries(carry, c_spec, c_types, c_paths, op="scan")
         y_leaves, _, y_spec = flatten(y, "scan outputs", numbers=True)
         ys.append(y_leaves)
     if y_spec is None:
@@ -143,8 +136,6 @@ def _eager_scan(fn, init, xs):
 
 def staged_scan(fn, init, xs, *, checkpoint_every: int | None = None):
     """`scan` recorded as a node even when eager (see control/flow.py's docstring)."""
-    from ..graph.subgraph import trace_subgraph, type_of, unify_lifted
-    from ..graph.tree import flatten, unflatten
 
     c_leaves, _, c_spec = flatten(init, "scan carries", numbers=True)
     x_leaves, _, x_spec = flatten(xs, "scan sequences", numbers=True)
@@ -164,7 +155,7 @@ def staged_scan(fn, init, xs, *, checkpoint_every: int | None = None):
     graph, _, spec, lifted = trace_subgraph(body, types, names, "body", "scan outputs")
     if spec[1][0] != c_spec:
         raise EmberError(
-            f"the body returns {_describe(spec[1][0])} but the carries are {_describe(c_spec)}; "
+            f"the body returns {describe(spec[1][0])} but the carries are {describe(c_spec)}; "
             "a scan body must return its carries' structure",
             op="scan",
         )
