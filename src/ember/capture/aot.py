@@ -4,7 +4,7 @@ A compiled function called with gradients enabled, whose outputs depend on tenso
 grad (a model's parameters, an argument with ``requires_grad``), must give outputs that eager
 ``backward()`` can differentiate, as ``torch.compile`` does. At trace time `add_backward`
 records, after the function's own nodes, the backward pass of its floating outputs with respect
-to those tensors (the registry's VJPs, via transforms/grad.py), fed by one cotangent input per
+to those tensors (the registry's VJPs, via graph/autodiff.py), fed by one cotangent input per
 output. The joint graph is then split where the backward begins (transforms/partition.py):
 
 * each call runs only the **forward** graph, which also returns the activations the backward
@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import AutogradError
 from ..graph import interpreter
+from ..graph.autodiff import backward_graph_values
 from ..graph.symbolic_tensor import SymbolicTensor
 from ..ops._registry import Cost, OpDef, TensorType, apply
 from ..runtime.codegen import compile_graph
@@ -49,8 +50,6 @@ def add_backward(builder, user_values, wrt_positions) -> tuple[int, list, list] 
     """Record the backward pass of the floating ``user_values`` with respect to the graph inputs
     at ``wrt_positions``. Returns (backward_start, cotangent input values, gradient values), or
     None when no output depends on those inputs."""
-    from ..transforms.grad import backward_graph_values
-
     graph = builder.graph
     floating = [v for v in user_values if v.type.dtype.is_floating_point]
     wrt = [graph.inputs[p] for p in wrt_positions]

@@ -32,6 +32,7 @@ from ..errors import TraceError
 from ..ops import _registry as _reg
 from ..ops._registry import TensorType
 from ..tensor import Tensor
+from .autodiff import backward_graph_values
 from .builder import GraphBuilder
 from .ir import Graph
 from .symbolic_tensor import SymbolicTensor
@@ -175,8 +176,6 @@ def graph_vjp(graph: Graph, wrt: tuple[int, ...]):
         primals, cotangents = list(args[:n]), list(args[n:])
         mode = _reg.current_mode()
         if isinstance(mode, GraphBuilder):
-            from ..transforms.grad import backward_graph_values
-
             outs = inline_graph(graph, primals)
             wrt_tensors = [primals[i] for i in wrt]
             return tuple(backward_graph_values(mode, outs, wrt_tensors, cotangents))
