@@ -19,7 +19,7 @@ recorded instead of run.
 `Session.run` owns execution. It prunes the graph to the nodes its fetches need, compiles that
 subgraph once per set of fetched values (generated Python, runtime/codegen.py), checks and feeds
 the placeholders, and returns NumPy arrays. Every fetched value is computed from the state at
-the start of the run; the updates of fetched training ops (capture/train_op.py) are written into
+the start of the run; the updates of fetched training ops (optim/train_op.py) are written into
 the tensors' memory after it (or computed straight into it, where no fetched value can see the
 difference). All checks (feeds, graphs) happen before anything runs, so a bad call changes no
 state.
@@ -39,13 +39,13 @@ from ..graph.symbolic_tensor import SymbolicTensor
 from ..graph.tree import flatten, unflatten
 from ..ops import _registry as _reg
 from ..ops._registry import TensorType
+from ..optim.train_op import Operation
 from ..runtime.codegen import compile_graph
 from ..symbolic import SymDim
 from ..tensor import Tensor, _to_array
 from ..transforms.partition import _copy_into
 from .signature import TensorSpec
 from .state import Writeback, apply_writebacks
-from .train_op import Operation
 
 __all__ = [
     "Operation",
