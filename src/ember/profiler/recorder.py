@@ -12,9 +12,9 @@ the places where work runs, each without cost to the unprofiled path:
   around the pass and one range per tape node (``MulBackward``, ...); ops run inside get the
   category ``backward``.
 * **compiled graphs**: ``codegen.profiler`` makes `CompiledGraph` run an instrumented copy of its
-  generated code (built once, on the first profiled call): a ``graph <name>`` range around the
-  call and one ``kernel`` event per generated kernel call, a fused group being one call
-  (compiled.py).
+  generated code (built once, on the first profiled call, with the hooks `_instrument` gives):
+  a ``graph <name>`` range around the call and one ``kernel`` event per generated kernel call,
+  a fused group being one call (compiled.py).
 
 Events are `Event` records (events.py) on the thread that ran them, timed with
 ``perf_counter_ns``; a child opens after and closes before its parent, so ranges nest exactly.
@@ -34,12 +34,23 @@ import numpy as np
 from ..autograd import Node
 from ..ops import _registry as _reg
 from ..ops._registry import TensorType
+from .compiled import kernel_recorder
 from .events import Event, allocated_bytes, types_of
 from .events import now as _now
 
 __all__ = ["Event", "profile", "record_function", "thread_names"]
 
 _active: profile | None = None  # the recording profiler, if any (one at a time per process)
+
+
+def _recording() -> profile | None:
+    return _active
+
+
+def _instrument(graph) -> tuple:
+    """The hooks of ``graph``'s instrumented generated code (runtime/codegen.py): the clock, and
+    the event that hands each kernel call to the profiler recording when it runs."""
+    return _now, kernel_recorder(graph, _recording)
 
 
 _thread_names: dict[int, str] = {}
@@ -199,9 +210,9 @@ class profile:  # noqa: N801  (PyTorch's name: torch.profiler.profile)
         name = compiled.graph.name
         if compiled._profiled is None:
             with _Range(f"instrument graph {name}", "profiler"):
-                compiled.profiled()
+                compiled.profiled(_instrument)
         with _Range(f"graph {name}", "graph"):
-            return compiled.profiled()(*arrays)
+            return compiled.profiled(_instrument)(*arrays)
 
     def kernel(self, info, start: int, outputs: tuple, inputs: tuple) -> None:
         """Record one kernel call of a compiled graph (called by the instrumented code)."""

@@ -74,6 +74,7 @@ def _local(value) -> str:
 
 
 # the recording ember.profiler.profile, set by it: calls then run an instrumented copy of the code
+# (``profiler.run_graph``, which instruments it with its own hooks)
 profiler = None
 
 
@@ -106,11 +107,13 @@ class CompiledGraph:
                 return self._fn(*arrays)
         return self._fn(*arrays)
 
-    def profiled(self):
-        """The code with each kernel call timed for ember.profiler (generated once, without
-        an arena: a profiled call allocates as plain generated code does)."""
+    def profiled(self, instrument):
+        """The code with each kernel call timed for ember.profiler, ``instrument`` giving the
+        hooks (see `compile_graph`); generated once, without an arena: a profiled call
+        allocates as plain generated code does."""
         if self._profiled is None:
-            self._profiled = compile_graph(self.graph, self.inplace_request, profile=True)._fn
+            code = compile_graph(self.graph, self.inplace_request, instrument=instrument)
+            self._profiled = code._fn
         return self._profiled
 
 
@@ -206,14 +209,17 @@ def _reusable_operand(node, dying: tuple, graph, fused: bool = False):
 
 
 def compile_graph(
-    graph, inplace: dict | None = None, arena: bool = False, profile: bool = False
+    graph, inplace: dict | None = None, arena: bool = False, instrument=None
 ) -> CompiledGraph:
     """Generate and compile the Python of ``graph``. ``inplace`` (output position -> input
     position) names outputs the caller writes back into input buffers; where it is safe the
     code computes them in place (see `_in_place_nodes`) and returns the input's own array.
     ``arena``: planned execution, kernels taking ``out=`` write into slots of one arena
-    allocated with the program (plan/arena.py). ``profile``: time each kernel call for
-    ember.profiler (``_event`` after each call)."""
+    allocated with the program (plan/arena.py). ``instrument``: time each kernel call, a
+    function of the graph returning ``(now, event)``: the code calls ``_t = now()`` before
+    each kernel and ``event(position, _t, outputs, inputs)`` after it (ember.profiler passes
+    its recorder's, profiler/recorder.py; this layer knows no profiler)."""
+    profile = instrument is not None
     names: dict[str, object] = {}  # global name -> object the code refers to
     # an op may compile a node into a faster implementation with its attributes built in
     # (ops/fused.py: a C loop); it takes the inputs only, and ``out=`` per output
@@ -315,9 +321,8 @@ def compile_graph(
         names, _array=lambda r: r if type(r) is np.ndarray else np.asarray(r), _sole=_sole
     )
     if profile:
-        from ..profiler.compiled import kernel_recorder, now
-
-        namespace.update(_now=now, _event=kernel_recorder(graph))
+        now, event = instrument(graph)
+        namespace.update(_now=now, _event=event)
     exec(compile(source, filename, "exec"), namespace)
     fn = namespace[lines[0][4 : lines[0].index("(")]]
     compiled_graph = CompiledGraph(graph, source, fn, in_place, placement, inplace)
