@@ -33,6 +33,7 @@ import sys
 import numpy as np
 
 from ..graph.interpreter import last_uses
+from ..kernels.ccompile import compiler_available
 from ..symbolic import SymDim, symbol_sources
 
 _LITERALS = (int, float, str, bool, type(None))
@@ -169,6 +170,22 @@ def _in_place_nodes(graph, inplace: dict, compiled: dict) -> dict:
             continue
         chosen.setdefault(id(node), {})[value.index] = target
     return chosen
+
+
+def planned_in_place(graph, inplace: dict) -> dict:
+    """The in-place updates `compile_graph(graph, inplace)` chooses (`_in_place_nodes`), known
+    without building any kernel: a node whose op has a ``compile`` hook counts as compiled where
+    a C compiler is available (without one the NumPy kernels run, and only one-ufunc nodes
+    update in place). The memory planner reads it for graphs it does not compile."""
+    if not inplace:
+        return {}
+    have_cc = compiler_available()
+    compiled = {
+        id(n): True
+        for n in graph.nodes
+        if have_cc and n.kind == "call" and n.op.extra.get("compile") is not None
+    }
+    return _in_place_nodes(graph, inplace, compiled)
 
 
 def _sole(array) -> bool:
