@@ -45,7 +45,7 @@ from ..symbolic import SymDim
 from ..tensor import Tensor, _to_array
 from ..transforms.partition import _copy_into
 from .signature import TensorSpec
-from .state import Writeback, apply_writebacks
+from .state import Writeback, WritebackKind, apply_writebacks
 
 __all__ = [
     "Operation",
@@ -376,7 +376,7 @@ class Session:
             else:
                 fetched.append(reads.get(id(leaf)) if isinstance(leaf, Tensor) else None)
         if updates:
-            plan_ = [Writeback("data", t) for t, _ in updates]
+            plan_ = [Writeback(WritebackKind.DATA, t) for t, _ in updates]
             apply_writebacks(plan_, results[len(targets) - len(updates) :], [], fed)
         for op, variant in variants:
             op._after_run(variant)

@@ -220,7 +220,7 @@ def analyse(spec: Spec) -> MemoryReport:
         graph, plan = program.autograd.forward, plan_program(program)
     else:
         graph = program.graph
-        plan = Planner(program)(graph) if fn is None else program.memory_plan
+        plan = Planner(program.memory_parts())(graph) if fn is None else program.memory_plan
     first = next((t for t in args if getattr(t, "shape", None)), None)
     report = report_from_plan(
         plan,
