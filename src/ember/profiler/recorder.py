@@ -35,7 +35,7 @@ from ..autograd import Node
 from ..ops import _registry as _reg
 from ..ops._registry import TensorType
 from .compiled import kernel_recorder
-from .events import Event, allocated_bytes, types_of
+from .events import Event, allocated_bytes, name_thread, thread_names, types_of
 from .events import now as _now
 
 __all__ = ["Event", "profile", "record_function", "thread_names"]
@@ -53,22 +53,14 @@ def _instrument(graph) -> tuple:
     return _now, kernel_recorder(graph, _recording)
 
 
-_thread_names: dict[int, str] = {}
-
-
 class _Thread(threading.local):
     def __init__(self):
         self.tid = threading.get_native_id()
         self.backward = 0  # depth of backward ranges: ops inside are backward ops
-        _thread_names[self.tid] = threading.current_thread().name
+        name_thread(self.tid, threading.current_thread().name)
 
 
 _thread = _Thread()
-
-
-def thread_names() -> dict[int, str]:
-    """Native thread id -> Python thread name, for the threads that recorded events."""
-    return dict(_thread_names)
 
 
 class _ProfilingEagerMode(_reg.Mode):
