@@ -49,8 +49,8 @@ class ProgramParts:
     """How a program's graph inputs and outputs count in a memory plan: ``input_parts`` and
     ``output_parts`` map positions to parts (others get the planner's defaults), the first
     ``n_user`` outputs are the function's result, and ``in_place(graph)`` gives the in-place
-    updates the program's code generator would choose for ``graph`` (`_in_place_nodes` of
-    runtime/codegen.py: {id(node): {output index: input value}})."""
+    updates the program's code generator would choose for ``graph`` ({id(node): {output index:
+    input value}}, as runtime/codegen.py's `planned_in_place` gives them)."""
 
     input_parts: dict
     output_parts: dict
