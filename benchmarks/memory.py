@@ -74,7 +74,7 @@ def main() -> None:
         measured = statistics.median(measure_peak(fn) for _ in range(3))
         graph = program.graph.copy()
         frees_only = plan_memory(graph, reuse="none").peak_bytes
-        scheduled = Planner(program)(schedule(graph.copy())[0]).peak_bytes
+        scheduled = Planner(program.memory_parts())(schedule(graph.copy())[0]).peak_bytes
         arena = plan.arena
         print(
             f"{name:<5} {plan.peak_bytes / MIB:9.2f} {measured / MIB:9.2f} "

@@ -49,6 +49,7 @@ globals().update(_ops.PUBLIC)
 from . import autograd, data, io, nn, optim, profiler, tools  # noqa: E402
 from .capture import trace  # noqa: E402
 from .capture.function import Function, function  # noqa: E402
+from .capture.grad import grad, value_and_grad  # noqa: E402
 from .capture.script import script  # noqa: E402
 from .capture.signature import TensorSpec  # noqa: E402
 from .capture.static import (
@@ -66,7 +67,6 @@ from .io import load, save  # noqa: E402
 from .kernels.cpool import get_num_threads, set_num_threads  # noqa: E402
 from .random import Generator, default_generator, get_rng_state, manual_seed, set_rng_state  # noqa: E402,F401
 from .tools.summary import summary  # noqa: E402
-from .transforms import grad, value_and_grad  # noqa: E402
 
 bool = bool_  # ember.bool, as torch.bool  # noqa: A001
 float = float32  # noqa: A001

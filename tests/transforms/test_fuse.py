@@ -137,7 +137,7 @@ def test_non_contiguous_inputs_are_read_correctly():
         return (a * 2 + b).tanh() - a
 
     f(x, w.permute(1, 0))  # traced on any layout; arrays may come strided
-    program = f._last_entry._compiled
+    program = f._last_entry.program
     strided = w.numpy().T  # a transposed view
     got = program(x.numpy(), strided)[0]
     want = np.tanh(x.numpy() * 2 + strided) - x.numpy()

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 import ember
+from ember.capture.call import ArgFeed, TensorFeed
 from ember.graph import interpreter
 from ember.models import example_step
-from ember.plan.program import Planner
 from ember.transforms.microbatch import NotBatchable, batch_inputs, split_batch
 from ember.transforms.pipeline import optimize, passes_for
 from ember.transforms.remat import split_late
@@ -19,13 +19,13 @@ def _program(fn, *args, opt_level=3):
     if opt_level:
         early, _ = split_late(passes_for(opt_level))
         program.graph, _ = optimize(program.graph.copy(), passes=early)
-    arrays = [source._data if kind == "tensor" else None for kind, source in program.feeds]
+    arrays = [f.tensor._data if isinstance(f, TensorFeed) else None for f in program.feeds]
     return program, arrays
 
 
 def _run_both(program, arrays, k):
     graph = program.graph
-    split = split_batch(graph, k, batch_inputs(graph, Planner(program).input_parts))
+    split = split_batch(graph, k, batch_inputs(graph, program.memory_parts().input_parts))
     split.verify()
     return interpreter.run(graph, arrays), interpreter.run(split, arrays), split
 
@@ -59,7 +59,7 @@ def test_per_sample_outputs_are_joined_and_sums_over_the_batch_added():
     program, arrays = _program(f, x)
     arrays = [a if a is not None else x.numpy() for a in arrays]
     graph = program.graph
-    position = next(i for i, (kind, _) in enumerate(program.feeds) if kind == "arg")
+    position = next(i for i, f in enumerate(program.feeds) if isinstance(f, ArgFeed))
     split = split_batch(graph, 4, [position])
     for want, got in zip(interpreter.run(graph, arrays), interpreter.run(split, arrays)):
         assert want.shape == got.shape
@@ -78,7 +78,7 @@ def test_per_sample_outputs_are_joined_and_sums_over_the_batch_added():
 def test_what_mixes_samples_is_refused_naming_the_node(fn, says):
     x = ember.tensor(np.ones((8, 5), np.float32))
     program, _ = _program(fn, x, opt_level=0)
-    position = next(i for i, (kind, _) in enumerate(program.feeds) if kind == "arg")
+    position = next(i for i, f in enumerate(program.feeds) if isinstance(f, ArgFeed))
     with pytest.raises(NotBatchable, match=says):
         split_batch(program.graph, 2, [position])
 
@@ -89,7 +89,9 @@ def test_batch_normalization_is_refused():
     example.step()
     program, _ = _program(example.step)
     with pytest.raises(NotBatchable, match="computed from the whole batch"):
-        split_batch(program.graph, 2, batch_inputs(program.graph, Planner(program).input_parts))
+        split_batch(
+            program.graph, 2, batch_inputs(program.graph, program.memory_parts().input_parts)
+        )
 
 
 def test_a_batch_that_does_not_divide_is_refused():

@@ -4,7 +4,7 @@ A compiled function called with gradients enabled, whose outputs depend on tenso
 grad (a model's parameters, an argument with ``requires_grad``), must give outputs that eager
 ``backward()`` can differentiate, as ``torch.compile`` does. At trace time `add_backward`
 records, after the function's own nodes, the backward pass of its floating outputs with respect
-to those tensors (the registry's VJPs, via transforms/grad.py), fed by one cotangent input per
+to those tensors (the registry's VJPs, via graph/autodiff.py), fed by one cotangent input per
 output. The joint graph is then split where the backward begins (transforms/partition.py):
 
 * each call runs only the **forward** graph, which also returns the activations the backward
@@ -24,19 +24,20 @@ import numpy as np
 
 from ..errors import AutogradError
 from ..graph import interpreter
+from ..graph.autodiff import backward_graph_values
 from ..graph.symbolic_tensor import SymbolicTensor
 from ..ops._registry import Cost, OpDef, apply
-from ..runtime.codegen import compile_graph
 from ..types import TensorType
 
 __all__ = ["add_backward", "AutogradPlan"]
 
 
 def differentiable_inputs(graph, feeds, leaves) -> list[int]:
-    """Positions of the graph inputs that are tensors requiring grad (captured or arguments)."""
+    """Positions of the graph inputs fed with eager tensors that require grad (captured ones or
+    arguments)."""
     positions = []
-    for position, (kind, source) in enumerate(feeds):
-        tensor = leaves[source] if kind == "arg" else source if kind == "tensor" else None
+    for position, feed in enumerate(feeds):
+        tensor = feed.eager_tensor(leaves)
         if (
             tensor is not None
             and tensor.requires_grad
@@ -50,8 +51,6 @@ def add_backward(builder, user_values, wrt_positions) -> tuple[int, list, list] 
     """Record the backward pass of the floating ``user_values`` with respect to the graph inputs
     at ``wrt_positions``. Returns (backward_start, cotangent input values, gradient values), or
     None when no output depends on those inputs."""
-    from ..transforms.grad import backward_graph_values
-
     graph = builder.graph
     floating = [v for v in user_values if v.type.dtype.is_floating_point]
     wrt = [graph.inputs[p] for p in wrt_positions]
@@ -77,19 +76,12 @@ class AutogradPlan:
     docstring). ``n_forward_outputs``: how many joint outputs the forward produces (the user's
     outputs and the writebacks); ``cotangents``: the joint input positions of the cotangents,
     in the order of the floating user outputs; ``wrt``: the joint input positions
-    differentiated, in the order of the backward graph's outputs."""
+    differentiated, in the order of the backward graph's outputs. ``options``: the
+    `CompileOptions` both graphs are optimized (``opt_level``, checked on the joint graph's
+    input arrays ``check`` when given) and run (``executor``) with."""
 
     def __init__(
-        self,
-        joint,
-        backward_start,
-        n_forward_outputs,
-        cotangents,
-        wrt,
-        executor,
-        *,
-        opt_level=0,
-        check=None,
+        self, joint, backward_start, n_forward_outputs, cotangents, wrt, options, check=None
     ):
         from ..transforms.partition import partition
 
@@ -103,10 +95,11 @@ class AutogradPlan:
         self.wrt = wrt
         self.wrt_types = [joint.inputs[p].type for p in wrt]
         self.pass_stats = []
-        if opt_level:
-            self._optimize(opt_level, check)
-        self._run_forward = self._program(self.forward, executor)
-        self._run_backward = self._program(self.backward, executor)
+        if options.opt_level:
+            self._optimize(options.opt_level, check)
+        self.executor = options.runner
+        self.forward_program = self.executor.prepare(self.forward)
+        self.backward_program = self.executor.prepare(self.backward)
         self.op = OpDef(
             name="compiled_function",
             kind="control",
@@ -157,37 +150,17 @@ class AutogradPlan:
         )
         self.pass_stats = forward_stats + backward_stats
 
-    @staticmethod
-    def _program(graph, executor: str):
-        if executor in ("codegen", "arena"):
-            return compile_graph(graph, arena=executor == "arena")
-        if executor == "parallel":
-            from ..runtime.parallel import ParallelProgram
-
-            return ParallelProgram(graph)
-        return AutogradPlan._interpret(graph)
-
     @property
     def parallel_plans(self) -> dict:
         """The parallel executor's plans of the forward and the backward graph."""
-        from ..runtime.parallel import plan
-
         return {
-            name: getattr(run, "plan", None) or plan(graph)
-            for name, graph, run in (
-                ("forward", self.forward, self._run_forward),
-                ("backward", self.backward, self._run_backward),
-            )
+            "forward": self.executor.parallel_plan(self.forward_program),
+            "backward": self.executor.parallel_plan(self.backward_program),
         }
-
-    @staticmethod
-    def _interpret(graph):
-        frees = interpreter.last_uses(graph)
-        return lambda *arrays: interpreter.run(graph, list(arrays), frees=frees)
 
     def run_forward(self, arrays: list) -> tuple[list, list]:
         """(the joint graph's forward-produced outputs, the saved activations)."""
-        results = self._run_forward(*[arrays[p] for p in self.forward_inputs])
+        results = self.forward_program(*[arrays[p] for p in self.forward_inputs])
         return results[: self.n_forward_outputs], results[self.n_forward_outputs :]
 
     def attach(self, outputs, arrays, saved, tensors, sources) -> None:
@@ -237,7 +210,7 @@ class AutogradPlan:
         arrays = list(saved)
         for p in self.backward_inputs:
             arrays.append(cotangents[self.cotangents[p]] if p in self.cotangents else feeds[p])
-        results = [np.asarray(r) for r in self._run_backward(*arrays)]
+        results = [np.asarray(r) for r in self.backward_program(*arrays)]
         return results[0] if len(results) == 1 else tuple(results)
 
 
@@ -245,9 +218,8 @@ def eager_sources(feeds: list, leaves: list) -> dict:
     """Joint input position -> the eager tensor fed there in this call (arguments and
     captured tensors)."""
     sources = {}
-    for p, (kind, source) in enumerate(feeds):
-        if kind == "arg":
-            sources[p] = leaves[source]
-        elif kind == "tensor":
-            sources[p] = source
+    for p, feed in enumerate(feeds):
+        tensor = feed.eager_tensor(leaves)
+        if tensor is not None:
+            sources[p] = tensor
     return sources

@@ -37,16 +37,18 @@ from .. import autograd
 from ..errors import EmberError
 from ..graph.ir import Graph
 from ..tensor import Tensor
-from .signature import CallKey, TensorSpec, explain, tensor_component
-from .state import discover, grad_signature, state_signature
-from .trace import (
-    DEFAULT_OPT_LEVEL,
-    EXECUTORS,
-    GraphFunction,
-    _parameter_names,
-    capture_call,
+from .compile import DEFAULT_OPT_LEVEL, CompileOptions
+from .graph_function import GraphFunction
+from .signature import (
+    CallKey,
+    TensorSpec,
+    explain,
+    parameter_names,
     split_args,
+    tensor_component,
 )
+from .state import discover, grad_signature, state_signature
+from .trace import capture_call
 
 __all__ = ["Function", "FunctionStats", "function", "RETRACE_WARNING"]
 
@@ -86,17 +88,8 @@ class Function:
         verify: bool = False,
         memory_budget: int | None = None,
     ):
-        from ..transforms.pipeline import passes_for
-
-        if memory_budget is not None and int(memory_budget) <= 0:
-            raise ValueError(f"memory_budget is a number of bytes > 0, got {memory_budget!r}")
-        self.memory_budget = memory_budget
-
-        if executor not in EXECUTORS:
-            raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
-        passes_for(opt_level)  # an unknown level fails here, not at the first call
-        self.opt_level = opt_level
-        self.verify = verify
+        # checked now: a bad option fails here, not at the first call
+        self.options = CompileOptions(executor, opt_level, verify, memory_budget)
         if input_signature is not None:
             input_signature = list(input_signature)
             for spec in input_signature:
@@ -104,15 +97,20 @@ class Function:
                     raise TypeError(f"input_signature holds ember.TensorSpec objects, got {spec!r}")
         self.fn = fn
         self.input_signature = input_signature
-        self.executor = executor
         self.name = name or getattr(fn, "__name__", None) or type(fn).__name__
         self.stats = FunctionStats()
         self._cache: dict[CallKey, GraphFunction] = {}
         self._last_key: CallKey | None = None
         self._last_entry: GraphFunction | None = None
         self._warned = False
-        self._arg_names = _parameter_names(fn)
+        self._arg_names = parameter_names(fn)
         functools.update_wrapper(self, fn, updated=())
+
+    # the options as given (capture/compile.py `CompileOptions`)
+    executor = property(lambda self: self.options.executor)
+    opt_level = property(lambda self: self.options.opt_level)
+    verify = property(lambda self: self.options.verify)
+    memory_budget = property(lambda self: self.options.memory_budget)
 
     def __get__(self, obj, objtype=None):
         """As a method decorator: bind ``self`` (a Python-valued argument of the key)."""
@@ -196,12 +194,9 @@ class Function:
             leaves=leaves,
             names=names,
             reach=reach,
+            options=self.options,
             specs=self.input_signature,
-            executor=self.executor,
             name=self.name,
-            opt_level=self.opt_level,
-            verify=self.verify,
-            memory_budget=self.memory_budget,
         )
 
     # ------------------------------------------------------------------------------ views

@@ -6,18 +6,23 @@ Python-valued argument (its value), and the state the function reads (see captur
 Two calls with equal keys can share one compiled graph. When a key is new, `explain` compares it
 with the previous one and names the first component that differs, which is what
 ``fn.stats.retrace_reasons`` reports ("argument x: dimension 0 changed from 32 to 64").
+
+`split_args` takes a call's arguments apart for its key: the tensor leaves, each named after its
+parameter (`parameter_names`), and the rest as a hashable structure.
 """
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 from .. import dtypes as dt
 from ..errors import EmberError, ShapeError
+from ..graph.tree import LEAF
 from ..ops._registry import TensorBase
 from ..symbolic import SymDim, sym
 
-__all__ = ["TensorSpec", "CallKey", "explain"]
+__all__ = ["TensorSpec", "CallKey", "explain", "parameter_names", "split_args"]
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,48 @@ def python_component(value):
     except TypeError:
         return ("object", id(value))
     return ("value", value) if type(value).__eq__ is not object.__eq__ else ("object", id(value))
+
+
+def parameter_names(fn, count: int | None = None) -> list[str]:
+    """The names of ``fn``'s positional parameters (``arg<i>`` where unknown), ``count`` many
+    (all of them when None)."""
+    try:
+        target = fn.forward if hasattr(fn, "forward") else fn
+        params = [
+            p.name
+            for p in inspect.signature(target).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+    except (TypeError, ValueError):
+        params = []
+    if count is None:
+        return params
+    return [params[i] if i < len(params) else f"arg{i}" for i in range(count)]
+
+
+def split_args(args: tuple, kwargs: dict, arg_names: list[str]):
+    """Tensor leaves of the arguments with a name for each (the parameter's name, with an
+    index or key inside containers), and the rest as a hashable structure (Python values by
+    `python_component`)."""
+    leaves: list = []
+    names: list[str] = []
+
+    def walk(obj, name):
+        if isinstance(obj, TensorBase):
+            leaves.append(obj)
+            names.append(name)
+            return LEAF
+        if isinstance(obj, (tuple, list)):
+            return (type(obj).__name__, tuple(walk(o, f"{name}_{i}") for i, o in enumerate(obj)))
+        if isinstance(obj, dict):
+            return ("dict", tuple((k, walk(v, f"{name}_{k}")) for k, v in obj.items()))
+        return python_component(obj)
+
+    positional = tuple(
+        walk(a, arg_names[i] if i < len(arg_names) else f"arg{i}") for i, a in enumerate(args)
+    )
+    keywords = tuple((k, walk(v, k)) for k, v in kwargs.items())
+    return leaves, names, (positional, keywords)
 
 
 def _describe_change(label: str, old, new) -> str:

@@ -10,7 +10,7 @@ functions it names (a loss helper). It keeps the `Module`s and `Optimizer`s it f
 optimizer that steps during the trace but was not found is an error (`check_found`): without
 its state in the cache key, a cached graph could replay its first step forever.
 
-This module owns three things about that state:
+This module owns four things about that state:
 
 * `state_signature`: the part of the cache key the state gives (training flags, which tensors
   have a gradient, the optimizer's buffers and hyper-parameters, the identity of every
@@ -18,7 +18,9 @@ This module owns three things about that state:
 * `Snapshot`: what the state was before the trace, so the trace's Python side effects (a
   ``.grad`` set to a symbolic tensor, a buffer added to ``optimizer.state``) can be undone;
 * `plan_writebacks`: after a trace, the list of `Writeback`s that replay those effects after
-  each run of the graph, from the graph's extra outputs.
+  each run of the graph, from the graph's extra outputs;
+* `state_parts`: what each of its tensors counts as in a memory plan (parameters, optimizer
+  state).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import types
 from dataclasses import dataclass
+from enum import Enum
 
 import numpy as np
 
@@ -39,10 +42,12 @@ __all__ = [
     "Reachable",
     "Snapshot",
     "Writeback",
+    "WritebackKind",
     "apply_writebacks",
     "discover",
     "grad_signature",
     "plan_writebacks",
+    "state_parts",
     "watching_grad_reads",
     "state_signature",
 ]
@@ -182,6 +187,28 @@ def discover(fn, args, kwargs, arg_names=()) -> Reachable:
     return Reachable(modules, optimizers, tensors)
 
 
+def state_parts(reach: Reachable | None) -> dict:
+    """id(tensor) -> the part of a memory plan (plan/memory.py) it counts in, for the state a
+    trace found: modules' parameters and buffers are ``parameters``, optimizer buffers
+    ``optimizer state``."""
+    parts = {}
+    if reach is None:
+        return parts
+    for _, module in reach.modules:
+        for _, t in module.named_parameters():
+            parts[id(t)] = "parameters"
+        for _, t in module.named_buffers():
+            parts[id(t)] = "parameters"
+    for _, opt in reach.optimizers:
+        for group in opt.param_groups:
+            for p in group["params"]:
+                parts.setdefault(id(p), "parameters")
+                for value in opt.state.get(p, {}).values():
+                    if hasattr(value, "_data"):
+                        parts[id(value)] = "optimizer state"
+    return parts
+
+
 def check_found(builder, reach: Reachable, where: str) -> None:
     """Raise unless every optimizer that stepped while ``builder`` recorded is in ``reach``."""
     known = {id(opt) for _, opt in reach.optimizers}
@@ -290,14 +317,27 @@ class Snapshot:
                 opt.state[p] = dict(s)
 
 
+class WritebackKind(Enum):
+    """What a `Writeback` does after a run."""
+
+    DATA = "data"  # copy its graph output into ``tensor``'s memory
+    GRAD = "grad"  # set ``tensor.grad`` to its output
+    ARG_GRAD = "arg_grad"  # set the ``value``-th tensor argument's .grad to its output
+    STATE = "state"  # optimizer.state[tensor][key] = its output, as a new tensor
+    GRAD_NONE = "grad_none"  # set ``tensor.grad`` to None
+    STATE_VALUE = "state_value"  # optimizer.state[tensor][key] = ``value``, a Python value
+
+    @property
+    def takes_output(self) -> bool:
+        return self not in (WritebackKind.GRAD_NONE, WritebackKind.STATE_VALUE)
+
+
 @dataclass
 class Writeback:
-    """One effect replayed after each run: ``kind`` is 'data' (copy into ``tensor``), 'grad'
-    (set ``tensor.grad``), 'grad_none', 'arg_grad' (the ``index``-th tensor argument's .grad),
-    'state' (``optimizer.state[tensor][key]`` = a new tensor) or 'state_value' (a Python
-    value). Kinds that take a graph output come first in the plan, in output order."""
+    """One effect replayed after each run (`WritebackKind`). Kinds that take a graph output
+    come first in the plan, in output order."""
 
-    kind: str
+    kind: WritebackKind
     tensor: object = None
     key: str | None = None
     optimizer: object = None
@@ -305,7 +345,16 @@ class Writeback:
 
     @property
     def takes_output(self) -> bool:
-        return self.kind in ("data", "grad", "arg_grad", "state")
+        return self.kind.takes_output
+
+    def memory_part(self, known: dict) -> str:
+        """The part of a memory plan (plan/memory.py) its output counts in; ``known``: the
+        state's parts (`state_parts`)."""
+        if self.kind in (WritebackKind.GRAD, WritebackKind.ARG_GRAD):
+            return "gradients"
+        if self.kind is WritebackKind.STATE:
+            return "optimizer state"
+        return known.get(id(self.tensor), "parameters")
 
 
 def plan_writebacks(
@@ -325,13 +374,13 @@ def plan_writebacks(
                     continue  # the same buffer: an in-place update is a 'data' writeback
                 if isinstance(value, (Tensor, SymbolicTensor)):
                     new_entries.add(id(value))
-                    plan.append(Writeback("state", p, key, opt))
+                    plan.append(Writeback(WritebackKind.STATE, p, key, opt))
                     values.append(builder.value_of(value))
                 else:
-                    plan.append(Writeback("state_value", p, key, opt, value))
+                    plan.append(Writeback(WritebackKind.STATE_VALUE, p, key, opt, value))
     for t in builder.rebound.values():
         if id(t) not in new_entries:
-            plan.append(Writeback("data", t))
+            plan.append(Writeback(WritebackKind.DATA, t))
             values.append(builder.value_of(t))
     tensors = {id(t): t for _, t in reach.named_tensors()}
     tensors.update((id(t), t) for t in builder.captured)
@@ -342,13 +391,13 @@ def plan_writebacks(
         if final is entry and (final is None or id(final) not in builder.rebound):
             continue
         if final is None:
-            plan.append(Writeback("grad_none", t))
+            plan.append(Writeback(WritebackKind.GRAD_NONE, t))
         else:
-            plan.append(Writeback("grad", t))
+            plan.append(Writeback(WritebackKind.GRAD, t))
             values.append(builder.value_of(final))
     for index, arg in grad_args:
         if arg.grad is not None and arg.grad is not entry_arg_grads.get(index):
-            plan.append(Writeback("arg_grad", value=index))
+            plan.append(Writeback(WritebackKind.ARG_GRAD, value=index))
             values.append(builder.value_of(arg.grad))
     plan.sort(key=lambda w: not w.takes_output)  # output-taking ones first, order kept
     return plan, values
@@ -364,24 +413,25 @@ def apply_writebacks(plan: list, results: list, arg_leaves: list, fed: set) -> N
     for r in results:
         owned.append(r.base is None and id(r) not in seen)
         seen.add(id(r))
+    taking = [w for w in plan if w.takes_output]
     results = [
-        r if own or (w.kind == "data" and r is w.tensor._data) else np.array(r, copy=True)
-        for w, r, own in zip((w for w in plan if w.takes_output), results, owned)
+        r if own or (w.kind is WritebackKind.DATA and r is w.tensor._data) else np.array(r)
+        for w, r, own in zip(taking, results, owned)
     ]
     results = iter(results)
     for w in plan:
-        if w.kind == "data":
+        if w.kind is WritebackKind.DATA:
             r = next(results)
             if r is not w.tensor._data:
                 np.copyto(w.tensor._data, r, casting="unsafe")
             w.tensor._vc[0] += 1
-        elif w.kind == "grad":
+        elif w.kind is WritebackKind.GRAD:
             w.tensor.grad = Tensor._wrap(next(results))
-        elif w.kind == "grad_none":
+        elif w.kind is WritebackKind.GRAD_NONE:
             w.tensor.grad = None
-        elif w.kind == "arg_grad":
+        elif w.kind is WritebackKind.ARG_GRAD:
             arg_leaves[w.value].grad = Tensor._wrap(next(results))
-        elif w.kind == "state":
+        elif w.kind is WritebackKind.STATE:
             w.optimizer.state[w.tensor][w.key] = Tensor._wrap(next(results))
         else:
             w.optimizer.state[w.tensor][w.key] = w.value

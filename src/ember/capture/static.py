@@ -19,7 +19,7 @@ recorded instead of run.
 `Session.run` owns execution. It prunes the graph to the nodes its fetches need, compiles that
 subgraph once per set of fetched values (generated Python, runtime/codegen.py), checks and feeds
 the placeholders, and returns NumPy arrays. Every fetched value is computed from the state at
-the start of the run; the updates of fetched training ops (capture/train_op.py) are written into
+the start of the run; the updates of fetched training ops (optim/train_op.py) are written into
 the tensors' memory after it (or computed straight into it, where no fetched value can see the
 difference). All checks (feeds, graphs) happen before anything runs, so a bad call changes no
 state.
@@ -36,16 +36,17 @@ from ..graph.builder import GraphBuilder
 from ..graph.ir import Graph
 from ..graph.printer import format_type
 from ..graph.symbolic_tensor import SymbolicTensor
+from ..graph.tree import flatten, unflatten
 from ..ops import _registry as _reg
 from ..ops._data import to_array
+from ..optim.train_op import Operation
 from ..runtime.codegen import compile_graph
 from ..symbolic import SymDim
 from ..tensor import Tensor
 from ..transforms.partition import _copy_into
 from ..types import TensorType
 from .signature import TensorSpec
-from .state import Writeback, apply_writebacks
-from .train_op import Operation
+from .state import Writeback, WritebackKind, apply_writebacks
 
 __all__ = [
     "Operation",
@@ -145,25 +146,6 @@ class Variable(Tensor):
 
 def _rebuild_variable(data: np.ndarray, name: str, trainable: bool) -> Variable:
     return Variable(data, name, trainable)
-
-
-# ---------------------------------------------------------------------------------- fetches
-def _flatten(obj, leaves: list):
-    if isinstance(obj, (list, tuple)):
-        return (type(obj), [_flatten(o, leaves) for o in obj])
-    if isinstance(obj, dict):
-        return (dict, {k: _flatten(v, leaves) for k, v in obj.items()})
-    leaves.append(obj)
-    return None
-
-
-def _unflatten(spec, leaves):
-    if spec is None:
-        return next(leaves)
-    kind, inner = spec
-    if kind is dict:
-        return {k: _unflatten(v, leaves) for k, v in inner.items()}
-    return kind(_unflatten(s, leaves) for s in inner)
 
 
 class _Plan:
@@ -342,8 +324,8 @@ class Session:
         return self._plan(targets, updates).graph
 
     def _targets(self, fetches):
-        leaves: list = []
-        spec = _flatten(fetches, leaves)
+        # any object is a leaf: graph tensors, Variables, training ops (checked one by one)
+        leaves, _, spec = flatten(fetches, is_leaf=lambda _: True)
         values = [self._fetch_value(leaf) for leaf in leaves]
         ops = list({id(op): op for op in leaves if isinstance(op, Operation)}.values())
         variants = [(op, op.updates()) for op in ops]
@@ -395,11 +377,11 @@ class Session:
             else:
                 fetched.append(reads.get(id(leaf)) if isinstance(leaf, Tensor) else None)
         if updates:
-            plan_ = [Writeback("data", t) for t, _ in updates]
+            plan_ = [Writeback(WritebackKind.DATA, t) for t, _ in updates]
             apply_writebacks(plan_, results[len(targets) - len(updates) :], [], fed)
         for op, variant in variants:
             op._after_run(variant)
-        return _unflatten(spec, iter(fetched))
+        return unflatten(spec, fetched)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{len(self._plans)} compiled subgraphs"

@@ -9,415 +9,46 @@ with their current data at each call, so the graph follows later updates of thos
 A function may be a whole training step: what it changes (parameters updated in place, ``.grad``
 set by ``loss.backward()``, optimizer buffers) is recorded as extra graph outputs and written
 back after each run (capture/state.py), and the Python-level changes the trace itself made are
-undone, so calling the result N times equals N eager steps.
+undone, so calling the result N times equals N eager steps. A function that does not run
+backward itself but whose outputs need gradients gets an AOT backward graph (capture/aot.py).
 
 `capture_call` does this for one call and is shared with ``ember.function``, which adds the
-signature cache. The result, a `GraphFunction`, is callable with tensors of the traced types,
-shows its ``.graph``, its generated Python ``.code`` and, for a training step, ``.graphs`` (the
-AOT forward/backward partition); it runs on generated code (``executor="codegen"``, the
-default), on the interpreter, on the parallel executor (``executor="parallel"``,
-runtime/parallel.py: independent nodes on a thread pool where its cost model predicts a gain;
-``.parallel_plan`` shows the plan), or on generated code writing into a planned arena
-(``executor="arena"``, plan/arena.py).
+signature cache. It records a `CapturedCall` (capture/call.py) and compiles it with the
+`CompileOptions` (capture/compile.py) into a `GraphFunction` (capture/graph_function.py), which
+runs on the executor named by ``executor=`` (runtime/executors.py: ``"codegen"``, the default,
+``"interpreter"``, ``"parallel"`` or ``"arena"``).
 """
 
 from __future__ import annotations
 
-import inspect
-
-from ..errors import EmberError, ShapeError, TraceError
-from ..graph import interpreter
 from ..graph.builder import GraphBuilder
 from ..graph.ir import Graph
-from ..graph.printer import format_type
-from ..graph.symbolic_tensor import SymbolicTensor
+from ..graph.tree import flatten, replace_leaves
 from ..ops import _registry as _reg
-from ..ops._registry import TensorBase
-from ..runtime.codegen import compile_graph
-from ..symbolic import SymDim
-from ..tensor import Tensor
 from ..types import TensorType
+from .aot import AutogradPlan, add_backward, differentiable_inputs
+from .call import ArgFeed, ArgGradFeed, CapturedCall, CotangentFeed, GradOfFeed, TensorFeed
+from .compile import DEFAULT_OPT_LEVEL, CompileOptions
+from .graph_function import GraphFunction
+from .signature import parameter_names, split_args
+from .state import Snapshot, check_found, discover, plan_writebacks, watching_grad_reads
 
-EXECUTORS = ("codegen", "interpreter", "parallel", "arena")  # arena: plan/arena.py
-DEFAULT_OPT_LEVEL = 3  # transforms/pipeline.py: O3 runs every pass
-
-
-def _flatten(obj, leaves: list):
-    """The structure of a nest of tuples/lists/dicts with tensors as leaves (leaves appended)."""
-    if isinstance(obj, TensorBase):
-        leaves.append(obj)
-        return ("leaf",)
-    if isinstance(obj, (tuple, list)):
-        return (type(obj), [_flatten(o, leaves) for o in obj])
-    if isinstance(obj, dict):
-        return (dict, {k: _flatten(v, leaves) for k, v in obj.items()})
-    raise EmberError(
-        f"a traced function must return tensors (or tuples, lists, dicts of them), "
-        f"got {type(obj).__name__}",
-        op="trace",
-    )
-
-
-def _unflatten(spec, leaves):
-    if spec[0] == "leaf":
-        return next(leaves)
-    kind, inner = spec
-    if kind is dict:
-        return {k: _unflatten(v, leaves) for k, v in inner.items()}
-    return kind(_unflatten(s, leaves) for s in inner)
-
-
-def _parameter_names(fn, count: int | None = None) -> list[str]:
-    """The names of ``fn``'s positional parameters (``arg<i>`` where unknown), ``count`` many
-    (all of them when None)."""
-    try:
-        target = fn.forward if hasattr(fn, "forward") else fn
-        params = [
-            p.name
-            for p in inspect.signature(target).parameters.values()
-            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-        ]
-    except (TypeError, ValueError):
-        params = []
-    if count is None:
-        return params
-    return [params[i] if i < len(params) else f"arg{i}" for i in range(count)]
-
-
-def split_args(args: tuple, kwargs: dict, arg_names: list[str]):
-    """Tensor leaves of the arguments with a name for each (the parameter's name, with an
-    index or key inside containers), and the rest as a hashable structure (Python values by
-    `python_component`)."""
-    from .signature import python_component
-
-    leaves: list = []
-    names: list[str] = []
-
-    def walk(obj, name):
-        if isinstance(obj, TensorBase):
-            leaves.append(obj)
-            names.append(name)
-            return ("leaf",)
-        if isinstance(obj, (tuple, list)):
-            return (type(obj).__name__, tuple(walk(o, f"{name}_{i}") for i, o in enumerate(obj)))
-        if isinstance(obj, dict):
-            return ("dict", tuple((k, walk(v, f"{name}_{k}")) for k, v in obj.items()))
-        return python_component(obj)
-
-    positional = tuple(
-        walk(a, arg_names[i] if i < len(arg_names) else f"arg{i}") for i, a in enumerate(args)
-    )
-    keywords = tuple((k, walk(v, k)) for k, v in kwargs.items())
-    return leaves, names, (positional, keywords)
-
-
-def _rebuild(args, kwargs, replacements):
-    """``(args, kwargs)`` with each tensor leaf replaced by the next of ``replacements``."""
-
-    def walk(obj):
-        if isinstance(obj, TensorBase):
-            return next(replacements)
-        if isinstance(obj, (tuple, list)):
-            return type(obj)(walk(o) for o in obj)
-        if isinstance(obj, dict):
-            return {k: walk(v) for k, v in obj.items()}
-        return obj
-
-    return walk(args), walk(kwargs)
-
-
-def _feed(kind: str, source, leaves: list):
-    """The array a graph input gets: the ``source``-th tensor argument ('arg') or its .grad
-    ('arg_grad'), a captured tensor ('tensor') or the gradient a captured tensor has now
-    ('grad_of': backward accumulates onto whatever .grad is at call time)."""
-    if kind == "arg":
-        return leaves[source]._data
-    if kind == "arg_grad":
-        return leaves[source].grad._data
-    if kind == "grad_of":
-        return source.grad._data
-    if kind == "cotangent":
-        return None  # fed by the backward pass (capture/aot.py), not by the call
-    return source._data
-
-
-class GraphFunction:
-    """One captured call: its graph, how to feed it, and what to do with its outputs (see the
-    module docstring). ``captured`` lists the eager tensors fed as extra inputs."""
-
-    def __init__(
-        self,
-        graph,
-        feeds,
-        out_spec,
-        n_user,
-        writebacks,
-        backward_start,
-        executor,
-        autograd=None,
-        reads_grads=True,
-        opt_level=0,
-        check=None,
-        memory_budget=None,
-        reach=None,
-    ):
-        if executor not in EXECUTORS:
-            raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
-        self.captured_graph = graph  # as traced; ``graph`` is what runs, after the passes
-        # the state the trace found: memory plans (a budget's among them) name parameters,
-        # optimizer state and the batch by it
-        self.reach = reach
-        self.opt_level = opt_level
-        self.pass_stats = autograd.pass_stats if autograd is not None else []
-        late = []  # under a memory budget: passes run after rematerialization (fusion)
-        if opt_level and autograd is None:
-            from ..transforms.pipeline import optimize, passes_for
-
-            passes = passes_for(opt_level)
-            if memory_budget is not None:
-                from ..transforms.remat import split_late
-
-                passes, late = split_late(passes)
-            graph, self.pass_stats = optimize(
-                graph.copy(), passes=passes, check=check, label="joint"
-            )
-        self.graph = graph
-        self.executor = executor
-        self.feeds = feeds  # per graph input: (kind, source) for `_feed`
-        self.captured = [source for kind, source in feeds if kind == "tensor"]
-        self.out_spec = out_spec
-        self.n_user = n_user
-        self.writebacks = writebacks
-        self.backward_start = backward_start
-        self._n_args = sum(1 for kind, _ in feeds if kind == "arg")
-        self.autograd = autograd  # an aot.AutogradPlan: run forward, keep the backward on the tape
-        codegen = executor in ("codegen", "arena") and autograd is None
-        self.memory_budget = memory_budget
-        self.remat = None  # what a memory budget recomputed (transforms/remat.py)
-        if memory_budget is not None:
-            self._fit_budget(int(memory_budget), late)
-            graph = self.graph
-        arena = executor == "arena"
-        self._compiled = compile_graph(graph, self._inplace(), arena) if codegen else None
-        if executor == "parallel" and autograd is None:
-            from ..runtime.parallel import ParallelProgram
-
-            self._compiled = ParallelProgram(graph, self._inplace())
-        self._frees = None if self._compiled else interpreter.last_uses(graph)
-        self._graphs = None
-        # whether the trace read a .grad or ran backward: if not, the graph does not depend on
-        # which tensors have gradients, and ember.function caches it regardless of them
-        self.reads_grads = reads_grads
-        self._state_guard = None  # (reachable state, its key when traced): set by `trace`
-        self._writes_data = any(w.kind == "data" for w in writebacks)
-
-    def _fit_budget(self, budget: int, late: list) -> None:
-        """Rematerialize activations until the planned peak fits ``budget`` bytes, then run the
-        ``late`` passes (fusion) on the result (transforms/remat.py `fit_budget`)."""
-        from ..plan.program import Planner
-        from ..transforms.remat import fit_budget
-
-        if self.autograd is not None:
-            raise EmberError(
-                "memory_budget applies to functions whose backward pass runs inside the graph "
-                "(a training step calling loss.backward()); this one leaves it to eager autograd",
-                op="memory_budget",
-            )
-        self.graph, self.remat, stats = fit_budget(self.graph, budget, Planner(self), late)
-        self.pass_stats = self.pass_stats + stats
-
-    def _inplace(self) -> dict:
-        """Output position -> input position for the 'data' writebacks of captured tensors:
-        the generated code may compute those updates straight into the tensors' memory."""
-        inputs = {id(source): i for i, (kind, source) in enumerate(self.feeds) if kind == "tensor"}
-        pairs, k = {}, self.n_user
-        for w in self.writebacks:
-            if not w.takes_output:
-                continue
-            if w.kind == "data" and id(w.tensor) in inputs:
-                pairs[k] = inputs[id(w.tensor)]
-            k += 1
-        return pairs
-
-    @property
-    def memory_plan(self):
-        """The predicted peak memory of one call and its breakdown, before anything runs
-        (plan/memory.py; `ember.plan.measure_peak` measures a call the same way)."""
-        from ..plan import plan_program
-
-        if getattr(self, "_memory_plan", None) is None:
-            self._memory_plan = plan_program(self)
-        return self._memory_plan
-
-    @property
-    def code(self) -> str:
-        """The generated Python of this graph."""
-        return (self._compiled or compile_graph(self.graph)).source
-
-    @property
-    def parallel_plan(self):
-        """What the parallel executor runs concurrently and the predicted gain (a
-        `runtime.parallel.ParallelPlan`; for a graph with an AOT backward, a dict of the forward's
-        and the backward's). For another executor: the plan it would run."""
-        if self.autograd is not None:
-            return self.autograd.parallel_plans
-        plan = getattr(self._compiled, "plan", None)
-        if plan is None:
-            from ..runtime.parallel import plan as make_plan
-
-            plan = make_plan(self.graph)
-        return plan
-
-    @property
-    def graphs(self) -> dict:
-        """``'joint'``: the whole graph; with a recorded backward pass also its AOT partition,
-        ``'forward'`` (returning the saved activations too) and ``'backward'``."""
-        from ..transforms.partition import partition
-
-        if self._graphs is None:
-            self._graphs = {"joint": self.graph}
-            if self.autograd is not None:
-                self._graphs.update(forward=self.autograd.forward, backward=self.autograd.backward)
-            elif self.backward_start is not None:  # positions refer to the graph as traced
-                forward, backward = partition(self.captured_graph, self.backward_start)
-                if self.opt_level:
-                    from ..transforms.pipeline import optimize
-
-                    forward = optimize(forward, self.opt_level)[0]
-                    backward = optimize(backward, self.opt_level)[0]
-                self._graphs.update(forward=forward, backward=backward)
-        return self._graphs
-
-    def run(self, leaves: list):
-        """Run on the tensor arguments ``leaves`` (already checked) and apply the writebacks."""
-        from .state import apply_writebacks
-
-        arrays = [_feed(kind, source, leaves) for kind, source in self.feeds]
-        saved = None
-        if self.autograd is not None:
-            results, saved = self.autograd.run_forward(arrays)
-        elif self._compiled is not None:
-            results = self._compiled(*arrays)
-        else:
-            results = interpreter.run(self.graph, arrays, frees=self._frees)
-        user, extra = results[: self.n_user], results[self.n_user :]
-        fed = {id(a) for a in arrays}
-        if self._writes_data:  # an output viewing fed memory must not see the writebacks
-            user = [r.copy() if r.base is not None or id(r) in fed else r for r in user]
-        if len({id(r) for r in user}) < len(user):  # one array twice: each output its own
-            user = [r if i == _first(user, r) else r.copy() for i, r in enumerate(user)]
-        outs = [Tensor._wrap(r) for r in user]
-        if saved is not None:
-            from .aot import eager_sources
-
-            sources = eager_sources(self.feeds, leaves)
-            tensors = [sources[p] for p in self.autograd.wrt]
-            self.autograd.attach(outs, arrays, saved, tensors, sources)
-        apply_writebacks(self.writebacks, extra, leaves, fed | {id(r) for r in user})
-        return None if self.out_spec is None else _unflatten(self.out_spec, iter(outs))
-
-    def check(self, leaves: list) -> None:
-        """Raise a clear error unless ``leaves`` fit the traced argument types."""
-        if len(leaves) != self._n_args:
-            raise EmberError(
-                f"{self.graph.name} was traced with {self._n_args} tensor arguments, got "
-                f"{len(leaves)}",
-                op="call",
-            )
-        bound: dict = {}
-        arg_values = [v for v, (kind, _) in zip(self.graph.inputs, self.feeds) if kind == "arg"]
-        for value, arg in zip(arg_values, leaves):
-            expected = value.type
-            if arg.dtype != expected.dtype:
-                raise EmberError(
-                    f"argument %{value.name} expects {format_type(expected)}, got dtype "
-                    f"{arg.dtype}",
-                    op=self.graph.name,
-                )
-            ok = len(arg.shape) == len(expected.shape)
-            for want, got in zip(expected.shape, arg.shape):
-                if isinstance(want, SymDim):
-                    ok = ok and bound.setdefault(want, got) == got
-                else:
-                    ok = ok and want == got
-            if not ok:
-                raise ShapeError(
-                    f"argument %{value.name} expects {format_type(expected)}, got shape "
-                    f"{tuple(arg.shape)}",
-                    op=self.graph.name,
-                )
-
-    def __call__(self, *args, **kwargs):
-        leaves, _, _ = split_args(args, kwargs, [])
-        leaves = [t if isinstance(t, Tensor) else Tensor(t) for t in leaves]
-        self.check(leaves)
-        if self._state_guard is not None:
-            self._check_state(leaves)
-        return self.run(leaves)
-
-    def _check_state(self, leaves) -> None:
-        """A trace baked in Python facts about the state it read (which tensors had a .grad,
-        which optimizer buffers existed, training flags); refuse to run once they changed."""
-        from .signature import explain
-
-        reach, names, traced = self._state_guard
-        now = _guard_key(reach, leaves, names, self.reads_grads)
-        if now != traced:
-            raise TraceError(
-                f"{self.graph.name} was traced when its state was different ("
-                f"{explain(now, traced)}); a trace is one fixed graph. Use ember.function, "
-                "which traces again when the state changes, or trace after the state has "
-                "settled (e.g. after one eager training step)",
-                op=self.graph.name,
-            )
-
-    def __repr__(self) -> str:
-        return f"<GraphFunction {self.graph.name} ({self.executor})>"
-
-
-def _first(arrays: list, array) -> int:
-    return next(i for i, a in enumerate(arrays) if a is array)
+__all__ = ["capture_call", "trace"]
 
 
 def capture_call(
-    fn,
-    args,
-    kwargs,
-    *,
-    leaves,
-    names,
-    reach,
-    specs=None,
-    executor="codegen",
-    name=None,
-    opt_level=DEFAULT_OPT_LEVEL,
-    verify=False,
-    memory_budget=None,
+    fn, args, kwargs, *, leaves, names, reach, options: CompileOptions, specs=None, name=None
 ) -> GraphFunction:
     """Trace ``fn(*args, **kwargs)`` once into a `GraphFunction` (shared by ``ember.trace`` and
     ``ember.function``). ``leaves``/``names``: the tensor arguments and their names (from
-    `split_args`); ``reach``: the state found by ``state.discover``; ``specs``: a `TensorSpec`
-    per leaf (None dimensions become symbolic sizes) or None for the leaves' own types.
-    ``opt_level``: the pass pipeline run on the captured graphs (transforms/pipeline.py);
-    ``verify``: check every pass on this call's inputs; ``memory_budget``: bytes the planned
-    peak must fit (transforms/remat.py)."""
-    from .state import Snapshot, check_found, plan_writebacks, watching_grad_reads
-
+    `split_args`); ``reach``: the state found by ``state.discover``; ``options``: how to
+    compile it; ``specs``: a `TensorSpec` per leaf (None dimensions become symbolic sizes) or
+    None for the leaves' own types; ``name``: the graph's."""
     graph_name = name or getattr(fn, "__name__", None) or type(fn).__name__
     builder = GraphBuilder(Graph(graph_name if graph_name.isidentifier() else "graph"))
     builder.capture_names = {id(t): n for n, t in reach.refresh().named_tensors()}
-    symbolic, feeds, grad_args = [], [], []
-    for i, t in enumerate(leaves):
-        shape = specs[i].symbolic_shape(names[i]) if specs else t.shape
-        s = builder.input(TensorType(shape, t.dtype), names[i], t.requires_grad)
-        feeds.append(("arg", i))
-        if t.requires_grad:
-            grad_args.append((i, s))
-            if t.grad is not None:  # backward accumulates onto the argument's gradient
-                s.grad = builder.input(TensorType(shape, t.dtype), f"{names[i]}_grad")
-                feeds.append(("arg_grad", i))
-        symbolic.append(s)
-    call_args, call_kwargs = _rebuild(args, kwargs, iter(symbolic))
+    symbolic, arg_feeds, grad_args = _argument_inputs(builder, leaves, names, specs)
+    call_args, call_kwargs = replace_leaves((args, kwargs), iter(symbolic))
     entry_arg_grads = {i: s.grad for i, s in grad_args}
     snapshot = Snapshot(reach)
     try:
@@ -425,8 +56,9 @@ def capture_call(
             out = fn(*call_args, **call_kwargs)
         # a graph that neither ran backward nor read a .grad is the same whatever the gradients
         reads_grads = grads_read[0] or builder.backward_start is not None
-        out_leaves: list = []
-        out_spec = None if out is None else _flatten(out, out_leaves)
+        out_leaves, out_spec = [], None
+        if out is not None:
+            out_leaves, _, out_spec = flatten(out, "a traced function's results", op="trace")
         user_values = [builder.value_of(t) for t in out_leaves]
         check_found(builder, reach, graph_name)
         writebacks, extra = plan_writebacks(builder, snapshot, reach, grad_args, entry_arg_grads)
@@ -438,58 +70,72 @@ def capture_call(
         unused = entry is not None and not entry.value.users
         if unused and not any(entry.value is v for v in user_values + extra):
             graph.erase_node(entry.value.node)
-            feeds.remove(("arg_grad", i))
-    # every graph input's feed, in input order: arguments, captured tensors, cotangents
-    by_value = {id(v): ("tensor", t) for t in builder.captured if (v := builder.input_value(t))}
+            arg_feeds.remove(ArgGradFeed(i))
+    feeds = _feeds_in_input_order(builder, arg_feeds)
+    n_user, backward_start = len(user_values), builder.backward_start
+    call = CapturedCall(
+        graph, feeds, out_spec, n_user, writebacks, backward_start, reads_grads, reach
+    )
+    autograd = None
+    if builder.backward_start is None and _reg.is_grad_enabled():
+        autograd = _aot_backward(builder, call, user_values + extra, leaves, options)
+    if autograd is None:
+        graph.set_outputs(user_values + extra)
+    verifying = options.verify and autograd is None  # (an AOT plan checks its own graphs)
+    check = [f.array(leaves) for f in call.feeds] if verifying else None
+    return GraphFunction(call, options, autograd, check)
+
+
+def _argument_inputs(builder, leaves, names, specs) -> tuple[list, list, list]:
+    """A graph input per tensor argument, and one for the ``.grad`` of each argument that has
+    one and requires grad (backward accumulates onto it). Returns (the symbolic arguments, the
+    feeds of those inputs in order, (leaf index, symbolic argument) of the arguments requiring
+    grad)."""
+    symbolic, feeds, grad_args = [], [], []
+    for i, t in enumerate(leaves):
+        shape = specs[i].symbolic_shape(names[i]) if specs else t.shape
+        s = builder.input(TensorType(shape, t.dtype), names[i], t.requires_grad)
+        feeds.append(ArgFeed(i))
+        if t.requires_grad:
+            grad_args.append((i, s))
+            if t.grad is not None:
+                s.grad = builder.input(TensorType(shape, t.dtype), f"{names[i]}_grad")
+                feeds.append(ArgGradFeed(i))
+        symbolic.append(s)
+    return symbolic, feeds, grad_args
+
+
+def _feeds_in_input_order(builder, arg_feeds: list) -> list:
+    """Every graph input's feed, in input order: the arguments' (``arg_feeds``, in their
+    order) interleaved with the captured tensors' and their gradients'."""
+    by_value = {id(v): TensorFeed(t) for t in builder.captured if (v := builder.input_value(t))}
     by_value.update(
-        (id(builder.input_value(t)), ("grad_of", owner))
+        (id(builder.input_value(t)), GradOfFeed(owner))
         for t in builder.captured
         if (owner := builder.grad_of.get(id(t))) is not None
     )
-    arg_feeds = iter(feeds)
-    feeds = [by_value[id(v)] if id(v) in by_value else next(arg_feeds) for v in graph.inputs]
-    autograd_plan = None
-    if builder.backward_start is None and _reg.is_grad_enabled():
-        from .aot import AutogradPlan, add_backward, differentiable_inputs
+    args = iter(arg_feeds)
+    return [by_value[id(v)] if id(v) in by_value else next(args) for v in builder.graph.inputs]
 
-        wrt = differentiable_inputs(graph, feeds, leaves)
-        recorded = add_backward(builder, user_values, wrt) if wrt else None
-        if recorded is not None:
-            start, cotangent_values, grads = recorded
-            cotangent_positions = [graph.inputs.index(c) for c in cotangent_values]
-            feeds += [("cotangent", k) for k in range(len(cotangent_values))]
-            graph.set_outputs(user_values + extra + grads)
-            joint_arrays = None
-            if verify:
-                joint_arrays = [_feed(k, s, leaves) if k != "cotangent" else None for k, s in feeds]
-            autograd_plan = AutogradPlan(
-                graph,
-                start,
-                len(user_values) + len(extra),
-                cotangent_positions,
-                wrt,
-                executor,
-                opt_level=opt_level,
-                check=joint_arrays,
-            )
-    if autograd_plan is None:
-        graph.set_outputs(user_values + extra)
-    traced = GraphFunction(
-        graph,
-        feeds,
-        out_spec,
-        len(user_values),
-        writebacks,
-        builder.backward_start if autograd_plan is None else None,
-        executor,
-        autograd_plan,
-        reads_grads,
-        opt_level,
-        [_feed(k, s, leaves) for k, s in feeds] if verify and autograd_plan is None else None,
-        memory_budget,
-        reach,
-    )
-    return traced
+
+def _aot_backward(builder, call: CapturedCall, forward_values, leaves, options):
+    """Record the backward pass of ``call``'s outputs with respect to the eager tensors that
+    require grad, and split it off (capture/aot.py); returns the `AutogradPlan`, or None when
+    no output depends on such a tensor. The joint graph gains a cotangent input per floating
+    output (fed by the backward pass) and the gradients as outputs after ``forward_values``."""
+    graph = call.graph
+    wrt = differentiable_inputs(graph, call.feeds, leaves)
+    user_values = forward_values[: call.n_user]
+    recorded = add_backward(builder, user_values, wrt) if wrt else None
+    if recorded is None:
+        return None
+    start, cotangent_values, grads = recorded
+    cotangent_positions = [graph.inputs.index(c) for c in cotangent_values]
+    call.feeds += [CotangentFeed(k) for k in range(len(cotangent_values))]
+    graph.set_outputs(forward_values + grads)
+    check = [f.array(leaves) for f in call.feeds] if options.verify else None
+    n_forward = len(forward_values)
+    return AutogradPlan(graph, start, n_forward, cotangent_positions, wrt, options, check)
 
 
 def trace(
@@ -505,43 +151,18 @@ def trace(
 
     Tensor arguments become graph inputs with their exact shapes and dtypes; other arguments are
     baked in as the Python values they are (call the result with the tensor arguments only).
-    ``opt_level`` (0..3) picks the optimization passes run on the graph; ``verify=True`` checks
-    each pass against its input on the example inputs (transforms/pipeline.py).
+    ``executor`` names how the graph runs (runtime/executors.py); ``opt_level`` (0..3) picks
+    the optimization passes run on the graph; ``verify=True`` checks each pass against its
+    input on the example inputs (transforms/pipeline.py).
     """
-    from .state import discover
-
-    if executor not in EXECUTORS:
-        raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
-    arg_names = _parameter_names(fn)
+    options = CompileOptions(executor, opt_level, verify)
+    arg_names = parameter_names(fn)
     leaves, names, _ = split_args(example_inputs, {}, arg_names)
     reach = discover(fn, example_inputs, {}, arg_names)
     traced = capture_call(
-        fn,
-        example_inputs,
-        {},
-        leaves=leaves,
-        names=names,
-        reach=reach,
-        executor=executor,
-        name=name,
-        opt_level=opt_level,
-        verify=verify,
+        fn, example_inputs, {}, leaves=leaves, names=names, reach=reach, options=options, name=name
     )
     if traced.writebacks or reach.optimizers:  # a function with state: guard what it baked in
         # the state as it was: capture_call put back everything the trace changed
-        traced._state_guard = (reach, names, _guard_key(reach, leaves, names, traced.reads_grads))
+        traced.guard_state(leaves, names)
     return traced
-
-
-def _guard_key(reach, leaves, names, reads_grads: bool):
-    from .signature import CallKey
-    from .state import grad_signature, state_signature
-
-    labels, values = state_signature(reach.refresh())
-    if not reads_grads:
-        return CallKey(labels, values)
-    grad_labels, grad_values = grad_signature(reach, leaves, names)
-    return CallKey(lambda: labels() + grad_labels(), values + grad_values)
-
-
-__all__ = ["GraphFunction", "SymbolicTensor", "capture_call", "split_args", "trace"]

@@ -31,43 +31,30 @@ kernel and its VJP on the tape); the conformance samples use them to check the o
 
 from __future__ import annotations
 
-from ..errors import DTypeError, EmberError, ShapeError
-from ..ops._registry import Cost, OpDef, apply, current_mode, export, register
-from ..types import TensorType
+from ..errors import EmberError, ShapeError
+from ..graph.subgraph import (
+    fresh_results,
+    graph_vjp,
+    run_subgraph,
+    trace_subgraph,
+    type_of,
+    unify_lifted,
+)
+from ..graph.tree import LEAF, describe, flatten, unflatten
+from ..ops._registry import OpDef, apply, export, register
+from ._common import (
+    check_carries,
+    check_checkpoint,
+    check_operands,
+    fmt,
+    mismatch,
+    no_cost,
+    same,
+    tracing,
+)
+from .flow_grad import while_vjp
 
 # ------------------------------------------------------------------------------ type rules
-
-
-def _fmt(t) -> str:
-    from ..graph.printer import format_type
-
-    return format_type(TensorType(tuple(t.shape), t.dtype))
-
-
-def _same(a, b) -> bool:
-    return tuple(a.shape) == tuple(b.shape) and a.dtype == b.dtype
-
-
-def _mismatch(op: str, message: str, a, b) -> EmberError:
-    cls = ShapeError if tuple(a.shape) != tuple(b.shape) else DTypeError
-    return cls(message, op=op)
-
-
-def _check_operands(op: str, operands, graph, role: str) -> None:
-    if len(operands) != len(graph.inputs):
-        raise EmberError(
-            f"the {role} graph takes {len(graph.inputs)} inputs, the node gives {len(operands)}",
-            op=op,
-        )
-    for i, (x, v) in enumerate(zip(operands, graph.inputs)):
-        if not _same(x, v.type):
-            raise _mismatch(
-                op,
-                f"operand {i} is {_fmt(x)} but the {role} graph's input %{v.name} is "
-                f"{_fmt(v.type)}",
-                x,
-                v.type,
-            )
 
 
 def _cond_infer(pred, *operands, true_branch, false_branch):
@@ -77,8 +64,8 @@ def _cond_infer(pred, *operands, true_branch, false_branch):
             "(e.g. .any(), .all(), .sum() > 0) first",
             op="cond",
         )
-    _check_operands("cond", operands, true_branch, "true_branch")
-    _check_operands("cond", operands, false_branch, "false_branch")
+    check_operands("cond", operands, true_branch, "true_branch")
+    check_operands("cond", operands, false_branch, "false_branch")
     t_out, f_out = true_branch.outputs, false_branch.outputs
     if len(t_out) != len(f_out):
         raise EmberError(
@@ -87,11 +74,11 @@ def _cond_infer(pred, *operands, true_branch, false_branch):
             op="cond",
         )
     for i, (a, b) in enumerate(zip(t_out, f_out)):
-        if not _same(a.type, b.type):
-            raise _mismatch(
+        if not same(a.type, b.type):
+            raise mismatch(
                 "cond",
-                f"output {i} differs between the branches: true_branch gives {_fmt(a.type)}, "
-                f"false_branch gives {_fmt(b.type)}; both branches must return the same shapes "
+                f"output {i} differs between the branches: true_branch gives {fmt(a.type)}, "
+                f"false_branch gives {fmt(b.type)}; both branches must return the same shapes "
                 "and dtypes",
                 a.type,
                 b.type,
@@ -100,11 +87,11 @@ def _cond_infer(pred, *operands, true_branch, false_branch):
 
 
 def _while_infer(*operands, cond, body, checkpoint_every=None):
-    _check_checkpoint(checkpoint_every)
-    _check_operands("while_loop", operands, cond, "cond")
-    _check_operands("while_loop", operands, body, "body")
+    check_checkpoint(checkpoint_every)
+    check_operands("while_loop", operands, cond, "cond")
+    check_operands("while_loop", operands, body, "body")
     if len(cond.outputs) != 1 or tuple(cond.outputs[0].type.shape) != ():
-        got = ", ".join(_fmt(v.type) for v in cond.outputs)
+        got = ", ".join(fmt(v.type) for v in cond.outputs)
         raise ShapeError(f"cond must return one 0-d tensor, got ({got})", op="while_loop")
     carries = body.inputs[: len(body.outputs)]
     if len(body.outputs) > len(body.inputs):
@@ -113,11 +100,11 @@ def _while_infer(*operands, cond, body, checkpoint_every=None):
             op="while_loop",
         )
     for i, (v, out) in enumerate(zip(carries, body.outputs)):
-        if not _same(v.type, out.type):
-            raise _mismatch(
+        if not same(v.type, out.type):
+            raise mismatch(
                 "while_loop",
-                f"the body changes carry {i} (%{v.name}) from {_fmt(v.type)} to "
-                f"{_fmt(out.type)}; a loop body must keep its carries' shapes and dtypes",
+                f"the body changes carry {i} (%{v.name}) from {fmt(v.type)} to "
+                f"{fmt(out.type)}; a loop body must keep its carries' shapes and dtypes",
                 v.type,
                 out.type,
             )
@@ -128,14 +115,12 @@ def _while_infer(*operands, cond, body, checkpoint_every=None):
 
 
 def _cond_kernel(pred, *arrays, true_branch, false_branch):
-    from ..graph.subgraph import fresh_results, run_subgraph
 
     branch = true_branch if bool(pred) else false_branch
     return fresh_results(run_subgraph(branch, arrays), arrays)
 
 
 def _while_kernel(*arrays, cond, body, checkpoint_every=None):
-    from ..graph.subgraph import fresh_results, run_subgraph
 
     n = len(body.outputs)
     carries, extra = list(arrays[:n]), list(arrays[n:])
@@ -145,7 +130,6 @@ def _while_kernel(*arrays, cond, body, checkpoint_every=None):
 
 
 def _cond_vjp(ctx, *cotangents):
-    from ..graph.subgraph import graph_vjp
 
     pred, *operands = ctx.inputs
     wrt = tuple(
@@ -163,10 +147,6 @@ def _cond_vjp(ctx, *cotangents):
     return (None, *grads)
 
 
-def _no_cost(in_types, out_types, attrs) -> Cost:
-    return Cost(0, 0)  # the subgraphs' own nodes carry the cost; a trip count is unknown
-
-
 _COND = register(
     OpDef(
         name="cond",
@@ -174,17 +154,11 @@ _COND = register(
         infer=_cond_infer,
         kernel=_cond_kernel,
         vjp=_cond_vjp,
-        cost=_no_cost,
+        cost=no_cost,
         num_outputs=-1,  # as many as the branches return: always a tuple
         doc="cond(pred, *operands; true_branch, false_branch): run one branch graph.",
     )
 )
-
-
-def _while_vjp(ctx, *cotangents):
-    from .flow_grad import while_vjp
-
-    return while_vjp(ctx, *cotangents)
 
 
 _WHILE = register(
@@ -193,8 +167,8 @@ _WHILE = register(
         kind="control",
         infer=_while_infer,
         kernel=_while_kernel,
-        vjp=_while_vjp,
-        cost=_no_cost,
+        vjp=while_vjp,  # control/flow_grad.py
+        cost=no_cost,
         num_outputs=-1,
         doc="while_loop(*carries, *lifted; cond, body[, checkpoint_every]): iterate body while "
         "cond holds.",
@@ -203,12 +177,6 @@ _WHILE = register(
 
 
 # ------------------------------------------------------------------------------ public API
-
-
-def _tracing() -> bool:
-    from ..graph.builder import GraphBuilder
-
-    return isinstance(current_mode(), GraphBuilder)
 
 
 @export
@@ -221,16 +189,15 @@ def cond(pred, true_fn, false_fn, *operands):
     one ``cond`` node, so the choice is made at run time. Branches may use tensors they close
     over. Gradients flow through the branch taken.
     """
-    if isinstance(pred, bool) or not _tracing():
+    if isinstance(pred, bool) or not tracing():
         return true_fn(*operands) if bool(pred) else false_fn(*operands)
     return staged_cond(pred, true_fn, false_fn, *operands)
 
 
 def staged_cond(pred, true_fn, false_fn, *operands):
     """`cond` recorded as a node even when eager (see the module docstring)."""
-    from ..graph.subgraph import flatten, trace_subgraph, type_of, unflatten, unify_lifted
 
-    leaves, paths, spec = flatten(operands, "cond operands")
+    leaves, paths, spec = flatten(operands, "cond operands", numbers=True)
     types = [type_of(t) for t in leaves]
     names = [f"operand{i}" for i in range(len(leaves))]
 
@@ -246,7 +213,7 @@ def staged_cond(pred, true_fn, false_fn, *operands):
     if t_spec != f_spec:
         raise EmberError(
             "the branches return different structures (true_branch "
-            f"{_describe(t_spec)}, false_branch {_describe(f_spec)}); both must return the same "
+            f"{describe(t_spec)}, false_branch {describe(f_spec)}); both must return the same "
             "nest of tensors",
             op="cond",
         )
@@ -255,48 +222,6 @@ def staged_cond(pred, true_fn, false_fn, *operands):
     lifted = unify_lifted([(t_graph, t_lifted), (f_graph, f_lifted)], len(leaves))
     outs = apply(_COND, pred, *leaves, *lifted, true_branch=t_graph, false_branch=f_graph)
     return unflatten(t_spec, outs)
-
-
-def _describe(spec) -> str:
-    if spec[0] == "leaf":
-        return "tensor"
-    kind, inner = spec
-    if kind is dict:
-        return "{" + ", ".join(f"{k!r}: {_describe(v)}" for k, v in inner) + "}"
-    parts = [_describe(s) for s in inner]
-    return ("[%s]" if kind is list else "(%s)") % ", ".join(parts)
-
-
-def _check_carries(new, spec, types, paths, op: str = "while_loop") -> None:
-    """The body kept the carries' structure and types (eager loops check every step)."""
-    from ..graph.subgraph import flatten
-
-    leaves, _, new_spec = flatten(new, "a loop body's result")
-    if new_spec != spec:
-        raise EmberError(
-            f"the body returns {_describe(new_spec)} but the carries are {_describe(spec)}; a "
-            "loop body must return its carries' structure",
-            op=op,
-        )
-    for i, (t, want) in enumerate(zip(leaves, types)):
-        if not _same(t, want):
-            raise _mismatch(
-                "while_loop",
-                f"the body changes carry {i} (carry{paths[i]}) from {_fmt(want)} to {_fmt(t)}; a "
-                "loop body must keep its carries' shapes and dtypes",
-                want,
-                t,
-            )
-
-
-def _check_checkpoint(checkpoint_every, op: str = "while_loop") -> None:
-    k = checkpoint_every
-    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
-        raise EmberError(
-            f"checkpoint_every must be a positive int (keep every k-th carry for the backward "
-            f"pass) or None (keep them all), got {k!r}",
-            op=op,
-        )
 
 
 @export
@@ -315,26 +240,23 @@ def while_loop(cond_fn, body_fn, init_vals, *, checkpoint_every: int | None = No
     segment, holding O(n/k + k) carries instead of O(n) (then even an eager call is recorded
     as one node, so that its gradient, not the tape of every iteration, is used).
     """
-    _check_checkpoint(checkpoint_every)
-    if not _tracing() and checkpoint_every is None:
-        from ..graph.subgraph import flatten, type_of
-
-        leaves, paths, spec = flatten(init_vals, "loop carries")
+    check_checkpoint(checkpoint_every)
+    if not tracing() and checkpoint_every is None:
+        leaves, paths, spec = flatten(init_vals, "loop carries", numbers=True)
         types = [type_of(t) for t in leaves]
         vals = init_vals
         while bool(cond_fn(vals)):
             vals = body_fn(vals)
-            _check_carries(vals, spec, types, paths)
+            check_carries(vals, spec, types, paths)
         return vals
     return staged_while_loop(cond_fn, body_fn, init_vals, checkpoint_every=checkpoint_every)
 
 
 def staged_while_loop(cond_fn, body_fn, init_vals, *, checkpoint_every: int | None = None):
     """`while_loop` recorded as a node even when eager (see the module docstring)."""
-    from ..graph.subgraph import flatten, trace_subgraph, type_of, unflatten, unify_lifted
 
-    _check_checkpoint(checkpoint_every)
-    leaves, paths, spec = flatten(init_vals, "loop carries")
+    check_checkpoint(checkpoint_every)
+    leaves, paths, spec = flatten(init_vals, "loop carries", numbers=True)
     if not leaves:
         raise EmberError("a loop needs at least one tensor carry", op="while_loop")
     types = [type_of(t) for t in leaves]
@@ -342,16 +264,16 @@ def staged_while_loop(cond_fn, body_fn, init_vals, *, checkpoint_every: int | No
     c_graph, _, c_spec, c_lifted = trace_subgraph(
         lambda *xs: cond_fn(unflatten(spec, xs)), types, names, "cond", "cond_fn's result"
     )
-    if c_spec != ("leaf",):
+    if c_spec != LEAF:
         raise EmberError(
-            f"cond_fn must return one 0-d tensor, got {_describe(c_spec)}", op="while_loop"
+            f"cond_fn must return one 0-d tensor, got {describe(c_spec)}", op="while_loop"
         )
     b_graph, _, b_spec, b_lifted = trace_subgraph(
         lambda *xs: body_fn(unflatten(spec, xs)), types, names, "body", "a loop body's result"
     )
     if b_spec != spec:
         raise EmberError(
-            f"the body returns {_describe(b_spec)} but the carries are {_describe(spec)}; a "
+            f"the body returns {describe(b_spec)} but the carries are {describe(spec)}; a "
             "loop body must return its carries' structure",
             op="while_loop",
         )

@@ -16,6 +16,8 @@ Only floating-point carries and lifted operands get gradients (the others get No
 loop gradients run the body again, so a body that draws random numbers is refused (the
 draws would differ from the forward's). `record_loop_gradients` lets a caller observe what the
 ``while_loop_grad`` kernels did (iterations, peak number of carries held).
+
+flow.py registers `while_vjp` as ``while_loop``'s VJP; this module does not import it.
 """
 
 from __future__ import annotations
@@ -25,9 +27,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import AutogradError, EmberError
+from ..graph.ir import Graph
+from ..graph.subgraph import fresh_results, graph_vjp, run_subgraph, trace_subgraph, type_of
 from ..ops._registry import OpDef, apply, export, register
+from ..transforms.dce import eliminate_dead_code
 from ..types import TensorType
-from .flow import _check_operands, _fmt, _no_cost, _same
+from ._common import check_operands, fmt, no_cost, same
 
 # ------------------------------------------------------------------------------ shared
 
@@ -38,7 +43,6 @@ def floating(t) -> bool:
 
 def refuse_random(graph, op: str) -> None:
     """The gradients recompute the loop: random draws in the body would not repeat."""
-    from ..graph.ir import Graph
 
     for node in graph.nodes:
         if node.kind != "call":
@@ -66,29 +70,6 @@ def flip0(x):
     from ..ops.shape import flip
 
     return flip(x, 0)
-
-
-def scan_call(fn, carries: list, xs: list) -> tuple[list, list]:
-    """Record one ``scan`` node (in the current mode) of ``fn(carries, x_slices) -> (carries,
-    ys)``, lists of tensors; returns (final carries, stacked ys)."""
-    from ..graph.subgraph import trace_subgraph, type_of, unify_lifted
-    from ..transforms.dce import eliminate_dead_code
-    from .scan import _SCAN
-
-    n = len(carries)
-    types = [type_of(c) for c in carries]
-    types += [TensorType(tuple(x.shape[1:]), x.dtype) for x in xs]
-    names = [f"carry{i}" for i in range(n)] + [f"x{j}" for j in range(len(xs))]
-
-    def body(*args):
-        new, ys = fn(list(args[:n]), list(args[n:]))
-        return (tuple(new), tuple(ys))
-
-    graph, _, _, lifted = trace_subgraph(body, types, names, "body", "scan outputs")
-    graph = eliminate_dead_code(graph)[0]  # e.g. the forward values a VJP does not read
-    extra = unify_lifted([(graph, lifted)], len(types))
-    outs = apply(_SCAN, *carries, *xs, *extra, body=graph, num_carries=n, num_xs=len(xs))
-    return list(outs[:n]), list(outs[n:])
 
 
 # ------------------------------------------------------------------------------ while_loop
@@ -128,7 +109,7 @@ export(record_loop_gradients)
 def _while_grad_infer(*operands, cond, body, body_vjp, num_carries, wrt_lifted, checkpoint_every):
     op = "while_loop_grad"
     n_body = len(body.inputs)
-    _check_operands(op, operands[:n_body], body, "body")
+    check_operands(op, operands[:n_body], body, "body")
     carries = operands[:num_carries]
     float_carries = [c for c in carries if floating(c)]
     cots = operands[n_body:]
@@ -139,21 +120,20 @@ def _while_grad_infer(*operands, cond, body, body_vjp, num_carries, wrt_lifted, 
             op=op,
         )
     for i, (c, t) in enumerate(zip(cots, float_carries)):
-        if not _same(c, t):
-            raise EmberError(f"cotangent {i} is {_fmt(c)} but its carry is {_fmt(t)}", op=op)
-    _check_operands(op, operands, body_vjp, "body_vjp")
+        if not same(c, t):
+            raise EmberError(f"cotangent {i} is {fmt(c)} but its carry is {fmt(t)}", op=op)
+    check_operands(op, operands, body_vjp, "body_vjp")
     lifted = operands[num_carries:n_body]
     want = [*float_carries, *(lifted[k] for k in wrt_lifted)]
     outs = [v.type for v in body_vjp.outputs]
-    if len(outs) != len(want) or not all(_same(a, b) for a, b in zip(outs, want)):
-        got = ", ".join(_fmt(t) for t in outs)
-        wanted = ", ".join(_fmt(t) for t in want)
+    if len(outs) != len(want) or not all(same(a, b) for a, b in zip(outs, want)):
+        got = ", ".join(fmt(t) for t in outs)
+        wanted = ", ".join(fmt(t) for t in want)
         raise EmberError(f"body_vjp returns ({got}) but the gradients are ({wanted})", op=op)
     return tuple(TensorType(tuple(t.shape), t.dtype) for t in want)
 
 
 def _while_grad_kernel(*arrays, cond, body, body_vjp, num_carries, wrt_lifted, checkpoint_every):
-    from ..graph.subgraph import fresh_results, run_subgraph
 
     n_body = len(body.inputs)
     init, lifted = list(arrays[:num_carries]), list(arrays[num_carries:n_body])
@@ -210,7 +190,7 @@ WHILE_LOOP_GRAD = register(
         infer=_while_grad_infer,
         kernel=_while_grad_kernel,
         vjp=None,  # no higher-order gradients through a while_loop
-        cost=_no_cost,
+        cost=no_cost,
         num_outputs=-1,
         doc="while_loop_grad(*init, *lifted, *cotangents; cond, body, body_vjp, num_carries, "
         "wrt_lifted, checkpoint_every): a while_loop's gradients, its forward recomputed.",
@@ -221,7 +201,6 @@ WHILE_LOOP_GRAD = register(
 def _body_vjp_graph(body, nc: int, fc: list, fl: list):
     """The body's VJP as a graph: ``(*carries, *lifted, *cotangents of the floating carries) ->
     (*gradients of the floating carries, *gradients of the lifted operands fl)``."""
-    from ..graph.subgraph import graph_vjp, trace_subgraph, type_of
 
     n_body = len(body.inputs)
     vjp = graph_vjp(body, (*fc, *(nc + k for k in fl)))
@@ -238,10 +217,9 @@ def _body_vjp_graph(body, nc: int, fc: list, fl: list):
     if lifted:  # the VJP reads only the body's inputs; anything else would be a bug here
         raise AutogradError(
             "the loop body's VJP closed over values outside the loop: "
-            + ", ".join(_fmt(type_of(t)) for _, t in lifted),
+            + ", ".join(fmt(type_of(t)) for _, t in lifted),
             op="while_loop",
         )
-    from ..transforms.dce import eliminate_dead_code
 
     return eliminate_dead_code(graph)[0]  # the forward values the VJP does not read
 

@@ -17,23 +17,25 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import EmberError, ShapeError
+from ..graph.subgraph import fresh_results, run_subgraph, trace_subgraph, type_of, unify_lifted
+from ..graph.tree import describe, flatten, unflatten
 from ..ops._registry import OpDef, apply, export, register
 from ..types import TensorType
-from .flow import (
-    _check_carries,
-    _check_checkpoint,
-    _check_operands,
-    _describe,
-    _fmt,
-    _mismatch,
-    _no_cost,
-    _same,
-    _tracing,
+from ._common import (
+    check_carries,
+    check_checkpoint,
+    check_operands,
+    fmt,
+    mismatch,
+    no_cost,
+    same,
+    tracing,
 )
+from .scan_grad import scan_vjp
 
 
 def _scan_infer(*operands, body, num_carries, num_xs, checkpoint_every=None):
-    _check_checkpoint(checkpoint_every, "scan")
+    check_checkpoint(checkpoint_every, "scan")
     carries = operands[:num_carries]
     xs = operands[num_carries : num_carries + num_xs]
     if not xs:
@@ -47,13 +49,13 @@ def _scan_infer(*operands, body, num_carries, num_xs, checkpoint_every=None):
                 op="scan",
             )
     sliced = [*carries, *(TensorType(tuple(x.shape[1:]), x.dtype) for x in xs)]
-    _check_operands("scan", [*sliced, *operands[num_carries + num_xs :]], body, "body")
+    check_operands("scan", [*sliced, *operands[num_carries + num_xs :]], body, "body")
     for i, (c, out) in enumerate(zip(carries, body.outputs)):
-        if not _same(c, out.type):
-            raise _mismatch(
+        if not same(c, out.type):
+            raise mismatch(
                 "scan",
-                f"the body changes carry {i} (%{body.inputs[i].name}) from {_fmt(c)} to "
-                f"{_fmt(out.type)}; a scan body must keep its carries' shapes and dtypes",
+                f"the body changes carry {i} (%{body.inputs[i].name}) from {fmt(c)} to "
+                f"{fmt(out.type)}; a scan body must keep its carries' shapes and dtypes",
                 c,
                 out.type,
             )
@@ -62,7 +64,6 @@ def _scan_infer(*operands, body, num_carries, num_xs, checkpoint_every=None):
 
 
 def _scan_kernel(*arrays, body, num_carries, num_xs, checkpoint_every=None):
-    from ..graph.subgraph import fresh_results, run_subgraph
 
     carries = list(arrays[:num_carries])
     xs = arrays[num_carries : num_carries + num_xs]
@@ -82,20 +83,14 @@ def _scan_kernel(*arrays, body, num_carries, num_xs, checkpoint_every=None):
     return fresh_results([*carries, *ys], arrays)
 
 
-def _scan_vjp(ctx, *cotangents):
-    from .scan_grad import scan_vjp
-
-    return scan_vjp(ctx, *cotangents)
-
-
 _SCAN = register(
     OpDef(
         name="scan",
         kind="control",
         infer=_scan_infer,
         kernel=_scan_kernel,
-        vjp=_scan_vjp,
-        cost=_no_cost,
+        vjp=scan_vjp,  # control/scan_grad.py
+        cost=no_cost,
         num_outputs=-1,
         doc="scan(*init, *xs, *lifted; body, num_carries, num_xs[, checkpoint_every]): a loop "
         "over xs' first axis.",
@@ -114,26 +109,25 @@ def scan(fn, init, xs, *, checkpoint_every: int | None = None):
     backward pass stacks every step's carry; with ``checkpoint_every=k`` it keeps every k-th and
     recomputes the rest segment by segment (O(n/k + k) stacked carries; even an eager call is
     then recorded as one node, so that this gradient, not the tape of every step, is used)."""
-    _check_checkpoint(checkpoint_every, "scan")
-    if not _tracing() and checkpoint_every is None:
+    check_checkpoint(checkpoint_every, "scan")
+    if not tracing() and checkpoint_every is None:
         return _eager_scan(fn, init, xs)
     return staged_scan(fn, init, xs, checkpoint_every=checkpoint_every)
 
 
 def _eager_scan(fn, init, xs):
-    from ..graph.subgraph import flatten, type_of, unflatten
     from ..ops.shape import stack
 
-    c_leaves, c_paths, c_spec = flatten(init, "scan carries")
+    c_leaves, c_paths, c_spec = flatten(init, "scan carries", numbers=True)
     c_types = [type_of(t) for t in c_leaves]
-    x_leaves, _, x_spec = flatten(xs, "scan sequences")
+    x_leaves, _, x_spec = flatten(xs, "scan sequences", numbers=True)
     if not x_leaves:
         raise EmberError("scan needs at least one sequence in xs", op="scan")
     carry, ys, y_spec = init, [], None
     for t in range(x_leaves[0].shape[0]):
         carry, y = fn(carry, unflatten(x_spec, [x[t] for x in x_leaves]))
-        _check_carries(carry, c_spec, c_types, c_paths, op="scan")
-        y_leaves, _, y_spec = flatten(y, "scan outputs")
+        check_carries(carry, c_spec, c_types, c_paths, op="scan")
+        y_leaves, _, y_spec = flatten(y, "scan outputs", numbers=True)
         ys.append(y_leaves)
     if y_spec is None:
         # no steps: trace nothing, the outputs' structure is unknown without running fn
@@ -143,10 +137,9 @@ def _eager_scan(fn, init, xs):
 
 def staged_scan(fn, init, xs, *, checkpoint_every: int | None = None):
     """`scan` recorded as a node even when eager (see control/flow.py's docstring)."""
-    from ..graph.subgraph import flatten, trace_subgraph, type_of, unflatten, unify_lifted
 
-    c_leaves, _, c_spec = flatten(init, "scan carries")
-    x_leaves, _, x_spec = flatten(xs, "scan sequences")
+    c_leaves, _, c_spec = flatten(init, "scan carries", numbers=True)
+    x_leaves, _, x_spec = flatten(xs, "scan sequences", numbers=True)
     if not x_leaves or any(not x.shape for x in x_leaves):
         raise EmberError("scan needs sequences (tensors with a first axis) in xs", op="scan")
     types = [type_of(t) for t in c_leaves]
@@ -157,13 +150,13 @@ def staged_scan(fn, init, xs, *, checkpoint_every: int | None = None):
 
     def body(*args):
         carry, y = fn(unflatten(c_spec, args[:n]), unflatten(x_spec, args[n:]))
-        specs["y"] = flatten(y, "scan outputs")[2]
+        specs["y"] = flatten(y, "scan outputs", numbers=True)[2]
         return (carry, y)
 
     graph, _, spec, lifted = trace_subgraph(body, types, names, "body", "scan outputs")
     if spec[1][0] != c_spec:
         raise EmberError(
-            f"the body returns {_describe(spec[1][0])} but the carries are {_describe(c_spec)}; "
+            f"the body returns {describe(spec[1][0])} but the carries are {describe(c_spec)}; "
             "a scan body must return its carries' structure",
             op="scan",
         )

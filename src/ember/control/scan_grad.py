@@ -24,13 +24,39 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .flow_grad import flip0, floating, refuse_random, scan_call, zeros_like_type
+from ..graph.subgraph import graph_vjp, inline_graph, trace_subgraph, type_of, unify_lifted
+from ..ops._registry import apply
+from ..transforms.dce import eliminate_dead_code
+from ..types import TensorType
+from .flow_grad import flip0, floating, refuse_random, zeros_like_type
+
+
+def scan_call(op, fn, carries: list, xs: list) -> tuple[list, list]:
+    """Record one node of the scan ``op`` (in the current mode) of ``fn(carries, x_slices) ->
+    (carries, ys)``, lists of tensors; returns (final carries, stacked ys). ``op`` is the op
+    being differentiated (``ctx.op``): the VJP of a scan is scans, and this module does not
+    import scan.py, which imports it."""
+    n = len(carries)
+    types = [type_of(c) for c in carries]
+    types += [TensorType(tuple(x.shape[1:]), x.dtype) for x in xs]
+    names = [f"carry{i}" for i in range(n)] + [f"x{j}" for j in range(len(xs))]
+
+    def body(*args):
+        new, ys = fn(list(args[:n]), list(args[n:]))
+        return (tuple(new), tuple(ys))
+
+    graph, _, _, lifted = trace_subgraph(body, types, names, "body", "scan outputs")
+    graph = eliminate_dead_code(graph)[0]  # e.g. the forward values a VJP does not read
+    extra = unify_lifted([(graph, lifted)], len(types))
+    outs = apply(op, *carries, *xs, *extra, body=graph, num_carries=n, num_xs=len(xs))
+    return list(outs[:n]), list(outs[n:])
 
 
 @dataclass
 class _Parts:
     """The positions that matter to the reverse scan of one body."""
 
+    op: object  # the scan op (ctx.op), whose nodes the reverse scan records
     body: object  # the body graph
     nc: int  # carries
     nx: int  # sequences
@@ -46,7 +72,6 @@ def _reverse_scan(p: _Parts, init, xs, lifted, ct_c, ct_y, acc=None) -> tuple[li
     of ``p.body`` from carries ``init`` over ``xs``, given the final carries' cotangents
     ``ct_c`` (one per fc) and the stacked outputs' ``ct_y`` (one per fy). The lifted operands'
     gradients are added to ``acc`` (zeros when None) step by step, in reverse order."""
-    from ..graph.subgraph import graph_vjp, inline_graph
 
     nc, nx, ny = p.nc, p.nx, p.ny
     stacked: list = []
@@ -55,7 +80,7 @@ def _reverse_scan(p: _Parts, init, xs, lifted, ct_c, ct_y, acc=None) -> tuple[li
         def forward(c, x):
             return inline_graph(p.body, [*c, *x, *lifted])[:nc], c
 
-        _, stacked = scan_call(forward, list(init), list(xs))
+        _, stacked = scan_call(p.op, forward, list(init), list(xs))
 
     body_vjp = graph_vjp(p.body, (*p.fc, *(nc + j for j in p.fx), *(nc + nx + k for k in p.fl)))
     nfc, nfx = len(p.fc), len(p.fx)
@@ -76,14 +101,13 @@ def _reverse_scan(p: _Parts, init, xs, lifted, ct_c, ct_y, acc=None) -> tuple[li
     if acc is None:
         acc = [zeros_like_type(lifted[k]) for k in p.fl]
     carry0 = [*ct_c, *acc]
-    final, g_xs = scan_call(backward, carry0, seqs)
+    final, g_xs = scan_call(p.op, backward, carry0, seqs)
     return final[:nfc], [flip0(g) for g in g_xs], final[nfc:]
 
 
 def _checkpointed(p: _Parts, init, xs, lifted, ct_c, ct_y, k: int):
     """`_reverse_scan` keeping every k-th carry (module docstring); the same results, summed
     in the same order."""
-    from ..graph.subgraph import inline_graph
     from ..ops.shape import concat
 
     n = xs[0].shape[0]
@@ -103,9 +127,9 @@ def _checkpointed(p: _Parts, init, xs, lifted, ct_c, ct_y, k: int):
         def step(c2, x2):
             return inline_graph(p.body, [*c2, *x2, *lifted])[:nc], []
 
-        return scan_call(step, c, x_seg)[0], c  # each segment's incoming carry: a checkpoint
+        return scan_call(p.op, step, c, x_seg)[0], c  # each segment's incoming carry: a checkpoint
 
-    middle, checkpoints = scan_call(segment_forward, list(init), list(xs_h))
+    middle, checkpoints = scan_call(p.op, segment_forward, list(init), list(xs_h))
     g_c, acc, g_tail = list(ct_c), [zeros_like_type(lifted[j]) for j in p.fl], []
     if rest:
         g_c, g_tail, acc = _reverse_scan(p, middle, xs_t, lifted, g_c, cy_t, acc)
@@ -117,7 +141,7 @@ def _checkpointed(p: _Parts, init, xs, lifted, ct_c, ct_y, k: int):
         return [*g2, *a2], gx
 
     seqs = [*map(flip0, checkpoints), *map(flip0, xs_h), *map(flip0, cy_h)]
-    final, gx_h = scan_call(segment_backward, [*g_c, *acc], seqs)
+    final, gx_h = scan_call(p.op, segment_backward, [*g_c, *acc], seqs)
     g_xs = []
     for j, g in enumerate(gx_h):
         g = flip0(g).reshape(head, *g.shape[2:])
@@ -144,7 +168,7 @@ def scan_vjp(ctx, *cotangents):
         c = cotangents[i] if i < len(cotangents) else None
         return zeros_like_type(ctx.out_types[i]) if c is None else c
 
-    parts = _Parts(body, nc, nx, ny, fc, fx, fl, fy)
+    parts = _Parts(ctx.op, body, nc, nx, ny, fc, fx, fl, fy)
     ct_c, ct_y = [cot(i) for i in fc], [cot(nc + m) for m in fy]
     k = ctx.attrs.get("checkpoint_every")
     if k:

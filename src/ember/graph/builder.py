@@ -15,7 +15,7 @@ of a rebound tensor in Python (``.item()``, ``bool()``) would see the stale valu
 `TraceError`.
 
 ``tensor.backward()`` on a symbolic tensor records the backward pass into the same graph (the
-ops' own VJPs, via transforms.grad) and sets ``.grad`` of every leaf it reaches to a symbolic
+ops' own VJPs, via graph/autodiff.py) and sets ``.grad`` of every leaf it reaches to a symbolic
 tensor, accumulating onto an existing gradient as eager autograd does. Leaves are the captured
 eager tensors that require grad and the graph inputs declared with ``requires_grad``; values
 recorded under ``no_grad`` carry no gradient. The position of the first backward node is kept
@@ -30,6 +30,7 @@ from ..ops._util import fit_inplace_result
 from ..tensor import GRAD_SLOT, Tensor
 from ..types import TensorType
 from . import scope as _scope
+from .autodiff import backward_graph_values
 from .ir import Graph
 from .symbolic_tensor import SymbolicTensor
 
@@ -141,8 +142,6 @@ class GraphBuilder(_reg.Mode):
     # -------- recorded backward passes
     def backward(self, output, gradient=None, inputs=None) -> None:
         """``output.backward(gradient)`` while building: see the module docstring."""
-        from ..transforms.grad import backward_graph_values
-
         if self.backward_start is None:
             self.backward_start = len(self.graph.nodes)
         gradient = self._cotangent(output, gradient, TraceError, "backward", "a gradient argument")
@@ -188,7 +187,6 @@ class GraphBuilder(_reg.Mode):
         holds by construction), and no ``.grad`` is touched. An input no output depends on
         gets None with ``allow_unused``, else an AutogradError, as eagerly."""
         from ..errors import AutogradError
-        from ..transforms.grad import backward_graph_values
 
         cotangents = [
             self._cotangent(

@@ -15,7 +15,7 @@ A scope string has two parts, ``"<module path>[:<function>]"``:
   body recorded the node, e.g. ``"GPTBlock:scaled_dot_product_attention"``. Only composites that
   declare themselves with `composite` get one.
 
-Backward nodes inherit the scope of the forward node they differentiate (transforms/grad.py
+Backward nodes inherit the scope of the forward node they differentiate (graph/autodiff.py
 re-enters it with `entered` while that node's VJP records).
 
 API: `recording` (is a graph being built?), `module` (Module.__call__), `composite` (a

@@ -16,7 +16,8 @@ This module owns the machinery the control-flow ops (control/flow.py) share:
   mode is current (recording into a builder, or running eagerly). Differentiating a subgraph is
   inlining it, then running the ordinary graph or eager autodiff on the inlined values.
 * `run_subgraph`: execute a subgraph on arrays with the reference interpreter.
-* pytree helpers: `flatten` / `unflatten` over tuples, lists and dicts with tensor leaves.
+
+Operands and results are trees of tensors (graph/tree.py).
 
 Invariant: a subgraph is never changed after the node holding it is made; nodes may share one.
 """
@@ -27,61 +28,15 @@ import weakref
 
 import numpy as np
 
-from ..errors import EmberError, TraceError
+from ..errors import TraceError
 from ..ops import _registry as _reg
-from ..ops._registry import TensorBase
 from ..tensor import Tensor
 from ..types import TensorType
+from .autodiff import backward_graph_values
 from .builder import GraphBuilder
 from .ir import Graph
 from .symbolic_tensor import SymbolicTensor
-
-# ------------------------------------------------------------------------------ pytrees
-
-
-def flatten(tree, what: str, path: str = "") -> tuple[list, list[str], tuple]:
-    """(leaves, a path per leaf, structure) of a nest of tuples/lists/dicts. Leaves are tensors;
-    Python numbers become constant tensors of the current mode (as ``ember.tensor`` makes)."""
-    leaves: list = []
-    paths: list[str] = []
-
-    def walk(obj, where):
-        if isinstance(obj, TensorBase):
-            leaves.append(obj)
-            paths.append(where)
-            return ("leaf",)
-        if isinstance(obj, (bool, int, float)):
-            from ..ops.creation import tensor
-
-            leaves.append(tensor(obj))
-            paths.append(where)
-            return ("leaf",)
-        if isinstance(obj, (tuple, list)):
-            return (type(obj), tuple(walk(o, f"{where}[{i}]") for i, o in enumerate(obj)))
-        if isinstance(obj, dict):
-            return (dict, tuple((k, walk(v, f"{where}[{k!r}]")) for k, v in obj.items()))
-        raise EmberError(
-            f"{what} must be tensors (or tuples, lists, dicts of them), got "
-            f"{type(obj).__name__} at {where or 'the top'}",
-        )
-
-    spec = walk(tree, path)
-    return leaves, paths, spec
-
-
-def unflatten(spec, leaves):
-    """The nest of structure ``spec`` with ``leaves`` (an iterator or sequence) in place."""
-    it = iter(leaves)
-
-    def build(s):
-        if s[0] == "leaf":
-            return next(it)
-        kind, inner = s
-        if kind is dict:
-            return {k: build(v) for k, v in inner}
-        return kind(build(x) for x in inner)
-
-    return build(spec)
+from .tree import flatten
 
 
 def type_of(t) -> TensorType:
@@ -140,7 +95,7 @@ def trace_subgraph(fn, in_types, in_names, name: str, what: str):
     inputs = [builder.input(t, n) for t, n in zip(in_types, in_names)]
     with builder:
         out = fn(*inputs)
-        leaves, paths, spec = flatten(out, what)
+        leaves, paths, spec = flatten(out, what, numbers=True)
     builder.graph.set_outputs([builder.value_of(t) for t in leaves])
     return builder.graph, paths, spec, builder.lifted
 
@@ -221,8 +176,6 @@ def graph_vjp(graph: Graph, wrt: tuple[int, ...]):
         primals, cotangents = list(args[:n]), list(args[n:])
         mode = _reg.current_mode()
         if isinstance(mode, GraphBuilder):
-            from ..transforms.grad import backward_graph_values
-
             outs = inline_graph(graph, primals)
             wrt_tensors = [primals[i] for i in wrt]
             return tuple(backward_graph_values(mode, outs, wrt_tensors, cotangents))

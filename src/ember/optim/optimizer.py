@@ -28,6 +28,7 @@ from ..errors import EmberError, StateDictError
 from ..graph import scope as _scope
 from ..ops._registry import current_mode, scalar_value
 from ..tensor import Tensor
+from .train_op import minimize as record_minimize
 
 __all__ = ["Optimizer", "OptimizerError", "required"]
 
@@ -204,12 +205,10 @@ class Optimizer:
     def minimize(self, loss, var_list: Iterable | None = None, name: str | None = None):
         """Minimize ``loss``. Built inside ``with ember.Graph():``, this records the backward
         pass and this optimizer's step into the graph and returns a training op that
-        ``ember.Session.run`` executes (capture/train_op.py); eagerly (or while ``ember.function``
+        ``ember.Session.run`` executes (optim/train_op.py); eagerly (or while ``ember.function``
         traces) it is ``zero_grad(); loss.backward(); step()`` now and returns None.
         ``var_list`` restricts the update to some of the optimizer's parameters."""
-        from ..capture.train_op import minimize
-
-        return minimize(self, loss, var_list, name)
+        return record_minimize(self, loss, var_list, name)
 
     def _update_group(self, group: dict[str, Any], params: list[Tensor]) -> None:
         raise NotImplementedError(f"{type(self).__name__} does not implement _update_group")

@@ -1,18 +1,16 @@
 """Recording the kernels of compiled graphs: what the instrumented generated code calls.
 
-``compile_graph(graph, profile=True)`` (runtime/codegen.py) writes ``_t = _now()`` before each
-kernel call and ``_event(position, _t, outputs, inputs)`` after it; `kernel_recorder` makes
-that ``_event`` for one graph, with each node's facts (name, op, attributes, dtypes) computed
-once, and hands each call to the recording profiler.
+``compile_graph(graph, instrument=...)`` (runtime/codegen.py) writes ``_t = _now()`` before
+each kernel call and ``_event(position, _t, outputs, inputs)`` after it; `kernel_recorder`
+makes that ``_event`` for one graph, with each node's facts (name, op, attributes, dtypes)
+computed once, and hands each call to the recording profiler (recorder.py passes both hooks).
 """
 
 from __future__ import annotations
 
 from ..ops.fused import FUSED_OPS
-from . import recorder
-from .events import now
 
-__all__ = ["kernel_recorder", "kernel_name", "now"]
+__all__ = ["kernel_recorder", "kernel_name"]
 
 
 class _NodeInfo:
@@ -44,13 +42,14 @@ class _NodeInfo:
         return resolve(self.attrs, bindings)
 
 
-def kernel_recorder(graph):
+def kernel_recorder(graph, recording):
     """The ``_event(position, start, outputs, inputs)`` function that the instrumented code of
-    ``graph`` calls after each kernel (runtime/codegen.py, ``profile=True``)."""
+    ``graph`` calls after each kernel (runtime/codegen.py). ``recording()`` gives the profiler
+    recording at that moment, or None (the code is built once and may outlive a profiler)."""
     infos = {i: _NodeInfo(n) for i, n in enumerate(graph.nodes) if n.kind == "call"}
 
     def record(position: int, start: int, outputs: tuple, inputs: tuple) -> None:
-        prof = recorder._active
+        prof = recording()
         if prof is not None:
             prof.kernel(infos[position], start, outputs, inputs)
 

@@ -3,6 +3,7 @@
 An `Event` is one timed span on one thread (times from ``perf_counter_ns``): an op call, a
 kernel call or a range. Its cost (FLOPs, bytes) comes from the op's cost rule on the call's
 concrete types, computed when a report first asks (costs.py), not while the program runs.
+The names of the threads that recorded are kept here too, for the reports (report.py).
 """
 
 from __future__ import annotations
@@ -14,9 +15,21 @@ import numpy as np
 from ..ops import _registry as _reg
 from ..types import TensorType
 
-__all__ = ["Event", "allocated_bytes", "now", "types_of"]
+__all__ = ["Event", "allocated_bytes", "name_thread", "now", "thread_names", "types_of"]
 
 now = time.perf_counter_ns
+
+_thread_names: dict[int, str] = {}
+
+
+def name_thread(tid: int, name: str) -> None:
+    """Note the Python name of the thread with native id ``tid`` (a thread that records)."""
+    _thread_names[tid] = name
+
+
+def thread_names() -> dict[int, str]:
+    """Native thread id -> Python thread name, for the threads that recorded events."""
+    return dict(_thread_names)
 
 
 class Event:

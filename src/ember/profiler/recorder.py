@@ -12,9 +12,9 @@ the places where work runs, each without cost to the unprofiled path:
   around the pass and one range per tape node (``MulBackward``, ...); ops run inside get the
   category ``backward``.
 * **compiled graphs**: ``codegen.profiler`` makes `CompiledGraph` run an instrumented copy of its
-  generated code (built once, on the first profiled call): a ``graph <name>`` range around the
-  call and one ``kernel`` event per generated kernel call, a fused group being one call
-  (compiled.py).
+  generated code (built once, on the first profiled call, with the hooks `_instrument` gives):
+  a ``graph <name>`` range around the call and one ``kernel`` event per generated kernel call,
+  a fused group being one call (compiled.py).
 
 Events are `Event` records (events.py) on the thread that ran them, timed with
 ``perf_counter_ns``; a child opens after and closes before its parent, so ranges nest exactly.
@@ -34,7 +34,8 @@ import numpy as np
 from ..autograd import Node
 from ..ops import _registry as _reg
 from ..types import TensorType
-from .events import Event, allocated_bytes, types_of
+from .compiled import kernel_recorder
+from .events import Event, allocated_bytes, name_thread, thread_names, types_of
 from .events import now as _now
 
 __all__ = ["Event", "profile", "record_function", "thread_names"]
@@ -42,22 +43,24 @@ __all__ = ["Event", "profile", "record_function", "thread_names"]
 _active: profile | None = None  # the recording profiler, if any (one at a time per process)
 
 
-_thread_names: dict[int, str] = {}
+def _recording() -> profile | None:
+    return _active
+
+
+def _instrument(graph) -> tuple:
+    """The hooks of ``graph``'s instrumented generated code (runtime/codegen.py): the clock, and
+    the event that hands each kernel call to the profiler recording when it runs."""
+    return _now, kernel_recorder(graph, _recording)
 
 
 class _Thread(threading.local):
     def __init__(self):
         self.tid = threading.get_native_id()
         self.backward = 0  # depth of backward ranges: ops inside are backward ops
-        _thread_names[self.tid] = threading.current_thread().name
+        name_thread(self.tid, threading.current_thread().name)
 
 
 _thread = _Thread()
-
-
-def thread_names() -> dict[int, str]:
-    """Native thread id -> Python thread name, for the threads that recorded events."""
-    return dict(_thread_names)
 
 
 class _ProfilingEagerMode(_reg.Mode):
@@ -199,9 +202,9 @@ class profile:  # noqa: N801  (PyTorch's name: torch.profiler.profile)
         name = compiled.graph.name
         if compiled._profiled is None:
             with _Range(f"instrument graph {name}", "profiler"):
-                compiled.profiled()
+                compiled.profiled(_instrument)
         with _Range(f"graph {name}", "graph"):
-            return compiled.profiled()(*arrays)
+            return compiled.profiled(_instrument)(*arrays)
 
     def kernel(self, info, start: int, outputs: tuple, inputs: tuple) -> None:
         """Record one kernel call of a compiled graph (called by the instrumented code)."""

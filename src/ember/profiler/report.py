@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 
 from .._files import write_atomic
-from .recorder import Event
+from .events import Event, thread_names
 from .roofline import Peaks, bound, machine_peaks
 
 __all__ = ["SORT_KEYS", "EventTable", "Row", "aggregate", "chrome_trace", "write_json"]
@@ -186,8 +186,6 @@ def _args(e: Event, peaks: Peaks) -> dict:
 
 def chrome_trace(events: list[Event], start_ns: int, pid: int, peaks: Peaks | None) -> dict:
     """The Trace Event Format object of ``events`` (times relative to ``start_ns``)."""
-    from .recorder import thread_names
-
     peaks = peaks or machine_peaks()
     base = min([start_ns] + [e.start_ns for e in events])
     trace = [

@@ -33,6 +33,7 @@ import sys
 import numpy as np
 
 from ..graph.interpreter import last_uses
+from ..kernels.ccompile import compiler_available
 from ..symbolic import SymDim, symbol_sources
 
 _LITERALS = (int, float, str, bool, type(None))
@@ -74,6 +75,7 @@ def _local(value) -> str:
 
 
 # the recording ember.profiler.profile, set by it: calls then run an instrumented copy of the code
+# (``profiler.run_graph``, which instruments it with its own hooks)
 profiler = None
 
 
@@ -106,11 +108,13 @@ class CompiledGraph:
                 return self._fn(*arrays)
         return self._fn(*arrays)
 
-    def profiled(self):
-        """The code with each kernel call timed for ember.profiler (generated once, without
-        an arena: a profiled call allocates as plain generated code does)."""
+    def profiled(self, instrument):
+        """The code with each kernel call timed for ember.profiler, ``instrument`` giving the
+        hooks (see `compile_graph`); generated once, without an arena: a profiled call
+        allocates as plain generated code does."""
         if self._profiled is None:
-            self._profiled = compile_graph(self.graph, self.inplace_request, profile=True)._fn
+            code = compile_graph(self.graph, self.inplace_request, instrument=instrument)
+            self._profiled = code._fn
         return self._profiled
 
 
@@ -168,6 +172,22 @@ def _in_place_nodes(graph, inplace: dict, compiled: dict) -> dict:
     return chosen
 
 
+def planned_in_place(graph, inplace: dict) -> dict:
+    """The in-place updates `compile_graph(graph, inplace)` chooses (`_in_place_nodes`), known
+    without building any kernel: a node whose op has a ``compile`` hook counts as compiled where
+    a C compiler is available (without one the NumPy kernels run, and only one-ufunc nodes
+    update in place). The memory planner reads it for graphs it does not compile."""
+    if not inplace:
+        return {}
+    have_cc = compiler_available()
+    compiled = {
+        id(n): True
+        for n in graph.nodes
+        if have_cc and n.kind == "call" and n.op.compile is not None
+    }
+    return _in_place_nodes(graph, inplace, compiled)
+
+
 def _sole(array) -> bool:
     """Whether ``array`` may be overwritten: it owns its memory and only the caller's local
     variable refers to it (3 references: that variable, this parameter, getrefcount's own).
@@ -206,14 +226,17 @@ def _reusable_operand(node, dying: tuple, graph, fused: bool = False):
 
 
 def compile_graph(
-    graph, inplace: dict | None = None, arena: bool = False, profile: bool = False
+    graph, inplace: dict | None = None, arena: bool = False, instrument=None
 ) -> CompiledGraph:
     """Generate and compile the Python of ``graph``. ``inplace`` (output position -> input
     position) names outputs the caller writes back into input buffers; where it is safe the
     code computes them in place (see `_in_place_nodes`) and returns the input's own array.
     ``arena``: planned execution, kernels taking ``out=`` write into slots of one arena
-    allocated with the program (plan/arena.py). ``profile``: time each kernel call for
-    ember.profiler (``_event`` after each call)."""
+    allocated with the program (plan/arena.py). ``instrument``: time each kernel call, a
+    function of the graph returning ``(now, event)``: the code calls ``_t = now()`` before
+    each kernel and ``event(position, _t, outputs, inputs)`` after it (ember.profiler passes
+    its recorder's, profiler/recorder.py; this layer knows no profiler)."""
+    profile = instrument is not None
     names: dict[str, object] = {}  # global name -> object the code refers to
     # an op may compile a node into a faster implementation with its attributes built in
     # (ops/fused.py: a C loop); it takes the inputs only, and ``out=`` per output
@@ -311,9 +334,8 @@ def compile_graph(
         names, _array=lambda r: r if type(r) is np.ndarray else np.asarray(r), _sole=_sole
     )
     if profile:
-        from ..profiler.compiled import kernel_recorder, now
-
-        namespace.update(_now=now, _event=kernel_recorder(graph))
+        now, event = instrument(graph)
+        namespace.update(_now=now, _event=event)
     exec(compile(source, filename, "exec"), namespace)
     fn = namespace[lines[0][4 : lines[0].index("(")]]
     compiled_graph = CompiledGraph(graph, source, fn, in_place, placement, inplace)

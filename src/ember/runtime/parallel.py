@@ -285,6 +285,15 @@ class ParallelProgram:
     def source(self) -> str:
         return self._sequential.source
 
+    # what the memory plan reads of a program (runtime/executors.py `Program`): a sequential plan
+    # runs the generated code, with its in-place updates; parallel runs compute none in place
+    @property
+    def in_place(self) -> dict:
+        return {} if self.plan.parallel else self._sequential.in_place
+
+    arena = None
+    arena_bytes = 0
+
     def __call__(self, *arrays) -> list:
         if self._c_program is not None:
             if len(arrays) != len(self.graph.inputs):

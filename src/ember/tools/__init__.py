@@ -6,7 +6,8 @@ new tool adds its line."""
 from . import flops as _flops_module  # noqa: F401  (ember.tools.flops is the function below)
 from . import summary, viz
 from .flops import FlopCounts, flops
-from .memory import MemoryReport, memory
+from .memory import memory
+from .memory_report import MemoryReport
 from .whatif import BatchFit, max_batch_size
 
 __all__ = [

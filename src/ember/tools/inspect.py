@@ -132,7 +132,7 @@ def inspect_graph_file(path) -> str:
     from ..plan import plan_memory
     from ..transforms.pipeline import optimize
     from .flops import count_graphs
-    from .memory import report_from_plan
+    from .memory_report import report_from_plan
 
     path = os.fspath(path)
     graph = load_graph(path)

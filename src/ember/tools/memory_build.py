@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import EmberError
-from .memory import NO_MODULE, LayerMemory, MemoryReport, report_from_plan
+from .memory_report import NO_MODULE, LayerMemory, MemoryReport, report_from_plan
 
 __all__ = ["Spec", "analyse", "build_step"]
 
@@ -37,6 +37,11 @@ class Spec:
     batch_size: int | None = None
     dtype: object = None
     memory_budget: int | None = None
+
+    def report(self) -> MemoryReport:
+        """The report of this spec (`analyse`): what a report's what-if helpers call on a
+        changed copy of the spec it was made from."""
+        return analyse(self)
 
 
 def _mean_square(out, *targets):
@@ -91,7 +96,7 @@ def _named(spec: Spec) -> Spec:
 def build_step(spec: Spec):
     """(function to compile, its arguments, the model copy or None, the optimizer copy or
     None, a description) for ``spec``."""
-    from .. import no_grad
+    from ..autograd import no_grad
     from ..capture.function import Function
     from ..nn import Module
 
@@ -215,7 +220,7 @@ def analyse(spec: Spec) -> MemoryReport:
         graph, plan = program.autograd.forward, plan_program(program)
     else:
         graph = program.graph
-        plan = Planner(program)(graph) if fn is None else program.memory_plan
+        plan = Planner(program.memory_parts())(graph) if fn is None else program.memory_plan
     first = next((t for t in args if getattr(t, "shape", None)), None)
     report = report_from_plan(
         plan,

@@ -130,9 +130,10 @@ def summary(model, input_shape=None, *, input_data=None, dtype=None, verbose: bo
     """Print (with ``verbose``) and return a `ModelSummary` of ``model`` called on zeros of
     ``input_shape`` (a shape, or a list of shapes for several inputs) of ``dtype`` (the default
     dtype when None), or on the tensors ``input_data``."""
-    from .. import no_grad, zeros
+    from ..autograd import no_grad
     from ..capture.trace import trace
     from ..nn import Module
+    from ..ops.creation import zeros
 
     if not isinstance(model, Module):
         raise TypeError(f"summary: expected an ember.nn.Module, got {type(model).__name__}")

@@ -1,29 +1,19 @@
-"""What-if helpers over `ember.tools.memory`: the largest batch that fits a budget, and an
-estimate of mixed precision.
-
-* `max_batch_size(model, budget_bytes, *inputs, ...)`: the largest batch size whose planned
-  peak fits ``budget_bytes``: doubling from 1, then bisection, each candidate traced and
-  planned without running at its size (a planned peak grows with the batch: more rows in
-  every activation and temporary, the rest fixed). Returns a `BatchFit` with the peaks of the
-  answer and of the next size up, so the answer is checkable.
-* `amp_estimate(report, dtype)`: PyTorch-style automatic mixed precision, which ember does not
-  run (it has no autocast), estimated from a float32 report: parameters, gradients,
-  optimizer state and the batch stay float32; activations and temporaries take the low
-  precision (autocast runs matrix products and convolutions in it; the elementwise ops that
-  read their results follow; softmax, norms and losses stay float32 in PyTorch, so this is a
-  lower bound on those parts); plus the low-precision copies of the weights that autocast
-  caches for the forward and backward pass. Pure low precision (``model.half()``) is planned
-  for real: ``report.with_dtype(ember.float16)``.
+"""What-if over `ember.tools.memory`: `max_batch_size(model, budget_bytes, *inputs, ...)`, the
+largest batch size whose planned peak fits ``budget_bytes``: doubling from 1, then bisection,
+each candidate traced and planned without running at its size (a planned peak grows with the
+batch: more rows in every activation and temporary, the rest fixed). Returns a `BatchFit` with
+the peaks of the answer and of the next size up, so the answer is checkable. (The what-ifs of
+one report, ``report.with_dtype`` and the others, are tools/memory_report.py.)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from .. import dtypes as dt
-from .memory import FIELDS, LayerMemory, MemoryReport
+from .memory import memory
+from .memory_report import MemoryReport
 
-__all__ = ["BatchFit", "amp_estimate", "max_batch_size"]
+__all__ = ["BatchFit", "max_batch_size"]
 
 
 @dataclass
@@ -58,7 +48,6 @@ def max_batch_size(model, budget_bytes: int, *inputs, limit: int = 1 << 16, **op
     not fit (the message gives its peak)."""
     from ..capture.function import Function
     from ..nn import Module
-    from .memory import memory
 
     budget = int(budget_bytes)
     if isinstance(model, (str, Module, Function)) or inputs:
@@ -125,42 +114,3 @@ def _bracket(peak, budget: int, limit: int) -> tuple[int, int]:
     while high - step > 2 and peak(high - step) > budget:
         high, step = high - step, step * 2
     return max(high - step, 2), high
-
-
-def amp_estimate(report: MemoryReport, dtype) -> MemoryReport:
-    """The estimate of mixed precision in ``dtype`` of a float32 ``report`` (see the module
-    docstring). Per-layer rows are scaled the same way."""
-    dtype = dt.as_dtype(dtype)
-    if not dtype.is_floating_point or dtype.itemsize >= 4:
-        raise ValueError(f"amp_estimate: a 16-bit floating dtype, got {dtype}")
-    if report.dtype not in (None, "float32"):
-        raise ValueError(f"amp_estimate: starts from a float32 report, got {report.dtype}")
-    ratio = dtype.itemsize / 4
-    low = {"saved activations", "temporaries"}
-    copies = int(report.parameters * ratio)  # autocast's weight cache
-    at_peak = {part: int(b * ratio) if part in low else b for part, b in report.at_peak.items()}
-    if report.at_peak.get("saved activations", 0) or report.gradients == 0:
-        at_peak["temporaries"] += copies  # the peak is inside forward/backward: cache alive
-    parts = {
-        name: int(getattr(report, name) * ratio) if part in low else getattr(report, name)
-        for part, name in FIELDS.items()
-    }
-    parts["temporaries"] += copies
-    layers = {
-        name: replace(
-            row,
-            activations=int(row.activations * ratio),
-            temporaries=int(row.temporaries * ratio + row.parameters * ratio),
-        )
-        for name, row in report.by_layer.items()
-        if isinstance(row, LayerMemory)
-    }
-    return replace(
-        report,
-        description=f"{report.description}, mixed precision {dtype} (estimate)",
-        peak_bytes=sum(at_peak.values()),
-        at_peak=at_peak,
-        by_layer=layers,
-        dtype=f"amp {dtype}",
-        **parts,
-    )

@@ -20,6 +20,10 @@ In-place updates recorded before ``minimize`` (a BatchNorm's running statistics 
 pass) are pending in the builder; the op takes them over, like TF1's UPDATE_OPS. The step's
 hyper-parameters (the learning rate) are Python numbers read while recording: a scheduler that
 changes them later does not change the op.
+
+This module records into a graph with the graph layer's builder alone, so it sits with the
+optimizers (``Optimizer.minimize`` calls it) below the capture layer, whose `Session`
+(capture/static.py) runs the ops it makes.
 """
 
 from __future__ import annotations

@@ -1,0 +1,92 @@
+"""Compiling a captured call: `CompileOptions`, and the steps from the traced graph to a
+runnable program.
+
+`compile_call(call, options)` takes a `CapturedCall` (capture/call.py) through
+
+1. `optimize_joint`: the pass pipeline of ``options.opt_level`` (transforms/pipeline.py) on a
+   copy of the traced graph, each pass checked on the call's inputs with ``verify``; under a
+   memory budget the passes that must see the final graph (fusion) are held back
+   (transforms/remat.py `split_late`);
+2. with ``options.memory_budget``: `transforms.remat.fit_budget` rematerializes activations
+   until the planned peak (plan/program.py `Planner`) fits, then runs the held-back passes;
+3. the executor's ``prepare`` (runtime/executors.py), with the in-place updates the call's
+   writebacks allow.
+
+A call whose backward stays on eager autograd is compiled as its forward and backward graphs
+instead (capture/aot.py `AutogradPlan`), with the same options.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..plan.program import Planner
+from ..runtime.executors import Executor, Program, get_executor
+from ..transforms.pipeline import PassStat, optimize, passes_for
+from ..transforms.remat import RematReport, fit_budget, split_late
+from .call import CapturedCall
+
+__all__ = ["DEFAULT_OPT_LEVEL", "CompileOptions", "Compiled", "compile_call", "optimize_joint"]
+
+DEFAULT_OPT_LEVEL = 3  # transforms/pipeline.py: O3 runs every pass
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """How ``ember.trace`` / ``ember.function`` compile what they capture: the ``executor``
+    by name (runtime/executors.py), the pass pipeline ``opt_level`` (0..3, "O0".."O3" or a
+    list of passes), ``verify`` (check every pass on the tracing call's inputs) and
+    ``memory_budget`` (bytes the planned peak must fit, or None). Checked when made, so a
+    bad option fails before anything is traced."""
+
+    executor: str = "codegen"
+    opt_level: object = DEFAULT_OPT_LEVEL
+    verify: bool = False
+    memory_budget: int | None = None
+
+    def __post_init__(self):
+        if self.memory_budget is not None and int(self.memory_budget) <= 0:
+            raise ValueError(f"memory_budget is a number of bytes > 0, got {self.memory_budget!r}")
+        get_executor(self.executor)
+        passes_for(self.opt_level)
+
+    @property
+    def runner(self) -> Executor:
+        """The executor that runs the compiled graphs."""
+        return get_executor(self.executor)
+
+
+@dataclass
+class Compiled:
+    """A compiled call: the ``graph`` that runs (after the passes), its ``program``, each
+    pass's `PassStat` and, under a memory budget, what rematerialization recomputed."""
+
+    graph: object
+    program: Program
+    pass_stats: list[PassStat]
+    remat: RematReport | None = None
+
+
+def optimize_joint(graph, options: CompileOptions, check=None) -> tuple[object, list, list]:
+    """(the optimized copy of ``graph``, the pass stats, the passes held back for after
+    rematerialization); ``check``: input arrays to verify each pass on, or None."""
+    passes, late = passes_for(options.opt_level), []
+    if options.memory_budget is not None:
+        passes, late = split_late(passes)
+    graph, stats = optimize(graph.copy(), passes=passes, check=check, label="joint")
+    return graph, stats, late
+
+
+def compile_call(call: CapturedCall, options: CompileOptions, check=None) -> Compiled:
+    """The steps of the module docstring; ``check``: the call's input arrays when
+    ``options.verify`` asks to check the passes, else None."""
+    graph, stats, late = call.graph, [], []
+    if options.opt_level:
+        graph, stats, late = optimize_joint(graph, options, check)
+    remat = None
+    if options.memory_budget is not None:
+        planner = Planner(call.memory_parts())
+        graph, remat, fitted = fit_budget(graph, int(options.memory_budget), planner, late)
+        stats = stats + fitted
+    program = options.runner.prepare(graph, call.inplace())
+    return Compiled(graph, program, stats, remat)

@@ -1,0 +1,284 @@
+"""`GraphFunction`: a captured call compiled to run, as ``ember.trace`` returns it and
+``ember.function`` caches it per call signature.
+
+It is made from the `CapturedCall` a trace recorded (capture/call.py) and the
+`CompileOptions` (capture/compile.py), which compile it, unless the call leaves its backward to
+eager autograd: then an `AutogradPlan` (capture/aot.py) runs the forward graph and puts the
+backward on the tape. A call feeds each graph input from its `Feed`, runs the program, returns
+the function's outputs as eager tensors and applies the writebacks (capture/state.py).
+
+What it shows: ``.graph`` (what runs, after the passes), ``.captured_graph`` (as traced),
+``.code`` (the generated Python), ``.graphs`` (the joint graph and, for a training step, its
+AOT forward/backward partition), ``.parallel_plan``, ``.memory_plan`` (plan/program.py, which
+reads it through `memory_parts`, `memory_layout` and `fed_arrays`), ``.pass_stats`` and
+``.remat``.
+"""
+
+from __future__ import annotations
+
+from ..errors import EmberError, ShapeError, TraceError
+from ..graph.printer import format_type
+from ..graph.tree import tensor_leaves, unflatten
+from ..plan.program import MemoryLayout, ProgramParts, plan_program
+from ..runtime.codegen import compile_graph
+from ..symbolic import SymDim
+from ..tensor import Tensor
+from ..transforms.partition import partition
+from ..transforms.pipeline import optimize
+from .aot import eager_sources
+from .call import ArgFeed, CapturedCall, TensorFeed
+from .compile import CompileOptions, compile_call
+from .signature import CallKey, explain
+from .state import WritebackKind, apply_writebacks, grad_signature, state_signature
+
+__all__ = ["GraphFunction"]
+
+
+class GraphFunction:
+    """One captured call, compiled (see the module docstring). ``check``: the call's input
+    arrays to verify each optimization pass on, or None."""
+
+    def __init__(
+        self, call: CapturedCall, options: CompileOptions, autograd=None, check: list | None = None
+    ):
+        self.call = call
+        self.options = options
+        self.executor = options.executor
+        self.autograd = autograd  # an aot.AutogradPlan: run forward, keep the backward on the tape
+        if autograd is None:
+            compiled = compile_call(call, options, check)
+            self.graph, self._program = compiled.graph, compiled.program
+            self.pass_stats, self.remat = compiled.pass_stats, compiled.remat
+        elif options.memory_budget is not None:
+            raise EmberError(
+                "memory_budget applies to functions whose backward pass runs inside the graph "
+                "(a training step calling loss.backward()); this one leaves it to eager autograd",
+                op="memory_budget",
+            )
+        else:  # the AOT plan compiled the forward and backward graphs
+            self.graph, self._program = call.graph, None
+            self.pass_stats, self.remat = autograd.pass_stats, None
+        self._n_args = sum(1 for f in call.feeds if isinstance(f, ArgFeed))
+        self._writes_data = any(w.kind is WritebackKind.DATA for w in call.writebacks)
+        self._graphs = None
+        self._memory_plan = None
+        self._state_guard = None  # (argument names, the state's key when traced): guard_state
+
+    # ------------------------------------------------------------------------------ the call
+    @property
+    def captured_graph(self):
+        """The graph as traced; ``graph`` is what runs, after the passes."""
+        return self.call.graph
+
+    @property
+    def feeds(self) -> list:
+        """The `Feed` of each graph input (capture/call.py)."""
+        return self.call.feeds
+
+    @property
+    def captured(self) -> list:
+        """The eager tensors fed as extra inputs."""
+        return [f.tensor for f in self.call.feeds if isinstance(f, TensorFeed)]
+
+    @property
+    def writebacks(self) -> list:
+        return self.call.writebacks
+
+    @property
+    def n_user(self) -> int:
+        return self.call.n_user
+
+    @property
+    def out_spec(self):
+        return self.call.out_spec
+
+    @property
+    def backward_start(self) -> int | None:
+        """Where the recorded backward pass begins in the graph as traced (None without one,
+        or when an AOT plan holds it)."""
+        return self.call.backward_start
+
+    @property
+    def reach(self):
+        """The state the trace found: memory plans (a budget's among them) name parameters,
+        optimizer state and the batch by it."""
+        return self.call.reach
+
+    @property
+    def reads_grads(self) -> bool:
+        """Whether the trace read a .grad or ran backward: if not, ember.function caches the
+        graph whatever the gradients are."""
+        return self.call.reads_grads
+
+    @property
+    def program(self):
+        """The executor's program of ``graph`` (runtime/executors.py), or None when an AOT plan
+        runs the forward and backward graphs."""
+        return self._program
+
+    # ------------------------------------------------------------------------------ views
+    @property
+    def code(self) -> str:
+        """The generated Python of this graph."""
+        return self._program.source if self._program else compile_graph(self.graph).source
+
+    @property
+    def parallel_plan(self):
+        """What the parallel executor runs concurrently and the predicted gain (a
+        `runtime.parallel.ParallelPlan`; for a graph with an AOT backward, a dict of the forward's
+        and the backward's). For another executor: the plan it would run."""
+        if self.autograd is not None:
+            return self.autograd.parallel_plans
+        return self.options.runner.parallel_plan(self._program)
+
+    @property
+    def graphs(self) -> dict:
+        """``'joint'``: the whole graph; with a recorded backward pass also its AOT partition,
+        ``'forward'`` (returning the saved activations too) and ``'backward'``."""
+        if self._graphs is None:
+            self._graphs = {"joint": self.graph}
+            if self.autograd is not None:
+                self._graphs.update(forward=self.autograd.forward, backward=self.autograd.backward)
+            elif self.call.backward_start is not None:  # positions refer to the graph as traced
+                forward, backward = partition(self.call.graph, self.call.backward_start)
+                if self.options.opt_level:
+                    forward = optimize(forward, self.options.opt_level)[0]
+                    backward = optimize(backward, self.options.opt_level)[0]
+                self._graphs.update(forward=forward, backward=backward)
+        return self._graphs
+
+    # ------------------------------------------------------------------------------ memory
+    @property
+    def memory_plan(self):
+        """The predicted peak memory of one call and its breakdown, before anything runs
+        (plan/memory.py; `ember.plan.measure_peak` measures a call the same way)."""
+        if self._memory_plan is None:
+            self._memory_plan = plan_program(self)
+        return self._memory_plan
+
+    def memory_parts(self) -> ProgramParts:
+        """How the joint graph's inputs and outputs count in a memory plan (plan/program.py)."""
+        return self.call.memory_parts()
+
+    def memory_layout(self) -> MemoryLayout:
+        """What a call runs, for its memory plan: the graph, or with an AOT backward the forward
+        graph (its inputs keep the joint inputs' parts; its outputs get the planner's)."""
+        parts = self.memory_parts()
+        if self.autograd is None:
+            program = self._program
+            return MemoryLayout(
+                self.graph, parts, program.in_place, program.arena, program.arena_bytes
+            )
+        positions = self.autograd.forward_inputs  # joint input position of each forward input
+        inputs = {j: parts.input_parts.get(p, "inputs") for j, p in enumerate(positions)}
+        forward_parts = ProgramParts(inputs, {}, parts.n_user, parts.in_place)
+        program = self.autograd.forward_program
+        return MemoryLayout(self.autograd.forward, forward_parts, {}, None, program.arena_bytes)
+
+    def fed_arrays(self, *args, **kwargs) -> list:
+        """The array each graph input gets in a call with these arguments (None for a
+        cotangent, which the AOT backward feeds)."""
+        leaves = _as_tensors(tensor_leaves((args, kwargs)))
+        return [feed.array(leaves) for feed in self.call.feeds]
+
+    # ------------------------------------------------------------------------------ running
+    def run(self, leaves: list):
+        """Run on the tensor arguments ``leaves`` (already checked) and apply the writebacks."""
+        arrays = [feed.array(leaves) for feed in self.call.feeds]
+        saved = None
+        if self.autograd is not None:
+            results, saved = self.autograd.run_forward(arrays)
+        else:
+            results = self._program(*arrays)
+        n_user = self.call.n_user
+        user, extra = results[:n_user], results[n_user:]
+        fed = {id(a) for a in arrays}
+        if self._writes_data:  # an output viewing fed memory must not see the writebacks
+            user = [r.copy() if r.base is not None or id(r) in fed else r for r in user]
+        if len({id(r) for r in user}) < len(user):  # one array twice: each output its own
+            user = [r if i == _first(user, r) else r.copy() for i, r in enumerate(user)]
+        outs = [Tensor._wrap(r) for r in user]
+        if saved is not None:
+            sources = eager_sources(self.call.feeds, leaves)
+            tensors = [sources[p] for p in self.autograd.wrt]
+            self.autograd.attach(outs, arrays, saved, tensors, sources)
+        apply_writebacks(self.call.writebacks, extra, leaves, fed | {id(r) for r in user})
+        return None if self.call.out_spec is None else unflatten(self.call.out_spec, outs)
+
+    def check(self, leaves: list) -> None:
+        """Raise a clear error unless ``leaves`` fit the traced argument types."""
+        if len(leaves) != self._n_args:
+            raise EmberError(
+                f"{self.graph.name} was traced with {self._n_args} tensor arguments, got "
+                f"{len(leaves)}",
+                op="call",
+            )
+        bound: dict = {}
+        inputs = zip(self.graph.inputs, self.call.feeds)
+        arg_values = [v for v, feed in inputs if isinstance(feed, ArgFeed)]
+        for value, arg in zip(arg_values, leaves):
+            expected = value.type
+            if arg.dtype != expected.dtype:
+                raise EmberError(
+                    f"argument %{value.name} expects {format_type(expected)}, got dtype "
+                    f"{arg.dtype}",
+                    op=self.graph.name,
+                )
+            ok = len(arg.shape) == len(expected.shape)
+            for want, got in zip(expected.shape, arg.shape):
+                if isinstance(want, SymDim):
+                    ok = ok and bound.setdefault(want, got) == got
+                else:
+                    ok = ok and want == got
+            if not ok:
+                raise ShapeError(
+                    f"argument %{value.name} expects {format_type(expected)}, got shape "
+                    f"{tuple(arg.shape)}",
+                    op=self.graph.name,
+                )
+
+    def __call__(self, *args, **kwargs):
+        leaves = _as_tensors(tensor_leaves((args, kwargs)))
+        self.check(leaves)
+        if self._state_guard is not None:
+            self._check_state(leaves)
+        return self.run(leaves)
+
+    def guard_state(self, leaves: list, names: list) -> None:
+        """Refuse later calls once the state the trace read has changed (``ember.trace`` does
+        this for a function with state; ``ember.function`` traces again instead). ``leaves``,
+        ``names``: the traced call's tensor arguments and their names."""
+        self._state_guard = (names, self._state_key(leaves, names))
+
+    def _state_key(self, leaves, names) -> CallKey:
+        reach = self.call.reach
+        labels, values = state_signature(reach.refresh())
+        if not self.call.reads_grads:
+            return CallKey(labels, values)
+        grad_labels, grad_values = grad_signature(reach, leaves, names)
+        return CallKey(lambda: labels() + grad_labels(), values + grad_values)
+
+    def _check_state(self, leaves) -> None:
+        """A trace baked in Python facts about the state it read (which tensors had a .grad,
+        which optimizer buffers existed, training flags); refuse to run once they changed."""
+        names, traced = self._state_guard
+        now = self._state_key(leaves, names)
+        if now != traced:
+            raise TraceError(
+                f"{self.graph.name} was traced when its state was different ("
+                f"{explain(now, traced)}); a trace is one fixed graph. Use ember.function, "
+                "which traces again when the state changes, or trace after the state has "
+                "settled (e.g. after one eager training step)",
+                op=self.graph.name,
+            )
+
+    def __repr__(self) -> str:
+        return f"<GraphFunction {self.graph.name} ({self.executor})>"
+
+
+def _as_tensors(leaves: list) -> list:
+    return [t if isinstance(t, Tensor) else Tensor(t) for t in leaves]
+
+
+def _first(arrays: list, array) -> int:
+    return next(i for i, a in enumerate(arrays) if a is array)

@@ -1,0 +1,134 @@
+"""Trees: nests of tuples, lists and dicts whose leaves are tensors (a traced function's arguments
+and results, a loop's carries, a Session's fetches). This module owns their one representation:
+
+* `flatten`: the leaves in depth-first order, a readable path per leaf (``[0]['h']``, for error
+  messages) and the *structure*, a hashable nest of `LEAF`, ``(type, (structure, ...))`` for a
+  tuple or list and ``(dict, ((key, structure), ...))`` for a dict;
+* `unflatten`: the tree of a structure with given leaves in place;
+* `describe`: a structure as text for error messages (``(tensor, [tensor])``);
+* `tensor_leaves` / `replace_leaves`: the tensors among any values of a nest (a call's
+  arguments, where Python values stay as they are), and the nest with them replaced.
+"""
+
+from __future__ import annotations
+
+from ..errors import EmberError
+from ..ops._registry import TensorBase
+
+__all__ = [
+    "LEAF",
+    "describe",
+    "flatten",
+    "is_tensor",
+    "replace_leaves",
+    "tensor_leaves",
+    "unflatten",
+]
+
+LEAF = ("leaf",)
+
+
+def is_tensor(obj) -> bool:
+    """An eager or symbolic ember tensor."""
+    return isinstance(obj, TensorBase)
+
+
+def flatten(
+    tree,
+    what: str = "the values",
+    *,
+    is_leaf=is_tensor,
+    numbers: bool = False,
+    op: str | None = None,
+    path: str = "",
+) -> tuple[list, list[str], tuple]:
+    """(leaves, a path per leaf, structure) of ``tree``. A leaf is what ``is_leaf`` accepts
+    (a tensor, by default); with ``numbers``, Python numbers become constant tensors of the
+    current mode (as ``ember.tensor`` makes them). Anything else raises `EmberError` naming
+    ``what`` and where it is (``op``: the error's op)."""
+    leaves: list = []
+    paths: list[str] = []
+
+    def walk(obj, where):
+        if isinstance(obj, (tuple, list)):
+            return (type(obj), tuple(walk(o, f"{where}[{i}]") for i, o in enumerate(obj)))
+        if isinstance(obj, dict):
+            return (dict, tuple((k, walk(v, f"{where}[{k!r}]")) for k, v in obj.items()))
+        if is_leaf(obj):
+            leaves.append(obj)
+        elif numbers and isinstance(obj, (bool, int, float)):
+            from ..ops.creation import tensor
+
+            leaves.append(tensor(obj))
+        else:
+            raise EmberError(
+                f"{what} must be tensors (or tuples, lists, dicts of them), got "
+                f"{type(obj).__name__} at {where or 'the top'}",
+                op=op,
+            )
+        paths.append(where)
+        return LEAF
+
+    spec = walk(tree, path)
+    return leaves, paths, spec
+
+
+def unflatten(spec, leaves):
+    """The nest of structure ``spec`` with ``leaves`` (an iterator or a sequence) in place."""
+    it = iter(leaves)
+
+    def build(s):
+        if s == LEAF:
+            return next(it)
+        kind, inner = s
+        if kind is dict:
+            return {k: build(v) for k, v in inner}
+        return kind(build(x) for x in inner)
+
+    return build(spec)
+
+
+def describe(spec) -> str:
+    """A structure as text: ``tensor``, ``(tensor, [tensor])``, ``{'h': tensor}``."""
+    if spec == LEAF:
+        return "tensor"
+    kind, inner = spec
+    if kind is dict:
+        return "{" + ", ".join(f"{k!r}: {describe(v)}" for k, v in inner) + "}"
+    parts = [describe(s) for s in inner]
+    return ("[%s]" if kind is list else "(%s)") % ", ".join(parts)
+
+
+def tensor_leaves(tree) -> list:
+    """The tensors of a nest of tuples, lists and dicts, in `flatten`'s order; other values
+    (Python numbers, strings, objects) are skipped."""
+    leaves: list = []
+
+    def walk(obj):
+        if isinstance(obj, TensorBase):
+            leaves.append(obj)
+        elif isinstance(obj, (tuple, list)):
+            for o in obj:
+                walk(o)
+        elif isinstance(obj, dict):
+            for v in obj.values():
+                walk(v)
+
+    walk(tree)
+    return leaves
+
+
+def replace_leaves(tree, replacements):
+    """``tree`` with each tensor replaced by the next of ``replacements`` (an iterator), in
+    `tensor_leaves`' order; other values stay as they are."""
+
+    def walk(obj):
+        if isinstance(obj, TensorBase):
+            return next(replacements)
+        if isinstance(obj, (tuple, list)):
+            return type(obj)(walk(o) for o in obj)
+        if isinstance(obj, dict):
+            return {k: walk(v) for k, v in obj.items()}
+        return obj
+
+    return walk(tree)

@@ -1,0 +1,305 @@
+"""The result of ``ember.tools.memory``: `MemoryReport`, its per-layer rows, and making one from
+a memory plan (`report_from_plan`).
+
+A `MemoryReport` gives
+
+* ``peak_bytes`` and ``at_peak`` (bytes per part at the peak; they sum to the peak);
+* each part's own largest size during the call, as practitioners count them: ``parameters``,
+  ``gradients``, ``optimizer_state``, ``activations`` (forward values saved for the backward
+  pass), ``temporaries`` (every other intermediate plus kernel workspace) and ``inputs`` (the
+  batch). These do not sum to the peak: gradients grow while activations are freed;
+* ``by_layer``: per module (the node scopes of graph/scope.py; a fused node is attributed
+  through the values it computes, which keep their names): its own parameters, their
+  gradients and optimizer state, the activations its nodes save, and the most of its nodes'
+  temporaries (and workspace) alive at once;
+* the what-if helpers ``with_batch_size``, ``with_dtype`` and ``with_checkpointing``: a report
+  made from a model or function keeps its `Spec` (tools/memory_build.py), and each helper
+  plans a changed copy of it (``spec.report()``); ``with_dtype(mode='amp')`` is estimated from
+  this report (`amp_estimate`).
+
+This module imports neither the builder (memory_build.py) nor the entry points (memory.py,
+whatif.py): they import it.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..graph import scope as _scope
+
+__all__ = ["FIELDS", "LayerMemory", "MemoryReport", "amp_estimate", "report_from_plan"]
+
+# planner part -> report field
+FIELDS = {
+    "parameters": "parameters",
+    "gradients": "gradients",
+    "optimizer state": "optimizer_state",
+    "saved activations": "activations",
+    "temporaries": "temporaries",
+    "inputs": "inputs",
+}
+NO_MODULE = "(no module)"
+
+
+@dataclass
+class LayerMemory:
+    """One module's share (see the module docstring); ``activations`` sum over layers to the
+    saved activations of the step, ``temporaries`` is a largest-at-once, not a sum."""
+
+    name: str
+    parameters: int = 0
+    gradients: int = 0
+    optimizer_state: int = 0
+    activations: int = 0
+    temporaries: int = 0
+
+
+@dataclass
+class MemoryReport:
+    """The memory of one call (see the module docstring). ``plan``: the planner's
+    `MemoryPlan`; ``remat``: what activation checkpointing recomputed, if it ran."""
+
+    description: str
+    peak_bytes: int
+    parameters: int
+    gradients: int
+    optimizer_state: int
+    activations: int
+    temporaries: int
+    inputs: int
+    at_peak: dict
+    by_layer: dict
+    plan: object = field(repr=False, default=None)
+    batch_size: int | None = None
+    dtype: str | None = None
+    remat: object = field(repr=False, default=None)
+    spec: object = field(repr=False, default=None)  # how to build it again (what-if helpers)
+    runner: object = field(repr=False, default=None)  # () -> the ember.function that runs it
+    args: tuple = field(repr=False, default=())  # the arguments it was planned for
+
+    def measure(self) -> int:
+        """Run the planned step (on the report's own copy of the model) and return its
+        measured peak (``ember.plan.measure_peak``; a first call compiles the kernels outside
+        the measurement)."""
+        from ..plan import measure_peak
+
+        if self.runner is None:
+            raise ValueError("this report was made from a graph alone: there is nothing to run")
+        fn = self.runner()
+        fn(*self.args)
+        return measure_peak(fn, *self.args)
+
+    # ------------------------------------------------------------------ what-if
+    def _rebuild(self, **changes) -> MemoryReport:
+        if self.spec is None:
+            raise ValueError(
+                "this report was made from a graph alone; what-if helpers need the model or "
+                "function: use ember.tools.memory(...)"
+            )
+        return replace(self.spec, **changes).report()
+
+    def with_batch_size(self, batch_size: int) -> MemoryReport:
+        """The same step planned at another batch size (every input and target whose first
+        dimension is the batch is resized)."""
+        return self._rebuild(batch_size=int(batch_size))
+
+    def with_dtype(self, dtype, mode: str = "pure") -> MemoryReport:
+        """The step in float16 / bfloat16 (any floating dtype). ``mode='pure'``: the model,
+        its optimizer state and the floating inputs converted (as ``model.half()``), and the
+        resulting program planned. ``mode='amp'``: an estimate of PyTorch-style mixed
+        precision (`amp_estimate`): float32 parameters, gradients and
+        optimizer state, low-precision activations and temporaries, plus the low-precision
+        copies of the weights autocast keeps."""
+        if mode == "pure":
+            return self._rebuild(dtype=dtype)
+        if mode == "amp":
+            return amp_estimate(self, dtype)
+        raise ValueError(f"with_dtype: mode is 'pure' or 'amp', got {mode!r}")
+
+    def with_checkpointing(self, budget_bytes: int) -> MemoryReport:
+        """The step with activations recomputed in the backward pass until its planned peak
+        fits ``budget_bytes`` (``ember.function(memory_budget=)``, transforms/remat.py);
+        ``.remat`` says what was recomputed and its extra FLOPs. Raises `MemoryBudgetError`
+        with the lowest peak reachable when nothing fits."""
+        return self._rebuild(memory_budget=int(budget_bytes))
+
+    # ------------------------------------------------------------------ display
+    def table(self):
+        """The parts as a ``rich.table.Table``."""
+        from rich.table import Table
+
+        table = Table(title=f"peak {_bytes(self.peak_bytes)}", title_justify="left")
+        table.add_column("Part")
+        table.add_column("Largest", justify="right")
+        table.add_column("At the peak", justify="right")
+        table.add_column("Share of peak", justify="right")
+        for part, name in FIELDS.items():
+            here = self.at_peak.get(part, 0)
+            share = here / self.peak_bytes if self.peak_bytes else 0.0
+            table.add_row(part, _bytes(getattr(self, name)), _bytes(here), f"{share:.1%}")
+        table.add_row("peak", "", _bytes(self.peak_bytes), "100.0%", style="bold")
+        return table
+
+    def layer_table(self):
+        """``by_layer`` as a ``rich.table.Table`` (modules in first-use order)."""
+        from rich.table import Table
+
+        table = Table(title="per layer", title_justify="left")
+        table.add_column("Layer")
+        for column in ("Params", "Grads", "Optimizer", "Activations", "Temporaries"):
+            table.add_column(column, justify="right")
+        for row in self.by_layer.values():
+            cells = (row.parameters, row.gradients, row.optimizer_state, row.activations)
+            table.add_row(row.name, *(_bytes(c) for c in cells), _bytes(row.temporaries))
+        return table
+
+    def __str__(self) -> str:
+        from rich.console import Console
+
+        out = io.StringIO()
+        console = Console(file=out, width=120, color_system=None, force_terminal=False)
+        console.print(f"memory of {self.description}", highlight=False)
+        console.print(self.table())
+        if self.by_layer:
+            console.print(self.layer_table())
+        if self.remat is not None and self.remat.recomputed:
+            console.print(str(self.remat).splitlines()[0])
+        return out.getvalue().rstrip("\n")
+
+
+def _bytes(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n} B"
+
+
+# ---------------------------------------------------------------------- from a plan
+def part_maxima(plan) -> tuple[dict, np.ndarray]:
+    """(part -> its largest bytes at any node, workspace bytes per node) of a `MemoryPlan`."""
+    n = len(plan.timeline)
+    per_part = {part: np.zeros(n + 1, np.int64) for part in FIELDS}
+    for b in plan.buffers:
+        if b.nbytes and n:
+            diff = per_part[plan.part_of[b.index]]
+            diff[max(b.start, 0)] += b.nbytes
+            diff[min(b.end, n - 1) + 1] -= b.nbytes
+    alive = {part: np.cumsum(d)[:n] for part, d in per_part.items()}
+    held = sum(alive.values()) if n else np.zeros(0, np.int64)
+    workspace = np.asarray(plan.timeline, np.int64) - held
+    alive["temporaries"] = alive["temporaries"] + workspace
+    maxima = {part: int(a.max()) if n else 0 for part, a in alive.items()}
+    if not n:  # a graph without nodes: everything is held
+        for b in plan.buffers:
+            maxima[plan.part_of[b.index]] += b.nbytes
+    return maxima, workspace
+
+
+def _layer_of(value, scopes: dict) -> str:
+    scope = value.node.scope
+    if scope is None:
+        name = value.name[: -len("_remat")] if value.name.endswith("_remat") else value.name
+        scope = scopes.get(name)
+    return _scope.module_path(scope) or NO_MODULE
+
+
+def scope_rows(plan, graph, scopes: dict, workspace) -> dict:
+    """Per module: the saved activations its nodes make and the most of their temporaries
+    (and workspace) alive at once. ``scopes``: value name -> scope of the graph as captured,
+    before fusion made nodes that record none."""
+    n = len(plan.timeline)
+    rows: dict[str, LayerMemory] = {}
+    temp: dict[str, np.ndarray] = {}
+    order = sorted(
+        (b for b in plan.buffers if b.start >= 0), key=lambda b: (b.start, b.index)
+    )  # first-use order for the rows
+    for b in order:
+        part = plan.part_of[b.index]
+        if part not in ("saved activations", "temporaries"):
+            continue
+        layer = _layer_of(b.owner, scopes)
+        row = rows.setdefault(layer, LayerMemory(layer))
+        if part == "saved activations":
+            row.activations += b.nbytes
+        else:
+            diff = temp.setdefault(layer, np.zeros(n + 1, np.int64))
+            diff[b.start] += b.nbytes
+            diff[min(b.end, n - 1) + 1] -= b.nbytes
+    # the plan walks the graph in its node order: position p is graph.nodes[p]
+    in_order = len(graph.nodes) == n
+    for p, node in enumerate(graph.nodes if in_order else ()):
+        if workspace[p] > 0 and node.outputs:
+            layer = _layer_of(node.outputs[0], scopes)
+            rows.setdefault(layer, LayerMemory(layer))
+            diff = temp.setdefault(layer, np.zeros(n + 1, np.int64))
+            diff[p] += workspace[p]
+            diff[p + 1] -= workspace[p]
+    for layer, diff in temp.items():
+        rows[layer].temporaries = int(np.cumsum(diff).max())
+    return rows
+
+
+def report_from_plan(plan, graph, *, description: str, scopes: dict | None = None, **extra):
+    """A `MemoryReport` of a `MemoryPlan` of ``graph`` (whose node order it planned); per-layer
+    rows from node scopes only (parameters and optimizer state need the objects: `memory`)."""
+    maxima, workspace = part_maxima(plan)
+    rows = scope_rows(plan, graph, scopes or {}, workspace)
+    return MemoryReport(
+        description=description,
+        peak_bytes=plan.peak_bytes,
+        **{name: maxima[part] for part, name in FIELDS.items()},
+        at_peak=dict(plan.breakdown),
+        by_layer=rows,
+        plan=plan,
+        **extra,
+    )
+
+
+def amp_estimate(report: MemoryReport, dtype) -> MemoryReport:
+    """The estimate of mixed precision in ``dtype`` of a float32 ``report``: PyTorch-style
+    automatic mixed precision, which ember does not run (it has no autocast). Parameters,
+    gradients, optimizer state and the batch stay float32; activations and temporaries take the
+    low precision (autocast runs matrix products and convolutions in it; the elementwise ops
+    that read their results follow; softmax, norms and losses stay float32 in PyTorch, so this
+    is a lower bound on those parts); plus the low-precision copies of the weights that
+    autocast caches for the forward and backward pass. Pure low precision (``model.half()``)
+    is planned for real: ``report.with_dtype(ember.float16)``. Per-layer rows are scaled the
+    same way."""
+    dtype = dt.as_dtype(dtype)
+    if not dtype.is_floating_point or dtype.itemsize >= 4:
+        raise ValueError(f"amp_estimate: a 16-bit floating dtype, got {dtype}")
+    if report.dtype not in (None, "float32"):
+        raise ValueError(f"amp_estimate: starts from a float32 report, got {report.dtype}")
+    ratio = dtype.itemsize / 4
+    low = {"saved activations", "temporaries"}
+    copies = int(report.parameters * ratio)  # autocast's weight cache
+    at_peak = {part: int(b * ratio) if part in low else b for part, b in report.at_peak.items()}
+    if report.at_peak.get("saved activations", 0) or report.gradients == 0:
+        at_peak["temporaries"] += copies  # the peak is inside forward/backward: cache alive
+    parts = {
+        name: int(getattr(report, name) * ratio) if part in low else getattr(report, name)
+        for part, name in FIELDS.items()
+    }
+    parts["temporaries"] += copies
+    layers = {
+        name: replace(
+            row,
+            activations=int(row.activations * ratio),
+            temporaries=int(row.temporaries * ratio + row.parameters * ratio),
+        )
+        for name, row in report.by_layer.items()
+        if isinstance(row, LayerMemory)
+    }
+    return replace(
+        report,
+        description=f"{report.description}, mixed precision {dtype} (estimate)",
+        peak_bytes=sum(at_peak.values()),
+        at_peak=at_peak,
+        by_layer=layers,
+        dtype=f"amp {dtype}",
+        **parts,
+    )
