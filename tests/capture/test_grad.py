@@ -9,6 +9,7 @@ import ember
 import ember.nn.functional as F
 from ember import models
 from ember.capture import GraphBuilder
+from ember.graph import Graph
 from ember.graph.autodiff import backward_graph_values
 from ember.types import TensorType
 
@@ -199,7 +200,7 @@ def test_grad_inside_trace_records_into_the_outer_graph():
 
 
 def test_backward_graph_values_multi_output_and_unreachable():
-    builder = GraphBuilder()
+    builder = GraphBuilder(Graph())
     x = builder.input(TensorType((4,), ember.float64), "x")
     unused = builder.input(TensorType((2,), ember.float64), "unused")
     with builder:

@@ -16,7 +16,7 @@ from ember import models
 from ember.errors import EmberError
 from ember.graph import interpreter
 from ember.kernels import blas_threads
-from ember.runtime import parallel, parallel_cost
+from ember.runtime import parallel, parallel_cost, workers
 from ember.runtime.codegen import compile_graph
 from ember.runtime.parallel_cost import Calibration
 
@@ -179,7 +179,7 @@ def test_a_call_while_the_pool_is_busy_runs_the_generated_code():
     graph = _graph(inception, args)
     program = parallel.ParallelProgram(graph, calibration=_calibration(), force=True)
     arrays = [a.numpy() for a in args]
-    pool = parallel.worker_pool()
+    pool = workers.worker_pool()
     with pool.lock:
         got = program(*arrays)
     _assert_same(got, _reference(graph, arrays, parallel_run=False))
@@ -288,7 +288,7 @@ def test_a_forked_child_starts_its_own_workers():
     graph = _graph(inception, args)
     arrays = [a.numpy() for a in args]
     want = _reference(graph, arrays)
-    parallel.worker_pool()  # the parent's threads exist before the fork
+    workers.worker_pool()  # the parent's threads exist before the fork
     pid = os.fork()
     if pid == 0:  # the child: a hang would be killed by the alarm
         signal.alarm(30)

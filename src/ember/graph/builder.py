@@ -24,6 +24,8 @@ recorded under ``no_grad`` carry no gradient. The position of the first backward
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..errors import TraceError
 from ..ops import _registry as _reg
 from ..ops._util import fit_inplace_result
@@ -31,13 +33,15 @@ from ..tensor import GRAD_SLOT, Tensor
 from ..types import TensorType
 from . import scope as _scope
 from .autodiff import backward_graph_values
-from .ir import Graph
 from .symbolic_tensor import SymbolicTensor
+
+if TYPE_CHECKING:
+    from .ir import Graph
 
 
 class GraphBuilder(_reg.Mode):
-    def __init__(self, graph: Graph | None = None):
-        self.graph = graph if graph is not None else Graph()
+    def __init__(self, graph: Graph):
+        self.graph = graph
         self.captured: list[Tensor] = []
         self._captured_values: dict[int, object] = {}  # id(tensor) -> its input Value
         self._current: dict[int, object] = {}  # id(tensor) -> the Value standing for it now

@@ -25,6 +25,7 @@ Graphviz itself is not needed to produce the text; ``dot -Tsvg`` renders it (emb
 from __future__ import annotations
 
 from ..ops.fused import FUSED_OPS
+from ._base import GraphBase
 from .printer import format_type
 
 __all__ = ["to_dot", "PHASE_STYLE"]
@@ -45,9 +46,7 @@ def _quote(text: str) -> str:
 
 
 def _is_graph(value) -> bool:
-    from .ir import Graph
-
-    return isinstance(value, Graph)
+    return isinstance(value, GraphBase)
 
 
 class _Writer:

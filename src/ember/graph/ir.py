@@ -23,15 +23,11 @@ import itertools
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import EmberError
 from ..ops._registry import OpDef
 from ..types import TensorType
+from ._base import GraphBase, GraphError
 
 __all__ = ["Graph", "Node", "Value", "GraphError"]
-
-
-class GraphError(EmberError):
-    """A malformed graph or a misuse of the graph API."""
 
 
 class Value:
@@ -96,7 +92,7 @@ class Node:
         return f"<Node {self.name} = {self.target}>"
 
 
-class Graph:
+class Graph(GraphBase):
     """A computation graph of registry ops. See the module docstring."""
 
     def __init__(self, name: str = "graph"):
@@ -221,7 +217,7 @@ class Graph:
         """``with graph:``: every ember op in the block records a node into this graph
         (placeholders, Variables and Sessions: capture/static.py). Entering again continues
         building the same graph, with the same captured tensors."""
-        from .builder import GraphBuilder  # capture imports this module
+        from .builder import GraphBuilder
 
         if self._builder is None:
             self._builder = GraphBuilder(self)

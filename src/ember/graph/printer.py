@@ -23,6 +23,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..types import TensorType
+from ._base import GraphBase
 
 _SHORT = {
     "float16": "f16",
@@ -73,9 +74,7 @@ def format_node(node) -> str:
 
 
 def _is_graph(value) -> bool:
-    from .ir import Graph  # ir imports this module lazily; this one must do the same
-
-    return isinstance(value, Graph)
+    return isinstance(value, GraphBase)
 
 
 def format_graph(graph, indent: str = "", keyword: str = "graph ") -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .ir import Graph, GraphError
+from ._base import GraphBase, GraphError
 from .printer import format_node, format_type
 
 
@@ -60,7 +60,7 @@ def verify(graph) -> None:
 
 def _check_subgraphs(node, where: str) -> None:
     for key, value in node.attrs.items():
-        if isinstance(value, Graph):
+        if isinstance(value, GraphBase):
             try:
                 verify(value)
             except GraphError as exc:

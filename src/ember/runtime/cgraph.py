@@ -262,8 +262,8 @@ def measure_nodes(graph, steps: list, reps: int = 5, budget_s: float = 0.25) -> 
     thread)), medians of ``reps``. Nodes past ``budget_s`` of measuring are left out (the
     tables price them)."""
     from ..kernels import cpool
-    from .parallel import node_callable
-    from .parallel_measure import _median_time
+    from .timing import _median_time
+    from .workers import node_callable
 
     rng = np.random.default_rng(0)
     calls = [i for i, n in enumerate(graph.nodes) if n.kind == "call"]

@@ -5,37 +5,18 @@ hand-offs, and the C graph runner's own costs, timed through the runner itself."
 from __future__ import annotations
 
 import platform
-import statistics
 import threading
-import time
 
 import numpy as np
 
 from ..kernels.cpool import cpu_count
+from .timing import _best_time, _median_time
 
 __all__ = ["measure_machine"]
 
 _SAMPLE_S = 0.002  # each timed sample runs a kernel about this long
 _NUMPY_SIZES = tuple(1 << k for k in range(8, 23, 2))
 _BLAS_SIZES = (16, 32, 48, 64, 96, 128, 192, 256, 384)
-
-
-def _median_time(fn, samples: int) -> float:
-    return statistics.median(_times(fn, samples))
-
-
-def _best_time(fn, samples: int) -> float:
-    """The fastest of ``samples`` runs: other processes on the machine only ever add time."""
-    return min(_times(fn, samples))
-
-
-def _times(fn, samples: int) -> list[float]:
-    times = []
-    for _ in range(samples):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return times
 
 
 def _measure(kernel, pool, samples: int = 5) -> tuple[float, float, float]:
@@ -86,7 +67,7 @@ def _runner_step(pool) -> float:
     from ..ops.elementwise import NEG
     from ..types import TensorType
     from .codegen import compile_graph
-    from .parallel import run_steps, worker_steps
+    from .workers import run_steps, worker_steps
 
     graph = Graph("calibration_chain")
     value = graph.add_input(TensorType((4,), float32), "x")
@@ -106,7 +87,7 @@ def measure_machine() -> dict:
     """The fields of a `parallel_cost.Calibration` of this machine, measured now (about a
     second; nothing is cached)."""
     from ..ops.linalg import MATMUL
-    from .parallel import worker_pool
+    from .workers import worker_pool
 
     pool = worker_pool()
     rng = np.random.default_rng(0)
