@@ -53,6 +53,7 @@ from ._common import (
     tracing,
 )
 from .flow_grad import while_vjp
+from .unroll import unroll_while
 
 # ------------------------------------------------------------------------------ type rules
 
@@ -169,6 +170,7 @@ _WHILE = register(
         kernel=_while_kernel,
         vjp=while_vjp,  # control/flow_grad.py
         cost=no_cost,
+        unroll=unroll_while,  # control/unroll.py
         num_outputs=-1,
         doc="while_loop(*carries, *lifted; cond, body[, checkpoint_every]): iterate body while "
         "cond holds.",

@@ -32,6 +32,7 @@ from ._common import (
     tracing,
 )
 from .scan_grad import scan_vjp
+from .unroll import unroll_scan
 
 
 def _scan_infer(*operands, body, num_carries, num_xs, checkpoint_every=None):
@@ -91,6 +92,7 @@ _SCAN = register(
         kernel=_scan_kernel,
         vjp=scan_vjp,  # control/scan_grad.py
         cost=no_cost,
+        unroll=unroll_scan,  # control/unroll.py
         num_outputs=-1,
         doc="scan(*init, *xs, *lifted; body, num_carries, num_xs[, checkpoint_every]): a loop "
         "over xs' first axis.",

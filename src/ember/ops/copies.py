@@ -9,7 +9,7 @@ from ._registry import Cost, OpDef, apply, export, register
 from ._util import memory_cost, same_type
 from .elementwise import to_tensor
 
-_COPY = register(
+COPY = register(
     OpDef(
         name="copy",
         kind="elementwise",
@@ -26,7 +26,7 @@ _COPY = register(
 @export(method=True)
 def clone(x):
     """A copy of ``x`` that stays in the graph (gradients flow through it)."""
-    return apply(_COPY, to_tensor(x))
+    return apply(COPY, to_tensor(x))
 
 
 _STOP_GRADIENT = register(

@@ -69,7 +69,7 @@ def _getitem_backward_kernel(g, *, index, in_shape):
     return out
 
 
-_GETITEM = register(
+GETITEM = register(
     OpDef(
         name="getitem",
         kind="shape",
@@ -94,7 +94,7 @@ _GETITEM_BACKWARD = register(
         kind="shape",
         infer=_getitem_backward_infer,
         kernel=_getitem_backward_kernel,
-        vjp=lambda c, g: (apply(_GETITEM, g, index=c.attrs["index"]),),
+        vjp=lambda c, g: (apply(GETITEM, g, index=c.attrs["index"]),),
         cost=memory_cost,
         save_inputs=(),
         doc="getitem_backward(g, index, in_shape): zeros of in_shape with g written at index "
@@ -213,8 +213,8 @@ def _index_entries(x, entries, operands):
     """``x[index]`` from canonical entries: the basic stage (a view), then the advanced one."""
     basic, spec = split_stages(entries, tuple(x.shape), operands)
     if not spec:
-        return apply(_GETITEM, x, index=entries)
-    y = apply(_GETITEM, x, index=basic) if basic else x
+        return apply(GETITEM, x, index=entries)
+    y = apply(GETITEM, x, index=basic) if basic else x
     return apply(_INDEX, y, *operands, spec=spec)
 
 
@@ -246,7 +246,7 @@ def getitem(x, index):
     shape = tuple(x.shape)
     entries = parse_basic("getitem", shape, index)
     if entries is not None:  # ints, slices, None and Ellipsis only: one view
-        return apply(_GETITEM, x, index=entries)
+        return apply(GETITEM, x, index=entries)
     if isinstance(index, TensorBase) and index.dtype.is_integer:  # x[idx]: one gather
         return apply(_INDEX, x, index, spec=(("tensor",),))
     entries, operands = parse_index("getitem", shape, index)

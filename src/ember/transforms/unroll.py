@@ -4,20 +4,10 @@ This module owns deciding when a loop node has a static trip count and replacing
 by straight-line copies of its body, so that later passes (folding, fusion, memory planning)
 see every iteration as ordinary nodes.
 
-* ``scan`` is static when its sequences' leading length is an int (not a symbolic size) of at
-  most ``max_trips``. Step ``t`` slices ``x[t]`` (a ``getitem`` view) and inlines the body; the
-  ``ys`` are stacked at the end (``y[None]`` views joined by one ``concat``). A zero-length scan
-  passes its carries through and returns empty constants (left alone if a ``y`` has a symbolic
-  size, which no constant can have).
-* ``while_loop`` (and ``fori_loop``, built on it) is static when its *counter slice* is: the
-  carries the cond reads, closed under the carries and lifted operands the body computes them
-  from. Each slice operand must be computable at compile time (a constant, possibly through a
-  few pure calls on constants: `_Folder`), and the cond and body restricted to the slice are
-  run with the reference interpreter for at most ``max_trips + 1`` tests. A loop that stops
-  within ``max_trips`` is unrolled that many times and its cond dropped; every other loop is
-  left as it is. Each iteration's copy reads the simulated slice values as constants, so in
-  iteration ``k`` of a ``fori_loop`` the counter is the constant ``k`` (and a nested loop whose
-  bounds come from it becomes static too).
+A loop op declares how it unrolls as its ``unroll`` rule (``scan`` and ``while_loop``:
+control/unroll.py says when their trip counts are static and what an iteration is); this
+module drives the rules and gives them the tools: compile-time values of outer values
+(`Folder`), inlining a body (`inline`), and replacing a loop by its copies (`replace_loop`).
 
 Copies are named after the loop and the iteration: the body value ``%3 = mul(...)`` of loop
 ``%0`` becomes ``%loop0_it2_mul`` in iteration 2 (``scan5_it0_tanh`` for a scan). Lifted
@@ -38,16 +28,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import EmberError
-from ..graph import interpreter
 from ..graph.ir import Graph, Node, Value
 from ..graph.rewrite import is_pure
-from ..ops._registry import REGISTRY
+from ..ops.copies import COPY
 from ..symbolic import has_symbols
 
-__all__ = ["unroll_loops"]
+__all__ = ["Folder", "call", "fits", "inline", "replace_loop", "replay", "scope_of", "unroll_loops"]
 
-LOOPS = ("while_loop", "scan")
 # compile-time evaluation is for loop counters and bounds: small values, short chains
 MAX_FOLDED_ELEMENTS = 1 << 12
 MAX_FOLD_DEPTH = 64
@@ -56,14 +43,13 @@ MAX_FOLD_DEPTH = 64
 def unroll_loops(graph: Graph, max_trips: int = 16) -> tuple[Graph, bool]:
     """Unroll every loop of ``graph`` with a static trip count of at most ``max_trips`` (see the
     module docstring). Rewrites ``graph`` in place; returns it and whether anything changed."""
-    folder = _Folder()
+    folder = Folder()
     changed = False
     position = 0
     while position < len(graph.nodes):
         node = graph.nodes[position]
-        if node.kind == "call" and node.op.name in LOOPS:
-            unroll = _unroll_scan if node.op.name == "scan" else _unroll_while
-            erased_before = unroll(graph, node, max_trips, folder)
+        if node.kind == "call" and node.op.unroll is not None:
+            erased_before = node.op.unroll(graph, node, max_trips, folder)
             if erased_before is not None:
                 changed = True
                 # the copies start where the loop was, less the dead operands erased before it:
@@ -79,164 +65,12 @@ def unroll_loops(graph: Graph, max_trips: int = 16) -> tuple[Graph, bool]:
 unroll_loops.name = "unroll"
 
 
-# ------------------------------------------------------------------------------ scan
-
-
-def _unroll_scan(graph: Graph, node: Node, max_trips: int, folder) -> int | None:
-    body = node.attrs["body"]
-    nc, nx = node.attrs["num_carries"], node.attrs["num_xs"]
-    carries = list(node.inputs[:nc])
-    xs = node.inputs[nc : nc + nx]
-    lifted = list(node.inputs[nc + nx :])
-    length = xs[0].shape[0]
-    if not isinstance(length, int) or length > max_trips:
-        return None
-    y_types = [v.type for v in body.outputs[nc:]]
-    if length == 0 and any(has_symbols(t.shape) for t in y_types):
-        return None
-    scope = _scope(node)
-    start = graph.nodes.index(node)
-    steps = []
-    with graph.inserting_before(node):
-        for t in range(length):
-            prefix = f"{scope}_it{t}_"
-            sliced = [
-                _call(graph, "getitem", [x], {"index": (t,)}, prefix + body.inputs[nc + j].name)
-                for j, x in enumerate(xs)
-            ]
-            outs = _inline(body, graph, [*carries, *sliced, *lifted], prefix)
-            carries = outs[:nc]
-            steps.append(outs[nc:])
-        ys = [
-            _stack(graph, [step[k] for step in steps], y_types[k], f"{scope}_y{k}")
-            for k in range(len(y_types))
-        ]
-    return _replace_loop(graph, node, start, [*carries, *ys])
-
-
-def _stack(graph: Graph, values: list[Value], y_type, name: str) -> Value:
-    if not values:
-        empty = np.empty((0, *y_type.shape), dtype=y_type.dtype.np)
-        return graph.add_constant(empty, name)
-    rows = [
-        _call(graph, "getitem", [v], {"index": (None,)}, f"{name}_row{t}")
-        for t, v in enumerate(values)
-    ]
-    if len(rows) == 1:
-        return rows[0]
-    return _call(graph, "concat", rows, {"axis": 0}, name)
-
-
-# ------------------------------------------------------------------------------ while_loop
-
-
-def _unroll_while(graph: Graph, node: Node, max_trips: int, folder) -> int | None:
-    body = node.attrs["body"]
-    n = len(body.outputs)
-    plan = _trip_count(node, n, max_trips, folder)
-    if plan is None:
-        return None
-    trips, history = plan
-    scope = _scope(node)
-    carries, lifted = list(node.inputs[:n]), list(node.inputs[n:])
-    start = graph.nodes.index(node)
-    with graph.inserting_before(node):
-        for k in range(trips):
-            prefix = f"{scope}_it{k}_"
-            for p, array in history[k].items():
-                # the simulated value: the copy's counter is a constant later passes can fold
-                carries[p] = graph.add_constant(array, prefix + body.inputs[p].name)
-            carries = _inline(body, graph, [*carries, *lifted], prefix)
-    return _replace_loop(graph, node, start, carries)
-
-
-def _trip_count(node: Node, n: int, max_trips: int, folder):
-    """(trips, history) when the loop stops within ``max_trips`` iterations, where
-    ``history[k]`` maps each counter-slice carry position to its array at the start of
-    iteration ``k``; None when the trip count is not static or too high."""
-    cond, body = node.attrs["cond"], node.attrs["body"]
-    positions: set[int] = set()
-    todo = list(_inputs_read(cond, cond.outputs))
-    while todo:
-        p = todo.pop()
-        if p not in positions:
-            positions.add(p)
-            if p < n:  # a carry: the body computes its next value from these
-                todo.extend(_inputs_read(body, [body.outputs[p]]))
-    order = sorted(positions)
-    initial = [folder.value(node.inputs[p]) for p in order]
-    if any(a is None for a in initial):
-        return None
-    carried = [p for p in order if p < n]
-    test = _slice(cond, order, cond.outputs)
-    step = _slice(body, order, [body.outputs[p] for p in carried])
-    if test is None or step is None:
-        return None
-    state = dict(zip(order, initial))
-    history = []
-    try:
-        with np.errstate(all="ignore"):
-            for trips in range(max_trips + 1):
-                if not bool(interpreter.run(test, [state[p] for p in order])[0]):
-                    return trips, history
-                if trips == max_trips:
-                    return None
-                history.append({p: np.array(state[p], copy=True) for p in carried})
-                new = interpreter.run(step, [state[p] for p in order])
-                for p, array in zip(carried, new):
-                    if not _fits(array, body.inputs[p]):
-                        return None
-                    state[p] = array
-    except EmberError:  # a kernel that fails on these values: the loop stays, and fails at run
-        return None
-    return None
-
-
-def _inputs_read(graph: Graph, outputs) -> set[int]:
-    """Positions of the inputs of ``graph`` that ``outputs`` are computed from."""
-    position = {id(v): i for i, v in enumerate(graph.inputs)}
-    seen: set[int] = set()
-    found: set[int] = set()
-    stack = list(outputs)
-    while stack:
-        v = stack.pop()
-        if id(v) in seen:
-            continue
-        seen.add(id(v))
-        if id(v) in position:
-            found.add(position[id(v)])
-        stack.extend(v.node.inputs)
-    return found
-
-
-def _slice(graph: Graph, positions: list[int], outputs) -> Graph | None:
-    """A graph of ``graph``'s inputs at ``positions`` computing ``outputs`` with only the nodes
-    they need; None when a needed node draws random numbers or has symbolic attributes."""
-    needed: set[int] = set()
-    stack = [v.node for v in outputs]
-    while stack:
-        node = stack.pop()
-        if id(node) not in needed:
-            needed.add(id(node))
-            stack.extend(v.node for v in node.inputs)
-    for node in graph.nodes:
-        if id(node) in needed and node.kind == "call":
-            if not is_pure(node) or has_symbols(node.attrs):
-                return None
-    piece = Graph(f"{graph.name}_slice")
-    env = {
-        id(graph.inputs[p]): piece.add_input(graph.inputs[p].type, graph.inputs[p].name)
-        for p in positions
-    }
-    piece.set_outputs(_replay(graph, piece, env, "", needed, outputs))
-    return piece
-
-
-def _fits(array: np.ndarray, value: Value) -> bool:
+def fits(array: np.ndarray, value: Value) -> bool:
+    """Whether ``array`` has ``value``'s shape and dtype."""
     return array.shape == tuple(value.shape) and array.dtype == value.dtype.np
 
 
-class _Folder:
+class Folder:
     """Compile-time values of outer-graph values: constants, and pure non-control calls of
     small static shape on such values, computed with the reference kernels (memoized)."""
 
@@ -273,25 +107,25 @@ class _Folder:
             return None
         results = (result,) if node.op.num_outputs == 1 else tuple(result)
         array = np.asarray(results[v.index])
-        return array if _fits(array, v) else None
+        return array if fits(array, v) else None
 
 
 # ------------------------------------------------------------------------------ shared
 
 
-def _scope(node: Node) -> str:
-    """The prefix of a loop's copies: its value name, or the op and its number when numbered."""
+def scope_of(node: Node, kind: str) -> str:
+    """The prefix of a loop's copies: its value name, or ``kind`` (``loop``, ``scan``) and its
+    number when numbered."""
     name = node.outputs[0].name
-    if name.isdigit():
-        return ("scan" if node.op.name == "scan" else "loop") + name
-    return name
+    return kind + name if name.isdigit() else name
 
 
-def _call(graph: Graph, op: str, inputs, attrs: dict, name: str) -> Value:
-    return graph.add_call(REGISTRY[op], inputs, attrs, names=[name]).outputs[0]
+def call(graph: Graph, op, inputs, attrs: dict, name: str) -> Value:
+    """One new call node of ``op`` (an OpDef) named ``name``; its value."""
+    return graph.add_call(op, inputs, attrs, names=[name]).outputs[0]
 
 
-def _replay(src: Graph, dst: Graph, env: dict, prefix: str, only=None, outputs=None) -> list:
+def replay(src: Graph, dst: Graph, env: dict, prefix: str, only=None, outputs=None) -> list:
     """Copy ``src``'s constant and call nodes (those in ``only`` when given) into ``dst`` at its
     insertion point, reading ``env`` (id of a ``src`` value -> ``dst`` value); returns the
     ``dst`` values of ``outputs`` (``src``'s outputs by default). Names: ``prefix`` + the
@@ -319,12 +153,12 @@ def _replay(src: Graph, dst: Graph, env: dict, prefix: str, only=None, outputs=N
     return [env[id(v)] for v in (src.outputs if outputs is None else outputs)]
 
 
-def _inline(body: Graph, graph: Graph, inputs: list[Value], prefix: str) -> list[Value]:
+def inline(body: Graph, graph: Graph, inputs: list[Value], prefix: str) -> list[Value]:
     env = {id(v): x for v, x in zip(body.inputs, inputs, strict=True)}
-    return _replay(body, graph, env, prefix)
+    return replay(body, graph, env, prefix)
 
 
-def _replace_loop(graph: Graph, node: Node, start: int, finals: list[Value]) -> int:
+def replace_loop(graph: Graph, node: Node, start: int, finals: list[Value]) -> int:
     """Make the loop's readers read ``finals`` (the copies made since ``start``), erase the loop,
     then the copies and the loop's former operands that nothing reads any more (an init
     constant, a bound computed for the cond): pure ones only. Returns how many of those
@@ -341,7 +175,7 @@ def _replace_loop(graph: Graph, node: Node, start: int, finals: list[Value]) -> 
         ):
             # a graph output gets its own array: not an input's, a constant's or another output's
             with graph.inserting_before(node):
-                new = _call(graph, "copy", [new], {}, old.name + "_unrolled")
+                new = call(graph, COPY, [new], {}, old.name + "_unrolled")
             made.append(new.node)
         graph.replace_all_uses(old, new)
     graph.erase_node(node)
@@ -373,7 +207,7 @@ def _has_loops(graph: Graph) -> bool:
     return any(
         n.kind == "call"
         and (
-            n.op.name in LOOPS
+            n.op.unroll is not None
             or any(isinstance(a, Graph) and _has_loops(a) for a in n.attrs.values())
         )
         for n in graph.nodes
@@ -397,5 +231,5 @@ def _unroll_inside(node: Node, max_trips: int) -> bool:
 def _copy(graph: Graph) -> Graph:
     new = Graph(graph.name)
     env = {id(v): new.add_input(v.type, v.name) for v in graph.inputs}
-    new.set_outputs(_replay(graph, new, env, ""))
+    new.set_outputs(replay(graph, new, env, ""))
     return new
