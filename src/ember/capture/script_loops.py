@@ -40,7 +40,6 @@ class TensorRange:
 def staged_loop(test_fn, body_fn, vals, names, site, location, rng: TensorRange | None = None):
     """Record a ``while_loop`` (or ``fori_loop``) for a converted loop whose condition or bound
     is a tensor, starting from the variables' current values ``vals``."""
-    from ..dtypes import int64
     from ..ops.creation import tensor
 
     if rng is not None and not isinstance(rng.step, int):
@@ -51,26 +50,7 @@ def staged_loop(test_fn, body_fn, vals, names, site, location, rng: TensorRange 
         )
     late: dict = {}  # the return value, unset at entry, set by the body: carried on a retry
     for _attempt in range(2):
-        slots, init = [], []
-        for i, v in enumerate(vals):
-            if i in late:
-                slots.append(i)
-                init.append(_zeros_like_struct(late[i]))
-            elif _kind(v) == "T":
-                slots.append(i)
-                init.append(v)
-            elif _number(v):
-                slots.append(i)
-                init.append(_scalar(v))
-        if not slots:
-            unset = [n for n, v in zip(names, vals) if isinstance(v, Undefined)]
-            hint = f"; {', '.join(unset)} first get a value inside it: assign them before it"
-            raise ScriptError(
-                f"the {site} depends on a tensor but carries no tensor from before it"
-                + (hint if unset else ""),
-                op="script",
-                location=location,
-            )
+        slots, init = _initial_carries(vals, names, late, site, location)
         structs = [_struct(c) for c in init]
 
         def full_vals(carries):
@@ -92,19 +72,7 @@ def staged_loop(test_fn, body_fn, vals, names, site, location, rng: TensorRange 
             return c if isinstance(c, TensorBase) else tensor(bool(c))
 
         try:
-            if rng is None:
-                result = while_loop(keep_going, body, tuple(init))
-            elif test_fn is None and rng.step == 1:
-                result = fori_loop(rng.lower, rng.upper, lambda i, c: body(c, i), tuple(init))
-            else:
-                step, upper = rng.step, rng.upper
-                start = rng.lower.to(int64) if isinstance(rng.lower, TensorBase) else rng.lower
-                start = start if isinstance(start, TensorBase) else tensor(start, dtype=int64)
-                result = while_loop(
-                    lambda s: keep_going(s[1], s[0] < upper if step > 0 else s[0] > upper),
-                    lambda s: (s[0] + step, body(s[1], s[0])),
-                    (start, tuple(init)),
-                )[1]
+            result = _record(rng, test_fn is None, keep_going, body, tuple(init))
             break
         except _Retry:
             continue
@@ -119,6 +87,52 @@ def staged_loop(test_fn, body_fn, vals, names, site, location, rng: TensorRange 
             )
             out[i] = NO_RETURN if v is NO_RETURN else Undefined(names[i], reason, location)
     return tuple(out)
+
+
+def _initial_carries(vals, names, late: dict, site, location) -> tuple[list, list]:
+    """(positions of the variables the loop carries, their values at entry): tensors, numbers
+    (as 0-d tensors) and the values a first attempt found set by the body (``late``)."""
+    slots, init = [], []
+    for i, v in enumerate(vals):
+        if i in late:
+            slots.append(i)
+            init.append(_zeros_like_struct(late[i]))
+        elif _kind(v) == "T":
+            slots.append(i)
+            init.append(v)
+        elif _number(v):
+            slots.append(i)
+            init.append(_scalar(v))
+    if not slots:
+        unset = [n for n, v in zip(names, vals) if isinstance(v, Undefined)]
+        hint = f"; {', '.join(unset)} first get a value inside it: assign them before it"
+        raise ScriptError(
+            f"the {site} depends on a tensor but carries no tensor from before it"
+            + (hint if unset else ""),
+            op="script",
+            location=location,
+        )
+    return slots, init
+
+
+def _record(rng, no_test: bool, keep_going, body, init: tuple):
+    """The loop node: a ``while_loop``, a ``fori_loop`` for a unit-step range without a test,
+    or a ``while_loop`` carrying the range's counter."""
+    from ..dtypes import int64
+    from ..ops.creation import tensor
+
+    if rng is None:
+        return while_loop(keep_going, body, init)
+    if no_test and rng.step == 1:
+        return fori_loop(rng.lower, rng.upper, lambda i, c: body(c, i), init)
+    step, upper = rng.step, rng.upper
+    start = rng.lower.to(int64) if isinstance(rng.lower, TensorBase) else rng.lower
+    start = start if isinstance(start, TensorBase) else tensor(start, dtype=int64)
+    return while_loop(
+        lambda s: keep_going(s[1], s[0] < upper if step > 0 else s[0] > upper),
+        lambda s: (s[0] + step, body(s[1], s[0])),
+        (start, init),
+    )[1]
 
 
 def _carries(new, vals, slots, structs, init, names, site, location, late) -> tuple:

@@ -1,6 +1,7 @@
 """Python code generation: a graph becomes one straight-line Python function.
 
-Each call node becomes one line calling the op's NumPy kernel, each value a local variable, and
+Each call node becomes one line calling the op (`OpDef.run`: its C implementation where it has
+one, else its NumPy kernel; or the node's compiled loop), each value a local variable, and
 ``del`` lines free values right after their last use (as torch.fx's generated code does). There
 is no per-node dispatch: no mode lookup, no rule, no tensor wrapping. Attributes that are Python
 literals are written into the code; others (dtypes, generators) are read from a table.
@@ -236,8 +237,6 @@ def compile_graph(
     function of the graph returning ``(now, event)``: the code calls ``_t = now()`` before
     each kernel and ``event(position, _t, outputs, inputs)`` after it (ember.profiler passes
     its recorder's, profiler/recorder.py; this layer knows no profiler)."""
-    profile = instrument is not None
-    names: dict[str, object] = {}  # global name -> object the code refers to
     # an op may compile a node into a faster implementation with its attributes built in
     # (ops/fused.py: a C loop); it takes the inputs only, and ``out=`` per output
     compiled = {}
@@ -251,93 +250,15 @@ def compile_graph(
         from ..plan.arena import arena_slots
 
         memory, slots, placement = arena_slots(graph, in_place, compiled)
-
-    def ref(obj, prefix: str) -> str:
-        for key, known in names.items():
-            if known is obj and key.startswith(prefix):
-                return key
-        key = f"{prefix}{len(names)}"
-        names[key] = obj
-        return key
-
-    params = ", ".join(_local(v) for v in graph.inputs)
-    lines = [f"def {graph.name if graph.name.isidentifier() else 'graph'}({params}):"]
-    for symbol, (position, axis) in symbol_sources(graph).items():
-        # a symbolic size (the batch N) used in attributes: this call's size, from its input
-        source = _local(graph.inputs[position])
-        lines.append(f"    {_SYMBOL_PREFIX}{symbol} = {source}.shape[{axis}]")
-    frees = last_uses(graph)
-    returned = {id(v) for v in graph.outputs}
-    for position, node in enumerate(graph.nodes):
-        if node.kind == "constant":
-            lines.append(f"    {_local(node.outputs[0])} = {ref(graph.constants[node.name], 'c_')}")
-        elif node.kind == "call":
-            first = len(lines)
-            if id(node) in compiled:
-                kernel = ref(compiled[id(node)], f"k_{node.op.name}_")
-                args = [_local(v) for v in node.inputs]
-            else:
-                kernel = ref(node.op.run, f"k_{node.op.name}_")
-                args = [_local(v) for v in node.inputs]
-                for key, value in node.attrs.items():
-                    text = _literal(value) if _is_literal(value) else ref(value, "a_")
-                    args.append(f"{key}={text}")
-            reuse = None
-            slot = [ref(slots[id(v)], "s_") if id(v) in slots else None for v in node.outputs]
-            if id(node) in compiled and (id(node) in in_place or any(slot)):
-                targets = in_place.get(id(node), {})
-                outs = [
-                    _local(targets[i]) if i in targets else (slot[i] or "None")
-                    for i in range(len(node.outputs))
-                ]
-                args.append(f"out=({', '.join(outs)},)")
-            elif id(node) in in_place:
-                args.append(f"out={_local(in_place[id(node)][0])}")
-            elif slot[0] is not None:  # planned execution: into the arena
-                args.append(f"out={slot[0]}")
-            elif node.op.overwrites_operand and id(node) in compiled:
-                reuse = _reusable_operand(node, frees.get(position, ()), graph, fused=True)
-            else:
-                reuse = _reusable_operand(node, frees.get(position, ()), graph)
-            call = f"{kernel}({', '.join(args)})"
-            if reuse is not None:
-                target = _local(reuse)
-                into = f"out=({target},)" if id(node) in compiled else f"out={target}"
-                reused = f"{kernel}({', '.join(args + [into])})"
-                comma = "," if id(node) in compiled else ""  # C loops return a tuple
-                lines.append(
-                    f"    {_local(node.outputs[0])}{comma} = {reused} if _sole({target}) "
-                    f"else {call}"
-                )
-            elif node.op.num_outputs == 1 and node.outputs[0].type.shape:
-                lines.append(f"    {_local(node.outputs[0])} = {call}")
-            elif node.op.num_outputs == 1:  # NumPy gives scalars, not 0-d arrays: wrap them
-                lines.append(f"    {_local(node.outputs[0])} = _array({call})")
-            else:
-                targets = ", ".join(_local(v) for v in node.outputs)
-                lines.append(f"    {targets}, = {call}")
-            if profile:
-                lines.insert(first, "    _t = _now()")
-                outs, ins = (", ".join(_local(v) for v in vs) for vs in (node.outputs, node.inputs))
-                lines.append(f"    _event({position}, _t, ({outs},), ({ins}{',' if ins else ''}))")
-        dead = [v for v in node.inputs if id(v) in frees.get(position, ())]
-        # outputs nothing reads (a split's unused part): dropped at once, not held to the end
-        dead += [v for v in node.outputs if not v.users and id(v) not in returned]
-        if dead:
-            unique = list(dict.fromkeys(_local(v) for v in dead))
-            lines.append(f"    del {', '.join(unique)}")
-    lines.append(f"    return [{', '.join(_local(v) for v in graph.outputs)}]")
-    source = "\n".join(lines) + "\n"
+    writer = _Writer(graph, compiled, in_place, slots, profile=instrument is not None)
+    source, namespace = writer.source(), writer.namespace()
     filename = f"<ember graph {graph.name} #{next(_ids)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace = dict(
-        names, _array=lambda r: r if type(r) is np.ndarray else np.asarray(r), _sole=_sole
-    )
-    if profile:
+    if instrument is not None:
         now, event = instrument(graph)
         namespace.update(_now=now, _event=event)
     exec(compile(source, filename, "exec"), namespace)
-    fn = namespace[lines[0][4 : lines[0].index("(")]]
+    fn = namespace[writer.function_name]
     compiled_graph = CompiledGraph(graph, source, fn, in_place, placement, inplace)
     compiled_graph._arena_memory = memory
     if memory is not None:
@@ -345,3 +266,102 @@ def compile_graph(
 
         compiled_graph._arena_lock = threading.Lock()
     return compiled_graph
+
+
+class _Writer:
+    """The lines of one generated function (see the module docstring): ``compiled`` maps
+    id(node) to its compiled implementation, ``in_place`` the nodes computed into an input's
+    buffer, ``slots`` the values written into the arena; ``names`` collects the objects the
+    code refers to (kernels, constants, attributes that are no literals)."""
+
+    def __init__(self, graph, compiled: dict, in_place: dict, slots: dict, profile: bool):
+        self.graph, self.compiled, self.in_place, self.slots = graph, compiled, in_place, slots
+        self.profile = profile
+        self.names: dict[str, object] = {}  # global name -> object the code refers to
+        self.frees = last_uses(graph)
+        self.returned = {id(v) for v in graph.outputs}
+        self.function_name = graph.name if graph.name.isidentifier() else "graph"
+
+    def ref(self, obj, prefix: str) -> str:
+        for key, known in self.names.items():
+            if known is obj and key.startswith(prefix):
+                return key
+        key = f"{prefix}{len(self.names)}"
+        self.names[key] = obj
+        return key
+
+    def namespace(self) -> dict:
+        array = lambda r: r if type(r) is np.ndarray else np.asarray(r)  # noqa: E731
+        return dict(self.names, _array=array, _sole=_sole)
+
+    def source(self) -> str:
+        graph = self.graph
+        params = ", ".join(_local(v) for v in graph.inputs)
+        lines = [f"def {self.function_name}({params}):"]
+        for symbol, (position, axis) in symbol_sources(graph).items():
+            # a symbolic size (the batch N) used in attributes: this call's size, from its input
+            source = _local(graph.inputs[position])
+            lines.append(f"    {_SYMBOL_PREFIX}{symbol} = {source}.shape[{axis}]")
+        for position, node in enumerate(graph.nodes):
+            if node.kind == "constant":
+                constant = self.ref(graph.constants[node.name], "c_")
+                lines.append(f"    {_local(node.outputs[0])} = {constant}")
+            elif node.kind == "call":
+                lines += self.call_lines(position, node)
+            dead = [v for v in node.inputs if id(v) in self.frees.get(position, ())]
+            # outputs nothing reads (a split's unused part): dropped at once, not held to the end
+            dead += [v for v in node.outputs if not v.users and id(v) not in self.returned]
+            if dead:
+                lines.append(f"    del {', '.join(dict.fromkeys(_local(v) for v in dead))}")
+        lines.append(f"    return [{', '.join(_local(v) for v in graph.outputs)}]")
+        return "\n".join(lines) + "\n"
+
+    def call_lines(self, position: int, node) -> list[str]:
+        """The lines of one call node: the call, into a buffer where one is given or reusable,
+        and the profiler's timing around it."""
+        compiled = id(node) in self.compiled
+        if compiled:
+            kernel = self.ref(self.compiled[id(node)], f"k_{node.op.name}_")
+            args = [_local(v) for v in node.inputs]
+        else:
+            kernel = self.ref(node.op.run, f"k_{node.op.name}_")
+            args = [_local(v) for v in node.inputs]
+            for key, value in node.attrs.items():
+                text = _literal(value) if _is_literal(value) else self.ref(value, "a_")
+                args.append(f"{key}={text}")
+        reuse = None
+        slot = [
+            self.ref(self.slots[id(v)], "s_") if id(v) in self.slots else None for v in node.outputs
+        ]
+        if compiled and (id(node) in self.in_place or any(slot)):
+            targets = self.in_place.get(id(node), {})
+            outs = [
+                _local(targets[i]) if i in targets else (slot[i] or "None")
+                for i in range(len(node.outputs))
+            ]
+            args.append(f"out=({', '.join(outs)},)")
+        elif id(node) in self.in_place:
+            args.append(f"out={_local(self.in_place[id(node)][0])}")
+        elif slot[0] is not None:  # planned execution: into the arena
+            args.append(f"out={slot[0]}")
+        else:
+            fused = node.op.overwrites_operand and compiled
+            reuse = _reusable_operand(node, self.frees.get(position, ()), self.graph, fused=fused)
+        call = f"{kernel}({', '.join(args)})"
+        if reuse is not None:
+            target = _local(reuse)
+            into = f"out=({target},)" if compiled else f"out={target}"
+            reused = f"{kernel}({', '.join(args + [into])})"
+            comma = "," if compiled else ""  # C loops return a tuple
+            line = f"    {_local(node.outputs[0])}{comma} = {reused} if _sole({target}) else {call}"
+        elif node.op.num_outputs == 1 and node.outputs[0].type.shape:
+            line = f"    {_local(node.outputs[0])} = {call}"
+        elif node.op.num_outputs == 1:  # NumPy gives scalars, not 0-d arrays: wrap them
+            line = f"    {_local(node.outputs[0])} = _array({call})"
+        else:
+            line = f"    {', '.join(_local(v) for v in node.outputs)}, = {call}"
+        if not self.profile:
+            return [line]
+        outs, ins = (", ".join(_local(v) for v in vs) for vs in (node.outputs, node.inputs))
+        event = f"    _event({position}, _t, ({outs},), ({ins}{',' if ins else ''}))"
+        return ["    _t = _now()", line, event]
