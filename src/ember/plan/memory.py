@@ -15,9 +15,9 @@ workspace included) and ``inputs`` (other graph inputs, e.g. the batch). A `Memo
 ``peak_bytes``, the ``breakdown`` of the peak by part, the ``live_at_peak`` set and a per-node
 ``timeline``; ``str(plan)`` is a table.
 
-What it predicts is the peak of the *measured peak* (plan/measure.py): the bytes of the arrays
-fed to the graph plus the most bytes allocated at once during the call, as tracemalloc sees
-NumPy's allocations.
+What it predicts is the peak of the *measured peak* (plan/program.py `measure_peak`): the bytes
+of the arrays fed to the graph plus the most bytes allocated at once during the call, as
+tracemalloc sees NumPy's allocations.
 """
 
 from __future__ import annotations
