@@ -21,8 +21,8 @@ import pytest
 from ember.graph import Graph, interpreter
 from ember.kernels import cconv, cepilogue, cfuse, cgemm, cpooling, csoftmax
 from ember.ops import _conv_kernels
-from ember.ops.fused import FUSED_OPS, evaluate_program
 from ember.ops.pool import _max_pool_np, _scatter_kernel
+from ember.ops.program import evaluate_program
 from ember.ops.softmax import _log_softmax_kernel, _softmax_kernel
 from ember.plan import plan_memory
 from ember.plan.arena import concrete
@@ -47,8 +47,8 @@ def _checked_epilogue(build):
     round a block of rows differently from the whole product, and the epilogue's exp, erf,
     tanh come from the vector math library, so within 1e-4 (float32) of each output's scale."""
 
-    def checked_build(node):
-        run = build(node)
+    def checked_build(node, *args):
+        run = build(node, *args)
         if run is None:
             return None
 
@@ -281,7 +281,7 @@ def generated_code_equals_the_interpreter(monkeypatch):
         results = original(self, *arrays)
         assert len(results) == len(expected)
         fused = any(
-            n.kind == "call" and (n.op.name in FUSED_OPS or n.op.fast is not None)
+            n.kind == "call" and (n.op.fused is not None or n.op.fast is not None)
             for n in self.graph.nodes
         )
         if planned is not None:
@@ -309,13 +309,21 @@ def generated_code_equals_the_interpreter(monkeypatch):
                 message = f"fused node %{node.name}: output {i}"
                 assert got.shape == want.shape and got.dtype == want.dtype, message
                 tol = 8 * np.finfo(want.dtype).eps if want.dtype.kind == "f" else 0
-                name, operands, attrs = node.attrs["program"][node.attrs["outputs"][i]]
-                if name == "sum":  # summed in another order: within a multiple of sum(|terms|)
-                    terms = evaluate_program(node.attrs["program"], (operands[0][1],), arrays)[0]
-                    attrs = dict(attrs)
-                    scale = np.sum(np.abs(terms), axis=attrs["axes"], keepdims=attrs["keepdims"])
-                    tol = 16 * np.finfo(want.dtype).eps * (scale + np.abs(want))
-                    close = (got == want) | (np.abs(got - want) <= tol)  # (== for infinities)
+                instr = node.attrs["program"][node.attrs["outputs"][i]]
+                rule = instr.op.reduction
+                if rule is not None and not rule.exact:  # its terms combined in another order
+                    program, term = node.attrs["program"], instr.operands[0].index
+                    terms = evaluate_program(program, (term,), arrays)[0]
+                    eps = np.finfo(want.dtype).eps
+                    if rule.pairwise:  # a sum: within a multiple of sum(|terms|)
+                        scale = instr.op.kernel(np.abs(terms), **instr.kwargs)
+                        tol = 16 * eps * (scale + np.abs(want))
+                    else:  # (n - 1) roundings in either order, and terms a few ulps apart
+                        n = terms.size // max(want.size, 1)
+                        scale = instr.op.kernel(np.abs(terms), **instr.kwargs)
+                        tol = 9 * n * eps * scale + n * np.finfo(want.dtype).smallest_subnormal
+                    with np.errstate(invalid="ignore"):
+                        close = (got == want) | (np.abs(got - want) <= tol)  # (== for infinities)
                     close |= np.isnan(got) & np.isnan(want)
                     assert close.all(), f"{message}: {got} vs {want}"
                     continue

@@ -12,15 +12,19 @@ cannot read, and folds a batched left operand times a 2-D right operand into one
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..kernels.blas_layout import blas_ready
+from ..kernels.cepilogue import block_kind
 from ..types import TensorType
 from . import _batching
 from . import api as E
-from ._registry import Cost, OpDef, TensorBase, apply, export, register
+from ._registry import REGISTRY, Cost, OpDef, TensorBase, apply, export, register
+from ._rules import EpilogueRule
 from ._util import (
     broadcast_shapes,
     fmt_shape,
@@ -31,6 +35,7 @@ from ._util import (
     value_bytes,
 )
 from .elementwise import promote, to_tensor
+from .program import Input, Instr, Program
 
 # ----------------------------------------------------------------------------------- kernel
 
@@ -187,6 +192,81 @@ def _matmul_c_step(node):
     return csteps.linear_step(a, b, None, node.outputs[0].type, transposed=False)
 
 
+# ------------------------------------------------------------------------------- epilogues
+# A product's elementwise reader (a bias, an activation, a fused group) runs on each block of
+# rows right after BLAS computes it, written over the block (kernels/cepilogue.py); each
+# producer gives the block computation. Every other operand of the reader must be read whole
+# by each block (a bias row, a scalar) or a block of rows at a time.
+
+
+def _takes_blocks(node, program, outputs, out_types, in_types, slot) -> bool:
+    shape = node.outputs[0].shape
+    return all(block_kind(t, shape) is not None for i, t in enumerate(in_types) if i != slot)
+
+
+def _rows_of(a) -> np.ndarray:
+    """``a`` as a (rows, K) matrix: its leading dimensions are the product's rows."""
+    return a.reshape(math.prod(a.shape[:-1]), a.shape[-1])
+
+
+def _gemm():
+    from ..kernels.cgemm import gemm
+
+    return gemm
+
+
+def _blocks(producer_rows):
+    """The ``compile`` rule of a fused epilogue whose producer computes a block of its rows with
+    ``producer_rows(arrays) -> block(start, stop, out)`` (`cepilogue.build`)."""
+
+    def compile_(node):
+        from ..kernels import cepilogue
+
+        attrs = node.attrs
+        types = (v.type for v in node.inputs[: attrs["n_producer"]])
+        result = attrs["producer"].infer(*types, **dict(attrs["producer_attrs"]))
+        return cepilogue.build(node, result, producer_rows)
+
+    return compile_
+
+
+def _relu_epilogue(node) -> bool:
+    """Whether the fused node's epilogue is a ReLU of the product alone, which the C graph
+    runner's product step applies (kernels/csteps.py)."""
+    attrs = node.attrs
+    relu = Program((Instr(REGISTRY["relu"], (Input(0),)),))
+    return (
+        attrs["slot"] == 0
+        and len(node.inputs) == attrs["n_producer"]
+        and attrs["outputs"] == (0,)
+        and attrs["program"] == relu
+    )
+
+
+def _matmul_rows(arrays):
+    a, b = arrays
+    a2, gemm = _rows_of(a), _gemm()
+    return lambda start, stop, out: gemm(a2[start:stop], b, out=out)
+
+
+def _matmul_epilogue_c_step(node):
+    from ..kernels import csteps
+
+    a, b = (v.type for v in node.inputs[:2])
+    if not _relu_epilogue(node) or len(b.shape) != 2:
+        return None
+    return csteps.linear_step(a, b, None, node.outputs[0].type, transposed=False, relu=True)
+
+
+_MATMUL_EPILOGUE = EpilogueRule(
+    # a product by a matrix (a weight): a's leading dimensions are the rows
+    accepts=lambda node: len(node.inputs[1].shape) == 2 and len(node.inputs[0].shape) >= 2,
+    takes=_takes_blocks,
+    compile=_blocks(_matmul_rows),
+    c_step=_matmul_epilogue_c_step,
+)
+
+
 _MATMUL = register(
     OpDef(
         name="matmul",
@@ -198,6 +278,7 @@ _MATMUL = register(
         cost=_matmul_cost,
         batch=_batching.matmul_rule,
         c_step=_matmul_c_step,
+        epilogue=_MATMUL_EPILOGUE,
         accepts_out=_matmul_accepts_out,
         workspace=_matmul_workspace,
         save_inputs=(0, 1),
@@ -366,6 +447,30 @@ def _linear_c_step(node):
     return csteps.linear_step(x, w, *(bias or [None]), node.outputs[0].type, transposed=True)
 
 
+def _linear_rows(arrays):
+    x, weight = arrays[:2]
+    bias = arrays[2] if len(arrays) == 3 else None
+    x2, gemm = _rows_of(x), _gemm()
+    weight = weight.T  # (K, N): BLAS reads the transpose in place
+
+    def block(start, stop, out):
+        gemm(x2[start:stop], weight, out=out)
+        if bias is not None:
+            out += bias
+
+    return block
+
+
+def _linear_epilogue_c_step(node):
+    from ..kernels import csteps
+
+    x, w, *bias = (v.type for v in node.inputs)
+    if not _relu_epilogue(node):
+        return None
+    out = node.outputs[0].type
+    return csteps.linear_step(x, w, *(bias or [None]), out, transposed=True, relu=True)
+
+
 _LINEAR = register(
     OpDef(
         name="linear",
@@ -379,6 +484,12 @@ _LINEAR = register(
         # workspace: the matmul kernel's, on x and weight.T
         batch=_batching.linear_rule,
         c_step=_linear_c_step,
+        epilogue=EpilogueRule(
+            accepts=lambda node: True,
+            takes=_takes_blocks,
+            compile=_blocks(_linear_rows),
+            c_step=_linear_epilogue_c_step,
+        ),
         workspace=_matmul_workspace,
         doc="linear(x, weight[, bias]): x @ weight.T (+ bias), weight of shape (out, in); "
         "PyTorch's F.linear / addmm",
