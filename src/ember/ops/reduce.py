@@ -179,6 +179,11 @@ _PROD = register(
         vjp=_prod_vjp,
         cost=reduction_cost,
         save_outputs=(0,),
+        # fused loops multiply a row's terms in SIMD lanes (NumPy: one after the other), so a
+        # fused product is within rounding of NumPy's, not its bits
+        reduction=ReductionRule(
+            identity=1.0, accumulate="{acc} * {x}", omp="*", combine="{a} * {b}"
+        ),
         doc="prod(x, axes, keepdims)",
     )
 )
