@@ -1,6 +1,6 @@
 """The compiled ``fused_epilogue`` node (transforms/epilogue.py) of a producer whose result is
-computed a block of rows at a time (a matmul on BLAS: ``matmul``, ``linear``, ``addmm``, whose
-epilogue rules in ops/linalg.py call `build` with the producer's own block computation), each
+computed a block of rows at a time (a product on BLAS, ``matmul``, ``linear``: their epilogue
+rules, ops/_row_blocks.py, call `build` with the producer's own block computation), each
 block's elementwise epilogue run as a C loop (kernels/cfuse.py) right after it, writing its
 first output over the block in place (no second full-size array).
 

@@ -1,5 +1,7 @@
 """Matrix products: the ``matmul`` primitive (batched, broadcasting batch dimensions, BLAS
-through NumPy) and the composites on it: mm, bmm, mv, dot, outer, and ``F.linear``.
+through NumPy) and ``linear`` (``F.linear``); their composites (mm, bmm, mv, dot, outer,
+F.bilinear) are in ops/products.py. Both take an elementwise epilogue computed on blocks of
+rows (ops/_row_blocks.py).
 
 The primitive takes operands of at least 2 dimensions and one dtype; the public `matmul` adds
 PyTorch's 1-D rules (a 1-D left operand is a row, a 1-D right operand a column, and the added
@@ -12,76 +14,27 @@ cannot read, and folds a batched left operand times a 2-D right operand into one
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
-from ..kernels.blas_layout import blas_ready
-from ..kernels.cepilogue import block_kind
 from ..types import TensorType
 from . import _batching
 from . import api as E
-from ._registry import REGISTRY, Cost, OpDef, TensorBase, apply, export, register
-from ._rules import EpilogueRule
+from ._matmul_kernels import matmul_fast, matmul_kernel, product_workspace
+from ._registry import Cost, OpDef, TensorBase, apply, export, register
+from ._row_blocks import gemm, relu_only, row_block_rule, rows_of
 from ._util import (
     broadcast_shapes,
     fmt_shape,
-    half_precision,
     io_bytes,
     numel,
     require_same_dtype,
-    value_bytes,
 )
-from .elementwise import promote, to_tensor
-from .program import Input, Instr, Program
+from .elementwise import promote
 
 # ----------------------------------------------------------------------------------- kernel
-
-_HALF = (dt.float16.np, dt.bfloat16.np)
-
-
-def _ember_product(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    from ..kernels.cgemm import gemm
-
-    return gemm(a, b, out)
-
-
-def _numpy_product(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    return np.matmul(a, b, out=out)
-
-
-def _matmul(a, b, out, product) -> np.ndarray:
-    """``a @ b`` through ``product`` (NumPy's, or ember's GEMM), never upcasting float32,
-    reading layouts BLAS takes in place and folding a batched left operand times a 2-D right
-    operand into one large product; ``out`` (the result's shape and dtype: an arena slot, see
-    plan/arena.py) receives the result where given."""
-    if a.dtype in _HALF:  # NumPy has no fast half-precision GEMM: compute in float32, round once
-        result = _matmul(a.astype(np.float32), b.astype(np.float32), None, product)
-        result = result.astype(a.dtype)
-        if out is None:
-            return result
-        out[...] = result
-        return out
-    a, b = blas_ready(a), blas_ready(b)
-    if b.ndim == 2 and a.ndim > 2 and a.flags.c_contiguous:
-        # (..., M, K) @ (K, N) as one (prod(...) * M, K) GEMM instead of a loop of small ones
-        flat = None if out is None else out.reshape(-1, b.shape[-1])
-        result = product(a.reshape(-1, a.shape[-1]), b, flat)
-        return result.reshape(a.shape[:-1] + (b.shape[-1],)) if out is None else out
-    return product(a, b, out)
-
-
-def matmul_kernel(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """The ``matmul`` reference kernel: NumPy's product (its BLAS)."""
-    return _matmul(a, b, out, _numpy_product)
-
-
-def matmul_fast(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """The ``matmul`` kernel on ember's GEMM (kernels/cgemm.py: large products split over
-    ember's thread pool, no BLAS threads left spinning), equal to the reference to rounding."""
-    return _matmul(a, b, out, _ember_product)
+# (ops/_matmul_kernels.py: NumPy's product and ember's GEMM behind one layout-aware wrapper)
 
 
 def _matmul_accepts_out(node, compiled: bool) -> bool:
@@ -94,16 +47,9 @@ def _matmul_accepts_out(node, compiled: bool) -> bool:
 
 
 def _matmul_workspace(node, layouts) -> int:
-    """`matmul_kernel`'s temporaries beyond its result: none in float32/float64 (BLAS reads
-    the operands in place); in half precision the float32 copies of both operands beside the
-    float32 product, then the product beside the rounded result (the copies are gone by then):
-    ``max(2a + 2b + 2out, 3out) - out`` in the half-precision sizes. `linear` runs the same
-    kernel on ``x`` and ``weight.T`` (its bias is added in place)."""
-    a, b, out = node.inputs[0], node.inputs[1], node.outputs[0]
-    if not half_precision(out):
-        return 0
-    a_bytes, b_bytes, out_bytes = value_bytes(a), value_bytes(b), value_bytes(out)
-    return max(2 * a_bytes + 2 * b_bytes + out_bytes, 2 * out_bytes)
+    """`matmul_kernel`'s temporaries (`product_workspace`); `linear` runs the same kernel on
+    ``x`` and ``weight.T`` (its bias is added in place)."""
+    return product_workspace(node.inputs[0], node.inputs[1], node.outputs[0])
 
 
 # ------------------------------------------------------------------------------- primitive
@@ -192,77 +138,26 @@ def _matmul_c_step(node):
     return csteps.linear_step(a, b, None, node.outputs[0].type, transposed=False)
 
 
-# ------------------------------------------------------------------------------- epilogues
-# A product's elementwise reader (a bias, an activation, a fused group) runs on each block of
-# rows right after BLAS computes it, written over the block (kernels/cepilogue.py); each
-# producer gives the block computation. Every other operand of the reader must be read whole
-# by each block (a bias row, a scalar) or a block of rows at a time.
-
-
-def _takes_blocks(node, program, outputs, out_types, in_types, slot) -> bool:
-    shape = node.outputs[0].shape
-    return all(block_kind(t, shape) is not None for i, t in enumerate(in_types) if i != slot)
-
-
-def _rows_of(a) -> np.ndarray:
-    """``a`` as a (rows, K) matrix: its leading dimensions are the product's rows."""
-    return a.reshape(math.prod(a.shape[:-1]), a.shape[-1])
-
-
-def _gemm():
-    from ..kernels.cgemm import gemm
-
-    return gemm
-
-
-def _blocks(producer_rows):
-    """The ``compile`` rule of a fused epilogue whose producer computes a block of its rows with
-    ``producer_rows(arrays) -> block(start, stop, out)`` (`cepilogue.build`)."""
-
-    def compile_(node):
-        from ..kernels import cepilogue
-
-        attrs = node.attrs
-        types = (v.type for v in node.inputs[: attrs["n_producer"]])
-        result = attrs["producer"].infer(*types, **dict(attrs["producer_attrs"]))
-        return cepilogue.build(node, result, producer_rows)
-
-    return compile_
-
-
-def _relu_epilogue(node) -> bool:
-    """Whether the fused node's epilogue is a ReLU of the product alone, which the C graph
-    runner's product step applies (kernels/csteps.py)."""
-    attrs = node.attrs
-    relu = Program((Instr(REGISTRY["relu"], (Input(0),)),))
-    return (
-        attrs["slot"] == 0
-        and len(node.inputs) == attrs["n_producer"]
-        and attrs["outputs"] == (0,)
-        and attrs["program"] == relu
-    )
-
-
-def _matmul_rows(arrays):
+def _matmul_rows(arrays, **attrs):
     a, b = arrays
-    a2, gemm = _rows_of(a), _gemm()
-    return lambda start, stop, out: gemm(a2[start:stop], b, out=out)
+    a2, product = rows_of(a), gemm()
+    return lambda start, stop, out: product(a2[start:stop], b, out=out)
 
 
 def _matmul_epilogue_c_step(node):
     from ..kernels import csteps
 
     a, b = (v.type for v in node.inputs[:2])
-    if not _relu_epilogue(node) or len(b.shape) != 2:
+    if not relu_only(node) or len(b.shape) != 2:
         return None
     return csteps.linear_step(a, b, None, node.outputs[0].type, transposed=False, relu=True)
 
 
-_MATMUL_EPILOGUE = EpilogueRule(
-    # a product by a matrix (a weight): a's leading dimensions are the rows
+# an elementwise reader runs on blocks of rows (ops/_row_blocks.py), for a product by a matrix
+# (a weight): a's leading dimensions are the rows
+_MATMUL_EPILOGUE = row_block_rule(
+    _matmul_rows,
     accepts=lambda node: len(node.inputs[1].shape) == 2 and len(node.inputs[0].shape) >= 2,
-    takes=_takes_blocks,
-    compile=_blocks(_matmul_rows),
     c_step=_matmul_epilogue_c_step,
 )
 
@@ -313,63 +208,6 @@ def matmul(a, b):
         return E.reshape(out, tuple(out.shape[:-2]) + (out.shape[-1],))
     out = apply(_MATMUL, a, E.reshape(b, (k_b, 1)))
     return E.reshape(out, tuple(out.shape[:-1]))
-
-
-def _require_ndim(op: str, ndims: tuple, *tensors) -> None:
-    if tuple(t.ndim for t in tensors) != ndims:
-        shapes = " and ".join(fmt_shape(t.shape) for t in tensors)
-        raise ShapeError(
-            f"expects operands of {' and '.join(str(n) for n in ndims)} dimensions, "
-            f"got shapes {shapes}",
-            op=op,
-        )
-
-
-@export(method=True)
-def mm(a, b):
-    """Product of two matrices (2-D only; use matmul for batches and broadcasting)."""
-    a, b = to_tensor(a), to_tensor(b)
-    _require_ndim("mm", (2, 2), a, b)
-    return matmul(a, b)
-
-
-@export(method=True)
-def bmm(a, b):
-    """Batched product of (B, M, K) and (B, K, N) tensors (no broadcasting, as in PyTorch)."""
-    a, b = to_tensor(a), to_tensor(b)
-    _require_ndim("bmm", (3, 3), a, b)
-    if a.shape[0] != b.shape[0]:
-        raise ShapeError(
-            f"batch sizes differ: shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)}", op="bmm"
-        )
-    return matmul(a, b)
-
-
-@export(method=True)
-def mv(a, v):
-    """Matrix-vector product of a (M, K) matrix and a (K,) vector."""
-    a, v = to_tensor(a), to_tensor(v)
-    _require_ndim("mv", (2, 1), a, v)
-    return matmul(a, v)
-
-
-@export(method=True)
-def dot(a, b):
-    """Inner product of two 1-D tensors of one size (a 0-d result)."""
-    a, b = to_tensor(a), to_tensor(b)
-    _require_ndim("dot", (1, 1), a, b)
-    return matmul(a, b)
-
-
-@export(method=True)
-def outer(a, b):
-    """Outer product of two 1-D tensors: out[i, j] = a[i] * b[j]."""
-    a, b = to_tensor(a), to_tensor(b)
-    _require_ndim("outer", (1, 1), a, b)
-    return E.reshape(a, (-1, 1)) * E.reshape(b, (1, -1))
-
-
-export(outer, name="ger", method=True)
 
 
 # ------------------------------------------------------------------------------------ linear
@@ -447,14 +285,14 @@ def _linear_c_step(node):
     return csteps.linear_step(x, w, *(bias or [None]), node.outputs[0].type, transposed=True)
 
 
-def _linear_rows(arrays):
+def _linear_rows(arrays, **attrs):
     x, weight = arrays[:2]
     bias = arrays[2] if len(arrays) == 3 else None
-    x2, gemm = _rows_of(x), _gemm()
+    x2, product = rows_of(x), gemm()
     weight = weight.T  # (K, N): BLAS reads the transpose in place
 
     def block(start, stop, out):
-        gemm(x2[start:stop], weight, out=out)
+        product(x2[start:stop], weight, out=out)
         if bias is not None:
             out += bias
 
@@ -465,7 +303,7 @@ def _linear_epilogue_c_step(node):
     from ..kernels import csteps
 
     x, w, *bias = (v.type for v in node.inputs)
-    if not _relu_epilogue(node):
+    if not relu_only(node):
         return None
     out = node.outputs[0].type
     return csteps.linear_step(x, w, *(bias or [None]), out, transposed=True, relu=True)
@@ -484,12 +322,7 @@ _LINEAR = register(
         # workspace: the matmul kernel's, on x and weight.T
         batch=_batching.linear_rule,
         c_step=_linear_c_step,
-        epilogue=EpilogueRule(
-            accepts=lambda node: True,
-            takes=_takes_blocks,
-            compile=_blocks(_linear_rows),
-            c_step=_linear_epilogue_c_step,
-        ),
+        epilogue=row_block_rule(_linear_rows, c_step=_linear_epilogue_c_step),
         workspace=_matmul_workspace,
         doc="linear(x, weight[, bias]): x @ weight.T (+ bias), weight of shape (out, in); "
         "PyTorch's F.linear / addmm",
@@ -508,25 +341,3 @@ def linear(x, weight, bias=None):
         out = matmul(x, weight)
         return out if bias is None else out + operands[2]
     return apply(_LINEAR, *operands)
-
-
-@export(functional=True, toplevel=False)
-def bilinear(x1, x2, weight, bias=None):
-    """PyTorch's F.bilinear: ``out[..., o] = x1[..., i] weight[o, i, j] x2[..., j] + bias[o]``."""
-    x1, x2, weight = promote(x1, x2, weight)
-    if (
-        weight.ndim != 3
-        or x1.ndim == 0
-        or x1.shape[-1] != weight.shape[1]
-        or x2.ndim == 0
-        or x2.shape[-1] != weight.shape[2]
-        or tuple(x1.shape[:-1]) != tuple(x2.shape[:-1])
-    ):
-        raise ShapeError(
-            f"inputs of shapes {fmt_shape(x1.shape)} and {fmt_shape(x2.shape)} do not fit a "
-            f"weight of shape {fmt_shape(weight.shape)} (out, in1, in2); the inputs must share "
-            "their leading dimensions",
-            op="bilinear",
-        )
-    out = E.einsum("...i,oij,...j->...o", x1, weight, x2)
-    return out if bias is None else out + bias
