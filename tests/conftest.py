@@ -72,6 +72,55 @@ def _checked_epilogue(build):
     return checked_build
 
 
+def _reduction_tolerance(node, instr, arrays, want):
+    """How far a fused reduction may be from NumPy's, its terms being combined in another
+    order: a sum within a multiple of sum(|terms|) (its rows in NumPy's pairwise order); any
+    other reduction whose combining rounds (a product) within its n - 1 roundings either way
+    and terms a few ulps apart, of the reduction of |terms|."""
+    rule = instr.op.reduction
+    terms = evaluate_program(node.attrs["program"], (instr.operands[0].index,), arrays)[0]
+    eps = np.finfo(want.dtype).eps
+    scale = instr.op.kernel(np.abs(terms), **instr.kwargs)
+    if rule.pairwise:
+        return 16 * eps * (scale + np.abs(want))
+    n = terms.size // max(want.size, 1)
+    return 9 * n * eps * scale + n * np.finfo(want.dtype).smallest_subnormal
+
+
+def _checked_fused(build):
+    """``cfuse.build`` with each call of the loop checked against the node's NumPy kernel:
+    within 8 eps, or for a reduction combined in another order, `_reduction_tolerance`."""
+
+    def checked_build(node):
+        run = build(node)
+        if run is None:
+            return None
+
+        def fused_call(*arrays, out=None):
+            # the reference first: with ``out`` the loop writes into its inputs' memory
+            expected = node.op.kernel(*arrays, **node.attrs)
+            results = run(*arrays, out=out)
+            for i, (got, want) in enumerate(zip(results, expected)):
+                message = f"fused node %{node.name}: output {i}"
+                assert got.shape == want.shape and got.dtype == want.dtype, message
+                tol = 8 * np.finfo(want.dtype).eps if want.dtype.kind == "f" else 0
+                instr = node.attrs["program"][node.attrs["outputs"][i]]
+                rule = instr.op.reduction
+                if rule is not None and not rule.exact:
+                    tol = _reduction_tolerance(node, instr, arrays, want)
+                    with np.errstate(invalid="ignore"):
+                        close = (got == want) | (np.abs(got - want) <= tol)  # (== for infinities)
+                    close |= np.isnan(got) & np.isnan(want)
+                    assert close.all(), f"{message}: {got} vs {want}"
+                    continue
+                np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=message)
+            return results
+
+        return fused_call
+
+    return checked_build
+
+
 def _checked_exactly(build):
     """``build`` (a compile hook's implementation builder) with each call of what it builds
     checked against the node's NumPy kernel, bit for bit."""
@@ -294,45 +343,7 @@ def generated_code_equals_the_interpreter(monkeypatch):
         return results
 
     _check(monkeypatch, codegen.CompiledGraph, "__call__", checked)
-    original_build = cfuse.build
-
-    def checked_build(node):
-        run = original_build(node)
-        if run is None:
-            return None
-
-        def fused_call(*arrays, out=None):
-            # the reference first: with ``out`` the loop writes into its inputs' memory
-            expected = node.op.kernel(*arrays, **node.attrs)
-            results = run(*arrays, out=out)
-            for i, (got, want) in enumerate(zip(results, expected)):
-                message = f"fused node %{node.name}: output {i}"
-                assert got.shape == want.shape and got.dtype == want.dtype, message
-                tol = 8 * np.finfo(want.dtype).eps if want.dtype.kind == "f" else 0
-                instr = node.attrs["program"][node.attrs["outputs"][i]]
-                rule = instr.op.reduction
-                if rule is not None and not rule.exact:  # its terms combined in another order
-                    program, term = node.attrs["program"], instr.operands[0].index
-                    terms = evaluate_program(program, (term,), arrays)[0]
-                    eps = np.finfo(want.dtype).eps
-                    if rule.pairwise:  # a sum: within a multiple of sum(|terms|)
-                        scale = instr.op.kernel(np.abs(terms), **instr.kwargs)
-                        tol = 16 * eps * (scale + np.abs(want))
-                    else:  # (n - 1) roundings in either order, and terms a few ulps apart
-                        n = terms.size // max(want.size, 1)
-                        scale = instr.op.kernel(np.abs(terms), **instr.kwargs)
-                        tol = 9 * n * eps * scale + n * np.finfo(want.dtype).smallest_subnormal
-                    with np.errstate(invalid="ignore"):
-                        close = (got == want) | (np.abs(got - want) <= tol)  # (== for infinities)
-                    close |= np.isnan(got) & np.isnan(want)
-                    assert close.all(), f"{message}: {got} vs {want}"
-                    continue
-                np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=message)
-            return results
-
-        return fused_call
-
-    _check(monkeypatch, cfuse, "build", checked_build)
+    _check(monkeypatch, cfuse, "build", _checked_fused(cfuse.build))
     # bit-identical to the NumPy kernel
     _check(monkeypatch, cpooling, "build_scatter", _checked_exactly(cpooling.build_scatter))
     _check(monkeypatch, cpooling, "scatter", _checked_pooling(cpooling.scatter, _scatter_reference))

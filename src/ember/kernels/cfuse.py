@@ -235,44 +235,9 @@ def _loop_source(symbol, params, c_in, out_c, k, full, body, outputs, reds=(), k
             c_in, out_c, k, full, body, outputs, reds, inner_reduced=kind == "both"
         )
     elif k == 1 and not reds:
-        inner_full = [bool(full[i]) and full[i][-1] for i in range(n_in)]
-        loads = [f"{c_in[i]} x{i} = a{i}[{'i' if inner_full[i] else '0'}];" for i in range(n_in)]
-        lines.append("  (void)n; (void)dims;")
-        lines.append("  long start = lo;")
-        lines += _streaming_blocks(out_c, loads, body, outputs)
-        lines.append("  #pragma omp simd")
-        lines.append("  for (long i = start; i < hi; i++) {")
-        lines.append("    const long base = 0;")
-        lines += ["    " + line for line in loads + body + stores]
-        lines += ["  }", "}"]
+        lines += _flat_part(c_in, out_c, full, body, outputs, stores)
     else:
-        inner_full = [full[i][-1] for i in range(n_in)]
-        lines.append(f"  const long inner = dims[{k - 1}];")
-        lines.append("  (void)n;")
-        for jj, rule, _ in reds:
-            if rule.pairwise:  # one scratch row per sum, for the whole range of rows
-                lines.append(
-                    f"  {out_c[jj]} *row{jj} = malloc((inner ? inner : 1) * sizeof *row{jj});"
-                )
-                lines.append(f"  if (!row{jj}) abort();")
-        lines.append("  for (long o = lo; o < hi; o++) {")
-        lines.append("    long rem = o;")
-        for i in range(n_in):
-            lines.append(f"    long b{i} = 0;")
-        lines.append(f"    for (int d = {k - 2}; d >= 0; d--) {{")
-        lines.append("      const long idx = rem % dims[d]; rem /= dims[d];")
-        for i in range(n_in):
-            lines.append(f"      b{i} += idx * job->s{i}[d];")
-        lines.append("    }")
-        lines.append("    const long base = o * inner;")
-        for i in range(n_in):
-            if not inner_full[i]:
-                lines.append(f"    const {c_in[i]} h{i} = a{i}[b{i}];")
-        clauses, accumulate, finish = creduce.accumulators(reds, out_c, lines)
-        values = [(c_in[i], f"a{i}[b{i} + i]" if inner_full[i] else f"h{i}") for i in range(n_in)]
-        lines += creduce.simd_loop("inner", values, body + stores + accumulate, "    ", clauses)
-        lines += ["    " + line for line in finish] + ["  }"]
-        lines += [f"  free(row{jj});" for jj, rule, _ in reds if rule.pairwise] + ["}"]
+        lines += _row_part(c_in, out_c, k, full, body + stores, reds)
     lines.append(f"void {symbol}({', '.join(params)}, ember_pool pool) {{")
     lines.append("  struct job job = { " + ", ".join(names) + " };")
     if k == 1 and not reds:
@@ -300,6 +265,50 @@ def _loop_source(symbol, params, c_in, out_c, k, full, body, outputs, reds=(), k
     lines.append("  else part(&job, 0, count);")
     lines.append("}")
     return lines
+
+
+def _flat_part(c_in, out_c, full, body, outputs, stores) -> list[str]:
+    """The body of ``part(job, lo, hi)`` for a flat loop (no reduction, one collapsed
+    dimension): elements ``lo`` to ``hi``, the middle of long ranges in streaming blocks."""
+    n_in = len(c_in)
+    inner_full = [bool(full[i]) and full[i][-1] for i in range(n_in)]
+    loads = [f"{c_in[i]} x{i} = a{i}[{'i' if inner_full[i] else '0'}];" for i in range(n_in)]
+    lines = ["  (void)n; (void)dims;", "  long start = lo;"]
+    lines += _streaming_blocks(out_c, loads, body, outputs)
+    lines.append("  #pragma omp simd")
+    lines.append("  for (long i = start; i < hi; i++) {")
+    lines.append("    const long base = 0;")
+    lines += ["    " + line for line in loads + body + stores]
+    return lines + ["  }", "}"]
+
+
+def _row_part(c_in, out_c, k, full, statements, reds) -> list[str]:
+    """The body of ``part(job, lo, hi)`` for a loop by rows (the last collapsed dimension the
+    inner loop): rows ``lo`` to ``hi``, each running ``statements`` over its elements and
+    ending its reductions (kernels/creduce.py's accumulators)."""
+    n_in = len(c_in)
+    inner_full = [full[i][-1] for i in range(n_in)]
+    lines = [f"  const long inner = dims[{k - 1}];", "  (void)n;"]
+    for jj, rule, _ in reds:
+        if rule.pairwise:  # one scratch row per sum, for the whole range of rows
+            lines.append(f"  {out_c[jj]} *row{jj} = malloc((inner ? inner : 1) * sizeof *row{jj});")
+            lines.append(f"  if (!row{jj}) abort();")
+    lines.append("  for (long o = lo; o < hi; o++) {")
+    lines.append("    long rem = o;")
+    lines += [f"    long b{i} = 0;" for i in range(n_in)]
+    lines.append(f"    for (int d = {k - 2}; d >= 0; d--) {{")
+    lines.append("      const long idx = rem % dims[d]; rem /= dims[d];")
+    lines += [f"      b{i} += idx * job->s{i}[d];" for i in range(n_in)]
+    lines.append("    }")
+    lines.append("    const long base = o * inner;")
+    for i in range(n_in):
+        if not inner_full[i]:
+            lines.append(f"    const {c_in[i]} h{i} = a{i}[b{i}];")
+    clauses, accumulate, finish = creduce.accumulators(reds, out_c, lines)
+    values = [(c_in[i], f"a{i}[b{i} + i]" if inner_full[i] else f"h{i}") for i in range(n_in)]
+    lines += creduce.simd_loop("inner", values, statements + accumulate, "    ", clauses)
+    lines += ["    " + line for line in finish] + ["  }"]
+    return lines + [f"  free(row{jj});" for jj, rule, _ in reds if rule.pairwise] + ["}"]
 
 
 def _streaming_blocks(out_c, loads, body, outputs) -> list[str]:

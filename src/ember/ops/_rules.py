@@ -80,7 +80,7 @@ class ReductionRule(NamedTuple):
       It propagates NaN (a NaN ``b`` wins), so max and min need no flag there.
     """
 
-    identity: float  # the result over no terms: where every accumulator starts
+    identity: float  # the result over no terms (an empty row too): where accumulators start
     accumulate: str
     omp: str  # OpenMP's reduction operator for ``accumulate`` ("+", "*", "max", "min")
     combine: str
@@ -90,8 +90,10 @@ class ReductionRule(NamedTuple):
     # ``accumulate`` is a comparison, which drops NaN: a flag per accumulator records whether
     # the row held one, and the row's result is then NaN (NumPy's max and min propagate it)
     nan_flag: bool = False
-    # combining rounds nothing (a comparison), so any order gives NumPy's result; otherwise the
-    # order of a fused loop (lanes, row blocks) rounds differently from NumPy's
+    # combining rounds nothing (a comparison), so any order gives NumPy's result (but for the
+    # sign of a zero among equal zeros); otherwise the order of a fused loop (lanes, row
+    # blocks) rounds differently from NumPy's: the suite's checks (tests/conftest.py) choose
+    # their tolerance by it
     exact: bool = False
 
 
