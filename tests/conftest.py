@@ -21,8 +21,8 @@ import pytest
 from ember.graph import Graph, interpreter
 from ember.kernels import cconv, cepilogue, cfuse, cgemm, cpooling, csoftmax
 from ember.ops import _conv_kernels
-from ember.ops.fused import FUSED_OPS, evaluate_program
 from ember.ops.pool import _max_pool_np, _scatter_kernel
+from ember.ops.program import evaluate_program
 from ember.ops.softmax import _log_softmax_kernel, _softmax_kernel
 from ember.plan import plan_memory
 from ember.plan.arena import concrete
@@ -47,8 +47,8 @@ def _checked_epilogue(build):
     round a block of rows differently from the whole product, and the epilogue's exp, erf,
     tanh come from the vector math library, so within 1e-4 (float32) of each output's scale."""
 
-    def checked_build(node):
-        run = build(node)
+    def checked_build(node, *args):
+        run = build(node, *args)
         if run is None:
             return None
 
@@ -68,6 +68,55 @@ def _checked_epilogue(build):
             return results
 
         return call
+
+    return checked_build
+
+
+def _reduction_tolerance(node, instr, arrays, want):
+    """How far a fused reduction may be from NumPy's, its terms being combined in another
+    order: a sum within a multiple of sum(|terms|) (its rows in NumPy's pairwise order); any
+    other reduction whose combining rounds (a product) within its n - 1 roundings either way
+    and terms a few ulps apart, of the reduction of |terms|."""
+    rule = instr.op.reduction
+    terms = evaluate_program(node.attrs["program"], (instr.operands[0].index,), arrays)[0]
+    eps = np.finfo(want.dtype).eps
+    scale = instr.op.kernel(np.abs(terms), **instr.kwargs)
+    if rule.pairwise:
+        return 16 * eps * (scale + np.abs(want))
+    n = terms.size // max(want.size, 1)
+    return 9 * n * eps * scale + n * np.finfo(want.dtype).smallest_subnormal
+
+
+def _checked_fused(build):
+    """``cfuse.build`` with each call of the loop checked against the node's NumPy kernel:
+    within 8 eps, or for a reduction combined in another order, `_reduction_tolerance`."""
+
+    def checked_build(node):
+        run = build(node)
+        if run is None:
+            return None
+
+        def fused_call(*arrays, out=None):
+            # the reference first: with ``out`` the loop writes into its inputs' memory
+            expected = node.op.kernel(*arrays, **node.attrs)
+            results = run(*arrays, out=out)
+            for i, (got, want) in enumerate(zip(results, expected)):
+                message = f"fused node %{node.name}: output {i}"
+                assert got.shape == want.shape and got.dtype == want.dtype, message
+                tol = 8 * np.finfo(want.dtype).eps if want.dtype.kind == "f" else 0
+                instr = node.attrs["program"][node.attrs["outputs"][i]]
+                rule = instr.op.reduction
+                if rule is not None and not rule.exact:
+                    tol = _reduction_tolerance(node, instr, arrays, want)
+                    with np.errstate(invalid="ignore"):
+                        close = (got == want) | (np.abs(got - want) <= tol)  # (== for infinities)
+                    close |= np.isnan(got) & np.isnan(want)
+                    assert close.all(), f"{message}: {got} vs {want}"
+                    continue
+                np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=message)
+            return results
+
+        return fused_call
 
     return checked_build
 
@@ -281,7 +330,7 @@ def generated_code_equals_the_interpreter(monkeypatch):
         results = original(self, *arrays)
         assert len(results) == len(expected)
         fused = any(
-            n.kind == "call" and (n.op.name in FUSED_OPS or n.op.fast is not None)
+            n.kind == "call" and (n.op.fused is not None or n.op.fast is not None)
             for n in self.graph.nodes
         )
         if planned is not None:
@@ -294,37 +343,7 @@ def generated_code_equals_the_interpreter(monkeypatch):
         return results
 
     _check(monkeypatch, codegen.CompiledGraph, "__call__", checked)
-    original_build = cfuse.build
-
-    def checked_build(node):
-        run = original_build(node)
-        if run is None:
-            return None
-
-        def fused_call(*arrays, out=None):
-            # the reference first: with ``out`` the loop writes into its inputs' memory
-            expected = node.op.kernel(*arrays, **node.attrs)
-            results = run(*arrays, out=out)
-            for i, (got, want) in enumerate(zip(results, expected)):
-                message = f"fused node %{node.name}: output {i}"
-                assert got.shape == want.shape and got.dtype == want.dtype, message
-                tol = 8 * np.finfo(want.dtype).eps if want.dtype.kind == "f" else 0
-                name, operands, attrs = node.attrs["program"][node.attrs["outputs"][i]]
-                if name == "sum":  # summed in another order: within a multiple of sum(|terms|)
-                    terms = evaluate_program(node.attrs["program"], (operands[0][1],), arrays)[0]
-                    attrs = dict(attrs)
-                    scale = np.sum(np.abs(terms), axis=attrs["axes"], keepdims=attrs["keepdims"])
-                    tol = 16 * np.finfo(want.dtype).eps * (scale + np.abs(want))
-                    close = (got == want) | (np.abs(got - want) <= tol)  # (== for infinities)
-                    close |= np.isnan(got) & np.isnan(want)
-                    assert close.all(), f"{message}: {got} vs {want}"
-                    continue
-                np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=message)
-            return results
-
-        return fused_call
-
-    _check(monkeypatch, cfuse, "build", checked_build)
+    _check(monkeypatch, cfuse, "build", _checked_fused(cfuse.build))
     # bit-identical to the NumPy kernel
     _check(monkeypatch, cpooling, "build_scatter", _checked_exactly(cpooling.build_scatter))
     _check(monkeypatch, cpooling, "scatter", _checked_pooling(cpooling.scatter, _scatter_reference))

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .dtypes import DType
+from .dtypes import DType, as_dtype
 
-__all__ = ["TensorType"]
+__all__ = ["TensorType", "as_types"]
 
 
 class TensorType(NamedTuple):
@@ -22,3 +22,9 @@ class TensorType(NamedTuple):
     @property
     def ndim(self) -> int:
         return len(self.shape)
+
+
+def as_types(pairs) -> tuple:
+    """`TensorType`s from (shape, dtype) pairs: a graph file stores types as plain pairs, and
+    dtypes may come as names."""
+    return tuple(TensorType(tuple(shape), as_dtype(dtype)) for shape, dtype in pairs)

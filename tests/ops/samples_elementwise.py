@@ -45,6 +45,14 @@ unary("tanh", A)
 unary("sigmoid", A * 4)
 unary("relu", away_from(A))
 unary("erf", A)
+SAMPLES.append(
+    Sample(
+        "softsign/wide",  # far into both tails (its kink at 0: samples_functional_act.py)
+        lambda t: ember.nn.functional.softsign(t),
+        (away_from(A * np.array([1e-3, 1.0, 30.0, 1e3])),),
+        torch_fn=lambda t: __import__("torch").nn.functional.softsign(t),
+    )
+)
 unary("floor", away_from(A * 3, points=np.arange(-9, 10)))
 unary("ceil", away_from(A * 3, points=np.arange(-9, 10)))
 unary("round", away_from(A * 3, points=np.arange(-9, 10) + 0.5))

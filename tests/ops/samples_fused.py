@@ -6,8 +6,9 @@ checked here."""
 import numpy as np
 
 import ember
-from ember.ops._registry import apply
+from ember.ops._registry import REGISTRY, apply
 from ember.ops.fused import FUSED, FUSED_EPILOGUE, FUSED_REDUCE
+from ember.ops.program import Const, Input, Instr, Program, Temp
 from ember.types import TensorType
 
 from .harness import Sample, rng
@@ -17,14 +18,20 @@ X = r.standard_normal((3, 4))
 W = r.standard_normal(4)
 
 
+def _op(name):
+    return REGISTRY[name]
+
+
 def _swish_scaled(x, w):
     """(x * sigmoid(1.702 * x)) * w: a constant, a broadcast row, one output."""
-    k = ("k", 1.702, x.dtype.name)
-    program = (
-        ("mul", (k, ("in", 0)), ()),
-        ("sigmoid", (("t", 0),), ()),
-        ("mul", (("in", 0), ("t", 1)), ()),
-        ("mul", (("t", 2), ("in", 1)), ()),
+    k = Const(1.702, x.dtype)
+    program = Program(
+        (
+            Instr(_op("mul"), (k, Input(0))),
+            Instr(_op("sigmoid"), (Temp(0),)),
+            Instr(_op("mul"), (Input(0), Temp(1))),
+            Instr(_op("mul"), (Temp(2), Input(1))),
+        )
     )
     out = TensorType(tuple(x.shape), x.dtype)
     return apply(FUSED, x, w, program=program, outputs=(3,), out_types=(out,))[0]
@@ -32,11 +39,13 @@ def _swish_scaled(x, w):
 
 def _two_outputs(x, w):
     """tanh(x) and tanh(x) + w, where x > w: a comparison and a select inside."""
-    program = (
-        ("tanh", (("in", 0),), ()),
-        ("add", (("t", 0), ("in", 1)), ()),
-        ("gt", (("in", 0), ("in", 1)), ()),
-        ("where", (("t", 2), ("t", 1), ("t", 0)), ()),
+    program = Program(
+        (
+            Instr(_op("tanh"), (Input(0),)),
+            Instr(_op("add"), (Temp(0), Input(1))),
+            Instr(_op("gt"), (Input(0), Input(1))),
+            Instr(_op("where"), (Temp(2), Temp(1), Temp(0))),
+        )
     )
     out = TensorType(tuple(x.shape), x.dtype)
     return apply(FUSED, x, w, program=program, outputs=(0, 3), out_types=(out, out))
@@ -45,11 +54,13 @@ def _two_outputs(x, w):
 def _centered_square_sums(x, w):
     """d = x - w and the row sums of d * d and the row max of d: ``fused_reduce``, with a
     full-shape output beside two reductions over the last axis."""
-    program = (
-        ("sub", (("in", 0), ("in", 1)), ()),
-        ("mul", (("t", 0), ("t", 0)), ()),
-        ("sum", (("t", 1),), (("axes", (1,)), ("keepdims", True))),
-        ("max", (("t", 0),), (("axes", (1,)), ("keepdims", False))),
+    program = Program(
+        (
+            Instr(_op("sub"), (Input(0), Input(1))),
+            Instr(_op("mul"), (Temp(0), Temp(0))),
+            Instr(_op("sum"), (Temp(1),), (("axes", (1,)), ("keepdims", True))),
+            Instr(_op("max"), (Temp(0),), (("axes", (1,)), ("keepdims", False))),
+        )
     )
     rows = x.shape[0]
     types = (
@@ -68,7 +79,7 @@ def _torch_centered_square_sums(x, w):
 def _linear_tanh_plus(x, w):
     """tanh(x @ W^T + b) + x: ``fused_epilogue`` of a linear layer, reading x again by rows."""
     weight = ember.tensor(np.linspace(-1, 1, 16).reshape(4, 4), dtype=x.dtype)
-    program = (("tanh", (("in", 0),), ()), ("add", (("t", 0), ("in", 1)), ()))
+    program = Program((Instr(_op("tanh"), (Input(0),)), Instr(_op("add"), (Temp(0), Input(1)))))
     out = TensorType(tuple(x.shape), x.dtype)
     return apply(
         FUSED_EPILOGUE,
@@ -76,7 +87,7 @@ def _linear_tanh_plus(x, w):
         weight,
         w,
         x,
-        producer="linear",
+        producer=_op("linear"),
         producer_attrs=(),
         n_producer=3,
         slot=0,

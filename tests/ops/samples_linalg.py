@@ -1,5 +1,6 @@
-"""Conformance samples for ops/linalg.py and ops/einsum.py: matmul's 1-D and batched
-broadcasting cases and layouts, mm/bmm/mv/dot/outer, F.linear, F.bilinear and einsum forms."""
+"""Conformance samples for ops/linalg.py, ops/products.py and ops/einsum.py: matmul's 1-D and
+batched broadcasting cases and layouts, mm/bmm/mv/dot/outer, F.linear, addmm, F.bilinear and
+einsum forms."""
 
 import numpy as np
 
@@ -141,6 +142,39 @@ SAMPLES += [
         lambda a, b, w, bias: ember.nn.functional.bilinear(a, b, w, bias),
         (_n(3, 2), _n(3, 4), _n(2, 2, 4), _n(2)),
         torch_fn=lambda a, b, w, bias: F().bilinear(a, b, w, bias),
+    ),
+]
+
+# addmm: each broadcast of input, scaled both ways, and beta=0 ignoring a NaN input
+_ADDMM = [
+    ((3, 2), {}),
+    ((2,), {"beta": 0.5, "alpha": 2.0}),
+    ((3, 1), {"beta": -1.5}),
+    ((), {"alpha": 0.25}),
+    ((1, 2), {"beta": 2.0, "alpha": -1.0}),
+]
+for shape, kw in _ADDMM:
+    SAMPLES.append(
+        Sample(
+            f"addmm/{shape}{''.join(f',{k}={v}' for k, v in kw.items())}",
+            lambda i, a, b, kw=kw: ember.addmm(i, a, b, **kw),
+            (_n(*shape), _n(3, 4), _n(4, 2)),
+            torch_fn=lambda i, a, b, kw=kw: torch().addmm(i, a, b, **kw),
+        )
+    )
+SAMPLES += [
+    Sample(
+        "addmm/beta0-ignores-nan",
+        lambda i, a, b: ember.addmm(i, a, b, beta=0),
+        (np.full((3, 2), np.nan), _n(3, 4), _n(4, 2)),
+        torch_fn=lambda i, a, b: torch().addmm(i, a, b, beta=0),
+        nondiff=(0,),
+    ),
+    Sample(
+        "addmm/method",
+        lambda i, a, b: i.addmm(a, b, alpha=3.0),
+        (_n(2), _n(3, 4), _n(4, 2)),
+        torch_fn=lambda i, a, b: i.addmm(a, b, alpha=3.0),
     ),
 ]
 

@@ -16,7 +16,6 @@ import pytest
 
 import ember
 from ember.cli import main
-from ember.graph.dot import FUSED_OPS
 from ember.graph.printer import format_type
 from ember.models import EXAMPLE_STEPS
 from ember.tools import viz
@@ -45,7 +44,7 @@ def clusters(dot_text: str) -> list[tuple[str, tuple[str, ...]]]:
 def test_dot_has_a_cluster_per_fused_group_and_types_on_edges():
     graph, phases = step("gpt")
     text = graph.to_dot(phases)
-    fused = [n for n in graph.call_nodes() if n.op.name in FUSED_OPS]
+    fused = [n for n in graph.call_nodes() if n.op.fused is not None]
     assert len(fused) > 10  # the GPT step after the passes
     names = [name for name, _ in clusters(text)]
     assert sum(name.startswith("cluster_fused_") for name in names) == len(fused)
@@ -105,7 +104,7 @@ def test_svg_export(tmp_path):
     groups = [g.get("class", "") for g in root.iter("{http://www.w3.org/2000/svg}g")]
     # one SVG group per drawn box: a node per graph node, fused nodes as their members
     boxes = sum(
-        len(n.attrs["program"]) + (n.target == "fused_epilogue") if n.target in FUSED_OPS else 1
+        len(n.attrs["program"]) + (n.target == "fused_epilogue") if n.op and n.op.fused else 1
         for n in graph.nodes
     )
     assert sum(c.startswith("node") for c in groups) == boxes + len(graph.outputs)

@@ -1,6 +1,6 @@
-"""Convolution epilogues (transforms/epilogue.py with kernels/cconv_epilogue.py): which
-programs a convolution takes, and the compiled node (bias, ReLU and mask stored by the C
-kernel) against the reference kernels."""
+"""Convolution epilogues (transforms/epilogue.py with ops/conv.py's epilogue rule and
+kernels/cconv_epilogue.py): which programs a convolution takes, and the compiled node (bias,
+ReLU and mask stored by the C kernel) against the reference kernels."""
 
 import numpy as np
 import pytest
@@ -8,7 +8,10 @@ import pytest
 import ember
 import ember.types
 from ember.graph import interpreter
-from ember.kernels import ccompile, cconv_epilogue
+from ember.kernels import ccompile
+from ember.ops import REGISTRY
+from ember.ops.conv import epilogue_spec
+from ember.ops.program import Const, Input, Instr, Program, Temp
 from ember.runtime.codegen import compile_graph
 from ember.transforms import DCE, optimize
 from ember.transforms.epilogue import EPILOGUE
@@ -67,20 +70,20 @@ def test_spec_rejects_what_the_store_does_not_do():
     t = ember.types.TensorType
     result = t((2, 4, 5, 5), ember.float32)
     bias = t((1, 4, 1, 1), ember.float32)
-    add = ("add", (("in", 0), ("in", 1)), ())
-    relu = ("relu", (("t", 0),), ())
+    add = Instr(REGISTRY["add"], (Input(0), Input(1)))
+    relu = Instr(REGISTRY["relu"], (Temp(0),))
     out = (((2, 4, 5, 5), "float32"),)
-    assert cconv_epilogue.spec((add, relu), (1,), out, [result, bias], 0, result).relu
+    assert epilogue_spec(Program((add, relu)), (1,), out, [result, bias], 0, result).relu
     # the value before and after the ReLU both wanted
     two = out + out
-    assert cconv_epilogue.spec((add, relu), (0, 1), two, [result, bias], 0, result) is None
+    assert epilogue_spec(Program((add, relu)), (0, 1), two, [result, bias], 0, result) is None
     # a mask of the value before the bias
-    gt = ("gt", (("in", 0), ("k", 0.0, "float32")), ())
+    gt = Instr(REGISTRY["gt"], (Input(0), Const(0.0, ember.float32)))
     mask = (((2, 4, 5, 5), "bool"),)
-    assert cconv_epilogue.spec((add, gt), (0, 1), out + mask, [result, bias], 0, result) is None
+    assert epilogue_spec(Program((add, gt)), (0, 1), out + mask, [result, bias], 0, result) is None
     # a comparison with another constant
-    gt1 = ("gt", (("t", 0), ("k", 1.0, "float32")), ())
-    assert cconv_epilogue.spec((add, gt1), (1,), mask, [result, bias], 0, result) is None
+    gt1 = Instr(REGISTRY["gt"], (Temp(0), Const(1.0, ember.float32)))
+    assert epilogue_spec(Program((add, gt1)), (1,), mask, [result, bias], 0, result) is None
 
 
 def test_a_cnn_training_step_fuses_its_convolutions_and_equals_eager_steps():
@@ -92,7 +95,7 @@ def test_a_cnn_training_step_fuses_its_convolutions_and_equals_eager_steps():
         want = float(eager.step().numpy())
         got = float(step().numpy())
         assert abs(got - want) <= 1e-4 * max(1.0, abs(want))
-    producers = [n.attrs["producer"] for n in _epilogues(step.graph)]
+    producers = [n.attrs["producer"].name for n in _epilogues(step.graph)]
     assert producers.count("conv") == 2  # conv - bias - ReLU (and its mask), twice
 
 
@@ -107,7 +110,7 @@ def test_a_relu_before_max_pooling_masks_the_pooling_gradient_in_its_scatter(dty
     x[0, 0, 0, 0] = np.nan
     graph = ember.trace(ember.grad(loss), ember.tensor(x), opt_level=0).graph
     fused, _ = optimize(graph.copy(), passes=[FUSE, DCE, EPILOGUE], check=[x])
-    producers = [n.attrs["producer"] for n in _epilogues(fused)]
+    producers = [n.attrs["producer"].name for n in _epilogues(fused)]
     assert producers == ["pool_scatter"]
     want = interpreter.run(graph, [x])
     got = compile_graph(fused)(x)  # the C scatter checked call by call against the reference

@@ -34,7 +34,7 @@ def test_a_linear_layer_and_its_activation_become_one_node():
     graph, fused = _fused(f, ember.randn(8, 6), ember.randn(5, 6), ember.randn(5))
     assert _ops(fused) == ["fused_epilogue"]
     node = fused.nodes[-1]
-    assert node.attrs["producer"] == "linear" and node.attrs["n_producer"] == 3
+    assert node.attrs["producer"].name == "linear" and node.attrs["n_producer"] == 3
     arrays = [
         np.random.default_rng(0).standard_normal(s).astype(np.float32)
         for s in ((8, 6), (5, 6), (5,))
@@ -50,7 +50,7 @@ def test_a_single_activation_and_inputs_read_by_rows_or_whole():
     _, fused = _fused(f, ember.randn(2, 3, 4), ember.randn(4, 5), ember.randn(2, 3, 5))
     # (no CSE here: two matmuls) a lone relu; a group reading a (2, 3, 5) input by rows
     assert _ops(fused) == ["fused_epilogue", "fused_epilogue"]
-    kinds = [n.attrs["program"][0][0] for n in fused.nodes if n.kind == "call"]
+    kinds = [n.attrs["program"][0].op.name for n in fused.nodes if n.kind == "call"]
     assert sorted(kinds) == ["mul", "relu"]
 
 

@@ -248,7 +248,7 @@ def test_a_group_may_end_in_reductions_over_its_trailing_axes():
     ops = _ops(fused)
     assert ops.count("fused_reduce") == 1
     node = next(n for n in fused.nodes if n.kind == "call" and n.op.name == "fused_reduce")
-    names = [entry[0] for entry in node.attrs["program"]]
+    names = [entry.op.name for entry in node.attrs["program"]]
     assert names[-2:] == ["sum", "max"] and "div" not in names  # nothing reads a reduction
 
 

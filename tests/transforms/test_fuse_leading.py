@@ -62,7 +62,7 @@ def test_leading_reductions_end_a_group_and_the_node_returns_both_results():
 
     fused = _fused(f, ember.randn(6, 5), ember.randn(6, 5) > 0, ember.randn(5))
     node = _node(fused)
-    assert [entry[0] for entry in node.attrs["program"]][-2:] == ["sum", "max"]
+    assert [entry.op.name for entry in node.attrs["program"]][-2:] == ["sum", "max"]
     assert len(node.outputs) == 3  # h (for the matmul), its sum and its max: one pass
     assert _ops(fused).count("fused_reduce") == 1 and "sum" not in _ops(fused)
 
@@ -229,13 +229,13 @@ def test_a_training_steps_bias_gradients_are_fused():
         for n in graph.nodes
         if n.kind == "call"
         and n.op.name == "fused_reduce"
-        and any(e[0] == "sum" and dict(e[2])["axes"] == (0,) for e in n.attrs["program"])
+        and any(e.op.name == "sum" and e.kwargs["axes"] == (0,) for e in n.attrs["program"])
     ]
     # one per linear layer, each returning the masked gradient (for the weight gradient's
     # matmul) besides the bias gradient: one pass over it, no separate sum
     assert len(bias_sums) == 3
     for node in bias_sums[1:]:
-        assert len(node.outputs) == 2 and "where" in [e[0] for e in node.attrs["program"]]
+        assert len(node.outputs) == 2 and "where" in [e.op.name for e in node.attrs["program"]]
     plain = [n for n in graph.nodes if n.kind == "call" and n.op.name == "sum"]
     assert all(tuple(n.attrs["axes"]) != (0,) for n in plain)
 

@@ -168,13 +168,6 @@ def mish(input, inplace: bool = False):
 
 
 @export(functional=True, toplevel=False)
-def softsign(input):
-    """``x / (1 + |x|)``."""
-    x = _activation("softsign", input)
-    return x / (E.abs(x) + 1)
-
-
-@export(functional=True, toplevel=False)
 def tanhshrink(input):
     """``x - tanh(x)``."""
     x = _activation("tanhshrink", input)

@@ -24,7 +24,7 @@ Graphviz itself is not needed to produce the text; ``dot -Tsvg`` renders it (emb
 
 from __future__ import annotations
 
-from ..ops.fused import FUSED_OPS
+from ..ops.program import Temp
 from ._base import GraphBase
 from .printer import format_type
 
@@ -83,7 +83,7 @@ class _Writer:
         ports: dict[int, str] = {}
         for node in graph.nodes:
             phase = self.phases.get(node, inherited)
-            if node.kind == "call" and node.op.name in FUSED_OPS:
+            if node.kind == "call" and node.op.fused is not None:
                 self.fused(node, ports, phase, indent)
                 continue
             ident = self.fresh("n")
@@ -106,37 +106,36 @@ class _Writer:
 
     def fused(self, node, ports: dict, phase, indent: str) -> None:
         """A fused node as a cluster of its member ops (see the module docstring)."""
-        attrs = node.attrs
-        program, outputs = attrs["program"], attrs["outputs"]
+        rule = node.op.fused
+        program, outputs = rule.members(node.attrs), rule.outputs(node.attrs)
+        producer = rule.producer(node.attrs)
         cluster = self.fresh("cluster_fused_")
         self.lines.append(f"{indent}subgraph {cluster} {{")
         inner = indent + "  "
         label = f"{node.target} %{node.name} ({len(program)} ops)"
         self.lines.append(f'{inner}label={_quote(label)}; style="rounded,filled"; ')
         self.lines.append(f'{inner}fillcolor="#ede9fe"; color="#6d28d9";')
-        # where each program input ("in", i) comes from: a node input, or the producer's result
+        # where each program input comes from: a node input, or the producer's result
         sources: list = list(node.inputs)
-        if node.op.name == "fused_epilogue":
-            producer = self.fresh("n")
-            self.node(producer, f"{attrs['producer']}\n(epilogue producer)", phase, inner)
-            for v in node.inputs[: attrs["n_producer"]]:
-                self.edge(ports[id(v)], producer, format_type(v.type), phase)
-            sources = list(node.inputs[attrs["n_producer"] :])
-            sources.insert(attrs["slot"], producer)
-        members = []
-        for name, operands, _ in program:
+        if producer is not None:
+            box = self.fresh("n")
+            self.node(box, f"{producer.op.name}\n(epilogue producer)", phase, inner)
+            for v in node.inputs[: producer.n_inputs]:
+                self.edge(ports[id(v)], box, format_type(v.type), phase)
+            sources = producer.program_inputs(node.inputs, box)
+        members: list[str] = []
+        for instr in program:
             ident = self.fresh("n")
+            self.node(ident, instr.op.name, phase, inner, shape="box")
+            for ref in instr.operands:
+                source = ref.pick(sources, members, lambda value, dtype: None)
+                if source is None:  # a constant, written into the loop
+                    continue
+                if isinstance(ref, Temp) or isinstance(source, str):  # a member, the producer
+                    self.edge(source, ident, "", phase)
+                else:
+                    self.edge(ports[id(source)], ident, format_type(source.type), phase)
             members.append(ident)
-            self.node(ident, name, phase, inner, shape="box")
-            for ref in operands:
-                if ref[0] == "t":
-                    self.edge(members[ref[1]], ident, "", phase)
-                elif ref[0] == "in":
-                    source = sources[ref[1]]
-                    if isinstance(source, str):  # the epilogue's producer
-                        self.edge(source, ident, "", phase)
-                    else:
-                        self.edge(ports[id(source)], ident, format_type(source.type), phase)
         self.lines.append(f"{indent}}}")
         for value, j in zip(node.outputs, outputs):
             ports[id(value)] = members[j]

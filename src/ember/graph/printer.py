@@ -7,7 +7,12 @@
     }
 
 Types print as a short dtype name and the shape (symbolic sizes by name); attributes follow the
-inputs as ``key=value``; constants print their value when small and their shape otherwise.
+inputs as ``key=value``; constants print their value when small and their shape otherwise. An
+op held in an attribute (an epilogue's producer) prints as its name, and a fused node's program
+(ops/program.py) as its instructions:
+
+    %3: f32[N, 10] = fused_elementwise(%x, %b, program=[t0 = add(in0, in1); t1 = relu(t0)], ...)
+
 A graph held in an attribute (a cond branch, a loop body) is named on the node's line and
 printed in full, indented, under it:
 
@@ -22,6 +27,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
+from ..ops._registry import OpDef
+from ..ops.program import Program
 from ..types import TensorType
 from ._base import GraphBase
 
@@ -46,6 +53,10 @@ def format_type(t: TensorType) -> str:
 def format_attr(value) -> str:
     if isinstance(value, dt.DType):
         return value.name
+    if isinstance(value, OpDef):
+        return value.name
+    if isinstance(value, Program):
+        return f"[{value}]"
     if isinstance(value, float):
         return repr(value)
     if isinstance(value, (tuple, list)):

@@ -10,10 +10,14 @@ constants, named by their values; its ``__metadata__`` holds
   value name, and the states of the random generators the nodes hold.
 
 Attributes are stored as ``{"t": tag, "v": payload}`` with an explicit tag for every value
-(``none bool int float str tuple list dtype sym generator npscalar graph``), so tuples stay tuples,
-DTypes and SymDims come back as themselves, and non-finite floats survive. Generators are kept
-in one table and referenced by index, so nodes sharing a generator still share one after
-loading; each comes back in the state it had when saved. ``ember.default_generator`` is stored
+(``none bool int float str tuple list dtype sym generator npscalar graph op program``), so
+tuples stay tuples, DTypes and SymDims come back as themselves, and non-finite floats survive.
+An op (an epilogue's producer) is stored by name and a fused program (ops/program.py) as its
+instructions, ``{"op": name, "args": [...], "attrs": [[key, record], ...]}`` with each operand
+``["in", i]``, ``["t", j]`` or ``["k", value, dtype name]``; both come back through the
+registry, and an unknown op or a malformed instruction fails naming the attribute. Generators
+are kept in one table and referenced by index, so nodes sharing a generator still share one
+after loading; each comes back in the state it had when saved. ``ember.default_generator`` is stored
 as a reference and loads as the loading process's default generator (its state is not
 overwritten by loading a file). A graph-valued attribute (a cond branch, a loop body) is stored
 nested, as the same structure; its constants are tensors named ``<node>.<attribute>/<value>``.
@@ -35,7 +39,8 @@ import numpy as np
 
 from .. import dtypes as dt
 from .. import random as _random
-from ..ops._registry import REGISTRY
+from ..ops._registry import REGISTRY, OpDef
+from ..ops.program import Const, Input, Instr, Program, Temp
 from ..symbolic import SymDim
 from ..types import TensorType
 from .ir import Graph, GraphError, Value
@@ -128,6 +133,10 @@ def _encode_attr(value, generators: list, where: str) -> dict:
         return {"t": "float", "v": _encode_float(value)}
     if isinstance(value, str):
         return {"t": "str", "v": value}
+    if isinstance(value, OpDef):
+        return {"t": "op", "v": value.name}
+    if isinstance(value, Program):
+        return {"t": "program", "v": [_encode_instr(i, generators, where) for i in value]}
     if isinstance(value, (tuple, list)):
         items = [_encode_attr(v, generators, where) for v in value]
         return {"t": "tuple" if isinstance(value, tuple) else "list", "v": items}
@@ -151,6 +160,18 @@ def _encode_attr(value, generators: list, where: str) -> dict:
         "or Generators",
         op="save_graph",
     )
+
+
+def _encode_instr(instr: Instr, generators: list, where: str) -> dict:
+    args = []
+    for ref in instr.operands:
+        if isinstance(ref, Const):
+            value = ref.value if isinstance(ref.value, bool) else _encode_float(float(ref.value))
+            args.append(["k", value, ref.dtype.name])
+        else:
+            args.append(["in" if isinstance(ref, Input) else "t", ref.index])
+    attrs = [[k, _encode_attr(v, generators, where)] for k, v in instr.attrs]
+    return {"op": instr.op.name, "args": args, "attrs": attrs}
 
 
 # ------------------------------------------------------------------------------------ loading
@@ -355,6 +376,45 @@ class _Loader:
         except Exception as exc:  # any malformed record: KeyError, TypeError, ShapeError, ...
             raise self.fail(f"{where}: bad symbolic dimension {record!r} ({exc})") from exc
 
+    def op(self, name: str, where: str) -> OpDef:
+        op = REGISTRY.get(name)
+        if op is None:
+            raise self.fail(
+                f"{where} names the unknown op {name!r} (not in this ember's registry; was the "
+                "file written by a newer ember or with a custom op not imported?)"
+            )
+        return op
+
+    def instr(self, record, position: int, where: str) -> Instr:
+        """One instruction of a fused program (see the module docstring)."""
+        if not (isinstance(record, dict) and set(record) == {"op", "args", "attrs"}):
+            raise self.fail(f"{where}: expected {{'op', 'args', 'attrs'}}, got {record!r}")
+        name, args, attrs = record["op"], record["args"], record["attrs"]
+        if not isinstance(name, str) or not isinstance(args, list) or not isinstance(attrs, list):
+            raise self.fail(f"{where}: 'op' must be a name, 'args' and 'attrs' lists")
+        operands = tuple(self.operand(a, position, where) for a in args)
+        items = []
+        for item in attrs:
+            if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)):
+                raise self.fail(f"{where} has a malformed attribute entry {item!r}")
+            items.append((item[0], self.attr(item[1], f"{where} attribute {item[0]!r}")))
+        return Instr(self.op(name, where), operands, tuple(items))
+
+    def operand(self, record, position: int, where: str):
+        """``["in", i]``, ``["t", j]`` (an earlier instruction) or ``["k", value, dtype]``."""
+        if isinstance(record, list) and len(record) == 2 and record[0] in ("in", "t"):
+            index = record[1]
+            if _is_int(index) and 0 <= index and (record[0] == "in" or index < position):
+                return Input(index) if record[0] == "in" else Temp(index)
+        elif isinstance(record, list) and len(record) == 3 and record[0] == "k":
+            dtype = self.dtype(record[2], where)
+            value = record[1]
+            if dtype is dt.bool_ and isinstance(value, bool):
+                return Const(value, dtype)
+            if dtype is not dt.bool_ and not isinstance(value, bool) and _is_float(value):
+                return Const(float(value), dtype)
+        raise self.fail(f"{where}: bad operand {record!r}")
+
     def attr(self, record, where: str):
         if not (isinstance(record, dict) and set(record) == {"t", "v"}):
             raise self.fail(f"{where}: expected a {{'t': tag, 'v': value}} record, got {record!r}")
@@ -375,6 +435,10 @@ class _Loader:
             return self.dtype(v, where)
         if tag == "sym":
             return self.symdim(v, where)
+        if tag == "op":
+            return self.op(v, where)
+        if tag == "program":
+            return Program(self.instr(x, j, f"{where} instruction {j}") for j, x in enumerate(v))
         if tag == "generator":
             if v >= len(self.generators):
                 raise self.fail(f"{where}: refers to generator {v}, which the file does not hold")
@@ -404,6 +468,8 @@ _PAYLOAD_CHECKS = {
     "dtype": lambda v: isinstance(v, str),
     "sym": lambda v: isinstance(v, dict),
     "generator": lambda v: _is_int(v) and v >= 0,
+    "op": lambda v: isinstance(v, str),
+    "program": lambda v: isinstance(v, list),
     "npscalar": lambda v: (
         isinstance(v, list)
         and len(v) == 2

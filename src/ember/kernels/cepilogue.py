@@ -1,6 +1,8 @@
-"""The compiled ``fused_epilogue`` node (transforms/epilogue.py): a matmul on BLAS, a block of
-rows at a time, each block's elementwise epilogue run as a C loop (kernels/cfuse.py) right
-after it, writing its first output over the block in place (no second full-size array).
+"""The compiled ``fused_epilogue`` node (transforms/epilogue.py) of a producer whose result is
+computed a block of rows at a time (a product on BLAS, ``matmul``, ``linear``: their epilogue
+rules, ops/_row_blocks.py, call `build` with the producer's own block computation), each
+block's elementwise epilogue run as a C loop (kernels/cfuse.py) right after it, writing its
+first output over the block in place (no second full-size array).
 
 Blocks. The matmul's result is seen as (M, N): M the product of its leading dimensions. A
 block is `BLOCK_BYTES` of rows (at least one row). Measured on this project's 2-core machine,
@@ -25,12 +27,10 @@ import math
 
 import numpy as np
 
-from ..ops._registry import REGISTRY
 from ..symbolic import sym
 from ..types import TensorType
-from .cgemm import gemm
 
-__all__ = ["BLOCK_BYTES", "block_kind", "build", "c_step"]
+__all__ = ["BLOCK_BYTES", "block_kind", "build"]
 
 BLOCK_BYTES = 1 << 23  # rows of the result per block (see the module docstring)
 
@@ -49,24 +49,16 @@ def block_kind(t, shape) -> str | None:
     return None
 
 
-def build(node):
-    """``(*arrays) -> tuple of arrays`` for a ``fused_epilogue`` node, or None (no compiler,
-    or inputs a block cannot slice)."""
+def build(node, result, producer_rows):
+    """``(*arrays, out=None) -> tuple of arrays`` for a ``fused_epilogue`` node, or None (no
+    compiler, or inputs a block cannot slice). ``result``: the producer's result type (its
+    rows are those of the result seen as (M, N)); ``producer_rows(producer_arrays)`` returns the
+    producer's block computation for one call, ``block(start, stop, out)``, writing rows
+    ``start:stop`` of the (M, N) result into ``out``."""
     from .cfuse import build_program
 
     attrs = node.attrs
-    if attrs["producer"] == "conv":  # the convolution's own C kernel stores the epilogue
-        from . import cconv_epilogue
-
-        return cconv_epilogue.build(node)
-    if attrs["producer"] == "pool_scatter":  # a ReLU's mask, applied by the scatter
-        from . import cpooling
-
-        return cpooling.build_masked_scatter(node)
     n, slot = attrs["n_producer"], attrs["slot"]
-    producer = REGISTRY[attrs["producer"]]
-    producer_attrs = dict(attrs["producer_attrs"])
-    result = producer.infer(*[v.type for v in node.inputs[:n]], **producer_attrs)
     shape = tuple(result.shape)
     types = [v.type for v in node.inputs[n:]]
     types.insert(slot, result)
@@ -90,13 +82,9 @@ def build(node):
     step = max(1, BLOCK_BYTES // max(1, width * result.dtype.itemsize))
     np_dtype = result.dtype.np
     out_dtypes = [v.type.dtype.np for v in node.outputs]
-    linear = attrs["producer"] == "linear"
 
     def call(*arrays, out=None):
-        a, b = arrays[0], arrays[1]
-        bias = arrays[2] if linear and n == 3 else None
-        weight = b.T if linear else b  # (K, N) either way: BLAS reads the transpose in place
-        a2 = a.reshape(total, a.shape[-1])
+        compute = producer_rows(arrays[:n])
         given = list(out) if out is not None else [None] * len(out_dtypes)
         # outputs the caller wants written into its own arrays (a parameter updated in place)
         results = [
@@ -125,9 +113,7 @@ def build(node):
         for start in range(0, total, step):
             stop = min(total, start + step)
             block = product[start:stop] if over_product else product[: stop - start]
-            gemm(a2[start:stop], weight, out=block)
-            if bias is not None:
-                block += bias
+            compute(start, stop, block)
             inputs = [
                 block if x is None else (x[start:stop] if kind == "rows" else x)
                 for x, kind in zip(flat, kinds)
@@ -136,34 +122,6 @@ def build(node):
         return tuple(results)
 
     return call
-
-
-def c_step(node):
-    """The C graph runner's step (runtime/cgraph.py) of a ``fused_epilogue`` node: a
-    convolution's (kernels/cconv_epilogue.py), or a ReLU (or nothing) after a ``linear`` or a
-    product by a matrix (kernels/csteps.py); None for any other."""
-    attrs = node.attrs
-    if attrs["producer"] == "conv":
-        from . import cconv_epilogue
-
-        return cconv_epilogue.c_step(node)
-    if attrs["producer"] not in ("linear", "matmul") or attrs["slot"] != 0:
-        return None
-    n = attrs["n_producer"]
-    relu = (("relu", (("in", 0),), ()),)
-    if len(node.inputs) != n or attrs["outputs"] != (0,) or attrs["program"] not in ((), relu):
-        return None
-    from . import csteps
-
-    types = [v.type for v in node.inputs]
-    linear = attrs["producer"] == "linear"
-    if not linear and (n != 2 or len(types[1].shape) != 2):
-        return None
-    bias = types[2] if linear and n == 3 else None
-    return csteps.linear_step(
-        types[0], types[1], bias, node.outputs[0].type, transposed=linear,
-        relu=bool(attrs["program"]),
-    )  # fmt: skip
 
 
 def _as_block_operand(x, kind: str, total: int):

@@ -5,6 +5,11 @@ one C loop, or None when no C compiler is available (one warning; the NumPy refe
 runs instead). The code generator (runtime/codegen.py) calls it through the op's
 ``compile`` rule.
 
+The program (ops/program.py) is read as the values it is, never imported: each instruction's
+``op`` gives its C expression (``op.c``), its shape rule (``op.infer``, for the C types) or,
+for a reduction ending the loop, its `ReductionRule` (``op.reduction``, written out by
+kernels/creduce.py); each operand is read with ``operand.pick``.
+
 The loop. The group's output shape is its iteration space; every input broadcasts to it. The
 broadcast pattern is static (from the value types: a size-1 dimension against a larger one is
 broadcast), so the source is specialised on it: output dimensions of size 1 are dropped, and
@@ -29,8 +34,8 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from ..ops.fused import REDUCTIONS
 from ..symbolic import has_symbols
+from ..types import TensorType, as_types
 from . import creduce
 
 __all__ = ["build", "build_program", "source_of"]
@@ -63,13 +68,7 @@ BLOCK = 64
 def _literal(value, dtype) -> str:
     if dtype is dt.bool_:
         return "1" if value else "0"
-    suffix = "f" if dtype is dt.float32 else ""
-    value = float(value)
-    if math.isnan(value):
-        return "NAN"
-    if math.isinf(value):
-        return ("-" if value < 0 else "") + "INFINITY"
-    return f"(({_C_TYPES[dtype]}){value.hex()}{suffix})"
+    return creduce.c_literal(value, _C_TYPES[dtype])
 
 
 def _plan(in_types, shape, axes=()) -> tuple[list[list[int]], list[list[bool]], str]:
@@ -133,10 +132,10 @@ def iteration_shape(program, outputs, out_types, in_types) -> tuple:
     """The shape a fused program loops over: its elementwise results' (a ``fused_reduce``'s
     reductions come from values of this shape). Sizes may be symbolic."""
     for j, t in zip(outputs, out_types):
-        if program[j][0] not in REDUCTIONS:
+        if program[j].op.reduction is None:
             return tuple(t.shape)
     # every output is a reduction: the rank from the first one's, the sizes from the inputs
-    attrs = dict(program[outputs[0]][2])
+    attrs = dict(program[outputs[0]].attrs)
     reduced = len(out_types[0].shape)
     rank = reduced if attrs["keepdims"] else reduced + len(attrs["axes"])
     shape = []
@@ -149,7 +148,7 @@ def iteration_shape(program, outputs, out_types, in_types) -> tuple:
 def source_of(program, outputs, out_types, in_types, symbol="fused") -> str:
     """The C source of a fused program (see the module docstring)."""
     shape = iteration_shape(program, outputs, out_types, in_types)
-    axes = next((tuple(dict(e[2])["axes"]) for e in program if e[0] in REDUCTIONS), ())
+    axes = next((tuple(dict(e.attrs)["axes"]) for e in program if e.op.reduction is not None), ())
     groups, full, kind = _plan(in_types, shape, axes)
     k = max(len(groups), 1)
     # a bool input's values are read as the bytes they are (0 or 1, NumPy's invariant): C's
@@ -162,27 +161,21 @@ def source_of(program, outputs, out_types, in_types, symbol="fused") -> str:
     params += [f"const {_ARRAY_TYPES[t.dtype]}* a{i}" for i, t in enumerate(in_types)]
     params += [f"{_ARRAY_TYPES[t.dtype]}* r{j}" for j, t in enumerate(out_types)]
     used_math: set[tuple[str, str]] = set()
-    body, types = [], []
-    for j, (name, operands, _attrs) in enumerate(program):
-        from ..ops._registry import REGISTRY
-
-        if name in REDUCTIONS:  # accumulated per row (see _loop_source)
-            types.append(types[operands[0][1]])
+    body, types, terms = [], [], []  # per instruction: its dtype, its C expression
+    names = [f"x{i}" for i in range(len(in_types))]
+    in_dtypes = [t.dtype for t in in_types]
+    for j, instr in enumerate(program):
+        op = instr.op
+        args = [ref.pick(names, terms, _literal) for ref in instr.operands]
+        arg_types = [
+            ref.pick(in_dtypes, types, lambda value, dtype: dtype) for ref in instr.operands
+        ]
+        if op.reduction is not None:  # accumulated per row (see _loop_source)
+            types.append(arg_types[0])
+            terms.append(args[0])
             continue
-        op = REGISTRY[name]
-        args, arg_types = [], []
-        for ref in operands:
-            if ref[0] == "in":
-                args.append(f"x{ref[1]}")
-                arg_types.append(in_types[ref[1]].dtype)
-            elif ref[0] == "t":
-                args.append(f"t{ref[1]}")
-                arg_types.append(types[ref[1]])
-            else:
-                kd = dt.as_dtype(ref[2])
-                args.append(_literal(ref[1], kd))
-                arg_types.append(kd)
-        out_dtype = _result_dtype(op, arg_types, _attrs)
+        terms.append(f"t{j}")
+        out_dtype = _result_dtype(op, arg_types, instr.attrs)
         types.append(out_dtype)
         single = "f" if dt.float32 in (out_dtype, *arg_types) else ""
         for fn in _VECTOR_MATH:
@@ -200,8 +193,9 @@ def source_of(program, outputs, out_types, in_types, symbol="fused") -> str:
     for fn, ctype in sorted(used_math):  # glibc's libmvec has vector versions of these
         lines.append(f'__attribute__((simd("notinbranch"))) {ctype} {fn}({ctype});')
     out_c = [_ARRAY_TYPES[t.dtype] for t in out_types]
-    reds = [(jj, program[j][0], program[j][1][0][1]) for jj, j in enumerate(outputs)]
-    reds = [r for r in reds if r[1] in REDUCTIONS]
+    # the reductions among the outputs: (output position, the op's rule, its term's C name)
+    reds = [(jj, program[j].op.reduction, terms[j]) for jj, j in enumerate(outputs)]
+    reds = [r for r in reds if r[1] is not None]
     lines += _loop_source(symbol, params, c_in, out_c, k, full, body, outputs, reds, kind)
     return "\n".join(lines) + "\n"
 
@@ -210,17 +204,17 @@ def _loop_source(symbol, params, c_in, out_c, k, full, body, outputs, reds=(), k
     """The kernel: a function running the loop over a range of its iterations (elements of a
     flat loop, or rows), and the entry point, which hands the whole range to the thread pool
     (kernels/cpool.py) when there is enough work, else runs it here. ``reds`` lists the
-    outputs that are reductions, ``(output position, op name, operand instruction)``: the loop
-    is then by rows, each row's inner loop accumulating them (sums in double), so the result
-    does not depend on the thread count. A ``kind`` "columns" or "both" loop (reductions over
+    outputs that are reductions, ``(output position, `ReductionRule`, the term's C name)``: the
+    loop is then by rows, each row's inner loop accumulating them, so the result does not
+    depend on the thread count. A ``kind`` "columns" or "both" loop (reductions over
     leading axes) is written by kernels/creduce.py."""
     n_in = len(c_in)
     reduced = {jj for jj, _, _ in reds}
     names = [p.rsplit("*", 1)[-1].split()[-1] for p in params]
     lines = ["typedef void (*ember_task)(void *, long, long);"]
-    for ctype in sorted({out_c[jj] for jj, name, _ in reds if name == "sum"}):
+    for ctype in sorted({out_c[jj] for jj, rule, _ in reds if rule.pairwise}):
         if kind != "columns":  # (a column loop adds whole rows)
-            lines += _pairwise_sum(ctype)
+            lines += creduce.pairwise_sum(ctype)
     lines.append("typedef void (*ember_pool)(ember_task, void *, long, long);")
     fields = [p.replace("restrict ", "") for p in params]
     if k > 1 or reds:
@@ -241,44 +235,9 @@ def _loop_source(symbol, params, c_in, out_c, k, full, body, outputs, reds=(), k
             c_in, out_c, k, full, body, outputs, reds, inner_reduced=kind == "both"
         )
     elif k == 1 and not reds:
-        inner_full = [bool(full[i]) and full[i][-1] for i in range(n_in)]
-        loads = [f"{c_in[i]} x{i} = a{i}[{'i' if inner_full[i] else '0'}];" for i in range(n_in)]
-        lines.append("  (void)n; (void)dims;")
-        lines.append("  long start = lo;")
-        lines += _streaming_blocks(out_c, loads, body, outputs)
-        lines.append("  #pragma omp simd")
-        lines.append("  for (long i = start; i < hi; i++) {")
-        lines.append("    const long base = 0;")
-        lines += ["    " + line for line in loads + body + stores]
-        lines += ["  }", "}"]
+        lines += _flat_part(c_in, out_c, full, body, outputs, stores)
     else:
-        inner_full = [full[i][-1] for i in range(n_in)]
-        lines.append(f"  const long inner = dims[{k - 1}];")
-        lines.append("  (void)n;")
-        for jj, name, _ in reds:
-            if name == "sum":  # one scratch row per sum, for the whole range of rows
-                lines.append(
-                    f"  {out_c[jj]} *row{jj} = malloc((inner ? inner : 1) * sizeof *row{jj});"
-                )
-                lines.append(f"  if (!row{jj}) abort();")
-        lines.append("  for (long o = lo; o < hi; o++) {")
-        lines.append("    long rem = o;")
-        for i in range(n_in):
-            lines.append(f"    long b{i} = 0;")
-        lines.append(f"    for (int d = {k - 2}; d >= 0; d--) {{")
-        lines.append("      const long idx = rem % dims[d]; rem /= dims[d];")
-        for i in range(n_in):
-            lines.append(f"      b{i} += idx * job->s{i}[d];")
-        lines.append("    }")
-        lines.append("    const long base = o * inner;")
-        for i in range(n_in):
-            if not inner_full[i]:
-                lines.append(f"    const {c_in[i]} h{i} = a{i}[b{i}];")
-        clauses, accumulate, finish = _accumulators(reds, out_c, lines)
-        values = [(c_in[i], f"a{i}[b{i} + i]" if inner_full[i] else f"h{i}") for i in range(n_in)]
-        lines += creduce.simd_loop("inner", values, body + stores + accumulate, "    ", clauses)
-        lines += ["    " + line for line in finish] + ["  }"]
-        lines += [f"  free(row{jj});" for jj, name, _ in reds if name == "sum"] + ["}"]
+        lines += _row_part(c_in, out_c, k, full, body + stores, reds)
     lines.append(f"void {symbol}({', '.join(params)}, ember_pool pool) {{")
     lines.append("  struct job job = { " + ", ".join(names) + " };")
     if k == 1 and not reds:
@@ -308,55 +267,48 @@ def _loop_source(symbol, params, c_in, out_c, k, full, body, outputs, reds=(), k
     return lines
 
 
-def _pairwise_sum(ctype: str) -> list[str]:
-    """NumPy's summation order for a contiguous row (pairwise halves, blocks of up to 128 in
-    eight interleaved partial sums), so a fused sum equals the unfused ``np.sum`` bit for bit
-    when its terms do: a reduction's result may be a difference of large terms, which any
-    other order would change in every digit."""
-    f = f"pairwise_{ctype}"
-    return f"""static {ctype} {f}(const {ctype} *a, long n) {{
-  if (n < 8) {{
-    {ctype} res = 0;
-    for (long i = 0; i < n; i++) res += a[i];
-    return res;
-  }}
-  if (n <= 128) {{
-    {ctype} r[8];
-    for (int q = 0; q < 8; q++) r[q] = a[q];
-    long i = 8;
-    for (; i < n - (n % 8); i += 8)
-      for (int q = 0; q < 8; q++) r[q] += a[i + q];
-    {ctype} res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-    for (; i < n; i++) res += a[i];
-    return res;
-  }}
-  long half = n / 2;
-  half -= half % 8;
-  return {f}(a, half) + {f}(a + half, n - half);
-}}""".splitlines()
+def _flat_part(c_in, out_c, full, body, outputs, stores) -> list[str]:
+    """The body of ``part(job, lo, hi)`` for a flat loop (no reduction, one collapsed
+    dimension): elements ``lo`` to ``hi``, the middle of long ranges in streaming blocks."""
+    n_in = len(c_in)
+    inner_full = [bool(full[i]) and full[i][-1] for i in range(n_in)]
+    loads = [f"{c_in[i]} x{i} = a{i}[{'i' if inner_full[i] else '0'}];" for i in range(n_in)]
+    lines = ["  (void)n; (void)dims;", "  long start = lo;"]
+    lines += _streaming_blocks(out_c, loads, body, outputs)
+    lines.append("  #pragma omp simd")
+    lines.append("  for (long i = start; i < hi; i++) {")
+    lines.append("    const long base = 0;")
+    lines += ["    " + line for line in loads + body + stores]
+    return lines + ["  }", "}"]
 
 
-def _accumulators(reds, out_c, lines) -> tuple[str, list[str], list[str]]:
-    """For a row loop ending in reductions: declares each row's accumulators (appended to
-    ``lines``) and returns the ``omp simd`` clauses, the inner loop's accumulating lines and
-    the lines storing each row's results. A sum's terms go to a scratch row, summed after in
-    NumPy's order (`_pairwise_sum`). Max and min are exact in any order; they propagate NaN
-    as NumPy does: a flag per accumulator records whether the row held one."""
-    clauses, accumulate, finish = "", [], []
-    for jj, name, j in reds:
-        ctype = out_c[jj]
-        if name == "sum":
-            accumulate.append(f"row{jj}[i] = t{j};")
-            finish.append(f"r{jj}[o] = pairwise_{ctype}(row{jj}, inner);")
-        else:
-            start = "-INFINITY" if name == "max" else "INFINITY"
-            lines.append(f"    {ctype} acc{jj} = {start}; int nan{jj} = 0;")
-            clauses += f" reduction({name}:acc{jj}) reduction(|:nan{jj})"
-            better = ">" if name == "max" else "<"
-            accumulate.append(f"acc{jj} = t{j} {better} acc{jj} ? t{j} : acc{jj};")
-            accumulate.append(f"nan{jj} |= t{j} != t{j};")
-            finish.append(f"r{jj}[o] = nan{jj} ? ({ctype})NAN : acc{jj};")
-    return clauses, accumulate, finish
+def _row_part(c_in, out_c, k, full, statements, reds) -> list[str]:
+    """The body of ``part(job, lo, hi)`` for a loop by rows (the last collapsed dimension the
+    inner loop): rows ``lo`` to ``hi``, each running ``statements`` over its elements and
+    ending its reductions (kernels/creduce.py's accumulators)."""
+    n_in = len(c_in)
+    inner_full = [full[i][-1] for i in range(n_in)]
+    lines = [f"  const long inner = dims[{k - 1}];", "  (void)n;"]
+    for jj, rule, _ in reds:
+        if rule.pairwise:  # one scratch row per sum, for the whole range of rows
+            lines.append(f"  {out_c[jj]} *row{jj} = malloc((inner ? inner : 1) * sizeof *row{jj});")
+            lines.append(f"  if (!row{jj}) abort();")
+    lines.append("  for (long o = lo; o < hi; o++) {")
+    lines.append("    long rem = o;")
+    lines += [f"    long b{i} = 0;" for i in range(n_in)]
+    lines.append(f"    for (int d = {k - 2}; d >= 0; d--) {{")
+    lines.append("      const long idx = rem % dims[d]; rem /= dims[d];")
+    lines += [f"      b{i} += idx * job->s{i}[d];" for i in range(n_in)]
+    lines.append("    }")
+    lines.append("    const long base = o * inner;")
+    for i in range(n_in):
+        if not inner_full[i]:
+            lines.append(f"    const {c_in[i]} h{i} = a{i}[b{i}];")
+    clauses, accumulate, finish = creduce.accumulators(reds, out_c, lines)
+    values = [(c_in[i], f"a{i}[b{i} + i]" if inner_full[i] else f"h{i}") for i in range(n_in)]
+    lines += creduce.simd_loop("inner", values, statements + accumulate, "    ", clauses)
+    lines += ["    " + line for line in finish] + ["  }"]
+    return lines + [f"  free(row{jj});" for jj, rule, _ in reds if rule.pairwise] + ["}"]
 
 
 def _streaming_blocks(out_c, loads, body, outputs) -> list[str]:
@@ -400,15 +352,7 @@ def _streaming_blocks(out_c, loads, body, outputs) -> list[str]:
 
 
 def _result_dtype(op, arg_types, attrs):
-    from ..types import TensorType
-
     return op.infer(*[TensorType((), t) for t in arg_types], **dict(attrs)).dtype
-
-
-def _types(out_types):
-    from ..ops.fused import _types
-
-    return _types(out_types)
 
 
 def build(node):
@@ -427,7 +371,7 @@ def build_program(program, outputs, out_types, in_types):
     if not ccompile.compiler_available():
         ccompile.warn_no_compiler()
         return None
-    out_types = list(_types(out_types))
+    out_types = list(as_types(out_types))
     source = source_of(program, outputs, out_types, in_types)
     argtypes = [ctypes.c_long, ctypes.c_void_p] + [ctypes.c_void_p] * (
         len(in_types) + len(out_types) + 1
@@ -453,10 +397,15 @@ def _wrapper(fn, in_types, out_types, pool, program, outputs):
     np_out = [t.dtype.np for t in out_types]
     # per output: None (elementwise, the loop's shape) or the (axes, keepdims) it reduces
     reductions = [
-        (dict(program[j][2])["axes"], dict(program[j][2])["keepdims"])
-        if program[j][0] in REDUCTIONS
+        (dict(program[j].attrs)["axes"], dict(program[j].attrs)["keepdims"])
+        if program[j].op.reduction is not None
         else None
         for j in outputs
+    ]
+    # what a reduction over no terms gives (an empty loop writes nothing)
+    empty = [
+        program[j].op.reduction.identity if r is not None else 0
+        for j, r in zip(outputs, reductions)
     ]
     axes = next((tuple(r[0]) for r in reductions if r is not None), ())
     groups, _, _ = _plan(in_types, static_shape, axes)
@@ -489,11 +438,11 @@ def _wrapper(fn, in_types, out_types, pool, program, outputs):
             shape = np.broadcast_shapes(*(a.shape for a in arrays)) if arrays else ()
             shape = (1,) * (rank - len(shape)) + shape
             n, dims = layout(shape)
-        # (an empty loop leaves sums over empty rows at zero); a given ``out`` that fits (a
-        # parameter's own memory) is written into, and no array is allocated for it
+        # (an empty loop leaves reductions over empty rows at their identity); a given ``out``
+        # that fits (a parameter's own memory) is written into, and no array is allocated for it
         given = out if out is not None else (None,) * len(np_out)
         outs = []
-        for o, d, r in zip(given, np_out, reductions):
+        for o, d, r, e in zip(given, np_out, reductions, empty):
             want = out_shape(shape, r)
             fits = (
                 o is not None
@@ -502,7 +451,10 @@ def _wrapper(fn, in_types, out_types, pool, program, outputs):
                 and o.flags.c_contiguous
                 and r is None
             )
-            outs.append(o if fits else (np.empty if n or r is None else np.zeros)(want, d))
+            if fits:
+                outs.append(o)
+            else:
+                outs.append(np.empty(want, d) if n or r is None else np.full(want, e, d))
         if n:
             fn(
                 n,

@@ -22,6 +22,7 @@ from .. import dtypes as dt
 __all__ = [
     "Plan",
     "compute_dtype",
+    "conv_geometry",
     "conv_out_size",
     "interior",
     "plan",
@@ -127,6 +128,22 @@ def plan(in_size, kernel, stride, padding, dilation, rows: int = 1, out_rows: in
         flat_len = math.prod(padded) + slack
         return Plan(*geometry, "flat", grid, math.prod(grid), flat_len, offsets, (), ())
     return Plan(*geometry, "general", out, math.prod(out), 0, (), (), ())
+
+
+def conv_geometry(attrs, in_size, w_shape) -> Plan:
+    """The plan of a convolution op's call (ops/conv.py): its attributes (``stride``,
+    ``padding``, ``dilation``, ``groups``), the input's spatial size and the weight's shape
+    (Cout, Cin/groups, *kernel)."""
+    kernel = tuple(w_shape[2:])
+    return plan(
+        tuple(in_size),
+        kernel,
+        attrs["stride"],
+        attrs["padding"],
+        attrs["dilation"],
+        w_shape[1] * math.prod(kernel),
+        w_shape[0] // attrs["groups"],
+    )
 
 
 def _dense_plan(in_size, kernel, stride, lo, dilation, out, padded) -> Plan:

@@ -314,10 +314,9 @@ def _max_pool_function(dtype: str, h, w, out_size, kernel, stride, padding, dila
 
 def build_masked_scatter(node):
     """The compiled ``fused_epilogue`` of a ``pool_scatter`` and a ``where(mask, result, c)``
-    on it (transforms/epilogue.py): ``(g, indices, *where operands) -> (out,)``, or None."""
+    on it (transforms/epilogue.py; ops/pool.py's epilogue rule checks the program):
+    ``(g, indices, *where operands) -> (out,)``, or None."""
     attrs = node.attrs
-    if not masked_scatter_fusable(attrs["program"], attrs["slot"]):
-        return None
     g_type = node.inputs[0].type
     if g_type.dtype not in _C or _scatter_function(g_type.dtype)[0] is None:
         return None
@@ -332,11 +331,3 @@ def build_masked_scatter(node):
         return (result,)
 
     return run
-
-
-def masked_scatter_fusable(program, slot: int) -> bool:
-    """Whether an epilogue program on a pool_scatter result is ``where(mask, result, c)``."""
-    if len(program) != 1 or slot != 1:
-        return False
-    name, operands, attrs = program[0]
-    return name == "where" and not attrs and operands == (("in", 0), ("in", 1), ("in", 2))

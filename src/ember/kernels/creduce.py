@@ -1,5 +1,6 @@
-"""Fused loops ending in reductions over *leading* axes (kernels/cfuse.py builds the rest of the
-kernel): which axes a fused reduction may run over, and the C loop for the column case.
+"""The reductions of fused loops (kernels/cfuse.py builds the rest of the kernel): which axes a
+fused reduction may run over, each reduction's C (a row's accumulators, NumPy's pairwise sum,
+the combination of partial results) and the C loop for reductions over *leading* axes.
 
 Axes. A ``fused_reduce`` node's reductions all run over the same axes of its iteration shape.
 Axes of size 1 do not matter; of the others, the reduced ones must form a leading block
@@ -12,6 +13,14 @@ Axes of size 1 do not matter; of the others, the reduced ones must form a leadin
 * both (batch-norm statistics and a convolution's bias gradient, over (N, H, W) of an
   (N, C, H, W) array): rows of the trailing block summed pairwise, those row sums added to
   the output in order of the leading block.
+
+Each reduction is written from its op's `ReductionRule` (ops/_rules.py), passed in as a value:
+its identity starts the accumulators, ``combine`` takes each row (or block of rows) into them,
+and a row loop's ``accumulate`` (or, for a pairwise rule, the pairwise sum) reduces a trailing
+row. Order and exactness below are the sum's. A rule with ``exact`` (max, min) gives NumPy's
+result in any order; any other (a product) takes rows and blocks in the sum's order, but its
+row loop accumulates in SIMD lanes combined in an order of their own, where NumPy multiplies
+a row's terms one after the other: within rounding of NumPy's result, not its bits.
 
 Order and exactness. For a C-contiguous array, NumPy's ``np.add.reduce`` over such axes does
 exactly that: the output starts at 0 (so a sum of -0.0s is 0.0), the reduced leading axes are
@@ -41,12 +50,17 @@ usual widths.
 
 from __future__ import annotations
 
+import math
+
 __all__ = [
     "COLUMNS_SIGNATURE",
     "COLUMN_ALIGN",
     "ROW_BLOCKS",
+    "accumulators",
+    "c_literal",
     "column_part",
     "live",
+    "pairwise_sum",
     "row_blocks_entry",
     "split_axes",
 ]
@@ -59,6 +73,22 @@ COLUMN_ALIGN = 1024
 # blocks of rows a narrower column loop is split in for threads (a constant: the blocks, and
 # so the result's rounding, do not depend on the thread count)
 ROW_BLOCKS = 4
+
+
+def c_literal(value, ctype: str) -> str:
+    """A float ``value`` as a C constant of ``ctype`` ("float" or "double"), exactly (hex)."""
+    value = float(value)
+    if math.isnan(value):
+        return "NAN"
+    if math.isinf(value):
+        return ("-" if value < 0 else "") + "INFINITY"
+    suffix = "f" if ctype == "float" else ""
+    return f"(({ctype}){value.hex()}{suffix})"
+
+
+def combine(rule, target: str, value: str) -> str:
+    """The C statement taking ``value`` (a row, a block's partial result) into ``target``."""
+    return f"{target} = {rule.combine.format(a=target, b=value)};"
 
 
 def split_axes(shape, axes) -> tuple[list[int], list[int]] | None:
@@ -114,23 +144,75 @@ def row_blocks_entry(out_c, reds, parallel_min: int) -> list[str]:
         lines.append(f"    if (!job.p{jj}) abort();")
     lines.append(f"    if (pool) pool(part_rows, &job, {ROW_BLOCKS}, 1);")
     lines.append(f"    else part_rows(&job, 0, {ROW_BLOCKS});")
-    for jj, name, _ in reds:
-        better = {"sum": None, "max": ">", "min": "<"}[name]
+    for jj, rule, _ in reds:
         lines.append("    #pragma omp simd")
         lines.append("    for (long q = 0; q < count; q++) {")
         lines.append(f"      {out_c[jj]} v = job.p{jj}[q];")
         lines.append(f"      for (int b = 1; b < {ROW_BLOCKS}; b++) {{")
         lines.append(f"        const {out_c[jj]} u = job.p{jj}[b * count + q];")
-        if better is None:
-            lines.append("        v = v + u;")
-        else:
-            lines.append(f"        v = (u {better} v || u != u) ? u : v;")
+        lines.append(f"        {combine(rule, 'v', 'u')}")
         lines.append("      }")
         lines.append(f"      r{jj}[q] = v;")
         lines.append("    }")
         lines.append(f"    free(job.p{jj});")
     lines += ["    return;", "  }"]
     return lines
+
+
+def pairwise_sum(ctype: str) -> list[str]:
+    """NumPy's summation order for a contiguous row (pairwise halves, blocks of up to 128 in
+    eight interleaved partial sums), so a fused sum equals the unfused ``np.sum`` bit for bit
+    when its terms do: a reduction's result may be a difference of large terms, which any
+    other order would change in every digit."""
+    f = f"pairwise_{ctype}"
+    return f"""static {ctype} {f}(const {ctype} *a, long n) {{
+  if (n < 8) {{
+    {ctype} res = 0;
+    for (long i = 0; i < n; i++) res += a[i];
+    return res;
+  }}
+  if (n <= 128) {{
+    {ctype} r[8];
+    for (int q = 0; q < 8; q++) r[q] = a[q];
+    long i = 8;
+    for (; i < n - (n % 8); i += 8)
+      for (int q = 0; q < 8; q++) r[q] += a[i + q];
+    {ctype} res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; i++) res += a[i];
+    return res;
+  }}
+  long half = n / 2;
+  half -= half % 8;
+  return {f}(a, half) + {f}(a + half, n - half);
+}}""".splitlines()
+
+
+def accumulators(reds, out_c, lines) -> tuple[str, list[str], list[str]]:
+    """For a row loop ending in reductions: declares each row's accumulators (appended to
+    ``lines``) and returns the ``omp simd`` clauses, the inner loop's accumulating lines and
+    the lines storing each row's results, from each reduction's rule. A pairwise rule's terms
+    go to a scratch row, summed after in NumPy's order (`pairwise_sum`); the others
+    accumulate under OpenMP's reduction clause, and a rule with a NaN flag (max, min: exact in
+    any order) propagates NaN as NumPy does: the flag records whether the row held one."""
+    clauses, accumulate, finish = "", [], []
+    for jj, rule, term in reds:
+        ctype = out_c[jj]
+        if rule.pairwise:
+            accumulate.append(f"row{jj}[i] = {term};")
+            finish.append(f"r{jj}[o] = pairwise_{ctype}(row{jj}, inner);")
+            continue
+        start = c_literal(rule.identity, ctype)
+        flag = f" int nan{jj} = 0;" if rule.nan_flag else ""
+        lines.append(f"    {ctype} acc{jj} = {start};{flag}")
+        clauses += f" reduction({rule.omp}:acc{jj})"
+        accumulate.append(f"acc{jj} = {rule.accumulate.format(acc=f'acc{jj}', x=term)};")
+        if rule.nan_flag:
+            clauses += f" reduction(|:nan{jj})"
+            accumulate.append(f"nan{jj} |= {term} != {term};")
+            finish.append(f"r{jj}[o] = nan{jj} ? ({ctype})NAN : acc{jj};")
+        else:
+            finish.append(f"r{jj}[o] = acc{jj};")
+    return clauses, accumulate, finish
 
 
 def simd_loop(count: str, values: list, statements: list, indent: str, clauses: str = ""):
@@ -148,10 +230,8 @@ def column_part(c_in, out_c, k, full, body, outputs, reds, inner_reduced) -> lis
     leading block (``dims[0]``), the kept ones (``dims[1 .. k-1]``, or ``.. k-2`` when
     ``inner_reduced``) and, when ``inner_reduced``, the reduced trailing block (``dims[k-1]``).
     ``lo, hi`` are kept elements (columns), or kept rows when ``inner_reduced``. ``reds``: the
-    reductions, ``(output position, op name, operand instruction)``. Each output element starts
-    at the reduction's identity and takes its rows in order (see the module docstring)."""
-    from .cfuse import _accumulators
-
+    reductions, ``(output position, `ReductionRule`, the term's C name)``. Each output element
+    starts at the reduction's identity and takes its rows in order (see the module docstring)."""
     n_in = len(c_in)
     reduced = {jj for jj, _, _ in reds}
     stores = [f"r{jj}[base + i] = t{j};" for jj, j in enumerate(outputs) if jj not in reduced]
@@ -170,15 +250,6 @@ def column_part(c_in, out_c, k, full, body, outputs, reds, inner_reduced) -> lis
         out.append(f"{indent}}}")
         return out
 
-    def identity(name: str, ctype: str) -> str:
-        return {"sum": f"({ctype})0", "max": "-INFINITY", "min": "INFINITY"}[name]
-
-    def combine(jj: int, name: str, target: str, value: str) -> str:
-        if name == "sum":
-            return f"{target} = {target} + {value};"
-        better = ">" if name == "max" else "<"  # a NaN term wins and then stays
-        return f"{target} = ({value} {better} {target} || {value} != {value}) ? {value} : {target};"
-
     if not inner_reduced:
         lines.append(f"  const long inner = dims[{last_kept}], kn = n / rows;")
         for jj, _, _ in reds:  # the output itself, or a block of rows' partial results
@@ -188,9 +259,9 @@ def column_part(c_in, out_c, k, full, body, outputs, reds, inner_reduced) -> lis
         lines.append("    const long end = (o + 1) * inner < hi ? (o + 1) * inner : hi;")
         lines.append("    const long len = end - seg;")
         lines += offsets("o", "    ")
-        for jj, name, _ in reds:
+        for jj, rule, _ in reds:
             lines.append("    #pragma omp simd")
-            start = identity(name, out_c[jj])
+            start = c_literal(rule.identity, out_c[jj])
             lines.append(f"    for (long i = 0; i < len; i++) acc{jj}[seg + i] = {start};")
         lines.append("    for (long r = rb; r < re; r++) {")
         lines.append("      const long base = r * kn + seg;")
@@ -201,17 +272,18 @@ def column_part(c_in, out_c, k, full, body, outputs, reds, inner_reduced) -> lis
             else:
                 lines.append(f"      const {c_in[i]} h{i} = a{i}[{row}];")
         values = [(c_in[i], f"p{i}[i]" if inner_full[i] else f"h{i}") for i in range(n_in)]
-        accumulate = [combine(jj, name, f"acc{jj}[seg + i]", f"t{j}") for jj, name, j in reds]
+        accumulate = [combine(rule, f"acc{jj}[seg + i]", term) for jj, rule, term in reds]
         lines += simd_loop("len", values, body + stores + accumulate, "      ")
         lines += ["    }", "    seg = end;", "  }", "}"]
         return lines + _column_tasks()
     # a reduced trailing block: rows of it, each reduced as in a row loop, then combined
     lines.append(f"  const long inner = dims[{k - 1}], kn = n / (rows * inner);")
-    for jj, name, _ in reds:
-        if name == "sum":
+    for jj, rule, _ in reds:
+        if rule.pairwise:
             lines.append(f"  {out_c[jj]} *row{jj} = malloc((inner ? inner : 1) * sizeof *row{jj});")
             lines.append(f"  if (!row{jj}) abort();")
-        lines.append(f"  for (long q = lo; q < hi; q++) r{jj}[q] = {identity(name, out_c[jj])};")
+        start = c_literal(rule.identity, out_c[jj])
+        lines.append(f"  for (long q = lo; q < hi; q++) r{jj}[q] = {start};")
     lines.append("  for (long r = 0; r < rows; r++) {")
     lines.append("    for (long q = lo; q < hi; q++) {")
     lines += offsets("q", "      ")
@@ -220,15 +292,15 @@ def column_part(c_in, out_c, k, full, body, outputs, reds, inner_reduced) -> lis
         if not inner_full[i]:
             lines.append(f"      const {c_in[i]} h{i} = a{i}[b{i}];")
     lines.append("      const long base = (r * kn + q) * inner;")
-    accumulators: list[str] = []
-    clauses, accumulate, finish = _accumulators(reds, out_c, accumulators)
-    lines += ["  " + line for line in accumulators]
+    declared: list[str] = []
+    clauses, accumulate, finish = accumulators(reds, out_c, declared)
+    lines += ["  " + line for line in declared]
     values = [(c_in[i], f"a{i}[b{i} + i]" if inner_full[i] else f"h{i}") for i in range(n_in)]
     lines += simd_loop("inner", values, body + stores + accumulate, "      ", clauses)
-    for jj, name, _ in reds:  # the row's result, combined into the output in row order
+    for jj, rule, _ in reds:  # the row's result, combined into the output in row order
         row_value = next(f for f in finish if f.startswith(f"r{jj}[o] = ")).split(" = ", 1)[1]
         lines.append(f"      {{ const {out_c[jj]} v = {row_value[:-1]};")
-        lines.append(f"        {combine(jj, name, f'r{jj}[q]', 'v')} }}")
+        lines.append(f"        {combine(rule, f'r{jj}[q]', 'v')} }}")
     lines += ["    }", "  }"]
-    lines += [f"  free(row{jj});" for jj, name, _ in reds if name == "sum"] + ["}"]
+    lines += [f"  free(row{jj});" for jj, rule, _ in reds if rule.pairwise] + ["}"]
     return lines

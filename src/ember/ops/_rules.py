@@ -23,9 +23,12 @@ Fusion (transforms/fuse.py, transforms/epilogue.py, kernels/cfuse.py)
 * ``c``: the op's C expression for fused elementwise loops, a format string over its operands
   ``{0}``, ``{1}``, ... with ``{T}`` the result's C type and ``{f}`` the ``f`` suffix of float
   math functions in float32 (elementwise ops only).
-* ``reduction``: a `ReductionRule`: a fused loop may end in this reduction.
-* ``epilogue``: an `EpilogueRule`: the op's result may take an elementwise epilogue.
-* ``fused``: a `FusedRule`: the op is a fused group of other ops (what the tools show of it).
+* ``reduction``: a `ReductionRule`: a fused loop may end in this reduction; the C generators
+  (kernels/cfuse.py, kernels/creduce.py) write its accumulation from the rule.
+* ``epilogue``: an `EpilogueRule`: the op's result may take an elementwise epilogue, and how the
+  fused node runs (transforms/epilogue.py, ops/fused.py's ``fused_epilogue``).
+* ``fused``: a `FusedRule`: the op is a group of other ops run as one; what the tools show of it
+  (graph/dot.py, tools/viz.py, profiler/) and what its cost counts.
 
 Memory and cost (plan/, tools/)
 * ``as_view(x, **attrs)``: for a ``view`` op whose kernel copies where the strides allow no view
@@ -50,9 +53,10 @@ Transforms
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
-__all__ = ["Identity"]
+__all__ = ["EpilogueRule", "FusedRule", "Identity", "Producer", "ReductionRule"]
 
 
 class Identity(NamedTuple):
@@ -62,3 +66,90 @@ class Identity(NamedTuple):
 
     left: float | None = None
     right: float | None = None
+
+
+class ReductionRule(NamedTuple):
+    """How a fused loop (transforms/fuse.py) ends in this reduction, in C for the generators
+    (kernels/cfuse.py: row loops, kernels/creduce.py: column loops and row blocks). The op
+    takes one float operand and the attributes ``axes`` (a sorted tuple) and ``keepdims``.
+
+    The C snippets are format strings over C expressions of the accumulator's type:
+
+    * ``accumulate`` (``{acc}``, ``{x}``): a row loop's accumulator after taking term ``x``;
+      the loop is ``omp simd`` with ``reduction(<omp>:acc)``, so the lanes accumulate
+      separately and combine in an order of their own;
+    * ``combine`` (``{a}``, ``{b}``): partial result ``a`` (of the earlier rows) with ``b``:
+      column loops take each row in order this way, and row blocks their partial results.
+      It propagates NaN (a NaN ``b`` wins), so max and min need no flag there.
+    """
+
+    identity: float  # the result over no terms (an empty row too): where accumulators start
+    accumulate: str
+    omp: str  # OpenMP's reduction operator for ``accumulate`` ("+", "*", "max", "min")
+    combine: str
+    # a row's terms go to a scratch row summed in NumPy's pairwise order, instead of being
+    # accumulated: the fused sum then equals np.sum bit for bit (kernels/cfuse.py)
+    pairwise: bool = False
+    # ``accumulate`` is a comparison, which drops NaN: a flag per accumulator records whether
+    # the row held one, and the row's result is then NaN (NumPy's max and min propagate it)
+    nan_flag: bool = False
+    # combining rounds nothing (a comparison), so any order gives NumPy's result (but for the
+    # sign of a zero among equal zeros); otherwise the order of a fused loop (lanes, row
+    # blocks) rounds differently from NumPy's: the suite's checks (tests/conftest.py) choose
+    # their tolerance by it
+    exact: bool = False
+
+
+class EpilogueRule(NamedTuple):
+    """The op's result may take an elementwise epilogue: the op (the *producer*) and its one
+    elementwise reader become one ``fused_epilogue`` node (transforms/epilogue.py), which runs
+    the producer and the reader's program in one implementation (ops/fused.py).
+
+    The pass has checked that the call has one float output of static, non-empty shape.
+
+    * ``accepts(node) -> bool``: whether this call can take an epilogue at all;
+    * ``takes(node, program, outputs, out_types, in_types, slot) -> bool``: whether it can run
+      this reader as its epilogue: the reader's fused program (ops/program.py), the
+      instructions it returns and their types, the types of the program's inputs, and the
+      input (``slot``) that is the producer's result;
+    * ``compile(node) -> fn | None``: the fused node's implementation ``fn(*arrays, out=None)
+      -> tuple`` (kernels/), None where it cannot run it (the reference kernel then runs);
+    * ``c_step(node) -> CStep | None``: the fused node as a step of the C graph runner.
+    """
+
+    accepts: Callable[[Any], bool]
+    takes: Callable[..., bool]
+    compile: Callable[[Any], Any]
+    c_step: Callable[[Any], Any] | None = None
+
+
+class Producer(NamedTuple):
+    """The op a fused epilogue node runs first (`FusedRule.producer`): ``op`` with ``attrs`` on
+    the node's first ``n_inputs`` inputs; its result is the program's input ``slot``."""
+
+    op: Any  # OpDef
+    attrs: dict
+    n_inputs: int
+    slot: int
+
+    def program_inputs(self, node_inputs, result) -> list:
+        """The program's inputs given the node's (values or types) and the producer's result."""
+        inputs = list(node_inputs[self.n_inputs :])
+        inputs.insert(self.slot, result)
+        return inputs
+
+
+class FusedRule(NamedTuple):
+    """The op runs a group of other ops as one (ops/fused.py). Each reads a node's attributes:
+
+    * ``members(attrs)``: the group's elementwise ops and reductions, a `Program`
+      (ops/program.py), in order;
+    * ``outputs(attrs)``: per output of the node, the instruction whose result it is;
+    * ``producer(attrs)``: a `Producer` (an epilogue's matmul or convolution), or None.
+
+    The keys holding them are the op's business: tools show an attribute table without them."""
+
+    members: Callable[[dict], Any]
+    outputs: Callable[[dict], tuple]
+    producer: Callable[[dict], Producer | None]
+    keys: tuple = ()  # the attributes the three read (a table of the rest stays readable)

@@ -23,15 +23,19 @@ size they produce: ``in_size`` (spatial size of x) and ``kernel_size``.
 
 from __future__ import annotations
 
+from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
-from ..kernels.conv_plan import compute_dtype, conv_out_size, plan
+from ..kernels.cconv_epilogue import Spec
+from ..kernels.conv_plan import compute_dtype, conv_geometry, conv_out_size
 from ..types import TensorType
 from . import _batching
 from ._conv_kernels import conv_forward as _forward_kernel
 from ._conv_kernels import conv_input_grad as _input_grad_kernel
 from ._conv_kernels import conv_weight_grad as _weight_grad_kernel
-from ._registry import Cost, OpDef, apply, register
+from ._registry import REGISTRY, Cost, OpDef, apply, register
+from ._rules import EpilogueRule
 from ._util import fmt_shape, half_precision, io_bytes, numel, require_float, value_bytes
+from .program import Input, Temp
 
 # ----------------------------------------------------------------------------- shape rules
 
@@ -149,20 +153,6 @@ def _weight_grad_infer(x, gy, *, stride, padding, dilation, groups, kernel_size)
 # -------------------------------------------------------------------------------- kernels
 
 
-def _geometry(attrs, in_size, w_shape):
-    """The kernel layout plan; ``w_shape`` is the weight's shape (Cout, Cin/groups, *kernel)."""
-    kernel = tuple(w_shape[2:])
-    return plan(
-        tuple(in_size),
-        kernel,
-        attrs["stride"],
-        attrs["padding"],
-        attrs["dilation"],
-        w_shape[1] * numel(kernel),
-        w_shape[0] // attrs["groups"],
-    )
-
-
 def _in_compute(*arrays):
     dtype = compute_dtype(arrays[0].dtype)
     return [a.astype(dtype, copy=False) for a in arrays]
@@ -183,7 +173,7 @@ def _kernels(weight_shape, reference, compiled: str):
 
     def run(a, b, attrs, impl):
         ac, bc = _in_compute(a, b)
-        p = _geometry(attrs, *weight_shape(a, b, attrs))
+        p = conv_geometry(attrs, *weight_shape(a, b, attrs))
         result = impl(ac, bc, p, attrs["groups"])
         return None if result is None else result.astype(a.dtype, copy=False)
 
@@ -230,12 +220,12 @@ def _half_workspace(node, layouts) -> int:
         return operands + rounding - result
     attrs = node.attrs
     if node.op.name == "conv":
-        p = _geometry(attrs, a_shape[2:], b_shape)
+        p = conv_geometry(attrs, a_shape[2:], b_shape)
     elif node.op.name == "conv_input_grad":
-        p = _geometry(attrs, attrs["in_size"], b_shape)
+        p = conv_geometry(attrs, attrs["in_size"], b_shape)
     else:
         w_shape = (b_shape[1], a_shape[1] // attrs["groups"]) + tuple(attrs["kernel_size"])
-        p = _geometry(attrs, a_shape[2:], w_shape)
+        p = conv_geometry(attrs, a_shape[2:], w_shape)
     compiled = _compiled().temporaries(
         node.op.name, a_shape, b_shape, p, attrs["groups"], compute_dtype(out.dtype.np)
     )
@@ -329,12 +319,128 @@ def _conv_c_step(node):
     from ..kernels import cconv
     from ..kernels.cstep import CStep, function_address
 
-    p = _geometry(node.attrs, x.shape[2:], w.shape)
+    p = conv_geometry(node.attrs, x.shape[2:], w.shape)
     made = cconv.forward_step(x.shape, w.shape, p, x.dtype.np, relu=False)
     if made is None:
         return None
     step, args, keep = made
     return CStep(function_address(step), args, [(0, "in", 0), (1, "in", 1), (3, "out", 0)], keep)
+
+
+# ------------------------------------------------------------------------------- epilogue
+# The forward convolution's C kernel stores a fixed epilogue tile by tile (kernels/cconv.py,
+# kernels/cconv_epilogue.py): a per-channel bias, a ReLU and the ReLU's gradient mask.
+
+
+def _per_channel(t, result) -> bool:
+    """Whether ``t`` broadcasts against the conv result as one value per output channel."""
+    shape = (1,) * (len(result.shape) - len(t.shape)) + tuple(t.shape)
+    return (
+        len(shape) == len(result.shape)
+        and shape[1] == result.shape[1]
+        and all(d == 1 for i, d in enumerate(shape) if i != 1)
+        and t.dtype == result.dtype
+    )
+
+
+def epilogue_spec(program, outputs, out_types, operand_types, slot: int, result) -> Spec | None:
+    """What the C store must do for this epilogue program, or None when it cannot: an optional
+    ``add`` of the result and a per-channel bias, an optional ``relu``, an optional ``gt(value,
+    0)`` (the mask), with one float output (the last value) and at most one mask.
+
+    ``operand_types``: the program's input types, the conv result's type at ``slot``."""
+    add, relu_op, gt = REGISTRY["add"], REGISTRY["relu"], REGISTRY["gt"]
+    kinds: list[str] = []  # per program result: "pre" (after the bias), "act", "mask"
+    bias = None
+    relu = False
+    for instr in program:
+        if instr.attrs:
+            return None
+        sources = []
+        for ref in instr.operands:
+            if isinstance(ref, Input):
+                sources.append("conv" if ref.index == slot else ("in", ref.index))
+            elif isinstance(ref, Temp):
+                sources.append(kinds[ref.index])
+            else:
+                sources.append(("k", ref.value))
+        if instr.op is add and not kinds and len(sources) == 2 and "conv" in sources:
+            other = sources[1 - sources.index("conv")]
+            if not isinstance(other, tuple) or other[0] != "in":
+                return None
+            if not _per_channel(operand_types[other[1]], result):
+                return None
+            bias = other[1]
+            kinds.append("pre")
+        elif instr.op is relu_op and not relu and sources[0] in ("conv", "pre") and len(kinds) < 2:
+            if sources[0] == "conv" and bias is not None:
+                return None
+            relu = True
+            kinds.append("act")
+        elif instr.op is gt and sources[1] == ("k", 0.0) and sources[0] in ("conv", "pre", "act"):
+            if sources[0] == "conv" and bias is not None:
+                return None  # the mask of the value before the bias: not what the store has
+            kinds.append("mask")
+        else:
+            return None
+    value = mask = None
+    for position, j in enumerate(outputs):
+        kind = kinds[j]
+        dtype = dt.as_dtype(out_types[position][1])
+        if kind == "mask" and mask is None and dtype is dt.bool_:
+            mask = position
+        elif kind in ("pre", "act") and value is None and dtype == result.dtype:
+            if relu != (kind == "act"):
+                return None  # (the value before the ReLU and the ReLU both wanted)
+            value = position
+        else:
+            return None
+    return Spec(bias, relu, value, mask)
+
+
+def _epilogue_plan(node):
+    """(the fused node's `Spec`, its convolution's attributes, the convolution's result type),
+    or None when the C store cannot run it."""
+    attrs = node.attrs
+    n, slot = attrs["n_producer"], attrs["slot"]
+    x_type, w_type = (v.type for v in node.inputs[:2])
+    if n != 2 or not _compiled().available(x_type.dtype.np):
+        return None
+    producer_attrs = dict(attrs["producer_attrs"])
+    result = _conv_infer(x_type, w_type, **producer_attrs)
+    operand_types = [v.type for v in node.inputs[n:]]
+    operand_types.insert(slot, result)
+    plan = epilogue_spec(
+        attrs["program"], attrs["outputs"], attrs["out_types"], operand_types, slot, result
+    )
+    return None if plan is None else (plan, producer_attrs, result)
+
+
+def _epilogue_takes(node, program, outputs, out_types, in_types, slot) -> bool:
+    result = node.outputs[0].type
+    return epilogue_spec(program, outputs, out_types, in_types, slot, result) is not None
+
+
+def _epilogue_compile(node):
+    from ..kernels import cconv_epilogue
+
+    found = _epilogue_plan(node)
+    return None if found is None else cconv_epilogue.build(node, *found)
+
+
+def _epilogue_c_step(node):
+    from ..kernels import cconv_epilogue
+
+    found = _epilogue_plan(node)
+    return None if found is None else cconv_epilogue.c_step(node, *found[:2])
+
+
+_CONV_EPILOGUE = EpilogueRule(
+    accepts=lambda node: _compiled().available(node.outputs[0].dtype.np),
+    takes=_epilogue_takes,
+    compile=_epilogue_compile,
+    c_step=_epilogue_c_step,
+)
 
 
 CONV = register(
@@ -349,6 +455,7 @@ CONV = register(
         # tools/flops.py: counted with convolutions
         batch=_batching.per_sample(),
         c_step=_conv_c_step,
+        epilogue=_CONV_EPILOGUE,
         flop_family="conv",
         workspace=_half_workspace,
         doc="conv(x, w; stride, padding, dilation, groups): N-d cross-correlation, x of shape "

@@ -119,13 +119,15 @@ def _unary(
     flops=1,
     method=True,
     functional=False,
+    toplevel=True,
     c=None,
     workspace=None,
     doc="",
 ):
     """``c``: the op as a C expression over ``{0}`` for fused kernels (kernels/cfuse.py), with
     ``{T}`` the C type and ``{f}`` the math-function suffix ("f" for float32); ``workspace``: the
-    kernel's rule for the memory planner (ops/_util.py, `value_bytes`)."""
+    kernel's rule for the memory planner (ops/_util.py, `value_bytes`); ``functional`` /
+    ``toplevel``: exported to ``ember.nn.functional`` / ``ember``."""
     op = register(
         OpDef(
             name=name,
@@ -148,7 +150,14 @@ def _unary(
     fn.__name__ = fn.__qualname__ = name
     _direct_inplace(fn, kernel, float_only)
     fn.__doc__ = doc or f"Elementwise {name}."
-    export(fn, name=name, method=method, functional=functional, inplace=method is not False)
+    export(
+        fn,
+        name=name,
+        method=method,
+        functional=functional,
+        toplevel=toplevel,
+        inplace=method is not False,
+    )
     return op
 
 
@@ -241,6 +250,24 @@ _unary(
     lambda c, g: (g * E.exp(-c.inputs[0] * c.inputs[0]) * _TWO_OVER_SQRT_PI,),
     c="erf{f}({0})",
     workspace=_erf_workspace,
+)
+
+
+def _softsign_vjp(c, g):
+    d = E.abs(c.inputs[0]) + 1  # the derivative is 1 / (1 + |x|)^2, also at 0
+    return (g / (d * d),)
+
+
+_unary(
+    "softsign",
+    lambda x: x / (1 + np.abs(x)),
+    _softsign_vjp,
+    method=False,
+    functional=True,
+    toplevel=False,  # PyTorch's F.softsign only
+    flops=3,
+    c="({0} / (({T})1 + fabs{f}({0})))",  # the kernel's two roundings: bit for bit
+    doc="softsign(x): x / (1 + |x|)",
 )
 _unary("floor", np.floor, _zero_grad, float_only=False, save="none")
 _unary("ceil", np.ceil, _zero_grad, float_only=False, save="none")

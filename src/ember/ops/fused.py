@@ -1,124 +1,89 @@
-"""``fused_elementwise`` and ``fused_reduce``: a group of elementwise ops run as one node (made by
-transforms/fuse.py), the second ending in reductions over the group's trailing axes, its
-leading axes, or a leading and a trailing block of them (kernels/creduce.py).
+"""``fused_elementwise``, ``fused_reduce`` and ``fused_epilogue``: a group of ops run as one node.
+
+* ``fused_elementwise`` (made by transforms/fuse.py): elementwise ops in one loop;
+* ``fused_reduce`` (transforms/fuse.py): elementwise ops ending in reductions (ops declaring a
+  `ReductionRule`, all over the same axes of an elementwise result) over the group's trailing
+  axes, its leading axes, or a leading and a trailing block of them (kernels/creduce.py);
+* ``fused_epilogue`` (transforms/epilogue.py): a *producer* (an op declaring an `EpilogueRule`:
+  a matmul, a convolution) and elementwise ops on its result.
 
 Attributes (all hashable, so CSE and the printer treat the node like any other):
 
-* ``program``: the group's ops in order, each ``(op name, operands, attrs)``; an operand is
-  ``("in", i)`` (the node's i-th input), ``("t", j)`` (the j-th instruction's result) or
-  ``("k", value, dtype name)`` (a 0-d constant written into the kernel);
+* ``program``: the group's ops in order, a `Program` of `Instr` (ops/program.py);
 * ``outputs``: the instructions whose results the node returns;
 * ``out_types``: their `TensorType`s, all of one shape (the loop's iteration space), except
-  that in ``fused_reduce`` the program ends with reductions (``sum``, ``max``, ``min``, all
-  over the same axes of an elementwise result), whose outputs have the reduced shape; the
-  node may return elementwise results too (a masked gradient and its bias gradient).
+  that a ``fused_reduce`` program ends with reductions, whose outputs have the reduced shape;
+  the node may return elementwise results too (a masked gradient and its bias gradient);
+* an epilogue's ``producer`` (the `OpDef`), ``producer_attrs`` (its attributes as sorted pairs),
+  ``n_producer`` (it reads the node's first inputs) and ``slot`` (the program input its result
+  is; the node's other inputs are the program's others, in order).
 
-The kernel here runs the program with each op's own NumPy kernel: it is the reference the
-compiled C version (kernels/cfuse.py, chosen by the code generator) is tested against, so a
-fused graph on the interpreter computes exactly what the unfused graph computes. The node has
-no VJP: fusion runs on graphs that are already differentiated (forward and backward alike).
+Each kernel here runs the producer and the program with the ops' own NumPy kernels: it is the
+reference the compiled versions (kernels/cfuse.py, and the producer's ``compile`` rule) are
+tested against, so a fused graph on the interpreter computes exactly what the unfused graph
+computes. The nodes have no VJP: fusion runs on graphs that are already differentiated.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes as dt
 from ..errors import EmberError
-from ..types import TensorType
-from ._registry import REGISTRY, Cost, OpDef, register
+from ..types import as_types
+from ._registry import Cost, OpDef, register
+from ._rules import FusedRule, Producer
+from .program import check_program, evaluate_program, program_types
 
-__all__ = [
-    "FUSED",
-    "FUSED_EPILOGUE",
-    "FUSED_OPS",
-    "FUSED_REDUCE",
-    "REDUCTIONS",
-    "epilogue_inputs",
-    "evaluate_program",
-    "program_types",
-    "walk_program",
-]
+__all__ = ["FUSED", "FUSED_EPILOGUE", "FUSED_REDUCE", "epilogue_inputs", "result_bytes"]
 
-# reductions a fused loop can end with: an accumulator per row of the loop
-REDUCTIONS = ("sum", "max", "min")
+_PROGRAM_KEYS = ("program", "outputs", "out_types")
 
 
-def walk_program(program, inputs, step, constant) -> list:
-    """Each instruction's result, in order: ``step(op, args, attrs)`` runs one instruction on
-    its operands (a program input, an earlier result, or ``constant(value, dtype_name)``)."""
-    results: list = []
-    for name, operands, attrs in program:
-        args = [
-            inputs[ref[1]]
-            if ref[0] == "in"
-            else results[ref[1]]
-            if ref[0] == "t"
-            else constant(ref[1], ref[2])
-            for ref in operands
-        ]
-        results.append(step(REGISTRY[name], args, dict(attrs)))
-    return results
-
-
-def evaluate_program(program, outputs, arrays) -> tuple:
-    """Run ``program`` on ``arrays`` with the ops' reference kernels."""
-    results = walk_program(
-        program,
-        arrays,
-        lambda op, args, attrs: np.asarray(op.kernel(*args, **attrs)),
-        lambda value, dtype: np.asarray(value, dtype=dt.as_dtype(dtype).np),
-    )
-    return tuple(results[j] for j in outputs)
-
-
-def program_types(program, in_types, step=None) -> list:
-    """Each instruction's abstract type (`TensorType`), from the ops' shape rules (no data).
-    ``step(op, arg_types, attrs, result_type)``, when given, sees every instruction."""
-
-    def infer(op, args, attrs):
-        result = op.infer(*args, **attrs)
-        if step is not None:
-            step(op, args, attrs, result)
-        return result
-
-    return walk_program(
-        program, in_types, infer, lambda value, dtype: TensorType((), dt.as_dtype(dtype))
-    )
-
-
-def _types(out_types) -> tuple:
-    """The output types as `TensorType`s (a loaded graph file gives plain pairs)."""
-    return tuple(TensorType(tuple(shape), dt.as_dtype(dtype)) for shape, dtype in out_types)
+def _check(in_types, program, outputs, out_types, op_name: str, reduce: bool) -> tuple:
+    """The output types, once the program is checked against the inputs (a graph file is
+    hostile): well formed, each member an op a fused loop runs (a C expression, or for
+    ``reduce`` a reduction ending the program), each op's own rule accepting its operands, and
+    the stated output dtypes the ones the rules give."""
+    check_program(program, len(in_types), outputs, op_name)
+    types = as_types(out_types)
+    if len(outputs) != len(types):
+        raise EmberError(f"{len(outputs)} outputs but {len(types)} output types", op=op_name)
+    first = next((j for j, i in enumerate(program) if i.op.reduction is not None), len(program))
+    for j, instr in enumerate(program):
+        member = instr.op.c is not None if j < first else instr.op.reduction is not None
+        if not member or (j >= first and not reduce):
+            raise EmberError(f"instruction {j} ({instr}) cannot run in a fused loop", op=op_name)
+    if reduce and first == len(program):
+        raise EmberError("the program ends in no reduction", op=op_name)
+    inferred = program_types(program, list(in_types))
+    for j, t in zip(outputs, types):
+        if inferred[j].dtype != t.dtype:
+            raise EmberError(
+                f"output t{j} is {inferred[j].dtype.name}, typed {t.dtype.name}", op=op_name
+            )
+    return types
 
 
 def _infer(*inputs, program, outputs, out_types):
-    if len(outputs) != len(out_types):
-        raise EmberError(
-            f"{len(outputs)} outputs but {len(out_types)} output types", op="fused_elementwise"
-        )
-    return _types(out_types)
+    return _check(inputs, program, outputs, out_types, "fused_elementwise", reduce=False)
+
+
+def _reduce_infer(*inputs, program, outputs, out_types):
+    return _check(inputs, program, outputs, out_types, "fused_reduce", reduce=True)
 
 
 def _kernel(*arrays, program, outputs, out_types):
     results = evaluate_program(program, outputs, arrays)
-    # each output in the shape of the group, the inputs' broadcast (an output computed from
-    # smaller operands alone would otherwise keep their shape); taken from the arrays, so
-    # symbolic sizes in ``out_types`` need no binding
-    shape = np.broadcast_shapes(*(a.shape for a in arrays), *(r.shape for r in results))
-    return tuple(r if r.shape == shape else np.array(np.broadcast_to(r, shape)) for r in results)
-
-
-def _reduce_kernel(*arrays, program, outputs, out_types):
-    results = evaluate_program(program, outputs, arrays)
-    # the elementwise outputs in the group's shape, as in ``_kernel``; the reductions as made
-    full = [r for j, r in zip(outputs, results) if program[j][0] not in REDUCTIONS]
-    shape = np.broadcast_shapes(*(a.shape for a in arrays), *(r.shape for r in full))
+    # each elementwise output in the shape of the group, the inputs' broadcast (an output
+    # computed from smaller operands alone would otherwise keep their shape); taken from the
+    # arrays, so symbolic sizes in ``out_types`` need no binding. Reductions stay as made.
+    full = [program[j].op.reduction is None for j in outputs]
+    shape = np.broadcast_shapes(
+        *(a.shape for a in arrays), *(r.shape for r, f in zip(results, full) if f)
+    )
     return tuple(
-        r
-        if program[j][0] in REDUCTIONS or r.shape == shape
-        else np.array(np.broadcast_to(r, shape))
-        for j, r in zip(outputs, results)
+        r if not f or r.shape == shape else np.array(np.broadcast_to(r, shape))
+        for r, f in zip(results, full)
     )
 
 
@@ -166,6 +131,17 @@ def _compiled(node):
     return cfuse.build(node)
 
 
+def _no_producer(attrs) -> None:
+    return None
+
+
+_LOOP = FusedRule(
+    members=lambda attrs: attrs["program"],
+    outputs=lambda attrs: attrs["outputs"],
+    producer=_no_producer,
+    keys=_PROGRAM_KEYS,
+)
+
 FUSED = register(
     OpDef(
         name="fused_elementwise",
@@ -182,6 +158,7 @@ FUSED = register(
         # the C loop reads each element of its inputs before writing the same element
         overwrites_operand=True,
         workspace=_loop_workspace,
+        fused=_LOOP,
     )
 )
 
@@ -190,8 +167,8 @@ FUSED_REDUCE = register(
     OpDef(
         name="fused_reduce",
         kind="reduce",
-        infer=_infer,
-        kernel=_reduce_kernel,
+        infer=_reduce_infer,
+        kernel=_kernel,
         vjp=None,
         cost=_cost,
         num_outputs=-1,
@@ -201,6 +178,7 @@ FUSED_REDUCE = register(
         compile=_compiled,
         accepts_out=_when_compiled,
         workspace=_loop_workspace,
+        fused=_LOOP,
     )
 )
 
@@ -208,38 +186,50 @@ FUSED_REDUCE = register(
 # ------------------------------------------------------------------------------ epilogues
 
 
+def _producer(attrs) -> Producer:
+    return Producer(
+        attrs["producer"], dict(attrs["producer_attrs"]), attrs["n_producer"], attrs["slot"]
+    )
+
+
+def epilogue_inputs(in_types, attrs) -> tuple:
+    """(the producer's result type, the program's input types) of an epilogue node taking
+    ``in_types``: the producer's result is the program's input ``slot``."""
+    producer = _producer(attrs)
+    product = producer.op.infer(*in_types[: producer.n_inputs], **producer.attrs)
+    return product, producer.program_inputs(in_types, product)
+
+
 def _epilogue_kernel(
     *arrays, producer, producer_attrs, n_producer, slot, program, outputs, out_types
 ):
-    """The producer (a matmul) by its own kernel, then the elementwise program on its result."""
-    result = REGISTRY[producer].kernel(*arrays[:n_producer], **dict(producer_attrs))
-    inputs = list(arrays[n_producer:])
-    inputs.insert(slot, np.asarray(result))
+    """The producer by its own kernel, then the elementwise program on its result."""
+    first = Producer(producer, dict(producer_attrs), n_producer, slot)
+    result = np.asarray(producer.kernel(*arrays[:n_producer], **first.attrs))
+    inputs = first.program_inputs(arrays, result)
     return _kernel(*inputs, program=program, outputs=outputs, out_types=out_types)
 
 
 def _epilogue_infer(
     *inputs, producer, producer_attrs, n_producer, slot, program, outputs, out_types
 ):
-    return _infer(*inputs, program=program, outputs=outputs, out_types=out_types)
-
-
-def epilogue_inputs(in_types, attrs) -> tuple:
-    """(the producer's result type, the program's input types) of an epilogue node taking
-    ``in_types``: the producer's result is the program's input ``slot``."""
-    producer = REGISTRY[attrs["producer"]]
-    product = producer.infer(*in_types[: attrs["n_producer"]], **dict(attrs["producer_attrs"]))
-    program_inputs = list(in_types[attrs["n_producer"] :])
-    program_inputs.insert(attrs["slot"], product)
-    return product, program_inputs
+    if not isinstance(producer, OpDef) or producer.epilogue is None:
+        raise EmberError(f"{producer!r} is no op that takes an epilogue", op="fused_epilogue")
+    if not (isinstance(n_producer, int) and 0 < n_producer <= len(inputs)):
+        raise EmberError(f"n_producer={n_producer!r} for {len(inputs)} inputs", op="fused_epilogue")
+    if not (isinstance(slot, int) and 0 <= slot <= len(inputs) - n_producer):
+        raise EmberError(f"slot={slot!r} is no input of the program", op="fused_epilogue")
+    first = Producer(producer, dict(producer_attrs), n_producer, slot)
+    product = producer.infer(*inputs[:n_producer], **first.attrs)
+    program_inputs = first.program_inputs(inputs, product)
+    return _check(program_inputs, program, outputs, out_types, "fused_epilogue", reduce=False)
 
 
 def _epilogue_cost(in_types, out_types, attrs) -> Cost:
-    producer = REGISTRY[attrs["producer"]]
-    own = in_types[: attrs["n_producer"]]
+    producer = _producer(attrs)
     result, _ = epilogue_inputs(in_types, attrs)
-    first = producer.cost(own, (result,), dict(attrs["producer_attrs"]))
-    rest = _cost(in_types[attrs["n_producer"] :], out_types, attrs)
+    first = producer.op.cost(in_types[: producer.n_inputs], (result,), producer.attrs)
+    rest = _cost(in_types[producer.n_inputs :], out_types, attrs)
     return Cost(first.flops + rest.flops, first.bytes + rest.bytes - result_bytes(result))
 
 
@@ -248,10 +238,10 @@ def result_bytes(t) -> int:
 
 
 def _epilogue_workspace(node, layouts) -> int:
-    """kernels/cepilogue.py: a contiguous copy of a strided left operand, and a block of rows
-    for the product when the first output cannot hold it (another dtype than the product's).
-    Without a compiler, the reference kernel: the whole product and the program's
-    intermediates."""
+    """The row-block implementation's (kernels/cepilogue.py): a contiguous copy of a strided
+    first operand, and a block of rows for the product when the first output cannot hold it
+    (another dtype than the product's); counted alike for every producer. Without a compiler,
+    the reference kernel: the whole product and the program's intermediates."""
     a = node.inputs[0]
     extra = 0 if layouts.contiguous(a) else result_bytes(a.type)
     product, program_inputs = epilogue_inputs([v.type for v in node.inputs], node.attrs)
@@ -268,15 +258,13 @@ def _epilogue_workspace(node, layouts) -> int:
 
 
 def _compiled_epilogue(node):
-    from ..kernels import cepilogue
-
-    return cepilogue.build(node)
+    """The producer's implementation of the fused node (its `EpilogueRule`)."""
+    return node.attrs["producer"].epilogue.compile(node)
 
 
 def _epilogue_c_step(node):
-    from ..kernels import cepilogue
-
-    return cepilogue.c_step(node)
+    c_step = node.attrs["producer"].epilogue.c_step
+    return None if c_step is None else c_step(node)
 
 
 FUSED_EPILOGUE = register(
@@ -295,9 +283,11 @@ FUSED_EPILOGUE = register(
         accepts_out=_when_compiled,
         c_step=_epilogue_c_step,
         workspace=_epilogue_workspace,
+        fused=FusedRule(
+            members=lambda attrs: attrs["program"],
+            outputs=lambda attrs: attrs["outputs"],
+            producer=_producer,
+            keys=_PROGRAM_KEYS,
+        ),
     )
 )
-
-
-# the fused ops, by name: what the tools (profiler, drawings) treat as a group of the program's ops
-FUSED_OPS = frozenset(op.name for op in (FUSED, FUSED_REDUCE, FUSED_EPILOGUE))

@@ -1,5 +1,7 @@
 """Matrix products: the ``matmul`` primitive (batched, broadcasting batch dimensions, BLAS
-through NumPy) and the composites on it: mm, bmm, mv, dot, outer, and ``F.linear``.
+through NumPy) and ``linear`` (``F.linear``); their composites (mm, bmm, mv, dot, outer,
+F.bilinear) are in ops/products.py. Both take an elementwise epilogue computed on blocks of
+rows (ops/_row_blocks.py).
 
 The primitive takes operands of at least 2 dimensions and one dtype; the public `matmul` adds
 PyTorch's 1-D rules (a 1-D left operand is a row, a 1-D right operand a column, and the added
@@ -16,67 +18,24 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
-from ..kernels.blas_layout import blas_ready
 from ..types import TensorType
 from . import _batching
 from . import api as E
+from ._matmul_kernels import matmul_fast, matmul_kernel, product_workspace
 from ._registry import Cost, OpDef, TensorBase, apply, export, register
+from ._row_blocks import gemm, relu_only, row_block_rule, rows_of
 from ._util import (
     broadcast_shapes,
     fmt_shape,
-    half_precision,
     io_bytes,
     numel,
     require_same_dtype,
     value_bytes,
 )
-from .elementwise import promote, to_tensor
+from .elementwise import promote
 
 # ----------------------------------------------------------------------------------- kernel
-
-_HALF = (dt.float16.np, dt.bfloat16.np)
-
-
-def _ember_product(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    from ..kernels.cgemm import gemm
-
-    return gemm(a, b, out)
-
-
-def _numpy_product(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    return np.matmul(a, b, out=out)
-
-
-def _matmul(a, b, out, product) -> np.ndarray:
-    """``a @ b`` through ``product`` (NumPy's, or ember's GEMM), never upcasting float32,
-    reading layouts BLAS takes in place and folding a batched left operand times a 2-D right
-    operand into one large product; ``out`` (the result's shape and dtype: an arena slot, see
-    plan/arena.py) receives the result where given."""
-    if a.dtype in _HALF:  # NumPy has no fast half-precision GEMM: compute in float32, round once
-        result = _matmul(a.astype(np.float32), b.astype(np.float32), None, product)
-        result = result.astype(a.dtype)
-        if out is None:
-            return result
-        out[...] = result
-        return out
-    a, b = blas_ready(a), blas_ready(b)
-    if b.ndim == 2 and a.ndim > 2 and a.flags.c_contiguous:
-        # (..., M, K) @ (K, N) as one (prod(...) * M, K) GEMM instead of a loop of small ones
-        flat = None if out is None else out.reshape(-1, b.shape[-1])
-        result = product(a.reshape(-1, a.shape[-1]), b, flat)
-        return result.reshape(a.shape[:-1] + (b.shape[-1],)) if out is None else out
-    return product(a, b, out)
-
-
-def matmul_kernel(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """The ``matmul`` reference kernel: NumPy's product (its BLAS)."""
-    return _matmul(a, b, out, _numpy_product)
-
-
-def matmul_fast(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """The ``matmul`` kernel on ember's GEMM (kernels/cgemm.py: large products split over
-    ember's thread pool, no BLAS threads left spinning), equal to the reference to rounding."""
-    return _matmul(a, b, out, _ember_product)
+# (ops/_matmul_kernels.py: NumPy's product and ember's GEMM behind one layout-aware wrapper)
 
 
 def _matmul_accepts_out(node, compiled: bool) -> bool:
@@ -89,16 +48,9 @@ def _matmul_accepts_out(node, compiled: bool) -> bool:
 
 
 def _matmul_workspace(node, layouts) -> int:
-    """`matmul_kernel`'s temporaries beyond its result: none in float32/float64 (BLAS reads
-    the operands in place); in half precision the float32 copies of both operands beside the
-    float32 product, then the product beside the rounded result (the copies are gone by then):
-    ``max(2a + 2b + 2out, 3out) - out`` in the half-precision sizes. `linear` runs the same
-    kernel on ``x`` and ``weight.T`` (its bias is added in place)."""
-    a, b, out = node.inputs[0], node.inputs[1], node.outputs[0]
-    if not half_precision(out):
-        return 0
-    a_bytes, b_bytes, out_bytes = value_bytes(a), value_bytes(b), value_bytes(out)
-    return max(2 * a_bytes + 2 * b_bytes + out_bytes, 2 * out_bytes)
+    """`matmul_kernel`'s temporaries (`product_workspace`); `linear` runs the same kernel on
+    ``x`` and ``weight.T`` (its bias is added in place)."""
+    return product_workspace(node.inputs[0], node.inputs[1], node.outputs[0])
 
 
 # ------------------------------------------------------------------------------- primitive
@@ -187,6 +139,30 @@ def _matmul_c_step(node):
     return csteps.linear_step(a, b, None, node.outputs[0].type, transposed=False)
 
 
+def _matmul_rows(arrays, **attrs):
+    a, b = arrays
+    a2, product = rows_of(a), gemm()
+    return lambda start, stop, out: product(a2[start:stop], b, out=out)
+
+
+def _matmul_epilogue_c_step(node):
+    from ..kernels import csteps
+
+    a, b = (v.type for v in node.inputs[:2])
+    if not relu_only(node) or len(b.shape) != 2:
+        return None
+    return csteps.linear_step(a, b, None, node.outputs[0].type, transposed=False, relu=True)
+
+
+# an elementwise reader runs on blocks of rows (ops/_row_blocks.py), for a product by a matrix
+# (a weight): a's leading dimensions are the rows
+_MATMUL_EPILOGUE = row_block_rule(
+    _matmul_rows,
+    accepts=lambda node: len(node.inputs[1].shape) == 2 and len(node.inputs[0].shape) >= 2,
+    c_step=_matmul_epilogue_c_step,
+)
+
+
 MATMUL = register(
     OpDef(
         name="matmul",
@@ -198,6 +174,7 @@ MATMUL = register(
         cost=_matmul_cost,
         batch=_batching.matmul_rule,
         c_step=_matmul_c_step,
+        epilogue=_MATMUL_EPILOGUE,
         accepts_out=_matmul_accepts_out,
         workspace=_matmul_workspace,
         save_inputs=(0, 1),
@@ -232,63 +209,6 @@ def matmul(a, b):
         return E.reshape(out, tuple(out.shape[:-2]) + (out.shape[-1],))
     out = apply(MATMUL, a, E.reshape(b, (k_b, 1)))
     return E.reshape(out, tuple(out.shape[:-1]))
-
-
-def _require_ndim(op: str, ndims: tuple, *tensors) -> None:
-    if tuple(t.ndim for t in tensors) != ndims:
-        shapes = " and ".join(fmt_shape(t.shape) for t in tensors)
-        raise ShapeError(
-            f"expects operands of {' and '.join(str(n) for n in ndims)} dimensions, "
-            f"got shapes {shapes}",
-            op=op,
-        )
-
-
-@export(method=True)
-def mm(a, b):
-    """Product of two matrices (2-D only; use matmul for batches and broadcasting)."""
-    a, b = to_tensor(a), to_tensor(b)
-    _require_ndim("mm", (2, 2), a, b)
-    return matmul(a, b)
-
-
-@export(method=True)
-def bmm(a, b):
-    """Batched product of (B, M, K) and (B, K, N) tensors (no broadcasting, as in PyTorch)."""
-    a, b = to_tensor(a), to_tensor(b)
-    _require_ndim("bmm", (3, 3), a, b)
-    if a.shape[0] != b.shape[0]:
-        raise ShapeError(
-            f"batch sizes differ: shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)}", op="bmm"
-        )
-    return matmul(a, b)
-
-
-@export(method=True)
-def mv(a, v):
-    """Matrix-vector product of a (M, K) matrix and a (K,) vector."""
-    a, v = to_tensor(a), to_tensor(v)
-    _require_ndim("mv", (2, 1), a, v)
-    return matmul(a, v)
-
-
-@export(method=True)
-def dot(a, b):
-    """Inner product of two 1-D tensors of one size (a 0-d result)."""
-    a, b = to_tensor(a), to_tensor(b)
-    _require_ndim("dot", (1, 1), a, b)
-    return matmul(a, b)
-
-
-@export(method=True)
-def outer(a, b):
-    """Outer product of two 1-D tensors: out[i, j] = a[i] * b[j]."""
-    a, b = to_tensor(a), to_tensor(b)
-    _require_ndim("outer", (1, 1), a, b)
-    return E.reshape(a, (-1, 1)) * E.reshape(b, (1, -1))
-
-
-export(outer, name="ger", method=True)
 
 
 # ------------------------------------------------------------------------------------ linear
@@ -366,6 +286,30 @@ def _linear_c_step(node):
     return csteps.linear_step(x, w, *(bias or [None]), node.outputs[0].type, transposed=True)
 
 
+def _linear_rows(arrays, **attrs):
+    x, weight = arrays[:2]
+    bias = arrays[2] if len(arrays) == 3 else None
+    x2, product = rows_of(x), gemm()
+    weight = weight.T  # (K, N): BLAS reads the transpose in place
+
+    def block(start, stop, out):
+        product(x2[start:stop], weight, out=out)
+        if bias is not None:
+            out += bias
+
+    return block
+
+
+def _linear_epilogue_c_step(node):
+    from ..kernels import csteps
+
+    x, w, *bias = (v.type for v in node.inputs)
+    if not relu_only(node):
+        return None
+    out = node.outputs[0].type
+    return csteps.linear_step(x, w, *(bias or [None]), out, transposed=True, relu=True)
+
+
 _LINEAR = register(
     OpDef(
         name="linear",
@@ -379,6 +323,7 @@ _LINEAR = register(
         # workspace: the matmul kernel's, on x and weight.T
         batch=_batching.linear_rule,
         c_step=_linear_c_step,
+        epilogue=row_block_rule(_linear_rows, c_step=_linear_epilogue_c_step),
         workspace=_matmul_workspace,
         doc="linear(x, weight[, bias]): x @ weight.T (+ bias), weight of shape (out, in); "
         "PyTorch's F.linear / addmm",
@@ -399,23 +344,147 @@ def linear(x, weight, bias=None):
     return apply(_LINEAR, *operands)
 
 
-@export(functional=True, toplevel=False)
-def bilinear(x1, x2, weight, bias=None):
-    """PyTorch's F.bilinear: ``out[..., o] = x1[..., i] weight[o, i, j] x2[..., j] + bias[o]``."""
-    x1, x2, weight = promote(x1, x2, weight)
-    if (
-        weight.ndim != 3
-        or x1.ndim == 0
-        or x1.shape[-1] != weight.shape[1]
-        or x2.ndim == 0
-        or x2.shape[-1] != weight.shape[2]
-        or tuple(x1.shape[:-1]) != tuple(x2.shape[:-1])
-    ):
+# ------------------------------------------------------------------------------------- addmm
+# PyTorch's addmm, ``beta * input + alpha * (mat1 @ mat2)``: one kernel scales the fresh product
+# and adds the input into it in place; its epilogue rule computes the product's rows as linear's
+# does (ops/_row_blocks.py), each block scaled and added to before the reader runs on it.
+
+
+def _addmm_infer(input, mat1, mat2, *, beta, alpha):
+    dtype = require_same_dtype("addmm", input, mat1, mat2)
+    if dtype is dt.bool_:
+        raise DTypeError("addmm is not defined for bool tensors", op="addmm")
+    if mat1.ndim != 2 or mat2.ndim != 2 or mat1.shape[1] != mat2.shape[0]:
         raise ShapeError(
-            f"inputs of shapes {fmt_shape(x1.shape)} and {fmt_shape(x2.shape)} do not fit a "
-            f"weight of shape {fmt_shape(weight.shape)} (out, in1, in2); the inputs must share "
-            "their leading dimensions",
-            op="bilinear",
+            f"mat1 of shape {fmt_shape(mat1.shape)} and mat2 of shape {fmt_shape(mat2.shape)} "
+            "cannot be multiplied: both must be matrices, mat1's columns as many as mat2's rows",
+            op="addmm",
         )
-    out = E.einsum("...i,oij,...j->...o", x1, weight, x2)
-    return out if bias is None else out + bias
+    shape = (mat1.shape[0], mat2.shape[1])
+    if input.ndim > 2 or broadcast_shapes("addmm", tuple(input.shape), shape) != shape:
+        raise ShapeError(
+            f"input of shape {fmt_shape(input.shape)} does not broadcast to the product's "
+            f"shape {fmt_shape(shape)}",
+            op="addmm",
+        )
+    return TensorType(shape, dtype)
+
+
+def _addmm(input, mat1, mat2, beta, alpha, product) -> np.ndarray:
+    out = product(mat1, mat2)  # a fresh array: scaled and added to in place
+    if alpha != 1:
+        out *= out.dtype.type(alpha)
+    if beta != 0:  # (beta 0 ignores input, its NaN and infinities too, as PyTorch does)
+        out += input if beta == 1 else input * input.dtype.type(beta)
+    return out
+
+
+def _addmm_kernel(input, mat1, mat2, *, beta, alpha):
+    return _addmm(input, mat1, mat2, beta, alpha, matmul_kernel)
+
+
+def _addmm_fast(input, mat1, mat2, *, beta, alpha):
+    return _addmm(input, mat1, mat2, beta, alpha, matmul_fast)
+
+
+def _addmm_vjp(c, g):
+    _, mat1, mat2 = c.inputs
+    beta, alpha = c.attrs["beta"], c.attrs["alpha"]
+    need_input, need_1, need_2 = c.needs_input_grad
+    scaled = g if alpha == 1 else g * alpha
+    return (
+        E.sum_to(g if beta == 1 else g * beta, c.in_types[0].shape) if need_input else None,
+        matmul(scaled, E.transpose(mat2, 0, 1)) if need_1 else None,
+        matmul(E.transpose(mat1, 0, 1), scaled) if need_2 else None,
+    )
+
+
+def _addmm_cost(in_types, out_types, attrs) -> Cost:
+    # torch.utils.flop_counter's: 2*M*N*K, the scaling and the addition not counted
+    return Cost(2 * numel(out_types[0].shape) * in_types[1].shape[1], io_bytes(in_types, out_types))
+
+
+def _addmm_workspace(node, layouts) -> int:
+    """`_addmm`'s temporaries beyond its result: ``input * beta`` (the input's size) unless
+    beta is 0 or 1, after the product's own (`product_workspace`, half precision)."""
+    input, mat1, mat2 = node.inputs
+    scaled = value_bytes(input) if node.attrs["beta"] not in (0, 1) else 0
+    return max(product_workspace(mat1, mat2, node.outputs[0]), scaled)
+
+
+def _addmm_step(types, out, attrs, relu: bool = False):
+    """The C graph runner's product-and-bias step (kernels/csteps.py) where it computes addmm:
+    beta and alpha 1 and an input of one value per column; its operand slots moved to addmm's
+    order (input, mat1, mat2)."""
+    from ..kernels import csteps
+
+    input, mat1, mat2 = types
+    if attrs["beta"] != 1 or attrs["alpha"] != 1 or tuple(input.shape) != (out.shape[-1],):
+        return None
+    step = csteps.linear_step(mat1, mat2, input, out, transposed=False, relu=relu)
+    if step is not None:
+        order = (1, 2, 0)  # linear_step's x, w and bias are addmm's mat1, mat2 and input
+        step.slots = [(at, kind, order[i] if kind == "in" else i) for at, kind, i in step.slots]
+    return step
+
+
+def _addmm_rows(arrays, *, beta, alpha):
+    input, mat1, mat2 = arrays
+    m1, product = rows_of(mat1), gemm()
+    by_rows = input.ndim == 2 and input.shape[0] != 1  # (n, p) or (n, 1): a block's own rows
+
+    def block(start, stop, out):
+        product(m1[start:stop], mat2, out=out)
+        if alpha != 1:
+            out *= out.dtype.type(alpha)
+        if beta != 0:
+            rows = input[start:stop] if by_rows else input
+            out += rows if beta == 1 else rows * rows.dtype.type(beta)
+
+    return block
+
+
+def _addmm_epilogue_c_step(node):
+    if not relu_only(node):
+        return None
+    types = [v.type for v in node.inputs]
+    attrs = dict(node.attrs["producer_attrs"])
+    return _addmm_step(types, node.outputs[0].type, attrs, relu=True)
+
+
+_ADDMM = register(
+    OpDef(
+        name="addmm",
+        kind="linalg",
+        infer=_addmm_infer,
+        kernel=_addmm_kernel,
+        fast=_addmm_fast,
+        vjp=_addmm_vjp,
+        cost=_addmm_cost,
+        save_inputs=(1, 2),
+        c_step=lambda node: _addmm_step(
+            [v.type for v in node.inputs], node.outputs[0].type, node.attrs
+        ),
+        epilogue=row_block_rule(_addmm_rows, c_step=_addmm_epilogue_c_step),
+        workspace=_addmm_workspace,
+        doc="addmm(input, mat1, mat2; beta, alpha): beta * input + alpha * (mat1 @ mat2), "
+        "input broadcasting to the product's shape (PyTorch's addmm)",
+    )
+)
+
+
+@export(method=True)
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    """PyTorch's addmm: ``beta * input + alpha * (mat1 @ mat2)`` for matrices mat1 (n, m) and
+    mat2 (m, p) and an input that broadcasts to (n, p). With ``beta=0`` the input is ignored
+    (NaN and infinities in it are not propagated). For integer tensors beta and alpha must be
+    integers."""
+    input, mat1, mat2 = promote(input, mat1, mat2)
+    if input.dtype.is_floating_point:
+        beta, alpha = float(beta), float(alpha)
+    elif isinstance(beta, float) or isinstance(alpha, float):
+        raise DTypeError(
+            f"beta={beta!r} and alpha={alpha!r} must be integers for {input.dtype} tensors",
+            op="addmm",
+        )
+    return apply(_ADDMM, input, mat1, mat2, beta=beta, alpha=alpha)

@@ -22,10 +22,12 @@ from ..kernels.conv_plan import scratch
 from ..kernels.pool_geometry import first_inside_axis, pad_input, padded_extent, pool_out_size
 from ..types import TensorType
 from . import _batching
-from ._registry import Cost, OpDef, apply, export, register
+from ._registry import REGISTRY, Cost, OpDef, apply, export, register
+from ._rules import EpilogueRule
 from ._util import fmt_shape, half_precision, io_bytes, numel, value_bytes
 from .conv_functional import int_tuple
 from .elementwise import to_tensor
+from .program import Input
 
 # ------------------------------------------------------------------------------- geometry
 
@@ -264,6 +266,40 @@ def _compiled_scatter(node):
     return cpooling.build_scatter(node)
 
 
+def _masks(program, slot: int) -> bool:
+    """Whether an epilogue program on the scatter's result is ``where(mask, result, c)``."""
+    if len(program) != 1 or slot != 1:
+        return False
+    instr = program[0]
+    return (
+        instr.op is REGISTRY["where"]
+        and not instr.attrs
+        and instr.operands == (Input(0), Input(1), Input(2))
+    )
+
+
+def _takes_mask(node, program, outputs, out_types, in_types, slot) -> bool:
+    """The epilogue the scatter applies plane by plane (kernels/cpooling.py): ``where(mask,
+    result, c)``, a bool mask of the result's shape and a scalar c of its dtype, the gradient
+    of a ReLU before the pooling."""
+    if not _masks(program, slot) or tuple(outputs) != (0,):
+        return False
+    mask, result, fill = in_types
+    return (
+        mask.dtype is dt.bool_
+        and tuple(mask.shape) == tuple(result.shape)
+        and fill.shape == ()
+        and fill.dtype == result.dtype == dt.as_dtype(out_types[0][1])
+    )
+
+
+def _masked_scatter(node):
+    from ..kernels import cpooling
+
+    attrs = node.attrs
+    return cpooling.build_masked_scatter(node) if _masks(attrs["program"], attrs["slot"]) else None
+
+
 def _gather_infer(src, idx):
     _check_indices("pool_gather", src, idx)
     return TensorType(tuple(idx.shape), src.dtype)
@@ -284,6 +320,9 @@ POOL_SCATTER = register(
         batch=_batching.per_sample((0, 1)),
         compile=_compiled_scatter,
         workspace=_scatter_workspace,
+        epilogue=EpilogueRule(
+            accepts=lambda node: True, takes=_takes_mask, compile=_masked_scatter
+        ),
     )
 )
 

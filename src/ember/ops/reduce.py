@@ -8,6 +8,7 @@ sorted tuple of non-negative ints and ``keepdims`` a bool.
 
 from __future__ import annotations
 
+import math
 from collections import namedtuple
 
 import numpy as np
@@ -18,6 +19,7 @@ from ..types import TensorType
 from . import _batching
 from . import api as E
 from ._registry import OpDef, TensorBase, apply, export, register
+from ._rules import ReductionRule
 from ._util import (
     elementwise_cost,
     half_precision,
@@ -108,6 +110,10 @@ _SUM = register(
         save_inputs=(),
         batch=_batching.reduce_rule(partial=True),
         workspace=_sum_workspace,
+        # fused loops sum a row's terms in NumPy's pairwise order: np.sum's bits
+        reduction=ReductionRule(
+            identity=0.0, accumulate="{acc} + {x}", omp="+", combine="{a} + {b}", pairwise=True
+        ),
         doc="sum(x, axes, keepdims)",
     )
 )
@@ -173,6 +179,11 @@ _PROD = register(
         vjp=_prod_vjp,
         cost=reduction_cost,
         save_outputs=(0,),
+        # fused loops multiply a row's terms in SIMD lanes (NumPy: one after the other), so a
+        # fused product is within rounding of NumPy's, not its bits
+        reduction=ReductionRule(
+            identity=1.0, accumulate="{acc} * {x}", omp="*", combine="{a} * {b}"
+        ),
         doc="prod(x, axes, keepdims)",
     )
 )
@@ -211,7 +222,17 @@ def _extreme_vjp(c, g):
     return (_expand_back(g, c) * hit / E.sum(hit, axes, keepdim=True),)
 
 
-def _extreme(name, kernel):
+def _extreme(name, kernel, better: str):
+    """max (``better`` ">") or min ("<"). Fused loops compare, which drops NaN: a flag keeps
+    NumPy's NaN (and combining partial results lets a NaN win)."""
+    reduction = ReductionRule(
+        identity=-math.inf if better == ">" else math.inf,
+        accumulate=f"{{x}} {better} {{acc}} ? {{x}} : {{acc}}",
+        omp=name,
+        combine=f"({{b}} {better} {{a}} || {{b}} != {{b}}) ? {{b}} : {{a}}",
+        nan_flag=True,
+        exact=True,
+    )
     return register(
         OpDef(
             name=name,
@@ -221,13 +242,14 @@ def _extreme(name, kernel):
             vjp=_extreme_vjp,
             cost=reduction_cost,
             save_outputs=(0,),
+            reduction=reduction,
             doc=f"{name}(x, axes, keepdims): the {name}imum over axes",
         )
     )
 
 
-_MAX = _extreme("max", np.max)
-_MIN = _extreme("min", np.min)
+_MAX = _extreme("max", np.max, ">")
+_MIN = _extreme("min", np.min, "<")
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
 

@@ -8,7 +8,6 @@ computed once, and hands each call to the recording profiler (recorder.py passes
 
 from __future__ import annotations
 
-from ..ops.fused import FUSED_OPS
 
 __all__ = ["kernel_recorder", "kernel_name"]
 
@@ -59,9 +58,11 @@ def kernel_recorder(graph, recording):
 def kernel_name(node) -> str:
     """A kernel event's name: the op, and for a fused group its ops (``fused_elementwise(mul+
     add+tanh)``; an epilogue starts with its producer, ``fused_epilogue(matmul+add+relu)``)."""
-    if node.op.name not in FUSED_OPS:
+    rule = node.op.fused
+    if rule is None:
         return node.op.name
-    ops = [name for name, _, _ in node.attrs["program"]]
-    if "producer" in node.attrs:
-        ops.insert(0, node.attrs["producer"])
+    ops = [instr.op.name for instr in rule.members(node.attrs)]
+    producer = rule.producer(node.attrs)
+    if producer is not None:
+        ops.insert(0, producer.op.name)
     return f"{node.op.name}({'+'.join(ops)})"

@@ -30,7 +30,6 @@ from ..errors import EmberError
 from ..graph import scope as _scope
 from ..graph.dot import to_dot
 from ..graph.printer import format_attr, format_graph, format_type
-from ..ops.fused import FUSED_OPS
 from .viz_layout import NODE_HEIGHT, layered_layout
 
 __all__ = ["VizError", "dot", "svg", "html", "step_phases", "example_graph", "node_table"]
@@ -164,22 +163,20 @@ def _total(sizes: list):
 
 
 def _members(node) -> list[str]:
-    """A fused node's program, one line per member op."""
+    """A fused node's program, one line per member op (and its producer, for an epilogue)."""
+    rule = node.op.fused
     lines = []
-    if node.op.name == "fused_epilogue":
-        lines.append(f"P = {node.attrs['producer']}(inputs 0..{node.attrs['n_producer'] - 1})")
-    for j, (name, operands, attrs) in enumerate(node.attrs["program"]):
-        refs = []
-        for ref in operands:
-            refs.append({"in": f"in{ref[1]}", "t": f"t{ref[1]}"}.get(ref[0], repr(ref[1])))
-        extra = "".join(f", {k}={format_attr(v)}" for k, v in attrs)
-        lines.append(f"t{j} = {name}({', '.join(refs)}{extra})")
-    lines.append("returns " + ", ".join(f"t{j}" for j in node.attrs["outputs"]))
+    producer = rule.producer(node.attrs)
+    if producer is not None:
+        lines.append(f"P = {producer.op.name}(inputs 0..{producer.n_inputs - 1})")
+    lines += [f"t{j} = {instr}" for j, instr in enumerate(rule.members(node.attrs))]
+    lines.append("returns " + ", ".join(f"t{j}" for j in rule.outputs(node.attrs)))
     return lines
 
 
 def _attrs(node) -> list[list[str]]:
-    skip = ("program", "outputs", "out_types") if node.target in FUSED_OPS else ()
+    fused = node.op.fused if node.kind == "call" else None
+    skip = fused.keys if fused is not None else ()  # (shown as its members)
     rows = []
     for key, value in node.attrs.items():
         if key in skip:
@@ -216,7 +213,7 @@ def node_table(graph, phases: dict | None = None) -> dict:
             "bytes": None if cost is None else cost[1],
             "memory": _total(out_bytes),
         }
-        if node.kind == "call" and node.op.name in FUSED_OPS:
+        if node.kind == "call" and node.op.fused is not None:
             record["members"] = _members(node)
         subgraphs = [format_graph(v, keyword=f"{k}: ") for k, v in node.attrs.items() if _is_g(v)]
         if subgraphs:

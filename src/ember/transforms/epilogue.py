@@ -1,6 +1,8 @@
-"""Epilogue fusion: a matmul (``matmul`` or ``linear``) or a convolution (``conv``) and the
-elementwise ops applied to its result (a bias, an activation, a fused group) become one
-``fused_epilogue`` node (ops/fused.py).
+"""Epilogue fusion: an op declaring an `EpilogueRule` (a *producer*: a matmul, ``linear``,
+``addmm``, a convolution, the max-pooling gradient's scatter) and the elementwise ops applied to
+its result (a bias, an activation, a fused group) become one ``fused_epilogue`` node
+(ops/fused.py). The producer's rule decides which calls and which readers it takes, and how the
+fused node runs; this pass finds the pairs.
 
 The matmul stays on BLAS (through NumPy). The compiled node (kernels/cepilogue.py) runs it in
 blocks of rows, each block's epilogue right after it, and writes the epilogue's first output
@@ -11,10 +13,10 @@ a per-channel bias, a ReLU and the ReLU's gradient mask; other programs are not 
 The max-pooling gradient (``pool_scatter``) takes ``where(mask, result, c)``, the gradient of a
 ReLU before the pooling, applied by its C kernel plane by plane (kernels/cpooling.py).
 
-Applies when the matmul's result has one reader, an elementwise node (a ``fused_elementwise``
+Applies when the producer's result has one reader, an elementwise node (a ``fused_elementwise``
 group, or a single op the C loops can run) over the result's own shape, and is not returned;
-the result is float32 or float64 with static sizes, and the matmul is 2-d on the right (a
-weight): ``linear``, or ``matmul`` of an (..., K) array by a (K, N) one. Runs after fusion
+the result is float32 or float64 with static sizes, and the producer's rule accepts the call
+(a ``matmul`` is 2-d on the right: a weight) and the reader. Runs after fusion
 (transforms/fuse.py), at O3.
 
 A reader that ends in reductions (a ``fused_reduce`` node: a masked gradient and its bias
@@ -34,10 +36,8 @@ from __future__ import annotations
 from .. import dtypes as dt
 from ..graph.ir import Graph
 from ..graph.rewrite import Pass
-from ..kernels import cconv, cconv_epilogue
-from ..kernels.cepilogue import block_kind
-from ..ops._registry import REGISTRY
-from ..ops.fused import FUSED, FUSED_EPILOGUE, FUSED_REDUCE, REDUCTIONS
+from ..ops.fused import FUSED, FUSED_EPILOGUE, FUSED_REDUCE
+from ..ops.program import Input, Instr, Program, Temp
 from ..plan.arena import concrete
 from ..plan.memory import plan_memory
 from ..types import TensorType
@@ -47,22 +47,14 @@ __all__ = ["EPILOGUE", "fuse_epilogues"]
 
 
 def _producer(node) -> bool:
-    names = ("matmul", "linear", "conv", "pool_scatter")
-    if node.kind != "call" or node.op.name not in names or len(node.outputs) != 1:
+    if node.kind != "call" or node.op.epilogue is None or len(node.outputs) != 1:
         return False
     out = node.outputs[0]
     if out.dtype not in (dt.float32, dt.float64) or not out.shape:
         return False
     if any(not isinstance(d, int) for v in (*node.inputs, out) for d in v.shape):
         return False
-    right = node.inputs[1]
-    if node.op.name == "pool_scatter":
-        return True
-    if node.op.name == "conv":
-        return cconv.available(out.dtype.np)
-    if node.op.name == "matmul":
-        return len(right.shape) == 2 and len(node.inputs[0].shape) >= 2
-    return True
+    return node.op.epilogue.accepts(node)
 
 
 def _consumer(graph: Graph, producer):
@@ -78,38 +70,15 @@ def _consumer(graph: Graph, producer):
             return None
     elif not (_fusable(reader) and tuple(reader.outputs[0].shape) == tuple(result.shape)):
         return None
-    if producer.op.name == "pool_scatter":
-        return reader if _masks(reader, result) else None
     return reader if _takes(producer, *_program_of(reader)) else None
 
 
 def _takes(producer, program, outputs, out_types, inputs) -> bool:
-    """Whether ``producer`` (a matmul or a convolution) can run the elementwise ``program``
-    (fused_elementwise attributes, reading the producer's result among ``inputs``) as its
-    epilogue."""
-    result = producer.outputs[0]
-    if producer.op.name == "conv":
-        slot = next(i for i, v in enumerate(inputs) if v is result)
-        types = [v.type for v in inputs]
-        found = cconv_epilogue.spec(program, outputs, out_types, types, slot, result.type)
-        return found is not None
-    # every other operand is read whole by each block of rows, or a block at a time
-    return all(block_kind(v.type, result.shape) is not None for v in inputs if v is not result)
-
-
-def _masks(reader, result) -> bool:
-    """Whether ``reader`` is ``where(mask, result, c)``, a bool mask of the result's shape and
-    a scalar c of its dtype: the gradient of a ReLU before a max pooling, which the scatter
-    applies plane by plane (kernels/cpooling.py)."""
-    if reader.op.name != "where" or len(reader.inputs) != 3 or reader.inputs[1] is not result:
-        return False
-    mask, fill = reader.inputs[0], reader.inputs[2]
-    return (
-        mask.dtype is dt.bool_
-        and tuple(mask.shape) == tuple(result.shape)
-        and fill.shape == ()
-        and fill.dtype == result.dtype == reader.outputs[0].dtype
-    )
+    """Whether ``producer`` can run the elementwise ``program`` (fused_elementwise attributes,
+    reading the producer's result among ``inputs``) as its epilogue: its rule says."""
+    slot = next(i for i, v in enumerate(inputs) if v is producer.outputs[0])
+    types = [v.type for v in inputs]
+    return producer.op.epilogue.takes(producer, program, outputs, out_types, types, slot)
 
 
 def _program_of(node):
@@ -118,8 +87,8 @@ def _program_of(node):
     if node.op is FUSED:
         attrs = node.attrs
         return attrs["program"], attrs["outputs"], attrs["out_types"], list(node.inputs)
-    operands = tuple(("in", i) for i in range(len(node.inputs)))
-    program = ((node.op.name, operands, tuple(sorted(node.attrs.items()))),)
+    operands = tuple(Input(i) for i in range(len(node.inputs)))
+    program = Program((Instr(node.op, operands, tuple(sorted(node.attrs.items()))),))
     out = node.outputs[0]
     return program, (0,), (TensorType(out.shape, out.dtype),), list(node.inputs)
 
@@ -135,7 +104,7 @@ def _fuse_pair(graph: Graph, producer, reader) -> None:
             FUSED_EPILOGUE,
             list(producer.inputs) + others,
             {
-                "producer": producer.op.name,
+                "producer": producer.op,
                 "producer_attrs": tuple(sorted(producer.attrs.items())),
                 "n_producer": len(producer.inputs),
                 "slot": slot,
@@ -162,13 +131,13 @@ def _unreduced(reader):
     reductions, when each reduction reads an output of the node (a value that is stored
     anyway); None when a reduction reads a value only the loop holds."""
     program, outputs = reader.attrs["program"], reader.attrs["outputs"]
-    first = next(j for j, step in enumerate(program) if step[0] in REDUCTIONS)
+    first = next(j for j, instr in enumerate(program) if instr.op.reduction is not None)
     kept = [(j, t) for j, t in zip(outputs, reader.attrs["out_types"]) if j < first]
     stored = {j for j, _ in kept}
-    reads = [operand for _, operands, _ in program[first:] for operand in operands]
-    if any(operand[0] != "t" or operand[1] not in stored for operand in reads):
+    reads = [operand for instr in program[first:] for operand in instr.operands]
+    if any(not isinstance(operand, Temp) or operand.index not in stored for operand in reads):
         return None
-    return program[:first], tuple(j for j, _ in kept), tuple(t for _, t in kept)
+    return Program(program[:first]), tuple(j for j, _ in kept), tuple(t for _, t in kept)
 
 
 def _split_candidate(graph: Graph, producer) -> bool:
@@ -180,7 +149,7 @@ def _split_candidate(graph: Graph, producer) -> bool:
     reader = result.users[0]
     if reader.kind != "call" or reader.op is not FUSED_REDUCE:
         return False
-    if producer.op.name == "pool_scatter" or sum(v is result for v in reader.inputs) != 1:
+    if sum(v is result for v in reader.inputs) != 1:
         return False
     split = _unreduced(reader)
     if split is None or any(tuple(t[0]) != tuple(result.shape) for t in split[2]):
@@ -205,8 +174,9 @@ def _split_and_fuse(graph: Graph, producer) -> None:
             if j in stored:
                 new_values.append(stored[j])
                 continue
-            name, ((_, k),), attrs = reader.attrs["program"][j]
-            new_values.append(graph.add_call(REGISTRY[name], [stored[k]], dict(attrs)).outputs[0])
+            instr = reader.attrs["program"][j]
+            term = stored[instr.operands[0].index]
+            new_values.append(graph.add_call(instr.op, [term], dict(instr.attrs)).outputs[0])
     _rename(graph, reader, new_values)
     graph.erase_node(reader)
     _fuse_pair(graph, producer, loop)

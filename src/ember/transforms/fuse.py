@@ -14,17 +14,18 @@ producer when
   member (a matmul's result the joining node reads), which would hold all the group reads
   until then: a chain of gradient accumulations over a split batch stays one add per slice.
 
-A group may end with reductions (``sum``, ``max``, ``min`` of a member, float32 or float64),
-all over the same axes: its trailing axes, its leading axes, or a leading and a trailing block
-of them (kernels/creduce.py), every input of the group being either full or broadcast across
-each reduced block. The loop accumulates the reductions as it computes the elementwise values
-(a ``fused_reduce`` node): row by row for trailing axes, so ``sum(x * x)``, a layer norm's
-variance or a softmax's denominator cost one pass over memory; column-wise for leading axes,
-so a layer's masked output gradient and its bias gradient ``sum(g * mask, axis=0)`` come out of
-one pass (the node returns both). Nothing in the group may read a reduction's result (it is
-the end of the group). The fused node runs where its last elementwise member was, not where its
-reductions were: nodes traced in between that do not read it stay after it (the GPT step's
-lowest budget: 24.04 MiB with the loop placed late, 23.04 without).
+A group may end with reductions of a member (ops declaring a `ReductionRule`, ``sum``, ``max``
+and ``min`` among them; float32 or float64), all over the same axes: its trailing axes, its
+leading axes, or a leading and a trailing block of them (kernels/creduce.py), every input of
+the group being either full or broadcast across each reduced block. The loop accumulates the
+reductions as it computes the elementwise values (a ``fused_reduce`` node): row by row for
+trailing axes, so ``sum(x * x)``, a layer norm's variance or a softmax's denominator cost one
+pass over memory; column-wise for leading axes, so a layer's masked output gradient and its
+bias gradient ``sum(g * mask, axis=0)`` come out of one pass (the node returns both). Nothing
+in the group may read a reduction's result (it is the end of the group). The fused node runs
+where its last elementwise member was, not where its reductions were: nodes traced in between
+that do not read it stay after it (the GPT step's lowest budget: 24.04 MiB with the loop placed
+late, 23.04 without).
 
 Values used outside the group (or returned) become the fused node's outputs; 0-d constants are
 written into the kernel. Groups of one op stay as they are (the NumPy ufunc is as fast). Nodes
@@ -44,7 +45,8 @@ from .. import dtypes as dt
 from ..graph.ir import Graph
 from ..graph.rewrite import Pass
 from ..kernels.creduce import split_axes
-from ..ops.fused import FUSED, FUSED_REDUCE, REDUCTIONS
+from ..ops.fused import FUSED, FUSED_REDUCE
+from ..ops.program import Const, Input, Instr, Program, Temp
 from ..plan.layout import Layouts
 from ..types import TensorType
 
@@ -64,7 +66,7 @@ def _fusable(node) -> bool:
 def _reduction(node) -> bool:
     return (
         node.kind == "call"
-        and node.op.name in REDUCTIONS
+        and node.op.reduction is not None
         and node.inputs[0].dtype in (dt.float32, dt.float64)
     )
 
@@ -307,7 +309,7 @@ def _check_reductions(group: list) -> list:
 def _constant_scalar(value):
     node = value.node
     if node.kind == "constant" and value.type.shape == () and value.dtype in FUSABLE_DTYPES:
-        return ("k", node.graph.constants[node.name].item(), value.dtype.name)
+        return Const(node.graph.constants[node.name].item(), value.dtype)
     return None
 
 
@@ -326,15 +328,14 @@ def _fuse(graph: Graph, group: list) -> None:
         operands = []
         for v in node.inputs:
             if id(v.node) in members:
-                operands.append(("t", index[id(v.node)]))
+                operands.append(Temp(index[id(v.node)]))
             elif (k := _constant_scalar(v)) is not None:
                 operands.append(k)
             else:
                 if not any(v is u for u in inputs):
                     inputs.append(v)
-                operands.append(("in", next(i for i, u in enumerate(inputs) if u is v)))
-        attrs = tuple(sorted(node.attrs.items()))
-        program.append((node.op.name, tuple(operands), attrs))
+                operands.append(Input(next(i for i, u in enumerate(inputs) if u is v)))
+        program.append(Instr(node.op, tuple(operands), tuple(sorted(node.attrs.items()))))
     returned = {id(v) for v in graph.outputs}
     escaping = [
         n
@@ -346,7 +347,7 @@ def _fuse(graph: Graph, group: list) -> None:
             FUSED_REDUCE if ends else FUSED,
             inputs,
             {
-                "program": tuple(program),
+                "program": Program(program),
                 "outputs": tuple(index[id(n)] for n in escaping),
                 "out_types": tuple(
                     TensorType(n.outputs[0].shape, n.outputs[0].dtype) for n in escaping

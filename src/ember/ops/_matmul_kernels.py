@@ -1,0 +1,72 @@
+"""The matrix product's kernels (ops/linalg.py): `matmul_kernel`, the reference (NumPy's
+product, its BLAS), and `matmul_fast` (ember's GEMM, kernels/cgemm.py), behind one wrapper
+that never upcasts float32, passes layouts BLAS reads as they are and folds a batched left
+operand times a matrix into one large product; and what they allocate (`product_workspace`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..kernels.blas_layout import blas_ready
+from ._util import half_precision, value_bytes
+
+__all__ = ["matmul_fast", "matmul_kernel", "product_workspace"]
+
+
+_HALF = (dt.float16.np, dt.bfloat16.np)
+
+
+def _ember_product(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    from ..kernels.cgemm import gemm
+
+    return gemm(a, b, out)
+
+
+def _numpy_product(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    return np.matmul(a, b, out=out)
+
+
+def _matmul(a, b, out, product) -> np.ndarray:
+    """``a @ b`` through ``product`` (NumPy's, or ember's GEMM), never upcasting float32,
+    reading layouts BLAS takes in place and folding a batched left operand times a 2-D right
+    operand into one large product; ``out`` (the result's shape and dtype: an arena slot, see
+    plan/arena.py) receives the result where given."""
+    if a.dtype in _HALF:  # NumPy has no fast half-precision GEMM: compute in float32, round once
+        result = _matmul(a.astype(np.float32), b.astype(np.float32), None, product)
+        result = result.astype(a.dtype)
+        if out is None:
+            return result
+        out[...] = result
+        return out
+    a, b = blas_ready(a), blas_ready(b)
+    if b.ndim == 2 and a.ndim > 2 and a.flags.c_contiguous:
+        # (..., M, K) @ (K, N) as one (prod(...) * M, K) GEMM instead of a loop of small ones
+        flat = None if out is None else out.reshape(-1, b.shape[-1])
+        result = product(a.reshape(-1, a.shape[-1]), b, flat)
+        return result.reshape(a.shape[:-1] + (b.shape[-1],)) if out is None else out
+    return product(a, b, out)
+
+
+def matmul_kernel(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """The ``matmul`` reference kernel: NumPy's product (its BLAS)."""
+    return _matmul(a, b, out, _numpy_product)
+
+
+def matmul_fast(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """The ``matmul`` kernel on ember's GEMM (kernels/cgemm.py: large products split over
+    ember's thread pool, no BLAS threads left spinning), equal to the reference to rounding."""
+    return _matmul(a, b, out, _ember_product)
+
+
+def product_workspace(a, b, out) -> int:
+    """The kernels' temporaries beyond the result, for operand values ``a``, ``b`` and result
+    ``out``: none in float32/float64 (BLAS reads the operands in place); in half precision the
+    float32 copies of both operands beside the float32 product, then the product beside the
+    rounded result (the copies are gone by then): ``max(2a + 2b + 2out, 3out) - out`` in the
+    half-precision sizes."""
+    if not half_precision(out):
+        return 0
+    a_bytes, b_bytes, out_bytes = value_bytes(a), value_bytes(b), value_bytes(out)
+    return max(2 * a_bytes + 2 * b_bytes + out_bytes, 2 * out_bytes)

@@ -1,0 +1,91 @@
+"""Composites on the matrix product (ops/linalg.py): PyTorch's mm, bmm, mv, dot, outer (ger)
+and ``F.bilinear``, each checking its operands' ranks as PyTorch does before calling
+``matmul`` (or einsum)."""
+
+from __future__ import annotations
+
+from ..errors import ShapeError
+from . import api as E
+from ._registry import export
+from ._util import fmt_shape
+from .elementwise import promote, to_tensor
+from .linalg import matmul
+
+
+def _require_ndim(op: str, ndims: tuple, *tensors) -> None:
+    if tuple(t.ndim for t in tensors) != ndims:
+        shapes = " and ".join(fmt_shape(t.shape) for t in tensors)
+        raise ShapeError(
+            f"expects operands of {' and '.join(str(n) for n in ndims)} dimensions, "
+            f"got shapes {shapes}",
+            op=op,
+        )
+
+
+@export(method=True)
+def mm(a, b):
+    """Product of two matrices (2-D only; use matmul for batches and broadcasting)."""
+    a, b = to_tensor(a), to_tensor(b)
+    _require_ndim("mm", (2, 2), a, b)
+    return matmul(a, b)
+
+
+@export(method=True)
+def bmm(a, b):
+    """Batched product of (B, M, K) and (B, K, N) tensors (no broadcasting, as in PyTorch)."""
+    a, b = to_tensor(a), to_tensor(b)
+    _require_ndim("bmm", (3, 3), a, b)
+    if a.shape[0] != b.shape[0]:
+        raise ShapeError(
+            f"batch sizes differ: shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)}", op="bmm"
+        )
+    return matmul(a, b)
+
+
+@export(method=True)
+def mv(a, v):
+    """Matrix-vector product of a (M, K) matrix and a (K,) vector."""
+    a, v = to_tensor(a), to_tensor(v)
+    _require_ndim("mv", (2, 1), a, v)
+    return matmul(a, v)
+
+
+@export(method=True)
+def dot(a, b):
+    """Inner product of two 1-D tensors of one size (a 0-d result)."""
+    a, b = to_tensor(a), to_tensor(b)
+    _require_ndim("dot", (1, 1), a, b)
+    return matmul(a, b)
+
+
+@export(method=True)
+def outer(a, b):
+    """Outer product of two 1-D tensors: out[i, j] = a[i] * b[j]."""
+    a, b = to_tensor(a), to_tensor(b)
+    _require_ndim("outer", (1, 1), a, b)
+    return E.reshape(a, (-1, 1)) * E.reshape(b, (1, -1))
+
+
+export(outer, name="ger", method=True)
+
+
+@export(functional=True, toplevel=False)
+def bilinear(x1, x2, weight, bias=None):
+    """PyTorch's F.bilinear: ``out[..., o] = x1[..., i] weight[o, i, j] x2[..., j] + bias[o]``."""
+    x1, x2, weight = promote(x1, x2, weight)
+    if (
+        weight.ndim != 3
+        or x1.ndim == 0
+        or x1.shape[-1] != weight.shape[1]
+        or x2.ndim == 0
+        or x2.shape[-1] != weight.shape[2]
+        or tuple(x1.shape[:-1]) != tuple(x2.shape[:-1])
+    ):
+        raise ShapeError(
+            f"inputs of shapes {fmt_shape(x1.shape)} and {fmt_shape(x2.shape)} do not fit a "
+            f"weight of shape {fmt_shape(weight.shape)} (out, in1, in2); the inputs must share "
+            "their leading dimensions",
+            op="bilinear",
+        )
+    out = E.einsum("...i,oij,...j->...o", x1, weight, x2)
+    return out if bias is None else out + bias
