@@ -62,7 +62,7 @@ from .capture.static import (
     placeholder,
 )  # noqa: E402,F401
 from .graph import Graph, sym  # noqa: E402
-from .graph.serialize import load_graph  # noqa: E402
+from .graph.load import load_graph  # noqa: E402
 from .io import load, save  # noqa: E402
 from .kernels.cpool import get_num_threads, set_num_threads  # noqa: E402
 from .random import Generator, default_generator, get_rng_state, manual_seed, set_rng_state  # noqa: E402,F401

@@ -139,7 +139,7 @@ def _viz_parser(sub) -> None:
 
 
 def _run_viz(args) -> int:
-    from .graph.serialize import load_graph
+    from .graph.load import load_graph
     from .models import EXAMPLE_STEPS
     from .tools import viz
 

@@ -9,7 +9,7 @@ from collections import Counter
 import ember
 import ember.nn as nn
 from ember.graph import scope
-from ember.graph.serialize import load_graph
+from ember.graph.load import load_graph
 
 
 class Inner(nn.Module):

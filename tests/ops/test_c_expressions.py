@@ -43,11 +43,6 @@ ATTRS = {"cast": [{"dtype": d} for d in FUSABLE]}
 # correctly rounded C functions (IEEE 754 requires sqrt to be; fabs is exact)
 EXACT_FUNCTIONS = {"fabs", "sqrt"}
 ULPS = 4
-# NumPy 2 breaks a tie of -0.0 and 0.0 in maximum and minimum (so relu, np.maximum(x, 0)) by
-# taking the second operand; these C expressions take the first (NumPy's scalar rule before).
-# Every other value agrees, NaN included. Fused loops keep their bits here: the difference is
-# allowed below and shown by the expected failure at the end of this file.
-SIGNED_ZERO_TIES = {"maximum", "minimum", "relu"}
 C_OPS = sorted((op for op in REGISTRY.values() if op.c is not None), key=lambda op: op.name)
 
 
@@ -155,9 +150,8 @@ def _exact(op) -> bool:
     return set(re.findall(r"(\w+)\{f\}\(", op.c)) <= EXACT_FUNCTIONS
 
 
-def _compare(op, zero_ties: bool) -> None:
-    """Run ``op``'s program (`_program`) as one C loop and compare it with the kernels;
-    ``zero_ties``: a -0.0 where NumPy has 0.0 (or the reverse) passes."""
+def _compare(op) -> None:
+    """Run ``op``'s program (`_program`) as one C loop and compare it with the kernels."""
     program, outputs, inputs, labels = _program(op, np.random.default_rng(0))
     assert program, f"{op.name}: no signature among {[d.name for d in FUSABLE]}"
     in_types = [TensorType(a.shape, ember.dtypes.from_numpy_dtype(a.dtype)) for a in inputs]
@@ -183,18 +177,10 @@ def _compare(op, zero_ties: bool) -> None:
             bad = ~nan & (g.view(f"u{g.itemsize}") != w.view(f"u{w.itemsize}"))
         else:
             bad = ~nan & (_ulps(g, w) > ULPS)
-        if zero_ties:
-            bad &= ~((g == 0) & (w == 0))
         where = np.flatnonzero(bad)[:5]
         assert not bad.any(), f"{label}: {g[where]} vs {w[where]} for inputs at {where}"
 
 
 @pytest.mark.parametrize("op", C_OPS, ids=lambda op: op.name)
 def test_the_c_expression_equals_the_numpy_kernel(op):
-    _compare(op, zero_ties=op.name in SIGNED_ZERO_TIES)
-
-
-@pytest.mark.xfail(reason="NumPy 2 takes the second of two equal zeros, C the first", strict=False)
-@pytest.mark.parametrize("name", sorted(SIGNED_ZERO_TIES))
-def test_signed_zero_ties_are_broken_as_numpy_does(name):
-    _compare(REGISTRY[name], zero_ties=False)
+    _compare(op)

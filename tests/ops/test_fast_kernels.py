@@ -4,7 +4,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from ember.ops.elementwise import _where_kernel
+from ember.ops.where import _where_kernel
 
 SHAPES = [((3, 4), (3, 4), (3, 4)), ((3, 4), (4,), ()), ((3, 1), (), (1, 4)), ((), (2,), (2,))]
 

@@ -2,7 +2,8 @@
 
 from ..symbolic import SymDim, is_symbolic, sym
 from .ir import Graph, GraphError, Node, Value
-from .serialize import GraphFileError, load_graph, save_graph
+from .load import load_graph
+from .serialize import GraphFileError, save_graph
 
 __all__ = [
     "Graph",

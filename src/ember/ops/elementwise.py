@@ -1,5 +1,5 @@
-"""Elementwise arithmetic primitives: unary math, binary arithmetic, where and clip (``cast`` is
-in ops/cast.py).
+"""Elementwise arithmetic primitives: unary math and binary arithmetic (``where`` and ``clip``
+are in ops/where.py, ``cast`` in ops/cast.py).
 
 Primitives here are strict: binary ops take operands of one dtype (shapes broadcast). The public
 functions do the promotion (``dtypes.result_type``): they cast tensors and turn Python scalars
@@ -242,7 +242,8 @@ _unary(
     float_only=False,
     save="output",
     functional=True,
-    c="((({0} >= 0) | ({0} != {0})) ? {0} : ({T})0)",  # np.maximum(x, 0): NaN, -0.0 stay
+    # np.maximum(x, 0): NaN stays, a tie (-0.0) gives the second operand, 0.0
+    c="((({0} > 0) | ({0} != {0})) ? {0} : ({T})0)",
 )
 _unary(
     "erf",
@@ -439,161 +440,17 @@ _binary(
 )
 _binary("mod", np.mod, _mod_vjp, method=("mod", "remainder"))
 _binary("pow", _pow_kernel, _pow_vjp)
-# NumPy propagates a NaN from either side, and keeps the first of two equal values
+# NumPy propagates a NaN from either side, and of two equal values (-0.0 and 0.0) keeps the
+# second
 _binary(
     "maximum",
     np.maximum,
     _minmax_vjp(lambda x, y: x > y),
-    c="((({0} >= {1}) | ({0} != {0})) ? {0} : {1})",
+    c="((({0} > {1}) | ({0} != {0})) ? {0} : {1})",
 )
 _binary(
     "minimum",
     np.minimum,
     _minmax_vjp(lambda x, y: x < y),
-    c="((({0} <= {1}) | ({0} != {0})) ? {0} : {1})",
+    c="((({0} < {1}) | ({0} != {0})) ? {0} : {1})",
 )
-
-
-# ------------------------------------------------------------------------------ where / clip
-
-
-def _where_infer(cond, x, y):
-    if cond.dtype is not dt.bool_:
-        raise DTypeError(f"the condition must be a bool tensor, got {cond.dtype}", op="where")
-    dtype = require_same_dtype("where", x, y)
-    return TensorType(broadcast_shapes("where", cond.shape, x.shape, y.shape), dtype)
-
-
-def _where_kernel(cond, x, y):
-    """``np.where``, computed branch-free on the values' bits when x and y share a dtype.
-
-    NumPy's where branches per element: on a random mask (a ReLU's) it runs about 6x slower
-    than selecting with bit masks, which is exact for every value (NaN, inf, -0.0 included).
-    """
-    if x.dtype != y.dtype or x.dtype.itemsize not in (1, 2, 4, 8):
-        return np.where(cond, x, y)
-    bits = np.dtype(f"u{x.dtype.itemsize}")
-    x_bits, y_bits = x.view(bits), y.view(bits)
-    cond = np.asarray(cond)
-    if y.ndim == 0 and not y_bits:  # where(cond, x, 0), the usual masking: bits times 1 or 0
-        out = np.multiply(x_bits, cond, dtype=bits)
-    elif x.ndim == 0 and not x_bits:  # where(cond, 0, y)
-        out = np.multiply(y_bits, np.logical_not(cond), dtype=bits)
-    else:
-        take_x = cond.astype(bits)
-        np.negative(take_x, out=take_x)  # True -> all bits set (unsigned wrap-around), False -> 0
-        out = np.bitwise_or(
-            np.bitwise_and(x_bits, take_x), np.bitwise_and(y_bits, np.invert(take_x, out=take_x))
-        )
-    return out.view(x.dtype)
-
-
-def _where_vjp(c, g):
-    cond = c.inputs[0]
-    _, nx, ny = c.needs_input_grad
-    return (
-        None,
-        _reduce_to(E.where(cond, g, 0), c.in_types[1]) if nx else None,
-        _reduce_to(E.where(cond, 0, g), c.in_types[2]) if ny else None,
-    )
-
-
-def _where_workspace(node, layouts) -> int:
-    """`_where_kernel`'s temporaries: none when x or y is a 0-d zero constant (one multiply);
-    otherwise the mask as bits, ``x & mask`` (result-sized) and ``y & ~mask``."""
-    cond, x, y = node.inputs
-    for v in (x, y):
-        if v.node.kind == "constant" and not v.shape and not node.graph.constants[v.name]:
-            return 0
-    if x.dtype != y.dtype:
-        return 0
-    out = node.outputs[0]
-    item = out.dtype.itemsize
-    cond_size = value_bytes(cond) // max(cond.dtype.itemsize, 1) * item
-    y_shape = np.broadcast_shapes(
-        *(tuple(d if isinstance(d, int) else 1 for d in v.shape) for v in (cond, y))
-    )
-    return cond_size + value_bytes(out) + math.prod(y_shape) * item
-
-
-_WHERE = register(
-    OpDef(
-        name="where",
-        kind="elementwise",
-        infer=_where_infer,
-        kernel=_where_kernel,
-        vjp=_where_vjp,
-        cost=elementwise_cost(1),
-        save_inputs=(0,),
-        doc="where(cond, x, y): x where cond is true, else y (broadcasting).",
-        c="({0} ? {1} : {2})",
-        workspace=_where_workspace,
-    )
-)
-
-
-@export(method=True)
-def where(condition, x, y):
-    """Elementwise choice: ``x`` where ``condition`` holds, else ``y`` (broadcast, promoted)."""
-    x, y = promote(x, y)
-    return apply(
-        _WHERE, to_tensor(condition, dt.bool_ if not _is_tensor(condition) else None), x, y
-    )
-
-
-def _clip_infer(x, *, lo, hi):
-    if x.dtype is dt.bool_:
-        raise DTypeError("clip is not defined for bool tensors", op="clip")
-    return same_type(x)
-
-
-def _clip_kernel(x, *, lo, hi):
-    return np.clip(x, lo, hi).astype(x.dtype, copy=False)
-
-
-def _clip_vjp(c, g):
-    x = c.inputs[0]
-    lo, hi = c.attrs["lo"], c.attrs["hi"]
-    inside = None
-    if lo is not None:
-        inside = x >= lo
-    if hi is not None:
-        inside = x <= hi if inside is None else E.logical_and(inside, x <= hi)
-    return (g if inside is None else E.where(inside, g, 0),)
-
-
-_CLIP = register(
-    OpDef(
-        name="clip",
-        kind="elementwise",
-        infer=_clip_infer,
-        kernel=_clip_kernel,
-        vjp=_clip_vjp,
-        cost=elementwise_cost(2),
-        doc="clip(x, lo, hi) with scalar bounds (None = unbounded).",
-    )
-)
-
-
-@export(method=("clip", "clamp"), inplace=True)
-def clip(x, min=None, max=None):
-    """Clamp values into [min, max]; tensor bounds broadcast (a bound of None is open)."""
-    if _is_tensor(min) or _is_tensor(max):
-        if min is not None:
-            x = E.maximum(x, min)
-        if max is not None:
-            x = E.minimum(x, max)
-        return x
-    x = to_tensor(x)
-    if x.dtype.is_integer and (isinstance(min, float) or isinstance(max, float)):
-        x = E.cast(x, dt.get_default_dtype())
-    as_python = float if x.dtype.is_floating_point else int
-    return apply(
-        _CLIP,
-        x,
-        lo=None if min is None else as_python(min),
-        hi=None if max is None else as_python(max),
-    )
-
-
-export(clip, name="clamp")

@@ -8,7 +8,6 @@ computed once, and hands each call to the recording profiler (recorder.py passes
 
 from __future__ import annotations
 
-
 __all__ = ["kernel_recorder", "kernel_name"]
 
 

@@ -128,7 +128,7 @@ def _op_counts(graph) -> str:
 
 def inspect_graph_file(path) -> str:
     """The page of the graph file at ``path`` (see the module docstring)."""
-    from ..graph.serialize import load_graph
+    from ..graph.load import load_graph
     from ..plan import plan_memory
     from ..transforms.pipeline import optimize
     from .flops import count_graphs

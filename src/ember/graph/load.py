@@ -1,0 +1,326 @@
+"""Reading the ember graph file (graph/serialize.py describes the format and writes it):
+`load_graph(path)` rebuilds the graph through the Graph API, checking every field, and
+verifies it; anything malformed raises `GraphFileError` naming the path and the problem."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from .. import dtypes as dt
+from .. import random as _random
+from ..ops._registry import REGISTRY, OpDef
+from ..ops.program import Const, Input, Instr, Program, Temp
+from ..symbolic import SymDim
+from ..types import TensorType
+from ._base import GraphError
+from .ir import Graph, Value
+from .serialize import _NODE_KINDS, FORMAT_KEY, FORMAT_VERSION, GraphFileError
+
+__all__ = ["load_graph"]
+
+
+def load_graph(path: str | os.PathLike) -> Graph:
+    """Read a graph written by `save_graph` (or `Graph.save`) and verify it."""
+    from ..errors import CheckpointError
+    from ..io.checkpoint import read_safetensors
+
+    path = os.fspath(path)
+    try:
+        metadata, arrays = read_safetensors(path, _check_metadata)
+    except CheckpointError as exc:
+        raise GraphFileError(f"cannot load a graph: {exc.detail}", op="load_graph") from exc
+    try:
+        structure = json.loads(metadata.get("graph", ""))
+    except json.JSONDecodeError as exc:
+        raise _bad(path, f"its graph metadata is not valid JSON ({exc})") from exc
+    return _Loader(path, arrays).build(structure)
+
+
+def _check_metadata(metadata, path: str) -> None:
+    from ..errors import CheckpointError
+
+    if not isinstance(metadata, dict) or FORMAT_KEY not in metadata:
+        checkpoint = isinstance(metadata, dict) and "ember_checkpoint" in metadata
+        what = "an ember checkpoint" if checkpoint else "a plain safetensors file"
+        raise CheckpointError(
+            f"{path} is {what}, not an ember graph file (its metadata has no {FORMAT_KEY!r} entry)",
+            op="load_graph",
+        )
+    if metadata[FORMAT_KEY] != FORMAT_VERSION:
+        raise CheckpointError(
+            f"{path} has graph format version {metadata[FORMAT_KEY]!r}; this ember reads "
+            f"version {FORMAT_VERSION}",
+            op="load_graph",
+        )
+
+
+def _bad(path: str, message: str) -> GraphFileError:
+    return GraphFileError(f"{path}: malformed graph file: {message}", op="load_graph")
+
+
+class _Loader:
+    """Rebuilds one graph from its JSON structure, checking every field as it goes."""
+
+    def __init__(self, path: str, arrays: dict, prefix: str = ""):
+        self.path = path
+        self.arrays = arrays  # shared with the loaders of subgraphs, which take theirs
+        self.prefix = prefix  # of this graph's constants' names in the file (see _encode_graph)
+        self.graph: Graph | None = None
+        self.values: dict[str, Value] = {}
+        self.generators: list = []
+
+    def fail(self, message: str) -> GraphFileError:
+        return _bad(self.path, message)
+
+    def field(self, record, key: str, kind, where: str):
+        if not isinstance(record, dict) or key not in record:
+            raise self.fail(f"{where} has no {key!r} entry")
+        value = record[key]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise self.fail(f"{where}: {key!r} should be a {kind.__name__}, got {value!r}")
+        return value
+
+    def build(self, structure) -> Graph:
+        if not isinstance(structure, dict):
+            raise self.fail("the graph metadata is not a JSON object")
+        records = self.field(structure, "generators", list, "the graph")
+        self.generators = [self.generator(g, i) for i, g in enumerate(records)]
+        self.structure(structure)
+        if self.arrays:
+            raise self.fail(f"tensors {sorted(self.arrays)} belong to no constant node")
+        try:
+            return self.graph.verify()
+        except GraphError as exc:
+            raise self.fail(f"the stored graph does not verify: {exc.detail}") from exc
+
+    def subgraph(self, structure, prefix: str, where: str) -> Graph:
+        """A graph held in an attribute; verified with its node's graph."""
+        if not isinstance(structure, dict):
+            raise self.fail(f"{where}: a subgraph should be a JSON object")
+        loader = _Loader(self.path, self.arrays, prefix)
+        loader.generators = self.generators
+        return loader.structure(structure)
+
+    def structure(self, structure) -> Graph:
+        """Build the nodes, inputs and outputs of one graph (no verification)."""
+        self.graph = Graph(self.field(structure, "name", str, "the graph"))
+        for position, record in enumerate(self.field(structure, "nodes", list, "the graph")):
+            self.node(record, f"node {position}")
+        names = self.field(structure, "inputs", list, "the graph")
+        inputs = [self.ref(n, "graph input") for n in names]
+        for v in inputs:
+            if v.node.kind != "input":
+                raise self.fail(f"graph input %{v.name} is not an input node")
+        self.graph.inputs = inputs
+        outputs = self.field(structure, "outputs", list, "the graph")
+        self.graph.set_outputs([self.ref(n, "graph output") for n in outputs])
+        return self.graph
+
+    def generator(self, record, index: int):
+        where = f"generator {index}"
+        if self.field(record, "default", bool, where):
+            return _random.default_generator
+        try:
+            return _random.Generator().set_state(self.field(record, "state", dict, where))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise self.fail(f"{where} has an invalid state ({exc})") from exc
+
+    def ref(self, name, where: str) -> Value:
+        if not isinstance(name, str) or name not in self.values:
+            raise self.fail(f"{where} refers to %{name}, which no earlier node defines")
+        return self.values[name]
+
+    def node(self, record, where: str) -> None:
+        kind = self.field(record, "kind", str, where)
+        if kind not in _NODE_KINDS:
+            raise self.fail(f"{where} has unknown kind {kind!r}")
+        outputs = self.field(record, "outputs", list, where)
+        names = [self.field(o, "name", str, f"{where} output") for o in outputs]
+        types = [self.type(self.field(o, "type", dict, f"{where} output"), where) for o in outputs]
+        where = f"{where} (%{names[0] if names else '?'})"
+        inputs = [self.ref(n, f"{where} input") for n in self.field(record, "inputs", list, where)]
+        attrs = {}
+        for item in self.field(record, "attrs", list, where):
+            if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)):
+                raise self.fail(f"{where} has a malformed attribute entry {item!r}")
+            if isinstance(item[1], dict) and item[1].get("t") == "graph" and names:
+                prefix = f"{self.prefix}{names[0]}.{item[0]}/"
+                attrs[item[0]] = self.subgraph(item[1].get("v"), prefix, where)
+                continue
+            attrs[item[0]] = self.attr(item[1], f"{where} attribute {item[0]!r}")
+        if kind != "call" and (len(outputs) != 1 or inputs or attrs):
+            raise self.fail(f"{where}: a {kind} node has one output, no inputs and no attributes")
+        g = self.graph
+        if kind == "input":
+            node = g.add_input(types[0], names[0]).node
+        elif kind == "constant":
+            array = self.arrays.pop(self.prefix + names[0], None)
+            if array is None:
+                raise self.fail(f"{where}: the file holds no tensor for this constant")
+            if array.shape != types[0].shape or dt.from_numpy_dtype(array.dtype) != types[0].dtype:
+                raise self.fail(f"{where}: the stored tensor does not match the constant's type")
+            node = g.add_constant(array, names[0]).node
+        else:
+            op_name = self.field(record, "op", str, where)
+            op = REGISTRY.get(op_name)
+            if op is None:
+                raise self.fail(
+                    f"{where} calls the unknown op {op_name!r} (not in this ember's registry; "
+                    "was the file written by a newer ember or with a custom op not imported?)"
+                )
+            try:
+                node = g.add_call(op, inputs, attrs, out_types=types, names=names)
+            except GraphError as exc:
+                raise self.fail(f"{where}: {exc.detail}") from exc
+        scope = record.get("scope")
+        if scope is not None:
+            if not isinstance(scope, str):
+                raise self.fail(f"{where}: the scope must be a string, got {scope!r}")
+            node.scope = scope
+        for value, name in zip(node.outputs, names):
+            self.rename(value, name, where)
+
+    def rename(self, value: Value, name: str, where: str) -> None:
+        """Give ``value`` its stored name (the Graph API picks fresh ones)."""
+        if name in self.values:
+            raise self.fail(f"{where}: the value name %{name} is defined twice")
+        g = self.graph
+        if value.name != name:
+            if name in g._taken:
+                raise self.fail(f"{where}: the value name %{name} is already taken")
+            g._taken.discard(value.name)
+            g._taken.add(name)
+            if value.node.kind == "constant":
+                g.constants[name] = g.constants.pop(value.name)
+            value.name = name
+        self.values[name] = value
+
+    def type(self, record: dict, where: str) -> TensorType:
+        shape = []
+        for d in self.field(record, "shape", list, f"{where} type"):
+            if isinstance(d, dict) and set(d) == {"sym"}:
+                shape.append(self.symdim(d["sym"], where))
+            elif isinstance(d, int) and not isinstance(d, bool) and d >= 0:
+                shape.append(d)
+            else:
+                raise self.fail(f"{where}: bad dimension {d!r} in a type")
+        return TensorType(tuple(shape), self.dtype(record.get("dtype"), where))
+
+    def dtype(self, name, where: str) -> dt.DType:
+        if not isinstance(name, str):
+            raise self.fail(f"{where}: the dtype should be a name, got {name!r}")
+        try:
+            return dt.as_dtype(name)
+        except TypeError as exc:
+            raise self.fail(f"{where}: unknown dtype {name!r}") from exc
+
+    def symdim(self, record, where: str):
+        try:
+            return SymDim.from_json(record)
+        except Exception as exc:  # any malformed record: KeyError, TypeError, ShapeError, ...
+            raise self.fail(f"{where}: bad symbolic dimension {record!r} ({exc})") from exc
+
+    def op(self, name: str, where: str) -> OpDef:
+        op = REGISTRY.get(name)
+        if op is None:
+            raise self.fail(
+                f"{where} names the unknown op {name!r} (not in this ember's registry; was the "
+                "file written by a newer ember or with a custom op not imported?)"
+            )
+        return op
+
+    def instr(self, record, position: int, where: str) -> Instr:
+        """One instruction of a fused program (see the module docstring)."""
+        if not (isinstance(record, dict) and set(record) == {"op", "args", "attrs"}):
+            raise self.fail(f"{where}: expected {{'op', 'args', 'attrs'}}, got {record!r}")
+        name, args, attrs = record["op"], record["args"], record["attrs"]
+        if not isinstance(name, str) or not isinstance(args, list) or not isinstance(attrs, list):
+            raise self.fail(f"{where}: 'op' must be a name, 'args' and 'attrs' lists")
+        operands = tuple(self.operand(a, position, where) for a in args)
+        items = []
+        for item in attrs:
+            if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)):
+                raise self.fail(f"{where} has a malformed attribute entry {item!r}")
+            items.append((item[0], self.attr(item[1], f"{where} attribute {item[0]!r}")))
+        return Instr(self.op(name, where), operands, tuple(items))
+
+    def operand(self, record, position: int, where: str):
+        """``["in", i]``, ``["t", j]`` (an earlier instruction) or ``["k", value, dtype]``."""
+        if isinstance(record, list) and len(record) == 2 and record[0] in ("in", "t"):
+            index = record[1]
+            if _is_int(index) and 0 <= index and (record[0] == "in" or index < position):
+                return Input(index) if record[0] == "in" else Temp(index)
+        elif isinstance(record, list) and len(record) == 3 and record[0] == "k":
+            dtype = self.dtype(record[2], where)
+            value = record[1]
+            if dtype is dt.bool_ and isinstance(value, bool):
+                return Const(value, dtype)
+            if dtype is not dt.bool_ and not isinstance(value, bool) and _is_float(value):
+                return Const(float(value), dtype)
+        raise self.fail(f"{where}: bad operand {record!r}")
+
+    def attr(self, record, where: str):
+        if not (isinstance(record, dict) and set(record) == {"t", "v"}):
+            raise self.fail(f"{where}: expected a {{'t': tag, 'v': value}} record, got {record!r}")
+        tag, v = record["t"], record["v"]
+        ok = _PAYLOAD_CHECKS.get(tag)
+        if ok is None:
+            raise self.fail(f"{where}: unknown attribute tag {tag!r}")
+        if not ok(v):
+            raise self.fail(f"{where}: bad payload {v!r} for tag {tag!r}")
+        if tag in ("none", "bool", "int", "str"):
+            return v
+        if tag == "float":
+            return float(v)
+        if tag in ("tuple", "list"):
+            items = [self.attr(x, where) for x in v]
+            return tuple(items) if tag == "tuple" else items
+        if tag == "dtype":
+            return self.dtype(v, where)
+        if tag == "sym":
+            return self.symdim(v, where)
+        if tag == "op":
+            return self.op(v, where)
+        if tag == "program":
+            return Program(self.instr(x, j, f"{where} instruction {j}") for j, x in enumerate(v))
+        if tag == "generator":
+            if v >= len(self.generators):
+                raise self.fail(f"{where}: refers to generator {v}, which the file does not hold")
+            return self.generators[v]
+        try:  # npscalar
+            return np.dtype(v[0]).type(v[1])
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise self.fail(f"{where}: bad NumPy scalar {v!r}") from exc
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_float(v) -> bool:
+    return (_is_int(v) or isinstance(v, float)) or v in ("inf", "-inf", "nan")
+
+
+_PAYLOAD_CHECKS = {
+    "none": lambda v: v is None,
+    "bool": lambda v: isinstance(v, bool),
+    "int": _is_int,
+    "float": _is_float,
+    "str": lambda v: isinstance(v, str),
+    "tuple": lambda v: isinstance(v, list),
+    "list": lambda v: isinstance(v, list),
+    "dtype": lambda v: isinstance(v, str),
+    "sym": lambda v: isinstance(v, dict),
+    "generator": lambda v: _is_int(v) and v >= 0,
+    "op": lambda v: isinstance(v, str),
+    "program": lambda v: isinstance(v, list),
+    "npscalar": lambda v: (
+        isinstance(v, list)
+        and len(v) == 2
+        and v[0] in ("bool", *(d.name for d in dt.ALL_DTYPES if d.name != "bfloat16"))
+        and (isinstance(v[1], bool) or _is_float(v[1]))
+    ),
+}

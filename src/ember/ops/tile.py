@@ -1,0 +1,114 @@
+"""Repetition and triangles: ``tile`` (with PyTorch's ``repeat`` and ``repeat_interleave``
+on it) and ``tril`` / ``triu``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ShapeError
+from ..types import TensorType
+from . import api as E
+from ._registry import OpDef, apply, export, register
+from ._util import fmt_shape, memory_cost, normalize_axis, shape_arg
+from .elementwise import to_tensor
+from .shape import broadcast_to, flatten, reshape, unsqueeze
+
+# -------------------------------------------------------------------------------------- tile
+
+
+def _tile_infer(x, *, reps):
+    if len(reps) != x.ndim:
+        raise ShapeError(f"reps {reps} must have one entry per dimension", op="tile")
+    return TensorType(tuple(s * r for s, r in zip(x.shape, reps)), x.dtype)
+
+
+def _tile_vjp(c, g):
+    reps = c.attrs["reps"]
+    shape = c.in_types[0].shape
+    split_shape = []
+    for r, s in zip(reps, shape):
+        split_shape += [r, s]
+    summed = E.sum(reshape(g, split_shape), tuple(range(0, 2 * len(shape), 2)))
+    return (summed,)
+
+
+_TILE = register(
+    OpDef(
+        name="tile",
+        kind="shape",
+        infer=_tile_infer,
+        kernel=lambda x, *, reps: np.tile(x, reps),
+        vjp=_tile_vjp,
+        cost=memory_cost,
+        save_inputs=(),
+        doc="tile(x, reps): repeat the whole tensor reps[d] times along each d",
+    )
+)
+
+
+@export(method=True)
+def tile(x, *reps):
+    """Repeat ``x`` along each dimension (NumPy's tile; leading reps add dimensions)."""
+    x = to_tensor(x)
+    reps = shape_arg(reps)
+    if len(reps) > x.ndim:
+        x = reshape(x, (1,) * (len(reps) - x.ndim) + tuple(x.shape))
+    reps = (1,) * (x.ndim - len(reps)) + reps
+    if all(r == 1 for r in reps):
+        return x
+    return apply(_TILE, x, reps=reps)
+
+
+@export(method=True, toplevel=False)
+def repeat(x, *sizes):
+    """PyTorch's ``Tensor.repeat``: the same as `tile`."""
+    return tile(x, *sizes)
+
+
+@export(method=True)
+def repeat_interleave(x, repeats: int, dim=None):
+    """Repeat each element ``repeats`` times along ``dim`` (flattened when dim is None)."""
+    x = to_tensor(x)
+    if dim is None:
+        x, dim = flatten(x), 0
+    d = normalize_axis("repeat_interleave", dim, x.ndim)
+    shape = tuple(x.shape)
+    y = broadcast_to(unsqueeze(x, d + 1), shape[: d + 1] + (repeats,) + shape[d + 1 :])
+    return reshape(y, shape[:d] + (shape[d] * repeats,) + shape[d + 1 :])
+
+
+# ---------------------------------------------------------------------------------- tril/triu
+
+
+def _tri(name, fn):
+    def infer(x, *, diagonal):
+        if x.ndim < 2:
+            raise ShapeError(
+                f"needs at least 2 dimensions, got shape {fmt_shape(x.shape)}", op=name
+            )
+        return TensorType(tuple(x.shape), x.dtype)
+
+    op = register(
+        OpDef(
+            name=name,
+            kind="shape",
+            infer=infer,
+            kernel=lambda x, *, diagonal: fn(x, diagonal),
+            vjp=lambda c, g: (apply(op, g, diagonal=c.attrs["diagonal"]),),
+            cost=memory_cost,
+            save_inputs=(),
+            doc=f"{name}(x, diagonal): keep the {name[-1]}riangle of the last two "
+            "dimensions, zero the rest",
+        )
+    )
+
+    def public(x, diagonal=0):
+        return apply(op, to_tensor(x), diagonal=int(diagonal))
+
+    public.__name__ = public.__qualname__ = name
+    public.__doc__ = op.doc
+    export(public, name=name, method=True)
+
+
+_tri("tril", np.tril)
+_tri("triu", np.triu)
