@@ -21,7 +21,12 @@ def _is_eager(x) -> bool:
 
 
 def to_array(data, dtype) -> np.ndarray:
-    """Convert user data to an array of an ember dtype (Python floats -> the default float)."""
+    """Convert user data to an array of an ember dtype.
+
+    Python scalars and (nested) lists are converted straight to ``dtype`` when one is given,
+    else to the dtype PyTorch infers (floats: the default float dtype, ints: int64, bools:
+    bool), rounding each value once: ``tensor(0.7, dtype=float64)`` holds the double 0.7, never
+    a float32 rounding of it. Arrays and tensors keep their dtype or are cast to ``dtype``."""
     target = None if dtype is None else _dt.as_dtype(dtype)
     if _is_eager(data):
         arr = data._data
@@ -30,7 +35,7 @@ def to_array(data, dtype) -> np.ndarray:
     elif isinstance(data, np.generic):
         arr = np.asarray(data)
     else:
-        arr = _from_python(data)
+        arr = _from_python(data, target)
     if target is not None:
         if arr.dtype != target.np:
             arr = arr.astype(target.np)
@@ -41,8 +46,12 @@ def to_array(data, dtype) -> np.ndarray:
     return arr
 
 
-def _from_python(data) -> np.ndarray:
-    """Python scalars and nested lists: floats -> default float, ints -> int64, bools -> bool."""
+def _from_python(data, target=None) -> np.ndarray:
+    """Python scalars and nested lists as an array of ``target`` (an ember DType), converted
+    directly from the Python values; without a target: floats -> the default float dtype,
+    ints -> int64, bools -> bool (lists holding NumPy float64 values stay float64)."""
+    if target is not None and not isinstance(data, (list, tuple)):
+        return np.asarray(data, dtype=target.np)
     if isinstance(data, bool):
         return np.asarray(data, dtype=np.bool_)
     if isinstance(data, numbers.Integral):
@@ -51,17 +60,21 @@ def _from_python(data) -> np.ndarray:
         return np.asarray(data, dtype=_dt.get_default_dtype().np)
     if isinstance(data, (list, tuple)):
         if any(_is_eager(x) for x in _flatten(data)):
-            data = [
-                [x._data if _is_eager(x) else x for x in row]
-                if isinstance(row, (list, tuple))
-                else (row._data if _is_eager(row) else row)
-                for row in data
-            ]
+            data = _unwrap(data)
+        if target is not None:
+            return np.asarray(data, dtype=target.np)
         arr = np.asarray(data)
         if arr.dtype == np.float64 and not _has_numpy_float64(data):
             arr = arr.astype(_dt.get_default_dtype().np)
         return arr
     return np.asarray(data)
+
+
+def _unwrap(data):
+    """Nested lists with the eager tensors in them replaced by their arrays."""
+    if isinstance(data, (list, tuple)):
+        return [_unwrap(x) for x in data]
+    return data._data if _is_eager(data) else data
 
 
 def _flatten(data):

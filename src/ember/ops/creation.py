@@ -3,6 +3,8 @@ rest (tensor, zeros, ones, arange, linspace, eye, *_like) build on it or on cons
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import dtypes as dt
@@ -124,8 +126,23 @@ def arange(start, end=None, step=1, *, dtype=None, requires_grad=False):
     if end is None:
         start, end = 0, start
     d = dt.as_dtype(dtype) if dtype is not None else dt.result_type(start, end, step)
-    out = constant(np.arange(start, end, step, dtype=d.np))
+    out = constant(_arange_values(start, end, step, d))
     return out.requires_grad_() if requires_grad else out
+
+
+def _arange_values(start, end, step, d) -> np.ndarray:
+    """PyTorch's values: ``ceil((end - start) / step)`` elements, each ``start + i * step``
+    computed in double (in float for float16/bfloat16, PyTorch's accumulation type on the CPU)
+    and rounded once to ``d``. NumPy's float arange adds a rounded step instead, which puts
+    float32 results an ulp off (and float64 ones too, a step that is not a double's sum)."""
+    if not d.is_floating_point and all(isinstance(v, (bool, int)) for v in (start, end, step)):
+        return np.arange(start, end, step, dtype=d.np)
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
+    count = max(math.ceil((float(end) - float(start)) / float(step)), 0)
+    acc = np.float32 if d in (dt.float16, dt.bfloat16) else np.float64
+    values = np.arange(count, dtype=acc) * acc(step) + acc(start)
+    return values.astype(d.np)
 
 
 @export
