@@ -59,3 +59,78 @@ def test_float_arange_is_within_an_ulp_of_pytorchs():
         want = torch.arange(*args).numpy()
         assert got.shape == want.shape
         assert np.all(np.abs(got - want) <= np.spacing(np.abs(want).max())), args
+
+
+# ------------------------------------------------------------------------- reductions
+
+
+def _relative(got, exact):
+    return np.max(np.abs(np.asarray(got, np.float64) - exact) / np.abs(exact))
+
+
+def test_float32_sum_over_a_long_strided_axis_is_accurate():
+    x = np.random.default_rng(0).standard_normal((100000, 2)).astype(np.float32) + 1
+    exact = x.astype(np.float64).sum(0)
+    assert _relative(ember.tensor(x).sum(0).numpy(), exact) < 1e-7  # was 5e-6 (torch: 6e-8)
+    transposed = np.ascontiguousarray(x.T).T  # the same values, columns along memory
+    assert _relative(ember.tensor(transposed).sum(0).numpy(), exact) < 1e-7
+    assert _relative(ember.tensor(x).mean(0).numpy(), exact / len(x)) < 1e-7
+    three = x.reshape(1000, 100, 2)
+    exact3 = three.astype(np.float64).sum((0, 1))
+    assert _relative(ember.tensor(three).sum((0, 1)).numpy(), exact3) < 1e-7
+
+
+def test_var_keeps_float32_accuracy_when_the_mean_dwarfs_the_spread():
+    r = np.random.default_rng(0)
+    for mean, spread in [(1e4, 1.0), (1e3, 1e-2), (1e5, 1.0)]:
+        x = (r.standard_normal((100, 10)) * spread + mean).astype(np.float32)
+        exact = x.astype(np.float64).var(0, ddof=1)
+        assert _relative(ember.tensor(x).var(0).numpy(), exact) < 1e-6  # was 3e-4
+        assert _relative(ember.tensor(x).std(0).numpy(), np.sqrt(exact)) < 1e-6
+        all_exact = x.astype(np.float64).var(ddof=0)
+        assert _relative(ember.tensor(x).var(correction=0).numpy(), all_exact) < 1e-6
+
+
+def test_var_gradient_is_the_centred_data():
+    x = ember.tensor([[1.0, 2.0, 4.0], [3.0, 3.0, 9.0]], dtype=ember.float64, requires_grad=True)
+    x.var(1).sum().backward()
+    data = x.detach().numpy()
+    want = 2 * (data - data.mean(1, keepdims=True)) / 2
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-14)
+
+
+def test_half_cumsum_accumulates_in_float32_and_float32_in_double():
+    ones = ember.ones(5000, dtype=ember.float16)
+    assert ones.cumsum(0)[-1].item() == 5000.0  # a float16 running sum stalls at 2048
+    x = np.random.default_rng(1).standard_normal(100000).astype(np.float32) + 0.3
+    want = np.cumsum(x, dtype=np.float64).astype(np.float32)
+    np.testing.assert_array_equal(ember.tensor(x).cumsum(0).numpy(), want)
+    if torch is not None:
+        h = x[:3000].astype(np.float16)
+        np.testing.assert_array_equal(
+            ember.tensor(h).cumsum(0).numpy(), torch.tensor(h).cumsum(0).numpy()
+        )
+        np.testing.assert_array_equal(
+            ember.tensor(x).cumsum(0).numpy(), torch.tensor(x).cumsum(0).numpy()
+        )
+
+
+def test_cumsum_takes_a_dtype():
+    out = ember.cumsum(ember.tensor([1, 2, 3]), 0, dtype=ember.float32)
+    assert out.dtype == ember.float32 and out.tolist() == [1.0, 3.0, 6.0]
+    assert ember.tensor([True, True]).cumsum(0).dtype == ember.int64
+
+
+def test_logsumexp_over_an_empty_dim_is_minus_inf():
+    out = ember.logsumexp(ember.zeros(2, 0), 1)
+    assert out.shape == (2,) and out.tolist() == [-np.inf, -np.inf]
+    assert ember.logsumexp(ember.zeros(0, 3), 0, keepdim=True).shape == (1, 3)
+
+
+def test_an_empty_dim_tuple_reduces_every_dimension():
+    x = ember.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 7.0]])
+    assert ember.sum(x, ()).item() == 22.0 and x.sum(dim=[]).shape == ()
+    assert x.mean(()).item() == pytest.approx(22.0 / 6)
+    assert x.amax(()).item() == 7.0 and x.amin(()).item() == 1.0
+    assert x.var(()).item() == pytest.approx(np.var(x.numpy(), ddof=1))
+    assert (x > 2).all(()).shape == (2, 3)  # PyTorch's all and any reduce nothing on ()

@@ -167,9 +167,11 @@ def test_a_matmuls_masked_reader_sheds_its_bias_sum_where_the_epilogue_lowers_th
     for got, want in zip(split(*args), _masked_bias_grad(*args)):
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
     # the epilogue writes the masked values over the matmul's result: one 1 MiB array fewer,
-    # as planned and as tracemalloc measures
+    # as planned and as tracemalloc measures (less the split bias sum's float64 accumulation,
+    # ops/reduce.py: its float64 result and NumPy's cast buffer)
     planned = split.compile(*args).memory_plan.peak_bytes
-    assert fused.compile(*args).memory_plan.peak_bytes - planned == 1 << 20
+    sum_workspace = 8 * 512 + 8 * min(512 * 512, np.getbufsize())
+    assert fused.compile(*args).memory_plan.peak_bytes - planned == (1 << 20) - sum_workspace
     measured_split, measured_fused = measure_peak(split, *args), measure_peak(fused, *args)
     assert measured_fused - measured_split > 0.9 * (1 << 20)
     assert abs(measured_split - planned) < 0.05 * planned

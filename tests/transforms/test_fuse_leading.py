@@ -38,21 +38,25 @@ def _node(graph, name="fused_reduce"):
     return next(n for n in graph.nodes if n.kind == "call" and n.op.name == name)
 
 
-def test_numpy_sums_leading_axes_row_after_row():
+def test_the_sum_kernel_sums_leading_axes_row_after_row_in_double():
     # the order the C loop copies (kernels/creduce.py): from 0, one row (or one trailing row's
-    # pairwise sum) added at a time, for a C-contiguous array
+    # pairwise float32 sum) added at a time, in double for a float32 result, rounded once
+    # (ops/reduce.py's kernel; NumPy's own float32 sum would add the rows in float32)
+    kernel = ember.ops.REGISTRY["sum"].kernel
     rng = np.random.default_rng(0)
     x = (rng.standard_normal((300, 7, 37)) * 1e3).astype(np.float32)
     rows = x.reshape(300, -1)
-    sequential = np.zeros(rows.shape[1], np.float32)
+    sequential = np.zeros(rows.shape[1], np.float64)
     for row in rows:
         sequential = sequential + row
-    np.testing.assert_array_equal(np.sum(x, axis=0).reshape(-1), sequential)
-    both = np.zeros(7, np.float32)
+    got = kernel(x, axes=(0,), keepdims=False)
+    np.testing.assert_array_equal(got.reshape(-1), sequential.astype(np.float32))
+    both = np.zeros(7, np.float64)
     for block in x:
-        both = both + np.add.reduce(block, axis=-1)  # each row pairwise, as np.sum does
-    np.testing.assert_array_equal(np.sum(x, axis=(0, 2)), both)
-    assert not np.signbit(np.sum(np.full((2, 3), -0.0, np.float32), axis=0)).any()  # from +0
+        both = both + np.add.reduce(block, axis=-1)  # each row pairwise in float32, as np.sum
+    np.testing.assert_array_equal(kernel(x, axes=(0, 2), keepdims=False), both.astype(np.float32))
+    zeros = np.full((2, 3), -0.0, np.float32)
+    assert not np.signbit(kernel(zeros, axes=(0,), keepdims=False)).any()  # from +0
 
 
 def test_leading_reductions_end_a_group_and_the_node_returns_both_results():
@@ -162,9 +166,9 @@ def test_non_contiguous_inputs_and_any_thread_count_give_the_same_bits():
     node = _node(fused)
     run = cfuse.build(node)
     order = [[v.name for v in fused.inputs].index(u.name) for u in node.inputs]
-    # the loop reads a C-contiguous copy, so its order is np.sum's on C-ordered terms (NumPy
-    # keeps x's transposed layout for x * w - x, and then sums along memory: pairwise)
-    want = np.sum(np.ascontiguousarray(x * w - x), axis=0)
+    # the loop reads a C-contiguous copy: its rows in order, in double, rounded once (NumPy
+    # keeps x's transposed layout for x * w - x, which the eager kernel sums in float64)
+    want = np.sum(np.ascontiguousarray(x * w - x), axis=0, dtype=np.float64).astype(np.float32)
     before = cpool.get_num_threads()
     try:
         for threads in (1, 2, 3):
@@ -195,9 +199,11 @@ def test_narrow_column_loops_split_their_rows_in_fixed_blocks():
         cpool.set_num_threads(before)
     terms, blocks = x * w, creduce.ROW_BLOCKS
     edges = [b * len(x) // blocks for b in range(blocks + 1)]
-    want = np.sum(terms[edges[0] : edges[1]], axis=0)  # each block in row order (NumPy's)
+    # each block in row order, in double; then block by block, and rounded once
+    want = np.sum(terms[edges[0] : edges[1]], axis=0, dtype=np.float64)
     for b in range(1, blocks):
-        want = want + np.sum(terms[edges[b] : edges[b + 1]], axis=0)  # then block by block
+        want = want + np.sum(terms[edges[b] : edges[b + 1]], axis=0, dtype=np.float64)
+    want = want.astype(np.float32)
     for total, peak in results:  # the same bits whatever the thread count
         np.testing.assert_array_equal(total, want)
         np.testing.assert_array_equal(peak, np.max(x - w, axis=0))
@@ -214,7 +220,9 @@ def test_the_column_loop_accumulates_into_its_output_in_row_order():
         [v.type for v in node.inputs],
     )
     assert "for (long r = rb; r < re; r++)" in source  # the rows, in order, outside
-    assert "acc0[seg + i] = acc0[seg + i] + t" in source  # each column's running sum
+    assert "double *acc0;" in source  # a float32 sum's running results are doubles
+    assert "acc0[seg - off0 + i] = acc0[seg - off0 + i] + t" in source  # each column's sum
+    assert "r0[q] = (float)acc0[q - lo];" in source  # rounded once
     assert "pairwise" not in source  # (no row of terms to sum)
     assert "pool(part_rows, &job, 4, 1)" in source  # narrow and long: fixed blocks of rows
 

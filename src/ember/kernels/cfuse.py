@@ -220,7 +220,7 @@ def _loop_source(symbol, params, c_in, out_c, k, full, body, outputs, reds=(), k
     if k > 1 or reds:
         fields += [f"long s{i}[{k}]" for i in range(n_in)]
     if kind == "columns":  # each block of rows' partial reductions (kernels/creduce.py)
-        fields += [f"{out_c[jj]}* p{jj}" for jj, _, _ in reds]
+        fields += [f"{creduce.acc_type(rule, out_c[jj])}* p{jj}" for jj, rule, _ in reds]
     lines.append("struct job { " + " ".join(f + ";" for f in fields) + " };")
     if kind == "columns":
         lines.append(creduce.COLUMNS_SIGNATURE + " {")

@@ -22,17 +22,19 @@ result in any order; any other (a product) takes rows and blocks in the sum's or
 row loop accumulates in SIMD lanes combined in an order of their own, where NumPy multiplies
 a row's terms one after the other: within rounding of NumPy's result, not its bits.
 
-Order and exactness. For a C-contiguous array, NumPy's ``np.add.reduce`` over such axes does
-exactly that: the output starts at 0 (so a sum of -0.0s is 0.0), the reduced leading axes are
-the outer loop and each step adds one row (or one trailing row's pairwise sum) to every output
-element; checked bit for bit in tests/transforms/test_fuse_leading.py. Short of the split
-into row blocks (see Threads), a fused sum therefore equals ``np.sum`` of its terms bit for bit
-when the terms are equal (the elementwise program has no transcendental function, or the
-vector math library rounded like NumPy) and NumPy lays them out in C order (its elementwise
-results keep their inputs' layout: for Fortran-ordered inputs, np.sum runs pairwise along
-memory instead, and the two differ by rounding, within the tolerance tests/conftest.py allows
-a fused sum). Max and min are exact in any order and
-propagate NaN.
+Order and exactness. The sum's reference kernel (ops/reduce.py) does exactly that for a
+C-contiguous array: the output starts at 0 (so a sum of -0.0s is 0.0), the reduced leading
+axes are the outer loop and each step adds one row (or one trailing row's pairwise sum) to
+every output element, and for a float32 result it does so in double, rounded once at the end
+(the rule's ``wide``: NumPy's own float32 sum would add rows in float32, an error growing with
+their number), as the column loop's running results here are doubles; checked bit for bit in
+tests/transforms/test_fuse_leading.py. Short of the split into row blocks (see Threads), a
+fused sum therefore equals the kernel's sum of its terms bit for bit when the terms are equal
+(the elementwise program has no transcendental function, or the vector math library rounded
+like NumPy) and NumPy lays them out in C order (its elementwise results keep their inputs'
+layout: for non-C-ordered terms the kernel accumulates everything in double instead, and the
+two differ by rounding, within the tolerance tests/conftest.py allows a fused sum). Max and
+min are exact in any order and propagate NaN.
 
 Threads. A column loop over many kept elements splits them (shares of `COLUMN_ALIGN`, so each
 thread reads each row in long runs): every output element is accumulated by one thread in row
@@ -41,7 +43,8 @@ two shares (a bias gradient of a 1024-wide layer) and more than cfuse's `PARALLE
 splits its rows instead, in `ROW_BLOCKS` fixed blocks, each block accumulating its own partial
 results in row order, combined after in block order: ``((p0 + p1) + p2) + p3``. That is
 deterministic (the blocks depend on the shape, not on the thread count) and no less accurate
-than NumPy's sequential sum, but not NumPy's bits: measured on a (8, 128, 1024) GELU backward
+than the kernel's sequential sum (a wide rule's partial results are doubles too), but not its
+bits: measured on a (8, 128, 1024) GELU backward
 ending in its bias gradient, it took the fused loop from 0.61 ms (one thread) to 0.34-0.41 ms.
 A loop with a trailing block splits the kept rows. The column loop reads each row's share
 whole (one contiguous run), like NumPy's own loop; its accumulators stay in cache for the
@@ -56,6 +59,7 @@ __all__ = [
     "COLUMNS_SIGNATURE",
     "COLUMN_ALIGN",
     "ROW_BLOCKS",
+    "acc_type",
     "accumulators",
     "c_literal",
     "column_part",
@@ -84,6 +88,12 @@ def c_literal(value, ctype: str) -> str:
         return ("-" if value < 0 else "") + "INFINITY"
     suffix = "f" if ctype == "float" else ""
     return f"(({ctype}){value.hex()}{suffix})"
+
+
+def acc_type(rule, ctype: str) -> str:
+    """The C type a column loop accumulates a reduction's result in: double for a float
+    result of a ``wide`` rule (the sum), else the result's own type."""
+    return "double" if rule.wide and ctype == "float" else ctype
 
 
 def combine(rule, target: str, value: str) -> str:
@@ -147,12 +157,13 @@ def row_blocks_entry(out_c, reds, parallel_min: int) -> list[str]:
     for jj, rule, _ in reds:
         lines.append("    #pragma omp simd")
         lines.append("    for (long q = 0; q < count; q++) {")
-        lines.append(f"      {out_c[jj]} v = job.p{jj}[q];")
+        wide = acc_type(rule, out_c[jj])
+        lines.append(f"      {wide} v = job.p{jj}[q];")
         lines.append(f"      for (int b = 1; b < {ROW_BLOCKS}; b++) {{")
-        lines.append(f"        const {out_c[jj]} u = job.p{jj}[b * count + q];")
+        lines.append(f"        const {wide} u = job.p{jj}[b * count + q];")
         lines.append(f"        {combine(rule, 'v', 'u')}")
         lines.append("      }")
-        lines.append(f"      r{jj}[q] = v;")
+        lines.append(f"      r{jj}[q] = ({out_c[jj]})v;")
         lines.append("    }")
         lines.append(f"    free(job.p{jj});")
     lines += ["    return;", "  }"]
@@ -252,8 +263,20 @@ def column_part(c_in, out_c, k, full, body, outputs, reds, inner_reduced) -> lis
 
     if not inner_reduced:
         lines.append(f"  const long inner = dims[{last_kept}], kn = n / rows;")
-        for jj, _, _ in reds:  # the output itself, or a block of rows' partial results
-            lines.append(f"  {out_c[jj]} *acc{jj} = slot < 0 ? r{jj} : job->p{jj} + slot * kn;")
+        for jj, rule, _ in reds:  # the output itself, or a block of rows' partial results
+            wide = acc_type(rule, out_c[jj])
+            if wide == out_c[jj]:
+                lines.append(f"  {wide} *acc{jj} = slot < 0 ? r{jj} : job->p{jj} + slot * kn;")
+                lines.append(f"  const long off{jj} = 0;")
+                continue
+            # the output's running results in double: a scratch row for this range of columns
+            lines.append(f"  {wide} *acc{jj};")
+            lines.append(f"  long off{jj} = 0;")
+            lines.append("  if (slot < 0) {")
+            lines.append(f"    acc{jj} = malloc((hi > lo ? hi - lo : 1) * sizeof *acc{jj});")
+            lines.append(f"    if (!acc{jj}) abort();")
+            lines.append(f"    off{jj} = lo;")
+            lines.append(f"  }} else acc{jj} = job->p{jj} + slot * kn;")
         lines.append("  for (long seg = lo; seg < hi;) {")
         lines.append("    const long o = seg / inner, i0 = seg % inner;")
         lines.append("    const long end = (o + 1) * inner < hi ? (o + 1) * inner : hi;")
@@ -261,8 +284,10 @@ def column_part(c_in, out_c, k, full, body, outputs, reds, inner_reduced) -> lis
         lines += offsets("o", "    ")
         for jj, rule, _ in reds:
             lines.append("    #pragma omp simd")
-            start = c_literal(rule.identity, out_c[jj])
-            lines.append(f"    for (long i = 0; i < len; i++) acc{jj}[seg + i] = {start};")
+            start = c_literal(rule.identity, acc_type(rule, out_c[jj]))
+            lines.append(
+                f"    for (long i = 0; i < len; i++) acc{jj}[seg - off{jj} + i] = {start};"
+            )
         lines.append("    for (long r = rb; r < re; r++) {")
         lines.append("      const long base = r * kn + seg;")
         for i in range(n_in):
@@ -272,18 +297,31 @@ def column_part(c_in, out_c, k, full, body, outputs, reds, inner_reduced) -> lis
             else:
                 lines.append(f"      const {c_in[i]} h{i} = a{i}[{row}];")
         values = [(c_in[i], f"p{i}[i]" if inner_full[i] else f"h{i}") for i in range(n_in)]
-        accumulate = [combine(rule, f"acc{jj}[seg + i]", term) for jj, rule, term in reds]
+        accumulate = [combine(rule, f"acc{jj}[seg - off{jj} + i]", term) for jj, rule, term in reds]
         lines += simd_loop("len", values, body + stores + accumulate, "      ")
-        lines += ["    }", "    seg = end;", "  }", "}"]
-        return lines + _column_tasks()
+        lines += ["    }", "    seg = end;", "  }"]
+        for jj, rule, _ in reds:  # double running results: rounded once into the output
+            if acc_type(rule, out_c[jj]) != out_c[jj]:
+                lines.append("  if (slot < 0) {")
+                rounded = f"r{jj}[q] = ({out_c[jj]})acc{jj}[q - lo];"
+                lines.append(f"    for (long q = lo; q < hi; q++) {rounded}")
+                lines.append(f"    free(acc{jj});")
+                lines.append("  }")
+        return lines + ["}"] + _column_tasks()
     # a reduced trailing block: rows of it, each reduced as in a row loop, then combined
     lines.append(f"  const long inner = dims[{k - 1}], kn = n / (rows * inner);")
     for jj, rule, _ in reds:
         if rule.pairwise:
             lines.append(f"  {out_c[jj]} *row{jj} = malloc((inner ? inner : 1) * sizeof *row{jj});")
             lines.append(f"  if (!row{jj}) abort();")
-        start = c_literal(rule.identity, out_c[jj])
-        lines.append(f"  for (long q = lo; q < hi; q++) r{jj}[q] = {start};")
+        wide = acc_type(rule, out_c[jj])
+        start = c_literal(rule.identity, wide)
+        if wide == out_c[jj]:
+            lines.append(f"  {wide} *w{jj} = r{jj} + lo;")
+        else:  # the kept rows' running results in double, rounded once at the end
+            lines.append(f"  {wide} *w{jj} = malloc((hi > lo ? hi - lo : 1) * sizeof *w{jj});")
+            lines.append(f"  if (!w{jj}) abort();")
+        lines.append(f"  for (long q = lo; q < hi; q++) w{jj}[q - lo] = {start};")
     lines.append("  for (long r = 0; r < rows; r++) {")
     lines.append("    for (long q = lo; q < hi; q++) {")
     lines += offsets("q", "      ")
@@ -300,7 +338,12 @@ def column_part(c_in, out_c, k, full, body, outputs, reds, inner_reduced) -> lis
     for jj, rule, _ in reds:  # the row's result, combined into the output in row order
         row_value = next(f for f in finish if f.startswith(f"r{jj}[o] = ")).split(" = ", 1)[1]
         lines.append(f"      {{ const {out_c[jj]} v = {row_value[:-1]};")
-        lines.append(f"        {combine(rule, f'r{jj}[q]', 'v')} }}")
+        lines.append(f"        {combine(rule, f'w{jj}[q - lo]', 'v')} }}")
     lines += ["    }", "  }"]
+    for jj, rule, _ in reds:
+        if acc_type(rule, out_c[jj]) != out_c[jj]:
+            rounded = f"r{jj}[q] = ({out_c[jj]})w{jj}[q - lo];"
+            lines.append(f"  for (long q = lo; q < hi; q++) {rounded}")
+            lines.append(f"  free(w{jj});")
     lines += [f"  free(row{jj});" for jj, rule, _ in reds if rule.pairwise] + ["}"]
     return lines

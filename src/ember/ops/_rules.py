@@ -98,6 +98,11 @@ class ReductionRule(NamedTuple):
     # blocks) rounds differently from NumPy's: the suite's checks (tests/conftest.py) choose
     # their tolerance by it
     exact: bool = False
+    # a float32 result accumulates over leading axes in double, rounded once at the end: a
+    # column loop's running results (and a row block's partial ones) are doubles, as the
+    # reference kernel accumulates such axes in float64 (ops/reduce.py's sum), which keeps a
+    # long strided sum within float32's rounding instead of an error growing with its rows
+    wide: bool = False
 
 
 class EpilogueRule(NamedTuple):
