@@ -134,3 +134,42 @@ def test_an_empty_dim_tuple_reduces_every_dimension():
     assert x.amax(()).item() == 7.0 and x.amin(()).item() == 1.0
     assert x.var(()).item() == pytest.approx(np.var(x.numpy(), ddof=1))
     assert (x > 2).all(()).shape == (2, 3)  # PyTorch's all and any reduce nothing on ()
+
+
+# ----------------------------------------------------------------------------- promotion
+
+
+def test_zero_dim_tensors_promote_below_dimensioned_ones():
+    f32, f64 = ember.ones(3), ember.tensor(2.0, dtype=ember.float64)
+    assert (f32 * f64).dtype == ember.float32  # PyTorch: float32
+    assert (f64 * f32).dtype == ember.float32
+    assert ember.where(f32 > 0, f32, f64).dtype == ember.float32
+    ints = ember.ones(3, dtype=ember.int32)
+    assert (ints * f64).dtype == ember.float64  # a higher category: the 0-d tensor's dtype
+    assert (ints * ember.tensor(2, dtype=ember.int64)).dtype == ember.int32
+    assert (ember.ones(3, dtype=ember.bool_) * ember.tensor(2, dtype=ember.int8)).dtype == (
+        ember.int8
+    )
+    assert (ember.tensor(2, dtype=ember.int8) * 2.5).dtype == ember.float32
+    assert ember.cat([f32, ember.ones(2, dtype=ember.float64)]).dtype == ember.float64
+
+
+@needs_torch
+def test_result_type_table_equals_pytorchs():
+    names = ["bool", "uint8", "int8", "int16", "int32", "int64"]
+    names += ["float16", "bfloat16", "float32", "float64"]
+    for a in names:
+        for b in names:
+            for shapes in [((2,), (2,)), ((2,), ()), ((), (2,)), ((), ())]:
+                x = ember.ones(shapes[0], dtype=getattr(ember, a))
+                y = ember.ones(shapes[1], dtype=getattr(ember, b))
+                tx = torch.ones(shapes[0], dtype=getattr(torch, a))
+                ty = torch.ones(shapes[1], dtype=getattr(torch, b))
+                want = str(torch.result_type(tx, ty)).split(".")[1]
+                assert str(ember.result_type(x, y)) == want, (a, b, shapes)
+        for scalar in (True, 2, 2.5):
+            for shape in ((2,), ()):
+                x = ember.ones(shape, dtype=getattr(ember, a))
+                tx = torch.ones(shape, dtype=getattr(torch, a))
+                want = str(torch.result_type(tx, scalar)).split(".")[1]
+                assert str(ember.result_type(x, scalar)) == want, (a, scalar, shape)

@@ -1,10 +1,14 @@
 """ember's dtypes and the type-promotion rules.
 
 A `DType` is a small interned object wrapping a NumPy dtype (bfloat16 comes from ml_dtypes).
-Promotion follows PyTorch, which agrees with NumPy 2 where both define a result:
+Promotion follows PyTorch:
 
 * tensors of one category (bool < integer < floating) promote to the wider type;
   uint8 with a signed integer widens to the next signed type; float16 with bfloat16 gives float32;
+* operands fall in three priority groups: tensors with dimensions, 0-d tensors, Python scalars.
+  A lower group only decides the result where it is of a higher category than every operand
+  above it: ``float32_tensor * float64_0d`` stays float32, ``int_tensor * float64_0d`` is
+  float64;
 * a Python scalar is *weak*: it never widens a tensor of its own category or above
   (``float32_tensor * 2.5`` stays float32); a scalar of a higher category than every tensor
   gives that category's default (int64 for ints, the default float dtype for floats).
@@ -181,13 +185,32 @@ def _promote_pair(a: DType, b: DType) -> DType:
     return a if a._rank > b._rank else b
 
 
+def _combine_categories(higher: DType | None, lower: DType | None) -> DType | None:
+    """PyTorch's ``combine_categories``: the dtype of a higher-priority group of operands
+    (``higher``) with a lower one: the lower group counts only when it is of a higher category
+    (a float among integers, an integer or float among bools), and then as its own dtype
+    promoted with the higher group's."""
+    if higher is None:
+        return lower
+    if lower is None or higher.category == _FLOAT:
+        return higher
+    if higher is bool_ or lower.category == _FLOAT:
+        return _promote_pair(higher, lower)
+    return higher
+
+
 def result_type(*operands) -> DType:
     """The dtype an elementwise op produces from tensors, dtypes and Python scalars.
 
-    Python scalars (bool, int, float) are weak: they only decide the result when they belong to a
-    higher category than every tensor operand.
+    PyTorch's promotion in three priority groups: tensors with dimensions (and bare dtypes),
+    then 0-d tensors, then Python scalars (bool, int, float: *weak*, standing for bool, int64
+    and the default float dtype). Each group promotes within itself; a lower group decides
+    the result only where it is of a higher category (bool < integer < floating) than every
+    operand above it. So ``float32 (3,) * float64 0-d`` is float32, ``int32 (3,) * float64
+    0-d`` is float64, and ``float16 (3,) * 2.5`` stays float16.
     """
-    strong: DType | None = None
+    dim: DType | None = None
+    zero: DType | None = None
     weak_category = -1
     for x in operands:
         if isinstance(x, bool):
@@ -196,11 +219,17 @@ def result_type(*operands) -> DType:
             weak_category = max(weak_category, _INT)
         elif isinstance(x, float):
             weak_category = max(weak_category, _FLOAT)
+        elif isinstance(x, DType):
+            dim = x if dim is None else _promote_pair(dim, x)
         else:
-            d = x if isinstance(x, DType) else as_dtype(getattr(x, "dtype", x))
-            strong = d if strong is None else _promote_pair(strong, d)
-    if strong is None:
-        return (bool_, int64, _default_float)[weak_category]
-    if weak_category > strong.category:
-        return int64 if weak_category == _INT else _default_float
-    return strong
+            d = as_dtype(getattr(x, "dtype", x))
+            shape = getattr(x, "shape", None)
+            if shape is not None and len(shape) == 0:
+                zero = d if zero is None else _promote_pair(zero, d)
+            else:
+                dim = d if dim is None else _promote_pair(dim, d)
+    weak = None if weak_category < 0 else (bool_, int64, _default_float)[weak_category]
+    result = _combine_categories(dim, _combine_categories(zero, weak))
+    if result is None:
+        raise TypeError("result_type: expected at least one operand")
+    return result
