@@ -173,3 +173,86 @@ def test_result_type_table_equals_pytorchs():
                 tx = torch.ones(shape, dtype=getattr(torch, a))
                 want = str(torch.result_type(tx, scalar)).split(".")[1]
                 assert str(ember.result_type(x, scalar)) == want, (a, scalar, shape)
+
+
+# ------------------------------------------------------------------------ in-place ops
+
+
+def _inplace_grads(lib, method, operand_requires_grad=False):
+    x = lib.tensor([0.5, 1.5, -2.0, 0.25], dtype=lib.float64, requires_grad=True)
+    w = lib.tensor([1.0, 2.0, 3.0, -0.5], dtype=lib.float64, requires_grad=operand_requires_grad)
+    b = x * 2
+    method(b, w)
+    (b * b).sum().backward()
+    return x.grad.numpy(), None if w.grad is None else w.grad.numpy()
+
+
+def _imul(b, w):
+    b *= w
+
+
+INPLACE = {
+    "pow_": lambda b, w: b.pow_(2),
+    "pow_ tensor": lambda b, w: b.abs_().pow_(w),
+    "clamp_": lambda b, w: b.clamp_(-1.0, 2.0),
+    "abs_": lambda b, w: b.abs_(),
+    "sin_": lambda b, w: b.sin_(),
+    "exp_": lambda b, w: b.exp_(),
+    "mul_": lambda b, w: b.mul_(w),
+    "div_": lambda b, w: b.div_(w),
+    "*=": _imul,
+    "sigmoid_": lambda b, w: b.sigmoid_(),
+    "tanh_": lambda b, w: b.tanh_(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INPLACE))
+def test_inplace_ops_on_non_leaf_tensors_backpropagate(name):
+    method = INPLACE[name]
+    for wants_w in (False, True):
+        gx, gw = _inplace_grads(ember, method, wants_w)
+        # the out-of-place twin's gradients
+        x = ember.tensor([0.5, 1.5, -2.0, 0.25], dtype=ember.float64, requires_grad=True)
+        w = ember.tensor([1.0, 2.0, 3.0, -0.5], dtype=ember.float64, requires_grad=wants_w)
+        twin = {
+            "pow_": lambda b: b**2,
+            "pow_ tensor": lambda b: b.abs() ** w,
+            "clamp_": lambda b: b.clamp(-1.0, 2.0),
+            "abs_": lambda b: b.abs(),
+            "sin_": lambda b: b.sin(),
+            "exp_": lambda b: b.exp(),
+            "mul_": lambda b: b * w,
+            "div_": lambda b: b / w,
+            "*=": lambda b: b * w,
+            "sigmoid_": lambda b: b.sigmoid(),
+            "tanh_": lambda b: b.tanh(),
+        }[name](x * 2)
+        (twin * twin).sum().backward()
+        np.testing.assert_allclose(gx, x.grad.numpy(), rtol=1e-12)
+        if wants_w and w.grad is not None:
+            np.testing.assert_allclose(gw, w.grad.numpy(), rtol=1e-12)
+        if torch is not None:
+            tx, tw = _inplace_grads(torch, method, wants_w)
+            np.testing.assert_allclose(gx, tx, rtol=1e-12)
+            if tw is not None:
+                np.testing.assert_allclose(gw, tw, rtol=1e-12)
+
+
+def test_an_ops_saved_result_survives_a_later_inplace_op():
+    # exp_ saves exp's result, which is its own array (then copied into b): a later in-place
+    # op on b leaves it intact, so the chain differentiates correctly (PyTorch, which saves
+    # b's memory itself, refuses this chain)
+    x = ember.tensor([0.5, -1.0], dtype=ember.float64, requires_grad=True)
+    b = x * 2
+    b.exp_().sqrt_()
+    b.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.exp(x.detach().numpy()), rtol=1e-14)
+
+
+def test_a_value_saved_before_an_inplace_op_is_still_guarded():
+    x = ember.tensor([1.0, 2.0], requires_grad=True)
+    a = x * 2
+    b = a * a  # saves a
+    a.sin_()  # sin_ gets a's old value; b's saved a is overwritten all the same
+    with pytest.raises(ember.AutogradError, match="modified by an in-place operation"):
+        b.sum().backward()

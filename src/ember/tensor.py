@@ -250,6 +250,12 @@ class Tensor(_reg.TensorBase):
         old.grad_fn = self.grad_fn
         old._output_nr = self._output_nr
         old._vc = self._vc
+        if _reg._state.grad_enabled and (self._requires_grad or _any_requires_grad(args, kwargs)):
+            # the op may save its operand for backward (pow_, sin_, mul_ by a tensor that
+            # requires grad): it gets the value before the write, as PyTorch saves the original
+            # self, instead of memory the write is about to change
+            old._data = self._data.copy()
+            old._vc = [0]
         result = fn(old, *args, **kwargs)
         if not isinstance(result, Tensor):
             result = Tensor(result)
@@ -407,6 +413,17 @@ class _HookHandle:
 
     def remove(self) -> None:
         self._table.pop(self._key, None)
+
+
+def _any_requires_grad(args, kwargs) -> bool:
+    """Whether a tensor among the arguments (or in a list or tuple of them) requires grad."""
+    for arg in (*args, *kwargs.values()):
+        if isinstance(arg, (list, tuple)):
+            if _any_requires_grad(arg, {}):
+                return True
+        elif isinstance(arg, Tensor) and arg._requires_grad:
+            return True
+    return False
 
 
 def _fits(shape: tuple, target: tuple) -> bool:
