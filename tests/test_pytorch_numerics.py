@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import ember
+import ember.nn.functional as F
 
 try:
     import torch
@@ -256,3 +257,80 @@ def test_a_value_saved_before_an_inplace_op_is_still_guarded():
     a.sin_()  # sin_ gets a's old value; b's saved a is overwritten all the same
     with pytest.raises(ember.AutogradError, match="modified by an in-place operation"):
         b.sum().backward()
+
+
+# ------------------------------------------------ gradients, NaN, division, rounding
+
+
+def test_max_min_with_dim_send_the_gradient_to_the_returned_index():
+    x = ember.tensor([[1.0, 3.0, 3.0], [2.0, 2.0, 0.0]], requires_grad=True)
+    values, indices = ember.max(x, 1)
+    values.sum().backward()
+    assert indices.tolist() == [1, 0]
+    assert x.grad.tolist() == [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]  # not 0.5 and 0.5
+    x.grad = None
+    values, indices = x.min(0, keepdim=True)
+    values.sum().backward()
+    assert indices.tolist() == [[0, 1, 1]] and values.shape == (1, 3)
+    assert x.grad.tolist() == [[1.0, 0.0, 0.0], [0.0, 1.0, 1.0]]
+    x.grad = None
+    x.amax(1).sum().backward()  # amax keeps sharing ties, as PyTorch's does
+    assert x.grad.tolist() == [[0.0, 0.5, 0.5], [0.5, 0.5, 0.0]]
+    assert ember.max(ember.tensor(3.0), 0) == (3.0, 0)  # a 0-d tensor's dim 0
+
+
+def test_pow_gradient_at_zero_to_the_zero():
+    x = ember.tensor([0.0, 0.0, 2.0], requires_grad=True)
+    y = ember.tensor([0.0, 2.0, 0.0], requires_grad=True)
+    (x**y).sum().backward()
+    assert x.grad.tolist() == [0.0, 0.0, 0.0]  # 0 * 0**-1 was NaN
+    assert y.grad.tolist() == [0.0, 0.0, pytest.approx(np.log(2.0))]
+    z = ember.tensor([0.0], requires_grad=True)
+    (z**0).sum().backward()
+    assert z.grad.tolist() == [0.0]
+
+
+def test_threshold_and_shrinks_keep_nan():
+    x = ember.tensor([float("nan"), 0.3, 0.7, -0.7], requires_grad=True)
+    for fn, want in [
+        (lambda t: F.threshold(t, 0.5, -1.0), [np.nan, -1.0, 0.7, -1.0]),
+        (F.hardshrink, [np.nan, 0.0, 0.7, -0.7]),
+        (F.softshrink, [np.nan, 0.0, 0.2, -0.2]),
+    ]:
+        x.grad = None
+        out = fn(x)
+        np.testing.assert_allclose(out.detach().numpy(), want, rtol=1e-6)
+        out.sum().backward()
+        assert x.grad.tolist()[0] == 1.0  # PyTorch passes the gradient through NaN
+
+
+def test_sign_of_nan_is_zero():
+    for dtype in (ember.float32, ember.float64, ember.float16, ember.bfloat16):
+        x = ember.tensor([float("nan"), -2.0, 0.0, 3.0], dtype=dtype)
+        assert ember.sign(x).tolist() == [0.0, -1.0, 0.0, 1.0]
+
+
+def test_integer_floor_division_and_remainder_by_zero_raise():
+    a, b = ember.tensor([5, 6]), ember.tensor([2, 0])
+    with pytest.raises(ember.DivisionByZeroError, match="floor_div: integer division by zero"):
+        a // b
+    with pytest.raises(ember.DivisionByZeroError, match="mod: integer division by zero"):
+        a.remainder(b)
+    assert (a // 2).tolist() == [2, 3] and (a % ember.tensor([2, 4])).tolist() == [1, 2]
+    assert np.isinf((ember.tensor([1.0]) // 0).item())  # floats divide by zero as IEEE says
+
+
+def test_round_to_decimals():
+    x = ember.tensor([1.2345, -2.5, 0.125, 1234.5])
+    assert ember.round(x, decimals=2).numpy().tolist() == pytest.approx([1.23, -2.5, 0.12, 1234.5])
+    assert x.round(decimals=-2).tolist() == [0.0, -0.0, 0.0, 1200.0]
+    y = x.clone()
+    y.round_(decimals=1)
+    assert y.numpy().tolist() == pytest.approx([1.2, -2.5, 0.1, 1234.5])
+    if torch is not None:
+        data = np.random.default_rng(0).standard_normal(1000).astype(np.float32) * 100
+        for d in (-2, -1, 1, 2, 3):
+            np.testing.assert_array_equal(
+                ember.round(ember.tensor(data), decimals=d).numpy(),
+                torch.round(torch.tensor(data), decimals=d).numpy(),
+            )

@@ -32,6 +32,7 @@ from .errors import (
     AutogradError,
     CheckpointError,
     DatasetError,
+    DivisionByZeroError,
     DTypeError,
     EmberError,
     ScriptError,

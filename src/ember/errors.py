@@ -62,6 +62,11 @@ class AutogradError(EmberError, RuntimeError):
     """Misuse of the autograd engine (freed graph, missing gradient, in-place conflicts)."""
 
 
+class DivisionByZeroError(EmberError, ZeroDivisionError, RuntimeError):
+    """Integer floor division or remainder by zero (PyTorch raises a RuntimeError saying
+    ZeroDivisionError; this is both)."""
+
+
 class StateDictError(EmberError, KeyError):
     """A state_dict that does not fit the module or optimizer it is loaded into."""
 

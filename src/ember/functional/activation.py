@@ -183,18 +183,18 @@ def logsigmoid(input):
 
 @export(functional=True)
 def threshold(input, threshold: float, value: float, inplace: bool = False):
-    """``x`` where ``x > threshold``, else ``value``."""
+    """``value`` where ``x <= threshold``, else ``x`` (NaN stays NaN, as in PyTorch)."""
     x = _activation("threshold", input)
     return _maybe_inplace(
-        "threshold", x, inplace, lambda t: E.where(t > threshold, t, float(value))
+        "threshold", x, inplace, lambda t: E.where(t <= threshold, float(value), t)
     )
 
 
 @export(functional=True, method=True)
 def hardshrink(input, lambd: float = 0.5):
-    """``x`` where ``|x| > lambd``, else 0."""
+    """0 where ``-lambd <= x <= lambd``, else ``x`` (NaN stays NaN, as in PyTorch)."""
     x = _activation("hardshrink", input)
-    return E.where(E.abs(x) > lambd, x, 0)
+    return E.where(E.abs(x) <= lambd, 0, x)
 
 
 @export(functional=True, toplevel=False)
@@ -204,7 +204,9 @@ def softshrink(input, lambd: float = 0.5):
     lambd = float(lambd)
     if lambd < 0:
         raise ValueError(f"softshrink: lambd must be non-negative, got {lambd}")
-    return E.where(x > lambd, x - lambd, E.where(x < -lambd, x + lambd, 0))
+    # x - sign(x) * lambd outside the band: x - lambd above it, x + lambd below it, and NaN
+    # (whose sign is 0) stays NaN with gradient 1, as in PyTorch
+    return E.where(E.abs(x) <= lambd, 0, x - E.sign(x) * lambd)
 
 
 @export(functional=True, toplevel=False)

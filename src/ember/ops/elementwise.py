@@ -13,12 +13,12 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError
+from ..errors import DivisionByZeroError, DTypeError
 from ..symbolic import SymDim
 from ..types import TensorType
 from . import api as E
 from ._data import to_array
-from ._registry import OpDef, TensorBase, apply, constant, export, register
+from ._registry import PUBLIC, OpDef, TensorBase, apply, constant, export, register
 from ._rules import Identity
 from ._util import (
     broadcast_shapes,
@@ -197,7 +197,17 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 NEG = _unary("neg", np.negative, lambda c, g: (-g,), float_only=False, save="none", c="(-{0})")
 _unary("abs", np.abs, lambda c, g: (g * E.sign(c.inputs[0]),), float_only=False, c="fabs{f}({0})")
-_unary("sign", np.sign, _zero_grad, float_only=False, save="none")
+
+
+def _sign_kernel(x):
+    """np.sign, with PyTorch's 0 for NaN (NumPy gives NaN)."""
+    out = np.sign(x)
+    if dt.from_numpy_dtype(x.dtype).is_floating_point:
+        return np.where(np.isnan(x), x.dtype.type(0), out)
+    return out
+
+
+_unary("sign", _sign_kernel, _zero_grad, float_only=False, save="none")
 _unary("exp", np.exp, lambda c, g: (g * c.outputs[0],), save="output", c="exp{f}({0})")
 _unary("log", np.log, lambda c, g: (g / c.inputs[0],), c="log{f}({0})")
 _unary("log1p", np.log1p, lambda c, g: (g / (c.inputs[0] + 1),), c="log1p{f}({0})")
@@ -273,6 +283,27 @@ _unary(
 _unary("floor", np.floor, _zero_grad, float_only=False, save="none")
 _unary("ceil", np.ceil, _zero_grad, float_only=False, save="none")
 _unary("round", np.round, _zero_grad, float_only=False, save="none")
+_round_to_integers = PUBLIC["round"]
+
+
+def _round(x, decimals: int = 0):
+    """Round half to even; with ``decimals``, to that many decimal places (negative: to tens,
+    hundreds, ...), computed as PyTorch does in the tensor's dtype: ``round(x * 10**d) /
+    10**d`` (``round(x / 10**-d) * 10**-d`` for negative ``d``)."""
+    decimals = int(decimals)
+    if not decimals:
+        return _round_to_integers(x)
+    x = to_tensor(x)
+    if not x.dtype.is_floating_point:
+        raise DTypeError(f"rounding to decimals needs a floating tensor, got {x.dtype}", op="round")
+    scale = 10.0 ** abs(decimals)
+    if decimals > 0:
+        return _round_to_integers(x * scale) / scale
+    return _round_to_integers(x / scale) * scale
+
+
+_round.__name__ = _round.__qualname__ = "round"
+export(_round, name="round", method=True, inplace=True)
 _unary("trunc", np.trunc, _zero_grad, float_only=False, save="none")
 
 
@@ -373,7 +404,8 @@ def _pow_vjp(c, g):
     nx, ny = c.needs_input_grad
     gx = gy = None
     if nx:
-        gx = _reduce_to(g * y * E.pow(x, y - 1), c.in_types[0])
+        # 0 where y == 0 (x ** 0 is constant 1), also at x == 0 where y * x ** -1 is 0 * inf
+        gx = _reduce_to(E.where(y == 0, 0, g * y * E.pow(x, y - 1)), c.in_types[0])
     if ny:
         # d/dy x**y = x**y log x; define it as 0 where x == 0 and y >= 0 (PyTorch's convention)
         zero_base = E.logical_and(x == 0, y >= 0)
@@ -404,8 +436,20 @@ def _mod_vjp(c, g):
     )
 
 
+def _check_divisor(name, x, y):
+    """Integer division by zero has no value: NumPy's 0 would pass silently (PyTorch raises)."""
+    if x.dtype.kind in "iub" and not np.all(y):
+        raise DivisionByZeroError("integer division by zero", op=name)
+
+
 def _floor_div_kernel(x, y):
+    _check_divisor("floor_div", x, y)
     return np.floor_divide(x, y)
+
+
+def _mod_kernel(x, y):
+    _check_divisor("mod", x, y)
+    return np.mod(x, y)
 
 
 def _pow_kernel(x, y):
@@ -438,7 +482,7 @@ _binary(
     ),
     method=("floor_div", "floor_divide"),
 )
-_binary("mod", np.mod, _mod_vjp, method=("mod", "remainder"))
+_binary("mod", _mod_kernel, _mod_vjp, method=("mod", "remainder"))
 _binary("pow", _pow_kernel, _pow_vjp)
 # NumPy propagates a NaN from either side, and of two equal values (-0.0 and 0.0) keeps the
 # second

@@ -328,8 +328,15 @@ def _amax_public(op, arg_op_name):
         if isinstance(dim, TensorBase):
             return E.maximum(x, dim) if op.name == "max" else E.minimum(x, dim)
         if dim is not None and isinstance(dim, int) and axis is None:
-            values = reduce_only(x, dim, keepdim)
-            indices = getattr(E, arg_op_name)(x, dim, keepdim)
+            # the values are gathered at the indices, so the gradient goes to the returned
+            # index alone, as in PyTorch (amax/amin share it among ties)
+            x = to_tensor(x)
+            indices = getattr(E, arg_op_name)(x, dim, True)
+            values = E.gather(x, dim, indices) if x.ndim else x
+            if not keepdim and x.ndim:
+                values, indices = E.squeeze(values, dim), E.squeeze(indices, dim)
+            elif not x.ndim:
+                indices = E.reshape(indices, ())
             return MaxMin(values, indices)
         return reduce_only(x, dim, keepdim, axis=axis, keepdims=keepdims)
 
@@ -384,6 +391,8 @@ def _arg(name, fn):
         x = to_tensor(x)
         a = pick_axis(dim, axis)
         a = None if a is None else normalize_axis(name, a, x.ndim)
+        if not x.ndim:  # a 0-d tensor's dim 0 (or -1) is the tensor itself
+            a = None
         return apply(op, x, axis=a, keepdims=bool(keepdim if keepdims is None else keepdims))
 
     public.__name__ = public.__qualname__ = name
