@@ -58,9 +58,20 @@ def test_linear_feature_mismatch():
 
 
 def test_integer_tensor_to_a_float_only_op():
+    # (float math such as sqrt promotes integers to the default float, as PyTorch does; the
+    # mean of integers is an error there too)
     with pytest.raises(ember.DTypeError) as info:
-        ember.sqrt(ember.arange(3))  # sqrt-line
-    _check(info, "sqrt", "int64", "float", marker="sqrt-line")
+        ember.mean(ember.arange(3))  # mean-line
+    _check(info, "mean", "int64", "float", marker="mean-line")
+
+
+def test_integer_division_by_zero_names_the_op_and_line():
+    with pytest.raises(ember.DivisionByZeroError) as info:
+        ember.arange(3) // ember.tensor([1, 0, 2])  # floordiv-line
+    _check(info, "floor_div", "division by zero", marker="floordiv-line")
+    assert isinstance(info.value, RuntimeError)  # PyTorch raises RuntimeError: ZeroDivisionError
+    with pytest.raises(ZeroDivisionError, match="mod: integer division by zero"):
+        ember.arange(3) % 0
 
 
 def test_unknown_state_dict_key_loads_nothing():

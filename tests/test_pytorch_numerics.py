@@ -334,3 +334,52 @@ def test_round_to_decimals():
                 ember.round(ember.tensor(data), decimals=d).numpy(),
                 torch.round(torch.tensor(data), decimals=d).numpy(),
             )
+
+
+# ---------------------------------------------------------------------- call forms
+
+
+def test_tensor_where_method_keeps_self():
+    x = ember.tensor([1.0, 2.0, 3.0])
+    assert x.where(ember.tensor([True, False, True]), 0.0).tolist() == [1.0, 0.0, 3.0]
+    assert ember.where(x > 1.5, x, -x).tolist() == [-1.0, 2.0, 3.0]
+
+
+def test_float_math_on_integer_tensors_promotes_to_the_default_float():
+    ints = ember.tensor([1, 2, 3])
+    for name in ("exp", "log", "sqrt", "sin", "cos", "tanh", "sigmoid", "rsqrt", "erf"):
+        out = getattr(ember, name)(ints)
+        assert out.dtype == ember.float32, name
+        want = getattr(ember, name)(ember.tensor([1.0, 2.0, 3.0]))
+        np.testing.assert_array_equal(out.numpy(), want.numpy())
+    assert ember.logsumexp(ints, 0).item() == pytest.approx(np.log(np.exp([1, 2, 3]).sum()))
+    assert ember.exp(ember.tensor([True])).dtype == ember.float32
+    with pytest.raises(ember.DTypeError, match="cannot be written in place"):
+        ints.exp_()  # (the float result does not fit an int64 tensor: PyTorch refuses too)
+
+
+def test_movedim_takes_tuples():
+    x = ember.zeros(2, 3, 4, 5)
+    assert ember.movedim(x, (0, 1), (3, 0)).shape == (3, 4, 5, 2)
+    assert x.movedim((-1, 0), (0, -1)).shape == (5, 3, 4, 2)
+    assert ember.movedim(x, 1, -1).shape == (2, 4, 5, 3)
+    with pytest.raises(ember.ShapeError, match="repeats"):
+        ember.movedim(x, (0, 0), (1, 2))
+
+
+def test_pad_with_negative_sizes_crops():
+    x = ember.arange(6.0).reshape(1, 1, 6)
+    assert F.pad(x, (-1, -2)).tolist() == [[[1.0, 2.0, 3.0]]]
+    assert F.pad(x, (2, -1)).tolist() == [[[0.0, 0.0, 0.0, 1.0, 2.0, 3.0, 4.0]]]
+    assert F.pad(x, (-2, 2), mode="circular").tolist() == [[[2.0, 3.0, 4.0, 5.0, 2.0, 3.0]]]
+    assert F.pad(x, (2, -1), mode="reflect").tolist() == [[[2.0, 1.0, 0.0, 1.0, 2.0, 3.0, 4.0]]]
+    with pytest.raises(ember.ShapeError, match="leaves dimension 2"):
+        F.pad(x, (-4, -4))
+    y = ember.arange(6.0, requires_grad=True)
+    F.pad(y, (-1, 2), value=9.0).sum().backward()
+    assert y.grad.tolist() == [0.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+
+
+def test_one_argument_where_is_nonzero_as_a_tuple():
+    rows, cols = ember.where(ember.tensor([[True, False], [False, True]]))
+    assert rows.tolist() == [0, 1] and cols.tolist() == [0, 1]

@@ -171,10 +171,14 @@ def test_logical_operators_require_bool():
         ember.tensor([1, 2]) & ember.tensor([3, 4])
 
 
-def test_float_only_ops_reject_integers_clearly():
+def test_float_math_promotes_integers_and_mean_rejects_them():
+    # PyTorch's int-to-float promotion: exp of an int64 tensor is a default-float tensor
+    y = ember.exp(ember.tensor([1, 2]))
+    assert y.dtype == ember.float32
+    np.testing.assert_allclose(y.numpy(), np.exp([1.0, 2.0]), rtol=1e-6)
     with pytest.raises(ember.DTypeError, match="exp: expected a floating-point tensor, got int64"):
-        ember.exp(ember.tensor([1, 2]))
-    with pytest.raises(ember.DTypeError, match="mean"):
+        ember.ops.REGISTRY["exp"].infer(ember.tensor([1, 2]))  # the primitive stays strict
+    with pytest.raises(ember.DTypeError, match="mean"):  # as in PyTorch
         ember.tensor([1, 2]).mean()
 
 

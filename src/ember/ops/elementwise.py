@@ -145,7 +145,10 @@ def _unary(
     )
 
     def fn(x):
-        return apply(op, to_tensor(x))
+        x = to_tensor(x)
+        if float_only and not x.dtype.is_floating_point:  # PyTorch's int-to-float promotion
+            x = E.cast(x, dt.get_default_dtype())
+        return apply(op, x)
 
     fn.__name__ = fn.__qualname__ = name
     _direct_inplace(fn, kernel, float_only)

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..types import TensorType
+from . import api as E
 from ._registry import OpDef, apply, export, register
 from ._util import fmt_shape, memory_cost
 from .elementwise import to_tensor
@@ -120,7 +121,8 @@ _PAD_BACKWARD = register(
 def pad(x, pad, mode="constant", value=0.0):
     """PyTorch's F.pad: ``pad`` lists (before, after) sizes starting from the *last* dimension,
     e.g. (left, right, top, bottom) for the last two. Modes: constant, reflect, replicate,
-    circular."""
+    circular. A negative size removes that many elements from that side first (then the
+    other side pads what is left), as in PyTorch."""
     x = to_tensor(x)
     if mode not in _NP_MODES:
         raise ValueError(f"pad: unknown mode {mode!r}; expected one of {sorted(_NP_MODES)}")
@@ -132,4 +134,17 @@ def pad(x, pad, mode="constant", value=0.0):
     pairs = [(0, 0)] * x.ndim
     for i in range(len(pad) // 2):
         pairs[x.ndim - 1 - i] = (int(pad[2 * i]), int(pad[2 * i + 1]))
+    for d, (lo, hi) in enumerate(pairs):
+        if lo >= 0 and hi >= 0:
+            continue
+        size = x.shape[d] + lo + hi
+        if size < 0:
+            raise ShapeError(
+                f"padding {(lo, hi)} leaves dimension {d} of shape {fmt_shape(x.shape)} "
+                f"with {size} elements",
+                op="pad",
+            )
+        start = max(-lo, 0)
+        x = E.narrow(x, d, start, x.shape[d] - start - max(-hi, 0))
+        pairs[d] = (max(lo, 0), max(hi, 0))
     return apply(_PAD, x, pads=tuple(pairs), mode=mode, value=float(value))

@@ -258,12 +258,27 @@ export(transpose, name="swapaxes", method=True)
 
 @export(method=True)
 def movedim(x, source, destination):
+    """Move dimension(s) ``source`` to position(s) ``destination`` (ints, or sequences of one
+    length); the other dimensions keep their order, as in PyTorch."""
     x = to_tensor(x)
-    src = normalize_axis("movedim", source, x.ndim)
-    dst = normalize_axis("movedim", destination, x.ndim)
-    dims = [d for d in range(x.ndim) if d != src]
-    dims.insert(dst, src)
-    return permute(x, dims)
+    source = tuple(source) if isinstance(source, (tuple, list)) else (source,)
+    destination = tuple(destination) if isinstance(destination, (tuple, list)) else (destination,)
+    if len(source) != len(destination):
+        raise ShapeError(
+            f"source {tuple(source)} and destination {tuple(destination)} must name as many "
+            "dimensions",
+            op="movedim",
+        )
+    src = [normalize_axis("movedim", a, x.ndim) for a in source]
+    dst = [normalize_axis("movedim", a, x.ndim) for a in destination]
+    for which, axes in (("source", src), ("destination", dst)):
+        if len(set(axes)) != len(axes):
+            raise ShapeError(f"{which} {tuple(axes)} repeats a dimension", op="movedim")
+    dims = [None] * x.ndim
+    for s_, d_ in zip(src, dst):
+        dims[d_] = s_
+    rest = iter(d for d in range(x.ndim) if d not in src)
+    return permute(x, [next(rest) if d is None else d for d in dims])
 
 
 # -------------------------------------------------------------------------------------- flip

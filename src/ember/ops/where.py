@@ -97,9 +97,14 @@ _WHERE = register(
 )
 
 
-@export(method=True)
-def where(condition, x, y):
-    """Elementwise choice: ``x`` where ``condition`` holds, else ``y`` (broadcast, promoted)."""
+@export
+def where(condition, x=None, y=None):
+    """Elementwise choice: ``x`` where ``condition`` holds, else ``y`` (broadcast, promoted).
+    ``where(condition)`` alone is ``nonzero(condition, as_tuple=True)``, as in PyTorch."""
+    if x is None and y is None:
+        return E.nonzero(condition, as_tuple=True)
+    if x is None or y is None:
+        raise TypeError("where: give both x and y, or neither")
     x, y = promote(x, y)
     return apply(
         _WHERE,
@@ -107,6 +112,16 @@ def where(condition, x, y):
         x,
         y,
     )
+
+
+def _where_method(self, condition, y):
+    """``x.where(condition, y)``: x where ``condition`` holds, else ``y`` (PyTorch's method:
+    the tensor is the value kept, not the condition)."""
+    return where(condition, self, y)
+
+
+_where_method.__name__ = _where_method.__qualname__ = "where"
+export(_where_method, name="where", method=True, toplevel=False)
 
 
 def _clip_infer(x, *, lo, hi):
