@@ -383,3 +383,71 @@ def test_pad_with_negative_sizes_crops():
 def test_one_argument_where_is_nonzero_as_a_tuple():
     rows, cols = ember.where(ember.tensor([[True, False], [False, True]]))
     assert rows.tolist() == [0, 1] and cols.tolist() == [0, 1]
+
+
+# ------------------------------------------- found by the OpInfo suite (tests/ops/test_opinfo.py)
+
+
+def test_bool_tensors_where_pytorch_takes_or_refuses_them():
+    b = ember.tensor([True, False])
+    assert ember.sign(b).tolist() == [True, False] and ember.sign(b).dtype == ember.bool_
+    assert b.amax().item() is True and ember.max(b, 0) == (True, 0)
+    assert b.clamp(min=0.5).tolist() == [1.0, 0.5] and b.clamp(0, 1).dtype == ember.int64
+    for refused in (
+        lambda: b - b,
+        lambda: 2.5 - b,
+        lambda: ember.ones(2) - True,
+        lambda: b % b,
+        lambda: b // b,
+        lambda: b**b,
+        lambda: ember.argmax(b),
+        lambda: b.clamp(min=True),
+    ):
+        with pytest.raises(ember.DTypeError):
+            refused()
+
+
+def test_integer_powers_and_wrapping_scalars():
+    x = ember.tensor([2, 3, -2, 1, -1, -1])
+    y = ember.tensor([-1, 2, -3, -4, -3, -2])
+    assert (x**y).tolist() == [0, 9, 0, 1, -1, 1]  # PyTorch's truncated 1 / x
+    with pytest.raises(ember.DTypeError, match="negative integer powers"):
+        x**-1
+    u = ember.tensor([5, 6], dtype=ember.uint8)
+    assert (u - 1).tolist() == [4, 5] and (u + 300).tolist() == [49, 50]  # wraps, as in torch
+    assert u.masked_fill(ember.tensor([True, False]), -1).tolist() == [255, 6]
+
+
+def test_maximum_and_minimum_gradients_at_nan_and_ties():
+    x = ember.tensor([1.0, 2.0, float("nan"), 5.0], requires_grad=True)
+    y = ember.tensor([1.0, 0.0, 4.0, float("nan")], requires_grad=True)
+    ember.maximum(x, y).sum().backward()
+    # a tie splits, the loser gets nothing, NaN (no order) gives both all of it (PyTorch's)
+    assert x.grad.tolist() == [0.5, 1.0, 1.0, 1.0] and y.grad.tolist() == [0.5, 0.0, 1.0, 1.0]
+
+
+def test_hardswish_gradient_at_infinity_and_int_promotions():
+    x = ember.tensor([float("inf"), -float("inf"), 1.0], requires_grad=True)
+    out = F.hardswish(x)
+    out.sum().backward()
+    assert out.tolist()[:2] == [float("inf"), 0.0]
+    assert x.grad.tolist()[:2] == [1.0, 0.0]  # (0 * inf = NaN before)
+    assert F.tanhshrink(ember.tensor([1, 2])).dtype == ember.float32
+    assert ember.tensor(1.5).cumsum(0).shape == ()  # (a 0-d input gave (1,))
+    added = ember.zeros(3, dtype=ember.int32).index_add(
+        0, ember.tensor([0, 0]), ember.ones(2, dtype=ember.int32), alpha=2
+    )
+    assert added.dtype == ember.int32 and added.tolist() == [4, 0, 0]
+
+
+def test_filling_a_non_leaf_keeps_it_in_the_graph_with_a_zero_gradient():
+    x = ember.tensor([1.0, float("inf")], requires_grad=True)
+    y = x * 2
+    y.fill_(3.0)  # (PyTorch: y still requires grad; its old value gets a zero gradient)
+    assert y.requires_grad and y.grad_fn is not None and y.tolist() == [3.0, 3.0]
+    y.sum().backward()
+    assert x.grad.tolist() == [0.0, 0.0]  # (no 0 * inf = NaN from the old value)
+    z = x * 2
+    z.copy_(ember.tensor([5.0, 6.0]))
+    (z * z).sum().backward()
+    assert x.grad.tolist() == [0.0, 0.0]

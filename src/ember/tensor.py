@@ -237,6 +237,10 @@ class Tensor(_reg.TensorBase):
 
         The tensor's history moves to the new result, and the version counter is bumped so that
         any backward that saved the old value reports the overwrite instead of using wrong data.
+        While gradients are recorded the op reads a copy of the old value, which it may save
+        (PyTorch saves the original self too). A value an op saved of its own result is that
+        result's array, not this tensor's memory, so ``b.exp_().sqrt_()`` differentiates
+        (PyTorch, whose exp_ saves b's memory, refuses that chain).
         """
         if getattr(fn, "ufunc", None) is not None and not kwargs and self._ufunc_inplace(fn, args):
             return self
@@ -267,9 +271,14 @@ class Tensor(_reg.TensorBase):
                 self.grad_fn = result.grad_fn
                 self._output_nr = result._output_nr
                 self._requires_grad = True
-            elif self.grad_fn is not None:  # overwritten by values that do not depend on it
-                self.grad_fn = None
-                self._requires_grad = False
+            elif self.grad_fn is not None:
+                # overwritten by values that do not depend on it (fill_, zero_, copy_ of a
+                # constant): as in PyTorch it stays in the graph, passing a zero gradient to
+                # its old value (a select, so no NaN or inf of the old value leaks)
+                everywhere = _reg.PUBLIC["full"](self.shape, True, dtype=_dt.bool_)
+                kept = _reg.PUBLIC["where"](everywhere, result, old)
+                self.grad_fn = kept.grad_fn
+                self._output_nr = kept._output_nr
         return self
 
     def _ufunc_inplace(self, fn, args) -> bool:

@@ -140,7 +140,8 @@ def relu6(input, inplace: bool = False):
 
 @export(functional=True, toplevel=False)
 def hardsigmoid(input, inplace: bool = False):
-    """``relu6(x + 3) / 6``, a piecewise-linear sigmoid."""
+    """``relu6(x + 3) / 6``, a piecewise-linear sigmoid. Its float64 gradient is 1/6 in
+    float64 (PyTorch's multiplies by float32's 1/6, 3e-8 relative off)."""
     x = _activation("hardsigmoid", input)
     return _maybe_inplace(
         "hardsigmoid", x, inplace, lambda t: E.where(t <= -3, 0, E.where(t >= 3, 1, t / 6 + 0.5))
@@ -150,14 +151,17 @@ def hardsigmoid(input, inplace: bool = False):
 @export(functional=True, toplevel=False)
 def hardswish(input, inplace: bool = False):
     """``x * relu6(x + 3) / 6``; at -3 and 3 the gradient is the outer pieces' (0 and 1), as in
-    PyTorch."""
+    PyTorch. At -inf the result is 0, the value of every x <= -3 (PyTorch's is
+    -inf * 0 = NaN)."""
     x = _activation("hardswish", input)
-    return _maybe_inplace(
-        "hardswish",
-        x,
-        inplace,
-        lambda t: E.where(t <= -3, 0, E.where(t < 3, t * (t + 3) / 6, t)),
-    )
+
+    def fn(t):
+        # the middle piece reads a masked input, so at +-inf its unused gradient is 0 * finite
+        # (not 0 * inf = NaN): the gradient there is the outer piece's, as in PyTorch
+        m = E.where(E.abs(t) < 3, t, 0)
+        return E.where(t <= -3, 0, E.where(t < 3, m * (m + 3) / 6, t))
+
+    return _maybe_inplace("hardswish", x, inplace, fn)
 
 
 @export(functional=True, toplevel=False)
@@ -169,8 +173,8 @@ def mish(input, inplace: bool = False):
 
 @export(functional=True, toplevel=False)
 def tanhshrink(input):
-    """``x - tanh(x)``."""
-    x = _activation("tanhshrink", input)
+    """``x - tanh(x)`` (integers promoted to the default float, as in PyTorch)."""
+    x = to_tensor(input)
     return x - E.tanh(x)
 
 

@@ -53,7 +53,10 @@ def _clamped_log(p):
 def binary_cross_entropy(
     input, target, weight=None, size_average=None, reduce=None, reduction: str = "mean"
 ):
-    """``-w * (t * log(p) + (1 - t) * log(1 - p))`` for probabilities ``p`` in [0, 1]."""
+    """``-w * (t * log(p) + (1 - t) * log(1 - p))`` for probabilities ``p`` in [0, 1], each log
+    clamped at -100 as in PyTorch. The gradient is this loss's derivative everywhere, also at
+    ``p`` = 0 or 1 (where the clamped log is flat and the other one is not: 1 at ``p = 0``,
+    ``t = 0``); PyTorch's backward formula ``(p - t) / max(p (1 - p), 1e-12)`` gives 0 there."""
     op = "binary_cross_entropy"
     reduction = reduction_arg(op, reduction, size_average, reduce)
     x, t = _float_pair(op, input, target)

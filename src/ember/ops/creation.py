@@ -122,7 +122,11 @@ def from_numpy(array: np.ndarray):
 
 @export
 def arange(start, end=None, step=1, *, dtype=None, requires_grad=False):
-    """Values from ``start`` to ``end`` (exclusive) by ``step``; int64 for integer arguments."""
+    """Values from ``start`` to ``end`` (exclusive) by ``step``; int64 for integer arguments.
+
+    A float value is ``start + i * step`` computed in double and rounded once to the dtype.
+    PyTorch's CPU kernel rounds each vector's first value before adding ``j * step``, so a few
+    of its float32 values are an ulp (of that first value) away from these."""
     if end is None:
         start, end = 0, start
     d = dt.as_dtype(dtype) if dtype is not None else dt.result_type(start, end, step)

@@ -35,6 +35,14 @@ def _is_tensor(x) -> bool:
     return isinstance(x, TensorBase)
 
 
+def scalar_array(value, dtype) -> np.ndarray:
+    """A Python value as an array of ``dtype``. An int wraps around into a narrower integer
+    dtype (``uint8_tensor - 1`` subtracts 255's bits, as PyTorch does; NumPy 2 refuses)."""
+    if type(value) is int and dtype.is_integer:
+        return np.asarray(value).astype(dtype.np)
+    return np.asarray(value, dtype=dtype.np)
+
+
 def to_tensor(x, dtype=None):
     """A Tensor from a tensor, array, list or scalar (cast to ``dtype`` if given)."""
     if _is_tensor(x):
@@ -44,7 +52,7 @@ def to_tensor(x, dtype=None):
 
         return apply(_FULL, shape=(), value=x, dtype=dtype or dt.int64)
     if dtype is not None:
-        return constant(np.asarray(x, dtype=dtype.np))
+        return constant(scalar_array(x, dtype))
     return constant(to_array(x, None))
 
 
@@ -72,9 +80,9 @@ def promote(*operands, floating: bool = False):
                 if y.dtype is dtype and (not floating or dtype.is_floating_point):
                     return operands
             elif _keeps_dtype(x.dtype, y, floating):
-                return x, constant(np.asarray(y, dtype=x.dtype.np))
+                return x, constant(scalar_array(y, x.dtype))
         elif isinstance(y, TensorBase) and _keeps_dtype(y.dtype, x, floating):
-            return constant(np.asarray(x, dtype=y.dtype.np)), y
+            return constant(scalar_array(x, y.dtype)), y
     operands = [
         x if _is_tensor(x) or isinstance(x, (bool, int, float, SymDim)) else to_tensor(x)
         for x in operands
@@ -98,11 +106,11 @@ def _direct_inplace(fn, kernel, float_only: bool) -> None:
         fn.ufunc_float_only = float_only
 
 
-def _unary_infer(name, float_only):
+def _unary_infer(name, float_only, bools=False):
     def infer(x):
         if float_only:
             require_float(name, x)
-        elif x.dtype is dt.bool_:
+        elif x.dtype is dt.bool_ and not bools:
             raise DTypeError("not defined for bool tensors; cast with .int() first", op=name)
         return same_type(x)
 
@@ -123,6 +131,7 @@ def _unary(
     c=None,
     workspace=None,
     doc="",
+    bools=False,
 ):
     """``c``: the op as a C expression over ``{0}`` for fused kernels (kernels/cfuse.py), with
     ``{T}`` the C type and ``{f}`` the math-function suffix ("f" for float32); ``workspace``: the
@@ -132,7 +141,7 @@ def _unary(
         OpDef(
             name=name,
             kind="elementwise",
-            infer=_unary_infer(name, float_only),
+            infer=_unary_infer(name, float_only, bools),
             kernel=kernel,
             vjp=vjp,
             cost=elementwise_cost(flops),
@@ -204,13 +213,15 @@ _unary("abs", np.abs, lambda c, g: (g * E.sign(c.inputs[0]),), float_only=False,
 
 def _sign_kernel(x):
     """np.sign, with PyTorch's 0 for NaN (NumPy gives NaN)."""
+    if x.dtype == np.bool_:
+        return x.copy()
     out = np.sign(x)
     if dt.from_numpy_dtype(x.dtype).is_floating_point:
         return np.where(np.isnan(x), x.dtype.type(0), out)
     return out
 
 
-_unary("sign", _sign_kernel, _zero_grad, float_only=False, save="none")
+_unary("sign", _sign_kernel, _zero_grad, float_only=False, save="none", bools=True)
 _unary("exp", np.exp, lambda c, g: (g * c.outputs[0],), save="output", c="exp{f}({0})")
 _unary("log", np.log, lambda c, g: (g / c.inputs[0],), c="log{f}({0})")
 _unary("log1p", np.log1p, lambda c, g: (g / (c.inputs[0] + 1),), c="log1p{f}({0})")
@@ -251,10 +262,14 @@ _unary(
 _unary(
     "relu",
     _relu_kernel,
+    # where(result > 0, g, 0), the form the pooling scatter and convolution epilogues fuse;
+    # at a NaN the gradient is 0 (PyTorch's threshold_backward passes it there)
     lambda c, g: (E.where(c.outputs[0] > 0, g, 0),),
     float_only=False,
     save="output",
     functional=True,
+    doc="relu(x) = max(x, 0), NaN kept. Its gradient is 0 where the result is <= 0 and at NaN "
+    "(PyTorch's passes the gradient at NaN).",
     # np.maximum(x, 0): NaN stays, a tie (-0.0) gives the second operand, 0.0
     c="((({0} > 0) | ({0} != {0})) ? {0} : ({T})0)",
 )
@@ -281,7 +296,8 @@ _unary(
     toplevel=False,  # PyTorch's F.softsign only
     flops=3,
     c="({0} / (({T})1 + fabs{f}({0})))",  # the kernel's two roundings: bit for bit
-    doc="softsign(x): x / (1 + |x|)",
+    doc="softsign(x): x / (1 + |x|). Its gradient 1 / (1 + |x|)^2 is 0 at +-inf (PyTorch's "
+    "is NaN there).",
 )
 _unary("floor", np.floor, _zero_grad, float_only=False, save="none")
 _unary("ceil", np.ceil, _zero_grad, float_only=False, save="none")
@@ -313,9 +329,11 @@ _unary("trunc", np.trunc, _zero_grad, float_only=False, save="none")
 # ------------------------------------------------------------------------------ binary ops
 
 
-def _binary_infer(name):
+def _binary_infer(name, bools=True):
     def infer(x, y):
         dtype = require_same_dtype(name, x, y)
+        if dtype is dt.bool_ and not bools:
+            raise DTypeError("not defined for bool tensors (as in PyTorch)", op=name)
         return TensorType(broadcast_shapes(name, x.shape, y.shape), dtype)
 
     return infer
@@ -334,15 +352,18 @@ def _binary(
     identity=None,
     c=None,
     doc="",
+    check=None,
+    bools=True,
 ):
     """``identity``: the constants that leave the other operand unchanged (an `Identity`), the
     unchanged, exactly (for transforms/simplify.py); ``c``: the op as a C expression over
-    ``{0}`` and ``{1}`` for fused kernels (see `_unary`)."""
+    ``{0}`` and ``{1}`` for fused kernels (see `_unary`); ``check(x, y)``: refuses operands
+    before promotion (what PyTorch refuses that promotion would hide, a bool tensor)."""
     op = register(
         OpDef(
             name=name,
             kind="elementwise",
-            infer=_binary_infer(name),
+            infer=_binary_infer(name, bools),
             kernel=kernel,
             vjp=vjp,
             cost=elementwise_cost(flops),
@@ -354,6 +375,8 @@ def _binary(
     )
 
     def fn(x, y):
+        if check is not None:
+            check(x, y)
         return apply(op, *promote(x, y, floating=floating))
 
     fn.__name__ = fn.__qualname__ = name
@@ -417,14 +440,16 @@ def _pow_vjp(c, g):
 
 
 def _minmax_vjp(pick):
+    """PyTorch's convention: an operand that loses (``pick`` says the other wins) gets no
+    gradient, a tie splits it evenly, and where either is NaN (no order) both get all of it."""
+
     def vjp(c, g):
         x, y = c.inputs
         nx, ny = c.needs_input_grad
-        # ties split the gradient evenly between the operands, as PyTorch does
-        share = E.where(pick(x, y), 1.0, E.where(x == y, 0.5, 0.0)).to(g.dtype)
+        half = E.where(x == y, g * 0.5, g)
         return (
-            _reduce_to(g * share, c.in_types[0]) if nx else None,
-            _reduce_to(g * (1 - share), c.in_types[1]) if ny else None,
+            _reduce_to(E.where(pick(y, x), 0, half), c.in_types[0]) if nx else None,
+            _reduce_to(E.where(pick(x, y), 0, half), c.in_types[1]) if ny else None,
         )
 
     return vjp
@@ -455,9 +480,39 @@ def _mod_kernel(x, y):
     return np.mod(x, y)
 
 
-def _pow_kernel(x, y):
-    if x.dtype.kind in "iu" and (y < 0).any():
+def _no_bool(name, message):
+    """Refuses a bool operand, a tensor or a Python bool (PyTorch's subtraction)."""
+
+    def check(x, y):
+        if any(isinstance(v, bool) or (_is_tensor(v) and v.dtype is dt.bool_) for v in (x, y)):
+            raise DTypeError(message, op=name)
+
+    return check
+
+
+def _pow_check(x, y):
+    if (
+        _is_tensor(y)
+        and y.dtype is dt.bool_
+        and (isinstance(x, bool) or (_is_tensor(x) and x.dtype is dt.bool_))
+    ):
+        raise DTypeError("not defined for a bool exponent tensor of a bool", op="pow")
+    if type(y) is int and y < 0 and _is_tensor(x) and not x.dtype.is_floating_point:
         raise DTypeError("integers to negative integer powers are not allowed", op="pow")
+
+
+def _pow_kernel(x, y):
+    """np.power; an integer to a negative integer power (a tensor exponent) is PyTorch's
+    truncated result, 1 / x rounded toward zero: 1 for 1, +-1 for -1, else 0 (NumPy
+    refuses)."""
+    if x.dtype.kind in "iu" and (y < 0).any():
+        negative = y < 0
+        power = np.power(x, np.where(negative, 0, y))
+        odd = np.where(np.remainder(y, 2) == 1, -1, 1).astype(x.dtype)
+        inverse = np.where(x == 1, 1, np.where(x == -1, odd, 0)).astype(x.dtype)
+        return np.where(negative, inverse, power)
+    if x.dtype == np.bool_:  # (NumPy's bool power is int8)
+        return np.power(x, y).astype(np.bool_)
     return np.power(x, y)
 
 
@@ -465,7 +520,19 @@ def _pow_kernel(x, y):
 ADD = _binary(
     "add", np.add, _add_vjp, save=(), identity=Identity(left=-0.0, right=-0.0), c="({0} + {1})"
 )
-_binary("sub", np.subtract, _sub_vjp, save=(), identity=Identity(right=0.0), c="({0} - {1})")
+_binary(
+    "sub",
+    np.subtract,
+    _sub_vjp,
+    save=(),
+    identity=Identity(right=0.0),
+    c="({0} - {1})",
+    check=_no_bool(
+        "sub",
+        "subtraction with a bool tensor is not supported (as in PyTorch); "
+        "use ~ or logical_not() to invert a mask, logical_xor() for two",
+    ),
+)
 _binary("mul", np.multiply, _mul_vjp, identity=Identity(left=1, right=1), c="({0} * {1})")
 _binary(
     "div",
@@ -484,9 +551,16 @@ _binary(
         E.zeros_like(c.inputs[1]) if c.needs_input_grad[1] else None,
     ),
     method=("floor_div", "floor_divide"),
+    bools=False,
 )
-_binary("mod", _mod_kernel, _mod_vjp, method=("mod", "remainder"))
-_binary("pow", _pow_kernel, _pow_vjp)
+_binary(
+    "mod",
+    _mod_kernel,
+    _mod_vjp,
+    method=("mod", "remainder"),
+    bools=False,
+)
+_binary("pow", _pow_kernel, _pow_vjp, check=_pow_check)
 # NumPy propagates a NaN from either side, and of two equal values (-0.0 and 0.0) keeps the
 # second
 _binary(
@@ -494,10 +568,14 @@ _binary(
     np.maximum,
     _minmax_vjp(lambda x, y: x > y),
     c="((({0} > {1}) | ({0} != {0})) ? {0} : {1})",
+    doc="Elementwise maximum, NaN propagating, with broadcasting and type promotion; y may be a "
+    "Python scalar (a weak operand; torch.maximum takes tensors only).",
 )
 _binary(
     "minimum",
     np.minimum,
     _minmax_vjp(lambda x, y: x < y),
+    doc="Elementwise minimum, NaN propagating, with broadcasting and type promotion; y may be a "
+    "Python scalar (a weak operand; torch.minimum takes tensors only).",
     c="((({0} < {1}) | ({0} != {0})) ? {0} : {1})",
 )

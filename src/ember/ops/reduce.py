@@ -265,9 +265,7 @@ def prod(x, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
 
 
 def _extreme_infer(name):
-    def infer(x, *, axes, keepdims):
-        if x.dtype is dt.bool_:
-            raise DTypeError("not defined for bool tensors", op=name)
+    def infer(x, *, axes, keepdims):  # (bool tensors too: any / all, as in PyTorch)
         _check_nonempty(name, x, axes)
         return TensorType(reduced_shape(x.shape, axes, keepdims), x.dtype)
 
@@ -331,7 +329,9 @@ def _amax_public(op, arg_op_name):
             # the values are gathered at the indices, so the gradient goes to the returned
             # index alone, as in PyTorch (amax/amin share it among ties)
             x = to_tensor(x)
-            indices = getattr(E, arg_op_name)(x, dim, True)
+            # (argmax refuses bool tensors, as PyTorch's does; max(x, dim) takes them)
+            ranked = E.cast(x, dt.uint8) if x.dtype is dt.bool_ else x
+            indices = getattr(E, arg_op_name)(ranked, dim, True)
             values = E.gather(x, dim, indices) if x.ndim else x
             if not keepdim and x.ndim:
                 values, indices = E.squeeze(values, dim), E.squeeze(indices, dim)
@@ -356,6 +356,8 @@ export(_min_public, name="min", method=True)
 
 def _arg_infer(name):
     def infer(x, *, axis, keepdims):
+        if x.dtype is dt.bool_:
+            raise DTypeError("not defined for bool tensors (as in PyTorch)", op=name)
         if axis is None:
             if x.ndim and 0 in x.shape:
                 raise ShapeError("cannot take the arg of an empty tensor", op=name)
@@ -462,8 +464,8 @@ def _cumsum_kernel(x, *, axis):
     out = _sum_dtype(dt.from_numpy_dtype(x.dtype)).np
     acc = _CUMSUM_ACC.get(x.dtype)
     if acc is None:
-        return np.cumsum(x, axis=axis, dtype=out)
-    return np.cumsum(x, axis=axis, dtype=acc).astype(out)
+        return np.cumsum(x, axis=axis, dtype=out).reshape(x.shape)  # (0-d: NumPy gives (1,))
+    return np.cumsum(x, axis=axis, dtype=acc).astype(out).reshape(x.shape)
 
 
 def _cumsum_workspace(node, layouts) -> int:
@@ -533,7 +535,8 @@ def var(x, dim=None, keepdim=False, *, correction=1, unbiased=None, axis=None, k
     ``d = x - m``, exact in value and gradient for any shift. A plain two-pass formula loses
     the digits by which ``m`` missed the mean (1.4e-4 relative in float32 when the mean is
     10^4 standard deviations); this keeps float32 within ~1e-7, as PyTorch's Welford
-    accumulation in double does."""
+    accumulation in double does. With ``dim=()`` (every dimension) the gradient is the
+    centred data's, finite (PyTorch 2.13's backward gives +-inf there)."""
     x = to_tensor(x)
     require_float("var", x)
     if unbiased is not None:

@@ -168,8 +168,13 @@ def clip(x, min=None, max=None):
             x = E.minimum(x, max)
         return x
     x = to_tensor(x)
-    if x.dtype.is_integer and (isinstance(min, float) or isinstance(max, float)):
-        x = E.cast(x, dt.get_default_dtype())
+    # the bounds promote like scalars of an elementwise op: an int tensor with a float bound
+    # is a default-float result, a bool tensor with an int bound int64 (PyTorch's clamp)
+    dtype = dt.result_type(x, *[b for b in (min, max) if b is not None])
+    if dtype is dt.bool_:
+        raise DTypeError("not defined for bool results (as in PyTorch)", op="clip")
+    if dtype is not x.dtype:
+        x = E.cast(x, dtype)
     as_python = float if x.dtype.is_floating_point else int
     return apply(
         _CLIP,
