@@ -303,3 +303,45 @@ def test_missing_field_and_future_version(saved, tmp_path):
     write_safetensors(str(other), arrays, {**metadata, "ember_graph": "2"})
     with pytest.raises(GraphFileError, match="format version '2'"):
         load_graph(other)
+
+
+def _nested(depth):
+    record = {"t": "int", "v": 1}
+    for _ in range(depth):
+        record = {"t": "tuple", "v": [record]}
+    return record
+
+
+@pytest.mark.parametrize(
+    "payload, message",
+    [
+        ({"t": {"a": 1}, "v": 1}, "unknown attribute tag"),  # an unhashable tag
+        ({"t": ["int"], "v": 1}, "unknown attribute tag"),
+        (_nested(400), "nest more than 32 deep"),
+        ({"t": "float", "v": 10**400}, "bad payload"),  # float() of it would overflow
+        ({"t": "int", "v": 2**70}, "bad payload"),
+    ],
+)
+def test_hostile_attribute_records(saved, payload, message):
+    def edit(s):
+        _call(s, "sum")["attrs"][0][1] = payload
+
+    _rewrite(saved, edit)
+    with pytest.raises(GraphFileError, match=rf"g\.emg.*attribute 'axes'.*{message}"):
+        load_graph(saved)
+
+
+def test_an_int_of_too_many_digits_in_the_json(saved):
+    metadata, arrays = read_safetensors(str(saved), lambda m, p: None)
+    text = metadata["graph"].replace('"coefficient":1', '"coefficient":' + "9" * 5000, 1)
+    metadata = {k: v for k, v in metadata.items() if k != "crc32"}
+    write_safetensors(str(saved), arrays, {**metadata, "graph": text})
+    with pytest.raises(GraphFileError, match=r"g\.emg.*not valid JSON"):
+        load_graph(saved)
+
+
+@pytest.mark.parametrize("dim", [-1, 2**64, 1.5, True, {"sym": {"coefficient": 0, "factors": []}}])
+def test_bad_dimensions(saved, dim):
+    _rewrite(saved, lambda s: _call(s, "sum")["outputs"][0]["type"]["shape"].__setitem__(0, dim))
+    with pytest.raises(GraphFileError, match=r"g\.emg.*(bad dimension|bad symbolic dimension)"):
+        load_graph(saved)
