@@ -20,7 +20,7 @@ from ember.graph.printer import format_type
 from ember.models import EXAMPLE_STEPS
 from ember.tools import viz
 
-from .graphs import nested_control_flow, step, synthetic
+from .graphs import hostile, nested_control_flow, step, synthetic
 
 needs_dot = pytest.mark.skipif(
     shutil.which("dot") is None,
@@ -109,6 +109,25 @@ def test_svg_export(tmp_path):
     )
     assert sum(c.startswith("node") for c in groups) == boxes + len(graph.outputs)
     assert any("backward" in c for c in groups) and any("optimizer" in c for c in groups)
+
+
+@needs_dot
+def test_svg_of_a_hostile_graph_holds_its_names_as_text_only(tmp_path):
+    graph, payload = hostile()
+    root = ET.parse(viz.svg(graph, tmp_path / "hostile.svg")).getroot()
+    tags = {element.tag.rsplit("}", 1)[-1] for element in root.iter()}
+    assert tags <= {"svg", "g", "title", "text", "path", "polygon", "ellipse", "polyline"}, tags
+    assert not [k for e in root.iter() for k in e.attrib if k.lower().startswith("on")]
+    texts = " ".join(e.text or "" for e in root.iter() if e.tag.endswith("text"))
+    assert payload[:20] in texts
+
+
+def test_html_of_a_hostile_graph_holds_no_markup_of_its_own(tmp_path):
+    graph, _ = hostile()
+    page = (tmp_path / "h.html").read_text() if viz.html(graph, tmp_path / "h.html") else ""
+    assert "<img" not in page and "<!--" not in page
+    assert page.count("<script") == 2 and page.count("</script>") == 2
+    assert page.count("<title>") == 1 and page.count("</title>") == 1
 
 
 def test_svg_without_graphviz_says_what_to_install(tmp_path, monkeypatch):
