@@ -345,3 +345,23 @@ def test_bad_dimensions(saved, dim):
     _rewrite(saved, lambda s: _call(s, "sum")["outputs"][0]["type"]["shape"].__setitem__(0, dim))
     with pytest.raises(GraphFileError, match=r"g\.emg.*(bad dimension|bad symbolic dimension)"):
         load_graph(saved)
+
+
+def test_no_flipped_header_bit_loads_as_a_different_graph(saved):
+    """The header's checksum (ember.io.checkpoint) covers graph files too: every third
+    single-bit flip of the header is refused or changes nothing."""
+    data = saved.read_bytes()
+    text = str(load_graph(saved))
+    length = int.from_bytes(data[:8], "little")
+    outcomes = {"refused": 0, "same": 0, "different": 0}
+    for k in range(0, 8 * (8 + length), 3):
+        damaged = bytearray(data)
+        damaged[k // 8] ^= 1 << (k % 8)
+        saved.write_bytes(bytes(damaged))
+        try:
+            loaded = load_graph(saved)
+        except GraphFileError:
+            outcomes["refused"] += 1
+            continue
+        outcomes["same" if str(loaded) == text else "different"] += 1
+    assert outcomes["different"] == 0, outcomes
