@@ -23,8 +23,9 @@ library, older embers) ignore it.
 Nothing is ever pickled or evaluated. Saving is atomic: the file is written under a temporary
 name in the target's directory, flushed to disk (fsync), renamed over the target (os.replace)
 and the directory entry synced, so a crash at any point leaves either the old or the new
-checkpoint, never a mixture; on failure the temporary file is removed. Loading checks the header,
-every tensor's dtype, shape and extent, the file size and the checksums, and raises
+checkpoint, never a mixture; on failure the temporary file is removed, and the temporaries of
+killed saves are removed by the next save of the same file (ember._files). Loading checks the
+header, every tensor's dtype, shape and extent, the file size and the checksums, and raises
 `ember.CheckpointError` naming the file and the problem.
 """
 
@@ -35,13 +36,13 @@ import hashlib
 import json
 import math
 import os
-import secrets
 import zlib
 
 import ml_dtypes
 import numpy as np
 from safetensors import TensorSpec, serialize_file
 
+from .._files import create_temporary
 from ..errors import CheckpointError
 from ._tree import decode, encode
 
@@ -224,19 +225,15 @@ def _crc(a: np.ndarray) -> int:
 
 
 def _create_temporary(directory: str, base: str) -> str:
-    """A new empty file next to the target (mode 0o666 less the umask, like open())."""
-    for _ in range(100):
-        tmp = os.path.join(directory, f".{base}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-        try:
-            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-            return tmp
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise CheckpointError(
-                f"cannot create a temporary file in {directory} ({exc})", op="save"
-            ) from exc
-    raise CheckpointError(f"cannot create a temporary file in {directory}", op="save")
+    """A new empty file next to the target (mode 0o666 less the umask, like open()), named
+    after this process; temporaries of the target left by killed saves are removed first
+    (ember._files)."""
+    try:
+        return create_temporary(directory, base)
+    except OSError as exc:
+        raise CheckpointError(
+            f"cannot create a temporary file in {directory} ({exc})", op="save"
+        ) from exc
 
 
 def _fsync_file(path: str) -> None:
