@@ -172,8 +172,8 @@ class _Loader:
             return _random.default_generator
         try:
             return _random.Generator().set_state(self.field(record, "state", dict, where))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise self.fail(f"{where} has an invalid state ({exc})") from exc
+        except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as exc:
+            raise self.fail(f"{where} has an invalid state ({type(exc).__name__}: {exc})") from exc
 
     def ref(self, name, where: str) -> Value:
         if not isinstance(name, str) or name not in self.values:
