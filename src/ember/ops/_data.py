@@ -9,7 +9,7 @@ import numbers
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import DTypeError
+from ..errors import DTypeError, ShapeError
 from ._registry import TensorBase
 
 __all__ = ["to_array"]
@@ -57,11 +57,33 @@ def _from_python(data) -> np.ndarray:
                 else (row._data if _is_eager(row) else row)
                 for row in data
             ]
-        arr = np.asarray(data)
+        try:
+            arr = np.asarray(data)
+        except ValueError as exc:  # nested sequences of unequal lengths (ragged)
+            raise ShapeError(
+                f"cannot make a tensor from nested sequences of unequal lengths: {_ragged(data)}",
+                op="tensor",
+            ) from exc
         if arr.dtype == np.float64 and not _has_numpy_float64(data):
             arr = arr.astype(_dt.get_default_dtype().np)
         return arr
     return np.asarray(data)
+
+
+def _ragged(data) -> str:
+    """Where ``data`` first stops being rectangular, for the error message."""
+    level, path = [data], ""
+    while level:
+        kinds = {isinstance(x, (list, tuple)) for x in level}
+        if len(kinds) > 1:
+            return f"at depth {path.count('[')} some items are sequences and some are not"
+        if kinds != {True}:
+            break
+        lengths = sorted({len(x) for x in level})
+        if len(lengths) > 1:
+            return f"at depth {path.count('[') + 1} the lengths are {lengths}"
+        level, path = [y for x in level for y in x], path + "[]"
+    return "an item NumPy cannot hold"
 
 
 def _flatten(data):
