@@ -365,3 +365,14 @@ def test_no_flipped_header_bit_loads_as_a_different_graph(saved):
             continue
         outcomes["same" if str(loaded) == text else "different"] += 1
     assert outcomes["different"] == 0, outcomes
+
+
+def test_graph_inputs_must_list_each_input_node_once(saved):
+    """(Found by the fuzzer: a value named twice among the inputs made generated code with a
+    duplicate argument; an input node left out, code reading a value no argument gives.)"""
+    _rewrite(saved, lambda s: s.update(inputs=["x", "x", "w"]))
+    with pytest.raises(GraphFileError, match="inputs name a value twice"):
+        load_graph(saved)
+    _rewrite(saved, lambda s: s.update(inputs=["x"]))
+    with pytest.raises(GraphFileError, match="input node %w is not among the graph's inputs"):
+        load_graph(saved)

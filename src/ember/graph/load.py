@@ -161,6 +161,12 @@ class _Loader:
         for v in inputs:
             if v.node.kind != "input":
                 raise self.fail(f"graph input %{v.name} is not an input node")
+        if len({id(v) for v in inputs}) != len(inputs):
+            raise self.fail("the graph's inputs name a value twice")
+        unlisted = [n.name for n in self.graph.nodes if n.kind == "input"]
+        unlisted = [name for name in unlisted if name not in names]
+        if unlisted:  # (generated code would read a value no argument gives)
+            raise self.fail(f"input node %{unlisted[0]} is not among the graph's inputs")
         self.graph.inputs = inputs
         outputs = self.field(structure, "outputs", list, "the graph")
         self.graph.set_outputs([self.ref(n, "graph output") for n in outputs])
