@@ -233,6 +233,38 @@ def test_cli_draws_a_saved_graph_file(tmp_path):
     assert data.count('"op":') == len(ember.load_graph(tmp_path / "resnet.graph").nodes)
 
 
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda program, attrs: attrs.update(outputs={"t": "tuple", "v": [{"t": "int", "v": 9}]}),
+        lambda program, attrs: program[0]["args"].__setitem__(1, ["in", 7]),
+        lambda program, attrs: program.pop(),
+        lambda program, attrs: program[1].update(op="sum"),
+    ],
+)
+def test_cli_dot_of_a_malformed_fused_program_is_a_clean_error(tmp_path, capsys, edit):
+    import json
+
+    from ember.io.checkpoint import read_safetensors, write_safetensors
+
+    def f(x, b):
+        return ((x + b).relu() * 2.0).sum(axis=1)
+
+    path = tmp_path / "fused.graph"
+    ember.trace(f, ember.randn(4, 3), ember.randn(3), opt_level=3).graph.save(path)
+    metadata, arrays = read_safetensors(str(path), lambda m, p: None)
+    structure = json.loads(metadata["graph"])
+    node = next(n for n in structure["nodes"] if n.get("op") == "fused_reduce")
+    attrs = {key: record for key, record in node["attrs"]}
+    edit(attrs["program"]["v"], attrs)
+    node["attrs"] = [[key, record] for key, record in attrs.items()]
+    write_safetensors(str(path), arrays, {**metadata, "graph": json.dumps(structure)})
+    assert main(["viz", str(path), "-o", str(tmp_path / "x.dot")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ember viz: error:") and str(path) in err and "Traceback" not in err
+    assert not (tmp_path / "x.dot").exists()
+
+
 def test_cli_missing_and_corrupt_graph_files(tmp_path, capsys):
     missing = tmp_path / "nothing.graph"
     assert main(["viz", str(missing), "-o", str(tmp_path / "a.html")]) == 2
