@@ -122,6 +122,11 @@ def write_atomic(path, data: bytes | str, mode: int = 0o666) -> Path:
     return path
 
 
+def _remove_own(path: Path, pid: int) -> None:
+    if os.getpid() == pid:  # (a forked child runs its parent's exit handlers: not its folder)
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def private_directory(prefix: str) -> Path:
     """A new folder only this user can enter, under the system's temporary folder, removed when
     the process exits; folders of the same ``prefix`` left by killed processes are removed
@@ -149,6 +154,6 @@ def private_directory(prefix: str) -> Path:
             os.mkdir(path, 0o700)
         except FileExistsError:
             continue
-        atexit.register(shutil.rmtree, path, ignore_errors=True)
+        atexit.register(_remove_own, path, os.getpid())
         return path
     raise FileExistsError(f"cannot create a private folder {prefix}-... in {parent}")
