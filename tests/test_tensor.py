@@ -221,3 +221,16 @@ def test_random_distributions():
     w = ember.zeros(20000)
     w.uniform_(-2, 2)
     assert w.numpy().min() >= -2 and w.numpy().max() < 2 and abs(w.numpy().mean()) < 0.05
+
+
+@pytest.mark.parametrize(
+    "data, where",
+    [
+        ([[1, 2], [3]], r"depth 2 the lengths are \[1, 2\]"),
+        ([[1, 2], 3], "depth 1 some items are sequences"),
+        ([[[1.0, 2.0]], [[3.0]]], r"depth 3 the lengths are \[1, 2\]"),
+    ],
+)
+def test_ragged_nested_lists_raise_a_shape_error(data, where):
+    with pytest.raises(ember.ShapeError, match=f"tensor: .*unequal lengths: at {where}"):
+        ember.tensor(data)

@@ -1,11 +1,14 @@
 """The main job, `ember train`: it learns, it resumes exactly, and its CLI explains itself."""
 
+import re
+import time
+
 import numpy as np
 import pytest
 
 import ember
 from ember import cli
-from ember.train import TrainConfig, run
+from ember.train import TrainConfig, TrainConfigError, run
 
 
 def test_short_training_run_learns_digits(tmp_path, capsys):
@@ -96,3 +99,107 @@ def test_missing_fashion_mnist_names_the_package(tmp_path, capsys):
     assert code == 2
     err = capsys.readouterr().err
     assert "dataset-fashion-mnist" in err and str(tmp_path) in err
+
+
+def test_help_gives_each_default_once(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--help"])
+    text = capsys.readouterr().out
+    assert "default: None" not in text and "default: False" not in text
+    options = " ".join(text.split()).split(" --")[1:]
+    for option in options:
+        assert option.count("default") <= 1, option
+
+
+@pytest.mark.parametrize(
+    "option, value, message",
+    [
+        ("--batch-size", "0", "batch_size must be a whole number of at least 1, got 0"),
+        ("--stop-after", "0", "stop_after must be a whole number of at least 1, got 0"),
+        ("--epochs", "0", "epochs must be"),
+        ("--lr", "-0.1", "lr must be a positive number"),
+        ("--lr", "nan", "lr must be a positive number"),
+        ("--momentum", "1.5", r"momentum must be in \[0, 1\)"),
+        ("--weight-decay", "-1", "weight_decay must be zero or more"),
+        ("--prefetch", "-1", "prefetch must be"),
+        ("--seed", "-1", "seed must be"),
+    ],
+)
+def test_nonsense_options_are_refused_before_training(tmp_path, capsys, option, value, message):
+    checkpoint = tmp_path / "run.ckpt"
+    argv = ["train", "--model", "mlp", "--checkpoint", str(checkpoint), "--no-progress"]
+    assert cli.main([*argv, option, value]) == 2
+    out = capsys.readouterr()
+    assert re.search(message, out.err) and "checkpoint:" not in out.out
+    assert not checkpoint.exists()
+
+
+def test_an_unwritable_checkpoint_path_fails_before_training(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    for path, message in (
+        (blocker / "run.ckpt", "cannot be written"),
+        (tmp_path, "is a directory"),
+    ):
+        start = time.perf_counter()
+        code = cli.main(["train", "--model", "mlp", "--checkpoint", str(path), "--no-progress"])
+        assert code == 2 and time.perf_counter() - start < 5  # no epoch was trained first
+        err = capsys.readouterr().err
+        assert str(path) in err and message in err
+
+
+@pytest.fixture(scope="module")
+def one_epoch(tmp_path_factory):
+    """A checkpoint of an mlp run stopped after its first of two epochs, and its settings."""
+    path = tmp_path_factory.mktemp("resume") / "part.ckpt"
+    settings = dict(model="mlp", epochs=2, batch_size=64, seed=3, progress=False)
+    run(TrainConfig(checkpoint=str(path), stop_after=1, **settings))
+    return path, settings
+
+
+def _without_inc(state):
+    del state["shuffle_rng"]["inc"]
+
+
+@pytest.mark.parametrize(
+    "edit, field, problem",
+    [
+        (lambda s: s.pop("config"), "config", "is missing"),
+        (lambda s: s.pop("model"), "model", "is missing"),
+        (lambda s: s["config"].pop("lr"), "config", "has no 'lr' entry"),
+        (lambda s: s.update(history=5), "history", "should be a list of 1"),
+        (lambda s: s["history"][0].update(loss="low"), "history", "not a number"),
+        (_without_inc, "shuffle_rng", "is not a generator state"),
+        (lambda s: s.update(default_rng=[1, 2]), "default_rng", "is not a generator state"),
+        (lambda s: s.update(epoch=-3), "epoch", "whole number from 1 to 2, got -3"),
+        (lambda s: s.update(epoch=1.0), "epoch", "whole number"),
+        (lambda s: s["scheduler"].update(last_epoch="x"), "scheduler", "where a int belongs"),
+        (lambda s: s["scheduler"].update(base_lrs=[]), "scheduler", "should hold 1 values"),
+        (lambda s: s["optimizer"].update(param_groups="x"), "optimizer", "does not fit"),
+        (lambda s: s["model"].popitem(), "model", "does not fit"),
+        (lambda s: s.update(model=[1]), "model", "should be a dict"),
+    ],
+)
+def test_a_damaged_training_checkpoint_is_refused_before_training(
+    one_epoch, tmp_path, edit, field, problem
+):
+    path, settings = one_epoch
+    state = ember.load(path)
+    edit(state)
+    damaged = tmp_path / "damaged.ckpt"
+    ember.save(state, damaged)
+    out = tmp_path / "out.ckpt"
+    with pytest.raises(ember.CheckpointError) as info:
+        run(TrainConfig(checkpoint=str(out), resume=str(damaged), **settings))
+    message = str(info.value)
+    assert str(damaged) in message and f"field {field!r}" in message, message
+    assert re.search(problem, message), message
+    assert not out.exists()
+
+
+def test_resuming_with_nothing_left_to_train_is_refused(one_epoch, tmp_path):
+    path, settings = one_epoch
+    out = tmp_path / "out.ckpt"
+    with pytest.raises(TrainConfigError, match="already holds 1 epoch.*--stop-after asks for 1"):
+        run(TrainConfig(checkpoint=str(out), resume=str(path), stop_after=1, **settings))
+    assert not out.exists()

@@ -1,33 +1,120 @@
 """Writing a file whole: the one way ember replaces a file it owns (kernel caches, calibrations,
-measured peaks, traces, drawings).
+measured peaks, traces, drawings, checkpoints and graph files).
 
 `write_atomic(path, data)` writes ``data`` to a temporary file in the target's folder, then
 renames it over the target (`os.replace`), so a reader, another process included, sees the old
 file or the new one, never half of one; on failure the temporary file is removed and the error
 raised, the target untouched. The file gets the permissions a plain ``open(path, "w")`` would
 (``mkstemp`` alone makes it private). Checkpoints (io/checkpoint.py) add an fsync before the
-rename and write through safetensors, so they keep their own path.
+rename and write through safetensors, so they make their temporary with `create_temporary`.
+
+Temporaries left behind. A process killed between creating its temporary file and renaming it
+leaves the file. Every temporary is named after its writer, ``.<target>.<host>-<pid>-<random>.tmp``
+(``host``: a short hash of the host name), and each save first removes the temporaries of its
+target whose writer is gone: a process of this host that no longer runs, or, for a folder shared
+between machines, any whose file is over a day old (`remove_stale_temporaries`). Private
+folders made with `private_directory` are named the same way and removed at exit, or by the
+next process when their owner was killed.
 """
 
 from __future__ import annotations
 
+import atexit
+import hashlib
 import os
+import re
+import shutil
+import socket
 import tempfile
+import time
 from pathlib import Path
 
-__all__ = ["write_atomic"]
+__all__ = ["create_temporary", "private_directory", "remove_stale_temporaries", "write_atomic"]
+
+_STALE_ELSEWHERE_S = 24 * 3600  # a temporary of another host's process: gone after a day
+_TEMPORARY = re.compile(r"\.(?P<base>.+)\.(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-[0-9a-f]{8}\.tmp")
+_PRIVATE = re.compile(r"(?P<prefix>.+)-(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-[0-9a-f]{8}")
 
 
-def write_atomic(path, data: bytes | str) -> Path:
-    """Replace ``path`` with ``data`` (str is written as UTF-8) in one step; returns the path."""
+def _host() -> str:
+    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def _tag() -> str:
+    return f"{_host()}-{os.getpid()}-{os.urandom(4).hex()}"
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return pid > 0  # another user's process (PermissionError): alive
+    return True
+
+
+def _gone(host: str, pid: str, path: Path) -> bool:
+    """Whether the writer of ``path`` (its host tag and pid) can no longer be writing it."""
+    if host == _host():
+        return not _alive(int(pid))
+    try:  # another machine's process: its pid means nothing here; go by age
+        return time.time() - path.lstat().st_mtime > _STALE_ELSEWHERE_S
+    except OSError:
+        return False
+
+
+def remove_stale_temporaries(directory, base: str | None = None) -> int:
+    """Remove the temporaries in ``directory`` of target ``base`` (of any target when None)
+    whose writer is gone; returns how many. Never raises: cleaning up is a courtesy."""
+    removed = 0
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return 0
+    for name in names:
+        match = _TEMPORARY.fullmatch(name)
+        if match is None or (base is not None and match["base"] != base):
+            continue
+        path = Path(directory) / name
+        try:
+            if path.is_symlink() or not path.is_file() or path.lstat().st_uid != os.getuid():
+                continue  # only our own plain files
+            if _gone(match["host"], match["pid"], path):
+                path.unlink()
+                removed += 1
+        except OSError:
+            continue
+    return removed
+
+
+def create_temporary(directory, base: str, mode: int = 0o666) -> str:
+    """A new empty file in ``directory`` for target ``base``, named after this process (see the
+    module docstring), created with ``mode`` less the umask; stale temporaries of the same
+    target are removed first."""
+    remove_stale_temporaries(directory, base)
+    for _ in range(100):
+        tmp = os.path.join(os.fspath(directory), f".{base}.{_tag()}.tmp")
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode))
+            return tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"cannot create a temporary file for {base} in {directory}")
+
+
+def write_atomic(path, data: bytes | str, mode: int = 0o666) -> Path:
+    """Replace ``path`` with ``data`` (str is written as UTF-8) in one step; returns the path.
+    The file gets ``mode`` less the umask."""
     path = Path(path)
     if isinstance(data, str):
         data = data.encode()
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
+    tmp = create_temporary(path.parent, path.name, mode)
     try:
-        with os.fdopen(fd, "wb") as f:
+        with open(tmp, "wb") as f:
             f.write(data)
-        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -35,7 +122,38 @@ def write_atomic(path, data: bytes | str) -> Path:
     return path
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+def _remove_own(path: Path, pid: int) -> None:
+    if os.getpid() == pid:  # (a forked child runs its parent's exit handlers: not its folder)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def private_directory(prefix: str) -> Path:
+    """A new folder only this user can enter, under the system's temporary folder, removed when
+    the process exits; folders of the same ``prefix`` left by killed processes are removed
+    first."""
+    parent = Path(tempfile.gettempdir())
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        names = []
+    for name in names:
+        match = _PRIVATE.fullmatch(name)
+        if match is None or match["prefix"] != prefix:
+            continue
+        path = parent / name
+        try:
+            if path.is_symlink() or not path.is_dir() or path.lstat().st_uid != os.getuid():
+                continue
+            if _gone(match["host"], match["pid"], path):
+                shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            continue
+    for _ in range(100):
+        path = parent / f"{prefix}-{_tag()}"
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue
+        atexit.register(_remove_own, path, os.getpid())
+        return path
+    raise FileExistsError(f"cannot create a private folder {prefix}-... in {parent}")

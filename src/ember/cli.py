@@ -18,6 +18,18 @@ from .errors import EmberError
 from .tools import inspect as _inspect
 
 
+class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends ``(default: ...)`` only where the help does not say it already and there is a
+    default to show: an option whose default depends on another (None here, resolved by the
+    command) says so in its own words, not also as ``(default: None)``."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if action.default is None or action.default is False or "default" in text:
+            return text
+        return super()._get_help_string(action)
+
+
 def _train_parser(sub) -> None:
     p = sub.add_parser(
         "train",
@@ -25,7 +37,7 @@ def _train_parser(sub) -> None:
         description="Train a built-in model, print the test accuracy after every epoch, and "
         "save a checkpoint after every epoch. A run resumed with --resume from one of "
         "its checkpoints ends bit-identical to an uninterrupted run.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_DefaultsFormatter,
     )
     p.add_argument("--model", choices=["mlp", "cnn"], default="cnn", help="the model to train")
     p.add_argument(

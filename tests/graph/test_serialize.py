@@ -303,3 +303,76 @@ def test_missing_field_and_future_version(saved, tmp_path):
     write_safetensors(str(other), arrays, {**metadata, "ember_graph": "2"})
     with pytest.raises(GraphFileError, match="format version '2'"):
         load_graph(other)
+
+
+def _nested(depth):
+    record = {"t": "int", "v": 1}
+    for _ in range(depth):
+        record = {"t": "tuple", "v": [record]}
+    return record
+
+
+@pytest.mark.parametrize(
+    "payload, message",
+    [
+        ({"t": {"a": 1}, "v": 1}, "unknown attribute tag"),  # an unhashable tag
+        ({"t": ["int"], "v": 1}, "unknown attribute tag"),
+        (_nested(400), "nest more than 32 deep"),
+        ({"t": "float", "v": 10**400}, "bad payload"),  # float() of it would overflow
+        ({"t": "int", "v": 2**70}, "bad payload"),
+    ],
+)
+def test_hostile_attribute_records(saved, payload, message):
+    def edit(s):
+        _call(s, "sum")["attrs"][0][1] = payload
+
+    _rewrite(saved, edit)
+    with pytest.raises(GraphFileError, match=rf"g\.emg.*attribute 'axes'.*{message}"):
+        load_graph(saved)
+
+
+def test_an_int_of_too_many_digits_in_the_json(saved):
+    metadata, arrays = read_safetensors(str(saved), lambda m, p: None)
+    text = metadata["graph"].replace('"coefficient":1', '"coefficient":' + "9" * 5000, 1)
+    metadata = {k: v for k, v in metadata.items() if k != "crc32"}
+    write_safetensors(str(saved), arrays, {**metadata, "graph": text})
+    with pytest.raises(GraphFileError, match=r"g\.emg.*not valid JSON"):
+        load_graph(saved)
+
+
+@pytest.mark.parametrize("dim", [-1, 2**64, 1.5, True, {"sym": {"coefficient": 0, "factors": []}}])
+def test_bad_dimensions(saved, dim):
+    _rewrite(saved, lambda s: _call(s, "sum")["outputs"][0]["type"]["shape"].__setitem__(0, dim))
+    with pytest.raises(GraphFileError, match=r"g\.emg.*(bad dimension|bad symbolic dimension)"):
+        load_graph(saved)
+
+
+def test_no_flipped_header_bit_loads_as_a_different_graph(saved):
+    """The header's checksum (ember.io.checkpoint) covers graph files too: every third
+    single-bit flip of the header is refused or changes nothing."""
+    data = saved.read_bytes()
+    text = str(load_graph(saved))
+    length = int.from_bytes(data[:8], "little")
+    outcomes = {"refused": 0, "same": 0, "different": 0}
+    for k in range(0, 8 * (8 + length), 3):
+        damaged = bytearray(data)
+        damaged[k // 8] ^= 1 << (k % 8)
+        saved.write_bytes(bytes(damaged))
+        try:
+            loaded = load_graph(saved)
+        except GraphFileError:
+            outcomes["refused"] += 1
+            continue
+        outcomes["same" if str(loaded) == text else "different"] += 1
+    assert outcomes["different"] == 0, outcomes
+
+
+def test_graph_inputs_must_list_each_input_node_once(saved):
+    """(Found by the fuzzer: a value named twice among the inputs made generated code with a
+    duplicate argument; an input node left out, code reading a value no argument gives.)"""
+    _rewrite(saved, lambda s: s.update(inputs=["x", "x", "w"]))
+    with pytest.raises(GraphFileError, match="inputs name a value twice"):
+        load_graph(saved)
+    _rewrite(saved, lambda s: s.update(inputs=["x"]))
+    with pytest.raises(GraphFileError, match="input node %w is not among the graph's inputs"):
+        load_graph(saved)

@@ -329,3 +329,20 @@ def test_conv2d_configurations_match_torch(kernel, stride, padding, dilation, gr
 
     x = np.random.default_rng(kernel * 100 + size).standard_normal((2, 2, size, size + 1))
     compare_module(make(nn), make(tnn), [x])
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: nn.Linear(-1, 3), "Linear: in_features must be 0 or more, got -1"),
+        (lambda: nn.Linear(3, -2), "Linear: out_features must be 0 or more, got -2"),
+        (lambda: nn.Linear(2.5, 3), r"Linear: in_features must be a whole number, got 2.5"),
+        (lambda: nn.Linear(True, 3), "Linear: in_features must be a whole number"),
+        (lambda: nn.Bilinear(2, -1, 3), "Bilinear: in2_features must be 0 or more"),
+        (lambda: nn.Embedding(-5, 3), "Parameter: size 0 must be 0 or more, got -5"),
+        (lambda: nn.Conv2d(-1, 3, 3), "Parameter: size 1 must be 0 or more, got -1"),
+    ],
+)
+def test_negative_or_fractional_sizes_raise_a_shape_error(make, message):
+    with pytest.raises(ember.ShapeError, match=message):
+        make()

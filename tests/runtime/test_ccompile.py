@@ -257,3 +257,144 @@ def test_without_a_compiler_load_refuses_and_warns_once(tmp_path):
     # one warning, however often it is asked
     assert "1 no C compiler found (set CC); fused kernels fall back to NumPy" in out.stdout
     assert not list(tmp_path.iterdir())
+
+
+# ------------------------------------------------------------------------- trust and size
+EVIL = """
+void axpy(long n, float a, const float* x, float* y) {
+  for (long i = 0; i < n; i++) y[i] = 42;
+}
+"""
+
+
+def _plant(library):
+    """Replace ``library`` and its hash file with another library that has the same function,
+    as another user with write access to the folder could."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    evil = library.with_name("evil.so")
+    subprocess.run(
+        [cc, "-shared", "-fPIC", "-x", "c", "-", "-o", str(evil)], input=EVIL.encode(), check=True
+    )
+    data = evil.read_bytes()
+    os.replace(evil, library)
+    library.with_suffix(".sha256").write_text(hashlib.sha256(data).hexdigest())
+    return data
+
+
+def _forget(monkeypatch):
+    """This process's memory of loaded kernels and of warnings given, as in a new process."""
+    monkeypatch.setattr(ccompile, "_libraries", {})
+    monkeypatch.setattr(ccompile, "_functions", {})
+    monkeypatch.setattr(ccompile, "_warned_unsafe", set(), raising=False)
+
+
+def test_a_cache_folder_other_users_can_write_is_not_used(cache, monkeypatch):
+    shared = cache / "shared"
+    shared.mkdir()
+    source = _unique_axpy()
+    assert _result(_child(shared, source))["compiles"] == 1
+    library = _library(shared)
+    shared.chmod(0o777)  # a shared cache: anyone may write ...
+    _plant(library)  # ... and someone did
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(shared))
+    _forget(monkeypatch)
+    with pytest.warns(UserWarning, match=r"not using the kernel cache .*writable by other"):
+        fn = ccompile.load(source, "axpy", ARGTYPES)
+    assert _close(_axpy(fn))  # compiled privately, never the planted library
+    assert ccompile.cache_dir() != shared and ccompile.cache_dir().stat().st_mode & 0o077 == 0
+
+
+@pytest.mark.parametrize("how", ["group-writable", "another user's", "a symlink"])
+def test_an_untrusted_library_in_a_safe_folder_is_rebuilt(cache, how):
+    if how == "another user's" and os.getuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    source = _unique_axpy()
+    assert _result(_child(cache, source))["compiles"] == 1
+    library = _library(cache)
+    if how == "a symlink":
+        evil_dir = cache / "elsewhere"
+        evil_dir.mkdir()
+        target = evil_dir / "lib.so"
+        data = _plant(library)
+        target.write_bytes(data)
+        library.unlink()
+        library.symlink_to(target)
+    else:
+        _plant(library)
+        if how == "group-writable":
+            library.chmod(0o664)
+        else:
+            os.chown(library, 65534, 65534)
+    child = _result(_child(cache, source))
+    assert _close(child["y"]) and child["rebuilds"] == 1 and child["compiles"] == 1
+    assert not library.is_symlink() and library.stat().st_uid == os.getuid()
+
+
+def test_the_library_checked_is_the_library_loaded(cache, monkeypatch):
+    """A library swapped for another between the hash check and the load (another process of
+    this user, or one with write access before ember refused the folder) is not loaded: the
+    loader reads the descriptor whose bytes were hashed."""
+    source = _unique_axpy()
+    assert _result(_child(cache, source))["compiles"] == 1
+    library = _library(cache)
+    _forget(monkeypatch)
+    digest = ccompile._digest
+    swapped = []
+
+    def hash_then_swap(data):
+        result = digest(data)
+        if data.startswith(b"\x7fELF") and not swapped:  # a library's bytes were just hashed:
+            swapped.append(True)  # now the name holds another library (and the old hash)
+            keep = library.with_suffix(".sha256").read_text()
+            _plant(library)
+            library.with_suffix(".sha256").write_text(keep)
+        return result
+
+    monkeypatch.setattr(ccompile, "_digest", hash_then_swap)
+    fn = ccompile.load(source, "axpy", ARGTYPES)
+    assert swapped and _close(_axpy(fn))
+
+
+def test_the_cache_keeps_within_its_size_least_recently_used_first(cache, monkeypatch):
+    a, b, c = (_unique_axpy() for _ in range(3))
+    ccompile.load(a, "axpy", ARGTYPES)
+    lib_a = _library(cache)
+    one = lib_a.stat().st_size + lib_a.with_suffix(".sha256").stat().st_size
+    monkeypatch.setenv("EMBER_KERNEL_CACHE_MB", str(2.5 * one / 2**20))  # room for two
+    ccompile.load(b, "axpy", ARGTYPES)
+    (lib_b,) = set(cache.glob("*.so")) - {lib_a}
+    past = time.time() - 100
+    os.utime(lib_a.with_suffix(".sha256"), (past, past))  # a: used long ago
+    os.utime(lib_b.with_suffix(".sha256"), (past + 10, past + 10))
+    _forget(monkeypatch)
+    ccompile.load(a, "axpy", ARGTYPES)  # a disk hit: a is now the most recently used
+    assert lib_a.with_suffix(".sha256").stat().st_mtime > past + 10
+    evictions = ccompile.stats.evictions
+    ccompile.load(c, "axpy", ARGTYPES)
+    assert ccompile.stats.evictions == evictions + 1
+    assert lib_a.exists() and not lib_b.exists() and not lib_b.with_suffix(".sha256").exists()
+    assert len(list(cache.glob("*.so"))) == 2
+    assert sum(p.stat().st_size for p in cache.iterdir()) <= 2.5 * one
+
+
+def test_a_bad_cache_size_setting_is_warned_about(monkeypatch):
+    monkeypatch.setenv("EMBER_KERNEL_CACHE_MB", "lots")
+    with pytest.warns(UserWarning, match="EMBER_KERNEL_CACHE_MB='lots'"):
+        assert ccompile.cache_limit_bytes() == ccompile.DEFAULT_CACHE_MB * 2**20
+    monkeypatch.setenv("EMBER_KERNEL_CACHE_MB", "0.5")
+    assert ccompile.cache_limit_bytes() == 2**19
+
+
+def test_without_a_descriptor_number_left_the_checked_bytes_are_loaded_from_a_copy(
+    cache, monkeypatch
+):
+    source = _unique_axpy()
+    assert _result(_child(cache, source))["compiles"] == 1
+    _forget(monkeypatch)
+    import resource
+
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    monkeypatch.setattr(ccompile, "_next_fd", limit)  # every number is used up
+    fn = ccompile.load(source, "axpy", ARGTYPES)
+    assert _close(_axpy(fn)) and ccompile._private_dir().name in fn._ember_handle._name
+    assert not list(ccompile._private_dir().glob("*.tmp"))  # the copy's name is gone

@@ -1,5 +1,5 @@
 """Graphs the viz tests draw: built-in training steps (cached per process), a loop with a
-branch inside, and a synthetic graph of any size."""
+branch inside, a synthetic graph of any size, and a hostile one (markup in every name)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import ember
 from ember import dtypes as dt
 from ember.graph import Graph
 from ember.ops._registry import REGISTRY
+from ember.symbolic import SymDim
 from ember.tools import viz
 from ember.types import TensorType
 
@@ -51,3 +52,20 @@ def synthetic(n: int, seed: int = 0) -> Graph:
         values.append(g.add_call(op, inputs).outputs[0])
     g.set_outputs(values[-4:])
     return g
+
+
+def hostile() -> tuple[Graph, str]:
+    """(graph, payload): every text the drawings show (the graph's name, a symbolic size and
+    so the FLOPs and bytes, a scope, an attribute, a value name) holds markup that runs script
+    where it is parsed as HTML."""
+    payload = '<img src=x onerror="window.__pwned=(window.__pwned||0)+1">'
+    n = SymDim(1, ((payload, 1),))
+    g = Graph(payload + "</title><script>window.__pwned=1</script>")
+    x = g.add_input(TensorType((n, 4), dt.float32), "x")
+    y = g.add_call(REGISTRY["relu"], [x]).outputs[0]
+    z = g.add_call(REGISTRY["sum"], [y], {"axes": (1,), "keepdims": False}).outputs[0]
+    g.set_outputs([z])
+    y.node.scope = payload + "<!--<script>"
+    z.node.attrs["note"] = payload  # (not the op's: the drawings show it all the same)
+    y.name = "y" + payload  # the Graph API never makes such a name; an edit might
+    return g, payload

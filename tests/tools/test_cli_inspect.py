@@ -93,3 +93,53 @@ def test_inspect_in_a_real_process(tmp_path):
         f"ember inspect: error: inspect: {missing}: no such file; MODEL is a graph file written "
         "by graph.save or one of the built-in models mlp, cnn, gpt, resnet"
     )
+
+
+def _placeholder_graph():
+    """A training loss built on placeholders: a symbolic batch N, as ember's own graphs have."""
+    with ember.Graph() as g:
+        x = ember.placeholder((None, 784), name="x")
+        y = ember.placeholder((None,), dtype=ember.int64, name="y")
+        loss = ember.nn.functional.cross_entropy(ember.models.mlp(784, 32, 10)(x), y)
+    g.set_outputs([loss.value])
+    return g
+
+
+def test_inspect_a_graph_file_with_a_symbolic_batch(tmp_path, capsys):
+    path = tmp_path / "symbolic.graph"
+    _placeholder_graph().save(path)
+    totals = {}
+    for size in (None, 64):
+        assert main(["inspect", str(path)] + ([] if size is None else ["--batch-size", "64"])) == 0
+        out = capsys.readouterr().out
+        assert f"symbolic sizes counted as N = {size or 1}" in out
+        totals[size] = int(out.split("total ")[1].split(" FLOPs")[0].replace(",", ""))
+    assert totals[64] > 30 * totals[None]  # (the weights' random init does not scale)
+    fixed = tmp_path / "fixed.graph"
+    nested_control_flow().save(fixed)
+    assert main(["inspect", str(fixed), "--batch-size", "8"]) == 2
+    assert "has no symbolic sizes" in capsys.readouterr().err
+
+
+def test_inspect_a_graph_file_with_values_past_int64(tmp_path, capsys):
+    from ember.graph import Graph
+    from ember.ops import REGISTRY
+    from ember.types import TensorType
+
+    g = Graph("big")
+    x = g.add_input(TensorType((4,), ember.float32), "x")
+    attrs = {"shape": (2**32, 2**32), "value": 1.0, "dtype": ember.float32}
+    f = g.add_call(REGISTRY["full"], [], attrs).outputs[0]
+    s = g.add_call(REGISTRY["sum"], [f], {"axes": (0, 1), "keepdims": False}).outputs[0]
+    g.set_outputs([g.add_call(REGISTRY["mul"], [x, s]).outputs[0]])
+    path = tmp_path / "big.graph"
+    g.save(path)
+    assert main(["inspect", str(path)]) == 0
+    assert "68719476736.00 GiB" in capsys.readouterr().out  # 2**66 bytes, counted exactly
+
+
+def test_inspect_a_batch_too_large_for_memory_is_refused_up_front(capsys):
+    assert main(["inspect", "mlp", "--batch-size", "1000000000"]) == 2
+    err = capsys.readouterr().err
+    assert "--batch-size 1000000000" in err and "choose a smaller batch" in err
+    assert err.count("\n") == 1

@@ -1,7 +1,8 @@
 """The HTML viewer in a real headless Chromium (Debian ``chromium``), driven through the DevTools
 protocol: the page draws every node of the GPT block's training step, a real mouse click on a
 node shows its shape in the details panel, the phase toggles and the search work, a screenshot
-is taken, and a 5,000-node graph finishes drawing. Skips, saying why, without Chromium or the
+is taken, a 5,000-node graph finishes drawing, and a graph whose every text is markup runs no
+script. Skips, saying why, without Chromium or the
 websocket-client package."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pytest
 from ember.tools import viz
 
 from .chromium import Chromium, unavailable
-from .graphs import step, synthetic
+from .graphs import hostile, step, synthetic
 
 
 @pytest.fixture(scope="module")
@@ -90,3 +91,20 @@ def test_5000_node_graph_renders(browser, tmp_path):
         f"5,000 nodes: first frame {counts['firstFrameMs']:.0f} ms after the script started, "
         f"{seconds:.2f} s from navigation"
     )
+
+
+def test_a_hostile_graph_runs_no_script_in_the_viewer(browser, tmp_path):
+    graph, payload = hostile()
+    browser.open(viz.html(graph, tmp_path / "hostile.html"))
+    for node in graph.nodes:
+        browser.evaluate(f"emberViewer.select({json.dumps(node.name)})")
+        browser.next_frame()
+        details = browser.evaluate("document.getElementById('details').textContent")
+        assert payload in details  # shown as text ...
+        assert browser.evaluate("document.querySelectorAll('#details img').length") == 0
+    # any image's error handler would have run by now
+    wait = "new Promise(r => setTimeout(r, 200))"
+    browser.call("Runtime.evaluate", expression=wait, awaitPromise=True)
+    assert browser.evaluate("String(window.__pwned)") == "undefined"  # ... never run
+    assert browser.evaluate("document.title").startswith(payload)
+    assert browser.evaluate("document.querySelectorAll('script').length") == 2

@@ -20,7 +20,7 @@ from ember.graph.printer import format_type
 from ember.models import EXAMPLE_STEPS
 from ember.tools import viz
 
-from .graphs import nested_control_flow, step, synthetic
+from .graphs import hostile, nested_control_flow, step, synthetic
 
 needs_dot = pytest.mark.skipif(
     shutil.which("dot") is None,
@@ -109,6 +109,25 @@ def test_svg_export(tmp_path):
     )
     assert sum(c.startswith("node") for c in groups) == boxes + len(graph.outputs)
     assert any("backward" in c for c in groups) and any("optimizer" in c for c in groups)
+
+
+@needs_dot
+def test_svg_of_a_hostile_graph_holds_its_names_as_text_only(tmp_path):
+    graph, payload = hostile()
+    root = ET.parse(viz.svg(graph, tmp_path / "hostile.svg")).getroot()
+    tags = {element.tag.rsplit("}", 1)[-1] for element in root.iter()}
+    assert tags <= {"svg", "g", "title", "text", "path", "polygon", "ellipse", "polyline"}, tags
+    assert not [k for e in root.iter() for k in e.attrib if k.lower().startswith("on")]
+    texts = " ".join(e.text or "" for e in root.iter() if e.tag.endswith("text"))
+    assert payload[:20] in texts
+
+
+def test_html_of_a_hostile_graph_holds_no_markup_of_its_own(tmp_path):
+    graph, _ = hostile()
+    page = (tmp_path / "h.html").read_text() if viz.html(graph, tmp_path / "h.html") else ""
+    assert "<img" not in page and "<!--" not in page
+    assert page.count("<script") == 2 and page.count("</script>") == 2
+    assert page.count("<title>") == 1 and page.count("</title>") == 1
 
 
 def test_svg_without_graphviz_says_what_to_install(tmp_path, monkeypatch):
@@ -212,6 +231,38 @@ def test_cli_draws_a_saved_graph_file(tmp_path):
     assert main(["viz", str(tmp_path / "resnet.graph"), "-o", str(tmp_path / "r.html")]) == 0
     data = (tmp_path / "r.html").read_text()
     assert data.count('"op":') == len(ember.load_graph(tmp_path / "resnet.graph").nodes)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda program, attrs: attrs.update(outputs={"t": "tuple", "v": [{"t": "int", "v": 9}]}),
+        lambda program, attrs: program[0]["args"].__setitem__(1, ["in", 7]),
+        lambda program, attrs: program.pop(),
+        lambda program, attrs: program[1].update(op="sum"),
+    ],
+)
+def test_cli_dot_of_a_malformed_fused_program_is_a_clean_error(tmp_path, capsys, edit):
+    import json
+
+    from ember.io.checkpoint import read_safetensors, write_safetensors
+
+    def f(x, b):
+        return ((x + b).relu() * 2.0).sum(axis=1)
+
+    path = tmp_path / "fused.graph"
+    ember.trace(f, ember.randn(4, 3), ember.randn(3), opt_level=3).graph.save(path)
+    metadata, arrays = read_safetensors(str(path), lambda m, p: None)
+    structure = json.loads(metadata["graph"])
+    node = next(n for n in structure["nodes"] if n.get("op") == "fused_reduce")
+    attrs = {key: record for key, record in node["attrs"]}
+    edit(attrs["program"]["v"], attrs)
+    node["attrs"] = [[key, record] for key, record in attrs.items()]
+    write_safetensors(str(path), arrays, {**metadata, "graph": json.dumps(structure)})
+    assert main(["viz", str(path), "-o", str(tmp_path / "x.dot")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ember viz: error:") and str(path) in err and "Traceback" not in err
+    assert not (tmp_path / "x.dot").exists()
 
 
 def test_cli_missing_and_corrupt_graph_files(tmp_path, capsys):

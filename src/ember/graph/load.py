@@ -1,10 +1,19 @@
 """Reading the ember graph file (graph/serialize.py describes the format and writes it):
 `load_graph(path)` rebuilds the graph through the Graph API, checking every field, and
-verifies it; anything malformed raises `GraphFileError` naming the path and the problem."""
+verifies it; anything malformed raises `GraphFileError` naming the path and the problem.
+
+A file is hostile until checked. Names are held to what the Graph API itself makes, since they
+reach generated code, drawings and HTML: value names are letters, digits and underscores (what
+`Graph._fresh` makes of any hint), symbol names and attribute keys are Python identifiers, and
+graph names and scopes are printable text; sizes are whole numbers below 2**63, and attribute
+values nest at most `MAX_DEPTH` deep. (Code generation does not rely on this: it spells every
+name it writes safely itself, runtime/codegen.py.)
+"""
 
 from __future__ import annotations
 
 import json
+import keyword
 import os
 
 import numpy as np
@@ -19,7 +28,11 @@ from ._base import GraphError
 from .ir import Graph, Value
 from .serialize import _NODE_KINDS, FORMAT_KEY, FORMAT_VERSION, GraphFileError
 
-__all__ = ["load_graph"]
+__all__ = ["MAX_DEPTH", "load_graph"]
+
+MAX_DEPTH = 32  # nesting of attribute values (tuples of tuples) and of subgraphs
+_MAX_SIZE = 2**63  # dimensions, coefficients: what an int64 holds
+_MAX_POWER = 64  # of a symbol in a symbolic size
 
 
 def load_graph(path: str | os.PathLike) -> Graph:
@@ -34,9 +47,12 @@ def load_graph(path: str | os.PathLike) -> Graph:
         raise GraphFileError(f"cannot load a graph: {exc.detail}", op="load_graph") from exc
     try:
         structure = json.loads(metadata.get("graph", ""))
-    except json.JSONDecodeError as exc:
+    except (ValueError, RecursionError) as exc:  # (ValueError: an int of too many digits)
         raise _bad(path, f"its graph metadata is not valid JSON ({exc})") from exc
-    return _Loader(path, arrays).build(structure)
+    try:
+        return _Loader(path, arrays).build(structure)
+    except RecursionError as exc:  # a structure nested deeper than the checks reach
+        raise _bad(path, "its structure is nested too deeply") from exc
 
 
 def _check_metadata(metadata, path: str) -> None:
@@ -61,6 +77,28 @@ def _bad(path: str, message: str) -> GraphFileError:
     return GraphFileError(f"{path}: malformed graph file: {message}", op="load_graph")
 
 
+def _short(value, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for messages about hostile values."""
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # an int of too many digits, a deep structure
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def is_value_name(name) -> bool:
+    """What `Graph._fresh` can make: letters, digits and underscores, at least one."""
+    return isinstance(name, str) and bool(name) and all(c.isalnum() or c == "_" for c in name)
+
+
+def _is_identifier(name) -> bool:
+    return isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name)
+
+
+def _is_text(name) -> bool:
+    return isinstance(name, str) and name.isprintable()
+
+
 class _Loader:
     """Rebuilds one graph from its JSON structure, checking every field as it goes."""
 
@@ -80,7 +118,14 @@ class _Loader:
             raise self.fail(f"{where} has no {key!r} entry")
         value = record[key]
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise self.fail(f"{where}: {key!r} should be a {kind.__name__}, got {value!r}")
+            raise self.fail(f"{where}: {key!r} should be a {kind.__name__}, got {_short(value)}")
+        return value
+
+    def name(self, record, key: str, check, what: str, where: str) -> str:
+        """The string ``record[key]``, which ``check`` must accept (``what`` says what)."""
+        value = self.field(record, key, str, where)
+        if not check(value):
+            raise self.fail(f"{where}: {key!r} should be {what}, got {_short(value)}")
         return value
 
     def build(self, structure) -> Graph:
@@ -100,13 +145,15 @@ class _Loader:
         """A graph held in an attribute; verified with its node's graph."""
         if not isinstance(structure, dict):
             raise self.fail(f"{where}: a subgraph should be a JSON object")
+        if prefix.count("/") > MAX_DEPTH:
+            raise self.fail(f"{where}: subgraphs nest more than {MAX_DEPTH} deep")
         loader = _Loader(self.path, self.arrays, prefix)
         loader.generators = self.generators
         return loader.structure(structure)
 
     def structure(self, structure) -> Graph:
         """Build the nodes, inputs and outputs of one graph (no verification)."""
-        self.graph = Graph(self.field(structure, "name", str, "the graph"))
+        self.graph = Graph(self.name(structure, "name", _is_text, "printable text", "the graph"))
         for position, record in enumerate(self.field(structure, "nodes", list, "the graph")):
             self.node(record, f"node {position}")
         names = self.field(structure, "inputs", list, "the graph")
@@ -114,6 +161,12 @@ class _Loader:
         for v in inputs:
             if v.node.kind != "input":
                 raise self.fail(f"graph input %{v.name} is not an input node")
+        if len({id(v) for v in inputs}) != len(inputs):
+            raise self.fail("the graph's inputs name a value twice")
+        unlisted = [n.name for n in self.graph.nodes if n.kind == "input"]
+        unlisted = [name for name in unlisted if name not in names]
+        if unlisted:  # (generated code would read a value no argument gives)
+            raise self.fail(f"input node %{unlisted[0]} is not among the graph's inputs")
         self.graph.inputs = inputs
         outputs = self.field(structure, "outputs", list, "the graph")
         self.graph.set_outputs([self.ref(n, "graph output") for n in outputs])
@@ -125,27 +178,37 @@ class _Loader:
             return _random.default_generator
         try:
             return _random.Generator().set_state(self.field(record, "state", dict, where))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise self.fail(f"{where} has an invalid state ({exc})") from exc
+        except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as exc:
+            raise self.fail(f"{where} has an invalid state ({type(exc).__name__}: {exc})") from exc
 
     def ref(self, name, where: str) -> Value:
         if not isinstance(name, str) or name not in self.values:
-            raise self.fail(f"{where} refers to %{name}, which no earlier node defines")
+            shown = name if is_value_name(name) and len(name) <= 80 else _short(name)
+            raise self.fail(f"{where} refers to %{shown}, which no earlier node defines")
         return self.values[name]
+
+    def attr_entry(self, item, where: str) -> None:
+        """``[key, record]`` with ``key`` an identifier (it becomes a keyword argument)."""
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)):
+            raise self.fail(f"{where} has a malformed attribute entry {_short(item)}")
+        if not _is_identifier(item[0]):
+            raise self.fail(f"{where}: attribute key {_short(item[0])} is not an identifier")
 
     def node(self, record, where: str) -> None:
         kind = self.field(record, "kind", str, where)
         if kind not in _NODE_KINDS:
             raise self.fail(f"{where} has unknown kind {kind!r}")
         outputs = self.field(record, "outputs", list, where)
-        names = [self.field(o, "name", str, f"{where} output") for o in outputs]
+        plain = "letters, digits and underscores"
+        names = [self.name(o, "name", is_value_name, plain, f"{where} output") for o in outputs]
         types = [self.type(self.field(o, "type", dict, f"{where} output"), where) for o in outputs]
         where = f"{where} (%{names[0] if names else '?'})"
         inputs = [self.ref(n, f"{where} input") for n in self.field(record, "inputs", list, where)]
         attrs = {}
         for item in self.field(record, "attrs", list, where):
-            if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)):
-                raise self.fail(f"{where} has a malformed attribute entry {item!r}")
+            self.attr_entry(item, where)
+            if item[0] in attrs:
+                raise self.fail(f"{where}: attribute {item[0]!r} is given twice")
             if isinstance(item[1], dict) and item[1].get("t") == "graph" and names:
                 prefix = f"{self.prefix}{names[0]}.{item[0]}/"
                 attrs[item[0]] = self.subgraph(item[1].get("v"), prefix, where)
@@ -177,8 +240,8 @@ class _Loader:
                 raise self.fail(f"{where}: {exc.detail}") from exc
         scope = record.get("scope")
         if scope is not None:
-            if not isinstance(scope, str):
-                raise self.fail(f"{where}: the scope must be a string, got {scope!r}")
+            if not _is_text(scope):
+                raise self.fail(f"{where}: the scope must be printable text, got {_short(scope)}")
             node.scope = scope
         for value, name in zip(node.outputs, names):
             self.rename(value, name, where)
@@ -203,25 +266,44 @@ class _Loader:
         for d in self.field(record, "shape", list, f"{where} type"):
             if isinstance(d, dict) and set(d) == {"sym"}:
                 shape.append(self.symdim(d["sym"], where))
-            elif isinstance(d, int) and not isinstance(d, bool) and d >= 0:
+            elif _is_int(d) and 0 <= d < _MAX_SIZE:
                 shape.append(d)
             else:
-                raise self.fail(f"{where}: bad dimension {d!r} in a type")
+                raise self.fail(f"{where}: bad dimension {_short(d)} in a type")
         return TensorType(tuple(shape), self.dtype(record.get("dtype"), where))
 
     def dtype(self, name, where: str) -> dt.DType:
-        if not isinstance(name, str):
-            raise self.fail(f"{where}: the dtype should be a name, got {name!r}")
-        try:
-            return dt.as_dtype(name)
-        except TypeError as exc:
-            raise self.fail(f"{where}: unknown dtype {name!r}") from exc
+        if not isinstance(name, str) or name not in _DTYPE_NAMES:
+            raise self.fail(f"{where}: unknown dtype {_short(name)}")
+        return dt.as_dtype(name)
 
     def symdim(self, record, where: str):
-        try:
-            return SymDim.from_json(record)
-        except Exception as exc:  # any malformed record: KeyError, TypeError, ShapeError, ...
-            raise self.fail(f"{where}: bad symbolic dimension {record!r} ({exc})") from exc
+        """``{"coefficient": k, "factors": [[name, power], ...]}``: k and the powers whole
+        numbers from 1, the names distinct identifiers."""
+
+        def bad(problem: str) -> GraphFileError:
+            return self.fail(f"{where}: bad symbolic dimension {_short(record)}: {problem}")
+
+        if not (isinstance(record, dict) and set(record) == {"coefficient", "factors"}):
+            raise bad("expected an object with 'coefficient' and 'factors'")
+        coefficient, factors = record["coefficient"], record["factors"]
+        if not (_is_int(coefficient) and 1 <= coefficient < _MAX_SIZE):
+            raise bad("the coefficient should be a whole number from 1 below 2**63")
+        if not (isinstance(factors, list) and 1 <= len(factors) <= 16):
+            raise bad("the factors should be a list of 1 to 16 [name, power] pairs")
+        powers: dict = {}
+        for factor in factors:
+            if not (isinstance(factor, list) and len(factor) == 2):
+                raise bad(f"factor {_short(factor)} is not a [name, power] pair")
+            name, power = factor
+            if not _is_identifier(name):
+                raise bad(f"the symbol name {_short(name)} is not an identifier")
+            if not (_is_int(power) and 1 <= power <= _MAX_POWER):
+                raise bad(f"the power of {name} should be a whole number from 1 to {_MAX_POWER}")
+            if name in powers:
+                raise bad(f"the symbol {name} appears twice")
+            powers[name] = power
+        return SymDim.from_json(record)
 
     def op(self, name: str, where: str) -> OpDef:
         op = REGISTRY.get(name)
@@ -235,15 +317,14 @@ class _Loader:
     def instr(self, record, position: int, where: str) -> Instr:
         """One instruction of a fused program (see the module docstring)."""
         if not (isinstance(record, dict) and set(record) == {"op", "args", "attrs"}):
-            raise self.fail(f"{where}: expected {{'op', 'args', 'attrs'}}, got {record!r}")
+            raise self.fail(f"{where}: expected {{'op', 'args', 'attrs'}}, got {_short(record)}")
         name, args, attrs = record["op"], record["args"], record["attrs"]
         if not isinstance(name, str) or not isinstance(args, list) or not isinstance(attrs, list):
             raise self.fail(f"{where}: 'op' must be a name, 'args' and 'attrs' lists")
         operands = tuple(self.operand(a, position, where) for a in args)
         items = []
         for item in attrs:
-            if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)):
-                raise self.fail(f"{where} has a malformed attribute entry {item!r}")
+            self.attr_entry(item, where)
             items.append((item[0], self.attr(item[1], f"{where} attribute {item[0]!r}")))
         return Instr(self.op(name, where), operands, tuple(items))
 
@@ -260,23 +341,27 @@ class _Loader:
                 return Const(value, dtype)
             if dtype is not dt.bool_ and not isinstance(value, bool) and _is_float(value):
                 return Const(float(value), dtype)
-        raise self.fail(f"{where}: bad operand {record!r}")
+        raise self.fail(f"{where}: bad operand {_short(record)}")
 
-    def attr(self, record, where: str):
+    def attr(self, record, where: str, depth: int = 0):
         if not (isinstance(record, dict) and set(record) == {"t", "v"}):
-            raise self.fail(f"{where}: expected a {{'t': tag, 'v': value}} record, got {record!r}")
+            raise self.fail(
+                f"{where}: expected a {{'t': tag, 'v': value}} record, got {_short(record)}"
+            )
         tag, v = record["t"], record["v"]
-        ok = _PAYLOAD_CHECKS.get(tag)
+        ok = _PAYLOAD_CHECKS.get(tag) if isinstance(tag, str) else None
         if ok is None:
-            raise self.fail(f"{where}: unknown attribute tag {tag!r}")
+            raise self.fail(f"{where}: unknown attribute tag {_short(tag)}")
         if not ok(v):
-            raise self.fail(f"{where}: bad payload {v!r} for tag {tag!r}")
+            raise self.fail(f"{where}: bad payload {_short(v)} for tag {tag!r}")
         if tag in ("none", "bool", "int", "str"):
             return v
         if tag == "float":
             return float(v)
         if tag in ("tuple", "list"):
-            items = [self.attr(x, where) for x in v]
+            if depth >= MAX_DEPTH:
+                raise self.fail(f"{where}: attribute values nest more than {MAX_DEPTH} deep")
+            items = [self.attr(x, where, depth + 1) for x in v]
             return tuple(items) if tag == "tuple" else items
         if tag == "dtype":
             return self.dtype(v, where)
@@ -293,21 +378,30 @@ class _Loader:
         try:  # npscalar
             return np.dtype(v[0]).type(v[1])
         except (TypeError, ValueError, OverflowError) as exc:
-            raise self.fail(f"{where}: bad NumPy scalar {v!r}") from exc
+            raise self.fail(f"{where}: bad NumPy scalar {_short(v)}") from exc
+
+
+_DTYPE_NAMES = frozenset(d.name for d in dt.ALL_DTYPES)
 
 
 def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def _is_attr_int(v) -> bool:
+    return _is_int(v) and -(2**64) < v < 2**64  # int64 and uint64 values (seeds), no more
+
+
 def _is_float(v) -> bool:
-    return (_is_int(v) or isinstance(v, float)) or v in ("inf", "-inf", "nan")
+    if _is_int(v):
+        return abs(v) < 2**1023  # float() of a larger int overflows
+    return isinstance(v, float) or (isinstance(v, str) and v in ("inf", "-inf", "nan"))
 
 
 _PAYLOAD_CHECKS = {
     "none": lambda v: v is None,
     "bool": lambda v: isinstance(v, bool),
-    "int": _is_int,
+    "int": _is_attr_int,
     "float": _is_float,
     "str": lambda v: isinstance(v, str),
     "tuple": lambda v: isinstance(v, list),

@@ -7,9 +7,9 @@
     }
 
 Types print as a short dtype name and the shape (symbolic sizes by name); attributes follow the
-inputs as ``key=value``; constants print their value when small and their shape otherwise. An
-op held in an attribute (an epilogue's producer) prints as its name, and a fused node's program
-(ops/program.py) as its instructions:
+inputs as ``key=value`` (tuples nested over 16 deep as ``(...)``); constants print their value
+when small and their shape otherwise. An op held in an attribute (an epilogue's producer) prints
+as its name, and a fused node's program (ops/program.py) as its instructions:
 
     %3: f32[N, 10] = fused_elementwise(%x, %b, program=[t0 = add(in0, in1); t1 = relu(t0)], ...)
 
@@ -50,7 +50,10 @@ def format_type(t: TensorType) -> str:
     return f"{_SHORT.get(t.dtype.name, t.dtype.name)}[{', '.join(str(d) for d in t.shape)}]"
 
 
-def format_attr(value) -> str:
+_MAX_DEPTH = 16  # nested tuples deeper than this print as "(...)": a line for people
+
+
+def format_attr(value, depth: int = 0) -> str:
     if isinstance(value, dt.DType):
         return value.name
     if isinstance(value, OpDef):
@@ -60,7 +63,9 @@ def format_attr(value) -> str:
     if isinstance(value, float):
         return repr(value)
     if isinstance(value, (tuple, list)):
-        inner = ", ".join(format_attr(v) for v in value)
+        if depth >= _MAX_DEPTH:
+            return "(...)"
+        inner = ", ".join(format_attr(v, depth + 1) for v in value)
         return f"({inner},)" if isinstance(value, tuple) and len(value) == 1 else f"({inner})"
     if isinstance(value, (int, str, bool)) or value is None:
         return repr(value)

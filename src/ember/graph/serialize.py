@@ -1,9 +1,9 @@
 """The ember graph file: `save_graph(graph, path)` here, `load_graph(path)` in graph/load.py;
 lossless and pickle-free.
 
-A graph file is a standard safetensors file (written atomically, with per-tensor CRC-32s, by
-the file layer shared with checkpoints, `ember.io.checkpoint`). Its tensors are the graph's
-constants, named by their values; its ``__metadata__`` holds
+A graph file is a standard safetensors file (written atomically, with a checksum of its header
+and a CRC-32 per tensor, by the file layer shared with checkpoints, `ember.io.checkpoint`). Its
+tensors are the graph's constants, named by their values; its ``__metadata__`` holds
 
 * ``ember_graph``: the format version ("1");
 * ``graph``: the structure as JSON: the graph name, the nodes in order (kind, op name, input

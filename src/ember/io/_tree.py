@@ -122,62 +122,105 @@ class _Encoder:
         return {"$items": items}
 
 
+MAX_DEPTH = 200  # of a structure's nesting (a training state nests under 10 deep)
+_TENSOR_KEYS = frozenset({"$tensor", "kind", "requires_grad"})
+
+
 def decode(structure, arrays: dict[str, np.ndarray], path: str):
-    """Rebuild the object tree; ``path`` (the file) is named in errors about a bad structure."""
+    """Rebuild the object tree; ``path`` (the file) is named in errors about a bad structure,
+    with the place in the tree where the problem is."""
     made: dict[str, object] = {}
 
-    def bad(what: str) -> CheckpointError:
-        return CheckpointError(f"{path}: corrupt checkpoint structure: {what}", op="load")
+    def bad(what: str, where: str) -> CheckpointError:
+        place = f" at {where!r}" if where else ""
+        return CheckpointError(f"{path}: corrupt checkpoint structure{place}: {what}", op="load")
 
-    def tensor(node: dict):
+    def tensor(node: dict, where: str):
         name = node["$tensor"]
+        if not isinstance(name, str):
+            raise bad(f"a tensor reference should be a name, got {_short(name)}", where)
+        if not set(node) <= _TENSOR_KEYS:
+            raise bad(
+                f"a tensor reference has unknown keys {sorted(set(node) - _TENSOR_KEYS)}", where
+            )
         if name not in arrays:
-            raise bad(f"it refers to a tensor {name!r} that the file does not contain")
+            raise bad(f"it refers to a tensor {_short(name)} that the file does not contain", where)
         kind = node.get("kind")
-        key = f"{name}\0{kind}"
+        requires_grad = node.get("requires_grad", False)
+        if not isinstance(requires_grad, bool):
+            raise bad(f"requires_grad should be true or false, got {_short(requires_grad)}", where)
+        key = f"{name}\0{kind}\0{requires_grad}"
         if key not in made:
             arr = arrays[name]
             if kind == "ndarray":
                 made[key] = arr
             elif kind == "numpy_scalar":
+                if arr.size != 1:
+                    raise bad(f"the NumPy scalar {name!r} holds {arr.size} values", where)
                 made[key] = arr.reshape(())[()]
             elif kind is None:
                 t = Tensor(arr)
-                made[key] = t.requires_grad_() if node.get("requires_grad") else t
+                if requires_grad and not t.dtype.is_floating_point:
+                    raise bad(f"tensor {name!r} of dtype {t.dtype} cannot require grad", where)
+                made[key] = t.requires_grad_() if requires_grad else t
             else:
-                raise bad(f"unknown tensor kind {kind!r}")
+                raise bad(f"unknown tensor kind {_short(kind)}", where)
         return made[key]
 
-    def dec(x):
+    def key(k, where: str):
+        value = dec(k, where, 0)
+        if not isinstance(value, _KEY_TYPES):
+            raise bad(
+                f"a dict key of type {type(value).__name__} (keys are str, int, "
+                "float, bool or None)",
+                where,
+            )
+        return value
+
+    def dec(x, where: str, depth: int):
         if x is None or isinstance(x, (bool, int, float, str)):
             return x
+        if depth >= MAX_DEPTH:
+            raise bad(f"nested more than {MAX_DEPTH} deep", where)
         if isinstance(x, list):
-            return [dec(v) for v in x]
+            return [dec(v, _join(where, i), depth + 1) for i, v in enumerate(x)]
         if not isinstance(x, dict) or not x:
-            raise bad(f"unexpected value {x!r}")
+            raise bad(f"unexpected value {_short(x)}", where)
         if "$tensor" in x:
-            return tensor(x)
+            return tensor(x, where)
         if len(x) != 1:
-            raise bad(f"unexpected object with keys {sorted(x)}")
+            raise bad(f"unexpected object with keys {_short(sorted(x))}", where)
         ((tag, value),) = x.items()
         if tag == "$dict" and isinstance(value, dict):
-            return {k: dec(v) for k, v in value.items()}
+            return {k: dec(v, _join(where, k), depth + 1) for k, v in value.items()}
         if tag == "$items" and isinstance(value, list):
             if not all(isinstance(kv, list) and len(kv) == 2 for kv in value):
-                raise bad("malformed $items")
-            return {dec(k): dec(v) for k, v in value}
+                raise bad("malformed $items (a list of [key, value] pairs expected)", where)
+            items = {}
+            for k, v in value:
+                k = key(k, where)
+                items[k] = dec(v, _join(where, k), depth + 1)
+            return items
         if tag == "$tuple" and isinstance(value, list):
-            return tuple(dec(v) for v in value)
+            return tuple(dec(v, _join(where, i), depth + 1) for i, v in enumerate(value))
         if tag == "$float" and value in ("nan", "inf", "-inf"):
             return float(value)
         if tag == "$dtype" and isinstance(value, str):
             try:
                 return dt.as_dtype(value)
             except TypeError:
-                raise bad(f"unknown dtype {value!r}") from None
-        raise bad(f"unknown tag {tag!r}")
+                raise bad(f"unknown dtype {_short(value)}", where) from None
+        raise bad(f"unknown tag {_short(tag)} or a malformed value for it", where)
 
-    return dec(structure)
+    return dec(structure, "", 0)
+
+
+def _short(value, limit: int = 60) -> str:
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # an int of too many digits, a deep structure
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _join(path: str, key) -> str:

@@ -8,29 +8,41 @@ tensors are the tensor leaves of the saved object, named by their place in it
 * ``ember_checkpoint``: the format version ("1");
 * ``structure``: the object tree as JSON (see `ember.io._tree`), tensors referenced by name;
 * ``crc32``: a JSON map from tensor name to the CRC-32 of its bytes, so damaged data is
-  detected on load rather than trained on.
+  detected on load rather than trained on;
+* ``header_sha256``: the SHA-256 of the rest of the header in a canonical form (`_header_digest`:
+  the other metadata entries, and each tensor's name, dtype and shape, as JSON with sorted keys),
+  so a damaged header (a renamed key, a changed learning rate or epoch) is detected too.
+
+Together they cover every byte: the 8-byte length and the JSON must parse, the header's content
+is hashed, the tensors' extents must tile the data exactly (no byte belongs to none or to two),
+and every tensor's bytes have their CRC-32, which also catches two tensors' extents swapped.
+Files written before ``header_sha256`` existed load as they did (their tensors checked, their
+header not); saving them again adds it. Readers that do not know the entry (the ``safetensors``
+library, older embers) ignore it.
 
 Nothing is ever pickled or evaluated. Saving is atomic: the file is written under a temporary
 name in the target's directory, flushed to disk (fsync), renamed over the target (os.replace)
 and the directory entry synced, so a crash at any point leaves either the old or the new
-checkpoint, never a mixture; on failure the temporary file is removed. Loading checks the header,
-every tensor's dtype, shape and extent, the file size and the checksums, and raises
+checkpoint, never a mixture; on failure the temporary file is removed, and the temporaries of
+killed saves are removed by the next save of the same file (ember._files). Loading checks the
+header, every tensor's dtype, shape and extent, the file size and the checksums, and raises
 `ember.CheckpointError` naming the file and the problem.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import os
-import secrets
 import zlib
 
 import ml_dtypes
 import numpy as np
 from safetensors import TensorSpec, serialize_file
 
+from .._files import create_temporary
 from ..errors import CheckpointError
 from ._tree import decode, encode
 
@@ -49,7 +61,11 @@ _DTYPES = {
     "F32": np.dtype("<f4"),
     "F64": np.dtype("<f8"),
 }
+_CODES = {dtype: code for code, dtype in _DTYPES.items()}
 _MAX_HEADER = 100 * 2**20  # safetensors' own limit on the JSON header
+_MAX_DIM = 2**63  # of a tensor's dimension (the byte count is checked against the file too)
+_MAX_DEPTH = 200  # of a structure's nesting (a training state nests under 10 deep)
+HEADER_KEY = "header_sha256"
 
 
 def save(obj, path: str | os.PathLike) -> None:
@@ -96,7 +112,17 @@ def write_safetensors(path: str, arrays: dict, metadata: dict) -> None:
     """Write ``arrays`` (name -> ndarray) and ``metadata`` (string values) to ``path``
     atomically; a ``crc32`` metadata entry with every tensor's checksum is added."""
     arrays = {name: _little_endian(np.asarray(a)) for name, a in arrays.items()}
-    metadata = {**metadata, "crc32": json.dumps({name: _crc(a) for name, a in arrays.items()})}
+    metadata = {k: v for k, v in metadata.items() if k != HEADER_KEY}
+    metadata["crc32"] = json.dumps({name: _crc(a) for name, a in arrays.items()})
+    unsupported = [name for name, a in arrays.items() if a.dtype not in _CODES]
+    if unsupported:
+        raise CheckpointError(
+            f"cannot save {path}: tensor {unsupported[0]!r} has dtype "
+            f"{arrays[unsupported[0]].dtype}, which a checkpoint cannot hold",
+            op="save",
+        )
+    tensors = {name: (_CODES[a.dtype], list(a.shape)) for name, a in arrays.items()}
+    metadata[HEADER_KEY] = _header_digest(metadata, tensors)
     specs = {
         name: TensorSpec(
             dtype=a.dtype.name, shape=list(a.shape), data_ptr=a.ctypes.data, data_len=a.nbytes
@@ -128,10 +154,10 @@ def write_safetensors(path: str, arrays: dict, metadata: dict) -> None:
 
 
 def read_safetensors(path: str, check_metadata) -> tuple[dict, dict]:
-    """Read a file written by `write_safetensors`: ``(metadata, arrays)``. The header, every
-    tensor's dtype, shape and extent, the file size and the checksums are checked;
-    ``check_metadata(metadata, path)`` runs before any tensor is read and raises to reject the
-    file (a wrong format or version)."""
+    """Read a file written by `write_safetensors`: ``(metadata, arrays)``. The header, its
+    checksum, every tensor's dtype, shape and extent, the file size and the tensors' checksums
+    are checked; ``check_metadata(metadata, path)`` runs before anything else is and raises to
+    reject the file (a wrong format or version)."""
     try:
         f = open(path, "rb")  # noqa: SIM115 (closed below)
     except FileNotFoundError:
@@ -145,11 +171,46 @@ def read_safetensors(path: str, check_metadata) -> tuple[dict, dict]:
         header, data_start = _read_header(f, size, path)
         metadata = header.pop("__metadata__", None)
         check_metadata(metadata, path)
+        strange = [k for k, v in metadata.items() if not isinstance(v, str)]
+        if strange:
+            raise CheckpointError(
+                f"{path}: corrupt header: metadata entry {strange[0]!r} is not a string", op="load"
+            )
         crcs = _json(metadata.get("crc32", "{}"), "crc32", path)
         if not isinstance(crcs, dict):
             raise CheckpointError(f"{path}: corrupt crc32 metadata (not a JSON object)", op="load")
-        arrays = _read_tensors(f, header, data_start, size, crcs, path)
+        entries = _entries(header, size - data_start, path)
+        _check_header_digest(metadata, entries, path)
+        arrays = _read_tensors(f, entries, data_start, crcs, path)
     return metadata, arrays
+
+
+def _header_digest(metadata: dict, tensors: dict) -> str:
+    """The SHA-256 of the header's canonical form: the metadata less this digest, and each
+    tensor's name, dtype code and shape, as JSON with sorted keys (the offsets are checked
+    otherwise: they must tile the data, and the CRC-32s catch a swap)."""
+    canonical = {
+        "metadata": {k: v for k, v in metadata.items() if k != HEADER_KEY},
+        "tensors": {
+            name: [dtype, [int(d) for d in shape]] for name, (dtype, shape) in tensors.items()
+        },
+    }
+    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _check_header_digest(metadata: dict, entries: list, path: str) -> None:
+    recorded = metadata.get(HEADER_KEY)
+    if recorded is None:
+        return  # a file from before the header had a checksum: its tensors are still checked
+    tensors = {name: (code, shape) for name, code, _dtype, shape, _begin, _end in entries}
+    if recorded != _header_digest(metadata, tensors):
+        raise CheckpointError(
+            f"{path}: corrupt header (its {HEADER_KEY} checksum does not match its content: a "
+            "name, a setting or a tensor's shape was changed); restore the file from a backup "
+            "or an earlier checkpoint",
+            op="load",
+        )
 
 
 # ------------------------------------------------------------------------------------ writing
@@ -164,19 +225,15 @@ def _crc(a: np.ndarray) -> int:
 
 
 def _create_temporary(directory: str, base: str) -> str:
-    """A new empty file next to the target (mode 0o666 less the umask, like open())."""
-    for _ in range(100):
-        tmp = os.path.join(directory, f".{base}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-        try:
-            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-            return tmp
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise CheckpointError(
-                f"cannot create a temporary file in {directory} ({exc})", op="save"
-            ) from exc
-    raise CheckpointError(f"cannot create a temporary file in {directory}", op="save")
+    """A new empty file next to the target (mode 0o666 less the umask, like open()), named
+    after this process; temporaries of the target left by killed saves are removed first
+    (ember._files)."""
+    try:
+        return create_temporary(directory, base)
+    except OSError as exc:
+        raise CheckpointError(
+            f"cannot create a temporary file in {directory} ({exc})", op="save"
+        ) from exc
 
 
 def _fsync_file(path: str) -> None:
@@ -222,11 +279,20 @@ def _read_header(f, size: int, path: str) -> tuple[dict, int]:
         )
     try:
         header = json.loads(f.read(length).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{path}: corrupt safetensors header ({exc})", op="load") from exc
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        # (ValueError: not JSON, or an integer of too many digits; RecursionError: too deep)
+        raise CheckpointError(
+            f"{path}: corrupt safetensors header ({_reason(exc)})", op="load"
+        ) from exc
     if not isinstance(header, dict):
         raise CheckpointError(f"{path}: corrupt safetensors header (not a JSON object)", op="load")
     return header, 8 + length
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return str(exc)
 
 
 def _json(text, what: str, path: str):
@@ -234,53 +300,87 @@ def _json(text, what: str, path: str):
         raise CheckpointError(f"{path}: the checkpoint metadata has no {what}", op="load")
     try:
         return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CheckpointError(f"{path}: corrupt {what} metadata ({exc})", op="load") from exc
+    except (ValueError, RecursionError) as exc:
+        raise CheckpointError(
+            f"{path}: corrupt {what} metadata ({_reason(exc)})", op="load"
+        ) from exc
 
 
-def _read_tensors(f, header: dict, start: int, size: int, crcs: dict, path: str) -> dict:
-    available = size - start
-    entries, end_max = [], 0
+def _is_count(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and 0 <= x < _MAX_DIM
+
+
+def _entries(header: dict, available: int, path: str) -> list:
+    """Each tensor's (name, dtype code, NumPy dtype, shape, begin, end), checked: a known
+    dtype, whole-number sizes, an extent of exactly its bytes, and extents that tile the
+    ``available`` data bytes (sorted by where they begin)."""
+    entries = []
     for name, info in header.items():
-        try:
-            dtype = _DTYPES[info["dtype"]]
-            shape = tuple(int(s) for s in info["shape"])
-            begin, end = (int(x) for x in info["data_offsets"])
-        except KeyError as exc:
-            if isinstance(info, dict) and "dtype" in info and info["dtype"] not in _DTYPES:
-                raise CheckpointError(
-                    f"{path}: tensor {name!r} has dtype {info['dtype']}, which ember does not "
-                    "support",
-                    op="load",
-                ) from None
+        if not (isinstance(info, dict) and {"dtype", "shape", "data_offsets"} <= set(info)):
             raise CheckpointError(
-                f"{path}: malformed entry for tensor {name!r}", op="load"
-            ) from exc
-        except (TypeError, ValueError) as exc:
+                f"{path}: malformed entry for tensor {name!r} (expected dtype, shape and "
+                "data_offsets)",
+                op="load",
+            )
+        code, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+        if not isinstance(code, str) or code not in _DTYPES:
             raise CheckpointError(
-                f"{path}: malformed entry for tensor {name!r}", op="load"
-            ) from exc
+                f"{path}: tensor {name!r} has dtype {str(code)[:40]}, which ember does not support",
+                op="load",
+            )
+        # (NumPy refuses a shape whose nonzero sizes multiply past 2**63 bytes, even when a 0
+        # makes it empty)
+        if not (
+            isinstance(shape, list)
+            and len(shape) <= 32
+            and all(map(_is_count, shape))
+            and math.prod(d for d in shape if d) * _DTYPES[code].itemsize < _MAX_DIM
+        ):
+            raise CheckpointError(
+                f"{path}: tensor {name!r} has a malformed shape {str(shape)[:80]} (a list of "
+                "whole numbers expected)",
+                op="load",
+            )
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(map(_is_count, offsets))):
+            raise CheckpointError(
+                f"{path}: tensor {name!r} has malformed data_offsets {str(offsets)[:80]}",
+                op="load",
+            )
+        dtype = _DTYPES[code]
         nbytes = math.prod(shape) * dtype.itemsize
-        if min(shape, default=0) < 0 or begin < 0 or end - begin != nbytes:
+        begin, end = offsets
+        if end - begin != nbytes:
             raise CheckpointError(
-                f"{path}: tensor {name!r} of shape {shape} and dtype {info['dtype']} needs "
+                f"{path}: tensor {name!r} of shape {tuple(shape)} and dtype {code} needs "
                 f"{nbytes} bytes but its offsets span [{begin}, {end})",
                 op="load",
             )
-        entries.append((name, dtype, shape, begin, end))
-        end_max = max(end_max, end)
-    if end_max > available:
+        entries.append((name, code, dtype, tuple(shape), begin, end))
+    entries.sort(key=lambda e: (e[4], e[5]))
+    position = 0
+    for name, _code, _dtype, _shape, begin, end in entries:
+        if begin > available or end > available:
+            raise CheckpointError(
+                f"{path} is truncated: tensor {name!r} needs bytes up to {end} of the data but "
+                f"the file holds {available}",
+                op="load",
+            )
+        if begin != position:
+            what = "overlaps the tensor before it" if begin < position else "leaves a gap before it"
+            raise CheckpointError(
+                f"{path}: corrupt header: tensor {name!r} at [{begin}, {end}) {what}", op="load"
+            )
+        position = end
+    if position < available:
         raise CheckpointError(
-            f"{path} is truncated: its tensors need {end_max} bytes of data but the file holds "
-            f"{available}",
-            op="load",
+            f"{path}: corrupt file: {available - position} bytes after the last tensor", op="load"
         )
-    if end_max < available:
-        raise CheckpointError(
-            f"{path}: corrupt file: {available - end_max} bytes after the last tensor", op="load"
-        )
+    return entries
+
+
+def _read_tensors(f, entries: list, start: int, crcs: dict, path: str) -> dict:
     arrays = {}
-    for name, dtype, shape, begin, _end in sorted(entries, key=lambda e: e[3]):
+    for name, _code, dtype, shape, begin, _end in entries:
         f.seek(start + begin)
         arr = np.empty(math.prod(shape), dtype=dtype)
         if f.readinto(arr.view(np.uint8)) != arr.nbytes:

@@ -15,9 +15,25 @@ This module owns the compiler probe, the flags actually used, and the kernel cac
 Invariants. A file in the cache is only ever replaced whole (written under a unique temporary
 name, then `os.replace`), so readers never see half a file and processes compiling the same
 kernel at once all succeed. A library is trusted only when its bytes match its recorded hash and
-it loads; otherwise it is rebuilt (``stats.rebuilds``). A path is handed to the dynamic loader at
-most once per process, because the loader returns the library it already holds for a path it
+it loads; otherwise it is rebuilt (``stats.rebuilds``). A name is handed to the dynamic loader
+at most once per process, because the loader returns the library it already holds for a name it
 has seen, even when the file was rebuilt since.
+
+Trust. Loading a library runs its code, so the cache is held to what ssh asks of ``~/.ssh``
+(`_unsafe`): the folder and every folder above it must belong to this user or root and be
+writable by nobody else (a sticky folder such as /tmp excepted above it), and a library or its
+hash file is trusted only when it is a plain file of this user's that nobody else can write. An
+unsafe folder (a shared ``EMBER_CACHE_DIR`` that other users can write) is not used: ember warns
+once and compiles into a private folder of its own instead (removed at exit). Each library is
+read through one open file descriptor: its bytes are hashed as read from it, and the dynamic
+loader is handed that same descriptor (``/proc/self/fd/N``), so the file checked is the file
+loaded, even if the name is replaced in between (where there is no /proc, or no descriptor
+number is left, the checked bytes are written to a new file in the private folder and that is
+loaded).
+
+Size. The cache holds at most ``$EMBER_KERNEL_CACHE_MB`` MiB of libraries (default
+`DEFAULT_CACHE_MB`): after each build the least recently used kernels (by the time their hash
+file was last read) are removed until it fits, with the temporaries of killed builds.
 
 Flags: ``-fopenmp-simd`` and ``-march=native`` are dropped when the compiler cannot use them (see
 `effective_flags`). Without a working compiler `compiler_available` is False and `load` raises
@@ -33,6 +49,7 @@ import os
 import platform
 import shlex
 import shutil
+import stat
 import subprocess
 import tempfile
 import threading
@@ -40,7 +57,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._files import write_atomic
+from .._files import create_temporary, private_directory, remove_stale_temporaries, write_atomic
 from ..errors import EmberError
 
 __all__ = ["CompileError", "CompilerUnavailable", "DEFAULT_FLAGS", "cache_dir"]
@@ -55,6 +72,7 @@ DEFAULT_FLAGS = tuple(
 # build and run without them
 OPTIONAL_FLAGS = ("-fopenmp-simd", "-march=native")
 COMPILE_TIMEOUT_S = 300
+DEFAULT_CACHE_MB = 512  # the kernel cache's bound without $EMBER_KERNEL_CACHE_MB
 _PROBE = """int probe(int x) {
 #pragma omp simd
   for (int i = 0; i < 4; i++) x += i;
@@ -78,7 +96,8 @@ class Stats:
     compiles: int = 0  # libraries built (rebuilds included)
     disk_hits: int = 0  # libraries found intact on disk
     memory_hits: int = 0  # functions returned from this process's own cache
-    rebuilds: int = 0  # damaged libraries replaced
+    rebuilds: int = 0  # damaged (or untrusted) libraries replaced
+    evictions: int = 0  # libraries removed to keep the cache within its size
 
 
 stats = Stats()
@@ -86,9 +105,10 @@ _libraries: dict[str, ctypes.CDLL] = {}  # key -> its library, loaded once per p
 # (key, symbol, argtypes) -> function: its own object, since a caller sets its argtypes
 _functions: dict[tuple, object] = {}
 _failures: dict[str, CompileError] = {}  # key -> its compile error (one compiler run per process)
-_opened: set[str] = set()  # paths handed to the dynamic loader by this process
+_next_fd = 0  # descriptor numbers handed to the loader are never used for it again (see _dlopen)
 _lock = threading.Lock()  # one load at a time: threads of a process never build one kernel twice
 _warned = False
+_warned_unsafe: set[str] = set()  # cache folders warned about
 
 
 def _compiler() -> tuple[str, ...] | None:
@@ -186,36 +206,135 @@ def warn_no_compiler() -> None:
 
 @functools.cache
 def _private_dir() -> Path:
-    return Path(tempfile.mkdtemp(prefix="ember-kernels-"))
+    return private_directory("ember-kernels")
+
+
+def _writable_by_others(mode: int) -> bool:
+    return bool(mode & (stat.S_IWGRP | stat.S_IWOTH))
+
+
+def _unsafe(path: Path) -> str | None:
+    """Why the folder ``path`` may not hold libraries this process loads (None: it may), as
+    ssh judges ``~/.ssh``: it and each folder above it must belong to this user or root and be
+    writable by no one else; a folder above it may be writable by others when it is sticky (as
+    /tmp is: no one can rename what is not theirs)."""
+    uid = os.getuid()
+    try:
+        current = path.resolve(strict=True)
+    except (OSError, RuntimeError) as exc:
+        return f"it cannot be resolved ({exc})"
+    first = True
+    while True:
+        try:
+            st = os.lstat(current)
+        except OSError as exc:
+            return f"{current} cannot be examined ({exc})"
+        if st.st_uid not in (uid, 0):
+            return f"{current} belongs to another user (uid {st.st_uid})"
+        sticky = bool(st.st_mode & stat.S_ISVTX)
+        if _writable_by_others(st.st_mode) and (first or not sticky):
+            return f"{current} is writable by other users (mode {stat.S_IMODE(st.st_mode):o})"
+        if first and st.st_uid != uid:
+            return f"{current} belongs to root, not to this user"
+        if current.parent == current:
+            return None
+        current, first = current.parent, False
+
+
+def _safe_dir(path: Path) -> Path:
+    """``path``, or the private folder (with one warning per folder) when it is unsafe."""
+    why = _unsafe(path)
+    if why is None:
+        return path
+    if str(path) not in _warned_unsafe:
+        _warned_unsafe.add(str(path))
+        warnings.warn(
+            f"ember: not using the kernel cache {path}: {why}, so another user could plant "
+            f"libraries that ember would load; compiling into the private folder "
+            f"{_private_dir()} instead (make the cache folder yours and not writable by "
+            "others, e.g. chmod go-w, to share kernels across processes again)",
+            stacklevel=4,
+        )
+    return _private_dir()
 
 
 def cache_dir() -> Path:
-    """Where compiled kernels live (read at each call, so tests can point it elsewhere)."""
+    """Where compiled kernels live (read at each call, so tests can point it elsewhere): the
+    configured folder when it is safe (see `_unsafe`), else a private one."""
     if os.environ.get("EMBER_CACHE_DIR"):
         path = Path(os.environ["EMBER_CACHE_DIR"])
     else:
         base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
         path = Path(base) / "ember" / "kernels"
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        if not path.is_dir():
+            path.mkdir(parents=True, exist_ok=True, mode=0o700)
         if os.access(path, os.W_OK):
-            return path
+            return _safe_dir(path)
     except OSError:
         pass
     # an unwritable cache (read-only home) costs the reuse across processes, not the kernels
     return _private_dir()
 
 
+def cache_limit_bytes() -> int:
+    """The kernel cache's bound: ``$EMBER_KERNEL_CACHE_MB`` MiB (default `DEFAULT_CACHE_MB`;
+    a value that is not a positive number is warned about and ignored)."""
+    text = os.environ.get("EMBER_KERNEL_CACHE_MB", "")
+    if not text:
+        return DEFAULT_CACHE_MB * 2**20
+    try:
+        megabytes = float(text)
+        if not megabytes > 0 or megabytes == float("inf"):
+            raise ValueError
+    except ValueError:
+        warnings.warn(
+            f"ember: EMBER_KERNEL_CACHE_MB={text!r} is not a positive number of MiB; using "
+            f"{DEFAULT_CACHE_MB}",
+            stacklevel=4,
+        )
+        return DEFAULT_CACHE_MB * 2**20
+    return int(megabytes * 2**20)
+
+
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _unique(path: Path, suffix: str) -> Path:
-    return path.with_name(f"{path.stem}.{os.getpid()}.{os.urandom(4).hex()}{suffix}")
+def _open_trusted(path: Path) -> int | None:
+    """A read-only descriptor of ``path`` when it is a plain file of this user's that nobody
+    else can write (not followed if it is a link); None otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or _writable_by_others(st.st_mode):
+        os.close(fd)
+        return None
+    return fd
+
+
+def _read_fd(fd: int) -> bytes:
+    chunks = []
+    os.lseek(fd, 0, os.SEEK_SET)
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _recorded_hash(library: Path) -> str | None:
+    fd = _open_trusted(library.with_suffix(".sha256"))
+    if fd is None:
+        return None
+    try:
+        return _read_fd(fd).decode("ascii", "replace").strip()
+    finally:
+        os.close(fd)
 
 
 def _build(cc: tuple[str, ...], source: str, flags: tuple, library: Path) -> None:
-    tmp = _unique(library, ".tmp")
+    tmp = Path(create_temporary(library.parent, library.name, 0o644))
     # libraries (-l...) go after the source, where the linker looks for what it needs. The
     # source comes on stdin: a file name would be written into the library, and builds of one
     # kernel by several processes must give the same bytes, whichever sidecar ends up last.
@@ -225,36 +344,117 @@ def _build(cc: tuple[str, ...], source: str, flags: tuple, library: Path) -> Non
     if done is None or done.returncode != 0:
         tmp.unlink(missing_ok=True)
         kept = library.with_suffix(".failed.c")
-        write_atomic(kept, source.encode())
+        write_atomic(kept, source.encode(), 0o644)
         stderr = done.stderr if done is not None else "(the compiler did not run to completion)"
         head = "\n".join(stderr.replace("<stdin>", str(kept)).strip().splitlines()[:20])
         raise CompileError(f"the C compiler failed on {kept}:\n{head}", op="compile")
-    data = tmp.read_bytes()
-    write_atomic(library.with_suffix(".sha256"), _digest(data).encode())
-    os.replace(tmp, library)
+    try:
+        os.chmod(tmp, 0o644)  # (the compiler may have made it anew, with its own mode)
+        data = tmp.read_bytes()
+        write_atomic(library.with_suffix(".sha256"), _digest(data).encode(), 0o644)
+        os.replace(tmp, library)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     stats.compiles += 1
+    _evict(library.parent, keep=library)
 
 
-def _intact(library: Path) -> bool:
+def _dlopen(fd: int, data: bytes, library: Path) -> ctypes.CDLL:
+    """Load the library whose checked bytes ``data`` were read from ``fd``: through the
+    descriptor itself (see the module docstring), under a number never handed to the loader
+    before (it would return the library it holds for that name); else from a private copy."""
+    global _next_fd
+    proc = Path("/proc/self/fd")
+    if proc.is_dir():
+        import fcntl
+        import resource
+
+        dup, start = None, max(_next_fd, 3)
+        if start < resource.getrlimit(resource.RLIMIT_NOFILE)[0]:
+            try:
+                # the lowest free number from _next_fd on: a name the loader has not seen
+                dup = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, start)
+            except OSError:  # no number left below the limit: the copy below
+                dup = None
+        if dup is not None:
+            _next_fd = dup + 1
+            try:
+                return ctypes.CDLL(str(proc / str(dup)))
+            finally:
+                os.close(dup)
+    copy = Path(create_temporary(_private_dir(), library.name, 0o600))
     try:
-        recorded = library.with_suffix(".sha256").read_text().strip()
-        return recorded == _digest(library.read_bytes())
-    except OSError:
-        return False
-
-
-def _open(library: Path) -> ctypes.CDLL:
-    """Load ``library`` from a path this process has never loaded (a rebuilt file gets a copy)."""
-    if str(library) not in _opened:
-        _opened.add(str(library))
-        return ctypes.CDLL(str(library))
-    fresh = _unique(library, ".so")
-    shutil.copyfile(library, fresh)
-    _opened.add(str(fresh))
-    try:
-        return ctypes.CDLL(str(fresh))
+        copy.write_bytes(data)
+        return ctypes.CDLL(str(copy))
     finally:
-        fresh.unlink(missing_ok=True)  # the loaded mapping outlives the name
+        copy.unlink(missing_ok=True)  # the loaded mapping outlives the name
+
+
+def _load_checked(library: Path) -> ctypes.CDLL | None:
+    """The library at ``library`` when its bytes (read once, from one descriptor) match its
+    recorded hash and both files are trusted; None when not (absent, damaged, untrusted)."""
+    fd = _open_trusted(library)
+    if fd is None:
+        return None
+    try:
+        data = _read_fd(fd)
+        recorded = _recorded_hash(library)
+        if recorded is None or recorded != _digest(data):
+            return None
+        handle = _dlopen(fd, data, library)
+    finally:
+        os.close(fd)
+    try:  # last used: the sidecar's times (the library's own are left as built)
+        os.utime(library.with_suffix(".sha256"))
+    except OSError:
+        pass
+    return handle
+
+
+def _evict(directory: Path, keep: Path | None = None) -> None:
+    """Keep the kernel cache within `cache_limit_bytes`: remove the least recently used
+    libraries (their hash files' times; failed sources count by their own) and the
+    temporaries of killed builds. Only ember's kernel files are touched."""
+    remove_stale_temporaries(directory)
+    limit = cache_limit_bytes()
+    entries, total = [], 0
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        path = directory / name
+        if name.endswith(".failed.c"):
+            files = [path]
+        elif name.endswith(".so") and not name.startswith("."):
+            files = [path, path.with_suffix(".sha256")]
+        else:
+            continue
+        size, used = 0, 0.0
+        for f in files:
+            try:
+                st = f.lstat()
+            except OSError:
+                continue
+            size += st.st_size
+            used = max(used, st.st_mtime)
+        entries.append((used, path, files, size))
+        total += size
+    if total <= limit:
+        return
+    for _used, path, files, size in sorted(entries, key=lambda e: e[0]):
+        if total <= limit:
+            break
+        if keep is not None and path == keep:
+            continue
+        for f in files:
+            try:
+                f.unlink()
+            except OSError:
+                pass
+        total -= size
+        stats.evictions += 1
 
 
 def load(source: str, symbol: str, argtypes: list, *, flags: tuple | None = None):
@@ -299,20 +499,27 @@ def load(source: str, symbol: str, argtypes: list, *, flags: tuple | None = None
 
 
 def _load_library(cc: tuple[str, ...], source: str, flags: tuple, library: Path) -> ctypes.CDLL:
-    """The library of ``source``: from disk when intact, else (re)built first."""
-    if _intact(library):
-        stats.disk_hits += 1
-    else:
-        if library.exists():  # damaged (or its sidecar lost): rebuilt
-            stats.rebuilds += 1
-        _build(cc, source, flags, library)
+    """The library of ``source``: from disk when intact and trusted, else (re)built first."""
     try:
-        return _open(library)
+        handle = _load_checked(library)
     except OSError:  # damaged in a way the hash did not see, or replaced meanwhile
-        stats.rebuilds += 1
+        handle = None
+    if handle is not None:
+        stats.disk_hits += 1
+        return handle
+    if library.exists() or library.with_suffix(".sha256").exists():
+        stats.rebuilds += 1  # damaged, untrusted or its sidecar lost: rebuilt
+    for attempt in range(2):
         _build(cc, source, flags, library)
         try:
-            return _open(library)
+            handle = _load_checked(library)
         except OSError as exc:
-            msg = f"{library} was built but does not load: {exc}"
-            raise CompileError(msg, op="compile") from exc
+            if attempt:
+                msg = f"{library} was built but does not load: {exc}"
+                raise CompileError(msg, op="compile") from exc
+            stats.rebuilds += 1
+            continue
+        if handle is not None:
+            return handle
+        stats.rebuilds += 1  # replaced by another process between the build and the load
+    raise CompileError(f"{library} was built but changed before it could be loaded", op="compile")

@@ -1,5 +1,6 @@
 """Affine layers: `Identity`, `Linear` and `Bilinear`, with PyTorch's parameter layouts
-(``weight`` is (out_features, in_features)) and default initialisation."""
+(``weight`` is (out_features, in_features)) and default initialisation. Sizes that are not whole
+numbers from 0 raise a `ShapeError` naming the layer and the argument."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from ..tensor import Tensor
 from . import functional as F
 from . import init
 from .module import Module
-from .parameter import new_parameter
+from .parameter import check_sizes, new_parameter
 
 
 class Identity(Module):
@@ -29,6 +30,7 @@ class Linear(Module):
         self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None
     ) -> None:
         super().__init__()
+        check_sizes(type(self).__name__, in_features=in_features, out_features=out_features)
         self.in_features = in_features
         self.out_features = out_features
         self.weight = new_parameter((out_features, in_features), device, dtype)
@@ -73,6 +75,8 @@ class Bilinear(Module):
         dtype=None,
     ) -> None:
         super().__init__()
+        sizes = dict(in1_features=in1_features, in2_features=in2_features)
+        check_sizes(type(self).__name__, **sizes, out_features=out_features)
         self.in1_features = in1_features
         self.in2_features = in2_features
         self.out_features = out_features

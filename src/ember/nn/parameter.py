@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import DType, as_dtype, get_default_dtype
-from ..errors import EmberError
+from ..errors import EmberError, ShapeError
 from ..ops._data import to_array
 from ..tensor import Tensor
 
@@ -81,11 +81,31 @@ def factory_dtype(device=None, dtype=None) -> DType:
     return get_default_dtype() if dtype is None else as_dtype(dtype)
 
 
+def check_sizes(layer: str, **sizes) -> None:
+    """Refuse a layer's size arguments that are not whole numbers from 0 (``nn.Linear(-1, 3)``)
+    with a `ShapeError` naming the layer and the argument, as PyTorch refuses them."""
+    for name, value in sizes.items():
+        if not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)):
+            raise ShapeError(
+                f"{name} must be a whole number, got {value!r} ({type(value).__name__})", op=layer
+            )
+        if value < 0:
+            raise ShapeError(f"{name} must be 0 or more, got {value}", op=layer)
+
+
+def _checked_shape(shape) -> tuple:
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    check_sizes("Parameter", **{f"size {i}": d for i, d in enumerate(shape)})
+    return shape
+
+
 def new_parameter(shape, device=None, dtype=None) -> Parameter:
     """A parameter of ``shape`` (zeros, to be filled by the layer's ``reset_parameters``)."""
+    shape = _checked_shape(shape)
     return Parameter(Tensor(np.zeros(shape, dtype=factory_dtype(device, dtype).np)))
 
 
 def new_tensor(shape, fill: float, device=None, dtype=None) -> Tensor:
     """A buffer of ``shape`` filled with ``fill``."""
+    shape = _checked_shape(shape)
     return Tensor(np.full(shape, fill, dtype=factory_dtype(device, dtype).np))

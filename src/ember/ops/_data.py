@@ -9,7 +9,7 @@ import numbers
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import DTypeError
+from ..errors import DTypeError, ShapeError
 from ._registry import TensorBase
 
 __all__ = ["to_array"]
@@ -61,9 +61,15 @@ def _from_python(data, target=None) -> np.ndarray:
     if isinstance(data, (list, tuple)):
         if any(_is_eager(x) for x in _flatten(data)):
             data = _unwrap(data)
+        try:
+            arr = np.asarray(data) if target is None else np.asarray(data, dtype=target.np)
+        except ValueError as exc:  # nested sequences of unequal lengths (ragged)
+            raise ShapeError(
+                f"cannot make a tensor from nested sequences of unequal lengths: {_ragged(data)}",
+                op="tensor",
+            ) from exc
         if target is not None:
-            return np.asarray(data, dtype=target.np)
-        arr = np.asarray(data)
+            return arr
         if arr.dtype == np.float64 and not _has_numpy_float64(data):
             arr = arr.astype(_dt.get_default_dtype().np)
         return arr
@@ -75,6 +81,22 @@ def _unwrap(data):
     if isinstance(data, (list, tuple)):
         return [_unwrap(x) for x in data]
     return data._data if _is_eager(data) else data
+
+
+def _ragged(data) -> str:
+    """Where ``data`` first stops being rectangular, for the error message."""
+    level, path = [data], ""
+    while level:
+        kinds = {isinstance(x, (list, tuple)) for x in level}
+        if len(kinds) > 1:
+            return f"at depth {path.count('[')} some items are sequences and some are not"
+        if kinds != {True}:
+            break
+        lengths = sorted({len(x) for x in level})
+        if len(lengths) > 1:
+            return f"at depth {path.count('[') + 1} the lengths are {lengths}"
+        level, path = [y for x in level for y in x], path + "[]"
+    return "an item NumPy cannot hold"
 
 
 def _flatten(data):

@@ -8,7 +8,8 @@ The fastest, not the median: on a shared machine a run is only ever slowed (by o
 processes, a core waking up), so the fastest run is the estimate of what the machine can do.
 The result is cached in ``machine_peaks.json`` in ember's cache folder (``$EMBER_CACHE_DIR``,
 else ``$XDG_CACHE_HOME/ember`` or ``~/.cache/ember``), keyed by machine, and in the process;
-``machine_peaks(remeasure=True)`` measures again and replaces it.
+``machine_peaks(remeasure=True)`` measures again and replaces it; so is an entry that is
+damaged (not positive finite numbers, even in valid JSON) or a file that is not JSON.
 
 Roofline classification: a call with arithmetic intensity ``flops / bytes`` at or above the
 ridge point ``peak GFLOP/s / peak GB/s`` can at best run at the compute peak (compute-bound);
@@ -19,6 +20,7 @@ machine, not on how long the call happened to take.
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import time
@@ -100,9 +102,9 @@ def machine_peaks(remeasure: bool = False) -> Peaks:
     if not remeasure:
         if (path, key) in _memory:
             return _memory[(path, key)]
-        stored = _read(path).get(key)
-        if stored is not None:
-            peaks = _memory[(path, key)] = Peaks(float(stored["gflops"]), float(stored["gbps"]))
+        peaks = _stored(_read(path).get(key))
+        if peaks is not None:
+            _memory[(path, key)] = peaks
             return peaks
     peaks = _memory[(path, key)] = measure_peaks()
     table = _read(path)
@@ -116,8 +118,21 @@ def _read(path: Path) -> dict:
         with open(path) as f:
             table = json.load(f)
         return table if isinstance(table, dict) else {}
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}  # absent or damaged: measure again
+
+
+def _stored(entry) -> Peaks | None:
+    """The peaks of a table entry, or None (measure again) when it is damaged: not an object
+    with positive finite ``gflops`` and ``gbps`` (valid JSON of the wrong kinds included)."""
+    if not isinstance(entry, dict):
+        return None
+    values = [entry.get("gflops"), entry.get("gbps")]
+    ok = all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+        for v in values
+    )
+    return Peaks(float(values[0]), float(values[1])) if ok else None
 
 
 def _write(path: Path, table: dict) -> None:

@@ -22,13 +22,23 @@ output nothing reads (a split's unused part) is deleted right after its node.
 Planned execution (``compile_graph(graph, arena=True)``, ``executor="arena"``): nodes whose
 kernels take ``out=`` write into slots of one arena allocated with the program, at the offsets
 plan/arena.py assigns; calls of such a program are serialized (the slots are shared).
+
+Names. A graph may come from a file (graph/load.py), and nothing read from a file may become
+code: every name written into the source goes through `_identifier` (value names, symbol names,
+the graph's name, op names), which keeps a name made of ASCII letters, digits and underscores
+and spells any other as the hex of its UTF-8 bytes under another prefix, so distinct names stay
+distinct and none can end the line it sits in. An attribute key that is not a plain identifier
+is passed through a ``**`` table, never written; attribute values are written only when their
+type is exactly a Python literal's (a subclass may print anything), else read from a table.
 """
 
 from __future__ import annotations
 
 import itertools
+import keyword
 import linecache
 import math
+import re
 import sys
 
 import numpy as np
@@ -39,40 +49,63 @@ from ..symbolic import SymDim, symbol_sources
 
 _LITERALS = (int, float, str, bool, type(None))
 _ids = itertools.count()
+_PLAIN = re.compile(r"[A-Za-z0-9_]+")
+# prefixes of the globals the code refers to (kernels, constants, attributes, slots): a graph's
+# name starting with one must not become the function's name, which would shadow them
+_GLOBAL_PREFIXES = ("k_", "c_", "a_", "s_", "v_", "n_", "xk_", "xv_", "xn_", "_")
 
 
-def _is_literal(value) -> bool:
-    if isinstance(value, (tuple, list)):
-        return all(_is_literal(v) for v in value)
+def _identifier(prefix: str, name: str) -> str:
+    """A Python identifier for ``name`` that no name can turn into code: ``prefix + name``
+    when ``name`` is ASCII letters, digits and underscores, else ``x`` and ``prefix`` and the
+    hex of its UTF-8 bytes (one to one, so two names never meet)."""
+    name = str(name)
+    if _PLAIN.fullmatch(name):
+        return prefix + name
+    return "x" + prefix + name.encode("utf-8", "surrogatepass").hex()
+
+
+def _function_name(name) -> str:
+    plain = isinstance(name, str) and _PLAIN.fullmatch(name) and name.isidentifier()
+    if not plain or keyword.iskeyword(name) or name.startswith(_GLOBAL_PREFIXES):
+        return "graph"
+    return name
+
+
+def _is_literal(value, depth: int = 0) -> bool:
+    if type(value) in (tuple, list):
+        return depth < 50 and all(_is_literal(v, depth + 1) for v in value)
     if isinstance(value, SymDim):
         return True  # written as an expression over the symbols bound at the top
+    # exactly a literal's type: a subclass (an IntEnum, NumPy's float64) prints as no literal.
     # (NaN and the infinities have no literal: their repr, ``nan`` or ``inf``, is no Python
     # name; such a value is passed in like any other object)
-    return isinstance(value, _LITERALS) and (not isinstance(value, float) or math.isfinite(value))
+    return type(value) in _LITERALS and (type(value) is not float or math.isfinite(value))
 
 
 def _literal(value) -> str:
     if isinstance(value, SymDim):
         return _symbol_expression(value)
-    if isinstance(value, tuple):
+    if type(value) is tuple:
         inner = ", ".join(_literal(v) for v in value)
         return f"({inner}{',' if len(value) == 1 else ''})"
-    if isinstance(value, list):
+    if type(value) is list:
         return f"[{', '.join(_literal(v) for v in value)}]"
     return repr(value)
 
 
-_SYMBOL_PREFIX = "s_"
+def _symbol(name: str) -> str:
+    return _identifier("n_", name)
 
 
 def _symbol_expression(d: SymDim) -> str:
-    terms = [str(d.coefficient)] if d.coefficient != 1 else []
-    terms += [_SYMBOL_PREFIX + n + ("" if p == 1 else f"**{p}") for n, p in d.factors]
+    terms = [str(int(d.coefficient))] if d.coefficient != 1 else []
+    terms += [_symbol(n) + ("" if p == 1 else f"**{int(p)}") for n, p in d.factors]
     return "*".join(terms)
 
 
 def _local(value) -> str:
-    return "v_" + value.name
+    return _identifier("v_", value.name)
 
 
 # the recording ember.profiler.profile, set by it: calls then run an instrumented copy of the code
@@ -280,7 +313,7 @@ class _Writer:
         self.names: dict[str, object] = {}  # global name -> object the code refers to
         self.frees = last_uses(graph)
         self.returned = {id(v) for v in graph.outputs}
-        self.function_name = graph.name if graph.name.isidentifier() else "graph"
+        self.function_name = _function_name(graph.name)
 
     def ref(self, obj, prefix: str) -> str:
         for key, known in self.names.items():
@@ -301,7 +334,7 @@ class _Writer:
         for symbol, (position, axis) in symbol_sources(graph).items():
             # a symbolic size (the batch N) used in attributes: this call's size, from its input
             source = _local(graph.inputs[position])
-            lines.append(f"    {_SYMBOL_PREFIX}{symbol} = {source}.shape[{axis}]")
+            lines.append(f"    {_symbol(symbol)} = {source}.shape[{int(axis)}]")
         for position, node in enumerate(graph.nodes):
             if node.kind == "constant":
                 constant = self.ref(graph.constants[node.name], "c_")
@@ -320,15 +353,24 @@ class _Writer:
         """The lines of one call node: the call, into a buffer where one is given or reusable,
         and the profiler's timing around it."""
         compiled = id(node) in self.compiled
+        prefix = _identifier("k_", node.op.name) + "_"
         if compiled:
-            kernel = self.ref(self.compiled[id(node)], f"k_{node.op.name}_")
+            kernel = self.ref(self.compiled[id(node)], prefix)
             args = [_local(v) for v in node.inputs]
         else:
-            kernel = self.ref(node.op.run, f"k_{node.op.name}_")
+            kernel = self.ref(node.op.run, prefix)
             args = [_local(v) for v in node.inputs]
+            unusual = {}  # keys that are no plain identifiers: passed as **table, never written
             for key, value in node.attrs.items():
-                text = _literal(value) if _is_literal(value) else self.ref(value, "a_")
-                args.append(f"{key}={text}")
+                if not (isinstance(key, str) and _PLAIN.fullmatch(key) and key.isidentifier()):
+                    unusual[key] = value
+                elif keyword.iskeyword(key):
+                    unusual[key] = value
+                else:
+                    text = _literal(value) if _is_literal(value) else self.ref(value, "a_")
+                    args.append(f"{key}={text}")
+            if unusual:
+                args.append(f"**{self.ref(unusual, 'a_')}")
         reuse = None
         slot = [
             self.ref(self.slots[id(v)], "s_") if id(v) in self.slots else None for v in node.outputs

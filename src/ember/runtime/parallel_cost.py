@@ -54,6 +54,7 @@ import math
 import platform
 import threading
 from dataclasses import asdict, dataclass, field, replace
+from dataclasses import fields as dataclass_fields
 
 import numpy as np
 
@@ -271,15 +272,59 @@ def calibrate(force: bool = False) -> Calibration:
 
 
 def _read(path) -> Calibration | None:
+    """The calibration in ``path``, or None (measure again) when it is missing, unreadable,
+    of another format, or damaged: valid JSON whose values are not what `measure` writes (the
+    wrong kinds, negative or non-finite times, tables whose sizes do not rise)."""
     try:
         data = json.loads(path.read_text())
-        if data.pop("format", None) != FORMAT_VERSION:
-            return None
-        for table in ("blas", "numpy", "c_conv", "c_copy"):
-            data[table] = [tuple(r) for r in data[table]]
-        return Calibration(**data)
-    except (OSError, ValueError, TypeError, KeyError):
+    except (OSError, ValueError, RecursionError):
         return None  # missing or unreadable: measure again
+    if not isinstance(data, dict) or data.pop("format", None) != FORMAT_VERSION:
+        return None
+    fields = {f.name for f in dataclass_fields(Calibration)}
+    if set(data) != fields:
+        return None
+    if not (_is_count(data["cores"]) and data["cores"] >= 1):
+        return None
+    times = ("handoff_s", "fork_s", "step_s", "c_run_s", "c_step_s")
+    if not all(_is_number(data[k]) and data[k] >= 0 for k in times):
+        return None
+    if not isinstance(data["machine"], str) or data["runner"] not in ("python", "c"):
+        return None
+    for table, width, required in (("blas", 4, True), ("numpy", 4, True)) + (
+        ("c_conv", 3, False),
+        ("c_copy", 3, False),
+    ):
+        rows = _table(data[table], width)
+        if rows is None or (required and not rows):
+            return None
+        data[table] = rows
+    return Calibration(**data)
+
+
+def _is_count(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _table(rows, width: int) -> list | None:
+    """``rows`` as tuples of ``width`` positive finite numbers with rising sizes (what
+    `_interpolate` takes logs and ratios of), or None."""
+    if not isinstance(rows, list):
+        return None
+    out = []
+    for row in rows:
+        if not (isinstance(row, list) and len(row) == width):
+            return None
+        if not all(_is_number(x) and x > 0 for x in row):
+            return None
+        if out and row[0] <= out[-1][0]:
+            return None
+        out.append(tuple(row))
+    return out
 
 
 def _write(path, calibration: Calibration) -> None:

@@ -8,11 +8,16 @@
   cost rules (by family and module: a file records no phases), the memory plan of the graph as
   stored (a file does not say which inputs are parameters, optimizer state or the batch: they
   are all ``inputs``, and nothing is classed as saved activations), then the pass pipeline
-  run on a copy and the plan of its result.
+  run on a copy and the plan of its result. A graph with symbolic sizes (a batch ``N``, as
+  placeholders and ``ember.function`` make) is counted and planned with every symbol set to
+  ``--batch-size`` (default 1: per sample), said on the page; byte counts are Python ints, so
+  no size overflows.
 
-A missing file, a name that is neither a file nor a built-in model, and a corrupt or foreign
-file each raise an `EmberError` naming the path and the problem; ``ember`` prints it on one
-line and exits with status 2.
+A missing file, a name that is neither a file nor a built-in model, a corrupt or foreign file,
+and a ``--batch-size`` whose training step would not fit in this machine's available memory
+(estimated from the planner at batches 1 and 2, before anything that large is allocated) each
+raise an `EmberError` naming the problem; ``ember`` prints it on one line and exits with
+status 2.
 """
 
 from __future__ import annotations
@@ -80,6 +85,50 @@ def _flop_lines(counts, phases: bool) -> str:
     return "\n".join(lines)
 
 
+def _available_memory() -> int | None:
+    """Bytes this machine can still give (MemAvailable), None when unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _check_batch_fits(name: str, batch_size: int) -> None:
+    """Refuse a batch whose training step would not fit in the available memory: the planned
+    peak is affine in the batch, so batches 1 and 2 (planned, never run at size) give it."""
+    from ..models import example_step
+    from .memory import memory
+
+    if batch_size <= example_step(name).x.shape[0]:
+        return  # no larger than the model's own batch
+    available = _available_memory()
+    if available is None:
+        return
+    one, two = (memory(name, batch_size=b).peak_bytes for b in (1, 2))
+    estimate = one + (batch_size - 1) * max(two - one, 0)
+    if estimate > available:
+        raise InspectError(
+            f"--batch-size {batch_size}: one training step of {name} needs about "
+            f"{_human_bytes(estimate)} (planned) but this machine has {_human_bytes(available)} "
+            "available; choose a smaller batch",
+            op="inspect",
+        )
+
+
+def _human_bytes(n: int) -> str:
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{n} B"
+
+
 def inspect_model(name: str, batch_size: int | None = None) -> str:
     """The page of built-in model ``name`` (see the module docstring)."""
     from ..capture.function import function
@@ -88,6 +137,8 @@ def inspect_model(name: str, batch_size: int | None = None) -> str:
     from .memory import memory
     from .summary import summary
 
+    if batch_size is not None:
+        _check_batch_fits(name, batch_size)
     example = example_step(name, batch=batch_size)
     example.step()  # gradients and optimizer state exist, as in training
     out = io.StringIO()
@@ -126,8 +177,93 @@ def _op_counts(graph) -> str:
     return "\n".join(lines)
 
 
-def inspect_graph_file(path) -> str:
-    """The page of the graph file at ``path`` (see the module docstring)."""
+def _symbols(graph) -> set:
+    from ..symbolic import SymDim
+
+    found = set()
+
+    def visit(value):
+        if isinstance(value, SymDim):
+            found.update(name for name, _ in value.factors)
+        elif isinstance(value, (tuple, list)):
+            for v in value:
+                visit(v)
+        elif _is_graph(value):
+            found.update(_symbols(value))
+
+    for node in graph.nodes:
+        for v in node.outputs:
+            visit(v.type.shape)
+        for v in node.attrs.values():
+            visit(v)
+    return found
+
+
+def _is_graph(value) -> bool:
+    from ..graph.ir import Graph
+
+    return isinstance(value, Graph)
+
+
+def bind_sizes(graph, bindings: dict):
+    """A copy of ``graph`` with every symbolic size evaluated under ``bindings`` (symbol ->
+    size), in types, attributes and subgraphs; the copy is not verified."""
+    from ..graph.ir import Graph
+    from ..symbolic import resolve
+
+    new = Graph(graph.name)
+    env: dict[int, object] = {}
+    for node in graph.nodes:
+        types = [resolve(v.type, bindings) for v in node.outputs]
+        names = [v.name for v in node.outputs]
+        if node.kind == "input":
+            copy = new.add_input(types[0], names[0]).node
+        elif node.kind == "constant":
+            copy = new.add_constant(graph.constants[node.name], names[0]).node
+        else:
+            attrs = {
+                k: bind_sizes(v, bindings) if _is_graph(v) else resolve(v, bindings)
+                for k, v in node.attrs.items()
+            }
+            inputs = [env[id(v)] for v in node.inputs]
+            copy = new.add_call(node.op, inputs, attrs, out_types=types, names=names)
+        copy.scope = node.scope
+        env.update((id(a), b) for a, b in zip(node.outputs, copy.outputs))
+    new.inputs = [env[id(v)] for v in graph.inputs]
+    new.set_outputs([env[id(v)] for v in graph.outputs])
+    return new
+
+
+def _concrete(graph, path: str, size: int | None):
+    """(graph with its symbolic sizes set to ``size`` (default 1), the line saying so)."""
+    from ..graph._base import GraphError
+
+    symbols = sorted(_symbols(graph))
+    if not symbols:
+        if size is not None:
+            raise InspectError(
+                f"--batch-size: {path} has no symbolic sizes to set (its sizes are fixed)",
+                op="inspect",
+            )
+        return graph, None
+    size = 1 if size is None else size
+    bindings = dict.fromkeys(symbols, size)
+    try:
+        concrete = bind_sizes(graph, bindings).verify()
+    except (GraphError, EmberError) as exc:
+        raise InspectError(
+            f"{path}: cannot set its symbolic sizes {', '.join(symbols)} to {size}: "
+            f"{getattr(exc, 'detail', exc)}",
+            op="inspect",
+        ) from exc
+    what = ", ".join(f"{s} = {size}" for s in symbols)
+    hint = "" if size != 1 else " (per sample; --batch-size sets them)"
+    return concrete, f"symbolic sizes counted as {what}{hint}"
+
+
+def inspect_graph_file(path, batch_size: int | None = None) -> str:
+    """The page of the graph file at ``path`` (see the module docstring); ``batch_size``: the
+    value of its symbolic sizes (default 1)."""
     from ..graph.load import load_graph
     from ..plan import plan_memory
     from ..transforms.pipeline import optimize
@@ -135,10 +271,12 @@ def inspect_graph_file(path) -> str:
     from .memory_report import report_from_plan
 
     path = os.fspath(path)
-    graph = load_graph(path)
+    graph, note = _concrete(load_graph(path), path, batch_size)
     out = io.StringIO()
     console = _console(out)
     console.rule(f"{path}: graph {graph.name}", characters="=")
+    if note:
+        console.print(note)
     _section(console, "nodes and ops")
     console.print(_op_counts(graph))
     _section(console, "FLOPs (the ops' cost rules; a graph file records no phases)")
@@ -177,22 +315,26 @@ def add_parser(sub) -> None:
         "--batch-size",
         type=int,
         default=None,
-        help="a built-in model's batch size (default: its own)",
+        help="a built-in model's batch size (default: its own), or the size a graph file's "
+        "symbolic sizes are counted at (default: 1)",
     )
 
 
 def run(args) -> int:
     from ..models import EXAMPLE_STEPS
 
+    if args.batch_size is not None and args.batch_size < 1:
+        raise InspectError(f"--batch-size must be at least 1, got {args.batch_size}", op="inspect")
     if args.model in EXAMPLE_STEPS:
-        if args.batch_size is not None and args.batch_size < 1:
+        try:
+            print(inspect_model(args.model, args.batch_size))
+        except MemoryError as exc:  # (the estimate guards this; a safety net, not the plan)
             raise InspectError(
-                f"--batch-size must be at least 1, got {args.batch_size}", op="inspect"
-            )
-        print(inspect_model(args.model, args.batch_size))
+                f"--batch-size {args.batch_size}: the training step of {args.model} does not fit "
+                "in memory; choose a smaller batch",
+                op="inspect",
+            ) from exc
         return 0
-    if args.batch_size is not None:
-        raise InspectError("--batch-size applies to the built-in models only", op="inspect")
     if not os.path.exists(args.model):  # a typo of a model name lands here too
         raise InspectError(
             f"{args.model}: no such file; MODEL is a graph file written by graph.save or one "
@@ -201,5 +343,5 @@ def run(args) -> int:
         )
     if os.path.isdir(args.model):
         raise InspectError(f"{args.model} is a directory, not a graph file", op="inspect")
-    print(inspect_graph_file(args.model))
+    print(inspect_graph_file(args.model, args.batch_size))
     return 0

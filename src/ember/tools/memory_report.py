@@ -179,18 +179,23 @@ def _bytes(n: int) -> str:
 
 
 # ---------------------------------------------------------------------- from a plan
+# byte counts are Python ints (object arrays): a graph may hold values of more than 2**63 bytes
+# (a file's full((2**32, 2**32))), which int64 sums would overflow
+_BYTES = object
+
+
 def part_maxima(plan) -> tuple[dict, np.ndarray]:
     """(part -> its largest bytes at any node, workspace bytes per node) of a `MemoryPlan`."""
     n = len(plan.timeline)
-    per_part = {part: np.zeros(n + 1, np.int64) for part in FIELDS}
+    per_part = {part: np.zeros(n + 1, _BYTES) for part in FIELDS}
     for b in plan.buffers:
         if b.nbytes and n:
             diff = per_part[plan.part_of[b.index]]
             diff[max(b.start, 0)] += b.nbytes
             diff[min(b.end, n - 1) + 1] -= b.nbytes
     alive = {part: np.cumsum(d)[:n] for part, d in per_part.items()}
-    held = sum(alive.values()) if n else np.zeros(0, np.int64)
-    workspace = np.asarray(plan.timeline, np.int64) - held
+    held = sum(alive.values()) if n else np.zeros(0, _BYTES)
+    workspace = np.asarray([int(t) for t in plan.timeline], _BYTES) - held
     alive["temporaries"] = alive["temporaries"] + workspace
     maxima = {part: int(a.max()) if n else 0 for part, a in alive.items()}
     if not n:  # a graph without nodes: everything is held
@@ -226,7 +231,7 @@ def scope_rows(plan, graph, scopes: dict, workspace) -> dict:
         if part == "saved activations":
             row.activations += b.nbytes
         else:
-            diff = temp.setdefault(layer, np.zeros(n + 1, np.int64))
+            diff = temp.setdefault(layer, np.zeros(n + 1, _BYTES))
             diff[b.start] += b.nbytes
             diff[min(b.end, n - 1) + 1] -= b.nbytes
     # the plan walks the graph in its node order: position p is graph.nodes[p]
@@ -235,7 +240,7 @@ def scope_rows(plan, graph, scopes: dict, workspace) -> dict:
         if workspace[p] > 0 and node.outputs:
             layer = _layer_of(node.outputs[0], scopes)
             rows.setdefault(layer, LayerMemory(layer))
-            diff = temp.setdefault(layer, np.zeros(n + 1, np.int64))
+            diff = temp.setdefault(layer, np.zeros(n + 1, _BYTES))
             diff[p] += workspace[p]
             diff[p + 1] -= workspace[p]
     for layer, diff in temp.items():

@@ -13,6 +13,11 @@
   built-in model's training step (ember.models.EXAMPLE_STEPS) with its phases.
 
 Every file is written atomically (a temporary file in the target's folder, then a rename).
+
+A graph may come from a file, so every text in a drawing is data, never markup: DOT strings are
+quoted and escaped (graph/dot.py; Graphviz escapes them again in SVG), the viewer's JSON reaches
+the page with ``<``, ``>`` and ``&`` as JSON escapes, the title is HTML-escaped, and the viewer
+escapes every text it puts into the page (viz_assets/viewer.js).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import json
 import re
 import shutil
 import subprocess
+from html import escape as html_escape
 from importlib import resources
 
 import numpy as np
@@ -246,8 +252,11 @@ def _asset(name: str) -> str:
 def html(graph, path, phases: dict | None = None, title: str | None = None) -> str:
     """Write the interactive viewer of ``graph`` to ``path`` (see the module docstring)."""
     data = json.dumps(node_table(graph, phases), separators=(",", ":"))
-    data = data.replace("</", "<\\/")  # the JSON sits inside a <script> element
-    title = (title or graph.name).replace("&", "&amp;").replace("<", "&lt;")
+    # the JSON sits inside a <script> element: no <, > or & may reach the HTML parser (not
+    # only "</script>": "<!--" and "<script" change how it reads the rest); JSON.parse reads
+    # the \\u escapes back
+    data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    title = html_escape(title or graph.name)
     parts = {"title": title, "css": _asset("viewer.css"), "js": _asset("viewer.js"), "data": data}
     # one pass, so a placeholder spelled inside the data or the assets is left alone
     page = re.sub(r"\{\{(title|css|js|data)\}\}", lambda m: parts[m[1]], _asset("viewer.html"))

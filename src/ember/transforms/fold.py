@@ -8,6 +8,8 @@ not even tried."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..graph.ir import Graph
@@ -28,7 +30,8 @@ def _foldable(node) -> bool:
     if len(node.outputs) != 1 or has_symbols(node.attrs):
         return False
     shape = node.outputs[0].shape
-    if has_symbols(shape) or int(np.prod(shape, dtype=np.int64)) > MAX_COMPUTED_ELEMENTS:
+    # (Python ints: an int64 product of (2**32, 2**32) wraps to 0, and the kernel would run)
+    if has_symbols(shape) or math.prod(shape) > MAX_COMPUTED_ELEMENTS:
         return False
     return all(constant_value(v) is not None for v in node.inputs)
 

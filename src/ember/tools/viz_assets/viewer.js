@@ -176,12 +176,17 @@
   }
 
   // ---------------------------------------------------------------- details panel
-  const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
+  // Everything shown comes from the graph, which may come from a file: every piece of it goes
+  // through esc() before it reaches innerHTML (row() escapes what it is given; only the markup
+  // written here is not escaped).
+  const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
   // a count, or an expression in symbolic sizes (a batch of N) shown as it is
-  const num = (v) => (v === null || v === undefined ? "n/a" : typeof v === "string" ? v : v.toLocaleString("en-US"));
+  const num = (v) => (v === null || v === undefined ? "n/a" : typeof v === "number" ? v.toLocaleString("en-US") : String(v));
 
-  function row(label, value, cls) {
-    return `<tr><th>${esc(label)}</th><td class="${cls || ""}">${value}</td></tr>`;
+  function row(label, value, cls, markup) {
+    // ``markup``: value is HTML built here from escaped pieces (the inputs' <br> list)
+    const cell = markup ? value : esc(value);
+    return `<tr><th>${esc(label)}</th><td class="${esc(cls || "")}">${cell}</td></tr>`;
   }
 
   function select(i) {
@@ -194,16 +199,16 @@
     const shapes = n.outputs.map((o) => "(" + o.shape.join(", ") + ")").join(", ");
     const dtypes = n.outputs.map((o) => o.dtype).join(", ");
     let html = `<h2>%${esc(n.name)}</h2><table>`;
-    html += row("op", esc(n.op), "op");
-    if (n.phase) html += row("phase", esc(n.phase), "phase");
-    if (n.scope) html += row("scope", esc(n.scope), "scope");
-    html += row("shape", esc(shapes), "shape");
-    html += row("dtype", esc(dtypes), "dtype");
+    html += row("op", n.op, "op");
+    if (n.phase) html += row("phase", n.phase, "phase");
+    if (n.scope) html += row("scope", n.scope, "scope");
+    html += row("shape", shapes, "shape");
+    html += row("dtype", dtypes, "dtype");
     html += row("FLOPs", num(n.flops), "flops");
     html += row("bytes moved", num(n.bytes), "bytes");
     html += row("output memory", num(n.memory) + " B", "memory");
-    html += row("inputs", n.inputs.map(esc).join("<br>") || "none", "inputs");
-    for (const [key, value] of n.attrs) html += row(key, esc(value), "attr");
+    html += row("inputs", n.inputs.map(esc).join("<br>") || "none", "inputs", true);
+    for (const [key, value] of n.attrs) html += row(key, value, "attr");
     html += "</table>";
     if (n.members) html += `<h3>fused members</h3><pre class="members">${esc(n.members.join("\n"))}</pre>`;
     for (const sub of n.subgraphs || []) html += `<pre class="subgraph">${esc(sub)}</pre>`;
@@ -275,7 +280,7 @@
     if (!(phase in shown)) continue;
     const label = document.createElement("label");
     label.className = phase;
-    label.innerHTML = `<input type="checkbox" checked data-phase="${phase}"> ${phase}`;
+    label.innerHTML = `<input type="checkbox" checked data-phase="${esc(phase)}"> ${esc(phase)}`;
     label.firstChild.addEventListener("change", (e) => {
       shown[phase] = e.target.checked;
       if (selected >= 0 && !visible(selected)) select(-1);
