@@ -392,8 +392,10 @@ def test_aot_partition_runs_like_the_joint_graph():
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)  # fused: C's sqrt, exp
 
 
-SNAPSHOT = """\
-graph step(%x: f32[4, 3], %y: f32[4, 2], %model_weight: f32[2, 3], %model_bias: f32[2]) {
+SNAPSHOT = (
+    "graph step(%x: f32[4, 3], %y: f32[4, 2], %model_weight: f32[2, 3], %model_bias: f32[2], "
+    "%opt_lr: f64[]) {\n"
+    """\
   %0: f32[4, 2] = linear(%x, %model_weight, %model_bias)
   %1: f32[4, 2] = sub(%0, %y)
   %2: f32[4, 2] = mul(%1, %1)
@@ -406,13 +408,14 @@ graph step(%x: f32[4, 3], %y: f32[4, 2], %model_weight: f32[2, 3], %model_bias: 
   %12: f32[2, 4] = permute(%11, dims=(1, 0))
   %13: f32[2, 3] = matmul(%12, %x)
   %14: f32[2] = sum(%11, axes=(0,), keepdims=False)
-  %const_1: f32[] = constant 0.1
-  %15: f32[2, 3] = mul(%13, %const_1)
-  %16: f32[2, 3] = sub(%model_weight, %15)
-  %17: f32[2] = mul(%14, %const_1)
-  %18: f32[2] = sub(%model_bias, %17)
-  return (%4, %16, %18, %13, %14)
+  %15: f32[] = cast(%opt_lr, dtype=float32)
+  %16: f32[2, 3] = mul(%13, %15)
+  %17: f32[2, 3] = sub(%model_weight, %16)
+  %19: f32[2] = mul(%14, %15)
+  %20: f32[2] = sub(%model_bias, %19)
+  return (%4, %17, %20, %13, %14)
 }"""
+)
 
 
 def test_training_step_printout_is_stable():
@@ -430,7 +433,8 @@ def test_training_step_printout_is_stable():
     f = ember.function(step, opt_level=2)  # (O3 would fuse the elementwise ops)
     f(ember.ones(4, 3), ember.zeros(4, 2))
     # the loss, then the writebacks: the new weight and bias, then their gradients; the
-    # optimization passes folded 1/8, merged the two equal products and the two 0.1s
+    # optimization passes folded 1/8 and merged the two equal products; the learning rate is
+    # an input (%opt_lr, fed from the param group at each call), cast once
     assert str(f.graph) == SNAPSHOT
 
 

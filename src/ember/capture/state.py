@@ -13,8 +13,10 @@ its state in the cache key, a cached graph could replay its first step forever.
 This module owns four things about that state:
 
 * `state_signature`: the part of the cache key the state gives (training flags, which tensors
-  have a gradient, the optimizer's buffers and hyper-parameters, the identity of every
-  tensor), so a graph is reused only while the Python-level facts it baked in still hold;
+  have a gradient, the optimizer's buffers and the hyper-parameters its graph bakes in, the
+  identity of every tensor), so a graph is reused only while the Python-level facts it baked
+  in still hold (hyper-parameters a scheduler changes are graph inputs instead:
+  optim/optimizer.py `Optimizer._hyper`, capture/call.py `HyperFeed`);
 * `Snapshot`: what the state was before the trace, so the trace's Python side effects (a
   ``.grad`` set to a symbolic tensor, a buffer added to ``optimizer.state``) can be undone;
 * `plan_writebacks`: after a trace, the list of `Writeback`s that replay those effects after
@@ -206,6 +208,8 @@ def state_parts(reach: Reachable | None) -> dict:
                 for value in opt.state.get(p, {}).values():
                     if hasattr(value, "_data"):
                         parts[id(value)] = "optimizer state"
+        for holder in opt._hyper_tensors.values():
+            parts[id(holder)] = "optimizer state"
     return parts
 
 
@@ -227,14 +231,9 @@ def state_signature(reach: Reachable) -> tuple:
     labels are built only where a retrace is explained)."""
     values = list(reach.module_flags())
     for _, opt in reach.optimizers:
-        for group in opt.param_groups:
-            values.append(
-                tuple(
-                    (k, tuple(v) if isinstance(v, list) else v)
-                    for k, v in group.items()
-                    if k not in ("params", "param_names")
-                )
-            )
+        # what of each group the graph bakes in: not the hyper-parameters a step reads at run
+        # time (optim/optimizer.py `graph_facts`), so a scheduler does not retrace the step
+        values += [opt.graph_facts(group) for group in opt.param_groups]
         values.append(
             tuple(
                 tuple(sorted(opt.state[p])) if p in opt.state else ()
@@ -249,7 +248,8 @@ def state_signature(reach: Reachable) -> tuple:
         out = [f"{name}: training flags" for name, _ in reach.modules]
         for name, opt in reach.optimizers:
             out += [
-                f"{name}.param_groups[{g}] hyper-parameters" for g in range(len(opt.param_groups))
+                f"{name}.param_groups[{g}] hyper-parameters the graph bakes in"
+                for g in range(len(opt.param_groups))
             ]
             out.append(f"{name}: the buffers in its state")
         return out + [f"{name} (object, shape, dtype, requires_grad)" for name, _ in named]

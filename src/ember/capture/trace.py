@@ -25,9 +25,18 @@ from ..graph.builder import GraphBuilder
 from ..graph.ir import Graph
 from ..graph.tree import flatten, replace_leaves
 from ..ops import _registry as _reg
+from ..optim.optimizer import HyperParameter
 from ..types import TensorType
 from .aot import AutogradPlan, add_backward, differentiable_inputs
-from .call import ArgFeed, ArgGradFeed, CapturedCall, CotangentFeed, GradOfFeed, TensorFeed
+from .call import (
+    ArgFeed,
+    ArgGradFeed,
+    CapturedCall,
+    CotangentFeed,
+    GradOfFeed,
+    HyperFeed,
+    TensorFeed,
+)
 from .compile import DEFAULT_OPT_LEVEL, CompileOptions
 from .graph_function import GraphFunction
 from .signature import parameter_names, split_args
@@ -47,6 +56,9 @@ def capture_call(
     graph_name = name or getattr(fn, "__name__", None) or type(fn).__name__
     builder = GraphBuilder(Graph(graph_name if graph_name.isidentifier() else "graph"))
     builder.capture_names = {id(t): n for n, t in reach.refresh().named_tensors()}
+    for prefix, opt in reach.optimizers:  # the inputs a scheduler's values are fed through
+        for n, t in opt.hyperparameter_tensors():
+            builder.capture_names[id(t)] = f"{prefix}_{n}" if prefix else n
     symbolic, arg_feeds, grad_args = _argument_inputs(builder, leaves, names, specs)
     call_args, call_kwargs = replace_leaves((args, kwargs), iter(symbolic))
     entry_arg_grads = {i: s.grad for i, s in grad_args}
@@ -108,7 +120,11 @@ def _argument_inputs(builder, leaves, names, specs) -> tuple[list, list, list]:
 def _feeds_in_input_order(builder, arg_feeds: list) -> list:
     """Every graph input's feed, in input order: the arguments' (``arg_feeds``, in their
     order) interleaved with the captured tensors' and their gradients'."""
-    by_value = {id(v): TensorFeed(t) for t in builder.captured if (v := builder.input_value(t))}
+    by_value = {
+        id(v): HyperFeed(t) if isinstance(t, HyperParameter) else TensorFeed(t)
+        for t in builder.captured
+        if (v := builder.input_value(t))
+    }
     by_value.update(
         (id(builder.input_value(t)), GradOfFeed(owner))
         for t in builder.captured
