@@ -305,6 +305,72 @@ def test_more_than_five_retraces_warn_once_with_the_reasons():
     assert f.stats.retraces == 7
 
 
+def test_the_retrace_warning_suggests_a_symbolic_batch():
+    f = ember.function(lambda x: x + 1)
+    with pytest.warns(
+        UserWarning, match=r"input_signature=\[ember.TensorSpec\(\(None, 2\)\)\]"
+    ) as w:
+        for n in range(1, 8):
+            f(ember.ones(n, 2))
+    assert w[0].filename == __file__  # at the caller's line
+
+
+def test_the_program_cache_keeps_the_most_recently_used_programs():
+    f = ember.function(lambda x: x * 2, cache_size=3)
+    with pytest.warns(UserWarning, match="keeps the 3 most recently used"):
+        for n in range(1, 201):  # 200 batch sizes: 3 programs kept, not 200
+            f(ember.ones(n))
+    assert len(f._cache) == 3 and f.stats.evictions == 197
+    assert [k.values[2][1] for k in f._cache] == [(198,), (199,), (200,)]  # (argument x)
+    f(ember.ones(198))  # kept: a hit, and now the most recent
+    assert f.stats.traces == 200
+    f(ember.ones(1))  # dropped: traced again, and 199 (least recently used) goes
+    assert f.stats.traces == 201 and f.stats.evictions == 198
+    assert f(ember.ones(1)).tolist() == [2.0]
+    assert [k.values[2][1] for k in f._cache] == [(200,), (198,), (1,)]
+    assert "programs evicted" in str(f.stats)
+
+
+def test_the_default_cache_size_is_a_module_setting(monkeypatch):
+    from ember.capture import function as function_module
+
+    f = ember.function(lambda x: x - 1)
+    assert f.cache_size == function_module.DEFAULT_CACHE_SIZE
+    monkeypatch.setattr(function_module, "DEFAULT_CACHE_SIZE", 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for n in range(1, 12):
+            f(ember.ones(n))
+    assert f.cache_size == 2 and len(f._cache) == 2
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="cache_size"):
+            ember.function(lambda x: x, cache_size=bad)
+
+
+def test_concurrent_first_calls_trace_once():
+    import threading
+
+    ember.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 16), nn.Tanh())
+    f = ember.function(model)
+    x = ember.randn(4, 16)
+    start, results = threading.Barrier(8), [None] * 8
+
+    def call(i):
+        start.wait()
+        results[i] = f(x).numpy()
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert f.stats.traces == 1 and f.stats.hits == 7 and f.stats.calls == 8
+    expected = model(x).detach().numpy()
+    for r in results:
+        np.testing.assert_allclose(r, expected, rtol=1e-6, atol=1e-7)
+
+
 def test_a_method_can_be_compiled():
     class Scaler:
         def __init__(self):
