@@ -643,3 +643,99 @@ def test_an_input_changed_in_place_before_backward_is_an_error():
         model[2].weight.mul_(2.0)  # the first layer's gradient reads it
     with pytest.raises(ember.AutogradError, match="modified in place"):
         out.backward()
+
+
+SCALE = 0.5
+TABLE = np.array([1.0, 2.0, 3.0], np.float32)
+CALLS = 0
+
+
+def test_python_values_the_function_reads_are_guarded():
+    global SCALE
+
+    class Shift:
+        def __init__(self):
+            self.by = 1.0
+
+        def apply(self, x):
+            return x + self.by
+
+    shift = Shift()
+    offset = [0.0]  # a closure variable holding a list the function reads
+
+    def fn(x):
+        return shift.apply(x * SCALE + ember.tensor(TABLE)) + offset[0]
+
+    f = ember.function(fn)
+    x = ember.ones(3)
+
+    def check():
+        np.testing.assert_allclose(f(x).numpy(), fn(x).numpy())
+
+    try:
+        check()
+        check()
+        assert (f.stats.traces, f.stats.hits) == (1, 1)
+        SCALE = 2.0
+        check()
+        TABLE[0] = 100.0  # changed in place: the same object, other contents
+        check()
+        shift.by = -1.0  # an attribute of an object a closure holds (read by its method)
+        check()
+        offset[0] = 3.0
+        check()
+    finally:
+        SCALE = 0.5
+        TABLE[0] = 1.0
+    reasons = f.stats.retrace_reasons
+    assert reasons[0] == "global SCALE changed from 0.5 to 2.0", reasons
+    assert reasons[1].startswith("global TABLE changed from array(3,) of float32 [1., 2., 3.]")
+    assert reasons[2] == "shift.by changed from 1.0 to -1.0", reasons
+    assert f.stats.traces == 5
+    assert reasons[3] == "closure variable offset changed from [0.0] to [3.0]"
+
+
+def test_an_attribute_of_the_traced_module_is_guarded():
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Linear(3, 3)
+            self.factor = 2.0
+
+        def forward(self, x):
+            return self.linear(x) * self.factor
+
+    model = Scaled()
+    f = ember.function(model)
+    g = ember.function(lambda x: model(x).sum())  # a module the function calls
+    x = ember.ones(2, 3)
+    f(x)
+    g(x)
+    model.factor = 3.0
+    np.testing.assert_allclose(f(x).numpy(), model(x).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(g(x).numpy(), model(x).sum().numpy(), rtol=1e-6)
+    assert f.stats.retrace_reasons == ["self.factor changed from 2.0 to 3.0"]
+    assert g.stats.retrace_reasons == ["model.factor changed from 2.0 to 3.0"]
+
+
+def test_python_values_the_function_itself_changes_are_not_guarded():
+    def count(x):
+        global CALLS
+        CALLS += 1  # a side effect: it happens while tracing, once
+        return x + 1
+
+    f = ember.function(count)
+    for _ in range(3):
+        f(ember.ones(2))
+    assert f.stats.traces == 1
+
+
+def test_a_large_global_array_is_guarded_by_identity_and_warned_about():
+    big = np.ones(ember.capture.state.ARRAY_GUARD_LIMIT + 1, np.float32)
+    f = ember.function(lambda x: x + ember.tensor(big).sum())
+    with pytest.warns(UserWarning, match="reads the NumPy array closure variable big.*in place"):
+        f(ember.ones(1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        f(ember.ones(1))  # the same array: a hit, no warning
+    assert f.stats.traces == 1

@@ -21,6 +21,8 @@ runs on the executor named by ``executor=`` (runtime/executors.py: ``"codegen"``
 
 from __future__ import annotations
 
+import warnings
+
 from ..graph.builder import GraphBuilder
 from ..graph.ir import Graph
 from ..graph.tree import flatten, replace_leaves
@@ -40,7 +42,14 @@ from .call import (
 from .compile import DEFAULT_OPT_LEVEL, CompileOptions
 from .graph_function import GraphFunction
 from .signature import parameter_names, split_args
-from .state import Snapshot, check_found, discover, plan_writebacks, watching_grad_reads
+from .state import (
+    ARRAY_GUARD_LIMIT,
+    Snapshot,
+    check_found,
+    discover,
+    plan_writebacks,
+    watching_grad_reads,
+)
 
 __all__ = ["capture_call", "trace"]
 
@@ -54,6 +63,14 @@ def capture_call(
     compile it; ``specs``: a `TensorSpec` per leaf (None dimensions become symbolic sizes) or
     None for the leaves' own types; ``name``: the graph's."""
     graph_name = name or getattr(fn, "__name__", None) or type(fn).__name__
+    large = [label for label, guard in reach.python_values if not guard.whole]
+    if large:
+        warnings.warn(
+            f"{graph_name} reads the NumPy array {', '.join(large)} (over "
+            f"{ARRAY_GUARD_LIMIT} elements): the graph bakes in its contents, and a change made "
+            "in place is not seen (a new array is); pass it as a tensor argument instead",
+            stacklevel=4,
+        )
     builder = GraphBuilder(Graph(graph_name if graph_name.isidentifier() else "graph"))
     builder.capture_names = {id(t): n for n, t in reach.refresh().named_tensors()}
     for prefix, opt in reach.optimizers:  # the inputs a scheduler's values are fed through
