@@ -21,6 +21,8 @@ runs on the executor named by ``executor=`` (runtime/executors.py: ``"codegen"``
 
 from __future__ import annotations
 
+import gc
+import tracemalloc
 import warnings
 
 from ..graph.builder import GraphBuilder
@@ -62,6 +64,7 @@ def capture_call(
     `split_args`); ``reach``: the state found by ``state.discover``; ``options``: how to
     compile it; ``specs``: a `TensorSpec` per leaf (None dimensions become symbolic sizes) or
     None for the leaves' own types; ``name``: the graph's."""
+    start = _traced_bytes()
     graph_name = name or getattr(fn, "__name__", None) or type(fn).__name__
     large = [label for label, guard in reach.python_values if not guard.whole]
     if large:
@@ -112,7 +115,21 @@ def capture_call(
         graph.set_outputs(user_values + extra)
     verifying = options.verify and autograd is None  # (an AOT plan checks its own graphs)
     check = [f.array(leaves) for f in call.feeds] if verifying else None
-    return GraphFunction(call, options, autograd, check)
+    compiled = GraphFunction(call, options, autograd, check)
+    del check
+    end = _traced_bytes()
+    if start is not None and end is not None:
+        compiled.compiled_bytes = max(end - start, 0)
+    return compiled
+
+
+def _traced_bytes() -> int | None:
+    """tracemalloc's traced bytes after a garbage collection, or None when it is not tracing:
+    around a trace, what the compiled program (and the caches its compile filled) keeps."""
+    if not tracemalloc.is_tracing():
+        return None
+    gc.collect()
+    return tracemalloc.get_traced_memory()[0]
 
 
 def _argument_inputs(builder, leaves, names, specs) -> tuple[list, list, list]:
