@@ -52,9 +52,13 @@ _REDUCTION = _batching.reduce_rule(partial=False)  # the default of reductions o
 
 def batch_inputs(graph, input_parts: dict) -> list[int]:
     """Positions of the graph inputs holding the batch: those of part ``inputs`` (not
-    parameters, optimizer state or gradients) with at least one dimension."""
+    parameters, optimizer state or gradients) with at least one dimension. An input without a
+    part is an ``inputs`` one, as the memory planner counts it: a tensor argument of the step
+    (``step(x, y)``) is the batch as much as a tensor the step reads from its closure."""
     return [
-        i for i, v in enumerate(graph.inputs) if input_parts.get(i) == "inputs" and v.type.shape
+        i
+        for i, v in enumerate(graph.inputs)
+        if input_parts.get(i, "inputs") == "inputs" and v.type.shape
     ]
 
 
