@@ -70,6 +70,7 @@ class GraphFunction:
         # bytes the trace and compile left allocated (capture/trace.py measures them while
         # tracemalloc traces; None: not measured, `memory_layout` estimates them)
         self.compiled_bytes: int | None = None
+        self._estimated: int | None = None
 
     # ------------------------------------------------------------------------------ the call
     @property
@@ -181,9 +182,11 @@ class GraphFunction:
         constants), from their sizes: what `compiled_bytes` measures when tracemalloc traced
         the compile (this estimate sees only what the program references, not the caches a
         compile fills)."""
-        reach = self.call.reach
-        state = [] if reach is None else [o for _, o in reach.modules + reach.optimizers]
-        return _object_bytes(self, exclude=[reach, *state])
+        if self._estimated is None:  # (the program's objects do not change: once)
+            reach = self.call.reach
+            state = [] if reach is None else [o for _, o in reach.modules + reach.optimizers]
+            self._estimated = _object_bytes(self, exclude=[reach, *state])
+        return self._estimated
 
     def memory_parts(self) -> ProgramParts:
         """How the joint graph's inputs and outputs count in a memory plan (plan/program.py)."""
