@@ -305,6 +305,72 @@ def test_more_than_five_retraces_warn_once_with_the_reasons():
     assert f.stats.retraces == 7
 
 
+def test_the_retrace_warning_suggests_a_symbolic_batch():
+    f = ember.function(lambda x: x + 1)
+    with pytest.warns(
+        UserWarning, match=r"input_signature=\[ember.TensorSpec\(\(None, 2\)\)\]"
+    ) as w:
+        for n in range(1, 8):
+            f(ember.ones(n, 2))
+    assert w[0].filename == __file__  # at the caller's line
+
+
+def test_the_program_cache_keeps_the_most_recently_used_programs():
+    f = ember.function(lambda x: x * 2, cache_size=3)
+    with pytest.warns(UserWarning, match="keeps the 3 most recently used"):
+        for n in range(1, 201):  # 200 batch sizes: 3 programs kept, not 200
+            f(ember.ones(n))
+    assert len(f._cache) == 3 and f.stats.evictions == 197
+    assert [k.values[2][1] for k in f._cache] == [(198,), (199,), (200,)]  # (argument x)
+    f(ember.ones(198))  # kept: a hit, and now the most recent
+    assert f.stats.traces == 200
+    f(ember.ones(1))  # dropped: traced again, and 199 (least recently used) goes
+    assert f.stats.traces == 201 and f.stats.evictions == 198
+    assert f(ember.ones(1)).tolist() == [2.0]
+    assert [k.values[2][1] for k in f._cache] == [(200,), (198,), (1,)]
+    assert "programs evicted" in str(f.stats)
+
+
+def test_the_default_cache_size_is_a_module_setting(monkeypatch):
+    from ember.capture import function as function_module
+
+    f = ember.function(lambda x: x - 1)
+    assert f.cache_size == function_module.DEFAULT_CACHE_SIZE
+    monkeypatch.setattr(function_module, "DEFAULT_CACHE_SIZE", 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for n in range(1, 12):
+            f(ember.ones(n))
+    assert f.cache_size == 2 and len(f._cache) == 2
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="cache_size"):
+            ember.function(lambda x: x, cache_size=bad)
+
+
+def test_concurrent_first_calls_trace_once():
+    import threading
+
+    ember.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 16), nn.Tanh())
+    f = ember.function(model)
+    x = ember.randn(4, 16)
+    start, results = threading.Barrier(8), [None] * 8
+
+    def call(i):
+        start.wait()
+        results[i] = f(x).numpy()
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert f.stats.traces == 1 and f.stats.hits == 7 and f.stats.calls == 8
+    expected = model(x).detach().numpy()
+    for r in results:
+        np.testing.assert_allclose(r, expected, rtol=1e-6, atol=1e-7)
+
+
 def test_a_method_can_be_compiled():
     class Scaler:
         def __init__(self):
@@ -392,8 +458,10 @@ def test_aot_partition_runs_like_the_joint_graph():
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)  # fused: C's sqrt, exp
 
 
-SNAPSHOT = """\
-graph step(%x: f32[4, 3], %y: f32[4, 2], %model_weight: f32[2, 3], %model_bias: f32[2]) {
+SNAPSHOT = (
+    "graph step(%x: f32[4, 3], %y: f32[4, 2], %model_weight: f32[2, 3], %model_bias: f32[2], "
+    "%opt_lr: f64[]) {\n"
+    """\
   %0: f32[4, 2] = linear(%x, %model_weight, %model_bias)
   %1: f32[4, 2] = sub(%0, %y)
   %2: f32[4, 2] = mul(%1, %1)
@@ -406,13 +474,14 @@ graph step(%x: f32[4, 3], %y: f32[4, 2], %model_weight: f32[2, 3], %model_bias: 
   %12: f32[2, 4] = permute(%11, dims=(1, 0))
   %13: f32[2, 3] = matmul(%12, %x)
   %14: f32[2] = sum(%11, axes=(0,), keepdims=False)
-  %const_1: f32[] = constant 0.1
-  %15: f32[2, 3] = mul(%13, %const_1)
-  %16: f32[2, 3] = sub(%model_weight, %15)
-  %17: f32[2] = mul(%14, %const_1)
-  %18: f32[2] = sub(%model_bias, %17)
-  return (%4, %16, %18, %13, %14)
+  %15: f32[] = cast(%opt_lr, dtype=float32)
+  %16: f32[2, 3] = mul(%13, %15)
+  %17: f32[2, 3] = sub(%model_weight, %16)
+  %19: f32[2] = mul(%14, %15)
+  %20: f32[2] = sub(%model_bias, %19)
+  return (%4, %17, %20, %13, %14)
 }"""
+)
 
 
 def test_training_step_printout_is_stable():
@@ -430,7 +499,8 @@ def test_training_step_printout_is_stable():
     f = ember.function(step, opt_level=2)  # (O3 would fuse the elementwise ops)
     f(ember.ones(4, 3), ember.zeros(4, 2))
     # the loss, then the writebacks: the new weight and bias, then their gradients; the
-    # optimization passes folded 1/8, merged the two equal products and the two 0.1s
+    # optimization passes folded 1/8 and merged the two equal products; the learning rate is
+    # an input (%opt_lr, fed from the param group at each call), cast once
     assert str(f.graph) == SNAPSHOT
 
 
@@ -573,3 +643,99 @@ def test_an_input_changed_in_place_before_backward_is_an_error():
         model[2].weight.mul_(2.0)  # the first layer's gradient reads it
     with pytest.raises(ember.AutogradError, match="modified in place"):
         out.backward()
+
+
+SCALE = 0.5
+TABLE = np.array([1.0, 2.0, 3.0], np.float32)
+CALLS = 0
+
+
+def test_python_values_the_function_reads_are_guarded():
+    global SCALE
+
+    class Shift:
+        def __init__(self):
+            self.by = 1.0
+
+        def apply(self, x):
+            return x + self.by
+
+    shift = Shift()
+    offset = [0.0]  # a closure variable holding a list the function reads
+
+    def fn(x):
+        return shift.apply(x * SCALE + ember.tensor(TABLE)) + offset[0]
+
+    f = ember.function(fn)
+    x = ember.ones(3)
+
+    def check():
+        np.testing.assert_allclose(f(x).numpy(), fn(x).numpy())
+
+    try:
+        check()
+        check()
+        assert (f.stats.traces, f.stats.hits) == (1, 1)
+        SCALE = 2.0
+        check()
+        TABLE[0] = 100.0  # changed in place: the same object, other contents
+        check()
+        shift.by = -1.0  # an attribute of an object a closure holds (read by its method)
+        check()
+        offset[0] = 3.0
+        check()
+    finally:
+        SCALE = 0.5
+        TABLE[0] = 1.0
+    reasons = f.stats.retrace_reasons
+    assert reasons[0] == "global SCALE changed from 0.5 to 2.0", reasons
+    assert reasons[1].startswith("global TABLE changed from array(3,) of float32 [1., 2., 3.]")
+    assert reasons[2] == "shift.by changed from 1.0 to -1.0", reasons
+    assert f.stats.traces == 5
+    assert reasons[3] == "closure variable offset changed from [0.0] to [3.0]"
+
+
+def test_an_attribute_of_the_traced_module_is_guarded():
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Linear(3, 3)
+            self.factor = 2.0
+
+        def forward(self, x):
+            return self.linear(x) * self.factor
+
+    model = Scaled()
+    f = ember.function(model)
+    g = ember.function(lambda x: model(x).sum())  # a module the function calls
+    x = ember.ones(2, 3)
+    f(x)
+    g(x)
+    model.factor = 3.0
+    np.testing.assert_allclose(f(x).numpy(), model(x).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(g(x).numpy(), model(x).sum().numpy(), rtol=1e-6)
+    assert f.stats.retrace_reasons == ["self.factor changed from 2.0 to 3.0"]
+    assert g.stats.retrace_reasons == ["model.factor changed from 2.0 to 3.0"]
+
+
+def test_python_values_the_function_itself_changes_are_not_guarded():
+    def count(x):
+        global CALLS
+        CALLS += 1  # a side effect: it happens while tracing, once
+        return x + 1
+
+    f = ember.function(count)
+    for _ in range(3):
+        f(ember.ones(2))
+    assert f.stats.traces == 1
+
+
+def test_a_large_global_array_is_guarded_by_identity_and_warned_about():
+    big = np.ones(ember.capture.state.ARRAY_GUARD_LIMIT + 1, np.float32)
+    f = ember.function(lambda x: x + ember.tensor(big).sum())
+    with pytest.warns(UserWarning, match="reads the NumPy array closure variable big.*in place"):
+        f(ember.ones(1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        f(ember.ones(1))  # the same array: a hit, no warning
+    assert f.stats.traces == 1

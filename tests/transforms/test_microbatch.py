@@ -99,3 +99,58 @@ def test_a_batch_that_does_not_divide_is_refused():
     program, _ = _program(lambda x: (x * 2).sum(), x)
     with pytest.raises(NotBatchable, match="does not divide into 4"):
         split_batch(program.graph, 4, [0])
+
+
+def test_every_region_around_a_batch_norm_step_runs_in_slices_exactly():
+    # batch normalization refuses slices of the whole step; regions of it (transforms/remat.py
+    # grows one around each per-sample node) run in slices with the same results
+    from ember.transforms.dce import eliminate_dead_code
+    from ember.transforms.microbatch import batch_axes, grow_region, tile_region
+    from ember.transforms.remat import _tile_seeds
+
+    nn = ember.nn
+    ember.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 4, 3, padding=1),
+        nn.BatchNorm2d(4),
+        nn.ReLU(),
+        nn.Conv2d(4, 6, 3, padding=1),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(6, 3),
+    ).double()  # (Adam turns rounding noise in a near-zero gradient into lr-sized steps)
+    opt = ember.optim.Adam(model.parameters(), lr=0.01)
+    rng = np.random.default_rng(0)
+    x = ember.tensor(rng.standard_normal((8, 3, 6, 6)), dtype=ember.float64)
+    y = ember.tensor(rng.integers(0, 3, 8))
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    step(x, y)
+    program, arrays = _program(step, x, y)
+    leaves = [x, y]
+    arrays = [a if a is not None else leaves[f.index]._data for a, f in zip(arrays, program.feeds)]
+    graph = program.graph
+    batch = batch_inputs(graph, program.memory_parts().input_parts)
+    with pytest.raises(NotBatchable):
+        split_batch(graph, 2, batch)
+    want = interpreter.run(graph, arrays)
+    tried = set()
+    for k in (2, 4):
+        axes, _, rules = batch_axes(graph, batch, k)
+        for seed in _tile_seeds(graph, axes, rules):
+            region = grow_region(graph, seed, axes, rules)
+            if (frozenset(region[0]), k) in tried:
+                continue
+            tried.add((frozenset(region[0]), k))
+            tiled, _ = eliminate_dead_code(tile_region(graph, region, k, axes, rules))
+            tiled.verify()
+            got = interpreter.run(tiled, arrays)
+            for w, g in zip(want, got):
+                np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-12, err_msg=seed.name)
+    assert len(tried) > 10

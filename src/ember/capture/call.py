@@ -7,6 +7,8 @@ later call takes that input's array from:
 * `ArgGradFeed`: that argument's ``.grad`` (a recorded backward accumulates onto it);
 * `TensorFeed`: an eager tensor the function read (a parameter, a buffer, a closed-over
   tensor), captured as an extra input and fed with its data at each call;
+* `HyperFeed`: an optimizer's hyper-parameter (optim/optimizer.py `HyperParameter`), fed with
+  the param group's value at each call, so a scheduler's changes reach the compiled step;
 * `GradOfFeed`: the gradient a captured tensor has at call time (backward accumulates onto
   whatever ``.grad`` is then);
 * `CotangentFeed`: a cotangent of the AOT backward graph (capture/aot.py), fed by eager
@@ -33,6 +35,7 @@ __all__ = [
     "CotangentFeed",
     "Feed",
     "GradOfFeed",
+    "HyperFeed",
     "TensorFeed",
 ]
 
@@ -89,6 +92,17 @@ class TensorFeed(Feed):
 
     def memory_part(self, known):
         return known.get(id(self.tensor), "parameters" if self.tensor.requires_grad else "inputs")
+
+
+@dataclass(frozen=True, eq=False)
+class HyperFeed(TensorFeed):
+    """A `TensorFeed` of a `HyperParameter`: it feeds the param group's value of the call."""
+
+    def array(self, leaves):
+        return self.tensor.current()
+
+    def memory_part(self, known):
+        return "optimizer state"
 
 
 @dataclass(frozen=True, eq=False)

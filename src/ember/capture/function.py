@@ -18,6 +18,14 @@ The tf.function / torch.compile of ember. Calling a `Function`:
    optimizer buffers land where eager code would have put them. Calling a captured training
    step N times therefore equals N eager steps.
 
+The cache is bounded, like ``torch.compile``'s (``torch._dynamo.config.cache_size_limit``):
+a function keeps the ``cache_size`` most recently used programs (by default
+`DEFAULT_CACHE_SIZE`, read whenever a trace is added, so setting
+``ember.capture.function.DEFAULT_CACHE_SIZE`` affects existing functions too) and drops the
+least recently used one when a new trace would exceed that (``fn.stats.evictions``); a later
+call with a dropped signature traces again. Calls from several threads that need the same new
+graph trace it once: the others wait for that trace and reuse it.
+
 ``fn.stats`` counts traces, cache hits and the reason for each retrace; after more than
 `RETRACE_WARNING` retraces the function warns once, with the reasons. ``fn.graphs`` shows the
 latest trace's graphs: the joint graph and, when it ran a backward pass, its AOT partition into
@@ -30,7 +38,10 @@ appending to a list, a scheduler's step) happen once, while tracing: call them o
 from __future__ import annotations
 
 import functools
+import re
+import threading
 import warnings
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from .. import autograd
@@ -50,19 +61,22 @@ from .signature import (
 from .state import discover, grad_signature, state_signature
 from .trace import capture_call
 
-__all__ = ["Function", "FunctionStats", "function", "RETRACE_WARNING"]
+__all__ = ["DEFAULT_CACHE_SIZE", "Function", "FunctionStats", "function", "RETRACE_WARNING"]
 
 RETRACE_WARNING = 5
+DEFAULT_CACHE_SIZE = 8  # programs a Function keeps when not given cache_size (see above)
 
 
 @dataclass
 class FunctionStats:
     """What a `Function` did: ``traces`` (graphs built), ``hits`` (calls that reused one),
-    ``calls``, and for each retrace (a trace after the first) the reason."""
+    ``calls``, ``evictions`` (programs dropped from the bounded cache), and for each retrace
+    (a trace after the first) the reason."""
 
     traces: int = 0
     hits: int = 0
     calls: int = 0
+    evictions: int = 0
     retrace_reasons: list = field(default_factory=list)
 
     @property
@@ -71,6 +85,8 @@ class FunctionStats:
 
     def __str__(self) -> str:
         lines = [f"{self.calls} calls, {self.traces} traces, {self.hits} cache hits"]
+        if self.evictions:
+            lines[0] += f", {self.evictions} programs evicted"
         lines += [f"  retrace {i + 1}: {r}" for i, r in enumerate(self.retrace_reasons)]
         return "\n".join(lines)
 
@@ -87,9 +103,15 @@ class Function:
         opt_level=DEFAULT_OPT_LEVEL,
         verify: bool = False,
         memory_budget: int | None = None,
+        cache_size: int | None = None,
     ):
         # checked now: a bad option fails here, not at the first call
         self.options = CompileOptions(executor, opt_level, verify, memory_budget)
+        if cache_size is not None and (
+            isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1
+        ):
+            raise ValueError(f"cache_size is a number of programs >= 1, got {cache_size!r}")
+        self._cache_size = cache_size
         if input_signature is not None:
             input_signature = list(input_signature)
             for spec in input_signature:
@@ -99,7 +121,8 @@ class Function:
         self.input_signature = input_signature
         self.name = name or getattr(fn, "__name__", None) or type(fn).__name__
         self.stats = FunctionStats()
-        self._cache: dict[CallKey, GraphFunction] = {}
+        self._cache: OrderedDict[CallKey, GraphFunction] = OrderedDict()  # least recent first
+        self._lock = threading.Lock()  # held while a trace is added: one trace per new key
         self._last_key: CallKey | None = None
         self._last_entry: GraphFunction | None = None
         self._warned = False
@@ -111,6 +134,12 @@ class Function:
     opt_level = property(lambda self: self.options.opt_level)
     verify = property(lambda self: self.options.verify)
     memory_budget = property(lambda self: self.options.memory_budget)
+
+    @property
+    def cache_size(self) -> int:
+        """The most programs this function keeps (its ``cache_size``, else the module's
+        `DEFAULT_CACHE_SIZE` now)."""
+        return self._cache_size if self._cache_size is not None else int(DEFAULT_CACHE_SIZE)
 
     def __get__(self, obj, objtype=None):
         """As a method decorator: bind ``self`` (a Python-valued argument of the key)."""
@@ -159,31 +188,59 @@ class Function:
         base = self._key(leaves, names, structure, reach)
         grad_labels, grad_values = grad_signature(reach, leaves, names)
         key = CallKey(lambda: list(base.labels) + grad_labels(), list(base.values) + grad_values)
-        # a graph that reads no gradient is cached under the key without them (`base`)
-        entry = self._cache.get(base) or self._cache.get(key)
+        entry = self._lookup(base, key)
         if entry is None:
-            reason = explain(key, self._last_key)
-            entry = self._trace(args, kwargs, leaves, names, reach)
-            self._cache[key if entry.reads_grads else base] = entry
-            self.stats.traces += 1
-            if self.stats.traces > 1:
-                self.stats.retrace_reasons.append(reason)
-                self._maybe_warn()
+            with self._lock:  # one thread traces a new key; the others then find it
+                entry = self._lookup(base, key)
+                if entry is None:
+                    entry = self._add(base, key, args, kwargs, leaves, names, reach)
+                else:
+                    self.stats.hits += 1
         else:
             self.stats.hits += 1
         self._last_key, self._last_entry = key, entry
         return entry
 
-    def _maybe_warn(self) -> None:
+    def _lookup(self, base: CallKey, key: CallKey) -> GraphFunction | None:
+        # a graph that reads no gradient is cached under the key without them (`base`)
+        for k in (base, key):
+            entry = self._cache.get(k)
+            if entry is not None:
+                try:
+                    self._cache.move_to_end(k)  # the most recently used
+                except KeyError:  # (evicted by another thread meanwhile: still usable)
+                    pass
+                return entry
+        return None
+
+    def _add(self, base, key, args, kwargs, leaves, names, reach) -> GraphFunction:
+        """Trace for a new key (with the lock held) and cache the program, evicting the least
+        recently used ones beyond `cache_size`."""
+        reason = explain(key, self._last_key)
+        entry = self._trace(args, kwargs, leaves, names, reach)
+        self._cache[key if entry.reads_grads else base] = entry
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+            self.stats.evictions += 1
+        self.stats.traces += 1
+        if self.stats.traces > 1:
+            self.stats.retrace_reasons.append(reason)
+            self._maybe_warn(dict(zip(names, (tuple(t.shape) for t in leaves))))
+        return entry
+
+    def _maybe_warn(self, shapes: dict) -> None:
+        """Warn once past `RETRACE_WARNING` retraces; ``shapes``: the tensor arguments' shapes
+        by name in the call that retraced (for the input_signature it suggests)."""
         if self.stats.retraces > RETRACE_WARNING and not self._warned:
             self._warned = True
             reasons = "; ".join(self.stats.retrace_reasons[-RETRACE_WARNING:])
             warnings.warn(
                 f"ember.function {self.name} was traced {self.stats.traces} times; each "
-                f"retrace builds and compiles a new graph. Recent reasons: {reasons}. Give "
-                "an input_signature with None for sizes that vary, or pass changing Python "
+                f"retrace builds and compiles a new graph (it keeps the {self.cache_size} most "
+                f"recently used: cache_size=). Recent reasons: {reasons}."
+                f"{_signature_hint(self.stats.retrace_reasons, shapes)} Pass changing Python "
                 "numbers as tensors.",
-                stacklevel=3,
+                stacklevel=5,  # the caller's line (_maybe_warn, _add, _entry, __call__)
             )
 
     def _trace(self, args, kwargs, leaves, names, reach) -> GraphFunction:
@@ -227,6 +284,26 @@ class Function:
         return f"<ember.function {self.name} ({self.executor}, {self.stats.traces} traces)>"
 
 
+def _signature_hint(reasons: list, shapes: dict) -> str:
+    """For retraces caused by changing sizes: the input_signature that would trace once, with
+    None at each dimension that changed (``shapes``: the arguments' shapes by name)."""
+    varying: dict = {}
+    for reason in reasons:
+        for name, axis in re.findall(r"argument (\w+): .*?dimension (\d+) changed", reason):
+            if name in shapes and int(axis) < len(shapes[name]):
+                varying.setdefault(name, set()).add(int(axis))
+    if not varying:
+        return ""
+    specs = []
+    for name, shape in shapes.items():
+        dims = ["None" if i in varying.get(name, ()) else str(d) for i, d in enumerate(shape)]
+        specs.append(f"ember.TensorSpec(({', '.join(dims)}{',' if len(dims) == 1 else ''}))")
+    return (
+        f" For sizes that vary (a batch), give input_signature=[{', '.join(specs)}] (in "
+        "argument order): traced once with a symbolic size there, one graph serves every size."
+    )
+
+
 def function(
     fn=None,
     *,
@@ -236,6 +313,7 @@ def function(
     opt_level=DEFAULT_OPT_LEVEL,
     verify: bool = False,
     memory_budget: int | None = None,
+    cache_size: int | None = None,
 ):
     """Compile ``fn`` on demand: ``@ember.function`` or ``ember.function(fn, input_signature=
     [ember.TensorSpec((None, 784))])``. ``opt_level`` 0..3 (or "O0".."O3") picks the
@@ -243,8 +321,9 @@ def function(
     and names the first pass that changes the results; ``memory_budget`` (bytes): when the
     planned peak of a call exceeds it, activations are recomputed in the backward pass until it
     fits (``fn.compile(...).remat`` reports what), or `MemoryBudgetError` states the minimum
-    peak reachable. See `Function`."""
-    args = (input_signature, executor, name, opt_level, verify, memory_budget)
+    peak reachable; ``cache_size``: how many compiled programs (call signatures) to keep, the
+    least recently used dropped first (default `DEFAULT_CACHE_SIZE`). See `Function`."""
+    args = (input_signature, executor, name, opt_level, verify, memory_budget, cache_size)
     if fn is None:
         return lambda f: Function(f, *args)
     return Function(fn, *args)

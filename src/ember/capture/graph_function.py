@@ -16,10 +16,13 @@ reads it through `memory_parts`, `memory_layout` and `fed_arrays`), ``.pass_stat
 
 from __future__ import annotations
 
+import functools
+
 from ..errors import EmberError, ShapeError, TraceError
 from ..graph.printer import format_type
 from ..graph.tree import tensor_leaves, unflatten
-from ..plan.program import MemoryLayout, ProgramParts, plan_program
+from ..kernels.conv_plan import charged_to
+from ..plan.program import MemoryLayout, ProgramParts, plan_program, runner_held_bytes
 from ..runtime.codegen import compile_graph
 from ..symbolic import SymDim
 from ..tensor import Tensor
@@ -63,6 +66,11 @@ class GraphFunction:
         self._graphs = None
         self._memory_plan = None
         self._state_guard = None  # (argument names, the state's key when traced): guard_state
+        self._scratch: dict = {}  # the kernel scratch the latest call keeps (key -> bytes)
+        # bytes the trace and compile left allocated (capture/trace.py measures them while
+        # tracemalloc traces; None: not measured, `memory_layout` estimates them)
+        self.compiled_bytes: int | None = None
+        self._estimated: int | None = None
 
     # ------------------------------------------------------------------------------ the call
     @property
@@ -154,7 +162,31 @@ class GraphFunction:
         (plan/memory.py; `ember.plan.measure_peak` measures a call the same way)."""
         if self._memory_plan is None:
             self._memory_plan = plan_program(self)
+        else:  # (what ember holds changes as calls run: the kernel scratch they keep)
+            self._memory_plan.held = self._held()
         return self._memory_plan
+
+    def _held(self) -> dict:
+        """What ember holds for this program between calls, by part (plan/memory.py)."""
+        program = self._program if self.autograd is None else self.autograd.forward_program
+        runner = runner_held_bytes(program)
+        # (the program's own bytes include its arena and the runner's arrays, which the plan
+        # counts on their own)
+        own = self.compiled_bytes if self.compiled_bytes is not None else self._estimate()
+        itself = max(own - program.arena_bytes - runner, 0)
+        held = {"kernel scratch": sum(self._scratch.values()), "compiled program": itself}
+        return {part: b for part, b in held.items() if b}
+
+    def _estimate(self) -> int:
+        """The bytes of this program's own objects (graphs, generated code, kernels' wrappers,
+        constants), from their sizes: what `compiled_bytes` measures when tracemalloc traced
+        the compile (this estimate sees only what the program references, not the caches a
+        compile fills)."""
+        if self._estimated is None:  # (the program's objects do not change: once)
+            reach = self.call.reach
+            state = [] if reach is None else [o for _, o in reach.modules + reach.optimizers]
+            self._estimated = _object_bytes(self, exclude=[reach, *state])
+        return self._estimated
 
     def memory_parts(self) -> ProgramParts:
         """How the joint graph's inputs and outputs count in a memory plan (plan/program.py)."""
@@ -167,13 +199,21 @@ class GraphFunction:
         if self.autograd is None:
             program = self._program
             return MemoryLayout(
-                self.graph, parts, program.in_place, program.arena, program.arena_bytes
+                self.graph,
+                parts,
+                program.in_place,
+                program.arena,
+                program.arena_bytes,
+                self._held(),
+                runner_held_bytes(program),
             )
         positions = self.autograd.forward_inputs  # joint input position of each forward input
         inputs = {j: parts.input_parts.get(p, "inputs") for j, p in enumerate(positions)}
         forward_parts = ProgramParts(inputs, {}, parts.n_user, parts.in_place)
         program = self.autograd.forward_program
-        return MemoryLayout(self.autograd.forward, forward_parts, {}, None, program.arena_bytes)
+        return MemoryLayout(
+            self.autograd.forward, forward_parts, {}, None, program.arena_bytes, self._held()
+        )
 
     def fed_arrays(self, *args, **kwargs) -> list:
         """The array each graph input gets in a call with these arguments (None for a
@@ -186,10 +226,11 @@ class GraphFunction:
         """Run on the tensor arguments ``leaves`` (already checked) and apply the writebacks."""
         arrays = [feed.array(leaves) for feed in self.call.feeds]
         saved = None
-        if self.autograd is not None:
-            results, saved = self.autograd.run_forward(arrays)
-        else:
-            results = self._program(*arrays)
+        with charged_to(self._scratch):  # the kernel scratch the call keeps is this program's
+            if self.autograd is not None:
+                results, saved = self.autograd.run_forward(arrays)
+            else:
+                results = self._program(*arrays)
         n_user = self.call.n_user
         user, extra = results[:n_user], results[n_user:]
         fed = {id(a) for a in arrays}
@@ -274,6 +315,61 @@ class GraphFunction:
 
     def __repr__(self) -> str:
         return f"<GraphFunction {self.graph.name} ({self.executor})>"
+
+
+def _object_bytes(root, exclude=()) -> int:
+    """``sys.getsizeof`` summed over the objects ``root`` reaches (containers, instances,
+    closures, generated functions and their namespaces, arrays' data), each once; not classes,
+    modules, functions defined in files, ops, nor the ``exclude``d objects and eager tensors
+    (the caller's state)."""
+    import sys
+    import types
+
+    import numpy as np
+
+    from ..ops._registry import OpDef
+
+    shared = (type, types.ModuleType, types.BuiltinFunctionType, OpDef, Tensor)
+    seen = {id(o) for o in exclude if o is not None}
+    total, stack = 0, [root]
+    while stack:
+        o = stack.pop()
+        if id(o) in seen or isinstance(o, shared):
+            continue
+        seen.add(id(o))
+        if isinstance(o, types.FunctionType):
+            generated = o.__code__.co_filename.startswith("<")
+            if not generated and o.__closure__ is None:
+                continue  # a function of a module: not the program's
+            stack += [c.cell_contents for c in o.__closure__ or () if c.cell_contents is not None]
+            stack += [o.__code__, o.__defaults__, o.__kwdefaults__]
+            if generated:
+                stack.append(o.__globals__)
+        total += sys.getsizeof(o)
+        if isinstance(o, np.ndarray):
+            if o.base is not None:
+                stack.append(o.base)
+            elif not o.flags.owndata:
+                continue
+            continue
+        if isinstance(o, dict):
+            stack += list(o.keys()) + list(o.values())
+        elif isinstance(o, (list, tuple, set, frozenset)):
+            stack += list(o)
+        elif isinstance(o, types.CodeType):
+            stack += list(o.co_consts)
+        elif isinstance(o, (functools.partial, types.MethodType)):
+            stack += [getattr(o, a, None) for a in ("func", "args", "keywords", "__self__")]
+        else:
+            d = getattr(o, "__dict__", None)
+            if isinstance(d, dict):
+                stack.append(d)
+            for cls in type(o).__mro__:
+                for slot in cls.__dict__.get("__slots__", ()):
+                    value = getattr(o, slot, None)
+                    if value is not None and not isinstance(value, (int, float, str)):
+                        stack.append(value)
+    return total
 
 
 def _as_tensors(leaves: list) -> list:

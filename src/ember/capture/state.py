@@ -10,11 +10,24 @@ functions it names (a loss helper). It keeps the `Module`s and `Optimizer`s it f
 optimizer that steps during the trace but was not found is an error (`check_found`): without
 its state in the cache key, a cached graph could replay its first step forever.
 
+Python values the function reads are baked into its graph (a global ``scale = 0.5``, an
+attribute ``self.eps`` of the traced object, a closed-over float, a global NumPy array that an op
+turns into a constant). `discover` also finds those: the globals, closure variables and
+attributes (of the traced object, of plain objects it reaches, of what globals and closure
+cells hold) that the function's code, or a helper's it names, *loads and never stores*, when
+they hold numbers, strings, None, NumPy scalars or arrays, or small tuples, lists and dicts of
+them (`PythonValue`). They are guarded: they enter the cache key by content, so a change
+retraces with a reason ("global scale changed from 0.5 to 0.7"), as ``torch.compile``'s guards
+do. A NumPy array of more than `ARRAY_GUARD_LIMIT` elements is guarded by identity, shape and
+dtype only; a trace that reads one warns that a change of its contents in place is not seen.
+
 This module owns four things about that state:
 
 * `state_signature`: the part of the cache key the state gives (training flags, which tensors
-  have a gradient, the optimizer's buffers and hyper-parameters, the identity of every
-  tensor), so a graph is reused only while the Python-level facts it baked in still hold;
+  have a gradient, the optimizer's buffers and the hyper-parameters its graph bakes in, the
+  identity of every tensor), so a graph is reused only while the Python-level facts it baked
+  in still hold (hyper-parameters a scheduler changes are graph inputs instead:
+  optim/optimizer.py `Optimizer._hyper`, capture/call.py `HyperFeed`);
 * `Snapshot`: what the state was before the trace, so the trace's Python side effects (a
   ``.grad`` set to a symbolic tensor, a buffer added to ``optimizer.state``) can be undone;
 * `plan_writebacks`: after a trace, the list of `Writeback`s that replay those effects after
@@ -26,8 +39,10 @@ This module owns four things about that state:
 from __future__ import annotations
 
 import contextlib
+import dis
+import hashlib
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 import numpy as np
@@ -39,6 +54,8 @@ from ..optim.optimizer import Optimizer
 from ..tensor import GRAD_SLOT, Tensor
 
 __all__ = [
+    "ARRAY_GUARD_LIMIT",
+    "PythonValue",
     "Reachable",
     "Snapshot",
     "Writeback",
@@ -69,11 +86,135 @@ def _walk(module: Module) -> list:
     return out
 
 
+ARRAY_GUARD_LIMIT = 1 << 16  # elements: larger NumPy arrays are guarded by identity only
+
+_SCALARS = (bool, int, float, complex, str, bytes, type(None))
+_GUARDABLE = (*_SCALARS, np.generic, np.ndarray, tuple, list, dict)
+
+
+@dataclass(frozen=True)
+class PythonValue:
+    """A Python value a traced function reads, as a cache-key component: equal when the
+    contents are (``canonical``: floats by their bits, so a NaN equals itself; arrays by a
+    digest), shown as the value (``shown``). ``whole``: False for a large array guarded by
+    identity, shape and dtype only."""
+
+    canonical: object
+    shown: str = field(compare=False)
+    whole: bool = field(default=True, compare=False)
+
+    def __repr__(self) -> str:
+        return self.shown
+
+
+def _canonical(value, depth: int = 0):
+    """A hashable, content-equal stand-in for a plain Python value, or None for values that
+    are not guarded (objects, functions, tensors, long containers)."""
+    if not isinstance(value, _GUARDABLE):  # (first: most values read are objects)
+        return None
+    if isinstance(value, float):
+        return ("float", value.hex())
+    if isinstance(value, complex):
+        return ("complex", value.real.hex(), value.imag.hex())
+    if isinstance(value, _SCALARS):
+        return (type(value).__name__, value)
+    if isinstance(value, np.generic) and value.dtype.kind in "biufcSU":
+        return ("numpy", value.dtype.str, value.tobytes())
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biufcSU":
+        if value.size > ARRAY_GUARD_LIMIT:
+            return ("large array", id(value), value.shape, value.dtype.str)
+        data = np.ascontiguousarray(value)
+        digest = hashlib.blake2b(data.view(np.uint8).reshape(-1), digest_size=16).digest()
+        return ("array", value.shape, value.dtype.str, digest)
+    if depth == 0 and isinstance(value, (tuple, list)) and len(value) <= 64:
+        items = [_canonical(v, 1) for v in value]
+        return None if None in items else (type(value).__name__, tuple(items))
+    if depth == 0 and isinstance(value, dict) and len(value) <= 64:
+        items = [(k, _canonical(v, 1)) for k, v in value.items()]
+        if any(c is None for _, c in items) or not all(isinstance(k, _SCALARS) for k, _ in items):
+            return None
+        return ("dict", tuple(items))
+    return None
+
+
+def python_value(value) -> PythonValue | None:
+    """The guard of ``value`` (see `PythonValue`), or None where it is not guarded."""
+    canonical = _canonical(value)
+    if canonical is None:
+        return None
+    if isinstance(value, np.ndarray):
+        whole = canonical[0] != "large array"
+        shown = f"array{value.shape} of {value.dtype}"
+        if whole:  # the contents, or the start of them and a digest that tells them apart
+            text = np.array2string(value.reshape(-1)[:6], separator=", ", threshold=6)
+            more = ", ...]" if value.size > 6 else ""
+            shown += f" {text[:-1] + more if more else text} #{canonical[3].hex()[:8]}"
+        return PythonValue(canonical, shown, whole)
+    shown = repr(value)
+    return PythonValue(canonical, shown if len(shown) <= 60 else shown[:57] + "...")
+
+
+_READS: dict[int, tuple] = {}  # id(code) -> (code, its `_reads`): a code object's hash is slow
+
+
+def _reads(code) -> tuple:
+    """``code``'s reads (`_loads`) with their labels: ((global name, label), ...), attribute
+    names, ((index of the free variable, label), ...); computed once per code object."""
+    entry = _READS.get(id(code))
+    if entry is None or entry[0] is not code:
+        if len(_READS) > 4096:
+            _READS.clear()
+        names, attrs, cells = _loads(code)
+        free = code.co_freevars
+        entry = _READS[id(code)] = (
+            code,
+            (
+                tuple((n, f"global {n}") for n in names),
+                attrs,
+                tuple((i, f"closure variable {n}") for i, n in enumerate(free) if n in cells),
+            ),
+        )
+    return entry[1]
+
+
+def _loads(code) -> tuple[tuple, frozenset, frozenset]:
+    """(globals, sorted; attribute names; free variables) that ``code`` or the code nested in
+    it loads and never stores: what a trace reads and the function itself does not change."""
+    loaded: dict[str, set] = {"global": set(), "attr": set(), "deref": set()}
+    stored: dict[str, set] = {"global": set(), "attr": set(), "deref": set()}
+    kinds = {
+        "LOAD_GLOBAL": (loaded, "global"),
+        "LOAD_NAME": (loaded, "global"),
+        "STORE_GLOBAL": (stored, "global"),
+        "DELETE_GLOBAL": (stored, "global"),
+        "LOAD_ATTR": (loaded, "attr"),
+        "LOAD_METHOD": (loaded, "attr"),
+        "STORE_ATTR": (stored, "attr"),
+        "DELETE_ATTR": (stored, "attr"),
+        "LOAD_DEREF": (loaded, "deref"),
+        "LOAD_CLASSDEREF": (loaded, "deref"),
+        "STORE_DEREF": (stored, "deref"),
+        "DELETE_DEREF": (stored, "deref"),
+    }
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        for ins in dis.get_instructions(c):
+            kind = kinds.get(ins.opname)
+            if kind is not None and isinstance(ins.argval, str):
+                kind[0][kind[1]].add(ins.argval)
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    names = tuple(sorted(loaded["global"] - stored["global"]))
+    return (names, *(frozenset(loaded[k] - stored[k]) for k in ("attr", "deref")))
+
+
 @dataclass
 class Reachable:
     modules: list  # [(name, Module)]: the top-level modules found
     optimizers: list  # [(name, Optimizer)]
     tensors: list  # [(name, Tensor)]: eager tensors found directly (globals, closure cells)
+    # [(label, PythonValue)]: Python values the function's code reads (see the docstring)
+    python_values: list = field(default_factory=list)
     _named: list | None = None
     _flags: list | None = None
 
@@ -154,6 +295,94 @@ def _candidates(fn, args, kwargs, arg_names):
     return found
 
 
+def _target(fn):
+    """(the code object a call of ``fn`` runs, the object it is bound to or None, its closure
+    and globals)."""
+    target, owner = fn, None
+    if isinstance(fn, types.MethodType):
+        owner, target = fn.__self__, fn.__func__
+    if isinstance(fn, Module):
+        owner, target = fn, type(fn).forward
+    return target, owner
+
+
+def _user_code(function) -> bool:
+    """Whether ``function`` is the user's (not ember's own library code)."""
+    module = getattr(function, "__module__", None) or ""
+    return module != "ember" and not module.startswith("ember.")
+
+
+_METHODS: dict[tuple, tuple] = {}  # (class, attribute names) -> `_user_methods`
+
+
+def _user_methods(cls, attrs: frozenset) -> tuple:
+    """The user's methods of ``cls`` among the attribute names ``attrs`` (cached)."""
+    methods = _METHODS.get((cls, attrs))
+    if methods is None:
+        if len(_METHODS) > 4096:
+            _METHODS.clear()
+        found = [getattr(cls, a, None) for a in sorted(attrs)]
+        methods = _METHODS[(cls, attrs)] = tuple(
+            m for m in found if isinstance(m, types.FunctionType) and _user_code(m)
+        )
+    return methods
+
+
+def _python_values(fn) -> list:
+    """(label, `PythonValue`) of the Python values ``fn``'s code reads (see the module
+    docstring), and one level further: the code of the helper functions it names, of the
+    methods it calls on the objects it reaches, and of the modules' ``forward``."""
+    out, seen = [], set()
+
+    def add(label, value):
+        guard = python_value(value)
+        if guard is not None and label not in seen:
+            seen.add(label)
+            out.append((label, guard))
+
+    def attributes(label, obj, attrs, depth):
+        if isinstance(obj, (type, types.ModuleType, types.FunctionType, Tensor)):
+            return
+        own = getattr(obj, "__dict__", None)
+        if isinstance(own, dict):
+            for a in sorted(attrs & own.keys()):
+                add(f"{label}.{a}", own[a])
+        if depth == 0:  # the object's own methods the code calls read its attributes too
+            for method in _user_methods(type(obj), attrs):
+                read(method, obj, label, 1)
+
+    def read(target, owner, owner_label, depth):
+        code = getattr(target, "__code__", None)
+        if code is None:
+            return
+        names, attrs, cells = _reads(code)
+        if owner is not None and attrs:
+            attributes(owner_label, owner, attrs, depth)
+        globals_ = getattr(target, "__globals__", {})
+        values = [(label, globals_[n]) for n, label in names if n in globals_]
+        closure = target.__closure__ or ()
+        for i, label in cells:
+            try:
+                values.append((label, closure[i].cell_contents))
+            except ValueError:  # an empty cell
+                pass
+        for label, value in values:
+            if isinstance(value, types.FunctionType):  # a helper: what it reads counts too
+                if depth == 0 and _user_code(value):
+                    read(value, None, None, 1)
+                continue
+            add(label, value)
+            short = label.split(" ")[-1]
+            if attrs:
+                attributes(short, value, attrs, depth)
+            if depth == 0 and isinstance(value, Module) and _user_code(type(value)):
+                read(type(value).forward, value, short, 1)  # a module it calls
+
+    target, owner = _target(fn)
+    read(target, owner, "self", 0)
+    return out
+
+
 def discover(fn, args, kwargs, arg_names=()) -> Reachable:
     modules, optimizers, tensors, seen = [], [], [], set()
 
@@ -184,7 +413,7 @@ def discover(fn, args, kwargs, arg_names=()) -> Reachable:
 
     for name, obj, from_args in _candidates(fn, args, kwargs, list(arg_names)):
         visit(name, obj, 0, from_args)
-    return Reachable(modules, optimizers, tensors)
+    return Reachable(modules, optimizers, tensors, _python_values(fn))
 
 
 def state_parts(reach: Reachable | None) -> dict:
@@ -206,6 +435,8 @@ def state_parts(reach: Reachable | None) -> dict:
                 for value in opt.state.get(p, {}).values():
                     if hasattr(value, "_data"):
                         parts[id(value)] = "optimizer state"
+        for holder in opt._hyper_tensors.values():
+            parts[id(holder)] = "optimizer state"
     return parts
 
 
@@ -227,14 +458,9 @@ def state_signature(reach: Reachable) -> tuple:
     labels are built only where a retrace is explained)."""
     values = list(reach.module_flags())
     for _, opt in reach.optimizers:
-        for group in opt.param_groups:
-            values.append(
-                tuple(
-                    (k, tuple(v) if isinstance(v, list) else v)
-                    for k, v in group.items()
-                    if k not in ("params", "param_names")
-                )
-            )
+        # what of each group the graph bakes in: not the hyper-parameters a step reads at run
+        # time (optim/optimizer.py `graph_facts`), so a scheduler does not retrace the step
+        values += [opt.graph_facts(group) for group in opt.param_groups]
         values.append(
             tuple(
                 tuple(sorted(opt.state[p])) if p in opt.state else ()
@@ -244,15 +470,18 @@ def state_signature(reach: Reachable) -> tuple:
         )
     named = reach.named_tensors()
     values += [(id(t), t.shape, t.dtype.name, t._requires_grad) for _, t in named]
+    values += [guard for _, guard in reach.python_values]
 
     def labels() -> list:
         out = [f"{name}: training flags" for name, _ in reach.modules]
         for name, opt in reach.optimizers:
             out += [
-                f"{name}.param_groups[{g}] hyper-parameters" for g in range(len(opt.param_groups))
+                f"{name}.param_groups[{g}] hyper-parameters the graph bakes in"
+                for g in range(len(opt.param_groups))
             ]
             out.append(f"{name}: the buffers in its state")
-        return out + [f"{name} (object, shape, dtype, requires_grad)" for name, _ in named]
+        out += [f"{name} (object, shape, dtype, requires_grad)" for name, _ in named]
+        return out + [label for label, _ in reach.python_values]
 
     return labels, values
 

@@ -21,8 +21,9 @@ subgraph once per set of fetched values (generated Python, runtime/codegen.py), 
 the placeholders, and returns NumPy arrays. Every fetched value is computed from the state at
 the start of the run; the updates of fetched training ops (optim/train_op.py) are written into
 the tensors' memory after it (or computed straight into it, where no fetched value can see the
-difference). All checks (feeds, graphs) happen before anything runs, so a bad call changes no
-state.
+difference); their learning rates and other runtime hyper-parameters are read from the
+optimizer's param groups at each run, so a scheduler's changes apply. All checks (feeds,
+graphs) happen before anything runs, so a bad call changes no state.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from ..graph.symbolic_tensor import SymbolicTensor
 from ..graph.tree import flatten, unflatten
 from ..ops import _registry as _reg
 from ..ops._data import to_array
+from ..optim.optimizer import HyperParameter
 from ..optim.train_op import Operation
 from ..runtime.codegen import compile_graph
 from ..symbolic import SymDim
@@ -172,14 +174,20 @@ class _Plan:
         builder = graph._builder
         captured = {id(builder.input_value(t)): t for t in builder.captured}
         placeholders = _placeholders(graph)
-        self.sources = []  # per input: ("feed", input Value) | ("tensor", t) | ("grad_of", t)
+        # per input: ("feed", input Value) | ("tensor", t) | ("grad_of", t) | ("hyper", t)
+        self.sources = []
         for v in inputs:
             if id(v) in placeholders:
                 self.sources.append(("feed", v))
             elif id(v) in captured:
                 t = captured[id(v)]
                 owner = builder.grad_of.get(id(t))  # a .grad that backward accumulated onto
-                self.sources.append(("grad_of", owner) if owner is not None else ("tensor", t))
+                if owner is not None:
+                    self.sources.append(("grad_of", owner))
+                elif isinstance(t, HyperParameter):  # the param group's value at each run
+                    self.sources.append(("hyper", t))
+                else:
+                    self.sources.append(("tensor", t))
             else:
                 raise SessionError(f"graph input %{v.name} is neither a placeholder nor captured")
         self.graph = sub
@@ -207,6 +215,8 @@ class _Plan:
                 out.append(feeds[id(source)])
             elif kind == "tensor":
                 out.append(source._data)
+            elif kind == "hyper":
+                out.append(source.current())
             else:
                 out.append(source.grad._data)
         return out

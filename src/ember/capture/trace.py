@@ -21,17 +21,37 @@ runs on the executor named by ``executor=`` (runtime/executors.py: ``"codegen"``
 
 from __future__ import annotations
 
+import gc
+import tracemalloc
+import warnings
+
 from ..graph.builder import GraphBuilder
 from ..graph.ir import Graph
 from ..graph.tree import flatten, replace_leaves
 from ..ops import _registry as _reg
+from ..optim.optimizer import HyperParameter
 from ..types import TensorType
 from .aot import AutogradPlan, add_backward, differentiable_inputs
-from .call import ArgFeed, ArgGradFeed, CapturedCall, CotangentFeed, GradOfFeed, TensorFeed
+from .call import (
+    ArgFeed,
+    ArgGradFeed,
+    CapturedCall,
+    CotangentFeed,
+    GradOfFeed,
+    HyperFeed,
+    TensorFeed,
+)
 from .compile import DEFAULT_OPT_LEVEL, CompileOptions
 from .graph_function import GraphFunction
 from .signature import parameter_names, split_args
-from .state import Snapshot, check_found, discover, plan_writebacks, watching_grad_reads
+from .state import (
+    ARRAY_GUARD_LIMIT,
+    Snapshot,
+    check_found,
+    discover,
+    plan_writebacks,
+    watching_grad_reads,
+)
 
 __all__ = ["capture_call", "trace"]
 
@@ -44,9 +64,21 @@ def capture_call(
     `split_args`); ``reach``: the state found by ``state.discover``; ``options``: how to
     compile it; ``specs``: a `TensorSpec` per leaf (None dimensions become symbolic sizes) or
     None for the leaves' own types; ``name``: the graph's."""
+    start = _traced_bytes()
     graph_name = name or getattr(fn, "__name__", None) or type(fn).__name__
+    large = [label for label, guard in reach.python_values if not guard.whole]
+    if large:
+        warnings.warn(
+            f"{graph_name} reads the NumPy array {', '.join(large)} (over "
+            f"{ARRAY_GUARD_LIMIT} elements): the graph bakes in its contents, and a change made "
+            "in place is not seen (a new array is); pass it as a tensor argument instead",
+            stacklevel=4,
+        )
     builder = GraphBuilder(Graph(graph_name if graph_name.isidentifier() else "graph"))
     builder.capture_names = {id(t): n for n, t in reach.refresh().named_tensors()}
+    for prefix, opt in reach.optimizers:  # the inputs a scheduler's values are fed through
+        for n, t in opt.hyperparameter_tensors():
+            builder.capture_names[id(t)] = f"{prefix}_{n}" if prefix else n
     symbolic, arg_feeds, grad_args = _argument_inputs(builder, leaves, names, specs)
     call_args, call_kwargs = replace_leaves((args, kwargs), iter(symbolic))
     entry_arg_grads = {i: s.grad for i, s in grad_args}
@@ -83,7 +115,21 @@ def capture_call(
         graph.set_outputs(user_values + extra)
     verifying = options.verify and autograd is None  # (an AOT plan checks its own graphs)
     check = [f.array(leaves) for f in call.feeds] if verifying else None
-    return GraphFunction(call, options, autograd, check)
+    compiled = GraphFunction(call, options, autograd, check)
+    del check
+    end = _traced_bytes()
+    if start is not None and end is not None:
+        compiled.compiled_bytes = max(end - start, 0)
+    return compiled
+
+
+def _traced_bytes() -> int | None:
+    """tracemalloc's traced bytes after a garbage collection, or None when it is not tracing:
+    around a trace, what the compiled program (and the caches its compile filled) keeps."""
+    if not tracemalloc.is_tracing():
+        return None
+    gc.collect()
+    return tracemalloc.get_traced_memory()[0]
 
 
 def _argument_inputs(builder, leaves, names, specs) -> tuple[list, list, list]:
@@ -108,7 +154,11 @@ def _argument_inputs(builder, leaves, names, specs) -> tuple[list, list, list]:
 def _feeds_in_input_order(builder, arg_feeds: list) -> list:
     """Every graph input's feed, in input order: the arguments' (``arg_feeds``, in their
     order) interleaved with the captured tensors' and their gradients'."""
-    by_value = {id(v): TensorFeed(t) for t in builder.captured if (v := builder.input_value(t))}
+    by_value = {
+        id(v): HyperFeed(t) if isinstance(t, HyperParameter) else TensorFeed(t)
+        for t in builder.captured
+        if (v := builder.input_value(t))
+    }
     by_value.update(
         (id(builder.input_value(t)), GradOfFeed(owner))
         for t in builder.captured

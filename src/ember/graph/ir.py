@@ -18,6 +18,7 @@ New nodes go at the insertion point, the end by default, or where ``graph.insert
 from __future__ import annotations
 
 import contextlib
+import heapq
 import itertools
 
 import numpy as np
@@ -236,19 +237,20 @@ class Graph(GraphBase):
         algorithm, stable with respect to the stored order). Raises GraphError on a cycle."""
         position = {id(n): i for i, n in enumerate(self.nodes)}
         waiting = {id(n): len({id(v.node) for v in n.inputs}) for n in self.nodes}
-        ready = [n for n in self.nodes if waiting[id(n)] == 0]
+        ready = [i for i, n in enumerate(self.nodes) if waiting[id(n)] == 0]  # a heap of positions
+        heapq.heapify(ready)
         order = []
         while ready:
-            ready.sort(key=lambda n: position[id(n)], reverse=True)
-            node = ready.pop()
+            node = self.nodes[heapq.heappop(ready)]
             order.append(node)
             for user in {id(u): u for v in node.outputs for u in v.users}.values():
                 if id(user) in waiting:
                     waiting[id(user)] -= 1
                     if waiting[id(user)] == 0:
-                        ready.append(user)
+                        heapq.heappush(ready, position[id(user)])
         if len(order) != len(self.nodes):
-            stuck = [n for n in self.nodes if n not in order]
+            placed = {id(n) for n in order}
+            stuck = [n for n in self.nodes if id(n) not in placed]
             raise GraphError(
                 "the graph has a cycle through " + ", ".join(repr(n) for n in stuck[:5])
             )

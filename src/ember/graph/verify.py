@@ -22,16 +22,19 @@ from .printer import format_node, format_type
 
 
 def verify(graph) -> None:
+    """Raise `GraphError` unless ``graph`` is well formed (see the module docstring); time
+    linear in the size of the graph."""
     defined: set[int] = set()
+    in_graph = {id(n) for n in graph.nodes}
     for position, node in enumerate(graph.nodes):
-        where = f"node {position} ({format_node(node)})"
+        where = _Where(position, node)
         if node.graph is not graph:
             raise GraphError(f"{where}: belongs to another graph")
         for i, v in enumerate(node.inputs):
             if v.node.graph is not graph:
                 raise GraphError(f"{where}: input {i} (%{v.name}) belongs to another graph")
             if id(v) not in defined:
-                later = v.node in graph.nodes
+                later = id(v.node) in in_graph
                 raise GraphError(
                     f"{where}: input {i} (%{v.name}) is "
                     + (
@@ -54,8 +57,20 @@ def verify(graph) -> None:
         if id(v) not in defined:
             raise GraphError(f"output %{v.name} is not defined by any node of the graph")
     for v in graph.inputs:
-        if v.node.kind != "input" or v.node not in graph.nodes:
+        if v.node.kind != "input" or id(v.node) not in in_graph:
             raise GraphError(f"graph input %{v.name} is not an input node of the graph")
+
+
+class _Where:
+    """The place of a node in an error (``node 3 (...)``), printed only when one is raised."""
+
+    __slots__ = ("position", "node")
+
+    def __init__(self, position: int, node):
+        self.position, self.node = position, node
+
+    def __str__(self) -> str:
+        return f"node {self.position} ({format_node(self.node)})"
 
 
 def _check_subgraphs(node, where: str) -> None:
@@ -87,13 +102,12 @@ def _check_types(node, where: str) -> None:
 
 
 def _check_users(graph) -> None:
-    uses = Counter()
+    uses: dict[int, Counter] = {}  # id(value) -> how often each node (by id) reads it
     for node in graph.nodes:
         for v in node.inputs:
-            uses[(id(v), id(node))] += 1
+            uses.setdefault(id(v), Counter())[id(node)] += 1
     for node in graph.nodes:
         for v in node.outputs:
-            recorded = Counter((id(v), id(u)) for u in v.users)
-            actual = Counter({k: c for k, c in uses.items() if k[0] == id(v)})
-            if recorded != actual:
+            recorded = Counter(id(u) for u in v.users)
+            if recorded != uses.get(id(v), Counter()):
                 raise GraphError(f"the users of %{v.name} do not match the nodes that read it")

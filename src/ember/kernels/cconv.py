@@ -30,8 +30,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import conv_plan
 from .cconv_source import SOURCE
-from .conv_plan import Plan, interior, scratch, source_region
+from .conv_plan import Plan, charge, interior, scratch, source_region
 from .cstep import STEP_CALL, function_address
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "conv_forward",
     "forward_step",
     "conv_input_grad",
+    "held_bytes",
     "conv_weight_grad",
     "temporaries",
 ]
@@ -241,7 +243,8 @@ def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False, mask
 
 
 _local = threading.local()
-# per thread, the forward steps kept (their padded-input and packed-weight scratch)
+# per thread, the forward steps kept (their padded-input and packed-weight scratch), charged to
+# the running caller (conv_plan.charged_to) like the scratch arrays
 _STEP_CACHE_ENTRIES = 32
 _STEP_CACHE_BYTES = 64 << 20
 
@@ -250,12 +253,12 @@ def _thread_step(x_shape, w_shape, p: Plan, dtype, relu: bool):
     """(the forward step as a callable, its argument block) for this geometry, kept per
     thread (its scratch is written by each call: threads running the same convolution at
     once must not share it), or None."""
-    cache = getattr(_local, "steps", None)
-    if cache is None:
-        cache = _local.steps = {}
+    cache = _steps()
     key = (x_shape, w_shape, p, np.dtype(dtype).str, relu)
     found = cache.get(key)
-    if found is None:
+    if found is not None:
+        charge(("cconv step", key), found[3], _step_kept)
+    else:
         made = forward_step(x_shape, w_shape, p, dtype, relu)
         if made is None:
             return None
@@ -268,7 +271,29 @@ def _thread_step(x_shape, w_shape, p: Plan, dtype, relu: bool):
             len(cache) > 1 and sum(v[3] for v in cache.values()) > _STEP_CACHE_BYTES
         ):
             del cache[next(iter(cache))]
+        charge(("cconv step", key), size, _step_kept)
     return found[0], found[1]
+
+
+def _steps() -> dict:
+    cache = getattr(_local, "steps", None)
+    if cache is None:
+        cache = _local.steps = {}
+    return cache
+
+
+conv_plan.on_release(lambda: _steps().clear())
+
+
+def _step_kept(charged: tuple) -> bool:
+    """Whether this thread's step cache still holds a charged entry (conv_plan.charged_to)."""
+    return charged[1] in _steps()
+
+
+def held_bytes() -> int:
+    """Bytes of the scratch this thread's kept forward steps hold (the padded inputs and
+    packed weights)."""
+    return sum(v[3] for v in _steps().values())
 
 
 @functools.cache

@@ -5,6 +5,16 @@ the C kernels (kernels/cconv.py).
 `plan(...)` picks a layout ("dense", "flat" or "general") for a geometry and computes its
 offsets; `scratch(...)` hands out reusable per-thread work arrays (allocating a fresh
 multi-megabyte array per call costs page faults comparable to the product itself).
+
+Those arrays outlive the calls that made them (bounded per thread: `_SCRATCH_LIMIT_BYTES`,
+`_SCRATCH_LIMIT_ENTRIES`, least recently used first out), so they are memory ember holds for
+the programs that use them. `charged_to(record)` makes a caller accountable for it: while the
+block runs on this thread, every scratch array handed out (and every cache entry a kernel
+marks with `charge`, the C convolution's per-thread steps) is noted in ``record`` (key ->
+bytes), and at its end the entries no longer cached are dropped. `release()` frees this
+thread's scratch. A compiled program charges
+its calls (capture/graph_function.py) and its memory plan counts what it keeps
+(plan/program.py); `held_bytes()` is what this thread's scratch holds in all.
 """
 
 from __future__ import annotations
@@ -13,6 +23,7 @@ import functools
 import math
 import threading
 from collections import OrderedDict
+from contextlib import contextmanager
 from typing import NamedTuple
 
 import numpy as np
@@ -21,11 +32,16 @@ from .. import dtypes as dt
 
 __all__ = [
     "Plan",
+    "charge",
+    "charged_to",
     "compute_dtype",
     "conv_geometry",
     "conv_out_size",
+    "held_bytes",
     "interior",
+    "on_release",
     "plan",
+    "release",
     "scratch",
     "source_region",
 ]
@@ -42,18 +58,24 @@ _SCRATCH_LIMIT_ENTRIES = 32
 _local = threading.local()
 
 
+def _cache() -> OrderedDict:
+    cache = getattr(_local, "cache", None)
+    if cache is None:
+        cache = _local.cache = OrderedDict()
+    return cache
+
+
 def scratch(tag: str, shape: tuple, dtype, fill=None, key=()) -> np.ndarray:
     """A reusable work array. With ``fill``, the array is created filled with that value and the
     caller promises to write only the region that ``key`` determines, so the rest keeps ``fill``
     (the zero border of a padded input, for example)."""
-    cache = getattr(_local, "cache", None)
-    if cache is None:
-        cache = _local.cache = OrderedDict()
+    cache = _cache()
     dtype = np.dtype(dtype)
     k = (tag, shape, dtype, fill, key)
     buf = cache.get(k)
     if buf is not None:
         cache.move_to_end(k)
+        charge(("scratch", k), buf.nbytes)
         return buf
     buf = np.empty(shape, dtype) if fill is None else np.full(shape, fill, dtype)
     cache[k] = buf
@@ -61,7 +83,63 @@ def scratch(tag: str, shape: tuple, dtype, fill=None, key=()) -> np.ndarray:
     while cache and (total > _SCRATCH_LIMIT_BYTES or len(cache) > _SCRATCH_LIMIT_ENTRIES):
         _, old = cache.popitem(last=False)
         total -= old.nbytes
+    charge(("scratch", k), buf.nbytes)
     return buf
+
+
+def held_bytes() -> int:
+    """Bytes of this thread's scratch arrays (kept between calls)."""
+    return sum(b.nbytes for b in _cache().values())
+
+
+def release() -> None:
+    """Free this thread's scratch: the arrays `scratch` keeps and the other kernel caches
+    registered with `on_release` (the C convolution's steps). Later calls allocate again."""
+    _cache().clear()
+    for clear in _releasers:
+        clear()
+
+
+def on_release(clear) -> None:
+    """Register ``clear()``, which frees this thread's entries of another scratch cache."""
+    _releasers.append(clear)
+
+
+# ------------------------------------------------------------------------- accounting
+_cached: dict = {}  # kind -> function(key) -> whether this thread's cache of that kind holds key
+_releasers: list = []
+
+
+def charge(key: tuple, nbytes: int, cached=None) -> None:
+    """Note that the running caller keeps ``nbytes`` under ``key`` (see `charged_to`);
+    ``cached``: for a cache other than `scratch`'s, a function telling whether this thread's
+    cache still holds ``key`` (registered once per kind, ``key[0]``)."""
+    if cached is not None:
+        _cached.setdefault(key[0], cached)
+    record = getattr(_local, "record", None)
+    if record is not None:
+        record[key] = nbytes
+
+
+@contextmanager
+def charged_to(record: dict):
+    """Within the block, note in ``record`` (key -> bytes) the scratch this thread hands out
+    and keeps; at its end, drop what is no longer kept (see the module docstring). ``record``
+    is cleared first: it holds what the latest block keeps."""
+    outer = getattr(_local, "record", None)
+    record.clear()
+    _local.record = record
+    try:
+        yield record
+    finally:
+        _local.record = outer
+        cache = _cache()
+        for key in list(record):
+            kept = key[1] in cache if key[0] == "scratch" else _cached[key[0]](key)
+            if not kept:
+                del record[key]
+        if outer is not None:
+            outer.update(record)
 
 
 def compute_dtype(dtype: np.dtype) -> np.dtype:

@@ -30,6 +30,8 @@ class Adagrad(Optimizer):
     """``Adagrad(params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
     eps=1e-10, *, maximize=False)``, as ``torch.optim.Adagrad``."""
 
+    runtime_hyperparameters = ("lr", "lr_decay", "eps", "weight_decay")
+
     def __init__(
         self,
         params: Iterable,
@@ -63,18 +65,24 @@ class Adagrad(Optimizer):
         for name in ("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps"):
             check_number("Adagrad", name, group[name])
 
+    def _branch_facts(self, group: dict[str, Any]) -> tuple:
+        return (group["weight_decay"] != 0,)
+
     def _update_group(self, group: dict[str, Any], params: list[Tensor]) -> None:
-        lr, lr_decay, eps = float(group["lr"]), float(group["lr_decay"]), float(group["eps"])
-        weight_decay, maximize = float(group["weight_decay"]), group["maximize"]
+        (decayed,) = self._branch_facts(group)
+        lr, lr_decay = self._hyper(group, "lr"), self._hyper(group, "lr_decay")
+        eps = self._hyper(group, "eps")
+        weight_decay = self._hyper(group, "weight_decay") if decayed else None
+        maximize = group["maximize"]
         for p in params:
             state = self.state[p]
             if not state:
                 self._init_state(state, p, group)
             step = self._step_counter(state)
             g = -p.grad if maximize else p.grad
-            if weight_decay != 0:
-                g = g + p * weight_decay
+            if decayed:
+                g = g + p * as_operand(weight_decay, p)
             clr = as_operand(lr / (1 + (step - 1) * lr_decay), p)
             state_sum = state["sum"]
             state_sum.add_(g * g)
-            p.sub_(g / (state_sum.sqrt() + eps) * clr)
+            p.sub_(g / (state_sum.sqrt() + as_operand(eps, p)) * clr)

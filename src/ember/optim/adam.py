@@ -12,8 +12,9 @@ The update is PyTorch's single-tensor, non-capturable ``torch.optim.Adam`` step:
     p = p - lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
 
 The bias corrections are computed in Python floats (double precision) from the step count, as
-PyTorch does. State per parameter: ``'step'`` (float32 0-d tensor), ``'exp_avg'``,
-``'exp_avg_sq'`` and, with amsgrad, ``'max_exp_avg_sq'``.
+PyTorch does. ``lr``, ``betas``, ``eps`` and ``weight_decay`` are runtime values of a recorded
+step (optim/optimizer.py `Optimizer._hyper`). State per parameter: ``'step'`` (float32 0-d
+tensor), ``'exp_avg'``, ``'exp_avg_sq'`` and, with amsgrad, ``'max_exp_avg_sq'``.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ __all__ = ["Adam", "AdamW"]
 class Adam(Optimizer):
     """``Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
     maximize=False, decoupled_weight_decay=False)``, as ``torch.optim.Adam``."""
+
+    runtime_hyperparameters = ("lr", "betas", "eps", "weight_decay")
 
     def __init__(
         self,
@@ -73,11 +76,16 @@ class Adam(Optimizer):
         check_number(op, "betas[1]", betas[1], high=1.0)
         check_number(op, "weight_decay", group["weight_decay"])
 
+    def _branch_facts(self, group: dict[str, Any]) -> tuple:
+        # (lerp's form: the first moment's weight 1 - beta1 below 0.5 or not)
+        return (group["weight_decay"] != 0, abs(1 - group["betas"][0]) < 0.5)
+
     def _update_group(self, group: dict[str, Any], params: list[Tensor]) -> None:
-        lr = float(group["lr"])
-        beta1, beta2 = (float(b) for b in group["betas"])
-        eps = float(group["eps"])
-        weight_decay = float(group["weight_decay"])
+        decayed, near_start = self._branch_facts(group)
+        lr = self._hyper(group, "lr")
+        beta1, beta2 = self._hyper(group, "betas", 0), self._hyper(group, "betas", 1)
+        eps = self._hyper(group, "eps")
+        weight_decay = self._hyper(group, "weight_decay") if decayed else None
         amsgrad, maximize = group["amsgrad"], group["maximize"]
         decoupled = group["decoupled_weight_decay"]
         for p in params:
@@ -90,15 +98,15 @@ class Adam(Optimizer):
                 state["max_exp_avg_sq"] = E.zeros_like(p)
             step = self._step_counter(state)
             g = -p.grad if maximize else p.grad
-            if weight_decay != 0:
+            if decayed:
                 if decoupled:
-                    p.mul_(1 - lr * weight_decay)
+                    p.mul_(as_operand(1 - lr * weight_decay, p))
                 else:
-                    g = g + p * weight_decay
+                    g = g + p * as_operand(weight_decay, p)
             exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-            lerp_(exp_avg, g, 1 - beta1)
-            exp_avg_sq.mul_(beta2)
-            exp_avg_sq.add_(g * (1 - beta2) * g)
+            lerp_(exp_avg, g, 1 - beta1, near_start)
+            exp_avg_sq.mul_(as_operand(beta2, p))
+            exp_avg_sq.add_(g * as_operand(1 - beta2, p) * g)
 
             bias_correction1 = 1 - beta1**step
             bias_correction2_sqrt = (1 - beta2**step) ** 0.5
@@ -109,7 +117,7 @@ class Adam(Optimizer):
                 second.maximum_(exp_avg_sq)
             else:
                 second = exp_avg_sq
-            denom = second.sqrt() / bias_correction2_sqrt + eps
+            denom = second.sqrt() / bias_correction2_sqrt + as_operand(eps, p)
             p.sub_(exp_avg / denom * step_size)
 
 

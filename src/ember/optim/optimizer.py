@@ -6,6 +6,15 @@ from parameter to that parameter's buffers). Subclasses implement ``_update_grou
 with ember ops and in-place Tensor methods; `step` runs it under ``no_grad`` for the parameters
 that have a gradient, so the whole update is a sequence of ops that a tracer can capture.
 
+Hyper-parameters a scheduler may change (``lr``, momentum, betas, weight decay, ...; each
+optimizer lists its own in ``runtime_hyperparameters``) enter the update through `_hyper`: a
+Python float when eager; while a step is recorded into a graph, a float64 0-d symbolic scalar
+read from a `HyperParameter` tensor, which the graph takes as an input fed with the group's value
+at every run (capture/call.py). So a captured step follows ``group['lr'] = ...`` without tracing
+again; `graph_facts` is what of a group the recorded graph does bake in (the other entries, and
+the branches the update takes on the runtime ones, e.g. ``weight_decay != 0``), which
+``ember.function`` keys its cache on.
+
 ``state_dict()`` uses PyTorch's layout: ``{'state': {index: {...}}, 'param_groups': [{...,
 'params': [index, ...]}]}`` with parameters numbered in group order. It holds only ember Tensors,
 Python numbers, bools, strings and tuples, so ``ember.save`` writes it without pickle.
@@ -30,7 +39,7 @@ from ..ops._registry import current_mode, scalar_value
 from ..tensor import Tensor
 from .train_op import minimize as record_minimize
 
-__all__ = ["Optimizer", "OptimizerError", "required"]
+__all__ = ["HyperParameter", "Optimizer", "OptimizerError", "required"]
 
 
 class OptimizerError(EmberError, ValueError):
@@ -71,8 +80,46 @@ def check_number(
         raise OptimizerError(f"invalid {name}={value!r}: it must be >= {low}{bound}", op=op)
 
 
+class HyperParameter(Tensor):
+    """A param group's hyper-parameter as a float64 0-d tensor, made while a step is recorded:
+    the graph reads it as an input, and `current` is what a run feeds it (the group's value at
+    that run). ``index`` picks an element of a tuple-valued one (``betas``)."""
+
+    __slots__ = ("optimizer", "group_index", "key", "index")
+
+    def __init__(self, optimizer, group_index: int, key: str, index: int | None = None):
+        self.optimizer, self.group_index, self.key, self.index = optimizer, group_index, key, index
+        super().__init__(self.current())
+
+    def current(self) -> np.ndarray:
+        """The hyper-parameter's value now, as a fresh float64 0-d array."""
+        value = self.optimizer.param_groups[self.group_index][self.key]
+        if self.index is not None:
+            value = value[self.index]
+        if isinstance(value, Tensor):
+            value = value.item()
+        return np.array(value, dtype=np.float64)
+
+    def describe(self) -> str:
+        where = f"[{self.index}]" if self.index is not None else ""
+        return f"param_groups[{self.group_index}]['{self.key}']{where}"
+
+
+def _frozen(value):
+    """A hashable stand-in for a param group's value (lists become tuples)."""
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    if isinstance(value, Tensor):
+        return ("tensor", id(value))
+    return value
+
+
 class Optimizer:
     """Base class of ember's optimizers (PyTorch's ``torch.optim.Optimizer`` interface)."""
+
+    # the hyper-parameters that a recorded step reads at run time (see the module docstring);
+    # an optimizer that leaves this empty bakes every value into the graph it is recorded in
+    runtime_hyperparameters: tuple[str, ...] = ()
 
     def __init__(self, params: Iterable, defaults: dict[str, Any]) -> None:
         if isinstance(params, Tensor):
@@ -88,6 +135,7 @@ class Optimizer:
         self.state: defaultdict[Tensor, dict] = defaultdict(dict)
         self.param_groups: list[dict[str, Any]] = []
         self._step_count = 0
+        self._hyper_tensors: dict[tuple, HyperParameter] = {}
         groups = list(params)
         if not groups:
             raise OptimizerError("got an empty parameter list", op=type(self).__name__)
@@ -166,6 +214,56 @@ class Optimizer:
         if names is not None:
             group["param_names"] = names
         self.param_groups.append(group)
+
+    # ---------------------------------------------------------------------- hyper-parameters
+    def _hyper(self, group: dict[str, Any], key: str, index: int | None = None):
+        """``group[key]`` (element ``index`` of it) for the update's arithmetic: a Python float
+        when eager; while a graph is recorded, a float64 0-d symbolic scalar the graph reads as
+        an input (see the module docstring). Multiply tensors by it through `as_operand`."""
+        if getattr(current_mode(), "scalar", None) is None:
+            value = group[key] if index is None else group[key][index]
+            return float(value.item() if isinstance(value, Tensor) else value)
+        g = next(i for i, other in enumerate(self.param_groups) if other is group)
+        holder = self._holder(g, key, index)
+        holder._data = holder.current()
+        return scalar_value(holder)
+
+    def _holder(self, g: int, key: str, index: int | None) -> HyperParameter:
+        holder = self._hyper_tensors.get((g, key, index))
+        if holder is None:
+            holder = self._hyper_tensors[(g, key, index)] = HyperParameter(self, g, key, index)
+        return holder
+
+    def hyperparameter_tensors(self) -> list[tuple[str, HyperParameter]]:
+        """(name, `HyperParameter`) of each runtime hyper-parameter of each group (made now
+        if need be): ``lr``, ``betas0``, and ``g1_lr`` in a second group. A recorder names the
+        graph inputs after them."""
+        out = []
+        for g, group in enumerate(self.param_groups):
+            where = f"g{g}_" if len(self.param_groups) > 1 else ""
+            for key in self.runtime_hyperparameters:
+                value = group.get(key)
+                indices = range(len(value)) if isinstance(value, (tuple, list)) else [None]
+                for i in indices:
+                    name = f"{where}{key}{'' if i is None else i}"
+                    out.append((name, self._holder(g, key, i)))
+        return out
+
+    def _branch_facts(self, group: dict[str, Any]) -> tuple:
+        """The decisions the update takes in Python on the group's runtime hyper-parameters
+        (``weight_decay != 0``): a recorded graph bakes them in."""
+        return ()
+
+    def graph_facts(self, group: dict[str, Any]) -> tuple:
+        """What of ``group`` a recorded step bakes into its graph: every entry but the
+        parameters and the runtime hyper-parameters, and the update's branches on those."""
+        runtime = self.runtime_hyperparameters
+        baked = tuple(
+            (k, _frozen(v))
+            for k, v in group.items()
+            if k not in ("params", "param_names") and k not in runtime
+        )
+        return baked + self._branch_facts(group)
 
     # ------------------------------------------------------------------------------ steps
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -348,12 +446,16 @@ def _load_value(op: str, key, name: str, value, param: Tensor):
         return value.detach().clone()
 
 
-def lerp_(start: Tensor, end: Tensor, weight: float) -> Tensor:
+def lerp_(start: Tensor, end: Tensor, weight, near_start: bool | None = None) -> Tensor:
     """``start += weight * (end - start)`` in place, in PyTorch's two-sided lerp form (the form
-    that is exact at the end nearer to ``weight``)."""
-    if abs(weight) < 0.5:
-        return start.add_((end - start) * weight)
-    return start.copy_(end - (end - start) * (1 - weight))
+    that is exact at the end nearer to ``weight``). ``weight``: a Python float, or a symbolic
+    scalar (`Optimizer._hyper`) with ``near_start`` saying whether ``|weight| < 0.5`` (a branch
+    the optimizer's `_branch_facts` must name)."""
+    if near_start is None:
+        near_start = abs(weight) < 0.5
+    if near_start:
+        return start.add_((end - start) * as_operand(weight, start))
+    return start.copy_(end - (end - start) * as_operand(1 - weight, start))
 
 
 def as_operand(scalar, like: Tensor):

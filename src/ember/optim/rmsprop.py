@@ -21,7 +21,7 @@ from typing import Any
 
 from ..ops import api as E
 from ..tensor import Tensor
-from .optimizer import Optimizer, check_number, lerp_, new_step_counter
+from .optimizer import Optimizer, as_operand, check_number, lerp_, new_step_counter
 
 __all__ = ["RMSprop"]
 
@@ -29,6 +29,8 @@ __all__ = ["RMSprop"]
 class RMSprop(Optimizer):
     """``RMSprop(params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
     centered=False, *, maximize=False)``, as ``torch.optim.RMSprop``."""
+
+    runtime_hyperparameters = ("lr", "momentum", "alpha", "eps", "weight_decay")
 
     def __init__(
         self,
@@ -57,36 +59,43 @@ class RMSprop(Optimizer):
         for name in ("lr", "eps", "momentum", "weight_decay", "alpha"):
             check_number("RMSprop", name, group[name])
 
+    def _branch_facts(self, group: dict[str, Any]) -> tuple:
+        # (lerp's form for the centered average: its weight 1 - alpha below 0.5 or not)
+        return (group["weight_decay"] != 0, group["momentum"] > 0, abs(1 - group["alpha"]) < 0.5)
+
     def _update_group(self, group: dict[str, Any], params: list[Tensor]) -> None:
-        lr, alpha, eps = float(group["lr"]), float(group["alpha"]), float(group["eps"])
-        weight_decay, momentum = float(group["weight_decay"]), float(group["momentum"])
+        decayed, use_momentum, near_start = self._branch_facts(group)
+        lr, alpha = self._hyper(group, "lr"), self._hyper(group, "alpha")
+        eps = self._hyper(group, "eps")
+        weight_decay = self._hyper(group, "weight_decay") if decayed else None
+        momentum = self._hyper(group, "momentum") if use_momentum else None
         centered, maximize = group["centered"], group["maximize"]
         for p in params:
             state = self.state[p]
             if not state:
                 state["step"] = new_step_counter()
                 state["square_avg"] = E.zeros_like(p)
-                if momentum > 0:
+                if use_momentum:
                     state["momentum_buffer"] = E.zeros_like(p)
                 if centered:
                     state["grad_avg"] = E.zeros_like(p)
             state["step"].add_(1)
             g = -p.grad if maximize else p.grad
-            if weight_decay != 0:
-                g = g + p * weight_decay
+            if decayed:
+                g = g + p * as_operand(weight_decay, p)
             square_avg = state["square_avg"]
-            square_avg.mul_(alpha)
-            square_avg.add_(g * (1 - alpha) * g)
+            square_avg.mul_(as_operand(alpha, p))
+            square_avg.add_(g * as_operand(1 - alpha, p) * g)
             if centered:
                 grad_avg = state["grad_avg"]
-                lerp_(grad_avg, g, 1 - alpha)
-                avg = (square_avg - grad_avg * grad_avg).sqrt() + eps
+                lerp_(grad_avg, g, 1 - alpha, near_start)
+                avg = (square_avg - grad_avg * grad_avg).sqrt() + as_operand(eps, p)
             else:
-                avg = square_avg.sqrt() + eps
-            if momentum > 0:
+                avg = square_avg.sqrt() + as_operand(eps, p)
+            if use_momentum:
                 buf = state["momentum_buffer"]
-                buf.mul_(momentum)
+                buf.mul_(as_operand(momentum, p))
                 buf.add_(g / avg)
-                p.sub_(buf * lr)
+                p.sub_(buf * as_operand(lr, p))
             else:
-                p.sub_(g / avg * lr)
+                p.sub_(g / avg * as_operand(lr, p))

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..tensor import Tensor
-from .optimizer import Optimizer, OptimizerError, check_number
+from .optimizer import Optimizer, OptimizerError, as_operand, check_number
 
 __all__ = ["SGD"]
 
@@ -25,6 +25,8 @@ __all__ = ["SGD"]
 class SGD(Optimizer):
     """``SGD(params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *,
     maximize=False)``, as ``torch.optim.SGD``."""
+
+    runtime_hyperparameters = ("lr", "momentum", "dampening", "weight_decay")
 
     def __init__(
         self,
@@ -59,24 +61,30 @@ class SGD(Optimizer):
                 op="SGD",
             )
 
+    def _branch_facts(self, group: dict[str, Any]) -> tuple:
+        return tuple(group[k] != 0 for k in ("momentum", "dampening", "weight_decay"))
+
     def _update_group(self, group: dict[str, Any], params: list[Tensor]) -> None:
-        lr = float(group["lr"])
-        momentum = float(group["momentum"])
-        dampening = float(group["dampening"])
-        weight_decay = float(group["weight_decay"])
+        # the branches on the plain values (`_branch_facts`), the arithmetic on `_hyper`'s
+        # (a recorded step reads only the hyper-parameters its branches use)
+        use_momentum, damped, decayed = self._branch_facts(group)
+        lr = self._hyper(group, "lr")
+        momentum = self._hyper(group, "momentum") if use_momentum else None
+        dampening = self._hyper(group, "dampening") if use_momentum and damped else None
+        weight_decay = self._hyper(group, "weight_decay") if decayed else None
         nesterov, maximize = group["nesterov"], group["maximize"]
         for p in params:
             g = -p.grad if maximize else p.grad
-            if weight_decay != 0:
-                g = g + p * weight_decay
-            if momentum != 0:
+            if decayed:
+                g = g + p * as_operand(weight_decay, p)
+            if use_momentum:
                 state = self.state[p]
                 buf = state.get("momentum_buffer")
                 if buf is None:
                     # a copy, never p.grad itself: the next backward may accumulate into it
                     buf = state["momentum_buffer"] = g.detach().clone()
                 else:
-                    buf.mul_(momentum)
-                    buf.add_(g if dampening == 0 else g * (1 - dampening))
-                g = g + buf * momentum if nesterov else buf
-            p.sub_(g * lr)
+                    buf.mul_(as_operand(momentum, p))
+                    buf.add_(g * as_operand(1 - dampening, p) if damped else g)
+                g = g + buf * as_operand(momentum, p) if nesterov else buf
+            p.sub_(g * as_operand(lr, p))

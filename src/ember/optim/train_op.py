@@ -93,6 +93,8 @@ def minimize(optimizer, loss, var_list=None, name: str | None = None):
     saved_grads = [(p, p.grad) for p in params]
     saved_state = {p: dict(s) for p, s in optimizer.state.items()}
     saved_count = optimizer._step_count
+    for n, t in optimizer.hyperparameter_tensors():  # the inputs a run feeds the group's values
+        builder.capture_names.setdefault(id(t), n)
     try:
         with builder:
             pending = builder.take_updates()

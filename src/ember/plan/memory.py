@@ -18,6 +18,15 @@ workspace included) and ``inputs`` (other graph inputs, e.g. the batch). A `Memo
 What it predicts is the peak of the *measured peak* (plan/program.py `measure_peak`): the bytes
 of the arrays fed to the graph plus the most bytes allocated at once during the call, as
 tracemalloc sees NumPy's allocations.
+
+Beyond one call, ember holds memory for a compiled program as long as it lives: the scratch its
+kernels keep between calls (convolutions' padded inputs and packed weights, per thread) and the
+program itself (its graphs, generated code and kernels); an arena (planned execution) or the C
+graph runner's arrays (every intermediate value's, held as long as the program) count in the
+peak as one block held all the time. A program's plan lists the others in ``held`` (part ->
+bytes, plan/program.py fills it); ``total_bytes`` = ``peak_bytes`` + ``held_bytes`` is what
+the process holds for the program at the call's peak, beyond the Python objects of the model
+and optimizer.
 """
 
 from __future__ import annotations
@@ -61,6 +70,17 @@ class MemoryPlan:
     timeline: list
     buffers: list = field(repr=False, default_factory=list)
     part_of: dict = field(repr=False, default_factory=dict)
+    held: dict = field(default_factory=dict)  # held between calls (see the module docstring)
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes ember holds for the program between calls (``held``)."""
+        return sum(self.held.values())
+
+    @property
+    def total_bytes(self) -> int:
+        """The peak of a call plus what ember holds for the program between calls."""
+        return self.peak_bytes + self.held_bytes
 
     @property
     def arena(self):
@@ -100,6 +120,13 @@ class MemoryPlan:
         if len(self.live_at_peak) > 12:
             lines.append(f"    ... and {len(self.live_at_peak) - 12} more")
         lines.append(f"  {self.arena}")
+        if self.held:
+            lines.append(
+                f"  held by ember between calls: {self.held_bytes / mib:.2f} MiB (total "
+                f"{self.total_bytes / mib:.2f} MiB)"
+            )
+            for part, b in self.held.items():
+                lines.append(f"    {part:<26} {b / mib:9.3f} MiB")
         return "\n".join(lines)
 
 
@@ -144,6 +171,7 @@ def plan_memory(
     in_place: dict | None = None,
     reuse: str = "codegen",
     arena=None,
+    runner_bytes: int = 0,
 ) -> MemoryPlan:
     """Plan ``graph`` as it runs in its node order (see the module docstring).
 
@@ -153,9 +181,21 @@ def plan_memory(
     forward pass, and those of them a later node reads are the saved activations;
     ``in_place``: codegen's in-place updates ({id(node): {output index: input value}});
     ``reuse``: see `liveness`; ``arena``: planned execution's `Arena` (plan/arena.py, placed
-    over the buffers of this liveness): its buffers count as one block held all the time."""
+    over the buffers of this liveness): its buffers count as one block held all the time;
+    ``runner_bytes``: a program that holds every intermediate value in arrays of its own, of
+    these bytes in all (the C graph runner, runtime/cgraph.py): every buffer allocated during
+    the call but the graph's outputs is in that block instead, held all the time."""
     live = liveness(graph, in_place=in_place, reuse=reuse)
     in_arena = set(arena.offsets) if arena is not None else set()
+    held_block = ("(arena)", arena.size) if arena is not None else None
+    if runner_bytes:
+        outputs = {id(v) for v in graph.outputs}
+        in_arena = {
+            b.index
+            for b in live.buffers
+            if b.start >= 0 and not any(id(v) in outputs for v in b.values)
+        }
+        held_block = ("(graph runner arrays)", runner_bytes)
     part_of = _parts(graph, live, input_parts or {}, output_parts or {}, n_user)
     n = len(live.order)
     timeline = []
@@ -164,7 +204,7 @@ def plan_memory(
     for b in live.buffers:
         starts.setdefault(max(b.start, 0), []).append(b)
         ends.setdefault(b.end, []).append(b)
-    alive, total = set(), arena.size if arena is not None else 0
+    alive, total = set(), held_block[1] if held_block is not None else 0
     peak, peak_position, peak_live, peak_workspace = -1, 0, [], 0
     for p, node in enumerate(live.order):
         for b in starts.get(p, ()):
@@ -189,9 +229,9 @@ def plan_memory(
             continue
         breakdown[part_of[i]] += b.nbytes
         live_at_peak.append(LiveBuffer(b.name, b.nbytes, part_of[i]))
-    if arena is not None and arena.size:
-        breakdown["temporaries"] += arena.size
-        live_at_peak.append(LiveBuffer("(arena)", arena.size, "temporaries"))
+    if held_block is not None and held_block[1]:
+        breakdown["temporaries"] += held_block[1]
+        live_at_peak.append(LiveBuffer(held_block[0], held_block[1], "temporaries"))
     if peak_workspace:
         breakdown["temporaries"] += peak_workspace
         node = live.order[peak_position]

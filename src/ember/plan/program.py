@@ -15,6 +15,11 @@ autograd (AOT), the forward graph that runs at the call is planned. In planned e
 (plan/arena.py) and fused loops reuse dying operands. `Planner(parts)` plans other graphs with
 the same inputs and outputs (rewrites such as rematerialization's).
 
+A program's plan also says what ember holds for it between calls (``MemoryPlan.held``, from
+`MemoryLayout.held`): the kernel scratch its latest call keeps (kernels/conv_plan.py
+`charged_to`) and the program itself. The C graph runner's arrays (runtime/cgraph.py
+``held_bytes``: every intermediate value's) count in the peak, as one block like an arena.
+
 `measure_peak(fn, *args)` defines the *measured peak* of one call: the bytes of the distinct
 arrays fed to the graph (parameters, optimizer state, gradients, the batch: alive when the call
 starts) plus the largest increase of tracemalloc's traced memory during the call over its value
@@ -27,7 +32,7 @@ from __future__ import annotations
 
 import tracemalloc
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -41,6 +46,7 @@ __all__ = [
     "ProgramParts",
     "measure_peak",
     "plan_program",
+    "runner_held_bytes",
 ]
 
 
@@ -69,6 +75,8 @@ class MemoryLayout:
     in_place: dict
     arena: object = None
     arena_bytes: int = 0
+    held: dict = field(default_factory=dict)  # part -> bytes held between calls (the arena not)
+    runner_bytes: int = 0  # the C graph runner's arrays (`runner_held_bytes`)
 
 
 class Program(Protocol):
@@ -107,7 +115,7 @@ class Planner:
 def plan_program(program: Program, reuse: str = "codegen") -> MemoryPlan:
     """The memory plan of a call of ``program`` (see the module docstring)."""
     layout = program.memory_layout()
-    return plan_memory(
+    plan = plan_memory(
         layout.graph,
         input_parts=layout.parts.input_parts,
         output_parts=layout.parts.output_parts,
@@ -115,7 +123,17 @@ def plan_program(program: Program, reuse: str = "codegen") -> MemoryPlan:
         in_place=layout.in_place,
         reuse="planned" if layout.arena is not None else reuse,
         arena=layout.arena,
+        runner_bytes=layout.runner_bytes,
     )
+    plan.held = dict(layout.held)
+    return plan
+
+
+def runner_held_bytes(program) -> int:
+    """Bytes an executor's program holds between calls beyond its arena: the C graph runner's
+    arrays where the program runs one (the parallel executor's ``_c_program``), else 0."""
+    runner = getattr(program, "_c_program", None)
+    return int(getattr(runner, "held_bytes", 0) or 0)
 
 
 def _distinct_bytes(arrays) -> int:
@@ -139,7 +157,8 @@ def measure_peak(fn, *args, **kwargs) -> int:
     program = fn.compile(*args, **kwargs)
     held = _distinct_bytes(program.fed_arrays(*args, **kwargs))
     # planned execution: the arena is allocated with the program and held between calls
-    held += program.memory_layout().arena_bytes
+    layout = program.memory_layout()
+    held += layout.arena_bytes + layout.runner_bytes  # (the C graph runner's arrays likewise)
     started = not tracemalloc.is_tracing()
     if started:
         tracemalloc.start()

@@ -26,7 +26,8 @@ Memory. The graph's intermediate values live in arrays the program allocates onc
 addresses written into the steps' arguments then; each run writes only its inputs' addresses
 (where they are other arrays than the last run's) and its outputs', which are new arrays every
 run, so results never alias an earlier run's. (No intermediate shares memory with another: two
-steps may run at once. The arrays stay allocated as long as the program.)
+steps may run at once. The arrays stay allocated as long as the program: `held_bytes` counts
+them, with the scratch the steps keep, for memory plans: plan/program.py.)
 
 Invariants. Inputs reach the steps C-contiguous in the node's dtype. One run of a program at a
 time (its arrays and argument blocks are its own): `ParallelProgram` holds a lock around it.
@@ -212,6 +213,14 @@ class CGraphProgram:
                 self._values[id(v)] = array = np.ascontiguousarray(graph.constants[n.name])
                 _write(slots.get(id(v), []), array)
         self._inputs = [(id(v), v.type.dtype.np, slots.get(id(v), [])) for v in graph.inputs]
+        # bytes the program holds between runs: its intermediate values' arrays, the steps'
+        # scratch and argument blocks (the graph's constants are the graph's, not counted)
+        constants = {id(n.outputs[0]) for n in graph.nodes if n.kind == "constant"}
+        self.held_bytes = _distinct_nbytes(
+            [a for k, a in self._values.items() if k not in constants]
+            + [a for step in self._steps for a in step.keep if isinstance(a, np.ndarray)]
+            + [step.args for step in self._steps]
+        )
         self._last_inputs: list = [None] * len(graph.inputs)  # (kept: their ids stay theirs)
 
     def __call__(self, *arrays) -> list:
@@ -239,6 +248,17 @@ class CGraphProgram:
             self._pool,
         )
         return [env[id(v)] for v in self.graph.outputs]
+
+
+def _distinct_nbytes(arrays: list) -> int:
+    seen, total = set(), 0
+    for a in arrays:
+        while isinstance(a.base, np.ndarray):
+            a = a.base
+        if id(a) not in seen:
+            seen.add(id(a))
+            total += a.nbytes
+    return total
 
 
 def _write(slots: list, array: np.ndarray) -> None:

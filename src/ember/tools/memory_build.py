@@ -234,7 +234,7 @@ def analyse(spec: Spec) -> MemoryReport:
         runner=runner,
         args=tuple(args),
     )
-    _add_state_rows(report, getattr(program, "reach", None))
+    _add_state_rows(report, getattr(program, "reach", None), getattr(program, "feeds", ()))
     return report
 
 
@@ -246,9 +246,14 @@ def _float_dtype(args, model) -> str | None:
     return None
 
 
-def _add_state_rows(report: MemoryReport, reach) -> None:
+def _add_state_rows(report: MemoryReport, reach, feeds=()) -> None:
     """Per-layer parameters, gradients and optimizer state, from the modules and optimizers
-    the trace found (named as scopes name them: the root by its class name)."""
+    the trace found (named as scopes name them: the root by its class name); the optimizers'
+    hyper-parameters the graph reads (``feeds``: the program's, capture/call.py) count in the
+    optimizer's row."""
+    from ..capture.call import HyperFeed
+    from ..graph.scope import OPTIMIZER
+
     if reach is None:
         return
     layer_of: dict[int, str] = {}
@@ -270,6 +275,10 @@ def _add_state_rows(report: MemoryReport, reach) -> None:
                 for value in opt.state.get(p, {}).values():
                     if hasattr(value, "numel"):
                         row.optimizer_state += value.numel() * value.dtype.itemsize
+    for feed in feeds:
+        if isinstance(feed, HyperFeed):  # a learning rate, a beta: a float64 scalar each
+            row = rows.setdefault(OPTIMIZER, LayerMemory(OPTIMIZER))
+            row.optimizer_state += feed.tensor.numel() * feed.tensor.dtype.itemsize
     if not reach.optimizers and has_grads:  # forward and backward: every trainable parameter
         for _, root in reach.modules:
             for p in root.parameters():

@@ -24,7 +24,9 @@ Candidates are tried cheap elementwise results first, then the others by FLOPs p
 peak, the memory held over the call). Rounds repeat (a copy makes its own inputs candidates)
 until the plan fits the budget; a candidate that did not help is tried again only after a
 whole round found nothing, and when such a round finds nothing either, `fit_budget` splits
-the batch into slices (transforms/microbatch.py; see `_split_batch_and_fit`), and only when
+the batch into slices (transforms/microbatch.py; see `_split_batch_and_fit`); where the step
+cannot run in slices (batch normalization), it runs regions of it in slices instead: a
+convolution or product and the per-sample work around it (`_tile_and_fit`), and only when
 that cannot fit either does `MemoryBudgetError` state the lowest peak reached. Nodes drawing
 random numbers, holding subgraphs, or views are never recomputed.
 """
@@ -74,6 +76,9 @@ class RematReport:
     peak_after: int
     recomputed: list = field(default_factory=list)
     microbatches: int = 1  # the batch's slices (transforms/microbatch.py): 1 when not split
+    # regions run in slices of the batch (`_tile_and_fit`): (their nodes, the products and
+    # convolutions among them, slices)
+    tiles: list = field(default_factory=list)
 
     @property
     def extra_flops(self) -> int:
@@ -90,6 +95,11 @@ class RematReport:
         lines += [
             f"  %{n:<20} {op:<18} {f:>12,} FLOPs {b / mib:8.3f} MiB"
             for n, op, f, b in self.recomputed
+        ]
+        lines += [
+            f"  tiled: {size} nodes ({', '.join(heavy) or 'elementwise'}) in {k} slices of "
+            "the batch"
+            for size, heavy, k in self.tiles
         ]
         return "\n".join(lines)
 
@@ -186,6 +196,10 @@ def _split_batch_and_fit(graph, budget: int, plan, finish, error: MemoryBudgetEr
             split_batch(graph, 2, batch)
         except NotBatchable as why:
             raise _with_note(error, f"the batch cannot be split: {why.detail}") from None
+    try:
+        split_batch(graph, counts[0], batch)
+    except NotBatchable as why:  # the whole step cannot run in slices: tile parts of it
+        return _tile_and_fit(graph, budget, plan, finish, error, batch, counts, why.detail)
     bases = [(graph, [])]
     if error.report.recomputed:  # the graph recomputation reached, when it differs
         bases.append((error.graph, error.report.recomputed))
@@ -226,6 +240,116 @@ def _split_batch_and_fit(graph, budget: int, plan, finish, error: MemoryBudgetEr
     )
     failed.plan, failed.graph, failed.report = lowest, lowest_graph, error.report
     raise failed
+
+
+# tiling: how many regions are tried per round (the largest first), and rounds at most
+MAX_TILE_SEEDS = 10
+MAX_TILE_ROUNDS = 8
+
+
+def _tile_and_fit(graph, budget, plan, finish, error, batch, counts, why: str):
+    """When the whole step cannot run in slices (``why``): regions of it can
+    (transforms/microbatch.py `tile_region`). Each round grows a region around each of the
+    graph's per-sample nodes (`_tile_seeds`: the most per-sample bytes first, `MAX_TILE_SEEDS`
+    distinct regions), tries each in 2, 4, ... slices and keeps the tiling that lowers the
+    plan most (its peak, then the memory it holds over the call, as recomputation scores a
+    step: regions that only pay together are taken one after the other); rounds repeat until
+    the plan fits, from ``graph`` and from the graph of the lowest peak recomputation
+    reached. Raises the lowest peak reached when nothing fits."""
+    from .microbatch import batch_axes, grow_region, tile_region
+
+    bases = [(graph, [])]
+    if error.report.recomputed:
+        bases.append((error.graph, error.report.recomputed))
+    lowest, lowest_graph, lowest_tiles = error.plan, error.graph, []
+    for base, recomputed in bases:
+        current_graph, current, tiles = base, plan(finish(base.copy())), []
+        for _ in range(MAX_TILE_ROUNDS):
+            analyses = {k: batch_axes(current_graph, batch, k) for k in counts}
+            axes, _, rules = analyses[counts[0]]
+            regions: dict = {}
+            for seed in _tile_seeds(current_graph, axes, rules):
+                region = grow_region(current_graph, seed, axes, rules)
+                regions.setdefault(frozenset(region[0]), region)
+                if len(regions) >= MAX_TILE_SEEDS:
+                    break
+            def tiled(region, k):
+                axes_k, _, rules_k = analyses[k]
+                if not region[0] <= rules_k.keys():
+                    return None  # (a node of it does not divide into k slices)
+                made = tile_region(current_graph, region, k, axes_k, rules_k)
+                made, _ = eliminate_dead_code(made)  # (originals the copies replaced)
+                return plan(finish(made.copy())), made, _tile_entry(current_graph, region[0], k)
+
+            # the region that pays most in 2 slices, then that one in more while they pay
+            trials = [t for r in regions.values() if (t := tiled(r, counts[0])) is not None]
+            if not trials:
+                break
+            best = min(trials, key=lambda t: _score(t[0]))
+            region = next(r for r in regions.values() if len(r[0]) == best[2][0])
+            for k in counts[1:]:
+                more = tiled(region, k)
+                if more is None or _score(more[0]) >= _score(best[0]):
+                    break
+                best = more
+            if not _pays(best[0], current):
+                break
+            current, current_graph = best[0], best[1]
+            tiles.append(best[2])
+            if current.peak_bytes <= budget:
+                report = RematReport(budget, error.report.peak_before, current.peak_bytes)
+                report.recomputed, report.tiles = list(recomputed), tiles
+                return finish(current_graph), report
+        if current.peak_bytes < lowest.peak_bytes:
+            lowest, lowest_graph, lowest_tiles = current, current_graph, tiles
+    mib = 2**20
+    note = (
+        f"the batch cannot be split: {why}; running regions of the step in slices of the "
+        f"batch ({len(lowest_tiles)} tiled) reaches {lowest.peak_bytes / mib:.2f} MiB"
+    )
+    failed = _with_note(error, note)
+    if lowest_tiles:
+        failed.plan, failed.graph = lowest, lowest_graph
+    raise failed
+
+
+def _pays(trial, current) -> bool:
+    """Whether a tiling is worth keeping: a lower peak, or at the same peak a hundredth less
+    memory held over the call (a step towards a lower peak that needs regions together)."""
+    if trial.peak_bytes != current.peak_bytes:
+        return trial.peak_bytes < current.peak_bytes
+    return sum(trial.timeline) < 0.99 * sum(current.timeline)
+
+
+def _tile_entry(graph, region: set, k: int) -> tuple:
+    """What a report says of a tiled region: (its nodes, the products and convolutions among
+    them by op, the slices)."""
+    heavy = sorted({n.op.name for n in graph.nodes if id(n) in region and _heavy(n)})
+    return (len(region), heavy, k)
+
+
+def _heavy(node) -> bool:
+    """A product or a convolution (ops of kind ``linalg`` and ``nn``)."""
+    return node.op.kind in ("linalg", "nn")
+
+
+def _tile_seeds(graph, axes: dict, rules: dict) -> list:
+    """The nodes a region may grow from: those that slices of the batch can run (a batch
+    rule) reading per-sample values, the products and convolutions first, then by the
+    per-sample bytes they touch."""
+    from ..plan.layout import nbytes
+
+    seeds = [
+        n
+        for n in graph.nodes
+        if id(n) in rules
+        and any(id(v) in axes for v in n.inputs)
+        and not n.name.endswith(tuple(f"_t{c}" for c in range(MAX_SLICES)))
+    ]
+    touched = {
+        id(n): sum(nbytes(v) for v in [*n.inputs, *n.outputs] if id(v) in axes) for n in seeds
+    }
+    return sorted(seeds, key=lambda n: (not _heavy(n), -touched[id(n)]))
 
 
 def _with_note(error: MemoryBudgetError, note: str) -> MemoryBudgetError:
