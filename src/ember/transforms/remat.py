@@ -273,6 +273,7 @@ def _tile_and_fit(graph, budget, plan, finish, error, batch, counts, why: str):
                 regions.setdefault(frozenset(region[0]), region)
                 if len(regions) >= MAX_TILE_SEEDS:
                     break
+
             def tiled(region, k):
                 axes_k, _, rules_k = analyses[k]
                 if not region[0] <= rules_k.keys():
