@@ -35,6 +35,7 @@ from .errors import (
     DivisionByZeroError,
     DTypeError,
     EmberError,
+    RNGStateError,
     ScriptError,
     ShapeError,
     StateDictError,

@@ -74,6 +74,11 @@ class StateDictError(EmberError, KeyError):
         return Exception.__str__(self)
 
 
+class RNGStateError(EmberError, ValueError):
+    """A random generator state (`Generator.set_state`, `ember.set_rng_state`) that is not one
+    `get_state` could have produced: a missing or extra field, a value out of its range."""
+
+
 class CheckpointError(EmberError, OSError):
     """A checkpoint file that is missing, truncated, corrupt or not an ember checkpoint."""
 

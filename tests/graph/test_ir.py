@@ -91,6 +91,13 @@ def test_verify_rejects_a_dangling_input():
         g.verify()
 
 
+def test_verify_rejects_an_input_listed_twice():
+    g = _small_graph()
+    g.inputs.append(g.inputs[0])  # bypassing the API, as a buggy pass might
+    with pytest.raises(GraphError, match="listed twice"):
+        g.verify()
+
+
 def test_verify_rejects_a_shape_mismatch():
     g = _small_graph()
     node = g.nodes[-1]
