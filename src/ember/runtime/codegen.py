@@ -40,6 +40,7 @@ import linecache
 import math
 import re
 import sys
+import weakref
 
 import numpy as np
 
@@ -293,6 +294,9 @@ def compile_graph(
     exec(compile(source, filename, "exec"), namespace)
     fn = namespace[writer.function_name]
     compiled_graph = CompiledGraph(graph, source, fn, in_place, placement, inplace)
+    # the source stays readable for tracebacks while the program lives, not after: a process
+    # that traces many shapes would otherwise keep every program's text
+    weakref.finalize(compiled_graph, linecache.cache.pop, filename, None)
     compiled_graph._arena_memory = memory
     if memory is not None:
         import threading
