@@ -27,6 +27,7 @@ from typing import Any
 from ..autograd import enable_grad, no_grad
 from ..errors import StateDictError
 from ..ops import api as E
+from ..ops._registry import current_mode
 from ..tensor import Tensor
 from ._line_search import strong_wolfe
 from .optimizer import Optimizer, OptimizerError, check_number
@@ -141,11 +142,18 @@ class LBFGS(Optimizer):
         return loss, flat_grad
 
     # ------------------------------------------------------------------------------ step
-    def step(self, closure: Callable[[], Any]):  # noqa: C901 (PyTorch's loop, kept whole)
+    def step(self, closure: Callable[[], Any] | None = None):
         """Run up to ``max_iter`` L-BFGS iterations; returns the closure's first loss."""
         if closure is None:
             raise OptimizerError(
                 "LBFGS.step needs a closure that re-evaluates the loss (and calls backward)",
+                op="LBFGS",
+            )
+        if getattr(current_mode(), "scalar", None) is not None:
+            raise OptimizerError(
+                "LBFGS.step runs eagerly only: it evaluates the closure a number of times that "
+                "depends on the values it computes, so it cannot be recorded into a graph; call "
+                "it outside ember.function (the closure itself may call a compiled function)",
                 op="LBFGS",
             )
         with no_grad():
