@@ -619,3 +619,38 @@ def test_a_custom_optimizer_written_the_torch_way_matches_torch():
         e_sd, t_sd = e_opt.state_dict(), t_opt.state_dict()
         assert sorted(e_sd["state"]) == sorted(t_sd["state"]) == [0, 1]
         assert e_sd["param_groups"] == t_sd["param_groups"]
+
+
+class _IntStepSGD(optim.Optimizer):
+    """A custom optimizer keeping its step count as a Python int, as PyTorch users write
+    them, with a step-dependent learning rate (written with methods ember has today)."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr))
+
+    @ember.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                state["step"] = state.get("step", 0) + 1
+                p.sub_(p.grad * (group["lr"] / state["step"]))
+
+
+def test_a_custom_optimizer_with_python_state_is_exact_in_a_compiled_step():
+    """A recorded step bakes in the Python values of the optimizer's state (here its int step
+    count): they are part of the compiled function's cache key, so a new value retraces (with
+    that reason) instead of replaying a stale one."""
+    eager_model, model = _model(), _model()
+    eager_opt, opt = _IntStepSGD(eager_model.parameters()), _IntStepSGD(model.parameters())
+    eager_step, step = _train_step(eager_model, eager_opt), ember.function(_train_step(model, opt))
+    with pytest.warns(UserWarning, match="Python values in its state"):
+        for _, (x, y) in zip(range(8), _batches()):
+            eager_step(x, y)
+            step(x, y)
+            for p, q in zip(model.parameters(), eager_model.parameters()):
+                np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-12, atol=1e-14)
+    assert opt.state[next(iter(model.parameters()))]["step"] == 8
+    assert "Python values in its state" in step.stats.retrace_reasons[-1]

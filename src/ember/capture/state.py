@@ -453,6 +453,22 @@ def check_found(builder, reach: Reachable, where: str) -> None:
             )
 
 
+def _state_key(entries: dict) -> tuple:
+    """One parameter's optimizer state in the cache key: its buffers by name, and its plain
+    Python values (a step count kept as an int, as optimizers written for PyTorch keep it) by
+    value, since a recorded step bakes those in and writes back the value it ended with."""
+    key = []
+    for name in sorted(entries):
+        value = entries[name]
+        if isinstance(value, (Tensor, SymbolicTensor)):
+            key.append(name)
+        elif value is None or isinstance(value, (bool, int, float, str)):
+            key.append((name, type(value).__name__, value))
+        else:
+            key.append((name, type(value).__name__))
+    return tuple(key)
+
+
 def state_signature(reach: Reachable) -> tuple:
     """(a function giving the labels, the values) of the state's part of the cache key (the
     labels are built only where a retrace is explained)."""
@@ -463,7 +479,7 @@ def state_signature(reach: Reachable) -> tuple:
         values += [opt.graph_facts(group) for group in opt.param_groups]
         values.append(
             tuple(
-                tuple(sorted(opt.state[p])) if p in opt.state else ()
+                _state_key(opt.state[p]) if p in opt.state else ()
                 for group in opt.param_groups
                 for p in group["params"]
             )
@@ -479,7 +495,7 @@ def state_signature(reach: Reachable) -> tuple:
                 f"{name}.param_groups[{g}] hyper-parameters the graph bakes in"
                 for g in range(len(opt.param_groups))
             ]
-            out.append(f"{name}: the buffers in its state")
+            out.append(f"{name}: the buffers and Python values in its state")
         out += [f"{name} (object, shape, dtype, requires_grad)" for name, _ in named]
         return out + [label for label, _ in reach.python_values]
 
