@@ -496,6 +496,40 @@ def test_lbfgs_with_a_scheduler_follows_torch():
         _assert_params(e, t, step, **ROSENBROCK)
 
 
+def _least_squares_closure(opt, w, A, b):
+    def closure():
+        opt.zero_grad()
+        r = A @ w - b
+        loss = (r * r).sum()
+        loss.backward()
+        return loss
+
+    return closure
+
+
+def test_lbfgs_with_a_compiled_closure_equals_the_eager_one():
+    """The closure (forward and backward) may be an ``ember.function``: LBFGS's state, which
+    changes at every step, is no part of its cache key (LBFGS steps are never recorded), so it
+    does not retrace at every call, and the iterates equal eager ones exactly."""
+    rng = np.random.default_rng(5)
+    A, b = ember.tensor(rng.standard_normal((8, 5))), ember.tensor(rng.standard_normal(8))
+    w0 = rng.standard_normal(5)
+    runs = []
+    for compiled in (False, True):
+        w = ember.tensor(w0, requires_grad=True)
+        opt = optim.LBFGS([w], lr=0.5, max_iter=4, line_search_fn="strong_wolfe")
+
+        closure = _least_squares_closure(opt, w, A, b)  # (reaches opt through its closure)
+        closure = ember.function(closure) if compiled else closure
+        iterates = []
+        for _ in range(5):
+            opt.step(closure)
+            iterates.append(w.numpy().copy())
+        runs.append(iterates)
+    np.testing.assert_array_equal(np.array(runs[1]), np.array(runs[0]))
+    assert closure.stats.calls > 20 and closure.stats.traces <= 2, closure.stats
+
+
 def test_lbfgs_refuses_groups_unknown_line_searches_no_closure_and_capture():
     a, b = ember.zeros(2, requires_grad=True), ember.zeros(3, requires_grad=True)
     with pytest.raises(OptimizerError, match="per-parameter options"):

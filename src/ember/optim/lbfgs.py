@@ -61,6 +61,8 @@ class LBFGS(Optimizer):
     built rather than at the first step, and a second param group is refused by
     `add_param_group` as by the constructor."""
 
+    records_steps = False  # (see the module docstring)
+
     def __init__(
         self,
         params: Iterable,

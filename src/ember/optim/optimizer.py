@@ -123,6 +123,10 @@ class Optimizer:
     # per-parameter state entries that are 0-d whatever the parameter's shape (NAdam's
     # mu_product, ASGD's eta and mu): `load_state_dict` does not hold them to its shape
     scalar_state: tuple[str, ...] = ()
+    # whether `step` may be recorded into a graph (LBFGS's refuses): if so, ``ember.function``
+    # keys a compiled function on ``state`` (its buffers, and its plain Python values, which a
+    # recorded step bakes in); if not, no graph reads the state and the key leaves it out
+    records_steps: bool = True
 
     def __init__(self, params: Iterable, defaults: dict[str, Any]) -> None:
         if isinstance(params, Tensor):
