@@ -16,7 +16,9 @@ first parameter as PyTorch keeps it: ``func_evals``, ``n_iter``, ``d``, ``t``, `
 
 The step runs eagerly only: it calls the closure a data-dependent number of times and decides
 in Python on the values it computes, so it is not recorded into an ``ember.function`` graph
-(record the closure's forward and backward instead, if they are the costly part).
+(and refuses to be). The closure may be an ``ember.function`` (its forward and backward are
+the costly part): LBFGS's state is no part of that function's cache key (``records_steps``),
+so the closure is traced once, not at every step.
 """
 
 from __future__ import annotations
