@@ -354,6 +354,27 @@ def test_a_compiled_scheduled_step_equals_the_eager_step_without_retracing(name,
         np.testing.assert_allclose(opt.state_dict()["state"][0][key].numpy(), value.numpy())
 
 
+@pytest.mark.parametrize("name, kwargs, cycle", COMPILED, ids=[c[0] for c in COMPILED])
+def test_a_session_training_op_follows_torch(name, kwargs, cycle):
+    """``optimizer.minimize`` inside ``ember.Graph()``: the recorded training op, run by a
+    Session eight times, moves the variable as eight PyTorch steps do."""
+    x_data = np.random.default_rng(0).standard_normal((4, 3))
+    with ember.Graph() as graph:
+        x = ember.placeholder((None, 3), dtype=ember.float64, name="x")
+        w = ember.Variable(np.ones((3, 1)), name="W")
+        opt = getattr(optim, name)([w], **kwargs)
+        train = opt.minimize(((x @ w) ** 2).sum())
+    t_w = torch.ones((3, 1), dtype=torch.float64, requires_grad=True)
+    t_opt = getattr(torch.optim, name)([t_w], **kwargs)
+    with ember.Session(graph) as sess:
+        for step in range(1, 9):
+            sess.run(train, {x: x_data})
+            t_opt.zero_grad()
+            ((torch.tensor(x_data) @ t_w) ** 2).sum().backward()
+            t_opt.step()
+            np.testing.assert_allclose(w.numpy(), t_w.detach().numpy(), **F64, err_msg=str(step))
+
+
 # ---------------------------------------------------------------------------------- LBFGS
 def _rosenbrock(x, y):
     return ((1 - x) ** 2 + 100 * (y - x**2) ** 2).sum()
