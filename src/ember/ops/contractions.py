@@ -139,8 +139,8 @@ def _away_from_zero(s, fn):
 
 def _direct(x1, x2, p: float):
     diff = E.unsqueeze(x1, -2) - E.unsqueeze(x2, -3)  # (..., P, R, M)
-    if p == 0:
-        return E.cast(E.sum(diff != 0, -1), x1.dtype)
+    if p == 0:  # (the count carries a zero gradient, as PyTorch's does: diff * 0 at zeros)
+        return E.sum(E.where(diff != 0, 1.0, diff * 0.0), -1)
     if p == 1:
         return E.sum(E.abs(diff), -1)
     if p == 2:
@@ -168,6 +168,8 @@ def cdist(x1, x2, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if
     ``compute_mode`` says so (by default when P or R exceeds 25), as in PyTorch. Floating
     tensors of one dtype, float32 or float64 (PyTorch's CPU cdist has no half precision).
 
+    The products' form rounds like PyTorch's, but not bit for bit: where two rows coincide its
+    distance is the square root of a rounding error (~1e-8 in float64), in either library.
     The gradient is 0 where a distance is 0, as PyTorch's. At p = inf ties share the gradient
     (ember's amax); PyTorch gives each tied coordinate all of it."""
     x1, x2 = to_tensor(x1), to_tensor(x2)
