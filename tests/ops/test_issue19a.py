@@ -207,3 +207,27 @@ def test_shape_errors_name_the_op():
         ember.ones(2, 3, 4).t()
     with pytest.raises(DTypeError, match="cdist"):
         ember.cdist(ember.ones(2, 2, dtype=ember.float16), ember.ones(2, 2, dtype=ember.float16))
+
+
+def test_symbolic_batch_sizes():
+    """Under an input signature with a symbolic batch, what does not need the batch's value
+    compiles (cdist takes the product form for an unknown row count); rolling along the
+    symbolic dimension is refused with a ShapeError naming roll."""
+    x, y = ember.randn(5, 3), ember.randn(4, 3)
+    sig = [ember.TensorSpec((None, 3)), ember.TensorSpec((4, 3))]
+
+    def f(a, b):
+        return (
+            ember.cdist(a, b),
+            ember.roll(a, (1, -1), (1, 1)) + ember.lerp(a, a.square(), 0.3),
+            ember.tensordot(a, a, ([0], [0])),
+            ember.vstack([a, a]).t(),
+        )
+
+    got = ember.function(f, input_signature=sig)(x, y)
+    want = f(x, y)
+    want = (ember.cdist(x, y, compute_mode="use_mm_for_euclid_dist"),) + want[1:]
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ShapeError, match="roll"):
+        ember.function(lambda a: ember.roll(a, 1, 0), input_signature=sig[:1])(x)

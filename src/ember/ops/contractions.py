@@ -165,8 +165,9 @@ def cdist(x1, x2, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if
     """The p-norm distance between each row of x1 (..., P, M) and each row of x2 (..., R, M):
     (..., P, R), leading dimensions broadcast. p = 0 counts the differing coordinates, p = inf
     takes the largest difference. For p = 2 the distances come from a matrix product where
-    ``compute_mode`` says so (by default when P or R exceeds 25), as in PyTorch. Floating
-    tensors of one dtype, float32 or float64 (PyTorch's CPU cdist has no half precision).
+    ``compute_mode`` says so (by default when P or R exceeds 25, or is a symbolic size of a
+    captured function), as in PyTorch. Floating tensors of one dtype, float32 or float64
+    (PyTorch's CPU cdist has no half precision).
 
     The products' form rounds like PyTorch's, but not bit for bit: where two rows coincide its
     distance is the square root of a rounding error (~1e-8 in float64), in either library.
@@ -199,10 +200,10 @@ def cdist(x1, x2, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if
     batch = broadcast_shapes("cdist", tuple(x1.shape[:-2]), tuple(x2.shape[:-2]))
     x1 = E.broadcast_to(x1, (*batch, *x1.shape[-2:]))
     x2 = E.broadcast_to(x2, (*batch, *x2.shape[-2:]))
-    rows1, rows2 = x1.shape[-2], x2.shape[-2]
+    # (a symbolic row count, a batch of unknown size, counts as more than 25)
+    many = any(not isinstance(r, int) or r > 25 for r in (x1.shape[-2], x2.shape[-2]))
     products = p == 2 and (
-        compute_mode == "use_mm_for_euclid_dist"
-        or (compute_mode == _CDIST_MODES[0] and (rows1 > 25 or rows2 > 25))
+        compute_mode == "use_mm_for_euclid_dist" or (compute_mode == _CDIST_MODES[0] and many)
     )
     if products:
         return _by_products(x1, x2)

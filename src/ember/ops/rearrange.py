@@ -22,12 +22,20 @@ from .elementwise import to_tensor
 
 def _roll_one(x, shift: int, dim: int):
     n = x.shape[dim]
+    if not isinstance(n, int):
+        raise ShapeError(
+            f"cannot roll along dimension {dim}, of symbolic size {n}: the split point needs "
+            "its value (trace with a concrete size there)",
+            op="roll",
+        )
     if n == 0:
         return x
     shift %= n
     if shift == 0:
         return x
-    return E.concat([E.narrow(x, dim, n - shift, shift), E.narrow(x, dim, 0, n - shift)], dim)
+    # (split, not narrow: it keeps symbolic sizes of the other dimensions)
+    head, tail = E.split(x, [n - shift, shift], dim)
+    return E.concat([tail, head], dim)
 
 
 def roll(input, shifts, dims=None):
