@@ -382,13 +382,12 @@ def _binary(
         return apply(op, *promote(x, y, floating=floating))
 
     if alpha:
-        plain = fn
 
         def fn(x, y, *, alpha=1):
-            if alpha == 1 and type(alpha) is not bool:  # the common call: nothing to scale
-                return plain(x, y)
             if check is not None:
                 check(x, y)
+            if alpha == 1 and type(alpha) is not bool:  # the common call: nothing to scale
+                return apply(op, *promote(x, y, floating=floating))
             x, y = promote(x, y, floating=floating)
             return apply(op, x, _scale(name, y, alpha, x.dtype))
 
