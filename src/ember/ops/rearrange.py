@@ -1,6 +1,6 @@
 """PyTorch's rearranging functions written in ember's shape ops: roll, meshgrid, diag,
 diagonal, hstack, vstack and t. Composites, so they differentiate and capture through the ops
-they are made of (narrow, concat, reshape, permute, getitem, broadcast_to, where, pad).
+they are made of (split, concat, narrow, reshape, permute, getitem, broadcast_to, where, pad).
 
 Where PyTorch returns a view (diagonal, meshgrid's outputs, t), ember returns a new tensor:
 writing into it in place does not write the input.
