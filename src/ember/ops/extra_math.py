@@ -1,0 +1,357 @@
+"""Issue 19's long tail of elementwise math, PyTorch's names.
+
+Primitives with SciPy reference kernels, where no composite of ember's ops is accurate: lgamma,
+digamma, polygamma, erfinv, erfc, i0 (and i1, log_ndtr for ``ember.special``), signbit, and the
+binary hypot, logaddexp and logaddexp2. Composites written in ember's ops (so they
+differentiate, capture and fuse through them): absolute, deg2rad, rad2deg, frac, heaviside,
+sinc, xlogy, xlog1py, exp2, logit, clamp_min and clamp_max.
+
+The float functions promote integer and bool tensors to the default float dtype first, as
+PyTorch does; half-precision inputs are computed in float32 and rounded once (SciPy has no
+half-precision special functions).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.special as sc
+
+from .. import dtypes as dt
+from ..errors import DTypeError
+from ..types import TensorType
+from . import api as E
+from ._registry import INPLACE, PUBLIC, OpDef, apply, export, register
+from ._util import elementwise_cost, require_float, same_type
+from .elementwise import _binary, _unary, promote, to_tensor
+
+_HALF = (dt.float16.np, dt.bfloat16.np)
+
+
+def _scipy(fn):
+    """A kernel from a SciPy ufunc: half precision computed in float32, the IEEE edge values
+    (NaN, infinities) returned without NumPy's warnings, as PyTorch gives them."""
+
+    def kernel(*arrays):
+        with np.errstate(all="ignore"):
+            if arrays[0].dtype in _HALF:
+                return fn(*(a.astype(np.float32) for a in arrays)).astype(arrays[0].dtype)
+            return np.asarray(fn(*arrays)).astype(arrays[0].dtype, copy=False)
+
+    kernel.__name__ = getattr(fn, "__name__", "kernel")
+    return kernel
+
+
+def _digamma(x):
+    # PyTorch's digamma at a signed zero is the pole's side: -inf at +0, +inf at -0
+    out = sc.psi(x)
+    zero = x == 0
+    if np.any(zero):
+        out = np.where(zero, np.copysign(np.inf, -x), out)
+    return out
+
+
+_SQRT_PI_OVER_2 = math.sqrt(math.pi) / 2
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_LN2 = math.log(2.0)
+
+_unary("lgamma", _scipy(sc.gammaln), lambda c, g: (g * E.digamma(c.inputs[0]),))
+_unary(
+    "digamma",
+    _scipy(_digamma),
+    lambda c, g: (g * E.polygamma(1, c.inputs[0]),),
+    doc="digamma(x): the logarithmic derivative of the gamma function; -inf at +0 and +inf "
+    "at -0, NaN at the negative integers, as in PyTorch.",
+)
+_unary(
+    "erfinv",
+    _scipy(sc.erfinv),
+    lambda c, g: (g * E.exp(c.outputs[0] * c.outputs[0]) * _SQRT_PI_OVER_2,),
+    save="output",
+)
+_unary(
+    "erfc",
+    _scipy(sc.erfc),
+    lambda c, g: (g * E.exp(-c.inputs[0] * c.inputs[0]) * -_TWO_OVER_SQRT_PI,),
+)
+I1 = _unary(
+    "i1",
+    _scipy(sc.i1),
+    # d/dx I1(x) = I0(x) - I1(x) / x, whose limit at 0 is 1/2
+    lambda c, g: (
+        g
+        * E.where(
+            c.inputs[0] == 0,
+            0.5,
+            E.i0(c.inputs[0]) - c.outputs[0] / E.where(c.inputs[0] == 0, 1.0, c.inputs[0]),
+        ),
+    ),
+    method=False,
+    toplevel=False,  # ember.special.i1 only, as in PyTorch
+)
+I1.save_outputs = (0,)
+_unary("i0", _scipy(sc.i0), lambda c, g: (g * apply(I1, c.inputs[0]),))
+LOG_NDTR = _unary(
+    "log_ndtr",
+    _scipy(sc.log_ndtr),
+    # d/dx log Phi(x) = phi(x) / Phi(x) = exp(-x^2 / 2 - log Phi(x)) / sqrt(2 pi)
+    lambda c, g: (
+        g * E.exp(c.inputs[0] * c.inputs[0] * -0.5 - c.outputs[0]) * _INV_SQRT_2PI,
+    ),
+    method=False,
+    toplevel=False,  # ember.special.log_ndtr only, as in PyTorch
+)
+LOG_NDTR.save_outputs = (0,)
+
+
+# -------------------------------------------------------------------------------- polygamma
+
+
+def _polygamma_infer(x, *, n):
+    require_float("polygamma", x)
+    return same_type(x)
+
+
+def _polygamma_kernel(x, *, n):
+    if n == 0:
+        return _scipy(_digamma)(x)
+    return _scipy(lambda a: sc.polygamma(n, a))(x)
+
+
+_POLYGAMMA = register(
+    OpDef(
+        name="polygamma",
+        kind="elementwise",
+        infer=_polygamma_infer,
+        kernel=_polygamma_kernel,
+        vjp=lambda c, g: (g * E.polygamma(c.attrs["n"] + 1, c.inputs[0]),),
+        cost=elementwise_cost(20),
+        save_inputs=(0,),
+        doc="polygamma(x; n): the n-th derivative of digamma",
+    )
+)
+
+
+def polygamma(n: int, input):
+    """The ``n``-th derivative of the digamma function (PyTorch's argument order: n first)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise DTypeError(f"polygamma: n must be a non-negative int, got {n!r}", op="polygamma")
+    x = to_tensor(input)
+    if not x.dtype.is_floating_point:
+        x = E.cast(x, dt.get_default_dtype())
+    return apply(_POLYGAMMA, x, n=n)
+
+
+def _polygamma_method(self, n: int):
+    return polygamma(n, self)
+
+
+export(polygamma)
+export(_polygamma_method, name="polygamma", method=True, toplevel=False, inplace=True)
+
+
+# ---------------------------------------------------------------------------------- signbit
+
+
+def _signbit_infer(x):
+    return TensorType(tuple(x.shape), dt.bool_)
+
+
+_SIGNBIT = register(
+    OpDef(
+        name="signbit",
+        kind="elementwise",
+        infer=_signbit_infer,
+        kernel=lambda x: np.signbit(x) if x.dtype != np.bool_ else np.zeros(x.shape, np.bool_),
+        cost=elementwise_cost(1),
+        doc="signbit(x): whether x's sign bit is set (True at -0.0), bool",
+    )
+)
+
+
+@export(method=True)
+def signbit(input):
+    """Whether the sign bit is set, a bool tensor: True for negative values and -0.0 (and a
+    NaN with its sign bit set), False for bools and unsigned integers."""
+    return apply(_SIGNBIT, to_tensor(input))
+
+
+# ------------------------------------------------------------------------------ binary math
+
+
+def _hypot_vjp(c, g):
+    x, y = c.inputs
+    out = c.outputs[0]
+    # x / hypot is 0/0 at the origin, where PyTorch's gradient is 0 too
+    safe = E.where(out == 0, 1.0, out)
+    return (
+        E.sum_to(E.where(out == 0, 0.0, g * x / safe), x.shape),
+        E.sum_to(E.where(out == 0, 0.0, g * y / safe), y.shape),
+    )
+
+
+def _logaddexp_vjp(scale):
+    def vjp(c, g):
+        x, y = c.inputs
+        d = (x - y) * scale if scale != 1.0 else x - y
+        return E.sum_to(g * E.sigmoid(d), x.shape), E.sum_to(g * E.sigmoid(-d), y.shape)
+
+    return vjp
+
+
+def _save_output(op):
+    op.save_outputs = (0,)
+    return op
+
+
+_save_output(
+    _binary(
+        "hypot",
+        _scipy(np.hypot),
+        _hypot_vjp,
+        floating=True,
+        bools=False,
+        doc="hypot(x, y) = sqrt(x^2 + y^2) without overflow; float tensors only, as in PyTorch.",
+    )
+)
+_binary(
+    "logaddexp",
+    _scipy(np.logaddexp),
+    _logaddexp_vjp(1.0),
+    floating=True,
+    bools=False,
+    doc="logaddexp(x, y) = log(exp(x) + exp(y)) without overflow; float tensors only.",
+)
+_binary(
+    "logaddexp2",
+    _scipy(np.logaddexp2),
+    _logaddexp_vjp(_LN2),
+    floating=True,
+    bools=False,
+    doc="logaddexp2(x, y) = log2(2^x + 2^y) without overflow; float tensors only.",
+)
+
+
+# ------------------------------------------------------------------------------- composites
+
+
+def _float(x):
+    x = to_tensor(x)
+    if not x.dtype.is_floating_point:
+        x = E.cast(x, dt.get_default_dtype())
+    return x
+
+
+export(PUBLIC["abs"], name="absolute", method=True, inplace=True)
+
+
+@export(method=True, inplace=True)
+def deg2rad(input):
+    """Degrees to radians; integer and bool tensors give the default float dtype."""
+    return _float(input) * (math.pi / 180.0)
+
+
+@export(method=True, inplace=True)
+def rad2deg(input):
+    """Radians to degrees; integer and bool tensors give the default float dtype."""
+    return _float(input) * (180.0 / math.pi)
+
+
+@export(method=True, inplace=True)
+def frac(input):
+    """The fractional part, ``x - trunc(x)``, keeping x's sign. Float tensors only, as in
+    PyTorch. The gradient is 1."""
+    x = to_tensor(input)
+    if not x.dtype.is_floating_point:
+        raise DTypeError(f"frac is defined for float tensors only, got {x.dtype}", op="frac")
+    return x - E.stop_gradient(E.trunc(x))
+
+
+@export(method=True)
+def heaviside(input, values):
+    """The Heaviside step: 0 where input < 0, ``values`` where input == 0, 1 where input > 0
+    (and 0 at NaN, as PyTorch's kernel gives). Both tensors of one dtype, as PyTorch requires;
+    PyTorch defines no gradient, and ember's result is constant in both."""
+    x, v = to_tensor(input), to_tensor(values)
+    if x.dtype is not v.dtype:
+        raise DTypeError(
+            f"heaviside takes tensors of one dtype, got {x.dtype} and {v.dtype}", op="heaviside"
+        )
+    step = E.cast(x > 0, x.dtype)
+    return E.stop_gradient(E.where(x == 0, v, step))
+
+
+@export(method=True, inplace=True)
+def sinc(input):
+    """The normalized sinc, ``sin(pi x) / (pi x)``, 1 at 0 (where the gradient is 0)."""
+    x = _float(input)
+    zero = x == 0
+    safe = E.where(zero, 1.0, x) * math.pi
+    return E.where(zero, 1.0, E.sin(safe) / safe)
+
+
+def _xlog(name, log, pole: float):
+    def fn(input, other):
+        x, y = promote(input, other, floating=True)
+        # 0 * log(y) is 0 where x is 0, unless y is NaN; log reads a safe value there, so
+        # the gradient is 0 (not NaN) too
+        keep = E.logical_and(x == 0, y == y)
+        return E.where(keep, 0.0, x * log(E.where(keep, pole, y)))
+
+    fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
+xlogy = _xlog("xlogy", lambda y: E.log(y), 1.0)
+xlogy.__doc__ = (
+    "``x * log(y)``, 0 where x is 0 (unless y is NaN), with broadcasting and promotion to a "
+    "float dtype. Either operand may be a Python number."
+)
+export(xlogy, method=True, inplace=True)
+xlog1py = _xlog("xlog1py", lambda y: E.log1p(y), 0.0)
+xlog1py.__doc__ = "``x * log1p(y)``, 0 where x is 0 (unless y is NaN); ember.special.xlog1py."
+
+
+@export(method=True, inplace=True)
+def exp2(input):
+    """``2 ** x``; integer and bool tensors give the default float dtype."""
+    x = _float(input)
+    return E.pow(2.0, x)
+
+
+@export(method=True, inplace=True)
+def logit(input, eps: float | None = None):
+    """``log(p / (1 - p))``; with ``eps`` the input is clamped to [eps, 1 - eps] first (and the
+    gradient is 0 outside that range, as in PyTorch)."""
+    p = _float(input)
+    if eps is not None:
+        p = E.clamp(p, float(eps), 1.0 - float(eps))
+    return E.log(p / (1 - p))
+
+
+@export(method=True, inplace=True)
+def clamp_min(input, min):
+    """``clamp(input, min=min)``."""
+    return E.clamp(input, min=min)
+
+
+@export(method=True, inplace=True)
+def clamp_max(input, max):
+    """``clamp(input, max=max)``."""
+    return E.clamp(input, max=max)
+
+
+# triu_ / tril_: the in-place spellings of the existing ops (looked up when called: the
+# module defining them may be imported after this one)
+def _triu(input, diagonal=0):
+    return E.triu(input, diagonal)
+
+
+def _tril(input, diagonal=0):
+    return E.tril(input, diagonal)
+
+
+INPLACE["triu_"] = _triu
+INPLACE["tril_"] = _tril
