@@ -1,0 +1,528 @@
+"""Issue 19's long tail of shape functions, products and constructors, PyTorch's names, all
+composites of ember's ops (so they differentiate and capture through them): moveaxis, fliplr,
+flipud, rot90, diag_embed, atleast_1d/2d/3d, column_stack, dstack, tensor_split, hsplit,
+vsplit, dsplit, kron, block_diag, cartesian_prod, combinations, tril_indices, triu_indices,
+vander, logspace, addbmm, addmv, chain_matmul, cross, Tensor.unfold, sum_to_size, reshape_as,
+ravel, masked_scatter and fill_diagonal_.
+"""
+
+from __future__ import annotations
+
+import itertools
+import numpy as np
+
+from .. import dtypes as dt
+from ..errors import DTypeError, ShapeError
+from . import api as E
+from ._registry import TensorBase, export
+from ._util import broadcast_shapes, normalize_axis
+from .elementwise import promote, to_tensor
+
+
+@export(method=True)
+def moveaxis(input, source, destination):
+    """PyTorch's (and NumPy's) alias of movedim."""
+    return E.movedim(input, source, destination)
+
+
+# ----------------------------------------------------------------------------- flips, rot90
+
+
+@export(method=True)
+def fliplr(input):
+    """Reverse dim 1 (columns); at least 2-d."""
+    x = to_tensor(input)
+    if x.ndim < 2:
+        raise ShapeError(f"fliplr needs at least 2 dims, got shape {tuple(x.shape)}", op="fliplr")
+    return E.flip(x, (1,))
+
+
+@export(method=True)
+def flipud(input):
+    """Reverse dim 0 (rows); at least 1-d."""
+    x = to_tensor(input)
+    if x.ndim < 1:
+        raise ShapeError("flipud needs at least 1 dim, got a 0-d tensor", op="flipud")
+    return E.flip(x, (0,))
+
+
+@export(method=True)
+def rot90(input, k: int = 1, dims=(0, 1)):
+    """Rotate by 90 degrees ``k`` times in the plane of ``dims``, from the first dim towards
+    the second (PyTorch's and NumPy's direction)."""
+    x = to_tensor(input)
+    dims = tuple(dims)
+    if len(dims) != 2:
+        raise ShapeError(f"rot90: dims must be two dims, got {dims}", op="rot90")
+    if x.ndim < 2:
+        raise ShapeError(f"rot90 needs at least 2 dims, got shape {tuple(x.shape)}", op="rot90")
+    d0, d1 = (normalize_axis("rot90", d, x.ndim) for d in dims)
+    if d0 == d1:
+        raise ShapeError(f"rot90: dims must differ, got {dims}", op="rot90")
+    k %= 4
+    if k == 1:
+        return E.transpose(E.flip(x, (d1,)), d0, d1)
+    if k == 2:
+        return E.flip(x, (d0, d1))
+    if k == 3:
+        return E.transpose(E.flip(x, (d0,)), d0, d1)
+    return E.clone(x)
+
+
+# --------------------------------------------------------------------------------- diag_embed
+
+
+@export(method=True)
+def diag_embed(input, offset: int = 0, dim1: int = -2, dim2: int = -1):
+    """Matrices whose ``offset`` diagonal (in the plane of the new result's dims ``dim1`` and
+    ``dim2``) holds the last dim of ``input``; zeros elsewhere."""
+    x = to_tensor(input)
+    if x.ndim == 0:
+        x = E.reshape(x, (1,))
+    nd = x.ndim + 1
+    d1, d2 = normalize_axis("diag_embed", dim1, nd), normalize_axis("diag_embed", dim2, nd)
+    if d1 == d2:
+        raise ShapeError(f"diag_embed: dim1 and dim2 must differ, got {dim1}, {dim2}",
+                         op="diag_embed")
+    length = x.shape[-1]
+    n = length + abs(offset)
+    pad = E.zeros((*x.shape[:-1], abs(offset)), dtype=x.dtype)
+    # column c of row r reads the padded vector at c: pad on the left for a diagonal above
+    # (x[c - offset]), on the right for one below (x[c], in row c - offset)
+    wide = E.cat([pad, x] if offset > 0 else [x, pad], -1) if offset else x
+    r, c = np.indices((n, n))
+    mask = to_tensor(c - r == offset)
+    out = E.where(mask, E.unsqueeze(wide, -2), 0)
+    out = E.cast(out, x.dtype) if out.dtype is not x.dtype else out
+    return E.movedim(out, (nd - 2, nd - 1), (d1, d2))
+
+
+# --------------------------------------------------------------------- atleast_nd and stacks
+
+
+def _atleast(n):
+    def fn(*tensors):
+        single = len(tensors) == 1 and not isinstance(tensors[0], (list, tuple))
+        items = tensors[0] if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) else (
+            tensors
+        )
+        out = []
+        for t in items:
+            t = to_tensor(t)
+            if t.ndim < n:
+                shape = {
+                    0: (1,) * n,
+                    1: (1, t.shape[0], 1)[3 - n :] if n == 3 else (1, t.shape[0]),
+                    2: (*t.shape, 1),
+                }[t.ndim]
+                t = E.reshape(t, shape)
+            out.append(t)
+        return out[0] if single else tuple(out)
+
+    fn.__name__ = fn.__qualname__ = f"atleast_{n}d"
+    fn.__doc__ = f"The tensor(s) viewed with at least {n} dims (as NumPy's atleast_{n}d)."
+    return fn
+
+
+atleast_1d = export(_atleast(1))
+atleast_2d = export(_atleast(2))
+atleast_3d = export(_atleast(3))
+
+
+@export
+def column_stack(tensors):
+    """Join along dim 1, 0-d and 1-d tensors first made into columns."""
+    cols = []
+    for t in tensors:
+        t = to_tensor(t)
+        cols.append(E.reshape(t, (t.numel(), 1)) if t.ndim <= 1 else t)
+    return E.hstack(cols)
+
+
+@export
+def dstack(tensors):
+    """Join along dim 2 (depth), each tensor first made at least 3-d."""
+    return E.cat(list(atleast_3d(*tensors)) if len(tensors) != 1 else [atleast_3d(tensors[0])],
+                 2)
+
+
+# ------------------------------------------------------------------------------------ splits
+
+
+def _split_at(x, bounds, axis):
+    size = x.shape[axis]
+    out, start = [], 0
+    for b in [*bounds, size]:
+        b = min(max(int(b), start), size)
+        out.append(E.narrow(x, axis, start, b - start))
+        start = b
+    return tuple(out)
+
+
+@export(method=True)
+def tensor_split(input, indices_or_sections, dim: int = 0):
+    """Split into ``sections`` parts of sizes differing by at most one (the first
+    ``size % sections`` one larger), or at the given ``indices``; views of the input."""
+    x = to_tensor(input)
+    if x.ndim == 0:
+        raise ShapeError("tensor_split needs at least 1 dim", op="tensor_split")
+    axis = normalize_axis("tensor_split", dim, x.ndim)
+    spec = indices_or_sections
+    if isinstance(spec, TensorBase):
+        spec = spec.tolist()
+    if isinstance(spec, int):
+        if spec <= 0:
+            raise ShapeError(f"tensor_split: sections must be positive, got {spec}",
+                             op="tensor_split")
+        size = x.shape[axis]
+        base, extra = divmod(size, spec)
+        bounds = list(itertools.accumulate(base + (i < extra) for i in range(spec - 1)))
+        return _split_at(x, bounds, axis)
+    return _split_at(x, list(spec), axis)
+
+
+def _directional(name, dim, min_ndim):
+    def fn(input, indices_or_sections):
+        x = to_tensor(input)
+        if x.ndim < min_ndim:
+            raise ShapeError(
+                f"{name} needs at least {min_ndim} dims, got shape {tuple(x.shape)}", op=name
+            )
+        axis = dim if x.ndim > 1 or name != "hsplit" else 0
+        spec = indices_or_sections
+        if isinstance(spec, int) and x.shape[axis] % spec:
+            raise ShapeError(
+                f"{name}: dim {axis} of size {x.shape[axis]} does not split into {spec} equal "
+                "parts; use tensor_split for unequal ones",
+                op=name,
+            )
+        return tensor_split(x, spec, axis)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"tensor_split along dim {dim}; an int must divide the dim evenly."
+    return export(fn, method=True)
+
+
+hsplit = _directional("hsplit", 1, 1)
+vsplit = _directional("vsplit", 0, 2)
+dsplit = _directional("dsplit", 2, 3)
+
+
+# ---------------------------------------------------------------------------------- products
+
+
+@export(method=True)
+def kron(input, other):
+    """The Kronecker product (of any ranks: the smaller is padded with leading 1s)."""
+    a, b = promote(input, other)
+    nd = max(a.ndim, b.ndim)
+    a = E.reshape(a, (1,) * (nd - a.ndim) + tuple(a.shape))
+    b = E.reshape(b, (1,) * (nd - b.ndim) + tuple(b.shape))
+    a_shape = sum(((s, 1) for s in a.shape), ())
+    b_shape = sum(((1, s) for s in b.shape), ())
+    out = E.reshape(a, a_shape) * E.reshape(b, b_shape)
+    return E.reshape(out, tuple(p * q for p, q in zip(a.shape, b.shape)))
+
+
+@export
+def block_diag(*tensors):
+    """A block-diagonal matrix of the given 0-, 1- or 2-d tensors (promoted to one dtype)."""
+    if not tensors:
+        return E.zeros((1, 0))
+    mats = []
+    for t in tensors:
+        t = to_tensor(t)
+        if t.ndim > 2:
+            raise ShapeError(f"block_diag takes tensors of at most 2 dims, got {tuple(t.shape)}",
+                             op="block_diag")
+        mats.append(E.reshape(t, (1, 1)) if t.ndim == 0 else E.reshape(t, (1, -1)) if
+                    t.ndim == 1 else t)
+    dtype = dt.result_type(*mats)
+    mats = [E.cast(m, dtype) if m.dtype is not dtype else m for m in mats]
+    width = sum(m.shape[1] for m in mats)
+    rows, left = [], 0
+    for m in mats:
+        r, c = m.shape
+        parts = [E.zeros((r, left), dtype=dtype), m, E.zeros((r, width - left - c), dtype=dtype)]
+        rows.append(E.cat(parts, 1))
+        left += c
+    return E.cat(rows, 0)
+
+
+@export
+def cartesian_prod(*tensors):
+    """Every combination of the 1-d tensors' elements, one row each (a single tensor comes back
+    as it is, as in PyTorch)."""
+    if len(tensors) == 1:
+        return to_tensor(tensors[0])
+    grids = E.meshgrid(*tensors, indexing="ij")
+    return E.stack([E.reshape(g, (-1,)) for g in grids], 1)
+
+
+@export
+def combinations(input, r: int = 2, with_replacement: bool = False):
+    """The length-``r`` combinations of a 1-d tensor's elements, one row each (as
+    itertools.combinations / combinations_with_replacement), shape (count, r)."""
+    x = to_tensor(input)
+    if x.ndim != 1:
+        raise ShapeError(f"combinations needs a 1-d tensor, got shape {tuple(x.shape)}",
+                         op="combinations")
+    pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    idx = np.array(list(pick(range(x.shape[0]), r)), np.int64).reshape(-1, r)
+    if r == 0 or idx.shape[0] == 0:
+        return E.zeros((0,) if r == 0 else (0, r), dtype=x.dtype)
+    return E.reshape(E.index_select(x, 0, to_tensor(idx.reshape(-1))), idx.shape)
+
+
+def _indices(fn, name):
+    def indices(row: int, col: int, offset: int = 0, *, dtype=None):
+        rows, cols = fn(int(row), int(offset), int(col))
+        out = np.stack([rows, cols]).astype(np.int64).reshape(2, -1)
+        return to_tensor(out, dtype or dt.int64)
+
+    indices.__name__ = indices.__qualname__ = name
+    indices.__doc__ = (
+        f"The row and column indices of a (row, col) matrix's {name[:4]} part above offset, "
+        "shape (2, N), in row-major order; int64 unless ``dtype``."
+    )
+    return export(indices)
+
+
+tril_indices = _indices(np.tril_indices, "tril_indices")
+triu_indices = _indices(np.triu_indices, "triu_indices")
+
+
+@export
+def vander(x, N: int | None = None, increasing: bool = False):
+    """The Vandermonde matrix of a 1-d tensor: columns x^(N-1), ..., x, 1 (or increasing).
+    Written as running products, so the gradient at x = 0 is finite, as in PyTorch."""
+    x = to_tensor(x)
+    if x.ndim != 1:
+        raise ShapeError(f"vander needs a 1-d tensor, got shape {tuple(x.shape)}", op="vander")
+    if x.dtype is dt.bool_:
+        x = E.cast(x, dt.int64)
+    n = x.shape[0] if N is None else int(N)
+    if n < 0:
+        raise ShapeError(f"vander: N must be non-negative, got {N}", op="vander")
+    if n == 0:
+        return E.zeros((x.shape[0], 0), dtype=x.dtype)
+    cols = [E.ones_like(x)]
+    for _ in range(n - 1):
+        cols.append(cols[-1] * x)
+    if not increasing:
+        cols.reverse()
+    return E.stack(cols, 1)
+
+
+@export
+def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, requires_grad=False):
+    """``steps`` values ``base ** t`` for t evenly spaced from start to end (default float
+    dtype unless ``dtype``)."""
+    dtype = dtype or dt.get_default_dtype()
+    exps = np.linspace(float(start), float(end), int(steps))
+    with np.errstate(over="ignore"):
+        values = np.power(float(base), exps)
+    if not dtype.is_floating_point:
+        values = np.trunc(values)
+    out = to_tensor(values, dtype)
+    if requires_grad:
+        out.requires_grad_(True)
+    return out
+
+
+def _scaled(name, input, product, beta, alpha):
+    input, product = promote(input, product)
+    if not input.dtype.is_floating_point and (
+        isinstance(beta, float) or isinstance(alpha, float)
+    ):
+        raise DTypeError(f"{name}: beta and alpha must be integers for {input.dtype} tensors",
+                         op=name)
+    scaled = product if alpha == 1 else product * alpha
+    if beta == 0:  # the input is ignored, its NaN and infinities too
+        return E.broadcast_to(scaled, broadcast_shapes(name, tuple(input.shape), tuple(scaled.shape)))
+    return (input if beta == 1 else input * beta) + scaled
+
+
+@export(method=True)
+def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    """``beta * input + alpha * sum_b(batch1[b] @ batch2[b])``; beta=0 ignores the input."""
+    b1, b2 = to_tensor(batch1), to_tensor(batch2)
+    if b1.ndim != 3 or b2.ndim != 3:
+        raise ShapeError(
+            f"addbmm takes 3-d batches, got {tuple(b1.shape)} and {tuple(b2.shape)}",
+            op="addbmm",
+        )
+    return _scaled("addbmm", input, E.sum(E.bmm(b1, b2), 0), beta, alpha)
+
+
+@export(method=True)
+def addmv(input, mat, vec, *, beta=1, alpha=1):
+    """``beta * input + alpha * (mat @ vec)``; beta=0 ignores the input."""
+    m, v = to_tensor(mat), to_tensor(vec)
+    if m.ndim != 2 or v.ndim != 1:
+        raise ShapeError(
+            f"addmv takes a matrix and a vector, got {tuple(m.shape)} and {tuple(v.shape)}",
+            op="addmv",
+        )
+    return _scaled("addmv", input, E.mv(m, v), beta, alpha)
+
+
+@export
+def chain_matmul(*matrices):
+    """The product of 2-d matrices, left to right (PyTorch's deprecated spelling of
+    linalg.multi_dot)."""
+    if len(matrices) == 1 and isinstance(matrices[0], (list, tuple)):
+        matrices = tuple(matrices[0])
+    if not matrices:
+        raise ShapeError("chain_matmul needs at least one matrix", op="chain_matmul")
+    out = to_tensor(matrices[0])
+    for m in matrices:
+        if to_tensor(m).ndim != 2:
+            raise ShapeError(f"chain_matmul takes 2-d matrices, got {tuple(m.shape)}",
+                             op="chain_matmul")
+    for m in matrices[1:]:
+        out = E.mm(out, m)
+    return out if len(matrices) > 1 else E.clone(out)
+
+
+@export(method=True)
+def cross(input, other, dim: int | None = None):
+    """The cross product of 3-vectors along ``dim`` (broadcasting); without ``dim``, the first
+    dim of size 3 (PyTorch's deprecated default)."""
+    a, b = promote(input, other)
+    shape = broadcast_shapes("cross", tuple(a.shape), tuple(b.shape))
+    a, b = E.broadcast_to(a, shape), E.broadcast_to(b, shape)
+    if dim is None:
+        dims = [i for i, s in enumerate(shape) if s == 3]
+        if not dims:
+            raise ShapeError(f"cross: no dim of size 3 in shape {shape}", op="cross")
+        axis = dims[0]
+    else:
+        axis = normalize_axis("cross", dim, len(shape))
+    if shape[axis] != 3:
+        raise ShapeError(f"cross: dim {dim} of shape {shape} must have size 3", op="cross")
+    a0, a1, a2 = (E.select(a, axis, i) for i in range(3))
+    b0, b1, b2 = (E.select(b, axis, i) for i in range(3))
+    return E.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis)
+
+
+# ----------------------------------------------------------------------------- Tensor methods
+
+
+def _unfold(self, dimension: int, size: int, step: int):
+    """Sliding windows of ``size`` elements every ``step`` along ``dimension``: that dim becomes
+    the number of windows and a new last dim holds each window (PyTorch's Tensor.unfold; a
+    gather here, not a view)."""
+    x = to_tensor(self)
+    if x.ndim == 0:
+        x = E.reshape(x, (1,))
+    axis = normalize_axis("unfold", dimension, x.ndim)
+    length = x.shape[axis]
+    if size < 0 or size > length or step <= 0:
+        raise ShapeError(
+            f"unfold: size {size} and step {step} do not fit dim {axis} of size {length}",
+            op="unfold",
+        )
+    count = (length - size) // step + 1
+    idx = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
+    taken = E.index_select(x, axis, to_tensor(idx.astype(np.int64)))
+    shape = (*x.shape[:axis], count, size, *x.shape[axis + 1 :])
+    return E.movedim(E.reshape(taken, shape), axis + 1, -1)
+
+
+export(_unfold, name="unfold", method=True, toplevel=False)
+
+
+def _sum_to_size(self, *size):
+    """Sum broadcast dims away so the result has ``size`` (self must broadcast from it)."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    return E.sum_to(self, tuple(size))
+
+
+def _reshape_as(self, other):
+    return E.reshape(self, tuple(other.shape))
+
+
+export(_sum_to_size, name="sum_to_size", method=True, toplevel=False)
+export(_reshape_as, name="reshape_as", method=True, toplevel=False)
+
+
+@export(method=True)
+def ravel(input):
+    """The elements as a 1-d tensor (a reshape)."""
+    return E.reshape(input, (-1,))
+
+
+@export(method=True, inplace=True)
+def masked_scatter(input, mask, source):
+    """``input`` with the positions where ``mask`` (broadcast to input) is True filled with
+    ``source``'s leading elements, in row-major order. The gradient goes to input where mask
+    is False and to the source elements used."""
+    x, m, src = to_tensor(input), to_tensor(mask), to_tensor(source)
+    if m.dtype is not dt.bool_:
+        raise DTypeError(f"masked_scatter: mask must be bool, got {m.dtype}", op="masked_scatter")
+    if src.dtype is not x.dtype:
+        raise DTypeError(
+            f"masked_scatter: source {src.dtype} must have input's dtype {x.dtype}",
+            op="masked_scatter",
+        )
+    m = E.broadcast_to(m, tuple(x.shape))
+    flat_mask = E.reshape(m, (-1,))
+    pos = E.cumsum(E.cast(flat_mask, dt.int64), 0) - 1
+    flat_src = E.reshape(src, (-1,))
+    if flat_src.shape[0] == 0:
+        return E.clone(x)
+    pos = E.clamp(pos, 0, flat_src.shape[0] - 1)
+    picked = E.reshape(E.index_select(flat_src, 0, pos), tuple(x.shape))
+    return E.where(m, picked, x)
+
+
+def _fill_diagonal_mask(shape, wrap):
+    if len(shape) < 2:
+        raise ShapeError(f"fill_diagonal_ needs at least 2 dims, got {shape}", op="fill_diagonal_")
+    if len(shape) > 2 and len(set(shape)) != 1:
+        raise ShapeError(f"fill_diagonal_: all dims must be equal, got {shape}",
+                         op="fill_diagonal_")
+    mask = np.zeros(shape, bool)
+    n = min(shape)
+    idx = np.arange(n)
+    mask[(idx,) * len(shape)] = True
+    if wrap and len(shape) == 2 and shape[0] > shape[1]:
+        # PyTorch's wrap: the diagonal starts again every (cols + 1) rows of a tall matrix
+        flat = mask.reshape(-1)
+        flat[:: shape[1] + 1] = True
+    return mask
+
+
+def _fill_diagonal_(self, fill_value, wrap: bool = False):
+    mask = to_tensor(_fill_diagonal_mask(tuple(self.shape), wrap))
+    return self._inplace("fill_diagonal_", lambda old: E.masked_fill(old, mask, fill_value))
+
+
+export(_fill_diagonal_, name="fill_diagonal_", method=True, toplevel=False)
+
+
+@export(method=True)
+def is_nonzero(input) -> bool:
+    """Whether a one-element tensor is non-zero (an error for any other size)."""
+    x = to_tensor(input)
+    if x.numel() != 1:
+        raise ShapeError(
+            f"is_nonzero needs a tensor of one element, got shape {tuple(x.shape)}",
+            op="is_nonzero",
+        )
+    return bool(x.item() != 0)
+
+
+@export(method=True)
+def is_complex(input) -> bool:
+    """False: ember has no complex dtypes."""
+    return False
+
+
+@export
+def is_floating_point(input) -> bool:
+    """Whether the tensor's dtype is a floating-point one."""
+    return to_tensor(input).dtype.is_floating_point
+
