@@ -4,7 +4,7 @@ This module only assembles the public API: the dtypes, the Tensor, autograd swit
 function the op modules export (``ember.add``, ``ember.matmul``, ...), plus the subpackages.
 """
 
-from . import _allocator, _methods  # noqa: E402
+from . import _allocator, _methods, _tensor_extras  # noqa: E402
 from . import capture as _capture
 from . import control as _control  # registers cond, while_loop, scan
 from . import dtypes as _dtypes
@@ -45,10 +45,12 @@ from .tensor import Tensor
 
 _methods.install(Tensor)
 _methods.install(_capture.SymbolicTensor)
+_tensor_extras.install(Tensor)
+_tensor_extras.install(_capture.SymbolicTensor)
 _allocator.tune()
 globals().update(_ops.PUBLIC)
 
-from . import autograd, data, io, nn, optim, profiler, tools  # noqa: E402
+from . import autograd, data, io, nn, optim, profiler, special, tools  # noqa: E402
 from .capture import trace  # noqa: E402
 from .capture.function import Function, function  # noqa: E402
 from .capture.grad import grad, value_and_grad  # noqa: E402
@@ -69,6 +71,7 @@ from .io import load, save  # noqa: E402
 from .kernels.cpool import get_num_threads, set_num_threads  # noqa: E402
 from .random import Generator, default_generator, get_rng_state, manual_seed, set_rng_state  # noqa: E402,F401
 from .tools.summary import summary  # noqa: E402
+from .typeinfo import can_cast, finfo, iinfo, promote_types  # noqa: E402
 
 bool = bool_  # ember.bool, as torch.bool  # noqa: A001
 float = float32  # noqa: A001

@@ -97,9 +97,7 @@ LOG_NDTR = _unary(
     "log_ndtr",
     _scipy(sc.log_ndtr),
     # d/dx log Phi(x) = phi(x) / Phi(x) = exp(-x^2 / 2 - log Phi(x)) / sqrt(2 pi)
-    lambda c, g: (
-        g * E.exp(c.inputs[0] * c.inputs[0] * -0.5 - c.outputs[0]) * _INV_SQRT_2PI,
-    ),
+    lambda c, g: (g * E.exp(c.inputs[0] * c.inputs[0] * -0.5 - c.outputs[0]) * _INV_SQRT_2PI,),
     method=False,
     toplevel=False,  # ember.special.log_ndtr only, as in PyTorch
 )

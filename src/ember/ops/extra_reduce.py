@@ -84,8 +84,11 @@ def _median_positions(x, ignore_nan):
     """The lower median's position along the last axis: of the sorted values (NaN last), the
     element (n - 1) // 2; a row holding NaN gives its first NaN (median) or, for nanmedian,
     the lower median of the others (its first NaN when all are NaN)."""
-    order = np.argsort(x.astype(np.float64) if x.dtype.kind == "f" or x.dtype == dt.bfloat16.np
-                       else x, axis=-1, kind="stable")
+    order = np.argsort(
+        x.astype(np.float64) if x.dtype.kind == "f" or x.dtype == dt.bfloat16.np else x,
+        axis=-1,
+        kind="stable",
+    )
     nans = _isnan(x)
     count = nans.shape[-1] - nans.sum(-1)
     n = x.shape[-1]
@@ -220,8 +223,9 @@ def logcumsumexp(input, dim: int):
     is the previous one log-added to the next element. Float tensors only, as in PyTorch."""
     x = to_tensor(input)
     if not x.dtype.is_floating_point:
-        raise DTypeError(f"logcumsumexp is defined for float tensors, got {x.dtype}",
-                         op="logcumsumexp")
+        raise DTypeError(
+            f"logcumsumexp is defined for float tensors, got {x.dtype}", op="logcumsumexp"
+        )
     if x.ndim == 0:
         return E.clone(x)
     axis = normalize_axis("logcumsumexp", dim, x.ndim)
@@ -307,8 +311,9 @@ def dist(input, other, p: float = 2):
     0, as in PyTorch."""
     a, b = to_tensor(input), to_tensor(other)
     if not (a.dtype.is_floating_point and b.dtype.is_floating_point):
-        raise DTypeError(f"dist is defined for float tensors, got {a.dtype} and {b.dtype}",
-                         op="dist")
+        raise DTypeError(
+            f"dist is defined for float tensors, got {a.dtype} and {b.dtype}", op="dist"
+        )
     d = E.abs(a - b)
     p = float(p)
     if p == float("inf"):
@@ -475,9 +480,9 @@ def histc(input, bins: int = 100, min: float = 0, max: float = 0):  # noqa: A002
 
 
 def _searchsorted_infer(seq, values, *, right, int32):
-    if seq.ndim > 1 and (values.ndim != seq.ndim or tuple(values.shape[:-1]) != tuple(
-        seq.shape[:-1]
-    )):
+    if seq.ndim > 1 and (
+        values.ndim != seq.ndim or tuple(values.shape[:-1]) != tuple(seq.shape[:-1])
+    ):
         raise ShapeError(
             f"searchsorted: the leading dims of sorted_sequence {tuple(seq.shape)} and values "
             f"{tuple(values.shape)} must match",
@@ -516,8 +521,7 @@ _SEARCHSORTED = register(
 
 @export
 def searchsorted(
-    sorted_sequence, input, *, out_int32: bool = False, right: bool = False, side=None,
-    sorter=None
+    sorted_sequence, input, *, out_int32: bool = False, right: bool = False, side=None, sorter=None
 ):
     """Positions where ``input``'s values would be inserted into the innermost dimension of
     ``sorted_sequence`` to keep it sorted: the first such position, or the last with
@@ -535,8 +539,9 @@ def searchsorted(
         seq = E.take_along_dim(seq, to_tensor(sorter), -1)
     values = to_tensor(input)
     if seq.ndim > 1 and values.ndim == 0:
-        raise ShapeError("searchsorted: a scalar input needs a 1-d sorted_sequence",
-                         op="searchsorted")
+        raise ShapeError(
+            "searchsorted: a scalar input needs a 1-d sorted_sequence", op="searchsorted"
+        )
     return apply(_SEARCHSORTED, seq, values, right=bool(right), int32=bool(out_int32))
 
 
@@ -546,6 +551,7 @@ def bucketize(input, boundaries, *, out_int32: bool = False, right: bool = False
     input, right=right)``."""
     b = to_tensor(boundaries)
     if b.ndim != 1:
-        raise ShapeError(f"bucketize: boundaries must be 1-d, got shape {tuple(b.shape)}",
-                         op="bucketize")
+        raise ShapeError(
+            f"bucketize: boundaries must be 1-d, got shape {tuple(b.shape)}", op="bucketize"
+        )
     return searchsorted(b, input, out_int32=out_int32, right=right)

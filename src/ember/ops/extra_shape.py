@@ -82,8 +82,9 @@ def diag_embed(input, offset: int = 0, dim1: int = -2, dim2: int = -1):
     nd = x.ndim + 1
     d1, d2 = normalize_axis("diag_embed", dim1, nd), normalize_axis("diag_embed", dim2, nd)
     if d1 == d2:
-        raise ShapeError(f"diag_embed: dim1 and dim2 must differ, got {dim1}, {dim2}",
-                         op="diag_embed")
+        raise ShapeError(
+            f"diag_embed: dim1 and dim2 must differ, got {dim1}, {dim2}", op="diag_embed"
+        )
     length = x.shape[-1]
     n = length + abs(offset)
     pad = E.zeros((*x.shape[:-1], abs(offset)), dtype=x.dtype)
@@ -103,8 +104,8 @@ def diag_embed(input, offset: int = 0, dim1: int = -2, dim2: int = -1):
 def _atleast(n):
     def fn(*tensors):
         single = len(tensors) == 1 and not isinstance(tensors[0], (list, tuple))
-        items = tensors[0] if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) else (
-            tensors
+        items = (
+            tensors[0] if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) else (tensors)
         )
         out = []
         for t in items:
@@ -142,8 +143,7 @@ def column_stack(tensors):
 @export
 def dstack(tensors):
     """Join along dim 2 (depth), each tensor first made at least 3-d."""
-    return E.cat(list(atleast_3d(*tensors)) if len(tensors) != 1 else [atleast_3d(tensors[0])],
-                 2)
+    return E.cat(list(atleast_3d(*tensors)) if len(tensors) != 1 else [atleast_3d(tensors[0])], 2)
 
 
 # ------------------------------------------------------------------------------------ splits
@@ -172,8 +172,9 @@ def tensor_split(input, indices_or_sections, dim: int = 0):
         spec = spec.tolist()
     if isinstance(spec, int):
         if spec <= 0:
-            raise ShapeError(f"tensor_split: sections must be positive, got {spec}",
-                             op="tensor_split")
+            raise ShapeError(
+                f"tensor_split: sections must be positive, got {spec}", op="tensor_split"
+            )
         size = x.shape[axis]
         base, extra = divmod(size, spec)
         bounds = list(itertools.accumulate(base + (i < extra) for i in range(spec - 1)))
@@ -233,10 +234,12 @@ def block_diag(*tensors):
     for t in tensors:
         t = to_tensor(t)
         if t.ndim > 2:
-            raise ShapeError(f"block_diag takes tensors of at most 2 dims, got {tuple(t.shape)}",
-                             op="block_diag")
-        mats.append(E.reshape(t, (1, 1)) if t.ndim == 0 else E.reshape(t, (1, -1)) if
-                    t.ndim == 1 else t)
+            raise ShapeError(
+                f"block_diag takes tensors of at most 2 dims, got {tuple(t.shape)}", op="block_diag"
+            )
+        mats.append(
+            E.reshape(t, (1, 1)) if t.ndim == 0 else E.reshape(t, (1, -1)) if t.ndim == 1 else t
+        )
     dtype = dt.result_type(*mats)
     mats = [E.cast(m, dtype) if m.dtype is not dtype else m for m in mats]
     width = sum(m.shape[1] for m in mats)
@@ -265,8 +268,9 @@ def combinations(input, r: int = 2, with_replacement: bool = False):
     itertools.combinations / combinations_with_replacement), shape (count, r)."""
     x = to_tensor(input)
     if x.ndim != 1:
-        raise ShapeError(f"combinations needs a 1-d tensor, got shape {tuple(x.shape)}",
-                         op="combinations")
+        raise ShapeError(
+            f"combinations needs a 1-d tensor, got shape {tuple(x.shape)}", op="combinations"
+        )
     pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
     idx = np.array(list(pick(range(x.shape[0]), r)), np.int64).reshape(-1, r)
     if r == 0 or idx.shape[0] == 0:
@@ -332,14 +336,15 @@ def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, requires
 
 def _scaled(name, input, product, beta, alpha):
     input, product = promote(input, product)
-    if not input.dtype.is_floating_point and (
-        isinstance(beta, float) or isinstance(alpha, float)
-    ):
-        raise DTypeError(f"{name}: beta and alpha must be integers for {input.dtype} tensors",
-                         op=name)
+    if not input.dtype.is_floating_point and (isinstance(beta, float) or isinstance(alpha, float)):
+        raise DTypeError(
+            f"{name}: beta and alpha must be integers for {input.dtype} tensors", op=name
+        )
     scaled = product if alpha == 1 else product * alpha
     if beta == 0:  # the input is ignored, its NaN and infinities too
-        return E.broadcast_to(scaled, broadcast_shapes(name, tuple(input.shape), tuple(scaled.shape)))
+        return E.broadcast_to(
+            scaled, broadcast_shapes(name, tuple(input.shape), tuple(scaled.shape))
+        )
     return (input if beta == 1 else input * beta) + scaled
 
 
@@ -378,8 +383,9 @@ def chain_matmul(*matrices):
     out = to_tensor(matrices[0])
     for m in matrices:
         if to_tensor(m).ndim != 2:
-            raise ShapeError(f"chain_matmul takes 2-d matrices, got {tuple(m.shape)}",
-                             op="chain_matmul")
+            raise ShapeError(
+                f"chain_matmul takes 2-d matrices, got {tuple(m.shape)}", op="chain_matmul"
+            )
     for m in matrices[1:]:
         out = E.mm(out, m)
     return out if len(matrices) > 1 else E.clone(out)
@@ -482,8 +488,9 @@ def _fill_diagonal_mask(shape, wrap):
     if len(shape) < 2:
         raise ShapeError(f"fill_diagonal_ needs at least 2 dims, got {shape}", op="fill_diagonal_")
     if len(shape) > 2 and len(set(shape)) != 1:
-        raise ShapeError(f"fill_diagonal_: all dims must be equal, got {shape}",
-                         op="fill_diagonal_")
+        raise ShapeError(
+            f"fill_diagonal_: all dims must be equal, got {shape}", op="fill_diagonal_"
+        )
     mask = np.zeros(shape, bool)
     n = min(shape)
     idx = np.arange(n)
@@ -525,4 +532,3 @@ def is_complex(input) -> bool:
 def is_floating_point(input) -> bool:
     """Whether the tensor's dtype is a floating-point one."""
     return to_tensor(input).dtype.is_floating_point
-

@@ -1,0 +1,182 @@
+"""Tensor methods of PyTorch's that are not ops: metadata (ndimension, nelement, stride,
+storage_offset, data_ptr, is_shared, share_memory_), the conjugate transposes mH and H (ember
+has no complex dtypes: they are mT and T), apply_, and the in-place shape changes squeeze_,
+unsqueeze_, transpose_, swapdims_/swapaxes_ and t_.
+
+The shape-changing in-place methods re-view the tensor's own memory (NumPy views: other views
+of it still alias the same elements) and move its history to the re-viewed result, as
+PyTorch's do. They are eager only: a captured graph's values have fixed shapes, so under
+ember.function / trace they raise, naming the out-of-place form to use.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import EmberError, ShapeError
+from .ops._registry import PUBLIC
+from .tensor import Tensor
+
+
+def _ndimension(self) -> int:
+    """The number of dims (PyTorch's older name of dim())."""
+    return self.ndim
+
+
+def _nelement(self) -> int:
+    """The number of elements (PyTorch's older name of numel())."""
+    return self.numel()
+
+
+def _root(arr: np.ndarray) -> np.ndarray:
+    while isinstance(arr.base, np.ndarray):
+        arr = arr.base
+    return arr
+
+
+def _stride(self, dim: int | None = None):
+    """The step between neighbouring elements of each dim, in elements, of this tensor's
+    memory (a tuple; one int with ``dim``)."""
+    arr = self._data
+    steps = tuple(s // arr.itemsize for s in arr.strides)
+    if dim is None:
+        return steps
+    if not -arr.ndim <= dim < max(arr.ndim, 1):
+        raise ShapeError(f"stride: dim {dim} out of range for {arr.ndim} dims", op="stride")
+    return steps[dim]
+
+
+def _storage_offset(self) -> int:
+    """How many elements into its memory block this tensor's first element lies (0 unless it is
+    a view)."""
+    arr = self._data
+    root = _root(arr)
+    start = arr.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    return start // arr.itemsize
+
+
+def _data_ptr(self) -> int:
+    """The address of the tensor's first element."""
+    return int(self._data.__array_interface__["data"][0])
+
+
+def _is_shared(self) -> bool:
+    """False: ember tensors live in the process's own memory."""
+    return False
+
+
+def _share_memory_(self):
+    """A no-op that returns self. ember's DataLoader workers hand batches back through their
+    own transport, so tensors need no shared-memory segment (unlike PyTorch's)."""
+    return self
+
+
+def _apply_(self, callable):
+    """Replace every element by ``callable(element)`` (a Python function, called once per
+    element, as PyTorch does on CPU). Eager only; records no gradient, and refuses a tensor
+    that requires grad, as PyTorch does."""
+    if self.requires_grad:
+        raise EmberError("apply_ cannot be used on a tensor that requires grad", op="apply_")
+    flat = self._data.reshape(-1) if self._data.flags.c_contiguous else None
+    values = [callable(v) for v in self._data.reshape(-1).tolist()]
+    result = np.asarray(values).astype(self._data.dtype).reshape(self._data.shape)
+    if flat is not None:
+        flat[...] = result.reshape(-1)
+    else:
+        np.copyto(self._data, result)
+    self._vc[0] += 1
+    return self
+
+
+def _mH(self):
+    return PUBLIC["transpose"](self, -2, -1)
+
+
+def _H(self):
+    if self.ndim > 2:
+        raise ShapeError(
+            f"H is defined for tensors of at most 2 dims, got {self.ndim}; use mH", op="H"
+        )
+    return PUBLIC["permute"](self, tuple(reversed(range(self.ndim))))
+
+
+# ------------------------------------------------------------------- in-place shape changes
+
+
+def _normalize(dim, ndim, name):
+    if not -ndim <= dim < max(ndim, 1):
+        raise ShapeError(f"{name}: dim {dim} out of range for {ndim} dims", op=name)
+    return dim % max(ndim, 1)
+
+
+def _squeeze_view(arr, dim=None):
+    if dim is None:
+        return np.squeeze(arr)
+    dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+    axes = tuple(
+        d for d in (_normalize(d, arr.ndim, "squeeze_") for d in dims) if arr.shape[d] == 1
+    )
+    return np.squeeze(arr, axis=axes) if arr.ndim else arr
+
+
+def _unsqueeze_view(arr, dim):
+    return np.expand_dims(arr, _normalize(dim, arr.ndim + 1, "unsqueeze_"))
+
+
+def _transpose_view(arr, dim0, dim1):
+    if arr.ndim == 0:
+        return arr
+    return np.swapaxes(
+        arr, _normalize(dim0, arr.ndim, "transpose_"), _normalize(dim1, arr.ndim, "transpose_")
+    )
+
+
+def _t_view(arr):
+    if arr.ndim > 2:
+        raise ShapeError(f"t_ is defined for tensors of at most 2 dims, got {arr.ndim}", op="t_")
+    return arr.T
+
+
+def _reviewing(name, view, op_name):
+    def method(self, *args, **kwargs):
+        if not isinstance(self, Tensor):
+            raise EmberError(
+                f"{name} changes a tensor's shape in place, which a captured graph cannot "
+                f"express; write x = x.{op_name}(...) instead",
+                op=name,
+            )
+        self._check_inplace(name)
+        result = PUBLIC[op_name](self, *args, **kwargs)
+        self._data = view(self._data, *args, **kwargs)
+        if result.grad_fn is not None:
+            self.grad_fn = result.grad_fn
+            self._output_nr = result._output_nr
+        return self
+
+    method.__name__ = name
+    method.__doc__ = (
+        f"In-place {op_name}: this tensor becomes its {op_name}, viewing the same memory."
+    )
+    return method
+
+
+def install(cls: type) -> None:
+    """Give ``cls`` the methods above (the eager Tensor, the symbolic tensor of capture: the
+    memory ones raise there, as its numpy() does)."""
+    cls.ndimension = _ndimension
+    cls.nelement = _nelement
+    cls.mH = property(_mH)
+    cls.H = property(_H)
+    cls.squeeze_ = _reviewing("squeeze_", _squeeze_view, "squeeze")
+    cls.unsqueeze_ = _reviewing("unsqueeze_", _unsqueeze_view, "unsqueeze")
+    cls.transpose_ = _reviewing("transpose_", _transpose_view, "transpose")
+    cls.swapdims_ = _reviewing("swapdims_", _transpose_view, "transpose")
+    cls.swapaxes_ = _reviewing("swapaxes_", _transpose_view, "transpose")
+    cls.t_ = _reviewing("t_", _t_view, "t")
+    if cls is Tensor:
+        cls.stride = _stride
+        cls.storage_offset = _storage_offset
+        cls.data_ptr = _data_ptr
+        cls.is_shared = _is_shared
+        cls.share_memory_ = _share_memory_
+        cls.apply_ = _apply_

@@ -1,0 +1,120 @@
+"""PyTorch's in-place random fills beyond uniform_ / normal_ / bernoulli_: exponential_,
+geometric_, cauchy_, log_normal_ and random_, each an inverse-CDF transform (or a randint) of
+ember's generators, written into the tensor under the in-place protocol (so they capture as
+draws too). ``generator=`` takes an ember.Generator as PyTorch's take a torch.Generator; the
+streams differ from PyTorch's, the distributions do not.
+"""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+
+from .. import dtypes as dt
+from ..errors import DTypeError
+from . import api as E
+from ._registry import export
+
+
+def _draw_float(old):
+    return old.dtype if old.dtype.is_floating_point else dt.float64
+
+
+def _require_float(name, old):
+    if not old.dtype.is_floating_point:
+        raise DTypeError(f"{name} fills float tensors only, got {old.dtype}", op=name)
+
+
+def _open_unit(old, generator):
+    """Uniform draws in (0, 1] (never 0: the transforms below take its logarithm)."""
+    u = E.uniform(0.0, 1.0, tuple(old.shape), generator=generator, dtype=_draw_float(old))
+    return 1.0 - u
+
+
+def _exponential_(self, lambd: float = 1.0, *, generator=None):
+    """Fill with draws from the exponential distribution of rate ``lambd``."""
+
+    def fill(old):
+        _require_float("exponential_", old)
+        return -E.log(_open_unit(old, generator)) / float(lambd)
+
+    return self._inplace("exponential_", fill)
+
+
+def _geometric_(self, p: float, *, generator=None):
+    """Fill with the number of Bernoulli(p) trials up to the first success (1, 2, ...)."""
+    if not 0 < p < 1:
+        raise ValueError(f"geometric_: p must be in (0, 1), got {p}")
+
+    def fill(old):
+        trials = E.ceil(E.log(_open_unit(old, generator)) / math.log1p(-p))
+        return E.cast(E.clamp(trials, min=1.0), old.dtype)
+
+    return self._inplace("geometric_", fill)
+
+
+def _cauchy_(self, median: float = 0.0, sigma: float = 1.0, *, generator=None):
+    """Fill with draws from the Cauchy distribution (location ``median``, scale ``sigma``)."""
+
+    def fill(old):
+        _require_float("cauchy_", old)
+        u = E.uniform(0.0, 1.0, tuple(old.shape), generator=generator, dtype=old.dtype)
+        return E.tan((u - 0.5) * math.pi) * float(sigma) + float(median)
+
+    return self._inplace("cauchy_", fill)
+
+
+def _log_normal_(self, mean: float = 1.0, std: float = 2.0, *, generator=None):
+    """Fill with ``exp`` of normal draws of ``mean`` and ``std``."""
+
+    def fill(old):
+        _require_float("log_normal_", old)
+        n = E.normal(
+            float(mean), float(std), tuple(old.shape), generator=generator, dtype=old.dtype
+        )
+        return E.exp(n)
+
+    return self._inplace("log_normal_", fill)
+
+
+def _default_top(dtype) -> int:
+    """random_()'s exclusive bound without arguments: 2^mantissa + 1 for floats (every integer
+    in [0, 2^mantissa] is exact), the largest value + 1 for integers, as PyTorch's."""
+    if dtype.is_bool:
+        return 2
+    if dtype.is_floating_point:
+        return 2 ** (ml_dtypes.finfo(dtype.np).nmant + 1) + 1
+    return int(np.iinfo(dtype.np).max) + 1 if dtype is not dt.int64 else int(np.iinfo(np.int64).max)
+
+
+def _random_(self, from_=None, to=None, *, generator=None, **kwargs):
+    """Fill with integers drawn uniformly from [from, to) (``random_(to)``: [0, to);
+    ``random_()``: [0, 2^mantissa] for floats, every non-negative value for integers)."""
+    from_ = kwargs.pop("from", from_)
+    if kwargs:
+        raise TypeError(f"random_() got unexpected arguments {sorted(kwargs)}")
+    if to is None and from_ is not None:
+        low, high = 0, int(from_)
+    else:
+        low, high = int(from_ or 0), to
+
+    def fill(old):
+        top = _default_top(old.dtype) if high is None else int(high)
+        if top <= low:
+            raise ValueError(f"random_ expects from < to, got from={low}, to={top}")
+        draws = E.randint(low, top, tuple(old.shape), generator=generator, dtype=dt.int64)
+        return E.cast(draws, old.dtype)
+
+    return self._inplace("random_", fill)
+
+
+for _fn, _name in (
+    (_exponential_, "exponential_"),
+    (_geometric_, "geometric_"),
+    (_cauchy_, "cauchy_"),
+    (_log_normal_, "log_normal_"),
+    (_random_, "random_"),
+):
+    export(_fn, name=_name, method=True, toplevel=False)

@@ -1,0 +1,177 @@
+"""``ember.special``: PyTorch's torch.special namespace over ember's ops (so every function
+differentiates and captures as they do): erf, erfc, erfinv, expit, logit, gammaln, digamma,
+psi, polygamma, multigammaln, xlogy, xlog1py, logsumexp, log_softmax, softmax, entr, sinc, i0,
+i1, ndtr, log_ndtr, log1p, expm1, exp2 and round.
+"""
+
+from __future__ import annotations
+
+import math
+
+from . import dtypes as dt
+from .ops import api as E
+from .ops import extra_math as _m
+from .ops._registry import apply
+from .ops.elementwise import to_tensor
+
+__all__ = [
+    "digamma",
+    "entr",
+    "erf",
+    "erfc",
+    "erfinv",
+    "exp2",
+    "expit",
+    "expm1",
+    "gammaln",
+    "i0",
+    "i1",
+    "log1p",
+    "log_ndtr",
+    "log_softmax",
+    "logit",
+    "logsumexp",
+    "multigammaln",
+    "ndtr",
+    "polygamma",
+    "psi",
+    "round",
+    "sinc",
+    "softmax",
+    "xlog1py",
+    "xlogy",
+]
+
+
+def _float(x):
+    x = to_tensor(x)
+    return x if x.dtype.is_floating_point else E.cast(x, dt.get_default_dtype())
+
+
+def erf(input):
+    """The error function."""
+    return E.erf(input)
+
+
+def erfc(input):
+    """The complementary error function, 1 - erf(x), accurate where erf(x) is near 1."""
+    return E.erfc(input)
+
+
+def erfinv(input):
+    """The inverse error function."""
+    return E.erfinv(input)
+
+
+def expit(input):
+    """The logistic sigmoid."""
+    return E.sigmoid(_float(input))
+
+
+def logit(input, eps: float | None = None):
+    """The inverse of expit (see ember.logit)."""
+    return E.logit(input, eps)
+
+
+def gammaln(input):
+    """log|Gamma(x)| (ember.lgamma)."""
+    return E.lgamma(input)
+
+
+def digamma(input):
+    """The digamma function (ember.digamma)."""
+    return E.digamma(input)
+
+
+psi = digamma
+
+
+def polygamma(n: int, input):
+    """The n-th derivative of digamma."""
+    return E.polygamma(n, input)
+
+
+def multigammaln(input, p: int):
+    """The multivariate log-gamma function of dimension ``p``:
+    ``p (p - 1) / 4 log(pi) + sum_j lgamma(x - j / 2)`` for j in 0..p-1."""
+    x = _float(input)
+    terms = E.stack([E.lgamma(x - j / 2) for j in range(int(p))], -1)
+    return E.sum(terms, -1) + p * (p - 1) / 4 * math.log(math.pi)
+
+
+def xlogy(input, other):
+    """``x * log(y)``, 0 where x is 0 (see ember.xlogy)."""
+    return E.xlogy(input, other)
+
+
+def xlog1py(input, other):
+    """``x * log1p(y)``, 0 where x is 0 (unless y is NaN)."""
+    return _m.xlog1py(input, other)
+
+
+def logsumexp(input, dim, keepdim: bool = False):
+    """log(sum(exp(x))) over ``dim`` without overflow."""
+    return E.logsumexp(input, dim, keepdim)
+
+
+def softmax(input, dim: int, *, dtype=None):
+    """Softmax along ``dim`` (``dtype`` casts the input first)."""
+    return E.softmax(input, dim, dtype=dtype)
+
+
+def log_softmax(input, dim: int, *, dtype=None):
+    """Log-softmax along ``dim`` (``dtype`` casts the input first)."""
+    return E.log_softmax(input, dim, dtype=dtype)
+
+
+def entr(input):
+    """The elementwise entropy ``-x log x``: 0 at 0, -inf for x < 0."""
+    x = _float(input)
+    positive = x > 0
+    value = -x * E.log(E.where(positive, x, 1.0))
+    return E.where(positive, value, E.where(x == 0, 0.0, E.where(x < 0, float("-inf"), x)))
+
+
+def sinc(input):
+    """The normalized sinc (see ember.sinc)."""
+    return E.sinc(input)
+
+
+def i0(input):
+    """The modified Bessel function of the first kind, order 0."""
+    return E.i0(input)
+
+
+def i1(input):
+    """The modified Bessel function of the first kind, order 1."""
+    return apply(_m.I1, _float(input))
+
+
+def ndtr(input):
+    """The standard normal CDF, ``erfc(-x / sqrt 2) / 2``."""
+    return E.erfc(_float(input) * -math.sqrt(0.5)) * 0.5
+
+
+def log_ndtr(input):
+    """log of the standard normal CDF, accurate far into the lower tail."""
+    return apply(_m.LOG_NDTR, _float(input))
+
+
+def log1p(input):
+    """log(1 + x)."""
+    return E.log1p(input)
+
+
+def expm1(input):
+    """exp(x) - 1."""
+    return E.expm1(input)
+
+
+def exp2(input):
+    """2 ** x."""
+    return E.exp2(input)
+
+
+def round(input, *, decimals: int = 0):  # noqa: A001
+    """Round half to even (to ``decimals`` places)."""
+    return E.round(input, decimals)
