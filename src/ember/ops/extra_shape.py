@@ -9,6 +9,7 @@ ravel, masked_scatter and fill_diagonal_.
 from __future__ import annotations
 
 import itertools
+
 import numpy as np
 
 from .. import dtypes as dt
