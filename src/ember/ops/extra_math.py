@@ -22,7 +22,7 @@ from .. import dtypes as dt
 from ..errors import DTypeError
 from ..types import TensorType
 from . import api as E
-from ._registry import INPLACE, PUBLIC, OpDef, apply, export, register
+from ._registry import INPLACE, PUBLIC, OpDef, TensorBase, apply, export, register
 from ._util import elementwise_cost, require_float, same_type
 from .elementwise import _binary, _unary, promote, to_tensor
 
@@ -52,12 +52,18 @@ def _digamma(x):
     return out
 
 
+def _lgamma(x):
+    # log|Gamma| grows without bound towards -inf too (SciPy gives -inf there, PyTorch inf)
+    out = sc.gammaln(x)
+    return np.where(x == -np.inf, np.inf, out) if np.any(x == -np.inf) else out
+
+
 _SQRT_PI_OVER_2 = math.sqrt(math.pi) / 2
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _LN2 = math.log(2.0)
 
-_unary("lgamma", _scipy(sc.gammaln), lambda c, g: (g * E.digamma(c.inputs[0]),))
+_unary("lgamma", _scipy(_lgamma), lambda c, g: (g * E.digamma(c.inputs[0]),))
 _unary(
     "digamma",
     _scipy(_digamma),
@@ -204,11 +210,23 @@ def _save_output(op):
     return op
 
 
+def _float_tensors(name):
+    def check(x, y):
+        for t in (x, y):
+            if not isinstance(t, TensorBase):
+                raise DTypeError(f"{name} takes tensors, got {type(t).__name__}", op=name)
+            if not t.dtype.is_floating_point:
+                raise DTypeError(f"{name} is defined for float tensors, got {t.dtype}", op=name)
+
+    return check
+
+
 _save_output(
     _binary(
         "hypot",
         _scipy(np.hypot),
         _hypot_vjp,
+        check=_float_tensors("hypot"),
         floating=True,
         bools=False,
         doc="hypot(x, y) = sqrt(x^2 + y^2) without overflow; float tensors only, as in PyTorch.",
@@ -218,6 +236,7 @@ _binary(
     "logaddexp",
     _scipy(np.logaddexp),
     _logaddexp_vjp(1.0),
+    check=_float_tensors("logaddexp"),
     floating=True,
     bools=False,
     doc="logaddexp(x, y) = log(exp(x) + exp(y)) without overflow; float tensors only.",
@@ -226,10 +245,14 @@ _binary(
     "logaddexp2",
     _scipy(np.logaddexp2),
     _logaddexp_vjp(_LN2),
+    check=_float_tensors("logaddexp2"),
     floating=True,
     bools=False,
     doc="logaddexp2(x, y) = log2(2^x + 2^y) without overflow; float tensors only.",
 )
+
+# (_binary gives every op an in-place method; PyTorch's tensors have no logaddexp_)
+del INPLACE["logaddexp_"], INPLACE["logaddexp2_"]
 
 
 # ------------------------------------------------------------------------------- composites
@@ -290,25 +313,26 @@ def sinc(input):
     return E.where(zero, 1.0, E.sin(safe) / safe)
 
 
-def _xlog(name, log, pole: float):
+def _xlog(name, log, inside):
     def fn(input, other):
         x, y = promote(input, other, floating=True)
-        # 0 * log(y) is 0 where x is 0, unless y is NaN; log reads a safe value there, so
-        # the gradient is 0 (not NaN) too
-        keep = E.logical_and(x == 0, y == y)
-        return E.where(keep, 0.0, x * log(E.where(keep, pole, y)))
+        # where x is 0 (and y is not NaN) the result is 0: log reads 1 there where log(y) is
+        # not finite (y = 0, negative, inf), so 0 * log(...) is 0, not NaN; the gradient is
+        # then log(y) for x (as PyTorch's) and 0 for y
+        keep = E.logical_and(x == 0, E.logical_not(inside(y)))
+        return x * log(E.where(E.logical_and(keep, y == y), 1.0, y))
 
     fn.__name__ = fn.__qualname__ = name
     return fn
 
 
-xlogy = _xlog("xlogy", lambda y: E.log(y), 1.0)
+xlogy = _xlog("xlogy", E.log, lambda y: E.logical_and(y > 0, y < float("inf")))
 xlogy.__doc__ = (
     "``x * log(y)``, 0 where x is 0 (unless y is NaN), with broadcasting and promotion to a "
     "float dtype. Either operand may be a Python number."
 )
 export(xlogy, method=True, inplace=True)
-xlog1py = _xlog("xlog1py", lambda y: E.log1p(y), 0.0)
+xlog1py = _xlog("xlog1py", E.log1p, lambda y: E.logical_and(y > -1, y < float("inf")))
 xlog1py.__doc__ = "``x * log1p(y)``, 0 where x is 0 (unless y is NaN); ember.special.xlog1py."
 
 
@@ -322,7 +346,9 @@ def exp2(input):
 @export(method=True, inplace=True)
 def logit(input, eps: float | None = None):
     """``log(p / (1 - p))``; with ``eps`` the input is clamped to [eps, 1 - eps] first (and the
-    gradient is 0 outside that range, as in PyTorch)."""
+    gradient is 0 outside that range, as in PyTorch). Inside (0, 1) the gradient is PyTorch's;
+    at 0 and 1 it is NaN (PyTorch's is inf), and outside [0, 1] it is finite where PyTorch's
+    is NaN."""
     p = _float(input)
     if eps is not None:
         p = E.clamp(p, float(eps), 1.0 - float(eps))

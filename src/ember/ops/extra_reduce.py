@@ -276,10 +276,11 @@ def nanmean(input, dim=None, keepdim: bool = False, *, dtype=None):
     return total / count
 
 
-@export(method=True)
-def var_mean(input, dim=None, keepdim: bool = False, *, correction=None, unbiased=None):
+@export
+def var_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
     """``(var, mean)`` over ``dim`` in one call; ``correction`` (default 1) or PyTorch's older
-    ``unbiased`` flag (also accepted positionally after dim)."""
+    ``unbiased`` flag, positional after dim as in PyTorch's overload (so ``var_mean(x, 1,
+    True)`` is unbiased, not keepdim: pass ``keepdim=`` by name)."""
     x = to_tensor(input)
     if isinstance(dim, bool):  # var_mean(x, unbiased)
         unbiased, dim = dim, None
@@ -289,8 +290,8 @@ def var_mean(input, dim=None, keepdim: bool = False, *, correction=None, unbiase
     return E.var(x, dim, keepdim, **kw), E.mean(x, dim, keepdim)
 
 
-@export(method=True)
-def std_mean(input, dim=None, keepdim: bool = False, *, correction=None, unbiased=None):
+@export
+def std_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
     """``(std, mean)`` over ``dim`` in one call (see var_mean)."""
     x = to_tensor(input)
     if isinstance(dim, bool):
@@ -320,8 +321,8 @@ def dist(input, other, p: float = 2):
         return E.amax(d) if d.numel() else E.sum(d)
     if p == float("-inf"):
         return E.amin(d) if d.numel() else E.sum(d)
-    if p == 0:
-        return E.sum(E.cast(d != 0, d.dtype))
+    if p == 0:  # (d * 0 links the count to the inputs: its gradient is 0, as PyTorch's)
+        return E.sum(E.where(d != 0, 1.0, d * 0))
     if p == 1:
         return E.sum(d)
     total = E.sum(d * d if p == 2 else d**p)
@@ -394,6 +395,8 @@ def _spacing(y, x, dx, axis, op):
 
 def _trapezoid_terms(y, x, dx, dim, op):
     y = to_tensor(y)
+    if y.dtype is dt.bool_:
+        raise DTypeError(f"{op}: bool y is not supported (as in PyTorch)", op=op)
     axis = normalize_axis(op, dim, y.ndim)
     size = y.shape[axis]
     if size == 0:
@@ -411,8 +414,8 @@ def trapezoid(y, x=None, *, dx=None, dim: int = -1):
     """The trapezoid rule along ``dim``: sample points ``x`` (a tensor) or a constant spacing
     ``dx`` (default 1)."""
     terms, axis, y = _trapezoid_terms(y, x, dx, dim, "trapezoid")
-    if terms is None:
-        return E.sum(y, axis)
+    if terms is None:  # no intervals: zeros, unconnected to y (as PyTorch's)
+        return E.zeros_like(E.sum(E.stop_gradient(y), axis))
     return E.sum(terms, axis)
 
 
@@ -545,7 +548,7 @@ def searchsorted(
     return apply(_SEARCHSORTED, seq, values, right=bool(right), int32=bool(out_int32))
 
 
-@export(method=True)
+@export
 def bucketize(input, boundaries, *, out_int32: bool = False, right: bool = False):
     """The bucket of each element among the 1-d ``boundaries``: ``searchsorted(boundaries,
     input, right=right)``."""

@@ -112,11 +112,12 @@ def _atleast(n):
         for t in items:
             t = to_tensor(t)
             if t.ndim < n:
-                shape = {
-                    0: (1,) * n,
-                    1: (1, t.shape[0], 1)[3 - n :] if n == 3 else (1, t.shape[0]),
-                    2: (*t.shape, 1),
-                }[t.ndim]
+                if t.ndim == 0:
+                    shape = (1,) * n
+                elif t.ndim == 1:
+                    shape = (1, t.shape[0], 1)[:n] if n == 3 else (1, t.shape[0])
+                else:
+                    shape = (*t.shape, 1)
                 t = E.reshape(t, shape)
             out.append(t)
         return out[0] if single else tuple(out)
@@ -151,11 +152,13 @@ def dstack(tensors):
 
 
 def _split_at(x, bounds, axis):
+    """x[start:b] along axis for consecutive bounds (each clamped to the size; a bound below
+    the previous one gives an empty part, and the next part starts at it, as in PyTorch)."""
     size = x.shape[axis]
     out, start = [], 0
     for b in [*bounds, size]:
-        b = min(max(int(b), start), size)
-        out.append(E.narrow(x, axis, start, b - start))
+        b = min(max(int(b), 0), size)
+        out.append(E.narrow(x, axis, start, max(b - start, 0)))
         start = b
     return tuple(out)
 
@@ -274,8 +277,8 @@ def combinations(input, r: int = 2, with_replacement: bool = False):
         )
     pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
     idx = np.array(list(pick(range(x.shape[0]), r)), np.int64).reshape(-1, r)
-    if r == 0 or idx.shape[0] == 0:
-        return E.zeros((0,) if r == 0 else (0, r), dtype=x.dtype)
+    if r == 0:
+        return E.index_select(x, 0, to_tensor(np.zeros(0, np.int64)))
     return E.reshape(E.index_select(x, 0, to_tensor(idx.reshape(-1))), idx.shape)
 
 
@@ -304,7 +307,7 @@ def vander(x, N: int | None = None, increasing: bool = False):
     x = to_tensor(x)
     if x.ndim != 1:
         raise ShapeError(f"vander needs a 1-d tensor, got shape {tuple(x.shape)}", op="vander")
-    if x.dtype is dt.bool_:
+    if not x.dtype.is_floating_point:  # integers and bools: int64, as in PyTorch
         x = E.cast(x, dt.int64)
     n = x.shape[0] if N is None else int(N)
     if n < 0:
@@ -358,7 +361,9 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
             f"addbmm takes 3-d batches, got {tuple(b1.shape)} and {tuple(b2.shape)}",
             op="addbmm",
         )
-    return _scaled("addbmm", input, E.sum(E.bmm(b1, b2), 0), beta, alpha)
+    products = E.bmm(b1, b2)
+    # (summing keeps the batch's dtype: sum alone would widen integers to int64)
+    return _scaled("addbmm", input, E.cast(E.sum(products, 0), products.dtype), beta, alpha)
 
 
 @export(method=True)
@@ -397,6 +402,12 @@ def cross(input, other, dim: int | None = None):
     """The cross product of 3-vectors along ``dim`` (broadcasting); without ``dim``, the first
     dim of size 3 (PyTorch's deprecated default)."""
     a, b = promote(input, other)
+    if a.ndim != b.ndim:
+        raise ShapeError(
+            f"cross: inputs must have the same number of dims, got {tuple(a.shape)} and "
+            f"{tuple(b.shape)}",
+            op="cross",
+        )
     shape = broadcast_shapes("cross", tuple(a.shape), tuple(b.shape))
     a, b = E.broadcast_to(a, shape), E.broadcast_to(b, shape)
     if dim is None:
