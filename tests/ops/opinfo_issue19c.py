@@ -914,3 +914,144 @@ OPS += [
     _special("softmax", lambda: [S(n(3, 4), 1, desc="dim"), S(n(3, 4), 0, desc="dim 0")]),
     _special("log_softmax", lambda: [S(n(3, 4), 1, desc="dim"), S(n(3, 4), 0, desc="dim 0")]),
 ]  # fmt: skip
+
+
+# ------------------------------------------------------------------ aliases and composites
+
+
+def _div_rounding():
+    a, b = n(3, 4) * 5, u(0.5, 2, 3, 4) * R.choice([-1.0, 1.0], (3, 4))
+    ints_a, ints_b = np.array([7, -7, 7, -7, 0]), np.array([2, 2, -2, -2, 3])
+    return [
+        S(a, b, kwargs={"rounding_mode": "trunc"}, desc="trunc"),
+        S(a, b, kwargs={"rounding_mode": "floor"}, desc="floor"),
+        S(a, b, kwargs={"rounding_mode": None}, desc="true"),
+        S(ints_a, ints_b, kwargs={"rounding_mode": "trunc"}, desc="int trunc"),
+        S(ints_a, ints_b, kwargs={"rounding_mode": "floor"}, desc="int floor"),
+        S(ints_a, ints_b, desc="int true"),
+        S(a, 2.5, kwargs={"rounding_mode": "trunc"}, desc="python other"),
+        S(a, b, kwargs={"rounding_mode": "round"}, desc="unknown mode refused"),
+    ]
+
+
+OPS += [
+    OpInfo("div", _div_rounding, spellings=("T", "M")),
+    OpInfo("divide", _div_rounding, spellings=("T", "M")),
+    OpInfo("divide", lambda: _div_rounding()[:3], spellings=("I",), dtypes=()),
+    binary("true_divide", rhs_kinks=(0.0,)),
+    binary("subtract"),
+    binary("multiply"),
+    OpInfo("subtract", lambda: [S(n(2, 3), n(2, 3), kwargs={"alpha": 2}, desc="alpha")]),
+    unary("negative"),
+    unary("fix", low=-5.0, high=5.0, kinks=np.arange(-5, 6)),
+    unary("positive", grad=False),
+    unary("asinh", low=-3.0, high=3.0, spellings=("T", "M")),
+    unary(
+        "acosh", low=1.1, high=4.0, special=SPECIAL_POS, grad_special=False, spellings=("T", "M")
+    ),
+    unary("atanh", low=-0.9, high=0.9, special=UNIT, grad_special=False, spellings=("T", "M")),
+    unary("arcsinh", low=-3.0, high=3.0, spellings=("T", "M")),
+    unary(
+        "arccosh", low=1.1, high=4.0, special=SPECIAL_POS, grad_special=False, spellings=("T", "M")
+    ),
+    unary("arctanh", low=-0.9, high=0.9, special=UNIT, grad_special=False, spellings=("T", "M")),
+    unary("isposinf", grad=False),
+    unary("isneginf", grad=False),
+    unary("isreal", grad=False),
+    # (PyTorch's gradient of sgn is a ZeroTensor its tests cannot read; ember's is 0 too)
+    unary("sgn", kinks=(0.0,), grad=False),
+    OpInfo(
+        "asinh",
+        lambda: [S(u(0.2, 0.8, 2, 3), desc="(2, 3)")],
+        spellings=("I",),
+        dtypes=(),
+        grad=False,  # (PyTorch defines no derivative for its in-place inverse hyperbolics)
+    ),
+    *[
+        OpInfo(
+            name,
+            lambda: [S(u(1.2, 1.8, 2, 3), desc="(2, 3)")],
+            spellings=("I",),
+            dtypes=(),
+            grad=False,
+        )
+        for name in ("acosh", "arccosh")
+    ],
+    *[
+        OpInfo(
+            name,
+            lambda: [S(u(0.2, 0.8, 2, 3), desc="(2, 3)")],
+            spellings=("I",),
+            dtypes=(),
+            grad=False,
+        )
+        for name in ("atanh", "arctanh", "arcsinh")
+    ],
+    OpInfo("swapdims", lambda: [S(n(2, 3, 4), 0, 2, desc="0, 2"), S(n(2, 3), -1, 0, desc="-1, 0")]),
+]
+OPS += [
+    binary(name, promotion=True, grad=False)
+    for name in ("greater", "greater_equal", "less", "less_equal", "not_equal")
+]
+
+
+def _copysign_samples():
+    return [
+        S(n(2, 3), n(2, 3), desc="same shape"),
+        S(n(2, 3), np.array([-0.0, 0.0, -1.0]), desc="signed zeros"),
+        S(n(2, 3), -2.0, desc="python other"),
+        S(np.array([1, -2, 3]), np.array([-1, 1, -1]), desc="integers"),
+        S(np.array([np.nan, np.inf, 0.0]), np.array([-1.0, -1.0, -1.0]), desc="special",
+          grad=False),
+    ]  # fmt: skip
+
+
+def _cov_samples():
+    x = n(3, 6)
+    return [
+        S(x, desc="rows"),
+        S(x, kwargs={"correction": 0}, desc="correction 0"),
+        S(x, kwargs={"fweights": np.array([1, 2, 1, 3, 1, 1])}, desc="fweights"),
+        S(x, kwargs={"aweights": u(0.5, 2, 6)}, desc="aweights"),
+        S(n(5), desc="one variable"),
+        S(np.array([[1, 2, 4], [0, 3, 1]]), desc="integers"),
+    ]
+
+
+OPS += [
+    OpInfo("copysign", _copysign_samples),
+    OpInfo("rsub", lambda: [S(n(2, 3), n(2, 3), desc="tensors"),
+                            S(n(2, 3), n(3), kwargs={"alpha": 2}, desc="alpha")]),
+    OpInfo("float_power", lambda: [S(u(0.5, 2, 2, 3), u(-1, 2, 2, 3), desc="tensors"),
+                                   S(u(0.5, 2, 2, 3).astype(np.float32), 2, desc="int exponent"),
+                                   S(np.array([2, 3]), np.array([2, 3]), desc="integers")],
+           spellings=("T", "M")),
+    # (PyTorch's ldexp gradient with a negative int exponent is 0: it takes 2 ** -2 in ints)
+    OpInfo("ldexp", lambda: [S(n(2, 3), np.array([1, -2, 3]), desc="int exponents", grad=False),
+                             S(n(2, 3), n(3), desc="float exponents")], spellings=("T", "M")),
+    OpInfo("aminmax", lambda: [S(n(3, 4), desc="all"),
+                               S(n(3, 4), kwargs={"dim": 1}, desc="dim"),
+                               S(n(3, 4), kwargs={"dim": 0, "keepdim": True}, desc="keepdim")],
+           grad=False),
+    OpInfo("inner", lambda: [S(n(2, 3), n(4, 3), desc="matrices"), S(n(3), n(3), desc="vectors"),
+                             S(np.array(2.0), n(3), desc="0-d")]),
+    OpInfo("vdot", lambda: [S(n(3), n(3), desc="vectors"),
+                            S(n(2, 3), n(2, 3), desc="2-d refused")]),
+    OpInfo("diagflat", lambda: [S(n(3), desc="vector"), S(n(2, 2), 1, desc="matrix, offset")]),
+    OpInfo("unflatten", lambda: [S(n(2, 6), 1, (2, 3), desc="(2, 3)"),
+                                 S(n(6, 2), 0, (-1, 2), desc="-1")]),
+    OpInfo("narrow_copy", lambda: [S(n(4, 3), 0, 1, 2, desc="rows")]),
+    OpInfo("isin", lambda: [S(np.array([1, 2, 3, 4]), np.array([2, 4, 9]), desc="ints"),
+                            S(n(3), n(2), desc="floats"),
+                            S(np.array([1, 2, 3]), np.array([2]), kwargs={"invert": True},
+                              desc="invert")], grad=False, dtypes=()),
+    OpInfo("bincount", lambda: [S(np.array([1, 3, 1, 0]), desc="counts"),
+                                S(np.array([1, 3, 1]), u(0, 1, 3), desc="weights"),
+                                S(np.array([1, 3, 1]), kwargs={"minlength": 7}, desc="minlength"),
+                                S(np.array([], np.int64), desc="empty")],
+           dtypes=(), grad=False),  # (PyTorch defines no derivative for bincount)
+    OpInfo("trace", lambda: [S(n(3, 4), desc="matrix"), S(n(3), desc="vector refused")],
+           spellings=("M",)),
+    OpInfo("cov", _cov_samples, dtypes=FLOATS),
+    OpInfo("corrcoef", lambda: _cov_samples()[:1] + _cov_samples()[-1:]),
+]  # fmt: skip

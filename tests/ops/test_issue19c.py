@@ -130,7 +130,7 @@ def test_metadata_methods_follow_pytorch():
     assert a.mH.shape == (4, 3) and a.H.shape == (4, 3)
     assert not a.is_shared() and a.share_memory_() is a
     with pytest.raises(ShapeError):
-        ember.ones(2, 3, 4).H
+        _ = ember.ones(2, 3, 4).H
     if ta is not None:
         assert view.stride() == ta[1:, 2:].stride()
         assert view.storage_offset() == ta[1:, 2:].storage_offset()

@@ -1,0 +1,329 @@
+"""More of PyTorch's everyday spellings: the aliases (subtract, multiply, divide, true_divide,
+negative, positive, greater, less, not_equal, ..., fix, swapdims, arccosh ...), div's
+``rounding_mode``, the inverse hyperbolic functions (primitives, as ops/pointwise.py's), and
+small composites of ember's ops: isneginf, isposinf, isreal, sgn, copysign, rsub, float_power,
+ldexp, aminmax, inner, vdot, diagflat, unflatten, isin, bincount, narrow_copy, cov, corrcoef
+and Tensor.trace.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..errors import DTypeError, ShapeError
+from . import api as E
+from ._registry import PUBLIC, export
+from ._util import normalize_axis
+from .elementwise import _unary, promote, to_tensor
+
+aminmax_t = namedtuple("aminmax", ["min", "max"])
+
+
+def _alias(target: str, name: str, method=True, inplace=True):
+    # (looked up when called: the target's module may be imported after this one)
+    def alias(*args, **kwargs):
+        return PUBLIC[target](*args, **kwargs)
+
+    alias.__name__ = alias.__qualname__ = name
+    alias.__doc__ = f"PyTorch's alias of ``{target}``."
+    export(alias, name=name, method=method, inplace=inplace)
+    return alias
+
+
+# ----------------------------------------------------------------------- div rounding_mode
+
+_DIV = PUBLIC["div"]
+
+
+def div(input, other, *, rounding_mode: str | None = None):
+    """``input / other`` (true division, a float result). ``rounding_mode="trunc"`` rounds the
+    quotient towards zero and ``"floor"`` down (floor_divide), keeping an integer dtype for
+    integer operands, as in PyTorch; their gradient is 0."""
+    if rounding_mode is None:
+        return _DIV(input, other)
+    if rounding_mode == "floor":
+        return E.floor_divide(input, other)
+    if rounding_mode != "trunc":
+        raise ValueError(
+            f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}"
+        )
+    x, y = promote(input, other)
+    if x.dtype.is_floating_point:
+        return E.trunc(x / y)
+    # exact for integers: x - fmod(x, y) is a multiple of y
+    return E.floor_divide(x - E.fmod(x, y), y)
+
+
+# ember.div, x.div and ``/`` (which looks div up by name) take rounding_mode here; x.div_
+# keeps the op's own in-place route
+export(div, name="div", method=True)
+export(div, name="divide", method=True, inplace=True)
+export(div, name="true_divide", method=True, inplace=True)
+
+_alias("sub", "subtract")
+_alias("mul", "multiply")
+_alias("neg", "negative")
+_alias("trunc", "fix")
+_alias("transpose", "swapdims", inplace=False)
+_alias("gt", "greater")
+_alias("ge", "greater_equal")
+_alias("lt", "less")
+_alias("le", "less_equal")
+_alias("ne", "not_equal")
+
+
+@export(method=True)
+def positive(input):
+    """``input`` itself (PyTorch's unary plus; refused for bool, as there)."""
+    x = to_tensor(input)
+    if x.dtype is dt.bool_:
+        raise DTypeError("positive is not defined for bool tensors", op="positive")
+    return x
+
+
+# ------------------------------------------------------------------- inverse hyperbolics
+
+
+def _quiet(ufunc):
+    def kernel(x):
+        with np.errstate(all="ignore"):
+            return ufunc(x)
+
+    kernel.__name__ = ufunc.__name__
+    return kernel
+
+
+_unary(
+    "asinh",
+    _quiet(np.arcsinh),
+    lambda c, g: (g * E.rsqrt(c.inputs[0] * c.inputs[0] + 1),),
+    method=("asinh", "arcsinh"),
+    c="asinh{f}({0})",
+)
+_unary(
+    "acosh",
+    _quiet(np.arccosh),
+    lambda c, g: (g * E.rsqrt(c.inputs[0] * c.inputs[0] - 1),),
+    method=("acosh", "arccosh"),
+    c="acosh{f}({0})",
+)
+_unary(
+    "atanh",
+    _quiet(np.arctanh),
+    lambda c, g: (g / (1 - c.inputs[0] * c.inputs[0]),),
+    method=("atanh", "arctanh"),
+    c="atanh{f}({0})",
+)
+for _name in ("asinh", "acosh", "atanh"):
+    export(PUBLIC[_name], name="arc" + _name[1:])
+
+
+# ------------------------------------------------------------------------------ composites
+
+
+@export(method=True)
+def isposinf(input):
+    """Where the input is +inf (bool)."""
+    x = to_tensor(input)
+    return x == float("inf") if x.dtype.is_floating_point else E.zeros(x.shape, dtype=dt.bool_)
+
+
+@export(method=True)
+def isneginf(input):
+    """Where the input is -inf (bool)."""
+    x = to_tensor(input)
+    return x == float("-inf") if x.dtype.is_floating_point else E.zeros(x.shape, dtype=dt.bool_)
+
+
+@export(method=True)
+def isreal(input):
+    """True everywhere: ember has no complex dtypes."""
+    x = to_tensor(input)
+    return E.ones(x.shape, dtype=dt.bool_)
+
+
+@export(method=True, inplace=True)
+def sgn(input):
+    """sign (for real tensors PyTorch's sgn is sign); its gradient is 0."""
+    return E.sign(input)
+
+
+@export(method=True, inplace=True)
+def copysign(input, other):
+    """|input| with the sign of ``other`` (its sign bit: -0.0 counts as negative), a float
+    result. The gradient for input is its sign times other's (0 at 0), for other 0."""
+    x, y = promote(input, other, floating=True)
+    magnitude = E.abs(x)
+    return E.where(E.signbit(y), -magnitude, magnitude)
+
+
+@export
+def rsub(input, other, *, alpha=1):
+    """``other - alpha * input``."""
+    return E.sub(other, input, alpha=alpha)
+
+
+@export(method=True, inplace=True)
+def float_power(input, exponent):
+    """``input ** exponent`` in float64 (PyTorch's: both operands become double first)."""
+    x = E.cast(to_tensor(input), dt.float64)
+    e = exponent if isinstance(exponent, (int, float)) else E.cast(to_tensor(exponent), dt.float64)
+    return E.pow(x, float(e) if isinstance(e, (int, float)) else e)
+
+
+@export(method=True, inplace=True)
+def ldexp(input, other):
+    """``input * 2 ** other``, a float result."""
+    x, e = promote(input, other, floating=True)
+    return x * E.pow(2.0, e)
+
+
+@export(method=True)
+def aminmax(input, *, dim=None, keepdim: bool = False):
+    """``(min, max)`` as a named tuple, over all elements or ``dim``."""
+    x = to_tensor(input)
+    if dim is None:
+        return aminmax_t(E.amin(x), E.amax(x))
+    return aminmax_t(E.amin(x, dim, keepdim), E.amax(x, dim, keepdim))
+
+
+@export(method=True)
+def inner(input, other):
+    """The inner product over the last dims (0-d operands multiply)."""
+    a, b = to_tensor(input), to_tensor(other)
+    if a.ndim == 0 or b.ndim == 0:
+        return a * b
+    return E.tensordot(a, b, ([-1 + a.ndim], [-1 + b.ndim]))
+
+
+@export(method=True)
+def vdot(input, other):
+    """The dot product of two 1-d tensors (of one dtype, as in PyTorch)."""
+    a, b = to_tensor(input), to_tensor(other)
+    if a.ndim != 1 or b.ndim != 1:
+        raise ShapeError(
+            f"vdot takes 1-d tensors, got {tuple(a.shape)} and {tuple(b.shape)}", op="vdot"
+        )
+    return E.dot(a, b)
+
+
+@export(method=True)
+def diagflat(input, offset: int = 0):
+    """A matrix with the flattened input on its ``offset`` diagonal."""
+    return E.diag_embed(E.reshape(to_tensor(input), (-1,)), offset)
+
+
+@export(method=True)
+def unflatten(input, dim: int, sizes):
+    """Split dim ``dim`` into ``sizes`` (one may be -1)."""
+    x = to_tensor(input)
+    axis = normalize_axis("unflatten", dim, x.ndim)
+    return E.reshape(x, (*x.shape[:axis], *tuple(sizes), *x.shape[axis + 1 :]))
+
+
+@export(method=True)
+def narrow_copy(input, dim: int, start: int, length: int):
+    """A copy of ``narrow(input, dim, start, length)``."""
+    return E.clone(E.narrow(input, dim, start, length))
+
+
+@export
+def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool = False):
+    """Whether each element of ``elements`` is among ``test_elements`` (either may be a
+    scalar), a bool tensor of elements' shape; ``invert`` negates."""
+    x = to_tensor(elements)
+    t = E.reshape(to_tensor(test_elements), (-1,))
+    x_, t_ = promote(x, t)
+    found = E.any(E.unsqueeze(x_, -1) == t_, -1) if t.shape[0] else E.zeros(x.shape, dtype=dt.bool_)
+    return E.logical_not(found) if invert else found
+
+
+@export(method=True)
+def bincount(input, weights=None, minlength: int = 0):
+    """How often each value of a 1-d non-negative integer tensor occurs (summing ``weights``
+    instead of 1 when given). The length, max(input) + 1, depends on the values, so under
+    capture it needs them (ember.function refuses it, as it does .item())."""
+    x = to_tensor(input)
+    if x.ndim != 1 or x.dtype.is_floating_point or x.dtype is dt.bool_:
+        raise DTypeError(
+            f"bincount takes a 1-d integer tensor, got {x.dtype} of shape {tuple(x.shape)}",
+            op="bincount",
+        )
+    size = max(int(minlength), int(E.amax(x).item()) + 1 if x.shape[0] else 0)
+    if x.shape[0] and int(E.amin(x).item()) < 0:
+        raise ShapeError("bincount takes non-negative values", op="bincount")
+    index = E.cast(x, dt.int64)
+    if weights is None:
+        return E.scatter_add(E.zeros((size,), dtype=dt.int64), 0, index, E.ones_like(index))
+    w = to_tensor(weights)
+    out_dtype = w.dtype if w.dtype.is_floating_point else dt.float64
+    w = E.cast(w, out_dtype)
+    return E.scatter_add(E.zeros((size,), dtype=out_dtype), 0, index, w)
+
+
+def _trace(self):
+    """The sum of the main diagonal of a matrix (Tensor.trace; ``ember.trace`` is graph
+    capture, so the function form is ``ember.diagonal(x).sum()``)."""
+    x = to_tensor(self)
+    if x.ndim != 2:
+        raise ShapeError(f"trace takes a matrix, got shape {tuple(x.shape)}", op="trace")
+    if x.dtype is dt.bool_:
+        raise DTypeError("trace is not defined for bool tensors (as in PyTorch)", op="trace")
+    d = E.sum(E.diagonal(x))
+    return d
+
+
+export(_trace, name="trace", method=True, toplevel=False)
+
+
+@export(method=True)
+def cov(input, *, correction: int = 1, fweights=None, aweights=None):
+    """The covariance matrix of the variables in the rows of ``input`` (observations in the
+    columns), with frequency and analytic weights as NumPy's / PyTorch's."""
+    x = to_tensor(input)
+    if x.ndim > 2:
+        raise ShapeError(f"cov takes at most 2 dims, got {tuple(x.shape)}", op="cov")
+    if x.ndim < 2:
+        x = E.reshape(x, (1, -1))
+    if x.dtype is dt.bool_:
+        raise DTypeError("cov is not defined for bool tensors (as in PyTorch)", op="cov")
+    if not x.dtype.is_floating_point:
+        x = E.cast(x, dt.get_default_dtype())
+    n = x.shape[1]
+    w = None
+    if fweights is not None:
+        w = E.cast(to_tensor(fweights), x.dtype)
+    if aweights is not None:
+        a = E.cast(to_tensor(aweights), x.dtype)
+        w = a if w is None else w * a
+    if w is None:
+        mean = E.mean(x, 1, True)
+        total = float(n)
+        norm = total - correction
+    else:
+        total = E.sum(w)
+        mean = E.sum(x * w, 1, True) / total
+        if correction == 0:
+            norm = total
+        elif aweights is None:
+            norm = total - correction
+        else:
+            norm = total - correction * E.sum(w * E.cast(to_tensor(aweights), x.dtype)) / total
+    centred = x - mean
+    weighted = centred if w is None else centred * w
+    out = E.matmul(weighted, E.transpose(centred, 0, 1)) / norm
+    return E.squeeze(out) if to_tensor(input).ndim < 2 else out
+
+
+@export(method=True)
+def corrcoef(input):
+    """Pearson correlation coefficients of the rows' variables, clipped to [-1, 1]."""
+    c = cov(input)
+    if c.ndim == 0:
+        return c / c
+    d = E.sqrt(E.diagonal(c))
+    out = c / E.unsqueeze(d, 1) / E.unsqueeze(d, 0)
+    return E.clamp(out, -1.0, 1.0)
