@@ -924,7 +924,9 @@ def _div_rounding():
     ints_a, ints_b = np.array([7, -7, 7, -7, 0]), np.array([2, 2, -2, -2, 3])
     return [
         S(a, b, kwargs={"rounding_mode": "trunc"}, desc="trunc"),
-        S(a, b, kwargs={"rounding_mode": "floor"}, desc="floor"),
+        # (floor is floor_divide, whose zero gradient samples_elementwise.py checks: opinfo_misc
+        # lists its VJP as one these databases leave out)
+        S(a, b, kwargs={"rounding_mode": "floor"}, desc="floor", grad=False),
         S(a, b, kwargs={"rounding_mode": None}, desc="true"),
         S(ints_a, ints_b, kwargs={"rounding_mode": "trunc"}, desc="int trunc"),
         S(ints_a, ints_b, kwargs={"rounding_mode": "floor"}, desc="int floor"),
@@ -1027,6 +1029,10 @@ OPS += [
                                    S(np.array([2, 3]), np.array([2, 3]), desc="integers")],
            spellings=("T", "M")),
     # (PyTorch's ldexp gradient with a negative int exponent is 0: it takes 2 ** -2 in ints)
+    OpInfo("ldexp", lambda: [S(n(2, 3), n(3), desc="float exponents")], spellings=("I",),
+           dtypes=()),
+    OpInfo("float_power", lambda: [S(u(0.5, 2, 2, 3), u(-1, 2, 2, 3), desc="tensors")],
+           spellings=("I",), dtypes=()),
     OpInfo("ldexp", lambda: [S(n(2, 3), np.array([1, -2, 3]), desc="int exponents", grad=False),
                              S(n(2, 3), n(3), desc="float exponents")], spellings=("T", "M")),
     OpInfo("aminmax", lambda: [S(n(3, 4), desc="all"),
