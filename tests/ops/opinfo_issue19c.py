@@ -940,6 +940,7 @@ OPS += [
     OpInfo("div", _div_rounding, spellings=("T", "M")),
     OpInfo("divide", _div_rounding, spellings=("T", "M")),
     OpInfo("divide", lambda: _div_rounding()[:3], spellings=("I",), dtypes=()),
+    OpInfo("div", lambda: _div_rounding()[:3], spellings=("I",), dtypes=()),
     binary("true_divide", rhs_kinks=(0.0,)),
     binary("subtract"),
     binary("multiply"),

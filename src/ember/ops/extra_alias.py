@@ -57,9 +57,12 @@ def div(input, other, *, rounding_mode: str | None = None):
     return E.floor_divide(x - E.fmod(x, y), y)
 
 
-# ember.div, x.div and ``/`` (which looks div up by name) take rounding_mode here; x.div_
-# keeps the op's own in-place route
-export(div, name="div", method=True)
+# ember.div, x.div and ``/`` (which looks div up by name) take rounding_mode here; ``/=`` and
+# x.div_ without it keep the op's direct in-place route (one ufunc into x's memory)
+for _attr in ("ufunc", "ufunc_float_only"):
+    if hasattr(_DIV, _attr):
+        setattr(div, _attr, getattr(_DIV, _attr))
+export(div, name="div", method=True, inplace=True)
 export(div, name="divide", method=True, inplace=True)
 export(div, name="true_divide", method=True, inplace=True)
 
