@@ -828,8 +828,12 @@ _INPLACE_ARGS = {
     "clamp_min_": (0.3,),
     "fill_": (2.5,),
     "xlogy_": (np.array(2.0),),
+    "ldexp_": (np.array([1.0, -2.0, 3.0]),),
     "logit_": (),
 }
+
+
+_NO_TORCH_GRAD = {"acosh_", "arccosh_", "asinh_", "arcsinh_", "atanh_", "arctanh_"}
 
 
 def _toplevel_inplace(name):
@@ -848,6 +852,8 @@ def _toplevel_inplace(name):
         call=call,
         spellings=("T",),
         dtypes=(),
+        # (PyTorch defines no derivative for its in-place inverse hyperbolics)
+        grad=name not in _NO_TORCH_GRAD,
     )
 
 

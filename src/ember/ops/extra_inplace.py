@@ -13,6 +13,8 @@ NAMES = (
     "exp_", "expm1_", "fill_", "floor_", "frac_", "i0_", "log10_", "log1p_", "log2_", "log_",
     "logit_", "nan_to_num_", "neg_", "rad2deg_", "reciprocal_", "round_", "rsqrt_", "sigmoid_",
     "sin_", "sinc_", "sinh_", "sqrt_", "square_", "tan_", "tanh_", "trunc_", "xlogy_", "zero_",
+    "acosh_", "arccosh_", "asinh_", "arcsinh_", "atanh_", "arctanh_", "fix_", "ldexp_",
+    "negative_",
 )  # fmt: skip
 
 
