@@ -97,7 +97,7 @@ I1 = _unary(
     method=False,
     toplevel=False,  # ember.special.i1 only, as in PyTorch
 )
-I1.save_outputs = (0,)
+I1.save_outputs = (0,)  # (_unary saves one of input and output; the VJP reads both)
 _unary("i0", _scipy(sc.i0), lambda c, g: (g * apply(I1, c.inputs[0]),))
 LOG_NDTR = _unary(
     "log_ndtr",
@@ -107,7 +107,7 @@ LOG_NDTR = _unary(
     method=False,
     toplevel=False,  # ember.special.log_ndtr only, as in PyTorch
 )
-LOG_NDTR.save_outputs = (0,)
+LOG_NDTR.save_outputs = (0,)  # (as I1: the VJP reads input and output)
 
 
 # -------------------------------------------------------------------------------- polygamma
@@ -206,6 +206,7 @@ def _logaddexp_vjp(scale):
 
 
 def _save_output(op):
+    """Keep the result for the VJP too (_binary saves the inputs only)."""
     op.save_outputs = (0,)
     return op
 
