@@ -86,3 +86,4 @@ from .transformer import (
     TransformerEncoderLayer,
     generate_square_subsequent_mask,
 )
+from .transformer_decoder import Transformer, TransformerDecoder, TransformerDecoderLayer
