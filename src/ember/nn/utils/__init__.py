@@ -1,6 +1,6 @@
 """``ember.nn.utils``: gradient clipping (PyTorch's formulas: the total norm is the norm of the
 per-tensor norms; gradients are scaled by ``min(max_norm / (total + 1e-6), 1)``), and conversion
-between a parameter list and one flat vector."""
+between a parameter list and one flat vector; ``rnn`` (variable-length sequences)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ import types
 import warnings
 from collections.abc import Iterable
 
-from .. import dtypes as dt
-from ..autograd import no_grad
-from ..errors import ShapeError
-from ..ops import api as E
-from ..tensor import Tensor
+from ... import dtypes as dt
+from ...autograd import no_grad
+from ...errors import ShapeError
+from ...ops import api as E
+from ...tensor import Tensor
+from . import rnn
 
 
 def _as_list(tensors) -> list:
