@@ -196,3 +196,24 @@ def test_lengths_must_be_known_while_capturing():
 
     with pytest.raises(ember.EmberError, match="known while the graph is captured"):
         ember.trace(pack, ember.zeros(3, 2, 1), ember.tensor(np.array([3, 2])))
+
+
+def test_captured_function_returns_a_packed_sequence():
+    gru = nn.GRU(3, 4).double()
+    x = ember.tensor(randn(5, 3, 3))
+
+    def run(x):
+        return gru(R.pack_padded_sequence(x, [2, 5, 3], enforce_sorted=False))
+
+    (out, h), (want, want_h) = ember.function(run)(x), run(x)
+    assert isinstance(out, R.PackedSequence)
+    for name in ("data", "batch_sizes", "sorted_indices", "unsorted_indices"):
+        np.testing.assert_allclose(getattr(out, name).numpy(), getattr(want, name).numpy())
+    np.testing.assert_allclose(h.numpy(), want_h.numpy())
+
+
+def test_a_packed_sequence_argument_to_a_captured_function_is_refused():
+    gru = nn.GRU(3, 4).double()
+    packed = R.pack_padded_sequence(ember.tensor(randn(5, 3, 3)), [2, 5, 3], False, False)
+    with pytest.raises(ember.EmberError, match="pack it inside the captured function"):
+        ember.function(lambda p: gru(p)[1])(packed)

@@ -85,7 +85,9 @@ def _host(value, op: str, what: str) -> np.ndarray:
     elif isinstance(value, TensorBase):
         raise EmberError(
             f"{what} must be known while the graph is captured (a list, a NumPy array or an "
-            "eager tensor, which the graph holds as a constant), not a graph value",
+            "eager tensor, which the graph holds as a constant), not a graph value; pass the "
+            "padded batch and pack it inside the captured function (a PackedSequence argument "
+            "makes its batch sizes graph inputs)",
             op=op,
         )
     else:
