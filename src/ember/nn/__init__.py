@@ -2,7 +2,9 @@
 
 Layers, parameter names, state_dict keys and weight layouts follow PyTorch's, so a state_dict
 moves between ``torch.nn`` and ``ember.nn`` models of the same architecture with a plain dict
-copy. ``ember.nn.init`` holds the initialisers; ``ember.nn.utils`` gradient clipping.
+copy. ``ember.nn.init`` holds the initialisers; ``ember.nn.utils`` gradient clipping,
+``utils.rnn`` packed sequences and ``utils.parametrize`` / ``utils.parametrizations``
+(weight_norm, spectral_norm).
 """
 
 from . import functional, init, utils
