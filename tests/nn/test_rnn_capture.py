@@ -192,3 +192,13 @@ def test_cells_capture():
     np.testing.assert_allclose(
         ember.function(unrolled)(x, h, c).item(), unrolled(x, h, c).item(), rtol=1e-12
     )
+
+
+def test_one_captured_graph_serves_every_sequence_length():
+    lstm = nn.LSTM(3, 4, bidirectional=True).double()
+    spec = [ember.TensorSpec((None, 2, 3), ember.float64)]
+    captured = ember.function(lambda x: lstm(x)[0].sum(), input_signature=spec)
+    for steps in (5, 30):
+        x = ember.tensor(randn(steps, 2, 3))
+        np.testing.assert_allclose(captured(x).item(), lstm(x)[0].sum().item(), rtol=1e-12)
+    assert captured.stats.traces == 1
