@@ -314,3 +314,30 @@ def test_inplace_relu_under_function_updates_and_differentiates():
     x = ember.tensor(np.array([-1.0, 2.0, -3.0, 4.0]))
     np.testing.assert_allclose(g(x).numpy(), [0.0, 4.0, 0.0, 8.0])
     np.testing.assert_allclose(ember.function(f)(x).numpy(), 20.0)
+
+
+# ---------------------------------------------------------------------------------- errors
+
+
+def test_errors_name_the_function_and_the_problem():
+    lp = ember.tensor(np.log(np.full((4, 2, 3), 1 / 3)))
+    with pytest.raises(ember.errors.EmberError, match=r"ctc_loss.*outside the 3 classes"):
+        F.ctc_loss(lp, ember.tensor([[1, 5], [1, 2]]), [4, 4], [2, 2])
+    with pytest.raises(ember.errors.ShapeError, match=r"ctc_loss: input_lengths\[1\] = 9"):
+        F.ctc_loss(lp, ember.tensor([[1, 2], [1, 2]]), [4, 9], [2, 2])
+    with pytest.raises(ember.errors.ShapeError, match=r"fold: dimension 2 of the input \(19\)"):
+        F.fold(ember.tensor(n(1, 4, 19)), (5, 6), 2)
+    with pytest.raises(ember.errors.ShapeError, match=r"unfold: expected a 3-D"):
+        F.unfold(ember.tensor(n(5, 6)), 2)
+    with pytest.raises(ember.errors.DTypeError, match=r"grid_sample: grid"):
+        F.grid_sample(
+            ember.tensor(n(1, 1, 2, 2)),
+            ember.tensor(n(1, 2, 2, 2), dtype=ember.float32),
+            align_corners=True,
+        )
+    with pytest.raises(NotImplementedError, match="bicubic"):
+        F.interpolate(ember.tensor(n(1, 1, 2, 2)), size=3, mode="bicubic")
+    with pytest.raises(ValueError, match="offsets\\[0\\] has to be 0"):
+        F.embedding_bag(ember.tensor([1, 2]), ember.tensor(n(3, 2)), ember.tensor([1]))
+    with pytest.warns(UserWarning, match="align_corners"):
+        F.affine_grid(ember.tensor(n(1, 2, 3)), (1, 1, 2, 2))

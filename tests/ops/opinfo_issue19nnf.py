@@ -116,9 +116,7 @@ def _grid_sample_samples():
             for mode in ("bilinear", "nearest"):
                 kw = {"mode": mode, "padding_mode": pm, "align_corners": ac}
                 out.append(S(img, R.uniform(-1.3, 1.3, (2, 3, 6, 2)), kwargs=kw, desc=str(kw)))
-                out.append(
-                    S(img, R.uniform(-3.4, 3.4, (2, 2, 3, 2)), kwargs=kw, desc=f"far {kw}")
-                )
+                out.append(S(img, R.uniform(-3.4, 3.4, (2, 2, 3, 2)), kwargs=kw, desc=f"far {kw}"))
     grid = R.uniform(-1, 1, (2, 3, 6, 2))
     out += [
         S(img, grid, kwargs={"align_corners": False}, desc="strided", strided=True),

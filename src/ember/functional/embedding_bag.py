@@ -11,6 +11,8 @@ by ``mean`` and never win ``max``. Empty bags are zero rows, as in PyTorch.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from ..errors import DTypeError, ShapeError
@@ -162,6 +164,12 @@ def gumbel_softmax(logits, tau: float = 1, hard: bool = False, eps: float = 1e-1
     reproducible; the draws differ from PyTorch's). ``hard=True`` returns the one-hot of the
     sample's argmax with the soft sample's gradient (straight through). ``eps`` is unused, as
     in PyTorch (where it is deprecated)."""
+    if eps != 1e-10:
+        warnings.warn(
+            "gumbel_softmax: the eps parameter is deprecated and has no effect",
+            DeprecationWarning,
+            stacklevel=2,
+        )
     x = float_input("gumbel_softmax", logits, "logits")
     d = dim_arg("gumbel_softmax", dim, x.ndim) if x.ndim else 0
     u = E.rand(tuple(x.shape), dtype=x.dtype)

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import DTypeError, ShapeError
 from ..types import TensorType
+from ._index_plan import IndexOutOfRangeError
 from ._registry import Cost, OpDef, apply, register
 from ._util import fmt_shape, io_bytes
 
@@ -61,7 +62,7 @@ def _infer(log_probs, targets, input_lengths, target_lengths, *, blank, concaten
     return TensorType((n,), log_probs.dtype)
 
 
-def _sequences(targets, input_lengths, target_lengths, concatenated, steps):
+def _sequences(targets, input_lengths, target_lengths, concatenated, steps, classes):
     """Each sequence's (input length, labels), validated."""
     out = []
     start = 0
@@ -79,7 +80,13 @@ def _sequences(targets, input_lengths, target_lengths, concatenated, steps):
             raise ShapeError(
                 f"target_lengths[{i}] = {s_len} exceeds the targets given", op="ctc_loss"
             )
-        out.append((t_len, np.asarray(labels, np.int64)))
+        labels = np.asarray(labels, np.int64)
+        if labels.size and (labels.min() < 0 or labels.max() >= classes):
+            raise IndexOutOfRangeError(
+                f"targets of sequence {i} hold {labels.tolist()}, outside the {classes} classes",
+                op="ctc_loss",
+            )
+        out.append((t_len, labels))
     return out
 
 
@@ -141,9 +148,9 @@ def _nll(alpha, steps, size):
 
 def _kernel(log_probs, targets, input_lengths, target_lengths, *, blank, concatenated, zero_inf):
     lp_all = log_probs.astype(np.float64)
-    steps, n, _ = log_probs.shape
+    steps, n, classes = log_probs.shape
     out = np.empty(n, np.float64)
-    seqs = _sequences(targets, input_lengths, target_lengths, concatenated, steps)
+    seqs = _sequences(targets, input_lengths, target_lengths, concatenated, steps, classes)
     for i, (t_len, labels) in enumerate(seqs):
         ext, skip = _extended(labels, blank)
         lp = lp_all[:, i, :]
@@ -163,7 +170,7 @@ def _backward_kernel(
     lp_all = log_probs.astype(np.float64)
     steps, n, classes = log_probs.shape
     out = np.zeros(lp_all.shape, np.float64)
-    seqs = _sequences(targets, input_lengths, target_lengths, concatenated, steps)
+    seqs = _sequences(targets, input_lengths, target_lengths, concatenated, steps, classes)
     for i, (t_len, labels) in enumerate(seqs):
         if t_len == 0:
             continue
