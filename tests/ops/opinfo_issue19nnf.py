@@ -57,6 +57,15 @@ def _interpolate_samples():
     return out
 
 
+def _upsample_samples():
+    x = n(2, 2, 3, 4)
+    return [
+        S(x, 5, desc="size"),
+        S(x, None, 1.5, desc="scale"),
+        S(x, (4, 7), kwargs={"mode": "bilinear"}, desc="bilinear (upsample only)", only=("F",)),
+    ]
+
+
 # ------------------------------------------------------------------------------ patches
 
 
@@ -301,6 +310,9 @@ def _relu_samples():
 
 OPS = [
     OpInfo("interpolate", _interpolate_samples, rtol=1e-9),
+    OpInfo("upsample", _upsample_samples),
+    OpInfo("upsample_nearest", lambda: _upsample_samples()[:2]),
+    OpInfo("upsample_bilinear", lambda: _upsample_samples()[:2]),
     OpInfo(
         "unfold",
         _unfold_samples,

@@ -176,6 +176,39 @@ def interpolate(
     return x
 
 
+@export(functional=True, toplevel=False)
+def upsample(input, size=None, scale_factor=None, mode: str = "nearest", align_corners=None):
+    """`interpolate` under its deprecated name (PyTorch warns the same way)."""
+    warnings.warn(
+        "nn.functional.upsample is deprecated. Use nn.functional.interpolate instead.",
+        UserWarning,
+        stacklevel=2,
+    )
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+@export(functional=True, toplevel=False)
+def upsample_nearest(input, size=None, scale_factor=None):
+    """``interpolate(mode='nearest')`` under its deprecated name."""
+    warnings.warn(
+        "nn.functional.upsample_nearest is deprecated. Use nn.functional.interpolate instead.",
+        UserWarning,
+        stacklevel=2,
+    )
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+@export(functional=True, toplevel=False)
+def upsample_bilinear(input, size=None, scale_factor=None):
+    """``interpolate(mode='bilinear', align_corners=True)`` under its deprecated name."""
+    warnings.warn(
+        "nn.functional.upsample_bilinear is deprecated. Use nn.functional.interpolate instead.",
+        UserWarning,
+        stacklevel=2,
+    )
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
 # ----------------------------------------------------------------------------- grid_sample
 
 
