@@ -2,11 +2,13 @@
 F.embedding_bag), and ``gumbel_softmax``.
 
 The rows are looked up with `embedding` (which brings ``max_norm`` and ``scale_grad_by_freq``),
-then reduced per bag. Each index's bag is computed in ember ops from ``offsets`` (how many bag
-starts lie at or before its position), so ``offsets`` may be a traced tensor; sums and means
-are an ``index_add`` into the bags, maxima a masked ``amax`` over a (bags, indices, dim)
-selection. Entries equal to ``padding_idx`` belong to no bag: they add nothing, are not counted
-by ``mean`` and never win ``max``. Empty bags are zero rows, as in PyTorch.
+then reduced per bag. Where the bags are known in NumPy (a 2-D input, or offsets with data)
+each index's bag comes from NumPy; where ``offsets`` is a traced input, it is computed in ember
+ops (how many bag starts lie at or before its position). Sums and means are an ``index_add``
+into the bags; maxima an ``amax`` over the bags laid out as (bags, longest bag, dim), or, for
+traced offsets, over a masked (bags, indices, dim) selection. Entries equal to ``padding_idx``
+belong to no bag: they add nothing, are not counted by ``mean`` and never win ``max``. Empty
+bags are zero rows, as in PyTorch.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from .embedding import embedding
 
 
 def _bags(op: str, idx, offsets, include_last_offset: bool):
-    """(flat indices, each one's bag, the entries that belong to a bag (or None: all), bags)."""
+    """(flat indices, each one's bag, the layout, the number of bags). The layout, where the
+    bags are known in NumPy (a 2-D input, or offsets with data), is a (bags, longest bag)
+    array of positions in the flat input, padded with the input's length."""
     if idx.ndim == 2:
         if offsets is not None:
             raise ValueError(
@@ -34,7 +38,8 @@ def _bags(op: str, idx, offsets, include_last_offset: bool):
             )
         b, length = idx.shape
         bag = to_tensor(np.repeat(np.arange(b, dtype=np.int64), length))
-        return E.reshape(idx, (-1,)), bag, None, b
+        layout = np.arange(b * length, dtype=np.int64).reshape(b, length)
+        return E.reshape(idx, (-1,)), bag, layout, b
     if idx.ndim != 1:
         raise ShapeError(
             f"input has to be 1-D or 2-D, got shape {fmt_shape(idx.shape)}", op="embedding_bag"
@@ -58,18 +63,48 @@ def _bags(op: str, idx, offsets, include_last_offset: bool):
                 f"{op}: offsets must be non-decreasing and at most the input's length {n}, "
                 f"got {data.tolist()}"
             )
-    positions = to_tensor(np.arange(n, dtype=np.int64))
-    starts = off
-    if include_last_offset:
-        # (the last offset is the input's length, and PyTorch's last bag runs to the end of
-        # the input whatever it says)
-        if off.shape[0] < 1:
-            raise ValueError(f"{op}: include_last_offset needs at least one offset")
-        starts = E.narrow(off, 0, 0, off.shape[0] - 1)
-    bag = E.sum(E.cast(E.unsqueeze(positions, 1) >= E.unsqueeze(starts, 0), idx.dtype), 1) - 1
-    bags = starts.shape[0]
-    bag = E.clamp(bag, 0, max(bags - 1, 0))
-    return idx, bag, None, bags
+    if include_last_offset and off.shape[0] < 1:
+        raise ValueError(f"{op}: include_last_offset needs at least one offset")
+    # (with include_last_offset, the last offset is the input's length, and PyTorch's last bag
+    # runs to the end of the input whatever it says)
+    bags = off.shape[0] - (1 if include_last_offset else 0)
+    if data is None:  # a traced input: each position's bag in ember ops
+        starts = E.narrow(off, 0, 0, bags) if include_last_offset else off
+        positions = to_tensor(np.arange(n, dtype=np.int64))
+        bag = E.sum(E.cast(E.unsqueeze(positions, 1) >= E.unsqueeze(starts, 0), idx.dtype), 1)
+        return idx, E.clamp(bag - 1, 0, max(bags - 1, 0)), None, bags
+    bounds = np.append(data[:bags], n).astype(np.int64)
+    sizes = np.diff(bounds)
+    bag = np.repeat(np.arange(bags), sizes)
+    width = max(int(sizes.max(initial=0)), 1)
+    spots = bounds[:-1, None] + np.arange(width)[None, :]
+    layout = np.where(np.arange(width)[None, :] < sizes[:, None], spots, n).astype(np.int64)
+    return idx, to_tensor(bag.astype(np.int64)), layout, bags
+
+
+def _bag_max(rows, bag, keep, bags: int, layout):
+    """Each bag's elementwise maximum of its kept rows, 0 for a bag with none."""
+    if keep is not None:
+        rows = E.where(E.unsqueeze(keep, 1), rows, float("-inf"))
+    n, dim = rows.shape
+    if layout is not None:
+        # the bags laid out as (bags, longest, dim) by one index_select, padded with a -inf row
+        pad = E.full((1, dim), float("-inf"), dtype=rows.dtype)
+        table = E.cat([rows, pad], 0)
+        picked = E.index_select(table, 0, to_tensor(layout.reshape(-1)))
+        best = E.amax(E.reshape(picked, (bags, layout.shape[1], dim)), 1)
+    elif n:
+        # offsets without data (a traced input): a (bags, n, dim) masked selection
+        selected = E.unsqueeze(bag, 0) == E.unsqueeze(to_tensor(np.arange(bags)), 1)
+        picked = E.where(E.unsqueeze(selected, 2), E.unsqueeze(rows, 0), float("-inf"))
+        best = E.amax(picked, 1)
+    else:
+        return E.zeros((bags, dim), dtype=rows.dtype)
+    ones = E.ones((n,), dtype=rows.dtype)
+    if keep is not None:
+        ones = E.where(keep, ones, 0)
+    counts = E.index_add(E.zeros((bags,), dtype=rows.dtype), 0, bag, ones)
+    return E.where(E.unsqueeze(counts > 0, 1), best, 0)
 
 
 @export(functional=True, toplevel=False)
@@ -126,10 +161,10 @@ def embedding_bag(
                 op=op,
             )
         psw = E.reshape(psw, (-1,))
-    flat, bag, member, bags = _bags(op, idx, offsets, include_last_offset)
+    flat, bag, layout, bags = _bags(op, idx, offsets, include_last_offset)
     num, dim = weight.shape
     rows = embedding(flat, weight, None, max_norm, norm_type, scale_grad_by_freq, sparse)
-    keep = member
+    keep = None
     if padding_idx is not None:
         pad = int(padding_idx)
         if not -num <= pad < num:
@@ -137,12 +172,7 @@ def embedding_bag(
         not_pad = flat != pad % num
         keep = not_pad if keep is None else keep & not_pad
     if mode == "max":
-        selected = E.unsqueeze(bag, 0) == E.unsqueeze(to_tensor(np.arange(bags)), 1)
-        if keep is not None:
-            selected = selected & E.unsqueeze(keep, 0)
-        picked = E.where(E.unsqueeze(selected, 2), E.unsqueeze(rows, 0), float("-inf"))
-        best = E.amax(picked, 1) if flat.shape[0] else E.zeros((bags, dim), dtype=weight.dtype)
-        return E.where(E.unsqueeze(E.any(selected, 1), 1), best, 0)
+        return _bag_max(rows, bag, keep, bags, layout)
     if psw is not None:
         rows = rows * E.unsqueeze(psw, 1)
     if keep is not None:
