@@ -37,7 +37,16 @@ from .activation import (
 from .attention import MultiheadAttention
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
+from .distance import (
+    CosineEmbeddingLoss,
+    CosineSimilarity,
+    CTCLoss,
+    MarginRankingLoss,
+    PairwiseDistance,
+    TripletMarginLoss,
+)
 from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
+from .embedding_bag import EmbeddingBag
 from .flatten import Flatten, Unflatten
 from .hooks import RemovableHandle
 from .linear import Bilinear, Identity, Linear
@@ -80,6 +89,15 @@ from .pooling import (
 )
 from .rnn import GRU, LSTM, RNN, RNNBase
 from .rnn_cell import GRUCell, LSTMCell, RNNCell, RNNCellBase
+from .sampling import (
+    Fold,
+    PixelShuffle,
+    PixelUnshuffle,
+    Unfold,
+    Upsample,
+    UpsamplingBilinear2d,
+    UpsamplingNearest2d,
+)
 from .sparse import Embedding
 from .transformer import (
     TransformerEncoder,
