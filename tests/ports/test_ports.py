@@ -26,13 +26,12 @@ file). Comparisons, and why each is honest:
 
 Tolerances (float32 throughout). A loss is a mean over a batch of values computed through a few
 layers whose sums both frameworks order differently (GEMM blocking, convolution algorithms), so
-two correct float32 implementations differ by a few units of 1e-7 relative per layer; an
-evaluation loss is held to ``EVAL_RTOL = 1e-5`` relative. Training amplifies such differences:
-Adam divides by the root of the gradient's second moment, so a rounding difference in a tiny
-gradient becomes a difference in a whole step. The per-step tolerance ``TRAIN_RTOL = 1e-4``
-relative is about ten times the difference between PyTorch's own float32 and float64 runs of
-the same programs over these steps (measured for this choice: at most 1.1e-5 for the LSTM over
-8 steps and 1.5e-6 for the GPT over 6 steps).
+two correct float32 implementations differ by a few units of 1e-7 relative; an evaluation loss
+is held to ``EVAL_RTOL = 1e-5`` relative. Training can amplify such differences (Adam divides by
+the root of the gradient's second moment), but over these few steps it barely does: PyTorch's
+own float32 and float64 runs of the deterministic programs differ by at most 9.6e-8 relative in
+any step's loss (LSTM, 8 steps) and 6.8e-8 (GPT, 6 steps). ``TRAIN_RTOL = 2e-5`` leaves two
+orders of magnitude for ember's different but equally correct float32 rounding.
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ import importlib.util
 import math
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +49,13 @@ import pytest
 PROGRAMS = Path(__file__).parent / "programs"
 
 EVAL_RTOL = 1e-5
-TRAIN_RTOL = 1e-4
+TRAIN_RTOL = 2e-5
+
+# A few steps of training must bring the evaluation loss below this fraction of its value at
+# the initial weights. With the options below, PyTorch's runs from the same initial weights with
+# seeds 0-4 (other shuffles, dropout masks and crops) reached at most 0.90 (MNIST CNN), 0.76
+# (ResNet) and 0.41 (MLP) of it.
+LEARNED = 0.95
 
 IN_PROGRESS = pytest.mark.xfail(strict=False, reason="issue 19 in progress")
 
@@ -62,19 +67,20 @@ def translate(source: str) -> str:
 
 @dataclass(frozen=True)
 class Port:
-    """How the harness drives one program. ``argv`` lists are the program's own options."""
+    """How the harness drives one program, through the program's own command-line options
+    (each a space-separated string)."""
 
     name: str
-    out: tuple[str, ...]  # options that put the program's files in {dir}
+    out: str  # the options that put the program's files in {dir}
     init_file: str  # the checkpoint a zero-step run writes, relative to {dir}
-    start: str  # the option that starts from a checkpoint
-    zero_steps: tuple[str, ...]  # after ``train``'s options: no steps (writes init_file)
-    train: tuple[str, ...]  # train a few steps; with --evaluate, evaluate on the same data
+    start: str  # the option that starts from a checkpoint (followed by its path)
+    zero_steps: str  # after ``train``'s options: no steps (writes init_file)
+    train: str  # train a few steps; with --evaluate, evaluate on the same data
     eval_key: str  # the history key of ``--evaluate``'s loss (first element)
     trained_file: str  # the checkpoint the training run leaves, relative to {dir}
     trained_eval: str  # the torch history key holding that checkpoint's evaluation
     deterministic: bool  # training draws no random numbers: compare losses step by step
-    extra_torch: tuple[str, ...] = field(default=())  # PyTorch-only options (see GPT)
+    extra_torch: str = ""  # PyTorch-only options (see GPT)
 
 
 PORTS = {
@@ -82,11 +88,11 @@ PORTS = {
     for p in [
         Port(
             name="mnist_cnn",
-            out=("--save-dir", "{dir}"),
+            out="--save-dir {dir}",
             init_file="mnist_cnn.pt",
             start="--init-state",
-            zero_steps=("--epochs", "0"),
-            train=("--epochs", "1", "--max-steps", "6", "--n-train", "384", "--n-test", "128"),
+            zero_steps="--epochs 0",
+            train="--epochs 1 --max-steps 12 --batch-size 32 --n-train 768 --n-test 128",
             eval_key="test_loss",
             trained_file="mnist_cnn.pt",
             trained_eval="reloaded_test_loss",
@@ -94,11 +100,11 @@ PORTS = {
         ),
         Port(
             name="char_lstm",
-            out=("--save", "{dir}/char_lstm.pt"),
+            out="--save {dir}/char_lstm.pt",
             init_file="char_lstm.pt",
             start="--init-state",
-            zero_steps=("--epochs", "0"),
-            train=("--epochs", "2", "--dropout", "0"),
+            zero_steps="--epochs 0",
+            train="--epochs 2 --dropout 0 --lr 0.01",
             eval_key="val_loss",
             trained_file="char_lstm.pt",
             trained_eval="best_val_loss",
@@ -106,27 +112,26 @@ PORTS = {
         ),
         Port(
             name="tiny_gpt",
-            out=("--out-dir", "{dir}"),
+            out="--out-dir {dir}",
             init_file="ckpt.pt",
             start="--init-from",
-            zero_steps=("--max-iters", "0", "--no-compile"),
-            train=("--max-iters", "6", "--eval-interval", "3", "--warmup-iters", "2"),
+            zero_steps="--max-iters 0 --no-compile",
+            train="--max-iters 6 --eval-interval 3 --warmup-iters 2 --batch-size 4 --block-size 16",
             eval_key="val_loss",
             trained_file="ckpt.pt",
             trained_eval="best_val_loss",
             deterministic=True,
             # inductor's C++ compilation takes tens of seconds on a CPU; the eager backend still
             # captures the model with dynamo. ember runs its own ``ember.compile(model)``.
-            extra_torch=("--compile-backend", "eager"),
+            extra_torch="--compile-backend eager",
         ),
         Port(
             name="resnet_cifar",
-            out=("--checkpoint-dir", "{dir}"),
+            out="--checkpoint-dir {dir}",
             init_file="ckpt.pth",
             start="--init-from",
-            zero_steps=("--epochs", "0"),
-            train=("--epochs", "1", "--batch-size", "16", "--n-train", "256", "--n-test", "100",
-                   "--width", "8"),  # fmt: skip
+            zero_steps="--epochs 0",
+            train="--epochs 1 --batch-size 16 --n-train 512 --n-test 100 --width 8 --image-size 8",
             eval_key="test_loss",
             trained_file="ckpt.pth",
             trained_eval="best_test_loss",
@@ -134,11 +139,11 @@ PORTS = {
         ),
         Port(
             name="mlp_regression",
-            out=("--checkpoint-dir", "{dir}"),
+            out="--checkpoint-dir {dir}",
             init_file="last.pt",
             start="--resume",
-            zero_steps=("--epochs", "0"),
-            train=("--epochs", "2", "--n-train", "256"),
+            zero_steps="--epochs 0",
+            train="--epochs 2 --n-train 256",
             eval_key="val_loss",
             trained_file="last.pt",
             trained_eval="val_loss",
@@ -146,9 +151,6 @@ PORTS = {
         ),
     ]
 }
-
-# the options that make a program only evaluate the checkpoint it starts from
-EVALUATE = ("--evaluate",)
 
 
 def load_program(name: str, lib: str, folder: Path):
@@ -172,8 +174,15 @@ def load_program(name: str, lib: str, folder: Path):
     return module
 
 
-def _argv(port: Port, folder: Path, *options: str) -> list[str]:
-    return [o.replace("{dir}", str(folder)) for o in (*options, *port.out)]
+def _argv(
+    port: Port, folder: Path, *options: str, start: Path | None = None, evaluate: bool = False
+) -> list[str]:
+    """The program's argv: ``options`` (strings of space-separated options) and its output
+    folder; ``start``: the checkpoint to start from; ``evaluate``: only evaluate it."""
+    argv = " ".join((*options, port.out)).replace("{dir}", str(folder)).split()
+    if start is not None:
+        argv += [port.start, str(start)]
+    return argv + ["--evaluate"] * evaluate
 
 
 def _first(value):
@@ -200,14 +209,13 @@ class TorchRuns:
             train_dir = self.root / f"torch_{name}_train"
             init_dir.mkdir()
             train_dir.mkdir()
-            program.main(_argv(port, init_dir, *port.train, *port.zero_steps))
+            program.main(_argv(port, init_dir, port.train, port.zero_steps))
             init = init_dir / port.init_file
-            start = (port.start, str(init))
             # evaluate in another folder: nothing may overwrite the initial weights
             eval_dir = self.root / f"torch_{name}_eval"
             eval_dir.mkdir()
-            evaluated = program.main(_argv(port, eval_dir, *port.train, *start, *EVALUATE))
-            trained = program.main(_argv(port, train_dir, *port.train, *port.extra_torch, *start))
+            evaluated = program.main(_argv(port, eval_dir, port.train, start=init, evaluate=True))
+            trained = program.main(_argv(port, train_dir, port.train, port.extra_torch, start=init))
             self.cache[name] = {
                 "init": init,
                 "init_eval": _first(evaluated[port.eval_key]),
@@ -283,7 +291,7 @@ def test_program_trains_under_pytorch(name, torch_runs):
     port = PORTS[name]
     final = _last(history[port.trained_eval])
     # the evidence for ember's "it trains" check below: PyTorch's few steps lower the loss
-    assert final < 0.97 * run["init_eval"], (name, run["init_eval"], final)
+    assert final < LEARNED * run["init_eval"], (name, run["init_eval"], final)
     _check_own_reload(name, history)
     if "sample" in history:
         assert isinstance(history["sample"], str) and len(history["sample"]) > 40
@@ -298,8 +306,7 @@ def test_ember_evaluates_the_initial_weights_as_pytorch(name, torch_runs, tmp_pa
     run = torch_runs.get(name)
     port = PORTS[name]
     program = _ember_program(name, tmp_path)
-    history = program.main(_argv(port, tmp_path, *port.train, port.start, str(run["init"]),
-                                 *EVALUATE))  # fmt: skip
+    history = program.main(_argv(port, tmp_path, port.train, start=run["init"], evaluate=True))
     assert _first(history[port.eval_key]) == pytest.approx(run["init_eval"], rel=EVAL_RTOL)
 
 
@@ -309,8 +316,7 @@ def test_ember_evaluates_pytorchs_trained_checkpoint(name, torch_runs, tmp_path)
     run = torch_runs.get(name)
     port = PORTS[name]
     program = _ember_program(name, tmp_path)
-    history = program.main(_argv(port, tmp_path, *port.train, port.start, str(run["trained"]),
-                                 *EVALUATE))  # fmt: skip
+    history = program.main(_argv(port, tmp_path, port.train, start=run["trained"], evaluate=True))
     expected = _last(run["history"][port.trained_eval])
     assert _first(history[port.eval_key]) == pytest.approx(expected, rel=EVAL_RTOL)
 
@@ -321,7 +327,7 @@ def test_ember_trains_like_pytorch(name, torch_runs, tmp_path):
     run = torch_runs.get(name)
     port = PORTS[name]
     program = _ember_program(name, tmp_path)
-    history = program.main(_argv(port, tmp_path, *port.train, port.start, str(run["init"])))
+    history = program.main(_argv(port, tmp_path, port.train, start=run["init"]))
     losses = history["train_loss"]
     expected = run["history"]["train_loss"]
     assert len(losses) == len(expected)
@@ -331,7 +337,7 @@ def test_ember_trains_like_pytorch(name, torch_runs, tmp_path):
         for key in ("val_loss", port.trained_eval):
             np.testing.assert_allclose(history[key], run["history"][key], rtol=TRAIN_RTOL)
     else:
-        assert _last(history[port.trained_eval]) < 0.97 * run["init_eval"], name
+        assert _last(history[port.trained_eval]) < LEARNED * run["init_eval"], name
     _check_own_reload(name, history)
     if "sample" in history:
         assert isinstance(history["sample"], str)
@@ -347,10 +353,8 @@ def test_ember_resumes_pytorchs_checkpoint(torch_runs, tmp_path):
     program = _ember_program("mlp_regression", tmp_path)
     torch_history = run["history"]
     epochs = len(torch_history["val_loss"])
-    history = program.main(
-        _argv(port, tmp_path, "--epochs", str(epochs + 1), "--n-train", "256",
-              port.start, str(run["trained"]))
-    )  # fmt: skip
+    options = f"{port.train} --epochs {epochs + 1}"
+    history = program.main(_argv(port, tmp_path, options, start=run["trained"]))
     assert history["start_epoch"] == epochs
     assert history["val_loss"][:epochs] == torch_history["val_loss"]
     assert len(history["val_loss"]) == epochs + 1

@@ -108,7 +108,9 @@ def evaluate(model, loader, batch_size, device):
         for x, y in loader:
             x, y = x.to(device), y.to(device)
             logits, hidden = model(x, hidden)
-            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1), reduction="sum")
+            loss = F.cross_entropy(
+                logits.reshape(-1, logits.size(-1)), y.reshape(-1), reduction="sum"
+            )
             total_loss += loss.item()
             total_tokens += y.numel()
     return total_loss / total_tokens

@@ -129,7 +129,9 @@ def main(argv=None):
     model = MLP(x_train.shape[1]).to(device)
     criterion = nn.MSELoss()
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=1e-5)
-    scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, mode="min", factor=0.5, patience=2)
+    scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
+        optimizer, mode="min", factor=0.5, patience=2
+    )
 
     start_epoch, best_val, bad_epochs = 0, float("inf"), 0
     history = {"train_loss": [], "val_loss": [], "lr": []}
@@ -143,9 +145,14 @@ def main(argv=None):
         history = checkpoint["history"]
         print(f"resumed from {args.resume} at epoch {start_epoch}")
     if args.evaluate:
-        return {"val_loss": [evaluate(model, val_loader, criterion, device)], "start_epoch": start_epoch}
+        return {
+            "val_loss": [evaluate(model, val_loader, criterion, device)],
+            "start_epoch": start_epoch,
+        }
 
     os.makedirs(args.checkpoint_dir, exist_ok=True)
+    last_path = os.path.join(args.checkpoint_dir, "last.pt")
+    best_path = os.path.join(args.checkpoint_dir, "best.pt")
     for epoch in range(start_epoch, args.epochs):
         model.train()
         for x, y in train_loader:
@@ -162,23 +169,18 @@ def main(argv=None):
         history["lr"].append(optimizer.param_groups[0]["lr"])
         print(f"epoch {epoch}: val mse {val_loss:.4f} lr {optimizer.param_groups[0]['lr']:.2e}")
 
-        save_checkpoint(
-            os.path.join(args.checkpoint_dir, "last.pt"), model, optimizer, scheduler, epoch, best_val, history
-        )
         if val_loss < best_val:
             best_val, bad_epochs = val_loss, 0
-            torch.save(model.state_dict(), os.path.join(args.checkpoint_dir, "best.pt"))
+            torch.save(model.state_dict(), best_path)
         else:
             bad_epochs += 1
-            if bad_epochs >= args.patience:
-                print(f"early stopping at epoch {epoch}")
-                break
+        save_checkpoint(last_path, model, optimizer, scheduler, epoch, best_val, history)
+        if bad_epochs >= args.patience:
+            print(f"early stopping at epoch {epoch}")
+            break
 
-    if start_epoch >= args.epochs and not os.path.exists(os.path.join(args.checkpoint_dir, "last.pt")):
-        save_checkpoint(
-            os.path.join(args.checkpoint_dir, "last.pt"), model, optimizer, scheduler, -1, best_val, history
-        )
-    best_path = os.path.join(args.checkpoint_dir, "best.pt")
+    if not os.path.exists(last_path):  # no epoch ran: save the starting point
+        save_checkpoint(last_path, model, optimizer, scheduler, start_epoch - 1, best_val, history)
     if os.path.exists(best_path):
         model.load_state_dict(torch.load(best_path, map_location=device))
     history["final_val_loss"] = evaluate(model, val_loader, criterion, device)

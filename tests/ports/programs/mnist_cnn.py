@@ -73,14 +73,11 @@ def train(args, model, device, train_loader, optimizer, epoch, losses):
         optimizer.step()
         losses.append(loss.item())
         if batch_idx % args.log_interval == 0:
+            done = batch_idx * len(data)
+            percent = 100.0 * batch_idx / len(train_loader)
             print(
-                "Train Epoch: {} [{}/{} ({:.0f}%)]\tLoss: {:.6f}".format(
-                    epoch,
-                    batch_idx * len(data),
-                    len(train_loader.dataset),
-                    100.0 * batch_idx / len(train_loader),
-                    loss.item(),
-                )
+                f"Train Epoch: {epoch} [{done}/{len(train_loader.dataset)} ({percent:.0f}%)]"
+                f"\tLoss: {loss.item():.6f}"
             )
 
 
@@ -98,11 +95,8 @@ def test(model, device, test_loader):
 
     test_loss /= len(test_loader.dataset)
     accuracy = 100.0 * correct / len(test_loader.dataset)
-    print(
-        "\nTest set: Average loss: {:.4f}, Accuracy: {}/{} ({:.0f}%)\n".format(
-            test_loss, correct, len(test_loader.dataset), accuracy
-        )
-    )
+    n = len(test_loader.dataset)
+    print(f"\nTest set: Average loss: {test_loss:.4f}, Accuracy: {correct}/{n} ({accuracy:.0f}%)\n")
     return test_loss, accuracy
 
 

@@ -3,7 +3,7 @@
 Random crops (zero padding of 2) and horizontal flips are applied per image in
 ``__getitem__`` with tensor ops; the loss uses label smoothing; SGD with Nesterov momentum and
 weight decay follows a one-cycle learning-rate schedule stepped every batch. The data is a small
-synthetic stand-in for CIFAR-10 (16x16 images of ten noisy class templates).
+synthetic stand-in for CIFAR-10 (images of ten noisy class templates).
 
     python resnet_cifar.py --epochs 2
 """
@@ -24,7 +24,9 @@ class BasicBlock(nn.Module):
 
     def __init__(self, in_planes, planes, stride=1):
         super().__init__()
-        self.conv1 = nn.Conv2d(in_planes, planes, kernel_size=3, stride=stride, padding=1, bias=False)
+        self.conv1 = nn.Conv2d(
+            in_planes, planes, kernel_size=3, stride=stride, padding=1, bias=False
+        )
         self.bn1 = nn.BatchNorm2d(planes)
         self.conv2 = nn.Conv2d(planes, planes, kernel_size=3, stride=1, padding=1, bias=False)
         self.bn2 = nn.BatchNorm2d(planes)
@@ -123,7 +125,8 @@ class SyntheticCIFAR(Dataset):
 def train(epoch, net, trainloader, criterion, optimizer, scheduler, device, args, losses):
     net.train()
     train_loss, correct, total = 0.0, 0, 0
-    for batch_idx, (inputs, targets) in enumerate(trainloader):
+    start = len(losses)
+    for inputs, targets in trainloader:
         if args.max_steps is not None and len(losses) >= args.max_steps:
             break
         inputs, targets = inputs.to(device), targets.to(device)
@@ -141,7 +144,7 @@ def train(epoch, net, trainloader, criterion, optimizer, scheduler, device, args
         correct += predicted.eq(targets).sum().item()
     if total:
         print(
-            f"Epoch {epoch} | Loss: {train_loss / (batch_idx + 1):.3f} | "
+            f"Epoch {epoch} | Loss: {train_loss / len(losses[start:]):.3f} | "
             f"Acc: {100.0 * correct / total:.3f}% ({correct}/{total})"
         )
 
@@ -169,6 +172,7 @@ def main(argv=None):
     parser.add_argument("--epochs", default=5, type=int)
     parser.add_argument("--batch-size", default=32, type=int)
     parser.add_argument("--width", default=16, type=int)
+    parser.add_argument("--image-size", default=32, type=int)
     parser.add_argument("--label-smoothing", default=0.1, type=float)
     parser.add_argument("--max-steps", default=None, type=int)
     parser.add_argument("--n-train", default=512, type=int)
@@ -182,8 +186,8 @@ def main(argv=None):
     torch.manual_seed(args.seed)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
-    trainset = SyntheticCIFAR(args.n_train, train=True)
-    testset = SyntheticCIFAR(args.n_test, train=False)
+    trainset = SyntheticCIFAR(args.n_train, train=True, size=args.image_size)
+    testset = SyntheticCIFAR(args.n_test, train=False, size=args.image_size)
     trainloader = DataLoader(trainset, batch_size=args.batch_size, shuffle=True, drop_last=True)
     testloader = DataLoader(testset, batch_size=100, shuffle=False)
 
@@ -201,7 +205,9 @@ def main(argv=None):
         history["test_acc"].append(acc)
         return history
 
-    optimizer = optim.SGD(net.parameters(), lr=args.lr, momentum=0.9, nesterov=True, weight_decay=5e-4)
+    optimizer = optim.SGD(
+        net.parameters(), lr=args.lr, momentum=0.9, nesterov=True, weight_decay=5e-4
+    )
     scheduler = optim.lr_scheduler.OneCycleLR(
         optimizer, max_lr=args.lr, epochs=max(1, args.epochs), steps_per_epoch=len(trainloader)
     )
@@ -210,7 +216,17 @@ def main(argv=None):
     path = os.path.join(args.checkpoint_dir, "ckpt.pth")
     best_acc = -1.0
     for epoch in range(args.epochs):
-        train(epoch, net, trainloader, criterion, optimizer, scheduler, device, args, history["train_loss"])
+        train(
+            epoch,
+            net,
+            trainloader,
+            criterion,
+            optimizer,
+            scheduler,
+            device,
+            args,
+            history["train_loss"],
+        )
         loss, acc = test(net, testloader, criterion, device)
         history["test_loss"].append(loss)
         history["test_acc"].append(acc)

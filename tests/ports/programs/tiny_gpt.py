@@ -142,7 +142,9 @@ class GPT(nn.Module):
     @torch.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
         for _ in range(max_new_tokens):
-            idx_cond = idx if idx.size(1) <= self.config.block_size else idx[:, -self.config.block_size :]
+            idx_cond = (
+                idx if idx.size(1) <= self.config.block_size else idx[:, -self.config.block_size :]
+            )
             logits, _ = self(idx_cond)
             logits = logits[:, -1, :] / temperature
             if top_k is not None:
@@ -160,10 +162,11 @@ def synthetic_text(n_chars, seed=0):
     subjects = ["the cat", "a dog", "my friend", "the old man", "she", "we"]
     verbs = ["sees", "likes", "finds", "paints", "follows", "remembers"]
     objects = ["the moon", "a red ball", "the river", "an apple", "the garden", "music"]
-    parts = []
-    while sum(len(p) for p in parts) < n_chars:
+    parts, length = [], 0
+    while length < n_chars:
         s = f"{rng.choice(subjects)} {rng.choice(verbs)} {rng.choice(objects)}. "
         parts.append(s.capitalize())
+        length += len(s)
     return "".join(parts)[:n_chars]
 
 
@@ -281,7 +284,7 @@ def main(argv=None):
     ckpt_path = os.path.join(args.out_dir, "ckpt.pt")
     for it in range(args.max_iters):
         total = 0.0
-        for micro_step in range(args.gradient_accumulation_steps):
+        for _ in range(args.gradient_accumulation_steps):
             x, y = next(batches)
             x, y = x.to(device), y.to(device)
             logits, loss = model(x, y)
