@@ -169,6 +169,19 @@ PORTS = {
 }
 
 
+_IMPORTED: list[str] = []  # folders put on sys.path and modules put in sys.modules
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _forget_programs():
+    yield
+    for entry in _IMPORTED:
+        if entry in sys.path:
+            sys.path.remove(entry)
+        sys.modules.pop(entry, None)
+    _IMPORTED.clear()
+
+
 def load_program(name: str, lib: str, folder: Path):
     """Import program ``name`` as written (``lib="torch"``) or translated (``lib="ember"``).
 
@@ -183,9 +196,11 @@ def load_program(name: str, lib: str, folder: Path):
     path.write_text(source)
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
+        _IMPORTED.append(str(folder))
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
+    _IMPORTED.append(module_name)
     spec.loader.exec_module(module)
     return module
 
