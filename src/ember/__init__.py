@@ -67,7 +67,15 @@ from .graph import Graph, sym  # noqa: E402
 from .graph.load import load_graph  # noqa: E402
 from .io import load, save  # noqa: E402
 from .kernels.cpool import get_num_threads, set_num_threads  # noqa: E402
-from .random import Generator, default_generator, get_rng_state, manual_seed, set_rng_state  # noqa: E402,F401
+from .random import (  # noqa: E402,F401
+    Generator,
+    default_generator,
+    get_rng_state,
+    initial_seed,
+    manual_seed,
+    seed,
+    set_rng_state,
+)
 from .tools.summary import summary  # noqa: E402
 
 bool = bool_  # ember.bool, as torch.bool  # noqa: A001
