@@ -48,6 +48,7 @@ _allocator.tune()
 globals().update(_ops.PUBLIC)
 
 from . import autograd, data, io, nn, optim, profiler, tools  # noqa: E402
+from . import linalg  # noqa: E402  (torch.linalg's norms)
 from .capture import trace  # noqa: E402
 from .capture.function import Function, function  # noqa: E402
 from .capture.grad import grad, value_and_grad  # noqa: E402
