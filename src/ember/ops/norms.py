@@ -80,17 +80,21 @@ def _norm_vjp(c, g):
         return (E.zeros(tuple(x.shape), dtype=g.dtype),)
     if p == 1:
         return (E.sign(x) * g,)
+    # (each masked quotient divides by a safe stand-in where it is masked, so nothing warns)
+    zero_norm = norm == 0
+    safe_norm = E.where(zero_norm, 1, norm)
     if p == 2:
-        return (g * E.where(norm == 0, 0, x / norm),)
+        return (g * E.where(zero_norm, 0, x / safe_norm),)
     if math.isinf(p):
         mag = E.abs(x)
         hit = E.cast(E.logical_or(mag == norm, E.isnan(mag)), g.dtype)
         return (E.sign(x) * (g / E.sum(hit, axes, keepdim=True)) * hit,)
     if p < 1:
-        scaled = E.sign(x) * E.where(x == 0, 0, E.abs(x) ** (p - 1))
+        zero = x == 0
+        scaled = E.sign(x) * E.where(zero, 0, E.where(zero, 1, E.abs(x)) ** (p - 1))
         return (scaled * g * norm ** (1 - p),)
     scaled = E.sign(x) * E.abs(x) ** (p - 1) if p < 2 else x * E.abs(x) ** (p - 2)
-    return (scaled * E.where(norm == 0, 0, g / norm ** (p - 1)),)
+    return (scaled * E.where(zero_norm, 0, g / safe_norm ** (p - 1)),)
 
 
 _VECTOR_NORM = register(
