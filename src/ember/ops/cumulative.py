@@ -19,7 +19,8 @@ import numpy as np
 from .. import dtypes as dt
 from ..types import TensorType
 from . import api as E
-from ._registry import OpDef, apply, export, register
+from ..errors import DTypeError
+from ._registry import INPLACE, OpDef, apply, export, register
 from ._util import elementwise_cost, normalize_axis, pick_axis, value_bytes
 from .elementwise import to_tensor
 
@@ -88,7 +89,7 @@ _CUMPROD = register(
 )
 
 
-@export(method=True, inplace=True)
+@export(method=True)
 def cumprod(x, dim=None, *, axis=None, dtype=None):
     """Cumulative product along ``dim``; ``dtype`` casts the input first (PyTorch's argument).
     Integers and bools give int64. The gradient is exact at zeros (see the module)."""
@@ -99,3 +100,16 @@ def cumprod(x, dim=None, *, axis=None, dtype=None):
     if a is None:
         raise TypeError("cumprod needs a dim")
     return apply(_CUMPROD, x, axis=normalize_axis("cumprod", a, x.ndim))
+
+
+def _cumprod_in_place(x, dim=None, *, axis=None, dtype=None):
+    """``x.cumprod_(dim)``: a ``dtype`` other than x's is refused, as PyTorch refuses it."""
+    if dtype is not None and dt.as_dtype(dtype) is not x.dtype:
+        raise DTypeError(
+            f"the in-place result has x's dtype {x.dtype}; dtype={dt.as_dtype(dtype)} differs",
+            op="cumprod_",
+        )
+    return cumprod(x, dim, axis=axis)
+
+
+INPLACE["cumprod_"] = _cumprod_in_place

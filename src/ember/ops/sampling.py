@@ -9,8 +9,9 @@ exponential race, which draws one category after another, each with probability 
 to its weight among those not yet drawn, the distribution of PyTorch's sequential draws.
 
 The weights are data, so the checks PyTorch makes on them (finite, non-negative, a positive
-sum, enough categories of positive weight without replacement) run in the kernel and raise
-there, eagerly and in a captured graph alike.
+sum) run in the kernel and raise there, eagerly and in a captured graph alike. Without
+replacement, categories of weight 0 are drawn only once every positive one has been (as
+PyTorch allows), in index order.
 """
 
 from __future__ import annotations
@@ -49,24 +50,18 @@ def _multinomial_infer(p, *, num_samples, replacement, generator):
     return TensorType(tuple(p.shape[:-1]) + (num_samples,), dt.int64)
 
 
-def _check_weights(w: np.ndarray, num_samples: int, replacement: bool) -> None:
+def _check_weights(w: np.ndarray) -> None:
     if not np.isfinite(w).all():
         raise EmberError("the weights hold inf or NaN", op="multinomial")
     if (w < 0).any():
         raise EmberError("the weights hold negative values", op="multinomial")
     if (w.sum(axis=-1) <= 0).any():
         raise EmberError("a row of weights sums to zero", op="multinomial")
-    if not replacement and (np.count_nonzero(w, axis=-1) < num_samples).any():
-        raise EmberError(
-            f"a row has fewer than {num_samples} categories of positive weight, too few to "
-            "draw from without replacement",
-            op="multinomial",
-        )
 
 
 def _multinomial_kernel(p, *, num_samples, replacement, generator):
     w = np.atleast_2d(p).astype(np.float64)
-    _check_weights(w, num_samples, replacement)
+    _check_weights(w)
     rows, n = w.shape
     rng = generator.numpy
     if replacement:
@@ -101,7 +96,8 @@ _MULTINOMIAL = register(
 def multinomial(input, num_samples: int, replacement: bool = False, *, generator=None):  # noqa: A002
     """``num_samples`` category indices (int64) drawn from each row of ``input`` (1-D or 2-D
     non-negative weights, normalized per row), with or without ``replacement`` (without: no
-    category twice in a row, so at most as many samples as positive weights). Draws from
+    category twice in a row, at most as many samples as categories; categories of weight 0
+    come last, in index order). Draws from
     ``generator`` (an `ember.Generator`; the default one when None). Not differentiable. The
     draws are ember's own: the same seed gives other draws than PyTorch's."""
     p = to_tensor(input)

@@ -32,6 +32,8 @@ from .elementwise import to_tensor
 from .gather import _GATHER, _SCATTER, _SCATTER_ADD, _check_index, _gather_for_src, _leading
 
 REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
+# PyTorch takes "max" and "min" for "amax" and "amin" without documenting them
+_ALIASES = {"max": "amax", "min": "amin"}
 _UFUNC = {
     "sum": np.add,
     "prod": np.multiply,
@@ -203,8 +205,10 @@ def _index_arg(index):
 def scatter_reduce(x, dim: int, index, src, reduce: str, *, include_self: bool = True):
     """``x`` with every ``src[i][j]`` combined into position ``[index[i][j]][j]`` (dim 0) by
     ``reduce``: "sum", "prod", "mean", "amax" or "amin"; with ``include_self`` x's own value
-    there takes part. Integer "mean" rounds down. Gradients as PyTorch's (see the module)."""
+    there takes part ("max" and "min" are taken for "amax" and "amin", as PyTorch's
+    forward takes them; its backward refuses them, ember's is amax's and amin's). Integer "mean" rounds down. Gradients as PyTorch's (see the module)."""
     x = to_tensor(x)
+    reduce = _ALIASES.get(reduce, reduce)
     if reduce not in REDUCTIONS:
         raise ValueError(
             f"scatter_reduce: reduce must be one of {', '.join(REDUCTIONS)}, got {reduce!r}"

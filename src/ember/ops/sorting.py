@@ -22,7 +22,7 @@ from collections import namedtuple
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import ShapeError, TraceError
+from ..errors import DTypeError, ShapeError, TraceError
 from ..types import TensorType
 from . import api as E
 from ._registry import OpDef, apply, export, register
@@ -117,6 +117,8 @@ def topk(x, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):  
     in index order; ``sorted=False`` allows any order, and this one is such an order. The
     gradient flows to the chosen elements' positions."""
     x = to_tensor(x)
+    if x.dtype is dt.bool_:
+        raise DTypeError("not defined for bool tensors (as in PyTorch)", op="topk")
     axis = _sort_axis("topk", x, dim)
     size = x.shape[axis] if x.ndim else 1
     k = operator.index(k)
@@ -145,7 +147,8 @@ def _rows(a: np.ndarray, axis):
     a = _sortable(a)
     if axis is None:
         return a.reshape(-1, 1)
-    return np.moveaxis(a, axis, 0).reshape(a.shape[axis], -1)
+    n = a.shape[axis]
+    return np.moveaxis(a, axis, 0).reshape(n, a.size // n if n else 0)
 
 
 def _unique_parts(a: np.ndarray, axis):
