@@ -335,8 +335,14 @@ def _scatter_reduce_samples():
         S(M[:3, :4], 0, IDX, SRC, "max", desc="max for amax", grad=False),
         S(M, 0, IDX, SRC, "add", desc="unknown reduce refused"),
         S(NAN[:3, :4], 1, IDX, SRC, "amax", desc="NaN", grad=False),
-        S(np.arange(12).reshape(3, 4) - 5, 0, IDX, np.arange(12).reshape(3, 4) - 6, "mean",
-          desc="integer mean rounds down"),
+        S(
+            np.arange(12).reshape(3, 4) - 5,
+            0,
+            IDX,
+            np.arange(12).reshape(3, 4) - 6,
+            "mean",
+            desc="integer mean rounds down",
+        ),
     ]
     return out
 

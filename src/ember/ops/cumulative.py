@@ -17,9 +17,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
+from ..errors import DTypeError
 from ..types import TensorType
 from . import api as E
-from ..errors import DTypeError
 from ._registry import INPLACE, OpDef, apply, export, register
 from ._util import elementwise_cost, normalize_axis, pick_axis, value_bytes
 from .elementwise import to_tensor

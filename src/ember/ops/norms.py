@@ -348,4 +348,3 @@ def norm(x, p="fro", dim=None, keepdim: bool = False, dtype=None):
             x, p, list(range(x.ndim)) if dims is None else dims, keepdim, dtype=dtype
         )
     return vector_norm(x, 2.0 if p is None else p, dims, keepdim, dtype=dtype)
-

@@ -43,8 +43,7 @@ def _multinomial_infer(p, *, num_samples, replacement, generator):
         raise ShapeError(f"num_samples must be positive, got {num_samples}", op="multinomial")
     if not replacement and num_samples > categories:
         raise ShapeError(
-            f"cannot draw {num_samples} samples without replacement from {categories} "
-            "categories",
+            f"cannot draw {num_samples} samples without replacement from {categories} categories",
             op="multinomial",
         )
     return TensorType(tuple(p.shape[:-1]) + (num_samples,), dt.int64)

@@ -83,7 +83,11 @@ def _scatter_reduce_kernel(x, index, src, *, axis, reduce, include_self):
     out = np.array(x, copy=True)
     if out.ndim == 0:  # a 0-d tensor is one position along its dim 0
         return _scatter_reduce_kernel(
-            out.reshape(1), index.reshape(1), src.reshape(1), axis=0, reduce=reduce,
+            out.reshape(1),
+            index.reshape(1),
+            src.reshape(1),
+            axis=0,
+            reduce=reduce,
             include_self=include_self,
         ).reshape(())
     if index.size == 0:
@@ -98,7 +102,8 @@ def _scatter_reduce_kernel(x, index, src, *, axis, reduce, include_self):
     values = _leading(src, index.shape).reshape(-1)
     if not include_self:
         target[flat] = _identity(reduce, out.dtype)
-    _UFUNC[reduce].at(target, flat, values)
+    with np.errstate(invalid="ignore"):  # (NaN meeting a number in maximum: NaN wins)
+        _UFUNC[reduce].at(target, flat, values)
     if reduce == "mean":
         counts = np.zeros(target.size, np.int64)
         np.add.at(counts, flat, 1)
@@ -138,8 +143,10 @@ def _scatter_reduce_vjp(c, g):
     if reduce in ("sum", "mean"):
         if reduce == "mean":
             ones = E.ones(tuple(index.shape), dtype=g.dtype)
-            start = E.ones(tuple(x.shape), dtype=g.dtype) if include_self else E.zeros(
-                tuple(x.shape), dtype=g.dtype
+            start = (
+                E.ones(tuple(x.shape), dtype=g.dtype)
+                if include_self
+                else E.zeros(tuple(x.shape), dtype=g.dtype)
             )
             count = sums(ones, start)
             g = g / E.where(count == 0, 1, count)
@@ -155,15 +162,27 @@ def _scatter_reduce_vjp(c, g):
     else:  # prod
         safe_x = E.where(x == 0, 1, x)
         without_x = apply(
-            _SCATTER_REDUCE, safe_x, index, lead, axis=axis, reduce="prod",
+            _SCATTER_REDUCE,
+            safe_x,
+            index,
+            lead,
+            axis=axis,
+            reduce="prod",
             include_self=include_self,
         )
         gx = g * without_x / safe_x
         src_zero = lead == 0
-        zeros_there = gather(sums(E.cast(src_zero, g.dtype), E.zeros(tuple(x.shape), dtype=g.dtype)))
+        zeros_there = gather(
+            sums(E.cast(src_zero, g.dtype), E.zeros(tuple(x.shape), dtype=g.dtype))
+        )
         single_zero = E.logical_and(src_zero, zeros_there == 1)
         without_zero = apply(
-            _SCATTER_REDUCE, x, index, E.where(single_zero, 1, lead), axis=axis, reduce="prod",
+            _SCATTER_REDUCE,
+            x,
+            index,
+            E.where(single_zero, 1, lead),
+            axis=axis,
+            reduce="prod",
             include_self=include_self,
         )
         others = gather(g * result) / E.where(src_zero, 1, lead)
@@ -206,7 +225,8 @@ def scatter_reduce(x, dim: int, index, src, reduce: str, *, include_self: bool =
     """``x`` with every ``src[i][j]`` combined into position ``[index[i][j]][j]`` (dim 0) by
     ``reduce``: "sum", "prod", "mean", "amax" or "amin"; with ``include_self`` x's own value
     there takes part ("max" and "min" are taken for "amax" and "amin", as PyTorch's
-    forward takes them; its backward refuses them, ember's is amax's and amin's). Integer "mean" rounds down. Gradients as PyTorch's (see the module)."""
+    forward takes them; its backward refuses them, ember's is amax's and amin's). Integer
+    "mean" rounds down. Gradients as PyTorch's (see the module)."""
     x = to_tensor(x)
     reduce = _ALIASES.get(reduce, reduce)
     if reduce not in REDUCTIONS:
@@ -282,4 +302,3 @@ def index_copy(x, dim: int, index, source):
                 op="index_copy",
             )
     return E.index_put(x, (slice(None),) * axis + (index,), source)
-
