@@ -331,6 +331,7 @@ def _scatter_reduce_samples():
         S(M, 0, IDX[:2, :3], R.standard_normal((3, 5)), "sum", desc="smaller index", grad=False),
         S(M, 0, IDX, SRC, "amax", desc="strided", strided=True),
         S(M, 0, np.zeros((0, 4), np.int64), SRC, "prod", desc="empty index", grad=False),
+        S(M[:3, :4] > 0, 0, IDX, SRC > 0, "mean", desc="bool mean refused"),
         # (PyTorch's forward takes "max", its backward refuses it; ember's is amax's)
         S(M[:3, :4], 0, IDX, SRC, "max", desc="max for amax", grad=False),
         S(M, 0, IDX, SRC, "add", desc="unknown reduce refused"),

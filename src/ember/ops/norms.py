@@ -208,8 +208,9 @@ def _svd_kernel(x):
 
 
 def _svd_cost(in_types, out_types, attrs):
-    m, n = in_types[0].shape[-2:]
-    batch = numel(in_types[0].shape[:-2])
+    shape = [d if isinstance(d, int) else 1 for d in in_types[0].shape]  # (symbolic: 1)
+    m, n = shape[-2:]
+    batch = numel(shape[:-2])
     return Cost(4 * batch * m * n * min(m, n), io_bytes(in_types, out_types))
 
 

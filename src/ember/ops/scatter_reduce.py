@@ -75,6 +75,8 @@ def _scatter_reduce_infer(x, index, src, *, axis, reduce, include_self):
         raise DTypeError(
             f"src dtype {src.dtype} differs from the input's {x.dtype}", op="scatter_reduce"
         )
+    if reduce == "mean" and x.dtype is dt.bool_:
+        raise DTypeError("reduce='mean' is not defined for bool tensors", op="scatter_reduce")
     _check_index("scatter_reduce", index, (("the input", x, False), ("src", src, True)), axis)
     return same_type(x)
 

@@ -64,9 +64,9 @@ def _argsort_kernel(x, *, axis, descending):
 
 
 def _argsort_cost(in_types, out_types, attrs):
-    n = numel(in_types[0].shape)
-    size = in_types[0].shape[attrs["axis"]] if in_types[0].shape else 1
-    comparisons = int(n * max(np.log2(max(size, 1)), 1))
+    shape = [d if isinstance(d, int) else 1 for d in in_types[0].shape]  # (symbolic: 1)
+    size = shape[attrs["axis"]] if shape else 1
+    comparisons = int(numel(shape) * max(np.log2(max(size, 1)), 1))
     return memory_cost(in_types, out_types, attrs)._replace(flops=comparisons)
 
 
