@@ -68,6 +68,13 @@ SAMPLES = [
         torch_fn=lambda x: tuple(x.topk(2, 0, largest=False)),
     ),
     Sample(
+        "topk/long-rows-select-first",
+        _sorted(lambda x: ember.topk(x, 5, 1)),
+        (r.standard_normal((2, 700)),),
+        torch_fn=lambda x: tuple(torch().topk(x, 5, 1)),
+        grad=False,
+    ),
+    Sample(
         "unique/flat",
         lambda x: ember.unique(x, return_inverse=True, return_counts=True),
         (np.round(A),),

@@ -46,21 +46,55 @@ def _sortable(a: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------------- argsort
 
 
-def _argsort_infer(x, *, axis, descending):
-    return TensorType(tuple(x.shape), dt.int64)
+def _argsort_infer(x, *, axis, descending, k=None):
+    if k is None or not x.ndim:
+        return TensorType(tuple(x.shape), dt.int64)
+    return TensorType(tuple(k if d == axis else s for d, s in enumerate(x.shape)), dt.int64)
 
 
-def _argsort_kernel(x, *, axis, descending):
-    if x.ndim == 0:
-        return np.zeros((), np.int64)
-    a = _sortable(x)
+def _stable_order(a: np.ndarray, axis: int, descending: bool) -> np.ndarray:
     if not descending:
-        return np.argsort(a, axis=axis, kind="stable").astype(np.int64, copy=False)
+        return np.argsort(a, axis=axis, kind="stable")
     # a stable descending order: the stable ascending order of the reversed array, read
     # backwards, keeps equal elements in their original order (and puts NaN first)
     n = a.shape[axis]
-    backwards = np.argsort(np.flip(a, axis), axis=axis, kind="stable")
-    return (n - 1 - np.flip(backwards, axis)).astype(np.int64, copy=False)
+    return n - 1 - np.flip(np.argsort(np.flip(a, axis), axis=axis, kind="stable"), axis)
+
+
+# below this many elements along the axis (or for k above this share of them) sorting the
+# whole row costs about what selecting first does
+_SELECT_MIN, _SELECT_SHARE = 512, 8
+
+
+def _first_k(a: np.ndarray, k: int, descending: bool) -> np.ndarray:
+    """The first ``k`` of the stable order of each row of the 2-D, NaN-free ``a``, without
+    sorting whole rows: the k-th value ``t`` (np.partition), the elements beyond ``t``, the
+    first ones (by index) equal to ``t`` that complete k, then those k sorted stably."""
+    rows, n = a.shape
+    t = np.partition(a, n - k if descending else k - 1, axis=1)[:, n - k if descending else k - 1]
+    t = t[:, None]
+    beyond = a > t if descending else a < t
+    equal = a == t
+    need = k - beyond.sum(axis=1, keepdims=True)
+    chosen = beyond | (equal & (np.cumsum(equal, axis=1) <= need))
+    picked = np.nonzero(chosen)[1].reshape(rows, k)  # (row-major: each row's in index order)
+    order = _stable_order(np.take_along_axis(a, picked, 1), 1, descending)
+    return np.take_along_axis(picked, order, 1)
+
+
+def _argsort_kernel(x, *, axis, descending, k=None):
+    if x.ndim == 0:
+        return np.zeros((), np.int64)
+    a = _sortable(x)
+    n = a.shape[axis]
+    if k is None or k == n:
+        return _stable_order(a, axis, descending).astype(np.int64, copy=False)
+    if n < _SELECT_MIN or k * _SELECT_SHARE > n or (a.dtype.kind == "f" and np.isnan(a).any()):
+        order = _stable_order(a, axis, descending)
+        return np.take(order, np.arange(k), axis=axis).astype(np.int64, copy=False)
+    rows = np.moveaxis(a, axis, -1)
+    first = _first_k(rows.reshape(-1, n), k, descending).reshape(rows.shape[:-1] + (k,))
+    return np.ascontiguousarray(np.moveaxis(first, -1, axis)).astype(np.int64, copy=False)
 
 
 def _argsort_cost(in_types, out_types, attrs):
@@ -78,8 +112,9 @@ _ARGSORT = register(
         kernel=_argsort_kernel,
         cost=_argsort_cost,
         batch=None,
-        doc="argsort(x, axis, descending): int64 indices that sort x along axis, stably (equal "
-        "elements keep their order); NaN sorts above every number",
+        doc="argsort(x, axis, descending, k=None): int64 indices that sort x along axis, "
+        "stably (equal elements keep their order); NaN sorts above every number. With k, the "
+        "first k of them (topk), found by selection before sorting where rows are long",
     )
 )
 
@@ -129,9 +164,7 @@ def topk(x, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):  
             op="topk",
         )
     flat = x if x.ndim else E.reshape(x, (1,))
-    order = apply(_ARGSORT, flat, axis=axis, descending=bool(largest))
-    if k != size:
-        order = E.narrow(order, axis, 0, k)
+    order = apply(_ARGSORT, flat, axis=axis, descending=bool(largest), k=k)
     values = E.gather(flat, axis, order)
     if x.ndim == 0:
         return TopkResult(E.reshape(values, ()), E.reshape(order, ()))
