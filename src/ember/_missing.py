@@ -76,7 +76,6 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
     },
     "ember.nn": {
         "DataParallel": _NO_GPU,
-        "DistributedDataParallel": _NONE,
         "parallel": _NONE,
         "SyncBatchNorm": "ember.nn.BatchNorm1d / BatchNorm2d (one process)",
         "quantized": _NONE,
