@@ -295,7 +295,9 @@ def test_size_in_captured_reshape():
 
 
 # ------------------------------------------------------------------------------------ type()
-@pytest.mark.parametrize("name", ["float32", "float64", "float16", "int64", "int32", "uint8", "bool"])
+@pytest.mark.parametrize(
+    "name", ["float32", "float64", "float16", "int64", "int32", "uint8", "bool"]
+)
 def test_type_strings_match_torch(name):
     x = ember.zeros(2, dtype=getattr(ember, name if name != "bool" else "bool_"))
     t = torch.zeros(2, dtype=getattr(torch, name))
