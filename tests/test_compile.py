@@ -39,6 +39,21 @@ def test_compiled_module_is_a_module_over_the_original():
     assert names[0] == "_orig_mod.fc1.weight"  # PyTorch's OptimizedModule prefixes the same way
     assert set(compiled.state_dict()) == {f"_orig_mod.{k}" for k in model.state_dict()}
     assert "OptimizedModule" in repr(compiled) and "(_orig_mod): Net" in repr(compiled)
+    with pytest.raises(AttributeError, match="no_such_layer"):
+        compiled.no_such_layer  # noqa: B018
+
+
+def test_compiled_module_deepcopies():
+    ember.manual_seed(0)
+    compiled = ember.compile(nn.Linear(3, 2))
+    twin = copy.deepcopy(compiled)
+    assert twin._orig_mod is not compiled._orig_mod
+    x = ember.ones(1, 3)
+    np.testing.assert_array_equal(twin(x).numpy(), compiled(x).numpy())
+    with ember.no_grad():
+        twin._orig_mod.weight.add_(1.0)
+    assert not np.allclose(twin(x).numpy(), compiled(x).numpy())  # its own parameters
+    assert twin.compiled_function is not compiled.compiled_function
 
 
 def test_compiled_forward_backward_equals_eager():

@@ -143,7 +143,23 @@ class OptimizedModule(Module):
         try:
             return super().__getattr__(name)
         except AttributeError:
-            return getattr(self._orig_mod, name)
+            modules = self.__dict__.get("_modules")
+            if name.startswith("__") or not modules or "_orig_mod" not in modules:
+                raise  # (copying or unpickling: no model to forward to yet)
+            return getattr(modules["_orig_mod"], name)
+
+    # copies and pickles carry the model and the compile arguments; the copy compiles afresh
+    # (a compiled program holds locks and generated code, which do not copy)
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        compiled = state.pop("_compiled")
+        state["_compile_args"] = (compiled.kwargs, compiled.dynamic, compiled.fullgraph)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        args = state.pop("_compile_args")
+        self.__dict__.update(state)
+        self.__dict__["_compiled"] = _Compiled(self._modules["_orig_mod"], *args)
 
     @property
     def compiled_function(self) -> Function | None:
