@@ -5,6 +5,7 @@ moves between ``torch.nn`` and ``ember.nn`` models of the same architecture with
 copy. ``ember.nn.init`` holds the initialisers; ``ember.nn.utils`` gradient clipping.
 """
 
+from .._missing import module_getattr as _module_getattr  # noqa: E402
 from . import functional, init, utils
 from .activation import (
     CELU,
@@ -104,3 +105,5 @@ from .transformer import (
     TransformerEncoderLayer,
     generate_square_subsequent_mask,
 )
+
+__getattr__ = _module_getattr("ember.nn", globals())  # PyTorch names ember lacks: ember._missing
