@@ -86,8 +86,7 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "LazyConv2d": "ember.nn.Conv2d with in_channels given",
         "UninitializedParameter": _NONE,
     },
-    "ember.nn.functional": {
-    },
+    "ember.nn.functional": {},
     "ember.optim": {
         "SparseAdam": _NO_SPARSE,
         "swa_utils": _NONE,
