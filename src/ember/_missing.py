@@ -86,20 +86,12 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "LazyConv2d": "ember.nn.Conv2d with in_channels given",
         "UninitializedParameter": _NONE,
     },
-    "ember.nn.functional": {
-        "gumbel_softmax": _NONE,
-        "ctc_loss": _NONE,
-        "grid_sample": _NONE,
-        "affine_grid": _NONE,
-    },
+    "ember.nn.functional": {},
     "ember.optim": {
         "SparseAdam": _NO_SPARSE,
-        "LBFGS": _NONE,
         "swa_utils": _NONE,
     },
     "Tensor": {
-        "pin_memory": _NO_GPU,
-        "is_pinned": _NO_GPU,
         "record_stream": _NO_GPU,
         "share_memory_": "Python's multiprocessing pickles tensors by value",
         "is_shared": _NONE,
