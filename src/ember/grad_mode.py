@@ -5,15 +5,19 @@ lives with the dispatcher (ops/_registry.py), which every mode reads."""
 from __future__ import annotations
 
 import functools
+import weakref
 
 from .ops import _registry as _reg
 
 __all__ = [
+    "detect_anomaly",
     "enable_grad",
     "inference_mode",
+    "is_anomaly_enabled",
     "is_grad_enabled",
     "is_inference_mode_enabled",
     "no_grad",
+    "set_detect_anomaly",
     "set_grad_enabled",
 ]
 
@@ -121,3 +125,105 @@ class inference_mode:
 def is_inference_mode_enabled() -> bool:
     """Whether an ``inference_mode(True)`` region is active."""
     return _inference[0]
+
+
+# ------------------------------------------------------------------------------ anomaly mode
+class _Anomaly:
+    """Anomaly detection's switches (read by the autograd engine, autograd.py)."""
+
+    enabled = False
+    check_nan = True
+    stacks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # node -> forward stack
+
+
+_anomaly = _Anomaly()
+
+
+def is_anomaly_enabled() -> bool:
+    return _anomaly.enabled
+
+
+def is_anomaly_check_nan_enabled() -> bool:
+    return _anomaly.check_nan
+
+
+class set_detect_anomaly:
+    """Switch anomaly detection on or off (a function call, or a context manager that restores
+    the previous setting), as ``torch.autograd.set_detect_anomaly``. While on, each recorded op
+    keeps the Python stack of the call that made it, and a backward step whose gradients hold
+    NaN raises an AutogradError naming the op and that forward call (``check_nan=False``
+    keeps the stacks only). It slows recording down: a debugging aid."""
+
+    def __init__(self, mode: bool, check_nan: bool = True):
+        self.prev = (_anomaly.enabled, _anomaly.check_nan)
+        _anomaly.enabled, _anomaly.check_nan = bool(mode), bool(check_nan)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        _anomaly.enabled, _anomaly.check_nan = self.prev
+        return False
+
+
+class detect_anomaly:
+    """Context manager and decorator turning anomaly detection on (``torch.autograd.
+    detect_anomaly``); see `set_detect_anomaly`."""
+
+    def __init__(self, check_nan: bool = True):
+        self.check_nan = check_nan
+        self._saved: list = []
+
+    def __enter__(self):
+        self._saved.append((_anomaly.enabled, _anomaly.check_nan))
+        _anomaly.enabled, _anomaly.check_nan = True, self.check_nan
+        return self
+
+    def __exit__(self, *exc):
+        _anomaly.enabled, _anomaly.check_nan = self._saved.pop()
+        return False
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with detect_anomaly(self.check_nan):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+def record_creation(node) -> None:
+    """Keep the user's stack at the creation of ``node`` (anomaly mode)."""
+    import traceback
+
+    _anomaly.stacks[node] = traceback.extract_stack()[:-3]
+
+
+def check_gradients(node, grads) -> None:
+    """Raise if a backward step of ``node`` produced NaN (anomaly mode)."""
+    import numpy as np
+
+    from .errors import AutogradError
+
+    for i, g in enumerate(grads):
+        if g is None:
+            continue
+        data = np.asarray(g._data)
+        if data.dtype.kind == "f" and np.isnan(data).any():
+            stack = _anomaly.stacks.get(node)
+            where = ""
+            if stack:
+                frames = [f for f in stack if "/ember/" not in f.filename.replace("\\", "/")]
+                where = "\nThe forward call that created it:\n" + "".join(
+                    traceback_format(frames or stack)
+                )
+            raise AutogradError(
+                f"Function '{node.name()}' returned nan values in its {i}th output.{where}",
+                op="backward",
+            )
+
+
+def traceback_format(frames) -> list:
+    import traceback
+
+    return traceback.format_list(frames[-6:])
