@@ -11,8 +11,8 @@
 """
 
 from . import datasets, idx, transforms
-from .collate import default_collate
 from ._workers import WorkerError, WorkerInfo, get_worker_info
+from .collate import default_collate
 from .dataset import (
     ConcatDataset,
     Dataset,

@@ -1,5 +1,5 @@
-"""Map-style datasets: `Dataset`, `IterableDataset`, `TensorDataset`, `Subset`, `ConcatDataset` and `random_split`
-(PyTorch's names and semantics).
+"""Datasets: the map-style `Dataset`, `TensorDataset`, `Subset`, `ConcatDataset` and
+`random_split`, and the stream-style `IterableDataset` (PyTorch's names and semantics).
 
 A dataset maps an index in ``range(len(dataset))`` to a sample. Besides ``__getitem__`` a dataset
 may define ``fetch_batch(indices)``: the default-collated batch of the samples at ``indices`` (a
