@@ -315,3 +315,23 @@ def test_ember_checkpoints_still_load(tmp_path):
     ember.save({"w": ember.ones(2)}, tmp_path / "e.ckpt")
     assert ember.load(tmp_path / "e.ckpt")["w"].numpy().tolist() == [1.0, 1.0]
     assert torch_format.is_torch_file(b"PK\x03\x04") and not torch_format.is_torch_file(b"\x10")
+
+
+def test_a_record_claiming_more_than_the_file_holds_allocates_nothing(tmp_path):
+    # a deflated storage record that claims 4 GiB: refused before any allocation
+    pickled = (
+        b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\n((X\x07\x00\x00\x00storagectorch\nByteStorage\n"
+        b"X\x01\x00\x00\x000X\x03\x00\x00\x00cpu\x8a\x05\xff\xff\xff\xff\x00tQK\x00"
+        b"\x8a\x05\xff\xff\xff\xff\x00\x85K\x01\x85\x89)tR."
+    )
+    path = tmp_path / "bomb.pt"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("archive/data.pkl", pickled)
+        z.writestr("archive/data/0", b"\0" * 4096)
+    data = bytearray(path.read_bytes())
+    # claim 2**32 - 1 bytes uncompressed in the central directory entry of archive/data/0
+    at = data.rindex(b"PK\x01\x02")
+    data[at + 24 : at + 28] = (2**32 - 1).to_bytes(4, "little")
+    path.write_bytes(bytes(data))
+    with pytest.raises(ember.CheckpointError, match="bomb.pt.*which the file cannot hold"):
+        ember.load(path)

@@ -444,8 +444,26 @@ def load_torch(path: str, map_location=None, weights_only: bool | None = None):
         ) from None
 
 
+def _check_extent(info: zipfile.ZipInfo, file_size: int, path: str) -> None:
+    """A record's declared sizes must be possible in this file, so nothing is allocated for data
+    that is not there (a stored record's bytes are in the file; a deflated one expands at most
+    ~1032 times)."""
+    stored = info.compress_type == zipfile.ZIP_STORED
+    if (
+        info.header_offset + info.compress_size > file_size
+        or (stored and info.compress_size != info.file_size)
+        or (not stored and info.file_size > 1100 * max(info.compress_size, 1))
+    ):
+        raise CheckpointError(
+            f"{path}: damaged PyTorch checkpoint: record {info.filename} claims {info.file_size} "
+            f"bytes ({info.compress_size} in the file), which the file cannot hold",
+            op="load",
+        )
+
+
 def _load_archive(archive: zipfile.ZipFile, path: str):
     records = {info.filename: info for info in archive.infolist()}
+    file_size = archive.fp.seek(0, 2)
     pickles = [n for n in records if n.endswith("/data.pkl") and n.count("/") == 1]
     if len(pickles) != 1:
         found = "no" if not pickles else f"{len(pickles)}"
@@ -470,6 +488,7 @@ def _load_archive(archive: zipfile.ZipFile, path: str):
                 op="load",
             )
         nbytes = numel * dtype.itemsize
+        _check_extent(info, file_size, path)
         if info.file_size != nbytes:
             raise CheckpointError(
                 f"{path}: damaged PyTorch checkpoint: record {name} holds {info.file_size} "
@@ -490,6 +509,7 @@ def _load_archive(archive: zipfile.ZipFile, path: str):
             array.byteswap(inplace=True)
         return array
 
+    _check_extent(records[pickles[0]], file_size, path)
     data = archive.read(pickles[0])
     return _RestrictedUnpickler(data, load_storage).load()
 
