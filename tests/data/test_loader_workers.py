@@ -326,6 +326,11 @@ def test_persistent_workers_serve_every_epoch():
     assert loader.worker_pids == pids and set(second[:, 2]) == set(pids)
     assert second[:, 0].tolist() == list(range(8))
     assert not _segments()
+    old, new = iter(loader), iter(loader)  # a second pass supersedes the first
+    assert next(new)[:, 0].numpy().tolist() == [0, 1]
+    with pytest.raises(WorkerError, match="epoch is over"):
+        list(old)
+    del old, new
     del loader  # the workers go with the loader
     assert _wait_until(lambda: not any(_alive(p) for p in pids))
 
@@ -345,6 +350,10 @@ def test_breaking_out_mid_epoch_leaves_no_process_and_no_segment():
     next(it)
     del it
     assert _children() <= before and not _segments()
+    it = iter(loader)  # the workers start at iter(), as in torch; dropped before any batch
+    assert len(_children() - before) == 3
+    del it
+    assert _children() <= before
 
 
 def test_spawn_context_with_a_picklable_dataset():

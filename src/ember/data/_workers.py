@@ -457,11 +457,11 @@ def _close_pools() -> None:
         pool.close()
 
 
-def run_epoch(pool: WorkerPool, tasks, record, prefetch: int, in_order: bool):
-    """Yield the batches of one epoch: ``tasks`` is an iterator of (task id, epoch seed, indices),
-    ids counting up from the epoch's first; map-style tasks go round-robin to the workers,
-    iterable ones to the workers whose iterator is not exhausted."""
-    epoch = pool.begin_epoch()
+def run_epoch(pool: WorkerPool, epoch: int, tasks, record, prefetch: int, in_order: bool):
+    """Yield the batches of epoch ``epoch`` (from ``pool.begin_epoch()``): ``tasks`` is an
+    iterator of (task id, epoch seed, indices), ids counting up from the epoch's first; map-style
+    tasks go round-robin to the workers, iterable ones to the workers whose iterator is not
+    exhausted."""
     n = pool.num_workers
     active = [True] * n
     cycle = itertools.cycle(range(n))
@@ -525,6 +525,12 @@ def run_epoch(pool: WorkerPool, tasks, record, prefetch: int, in_order: bool):
 
 
 def _receive_into(pool, epoch, ready, owner, active) -> None:
+    if pool.epoch != epoch or pool.closed:
+        raise WorkerError(
+            "this iterator's epoch is over: a newer pass over the DataLoader took its persistent "
+            "workers (iterate one pass at a time)",
+            op="DataLoader",
+        )
     task_id, result_epoch, wid, kind, payload = pool.receive()
     if result_epoch != epoch or kind == _ACK:
         if kind == _OK:

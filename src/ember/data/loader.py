@@ -260,12 +260,15 @@ class DataLoader:
             tasks = ((b, base_seed, None) for b in itertools.count())
         else:
             tasks = ((b, base_seed, batches[b]) for b in range(skip, len(batches)))
-        epoch = _workers.run_epoch(pool, tasks, record, self.prefetch_factor, self.in_order)
+        number = pool.begin_epoch()  # now, as torch does: a later pass supersedes this one
+        epoch = _workers.run_epoch(pool, number, tasks, record, self.prefetch_factor, self.in_order)
         if self._iterable:
             epoch = _skipping(epoch, skip)
         if self.persistent_workers:
             return epoch
-        return _closing(epoch, pool)
+        closing = _closing(epoch, pool)
+        weakref.finalize(closing, pool.close)  # also when dropped before its first batch
+        return closing
 
     def _start_pool(self, base_seed: int):
         import multiprocessing
