@@ -335,3 +335,26 @@ def test_a_record_claiming_more_than_the_file_holds_allocates_nothing(tmp_path):
     path.write_bytes(bytes(data))
     with pytest.raises(ember.CheckpointError, match="bomb.pt.*which the file cannot hold"):
         ember.load(path)
+
+
+_TENSOR_PICKLE = (  # a float32 tensor of 2 elements in storage "0"
+    b"ctorch._utils\n_rebuild_tensor_v2\n((X\x07\x00\x00\x00storagectorch\nFloatStorage\n"
+    b"X\x01\x00\x00\x000X\x03\x00\x00\x00cpuK\x02tQK\x00K\x02\x85K\x01\x85\x89)tR"
+)
+
+
+@pytest.mark.parametrize(
+    "program, refused",
+    [
+        # items set into a tensor would write the file's values into it
+        (_TENSOR_PICKLE + b"(K\x00K\x05u", "SETITEMS into a Tensor"),
+        (_TENSOR_PICKLE + b"K\x00K\x05s", "SETITEM into a Tensor"),
+        (b"]K\x00K\x05s", "SETITEM into a list"),
+        (b"}K\x05a", "APPEND into a dict"),
+        (b"}(K\x05e", "APPENDS into a dict"),
+    ],
+)
+def test_items_go_only_into_containers(tmp_path, program, refused):
+    _zip(tmp_path / "i.pt", b"\x80\x02" + program + b".", {"0": b"\0" * 8})
+    with pytest.raises(ember.CheckpointError, match=refused):
+        ember.load(tmp_path / "i.pt")

@@ -399,6 +399,46 @@ class _RestrictedUnpickler(pickle._Unpickler):
 
     dispatch[pickle.BUILD[0]] = load_build
 
+    # Items go only into plain containers, as in torch's weights-only reader: never into a
+    # tensor (whose __setitem__ would write the file's values into it) or anything else.
+    def load_setitem(self):
+        self._check_target(_DICTS, "SETITEM", -3)
+        pickle._Unpickler.load_setitem(self)
+
+    def load_setitems(self):
+        self._check_target(_DICTS, "SETITEMS", None)
+        pickle._Unpickler.load_setitems(self)
+
+    def load_append(self):
+        self._check_target((list,), "APPEND", -2)
+        pickle._Unpickler.load_append(self)
+
+    def load_appends(self):
+        self._check_target((list,), "APPENDS", None)
+        pickle._Unpickler.load_appends(self)
+
+    def _check_target(self, types: tuple, opcode: str, where: int | None) -> None:
+        # ``where``: the target's place on the stack; None: just below the last MARK
+        stack = self.stack if where is not None else self.metastack[-1] if self.metastack else []
+        if not stack or len(stack) < (-where if where is not None else 1):
+            return  # the base class raises its own error for a too-short stack
+        target = stack[where if where is not None else -1]
+        if type(target) not in types:
+            raise _Refused(f"{opcode} into a {type(target).__name__}")
+
+    def load_additems(self):
+        self._check_target((set,), "ADDITEMS", None)
+        pickle._Unpickler.load_additems(self)
+
+    dispatch[pickle.ADDITEMS[0]] = load_additems
+    dispatch[pickle.SETITEM[0]] = load_setitem
+    dispatch[pickle.SETITEMS[0]] = load_setitems
+    dispatch[pickle.APPEND[0]] = load_append
+    dispatch[pickle.APPENDS[0]] = load_appends
+
+
+_DICTS = (dict, OrderedDict, Counter)
+
 
 # ----------------------------------------------------------------------------- the archive
 def is_torch_file(head: bytes) -> bool:
