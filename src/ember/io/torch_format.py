@@ -10,11 +10,17 @@ Safety. The pickle is read by `_RestrictedUnpickler`, a subclass of pickle's Pyt
 which every global a pickle names resolves through `_ALLOWED`, the names ``torch.load(...,
 weights_only=True)`` accepts (rebuild functions, storage classes, dtypes, ``torch.Size``,
 ``collections.OrderedDict``, ``builtins.set``...), each mapped to an ember-side function of the
-same meaning: torch is never imported and nothing in the file is ever called. Any other global
-(``os.system``, ``builtins.eval``, ``subprocess.Popen``, a user's class) is refused with a
-`CheckpointError` naming the file and the global, before anything is built from it; BUILD (setting
-attributes) is allowed only on ``OrderedDict``s (a state_dict's ``_metadata``), and persistent ids
-only name storages. ``weights_only=False`` reads the same way: ember never runs code from a file.
+same meaning: torch is never imported, and the only functions a file can have called are these.
+Any other global (``os.system``, ``builtins.eval``, ``subprocess.Popen``, a user's class) is
+refused with a `CheckpointError` naming the file and the global, before anything is built from
+it; BUILD (setting attributes) is allowed only on ``OrderedDict``s (a state_dict's
+``_metadata``), items go only into dicts, lists and sets, and persistent ids only name storages.
+``weights_only=False`` reads the same way: ember never runs code from a file. A record's declared
+size must fit in the file before anything is allocated for it.
+
+Values. ``torch.Size`` reads as a tuple, ``torch.device`` as its string, a dtype as ember's
+dtype (a placeholder naming it, for dtypes ember does not have), ``OrderedDict``, ``set``,
+``bytes``, ``complex`` as themselves.
 
 Tensors. A tensor is a view of its storage at ``storage_offset`` with ``size`` and ``stride``,
 checked to lie inside the storage; views whose elements do not overlap share the storage's memory
