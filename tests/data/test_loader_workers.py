@@ -366,6 +366,17 @@ def test_spawn_context_with_a_picklable_dataset():
     ]
 
 
+def test_spawn_with_an_unpicklable_collate_fn_says_why():
+    loader = DataLoader(
+        TensorDataset(ember.arange(4)),
+        num_workers=1,
+        collate_fn=lambda batch: batch,
+        multiprocessing_context="spawn",
+    )
+    with pytest.raises(WorkerError, match="'spawn' start method: the dataset, collate_fn"):
+        list(loader)
+
+
 _LOOP = """
 import os, sys, time
 import numpy as np

@@ -361,12 +361,27 @@ class WorkerPool:
                     name=f"ember-data-worker-{wid}",
                     daemon=True,
                 )
-                proc.start()
                 self.index_queues.append(index_queue)
+                self._start(proc, context)
                 self.workers.append(proc)
         except BaseException:
             self.close()
             raise
+
+    @staticmethod
+    def _start(proc, context) -> None:
+        try:
+            proc.start()
+        except (pickle.PicklingError, AttributeError, TypeError) as exc:
+            method = context.get_start_method()
+            if method == "fork":
+                raise
+            raise WorkerError(
+                f"cannot start a DataLoader worker with the {method!r} start method: the dataset, "
+                f"collate_fn and worker_init_fn must pickle ({type(exc).__name__}: {exc}); define "
+                "them at module level, or use multiprocessing_context='fork'",
+                op="DataLoader",
+            ) from exc
 
     @property
     def pids(self) -> list[int]:
