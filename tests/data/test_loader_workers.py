@@ -272,6 +272,12 @@ def test_exceptions_that_cannot_be_rebuilt_raise_worker_error():
         list(loader)
 
 
+def test_a_batch_that_cannot_be_sent_is_an_error_not_a_hang():
+    loader = DataLoader(Probe(4), batch_size=2, num_workers=1, collate_fn=lambda b: lambda: b)
+    with pytest.raises(AttributeError, match="(?s)Caught AttributeError in DataLoader.*pickle"):
+        list(loader)
+
+
 def test_a_dead_worker_and_a_timeout_raise_instead_of_hanging():
     class Dies(Dataset):
         def __len__(self):

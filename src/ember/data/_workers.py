@@ -168,15 +168,38 @@ def _map_tree(obj, fn):
     return obj
 
 
-def decode(obj):
+def pack(batch, encode: _Encoder) -> bytes:
+    """The batch's message (worker side): large arrays to shared memory, the rest pickled here,
+    not in the queue's feeder thread, so that a batch that cannot be pickled is an error the
+    main process hears about rather than a message lost."""
+    encoded = encode(batch)
+    try:
+        return pickle.dumps(encoded, protocol=pickle.HIGHEST_PROTOCOL)
+    except BaseException:
+        _discard_tree(encoded)
+        raise
+
+
+def decode(message: bytes):
     """A received batch with its shared arrays mapped in (main side)."""
+    return _decode_tree(pickle.loads(message))
+
+
+def _decode_tree(obj):
     if isinstance(obj, _Shared):
         return _from_shared(obj)
-    return _map_tree(obj, decode)
+    return _map_tree(obj, _decode_tree)
 
 
-def discard(obj) -> None:
+def discard(message: bytes) -> None:
     """Unlink the segments of a batch that will not be used."""
+    try:
+        _discard_tree(pickle.loads(message))
+    except Exception:  # noqa: BLE001 - nothing to free then; the pool's cleanup sweeps anyway
+        pass
+
+
+def _discard_tree(obj) -> None:
     if isinstance(obj, _Shared):
         try:
             os.unlink(os.path.join(SHM_DIR, obj.name))
@@ -184,10 +207,10 @@ def discard(obj) -> None:
             pass
     elif isinstance(obj, (tuple, list)):
         for x in obj:
-            discard(x)
+            _discard_tree(x)
     elif isinstance(obj, dict):
         for x in obj.values():
-            discard(x)
+            _discard_tree(x)
 
 
 def _unlink_prefix(prefix: str) -> None:
@@ -324,7 +347,7 @@ def worker_loop(spec: WorkerSpec, worker_id, index_queue, result_queue, base_see
                     batch = spec.dataset.fetch_batch(indices)
                 else:
                     batch = collate([spec.dataset[int(i)] for i in indices])
-            result_queue.put((task_id, epoch, worker_id, _OK, encode(batch)))
+            result_queue.put((task_id, epoch, worker_id, _OK, pack(batch, encode)))
         except Exception as exc:
             result_queue.put((task_id, epoch, worker_id, _ERR, _RemoteError(exc, where)))
         del batch
