@@ -56,6 +56,10 @@ class _Refused(Exception):
     """Something a weights-only reader does not build; a CheckpointError naming the file."""
 
 
+class _Damaged(Exception):
+    """An inconsistent file (a view beyond its storage...); a CheckpointError naming the file."""
+
+
 class _Unsupported(Exception):
     """A tensor ember cannot hold (its dtype); a CheckpointError naming the file."""
 
@@ -180,22 +184,22 @@ def _ints(value, what: str) -> tuple:
     if not isinstance(value, (tuple, list)) or not all(
         type(v) is int and 0 <= v < 2**62 for v in value
     ):
-        raise _Refused(f"tensor {what} {value!r:.80} is not a tuple of non-negative ints")
+        raise _Damaged(f"tensor {what} {value!r:.80} is not a tuple of non-negative ints")
     return tuple(value)
 
 
 def _view(storage, storage_offset, size, stride, dtype: dt.DType | None = None) -> Tensor:
     if not isinstance(storage, _Storage):
-        raise _Refused(f"a tensor's storage is a {type(storage).__name__}, not a storage")
+        raise _Damaged(f"a tensor's storage is a {type(storage).__name__}, not a storage")
     if type(storage_offset) is not int or storage_offset < 0:
-        raise _Refused(f"storage offset {storage_offset!r:.80} is not a non-negative int")
+        raise _Damaged(f"storage offset {storage_offset!r:.80} is not a non-negative int")
     size, stride = _ints(size, "size"), _ints(stride, "stride")
     if len(size) != len(stride):
-        raise _Refused(f"a tensor has size {size} but stride {stride}")
+        raise _Damaged(f"a tensor has size {size} but stride {stride}")
     flat = storage.array
     if dtype is not None and dtype.np != flat.dtype:  # v3: an untyped storage, typed here
         if flat.nbytes % dtype.itemsize:
-            raise _Refused(
+            raise _Damaged(
                 f"storage {storage.key} holds {flat.nbytes} bytes, not a whole number of "
                 f"{dtype.name} elements"
             )
@@ -204,7 +208,7 @@ def _view(storage, storage_offset, size, stride, dtype: dt.DType | None = None) 
     if numel:
         last = storage_offset + sum((n - 1) * s for n, s in zip(size, stride))
         if last >= flat.size:
-            raise _Refused(
+            raise _Damaged(
                 f"a tensor of size {list(size)}, stride {list(stride)} at offset "
                 f"{storage_offset} reaches element {last} of storage {storage.key}, which has "
                 f"{flat.size} (the storage is too small for the view)"
@@ -217,7 +221,7 @@ def _view(storage, storage_offset, size, stride, dtype: dt.DType | None = None) 
     )
     if numel and _overlaps(size, stride):
         if numel > max(_EXPAND_LIMIT, flat.size):
-            raise _Refused(
+            raise _Damaged(
                 f"a tensor expands storage {storage.key} ({flat.size} elements) to {numel}"
             )
         view = np.array(view)
@@ -255,7 +259,7 @@ def _rebuild_tensor_v3(
 
 def _rebuild_parameter(data, requires_grad, backward_hooks):
     if not isinstance(data, Tensor):
-        raise _Refused(f"a parameter's data is a {type(data).__name__}, not a tensor")
+        raise _Damaged(f"a parameter's data is a {type(data).__name__}, not a tensor")
     return _with_grad(data, requires_grad)
 
 
@@ -388,7 +392,7 @@ class _RestrictedUnpickler(pickle._Unpickler):
         cached = self._storages.get(key)
         if cached is not None:
             if cached.array.dtype != dtype.np or cached.array.size != numel:
-                raise _Refused(f"storage {key} is named twice with different types or sizes")
+                raise _Damaged(f"storage {key} is named twice with different types or sizes")
             return cached
         storage = _Storage(self._load_storage(key, dtype, numel), key)
         self._storages[key] = storage
@@ -474,6 +478,10 @@ def load_torch(path: str, map_location=None, weights_only: bool | None = None):
             f"{path}: refused {exc.args[0]}; ember reads only tensors, storages, dtypes "
             "and plain containers from a PyTorch checkpoint and never runs code from it",
             op="load",
+        ) from None
+    except _Damaged as exc:
+        raise CheckpointError(
+            f"{path}: damaged PyTorch checkpoint: {exc.args[0]}", op="load"
         ) from None
     except _Unsupported as exc:
         raise CheckpointError(f"{path}: cannot read {exc.args[0]}", op="load") from None
