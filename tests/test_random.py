@@ -79,3 +79,36 @@ def test_in_place_fills_follow_the_seed():
 def test_bad_arguments_are_named(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda s: "not a dict",
+        lambda s: {**s, "bit_generator": "MT19937"},
+        lambda s: {k: v for k, v in s.items() if k != "inc"},
+        lambda s: {**s, "extra": 1},
+        lambda s: {**s, "state": "12x"},
+        lambda s: {**s, "state": str(2**128)},
+        lambda s: {**s, "inc": "2"},
+        lambda s: {**s, "has_uint32": 5},
+        lambda s: {**s, "uinteger": -1},
+        lambda s: {**s, "uinteger": 1.5},
+        lambda s: {**s, "seed": True},
+    ],
+)
+def test_set_state_rejects_malformed_states_and_keeps_the_generator(change):
+    g = ember.Generator(3)
+    good = g.get_state()
+    with pytest.raises(ember.RNGStateError, match="set_state"):
+        g.set_state(change(dict(good)))
+    assert g.get_state() == good
+    assert ember.Generator(3).numpy.random() == g.numpy.random()
+
+
+def test_module_level_seed_functions_as_torch():
+    ember.manual_seed(1234)
+    assert ember.initial_seed() == 1234
+    new = ember.seed()
+    assert ember.initial_seed() == new and 0 <= new < 2**63
+    ember.manual_seed(1234)

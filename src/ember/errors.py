@@ -74,6 +74,11 @@ class StateDictError(EmberError, KeyError):
         return Exception.__str__(self)
 
 
+class RNGStateError(EmberError, ValueError):
+    """A random generator state (`Generator.set_state`, `ember.set_rng_state`) that is not one
+    `get_state` could have produced: a missing or extra field, a value out of its range."""
+
+
 class CheckpointError(EmberError, OSError):
     """A checkpoint file that is missing, truncated, corrupt or not an ember checkpoint."""
 
@@ -89,3 +94,17 @@ class DatasetError(EmberError, FileNotFoundError):
 class ScriptError(EmberError):
     """A construct ``ember.script`` cannot convert, or converted control flow whose branches or
     loop iterations disagree (names the construct and the user's file:line)."""
+
+
+class DeviceError(EmberError, RuntimeError):
+    """A device ember does not have: ember runs on the CPU only (``"cuda"``, ``"mps"``, ...)."""
+
+
+class NotInEmberError(EmberError, AttributeError):
+    """A name PyTorch has and ember does not (``ember.jit``, ``Tensor.pin_memory``, ...); the
+    message names it and, where one exists, ember's alternative."""
+
+    def __init__(self, message: str, *, name: str | None = None, obj=None, **kwargs):
+        super().__init__(message, **kwargs)
+        self.name = name
+        self.obj = obj

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .errors import RNGStateError
+
 _DEFAULT_SEED = 67280421310721
 
 
@@ -48,19 +50,59 @@ class Generator:
         }
 
     def set_state(self, state: dict) -> Generator:
-        if state.get("bit_generator") != "PCG64":
-            raise ValueError(f"set_state: expected a PCG64 state, got {state.get('bit_generator')}")
-        self.numpy.bit_generator.state = {
-            "bit_generator": "PCG64",
-            "state": {"state": int(state["state"]), "inc": int(state["inc"])},
-            "has_uint32": int(state["has_uint32"]),
-            "uinteger": int(state["uinteger"]),
-        }
-        self._seed = int(state.get("seed", self._seed))
+        """Restore a state from `get_state`. The whole state is checked before any of it is
+        used, so a malformed one (from a damaged checkpoint, say) raises `RNGStateError` and
+        leaves the generator as it was."""
+        numpy_state, seed = _checked_state(state)
+        self.numpy.bit_generator.state = numpy_state
+        if seed is not None:
+            self._seed = seed
         return self
 
     def __repr__(self) -> str:
         return f"ember.Generator(seed={self._seed})"
+
+
+_STATE_FIELDS = {"bit_generator", "state", "inc", "has_uint32", "uinteger", "seed"}
+
+
+def _checked_state(state) -> tuple[dict, int | None]:
+    """NumPy's PCG64 state and the seed from a `get_state` dict, or `RNGStateError`."""
+    if not isinstance(state, dict):
+        raise RNGStateError(
+            f"set_state: expected a dict from get_state(), got {type(state).__name__}"
+        )
+    if state.get("bit_generator") != "PCG64":
+        raise RNGStateError(
+            f"set_state: expected a PCG64 state, got {state.get('bit_generator')!r}"
+        )
+    missing = sorted(_STATE_FIELDS - set(state) - {"seed"})
+    extra = sorted(str(k) for k in set(state) - _STATE_FIELDS)
+    if missing or extra:
+        raise RNGStateError(f"set_state: missing fields {missing}, unknown fields {extra}")
+
+    def integer(name: str, limit: int) -> int:
+        value = state[name]
+        # get_state writes the 128-bit words as decimal strings (JSON has no such integers)
+        if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 40:
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < limit:
+            raise RNGStateError(
+                f"set_state: field {name!r} must be an integer in [0, {limit}), got {state[name]!r}"
+            )
+        return value
+
+    inc = integer("inc", 2**128)
+    if inc % 2 == 0:  # PCG's stream increment is always odd
+        raise RNGStateError(f"set_state: field 'inc' must be odd, got {inc}")
+    numpy_state = {
+        "bit_generator": "PCG64",
+        "state": {"state": integer("state", 2**128), "inc": inc},
+        "has_uint32": integer("has_uint32", 2),
+        "uinteger": integer("uinteger", 2**32),
+    }
+    seed = integer("seed", 2**128) if "seed" in state else None
+    return numpy_state, seed
 
 
 default_generator = Generator()
@@ -69,6 +111,12 @@ default_generator = Generator()
 def manual_seed(seed: int) -> Generator:
     """Reseed the default generator; returns it."""
     return default_generator.manual_seed(seed)
+
+
+def seed() -> int:
+    """Reseed the default generator from the operating system's entropy (``torch.seed``);
+    returns the new seed."""
+    return default_generator.seed()
 
 
 def initial_seed() -> int:

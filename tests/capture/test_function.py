@@ -331,6 +331,23 @@ def test_the_program_cache_keeps_the_most_recently_used_programs():
     assert "programs evicted" in str(f.stats)
 
 
+def test_evicted_programs_leave_no_source_text_behind():
+    import gc
+    import linecache
+
+    def sources():
+        return sum(str(k).startswith("<ember graph") for k in linecache.cache)
+
+    before = sources()
+    f = ember.function(lambda x: x + 3, cache_size=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for n in range(1, 21):
+            f(ember.ones(n))
+    gc.collect()
+    assert sources() - before <= 2  # the kept programs' (for tracebacks), not 20
+
+
 def test_the_default_cache_size_is_a_module_setting(monkeypatch):
     from ember.capture import function as function_module
 

@@ -15,9 +15,11 @@ import pytest
 
 import ember
 from ember.data import (
+    BatchSampler,
     DataLoader,
     Dataset,
     IterableDataset,
+    RandomSampler,
     TensorDataset,
     WorkerError,
     get_worker_info,
@@ -180,6 +182,10 @@ def test_batch_sampler_drop_last_and_in_order_false():
             for b in DataLoader(ds, batch_sampler=sampler, num_workers=workers)
         ]
         assert got == sampler
+    batch_sampler = BatchSampler(RandomSampler(ds, generator=ember.Generator(4)), 3, False)
+    a = [b[0].numpy().tolist() for b in DataLoader(ds, batch_sampler=batch_sampler)]
+    b = [b[0].numpy().tolist() for b in DataLoader(ds, batch_sampler=batch_sampler, num_workers=2)]
+    assert sorted(sum(a, [])) == list(range(10)) and [len(x) for x in b] == [3, 3, 3, 1]
     loader = DataLoader(ds, batch_size=3, drop_last=True, num_workers=2)
     assert [b[0].numpy().tolist() for b in loader] == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
     loader = DataLoader(ds, batch_size=3, num_workers=2, in_order=False)

@@ -91,6 +91,13 @@ def test_verify_rejects_a_dangling_input():
         g.verify()
 
 
+def test_verify_rejects_an_input_listed_twice():
+    g = _small_graph()
+    g.inputs.append(g.inputs[0])  # bypassing the API, as a buggy pass might
+    with pytest.raises(GraphError, match="listed twice"):
+        g.verify()
+
+
 def test_verify_rejects_a_shape_mismatch():
     g = _small_graph()
     node = g.nodes[-1]
@@ -158,7 +165,8 @@ def _python_steps(fn, graph) -> int:
     ``fn(graph)`` runs: a count of the work, which does not depend on the machine's speed."""
     import sys
 
-    graph.nodes = _ScannedList(graph.nodes)
+    if not isinstance(graph.nodes, _ScannedList):
+        graph.nodes = _ScannedList(graph.nodes)
     count = [0]
 
     def profile(frame, event, arg):
@@ -181,3 +189,57 @@ def test_verify_and_topological_order_take_linear_work(shape, work):
     run = (lambda g: g.verify()) if work == "verify" else (lambda g: g.topological_order())
     small, large = (_python_steps(run, shape(n)) for n in (400, 1600))
     assert large < 4.6 * small, (small, large)  # linear: 4x; quadratic: 16x
+
+
+class _SearchedList(_ScannedList):
+    """... and whose ``remove`` searches in Python too (erasing a node searches the list)."""
+
+    def remove(self, item):
+        hits = (x is item for x in self)  # a generator step, seen by the profiler, per element
+        del self[next(i for i, hit in enumerate(hits) if hit)]
+
+
+def _dead_chain(n: int) -> Graph:
+    g = _chain(n)
+    g.set_outputs([g.inputs[0]])  # nothing reads the chain: all of it is dead code
+    return g
+
+
+@pytest.mark.parametrize("work", ["dce", "fuse"])
+def test_erasing_many_nodes_takes_linear_work(work):
+    # (each erase searched the node list: dead-code elimination and fusing a 10,000-node
+    # chain were quadratic; with the node names' suffix search, a long trace took 12 s)
+    from ember.transforms.dce import eliminate_dead_code
+    from ember.transforms.fuse import fuse_elementwise
+
+    def steps(n):
+        g = _dead_chain(n) if work == "dce" else _chain(n)
+        g.nodes = _SearchedList(g.nodes)
+        return _python_steps(eliminate_dead_code if work == "dce" else fuse_elementwise, g)
+
+    small, large = steps(400), steps(1600)
+    assert large < 4.6 * small, (small, large)
+
+
+class _CountedSet(set):
+    """A set that counts membership tests (the name search's work)."""
+
+    tests = 0
+
+    def __contains__(self, item):
+        type(self).tests += 1
+        return super().__contains__(item)
+
+
+def test_fresh_names_from_one_hint_take_linear_work():
+    # (every constant is named from the hint "const": the n-th name tried n suffixes)
+    def tests(n):
+        g = Graph()
+        g._taken = _CountedSet()
+        _CountedSet.tests = 0
+        values = [g.add_constant(np.float32(1), name="const") for _ in range(n)]
+        assert len({v.name for v in values}) == n
+        return _CountedSet.tests
+
+    small, large = tests(400), tests(1600)
+    assert large < 4.6 * small, (small, large)

@@ -261,7 +261,9 @@ class Reachable:
             for g, group in enumerate(opt.param_groups):
                 for i, p in enumerate(group["params"]):
                     add(f"{prefix}.param{g}_{i}", p)
-                    for key, value in opt.state.get(p, {}).items():
+                    # (the state of an optimizer whose step cannot be recorded is no graph's)
+                    state = opt.state.get(p, {}) if opt.records_steps else {}
+                    for key, value in state.items():
                         add(f"{prefix}.state{g}_{i}.{key}", value)
         for name, t in self.tensors:
             add(name, t)
@@ -453,6 +455,23 @@ def check_found(builder, reach: Reachable, where: str) -> None:
             )
 
 
+def _state_key(entries: dict) -> tuple:
+    """One parameter's optimizer state in the cache key: its buffers by name, and its plain
+    Python values (a step count kept as an int, as optimizers written for PyTorch keep it) by
+    value, since a recorded step bakes those in and writes back the value it ended with. (An
+    optimizer whose step cannot be recorded, LBFGS, leaves its state out of the key.)"""
+    key = []
+    for name in sorted(entries):
+        value = entries[name]
+        if isinstance(value, (Tensor, SymbolicTensor)):
+            key.append(name)
+        elif value is None or isinstance(value, (bool, int, float, str)):
+            key.append((name, type(value).__name__, value))
+        else:
+            key.append((name, type(value).__name__))
+    return tuple(key)
+
+
 def state_signature(reach: Reachable) -> tuple:
     """(a function giving the labels, the values) of the state's part of the cache key (the
     labels are built only where a retrace is explained)."""
@@ -463,7 +482,7 @@ def state_signature(reach: Reachable) -> tuple:
         values += [opt.graph_facts(group) for group in opt.param_groups]
         values.append(
             tuple(
-                tuple(sorted(opt.state[p])) if p in opt.state else ()
+                _state_key(opt.state[p]) if p in opt.state and opt.records_steps else ()
                 for group in opt.param_groups
                 for p in group["params"]
             )
@@ -479,7 +498,7 @@ def state_signature(reach: Reachable) -> tuple:
                 f"{name}.param_groups[{g}] hyper-parameters the graph bakes in"
                 for g in range(len(opt.param_groups))
             ]
-            out.append(f"{name}: the buffers in its state")
+            out.append(f"{name}: the buffers and Python values in its state")
         out += [f"{name} (object, shape, dtype, requires_grad)" for name, _ in named]
         return out + [label for label, _ in reach.python_values]
 
@@ -531,6 +550,9 @@ class Snapshot:
             id(opt): (opt, {p: dict(s) for p, s in opt.state.items()})
             for _, opt in reach.optimizers
         }
+        # the per-parameter dicts themselves: `restore` refills them, for code that holds one
+        # across the traced call (LBFGS's step holds its state while it calls a closure)
+        self._state_dicts = {id(opt): dict(opt.state) for _, opt in reach.optimizers}
 
     def entry_grad(self, t: Tensor, builder):
         if id(t) in self.grads:
@@ -541,9 +563,13 @@ class Snapshot:
         for t, grad in self.grads.values():
             t.grad = grad
         for opt, state in self.optimizer_state.values():
+            dicts = self._state_dicts[id(opt)]
             opt.state.clear()
             for p, s in state.items():
-                opt.state[p] = dict(s)
+                entries = dicts[p]
+                entries.clear()
+                entries.update(s)
+                opt.state[p] = entries
 
 
 class WritebackKind(Enum):

@@ -49,6 +49,7 @@ import numpy as np
 
 from ..errors import EmberError
 from ..tensor import Tensor
+from .worker_info import WorkerInfo, set_worker_info
 
 SHM_DIR = "/dev/shm"
 SHM_MIN_BYTES = 1 << 14  # smaller arrays are cheaper to pickle than to map
@@ -62,31 +63,6 @@ _OK, _ERR, _EXHAUSTED, _ACK = 0, 1, 2, 3
 
 class WorkerError(EmberError, RuntimeError):
     """A DataLoader worker died, timed out, or raised an exception whose type cannot be rebuilt."""
-
-
-@dataclass(frozen=True)
-class WorkerInfo:
-    """What `get_worker_info()` returns inside a worker (torch's names)."""
-
-    id: int
-    num_workers: int
-    seed: int
-    dataset: object
-
-    def __repr__(self) -> str:
-        return (
-            f"WorkerInfo(id={self.id}, num_workers={self.num_workers}, seed={self.seed}, "
-            f"dataset={type(self.dataset).__name__})"
-        )
-
-
-_worker_info: WorkerInfo | None = None
-
-
-def get_worker_info() -> WorkerInfo | None:
-    """Inside a DataLoader worker process: its `WorkerInfo` (id, num_workers, seed and its copy
-    of the dataset), e.g. for an `IterableDataset` to shard itself; None in the main process."""
-    return _worker_info
 
 
 # ---------------------------------------------------------------------------------- transport
@@ -286,7 +262,6 @@ def _seed_worker(base_seed: int, worker_id: int) -> int:
 
 def worker_loop(spec: WorkerSpec, worker_id, index_queue, result_queue, base_seed, prefix):
     """The body of one worker process."""
-    global _worker_info
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process handles Ctrl-C and stops us
     parent = os.getppid()
     from ..kernels import cpool
@@ -295,7 +270,7 @@ def worker_loop(spec: WorkerSpec, worker_id, index_queue, result_queue, base_see
     from .rng import batch_scope
 
     seed = _seed_worker(base_seed, worker_id)
-    _worker_info = WorkerInfo(worker_id, spec.num_workers, seed, spec.dataset)
+    set_worker_info(WorkerInfo(worker_id, spec.num_workers, seed, spec.dataset))
     where = f"in DataLoader worker process {worker_id}"
     init_error = None
     if spec.worker_init_fn is not None:

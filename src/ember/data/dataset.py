@@ -1,5 +1,5 @@
-"""Datasets: the map-style `Dataset`, `TensorDataset`, `Subset`, `ConcatDataset` and
-`random_split`, and the stream-style `IterableDataset` (PyTorch's names and semantics).
+"""Map-style datasets: `Dataset`, `TensorDataset`, `Subset`, `ConcatDataset` and `random_split`
+(PyTorch's names and semantics).
 
 A dataset maps an index in ``range(len(dataset))`` to a sample. Besides ``__getitem__`` a dataset
 may define ``fetch_batch(indices)``: the default-collated batch of the samples at ``indices`` (a
@@ -38,20 +38,6 @@ class Dataset:
 
     def __add__(self, other: Dataset) -> ConcatDataset:
         return ConcatDataset([self, other])
-
-
-class IterableDataset(Dataset):
-    """Base class of datasets that are a stream of samples: subclasses define ``__iter__``.
-
-    With ``DataLoader(num_workers=N)`` every worker iterates its own copy of the whole dataset
-    (so each sample comes N times) unless ``__iter__`` shards by `get_worker_info()`, as in
-    PyTorch."""
-
-    def __iter__(self):
-        raise NotImplementedError(f"{type(self).__name__} must define __iter__")
-
-    def __getitem__(self, index):
-        raise TypeError(f"{type(self).__name__} is an IterableDataset: iterate it, not index it")
 
 
 class TensorDataset(Dataset):

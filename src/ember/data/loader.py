@@ -43,7 +43,7 @@ import numpy as np
 
 from ..errors import ShapeError, StateDictError
 from ..random import Generator, resolve
-from .dataset import IterableDataset
+from .iterable import IterableDataset
 from .rng import batch_scope
 
 _POLL_S = 0.05  # how often a blocked prefetch thread checks whether it should stop

@@ -103,17 +103,22 @@ class Graph(GraphBase):
         self.outputs: list[Value] = []
         self.constants: dict[str, np.ndarray] = {}
         self._taken: set[str] = set()
+        self._suffix: dict[str, int] = {}  # base name -> the next suffix to try (see _fresh)
         self._counter = itertools.count()
         self._insert_at: int | None = None  # None: append at the end
+        self._erasing: set[int] | None = None  # ids of nodes erased in an erasing() block
         self._builder = None  # the GraphBuilder of ``with graph:`` blocks (capture/static.py)
 
     # ------------------------------------------------------------------------------ naming
     def _fresh(self, hint: str | None) -> str:
         if hint:
             base = "".join(c if c.isalnum() or c == "_" else "_" for c in hint) or "v"
-            name, k = base, 1
+            # start where the last name from this base stopped: a hint used n times (every
+            # constant is "const") would otherwise cost n tries for the n-th name
+            name, k = base, self._suffix.get(base, 1)
             while name in self._taken:
                 name, k = f"{base}_{k}", k + 1
+            self._suffix[base] = k
         else:
             name = str(next(self._counter))
             while name in self._taken:
@@ -207,11 +212,31 @@ class Graph(GraphBase):
                 raise GraphError(f"cannot erase {node!r}: its value {v!r} is still used")
         for v in node.inputs:
             v.users.remove(node)
-        self.nodes.remove(node)
+        if self._erasing is not None:
+            self._erasing.add(id(node))
+        else:
+            self.nodes.remove(node)
         if node.kind == "input":
             self.inputs = [v for v in self.inputs if v.node is not node]
         if node.kind == "constant":
             self.constants.pop(node.name, None)
+
+    @contextlib.contextmanager
+    def erasing(self):
+        """A block in which `erase_node` unlinks nodes at once but takes them out of
+        ``nodes`` together at the end, in one pass: a pass that erases many nodes of a long
+        graph (dead code, a fused chain) would otherwise pay a list search per node. Inside
+        the block ``nodes`` still lists the erased nodes."""
+        if self._erasing is not None:  # nested: the outer block compacts
+            yield
+            return
+        self._erasing = set()
+        try:
+            yield
+        finally:
+            erased, self._erasing = self._erasing, None
+            if erased:
+                self.nodes = [n for n in self.nodes if id(n) not in erased]
 
     # ------------------------------------------------------------------------------ define-then-run
     def __enter__(self) -> Graph:
@@ -263,6 +288,7 @@ class Graph(GraphBase):
         new = Graph(self.name)
         new.constants = dict(self.constants)
         new._taken = set(self._taken)
+        new._suffix = dict(self._suffix)
         mapping: dict[int, Value] = {}
         for node in self.nodes:
             copy = Node(new, node.kind, node.op, [mapping[id(v)] for v in node.inputs], node.attrs)

@@ -59,11 +59,13 @@ def replace_value(graph: Graph, old: Value, new: Value) -> bool:
     return True
 
 
-def erase_if_dead(graph: Graph, node: Node) -> bool:
-    """Erase ``node`` when it is pure and none of its values is read or returned."""
+def erase_if_dead(graph: Graph, node: Node, returned: set | None = None) -> bool:
+    """Erase ``node`` when it is pure and none of its values is read or returned.
+    ``returned``: the ids of the graph's outputs, when the caller asks about many nodes."""
     if node.kind == "input" or not is_pure(node):
         return False
-    returned = {id(v) for v in graph.outputs}
+    if returned is None:
+        returned = {id(v) for v in graph.outputs}
     if any(v.users or id(v) in returned for v in node.outputs):
         return False
     graph.erase_node(node)

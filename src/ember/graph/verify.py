@@ -56,9 +56,13 @@ def verify(graph) -> None:
     for v in graph.outputs:
         if id(v) not in defined:
             raise GraphError(f"output %{v.name} is not defined by any node of the graph")
-    for v in graph.inputs:
+    seen_inputs = set()
+    for position, v in enumerate(graph.inputs):
         if v.node.kind != "input" or id(v.node) not in in_graph:
             raise GraphError(f"graph input %{v.name} is not an input node of the graph")
+        if id(v) in seen_inputs:  # a caller's argument would have two places to go
+            raise GraphError(f"graph input {position} (%{v.name}) is listed twice")
+        seen_inputs.add(id(v))
 
 
 class _Where:

@@ -120,6 +120,13 @@ class Optimizer:
     # the hyper-parameters that a recorded step reads at run time (see the module docstring);
     # an optimizer that leaves this empty bakes every value into the graph it is recorded in
     runtime_hyperparameters: tuple[str, ...] = ()
+    # per-parameter state entries that are 0-d whatever the parameter's shape (NAdam's
+    # mu_product, ASGD's eta and mu): `load_state_dict` does not hold them to its shape
+    scalar_state: tuple[str, ...] = ()
+    # whether `step` may be recorded into a graph (LBFGS's refuses): if so, ``ember.function``
+    # keys a compiled function on ``state`` (its buffers, and its plain Python values, which a
+    # recorded step bakes in); if not, no graph reads the state and the key leaves it out
+    records_steps: bool = True
 
     def __init__(self, params: Iterable, defaults: dict[str, Any]) -> None:
         if isinstance(params, Tensor):
@@ -405,7 +412,8 @@ class Optimizer:
                     op=op,
                 )
             new_state[param] = {
-                name: _load_value(op, key, name, value, param) for name, value in entries.items()
+                name: _load_value(op, key, name, value, param, name in self.scalar_state)
+                for name, value in entries.items()
             }
         self.param_groups[:] = new_groups
         self.state = new_state
@@ -420,8 +428,10 @@ class Optimizer:
         return "\n".join(lines)
 
 
-def _load_value(op: str, key, name: str, value, param: Tensor):
-    """A copy of one saved state value, checked against its parameter."""
+def _load_value(op: str, key, name: str, value, param: Tensor, scalar: bool = False):
+    """A copy of one saved state value, checked against its parameter (``scalar``: a 0-d
+    entry of any parameter). Floating-point tensors are cast to the parameter's dtype, as
+    PyTorch's ``load_state_dict`` does."""
     if name == "step":  # the step count: a float32 0-d tensor, whatever form it was saved in
         count = value.item() if isinstance(value, Tensor) else value
         if not _is_number(count):
@@ -434,10 +444,11 @@ def _load_value(op: str, key, name: str, value, param: Tensor):
         value = Tensor(value)
     if not isinstance(value, Tensor):
         return value
-    if value.shape != param.shape:
+    if value.shape != (() if scalar else param.shape):
         raise StateDictError(
-            f"parameter {key!r}: state {name!r} has shape {value.shape} but the parameter has "
-            f"shape {param.shape}; the state dict belongs to a different model",
+            f"parameter {key!r}: state {name!r} has shape {value.shape} but "
+            + ("must be 0-d" if scalar else f"the parameter has shape {param.shape}")
+            + "; the state dict belongs to a different model",
             op=op,
         )
     with no_grad():

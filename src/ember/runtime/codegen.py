@@ -40,11 +40,13 @@ import linecache
 import math
 import re
 import sys
+import weakref
 
 import numpy as np
 
 from ..graph.interpreter import last_uses
 from ..kernels.ccompile import compiler_available
+from ..size import Size
 from ..symbolic import SymDim, symbol_sources
 
 _LITERALS = (int, float, str, bool, type(None))
@@ -86,7 +88,7 @@ def _is_literal(value, depth: int = 0) -> bool:
 def _literal(value) -> str:
     if isinstance(value, SymDim):
         return _symbol_expression(value)
-    if type(value) is tuple:
+    if type(value) in (tuple, Size):  # a shape read from a tensor is an ember.Size
         inner = ", ".join(_literal(v) for v in value)
         return f"({inner}{',' if len(value) == 1 else ''})"
     if type(value) is list:
@@ -293,6 +295,9 @@ def compile_graph(
     exec(compile(source, filename, "exec"), namespace)
     fn = namespace[writer.function_name]
     compiled_graph = CompiledGraph(graph, source, fn, in_place, placement, inplace)
+    # the source stays readable for tracebacks while the program lives, not after: a process
+    # that traces many shapes would otherwise keep every program's text
+    weakref.finalize(compiled_graph, linecache.cache.pop, filename, None)
     compiled_graph._arena_memory = memory
     if memory is not None:
         import threading

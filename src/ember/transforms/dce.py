@@ -11,8 +11,10 @@ __all__ = ["DCE", "eliminate_dead_code"]
 
 def eliminate_dead_code(graph: Graph) -> tuple[Graph, bool]:
     changed = False
-    for node in reversed(list(graph.nodes)):  # users before producers: chains die in one sweep
-        changed |= erase_if_dead(graph, node)
+    returned = {id(v) for v in graph.outputs}
+    with graph.erasing():
+        for node in reversed(list(graph.nodes)):  # users before producers: one sweep
+            changed |= erase_if_dead(graph, node, returned)
     return graph, changed
 
 

@@ -97,15 +97,39 @@ def _depends_on(value, group: set, floor: int, position: dict) -> bool:
     return False
 
 
+class _Group(list):
+    """A growing group: its nodes in graph order, and what joining it asks of them kept up to
+    date as it grows (its node ids, first and last positions, reductions), so that growing a
+    long chain one node at a time stays linear."""
+
+    def __init__(self, nodes, position: dict):
+        super().__init__()
+        self.position = position
+        self.ids: set = set()
+        self.floor = self.last = None
+        self.ends: list = []  # its reductions
+        for n in nodes:
+            self.append(n)
+
+    def append(self, node) -> None:
+        super().append(node)
+        self.ids.add(id(node))
+        p = self.position[id(node)]
+        self.floor = p if self.floor is None else min(self.floor, p)
+        self.last = p if self.last is None else max(self.last, p)
+        if _reduction(node):
+            self.ends.append(node)
+
+
 def _groups(graph: Graph) -> list[list]:
     position = {id(n): i for i, n in enumerate(graph.nodes)}
-    group_of: dict[int, list] = {}  # id(node) -> its group (a list of nodes, in order)
-    groups: list[list] = []
+    group_of: dict[int, _Group] = {}  # id(node) -> its group (its nodes, in order)
+    groups: list[_Group] = []
     for node in graph.nodes:
         if _reduction(node):
             group = group_of.get(id(node.inputs[0].node))
             if group is not None and not _reduction(node.inputs[0].node) and _reducible_axes(node):
-                ends = [n for n in group if _reduction(n)]
+                ends = group.ends
                 if not ends or ends[0].attrs["axes"] == node.attrs["axes"]:
                     group.append(node)
                     group_of[id(node)] = group
@@ -120,15 +144,16 @@ def _groups(graph: Graph) -> list[list]:
                 continue
             if any(group is c for c in candidates):
                 continue
-            if any(_reduction(u.node) and group_of.get(id(u.node)) is group for u in node.inputs):
+            if any(id(u.node) in group.ids and _reduction(u.node) for u in node.inputs):
                 continue  # a group's reductions end it: nothing in it reads them
             candidates.append(group)
         chosen = _join(node, candidates, position)
         if chosen is None:
-            chosen = []
+            chosen = _Group((), position)
             groups.append(chosen)
         elif len(chosen) > 1:  # several groups merged through this node: one group now
-            merged = sorted((n for g in chosen for n in g), key=lambda n: position[id(n)])
+            nodes = sorted((n for g in chosen for n in g), key=lambda n: position[id(n)])
+            merged = _Group(nodes, position)
             groups[:] = [g for g in groups if not any(g is c for c in chosen)]
             groups.append(merged)
             for n in merged:
@@ -161,18 +186,18 @@ def _alone(group: list) -> bool:
     return all(isinstance(d, int) for d in shape) and math.prod(shape) >= PARALLEL_MIN
 
 
-def _join(node, candidates: list[list], position: dict) -> list[list] | None:
+def _join(node, candidates: list[_Group], position: dict) -> list[_Group] | None:
     """Which of the ``candidates`` (groups of ``node``'s operands) ``node`` joins: all of them,
     merged, when the union stays convex (an Adam update reads the gradient, both moments and
     the parameter, each first touched by its own group), else the first it can join alone.
     Convex: no operand from outside the union depends on a member of it. Groups ending in
     reductions merge only with groups that have none."""
     options = [[g] for g in candidates]
-    if len(candidates) > 1 and sum(any(_reduction(n) for n in g) for g in candidates) <= 1:
+    if len(candidates) > 1 and sum(bool(g.ends) for g in candidates) <= 1:
         options.insert(0, candidates)
     for option in options:
-        members = {id(n) for g in option for n in g}
-        floor = min(position[id(n)] for g in option for n in g)
+        members = option[0].ids if len(option) == 1 else set().union(*(g.ids for g in option))
+        floor = min(g.floor for g in option)
         outside = [u for u in node.inputs if id(u.node) not in members]
         if _delays(option, outside, position):
             continue
@@ -186,13 +211,13 @@ def _join(node, candidates: list[list], position: dict) -> list[list] | None:
     return None
 
 
-def _delays(option: list[list], outside: list, position: dict) -> bool:
+def _delays(option: list[_Group], outside: list, position: dict) -> bool:
     """Whether joining would run the groups of ``option`` after a product computed since
     their last member, of a group's size, that the joining node reads: the group's loop runs
     where its last member is, so all it reads would live until then. A chain of
     accumulations ``acc + partial`` (the slices of a split batch, transforms/microbatch.py)
     would become one loop after the last partial, holding every partial until then."""
-    last = max(position[id(n)] for g in option for n in g)
+    last = max(g.last for g in option)
     shape = tuple(option[0][0].outputs[0].shape)
     return any(
         position[id(u.node)] > last
@@ -359,8 +384,9 @@ def _fuse(graph: Graph, group: list) -> None:
         graph.replace_all_uses(old, new)
         graph._taken.discard(new.name)
         new.name, old.name = old.name, new.name  # the value keeps its name for readers
-    for n in reversed(group):
-        graph.erase_node(n)
+    with graph.erasing():
+        for n in reversed(group):
+            graph.erase_node(n)
 
 
 def fuse_elementwise(graph: Graph) -> tuple[Graph, bool]:

@@ -1,0 +1,76 @@
+"""Pieces shared by Adadelta, Adamax, NAdam, RAdam, Rprop and ASGD.
+
+* PyTorch's implementation switches (``foreach``, ``capturable``, ``differentiable``): accepted
+  and kept in the param groups, so ``state_dict()`` has the keys PyTorch's has. ember has one
+  implementation of each update (``foreach`` changes nothing), every step can be recorded into a
+  graph by ``ember.function`` (``capturable`` changes nothing either), and a step always runs
+  under ``no_grad``, so ``differentiable=True`` is refused.
+* ``addcmul_`` / ``addcdiv_`` in ember ops, with PyTorch's CPU kernels' order of operations
+  (``self + value * t1 * t2`` and ``self + value * t1 / t2``), so float64 updates agree to the
+  last bits.
+* `is_eager`, for decisions on a value the update computes from its state (RAdam's
+  ``rho_t > 5``, ASGD's ``mu != 1``). Eagerly that value is a Python float and the decision a
+  Python branch, as in PyTorch; while a step is recorded it is a symbolic scalar, and the
+  optimizer computes both sides and joins them with ``where`` (PyTorch's ``capturable`` form),
+  so the recorded graph is right at every step and not only at the one it was traced at.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import dtypes as dt
+from ..tensor import Tensor
+from .optimizer import OptimizerError, as_operand, check_number
+
+__all__ = ["addcdiv_", "addcmul_", "check_betas", "check_flags", "is_eager", "to_float32"]
+
+
+def check_flags(op: str, group: dict[str, Any]) -> None:
+    """Refuse implementation switches ember cannot honour (see the module docstring)."""
+    foreach = group.get("foreach")
+    if foreach not in (None, True, False):
+        raise OptimizerError(f"foreach must be None, True or False, got {foreach!r}", op=op)
+    if group.get("capturable") not in (True, False):
+        raise OptimizerError(
+            f"capturable must be True or False, got {group.get('capturable')!r}", op=op
+        )
+    if group.get("differentiable", False):
+        raise OptimizerError(
+            "differentiable=True is not supported: ember runs every optimizer step under "
+            "no_grad, so a step cannot be differentiated through",
+            op=op,
+        )
+
+
+def check_betas(op: str, group: dict[str, Any]) -> None:
+    """Raise `OptimizerError` unless ``betas`` is a pair of numbers in [0, 1)."""
+    betas = group["betas"]
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+        raise OptimizerError(f"betas must be a pair (beta1, beta2), got {betas!r}", op=op)
+    check_number(op, "betas[0]", betas[0], high=1.0)
+    check_number(op, "betas[1]", betas[1], high=1.0)
+
+
+def addcmul_(target: Tensor, t1: Tensor, t2: Tensor, value) -> Tensor:
+    """``target += value * t1 * t2`` in place (``Tensor.addcmul_(t1, t2, value=value)``)."""
+    return target.add_(t1 * as_operand(value, target) * t2)
+
+
+def addcdiv_(target: Tensor, t1: Tensor, t2: Tensor, value) -> Tensor:
+    """``target += value * t1 / t2`` in place (``Tensor.addcdiv_(t1, t2, value=value)``)."""
+    return target.add_(t1 * as_operand(value, target) / t2)
+
+
+def is_eager(scalar) -> bool:
+    """Whether a hyper-parameter or state-derived scalar is a plain Python number (an eager
+    step) rather than a symbolic scalar (a step being recorded)."""
+    return isinstance(scalar, (int, float))
+
+
+def to_float32(scalar):
+    """A scalar rounded to float32, as ``torch.as_tensor(python_float)`` makes it: a float32
+    0-d tensor, eager or symbolic."""
+    if is_eager(scalar):
+        return Tensor(float(scalar), dtype=dt.float32)
+    return scalar.to(dt.float32)
