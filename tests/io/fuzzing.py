@@ -17,7 +17,8 @@ Each mutation is one of
   of its globals renamed (to ``posix.system``, ``builtins.eval``, ...), the pickle replaced by a
   payload that would create a file named ``M``, or a storage record dropped, cut or grown.
 
-`check_file` reads a file as ember's tools do (load; a training checkpoint as ``ember train
+`check_file` reads a file as ember's tools do (load, of the path and of its bytes in an
+``io.BytesIO``, which must agree; a training checkpoint as ``ember train
 --resume`` does; a graph also printed, drawn as DOT and as the viewer's table, its Python
 generated, which must compile, and ``ember inspect``'s page made) and returns the description
 of any exception that is not ember's own (None when the file was read, or refused with an
@@ -528,10 +529,9 @@ def _byte_mutation(data: bytes, header_end: int, rng: random.Random) -> tuple[st
 def check_file(path: str, kind: str) -> str | None:
     """Read ``path`` as ember's tools do; the description of an exception that is not an
     `EmberError` (None: read, or refused by ember)."""
+    if kind in ("checkpoint", "torch"):
+        return _check_checkpoint(path)
     try:
-        if kind in ("checkpoint", "torch"):
-            ember.load(path)
-            return None
         if kind == "train":
             _resume(path)
             return None
@@ -543,6 +543,30 @@ def check_file(path: str, kind: str) -> str | None:
             raise
         return f"load: {type(exc).__name__}: {str(exc)[:200]}\n{traceback.format_exc()[-1500:]}"
     return _check_tools(graph, path)
+
+
+def _check_checkpoint(path: str) -> str | None:
+    """``ember.load`` of the path and of the same bytes in an ``io.BytesIO`` (the file-object
+    reader): neither may raise anything but an `EmberError`, and both must agree (read, or
+    refused with the same error type; the messages differ in the file's name and the OS's
+    words)."""
+    outcomes = []
+    with open(path, "rb") as f:
+        data = f.read()
+    for source, name in ((path, path), (io.BytesIO(data), "<BytesIO>")):
+        try:
+            ember.load(source)
+            outcomes.append(None)
+        except EmberError as exc:
+            outcomes.append(type(exc).__name__)
+        except BaseException as exc:  # noqa: BLE001 - what the fuzzer is looking for
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            trace = traceback.format_exc()[-1500:]
+            return f"load {name}: {type(exc).__name__}: {str(exc)[:200]}\n{trace}"
+    if outcomes[0] != outcomes[1]:
+        return f"a path and a BytesIO of the same bytes differ: {outcomes[0]!r} / {outcomes[1]!r}"
+    return None
 
 
 def _resume(path: str) -> None:

@@ -466,12 +466,16 @@ def refuse_legacy(path: str) -> None:
     )
 
 
-def load_torch(path: str, map_location=None, weights_only: bool | None = None):
+def load_torch(path, map_location=None, weights_only: bool | None = None, *, name=None):
     """The object in the torch zip checkpoint at ``path`` (see the module's docstring);
     ``map_location`` is accepted and ignored (ember's tensors are on the CPU) and
-    ``weights_only=False`` reads as restrictively as True."""
+    ``weights_only=False`` reads as restrictively as True. ``path`` may also be a seekable
+    binary file object holding the archive (from its start), named ``name`` in errors."""
+    source = path
+    if name is not None:
+        path = name
     try:
-        with zipfile.ZipFile(path) as archive:
+        with zipfile.ZipFile(source) as archive:
             return _load_archive(archive, path)
     except _Refused as exc:
         raise CheckpointError(
