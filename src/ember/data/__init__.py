@@ -13,7 +13,7 @@
 
 from . import datasets, idx, transforms
 from ._workers import WorkerError
-from .collate import default_collate
+from .collate import default_collate, default_convert
 from .dataset import ConcatDataset, Dataset, Subset, TensorDataset, random_split
 from .iterable import ChainDataset, IterableDataset
 from .loader import DataLoader
@@ -47,6 +47,7 @@ __all__ = [
     "current_generator",
     "datasets",
     "default_collate",
+    "default_convert",
     "get_worker_info",
     "idx",
     "random_split",

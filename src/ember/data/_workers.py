@@ -246,6 +246,7 @@ class WorkerSpec:
     drop_last: bool
     worker_init_fn: object
     num_workers: int
+    auto_collation: bool = True  # False (batch_size=None): a task is one index, one sample
 
 
 def _seed_worker(base_seed: int, worker_id: int) -> int:
@@ -312,12 +313,15 @@ def worker_loop(spec: WorkerSpec, worker_id, index_queue, result_queue, base_see
                 if spec.iterable:
                     if iterator is None:
                         iterator = iter(spec.dataset)
-                    items = list(itertools.islice(iterator, spec.batch_size))
-                    if not items or (spec.drop_last and len(items) < spec.batch_size):
+                    size = spec.batch_size if spec.auto_collation else 1
+                    items = list(itertools.islice(iterator, size))
+                    if not items or (spec.drop_last and len(items) < size):
                         exhausted = True
                         result_queue.put((task_id, epoch, worker_id, _EXHAUSTED, None))
                         continue
-                    batch = collate(items)
+                    batch = collate(items) if spec.auto_collation else collate(items[0])
+                elif not spec.auto_collation:  # batch_size=None: the task is one index
+                    batch = collate(spec.dataset[int(indices)])
                 elif collate is None:
                     batch = spec.dataset.fetch_batch(indices)
                 else:

@@ -54,7 +54,10 @@ class DataLoader:
 
     Args:
         dataset: a map-style dataset (``__getitem__`` and ``__len__``) or an `IterableDataset`.
-        batch_size: samples per batch.
+        batch_size: samples per batch; None disables automatic batching (PyTorch's mode for
+            datasets that return whole batches): each sample is yielded on its own, converted by
+            `default_convert` (NumPy arrays become tensors) or by ``collate_fn`` when given, and
+            ``len()`` is the number of samples. Excludes ``batch_sampler`` and ``drop_last``.
         shuffle: visit the samples in a new random order every epoch.
         sampler: an iterable of indices giving the order instead (excludes ``shuffle``).
         batch_sampler: an iterable of lists of indices, one per batch (excludes ``batch_size``,
@@ -63,7 +66,9 @@ class DataLoader:
             Each worker has its own copy of the dataset and its own seed (`get_worker_info`);
             batches come back through shared memory, in order (see ``in_order``).
         collate_fn: merges a list of samples into a batch (default: `default_collate`, or the
-            dataset's ``fetch_batch`` which gathers whole batches at once); runs in the worker.
+            dataset's ``fetch_batch`` which gathers whole batches at once); with
+            ``batch_size=None`` it is called on each sample instead (default:
+            `default_convert`). Runs in the worker.
         pin_memory: accepted for PyTorch compatibility; ember's tensors live in ordinary CPU
             memory, so it does nothing.
         drop_last: drop the last batch when it is smaller than ``batch_size`` (with workers and
@@ -87,7 +92,7 @@ class DataLoader:
     def __init__(
         self,
         dataset,
-        batch_size: int = 1,
+        batch_size: int | None = 1,
         shuffle: bool = False,
         sampler: Iterable[int] | None = None,
         batch_sampler: Iterable[list] | None = None,
@@ -106,9 +111,23 @@ class DataLoader:
         in_order: bool = True,
         prefetch: int = 0,
     ):
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        if batch_size is None:
+            if batch_sampler is not None:  # torch: batch_sampler needs batch_size left at 1
+                raise ShapeError(
+                    "batch_sampler option is mutually exclusive with batch_size, shuffle, "
+                    "sampler, and drop_last (batch_size=None disables automatic batching, which "
+                    "a batch_sampler needs)",
+                    op="DataLoader",
+                )
+            if drop_last:
+                raise ShapeError(
+                    "batch_size=None option disables auto-batching and is mutually exclusive "
+                    "with drop_last",
+                    op="DataLoader",
+                )
+        elif isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ShapeError(
-                f"batch_size must be a positive int, got {batch_size!r}", op="DataLoader"
+                f"batch_size must be a positive int or None, got {batch_size!r}", op="DataLoader"
             )
         if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
             raise ShapeError(
@@ -158,6 +177,7 @@ class DataLoader:
         self.persistent_workers = bool(persistent_workers)
         self.in_order = bool(in_order)
         self._iterable = iterable
+        self._auto_collation = batch_size is not None  # False: each sample is its own "batch"
         self._pool = None  # the persistent workers, started by the first epoch
         self._pool_finalizer = None
         self._next_epoch = 0  # the epoch the next pass runs
@@ -169,6 +189,8 @@ class DataLoader:
         if self.batch_sampler is not None:
             return len(self.batch_sampler)
         n = self._num_samples()
+        if not self._auto_collation:
+            return n
         return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
 
     @property
@@ -183,6 +205,8 @@ class DataLoader:
             batches = None
         elif self.batch_sampler is not None:
             batches = [np.asarray([int(i) for i in b], dtype=np.int64) for b in self.batch_sampler]
+        elif not self._auto_collation:
+            batches = self._epoch_order(gen)  # one index per step
         else:
             order = self._epoch_order(gen)
             size, bs = len(order), self.batch_size
@@ -215,6 +239,14 @@ class DataLoader:
 
     def _fetcher(self, base_seed: int, batches: list) -> Callable[[int], object]:
         dataset, collate = self.dataset, self.collate_fn
+        if not self._auto_collation:
+            convert = collate or _default_convert()
+
+            def fetch_one(b: int):
+                with batch_scope(base_seed, b):
+                    return convert(dataset[int(batches[b])])
+
+            return fetch_one
         gather = getattr(dataset, "fetch_batch", None) if collate is None else None
         if collate is None and gather is None:
             from .collate import default_collate
@@ -233,7 +265,8 @@ class DataLoader:
         """Batch b of an IterableDataset's pass (None after its last)."""
         from .collate import default_collate
 
-        collate = self.collate_fn or default_collate
+        auto = self._auto_collation
+        collate = self.collate_fn or (default_collate if auto else _default_convert())
         bs, drop_last = self.batch_size, self.drop_last
         iterator = None
 
@@ -242,6 +275,9 @@ class DataLoader:
             with batch_scope(base_seed, b):
                 if iterator is None:
                     iterator = iter(self.dataset)
+                if not auto:
+                    item = next(iterator, _END)
+                    return item if item is _END else collate(item)
                 items = list(itertools.islice(iterator, bs))
                 if not items or (drop_last and len(items) < bs):
                     return _END
@@ -281,7 +317,9 @@ class DataLoader:
         elif isinstance(context, str):
             context = multiprocessing.get_context(context)
         collate = self.collate_fn
-        if collate is None and not self._iterable and not hasattr(self.dataset, "fetch_batch"):
+        if collate is None and not self._auto_collation:
+            collate = _default_convert()
+        elif collate is None and not self._iterable and not hasattr(self.dataset, "fetch_batch"):
             from .collate import default_collate
 
             collate = default_collate
@@ -293,6 +331,7 @@ class DataLoader:
             drop_last=self.drop_last,
             worker_init_fn=self.worker_init_fn,
             num_workers=self.num_workers,
+            auto_collation=self._auto_collation,
         )
         # the workers' seeds come from the epoch's base seed, through a hash so that no worker
         # shares a stream with a batch's data generator (seeded base_seed + batch number)
@@ -379,6 +418,12 @@ class _EpochRecord:
 
 
 _END = object()  # what an iterable dataset's fetch returns after its last batch
+
+
+def _default_convert():
+    from .collate import default_convert
+
+    return default_convert
 
 
 def _check_workers(num_workers, prefetch_factor, persistent_workers, timeout, prefetch) -> None:

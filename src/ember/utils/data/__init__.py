@@ -1,9 +1,9 @@
 """``ember.utils.data``: PyTorch's ``torch.utils.data`` module path over ``ember.data``.
 
 Everything here is ember.data's (the same objects, so ``isinstance`` checks agree): map-style
-and iterable-style datasets, `random_split`, the samplers, `DataLoader`, `default_collate` and
-`get_worker_info`. Where ember differs from PyTorch it says so in each object's docstring; the
-main points:
+and iterable-style datasets, `random_split`, the samplers, `DataLoader`, `default_collate`,
+`default_convert` and `get_worker_info`. Where ember differs from PyTorch it says so in each
+object's docstring; the main points:
 
 * generators are `ember.Generator` objects (``ember.Generator().manual_seed(0)``); for the same
   seed, `random_split` and the random samplers give other permutations than PyTorch's (another
@@ -27,6 +27,7 @@ from ...data import (
     WeightedRandomSampler,
     WorkerInfo,
     default_collate,
+    default_convert,
     get_worker_info,
     random_split,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "dataloader",
     "dataset",
     "default_collate",
+    "default_convert",
     "get_worker_info",
     "random_split",
     "sampler",
