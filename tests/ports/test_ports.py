@@ -62,6 +62,7 @@ LEARNED = 0.95
 # PyTorch's TransformerEncoder takes its nested-tensor fast path in eval mode, and says so
 pytestmark = pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors:UserWarning")
 
+
 def translate(source: str) -> str:
     """The mechanical port: every whole word ``torch`` becomes ``ember``; nothing else changes."""
     return re.sub(r"\btorch\b", "ember", source)
