@@ -237,3 +237,15 @@ def test_torch_reads_what_ember_writes_to_an_object_back_through_ember():
     buf.seek(0)
     got = ember.load(buf, map_location="cpu", weights_only=True)
     np.testing.assert_array_equal(got["w"].numpy(), np.ones((2, 3), np.float32))
+
+
+def test_unbuffered_files_and_closed_files(tmp_path):
+    path = tmp_path / "ck.pt"
+    with open(path, "wb", buffering=0) as f:
+        ember.save(_state(), f)
+    with open(path, "rb", buffering=0) as f:
+        _same(ember.load(f), _state())
+    f = open(path, "rb")  # noqa: SIM115
+    f.close()
+    with pytest.raises(CheckpointError, match=str(path)):
+        ember.load(f)

@@ -88,9 +88,14 @@ class Window:
         readinto = getattr(self._f, "readinto", None)
         if readinto is not None:
             self._f.seek(self._base + self._pos)
-            got = readinto(view[:n]) or 0
-            self._pos += got
-            return got
+            done = 0
+            while done < n:  # a raw (unbuffered) file may return less than asked
+                got = readinto(view[done:n]) or 0
+                if got <= 0:
+                    break
+                done += got
+            self._pos += done
+            return done
         data = self.read(n)
         view[: len(data)] = data
         return len(data)

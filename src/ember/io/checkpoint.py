@@ -103,7 +103,12 @@ def load(f, map_location=None, *, weights_only: bool | None = None):
     if not _stream.is_path(f):
         source = _stream.open_source(f)
         try:
-            head = source.read(4)
+            try:
+                head = source.read(4)
+            except (OSError, ValueError) as exc:
+                raise CheckpointError(
+                    f"{source.name}: cannot be read ({type(exc).__name__}: {exc})", op="load"
+                ) from exc
             source.seek(0)
             if torch_format.is_torch_file(head):
                 return torch_format.load_torch(source, map_location, weights_only, name=source.name)
