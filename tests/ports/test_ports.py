@@ -86,6 +86,8 @@ class Port:
     trained_eval: str  # the torch history key holding that checkpoint's evaluation
     deterministic: bool  # training draws no random numbers: compare losses step by step
     extra_torch: str = ""  # PyTorch-only options (see GPT)
+    # more history keys that ``--evaluate`` must report as PyTorch does at the initial weights
+    also_eval: tuple[str, ...] = ()
 
 
 PORTS = {
@@ -165,6 +167,73 @@ PORTS = {
             trained_file="last.pt",
             trained_eval="val_loss",
             deterministic=False,
+        ),
+        Port(
+            name="vae",
+            out="--results-dir {dir}",
+            init_file="vae.pt",
+            start="--init-state",
+            zero_steps="--epochs 0",
+            train="--epochs 2 --n-train 384 --n-test 128 --log-interval 100",
+            eval_key="test_loss",
+            trained_file="vae.pt",
+            trained_eval="reloaded_test_loss",
+            deterministic=False,  # the reparameterization draws noise
+            also_eval=("test_kld",),
+        ),
+        Port(
+            name="dcgan",
+            out="--outf {dir}",
+            init_file="dcgan.pt",
+            start="--init-from",
+            zero_steps="--epochs 0",
+            train="--epochs 2 --n-train 512 --n-test 128 --lr 0.001",
+            # the sample score of the generator on the checkpoint's fixed noise; the
+            # discriminator's loss on real test images and those fakes is compared at the
+            # initial weights too
+            eval_key="score",
+            trained_file="dcgan.pt",
+            trained_eval="reloaded_score",
+            deterministic=False,  # fresh noise every step
+            also_eval=("eval_loss",),
+        ),
+        Port(
+            name="reinforce",
+            out="--save-dir {dir}",
+            init_file="policy.pt",
+            start="--init-from",
+            zero_steps="--episodes 0",
+            train="--episodes 120 --lr 0.02 --eval-interval 40",
+            # the greedy policy's regret in a seeded NumPy environment: deterministic
+            eval_key="regret",
+            trained_file="policy.pt",
+            trained_eval="final_regret",
+            deterministic=False,  # actions are sampled
+        ),
+        Port(
+            name="seq2seq_transformer",
+            out="--save-dir {dir}",
+            init_file="seq2seq.pt",
+            start="--init-state",
+            zero_steps="--epochs 0",
+            train="--epochs 2 --n-train 256 --n-val 64 --dropout 0",
+            eval_key="val_loss",
+            trained_file="seq2seq.pt",
+            trained_eval="best_val_loss",
+            deterministic=True,
+            also_eval=("val_accuracy",),
+        ),
+        Port(
+            name="unet_segmentation",
+            out="--dir-checkpoint {dir}",
+            init_file="model.pth",
+            start="--load",
+            zero_steps="--epochs 0",
+            train="--epochs 2 --n-images 200",
+            eval_key="val_loss",
+            trained_file="model.pth",
+            trained_eval="reloaded_val_loss",
+            deterministic=False,  # shuffles and flips at random
         ),
     ]
 }
@@ -251,6 +320,7 @@ class TorchRuns:
             self.cache[name] = {
                 "init": init,
                 "init_eval": _first(evaluated[port.eval_key]),
+                "init_also": {key: _first(evaluated[key]) for key in port.also_eval},
                 "history": trained,
                 "trained": train_dir / port.trained_file,
             }
@@ -274,9 +344,18 @@ def _ember_program(name: str, tmp_path: Path):
 
 def _check_own_reload(name: str, history: dict) -> None:
     """The program's own save / reload reproduces the evaluation of the weights it saved."""
-    if name in ("mnist_cnn", "seq_classifier"):  # save the final weights
+    if name in ("mnist_cnn", "seq_classifier", "vae"):  # save the final weights
         saved = history["test_loss"][-1]
         reloaded = history["reloaded_test_loss"]
+    elif name == "unet_segmentation":  # saves the final weights
+        saved = history["val_loss"][-1]
+        reloaded = history["reloaded_val_loss"]
+    elif name == "dcgan":  # saves the final weights and the fixed noise
+        saved = history["score"][-1]
+        reloaded = history["reloaded_score"]
+    elif name == "reinforce":  # evaluates after the last episode, then saves
+        saved = history["regret"][-1]
+        reloaded = history["final_regret"]
     elif name == "resnet_cifar":  # saves the first epoch with the best accuracy
         saved = history["test_loss"][int(np.argmax(history["test_acc"]))]
         reloaded = history["best_test_loss"]
@@ -340,6 +419,8 @@ def test_ember_evaluates_the_initial_weights_as_pytorch(name, torch_runs, tmp_pa
     program = _ember_program(name, tmp_path)
     history = program.main(_argv(port, tmp_path, port.train, start=run["init"], evaluate=True))
     assert _first(history[port.eval_key]) == pytest.approx(run["init_eval"], rel=EVAL_RTOL)
+    for key in port.also_eval:
+        assert _first(history[key]) == pytest.approx(run["init_also"][key], rel=EVAL_RTOL), key
 
 
 @IN_PROGRESS
