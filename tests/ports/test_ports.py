@@ -17,13 +17,18 @@ file). Comparisons, and why each is honest:
   that PyTorch's training run wrote (weights after Adadelta / Adam / AdamW / SGD steps, and
   BatchNorm running statistics) and must report the loss that PyTorch reported for it.
 * **per-step training losses** (programs whose training draws no random numbers with the
-  options given: the LSTM and the GPT with ``--dropout 0`` and batches in a fixed order): every
-  step's loss must match, so forward, backward, clipping, optimizer and scheduler all agree.
-* programs that shuffle, drop out or augment at random (MNIST CNN, ResNet, MLP, sequence
-  classifier) cannot match step by step: ember's random streams are not PyTorch's. For those,
-  ember's run must train (its final evaluation loss below the one at the shared initial
+  options given: the LSTM, the GPT and the seq2seq Transformer with ``--dropout 0`` and batches
+  in a fixed order): every step's loss must match, so forward, backward, clipping, optimizer and
+  scheduler all agree.
+* programs that shuffle, drop out, augment or sample at random (MNIST CNN, ResNet, MLP,
+  sequence classifier, U-Net; the VAE's reparameterization, the GAN's noise, the policy's
+  actions) cannot match step by step: ember's random streams are not PyTorch's. For those,
+  ember's run must train (its final evaluation score below the one at the shared initial
   weights, which PyTorch's run shows by a wide margin on these tasks), and its own save /
-  reload must reproduce its results.
+  reload must reproduce its results. Where a program's evaluation has no loss, its score is a
+  deterministic function of the weights: the GAN's distance of the generated images' per-pixel
+  statistics to the real images' on the checkpoint's fixed noise, the policy's greedy regret in
+  a NumPy environment with a seeded random stream.
 
 Tolerances (float32 throughout). A loss is a mean over a batch of values computed through a few
 layers whose sums both frameworks order differently (GEMM blocking, convolution algorithms), so
@@ -56,13 +61,20 @@ TRAIN_RTOL = 2e-5
 # the initial weights. With the options below, PyTorch's runs from the same initial weights with
 # other seeds (other shuffles, dropout masks and crops) reached at most 0.90 (MNIST CNN, seeds
 # 0-16, mean 0.86), 0.76 (ResNet, seeds 0-16), 0.58 (sequence classifier, seeds 0-4) and 0.41
-# (MLP, seeds 0-4) of it.
+# (MLP, seeds 0-4) of it; for the programs whose score is not a loss, 0.82 (VAE, seeds 0-7),
+# 0.76 (DCGAN's sample score, seeds 0-7), 0.88 (U-Net, seeds 0-7) and 0.69 (REINFORCE's greedy
+# regret, seeds 0-11, mean 0.12).
 LEARNED = 0.95
 
 # PyTorch's TransformerEncoder takes its nested-tensor fast path in eval mode, and says so
 pytestmark = pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors:UserWarning")
 
 IN_PROGRESS = pytest.mark.xfail(strict=False, reason="issue 19 in progress")
+
+# Programs whose training runs without the suite's checks of every compiled graph and fast
+# kernel against the interpreter and NumPy references (tests/conftest.py): under those checks
+# their few training steps take ten times as long. Their evaluations keep the checks.
+CHECKED_AT_EVALUATION_ONLY = {"unet_segmentation", "dcgan", "seq2seq_transformer"}
 
 
 def translate(source: str) -> str:
@@ -174,7 +186,7 @@ PORTS = {
             init_file="vae.pt",
             start="--init-state",
             zero_steps="--epochs 0",
-            train="--epochs 2 --n-train 384 --n-test 128 --log-interval 100",
+            train="--epochs 2 --n-train 384 --n-test 128 --lr 0.003 --log-interval 100",
             eval_key="test_loss",
             trained_file="vae.pt",
             trained_eval="reloaded_test_loss",
@@ -187,7 +199,7 @@ PORTS = {
             init_file="dcgan.pt",
             start="--init-from",
             zero_steps="--epochs 0",
-            train="--epochs 2 --n-train 512 --n-test 128 --lr 0.001",
+            train="--epochs 2 --n-train 384 --n-test 128 --lr 0.001",
             # the sample score of the generator on the checkpoint's fixed noise; the
             # discriminator's loss on real test images and those fakes is compared at the
             # initial weights too
@@ -216,7 +228,7 @@ PORTS = {
             init_file="seq2seq.pt",
             start="--init-state",
             zero_steps="--epochs 0",
-            train="--epochs 2 --n-train 256 --n-val 64 --dropout 0",
+            train="--epochs 2 --n-train 192 --n-val 64 --dropout 0",
             eval_key="val_loss",
             trained_file="seq2seq.pt",
             trained_eval="best_val_loss",
@@ -229,7 +241,7 @@ PORTS = {
             init_file="model.pth",
             start="--load",
             zero_steps="--epochs 0",
-            train="--epochs 2 --n-images 200",
+            train="--epochs 2 --n-images 128 --learning-rate 0.01",
             eval_key="val_loss",
             trained_file="model.pth",
             trained_eval="reloaded_val_loss",
@@ -436,7 +448,9 @@ def test_ember_evaluates_pytorchs_trained_checkpoint(name, torch_runs, tmp_path)
 
 @IN_PROGRESS
 @pytest.mark.parametrize("name", sorted(PORTS))
-def test_ember_trains_like_pytorch(name, torch_runs, tmp_path):
+def test_ember_trains_like_pytorch(name, torch_runs, tmp_path, request):
+    if name in CHECKED_AT_EVALUATION_ONLY:
+        request.getfixturevalue("bare_executors")
     run = torch_runs.get(name)
     port = PORTS[name]
     program = _ember_program(name, tmp_path)
