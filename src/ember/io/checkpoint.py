@@ -44,6 +44,7 @@ from safetensors import TensorSpec, serialize_file
 
 from .._files import create_temporary
 from ..errors import CheckpointError
+from . import torch_format
 from ._tree import decode, encode
 
 FORMAT_KEY, FORMAT_VERSION = "ember_checkpoint", "1"
@@ -80,10 +81,16 @@ def save(obj, path: str | os.PathLike) -> None:
 
 
 def load(path: str | os.PathLike, map_location=None, *, weights_only: bool | None = None):
-    """Read a checkpoint written by `save`. Tensors come back as ember Tensors of the saved dtype
-    and shape. ``map_location`` and ``weights_only`` are accepted for PyTorch compatibility and
-    ignored (everything is on the CPU, and nothing is ever unpickled)."""
+    """Read a checkpoint written by `save`, or a PyTorch checkpoint written by ``torch.save``
+    (the zip format; see `ember.io.torch_format`: read without torch and without running any
+    pickle code). Tensors come back as ember Tensors of the saved dtype and shape.
+    ``map_location`` and ``weights_only`` are accepted for PyTorch compatibility and ignored:
+    everything is on the CPU, and ember never runs code from a file, whatever ``weights_only``
+    says."""
     path = os.fspath(path)
+    head = torch_format.sniff(path)
+    if torch_format.is_torch_file(head):
+        return torch_format.load_torch(path, map_location, weights_only)
     metadata, arrays = read_safetensors(path, _check_checkpoint_metadata)
     structure = _json(metadata.get("structure"), "structure", path)
     return decode(structure, arrays, path)
@@ -266,10 +273,12 @@ def _read_header(f, size: int, path: str) -> tuple[dict, int]:
     prefix = f.read(8)
     length = int.from_bytes(prefix, "little")
     if length > _MAX_HEADER or 8 + length > size:
-        if prefix.startswith(b"PK\x03\x04") or prefix[:1] == b"\x80":
+        if prefix[:1] == b"\x80":
+            torch_format.refuse_legacy(path)
+        if torch_format.is_torch_file(prefix):
             raise CheckpointError(
-                f"{path} looks like a PyTorch (pickle) checkpoint; ember reads only safetensors "
-                "checkpoints and never unpickles",
+                f"{path} is a zip archive (a PyTorch checkpoint?), not a safetensors file; "
+                "ember.load reads PyTorch checkpoints",
                 op="load",
             )
         raise CheckpointError(
