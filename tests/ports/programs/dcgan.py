@@ -15,6 +15,7 @@ import os
 
 import numpy as np
 import torch
+import torch.backends.cudnn as cudnn
 import torch.nn as nn
 import torch.optim as optim
 from torch.utils.data import DataLoader, TensorDataset
@@ -134,6 +135,7 @@ def main(argv=None):
     opt = parser.parse_args(argv)
 
     torch.manual_seed(opt.manual_seed)
+    cudnn.benchmark = True
     device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
 
     train_set = TensorDataset(torch.from_numpy(make_blobs(opt.n_train, seed=5)))

@@ -86,7 +86,8 @@ class Policy(nn.Module):
 def select_action(model, state):
     state = torch.from_numpy(state).float().unsqueeze(0)
     logits, value = model(state)
-    m = Categorical(logits=logits)
+    probs = F.softmax(logits, dim=-1)
+    m = Categorical(probs)
     action = m.sample()
     return action.item(), SavedAction(m.log_prob(action), value, m.entropy())
 
@@ -125,7 +126,7 @@ def evaluate(model, args):
     """Greedy policy from every start cell; returns (mean regret in steps, success rate)."""
     model.eval()
     env = GridWorld(args.size, slip=args.slip, max_steps=args.max_steps, seed=12345)
-    regrets, successes = [], 0
+    regrets, successes, actions = [], 0, []
     for r in range(args.size):
         for c in range(args.size):
             start = np.array([r, c])
@@ -136,11 +137,14 @@ def evaluate(model, args):
             for _ in range(args.max_steps):
                 logits, _ = model(torch.from_numpy(state).unsqueeze(0))
                 action = torch.argmax(logits, dim=1).item()
+                actions.append(action)
                 state, _, done, truncated = env.step(action)
                 if done or truncated:
                     break
             successes += int(done)
             regrets.append((env.t if done else args.max_steps + 1) - shortest)
+    counts = F.one_hot(torch.tensor(actions), num_classes=len(MOVES)).sum(dim=0)
+    print(f"greedy actions (up, down, left, right): {counts.tolist()}")
     model.train()
     return float(np.mean(regrets)), successes / len(regrets)
 

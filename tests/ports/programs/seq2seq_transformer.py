@@ -122,11 +122,17 @@ class Seq2SeqTransformer(nn.Module):
         )
 
 
+def generate_square_subsequent_mask(sz, device):
+    mask = (torch.triu(torch.ones((sz, sz), device=device)) == 1).transpose(0, 1)
+    mask = mask.float().masked_fill(mask == 0, float("-inf")).masked_fill(mask == 1, 0.0)
+    return mask
+
+
 def create_mask(src, tgt, device):
     tgt_seq_len = tgt.shape[1]
-    tgt_mask = nn.Transformer.generate_square_subsequent_mask(tgt_seq_len, device=device)
-    src_padding_mask = src == PAD_IDX
-    tgt_padding_mask = tgt == PAD_IDX
+    tgt_mask = generate_square_subsequent_mask(tgt_seq_len, device)
+    src_padding_mask = (src == PAD_IDX).type(torch.bool)
+    tgt_padding_mask = (tgt == PAD_IDX).type(torch.bool)
     return tgt_mask, src_padding_mask, tgt_padding_mask
 
 
@@ -169,6 +175,7 @@ def greedy_decode(model, src, max_len, device):
 def evaluate(model, loader, loss_fn, device):
     model.eval()
     total_loss, n_batches, correct, n = 0.0, 0, 0, 0
+    correct_tokens, n_tokens = 0, 0
     with torch.no_grad():
         for src, tgt in loader:
             src, tgt = src.to(device), tgt.to(device)
@@ -179,6 +186,10 @@ def evaluate(model, loader, loss_fn, device):
             loss = loss_fn(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1))
             total_loss += loss.item()
             n_batches += 1
+            pred = logits.argmax(dim=-1)
+            mask = tgt_out != PAD_IDX
+            correct_tokens += ((pred == tgt_out) & mask).sum().item()
+            n_tokens += mask.sum().item()
 
             decoded = greedy_decode(model, src, tgt.size(1) + 2, device)
             for i in range(src.size(0)):
@@ -188,6 +199,7 @@ def evaluate(model, loader, loss_fn, device):
                 target = [t for t in tgt[i, 1:].tolist() if t not in (PAD_IDX, EOS_IDX)]
                 correct += int(pred == target)
                 n += 1
+    print(f"token accuracy {correct_tokens / n_tokens:.3f}")
     return total_loss / n_batches, correct / n
 
 

@@ -199,6 +199,7 @@ def main(argv=None):
     parser.add_argument("--learning-rate", "-l", type=float, default=3e-3)
     parser.add_argument("--weight-decay", type=float, default=1e-4)
     parser.add_argument("--base", type=int, default=8, help="channels of the first level")
+    parser.add_argument("--amp", action="store_true", default=False, help="mixed precision")
     parser.add_argument("--bilinear", action="store_true", default=True)
     parser.add_argument("--transposed", dest="bilinear", action="store_false")
     parser.add_argument("--n-images", type=int, default=480)
@@ -243,10 +244,18 @@ def main(argv=None):
         record(evaluate(model, val_loader, criterion, device))
         return history
 
+    # no weight decay on BatchNorm weights and biases
+    decay = [p for n, p in model.named_parameters() if p.ndim > 1]
+    no_decay = [p for n, p in model.named_parameters() if p.ndim <= 1]
     optimizer = optim.AdamW(
-        model.parameters(), lr=args.learning_rate, weight_decay=args.weight_decay
+        [
+            {"params": decay, "weight_decay": args.weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ],
+        lr=args.learning_rate,
     )
     scheduler = optim.lr_scheduler.CosineAnnealingWarmRestarts(optimizer, T_0=2, T_mult=2)
+    grad_scaler = torch.amp.GradScaler(device.type, enabled=args.amp)
     os.makedirs(args.dir_checkpoint, exist_ok=True)
     global_step = 0
     for epoch in range(1, args.epochs + 1):
@@ -258,14 +267,17 @@ def main(argv=None):
             )
             true_masks = true_masks.to(device=device, dtype=torch.float32)
 
-            masks_pred = model(images_b)
-            loss = criterion(masks_pred, true_masks)
-            loss = loss + dice_loss(torch.sigmoid(masks_pred), true_masks)
+            with torch.autocast(device.type, enabled=args.amp):
+                masks_pred = model(images_b)
+                loss = criterion(masks_pred, true_masks)
+                loss = loss + dice_loss(torch.sigmoid(masks_pred), true_masks)
 
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            grad_scaler.scale(loss).backward()
+            grad_scaler.unscale_(optimizer)
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
+            grad_scaler.step(optimizer)
+            grad_scaler.update()
             scheduler.step(epoch - 1 + i / len(train_loader))
             global_step += 1
             history["train_loss"].append(loss.item())
