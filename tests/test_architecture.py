@@ -50,6 +50,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ember.io",
             "ember.printing",
             "ember.tensor_api",
+            "ember.amp",
         ),
     ),
     ("graph", ("ember.graph",)),

@@ -90,7 +90,10 @@ half = float16
 long = int64
 int = int32  # noqa: A001
 
-from . import backends, cuda, utils  # noqa: E402
+from . import amp, backends, cuda, utils  # noqa: E402
+from .amp import autocast  # noqa: E402
+
+cuda.amp = amp.cuda_amp  # torch.cuda.amp's spelling (ember.cuda is below the eager layer)
 from ._missing import module_getattr as _module_getattr  # noqa: E402
 from .capture.compiled import compile  # noqa: E402,A004
 from .devices import (  # noqa: E402

@@ -21,7 +21,6 @@ from .errors import NotInEmberError
 __all__ = ["TORCH_ONLY", "module_getattr", "tensor_getattr"]
 
 _NONE = None  # ember has no counterpart
-_NO_AMP = "cast explicitly with .to(ember.bfloat16) / .to(ember.float16); ember has no autocast"
 _NO_COMPLEX = "ember has no complex dtypes"
 _NO_GPU = "ember runs on the CPU only"
 _NO_SPARSE = "ember has dense tensors only"
@@ -34,8 +33,6 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "export": "ember.trace(fn, *args) gives an ember.Graph; ember.load_graph reads graph files",
         "func": "ember.grad / ember.value_and_grad",
         "vmap": _NONE,
-        "autocast": _NO_AMP,
-        "amp": _NO_AMP,
         "distributed": _NONE,
         "hub": _NONE,
         "onnx": _NONE,
