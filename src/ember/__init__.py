@@ -120,6 +120,8 @@ from .printing import get_printoptions, set_printoptions  # noqa: E402
 from .size import Size  # noqa: E402
 from .tensor_api import is_tensor, numel  # noqa: E402
 
+globals().update(_tensor_api.LEGACY_TYPES)  # ember.FloatTensor, ember.LongTensor, ...
+
 __version__ = "0.1.0"
 
 # ``ember.jit`` and other PyTorch names ember lacks: a NotInEmberError naming the alternative
