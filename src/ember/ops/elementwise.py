@@ -267,7 +267,6 @@ _unary(
     lambda c, g: (E.where(c.outputs[0] > 0, g, 0),),
     float_only=False,
     save="output",
-    functional=True,
     doc="relu(x) = max(x, 0), NaN kept. Its gradient is 0 where the result is <= 0 and at NaN "
     "(PyTorch's passes the gradient at NaN).",
     # np.maximum(x, 0): NaN stays, a tie (-0.0) gives the second operand, 0.0
