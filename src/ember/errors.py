@@ -94,3 +94,9 @@ class DatasetError(EmberError, FileNotFoundError):
 class ScriptError(EmberError):
     """A construct ``ember.script`` cannot convert, or converted control flow whose branches or
     loop iterations disagree (names the construct and the user's file:line)."""
+
+
+class LinAlgError(EmberError, RuntimeError):
+    """A linear-algebra routine that cannot complete on its input: a singular matrix for
+    ``inv`` or ``solve``, one that is not positive-definite for ``cholesky`` (PyTorch raises
+    ``torch.linalg.LinAlgError``, a RuntimeError). The message names the batch element."""
