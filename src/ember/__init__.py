@@ -48,7 +48,7 @@ _methods.install(_capture.SymbolicTensor)
 _allocator.tune()
 globals().update(_ops.PUBLIC)
 
-from . import autograd, data, io, linalg, nn, optim, profiler, tools  # noqa: E402
+from . import autograd, data, io, linalg, nn, optim, profiler, testing, tools  # noqa: E402
 from .capture import trace  # noqa: E402
 from .capture.function import Function, function  # noqa: E402
 from .capture.grad import grad, value_and_grad  # noqa: E402

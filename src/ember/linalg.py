@@ -1,17 +1,17 @@
 """``ember.linalg``: PyTorch's ``torch.linalg`` names. The norms and singular values are
 defined in ops/norms.py (``vector_norm``, ``matrix_norm``, ``norm``, ``svdvals``), the systems
-and determinants in ops/decompositions.py (``inv``, ``det``, ``slogdet``, ``solve``,
+and determinants in ops/decompositions.py (``inv``, ``slogdet``, ``solve``,
 ``solve_triangular``, ``cholesky``), the factorizations in ops/spectral.py (``qr``, ``eigh``,
-``eigvalsh``, ``svd``, ``pinv``) and the composites in ops/linalg_composite.py (``lstsq``,
-``matrix_power``, ``matrix_rank``, ``multi_dot``, ``cross``, ``vecdot``, ``diagonal``,
-``cond``); ``matmul`` is `ember.matmul`. `LinAlgError` is what a singular or
-non-positive-definite input raises.
+``eigvalsh``, ``svd``, ``pinv``, and ``det``, whose gradient uses the SVD) and the composites
+in ops/linalg_composite.py (``lstsq``, ``matrix_power``, ``matrix_rank``, ``multi_dot``,
+``cross``, ``vecdot``, ``diagonal``, ``cond``); ``matmul`` is `ember.matmul`. `LinAlgError` is
+what a singular or non-positive-definite input raises.
 
 Not all are also ``ember.<name>``: ``ember.norm`` is ``torch.norm``, whose defaults differ, and
 ``ember.svd`` / ``ember.qr`` are PyTorch's older functions (``ember.svd`` returns V, not Vh)."""
 
 from .errors import LinAlgError
-from .ops.decompositions import cholesky, det, inv, slogdet, solve, solve_triangular
+from .ops.decompositions import cholesky, inv, slogdet, solve, solve_triangular
 from .ops.linalg import matmul
 from .ops.linalg_composite import (
     cond,
@@ -25,7 +25,7 @@ from .ops.linalg_composite import (
 )
 from .ops.norms import linalg_norm as norm
 from .ops.norms import matrix_norm, svdvals, vector_norm
-from .ops.spectral import eigh, eigvalsh, pinv, qr, svd
+from .ops.spectral import det, eigh, eigvalsh, pinv, qr, svd
 
 __all__ = [
     "LinAlgError",

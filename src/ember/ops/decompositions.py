@@ -1,6 +1,7 @@
-"""Linear systems and determinants: the primitives ``inv``, ``det``, ``slogdet``, ``solve``,
+"""Linear systems and determinants: the primitives ``inv``, ``slogdet``, ``solve``,
 ``solve_triangular`` and ``cholesky`` behind ``ember.linalg`` (the namespace is ember/linalg.py;
-the old top-level names, ``ember.inverse``, ``ember.det``, ... are exported here).
+the old top-level names, ``ember.inverse``, ``ember.slogdet``, ... are exported here; ``det``,
+whose gradient needs the SVD, is in ops/spectral.py).
 
 Each works on a matrix or a batch of them (the last two dimensions), in float32 or float64 (as
 PyTorch on the CPU, which refuses half precision), with a NumPy / SciPy kernel and the VJP of
@@ -153,60 +154,6 @@ def inverse(input):
 
 
 # ------------------------------------------------------------------------------ det, slogdet
-
-
-def _det_infer(a):
-    require_matrices("linalg.det", a, square=True)
-    return TensorType(tuple(a.shape[:-2]), a.dtype)
-
-
-def _det_kernel(a):
-    if a.shape[-1] == 0:
-        return np.ones(a.shape[:-2], a.dtype)
-    return np.asarray(np.linalg.det(a)).astype(a.dtype, copy=False)
-
-
-def _det_vjp(c, g):
-    """The cofactor matrix times g, from the SVD A = U diag(S) Vh: det(U) det(Vh) U diag(the
-    product of the other singular values) Vh, which holds for singular matrices as well (where
-    ``det(A) A^-T`` does not exist), as PyTorch's derivative does."""
-    a = c.inputs[0]
-    n = a.shape[-1]
-    if n == 0:
-        return (E.zeros(tuple(a.shape), dtype=g.dtype),)
-    u, s, vh = apply(SVD_OP(), a, full_matrices=False)
-    others = E.where(E.eye(n, dtype=dt.bool_), E.ones((), dtype=s.dtype), E.unsqueeze(s, -2))
-    products = E.prod(others, -1)  # [i]: the product of every singular value but the i-th
-    sign = apply(SLOGDET, u)[0] * apply(SLOGDET, vh)[0]
-    scale = E.unsqueeze(E.unsqueeze(g * sign, -1), -1)
-    return (scale * E.matmul(u * E.unsqueeze(products, -2), vh),)
-
-
-def SVD_OP():  # noqa: N802  (late: ops/spectral.py defines the differentiable SVD)
-    from .spectral import LINALG_SVD
-
-    return LINALG_SVD
-
-
-DET = _linalg_op(
-    "det",
-    _det_infer,
-    _det_kernel,
-    _det_vjp,
-    "det(A): the determinants of a (batch of) square matrices",
-)
-
-
-def det(A):
-    """``torch.linalg.det``: the determinant of each square matrix of ``A`` (..., n, n). The
-    gradient is the cofactor matrix (computed from the SVD, so singular matrices have one)."""
-    return apply(DET, to_tensor(A))
-
-
-@export(name="det", method="det")
-def _det(input):
-    """``torch.det``: `ember.linalg.det`."""
-    return det(input)
 
 
 class SlogdetResult(NamedTuple):

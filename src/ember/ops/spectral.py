@@ -1,6 +1,7 @@
 """Factorizations: the primitives ``qr``, ``eigh``, ``eigvalsh``, ``linalg_svd`` and ``pinv``
-behind ``ember.linalg`` (ember/linalg.py), and the old top-level ``ember.qr``, ``ember.svd``
-(``V``, not ``Vh``) and ``ember.pinverse``.
+behind ``ember.linalg`` (ember/linalg.py), ``det`` (whose gradient is computed from the SVD),
+and the old top-level ``ember.qr``, ``ember.svd`` (``V``, not ``Vh``), ``ember.pinverse`` and
+``ember.det``.
 
 Kernels are NumPy's LAPACK calls (the same routines PyTorch calls on the CPU, so the signs of
 Q, eigenvectors and singular vectors agree with PyTorch's); VJPs are PyTorch's derivatives
@@ -15,11 +16,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import dtypes as dt
 from ..errors import AutogradError
 from ..types import TensorType
 from . import api as E
 from ._registry import apply, export
 from .decompositions import (
+    SLOGDET,
     SOLVE_TRIANGULAR,
     _linalg_op,
     diag_embed,
@@ -429,3 +432,55 @@ def pinv(A, *, atol=None, rtol=None, hermitian: bool = False):
 def pinverse(input, rcond: float = 1e-15):
     """``torch.pinverse``: `ember.linalg.pinv` with ``rtol=rcond``."""
     return pinv(input, rtol=rcond)
+
+
+# -------------------------------------------------------------------------------------- det
+
+
+def _det_infer(a):
+    require_matrices("linalg.det", a, square=True)
+    return TensorType(tuple(a.shape[:-2]), a.dtype)
+
+
+def _det_kernel(a):
+    if a.shape[-1] == 0:
+        return np.ones(a.shape[:-2], a.dtype)
+    return np.asarray(np.linalg.det(a)).astype(a.dtype, copy=False)
+
+
+def _det_vjp(c, g):
+    """The cofactor matrix times g, from the SVD A = U diag(S) Vh: det(U) det(Vh) U diag(the
+    product of the other singular values) Vh, which holds for singular matrices as well (where
+    ``det(A) A^-T`` does not exist; PyTorch 2.13 returns 0 there)."""
+    a = c.inputs[0]
+    n = a.shape[-1]
+    if n == 0:
+        return (E.zeros(tuple(a.shape), dtype=g.dtype),)
+    u, s, vh = apply(LINALG_SVD, a, full_matrices=False)
+    others = E.where(E.eye(n, dtype=dt.bool_), E.ones((), dtype=s.dtype), E.unsqueeze(s, -2))
+    products = E.prod(others, -1)  # [i]: the product of every singular value but the i-th
+    sign = apply(SLOGDET, u)[0] * apply(SLOGDET, vh)[0]
+    scale = E.unsqueeze(E.unsqueeze(g * sign, -1), -1)
+    return (scale * E.matmul(u * E.unsqueeze(products, -2), vh),)
+
+
+DET = _linalg_op(
+    "det",
+    _det_infer,
+    _det_kernel,
+    _det_vjp,
+    "det(A): the determinants of a (batch of) square matrices",
+)
+
+
+def det(A):
+    """``torch.linalg.det``: the determinant of each square matrix of ``A`` (..., n, n). The
+    gradient is the cofactor matrix, computed from the SVD, so that exactly singular matrices
+    get theirs too (where ember differs: PyTorch 2.13's gradient there is 0)."""
+    return apply(DET, to_tensor(A))
+
+
+@export(name="det", method="det")
+def _det(input):
+    """``torch.det``: `ember.linalg.det`."""
+    return det(input)
