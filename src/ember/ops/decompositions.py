@@ -261,7 +261,14 @@ SOLVE = _linalg_op(
 
 def _broadcast_system(op, A, B):
     """A (..., n, n) and B (..., n, k) broadcast to one batch shape."""
-    batch = np.broadcast_shapes(tuple(A.shape[:-2]), tuple(B.shape[:-2]))
+    try:
+        batch = np.broadcast_shapes(tuple(A.shape[:-2]), tuple(B.shape[:-2]))
+    except ValueError:
+        raise ShapeError(
+            f"the batch dimensions of A {fmt_shape(A.shape)} and B {fmt_shape(B.shape)} do "
+            "not broadcast",
+            op=op,
+        ) from None
     if tuple(A.shape[:-2]) != batch:
         A = E.broadcast_to(A, batch + tuple(A.shape[-2:]))
     if tuple(B.shape[:-2]) != batch:
@@ -279,14 +286,7 @@ def _as_system(op, A, B):
     if vector:
         B = E.unsqueeze(B, -1)
     require_matrices(op, B)
-    try:
-        A, B = _broadcast_system(op, A, B)
-    except ValueError:
-        raise ShapeError(
-            f"the batch dimensions of A {fmt_shape(A.shape)} and B {fmt_shape(B.shape)} do "
-            "not broadcast",
-            op=op,
-        ) from None
+    A, B = _broadcast_system(op, A, B)
     return A, B, vector
 
 
