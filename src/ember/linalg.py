@@ -4,8 +4,9 @@ and determinants in ops/decompositions.py (``inv``, ``slogdet``, ``solve``,
 ``solve_triangular``, ``cholesky``), the factorizations in ops/spectral.py (``qr``, ``eigh``,
 ``eigvalsh``, ``svd``, ``pinv``, and ``det``, whose gradient uses the SVD) and the composites
 in ops/linalg_composite.py (``lstsq``, ``matrix_power``, ``matrix_rank``, ``multi_dot``,
-``cross``, ``vecdot``, ``diagonal``, ``cond``); ``matmul`` is `ember.matmul`. `LinAlgError` is
-what a singular or non-positive-definite input raises.
+``cross``, ``vecdot``, ``diagonal``, ``cond``, ``vander``, ``tensorinv``, ``tensorsolve``);
+``matmul`` is `ember.matmul`. `LinAlgError` is what a singular or non-positive-definite input
+raises.
 
 Not all are also ``ember.<name>``: ``ember.norm`` is ``torch.norm``, whose defaults differ, and
 ``ember.svd`` / ``ember.qr`` are PyTorch's older functions (``ember.svd`` returns V, not Vh)."""
@@ -21,6 +22,9 @@ from .ops.linalg_composite import (
     matrix_power,
     matrix_rank,
     multi_dot,
+    tensorinv,
+    tensorsolve,
+    vander,
     vecdot,
 )
 from .ops.norms import linalg_norm as norm
@@ -51,6 +55,9 @@ __all__ = [
     "solve_triangular",
     "svd",
     "svdvals",
+    "tensorinv",
+    "tensorsolve",
+    "vander",
     "vecdot",
     "vector_norm",
 ]

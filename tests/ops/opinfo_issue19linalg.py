@@ -462,3 +462,96 @@ OPS.append(
         dtypes=FLOATS,
     )
 )
+
+# --------------------------------------------- vander, tensorinv, tensorsolve, cholesky_*
+
+OPS += [
+    OpInfo(
+        "vander",
+        lambda: [
+            S(np.array([0.0, 1.5, -2.0]), desc="with a zero"),
+            S(R.standard_normal((2, 4)), kwargs={"N": 2}, desc="batch, N=2"),
+            S(R.standard_normal(3), kwargs={"N": 1}, desc="N=1 refused"),
+            S(R.standard_normal(3), kwargs={"N": 5}, desc="N=5", strided=True),
+            S(np.array(2.0), desc="0-d refused"),
+        ],
+        call=_linalg("vander"),
+        spellings=("T",),
+    ),
+    OpInfo(
+        "tensorinv",
+        lambda: [
+            S(R.standard_normal((4, 6, 8, 3)) + 0, kwargs={"ind": 2}, desc="ind 2"),
+            S(R.standard_normal((6, 2, 3)), kwargs={"ind": 1}, desc="ind 1"),
+            S(R.standard_normal((4, 5, 3)), kwargs={"ind": 1}, desc="not square refused"),
+        ],
+        call=_linalg("tensorinv"),
+        spellings=("T",),
+        dtypes=FLOATS,
+    ),
+    OpInfo(
+        "tensorsolve",
+        lambda: [
+            S(R.standard_normal((2, 3, 6)), R.standard_normal((2, 3)), desc="two dims"),
+            S(
+                R.standard_normal((6, 2, 3)),
+                R.standard_normal((2, 3)),
+                kwargs={"dims": (0,)},
+                desc="dims",
+            ),
+            S(R.standard_normal((2, 3, 5)), R.standard_normal((2, 3)), desc="not square refused"),
+        ],
+        call=_linalg("tensorsolve"),
+        spellings=("T",),
+        dtypes=FLOATS,
+    ),
+]
+
+CHOL = np.linalg.cholesky(SPD)
+
+
+def _cholesky_solve_samples(grad=False):
+    return [
+        S(RHS, CHOL, desc="lower", grad=grad),
+        S(RHS, np.swapaxes(CHOL, -1, -2), True, desc="upper", grad=grad),
+        S(RHS[0], CHOL, desc="B broadcast", grad=grad),
+        S(RHS, CHOL, desc="strided", strided=True, grad=grad),
+    ]
+
+
+def _cholesky_solve_triangle(lib, b, factor, upper=False):
+    """The gradient of the factor's triangle: PyTorch's is that of a full L in A = L L^T,
+    nonzero in the triangle neither library reads; both agree on the triangle."""
+    factor = factor.triu() if upper else factor.tril()
+    return lib.mod.cholesky_solve(b, factor, upper)
+
+
+def _cholesky_inverse_samples(grad):
+    """(as cholesky_solve: the gradient samples read and differentiate the triangle only)"""
+    return [
+        S(CHOL, desc="lower", grad=grad),
+        S(np.swapaxes(CHOL, -1, -2), True, desc="upper", grad=grad),
+        S(CHOL[0], desc="one", grad=grad),
+    ]
+
+
+OPS += [
+    OpInfo("cholesky_solve", _cholesky_solve_samples, dtypes=FLOATS),
+    OpInfo(
+        "cholesky_solve",
+        lambda: _cholesky_solve_samples(grad=True),
+        call=_cholesky_solve_triangle,
+        spellings=("T",),
+        dtypes=FLOATS,
+    ),
+    OpInfo("cholesky_inverse", lambda: _cholesky_inverse_samples(False), dtypes=FLOATS),
+    OpInfo(
+        "cholesky_inverse",
+        lambda: _cholesky_inverse_samples(True),
+        call=lambda lib, f, upper=False: lib.mod.cholesky_inverse(
+            f.triu() if upper else f.tril(), upper
+        ),
+        spellings=("T",),
+        dtypes=FLOATS,
+    ),
+]

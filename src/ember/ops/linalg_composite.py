@@ -1,6 +1,8 @@
 """``ember.linalg`` functions composed of other ops (so they differentiate and capture through
 them): ``lstsq``, ``matrix_power``, ``matrix_rank``, ``multi_dot``, ``cross``, ``vecdot``,
-``cond``, and ``ember.matrix_power``. The namespace is ember/linalg.py."""
+``diagonal``, ``cond``, ``vander``, ``tensorinv``, ``tensorsolve``; and the top-level
+``ember.matrix_power``, ``cholesky_solve`` and ``cholesky_inverse``. The namespace is
+ember/linalg.py."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from ..errors import DTypeError, ShapeError
 from . import api as E
 from ._registry import apply, export
 from ._util import fmt_shape, normalize_axis
-from .decompositions import INV, require_matrices
+from .decompositions import INV, mT, require_matrices, solve, solve_triangular
 from .elementwise import to_tensor
 from .spectral import EIGVALSH, PINV, default_tolerances
 
@@ -223,3 +225,105 @@ def cond(A, p=None):
             f"norm {p!r} needs square matrices, got shape {fmt_shape(A.shape)}", op="linalg.cond"
         )
     return matrix_norm(A, p) * matrix_norm(apply(INV, A), p)
+
+
+# ------------------------------------------------------------------------------------ vander
+
+
+def vander(x, *, N: int | None = None):  # noqa: N803  (PyTorch's name)
+    """``torch.linalg.vander``: the Vandermonde matrices of ``x`` (..., n): (..., n, N) with
+    columns ``x ** 0, x ** 1, ..., x ** (N - 1)`` (N > 1, default n), built as PyTorch builds
+    them, a cumulative product (so the gradient at x = 0 is finite)."""
+    x = to_tensor(x)
+    if x.ndim < 1:
+        raise ShapeError("expected a tensor of at least 1 dimension, got a 0-d one", op="vander")
+    if x.dtype in (dt.bool_, dt.float16, dt.bfloat16):
+        raise DTypeError(
+            f"supports float32, float64 and integer tensors, got {x.dtype} (as PyTorch)",
+            op="linalg.vander",
+        )
+    n = x.shape[-1] if N is None else operator.index(N)
+    if n < 2:
+        raise ValueError(f"linalg.vander: N must be greater than 1, got {n} (as PyTorch)")
+    ones = E.ones_like(E.unsqueeze(x, -1))
+    repeated = E.broadcast_to(E.unsqueeze(x, -1), (*x.shape, n - 1))
+    return E.cumprod(E.concat([ones, repeated], -1), -1)
+
+
+# ------------------------------------------------------------------------ tensorinv, tensorsolve
+
+
+def tensorinv(A, ind: int = 2):
+    """``torch.linalg.tensorinv``: the tensor X with ``tensordot(X, A, ind)`` the identity:
+    A's first ``ind`` dimensions and its others must hold as many elements; the result's
+    shape is A's other dimensions then its first ``ind``."""
+    A = to_tensor(A)
+    ind = operator.index(ind)
+    if ind <= 0:
+        raise ValueError(f"linalg.tensorinv: ind must be a positive integer, got {ind}")
+    rows = math.prod(A.shape[:ind])
+    if rows != math.prod(A.shape[ind:]):
+        raise ShapeError(
+            f"the product of the first {ind} dimensions of {fmt_shape(A.shape)} must equal "
+            "the product of the others",
+            op="linalg.tensorinv",
+        )
+    square = E.reshape(A, (rows, rows))
+    return E.reshape(apply(INV, square), (*A.shape[ind:], *A.shape[:ind]))
+
+
+def tensorsolve(A, B, dims=None):
+    """``torch.linalg.tensorsolve``: X with ``tensordot(A, X, X.ndim) = B``; X has A's shape
+    past B's dimensions (after ``dims`` of A, if given, are moved to the end)."""
+    A, B = to_tensor(A), to_tensor(B)
+    if dims is not None:
+        dims = [normalize_axis("linalg.tensorsolve", d, A.ndim) for d in dims]
+        A = E.movedim(A, dims, list(range(A.ndim - len(dims), A.ndim)))
+    if tuple(A.shape[: B.ndim]) != tuple(B.shape):
+        raise ShapeError(
+            f"A {fmt_shape(A.shape)} must start with B's shape {fmt_shape(B.shape)}",
+            op="linalg.tensorsolve",
+        )
+    x_shape = tuple(A.shape[B.ndim :])
+    rows = math.prod(B.shape)
+    if rows != math.prod(x_shape):
+        raise ShapeError(
+            f"A {fmt_shape(A.shape)} is not square when read as B's {rows} elements by the "
+            f"solution's {math.prod(x_shape)}",
+            op="linalg.tensorsolve",
+        )
+    square = E.reshape(A, (rows, rows))
+    return E.reshape(E.squeeze(solve(square, E.reshape(B, (rows, 1))), -1), x_shape)
+
+
+# ------------------------------------------------------------ cholesky_solve, cholesky_inverse
+
+
+def _factor(op, L, upper):
+    L = to_tensor(L)
+    require_matrices(op, L, square=True)
+    return mT(L) if upper else L
+
+
+@export(method=True)
+def cholesky_solve(input, input2, upper: bool = False):
+    """``torch.cholesky_solve``: X with ``A X = input`` (..., n, k), given A's Cholesky factor
+    ``input2`` (lower, or upper with ``upper=True``); batch dimensions broadcast. Only the
+    factor's triangle is read, and only that triangle has a gradient (where ember differs:
+    PyTorch's gradient of the factor is that of a full matrix ``L`` in ``A = L L^T``, nonzero
+    in the triangle it never reads too; the two agree on the triangle)."""
+    L = _factor("cholesky_solve", input2, upper)
+    B = to_tensor(input)
+    Y = solve_triangular(L, B, upper=False)
+    return solve_triangular(mT(L), Y, upper=True)
+
+
+@export(method=True)
+def cholesky_inverse(input, upper: bool = False):
+    """``torch.cholesky_inverse``: the inverse of ``A = L L^T`` (``U^T U`` with ``upper``)
+    from its Cholesky factor ``input`` (..., n, n); as `cholesky_solve`, only the factor's
+    triangle is read and has a gradient."""
+    L = _factor("cholesky_inverse", input, upper)
+    n = L.shape[-1]
+    eye = E.broadcast_to(E.eye(n, dtype=L.dtype), tuple(L.shape))
+    return cholesky_solve(eye, L)
