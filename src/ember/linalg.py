@@ -5,8 +5,8 @@ and determinants in ops/decompositions.py (``inv``, ``slogdet``, ``solve``,
 ``eigvalsh``, ``svd``, ``pinv``, and ``det``, whose gradient uses the SVD) and the composites
 in ops/linalg_composite.py (``lstsq``, ``matrix_power``, ``matrix_rank``, ``multi_dot``,
 ``cross``, ``vecdot``, ``diagonal``, ``cond``, ``vander``, ``tensorinv``, ``tensorsolve``);
-``matmul`` is `ember.matmul`. `LinAlgError` is what a singular or non-positive-definite input
-raises.
+``matrix_exp`` is in ops/matrix_functions.py and ``matmul`` is `ember.matmul`. `LinAlgError`
+is what a singular or non-positive-definite input raises.
 
 Not all are also ``ember.<name>``: ``ember.norm`` is ``torch.norm``, whose defaults differ, and
 ``ember.svd`` / ``ember.qr`` are PyTorch's older functions (``ember.svd`` returns V, not Vh)."""
@@ -27,6 +27,7 @@ from .ops.linalg_composite import (
     vander,
     vecdot,
 )
+from .ops.matrix_functions import matrix_exp
 from .ops.norms import linalg_norm as norm
 from .ops.norms import matrix_norm, svdvals, vector_norm
 from .ops.spectral import det, eigh, eigvalsh, pinv, qr, svd
@@ -43,6 +44,7 @@ __all__ = [
     "inv",
     "lstsq",
     "matmul",
+    "matrix_exp",
     "matrix_norm",
     "matrix_power",
     "matrix_rank",

@@ -555,3 +555,36 @@ OPS += [
         dtypes=FLOATS,
     ),
 ]
+
+# -------------------------------------------------------------------------------- matrix_exp
+
+
+def _matrix_exp_samples():
+    return [
+        S(0.5 * SQ, desc="batch"),
+        S(0.3 * ONE, desc="one"),
+        S(np.zeros((2, 2)), desc="zero: identity"),
+        S(3 * R.standard_normal((3, 3)), desc="large norm: squaring"),
+        S(0.5 * SQ, desc="strided", strided=True),
+        S(ZERO_BATCH, desc="empty batch"),
+        S(TALL, desc="not square refused"),
+    ]
+
+
+# PyTorch computes the half-precision exponentials in half precision and returns inf where
+# the result is a few units; ember computes them in float64 and rounds once
+_HALF = {
+    "float16": "PyTorch returns inf in float16 arithmetic; ember rounds a float64 result",
+    "bfloat16": "PyTorch returns inf in bfloat16 arithmetic; ember rounds a float64 result",
+}
+
+OPS += [
+    OpInfo(
+        "linalg.matrix_exp",
+        _matrix_exp_samples,
+        call=_linalg("matrix_exp"),
+        spellings=("T",),
+        dtype_differences=_HALF,
+    ),
+    OpInfo("matrix_exp", _matrix_exp_samples, dtype_differences=_HALF),
+]

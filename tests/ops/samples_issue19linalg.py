@@ -127,3 +127,12 @@ SAMPLES = [
         lambda a: torch().linalg.matrix_power(a, -3),
     ),
 ]
+
+SAMPLES.append(
+    Sample(
+        "linalg.matrix_exp",
+        lambda a: ember.linalg.matrix_exp(a),
+        (0.5 * SQ,),
+        lambda a: torch().linalg.matrix_exp(a),
+    )
+)
