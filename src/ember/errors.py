@@ -96,6 +96,20 @@ class ScriptError(EmberError):
     loop iterations disagree (names the construct and the user's file:line)."""
 
 
+class DeviceError(EmberError, RuntimeError):
+    """A device ember does not have: ember runs on the CPU only (``"cuda"``, ``"mps"``, ...)."""
+
+
+class NotInEmberError(EmberError, AttributeError):
+    """A name PyTorch has and ember does not (``ember.jit``, ``Tensor.pin_memory``, ...); the
+    message names it and, where one exists, ember's alternative."""
+
+    def __init__(self, message: str, *, name: str | None = None, obj=None, **kwargs):
+        super().__init__(message, **kwargs)
+        self.name = name
+        self.obj = obj
+
+
 class LinAlgError(EmberError, RuntimeError):
     """A linear-algebra routine that cannot complete on its input: a singular matrix for
     ``inv`` or ``solve``, one that is not positive-definite for ``cholesky`` (PyTorch raises

@@ -62,8 +62,6 @@ LEARNED = 0.95
 # PyTorch's TransformerEncoder takes its nested-tensor fast path in eval mode, and says so
 pytestmark = pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors:UserWarning")
 
-IN_PROGRESS = pytest.mark.xfail(strict=False, reason="issue 19 in progress")
-
 
 def translate(source: str) -> str:
     """The mechanical port: every whole word ``torch`` becomes ``ember``; nothing else changes."""
@@ -332,7 +330,6 @@ def test_program_trains_under_pytorch(name, torch_runs):
 # -- ember runs the translated programs --------------------------------------------------------
 
 
-@IN_PROGRESS
 @pytest.mark.parametrize("name", sorted(PORTS))
 def test_ember_evaluates_the_initial_weights_as_pytorch(name, torch_runs, tmp_path):
     run = torch_runs.get(name)
@@ -342,7 +339,6 @@ def test_ember_evaluates_the_initial_weights_as_pytorch(name, torch_runs, tmp_pa
     assert _first(history[port.eval_key]) == pytest.approx(run["init_eval"], rel=EVAL_RTOL)
 
 
-@IN_PROGRESS
 @pytest.mark.parametrize("name", sorted(PORTS))
 def test_ember_evaluates_pytorchs_trained_checkpoint(name, torch_runs, tmp_path):
     run = torch_runs.get(name)
@@ -353,7 +349,6 @@ def test_ember_evaluates_pytorchs_trained_checkpoint(name, torch_runs, tmp_path)
     assert _first(history[port.eval_key]) == pytest.approx(expected, rel=EVAL_RTOL)
 
 
-@IN_PROGRESS
 @pytest.mark.parametrize("name", sorted(PORTS))
 def test_ember_trains_like_pytorch(name, torch_runs, tmp_path):
     run = torch_runs.get(name)
@@ -376,7 +371,6 @@ def test_ember_trains_like_pytorch(name, torch_runs, tmp_path):
         assert len(history["sample"]) == len(run["history"]["sample"])
 
 
-@IN_PROGRESS
 def test_ember_resumes_pytorchs_checkpoint(torch_runs, tmp_path):
     """The MLP program resumes from PyTorch's checkpoint dict: model, Adam's state, the
     ReduceLROnPlateau state, the epoch and the history, and trains one more epoch."""
