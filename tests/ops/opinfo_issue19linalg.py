@@ -259,6 +259,7 @@ def _svd_samples():
         S(TALL, False, desc="strided", strided=True),
         S(np.zeros((2, 0)), desc="empty"),
         S(np.ones(3), desc="1-D refused"),
+        S(SQ, kwargs={"driver": "gesvd"}, desc="a driver on the CPU refused"),
     ]
 
 
@@ -473,6 +474,7 @@ OPS += [
             S(R.standard_normal((2, 4)), kwargs={"N": 2}, desc="batch, N=2"),
             S(R.standard_normal(3), kwargs={"N": 1}, desc="N=1 refused"),
             S(R.standard_normal(3), kwargs={"N": 5}, desc="N=5", strided=True),
+            S(R.standard_normal(3), 4, desc="N positional refused"),
             S(np.array(2.0), desc="0-d refused"),
         ],
         call=_linalg("vander"),

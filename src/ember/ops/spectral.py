@@ -303,12 +303,18 @@ class SVDResult(NamedTuple):
     Vh: object
 
 
-def svd(A, full_matrices: bool = True) -> SVDResult:
+def svd(A, full_matrices: bool = True, *, driver: str | None = None) -> SVDResult:
     """``torch.linalg.svd``: ``(U, S, Vh)`` with ``A = U diag(S) Vh`` for each matrix of ``A``
     (..., m, n), S descending; ``full_matrices`` (the default, as PyTorch) makes U m x m and
     Vh n x n, else m x k and k x n (k = min(m, n)). The gradient through U and Vh assumes
     distinct singular values (and, with full_matrices, ignores the extra columns), as
-    PyTorch's."""
+    PyTorch's. ``driver`` names a cuSOLVER method: as PyTorch on the CPU, giving one is
+    refused."""
+    if driver is not None:
+        raise ValueError(
+            "linalg.svd: driver= names a cuSOLVER method, for CUDA inputs only; ember runs on "
+            "the CPU (as PyTorch with a CPU tensor, it refuses one)"
+        )
     return SVDResult(*apply(LINALG_SVD, to_tensor(A), full_matrices=bool(full_matrices)))
 
 
