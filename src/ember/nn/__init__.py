@@ -130,3 +130,12 @@ from .padding import (
     ZeroPad2d,
     ZeroPad3d,
 )
+from .activation_extra import (
+    AlphaDropout,
+    ChannelShuffle,
+    FeatureAlphaDropout,
+    LocalResponseNorm,
+    RReLU,
+    Softmax2d,
+)
+from .pool_extra import LPPool1d, LPPool2d, LPPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d
