@@ -34,6 +34,14 @@ from .activation import (
     Tanhshrink,
     Threshold,
 )
+from .activation_extra import (
+    AlphaDropout,
+    ChannelShuffle,
+    FeatureAlphaDropout,
+    LocalResponseNorm,
+    RReLU,
+    Softmax2d,
+)
 from .attention import MultiheadAttention
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
@@ -61,6 +69,15 @@ from .loss import (
     NLLLoss,
     SmoothL1Loss,
 )
+from .loss_extra import (
+    GaussianNLLLoss,
+    HingeEmbeddingLoss,
+    MultiLabelMarginLoss,
+    MultiLabelSoftMarginLoss,
+    MultiMarginLoss,
+    PoissonNLLLoss,
+    SoftMarginLoss,
+)
 from .module import Module
 from .normalization import (
     BatchNorm1d,
@@ -72,7 +89,25 @@ from .normalization import (
     LayerNorm,
     RMSNorm,
 )
+from .padding import (
+    CircularPad1d,
+    CircularPad2d,
+    CircularPad3d,
+    ConstantPad1d,
+    ConstantPad2d,
+    ConstantPad3d,
+    ReflectionPad1d,
+    ReflectionPad2d,
+    ReflectionPad3d,
+    ReplicationPad1d,
+    ReplicationPad2d,
+    ReplicationPad3d,
+    ZeroPad1d,
+    ZeroPad2d,
+    ZeroPad3d,
+)
 from .parameter import Buffer, Parameter
+from .pool_extra import LPPool1d, LPPool2d, LPPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d
 from .pooling import (
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
@@ -104,38 +139,3 @@ from .transformer import (
     TransformerEncoderLayer,
     generate_square_subsequent_mask,
 )
-from .loss_extra import (
-    GaussianNLLLoss,
-    HingeEmbeddingLoss,
-    MultiLabelMarginLoss,
-    MultiLabelSoftMarginLoss,
-    MultiMarginLoss,
-    PoissonNLLLoss,
-    SoftMarginLoss,
-)
-from .padding import (
-    CircularPad1d,
-    CircularPad2d,
-    CircularPad3d,
-    ConstantPad1d,
-    ConstantPad2d,
-    ConstantPad3d,
-    ReflectionPad1d,
-    ReflectionPad2d,
-    ReflectionPad3d,
-    ReplicationPad1d,
-    ReplicationPad2d,
-    ReplicationPad3d,
-    ZeroPad1d,
-    ZeroPad2d,
-    ZeroPad3d,
-)
-from .activation_extra import (
-    AlphaDropout,
-    ChannelShuffle,
-    FeatureAlphaDropout,
-    LocalResponseNorm,
-    RReLU,
-    Softmax2d,
-)
-from .pool_extra import LPPool1d, LPPool2d, LPPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d
