@@ -57,6 +57,24 @@ from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
 from .embedding_bag import EmbeddingBag
 from .flatten import Flatten, Unflatten
 from .hooks import RemovableHandle
+from .lazy import (
+    LazyBatchNorm1d,
+    LazyBatchNorm2d,
+    LazyBatchNorm3d,
+    LazyConv1d,
+    LazyConv2d,
+    LazyConv3d,
+    LazyConvTranspose1d,
+    LazyConvTranspose2d,
+    LazyConvTranspose3d,
+    LazyInstanceNorm1d,
+    LazyInstanceNorm2d,
+    LazyInstanceNorm3d,
+    LazyLinear,
+    LazyModuleMixin,
+    UninitializedBuffer,
+    UninitializedParameter,
+)
 from .linear import Bilinear, Identity, Linear
 from .loss import (
     BCELoss,
@@ -79,6 +97,7 @@ from .loss_extra import (
     SoftMarginLoss,
 )
 from .module import Module
+from .norm_extra import InstanceNorm3d, SyncBatchNorm
 from .normalization import (
     BatchNorm1d,
     BatchNorm2d,

@@ -108,7 +108,7 @@ def load(module, state_dict, strict: bool = True, assign: bool = False) -> Incom
             errors.append(
                 f'the value for "{key}" is a {type(state_dict[key]).__name__}, not a tensor'
             )
-        elif tuple(arr.shape) != tuple(current.shape):
+        elif tuple(arr.shape) != tuple(current.shape) and not _uninitialized(current):
             errors.append(
                 f'size mismatch for "{key}": the state_dict has shape {fmt_shape(arr.shape)}, '
                 f"the module's tensor has shape {fmt_shape(current.shape)}"
@@ -125,8 +125,15 @@ def load(module, state_dict, strict: bool = True, assign: bool = False) -> Incom
     with no_grad():
         for key, arr in arrays.items():
             owner, kind, name, current = targets[key]
+            if _uninitialized(current):  # a lazy layer's placeholder takes the state's shape
+                current.materialize(arr.shape)
             _copy(owner, kind, name, current, arr, assign)
     return IncompatibleKeys(missing, unexpected)
+
+
+def _uninitialized(t) -> bool:
+    """A lazy layer's `UninitializedParameter` / `UninitializedBuffer` (nn/lazy.py)."""
+    return callable(getattr(t, "materialize", None))
 
 
 def _copy(owner, kind: str, name: str, current: Tensor, arr: np.ndarray, assign: bool) -> None:
