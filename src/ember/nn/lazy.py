@@ -28,6 +28,7 @@ from .conv import (
     ConvTranspose3d,
 )
 from .linear import Linear
+from .norm_extra import InstanceNorm3d
 from .normalization import (
     BatchNorm1d,
     BatchNorm2d,
@@ -35,7 +36,6 @@ from .normalization import (
     InstanceNorm1d,
     InstanceNorm2d,
 )
-from .norm_extra import InstanceNorm3d
 from .parameter import Parameter, factory_dtype
 
 
