@@ -61,6 +61,8 @@ class Module(HooksMixin):
         set_(self, "_forward_hooks_always_called", {})
         set_(self, "_forward_pre_hooks", {})
         set_(self, "_forward_pre_hooks_with_kwargs", {})
+        set_(self, "_backward_hooks", {})
+        set_(self, "_backward_pre_hooks", {})
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing a "forward" method')
