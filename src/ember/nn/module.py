@@ -192,6 +192,22 @@ class Module(HooksMixin):
             walked.append(item)
         return module
 
+    def set_submodule(self, target: str, module: Module, strict: bool = False) -> None:
+        """Replace (or, unless ``strict``, add) the submodule at dotted path ``target``."""
+        if target == "":
+            raise ValueError("set_submodule: cannot set the module itself (target is empty)")
+        path, _, name = target.rpartition(".")
+        parent = self.get_submodule(path)
+        if strict and name not in parent._modules:
+            raise AttributeError(f"{type(parent).__name__} has no submodule `{name}`")
+        if not isinstance(module, Module):
+            raise ValueError(f"set_submodule: {type(module).__name__} is not a Module")
+        parent.add_module(name, module)
+
+    def share_memory(self) -> Module:
+        """Returns ``self``: ember's tensors live in one process's memory (nothing to move)."""
+        return self
+
     def get_parameter(self, target: str) -> Parameter:
         path, _, name = target.rpartition(".")
         module = self.get_submodule(path)
