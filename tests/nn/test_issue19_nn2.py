@@ -72,6 +72,12 @@ _MODULES = [
     (lambda m: m.FeatureAlphaDropout(0.3).eval(), [n(3, 4, 2)]),
     (lambda m: m.InstanceNorm3d(3, affine=True), [n(2, 3, 3, 4, 2)]),
     (lambda m: m.SyncBatchNorm(3), [n(4, 3, 5)]),
+    (lambda m: m.TripletMarginWithDistanceLoss(swap=True), [n(4, 3), n(4, 3), n(4, 3)]),
+    (
+        lambda m: m.TripletMarginWithDistanceLoss(distance_function=m.CosineSimilarity()),
+        [n(4, 3), n(4, 3), n(4, 3)],
+    ),
+    (lambda m: m.NLLLoss2d(), [n(2, 3, 2, 2), np.array([[[0, 2], [1, 1]], [[2, 0], [0, 1]]])]),
 ]
 
 

@@ -304,3 +304,67 @@ for _nd in (1, 2, 3):
     OPS.append(OpInfo(f"max_unpool{_nd}d", _unpool_samples(_nd), dtypes=FLOATS))
     _diff = _HALF if _nd == 3 else {}
     OPS.append(OpInfo(f"lp_pool{_nd}d", _lp_samples(_nd), dtypes=FLOATS, dtype_differences=_diff))
+
+
+# ---------------------------------------------------------------- distances and aliases
+
+
+def _pdist_samples():
+    x = n(5, 3)
+    return [
+        S(x, desc="p=2"),
+        S(x, 1.0, desc="p=1"),
+        S(x, 3.0, desc="p=3"),
+        S(x, float("inf"), desc="p=inf"),
+        S(x, desc="strided", strided=True),
+        S(n(1, 3), desc="one row (empty)"),
+        S(n(2, 3, 2), desc="3-D (refused)"),
+    ]
+
+
+def _triplet_distance_samples():
+    a, p, q = n(4, 3), n(4, 3), n(4, 3)
+    out = [S(a, p, q, kwargs={"reduction": r}, desc=r) for r in _REDUCTIONS]
+    return out + [
+        S(a, p, q, kwargs={"swap": True, "margin": 0.5}, desc="swap"),
+        S(a[0], p[0], q[0], desc="1-D"),
+        S(a, p, q, kwargs={"margin": 0.0}, desc="margin 0 (refused)"),
+        S(a, p, q[0], desc="ranks differ (refused)"),
+    ]
+
+
+def _cosine_distance(lib, a, p, q, **kwargs):
+    def dist(x, y):
+        return 1.0 - lib.F.cosine_similarity(x, y)
+
+    return lib.F.triplet_margin_with_distance_loss(a, p, q, distance_function=dist, **kwargs)
+
+
+def _with_indices_samples(nd: int, adaptive: bool):
+    def make():
+        x = n(2, 3, *(6, 5, 4)[:nd])
+        if adaptive:
+            return [S(x, 3, desc="size 3"), S(x, 2, desc="strided", strided=True)]
+        return [
+            S(x, 2, desc="kernel 2"),
+            S(x, 3, 2, 1, desc="kernel 3 stride 2 padding 1"),
+            S(x, 2, desc="strided", strided=True),
+        ]
+
+    return make
+
+
+OPS += [
+    OpInfo("pdist", _pdist_samples, dtypes=FLOATS, dtype_differences=_HALF),
+    OpInfo("triplet_margin_with_distance_loss", _triplet_distance_samples, dtypes=FLOATS),
+    OpInfo(
+        "triplet_margin_with_distance_loss",
+        lambda: _triplet_distance_samples()[:4],
+        call=_cosine_distance,
+        dtypes=FLOATS,
+    ),
+]
+for _nd in (1, 2, 3):
+    for _adaptive, _prefix in ((False, "max_pool"), (True, "adaptive_max_pool")):
+        _samples = _with_indices_samples(_nd, _adaptive)
+        OPS.append(OpInfo(f"{_prefix}{_nd}d_with_indices", _samples, dtypes=FLOATS))

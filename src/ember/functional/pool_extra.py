@@ -143,3 +143,35 @@ def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode: bool = Fals
 def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode: bool = False):
     """Three-dimensional power-average pooling (see ``lp_pool1d``)."""
     return _lp(3, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def _with_indices(n: int, adaptive: bool):
+    if adaptive:
+
+        def fn(input, output_size, return_indices: bool = False):
+            return getattr(E, f"adaptive_max_pool{n}d")(input, output_size, return_indices=True)
+
+        fn.__doc__ = f"``adaptive_max_pool{n}d`` returning (values, indices) always."
+        fn.__name__ = fn.__qualname__ = f"adaptive_max_pool{n}d_with_indices"
+    else:
+
+        def fn(
+            input,
+            kernel_size,
+            stride=None,
+            padding=0,
+            dilation=1,
+            ceil_mode: bool = False,
+            return_indices: bool = False,
+        ):
+            pool = getattr(E, f"max_pool{n}d")
+            return pool(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+        fn.__doc__ = f"``max_pool{n}d`` returning (values, indices) always."
+        fn.__name__ = fn.__qualname__ = f"max_pool{n}d_with_indices"
+    return fn
+
+
+for _n in (1, 2, 3):
+    for _adaptive in (False, True):
+        export(_with_indices(_n, _adaptive), functional=True, toplevel=False)

@@ -93,8 +93,10 @@ from .loss_extra import (
     MultiLabelMarginLoss,
     MultiLabelSoftMarginLoss,
     MultiMarginLoss,
+    NLLLoss2d,
     PoissonNLLLoss,
     SoftMarginLoss,
+    TripletMarginWithDistanceLoss,
 )
 from .module import Module
 from .norm_extra import InstanceNorm3d, SyncBatchNorm

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from ..tensor import Tensor
 from . import functional as F
-from .loss import _Loss, _WeightedLoss
+from .distance import PairwiseDistance
+from .loss import NLLLoss, _Loss, _WeightedLoss
 
 
 class SoftMarginLoss(_Loss):
@@ -120,3 +121,43 @@ class HingeEmbeddingLoss(_Loss):
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.hinge_embedding_loss(input, target, margin=self.margin, reduction=self.reduction)
+
+
+class NLLLoss2d(NLLLoss):
+    """PyTorch's deprecated alias of NLLLoss (which takes (N, C, H, W) inputs itself)."""
+
+
+class TripletMarginWithDistanceLoss(_Loss):
+    """The triplet margin loss over ``distance_function`` (a PairwiseDistance by default,
+    registered as a submodule when it is a Module, as in PyTorch)."""
+
+    def __init__(
+        self,
+        *,
+        distance_function=None,
+        margin: float = 1.0,
+        swap: bool = False,
+        reduction: str = "mean",
+    ) -> None:
+        super().__init__(None, None, reduction)
+        if margin <= 0:
+            raise ValueError(
+                f"TripletMarginWithDistanceLoss: expected margin to be greater than 0, got "
+                f"{margin} instead"
+            )
+        self.distance_function = (
+            distance_function if distance_function is not None else PairwiseDistance()
+        )
+        self.margin = margin
+        self.swap = swap
+
+    def forward(self, anchor: Tensor, positive: Tensor, negative: Tensor) -> Tensor:
+        return F.triplet_margin_with_distance_loss(
+            anchor,
+            positive,
+            negative,
+            distance_function=self.distance_function,
+            margin=self.margin,
+            swap=self.swap,
+            reduction=self.reduction,
+        )
