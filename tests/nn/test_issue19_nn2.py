@@ -83,6 +83,7 @@ _MODULES = [
 
 @pytest.mark.parametrize("make, inputs", _MODULES)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.filterwarnings("ignore:`NLLLoss2d` has been deprecated")
 def test_modules_match_torch(make, inputs, dtype):
     e, t = make(nn), make(tnn)
     assert repr(e) == repr(t)

@@ -5,6 +5,8 @@ the ``weight`` buffer as in PyTorch)."""
 
 from __future__ import annotations
 
+import warnings
+
 from ..tensor import Tensor
 from . import functional as F
 from .distance import PairwiseDistance
@@ -124,7 +126,17 @@ class HingeEmbeddingLoss(_Loss):
 
 
 class NLLLoss2d(NLLLoss):
-    """PyTorch's deprecated alias of NLLLoss (which takes (N, C, H, W) inputs itself)."""
+    """PyTorch's deprecated alias of NLLLoss (which takes (N, C, H, W) inputs itself); it warns
+    as PyTorch's does."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        warnings.warn(
+            "`NLLLoss2d` has been deprecated. Please use `NLLLoss` instead as a drop-in "
+            "replacement",
+            FutureWarning,
+            stacklevel=2,
+        )
+        super().__init__(*args, **kwargs)
 
 
 class TripletMarginWithDistanceLoss(_Loss):
