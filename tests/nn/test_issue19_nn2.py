@@ -380,3 +380,40 @@ def test_errors_name_the_function_and_the_problem():
         F.max_unpool2d(ember.tensor(n(1, 1, 2, 2)), ember.tensor(np.full((1, 1, 2, 2), 99)), 2)
     with pytest.raises(ValueError, match="var has negative"):
         F.gaussian_nll_loss(ember.tensor(n(3)), ember.tensor(n(3)), ember.tensor(-np.ones(3)))
+
+
+def test_extra_state_travels_with_the_state_dict():
+    class Counter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+            self.count = 0
+
+        def get_extra_state(self):
+            return {"count": self.count}
+
+        def set_extra_state(self, state):
+            self.count = state["count"]
+
+    class TCounter(tnn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = tnn.Linear(2, 2)
+
+        def get_extra_state(self):
+            return {"count": 0}
+
+    src = nn.Sequential(Counter())
+    src[0].count = 7
+    state = src.state_dict()
+    assert list(state) == list(tnn.Sequential(TCounter()).state_dict())
+    assert state["0._extra_state"] == {"count": 7}
+    dst = nn.Sequential(Counter())
+    dst.load_state_dict(state)
+    assert dst[0].count == 7
+    missing = nn.Sequential(Counter()).load_state_dict(
+        {k: v for k, v in state.items() if k != "0._extra_state"}, strict=False
+    )
+    assert missing.missing_keys == ["0._extra_state"]
+    with pytest.raises(RuntimeError, match="get_extra_state"):
+        nn.Linear(1, 1).get_extra_state()

@@ -328,6 +328,23 @@ class Module(HooksMixin):
         out = OrderedDict() if destination is None else destination
         return _state.save(self, out, prefix, keep_vars)
 
+    def get_extra_state(self):
+        """Override (with `set_extra_state`) to add any picklable object to ``state_dict``
+        under ``<prefix>_extra_state``, as in PyTorch."""
+        raise RuntimeError(
+            "Reached a code path in Module.get_extra_state() that should never be called: "
+            "override get_extra_state() in a module to save extra state"
+        )
+
+    get_extra_state._default_extra_state = True
+
+    def set_extra_state(self, state) -> None:
+        """Receives what `get_extra_state` returned, from ``load_state_dict``."""
+        raise RuntimeError(
+            "Reached a code path in Module.set_extra_state() that should never be called: "
+            "override set_extra_state() in a module whose state_dict has _extra_state"
+        )
+
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """Copy ``state_dict`` into this module's tensors; returns ``(missing_keys,
         unexpected_keys)``. Raises `ember.StateDictError` (loading nothing) on unknown or
