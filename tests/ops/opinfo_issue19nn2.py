@@ -298,6 +298,8 @@ OPS = [
         dtypes=("float32", "float64"),
     ),
     OpInfo("channel_shuffle", _channel_shuffle_samples, dtypes=ALL_DTYPES),
+    # (values only: PyTorch has no derivative for native_channel_shuffle)
+    OpInfo("native_channel_shuffle", _channel_shuffle_samples, dtypes=ALL_DTYPES, grad=False),
     OpInfo("local_response_norm", dtype_differences=_HALF, samples=_lrn_samples, dtypes=FLOATS),
 ]
 for _nd in (1, 2, 3):

@@ -129,6 +129,13 @@ def channel_shuffle(input, groups: int):
 
 
 @export(functional=True, toplevel=False)
+def native_channel_shuffle(input, groups: int):
+    """PyTorch's name for the same shuffle as `channel_shuffle` (its native kernel); ember's
+    differentiates, where PyTorch's has no derivative."""
+    return channel_shuffle(input, groups)
+
+
+@export(functional=True, toplevel=False)
 def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
     """``x / (k + alpha * mean(x^2 over size neighbouring channels))^beta`` over dimension 1 of
     an input of at least 3 dimensions; the window is zero-padded (size // 2 before, (size - 1)
