@@ -417,3 +417,34 @@ def test_extra_state_travels_with_the_state_dict():
     assert missing.missing_keys == ["0._extra_state"]
     with pytest.raises(RuntimeError, match="get_extra_state"):
         nn.Linear(1, 1).get_extra_state()
+
+
+@pytest.mark.parametrize(
+    "cutoffs, div_value, head_bias",
+    [([3, 6], 2.0, False), ([2], 4.0, True), ([1, 4, 7], 1.5, False)],
+)
+def test_adaptive_log_softmax_matches_torch(cutoffs, div_value, head_bias):
+    args = (8, 10, cutoffs)
+    kwargs = {"div_value": div_value, "head_bias": head_bias}
+    e, t = (
+        nn.AdaptiveLogSoftmaxWithLoss(*args, **kwargs),
+        tnn.AdaptiveLogSoftmaxWithLoss(*args, **kwargs),
+    )
+    assert repr(e) == repr(t)
+    x, y = n(12, 8), np.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 9, 0])
+
+    def call(m, x, y):
+        return tuple(m(x, y))
+
+    compare_module(e, t, [x, y], call=call)
+    xe, xt = ember.tensor(x), torch.tensor(x)  # (compare_module left both in float64)
+    np.testing.assert_allclose(e.log_prob(xe).numpy(), t.log_prob(xt).detach().numpy(), rtol=1e-5)
+    np.testing.assert_array_equal(e.predict(xe).numpy(), t.predict(xt).numpy())
+    single = e(xe[0], ember.tensor(np.array(7))).output
+    np.testing.assert_allclose(
+        single.numpy(), t(xt[0], torch.tensor(7)).output.detach().numpy(), rtol=1e-5
+    )
+    loss = ember.function(lambda m, x, y: m(x, y).loss)(e, xe, ember.tensor(y))
+    np.testing.assert_allclose(loss.numpy(), e(xe, ember.tensor(y)).loss.numpy(), rtol=1e-6)
+    with pytest.raises(EmberError, match="Target values"):
+        e(xe, ember.tensor(np.full(12, 10)))

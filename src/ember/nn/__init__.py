@@ -42,6 +42,7 @@ from .activation_extra import (
     RReLU,
     Softmax2d,
 )
+from .adaptive import AdaptiveLogSoftmaxWithLoss
 from .attention import MultiheadAttention
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
