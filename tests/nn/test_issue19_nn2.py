@@ -448,3 +448,13 @@ def test_adaptive_log_softmax_matches_torch(cutoffs, div_value, head_bias):
     np.testing.assert_allclose(loss.numpy(), e(xe, ember.tensor(y)).loss.numpy(), rtol=1e-6)
     with pytest.raises(EmberError, match="Target values"):
         e(xe, ember.tensor(np.full(12, 10)))
+
+
+def test_data_parallel_calls_its_module_and_prefixes_keys():
+    inner, t_inner = nn.Linear(2, 3), tnn.Linear(2, 3)
+    e, t = nn.DataParallel(inner), tnn.DataParallel(t_inner)
+    assert repr(e) == repr(t) and list(e.state_dict()) == list(t.state_dict())
+    x = ember.tensor(n(4, 2).astype(np.float32))
+    np.testing.assert_array_equal(e(x).numpy(), inner(x).numpy())
+    with pytest.raises(EmberError, match="CPU only"):
+        nn.DataParallel(inner, device_ids=[0])

@@ -46,6 +46,7 @@ from .adaptive import AdaptiveLogSoftmaxWithLoss
 from .attention import MultiheadAttention
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
+from .data_parallel import DataParallel
 from .distance import (
     CosineEmbeddingLoss,
     CosineSimilarity,
