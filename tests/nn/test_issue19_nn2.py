@@ -458,3 +458,15 @@ def test_data_parallel_calls_its_module_and_prefixes_keys():
     np.testing.assert_array_equal(e(x).numpy(), inner(x).numpy())
     with pytest.raises(EmberError, match="CPU only"):
         nn.DataParallel(inner, device_ids=[0])
+
+
+def test_lazy_layers_deep_copy_and_pickle_before_the_first_call():
+    import pickle
+
+    for m in (nn.LazyLinear(3), nn.LazyBatchNorm1d()):
+        for clone in (copy.deepcopy(m), pickle.loads(pickle.dumps(m))):
+            assert clone.has_uninitialized_params()
+            clone(ember.tensor(n(4, 5).astype(np.float32)))
+            assert type(clone) is type(m).cls_to_become
+            assert all(type(p) is nn.Parameter for p in clone.parameters())
+        assert m.has_uninitialized_params()  # the original is untouched

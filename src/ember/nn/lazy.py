@@ -59,6 +59,16 @@ class UninitializedParameter(Parameter):
     def __repr__(self) -> str:
         return "<UninitializedParameter>"
 
+    def __deepcopy__(self, memo: dict) -> UninitializedParameter:
+        if id(self) not in memo:
+            copy = UninitializedParameter(self._requires_grad)
+            copy._data = self._data.copy()
+            memo[id(self)] = copy
+        return memo[id(self)]
+
+    def __reduce_ex__(self, protocol):
+        return (_rebuild_uninitialized, (UninitializedParameter, self._data, self._requires_grad))
+
 
 class UninitializedBuffer(Tensor):
     """A buffer whose shape is not known yet (see the module docstring)."""
@@ -73,6 +83,22 @@ class UninitializedBuffer(Tensor):
 
     def __repr__(self) -> str:
         return "<UninitializedBuffer>"
+
+    def __deepcopy__(self, memo: dict) -> UninitializedBuffer:
+        if id(self) not in memo:
+            copy = UninitializedBuffer()
+            copy._data = self._data.copy()
+            memo[id(self)] = copy
+        return memo[id(self)]
+
+    def __reduce_ex__(self, protocol):
+        return (_rebuild_uninitialized, (UninitializedBuffer, self._data, False))
+
+
+def _rebuild_uninitialized(cls, data, requires_grad: bool):
+    value = cls(requires_grad) if cls is UninitializedParameter else cls()
+    value._data = data
+    return value
 
 
 def is_lazy(value) -> bool:
