@@ -470,3 +470,22 @@ def test_lazy_layers_deep_copy_and_pickle_before_the_first_call():
             assert type(clone) is type(m).cls_to_become
             assert all(type(p) is nn.Parameter for p in clone.parameters())
         assert m.has_uninitialized_params()  # the original is untouched
+
+
+def test_lazy_first_call_under_capture_is_refused_then_training_captures():
+    m = nn.LazyLinear(3)
+    x = ember.tensor(n(2, 4).astype(np.float32))
+
+    def step(m, x):
+        loss = (m(x) ** 2).sum()
+        loss.backward()
+        return loss
+
+    f = ember.function(step)
+    with pytest.raises(EmberError, match="must run eagerly"):
+        f(m, x)
+    m(x)  # the eager first call
+    eager = copy.deepcopy(m)
+    want = step(eager, x)
+    np.testing.assert_allclose(f(m, x).numpy(), want.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(m.weight.grad.numpy(), eager.weight.grad.numpy(), rtol=1e-6)

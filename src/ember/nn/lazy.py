@@ -10,14 +10,17 @@ and turns it into a plain `Parameter` (`Tensor`), so anything that already holds
 optimizer built before the first forward) sees the materialized tensor; the layer's
 ``reset_parameters`` then initializes it as the ordinary layer does. ``load_state_dict`` before
 the first call materializes each placeholder to the state's shape, as PyTorch's load hook does.
-The first call must be eager (not inside ``ember.function``/``trace``): the parameters are
-created then, and capture reads a model's parameters when it starts.
+The first call must be eager (not inside ``ember.function``/``trace``, where it raises an
+`EmberError`): the parameters are created then, and capture reads a model's parameters when it
+starts.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..errors import EmberError
+from ..graph import scope as _scope
 from ..tensor import Tensor
 from .conv import (
     Conv1d,
@@ -130,6 +133,15 @@ class LazyModuleMixin:
 
 
 def _infer_parameters(module, args):
+    if _scope.recording():
+        # capture reads the model's parameters when it starts: one created now would be a
+        # constant of the graph, never updated by an optimizer
+        raise EmberError(
+            f"{module._get_name()} creates its parameters at its first call, which must run "
+            "eagerly: call the model once (on a sample batch) before ember.function or "
+            "ember.trace",
+            op=module._get_name(),
+        )
     module.initialize_parameters(*args)
     if module.has_uninitialized_params():
         raise RuntimeError(f"module {module._get_name()} has not been fully initialized")
