@@ -489,3 +489,49 @@ def test_lazy_first_call_under_capture_is_refused_then_training_captures():
     want = step(eager, x)
     np.testing.assert_allclose(f(m, x).numpy(), want.numpy(), rtol=1e-6)
     np.testing.assert_allclose(m.weight.grad.numpy(), eager.weight.grad.numpy(), rtol=1e-6)
+
+
+# ---------------------------------------------------------------------------- nn.modules
+
+_NOT_YET = {
+    # (Transformer* are another part of issue 19; the rest PyTorch marks deprecated or
+    # experimental, or this issue leaves out: FractionalMaxPool, CrossMapLRN2d)
+    "Container",
+    "CrossMapLRN2d",
+    "FractionalMaxPool2d",
+    "FractionalMaxPool3d",
+    "LinearCrossEntropyLoss",
+    "Transformer",
+    "TransformerDecoder",
+    "TransformerDecoderLayer",
+    "_ConvTransposeMixin",
+}
+
+
+def test_nn_modules_submodules_name_embers_classes():
+    import inspect
+
+    import torch.nn.modules as tm
+
+    for sub in ("activation", "batchnorm", "conv", "dropout", "linear", "loss", "padding"):
+        t_sub, e_sub = getattr(tm, sub), getattr(nn.modules, sub)
+        names = [
+            name
+            for name, value in vars(t_sub).items()
+            if inspect.isclass(value)
+            and value.__module__ == t_sub.__name__
+            and issubclass(value, tnn.Module)
+        ]
+        missing = [name for name in names if not hasattr(e_sub, name) and name not in _NOT_YET]
+        assert not missing, f"nn.modules.{sub} lacks {missing}"
+    m = nn.modules
+    assert isinstance(nn.BatchNorm2d(3), m.batchnorm._BatchNorm)
+    assert isinstance(nn.SyncBatchNorm(3), m.batchnorm._BatchNorm)
+    assert isinstance(nn.AdaptiveAvgPool2d(2), m.pooling._AdaptiveAvgPoolNd)
+    assert not isinstance(nn.AdaptiveMaxPool2d(2), m.pooling._AdaptiveAvgPoolNd)
+    assert issubclass(nn.MSELoss, m.loss._Loss) and m.Linear is nn.Linear
+    assert m.utils._pair(3) == (3, 3) and m.utils._triple((1, 2, 3)) == (1, 2, 3)
+    assert m.utils._reverse_repeat_tuple((1, 2), 2) == (2, 2, 1, 1)
+    state = {"module.a": 1, "module.b.c": 2, "d": 3}
+    m.utils.consume_prefix_in_state_dict_if_present(state, "module.")
+    assert list(state) == ["d", "a", "b.c"]  # (PyTorch's order: stripped keys move last)

@@ -5,7 +5,7 @@ moves between ``torch.nn`` and ``ember.nn`` models of the same architecture with
 copy. ``ember.nn.init`` holds the initialisers; ``ember.nn.utils`` gradient clipping.
 """
 
-from . import functional, init, utils
+from . import functional, init, modules, utils
 from .activation import (
     CELU,
     ELU,
