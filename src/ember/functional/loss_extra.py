@@ -66,11 +66,11 @@ def multilabel_soft_margin_loss(
     op = "multilabel_soft_margin_loss"
     reduction = reduction_arg(op, reduction, size_average, reduce)
     x, t = promote(float_input(op, input), to_tensor(target), floating=True)
+    if x.ndim == 0:
+        raise ShapeError("expected an input of at least 1 dimension, got a 0-d one", op=op)
     loss = -(t * logsigmoid(x) + (1 - t) * logsigmoid(-x))
     if weight is not None:
         loss = loss * to_tensor(weight)
-    if x.ndim == 0:
-        raise ShapeError("expected an input of at least 1 dimension, got a 0-d one", op=op)
     loss = E.sum(loss, x.ndim - 1) / x.shape[-1]
     return reduce_loss(loss, reduction)
 
