@@ -2,9 +2,12 @@
 
 Layers, parameter names, state_dict keys and weight layouts follow PyTorch's, so a state_dict
 moves between ``torch.nn`` and ``ember.nn`` models of the same architecture with a plain dict
-copy. ``ember.nn.init`` holds the initialisers; ``ember.nn.utils`` gradient clipping.
+copy. ``ember.nn.init`` holds the initialisers; ``ember.nn.utils`` gradient clipping,
+``utils.rnn`` packed sequences and ``utils.parametrize`` / ``utils.parametrizations``
+(weight_norm, spectral_norm).
 """
 
+from .._missing import module_getattr as _module_getattr  # noqa: E402
 from . import functional, init, modules, utils
 from .activation import (
     CELU,
@@ -162,3 +165,6 @@ from .transformer import (
     TransformerEncoderLayer,
     generate_square_subsequent_mask,
 )
+from .transformer_decoder import Transformer, TransformerDecoder, TransformerDecoderLayer
+
+__getattr__ = _module_getattr("ember.nn", globals())  # PyTorch names ember lacks: ember._missing
