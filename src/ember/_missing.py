@@ -72,21 +72,14 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "package": _NONE,
     },
     "ember.nn": {
-        "DataParallel": _NO_GPU,
         "parallel": _NONE,
-        "SyncBatchNorm": "ember.nn.BatchNorm1d / BatchNorm2d (one process)",
         "quantized": _NONE,
         "qat": _NONE,
         "intrinsic": _NONE,
-        "LazyLinear": "ember.nn.Linear with in_features given",
-        "LazyConv1d": "ember.nn.Conv1d with in_channels given",
-        "LazyConv2d": "ember.nn.Conv2d with in_channels given",
-        "UninitializedParameter": _NONE,
     },
     "ember.nn.functional": {},
     "ember.optim": {
         "SparseAdam": _NO_SPARSE,
-        "swa_utils": _NONE,
     },
     "Tensor": {
         "record_stream": _NO_GPU,
