@@ -4,6 +4,8 @@ This module only assembles the public API: the dtypes, the Tensor, autograd swit
 function the op modules export (``ember.add``, ``ember.matmul``, ...), plus the subpackages.
 """
 
+import sys as _sys
+
 from . import _allocator, _methods  # noqa: E402
 from . import capture as _capture
 from . import control as _control  # registers cond, while_loop, scan
@@ -78,3 +80,15 @@ long = int64
 int = int32  # noqa: A001
 
 __version__ = "0.1.0"
+
+# ember.autograd.Function and ember.autograd.functional live in modules above the engine (they
+# build on it, so autograd.py cannot import them without a cycle); attached here
+from . import autograd_function as _autograd_function  # noqa: E402
+from . import autograd_functional as _autograd_functional  # noqa: E402
+
+autograd.Function = _autograd_function.Function
+autograd.FunctionCtx = _autograd_function.FunctionCtx
+autograd.function = _autograd_function  # torch.autograd.function (once_differentiable, ...)
+autograd.functional = _autograd_functional
+_sys.modules.setdefault("ember.autograd.function", _autograd_function)
+_sys.modules.setdefault("ember.autograd.functional", _autograd_functional)
