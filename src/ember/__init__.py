@@ -50,7 +50,7 @@ _methods.install(_capture.SymbolicTensor)
 _allocator.tune()
 globals().update(_ops.PUBLIC)
 
-from . import autograd, data, io, nn, optim, profiler, tools  # noqa: E402
+from . import autograd, data, distributions, io, nn, optim, profiler, tools  # noqa: E402
 from .capture import trace  # noqa: E402
 from .capture.function import Function, function  # noqa: E402
 from .capture.grad import grad, value_and_grad  # noqa: E402

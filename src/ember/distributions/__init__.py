@@ -1,0 +1,65 @@
+"""``ember.distributions``: PyTorch's probability distributions (``torch.distributions``), with
+its names, signatures and semantics.
+
+Everything differentiable (``log_prob``, ``entropy``, ``rsample``, moments, ``kl_divergence``)
+is written in ember ops, so it carries gradients on the tape and records under
+``ember.function`` capture. Where ember differs from PyTorch:
+
+* Gamma and Beta have no ``rsample`` (PyTorch's implicit reparameterization is not
+  implemented); they, Poisson and Binomial ``sample`` with NumPy's samplers on ember's default
+  generator, eagerly only.
+* Categorical samples by inverting the cumulative probabilities, so a seed gives other draws
+  than PyTorch's multinomial sampler (same distribution).
+* ``lgamma``/``digamma`` (Gamma, Beta, Poisson, Binomial) and MultivariateNormal's Cholesky
+  factor and triangular solves are composites of ember ops in ``_util.py`` (ember has no such
+  primitives yet); ``icdf`` of Normal needs ``erfinv`` and is not implemented.
+* Validation errors are `ConstraintError` (an ember error and a ``ValueError``, which PyTorch
+  raises); validation reads values, so under capture it is skipped.
+"""
+
+from . import constraints
+from ._util import ConstraintError
+from .continuous import Beta, Exponential, Gamma, Laplace, Normal, Uniform
+from .discrete import Bernoulli, Binomial, Categorical, OneHotCategorical, Poisson
+from .distribution import Distribution
+from .kl import kl_divergence, register_kl
+from .multivariate import Independent, MultivariateNormal
+from .transforms import (
+    AffineTransform,
+    ComposeTransform,
+    ExpTransform,
+    LogNormal,
+    SigmoidTransform,
+    TanhTransform,
+    Transform,
+    TransformedDistribution,
+)
+
+__all__ = [
+    "AffineTransform",
+    "Bernoulli",
+    "Beta",
+    "Binomial",
+    "Categorical",
+    "ComposeTransform",
+    "ConstraintError",
+    "Distribution",
+    "Exponential",
+    "ExpTransform",
+    "Gamma",
+    "Independent",
+    "Laplace",
+    "LogNormal",
+    "MultivariateNormal",
+    "Normal",
+    "OneHotCategorical",
+    "Poisson",
+    "SigmoidTransform",
+    "TanhTransform",
+    "Transform",
+    "TransformedDistribution",
+    "Uniform",
+    "constraints",
+    "kl_divergence",
+    "register_kl",
+]
