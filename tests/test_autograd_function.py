@@ -172,6 +172,26 @@ def test_gradcheck_by_finite_differences():
     np.testing.assert_allclose(v.grad.numpy(), numeric, rtol=1e-6, atol=1e-8)
 
 
+def test_setup_context_style_binds_keywords_and_defaults():
+    class Scale(ember.autograd.Function):
+        @staticmethod
+        def forward(x, factor=3.0):
+            return x * factor
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.factor = inputs[1]
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * ctx.factor, None
+
+    x = ember.ones(2, requires_grad=True)
+    Scale.apply(x).sum().backward()
+    Scale.apply(x, factor=2.0).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [5.0, 5.0])
+
+
 def test_no_grad_mode_records_nothing_and_identity_output_is_an_alias():
     class Identity(ember.autograd.Function):
         @staticmethod

@@ -22,6 +22,7 @@ attaches `Function`, `FunctionCtx` and `once_differentiable` to ``ember.autograd
 from __future__ import annotations
 
 import functools
+import inspect
 
 import numpy as np
 
@@ -233,10 +234,16 @@ class Function:
 
     @classmethod
     def apply(cls, *args, **kwargs):
-        if kwargs:
+        if cls._new_style():
+            # as PyTorch: keywords and defaults bind to forward's signature, so setup_context
+            # and backward see every argument positionally
+            bound = inspect.signature(cls.forward).bind(*args, **kwargs)
+            bound.apply_defaults()
+            args = bound.args
+        elif kwargs:
             raise TypeError(
-                f"{cls.__name__}.apply takes positional arguments only (as PyTorch's), "
-                f"got keywords {sorted(kwargs)}"
+                f"{cls.__name__}.apply takes positional arguments only (keywords need the "
+                f"setup_context style, as in PyTorch), got keywords {sorted(kwargs)}"
             )
         capturing = _reg.current_mode() is not _reg._base_mode[0]
         if capturing or any(isinstance(a, TensorBase) and not isinstance(a, Tensor) for a in args):

@@ -5,7 +5,7 @@ Everything differentiable (``log_prob``, ``entropy``, ``rsample``, moments, ``kl
 is written in ember ops, so it carries gradients on the tape and records under
 ``ember.function`` capture. Where ember differs from PyTorch:
 
-* Gamma and Beta have no ``rsample`` (PyTorch's implicit reparameterization is not
+* Gamma, Beta and Dirichlet have no ``rsample`` (PyTorch's implicit reparameterization is not
   implemented); they, Poisson and Binomial ``sample`` with NumPy's samplers on ember's default
   generator, eagerly only.
 * Categorical samples by inverting the cumulative probabilities, so a seed gives other draws
@@ -17,12 +17,13 @@ is written in ember ops, so it carries gradients on the tape and records under
   raises); validation reads values, so under capture it is skipped.
 """
 
-from . import constraints
+from . import constraints, utils
 from ._util import ConstraintError
 from .continuous import Beta, Exponential, Gamma, Laplace, Normal, Uniform
 from .discrete import Bernoulli, Binomial, Categorical, OneHotCategorical, Poisson
 from .distribution import Distribution
 from .kl import kl_divergence, register_kl
+from .mixture import Cauchy, Dirichlet, MixtureSameFamily
 from .multivariate import Independent, MultivariateNormal
 from .transforms import (
     AffineTransform,
@@ -41,8 +42,10 @@ __all__ = [
     "Beta",
     "Binomial",
     "Categorical",
+    "Cauchy",
     "ComposeTransform",
     "ConstraintError",
+    "Dirichlet",
     "Distribution",
     "Exponential",
     "ExpTransform",
@@ -50,6 +53,7 @@ __all__ = [
     "Independent",
     "Laplace",
     "LogNormal",
+    "MixtureSameFamily",
     "MultivariateNormal",
     "Normal",
     "OneHotCategorical",
@@ -62,4 +66,5 @@ __all__ = [
     "constraints",
     "kl_divergence",
     "register_kl",
+    "utils",
 ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..errors import ShapeError
 from ..grad_mode import no_grad
-from ._util import ConstraintError, is_eager
+from ._util import ConstraintError, is_eager, is_tensor
 
 __all__ = ["Distribution"]
 
@@ -130,9 +130,14 @@ class Distribution:
     def _validate_sample(self, value) -> None:
         """Raise unless ``value``'s shape broadcasts with the batch and event shapes and its
         values lie in the support."""
+        name = type(self).__name__
+        if not is_tensor(value):
+            raise ConstraintError(
+                f"{name}.log_prob: the value must be a tensor, got {type(value).__name__}",
+                op=f"{name}.log_prob",
+            )
         shape = tuple(value.shape)
         event = self._event_shape
-        name = type(self).__name__
         if len(shape) < len(event) or shape[len(shape) - len(event) :] != event:
             raise ShapeError(
                 f"{name}.log_prob: the value's shape {shape} does not end in the event shape "

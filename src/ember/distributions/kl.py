@@ -12,6 +12,7 @@ from ..errors import EmberError
 from ._util import E, batch_mahalanobis, diagonal, digamma, lgamma, solve_lower, sum_rightmost
 from .continuous import Beta, Exponential, Gamma, Laplace, Normal, Uniform
 from .discrete import Bernoulli, Categorical, OneHotCategorical, Poisson, _softplus
+from .mixture import Dirichlet
 from .multivariate import Independent, MultivariateNormal
 
 __all__ = ["kl_divergence", "register_kl"]
@@ -170,3 +171,14 @@ def _kl_beta_beta(p, q):
     t4 = (p.concentration0 - q.concentration0) * digamma(p.concentration0)
     t5 = (sum_q - sum_p) * digamma(sum_p)
     return t1 - t2 + t3 + t4 + t5
+
+
+@register_kl(Dirichlet, Dirichlet)
+def _kl_dirichlet_dirichlet(p, q):
+    sum_p = p.concentration.sum(-1)
+    sum_q = q.concentration.sum(-1)
+    t1 = lgamma(sum_p) - lgamma(sum_q)
+    t2 = (lgamma(p.concentration) - lgamma(q.concentration)).sum(-1)
+    t3 = p.concentration - q.concentration
+    t4 = digamma(p.concentration) - digamma(sum_p).unsqueeze(-1)
+    return t1 - t2 + (t3 * t4).sum(-1)
