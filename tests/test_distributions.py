@@ -92,6 +92,10 @@ CASES = {
     ),
     "dirichlet": ("Dirichlet", {"concentration": _pos(3, 5)}, _simplex(2, 3, 5)),
     "cauchy": ("Cauchy", {"loc": _real(*B), "scale": _pos(*B)}, _real(*B) * 3),
+    "gumbel": ("Gumbel", {"loc": _real(*B), "scale": _pos(*B)}, _real(*B)),
+    "halfnormal": ("HalfNormal", {"scale": _pos(*B)}, _pos(*B)),
+    "geometric": ("Geometric", {"probs": RNG.uniform(0.1, 0.9, B)}, RNG.integers(0, 6, B) * 1.0),
+    "geometric_logits": ("Geometric", {"logits": _real(*B)}, RNG.integers(0, 6, B) * 1.0),
     "lognormal": ("LogNormal", {"loc": _real(*B) * 0.3, "scale": _pos(*B)}, _pos(*B)),
 }
 
@@ -295,6 +299,9 @@ SAMPLED = [
     ("Binomial", {"total_count": 9.0, "probs": [0.2, 0.7]}, False),
     ("LogNormal", {"loc": [0.0, 0.3], "scale": [0.3, 0.5]}, True),
     ("Dirichlet", {"concentration": [[0.7, 3.0, 1.0], [2.0, 1.0, 5.0]]}, False),
+    ("Gumbel", {"loc": [0.5, -1.0], "scale": [1.0, 2.0]}, True),
+    ("HalfNormal", {"scale": [1.0, 2.0]}, True),
+    ("Geometric", {"probs": [0.3, 0.8]}, False),
 ]
 
 
@@ -372,6 +379,33 @@ def test_mixture_same_family_matches_torch():
     assert s.shape == (20000, 3, 2)
     se = np.sqrt(mix.variance.numpy() / 20000)
     assert np.all(np.abs(s.mean(0) - mix.mean.numpy()) < 5 * se)
+
+
+def test_relaxed_distributions_match_torch():
+    logits, temp = _real(3, 4), 0.7
+    v_cat = _simplex(2, 3, 4)
+    v_bern = RNG.uniform(0.1, 0.9, (3, 4))
+    results, params = [], []
+    for lib, dist in ((ember, D), (torch, TD)):
+        lg = lib.tensor(logits, requires_grad=True)
+        t = lib.tensor(temp, dtype=lib.float64)
+        cat = dist.RelaxedOneHotCategorical(t, logits=lg)
+        bern = dist.RelaxedBernoulli(t, logits=lg)
+        assert tuple(cat.event_shape) == (4,) and tuple(bern.batch_shape) == (3, 4)
+        out = [cat.log_prob(lib.tensor(v_cat)), bern.log_prob(lib.tensor(v_bern))]
+        sum(o.sum() for o in out).backward()
+        results.append(out)
+        params.append(lg)
+    for e, t in zip(*results):
+        np.testing.assert_allclose(_np(e), _np(t), rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(_np(params[0].grad), _np(params[1].grad), rtol=1e-9, atol=1e-10)
+    ember.manual_seed(4)
+    lg = ember.tensor(logits, requires_grad=True)
+    s = D.RelaxedOneHotCategorical(ember.tensor(0.5, dtype=ember.float64), logits=lg).rsample((50,))
+    assert tuple(s.shape) == (50, 3, 4)
+    np.testing.assert_allclose(s.detach().numpy().sum(-1), 1.0, rtol=1e-12)
+    (s[..., 0]).sum().backward()
+    assert lg.grad is not None and np.isfinite(lg.grad.numpy()).all()
 
 
 def test_rsample_gradients_are_analytic():
@@ -523,3 +557,22 @@ def test_log_prob_and_kl_under_capture():
     np.testing.assert_allclose(
         g.numpy() if hasattr(g, "numpy") else g[0].numpy(), loc_t.grad.numpy()
     )
+
+
+def test_mvn_and_sampling_under_capture():
+    loc, cov, v = _real(3), _spd(3), _real(2, 3)
+
+    def f(loc, cov, value):
+        m = D.MultivariateNormal(loc, covariance_matrix=cov)
+        return m.log_prob(value).sum() + m.entropy()
+
+    args = [ember.tensor(a) for a in (loc, cov, v)]
+    assert math.isclose(f(*args).item(), ember.function(f)(*args).item(), rel_tol=1e-12)
+
+    def g(logits, mu):
+        a = D.Categorical(logits=logits).sample()
+        return a, D.Normal(mu, 1.0).rsample((2,))
+
+    actions, z = ember.function(g)(ember.zeros(4, 3), ember.zeros(5))
+    assert actions.dtype == ember.int64 and tuple(actions.shape) == (4,)
+    assert tuple(z.shape) == (2, 5)

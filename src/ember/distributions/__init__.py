@@ -25,6 +25,15 @@ from .distribution import Distribution
 from .kl import kl_divergence, register_kl
 from .mixture import Cauchy, Dirichlet, MixtureSameFamily
 from .multivariate import Independent, MultivariateNormal
+from .relaxed import (
+    ExpRelaxedCategorical,
+    Geometric,
+    Gumbel,
+    HalfNormal,
+    LogitRelaxedBernoulli,
+    RelaxedBernoulli,
+    RelaxedOneHotCategorical,
+)
 from .transforms import (
     AffineTransform,
     ComposeTransform,
@@ -48,16 +57,23 @@ __all__ = [
     "Dirichlet",
     "Distribution",
     "Exponential",
+    "ExpRelaxedCategorical",
     "ExpTransform",
     "Gamma",
+    "Geometric",
+    "Gumbel",
+    "HalfNormal",
     "Independent",
     "Laplace",
+    "LogitRelaxedBernoulli",
     "LogNormal",
     "MixtureSameFamily",
     "MultivariateNormal",
     "Normal",
     "OneHotCategorical",
     "Poisson",
+    "RelaxedBernoulli",
+    "RelaxedOneHotCategorical",
     "SigmoidTransform",
     "TanhTransform",
     "Transform",
