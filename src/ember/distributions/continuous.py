@@ -97,7 +97,11 @@ class Uniform(Distribution):
             and hasattr(self.low, "_data")
             and not bool((self.low < self.high).all())
         ):
-            raise ConstraintError("Uniform: expected low < high everywhere", op="Uniform")
+            raise ConstraintError(
+                f"expected parameter low of Uniform of shape {tuple(self.low.shape)} to be less "
+                "than high everywhere, but some values are not",
+                op="Uniform",
+            )
 
     @property
     def support(self):
