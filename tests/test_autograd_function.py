@@ -152,6 +152,26 @@ def test_non_differentiable_output_and_unmaterialized_grads():
     _close(e.grad, t.grad)
 
 
+def test_ember_gradcheck_on_custom_functions():
+    x = ember.tensor(np.random.default_rng(5).standard_normal(3), requires_grad=True)
+    y = ember.tensor(np.random.default_rng(6).standard_normal(3), requires_grad=True)
+    assert ember.autograd.gradcheck(lambda a, b: EMBER["MulAdd"].apply(a, b, 1.5), (x, y))
+    assert ember.autograd.gradcheck(EMBER["MyExp"].apply, (x,))
+
+    class WrongGrad(ember.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * a
+
+        @staticmethod
+        def backward(ctx, g):
+            return g  # should be 2 a g
+
+    with pytest.raises(AutogradError, match="Jacobian mismatch for output 0"):
+        ember.autograd.gradcheck(WrongGrad.apply, (x,))
+    assert ember.autograd.gradcheck(WrongGrad.apply, (x,), raise_exception=False) is False
+
+
 def test_gradcheck_by_finite_differences():
     x = np.random.default_rng(3).standard_normal(4)
 

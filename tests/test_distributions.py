@@ -96,6 +96,7 @@ CASES = {
     "halfnormal": ("HalfNormal", {"scale": _pos(*B)}, _pos(*B)),
     "geometric": ("Geometric", {"probs": RNG.uniform(0.1, 0.9, B)}, RNG.integers(0, 6, B) * 1.0),
     "geometric_logits": ("Geometric", {"logits": _real(*B)}, RNG.integers(0, 6, B) * 1.0),
+    "studentt": ("StudentT", {"df": _pos(*B) * 3, "loc": _real(*B), "scale": _pos(*B)}, _real(*B)),
     "lognormal": ("LogNormal", {"loc": _real(*B) * 0.3, "scale": _pos(*B)}, _pos(*B)),
 }
 
@@ -302,6 +303,7 @@ SAMPLED = [
     ("Gumbel", {"loc": [0.5, -1.0], "scale": [1.0, 2.0]}, True),
     ("HalfNormal", {"scale": [1.0, 2.0]}, True),
     ("Geometric", {"probs": [0.3, 0.8]}, False),
+    ("StudentT", {"df": [9.0, 12.0], "loc": [0.5, -1.0], "scale": [1.0, 2.0]}, False),
 ]
 
 

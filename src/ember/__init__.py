@@ -90,5 +90,6 @@ autograd.Function = _autograd_function.Function
 autograd.FunctionCtx = _autograd_function.FunctionCtx
 autograd.function = _autograd_function  # torch.autograd.function (once_differentiable, ...)
 autograd.functional = _autograd_functional
+autograd.gradcheck = _autograd_functional.gradcheck
 _sys.modules.setdefault("ember.autograd.function", _autograd_function)
 _sys.modules.setdefault("ember.autograd.functional", _autograd_functional)

@@ -1,6 +1,6 @@
 """``ember.autograd.functional``: PyTorch's higher-level derivatives of a function of tensors
 (``vjp``, ``jvp``, ``jacobian``, ``hessian``, ``hvp``, ``vhp``), built on the tape's
-`ember.autograd.grad` (eager only).
+`ember.autograd.grad` (eager only); and ``gradcheck``, attached as ``ember.autograd.gradcheck``.
 
 Signatures and return structures follow ``torch.autograd.functional``: a tensor (not a tuple)
 for ``inputs`` gives results without the per-input tuple, and likewise for the outputs. The
@@ -20,7 +20,7 @@ from .grad_mode import enable_grad
 from .ops.shape import stack
 from .tensor import Tensor
 
-__all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
+__all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp", "gradcheck"]
 
 
 def _tuple(x, what: str, fn: str) -> tuple[bool, tuple]:
@@ -232,3 +232,74 @@ def vhp(func, inputs, v=None, create_graph=False, strict=False):
 def hvp(func, inputs, v=None, create_graph=False, strict=False):
     """``(func(*inputs), H v)``; the Hessian is symmetric, so this equals `vhp`."""
     return vhp(func, inputs, v, create_graph, strict)
+
+
+def gradcheck(
+    func,
+    inputs,
+    *,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    raise_exception: bool = True,
+    **_ignored,
+) -> bool:
+    """PyTorch's ``torch.autograd.gradcheck``: compare the tape's Jacobian of ``func`` with
+    central finite differences, for every floating input that requires grad (use float64).
+    Returns True, or raises `AutogradError` (PyTorch: ``GradcheckError``) naming the output,
+    the input and the worst element; ``raise_exception=False`` returns False instead. PyTorch's
+    other options (``fast_mode``, ``check_*``, ...) are accepted and ignored."""
+    xs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    checked = [i for i, x in enumerate(xs) if isinstance(x, Tensor) and x.requires_grad]
+
+    def outputs_of(args):
+        out = func(*args)
+        return out if isinstance(out, (tuple, list)) else (out,)
+
+    analytic = []  # per output, per checked input: (numel_out, numel_in)
+    with enable_grad():
+        outs = outputs_of(xs)
+        for o in outs:
+            flat = o.reshape(-1)
+            rows = []
+            for k in range(flat.shape[0]):
+                if not flat.requires_grad:
+                    rows.append([np.zeros(xs[i].numel()) for i in checked])
+                    continue
+                gs = _grad(
+                    flat[k],
+                    [xs[i] for i in checked],
+                    retain_graph=True,
+                    allow_unused=True,
+                )
+                rows.append(
+                    [
+                        np.zeros(xs[i].numel()) if g is None else g.numpy().reshape(-1)
+                        for i, g in zip(checked, gs)
+                    ]
+                )
+            analytic.append(rows)
+    for j, i in enumerate(checked):
+        base = xs[i].detach().numpy().astype(np.float64)
+        for e in range(base.size):
+            values = []
+            for sign in (1.0, -1.0):
+                moved = base.copy().reshape(-1)
+                moved[e] += sign * eps
+                args = list(xs)
+                args[i] = Tensor(moved.reshape(base.shape).astype(xs[i].dtype.np))
+                values.append([o.detach().numpy().reshape(-1) for o in outputs_of(args)])
+            for n, (hi, lo) in enumerate(zip(*values)):
+                numeric = (hi - lo) / (2 * eps)
+                exact = np.array([row[j][e] for row in analytic[n]])
+                if not np.allclose(exact, numeric, rtol=rtol, atol=atol):
+                    if not raise_exception:
+                        return False
+                    worst = int(np.argmax(np.abs(exact - numeric)))
+                    raise AutogradError(
+                        f"Jacobian mismatch for output {n} with respect to input {i}, element "
+                        f"{e}: analytical {exact[worst]!r} vs numerical {numeric[worst]!r} "
+                        f"(output element {worst})",
+                        op="gradcheck",
+                    )
+    return True

@@ -5,9 +5,9 @@ Everything differentiable (``log_prob``, ``entropy``, ``rsample``, moments, ``kl
 is written in ember ops, so it carries gradients on the tape and records under
 ``ember.function`` capture. Where ember differs from PyTorch:
 
-* Gamma, Beta and Dirichlet have no ``rsample`` (PyTorch's implicit reparameterization is not
-  implemented); they, Poisson and Binomial ``sample`` with NumPy's samplers on ember's default
-  generator, eagerly only.
+* Gamma, Beta, Dirichlet and StudentT have no ``rsample`` (PyTorch's implicit
+  reparameterization is not implemented); they, Poisson and Binomial ``sample`` with NumPy's
+  samplers on ember's default generator, eagerly only.
 * Categorical samples by inverting the cumulative probabilities, so a seed gives other draws
   than PyTorch's multinomial sampler (same distribution).
 * ``lgamma``/``digamma`` (Gamma, Beta, Poisson, Binomial) and MultivariateNormal's Cholesky
@@ -20,7 +20,7 @@ is written in ember ops, so it carries gradients on the tape and records under
 
 from . import constraints, utils
 from ._util import ConstraintError
-from .continuous import Beta, Exponential, Gamma, Laplace, Normal, Uniform
+from .continuous import Beta, Exponential, Gamma, Laplace, Normal, StudentT, Uniform
 from .discrete import Bernoulli, Binomial, Categorical, OneHotCategorical, Poisson
 from .distribution import Distribution
 from .kl import kl_divergence, register_kl
@@ -76,6 +76,7 @@ __all__ = [
     "RelaxedBernoulli",
     "RelaxedOneHotCategorical",
     "SigmoidTransform",
+    "StudentT",
     "TanhTransform",
     "Transform",
     "TransformedDistribution",

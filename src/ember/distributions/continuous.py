@@ -1,9 +1,10 @@
-"""Univariate continuous distributions: Normal, Uniform, Laplace, Exponential, Gamma, Beta.
+"""Univariate continuous distributions: Normal, Uniform, Laplace, Exponential, Gamma, Beta,
+StudentT.
 
 Reparameterized samples (``rsample``) are ember's random ops (``randn``, ``rand``) transformed in
-ember ops, so they follow ``ember.manual_seed`` and record under capture. Gamma and Beta draw
-with NumPy's samplers on ember's generator (eager only) and have no ``rsample``: PyTorch
-reparameterizes them implicitly, which ember does not implement; their ``log_prob``,
+ember ops, so they follow ``ember.manual_seed`` and record under capture. Gamma, Beta and
+StudentT draw with NumPy's samplers on ember's generator (eager only) and have no ``rsample``:
+PyTorch reparameterizes them implicitly, which ember does not implement; their ``log_prob``,
 ``entropy`` and moments carry gradients as usual.
 """
 
@@ -17,7 +18,7 @@ from . import constraints
 from ._util import ConstraintError, E, broadcast_all, digamma, finfo_eps, lgamma
 from .distribution import Distribution, _shape
 
-__all__ = ["Normal", "Uniform", "Laplace", "Exponential", "Gamma", "Beta"]
+__all__ = ["Normal", "Uniform", "Laplace", "Exponential", "Gamma", "Beta", "StudentT"]
 
 _LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
 
@@ -337,3 +338,69 @@ class Beta(Distribution):
         total = a + b
         log_beta = lgamma(a) + lgamma(b) - lgamma(total)
         return log_beta - (a - 1) * digamma(a) - (b - 1) * digamma(b) + (total - 2) * digamma(total)
+
+
+class StudentT(Distribution):
+    """Student's t with ``df`` degrees of freedom. ``sample`` draws with NumPy's sampler on
+    ember's generator (eager only); no ``rsample`` (PyTorch's goes through Gamma's implicit
+    reparameterization)."""
+
+    arg_constraints = {
+        "df": constraints.positive,
+        "loc": constraints.real,
+        "scale": constraints.positive,
+    }
+    support = constraints.real
+
+    def __init__(self, df, loc=0.0, scale=1.0, validate_args=None):
+        self.df, self.loc, self.scale = broadcast_all(df, loc, scale)
+        super().__init__(tuple(self.df.shape), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        return _expand_params(self, StudentT, batch_shape, _instance, ("df", "loc", "scale"))
+
+    @property
+    def mean(self):
+        nan = E.full_like(self.loc, math.nan)
+        return E.where(self.df > 1, self.loc, nan)
+
+    @property
+    def mode(self):
+        return self.loc
+
+    @property
+    def variance(self):
+        df = self.df
+        finite = self.scale.pow(2) * df / (df - 2).clamp(min=finfo_eps(df.dtype))
+        result = E.where(df > 2, finite, E.full_like(finite, math.inf))
+        return E.where(df <= 1, E.full_like(finite, math.nan), result)
+
+    def sample(self, sample_shape=()):
+        df = self.df.numpy()
+        return self.loc.detach() + self.scale.detach() * _numpy_sample(
+            self, sample_shape, lambda g, s: g.standard_t(df, size=s), self.loc
+        )
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        y = (value - self.loc) / self.scale
+        z = (
+            self.scale.log()
+            + 0.5 * self.df.log()
+            + 0.5 * math.log(math.pi)
+            + lgamma(0.5 * self.df)
+            - lgamma(0.5 * (self.df + 1.0))
+        )
+        return -0.5 * (self.df + 1.0) * (y.pow(2) / self.df).log1p() - z
+
+    def entropy(self):
+        half = 0.5 * self.df
+        half_plus = 0.5 * (self.df + 1)
+        lbeta = lgamma(half) + math.lgamma(0.5) - lgamma(half_plus)
+        return (
+            self.scale.log()
+            + half_plus * (digamma(half_plus) - digamma(half))
+            + 0.5 * self.df.log()
+            + lbeta
+        )
