@@ -578,3 +578,22 @@ def test_mvn_and_sampling_under_capture():
     actions, z = ember.function(g)(ember.zeros(4, 3), ember.zeros(5))
     assert actions.dtype == ember.int64 and tuple(actions.shape) == (4,)
     assert tuple(z.shape) == (2, 5)
+
+
+def test_torch_import_paths():
+    from ember.distributions.categorical import Categorical
+    from ember.distributions.kl import kl_divergence
+    from ember.distributions.multivariate_normal import MultivariateNormal
+    from ember.distributions.normal import Normal
+    from ember.distributions.transforms import TanhTransform
+    from ember.distributions.utils import probs_to_logits
+
+    assert Categorical is D.Categorical and Normal is D.Normal
+    assert MultivariateNormal is D.MultivariateNormal and kl_divergence is D.kl_divergence
+    assert TanhTransform is D.TanhTransform and callable(probs_to_logits)
+    previous = D.Distribution._validate_args
+    D.Distribution.set_default_validate_args(False)
+    try:
+        assert float(D.Normal(0.0, -1.0).scale.item()) == -1.0
+    finally:
+        D.Distribution.set_default_validate_args(previous)

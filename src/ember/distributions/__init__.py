@@ -16,9 +16,25 @@ is written in ember ops, so it carries gradients on the tape and records under
   are not implemented.
 * Validation errors are `ConstraintError` (an ember error and a ``ValueError``, which PyTorch
   raises); validation reads values, so under capture it is skipped.
+
+PyTorch keeps one module per distribution (``from torch.distributions.normal import Normal``);
+those paths name the ember module that holds the class (``_TORCH_MODULES`` below).
 """
 
-from . import constraints, utils
+import sys as _sys
+
+from . import (
+    constraints,
+    continuous,
+    discrete,
+    kl,
+    mixture,
+    multivariate,
+    relaxed,
+    transforms,
+    utils,
+)
+from . import distribution as _distribution
 from ._util import ConstraintError
 from .continuous import Beta, Exponential, Gamma, Laplace, Normal, StudentT, Uniform
 from .discrete import Bernoulli, Binomial, Categorical, OneHotCategorical, Poisson
@@ -86,3 +102,34 @@ __all__ = [
     "register_kl",
     "utils",
 ]
+
+_TORCH_MODULES = {
+    "distribution": _distribution,
+    "normal": continuous,
+    "uniform": continuous,
+    "laplace": continuous,
+    "exponential": continuous,
+    "gamma": continuous,
+    "beta": continuous,
+    "studentT": continuous,
+    "bernoulli": discrete,
+    "categorical": discrete,
+    "one_hot_categorical": discrete,
+    "poisson": discrete,
+    "binomial": discrete,
+    "multivariate_normal": multivariate,
+    "independent": multivariate,
+    "dirichlet": mixture,
+    "cauchy": mixture,
+    "mixture_same_family": mixture,
+    "gumbel": relaxed,
+    "half_normal": relaxed,
+    "geometric": relaxed,
+    "relaxed_bernoulli": relaxed,
+    "relaxed_categorical": relaxed,
+    "transformed_distribution": transforms,
+    "log_normal": transforms,
+}
+for _name, _module in _TORCH_MODULES.items():
+    globals().setdefault(_name, _module)
+    _sys.modules.setdefault(f"{__name__}.{_name}", _module)
