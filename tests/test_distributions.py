@@ -582,9 +582,10 @@ def test_mvn_and_sampling_under_capture():
 
 def test_torch_import_paths():
     from ember.distributions.categorical import Categorical
-    from ember.distributions.kl import kl_divergence
     from ember.distributions.multivariate_normal import MultivariateNormal
     from ember.distributions.normal import Normal
+
+    from ember.distributions.kl import kl_divergence
     from ember.distributions.transforms import TanhTransform
     from ember.distributions.utils import probs_to_logits
 
