@@ -227,8 +227,11 @@ def test_no_grad_mode_records_nothing_and_identity_output_is_an_alias():
         assert Identity.apply(x).grad_fn is None
     y = Identity.apply(x)
     assert y is not x and x.grad_fn is None and y.grad_fn is not None
+    y.register_hook(lambda g: g * 10)  # hooks on a custom function's output run first
+    y.retain_grad()
     y.sum().backward()
-    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0, 2.0])
+    np.testing.assert_array_equal(x.grad.numpy(), [20.0, 20.0, 20.0])
+    np.testing.assert_array_equal(y.grad.numpy(), [10.0, 10.0, 10.0])
 
 
 def test_errors_name_the_function():

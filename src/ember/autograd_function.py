@@ -273,9 +273,9 @@ class Function:
                 types.append(None)
                 continue
             differentiable = id(o) not in ctx._non_differentiable and o.dtype.is_floating_point
-            if any(o is a for a in args) and id(o) not in ctx._dirty:
-                # an input returned as it is: the output is a new alias of it, so the input
-                # keeps its own history
+            if id(o) not in ctx._dirty and (any(o is a for a in args) or o._requires_grad):
+                # an input (or a tensor with history of its own) returned as it is: the output
+                # is a new alias of it, so that tensor keeps its own history
                 alias = Tensor._wrap(o._data)
                 alias._vc = o._vc
                 o = alias
