@@ -138,8 +138,7 @@ class BackwardCFunction(FunctionCtx):
         return key, table
 
     def apply(self, grads: list) -> tuple:
-        if self._saved is _FREED:
-            self.saved_tensors  # raises the "second time" error  # noqa: B018
+        # a second backward without retain_graph fails only if backward reads saved tensors
         if self.materialize_grads:
             grads = [
                 g if g is not None or t is None else Tensor._wrap(np.zeros(t.shape, t.dtype.np))
