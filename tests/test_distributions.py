@@ -598,3 +598,12 @@ def test_torch_import_paths():
         assert float(D.Normal(0.0, -1.0).scale.item()) == -1.0
     finally:
         D.Distribution.set_default_validate_args(previous)
+
+
+def test_categorical_never_samples_zero_probability_categories():
+    ember.manual_seed(9)
+    probs = ember.tensor([[0.0, 0.3, 0.0, 0.7, 0.0, 0.0], [0.5, 0.5, 0.0, 0.0, 0.0, 0.0]])
+    s = D.Categorical(probs=probs).sample((50000,)).numpy()
+    counts = [np.bincount(s[:, i], minlength=6) for i in range(2)]
+    assert counts[0][[0, 2, 4, 5]].sum() == 0 and counts[1][2:].sum() == 0
+    np.testing.assert_allclose(counts[0][3] / 50000, 0.7, atol=5 * math.sqrt(0.21 / 50000))

@@ -177,9 +177,11 @@ class Categorical(Distribution):
     def sample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
         with no_grad():
-            u = E.rand(*shape, dtype=self._param.dtype).unsqueeze(-1)
-            below = (E.cumsum(self.probs, -1) < u).sum(-1)
-            return below.clamp(max=self._num_events - 1)
+            cdf = E.cumsum(self.probs, -1)
+            # scaled by the rounded total, a draw never lands past the last category with
+            # probability, nor in a zero-probability one (its interval is empty)
+            u = E.rand(*shape, dtype=self._param.dtype).unsqueeze(-1) * cdf[..., -1:]
+            return (cdf <= u).sum(-1).clamp(max=self._num_events - 1)
 
     def log_prob(self, value):
         if self._validate_args:
