@@ -174,18 +174,28 @@ def test_derived_parameters_match_torch():
 
 
 def test_cdf_icdf_match_torch():
-    for name in ("normal", "laplace", "exponential", "uniform"):
-        de, _ = _build(ember, name, CASES[name][1], grad=False)
-        dt, _ = _build(torch, name, CASES[name][1], grad=False)
+    for name in ("normal", "laplace", "exponential", "uniform", "halfnormal", "lognormal"):
+        de, pe = _build(ember, name, CASES[name][1])
+        dt, pt = _build(torch, name, CASES[name][1])
         v = CASES[name][2]
         np.testing.assert_allclose(
             _np(de.cdf(ember.tensor(v))), _np(dt.cdf(torch.tensor(v))), rtol=1e-10, atol=1e-12
         )
-        if name != "normal":
-            q = RNG.uniform(0.05, 0.95, v.shape)
-            np.testing.assert_allclose(
-                _np(de.icdf(ember.tensor(q))), _np(dt.icdf(torch.tensor(q))), rtol=1e-10
-            )
+        q = RNG.uniform(1e-6, 1 - 1e-6, v.shape)
+        ie, it = de.icdf(ember.tensor(q)), dt.icdf(torch.tensor(q))
+        np.testing.assert_allclose(_np(ie), _np(it), rtol=1e-10, atol=1e-12)
+        ie.sum().backward()
+        it.sum().backward()
+        for k, t in pe.items():
+            np.testing.assert_allclose(_np(t.grad), _np(pt[k].grad), rtol=1e-8, err_msg=k)
+    # erfinv's gradient (through the Newton steps) against its closed form
+    y = ember.tensor(np.linspace(-0.999, 0.999, 9), requires_grad=True)
+    from ember.distributions._util import erfinv
+
+    x = erfinv(y)
+    x.sum().backward()
+    exact = math.sqrt(math.pi) / 2 * np.exp(x.detach().numpy() ** 2)
+    np.testing.assert_allclose(y.grad.numpy(), exact, rtol=1e-9)
 
 
 # ---------------------------------------------------------------------- KL divergence

@@ -15,7 +15,7 @@ import math
 from ..grad_mode import no_grad
 from ..random import default_generator
 from . import constraints
-from ._util import ConstraintError, E, broadcast_all, digamma, finfo_eps, lgamma
+from ._util import ConstraintError, E, broadcast_all, digamma, erfinv, finfo_eps, lgamma
 from .distribution import Distribution, _shape
 
 __all__ = ["Normal", "Uniform", "Laplace", "Exponential", "Gamma", "Beta", "StudentT"]
@@ -81,6 +81,9 @@ class Normal(Distribution):
 
     def cdf(self, value):
         return 0.5 * (1 + E.erf((value - self.loc) * self.scale.reciprocal() / math.sqrt(2)))
+
+    def icdf(self, value):
+        return self.loc + self.scale * erfinv(2 * value - 1) * math.sqrt(2)
 
     def entropy(self):
         return 0.5 + 0.5 * math.log(2 * math.pi) + self.scale.log()

@@ -141,6 +141,9 @@ class HalfNormal(Distribution):
     def cdf(self, value):
         return 2 * self._normal.cdf(value) - 1
 
+    def icdf(self, prob):
+        return self._normal.icdf((prob + 1) / 2)
+
     def entropy(self):
         return self._normal.entropy() - math.log(2)
 

@@ -263,6 +263,15 @@ class TransformedDistribution(Distribution):
             sign = sign * t.sign
         return value if sign == 1 else 1 - value
 
+    def icdf(self, value):
+        sign = 1
+        for t in self.transforms:
+            sign = sign * t.sign
+        value = self.base_dist.icdf(value if sign == 1 else 1 - value)
+        for t in self.transforms:
+            value = t(value)
+        return value
+
 
 class LogNormal(TransformedDistribution):
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
