@@ -104,3 +104,11 @@ def test_set_state_rejects_malformed_states_and_keeps_the_generator(change):
         g.set_state(change(dict(good)))
     assert g.get_state() == good
     assert ember.Generator(3).numpy.random() == g.numpy.random()
+
+
+def test_module_level_seed_functions_as_torch():
+    ember.manual_seed(1234)
+    assert ember.initial_seed() == 1234
+    new = ember.seed()
+    assert ember.initial_seed() == new and 0 <= new < 2**63
+    ember.manual_seed(1234)

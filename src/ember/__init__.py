@@ -13,6 +13,7 @@ from . import dtypes as _dtypes
 from . import eager as _eager  # noqa: E402  (installs the eager mode)
 from . import functional as _functional  # registers the composites (activations, losses, ...)
 from . import ops as _ops  # registers every op
+from . import tensor_api as _tensor_api
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .dtypes import (
     DType,
@@ -43,14 +44,18 @@ from .errors import (
     StateDictError,
     TraceError,
 )
+from .ops import _factory_kwargs
 from .tensor import Tensor
 
+_factory_kwargs.install(_ops.PUBLIC, _ops.METHODS)
 _methods.install(Tensor)
 _methods.install(_capture.SymbolicTensor)
+_tensor_api.install(Tensor)
+_tensor_api.install(_capture.SymbolicTensor)
 _allocator.tune()
 globals().update(_ops.PUBLIC)
 
-from . import autograd, data, distributions, io, nn, optim, profiler, tools  # noqa: E402
+from . import autograd, data, distributions, io, linalg, nn, optim, profiler, tools  # noqa: E402
 from .capture import trace  # noqa: E402
 from .capture.function import Function, function  # noqa: E402
 from .capture.grad import grad, value_and_grad  # noqa: E402
@@ -69,7 +74,15 @@ from .graph import Graph, sym  # noqa: E402
 from .graph.load import load_graph  # noqa: E402
 from .io import load, save  # noqa: E402
 from .kernels.cpool import get_num_threads, set_num_threads  # noqa: E402
-from .random import Generator, default_generator, get_rng_state, manual_seed, set_rng_state  # noqa: E402,F401
+from .random import (  # noqa: E402,F401
+    Generator,
+    default_generator,
+    get_rng_state,
+    initial_seed,
+    manual_seed,
+    seed,
+    set_rng_state,
+)
 from .tools.summary import summary  # noqa: E402
 
 bool = bool_  # ember.bool, as torch.bool  # noqa: A001
@@ -78,6 +91,33 @@ double = float64
 half = float16
 long = int64
 int = int32  # noqa: A001
+
+from . import backends, cuda, utils  # noqa: E402
+from ._missing import module_getattr as _module_getattr  # noqa: E402
+from .capture.compiled import compile  # noqa: E402,A004
+from .devices import (  # noqa: E402
+    channels_last,
+    channels_last_3d,
+    contiguous_format,
+    device,
+    get_default_device,
+    memory_format,
+    preserve_format,
+    set_default_device,
+)
+from .errors import DeviceError, NotInEmberError  # noqa: E402
+from .flags import (  # noqa: E402
+    are_deterministic_algorithms_enabled,
+    get_float32_matmul_precision,
+    is_deterministic_algorithms_warn_only_enabled,
+    set_float32_matmul_precision,
+    use_deterministic_algorithms,
+)
+from .grad_mode import inference_mode, is_inference_mode_enabled  # noqa: E402
+from .ops._factory_kwargs import strided  # noqa: E402
+from .printing import get_printoptions, set_printoptions  # noqa: E402
+from .size import Size  # noqa: E402
+from .tensor_api import is_tensor, numel  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -93,3 +133,6 @@ autograd.functional = _autograd_functional
 autograd.gradcheck = _autograd_functional.gradcheck
 _sys.modules.setdefault("ember.autograd.function", _autograd_function)
 _sys.modules.setdefault("ember.autograd.functional", _autograd_functional)
+
+# ``ember.jit`` and other PyTorch names ember lacks: a NotInEmberError naming the alternative
+__getattr__ = _module_getattr("ember", globals())

@@ -19,7 +19,18 @@ import weakref
 import numpy as np
 
 from .errors import AutogradError, ShapeError
-from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .grad_mode import (
+    _anomaly,
+    check_gradients,
+    detect_anomaly,
+    enable_grad,
+    is_anomaly_enabled,
+    is_grad_enabled,
+    no_grad,
+    record_creation,
+    set_detect_anomaly,
+    set_grad_enabled,
+)
 from .ops import _registry as _reg
 from .ops._registry import TensorBase
 from .tensor import Tensor
@@ -27,6 +38,9 @@ from .types import TensorType
 
 __all__ = [
     "backward",
+    "detect_anomaly",
+    "is_anomaly_enabled",
+    "set_detect_anomaly",
     "grad",
     "no_grad",
     "enable_grad",
@@ -107,6 +121,8 @@ class Node:
             if op.save_outputs
             else {}
         )
+        if _anomaly.enabled:
+            record_creation(self)
 
     def name(self) -> str:
         return _camel(self.op.name) + "Backward"
@@ -421,6 +437,8 @@ def _run(roots, retain_graph, create_graph, capture=None):
                 in_grads = node.apply(args) if prof is None else prof.backward_node(node, args)
             else:
                 in_grads = (None,) * len(node.next_functions)
+            if _anomaly.enabled and _anomaly.check_nan:
+                check_gradients(node, in_grads)
             if not retain_graph:
                 node.release()
             for edge, g in zip(node.next_functions, in_grads):

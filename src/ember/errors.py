@@ -94,3 +94,17 @@ class DatasetError(EmberError, FileNotFoundError):
 class ScriptError(EmberError):
     """A construct ``ember.script`` cannot convert, or converted control flow whose branches or
     loop iterations disagree (names the construct and the user's file:line)."""
+
+
+class DeviceError(EmberError, RuntimeError):
+    """A device ember does not have: ember runs on the CPU only (``"cuda"``, ``"mps"``, ...)."""
+
+
+class NotInEmberError(EmberError, AttributeError):
+    """A name PyTorch has and ember does not (``ember.jit``, ``Tensor.pin_memory``, ...); the
+    message names it and, where one exists, ember's alternative."""
+
+    def __init__(self, message: str, *, name: str | None = None, obj=None, **kwargs):
+        super().__init__(message, **kwargs)
+        self.name = name
+        self.obj = obj

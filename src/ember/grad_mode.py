@@ -5,10 +5,21 @@ lives with the dispatcher (ops/_registry.py), which every mode reads."""
 from __future__ import annotations
 
 import functools
+import weakref
 
 from .ops import _registry as _reg
 
-__all__ = ["enable_grad", "is_grad_enabled", "no_grad", "set_grad_enabled"]
+__all__ = [
+    "detect_anomaly",
+    "enable_grad",
+    "inference_mode",
+    "is_anomaly_enabled",
+    "is_grad_enabled",
+    "is_inference_mode_enabled",
+    "no_grad",
+    "set_detect_anomaly",
+    "set_grad_enabled",
+]
 
 
 def is_grad_enabled() -> bool:
@@ -59,3 +70,160 @@ class enable_grad(_GradModeContext):
     """Re-enable gradient recording inside a ``no_grad`` region."""
 
     enabled = True
+
+
+_inference = [
+    False
+]  # whether an inference_mode(True) region is active (one flag, as the grad flag)
+
+
+class inference_mode:
+    """``with ember.inference_mode():`` / ``@ember.inference_mode()`` / ``@ember.inference_mode``:
+    run without recording gradients, as PyTorch's.
+
+    ``mode=False`` switches inference mode off and records gradients again (PyTorch sets the
+    gradient mode to ``not mode``), e.g. inside an inference region. In PyTorch, tensors made in
+    inference mode are *inference tensors* that autograd later refuses; ember makes ordinary
+    tensors that do not require grad, which is what ``no_grad`` gives, so code correct under
+    PyTorch runs unchanged.
+    """
+
+    def __new__(cls, mode=True):
+        if callable(mode) and not isinstance(mode, bool):  # bare @ember.inference_mode
+            return cls()(mode)
+        return super().__new__(cls)
+
+    def __init__(self, mode: bool = True):
+        self.mode = bool(mode)
+
+    def __enter__(self):
+        self._prev = (_reg.is_grad_enabled(), _inference[0])
+        _inference[0] = self.mode
+        _reg.set_grad_enabled_flag(not self.mode)  # PyTorch: grad mode is ``not mode``
+        return self
+
+    def __exit__(self, *exc):
+        grad, inference = self._prev
+        _reg.set_grad_enabled_flag(grad)
+        _inference[0] = inference
+        return False
+
+    def __call__(self, fn):
+        mode = self.mode
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with inference_mode(mode):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+    def clone(self) -> inference_mode:
+        return inference_mode(self.mode)
+
+
+def is_inference_mode_enabled() -> bool:
+    """Whether an ``inference_mode(True)`` region is active."""
+    return _inference[0]
+
+
+# ------------------------------------------------------------------------------ anomaly mode
+class _Anomaly:
+    """Anomaly detection's switches (read by the autograd engine, autograd.py)."""
+
+    enabled = False
+    check_nan = True
+    stacks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # node -> forward stack
+
+
+_anomaly = _Anomaly()
+
+
+def is_anomaly_enabled() -> bool:
+    return _anomaly.enabled
+
+
+def is_anomaly_check_nan_enabled() -> bool:
+    return _anomaly.check_nan
+
+
+class set_detect_anomaly:
+    """Switch anomaly detection on or off (a function call, or a context manager that restores
+    the previous setting), as ``torch.autograd.set_detect_anomaly``. While on, each recorded op
+    keeps the Python stack of the call that made it, and a backward step whose gradients hold
+    NaN raises an AutogradError naming the op and that forward call (``check_nan=False``
+    keeps the stacks only). It slows recording down: a debugging aid."""
+
+    def __init__(self, mode: bool, check_nan: bool = True):
+        self.prev = (_anomaly.enabled, _anomaly.check_nan)
+        _anomaly.enabled, _anomaly.check_nan = bool(mode), bool(check_nan)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        _anomaly.enabled, _anomaly.check_nan = self.prev
+        return False
+
+
+class detect_anomaly:
+    """Context manager and decorator turning anomaly detection on (``torch.autograd.
+    detect_anomaly``); see `set_detect_anomaly`."""
+
+    def __init__(self, check_nan: bool = True):
+        self.check_nan = check_nan
+        self._saved: list = []
+
+    def __enter__(self):
+        self._saved.append((_anomaly.enabled, _anomaly.check_nan))
+        _anomaly.enabled, _anomaly.check_nan = True, self.check_nan
+        return self
+
+    def __exit__(self, *exc):
+        _anomaly.enabled, _anomaly.check_nan = self._saved.pop()
+        return False
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with detect_anomaly(self.check_nan):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+def record_creation(node) -> None:
+    """Keep the user's stack at the creation of ``node`` (anomaly mode)."""
+    import traceback
+
+    _anomaly.stacks[node] = traceback.extract_stack()[:-3]
+
+
+def check_gradients(node, grads) -> None:
+    """Raise if a backward step of ``node`` produced NaN (anomaly mode)."""
+    import numpy as np
+
+    from .errors import AutogradError
+
+    for i, g in enumerate(grads):
+        if g is None:
+            continue
+        data = np.asarray(g._data)
+        if data.dtype.kind == "f" and np.isnan(data).any():
+            stack = _anomaly.stacks.get(node)
+            where = ""
+            if stack:
+                frames = [f for f in stack if "/ember/" not in f.filename.replace("\\", "/")]
+                where = "\nThe forward call that created it:\n" + "".join(
+                    traceback_format(frames or stack)
+                )
+            raise AutogradError(
+                f"Function '{node.name()}' returned nan values in its {i}th output.{where}",
+                op="backward",
+            )
+
+
+def traceback_format(frames) -> list:
+    import traceback
+
+    return traceback.format_list(frames[-6:])

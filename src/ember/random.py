@@ -113,6 +113,12 @@ def manual_seed(seed: int) -> Generator:
     return default_generator.manual_seed(seed)
 
 
+def seed() -> int:
+    """Reseed the default generator from the operating system's entropy (``torch.seed``);
+    returns the new seed."""
+    return default_generator.seed()
+
+
 def initial_seed() -> int:
     return default_generator.initial_seed()
 

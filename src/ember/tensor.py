@@ -19,10 +19,14 @@ import weakref
 import numpy as np
 
 from . import dtypes as _dt
+from . import printing as _printing
+from .devices import CPU
+from .devices import device as _device
 from .errors import AutogradError, DTypeError, EmberError
 from .ops import _registry as _reg
 from .ops._data import to_array
 from .ops._util import fit_inplace_result
+from .size import Size
 
 # the recording ember.profiler.profile, set by it: direct in-place ufuncs then show as events
 _profiler = None
@@ -78,8 +82,8 @@ class Tensor(_reg.TensorBase):
 
     # ------------------------------------------------------------------------------ metadata
     @property
-    def shape(self) -> tuple:
-        return self._data.shape
+    def shape(self) -> Size:
+        return Size(self._data.shape)
 
     @property
     def dtype(self) -> _dt.DType:
@@ -100,7 +104,7 @@ class Tensor(_reg.TensorBase):
 
     def size(self, dim: int | None = None):
         if dim is None:
-            return self._data.shape
+            return Size(self._data.shape)
         return self._data.shape[dim]
 
     def element_size(self) -> int:
@@ -111,8 +115,8 @@ class Tensor(_reg.TensorBase):
         return self._data.nbytes
 
     @property
-    def device(self) -> str:
-        return "cpu"
+    def device(self) -> _device:
+        return CPU
 
     @property
     def is_leaf(self) -> bool:
@@ -398,7 +402,7 @@ class Tensor(_reg.TensorBase):
         data = self._data
         if self.dtype is _dt.bfloat16:
             data = data.astype(np.float32)
-        body = np.array2string(data, separator=", ", prefix="tensor(", threshold=200, precision=4)
+        body = _printing.array_text(data, prefix="tensor(")
         extras = []
         default_kinds = {_dt.get_default_dtype(), _dt.int64, _dt.bool_}
         if self.dtype not in default_kinds:

@@ -133,7 +133,7 @@ def test_custom_collate_fn_and_sampler():
         DataLoader(Squares(6), sampler=[0], shuffle=True)
 
 
-@pytest.mark.parametrize("bad", [0, -1, 2.5, None])
+@pytest.mark.parametrize("bad", [0, -1, 2.5, "4"])  # (None: see test_loader_unbatched.py)
 def test_bad_batch_size_is_refused(bad):
     with pytest.raises(ember.EmberError, match="batch_size"):
         DataLoader(Squares(3), batch_size=bad)

@@ -1,5 +1,5 @@
-"""Mutation fuzzing of ember's file readers: checkpoints (``ember.load``) and graph files
-(``ember.load_graph``), from valid seed files.
+"""Mutation fuzzing of ember's file readers: checkpoints (``ember.load``: ember's own and
+PyTorch's zip checkpoints) and graph files (``ember.load_graph``), from valid seed files.
 
 Each mutation is one of
 
@@ -11,9 +11,14 @@ Each mutation is one of
   a key dropped or renamed, an item duplicated or swapped, a string or number moved from
   elsewhere in the file, a subtree nested thousands deep), then written back **with fresh
   checksums** half the time, as a crafted file would be, so the readers' own checks are what
-  stands between it and the program.
+  stands between it and the program;
+* **zip** (PyTorch checkpoints, kind ``torch``): the archive rewritten with fresh CRC-32s after
+  its pickle was damaged (bytes flipped, inserted, deleted, truncated, a small int changed), one
+  of its globals renamed (to ``posix.system``, ``builtins.eval``, ...), the pickle replaced by a
+  payload that would create a file named ``M``, or a storage record dropped, cut or grown.
 
-`check_file` reads a file as ember's tools do (load; a training checkpoint as ``ember train
+`check_file` reads a file as ember's tools do (load, of the path and of its bytes in an
+``io.BytesIO``, which must agree; a training checkpoint as ``ember train
 --resume`` does; a graph also printed, drawn as DOT and as the viewer's table, its Python
 generated, which must compile, and ``ember inspect``'s page made) and returns the description
 of any exception that is not ember's own (None when the file was read, or refused with an
@@ -28,12 +33,14 @@ Run on demand for minutes (see tests/io/test_fuzz_loaders.py)::
 from __future__ import annotations
 
 import copy
+import io
 import json
 import math
 import os
 import random
 import time
 import traceback
+import zipfile
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -189,6 +196,44 @@ def seed_files(directory) -> dict:
         path = os.path.join(directory, f"seed{k}.graph")
         graph.save(path)
         seeds[f"graph{k}_{graph.name}"] = ("graph", open(path, "rb").read())
+    seeds.update(torch_seeds())
+    return seeds
+
+
+def torch_seeds() -> dict:
+    """PyTorch checkpoints (kind ``torch``) written by torch.save, when torch is installed: a
+    CNN's state_dict with BatchNorm, an optimizer state, views of one storage, several dtypes."""
+    try:
+        import torch
+    except ImportError:
+        return {}
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 2, 3), torch.nn.BatchNorm2d(2), torch.nn.Flatten(), torch.nn.Linear(8, 2)
+    )
+    opt = torch.optim.Adam(net.parameters())
+    net(torch.randn(2, 1, 4, 4)).sum().backward()
+    opt.step()
+    base = torch.arange(12.0).reshape(3, 4)
+    objects = {
+        "torch_state_dict": net.state_dict(),
+        "torch_optimizer": {"optimizer": opt.state_dict(), "epoch": 3},
+        "torch_views": {
+            "a": base,
+            "b": base[1:, ::2],
+            "c": base.t(),
+            "d": base[0].expand(2, 4),
+            "i": torch.arange(5, dtype=torch.int32),
+            "h": torch.ones(3, dtype=torch.bfloat16),
+            "m": torch.tensor([True, False]),
+            "p": torch.nn.Parameter(torch.ones(2)),
+        },
+    }
+    seeds = {}
+    for name, obj in objects.items():
+        buffer = io.BytesIO()
+        torch.save(obj, buffer)
+        seeds[name] = ("torch", buffer.getvalue())
     return seeds
 
 
@@ -337,6 +382,8 @@ def mutate(data: bytes, kind: str, rng: random.Random) -> tuple[str, bytes]:
 
 
 def _mutate(data: bytes, kind: str, rng: random.Random) -> tuple[str, bytes]:
+    if kind == "torch":
+        return _mutate_torch(data, rng)
     parts = split(data)
     header_end = 8 + int.from_bytes(data[:8], "little")
     family = rng.random()
@@ -365,6 +412,91 @@ def _mutate(data: bytes, kind: str, rng: random.Random) -> tuple[str, bytes]:
     metadata[key] = text
     header = {**header, "__metadata__": metadata}
     return f"metadata {key!r}{' crafted' if refresh else ''}", join(header, body, refresh)
+
+
+# PyTorch checkpoints: globals a crafted pickle may name instead of the ones torch writes
+HOSTILE_GLOBALS = [
+    b"posix\nsystem",
+    b"os\nsystem",
+    b"__builtin__\neval",
+    b"builtins\nexec",
+    b"subprocess\ncall",
+    b"__builtin__\ngetattr",
+    b"torch._utils\n_rebuild_device_tensor_from_numpy",
+    b"torch.serialization\n_get_layout",
+    b"collections\nOrderedDict",
+    b"torch\nFloatStorage",
+    b"torch\nComplexFloatStorage",
+    b"torch._utils\n_rebuild_tensor_v3",
+    b"torch._tensor\n_rebuild_from_type_v2",
+    b"__builtin__\nbytearray",
+    b"_codecs\nencode",
+]
+# whole pickles that would create the file M if anything ran them
+HOSTILE_PICKLES = [
+    b"\x80\x02cposix\nsystem\nX\x07\x00\x00\x00touch M\x85R.",
+    b"\x80\x02c__builtin__\neval\nX\x0f\x00\x00\x00open('M', 'w')\x85R.",
+    b"\x80\x02csubprocess\ncall\n]X\x05\x00\x00\x00touchaX\x01\x00\x00\x00Ma\x85R.",
+    b"\x80\x02ccollections\nOrderedDict\n)R}X\x01\x00\x00\x00xcposix\nsystem\nsb.",
+]
+
+
+def _zip_records(data: bytes):
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        return [(info.filename, z.read(info.filename)) for info in z.infolist()]
+
+
+def _write_zip(records) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as z:
+        for name, blob in records:
+            z.writestr(name, blob)
+    return buffer.getvalue()
+
+
+def _mutate_torch(data: bytes, rng: random.Random) -> tuple[str, bytes]:
+    """A damaged or crafted PyTorch checkpoint: raw bytes (stale CRCs), or the archive rewritten
+    with fresh CRCs around a damaged pickle, a renamed global, a payload or a changed record."""
+    if rng.random() < 0.3:
+        return _byte_mutation(data, len(data), rng)
+    records = _zip_records(data)
+    pkl = next(i for i, (name, _) in enumerate(records) if name.endswith("/data.pkl"))
+    name, pickled = records[pkl]
+    family = rng.random()
+    if family < 0.4:
+        what, pickled = _byte_mutation(pickled, len(pickled), rng)
+        what = f"pickle {what}"
+    elif family < 0.55:  # a small int (a size, stride, offset or numel) changed
+        spots = [i for i in range(len(pickled) - 1) if pickled[i : i + 1] == b"K"]
+        out = bytearray(pickled)
+        if spots:
+            out[rng.choice(spots) + 1] = rng.choice([0, 1, 2, 9, 200, 255, rng.randrange(256)])
+        what, pickled = "pickle int", bytes(out)
+    elif family < 0.75:  # a global renamed
+        spots = [i for i in range(len(pickled)) if pickled[i : i + 1] == b"c"]
+        spots = [i for i in spots if pickled.find(b"\n", i) > 0]
+        if spots:
+            at = rng.choice(spots)
+            end = pickled.find(b"\n", pickled.find(b"\n", at + 1) + 1)
+            if end > 0:
+                pickled = pickled[: at + 1] + rng.choice(HOSTILE_GLOBALS) + pickled[end:]
+        what = "pickle global"
+    elif family < 0.85:
+        what, pickled = "pickle payload", rng.choice(HOSTILE_PICKLES)
+    else:  # a storage record dropped, cut short or grown
+        stores = [i for i, (n, _) in enumerate(records) if "/data/" in n]
+        i = rng.choice(stores)
+        n, blob = records[i]
+        change = rng.randrange(3)
+        if change == 0:
+            del records[i]
+            if i < pkl:
+                pkl -= 1
+        else:
+            records[i] = (n, blob[: rng.randrange(len(blob) + 1)] if change == 1 else blob + b"\0")
+        return "storage record", _write_zip(records)
+    records[pkl] = (name, pickled)
+    return what, _write_zip(records)
 
 
 def _byte_mutation(data: bytes, header_end: int, rng: random.Random) -> tuple[str, bytes]:
@@ -397,10 +529,9 @@ def _byte_mutation(data: bytes, header_end: int, rng: random.Random) -> tuple[st
 def check_file(path: str, kind: str) -> str | None:
     """Read ``path`` as ember's tools do; the description of an exception that is not an
     `EmberError` (None: read, or refused by ember)."""
+    if kind in ("checkpoint", "torch"):
+        return _check_checkpoint(path)
     try:
-        if kind == "checkpoint":
-            ember.load(path)
-            return None
         if kind == "train":
             _resume(path)
             return None
@@ -412,6 +543,30 @@ def check_file(path: str, kind: str) -> str | None:
             raise
         return f"load: {type(exc).__name__}: {str(exc)[:200]}\n{traceback.format_exc()[-1500:]}"
     return _check_tools(graph, path)
+
+
+def _check_checkpoint(path: str) -> str | None:
+    """``ember.load`` of the path and of the same bytes in an ``io.BytesIO`` (the file-object
+    reader): neither may raise anything but an `EmberError`, and both must agree (read, or
+    refused with the same error type; the messages differ in the file's name and the OS's
+    words)."""
+    outcomes = []
+    with open(path, "rb") as f:
+        data = f.read()
+    for source, name in ((path, path), (io.BytesIO(data), "<BytesIO>")):
+        try:
+            ember.load(source)
+            outcomes.append(None)
+        except EmberError as exc:
+            outcomes.append(type(exc).__name__)
+        except BaseException as exc:  # noqa: BLE001 - what the fuzzer is looking for
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            trace = traceback.format_exc()[-1500:]
+            return f"load {name}: {type(exc).__name__}: {str(exc)[:200]}\n{trace}"
+    if outcomes[0] != outcomes[1]:
+        return f"a path and a BytesIO of the same bytes differ: {outcomes[0]!r} / {outcomes[1]!r}"
+    return None
 
 
 def _resume(path: str) -> None:
@@ -526,7 +681,8 @@ def fuzz(
 
 def _reads(path: str, kind: str) -> bool:
     try:
-        {"checkpoint": ember.load, "train": _resume, "graph": ember.load_graph}[kind](path)
+        readers = {"checkpoint": ember.load, "torch": ember.load, "train": _resume}
+        readers.get(kind, ember.load_graph)(path)
     except EmberError:
         return False
     return True

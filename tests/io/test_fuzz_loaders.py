@@ -1,6 +1,7 @@
-"""Fuzzing the file readers (tests/io/fuzzing.py): mutated checkpoints, training checkpoints and
-graph files (bit flips, truncations, crafted JSON with fresh checksums) are read or refused
-with ember's own errors, never any other exception, and no name in them ever runs as code.
+"""Fuzzing the file readers (tests/io/fuzzing.py): mutated checkpoints (ember's and PyTorch's),
+training checkpoints and graph files (bit flips, truncations, crafted JSON or zip records with
+fresh checksums) are read or refused with ember's own errors, never any other exception, and
+no name in them ever runs as code.
 
 The suite runs a fixed, seeded slice. The long run is on demand, for as long as asked::
 
@@ -32,7 +33,8 @@ def _report(tally) -> str:
 
 
 def test_the_seeds_are_valid(seeds, tmp_path):
-    assert {kind for kind, _ in seeds.values()} == {"checkpoint", "train", "graph"}
+    kinds = {"checkpoint", "train", "graph"} | ({"torch"} if fuzzing.torch_seeds() else set())
+    assert {kind for kind, _ in seeds.values()} == kinds
     for name, (kind, data) in seeds.items():
         path = tmp_path / name
         path.write_bytes(data)

@@ -125,6 +125,7 @@ _VALUE_SHAPED = (
     "masked_select",
     "nonzero",
     "one_hot",
+    "unique",
 )
 
 

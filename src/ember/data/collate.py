@@ -1,4 +1,5 @@
-"""`default_collate`: merge a list of samples into one batch.
+"""`default_collate`: merge a list of samples into one batch; `default_convert`: convert one
+sample's NumPy arrays to tensors (what a DataLoader with ``batch_size=None`` applies).
 
 Leaves become tensors with a new leading batch dimension: ember Tensors and NumPy arrays are
 stacked (dtypes promote as in `ember.stack`); Python bools, ints and floats become bool, int64
@@ -10,15 +11,71 @@ bytes are kept as a list. Anything else is refused with the path of the offendin
 from __future__ import annotations
 
 import collections.abc
+import copy
 import numbers
 
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, EmberError, ShapeError
 from ..tensor import Tensor
 
 _OP = "default_collate"
+
+
+def default_convert(data):
+    """PyTorch's ``default_convert``: NumPy arrays and NumPy scalars become tensors (sharing the
+    array's memory, as ``torch.as_tensor`` does), recursively inside mappings, named tuples,
+    tuples and other sequences; everything else is returned as is. Arrays of strings or objects
+    stay arrays. As in PyTorch, a plain tuple comes back as a list, and a mutable mapping or
+    sequence is converted in a shallow copy of itself. Differs from PyTorch: NumPy dtypes ember
+    has no tensors of (complex, uint16/32/64) raise a `DTypeError` naming the place."""
+    return _convert(data, "sample")
+
+
+def _convert(data, where: str):
+    if isinstance(data, Tensor):
+        return data
+    if isinstance(data, (np.ndarray, np.generic)) and not isinstance(data, (np.str_, np.bytes_)):
+        if data.dtype.kind in "SaUO":  # strings and objects: no tensor holds them
+            return data
+        from ..ops.creation import as_tensor
+
+        try:
+            dt.from_numpy_dtype(data.dtype)
+        except (EmberError, TypeError):
+            raise DTypeError(
+                f"{where}: NumPy data of dtype {data.dtype} cannot become a tensor (ember has no "
+                "such dtype); convert it in the dataset or pass a collate_fn",
+                op="default_convert",
+            ) from None
+        return as_tensor(np.asarray(data))
+    if isinstance(data, collections.abc.Mapping):
+        converted = {k: _convert(v, f"{where}[{k!r}]") for k, v in data.items()}
+        try:
+            if isinstance(data, collections.abc.MutableMapping):
+                clone = copy.copy(data)
+                clone.update(converted)
+                return clone
+            return type(data)(converted)
+        except TypeError:
+            return converted
+    if isinstance(data, tuple) and hasattr(data, "_fields"):  # a named tuple
+        return type(data)(*(_convert(d, f"{where}.{f}") for d, f in zip(data, data._fields)))
+    if isinstance(data, tuple):
+        return [_convert(d, f"{where}[{i}]") for i, d in enumerate(data)]
+    if isinstance(data, collections.abc.Sequence) and not isinstance(data, (str, bytes)):
+        converted = [_convert(d, f"{where}[{i}]") for i, d in enumerate(data)]
+        try:
+            if isinstance(data, collections.abc.MutableSequence):
+                clone = copy.copy(data)
+                for i, d in enumerate(converted):
+                    clone[i] = d
+                return clone
+            return type(data)(converted)
+        except TypeError:
+            return converted
+    return data
 
 
 def default_collate(batch):

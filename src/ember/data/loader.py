@@ -14,6 +14,14 @@ epoch completely. `state_dict()` records that state plus how many batches were c
 and resumed from a checkpoint sees exactly the batches an uninterrupted run sees (saving the
 generator state between epochs is enough too).
 
+With ``num_workers=N > 0`` N worker processes build the batches (see ``_workers.py``: each has
+its own dataset copy and seed, batches travel through shared memory and come out in order). The
+data randomness stays per batch, so random transforms give the very batches of ``num_workers=0``
+whatever the number of workers; what a worker draws from ember's default generator, NumPy's or
+Python's global one follows the worker's own seed instead, as in PyTorch. Leaving the loop early
+stops the workers (unless ``persistent_workers``: then they live as long as the loader) and
+removes their shared memory; a Ctrl-C in the main process stops them too.
+
 With ``prefetch=k > 0`` one background thread builds up to k batches ahead while the caller
 computes (NumPy gathers release the GIL). Batches come out in the same order and with the same
 contents as without prefetching. An exception in the dataset is re-raised in the caller's thread
@@ -24,6 +32,7 @@ stops the thread, and the thread is a daemon that never holds up interpreter exi
 from __future__ import annotations
 
 import atexit
+import itertools
 import math
 import queue
 import threading
@@ -34,41 +43,91 @@ import numpy as np
 
 from ..errors import ShapeError, StateDictError
 from ..random import Generator, resolve
+from .iterable import IterableDataset
 from .rng import batch_scope
 
 _POLL_S = 0.05  # how often a blocked prefetch thread checks whether it should stop
 
 
 class DataLoader:
-    """Iterate over ``dataset`` in batches (PyTorch's DataLoader, single process).
+    """Iterate over ``dataset`` in batches (PyTorch's DataLoader).
 
     Args:
-        dataset: a map-style dataset (``__getitem__`` and ``__len__``).
-        batch_size: samples per batch.
+        dataset: a map-style dataset (``__getitem__`` and ``__len__``) or an `IterableDataset`.
+        batch_size: samples per batch; None disables automatic batching (PyTorch's mode for
+            datasets that return whole batches): each sample is yielded on its own, converted by
+            `default_convert` (NumPy arrays become tensors) or by ``collate_fn`` when given, and
+            ``len()`` is the number of samples. Excludes ``batch_sampler`` and ``drop_last``.
         shuffle: visit the samples in a new random order every epoch.
         sampler: an iterable of indices giving the order instead (excludes ``shuffle``).
-        drop_last: drop the last batch when it is smaller than ``batch_size``.
+        batch_sampler: an iterable of lists of indices, one per batch (excludes ``batch_size``,
+            ``shuffle``, ``sampler`` and ``drop_last``).
+        num_workers: worker processes building batches (0: the calling process builds them).
+            Each worker has its own copy of the dataset and its own seed (`get_worker_info`);
+            batches come back through shared memory, in order (see ``in_order``).
         collate_fn: merges a list of samples into a batch (default: `default_collate`, or the
-            dataset's ``fetch_batch`` which gathers whole batches at once).
-        generator: the `ember.Generator` for the order and for data randomness; give a
-            dedicated one for resumable runs (default: ember's default generator).
-        prefetch: batches built ahead on one background thread (0: build on demand).
+            dataset's ``fetch_batch`` which gathers whole batches at once); with
+            ``batch_size=None`` it is called on each sample instead (default:
+            `default_convert`). Runs in the worker.
+        pin_memory: accepted for PyTorch compatibility; ember's tensors live in ordinary CPU
+            memory, so it does nothing.
+        drop_last: drop the last batch when it is smaller than ``batch_size`` (with workers and
+            an `IterableDataset`: each worker's last partial batch, as in PyTorch).
+        timeout: seconds to wait for a worker's batch before raising (0: forever).
+        worker_init_fn: called with the worker id in each worker after seeding, before loading.
+        multiprocessing_context: ``"fork"`` (the default on Linux), ``"spawn"`` or
+            ``"forkserver"`` (the dataset, collate_fn and worker_init_fn must pickle), or a
+            context from `multiprocessing.get_context`.
+        generator: the `ember.Generator` for the order, data randomness and the workers' seeds;
+            give a dedicated one for resumable runs (default: ember's default generator).
+        prefetch_factor: batches each worker builds ahead (default 2; only with workers).
+        persistent_workers: keep the workers (and their dataset copies) between epochs.
+        pin_memory_device: accepted and ignored, like ``pin_memory``.
+        in_order: hand batches out in order (False: as they are ready; resumption from
+            `state_dict` is then not exact).
+        prefetch: batches built ahead on one background *thread* of the calling process (0:
+            build on demand); ember's own lighter alternative to workers, excludes them.
     """
 
     def __init__(
         self,
         dataset,
-        batch_size: int = 1,
+        batch_size: int | None = 1,
         shuffle: bool = False,
         sampler: Iterable[int] | None = None,
-        drop_last: bool = False,
+        batch_sampler: Iterable[list] | None = None,
+        num_workers: int = 0,
         collate_fn: Callable | None = None,
+        pin_memory: bool = False,
+        drop_last: bool = False,
+        timeout: float = 0,
+        worker_init_fn: Callable[[int], None] | None = None,
+        multiprocessing_context=None,
         generator: Generator | None = None,
+        *,
+        prefetch_factor: int | None = None,
+        persistent_workers: bool = False,
+        pin_memory_device: str = "",
+        in_order: bool = True,
         prefetch: int = 0,
     ):
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        if batch_size is None:
+            if batch_sampler is not None:  # torch: batch_sampler needs batch_size left at 1
+                raise ShapeError(
+                    "batch_sampler option is mutually exclusive with batch_size, shuffle, "
+                    "sampler, and drop_last (batch_size=None disables automatic batching, which "
+                    "a batch_sampler needs)",
+                    op="DataLoader",
+                )
+            if drop_last:
+                raise ShapeError(
+                    "batch_size=None option disables auto-batching and is mutually exclusive "
+                    "with drop_last",
+                    op="DataLoader",
+                )
+        elif isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ShapeError(
-                f"batch_size must be a positive int, got {batch_size!r}", op="DataLoader"
+                f"batch_size must be a positive int or None, got {batch_size!r}", op="DataLoader"
             )
         if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
             raise ShapeError(
@@ -79,23 +138,59 @@ class DataLoader:
                 "sampler and shuffle=True exclude each other: the sampler decides the order",
                 op="DataLoader",
             )
+        if batch_sampler is not None and (
+            batch_size != 1 or shuffle or sampler is not None or drop_last
+        ):
+            raise ShapeError(
+                "batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, "
+                "and drop_last",
+                op="DataLoader",
+            )
+        iterable = isinstance(dataset, IterableDataset)
+        if iterable and (shuffle or sampler is not None or batch_sampler is not None):
+            raise ShapeError(
+                "an IterableDataset decides its own order: shuffle, sampler and batch_sampler "
+                "do not apply",
+                op="DataLoader",
+            )
+        _check_workers(num_workers, prefetch_factor, persistent_workers, timeout, prefetch)
         if generator is not None:
             resolve(generator)  # validates the type now rather than at the first epoch
         self.dataset = dataset
         self.batch_size = batch_size
         self.shuffle = bool(shuffle)
         self.sampler = sampler
+        self.batch_sampler = batch_sampler
         self.drop_last = bool(drop_last)
         self.collate_fn = collate_fn
         self.generator = generator
         self.prefetch = prefetch
+        self.num_workers = num_workers
+        self.pin_memory = bool(pin_memory)
+        self.pin_memory_device = pin_memory_device
+        self.timeout = float(timeout)
+        self.worker_init_fn = worker_init_fn
+        self.multiprocessing_context = multiprocessing_context
+        self.prefetch_factor = (
+            (2 if num_workers else None) if prefetch_factor is None else (prefetch_factor)
+        )
+        self.persistent_workers = bool(persistent_workers)
+        self.in_order = bool(in_order)
+        self._iterable = iterable
+        self._auto_collation = batch_size is not None  # False: each sample is its own "batch"
+        self._pool = None  # the persistent workers, started by the first epoch
+        self._pool_finalizer = None
         self._next_epoch = 0  # the epoch the next pass runs
         self._skip = 0  # batches the next pass skips (set by load_state_dict)
         self._current: _EpochRecord | None = None
 
     # ---------------------------------------------------------------------------- iteration
     def __len__(self) -> int:
-        n = len(self.sampler) if self.sampler is not None else len(self.dataset)
+        if self.batch_sampler is not None:
+            return len(self.batch_sampler)
+        n = self._num_samples()
+        if not self._auto_collation:
+            return n
         return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
 
     @property
@@ -106,16 +201,30 @@ class DataLoader:
     def __iter__(self) -> Iterator:
         gen = resolve(self.generator)
         start_state = gen.get_state()
-        order = self._epoch_order(gen)
+        if self._iterable:
+            batches = None
+        elif self.batch_sampler is not None:
+            batches = [np.asarray([int(i) for i in b], dtype=np.int64) for b in self.batch_sampler]
+        elif not self._auto_collation:
+            batches = self._epoch_order(gen)  # one index per step
+        else:
+            order = self._epoch_order(gen)
+            size, bs = len(order), self.batch_size
+            count = size // bs if self.drop_last else math.ceil(size / bs)
+            batches = [order[i * bs : (i + 1) * bs] for i in range(count)]
         base_seed = int(gen.numpy.integers(0, 2**63))
-        size, bs = len(order), self.batch_size
-        count = size // bs if self.drop_last else math.ceil(size / bs)
-        batches = [order[i * bs : (i + 1) * bs] for i in range(count)]
-        skip, self._skip = min(self._skip, count), 0
+        skip, self._skip = self._skip, 0
+        if batches is not None:
+            skip = min(skip, len(batches))
         record = _EpochRecord(self._next_epoch, start_state, skip)
         self._current = record
         self._next_epoch += 1
+        if self.num_workers:
+            return self._from_workers(base_seed, batches, skip, record)
+        if self._iterable:
+            return _skipping(_iterate(self._iterable_fetcher(base_seed), record), skip)
         fetch = self._fetcher(base_seed, batches)
+        count = len(batches)
         if self.prefetch:
             return _prefetched(fetch, range(skip, count), self.prefetch, record)
         return _synchronous(fetch, range(skip, count), record)
@@ -130,6 +239,14 @@ class DataLoader:
 
     def _fetcher(self, base_seed: int, batches: list) -> Callable[[int], object]:
         dataset, collate = self.dataset, self.collate_fn
+        if not self._auto_collation:
+            convert = collate or _default_convert()
+
+            def fetch_one(b: int):
+                with batch_scope(base_seed, b):
+                    return convert(dataset[int(batches[b])])
+
+            return fetch_one
         gather = getattr(dataset, "fetch_batch", None) if collate is None else None
         if collate is None and gather is None:
             from .collate import default_collate
@@ -143,6 +260,92 @@ class DataLoader:
                 return collate([dataset[int(i)] for i in batches[b]])
 
         return fetch
+
+    def _iterable_fetcher(self, base_seed: int) -> Callable[[int], object]:
+        """Batch b of an IterableDataset's pass (None after its last)."""
+        from .collate import default_collate
+
+        auto = self._auto_collation
+        collate = self.collate_fn or (default_collate if auto else _default_convert())
+        bs, drop_last = self.batch_size, self.drop_last
+        iterator = None
+
+        def fetch(b: int):
+            nonlocal iterator
+            with batch_scope(base_seed, b):
+                if iterator is None:
+                    iterator = iter(self.dataset)
+                if not auto:
+                    item = next(iterator, _END)
+                    return item if item is _END else collate(item)
+                items = list(itertools.islice(iterator, bs))
+                if not items or (drop_last and len(items) < bs):
+                    return _END
+                return collate(items)
+
+        return fetch
+
+    def _from_workers(self, base_seed: int, batches, skip: int, record) -> Iterator:
+        from . import _workers
+
+        if self.persistent_workers and self._pool is not None:
+            pool = self._pool
+        else:
+            pool = self._start_pool(base_seed)
+        if self._iterable:
+            tasks = ((b, base_seed, None) for b in itertools.count())
+        else:
+            tasks = ((b, base_seed, batches[b]) for b in range(skip, len(batches)))
+        number = pool.begin_epoch()  # now, as torch does: a later pass supersedes this one
+        epoch = _workers.run_epoch(pool, number, tasks, record, self.prefetch_factor, self.in_order)
+        if self._iterable:
+            epoch = _skipping(epoch, skip)
+        if self.persistent_workers:
+            return epoch
+        closing = _closing(epoch, pool)
+        weakref.finalize(closing, pool.close)  # also when dropped before its first batch
+        return closing
+
+    def _start_pool(self, base_seed: int):
+        import multiprocessing
+
+        from . import _workers
+
+        context = self.multiprocessing_context
+        if context is None:
+            context = _workers.default_context()
+        elif isinstance(context, str):
+            context = multiprocessing.get_context(context)
+        collate = self.collate_fn
+        if collate is None and not self._auto_collation:
+            collate = _default_convert()
+        elif collate is None and not self._iterable and not hasattr(self.dataset, "fetch_batch"):
+            from .collate import default_collate
+
+            collate = default_collate
+        spec = _workers.WorkerSpec(
+            dataset=self.dataset,
+            iterable=self._iterable,
+            collate_fn=collate,
+            batch_size=self.batch_size,
+            drop_last=self.drop_last,
+            worker_init_fn=self.worker_init_fn,
+            num_workers=self.num_workers,
+            auto_collation=self._auto_collation,
+        )
+        # the workers' seeds come from the epoch's base seed, through a hash so that no worker
+        # shares a stream with a batch's data generator (seeded base_seed + batch number)
+        worker_base = int(np.random.SeedSequence([base_seed, 1]).generate_state(1, np.uint64)[0])
+        pool = _workers.WorkerPool(spec, context, worker_base >> 1, self.timeout)
+        if self.persistent_workers:
+            self._pool = pool
+            self._pool_finalizer = weakref.finalize(self, _workers.WorkerPool.close, pool)
+        return pool
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """The process ids of the persistent workers (empty before the first epoch)."""
+        return [] if self._pool is None else self._pool.pids
 
     # -------------------------------------------------------------------------- resumption
     def state_dict(self) -> dict:
@@ -183,13 +386,22 @@ class DataLoader:
         self._current = None
 
     def _num_samples(self) -> int:
-        return len(self.sampler) if self.sampler is not None else len(self.dataset)
+        if self.sampler is not None:
+            return len(self.sampler)
+        if self._iterable:
+            try:
+                return len(self.dataset)
+            except (TypeError, NotImplementedError):
+                raise TypeError(
+                    f"{type(self.dataset).__name__} is an IterableDataset without __len__"
+                ) from None
+        return len(self.dataset)
 
     def __repr__(self) -> str:
         return (
             f"DataLoader({type(self.dataset).__name__} of {self._num_samples()}, "
             f"batch_size={self.batch_size}, shuffle={self.shuffle}, drop_last={self.drop_last}, "
-            f"prefetch={self.prefetch})"
+            f"num_workers={self.num_workers}, prefetch={self.prefetch})"
         )
 
 
@@ -203,6 +415,77 @@ class _EpochRecord:
         self.start_state = start_state
         self.position = position
         self.finished = False
+
+
+_END = object()  # what an iterable dataset's fetch returns after its last batch
+
+
+def _default_convert():
+    from .collate import default_convert
+
+    return default_convert
+
+
+def _check_workers(num_workers, prefetch_factor, persistent_workers, timeout, prefetch) -> None:
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
+        raise ShapeError(
+            f"num_workers must be a non-negative int, got {num_workers!r}", op="DataLoader"
+        )
+    if timeout < 0:
+        raise ShapeError(f"timeout must be non-negative, got {timeout!r}", op="DataLoader")
+    if num_workers == 0:
+        if prefetch_factor is not None:
+            raise ShapeError(
+                "prefetch_factor option could only be specified in multiprocessing; let "
+                "num_workers > 0 to enable multiprocessing, otherwise set prefetch_factor to None",
+                op="DataLoader",
+            )
+        if persistent_workers:
+            raise ShapeError("persistent_workers option needs num_workers > 0", op="DataLoader")
+        return
+    if prefetch_factor is not None and (
+        isinstance(prefetch_factor, bool)
+        or not isinstance(prefetch_factor, int)
+        or prefetch_factor < 1
+    ):
+        raise ShapeError(
+            f"prefetch_factor must be a positive int, got {prefetch_factor!r}", op="DataLoader"
+        )
+    if prefetch:
+        raise ShapeError(
+            "prefetch (one background thread) and num_workers (processes) exclude each other; "
+            "with workers, prefetch_factor says how far each works ahead",
+            op="DataLoader",
+        )
+
+
+def _iterate(fetch, record: _EpochRecord) -> Iterator:
+    for b in itertools.count():
+        batch = fetch(b)
+        if batch is _END:
+            break
+        record.position = b + 1
+        yield batch
+    record.finished = True
+
+
+def _skipping(batches: Iterator, skip: int) -> Iterator:
+    """``batches`` after the first ``skip`` (an iterable dataset resumes by re-reading them)."""
+    try:
+        for i, batch in enumerate(batches):
+            if i >= skip:
+                yield batch
+    finally:
+        batches.close()
+
+
+def _closing(batches: Iterator, pool) -> Iterator:
+    """``batches``, then (or when abandoned) the pool's workers stop."""
+    try:
+        yield from batches
+    finally:
+        batches.close()
+        pool.close()
 
 
 def _synchronous(fetch, numbers: range, record: _EpochRecord) -> Iterator:

@@ -3,7 +3,7 @@
 Random transforms (RandomCrop, RandomHorizontalFlip, ...) given no ``generator`` call
 `current_generator()`. Outside a DataLoader that is ember's default generator. While a DataLoader
 builds batch *b* of an epoch it installs a per-batch generator seeded from (the epoch's base seed,
-*b*), on whichever thread builds the batch. This makes data randomness
+*b*), on whichever thread or worker process builds the batch. This makes data randomness
 
 * independent of what the training loop draws from the default generator meanwhile (dropout,
   init), so a prefetching loader gives the same batches as a synchronous one;

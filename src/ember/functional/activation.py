@@ -250,6 +250,14 @@ def prelu(input, weight):
     return E.where(x > 0, x, w * x)
 
 
+@export(functional=True, toplevel=False)
+def relu(input, inplace: bool = False):
+    """``max(x, 0)`` (NaN kept); ``inplace=True`` writes it into ``input`` and returns it
+    (``ember.relu`` is the same function without the flag, as ``torch.relu``)."""
+    x = to_tensor(input)
+    return x._inplace("relu_", E.relu) if inplace else E.relu(x)
+
+
 @export(functional=True)
 def relu_(input):
     """In-place relu: writes ``max(x, 0)`` into ``input`` and returns it."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from ..errors import TraceError
 from ..ops._registry import TensorBase
+from ..size import Size
 
 _HINT = (
     "; use ember.where for a data-dependent choice of values, ember.script(fn) to convert the "
@@ -35,8 +36,8 @@ class SymbolicTensor(TensorBase):
 
     # -------- metadata (from the value's type; never data)
     @property
-    def shape(self) -> tuple:
-        return self.value.type.shape
+    def shape(self) -> Size:
+        return Size(self.value.type.shape)
 
     @property
     def dtype(self):

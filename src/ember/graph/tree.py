@@ -83,7 +83,7 @@ def unflatten(spec, leaves):
         kind, inner = s
         if kind is dict:
             return {k: build(v) for k, v in inner}
-        return kind(build(x) for x in inner)
+        return _rebuild(kind, [build(x) for x in inner])
 
     return build(spec)
 
@@ -126,9 +126,14 @@ def replace_leaves(tree, replacements):
         if isinstance(obj, TensorBase):
             return next(replacements)
         if isinstance(obj, (tuple, list)):
-            return type(obj)(walk(o) for o in obj)
+            return _rebuild(type(obj), [walk(o) for o in obj])
         if isinstance(obj, dict):
             return {k: walk(v) for k, v in obj.items()}
         return obj
 
     return walk(tree)
+
+
+def _rebuild(kind, items: list):
+    """A tuple or list of ``kind`` holding ``items``; a named tuple takes them as arguments."""
+    return kind(*items) if hasattr(kind, "_fields") else kind(items)

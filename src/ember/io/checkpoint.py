@@ -27,6 +27,17 @@ checkpoint, never a mixture; on failure the temporary file is removed, and the t
 killed saves are removed by the next save of the same file (ember._files). Loading checks the
 header, every tensor's dtype, shape and extent, the file size and the checksums, and raises
 `ember.CheckpointError` naming the file and the problem.
+
+File objects. As with ``torch.save``/``torch.load``, the target or source may be a file object
+instead of a path: anything with ``write`` (and ``flush``) to save to (an open binary file, an
+``io.BytesIO``), anything with ``read`` and, ideally, ``seek``/``tell`` to load from. Saving to
+one writes the checkpoint straight into it from its current position (the whole file is built
+in memory first) and flushes it: atomicity, fsync and closing are then the caller's business.
+Loading reads from the object's current position to its end (a checkpoint must be the rest of
+the object), in either format, dispatched on its first bytes, and leaves the position at the
+end; a stream that cannot seek is read into memory first, up to
+`ember.io._stream.MAX_STREAM_BYTES`. The checks are the same as for a path, and errors name the
+object (its ``name``, else its repr).
 """
 
 from __future__ import annotations
@@ -40,10 +51,11 @@ import zlib
 
 import ml_dtypes
 import numpy as np
-from safetensors import TensorSpec, serialize_file
+from safetensors import TensorSpec, serialize, serialize_file
 
 from .._files import create_temporary
 from ..errors import CheckpointError
+from . import _stream, torch_format
 from ._tree import decode, encode
 
 FORMAT_KEY, FORMAT_VERSION = "ember_checkpoint", "1"
@@ -68,25 +80,52 @@ _MAX_DEPTH = 200  # of a structure's nesting (a training state nests under 10 de
 HEADER_KEY = "header_sha256"
 
 
-def save(obj, path: str | os.PathLike) -> None:
-    """Write ``obj`` (nested dicts, lists, tuples, scalars, strings and tensors) to ``path``
-    atomically, in safetensors format."""
+def save(obj, f) -> None:
+    """Write ``obj`` (nested dicts, lists, tuples, scalars, strings and tensors) in safetensors
+    format to ``f``: a path (written atomically) or a file object with ``write`` (written from
+    its current position and flushed; atomicity is then the caller's business)."""
     structure, arrays = encode(obj)
     metadata = {
         FORMAT_KEY: FORMAT_VERSION,
         "structure": json.dumps(structure, allow_nan=False, separators=(",", ":")),
     }
-    write_safetensors(os.fspath(path), arrays, metadata)
+    write_safetensors(f, arrays, metadata)
 
 
-def load(path: str | os.PathLike, map_location=None, *, weights_only: bool | None = None):
-    """Read a checkpoint written by `save`. Tensors come back as ember Tensors of the saved dtype
-    and shape. ``map_location`` and ``weights_only`` are accepted for PyTorch compatibility and
-    ignored (everything is on the CPU, and nothing is ever unpickled)."""
-    path = os.fspath(path)
-    metadata, arrays = read_safetensors(path, _check_checkpoint_metadata)
-    structure = _json(metadata.get("structure"), "structure", path)
-    return decode(structure, arrays, path)
+def load(f, map_location=None, *, weights_only: bool | None = None):
+    """Read a checkpoint written by `save`, or a PyTorch checkpoint written by ``torch.save``
+    (the zip format; see `ember.io.torch_format`: read without torch and without running any
+    pickle code), from a path or a file object (read from its position to its end; see the
+    module's docstring). Tensors come back as ember Tensors of the saved dtype and shape.
+    ``map_location`` and ``weights_only`` are accepted for PyTorch compatibility and ignored:
+    everything is on the CPU, and ember never runs code from a file, whatever ``weights_only``
+    says."""
+    if not _stream.is_path(f):
+        source = _stream.open_source(f)
+        try:
+            try:
+                head = source.read(4)
+            except (OSError, ValueError) as exc:
+                raise CheckpointError(
+                    f"{source.name}: cannot be read ({type(exc).__name__}: {exc})", op="load"
+                ) from exc
+            source.seek(0)
+            if torch_format.is_torch_file(head):
+                return torch_format.load_torch(source, map_location, weights_only, name=source.name)
+            return _load_ember(source, source.name)
+        finally:
+            source.finish()
+    path = os.fspath(f)
+    head = torch_format.sniff(path)
+    if torch_format.is_torch_file(head):
+        return torch_format.load_torch(path, map_location, weights_only)
+    return _load_ember(path, path)
+
+
+def _load_ember(source, name: str):
+    metadata, arrays = read_safetensors(source, _check_checkpoint_metadata)
+    structure = _json(metadata.get("structure"), "structure", name)
+    return decode(structure, arrays, name)
 
 
 def _check_checkpoint_metadata(metadata, path: str) -> None:
@@ -108,9 +147,14 @@ def _check_checkpoint_metadata(metadata, path: str) -> None:
 # The two functions below are the file layer shared with other safetensors-based ember formats
 # (the graph format, ember.graph.serialize); they raise CheckpointError, which callers may
 # translate into their own error type.
-def write_safetensors(path: str, arrays: dict, metadata: dict) -> None:
+def write_safetensors(path, arrays: dict, metadata: dict) -> None:
     """Write ``arrays`` (name -> ndarray) and ``metadata`` (string values) to ``path``
-    atomically; a ``crc32`` metadata entry with every tensor's checksum is added."""
+    atomically, or into ``path`` when it is a file object (see the module's docstring); a
+    ``crc32`` metadata entry with every tensor's checksum is added."""
+    target = None
+    if not _stream.is_path(path):
+        target, path = path, _stream.describe(path)
+    path = os.fspath(path)
     arrays = {name: _little_endian(np.asarray(a)) for name, a in arrays.items()}
     metadata = {k: v for k, v in metadata.items() if k != HEADER_KEY}
     metadata["crc32"] = json.dumps({name: _crc(a) for name, a in arrays.items()})
@@ -129,6 +173,15 @@ def write_safetensors(path: str, arrays: dict, metadata: dict) -> None:
         )
         for name, a in arrays.items()
     }
+    if target is not None:
+        try:
+            data = serialize(specs, metadata=metadata)  # `arrays` keeps the data pointers alive
+        except Exception as exc:
+            raise CheckpointError(
+                f"could not write {path} ({type(exc).__name__}: {exc})", op="save"
+            ) from exc
+        _stream.write_all(target, data, path)
+        return
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise CheckpointError(
@@ -153,11 +206,24 @@ def write_safetensors(path: str, arrays: dict, metadata: dict) -> None:
     _fsync_directory(directory)
 
 
-def read_safetensors(path: str, check_metadata) -> tuple[dict, dict]:
+def read_safetensors(path, check_metadata) -> tuple[dict, dict]:
     """Read a file written by `write_safetensors`: ``(metadata, arrays)``. The header, its
     checksum, every tensor's dtype, shape and extent, the file size and the tensors' checksums
     are checked; ``check_metadata(metadata, path)`` runs before anything else is and raises to
-    reject the file (a wrong format or version)."""
+    reject the file (a wrong format or version). ``path`` may also be a file object, read from
+    its position to its end (or a `_stream.Window` on one)."""
+    if not _stream.is_path(path):
+        source = path if isinstance(path, _stream.Window) else _stream.open_source(path)
+        source.seek(0)
+        try:
+            return _read_safetensors(source, source.size, source.name, check_metadata)
+        except CheckpointError:
+            raise
+        except (OSError, ValueError) as exc:  # the object's own read failed
+            raise CheckpointError(
+                f"{source.name}: cannot be read ({type(exc).__name__}: {exc})", op="load"
+            ) from exc
+    path = os.fspath(path)
     try:
         f = open(path, "rb")  # noqa: SIM115 (closed below)
     except FileNotFoundError:
@@ -167,21 +233,24 @@ def read_safetensors(path: str, check_metadata) -> tuple[dict, dict]:
     except OSError as exc:
         raise CheckpointError(f"{path}: cannot be read ({exc})", op="load") from exc
     with f:
-        size = os.fstat(f.fileno()).st_size
-        header, data_start = _read_header(f, size, path)
-        metadata = header.pop("__metadata__", None)
-        check_metadata(metadata, path)
-        strange = [k for k, v in metadata.items() if not isinstance(v, str)]
-        if strange:
-            raise CheckpointError(
-                f"{path}: corrupt header: metadata entry {strange[0]!r} is not a string", op="load"
-            )
-        crcs = _json(metadata.get("crc32", "{}"), "crc32", path)
-        if not isinstance(crcs, dict):
-            raise CheckpointError(f"{path}: corrupt crc32 metadata (not a JSON object)", op="load")
-        entries = _entries(header, size - data_start, path)
-        _check_header_digest(metadata, entries, path)
-        arrays = _read_tensors(f, entries, data_start, crcs, path)
+        return _read_safetensors(f, os.fstat(f.fileno()).st_size, path, check_metadata)
+
+
+def _read_safetensors(f, size: int, path: str, check_metadata) -> tuple[dict, dict]:
+    header, data_start = _read_header(f, size, path)
+    metadata = header.pop("__metadata__", None)
+    check_metadata(metadata, path)
+    strange = [k for k, v in metadata.items() if not isinstance(v, str)]
+    if strange:
+        raise CheckpointError(
+            f"{path}: corrupt header: metadata entry {strange[0]!r} is not a string", op="load"
+        )
+    crcs = _json(metadata.get("crc32", "{}"), "crc32", path)
+    if not isinstance(crcs, dict):
+        raise CheckpointError(f"{path}: corrupt crc32 metadata (not a JSON object)", op="load")
+    entries = _entries(header, size - data_start, path)
+    _check_header_digest(metadata, entries, path)
+    arrays = _read_tensors(f, entries, data_start, crcs, path)
     return metadata, arrays
 
 
@@ -266,10 +335,12 @@ def _read_header(f, size: int, path: str) -> tuple[dict, int]:
     prefix = f.read(8)
     length = int.from_bytes(prefix, "little")
     if length > _MAX_HEADER or 8 + length > size:
-        if prefix.startswith(b"PK\x03\x04") or prefix[:1] == b"\x80":
+        if prefix[:1] == b"\x80":
+            torch_format.refuse_legacy(path)
+        if torch_format.is_torch_file(prefix):
             raise CheckpointError(
-                f"{path} looks like a PyTorch (pickle) checkpoint; ember reads only safetensors "
-                "checkpoints and never unpickles",
+                f"{path} is a zip archive (a PyTorch checkpoint?), not a safetensors file; "
+                "ember.load reads PyTorch checkpoints",
                 op="load",
             )
         raise CheckpointError(

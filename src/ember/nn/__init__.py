@@ -2,9 +2,12 @@
 
 Layers, parameter names, state_dict keys and weight layouts follow PyTorch's, so a state_dict
 moves between ``torch.nn`` and ``ember.nn`` models of the same architecture with a plain dict
-copy. ``ember.nn.init`` holds the initialisers; ``ember.nn.utils`` gradient clipping.
+copy. ``ember.nn.init`` holds the initialisers; ``ember.nn.utils`` gradient clipping,
+``utils.rnn`` packed sequences and ``utils.parametrize`` / ``utils.parametrizations``
+(weight_norm, spectral_norm).
 """
 
+from .._missing import module_getattr as _module_getattr  # noqa: E402
 from . import functional, init, utils
 from .activation import (
     CELU,
@@ -37,7 +40,16 @@ from .activation import (
 from .attention import MultiheadAttention
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
+from .distance import (
+    CosineEmbeddingLoss,
+    CosineSimilarity,
+    CTCLoss,
+    MarginRankingLoss,
+    PairwiseDistance,
+    TripletMarginLoss,
+)
 from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
+from .embedding_bag import EmbeddingBag
 from .flatten import Flatten, Unflatten
 from .hooks import RemovableHandle
 from .linear import Bilinear, Identity, Linear
@@ -80,9 +92,21 @@ from .pooling import (
 )
 from .rnn import GRU, LSTM, RNN, RNNBase
 from .rnn_cell import GRUCell, LSTMCell, RNNCell, RNNCellBase
+from .sampling import (
+    Fold,
+    PixelShuffle,
+    PixelUnshuffle,
+    Unfold,
+    Upsample,
+    UpsamplingBilinear2d,
+    UpsamplingNearest2d,
+)
 from .sparse import Embedding
 from .transformer import (
     TransformerEncoder,
     TransformerEncoderLayer,
     generate_square_subsequent_mask,
 )
+from .transformer_decoder import Transformer, TransformerDecoder, TransformerDecoderLayer
+
+__getattr__ = _module_getattr("ember.nn", globals())  # PyTorch names ember lacks: ember._missing

@@ -9,3 +9,9 @@ from ..ops._registry import FUNCTIONAL
 
 globals().update(FUNCTIONAL)
 __all__ = sorted(FUNCTIONAL)
+
+from .._missing import module_getattr as _module_getattr  # noqa: E402
+
+__getattr__ = _module_getattr(
+    "ember.nn.functional", globals()
+)  # PyTorch names ember lacks: ember._missing

@@ -16,7 +16,9 @@ from collections.abc import Callable, Iterator
 
 from .. import dtypes as dt
 from ..autograd import no_grad
-from ..errors import EmberError
+from ..devices import check_device, check_memory_format
+from ..devices import device as device_type
+from ..errors import DeviceError
 from ..tensor import Tensor
 from . import _state
 from .hooks import HooksMixin
@@ -330,25 +332,27 @@ class Module(HooksMixin):
         return self
 
     def to(self, *args, **kwargs) -> Module:
-        """``to(dtype)``, ``to("cpu")``, ``to(tensor)``, ``to(device, dtype)``: floating-point
-        parameters and buffers are converted; devices other than the CPU are refused."""
+        """``to(dtype)``, ``to("cpu")``, ``to(tensor)``, ``to(device, dtype)``,
+        ``to(memory_format=)``: floating-point parameters and buffers are converted; devices
+        other than the CPU raise `DeviceError`; a memory format is a logical no-op (ember keeps
+        NCHW, see ember.devices)."""
         dtype = kwargs.pop("dtype", None)
         device = kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)
+        check_memory_format(kwargs.pop("memory_format", None), "Module.to(memory_format)")
         if kwargs:
             raise TypeError(f"Module.to() got unexpected arguments {sorted(kwargs)}")
         for a in args:
             if isinstance(a, Tensor):
                 dtype = a.dtype
-            elif isinstance(a, str) and not _is_dtype_name(a):
+            elif isinstance(a, device_type) or (isinstance(a, str) and not _is_dtype_name(a)):
                 device = a
+            elif isinstance(a, int) and not isinstance(a, bool):
+                device = a  # to(0) is cuda:0 in PyTorch
             elif a is not None:
                 dtype = a
-        if device is not None and not str(device).startswith("cpu"):
-            raise EmberError(
-                f"ember runs on the CPU only; cannot move the module to {device!r}",
-                op="Module.to",
-            )
+        if device is not None:
+            check_device(device, "Module.to(device)")
         if dtype is None:
             return self
         dtype = dt.as_dtype(dtype)
@@ -372,6 +376,15 @@ class Module(HooksMixin):
 
     def cpu(self) -> Module:
         return self
+
+    def cuda(self, device=None) -> Module:
+        """Refused with `DeviceError`: ember runs on the CPU only."""
+        raise DeviceError(
+            "ember runs on the CPU only, so a module cannot move to a GPU; use .cpu() or "
+            ".to('cpu') (both return the module), and pick the device with "
+            "ember.cuda.is_available()",
+            op="Module.cuda",
+        )
 
     # ------------------------------------------------------------------------ repr
     def extra_repr(self) -> str:

@@ -2,9 +2,16 @@
 parameter names (``weight_ih_l0``, ``bias_hh_l1_reverse``, ...), gate orders (LSTM: input,
 forget, cell, output; GRU: reset, update, new) and default initialisation U(-1/sqrt(H), 1/sqrt(H)).
 
-The time loop is a Python loop over steps: the input projection of every step is one matmul up
-front, and each step adds the recurrent projection. (A later issue moves the loop into the graph.)
-PackedSequence inputs are not supported.
+The input projection of every step is one matmul up front; each step then adds the recurrent
+projection. Eagerly the time loop is a Python loop (the tape records each step). While a graph
+is captured (`ember.function`, `ember.trace`) each layer and direction is one ``scan`` node
+whose body is one step (control/scan.py), so the graph's size does not grow with the sequence
+and its gradient is the scan's reverse scan.
+
+A `PackedSequence` input (nn/utils/rnn.py) runs as its padded batch in the caller's order with
+a mask: a sequence's state stops changing after its last step (and, running backwards, starts
+changing at its last step), which is what PyTorch's shrinking batch computes; the output is
+packed again with the input's batch sizes and permutation.
 """
 
 from __future__ import annotations
@@ -13,14 +20,20 @@ import math
 import numbers
 import warnings
 
+import numpy as np
+
+from ..control.scan import scan
 from ..errors import ShapeError
+from ..graph.builder import GraphBuilder
 from ..ops import api as E
+from ..ops._registry import TensorBase, current_mode
 from ..ops._util import fmt_shape
 from ..tensor import Tensor
 from . import functional as F
 from . import init
 from .module import Module
 from .parameter import new_parameter
+from .utils.rnn import PackedSequence, pack_like, pad_packed_sequence
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
@@ -48,11 +61,16 @@ def rnn_step(mode: str, x_proj: Tensor, state: tuple, w_hh, b_hh, w_hr=None) -> 
     return (F.tanh(pre) if mode == "RNN_TANH" else F.relu(pre),)
 
 
+def _keep_finished(running, new: tuple, old: tuple) -> tuple:
+    """A packed batch's step: the new state where the sequence runs, the old one elsewhere."""
+    return tuple(E.where(running, n, o) for n, o in zip(new, old))
+
+
 def _check_input(op: str, input, size: int, batched_ndim: int) -> None:
-    if not isinstance(input, Tensor):
+    if not isinstance(input, TensorBase):
         raise TypeError(
-            f"{op}: expected a Tensor input, got {type(input).__name__} (PackedSequence inputs "
-            "are not supported; pad the sequences instead)"
+            f"{op}: expected a Tensor input (or, for RNN, LSTM and GRU, a PackedSequence), got "
+            f"{type(input).__name__}"
         )
     if input.ndim not in (batched_ndim - 1, batched_ndim) or input.shape[-1] != size:
         raise ShapeError(
@@ -180,13 +198,22 @@ class RNNBase(Module):
             states.append(state if batched else state.unsqueeze(1))
         return states
 
-    def forward(self, input: Tensor, hx=None):
+    def forward(self, input, hx=None):
         op = type(self).__name__
-        _check_input(op, input, self.input_size, 3)
-        batched = input.ndim == 3
-        x = input if batched else input.unsqueeze(1)
-        if batched and self.batch_first:
-            x = x.transpose(0, 1)
+        packed = input if isinstance(input, PackedSequence) else None
+        if packed is not None:
+            x, lengths = pad_packed_sequence(packed)
+            _check_input(op, x, self.input_size, 3)
+            batched = True
+            # (T, B, 1): whether step t is inside sequence b
+            steps = np.arange(x.shape[0])[:, None, None]
+            mask = Tensor(steps < lengths.numpy()[None, :, None])
+        else:
+            _check_input(op, input, self.input_size, 3)
+            batched, mask = input.ndim == 3, None
+            x = input if batched else input.unsqueeze(1)
+            if batched and self.batch_first:
+                x = x.transpose(0, 1)
         states = self._initial_states(hx, x, batched)
         directions = 2 if self.bidirectional else 1
         finals: list[list] = [[] for _ in states]
@@ -195,7 +222,7 @@ class RNNBase(Module):
             for direction in range(directions):
                 index = layer * directions + direction
                 state = tuple(s[index] for s in states)
-                out, state = self._run_direction(x, state, layer, direction)
+                out, state = self._run_direction(x, state, layer, direction, mask)
                 outputs.append(out)
                 for final, s in zip(finals, state):
                     final.append(s)
@@ -203,7 +230,9 @@ class RNNBase(Module):
             if self.dropout > 0 and self.training and layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout, True)
         final_states = [E.stack(f) for f in finals]
-        if batched and self.batch_first:
+        if packed is not None:
+            x = pack_like(x, packed)
+        elif batched and self.batch_first:
             x = x.transpose(0, 1)
         if not batched:
             x = x.squeeze(1)
@@ -212,18 +241,39 @@ class RNNBase(Module):
             return x, tuple(final_states)
         return x, final_states[0]
 
-    def _run_direction(self, x: Tensor, state: tuple, layer: int, direction: int) -> tuple:
+    def _run_direction(self, x, state: tuple, layer: int, direction: int, mask) -> tuple:
         w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, direction)
+        x_proj = F.linear(x, w_ih, b_ih)
+        if isinstance(current_mode(), GraphBuilder):
+            return self._scan_direction(x_proj, state, direction, mask, (w_hh, b_hh, w_hr))
         # every step's input projection in one matmul; unbind's gradient is one concatenation
         # (indexing step by step would scatter each step's gradient into a full-size zero array)
-        x_proj = F.linear(x, w_ih, b_ih).unbind(0)
+        x_proj = x_proj.unbind(0)
+        masks = None if mask is None else mask.unbind(0)
         steps = x.shape[0]
         order = range(steps - 1, -1, -1) if direction == 1 else range(steps)
         outs: list = [None] * steps
         for t in order:
-            state = rnn_step(self.mode, x_proj[t], state, w_hh, b_hh, w_hr)
+            new = rnn_step(self.mode, x_proj[t], state, w_hh, b_hh, w_hr)
+            state = new if masks is None else _keep_finished(masks[t], new, state)
             outs[t] = state[0]
         return E.stack(outs), state
+
+    def _scan_direction(self, x_proj, state: tuple, direction: int, mask, weights) -> tuple:
+        """The time loop as one scan node: the body is one step (weights closed over)."""
+        reverse = direction == 1
+        xs = (x_proj, mask) if mask is not None else (x_proj,)
+        if reverse:
+            xs = tuple(E.flip(a, (0,)) for a in xs)
+
+        def step(carry, inputs):
+            new = rnn_step(self.mode, inputs[0], carry, *weights)
+            if mask is not None:
+                new = _keep_finished(inputs[1], new, carry)
+            return new, new[0]
+
+        state, outs = scan(step, state, xs)
+        return (E.flip(outs, (0,)) if reverse else outs), state
 
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}"

@@ -7,7 +7,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
+from ..devices import check_device, check_memory_format, is_device_string
+from ..devices import device as device_type
 from ..types import TensorType
+from . import api as E
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._util import memory_cost
 from .elementwise import to_tensor
@@ -59,20 +62,43 @@ def cast(x, dtype):
 
 
 def _to(self, *args, **kwargs):
-    """``x.to(dtype)``; device arguments ("cpu") are accepted and ignored (ember is CPU-only)."""
+    """``x.to(dtype)``, ``x.to(device)``, ``x.to(device, dtype)``, ``x.to(other)`` (its dtype),
+    with ``non_blocking=``, ``copy=`` and ``memory_format=``, as PyTorch's.
+
+    The device must be the CPU (``"cpu"``, ``ember.device("cpu")``): another raises
+    `DeviceError`. ``non_blocking`` changes nothing (there is no device copy to overlap) and
+    ``memory_format`` is a logical no-op (ember.devices). Returns ``x`` itself when nothing
+    changes and ``copy`` is false, else a new tensor (differentiable, as a cast or clone)."""
     dtype = kwargs.pop("dtype", None)
-    kwargs.pop("device", None)
-    kwargs.pop("copy", None)
-    for a in args:
-        if isinstance(a, str) and a.startswith("cpu"):
-            continue
-        if isinstance(a, TensorBase):
-            dtype = a.dtype
-        elif a is not None:
-            dtype = a
+    device = kwargs.pop("device", None)
+    kwargs.pop("non_blocking", None)
+    copy = bool(kwargs.pop("copy", False))
+    check_memory_format(kwargs.pop("memory_format", None), "to(memory_format)")
     if kwargs:
         raise TypeError(f"to(): unexpected arguments {sorted(kwargs)}")
-    return self if dtype is None else cast(self, dtype)
+    positional = list(args)
+    # after the device/dtype/tensor, PyTorch takes non_blocking and copy positionally
+    flags = []
+    while positional and isinstance(positional[-1], bool):
+        flags.insert(0, positional.pop())
+    if len(flags) > 1:
+        copy = copy or flags[1]
+    for a in positional:
+        if isinstance(a, TensorBase):
+            dtype = a.dtype
+        elif isinstance(a, device_type) or (isinstance(a, str) and is_device_string(a)):
+            device = a
+        elif isinstance(a, int) and not isinstance(a, bool):
+            device = a  # to(0) names cuda:0 in PyTorch: refused below
+        elif a is not None:
+            dtype = a
+    if device is not None:
+        check_device(device, "to(device)")
+    if dtype is not None:
+        dtype = dt.as_dtype(dtype)
+        if dtype is not self.dtype:
+            return cast(self, dtype)
+    return E.clone(self) if copy else self
 
 
 export(_to, name="to", method=True, toplevel=False)

@@ -14,7 +14,7 @@ COPY = register(
         name="copy",
         kind="elementwise",
         infer=same_type,
-        kernel=lambda x: np.array(x, copy=True),
+        kernel=lambda x: np.array(x, copy=True, order="C"),  # contiguous() relies on C order
         vjp=lambda c, g: (g,),
         cost=memory_cost,
         save_inputs=(),

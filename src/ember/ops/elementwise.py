@@ -267,7 +267,6 @@ _unary(
     lambda c, g: (E.where(c.outputs[0] > 0, g, 0),),
     float_only=False,
     save="output",
-    functional=True,
     doc="relu(x) = max(x, 0), NaN kept. Its gradient is 0 where the result is <= 0 and at NaN "
     "(PyTorch's passes the gradient at NaN).",
     # np.maximum(x, 0): NaN stays, a tie (-0.0) gives the second operand, 0.0
@@ -354,11 +353,13 @@ def _binary(
     doc="",
     check=None,
     bools=True,
+    alpha=False,
 ):
     """``identity``: the constants that leave the other operand unchanged (an `Identity`), the
     unchanged, exactly (for transforms/simplify.py); ``c``: the op as a C expression over
     ``{0}`` and ``{1}`` for fused kernels (see `_unary`); ``check(x, y)``: refuses operands
-    before promotion (what PyTorch refuses that promotion would hide, a bool tensor)."""
+    before promotion (what PyTorch refuses that promotion would hide, a bool tensor);
+    ``alpha``: the function takes PyTorch's ``alpha=`` (``x + alpha * y``, see `_scale`)."""
     op = register(
         OpDef(
             name=name,
@@ -379,11 +380,39 @@ def _binary(
             check(x, y)
         return apply(op, *promote(x, y, floating=floating))
 
+    if alpha:
+
+        def fn(x, y, *, alpha=1):
+            if check is not None:
+                check(x, y)
+            if alpha == 1 and type(alpha) is not bool:  # the common call: nothing to scale
+                return apply(op, *promote(x, y, floating=floating))
+            x, y = promote(x, y, floating=floating)
+            return apply(op, x, _scale(name, y, alpha, x.dtype))
+
     fn.__name__ = fn.__qualname__ = name
     _direct_inplace(fn, kernel, floating)
     fn.__doc__ = doc or f"Elementwise {name} with broadcasting and type promotion."
     export(fn, name=name, method=method, inplace=True)
     return op
+
+
+def _scale(name, y, alpha, dtype):
+    """``alpha * y`` for add's and sub's ``alpha=``, by PyTorch's rules: alpha takes the result
+    dtype (a float alpha with integer tensors, a bool alpha with non-bool ones are refused; a
+    bool result takes any alpha as its truth value), and alpha 1 leaves y as it is."""
+    if isinstance(alpha, bool) and not dtype.is_bool:
+        raise DTypeError(f"a bool alpha is only supported for bool results, got {dtype}", op=name)
+    if isinstance(alpha, float) and not dtype.is_floating_point:
+        raise DTypeError(
+            f"for {dtype} tensors, alpha must not be a floating point number (got {alpha!r})",
+            op=name,
+        )
+    if dtype.is_bool:
+        return y if alpha else E.zeros_like(y)
+    if alpha == 1:
+        return y
+    return y * constant(scalar_array(alpha, dtype))
 
 
 def _reduce_to(g, t):
@@ -518,7 +547,15 @@ def _pow_kernel(x, y):
 
 # x + (-0.0) is x for every x (x + 0.0 turns -0.0 into 0.0); x - 0.0, x * 1 and x / 1 are x
 ADD = _binary(
-    "add", np.add, _add_vjp, save=(), identity=Identity(left=-0.0, right=-0.0), c="({0} + {1})"
+    "add",
+    np.add,
+    _add_vjp,
+    save=(),
+    identity=Identity(left=-0.0, right=-0.0),
+    c="({0} + {1})",
+    alpha=True,
+    doc="add(input, other, *, alpha=1): input + alpha * other, with broadcasting and type "
+    "promotion.",
 )
 _binary(
     "sub",
@@ -527,6 +564,9 @@ _binary(
     save=(),
     identity=Identity(right=0.0),
     c="({0} - {1})",
+    alpha=True,
+    doc="sub(input, other, *, alpha=1): input - alpha * other, with broadcasting and type "
+    "promotion (bool tensors refused, as in PyTorch).",
     check=_no_bool(
         "sub",
         "subtraction with a bool tensor is not supported (as in PyTorch); "

@@ -473,7 +473,7 @@ _ADDMM = register(
 )
 
 
-@export(method=True)
+@export(method=True, inplace=True)
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     """PyTorch's addmm: ``beta * input + alpha * (mat1 @ mat2)`` for matrices mat1 (n, m) and
     mat2 (m, p) and an input that broadcasts to (n, p). With ``beta=0`` the input is ignored

@@ -40,3 +40,7 @@ __all__ = [
     "lr_scheduler",
     "required",
 ]
+
+from .._missing import module_getattr as _module_getattr  # noqa: E402
+
+__getattr__ = _module_getattr("ember.optim", globals())  # PyTorch names ember lacks: ember._missing

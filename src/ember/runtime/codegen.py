@@ -46,6 +46,7 @@ import numpy as np
 
 from ..graph.interpreter import last_uses
 from ..kernels.ccompile import compiler_available
+from ..size import Size
 from ..symbolic import SymDim, symbol_sources
 
 _LITERALS = (int, float, str, bool, type(None))
@@ -87,7 +88,7 @@ def _is_literal(value, depth: int = 0) -> bool:
 def _literal(value) -> str:
     if isinstance(value, SymDim):
         return _symbol_expression(value)
-    if type(value) is tuple:
+    if type(value) in (tuple, Size):  # a shape read from a tensor is an ember.Size
         inner = ", ".join(_literal(v) for v in value)
         return f"({inner}{',' if len(value) == 1 else ''})"
     if type(value) is list:

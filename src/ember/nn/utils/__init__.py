@@ -1,6 +1,7 @@
 """``ember.nn.utils``: gradient clipping (PyTorch's formulas: the total norm is the norm of the
 per-tensor norms; gradients are scaled by ``min(max_norm / (total + 1e-6), 1)``), and conversion
-between a parameter list and one flat vector."""
+between a parameter list and one flat vector; ``rnn`` (variable-length sequences),
+``parametrize`` and ``parametrizations`` (weight_norm, spectral_norm)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import types
 import warnings
 from collections.abc import Iterable
 
-from .. import dtypes as dt
-from ..autograd import no_grad
-from ..errors import ShapeError
-from ..ops import api as E
-from ..tensor import Tensor
+from ... import dtypes as dt
+from ...autograd import no_grad
+from ...errors import ShapeError
+from ...ops import api as E
+from ...tensor import Tensor
+from . import parametrizations, parametrize, rnn
+from .weight_norm import remove_weight_norm, weight_norm
 
 
 def _as_list(tensors) -> list:
@@ -133,5 +136,7 @@ __all__ = [
     "clip_grads_with_norm_",
     "get_total_norm",
     "parameters_to_vector",
+    "remove_weight_norm",
     "vector_to_parameters",
+    "weight_norm",
 ]

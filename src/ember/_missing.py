@@ -1,0 +1,164 @@
+"""Errors for names PyTorch has and ember does not.
+
+A program ported from PyTorch that reaches for ``ember.jit.script`` or ``x.pin_memory()`` should
+learn that ember lacks the name and what to use instead, not read a bare AttributeError. The
+namespaces that install `module_getattr` (``ember``, ``ember.nn``, ``ember.nn.functional``,
+``ember.optim``) and the tensor classes (`tensor_getattr`) raise `NotInEmberError` (an
+AttributeError) for the names listed in `TORCH_ONLY`, with the alternative where ember has one.
+Any other missing name gets Python's usual message plus the closest existing names.
+
+The table is deliberately short: the names ported programs actually reach for, not PyTorch's
+whole namespace. A name ember gains stops being reported the moment it exists (lookup finds it
+before ``__getattr__`` runs), so an entry can never shadow a real attribute.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from .errors import NotInEmberError
+
+__all__ = ["TORCH_ONLY", "module_getattr", "tensor_getattr"]
+
+_NONE = None  # ember has no counterpart
+_NO_AMP = "cast explicitly with .to(ember.bfloat16) / .to(ember.float16); ember has no autocast"
+_NO_COMPLEX = "ember has no complex dtypes"
+_NO_GPU = "ember runs on the CPU only"
+_NO_SPARSE = "ember has dense tensors only"
+
+# namespace -> {name PyTorch has there: ember's alternative, or None}
+TORCH_ONLY: dict[str, dict[str, str | None]] = {
+    "ember": {
+        "jit": "ember.script (control flow rewritten into the graph) or ember.trace",
+        "fx": "ember.trace (captures an ember.Graph; print(graph) shows it)",
+        "export": "ember.trace(fn, *args) gives an ember.Graph; ember.load_graph reads graph files",
+        "func": "ember.grad / ember.value_and_grad",
+        "vmap": _NONE,
+        "autocast": _NO_AMP,
+        "amp": _NO_AMP,
+        "distributed": _NONE,
+        "hub": _NONE,
+        "onnx": _NONE,
+        "sparse": _NO_SPARSE,
+        "sparse_coo": _NO_SPARSE,
+        "quantization": _NONE,
+        "ao": _NONE,
+        "fft": _NONE,
+        "special": _NONE,
+        "testing": "numpy.testing on x.numpy()",
+        "multiprocessing": "Python's multiprocessing (ember tensors pickle)",
+        "xpu": _NO_GPU,
+        "mps": _NO_GPU,
+        "complex64": _NO_COMPLEX,
+        "complex128": _NO_COMPLEX,
+        "cfloat": _NO_COMPLEX,
+        "cdouble": _NO_COMPLEX,
+        "complex": _NO_COMPLEX,
+        "view_as_complex": _NO_COMPLEX,
+        "uint16": _NONE,
+        "uint32": _NONE,
+        "uint64": _NONE,
+        "float8_e4m3fn": _NONE,
+        "float8_e5m2": _NONE,
+        "qint8": _NONE,
+        "quint8": _NONE,
+        "set_num_interop_threads": "ember.set_num_threads (one pool serves every op)",
+        "get_num_interop_threads": "ember.get_num_threads",
+        "set_default_tensor_type": "ember.set_default_dtype",
+        "Storage": _NONE,
+        "UntypedStorage": _NONE,
+        "library": _NONE,
+        "nested": _NONE,
+        "masked": _NONE,
+        "overrides": _NONE,
+        "package": _NONE,
+    },
+    "ember.nn": {
+        "DataParallel": _NO_GPU,
+        "parallel": _NONE,
+        "SyncBatchNorm": "ember.nn.BatchNorm1d / BatchNorm2d (one process)",
+        "quantized": _NONE,
+        "qat": _NONE,
+        "intrinsic": _NONE,
+        "LazyLinear": "ember.nn.Linear with in_features given",
+        "LazyConv1d": "ember.nn.Conv1d with in_channels given",
+        "LazyConv2d": "ember.nn.Conv2d with in_channels given",
+        "UninitializedParameter": _NONE,
+    },
+    "ember.nn.functional": {},
+    "ember.optim": {
+        "SparseAdam": _NO_SPARSE,
+        "swa_utils": _NONE,
+    },
+    "Tensor": {
+        "record_stream": _NO_GPU,
+        "share_memory_": "Python's multiprocessing pickles tensors by value",
+        "is_shared": _NONE,
+        "storage": "x.numpy() (shares memory with the tensor)",
+        "untyped_storage": "x.numpy() (shares memory with the tensor)",
+        "data_ptr": "x.numpy().ctypes.data",
+        "to_sparse": _NO_SPARSE,
+        "to_dense": _NO_SPARSE,
+        "coalesce": _NO_SPARSE,
+        "q_scale": _NONE,
+        "dequantize": _NONE,
+        "real": _NO_COMPLEX,
+        "imag": _NO_COMPLEX,
+        "conj": _NO_COMPLEX,
+        "apply_": "compute with ember ops (or on x.numpy())",
+        "map_": "compute with ember ops (or on x.numpy())",
+    },
+}
+
+
+def _missing(namespace: str, torch_label: str, name: str) -> NotInEmberError | None:
+    """The error for a PyTorch name ember lacks, or None when PyTorch has no such name."""
+    table = TORCH_ONLY.get(namespace, {})
+    if name not in table:
+        return None
+    alternative = table[name]
+    text = f"ember has no {name!r}: PyTorch's {torch_label}{name} has no ember counterpart"
+    if alternative:
+        text = f"ember has no {name!r} (PyTorch's {torch_label}{name}); instead: {alternative}"
+    return NotInEmberError(text, name=name, op=f"{namespace}.{name}")
+
+
+def _suggest(name: str, names) -> str:
+    close = difflib.get_close_matches(name, [n for n in names if not n.startswith("_")], n=3)
+    return f". Did you mean: {', '.join(repr(c) for c in close)}?" if close else ""
+
+
+def module_getattr(module_name: str, namespace: dict):
+    """A module-level ``__getattr__`` for ``module_name`` (whose globals are ``namespace``)."""
+
+    def __getattr__(name: str):
+        if not name.startswith("_"):
+            error = _missing(module_name, "torch" + module_name[len("ember") :] + ".", name)
+            if error is not None:
+                raise error
+        message = f"module {module_name!r} has no attribute {name!r}"
+        if not name.startswith("_"):
+            message += _suggest(name, namespace)
+        raise AttributeError(message, name=name)
+
+    return __getattr__
+
+
+class _TensorAttributeError(AttributeError):
+    """A tensor attribute that exists neither in ember nor in PyTorch; the close matches are
+    found only when the message is read (``hasattr`` probes stay cheap)."""
+
+    def __str__(self) -> str:
+        cls, name = self.args
+        return f"{cls.__name__!r} object has no attribute {name!r}{_suggest(name, dir(cls))}"
+
+
+def tensor_getattr(self, name: str):
+    """``Tensor.__getattr__``: runs only when normal lookup fails."""
+    if name.startswith("_"):  # private and dunder probes (NumPy's __array_interface__, ...)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+    error = _missing("Tensor", "Tensor.", name)
+    if error is not None:
+        error.obj = self
+        raise error
+    raise _TensorAttributeError(type(self), name)

@@ -1,0 +1,207 @@
+"""``ember.compile``: ``torch.compile``'s interface over `ember.function`.
+
+``ember.compile(model)`` returns an `OptimizedModule`: an ``nn.Module`` holding the model as
+``_orig_mod`` (as PyTorch's does), whose forward is the model's call captured by
+``ember.function``. So the wrapper *is* a module: ``.parameters()``, ``.train()`` / ``.eval()``,
+``.to()``, ``.state_dict()`` (keys prefixed ``_orig_mod.``, as in PyTorch) work as on any
+module, other attributes (``compiled.fc1``) are read from the model, and a change of training
+mode retraces (the training flags are part of ember.function's cache key). Calling it under
+eager autograd records one node on the tape (the AOT forward and backward graphs), so
+``loss.backward()`` outside fills the model's ``.grad`` as the uncompiled model would.
+
+``ember.compile(fn)`` (also ``@ember.compile`` and ``@ember.compile(mode=...)``) returns the
+compiled function.
+
+How the arguments map, and where ember differs from PyTorch:
+
+* ``backend``: ``"inductor"`` (the default), ``"ember"``, ``"aot_eager"`` and ``"cudagraphs"``
+  compile with ember's default executor (generated code); an ember executor name
+  (``"codegen"``, ``"interpreter"``, ``"parallel"``, ``"arena"``) picks that executor;
+  ``"eager"`` runs the function uncompiled behind the same wrapper (PyTorch's eager backend
+  captures and then runs the captured Python eagerly; ember has nothing between the two). A
+  callable backend is refused: ember's graphs are not FX graphs.
+* ``mode``: ``"default"``, ``"reduce-overhead"``, ``"max-autotune"`` and
+  ``"max-autotune-no-cudagraphs"`` all run ember's full pass pipeline (O3); there are no CUDA
+  graphs or autotuned GPU kernels to choose between.
+* ``options``: ember's own `ember.function` options (``executor``, ``opt_level``, ``verify``,
+  ``memory_budget``, ``cache_size``); inductor's keys are refused by name.
+* ``dynamic``: None / False trace one graph per input shape (ember.function's cache, bounded);
+  True traces once with a symbolic leading dimension (the batch) on every tensor argument, from
+  the first call's shapes. PyTorch's ``dynamic=True`` makes every dimension symbolic.
+* ``fullgraph``: ember always captures whole functions, never a partial graph. With
+  ``fullgraph=True`` a function that cannot be captured (Python control flow on tensor values)
+  raises `TraceError`; with the default False, like PyTorch falling back at a graph break, the
+  function runs eagerly from then on, after one warning that names the reason.
+* ``disable=True`` returns ``model_or_fn`` itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+from ..errors import TraceError
+from ..nn.module import Module
+from ..runtime.executors import EXECUTORS
+from ..tensor import Tensor
+from .function import Function
+from .signature import TensorSpec
+
+__all__ = ["OptimizedModule", "compile"]
+
+_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+_DEFAULT_BACKENDS = ("inductor", "ember", "aot_eager", "cudagraphs")
+_OPTIONS = ("executor", "opt_level", "verify", "memory_budget", "cache_size")
+
+
+def _function_options(backend, mode, options) -> dict | None:
+    """ember.function's keyword arguments for these compile arguments (None: run eagerly)."""
+    if callable(backend):
+        raise TypeError(
+            "ember.compile: backend must be a name; a callable backend receives PyTorch FX "
+            "graphs, which ember does not make (its graphs are ember.Graph)"
+        )
+    if mode is not None and mode not in _MODES:
+        raise ValueError(f"ember.compile: mode must be one of {_MODES} or None, got {mode!r}")
+    if backend == "eager":
+        return None
+    kwargs = {}
+    if backend in EXECUTORS:
+        kwargs["executor"] = backend
+    elif backend not in _DEFAULT_BACKENDS:
+        raise ValueError(
+            f"ember.compile: unknown backend {backend!r}; give one of "
+            f"{_DEFAULT_BACKENDS + ('eager',)} or an ember executor {tuple(EXECUTORS)}"
+        )
+    for key, value in dict(options or {}).items():
+        if key not in _OPTIONS:
+            raise TypeError(
+                f"ember.compile: option {key!r} is not one of ember's ({', '.join(_OPTIONS)}); "
+                "inductor's options have no meaning here"
+            )
+        kwargs[key] = value
+    return kwargs
+
+
+class _Compiled:
+    """The compiled callable behind `compile`: ember.function, made on the first call when
+    ``dynamic=True`` (the input signature comes from that call), with the eager fallback."""
+
+    def __init__(self, fn, kwargs: dict | None, dynamic, fullgraph: bool):
+        self.fn = fn
+        self.kwargs = kwargs
+        self.dynamic = dynamic
+        self.fullgraph = fullgraph
+        eager = kwargs is None
+        self.function: Function | None = None if dynamic or eager else Function(fn, **kwargs)
+        # why it runs eagerly: backend="eager", or a capture that failed
+        self.eager_reason: str | None = "backend='eager'" if eager else None
+
+    def __call__(self, *args, **kwargs):
+        if self.eager_reason is not None:
+            return self.fn(*args, **kwargs)
+        if self.function is None:
+            specs = _batch_specs(args, kwargs)
+            self.function = Function(self.fn, input_signature=specs, **self.kwargs)
+        try:
+            return self.function(*args, **kwargs)
+        except TraceError as error:
+            if self.fullgraph:
+                raise
+            self.eager_reason = str(error)
+            warnings.warn(
+                f"ember.compile: {self.function.name} could not be captured whole and runs "
+                f"eagerly from now on (fullgraph=True raises instead): {error}",
+                stacklevel=3,
+            )
+            return self.fn(*args, **kwargs)
+
+
+def _batch_specs(args, kwargs) -> list:
+    """Specs for ``dynamic=True``: each tensor argument's shape with dimension 0 symbolic."""
+    specs = []
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, Tensor):
+            shape = tuple(value.shape)
+            specs.append(TensorSpec((None, *shape[1:]) if shape else (), value.dtype))
+    return specs
+
+
+class OptimizedModule(Module):
+    """What ``ember.compile(module)`` returns: the module as ``_orig_mod``, called through its
+    compiled forward (see the module docstring)."""
+
+    def __init__(self, mod: Module, compiled: _Compiled):
+        super().__init__()
+        self._orig_mod = mod
+        self.__dict__["_compiled"] = compiled
+
+    def forward(self, *args, **kwargs):
+        return self.__dict__["_compiled"](*args, **kwargs)
+
+    def __getattr__(self, name: str):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            modules = self.__dict__.get("_modules")
+            if name.startswith("__") or not modules or "_orig_mod" not in modules:
+                raise  # (copying or unpickling: no model to forward to yet)
+            return getattr(modules["_orig_mod"], name)
+
+    # copies and pickles carry the model and the compile arguments; the copy compiles afresh
+    # (a compiled program holds locks and generated code, which do not copy)
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        compiled = state.pop("_compiled")
+        state["_compile_args"] = (compiled.kwargs, compiled.dynamic, compiled.fullgraph)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        args = state.pop("_compile_args")
+        self.__dict__.update(state)
+        self.__dict__["_compiled"] = _Compiled(self._modules["_orig_mod"], *args)
+
+    @property
+    def compiled_function(self) -> Function | None:
+        """The `ember.function` that runs the forward (its ``stats``, ``graph``, ``code``);
+        None before the first call with ``dynamic=True``."""
+        return self.__dict__["_compiled"].function
+
+
+def compile(  # noqa: A001  (PyTorch's name)
+    model_or_fn=None,
+    *,
+    fullgraph: bool = False,
+    dynamic: bool | None = None,
+    backend="inductor",
+    mode: str | None = None,
+    options: dict | None = None,
+    disable: bool = False,
+):
+    """Compile a module or a function with ember's graph capture; see the module docstring for
+    each argument and how it differs from ``torch.compile``."""
+    if model_or_fn is None:
+        return functools.partial(
+            compile,
+            fullgraph=fullgraph,
+            dynamic=dynamic,
+            backend=backend,
+            mode=mode,
+            options=options,
+            disable=disable,
+        )
+    if not callable(model_or_fn):
+        raise TypeError(f"ember.compile expects a Module or a function, got {model_or_fn!r}")
+    kwargs = _function_options(backend, mode, options)
+    if disable:
+        return model_or_fn
+    compiled = _Compiled(model_or_fn, kwargs, bool(dynamic), bool(fullgraph))
+    if isinstance(model_or_fn, Module):
+        return OptimizedModule(model_or_fn, compiled)
+
+    @functools.wraps(model_or_fn)
+    def compiled_fn(*args, **kwargs):
+        return compiled(*args, **kwargs)
+
+    compiled_fn._compiled = compiled
+    return compiled_fn

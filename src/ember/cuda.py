@@ -1,0 +1,57 @@
+"""``ember.cuda``: what PyTorch programs ask about CUDA, answered for a CPU-only framework.
+
+``is_available()`` is False and ``device_count()`` 0, so code that picks its device with
+``"cuda" if torch.cuda.is_available() else "cpu"`` runs on the CPU; seeding every GPU
+(``manual_seed``, ``manual_seed_all``, ``seed``, ``seed_all``) is accepted and does nothing,
+since there is none. Anything else (``ember.cuda.synchronize()``, ``memory_allocated``,
+``set_device``, ``amp``, ...) raises `DeviceError`: it would need a GPU ember does not drive.
+"""
+
+from __future__ import annotations
+
+from .errors import DeviceError
+
+__all__ = ["device_count", "is_available", "manual_seed", "manual_seed_all", "seed", "seed_all"]
+
+
+def is_available() -> bool:
+    """False: ember runs on the CPU only."""
+    return False
+
+
+def device_count() -> int:
+    """0: ember drives no GPU."""
+    return 0
+
+
+def is_initialized() -> bool:
+    """False: there is no CUDA state to initialize."""
+    return False
+
+
+def manual_seed(seed: int) -> None:
+    """Accepted and ignored (there is no GPU generator to seed); ``ember.manual_seed`` seeds
+    ember's generator."""
+    int(seed)  # a non-number is refused as in PyTorch
+
+
+def manual_seed_all(seed: int) -> None:
+    """Accepted and ignored, as `manual_seed`."""
+    int(seed)
+
+
+def seed() -> None:
+    """Accepted and ignored (no GPU generator)."""
+
+
+def seed_all() -> None:
+    """Accepted and ignored (no GPU generator)."""
+
+
+def __getattr__(name: str):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise DeviceError(
+        "this needs a CUDA GPU; ember runs on the CPU only (ember.cuda.is_available() is False)",
+        op=f"ember.cuda.{name}",
+    )

@@ -1,0 +1,216 @@
+"""``embedding_bag``: sums, means or maxima of bags of embedding rows (PyTorch's
+F.embedding_bag), and ``gumbel_softmax``.
+
+The rows are looked up with `embedding` (which brings ``max_norm`` and ``scale_grad_by_freq``),
+then reduced per bag. Where the bags are known in NumPy (a 2-D input, or offsets with data)
+each index's bag comes from NumPy; where ``offsets`` is a traced input, it is computed in ember
+ops (how many bag starts lie at or before its position). Sums and means are an ``index_add``
+into the bags; maxima an ``amax`` over the bags laid out as (bags, longest bag, dim), or, for
+traced offsets, over a masked (bags, indices, dim) selection. Entries equal to ``padding_idx``
+belong to no bag: they add nothing, are not counted by ``mean`` and never win ``max``. Empty
+bags are zero rows, as in PyTorch.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from ..errors import DTypeError, ShapeError
+from ..ops import api as E
+from ..ops._registry import export
+from ..ops._util import fmt_shape
+from ..ops.elementwise import to_tensor
+from ._common import concrete, dim_arg, float_input
+from .embedding import embedding
+
+
+def _bags(op: str, idx, offsets, include_last_offset: bool):
+    """(flat indices, each one's bag, the layout, the number of bags). The layout, where the
+    bags are known in NumPy (a 2-D input, or offsets with data), is a (bags, longest bag)
+    array of positions in the flat input, padded with the input's length."""
+    if idx.ndim == 2:
+        if offsets is not None:
+            raise ValueError(
+                f"{op}: if input is 2-D, offsets has to be None: the input is a batch of "
+                "fixed-length bags"
+            )
+        b, length = idx.shape
+        bag = to_tensor(np.repeat(np.arange(b, dtype=np.int64), length))
+        layout = np.arange(b * length, dtype=np.int64).reshape(b, length)
+        return E.reshape(idx, (-1,)), bag, layout, b
+    if idx.ndim != 1:
+        raise ShapeError(
+            f"input has to be 1-D or 2-D, got shape {fmt_shape(idx.shape)}", op="embedding_bag"
+        )
+    if offsets is None:
+        raise ValueError(f"{op}: offsets has to be a 1-D tensor, got None")
+    off = to_tensor(offsets)
+    if off.ndim != 1 or not off.dtype.is_integer:
+        raise ShapeError(
+            f"offsets has to be a 1-D integer tensor, got shape {fmt_shape(off.shape)} of "
+            f"{off.dtype}",
+            op=op,
+        )
+    n = idx.shape[0]
+    data = concrete(off)
+    if data is not None and len(data):
+        if data[0] != 0:
+            raise ValueError(f"{op}: offsets[0] has to be 0, got {int(data[0])}")
+        if (np.diff(data) < 0).any() or data[-1] > n:
+            raise ValueError(
+                f"{op}: offsets must be non-decreasing and at most the input's length {n}, "
+                f"got {data.tolist()}"
+            )
+    if include_last_offset and off.shape[0] < 1:
+        raise ValueError(f"{op}: include_last_offset needs at least one offset")
+    # (with include_last_offset, the last offset is the input's length, and PyTorch's last bag
+    # runs to the end of the input whatever it says)
+    bags = off.shape[0] - (1 if include_last_offset else 0)
+    if data is None:  # a traced input: each position's bag in ember ops
+        starts = E.narrow(off, 0, 0, bags) if include_last_offset else off
+        positions = to_tensor(np.arange(n, dtype=np.int64))
+        bag = E.sum(E.cast(E.unsqueeze(positions, 1) >= E.unsqueeze(starts, 0), idx.dtype), 1)
+        return idx, E.clamp(bag - 1, 0, max(bags - 1, 0)), None, bags
+    bounds = np.append(data[:bags], n).astype(np.int64)
+    sizes = np.diff(bounds)
+    bag = np.repeat(np.arange(bags), sizes)
+    width = max(int(sizes.max(initial=0)), 1)
+    spots = bounds[:-1, None] + np.arange(width)[None, :]
+    layout = np.where(np.arange(width)[None, :] < sizes[:, None], spots, n).astype(np.int64)
+    return idx, to_tensor(bag.astype(np.int64)), layout, bags
+
+
+def _bag_max(rows, bag, keep, bags: int, layout):
+    """Each bag's elementwise maximum of its kept rows, 0 for a bag with none."""
+    if keep is not None:
+        rows = E.where(E.unsqueeze(keep, 1), rows, float("-inf"))
+    n, dim = rows.shape
+    if layout is not None:
+        # the bags laid out as (bags, longest, dim) by one index_select, padded with a -inf row
+        pad = E.full((1, dim), float("-inf"), dtype=rows.dtype)
+        table = E.cat([rows, pad], 0)
+        picked = E.index_select(table, 0, to_tensor(layout.reshape(-1)))
+        best = E.amax(E.reshape(picked, (bags, layout.shape[1], dim)), 1)
+    elif n:
+        # offsets without data (a traced input): a (bags, n, dim) masked selection
+        selected = E.unsqueeze(bag, 0) == E.unsqueeze(to_tensor(np.arange(bags)), 1)
+        picked = E.where(E.unsqueeze(selected, 2), E.unsqueeze(rows, 0), float("-inf"))
+        best = E.amax(picked, 1)
+    else:
+        return E.zeros((bags, dim), dtype=rows.dtype)
+    ones = E.ones((n,), dtype=rows.dtype)
+    if keep is not None:
+        ones = E.where(keep, ones, 0)
+    counts = E.index_add(E.zeros((bags,), dtype=rows.dtype), 0, bag, ones)
+    return E.where(E.unsqueeze(counts > 0, 1), best, 0)
+
+
+@export(functional=True, toplevel=False)
+def embedding_bag(
+    input,
+    weight,
+    offsets=None,
+    max_norm: float | None = None,
+    norm_type: float = 2,
+    scale_grad_by_freq: bool = False,
+    mode: str = "mean",
+    sparse: bool = False,
+    per_sample_weights=None,
+    include_last_offset: bool = False,
+    padding_idx: int | None = None,
+):
+    """Reduce bags of rows of the (num_embeddings, embedding_dim) ``weight``: a 2-D input is
+    a batch of equal bags; a 1-D input is split into bags at ``offsets`` (bag ``i`` is
+    ``input[offsets[i]:offsets[i + 1]]``, the last one running to the end of the input; with
+    ``include_last_offset`` offsets has one more entry, the input's length). ``mode`` is
+    ``sum``, ``mean`` or ``max``; ``per_sample_weights`` (``sum`` only) scales each entry. The
+    result is (bags, embedding_dim).
+
+    ``scale_grad_by_freq`` divides each entry's gradient by its index's count in the input, as
+    ``embedding`` does; PyTorch 2.13's CPU kernel gives some indices that occur once half their
+    gradient (the values agree)."""
+    op = "embedding_bag"
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"{op}: mode has to be one of sum, mean or max, got {mode!r}")
+    idx = to_tensor(input)
+    if not idx.dtype.is_integer:
+        raise DTypeError(f"input must be an integer tensor, got {idx.dtype}", op=op)
+    weight = float_input(op, weight, "weight")
+    if weight.ndim != 2:
+        raise ShapeError(f"weight has to be 2-D, got shape {fmt_shape(weight.shape)}", op=op)
+    if mode == "max" and scale_grad_by_freq:
+        raise ValueError(f"{op}: max mode does not support scaling the gradient by the frequency")
+    psw = None
+    if per_sample_weights is not None:
+        if mode != "sum":
+            raise ValueError(
+                f"{op}: per_sample_weights is only supported for mode='sum', got mode={mode!r}"
+            )
+        psw = to_tensor(per_sample_weights)
+        if tuple(psw.shape) != tuple(idx.shape):
+            raise ShapeError(
+                f"per_sample_weights of shape {fmt_shape(psw.shape)} must have the input's "
+                f"shape {fmt_shape(idx.shape)}",
+                op=op,
+            )
+        if psw.dtype is not weight.dtype:
+            raise DTypeError(
+                f"per_sample_weights ({psw.dtype}) must have the weight's dtype ({weight.dtype})",
+                op=op,
+            )
+        psw = E.reshape(psw, (-1,))
+    flat, bag, layout, bags = _bags(op, idx, offsets, include_last_offset)
+    num, dim = weight.shape
+    rows = embedding(flat, weight, None, max_norm, norm_type, scale_grad_by_freq, sparse)
+    keep = None
+    if padding_idx is not None:
+        pad = int(padding_idx)
+        if not -num <= pad < num:
+            raise ShapeError(f"padding_idx {pad} must lie within the {num} embeddings", op=op)
+        not_pad = flat != pad % num
+        keep = not_pad if keep is None else keep & not_pad
+    if mode == "max":
+        return _bag_max(rows, bag, keep, bags, layout)
+    if psw is not None:
+        rows = rows * E.unsqueeze(psw, 1)
+    if keep is not None:
+        rows = E.where(E.unsqueeze(keep, 1), rows, 0)
+    total = E.index_add(E.zeros((bags, dim), dtype=weight.dtype), 0, bag, rows)
+    if mode == "sum":
+        return total
+    ones = E.ones((flat.shape[0],), dtype=weight.dtype)
+    if keep is not None:
+        ones = E.where(keep, ones, 0)
+    counts = E.index_add(E.zeros((bags,), dtype=weight.dtype), 0, bag, ones)
+    return total / E.unsqueeze(E.clamp(counts, min=1), 1)
+
+
+@export(functional=True, toplevel=False)
+def gumbel_softmax(logits, tau: float = 1, hard: bool = False, eps: float = 1e-10, dim: int = -1):
+    """A sample of the Gumbel-softmax distribution: ``softmax((logits + g) / tau)`` with ``g``
+    standard Gumbel noise drawn from ember's default generator (``ember.manual_seed`` makes it
+    reproducible; the draws differ from PyTorch's). ``hard=True`` returns the one-hot of the
+    sample's argmax with the soft sample's gradient (straight through). ``eps`` is unused, as
+    in PyTorch (where it is deprecated)."""
+    if eps != 1e-10:
+        warnings.warn(
+            "gumbel_softmax: the eps parameter is deprecated and has no effect",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+    x = float_input("gumbel_softmax", logits, "logits")
+    d = dim_arg("gumbel_softmax", dim, x.ndim) if x.ndim else 0
+    u = E.rand(tuple(x.shape), dtype=x.dtype)
+    gumbels = -E.log(-E.log1p(-u))  # -log of an Exponential(1) draw, as PyTorch's
+    y_soft = E.softmax((x + gumbels) / tau, d)
+    if not hard:
+        return y_soft
+    index = E.argmax(y_soft, d, keepdim=True)
+    shape = [1] * x.ndim
+    if x.ndim:
+        shape[d] = x.shape[d]
+    iota = to_tensor(np.arange(max(int(np.prod(shape)), 1)).reshape(shape))
+    y_hard = E.cast(iota == index, x.dtype)
+    return y_hard - E.stop_gradient(y_soft) + y_soft

@@ -1,0 +1,373 @@
+"""Resampling: ``interpolate`` (nearest, nearest-exact, linear, bilinear, trilinear, area),
+``grid_sample`` (bilinear and nearest, 4-D) and ``affine_grid``, with PyTorch's signatures.
+
+Everything here is a composite. ``interpolate`` works one spatial dimension at a time: the
+source positions and weights depend on the sizes alone, so they are computed in NumPy (in
+PyTorch's arithmetic: nearest's source index in float32, as its CPU kernel) and become
+constants; a dimension is then one or two ``index_select``s and a weighted sum, whose gradient
+scatters back through ``index_add``. ``grid_sample`` reads the grid's values, so its corner
+indices and weights are ember ops on the grid (the weights carry the gradient with respect to
+the grid) and the corners are ``gather``s of the flattened image (whose gradient is a
+scatter-add into it). Padding modes follow PyTorch's ``grid_sampler_compute_source_index``,
+including its gradient conventions: a clipped coordinate has gradient 0 at and beyond the
+border, and a reflection flips the gradient's sign.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from .. import dtypes
+from ..errors import DTypeError, ShapeError
+from ..ops import api as E
+from ..ops._registry import export
+from ..ops._util import fmt_shape
+from ..ops.elementwise import to_tensor
+from ._common import float_input
+
+_LINEAR = {"linear": 1, "bilinear": 2, "trilinear": 3}
+_MODES = ("nearest", "nearest-exact", "linear", "bilinear", "trilinear", "area", "bicubic")
+
+
+def _per_dim(op: str, what: str, value, dims: int) -> list:
+    if isinstance(value, (tuple, list)):
+        if len(value) != dims:
+            raise ValueError(
+                f"{op}: {what} must have {dims} entries for a {dims + 2}-D input, got {value!r}"
+            )
+        return list(value)
+    return [value] * dims
+
+
+def _output_size(x, size, scale_factor, recompute):
+    """The output's spatial sizes and the scales the kernels use (None: from the sizes)."""
+    dims = x.ndim - 2
+    if size is not None and scale_factor is not None:
+        raise ValueError("interpolate: only one of size or scale_factor should be defined")
+    if size is not None:
+        if recompute:
+            raise ValueError(
+                "interpolate: recompute_scale_factor is not meaningful with an explicit size"
+            )
+        out = [int(s) for s in _per_dim("interpolate", "size", size, dims)]
+        return out, [None] * dims
+    if scale_factor is None:
+        raise ValueError("interpolate: either size or scale_factor should be defined")
+    scales = [float(s) for s in _per_dim("interpolate", "scale_factor", scale_factor, dims)]
+    out = [int(math.floor(n * s)) for n, s in zip(x.shape[2:], scales)]
+    if recompute:
+        return out, [None] * dims
+    return out, scales
+
+
+def _nearest_index(n_in: int, n_out: int, scale, exact: bool) -> np.ndarray:
+    """PyTorch's nearest_idx / nearest_exact_idx, in float32 as its CPU kernel computes them."""
+    dst = np.arange(n_out)
+    if not exact and n_out == n_in:
+        return dst
+    if not exact and n_out == 2 * n_in:
+        return dst >> 1
+    if scale is not None and scale > 0:
+        s = np.float32(1.0 / scale)
+    else:
+        s = np.float32(n_in) / np.float32(n_out)
+    if exact:
+        src = np.floor((dst + 0.5) * np.float64(s))
+    else:
+        src = np.floor(dst.astype(np.float32) * s)
+    return np.minimum(src.astype(np.int64), n_in - 1)
+
+
+def _linear_weights(n_in: int, n_out: int, scale, align_corners: bool):
+    """PyTorch's two source indices and weights of each output position (in float64)."""
+    if align_corners:
+        s = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+    elif scale is not None and scale > 0:
+        s = 1.0 / scale
+    else:
+        s = n_in / n_out
+    dst = np.arange(n_out, dtype=np.float64)
+    real = s * dst if align_corners else np.maximum(s * (dst + 0.5) - 0.5, 0.0)
+    i0 = np.minimum(np.floor(real).astype(np.int64), n_in - 1)
+    lam1 = np.clip(real - i0, 0.0, 1.0)
+    i1 = i0 + (i0 < n_in - 1)
+    return i0, i1, 1.0 - lam1, lam1
+
+
+def _along(x, axis: int, values: np.ndarray):
+    """``values`` shaped to broadcast along ``axis`` of ``x``, in x's dtype."""
+    shape = [1] * x.ndim
+    shape[axis] = len(values)
+    return to_tensor(values.reshape(shape).astype(x.dtype.np))
+
+
+@export(functional=True, toplevel=False)
+def interpolate(
+    input,
+    size=None,
+    scale_factor=None,
+    mode: str = "nearest",
+    align_corners: bool | None = None,
+    recompute_scale_factor: bool | None = None,
+    antialias: bool = False,
+):
+    """Resize the spatial dimensions of a (N, C, *spatial) input to ``size``, or by
+    ``scale_factor`` (then the output size is ``floor(in * scale)`` and, unless
+    ``recompute_scale_factor``, the kernels use the given scale as PyTorch's do). Modes:
+    ``nearest`` and ``nearest-exact`` (3-D to 5-D), ``linear`` (3-D), ``bilinear`` (4-D),
+    ``trilinear`` (5-D), ``area`` (adaptive average pooling). ember has no ``bicubic`` and no
+    ``antialias``: they raise."""
+    x = to_tensor(input)
+    if mode not in _MODES:
+        raise ValueError(f"interpolate: unknown mode {mode!r}; expected one of {_MODES}")
+    if mode in ("nearest", "nearest-exact", "area"):
+        if align_corners is not None:
+            raise ValueError(
+                "interpolate: align_corners option can only be set with the interpolating "
+                "modes: linear | bilinear | bicubic | trilinear"
+            )
+    elif align_corners is None:
+        align_corners = False
+    if mode == "bicubic" or antialias:
+        raise NotImplementedError(
+            "interpolate: ember implements nearest, nearest-exact, linear, bilinear, trilinear "
+            "and area without antialias; bicubic and antialias=True are not available"
+        )
+    if x.ndim not in (3, 4, 5):
+        raise ShapeError(
+            f"expected a 3-D, 4-D or 5-D (N, C, *spatial) input, got shape {fmt_shape(x.shape)}",
+            op="interpolate",
+        )
+    dims = x.ndim - 2
+    if mode in _LINEAR and _LINEAR[mode] != dims:
+        raise ShapeError(
+            f"mode {mode!r} needs a {_LINEAR[mode] + 2}-D input, got shape {fmt_shape(x.shape)}",
+            op="interpolate",
+        )
+    recompute = bool(recompute_scale_factor) or (mode == "area" and size is None)
+    out, scales = _output_size(x, size, scale_factor, recompute)
+    if any(o <= 0 for o in out):
+        raise ShapeError(
+            f"output size {tuple(out)} must be positive (input shape {fmt_shape(x.shape)})",
+            op="interpolate",
+        )
+    if mode == "area":
+        return getattr(E, f"adaptive_avg_pool{dims}d")(x, tuple(out))
+    if mode in _LINEAR and not x.dtype.is_floating_point:
+        raise DTypeError(
+            f"mode {mode!r} needs a floating-point input, got {x.dtype}", op="interpolate"
+        )
+    for d in range(dims):
+        axis, n_in = d + 2, x.shape[d + 2]
+        if mode in ("nearest", "nearest-exact"):
+            index = _nearest_index(n_in, out[d], scales[d], mode == "nearest-exact")
+            if not np.array_equal(index, np.arange(n_in)):
+                x = E.index_select(x, axis, to_tensor(index))
+            continue
+        i0, i1, w0, w1 = _linear_weights(n_in, out[d], scales[d], align_corners)
+        if np.array_equal(i0, np.arange(n_in)) and not w1.any():
+            continue  # the identity
+        lo = E.index_select(x, axis, to_tensor(i0))
+        hi = E.index_select(x, axis, to_tensor(i1))
+        x = lo * _along(x, axis, w0) + hi * _along(x, axis, w1)
+    return x
+
+
+@export(functional=True, toplevel=False)
+def upsample(input, size=None, scale_factor=None, mode: str = "nearest", align_corners=None):
+    """`interpolate` under its deprecated name (PyTorch warns the same way)."""
+    warnings.warn(
+        "nn.functional.upsample is deprecated. Use nn.functional.interpolate instead.",
+        UserWarning,
+        stacklevel=2,
+    )
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+@export(functional=True, toplevel=False)
+def upsample_nearest(input, size=None, scale_factor=None):
+    """``interpolate(mode='nearest')`` under its deprecated name."""
+    warnings.warn(
+        "nn.functional.upsample_nearest is deprecated. Use nn.functional.interpolate instead.",
+        UserWarning,
+        stacklevel=2,
+    )
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+@export(functional=True, toplevel=False)
+def upsample_bilinear(input, size=None, scale_factor=None):
+    """``interpolate(mode='bilinear', align_corners=True)`` under its deprecated name."""
+    warnings.warn(
+        "nn.functional.upsample_bilinear is deprecated. Use nn.functional.interpolate instead.",
+        UserWarning,
+        stacklevel=2,
+    )
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+# ----------------------------------------------------------------------------- grid_sample
+
+
+def _unnormalize(coord, size: int, align_corners: bool):
+    if align_corners:
+        return (coord + 1) * ((size - 1) / 2)
+    return ((coord + 1) * size - 1) / 2
+
+
+def _clip(coord, size: int):
+    """Clamp into [0, size - 1], the gradient 0 at and beyond the bounds (PyTorch's)."""
+    hi = float(size - 1)
+    return E.where(coord <= 0, 0.0, E.where(coord >= hi, hi, coord))
+
+
+def _reflect(coord, twice_low: int, twice_high: int):
+    """PyTorch's reflect_coordinates: fold ``coord`` into [low, high] by reflections."""
+    if twice_low == twice_high:
+        return coord * 0
+    low = twice_low / 2
+    span = (twice_high - twice_low) / 2
+    t = coord - low
+    t = E.where(t < 0, -t, t)  # |t| whose gradient at 0 is +1, as PyTorch's
+    extra = E.mod(t, span)
+    flips = E.floor(t / span)
+    return E.where(E.mod(flips, 2) == 0, extra + low, span - extra + low)
+
+
+def _source(coord, size: int, padding_mode: str, align_corners: bool):
+    coord = _unnormalize(coord, size, align_corners)
+    if padding_mode == "border":
+        return _clip(coord, size)
+    if padding_mode == "reflection":
+        if align_corners:
+            coord = _reflect(coord, 0, 2 * (size - 1))
+        else:
+            coord = _reflect(coord, -1, 2 * size - 1)
+        return _clip(coord, size)
+    return coord
+
+
+def _corner(flat, ix, iy, h: int, w: int, channels: int):
+    """``flat`` (N, C, H * W) at integer-valued float positions (N, P), 0 outside the image,
+    and the in-bounds mask."""
+    inside = (ix >= 0) & (ix <= w - 1) & (iy >= 0) & (iy <= h - 1)
+    xi = E.cast(E.clamp(E.where(inside, ix, 0), 0, w - 1), dtypes.int64)
+    yi = E.cast(E.clamp(E.where(inside, iy, 0), 0, h - 1), dtypes.int64)
+    index = E.unsqueeze(yi * w + xi, 1)
+    n, p = index.shape[0], index.shape[2]
+    values = E.gather(flat, 2, E.broadcast_to(index, (n, channels, p)))
+    return values, E.unsqueeze(inside, 1)
+
+
+@export(functional=True, toplevel=False)
+def grid_sample(
+    input,
+    grid,
+    mode: str = "bilinear",
+    padding_mode: str = "zeros",
+    align_corners: bool | None = None,
+):
+    """Sample a (N, C, H, W) input at the (N, Ho, Wo, 2) ``grid`` of normalized (x, y)
+    positions in [-1, 1], giving (N, C, Ho, Wo). Modes ``bilinear`` and ``nearest`` (ember has
+    no ``bicubic`` and no 5-D input); padding ``zeros``, ``border`` or ``reflection``.
+    Differentiable with respect to the input and (bilinear) the grid."""
+    if mode not in ("bilinear", "nearest", "bicubic"):
+        raise ValueError(
+            "grid_sample: expected mode to be 'bilinear', 'nearest' or 'bicubic', "
+            f"but got: {mode!r}"
+        )
+    if padding_mode not in ("zeros", "border", "reflection"):
+        raise ValueError(
+            "grid_sample: expected padding_mode to be 'zeros', 'border', or 'reflection', "
+            f"but got: {padding_mode!r}"
+        )
+    if mode == "bicubic":
+        raise NotImplementedError("grid_sample: ember implements bilinear and nearest, not bicubic")
+    if align_corners is None:
+        warnings.warn(
+            "grid_sample: the default align_corners is False (since PyTorch 1.3.0); pass "
+            "align_corners explicitly to silence this warning",
+            UserWarning,
+            stacklevel=2,
+        )
+        align_corners = False
+    x = float_input("grid_sample", input)
+    g = float_input("grid_sample", grid, "grid")
+    if x.ndim != 4 or g.ndim != 4 or g.shape[-1] != 2 or g.shape[0] != x.shape[0]:
+        raise ShapeError(
+            f"expected a (N, C, H, W) input and a (N, H_out, W_out, 2) grid of the same N, got "
+            f"{fmt_shape(x.shape)} and {fmt_shape(g.shape)} (ember samples 4-D inputs only)",
+            op="grid_sample",
+        )
+    if g.dtype is not x.dtype:
+        raise DTypeError(
+            f"grid ({g.dtype}) must have the input's dtype ({x.dtype})", op="grid_sample"
+        )
+    n, c, h, w = x.shape
+    ho, wo = g.shape[1], g.shape[2]
+    flat = E.reshape(x, (n, c, h * w))
+    points = E.reshape(g, (n, ho * wo, 2))
+    ix = _source(E.select(points, 2, 0), w, padding_mode, align_corners)
+    iy = _source(E.select(points, 2, 1), h, padding_mode, align_corners)
+    if mode == "nearest":
+        values, inside = _corner(flat, E.round(ix), E.round(iy), h, w, c)
+        out = E.where(inside, values, 0)
+    else:
+        x0, y0 = E.floor(ix), E.floor(iy)
+        x1, y1 = x0 + 1, y0 + 1
+        out = None
+        for cx, cy, wx, wy in (
+            (x0, y0, x1 - ix, y1 - iy),
+            (x1, y0, ix - x0, y1 - iy),
+            (x0, y1, x1 - ix, iy - y0),
+            (x1, y1, ix - x0, iy - y0),
+        ):
+            values, inside = _corner(flat, cx, cy, h, w, c)
+            term = E.where(inside, values * E.unsqueeze(wx * wy, 1), 0)
+            out = term if out is None else out + term
+    return E.reshape(out, (n, c, ho, wo))
+
+
+def _base_coords(steps: int, align_corners: bool) -> np.ndarray:
+    if steps <= 1:
+        return np.zeros(max(steps, 0))
+    r = np.linspace(-1.0, 1.0, steps)
+    return r if align_corners else r * ((steps - 1) / steps)
+
+
+@export(functional=True, toplevel=False)
+def affine_grid(theta, size, align_corners: bool | None = None):
+    """The (N, H, W, 2) (or (N, D, H, W, 3)) sampling grid of the affine maps ``theta``
+    ((N, 2, 3) or (N, 3, 4)) for an output of ``size`` (N, C, H, W) (or (N, C, D, H, W))."""
+    if align_corners is None:
+        warnings.warn(
+            "affine_grid: the default align_corners is False (since PyTorch 1.3.0); pass "
+            "align_corners explicitly to silence this warning",
+            UserWarning,
+            stacklevel=2,
+        )
+        align_corners = False
+    t = to_tensor(theta)
+    if not t.dtype.is_floating_point:
+        raise DTypeError(f"theta must be floating point, got {t.dtype}", op="affine_grid")
+    size = [int(s) for s in size]
+    spatial = len(size) - 2
+    if spatial not in (2, 3):
+        raise ValueError(f"affine_grid: size must have 4 or 5 entries, got {size}")
+    if t.ndim != 3 or tuple(t.shape[1:]) != (spatial, spatial + 1) or t.shape[0] != size[0]:
+        raise ShapeError(
+            f"expected a batch of {size[0]} affine matrices of shape ({spatial}, {spatial + 1}) "
+            f"for size {tuple(size)}, got theta of shape {fmt_shape(t.shape)}",
+            op="affine_grid",
+        )
+    if min(size) <= 0:
+        raise ValueError(f"affine_grid: expected a positive output size, got {size}")
+    axes = np.meshgrid(*[_base_coords(s, align_corners) for s in size[:1:-1]], indexing="ij")
+    # meshgrid over (W, H[, D]) with "ij": transpose to (D, H, W) order, then x, y, z, 1
+    coords = [a.transpose(tuple(range(spatial))[::-1]) for a in axes]
+    base = np.stack(coords + [np.ones_like(coords[0])], axis=-1).reshape(-1, spatial + 1)
+    grid = E.matmul(to_tensor(base.astype(t.dtype.np)), E.transpose(t, 1, 2))
+    return E.reshape(grid, (size[0], *size[2:], spatial))

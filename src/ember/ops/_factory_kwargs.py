@@ -1,0 +1,104 @@
+"""PyTorch's placement arguments on the tensor factories: ``device=``, ``memory_format=``,
+``pin_memory=`` and ``layout=``.
+
+``ember.zeros(3, device="cpu")`` is how PyTorch code is written; ember runs on the CPU, so the
+factories accept these arguments, check them (`ember.devices.check_device`: a GPU device raises
+`DeviceError` at the user's line) and pass the rest on. ``memory_format`` is a logical no-op
+(ember.devices), ``pin_memory=True`` asks for page-locked memory for GPU copies and is refused
+like a GPU device, and ``layout`` must be ``ember.strided`` (ember has no sparse tensors).
+
+`install` wraps the factories once, after every op module has registered, so each factory's own
+definition stays about its values; a factory added later is covered by adding its name here.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from ..devices import check_device, check_memory_format
+from ..errors import DeviceError
+
+# PyTorch's factories that take ``device=`` (and ``*_like`` that take ``memory_format=``)
+FACTORIES = (
+    "arange",
+    "as_tensor",
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "eye",
+    "full",
+    "full_like",
+    "linspace",
+    "logspace",
+    "normal",
+    "ones",
+    "ones_like",
+    "rand",
+    "rand_like",
+    "randint",
+    "randint_like",
+    "randn",
+    "randn_like",
+    "randperm",
+    "scalar_tensor",
+    "tensor",
+    "tril_indices",
+    "triu_indices",
+    "zeros",
+    "zeros_like",
+)
+
+
+class _Strided:
+    """``ember.strided``: the only layout ember has (dense arrays)."""
+
+    def __repr__(self) -> str:
+        return "ember.strided"
+
+    def __reduce__(self):
+        return "strided"
+
+
+strided = _Strided()
+
+
+def placement(name: str, kwargs: dict) -> None:
+    """Check and remove the placement arguments from a factory's ``kwargs``."""
+    if "device" in kwargs:
+        check_device(kwargs.pop("device"), f"{name}(device)")
+    if "memory_format" in kwargs:
+        check_memory_format(kwargs.pop("memory_format"), f"{name}(memory_format)")
+    if kwargs.pop("pin_memory", False):
+        raise DeviceError(
+            "pin_memory=True pins memory for copies to a GPU; ember runs on the CPU only", op=name
+        )
+    layout = kwargs.pop("layout", None)
+    if layout is not None and layout is not strided:
+        raise TypeError(f"{name}: ember has only the strided layout, got layout={layout!r}")
+
+
+def _wrap(name: str, fn):
+    if getattr(fn, "_takes_placement", False):
+        return fn
+
+    @functools.wraps(fn)
+    def factory(*args, **kwargs):
+        placement(name, kwargs)
+        return fn(*args, **kwargs)
+
+    factory._takes_placement = True
+    return factory
+
+
+def install(*tables: dict) -> None:
+    """Wrap every factory of `FACTORIES` found in ``tables`` (PUBLIC, METHODS, FUNCTIONAL),
+    each name once (``empty`` and ``zeros`` may be one function: errors name the one called)."""
+    done: dict = {}
+    for table in tables:
+        for name in FACTORIES:
+            fn = table.get(name)
+            if fn is not None:
+                key = (name, id(fn))
+                if key not in done:
+                    done[key] = _wrap(name, fn)
+                table[name] = done[key]

@@ -1,0 +1,115 @@
+"""The running product ``cumprod`` (cumsum lives with the reductions in ops/reduce.py).
+
+Its gradient is exact where the input holds zeros, as PyTorch's is: the plain formula
+``reversed_cumsum(g * y) / x`` divides by zero there. Along the scanned axis, with ``z`` the
+first zero of a row,
+
+* before ``z`` no divisor is zero and the plain formula holds (every output from ``z`` on is 0);
+* at ``z`` the gradient is ``sum_{j >= z} g[j] * prod_{k <= j, k != z} x[k]``: the reversed
+  cumulative sum of ``g`` times the running product of x with that one zero replaced by 1;
+* after ``z`` every product that holds ``x[i]`` also holds the zero ``x[z]``: 0.
+
+The VJP is written in ember ops (cumprod, cumsum, where), so it is differentiable again.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..errors import DTypeError
+from ..types import TensorType
+from . import api as E
+from ._registry import INPLACE, OpDef, apply, export, register
+from ._util import elementwise_cost, normalize_axis, pick_axis, value_bytes
+from .elementwise import to_tensor
+
+
+def _out_dtype(d):
+    return dt.int64 if d.is_bool or d.is_integer else d
+
+
+# the accumulator PyTorch's CPU scans carry from element to element (each output rounded)
+_ACC = {
+    np.dtype(np.float32): np.float64,
+    dt.float16.np: np.float32,
+    dt.bfloat16.np: np.float32,
+}
+
+
+def _cumprod_kernel(x, *, axis):
+    """Running products accumulated as PyTorch does: float32 in double, half precision in
+    float32, each output rounded once; integers and bools in int64."""
+    out = _out_dtype(dt.from_numpy_dtype(x.dtype)).np
+    acc = _ACC.get(x.dtype, out)
+    return np.cumprod(x, axis=axis, dtype=acc).astype(out, copy=False).reshape(x.shape)
+
+
+def _reversed_cumsum(v, axis):
+    return E.flip(E.cumsum(E.flip(v, axis), axis), axis)
+
+
+def _cumprod_vjp(c, g):
+    x, y = c.inputs[0], c.outputs[0]
+    axis = c.attrs["axis"]
+    if x.ndim == 0:
+        return (g,)
+    is_zero = x == 0
+    zeros_so_far = E.cumsum(is_zero, axis)
+    before = zeros_so_far == 0  # no zero at or before this position
+    first_zero = E.logical_and(is_zero, zeros_so_far == 1)
+    plain = _reversed_cumsum(g * y, axis) / E.where(before, x, 1)
+    # the running product with the first zero taken as 1, from the first zero on
+    skipping = E.cumprod(E.where(first_zero, 1, x), axis)
+    at_zero = _reversed_cumsum(g * skipping, axis)
+    return (E.where(before, plain, E.where(first_zero, at_zero, 0)),)
+
+
+def _cumprod_workspace(node, layouts) -> int:
+    """The running products in the accumulation type before rounding (float32: a float64
+    array; half precision: a float32 one)."""
+    x = node.inputs[0]
+    acc = _ACC.get(x.dtype.np)
+    return 0 if acc is None else value_bytes(x) // x.dtype.itemsize * np.dtype(acc).itemsize
+
+
+_CUMPROD = register(
+    OpDef(
+        name="cumprod",
+        kind="reduce",
+        infer=lambda x, *, axis: TensorType(tuple(x.shape), _out_dtype(x.dtype)),
+        kernel=_cumprod_kernel,
+        vjp=_cumprod_vjp,
+        cost=elementwise_cost(1),
+        save_outputs=(0,),
+        workspace=_cumprod_workspace,
+        batch=None,
+        doc="cumprod(x, axis): running product along axis",
+    )
+)
+
+
+@export(method=True)
+def cumprod(x, dim=None, *, axis=None, dtype=None):
+    """Cumulative product along ``dim``; ``dtype`` casts the input first (PyTorch's argument).
+    Integers and bools give int64. The gradient is exact at zeros (see the module)."""
+    x = to_tensor(x)
+    if dtype is not None:
+        x = E.cast(x, dtype)
+    a = pick_axis(dim, axis)
+    if a is None:
+        raise TypeError("cumprod needs a dim")
+    return apply(_CUMPROD, x, axis=normalize_axis("cumprod", a, x.ndim))
+
+
+def _cumprod_in_place(x, dim=None, *, axis=None, dtype=None):
+    """``x.cumprod_(dim)``: a ``dtype`` other than x's is refused, as PyTorch refuses it."""
+    if dtype is not None and dt.as_dtype(dtype) is not x.dtype:
+        raise DTypeError(
+            f"the in-place result has x's dtype {x.dtype}; dtype={dt.as_dtype(dtype)} differs",
+            op="cumprod_",
+        )
+    return cumprod(x, dim, axis=axis)
+
+
+INPLACE["cumprod_"] = _cumprod_in_place

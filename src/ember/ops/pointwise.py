@@ -1,0 +1,157 @@
+"""More elementwise math primitives, PyTorch's names: tan, asin, acos, atan, sinh, cosh, log2,
+log10, square, atan2 and fmod, plus the top-level spellings ``remainder`` and ``floor_divide``
+of ops/elementwise.py's ``mod`` and ``floor_div``.
+
+Each is one registered op built by elementwise.py's `_unary` / `_binary` (shape rule, NumPy
+kernel, VJP in ember ops, C expression for fused loops), so they fuse and differentiate like
+the ops there. The float functions promote integer and bool tensors to the default float
+dtype first, as PyTorch does.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import dtypes as dt
+from . import api as E
+from ._registry import PUBLIC, apply, export
+from .elementwise import _binary, _check_divisor, _reduce_to, _unary, to_tensor
+
+_LN2 = math.log(2.0)
+_LN10 = math.log(10.0)
+
+
+def _quiet(ufunc):
+    """``ufunc`` without NumPy's warnings for the domain edges (asin(2), log2(0)): the IEEE
+    result (NaN, -inf) is the answer, as PyTorch gives it silently."""
+
+    def kernel(*arrays):
+        with np.errstate(all="ignore"):
+            return ufunc(*arrays)
+
+    kernel.__name__ = ufunc.__name__
+    return kernel
+
+
+# ------------------------------------------------------------------------------- unary
+
+_unary(
+    "tan",
+    _quiet(np.tan),
+    lambda c, g: (g * (c.outputs[0] * c.outputs[0] + 1),),
+    save="output",
+    c="tan{f}({0})",
+)
+_unary(
+    "asin",
+    _quiet(np.arcsin),
+    lambda c, g: (g * E.rsqrt(1 - c.inputs[0] * c.inputs[0]),),
+    method=("asin", "arcsin"),
+    c="asin{f}({0})",
+)
+_unary(
+    "acos",
+    _quiet(np.arccos),
+    lambda c, g: (-g * E.rsqrt(1 - c.inputs[0] * c.inputs[0]),),
+    method=("acos", "arccos"),
+    c="acos{f}({0})",
+)
+_unary(
+    "atan",
+    np.arctan,
+    lambda c, g: (g / (c.inputs[0] * c.inputs[0] + 1),),
+    method=("atan", "arctan"),
+    c="atan{f}({0})",
+)
+_unary("sinh", _quiet(np.sinh), lambda c, g: (g * E.cosh(c.inputs[0]),), c="sinh{f}({0})")
+_unary("cosh", _quiet(np.cosh), lambda c, g: (g * E.sinh(c.inputs[0]),), c="cosh{f}({0})")
+_unary("log2", _quiet(np.log2), lambda c, g: (g / (c.inputs[0] * _LN2),), c="log2{f}({0})")
+_unary("log10", _quiet(np.log10), lambda c, g: (g / (c.inputs[0] * _LN10),), c="log10{f}({0})")
+for _name in ("asin", "acos", "atan"):
+    export(PUBLIC[_name], name="arc" + _name[1:])
+
+# square keeps integer dtypes; the op refuses bool, which the public function turns into
+# int64 first (PyTorch's square of a bool tensor is its pow(2), an int64 tensor)
+_SQUARE = _unary(
+    "square",
+    np.square,
+    lambda c, g: (g * c.inputs[0] * 2,),
+    float_only=False,
+    method=False,
+    toplevel=False,
+    c="({0} * {0})",
+)
+
+
+def square(x):
+    """Elementwise ``x * x``, in x's dtype; a bool tensor gives int64, as in PyTorch."""
+    x = to_tensor(x)
+    if x.dtype is dt.bool_:
+        x = E.cast(x, dt.int64)
+    return apply(_SQUARE, x)
+
+
+square.ufunc = np.square  # (x.square_() may run the ufunc into x's memory: Tensor._inplace)
+square.ufunc_float_only = False
+export(square, method=True, inplace=True)
+
+
+# ------------------------------------------------------------------------------ binary
+
+
+def _atan2_vjp(c, g):
+    y, x = c.inputs  # atan2(input, other): input is the ordinate
+    ny, nx = c.needs_input_grad
+    scale = g / (y * y + x * x)
+    return (
+        _reduce_to(scale * x, c.in_types[0]) if ny else None,
+        _reduce_to(-scale * y, c.in_types[1]) if nx else None,
+    )
+
+
+_binary(
+    "atan2",
+    _quiet(np.arctan2),
+    _atan2_vjp,
+    floating=True,
+    method=("atan2", "arctan2"),
+    c="atan2{f}({0}, {1})",
+    doc="atan2(input, other): the angle of the point (other, input), in (-pi, pi], with "
+    "broadcasting; integer and bool tensors promote to the default float dtype. Unlike "
+    "torch.atan2, either operand may be a Python scalar (a weak operand).",
+)
+export(PUBLIC["atan2"], name="arctan2")
+
+
+def _fmod_kernel(x, y):
+    _check_divisor("fmod", x, y)
+    with np.errstate(all="ignore"):
+        return np.fmod(x, y)
+
+
+def _fmod_vjp(c, g):
+    x, y = c.inputs
+    nx, ny = c.needs_input_grad
+    # d/dy (x - trunc(x / y) * y) = -trunc(x / y), PyTorch's
+    return (
+        _reduce_to(g, c.in_types[0]) if nx else None,
+        _reduce_to(-g * E.trunc(x / y), c.in_types[1]) if ny else None,
+    )
+
+
+_binary(
+    "fmod",
+    _fmod_kernel,
+    _fmod_vjp,
+    bools=False,
+    c="fmod{f}({0}, {1})",
+    doc="fmod(input, other): the remainder of the division rounded toward zero (C's fmod), "
+    "so it has the sign of input; ``remainder`` (Python's %) has the sign of other. Integer "
+    "division by zero raises DivisionByZeroError.",
+)
+
+# the top-level spellings PyTorch has for elementwise.py's ops (their methods exist there)
+export(PUBLIC["mod"], name="remainder")
+export(PUBLIC["floor_div"], name="floor_divide")

@@ -1,0 +1,149 @@
+"""PyTorch's pointwise composites, written in ember's elementwise ops (so they differentiate,
+capture and fuse through them): nan_to_num, addcmul, addcdiv, lerp, isclose and allclose.
+
+The dtype rules follow PyTorch's, which are not all plain promotion: lerp and isclose take
+operands of one dtype only; addcdiv refuses integer division; addcmul's value takes an integer
+result's dtype (truncated).
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+
+from .. import dtypes as dt
+from ..errors import DTypeError
+from . import api as E
+from ._registry import TensorBase, export
+from .elementwise import promote, to_tensor
+
+
+def _finite_bounds(dtype) -> tuple[float, float]:
+    info = ml_dtypes.finfo(dtype.np)
+    return float(info.max), float(-info.max)
+
+
+def nan_to_num(input, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None):
+    """NaN to ``nan``, +inf to ``posinf`` and -inf to ``neginf`` (by default the dtype's
+    largest and lowest finite values); integer and bool tensors come back as a copy. The
+    gradient passes where the input is finite and is 0 elsewhere, as in PyTorch."""
+    x = to_tensor(input)
+    if not x.dtype.is_floating_point:
+        return E.clone(x)
+    top, bottom = _finite_bounds(x.dtype)
+    posinf = top if posinf is None else float(posinf)
+    neginf = bottom if neginf is None else float(neginf)
+    # (x != x and x == inf are the comparisons a fused loop computes: the chain fuses whole)
+    out = E.where(x != x, float(nan), x)
+    out = E.where(x == float("inf"), posinf, out)
+    return E.where(x == float("-inf"), neginf, out)
+
+
+export(nan_to_num, method=True, inplace=True)
+
+
+def _value(op: str, value, dtype):
+    """The ``value=`` multiplier of addcmul / addcdiv in the result dtype: PyTorch truncates
+    a float value for an integer result (addcmul(i, i, i, value=2.5) uses 2)."""
+    if isinstance(value, TensorBase):
+        raise TypeError(f"{op}: value must be a Python number, got a tensor")
+    if dtype.is_floating_point:
+        return float(value)
+    return int(value)
+
+
+def addcmul(input, tensor1, tensor2, *, value=1):
+    """``input + value * tensor1 * tensor2``, broadcasting and promoting the three tensors.
+    Bool results are refused, as in PyTorch; for an integer result a float ``value`` is
+    truncated to an integer first, as PyTorch does."""
+    input, tensor1, tensor2 = promote(input, tensor1, tensor2)
+    if input.dtype is dt.bool_:
+        raise DTypeError("addcmul is not defined for bool tensors (as in PyTorch)", op="addcmul")
+    value = _value("addcmul", value, input.dtype)
+    product = tensor1 * tensor2 if value == 1 else tensor1 * value * tensor2
+    return input + product
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1):
+    """``input + value * tensor1 / tensor2``, broadcasting and promoting the three tensors.
+    As in PyTorch, tensor1 and tensor2 may not both be integer (or bool) tensors: integer
+    division is refused, cast one of them to a float dtype first."""
+    t1, t2 = to_tensor(tensor1), to_tensor(tensor2)
+    if not t1.dtype.is_floating_point and not t2.dtype.is_floating_point:
+        raise DTypeError(
+            f"integer division with addcdiv is not supported (tensor1 {t1.dtype}, tensor2 "
+            f"{t2.dtype}); cast tensor1 or tensor2 to a floating dtype",
+            op="addcdiv",
+        )
+    input, t1, t2 = promote(input, t1, t2)
+    value = _value("addcdiv", value, input.dtype)
+    quotient = t1 / t2 if value == 1 else t1 * value / t2
+    return input + quotient
+
+
+for _fn in (addcmul, addcdiv):
+    export(_fn, method=True, inplace=True)
+
+
+def lerp(input, end, weight):
+    """Linear interpolation ``input + weight * (end - input)``, computed as PyTorch does: for
+    ``|weight| >= 0.5`` as ``end - (end - input) * (1 - weight)``, so weight 1 gives ``end``
+    exactly. input and end must share one floating dtype, as must a tensor weight with
+    dimensions (a 0-d tensor or a Python number takes their dtype)."""
+    input, end = to_tensor(input), to_tensor(end)
+    if input.dtype is not end.dtype:
+        raise DTypeError(
+            f"input and end must share one dtype, got {input.dtype} and {end.dtype}", op="lerp"
+        )
+    if not input.dtype.is_floating_point:
+        raise DTypeError(f"lerp needs floating tensors, got {input.dtype}", op="lerp")
+    diff = end - input
+    if not isinstance(weight, TensorBase):
+        w = float(weight)
+        return input + diff * w if abs(w) < 0.5 else end - diff * (1 - w)
+    if weight.dtype is not input.dtype:
+        if weight.ndim:
+            raise DTypeError(
+                f"a weight tensor must have input's dtype {input.dtype}, got {weight.dtype}",
+                op="lerp",
+            )
+        weight = E.cast(weight, input.dtype)
+    near_start = E.abs(weight) < 0.5
+    return E.where(near_start, input + weight * diff, end - diff * (1 - weight))
+
+
+export(lerp, method=True, inplace=True)
+
+
+def isclose(input, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False):
+    """Elementwise ``|input - other| <= atol + rtol * |other|`` (or equal; infinities are
+    close only to themselves; NaN to NaN only with ``equal_nan``), a bool tensor. As in
+    PyTorch, both tensors must have one dtype; integer and bool ones are compared in the
+    default float dtype."""
+    input, other = to_tensor(input), to_tensor(other)
+    if input.dtype is not other.dtype:
+        raise DTypeError(
+            f"input and other must share one dtype, got {input.dtype} and {other.dtype}",
+            op="isclose",
+        )
+    if rtol < 0 or atol < 0:
+        raise ValueError(f"isclose: rtol ({rtol}) and atol ({atol}) must be non-negative")
+    close = input == other
+    if equal_nan and input.dtype.is_floating_point:
+        close = E.logical_or(close, E.logical_and(input != input, other != other))
+    if rtol == 0 and atol == 0:
+        return close
+    if not input.dtype.is_floating_point:
+        input, other = (E.cast(t, dt.get_default_dtype()) for t in (input, other))
+    allowed = E.abs(other * float(rtol)) + float(atol)
+    actual = E.abs(input - other)
+    return E.logical_or(close, E.logical_and(E.isfinite(actual), actual <= allowed))
+
+
+def allclose(input, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False):
+    """Whether every element of ``isclose(input, other, ...)`` holds, a Python bool (so it
+    needs the values: inside a captured function it raises TraceError, as any ``.item()``)."""
+    return bool(E.all(isclose(input, other, rtol, atol, equal_nan)).item())
+
+
+for _fn in (isclose, allclose):
+    export(_fn, method=True)

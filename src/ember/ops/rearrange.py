@@ -1,0 +1,205 @@
+"""PyTorch's rearranging functions written in ember's shape ops: roll, meshgrid, diag,
+diagonal, hstack, vstack and t. Composites, so they differentiate and capture through the ops
+they are made of (split, concat, narrow, reshape, permute, getitem, broadcast_to, where, pad).
+
+Where PyTorch returns a view (diagonal, meshgrid's outputs, t), ember returns a new tensor:
+writing into it in place does not write the input.
+"""
+
+from __future__ import annotations
+
+import operator
+
+from .. import dtypes as dt
+from ..errors import DTypeError, ShapeError
+from . import api as E
+from ._registry import TensorBase, export
+from ._util import fmt_shape, normalize_axis
+from .elementwise import to_tensor
+
+# ------------------------------------------------------------------------------------ roll
+
+
+def _roll_one(x, shift: int, dim: int):
+    n = x.shape[dim]
+    if not isinstance(n, int):
+        raise ShapeError(
+            f"cannot roll along dimension {dim}, of symbolic size {n}: the split point needs "
+            "its value (trace with a concrete size there)",
+            op="roll",
+        )
+    if n == 0:
+        return x
+    shift %= n
+    if shift == 0:
+        return x
+    # (split, not narrow: it keeps symbolic sizes of the other dimensions)
+    head, tail = E.split(x, [n - shift, shift], dim)
+    return E.concat([tail, head], dim)
+
+
+def roll(input, shifts, dims=None):
+    """Roll the elements along ``dims`` by ``shifts`` (ints or tuples of one length); an
+    element pushed past the end comes back at the start. Without ``dims`` the tensor is
+    rolled flattened and given its shape back, as in PyTorch."""
+    x = to_tensor(input)
+    shifts = tuple(shifts) if isinstance(shifts, (tuple, list)) else (shifts,)
+    if dims is None:
+        if len(shifts) != 1:
+            raise ShapeError(f"without dims, shifts must be one int, got {shifts}", op="roll")
+        flat = E.reshape(x, (-1,)) if x.ndim != 1 else x
+        return E.reshape(_roll_one(flat, operator.index(shifts[0]), 0), tuple(x.shape))
+    dims = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
+    if len(shifts) != len(dims):
+        raise ShapeError(f"shifts {shifts} and dims {dims} must have one length", op="roll")
+    for shift, dim in zip(shifts, dims):
+        x = _roll_one(x, operator.index(shift), normalize_axis("roll", dim, x.ndim))
+    return x
+
+
+export(roll, method=True)
+
+
+# -------------------------------------------------------------------------------- meshgrid
+
+
+def meshgrid(*tensors, indexing: str = "ij"):
+    """Coordinate grids from 0-d or 1-d tensors of one dtype: output k holds tensor k's values
+    along its own axis, broadcast over the others. ``indexing="xy"`` swaps the first two axes
+    (NumPy's default, Cartesian). ember's default is "ij" without PyTorch's warning; the
+    outputs are broadcast tensors, not views to write through."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if not tensors:
+        raise ShapeError("meshgrid needs at least one tensor", op="meshgrid")
+    if indexing not in ("ij", "xy"):
+        raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    tensors = [to_tensor(t) for t in tensors]
+    for t in tensors:
+        if t.ndim > 1:
+            raise ShapeError(
+                f"expects 0-d or 1-d tensors, got one of shape {fmt_shape(t.shape)}",
+                op="meshgrid",
+            )
+        if t.dtype is not tensors[0].dtype:
+            names = ", ".join(str(t.dtype) for t in tensors)
+            raise DTypeError(f"expects tensors of one dtype, got {names}", op="meshgrid")
+    sizes = [t.shape[0] if t.ndim else 1 for t in tensors]
+    axes = list(range(len(tensors)))
+    if indexing == "xy" and len(tensors) > 1:
+        axes[0], axes[1] = 1, 0
+    shape = [0] * len(tensors)
+    for k, axis in enumerate(axes):
+        shape[axis] = sizes[k]
+    grids = []
+    for k, t in enumerate(tensors):
+        view = [1] * len(tensors)
+        view[axes[k]] = sizes[k]
+        grids.append(E.broadcast_to(E.reshape(t, tuple(view)), tuple(shape)))
+    return tuple(grids)
+
+
+export(meshgrid)
+
+
+# --------------------------------------------------------------------------- diag, diagonal
+
+
+def diagonal(input, offset: int = 0, dim1: int = 0, dim2: int = 1):
+    """The diagonal of the (dim1, dim2) planes, ``offset`` above the main one (below when
+    negative), as the last dimension (PyTorch's and NumPy's layout). A new tensor, not a view."""
+    x = to_tensor(input)
+    if x.ndim < 2:
+        raise ShapeError(
+            f"needs at least 2 dimensions, got shape {fmt_shape(x.shape)}", op="diagonal"
+        )
+    d1, d2 = normalize_axis("diagonal", dim1, x.ndim), normalize_axis("diagonal", dim2, x.ndim)
+    if d1 == d2:
+        raise ShapeError(f"dim1 and dim2 are the same dimension {d1}", op="diagonal")
+    offset = operator.index(offset)
+    x = E.movedim(x, (d1, d2), (-2, -1))
+    n, m = x.shape[-2], x.shape[-1]
+    batch = tuple(x.shape[:-2])
+    # the planes flattened: element (i, i + offset) sits at i * (m + 1) + offset (offset >= 0),
+    # (i - offset, i) at -offset * m + i * (m + 1): one strided slice
+    if offset >= 0:
+        length, start = max(min(n, m - offset), 0), offset
+    else:
+        length, start = max(min(n + offset, m), 0), -offset * m
+    flat = E.reshape(x, (*batch, n * m))
+    if length == 0:
+        return E.narrow(flat, -1, 0, 0)
+    return flat[..., start : start + (length - 1) * (m + 1) + 1 : m + 1]
+
+
+export(diagonal, method=True)
+
+
+def diag(input, diagonal: int = 0):
+    """PyTorch's diag: of a 1-d tensor, the square matrix with it on diagonal ``diagonal``
+    (above the main one when positive), zero elsewhere; of a 2-d tensor, that diagonal."""
+    x = to_tensor(input)
+    k = operator.index(diagonal)
+    if x.ndim == 2:
+        return globals()["diagonal"](x, k)
+    if x.ndim != 1:
+        raise ShapeError(f"expects a 1-d or 2-d tensor, got shape {fmt_shape(x.shape)}", op="diag")
+    n = x.shape[0]
+    # (a select, not a product with the identity: an inf on the diagonal leaves 0 elsewhere)
+    square = E.where(E.eye(n, dtype=dt.bool_), E.reshape(x, (1, n)), E.zeros((), dtype=x.dtype))
+    if k == 0:
+        return square
+    # shifted: k columns before and k rows after (k > 0), or |k| rows before, columns after
+    pads = (k, 0, 0, k) if k > 0 else (0, -k, -k, 0)
+    return E.pad(square, pads, value=False if x.dtype is dt.bool_ else 0)
+
+
+export(diag, method=True)
+
+
+# ---------------------------------------------------------------------------- stacks and t
+
+
+def _tensors(name: str, tensors) -> list:
+    if isinstance(tensors, TensorBase) or not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"{name} takes a sequence of tensors")
+    if not tensors:
+        raise ShapeError("expects a non-empty sequence of tensors", op=name)
+    return [to_tensor(t) for t in tensors]
+
+
+def hstack(tensors):
+    """Concatenate along the columns: 0-d tensors become 1-d; 1-d tensors are joined end to
+    end, others along dimension 1 (PyTorch's and NumPy's hstack), with type promotion."""
+    ts = [E.reshape(t, (1,)) if t.ndim == 0 else t for t in _tensors("hstack", tensors)]
+    return E.concat(ts, 0 if ts[0].ndim == 1 else 1)
+
+
+def vstack(tensors):
+    """Concatenate along the rows: 0-d and 1-d tensors become rows (1, n) first, then all
+    join along dimension 0 (PyTorch's and NumPy's vstack), with type promotion."""
+    ts = [
+        E.reshape(t, (1, t.shape[0] if t.ndim else 1)) if t.ndim < 2 else t
+        for t in _tensors("vstack", tensors)
+    ]
+    return E.concat(ts, 0)
+
+
+export(hstack)
+export(vstack)
+
+
+def t(input):
+    """The transpose of a matrix; a 0-d or 1-d tensor is returned as it is. Tensors of more
+    dimensions are refused (use transpose or permute), as in PyTorch."""
+    x = to_tensor(input)
+    if x.ndim > 2:
+        raise ShapeError(
+            f"expects a tensor of at most 2 dimensions, got shape {fmt_shape(x.shape)}; use "
+            "transpose(dim0, dim1) or permute",
+            op="t",
+        )
+    return E.transpose(x, 0, 1) if x.ndim == 2 else x
+
+
+export(t, method=True)

@@ -1,0 +1,287 @@
+"""Sorting and selecting by order: the ``argsort`` and ``unique`` primitives; sort, topk and
+argsort built on them (PyTorch semantics).
+
+``argsort`` is the one sorting primitive: sort and topk gather their values at its indices, so
+their gradient is gather's (a scatter-add of the output gradient back to the chosen
+positions), and the indices never carry a gradient. Its order is always *stable* (equal
+elements keep their order, descending too), which is what PyTorch's ``stable=True`` promises and
+one valid answer for ``stable=False``. NaN sorts above every number (last ascending, first
+descending), as in PyTorch.
+
+``unique``'s output size is data-dependent: like ``nonzero`` (ops/selection.py), the public
+function reads the number of distinct values from the data when the call is made and records
+it as an attribute; the kernel checks that it still holds. A graph being captured has no data,
+so capture refuses ``unique`` with a `TraceError` naming it.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections import namedtuple
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..errors import DTypeError, ShapeError, TraceError
+from ..types import TensorType
+from . import api as E
+from ._registry import OpDef, apply, export, register
+from ._util import fmt_shape, memory_cost, normalize_axis, numel
+from .elementwise import to_tensor
+
+# torch.return_types.sort / topk: (values, indices), also unpackable as a pair
+SortResult = namedtuple("sort", ["values", "indices"])
+TopkResult = namedtuple("topk", ["values", "indices"])
+
+
+def _sortable(a: np.ndarray) -> np.ndarray:
+    """An array NumPy sorts in the same order: bools as bytes, bfloat16 as float32 (exact)."""
+    if a.dtype == np.bool_:
+        return a.view(np.uint8)
+    if a.dtype == dt.bfloat16.np:
+        return a.astype(np.float32)
+    return a
+
+
+# ----------------------------------------------------------------------------------- argsort
+
+
+def _argsort_infer(x, *, axis, descending, k=None):
+    if k is None or not x.ndim:
+        return TensorType(tuple(x.shape), dt.int64)
+    return TensorType(tuple(k if d == axis else s for d, s in enumerate(x.shape)), dt.int64)
+
+
+def _stable_order(a: np.ndarray, axis: int, descending: bool) -> np.ndarray:
+    if not descending:
+        return np.argsort(a, axis=axis, kind="stable")
+    # a stable descending order: the stable ascending order of the reversed array, read
+    # backwards, keeps equal elements in their original order (and puts NaN first)
+    n = a.shape[axis]
+    return n - 1 - np.flip(np.argsort(np.flip(a, axis), axis=axis, kind="stable"), axis)
+
+
+# below this many elements along the axis (or for k above this share of them) sorting the
+# whole row costs about what selecting first does
+_SELECT_MIN, _SELECT_SHARE = 512, 8
+
+
+def _first_k(a: np.ndarray, k: int, descending: bool) -> np.ndarray:
+    """The first ``k`` of the stable order of each row of the 2-D, NaN-free ``a``, without
+    sorting whole rows: the k-th value ``t`` (np.partition), the elements beyond ``t``, the
+    first ones (by index) equal to ``t`` that complete k, then those k sorted stably."""
+    rows, n = a.shape
+    t = np.partition(a, n - k if descending else k - 1, axis=1)[:, n - k if descending else k - 1]
+    t = t[:, None]
+    beyond = a > t if descending else a < t
+    equal = a == t
+    need = k - beyond.sum(axis=1, keepdims=True)
+    chosen = beyond | (equal & (np.cumsum(equal, axis=1) <= need))
+    picked = np.nonzero(chosen)[1].reshape(rows, k)  # (row-major: each row's in index order)
+    order = _stable_order(np.take_along_axis(a, picked, 1), 1, descending)
+    return np.take_along_axis(picked, order, 1)
+
+
+def _argsort_kernel(x, *, axis, descending, k=None):
+    if x.ndim == 0:
+        return np.zeros((), np.int64)
+    a = _sortable(x)
+    n = a.shape[axis]
+    if k is None or k == n:
+        return _stable_order(a, axis, descending).astype(np.int64, copy=False)
+    if n < _SELECT_MIN or k * _SELECT_SHARE > n or (a.dtype.kind == "f" and np.isnan(a).any()):
+        order = _stable_order(a, axis, descending)
+        return np.take(order, np.arange(k), axis=axis).astype(np.int64, copy=False)
+    rows = np.moveaxis(a, axis, -1)
+    first = _first_k(rows.reshape(-1, n), k, descending).reshape(rows.shape[:-1] + (k,))
+    return np.ascontiguousarray(np.moveaxis(first, -1, axis)).astype(np.int64, copy=False)
+
+
+def _argsort_cost(in_types, out_types, attrs):
+    shape = [d if isinstance(d, int) else 1 for d in in_types[0].shape]  # (symbolic: 1)
+    size = shape[attrs["axis"]] if shape else 1
+    comparisons = int(numel(shape) * max(np.log2(max(size, 1)), 1))
+    return memory_cost(in_types, out_types, attrs)._replace(flops=comparisons)
+
+
+_ARGSORT = register(
+    OpDef(
+        name="argsort",
+        kind="index",
+        infer=_argsort_infer,
+        kernel=_argsort_kernel,
+        cost=_argsort_cost,
+        batch=None,
+        doc="argsort(x, axis, descending, k=None): int64 indices that sort x along axis, "
+        "stably (equal elements keep their order); NaN sorts above every number. With k, the "
+        "first k of them (topk), found by selection before sorting where rows are long",
+    )
+)
+
+
+def _sort_axis(op, x, dim) -> int:
+    return normalize_axis(op, dim, max(x.ndim, 1))
+
+
+@export(method=True)
+def argsort(x, dim: int = -1, descending: bool = False, *, stable: bool = False):
+    """Indices (int64) that sort ``x`` along ``dim``. The order is always stable (ember has one
+    sort), so ``stable=False`` gives what ``stable=True`` gives; NaN sorts above every number."""
+    x = to_tensor(x)
+    return apply(_ARGSORT, x, axis=_sort_axis("argsort", x, dim), descending=bool(descending))
+
+
+@export(method=True)
+def sort(x, dim: int = -1, descending: bool = False, *, stable: bool = False):
+    """``(values, indices)`` of ``x`` sorted along ``dim`` (a named tuple like
+    ``torch.return_types.sort``). Always stable, as `argsort`; the gradient flows to the
+    sorted elements' positions."""
+    x = to_tensor(x)
+    axis = _sort_axis("sort", x, dim)
+    indices = apply(_ARGSORT, x, axis=axis, descending=bool(descending))
+    if x.ndim == 0:
+        return SortResult(x, indices)
+    return SortResult(E.gather(x, axis, indices), indices)
+
+
+@export(method=True)
+def topk(x, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):  # noqa: A002
+    """The ``k`` largest (``largest=False``: smallest) elements of ``x`` along ``dim`` and their
+    indices, a named tuple like ``torch.return_types.topk``. NaN counts as larger than every
+    number. The result is always sorted (largest first, or smallest first), with equal elements
+    in index order; ``sorted=False`` allows any order, and this one is such an order. The
+    gradient flows to the chosen elements' positions."""
+    x = to_tensor(x)
+    if x.dtype is dt.bool_:
+        raise DTypeError("not defined for bool tensors (as in PyTorch)", op="topk")
+    axis = _sort_axis("topk", x, dim)
+    size = x.shape[axis] if x.ndim else 1
+    k = operator.index(k)
+    if not 0 <= k <= size:
+        raise ShapeError(
+            f"k ({k}) is out of range for dimension {axis} of size {size} "
+            f"(tensor shape {fmt_shape(x.shape)})",
+            op="topk",
+        )
+    flat = x if x.ndim else E.reshape(x, (1,))
+    order = apply(_ARGSORT, flat, axis=axis, descending=bool(largest), k=k)
+    values = E.gather(flat, axis, order)
+    if x.ndim == 0:
+        return TopkResult(E.reshape(values, ()), E.reshape(order, ()))
+    return TopkResult(values, order)
+
+
+# ------------------------------------------------------------------------------------ unique
+
+
+def _rows(a: np.ndarray, axis):
+    """``a`` as rows to compare: its elements (axis None) or its slices along ``axis``,
+    flattened, as a 2-D array of one row each."""
+    a = _sortable(a)
+    if axis is None:
+        return a.reshape(-1, 1)
+    n = a.shape[axis]
+    return np.moveaxis(a, axis, 0).reshape(n, a.size // n if n else 0)
+
+
+def _unique_parts(a: np.ndarray, axis):
+    """(first index of each distinct row in sorted order, inverse, counts). Rows compare
+    lexicographically; NaN equals nothing, so each NaN is its own value (PyTorch's unique)."""
+    rows = _rows(a, axis)
+    n = rows.shape[0]
+    if n == 0:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty
+    # np.lexsort's last key is the primary one; it is stable, so equal rows keep their order
+    order = np.lexsort(rows.T[::-1]) if rows.shape[1] else np.arange(n)
+    ordered = rows[order]
+    new = np.ones(n, bool)
+    if n > 1:
+        new[1:] = np.any(ordered[1:] != ordered[:-1], axis=1)
+    group = np.cumsum(new) - 1
+    inverse = np.empty(n, np.int64)
+    inverse[order] = group
+    starts = np.flatnonzero(new)
+    counts = np.diff(np.append(starts, n)).astype(np.int64)
+    return order[starts], inverse, counts
+
+
+def _unique_infer(x, *, axis, count):
+    if axis is None:
+        return (
+            TensorType((count,), x.dtype),
+            TensorType(tuple(x.shape), dt.int64),
+            TensorType((count,), dt.int64),
+        )
+    shape = tuple(count if d == axis else s for d, s in enumerate(x.shape))
+    return (
+        TensorType(shape, x.dtype),
+        TensorType((x.shape[axis],), dt.int64),
+        TensorType((count,), dt.int64),
+    )
+
+
+def _unique_kernel(x, *, axis, count):
+    first, inverse, counts = _unique_parts(x, axis)
+    if first.size != count:
+        raise ShapeError(
+            f"the tensor has {first.size} distinct values but the op was built for {count}",
+            op="unique",
+        )
+    if axis is None:
+        return x.reshape(-1)[first], inverse.reshape(x.shape), counts
+    return np.take(x, first, axis=axis), inverse, counts
+
+
+_UNIQUE = register(
+    OpDef(
+        name="unique",
+        kind="index",
+        infer=_unique_infer,
+        kernel=_unique_kernel,
+        cost=memory_cost,
+        num_outputs=3,
+        batch=None,
+        doc="unique(x, axis, count): the sorted distinct elements (axis None) or slices along "
+        "axis, the inverse indices and the counts. The count is data-dependent: the public "
+        "function reads it from x when the call is made.",
+    )
+)
+
+
+@export(method=True)
+def unique(
+    x,
+    sorted: bool = True,  # noqa: A002
+    return_inverse: bool = False,
+    return_counts: bool = False,
+    dim: int | None = None,
+):
+    """The distinct elements of ``x`` (``dim=None``: flattened) or its distinct slices along
+    ``dim``, sorted; with ``return_inverse`` the index of each element (slice) in the result,
+    with ``return_counts`` how often each occurs. Each NaN is distinct, as in PyTorch. The
+    result is always sorted (``sorted=False`` allows any order). Not differentiable.
+
+    The result's size depends on the values, so ``unique`` runs eagerly only: capturing it
+    (``ember.function``, ``ember.trace``) raises a `TraceError` naming it."""
+    x = to_tensor(x)
+    axis = None if dim is None else normalize_axis("unique", dim, x.ndim)
+    try:
+        data = x.detach().numpy()
+    except TraceError:
+        raise TraceError(
+            "the size of the result depends on the input's values, so the op needs its value, "
+            "which a graph does not have while it is built; call unique outside the captured "
+            "function",
+            op="unique",
+        ) from None
+    count = _unique_parts(data, axis)[0].size
+    values, inverse, counts = apply(_UNIQUE, x, axis=axis, count=count)
+    if not (return_inverse or return_counts):
+        return values
+    out = (values,)
+    if return_inverse:
+        out += (inverse,)
+    if return_counts:
+        out += (counts,)
+    return out

@@ -1,0 +1,181 @@
+"""The parts of PyTorch's Tensor interface about placement and types, and the ``new_*``
+factories: ``x.cpu()``, ``x.cuda()``, ``x.is_cuda``, ``x.type()``, ``x.is_contiguous()``,
+``x.contiguous(memory_format=)``, ``x.new_zeros(...)`` and friends, and ``__getattr__`` for the
+names PyTorch has and ember lacks (ember._missing).
+
+`install` attaches them to a tensor class (the eager Tensor and the symbolic tensor of graph
+capture) when ember is imported, after the op methods. The module-level functions
+(`is_tensor`, `numel`) become ``ember.is_tensor`` / ``ember.numel``.
+
+``x.type()`` returns PyTorch's spelling (``"torch.FloatTensor"``): programs compare it with
+those strings, and an ember-specific spelling would make every such comparison false.
+``x.type("ember.FloatTensor")`` and ``"torch.FloatTensor"`` are both accepted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes as dt
+from ._missing import tensor_getattr
+from .devices import CPU, channels_last, channels_last_3d, check_memory_format
+from .errors import DeviceError
+from .ops._factory_kwargs import placement
+from .ops._registry import METHODS, PUBLIC, TensorBase
+
+__all__ = ["install", "is_tensor", "numel"]
+
+_TYPE_NAMES = {
+    dt.float32: "FloatTensor",
+    dt.float64: "DoubleTensor",
+    dt.float16: "HalfTensor",
+    dt.bfloat16: "BFloat16Tensor",
+    dt.int8: "CharTensor",
+    dt.uint8: "ByteTensor",
+    dt.int16: "ShortTensor",
+    dt.int32: "IntTensor",
+    dt.int64: "LongTensor",
+    dt.bool_: "BoolTensor",
+}
+_BY_TYPE_NAME = {name: d for d, name in _TYPE_NAMES.items()}
+
+
+def is_tensor(obj) -> bool:
+    """Whether ``obj`` is an ember tensor (eager, or symbolic while a graph is captured)."""
+    return isinstance(obj, TensorBase)
+
+
+def numel(x) -> int:
+    """The number of elements of ``x``."""
+    return x.numel()
+
+
+def _cpu(self, memory_format=None):
+    """The tensor itself: it is already on the CPU (ember's only device)."""
+    check_memory_format(memory_format, "cpu(memory_format)")
+    return self
+
+
+def _cuda(self, device=None, non_blocking=False, memory_format=None):
+    raise DeviceError(
+        "ember runs on the CPU only, so a tensor cannot move to a GPU; use x.cpu() or "
+        "x.to('cpu') (both return x), and pick the device with ember.cuda.is_available()",
+        op="Tensor.cuda",
+    )
+
+
+def _pin_memory(self, device=None):
+    raise DeviceError(
+        "pin_memory() pins memory for copies to a GPU; ember runs on the CPU only",
+        op="Tensor.pin_memory",
+    )
+
+
+def _type(self, dtype=None, non_blocking=False, **kwargs):
+    """``x.type()``: PyTorch's name of the tensor type (``"torch.FloatTensor"``, see the module
+    docstring); ``x.type(dtype)`` or ``x.type("torch.DoubleTensor")``: ``x`` cast to it."""
+    if dtype is None:
+        try:
+            return "torch." + _TYPE_NAMES[self.dtype]
+        except KeyError:  # a dtype PyTorch has no legacy tensor type for
+            return f"torch.{self.dtype}"
+    if isinstance(dtype, str):
+        prefix, _, name = dtype.rpartition(".")
+        if prefix in ("torch", "ember") and name in _BY_TYPE_NAME:
+            dtype = _BY_TYPE_NAME[name]
+        elif not prefix or prefix not in ("torch", "ember"):
+            dtype = dt.as_dtype(dtype)
+        else:
+            raise TypeError(f"invalid tensor type {dtype!r}")
+    return self.to(dtype)
+
+
+def _is_contiguous(self, memory_format=None):
+    """Whether the values lie in row-major order (``memory_format=ember.channels_last``: in
+    NHWC order). A tensor in a captured graph is always contiguous: graph values are dense."""
+    check_memory_format(memory_format, "is_contiguous(memory_format)")
+    data = getattr(self, "_data", None)
+    if data is None:
+        return memory_format not in (channels_last, channels_last_3d)
+    if memory_format in (channels_last, channels_last_3d):
+        rank = 4 if memory_format is channels_last else 5
+        if data.ndim != rank:
+            return False
+        order = (0, *range(2, rank), 1)
+        return bool(np.transpose(data, order).flags.c_contiguous)
+    return bool(data.flags.c_contiguous)
+
+
+def _contiguous_method(original):
+    def contiguous(self, memory_format=None):
+        """A row-major tensor with the values of ``x`` (``x`` itself when it is one);
+        ``memory_format`` is a logical no-op (ember.devices): ember keeps NCHW."""
+        check_memory_format(memory_format, "contiguous(memory_format)")
+        return original(self)
+
+    return contiguous
+
+
+def _new_shape(size: tuple):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        return tuple(size[0])
+    return size
+
+
+def _new_factory(name: str, fill):
+    def method(self, *size, dtype=None, device=None, requires_grad=False, **kwargs):
+        placement(f"Tensor.{name}", dict(kwargs, device=device))
+        shape = _new_shape(size)
+        out = PUBLIC["full"](shape, fill_value=fill, dtype=dtype or self.dtype)
+        return out.requires_grad_() if requires_grad else out
+
+    method.__name__ = name
+    method.__doc__ = (
+        f"A tensor of the given size filled with {fill}, with ``x``'s dtype unless ``dtype=`` "
+        "is given (``device=``: the CPU)."
+    )
+    return method
+
+
+def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False, **kwargs):
+    """A tensor of ``size`` filled with ``fill_value``, ``x``'s dtype unless ``dtype=``."""
+    placement("Tensor.new_full", dict(kwargs, device=device))
+    out = PUBLIC["full"](tuple(size), fill_value=fill_value, dtype=dtype or self.dtype)
+    return out.requires_grad_() if requires_grad else out
+
+
+def _new_tensor(self, data, *, dtype=None, device=None, requires_grad=False, **kwargs):
+    """A new tensor holding a copy of ``data``, ``x``'s dtype unless ``dtype=`` (PyTorch's
+    rule: the dtype does not come from ``data``)."""
+    placement("Tensor.new_tensor", dict(kwargs, device=device))
+    if isinstance(data, TensorBase):
+        data = data.detach()
+    return PUBLIC["tensor"](data, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+
+def install(cls: type) -> None:
+    """Give ``cls`` the methods and properties of the module docstring."""
+    cls.cpu = _cpu
+    cls.cuda = _cuda
+    cls.pin_memory = _pin_memory
+    cls.is_pinned = lambda self: False
+    cls.is_cuda = property(lambda self: False)
+    cls.is_cpu = property(lambda self: True)
+    cls.is_mps = property(lambda self: False)
+    cls.is_meta = property(lambda self: False)
+    cls.is_sparse = property(lambda self: False)
+    cls.is_quantized = property(lambda self: False)
+    cls.is_complex = lambda self: False
+    cls.get_device = lambda self: -1  # PyTorch's answer for a CPU tensor
+    if not isinstance(cls.__dict__.get("device"), property):
+        cls.device = property(lambda self: CPU)
+    cls.type = _type
+    cls.is_contiguous = _is_contiguous
+    if "contiguous" in METHODS:
+        cls.contiguous = _contiguous_method(METHODS["contiguous"])
+    cls.new_zeros = _new_factory("new_zeros", 0)
+    cls.new_ones = _new_factory("new_ones", 1)
+    cls.new_empty = _new_factory("new_empty", 0)  # ember never hands out uninitialised memory
+    cls.new_full = _new_full
+    cls.new_tensor = _new_tensor
+    cls.__getattr__ = tensor_getattr

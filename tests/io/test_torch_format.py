@@ -1,0 +1,360 @@
+"""`ember.load` reading PyTorch checkpoints (torch.save's zip format) without torch and without
+running pickle code: state_dicts into ember models, optimizer states, views and dtypes, malicious
+and damaged files refused with a CheckpointError naming the file."""
+
+import io
+import os
+import pickle
+import zipfile
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import ember
+from ember import nn
+from ember.io import torch_format
+
+torch = pytest.importorskip("torch", reason="PyTorch writes the files these tests read")
+
+
+def _np(t):
+    return t.detach().to(torch.float32).numpy() if t.dtype == torch.bfloat16 else t.numpy()
+
+
+class TorchNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 4, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(4)
+        self.fc = torch.nn.Linear(4 * 6 * 6, 3)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.bn(self.conv(x))).flatten(1))
+
+
+class EmberNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.fc = nn.Linear(4 * 6 * 6, 3)
+
+    def forward(self, x):
+        return self.fc(ember.relu(self.bn(self.conv(x))).flatten(1))
+
+
+def test_a_torch_state_dict_loads_into_an_ember_model(tmp_path):
+    torch.manual_seed(0)
+    net = TorchNet()
+    net.train()
+    for _ in range(3):  # move the running statistics and num_batches_tracked
+        net(torch.randn(8, 1, 6, 6))
+    net.eval()
+    path = tmp_path / "net.pt"
+    torch.save(net.state_dict(), path)
+
+    state = ember.load(path)
+    assert list(state) == list(net.state_dict())
+    assert state["bn.num_batches_tracked"].dtype == ember.int64
+    assert int(state["bn.num_batches_tracked"].item()) == 3
+    model = EmberNet()
+    model.load_state_dict(state)
+    model.eval()
+    x = np.random.default_rng(1).normal(size=(2, 1, 6, 6)).astype(np.float32)
+    with torch.no_grad():
+        expected = net(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(model(ember.tensor(x)).numpy(), expected, rtol=1e-5, atol=1e-5)
+    assert int(model.bn.num_batches_tracked.item()) == 3
+
+
+def test_a_torch_optimizer_state_dict(tmp_path):
+    torch.manual_seed(0)
+    net = TorchNet()
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3, betas=(0.8, 0.99))
+    net(torch.randn(2, 1, 6, 6)).sum().backward()
+    opt.step()
+    path = tmp_path / "opt.pth"
+    torch.save({"optimizer": opt.state_dict(), "epoch": 7, "names": ["a", "b"]}, path)
+
+    got = ember.load(path, map_location="cpu", weights_only=True)
+    want = opt.state_dict()
+    assert got["epoch"] == 7 and got["names"] == ["a", "b"]
+    group, want_group = got["optimizer"]["param_groups"][0], want["param_groups"][0]
+    assert group == {k: v for k, v in want_group.items()}
+    assert group["betas"] == (0.8, 0.99) and group["params"] == list(range(6))
+    assert set(got["optimizer"]["state"]) == set(want["state"])
+    for index, entry in want["state"].items():
+        for key, value in entry.items():
+            np.testing.assert_array_equal(got["optimizer"]["state"][index][key].numpy(), _np(value))
+
+
+def test_views_into_a_shared_storage(tmp_path):
+    base = torch.arange(24.0).reshape(4, 6)
+    views = {
+        "base": base,
+        "rows": base[1:3],
+        "strided": base[1:, ::2],
+        "transposed": base.t(),
+        "expanded": base[0].expand(3, 6),
+        "scalar": base[2, 3],
+        "empty": base[:0],
+    }
+    path = tmp_path / "views.pt"
+    torch.save(views, path)
+    got = ember.load(path)
+    for name, value in views.items():
+        assert got[name].shape == tuple(value.shape), name
+        np.testing.assert_array_equal(got[name].numpy(), value.numpy(), err_msg=name)
+    got["base"].numpy()[1, 0] = -1.0  # non-overlapping views share the storage, as in torch
+    assert got["rows"].numpy()[0, 0] == -1.0
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "float32",
+        "float64",
+        "float16",
+        "bfloat16",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "bool",
+    ],
+)
+def test_every_ember_dtype(tmp_path, name):
+    dtype = getattr(torch, name)
+    values = torch.tensor([[0, 1, 2], [3, 100, 5]]).to(dtype)
+    torch.save(
+        {"t": values, "dtype": dtype, "p": torch.nn.Parameter(torch.ones(2))}, tmp_path / "d.pt"
+    )
+    got = ember.load(tmp_path / "d.pt")
+    assert got["t"].dtype == getattr(ember, "bool_" if name == "bool" else name)
+    assert got["dtype"] == got["t"].dtype
+    if name == "bfloat16":
+        np.testing.assert_array_equal(got["t"].numpy().astype(np.float32), _np(values))
+        assert got["t"].numpy().dtype == ml_dtypes.bfloat16
+    else:
+        np.testing.assert_array_equal(got["t"].numpy(), values.numpy())
+    assert got["p"].requires_grad and not got["t"].requires_grad
+
+
+def test_other_python_values(tmp_path):
+    obj = {
+        "bytes": b"\x00\xff",
+        "set": {1, 2},
+        "complex": 1 + 2j,
+        "size": torch.Size([2, 3]),
+        "none": None,
+        "tuple": (1.5, "x"),
+        "big": 2**70,
+        "device": torch.device("cpu"),
+    }
+    torch.save(obj, tmp_path / "o.pt")
+    got = ember.load(tmp_path / "o.pt")
+    assert got == {**obj, "size": (2, 3), "device": "cpu"}
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "uint16"])
+def test_a_dtype_ember_does_not_have_is_named(tmp_path, dtype):
+    torch.save({"t": torch.zeros(2, dtype=getattr(torch, dtype))}, tmp_path / "c.pt")
+    with pytest.raises(
+        ember.CheckpointError, match=f"c.pt: cannot read a tensor of dtype torch.{dtype}"
+    ):
+        ember.load(tmp_path / "c.pt")
+
+
+# ------------------------------------------------------------------------------ hostile files
+class _Payload:
+    """Unpickling this would run ``func(*args)``."""
+
+    def __init__(self, func, *args):
+        self.func, self.args = func, args
+
+    def __reduce__(self):
+        return (self.func, self.args)
+
+
+def _zip(path, pickled: bytes, records=None, name="archive"):
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+        z.writestr(f"{name}/data.pkl", pickled)
+        z.writestr(f"{name}/byteorder", "little")
+        for key, data in (records or {}).items():
+            z.writestr(f"{name}/data/{key}", data)
+        z.writestr(f"{name}/version", "3\n")
+
+
+@pytest.mark.parametrize("weights_only", [True, False, None])
+@pytest.mark.parametrize(
+    "func, refused",
+    [
+        (os.system, f"{os.system.__module__}.system"),
+        (eval, "builtins.eval"),
+        (__import__("subprocess").call, "subprocess.call"),
+    ],
+)
+def test_a_malicious_pickle_runs_nothing(tmp_path, monkeypatch, func, refused, weights_only):
+    monkeypatch.chdir(tmp_path)
+    marker = tmp_path / "pwned"
+    if func is eval:
+        args = (f"open({str(marker)!r}, 'w').close()",)
+    elif func is os.system:
+        args = (f"touch {marker}",)
+    else:
+        args = (["touch", str(marker)],)
+    payload = {"weights": torch.zeros(2), "evil": _Payload(func, *args)}
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    path = tmp_path / "evil.pt"
+    path.write_bytes(buffer.getvalue())
+    with pytest.raises(ember.CheckpointError) as info:
+        ember.load(path, weights_only=weights_only)
+    assert not marker.exists()
+    assert str(path) in str(info.value) and f"the global {refused}" in str(info.value)
+
+
+def test_a_hand_made_payload_and_a_build_are_refused(tmp_path):
+    marker = tmp_path / "pwned"
+    evil = pickle.dumps(_Payload(os.system, f"touch {marker}"), protocol=2)
+    _zip(tmp_path / "a.pt", evil)
+    with pytest.raises(ember.CheckpointError, match="refused the global"):
+        ember.load(tmp_path / "a.pt")
+    # BUILD on something other than an OrderedDict (here a set) is refused too
+    build = b"\x80\x02c__builtin__\nset\n)R}b."
+    _zip(tmp_path / "b.pt", build)
+    with pytest.raises(ember.CheckpointError, match="BUILD"):
+        ember.load(tmp_path / "b.pt")
+    assert not marker.exists()
+
+
+def test_the_legacy_format_is_refused_with_advice(tmp_path):
+    torch.save({"w": torch.zeros(2)}, tmp_path / "old.pt", _use_new_zipfile_serialization=False)
+    with pytest.raises(ember.CheckpointError, match="legacy format.*zip format"):
+        ember.load(tmp_path / "old.pt")
+
+
+# ------------------------------------------------------------------------------ damaged files
+@pytest.fixture
+def good(tmp_path):
+    path = tmp_path / "good.pt"
+    base = torch.arange(6.0)
+    torch.save({"a": base, "b": base[2:4]}, path)
+    return path
+
+
+def _rewrite(src, dst, change):
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_STORED) as zout:
+        for info in zin.infolist():
+            data = change(info.filename, zin.read(info.filename))
+            if data is not None:
+                zout.writestr(info.filename, data)
+
+
+def test_damaged_files_raise_checkpoint_error_naming_the_file(good, tmp_path):
+    data = good.read_bytes()
+    cases = {}
+    cases["truncated"] = data[: len(data) // 2]
+    flipped = bytearray(data)
+    start = data.index(b"\x00\x00\x80\x3f")  # the bytes of 1.0 in the storage
+    flipped[start + 3] ^= 0x40
+    cases["crc"] = bytes(flipped)
+    for name, blob in cases.items():
+        (tmp_path / name).write_bytes(blob)
+    for name in cases:
+        with pytest.raises(ember.CheckpointError, match=str(tmp_path / name)):
+            ember.load(tmp_path / name)
+
+    def drop_storage(name, blob):
+        return None if name.endswith("/data/0") else blob
+
+    _rewrite(good, tmp_path / "missing.pt", drop_storage)
+    with pytest.raises(ember.CheckpointError, match="missing.pt.*record .*data/0.* is missing"):
+        ember.load(tmp_path / "missing.pt")
+
+    def short_storage(name, blob):
+        return blob[:8] if name.endswith("/data/0") else blob
+
+    _rewrite(good, tmp_path / "short.pt", short_storage)
+    with pytest.raises(ember.CheckpointError, match="short.pt.*holds 8 bytes"):
+        ember.load(tmp_path / "short.pt")
+
+    def no_pickle(name, blob):
+        return None if name.endswith("data.pkl") else blob
+
+    _rewrite(good, tmp_path / "nopkl.pt", no_pickle)
+    with pytest.raises(ember.CheckpointError, match="nopkl.pt .*not a PyTorch checkpoint"):
+        ember.load(tmp_path / "nopkl.pt")
+
+
+def test_a_view_beyond_its_storage_is_refused(tmp_path):
+    base = torch.arange(6.0)
+    buffer = io.BytesIO()
+    torch.save({"b": base[2:4]}, buffer)
+    src = tmp_path / "src.pt"
+    src.write_bytes(buffer.getvalue())
+
+    def bigger_view(name, blob):  # the view's size 2 becomes 9: beyond the 6-element storage
+        return blob.replace(b"K\x02\x85", b"K\x09\x85", 1) if name.endswith("data.pkl") else blob
+
+    _rewrite(src, tmp_path / "beyond.pt", bigger_view)
+    with pytest.raises(ember.CheckpointError, match="beyond.pt.*storage is too small"):
+        ember.load(tmp_path / "beyond.pt")
+
+
+def test_a_garbage_pickle_is_refused(tmp_path):
+    for k, junk in enumerate([b"", b"\x80\x02", b"\x80\x02]q\x00(K\x01", b"\x80\x02h\x05.", b"zz"]):
+        _zip(tmp_path / f"j{k}.pt", junk)
+        with pytest.raises(ember.CheckpointError, match=f"j{k}.pt"):
+            ember.load(tmp_path / f"j{k}.pt")
+
+
+def test_ember_checkpoints_still_load(tmp_path):
+    ember.save({"w": ember.ones(2)}, tmp_path / "e.ckpt")
+    assert ember.load(tmp_path / "e.ckpt")["w"].numpy().tolist() == [1.0, 1.0]
+    assert torch_format.is_torch_file(b"PK\x03\x04") and not torch_format.is_torch_file(b"\x10")
+
+
+def test_a_record_claiming_more_than_the_file_holds_allocates_nothing(tmp_path):
+    # a deflated storage record that claims 4 GiB: refused before any allocation
+    pickled = (
+        b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\n((X\x07\x00\x00\x00storagectorch\nByteStorage\n"
+        b"X\x01\x00\x00\x000X\x03\x00\x00\x00cpu\x8a\x05\xff\xff\xff\xff\x00tQK\x00"
+        b"\x8a\x05\xff\xff\xff\xff\x00\x85K\x01\x85\x89)tR."
+    )
+    path = tmp_path / "bomb.pt"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("archive/data.pkl", pickled)
+        z.writestr("archive/data/0", b"\0" * 4096)
+    data = bytearray(path.read_bytes())
+    # claim 2**32 - 1 bytes uncompressed in the central directory entry of archive/data/0
+    at = data.rindex(b"PK\x01\x02")
+    data[at + 24 : at + 28] = (2**32 - 1).to_bytes(4, "little")
+    path.write_bytes(bytes(data))
+    with pytest.raises(ember.CheckpointError, match="bomb.pt.*which the file cannot hold"):
+        ember.load(path)
+
+
+_TENSOR_PICKLE = (  # a float32 tensor of 2 elements in storage "0"
+    b"ctorch._utils\n_rebuild_tensor_v2\n((X\x07\x00\x00\x00storagectorch\nFloatStorage\n"
+    b"X\x01\x00\x00\x000X\x03\x00\x00\x00cpuK\x02tQK\x00K\x02\x85K\x01\x85\x89)tR"
+)
+
+
+@pytest.mark.parametrize(
+    "program, refused",
+    [
+        # items set into a tensor would write the file's values into it
+        (_TENSOR_PICKLE + b"(K\x00K\x05u", "SETITEMS into a Tensor"),
+        (_TENSOR_PICKLE + b"K\x00K\x05s", "SETITEM into a Tensor"),
+        (b"]K\x00K\x05s", "SETITEM into a list"),
+        (b"}K\x05a", "APPEND into a dict"),
+        (b"}(K\x05e", "APPENDS into a dict"),
+    ],
+)
+def test_items_go_only_into_containers(tmp_path, program, refused):
+    _zip(tmp_path / "i.pt", b"\x80\x02" + program + b".", {"0": b"\0" * 8})
+    with pytest.raises(ember.CheckpointError, match=refused):
+        ember.load(tmp_path / "i.pt")
