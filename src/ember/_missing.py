@@ -40,7 +40,6 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "sparse_coo": _NO_SPARSE,
         "quantization": _NONE,
         "ao": _NONE,
-        "distributions": _NONE,
         "fft": _NONE,
         "special": _NONE,
         "testing": "numpy.testing on x.numpy()",
