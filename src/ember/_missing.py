@@ -21,7 +21,6 @@ from .errors import NotInEmberError
 __all__ = ["TORCH_ONLY", "module_getattr", "tensor_getattr"]
 
 _NONE = None  # ember has no counterpart
-_NO_AMP = "cast explicitly with .to(ember.bfloat16) / .to(ember.float16); ember has no autocast"
 _NO_COMPLEX = "ember has no complex dtypes"
 _NO_GPU = "ember runs on the CPU only"
 _NO_SPARSE = "ember has dense tensors only"
@@ -34,8 +33,6 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "export": "ember.trace(fn, *args) gives an ember.Graph; ember.load_graph reads graph files",
         "func": "ember.grad / ember.value_and_grad",
         "vmap": _NONE,
-        "autocast": _NO_AMP,
-        "amp": _NO_AMP,
         "distributed": _NONE,
         "hub": _NONE,
         "onnx": _NONE,
@@ -43,7 +40,6 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "sparse_coo": _NO_SPARSE,
         "quantization": _NONE,
         "ao": _NONE,
-        "distributions": _NONE,
         "fft": _NONE,
         "special": _NONE,
         "multiprocessing": "Python's multiprocessing (ember tensors pickle)",
@@ -74,21 +70,14 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "package": _NONE,
     },
     "ember.nn": {
-        "DataParallel": _NO_GPU,
         "parallel": _NONE,
-        "SyncBatchNorm": "ember.nn.BatchNorm1d / BatchNorm2d (one process)",
         "quantized": _NONE,
         "qat": _NONE,
         "intrinsic": _NONE,
-        "LazyLinear": "ember.nn.Linear with in_features given",
-        "LazyConv1d": "ember.nn.Conv1d with in_channels given",
-        "LazyConv2d": "ember.nn.Conv2d with in_channels given",
-        "UninitializedParameter": _NONE,
     },
     "ember.nn.functional": {},
     "ember.optim": {
         "SparseAdam": _NO_SPARSE,
-        "swa_utils": _NONE,
     },
     "Tensor": {
         "record_stream": _NO_GPU,

@@ -23,7 +23,7 @@ from .errors import DeviceError
 from .ops._factory_kwargs import placement
 from .ops._registry import METHODS, PUBLIC, TensorBase
 
-__all__ = ["install", "is_tensor", "numel"]
+__all__ = ["LEGACY_TYPES", "install", "is_tensor", "numel"]
 
 _TYPE_NAMES = {
     dt.float32: "FloatTensor",
@@ -38,6 +38,43 @@ _TYPE_NAMES = {
     dt.bool_: "BoolTensor",
 }
 _BY_TYPE_NAME = {name: d for d, name in _TYPE_NAMES.items()}
+
+
+class _LegacyType(type):
+    """The metaclass of PyTorch's legacy tensor types (``torch.FloatTensor``, ...): an instance
+    check asks for a tensor of that dtype, and calling one builds such a tensor."""
+
+    dtype: dt.DType
+
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, TensorBase) and obj.dtype == cls.dtype
+
+    def __call__(cls, *args, device=None):
+        """``FloatTensor(2, 3)`` / ``FloatTensor(size)``: uninitialized (as PyTorch's);
+        ``FloatTensor([1, 2])`` / ``FloatTensor(array)``: that data; ``FloatTensor()``: empty."""
+        if device is not None and str(device).split(":")[0] != "cpu":
+            raise DeviceError(f"{cls.__name__} lives on the CPU; got device={device!r}")
+        if not args:
+            return PUBLIC["empty"](0, dtype=cls.dtype)
+        if all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args):
+            return PUBLIC["empty"](*args, dtype=cls.dtype)
+        if len(args) == 1:
+            (data,) = args
+            if isinstance(data, TensorBase):
+                return data.to(cls.dtype)
+            if isinstance(data, tuple) and type(data) is not tuple:  # ember.Size
+                return PUBLIC["empty"](*data, dtype=cls.dtype)
+            return PUBLIC["tensor"](data, dtype=cls.dtype)
+        raise TypeError(f"{cls.__name__}(): expected sizes or one sequence of data, got {args!r}")
+
+    def __repr__(cls) -> str:
+        return f"<class 'ember.{cls.__name__}'>"
+
+
+LEGACY_TYPES = {
+    name: _LegacyType(name, (), {"dtype": d, "__module__": "ember"})
+    for d, name in _TYPE_NAMES.items()
+}
 
 
 def is_tensor(obj) -> bool:
@@ -79,6 +116,8 @@ def _type(self, dtype=None, non_blocking=False, **kwargs):
             return "torch." + _TYPE_NAMES[self.dtype]
         except KeyError:  # a dtype PyTorch has no legacy tensor type for
             return f"torch.{self.dtype}"
+    if isinstance(dtype, _LegacyType):
+        dtype = dtype.dtype
     if isinstance(dtype, str):
         prefix, _, name = dtype.rpartition(".")
         if prefix in ("torch", "ember") and name in _BY_TYPE_NAME:

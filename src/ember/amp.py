@@ -1,0 +1,283 @@
+"""``ember.amp``: automatic mixed precision's entry points, with PyTorch's names (``torch.amp``).
+
+`GradScaler` is complete: dynamic loss scaling that multiplies the loss, unscales the gradients
+before the step, skips steps whose gradients overflowed and adapts the scale, with PyTorch's
+state_dict. It matters wherever gradients are computed in float16.
+
+`autocast` decides per op which precision to compute in. ember does not do that yet (issue 22
+brings it); what works today is what programs written for GPUs do on a CPU-only machine:
+``autocast(..., enabled=False)`` is a no-op, as in PyTorch, and autocast for a device ember does
+not drive (``"cuda"``, ``"mps"``, ...) warns and disables itself, as PyTorch does when that device
+is absent. Enabling it for the CPU raises an error that says so rather than silently computing in
+float32. ``ember.cuda.amp`` (``torch.cuda.amp``'s deprecated spelling) holds the same two names
+for CUDA.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+
+import numpy as np
+
+from .errors import EmberError
+from .grad_mode import no_grad
+from .tensor import Tensor
+
+__all__ = ["GradScaler", "autocast", "is_autocast_available"]
+
+_GPU_TYPES = ("cuda", "mps", "xpu", "hpu", "xla", "mtia", "meta")
+
+
+def _device_type(device) -> str:
+    text = str(getattr(device, "type", device))
+    return text.split(":")[0]
+
+
+def is_autocast_available(device_type: str) -> bool:
+    """False: ember has no per-op precision policy yet (issue 22)."""
+    return False
+
+
+class autocast:
+    """``torch.autocast(device_type, dtype=None, enabled=True, cache_enabled=None)``; a context
+    manager and a decorator. See the module docstring for what ember does with it."""
+
+    def __init__(self, device_type, dtype=None, enabled: bool = True, cache_enabled=None):
+        kind = _device_type(device_type)
+        if kind != "cpu" and kind not in _GPU_TYPES:
+            raise EmberError(
+                f"expected a device type such as 'cpu' or 'cuda', got {device_type!r}",
+                op="ember.autocast",
+            )
+        self.device_type, self.fast_dtype = kind, dtype
+        enabled = bool(enabled)
+        if enabled and kind != "cpu":
+            warnings.warn(
+                f"User provided device_type of {kind!r}, but it is not available (ember runs "
+                "on the CPU only). Disabling autocast.",
+                UserWarning,
+                stacklevel=2,
+            )
+            enabled = False
+        if enabled:
+            raise EmberError(
+                "autocast on the CPU is not implemented yet: ember does not choose a precision "
+                "per op (issue 22). Pass enabled=False, or cast the model and its inputs "
+                "explicitly with .to(ember.bfloat16)",
+                op="ember.autocast",
+            )
+        self.enabled = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with self:
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class GradScaler:
+    """Dynamic loss scaling, as ``torch.amp.GradScaler``: ``scaler.scale(loss).backward()``,
+    then ``scaler.step(optimizer)`` (which unscales the gradients unless `unscale_` already
+    did, and skips the step when any gradient is inf or NaN), then ``scaler.update()`` (halve
+    the scale after an overflow, double it after ``growth_interval`` clean steps). Disabled
+    (``enabled=False``, or a device ember does not drive) every method passes through.
+
+    Differences from PyTorch: the scale is a Python float (PyTorch keeps a one-element tensor on
+    the device); `get_scale` returns it either way, and state_dict holds the same keys."""
+
+    def __init__(
+        self,
+        device="cuda",
+        init_scale: float = 2.0**16,
+        growth_factor: float = 2.0,
+        backoff_factor: float = 0.5,
+        growth_interval: int = 2000,
+        enabled: bool = True,
+    ):
+        self._device = _device_type(device)
+        if enabled and self._device != "cpu":
+            warnings.warn(
+                f"GradScaler is enabled for {self._device!r}, but that device is not available "
+                "(ember runs on the CPU only). Disabling.",
+                UserWarning,
+                stacklevel=2,
+            )
+            enabled = False
+        if growth_factor <= 1.0:
+            raise ValueError("The growth factor must be > 1.0.")
+        if not 0.0 < backoff_factor < 1.0:
+            raise ValueError("The backoff factor must be < 1.0.")
+        self._enabled = bool(enabled)
+        self._scale = float(init_scale)
+        self._growth_factor = float(growth_factor)
+        self._backoff_factor = float(backoff_factor)
+        self._growth_interval = int(growth_interval)
+        self._growth_tracker = 0
+        self._per_optimizer: dict[int, dict] = {}  # id(optimizer) -> {"unscaled", "found_inf"}
+
+    # ------------------------------------------------------------------ the scale
+    def is_enabled(self) -> bool:
+        return self._enabled
+
+    def get_scale(self) -> float:
+        return self._scale if self._enabled else 1.0
+
+    def get_growth_factor(self) -> float:
+        return self._growth_factor
+
+    def set_growth_factor(self, value: float) -> None:
+        self._growth_factor = float(value)
+
+    def get_backoff_factor(self) -> float:
+        return self._backoff_factor
+
+    def set_backoff_factor(self, value: float) -> None:
+        self._backoff_factor = float(value)
+
+    def get_growth_interval(self) -> int:
+        return self._growth_interval
+
+    def set_growth_interval(self, value: int) -> None:
+        self._growth_interval = int(value)
+
+    def scale(self, outputs):
+        """``outputs`` (a tensor, or lists/tuples/dicts of them) times the scale."""
+        if not self._enabled:
+            return outputs
+        if isinstance(outputs, Tensor):
+            return outputs * self._scale
+        if isinstance(outputs, (list, tuple)):
+            return type(outputs)(self.scale(o) for o in outputs)
+        if isinstance(outputs, dict):
+            return {k: self.scale(v) for k, v in outputs.items()}
+        raise ValueError("outputs must be a Tensor or an iterable of Tensors")
+
+    # ------------------------------------------------------------------ the step
+    def _state(self, optimizer) -> dict:
+        return self._per_optimizer.setdefault(id(optimizer), {"unscaled": False, "stepped": False})
+
+    def unscale_(self, optimizer) -> None:
+        """Divide ``optimizer``'s gradients by the scale, in place (to clip them, say), and note
+        whether any is inf or NaN. Once per optimizer per step."""
+        if not self._enabled:
+            return
+        state = self._state(optimizer)
+        if state["unscaled"]:
+            raise RuntimeError(
+                "unscale_() has already been called on this optimizer since the last update()."
+            )
+        if state["stepped"]:
+            raise RuntimeError("unscale_() is being called after step().")
+        inverse = 1.0 / self._scale
+        found_inf = False
+        with no_grad():
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    p.grad.mul_(inverse)
+                    if not np.isfinite(np.asarray(p.grad._data)).all():
+                        found_inf = True
+        state["unscaled"], state["found_inf"] = True, found_inf
+
+    def step(self, optimizer, *args, **kwargs):
+        """Unscale (unless done) and step ``optimizer`` unless a gradient overflowed; returns
+        what ``optimizer.step`` returned, or None when the step was skipped."""
+        if not self._enabled:
+            return optimizer.step(*args, **kwargs)
+        if "closure" in kwargs:
+            raise RuntimeError("Closure use is not currently supported if GradScaler is enabled.")
+        state = self._state(optimizer)
+        if state["stepped"]:
+            raise RuntimeError("step() has already been called since the last update().")
+        if not state["unscaled"]:
+            self.unscale_(optimizer)
+        state["stepped"] = True
+        if state["found_inf"]:
+            return None
+        return optimizer.step(*args, **kwargs)
+
+    def update(self, new_scale=None) -> None:
+        """Adapt the scale to the steps since the last update (or set ``new_scale``)."""
+        if not self._enabled:
+            return
+        if new_scale is not None:
+            value = float(new_scale.item() if isinstance(new_scale, Tensor) else new_scale)
+            if not math.isfinite(value) or value <= 0:
+                raise ValueError(f"new_scale must be a positive finite number, got {new_scale}")
+            self._scale = value
+        else:
+            found = [s["found_inf"] for s in self._per_optimizer.values() if "found_inf" in s]
+            if not found:
+                raise AssertionError("No inf checks were recorded prior to update.")
+            if any(found):
+                self._scale *= self._backoff_factor
+                self._growth_tracker = 0
+            else:
+                self._growth_tracker += 1
+                if self._growth_tracker == self._growth_interval:
+                    self._scale *= self._growth_factor
+                    self._growth_tracker = 0
+        self._per_optimizer.clear()
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict:
+        if not self._enabled:
+            return {}
+        return {
+            "scale": self._scale,
+            "growth_factor": self._growth_factor,
+            "backoff_factor": self._backoff_factor,
+            "growth_interval": self._growth_interval,
+            "_growth_tracker": self._growth_tracker,
+        }
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        if not self._enabled:
+            return
+        if len(state_dict) == 0:
+            raise RuntimeError(
+                "The source state dict is empty, possibly because it was saved "
+                "from a disabled instance of GradScaler."
+            )
+        scale = state_dict["scale"]
+        self._scale = float(scale.item() if isinstance(scale, Tensor) else scale)
+        self._growth_factor = float(state_dict["growth_factor"])
+        self._backoff_factor = float(state_dict["backoff_factor"])
+        self._growth_interval = int(state_dict["growth_interval"])
+        tracker = state_dict["_growth_tracker"]
+        self._growth_tracker = int(tracker.item() if isinstance(tracker, Tensor) else tracker)
+
+
+class _CudaAmp:
+    """``ember.cuda.amp``: PyTorch's deprecated CUDA spellings; both disable themselves with a
+    warning, since ember drives no GPU."""
+
+    @staticmethod
+    def autocast(enabled: bool = True, dtype=None, cache_enabled=True):
+        return autocast("cuda", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
+    @staticmethod
+    def GradScaler(  # noqa: N802 (PyTorch's name)
+        init_scale=2.0**16,
+        growth_factor=2.0,
+        backoff_factor=0.5,
+        growth_interval=2000,
+        enabled=True,
+    ):
+        return GradScaler(
+            "cuda", init_scale, growth_factor, backoff_factor, growth_interval, enabled
+        )
+
+
+cuda_amp = _CudaAmp()
