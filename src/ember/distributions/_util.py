@@ -1,8 +1,7 @@
 """Helpers the distributions share, written in ember ops (so they carry gradients eagerly and
 record under capture): broadcasting parameters, probabilities <-> logits, ``lgamma`` /
-``digamma`` for positive arguments, and a Cholesky factorization and triangular solve built from
-matrix products (ember has no linear-algebra factorization ops yet; these loop over the matrix
-size in Python, which is fine for the event sizes distributions use).
+``digamma`` for positive arguments, the Cholesky factorization and triangular solve (ember's
+linalg ops, with the distributions' error).
 """
 
 from __future__ import annotations
@@ -12,9 +11,11 @@ import math
 import numpy as np
 
 from ..dtypes import get_default_dtype
-from ..errors import EmberError, ShapeError
+from ..errors import EmberError, LinAlgError, ShapeError
 from ..ops import PUBLIC as _PUBLIC
 from ..ops._registry import TensorBase
+from ..ops.decompositions import cholesky as _cholesky
+from ..ops.decompositions import solve_triangular as _solve_triangular
 
 
 class _Ops:
@@ -179,44 +180,21 @@ def diagonal(a):
 
 
 def cholesky(a):
-    """The lower Cholesky factor of symmetric positive-definite matrices ``(..., n, n)``, column
-    by column (the Cholesky-Banachiewicz order) in ember ops."""
-    n = a.shape[-1]
-    if a.ndim < 2 or a.shape[-2] != n:
-        raise ShapeError(f"cholesky: expected square matrices, got {tuple(a.shape)}", op="cholesky")
-    # the factorization reads the lower triangle; symmetrizing first spreads the gradient over
-    # both triangles, as PyTorch's (symmetric) Cholesky gradient does
-    a = (a + a.transpose(-2, -1)) * 0.5
-    columns = []
-    index = np.arange(n)
-    for j in range(n):
-        col = a[..., :, j]
-        if j:
-            done = E.stack(columns, -1)  # (..., n, j)
-            col = col - (done @ done[..., j, :].unsqueeze(-1)).squeeze(-1)
-        pivot = col[..., j]
-        if is_eager(pivot) and not bool((pivot > 0).all()):
-            raise ConstraintError(
-                f"cholesky: the matrix is not positive-definite (pivot {j} is not positive)",
-                op="cholesky",
-            )
-        mask = E.tensor((index >= j).astype(a.dtype.np))
-        columns.append(col / pivot.sqrt().unsqueeze(-1) * mask)
-    return E.stack(columns, -1)
+    """The lower Cholesky factor of symmetric positive-definite matrices ``(..., n, n)``
+    (`ember.linalg.cholesky`); a matrix that is not positive-definite is a `ConstraintError`,
+    as a distribution's parameter outside its constraint."""
+    try:
+        return _cholesky(a)
+    except LinAlgError as error:
+        raise ConstraintError(
+            f"the matrix is not positive-definite: {error.detail}", op="cholesky"
+        ) from error
 
 
 def solve_lower(lower, b):
     """``X`` with ``lower @ X == b`` for lower-triangular ``lower (..., n, n)`` and
-    ``b (..., n, k)`` (batch dimensions broadcast), by forward substitution."""
-    n = lower.shape[-1]
-    rows = []
-    for i in range(n):
-        row = b[..., i, :]
-        if i:
-            done = E.stack(rows, -2)  # (..., i, k)
-            row = row - (lower[..., i : i + 1, :i] @ done).squeeze(-2)
-        rows.append(row / lower[..., i, i].unsqueeze(-1))
-    return E.stack(rows, -2)
+    ``b (..., n, k)`` (batch dimensions broadcast)."""
+    return _solve_triangular(lower, b, upper=False)
 
 
 def batch_mahalanobis(lower, x):
