@@ -4,6 +4,8 @@ This module only assembles the public API: the dtypes, the Tensor, autograd swit
 function the op modules export (``ember.add``, ``ember.matmul``, ...), plus the subpackages.
 """
 
+import sys as _sys
+
 from . import _allocator, _methods, _tensor_extras  # noqa: E402
 from . import capture as _capture
 from . import control as _control  # registers cond, while_loop, scan
@@ -55,7 +57,19 @@ _tensor_extras.install(_capture.SymbolicTensor)
 _allocator.tune()
 globals().update(_ops.PUBLIC)
 
-from . import autograd, data, io, linalg, nn, optim, profiler, special, tools  # noqa: E402
+from . import (  # noqa: E402
+    autograd,
+    data,
+    distributions,
+    io,
+    linalg,
+    nn,
+    optim,
+    profiler,
+    special,
+    testing,
+    tools,
+)
 from .capture import trace  # noqa: E402
 from .capture.function import Function, function  # noqa: E402
 from .capture.grad import grad, value_and_grad  # noqa: E402
@@ -126,6 +140,19 @@ from .tensor_api import is_tensor, numel  # noqa: E402
 globals().update(_tensor_api.LEGACY_TYPES)  # ember.FloatTensor, ember.LongTensor, ...
 
 __version__ = "0.1.0"
+
+# ember.autograd.Function and ember.autograd.functional live in modules above the engine (they
+# build on it, so autograd.py cannot import them without a cycle); attached here
+from . import autograd_function as _autograd_function  # noqa: E402
+from . import autograd_functional as _autograd_functional  # noqa: E402
+
+autograd.Function = _autograd_function.Function
+autograd.FunctionCtx = _autograd_function.FunctionCtx
+autograd.function = _autograd_function  # torch.autograd.function (once_differentiable, ...)
+autograd.functional = _autograd_functional
+autograd.gradcheck = _autograd_functional.gradcheck
+_sys.modules.setdefault("ember.autograd.function", _autograd_function)
+_sys.modules.setdefault("ember.autograd.functional", _autograd_functional)
 
 # ``ember.jit`` and other PyTorch names ember lacks: a NotInEmberError naming the alternative
 __getattr__ = _module_getattr("ember", globals())

@@ -108,3 +108,9 @@ class NotInEmberError(EmberError, AttributeError):
         super().__init__(message, **kwargs)
         self.name = name
         self.obj = obj
+
+
+class LinAlgError(EmberError, RuntimeError):
+    """A linear-algebra routine that cannot complete on its input: a singular matrix for
+    ``inv`` or ``solve``, one that is not positive-definite for ``cholesky`` (PyTorch raises
+    ``torch.linalg.LinAlgError``, a RuntimeError). The message names the batch element."""

@@ -659,10 +659,6 @@ def _torch_style_optimizers(lib):
     return Adam, Momentum
 
 
-@pytest.mark.skipif(
-    not hasattr(ember.Tensor, "addcmul_"),
-    reason="Tensor.addcmul_/addcdiv_/lerp_ are not in ember yet (being added as ops)",
-)
 def test_a_custom_optimizer_written_the_torch_way_matches_torch():
     for e_cls, t_cls in zip(_torch_style_optimizers(ember), _torch_style_optimizers(torch)):
         e_params, t_params = _pair()

@@ -136,3 +136,43 @@ def test_narrow_column_loops_multiply_their_row_blocks_the_same_whatever_the_thr
         want = want * np.prod(terms[edges[b] : edges[b + 1]], axis=0)  # then block by block
     for got in results:  # the same bits whatever the thread count: the blocks are fixed
         np.testing.assert_array_equal(got, want)
+
+
+def test_a_group_that_absorbed_a_broadcast_keeps_its_shape_in_every_implementation():
+    # grad of sum((z - t)**2 / v) with v (2, 1): ones(1, 1) broadcast to (2, 3), divided by v,
+    # fuses into a loop over (2, 3) whose operands are (1, 1) and (2, 1); the NumPy kernel of
+    # the fused node (the interpreter's) used to return (2, 1). conftest checks every fused
+    # node's C loop against that kernel, so this fails there if they disagree.
+    rng = np.random.default_rng(0)
+    t = ember.tensor(rng.random((2, 3)))
+    v = ember.tensor(rng.random((2, 1)) + 1)
+    z = ember.tensor(rng.random((2, 3)))
+    f = ember.function(lambda z: ember.grad(lambda z: ((z - t) ** 2 / v).sum())(z))
+    np.testing.assert_allclose(f(z).numpy(), (2 * (z - t) / v).numpy(), rtol=1e-12)
+    graph = f.graph
+    assert any(n.kind == "call" and n.op.fused is not None for n in graph.nodes)
+    from ember.graph import interpreter
+
+    (out,) = interpreter.run(graph, [z.numpy(), t.numpy(), v.numpy()])
+    np.testing.assert_allclose(out, (2 * (z - t) / v).numpy(), rtol=1e-12)
+
+
+def test_a_fused_node_whose_program_does_not_broadcast_to_its_stated_shape_is_refused():
+    from ember.graph import Graph
+    from ember.ops import REGISTRY
+    from ember.ops.program import Input, Instr, Program
+    from ember.types import TensorType
+
+    g = Graph()
+    a = g.add_input(TensorType((2, 1), ember.float64))
+    program = Program((Instr(REGISTRY["neg"], (Input(0),)),))
+    with pytest.raises(ember.EmberError, match="does not broadcast"):
+        g.add_call(
+            REGISTRY["fused_elementwise"],
+            [a],
+            {
+                "program": program,
+                "outputs": (0,),
+                "out_types": (TensorType((5, 3), ember.float64),),
+            },
+        )

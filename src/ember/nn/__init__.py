@@ -8,7 +8,7 @@ copy. ``ember.nn.init`` holds the initialisers; ``ember.nn.utils`` gradient clip
 """
 
 from .._missing import module_getattr as _module_getattr  # noqa: E402
-from . import functional, init, utils
+from . import functional, init, modules, utils
 from .activation import (
     CELU,
     ELU,
@@ -37,9 +37,19 @@ from .activation import (
     Tanhshrink,
     Threshold,
 )
+from .activation_extra import (
+    AlphaDropout,
+    ChannelShuffle,
+    FeatureAlphaDropout,
+    LocalResponseNorm,
+    RReLU,
+    Softmax2d,
+)
+from .adaptive import AdaptiveLogSoftmaxWithLoss
 from .attention import MultiheadAttention
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
+from .data_parallel import DataParallel
 from .distance import (
     CosineEmbeddingLoss,
     CosineSimilarity,
@@ -52,6 +62,24 @@ from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
 from .embedding_bag import EmbeddingBag
 from .flatten import Flatten, Unflatten
 from .hooks import RemovableHandle
+from .lazy import (
+    LazyBatchNorm1d,
+    LazyBatchNorm2d,
+    LazyBatchNorm3d,
+    LazyConv1d,
+    LazyConv2d,
+    LazyConv3d,
+    LazyConvTranspose1d,
+    LazyConvTranspose2d,
+    LazyConvTranspose3d,
+    LazyInstanceNorm1d,
+    LazyInstanceNorm2d,
+    LazyInstanceNorm3d,
+    LazyLinear,
+    LazyModuleMixin,
+    UninitializedBuffer,
+    UninitializedParameter,
+)
 from .linear import Bilinear, Identity, Linear
 from .loss import (
     BCELoss,
@@ -64,7 +92,19 @@ from .loss import (
     NLLLoss,
     SmoothL1Loss,
 )
+from .loss_extra import (
+    GaussianNLLLoss,
+    HingeEmbeddingLoss,
+    MultiLabelMarginLoss,
+    MultiLabelSoftMarginLoss,
+    MultiMarginLoss,
+    NLLLoss2d,
+    PoissonNLLLoss,
+    SoftMarginLoss,
+    TripletMarginWithDistanceLoss,
+)
 from .module import Module
+from .norm_extra import InstanceNorm3d, SyncBatchNorm
 from .normalization import (
     BatchNorm1d,
     BatchNorm2d,
@@ -75,7 +115,25 @@ from .normalization import (
     LayerNorm,
     RMSNorm,
 )
+from .padding import (
+    CircularPad1d,
+    CircularPad2d,
+    CircularPad3d,
+    ConstantPad1d,
+    ConstantPad2d,
+    ConstantPad3d,
+    ReflectionPad1d,
+    ReflectionPad2d,
+    ReflectionPad3d,
+    ReplicationPad1d,
+    ReplicationPad2d,
+    ReplicationPad3d,
+    ZeroPad1d,
+    ZeroPad2d,
+    ZeroPad3d,
+)
 from .parameter import Buffer, Parameter
+from .pool_extra import LPPool1d, LPPool2d, LPPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d
 from .pooling import (
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,

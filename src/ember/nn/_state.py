@@ -51,9 +51,19 @@ def local_state(module) -> list[tuple[str, str, Tensor]]:
     return entries
 
 
+EXTRA_STATE_KEY = "_extra_state"
+
+
+def has_extra_state(module) -> bool:
+    """Whether the module's class overrides ``get_extra_state`` (Module's own is marked)."""
+    return not getattr(type(module).get_extra_state, "_default_extra_state", False)
+
+
 def save(module, destination: dict, prefix: str, keep_vars: bool) -> dict:
     for _, name, value in local_state(module):
         destination[prefix + name] = value if keep_vars else value.detach()
+    if has_extra_state(module):  # any picklable object, after the tensors, as in PyTorch
+        destination[prefix + EXTRA_STATE_KEY] = module.get_extra_state()
     for name, child in module._modules.items():
         if child is not None:
             save(child, destination, prefix + name + ".", keep_vars)
@@ -64,6 +74,8 @@ def _targets(module, prefix: str, out: OrderedDict) -> OrderedDict:
     """key -> (owning module, kind, local name, tensor) for every entry the module loads."""
     for kind, name, value in local_state(module):
         out[prefix + name] = (module, kind, name, value)
+    if has_extra_state(module):
+        out[prefix + EXTRA_STATE_KEY] = (module, "extra", EXTRA_STATE_KEY, None)
     for name, child in module._modules.items():
         if child is not None:
             _targets(child, prefix + name + ".", out)
@@ -103,12 +115,14 @@ def load(module, state_dict, strict: bool = True, assign: bool = False) -> Incom
     for key, (_, _, _, current) in targets.items():
         if key not in state_dict:
             continue
+        if current is None:  # extra state: the module's set_extra_state takes it as it is
+            continue
         arr = _as_array(state_dict[key])
         if arr is None:
             errors.append(
                 f'the value for "{key}" is a {type(state_dict[key]).__name__}, not a tensor'
             )
-        elif tuple(arr.shape) != tuple(current.shape):
+        elif tuple(arr.shape) != tuple(current.shape) and not _uninitialized(current):
             errors.append(
                 f'size mismatch for "{key}": the state_dict has shape {fmt_shape(arr.shape)}, '
                 f"the module's tensor has shape {fmt_shape(current.shape)}"
@@ -125,8 +139,18 @@ def load(module, state_dict, strict: bool = True, assign: bool = False) -> Incom
     with no_grad():
         for key, arr in arrays.items():
             owner, kind, name, current = targets[key]
+            if _uninitialized(current):  # a lazy layer's placeholder takes the state's shape
+                current.materialize(arr.shape)
             _copy(owner, kind, name, current, arr, assign)
+        for key, (owner, _, _, current) in targets.items():
+            if current is None and key in state_dict:
+                owner.set_extra_state(state_dict[key])
     return IncompatibleKeys(missing, unexpected)
+
+
+def _uninitialized(t) -> bool:
+    """A lazy layer's `UninitializedParameter` / `UninitializedBuffer` (nn/lazy.py)."""
+    return callable(getattr(t, "materialize", None))
 
 
 def _copy(owner, kind: str, name: str, current: Tensor, arr: np.ndarray, assign: bool) -> None:

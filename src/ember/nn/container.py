@@ -243,7 +243,8 @@ class ParameterList(Module):
         return self
 
     def extra_repr(self) -> str:
-        return "\n".join(f"({i}): {_describe(p)}" for i, p in enumerate(self))
+        # (each line indented by two, which Module's repr indents again: PyTorch's layout)
+        return "\n".join(f"  ({i}): {_describe(p)}" for i, p in enumerate(self))
 
 
 class ParameterDict(Module):
@@ -286,10 +287,33 @@ class ParameterDict(Module):
         del self[key]
         return value
 
+    def get(self, key: str, default=None):
+        return self._parameters.get(key, default)
+
+    def setdefault(self, key: str, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def popitem(self) -> tuple:
+        key = next(reversed(self._parameters))
+        return key, self.pop(key)
+
+    def clear(self) -> None:
+        for key in list(self._parameters):
+            del self[key]
+
+    def copy(self) -> ParameterDict:
+        """A new ParameterDict holding the same parameters (not copies), as in PyTorch."""
+        return ParameterDict(self.items())
+
+    def fromkeys(self, keys: Iterable, default=None) -> ParameterDict:
+        return ParameterDict((k, default) for k in keys)
+
     def update(self, parameters) -> None:
         pairs = parameters.items() if isinstance(parameters, Mapping) else parameters
         for key, value in pairs:
             self[key] = value
 
     def extra_repr(self) -> str:
-        return "\n".join(f"({k}): {_describe(p)}" for k, p in self.items())
+        return "\n".join(f"  ({k}): {_describe(p)}" for k, p in self.items())

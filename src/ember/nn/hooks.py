@@ -78,6 +78,23 @@ class HooksMixin:
             self._forward_hooks_always_called[handle.id] = True
         return handle
 
+    def register_full_backward_pre_hook(
+        self, hook: Callable, prepend: bool = False
+    ) -> RemovableHandle:
+        """``hook(module, grad_output)`` runs when the gradients of the module's outputs are
+        known; it may return a replacement ``grad_output`` (see nn/backward_hooks.py)."""
+        handle = RemovableHandle(self._backward_pre_hooks)
+        _insert(self._backward_pre_hooks, handle.id, hook, prepend)
+        return handle
+
+    def register_full_backward_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """``hook(module, grad_input, grad_output)`` runs when the gradients of the module's
+        inputs are known; it may return a replacement ``grad_input`` (see
+        nn/backward_hooks.py)."""
+        handle = RemovableHandle(self._backward_hooks)
+        _insert(self._backward_hooks, handle.id, hook, prepend)
+        return handle
+
     def __call__(self, *args, **kwargs):
         if _scope.recording():  # a graph is being built: its nodes record this module's scope
             with _scope.module(self):
@@ -85,7 +102,8 @@ class HooksMixin:
         return self._call(*args, **kwargs)
 
     def _call(self, *args, **kwargs):
-        if not (self._forward_hooks or self._forward_pre_hooks):
+        backward = self._backward_hooks or self._backward_pre_hooks
+        if not (self._forward_hooks or self._forward_pre_hooks or backward):
             return self.forward(*args, **kwargs)
         for key, hook in list(self._forward_pre_hooks.items()):
             if key in self._forward_pre_hooks_with_kwargs:
@@ -101,6 +119,11 @@ class HooksMixin:
                 result = hook(self, args)
                 if result is not None:
                     args = result if isinstance(result, tuple) else (result,)
+        if backward:
+            from .backward_hooks import BackwardHookState
+
+            state = BackwardHookState(self)
+            args = state.setup_inputs(args)
         try:
             output = self.forward(*args, **kwargs)
         except Exception:
@@ -112,6 +135,8 @@ class HooksMixin:
             result = self._run_forward_hook(key, hook, args, kwargs, output)
             if result is not None:
                 output = result
+        if backward:
+            output = state.setup_outputs(output)
         return output
 
     def _run_forward_hook(self, key, hook, args, kwargs, output):

@@ -63,6 +63,8 @@ class Module(HooksMixin):
         set_(self, "_forward_hooks_always_called", {})
         set_(self, "_forward_pre_hooks", {})
         set_(self, "_forward_pre_hooks_with_kwargs", {})
+        set_(self, "_backward_hooks", {})
+        set_(self, "_backward_pre_hooks", {})
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing a "forward" method')
@@ -192,6 +194,22 @@ class Module(HooksMixin):
             walked.append(item)
         return module
 
+    def set_submodule(self, target: str, module: Module, strict: bool = False) -> None:
+        """Replace (or, unless ``strict``, add) the submodule at dotted path ``target``."""
+        if target == "":
+            raise ValueError("set_submodule: cannot set the module itself (target is empty)")
+        path, _, name = target.rpartition(".")
+        parent = self.get_submodule(path)
+        if strict and name not in parent._modules:
+            raise AttributeError(f"{type(parent).__name__} has no submodule `{name}`")
+        if not isinstance(module, Module):
+            raise ValueError(f"set_submodule: {type(module).__name__} is not a Module")
+        parent.add_module(name, module)
+
+    def share_memory(self) -> Module:
+        """Returns ``self``: ember's tensors live in one process's memory (nothing to move)."""
+        return self
+
     def get_parameter(self, target: str) -> Parameter:
         path, _, name = target.rpartition(".")
         module = self.get_submodule(path)
@@ -311,6 +329,23 @@ class Module(HooksMixin):
         """Parameters and persistent buffers by dotted name (detached unless ``keep_vars``)."""
         out = OrderedDict() if destination is None else destination
         return _state.save(self, out, prefix, keep_vars)
+
+    def get_extra_state(self):
+        """Override (with `set_extra_state`) to add any picklable object to ``state_dict``
+        under ``<prefix>_extra_state``, as in PyTorch."""
+        raise RuntimeError(
+            "Reached a code path in Module.get_extra_state() that should never be called: "
+            "override get_extra_state() in a module to save extra state"
+        )
+
+    get_extra_state._default_extra_state = True
+
+    def set_extra_state(self, state) -> None:
+        """Receives what `get_extra_state` returned, from ``load_state_dict``."""
+        raise RuntimeError(
+            "Reached a code path in Module.set_extra_state() that should never be called: "
+            "override set_extra_state() in a module whose state_dict has _extra_state"
+        )
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """Copy ``state_dict`` into this module's tensors; returns ``(missing_keys,

@@ -61,7 +61,21 @@ def _check(in_types, program, outputs, out_types, op_name: str, reduce: bool) ->
             raise EmberError(
                 f"output t{j} is {inferred[j].dtype.name}, typed {t.dtype.name}", op=op_name
             )
+        # the loop runs over the stated shape, reading each operand broadcast to it: what the
+        # program computes must broadcast to it, or the loop would read past an operand
+        if j < first and not _broadcasts_to(inferred[j].shape, t.shape):
+            raise EmberError(
+                f"output t{j} has shape {tuple(inferred[j].shape)}, which does not broadcast "
+                f"to its stated shape {tuple(t.shape)}",
+                op=op_name,
+            )
     return types
+
+
+def _broadcasts_to(shape, target) -> bool:
+    if len(shape) > len(target):
+        return False
+    return all(d == 1 or d == t for d, t in zip(reversed(shape), reversed(target)))
 
 
 def _infer(*inputs, program, outputs, out_types):
@@ -74,13 +88,19 @@ def _reduce_infer(*inputs, program, outputs, out_types):
 
 def _kernel(*arrays, program, outputs, out_types):
     results = evaluate_program(program, outputs, arrays)
-    # each elementwise output in the shape of the group, the inputs' broadcast (an output
-    # computed from smaller operands alone would otherwise keep their shape); taken from the
-    # arrays, so symbolic sizes in ``out_types`` need no binding. Reductions stay as made.
+    # each elementwise output in the shape of the group: the loop's iteration space, which
+    # ``out_types`` states (a group may have absorbed a broadcast_to, so the operands alone can
+    # be narrower: ones(1, 1) broadcast to (2, 3), then divided by a (2, 1) array); symbolic
+    # sizes there are read from the operands' broadcast. Reductions stay as made.
     full = [program[j].op.reduction is None for j in outputs]
-    shape = np.broadcast_shapes(
+    found = np.broadcast_shapes(
         *(a.shape for a in arrays), *(r.shape for r, f in zip(results, full) if f)
     )
+    shape = found
+    stated = next((t.shape for t, f in zip(as_types(out_types), full) if f), None)
+    if stated is not None and len(stated) >= len(found):
+        padded = (1,) * (len(stated) - len(found)) + tuple(found)
+        shape = tuple(d if isinstance(d, int) else p for d, p in zip(stated, padded))
     return tuple(
         r if not f or r.shape == shape else np.array(np.broadcast_to(r, shape))
         for r, f in zip(results, full)

@@ -8,7 +8,7 @@ and in-place Tensor methods, so it runs eagerly and can be recorded into a graph
 which calls its closure a data-dependent number of times, runs eagerly only.
 """
 
-from . import lr_scheduler
+from . import lr_scheduler, swa_utils
 from .adadelta import Adadelta
 from .adagrad import Adagrad
 from .adam import Adam, AdamW

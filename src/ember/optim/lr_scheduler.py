@@ -20,6 +20,7 @@ from typing import Any
 from ._lr_base import LRScheduler, check_optimizer, group_values
 from ._lr_combine import ChainedScheduler, SequentialLR
 from ._lr_cyclic import CosineAnnealingWarmRestarts, OneCycleLR
+from ._lr_cyclic_lr import CyclicLR
 from ._lr_plateau import ReduceLROnPlateau
 from .optimizer import Optimizer, OptimizerError
 
@@ -28,6 +29,7 @@ __all__ = [
     "ConstantLR",
     "CosineAnnealingLR",
     "CosineAnnealingWarmRestarts",
+    "CyclicLR",
     "ExponentialLR",
     "LRScheduler",
     "LambdaLR",

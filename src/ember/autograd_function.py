@@ -1,0 +1,310 @@
+"""Custom autograd functions: ``ember.autograd.Function``, PyTorch's API for a forward pass with a
+hand-written backward.
+
+A subclass defines ``forward`` and ``backward`` as static methods; ``MyFn.apply(*args)`` runs
+``forward`` with grad mode off and, when grad mode is on and a tensor argument requires grad,
+makes one tape node (`BackwardCFunction`, which is also the ``ctx`` that ``forward`` saw) the
+``grad_fn`` of every floating-point output. The engine in ``autograd.py`` runs that node like any
+other: its ``apply`` calls the user's ``backward(ctx, *grad_outputs)`` and checks what comes back
+(one gradient per ``forward`` argument; ``None`` for non-tensor arguments; shapes must match, or
+reduce to, the argument's shape). Both PyTorch styles work: ``forward(ctx, *args)``, and
+``forward(*args)`` with a separate ``setup_context(ctx, inputs, output)``.
+
+Capture: ember's graph autodiff differentiates the ops a graph records, so it could not use a
+hand-written backward; rather than silently differentiate the forward ops instead, ``apply``
+under ``ember.function`` / ``ember.trace`` / ``ember.script`` raises a `TraceError` naming the
+Function class. Call such functions eagerly.
+
+This module sits above ``autograd.py`` (it builds on the engine's edges); ``ember/__init__.py``
+attaches `Function`, `FunctionCtx` and `once_differentiable` to ``ember.autograd``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+import numpy as np
+
+from .autograd import _edge, _sequence
+from .errors import AutogradError, ShapeError, TraceError
+from .grad_mode import is_grad_enabled, no_grad
+from .ops import _registry as _reg
+from .ops._registry import TensorBase
+from .ops.reduce import sum_to
+from .tensor import Tensor
+from .types import TensorType
+
+__all__ = ["Function", "FunctionCtx", "BackwardCFunction", "once_differentiable"]
+
+_FREED = object()
+
+
+class FunctionCtx:
+    """What ``forward`` / ``setup_context`` receive as ``ctx``: saves tensors for ``backward``
+    and takes the marks PyTorch's context takes. Any other attribute may be set on it freely."""
+
+    def __init__(self, needs_input_grad: tuple = ()):
+        self._saved = ()
+        self._non_differentiable: set = set()
+        self._dirty: set = set()
+        self.materialize_grads = True
+        self.needs_input_grad = needs_input_grad
+
+    def save_for_backward(self, *tensors) -> None:
+        """Keep ``tensors`` (or ``None``s) for ``backward``; an in-place change to one of them
+        before ``backward`` reads it makes ``saved_tensors`` raise."""
+        for i, t in enumerate(tensors):
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(
+                    f"save_for_backward: argument {i} is a {type(t).__name__}; only tensors and "
+                    "None can be saved (keep other values as attributes of ctx)"
+                )
+        self._saved = tuple(None if t is None else (t, t._vc[0]) for t in tensors)
+
+    @property
+    def saved_tensors(self) -> tuple:
+        if self._saved is _FREED:
+            raise AutogradError(
+                f"trying to backward through {self.name()} a second time, but its saved tensors "
+                "were freed by the first backward; pass retain_graph=True to the first backward",
+                op="backward",
+            )
+        result = []
+        for i, entry in enumerate(self._saved):
+            if entry is None:
+                result.append(None)
+                continue
+            t, version = entry
+            if t._vc[0] != version:
+                raise AutogradError(
+                    f"saved tensor {i} of {self.name()} was modified by an in-place operation "
+                    f"(it is at version {t._vc[0]}; it was saved at version {version}); "
+                    "clone() it before modifying it",
+                    op="backward",
+                )
+            result.append(t)
+        return tuple(result)
+
+    def mark_non_differentiable(self, *tensors) -> None:
+        """These outputs get no gradient (``requires_grad=False``); ``backward`` still receives
+        a gradient argument for each, zeros unless ``set_materialize_grads(False)``."""
+        self._non_differentiable.update(id(t) for t in tensors)
+
+    def mark_dirty(self, *tensors) -> None:
+        """These inputs were modified in place by ``forward`` and are returned as outputs."""
+        self._dirty.update(id(t) for t in tensors)
+
+    def set_materialize_grads(self, value: bool) -> None:
+        """With False, ``backward`` gets ``None`` (not zeros) for outputs that got no gradient."""
+        self.materialize_grads = bool(value)
+
+    def name(self) -> str:
+        return "FunctionCtx"
+
+
+class BackwardCFunction(FunctionCtx):
+    """The tape node of one ``Function.apply`` call (and that call's ``ctx``); the engine in
+    ``autograd.py`` runs it through the same interface as its own nodes."""
+
+    def __init__(self, cls, args: tuple, record: bool):
+        needs = tuple(record and isinstance(a, Tensor) and a._requires_grad for a in args)
+        super().__init__(needs)
+        self._cls = cls
+        self._arg_types = tuple(
+            TensorType(a._data.shape, a.dtype) if isinstance(a, Tensor) else None for a in args
+        )
+        self.next_functions = tuple(_edge(a) if n else None for a, n in zip(args, needs))
+        self.out_types: tuple = ()
+        self._pre_hooks = None
+        self._retained = None
+        self._seq = next(_sequence)
+
+    def name(self) -> str:
+        return f"{self._cls.__name__}Backward"
+
+    def __repr__(self) -> str:
+        return f"<{self.name()}>"
+
+    def release(self) -> None:
+        self._saved = _FREED
+
+    def register_prehook(self, output_nr: int, hook):
+        if self._pre_hooks is None:
+            self._pre_hooks = {}
+        table = self._pre_hooks.setdefault(output_nr, {})
+        key = object()
+        table[key] = hook
+        return key, table
+
+    def apply(self, grads: list) -> tuple:
+        # a second backward without retain_graph fails only if backward reads saved tensors
+        if self.materialize_grads:
+            grads = [
+                g if g is not None or t is None else Tensor._wrap(np.zeros(t.shape, t.dtype.np))
+                for g, t in zip(grads, self.out_types)
+            ]
+        result = self._cls.backward(self, *grads)
+        if not isinstance(result, tuple):
+            result = (result,)
+        n = len(self._arg_types)
+        if len(result) < n or any(g is not None for g in result[n:]):
+            raise AutogradError(
+                f"{self._cls.__name__}.backward returned {len(result)} gradients, but forward "
+                f"took {n} arguments; return one per argument (None for those without one)",
+                op="backward",
+            )
+        return tuple(self._checked(i, g) for i, g in enumerate(result[:n]))
+
+    def _checked(self, i: int, g):
+        where = f"{self._cls.__name__}.backward"
+        expected = self._arg_types[i]
+        if g is None:
+            return None
+        if expected is None:
+            raise AutogradError(
+                f"{where} returned a gradient for argument {i}, which is not a tensor; "
+                "return None for it",
+                op="backward",
+            )
+        if not self.needs_input_grad[i]:
+            return None
+        if not isinstance(g, Tensor):
+            raise AutogradError(
+                f"{where} returned a {type(g).__name__} for argument {i}; expected a tensor",
+                op="backward",
+            )
+        shape = tuple(expected.shape)
+        if tuple(g.shape) != shape:
+            try:
+                np.broadcast_shapes(shape, tuple(g.shape))
+                ok = np.broadcast_shapes(shape, tuple(g.shape)) == tuple(g.shape)
+            except ValueError:
+                ok = False
+            if not ok:
+                raise ShapeError(
+                    f"{where} returned a gradient of shape {tuple(g.shape)} for argument {i} "
+                    f"of shape {shape}",
+                    op="backward",
+                )
+            g = sum_to(g, shape)
+        if g.dtype != expected.dtype:
+            g = g.to(expected.dtype)
+        return g
+
+
+class Function:
+    """Base class of custom autograd functions (PyTorch's ``torch.autograd.Function``).
+
+    Subclass it with ``@staticmethod forward(ctx, *args)`` and
+    ``@staticmethod backward(ctx, *grad_outputs)``, or with ``forward(*args)`` plus
+    ``setup_context(ctx, inputs, output)``; call it as ``MyFn.apply(*args)``. ``backward``
+    returns one gradient per ``forward`` argument. Eager only: under capture ``apply`` raises
+    `TraceError` (graph autodiff cannot use a hand-written backward).
+    """
+
+    def __init__(self, *args, **kwargs):
+        raise AutogradError(
+            f"{type(self).__name__} is a custom autograd Function: call it as "
+            f"{type(self).__name__}.apply(...), not by making an instance",
+            op="Function",
+        )
+
+    @staticmethod
+    def forward(*args, **kwargs):
+        raise NotImplementedError("a Function subclass must define forward as a staticmethod")
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError(
+            "a Function subclass must define backward as a staticmethod to be differentiated"
+        )
+
+    vjp = backward
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        """Overridden (with a ``forward`` that takes no ctx) in the separate-setup style."""
+        raise NotImplementedError
+
+    @classmethod
+    def _new_style(cls) -> bool:
+        return cls.setup_context is not Function.setup_context
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        if cls._new_style():
+            # as PyTorch: keywords and defaults bind to forward's signature, so setup_context
+            # and backward see every argument positionally
+            bound = inspect.signature(cls.forward).bind(*args, **kwargs)
+            bound.apply_defaults()
+            args = bound.args
+        elif kwargs:
+            raise TypeError(
+                f"{cls.__name__}.apply takes positional arguments only (keywords need the "
+                f"setup_context style, as in PyTorch), got keywords {sorted(kwargs)}"
+            )
+        capturing = _reg.current_mode() is not _reg._base_mode[0]
+        if capturing or any(isinstance(a, TensorBase) and not isinstance(a, Tensor) for a in args):
+            raise TraceError(
+                f"the custom autograd Function {cls.__name__} cannot be captured: graph "
+                "autodiff differentiates recorded ops and would ignore its backward; call it "
+                "outside ember.function / ember.trace / ember.script (eagerly)",
+                op=f"{cls.__name__}.apply",
+            )
+        record = is_grad_enabled() and any(isinstance(a, Tensor) and a._requires_grad for a in args)
+        ctx = BackwardCFunction(cls, args, record)
+        with no_grad():
+            if cls._new_style():
+                out = cls.forward(*args)
+                cls.setup_context(ctx, args, out)
+            else:
+                out = cls.forward(ctx, *args)
+        single = not isinstance(out, tuple)
+        outs = (out,) if single else out
+        if not record:
+            return out
+        wrapped = []
+        types = []
+        for i, o in enumerate(outs):
+            if not isinstance(o, Tensor):
+                wrapped.append(o)
+                types.append(None)
+                continue
+            differentiable = id(o) not in ctx._non_differentiable and o.dtype.is_floating_point
+            if id(o) not in ctx._dirty and (any(o is a for a in args) or o._requires_grad):
+                # an input (or a tensor with history of its own) returned as it is: the output
+                # is a new alias of it, so that tensor keeps its own history
+                alias = Tensor._wrap(o._data)
+                alias._vc = o._vc
+                o = alias
+            elif id(o) in ctx._dirty and o.grad_fn is None and o._requires_grad:
+                raise AutogradError(
+                    f"{cls.__name__}: a leaf tensor that requires grad was modified in place "
+                    "(mark_dirty) by forward",
+                    op=f"{cls.__name__}.apply",
+                )
+            if differentiable:
+                o.grad_fn = ctx
+                o._output_nr = i
+                o._requires_grad = True
+            elif id(o) in ctx._dirty:
+                o.grad_fn = None
+                o._requires_grad = False
+            wrapped.append(o)
+            types.append(TensorType(o._data.shape, o.dtype))
+        # outputs that are not tensors get no gradient; backward sees None for them
+        ctx.out_types = tuple(types)
+        return wrapped[0] if single else tuple(wrapped)
+
+
+def once_differentiable(backward):
+    """Decorate a ``backward`` that is not itself differentiable: it runs with grad mode off,
+    so a ``create_graph=True`` backward through it yields gradients without history."""
+
+    @functools.wraps(backward)
+    def wrapper(ctx, *grad_outputs):
+        with no_grad():
+            return backward(ctx, *grad_outputs)
+
+    return wrapper

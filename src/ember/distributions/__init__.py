@@ -1,0 +1,135 @@
+"""``ember.distributions``: PyTorch's probability distributions (``torch.distributions``), with
+its names, signatures and semantics.
+
+Everything differentiable (``log_prob``, ``entropy``, ``rsample``, moments, ``kl_divergence``)
+is written in ember ops, so it carries gradients on the tape and records under
+``ember.function`` capture. Where ember differs from PyTorch:
+
+* Gamma, Beta, Dirichlet and StudentT have no ``rsample`` (PyTorch's implicit
+  reparameterization is not implemented); they, Poisson and Binomial ``sample`` with NumPy's
+  samplers on ember's default generator, eagerly only.
+* Categorical samples by inverting the cumulative probabilities, so a seed gives other draws
+  than PyTorch's multinomial sampler (same distribution).
+* ``lgamma``/``digamma`` (Gamma, Beta, Poisson, Binomial) and MultivariateNormal's Cholesky
+  factor and triangular solves are composites of ember ops in ``_util.py`` (ember has no such
+  primitives yet), and so is ``erfinv`` (Normal's ``icdf``). Cauchy's ``cdf`` (needs ``atan``)
+  is not implemented.
+* Validation errors are `ConstraintError` (an ember error and a ``ValueError``, which PyTorch
+  raises); validation reads values, so under capture it is skipped.
+
+PyTorch keeps one module per distribution (``from torch.distributions.normal import Normal``);
+those paths name the ember module that holds the class (``_TORCH_MODULES`` below).
+"""
+
+import sys as _sys
+
+from . import (
+    constraints,
+    continuous,
+    discrete,
+    kl,
+    mixture,
+    multivariate,
+    relaxed,
+    transforms,
+    utils,
+)
+from . import distribution as _distribution
+from ._util import ConstraintError
+from .continuous import Beta, Exponential, Gamma, Laplace, Normal, StudentT, Uniform
+from .discrete import Bernoulli, Binomial, Categorical, OneHotCategorical, Poisson
+from .distribution import Distribution
+from .kl import kl_divergence, register_kl
+from .mixture import Cauchy, Dirichlet, MixtureSameFamily
+from .multivariate import Independent, MultivariateNormal
+from .relaxed import (
+    ExpRelaxedCategorical,
+    Geometric,
+    Gumbel,
+    HalfNormal,
+    LogitRelaxedBernoulli,
+    RelaxedBernoulli,
+    RelaxedOneHotCategorical,
+)
+from .transforms import (
+    AffineTransform,
+    ComposeTransform,
+    ExpTransform,
+    LogNormal,
+    SigmoidTransform,
+    TanhTransform,
+    Transform,
+    TransformedDistribution,
+)
+
+__all__ = [
+    "AffineTransform",
+    "Bernoulli",
+    "Beta",
+    "Binomial",
+    "Categorical",
+    "Cauchy",
+    "ComposeTransform",
+    "ConstraintError",
+    "Dirichlet",
+    "Distribution",
+    "Exponential",
+    "ExpRelaxedCategorical",
+    "ExpTransform",
+    "Gamma",
+    "Geometric",
+    "Gumbel",
+    "HalfNormal",
+    "Independent",
+    "Laplace",
+    "LogitRelaxedBernoulli",
+    "LogNormal",
+    "MixtureSameFamily",
+    "MultivariateNormal",
+    "Normal",
+    "OneHotCategorical",
+    "Poisson",
+    "RelaxedBernoulli",
+    "RelaxedOneHotCategorical",
+    "SigmoidTransform",
+    "StudentT",
+    "TanhTransform",
+    "Transform",
+    "TransformedDistribution",
+    "Uniform",
+    "constraints",
+    "kl_divergence",
+    "register_kl",
+    "utils",
+]
+
+_TORCH_MODULES = {
+    "distribution": _distribution,
+    "normal": continuous,
+    "uniform": continuous,
+    "laplace": continuous,
+    "exponential": continuous,
+    "gamma": continuous,
+    "beta": continuous,
+    "studentT": continuous,
+    "bernoulli": discrete,
+    "categorical": discrete,
+    "one_hot_categorical": discrete,
+    "poisson": discrete,
+    "binomial": discrete,
+    "multivariate_normal": multivariate,
+    "independent": multivariate,
+    "dirichlet": mixture,
+    "cauchy": mixture,
+    "mixture_same_family": mixture,
+    "gumbel": relaxed,
+    "half_normal": relaxed,
+    "geometric": relaxed,
+    "relaxed_bernoulli": relaxed,
+    "relaxed_categorical": relaxed,
+    "transformed_distribution": transforms,
+    "log_normal": transforms,
+}
+for _name, _module in _TORCH_MODULES.items():
+    globals().setdefault(_name, _module)
+    _sys.modules.setdefault(f"{__name__}.{_name}", _module)

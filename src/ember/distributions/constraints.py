@@ -1,0 +1,172 @@
+"""Constraints: the sets parameters and values live in (``torch.distributions.constraints``).
+``check(value)`` returns a boolean tensor over the batch (event dimensions reduced)."""
+
+from __future__ import annotations
+
+from ._util import E, cholesky
+
+__all__ = [
+    "Constraint",
+    "boolean",
+    "real",
+    "real_vector",
+    "positive",
+    "nonnegative",
+    "unit_interval",
+    "simplex",
+    "nonnegative_integer",
+    "positive_integer",
+    "integer_interval",
+    "interval",
+    "half_open_interval",
+    "greater_than",
+    "greater_than_eq",
+    "less_than",
+    "lower_cholesky",
+    "positive_definite",
+    "independent",
+    "one_hot",
+]
+
+
+class Constraint:
+    is_discrete = False
+    event_dim = 0
+
+    def check(self, value):
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return type(self).__name__.lstrip("_") + "()"
+
+
+class _Real(Constraint):
+    def check(self, value):
+        return value == value  # False for NaN
+
+
+class _Boolean(Constraint):
+    is_discrete = True
+
+    def check(self, value):
+        return (value == 0) | (value == 1)
+
+
+class _GreaterThan(Constraint):
+    def __init__(self, lower_bound, strict: bool = True):
+        self.lower_bound = lower_bound
+        self.strict = strict
+
+    def check(self, value):
+        return value > self.lower_bound if self.strict else value >= self.lower_bound
+
+
+class _LessThan(Constraint):
+    def __init__(self, upper_bound):
+        self.upper_bound = upper_bound
+
+    def check(self, value):
+        return value < self.upper_bound
+
+
+class _Interval(Constraint):
+    def __init__(self, lower_bound, upper_bound, half_open: bool = False):
+        self.lower_bound = lower_bound
+        self.upper_bound = upper_bound
+        self.half_open = half_open
+
+    def check(self, value):
+        upper = value < self.upper_bound if self.half_open else value <= self.upper_bound
+        return (value >= self.lower_bound) & upper
+
+
+class _IntegerInterval(Constraint):
+    is_discrete = True
+
+    def __init__(self, lower_bound, upper_bound=None):
+        self.lower_bound = lower_bound
+        self.upper_bound = upper_bound
+
+    def check(self, value):
+        ok = (value % 1 == 0) & (value >= self.lower_bound)
+        return ok if self.upper_bound is None else ok & (value <= self.upper_bound)
+
+
+class _Simplex(Constraint):
+    event_dim = 1
+
+    def check(self, value):
+        return (value >= 0).all(-1) & ((value.sum(-1) - 1).abs() < 1e-6)
+
+
+class _OneHot(Constraint):
+    is_discrete = True
+    event_dim = 1
+
+    def check(self, value):
+        return ((value == 0) | (value == 1)).all(-1) & (value.sum(-1) == 1)
+
+
+class _LowerCholesky(Constraint):
+    event_dim = 2
+
+    def check(self, value):
+        lower = (value.tril() == value).all(-1).all(-1)
+        n = value.shape[-1]
+        diag = (value * E.eye(n, dtype=value.dtype)).sum(-1)
+        return lower & (diag > 0).all(-1)
+
+
+class _PositiveDefinite(Constraint):
+    event_dim = 2
+
+    def check(self, value):
+        symmetric = ((value - value.transpose(-2, -1)).abs() < 1e-6).all(-1).all(-1)
+        try:  # a non-positive pivot raises; a check answers False
+            cholesky(value)
+        except ValueError:
+            return symmetric & False
+        return symmetric
+
+
+class _Independent(Constraint):
+    def __init__(self, base: Constraint, reinterpreted_batch_ndims: int):
+        self.base_constraint = base
+        self.reinterpreted_batch_ndims = reinterpreted_batch_ndims
+        self.event_dim = base.event_dim + reinterpreted_batch_ndims
+        self.is_discrete = base.is_discrete
+
+    def check(self, value):
+        result = self.base_constraint.check(value)
+        for _ in range(self.reinterpreted_batch_ndims):
+            result = result.all(-1)
+        return result
+
+
+boolean = _Boolean()
+real = _Real()
+real_vector = _Independent(real, 1)
+positive = _GreaterThan(0.0)
+nonnegative = _GreaterThan(0.0, strict=False)
+unit_interval = _Interval(0.0, 1.0)
+simplex = _Simplex()
+nonnegative_integer = _IntegerInterval(0)
+positive_integer = _IntegerInterval(1)
+lower_cholesky = _LowerCholesky()
+positive_definite = _PositiveDefinite()
+one_hot = _OneHot()
+integer_interval = _IntegerInterval
+interval = _Interval
+greater_than = _GreaterThan
+
+
+def greater_than_eq(lower_bound):
+    return _GreaterThan(lower_bound, strict=False)
+
+
+def half_open_interval(lower_bound, upper_bound):
+    return _Interval(lower_bound, upper_bound, half_open=True)
+
+
+less_than = _LessThan
+independent = _Independent

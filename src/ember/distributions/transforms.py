@@ -1,0 +1,311 @@
+"""Bijective transforms and `TransformedDistribution` (``torch.distributions.transforms``):
+Exp, Affine, Sigmoid, Tanh, Compose and their inverses (``t.inv``), each with
+``log_abs_det_jacobian``; and LogNormal, a Normal under ExpTransform."""
+
+from __future__ import annotations
+
+import math
+
+from . import constraints
+from ._util import E, finfo_eps, sum_rightmost
+from .continuous import Normal
+from .distribution import Distribution, _shape
+
+__all__ = [
+    "Transform",
+    "ExpTransform",
+    "AffineTransform",
+    "SigmoidTransform",
+    "TanhTransform",
+    "ComposeTransform",
+    "TransformedDistribution",
+    "LogNormal",
+]
+
+
+def _softplus(x):
+    return x.clamp(min=0) + (-x.abs()).exp().log1p()
+
+
+class Transform:
+    """``y = t(x)``, ``x = t.inv(y)``, ``t.log_abs_det_jacobian(x, y)`` elementwise over
+    ``event_dim`` (summed by `TransformedDistribution`)."""
+
+    bijective = True
+    sign = 1
+    domain = constraints.real
+    codomain = constraints.real
+
+    def __init__(self, cache_size: int = 0):
+        self.cache_size = cache_size
+        self.event_dim = getattr(self, "event_dim", 0)
+
+    @property
+    def inv(self):
+        return _InverseTransform(self)
+
+    def __call__(self, x):
+        return self._call(x)
+
+    def _call(self, x):
+        raise NotImplementedError
+
+    def _inverse(self, y):
+        raise NotImplementedError
+
+    def log_abs_det_jacobian(self, x, y):
+        raise NotImplementedError
+
+    def forward_shape(self, shape):
+        return shape
+
+    def inverse_shape(self, shape):
+        return shape
+
+    def __repr__(self) -> str:
+        return type(self).__name__ + "()"
+
+
+class _InverseTransform(Transform):
+    def __init__(self, transform: Transform):
+        super().__init__()
+        self._inv = transform
+        self.event_dim = transform.event_dim
+        self.domain, self.codomain = transform.codomain, transform.domain
+
+    @property
+    def inv(self):
+        return self._inv
+
+    def _call(self, x):
+        return self._inv._inverse(x)
+
+    def _inverse(self, y):
+        return self._inv._call(y)
+
+    def log_abs_det_jacobian(self, x, y):
+        return -self._inv.log_abs_det_jacobian(y, x)
+
+
+class ExpTransform(Transform):
+    codomain = constraints.positive
+
+    def _call(self, x):
+        return x.exp()
+
+    def _inverse(self, y):
+        return y.log()
+
+    def log_abs_det_jacobian(self, x, y):
+        return x
+
+
+class AffineTransform(Transform):
+    def __init__(self, loc, scale, event_dim: int = 0, cache_size: int = 0):
+        self.event_dim = event_dim
+        super().__init__(cache_size)
+        self.loc = loc
+        self.scale = scale
+
+    def _call(self, x):
+        return self.loc + self.scale * x
+
+    def _inverse(self, y):
+        return (y - self.loc) / self.scale
+
+    def log_abs_det_jacobian(self, x, y):
+        scale = self.scale
+        if isinstance(scale, (int, float)):
+            result = E.full_like(x, math.log(abs(scale)))
+        else:
+            result = scale.abs().log()
+            result = result.expand(*x.shape) if tuple(result.shape) != tuple(x.shape) else result
+        return sum_rightmost(result, self.event_dim)
+
+
+class SigmoidTransform(Transform):
+    codomain = constraints.unit_interval
+
+    def _call(self, x):
+        eps = finfo_eps(x.dtype)
+        return x.sigmoid().clamp(eps, 1 - eps)
+
+    def _inverse(self, y):
+        eps = finfo_eps(y.dtype)
+        y = y.clamp(eps, 1 - eps)
+        return y.log() - (-y).log1p()
+
+    def log_abs_det_jacobian(self, x, y):
+        return -_softplus(-x) - _softplus(x)
+
+
+class TanhTransform(Transform):
+    codomain = constraints.interval(-1.0, 1.0)
+
+    def _call(self, x):
+        return x.tanh()
+
+    def _inverse(self, y):
+        # atanh; PyTorch also does not clamp here (cache_size=1 avoids the inverse)
+        return 0.5 * ((1 + y).log() - (1 - y).log())
+
+    def log_abs_det_jacobian(self, x, y):
+        # log(1 - tanh(x)^2), stably, as PyTorch
+        return 2.0 * (math.log(2.0) - x - _softplus(-2.0 * x))
+
+
+class ComposeTransform(Transform):
+    def __init__(self, parts, cache_size: int = 0):
+        self.parts = list(parts)
+        self.event_dim = max((p.event_dim for p in self.parts), default=0)
+        super().__init__(cache_size)
+
+    @property
+    def inv(self):
+        return ComposeTransform([p.inv for p in reversed(self.parts)])
+
+    def _call(self, x):
+        for part in self.parts:
+            x = part(x)
+        return x
+
+    def _inverse(self, y):
+        for part in reversed(self.parts):
+            y = part.inv(y)
+        return y
+
+    def log_abs_det_jacobian(self, x, y):
+        total = 0
+        for part in self.parts:
+            y_part = part(x)
+            term = part.log_abs_det_jacobian(x, y_part)
+            total = total + sum_rightmost(term, self.event_dim - part.event_dim)
+            x = y_part
+        return total
+
+
+class TransformedDistribution(Distribution):
+    """``base_distribution`` pushed through ``transforms`` (applied in order). ``log_prob``
+    inverts the transforms and subtracts their log-Jacobians; ``rsample`` exists where the base
+    has one. ember caches nothing: ``log_prob`` of a value always inverts (PyTorch may reuse
+    the ``x`` of a sample it just drew, with ``cache_size=1``; that matters only where the
+    inverse is inexact, as ``TanhTransform`` near +-1)."""
+
+    arg_constraints: dict = {}
+
+    def __init__(self, base_distribution, transforms, validate_args=None):
+        if isinstance(transforms, Transform):
+            transforms = [transforms]
+        self.transforms = list(transforms)
+        for t in self.transforms:
+            if not isinstance(t, Transform):
+                raise TypeError(
+                    f"TransformedDistribution: expected Transforms, got {type(t).__name__}"
+                )
+        self.base_dist = base_distribution
+        shape = base_distribution.batch_shape + base_distribution.event_shape
+        event_dim = max(
+            [len(base_distribution.event_shape)] + [t.event_dim for t in self.transforms]
+        )
+        cut = len(shape) - event_dim
+        super().__init__(shape[:cut], shape[cut:], validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(TransformedDistribution, _instance)
+        batch_shape = _shape(batch_shape)
+        base_event = len(self.base_dist.event_shape)
+        extra = self._event_shape[: len(self._event_shape) - base_event]
+        new.base_dist = self.base_dist.expand(batch_shape + tuple(extra))
+        new.transforms = self.transforms
+        Distribution.__init__(new, batch_shape, self._event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    @property
+    def has_rsample(self):
+        return self.base_dist.has_rsample
+
+    @property
+    def support(self):
+        return self.transforms[-1].codomain if self.transforms else self.base_dist.support
+
+    def sample(self, sample_shape=()):
+        x = self.base_dist.sample(sample_shape)
+        for t in self.transforms:
+            x = t(x)
+        return x
+
+    def rsample(self, sample_shape=()):
+        x = self.base_dist.rsample(sample_shape)
+        for t in self.transforms:
+            x = t(x)
+        return x
+
+    def log_prob(self, value):
+        event_dim = len(self._event_shape)
+        log_prob = 0.0
+        y = value
+        for t in reversed(self.transforms):
+            x = t.inv(y)
+            event_dim += t.domain.event_dim - t.codomain.event_dim
+            term = t.log_abs_det_jacobian(x, y)
+            log_prob = log_prob - sum_rightmost(term, event_dim - t.event_dim)
+            y = x
+        base = self.base_dist.log_prob(y)
+        return log_prob + sum_rightmost(base, event_dim - len(self.base_dist.event_shape))
+
+    def cdf(self, value):
+        for t in reversed(self.transforms):
+            value = t.inv(value)
+        value = self.base_dist.cdf(value)
+        sign = 1
+        for t in self.transforms:
+            sign = sign * t.sign
+        return value if sign == 1 else 1 - value
+
+    def icdf(self, value):
+        sign = 1
+        for t in self.transforms:
+            sign = sign * t.sign
+        value = self.base_dist.icdf(value if sign == 1 else 1 - value)
+        for t in self.transforms:
+            value = t(value)
+        return value
+
+
+class LogNormal(TransformedDistribution):
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.positive
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args=None):
+        base = Normal(loc, scale, validate_args=validate_args)
+        super().__init__(base, ExpTransform(), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(LogNormal, _instance)
+        return super().expand(batch_shape, _instance=new)
+
+    @property
+    def loc(self):
+        return self.base_dist.loc
+
+    @property
+    def scale(self):
+        return self.base_dist.scale
+
+    @property
+    def mean(self):
+        return (self.loc + self.scale.pow(2) / 2).exp()
+
+    @property
+    def mode(self):
+        return (self.loc - self.scale.pow(2)).exp()
+
+    @property
+    def variance(self):
+        s2 = self.scale.pow(2)
+        return s2.expm1() * (2 * self.loc + s2).exp()
+
+    def entropy(self):
+        return self.base_dist.entropy() + self.loc

@@ -1,0 +1,160 @@
+"""Randomized and channel-wise activations and regularizers as composites: ``rrelu`` (and
+``rrelu_``), ``alpha_dropout``, ``feature_alpha_dropout``, ``channel_shuffle`` and
+``local_response_norm``, with PyTorch's signatures and formulas.
+
+Random draws come from ember's generators (the default one, or ``generator=``), so
+``ember.manual_seed`` makes them repeatable; they are not PyTorch's streams, so a seeded run
+draws different values than PyTorch's.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..errors import ShapeError
+from ..ops import api as E
+from ..ops._registry import export
+from ..ops._util import fmt_shape
+from ._common import float_input
+from .dropout import _check_p
+
+
+@export(functional=True, toplevel=False)
+def rrelu(
+    input,
+    lower: float = 1.0 / 8,
+    upper: float = 1.0 / 3,
+    training: bool = False,
+    inplace: bool = False,
+    *,
+    generator=None,
+):
+    """Randomized leaky ReLU: ``x`` where ``x > 0``, else ``a * x``; in training each element
+    draws its slope ``a`` from U(lower, upper) (the gradient uses the same slopes), outside
+    training ``a = (lower + upper) / 2``."""
+    x = float_input("rrelu", input)
+    lower, upper = float(lower), float(upper)
+    if training:
+        slope = E.uniform(lower, upper, tuple(x.shape), generator=generator, dtype=x.dtype)
+    else:
+        slope = (lower + upper) / 2
+
+    def fn(t):
+        return E.where(t > 0, t, t * slope)
+
+    return x._inplace("rrelu_", fn) if inplace else fn(x)
+
+
+@export(functional=True, toplevel=False)
+def rrelu_(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False):
+    """In-place rrelu: writes the result into ``input`` and returns it."""
+    return rrelu(input, lower, upper, training, inplace=True)
+
+
+# -SELU's alpha times its scale: the value a SELU unit saturates to
+_ALPHA_PRIME = 1.7580993408473766
+
+
+def _alpha_dropout(op: str, x, p: float, mask_shape: tuple, inplace: bool, generator):
+    """PyTorch's alpha dropout: dropped units take SELU's saturation value, then an affine map
+    ``a * (.) + b`` restores zero mean and unit variance: ``x * m * a + (m - 1) * α' a + α' a p``
+    with ``m`` ~ Bernoulli(1 - p) and ``a = 1 / sqrt((α'^2 p + 1)(1 - p))``."""
+    if p == 1.0:
+        fn = lambda t: t * 0.0  # noqa: E731 (PyTorch returns zeros for p = 1)
+    else:
+        keep = E.bernoulli(E.full(mask_shape, 1.0 - p, dtype=x.dtype), generator=generator)
+        a = 1.0 / math.sqrt((_ALPHA_PRIME**2 * p + 1) * (1 - p))
+        shift = (keep - 1.0) * (_ALPHA_PRIME * a) + _ALPHA_PRIME * a * p
+
+        def fn(t):
+            return t * (keep * a) + shift
+
+    return x._inplace(op + "_", fn) if inplace else fn(x)
+
+
+@export(functional=True, toplevel=False)
+def alpha_dropout(
+    input, p: float = 0.5, training: bool = False, inplace: bool = False, *, generator=None
+):
+    """Dropout for SELU networks: keeps the input's mean and variance (see `_alpha_dropout`);
+    the identity outside training or for ``p = 0``."""
+    x = float_input("alpha_dropout", input)
+    p = _check_p("alpha_dropout", p)
+    if not training or p == 0.0:
+        return x
+    return _alpha_dropout("alpha_dropout", x, p, tuple(x.shape), inplace, generator)
+
+
+@export(functional=True, toplevel=False)
+def feature_alpha_dropout(
+    input, p: float = 0.5, training: bool = False, inplace: bool = False, *, generator=None
+):
+    """Alpha dropout of whole channels: one mask entry per (sample, channel) of an input of at
+    least 2 dimensions (N, C, ...), broadcast over the rest."""
+    op = "feature_alpha_dropout"
+    x = float_input(op, input)
+    p = _check_p(op, p)
+    if x.ndim < 2:
+        raise ShapeError(
+            f"feature dropout requires at least 2 dimensions in the input, got shape "
+            f"{fmt_shape(x.shape)}",
+            op=op,
+        )
+    if not training or p == 0.0:
+        return x
+    mask_shape = tuple(x.shape[:2]) + (1,) * (x.ndim - 2)
+    return _alpha_dropout(op, x, p, mask_shape, inplace, generator)
+
+
+@export(functional=True, toplevel=False)
+def channel_shuffle(input, groups: int):
+    """Rearrange the C channels of an (N, C, *) input as (groups, C / groups) transposed:
+    channel ``g * (C / groups) + i`` moves to ``i * groups + g`` (ShuffleNet)."""
+    op = "channel_shuffle"
+    from ..ops.elementwise import to_tensor
+
+    x = to_tensor(input)
+    groups = int(groups)
+    if x.ndim <= 2:
+        raise ShapeError(
+            f"channel_shuffle expects input with > 2 dims, got shape {fmt_shape(x.shape)}", op=op
+        )
+    if groups <= 0 or x.shape[1] % groups:
+        raise ShapeError(
+            f"number of channels ({x.shape[1]}) must be divisible by groups ({groups})", op=op
+        )
+    n, c, rest = x.shape[0], x.shape[1], tuple(x.shape[2:])
+    y = E.reshape(x, (n, groups, c // groups) + rest)
+    return E.reshape(E.transpose(y, 1, 2), (n, c) + rest)
+
+
+@export(functional=True, toplevel=False)
+def native_channel_shuffle(input, groups: int):
+    """PyTorch's name for the same shuffle as `channel_shuffle` (its native kernel); ember's
+    differentiates, where PyTorch's has no derivative."""
+    return channel_shuffle(input, groups)
+
+
+@export(functional=True, toplevel=False)
+def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
+    """``x / (k + alpha * mean(x^2 over size neighbouring channels))^beta`` over dimension 1 of
+    an input of at least 3 dimensions; the window is zero-padded (size // 2 before, (size - 1)
+    // 2 after) and always divides by ``size``, as PyTorch's average pooling does."""
+    op = "local_response_norm"
+    x = float_input(op, input)
+    if x.ndim < 3:
+        raise ShapeError(
+            f"expected 3D or higher dimensionality input, got shape {fmt_shape(x.shape)}", op=op
+        )
+    if x.size == 0:
+        return x
+    size = int(size)
+    c = x.shape[1]
+    sq = x * x
+    pads = [0, 0] * (x.ndim - 2) + [size // 2, (size - 1) // 2]
+    padded = E.pad(sq, pads)
+    window = E.narrow(padded, 1, 0, c)
+    for i in range(1, size):
+        window = window + E.narrow(padded, 1, i, c)
+    div = E.pow(window * (float(alpha) / size) + float(k), float(beta))
+    return x / div

@@ -1,0 +1,3 @@
+"""``torch.nn.modules.adaptive``'s names, from where ember defines them."""
+
+from ..adaptive import *  # noqa: F403

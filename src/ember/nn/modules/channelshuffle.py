@@ -1,0 +1,3 @@
+"""``torch.nn.modules.channelshuffle``'s names, from where ember defines them."""
+
+from ..activation_extra import ChannelShuffle  # noqa: F401

@@ -1,0 +1,3 @@
+"""``torch.nn.modules.distance``'s names, from where ember defines them."""
+
+from ..distance import CosineSimilarity, PairwiseDistance  # noqa: F401

@@ -1,0 +1,3 @@
+"""``torch.nn.modules.flatten``'s names, from where ember defines them."""
+
+from ..flatten import *  # noqa: F403

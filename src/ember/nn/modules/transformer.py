@@ -1,0 +1,3 @@
+"""``torch.nn.modules.transformer``'s names, from where ember defines them."""
+
+from ..transformer import *  # noqa: F403
