@@ -174,7 +174,15 @@ def test_derived_parameters_match_torch():
 
 
 def test_cdf_icdf_match_torch():
-    for name in ("normal", "laplace", "exponential", "uniform", "halfnormal", "lognormal"):
+    for name in (
+        "normal",
+        "laplace",
+        "exponential",
+        "uniform",
+        "halfnormal",
+        "lognormal",
+        "cauchy",
+    ):
         de, pe = _build(ember, name, CASES[name][1])
         dt, pt = _build(torch, name, CASES[name][1])
         v = CASES[name][2]

@@ -10,10 +10,6 @@ is written in ember ops, so it carries gradients on the tape and records under
   samplers on ember's default generator, eagerly only.
 * Categorical samples by inverting the cumulative probabilities, so a seed gives other draws
   than PyTorch's multinomial sampler (same distribution).
-* ``lgamma``/``digamma`` (Gamma, Beta, Poisson, Binomial) and MultivariateNormal's Cholesky
-  factor and triangular solves are composites of ember ops in ``_util.py`` (ember has no such
-  primitives yet), and so is ``erfinv`` (Normal's ``icdf``). Cauchy's ``cdf`` (needs ``atan``)
-  is not implemented.
 * Validation errors are `ConstraintError` (an ember error and a ``ValueError``, which PyTorch
   raises); validation reads values, so under capture it is skipped.
 

@@ -1,12 +1,10 @@
 """Helpers the distributions share, written in ember ops (so they carry gradients eagerly and
-record under capture): broadcasting parameters, probabilities <-> logits, ``lgamma`` /
-``digamma`` for positive arguments, the Cholesky factorization and triangular solve (ember's
-linalg ops, with the distributions' error).
+record under capture): broadcasting parameters, probabilities <-> logits, and the ops they
+use by name (``lgamma``, ``digamma``, ``erfinv``, ``xlogy``, the Cholesky factorization and
+triangular solve, which raise the distributions' error).
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
@@ -94,77 +92,23 @@ def probs_to_logits(probs, is_binary: bool = False):
 
 
 def xlogy(x, y):
-    """``x * log(y)``, 0 where ``x == 0``."""
-    return E.where(x == 0, E.zeros_like(x * y), x * y.log())
-
-
-# Stirling series after shifting the argument up by _SHIFT with the recurrences
-# lgamma(x) = lgamma(x + 1) - log(x), digamma(x) = digamma(x + 1) - 1/x: at x + _SHIFT >= 10 the
-# truncated series are accurate to about 1e-15.
-_SHIFT = 10
-_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+    """``x * log(y)``, 0 where ``x == 0`` (`ember.xlogy`)."""
+    return E.xlogy(x, y)
 
 
 def lgamma(x):
-    """``log|Gamma(x)|`` for ``x > 0``, in ember ops (differentiable: its derivative is the
-    series' derivative, a digamma as accurate)."""
-    shift = 0
-    for k in range(_SHIFT):
-        shift = shift + (x + k).log()
-    z = x + _SHIFT
-    r = z.reciprocal()
-    r2 = r * r
-    series = r * (
-        1 / 12
-        + r2
-        * (-1 / 360 + r2 * (1 / 1260 + r2 * (-1 / 1680 + r2 * (1 / 1188 + r2 * (-691 / 360360)))))
-    )
-    return (z - 0.5) * z.log() - z + _HALF_LOG_2PI + series - shift
+    """``log|Gamma(x)|`` (`ember.lgamma`)."""
+    return E.lgamma(x)
 
 
 def digamma(x):
-    """``d/dx lgamma(x)`` for ``x > 0``, in ember ops."""
-    shift = 0
-    for k in range(_SHIFT):
-        shift = shift + (x + k).reciprocal()
-    z = x + _SHIFT
-    r = z.reciprocal()
-    r2 = r * r
-    series = r2 * (
-        1 / 12
-        + r2 * (-1 / 120 + r2 * (1 / 252 + r2 * (-1 / 240 + r2 * (1 / 132 + r2 * (-691 / 32760)))))
-    )
-    return z.log() - 0.5 * r - series - shift
-
-
-_GILES_CENTRAL = (
-    2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
-    -0.00125372503, -0.00417768164, 0.246640727, 1.50140941,
-)  # fmt: skip
-_GILES_TAIL = (
-    -0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
-    -0.0076224613, 0.00943887047, 1.00167406, 2.83297682,
-)  # fmt: skip
-
-
-def _horner(coefficients, w):
-    p = coefficients[0]
-    for c in coefficients[1:]:
-        p = p * w + c
-    return p
+    """``d/dx lgamma(x)`` (`ember.digamma`)."""
+    return E.digamma(x)
 
 
 def erfinv(y):
-    """The inverse of ``erf`` on (-1, 1), in ember ops: M. Giles' single-precision
-    approximation refined by two Newton steps on ``erf`` (each roughly doubles the correct
-    digits); differentiable, its derivative converging to ``sqrt(pi)/2 exp(x^2)``."""
-    w = -((1 - y) * (1 + y)).log()
-    central = _horner(_GILES_CENTRAL, w - 2.5)
-    tail = _horner(_GILES_TAIL, w.clamp(min=5.0).sqrt() - 3.0)
-    x = E.where(w < 5.0, central, tail) * y
-    for _ in range(2):
-        x = x - (E.erf(x) - y) / ((2 / math.sqrt(math.pi)) * (-x * x).exp())
-    return x
+    """The inverse of ``erf`` (`ember.erfinv`)."""
+    return E.erfinv(y)
 
 
 # ------------------------------------------------------------------------ linear algebra

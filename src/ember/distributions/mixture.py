@@ -128,7 +128,12 @@ class Cauchy(Distribution):
         return -math.log(math.pi) - self.scale.log() - (z.pow(2)).log1p()
 
     def cdf(self, value):
-        raise NotImplementedError("Cauchy.cdf needs atan, which ember does not have yet")
+        if self._validate_args:
+            self._validate_sample(value)
+        return E.atan((value - self.loc) / self.scale) / math.pi + 0.5
+
+    def icdf(self, value):
+        return E.tan(math.pi * (value - 0.5)) * self.scale + self.loc
 
     def entropy(self):
         return math.log(4 * math.pi) + self.scale.log()
