@@ -11,6 +11,8 @@ the PyTorch way as a subclass of ``ember.optim.Optimizer``.
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -705,3 +707,31 @@ def test_a_custom_optimizer_with_python_state_is_exact_in_a_compiled_step():
                 np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-12, atol=1e-14)
     assert opt.state[next(iter(model.parameters()))]["step"] == 8
     assert "Python values in its state" in step.stats.retrace_reasons[-1]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "SGD",
+        "Adam",
+        "AdamW",
+        "RMSprop",
+        "Adagrad",
+        "Adadelta",
+        "Adamax",
+        "NAdam",
+        "RAdam",
+        "Rprop",
+        "ASGD",
+    ],
+)
+def test_every_optimizer_takes_torchs_implementation_switches_and_groups_match(name):
+    params = [ember.nn.Parameter(ember.ones(2))]
+    flags = {"foreach": True}
+    if "fused" in inspect.signature(getattr(torch.optim, name)).parameters:
+        flags["fused"] = None
+    ours = getattr(ember.optim, name)(params, lr=0.1, **flags)
+    theirs = getattr(torch.optim, name)([torch.nn.Parameter(torch.ones(2))], lr=0.1, **flags)
+    assert set(ours.param_groups[0]) == set(theirs.param_groups[0])
+    with pytest.raises(ember.optim.OptimizerError, match="differentiable"):
+        getattr(ember.optim, name)(params, lr=0.1, differentiable=True)

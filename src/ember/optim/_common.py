@@ -1,10 +1,13 @@
-"""Pieces shared by Adadelta, Adamax, NAdam, RAdam, Rprop and ASGD.
+"""Pieces the optimizers share (the implementation switches: all; the rest: Adadelta, Adamax,
+NAdam, RAdam, Rprop and ASGD).
 
-* PyTorch's implementation switches (``foreach``, ``capturable``, ``differentiable``): accepted
-  and kept in the param groups, so ``state_dict()`` has the keys PyTorch's has. ember has one
-  implementation of each update (``foreach`` changes nothing), every step can be recorded into a
-  graph by ``ember.function`` (``capturable`` changes nothing either), and a step always runs
-  under ``no_grad``, so ``differentiable=True`` is refused.
+* PyTorch's implementation switches (``foreach``, ``capturable``, ``differentiable``,
+  ``fused``; every optimizer takes those PyTorch's takes): accepted and kept in the param
+  groups, so ``state_dict()`` has the keys PyTorch's has. ember has one implementation of each
+  update (``foreach`` changes nothing), every step can be recorded into a graph by
+  ``ember.function`` (``capturable`` changes nothing either; nor does ``fused``: ember's
+  compiled steps fuse the update's loops by themselves), and a step always runs under
+  ``no_grad``, so ``differentiable=True`` is refused.
 * ``addcmul_`` / ``addcdiv_`` in ember ops, with PyTorch's CPU kernels' order of operations
   (``self + value * t1 * t2`` and ``self + value * t1 / t2``), so float64 updates agree to the
   last bits.
@@ -31,10 +34,13 @@ def check_flags(op: str, group: dict[str, Any]) -> None:
     foreach = group.get("foreach")
     if foreach not in (None, True, False):
         raise OptimizerError(f"foreach must be None, True or False, got {foreach!r}", op=op)
-    if group.get("capturable") not in (True, False):
+    if group.get("capturable", False) not in (True, False):
         raise OptimizerError(
             f"capturable must be True or False, got {group.get('capturable')!r}", op=op
         )
+    fused = group.get("fused")
+    if fused not in (None, True, False):
+        raise OptimizerError(f"fused must be None, True or False, got {fused!r}", op=op)
     if group.get("differentiable", False):
         raise OptimizerError(
             "differentiable=True is not supported: ember runs every optimizer step under "

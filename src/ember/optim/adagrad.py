@@ -21,6 +21,7 @@ from typing import Any
 
 from ..ops import api as E
 from ..tensor import Tensor
+from ._common import check_flags
 from .optimizer import Optimizer, as_operand, check_number, new_step_counter
 
 __all__ = ["Adagrad"]
@@ -42,6 +43,9 @@ class Adagrad(Optimizer):
         eps: float = 1e-10,
         *,
         maximize: bool = False,
+        foreach: bool | None = None,
+        differentiable: bool = False,
+        fused: bool | None = None,
     ) -> None:
         defaults = {
             "lr": lr,
@@ -50,6 +54,9 @@ class Adagrad(Optimizer):
             "weight_decay": weight_decay,
             "initial_accumulator_value": initial_accumulator_value,
             "maximize": maximize,
+            "foreach": foreach,
+            "differentiable": differentiable,
+            "fused": fused,
         }
         super().__init__(params, defaults)
         for group in self.param_groups:
@@ -62,6 +69,7 @@ class Adagrad(Optimizer):
         state["sum"] = E.full_like(p, float(group["initial_accumulator_value"]))
 
     def _validate(self, group: dict[str, Any]) -> None:
+        check_flags("Adagrad", group)
         for name in ("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps"):
             check_number("Adagrad", name, group[name])
 

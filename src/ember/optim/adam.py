@@ -24,6 +24,7 @@ from typing import Any
 
 from ..ops import api as E
 from ..tensor import Tensor
+from ._common import check_flags
 from .optimizer import (
     Optimizer,
     OptimizerError,
@@ -52,6 +53,10 @@ class Adam(Optimizer):
         amsgrad: bool = False,
         *,
         maximize: bool = False,
+        foreach: bool | None = None,
+        capturable: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
         decoupled_weight_decay: bool = False,
     ) -> None:
         defaults = {
@@ -62,10 +67,15 @@ class Adam(Optimizer):
             "amsgrad": amsgrad,
             "maximize": maximize,
             "decoupled_weight_decay": decoupled_weight_decay,
+            "foreach": foreach,
+            "capturable": capturable,
+            "differentiable": differentiable,
+            "fused": fused,
         }
         super().__init__(params, defaults)
 
     def _validate(self, group: dict[str, Any]) -> None:
+        check_flags(type(self).__name__, group)
         op = type(self).__name__
         check_number(op, "lr", group["lr"])
         check_number(op, "eps", group["eps"])
@@ -123,8 +133,9 @@ class Adam(Optimizer):
 
 class AdamW(Adam):
     """``AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
-    amsgrad=False, *, maximize=False)``: Adam with decoupled weight decay, as
-    ``torch.optim.AdamW``."""
+    amsgrad=False, *, maximize=False, foreach=None, capturable=False, differentiable=False,
+    fused=None)``: Adam with decoupled weight decay, as ``torch.optim.AdamW`` (the
+    implementation switches as in optim/_common.py)."""
 
     def __init__(
         self,
@@ -136,6 +147,10 @@ class AdamW(Adam):
         amsgrad: bool = False,
         *,
         maximize: bool = False,
+        foreach: bool | None = None,
+        capturable: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
     ) -> None:
         super().__init__(
             params,
@@ -145,6 +160,10 @@ class AdamW(Adam):
             weight_decay,
             amsgrad,
             maximize=maximize,
+            foreach=foreach,
+            capturable=capturable,
+            differentiable=differentiable,
+            fused=fused,
             decoupled_weight_decay=True,
         )
 

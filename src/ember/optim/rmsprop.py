@@ -21,6 +21,7 @@ from typing import Any
 
 from ..ops import api as E
 from ..tensor import Tensor
+from ._common import check_flags
 from .optimizer import Optimizer, as_operand, check_number, lerp_, new_step_counter
 
 __all__ = ["RMSprop"]
@@ -43,6 +44,9 @@ class RMSprop(Optimizer):
         centered: bool = False,
         *,
         maximize: bool = False,
+        foreach: bool | None = None,
+        capturable: bool = False,
+        differentiable: bool = False,
     ) -> None:
         defaults = {
             "lr": lr,
@@ -52,10 +56,14 @@ class RMSprop(Optimizer):
             "centered": centered,
             "weight_decay": weight_decay,
             "maximize": maximize,
+            "foreach": foreach,
+            "capturable": capturable,
+            "differentiable": differentiable,
         }
         super().__init__(params, defaults)
 
     def _validate(self, group: dict[str, Any]) -> None:
+        check_flags("RMSprop", group)
         for name in ("lr", "eps", "momentum", "weight_decay", "alpha"):
             check_number("RMSprop", name, group[name])
 

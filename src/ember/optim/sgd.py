@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..tensor import Tensor
+from ._common import check_flags
 from .optimizer import Optimizer, OptimizerError, as_operand, check_number
 
 __all__ = ["SGD"]
@@ -38,6 +39,9 @@ class SGD(Optimizer):
         nesterov: bool = False,
         *,
         maximize: bool = False,
+        foreach: bool | None = None,
+        differentiable: bool = False,
+        fused: bool | None = None,
     ) -> None:
         defaults = {
             "lr": lr,
@@ -46,10 +50,14 @@ class SGD(Optimizer):
             "weight_decay": weight_decay,
             "nesterov": nesterov,
             "maximize": maximize,
+            "foreach": foreach,
+            "differentiable": differentiable,
+            "fused": fused,
         }
         super().__init__(params, defaults)
 
     def _validate(self, group: dict[str, Any]) -> None:
+        check_flags("SGD", group)
         check_number("SGD", "lr", group["lr"])
         check_number("SGD", "momentum", group["momentum"])
         check_number("SGD", "dampening", group["dampening"], low=float("-inf"))
