@@ -112,3 +112,11 @@ def test_module_level_seed_functions_as_torch():
     new = ember.seed()
     assert ember.initial_seed() == new and 0 <= new < 2**63
     ember.manual_seed(1234)
+
+
+def test_generator_takes_a_device_as_torch():
+    assert ember.Generator(device="cpu").device == "cpu"
+    assert ember.Generator("cpu").initial_seed() == ember.Generator().initial_seed()
+    assert ember.Generator(ember.device("cpu")).manual_seed(3).initial_seed() == 3
+    with pytest.raises(ember.DeviceError):
+        ember.Generator(device="cuda")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .devices import check_device
 from .errors import RNGStateError
 
 _DEFAULT_SEED = 67280421310721
@@ -18,7 +19,12 @@ _DEFAULT_SEED = 67280421310721
 class Generator:
     """A source of random numbers with its own state (like ``torch.Generator``)."""
 
-    def __init__(self, seed: int | None = None):
+    def __init__(self, seed: int | None = None, device=None):
+        """``Generator()`` / ``Generator(device="cpu")`` as PyTorch's (whose one positional
+        argument is the device); ``Generator(seed)`` seeds it at once."""
+        if isinstance(seed, str) or hasattr(seed, "type"):  # torch.Generator("cpu")
+            seed, device = None, seed
+        self.device = check_device("cpu" if device is None else device, "Generator device")
         self.manual_seed(_DEFAULT_SEED if seed is None else seed)
 
     def manual_seed(self, seed: int) -> Generator:
