@@ -18,6 +18,8 @@ not above that of the order it runs in.
 import numpy as np
 import pytest
 
+import ember
+from ember import random as ember_random
 from ember.graph import Graph, interpreter
 from ember.kernels import cconv, cepilogue, cfuse, cgemm, cpooling, csoftmax
 from ember.ops import _conv_kernels
@@ -311,6 +313,17 @@ def bare_executors(monkeypatch):
     (tracemalloc would count the reference runs' arrays) or time use this fixture."""
     for (owner, name), original in _ORIGINALS.items():
         monkeypatch.setattr(owner, name, original)
+
+
+@pytest.fixture(autouse=True)
+def default_generator_seeded_per_test():
+    """Every test starts from the state ember's default generator has in a fresh process, and
+    leaves it as it found it: a test's random weights do not depend on which tests ran before
+    it (an unseeded test passed or failed with the suite's order and its selection)."""
+    saved = ember.get_rng_state()
+    ember.manual_seed(ember_random._DEFAULT_SEED)  # as in a fresh process
+    yield
+    ember.set_rng_state(saved)
 
 
 @pytest.fixture(autouse=True)
