@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-import scipy.linalg
 
 from .. import dtypes as dt
 from ..errors import DTypeError, LinAlgError, ShapeError
@@ -26,6 +25,13 @@ from ._util import fmt_shape, io_bytes, numel
 from .elementwise import to_tensor
 
 # ------------------------------------------------------------------------------ helpers
+
+
+def _linalg():
+    # SciPy is imported when a kernel first runs, not with ember (it costs ~0.2 s to import)
+    import scipy.linalg
+
+    return scipy.linalg
 
 
 def require_matrices(op, x, *, square=False):
@@ -104,7 +110,7 @@ def _square_infer(op):
 def _first_singular(a):
     """The batch index and 1-based pivot of the first exactly singular matrix in ``a``."""
     for index in np.ndindex(*a.shape[:-2]):
-        _, u = scipy.linalg.lu(a[index], permute_l=True)
+        _, u = _linalg().lu(a[index], permute_l=True)
         zero = np.flatnonzero(np.diagonal(u) == 0)
         if zero.size:
             return index, int(zero[0]) + 1
@@ -323,7 +329,7 @@ def _solve_triangular_kernel(a, b, *, upper, unitriangular):
     out = np.zeros(b.shape, b.dtype)
     if a.size == 0 or b.size == 0:
         return out
-    (trsm,) = scipy.linalg.get_blas_funcs(("trsm",), (a, b))
+    (trsm,) = _linalg().get_blas_funcs(("trsm",), (a, b))
     # BLAS's trsm, as PyTorch: no check for a zero diagonal (it gives inf / NaN, never raises)
     for index in np.ndindex(*a.shape[:-2]):
         out[index] = trsm(1.0, a[index], b[index], lower=not upper, diag=int(unitriangular), side=0)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.special as sc
 
 from .. import dtypes as dt
 from ..errors import DTypeError
@@ -29,23 +28,33 @@ from .elementwise import _binary, _unary, promote, to_tensor
 _HALF = (dt.float16.np, dt.bfloat16.np)
 
 
+def _special():
+    # SciPy is imported when a kernel first runs, not with ember (it costs ~0.2 s to import)
+    import scipy.special
+
+    return scipy.special
+
+
 def _scipy(fn):
-    """A kernel from a SciPy ufunc: half precision computed in float32, the IEEE edge values
-    (NaN, infinities) returned without NumPy's warnings, as PyTorch gives them."""
+    """A kernel from a SciPy ufunc (a function, or the name of one in scipy.special, looked up
+    when the kernel runs): half precision computed in float32, the IEEE edge values (NaN,
+    infinities) returned without NumPy's warnings, as PyTorch gives them."""
+    name = fn if isinstance(fn, str) else getattr(fn, "__name__", "kernel")
 
     def kernel(*arrays):
+        f = getattr(_special(), fn) if isinstance(fn, str) else fn
         with np.errstate(all="ignore"):
             if arrays[0].dtype in _HALF:
-                return fn(*(a.astype(np.float32) for a in arrays)).astype(arrays[0].dtype)
-            return np.asarray(fn(*arrays)).astype(arrays[0].dtype, copy=False)
+                return f(*(a.astype(np.float32) for a in arrays)).astype(arrays[0].dtype)
+            return np.asarray(f(*arrays)).astype(arrays[0].dtype, copy=False)
 
-    kernel.__name__ = getattr(fn, "__name__", "kernel")
+    kernel.__name__ = name
     return kernel
 
 
 def _digamma(x):
     # PyTorch's digamma at a signed zero is the pole's side: -inf at +0, +inf at -0
-    out = sc.psi(x)
+    out = _special().psi(x)
     zero = x == 0
     if np.any(zero):
         out = np.where(zero, np.copysign(np.inf, -x), out)
@@ -54,7 +63,7 @@ def _digamma(x):
 
 def _lgamma(x):
     # log|Gamma| grows without bound towards -inf too (SciPy gives -inf there, PyTorch inf)
-    out = sc.gammaln(x)
+    out = _special().gammaln(x)
     return np.where(x == -np.inf, np.inf, out) if np.any(x == -np.inf) else out
 
 
@@ -73,18 +82,18 @@ _unary(
 )
 _unary(
     "erfinv",
-    _scipy(sc.erfinv),
+    _scipy("erfinv"),
     lambda c, g: (g * E.exp(c.outputs[0] * c.outputs[0]) * _SQRT_PI_OVER_2,),
     save="output",
 )
 _unary(
     "erfc",
-    _scipy(sc.erfc),
+    _scipy("erfc"),
     lambda c, g: (g * E.exp(-c.inputs[0] * c.inputs[0]) * -_TWO_OVER_SQRT_PI,),
 )
 I1 = _unary(
     "i1",
-    _scipy(sc.i1),
+    _scipy("i1"),
     # d/dx I1(x) = I0(x) - I1(x) / x, whose limit at 0 is 1/2
     lambda c, g: (
         g
@@ -98,10 +107,10 @@ I1 = _unary(
     toplevel=False,  # ember.special.i1 only, as in PyTorch
 )
 I1.save_outputs = (0,)  # (_unary saves one of input and output; the VJP reads both)
-_unary("i0", _scipy(sc.i0), lambda c, g: (g * apply(I1, c.inputs[0]),))
+_unary("i0", _scipy("i0"), lambda c, g: (g * apply(I1, c.inputs[0]),))
 LOG_NDTR = _unary(
     "log_ndtr",
-    _scipy(sc.log_ndtr),
+    _scipy("log_ndtr"),
     # d/dx log Phi(x) = phi(x) / Phi(x) = exp(-x^2 / 2 - log Phi(x)) / sqrt(2 pi)
     lambda c, g: (g * E.exp(c.inputs[0] * c.inputs[0] * -0.5 - c.outputs[0]) * _INV_SQRT_2PI,),
     method=False,
@@ -121,7 +130,7 @@ def _polygamma_infer(x, *, n):
 def _polygamma_kernel(x, *, n):
     if n == 0:
         return _scipy(_digamma)(x)
-    return _scipy(lambda a: sc.polygamma(n, a))(x)
+    return _scipy(lambda a: _special().polygamma(n, a))(x)
 
 
 _POLYGAMMA = register(

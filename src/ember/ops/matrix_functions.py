@@ -8,14 +8,13 @@ the VJP is PyTorch's: the gradient ``G`` of ``exp(A)`` is the upper-right block 
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg
 
 from ..errors import DTypeError, ShapeError
 from ..types import TensorType
 from . import api as E
 from ._registry import apply, export
 from ._util import fmt_shape
-from .decompositions import _linalg_op, mT
+from .decompositions import _linalg, _linalg_op, mT
 from .elementwise import to_tensor
 
 
@@ -38,7 +37,7 @@ def _kernel(a):
     # (half precision computed in float64, then rounded once)
     work = a if a.dtype in (np.float32, np.float64) else a.astype(np.float64)
     for index in np.ndindex(*a.shape[:-2]):
-        out[index] = scipy.linalg.expm(work[index])
+        out[index] = _linalg().expm(work[index])
     return out
 
 
