@@ -16,7 +16,7 @@ turns into a constant). `discover` also finds those: the globals, closure variab
 attributes (of the traced object, of plain objects it reaches, of what globals and closure
 cells hold) that the function's code, or a helper's it names, *loads and never stores*, when
 they hold numbers, strings, None, NumPy scalars or arrays, or small tuples, lists and dicts of
-them (`PythonValue`). They are guarded: they enter the cache key by content, so a change
+them (`PythonValue`, in capture/guards.py). They are guarded: they enter the cache key by content, so a change
 retraces with a reason ("global scale changed from 0.5 to 0.7"), as ``torch.compile``'s guards
 do. A NumPy array of more than `ARRAY_GUARD_LIMIT` elements is guarded by identity, shape and
 dtype only; a trace that reads one warns that a change of its contents in place is not seen.
@@ -39,8 +39,6 @@ This module owns four things about that state:
 from __future__ import annotations
 
 import contextlib
-import dis
-import hashlib
 import types
 from dataclasses import dataclass, field
 from enum import Enum
@@ -52,6 +50,7 @@ from ..graph.symbolic_tensor import SymbolicTensor
 from ..nn.module import Module
 from ..optim.optimizer import Optimizer
 from ..tensor import GRAD_SLOT, Tensor
+from .guards import ARRAY_GUARD_LIMIT, PythonValue, _reads, python_value
 
 __all__ = [
     "ARRAY_GUARD_LIMIT",
@@ -84,128 +83,6 @@ def _walk(module: Module) -> list:
         for name, child in reversed(children):
             stack.append((f"{path}.{name}" if path else name, child))
     return out
-
-
-ARRAY_GUARD_LIMIT = 1 << 16  # elements: larger NumPy arrays are guarded by identity only
-
-_SCALARS = (bool, int, float, complex, str, bytes, type(None))
-_GUARDABLE = (*_SCALARS, np.generic, np.ndarray, tuple, list, dict)
-
-
-@dataclass(frozen=True)
-class PythonValue:
-    """A Python value a traced function reads, as a cache-key component: equal when the
-    contents are (``canonical``: floats by their bits, so a NaN equals itself; arrays by a
-    digest), shown as the value (``shown``). ``whole``: False for a large array guarded by
-    identity, shape and dtype only."""
-
-    canonical: object
-    shown: str = field(compare=False)
-    whole: bool = field(default=True, compare=False)
-
-    def __repr__(self) -> str:
-        return self.shown
-
-
-def _canonical(value, depth: int = 0):
-    """A hashable, content-equal stand-in for a plain Python value, or None for values that
-    are not guarded (objects, functions, tensors, long containers)."""
-    if not isinstance(value, _GUARDABLE):  # (first: most values read are objects)
-        return None
-    if isinstance(value, float):
-        return ("float", value.hex())
-    if isinstance(value, complex):
-        return ("complex", value.real.hex(), value.imag.hex())
-    if isinstance(value, _SCALARS):
-        return (type(value).__name__, value)
-    if isinstance(value, np.generic) and value.dtype.kind in "biufcSU":
-        return ("numpy", value.dtype.str, value.tobytes())
-    if isinstance(value, np.ndarray) and value.dtype.kind in "biufcSU":
-        if value.size > ARRAY_GUARD_LIMIT:
-            return ("large array", id(value), value.shape, value.dtype.str)
-        data = np.ascontiguousarray(value)
-        digest = hashlib.blake2b(data.view(np.uint8).reshape(-1), digest_size=16).digest()
-        return ("array", value.shape, value.dtype.str, digest)
-    if depth == 0 and isinstance(value, (tuple, list)) and len(value) <= 64:
-        items = [_canonical(v, 1) for v in value]
-        return None if None in items else (type(value).__name__, tuple(items))
-    if depth == 0 and isinstance(value, dict) and len(value) <= 64:
-        items = [(k, _canonical(v, 1)) for k, v in value.items()]
-        if any(c is None for _, c in items) or not all(isinstance(k, _SCALARS) for k, _ in items):
-            return None
-        return ("dict", tuple(items))
-    return None
-
-
-def python_value(value) -> PythonValue | None:
-    """The guard of ``value`` (see `PythonValue`), or None where it is not guarded."""
-    canonical = _canonical(value)
-    if canonical is None:
-        return None
-    if isinstance(value, np.ndarray):
-        whole = canonical[0] != "large array"
-        shown = f"array{value.shape} of {value.dtype}"
-        if whole:  # the contents, or the start of them and a digest that tells them apart
-            text = np.array2string(value.reshape(-1)[:6], separator=", ", threshold=6)
-            more = ", ...]" if value.size > 6 else ""
-            shown += f" {text[:-1] + more if more else text} #{canonical[3].hex()[:8]}"
-        return PythonValue(canonical, shown, whole)
-    shown = repr(value)
-    return PythonValue(canonical, shown if len(shown) <= 60 else shown[:57] + "...")
-
-
-_READS: dict[int, tuple] = {}  # id(code) -> (code, its `_reads`): a code object's hash is slow
-
-
-def _reads(code) -> tuple:
-    """``code``'s reads (`_loads`) with their labels: ((global name, label), ...), attribute
-    names, ((index of the free variable, label), ...); computed once per code object."""
-    entry = _READS.get(id(code))
-    if entry is None or entry[0] is not code:
-        if len(_READS) > 4096:
-            _READS.clear()
-        names, attrs, cells = _loads(code)
-        free = code.co_freevars
-        entry = _READS[id(code)] = (
-            code,
-            (
-                tuple((n, f"global {n}") for n in names),
-                attrs,
-                tuple((i, f"closure variable {n}") for i, n in enumerate(free) if n in cells),
-            ),
-        )
-    return entry[1]
-
-
-def _loads(code) -> tuple[tuple, frozenset, frozenset]:
-    """(globals, sorted; attribute names; free variables) that ``code`` or the code nested in
-    it loads and never stores: what a trace reads and the function itself does not change."""
-    loaded: dict[str, set] = {"global": set(), "attr": set(), "deref": set()}
-    stored: dict[str, set] = {"global": set(), "attr": set(), "deref": set()}
-    kinds = {
-        "LOAD_GLOBAL": (loaded, "global"),
-        "LOAD_NAME": (loaded, "global"),
-        "STORE_GLOBAL": (stored, "global"),
-        "DELETE_GLOBAL": (stored, "global"),
-        "LOAD_ATTR": (loaded, "attr"),
-        "LOAD_METHOD": (loaded, "attr"),
-        "STORE_ATTR": (stored, "attr"),
-        "DELETE_ATTR": (stored, "attr"),
-        "LOAD_DEREF": (loaded, "deref"),
-        "LOAD_CLASSDEREF": (loaded, "deref"),
-        "STORE_DEREF": (stored, "deref"),
-        "DELETE_DEREF": (stored, "deref"),
-    }
-    stack = [code]
-    while stack:
-        c = stack.pop()
-        for ins in dis.get_instructions(c):
-            kind = kinds.get(ins.opname)
-            if kind is not None and isinstance(ins.argval, str):
-                kind[0][kind[1]].add(ins.argval)
-        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-    names = tuple(sorted(loaded["global"] - stored["global"]))
-    return (names, *(frozenset(loaded[k] - stored[k]) for k in ("attr", "deref")))
 
 
 @dataclass
