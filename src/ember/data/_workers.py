@@ -33,7 +33,7 @@ import glob
 import itertools
 import mmap
 import os
-import pickle
+import pickle  # only messages between ember and its own worker processes (see pack)
 import queue
 import random
 import secrets
@@ -157,7 +157,9 @@ def pack(batch, encode: _Encoder) -> bytes:
 
 
 def decode(message: bytes):
-    """A received batch with its shared arrays mapped in (main side)."""
+    """A received batch with its shared arrays mapped in (main side). The message comes over a
+    pipe from a worker this process started (as multiprocessing.Queue's do); nothing read from
+    a file is unpickled, and a shared segment holds raw array bytes only."""
     return _decode_tree(pickle.loads(message))
 
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import _compat_pickle
 import io
-import pickle
+import pickle  # its opcode machinery only: _RestrictedUnpickler allows no other global
 import sys
 import zipfile
 from collections import Counter, OrderedDict
