@@ -18,8 +18,9 @@ cells hold) that the function's code, or a helper's it names, *loads and never s
 they hold numbers, strings, None, NumPy scalars or arrays, or small tuples, lists and dicts of
 them (`PythonValue`, capture/guards.py). They are guarded: they enter the cache key by content,
 so a change retraces with a reason ("global scale changed from 0.5 to 0.7"), as
-``torch.compile``'s guards do. A NumPy array of more than `ARRAY_GUARD_LIMIT` elements is guarded by identity, shape and
-dtype only; a trace that reads one warns that a change of its contents in place is not seen.
+``torch.compile``'s guards do. A NumPy array of more than `ARRAY_GUARD_LIMIT` elements is
+guarded by identity, shape and dtype only; a trace that reads one warns that a change of its
+contents in place is not seen.
 
 This module owns four things about that state:
 
