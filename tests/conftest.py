@@ -21,7 +21,7 @@ import pytest
 import ember
 from ember import random as ember_random
 from ember.graph import Graph, interpreter
-from ember.kernels import cconv, cepilogue, cfuse, cgemm, cpooling, csoftmax
+from ember.kernels import cconv, cdepthwise, cepilogue, cfuse, cgemm, cpooling, csoftmax
 from ember.ops import _conv_kernels
 from ember.ops.pool import _max_pool_np, _scatter_kernel
 from ember.ops.program import evaluate_program
@@ -237,10 +237,11 @@ def _checked_softmax(fast, reference):
     return call
 
 
-def _checked_conv(name):
-    """``cconv.<name>`` with each call that returns an array checked against the NumPy kernel
-    of ops/_conv_kernels.py (the forward with its bias and ReLU added after)."""
-    fast, reference = getattr(cconv, name), getattr(_conv_kernels, name)
+def _checked_conv(name, module=cconv):
+    """``cconv.<name>`` (or ``cdepthwise.<name>``) with each call that returns an array
+    checked against the NumPy kernel of ops/_conv_kernels.py (the forward with its bias and
+    ReLU added after)."""
+    fast, reference = getattr(module, name), getattr(_conv_kernels, name)
 
     def call(a, b, p, groups, *epilogue, **kwargs):
         got = fast(a, b, p, groups, *epilogue, **kwargs)
@@ -251,7 +252,7 @@ def _checked_conv(name):
                 want = want + bias.reshape((1, -1) + (1,) * (want.ndim - 2))
             if (epilogue[1:] or (kwargs.get("relu"),))[0]:
                 want = np.where(want < 0, want.dtype.type(0), want)
-            message = f"cconv.{name} on {a.shape}, {b.shape}"
+            message = f"{module.__name__}.{name} on {a.shape}, {b.shape}"
             _assert_close_to_reference(got, want, message)
             mask = (epilogue[2:] or (kwargs.get("mask"),))[0]
             if mask is not None:  # got > 0 exactly; want may round to the other side of 0
@@ -369,6 +370,7 @@ def generated_code_equals_the_interpreter(monkeypatch):
     _check(monkeypatch, cepilogue, "build", _checked_epilogue(cepilogue.build))
     for name in ("conv_forward", "conv_input_grad", "conv_weight_grad"):
         _check(monkeypatch, cconv, name, _checked_conv(name))
+        _check(monkeypatch, cdepthwise, name, _checked_conv(name, cdepthwise))
     _check(monkeypatch, cgemm, "matmul", _checked_product(cgemm.matmul))
     _check(
         monkeypatch,
