@@ -24,8 +24,8 @@ Sums run in another order than the NumPy kernels of ops/_conv_kernels.py (the sp
 so results equal them within rounding; the zero frame makes padding behave as theirs does (a
 non-finite weight or gradient times a padded zero is NaN in both). Planes (forward, input
 gradient) or blocks of samples (weight gradient) are shared over kernels/cpool.py's threads.
-Every entry returns None where it does not apply (not depthwise, 3-d, not float32/float64, no compiler, a
-negative low padding, an empty tensor) and the caller runs the grouped path.
+Every entry returns None where it does not apply (not depthwise, 3-d, not float32/float64, no
+compiler, a negative low padding, an empty tensor) and the caller runs the grouped path.
 """
 
 from __future__ import annotations
