@@ -57,11 +57,19 @@ def _check(op: str, x, *per_channel) -> None:
 
 def _whole_batch(in_types, axes, attrs, k):
     """Batch rule of the training ops: per-channel statistics over the batch, so no slice of the
-    batch gives the whole batch's result."""
+    batch gives the whole batch's result. Run whole, the first output (y or gx) holds the batch
+    on axis 0 and the per-channel ones are batch-free."""
     raise _batching.NotBatchable(
         "its per-channel statistics are computed from the whole batch; slices would "
-        "normalize by their own"
+        "normalize by their own",
+        out_axes=(0, None, None) if _per_sample_on_0(axes) else None,
     )
+
+
+def _per_sample_on_0(axes) -> bool:
+    """The batch only on axis 0 of the (N, C, ...) operands (x, and the backward's gy)."""
+    samples = (0, 3) if len(axes) == 7 else (0,)
+    return all(a is None or (i in samples and a == 0) for i, a in enumerate(axes))
 
 
 def _cost(flops_per_element: int):
