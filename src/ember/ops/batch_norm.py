@@ -179,6 +179,15 @@ def _eval_fast(x, mean, var, weight, bias, *, eps):
     return _compiled().eval_forward(x, scale.astype(x.dtype), shift.astype(x.dtype))
 
 
+def _eval_channel_affine(arrays, attrs):
+    """The call as ``x * scale + shift`` per channel, when its statistics and affine parameters
+    are constants (an inference graph's frozen batch norm)."""
+    if any(a is None for a in arrays[1:]):
+        return None
+    scale, shift = _scale_shift(*arrays[1:], attrs["eps"])
+    return 0, scale, shift
+
+
 def _eval_vjp(ctx, gy):
     x, mean, var, weight, _ = ctx.inputs
     nx, nmean, nvar, nw, nb = ctx.needs_input_grad
@@ -240,6 +249,7 @@ BATCH_NORM_EVAL = register(
         kernel=_eval_kernel,
         fast=_eval_fast,
         vjp=_eval_vjp,
+        channel_affine=_eval_channel_affine,
         cost=_cost(2),
         batch=_batching.per_sample(),
         doc="batch_norm_eval(x, mean, var, weight, bias; eps): the per-channel affine "

@@ -478,6 +478,8 @@ CONV = register(
         batch=_batching.per_sample(),
         c_step=_conv_c_step,
         epilogue=_CONV_EPILOGUE,
+        # output channel c reads weight row c only, whatever the groups
+        channel_weight=lambda attrs: 1,
         flop_family="conv",
         workspace=_half_workspace,
         doc="conv(x, w; stride, padding, dilation, groups): N-d cross-correlation, x of shape "
