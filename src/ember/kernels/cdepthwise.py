@@ -55,14 +55,20 @@ struct job {
   long n, cin, m, h, w_, oh, ow, ph, pw, fh, fw, blocks;
 };
 
-/* copy plane src (rows x cols) into the zeroed frame (fh x fw) at (r0, c0), clipped */
-static void frame_plane(T *frame, long fh, long fw, const T *src, long rows, long cols,
-                        long r0, long c0) {
+/* copy plane src (rows x cols) into the zeroed frame (fh rows of pitch fw) at (r0, c0),
+   clipped to fh rows and `limit` columns (columns past it stay zero) */
+static void frame_rows(T *frame, long fh, long fw, long limit, const T *src, long rows,
+                       long cols, long r0, long c0) {
   long ncols = cols;
-  if (c0 + ncols > fw) ncols = fw - c0;
+  if (c0 + ncols > limit) ncols = limit - c0;
   if (ncols <= 0) return;
   for (long r = 0; r < rows && r0 + r < fh; r++)
     memcpy(frame + (r0 + r) * fw + c0, src + r * cols, ncols * sizeof(T));
+}
+
+static void frame_plane(T *frame, long fh, long fw, const T *src, long rows, long cols,
+                        long r0, long c0) {
+  frame_rows(frame, fh, fw, fw, src, rows, cols, r0, c0);
 }
 
 /* forward: out planes (n, co), input plane (n, co / m) */
@@ -160,41 +166,52 @@ static void input_grad_scatter(void *job_, long lo, long hi) {
 
 /* weight gradient: block b of samples, all channels, planes in memory order (a channel's planes
    lie a whole sample apart: walking them channel by channel was several times slower). Per
-   plane and tap, lane sums as wide as an output row, added to row by row (vectorized over the
-   width) in the operands' dtype, then summed into the block's double partial sums
-   (out_partial[b][co][k]): float32 sums run over one plane's rows only */
+   plane, per stretch of V output columns (one vector), the taps' products summed over the
+   rows in V lanes each (registers), then the lanes into the block's double partial sums
+   (out_partial[b][co][k]): float32 sums run over one plane's rows only. The gradient plane is
+   copied into rows padded to whole vectors and the input frame is as wide as those vectors
+   read; the products of lanes past the output's width are dropped by a select (never added
+   as 0 * x, which is NaN where x is not finite) */
+#define V (64 / (long)sizeof(T))
 static void weight_grad_blocks(void *job_, long lo, long hi) {
   const struct job *j = job_;
   const long fh = j->fh, fw = j->fw, OH = j->oh, OW = j->ow, cout = j->cin * j->m;
-  const long blocks = j->blocks;
-  double *partial = (double *)j->out;
-  T *frame = calloc(fh * fw + KK * OW, sizeof(T));
+  const long blocks = j->blocks, OWp = (OW + V - 1) / V * V;
+  const long pitch = (OWp - 1) * SW + (KW - 1) * DW + 1;
+  T *frame = calloc(fh * pitch + OH * OWp, sizeof(T));
   if (!frame) return;
-  T *lanes = frame + fh * fw;
+  T *gframe = frame + fh * pitch;
+  double *partial = (double *)j->out;
   for (long b = lo; b < hi; b++) {
     double *acc = partial + b * cout * KK;
     memset(acc, 0, cout * KK * sizeof(double));
     for (long n = b * j->n / blocks; n < (b + 1) * j->n / blocks; n++)
       for (long co = 0; co < cout; co++) {
-        frame_plane(frame, fh, fw, j->a + (n * j->cin + co / j->m) * j->h * j->w_, j->h,
-                    j->w_, j->ph, j->pw);
-        const T *g = j->w + (n * cout + co) * OH * OW; /* (the gradient rides in w) */
-        memset(lanes, 0, KK * OW * sizeof(T));
-        for (long oh = 0; oh < OH; oh++) {
-          const T *restrict gr = g + oh * OW;
-          const T *restrict xr = frame + oh * SH * fw;
-          for (int kh = 0; kh < KH; kh++)
-            for (int kw = 0; kw < KW; kw++) {
-              T *restrict lane = lanes + (kh * KW + kw) * OW;
-              const T *restrict xk = xr + kh * DH * fw + kw * DW;
+        frame_rows(frame, fh, pitch, fw, j->a + (n * j->cin + co / j->m) * j->h * j->w_, j->h,
+                   j->w_, j->ph, j->pw);
+        frame_rows(gframe, OH, OWp, OW, j->w + (n * cout + co) * OH * OW, OH, OW, 0, 0);
+        for (long ow0 = 0; ow0 < OWp; ow0 += V) {
+          T lanes[KK][V];
+          memset(lanes, 0, sizeof lanes);
+          const long valid = OW - ow0; /* lanes past it only read (their products dropped) */
+          for (long oh = 0; oh < OH; oh++) {
+            const T *gr = gframe + oh * OWp + ow0;
+            const T *xr = frame + oh * SH * pitch + ow0 * SW;
+            for (int kh = 0; kh < KH; kh++)
+              for (int kw = 0; kw < KW; kw++) {
+                const T *xk = xr + kh * DH * pitch + kw * DW;
 #pragma omp simd
-              for (long ow = 0; ow < OW; ow++) lane[ow] += xk[ow * SW] * gr[ow];
-            }
-        }
-        for (int k = 0; k < KK; k++) {
-          T s = 0;
-          for (long ow = 0; ow < OW; ow++) s += lanes[k * OW + ow];
-          acc[co * KK + k] += s;
+                for (long v = 0; v < V; v++) {
+                  const T p = xk[v * SW] * gr[v];
+                  lanes[kh * KW + kw][v] += v < valid ? p : 0;
+                }
+              }
+          }
+          for (int k = 0; k < KK; k++) {
+            T s = 0;
+            for (long v = 0; v < V; v++) s += lanes[k][v];
+            acc[co * KK + k] += s;
+          }
         }
       }
   }
