@@ -12,7 +12,8 @@ The stream roof is measured at run time: the bandwidth of a large float32 ``a + 
 all threads) over arrays four times the largest case. Each kernel's "bytes" are what it must
 move at least (each operand read once, each result written once); ``roof`` is its time over
 the time those bytes take at the roof bandwidth (1.0 = at the roof; shapes that fit in the
-caches can go below). Rounds alternate between ember and PyTorch; medians are printed.
+caches can go below), from the minimum times. Rounds alternate between ember and PyTorch;
+medians and minima are printed.
 
     python benchmarks/depthwise_bn.py [--rounds 7] [--cases dw,bn]
 """
@@ -48,7 +49,7 @@ BN = [(64, 32), (128, 16), (256, 8), (96, 32), (384, 8)]  # (channels, size)
 N = 64
 
 
-def _median_time(fn, reps: int) -> float:
+def _times(fn, reps: int) -> list[float]:
     # a pause and untimed calls first: neither framework pays for the other's spinning threads
     time.sleep(0.05)
     for _ in range(2):
@@ -58,30 +59,34 @@ def _median_time(fn, reps: int) -> float:
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    return times
 
 
-def _compare(ours, theirs, rounds: int, reps: int) -> tuple[float, float]:
+def _compare(ours, theirs, rounds: int, reps: int) -> tuple[float, float, float, float]:
+    """Medians of ember's and PyTorch's times over interleaved rounds, then their minima (on a
+    machine shared with other work, a 2-thread call that waits for a descheduled thread takes
+    a scheduler quantum longer: the minimum shows the kernel's own time)."""
     a, b = [], []
     for _ in range(rounds):
-        a.append(_median_time(ours, reps))
-        b.append(_median_time(theirs, reps))
-    return statistics.median(a), statistics.median(b)
+        a += _times(ours, reps)
+        b += _times(theirs, reps)
+    return statistics.median(a), statistics.median(b), min(a), min(b)
 
 
 def _roof(nbytes: int) -> float:
     """Bytes per second of a float32 ``a + b`` over arrays of ``nbytes`` each (3 * nbytes moved)."""
     n = nbytes // 4
     a, b, c = (torch.rand(n) for _ in range(3))
-    seconds = min(_median_time(lambda: torch.add(a, b, out=c), 5) for _ in range(3))
+    seconds = min(min(_times(lambda: torch.add(a, b, out=c), 5)) for _ in range(3))
     return 3 * nbytes / seconds
 
 
-def _row(name, t_ours, t_torch, nbytes, roof):
+def _row(name, t_ours, t_torch, best_ours, best_torch, nbytes, roof):
     ideal = nbytes / roof
     print(
-        f"{name:<34} {t_ours * 1e6:9.0f} {t_torch * 1e6:9.0f} {t_ours / t_torch:6.2f}x "
-        f"{nbytes / t_ours / 1e9:7.1f} {t_ours / ideal:6.2f} {t_torch / ideal:6.2f}",
+        f"{name:<32} {t_ours * 1e6:8.0f} {t_torch * 1e6:8.0f} {t_ours / t_torch:6.2f}x "
+        f"{best_ours * 1e6:8.0f} {best_torch * 1e6:8.0f} {best_ours / best_torch:6.2f}x "
+        f"{nbytes / best_ours / 1e9:6.1f} {best_ours / ideal:6.2f} {best_torch / ideal:6.2f}",
         flush=True,
     )
 
@@ -175,8 +180,8 @@ def main() -> None:
     roof = _roof(4 * largest)
     print(f"CPU: {model}; torch {torch.__version__}, 2 threads; stream roof {roof / 1e9:.1f} GB/s")
     print(
-        f"{'case':<34} {'ember us':>9} {'torch us':>9} {'ratio':>7} {'GB/s':>7} "
-        f"{'roof':>6} {'t.roof':>6}"
+        f"{'case':<32} {'median: ember us':>17} {'torch':>8} {'ratio':>7} {'min: ember':>8} "
+        f"{'torch':>8} {'ratio':>7} {'GB/s':>6} {'roof':>6} {'t.roof':>6}"
     )
     rng = np.random.default_rng(0)
     cases = args.cases.split(",")

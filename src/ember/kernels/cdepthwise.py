@@ -134,16 +134,19 @@ static void input_grad_gather(void *job_, long lo, long hi) {
 }
 
 /* input gradient, any stride: each gradient row added into the framed input plane tap by tap,
-   then the plane cropped out of the frame */
+   then the plane cropped out of the frame. The frame's columns are kept de-interleaved by
+   their phase modulo the stride (column c at phase c % SW, index c / SW), so that a tap's
+   contributions, SW columns apart, land in consecutive elements: a vectorized add instead of
+   a strided scatter. The crop re-interleaves them. */
 static void input_grad_scatter(void *job_, long lo, long hi) {
   const struct job *j = job_;
   const long fh = j->fh, fw = j->fw, H = j->h, W = j->w_, OH = j->oh, OW = j->ow;
-  const long cout = j->cin * j->m;
-  T *frame = malloc(fh * fw * sizeof(T));
+  const long cout = j->cin * j->m, qw = fw / SW + 1;
+  T *frame = malloc((fh + 1) * SW * qw * sizeof(T));
   if (!frame) return;
   for (long p = lo; p < hi; p++) {
     const long n = p / j->cin, ci = p % j->cin;
-    memset(frame, 0, fh * fw * sizeof(T));
+    memset(frame, 0, fh * SW * qw * sizeof(T));
     for (long c = 0; c < j->m; c++) {
       const long co = ci * j->m + c;
       const T *g = j->a + (n * cout + co) * OH * OW;
@@ -152,14 +155,21 @@ static void input_grad_scatter(void *job_, long lo, long hi) {
         for (int kh = 0; kh < KH; kh++)
           for (int kw = 0; kw < KW; kw++) {
             const T wv = j->w[co * KK + kh * KW + kw];
-            T *restrict fr = frame + (oh * SH + kh * DH) * fw + kw * DW;
-            for (long ow = 0; ow < OW; ow++) fr[ow * SW] += wv * gr[ow];
+            const long col = kw * DW;
+            T *restrict fr = frame + ((oh * SH + kh * DH) * SW + col % SW) * qw + col / SW;
+#pragma omp simd
+            for (long ow = 0; ow < OW; ow++) fr[ow] += wv * gr[ow];
           }
       }
     }
     T *dx = j->out + p * H * W;
-    for (long ih = 0; ih < H; ih++)
-      memcpy(dx + ih * W, frame + (ih + j->ph) * fw + j->pw, W * sizeof(T));
+    for (long ih = 0; ih < H; ih++) {
+      const T *restrict row = frame + (ih + j->ph) * SW * qw;
+      T *restrict line = frame + fh * SW * qw; /* (one interleaved row past the frame) */
+      for (long q = 0; q < qw; q++)
+        for (int r = 0; r < SW; r++) line[q * SW + r] = row[r * qw + q];
+      memcpy(dx + ih * W, line + j->pw, W * sizeof(T));
+    }
   }
   free(frame);
 }
