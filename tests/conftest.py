@@ -21,8 +21,18 @@ import pytest
 import ember
 from ember import random as ember_random
 from ember.graph import Graph, interpreter
-from ember.kernels import cconv, cdepthwise, cepilogue, cfuse, cgemm, cpooling, csoftmax
+from ember.kernels import (
+    cbatchnorm,
+    cconv,
+    cdepthwise,
+    cepilogue,
+    cfuse,
+    cgemm,
+    cpooling,
+    csoftmax,
+)
 from ember.ops import _conv_kernels
+from ember.ops import batch_norm as _batch_norm
 from ember.ops.pool import _max_pool_np, _scatter_kernel
 from ember.ops.program import evaluate_program
 from ember.ops.softmax import _log_softmax_kernel, _softmax_kernel
@@ -264,6 +274,51 @@ def _checked_conv(name, module=cconv):
     return call
 
 
+def _checked_batch_norm(name):
+    """``cbatchnorm.<name>`` with each call that returns arrays checked against the NumPy
+    kernels of ops/batch_norm.py: within 1e-4 (float32) of each result's scale, times the
+    input's conditioning (its largest magnitude over its smallest channel deviation: centring
+    rounds at the scale of the values, not of their deviations)."""
+    fast = getattr(cbatchnorm, name)
+
+    def call(*args):
+        got = fast(*args)
+        if got is None:
+            return got
+        if name == "train_forward":
+            x, w, b, eps = args
+            want = _batch_norm._train_kernel(x, w, b, eps=eps)
+            spread = np.sqrt(want[2].astype(np.float64) + eps)
+        elif name == "train_backward":
+            gy, x, mean, var, w, eps = args
+            zeros = np.zeros_like(mean)
+            want = _batch_norm._backward_kernel(gy, zeros, zeros, x, mean, var, w, eps=eps)
+            spread = np.sqrt(var.astype(np.float64) + eps)
+        else:
+            x, scale, shift = args
+            view = (1, -1) + (1,) * (x.ndim - 2)
+            y = x.astype(np.float64) * scale.reshape(view) + shift.reshape(view)
+            want, spread = (y.astype(x.dtype),), None
+        x = args[0] if name != "train_backward" else args[1]
+        values = np.abs(x[np.isfinite(x)])
+        condition = 1.0
+        if spread is not None and values.size and np.isfinite(spread).all():
+            condition = max(1.0, float(values.max()) / max(float(spread.min()), 1e-30))
+        for g, w in zip(got if isinstance(got, tuple) else (got,), want):
+            message = f"cbatchnorm.{name} on {x.shape}"
+            assert g.shape == w.shape and g.dtype == w.dtype, message
+            finite = np.isfinite(w)
+            np.testing.assert_array_equal(np.isfinite(g), finite, err_msg=message)
+            scale = float(np.abs(w[finite]).max()) if finite.any() else 0.0
+            tol = (1e-4 if w.dtype == np.float32 else 1e-11) * condition
+            np.testing.assert_allclose(
+                g[finite], w[finite], rtol=tol, atol=tol * scale, err_msg=message
+            )
+        return got
+
+    return call
+
+
 def _scatter_reference(g, indices, in_size, mask=None, fill=0.0):
     out = _scatter_kernel(g, indices, in_size=in_size)
     return out if mask is None else np.where(mask, out, out.dtype.type(fill))
@@ -371,6 +426,8 @@ def generated_code_equals_the_interpreter(monkeypatch):
     for name in ("conv_forward", "conv_input_grad", "conv_weight_grad"):
         _check(monkeypatch, cconv, name, _checked_conv(name))
         _check(monkeypatch, cdepthwise, name, _checked_conv(name, cdepthwise))
+    for name in ("train_forward", "train_backward", "eval_forward"):
+        _check(monkeypatch, cbatchnorm, name, _checked_batch_norm(name))
     _check(monkeypatch, cgemm, "matmul", _checked_product(cgemm.matmul))
     _check(
         monkeypatch,
