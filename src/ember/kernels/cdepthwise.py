@@ -71,12 +71,46 @@ static void frame_plane(T *frame, long fh, long fw, const T *src, long rows, lon
   frame_rows(frame, fh, fw, fw, src, rows, cols, r0, c0);
 }
 
+/* the bytes of one vector register, for the choice of a flat loop below */
+#if defined(__AVX512F__)
+#define VBYTES 64
+#elif defined(__AVX__)
+#define VBYTES 32
+#else
+#define VBYTES 16
+#endif
+
+/* stride 1 on rows narrower than a vector: the taps over the frame as one flat loop of
+   rows * fw results (each row's last fw - cols are read past its end and dropped), then the
+   rows copied out (added to `out` when `add`); a loop per row would run mostly remainders */
+static void flat_taps(const T *restrict frame, long fw, long rows, long cols, const T *wk,
+                      T *restrict ext, T *restrict out, int add) {
+  const long len = rows * fw;
+#pragma omp simd
+  for (long i = 0; i < len; i++) {
+    T s = 0;
+    for (int kh = 0; kh < KH; kh++)
+      for (int kw = 0; kw < KW; kw++) s += wk[kh * KW + kw] * frame[i + kh * DH * fw + kw * DW];
+    ext[i] = s;
+  }
+  for (long r = 0; r < rows; r++) {
+    if (add)
+      for (long c = 0; c < cols; c++) out[r * cols + c] += ext[r * fw + c];
+    else
+      memcpy(out + r * cols, ext + r * fw, cols * sizeof(T));
+  }
+}
+#define FLAT(cols) (SH == 1 && SW == 1 && (cols) * (long)sizeof(T) < VBYTES)
+/* a flat loop reads up to (KW - 1) * DW past the frame's last row: zeros */
+#define SLACK ((KW - 1) * DW + 1)
+
 /* forward: out planes (n, co), input plane (n, co / m) */
 static void forward_planes(void *job_, long lo, long hi) {
   const struct job *j = job_;
   const long fh = j->fh, fw = j->fw, OH = j->oh, OW = j->ow, cout = j->cin * j->m;
-  T *frame = calloc(fh * fw, sizeof(T));
+  T *frame = calloc(fh * fw + SLACK + OH * fw, sizeof(T));
   if (!frame) return;
+  T *ext = frame + fh * fw + SLACK;
   for (long p = lo; p < hi; p++) {
     const long n = p / cout, co = p % cout;
     frame_plane(frame, fh, fw, j->a + (n * j->cin + co / j->m) * j->h * j->w_, j->h, j->w_,
@@ -84,6 +118,10 @@ static void forward_planes(void *job_, long lo, long hi) {
     T wk[KK];
     for (int k = 0; k < KK; k++) wk[k] = j->w[co * KK + k];
     T *y = j->out + p * OH * OW;
+    if (FLAT(OW)) {
+      flat_taps(frame, fw, OH, OW, wk, ext, y, 0);
+      continue;
+    }
     for (long oh = 0; oh < OH; oh++) {
       const T *xr = frame + oh * SH * fw;
       T *restrict yr = y + oh * OW;
@@ -106,8 +144,9 @@ static void input_grad_gather(void *job_, long lo, long hi) {
   const struct job *j = job_;
   const long fh = j->fh, fw = j->fw, H = j->h, W = j->w_, OH = j->oh, OW = j->ow;
   const long r0 = (KH - 1) * DH - j->ph, c0 = (KW - 1) * DW - j->pw, cout = j->cin * j->m;
-  T *frame = calloc(fh * fw, sizeof(T));
+  T *frame = calloc(fh * fw + SLACK + H * fw, sizeof(T));
   if (!frame) return;
+  T *ext = frame + fh * fw + SLACK;
   for (long p = lo; p < hi; p++) {
     const long n = p / j->cin, ci = p % j->cin;
     T *dx = j->out + p * H * W;
@@ -116,6 +155,10 @@ static void input_grad_gather(void *job_, long lo, long hi) {
       frame_plane(frame, fh, fw, j->a + (n * cout + co) * OH * OW, OH, OW, r0, c0);
       T wk[KK];
       for (int k = 0; k < KK; k++) wk[k] = j->w[co * KK + (KK - 1 - k)];
+      if (FLAT(W)) {
+        flat_taps(frame, fw, H, W, wk, ext, dx, c > 0);
+        continue;
+      }
       for (long ih = 0; ih < H; ih++) {
         const T *gr = frame + ih * fw;
         T *restrict xr = dx + ih * W;
@@ -182,7 +225,7 @@ static void input_grad_scatter(void *job_, long lo, long hi) {
    copied into rows padded to whole vectors and the input frame is as wide as those vectors
    read; the products of lanes past the output's width are dropped by a select (never added
    as 0 * x, which is NaN where x is not finite) */
-#define V (64 / (long)sizeof(T))
+#define V (VBYTES / (long)sizeof(T))
 static void weight_grad_blocks(void *job_, long lo, long hi) {
   const struct job *j = job_;
   const long fh = j->fh, fw = j->fw, OH = j->oh, OW = j->ow, cout = j->cin * j->m;
