@@ -220,8 +220,10 @@ static void input_grad_scatter(void *job_, long lo, long hi) {
 /* weight gradient: block b of samples, all channels, planes in memory order (a channel's planes
    lie a whole sample apart: walking them channel by channel was several times slower). Per
    plane, per stretch of V output columns (one vector), the taps' products summed over the
-   rows in V lanes each (registers), then the lanes into the block's double partial sums
-   (out_partial[b][co][k]): float32 sums run over one plane's rows only. The gradient plane is
+   rows in V lanes each (registers), added to the channel's V lanes kept over the block, which
+   are summed into the block's double partial sums (out_partial[b][co][k]) at its end: float32
+   sums run over the block's rows (a horizontal sum per plane cost more than the plane's
+   products on small planes). The gradient plane is
    copied into rows padded to whole vectors and the input frame is as wide as those vectors
    read; the products of lanes past the output's width are dropped by a select (never added
    as 0 * x, which is NaN where x is not finite) */
@@ -231,13 +233,14 @@ static void weight_grad_blocks(void *job_, long lo, long hi) {
   const long fh = j->fh, fw = j->fw, OH = j->oh, OW = j->ow, cout = j->cin * j->m;
   const long blocks = j->blocks, OWp = (OW + V - 1) / V * V;
   const long pitch = (OWp - 1) * SW + (KW - 1) * DW + 1;
-  T *frame = calloc(fh * pitch + OH * OWp, sizeof(T));
+  T *frame = calloc(fh * pitch + OH * OWp + cout * KK * V, sizeof(T));
   if (!frame) return;
   T *gframe = frame + fh * pitch;
+  T *kept = gframe + OH * OWp; /* per channel and tap, V lane sums over the block */
   double *partial = (double *)j->out;
   for (long b = lo; b < hi; b++) {
     double *acc = partial + b * cout * KK;
-    memset(acc, 0, cout * KK * sizeof(double));
+    memset(kept, 0, cout * KK * V * sizeof(T));
     for (long n = b * j->n / blocks; n < (b + 1) * j->n / blocks; n++)
       for (long co = 0; co < cout; co++) {
         frame_rows(frame, fh, pitch, fw, j->a + (n * j->cin + co / j->m) * j->h * j->w_, j->h,
@@ -260,13 +263,17 @@ static void weight_grad_blocks(void *job_, long lo, long hi) {
                 }
               }
           }
-          for (int k = 0; k < KK; k++) {
-            T s = 0;
-            for (long v = 0; v < V; v++) s += lanes[k][v];
-            acc[co * KK + k] += s;
-          }
+          T *restrict into = kept + co * KK * V;
+          for (int k = 0; k < KK; k++)
+#pragma omp simd
+            for (long v = 0; v < V; v++) into[k * V + v] += lanes[k][v];
         }
       }
+    for (long i = 0; i < cout * KK; i++) {
+      double s = 0;
+      for (long v = 0; v < V; v++) s += kept[i * V + v];
+      acc[i] = s;
+    }
   }
   free(frame);
 }
