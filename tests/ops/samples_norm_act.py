@@ -2,8 +2,6 @@
 second derivatives of gelu and layer_norm) are checked by finite differences, and against
 PyTorch's double backward through ``torch.autograd.grad(..., create_graph=True)``."""
 
-import numpy as np
-
 from ember.ops._registry import apply
 from ember.ops.norm_act import GELU_BACKWARD, GELU_TANH_BACKWARD, LAYER_NORM_BACKWARD
 

@@ -17,8 +17,8 @@ from ..autograd import no_grad
 from ..errors import ShapeError
 from ..ops import api as E
 from ..ops._registry import apply, export
-from ..ops.norm_act import LAYER_NORM
 from ..ops._util import fmt_shape, numel
+from ..ops.norm_act import LAYER_NORM
 from ._common import dim_arg, float_input
 
 

@@ -32,8 +32,14 @@ from ..errors import ShapeError
 from ..types import TensorType
 from . import api as E
 from ._registry import OpDef, apply, register
-from ._util import elementwise_cost, fmt_shape, half_precision, require_float, require_same_dtype
-from ._util import value_bytes
+from ._util import (
+    elementwise_cost,
+    fmt_shape,
+    half_precision,
+    require_float,
+    require_same_dtype,
+    value_bytes,
+)
 
 _SQRT1_2 = 0.70710678118654752440
 _INV_SQRT_2PI = 0.39894228040143267794
