@@ -59,39 +59,49 @@ struct adam_job {
   int decayed, decoupled, near_start, amsgrad, maximize;
 };
 
+/* one span of one parameter; the arrays as restrict arguments so the loop vectorizes */
+static inline __attribute__((always_inline)) void adam_span(T *restrict p, const T *restrict g, T *restrict m, T *restrict v,
+                             T *restrict vmax, long a, long b, T lr_wd, T wd, T w1, T w1_far,
+                             T beta2, T omb2, T eps, T step_size, T bc2, int maximize,
+                             int decayed, int decoupled, int near_start, int amsgrad) {
+#pragma omp simd
+  for (long i = a; i < b; i++) {
+    T gi = maximize ? -g[i] : g[i];
+    T pi = p[i];
+    if (decayed) {
+      if (decoupled) pi = pi * lr_wd;
+      else gi = gi + pi * wd;
+    }
+    T mi = m[i];
+    mi = near_start ? mi + (gi - mi) * w1 : gi - (gi - mi) * w1_far;
+    T vi = v[i] * beta2;
+    vi = vi + gi * omb2 * gi;
+    T second = vi;
+    if (amsgrad) {
+      T old = vmax[i];
+      second = (old != old) ? old : ((vi != vi) ? vi : (old > vi ? old : vi));
+      vmax[i] = second;
+    }
+    T denom = SQRT(second) / bc2 + eps;
+    p[i] = pi - mi / denom * step_size;
+    m[i] = mi;
+    v[i] = vi;
+  }
+}
+
 static void adam_part(void *job_, long lo, long hi) {
   const struct adam_job *j = job_;
-  const T lr_wd = (T)j->lr_wd, wd = (T)j->wd, w1 = (T)j->w1, w1_far = (T)j->w1_far;
-  const T beta2 = (T)j->beta2, omb2 = (T)j->one_minus_beta2, eps = (T)j->eps;
   for (long k = lo; k < hi; k++) {
-    long which = j->s[k].which, a = j->s[k].lo, b = j->s[k].hi;
-    T *p = j->p[which], *m = j->m[which], *v = j->v[which];
-    const T *g = j->g[which];
-    T *vmax = j->amsgrad ? j->vmax[which] : 0;
-    const T step_size = (T)j->step_size[which], bc2 = (T)j->bc2_sqrt[which];
-#pragma omp simd
-    for (long i = a; i < b; i++) {
-      T gi = j->maximize ? -g[i] : g[i];
-      T pi = p[i];
-      if (j->decayed) {
-        if (j->decoupled) pi = pi * lr_wd;
-        else gi = gi + pi * wd;
-      }
-      T mi = m[i];
-      mi = j->near_start ? mi + (gi - mi) * w1 : gi - (gi - mi) * w1_far;
-      T vi = v[i] * beta2;
-      vi = vi + gi * omb2 * gi;
-      T second = vi;
-      if (j->amsgrad) {
-        T old = vmax[i];
-        second = (old != old) ? old : ((vi != vi) ? vi : (old > vi ? old : vi));
-        vmax[i] = second;
-      }
-      T denom = SQRT(second) / bc2 + eps;
-      p[i] = pi - mi / denom * step_size;
-      m[i] = mi;
-      v[i] = vi;
-    }
+    long which = j->s[k].which;
+    /* amsgrad as a constant in each inlined copy: a store under a run-time condition
+       keeps GCC from vectorizing the loop */
+#define ADAM_SPAN(AMSGRAD, VMAX)                                                              \
+  adam_span(j->p[which], j->g[which], j->m[which], j->v[which], VMAX, j->s[k].lo, j->s[k].hi, \
+            (T)j->lr_wd, (T)j->wd, (T)j->w1, (T)j->w1_far, (T)j->beta2, (T)j->one_minus_beta2, \
+            (T)j->eps, (T)j->step_size[which], (T)j->bc2_sqrt[which], j->maximize, j->decayed, \
+            j->decoupled, j->near_start, AMSGRAD)
+    if (j->amsgrad) ADAM_SPAN(1, j->vmax[which]);
+    else ADAM_SPAN(0, 0);
   }
 }
 
@@ -121,32 +131,40 @@ struct sgd_job {
   int use_momentum, damped, decayed, nesterov, maximize;
 };
 
+static inline __attribute__((always_inline)) void sgd_span(T *restrict p, const T *restrict g, T *restrict buf, long a,
+                            long b, T lr, T mom, T damp, T wd, int fresh, int maximize,
+                            int decayed, int use_momentum, int damped, int nesterov) {
+#pragma omp simd
+  for (long i = a; i < b; i++) {
+    T gi = maximize ? -g[i] : g[i];
+    T pi = p[i];
+    if (decayed) gi = gi + pi * wd;
+    if (use_momentum) {
+      T bi;
+      if (fresh) bi = gi;
+      else {
+        bi = buf[i] * mom;
+        bi = bi + (damped ? gi * damp : gi);
+      }
+      buf[i] = bi;
+      gi = nesterov ? gi + bi * mom : bi;
+    }
+    p[i] = pi - gi * lr;
+  }
+}
+
 static void sgd_part(void *job_, long lo, long hi) {
   const struct sgd_job *j = job_;
-  const T lr = (T)j->lr, mom = (T)j->momentum, damp = (T)j->damp, wd = (T)j->wd;
   for (long k = lo; k < hi; k++) {
-    long which = j->s[k].which, a = j->s[k].lo, b = j->s[k].hi;
-    T *p = j->p[which];
-    const T *g = j->g[which];
-    T *buf = j->use_momentum ? j->buf[which] : 0;
-    int fresh = j->use_momentum ? j->fresh[which] : 0;
-#pragma omp simd
-    for (long i = a; i < b; i++) {
-      T gi = j->maximize ? -g[i] : g[i];
-      T pi = p[i];
-      if (j->decayed) gi = gi + pi * wd;
-      if (j->use_momentum) {
-        T bi;
-        if (fresh) bi = gi;
-        else {
-          bi = buf[i] * mom;
-          bi = bi + (j->damped ? gi * damp : gi);
-        }
-        buf[i] = bi;
-        gi = j->nesterov ? gi + bi * mom : bi;
-      }
-      p[i] = pi - gi * lr;
-    }
+    long which = j->s[k].which;
+    /* the buffer's use as constants in each inlined copy (see adam_part) */
+#define SGD_SPAN(BUF, FRESH, MOMENTUM)                                                     \
+  sgd_span(j->p[which], j->g[which], BUF, j->s[k].lo, j->s[k].hi, (T)j->lr, (T)j->momentum, \
+           (T)j->damp, (T)j->wd, FRESH, j->maximize, j->decayed, MOMENTUM, j->damped,       \
+           j->nesterov)
+    if (!j->use_momentum) SGD_SPAN(0, 0, 0);
+    else if (j->fresh[which]) SGD_SPAN(j->buf[which], 1, 1);
+    else SGD_SPAN(j->buf[which], 0, 1);
   }
 }
 
