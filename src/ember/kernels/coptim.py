@@ -60,7 +60,8 @@ struct adam_job {
 };
 
 /* one span of one parameter; the arrays as restrict arguments so the loop vectorizes */
-static inline __attribute__((always_inline)) void adam_span(T *restrict p, const T *restrict g, T *restrict m, T *restrict v,
+#define INLINE static inline __attribute__((always_inline))
+INLINE void adam_span(T *restrict p, const T *restrict g, T *restrict m, T *restrict v,
                              T *restrict vmax, long a, long b, T lr_wd, T wd, T w1, T w1_far,
                              T beta2, T omb2, T eps, T step_size, T bc2, int maximize,
                              int decayed, int decoupled, int near_start, int amsgrad) {
@@ -131,7 +132,7 @@ struct sgd_job {
   int use_momentum, damped, decayed, nesterov, maximize;
 };
 
-static inline __attribute__((always_inline)) void sgd_span(T *restrict p, const T *restrict g, T *restrict buf, long a,
+INLINE void sgd_span(T *restrict p, const T *restrict g, T *restrict buf, long a,
                             long b, T lr, T mom, T damp, T wd, int fresh, int maximize,
                             int decayed, int use_momentum, int damped, int nesterov) {
 #pragma omp simd
