@@ -1,9 +1,12 @@
-"""Conformance samples for ops/norm_act.py's backward ops, called directly: their own VJPs (the
-second derivatives of gelu and layer_norm) are checked by finite differences, and against
-PyTorch's double backward through ``torch.autograd.grad(..., create_graph=True)``."""
+"""Conformance samples for the backward ops of ops/norm_act.py and ops/softmax.py, called
+directly: their own VJPs (the second derivatives of gelu, layer_norm, softmax and log_softmax)
+are checked by finite differences, and against PyTorch's double backward."""
+
+import numpy as np
 
 from ember.ops._registry import apply
 from ember.ops.norm_act import GELU_BACKWARD, GELU_TANH_BACKWARD, LAYER_NORM_BACKWARD
+from ember.ops.softmax import LOG_SOFTMAX_BACKWARD, SOFTMAX_BACKWARD
 
 from .harness import Sample, away_from, rng
 
@@ -16,6 +19,11 @@ G = r.standard_normal((3, 5))
 XN = r.standard_normal((2, 3, 4))
 W = r.standard_normal((3, 4))
 GN = r.standard_normal((2, 3, 4))
+# softmax_backward reads softmax's result; log_softmax_backward log_softmax's
+LOGITS = r.standard_normal((3, 6))
+Y = np.exp(LOGITS) / np.exp(LOGITS).sum(-1, keepdims=True)
+LOG_Y = np.log(Y)
+GS = r.standard_normal((3, 6))
 
 
 def _torch():
@@ -61,5 +69,17 @@ SAMPLES = [
         torch_fn=_torch_norm_grad,
         rtol=1e-4,
         atol=1e-5,
+    ),
+    Sample(
+        "softmax_backward",
+        lambda y, g: apply(SOFTMAX_BACKWARD, y, g, axis=1),
+        (Y, GS),
+        torch_fn=lambda y, g: _torch().ops.aten._softmax_backward_data(g, y, 1, y.dtype),
+    ),
+    Sample(
+        "log_softmax_backward/axis-0",
+        lambda y, g: apply(LOG_SOFTMAX_BACKWARD, y, g, axis=0),
+        (LOG_Y.T.copy(), GS.T.copy()),
+        torch_fn=lambda y, g: _torch().ops.aten._log_softmax_backward_data(g, y, 0, y.dtype),
     ),
 ]

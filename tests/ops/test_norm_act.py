@@ -171,3 +171,49 @@ def test_errors_name_the_op():
         ember.ops._registry.apply(norm_act.LAYER_NORM, x, ember.ones(4), ember.ones(4), eps=1e-5)
     with pytest.raises(ember.ShapeError, match="gelu_backward"):
         ember.ops._registry.apply(norm_act.GELU_BACKWARD, x, ember.ones((3, 2)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("log_form", [False, True])
+@pytest.mark.parametrize("seed", range(3))
+def test_softmax_gradients_match_torch(dtype, log_form, seed):
+    r = np.random.default_rng(seed)
+    shape = tuple(int(s) for s in r.integers(1, 50, r.integers(1, 4)))
+    dim = int(r.integers(0, len(shape)))
+    x = (r.standard_normal(shape) * 5).astype(dtype)
+    g = r.standard_normal(shape).astype(dtype)
+    ours = F.log_softmax if log_form else F.softmax
+    theirs = torch.log_softmax if log_form else torch.softmax
+    ex, tx = ember.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    ours(ex, dim).backward(ember.tensor(g))
+    theirs(tx, dim).backward(torch.tensor(g))
+    tol = _tol(dtype, shape[dim]) * 4
+    np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy(), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@needs_cc
+def test_softmax_backward_c_kernels_match_the_reference(dtype):
+    from ember.kernels import csoftmax_grad
+    from ember.ops import softmax as sm
+
+    r = np.random.default_rng(6)
+    for n in (1, 7, 64, 1000):
+        logits = (r.standard_normal((9, n)) * 4).astype(dtype)
+        logits[0, 0] = -np.inf  # a masked entry: y = 0, log y = -inf
+        y = np.exp(logits - logits.max(-1, keepdims=True))
+        y = (y / y.sum(-1, keepdims=True)).astype(dtype)
+        g = r.standard_normal((9, n)).astype(dtype)
+        g[1, 0] = np.nan
+        tol = _tol(dtype, n)
+        for got, want in (
+            (csoftmax_grad.softmax_backward(y, g), sm._softmax_grad_kernel(y, g, axis=-1)),
+            (
+                csoftmax_grad.log_softmax_backward(np.log(y), g),
+                sm._log_softmax_grad_kernel(np.log(y), g, axis=-1),
+            ),
+        ):
+            np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+            ok = ~np.isnan(want)
+            scale = np.abs(g).sum(-1, keepdims=True) + 1
+            assert np.all(np.abs(got - want)[ok] <= (tol * np.broadcast_to(scale, want.shape))[ok])
