@@ -30,6 +30,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..types import TensorType
+from . import _batching
 from . import api as E
 from ._registry import OpDef, apply, register
 from ._util import (
@@ -334,6 +335,28 @@ def _norm_axes(x, weight):
     return tuple(range(x.ndim - weight.ndim, x.ndim)), tuple(range(x.ndim - weight.ndim))
 
 
+def _norm_batch(in_types, axes, attrs, k):
+    """layer_norm: the batch on a leading (not normalized) axis of x passes through; the
+    weight and bias must not depend on it."""
+    x_axis, w_axis, b_axis = axes
+    if x_axis is None or w_axis is not None or b_axis is not None:
+        raise _batching.NotBatchable("layer_norm: the weight or the bias depends on the batch")
+    if x_axis >= len(in_types[0].shape) - len(in_types[1].shape):
+        raise _batching.NotBatchable("layer_norm: the batch lies along the normalized axes")
+    return _batching.Batched((x_axis,), attrs)
+
+
+def _norm_grad_batch(in_types, axes, attrs, k):
+    """layer_norm_backward: x and g carry the batch along one leading axis; dx keeps it,
+    dweight and dbias are partial sums over each slice."""
+    x_axis, w_axis, g_axis = axes
+    if x_axis is None or x_axis != g_axis or w_axis is not None:
+        raise _batching.NotBatchable("layer_norm_backward: x and g must carry the batch alike")
+    if x_axis >= len(in_types[0].shape) - len(in_types[1].shape):
+        raise _batching.NotBatchable("layer_norm_backward: the batch lies along normalized axes")
+    return _batching.Batched((x_axis, None, None), attrs)
+
+
 def _norm_vjp(c, g):
     x, weight, _ = c.inputs
     dx, dw, db = apply(LAYER_NORM_BACKWARD, x, weight, g, eps=c.attrs["eps"])
@@ -391,7 +414,7 @@ LAYER_NORM_BACKWARD = register(
         cost=elementwise_cost(14),
         num_outputs=3,
         workspace=_norm_workspace,
-        batch=None,  # dweight and dbias sum over the batch
+        batch=_norm_grad_batch,
         doc="layer_norm_backward(x, weight, g, eps): (dx, dweight, dbias) of layer_norm",
     )
 )
@@ -407,7 +430,7 @@ LAYER_NORM = register(
         cost=elementwise_cost(8),
         save_inputs=(0, 1),
         workspace=_norm_workspace,
-        batch=None,
+        batch=_norm_batch,
         doc="layer_norm(x, weight, bias, eps): (x - mean) / sqrt(var + eps) * weight + bias "
         "over the trailing weight.ndim dimensions",
     )

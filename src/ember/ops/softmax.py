@@ -169,6 +169,16 @@ def _log_softmax_grad_fast(y, g, *, axis):
     return csoftmax_grad.log_softmax_backward(y, g) if _last_axis(y, axis) else None
 
 
+def _grad_batch(in_types, axes, attrs, k):
+    """The result and its gradient carry the batch along one axis, not the softmax's."""
+    rank = len(in_types[0].shape)
+    if axes[0] != axes[1] or axes[0] is None:
+        raise _batching.NotBatchable("the result and its gradient carry the batch differently")
+    if axes[0] == attrs["axis"] % rank:
+        raise _batching.NotBatchable(f"it works along the batch axis {axes[0]}")
+    return _batching.Batched((axes[0],), attrs)
+
+
 def _softmax_grad_vjp(c, a):
     """dx = y (g - s), s = sum(g y): d/dg = y (a - sum(a y)) (the same op on a), and
     d/dy = a (g - s) - g sum(a y)."""
@@ -200,7 +210,7 @@ SOFTMAX_BACKWARD = register(
         fast=_softmax_grad_fast,
         vjp=_softmax_grad_vjp,
         cost=elementwise_cost(4),
-        batch=_batching.axis_rule("axis"),
+        batch=_grad_batch,
         workspace=_workspace,
         doc="softmax_backward(y, g, axis): y * (g - sum(g * y)) along axis",
     )
@@ -215,7 +225,7 @@ LOG_SOFTMAX_BACKWARD = register(
         fast=_log_softmax_grad_fast,
         vjp=_log_softmax_grad_vjp,
         cost=elementwise_cost(4),
-        batch=_batching.axis_rule("axis"),
+        batch=_grad_batch,
         workspace=_workspace,
         doc="log_softmax_backward(y, g, axis): g - exp(y) * sum(g) along axis",
     )
