@@ -26,7 +26,7 @@ import functools
 
 import numpy as np
 
-__all__ = ["gelu", "gelu_backward", "layer_norm", "layer_norm_backward"]
+__all__ = ["available", "gelu", "gelu_backward", "layer_norm", "layer_norm_backward"]
 
 _SOURCE = r"""
 #include <math.h>
@@ -254,6 +254,11 @@ def _functions(dtype: np.dtype):
             continue  # no vector math library here: scalar calls, still one pass
         return found, cpool.parallel_for()
     return None
+
+
+def available(dtype) -> bool:
+    """Whether the kernels run for arrays of ``dtype`` (a compiler is there, they built)."""
+    return _functions(np.dtype(dtype)) is not None
 
 
 def _parallel_min() -> int:

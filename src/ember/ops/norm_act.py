@@ -59,11 +59,20 @@ def _compute_dtype(x):
     return np.dtype(np.float32) if x.dtype in _HALF else x.dtype
 
 
+def _c_runs(value) -> bool:
+    """Whether the C kernels run for a value of this type (they allocate only their results:
+    the workspace rules below count NumPy's temporaries only where NumPy runs)."""
+    dtype = value.dtype.np
+    return dtype not in _HALF and _fast_module().available(dtype)
+
+
 def _half_workspace(node, layouts) -> int:
-    """Half-precision inputs are computed in float32: the float32 copies of the operands and
-    the temporaries of the formula, a few result sizes; none beyond NumPy's temporaries (one
-    or two result sizes) otherwise."""
+    """The NumPy kernels' temporaries (none for the C kernels): the formula's intermediate
+    arrays, three result sizes at most alive at once; in half precision also the float32
+    copies of the operands, eight."""
     out = node.outputs[0]
+    if _c_runs(out):
+        return 0
     return (8 if half_precision(out) else 3) * value_bytes(out)
 
 
@@ -398,9 +407,14 @@ def _norm_grad_vjp(c, a, bw, bb):
 
 
 def _norm_workspace(node, layouts) -> int:
-    """NumPy's temporaries: the compute-dtype rows, the double-precision copy and centred
-    rows for the statistics, the normalized rows: about four input sizes in double."""
-    return 4 * value_bytes(node.inputs[0]) * (8 // node.inputs[0].dtype.itemsize or 1)
+    """The C kernels: none beyond the results (the backward's per-block sums of dweight and
+    dbias are a few rows of doubles). NumPy's: the double-precision copy of the input, its
+    centred rows and their squares alive at once for the statistics, three input sizes in
+    double."""
+    x = node.inputs[0]
+    if _c_runs(x):
+        return 0
+    return 3 * value_bytes(x) * max(8 // x.dtype.itemsize, 1)
 
 
 LAYER_NORM_BACKWARD = register(
