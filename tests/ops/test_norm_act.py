@@ -133,6 +133,16 @@ def test_layer_norm_special_values_follow_the_reference():
     np.testing.assert_allclose(got[2], want[2])  # a constant row: zeros (rstd = 1/sqrt(eps))
 
 
+def test_zero_d_and_empty_inputs():
+    for shape in ((), (0,), (3, 0)):
+        x = np.full(shape, 0.5)
+        for approximate in ("none", "tanh"):
+            y = F.gelu(ember.tensor(x), approximate=approximate)
+            want = torch.nn.functional.gelu(torch.tensor(x), approximate=approximate)
+            assert y.shape == tuple(want.shape)
+            np.testing.assert_allclose(y.numpy(), want.numpy(), rtol=1e-12)
+
+
 def test_strided_and_half_inputs():
     r = np.random.default_rng(3)
     x = r.standard_normal((6, 20)).astype(np.float32)[:, ::2]  # not contiguous

@@ -273,7 +273,8 @@ def _prepare(*arrays):
     if any(a.dtype != dtype for a in arrays):
         return None, arrays
     found = _functions(dtype)
-    return found, [np.ascontiguousarray(a) for a in arrays]
+    # (np.ascontiguousarray would make a 0-d array 1-d)
+    return found, [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in arrays]
 
 
 def gelu(x: np.ndarray, tanh_form: bool) -> np.ndarray | None:
