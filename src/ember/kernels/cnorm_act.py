@@ -123,7 +123,8 @@ struct norm {
   double eps;
 };
 
-static void row_stats(const T *x, long n, double eps, double *mean, double *rstd) {
+static inline void row_stats(const T *restrict x, long n, double eps, double *mean,
+                             double *rstd) {
   double s = 0, q = 0;
 #pragma omp simd reduction(+ : s)
   for (long i = 0; i < n; i++) s += (double)x[i];
@@ -137,18 +138,20 @@ static void row_stats(const T *x, long n, double eps, double *mean, double *rstd
   *rstd = 1.0 / sqrt(q / (double)n + eps);
 }
 
+/* one row; restrict arguments so the loops vectorize (the struct's pointers might alias) */
+static inline void norm_row(const T *restrict x, const T *restrict w, const T *restrict b,
+                            T *restrict y, long n, double eps) {
+  double m, rs;
+  row_stats(x, n, eps, &m, &rs);
+  T mean = (T)m, rstd = (T)rs;
+#pragma omp simd
+  for (long i = 0; i < n; i++) y[i] = (x[i] - mean) * rstd * w[i] + b[i];
+}
+
 static void norm_rows(void *job_, long lo, long hi) {
   const struct norm *j = job_;
-  long n = j->n;
-  for (long r = lo; r < hi; r++) {
-    const T *x = j->x + r * n;
-    T *y = j->y + r * n;
-    double m, rs;
-    row_stats(x, n, j->eps, &m, &rs);
-    T mean = (T)m, rstd = (T)rs;
-#pragma omp simd
-    for (long i = 0; i < n; i++) y[i] = (x[i] - mean) * rstd * j->w[i] + j->b[i];
-  }
+  for (long r = lo; r < hi; r++)
+    norm_row(j->x + r * j->n, j->w, j->b, j->y + r * j->n, j->n, j->eps);
 }
 
 void ember_layer_norm(const T *x, const T *w, const T *b, T *y, long rows, long n, double eps,
@@ -159,6 +162,30 @@ void ember_layer_norm(const T *x, const T *w, const T *b, T *y, long rows, long 
 }
 
 /* dx = rstd * (u - mean(u) - xhat * mean(u * xhat)), u = w * g; dw += g * xhat; db += g */
+static inline void norm_grad_row(const T *restrict x, const T *restrict g, const T *restrict w,
+                                 T *restrict dx, double *restrict pw, double *restrict pb,
+                                 long n, double eps) {
+  double m, rs;
+  row_stats(x, n, eps, &m, &rs);
+  T mean = (T)m, rstd = (T)rs;
+  double su = 0, sux = 0;
+#pragma omp simd reduction(+ : su, sux)
+  for (long i = 0; i < n; i++) {
+    T xhat = (x[i] - mean) * rstd;
+    T u = w[i] * g[i];
+    su += (double)u;
+    sux += (double)(u * xhat);
+    pw[i] += (double)(g[i] * xhat);
+    pb[i] += (double)g[i];
+  }
+  T mu = (T)(su / (double)n), mux = (T)(sux / (double)n);
+#pragma omp simd
+  for (long i = 0; i < n; i++) {
+    T xhat = (x[i] - mean) * rstd;
+    dx[i] = rstd * ((w[i] * g[i] - mu) - xhat * mux);
+  }
+}
+
 static void norm_grad_blocks(void *job_, long lo, long hi) {
   const struct norm *j = job_;
   long n = j->n;
@@ -166,29 +193,8 @@ static void norm_grad_blocks(void *job_, long lo, long hi) {
     double *pw = j->partial + 2 * n * blk, *pb = pw + n;
     memset(pw, 0, sizeof(double) * 2 * n);
     long r_end = (blk + 1) * j->block < j->rows ? (blk + 1) * j->block : j->rows;
-    for (long r = blk * j->block; r < r_end; r++) {
-      const T *x = j->x + r * n, *g = j->g + r * n;
-      T *dx = j->y + r * n;
-      double m, rs;
-      row_stats(x, n, j->eps, &m, &rs);
-      T mean = (T)m, rstd = (T)rs;
-      double su = 0, sux = 0;
-#pragma omp simd reduction(+ : su, sux)
-      for (long i = 0; i < n; i++) {
-        T xhat = (x[i] - mean) * rstd;
-        T u = j->w[i] * g[i];
-        su += (double)u;
-        sux += (double)(u * xhat);
-        pw[i] += (double)(g[i] * xhat);
-        pb[i] += (double)g[i];
-      }
-      T mu = (T)(su / (double)n), mux = (T)(sux / (double)n);
-#pragma omp simd
-      for (long i = 0; i < n; i++) {
-        T xhat = (x[i] - mean) * rstd;
-        dx[i] = rstd * ((j->w[i] * g[i] - mu) - xhat * mux);
-      }
-    }
+    for (long r = blk * j->block; r < r_end; r++)
+      norm_grad_row(j->x + r * n, j->g + r * n, j->w, j->y + r * n, pw, pb, n, j->eps);
   }
 }
 
