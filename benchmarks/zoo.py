@@ -110,6 +110,10 @@ class Case:
         self.first_call: dict[str, float] = {}
         self.fns: dict[str, object] = {}
         self.torch = torch
+        if torch is not None and compile_torch:
+            # compile this case from scratch: code compiled for another batch size would be
+            # recompiled for dynamic shapes inside the timed calls
+            torch._dynamo.reset()
         batch = self.spec.train_batch if case == "train" else int(case[len("infer") :])
         self.x, self.y = zoo.inputs(name, batch, seed=0)
         ember.manual_seed(0)
