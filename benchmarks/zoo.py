@@ -68,13 +68,20 @@ ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile")
 def cpu_header() -> list[str]:
     """The CPU model, the ISA flags that decide kernels, the cores, the load."""
     model = platform.processor() or "unknown CPU"
+    fields: dict[str, str] = {}
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                model = line.split(":", 1)[1].strip()
+        fields = {
+            k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in out.splitlines())
+        }
+        model = fields.get("Model name", model)
     except (OSError, subprocess.SubprocessError):
         pass
+    # a vendor's generic name ("AMD EPYC") says little: family and model number identify the core
+    ident = ", ".join(
+        f"{k.lower()} {fields[k]}" for k in ("CPU family", "Model", "L2 cache", "L3 cache")
+        if fields.get(k)
+    )  # fmt: skip
     flags: set[str] = set()
     try:
         with open("/proc/cpuinfo") as info:
@@ -89,7 +96,8 @@ def cpu_header() -> list[str]:
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     load = ", ".join(f"{v:.1f}" for v in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
     return [
-        f"CPU: {model}; ISA: {isa}; {os.cpu_count()} cores ({usable} usable); load {load}",
+        f"CPU: {model} ({ident}); ISA: {isa}",
+        f"{os.cpu_count()} cores ({usable} usable); load average {load}",
     ]
 
 
