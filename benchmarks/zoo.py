@@ -389,9 +389,14 @@ def main() -> None:
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     parser.add_argument("--profile", action="store_true", help="per-op-family profile of ember")
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
+    parser.add_argument(
+        "--threads", type=int, help="threads for ember and torch (default: ember's own count)"
+    )
     args = parser.parse_args()
     models, cases = _selection(args.cases, parser)
 
+    if args.threads:
+        ember.set_num_threads(args.threads)
     threads = ember.get_num_threads()
     versions = [f"ember {ember.__version__} ({threads} threads)"]
     versions.append(f"numpy {np.__version__} ({_blas_core()})")
