@@ -22,12 +22,14 @@ import warnings
 
 import numpy as np
 
+from .. import dtypes
 from ..control.scan import scan
 from ..errors import ShapeError
 from ..graph.builder import GraphBuilder
 from ..ops import api as E
 from ..ops._registry import TensorBase, current_mode
 from ..ops._util import fmt_shape
+from ..ops.recurrent import gru_layer, lstm_layer
 from ..tensor import Tensor
 from . import functional as F
 from . import init
@@ -36,6 +38,7 @@ from .parameter import new_parameter
 from .utils.rnn import PackedSequence, pack_like, pad_packed_sequence
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+_WHOLE_LAYER_DTYPES = (dtypes.float32, dtypes.float64)
 
 
 def rnn_step(mode: str, x_proj: Tensor, state: tuple, w_hh, b_hh, w_hr=None) -> tuple:
@@ -243,6 +246,8 @@ class RNNBase(Module):
 
     def _run_direction(self, x, state: tuple, layer: int, direction: int, mask) -> tuple:
         w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, direction)
+        if self._whole_layer(x, w_hr, mask):
+            return self._fused_direction(x, state, direction, (w_ih, w_hh, b_ih, b_hh))
         x_proj = F.linear(x, w_ih, b_ih)
         if isinstance(current_mode(), GraphBuilder):
             return self._scan_direction(x_proj, state, direction, mask, (w_hh, b_hh, w_hr))
@@ -258,6 +263,35 @@ class RNNBase(Module):
             state = new if masks is None else _keep_finished(masks[t], new, state)
             outs[t] = state[0]
         return E.stack(outs), state
+
+    def _whole_layer(self, x, w_hr, mask) -> bool:
+        """Whether the direction runs as one ``lstm_layer`` / ``gru_layer`` op (eagerly and in
+        graphs): LSTM without projection and GRU, float32/float64, unpacked input, and not
+        while a nested ``ember.grad`` records (the whole-layer backward has no VJP of its own,
+        and that transform's gradients may be differentiated again: the scan form can be)."""
+        mode = current_mode()
+        return (
+            self.mode in ("LSTM", "GRU")
+            and not (isinstance(mode, GraphBuilder) and mode.nested_grads)
+            and w_hr is None
+            and mask is None
+            and x.dtype in _WHOLE_LAYER_DTYPES
+            and all(p.dtype == x.dtype for p in self.parameters())
+        )
+
+    def _fused_direction(self, x, state: tuple, direction: int, weights) -> tuple:
+        """One layer and direction as one op over the whole sequence (ops/recurrent.py): the
+        input projection of every step is one product before it."""
+        w_ih, w_hh, b_ih, b_hh = weights
+        reverse = direction == 1
+        if self.mode == "LSTM":
+            bias = None if b_ih is None else b_ih + b_hh
+            y, h, c = lstm_layer(F.linear(x, w_ih, bias), state[0], state[1], w_hh, reverse)
+            return y, (h, c)
+        if b_hh is None:
+            b_hh = E.zeros((w_hh.shape[0],), dtype=x.dtype)
+        y, h = gru_layer(F.linear(x, w_ih, b_ih), state[0], w_hh, b_hh, reverse)
+        return y, (h,)
 
     def _scan_direction(self, x_proj, state: tuple, direction: int, mask, weights) -> tuple:
         """The time loop as one scan node: the body is one step (weights closed over)."""
