@@ -76,11 +76,16 @@ def _check(op: str, xg, states: tuple, w_hh, gates: int, bias=None) -> int:
     return hidden
 
 
-def _recurrent_cost(gates: int):
+def _recurrent_cost(products: int, weight: int = -1):
+    """``products`` (T, B, H) x (H, gates * H) products (the forward's recurrent one; the
+    backward's through the steps and for the weights; ``in_types[weight]`` is W_hh), and ~12
+    operations a gate value."""
+
     def cost(in_types, out_types, attrs) -> Cost:
-        steps, rows, hidden = (_size(d) for d in out_types[0].shape)
-        matmul = 2 * steps * rows * gates * hidden * hidden
-        return Cost(matmul + 12 * steps * rows * hidden, io_bytes(in_types, out_types))
+        steps, rows = (_size(d) for d in in_types[0].shape[:2])
+        gates, hidden = (_size(d) for d in in_types[weight].shape)
+        matmul = 2 * products * steps * rows * gates * hidden
+        return Cost(matmul + 12 * steps * rows * gates, io_bytes(in_types, out_types))
 
     return cost
 
@@ -101,6 +106,8 @@ def _previous(y: np.ndarray, h0: np.ndarray, reverse: bool) -> np.ndarray:
 
 
 def _weight_grad(dg: np.ndarray, y: np.ndarray, h0: np.ndarray, reverse: bool) -> np.ndarray:
+    if dg.shape[0] == 0:  # no steps: the weights were never read
+        return np.zeros((dg.shape[2], h0.shape[1]), dg.dtype)
     h_prev = _previous(y, h0, reverse)
     return np.matmul(dg.reshape(-1, dg.shape[2]).T, h_prev.reshape(-1, h_prev.shape[2]))
 
@@ -195,7 +202,7 @@ LSTM_LAYER = register(
         kernel=_lstm_kernel,
         fast=_lstm_fast,
         vjp=_lstm_vjp,
-        cost=_recurrent_cost(4),
+        cost=_recurrent_cost(1),
         num_outputs=5,
         save_inputs=(1, 2, 3),
         save_outputs=(0, 3, 4),
@@ -212,7 +219,7 @@ LSTM_LAYER_GRAD = register(
         infer=_lstm_grad_infer,
         kernel=_lstm_grad_kernel,
         fast=_lstm_grad_fast,
-        cost=_recurrent_cost(8),
+        cost=_recurrent_cost(2),
         num_outputs=4,
         batch=None,
         doc="lstm_layer_grad(gy, gh_n, gc_n, gcs, gacts, y, acts, cs, h0, c0, w_hh; reverse) "
@@ -317,7 +324,7 @@ GRU_LAYER = register(
         kernel=_gru_kernel,
         fast=_gru_fast,
         vjp=_gru_vjp,
-        cost=_recurrent_cost(3),
+        cost=_recurrent_cost(1, weight=2),
         num_outputs=3,
         save_inputs=(1, 2),
         save_outputs=(0, 2),
@@ -334,7 +341,7 @@ GRU_LAYER_GRAD = register(
         infer=_gru_grad_infer,
         kernel=_gru_grad_kernel,
         fast=_gru_grad_fast,
-        cost=_recurrent_cost(6),
+        cost=_recurrent_cost(2),
         num_outputs=4,
         batch=None,
         doc="gru_layer_grad(gy, gh_n, gacts, y, acts, h0, w_hh; reverse) -> (dxg, dh0, dw_hh, "
