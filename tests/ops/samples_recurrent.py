@@ -46,9 +46,9 @@ def torch_lstm(reverse):
             c = f * c + i * g
             h = o * torch.tanh(c)
             ys[t], cs[t], acts[t] = h, c, torch.cat([i, f, g, o], 1)
-        if not ys:
-            empty = xg.new_zeros((0,) + tuple(h.shape))
-            return empty, h.clone(), c.clone(), empty, xg.new_zeros(xg.shape)
+        if not ys:  # (empty outputs that still hang off xg in the autograd graph)
+            empty = xg[..., :hidden] * 1
+            return empty, h.clone(), c.clone(), empty * 1, xg * 1
         return torch.stack(ys), h, c, torch.stack(cs), torch.stack(acts)
 
     return run
@@ -67,6 +67,8 @@ def torch_gru(reverse):
             n = torch.tanh(x_n + rr * h_n)
             h = (1 - z) * n + z * h
             ys[t], acts[t] = h, torch.cat([rr, z, n, h_n], 1)
+        if not ys:  # (empty outputs that still hang off xg in the autograd graph)
+            return xg[..., :hidden] * 1, h.clone(), torch.cat([xg, xg[..., :hidden]], 2)
         return torch.stack(ys), h, torch.stack(acts)
 
     return run
