@@ -198,3 +198,27 @@ def test_nested_grad_in_a_captured_function_is_differentiable():
     eager.backward()
     np.testing.assert_allclose(value.item(), eager.item(), rtol=1e-12)
     np.testing.assert_allclose(gx.numpy(), leaf.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["LSTMCell", "GRUCell"])
+def test_cells_run_the_fused_op_and_match_torch(kind):
+    """A cell is the fused op over one step; float32, a few steps of a user's loop, eagerly."""
+    make = lambda lib: getattr(lib, kind)(3, 4)  # noqa: E731
+    x, h = r.standard_normal((5, 2, 3)), r.standard_normal((2, 4)) * 0.5
+    lstm = kind == "LSTMCell"
+
+    def call(module, x, h):
+        state = (h, h * 0.5) if lstm else h
+        outs = []
+        for t in range(x.shape[0]):
+            state = module(x[t], state)
+            outs.append(state[0] if lstm else state)
+        return outs
+
+    compare_module(make(nn), make(tnn), [x, h], dtype=np.float32, call=call)
+    cell = make(nn)
+    with ember.no_grad():
+        args = ember.tensor(x.astype(np.float32)), ember.tensor(h.astype(np.float32))
+        graph = ember.trace(lambda a, b: call(cell, a, b)[-1], *args)
+    op = "lstm_layer" if lstm else "gru_layer"
+    assert str(graph.graph).count(f"= {op}(") == x.shape[0]

@@ -64,6 +64,34 @@ def rnn_step(mode: str, x_proj: Tensor, state: tuple, w_hh, b_hh, w_hr=None) -> 
     return (F.tanh(pre) if mode == "RNN_TANH" else F.relu(pre),)
 
 
+def whole_layer_applies(mode: str, x, parameters) -> bool:
+    """Whether an LSTM or GRU runs as one ``lstm_layer`` / ``gru_layer`` op a layer and
+    direction (ops/recurrent.py; eagerly and in graphs): float32/float64 throughout, and not
+    while a nested ``ember.grad`` records (the whole-layer backward has no VJP of its own, and
+    that transform's gradients may be differentiated again: the step-by-step form can be)."""
+    current = current_mode()
+    return (
+        mode in ("LSTM", "GRU")
+        and not (isinstance(current, GraphBuilder) and current.nested_grads)
+        and x.dtype in _WHOLE_LAYER_DTYPES
+        and all(p.dtype == x.dtype for p in parameters)
+    )
+
+
+def whole_layer(mode: str, x, state: tuple, weights: tuple, reverse: bool) -> tuple:
+    """(y, new state) of one LSTM or GRU layer and direction over x (T, B, input) as one op
+    over the whole sequence: the input projection of every step is one product before it."""
+    w_ih, w_hh, b_ih, b_hh = weights
+    if mode == "LSTM":
+        bias = None if b_ih is None else b_ih + b_hh
+        y, h, c = lstm_layer(F.linear(x, w_ih, bias), state[0], state[1], w_hh, reverse)
+        return y, (h, c)
+    if b_hh is None:
+        b_hh = E.zeros((w_hh.shape[0],), dtype=x.dtype)
+    y, h = gru_layer(F.linear(x, w_ih, b_ih), state[0], w_hh, b_hh, reverse)
+    return y, (h,)
+
+
 def _keep_finished(running, new: tuple, old: tuple) -> tuple:
     """A packed batch's step: the new state where the sequence runs, the old one elsewhere."""
     return tuple(E.where(running, n, o) for n, o in zip(new, old))
@@ -246,8 +274,8 @@ class RNNBase(Module):
 
     def _run_direction(self, x, state: tuple, layer: int, direction: int, mask) -> tuple:
         w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, direction)
-        if self._whole_layer(x, w_hr, mask):
-            return self._fused_direction(x, state, direction, (w_ih, w_hh, b_ih, b_hh))
+        if w_hr is None and mask is None and whole_layer_applies(self.mode, x, self.parameters()):
+            return whole_layer(self.mode, x, state, (w_ih, w_hh, b_ih, b_hh), direction == 1)
         x_proj = F.linear(x, w_ih, b_ih)
         if isinstance(current_mode(), GraphBuilder):
             return self._scan_direction(x_proj, state, direction, mask, (w_hh, b_hh, w_hr))
@@ -263,35 +291,6 @@ class RNNBase(Module):
             state = new if masks is None else _keep_finished(masks[t], new, state)
             outs[t] = state[0]
         return E.stack(outs), state
-
-    def _whole_layer(self, x, w_hr, mask) -> bool:
-        """Whether the direction runs as one ``lstm_layer`` / ``gru_layer`` op (eagerly and in
-        graphs): LSTM without projection and GRU, float32/float64, unpacked input, and not
-        while a nested ``ember.grad`` records (the whole-layer backward has no VJP of its own,
-        and that transform's gradients may be differentiated again: the scan form can be)."""
-        mode = current_mode()
-        return (
-            self.mode in ("LSTM", "GRU")
-            and not (isinstance(mode, GraphBuilder) and mode.nested_grads)
-            and w_hr is None
-            and mask is None
-            and x.dtype in _WHOLE_LAYER_DTYPES
-            and all(p.dtype == x.dtype for p in self.parameters())
-        )
-
-    def _fused_direction(self, x, state: tuple, direction: int, weights) -> tuple:
-        """One layer and direction as one op over the whole sequence (ops/recurrent.py): the
-        input projection of every step is one product before it."""
-        w_ih, w_hh, b_ih, b_hh = weights
-        reverse = direction == 1
-        if self.mode == "LSTM":
-            bias = None if b_ih is None else b_ih + b_hh
-            y, h, c = lstm_layer(F.linear(x, w_ih, bias), state[0], state[1], w_hh, reverse)
-            return y, (h, c)
-        if b_hh is None:
-            b_hh = E.zeros((w_hh.shape[0],), dtype=x.dtype)
-        y, h = gru_layer(F.linear(x, w_ih, b_ih), state[0], w_hh, b_hh, reverse)
-        return y, (h,)
 
     def _scan_direction(self, x_proj, state: tuple, direction: int, mask, weights) -> tuple:
         """The time loop as one scan node: the body is one step (weights closed over)."""
