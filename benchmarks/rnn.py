@@ -6,7 +6,7 @@ The model (the same weights on every side): Embedding(vocab, embed) -> LSTM or G
 Inputs are token ids of shape (steps, batch) (time-major, PyTorch's default layout).
 
     python benchmarks/rnn.py [--cases lstm,gru] [--batch 32] [--steps 32] [--hidden 256]
-                             [--rounds 7] [--iters 5] [--profile]
+                             [--rounds 7] [--iters 5] [--profile] [--clock wall|cpu]
 
 ``--profile`` prints ember.profiler's per-op table of one eager training step per case.
 Before timing, every side's first loss is checked against ember eager's.
@@ -116,11 +116,11 @@ def _steps(kind, args, tokens, targets):
     return sides, e_model
 
 
-def _time(fn, iters: int) -> float:
-    start = time.perf_counter()
+def _time(fn, iters: int, clock) -> float:
+    start = clock()
     for _ in range(iters):
         fn()
-    return (time.perf_counter() - start) / iters
+    return (clock() - start) / iters
 
 
 def main() -> None:
@@ -135,8 +135,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--iters", type=int, default=5)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="cpu: the process's CPU time (robust on a loaded machine with EMBER_NUM_THREADS=1; "
+        "with more threads it counts every thread's work, spinning included)",
+    )
     args = parser.parse_args()
-    print(f"CPU: {_cpu()}; load: {os.getloadavg()[0]:.2f}")
+    clock = time.perf_counter if args.clock == "wall" else time.process_time
+    threads = os.environ.get("EMBER_NUM_THREADS", "2")
+    print(f"CPU: {_cpu()}; load: {os.getloadavg()[0]:.2f}; threads {threads}; {args.clock} clock")
     print(
         f"batch {args.batch}, steps {args.steps}, embed {args.embed}, hidden {args.hidden}, "
         f"layers {args.layers}, vocab {args.vocab}, float32"
@@ -156,7 +165,7 @@ def main() -> None:
             times: dict[str, list[float]] = {side[0]: [] for side in sides}
             for _ in range(args.rounds):
                 for side in sides:
-                    times[side[0]].append(_time(side[index], args.iters))
+                    times[side[0]].append(_time(side[index], args.iters, clock))
             med = {name: statistics.median(ts) for name, ts in times.items()}
             cells = "  ".join(f"{name} {med[name] * 1e3:8.2f} ms" for name in med)
             ratios = "  ".join(

@@ -195,6 +195,12 @@ def _gemm():
     return gemm
 
 
+def _transposed(w: np.ndarray) -> np.ndarray:
+    """W^T row-major, copied once for all steps: the GEMM packs its right operand at every call,
+    and reads a row-major one with unit stride."""
+    return np.ascontiguousarray(w.T)
+
+
 def lstm_forward(xg, h0, c0, w_hh, reverse: bool):
     """(y, h_n, c_n, cs, acts) as ops/recurrent.py's ``lstm_layer`` kernel, or None."""
     fns = _ready(xg.dtype, xg, h0, c0, w_hh)
@@ -207,7 +213,7 @@ def lstm_forward(xg, h0, c0, w_hh, reverse: bool):
     cs = np.empty_like(y)
     acts = np.empty((steps, rows, gates), xg.dtype)
     rec = np.empty((rows, gates), xg.dtype)
-    step, gemm, w_t = fns["ember_lstm_fwd"], _gemm(), w_hh.T
+    step, gemm, w_t = fns["ember_lstm_fwd"], _gemm(), _transposed(w_hh)
     h, c = h0, c0
     for t in _steps(steps, reverse):
         gemm(h, w_t, rec)
@@ -263,7 +269,7 @@ def gru_forward(xg, h0, w_hh, b_hh, reverse: bool):
     y = np.empty((steps, rows, hidden), xg.dtype)
     acts = np.empty((steps, rows, 4 * hidden), xg.dtype)
     rec = np.empty((rows, gates), xg.dtype)
-    step, gemm, w_t = fns["ember_gru_fwd"], _gemm(), w_hh.T
+    step, gemm, w_t = fns["ember_gru_fwd"], _gemm(), _transposed(w_hh)
     h = h0
     for t in _steps(steps, reverse):
         gemm(h, w_t, rec)
