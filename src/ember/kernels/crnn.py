@@ -228,10 +228,12 @@ def _weight_grad(dg, y, h0, reverse: bool, gemm):
     gates, hidden = dg.shape[2], y.shape[2]
     first, rest = (dg[-1], dg[:-1]) if reverse else (dg[0], dg[1:])
     before = y[1:] if reverse else y[:-1]
-    dw = gemm(first.T, h0)
+    # dW^T = h^T @ dg, transposed once at the end: the operand read transposed is then the
+    # narrower one (H columns, not 4H or 3H)
+    dw_t = gemm(h0.T, first)
     if len(rest):
-        dw += gemm(rest.reshape(-1, gates).T, before.reshape(-1, hidden))
-    return dw
+        dw_t += gemm(before.reshape(-1, hidden).T, rest.reshape(-1, gates))
+    return np.ascontiguousarray(dw_t.T)
 
 
 def lstm_backward(gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0, w_hh, reverse: bool):
