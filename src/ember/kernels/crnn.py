@@ -138,6 +138,74 @@ void ember_gru_bwd(const T *restrict rec, T *restrict carry, const T *restrict g
 }
 """
 
+# The recurrent product h @ W with W packed once per layer: ember's GEMM (kernels/cgemm.py)
+# packs its right operand at every call, which for a batch of rows times a weight matrix costs
+# about as much as the multiply-adds; here W's panels of NR columns are packed once (each panel
+# k x NR, contiguous) and every step packs only h (a few rows) and runs the shared micro-kernel
+# (kernels/cmicro.py), panels shared over ember's pool where the product is large.
+_PACKED = r"""
+#include <stdlib.h>
+#include <string.h>
+typedef void (*ember_task)(void *, long, long);
+typedef void (*ember_pool)(ember_task, void *, long, long);
+
+/* b (k x n, row-major) as panels of NR columns, each k x NR (zero past n) */
+void ember_rnn_pack(const T *b, long k, long n, T *bp) {
+  for (long j0 = 0; j0 < n; j0 += NR) {
+    long nr = n - j0 < NR ? n - j0 : NR;
+    T *to = bp + (j0 / NR) * k * NR;
+    for (long p = 0; p < k; p++)
+      for (long c = 0; c < NR; c++) to[p * NR + c] = c < nr ? b[p * n + j0 + c] : 0;
+  }
+}
+
+static T *tiles_of(size_t bytes) {
+  static __thread T *buffer = 0;
+  static __thread size_t capacity = 0;
+  if (bytes > capacity) {
+    free(buffer);
+    capacity = (bytes + 4095) / 4096 * 4096;
+    buffer = aligned_alloc(64, capacity);
+    if (!buffer) abort();
+  }
+  return buffer;
+}
+
+struct product { const T *ap; long m, k, n; const T *bp; T *c; };
+
+static void panels(void *job, long lo, long hi) {
+  const struct product *j = job;
+  long m = j->m, k = j->k, mp = (m + MR - 1) / MR;
+  T *tiles = tiles_of((size_t)mp * MR * NR * sizeof(T));
+  for (long jp = lo; jp < hi; jp++) {
+    long j0 = jp * NR, nr = j->n - j0 < NR ? j->n - j0 : NR;
+    const T *b = j->bp + jp * k * NR;
+    for (long p0 = 0; p0 < k; p0 += KC) {
+      long kc = k - p0 < KC ? k - p0 : KC;
+      for (long ip = 0; ip < mp; ip++)
+        micro(kc, j->ap + ip * MR * k + p0 * MR, b + p0 * NR, tiles + ip * MR * NR, p0 == 0);
+    }
+    for (long i = 0; i < m; i++)
+      memcpy(j->c + i * j->n + j0, tiles + (i / MR) * MR * NR + (i % MR) * NR, nr * sizeof(T));
+  }
+}
+
+/* c (m x n) = a (m x k, row-major) @ b, b packed by ember_rnn_pack; ap holds the packed a
+   (rounded up to MR rows) */
+void ember_rnn_product(const T *a, long m, long k, long n, const T *bp, T *c, T *ap,
+                       ember_pool pool) {
+  for (long i0 = 0; i0 < m; i0 += MR) {
+    T *to = ap + i0 * k;
+    for (long p = 0; p < k; p++)
+      for (long r = 0; r < MR; r++) to[p * MR + r] = i0 + r < m ? a[(i0 + r) * k + p] : 0;
+  }
+  struct product j = {ap, m, k, n, bp, c};
+  long count = (n + NR - 1) / NR;
+  if (pool && count > 1) pool(panels, &j, count, 1);
+  else panels(&j, 0, count);
+}
+"""
+
 _TYPES = {
     np.dtype(np.float32): ("float", "expf", "tanhf"),
     np.dtype(np.float64): ("double", "exp", "tanh"),
@@ -151,6 +219,70 @@ _ARGS = {
     "ember_gru_fwd": 6,
     "ember_gru_bwd": 8,
 }
+
+
+@functools.cache
+def _packed_functions(dtype: np.dtype):
+    """(ember_rnn_pack, ember_rnn_product, the pool) for ``dtype``, or None (no compiler, or
+    the matrix products run on the BLAS, which this micro-kernel does not replace)."""
+    from . import ccompile, cgemm, cpool
+    from .cmicro import MICRO
+
+    if dtype not in _TYPES or not cgemm.own_kernel(dtype):
+        return None
+    source = f"#define T {_TYPES[dtype][0]}\n" + MICRO + _PACKED
+    try:
+        pack = ccompile.load(source, "ember_rnn_pack", [ctypes.c_void_p] + [ctypes.c_long] * 2
+                             + [ctypes.c_void_p])  # fmt: skip
+        product = ccompile.load(
+            source,
+            "ember_rnn_product",
+            [ctypes.c_void_p] + [ctypes.c_long] * 3 + [ctypes.c_void_p] * 4,
+        )
+    except ccompile.CompileError:
+        return None
+    return pack, product, cpool.parallel_for()
+
+
+def _aligned(count: int, dtype) -> np.ndarray:
+    """An empty array of ``count`` values starting on a 64-byte boundary (the micro-kernel's
+    vector loads of the packed panels are aligned)."""
+    itemsize = np.dtype(dtype).itemsize
+    raw = np.empty(count + 64 // itemsize, dtype)
+    start = (-raw.ctypes.data % 64) // itemsize
+    return raw[start : start + count]
+
+
+class _Product:
+    """``rows x k @ w`` (w: k x n) for every step of a layer: ``w`` packed once where ember's
+    own GEMM runs, else ember's GEMM (kernels/cgemm.py) at each call."""
+
+    def __init__(self, w: np.ndarray, rows: int):
+        self.w = w
+        self.packed = _packed_functions(w.dtype)
+        if self.packed is None:
+            self.gemm = _gemm()
+            return
+        from .cgemm import SPLIT_FLOPS
+
+        pack, self.product, pool = self.packed
+        k, n = w.shape
+        nr = 3 * (64 // w.itemsize)  # cmicro.py's NR: three vectors of 64 bytes
+        w = np.ascontiguousarray(w)
+        self.bp = _aligned(-(-n // nr) * k * nr, w.dtype)
+        pack(w.ctypes.data, k, n, self.bp.ctypes.data)
+        self.ap = np.empty(-(-rows // 8) * 8 * k, w.dtype)  # cmicro.py's MR: 8 rows
+        self.pool = pool if 2 * rows * k * n >= SPLIT_FLOPS else None
+        self.shape = (rows, k, n)
+
+    def __call__(self, a: np.ndarray, out: np.ndarray) -> None:
+        """out = a @ w; ``a`` and ``out`` C-contiguous."""
+        if self.packed is None:
+            self.gemm(a, self.w, out)
+            return
+        rows, k, n = self.shape
+        self.product(a.ctypes.data, rows, k, n, self.bp.ctypes.data, out.ctypes.data,
+                     self.ap.ctypes.data, self.pool)  # fmt: skip
 
 
 @functools.cache
@@ -213,10 +345,10 @@ def lstm_forward(xg, h0, c0, w_hh, reverse: bool):
     cs = np.empty_like(y)
     acts = np.empty((steps, rows, gates), xg.dtype)
     rec = np.empty((rows, gates), xg.dtype)
-    step, gemm, w_t = fns["ember_lstm_fwd"], _gemm(), _transposed(w_hh)
+    step, product = fns["ember_lstm_fwd"], _Product(_transposed(w_hh), rows)
     h, c = h0, c0
     for t in _steps(steps, reverse):
-        gemm(h, w_t, rec)
+        product(h, rec)
         step(xg[t].ctypes.data, rec.ctypes.data, c.ctypes.data, acts[t].ctypes.data,
              cs[t].ctypes.data, y[t].ctypes.data, rows, hidden)  # fmt: skip
         h, c = y[t], cs[t]
@@ -248,7 +380,7 @@ def lstm_backward(gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0, w_hh, reverse: 
     dg = np.empty_like(acts)
     dc = gcn.copy()
     rec = ghn.copy()
-    step, gemm = fns["ember_lstm_bwd"], _gemm()
+    step, gemm, product = fns["ember_lstm_bwd"], _gemm(), _Product(w_hh, rows)
     order = list(_steps(steps, reverse))
     for k in range(steps - 1, -1, -1):
         t = order[k]
@@ -256,7 +388,7 @@ def lstm_backward(gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0, w_hh, reverse: 
         step(rec.ctypes.data, gy[t].ctypes.data, gcs[t].ctypes.data, gacts[t].ctypes.data,
              acts[t].ctypes.data, cs[t].ctypes.data, c_prev.ctypes.data, dc.ctypes.data,
              dg[t].ctypes.data, rows, hidden)  # fmt: skip
-        gemm(dg[t], w_hh, rec)
+        product(dg[t], rec)
     return dg, rec, dc, _weight_grad(dg, y, h0, reverse, gemm)
 
 
@@ -271,10 +403,10 @@ def gru_forward(xg, h0, w_hh, b_hh, reverse: bool):
     y = np.empty((steps, rows, hidden), xg.dtype)
     acts = np.empty((steps, rows, 4 * hidden), xg.dtype)
     rec = np.empty((rows, gates), xg.dtype)
-    step, gemm, w_t = fns["ember_gru_fwd"], _gemm(), _transposed(w_hh)
+    step, product = fns["ember_gru_fwd"], _Product(_transposed(w_hh), rows)
     h = h0
     for t in _steps(steps, reverse):
-        gemm(h, w_t, rec)
+        product(h, rec)
         step(xg[t].ctypes.data, rec.ctypes.data, b_hh.ctypes.data, h.ctypes.data,
              acts[t].ctypes.data, y[t].ctypes.data, rows, hidden)  # fmt: skip
         h = y[t]
@@ -292,7 +424,7 @@ def gru_backward(gy, ghn, gacts, y, acts, h0, w_hh, reverse: bool):
     dgh = np.empty_like(dgx)
     carry = np.zeros_like(h0)
     rec = ghn.copy()
-    step, gemm = fns["ember_gru_bwd"], _gemm()
+    step, gemm, product = fns["ember_gru_bwd"], _gemm(), _Product(w_hh, rows)
     order = list(_steps(steps, reverse))
     for k in range(steps - 1, -1, -1):
         t = order[k]
@@ -300,7 +432,7 @@ def gru_backward(gy, ghn, gacts, y, acts, h0, w_hh, reverse: bool):
         step(rec.ctypes.data, carry.ctypes.data, gy[t].ctypes.data, gacts[t].ctypes.data,
              acts[t].ctypes.data, h_prev.ctypes.data, dgx[t].ctypes.data, dgh[t].ctypes.data,
              rows, hidden)  # fmt: skip
-        gemm(dgh[t], w_hh, rec)
+        product(dgh[t], rec)
     dh0 = rec + carry
     dw = _weight_grad(dgh, y, h0, reverse, gemm)
     return dgx, dh0, dw, dgh.sum(axis=(0, 1))
