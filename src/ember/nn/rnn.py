@@ -3,10 +3,15 @@ parameter names (``weight_ih_l0``, ``bias_hh_l1_reverse``, ...), gate orders (LS
 forget, cell, output; GRU: reset, update, new) and default initialisation U(-1/sqrt(H), 1/sqrt(H)).
 
 The input projection of every step is one matmul up front; each step then adds the recurrent
-projection. Eagerly the time loop is a Python loop (the tape records each step). While a graph
-is captured (`ember.function`, `ember.trace`) each layer and direction is one ``scan`` node
-whose body is one step (control/scan.py), so the graph's size does not grow with the sequence
-and its gradient is the scan's reverse scan.
+projection. An LSTM without projection or a GRU, in float32/float64 and unpacked, runs each
+layer and direction as one whole-layer op (ops/recurrent.py: ``lstm_layer`` / ``gru_layer``,
+C step kernels in kernels/crnn.py), eagerly and in graphs: one node forward and one backward
+(backpropagation through time inside the op), as PyTorch's fused RNNs do. Otherwise (RNN,
+projections, packed input, half precision, or while a nested ``ember.grad`` records, whose
+gradients may be differentiated again) the time loop is a Python loop eagerly (the tape
+records each step) and, while a graph is captured (`ember.function`, `ember.trace`), one
+``scan`` node whose body is one step (control/scan.py), so the graph's size does not grow with
+the sequence and its gradient is the scan's reverse scan.
 
 A `PackedSequence` input (nn/utils/rnn.py) runs as its padded batch in the caller's order with
 a mask: a sequence's state stops changing after its last step (and, running backwards, starts
