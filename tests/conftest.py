@@ -21,8 +21,8 @@ import pytest
 import ember
 from ember import random as ember_random
 from ember.graph import Graph, interpreter
-from ember.kernels import cconv, cepilogue, cfuse, cgemm, cpooling, csoftmax
-from ember.ops import _conv_kernels
+from ember.kernels import cconv, cepilogue, cfuse, cgemm, cpooling, crnn, csoftmax
+from ember.ops import _conv_kernels, recurrent
 from ember.ops.pool import _max_pool_np, _scatter_kernel
 from ember.ops.program import evaluate_program
 from ember.ops.softmax import _log_softmax_kernel, _softmax_kernel
@@ -237,6 +237,34 @@ def _checked_softmax(fast, reference):
     return call
 
 
+def _checked_recurrent(name, reference):
+    """A kernels/crnn.py whole-layer kernel checked against ops/recurrent.py's NumPy kernel on
+    the same inputs: the same arithmetic but for the C library's exp and tanh and the order of
+    the products' sums, so within 64 eps * sqrt(the terms summed) of each output's scale."""
+    fast = getattr(crnn, name)
+
+    def call(*args):
+        got = fast(*args)
+        if got is not None:
+            *arrays, reverse = args
+            want = reference(*[np.array(a, copy=True) for a in arrays], reverse=reverse)
+            # (a step's products sum gates x hidden terms; the weight gradient's, steps x rows)
+            steps, rows = want[0].shape[:2]
+            terms = max(1, arrays[-1].shape[0] * steps, steps * rows)
+            for k, (g, w) in enumerate(zip(got, want)):
+                assert g.shape == w.shape and g.dtype == w.dtype, f"crnn.{name}: output {k}"
+                finite = np.isfinite(w)
+                np.testing.assert_array_equal(np.isfinite(g), finite, err_msg=f"crnn.{name}")
+                tol = 64 * np.finfo(w.dtype).eps * np.sqrt(terms)
+                scale = max(1.0, float(np.max(np.abs(w[finite]), initial=0)))
+                np.testing.assert_allclose(
+                    g[finite], w[finite], rtol=tol, atol=tol * scale, err_msg=f"crnn.{name}"
+                )
+        return got
+
+    return call
+
+
 def _checked_conv(name):
     """``cconv.<name>`` with each call that returns an array checked against the NumPy kernel
     of ops/_conv_kernels.py (the forward with its bias and ReLU added after)."""
@@ -298,6 +326,12 @@ def _checked_pooling(fast, reference):
 
 # (owner, attribute) -> the executor or kernel builder as it runs outside the tests
 _ORIGINALS: dict = {}
+_RECURRENT_REFERENCES = {
+    "lstm_forward": recurrent._lstm_kernel,
+    "lstm_backward": recurrent._lstm_grad_kernel,
+    "gru_forward": recurrent._gru_kernel,
+    "gru_backward": recurrent._gru_grad_kernel,
+}
 
 
 def _check(monkeypatch, owner, name: str, checked) -> None:
@@ -370,6 +404,8 @@ def generated_code_equals_the_interpreter(monkeypatch):
     for name in ("conv_forward", "conv_input_grad", "conv_weight_grad"):
         _check(monkeypatch, cconv, name, _checked_conv(name))
     _check(monkeypatch, cgemm, "matmul", _checked_product(cgemm.matmul))
+    for name, reference in _RECURRENT_REFERENCES.items():
+        _check(monkeypatch, crnn, name, _checked_recurrent(name, reference))
     _check(
         monkeypatch,
         csoftmax,
