@@ -46,16 +46,22 @@ class ParallelProgram:
     sequential. ``inplace``: as for `codegen.compile_graph` (used by the sequential code)."""
 
     def __init__(
-        self, graph, inplace: dict | None = None, *, calibration=None, force=False, schedule=None
+        self,
+        graph,
+        inplace: dict | None = None,
+        *,
+        calibration=None,
+        force=False,
+        schedule=None,
+        sequential=None,
     ):
         self.graph = graph
-        steps = None
+        steps = measured = None
         if schedule is None:
             calibration = calibration or calibrate()
             workers = min(worker_pool().size + 1, calibration.cores)
             c_costs = calibration.for_c_runner()
             steps = cgraph.c_steps(graph) if c_costs is not None else None
-            measured = None
             if steps is not None:  # every node a C step: the C runner's costs decide, with
                 calibration = c_costs  # each node's two times measured here
                 measured = cgraph.measure_nodes(graph, steps)
@@ -67,7 +73,10 @@ class ParallelProgram:
                 op="parallel",
             )
         self.plan = schedule  # ``schedule``: a ParallelPlan made elsewhere (tests, tools)
-        self._sequential = compile_graph(graph, inplace)
+        # the calibration the plan used and each node's measured times (None: the tables')
+        self.calibration, self.measured = calibration, measured
+        # ``sequential``: the generated code of ``graph`` with ``inplace``, when the caller has it
+        self._sequential = sequential or compile_graph(graph, inplace)
         self._steps = self._c_program = None
         if self.plan.parallel and self.plan.runner == "c":
             if steps is None:
