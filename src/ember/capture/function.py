@@ -281,6 +281,12 @@ class Function:
         """The generated Python of the latest call's graph."""
         return self._latest().code
 
+    @property
+    def parallel_plan(self):
+        """How the latest call's graph runs (`GraphFunction.parallel_plan`): with the default
+        executor, what it chose and why (runtime/auto.py `Choice`)."""
+        return self._latest().parallel_plan
+
     def __repr__(self) -> str:
         return f"<ember.function {self.name} ({self.executor}, {self.stats.traces} traces)>"
 

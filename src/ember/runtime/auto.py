@@ -137,7 +137,8 @@ def prepare(
 ) -> AutoProgram:
     """``graph`` prepared the fastest way (see the module docstring). ``calibration``: the
     machine's (`parallel_cost.calibrate`) unless given; ``measure=False`` decides from the
-    predictions alone (deterministic for a given calibration: tests)."""
+    predictions alone, the C runner's nodes priced by the calibration's tables instead of
+    timed (deterministic for a given calibration: tests)."""
     generated = compile_graph(graph, inplace)
     name = graph.name
     if not compiler_available():
@@ -162,7 +163,9 @@ def prepare(
                 program = ParallelProgram(graph, inplace, schedule=schedule, sequential=generated)
             cached = Choice(**{**choice.__dict__, "cached": True})
             return _made(graph, program, cached)
-    full = ParallelProgram(graph, inplace, calibration=calibration, sequential=generated)
+    full = ParallelProgram(
+        graph, inplace, calibration=calibration, sequential=generated, measure=measure
+    )
     candidates = {CODEGEN: (generated, full.plan.sequential_s, None)}
     if full.plan.parallel:
         candidates[_label(full.plan)] = (full, full.plan.parallel_s, full.plan)
