@@ -282,9 +282,8 @@ def test_without_a_compiler_the_default_is_generated_code(tmp_path):
         """
     )
     env = dict(os.environ, CC="/bin/false", EMBER_CACHE_DIR=str(tmp_path))
-    env["PYTHONPATH"] = os.pathsep.join(
-        [os.path.join(os.getcwd(), "src"), env.get("PYTHONPATH", "")]
-    )
+    source = os.path.dirname(os.path.dirname(ember.__file__))  # (src/, where ember is)
+    env["PYTHONPATH"] = os.pathsep.join([source, env.get("PYTHONPATH", "")])
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
     )

@@ -44,5 +44,7 @@ def test_every_program_runs_like_the_interpreter_and_shows_its_parts(name):
     ],
 )
 def test_an_unknown_executor_lists_the_valid_names(make):
-    with pytest.raises(ValueError, match="'codegen', 'interpreter', 'parallel', 'arena', 'auto'.*'fast'"):
+    with pytest.raises(
+        ValueError, match="'codegen', 'interpreter', 'parallel', 'arena', 'auto'.*'fast'"
+    ):
         make()
