@@ -73,7 +73,7 @@ __all__ = [
 def _walk(module: Module, named: bool = True) -> list:
     """(path, module) of ``module`` and its submodules, each once, as ``named_modules`` orders
     them, without its nested generators; ``named=False``: paths are None (a call's key needs
-    the modules, not their names)."""
+    the modules, not their names, and reads them on every call)."""
     out, seen, stack = [], set(), [("", module)]
     while stack:
         path, m = stack.pop()
@@ -81,12 +81,15 @@ def _walk(module: Module, named: bool = True) -> list:
             continue
         seen.add(id(m))
         out.append((path, m))
-        children = [(k, c) for k, c in m._modules.items() if c is not None]
-        for name, child in reversed(children):
-            if named:
-                stack.append((f"{path}.{name}" if path else name, child))
-            else:
-                stack.append((None, child))
+        children = m._modules
+        if not children:
+            continue
+        if named:
+            for name, child in reversed(children.items()):
+                if child is not None:
+                    stack.append((f"{path}.{name}" if path else name, child))
+        else:
+            stack.extend((None, c) for c in reversed(children.values()) if c is not None)
     return out
 
 
@@ -147,7 +150,10 @@ class Reachable:
                 walk = [(f"{top}{path}." if path else top, sub) for path, sub in walk]
             for key in ("_parameters", "_buffers"):
                 for dot, sub in walk:
-                    for name, t in getattr(sub, key).items():
+                    tensors = getattr(sub, key)
+                    if not tensors:  # (most modules hold no buffers, activations nothing)
+                        continue
+                    for name, t in tensors.items():
                         if t is not None and id(t) not in seen and isinstance(t, Tensor):
                             seen.add(id(t))
                             found.append((dot + name if named else None, t))
