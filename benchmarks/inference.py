@@ -24,7 +24,6 @@ Every side's output is checked against ember eager's before timing.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 
@@ -120,9 +119,9 @@ def main() -> None:
     names = args.cases.split(",")
     import platform
 
-    from ember.kernels.cpool import cpu_model
+    from ember.kernels.cpool import cpu_count, cpu_model
 
-    print(f"{cpu_model() or platform.processor()}, {os.cpu_count()} CPUs")
+    print(f"{cpu_model() or platform.processor()}, {cpu_count()} CPUs")
     print("median us per forward call (interleaved rounds); ratios: ember fn (default) / peer")
     header = ["ember fn", "codegen", "ember par", "torch", "compile", "jax jit"]
     print(
