@@ -227,7 +227,8 @@ def test_symbolic_sizes_run_generated_code():
     out = fn(ember.ones(4, 3))
     np.testing.assert_array_equal(out.numpy(), np.full((4, 3), 2.0, np.float32))
     choice = fn.parallel_plan
-    assert choice.chosen == auto.CODEGEN and "symbolic sizes" in choice.why
+    assert choice.chosen == auto.CODEGEN
+    assert choice.why.startswith("symbolic sizes" if ccompile.compiler_available() else "no C compiler")
 
 
 def test_a_memory_budget_keeps_generated_code():
