@@ -228,7 +228,8 @@ def test_symbolic_sizes_run_generated_code():
     np.testing.assert_array_equal(out.numpy(), np.full((4, 3), 2.0, np.float32))
     choice = fn.parallel_plan
     assert choice.chosen == auto.CODEGEN
-    assert choice.why.startswith("symbolic sizes" if ccompile.compiler_available() else "no C compiler")
+    reason = "symbolic sizes" if ccompile.compiler_available() else "no C compiler"
+    assert choice.why.startswith(reason)
 
 
 def test_a_memory_budget_keeps_generated_code():
