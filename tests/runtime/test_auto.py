@@ -20,7 +20,7 @@ from ember import nn as enn
 from ember.graph import interpreter
 from ember.kernels import ccompile
 from ember.nn import functional as F
-from ember.runtime import auto, parallel
+from ember.runtime import auto, cgraph, parallel
 from ember.runtime.codegen import CompiledGraph, compile_graph
 from ember.runtime.executors import DEFAULT_EXECUTOR, AutoExecutor, get_executor
 from ember.runtime.parallel_cost import Calibration
@@ -291,3 +291,56 @@ def test_without_a_compiler_the_default_is_generated_code(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "generated code (no C compiler)" in done.stdout, done.stdout
+
+
+@needs_cc
+def test_a_runner_predicted_just_below_the_margin_is_measured(monkeypatch):
+    """The one-thread C runner predicted a few percent faster than generated code (below the
+    plan's 10% margin, so the parallel executor would not take it) is close: it is timed,
+    and chosen when measured faster."""
+    monkeypatch.setattr(cgraph, "measure_nodes", lambda graph, steps: {})  # the tables decide
+    ember.manual_seed(0)
+    model = models.mlp(64, 32, 10)
+    (x,) = _tensors([(1, 64)])
+    with ember.no_grad():
+        graph = ember.trace(model, x).graph
+    runner = "the C graph runner on one thread"
+    timed = []
+
+    def fake(g, programs):
+        timed.append(set(programs))
+        return {auto.CODEGEN: 1e-4, runner: 5e-5}
+
+    monkeypatch.setattr(auto, "_time_candidates", fake)
+    # a runner whose fixed cost leaves it 5% faster than generated code (the run's fixed cost
+    # is its whole cost beyond its steps')
+    free = AutoExecutor(calibration=_c_calibration(run_s=0.0), measure=False).prepare(graph)
+    steps_s, generated_s = free.choice.predicted[runner], free.choice.predicted[auto.CODEGEN]
+    run_s = 0.95 * generated_s - steps_s
+    timed.clear()
+    program = AutoExecutor(calibration=_c_calibration(run_s=run_s)).prepare(graph)
+    predicted = program.choice.predicted
+    assert 0.9 * predicted[auto.CODEGEN] < predicted[runner] < predicted[auto.CODEGEN]
+    assert timed == [{auto.CODEGEN, runner}] and program.choice.chosen == runner
+    assert "predicted gain" in program.plan.reason and program._c_program.threads == 1
+    arrays = [x.numpy()] + [p.numpy() for p in model.parameters()]
+    _close(program(*arrays), interpreter.run(graph, arrays), 1e-5)
+
+
+@needs_cc
+def test_candidates_close_to_each_other_but_not_to_generated_code_are_measured(monkeypatch):
+    monkeypatch.setattr(cgraph, "measure_nodes", lambda graph, steps: {})
+    args = _tensors(models.inception_shapes(2, 8, 8), 3)
+    with ember.no_grad():
+        graph = ember.trace(models.inception_block, *args).graph
+    labels = ("the C graph runner on 2 threads", "the C graph runner on one thread")
+    monkeypatch.setattr(
+        auto, "_time_candidates", lambda g, programs: dict(zip(labels, (1e-5, 2e-5)))
+    )
+    calibration = _c_calibration(run_s=1e-6, call_s=200e-6)
+    program = AutoExecutor(calibration=calibration).prepare(graph)
+    choice = program.choice
+    assert set(choice.predicted) == {auto.CODEGEN, *labels}, str(choice)
+    assert choice.predicted[auto.CODEGEN] > auto.CLOSE * min(choice.predicted.values())
+    assert choice.chosen == labels[0] and "within x2 of the best" in choice.why, str(choice)
+    assert program._c_program.threads == 2

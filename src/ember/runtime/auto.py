@@ -174,7 +174,9 @@ def prepare(
     )
     if one_thread:  # the C runner on one thread: planned for one worker
         single = plan(graph, full.calibration, workers=1, measured=full.measured)
-        if single.parallel:
+        if not single.parallel:  # predicted below the plan's margin: close enough to measure?
+            single = _one_thread_plan(graph, single, full.calibration, full.measured)
+        if single.parallel and single.parallel_s <= CLOSE * full.plan.sequential_s:
             program = ParallelProgram(graph, inplace, schedule=single, sequential=generated)
             candidates[_label(single)] = (program, single.parallel_s, single)
     predicted = {label: seconds for label, (_, seconds, _) in candidates.items()}
@@ -193,13 +195,16 @@ def prepare(
     else:
         measured = _time_candidates(graph, {k: candidates[k][0] for k in close})
         choice.measured = measured
-        if CODEGEN in measured and len(measured) > 1:
+        if len(measured) == len(close):
             fastest = min(measured, key=measured.get)
-            if measured[fastest] > (1 - MEASURED_MARGIN) * measured[CODEGEN]:
-                fastest = CODEGEN
-            gain = measured[CODEGEN] / measured[fastest]
+            if CODEGEN in measured:
+                if measured[fastest] > (1 - MEASURED_MARGIN) * measured[CODEGEN]:
+                    fastest = CODEGEN
+                gain = measured[CODEGEN] / measured[fastest]
+                choice.why = f"measured fastest, x{gain:.2f} of generated code"
+            else:  # (generated code predicted more than CLOSE times slower: not timed)
+                choice.why = f"measured fastest of those predicted within x{CLOSE:g} of the best"
             choice.chosen, choice.plan = fastest, candidates[fastest][2]
-            choice.why = f"measured fastest, x{gain:.2f} of generated code"
         else:
             choice.why = "predicted fastest (a candidate failed on random inputs)"
     if choice.plan is None and choice.chosen == CODEGEN:
@@ -212,6 +217,35 @@ def prepare(
                 _decisions.clear()
             _decisions[key] = (choice.chosen, schedule, choice, calibration)
     return _made(graph, program, choice)
+
+
+def _one_thread_plan(graph, sequential: ParallelPlan, calibration, measured) -> ParallelPlan:
+    """``sequential`` (a one-worker plan the margin kept on generated code) turned into the C
+    runner's plan on one thread, every node in graph order, with its predicted time (as
+    `parallel.plan` predicts it), so that a prediction close to generated code's is measured
+    rather than trusted."""
+    from dataclasses import replace
+
+    from .parallel_cost import estimate
+
+    position = {id(n): i for i, n in enumerate(graph.nodes)}
+    calls = [n for n in graph.nodes if n.kind == "call"]
+    seconds = calibration.fork_s
+    for n in calls:
+        e = estimate(n, calibration, (measured or {}).get(position[id(n)]))
+        alone = e.alone_seconds if e.alone_seconds is not None else e.worker_seconds
+        seconds += alone + calibration.step_s
+    order = [position[id(n)] for n in calls]
+    gain = 1 - seconds / sequential.sequential_s if sequential.sequential_s else 0.0
+    return replace(
+        sequential,
+        parallel=True,
+        reason=f"one thread, no Python between nodes: predicted gain {gain:+.0%}, measured",
+        workers=[order],
+        order=list(order),
+        parallel_s=seconds,
+        runner="c",
+    )
 
 
 def _made(graph, program, choice: Choice) -> AutoProgram:
