@@ -8,6 +8,9 @@ within rounding of the interpreter's pure NumPy; each C call is also checked tig
 inputs below. Graphs that draw random numbers are left out: running them twice would advance
 the generators twice.
 
+The default executor's other programs (the C graph runner, the parallel workers) are checked
+against the interpreter the same way, within rounding.
+
 Each such graph is also compiled for planned execution (``executor="arena"``: kernels write
 into arena slots, plan/arena.py) and run once on copies of the inputs: its outputs must equal
 generated code's (bit for bit without fused C loops, whose vector paths depend on alignment).
@@ -29,7 +32,7 @@ from ember.ops.softmax import _log_softmax_kernel, _softmax_kernel
 from ember.plan import plan_memory
 from ember.plan.arena import concrete
 from ember.plan.schedule import schedule
-from ember.runtime import codegen
+from ember.runtime import auto, codegen
 
 
 def _draws_random_numbers(graph) -> bool:
@@ -161,6 +164,26 @@ def _assert_same(got, want, fused: bool, message: str) -> None:
         np.testing.assert_allclose(got, want, rtol=1e-3, atol=atol, err_msg=message)
     else:
         np.testing.assert_array_equal(got, want, err_msg=message)
+
+
+def _checked_auto(original):
+    """The default executor's programs with each run of the C graph runner or the parallel
+    workers (generated code is checked above) compared with the interpreter's, on copies of
+    the same inputs: within rounding (the runner's products are ember's GEMM, NumPy's BLAS
+    the interpreter's)."""
+
+    def checked(self, *arrays):
+        if isinstance(self._program, codegen.CompiledGraph) or _draws_random_numbers(self.graph):
+            return original(self, *arrays)
+        expected = interpreter.run(self.graph, [np.array(a, copy=True) for a in arrays])
+        results = original(self, *arrays)
+        assert len(results) == len(expected)
+        for i, (got, want) in enumerate(zip(results, expected)):
+            message = f"graph {self.graph.name}: output {i} ({self.choice.chosen})"
+            _assert_same(np.asarray(got), want, True, message)
+        return results
+
+    return checked
 
 
 def _arena_version(compiled):
@@ -390,6 +413,7 @@ def generated_code_equals_the_interpreter(monkeypatch):
         return results
 
     _check(monkeypatch, codegen.CompiledGraph, "__call__", checked)
+    _check(monkeypatch, auto.AutoProgram, "__call__", _checked_auto(auto.AutoProgram.__call__))
     _check(monkeypatch, cfuse, "build", _checked_fused(cfuse.build))
     # bit-identical to the NumPy kernel
     _check(monkeypatch, cpooling, "build_scatter", _checked_exactly(cpooling.build_scatter))
