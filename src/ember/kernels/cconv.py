@@ -338,14 +338,17 @@ def conv_input_grad(gy, w, p: Plan, groups: int):
     """The adjoint of `conv_forward` in x for a stride-1 convolution: the forward convolution
     of ``gy`` with the flipped, transposed weight. None where it does not apply."""
     nd = len(p.kernel)
-    if any(s != 1 for s in p.stride) or not np.isfinite(w).all():
+    if not np.isfinite(w).all():
         # (a non-finite weight times the zero border would give NaN where the NumPy kernel's
         # col2im never adds those products)
         return None
     reach = [d * (k - 1) for d, k in zip(p.dilation, p.kernel)]
     lo = [r - lo for r, lo in zip(reach, p.lo)]
-    if any(v < 0 for v in lo):
-        return None
+    if any(s != 1 for s in p.stride) or any(v < 0 for v in lo):
+        # (phases crop gy where the padding exceeds the kernel's reach)
+        from . import cconv_phases
+
+        return cconv_phases.input_grad(gy, w, p, groups, conv_forward)
     hi = [i - o - low + r for i, o, low, r in zip(p.in_size, p.out_size, lo, reach)]
     from .conv_plan import plan
 
@@ -365,7 +368,9 @@ def conv_weight_grad(x, gy, p: Plan, groups: int):
     if functions is None or x.dtype != gy.dtype or x.size == 0 or gy.size == 0:
         return None
     if any(s != 1 for s in p.stride):
-        return None
+        from . import cconv_phases
+
+        return cconv_phases.weight_grad(x, gy, p, groups, conv_weight_grad)
     grid = p.out_size[:1] + p.padded[1:]
     if math.prod(grid) > _MAX_WASTE * math.prod(p.out_size):
         return None
@@ -469,16 +474,19 @@ def temporaries(op: str, a_shape: tuple, b_shape: tuple, p: Plan, groups: int, d
     if op == "conv":
         cout, cg = b_shape[0], a_shape[1] // groups
         return 2 * groups * -(-(cout // groups) // _MR) * _MR * cg * kk * item
-    if any(s != 1 for s in p.stride):
-        return None
+    reach = [d * (k - 1) for d, k in zip(p.dilation, p.kernel)]
+    lo = [r - low for r, low in zip(reach, p.lo)]
+    if any(s != 1 for s in p.stride) or (op == "conv_input_grad" and any(v < 0 for v in lo)):
+        from . import cconv_phases
+
+        def inner(name, a, b, p2):
+            return temporaries(name, a, b, p2, groups, dtype)
+
+        return cconv_phases.temporaries(op, a_shape, b_shape, p, groups, item, inner)
     if op == "conv_input_grad":
         # the flipped weight, beside the forward convolution of gy with it (as conv_input_grad)
         cout, cg = b_shape[:2]
         nd = len(p.kernel)
-        reach = [d * (k - 1) for d, k in zip(p.dilation, p.kernel)]
-        lo = [r - low for r, low in zip(reach, p.lo)]
-        if any(v < 0 for v in lo):
-            return None
         hi = [i - o - low + r for i, o, low, r in zip(p.in_size, p.out_size, lo, reach)]
         from .conv_plan import plan
 
