@@ -56,7 +56,7 @@ _P, _L, _I = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
 _FORWARD_ARGS = [_P] * 8 + [_L] * 8 + [_I, _P]
 _SEGMENT_ARGS = [_P, _P, _L, _L, _L]
 _WEIGHT_ARGS = [_P] * 5 + [_L] * 7 + _SEGMENT_ARGS + [_P]
-_WEIGHT_CL_ARGS = [_P] * 5 + [_L] * 8 + _SEGMENT_ARGS + [_P]
+_WEIGHT_CL_ARGS = [_P] * 5 + [_L] * 7 + _SEGMENT_ARGS + [_P]
 
 
 @functools.cache
@@ -96,16 +96,28 @@ def _grid_offsets(grid, steps) -> np.ndarray:
     return total.reshape(-1)
 
 
+def _flat_columns(p: Plan, out_channels: int, itemsize: int) -> bool:
+    """Whether the forward's columns run along the padded width (an extended grid: one
+    contiguous run per output row to pack, but ``padded / out - 1`` of the columns wasted on
+    every output channel) rather than the output's own width (no waste, but packing copies
+    short runs element by element). Packing an element costs about one scalar copy, in which
+    the micro-kernel does one vector fused multiply-add on each of two pipes, so the columns
+    are extended when the waste times the output channels stays under the lanes of two
+    vectors."""
+    if p.stride[-1] != 1:
+        return False
+    waste = p.padded[-1] / p.out_size[-1] - 1
+    return waste * out_channels <= 2 * (_VECTOR_BYTES // itemsize)
+
+
 @functools.lru_cache(maxsize=64)
-def _forward_tables(p: Plan, group_channels: int):
+def _forward_tables(p: Plan, group_channels: int, flat: bool):
     """(src, dst, roff) of the forward kernel: per column of one sample its offset in the
     sample's padded input and in its output (-1 outside it), per (channel of a group, kernel
     offset) row its offset in the padded input. (The kernel adds the samples' own offsets:
-    tables over the whole batch would take 16 bytes per output position.)"""
+    tables over the whole batch would take 16 bytes per output position.) ``flat``: the
+    columns run along the padded width (see `_flat_columns`)."""
     out = p.out_size
-    # columns run along the padded width where that wastes little (long contiguous runs to
-    # pack), else along the output's own width
-    flat = p.stride[-1] == 1 and p.padded[-1] <= 1.5 * out[-1]
     grid = out[:-1] + ((p.padded[-1],) if flat else (out[-1],))
     steps = _strides(p.padded) * np.array(p.stride[:-1] + ((1,) if flat else p.stride[-1:]))
     inside = np.ones(grid, bool)
@@ -168,12 +180,14 @@ class _Forward(NamedTuple):
 
 
 @functools.lru_cache(maxsize=256)
-def _forward_layout(x_shape: tuple, w_shape: tuple, p: Plan, groups: int) -> _Forward:
+def _forward_layout(
+    x_shape: tuple, w_shape: tuple, p: Plan, groups: int, itemsize: int
+) -> _Forward:
     """The forward kernel's layout (its tables are read-only: one copy serves every call)."""
     n, c = x_shape[:2]
     cout = w_shape[0]
     cg, cog = c // groups, cout // groups
-    src, dst, roff = _forward_tables(p, cg)
+    src, dst, roff = _forward_tables(p, cg, _flat_columns(p, cog, itemsize))
     plane = math.prod(p.padded)
     last = (n - 1) * c * plane + int(src[-1]) + (groups - 1) * cg * plane + int(roff[-1])
     size = max(n * c * plane, last + 1)
@@ -206,7 +220,7 @@ def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False, mask
             args[4] = 0 if mask is None else mask.ctypes.data
             call(args.ctypes.data)
             return out
-    f = _forward_layout(tuple(x.shape), tuple(w.shape), p, groups)
+    f = _forward_layout(tuple(x.shape), tuple(w.shape), p, groups, x.itemsize)
     cg, cog, rows, plane, m, panels = f.cg, f.cog, f.rows, f.plane, f.m, f.panels
     src, dst, roff = f.tables
     # an unpadded convolution reads its (contiguous) input where it is
@@ -318,7 +332,7 @@ def forward_step(x_shape: tuple, w_shape: tuple, p: Plan, dtype, relu: bool):
     if step is None:
         return None
     n, c, h, w = x_shape
-    f = _forward_layout(tuple(x_shape), tuple(w_shape), p, 1)
+    f = _forward_layout(tuple(x_shape), tuple(w_shape), p, 1, dtype.itemsize)
     src, dst, roff = f.tables
     xp = None if f.unpadded else np.zeros(f.size, dtype)
     wp = np.empty((f.panels * _MR * f.rows,), dtype)
@@ -371,22 +385,22 @@ def conv_weight_grad(x, gy, p: Plan, groups: int):
         from . import cconv_phases
 
         return cconv_phases.weight_grad(x, gy, p, groups, conv_weight_grad)
-    grid = p.out_size[:1] + p.padded[1:]
-    if math.prod(grid) > _MAX_WASTE * math.prod(p.out_size):
-        return None
     _, weight, weight_cl, pool = functions
     n, c = x.shape[:2]
     cout = gy.shape[1]
     cg, cog = c // groups, cout // groups
-    lanes = _VECTOR_BYTES // x.itemsize
-    length = -(-math.prod(grid) // lanes) * lanes
     gy = np.ascontiguousarray(gy)
+    grid = p.out_size[:1] + p.padded[1:]
     segments = _segments(p.out_size, grid)
-    plane = math.prod(p.padded)
-    wide = 2 * lanes  # input channels per tile of the channels-last kernel
+    wide = 2 * (_VECTOR_BYTES // x.itemsize)  # input channels per tile of the channels-last kernel
     padded_channels = -(-cg // wide) * wide
     if groups == 1 and padded_channels <= 1.5 * cg:
-        return _weight_grad_channels_last(x, gy, p, weight_cl, pool, padded_channels, length)
+        return _weight_grad_channels_last(x, gy, p, weight_cl, pool, padded_channels, segments)
+    if math.prod(grid) > _MAX_WASTE * math.prod(p.out_size):
+        return None
+    lanes = _VECTOR_BYTES // x.itemsize
+    length = -(-math.prod(grid) // lanes) * lanes
+    plane = math.prod(p.padded)
     roff = _row_offsets(p, cg)
     size = max(n * c * plane, (n - 1) * c * plane + (groups - 1) * cg * plane + int(roff[-1]))
     xp = _padded(x, p, size + length, "cconv_xw")
@@ -417,20 +431,27 @@ def conv_weight_grad(x, gy, p: Plan, groups: int):
     return gw if np.isfinite(gw).all() else None
 
 
-def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, padded_channels, length):
+def _cl_blocks() -> int:
+    from . import cpool
+
+    return max(1, cpool.get_num_threads())
+
+
+def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, padded_channels, segments):
     """The weight gradient as one GEMM per kernel offset, over a channels-last copy of the
     padded input (each position's channels one contiguous vector)."""
     n, c = x.shape[:2]
     cout = gy.shape[1]
-    segments = _segments(p.out_size, p.out_size[:1] + p.padded[1:])
     kk = math.prod(p.kernel)
     koff = _grid_offsets(p.kernel, _strides(p.padded) * np.array(p.dilation))
-    positions = max(math.prod(p.padded), length + int(koff[-1]))
+    positions = math.prod(p.padded)
     xcl = scratch("cconv_xcl", (n, positions, padded_channels), x.dtype, fill=0, key=(p, n, c))
-    planes = xcl[:, : math.prod(p.padded)].reshape((n,) + p.padded + (padded_channels,))
+    planes = xcl.reshape((n,) + p.padded + (padded_channels,))
     planes[(slice(None),) + interior(p) + (slice(0, c),)] = np.moveaxis(x[source_region(p)], 1, -1)
     rows = -(-cout // _MR) * _MR
-    per_block = max(1, -(-n // _BLOCKS))
+    # one block of samples per thread: each block's partial sums are as large as the weight
+    # gradient, and the reduction inside a block already runs over all its positions
+    per_block = -(-n // _cl_blocks())
     blocks = -(-n // per_block)
     out = np.empty((kk, rows, padded_channels), x.dtype)
     partial = np.empty((blocks,) + out.shape, x.dtype)
@@ -444,7 +465,6 @@ def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, padded_channels,
         cout,
         kk,
         padded_channels,
-        length,
         gy[0].size,
         positions * padded_channels,
         per_block,
@@ -499,14 +519,15 @@ def temporaries(op: str, a_shape: tuple, b_shape: tuple, p: Plan, groups: int, d
     n, cout = a_shape[0], b_shape[1]
     c = a_shape[1]
     cg = c // groups
-    grid = p.out_size[:1] + p.padded[1:]
-    if math.prod(grid) > _MAX_WASTE * math.prod(p.out_size):
-        return None
-    blocks = -(-n // max(1, -(-n // _BLOCKS)))
     mask = cout * cg * kk  # np.isfinite(gw): one byte an element
     wide = 2 * (_VECTOR_BYTES // item)
     padded_channels = -(-cg // wide) * wide
     if groups == 1 and padded_channels <= 1.5 * cg:
+        blocks = -(-n // -(-n // _cl_blocks()))
         per_offset = kk * (-(-cout // _MR) * _MR) * padded_channels * item
         return (1 + blocks) * per_offset + mask
+    grid = p.out_size[:1] + p.padded[1:]
+    if math.prod(grid) > _MAX_WASTE * math.prod(p.out_size):
+        return None
+    blocks = -(-n // max(1, -(-n // _BLOCKS)))
     return blocks * (cout // groups) * cg * kk * item + mask

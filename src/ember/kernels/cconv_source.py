@@ -16,7 +16,8 @@ the compiler emits AVX-512 where the CPU has it, and two or four narrower vector
   operands are contiguous along l, so a dot-product micro-kernel (4 x 6 vector accumulators,
   summed across lanes once per block of samples) needs no packing. With many input channels,
   ``conv_weight_grad_cl`` instead runs one GEMM per kernel offset over a channels-last copy
-  of the input (outer products, 8 output channels x 2 vectors of input channels).
+  of the input (outer products, 8 output channels x 2 vectors of input channels), reducing
+  over the real output positions only, KC at a time across rows and samples.
 
 Both share work over ember's thread pool (kernels/cpool.py) when given one.
 """
@@ -307,25 +308,29 @@ void conv_weight_grad(const T *gy, const T *x, T *gw, T *partial, const long *ro
 #define MW 8        /* output channels per tile */
 #define NW (2 * VL) /* input channels per tile */
 
-/* acc (MW x NW, row stride ldc) += a (kc x MW packed) * b (kc rows of NW, row stride ldb) */
-static void micro_w(long kc, const T *restrict a, const T *restrict b, long ldb,
-                    T *restrict acc, long ldc) {
+/* acc (MW x NW, row stride ldc) += a (rows x MW packed) * b, whose rows come in `nseg`
+   segments: cnt[s] rows (row stride ldb) from b + off[s] */
+static void micro_w(int nseg, const long *off, const long *cnt, const T *restrict a,
+                    const T *restrict b, long ldb, T *restrict acc, long ldc) {
   vec c[MW][2];
 #pragma GCC unroll 8
   for (int i = 0; i < MW; i++) {
     c[i][0] = *(const uvec *)(acc + i * ldc);
     c[i][1] = *(const uvec *)(acc + i * ldc + VL);
   }
-  for (long p = 0; p < kc; p++) {
-    vec b0 = *(const uvec *)b, b1 = *(const uvec *)(b + VL);
+  for (int sg = 0; sg < nseg; sg++) {
+    const T *bs = b + off[sg];
+    for (long p = 0; p < cnt[sg]; p++) {
+      vec b0 = *(const uvec *)bs, b1 = *(const uvec *)(bs + VL);
 #pragma GCC unroll 8
-    for (int i = 0; i < MW; i++) {
-      T s = a[i];
-      c[i][0] += s * b0;
-      c[i][1] += s * b1;
+      for (int i = 0; i < MW; i++) {
+        T s = a[i];
+        c[i][0] += s * b0;
+        c[i][1] += s * b1;
+      }
+      a += MW;
+      bs += ldb;
     }
-    a += MW;
-    b += ldb;
   }
 #pragma GCC unroll 8
   for (int i = 0; i < MW; i++) {
@@ -338,58 +343,82 @@ struct wcl {
   const T *gy, *x;
   T *partial; /* blocks x kk x (m_panels * MW) x cp */
   const long *koff;
-  long n, cout, kk, cp, len, gy_sample, x_sample, per_block, m_panels;
-  struct segments sg;
+  long n, cout, kk, cp, gy_sample, x_sample, per_block, m_panels;
+  struct segments sg; /* sg.dst: each output row's first position in the padded input */
 };
 
+/* The reduction runs over the real output positions of a block of samples (no extended grid),
+   KC of them at a time across rows and samples, so that the partial sums (kk x cout x cp, as
+   large as the weight) are read and written once per KC positions, not once per sample. */
 static void wcl_blocks(void *ctx, long lo, long hi) {
   const struct wcl *g = ctx;
   long mp = g->m_panels, rows = mp * MW, cp = g->cp;
-  T *ap = aligned_alloc(64, (size_t)(mp * KC * MW + g->cout * g->len) * sizeof(T));
-  if (!ap) abort();
-  T *ext = ap + mp * KC * MW;
+  long per_sample = g->sg.count * g->sg.len;
+  T *ap = aligned_alloc(64, (size_t)(mp * KC * MW) * sizeof(T));
+  long *seg = malloc(4 * (KC + 2) * sizeof(long)); /* x offset, count, gy offset, sample */
+  if (!ap || !seg) abort();
+  long *s_off = seg, *s_cnt = seg + KC + 2, *s_gy = seg + 2 * (KC + 2);
   for (long blk = lo; blk < hi; blk++) {
     long n0 = blk * g->per_block, n1 = n0 + g->per_block < g->n ? n0 + g->per_block : g->n;
     T *part = g->partial + blk * g->kk * rows * cp;
     memset(part, 0, (size_t)(g->kk * rows * cp) * sizeof(T));
-    for (long n = n0; n < n1; n++) {
-      extend(g->gy + n * g->gy_sample, &g->sg, g->cout, g->len, ext);
-      for (long l0 = 0; l0 < g->len; l0 += KC) {
-        long kc = g->len - l0 < KC ? g->len - l0 : KC;
-        for (long ip = 0; ip < mp; ip++)
-          for (int i = 0; i < MW; i++) {
-            long co = ip * MW + i;
-            T *to = ap + ip * KC * MW + i;
-            if (co < g->cout) {
-              const T *from = ext + co * g->len + l0;
-              for (long p = 0; p < kc; p++) to[p * MW] = from[p];
-            } else {
-              for (long p = 0; p < kc; p++) to[p * MW] = 0;
+    long total = (n1 - n0) * per_sample;
+    for (long i0 = 0; i0 < total; i0 += KC) {
+      long kc = total - i0 < KC ? total - i0 : KC;
+      /* the chunk's segments: pieces of output rows */
+      int nseg = 0;
+      for (long i = i0; i < i0 + kc;) {
+        long s = i / per_sample, within = i - s * per_sample;
+        long row = within / g->sg.len, t = within - row * g->sg.len;
+        long count = g->sg.len - t < i0 + kc - i ? g->sg.len - t : i0 + kc - i;
+        long nn = n0 + s;
+        s_off[nseg] = (nn * g->x_sample + (g->sg.dst[row] + t) * cp);
+        s_gy[nseg] = nn * g->gy_sample + g->sg.src[row] + t;
+        s_cnt[nseg] = count;
+        nseg++;
+        i += count;
+      }
+      /* gy's chunk, packed in panels of MW output channels */
+      for (long ip = 0; ip < mp; ip++)
+        for (int m = 0; m < MW; m++) {
+          long co = ip * MW + m;
+          T *to = ap + ip * KC * MW + m;
+          if (co < g->cout) {
+            for (int sg = 0; sg < nseg; sg++) {
+              const T *from = g->gy + s_gy[sg] + co * g->sg.plane;
+              for (long p = 0; p < s_cnt[sg]; p++, to += MW) *to = from[p];
             }
+          } else {
+            for (long p = 0; p < kc; p++, to += MW) *to = 0;
           }
-        const T *xs = g->x + n * g->x_sample + l0 * cp;
-        for (long k = 0; k < g->kk; k++)
-          for (long ip = 0; ip < mp; ip++)
-            for (long c0 = 0; c0 < cp; c0 += NW)
-              micro_w(kc, ap + ip * KC * MW, xs + g->koff[k] * cp + c0, cp,
-                      part + (k * rows + ip * MW) * cp + c0, cp);
+        }
+      for (long k = 0; k < g->kk; k++) {
+        const T *xs = g->x + g->koff[k] * cp;
+        for (long ip = 0; ip < mp; ip++)
+          for (long c0 = 0; c0 < cp; c0 += NW)
+            micro_w(nseg, s_off, s_cnt, ap + ip * KC * MW, xs + c0, cp,
+                    part + (k * rows + ip * MW) * cp + c0, cp);
       }
     }
   }
+  free(seg);
   free(ap);
 }
 
-/* out (blocks summed: kk x rows x cp) from gy (n x cout x len, zero outside the output) and
-   the channels-last padded input x (n x plane x cp) read at position l + koff[k] */
+/* out (blocks summed: kk x rows x cp) from gy (n x cout x plane) and the channels-last padded
+   input x (n x positions x cp), read at an output row's first position seg_dst[r] plus the
+   kernel offset's koff[k] */
 void conv_weight_grad_cl(const T *gy, const T *x, T *out, T *partial, const long *koff, long n,
-                         long cout, long kk, long cp, long len, long gy_sample, long x_sample,
+                         long cout, long kk, long cp, long gy_sample, long x_sample,
                          long per_block, const long *seg_src, const long *seg_dst, long segs,
                          long seg_len, long plane, ember_pool pool) {
   long mp = (cout + MW - 1) / MW, blocks = (n + per_block - 1) / per_block;
-  struct wcl g = {gy,       x,         partial, koff, n, cout, kk, cp, len, gy_sample, x_sample,
+  struct wcl g = {gy,       x,         partial, koff, n, cout, kk, cp, gy_sample, x_sample,
                   per_block, mp, {seg_src, seg_dst, segs, seg_len, plane}};
-  if (pool && blocks > 1 && cout * kk * cp * len * n > (1L << 20)) pool(wcl_blocks, &g, blocks, 1);
-  else wcl_blocks(&g, 0, blocks);
+  if (pool && blocks > 1 && cout * kk * cp * plane * n > (1L << 20))
+    pool(wcl_blocks, &g, blocks, 1);
+  else
+    wcl_blocks(&g, 0, blocks);
   long size = kk * mp * MW * cp;
   memcpy(out, partial, (size_t)size * sizeof(T));
   for (long b = 1; b < blocks; b++)
