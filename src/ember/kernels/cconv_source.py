@@ -58,6 +58,44 @@ static int runs_of(const long *off, long nj, long *start, long *len, long *first
   return count;
 }
 
+/* runs of columns whose input offsets step evenly (a strided convolution's columns along an
+   output row step by the stride): start, length, first offset and step; returns how many */
+static int strided_runs_of(const long *off, long nj, long *start, long *len, long *first,
+                           long *step) {
+  int count = 0;
+  for (long jj = 0; jj < nj;) {
+    if (off[jj] < 0) { jj++; continue; }
+    long st = jj + 1 < nj && off[jj + 1] > off[jj] ? off[jj + 1] - off[jj] : 1, run = 1;
+    while (jj + run < nj && off[jj + run] == off[jj] + run * st) run++;
+    start[count] = jj, len[count] = run, first[count] = off[jj], step[count] = st, count++;
+    jj += run;
+  }
+  return count;
+}
+
+/* the strided runs' columns: a copy per run, specialised for the common steps */
+static void pack_strided(const T *restrict x, const long *roff, long kc, int count,
+                         const long *start, const long *len, const long *first,
+                         const long *step, T *restrict bp) {
+  long covered = 0;
+  for (int r = 0; r < count; r++) covered += len[r];
+  for (long p = 0; p < kc; p++) {
+    T *to = bp + p * NR;
+    if (covered < NR) memset(to, 0, NR * sizeof(T));
+    for (int r = 0; r < count; r++) {
+      const T *restrict from = x + roff[p] + first[r];
+      T *restrict dst = to + start[r];
+      long n = len[r], st = step[r];
+      if (st == 1)
+        for (long t = 0; t < n; t++) dst[t] = from[t];
+      else if (st == 2)
+        for (long t = 0; t < n; t++) dst[t] = from[2 * t];
+      else
+        for (long t = 0; t < n; t++) dst[t] = from[t * st];
+    }
+  }
+}
+
 static void pack_columns(const T *restrict x, const long *roff, long kc, long nj, int count,
                          const long *start, const long *len, const long *first, T *restrict bp) {
   if (count == 1 && nj == NR) { /* the common case: one run over the whole panel */
@@ -135,6 +173,7 @@ static void fwd_panels(void *ctx, long lo, long hi) {
   if (!tiles) abort();
   T *bp = tiles + mp * MR * NR;
   long s_start[NR], s_len[NR], s_first[NR], d_start[NR], d_len[NR], d_first[NR];
+  long t_start[NR], t_len[NR], t_first[NR], t_step[NR];
   for (long panel = lo; panel < hi; panel++) {
     long j0 = panel * NR, nj = f->cols - j0 < NR ? f->cols - j0 : NR;
     long src[NR], dst[NR];
@@ -145,9 +184,14 @@ static void fwd_panels(void *ctx, long lo, long hi) {
     }
     int s_count = runs_of(src, nj, s_start, s_len, s_first);
     int d_count = runs_of(dst, nj, d_start, d_len, d_first);
+    /* columns that do not come in long contiguous runs may step evenly (a stride) */
+    int t_count = s_count > 1 ? strided_runs_of(src, nj, t_start, t_len, t_first, t_step) : NR + 1;
     for (long pc = 0; pc < k; pc += KC) {
       long kc = k - pc < KC ? k - pc : KC;
-      pack_columns(f->x, f->roff + pc, kc, nj, s_count, s_start, s_len, s_first, bp);
+      if (t_count < s_count)
+        pack_strided(f->x, f->roff + pc, kc, t_count, t_start, t_len, t_first, t_step, bp);
+      else
+        pack_columns(f->x, f->roff + pc, kc, nj, s_count, s_start, s_len, s_first, bp);
       for (long ip = 0; ip < mp; ip++)
         micro(kc, f->wp + (ip * k + pc) * MR, bp, tiles + ip * MR * NR, pc == 0);
     }
