@@ -86,10 +86,14 @@ def input_grad(gy: np.ndarray, w: np.ndarray, p: Plan, groups: int, forward):
     cout, cg = w.shape[:2]
     cog = cout // groups
     nd = len(p.kernel)
-    gx = np.zeros((n, groups * cg) + tuple(p.in_size), gy.dtype)
+    gx = np.empty((n, groups * cg) + tuple(p.in_size), gy.dtype)
     for combo in _all_phases(p):
+        target = (slice(None), slice(None)) + tuple(
+            slice(ph.r, None, s) for ph, s in zip(combo, p.stride)
+        )
         if any(ph.count == 0 for ph in combo):
-            continue  # no kernel offset reaches these positions: their gradient is zero
+            gx[target] = 0  # no kernel offset reaches these positions
+            continue
         crop, pads, kernel = [], [], []
         empty = False
         for ph, o in zip(combo, p.out_size):
@@ -100,13 +104,14 @@ def input_grad(gy: np.ndarray, w: np.ndarray, p: Plan, groups: int, forward):
             start = max(0, -low)
             low += start
             length = o - start
-            if length <= 0:
+            if length <= 0:  # every window of these positions reads padding only
                 empty = True
                 break
             crop.append(slice(start, None))
             pads.append((low, ph.q - length - low + reach))
             kernel.append(ph.count)
         if empty:
+            gx[target] = 0
             continue
         sub = _sub_kernel(w, combo)
         flipped = sub.reshape((groups, cog, cg) + tuple(kernel))[
@@ -123,8 +128,7 @@ def input_grad(gy: np.ndarray, w: np.ndarray, p: Plan, groups: int, forward):
         part = forward(gy[(slice(None), slice(None)) + tuple(crop)], w2, p2, groups)
         if part is None:
             return None
-        target = tuple(slice(ph.r, None, s) for ph, s in zip(combo, p.stride))
-        gx[(slice(None), slice(None)) + target] = part
+        gx[target] = part
     return gx
 
 
