@@ -25,7 +25,9 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
+import os
 import threading
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -47,13 +49,15 @@ __all__ = [
 
 _C = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 _MR = 8
+_KC = 192  # (kernels/cmicro.py's KC)
 _VECTOR_BYTES = 64
+_L2_FALLBACK = 256 << 10  # where the system does not say (the smallest L2 of current x86 cores)
 # the weight gradient's extended grid may be at most this much larger than the output
 _MAX_WASTE = 2.0
 # the weight gradient sums this many blocks of samples in parallel, then adds their partial sums
 _BLOCKS = 8
 _P, _L, _I = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
-_FORWARD_ARGS = [_P] * 8 + [_L] * 8 + [_I, _P]
+_FORWARD_ARGS = [_P] * 8 + [_L] * 8 + [_I, _P, _L]
 _SEGMENT_ARGS = [_P, _P, _L, _L, _L]
 _WEIGHT_ARGS = [_P] * 5 + [_L] * 7 + _SEGMENT_ARGS + [_P]
 _WEIGHT_CL_ARGS = [_P] * 5 + [_L] * 7 + _SEGMENT_ARGS + [_P]
@@ -74,6 +78,30 @@ def _functions(dtype: np.dtype):
     except ccompile.CompileError:
         return None
     return forward, weight, weight_cl, cpool.parallel_for()
+
+
+@functools.cache
+def _l2_bytes() -> int:
+    """One core's L2 cache, as the system reports it."""
+    try:
+        size = os.sysconf("SC_LEVEL2_CACHE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        size = 0
+    if size <= 0:
+        try:
+            text = Path("/sys/devices/system/cpu/cpu0/cache/index2/size").read_text().strip()
+            size = int(text.rstrip("KkMm")) << (20 if text[-1:] in "Mm" else 10)
+        except (OSError, ValueError):
+            size = 0
+    return size if size > 0 else _L2_FALLBACK
+
+
+def _panel_group(m_panels: int, itemsize: int) -> int:
+    """Column panels the forward kernel runs together (each packed-weight block read once per
+    group): as many as keep their packed columns and accumulators in half of L2."""
+    nr = 3 * _VECTOR_BYTES // itemsize
+    per_panel = (_KC * nr + m_panels * _MR * nr) * itemsize
+    return max(1, _l2_bytes() // 2 // per_panel)
 
 
 def available(dtype) -> bool:
@@ -252,6 +280,7 @@ def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False, mask
             cout * m,
             int(relu),
             pool,
+            _panel_group(panels, x.itemsize),
         )
     return out
 
@@ -344,7 +373,7 @@ def forward_step(x_shape: tuple, w_shape: tuple, p: Plan, dtype, relu: bool):
     args += [n * c, *copied, h, w, *p.lo, *p.padded]
     args += [f.cog, f.rows, f.panels]
     args += [f.panels, f.rows, n * len(src), f.cog, f.m, len(src), c * f.plane, f.cog * f.m]
-    args += [int(relu), _functions(dtype)[3] or 0]
+    args += [int(relu), _functions(dtype)[3] or 0, _panel_group(f.panels, dtype.itemsize)]
     return step, np.array(args, np.int64), (step, xp, wp, src, dst, roff)
 
 

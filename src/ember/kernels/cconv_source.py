@@ -42,6 +42,7 @@ struct fwd {
   long m_panels, k, cols, cout, chan; /* chan: the output's channel stride */
   long grid, x_sample, out_sample;    /* columns per sample; the sample strides */
   int relu;
+  long group; /* column panels per group (see fwd_panels) */
 };
 
 /* runs of consecutive columns: start, length and first offset (into the input for `src`,
@@ -166,56 +167,90 @@ static inline void store_run(const T *from, T b, int relu, T *to, unsigned char 
 }
 #endif
 
-static void fwd_panels(void *ctx, long lo, long hi) {
-  const struct fwd *f = ctx;
-  long mp = f->m_panels, k = f->k;
-  T *tiles = aligned_alloc(64, (size_t)(mp * MR * NR + KC * NR) * sizeof(T));
-  if (!tiles) abort();
-  T *bp = tiles + mp * MR * NR;
+/* one column panel's tables: its runs in the input (contiguous, and evenly stepping) and in
+   the output */
+struct panel_runs {
+  long nj;
+  int s_count, d_count, t_count;
   long s_start[NR], s_len[NR], s_first[NR], d_start[NR], d_len[NR], d_first[NR];
   long t_start[NR], t_len[NR], t_first[NR], t_step[NR];
-  for (long panel = lo; panel < hi; panel++) {
-    long j0 = panel * NR, nj = f->cols - j0 < NR ? f->cols - j0 : NR;
-    long src[NR], dst[NR];
-    for (long jj = 0; jj < nj; jj++) {
-      long j = j0 + jj, n = j / f->grid, l = j - n * f->grid;
-      src[jj] = n * f->x_sample + f->src[l];
-      dst[jj] = f->dst[l] < 0 ? -1 : n * f->out_sample + f->dst[l];
-    }
-    int s_count = runs_of(src, nj, s_start, s_len, s_first);
-    int d_count = runs_of(dst, nj, d_start, d_len, d_first);
-    /* columns that do not come in long contiguous runs may step evenly (a stride) */
-    int t_count = s_count > 1 ? strided_runs_of(src, nj, t_start, t_len, t_first, t_step) : NR + 1;
+};
+
+static void panel_tables(const struct fwd *f, long panel, struct panel_runs *r) {
+  long j0 = panel * NR, nj = f->cols - j0 < NR ? f->cols - j0 : NR;
+  long src[NR], dst[NR];
+  for (long jj = 0; jj < nj; jj++) {
+    long j = j0 + jj, n = j / f->grid, l = j - n * f->grid;
+    src[jj] = n * f->x_sample + f->src[l];
+    dst[jj] = f->dst[l] < 0 ? -1 : n * f->out_sample + f->dst[l];
+  }
+  r->nj = nj;
+  r->s_count = runs_of(src, nj, r->s_start, r->s_len, r->s_first);
+  r->d_count = runs_of(dst, nj, r->d_start, r->d_len, r->d_first);
+  /* columns that do not come in long contiguous runs may step evenly (a stride) */
+  r->t_count = r->s_count > 1
+                   ? strided_runs_of(src, nj, r->t_start, r->t_len, r->t_first, r->t_step)
+                   : NR + 1;
+}
+
+/* Column panels run `group` at a time: each block of the packed weight (MR x KC) is read once
+   per group of panels rather than once per panel (the caller sizes the group so that the
+   group's packed columns and accumulators stay in L2). */
+static void fwd_panels(void *ctx, long lo, long hi) {
+  const struct fwd *f = ctx;
+  long mp = f->m_panels, k = f->k, group = f->group;
+  T *tiles = aligned_alloc(64, (size_t)(group * (mp * MR * NR + KC * NR)) * sizeof(T));
+  struct panel_runs *runs = malloc((size_t)group * sizeof(struct panel_runs));
+  if (!tiles || !runs) abort();
+  T *bps = tiles + group * mp * MR * NR;
+  for (long g0 = lo; g0 < hi; g0 += group) {
+    long count = hi - g0 < group ? hi - g0 : group;
+    for (long q = 0; q < count; q++) panel_tables(f, g0 + q, &runs[q]);
     for (long pc = 0; pc < k; pc += KC) {
       long kc = k - pc < KC ? k - pc : KC;
-      if (t_count < s_count)
-        pack_strided(f->x, f->roff + pc, kc, t_count, t_start, t_len, t_first, t_step, bp);
-      else
-        pack_columns(f->x, f->roff + pc, kc, nj, s_count, s_start, s_len, s_first, bp);
+      for (long q = 0; q < count; q++) {
+        const struct panel_runs *r = &runs[q];
+        T *bp = bps + q * KC * NR;
+        if (r->t_count < r->s_count)
+          pack_strided(f->x, f->roff + pc, kc, r->t_count, r->t_start, r->t_len, r->t_first,
+                       r->t_step, bp);
+        else
+          pack_columns(f->x, f->roff + pc, kc, r->nj, r->s_count, r->s_start, r->s_len,
+                       r->s_first, bp);
+      }
       for (long ip = 0; ip < mp; ip++)
-        micro(kc, f->wp + (ip * k + pc) * MR, bp, tiles + ip * MR * NR, pc == 0);
+        for (long q = 0; q < count; q++)
+          micro(kc, f->wp + (ip * k + pc) * MR, bps + q * KC * NR,
+                tiles + (q * mp + ip) * MR * NR, pc == 0);
     }
-    for (long co = 0; co < f->cout; co++) {
-      const T *acc = tiles + co * NR;
-      T b = f->bias ? f->bias[co] : (T)0;
-      T *base = f->out + co * f->chan;
-      unsigned char *mask = f->mask ? f->mask + co * f->chan : 0;
-      for (int r = 0; r < d_count; r++)
-        store_run(acc + d_start[r], b, f->relu, base + d_first[r],
-                  mask ? mask + d_first[r] : 0, d_len[r]);
+    for (long q = 0; q < count; q++) {
+      const struct panel_runs *r = &runs[q];
+      for (long co = 0; co < f->cout; co++) {
+        const T *acc = tiles + q * mp * MR * NR + co * NR;
+        T b = f->bias ? f->bias[co] : (T)0;
+        T *base = f->out + co * f->chan;
+        unsigned char *mask = f->mask ? f->mask + co * f->chan : 0;
+        for (int i = 0; i < r->d_count; i++)
+          store_run(acc + r->d_start[i], b, f->relu, base + r->d_first[i],
+                    mask ? mask + r->d_first[i] : 0, r->d_len[i]);
+      }
     }
   }
+  free(runs);
   free(tiles);
 }
 
 void conv_forward(const T *x, const T *wp, const T *bias, T *out, unsigned char *mask,
                   const long *src, const long *dst, const long *roff, long m_panels, long k,
                   long cols, long cout, long chan, long grid, long x_sample, long out_sample,
-                  int relu, ember_pool pool) {
-  struct fwd f = {x,    wp,   bias, out,  mask, src,  dst,      roff,       m_panels,
-                  k,    cols, cout, chan, grid, x_sample, out_sample, relu};
+                  int relu, ember_pool pool, long group) {
   long panels = (cols + NR - 1) / NR;
-  if (pool && panels > 1 && m_panels * MR * k * cols > (1L << 20)) pool(fwd_panels, &f, panels, 1);
+  int shared = pool && panels > 1 && m_panels * MR * k * cols > (1L << 20);
+  /* (each thread gets whole groups where there are enough panels to go round) */
+  long per_thread = group < 1 ? 1 : group;
+  struct fwd f = {x,    wp,   bias, out,  mask, src,  dst,      roff,       m_panels,
+                  k,    cols, cout, chan, grid, x_sample, out_sample, relu, per_thread};
+  if (shared) pool(fwd_panels, &f, panels, 1);
   else fwd_panels(&f, 0, panels);
 }
 
@@ -225,7 +260,8 @@ void conv_forward(const T *x, const T *wp, const T *bias, T *out, unsigned char 
    unpadded) and the weight packed into its own, as the caller of conv_forward does. args: x,
    w, bias, out, mask, xp (or 0), wp, src, dst, roff, then the copy (planes, rows and columns
    copied, the input's rows and columns, the padding before, the padded rows and columns), the
-   packing (cout, rows, panels), conv_forward's eight sizes, relu, the pool (or 0) */
+   packing (cout, rows, panels), conv_forward's eight sizes, relu, the pool (or 0), the panel
+   group */
 void conv_forward_step(const long *a) {
   const T *x = (const T *)a[0], *w = (const T *)a[1];
   T *xp = (T *)a[5], *wp = (T *)a[6];
@@ -246,7 +282,7 @@ void conv_forward_step(const long *a) {
       }
   conv_forward(xp ? xp : x, wp, (const T *)a[2], (T *)a[3], (unsigned char *)a[4],
                (const long *)a[7], (const long *)a[8], (const long *)a[9], a[22], a[23], a[24],
-               a[25], a[26], a[27], a[28], a[29], (int)a[30], (ember_pool)a[31]);
+               a[25], a[26], a[27], a[28], a[29], (int)a[30], (ember_pool)a[31], a[32]);
 }
 
 /* ------------------------------------------------------------------ weight gradient */
