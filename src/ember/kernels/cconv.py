@@ -60,7 +60,7 @@ _P, _L, _I = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
 _FORWARD_ARGS = [_P] * 8 + [_L] * 8 + [_I, _P, _L]
 _SEGMENT_ARGS = [_P, _P, _L, _L, _L]
 _WEIGHT_ARGS = [_P] * 5 + [_L] * 7 + _SEGMENT_ARGS + [_P]
-_WEIGHT_CL_ARGS = [_P] * 5 + [_L] * 7 + _SEGMENT_ARGS + [_P]
+_WEIGHT_CL_ARGS = [_P] * 5 + [_L] * 8 + _SEGMENT_ARGS + [_P]
 
 
 @functools.cache
@@ -410,21 +410,22 @@ def conv_weight_grad(x, gy, p: Plan, groups: int):
     functions = _functions(x.dtype)
     if functions is None or x.dtype != gy.dtype or x.size == 0 or gy.size == 0:
         return None
-    if any(s != 1 for s in p.stride):
-        from . import cconv_phases
-
-        return cconv_phases.weight_grad(x, gy, p, groups, conv_weight_grad)
     _, weight, weight_cl, pool = functions
     n, c = x.shape[:2]
     cout = gy.shape[1]
     cg, cog = c // groups, cout // groups
+    wide = 2 * (_VECTOR_BYTES // x.itemsize)  # input channels per tile of the channels-last kernel
+    padded_channels = -(-cg // wide) * wide
+    if groups == 1 and padded_channels <= 1.5 * cg and _windows_cover(p):
+        gy = np.ascontiguousarray(gy)
+        return _weight_grad_channels_last(x, gy, p, weight_cl, pool, padded_channels)
+    if any(s != 1 for s in p.stride):
+        from . import cconv_phases
+
+        return cconv_phases.weight_grad(x, gy, p, groups, conv_weight_grad)
     gy = np.ascontiguousarray(gy)
     grid = p.out_size[:1] + p.padded[1:]
     segments = _segments(p.out_size, grid)
-    wide = 2 * (_VECTOR_BYTES // x.itemsize)  # input channels per tile of the channels-last kernel
-    padded_channels = -(-cg // wide) * wide
-    if groups == 1 and padded_channels <= 1.5 * cg:
-        return _weight_grad_channels_last(x, gy, p, weight_cl, pool, padded_channels, segments)
     if math.prod(grid) > _MAX_WASTE * math.prod(p.out_size):
         return None
     lanes = _VECTOR_BYTES // x.itemsize
@@ -460,16 +461,36 @@ def conv_weight_grad(x, gy, p: Plan, groups: int):
     return gw if np.isfinite(gw).all() else None
 
 
+def _windows_cover(p: Plan) -> bool:
+    """Whether the windows together read every position of the padded input (a kernel at
+    least as wide as the stride): the channels-last weight gradient copies all of it, and
+    reads it at the stride directly. Where they do not (a 1x1 convolution of stride 2), the
+    phases (kernels/cconv_phases.py) copy only the positions read."""
+    return all(d * (k - 1) + 1 >= s for d, k, s in zip(p.dilation, p.kernel, p.stride))
+
+
+@functools.lru_cache(maxsize=64)
+def _cl_segment_tables(p: Plan) -> tuple:
+    """Per output row (all but the last dimension), its offset in a gy plane and the padded
+    input position its first window starts at."""
+    rows = p.out_size[:-1] + (1,)
+    steps = _strides(p.padded) * np.array(p.stride)
+    return _grid_offsets(rows, _strides(p.out_size)), _grid_offsets(rows, steps)
+
+
 def _cl_blocks() -> int:
     from . import cpool
 
     return max(1, cpool.get_num_threads())
 
 
-def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, padded_channels, segments):
+def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, padded_channels):
     """The weight gradient as one GEMM per kernel offset, over a channels-last copy of the
-    padded input (each position's channels one contiguous vector)."""
+    padded input (each position's channels one contiguous vector), reading the positions each
+    output row's windows start at (every stride-th along the row)."""
     n, c = x.shape[:2]
+    src, dst = _cl_segment_tables(p)
+    segments = (src.ctypes.data, dst.ctypes.data, len(src), p.out_size[-1], math.prod(p.out_size))
     cout = gy.shape[1]
     kk = math.prod(p.kernel)
     koff = _grid_offsets(p.kernel, _strides(p.padded) * np.array(p.dilation))
@@ -497,6 +518,7 @@ def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, padded_channels,
         gy[0].size,
         positions * padded_channels,
         per_block,
+        p.stride[-1],
         *segments,
         pool,
     )
@@ -523,6 +545,14 @@ def temporaries(op: str, a_shape: tuple, b_shape: tuple, p: Plan, groups: int, d
     if op == "conv":
         cout, cg = b_shape[0], a_shape[1] // groups
         return 2 * groups * -(-(cout // groups) // _MR) * _MR * cg * kk * item
+    if op == "conv_weight_grad":
+        n, c, cout = a_shape[0], a_shape[1], b_shape[1]
+        wide = 2 * (_VECTOR_BYTES // item)
+        padded_channels = -(-c // wide) * wide
+        if groups == 1 and padded_channels <= 1.5 * c and _windows_cover(p):
+            blocks = -(-n // -(-n // _cl_blocks()))
+            per_offset = kk * (-(-cout // _MR) * _MR) * padded_channels * item
+            return (1 + blocks) * per_offset + cout * c * kk  # (+ np.isfinite's mask)
     reach = [d * (k - 1) for d, k in zip(p.dilation, p.kernel)]
     lo = [r - low for r, low in zip(reach, p.lo)]
     if any(s != 1 for s in p.stride) or (op == "conv_input_grad" and any(v < 0 for v in lo)):
@@ -549,12 +579,6 @@ def temporaries(op: str, a_shape: tuple, b_shape: tuple, p: Plan, groups: int, d
     c = a_shape[1]
     cg = c // groups
     mask = cout * cg * kk  # np.isfinite(gw): one byte an element
-    wide = 2 * (_VECTOR_BYTES // item)
-    padded_channels = -(-cg // wide) * wide
-    if groups == 1 and padded_channels <= 1.5 * cg:
-        blocks = -(-n // -(-n // _cl_blocks()))
-        per_offset = kk * (-(-cout // _MR) * _MR) * padded_channels * item
-        return (1 + blocks) * per_offset + mask
     grid = p.out_size[:1] + p.padded[1:]
     if math.prod(grid) > _MAX_WASTE * math.prod(p.out_size):
         return None

@@ -424,6 +424,7 @@ struct wcl {
   T *partial; /* blocks x kk x (m_panels * MW) x cp */
   const long *koff;
   long n, cout, kk, cp, gy_sample, x_sample, per_block, m_panels;
+  long xstep;         /* positions between consecutive outputs of a row: the stride */
   struct segments sg; /* sg.dst: each output row's first position in the padded input */
 };
 
@@ -452,7 +453,7 @@ static void wcl_blocks(void *ctx, long lo, long hi) {
         long row = within / g->sg.len, t = within - row * g->sg.len;
         long count = g->sg.len - t < i0 + kc - i ? g->sg.len - t : i0 + kc - i;
         long nn = n0 + s;
-        s_off[nseg] = (nn * g->x_sample + (g->sg.dst[row] + t) * cp);
+        s_off[nseg] = (nn * g->x_sample + (g->sg.dst[row] + t * g->xstep) * cp);
         s_gy[nseg] = nn * g->gy_sample + g->sg.src[row] + t;
         s_cnt[nseg] = count;
         nseg++;
@@ -476,7 +477,7 @@ static void wcl_blocks(void *ctx, long lo, long hi) {
         const T *xs = g->x + g->koff[k] * cp;
         for (long ip = 0; ip < mp; ip++)
           for (long c0 = 0; c0 < cp; c0 += NW)
-            micro_w(nseg, s_off, s_cnt, ap + ip * KC * MW, xs + c0, cp,
+            micro_w(nseg, s_off, s_cnt, ap + ip * KC * MW, xs + c0, cp * g->xstep,
                     part + (k * rows + ip * MW) * cp + c0, cp);
       }
     }
@@ -487,14 +488,14 @@ static void wcl_blocks(void *ctx, long lo, long hi) {
 
 /* out (blocks summed: kk x rows x cp) from gy (n x cout x plane) and the channels-last padded
    input x (n x positions x cp), read at an output row's first position seg_dst[r] plus the
-   kernel offset's koff[k] */
+   kernel offset's koff[k], then every xstep positions along the row (a strided convolution) */
 void conv_weight_grad_cl(const T *gy, const T *x, T *out, T *partial, const long *koff, long n,
                          long cout, long kk, long cp, long gy_sample, long x_sample,
-                         long per_block, const long *seg_src, const long *seg_dst, long segs,
-                         long seg_len, long plane, ember_pool pool) {
+                         long per_block, long xstep, const long *seg_src, const long *seg_dst,
+                         long segs, long seg_len, long plane, ember_pool pool) {
   long mp = (cout + MW - 1) / MW, blocks = (n + per_block - 1) / per_block;
-  struct wcl g = {gy,       x,         partial, koff, n, cout, kk, cp, gy_sample, x_sample,
-                  per_block, mp, {seg_src, seg_dst, segs, seg_len, plane}};
+  struct wcl g = {gy,        x,  partial, koff,  n, cout, kk, cp, gy_sample, x_sample,
+                  per_block, mp, xstep,   {seg_src, seg_dst, segs, seg_len, plane}};
   if (pool && blocks > 1 && cout * kk * cp * plane * n > (1L << 20))
     pool(wcl_blocks, &g, blocks, 1);
   else
