@@ -4,11 +4,15 @@ epilogue), its input gradient and its weight gradient, in C (kernels/cconv_sourc
 The NumPy kernels of ops/_conv_kernels.py are the specification; these compute the same sums
 in another order (equal within float rounding, tested against them). They replace im2col + one
 BLAS matmul + a transposing copy: the forward packs blocks of the (never built) column matrix
-straight from the zero-padded input and stores each output tile in the NC* layout, fused with
-the bias and ReLU; the input gradient of a stride-1 convolution is the forward convolution of
-the output gradient with the flipped, transposed weight (no col2im); the weight gradient is a
-dot-product kernel over an extended output grid, or one GEMM per kernel offset over a
-channels-last copy of the input when it has many channels.
+straight from the zero-padded input (contiguous or evenly stepping runs of columns: a stride's)
+and stores each output tile in the NC* layout, fused with the bias and ReLU, running column
+panels in groups sized from L2 so that the packed weight is read once per group; the input
+gradient of a stride-1 convolution is the forward convolution of the output gradient with the
+flipped, transposed weight (no col2im); the weight gradient is a dot-product kernel over an
+extended output grid, or, with many input channels, one GEMM per kernel offset over a
+channels-last copy of the input, reducing over the real output positions (at any stride where
+the windows cover the input). Strided gradients otherwise run phase by phase as stride-1 ones
+(kernels/cconv_phases.py).
 
 Measured on this project's 2-core AVX-512 machine (the CNN's second layer, 64x32x14x14 to 64
 channels, 3x3, padding 1; NumPy's OpenBLAS pinned to its AVX2 kernels there): one thread,
@@ -17,7 +21,8 @@ forward 2.4 ms, weight gradient 2.4 ms, input gradient 2.6 ms, against NumPy's i
 counted); two threads, 1.3, 1.5 and 1.5 ms (PyTorch's oneDNN forward: 1.0 ms).
 
 Every entry returns None where it does not apply (no C compiler, a dtype other than float32 or
-float64, a stride above 1 for the gradients, an empty tensor) and the caller runs NumPy.
+float64, an empty tensor, a non-finite weight for the input gradient) and the caller runs
+NumPy.
 """
 
 from __future__ import annotations
@@ -378,8 +383,9 @@ def forward_step(x_shape: tuple, w_shape: tuple, p: Plan, dtype, relu: bool):
 
 
 def conv_input_grad(gy, w, p: Plan, groups: int):
-    """The adjoint of `conv_forward` in x for a stride-1 convolution: the forward convolution
-    of ``gy`` with the flipped, transposed weight. None where it does not apply."""
+    """The adjoint of `conv_forward` in x: at stride 1 the forward convolution of ``gy`` with
+    the flipped, transposed weight, else phase by phase (kernels/cconv_phases.py). None where
+    it does not apply."""
     nd = len(p.kernel)
     if not np.isfinite(w).all():
         # (a non-finite weight times the zero border would give NaN where the NumPy kernel's
@@ -406,7 +412,7 @@ def conv_input_grad(gy, w, p: Plan, groups: int):
 
 
 def conv_weight_grad(x, gy, p: Plan, groups: int):
-    """The adjoint of `conv_forward` in w for a stride-1 convolution, or None."""
+    """The adjoint of `conv_forward` in w, or None."""
     functions = _functions(x.dtype)
     if functions is None or x.dtype != gy.dtype or x.size == 0 or gy.size == 0:
         return None
