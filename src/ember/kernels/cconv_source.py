@@ -198,7 +198,8 @@ static void panel_tables(const struct fwd *f, long panel, struct panel_runs *r) 
    group's packed columns and accumulators stay in L2). */
 static void fwd_panels(void *ctx, long lo, long hi) {
   const struct fwd *f = ctx;
-  long mp = f->m_panels, k = f->k, group = f->group;
+  long mp = f->m_panels, k = f->k, group = f->group < hi - lo ? f->group : hi - lo;
+  if (group < 1) group = 1;
   T *tiles = aligned_alloc(64, (size_t)(group * (mp * MR * NR + KC * NR)) * sizeof(T));
   struct panel_runs *runs = malloc((size_t)group * sizeof(struct panel_runs));
   if (!tiles || !runs) abort();
