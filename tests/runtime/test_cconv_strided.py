@@ -1,6 +1,7 @@
 """The C convolution kernels where issue 20 extended them: strided gradients phase by phase
 (kernels/cconv_phases.py), the input gradient whose padding exceeds the kernel's reach, the
-channels-last weight gradient over the real output positions, the strided forward's packing.
+channels-last weight gradient over the real output positions, the pointwise weight gradient as
+one GEMM per sample, the strided forward's packing.
 
 Each is checked against the NumPy kernels of ops/_conv_kernels.py (the specification) with a
 tolerance from the numerics: a sum of L products computed in another order differs by at most
@@ -104,6 +105,7 @@ def test_gradients_equal_the_numpy_kernels_within_rounding(case, seed):
         ((4, 64, 16, 16), (128, 64, 1, 1), 2, 0),  # its shortcut
         ((3, 48, 4, 4), (40, 48, 3, 3), 1, 1),  # small planes, many channels
         ((2, 40, 9, 7), (24, 40, 2, 2), 2, 0),  # U-Net's 2x2 stride 2, odd sizes
+        ((8, 48, 16, 16), (24, 48, 1, 1), 1, 0),  # pointwise: one GEMM per sample (dw)
     ],
 )
 def test_layer_sized_strided_convolutions_with_threads(x_shape, w_shape, stride, padding, dtype):

@@ -420,6 +420,10 @@ def conv_weight_grad(x, gy, p: Plan, groups: int):
     n, c = x.shape[:2]
     cout = gy.shape[1]
     cg, cog = c // groups, cout // groups
+    if groups == 1 and _pointwise_by_sample(p, cout):
+        gw = _pointwise_weight_grad(x, gy)
+        if gw is not None:
+            return gw.reshape((cout, c) + p.kernel)
     wide = 2 * (_VECTOR_BYTES // x.itemsize)  # input channels per tile of the channels-last kernel
     padded_channels = -(-cg // wide) * wide
     if groups == 1 and padded_channels <= 1.5 * cg and _windows_cover(p):
@@ -465,6 +469,33 @@ def conv_weight_grad(x, gy, p: Plan, groups: int):
     # an inf or NaN in x read by a column outside the output, times its zero, gives NaN where
     # the NumPy kernel has a number: such results are recomputed there
     return gw if np.isfinite(gw).all() else None
+
+
+def _pointwise_by_sample(p: Plan, cout: int) -> bool:
+    """Whether a weight gradient runs as one product per sample, gy[n] (Cout x HW) by x[n]
+    transposed, summed over the samples: a 1x1 convolution, stride 1, no padding (x is the
+    column matrix itself, read in place), with more positions per sample than output
+    channels. The products' results (Cout x Cin per sample) then cost less to write and sum
+    than the channels-last kernel's transposed copy of x (Cin x HW per sample)."""
+    return (
+        all(k == 1 for k in p.kernel)
+        and all(s == 1 for s in p.stride)
+        and not any(p.lo)
+        and tuple(p.padded) == tuple(p.in_size) == tuple(p.out_size)
+        and math.prod(p.out_size) > cout
+    )
+
+
+def _pointwise_weight_grad(x, gy):
+    """sum over n of gy[n] @ x[n]^T (ember's GEMM over the batch), or None where the GEMM
+    declines (a product too small to share)."""
+    from . import cgemm
+
+    n, c = x.shape[:2]
+    x3 = np.ascontiguousarray(x).reshape(n, c, -1)
+    g3 = gy.reshape(n, gy.shape[1], -1)
+    per_sample = cgemm.matmul(g3, x3.transpose(0, 2, 1))
+    return None if per_sample is None else per_sample.sum(axis=0)
 
 
 def _windows_cover(p: Plan) -> bool:
@@ -553,6 +584,11 @@ def temporaries(op: str, a_shape: tuple, b_shape: tuple, p: Plan, groups: int, d
         return 2 * groups * -(-(cout // groups) // _MR) * _MR * cg * kk * item
     if op == "conv_weight_grad":
         n, c, cout = a_shape[0], a_shape[1], b_shape[1]
+        if groups == 1 and _pointwise_by_sample(p, cout):
+            from .cgemm import BLAS_ONE_THREAD
+
+            if n * cout * c * math.prod(p.out_size) > BLAS_ONE_THREAD:  # (else declined)
+                return n * cout * c * item  # the per-sample products
         wide = 2 * (_VECTOR_BYTES // item)
         padded_channels = -(-c // wide) * wide
         if groups == 1 and padded_channels <= 1.5 * c and _windows_cover(p):
