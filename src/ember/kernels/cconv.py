@@ -474,15 +474,16 @@ def conv_weight_grad(x, gy, p: Plan, groups: int):
 def _pointwise_by_sample(p: Plan, cout: int) -> bool:
     """Whether a weight gradient runs as one product per sample, gy[n] (Cout x HW) by x[n]
     transposed, summed over the samples: a 1x1 convolution, stride 1, no padding (x is the
-    column matrix itself, read in place), with more positions per sample than output
-    channels. The products' results (Cout x Cin per sample) then cost less to write and sum
-    than the channels-last kernel's transposed copy of x (Cin x HW per sample)."""
+    column matrix itself, read in place), with more than twice as many positions per sample
+    as output channels: the products' results (Cout x Cin per sample) are written and read
+    again by the sum, two passes that then cost less than the channels-last kernel's
+    transposed copy of x (Cin x HW per sample)."""
     return (
         all(k == 1 for k in p.kernel)
         and all(s == 1 for s in p.stride)
         and not any(p.lo)
         and tuple(p.padded) == tuple(p.in_size) == tuple(p.out_size)
-        and math.prod(p.out_size) > cout
+        and math.prod(p.out_size) > 2 * cout
     )
 
 
