@@ -5,15 +5,17 @@ Models: the MLP, the CNN and the GPT block of benchmarks/train_step.py (same wei
 side), each at batch 1 and 8 (``--batches``).
 
 Columns (medians of interleaved rounds, microseconds per call):
-* ember fn: ``ember.function(model)`` on generated code (``executor="codegen"``);
-* ember par: ``executor="parallel"``: the plan the cost model picks (``plan`` under the row:
-  generated code, the C graph runner on one thread, or on several: runtime/cgraph.py);
+* ember fn: ``ember.function(model)``, the default path: the executor runtime/auto.py picks
+  (``chosen`` under the row: generated code, the C graph runner on one thread or several, or the
+  parallel workers, and why);
+* codegen: ``executor="codegen"``, generated code;
+* ember par: ``executor="parallel"``: the plan the parallel executor's cost model picks;
 * torch: PyTorch eager under ``torch.inference_mode()``; compile: ``torch.compile`` of the
   same (skipped with the reason if it fails);
 * jax jit: ``jax.jit`` of the JAX twin (skipped without JAX).
 
-Ratios: ember par / torch, / compile, / jax jit (below 1: ember is faster). Every side's output
-is checked against ember eager's before timing.
+Ratios: ember fn (the default path) / torch, / compile, / jax jit (below 1: ember is faster).
+Every side's output is checked against ember eager's before timing.
 
     pip install -e '.[bench]'      # torch and jax[cpu]
     python benchmarks/inference.py [--cases mlp,cnn,gpt] [--batches 1,8] [--rounds 7]
@@ -45,10 +47,13 @@ def _sides(case, x: np.ndarray, notes: dict) -> tuple[dict, dict]:
     xs = ember.tensor(x)
     with ember.no_grad():
         want = model(xs).numpy()
+    default = ember.function(lambda x: model(x))
     codegen = ember.function(lambda x: model(x), executor="codegen")
     chosen = ember.function(lambda x: model(x), executor="parallel")
     with ember.no_grad():
-        plan = chosen.compile(xs).parallel_plan
+        choice = default.compile(xs).parallel_plan
+        codegen.compile(xs)
+        chosen.compile(xs)
 
     def ember_call(fn):
         def call():
@@ -57,7 +62,11 @@ def _sides(case, x: np.ndarray, notes: dict) -> tuple[dict, dict]:
 
         return call
 
-    sides = {"ember fn": ember_call(codegen), "ember par": ember_call(chosen)}
+    sides = {
+        "ember fn": ember_call(default),
+        "codegen": ember_call(codegen),
+        "ember par": ember_call(chosen),
+    }
     try:
         import torch
 
@@ -97,7 +106,7 @@ def _sides(case, x: np.ndarray, notes: dict) -> tuple[dict, dict]:
         if not np.allclose(got, want, rtol=1e-3, atol=1e-4):
             notes[name] = f"wrong result (max error {np.abs(got - want).max():.3g})"
             del sides[name]
-    return sides, {"plan": str(plan).splitlines()[0]}
+    return sides, {"chosen": str(choice).splitlines()[0]}
 
 
 def main() -> None:
@@ -108,10 +117,15 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=50, help="calls per side per round")
     args = parser.parse_args()
     names = args.cases.split(",")
-    print("median us per forward call (interleaved rounds); ratios: ember par / peer")
-    header = ["ember fn", "ember par", "torch", "compile", "jax jit"]
+    import platform
+
+    from ember.kernels.cpool import cpu_count, cpu_model
+
+    print(f"{cpu_model() or platform.processor()}, {cpu_count()} CPUs")
+    print("median us per forward call (interleaved rounds); ratios: ember fn (default) / peer")
+    header = ["ember fn", "codegen", "ember par", "torch", "compile", "jax jit"]
     print(
-        f"{'case':10s}" + "".join(f"{h:>10s}" for h in header) + "   par/torch par/compile par/jax"
+        f"{'case':10s}" + "".join(f"{h:>10s}" for h in header) + "    fn/torch fn/compile    fn/jax"
     )
     for batch in (int(b) for b in args.batches.split(",")):
         for case in _cases(names):
@@ -128,13 +142,11 @@ def main() -> None:
             med = {k: statistics.median(v) for k, v in times.items()}
             cells = "".join(f"{med[h]:10.0f}" if h in med else f"{'-':>10s}" for h in header)
             ratios = "".join(
-                f"{med['ember par'] / med[p]:>10.2f}"
-                if p in med and "ember par" in med
-                else " " * 10
+                f"{med['ember fn'] / med[p]:>10.2f}" if p in med and "ember fn" in med else " " * 10
                 for p in ("torch", "compile", "jax jit")
             )
             print(f"{case.name + ' b' + str(batch):10s}{cells}   {ratios}")
-            print(f"{'':10s}plan: {info['plan']}")
+            print(f"{'':10s}chosen: {info['chosen']}")
             for name, note in notes.items():
                 print(f"{'':10s}{name}: {note}")
 

@@ -8,6 +8,9 @@ within rounding of the interpreter's pure NumPy; each C call is also checked tig
 inputs below. Graphs that draw random numbers are left out: running them twice would advance
 the generators twice.
 
+The default executor's other programs (the C graph runner, the parallel workers) are checked
+against the interpreter the same way, within rounding.
+
 Each such graph is also compiled for planned execution (``executor="arena"``: kernels write
 into arena slots, plan/arena.py) and run once on copies of the inputs: its outputs must equal
 generated code's (bit for bit without fused C loops, whose vector paths depend on alignment).
@@ -29,9 +32,10 @@ from ember.kernels import (
     cfuse,
     cgemm,
     cpooling,
+    crnn,
     csoftmax,
 )
-from ember.ops import _conv_kernels
+from ember.ops import _conv_kernels, recurrent
 from ember.ops import batch_norm as _batch_norm
 from ember.ops.pool import _max_pool_np, _scatter_kernel
 from ember.ops.program import evaluate_program
@@ -39,7 +43,7 @@ from ember.ops.softmax import _log_softmax_kernel, _softmax_kernel
 from ember.plan import plan_memory
 from ember.plan.arena import concrete
 from ember.plan.schedule import schedule
-from ember.runtime import codegen
+from ember.runtime import auto, codegen
 
 
 def _draws_random_numbers(graph) -> bool:
@@ -173,6 +177,26 @@ def _assert_same(got, want, fused: bool, message: str) -> None:
         np.testing.assert_array_equal(got, want, err_msg=message)
 
 
+def _checked_auto(original):
+    """The default executor's programs with each run of the C graph runner or the parallel
+    workers (generated code is checked above) compared with the interpreter's, on copies of
+    the same inputs: within rounding (the runner's products are ember's GEMM, NumPy's BLAS
+    the interpreter's)."""
+
+    def checked(self, *arrays):
+        if isinstance(self._program, codegen.CompiledGraph) or _draws_random_numbers(self.graph):
+            return original(self, *arrays)
+        expected = interpreter.run(self.graph, [np.array(a, copy=True) for a in arrays])
+        results = original(self, *arrays)
+        assert len(results) == len(expected)
+        for i, (got, want) in enumerate(zip(results, expected)):
+            message = f"graph {self.graph.name}: output {i} ({self.choice.chosen})"
+            _assert_same(np.asarray(got), want, True, message)
+        return results
+
+    return checked
+
+
 def _arena_version(compiled):
     """``compiled``'s graph compiled for planned execution, at its first call; None after,
     or for a program that is itself planned."""
@@ -242,6 +266,34 @@ def _checked_softmax(fast, reference):
             scale = np.max(np.abs(np.where(finite, want, 0)), axis=-1, keepdims=True)
             close = np.abs(np.where(finite, got - want, 0)) <= tol * np.maximum(scale, 1)
             assert close.all(), f"csoftmax.{fast.__name__}"
+        return got
+
+    return call
+
+
+def _checked_recurrent(name, reference):
+    """A kernels/crnn.py whole-layer kernel checked against ops/recurrent.py's NumPy kernel on
+    the same inputs: the same arithmetic but for the C library's exp and tanh and the order of
+    the products' sums, so within 64 eps * sqrt(the terms summed) of each output's scale."""
+    fast = getattr(crnn, name)
+
+    def call(*args):
+        got = fast(*args)
+        if got is not None:
+            *arrays, reverse = args
+            want = reference(*[np.array(a, copy=True) for a in arrays], reverse=reverse)
+            # (a step's products sum gates x hidden terms; the weight gradient's, steps x rows)
+            steps, rows = want[0].shape[:2]
+            terms = max(1, arrays[-1].shape[0] * steps, steps * rows)
+            for k, (g, w) in enumerate(zip(got, want)):
+                assert g.shape == w.shape and g.dtype == w.dtype, f"crnn.{name}: output {k}"
+                finite = np.isfinite(w)
+                np.testing.assert_array_equal(np.isfinite(g), finite, err_msg=f"crnn.{name}")
+                tol = 64 * np.finfo(w.dtype).eps * np.sqrt(terms)
+                scale = max(1.0, float(np.max(np.abs(w[finite]), initial=0)))
+                np.testing.assert_allclose(
+                    g[finite], w[finite], rtol=tol, atol=tol * scale, err_msg=f"crnn.{name}"
+                )
         return got
 
     return call
@@ -354,6 +406,12 @@ def _checked_pooling(fast, reference):
 
 # (owner, attribute) -> the executor or kernel builder as it runs outside the tests
 _ORIGINALS: dict = {}
+_RECURRENT_REFERENCES = {
+    "lstm_forward": recurrent._lstm_kernel,
+    "lstm_backward": recurrent._lstm_grad_kernel,
+    "gru_forward": recurrent._gru_kernel,
+    "gru_backward": recurrent._gru_grad_kernel,
+}
 
 
 def _check(monkeypatch, owner, name: str, checked) -> None:
@@ -412,6 +470,7 @@ def generated_code_equals_the_interpreter(monkeypatch):
         return results
 
     _check(monkeypatch, codegen.CompiledGraph, "__call__", checked)
+    _check(monkeypatch, auto.AutoProgram, "__call__", _checked_auto(auto.AutoProgram.__call__))
     _check(monkeypatch, cfuse, "build", _checked_fused(cfuse.build))
     # bit-identical to the NumPy kernel
     _check(monkeypatch, cpooling, "build_scatter", _checked_exactly(cpooling.build_scatter))
@@ -429,6 +488,8 @@ def generated_code_equals_the_interpreter(monkeypatch):
     for name in ("train_forward", "train_backward", "eval_forward"):
         _check(monkeypatch, cbatchnorm, name, _checked_batch_norm(name))
     _check(monkeypatch, cgemm, "matmul", _checked_product(cgemm.matmul))
+    for name, reference in _RECURRENT_REFERENCES.items():
+        _check(monkeypatch, crnn, name, _checked_recurrent(name, reference))
     _check(
         monkeypatch,
         csoftmax,

@@ -70,6 +70,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ember.optim",
             "ember.data",
             "ember.models",
+            "ember.zoo",
             "ember.distributions",
             "ember.utils",
             "ember.special",

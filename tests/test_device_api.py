@@ -210,6 +210,24 @@ def test_cuda_namespace():
     assert ember.zeros(1, device=device).device == "cpu"
 
 
+def test_cuda_names_follow_the_attribute_protocol():
+    # pickle.whichmodule looks a function's name up in every loaded module (torch.compile's
+    # cache keys pickle functions); an error other than AttributeError stopped it
+    import pickle
+
+    assert not hasattr(ember.cuda, "synchronize")
+    with pytest.raises(AttributeError, match="CUDA GPU"):
+        ember.cuda.memory_allocated  # noqa: B018 - the access itself raises
+    assert pickle.whichmodule(_unplaced, "_unplaced") == __name__
+
+
+def _unplaced():
+    pass
+
+
+_unplaced.__module__ = None  # pickle.whichmodule must search every loaded module for it
+
+
 def test_backends_flags():
     import ember.backends.cudnn as cudnn
 

@@ -48,10 +48,17 @@ def seed_all() -> None:
     """Accepted and ignored (no GPU generator)."""
 
 
+class CudaNameError(DeviceError, AttributeError):
+    """A name of ``torch.cuda`` that needs a GPU: a `DeviceError`, and an AttributeError as
+    Python's attribute protocol expects of a module's ``__getattr__`` (``hasattr`` answers
+    False, and ``pickle.whichmodule``, which looks a name up in every loaded module, as
+    torch.compile's cache keys do, goes on to the next module instead of failing)."""
+
+
 def __getattr__(name: str):
     if name.startswith("__"):
         raise AttributeError(name)
-    raise DeviceError(
+    raise CudaNameError(
         "this needs a CUDA GPU; ember runs on the CPU only (ember.cuda.is_available() is False)",
         op=f"ember.cuda.{name}",
     )

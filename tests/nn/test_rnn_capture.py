@@ -1,5 +1,6 @@
-"""RNN / LSTM / GRU captured by ``ember.function`` and ``ember.trace``: one ``scan`` node per
-layer and direction (the graph does not grow with the sequence), and the captured forward,
+"""RNN / LSTM / GRU captured by ``ember.function`` and ``ember.trace``: one node per layer and
+direction (a whole-layer ``lstm_layer`` / ``gru_layer`` op, or a ``scan`` for RNN and projected
+LSTMs; the graph does not grow with the sequence), and the captured forward,
 input, initial-state and parameter gradients equal eager ember's and PyTorch's (float64, torch's
 state_dict copied in); dropout between layers draws what eager draws under the same seed."""
 
@@ -103,11 +104,12 @@ def test_captured_recurrent_layer_matches_eager_and_torch(case):
         return _objective(out, hidden, weights)
 
     args = [ember.tensor(x)] + [ember.tensor(s) for s in states or ()]
-    # the captured graph (before O3 unrolls short loops): one scan per layer and direction
+    # the captured graph (before O3 unrolls short loops): one loop per layer and direction
     with ember.no_grad():
         graph = ember.trace(loss, *args, opt_level=0).graph
-    scans = str(graph).count("= scan(")
-    assert scans == e.num_layers * (2 if e.bidirectional else 1)
+    text = str(graph)
+    loops = sum(text.count(f"= {op}(") for op in ("scan", "lstm_layer", "gru_layer"))
+    assert loops == e.num_layers * (2 if e.bidirectional else 1)
     # forward and input / initial-state gradients captured
     argnums = tuple(range(len(args)))
     captured = ember.function(ember.value_and_grad(loss, argnums=argnums))
@@ -150,6 +152,12 @@ def test_graph_size_does_not_grow_with_the_sequence():
     with ember.no_grad():
         short = ember.trace(run, ember.randn(20, 2, 3, dtype=ember.float64)).graph
         long = ember.trace(run, ember.randn(40, 2, 3, dtype=ember.float64)).graph
+    assert len(short.nodes) == len(long.nodes)
+    assert str(long).count("= lstm_layer(") == 2
+    projected = nn.LSTM(3, 4, num_layers=2, proj_size=2).double()
+    with ember.no_grad():
+        short = ember.trace(lambda x: projected(x)[0].sum(), ember.randn(20, 2, 3).double()).graph
+        long = ember.trace(lambda x: projected(x)[0].sum(), ember.randn(40, 2, 3).double()).graph
     assert len(short.nodes) == len(long.nodes)
     assert str(long).count("= scan(") == 2
 

@@ -78,7 +78,7 @@ def test_one_half_precision_op_is_planned_as_measured(op, dtype, bare_executors)
 
 @pytest.mark.parametrize("stride", [1, 2])
 def test_half_precision_convolution_gradients_are_planned_as_measured(stride, bare_executors):
-    # conv_input_grad and conv_weight_grad: the compiled kernels at stride 1, NumPy's at 2
+    # conv_input_grad and conv_weight_grad: the compiled kernels, at stride 2 phase by phase
     model = nn.Sequential(nn.Conv2d(32, 64, 3, stride=stride, padding=1), nn.ReLU())
     x = _randn(ember.float32, 8, 32, 32, 32)
     x.requires_grad_(True)

@@ -71,8 +71,9 @@ def test_memory_budgets_recompute_activations_and_keep_the_gradients(bare_execut
         budget = int(fraction * peak)
         example, fn, program = _compiled("gpt", memory_budget=budget)
         assert program.remat.recomputed and program.remat.extra_flops > 0
-        # recomputation alone reaches 56%: below that the batch runs in slices as well
-        assert (program.remat.microbatches > 1) == (fraction < 0.56)
+        # recomputation alone reaches about 61% (layer_norm is one op each way, whose
+        # backward reads only x and the weight): below that the batch runs in slices as well
+        assert (program.remat.microbatches > 1) == (fraction < 0.61)
         assert program.memory_plan.peak_bytes <= budget
         fn()
         for p, q in zip(example.model.parameters(), reference.model.parameters()):

@@ -17,7 +17,7 @@ def _graph():
 
 
 def test_the_public_names_are_registered_in_order():
-    assert tuple(EXECUTORS) == ("codegen", "interpreter", "parallel", "arena")
+    assert tuple(EXECUTORS) == ("codegen", "interpreter", "parallel", "arena", "auto")
     assert all(get_executor(name).name == name for name in EXECUTORS)
 
 
@@ -44,5 +44,7 @@ def test_every_program_runs_like_the_interpreter_and_shows_its_parts(name):
     ],
 )
 def test_an_unknown_executor_lists_the_valid_names(make):
-    with pytest.raises(ValueError, match="'codegen', 'interpreter', 'parallel', 'arena'.*'fast'"):
+    with pytest.raises(
+        ValueError, match="'codegen', 'interpreter', 'parallel', 'arena', 'auto'.*'fast'"
+    ):
         make()

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..plan.program import Planner
-from ..runtime.executors import Executor, Program, get_executor
+from ..runtime.executors import DEFAULT_EXECUTOR, Executor, Program, get_executor
 from ..transforms.pipeline import PassStat, optimize, passes_for
 from ..transforms.remat import RematReport, fit_budget, split_late
 from .call import CapturedCall
@@ -39,7 +39,7 @@ class CompileOptions:
     ``memory_budget`` (bytes the planned peak must fit, or None). Checked when made, so a
     bad option fails before anything is traced."""
 
-    executor: str = "codegen"
+    executor: str = DEFAULT_EXECUTOR
     opt_level: object = DEFAULT_OPT_LEVEL
     verify: bool = False
     memory_budget: int | None = None
@@ -52,7 +52,11 @@ class CompileOptions:
 
     @property
     def runner(self) -> Executor:
-        """The executor that runs the compiled graphs."""
+        """The executor that runs the compiled graphs. Under a memory budget, ``"auto"`` runs
+        generated code: the budget is planned for its order and in-place updates (parallel
+        runs hold values longer, the C runner holds its arrays between calls)."""
+        if self.executor == DEFAULT_EXECUTOR and self.memory_budget is not None:
+            return get_executor("codegen")
         return get_executor(self.executor)
 
 

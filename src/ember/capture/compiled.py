@@ -15,8 +15,9 @@ compiled function.
 How the arguments map, and where ember differs from PyTorch:
 
 * ``backend``: ``"inductor"`` (the default), ``"ember"``, ``"aot_eager"`` and ``"cudagraphs"``
-  compile with ember's default executor (generated code); an ember executor name
-  (``"codegen"``, ``"interpreter"``, ``"parallel"``, ``"arena"``) picks that executor;
+  compile with ember's default executor (``"auto"``: the fastest way per graph,
+  runtime/auto.py); an ember executor name (``"codegen"``, ``"interpreter"``, ``"parallel"``,
+  ``"arena"``, ``"auto"``) picks that executor;
   ``"eager"`` runs the function uncompiled behind the same wrapper (PyTorch's eager backend
   captures and then runs the captured Python eagerly; ember has nothing between the two). A
   callable backend is refused: ember's graphs are not FX graphs.

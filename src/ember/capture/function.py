@@ -12,8 +12,8 @@ The tf.function / torch.compile of ember. Calling a `Function`:
    inputs, in-place updates (``optimizer.step()``) and ``loss.backward()`` are recorded into
    the graph, and what the trace changed in Python (``.grad``, ``optimizer.state``) is turned
    into *writebacks* and undone;
-3. runs the graph (generated code by default, the interpreter, or ``executor="parallel"``:
-   independent nodes at once where runtime/parallel.py predicts a gain), returns the function's
+3. runs the graph (by default on the executor runtime/auto.py picks for it: generated code,
+   the C graph runner or parallel workers; or the one ``executor=`` names), returns the function's
    outputs as eager tensors, and applies the writebacks: new parameter values, gradients and
    optimizer buffers land where eager code would have put them. Calling a captured training
    step N times therefore equals N eager steps.
@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from .. import autograd
 from ..errors import EmberError
 from ..graph.ir import Graph
+from ..runtime.executors import DEFAULT_EXECUTOR
 from ..tensor import Tensor
 from .compile import DEFAULT_OPT_LEVEL, CompileOptions
 from .graph_function import GraphFunction
@@ -98,7 +99,7 @@ class Function:
         self,
         fn,
         input_signature=None,
-        executor: str = "codegen",
+        executor: str = DEFAULT_EXECUTOR,
         name=None,
         opt_level=DEFAULT_OPT_LEVEL,
         verify: bool = False,
@@ -280,6 +281,12 @@ class Function:
         """The generated Python of the latest call's graph."""
         return self._latest().code
 
+    @property
+    def parallel_plan(self):
+        """How the latest call's graph runs (`GraphFunction.parallel_plan`): with the default
+        executor, what it chose and why (runtime/auto.py `Choice`)."""
+        return self._latest().parallel_plan
+
     def __repr__(self) -> str:
         return f"<ember.function {self.name} ({self.executor}, {self.stats.traces} traces)>"
 
@@ -308,7 +315,7 @@ def function(
     fn=None,
     *,
     input_signature=None,
-    executor: str = "codegen",
+    executor: str = DEFAULT_EXECUTOR,
     name=None,
     opt_level=DEFAULT_OPT_LEVEL,
     verify: bool = False,

@@ -111,7 +111,12 @@ def _symbolic_call(builder, fn, args, argnums, has_aux, name):
         for i in argnums:
             # a fresh value to differentiate: a closed-over use of the same tensor stays constant
             args[i] = clone(SymbolicTensor(builder.value_of(args[i]), builder))
-    return _record(builder, fn, args, argnums, has_aux, name)
+    # (the gradients are values of the enclosing graph, which may differentiate them again)
+    builder.nested_grads += 1
+    try:
+        return _record(builder, fn, args, argnums, has_aux, name)
+    finally:
+        builder.nested_grads -= 1
 
 
 def _eager_call(fn, args, argnums, has_aux, name):

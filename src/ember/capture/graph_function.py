@@ -233,17 +233,19 @@ class GraphFunction:
                 results = self._program(*arrays)
         n_user = self.call.n_user
         user, extra = results[:n_user], results[n_user:]
-        fed = {id(a) for a in arrays}
+        writebacks = self.call.writebacks
+        fed = {id(a) for a in arrays} if writebacks else None
         if self._writes_data:  # an output viewing fed memory must not see the writebacks
             user = [r.copy() if r.base is not None or id(r) in fed else r for r in user]
-        if len({id(r) for r in user}) < len(user):  # one array twice: each output its own
+        if len(user) > 1 and len({id(r) for r in user}) < len(user):  # each output its own
             user = [r if i == _first(user, r) else r.copy() for i, r in enumerate(user)]
         outs = [Tensor._wrap(r) for r in user]
         if saved is not None:
             sources = eager_sources(self.call.feeds, leaves)
             tensors = [sources[p] for p in self.autograd.wrt]
             self.autograd.attach(outs, arrays, saved, tensors, sources)
-        apply_writebacks(self.call.writebacks, extra, leaves, fed | {id(r) for r in user})
+        if writebacks:  # (a forward pass has none)
+            apply_writebacks(writebacks, extra, leaves, fed | {id(r) for r in user})
         return None if self.call.out_spec is None else unflatten(self.call.out_spec, outs)
 
     def check(self, leaves: list) -> None:

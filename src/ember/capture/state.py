@@ -70,9 +70,10 @@ __all__ = [
 ]
 
 
-def _walk(module: Module) -> list:
+def _walk(module: Module, named: bool = True) -> list:
     """(path, module) of ``module`` and its submodules, each once, as ``named_modules`` orders
-    them, without its nested generators."""
+    them, without its nested generators; ``named=False``: paths are None (a call's key needs
+    the modules, not their names, and reads them on every call)."""
     out, seen, stack = [], set(), [("", module)]
     while stack:
         path, m = stack.pop()
@@ -80,9 +81,15 @@ def _walk(module: Module) -> list:
             continue
         seen.add(id(m))
         out.append((path, m))
-        children = [(k, c) for k, c in m._modules.items() if c is not None]
-        for name, child in reversed(children):
-            stack.append((f"{path}.{name}" if path else name, child))
+        children = m._modules
+        if not children:
+            continue
+        if named:
+            for name, child in reversed(children.items()):
+                if child is not None:
+                    stack.append((f"{path}.{name}" if path else name, child))
+        else:
+            stack.extend((None, c) for c in reversed(children.values()) if c is not None)
     return out
 
 
@@ -95,57 +102,72 @@ class Reachable:
     python_values: list = field(default_factory=list)
     _named: list | None = None
     _flags: list | None = None
+    _tensors: list | None = None
 
     def named_tensors(self) -> list:
         """Every eager tensor of the state with a readable name, without repeats (found once
         per `Reachable`: a call's key reads it twice)."""
         if self._named is None:
-            self._named = self._find_named_tensors()
+            self._named = self._find_tensors(named=True)
+            self._tensors = [t for _, t in self._named]
         return self._named
+
+    def state_tensors(self) -> list:
+        """The tensors of `named_tensors`, in its order, found without making their names
+        (what a call's key reads on every call; the names explain a retrace)."""
+        if self._tensors is None:
+            self._tensors = [t for _, t in self._find_tensors(named=False)]
+        return self._tensors
 
     def refresh(self) -> Reachable:
         """Forget what `named_tensors` found (a `Reachable` kept across calls: the state may
         have gained tensors since, optimizer buffers for one)."""
-        self._named = self._flags = None
+        self._named = self._flags = self._tensors = None
         return self
 
     def module_flags(self) -> list:
         """Per top-level module, the training flags of it and its submodules, in order."""
-        self.named_tensors()
+        self.state_tensors()
         return self._flags
 
-    def _find_named_tensors(self) -> list:
-        seen, named = set(), []
+    def _find_tensors(self, named: bool) -> list:
+        """(name, tensor) of the state's tensors; ``named=False``: names are None."""
+        seen, found = set(), []
 
         def add(name, t):
             if isinstance(t, Tensor) and id(t) not in seen:
                 seen.add(id(t))
-                named.append((name, t))
+                found.append((name, t))
 
         self._flags = []
         for prefix, m in self.modules:
             # one walk of the module tree for its parameters, then its buffers, each in
             # named_parameters' and named_buffers' order (this runs on every call)
-            walk = _walk(m)
+            walk = _walk(m, named)
             self._flags.append(tuple(sub.training for _, sub in walk))
-            top = f"{prefix}." if prefix else ""  # the traced module itself: its own names
-            named_walk = [(f"{top}{path}." if path else top, sub) for path, sub in walk]
+            if named:
+                top = f"{prefix}." if prefix else ""  # the traced module itself: its own names
+                walk = [(f"{top}{path}." if path else top, sub) for path, sub in walk]
             for key in ("_parameters", "_buffers"):
-                for dot, sub in named_walk:
-                    for name, t in getattr(sub, key).items():
-                        if t is not None:
-                            add(dot + name, t)
+                for dot, sub in walk:
+                    tensors = getattr(sub, key)
+                    if not tensors:  # (most modules hold no buffers, activations nothing)
+                        continue
+                    for name, t in tensors.items():
+                        if t is not None and id(t) not in seen and isinstance(t, Tensor):
+                            seen.add(id(t))
+                            found.append((dot + name if named else None, t))
         for prefix, opt in self.optimizers:
             for g, group in enumerate(opt.param_groups):
                 for i, p in enumerate(group["params"]):
-                    add(f"{prefix}.param{g}_{i}", p)
+                    add(f"{prefix}.param{g}_{i}" if named else None, p)
                     # (the state of an optimizer whose step cannot be recorded is no graph's)
                     state = opt.state.get(p, {}) if opt.records_steps else {}
                     for key, value in state.items():
-                        add(f"{prefix}.state{g}_{i}.{key}", value)
+                        add(f"{prefix}.state{g}_{i}.{key}" if named else None, value)
         for name, t in self.tensors:
             add(name, t)
-        return named
+        return found
 
 
 def _candidates(fn, args, kwargs, arg_names):
@@ -365,8 +387,8 @@ def state_signature(reach: Reachable) -> tuple:
                 for p in group["params"]
             )
         )
-    named = reach.named_tensors()
-    values += [(id(t), t.shape, t.dtype.name, t._requires_grad) for _, t in named]
+    tensors = reach.state_tensors()
+    values += [(id(t), t.shape, t.dtype.name, t._requires_grad) for t in tensors]
     values += [guard for _, guard in reach.python_values]
 
     def labels() -> list:
@@ -377,10 +399,18 @@ def state_signature(reach: Reachable) -> tuple:
                 for g in range(len(opt.param_groups))
             ]
             out.append(f"{name}: the buffers and Python values in its state")
-        out += [f"{name} (object, shape, dtype, requires_grad)" for name, _ in named]
+        names = _names_of(reach, tensors)
+        out += [f"{name} (object, shape, dtype, requires_grad)" for name in names]
         return out + [label for label, _ in reach.python_values]
 
     return labels, values
+
+
+def _names_of(reach: Reachable, tensors: list) -> list:
+    """The names of ``tensors`` (a key's, found earlier) in ``reach`` (named only when a
+    retrace is explained; a tensor the state no longer holds is named by its shape)."""
+    names = {id(t): name for name, t in reach.named_tensors()}
+    return [names.get(id(t), f"a state tensor of shape {tuple(t.shape)}") for t in tensors]
 
 
 def grad_signature(reach: Reachable, leaves=(), names=()) -> tuple:
@@ -388,14 +418,14 @@ def grad_signature(reach: Reachable, leaves=(), names=()) -> tuple:
     tensor arguments ``leaves`` (named ``names``) that require grad have a ``.grad``. Part of
     the key only for traces that read a ``.grad`` or ran backward (see `watching_grad_reads`):
     a forward pass does not."""
-    named = reach.named_tensors()
     grad = GRAD_SLOT.__get__
-    values = [grad(t, Tensor) is not None for _, t in named]
+    tensors = reach.state_tensors()
+    values = [grad(t, Tensor) is not None for t in tensors]
     wanting = [(name, t) for name, t in zip(names, leaves) if t.requires_grad]
     values += [grad(t, Tensor) is not None for _, t in wanting]
 
     def labels() -> list:
-        out = [f"{name}: has a .grad" for name, _ in named]
+        out = [f"{name}: has a .grad" for name in _names_of(reach, tensors)]
         return out + [f"argument {name}: has a .grad" for name, _ in wanting]
 
     return labels, values

@@ -15,8 +15,9 @@ backward itself but whose outputs need gradients gets an AOT backward graph (cap
 `capture_call` does this for one call and is shared with ``ember.function``, which adds the
 signature cache. It records a `CapturedCall` (capture/call.py) and compiles it with the
 `CompileOptions` (capture/compile.py) into a `GraphFunction` (capture/graph_function.py), which
-runs on the executor named by ``executor=`` (runtime/executors.py: ``"codegen"``, the default,
-``"interpreter"``, ``"parallel"`` or ``"arena"``).
+runs on the executor named by ``executor=`` (runtime/executors.py: ``"auto"``, the default,
+which picks the fastest per graph, ``"codegen"``, ``"interpreter"``, ``"parallel"`` or
+``"arena"``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ..graph.ir import Graph
 from ..graph.tree import flatten, replace_leaves
 from ..ops import _registry as _reg
 from ..optim.optimizer import HyperParameter
+from ..runtime.executors import DEFAULT_EXECUTOR
 from ..types import TensorType
 from .aot import AutogradPlan, add_backward, differentiable_inputs
 from .call import (
@@ -192,7 +194,7 @@ def trace(
     fn,
     *example_inputs,
     name: str | None = None,
-    executor: str = "codegen",
+    executor: str = DEFAULT_EXECUTOR,
     opt_level=DEFAULT_OPT_LEVEL,
     verify: bool = False,
 ):

@@ -20,9 +20,10 @@ import math
 
 from ..errors import ShapeError
 from ..ops import api as E
-from ..ops._registry import export
+from ..ops._registry import apply, building_graph, export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import to_tensor
+from ..ops.norm_act import GELU, GELU_TANH
 from ._common import dim_arg, float_input
 
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
@@ -47,12 +48,16 @@ def _activation(name: str, x):
 def gelu(input, approximate: str = "none"):
     """Gaussian error linear unit: ``x * Phi(x)``; ``approximate='tanh'`` uses the tanh form."""
     x = _activation("gelu", input)
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    if not building_graph():  # eagerly one pass each way (ops/norm_act.py)
+        return apply(GELU if approximate == "none" else GELU_TANH, x)
+    # in a graph the composite's elementwise ops fuse with their neighbours' (a linear's
+    # epilogue, forward and backward), which the primitive, having no C expression, cannot
     if approximate == "none":
         return x * (E.erf(x * _SQRT1_2) + 1) * 0.5
-    if approximate == "tanh":
-        inner = (x + x * x * x * 0.044715) * _SQRT_2_OVER_PI
-        return x * (E.tanh(inner) + 1) * 0.5
-    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    inner = (x + x * x * x * 0.044715) * _SQRT_2_OVER_PI
+    return x * (E.tanh(inner) + 1) * 0.5
 
 
 @export(functional=True, toplevel=False)

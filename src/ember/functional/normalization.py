@@ -19,6 +19,7 @@ from ..ops import api as E
 from ..ops._registry import apply, constant, export
 from ..ops._util import fmt_shape, numel
 from ..ops.batch_norm import BATCH_NORM_EVAL, BATCH_NORM_TRAIN
+from ..ops.norm_act import LAYER_NORM
 from ._common import dim_arg, float_input
 
 
@@ -82,6 +83,8 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
     shape, axes = _normalized_axes("layer_norm", x, normalized_shape)
     weight = _param("layer_norm", weight, x, shape, "weight")
     bias = _param("layer_norm", bias, x, shape, "bias")
+    if weight is not None and bias is not None:  # one pass forward and one backward
+        return apply(LAYER_NORM, x, weight, bias, eps=float(eps))
     centred, _, var = _moments(x, axes)
     return _affine(centred * E.rsqrt(var + float(eps)), weight, bias)
 

@@ -53,6 +53,11 @@ class GraphBuilder(_reg.Mode):
         self.backward_start: int | None = None  # node count when backward() first ran
         self.grad_of: dict[int, Tensor] = {}  # id(captured .grad tensor) -> its owner
         self.stepped_optimizers: dict = {}  # id -> (optimizer, its state before its step)
+        # how many ember.grad transforms nested in this graph are recording their function
+        # now: their gradients stay differentiable (JAX's semantics), so code choosing between
+        # a fused op whose backward has no VJP of its own and a differentiable-to-any-order
+        # form (nn/rnn.py) picks the latter while this is non-zero
+        self.nested_grads = 0
 
     # -------- entering and leaving
     def __enter__(self) -> GraphBuilder:

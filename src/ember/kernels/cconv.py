@@ -4,11 +4,15 @@ epilogue), its input gradient and its weight gradient, in C (kernels/cconv_sourc
 The NumPy kernels of ops/_conv_kernels.py are the specification; these compute the same sums
 in another order (equal within float rounding, tested against them). They replace im2col + one
 BLAS matmul + a transposing copy: the forward packs blocks of the (never built) column matrix
-straight from the zero-padded input and stores each output tile in the NC* layout, fused with
-the bias and ReLU; the input gradient of a stride-1 convolution is the forward convolution of
-the output gradient with the flipped, transposed weight (no col2im); the weight gradient is a
-dot-product kernel over an extended output grid, or one GEMM per kernel offset over a
-channels-last copy of the input when it has many channels.
+straight from the zero-padded input (contiguous or evenly stepping runs of columns: a stride's)
+and stores each output tile in the NC* layout, fused with the bias and ReLU, running column
+panels in groups sized from L2 so that the packed weight is read once per group; the input
+gradient of a stride-1 convolution is the forward convolution of the output gradient with the
+flipped, transposed weight (no col2im); the weight gradient is a dot-product kernel over an
+extended output grid, or, with many input channels, one GEMM per kernel offset over a
+channels-last copy of the input, reducing over the real output positions (at any stride where
+the windows cover the input). Strided gradients otherwise run phase by phase as stride-1 ones
+(kernels/cconv_phases.py).
 
 Measured on this project's 2-core AVX-512 machine (the CNN's second layer, 64x32x14x14 to 64
 channels, 3x3, padding 1; NumPy's OpenBLAS pinned to its AVX2 kernels there): one thread,
@@ -17,7 +21,8 @@ forward 2.4 ms, weight gradient 2.4 ms, input gradient 2.6 ms, against NumPy's i
 counted); two threads, 1.3, 1.5 and 1.5 ms (PyTorch's oneDNN forward: 1.0 ms).
 
 Every entry returns None where it does not apply (no C compiler, a dtype other than float32 or
-float64, a stride above 1 for the gradients, an empty tensor) and the caller runs NumPy.
+float64, an empty tensor, a non-finite weight for the input gradient) and the caller runs
+NumPy.
 """
 
 from __future__ import annotations
@@ -25,7 +30,9 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
+import os
 import threading
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -47,13 +54,15 @@ __all__ = [
 
 _C = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 _MR = 8
+_KC = 192  # (kernels/cmicro.py's KC)
 _VECTOR_BYTES = 64
+_L2_FALLBACK = 256 << 10  # where the system does not say (the smallest L2 of current x86 cores)
 # the weight gradient's extended grid may be at most this much larger than the output
 _MAX_WASTE = 2.0
 # the weight gradient sums this many blocks of samples in parallel, then adds their partial sums
 _BLOCKS = 8
 _P, _L, _I = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
-_FORWARD_ARGS = [_P] * 8 + [_L] * 8 + [_I, _P]
+_FORWARD_ARGS = [_P] * 8 + [_L] * 8 + [_I, _P, _L]
 _SEGMENT_ARGS = [_P, _P, _L, _L, _L]
 _WEIGHT_ARGS = [_P] * 5 + [_L] * 7 + _SEGMENT_ARGS + [_P]
 _WEIGHT_CL_ARGS = [_P] * 5 + [_L] * 8 + _SEGMENT_ARGS + [_P]
@@ -76,6 +85,30 @@ def _functions(dtype: np.dtype):
     return forward, weight, weight_cl, cpool.parallel_for()
 
 
+@functools.cache
+def _l2_bytes() -> int:
+    """One core's L2 cache, as the system reports it."""
+    try:
+        size = os.sysconf("SC_LEVEL2_CACHE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        size = 0
+    if size <= 0:
+        try:
+            text = Path("/sys/devices/system/cpu/cpu0/cache/index2/size").read_text().strip()
+            size = int(text.rstrip("KkMm")) << (20 if text[-1:] in "Mm" else 10)
+        except (OSError, ValueError):
+            size = 0
+    return size if size > 0 else _L2_FALLBACK
+
+
+def _panel_group(m_panels: int, itemsize: int) -> int:
+    """Column panels the forward kernel runs together (each packed-weight block read once per
+    group): as many as keep their packed columns and accumulators in half of L2."""
+    nr = 3 * _VECTOR_BYTES // itemsize
+    per_panel = (_KC * nr + m_panels * _MR * nr) * itemsize
+    return max(1, _l2_bytes() // 2 // per_panel)
+
+
 def available(dtype) -> bool:
     """Whether the compiled kernels run ``dtype`` arrays."""
     return _functions(np.dtype(dtype)) is not None
@@ -96,16 +129,28 @@ def _grid_offsets(grid, steps) -> np.ndarray:
     return total.reshape(-1)
 
 
+def _flat_columns(p: Plan, out_channels: int, itemsize: int) -> bool:
+    """Whether the forward's columns run along the padded width (an extended grid: one
+    contiguous run per output row to pack, but ``padded / out - 1`` of the columns wasted on
+    every output channel) rather than the output's own width (no waste, but packing copies
+    short runs element by element). Packing an element costs about one scalar copy, in which
+    the micro-kernel does one vector fused multiply-add on each of two pipes, so the columns
+    are extended when the waste times the output channels stays under the lanes of two
+    vectors."""
+    if p.stride[-1] != 1:
+        return False
+    waste = p.padded[-1] / p.out_size[-1] - 1
+    return waste * out_channels <= 2 * (_VECTOR_BYTES // itemsize)
+
+
 @functools.lru_cache(maxsize=64)
-def _forward_tables(p: Plan, group_channels: int):
+def _forward_tables(p: Plan, group_channels: int, flat: bool):
     """(src, dst, roff) of the forward kernel: per column of one sample its offset in the
     sample's padded input and in its output (-1 outside it), per (channel of a group, kernel
     offset) row its offset in the padded input. (The kernel adds the samples' own offsets:
-    tables over the whole batch would take 16 bytes per output position.)"""
+    tables over the whole batch would take 16 bytes per output position.) ``flat``: the
+    columns run along the padded width (see `_flat_columns`)."""
     out = p.out_size
-    # columns run along the padded width where that wastes little (long contiguous runs to
-    # pack), else along the output's own width
-    flat = p.stride[-1] == 1 and p.padded[-1] <= 1.5 * out[-1]
     grid = out[:-1] + ((p.padded[-1],) if flat else (out[-1],))
     steps = _strides(p.padded) * np.array(p.stride[:-1] + ((1,) if flat else p.stride[-1:]))
     inside = np.ones(grid, bool)
@@ -168,12 +213,14 @@ class _Forward(NamedTuple):
 
 
 @functools.lru_cache(maxsize=256)
-def _forward_layout(x_shape: tuple, w_shape: tuple, p: Plan, groups: int) -> _Forward:
+def _forward_layout(
+    x_shape: tuple, w_shape: tuple, p: Plan, groups: int, itemsize: int
+) -> _Forward:
     """The forward kernel's layout (its tables are read-only: one copy serves every call)."""
     n, c = x_shape[:2]
     cout = w_shape[0]
     cg, cog = c // groups, cout // groups
-    src, dst, roff = _forward_tables(p, cg)
+    src, dst, roff = _forward_tables(p, cg, _flat_columns(p, cog, itemsize))
     plane = math.prod(p.padded)
     last = (n - 1) * c * plane + int(src[-1]) + (groups - 1) * cg * plane + int(roff[-1])
     size = max(n * c * plane, last + 1)
@@ -206,7 +253,7 @@ def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False, mask
             args[4] = 0 if mask is None else mask.ctypes.data
             call(args.ctypes.data)
             return out
-    f = _forward_layout(tuple(x.shape), tuple(w.shape), p, groups)
+    f = _forward_layout(tuple(x.shape), tuple(w.shape), p, groups, x.itemsize)
     cg, cog, rows, plane, m, panels = f.cg, f.cog, f.rows, f.plane, f.m, f.panels
     src, dst, roff = f.tables
     # an unpadded convolution reads its (contiguous) input where it is
@@ -238,6 +285,7 @@ def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False, mask
             cout * m,
             int(relu),
             pool,
+            _panel_group(panels, x.itemsize),
         )
     return out
 
@@ -318,7 +366,7 @@ def forward_step(x_shape: tuple, w_shape: tuple, p: Plan, dtype, relu: bool):
     if step is None:
         return None
     n, c, h, w = x_shape
-    f = _forward_layout(tuple(x_shape), tuple(w_shape), p, 1)
+    f = _forward_layout(tuple(x_shape), tuple(w_shape), p, 1, dtype.itemsize)
     src, dst, roff = f.tables
     xp = None if f.unpadded else np.zeros(f.size, dtype)
     wp = np.empty((f.panels * _MR * f.rows,), dtype)
@@ -330,22 +378,26 @@ def forward_step(x_shape: tuple, w_shape: tuple, p: Plan, dtype, relu: bool):
     args += [n * c, *copied, h, w, *p.lo, *p.padded]
     args += [f.cog, f.rows, f.panels]
     args += [f.panels, f.rows, n * len(src), f.cog, f.m, len(src), c * f.plane, f.cog * f.m]
-    args += [int(relu), _functions(dtype)[3] or 0]
+    args += [int(relu), _functions(dtype)[3] or 0, _panel_group(f.panels, dtype.itemsize)]
     return step, np.array(args, np.int64), (step, xp, wp, src, dst, roff)
 
 
 def conv_input_grad(gy, w, p: Plan, groups: int):
-    """The adjoint of `conv_forward` in x for a stride-1 convolution: the forward convolution
-    of ``gy`` with the flipped, transposed weight. None where it does not apply."""
+    """The adjoint of `conv_forward` in x: at stride 1 the forward convolution of ``gy`` with
+    the flipped, transposed weight, else phase by phase (kernels/cconv_phases.py). None where
+    it does not apply."""
     nd = len(p.kernel)
-    if any(s != 1 for s in p.stride) or not np.isfinite(w).all():
+    if not np.isfinite(w).all():
         # (a non-finite weight times the zero border would give NaN where the NumPy kernel's
         # col2im never adds those products)
         return None
     reach = [d * (k - 1) for d, k in zip(p.dilation, p.kernel)]
     lo = [r - lo for r, lo in zip(reach, p.lo)]
-    if any(v < 0 for v in lo):
-        return None
+    if any(s != 1 for s in p.stride) or any(v < 0 for v in lo):
+        # (phases crop gy where the padding exceeds the kernel's reach)
+        from . import cconv_phases
+
+        return cconv_phases.input_grad(gy, w, p, groups, conv_forward)
     hi = [i - o - low + r for i, o, low, r in zip(p.in_size, p.out_size, lo, reach)]
     from .conv_plan import plan
 
@@ -360,28 +412,35 @@ def conv_input_grad(gy, w, p: Plan, groups: int):
 
 
 def conv_weight_grad(x, gy, p: Plan, groups: int):
-    """The adjoint of `conv_forward` in w for a stride-1 convolution, or None."""
+    """The adjoint of `conv_forward` in w, or None."""
     functions = _functions(x.dtype)
     if functions is None or x.dtype != gy.dtype or x.size == 0 or gy.size == 0:
-        return None
-    if any(s != 1 for s in p.stride):
-        return None
-    grid = p.out_size[:1] + p.padded[1:]
-    if math.prod(grid) > _MAX_WASTE * math.prod(p.out_size):
         return None
     _, weight, weight_cl, pool = functions
     n, c = x.shape[:2]
     cout = gy.shape[1]
     cg, cog = c // groups, cout // groups
+    if groups == 1 and _pointwise_by_sample(p, cout):
+        gw = _pointwise_weight_grad(x, gy)
+        if gw is not None:
+            return gw.reshape((cout, c) + p.kernel)
+    wide = 2 * (_VECTOR_BYTES // x.itemsize)  # input channels per tile of the channels-last kernel
+    padded_channels = -(-cg // wide) * wide
+    if groups == 1 and padded_channels <= 1.5 * cg and _windows_cover(p):
+        gy = np.ascontiguousarray(gy)
+        return _weight_grad_channels_last(x, gy, p, weight_cl, pool, padded_channels)
+    if any(s != 1 for s in p.stride):
+        from . import cconv_phases
+
+        return cconv_phases.weight_grad(x, gy, p, groups, conv_weight_grad)
+    gy = np.ascontiguousarray(gy)
+    grid = p.out_size[:1] + p.padded[1:]
+    segments = _segments(p.out_size, grid)
+    if math.prod(grid) > _MAX_WASTE * math.prod(p.out_size):
+        return None
     lanes = _VECTOR_BYTES // x.itemsize
     length = -(-math.prod(grid) // lanes) * lanes
-    gy = np.ascontiguousarray(gy)
-    segments = _segments(p.out_size, grid)
     plane = math.prod(p.padded)
-    wide = 2 * lanes  # input channels per tile of the channels-last kernel
-    padded_channels = -(-cg // wide) * wide
-    if groups == 1 and padded_channels <= 1.5 * cg:
-        return _weight_grad_channels_last(x, gy, p, weight_cl, pool, padded_channels, length)
     roff = _row_offsets(p, cg)
     size = max(n * c * plane, (n - 1) * c * plane + (groups - 1) * cg * plane + int(roff[-1]))
     xp = _padded(x, p, size + length, "cconv_xw")
@@ -412,20 +471,75 @@ def conv_weight_grad(x, gy, p: Plan, groups: int):
     return gw if np.isfinite(gw).all() else None
 
 
-def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, padded_channels, length):
-    """The weight gradient as one GEMM per kernel offset, over a channels-last copy of the
-    padded input (each position's channels one contiguous vector)."""
+def _pointwise_by_sample(p: Plan, cout: int) -> bool:
+    """Whether a weight gradient runs as one product per sample, gy[n] (Cout x HW) by x[n]
+    transposed, summed over the samples: a 1x1 convolution, stride 1, no padding (x is the
+    column matrix itself, read in place), with more than twice as many positions per sample
+    as output channels: the products' results (Cout x Cin per sample) are written and read
+    again by the sum, two passes that then cost less than the channels-last kernel's
+    transposed copy of x (Cin x HW per sample)."""
+    return (
+        all(k == 1 for k in p.kernel)
+        and all(s == 1 for s in p.stride)
+        and not any(p.lo)
+        and tuple(p.padded) == tuple(p.in_size) == tuple(p.out_size)
+        and math.prod(p.out_size) > 2 * cout
+    )
+
+
+def _pointwise_weight_grad(x, gy):
+    """sum over n of gy[n] @ x[n]^T (ember's GEMM over the batch), or None where the GEMM
+    declines (a product too small to share)."""
+    from . import cgemm
+
     n, c = x.shape[:2]
+    x3 = np.ascontiguousarray(x).reshape(n, c, -1)
+    g3 = gy.reshape(n, gy.shape[1], -1)
+    per_sample = cgemm.matmul(g3, x3.transpose(0, 2, 1))
+    return None if per_sample is None else per_sample.sum(axis=0)
+
+
+def _windows_cover(p: Plan) -> bool:
+    """Whether the windows together read every position of the padded input (a kernel at
+    least as wide as the stride): the channels-last weight gradient copies all of it, and
+    reads it at the stride directly. Where they do not (a 1x1 convolution of stride 2), the
+    phases (kernels/cconv_phases.py) copy only the positions read."""
+    return all(d * (k - 1) + 1 >= s for d, k, s in zip(p.dilation, p.kernel, p.stride))
+
+
+@functools.lru_cache(maxsize=64)
+def _cl_segment_tables(p: Plan) -> tuple:
+    """Per output row (all but the last dimension), its offset in a gy plane and the padded
+    input position its first window starts at."""
+    rows = p.out_size[:-1] + (1,)
+    steps = _strides(p.padded) * np.array(p.stride)
+    return _grid_offsets(rows, _strides(p.out_size)), _grid_offsets(rows, steps)
+
+
+def _cl_blocks() -> int:
+    from . import cpool
+
+    return max(1, cpool.get_num_threads())
+
+
+def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, padded_channels):
+    """The weight gradient as one GEMM per kernel offset, over a channels-last copy of the
+    padded input (each position's channels one contiguous vector), reading the positions each
+    output row's windows start at (every stride-th along the row)."""
+    n, c = x.shape[:2]
+    src, dst = _cl_segment_tables(p)
+    segments = (src.ctypes.data, dst.ctypes.data, len(src), p.out_size[-1], math.prod(p.out_size))
     cout = gy.shape[1]
-    segments = _segments(p.out_size, p.out_size[:1] + p.padded[1:])
     kk = math.prod(p.kernel)
     koff = _grid_offsets(p.kernel, _strides(p.padded) * np.array(p.dilation))
-    positions = max(math.prod(p.padded), length + int(koff[-1]))
+    positions = math.prod(p.padded)
     xcl = scratch("cconv_xcl", (n, positions, padded_channels), x.dtype, fill=0, key=(p, n, c))
-    planes = xcl[:, : math.prod(p.padded)].reshape((n,) + p.padded + (padded_channels,))
+    planes = xcl.reshape((n,) + p.padded + (padded_channels,))
     planes[(slice(None),) + interior(p) + (slice(0, c),)] = np.moveaxis(x[source_region(p)], 1, -1)
     rows = -(-cout // _MR) * _MR
-    per_block = max(1, -(-n // _BLOCKS))
+    # one block of samples per thread: each block's partial sums are as large as the weight
+    # gradient, and the reduction inside a block already runs over all its positions
+    per_block = -(-n // _cl_blocks())
     blocks = -(-n // per_block)
     out = np.empty((kk, rows, padded_channels), x.dtype)
     partial = np.empty((blocks,) + out.shape, x.dtype)
@@ -439,10 +553,10 @@ def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, padded_channels,
         cout,
         kk,
         padded_channels,
-        length,
         gy[0].size,
         positions * padded_channels,
         per_block,
+        p.stride[-1],
         *segments,
         pool,
     )
@@ -469,16 +583,32 @@ def temporaries(op: str, a_shape: tuple, b_shape: tuple, p: Plan, groups: int, d
     if op == "conv":
         cout, cg = b_shape[0], a_shape[1] // groups
         return 2 * groups * -(-(cout // groups) // _MR) * _MR * cg * kk * item
-    if any(s != 1 for s in p.stride):
-        return None
+    if op == "conv_weight_grad":
+        n, c, cout = a_shape[0], a_shape[1], b_shape[1]
+        if groups == 1 and _pointwise_by_sample(p, cout):
+            from .cgemm import BLAS_ONE_THREAD
+
+            if n * cout * c * math.prod(p.out_size) > BLAS_ONE_THREAD:  # (else declined)
+                return n * cout * c * item  # the per-sample products
+        wide = 2 * (_VECTOR_BYTES // item)
+        padded_channels = -(-c // wide) * wide
+        if groups == 1 and padded_channels <= 1.5 * c and _windows_cover(p):
+            blocks = -(-n // -(-n // _cl_blocks()))
+            per_offset = kk * (-(-cout // _MR) * _MR) * padded_channels * item
+            return (1 + blocks) * per_offset + cout * c * kk  # (+ np.isfinite's mask)
+    reach = [d * (k - 1) for d, k in zip(p.dilation, p.kernel)]
+    lo = [r - low for r, low in zip(reach, p.lo)]
+    if any(s != 1 for s in p.stride) or (op == "conv_input_grad" and any(v < 0 for v in lo)):
+        from . import cconv_phases
+
+        def inner(name, a, b, p2):
+            return temporaries(name, a, b, p2, groups, dtype)
+
+        return cconv_phases.temporaries(op, a_shape, b_shape, p, groups, item, inner)
     if op == "conv_input_grad":
         # the flipped weight, beside the forward convolution of gy with it (as conv_input_grad)
         cout, cg = b_shape[:2]
         nd = len(p.kernel)
-        reach = [d * (k - 1) for d, k in zip(p.dilation, p.kernel)]
-        lo = [r - low for r, low in zip(reach, p.lo)]
-        if any(v < 0 for v in lo):
-            return None
         hi = [i - o - low + r for i, o, low, r in zip(p.in_size, p.out_size, lo, reach)]
         from .conv_plan import plan
 
@@ -491,14 +621,9 @@ def temporaries(op: str, a_shape: tuple, b_shape: tuple, p: Plan, groups: int, d
     n, cout = a_shape[0], b_shape[1]
     c = a_shape[1]
     cg = c // groups
+    mask = cout * cg * kk  # np.isfinite(gw): one byte an element
     grid = p.out_size[:1] + p.padded[1:]
     if math.prod(grid) > _MAX_WASTE * math.prod(p.out_size):
         return None
     blocks = -(-n // max(1, -(-n // _BLOCKS)))
-    mask = cout * cg * kk  # np.isfinite(gw): one byte an element
-    wide = 2 * (_VECTOR_BYTES // item)
-    padded_channels = -(-cg // wide) * wide
-    if groups == 1 and padded_channels <= 1.5 * cg:
-        per_offset = kk * (-(-cout // _MR) * _MR) * padded_channels * item
-        return (1 + blocks) * per_offset + mask
     return blocks * (cout // groups) * cg * kk * item + mask

@@ -16,7 +16,8 @@ the compiler emits AVX-512 where the CPU has it, and two or four narrower vector
   operands are contiguous along l, so a dot-product micro-kernel (4 x 6 vector accumulators,
   summed across lanes once per block of samples) needs no packing. With many input channels,
   ``conv_weight_grad_cl`` instead runs one GEMM per kernel offset over a channels-last copy
-  of the input (outer products, 8 output channels x 2 vectors of input channels).
+  of the input (outer products, 8 output channels x 2 vectors of input channels), reducing
+  over the real output positions only, KC at a time across rows and samples.
 
 Both share work over ember's thread pool (kernels/cpool.py) when given one.
 """
@@ -41,6 +42,7 @@ struct fwd {
   long m_panels, k, cols, cout, chan; /* chan: the output's channel stride */
   long grid, x_sample, out_sample;    /* columns per sample; the sample strides */
   int relu;
+  long group; /* column panels per group (see fwd_panels) */
 };
 
 /* runs of consecutive columns: start, length and first offset (into the input for `src`,
@@ -55,6 +57,44 @@ static int runs_of(const long *off, long nj, long *start, long *len, long *first
     jj += run;
   }
   return count;
+}
+
+/* runs of columns whose input offsets step evenly (a strided convolution's columns along an
+   output row step by the stride): start, length, first offset and step; returns how many */
+static int strided_runs_of(const long *off, long nj, long *start, long *len, long *first,
+                           long *step) {
+  int count = 0;
+  for (long jj = 0; jj < nj;) {
+    if (off[jj] < 0) { jj++; continue; }
+    long st = jj + 1 < nj && off[jj + 1] > off[jj] ? off[jj + 1] - off[jj] : 1, run = 1;
+    while (jj + run < nj && off[jj + run] == off[jj] + run * st) run++;
+    start[count] = jj, len[count] = run, first[count] = off[jj], step[count] = st, count++;
+    jj += run;
+  }
+  return count;
+}
+
+/* the strided runs' columns: a copy per run, specialised for the common steps */
+static void pack_strided(const T *restrict x, const long *roff, long kc, int count,
+                         const long *start, const long *len, const long *first,
+                         const long *step, T *restrict bp) {
+  long covered = 0;
+  for (int r = 0; r < count; r++) covered += len[r];
+  for (long p = 0; p < kc; p++) {
+    T *to = bp + p * NR;
+    if (covered < NR) memset(to, 0, NR * sizeof(T));
+    for (int r = 0; r < count; r++) {
+      const T *restrict from = x + roff[p] + first[r];
+      T *restrict dst = to + start[r];
+      long n = len[r], st = step[r];
+      if (st == 1)
+        for (long t = 0; t < n; t++) dst[t] = from[t];
+      else if (st == 2)
+        for (long t = 0; t < n; t++) dst[t] = from[2 * t];
+      else
+        for (long t = 0; t < n; t++) dst[t] = from[t * st];
+    }
+  }
 }
 
 static void pack_columns(const T *restrict x, const long *roff, long kc, long nj, int count,
@@ -127,50 +167,91 @@ static inline void store_run(const T *from, T b, int relu, T *to, unsigned char 
 }
 #endif
 
+/* one column panel's tables: its runs in the input (contiguous, and evenly stepping) and in
+   the output */
+struct panel_runs {
+  long nj;
+  int s_count, d_count, t_count;
+  long s_start[NR], s_len[NR], s_first[NR], d_start[NR], d_len[NR], d_first[NR];
+  long t_start[NR], t_len[NR], t_first[NR], t_step[NR];
+};
+
+static void panel_tables(const struct fwd *f, long panel, struct panel_runs *r) {
+  long j0 = panel * NR, nj = f->cols - j0 < NR ? f->cols - j0 : NR;
+  long src[NR], dst[NR];
+  for (long jj = 0; jj < nj; jj++) {
+    long j = j0 + jj, n = j / f->grid, l = j - n * f->grid;
+    src[jj] = n * f->x_sample + f->src[l];
+    dst[jj] = f->dst[l] < 0 ? -1 : n * f->out_sample + f->dst[l];
+  }
+  r->nj = nj;
+  r->s_count = runs_of(src, nj, r->s_start, r->s_len, r->s_first);
+  r->d_count = runs_of(dst, nj, r->d_start, r->d_len, r->d_first);
+  /* columns that do not come in long contiguous runs may step evenly (a stride) */
+  r->t_count = r->s_count > 1
+                   ? strided_runs_of(src, nj, r->t_start, r->t_len, r->t_first, r->t_step)
+                   : NR + 1;
+}
+
+/* Column panels run `group` at a time: each block of the packed weight (MR x KC) is read once
+   per group of panels rather than once per panel (the caller sizes the group so that the
+   group's packed columns and accumulators stay in L2). */
 static void fwd_panels(void *ctx, long lo, long hi) {
   const struct fwd *f = ctx;
-  long mp = f->m_panels, k = f->k;
-  T *tiles = aligned_alloc(64, (size_t)(mp * MR * NR + KC * NR) * sizeof(T));
-  if (!tiles) abort();
-  T *bp = tiles + mp * MR * NR;
-  long s_start[NR], s_len[NR], s_first[NR], d_start[NR], d_len[NR], d_first[NR];
-  for (long panel = lo; panel < hi; panel++) {
-    long j0 = panel * NR, nj = f->cols - j0 < NR ? f->cols - j0 : NR;
-    long src[NR], dst[NR];
-    for (long jj = 0; jj < nj; jj++) {
-      long j = j0 + jj, n = j / f->grid, l = j - n * f->grid;
-      src[jj] = n * f->x_sample + f->src[l];
-      dst[jj] = f->dst[l] < 0 ? -1 : n * f->out_sample + f->dst[l];
-    }
-    int s_count = runs_of(src, nj, s_start, s_len, s_first);
-    int d_count = runs_of(dst, nj, d_start, d_len, d_first);
+  long mp = f->m_panels, k = f->k, group = f->group < hi - lo ? f->group : hi - lo;
+  if (group < 1) group = 1;
+  T *tiles = aligned_alloc(64, (size_t)(group * (mp * MR * NR + KC * NR)) * sizeof(T));
+  struct panel_runs *runs = malloc((size_t)group * sizeof(struct panel_runs));
+  if (!tiles || !runs) abort();
+  T *bps = tiles + group * mp * MR * NR;
+  for (long g0 = lo; g0 < hi; g0 += group) {
+    long count = hi - g0 < group ? hi - g0 : group;
+    for (long q = 0; q < count; q++) panel_tables(f, g0 + q, &runs[q]);
     for (long pc = 0; pc < k; pc += KC) {
       long kc = k - pc < KC ? k - pc : KC;
-      pack_columns(f->x, f->roff + pc, kc, nj, s_count, s_start, s_len, s_first, bp);
+      for (long q = 0; q < count; q++) {
+        const struct panel_runs *r = &runs[q];
+        T *bp = bps + q * KC * NR;
+        if (r->t_count < r->s_count)
+          pack_strided(f->x, f->roff + pc, kc, r->t_count, r->t_start, r->t_len, r->t_first,
+                       r->t_step, bp);
+        else
+          pack_columns(f->x, f->roff + pc, kc, r->nj, r->s_count, r->s_start, r->s_len,
+                       r->s_first, bp);
+      }
       for (long ip = 0; ip < mp; ip++)
-        micro(kc, f->wp + (ip * k + pc) * MR, bp, tiles + ip * MR * NR, pc == 0);
+        for (long q = 0; q < count; q++)
+          micro(kc, f->wp + (ip * k + pc) * MR, bps + q * KC * NR,
+                tiles + (q * mp + ip) * MR * NR, pc == 0);
     }
-    for (long co = 0; co < f->cout; co++) {
-      const T *acc = tiles + co * NR;
-      T b = f->bias ? f->bias[co] : (T)0;
-      T *base = f->out + co * f->chan;
-      unsigned char *mask = f->mask ? f->mask + co * f->chan : 0;
-      for (int r = 0; r < d_count; r++)
-        store_run(acc + d_start[r], b, f->relu, base + d_first[r],
-                  mask ? mask + d_first[r] : 0, d_len[r]);
+    for (long q = 0; q < count; q++) {
+      const struct panel_runs *r = &runs[q];
+      for (long co = 0; co < f->cout; co++) {
+        const T *acc = tiles + q * mp * MR * NR + co * NR;
+        T b = f->bias ? f->bias[co] : (T)0;
+        T *base = f->out + co * f->chan;
+        unsigned char *mask = f->mask ? f->mask + co * f->chan : 0;
+        for (int i = 0; i < r->d_count; i++)
+          store_run(acc + r->d_start[i], b, f->relu, base + r->d_first[i],
+                    mask ? mask + r->d_first[i] : 0, r->d_len[i]);
+      }
     }
   }
+  free(runs);
   free(tiles);
 }
 
 void conv_forward(const T *x, const T *wp, const T *bias, T *out, unsigned char *mask,
                   const long *src, const long *dst, const long *roff, long m_panels, long k,
                   long cols, long cout, long chan, long grid, long x_sample, long out_sample,
-                  int relu, ember_pool pool) {
-  struct fwd f = {x,    wp,   bias, out,  mask, src,  dst,      roff,       m_panels,
-                  k,    cols, cout, chan, grid, x_sample, out_sample, relu};
+                  int relu, ember_pool pool, long group) {
   long panels = (cols + NR - 1) / NR;
-  if (pool && panels > 1 && m_panels * MR * k * cols > (1L << 20)) pool(fwd_panels, &f, panels, 1);
+  int shared = pool && panels > 1 && m_panels * MR * k * cols > (1L << 20);
+  /* (each thread gets whole groups where there are enough panels to go round) */
+  long per_thread = group < 1 ? 1 : group;
+  struct fwd f = {x,    wp,   bias, out,  mask, src,  dst,      roff,       m_panels,
+                  k,    cols, cout, chan, grid, x_sample, out_sample, relu, per_thread};
+  if (shared) pool(fwd_panels, &f, panels, 1);
   else fwd_panels(&f, 0, panels);
 }
 
@@ -180,7 +261,8 @@ void conv_forward(const T *x, const T *wp, const T *bias, T *out, unsigned char 
    unpadded) and the weight packed into its own, as the caller of conv_forward does. args: x,
    w, bias, out, mask, xp (or 0), wp, src, dst, roff, then the copy (planes, rows and columns
    copied, the input's rows and columns, the padding before, the padded rows and columns), the
-   packing (cout, rows, panels), conv_forward's eight sizes, relu, the pool (or 0) */
+   packing (cout, rows, panels), conv_forward's eight sizes, relu, the pool (or 0), the panel
+   group */
 void conv_forward_step(const long *a) {
   const T *x = (const T *)a[0], *w = (const T *)a[1];
   T *xp = (T *)a[5], *wp = (T *)a[6];
@@ -201,7 +283,7 @@ void conv_forward_step(const long *a) {
       }
   conv_forward(xp ? xp : x, wp, (const T *)a[2], (T *)a[3], (unsigned char *)a[4],
                (const long *)a[7], (const long *)a[8], (const long *)a[9], a[22], a[23], a[24],
-               a[25], a[26], a[27], a[28], a[29], (int)a[30], (ember_pool)a[31]);
+               a[25], a[26], a[27], a[28], a[29], (int)a[30], (ember_pool)a[31], a[32]);
 }
 
 /* ------------------------------------------------------------------ weight gradient */
@@ -307,25 +389,29 @@ void conv_weight_grad(const T *gy, const T *x, T *gw, T *partial, const long *ro
 #define MW 8        /* output channels per tile */
 #define NW (2 * VL) /* input channels per tile */
 
-/* acc (MW x NW, row stride ldc) += a (kc x MW packed) * b (kc rows of NW, row stride ldb) */
-static void micro_w(long kc, const T *restrict a, const T *restrict b, long ldb,
-                    T *restrict acc, long ldc) {
+/* acc (MW x NW, row stride ldc) += a (rows x MW packed) * b, whose rows come in `nseg`
+   segments: cnt[s] rows (row stride ldb) from b + off[s] */
+static void micro_w(int nseg, const long *off, const long *cnt, const T *restrict a,
+                    const T *restrict b, long ldb, T *restrict acc, long ldc) {
   vec c[MW][2];
 #pragma GCC unroll 8
   for (int i = 0; i < MW; i++) {
     c[i][0] = *(const uvec *)(acc + i * ldc);
     c[i][1] = *(const uvec *)(acc + i * ldc + VL);
   }
-  for (long p = 0; p < kc; p++) {
-    vec b0 = *(const uvec *)b, b1 = *(const uvec *)(b + VL);
+  for (int sg = 0; sg < nseg; sg++) {
+    const T *bs = b + off[sg];
+    for (long p = 0; p < cnt[sg]; p++) {
+      vec b0 = *(const uvec *)bs, b1 = *(const uvec *)(bs + VL);
 #pragma GCC unroll 8
-    for (int i = 0; i < MW; i++) {
-      T s = a[i];
-      c[i][0] += s * b0;
-      c[i][1] += s * b1;
+      for (int i = 0; i < MW; i++) {
+        T s = a[i];
+        c[i][0] += s * b0;
+        c[i][1] += s * b1;
+      }
+      a += MW;
+      bs += ldb;
     }
-    a += MW;
-    b += ldb;
   }
 #pragma GCC unroll 8
   for (int i = 0; i < MW; i++) {
@@ -338,58 +424,83 @@ struct wcl {
   const T *gy, *x;
   T *partial; /* blocks x kk x (m_panels * MW) x cp */
   const long *koff;
-  long n, cout, kk, cp, len, gy_sample, x_sample, per_block, m_panels;
-  struct segments sg;
+  long n, cout, kk, cp, gy_sample, x_sample, per_block, m_panels;
+  long xstep;         /* positions between consecutive outputs of a row: the stride */
+  struct segments sg; /* sg.dst: each output row's first position in the padded input */
 };
 
+/* The reduction runs over the real output positions of a block of samples (no extended grid),
+   KC of them at a time across rows and samples, so that the partial sums (kk x cout x cp, as
+   large as the weight) are read and written once per KC positions, not once per sample. */
 static void wcl_blocks(void *ctx, long lo, long hi) {
   const struct wcl *g = ctx;
   long mp = g->m_panels, rows = mp * MW, cp = g->cp;
-  T *ap = aligned_alloc(64, (size_t)(mp * KC * MW + g->cout * g->len) * sizeof(T));
-  if (!ap) abort();
-  T *ext = ap + mp * KC * MW;
+  long per_sample = g->sg.count * g->sg.len;
+  T *ap = aligned_alloc(64, (size_t)(mp * KC * MW) * sizeof(T));
+  long *seg = malloc(4 * (KC + 2) * sizeof(long)); /* x offset, count, gy offset, sample */
+  if (!ap || !seg) abort();
+  long *s_off = seg, *s_cnt = seg + KC + 2, *s_gy = seg + 2 * (KC + 2);
   for (long blk = lo; blk < hi; blk++) {
     long n0 = blk * g->per_block, n1 = n0 + g->per_block < g->n ? n0 + g->per_block : g->n;
     T *part = g->partial + blk * g->kk * rows * cp;
     memset(part, 0, (size_t)(g->kk * rows * cp) * sizeof(T));
-    for (long n = n0; n < n1; n++) {
-      extend(g->gy + n * g->gy_sample, &g->sg, g->cout, g->len, ext);
-      for (long l0 = 0; l0 < g->len; l0 += KC) {
-        long kc = g->len - l0 < KC ? g->len - l0 : KC;
-        for (long ip = 0; ip < mp; ip++)
-          for (int i = 0; i < MW; i++) {
-            long co = ip * MW + i;
-            T *to = ap + ip * KC * MW + i;
-            if (co < g->cout) {
-              const T *from = ext + co * g->len + l0;
-              for (long p = 0; p < kc; p++) to[p * MW] = from[p];
-            } else {
-              for (long p = 0; p < kc; p++) to[p * MW] = 0;
+    long total = (n1 - n0) * per_sample;
+    for (long i0 = 0; i0 < total; i0 += KC) {
+      long kc = total - i0 < KC ? total - i0 : KC;
+      /* the chunk's segments: pieces of output rows */
+      int nseg = 0;
+      for (long i = i0; i < i0 + kc;) {
+        long s = i / per_sample, within = i - s * per_sample;
+        long row = within / g->sg.len, t = within - row * g->sg.len;
+        long count = g->sg.len - t < i0 + kc - i ? g->sg.len - t : i0 + kc - i;
+        long nn = n0 + s;
+        s_off[nseg] = (nn * g->x_sample + (g->sg.dst[row] + t * g->xstep) * cp);
+        s_gy[nseg] = nn * g->gy_sample + g->sg.src[row] + t;
+        s_cnt[nseg] = count;
+        nseg++;
+        i += count;
+      }
+      /* gy's chunk, packed in panels of MW output channels */
+      for (long ip = 0; ip < mp; ip++)
+        for (int m = 0; m < MW; m++) {
+          long co = ip * MW + m;
+          T *to = ap + ip * KC * MW + m;
+          if (co < g->cout) {
+            for (int sg = 0; sg < nseg; sg++) {
+              const T *from = g->gy + s_gy[sg] + co * g->sg.plane;
+              for (long p = 0; p < s_cnt[sg]; p++, to += MW) *to = from[p];
             }
+          } else {
+            for (long p = 0; p < kc; p++, to += MW) *to = 0;
           }
-        const T *xs = g->x + n * g->x_sample + l0 * cp;
-        for (long k = 0; k < g->kk; k++)
-          for (long ip = 0; ip < mp; ip++)
-            for (long c0 = 0; c0 < cp; c0 += NW)
-              micro_w(kc, ap + ip * KC * MW, xs + g->koff[k] * cp + c0, cp,
-                      part + (k * rows + ip * MW) * cp + c0, cp);
+        }
+      for (long k = 0; k < g->kk; k++) {
+        const T *xs = g->x + g->koff[k] * cp;
+        for (long ip = 0; ip < mp; ip++)
+          for (long c0 = 0; c0 < cp; c0 += NW)
+            micro_w(nseg, s_off, s_cnt, ap + ip * KC * MW, xs + c0, cp * g->xstep,
+                    part + (k * rows + ip * MW) * cp + c0, cp);
       }
     }
   }
+  free(seg);
   free(ap);
 }
 
-/* out (blocks summed: kk x rows x cp) from gy (n x cout x len, zero outside the output) and
-   the channels-last padded input x (n x plane x cp) read at position l + koff[k] */
+/* out (blocks summed: kk x rows x cp) from gy (n x cout x plane) and the channels-last padded
+   input x (n x positions x cp), read at an output row's first position seg_dst[r] plus the
+   kernel offset's koff[k], then every xstep positions along the row (a strided convolution) */
 void conv_weight_grad_cl(const T *gy, const T *x, T *out, T *partial, const long *koff, long n,
-                         long cout, long kk, long cp, long len, long gy_sample, long x_sample,
-                         long per_block, const long *seg_src, const long *seg_dst, long segs,
-                         long seg_len, long plane, ember_pool pool) {
+                         long cout, long kk, long cp, long gy_sample, long x_sample,
+                         long per_block, long xstep, const long *seg_src, const long *seg_dst,
+                         long segs, long seg_len, long plane, ember_pool pool) {
   long mp = (cout + MW - 1) / MW, blocks = (n + per_block - 1) / per_block;
-  struct wcl g = {gy,       x,         partial, koff, n, cout, kk, cp, len, gy_sample, x_sample,
-                  per_block, mp, {seg_src, seg_dst, segs, seg_len, plane}};
-  if (pool && blocks > 1 && cout * kk * cp * len * n > (1L << 20)) pool(wcl_blocks, &g, blocks, 1);
-  else wcl_blocks(&g, 0, blocks);
+  struct wcl g = {gy,        x,  partial, koff,  n, cout, kk, cp, gy_sample, x_sample,
+                  per_block, mp, xstep,   {seg_src, seg_dst, segs, seg_len, plane}};
+  if (pool && blocks > 1 && cout * kk * cp * plane * n > (1L << 20))
+    pool(wcl_blocks, &g, blocks, 1);
+  else
+    wcl_blocks(&g, 0, blocks);
   long size = kk * mp * MW * cp;
   memcpy(out, partial, (size_t)size * sizeof(T));
   for (long b = 1; b < blocks; b++)

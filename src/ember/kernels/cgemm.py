@@ -47,7 +47,7 @@ from . import cpool
 from .blas_layout import blas_layout
 from .cgemm_source import DISPATCH, OWN_GEMM
 
-__all__ = ["SPLIT_FLOPS", "available", "block_align", "gemm", "matmul", "skinny"]
+__all__ = ["SPLIT_FLOPS", "available", "block_align", "gemm", "matmul", "own_kernel", "skinny"]
 __all__ += ["skinny_shared", "skinny_unit"]
 
 # multiply-adds x 2 below which one thread runs the whole product (about 20 us of work on one
@@ -127,6 +127,13 @@ def _use_blas(blas_gemm, wide: bool) -> bool:
     if choice in ("blas", "own"):
         return choice == "blas"
     return not wide
+
+
+def own_kernel(dtype) -> bool:
+    """Whether `matmul` runs ``dtype`` products on ember's own kernel (not the BLAS's): what a
+    kernel built on the same micro-kernel (kernels/crnn.py's pre-packed products) follows."""
+    functions = _functions(np.dtype(dtype))
+    return functions is not None and not _use_blas(functions[1], functions[5])
 
 
 def available(dtype) -> bool:

@@ -3,10 +3,15 @@ parameter names (``weight_ih_l0``, ``bias_hh_l1_reverse``, ...), gate orders (LS
 forget, cell, output; GRU: reset, update, new) and default initialisation U(-1/sqrt(H), 1/sqrt(H)).
 
 The input projection of every step is one matmul up front; each step then adds the recurrent
-projection. Eagerly the time loop is a Python loop (the tape records each step). While a graph
-is captured (`ember.function`, `ember.trace`) each layer and direction is one ``scan`` node
-whose body is one step (control/scan.py), so the graph's size does not grow with the sequence
-and its gradient is the scan's reverse scan.
+projection. An LSTM without projection or a GRU, in float32/float64 and unpacked, runs each
+layer and direction as one whole-layer op (ops/recurrent.py: ``lstm_layer`` / ``gru_layer``,
+C step kernels in kernels/crnn.py), eagerly and in graphs: one node forward and one backward
+(backpropagation through time inside the op), as PyTorch's fused RNNs do. Otherwise (RNN,
+projections, packed input, half precision, or while a nested ``ember.grad`` records, whose
+gradients may be differentiated again) the time loop is a Python loop eagerly (the tape
+records each step) and, while a graph is captured (`ember.function`, `ember.trace`), one
+``scan`` node whose body is one step (control/scan.py), so the graph's size does not grow with
+the sequence and its gradient is the scan's reverse scan.
 
 A `PackedSequence` input (nn/utils/rnn.py) runs as its padded batch in the caller's order with
 a mask: a sequence's state stops changing after its last step (and, running backwards, starts
@@ -22,12 +27,14 @@ import warnings
 
 import numpy as np
 
+from .. import dtypes
 from ..control.scan import scan
 from ..errors import ShapeError
 from ..graph.builder import GraphBuilder
 from ..ops import api as E
 from ..ops._registry import TensorBase, current_mode
 from ..ops._util import fmt_shape
+from ..ops.recurrent import gru_layer, lstm_layer
 from ..tensor import Tensor
 from . import functional as F
 from . import init
@@ -36,6 +43,7 @@ from .parameter import new_parameter
 from .utils.rnn import PackedSequence, pack_like, pad_packed_sequence
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+_WHOLE_LAYER_DTYPES = (dtypes.float32, dtypes.float64)
 
 
 def rnn_step(mode: str, x_proj: Tensor, state: tuple, w_hh, b_hh, w_hr=None) -> tuple:
@@ -59,6 +67,34 @@ def rnn_step(mode: str, x_proj: Tensor, state: tuple, w_hh, b_hh, w_hr=None) -> 
         return ((1.0 - z) * n + z * h,)
     pre = x_proj + h_proj
     return (F.tanh(pre) if mode == "RNN_TANH" else F.relu(pre),)
+
+
+def whole_layer_applies(mode: str, x, parameters) -> bool:
+    """Whether an LSTM or GRU runs as one ``lstm_layer`` / ``gru_layer`` op a layer and
+    direction (ops/recurrent.py; eagerly and in graphs): float32/float64 throughout, and not
+    while a nested ``ember.grad`` records (the whole-layer backward has no VJP of its own, and
+    that transform's gradients may be differentiated again: the step-by-step form can be)."""
+    current = current_mode()
+    return (
+        mode in ("LSTM", "GRU")
+        and not (isinstance(current, GraphBuilder) and current.nested_grads)
+        and x.dtype in _WHOLE_LAYER_DTYPES
+        and all(p.dtype == x.dtype for p in parameters)
+    )
+
+
+def whole_layer(mode: str, x, state: tuple, weights: tuple, reverse: bool) -> tuple:
+    """(y, new state) of one LSTM or GRU layer and direction over x (T, B, input) as one op
+    over the whole sequence: the input projection of every step is one product before it."""
+    w_ih, w_hh, b_ih, b_hh = weights
+    if mode == "LSTM":
+        bias = None if b_ih is None else b_ih + b_hh
+        y, h, c = lstm_layer(F.linear(x, w_ih, bias), state[0], state[1], w_hh, reverse)
+        return y, (h, c)
+    if b_hh is None:
+        b_hh = E.zeros((w_hh.shape[0],), dtype=x.dtype)
+    y, h = gru_layer(F.linear(x, w_ih, b_ih), state[0], w_hh, b_hh, reverse)
+    return y, (h,)
 
 
 def _keep_finished(running, new: tuple, old: tuple) -> tuple:
@@ -243,6 +279,8 @@ class RNNBase(Module):
 
     def _run_direction(self, x, state: tuple, layer: int, direction: int, mask) -> tuple:
         w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, direction)
+        if w_hr is None and mask is None and whole_layer_applies(self.mode, x, self.parameters()):
+            return whole_layer(self.mode, x, state, (w_ih, w_hh, b_ih, b_hh), direction == 1)
         x_proj = F.linear(x, w_ih, b_ih)
         if isinstance(current_mode(), GraphBuilder):
             return self._scan_direction(x_proj, state, direction, mask, (w_hh, b_hh, w_hr))

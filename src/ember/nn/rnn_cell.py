@@ -1,6 +1,8 @@
 """Single-step recurrent cells: `RNNCell`, `LSTMCell`, `GRUCell`, with PyTorch's parameter
 names (``weight_ih``, ``weight_hh``, ``bias_ih``, ``bias_hh``), gate orders and initialisation.
-They share the step function of the full layers (``rnn.rnn_step``)."""
+They share the step function of the full layers (``rnn.rnn_step``); an LSTM or GRU cell in
+float32/float64 is the full layers' fused op over one step (``rnn.whole_layer``): one kernel
+for the gates forward, one backward."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from . import functional as F
 from . import init
 from .module import Module
 from .parameter import new_parameter
-from .rnn import _check_input, _check_state, rnn_step
+from .rnn import _check_input, _check_state, rnn_step, whole_layer, whole_layer_applies
 
 
 class RNNCellBase(Module):
@@ -65,6 +67,10 @@ class RNNCellBase(Module):
             expected = (n, self.hidden_size) if batched else (self.hidden_size,)
             _check_state(op, state, expected, what)
             full.append(state if batched else state.unsqueeze(0))
+        if whole_layer_applies(self._mode, x, self.parameters()):
+            weights = (self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
+            _, result = whole_layer(self._mode, x.unsqueeze(0), tuple(full), weights, False)
+            return result if batched else tuple(s.squeeze(0) for s in result)
         x_proj = F.linear(x, self.weight_ih, self.bias_ih)
         result = rnn_step(self._mode, x_proj, tuple(full), self.weight_hh, self.bias_hh)
         return result if batched else tuple(s.squeeze(0) for s in result)

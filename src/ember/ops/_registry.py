@@ -205,6 +205,12 @@ def current_mode() -> Mode:
     return modes[-1] if modes else _base_mode[0]
 
 
+def building_graph() -> bool:
+    """Whether ops are being recorded into a graph (the current mode is not eager's)."""
+    modes = _state.modes
+    return bool(modes) and modes[-1] is not _base_mode[0]
+
+
 def push_mode(mode: Mode) -> None:
     _state.modes.append(mode)
 

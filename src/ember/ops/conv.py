@@ -12,7 +12,7 @@ Each of the three has its VJP written with the other two, so the family is close
 differentiation and gradients of any order exist. The public functions (conv2d,
 conv_transpose2d, ...) are in conv_functional.py. The reference kernels are the NumPy ones of
 _conv_kernels.py, the specification; each op's ``fast`` rule runs the compiled C kernels of
-kernels/cconv.py where they apply (float32/float64; the gradients at stride 1), tested against
+kernels/cconv.py where they apply (float32/float64, any stride), tested against
 the NumPy ones within float rounding (the sums run in another order).
 
 Attributes, shared by the three: ``stride``, ``dilation`` (one int per spatial dimension),

@@ -15,11 +15,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import ShapeError
 from ..types import TensorType
 from . import _batching
 from . import api as E
-from ._registry import OpDef, register
-from ._util import elementwise_cost, half_precision, require_float, value_bytes
+from ._registry import OpDef, apply, building_graph, register
+from ._util import (
+    elementwise_cost,
+    fmt_shape,
+    half_precision,
+    require_float,
+    require_same_dtype,
+    value_bytes,
+)
 
 _HALF = (np.dtype(np.float16), np.dtype("bfloat16"))
 
@@ -94,14 +102,134 @@ def _softmax_vjp(c, g):
     y = c.outputs[0]
     if y.ndim == 0:  # the softmax of one value is the constant 1
         return (E.zeros_like(g),)
-    return (y * (g - E.sum(g * y, c.attrs["axis"], keepdim=True)),)
+    axis = c.attrs["axis"]
+    if not building_graph():  # eagerly one row pass (a graph fuses the composite's loops)
+        return (apply(SOFTMAX_BACKWARD, y, g, axis=axis),)
+    return (y * (g - E.sum(g * y, axis, keepdim=True)),)
 
 
 def _log_softmax_vjp(c, g):
     y = c.outputs[0]
     if y.ndim == 0:  # the log_softmax of one value is the constant 0
         return (E.zeros_like(g),)
-    return (g - E.exp(y) * E.sum(g, c.attrs["axis"], keepdim=True),)
+    axis = c.attrs["axis"]
+    if not building_graph():
+        return (apply(LOG_SOFTMAX_BACKWARD, y, g, axis=axis),)
+    return (g - E.exp(y) * E.sum(g, axis, keepdim=True),)
+
+
+# ---- the backward ops: (y, g) -> dx, eagerly one C row pass (kernels/csoftmax_grad.py)
+
+
+def _grad_infer(name):
+    def infer(y, g, *, axis):
+        require_float(name, y, g)
+        require_same_dtype(name, y, g)
+        if tuple(y.shape) != tuple(g.shape):
+            raise ShapeError(
+                f"the result {fmt_shape(y.shape)} and its gradient {fmt_shape(g.shape)} must "
+                "have one shape",
+                op=name,
+            )
+        return TensorType(tuple(y.shape), y.dtype)
+
+    return infer
+
+
+def _wide_sum(a, axis):
+    """A row sum accumulated in double and rounded once (the C kernel's), in a's dtype."""
+    return a.sum(axis=axis, keepdims=True, dtype=np.float64).astype(a.dtype)
+
+
+def _softmax_grad_kernel(y, g, *, axis):
+    if y.dtype in _HALF:
+        return _softmax_grad_kernel(y.astype(np.float32), g.astype(np.float32), axis=axis).astype(
+            y.dtype
+        )
+    return y * (g - _wide_sum(g * y, axis))
+
+
+def _log_softmax_grad_kernel(y, g, *, axis):
+    if y.dtype in _HALF:
+        return _log_softmax_grad_kernel(
+            y.astype(np.float32), g.astype(np.float32), axis=axis
+        ).astype(y.dtype)
+    return g - np.exp(y) * _wide_sum(g, axis)
+
+
+def _softmax_grad_fast(y, g, *, axis):
+    from ..kernels import csoftmax_grad
+
+    return csoftmax_grad.softmax_backward(y, g) if _last_axis(y, axis) else None
+
+
+def _log_softmax_grad_fast(y, g, *, axis):
+    from ..kernels import csoftmax_grad
+
+    return csoftmax_grad.log_softmax_backward(y, g) if _last_axis(y, axis) else None
+
+
+def _grad_batch(in_types, axes, attrs, k):
+    """The result and its gradient carry the batch along one axis, not the softmax's."""
+    rank = len(in_types[0].shape)
+    if axes[0] != axes[1] or axes[0] is None:
+        raise _batching.NotBatchable("the result and its gradient carry the batch differently")
+    if axes[0] == attrs["axis"] % rank:
+        raise _batching.NotBatchable(f"it works along the batch axis {axes[0]}")
+    return _batching.Batched((axes[0],), attrs)
+
+
+def _softmax_grad_vjp(c, a):
+    """dx = y (g - s), s = sum(g y): d/dg = y (a - sum(a y)) (the same op on a), and
+    d/dy = a (g - s) - g sum(a y)."""
+    y, g = c.inputs
+    axis = c.attrs["axis"]
+    return (
+        a * (g - E.sum(g * y, axis, keepdim=True)) - g * E.sum(a * y, axis, keepdim=True),
+        apply(SOFTMAX_BACKWARD, y, a, axis=axis),
+    )
+
+
+def _log_softmax_grad_vjp(c, a):
+    """dx = g - exp(y) S, S = sum(g): d/dg = a - sum(a exp(y)), d/dy = -a exp(y) S."""
+    y, g = c.inputs
+    axis = c.attrs["axis"]
+    e = E.exp(y)
+    return (
+        -a * e * E.sum(g, axis, keepdim=True),
+        a - E.sum(a * e, axis, keepdim=True),
+    )
+
+
+SOFTMAX_BACKWARD = register(
+    OpDef(
+        name="softmax_backward",
+        kind="nn",
+        infer=_grad_infer("softmax_backward"),
+        kernel=_softmax_grad_kernel,
+        fast=_softmax_grad_fast,
+        vjp=_softmax_grad_vjp,
+        cost=elementwise_cost(4),
+        batch=_grad_batch,
+        workspace=_workspace,
+        doc="softmax_backward(y, g, axis): y * (g - sum(g * y)) along axis",
+    )
+)
+
+LOG_SOFTMAX_BACKWARD = register(
+    OpDef(
+        name="log_softmax_backward",
+        kind="nn",
+        infer=_grad_infer("log_softmax_backward"),
+        kernel=_log_softmax_grad_kernel,
+        fast=_log_softmax_grad_fast,
+        vjp=_log_softmax_grad_vjp,
+        cost=elementwise_cost(4),
+        batch=_grad_batch,
+        workspace=_workspace,
+        doc="log_softmax_backward(y, g, axis): g - exp(y) * sum(g) along axis",
+    )
+)
 
 
 SOFTMAX = register(

@@ -3,11 +3,13 @@ NAdam, RAdam, Rprop and ASGD).
 
 * PyTorch's implementation switches (``foreach``, ``capturable``, ``differentiable``,
   ``fused``; every optimizer takes those PyTorch's takes): accepted and kept in the param
-  groups, so ``state_dict()`` has the keys PyTorch's has. ember has one implementation of each
-  update (``foreach`` changes nothing), every step can be recorded into a graph by
-  ``ember.function`` (``capturable`` changes nothing either; nor does ``fused``: ember's
-  compiled steps fuse the update's loops by themselves), and a step always runs under
-  ``no_grad``, so ``differentiable=True`` is refused.
+  groups, so ``state_dict()`` has the keys PyTorch's has. SGD, Adam and AdamW run an eager
+  step as one multi-tensor C call per group unless ``foreach=False`` (optim/_multi_tensor.py;
+  the same arithmetic as their per-tensor ops, which ``foreach=False`` runs); the other
+  optimizers have one implementation of each update. Every step can be recorded into a graph
+  by ``ember.function`` (``capturable`` changes nothing; nor does ``fused``: ember's compiled
+  steps fuse the update's loops by themselves), and a step always runs under ``no_grad``, so
+  ``differentiable=True`` is refused.
 * ``addcmul_`` / ``addcdiv_`` in ember ops, with PyTorch's CPU kernels' order of operations
   (``self + value * t1 * t2`` and ``self + value * t1 / t2``), so float64 updates agree to the
   last bits.

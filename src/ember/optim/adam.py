@@ -25,6 +25,7 @@ from typing import Any
 from ..ops import api as E
 from ..tensor import Tensor
 from ._common import check_flags
+from ._multi_tensor import adam_step
 from .optimizer import (
     Optimizer,
     OptimizerError,
@@ -98,6 +99,10 @@ class Adam(Optimizer):
         weight_decay = self._hyper(group, "weight_decay") if decayed else None
         amsgrad, maximize = group["amsgrad"], group["maximize"]
         decoupled = group["decoupled_weight_decay"]
+        values = {"lr": lr, "beta1": beta1, "beta2": beta2, "eps": eps}
+        values["weight_decay"] = weight_decay
+        if adam_step(self, group, params, (decayed, near_start), values):
+            return  # one C call for the group (optim/_multi_tensor.py); else the ops below
         for p in params:
             state = self.state[p]
             if not state:

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..tensor import Tensor
 from ._common import check_flags
+from ._multi_tensor import sgd_step
 from .optimizer import Optimizer, OptimizerError, as_operand, check_number
 
 __all__ = ["SGD"]
@@ -81,6 +82,10 @@ class SGD(Optimizer):
         dampening = self._hyper(group, "dampening") if use_momentum and damped else None
         weight_decay = self._hyper(group, "weight_decay") if decayed else None
         nesterov, maximize = group["nesterov"], group["maximize"]
+        values = {"lr": lr, "momentum": momentum, "dampening": dampening}
+        values["weight_decay"] = weight_decay
+        if sgd_step(self, group, params, (use_momentum, damped, decayed), values):
+            return  # one C call for the group (optim/_multi_tensor.py); else the ops below
         for p in params:
             g = -p.grad if maximize else p.grad
             if decayed:

@@ -222,32 +222,43 @@ class CGraphProgram:
             + [step.args for step in self._steps]
         )
         self._last_inputs: list = [None] * len(graph.inputs)  # (kept: their ids stay theirs)
+        # the run's tables never move: their addresses are taken once (``.ctypes.data`` makes
+        # an object each time it is read, which a graph of small nodes would pay every call)
+        tables = (self._fns, self._args, self._succ_start, self._succ)
+        self._tables = tuple(a.ctypes.data for a in tables)
+        self._counters = (self._missing_now.ctypes.data, self._claimed.ctypes.data)
+        # where each output comes from: ("fresh", k), ("in", position) or ("held", array)
+        fresh = {key: k for k, (key, *_) in enumerate(self._fresh)}
+        inputs = {id(v): i for i, v in enumerate(graph.inputs)}
+        self._sources = [
+            ("fresh", fresh[id(v)])
+            if id(v) in fresh
+            else ("in", inputs[id(v)])
+            if id(v) in inputs
+            else ("held", self._values[id(v)])
+            for v in graph.outputs
+        ]
 
     def __call__(self, *arrays) -> list:
-        env = dict(self._values)
-        for k, ((key, dtype, slots), a) in enumerate(zip(self._inputs, arrays)):
+        given = []
+        for k, ((_, dtype, slots), a) in enumerate(zip(self._inputs, arrays)):
             a = np.ascontiguousarray(a, dtype)
-            env[key] = a
+            given.append(a)
             if a is not self._last_inputs[k]:  # (a parameter is the same array every step)
                 _write(slots, a)
                 self._last_inputs[k] = a
-        for key, shape, dtype, slots in self._fresh:
-            env[key] = array = np.empty(shape, dtype)
+        made = []
+        for _, shape, dtype, slots in self._fresh:
+            array = np.empty(shape, dtype)
+            made.append(array)
             _write(slots, array)
         np.copyto(self._missing_now, self._missing)
         self._claimed.fill(0)
-        self._run(
-            len(self._steps),
-            self._fns.ctypes.data,
-            self._args.ctypes.data,
-            self._succ_start.ctypes.data,
-            self._succ.ctypes.data,
-            self._missing_now.ctypes.data,
-            self._claimed.ctypes.data,
-            self.threads,
-            self._pool,
-        )
-        return [env[id(v)] for v in self.graph.outputs]
+        self._run(len(self._steps), *self._tables, *self._counters, self.threads, self._pool)
+        return [
+            made[at] if where == "fresh" else given[at] if where == "in" else at
+            for where, at in self._sources
+        ]
 
 
 def _distinct_nbytes(arrays: list) -> int:

@@ -9,7 +9,10 @@ execution (the memory plan reads them), and, through its executor, the parallel 
 
 The executors, by the public names ``executor=`` takes:
 
-* ``"codegen"``: generated Python (runtime/codegen.py), the default;
+* ``"auto"``: the default: per graph, generated code, the C graph runner on one thread or
+  several, or the parallel workers, whichever the calibrated cost model predicts (and, where
+  the predictions are close, measures) fastest (runtime/auto.py);
+* ``"codegen"``: generated Python (runtime/codegen.py);
 * ``"interpreter"``: the reference interpreter (graph/interpreter.py);
 * ``"parallel"``: independent nodes at once on a thread pool where the calibrated cost model
   predicts a gain, else the generated code (runtime/parallel.py);
@@ -25,7 +28,7 @@ from typing import Protocol
 from ..graph import interpreter
 from .codegen import compile_graph
 
-__all__ = ["EXECUTORS", "Executor", "Program", "get_executor"]
+__all__ = ["DEFAULT_EXECUTOR", "EXECUTORS", "Executor", "Program", "get_executor"]
 
 
 class Program(Protocol):
@@ -116,6 +119,26 @@ class ParallelExecutor(Executor):
         return program.plan
 
 
+class AutoExecutor(Executor):
+    """The default: the fastest way to run each graph (runtime/auto.py). ``calibration``: a
+    forced calibration instead of the machine's; ``measure=False``: decide from the
+    predictions alone (both for tests: the choice is then deterministic)."""
+
+    def __init__(self, name: str = "auto", calibration=None, measure: bool = True):
+        self.name = name
+        self.calibration = calibration
+        self.measure = measure
+
+    def prepare(self, graph, inplace: dict | None = None) -> Program:
+        from .auto import prepare  # (imported once a graph is prepared)
+
+        return prepare(graph, inplace, calibration=self.calibration, measure=self.measure)
+
+    def parallel_plan(self, program: Program):
+        """The choice and why (a `runtime.auto.Choice`), with the chosen parallel plan."""
+        return program.choice
+
+
 # the public names, in the order error messages list them
 EXECUTORS: dict[str, Executor] = {
     executor.name: executor
@@ -124,8 +147,13 @@ EXECUTORS: dict[str, Executor] = {
         InterpreterExecutor(),
         ParallelExecutor(),
         CodegenExecutor("arena", arena=True),
+        AutoExecutor(),
     )
 }
+
+
+# what ember.function, ember.trace, ember.compile and the AOT graphs run on when not told
+DEFAULT_EXECUTOR = "auto"
 
 
 def get_executor(name: str) -> Executor:

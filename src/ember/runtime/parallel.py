@@ -43,22 +43,32 @@ __all__ = ["MARGIN", "ParallelPlan", "ParallelProgram", "plan"]
 class ParallelProgram:
     """``graph`` compiled for the parallel executor: ``program(*arrays)`` -> output arrays.
     ``plan`` says what runs where; ``source`` is the generated code that runs when the plan is
-    sequential. ``inplace``: as for `codegen.compile_graph` (used by the sequential code)."""
+    sequential. ``inplace``: as for `codegen.compile_graph` (used by the sequential code), which
+    ``sequential`` gives when the caller compiled it already. ``measure=False``: plan a graph
+    the C runner can run from the calibration's tables alone, without timing its nodes (the
+    same plan every time for a given calibration)."""
 
     def __init__(
-        self, graph, inplace: dict | None = None, *, calibration=None, force=False, schedule=None
+        self,
+        graph,
+        inplace: dict | None = None,
+        *,
+        calibration=None,
+        force=False,
+        schedule=None,
+        sequential=None,
+        measure: bool = True,
     ):
         self.graph = graph
-        steps = None
+        steps = measured = None
         if schedule is None:
             calibration = calibration or calibrate()
             workers = min(worker_pool().size + 1, calibration.cores)
             c_costs = calibration.for_c_runner()
             steps = cgraph.c_steps(graph) if c_costs is not None else None
-            measured = None
             if steps is not None:  # every node a C step: the C runner's costs decide, with
-                calibration = c_costs  # each node's two times measured here
-                measured = cgraph.measure_nodes(graph, steps)
+                calibration = c_costs  # each node's two times measured here (``measure``)
+                measured = cgraph.measure_nodes(graph, steps) if measure else None
             schedule = plan(graph, calibration, workers=workers, force=force, measured=measured)
         elif len(schedule.workers) > worker_pool().size + 1:
             raise EmberError(
@@ -67,7 +77,10 @@ class ParallelProgram:
                 op="parallel",
             )
         self.plan = schedule  # ``schedule``: a ParallelPlan made elsewhere (tests, tools)
-        self._sequential = compile_graph(graph, inplace)
+        # the calibration the plan used and each node's measured times (None: the tables')
+        self.calibration, self.measured = calibration, measured
+        # ``sequential``: the generated code of ``graph`` with ``inplace``, when the caller has it
+        self._sequential = sequential or compile_graph(graph, inplace)
         self._steps = self._c_program = None
         if self.plan.parallel and self.plan.runner == "c":
             if steps is None:

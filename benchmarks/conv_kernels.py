@@ -1,0 +1,156 @@
+"""Convolution kernels of ember against PyTorch and against the measured matmul peak.
+
+For the layer shapes CNNs use (CIFAR ResNet-18's stages at batch 64 or 128, 3x3 at stride 1
+and 2, the 1x1 stride-2 shortcuts; MobileNet's 1x1 pointwise convolutions; U-Net's 3x3 and
+2x2 stride-2 transposed convolutions), times ember's three convolution kernels (the forward,
+the input gradient and the weight gradient: the ops' ``run``, C where it applies, else NumPy)
+and PyTorch's (``F.conv2d``, ``torch.nn.grad.conv2d_input`` / ``conv2d_weight``), alternating
+between the two in each round, and prints GFLOP/s, the ratio ember / torch of times, and
+ember's GFLOP/s as a percentage of ember's own GEMM on a square float32 product of about the
+same work (the "matmul peak", measured in the same run on the same thread count).
+
+    python benchmarks/conv_kernels.py [--batch 64] [--threads 1,2] [--cases s1,sc2] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import time
+
+import numpy as np
+
+from ember.kernels import cgemm, cpool
+from ember.ops.conv import CONV, CONV_INPUT_GRAD, CONV_WEIGHT_GRAD
+
+try:
+    import torch
+    import torch.nn.functional as TF
+except ImportError:  # pragma: no cover - the benchmark's peer
+    torch = None
+
+# name: (cin, size, cout, kernel, stride, padding, batch scale)
+SHAPES = {
+    "r1 64x32x32 3x3": (64, 32, 64, 3, 1, 1, 1),
+    "r2a 64x32x32 3x3/2": (64, 32, 128, 3, 2, 1, 1),
+    "r2sc 64x32x32 1x1/2": (64, 32, 128, 1, 2, 0, 1),
+    "r2 128x16x16 3x3": (128, 16, 128, 3, 1, 1, 1),
+    "r3a 128x16x16 3x3/2": (128, 16, 256, 3, 2, 1, 1),
+    "r3sc 128x16x16 1x1/2": (128, 16, 256, 1, 2, 0, 1),
+    "r3 256x8x8 3x3": (256, 8, 256, 3, 1, 1, 1),
+    "r4a 256x8x8 3x3/2": (256, 8, 512, 3, 2, 1, 1),
+    "r4sc 256x8x8 1x1/2": (256, 8, 512, 1, 2, 0, 1),
+    "r4 512x4x4 3x3": (512, 4, 512, 3, 1, 1, 1),
+    "mb 32->192 1x1 16x16": (32, 16, 192, 1, 1, 0, 1),
+    "mb 192->32 1x1 16x16": (192, 16, 32, 1, 1, 0, 1),
+    "unet 32x64x64 3x3 b/8": (32, 64, 32, 3, 1, 1, 8),
+    "unet 64x32x32 3x3 b/8": (64, 32, 64, 3, 1, 1, 8),
+    "unet 128x16x16 2x2/2 b/8": (128, 16, 64, 2, 2, 0, 8),
+}
+
+
+def _lscpu_model() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    except OSError:
+        return cpool.cpu_model()
+    for line in out.splitlines():
+        if line.startswith("Model name"):
+            return line.split(":", 1)[1].strip()
+    return cpool.cpu_model()
+
+
+def _time(fn, reps: int) -> list[float]:
+    fn()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def _case(shape, batch, rng):
+    cin, size, cout, k, stride, pad, scale = shape
+    n = max(1, batch // scale)
+    out = (size + 2 * pad - k) // stride + 1
+    x = rng.standard_normal((n, cin, size, size), dtype=np.float32)
+    w = rng.standard_normal((cout, cin, k, k), dtype=np.float32) * 0.1
+    gy = rng.standard_normal((n, cout, out, out), dtype=np.float32)
+    flops = 2 * n * cout * out * out * cin * k * k
+    attrs = dict(stride=(stride,) * 2, padding=((pad, pad),) * 2, dilation=(1, 1), groups=1)
+    ember_fns = {
+        "fwd": lambda: CONV.run(x, w, **attrs),
+        "dx": lambda: CONV_INPUT_GRAD.run(gy, w, in_size=(size, size), **attrs),
+        "dw": lambda: CONV_WEIGHT_GRAD.run(x, gy, kernel_size=(k, k), **attrs),
+    }
+    torch_fns = {}
+    if torch is not None:
+        tx, tw, tg = torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(gy)
+        torch_fns = {
+            "fwd": lambda: TF.conv2d(tx, tw, stride=stride, padding=pad),
+            "dx": lambda: torch.nn.grad.conv2d_input(tx.shape, tw, tg, stride=stride, padding=pad),
+            "dw": lambda: torch.nn.grad.conv2d_weight(tx, tw.shape, tg, stride=stride, padding=pad),
+        }
+    return n, flops, ember_fns, torch_fns
+
+
+def _set_threads(t: int) -> None:
+    cpool.set_num_threads(t)
+    if torch is not None:
+        torch.set_num_threads(t)
+
+
+def _peak(flops: float, reps: int) -> float:
+    """ember's GEMM on a square float32 product of about ``flops`` (at least 512 wide)."""
+    size = max(512, int(round((flops / 2) ** (1 / 3) / 64)) * 64)
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((size, size), dtype=np.float32)
+    b = rng.standard_normal((size, size), dtype=np.float32)
+    out = np.empty((size, size), np.float32)
+    t = statistics.median(_time(lambda: cgemm.gemm(a, b, out), reps))
+    return 2 * size**3 / t / 1e9
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--cases", default="", help="comma-separated substrings of case names")
+    parser.add_argument("--kernels", default="fwd,dx,dw")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--reps", type=int, default=2, help="timed calls per round")
+    args = parser.parse_args()
+    wanted = [c for c in args.cases.split(",") if c]
+    kernels = args.kernels.split(",")
+    print(f"CPU: {_lscpu_model()}; float32; batch {args.batch}; medians of interleaved rounds")
+    rng = np.random.default_rng(0)
+    for threads in (int(t) for t in args.threads.split(",")):
+        _set_threads(threads)
+        peak = _peak(2e9, 5)
+        print(f"\n{threads} thread(s): ember GEMM peak (square float32) {peak:.0f} GFLOP/s")
+        print(f"{'case':28s} {'op':3s} {'ember ms':>9s} {'torch ms':>9s} {'e/t':>5s} "
+              f"{'ember GF/s':>10s} {'torch GF/s':>10s} {'% peak':>6s}")  # fmt: skip
+        for name, shape in SHAPES.items():
+            if wanted and not any(w in name for w in wanted):
+                continue
+            n, flops, efns, tfns = _case(shape, args.batch, rng)
+            for kind in kernels:
+                times = {"ember": [], "torch": []}
+                for _ in range(args.rounds):
+                    times["ember"] += _time(efns[kind], args.reps)
+                    if tfns:
+                        times["torch"] += _time(tfns[kind], args.reps)
+                e = statistics.median(times["ember"])
+                t = statistics.median(times["torch"]) if tfns else float("nan")
+                print(
+                    f"{name:28s} {kind:3s} {e * 1e3:9.2f} {t * 1e3:9.2f} {e / t:5.2f} "
+                    f"{flops / e / 1e9:10.1f} {flops / t / 1e9:10.1f} "
+                    f"{100 * flops / e / 1e9 / peak:5.0f}%",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main()

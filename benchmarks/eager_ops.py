@@ -1,0 +1,280 @@
+"""Eager overhead against PyTorch eager: per-op dispatch, composite ops, optimizer steps and
+whole training steps, measured interleaved in one process (medians of rounds).
+
+Groups (``--groups``, comma-separated):
+* ``dispatch``: one small op (add, mul, matmul, relu, sum, reshape, indexing) on 8x8 float32
+  tensors, forward only and forward + backward (``sum().backward()``): the per-call cost of
+  deciding what to run, wrapping the result and recording the tape.
+* ``composite``: layer_norm, gelu (erf and tanh), softmax, log_softmax, cross_entropy, dropout
+  and causal scaled_dot_product_attention on the GPT block's shapes (batch 8 x 128 tokens x
+  256 features, MLP 1024, 4 heads, vocabulary 1000), forward + backward.
+* ``optim``: one step of SGD (momentum 0.9), Adam and AdamW over the GPT block's parameters.
+* ``step``: the training steps of the GPT block (models.GPTBlock) and of
+  nn.TransformerEncoderLayer(256, 4, 1024, batch_first=True, dropout 0.1), loss mean(out ** 2),
+  AdamW: zero_grad, forward, backward, optimizer step.
+
+Each row prints ember's and PyTorch's median microseconds and their ratio (below 1: ember is
+faster), with the CPU model in the header. Before timing, each case's results are checked
+against PyTorch's on the same inputs (values and gradients), so both sides do the same work.
+
+    python benchmarks/eager_ops.py [--groups dispatch,composite,optim,step] [--rounds 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+import ember
+from ember import models
+from ember.kernels import cpool
+
+F = ember.nn.functional
+
+
+def _time(fn, calls: int) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - start) / calls
+
+
+def _interleaved(pairs: dict, rounds: int, budget_s: float) -> dict:
+    """name -> (ember us, torch us): medians over ``rounds`` alternations, each side called
+    enough times per round to take about ``budget_s``."""
+    out = {}
+    for name, (e, t) in pairs.items():
+        e(), t()  # warm
+        per = _time(e, 1)
+        calls = max(1, int(budget_s / max(per, 1e-7)))
+        es, ts = [], []
+        for _ in range(rounds):
+            es.append(_time(e, calls))
+            ts.append(_time(t, calls))
+        out[name] = (statistics.median(es) * 1e6, statistics.median(ts) * 1e6)
+    return out
+
+
+def _pair_tensors(arrays, grad: bool):
+    import torch
+
+    es = [ember.tensor(a, requires_grad=grad and a.dtype.kind == "f") for a in arrays]
+    ts = [torch.tensor(a, requires_grad=grad and a.dtype.kind == "f") for a in arrays]
+    return es, ts
+
+
+def _check(name, e_out, t_out, es, ts, rtol=2e-4, atol=2e-5):
+    np.testing.assert_allclose(
+        e_out.detach().numpy(), t_out.detach().numpy(), rtol=rtol, atol=atol, err_msg=name
+    )
+    for i, (e, t) in enumerate(zip(es, ts)):
+        if t.grad is not None:
+            np.testing.assert_allclose(
+                e.grad.numpy(), t.grad.numpy(), rtol=rtol, atol=atol, err_msg=f"{name} grad {i}"
+            )
+
+
+def _case(name, ember_fn, torch_fn, arrays, backward: bool):
+    """(ember call, torch call) running the function (and its backward) once each."""
+    es, ts = _pair_tensors(arrays, backward)
+
+    def run(fn, xs):
+        for x in xs:
+            x.grad = None
+        out = fn(*xs)
+        if backward:
+            out.sum().backward() if out.ndim else out.backward()
+        return out
+
+    _check(name, run(ember_fn, es), run(torch_fn, ts), es, ts)
+    return (lambda: run(ember_fn, es)), (lambda: run(torch_fn, ts))
+
+
+def dispatch_cases():
+    import torch
+
+    r = np.random.default_rng(0)
+    a = r.standard_normal((8, 8)).astype(np.float32)
+    b = r.standard_normal((8, 8)).astype(np.float32)
+    ops = {
+        "add": (lambda x, y: x + y, lambda x, y: x + y),
+        "mul": (lambda x, y: x * y, lambda x, y: x * y),
+        "matmul": (lambda x, y: x @ y, lambda x, y: x @ y),
+        "relu": (lambda x, y: F.relu(x), lambda x, y: torch.relu(x)),
+        "sum": (lambda x, y: x.sum(), lambda x, y: x.sum()),
+        "reshape": (lambda x, y: x.reshape(4, 16), lambda x, y: x.reshape(4, 16)),
+        "index": (lambda x, y: x[2:6, 1], lambda x, y: x[2:6, 1]),
+    }
+    cases = {}
+    for name, (e, t) in ops.items():
+        cases[f"{name} fwd"] = _case(name, e, t, (a, b), backward=False)
+        cases[f"{name} fwd+bwd"] = _case(name, e, t, (a, b), backward=True)
+    return cases
+
+
+def composite_cases():
+    import torch
+
+    tf = torch.nn.functional
+    r = np.random.default_rng(1)
+    x = r.standard_normal((8, 128, 256)).astype(np.float32)
+    h = r.standard_normal((8, 128, 1024)).astype(np.float32)
+    w = r.standard_normal(256).astype(np.float32)
+    b = r.standard_normal(256).astype(np.float32)
+    s = r.standard_normal((8, 4, 128, 128)).astype(np.float32)
+    logits = r.standard_normal((8 * 128, 1000)).astype(np.float32)
+    labels = r.integers(0, 1000, 8 * 128)
+    q, k, v = (r.standard_normal((8, 4, 128, 64)).astype(np.float32) for _ in range(3))
+    cases = {
+        "layer_norm": _case(
+            "layer_norm",
+            lambda x, w, b: F.layer_norm(x, (256,), w, b),
+            lambda x, w, b: tf.layer_norm(x, (256,), w, b),
+            (x, w, b),
+            True,
+        ),
+        "gelu": _case("gelu", F.gelu, tf.gelu, (h,), True),
+        "gelu tanh": _case(
+            "gelu tanh",
+            lambda t: F.gelu(t, approximate="tanh"),
+            lambda t: tf.gelu(t, approximate="tanh"),
+            (h,),
+            True,
+        ),
+        "softmax": _case(
+            "softmax", lambda t: F.softmax(t, -1), lambda t: tf.softmax(t, -1), (s,), True
+        ),
+        "log_softmax": _case(
+            "log_softmax",
+            lambda t: F.log_softmax(t, -1),
+            lambda t: tf.log_softmax(t, -1),
+            (s,),
+            True,
+        ),
+        "cross_entropy": _case(
+            "cross_entropy", F.cross_entropy, tf.cross_entropy, (logits, labels), True
+        ),
+        "sdpa causal": _case(
+            "sdpa causal",
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+            lambda q, k, v: tf.scaled_dot_product_attention(q, k, v, is_causal=True),
+            (q, k, v),
+            True,
+        ),
+    }
+    # dropout draws different masks: timed without the value check
+    es, ts = _pair_tensors((h,), True)
+
+    def drop(fn, t):
+        t.grad = None
+        fn(t, 0.1, True).sum().backward()
+
+    cases["dropout"] = (lambda: drop(F.dropout, es[0]), lambda: drop(tf.dropout, ts[0]))
+    return cases
+
+
+def _gpt_pair():
+    import torch
+
+    ember.manual_seed(0)
+    model = models.GPTBlock()
+    twin = models.gpt_block_class(torch.nn, torch.nn.functional)()
+    twin.load_state_dict({k: torch.tensor(v.numpy()) for k, v in model.state_dict().items()})
+    return model, twin
+
+
+def optim_cases():
+    import torch
+
+    cases = {}
+    for name, make_e, make_t in (
+        (
+            "SGD momentum",
+            lambda p: ember.optim.SGD(p, lr=0.01, momentum=0.9),
+            lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9),
+        ),
+        ("Adam", lambda p: ember.optim.Adam(p), lambda p: torch.optim.Adam(p)),
+        ("AdamW", lambda p: ember.optim.AdamW(p), lambda p: torch.optim.AdamW(p)),
+    ):
+        model, twin = _gpt_pair()
+        r = np.random.default_rng(2)
+        for p, tp in zip(model.parameters(), twin.parameters()):
+            g = r.standard_normal(p.shape).astype(np.float32)
+            p.grad, tp.grad = ember.tensor(g), torch.tensor(g)
+        oe, ot = make_e(list(model.parameters())), make_t(list(twin.parameters()))
+        oe.step(), ot.step()
+        for p, tp in zip(model.parameters(), twin.parameters()):
+            np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-5, atol=1e-6)
+        cases[name] = (oe.step, ot.step)
+    return cases
+
+
+def _step(model, opt, x, torch_side: bool):
+    def step():
+        opt.zero_grad()
+        out = model(x)
+        (out * out).mean().backward()
+        opt.step()
+
+    return step
+
+
+def step_cases():
+    import torch
+
+    x = np.random.default_rng(3).standard_normal((8, 128, 256)).astype(np.float32)
+    model, twin = _gpt_pair()
+    cases = {
+        "GPT block": (
+            _step(model, ember.optim.AdamW(model.parameters()), ember.tensor(x), False),
+            _step(twin, torch.optim.AdamW(twin.parameters()), torch.tensor(x), True),
+        )
+    }
+    ember.manual_seed(0)
+    enc = ember.nn.TransformerEncoderLayer(256, 4, 1024, batch_first=True)
+    tenc = torch.nn.TransformerEncoderLayer(256, 4, 1024, batch_first=True)
+    tenc.load_state_dict({k: torch.tensor(v.numpy()) for k, v in enc.state_dict().items()})
+    cases["TransformerEncoderLayer"] = (
+        _step(enc, ember.optim.AdamW(enc.parameters()), ember.tensor(x), False),
+        _step(tenc, torch.optim.AdamW(tenc.parameters()), torch.tensor(x), True),
+    )
+    return cases
+
+
+GROUPS = {
+    "dispatch": (dispatch_cases, 0.02),
+    "composite": (composite_cases, 0.1),
+    "optim": (optim_cases, 0.05),
+    "step": (step_cases, 0.3),
+}
+
+
+def main() -> None:
+    import torch
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--groups", default=",".join(GROUPS))
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument(
+        "--threads", type=int, default=0, help="threads of both sides (default: ember's pool's)"
+    )
+    args = parser.parse_args()
+    if args.threads:  # (one thread each: steadier figures on a machine others share)
+        cpool.set_num_threads(args.threads)
+    torch.set_num_threads(cpool.get_num_threads())
+    print(
+        f"CPU: {cpool.cpu_model()}; ember {cpool.get_num_threads()} threads, torch "
+        f"{torch.__version__} {torch.get_num_threads()} threads; median us per call"
+    )
+    print(f"{'case':30}{'ember':>12}{'torch':>12}{'ratio':>8}")
+    for group in args.groups.split(","):
+        build, budget = GROUPS[group]
+        for name, (e, t) in _interleaved(build(), args.rounds, budget).items():
+            print(f"{group + ': ' + name:30}{e:12.1f}{t:12.1f}{e / t:8.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

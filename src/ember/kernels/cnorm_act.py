@@ -1,0 +1,365 @@
+"""GELU and layer normalization in C, forward and backward, one pass (or one row pass) each.
+
+The composites these replace run five to eight NumPy passes per call; the ops of
+ops/norm_act.py attach these as their ``fast`` rules. Each follows its NumPy kernel's formula
+(ops/norm_act.py, the specification; both are PyTorch's CPU kernels' formulas) operation for
+operation, compiled with ``-ffp-contract=off`` so no fused multiply-add changes a rounding;
+results differ from NumPy's only by the vector math library's few ulps in ``erf``, ``exp`` and
+``tanh``, and by the order in which a row's sums are added (pairwise in NumPy, lane-wise here).
+
+* `gelu(x, tanh)` / `gelu_backward(x, g, tanh)`: ``x * 0.5 * (1 + erf(x / sqrt 2))`` or the tanh
+  form, and ``g * gelu'(x)``; chunks of the flat array are shared over ember's pool.
+* `layer_norm(x, w, b, n, eps)`: rows of ``n`` values, mean and biased variance accumulated in
+  double, ``(x - mean) * rstd * w + b``.
+* `layer_norm_backward(x, w, g, n, eps)`: ``(dx, dw, db)``; each row's statistics are recomputed
+  (cheaper than saving them: the row is read anyway), ``dw`` and ``db`` summed in double per
+  thread block and then over blocks.
+
+Each returns None where it does not apply (no compiler, a dtype other than float32/float64) and
+the caller runs NumPy. Arrays are made C-contiguous first.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import numpy as np
+
+__all__ = ["available", "gelu", "gelu_backward", "layer_norm", "layer_norm_backward"]
+
+_SOURCE = r"""
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+typedef void (*ember_task)(void *, long, long);
+typedef void (*ember_pool)(ember_task, void *, long, long);
+__attribute__((simd("notinbranch"))) T ERF(T);
+__attribute__((simd("notinbranch"))) T EXP(T);
+__attribute__((simd("notinbranch"))) T TANH(T);
+
+#define CHUNK 4096L
+#define SQRT1_2 ((T)0.70710678118654752440)
+#define INV_SQRT_2PI ((T)0.39894228040143267794)
+#define K_BETA ((T)0.79788456080286535588) /* sqrt(2 / pi) */
+#define K_KAPPA ((T)0.044715)
+
+struct act { const T *x, *g; T *y; long n; int tanh_form; };
+
+static void gelu_part(void *job_, long lo, long hi) {
+  const struct act *j = job_;
+  long a = lo * CHUNK, b = hi * CHUNK < j->n ? hi * CHUNK : j->n;
+  const T *x = j->x;
+  T *y = j->y;
+  if (j->tanh_form) {
+#pragma omp simd
+    for (long i = a; i < b; i++) {
+      T v = x[i];
+      T inner = K_BETA * (v + K_KAPPA * (v * v * v));
+      y[i] = (T)0.5 * v * ((T)1 + TANH(inner));
+    }
+  } else {
+#pragma omp simd
+    for (long i = a; i < b; i++) {
+      T v = x[i];
+      y[i] = v * (T)0.5 * ((T)1 + ERF(v * SQRT1_2));
+    }
+  }
+}
+
+static void gelu_grad_part(void *job_, long lo, long hi) {
+  const struct act *j = job_;
+  long a = lo * CHUNK, b = hi * CHUNK < j->n ? hi * CHUNK : j->n;
+  const T *x = j->x, *g = j->g;
+  T *y = j->y;
+  if (j->tanh_form) {
+#pragma omp simd
+    for (long i = a; i < b; i++) {
+      T v = x[i];
+      T sq = v * v;
+      T inner = K_BETA * (v + K_KAPPA * (sq * v));
+      T t = TANH(inner);
+      T left = (T)0.5 * v;
+      T right = (T)1 + t;
+      T left_d = (T)0.5 * right;
+      T right_d = left * ((T)1 - t * t) * (K_BETA * ((T)1 + (T)3 * K_KAPPA * sq));
+      y[i] = g[i] * (left_d + right_d);
+    }
+  } else {
+#pragma omp simd
+    for (long i = a; i < b; i++) {
+      T v = x[i];
+      T cdf = (T)0.5 * ((T)1 + ERF(v * SQRT1_2));
+      T pdf = EXP((T)-0.5 * (v * v)) * INV_SQRT_2PI;
+      y[i] = g[i] * (cdf + v * pdf);
+    }
+  }
+}
+
+static void run_chunks(ember_task task, struct act *j, ember_pool pool, long parallel_min) {
+  long chunks = (j->n + CHUNK - 1) / CHUNK;
+  if (pool && chunks > 1 && j->n >= parallel_min) pool(task, j, chunks, 1);
+  else task(j, 0, chunks);
+}
+
+void ember_gelu(const T *x, T *y, long n, int tanh_form, ember_pool pool, long parallel_min) {
+  struct act j = {x, 0, y, n, tanh_form};
+  run_chunks(gelu_part, &j, pool, parallel_min);
+}
+
+void ember_gelu_backward(const T *x, const T *g, T *dx, long n, int tanh_form, ember_pool pool,
+                         long parallel_min) {
+  struct act j = {x, g, dx, n, tanh_form};
+  run_chunks(gelu_grad_part, &j, pool, parallel_min);
+}
+
+/* ---- layer norm: rows of n values */
+
+struct norm {
+  const T *x, *w, *b, *g;
+  T *y, *dw, *db;
+  double *partial; /* per block: dw then db, 2n doubles */
+  long rows, n, block;
+  double eps;
+};
+
+static inline void row_stats(const T *restrict x, long n, double eps, double *mean,
+                             double *rstd) {
+  double s = 0, q = 0;
+#pragma omp simd reduction(+ : s)
+  for (long i = 0; i < n; i++) s += (double)x[i];
+  double m = s / (double)n;
+#pragma omp simd reduction(+ : q)
+  for (long i = 0; i < n; i++) {
+    double d = (double)x[i] - m;
+    q += d * d;
+  }
+  *mean = m;
+  *rstd = 1.0 / sqrt(q / (double)n + eps);
+}
+
+/* one row; restrict arguments so the loops vectorize (the struct's pointers might alias) */
+static inline void norm_row(const T *restrict x, const T *restrict w, const T *restrict b,
+                            T *restrict y, long n, double eps) {
+  double m, rs;
+  row_stats(x, n, eps, &m, &rs);
+  T mean = (T)m, rstd = (T)rs;
+#pragma omp simd
+  for (long i = 0; i < n; i++) y[i] = (x[i] - mean) * rstd * w[i] + b[i];
+}
+
+static void norm_rows(void *job_, long lo, long hi) {
+  const struct norm *j = job_;
+  for (long r = lo; r < hi; r++)
+    norm_row(j->x + r * j->n, j->w, j->b, j->y + r * j->n, j->n, j->eps);
+}
+
+void ember_layer_norm(const T *x, const T *w, const T *b, T *y, long rows, long n, double eps,
+                      ember_pool pool, long parallel_min) {
+  struct norm j = {x, w, b, 0, y, 0, 0, 0, rows, n, 0, eps};
+  if (pool && rows > 1 && rows * n >= parallel_min) pool(norm_rows, &j, rows, 1);
+  else norm_rows(&j, 0, rows);
+}
+
+/* dx = rstd * (u - mean(u) - xhat * mean(u * xhat)), u = w * g; dw += g * xhat; db += g */
+static inline void norm_grad_row(const T *restrict x, const T *restrict g, const T *restrict w,
+                                 T *restrict dx, double *restrict pw, double *restrict pb,
+                                 long n, double eps) {
+  double m, rs;
+  row_stats(x, n, eps, &m, &rs);
+  T mean = (T)m, rstd = (T)rs;
+  double su = 0, sux = 0;
+#pragma omp simd reduction(+ : su, sux)
+  for (long i = 0; i < n; i++) {
+    T xhat = (x[i] - mean) * rstd;
+    T u = w[i] * g[i];
+    su += (double)u;
+    sux += (double)(u * xhat);
+    pw[i] += (double)(g[i] * xhat);
+    pb[i] += (double)g[i];
+  }
+  T mu = (T)(su / (double)n), mux = (T)(sux / (double)n);
+#pragma omp simd
+  for (long i = 0; i < n; i++) {
+    T xhat = (x[i] - mean) * rstd;
+    dx[i] = rstd * ((w[i] * g[i] - mu) - xhat * mux);
+  }
+}
+
+static void norm_grad_blocks(void *job_, long lo, long hi) {
+  const struct norm *j = job_;
+  long n = j->n;
+  for (long blk = lo; blk < hi; blk++) {
+    double *pw = j->partial + 2 * n * blk, *pb = pw + n;
+    memset(pw, 0, sizeof(double) * 2 * n);
+    long r_end = (blk + 1) * j->block < j->rows ? (blk + 1) * j->block : j->rows;
+    for (long r = blk * j->block; r < r_end; r++)
+      norm_grad_row(j->x + r * n, j->g + r * n, j->w, j->y + r * n, pw, pb, n, j->eps);
+  }
+}
+
+int ember_layer_norm_backward(const T *x, const T *w, const T *g, T *dx, T *dw, T *db, long rows,
+                              long n, double eps, long blocks, ember_pool pool) {
+  double *partial = malloc(sizeof(double) * 2 * n * blocks);
+  if (!partial) return 1;
+  long block = (rows + blocks - 1) / blocks;
+  struct norm j = {x, w, 0, g, dx, dw, db, partial, rows, n, block, eps};
+  if (pool && blocks > 1) pool(norm_grad_blocks, &j, blocks, 1);
+  else norm_grad_blocks(&j, 0, blocks);
+  for (long i = 0; i < n; i++) {
+    double sw = 0, sb = 0;
+    for (long blk = 0; blk < blocks; blk++) {
+      sw += partial[2 * n * blk + i];
+      sb += partial[2 * n * blk + n + i];
+    }
+    dw[i] = (T)sw;
+    db[i] = (T)sb;
+  }
+  free(partial);
+  return 0;
+}
+"""
+
+_TYPES = {
+    np.dtype(np.float32): ("float", "erff", "expf", "tanhf"),
+    np.dtype(np.float64): ("double", "erf", "exp", "tanh"),
+}
+_FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-fopenmp-simd", "-fno-math-errno")
+_FLAGS += ("-fno-trapping-math", "-ffp-contract=off", "-std=gnu11")
+_P, _L, _I, _D = ctypes.c_void_p, ctypes.c_long, ctypes.c_int, ctypes.c_double
+_SIGNATURES = {
+    "ember_gelu": [_P, _P, _L, _I, _P, _L],
+    "ember_gelu_backward": [_P, _P, _P, _L, _I, _P, _L],
+    "ember_layer_norm": [_P, _P, _P, _P, _L, _L, _D, _P, _L],
+    "ember_layer_norm_backward": [_P, _P, _P, _P, _P, _P, _L, _L, _D, _L, _P],
+}
+
+
+@functools.cache
+def _functions(dtype: np.dtype):
+    """{symbol: function} for ``dtype`` plus the pool, or None (no compiler, a failed build)."""
+    from . import ccompile, cpool
+
+    if dtype not in _TYPES or not ccompile.compiler_available():
+        return None
+    c_type, erf, exp, tanh = _TYPES[dtype]
+    source = f"#define T {c_type}\n#define ERF {erf}\n#define EXP {exp}\n#define TANH {tanh}\n"
+    source += _SOURCE
+    for libs in (("-lmvec", "-lm"), ("-lm",)):
+        text = (
+            source
+            if "-lmvec" in libs
+            else source.replace('__attribute__((simd("notinbranch"))) ', "")
+        )
+        try:
+            found = {
+                name: ccompile.load(text, name, args, flags=_FLAGS + libs)
+                for name, args in _SIGNATURES.items()
+            }
+        except ccompile.CompileError:
+            continue  # no vector math library here: scalar calls, still one pass
+        return found, cpool.parallel_for()
+    return None
+
+
+def available(dtype) -> bool:
+    """Whether the kernels run for arrays of ``dtype`` (a compiler is there, they built)."""
+    return _functions(np.dtype(dtype)) is not None
+
+
+def _parallel_min() -> int:
+    from .cfuse import PARALLEL_MIN  # the fused elementwise loops' threshold for threads
+
+    return PARALLEL_MIN
+
+
+def _prepare(*arrays):
+    """The functions for the arrays' common dtype (or None) and the arrays, C-contiguous."""
+    dtype = arrays[0].dtype
+    if any(a.dtype != dtype for a in arrays):
+        return None, arrays
+    found = _functions(dtype)
+    # (np.ascontiguousarray would make a 0-d array 1-d)
+    return found, [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in arrays]
+
+
+def gelu(x: np.ndarray, tanh_form: bool) -> np.ndarray | None:
+    found, (x,) = _prepare(x)
+    if found is None:
+        return None
+    fns, pool = found
+    y = np.empty_like(x)
+    fns["ember_gelu"](x.ctypes.data, y.ctypes.data, x.size, int(tanh_form), pool, _parallel_min())
+    return y
+
+
+def gelu_backward(x: np.ndarray, g: np.ndarray, tanh_form: bool) -> np.ndarray | None:
+    if x.shape != g.shape:
+        return None
+    found, (x, g) = _prepare(x, g)
+    if found is None:
+        return None
+    fns, pool = found
+    dx = np.empty_like(x)
+    fns["ember_gelu_backward"](
+        x.ctypes.data, g.ctypes.data, dx.ctypes.data, x.size, int(tanh_form), pool, _parallel_min()
+    )
+    return dx
+
+
+def layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray | None:
+    """Normalize ``x`` over its trailing ``w.size`` values (``w`` and ``b`` of that size)."""
+    n = w.size
+    if n == 0 or x.size == 0 or b.size != n:
+        return None
+    found, (x, w, b) = _prepare(x, w, b)
+    if found is None:
+        return None
+    fns, pool = found
+    y = np.empty_like(x)
+    fns["ember_layer_norm"](
+        x.ctypes.data,
+        w.ctypes.data,
+        b.ctypes.data,
+        y.ctypes.data,
+        x.size // n,
+        n,
+        float(eps),
+        pool,
+        _parallel_min(),
+    )
+    return y
+
+
+def layer_norm_backward(x: np.ndarray, w: np.ndarray, g: np.ndarray, eps: float):
+    """``(dx, dw, db)`` of `layer_norm` for the output gradient ``g``, or None."""
+    n = w.size
+    if n == 0 or x.size == 0 or g.shape != x.shape:
+        return None
+    found, (x, w, g) = _prepare(x, w, g)
+    if found is None:
+        return None
+    fns, pool = found
+    from . import cpool
+
+    rows = x.size // n
+    # one block of rows per chunk the pool hands out (a few per thread), one when serial
+    parallel = pool is not None and rows > 1 and x.size >= _parallel_min()
+    blocks = min(rows, 4 * cpool.get_num_threads()) if parallel else 1
+    dx = np.empty_like(x)
+    dw = np.empty(w.shape, dtype=x.dtype)
+    db = np.empty(w.shape, dtype=x.dtype)
+    failed = fns["ember_layer_norm_backward"](
+        x.ctypes.data,
+        w.ctypes.data,
+        g.ctypes.data,
+        dx.ctypes.data,
+        dw.ctypes.data,
+        db.ctypes.data,
+        rows,
+        n,
+        float(eps),
+        blocks,
+        pool if parallel else None,
+    )
+    return None if failed else (dx, dw, db)

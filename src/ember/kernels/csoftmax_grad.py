@@ -1,0 +1,127 @@
+"""The backward passes of softmax and log_softmax along the last axis in C, one row at a time
+(the row in cache between its two passes), rows shared over ember's pool:
+
+* softmax:      ``dx = y * (g - sum(g * y))``
+* log_softmax:  ``dx = g - exp(y) * sum(g)``
+
+The row sums accumulate in double and are rounded once; otherwise the arithmetic is the NumPy
+kernels' (ops/softmax.py) in the arrays' dtype, ``exp`` from the vector math library (a few ulps
+from NumPy's). `softmax_backward` and `log_softmax_backward` return None where they do not
+apply (no compiler, a dtype other than float32/float64, mismatched shapes, an empty row) and the
+caller runs NumPy.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import numpy as np
+
+__all__ = ["log_softmax_backward", "softmax_backward"]
+
+_SOURCE = r"""
+#include <math.h>
+typedef void (*ember_task)(void *, long, long);
+typedef void (*ember_pool)(ember_task, void *, long, long);
+__attribute__((simd("notinbranch"))) T EXP(T);
+
+struct job { const T *y, *g; T *dx; long n; int log_form; };
+
+static void rows(void *job_, long lo, long hi) {
+  const struct job *j = job_;
+  long n = j->n;
+  for (long r = lo; r < hi; r++) {
+    const T *y = j->y + r * n, *g = j->g + r * n;
+    T *dx = j->dx + r * n;
+    double total = 0;
+    if (j->log_form) {
+#pragma omp simd reduction(+ : total)
+      for (long i = 0; i < n; i++) total += (double)g[i];
+      T s = (T)total;
+#pragma omp simd
+      for (long i = 0; i < n; i++) dx[i] = g[i] - EXP(y[i]) * s;
+    } else {
+#pragma omp simd reduction(+ : total)
+      for (long i = 0; i < n; i++) total += (double)(g[i] * y[i]);
+      T s = (T)total;
+#pragma omp simd
+      for (long i = 0; i < n; i++) dx[i] = y[i] * (g[i] - s);
+    }
+  }
+}
+
+void ember_softmax_backward(const T *y, const T *g, T *dx, long count, long n, int log_form,
+                            ember_pool pool, long parallel_min) {
+  struct job j = {y, g, dx, n, log_form};
+  if (pool && count > 1 && count * n >= parallel_min) pool(rows, &j, count, 1);
+  else rows(&j, 0, count);
+}
+"""
+
+_TYPES = {
+    np.dtype(np.float32): ("float", "expf"),
+    np.dtype(np.float64): ("double", "exp"),
+}
+_FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-fopenmp-simd", "-fno-math-errno")
+_FLAGS += ("-fno-trapping-math", "-ffp-contract=off", "-std=gnu11")
+_ARGS = [ctypes.c_void_p] * 3 + [ctypes.c_long] * 2 + [ctypes.c_int, ctypes.c_void_p]
+_ARGS += [ctypes.c_long]
+
+
+@functools.cache
+def _function(dtype: np.dtype):
+    """(ember_softmax_backward, the pool) for ``dtype``, or None."""
+    from . import ccompile, cpool
+
+    if dtype not in _TYPES or not ccompile.compiler_available():
+        return None
+    c_type, exp = _TYPES[dtype]
+    source = f"#define T {c_type}\n#define EXP {exp}\n" + _SOURCE
+    for libs in (("-lmvec", "-lm"), ("-lm",)):
+        text = (
+            source
+            if "-lmvec" in libs
+            else source.replace('__attribute__((simd("notinbranch"))) ', "")
+        )
+        try:
+            fn = ccompile.load(text, "ember_softmax_backward", _ARGS, flags=_FLAGS + libs)
+        except ccompile.CompileError:
+            continue  # no vector math library here: scalar exp, still one kernel
+        return fn, cpool.parallel_for()
+    return None
+
+
+def _run(y: np.ndarray, g: np.ndarray, log_form: bool) -> np.ndarray | None:
+    if y.ndim == 0 or y.shape[-1] == 0 or y.shape != g.shape or y.dtype != g.dtype:
+        return None
+    found = _function(y.dtype)
+    if found is None:
+        return None
+    from .cfuse import PARALLEL_MIN  # the fused elementwise loops' threshold for threads
+
+    fn, pool = found
+    y, g = np.ascontiguousarray(y), np.ascontiguousarray(g)
+    dx = np.empty_like(y)
+    n = y.shape[-1]
+    fn(
+        y.ctypes.data,
+        g.ctypes.data,
+        dx.ctypes.data,
+        y.size // n,
+        n,
+        int(log_form),
+        pool,
+        PARALLEL_MIN,
+    )
+    return dx
+
+
+def softmax_backward(y: np.ndarray, g: np.ndarray) -> np.ndarray | None:
+    """``y * (g - sum(g * y))`` along the last axis, or None (see the module docstring)."""
+    return _run(y, g, False)
+
+
+def log_softmax_backward(y: np.ndarray, g: np.ndarray) -> np.ndarray | None:
+    """``g - exp(y) * sum(g)`` along the last axis, or None (see the module docstring)."""
+    return _run(y, g, True)

@@ -1,0 +1,451 @@
+"""GELU and layer normalization as primitives, forward and backward.
+
+They are primitives rather than composites because they are measurably better: each is one
+pass (kernels/cnorm_act.py) where the composite ran five to nine NumPy passes forward and as
+many backward, and NumPy's erf (SciPy's) is slow. The public functions (``F.gelu``,
+``F.layer_norm``) call them; the formulas are PyTorch's CPU kernels':
+
+* ``gelu``:       ``x * 0.5 * (1 + erf(x / sqrt 2))``
+* ``gelu_tanh``:  ``0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))``
+* their backward ops take ``(x, g)`` and give ``g * gelu'(x)``. None of the four has a C
+  expression for fused loops: ``1 + erf(x / sqrt 2)`` for negative x, and gelu' near its zero
+  (x ~ -0.75), cancel, so a vector ``erf`` or ``tanh`` a few ulps from NumPy's gives a result
+  many ulps away, beyond what a fused loop may differ from its reference; graphs run each as
+  one op (its C kernel where it applies);
+* ``layer_norm(x, weight, bias, eps)`` normalizes over the trailing ``weight.ndim``
+  dimensions: ``(x - mean) * rstd * weight + bias`` with ``rstd = 1 / sqrt(var + eps)`` (the
+  biased variance), mean and variance accumulated in double;
+* ``layer_norm_backward(x, weight, g, eps)`` gives ``(dx, dweight, dbias)``, recomputing the
+  row statistics (no saved mean and rstd: the row is read anyway).
+
+Each backward op has its own VJP written in ember ops (the second derivatives), so gradients
+of gradients work. Half-precision inputs are computed in float32 and rounded once.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import ShapeError
+from ..types import TensorType
+from . import _batching
+from . import api as E
+from ._registry import OpDef, apply, register
+from ._util import (
+    elementwise_cost,
+    fmt_shape,
+    half_precision,
+    require_float,
+    require_same_dtype,
+    value_bytes,
+)
+
+_SQRT1_2 = 0.70710678118654752440
+_INV_SQRT_2PI = 0.39894228040143267794
+_K_BETA = 0.79788456080286535588  # sqrt(2 / pi)
+_K_KAPPA = 0.044715
+_HALF = (np.dtype(np.float16), np.dtype("bfloat16"))
+
+
+def _fast_module():
+    from ..kernels import cnorm_act
+
+    return cnorm_act
+
+
+def _compute_dtype(x):
+    return np.dtype(np.float32) if x.dtype in _HALF else x.dtype
+
+
+def _c_runs(value) -> bool:
+    """Whether the C kernels run for a value of this type (they allocate only their results:
+    the workspace rules below count NumPy's temporaries only where NumPy runs)."""
+    dtype = value.dtype.np
+    return dtype not in _HALF and _fast_module().available(dtype)
+
+
+def _half_workspace(node, layouts) -> int:
+    """The NumPy kernels' temporaries (none for the C kernels): the formula's intermediate
+    arrays, three result sizes at most alive at once; in half precision also the float32
+    copies of the operands, eight."""
+    out = node.outputs[0]
+    if _c_runs(out):
+        return 0
+    return (8 if half_precision(out) else 3) * value_bytes(out)
+
+
+# ------------------------------------------------------------------------------------ gelu
+
+
+@np.errstate(invalid="ignore", over="ignore")  # NaN and inf as the formula gives them
+def _gelu_erf_kernel(x):
+    t = _compute_dtype(x).type
+    from scipy.special import erf
+
+    v = x.astype(t(0).dtype, copy=False)
+    y = v * t(0.5) * (t(1) + erf(v * t(_SQRT1_2)).astype(v.dtype, copy=False))
+    return y.astype(x.dtype, copy=False)
+
+
+@np.errstate(invalid="ignore", over="ignore")  # NaN and inf as the formula gives them
+def _gelu_tanh_kernel(x):
+    t = _compute_dtype(x).type
+    v = x.astype(t(0).dtype, copy=False)
+    inner = t(_K_BETA) * (v + t(_K_KAPPA) * (v * v * v))
+    y = t(0.5) * v * (t(1) + np.tanh(inner))
+    return y.astype(x.dtype, copy=False)
+
+
+@np.errstate(invalid="ignore", over="ignore")  # NaN and inf as the formula gives them
+def _gelu_erf_grad_kernel(x, g):
+    t = _compute_dtype(x).type
+    from scipy.special import erf
+
+    v = x.astype(t(0).dtype, copy=False)
+    cdf = t(0.5) * (t(1) + erf(v * t(_SQRT1_2)).astype(v.dtype, copy=False))
+    pdf = np.exp(t(-0.5) * (v * v)) * t(_INV_SQRT_2PI)
+    return (g.astype(v.dtype, copy=False) * (cdf + v * pdf)).astype(x.dtype, copy=False)
+
+
+@np.errstate(invalid="ignore", over="ignore")  # NaN and inf as the formula gives them
+def _gelu_tanh_grad_kernel(x, g):
+    t = _compute_dtype(x).type
+    v = x.astype(t(0).dtype, copy=False)
+    sq = v * v
+    th = np.tanh(t(_K_BETA) * (v + t(_K_KAPPA) * (sq * v)))
+    left_d = t(0.5) * (t(1) + th)
+    right_d = (t(0.5) * v) * (t(1) - th * th) * (t(_K_BETA) * (t(1) + t(3) * t(_K_KAPPA) * sq))
+    return (g.astype(v.dtype, copy=False) * (left_d + right_d)).astype(x.dtype, copy=False)
+
+
+def _fast_gelu(tanh_form):
+    def fast(x):
+        return _fast_module().gelu(x, tanh_form) if x.dtype not in _HALF else None
+
+    return fast
+
+
+def _fast_gelu_grad(tanh_form):
+    def fast(x, g):
+        return _fast_module().gelu_backward(x, g, tanh_form) if x.dtype not in _HALF else None
+
+    return fast
+
+
+def _gelu_infer(name):
+    def infer(x):
+        require_float(name, x)
+        return TensorType(tuple(x.shape), x.dtype)
+
+    return infer
+
+
+def _gelu_grad_infer(name):
+    def infer(x, g):
+        require_float(name, x, g)
+        require_same_dtype(name, x, g)
+        if tuple(x.shape) != tuple(g.shape):
+            raise ShapeError(
+                f"the input {fmt_shape(x.shape)} and its gradient {fmt_shape(g.shape)} must "
+                "have one shape",
+                op=name,
+            )
+        return TensorType(tuple(x.shape), x.dtype)
+
+    return infer
+
+
+def _gelu_second_erf(x):
+    """gelu''(x) = phi(x) * (2 - x^2) for the erf form."""
+    return E.exp(x * x * -0.5) * _INV_SQRT_2PI * (2.0 - x * x)
+
+
+def _gelu_second_tanh(x):
+    """gelu''(x) = sech^2(u) * (u' + x / 2 * (u'' - 2 t u'^2)) for the tanh form, with
+    u = sqrt(2/pi) (x + 0.044715 x^3) and t = tanh(u); sech^2 as 1 / cosh^2 rather than
+    1 - t^2, which cancels for large |x|."""
+    sq = x * x
+    u = (x + sq * x * _K_KAPPA) * _K_BETA
+    t = E.tanh(u)
+    cosh = E.cosh(u)
+    du = (sq * (3 * _K_KAPPA) + 1.0) * _K_BETA
+    d2u = x * (6 * _K_KAPPA * _K_BETA)
+    return (du + x * 0.5 * (d2u - t * du * du * 2.0)) / (cosh * cosh)
+
+
+def _gelu_vjp(grad_op):
+    def vjp(c, g):
+        return (apply(grad_op(), c.inputs[0], g),)
+
+    return vjp
+
+
+def _gelu_grad_vjp(second, grad_op):
+    def vjp(c, a):
+        x, g = c.inputs
+        return (a * g * second(x), apply(grad_op(), x, a))
+
+    return vjp
+
+
+GELU_BACKWARD = register(
+    OpDef(
+        name="gelu_backward",
+        kind="elementwise",
+        infer=_gelu_grad_infer("gelu_backward"),
+        kernel=_gelu_erf_grad_kernel,
+        fast=_fast_gelu_grad(False),
+        vjp=_gelu_grad_vjp(_gelu_second_erf, lambda: GELU_BACKWARD),
+        cost=elementwise_cost(12),
+        workspace=_half_workspace,
+        doc="gelu_backward(x, g): g * gelu'(x) for the erf form of gelu",
+    )
+)
+
+GELU_TANH_BACKWARD = register(
+    OpDef(
+        name="gelu_tanh_backward",
+        kind="elementwise",
+        infer=_gelu_grad_infer("gelu_tanh_backward"),
+        kernel=_gelu_tanh_grad_kernel,
+        fast=_fast_gelu_grad(True),
+        vjp=_gelu_grad_vjp(_gelu_second_tanh, lambda: GELU_TANH_BACKWARD),
+        cost=elementwise_cost(16),
+        workspace=_half_workspace,
+        doc="gelu_tanh_backward(x, g): g * gelu'(x) for the tanh form of gelu",
+    )
+)
+
+GELU = register(
+    OpDef(
+        name="gelu",
+        kind="elementwise",
+        infer=_gelu_infer("gelu"),
+        kernel=_gelu_erf_kernel,
+        fast=_fast_gelu(False),
+        vjp=_gelu_vjp(lambda: GELU_BACKWARD),
+        cost=elementwise_cost(5),
+        workspace=_half_workspace,
+        doc="gelu(x): x * 0.5 * (1 + erf(x / sqrt(2)))",
+    )
+)
+
+GELU_TANH = register(
+    OpDef(
+        name="gelu_tanh",
+        kind="elementwise",
+        infer=_gelu_infer("gelu_tanh"),
+        kernel=_gelu_tanh_kernel,
+        fast=_fast_gelu(True),
+        vjp=_gelu_vjp(lambda: GELU_TANH_BACKWARD),
+        cost=elementwise_cost(8),
+        workspace=_half_workspace,
+        doc="gelu_tanh(x): 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))",
+    )
+)
+
+
+# ------------------------------------------------------------------------------ layer norm
+
+
+def _norm_infer(x, weight, bias, *, eps):
+    require_float("layer_norm", x, weight, bias)
+    require_same_dtype("layer_norm", x, weight, bias)
+    k = len(weight.shape)
+    if (
+        k == 0
+        or tuple(bias.shape) != tuple(weight.shape)
+        or len(x.shape) < k
+        or tuple(x.shape[len(x.shape) - k :]) != tuple(weight.shape)
+    ):
+        raise ShapeError(
+            f"weight {fmt_shape(weight.shape)} and bias {fmt_shape(bias.shape)} must both have "
+            f"the shape of the input's trailing dimensions, input {fmt_shape(x.shape)}",
+            op="layer_norm",
+        )
+    return TensorType(tuple(x.shape), x.dtype)
+
+
+def _norm_grad_infer(x, weight, g, *, eps):
+    _norm_infer(x, weight, weight, eps=eps)
+    require_same_dtype("layer_norm_backward", x, g)
+    if tuple(g.shape) != tuple(x.shape):
+        raise ShapeError(
+            f"the gradient {fmt_shape(g.shape)} must have the input's shape {fmt_shape(x.shape)}",
+            op="layer_norm_backward",
+        )
+    w = TensorType(tuple(weight.shape), x.dtype)
+    return (TensorType(tuple(x.shape), x.dtype), w, w)
+
+
+def _rows(x, weight):
+    """``x`` as (rows, n) in the compute dtype, n the normalized size."""
+    n = weight.size
+    return x.reshape(-1, n).astype(_compute_dtype(x), copy=False), n
+
+
+def _stats(v, eps):
+    """Each row's mean and 1 / sqrt(biased variance + eps), accumulated in double and rounded
+    to the compute dtype (as the C kernel does)."""
+    wide = v.astype(np.float64, copy=False)
+    mean = wide.mean(axis=1, keepdims=True)
+    centred = wide - mean
+    var = (centred * centred).mean(axis=1, keepdims=True)
+    rstd = 1.0 / np.sqrt(var + eps)
+    return mean.astype(v.dtype), rstd.astype(v.dtype)
+
+
+@np.errstate(invalid="ignore", over="ignore")  # NaN and inf as the formula gives them
+def _norm_kernel(x, weight, bias, *, eps):
+    if x.size == 0:
+        return np.empty_like(x)
+    v, n = _rows(x, weight)
+    mean, rstd = _stats(v, eps)
+    w = weight.reshape(n).astype(v.dtype, copy=False)
+    b = bias.reshape(n).astype(v.dtype, copy=False)
+    y = (v - mean) * rstd * w + b
+    return y.reshape(x.shape).astype(x.dtype, copy=False)
+
+
+@np.errstate(invalid="ignore", over="ignore")  # NaN and inf as the formula gives them
+def _norm_grad_kernel(x, weight, g, *, eps):
+    if x.size == 0:
+        zeros = np.zeros(weight.shape, dtype=x.dtype)
+        return np.empty_like(x), zeros, zeros.copy()
+    v, n = _rows(x, weight)
+    gr = g.reshape(-1, n).astype(v.dtype, copy=False)
+    w = weight.reshape(n).astype(v.dtype, copy=False)
+    mean, rstd = _stats(v, eps)
+    xhat = (v - mean) * rstd
+    u = w * gr
+    mu = (u.astype(np.float64).sum(axis=1, keepdims=True) / n).astype(v.dtype)
+    mux = ((u * xhat).astype(np.float64).sum(axis=1, keepdims=True) / n).astype(v.dtype)
+    dx = rstd * ((u - mu) - xhat * mux)
+    dw = (gr * xhat).astype(np.float64).sum(axis=0)
+    db = gr.astype(np.float64).sum(axis=0)
+    return (
+        dx.reshape(x.shape).astype(x.dtype, copy=False),
+        dw.reshape(weight.shape).astype(x.dtype),
+        db.reshape(weight.shape).astype(x.dtype),
+    )
+
+
+def _norm_fast(x, weight, bias, *, eps):
+    return None if x.dtype in _HALF else _fast_module().layer_norm(x, weight, bias, eps)
+
+
+def _norm_grad_fast(x, weight, g, *, eps):
+    return None if x.dtype in _HALF else _fast_module().layer_norm_backward(x, weight, g, eps)
+
+
+def _norm_axes(x, weight):
+    return tuple(range(x.ndim - weight.ndim, x.ndim)), tuple(range(x.ndim - weight.ndim))
+
+
+def _norm_batch(in_types, axes, attrs, k):
+    """layer_norm: the batch on a leading (not normalized) axis of x passes through; the
+    weight and bias must not depend on it."""
+    x_axis, w_axis, b_axis = axes
+    if x_axis is None or w_axis is not None or b_axis is not None:
+        raise _batching.NotBatchable("layer_norm: the weight or the bias depends on the batch")
+    if x_axis >= len(in_types[0].shape) - len(in_types[1].shape):
+        raise _batching.NotBatchable("layer_norm: the batch lies along the normalized axes")
+    return _batching.Batched((x_axis,), attrs)
+
+
+def _norm_grad_batch(in_types, axes, attrs, k):
+    """layer_norm_backward: x and g carry the batch along one leading axis; dx keeps it,
+    dweight and dbias are partial sums over each slice."""
+    x_axis, w_axis, g_axis = axes
+    if x_axis is None or x_axis != g_axis or w_axis is not None:
+        raise _batching.NotBatchable("layer_norm_backward: x and g must carry the batch alike")
+    if x_axis >= len(in_types[0].shape) - len(in_types[1].shape):
+        raise _batching.NotBatchable("layer_norm_backward: the batch lies along normalized axes")
+    return _batching.Batched((x_axis, None, None), attrs)
+
+
+def _norm_vjp(c, g):
+    x, weight, _ = c.inputs
+    dx, dw, db = apply(LAYER_NORM_BACKWARD, x, weight, g, eps=c.attrs["eps"])
+    return dx, dw, db
+
+
+def _norm_grad_vjp(c, a, bw, bb):
+    """The VJP of (dx, dw, db) = layer_norm_backward(x, w, g) for cotangents (a, bw, bb).
+
+    Per row of n values, with r = rstd, xhat = (x - mean) r, u = w g and the projection
+    P(v) = v - mean(v) - xhat mean(v xhat) (symmetric), dx = r P(u), so
+    d/dg = w r P(a) + xhat bw + bb and d/dw = sum over rows of g r P(a). Through x, the
+    row's scalar r [S1 - Sa Su / n] + sum(g bw xhat) (S1 = sum(a u) - sum(u) sum(a) / n,
+    Sa = sum(a xhat), Su = sum(u xhat)) depends on xhat (h = its partial derivative) and r;
+    dxhat/dx = r P and dr/dx = -r^2 xhat / n give the result."""
+    x, w, g = c.inputs
+    axes, lead = _norm_axes(x, w)
+    n = float(math.prod(w.shape))
+    mean = E.mean(x, axes, keepdim=True)
+    centred = x - mean
+    r = E.rsqrt(E.mean(centred * centred, axes, keepdim=True) + c.attrs["eps"])
+    xhat = centred * r
+
+    def project(v):
+        return v - E.mean(v, axes, keepdim=True) - xhat * E.mean(v * xhat, axes, keepdim=True)
+
+    pa = project(a) * r
+    dg = w * pa + xhat * bw + bb
+    dw = E.sum(g * pa, lead) if lead else g * pa
+    u = w * g
+    s_a = E.sum(a * xhat, axes, keepdim=True)
+    s_u = E.sum(u * xhat, axes, keepdim=True)
+    s1 = E.sum(a * u, axes, keepdim=True) - E.sum(u, axes, keepdim=True) * E.sum(
+        a, axes, keepdim=True
+    ) * (1.0 / n)
+    h = (a * s_u + u * s_a) * (r * (-1.0 / n)) + g * bw
+    dx = project(h) * r - xhat * (r * r * (1.0 / n)) * (s1 - s_a * s_u * (1.0 / n))
+    return dx, dw, dg
+
+
+def _norm_workspace(node, layouts) -> int:
+    """The C kernels: none beyond the results (the backward's per-block sums of dweight and
+    dbias are a few rows of doubles). NumPy's: the double-precision copy of the input, its
+    centred rows and their squares alive at once for the statistics, three input sizes in
+    double."""
+    x = node.inputs[0]
+    if _c_runs(x):
+        return 0
+    return 3 * value_bytes(x) * max(8 // x.dtype.itemsize, 1)
+
+
+LAYER_NORM_BACKWARD = register(
+    OpDef(
+        name="layer_norm_backward",
+        kind="nn",
+        infer=_norm_grad_infer,
+        kernel=_norm_grad_kernel,
+        fast=_norm_grad_fast,
+        vjp=_norm_grad_vjp,
+        cost=elementwise_cost(14),
+        num_outputs=3,
+        workspace=_norm_workspace,
+        batch=_norm_grad_batch,
+        doc="layer_norm_backward(x, weight, g, eps): (dx, dweight, dbias) of layer_norm",
+    )
+)
+
+LAYER_NORM = register(
+    OpDef(
+        name="layer_norm",
+        kind="nn",
+        infer=_norm_infer,
+        kernel=_norm_kernel,
+        fast=_norm_fast,
+        vjp=_norm_vjp,
+        cost=elementwise_cost(8),
+        save_inputs=(0, 1),
+        workspace=_norm_workspace,
+        batch=_norm_batch,
+        doc="layer_norm(x, weight, bias, eps): (x - mean) / sqrt(var + eps) * weight + bias "
+        "over the trailing weight.ndim dimensions",
+    )
+)

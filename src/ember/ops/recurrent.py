@@ -1,0 +1,362 @@
+"""Whole-layer recurrences: ``lstm_layer`` and ``gru_layer`` run one layer and direction of an
+LSTM or GRU over every time step, and their ``*_grad`` ops run backpropagation through time,
+the way PyTorch's fused RNN kernels do: one op forward and one backward per layer, not a tape
+of thousands of per-step nodes, and in a graph no Python between steps.
+
+Operands (T steps, B rows, H hidden units; gate orders as PyTorch's):
+
+* ``lstm_layer(xg, h0, c0, w_hh; reverse) -> (y, h_n, c_n, cs, acts)``: ``xg`` (T, B, 4H) is
+  every step's input projection with both biases, ``x @ W_ih^T + b_ih + b_hh``, computed by
+  the caller as one product; each step adds ``h @ W_hh^T`` and applies the gates (input,
+  forget, cell, output). ``y`` (T, B, H) holds every step's h, ``cs`` every step's c, ``acts``
+  (T, B, 4H) the gates' activations (what the backward pass reads).
+* ``gru_layer(xg, h0, w_hh, b_hh; reverse) -> (y, h_n, acts)``: ``xg = x @ W_ih^T + b_ih``
+  (T, B, 3H); ``b_hh`` stays apart because the reset gate scales ``h @ W_hn^T + b_hn``
+  (PyTorch's GRU). ``acts`` (T, B, 4H) holds r, z, n and ``h @ W_hn^T + b_hn``.
+
+``reverse`` runs the steps from last to first (a bidirectional layer's second direction).
+The NumPy kernels below are the specification; kernels/crnn.py is the C implementation (one
+product and one C kernel per step). Every output is differentiable, the saved ones included,
+so the VJPs are exact whatever the caller reads; the ``*_grad`` ops have no VJP (no second
+derivative through a fused recurrence).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..errors import DTypeError, ShapeError
+from ..types import TensorType
+from ._registry import Cost, OpDef, apply, register
+from ._util import fmt_shape, io_bytes
+
+__all__ = ["gru_layer", "lstm_layer"]
+
+_FLOATS = (dt.float32, dt.float64)
+
+
+def _size(d) -> int:
+    return d if isinstance(d, int) else 1  # (a symbolic size: counted once)
+
+
+def _check(op: str, xg, states: tuple, w_hh, gates: int, bias=None) -> int:
+    """The hidden size, after checking every operand's shape and dtype."""
+    operands = (xg, *states, w_hh) + (() if bias is None else (bias,))
+    for t in operands:
+        if t.dtype not in _FLOATS or t.dtype != xg.dtype:
+            raise DTypeError(
+                f"expected float32 or float64 operands of one dtype, got "
+                f"{', '.join(str(t.dtype) for t in operands)}",
+                op=op,
+            )
+    if len(xg.shape) != 3 or any(len(s.shape) != 2 for s in states) or len(w_hh.shape) != 2:
+        raise ShapeError(
+            f"expected xg (T, B, {gates}H), states (B, H) and w_hh ({gates}H, H), got "
+            + ", ".join(fmt_shape(t.shape) for t in operands),
+            op=op,
+        )
+    hidden = w_hh.shape[1]
+    rows = xg.shape[1]
+    expected = [(xg.shape[0], rows, gates * hidden)] + [(rows, hidden)] * len(states)
+    expected.append((gates * hidden, hidden))
+    if bias is not None:
+        expected.append((gates * hidden,))
+    got = [tuple(t.shape) for t in operands]
+    if any(
+        len(g) != len(e) or any(isinstance(a, int) and isinstance(b, int) and a != b
+                                for a, b in zip(g, e))
+        for g, e in zip(got, expected)
+    ):  # fmt: skip
+        raise ShapeError(
+            f"operand shapes {', '.join(fmt_shape(g) for g in got)} do not agree; expected "
+            f"{', '.join(fmt_shape(e) for e in expected)}",
+            op=op,
+        )
+    return hidden
+
+
+def _recurrent_cost(products: int, weight: int = -1):
+    """``products`` (T, B, H) x (H, gates * H) products (the forward's recurrent one; the
+    backward's through the steps and for the weights; ``in_types[weight]`` is W_hh), and ~12
+    operations a gate value."""
+
+    def cost(in_types, out_types, attrs) -> Cost:
+        steps, rows = (_size(d) for d in in_types[0].shape[:2])
+        gates, hidden = (_size(d) for d in in_types[weight].shape)
+        matmul = 2 * products * steps * rows * gates * hidden
+        return Cost(matmul + 12 * steps * rows * gates, io_bytes(in_types, out_types))
+
+    return cost
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-x))
+
+
+def _order(steps: int, reverse: bool) -> list[int]:
+    return list(range(steps - 1, -1, -1) if reverse else range(steps))
+
+
+def _previous(y: np.ndarray, h0: np.ndarray, reverse: bool) -> np.ndarray:
+    """Each step's incoming hidden state: h0 for the first step run, else the step before's."""
+    if reverse:
+        return np.concatenate([y[1:], h0[None]])
+    return np.concatenate([h0[None], y[:-1]])
+
+
+def _weight_grad(dg: np.ndarray, y: np.ndarray, h0: np.ndarray, reverse: bool) -> np.ndarray:
+    if dg.shape[0] == 0:  # no steps: the weights were never read
+        return np.zeros((dg.shape[2], h0.shape[1]), dg.dtype)
+    h_prev = _previous(y, h0, reverse)
+    return np.matmul(dg.reshape(-1, dg.shape[2]).T, h_prev.reshape(-1, h_prev.shape[2]))
+
+
+# ------------------------------------------------------------------------------- LSTM
+
+
+def _lstm_infer(xg, h0, c0, w_hh, *, reverse):
+    hidden = _check("lstm_layer", xg, (h0, c0), w_hh, 4)
+    steps, rows = xg.shape[0], xg.shape[1]
+    seq, state = TensorType((steps, rows, hidden), xg.dtype), TensorType((rows, hidden), xg.dtype)
+    return seq, state, state, seq, TensorType((steps, rows, 4 * hidden), xg.dtype)
+
+
+def _lstm_kernel(xg, h0, c0, w_hh, *, reverse):
+    steps, rows, gates = xg.shape
+    hidden = gates // 4
+    y = np.empty((steps, rows, hidden), xg.dtype)
+    cs = np.empty_like(y)
+    acts = np.empty((steps, rows, gates), xg.dtype)
+    h, c = h0, c0
+    for t in _order(steps, reverse):
+        pre = xg[t] + np.matmul(h, w_hh.T)
+        i = _sigmoid(pre[:, :hidden])
+        f = _sigmoid(pre[:, hidden : 2 * hidden])
+        g = np.tanh(pre[:, 2 * hidden : 3 * hidden])
+        o = _sigmoid(pre[:, 3 * hidden :])
+        c = f * c + i * g
+        h = o * np.tanh(c)
+        acts[t] = np.concatenate([i, f, g, o], axis=1)
+        cs[t], y[t] = c, h
+    return y, np.array(h, copy=True), np.array(c, copy=True), cs, acts
+
+
+def _lstm_fast(xg, h0, c0, w_hh, *, reverse):
+    from ..kernels import crnn
+
+    return crnn.lstm_forward(xg, h0, c0, w_hh, reverse)
+
+
+def _lstm_vjp(ctx, gy, ghn, gcn, gcs, gacts):
+    xg, h0, c0, w_hh = ctx.inputs
+    y, _, _, cs, acts = ctx.outputs
+    dxg, dh0, dc0, dw = apply(
+        LSTM_LAYER_GRAD, gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0, w_hh, **ctx.attrs
+    )
+    return dxg, dh0, dc0, dw
+
+
+def _lstm_grad_infer(gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0, w_hh, *, reverse):
+    return tuple(TensorType(tuple(t.shape), t.dtype) for t in (acts, h0, c0, w_hh))
+
+
+def _lstm_grad_kernel(gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0, w_hh, *, reverse):
+    steps, rows, hidden = y.shape
+    dg = np.empty_like(acts)
+    dh, dc = ghn, gcn
+    order = _order(steps, reverse)
+    for k in range(steps - 1, -1, -1):
+        t = order[k]
+        c_prev = cs[order[k - 1]] if k else c0
+        a = acts[t]
+        i, f = a[:, :hidden], a[:, hidden : 2 * hidden]
+        g, o = a[:, 2 * hidden : 3 * hidden], a[:, 3 * hidden :]
+        ga = gacts[t]
+        dh = dh + gy[t]
+        tc = np.tanh(cs[t])
+        d_out = dh * tc + ga[:, 3 * hidden :]
+        dc = dc + gcs[t] + dh * o * (1 - tc * tc)
+        di = dc * g + ga[:, :hidden]
+        df = dc * c_prev + ga[:, hidden : 2 * hidden]
+        d_g = dc * i + ga[:, 2 * hidden : 3 * hidden]
+        dg[t] = np.concatenate(
+            [di * i * (1 - i), df * f * (1 - f), d_g * (1 - g * g), d_out * o * (1 - o)], axis=1
+        )
+        dc = dc * f
+        dh = np.matmul(dg[t], w_hh)
+    return dg, np.array(dh, copy=True), np.array(dc, copy=True), _weight_grad(dg, y, h0, reverse)
+
+
+def _lstm_grad_fast(gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0, w_hh, *, reverse):
+    from ..kernels import crnn
+
+    return crnn.lstm_backward(gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0, w_hh, reverse)
+
+
+LSTM_LAYER = register(
+    OpDef(
+        name="lstm_layer",
+        kind="nn",
+        infer=_lstm_infer,
+        kernel=_lstm_kernel,
+        fast=_lstm_fast,
+        vjp=_lstm_vjp,
+        cost=_recurrent_cost(1),
+        num_outputs=5,
+        save_inputs=(1, 2, 3),
+        save_outputs=(0, 3, 4),
+        batch=None,
+        doc="lstm_layer(xg, h0, c0, w_hh; reverse) -> (y, h_n, c_n, cs, acts): one LSTM layer "
+        "and direction over every step, xg the input projection with both biases",
+    )
+)
+
+LSTM_LAYER_GRAD = register(
+    OpDef(
+        name="lstm_layer_grad",
+        kind="nn",
+        infer=_lstm_grad_infer,
+        kernel=_lstm_grad_kernel,
+        fast=_lstm_grad_fast,
+        cost=_recurrent_cost(2),
+        num_outputs=4,
+        batch=None,
+        doc="lstm_layer_grad(gy, gh_n, gc_n, gcs, gacts, y, acts, cs, h0, c0, w_hh; reverse) "
+        "-> (dxg, dh0, dc0, dw_hh): backpropagation through time of lstm_layer",
+    )
+)
+
+
+# ------------------------------------------------------------------------------- GRU
+
+
+def _gru_infer(xg, h0, w_hh, b_hh, *, reverse):
+    hidden = _check("gru_layer", xg, (h0,), w_hh, 3, b_hh)
+    steps, rows = xg.shape[0], xg.shape[1]
+    return (
+        TensorType((steps, rows, hidden), xg.dtype),
+        TensorType((rows, hidden), xg.dtype),
+        TensorType((steps, rows, 4 * hidden), xg.dtype),
+    )
+
+
+def _gru_kernel(xg, h0, w_hh, b_hh, *, reverse):
+    steps, rows, gates = xg.shape
+    hidden = gates // 3
+    y = np.empty((steps, rows, hidden), xg.dtype)
+    acts = np.empty((steps, rows, 4 * hidden), xg.dtype)
+    h = h0
+    for t in _order(steps, reverse):
+        x, q = xg[t], np.matmul(h, w_hh.T)
+        r = _sigmoid(x[:, :hidden] + (q[:, :hidden] + b_hh[:hidden]))
+        z = _sigmoid(
+            x[:, hidden : 2 * hidden] + (q[:, hidden : 2 * hidden] + b_hh[hidden : 2 * hidden])
+        )
+        hn = q[:, 2 * hidden :] + b_hh[2 * hidden :]
+        n = np.tanh(x[:, 2 * hidden :] + r * hn)
+        h = (1 - z) * n + z * h
+        acts[t] = np.concatenate([r, z, n, hn], axis=1)
+        y[t] = h
+    return y, np.array(h, copy=True), acts
+
+
+def _gru_fast(xg, h0, w_hh, b_hh, *, reverse):
+    from ..kernels import crnn
+
+    return crnn.gru_forward(xg, h0, w_hh, b_hh, reverse)
+
+
+def _gru_vjp(ctx, gy, ghn, gacts):
+    _, h0, w_hh, _ = ctx.inputs
+    y, _, acts = ctx.outputs
+    dxg, dh0, dw, db = apply(GRU_LAYER_GRAD, gy, ghn, gacts, y, acts, h0, w_hh, **ctx.attrs)
+    return dxg, dh0, dw, db
+
+
+def _gru_grad_infer(gy, ghn, gacts, y, acts, h0, w_hh, *, reverse):
+    steps, rows, hidden = y.shape
+    return (
+        TensorType((steps, rows, 3 * hidden), y.dtype),
+        TensorType(tuple(h0.shape), h0.dtype),
+        TensorType(tuple(w_hh.shape), w_hh.dtype),
+        TensorType((w_hh.shape[0],), y.dtype),
+    )
+
+
+def _gru_grad_kernel(gy, ghn, gacts, y, acts, h0, w_hh, *, reverse):
+    steps, rows, hidden = y.shape
+    dgx = np.empty((steps, rows, 3 * hidden), y.dtype)
+    dgh = np.empty_like(dgx)
+    dh = ghn
+    order = _order(steps, reverse)
+    for k in range(steps - 1, -1, -1):
+        t = order[k]
+        h_prev = y[order[k - 1]] if k else h0
+        a, ga = acts[t], gacts[t]
+        r, z = a[:, :hidden], a[:, hidden : 2 * hidden]
+        n, hn = a[:, 2 * hidden : 3 * hidden], a[:, 3 * hidden :]
+        dh = dh + gy[t]
+        dn = dh * (1 - z) + ga[:, 2 * hidden : 3 * hidden]
+        dz = dh * (h_prev - n) + ga[:, hidden : 2 * hidden]
+        dpn = dn * (1 - n * n)
+        dr = dpn * hn + ga[:, :hidden]
+        dhn = dpn * r + ga[:, 3 * hidden :]
+        dpr, dpz = dr * r * (1 - r), dz * z * (1 - z)
+        dgx[t] = np.concatenate([dpr, dpz, dpn], axis=1)
+        dgh[t] = np.concatenate([dpr, dpz, dhn], axis=1)
+        dh = dh * z + np.matmul(dgh[t], w_hh)
+    dw = _weight_grad(dgh, y, h0, reverse)
+    return dgx, np.array(dh, copy=True), dw, dgh.sum(axis=(0, 1))
+
+
+def _gru_grad_fast(gy, ghn, gacts, y, acts, h0, w_hh, *, reverse):
+    from ..kernels import crnn
+
+    return crnn.gru_backward(gy, ghn, gacts, y, acts, h0, w_hh, reverse)
+
+
+GRU_LAYER = register(
+    OpDef(
+        name="gru_layer",
+        kind="nn",
+        infer=_gru_infer,
+        kernel=_gru_kernel,
+        fast=_gru_fast,
+        vjp=_gru_vjp,
+        cost=_recurrent_cost(1, weight=2),
+        num_outputs=3,
+        save_inputs=(1, 2),
+        save_outputs=(0, 2),
+        batch=None,
+        doc="gru_layer(xg, h0, w_hh, b_hh; reverse) -> (y, h_n, acts): one GRU layer and "
+        "direction over every step, xg the input projection with b_ih",
+    )
+)
+
+GRU_LAYER_GRAD = register(
+    OpDef(
+        name="gru_layer_grad",
+        kind="nn",
+        infer=_gru_grad_infer,
+        kernel=_gru_grad_kernel,
+        fast=_gru_grad_fast,
+        cost=_recurrent_cost(2),
+        num_outputs=4,
+        batch=None,
+        doc="gru_layer_grad(gy, gh_n, gacts, y, acts, h0, w_hh; reverse) -> (dxg, dh0, dw_hh, "
+        "db_hh): backpropagation through time of gru_layer",
+    )
+)
+
+
+def lstm_layer(xg, h0, c0, w_hh, reverse: bool = False) -> tuple:
+    """(y, h_n, c_n) of one LSTM layer and direction (see the module docstring)."""
+    y, h_n, c_n, _, _ = apply(LSTM_LAYER, xg, h0, c0, w_hh, reverse=bool(reverse))
+    return y, h_n, c_n
+
+
+def gru_layer(xg, h0, w_hh, b_hh, reverse: bool = False) -> tuple:
+    """(y, h_n) of one GRU layer and direction (see the module docstring)."""
+    y, h_n, _ = apply(GRU_LAYER, xg, h0, w_hh, b_hh, reverse=bool(reverse))
+    return y, h_n

@@ -1,0 +1,23 @@
+"""OpInfo database entries for the backward ops of ops/norm_act.py and ops/softmax.py.
+
+They have no public function (F.gelu, F.layer_norm, F.softmax and F.log_softmax, whose OpInfo
+entries run them forward, record them in their VJPs), so no sample here calls them; their own
+VJPs are second derivatives, which tests/ops/samples_norm_act.py checks against PyTorch's double
+backward and by finite differences."""
+
+OPS = []
+
+_WHY = (
+    "(its VJP only) a backward op: its VJP, a second derivative, is checked against PyTorch's "
+    "double backward and by finite differences in tests/ops/samples_norm_act.py"
+)
+INTERNAL = {
+    name: _WHY
+    for name in (
+        "gelu_backward",
+        "gelu_tanh_backward",
+        "layer_norm_backward",
+        "log_softmax_backward",
+        "softmax_backward",
+    )
+}

@@ -1,0 +1,229 @@
+"""gelu (erf and tanh forms) and layer_norm as primitives (ops/norm_act.py) and their C kernels
+(kernels/cnorm_act.py): against PyTorch in values and gradients, the C kernels against the NumPy
+reference kernels, special values, and the fallback without a compiler."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ember
+from ember.kernels import ccompile, cnorm_act
+from ember.ops import norm_act
+
+torch = pytest.importorskip("torch")
+F = ember.nn.functional
+DTYPES = (np.float32, np.float64)
+needs_cc = pytest.mark.skipif(not ccompile.compiler_available(), reason="no C compiler")
+
+
+def _tol(dtype, length: int = 1):
+    """A few eps, growing with the square root of a reduction's length."""
+    eps = np.finfo(dtype).eps
+    return 16 * eps * np.sqrt(length)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("seed", range(3))
+def test_gelu_matches_torch(dtype, approximate, seed):
+    r = np.random.default_rng(seed)
+    shape = tuple(r.integers(1, 40, r.integers(1, 4)))
+    x = (r.standard_normal(shape) * 4).astype(dtype)
+    g = r.standard_normal(shape).astype(dtype)
+    ex, tx = ember.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    y, ty = (
+        F.gelu(ex, approximate=approximate),
+        torch.nn.functional.gelu(tx, approximate=approximate),
+    )
+    y.backward(ember.tensor(g))
+    ty.backward(torch.tensor(g))
+    tol = _tol(dtype) * 8
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy(), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("tanh_form", [False, True])
+@needs_cc
+def test_gelu_c_kernels_match_the_reference(dtype, tanh_form):
+    r = np.random.default_rng(5)
+    specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 30.0, -30.0, 1e-30])
+    x = np.concatenate([specials, r.standard_normal(50000) * 5]).astype(dtype)
+    g = r.standard_normal(x.shape).astype(dtype)
+    forward = norm_act._gelu_tanh_kernel if tanh_form else norm_act._gelu_erf_kernel
+    backward = norm_act._gelu_tanh_grad_kernel if tanh_form else norm_act._gelu_erf_grad_kernel
+    tol = _tol(dtype)
+    for got, want in (
+        (cnorm_act.gelu(x, tanh_form), forward(x)),
+        (cnorm_act.gelu_backward(x, g, tanh_form), backward(x, g)),
+    ):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        # absolute within a few eps of the scale: 1 + erf(x) and gelu' cancel (a few ulps of
+        # erf or tanh become many ulps of a small result)
+        scale = np.maximum(np.abs(np.nan_to_num(want, posinf=0, neginf=0)), 1.0)
+        finite = np.isfinite(want)
+        assert np.all(np.abs(got[finite] - want[finite]) <= tol * scale[finite])
+        np.testing.assert_array_equal(
+            got[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)]
+        )
+
+
+def _layer_norm_case(r, dtype):
+    k = int(r.integers(1, 3))
+    norm_shape = tuple(int(s) for s in r.integers(1, 70, k))
+    lead = tuple(int(s) for s in r.integers(1, 9, r.integers(0, 3)))
+    x = (r.standard_normal(lead + norm_shape) * 3 + r.standard_normal()).astype(dtype)
+    w = r.standard_normal(norm_shape).astype(dtype)
+    b = r.standard_normal(norm_shape).astype(dtype)
+    g = r.standard_normal(x.shape).astype(dtype)
+    return x, w, b, g, norm_shape
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("seed", range(4))
+def test_layer_norm_matches_torch(dtype, seed):
+    r = np.random.default_rng(seed)
+    x, w, b, g, shape = _layer_norm_case(r, dtype)
+    es = [ember.tensor(a, requires_grad=True) for a in (x, w, b)]
+    ts = [torch.tensor(a, requires_grad=True) for a in (x, w, b)]
+    y = F.layer_norm(es[0], shape, es[1], es[2], eps=1e-5)
+    ty = torch.nn.functional.layer_norm(ts[0], shape, ts[1], ts[2], eps=1e-5)
+    y.backward(ember.tensor(g))
+    ty.backward(torch.tensor(g))
+    n = int(np.prod(shape))
+    rows = x.size // n
+    tol = _tol(dtype, n) * 4
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(es[0].grad.numpy(), ts[0].grad.numpy(), rtol=tol, atol=tol * 4)
+    for e, t in zip(es[1:], ts[1:]):
+        np.testing.assert_allclose(
+            e.grad.numpy(), t.grad.numpy(), rtol=tol, atol=_tol(dtype, rows) * 4 * np.sqrt(rows)
+        )
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@needs_cc
+def test_layer_norm_c_kernels_match_the_reference(dtype):
+    r = np.random.default_rng(9)
+    for _ in range(4):
+        x, w, b, g, shape = _layer_norm_case(r, dtype)
+        n = int(np.prod(shape))
+        tol = _tol(dtype, n) * 4
+        got = cnorm_act.layer_norm(x, w, b, 1e-5)
+        want = norm_act._norm_kernel(x, w, b, eps=1e-5)
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+        got = cnorm_act.layer_norm_backward(x, w, g, 1e-5)
+        want = norm_act._norm_grad_kernel(x, w, g, eps=1e-5)
+        rows = x.size // n
+        for i, (a, e) in enumerate(zip(got, want)):
+            scale = np.abs(e).max() + 1
+            np.testing.assert_allclose(
+                a, e, rtol=tol, atol=tol * scale * np.sqrt(rows), err_msg=f"output {i}"
+            )
+
+
+@needs_cc
+def test_layer_norm_special_values_follow_the_reference():
+    x = np.array([[1.0, np.nan, 2.0], [np.inf, 0.0, 1.0], [3.0, 3.0, 3.0]], dtype=np.float32)
+    w, b = np.ones(3, np.float32), np.zeros(3, np.float32)
+    got, want = cnorm_act.layer_norm(x, w, b, 1e-5), norm_act._norm_kernel(x, w, b, eps=1e-5)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got[2], want[2])  # a constant row: zeros (rstd = 1/sqrt(eps))
+
+
+def test_zero_d_and_empty_inputs():
+    for shape in ((), (0,), (3, 0)):
+        x = np.full(shape, 0.5)
+        for approximate in ("none", "tanh"):
+            y = F.gelu(ember.tensor(x), approximate=approximate)
+            want = torch.nn.functional.gelu(torch.tensor(x), approximate=approximate)
+            assert y.shape == tuple(want.shape)
+            np.testing.assert_allclose(y.numpy(), want.numpy(), rtol=1e-12)
+
+
+def test_strided_and_half_inputs():
+    r = np.random.default_rng(3)
+    x = r.standard_normal((6, 20)).astype(np.float32)[:, ::2]  # not contiguous
+    w, b = np.ones(10, np.float32), np.zeros(10, np.float32)
+    y = F.layer_norm(ember.tensor(x), (10,), ember.tensor(w), ember.tensor(b))
+    want = torch.nn.functional.layer_norm(torch.tensor(x), (10,), torch.tensor(w), torch.tensor(b))
+    np.testing.assert_allclose(y.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+    h = ember.tensor(x.astype(np.float16))
+    assert F.gelu(h).dtype is ember.float16
+    np.testing.assert_allclose(
+        F.gelu(h).numpy().astype(np.float32),
+        torch.nn.functional.gelu(torch.tensor(x.astype(np.float16))).float().numpy(),
+        atol=2e-3,
+    )
+
+
+def test_without_a_compiler_the_reference_runs(monkeypatch):
+    monkeypatch.setattr(cnorm_act, "_functions", lambda dtype: None)
+    r = np.random.default_rng(4)
+    x = r.standard_normal((5, 7)).astype(np.float64)
+    assert cnorm_act.gelu(x, False) is None and cnorm_act.layer_norm(x, x[0], x[0], 1e-5) is None
+    ex = ember.tensor(x, requires_grad=True)
+    F.gelu(
+        F.layer_norm(
+            ex, (7,), ember.ones(7, dtype=ember.float64), ember.zeros(7, dtype=ember.float64)
+        )
+    ).sum().backward()
+    tx = torch.tensor(x, requires_grad=True)
+    torch.nn.functional.gelu(torch.nn.functional.layer_norm(tx, (7,))).sum().backward()
+    np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_errors_name_the_op():
+    x = ember.ones((2, 3))
+    with pytest.raises(ember.ShapeError, match="layer_norm"):
+        ember.ops._registry.apply(norm_act.LAYER_NORM, x, ember.ones(4), ember.ones(4), eps=1e-5)
+    with pytest.raises(ember.ShapeError, match="gelu_backward"):
+        ember.ops._registry.apply(norm_act.GELU_BACKWARD, x, ember.ones((3, 2)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("log_form", [False, True])
+@pytest.mark.parametrize("seed", range(3))
+def test_softmax_gradients_match_torch(dtype, log_form, seed):
+    r = np.random.default_rng(seed)
+    shape = tuple(int(s) for s in r.integers(1, 50, r.integers(1, 4)))
+    dim = int(r.integers(0, len(shape)))
+    x = (r.standard_normal(shape) * 5).astype(dtype)
+    g = r.standard_normal(shape).astype(dtype)
+    ours = F.log_softmax if log_form else F.softmax
+    theirs = torch.log_softmax if log_form else torch.softmax
+    ex, tx = ember.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    ours(ex, dim).backward(ember.tensor(g))
+    theirs(tx, dim).backward(torch.tensor(g))
+    tol = _tol(dtype, shape[dim]) * 4
+    np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy(), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@needs_cc
+def test_softmax_backward_c_kernels_match_the_reference(dtype):
+    from ember.kernels import csoftmax_grad
+    from ember.ops import softmax as sm
+
+    r = np.random.default_rng(6)
+    for n in (1, 7, 64, 1000):
+        logits = (r.standard_normal((9, n)) * 4).astype(dtype)
+        logits[0, 0] = -np.inf  # a masked entry: y = 0, log y = -inf
+        y = np.exp(logits - logits.max(-1, keepdims=True))
+        y = (y / y.sum(-1, keepdims=True)).astype(dtype)
+        g = r.standard_normal((9, n)).astype(dtype)
+        g[1, 0] = np.nan
+        tol = _tol(dtype, n)
+        for got, want in (
+            (csoftmax_grad.softmax_backward(y, g), sm._softmax_grad_kernel(y, g, axis=-1)),
+            (
+                csoftmax_grad.log_softmax_backward(np.log(y), g),
+                sm._log_softmax_grad_kernel(np.log(y), g, axis=-1),
+            ),
+        ):
+            np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+            ok = ~np.isnan(want)
+            scale = np.abs(g).sum(-1, keepdims=True) + 1
+            assert np.all(np.abs(got - want)[ok] <= (tol * np.broadcast_to(scale, want.shape))[ok])

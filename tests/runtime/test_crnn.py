@@ -1,0 +1,108 @@
+"""kernels/crnn.py against the NumPy reference kernels of ops/recurrent.py: the whole-layer
+LSTM / GRU forward and backward over random sizes (hidden sizes past the micro-kernel's panel
+width and block depth, batches that are not a multiple of its row tile), both directions,
+float32 and float64, non-contiguous operands, and the pre-packed recurrent product alone."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ember.kernels import ccompile, crnn
+from ember.ops import recurrent
+
+pytestmark = pytest.mark.skipif(not ccompile.compiler_available(), reason="no C compiler")
+
+r = np.random.default_rng(2026)
+
+
+def _tol(dtype, depth: int) -> dict:
+    """A few roundings per term of a sum of ``depth`` products, plus the vector exp's and
+    tanh's few ulps, carried through the steps: k * eps * sqrt(depth) relative to the scale."""
+    eps = np.finfo(dtype).eps
+    return {"rtol": 64 * eps * np.sqrt(depth), "atol": 64 * eps * np.sqrt(depth)}
+
+
+def _close(got, want, dtype, depth, what):
+    scale = max(1.0, float(np.abs(want).max())) if want.size else 1.0
+    tol = _tol(dtype, depth)
+    np.testing.assert_allclose(got, want, rtol=tol["rtol"], atol=tol["atol"] * scale, err_msg=what)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rows,k,n", [(1, 3, 5), (7, 200, 50), (32, 256, 1024), (13, 401, 97)])
+def test_packed_product_matches_numpy(dtype, rows, k, n):
+    a = r.standard_normal((rows, k)).astype(dtype)
+    w = r.standard_normal((k, n)).astype(dtype)
+    out = np.empty((rows, n), dtype)
+    crnn._Product(w, rows)(a, out)
+    _close(out, a @ w, dtype, k, "product")
+
+
+SIZES = [(5, 3, 4), (4, 9, 70), (3, 16, 200)]  # (steps, rows, hidden)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("steps,rows,hidden", SIZES)
+def test_lstm_layer_kernels_match_the_reference(dtype, reverse, steps, rows, hidden):
+    def n(*shape, scale=1.0):
+        return (r.standard_normal(shape) * scale).astype(dtype)
+
+    scale = 1 / np.sqrt(hidden)
+    # xg non-contiguous (every other gate row of a wider array)
+    xg = n(steps, rows, 8 * hidden)[:, :, ::2]
+    h0, c0, w = n(rows, hidden), n(rows, hidden), n(4 * hidden, hidden, scale=scale)
+    got = crnn.lstm_forward(xg, h0, c0, w, reverse)
+    want = recurrent._lstm_kernel(xg, h0, c0, w, reverse=reverse)
+    for k, (g, e) in enumerate(zip(got, want)):
+        _close(g, e, dtype, hidden * steps, f"forward output {k}")
+    y, _, _, cs, acts = want
+    grads = [n(*a.shape) for a in want]
+    got = crnn.lstm_backward(*grads, y, acts, cs, h0, c0, w, reverse)
+    want = recurrent._lstm_grad_kernel(*grads, y, acts, cs, h0, c0, w, reverse=reverse)
+    for k, (g, e) in enumerate(zip(got, want)):
+        _close(g, e, dtype, 4 * hidden * steps * rows, f"backward output {k}")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("steps,rows,hidden", SIZES)
+def test_gru_layer_kernels_match_the_reference(dtype, reverse, steps, rows, hidden):
+    def n(*shape, scale=1.0):
+        return (r.standard_normal(shape) * scale).astype(dtype)
+
+    scale = 1 / np.sqrt(hidden)
+    xg = n(steps, rows, 3 * hidden)
+    h0, w, b = n(rows, hidden), n(3 * hidden, hidden, scale=scale), n(3 * hidden)
+    w_strided = np.asfortranarray(w)  # a layout the GEMM reads transposed
+    got = crnn.gru_forward(xg, h0, w_strided, b, reverse)
+    want = recurrent._gru_kernel(xg, h0, w, b, reverse=reverse)
+    for k, (g, e) in enumerate(zip(got, want)):
+        _close(g, e, dtype, hidden * steps, f"forward output {k}")
+    y, _, acts = want
+    grads = [n(*a.shape) for a in want]
+    got = crnn.gru_backward(*grads, y, acts, h0, w_strided, reverse)
+    want = recurrent._gru_grad_kernel(*grads, y, acts, h0, w, reverse=reverse)
+    for k, (g, e) in enumerate(zip(got, want)):
+        _close(g, e, dtype, 3 * hidden * steps * rows, f"backward output {k}")
+
+
+def test_nan_propagates_like_the_reference():
+    xg = r.standard_normal((3, 2, 8)).astype(np.float32)
+    xg[1, 0, 5] = np.nan
+    h0 = c0 = np.zeros((2, 2), np.float32)
+    w = r.standard_normal((8, 2)).astype(np.float32)
+    got = crnn.lstm_forward(xg, h0, c0, w, False)
+    want = recurrent._lstm_kernel(xg, h0, c0, w, reverse=False)
+    for g, e in zip(got, want):
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(e))
+
+
+def test_declines_what_it_does_not_run():
+    xg = np.zeros((2, 1, 4), np.float16)
+    h0 = np.zeros((1, 1), np.float16)
+    assert crnn.lstm_forward(xg, h0, h0, np.zeros((4, 1), np.float16), False) is None
+    empty = np.zeros((0, 1, 4), np.float32)
+    h0 = np.zeros((1, 1), np.float32)
+    assert crnn.lstm_forward(empty, h0, h0, np.zeros((4, 1), np.float32), False) is None
