@@ -24,8 +24,19 @@ import pytest
 import ember
 from ember import random as ember_random
 from ember.graph import Graph, interpreter
-from ember.kernels import cconv, cepilogue, cfuse, cgemm, cpooling, crnn, csoftmax
+from ember.kernels import (
+    cbatchnorm,
+    cconv,
+    cdepthwise,
+    cepilogue,
+    cfuse,
+    cgemm,
+    cpooling,
+    crnn,
+    csoftmax,
+)
 from ember.ops import _conv_kernels, recurrent
+from ember.ops import batch_norm as _batch_norm
 from ember.ops.pool import _max_pool_np, _scatter_kernel
 from ember.ops.program import evaluate_program
 from ember.ops.softmax import _log_softmax_kernel, _softmax_kernel
@@ -288,10 +299,11 @@ def _checked_recurrent(name, reference):
     return call
 
 
-def _checked_conv(name):
-    """``cconv.<name>`` with each call that returns an array checked against the NumPy kernel
-    of ops/_conv_kernels.py (the forward with its bias and ReLU added after)."""
-    fast, reference = getattr(cconv, name), getattr(_conv_kernels, name)
+def _checked_conv(name, module=cconv):
+    """``cconv.<name>`` (or ``cdepthwise.<name>``) with each call that returns an array
+    checked against the NumPy kernel of ops/_conv_kernels.py (the forward with its bias and
+    ReLU added after)."""
+    fast, reference = getattr(module, name), getattr(_conv_kernels, name)
 
     def call(a, b, p, groups, *epilogue, **kwargs):
         got = fast(a, b, p, groups, *epilogue, **kwargs)
@@ -302,13 +314,68 @@ def _checked_conv(name):
                 want = want + bias.reshape((1, -1) + (1,) * (want.ndim - 2))
             if (epilogue[1:] or (kwargs.get("relu"),))[0]:
                 want = np.where(want < 0, want.dtype.type(0), want)
-            message = f"cconv.{name} on {a.shape}, {b.shape}"
+            message = f"{module.__name__}.{name} on {a.shape}, {b.shape}"
             _assert_close_to_reference(got, want, message)
             mask = (epilogue[2:] or (kwargs.get("mask"),))[0]
             if mask is not None:  # got > 0 exactly; want may round to the other side of 0
                 assert np.array_equal(mask, got > 0), message
                 flips = mask != (want > 0)
                 assert np.all(np.abs(want[flips]) <= 1e-4 * np.abs(want).max()), message
+        return got
+
+    return call
+
+
+def _checked_batch_norm(name):
+    """``cbatchnorm.<name>`` with each call that returns arrays checked against the NumPy
+    kernels of ops/batch_norm.py: within 1e-4 (float32) of each result's own scale, times the
+    input's conditioning (its largest magnitude over its smallest channel deviation: centring
+    rounds at the scale of the values, not of their deviations). A sum's scale is the sum of
+    its terms' magnitudes (a mean near zero, a weight gradient that cancels)."""
+    fast = getattr(cbatchnorm, name)
+
+    def call(*args):
+        got = fast(*args)
+        if got is None:
+            return got
+        axes = (0,) + tuple(range(2, args[0].ndim))
+        if name == "train_forward":
+            x, w, b, eps = args
+            want = _batch_norm._train_kernel(x, w, b, eps=eps)
+            spread = np.sqrt(want[2].astype(np.float64) + eps)
+            ax = np.abs(x.astype(np.float64))
+            scales = [None, ax.max(initial=0), (ax * ax).max(initial=0)]
+        elif name == "train_backward":
+            gy, x, mean, var, w, eps = args
+            zeros = np.zeros_like(mean)
+            want = _batch_norm._backward_kernel(gy, zeros, zeros, x, mean, var, w, eps=eps)
+            spread = np.sqrt(var.astype(np.float64) + eps)
+            view = (1, -1) + (1,) * (x.ndim - 2)
+            ag = np.abs(gy.astype(np.float64))
+            xhat = np.abs(x - mean.reshape(view)) / spread.reshape(view)
+            scales = [None, (ag * xhat).sum(axes).max(initial=0), ag.sum(axes).max(initial=0)]
+        else:
+            x, scale, shift = args
+            view = (1, -1) + (1,) * (x.ndim - 2)
+            y = x.astype(np.float64) * scale.reshape(view) + shift.reshape(view)
+            want, spread, scales = (y.astype(x.dtype),), None, [None]
+        x = args[0] if name != "train_backward" else args[1]
+        values = np.abs(x[np.isfinite(x)])
+        condition = 1.0
+        if spread is not None and values.size and np.isfinite(spread).all():
+            condition = max(1.0, float(values.max()) / max(float(spread.min()), 1e-30))
+        got_all = got if isinstance(got, tuple) else (got,)
+        for g, w, scale in zip(got_all, want, scales):
+            message = f"cbatchnorm.{name} on {x.shape}"
+            assert g.shape == w.shape and g.dtype == w.dtype, message
+            finite = np.isfinite(w)
+            np.testing.assert_array_equal(np.isfinite(g), finite, err_msg=message)
+            if scale is None or not np.isfinite(scale):
+                scale = float(np.abs(w[finite]).max()) if finite.any() else 0.0
+            tol = (1e-4 if w.dtype == np.float32 else 1e-11) * condition
+            np.testing.assert_allclose(
+                g[finite], w[finite], rtol=tol, atol=tol * scale, err_msg=message
+            )
         return got
 
     return call
@@ -427,6 +494,9 @@ def generated_code_equals_the_interpreter(monkeypatch):
     _check(monkeypatch, cepilogue, "build", _checked_epilogue(cepilogue.build))
     for name in ("conv_forward", "conv_input_grad", "conv_weight_grad"):
         _check(monkeypatch, cconv, name, _checked_conv(name))
+        _check(monkeypatch, cdepthwise, name, _checked_conv(name, cdepthwise))
+    for name in ("train_forward", "train_backward", "eval_forward"):
+        _check(monkeypatch, cbatchnorm, name, _checked_batch_norm(name))
     _check(monkeypatch, cgemm, "matmul", _checked_product(cgemm.matmul))
     for name, reference in _RECURRENT_REFERENCES.items():
         _check(monkeypatch, crnn, name, _checked_recurrent(name, reference))

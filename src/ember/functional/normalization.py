@@ -16,8 +16,9 @@ import numpy as np
 from ..autograd import no_grad
 from ..errors import ShapeError
 from ..ops import api as E
-from ..ops._registry import apply, export
+from ..ops._registry import apply, constant, export
 from ..ops._util import fmt_shape, numel
+from ..ops.batch_norm import BATCH_NORM_EVAL, BATCH_NORM_TRAIN
 from ..ops.norm_act import LAYER_NORM
 from ._common import dim_arg, float_input
 
@@ -151,41 +152,40 @@ def batch_norm(
     running_var = _running("batch_norm", running_var, x, c, "running_var")
     weight = _param("batch_norm", weight, x, (c,), "weight")
     bias = _param("batch_norm", bias, x, (c,), "bias")
-    axes = (0,) + tuple(range(2, x.ndim))
     if not training:
         if running_mean is None or running_var is None:
             raise ValueError(
                 "batch_norm: running_mean and running_var are needed in evaluation mode "
                 "(training=False); pass them or use training=True"
             )
-        # fold the statistics and the affine into one per-channel scale and shift
-        scale = E.rsqrt(E.cast(running_var, x.dtype) + float(eps))
-        if weight is not None:
-            scale = scale * weight
-        shift = -E.cast(running_mean, x.dtype) * scale
-        if bias is not None:
-            shift = shift + bias
-        return x * _channel_view(scale, x.ndim) + _channel_view(shift, x.ndim)
+        mean, var = E.cast(running_mean, x.dtype), E.cast(running_var, x.dtype)
+        weight, bias = _filled(weight, x, c, 1.0), _filled(bias, x, c, 0.0)
+        return apply(BATCH_NORM_EVAL, x, mean, var, weight, bias, eps=float(eps))
     n = numel(x.shape) // max(c, 1)
     if n <= 1:
         raise ValueError(
             f"batch_norm: expected more than 1 value per channel when training, got input of "
             f"shape {fmt_shape(x.shape)}"
         )
-    centred, mean, var = _moments(x, axes)
-    scale = E.rsqrt(var + float(eps))
-    if weight is not None:
-        scale = scale * _channel_view(weight, x.ndim)
-    y = centred * scale
-    if bias is not None:
-        y = y + _channel_view(bias, x.ndim)
+    y, mean, var = apply(
+        BATCH_NORM_TRAIN,
+        x,
+        _filled(weight, x, c, 1.0),
+        _filled(bias, x, c, 0.0),
+        eps=float(eps),
+    )
     if running_mean is not None or running_var is not None:
         m = _momentum("batch_norm", momentum)
         if running_mean is not None:
-            _update_running(running_mean, E.reshape(mean.detach(), (c,)), m)
+            _update_running(running_mean, mean, m)
         if running_var is not None:
-            _update_running(running_var, E.reshape(var.detach(), (c,)) * (n / (n - 1)), m)
+            _update_running(running_var, var * (n / (n - 1)), m)
     return y
+
+
+def _filled(p, x, c: int, value: float):
+    """An affine parameter, or a constant one of ``value`` where none is given."""
+    return p if p is not None else constant(np.full((c,), value, x.dtype.np))
 
 
 def _running(op: str, buf, x, c: int, what: str):

@@ -45,7 +45,16 @@ __all__ = [
 
 
 class NotBatchable(EmberError):
-    """Running this op on slices of the batch would not give the whole batch's results."""
+    """Running this op on slices of the batch would not give the whole batch's results.
+
+    ``out_axes`` (optional): where the batch lies in the op's outputs all the same when the
+    call runs on the whole batch (None for a batch-free output, a statistic): the values read
+    by later ops are then per-sample or batch-free as usual, and those ops may still run in
+    slices (transforms/microbatch.py's `batch_axes`)."""
+
+    def __init__(self, message: str, *, out_axes: tuple | None = None, **kwargs):
+        super().__init__(message, **kwargs)
+        self.out_axes = out_axes
 
 
 class Batched(NamedTuple):

@@ -97,6 +97,8 @@ class OpDef:
     compose: Callable[..., Any] | None = None
     broadcast: bool = False
     aliases: bool = False
+    channel_affine: Callable[..., Any] | None = None
+    channel_weight: Callable[..., Any] | None = None
     run: Callable[..., Any] = field(init=False, repr=False)
 
     def __post_init__(self):

@@ -49,6 +49,13 @@ Transforms
 * ``broadcast``: the op only broadcasts its input (an elementwise reader may read the input).
 * ``unroll(graph, node, max_trips, folder) -> int | None``: a loop op unrolls itself
   (transforms/unroll.py drives it; control/ defines it).
+* ``channel_affine(arrays, attrs) -> (operand, scale, shift) | None``: given its operands'
+  constant arrays (None where not constant), the call is ``x * scale[c] + shift[c]`` along
+  dimension 1 of operand ``operand`` (float64 arrays); batch_norm_eval
+  (transforms/fold_affine.py folds it into the producer of ``x``).
+* ``channel_weight(attrs) -> int | None``: the operand whose dimension 0 runs over the
+  result's dimension 1 (channels) and which the result is linear in, channel by channel, so
+  that scaling its row ``c`` scales output channel ``c``: the convolution's weight.
 """
 
 from __future__ import annotations

@@ -23,6 +23,8 @@ size they produce: ``in_size`` (spatial size of x) and ``kernel_size``.
 
 from __future__ import annotations
 
+import functools
+
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..kernels.cconv_epilogue import Spec
@@ -181,9 +183,18 @@ def _kernels(weight_shape, reference, compiled: str):
         return run(a, b, attrs, reference)
 
     def fast(a, b, **attrs):
-        return run(a, b, attrs, getattr(_compiled(), compiled))
+        return run(a, b, attrs, functools.partial(_depthwise_first, compiled))
 
     return kernel, fast
+
+
+def _depthwise_first(compiled: str, a, b, p, groups):
+    """kernels/cdepthwise.py's ``compiled`` kernel for a depthwise convolution, else
+    kernels/cconv.py's."""
+    from ..kernels import cdepthwise
+
+    result = getattr(cdepthwise, compiled)(a, b, p, groups)
+    return result if result is not None else getattr(_compiled(), compiled)(a, b, p, groups)
 
 
 _conv_kernel, _conv_fast = _kernels(
@@ -435,8 +446,19 @@ def _epilogue_c_step(node):
     return None if found is None else cconv_epilogue.c_step(node, *found[:2])
 
 
+def _epilogue_accepts(node) -> bool:
+    """The C store runs in kernels/cconv.py's kernels: not for a depthwise convolution, whose
+    own kernel (kernels/cdepthwise.py) is faster than the grouped GEMM with its epilogue."""
+    from ..kernels.cdepthwise import multiplier
+
+    x, w = (v.type for v in node.inputs[:2])
+    if multiplier(x.shape[1], tuple(w.shape), node.attrs["groups"]) is not None:
+        return False
+    return _compiled().available(node.outputs[0].dtype.np)
+
+
 _CONV_EPILOGUE = EpilogueRule(
-    accepts=lambda node: _compiled().available(node.outputs[0].dtype.np),
+    accepts=_epilogue_accepts,
     takes=_epilogue_takes,
     compile=_epilogue_compile,
     c_step=_epilogue_c_step,
@@ -456,6 +478,8 @@ CONV = register(
         batch=_batching.per_sample(),
         c_step=_conv_c_step,
         epilogue=_CONV_EPILOGUE,
+        # output channel c reads weight row c only, whatever the groups
+        channel_weight=lambda attrs: 1,
         flop_family="conv",
         workspace=_half_workspace,
         doc="conv(x, w; stride, padding, dilation, groups): N-d cross-correlation, x of shape "

@@ -261,7 +261,8 @@ def batch_axes(graph, batch: list[int], k: int) -> tuple[dict, set, dict]:
     slices for each call with per-sample operands whose rule applies). A value computed from
     the whole batch by a reduction (a statistic) is batch-free here, unlike in `split_batch`:
     a region read by it and not computing it may run in slices. Values past a node whose
-    slices would differ (no rule, a refusal, control flow) are in neither: opaque."""
+    slices would differ (no rule, a refusal, control flow) are in neither: opaque, unless the
+    refusal says where its results hold the batch (`NotBatchable.out_axes`)."""
     axes = {id(graph.inputs[i]): 0 for i in batch}
     free = {id(v) for v in graph.inputs if id(v) not in axes}
     rules: dict = {}
@@ -282,7 +283,11 @@ def batch_axes(graph, batch: list[int], k: int) -> tuple[dict, set, dict]:
             continue
         try:
             batched = rule([v.type for v in node.inputs], in_axes, node.attrs, k)
-        except NotBatchable:
+        except NotBatchable as exc:
+            # a call that needs the whole batch (batch normalization's statistics) may still
+            # say where its results hold the batch: it runs whole, its readers may run sliced
+            for o, axis in zip(node.outputs, exc.out_axes or ()):
+                (free.add(id(o)) if axis is None else axes.__setitem__(id(o), axis))
             continue
         rules[id(node)] = batched
         for o, axis in zip(node.outputs, batched.out_axes):

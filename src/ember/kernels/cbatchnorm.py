@@ -1,0 +1,270 @@
+"""Compiled batch normalization over (N, C, *spatial) arrays, float32 and float64: the training
+forward (batch statistics and the normalized, scaled and shifted result), its backward (the
+input, weight and bias gradients), and the per-channel affine of evaluation mode.
+
+Each kernel is bound by memory. The training kernels work on blocks of channels small enough
+that a block's whole data (all samples) stays in the L2 cache, read sample by sample in memory
+order (a block of channels of one sample is contiguous): the statistics pass reads the block
+from memory, the pass that writes the result reads it again from the cache. So the forward
+moves the input once and the result once, the backward the input and the output gradient once
+and the input gradient once, as a one-pass kernel would, yet the variance is the mean of
+squared deviations, from a shifted origin:
+
+* statistics: per channel, sums of ``x - s`` and ``(x - s)^2`` in double, with ``s`` the
+  channel's first element (a shift that keeps the cancellation in ``E[(x-s)^2] - E[x-s]^2``
+  small when the mean is far from zero);
+* the backward's two reductions, ``sum(dy)`` and ``sum(dy * (x - mean))``, the same way, then
+  ``dx = w * invstd * (dy - sum(dy) / n - xhat * sum(dy * xhat) / n)``.
+
+All arithmetic is in double, each result rounded once to the array's dtype as the reference
+rounds it (memory, not arithmetic, bounds these loops).
+
+The NumPy kernels of ops/batch_norm.py are the specification; these equal them within rounding.
+Blocks of channels are shared over kernels/cpool.py's threads. Every entry returns None where it
+does not apply (not float32/float64, no compiler, fewer than 2 dimensions, an empty tensor).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+
+import numpy as np
+
+__all__ = ["eval_forward", "train_backward", "train_forward"]
+
+_C = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+_P, _L = ctypes.c_void_p, ctypes.c_long
+_SERIAL_BYTES = 1 << 16
+
+_SOURCE = r"""
+#include <math.h>
+#include <string.h>
+typedef void (*ember_task)(void *, long, long);
+typedef void (*ember_pool)(ember_task, void *, long, long);
+struct job {
+  const T *x, *dy, *w, *b; T *out; double *stats; /* stats: per channel (mean, invstd) */
+  long n, c, plane, block; double eps;
+  double *sums; /* backward: per channel (sum dy, sum dy * xhat) */
+};
+
+/* sums of (p[i] - s) and of its square over `len` elements, in double (memory, not
+   arithmetic, bounds these loops: double costs nothing here and rounds like the reference) */
+static void shifted_sums(const T *p, long len, double s, double *sum, double *sq) {
+  double a = 0, q = 0;
+#pragma omp simd reduction(+ : a, q)
+  for (long i = 0; i < len; i++) {
+    double d = (double)p[i] - s;
+    a += d;
+    q += d * d;
+  }
+  *sum += a;
+  *sq += q;
+}
+
+static void forward_blocks(void *job_, long lo, long hi) {
+  const struct job *j = job_;
+  const long C = j->c, P = j->plane, count = j->n * P;
+  for (long blk = lo; blk < hi; blk++) {
+    const long c0 = blk * j->block, c1 = c0 + j->block < C ? c0 + j->block : C;
+    for (long c = c0; c < c1; c++) {
+      const double s = j->x[c * P];
+      double sum = 0, sq = 0;
+      for (long n = 0; n < j->n; n++) shifted_sums(j->x + (n * C + c) * P, P, s, &sum, &sq);
+      const double dmean = sum / count;
+      double var = sq / count - dmean * dmean;
+      if (var < 0) var = 0;
+      j->stats[2 * c] = s + dmean;
+      j->stats[2 * c + 1] = var;
+    }
+    for (long n = 0; n < j->n; n++)
+      for (long c = c0; c < c1; c++) {
+        const double invstd = 1.0 / sqrt(j->stats[2 * c + 1] + j->eps);
+        const double scale = invstd * (double)j->w[c], mean = j->stats[2 * c];
+        const double shift = (double)j->b[c];
+        const T *restrict xp = j->x + (n * C + c) * P;
+        T *restrict yp = j->out + (n * C + c) * P;
+#pragma omp simd
+        for (long i = 0; i < P; i++) yp[i] = (T)(((double)xp[i] - mean) * scale + shift);
+      }
+  }
+}
+
+static void backward_blocks(void *job_, long lo, long hi) {
+  const struct job *j = job_;
+  const long C = j->c, P = j->plane, count = j->n * P;
+  for (long blk = lo; blk < hi; blk++) {
+    const long c0 = blk * j->block, c1 = c0 + j->block < C ? c0 + j->block : C;
+    for (long c = c0; c < c1; c++) {
+      const double mean = j->stats[2 * c];
+      double sg = 0, sgx = 0;
+      for (long n = 0; n < j->n; n++) {
+        const T *restrict xp = j->x + (n * C + c) * P;
+        const T *restrict gp = j->dy + (n * C + c) * P;
+#pragma omp simd reduction(+ : sg, sgx)
+        for (long i = 0; i < P; i++) {
+          sg += (double)gp[i];
+          sgx += (double)gp[i] * ((double)xp[i] - mean);
+        }
+      }
+      j->sums[2 * c] = sg;
+      j->sums[2 * c + 1] = sgx;
+    }
+    for (long n = 0; n < j->n; n++)
+      for (long c = c0; c < c1; c++) {
+        const double invstd = j->stats[2 * c + 1], w = (double)j->w[c];
+        /* dx = k * (dy - sum(dy) / n) - k * invstd^2 * sum(dy (x - mean)) / n * (x - mean) */
+        const double k = w * invstd, g0 = j->sums[2 * c] / count;
+        const double r = invstd * invstd * j->sums[2 * c + 1] / count, mean = j->stats[2 * c];
+        const T *restrict xp = j->x + (n * C + c) * P;
+        const T *restrict gp = j->dy + (n * C + c) * P;
+        T *restrict dp = j->out + (n * C + c) * P;
+#pragma omp simd
+        for (long i = 0; i < P; i++)
+          dp[i] = (T)(k * ((double)gp[i] - g0 - ((double)xp[i] - mean) * r));
+      }
+  }
+}
+
+static void affine_planes(void *job_, long lo, long hi) {
+  const struct job *j = job_;
+  for (long p = lo; p < hi; p++) {
+    const T scale = j->w[p % j->c], shift = j->b[p % j->c];
+    const T *restrict xp = j->x + p * j->plane;
+    T *restrict yp = j->out + p * j->plane;
+#pragma omp simd
+    for (long i = 0; i < j->plane; i++) yp[i] = xp[i] * scale + shift;
+  }
+}
+
+static void run(ember_task task, struct job *j, long count, long bytes, ember_pool pool) {
+  if (pool && bytes > SERIAL_BYTES && count > 1) pool(task, j, count, 1);
+  else task(j, 0, count);
+}
+
+/* stats: double[c][2], out: (mean, biased variance) */
+void bn_forward(const T *x, const T *w, const T *b, T *y, double *stats, long n, long c,
+                long plane, long block, double eps, ember_pool pool) {
+  struct job j = {x, 0, w, b, y, stats, n, c, plane, block, eps, 0};
+  run(forward_blocks, &j, (c + block - 1) / block, n * c * plane * sizeof(T), pool);
+}
+
+/* stats: double[c][2] in: (mean, invstd); sums: double[c][2] out: (sum dy, sum dy (x - mean)) */
+void bn_backward(const T *x, const T *dy, const T *w, T *dx, double *stats, double *sums,
+                 long n, long c, long plane, long block, ember_pool pool) {
+  struct job j = {x, dy, w, 0, dx, stats, n, c, plane, block, 0, sums};
+  run(backward_blocks, &j, (c + block - 1) / block, n * c * plane * sizeof(T), pool);
+}
+
+void bn_affine(const T *x, const T *scale, const T *shift, T *y, long n, long c, long plane,
+               ember_pool pool) {
+  struct job j = {x, 0, scale, shift, y, 0, n, c, plane, 1, 0, 0};
+  run(affine_planes, &j, n * c, n * c * plane * sizeof(T), pool);
+}
+"""
+
+
+@functools.cache
+def _l2_bytes() -> int:
+    """The L2 cache's size (per core), read from the system; 256 KiB where it says nothing."""
+    try:
+        size = os.sysconf("SC_LEVEL2_CACHE_SIZE")
+        if size > 0:
+            return int(size)
+    except (ValueError, OSError, AttributeError):
+        pass
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cache/index2/size") as f:
+            text = f.read().strip().upper()
+        scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
+        return int(text.rstrip("KM")) * scale
+    except (OSError, ValueError):
+        return 256 << 10
+
+
+@functools.cache
+def _functions(dtype: np.dtype):
+    from . import ccompile, cpool
+
+    if dtype not in _C or not ccompile.compiler_available():
+        return None
+    source = f"#define T {_C[dtype]}\n#define SERIAL_BYTES {_SERIAL_BYTES}L\n" + _SOURCE
+    p, n, d = _P, _L, ctypes.c_double
+    try:
+        forward = ccompile.load(source, "bn_forward", [p] * 5 + [n] * 4 + [d, p])
+        backward = ccompile.load(source, "bn_backward", [p] * 6 + [n] * 4 + [p])
+        affine = ccompile.load(source, "bn_affine", [p] * 4 + [n] * 3 + [p])
+    except ccompile.CompileError:
+        return None
+    return forward, backward, affine, cpool.parallel_for()
+
+
+def _applies(x: np.ndarray, *others) -> bool:
+    return (
+        x.ndim >= 2
+        and x.size > 0
+        and x.dtype in _C
+        and all(o.dtype == x.dtype for o in others)
+        and _functions(x.dtype) is not None
+    )
+
+
+def _block(n: int, plane: int, itemsize: int, channels: int) -> int:
+    """Channels per block: as many as keep a block's data (input and, in the backward, the
+    gradient: two arrays) within half the L2 cache, at least one."""
+    per_channel = 2 * n * plane * itemsize
+    return max(1, min(channels, (_l2_bytes() // 2) // max(per_channel, 1)))
+
+
+def train_forward(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float):
+    """``(y, mean, var)``: the normalized ``x`` scaled by ``weight`` and shifted by ``bias``
+    per channel (dimension 1), and the batch mean and biased variance (in x's dtype), or None."""
+    if not _applies(x, weight, bias):
+        return None
+    forward, _, _, pool = _functions(x.dtype)
+    x = np.ascontiguousarray(x)
+    weight, bias = np.ascontiguousarray(weight), np.ascontiguousarray(bias)
+    n, c = x.shape[:2]
+    plane = x.size // (n * c)
+    y = np.empty_like(x)
+    stats = np.empty((c, 2), np.float64)
+    block = _block(n, plane, x.itemsize, c)
+    forward(x.ctypes.data, weight.ctypes.data, bias.ctypes.data, y.ctypes.data,
+            stats.ctypes.data, n, c, plane, block, float(eps), pool)  # fmt: skip
+    return y, stats[:, 0].astype(x.dtype), stats[:, 1].astype(x.dtype)
+
+
+def train_backward(gy, x, mean, var, weight, eps: float):
+    """``(gx, gweight, gbias)`` of `train_forward` given the output gradient ``gy`` and the
+    saved ``mean`` and biased ``var``, or None."""
+    if not _applies(x, gy, mean, var, weight):
+        return None
+    _, backward, _, pool = _functions(x.dtype)
+    x, gy = np.ascontiguousarray(x), np.ascontiguousarray(gy)
+    weight = np.ascontiguousarray(weight)
+    n, c = x.shape[:2]
+    plane = x.size // (n * c)
+    invstd = 1.0 / np.sqrt(var.astype(np.float64) + float(eps))
+    stats = np.ascontiguousarray(np.stack([mean.astype(np.float64), invstd], axis=1))
+    sums = np.empty((c, 2), np.float64)
+    gx = np.empty_like(x)
+    block = _block(n, plane, x.itemsize, c)
+    backward(x.ctypes.data, gy.ctypes.data, weight.ctypes.data, gx.ctypes.data,
+             stats.ctypes.data, sums.ctypes.data, n, c, plane, block, pool)  # fmt: skip
+    gweight = (sums[:, 1] * invstd).astype(x.dtype)
+    return gx, gweight, sums[:, 0].astype(x.dtype)
+
+
+def eval_forward(x: np.ndarray, scale: np.ndarray, shift: np.ndarray):
+    """``x * scale + shift`` with one (scale, shift) per channel (dimension 1), or None."""
+    if not _applies(x, scale, shift):
+        return None
+    _, _, affine, pool = _functions(x.dtype)
+    x = np.ascontiguousarray(x)
+    scale, shift = np.ascontiguousarray(scale), np.ascontiguousarray(shift)
+    n, c = x.shape[:2]
+    y = np.empty_like(x)
+    affine(x.ctypes.data, scale.ctypes.data, shift.ctypes.data, y.ctypes.data, n, c,
+           x.size // (n * c), pool)  # fmt: skip
+    return y

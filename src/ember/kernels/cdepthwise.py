@@ -1,0 +1,460 @@
+"""Compiled depthwise convolutions: the forward, its input gradient and its weight gradient for
+``groups == in_channels`` (each output channel reads one input channel; a channel multiplier
+``out_channels / groups`` above 1 included), 1-d and 2-d, any stride, padding and dilation.
+
+The grouped path of kernels/cconv.py runs a depthwise convolution as one tiny GEMM per channel
+(one output row padded to a panel of eight): mostly padding. A depthwise convolution does a few
+multiply-adds per element it moves, so it is bound by memory, and these kernels touch each
+element once: per (sample, channel) plane, the plane is copied into a zero-framed scratch that
+stays in the L1/L2 cache, and each output row is one loop over its width with the kernel's taps
+unrolled (the geometry is compiled in: one small library per kernel size, stride and dilation,
+cached on disk by kernels/ccompile.py), so no bounds are checked inside a row and the loop is
+vectorized over the width.
+
+* forward: ``y[oh, ow] = sum_k w[k] * framed_x[oh * s + kh * d, ow * s + kw * d]``;
+* input gradient: stride 1 is the forward of the framed output gradient with the flipped
+  kernel (a gather, vectorized; finite weights only); larger strides and non-finite weights
+  add each gradient row into the framed input plane tap by tap (a strided scatter) and crop
+  the frame;
+* weight gradient: blocks of samples in parallel, each plane's taps as lane sums as wide as
+  an output row (vectorized over the width, in the operands' dtype), summed per plane into
+  the block's double partial sums, which are added at the end.
+
+Sums run in another order than the NumPy kernels of ops/_conv_kernels.py (the specification),
+so results equal them within rounding; the zero frame makes padding behave as theirs does (a
+non-finite weight or gradient times a padded zero is NaN in both). Planes (forward, input
+gradient) or blocks of samples (weight gradient) are shared over kernels/cpool.py's threads.
+Every entry returns None where it does not apply (not depthwise, 3-d, not float32/float64, no
+compiler, a negative low padding, an empty tensor) and the caller runs the grouped path.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import numpy as np
+
+__all__ = ["conv_forward", "conv_input_grad", "conv_weight_grad", "multiplier"]
+
+_C = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+_P, _L = ctypes.c_void_p, ctypes.c_long
+# x, w, y, pool; N, Cin, M, H, W, OH, OW, PH, PW (lo padding), H-extent, W-extent of the frame
+_ARGS = [_P, _P, _P, _P] + [_L] * 11
+# work (multiply-adds) below which a call stays on the calling thread
+_SERIAL_WORK = 1 << 15
+
+_SOURCE = r"""
+#include <stdlib.h>
+#include <string.h>
+typedef void (*ember_task)(void *, long, long);
+typedef void (*ember_pool)(ember_task, void *, long, long);
+#define KK (KH * KW)
+struct job {
+  const T *a; const T *w; T *out;
+  long n, cin, m, h, w_, oh, ow, ph, pw, fh, fw, blocks;
+};
+
+/* copy plane src (rows x cols) into the zeroed frame (fh rows of pitch fw) at (r0, c0),
+   clipped to fh rows and `limit` columns (columns past it stay zero) */
+static void frame_rows(T *frame, long fh, long fw, long limit, const T *src, long rows,
+                       long cols, long r0, long c0) {
+  long ncols = cols;
+  if (c0 + ncols > limit) ncols = limit - c0;
+  if (ncols <= 0) return;
+  for (long r = 0; r < rows && r0 + r < fh; r++)
+    memcpy(frame + (r0 + r) * fw + c0, src + r * cols, ncols * sizeof(T));
+}
+
+static void frame_plane(T *frame, long fh, long fw, const T *src, long rows, long cols,
+                        long r0, long c0) {
+  frame_rows(frame, fh, fw, fw, src, rows, cols, r0, c0);
+}
+
+/* the bytes of one vector register, for the choice of a flat loop below */
+#if defined(__AVX512F__)
+#define VBYTES 64
+#elif defined(__AVX__)
+#define VBYTES 32
+#else
+#define VBYTES 16
+#endif
+
+/* stride 1 on rows narrower than a vector: the taps over the frame as one flat loop of
+   rows * fw results (each row's last fw - cols are read past its end and dropped), then the
+   rows copied out (added to `out` when `add`); a loop per row would run mostly remainders */
+static void flat_taps(const T *restrict frame, long fw, long rows, long cols, const T *wk,
+                      T *restrict ext, T *restrict out, int add) {
+  const long len = rows * fw;
+#pragma omp simd
+  for (long i = 0; i < len; i++) {
+    T s = 0;
+    for (int kh = 0; kh < KH; kh++)
+      for (int kw = 0; kw < KW; kw++) s += wk[kh * KW + kw] * frame[i + kh * DH * fw + kw * DW];
+    ext[i] = s;
+  }
+  for (long r = 0; r < rows; r++) {
+    if (add)
+      for (long c = 0; c < cols; c++) out[r * cols + c] += ext[r * fw + c];
+    else
+      memcpy(out + r * cols, ext + r * fw, cols * sizeof(T));
+  }
+}
+#define FLAT(cols) (SH == 1 && SW == 1 && (cols) * (long)sizeof(T) < VBYTES)
+/* a flat loop reads up to (KW - 1) * DW past the frame's last row: zeros */
+#define SLACK ((KW - 1) * DW + 1)
+
+/* forward: out planes (n, co), input plane (n, co / m) */
+static void forward_planes(void *job_, long lo, long hi) {
+  const struct job *j = job_;
+  const long fh = j->fh, fw = j->fw, OH = j->oh, OW = j->ow, cout = j->cin * j->m;
+  T *frame = calloc(fh * fw + SLACK + OH * fw, sizeof(T));
+  if (!frame) return;
+  T *ext = frame + fh * fw + SLACK;
+  for (long p = lo; p < hi; p++) {
+    const long n = p / cout, co = p % cout;
+    frame_plane(frame, fh, fw, j->a + (n * j->cin + co / j->m) * j->h * j->w_, j->h, j->w_,
+                j->ph, j->pw);
+    T wk[KK];
+    for (int k = 0; k < KK; k++) wk[k] = j->w[co * KK + k];
+    T *y = j->out + p * OH * OW;
+    if (FLAT(OW)) {
+      flat_taps(frame, fw, OH, OW, wk, ext, y, 0);
+      continue;
+    }
+    for (long oh = 0; oh < OH; oh++) {
+      const T *xr = frame + oh * SH * fw;
+      T *restrict yr = y + oh * OW;
+#pragma omp simd
+      for (long ow = 0; ow < OW; ow++) {
+        T s = 0;
+        for (int kh = 0; kh < KH; kh++)
+          for (int kw = 0; kw < KW; kw++)
+            s += wk[kh * KW + kw] * xr[kh * DH * fw + ow * SW + kw * DW];
+        yr[ow] = s;
+      }
+    }
+  }
+  free(frame);
+}
+
+/* input gradient, stride 1: dx plane (n, ci) = sum over its m output channels of the forward
+   of the framed gradient (frame offset (KH-1)*DH - ph, (KW-1)*DW - pw) with the flipped taps */
+static void input_grad_gather(void *job_, long lo, long hi) {
+  const struct job *j = job_;
+  const long fh = j->fh, fw = j->fw, H = j->h, W = j->w_, OH = j->oh, OW = j->ow;
+  const long r0 = (KH - 1) * DH - j->ph, c0 = (KW - 1) * DW - j->pw, cout = j->cin * j->m;
+  T *frame = calloc(fh * fw + SLACK + H * fw, sizeof(T));
+  if (!frame) return;
+  T *ext = frame + fh * fw + SLACK;
+  for (long p = lo; p < hi; p++) {
+    const long n = p / j->cin, ci = p % j->cin;
+    T *dx = j->out + p * H * W;
+    for (long c = 0; c < j->m; c++) {
+      const long co = ci * j->m + c;
+      frame_plane(frame, fh, fw, j->a + (n * cout + co) * OH * OW, OH, OW, r0, c0);
+      T wk[KK];
+      for (int k = 0; k < KK; k++) wk[k] = j->w[co * KK + (KK - 1 - k)];
+      if (FLAT(W)) {
+        flat_taps(frame, fw, H, W, wk, ext, dx, c > 0);
+        continue;
+      }
+      for (long ih = 0; ih < H; ih++) {
+        const T *gr = frame + ih * fw;
+        T *restrict xr = dx + ih * W;
+#pragma omp simd
+        for (long iw = 0; iw < W; iw++) {
+          T s = c ? xr[iw] : 0;
+          for (int kh = 0; kh < KH; kh++)
+            for (int kw = 0; kw < KW; kw++)
+              s += wk[kh * KW + kw] * gr[kh * DH * fw + iw + kw * DW];
+          xr[iw] = s;
+        }
+      }
+    }
+  }
+  free(frame);
+}
+
+/* input gradient, any stride: each gradient row added into the framed input plane tap by tap,
+   then the plane cropped out of the frame. The frame's columns are kept de-interleaved by
+   their phase modulo the stride (column c at phase c % SW, index c / SW), so that a tap's
+   contributions, SW columns apart, land in consecutive elements: a vectorized add instead of
+   a strided scatter. The crop re-interleaves them. */
+static void input_grad_scatter(void *job_, long lo, long hi) {
+  const struct job *j = job_;
+  const long fh = j->fh, fw = j->fw, H = j->h, W = j->w_, OH = j->oh, OW = j->ow;
+  const long cout = j->cin * j->m, qw = fw / SW + 1;
+  T *frame = malloc((fh + 1) * SW * qw * sizeof(T));
+  if (!frame) return;
+  for (long p = lo; p < hi; p++) {
+    const long n = p / j->cin, ci = p % j->cin;
+    memset(frame, 0, fh * SW * qw * sizeof(T));
+    for (long c = 0; c < j->m; c++) {
+      const long co = ci * j->m + c;
+      const T *g = j->a + (n * cout + co) * OH * OW;
+      for (long oh = 0; oh < OH; oh++) {
+        const T *restrict gr = g + oh * OW;
+        for (int kh = 0; kh < KH; kh++)
+          for (int kw = 0; kw < KW; kw++) {
+            const T wv = j->w[co * KK + kh * KW + kw];
+            const long col = kw * DW;
+            T *restrict fr = frame + ((oh * SH + kh * DH) * SW + col % SW) * qw + col / SW;
+#pragma omp simd
+            for (long ow = 0; ow < OW; ow++) fr[ow] += wv * gr[ow];
+          }
+      }
+    }
+    T *dx = j->out + p * H * W;
+    for (long ih = 0; ih < H; ih++) {
+      const T *restrict row = frame + (ih + j->ph) * SW * qw;
+      T *restrict line = frame + fh * SW * qw; /* (one interleaved row past the frame) */
+      for (long q = 0; q < qw; q++)
+        for (int r = 0; r < SW; r++) line[q * SW + r] = row[r * qw + q];
+      memcpy(dx + ih * W, line + j->pw, W * sizeof(T));
+    }
+  }
+  free(frame);
+}
+
+/* weight gradient: block b of samples, all channels, planes in memory order (a channel's planes
+   lie a whole sample apart: walking them channel by channel was several times slower). Per
+   plane, per stretch of V output columns (one vector), the taps' products summed over the
+   rows in V lanes each (registers), added to the channel's V lanes kept over the block, which
+   are summed into the block's double partial sums (out_partial[b][co][k]) at its end: float32
+   sums run over the block's rows (a horizontal sum per plane cost more than the plane's
+   products on small planes). The gradient plane is
+   copied into rows padded to whole vectors and the input frame is as wide as those vectors
+   read; the products of lanes past the output's width are dropped by a select (never added
+   as 0 * x, which is NaN where x is not finite) */
+#define V (VBYTES / (long)sizeof(T))
+static void weight_grad_blocks(void *job_, long lo, long hi) {
+  const struct job *j = job_;
+  const long fh = j->fh, fw = j->fw, OH = j->oh, OW = j->ow, cout = j->cin * j->m;
+  const long blocks = j->blocks, OWp = (OW + V - 1) / V * V;
+  const long pitch = (OWp - 1) * SW + (KW - 1) * DW + 1;
+  T *frame = calloc(fh * pitch + OH * OWp + cout * KK * V, sizeof(T));
+  if (!frame) return;
+  T *gframe = frame + fh * pitch;
+  T *kept = gframe + OH * OWp; /* per channel and tap, V lane sums over the block */
+  double *partial = (double *)j->out;
+  for (long b = lo; b < hi; b++) {
+    double *acc = partial + b * cout * KK;
+    memset(kept, 0, cout * KK * V * sizeof(T));
+    for (long n = b * j->n / blocks; n < (b + 1) * j->n / blocks; n++)
+      for (long co = 0; co < cout; co++) {
+        frame_rows(frame, fh, pitch, fw, j->a + (n * j->cin + co / j->m) * j->h * j->w_, j->h,
+                   j->w_, j->ph, j->pw);
+        frame_rows(gframe, OH, OWp, OW, j->w + (n * cout + co) * OH * OW, OH, OW, 0, 0);
+        for (long ow0 = 0; ow0 < OWp; ow0 += V) {
+          T lanes[KK][V];
+          memset(lanes, 0, sizeof lanes);
+          const long valid = OW - ow0; /* lanes past it only read (their products dropped) */
+          for (long oh = 0; oh < OH; oh++) {
+            const T *gr = gframe + oh * OWp + ow0;
+            const T *xr = frame + oh * SH * pitch + ow0 * SW;
+            for (int kh = 0; kh < KH; kh++)
+              for (int kw = 0; kw < KW; kw++) {
+                const T *xk = xr + kh * DH * pitch + kw * DW;
+#pragma omp simd
+                for (long v = 0; v < V; v++) {
+                  const T p = xk[v * SW] * gr[v];
+                  lanes[kh * KW + kw][v] += v < valid ? p : 0;
+                }
+              }
+          }
+          T *restrict into = kept + co * KK * V;
+          for (int k = 0; k < KK; k++)
+#pragma omp simd
+            for (long v = 0; v < V; v++) into[k * V + v] += lanes[k][v];
+        }
+      }
+    for (long i = 0; i < cout * KK; i++) {
+      double s = 0;
+      for (long v = 0; v < V; v++) s += kept[i * V + v];
+      acc[i] = s;
+    }
+  }
+  free(frame);
+}
+
+static void run(ember_task task, struct job *j, long count, long work, ember_pool pool) {
+  if (pool && work > SERIAL_WORK && count > 1) pool(task, j, count, 1);
+  else task(j, 0, count);
+}
+
+#define ENTRY(name, task, count, work)                                                      \
+  void name(const T *a, const T *w, T *out, ember_pool pool, long n, long cin, long m,      \
+            long h, long w_, long oh, long ow, long ph, long pw, long fh, long fw) {       \
+    struct job j = {a, w, out, n, cin, m, h, w_, oh, ow, ph, pw, fh, fw, 0};                \
+    run(task, &j, count, work, pool);                                                      \
+  }
+ENTRY(dw_forward, forward_planes, n * cin * m, n * cin * m * oh * ow * KK)
+ENTRY(dw_input_grad_gather, input_grad_gather, n * cin, n * cin * m * h * w_ * KK)
+ENTRY(dw_input_grad_scatter, input_grad_scatter, n * cin, n * cin * m * oh * ow * KK)
+/* the weight gradient's partial sums, double[blocks][cin * m][KK], go to out */
+void dw_weight_grad(const T *x, const T *g, double *out, ember_pool pool, long n, long cin,
+                    long m, long h, long w_, long oh, long ow, long ph, long pw, long fh, long fw,
+                    long blocks) {
+  struct job j = {x, g, (T *)out, n, cin, m, h, w_, oh, ow, ph, pw, fh, fw, blocks};
+  run(weight_grad_blocks, &j, blocks, n * cin * m * oh * ow * KK, pool);
+}
+"""
+
+
+def multiplier(x_channels: int, w_shape: tuple, groups: int) -> int | None:
+    """The channel multiplier of a depthwise convolution (``groups`` equal to the input
+    channels, more than one; one input channel per filter), or None for any other."""
+    if groups <= 1 or groups != x_channels or w_shape[1] != 1 or w_shape[0] % groups:
+        return None
+    return w_shape[0] // groups
+
+
+@functools.cache
+def _functions(dtype: np.dtype, kernel: tuple, stride: tuple, dilation: tuple):
+    from . import ccompile, cpool
+
+    if dtype not in _C or not ccompile.compiler_available():
+        return None
+    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
+    head = (
+        f"#define T {_C[dtype]}\n#define KH {kh}\n#define KW {kw}\n#define SH {sh}\n"
+        f"#define SW {sw}\n#define DH {dh}\n#define DW {dw}\n#define SERIAL_WORK {_SERIAL_WORK}L\n"
+    )
+    names = ("dw_forward", "dw_input_grad_gather", "dw_input_grad_scatter", "dw_weight_grad")
+    try:
+        found = {
+            name: ccompile.load(head + _SOURCE, name, _ARGS + [_L] * (name == "dw_weight_grad"))
+            for name in names
+        }
+    except ccompile.CompileError:
+        return None
+    return found, cpool.parallel_for()
+
+
+def _geometry(a: np.ndarray, b: np.ndarray, p, groups: int, x_channels: int, w_shape: tuple):
+    """(functions, pool, 2-d plan fields) or None where these kernels do not apply."""
+    if a.dtype != b.dtype or a.dtype not in _C or a.ndim not in (3, 4) or not a.size:
+        return None
+    if multiplier(x_channels, w_shape, groups) is None or any(lo < 0 for lo in p.lo):
+        return None
+    if not b.size or any(k > 16 for k in p.kernel) or any(s > 8 for s in p.stride):
+        return None  # (one library per geometry: keep the set of geometries small)
+    two = (lambda t: tuple(t)) if a.ndim == 4 else (lambda t: (1,) + tuple(t))
+    kernel, stride, dilation = two(p.kernel), two(p.stride), two(p.dilation)
+    found = _functions(a.dtype, kernel, stride, dilation)
+    if found is None:
+        return None
+    lo = two(p.lo) if a.ndim == 4 else (0,) + tuple(p.lo)
+    return found, kernel, stride, dilation, two(p.in_size), two(p.out_size), lo
+
+
+def _frame(out_size, kernel, stride, dilation) -> tuple:
+    """The extent of the framed input that the output reads."""
+    return tuple(
+        (o - 1) * s + d * (k - 1) + 1 for o, k, s, d in zip(out_size, kernel, stride, dilation)
+    )
+
+
+def conv_forward(x: np.ndarray, w: np.ndarray, p, groups: int):
+    """The depthwise ``conv(x, w)`` of plan ``p``, or None where it does not apply."""
+    g = _geometry(x, w, p, groups, x.shape[1], w.shape)
+    if g is None:
+        return None
+    (fns, pool), kernel, stride, dilation, in_size, out_size, lo = g
+    x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
+    n, cin = x.shape[:2]
+    y = np.empty((n, w.shape[0]) + tuple(p.out_size), x.dtype)
+    fh, fw = _frame(out_size, kernel, stride, dilation)
+    m = w.shape[0] // cin
+    fns["dw_forward"](
+        x.ctypes.data,
+        w.ctypes.data,
+        y.ctypes.data,
+        pool,
+        n,
+        cin,
+        m,
+        *in_size,
+        *out_size,
+        *lo,
+        fh,
+        fw,
+    )
+    return y
+
+
+def conv_input_grad(gy: np.ndarray, w: np.ndarray, p, groups: int):
+    """The depthwise ``conv_input_grad(gy, w)`` of plan ``p``, or None."""
+    g = _geometry(gy, w, p, groups, groups, w.shape)
+    if g is None:
+        return None
+    (fns, pool), kernel, stride, dilation, in_size, out_size, lo = g
+    gy, w = np.ascontiguousarray(gy), np.ascontiguousarray(w)
+    n, cin = gy.shape[0], groups
+    gx = np.empty((n, cin) + tuple(p.in_size), gy.dtype)
+    m = w.shape[0] // cin
+    reach = tuple(d * (k - 1) for k, d in zip(kernel, dilation))
+    shift = tuple(r - low for r, low in zip(reach, lo))
+    # (the gather multiplies the frame's zeros by the weights: a non-finite weight would make
+    # NaN where the adjoint adds nothing)
+    if stride == (1, 1) and all(s >= 0 for s in shift) and np.isfinite(w).all():
+        # the framed gradient: offset ``shift``, extent the input plus the kernel's reach
+        fh, fw = (i + r for i, r in zip(in_size, reach))
+        fn = fns["dw_input_grad_gather"]
+    else:
+        fh, fw = (
+            max(f, low + i)
+            for f, low, i in zip(_frame(out_size, kernel, stride, dilation), lo, in_size)
+        )
+        fn = fns["dw_input_grad_scatter"]
+    fn(
+        gy.ctypes.data,
+        w.ctypes.data,
+        gx.ctypes.data,
+        pool,
+        n,
+        cin,
+        m,
+        *in_size,
+        *out_size,
+        *lo,
+        fh,
+        fw,
+    )
+    return gx
+
+
+def conv_weight_grad(x: np.ndarray, gy: np.ndarray, p, groups: int):
+    """The depthwise ``conv_weight_grad(x, gy)`` of plan ``p``, or None."""
+    cout = gy.shape[1]
+    w_shape = (cout, 1) + tuple(p.kernel)
+    g = _geometry(x, gy, p, groups, x.shape[1], w_shape)
+    if g is None:
+        return None
+    (fns, pool), kernel, stride, dilation, in_size, out_size, lo = g
+    x, gy = np.ascontiguousarray(x), np.ascontiguousarray(gy)
+    n, cin = x.shape[:2]
+    fh, fw = _frame(out_size, kernel, stride, dilation)
+    # blocks of samples summed in parallel (a few per thread, so a thread whose core is busy
+    # delays the call by one block), then their double partial sums added here
+    from . import cpool
+
+    blocks = max(1, min(n, 4 * cpool.get_num_threads()))
+    partial = np.empty((blocks, cout) + tuple(p.kernel), np.float64)
+    fns["dw_weight_grad"](
+        x.ctypes.data,
+        gy.ctypes.data,
+        partial.ctypes.data,
+        pool,
+        n,
+        cin,
+        cout // cin,
+        *in_size,
+        *out_size,
+        *lo,
+        fh,
+        fw,
+        blocks,
+    )
+    return partial.sum(axis=0).astype(x.dtype).reshape(w_shape)

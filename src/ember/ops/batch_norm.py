@@ -1,0 +1,258 @@
+"""Batch normalization as three primitives (the functional ``batch_norm`` in
+functional/normalization.py calls them; they are not public themselves):
+
+* ``batch_norm_train(x, weight, bias; eps) -> (y, mean, var)``: the batch statistics of each
+  channel (dimension 1) over the batch and spatial dimensions (``var`` biased) and
+  ``y = (x - mean) / sqrt(var + eps) * weight + bias``;
+* ``batch_norm_backward(gy, gmean, gvar, x, mean, var, weight; eps) -> (gx, gweight, gbias)``:
+  its VJP in one op. The cotangents of the statistics enter as per-channel terms of the same
+  pass (``gmean / n`` and ``2 gvar (x - mean) / n``), so a caller that only updates running
+  buffers with them pays nothing for them. It has no VJP itself (no second derivative through
+  a training-mode batch norm);
+* ``batch_norm_eval(x, mean, var, weight, bias; eps) -> y``: the per-channel affine with given
+  statistics, its VJP in ember ops (so it is differentiable any number of times).
+
+The NumPy kernels are the specification: statistics and the affine in float64, the result
+rounded to the input's dtype. kernels/cbatchnorm.py is the ``fast`` rule of each.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ShapeError
+from ..types import TensorType
+from . import _batching
+from . import api as E
+from ._registry import Cost, OpDef, apply, register
+from ._util import fmt_shape, io_bytes, numel, require_float
+
+
+def _compiled():
+    from ..kernels import cbatchnorm
+
+    return cbatchnorm
+
+
+def _axes(ndim: int) -> tuple:
+    return (0,) + tuple(range(2, ndim))
+
+
+def _view(a: np.ndarray, ndim: int) -> np.ndarray:
+    return a.reshape((-1,) + (1,) * (ndim - 2))
+
+
+def _check(op: str, x, *per_channel) -> None:
+    if x.ndim < 2:
+        raise ShapeError(f"expected (N, C, ...), got shape {fmt_shape(x.shape)}", op=op)
+    require_float(op, x, *per_channel)
+    for p in per_channel:
+        if tuple(p.shape) != (x.shape[1],) or p.dtype != x.dtype:
+            raise ShapeError(
+                f"per-channel operand of shape {fmt_shape(p.shape)} and dtype {p.dtype} must be "
+                f"({x.shape[1]},) in the input's dtype {x.dtype}",
+                op=op,
+            )
+
+
+def _whole_batch(in_types, axes, attrs, k):
+    """Batch rule of the training ops: per-channel statistics over the batch, so no slice of the
+    batch gives the whole batch's result. Run whole, the first output (y or gx) holds the batch
+    on axis 0 and the per-channel ones are batch-free."""
+    raise _batching.NotBatchable(
+        "its per-channel statistics are computed from the whole batch; slices would "
+        "normalize by their own",
+        out_axes=(0, None, None) if _per_sample_on_0(axes) else None,
+    )
+
+
+def _per_sample_on_0(axes) -> bool:
+    """The batch only on axis 0 of the (N, C, ...) operands (x, and the backward's gy)."""
+    samples = (0, 3) if len(axes) == 7 else (0,)
+    return all(a is None or (i in samples and a == 0) for i, a in enumerate(axes))
+
+
+def _cost(flops_per_element: int):
+    def cost(in_types, out_types, attrs) -> Cost:
+        return Cost(flops_per_element * numel(in_types[0].shape), io_bytes(in_types, out_types))
+
+    return cost
+
+
+# ------------------------------------------------------------------------------- training
+
+
+def _train_infer(x, weight, bias, *, eps):
+    _check("batch_norm_train", x, weight, bias)
+    c = TensorType((x.shape[1],), x.dtype)
+    return TensorType(tuple(x.shape), x.dtype), c, c
+
+
+def _train_kernel(x, weight, bias, *, eps):
+    axes = _axes(x.ndim)
+    xd = x.astype(np.float64)
+    mean = xd.mean(axis=axes)
+    centred = xd - _view(mean, x.ndim)
+    var = np.mean(centred * centred, axis=axes)
+    scale = weight.astype(np.float64) / np.sqrt(var + eps)
+    y = centred * _view(scale, x.ndim) + _view(bias.astype(np.float64), x.ndim)
+    return y.astype(x.dtype), mean.astype(x.dtype), var.astype(x.dtype)
+
+
+def _train_fast(x, weight, bias, *, eps):
+    return _compiled().train_forward(x, weight, bias, eps)
+
+
+def _train_vjp(ctx, gy, gmean, gvar):
+    x, weight, _ = ctx.inputs
+    _, mean, var = ctx.outputs
+    gx, gw, gb = apply(BATCH_NORM_BACKWARD, gy, gmean, gvar, x, mean, var, weight, **ctx.attrs)
+    nx, nw, nb = ctx.needs_input_grad
+    return gx if nx else None, gw if nw else None, gb if nb else None
+
+
+# ------------------------------------------------------------------------------- backward
+
+
+def _backward_infer(gy, gmean, gvar, x, mean, var, weight, *, eps):
+    _check("batch_norm_backward", x, gmean, gvar, mean, var, weight)
+    if tuple(gy.shape) != tuple(x.shape) or gy.dtype != x.dtype:
+        raise ShapeError(
+            f"output gradient of shape {fmt_shape(gy.shape)} must match the input's "
+            f"{fmt_shape(x.shape)}",
+            op="batch_norm_backward",
+        )
+    c = TensorType((x.shape[1],), x.dtype)
+    return TensorType(tuple(x.shape), x.dtype), c, c
+
+
+def _backward_kernel(gy, gmean, gvar, x, mean, var, weight, *, eps):
+    axes, nd = _axes(x.ndim), x.ndim
+    n = x.size // max(x.shape[1], 1)
+    g = gy.astype(np.float64)
+    invstd = 1.0 / np.sqrt(var.astype(np.float64) + eps)
+    xhat = (x.astype(np.float64) - _view(mean.astype(np.float64), nd)) * _view(invstd, nd)
+    gbias = g.sum(axis=axes)
+    gweight = (g * xhat).sum(axis=axes)
+    k = weight.astype(np.float64) * invstd
+    gx = _view(k, nd) * (g - _view(gbias / n, nd) - xhat * _view(gweight / n, nd))
+    # the statistics' own cotangents: d mean / dx = 1 / n, d var / dx = 2 (x - mean) / n
+    gx += _view(gmean.astype(np.float64) / n, nd)
+    gx += xhat * _view(2.0 * gvar.astype(np.float64) / (n * invstd), nd)
+    return gx.astype(x.dtype), gweight.astype(x.dtype), gbias.astype(x.dtype)
+
+
+def _backward_fast(gy, gmean, gvar, x, mean, var, weight, *, eps):
+    found = _compiled().train_backward(gy, x, mean, var, weight, eps)
+    if found is None:
+        return None
+    gx, gw, gb = found
+    if gmean.any() or gvar.any():  # (rare: the statistics are used beyond the running buffers)
+        nd = x.ndim
+        n = x.size // max(x.shape[1], 1)
+        shift = gmean.astype(np.float64) / n - 2.0 * gvar * mean.astype(np.float64) / n
+        gx += (_view(shift, nd) + x * _view(2.0 * gvar.astype(np.float64) / n, nd)).astype(x.dtype)
+    return gx, gw, gb
+
+
+# ------------------------------------------------------------------------------ evaluation
+
+
+def _eval_infer(x, mean, var, weight, bias, *, eps):
+    _check("batch_norm_eval", x, mean, var, weight, bias)
+    return TensorType(tuple(x.shape), x.dtype)
+
+
+def _scale_shift(mean, var, weight, bias, eps):
+    scale = weight.astype(np.float64) / np.sqrt(var.astype(np.float64) + eps)
+    return scale, bias.astype(np.float64) - mean.astype(np.float64) * scale
+
+
+def _eval_kernel(x, mean, var, weight, bias, *, eps):
+    scale, shift = _scale_shift(mean, var, weight, bias, eps)
+    y = x.astype(np.float64) * _view(scale, x.ndim) + _view(shift, x.ndim)
+    return y.astype(x.dtype)
+
+
+def _eval_fast(x, mean, var, weight, bias, *, eps):
+    scale, shift = _scale_shift(mean, var, weight, bias, eps)
+    return _compiled().eval_forward(x, scale.astype(x.dtype), shift.astype(x.dtype))
+
+
+def _eval_channel_affine(arrays, attrs):
+    """The call as ``x * scale + shift`` per channel, when its statistics and affine parameters
+    are constants (an inference graph's frozen batch norm)."""
+    if any(a is None for a in arrays[1:]):
+        return None
+    scale, shift = _scale_shift(*arrays[1:], attrs["eps"])
+    return 0, scale, shift
+
+
+def _eval_vjp(ctx, gy):
+    x, mean, var, weight, _ = ctx.inputs
+    nx, nmean, nvar, nw, nb = ctx.needs_input_grad
+    nd = len(ctx.in_types[0].shape)
+    axes = _axes(nd)
+
+    def view(t):
+        return E.reshape(t, (t.shape[0],) + (1,) * (nd - 2))
+
+    invstd = E.rsqrt(var + float(ctx.attrs["eps"]))
+    scale = weight * invstd
+    gx = gy * view(scale) if nx else None
+    gb = E.sum(gy, axes) if (nb or nmean) else None
+    gyc = E.sum(gy * (x - view(mean)), axes) if (nw or nvar) else None
+    gw = gyc * invstd if nw else None
+    gmean = -gb * scale if nmean else None
+    gvar = gyc * weight * (invstd * invstd * invstd) * -0.5 if nvar else None
+    return gx, gmean, gvar, gw, gb if nb else None
+
+
+BATCH_NORM_TRAIN = register(
+    OpDef(
+        name="batch_norm_train",
+        kind="nn",
+        infer=_train_infer,
+        kernel=_train_kernel,
+        fast=_train_fast,
+        vjp=_train_vjp,
+        save_inputs=(0, 1),
+        save_outputs=(1, 2),
+        num_outputs=3,
+        cost=_cost(7),
+        batch=_whole_batch,
+        doc="batch_norm_train(x, weight, bias; eps): (y, mean, biased var) of training-mode "
+        "batch normalization over all dimensions but 1",
+    )
+)
+
+BATCH_NORM_BACKWARD = register(
+    OpDef(
+        name="batch_norm_backward",
+        kind="nn",
+        infer=_backward_infer,
+        kernel=_backward_kernel,
+        fast=_backward_fast,
+        num_outputs=3,
+        cost=_cost(9),
+        batch=_whole_batch,
+        doc="batch_norm_backward(gy, gmean, gvar, x, mean, var, weight; eps): (gx, gweight, "
+        "gbias), the VJP of batch_norm_train; no gradient of its own",
+    )
+)
+
+BATCH_NORM_EVAL = register(
+    OpDef(
+        name="batch_norm_eval",
+        kind="nn",
+        infer=_eval_infer,
+        kernel=_eval_kernel,
+        fast=_eval_fast,
+        vjp=_eval_vjp,
+        channel_affine=_eval_channel_affine,
+        cost=_cost(2),
+        batch=_batching.per_sample(),
+        doc="batch_norm_eval(x, mean, var, weight, bias; eps): the per-channel affine "
+        "(x - mean) / sqrt(var + eps) * weight + bias over dimension 1",
+    )
+)

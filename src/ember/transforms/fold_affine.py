@@ -1,0 +1,75 @@
+"""Folding a constant per-channel affine into the weights of the call that produces its input:
+an inference graph's batch normalization after a convolution (``conv -> batch_norm_eval`` with
+frozen statistics and parameters) becomes the convolution with its weight rows scaled and a
+per-channel bias added (which the epilogue pass then stores with the convolution).
+
+Which calls qualify comes from two rules (ops/_rules.py): ``channel_affine`` (the reader: ``x *
+scale[c] + shift[c]`` along dimension 1, given its constant operands) and ``channel_weight``
+(the producer: the operand whose row ``c`` output channel ``c`` is linear in). The producer's
+weight must be a constant and its result read by the affine alone. The new weight is computed
+in float64 and rounded once to the weight's dtype, so results equal the unfolded graph's within
+rounding (the product is rounded once instead of twice)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..graph.ir import Graph
+from ..graph.rewrite import Pass, constant_value
+from ..ops.elementwise import ADD
+
+__all__ = ["FOLD_AFFINE", "fold_channel_affines"]
+
+
+def _fold_one(graph: Graph, node) -> bool:
+    rule = node.op.channel_affine
+    if rule is None or len(node.outputs) != 1:
+        return False
+    arrays = [constant_value(v) for v in node.inputs]
+    found = rule(arrays, node.attrs)
+    if found is None:
+        return False
+    operand, scale, shift = found
+    x = node.inputs[operand]
+    producer = x.node
+    if producer.kind != "call" or producer.op.channel_weight is None or len(producer.outputs) != 1:
+        return False
+    if len(x.users) != 1 or any(v is x for v in graph.outputs):
+        return False  # the unscaled result is read elsewhere too
+    slot = producer.op.channel_weight(producer.attrs)
+    if slot is None:
+        return False
+    weight = constant_value(producer.inputs[slot])
+    out = node.outputs[0]
+    if weight is None or weight.shape[:1] != scale.shape or x.type != out.type:
+        return False
+    scaled = weight.astype(np.float64) * scale.reshape((-1,) + (1,) * (weight.ndim - 1))
+    bias = shift.reshape((1, -1) + (1,) * (len(out.shape) - 2)).astype(out.dtype.np)
+    with graph.inserting_before(node):
+        w = graph.add_constant(scaled.astype(weight.dtype), name="folded_weight")
+        inputs = list(producer.inputs)
+        inputs[slot] = w
+        call = graph.add_call(producer.op, inputs, dict(producer.attrs))
+        b = graph.add_constant(bias, name="folded_bias")
+        result = graph.add_call(ADD, [call.outputs[0], b])
+    graph.replace_all_uses(out, result.outputs[0])
+    graph.erase_node(node)
+    graph.erase_node(producer)
+    return True
+
+
+def fold_channel_affines(graph: Graph) -> tuple[Graph, bool]:
+    changed = False
+    for node in list(graph.nodes):
+        if node.graph is graph and node in graph.nodes and node.kind == "call":
+            changed |= _fold_one(graph, node)
+    return graph, changed
+
+
+FOLD_AFFINE = Pass(
+    "fold_affine",
+    fold_channel_affines,
+    level=2,
+    doc="constant per-channel affines (inference batch norm) into the producer's weights",
+    rounds=True,
+)
