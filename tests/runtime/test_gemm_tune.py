@@ -21,6 +21,7 @@ def cache(tmp_path, monkeypatch):
     """A private cache directory, and no tuning held in memory."""
     monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(gemm_tune, "_loaded", {})
+    monkeypatch.setattr(gemm_tune, "_current", None)
     return tmp_path
 
 

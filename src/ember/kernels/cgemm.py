@@ -131,7 +131,7 @@ def own_kernel(dtype, flops: int = 1 << 28) -> bool:
 
 def tuning():
     """This machine's measured GEMM choices (kernels/gemm_tune.py: cached per machine)."""
-    return gemm_tune.calibrate()
+    return gemm_tune.current()
 
 
 def split_flops() -> int:

@@ -26,6 +26,7 @@ are not trusted) is measured again and replaced. ``calibrate(force=True)`` measu
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -113,6 +114,7 @@ class GemmTuning:
         return most
 
 
+@functools.cache
 def machine_key() -> str:
     from . import ccompile
     from .cpool import cpu_count, cpu_model
@@ -242,6 +244,13 @@ def measure() -> GemmTuning | None:
 # --------------------------------------------------------------------------------- cache
 _loaded: dict[str, GemmTuning] = {}
 _lock = threading.Lock()
+_current: GemmTuning | None = None  # the last one `calibrate` gave (`current`'s fast path)
+
+
+def current() -> GemmTuning:
+    """`calibrate()`'s tuning, without looking at the cache directory again once there is one
+    (every product asks for it)."""
+    return _current or calibrate()
 
 
 def calibration_path():
@@ -255,17 +264,19 @@ def calibrate(force: bool = False) -> GemmTuning:
     """This machine's tuning: from memory, else from the cache file, else measured and
     cached. ``force=True`` measures again (after a hardware or load change). Where ember's
     GEMM cannot run, a tuning that keeps every product on one thread and off `skinny`."""
+    global _current
     path = calibration_path()
     with _lock:
         if not force and str(path) in _loaded:
-            return _loaded[str(path)]
+            _current = _loaded[str(path)]
+            return _current
         tuning = None if force else _read(path)
         if tuning is None:
             tuning = measure()
             if tuning is None:
                 return GemmTuning(machine_key(), math.inf, 1.0, 1.0, {}, {})
             write_atomic(path, json.dumps(_to_json(tuning)))
-        _loaded[str(path)] = tuning
+        _loaded[str(path)] = _current = tuning
         return tuning
 
 
