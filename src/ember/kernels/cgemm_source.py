@@ -97,9 +97,21 @@ void ember_gemm(void *gemm, void *set_local, int process_wide, int ta, int tb, i
    B's rows scaled by A's values, four rows of C by four vectors of columns at a time. */
 struct skinny { int tb; long m, n, k, lda, ldb, ldc; const T *a, *b; T *c; };
 
+/* the sum of v's lanes by halving the vector (two vector adds, then a few scalar ones): one
+   scalar add per lane, a long chain, cost a large share of a dot product of a layer's width */
 static T hsum(vec v) {
+  typedef T half __attribute__((vector_size(32)));
+  typedef T quarter __attribute__((vector_size(16)));
+  half lo, hi;
+  memcpy(&lo, &v, 32);
+  memcpy(&hi, (char *)&v + 32, 32);
+  lo += hi;
+  quarter a, b;
+  memcpy(&a, &lo, 16);
+  memcpy(&b, (char *)&lo + 16, 16);
+  a += b;
   T s = 0;
-  for (long i = 0; i < VL; i++) s += v[i];
+  for (long i = 0; i < (long)(16 / sizeof(T)); i++) s += a[i];
   return s;
 }
 
@@ -115,9 +127,14 @@ static inline __attribute__((always_inline)) void dots_block(const struct skinny
     for (int q = 0; q < 4; q++) acc[r][q] = (vec){0};
   for (long p = 0; p < kv; p += VL) {
     vec wv[4];
-    for (int q = 0; q < 4; q++) wv[q] = *(const uvec *)(w[q] + p);
+    for (int q = 0; q < 4; q++) {
+      wv[q] = *(const uvec *)(w[q] + p);
+      /* (kept in a register: else GCC loads each again for every row, twice the loads) */
+      __asm__("" : "+v"(wv[q]));
+    }
     for (int r = 0; r < NI; r++) {
       vec xv = *(const uvec *)(x[r] + p);
+      __asm__("" : "+v"(xv));
       for (int q = 0; q < 4; q++) acc[r][q] += xv * wv[q];
     }
   }

@@ -19,7 +19,8 @@ hundred milliseconds on first use:
   which `matmul` and `skinny` share their work.
 
 The result is cached as JSON in ember's cache directory (`ccompile.cache_dir`), keyed by the
-machine (CPU model, core count, NumPy and its BLAS, the compiler's target); a file that is
+machine (CPU model, core count, NumPy and its BLAS, the compiler's flags, the kernels'
+source); a file that is
 missing, of another machine or format, or whose values are not what `measure` writes (files
 are not trusted) is measured again and replaced. ``calibrate(force=True)`` measures again.
 """
@@ -123,8 +124,16 @@ def machine_key() -> str:
         blas = json.dumps(np.show_config(mode="dicts").get("Build Dependencies", {}), default=str)
     except Exception:
         blas = ""
+    from .cgemm_source import DISPATCH, OWN_GEMM
+    from .cmicro import MICRO
+
     flags = " ".join(getattr(ccompile, "DEFAULT_FLAGS", ()))
-    return f"{cpu_model()}|{cpu_count()}|numpy {np.__version__}|{blas}|{flags}|v{FORMAT_VERSION}"
+    # (the kernels' source too: a changed kernel is measured again)
+    source = hashlib.sha256((MICRO + OWN_GEMM + DISPATCH).encode()).hexdigest()[:16]
+    return (
+        f"{cpu_model()}|{cpu_count()}|numpy {np.__version__}|{blas}|{flags}|{source}"
+        f"|v{FORMAT_VERSION}"
+    )
 
 
 # ------------------------------------------------------------------------------ measuring
