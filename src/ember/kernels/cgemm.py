@@ -7,28 +7,24 @@ apply (no C compiler, another layout or dtype, an empty operand, a product small
 thread, `BLAS_ONE_THREAD`) and the caller runs ``np.matmul``.
 
 Threads. After a multi-threaded call OpenBLAS's workers spin, waiting for the next one, for
-about 0.1 s; ember's compiled loops (kernels/cpool.py) then shared the cores with a spinning
-thread, which made the eager CNN step 1.3x slower on this project's 2-core machine (21.2 ms
-against 16.4 ms with ``OPENBLAS_NUM_THREADS=1``), while the MLP and GPT steps, whose matmuls need
-both cores, were 1.6x and 1.4x slower single-threaded. So a large product is split into
-contiguous blocks (of batch entries, of the result's rows, or of its columns), one per thread
-of ember's pool, each computed single-threaded. A product below `SPLIT_FLOPS` runs on the
-calling thread alone, where waking the pool would cost more than it saves.
+about 0.1 s; ember's compiled loops (kernels/cpool.py) then share the cores with a spinning
+thread. So a large product is split into contiguous blocks (of batch entries, of the result's
+rows, or of its columns), one per thread of ember's pool, each computed single-threaded. A
+product below `split_flops` runs on the calling thread alone: that threshold comes from the
+pool's wake-and-join cost and the product rate measured on this machine (kernels/gemm_tune.py).
 
 Kernels. Each block runs ember's own GEMM (`_OWN_GEMM`: the register-blocked micro-kernel of
-kernels/cmicro.py over packed panels) where the compiler targets 512-bit vectors, else the
-BLAS's gemm with OpenBLAS's thread setting at one (``EMBER_GEMM=own`` or ``blas`` overrides).
-On the project's AVX-512 machine, whose environment pins OpenBLAS to its AVX2 kernels
-(``OPENBLAS_CORETYPE=Haswell``), the own kernel ran the training steps' products at 330-470
-GFLOP/s on two threads against OpenBLAS's 200-250 (float64: 210-225 against 110-120).
+kernels/cmicro.py over packed panels) or the BLAS's gemm with OpenBLAS's thread setting at one,
+whichever ran a product of the nearest size faster on this machine (kernels/gemm_tune.py
+measures both once and caches the result; a BLAS build pinned to narrower kernels, or a CPU
+without 512-bit vectors, changes the answer). ``EMBER_GEMM=own`` or ``blas`` overrides.
 
-Few rows. A product of at most `SKINNY_ROWS` rows (a batch of one, a small one) runs
-`skinny`: no packing at all, which for a few rows costs more than the product (the blocked
-GEMM packs the whole of B per call). Each result is a dot product of two contiguous rows where
-B is a linear layer's transposed weight, else rows of B scaled and summed; B's columns are
-shared over the pool where B is large, since reading it is then the whole cost. On the
-project's machine a 1x784 by 784x512 product took 15-28 us this way against 168 us packed
-(NumPy's OpenBLAS: 17 us), and the MLP's inference at batch 1 dropped from 282 to 126 us.
+Few rows. A 2-d product of up to 32 rows (a batch of one, a small one, a decoder's token) runs
+the kernel measured fastest for its row count: `skinny`, with no packing at all (the blocked
+GEMM packs the whole of B per call, which for a few rows can cost more than the product), or
+either blocked GEMM. In `skinny` each result is a dot product of two contiguous rows where B
+is a linear layer's transposed weight, else rows of B scaled and summed; B's columns are shared
+over the pool where the time to read B pays for waking it.
 
 Results equal NumPy's to float rounding: either kernel orders a sum differently from NumPy's
 multi-threaded OpenBLAS.
@@ -121,12 +117,18 @@ def _use_blas(blas_gemm, dtype, flops: int) -> bool:
     return not tuning().own_faster(np.dtype(dtype).name, flops)
 
 
-def own_kernel(dtype, flops: int = 1 << 28) -> bool:
-    """Whether `matmul` runs ``dtype`` products of ``flops`` (2 M N K; by default a large one)
-    on ember's own kernel (not the BLAS's): what a kernel built on the same micro-kernel
-    (kernels/crnn.py's pre-packed products) follows."""
+def own_kernel(dtype) -> bool:
+    """Whether a kernel built on the same micro-kernel with operands packed once for many
+    products (kernels/crnn.py's) should run: ``EMBER_GEMM`` decides, else whether the compiler
+    targets the 512-bit vectors the micro-kernel is written for. (`matmul`'s per-call choice,
+    measured in kernels/gemm_tune.py, includes the packing such a kernel does not repeat.)"""
     functions = _functions(np.dtype(dtype))
-    return functions is not None and not _use_blas(functions[1], dtype, flops)
+    if functions is None:
+        return False
+    choice = os.environ.get("EMBER_GEMM", "")
+    if choice in ("blas", "own") and functions[1] is not None:
+        return choice == "own"
+    return functions[1] is None or functions[5]
 
 
 def tuning():
