@@ -363,3 +363,6 @@ def skinny_shared(m: int, n: int, k: int, itemsize: int) -> bool:
 def skinny_unit(transposed: bool, itemsize: int) -> int:
     """Columns per block of `skinny`'s kernel: four dot products, or whole vectors of a row."""
     return 4 if transposed else 64 // itemsize
+
+
+gemm_tune.use_kernels(_functions, _blocked, _skinny)

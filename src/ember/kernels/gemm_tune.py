@@ -60,6 +60,17 @@ _SKINNY_K = _SKINNY_N = 512  # a linear layer's in and out features
 _STREAM = 1024  # B (square, this many rows) read by `skinny` for the memory rate
 _NEVER = 1 << 62
 _WAKE_SAMPLES = 64
+# (kernels/cgemm.py's functions for a dtype, its blocked product, its `skinny` product: given by
+# `use_kernels` when it loads, so that this module does not import it)
+_kernels: tuple = ()
+
+
+def use_kernels(functions, blocked, skinny) -> None:
+    """The kernels `measure` times (kernels/cgemm.py hands them over as it loads)."""
+    global _kernels
+    _kernels = (functions, blocked, skinny)
+
+
 _SAMPLE_S = 3e-4  # each timing repeats a product to last about this long
 
 
@@ -159,7 +170,7 @@ def _best(fns, samples: int) -> list[float]:
 
 
 def _measure_dtype(functions, dtype, rng):
-    from .cgemm import _blocked, _skinny
+    _, _blocked, _skinny = _kernels
 
     has_blas = functions[1] is not None
     rows = []
@@ -209,8 +220,9 @@ def _measure_wake(functions) -> float:
     """What sharing a tiny batched product over the pool adds to running it alone, on
     average (the mean keeps the times a busy machine leaves a pool thread waiting for a core,
     which is what a split then costs)."""
-    from .cgemm import _blocked
     from .cpool import get_num_threads
+
+    _blocked = _kernels[1]
 
     if functions[4] is None or get_num_threads() <= 1:
         return 0.0
@@ -230,8 +242,9 @@ def _measure_wake(functions) -> float:
 def measure() -> GemmTuning | None:
     """Measure this machine now (nothing is cached); None where ember's GEMM does not run
     (no C compiler)."""
-    from .cgemm import _functions
-
+    if not _kernels:
+        return None
+    _functions = _kernels[0]
     rng = np.random.default_rng(0)
     products, few = {}, {}
     rate = stream = None
