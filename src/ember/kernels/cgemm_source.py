@@ -278,6 +278,40 @@ static void pack_b(int tb, const T *b, long ldb, long p0, long kc, long j0, long
   }
 }
 
+/* `micro` on the first two of the NR columns (b and acc keep NR's stride): a last panel of
+   at most two vectors of columns, which the full micro-kernel would compute as three (an
+   attention head's 64 float32 columns were 96 in two panels) */
+static void micro2(long kc, const T *restrict a, const T *restrict b, T *restrict acc,
+                   int first) {
+  vec c[MR][2];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; i++)
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; v++) c[i][v] = first ? (vec){0} : *(vec *)(acc + i * NR + v * VL);
+  for (long p = 0; p < kc; p++) {
+    vec b0 = *(const vec *)b, b1 = *(const vec *)(b + VL);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++) {
+      T s = a[i];
+      c[i][0] += s * b0;
+      c[i][1] += s * b1;
+    }
+    a += MR;
+    b += NR;
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; i++)
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; v++) *(vec *)(acc + i * NR + v * VL) = c[i][v];
+}
+
+/* the width of the panel of columns from j0: NR, or two vectors where at most two remain or
+   where four remain (two panels of two, not one of three and one of one) */
+static long panel_width(long n, long j0) {
+  long vectors = (n - j0 + VL - 1) / VL;
+  return vectors <= 2 || vectors == 4 ? 2 * VL : NR;
+}
+
 static void ember_own_gemm(int order, int transa, int transb, BLAS_INT m_, BLAS_INT n_,
                            BLAS_INT k_, T alpha, const T *a, BLAS_INT lda, const T *b,
                            BLAS_INT ldb, T beta, T *c, BLAS_INT ldc) {
@@ -288,13 +322,16 @@ static void ember_own_gemm(int order, int transa, int transb, BLAS_INT m_, BLAS_
   T *ap = scratch((size_t)(a_size + mp * MR * NR + KC * NR) * sizeof(T));
   T *tiles = ap + a_size, *bp = tiles + mp * MR * NR;
   pack_a(transa == 112, a, lda, m, k, ap);
-  for (long j0 = 0; j0 < n; j0 += NR) {
-    long nr = n - j0 < NR ? n - j0 : NR;
+  for (long j0 = 0, width; j0 < n; j0 += width) {
+    width = panel_width(n, j0);
+    long nr = n - j0 < width ? n - j0 : width;
     for (long p0 = 0; p0 < k; p0 += KC) {
       long kc = k - p0 < KC ? k - p0 : KC;
       pack_b(transb == 112, b, ldb, p0, kc, j0, nr, bp);
-      for (long ip = 0; ip < mp; ip++)
-        micro(kc, ap + ip * MR * k + p0 * MR, bp, tiles + ip * MR * NR, p0 == 0);
+      for (long ip = 0; ip < mp; ip++) {
+        if (width == NR) micro(kc, ap + ip * MR * k + p0 * MR, bp, tiles + ip * MR * NR, p0 == 0);
+        else micro2(kc, ap + ip * MR * k + p0 * MR, bp, tiles + ip * MR * NR, p0 == 0);
+      }
     }
     for (long i = 0; i < m; i++)
       memcpy(c + i * ldc + j0, tiles + (i / MR) * MR * NR + (i % MR) * NR, nr * sizeof(T));
