@@ -219,23 +219,31 @@ def _measure_dtype(functions, dtype, rng):
 def _measure_wake(functions) -> float:
     """What sharing a tiny batched product over the pool adds to running it alone, on
     average (the mean keeps the times a busy machine leaves a pool thread waiting for a core,
-    which is what a split then costs)."""
-    from .cpool import get_num_threads
+    which is what a split then costs). Measured with at least two threads where the machine has
+    two CPUs, whatever the pool's count now (the file serves later processes too)."""
+    from . import cpool
 
-    _blocked = _kernels[1]
-
-    if functions[4] is None or get_num_threads() <= 1:
+    before = cpool.get_num_threads()
+    threads = max(before, min(2, cpool.cpu_count()))
+    if functions[4] is None or threads <= 1:
         return 0.0
-    count = 2 * get_num_threads()
+    _blocked = _kernels[1]
+    count = 2 * threads
     a = np.ones((count, 8, 8), np.float32)
     b = np.ones((count, 8, 8), np.float32)
     out = np.empty((count, 8, 8), np.float32)
     alone, shared = [], []
-    for _ in range(_WAKE_SAMPLES):
-        for threaded, times in ((False, alone), (True, shared)):
-            start = time.perf_counter()
-            _blocked(functions, a, b, out, (count,), blas=False, threaded=threaded)
-            times.append(time.perf_counter() - start)
+    if threads != before:
+        cpool.set_num_threads(threads)
+    try:
+        for _ in range(_WAKE_SAMPLES):
+            for threaded, times in ((False, alone), (True, shared)):
+                start = time.perf_counter()
+                _blocked(functions, a, b, out, (count,), blas=False, threaded=threaded)
+                times.append(time.perf_counter() - start)
+    finally:
+        if threads != before:
+            cpool.set_num_threads(before)
     return max(0.0, float(np.mean(shared)) - float(np.mean(alone)))
 
 
