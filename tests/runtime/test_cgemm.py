@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ember.kernels import blas_threads, cgemm, cpool
+from ember.kernels import blas_threads, cgemm, cpool, gemm_tune
 
 pytestmark = pytest.mark.skipif(not cgemm.available(np.float32), reason="no C compiler")
 
@@ -20,6 +20,15 @@ def _close(got, want):
 def _transposed(x):
     """The same matrix values, stored column-major (what ``weight.T`` hands BLAS)."""
     return np.ascontiguousarray(np.swapaxes(x, -1, -2)).swapaxes(-1, -2)
+
+
+def _tuned(monkeypatch, wake_s: float, few=(gemm_tune.SKINNY,) * 6) -> None:
+    """Make `matmul` follow a given tuning instead of this machine's: ``wake_s`` 0 shares every
+    product over the pool, a huge one none; ``few`` the kernels of products of few rows."""
+    tuning = gemm_tune.GemmTuning(
+        "test", wake_s, 1e10, 1e10, {}, dict.fromkeys(gemm_tune.DTYPES, few)
+    )
+    monkeypatch.setattr(cgemm, "tuning", lambda: tuning)
 
 
 def _has_blas() -> bool:
@@ -38,7 +47,7 @@ def kernel(request, monkeypatch):
 @pytest.fixture(params=["one thread", "split"])
 def split(request, monkeypatch, kernel):
     monkeypatch.setattr(cgemm, "BLAS_ONE_THREAD", 0)  # every product takes the compiled path
-    monkeypatch.setattr(cgemm, "SPLIT_FLOPS", 1 << 60 if request.param == "one thread" else 0)
+    _tuned(monkeypatch, 1e9 if request.param == "one thread" else 0.0)
     return request.param
 
 
@@ -155,13 +164,12 @@ def test_the_matmul_op_equals_numpy_whatever_the_thread_count():
 def test_products_of_few_rows_equal_numpy(dtype, transposed, threads, monkeypatch):
     """Every row count of `skinny` (1 to 8: whole and partial blocks of four), inner sizes off
     the vector width, column counts off its blocks, on one thread and shared over the pool."""
-    monkeypatch.setattr(cgemm, "SKINNY_SPLIT_BYTES", 0 if threads == 2 else 1 << 62)
-    monkeypatch.setattr(cgemm, "SPLIT_FLOPS", 0 if threads == 2 else 1 << 62)
+    _tuned(monkeypatch, 0.0 if threads == 2 else 1e9)
     rng = np.random.default_rng(threads)
     before = cpool.get_num_threads()
     cpool.set_num_threads(threads)
     try:
-        for m in range(1, cgemm.SKINNY_ROWS + 1):
+        for m in list(range(1, 9)) + [31]:
             for k, n in ((1, 1), (17, 5), (64, 70), (100, 33), (35, 131)):
                 a = rng.standard_normal((m, k)).astype(dtype)
                 b = rng.standard_normal((k, n)).astype(dtype)
@@ -187,8 +195,10 @@ def test_products_of_few_rows_equal_numpy(dtype, transposed, threads, monkeypatc
         cpool.set_num_threads(before)
 
 
-def test_skinny_declines_what_it_does_not_take():
-    a = np.ones((cgemm.SKINNY_ROWS + 1, 4), np.float32)
+def test_skinny_declines_what_it_does_not_take(monkeypatch):
+    _tuned(monkeypatch, 1e9, (gemm_tune.SKINNY,) * 2 + (gemm_tune.OWN,) * 4)
+    assert cgemm.skinny_rows(np.float32) == 2
+    a = np.ones((3, 4), np.float32)
     b = np.ones((4, 3), np.float32)
     assert cgemm.skinny(a, b) is None  # too many rows
     assert cgemm.skinny(np.ones((2, 8), np.float32)[:, ::2], b) is None  # a strided both ways
@@ -198,9 +208,10 @@ def test_skinny_declines_what_it_does_not_take():
 
 
 def test_a_matrix_vector_product_takes_the_skinny_path(monkeypatch):
+    _tuned(monkeypatch, 1e9)
     calls = []
-    original = cgemm.skinny
-    monkeypatch.setattr(cgemm, "skinny", lambda *a: calls.append(1) or original(*a))
+    original = cgemm._skinny
+    monkeypatch.setattr(cgemm, "_skinny", lambda *a, **k: calls.append(1) or original(*a, **k))
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, 784)).astype(np.float32)
     w = rng.standard_normal((512, 784)).astype(np.float32)

@@ -7,28 +7,24 @@ apply (no C compiler, another layout or dtype, an empty operand, a product small
 thread, `BLAS_ONE_THREAD`) and the caller runs ``np.matmul``.
 
 Threads. After a multi-threaded call OpenBLAS's workers spin, waiting for the next one, for
-about 0.1 s; ember's compiled loops (kernels/cpool.py) then shared the cores with a spinning
-thread, which made the eager CNN step 1.3x slower on this project's 2-core machine (21.2 ms
-against 16.4 ms with ``OPENBLAS_NUM_THREADS=1``), while the MLP and GPT steps, whose matmuls need
-both cores, were 1.6x and 1.4x slower single-threaded. So a large product is split into
-contiguous blocks (of batch entries, of the result's rows, or of its columns), one per thread
-of ember's pool, each computed single-threaded. A product below `SPLIT_FLOPS` runs on the
-calling thread alone, where waking the pool would cost more than it saves.
+about 0.1 s; ember's compiled loops (kernels/cpool.py) then share the cores with a spinning
+thread. So a large product is split into contiguous blocks (of batch entries, of the result's
+rows, or of its columns), one per thread of ember's pool, each computed single-threaded. A
+product below `split_flops` runs on the calling thread alone: that threshold comes from the
+pool's wake-and-join cost and the product rate measured on this machine (kernels/gemm_tune.py).
 
 Kernels. Each block runs ember's own GEMM (`_OWN_GEMM`: the register-blocked micro-kernel of
-kernels/cmicro.py over packed panels) where the compiler targets 512-bit vectors, else the
-BLAS's gemm with OpenBLAS's thread setting at one (``EMBER_GEMM=own`` or ``blas`` overrides).
-On the project's AVX-512 machine, whose environment pins OpenBLAS to its AVX2 kernels
-(``OPENBLAS_CORETYPE=Haswell``), the own kernel ran the training steps' products at 330-470
-GFLOP/s on two threads against OpenBLAS's 200-250 (float64: 210-225 against 110-120).
+kernels/cmicro.py over packed panels) or the BLAS's gemm with OpenBLAS's thread setting at one,
+whichever ran a product of the nearest size faster on this machine (kernels/gemm_tune.py
+measures both once and caches the result; a BLAS build pinned to narrower kernels, or a CPU
+without 512-bit vectors, changes the answer). ``EMBER_GEMM=own`` or ``blas`` overrides.
 
-Few rows. A product of at most `SKINNY_ROWS` rows (a batch of one, a small one) runs
-`skinny`: no packing at all, which for a few rows costs more than the product (the blocked
-GEMM packs the whole of B per call). Each result is a dot product of two contiguous rows where
-B is a linear layer's transposed weight, else rows of B scaled and summed; B's columns are
-shared over the pool where B is large, since reading it is then the whole cost. On the
-project's machine a 1x784 by 784x512 product took 15-28 us this way against 168 us packed
-(NumPy's OpenBLAS: 17 us), and the MLP's inference at batch 1 dropped from 282 to 126 us.
+Few rows. A 2-d product of up to 32 rows (a batch of one, a small one, a decoder's token) runs
+the kernel measured fastest for its row count: `skinny`, with no packing at all (the blocked
+GEMM packs the whole of B per call, which for a few rows can cost more than the product), or
+either blocked GEMM. In `skinny` each result is a dot product of two contiguous rows where B
+is a linear layer's transposed weight, else rows of B scaled and summed; B's columns are shared
+over the pool where the time to read B pays for waking it.
 
 Results equal NumPy's to float rounding: either kernel orders a sum differently from NumPy's
 multi-threaded OpenBLAS.
@@ -43,21 +39,13 @@ import os
 
 import numpy as np
 
-from . import cpool
+from . import cpool, gemm_tune
 from .blas_layout import blas_layout
 from .cgemm_source import DISPATCH, OWN_GEMM
 
-__all__ = ["SPLIT_FLOPS", "available", "block_align", "gemm", "matmul", "own_kernel", "skinny"]
-__all__ += ["skinny_shared", "skinny_unit"]
+__all__ = ["available", "block_align", "gemm", "matmul", "own_kernel", "skinny", "skinny_rows"]
+__all__ += ["skinny_shared", "skinny_unit", "split_flops", "tuning"]
 
-# multiply-adds x 2 below which one thread runs the whole product (about 20 us of work on one
-# core of the project's machine, against ~10 us to wake the pool and join it)
-SPLIT_FLOPS = 1 << 22
-# products of at most this many rows run `skinny` (no packing): from 1 to 8 rows, measured on
-# the project's machine at 0.3-0.9x the blocked GEMM's time and 0.5-1.3x NumPy's; with more
-# rows the blocked GEMM's packing pays for itself
-SKINNY_ROWS = 8
-SKINNY_SPLIT_BYTES = 1 << 18  # b's size from which `skinny` shares its columns over the pool
 # multiply-adds (M * N * K, the whole batch) up to which OpenBLAS itself runs one thread
 # (its interface's SMP threshold): NumPy's call is then as good, and cheaper to make
 BLAS_ONE_THREAD = 1 << 18
@@ -117,23 +105,56 @@ def _functions(dtype: np.dtype):
     return fn, gemm, set_local, process_wide, cpool.parallel_for(), bits.value >= 512, skinny
 
 
-def _use_blas(blas_gemm, wide: bool) -> bool:
-    """Whether to call the BLAS's gemm rather than ember's own (``EMBER_GEMM=blas|own``
-    decides; by default ember's own where the compiler targets 512-bit vectors, which its
-    micro-kernel is written for, and the BLAS elsewhere)."""
+def _use_blas(blas_gemm, dtype, flops: int) -> bool:
+    """Whether to call the BLAS's gemm rather than ember's own for a product of ``flops``
+    (2 M N K, one matrix of a batch): ``EMBER_GEMM=blas|own`` decides; by default whichever
+    ran the nearest size faster on this machine (kernels/gemm_tune.py)."""
     if blas_gemm is None:
         return False
     choice = os.environ.get("EMBER_GEMM", "")
     if choice in ("blas", "own"):
         return choice == "blas"
-    return not wide
+    return not tuning().own_faster(np.dtype(dtype).name, flops)
 
 
 def own_kernel(dtype) -> bool:
-    """Whether `matmul` runs ``dtype`` products on ember's own kernel (not the BLAS's): what a
-    kernel built on the same micro-kernel (kernels/crnn.py's pre-packed products) follows."""
+    """Whether a kernel built on the same micro-kernel with operands packed once for many
+    products (kernels/crnn.py's) should run: ``EMBER_GEMM`` decides, else whether the compiler
+    targets the 512-bit vectors the micro-kernel is written for. (`matmul`'s per-call choice,
+    measured in kernels/gemm_tune.py, includes the packing such a kernel does not repeat.)"""
     functions = _functions(np.dtype(dtype))
-    return functions is not None and not _use_blas(functions[1], functions[5])
+    if functions is None:
+        return False
+    choice = os.environ.get("EMBER_GEMM", "")
+    if choice in ("blas", "own") and functions[1] is not None:
+        return choice == "own"
+    return functions[1] is None or functions[5]
+
+
+def tuning():
+    """This machine's measured GEMM choices (kernels/gemm_tune.py: cached per machine)."""
+    return gemm_tune.current()
+
+
+def split_flops() -> int:
+    """Multiply-adds x 2 from which a product is shared over the pool: where the time saved
+    beats the pool's measured wake-and-join cost, at the pool's current thread count."""
+    return tuning().split_flops(cpool.get_num_threads())
+
+
+def skinny_rows(dtype=np.float32) -> int:
+    """Products of at most this many rows run `skinny` (no packing): measured on this machine
+    against the blocked GEMM."""
+    return tuning().skinny_rows(np.dtype(dtype).name)
+
+
+def __getattr__(name: str):
+    # the former constants, now measured (kernels/csteps.py and crnn.py read them)
+    if name == "SPLIT_FLOPS":
+        return split_flops()
+    if name == "SKINNY_ROWS":
+        return skinny_rows()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def available(dtype) -> bool:
@@ -200,17 +221,33 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     # (an empty product is NumPy's too: zeros or an empty array)
     if m * k * n * count <= BLAS_ONE_THREAD:
         return None
-    if not batch and a.ndim == 2 and b.ndim == 2:
-        few = skinny(a, b, out)
-        if few is not None:
-            return few
     functions = _functions(a.dtype)
     if functions is None:
         return None
-    fn, blas_gemm, set_local, process_wide, pool, wide, _ = functions
-    gemm = blas_gemm if _use_blas(blas_gemm, wide) else None
+    blas = _use_blas(functions[1], a.dtype, 2 * m * n * k)
+    if not batch and a.ndim == 2 and b.ndim == 2:
+        kernel = tuning().few_rows(a.dtype.name, m)
+        if kernel == gemm_tune.SKINNY:
+            threaded = skinny_shared(m, n, k, a.itemsize)
+            few = _skinny(functions, a, b, out, threaded=threaded)
+            if few is not None:
+                return few
+        elif kernel is not None and os.environ.get("EMBER_GEMM", "") not in ("blas", "own"):
+            blas = kernel == gemm_tune.BLAS and functions[1] is not None
+    use_pool = 2 * m * n * k * count >= split_flops()
+    return _blocked(functions, a, b, out, batch, blas=blas, threaded=use_pool)
+
+
+def _blocked(functions, a, b, out, batch, *, blas: bool, threaded: bool) -> np.ndarray | None:
+    """``a @ b`` (shapes checked by the caller) by `ember_gemm`: the BLAS's gemm or ember's
+    own in each block, over the pool or on the calling thread alone; None where an operand's
+    layout does not fit."""
+    fn, blas_gemm, set_local, process_wide, pool, _, _ = functions
+    gemm = blas_gemm if blas else None
     if gemm is None:
         set_local = None  # ember's own kernel makes no BLAS call
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    count = math.prod(batch)
     operands = _in_place(a, batch), _in_place(b, batch)
     if None in operands:
         return None
@@ -227,7 +264,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     ):
         return None
     split, parts, unit = _split(count, m, n, a.itemsize)
-    use_pool = pool if 2 * m * n * k * count >= SPLIT_FLOPS else None
+    use_pool = pool if threaded else None
     align = block_align(parts, unit)
     fn(
         gemm,
@@ -262,23 +299,30 @@ def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndar
 
 
 def skinny(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray | None:
-    """``a @ b`` by `ember_skinny` (no packing) for a 2-d ``a`` of at most `SKINNY_ROWS` rows
+    """``a @ b`` by `ember_skinny` (no packing) for a 2-d ``a`` of at most `skinny_rows` rows
     by a 2-d ``b``, each in a layout BLAS reads in place (`blas_layout`), written into ``out``
     (C-contiguous, the result's shape and dtype) or a new array; None where it does not
     apply."""
     if a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.shape[1] != b.shape[0]:
         return None
+    functions = _functions(a.dtype)
+    if functions is None or a.shape[0] > skinny_rows(a.dtype):
+        return None  # (the layouts the blocked GEMM takes: the same product, the same kernel)
+    m, k = a.shape
+    threaded = skinny_shared(m, b.shape[1], k, a.itemsize)
+    return _skinny(functions, a, b, out, threaded=threaded)
+
+
+def _skinny(functions, a, b, out, *, threaded: bool) -> np.ndarray | None:
+    """`skinny`'s product, over the pool or on the calling thread alone."""
     m, k = a.shape
     n = b.shape[1]
     la, lb = blas_layout(a), blas_layout(b)
-    if 0 in a.shape or 0 in b.shape or m > SKINNY_ROWS or la is None or lb is None:
-        return None  # (the layouts the blocked GEMM takes: the same product, the same kernel)
+    if 0 in a.shape or 0 in b.shape or la is None or lb is None:
+        return None
     if la[0]:  # a few rows read down columns: copied row by row first
         a, la = np.ascontiguousarray(a), (False, k)
     tb, ldb = int(lb[0]), lb[1]
-    functions = _functions(a.dtype)
-    if functions is None:
-        return None
     if out is None:
         out = np.empty((m, n), a.dtype)
     elif (
@@ -289,7 +333,7 @@ def skinny(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
         or np.may_share_memory(out, b)
     ):
         return None
-    use_pool = functions[4] if skinny_shared(m, n, k, a.itemsize) else None
+    use_pool = functions[4] if threaded else None
     align = block_align(n, skinny_unit(bool(tb), a.itemsize))
     functions[6](
         tb, m, n, k, a.ctypes.data, la[1], b.ctypes.data, ldb, out.ctypes.data, n, align,
@@ -309,9 +353,16 @@ def block_align(parts: int, unit: int) -> int:
 def skinny_shared(m: int, n: int, k: int, itemsize: int) -> bool:
     """Whether `skinny` shares its columns over the pool: a large product, or a large b, read
     at the memory's pace (two threads draw more of it than one)."""
-    return 2 * m * n * k >= SPLIT_FLOPS or n * k * itemsize >= SKINNY_SPLIT_BYTES
+    threads = cpool.get_num_threads()
+    shape = tuning()
+    return 2 * m * n * k >= shape.split_flops(threads) or n * k * itemsize >= shape.split_bytes(
+        threads
+    )
 
 
 def skinny_unit(transposed: bool, itemsize: int) -> int:
     """Columns per block of `skinny`'s kernel: four dot products, or whole vectors of a row."""
     return 4 if transposed else 64 // itemsize
+
+
+gemm_tune.use_kernels(_functions, _blocked, _skinny)

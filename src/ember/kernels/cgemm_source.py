@@ -97,9 +97,21 @@ void ember_gemm(void *gemm, void *set_local, int process_wide, int ta, int tb, i
    B's rows scaled by A's values, four rows of C by four vectors of columns at a time. */
 struct skinny { int tb; long m, n, k, lda, ldb, ldc; const T *a, *b; T *c; };
 
+/* the sum of v's lanes by halving the vector (two vector adds, then a few scalar ones): one
+   scalar add per lane, a long chain, cost a large share of a dot product of a layer's width */
 static T hsum(vec v) {
+  typedef T half __attribute__((vector_size(32)));
+  typedef T quarter __attribute__((vector_size(16)));
+  half lo, hi;
+  memcpy(&lo, &v, 32);
+  memcpy(&hi, (char *)&v + 32, 32);
+  lo += hi;
+  quarter a, b;
+  memcpy(&a, &lo, 16);
+  memcpy(&b, (char *)&lo + 16, 16);
+  a += b;
   T s = 0;
-  for (long i = 0; i < VL; i++) s += v[i];
+  for (long i = 0; i < (long)(16 / sizeof(T)); i++) s += a[i];
   return s;
 }
 
@@ -115,9 +127,14 @@ static inline __attribute__((always_inline)) void dots_block(const struct skinny
     for (int q = 0; q < 4; q++) acc[r][q] = (vec){0};
   for (long p = 0; p < kv; p += VL) {
     vec wv[4];
-    for (int q = 0; q < 4; q++) wv[q] = *(const uvec *)(w[q] + p);
+    for (int q = 0; q < 4; q++) {
+      wv[q] = *(const uvec *)(w[q] + p);
+      /* (kept in a register: else GCC loads each again for every row, twice the loads) */
+      __asm__("" : "+v"(wv[q]));
+    }
     for (int r = 0; r < NI; r++) {
       vec xv = *(const uvec *)(x[r] + p);
+      __asm__("" : "+v"(xv));
       for (int q = 0; q < 4; q++) acc[r][q] += xv * wv[q];
     }
   }
@@ -261,6 +278,40 @@ static void pack_b(int tb, const T *b, long ldb, long p0, long kc, long j0, long
   }
 }
 
+/* `micro` on the first two of the NR columns (b and acc keep NR's stride): a last panel of
+   at most two vectors of columns, which the full micro-kernel would compute as three (an
+   attention head's 64 float32 columns were 96 in two panels) */
+static void micro2(long kc, const T *restrict a, const T *restrict b, T *restrict acc,
+                   int first) {
+  vec c[MR][2];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; i++)
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; v++) c[i][v] = first ? (vec){0} : *(vec *)(acc + i * NR + v * VL);
+  for (long p = 0; p < kc; p++) {
+    vec b0 = *(const vec *)b, b1 = *(const vec *)(b + VL);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++) {
+      T s = a[i];
+      c[i][0] += s * b0;
+      c[i][1] += s * b1;
+    }
+    a += MR;
+    b += NR;
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; i++)
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; v++) *(vec *)(acc + i * NR + v * VL) = c[i][v];
+}
+
+/* the width of the panel of columns from j0: NR, or two vectors where at most two remain or
+   where four remain (two panels of two, not one of three and one of one) */
+static long panel_width(long n, long j0) {
+  long vectors = (n - j0 + VL - 1) / VL;
+  return vectors <= 2 || vectors == 4 ? 2 * VL : NR;
+}
+
 static void ember_own_gemm(int order, int transa, int transb, BLAS_INT m_, BLAS_INT n_,
                            BLAS_INT k_, T alpha, const T *a, BLAS_INT lda, const T *b,
                            BLAS_INT ldb, T beta, T *c, BLAS_INT ldc) {
@@ -271,13 +322,16 @@ static void ember_own_gemm(int order, int transa, int transb, BLAS_INT m_, BLAS_
   T *ap = scratch((size_t)(a_size + mp * MR * NR + KC * NR) * sizeof(T));
   T *tiles = ap + a_size, *bp = tiles + mp * MR * NR;
   pack_a(transa == 112, a, lda, m, k, ap);
-  for (long j0 = 0; j0 < n; j0 += NR) {
-    long nr = n - j0 < NR ? n - j0 : NR;
+  for (long j0 = 0, width; j0 < n; j0 += width) {
+    width = panel_width(n, j0);
+    long nr = n - j0 < width ? n - j0 : width;
     for (long p0 = 0; p0 < k; p0 += KC) {
       long kc = k - p0 < KC ? k - p0 : KC;
       pack_b(transb == 112, b, ldb, p0, kc, j0, nr, bp);
-      for (long ip = 0; ip < mp; ip++)
-        micro(kc, ap + ip * MR * k + p0 * MR, bp, tiles + ip * MR * NR, p0 == 0);
+      for (long ip = 0; ip < mp; ip++) {
+        if (width == NR) micro(kc, ap + ip * MR * k + p0 * MR, bp, tiles + ip * MR * NR, p0 == 0);
+        else micro2(kc, ap + ip * MR * k + p0 * MR, bp, tiles + ip * MR * NR, p0 == 0);
+      }
     }
     for (long i = 0; i < m; i++)
       memcpy(c + i * ldc + j0, tiles + (i / MR) * MR * NR + (i % MR) * NR, nr * sizeof(T));

@@ -145,13 +145,13 @@ def linear_step(x, w, bias, out, *, transposed: bool, relu: bool = False) -> CSt
     n, k = (w.shape[0], w.shape[1]) if transposed else (w.shape[1], w.shape[0])
     m = int(np.prod(x.shape[:-1], dtype=np.int64))
     gemm = function_address(functions[0])
-    few = m <= cgemm.SKINNY_ROWS
+    few = m <= cgemm.skinny_rows(dtype)  # (measured: kernels/gemm_tune.py)
     itemsize = dtype.itemsize
     if few:  # (as `cgemm.skinny` and `cgemm.matmul` share their columns)
         big = cgemm.skinny_shared(m, n, k, itemsize)
         unit = cgemm.skinny_unit(transposed, itemsize)
     else:
-        big, unit = 2 * m * n * k >= cgemm.SPLIT_FLOPS, 64 // itemsize
+        big, unit = 2 * m * n * k >= cgemm.split_flops(), 64 // itemsize
     align = cgemm.block_align(n, unit) if big else 1
     pool = cpool.parallel_for() if big else None
     split, count = (2, n) if big else (0, 1)  # (the GEMM's blocks of columns, or one call)

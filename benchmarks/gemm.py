@@ -1,0 +1,105 @@
+"""Matrix products of the zoo's transformer models: ember's `kernels/cgemm.gemm` against
+``torch.matmul`` and ``np.matmul``, interleaved in one process (medians of many rounds), at 1
+and 2 threads. ``python benchmarks/gemm.py [--threads 1,2] [--rounds N]``."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import time
+
+import numpy as np
+
+
+def shapes():
+    """(name, a, b) operand factories: the transformer blocks' products and their gradients."""
+    r = np.random.default_rng(0)
+
+    def f(*s):
+        return r.standard_normal(s).astype(np.float32)
+
+    out = []
+    for m, k, n in ((1024, 256, 768), (1024, 256, 1024), (1024, 1024, 256), (1024, 256, 256)):
+        out.append((f"{m}x{k}@{k}x{n}", f(m, k), f(k, n)))
+        out.append((f"AT {k}x{m}^T@{k}x{n}", f(k, m).T, f(k, n)))  # weight gradient x^T dy
+        out.append((f"BT {m}x{n}@({k}x{n})^T", f(m, n), f(k, n).T))  # input gradient dy W^T
+    for heads in (4, 8):
+        out.append(
+            (f"attn {8 * heads}x128x64@64x128", f(8 * heads, 128, 64), f(8 * heads, 64, 128))
+        )
+        out.append(
+            (f"attn {8 * heads}x128x128@128x64", f(8 * heads, 128, 128), f(8 * heads, 128, 64))
+        )
+    for batch in (1, 8):
+        out.append((f"linear b{batch} 256->768 W^T", f(batch, 256), f(768, 256).T))
+        out.append((f"linear b{batch} 1024->256 W^T", f(batch, 1024), f(256, 1024).T))
+    return out
+
+
+def median_time(fn, reps, clock=time.perf_counter):
+    t = clock()
+    for _ in range(reps):
+        fn()
+    return (clock() - t) / reps
+
+
+def main():
+    import torch
+
+    from ember.kernels import cgemm, cpool
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--threads", default="1,2")
+    p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--filter", default="")
+    p.add_argument("--stat", default="min", choices=("min", "median"))
+    args = p.parse_args()
+    model = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    model = next(
+        (ln.split(":", 1)[1].strip() for ln in model.splitlines() if "Model name" in ln), "?"
+    )
+    print(f"CPU: {model}")
+    for threads in [int(t) for t in args.threads.split(",")]:
+        cpool.set_num_threads(threads)
+        torch.set_num_threads(threads)
+        print(
+            f"\n threads={threads}   {'product':34s} {'ember us':>9s} {'torch us':>9s}"
+            f" {'numpy us':>9s} {'e/torch':>8s}"
+        )
+        for name, a, b in shapes():
+            if args.filter and args.filter not in name:
+                continue
+            ta, tb = torch.from_numpy(a) if a.flags.c_contiguous else torch.from_numpy(a.T).T, None
+            tb = torch.from_numpy(b) if b.flags.c_contiguous else torch.from_numpy(b.T).T
+            ref = a.astype(np.float64) @ b.astype(np.float64)
+            got = cgemm.gemm(a, b)
+            err = np.abs(got - ref).max() / max(1.0, np.abs(ref).max())
+            flops = (
+                2
+                * a.shape[-2]
+                * a.shape[-1]
+                * b.shape[-1]
+                * (a.size // (a.shape[-2] * a.shape[-1]))
+            )
+            reps = max(1, int(2e-3 / max(flops / 5e10, 1e-7)))
+            fns = {
+                "e": lambda: cgemm.gemm(a, b),
+                "t": lambda: torch.matmul(ta, tb),
+                "n": lambda: np.matmul(a, b),
+            }
+            times = {key: [] for key in fns}
+            for fn in fns.values():
+                fn()
+            for _ in range(args.rounds):
+                for key, fn in fns.items():
+                    times[key].append(median_time(fn, reps))
+            stat = np.min if args.stat == "min" else np.median
+            e, t, n = (float(stat(times[key])) * 1e6 for key in "etn")
+            print(
+                f" {'':10s} {name:34s} {e:9.1f} {t:9.1f} {n:9.1f} {e / t:8.2f}"
+                f"  {flops / e / 1e3:6.0f}GF/s err {err:.1e}"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,370 @@
+"""This machine's GEMM choices, measured once and cached (kernels/cgemm.py follows them).
+
+Which kernel runs a product (ember's own GEMM or the BLAS's, each single-threaded in a block),
+how few rows go to the packing-free `skinny` kernel, and from what size a product is shared
+over the pool depend on the CPU, its caches and the BLAS build: a choice tuned by hand on one
+machine was 1.3-5x off on another. So they are measured here, on the calling thread, in a few
+hundred milliseconds on first use:
+
+- ``products``: per dtype, own and BLAS times (best of several, interleaved) of a few products
+  from small batched ones (attention's heads) to a large one; a product takes whichever kernel
+  ran the nearest size (in log FLOPs) faster.
+- ``few``: per dtype and row count from 1 to 32, the fastest of `skinny` (no packing), ember's
+  own blocked GEMM and the BLAS's on a linear layer's product, with and without a transposed
+  weight: few rows take that kernel (the own GEMM packs all of B per call, which can cost more
+  than the product).
+- ``wake_s``: what the pool's wake and join add to a product; ``flops_per_s`` (the large
+  product's rate) and ``bytes_per_s`` (`skinny`'s rate reading a large B): sharing a product of
+  time T over p threads pays where T (1 - 1/p) > wake_s, which gives the FLOPs and B sizes from
+  which `matmul` and `skinny` share their work.
+
+The result is cached as JSON in ember's cache directory (`ccompile.cache_dir`), keyed by the
+machine (CPU model, core count, NumPy and its BLAS, the compiler's flags, the kernels'
+source); a file that is
+missing, of another machine or format, or whose values are not what `measure` writes (files
+are not trusted) is measured again and replaced. ``calibrate(force=True)`` measures again.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._files import write_atomic
+
+__all__ = [
+    "BLAS",
+    "OWN",
+    "SKINNY",
+    "GemmTuning",
+    "calibrate",
+    "calibration_path",
+    "machine_key",
+    "measure",
+]
+
+FORMAT_VERSION = 1
+DTYPES = ("float32", "float64")
+# (M, K, N, batch) of the timed products: attention-sized batches up to a linear layer's size
+_PRODUCTS = ((64, 64, 64, 16), (128, 128, 128, 4), (256, 256, 256, 2))
+_FEW_ROWS = (1, 2, 4, 8, 16, 32)  # row counts of linear layers' products tried, rising
+SKINNY, OWN, BLAS = 0, 1, 2
+_SKINNY_K = _SKINNY_N = 512  # a linear layer's in and out features
+_STREAM = 1024  # B (square, this many rows) read by `skinny` for the memory rate
+_NEVER = 1 << 62
+_WAKE_SAMPLES = 64
+# (kernels/cgemm.py's functions for a dtype, its blocked product, its `skinny` product: given by
+# `use_kernels` when it loads, so that this module does not import it)
+_kernels: tuple = ()
+
+
+def use_kernels(functions, blocked, skinny) -> None:
+    """The kernels `measure` times (kernels/cgemm.py hands them over as it loads)."""
+    global _kernels
+    _kernels = (functions, blocked, skinny)
+
+
+_SAMPLE_S = 3e-4  # each timing repeats a product to last about this long
+
+
+@dataclass(frozen=True)
+class GemmTuning:
+    machine: str
+    wake_s: float
+    flops_per_s: float
+    bytes_per_s: float
+    products: dict  # dtype name -> ((flops of one matrix, own seconds, BLAS seconds), ...)
+    few: dict  # dtype name -> the fastest kernel (SKINNY, OWN, BLAS) at each of _FEW_ROWS
+
+    def own_faster(self, dtype: str, flops: int) -> bool:
+        """Whether ember's own kernel ran the product nearest ``flops`` (in log) at least as
+        fast as the BLAS's."""
+        rows = self.products.get(dtype)
+        if not rows:
+            return True
+        x = math.log(max(flops, 1))
+        _, own, blas = min(rows, key=lambda row: abs(math.log(row[0]) - x))
+        return own <= blas
+
+    def _worth(self, threads: int) -> float:
+        """Seconds of single-threaded work from which ``threads`` threads save more than the
+        pool's wake and join cost."""
+        if threads <= 1:
+            return math.inf
+        return self.wake_s * threads / (threads - 1)
+
+    def split_flops(self, threads: int) -> int:
+        worth = self._worth(threads)
+        return _NEVER if math.isinf(worth) else max(1, min(_NEVER, int(worth * self.flops_per_s)))
+
+    def split_bytes(self, threads: int) -> int:
+        worth = self._worth(threads)
+        return _NEVER if math.isinf(worth) else max(1, min(_NEVER, int(worth * self.bytes_per_s)))
+
+    def few_rows(self, dtype: str, m: int) -> int | None:
+        """The fastest kernel (SKINNY, OWN or BLAS) measured for a 2-d product of ``m`` rows
+        (the next row count measured at or above it), None above the row counts measured."""
+        codes = self.few.get(dtype)
+        if not codes or m > _FEW_ROWS[-1]:
+            return None
+        return codes[next(i for i, rows in enumerate(_FEW_ROWS) if rows >= m)]
+
+    def skinny_rows(self, dtype: str) -> int:
+        """The most rows up to which `skinny` ran fastest at every row count measured."""
+        most = 0
+        for rows, code in zip(_FEW_ROWS, self.few.get(dtype, ())):
+            if code != SKINNY:
+                break
+            most = rows
+        return most
+
+
+@functools.cache
+def machine_key() -> str:
+    from . import ccompile
+    from .cpool import cpu_count, cpu_model
+
+    try:
+        blas = json.dumps(np.show_config(mode="dicts").get("Build Dependencies", {}), default=str)
+    except Exception:
+        blas = ""
+    from .cgemm_source import DISPATCH, OWN_GEMM
+    from .cmicro import MICRO
+
+    flags = " ".join(getattr(ccompile, "DEFAULT_FLAGS", ()))
+    # (the kernels' source too: a changed kernel is measured again)
+    source = hashlib.sha256((MICRO + OWN_GEMM + DISPATCH).encode()).hexdigest()[:16]
+    return (
+        f"{cpu_model()}|{cpu_count()}|numpy {np.__version__}|{blas}|{flags}|{source}"
+        f"|v{FORMAT_VERSION}"
+    )
+
+
+# ------------------------------------------------------------------------------ measuring
+def _best(fns, samples: int) -> list[float]:
+    """The fastest of ``samples`` timings of each of ``fns``, taken in turn (interleaved, so a
+    burst of load elsewhere touches them alike); each timing repeats its function to last
+    about `_SAMPLE_S`."""
+    reps = []
+    for fn in fns:
+        fn()
+        start = time.perf_counter()
+        fn()
+        once = time.perf_counter() - start
+        reps.append(max(1, min(50, int(_SAMPLE_S / max(once, 1e-7)))))
+    best = [math.inf] * len(fns)
+    for _ in range(samples):
+        for i, fn in enumerate(fns):
+            start = time.perf_counter()
+            for _ in range(reps[i]):
+                fn()
+            best[i] = min(best[i], (time.perf_counter() - start) / reps[i])
+    return best
+
+
+def _measure_dtype(functions, dtype, rng):
+    _, _blocked, _skinny = _kernels
+
+    has_blas = functions[1] is not None
+    rows = []
+    for m, k, n, count in _PRODUCTS:
+        a = rng.standard_normal((count, m, k)).astype(dtype)
+        b = rng.standard_normal((count, k, n)).astype(dtype)
+        out = np.empty((count, m, n), dtype)
+        batch = (count,)
+
+        def own(a=a, b=b, out=out, batch=batch):
+            _blocked(functions, a, b, out, batch, blas=False, threaded=False)
+
+        def blas(a=a, b=b, out=out, batch=batch):
+            _blocked(functions, a, b, out, batch, blas=True, threaded=False)
+
+        t_own, t_blas = _best([own, blas], 5) if has_blas else (_best([own], 5)[0],) * 2
+        rows.append((2 * m * k * n, t_own / count, t_blas / count))
+    _, own_large, blas_large = rows[-1]
+    rate = rows[-1][0] / min(own_large, blas_large)
+
+    weight = rng.standard_normal((_SKINNY_N, _SKINNY_K)).astype(dtype)
+    plain = np.ascontiguousarray(weight.T)
+    codes = []
+    for m in _FEW_ROWS:
+        a = rng.standard_normal((m, _SKINNY_K)).astype(dtype)
+        fns = []
+        for b in (weight.T, plain):  # a linear layer's product, and its input gradient's form
+            fns.append(lambda a=a, b=b: _skinny(functions, a, b, None, threaded=False))
+            fns.append(
+                lambda a=a, b=b: _blocked(functions, a, b, None, (), blas=False, threaded=False)
+            )
+            if has_blas:
+                fns.append(
+                    lambda a=a, b=b: _blocked(functions, a, b, None, (), blas=True, threaded=False)
+                )
+        times = _best(fns, 5)
+        width = len(fns) // 2
+        total = [times[i] + times[i + width] for i in range(width)]
+        codes.append(min(range(width), key=total.__getitem__))  # SKINNY, OWN, BLAS in order
+    big = rng.standard_normal((_STREAM, _STREAM)).astype(dtype)
+    row = rng.standard_normal((1, _STREAM)).astype(dtype)
+    stream = _best([lambda: _skinny(functions, row, big, None, threaded=False)], 5)[0]
+    return tuple(rows), tuple(codes), rate, big.nbytes / stream
+
+
+def _measure_wake(functions) -> float:
+    """What sharing a tiny batched product over the pool adds to running it alone, on
+    average (the mean keeps the times a busy machine leaves a pool thread waiting for a core,
+    which is what a split then costs). Measured with at least two threads where the machine has
+    two CPUs, whatever the pool's count now (the file serves later processes too)."""
+    from . import cpool
+
+    before = cpool.get_num_threads()
+    threads = max(before, min(2, cpool.cpu_count()))
+    if functions[4] is None or threads <= 1:
+        return 0.0
+    _blocked = _kernels[1]
+    count = 2 * threads
+    a = np.ones((count, 8, 8), np.float32)
+    b = np.ones((count, 8, 8), np.float32)
+    out = np.empty((count, 8, 8), np.float32)
+    alone, shared = [], []
+    if threads != before:
+        cpool.set_num_threads(threads)
+    try:
+        for _ in range(_WAKE_SAMPLES):
+            for threaded, times in ((False, alone), (True, shared)):
+                start = time.perf_counter()
+                _blocked(functions, a, b, out, (count,), blas=False, threaded=threaded)
+                times.append(time.perf_counter() - start)
+    finally:
+        if threads != before:
+            cpool.set_num_threads(before)
+    return max(0.0, float(np.mean(shared)) - float(np.mean(alone)))
+
+
+def measure() -> GemmTuning | None:
+    """Measure this machine now (nothing is cached); None where ember's GEMM does not run
+    (no C compiler)."""
+    if not _kernels:
+        return None
+    _functions = _kernels[0]
+    rng = np.random.default_rng(0)
+    products, few = {}, {}
+    rate = stream = None
+    first = None
+    for name in DTYPES:
+        functions = _functions(np.dtype(name))
+        if functions is None:
+            continue
+        first = first or functions
+        rows, codes, r, s = _measure_dtype(functions, np.dtype(name), rng)
+        products[name], few[name] = rows, codes
+        if rate is None:  # float32's rates: the dtype most products run in
+            rate, stream = r, s
+    if first is None:
+        return None
+    return GemmTuning(machine_key(), _measure_wake(first), rate, stream, products, few)
+
+
+# --------------------------------------------------------------------------------- cache
+_loaded: dict[str, GemmTuning] = {}
+_lock = threading.Lock()
+_current: GemmTuning | None = None  # the last one `calibrate` gave (`current`'s fast path)
+
+
+def current() -> GemmTuning:
+    """`calibrate()`'s tuning, without looking at the cache directory again once there is one
+    (every product asks for it)."""
+    return _current or calibrate()
+
+
+def calibration_path():
+    from .ccompile import cache_dir
+
+    digest = hashlib.sha256(machine_key().encode()).hexdigest()[:16]
+    return cache_dir() / f"gemm-calibration-{digest}.json"
+
+
+def calibrate(force: bool = False) -> GemmTuning:
+    """This machine's tuning: from memory, else from the cache file, else measured and
+    cached. ``force=True`` measures again (after a hardware or load change). Where ember's
+    GEMM cannot run, a tuning that keeps every product on one thread and off `skinny`."""
+    global _current
+    path = calibration_path()
+    with _lock:
+        if not force and str(path) in _loaded:
+            _current = _loaded[str(path)]
+            return _current
+        tuning = None if force else _read(path)
+        if tuning is None:
+            tuning = measure()
+            if tuning is None:
+                return GemmTuning(machine_key(), math.inf, 1.0, 1.0, {}, {})
+            write_atomic(path, json.dumps(_to_json(tuning)))
+        _loaded[str(path)] = _current = tuning
+        return tuning
+
+
+def _to_json(tuning: GemmTuning) -> dict:
+    return {
+        "format": FORMAT_VERSION,
+        "machine": tuning.machine,
+        "wake_s": tuning.wake_s,
+        "flops_per_s": tuning.flops_per_s,
+        "bytes_per_s": tuning.bytes_per_s,
+        "products": {k: [list(r) for r in v] for k, v in tuning.products.items()},
+        "few": {k: list(v) for k, v in tuning.few.items()},
+    }
+
+
+def _number(x, positive: bool = True) -> bool:
+    ok = isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    return ok and (x > 0 if positive else x >= 0)
+
+
+def _read(path) -> GemmTuning | None:
+    """The tuning in ``path``, or None (measure again) where it is missing, unreadable, of
+    another machine or format, or holds values `measure` does not write."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError, RecursionError):
+        return None
+    keys = {"format", "machine", "wake_s", "flops_per_s", "bytes_per_s", "products", "few"}
+    if not isinstance(data, dict) or set(data) != keys:
+        return None
+    if data["format"] != FORMAT_VERSION or data["machine"] != machine_key():
+        return None
+    if not (_number(data["wake_s"], False) and data["wake_s"] < 1.0):
+        return None
+    if not (_number(data["flops_per_s"]) and _number(data["bytes_per_s"])):
+        return None
+    products, few = data["products"], data["few"]
+    if not (isinstance(products, dict) and isinstance(few, dict)):
+        return None
+    if set(products) != set(few) or not set(products) <= set(DTYPES):
+        return None
+    checked, codes = {}, {}
+    for name, rows in products.items():
+        if not isinstance(rows, list) or len(rows) != len(_PRODUCTS):
+            return None
+        for row in rows:
+            if not (isinstance(row, list) and len(row) == 3 and all(map(_number, row))):
+                return None
+        if any(b[0] <= a[0] for a, b in zip(rows, rows[1:])):
+            return None
+        checked[name] = tuple(tuple(row) for row in rows)
+        kernels = few[name]
+        if not (isinstance(kernels, list) and len(kernels) == len(_FEW_ROWS)):
+            return None
+        if not all(type(code) is int and code in (SKINNY, OWN, BLAS) for code in kernels):
+            return None
+        codes[name] = tuple(kernels)
+    return GemmTuning(
+        data["machine"], data["wake_s"], data["flops_per_s"], data["bytes_per_s"], checked,
+        codes,
+    )  # fmt: skip
