@@ -39,6 +39,7 @@ import numpy as np
 
 from . import conv_plan
 from .cconv_source import SOURCE
+from .cmicro import KC
 from .conv_plan import Plan, charge, interior, scratch, source_region
 from .cstep import STEP_CALL, function_address
 
@@ -54,7 +55,6 @@ __all__ = [
 
 _C = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 _MR = 8
-_KC = 192  # (kernels/cmicro.py's KC)
 _VECTOR_BYTES = 64
 _L2_FALLBACK = 256 << 10  # where the system does not say (the smallest L2 of current x86 cores)
 # the weight gradient's extended grid may be at most this much larger than the output
@@ -105,7 +105,7 @@ def _panel_group(m_panels: int, itemsize: int) -> int:
     """Column panels the forward kernel runs together (each packed-weight block read once per
     group): as many as keep their packed columns and accumulators in half of L2."""
     nr = 3 * _VECTOR_BYTES // itemsize
-    per_panel = (_KC * nr + m_panels * _MR * nr) * itemsize
+    per_panel = (KC * nr + m_panels * _MR * nr) * itemsize
     return max(1, _l2_bytes() // 2 // per_panel)
 
 

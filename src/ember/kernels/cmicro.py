@@ -11,11 +11,14 @@ packed block of B (kc x NR of float32 is 36 KiB: it stays in a 48 KiB L1 while t
 stream past it).
 """
 
+# the depth of one packed block of B (the C source's KC); Python callers sizing panel groups read it
+KC = 192
+
 MICRO = r"""
 #define VL ((long)(64 / sizeof(T)))
 #define NR (3 * VL)
 #define MR 8
-#define KC 192
+#define KC {KC}
 typedef T vec __attribute__((vector_size(64)));
 typedef T uvec __attribute__((vector_size(64), aligned(sizeof(T))));
 
@@ -43,4 +46,4 @@ static void micro(long kc, const T *restrict a, const T *restrict b, T *restrict
 #pragma GCC unroll 3
     for (int v = 0; v < 3; v++) *(vec *)(acc + i * NR + v * VL) = c[i][v];
 }
-"""
+""".replace("{KC}", str(KC))
