@@ -200,6 +200,12 @@ def _functions(dtype: np.dtype):
     return forward, backward, affine, cpool.parallel_for()
 
 
+def available(dtype) -> bool:
+    """Whether the C kernels run for arrays of ``dtype`` (float32 or float64 with a compiler)."""
+    dtype = np.dtype(dtype)
+    return dtype in _C and _functions(dtype) is not None
+
+
 def _applies(x: np.ndarray, *others) -> bool:
     return (
         x.ndim >= 2

@@ -25,13 +25,29 @@ from ..types import TensorType
 from . import _batching
 from . import api as E
 from ._registry import Cost, OpDef, apply, register
-from ._util import fmt_shape, io_bytes, numel, require_float
+from ._util import fmt_shape, io_bytes, numel, require_float, value_bytes
 
 
 def _compiled():
     from ..kernels import cbatchnorm
 
     return cbatchnorm
+
+
+def _numpy_workspace(x_input: int, arrays: int):
+    """A workspace rule: the C kernels allocate only their results (and a few per-channel
+    rows); the NumPy kernels compute in float64, with ``arrays`` input-sized float64 arrays
+    alive at their peak (forward: the copy, its centred values and their squares or the
+    result; backward: the gradient's and the normalized input's copies and two terms), which in
+    half precision is sixteen times the input's own size."""
+
+    def workspace(node, layouts) -> int:
+        x = node.inputs[x_input]
+        if _compiled().available(x.dtype.np):
+            return 0
+        return arrays * (value_bytes(x) // max(x.dtype.itemsize, 1)) * 8
+
+    return workspace
 
 
 def _axes(ndim: int) -> tuple:
@@ -220,6 +236,7 @@ BATCH_NORM_TRAIN = register(
         save_outputs=(1, 2),
         num_outputs=3,
         cost=_cost(7),
+        workspace=_numpy_workspace(0, 3),
         batch=_whole_batch,
         doc="batch_norm_train(x, weight, bias; eps): (y, mean, biased var) of training-mode "
         "batch normalization over all dimensions but 1",
@@ -235,6 +252,7 @@ BATCH_NORM_BACKWARD = register(
         fast=_backward_fast,
         num_outputs=3,
         cost=_cost(9),
+        workspace=_numpy_workspace(3, 4),
         batch=_whole_batch,
         doc="batch_norm_backward(gy, gmean, gvar, x, mean, var, weight; eps): (gx, gweight, "
         "gbias), the VJP of batch_norm_train; no gradient of its own",
@@ -251,6 +269,7 @@ BATCH_NORM_EVAL = register(
         vjp=_eval_vjp,
         channel_affine=_eval_channel_affine,
         cost=_cost(2),
+        workspace=_numpy_workspace(0, 1),
         batch=_batching.per_sample(),
         doc="batch_norm_eval(x, mean, var, weight, bias; eps): the per-channel affine "
         "(x - mean) / sqrt(var + eps) * weight + bias over dimension 1",
