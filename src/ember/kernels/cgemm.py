@@ -43,7 +43,8 @@ from . import cpool, gemm_tune
 from .blas_layout import blas_layout
 from .cgemm_source import DISPATCH, OWN_GEMM
 
-__all__ = ["available", "block_align", "gemm", "matmul", "own_kernel", "skinny", "skinny_rows"]
+__all__ = ["available", "block_align", "gemm", "matmul", "own_kernel", "runs_skinny", "skinny"]
+__all__ += ["skinny_rows"]
 __all__ += ["skinny_shared", "skinny_unit", "split_flops", "tuning"]
 
 # multiply-adds (M * N * K, the whole batch) up to which OpenBLAS itself runs one thread
@@ -146,6 +147,12 @@ def skinny_rows(dtype=np.float32) -> int:
     """Products of at most this many rows run `skinny` (no packing): measured on this machine
     against the blocked GEMM."""
     return tuning().skinny_rows(np.dtype(dtype).name)
+
+
+def runs_skinny(m: int, dtype=np.float32) -> bool:
+    """Whether a product of ``m`` rows runs `skinny`: the kernel measured fastest for that row
+    count on this machine (what `matmul` runs; a C step of a linear layer follows it)."""
+    return tuning().few_rows(np.dtype(dtype).name, m) == gemm_tune.SKINNY
 
 
 def __getattr__(name: str):
@@ -299,14 +306,14 @@ def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndar
 
 
 def skinny(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray | None:
-    """``a @ b`` by `ember_skinny` (no packing) for a 2-d ``a`` of at most `skinny_rows` rows
+    """``a @ b`` by `ember_skinny` (no packing) for a 2-d ``a`` whose row count `runs_skinny`
     by a 2-d ``b``, each in a layout BLAS reads in place (`blas_layout`), written into ``out``
     (C-contiguous, the result's shape and dtype) or a new array; None where it does not
     apply."""
     if a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.shape[1] != b.shape[0]:
         return None
     functions = _functions(a.dtype)
-    if functions is None or a.shape[0] > skinny_rows(a.dtype):
+    if functions is None or not runs_skinny(a.shape[0], a.dtype):
         return None  # (the layouts the blocked GEMM takes: the same product, the same kernel)
     m, k = a.shape
     threaded = skinny_shared(m, b.shape[1], k, a.itemsize)

@@ -145,7 +145,7 @@ def linear_step(x, w, bias, out, *, transposed: bool, relu: bool = False) -> CSt
     n, k = (w.shape[0], w.shape[1]) if transposed else (w.shape[1], w.shape[0])
     m = int(np.prod(x.shape[:-1], dtype=np.int64))
     gemm = function_address(functions[0])
-    few = m <= cgemm.skinny_rows(dtype)  # (measured: kernels/gemm_tune.py)
+    few = cgemm.runs_skinny(m, dtype)  # (measured: kernels/gemm_tune.py)
     itemsize = dtype.itemsize
     if few:  # (as `cgemm.skinny` and `cgemm.matmul` share their columns)
         big = cgemm.skinny_shared(m, n, k, itemsize)
