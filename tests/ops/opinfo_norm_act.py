@@ -16,6 +16,7 @@ INTERNAL = {
     for name in (
         "gelu_backward",
         "gelu_tanh_backward",
+        "hardtanh_backward",
         "layer_norm_backward",
         "log_softmax_backward",
         "softmax_backward",

@@ -23,6 +23,7 @@ from ..ops import api as E
 from ..ops._registry import apply, building_graph, export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import to_tensor
+from ..ops.hardtanh import HARDTANH
 from ..ops.norm_act import GELU, GELU_TANH
 from ._common import dim_arg, float_input
 
@@ -124,6 +125,9 @@ def softplus(input, beta: float = 1.0, threshold: float = 20.0):
 
 def _clamp_strict(x, lo: float, hi: float):
     """clamp whose gradient is zero at the bounds themselves (PyTorch's hardtanh backward)."""
+    if not building_graph():  # eagerly one pass each way (ops/hardtanh.py)
+        return apply(HARDTANH, x, lo=lo, hi=hi)
+    # in a graph the composite fuses into one loop with its neighbours
     return E.where(x <= lo, lo, E.where(x >= hi, hi, x))
 
 

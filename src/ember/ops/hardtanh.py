@@ -1,0 +1,87 @@
+"""hardtanh (and so relu6, ReLU6 of the MobileNets) as one op each way, for eager mode.
+
+Eagerly, ``F.hardtanh`` built of ``where`` and comparisons runs four NumPy passes forward and as
+many backward, each with its own temporaries; these ops run one (``np.clip``) forward and one
+``where`` backward. In a graph ``F.hardtanh`` keeps the composite, whose elementwise ops fuse
+into one C loop with their neighbours' (these ops have no C expression).
+
+The gradient is PyTorch's ``hardtanh_backward``: the incoming gradient strictly inside the
+bounds, zero at and beyond them and for a NaN input.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..types import TensorType
+from ._registry import OpDef, apply, register
+from ._util import elementwise_cost, require_float, same_type
+
+
+def _infer(x, *, lo, hi):
+    require_float("hardtanh", x)
+    return same_type(x)
+
+
+def _kernel(x, *, lo, hi):
+    return np.clip(x, lo, hi).astype(x.dtype, copy=False)
+
+
+def _vjp(c, g):
+    return (apply(HARDTANH_BACKWARD, g, c.inputs[0], **c.attrs),)
+
+
+def _grad_infer(g, x, *, lo, hi):
+    require_float("hardtanh_backward", g, x)
+    if tuple(g.shape) != tuple(x.shape) or g.dtype != x.dtype:
+        from ..errors import ShapeError
+
+        raise ShapeError(f"the gradient {g} must have the input's type {x}", op="hardtanh_backward")
+    return TensorType(tuple(x.shape), x.dtype)
+
+
+_BITS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _grad_kernel(g, x, *, lo, hi):
+    inside = np.asarray(x > lo)
+    inside &= x < hi
+    bits = _BITS.get(g.dtype.itemsize)
+    if bits is None or not g.flags.c_contiguous or g.shape != inside.shape:
+        return np.where(inside, g, np.zeros((), g.dtype))
+    # g's bits AND a mask of all ones inside, zeros outside: exact (NaNs inside stay, outside
+    # is +0.0) and branch-free, where a masked copy or np.where on a random mask mispredicts
+    # its way through the array several times slower
+    keep = inside.view(np.uint8).astype(bits)
+    np.negative(keep, out=keep)  # (unsigned: 1 -> all ones)
+    return np.bitwise_and(g.view(bits), keep, out=keep).view(g.dtype)
+
+
+def _grad_vjp(c, a):
+    # linear in the gradient (the same mask); piecewise constant in x: no gradient there
+    return apply(HARDTANH_BACKWARD, a, c.inputs[1], **c.attrs), None
+
+
+HARDTANH_BACKWARD = register(
+    OpDef(
+        name="hardtanh_backward",
+        kind="elementwise",
+        infer=_grad_infer,
+        kernel=_grad_kernel,
+        vjp=_grad_vjp,
+        cost=elementwise_cost(3),
+        doc="hardtanh_backward(g, x; lo, hi): g where lo < x < hi, else 0 (NaN x: 0)",
+    )
+)
+
+HARDTANH = register(
+    OpDef(
+        name="hardtanh",
+        kind="elementwise",
+        infer=_infer,
+        kernel=_kernel,
+        vjp=_vjp,
+        cost=elementwise_cost(2),
+        doc="hardtanh(x; lo, hi): x clamped into [lo, hi] (gradient zero at the bounds)",
+    )
+)
