@@ -73,3 +73,21 @@ def test_linear_on_a_transposed_view():
         torch.from_numpy(x).transpose(0, 1), torch.from_numpy(w), torch.from_numpy(b)
     ).numpy()
     np.testing.assert_allclose(got.numpy(), want, rtol=0, atol=_tol(np.float32, 32, 64.0))
+
+
+def test_strided_batch_runs_as_one_product():
+    """The fold itself: the product is called once, on a 2-d first operand (not once per batch
+    entry of 8 rows, each packing the whole weight again)."""
+    from ember.ops import _matmul_kernels
+
+    calls = []
+
+    def product(a, b, out=None):
+        calls.append(a.shape)
+        return np.matmul(a, b, out=out)
+
+    a = np.ones((8, 128, 16), np.float32).transpose(1, 0, 2)
+    w = np.ones((24, 16), np.float32)
+    got = _matmul_kernels._matmul(a, w.T, None, product)
+    assert calls == [(1024, 16)]
+    assert got.shape == (128, 8, 24) and np.all(got == 16)
