@@ -41,6 +41,11 @@ def _matmul(a, b, out, product) -> np.ndarray:
         out[...] = result
         return out
     a, b = blas_ready(a), blas_ready(b)
+    if b.ndim == 2 and a.ndim > 2 and not a.flags.c_contiguous:
+        # a strided batch (a batch-first sequence seen sequence-first, as MultiheadAttention's
+        # projections read it) would run as one small product per batch entry, each packing
+        # all of b again: one copy of a (M*K values, against M*K*N multiply-adds) folds it
+        a = np.ascontiguousarray(a)
     if b.ndim == 2 and a.ndim > 2 and a.flags.c_contiguous:
         # (..., M, K) @ (K, N) as one (prod(...) * M, K) GEMM instead of a loop of small ones
         flat = None if out is None else out.reshape(-1, b.shape[-1])

@@ -27,6 +27,7 @@ from ._row_blocks import gemm, relu_only, row_block_rule, rows_of
 from ._util import (
     broadcast_shapes,
     fmt_shape,
+    half_precision,
     io_bytes,
     numel,
     require_same_dtype,
@@ -49,8 +50,14 @@ def _matmul_accepts_out(node, compiled: bool) -> bool:
 
 def _matmul_workspace(node, layouts) -> int:
     """`matmul_kernel`'s temporaries (`product_workspace`); `linear` runs the same kernel on
-    ``x`` and ``weight.T`` (its bias is added in place)."""
-    return product_workspace(node.inputs[0], node.inputs[1], node.outputs[0])
+    ``x`` and ``weight.T`` (its bias is added in place); beside them, the contiguous copy of
+    a strided batched first operand times a matrix (ops/_matmul_kernels.py folds it into one
+    product), in float32 where the operands are half precision."""
+    a, b = node.inputs[0], node.inputs[1]
+    workspace = product_workspace(a, b, node.outputs[0])
+    if a.type.ndim > 2 and b.type.ndim == 2 and not layouts.contiguous(a):
+        workspace += value_bytes(a) * (2 if half_precision(a) else 1)
+    return workspace
 
 
 # ------------------------------------------------------------------------------- primitive
