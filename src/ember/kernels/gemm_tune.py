@@ -33,7 +33,7 @@ import json
 import math
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -82,16 +82,24 @@ class GemmTuning:
     bytes_per_s: float
     products: dict  # dtype name -> ((flops of one matrix, own seconds, BLAS seconds), ...)
     few: dict  # dtype name -> the fastest kernel (SKINNY, OWN, BLAS) at each of _FEW_ROWS
+    # (dtype, flops) -> `own_faster`'s answer: every product asks, and a model asks for few sizes
+    _answers: dict = field(default_factory=dict, compare=False, repr=False)
 
     def own_faster(self, dtype: str, flops: int) -> bool:
         """Whether ember's own kernel ran the product nearest ``flops`` (in log) at least as
         fast as the BLAS's."""
-        rows = self.products.get(dtype)
-        if not rows:
-            return True
-        x = math.log(max(flops, 1))
-        _, own, blas = min(rows, key=lambda row: abs(math.log(row[0]) - x))
-        return own <= blas
+        key = (dtype, flops)
+        answer = self._answers.get(key)
+        if answer is None:
+            rows = self.products.get(dtype)
+            answer = True
+            if rows:
+                x = math.log(max(flops, 1))
+                _, own, blas = min(rows, key=lambda row: abs(math.log(row[0]) - x))
+                answer = own <= blas
+            if len(self._answers) < 4096:  # (bounded: a process may meet many sizes)
+                self._answers[key] = answer
+        return answer
 
     def _worth(self, threads: int) -> float:
         """Seconds of single-threaded work from which ``threads`` threads save more than the
