@@ -35,7 +35,7 @@ def test_packed_product_matches_numpy(dtype, rows, k, n):
     a = r.standard_normal((rows, k)).astype(dtype)
     w = r.standard_normal((k, n)).astype(dtype)
     out = np.empty((rows, n), dtype)
-    crnn._Product(w, rows)(a, out)
+    crnn._Product(w, rows)(a, out, a.ctypes.data, out.ctypes.data)
     _close(out, a @ w, dtype, k, "product")
 
 
@@ -56,7 +56,7 @@ def test_few_rows_product_matches_numpy(dtype, rows, k, n, layout):
     else:
         w = r.standard_normal((k, n)).astype(dtype)
     out = np.full((rows, n), np.nan, dtype)
-    crnn._Product(w, rows)(a, out)
+    crnn._Product(w, rows)(a, out, a.ctypes.data, out.ctypes.data)
     _close(out, a @ w, dtype, k, "product")
 
 
@@ -66,7 +66,7 @@ def test_few_rows_product_propagates_nan_and_inf():
     a[1, 5] = np.nan
     w[7, 60] = np.inf
     out = np.empty((3, 100), np.float32)
-    crnn._Product(w, 3)(a, out)
+    crnn._Product(w, 3)(a, out, a.ctypes.data, out.ctypes.data)
     with np.errstate(invalid="ignore"):
         want = a @ w
     np.testing.assert_array_equal(np.isnan(out), np.isnan(want))

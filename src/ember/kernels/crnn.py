@@ -356,15 +356,18 @@ class _Product:
             shared = 2 * rows * k * n >= SPLIT_FLOPS
         self.pool = pool if shared else None
         self.shape = (rows, k, n)
+        self.addresses = (self.bp.ctypes.data, self.ap.ctypes.data)
 
-    def __call__(self, a: np.ndarray, out: np.ndarray) -> None:
-        """out = a @ w; ``a`` and ``out`` C-contiguous."""
+    def __call__(self, a: np.ndarray, out: np.ndarray, a_at: int, out_at: int) -> None:
+        """out = a @ w; ``a`` and ``out`` C-contiguous, their data at ``a_at`` and ``out_at``
+        (the loops compute addresses by arithmetic: numpy's ``.ctypes.data`` costs about as
+        much per call as a batch-of-one step's product)."""
         if self.packed is None:
             self.gemm(a, self.w, out)
             return
         rows, k, n = self.shape
-        self.product(a.ctypes.data, rows, k, n, self.bp.ctypes.data, out.ctypes.data,
-                     self.ap.ctypes.data, self.pool)  # fmt: skip
+        bp, ap = self.addresses
+        self.product(a_at, rows, k, n, bp, out_at, ap, self.pool)
 
 
 @functools.cache
@@ -399,6 +402,12 @@ def _ready(dtype, *arrays) -> dict | None:
     return _functions(np.dtype(dtype))
 
 
+def _at(a: np.ndarray):
+    """(address of a[0], stride of a's first axis in bytes): a[t]'s data is at base + t * stride
+    (``a`` C-contiguous)."""
+    return a.ctypes.data, a.strides[0]
+
+
 def _steps(count: int, reverse: bool) -> range:
     return range(count - 1, -1, -1) if reverse else range(count)
 
@@ -422,12 +431,14 @@ def lstm_forward(xg, h0, c0, w_hh, reverse: bool):
     acts = np.empty((steps, rows, gates), xg.dtype)
     rec = np.empty((rows, gates), xg.dtype)
     step, product = fns["ember_lstm_fwd"], _Product(w_hh.T, rows)
-    h, c = h0, c0
+    (x0, xs), (a0, as_), (c0_, css), (y0, ys) = (_at(a) for a in (xg, acts, cs, y))
+    r0 = rec.ctypes.data
+    h, h_at, c_at = h0, h0.ctypes.data, c0.ctypes.data
     for t in _steps(steps, reverse):
-        product(h, rec)
-        step(xg[t].ctypes.data, rec.ctypes.data, c.ctypes.data, acts[t].ctypes.data,
-             cs[t].ctypes.data, y[t].ctypes.data, rows, hidden)  # fmt: skip
-        h, c = y[t], cs[t]
+        product(h, rec, h_at, r0)
+        step(x0 + t * xs, r0, c_at, a0 + t * as_, c0_ + t * css, y0 + t * ys, rows, hidden)
+        h, h_at, c_at = y[t], y0 + t * ys, c0_ + t * css
+    c = cs[0 if reverse else steps - 1]  # (steps > 0: _ready declines empty operands)
     return y, h.copy(), c.copy(), cs, acts
 
 
@@ -458,13 +469,16 @@ def lstm_backward(gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0, w_hh, reverse: 
     rec = ghn.copy()
     step, gemm, product = fns["ember_lstm_bwd"], _gemm(), _Product(w_hh, rows)
     order = list(_steps(steps, reverse))
+    (y0, ys), (s0, ss), (ga0, gas), (a0, as_), (c0_, css), (d0, ds) = (
+        _at(a) for a in (gy, gcs, gacts, acts, cs, dg)
+    )
+    r0, dc0, first = rec.ctypes.data, dc.ctypes.data, c0.ctypes.data
     for k in range(steps - 1, -1, -1):
         t = order[k]
-        c_prev = cs[order[k - 1]] if k else c0
-        step(rec.ctypes.data, gy[t].ctypes.data, gcs[t].ctypes.data, gacts[t].ctypes.data,
-             acts[t].ctypes.data, cs[t].ctypes.data, c_prev.ctypes.data, dc.ctypes.data,
-             dg[t].ctypes.data, rows, hidden)  # fmt: skip
-        product(dg[t], rec)
+        c_prev = c0_ + order[k - 1] * css if k else first
+        step(r0, y0 + t * ys, s0 + t * ss, ga0 + t * gas, a0 + t * as_, c0_ + t * css, c_prev,
+             dc0, d0 + t * ds, rows, hidden)  # fmt: skip
+        product(dg[t], rec, d0 + t * ds, r0)
     return dg, rec, dc, _weight_grad(dg, y, h0, reverse, gemm)
 
 
@@ -480,12 +494,13 @@ def gru_forward(xg, h0, w_hh, b_hh, reverse: bool):
     acts = np.empty((steps, rows, 4 * hidden), xg.dtype)
     rec = np.empty((rows, gates), xg.dtype)
     step, product = fns["ember_gru_fwd"], _Product(w_hh.T, rows)
-    h = h0
+    (x0, xs), (a0, as_), (y0, ys) = (_at(a) for a in (xg, acts, y))
+    r0, b0 = rec.ctypes.data, b_hh.ctypes.data
+    h, h_at = h0, h0.ctypes.data
     for t in _steps(steps, reverse):
-        product(h, rec)
-        step(xg[t].ctypes.data, rec.ctypes.data, b_hh.ctypes.data, h.ctypes.data,
-             acts[t].ctypes.data, y[t].ctypes.data, rows, hidden)  # fmt: skip
-        h = y[t]
+        product(h, rec, h_at, r0)
+        step(x0 + t * xs, r0, b0, h_at, a0 + t * as_, y0 + t * ys, rows, hidden)
+        h, h_at = y[t], y0 + t * ys
     return y, h.copy(), acts
 
 
@@ -502,13 +517,16 @@ def gru_backward(gy, ghn, gacts, y, acts, h0, w_hh, reverse: bool):
     rec = ghn.copy()
     step, gemm, product = fns["ember_gru_bwd"], _gemm(), _Product(w_hh, rows)
     order = list(_steps(steps, reverse))
+    (g0, gs), (ga0, gas), (a0, as_), (y0, ys), (x0, xs), (d0, ds) = (
+        _at(a) for a in (gy, gacts, acts, y, dgx, dgh)
+    )
+    r0, k0, first = rec.ctypes.data, carry.ctypes.data, h0.ctypes.data
     for k in range(steps - 1, -1, -1):
         t = order[k]
-        h_prev = y[order[k - 1]] if k else h0
-        step(rec.ctypes.data, carry.ctypes.data, gy[t].ctypes.data, gacts[t].ctypes.data,
-             acts[t].ctypes.data, h_prev.ctypes.data, dgx[t].ctypes.data, dgh[t].ctypes.data,
-             rows, hidden)  # fmt: skip
-        product(dgh[t], rec)
+        h_prev = y0 + order[k - 1] * ys if k else first
+        step(r0, k0, g0 + t * gs, ga0 + t * gas, a0 + t * as_, h_prev, x0 + t * xs,
+             d0 + t * ds, rows, hidden)  # fmt: skip
+        product(dgh[t], rec, d0 + t * ds, r0)
     dh0 = rec + carry
     dw = _weight_grad(dgh, y, h0, reverse, gemm)
     return dgx, dh0, dw, dgh.sum(axis=(0, 1))
