@@ -155,8 +155,13 @@ void ember_rnn_pack(const T *b, long k, long n, long sp, long sj, T *bp) {
   for (long j0 = 0; j0 < n; j0 += NR) {
     long nr = n - j0 < NR ? n - j0 : NR;
     T *to = bp + (j0 / NR) * k * NR;
-    for (long p = 0; p < k; p++)
-      for (long c = 0; c < NR; c++) to[p * NR + c] = c < nr ? b[p * sp + (j0 + c) * sj] : 0;
+    if (labs(sp) <= labs(sj)) { /* (a transposed weight) read along its rows, not across */
+      for (long c = 0; c < NR; c++)
+        for (long p = 0; p < k; p++) to[p * NR + c] = c < nr ? b[p * sp + (j0 + c) * sj] : 0;
+    } else {
+      for (long p = 0; p < k; p++)
+        for (long c = 0; c < NR; c++) to[p * NR + c] = c < nr ? b[p * sp + (j0 + c) * sj] : 0;
+    }
   }
 }
 
