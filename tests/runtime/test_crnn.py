@@ -35,8 +35,44 @@ def test_packed_product_matches_numpy(dtype, rows, k, n):
     a = r.standard_normal((rows, k)).astype(dtype)
     w = r.standard_normal((k, n)).astype(dtype)
     out = np.empty((rows, n), dtype)
-    crnn._Product(w, rows)(a, out)
+    crnn._Product(w, rows)(a, out, a.ctypes.data, out.ctypes.data)
     _close(out, a @ w, dtype, k, "product")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rows", range(1, 9))
+@pytest.mark.parametrize("k,n", [(1, 1), (2, 47), (5, 49), (257, 1024)])
+@pytest.mark.parametrize("layout", ["row-major", "transposed", "strided"])
+def test_few_rows_product_matches_numpy(dtype, rows, k, n, layout):
+    """Fewer rows than the micro-kernel's tile run the few-rows kernel: every row count up to
+    the tile (blocks of up to four rows and their remainders), odd and even depths (a single
+    row sums even and odd terms apart), widths around a panel's, the pool where the product
+    is large, and the weight packed in place from a transposed or strided view."""
+    a = r.standard_normal((rows, k)).astype(dtype)
+    if layout == "transposed":
+        w = r.standard_normal((n, k)).astype(dtype).T
+    elif layout == "strided":
+        w = r.standard_normal((2 * k, 3 * n)).astype(dtype)[::2, ::3]
+    else:
+        w = r.standard_normal((k, n)).astype(dtype)
+    out = np.full((rows, n), np.nan, dtype)
+    crnn._Product(w, rows)(a, out, a.ctypes.data, out.ctypes.data)
+    _close(out, a @ w, dtype, k, "product")
+
+
+def test_few_rows_product_propagates_nan_and_inf():
+    a = r.standard_normal((3, 64)).astype(np.float32)
+    w = r.standard_normal((64, 100)).astype(np.float32)
+    a[1, 5] = np.nan
+    w[7, 60] = np.inf
+    out = np.empty((3, 100), np.float32)
+    crnn._Product(w, 3)(a, out, a.ctypes.data, out.ctypes.data)
+    with np.errstate(invalid="ignore"):
+        want = a @ w
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(out), np.isinf(want))
+    finite = np.isfinite(want)
+    _close(out[finite], want[finite], np.float32, 64, "finite entries")
 
 
 SIZES = [(5, 3, 4), (4, 9, 70), (3, 16, 200)]  # (steps, rows, hidden)

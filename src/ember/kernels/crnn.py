@@ -149,13 +149,19 @@ _PACKED = r"""
 typedef void (*ember_task)(void *, long, long);
 typedef void (*ember_pool)(ember_task, void *, long, long);
 
-/* b (k x n, row-major) as panels of NR columns, each k x NR (zero past n) */
-void ember_rnn_pack(const T *b, long k, long n, T *bp) {
+/* b (k x n; element (p, j) at b[p * sp + j * sj]) as panels of NR columns, each k x NR (zero
+   past n): a transposed weight is packed straight from the weight, without a copy */
+void ember_rnn_pack(const T *b, long k, long n, long sp, long sj, T *bp) {
   for (long j0 = 0; j0 < n; j0 += NR) {
     long nr = n - j0 < NR ? n - j0 : NR;
     T *to = bp + (j0 / NR) * k * NR;
-    for (long p = 0; p < k; p++)
-      for (long c = 0; c < NR; c++) to[p * NR + c] = c < nr ? b[p * n + j0 + c] : 0;
+    if (labs(sp) <= labs(sj)) { /* (a transposed weight) read along its rows, not across */
+      for (long c = 0; c < NR; c++)
+        for (long p = 0; p < k; p++) to[p * NR + c] = c < nr ? b[p * sp + (j0 + c) * sj] : 0;
+    } else {
+      for (long p = 0; p < k; p++)
+        for (long c = 0; c < NR; c++) to[p * NR + c] = c < nr ? b[p * sp + (j0 + c) * sj] : 0;
+    }
   }
 }
 
@@ -190,17 +196,90 @@ static void panels(void *job, long lo, long hi) {
   }
 }
 
+/* Fewer rows than the micro-kernel's MR (a batch of one: a matrix-vector product): the
+   micro-kernel would multiply MR rows, most of them zero padding, so each panel is instead
+   read once per block of up to FEW rows, each row's NR sums kept in vector registers (FEW
+   rows of three vectors, plus the panel's three, fit AVX-512's registers) */
+#define FEW 4
+static inline __attribute__((always_inline)) void few_panel(long rb, const T *a, long k,
+                                                            const T *b, T *c, long n, long nr) {
+  /* a single row has only three chains of additions, too few to hide the adds' latency: its
+     even and odd terms are summed apart and added at the end */
+  const long sets = rb == 1 ? 2 : 1;
+  vec acc[2][FEW][3];
+#pragma GCC unroll 2
+  for (long s = 0; s < sets; s++)
+#pragma GCC unroll 4
+    for (long r = 0; r < rb; r++)
+#pragma GCC unroll 3
+      for (int v = 0; v < 3; v++) acc[s][r][v] = (vec){0};
+  long p = 0;
+  for (; p + sets <= k; p += sets)
+#pragma GCC unroll 2
+    for (long s = 0; s < sets; s++) {
+      const vec *bv = (const vec *)(b + (p + s) * NR);
+      vec b0 = bv[0], b1 = bv[1], b2 = bv[2];
+#pragma GCC unroll 4
+      for (long r = 0; r < rb; r++) {
+        T x = a[r * k + p + s];
+        acc[s][r][0] += x * b0;
+        acc[s][r][1] += x * b1;
+        acc[s][r][2] += x * b2;
+      }
+    }
+  for (; p < k; p++) { /* (an odd depth's last term, a single row) */
+    const vec *bv = (const vec *)(b + p * NR);
+    T x = a[p];
+    acc[0][0][0] += x * bv[0];
+    acc[0][0][1] += x * bv[1];
+    acc[0][0][2] += x * bv[2];
+  }
+#pragma GCC unroll 4
+  for (long r = 0; r < rb; r++) {
+    T sums[NR] __attribute__((aligned(64)));
+#pragma GCC unroll 3
+    for (int v = 0; v < 3; v++)
+      *(vec *)(sums + v * VL) = sets == 2 ? acc[0][r][v] + acc[1][r][v] : acc[0][r][v];
+    memcpy(c + r * n, sums, nr * sizeof(T));
+  }
+}
+
+static void few_panels(void *job, long lo, long hi) {
+  const struct product *j = job;
+  for (long jp = lo; jp < hi; jp++) {
+    long j0 = jp * NR, nr = j->n - j0 < NR ? j->n - j0 : NR;
+    const T *b = j->bp + jp * j->k * NR;
+    for (long i0 = 0; i0 < j->m; i0 += FEW) {
+      const T *a = j->ap + i0 * j->k;
+      T *c = j->c + i0 * j->n + j0;
+      /* the row count a compile-time constant in each case, so acc lives in registers */
+      switch (j->m - i0 < FEW ? j->m - i0 : FEW) {
+        case 1: few_panel(1, a, j->k, b, c, j->n, nr); break;
+        case 2: few_panel(2, a, j->k, b, c, j->n, nr); break;
+        case 3: few_panel(3, a, j->k, b, c, j->n, nr); break;
+        default: few_panel(4, a, j->k, b, c, j->n, nr); break;
+      }
+    }
+  }
+}
+
 /* c (m x n) = a (m x k, row-major) @ b, b packed by ember_rnn_pack; ap holds the packed a
    (rounded up to MR rows) */
 void ember_rnn_product(const T *a, long m, long k, long n, const T *bp, T *c, T *ap,
                        ember_pool pool) {
+  long count = (n + NR - 1) / NR;
+  if (m < MR) {
+    struct product j = {a, m, k, n, bp, c};
+    if (pool && count > 1) pool(few_panels, &j, count, 1);
+    else few_panels(&j, 0, count);
+    return;
+  }
   for (long i0 = 0; i0 < m; i0 += MR) {
     T *to = ap + i0 * k;
     for (long p = 0; p < k; p++)
       for (long r = 0; r < MR; r++) to[p * MR + r] = i0 + r < m ? a[(i0 + r) * k + p] : 0;
   }
   struct product j = {ap, m, k, n, bp, c};
-  long count = (n + NR - 1) / NR;
   if (pool && count > 1) pool(panels, &j, count, 1);
   else panels(&j, 0, count);
 }
@@ -232,7 +311,7 @@ def _packed_functions(dtype: np.dtype):
         return None
     source = f"#define T {_TYPES[dtype][0]}\n" + MICRO + _PACKED
     try:
-        pack = ccompile.load(source, "ember_rnn_pack", [ctypes.c_void_p] + [ctypes.c_long] * 2
+        pack = ccompile.load(source, "ember_rnn_pack", [ctypes.c_void_p] + [ctypes.c_long] * 4
                              + [ctypes.c_void_p])  # fmt: skip
         product = ccompile.load(
             source,
@@ -258,31 +337,42 @@ class _Product:
     own GEMM runs, else ember's GEMM (kernels/cgemm.py) at each call."""
 
     def __init__(self, w: np.ndarray, rows: int):
-        self.w = w
         self.packed = _packed_functions(w.dtype)
         if self.packed is None:
             self.gemm = _gemm()
+            # row-major, copied once for all steps: the GEMM packs its right operand at every
+            # call, and reads a row-major one with unit stride
+            self.w = np.ascontiguousarray(w)
             return
-        from .cgemm import SPLIT_FLOPS
+        from .cgemm import SPLIT_FLOPS, skinny_shared
 
         pack, self.product, pool = self.packed
         k, n = w.shape
         nr = 3 * (64 // w.itemsize)  # cmicro.py's NR: three vectors of 64 bytes
-        w = np.ascontiguousarray(w)
         self.bp = _aligned(-(-n // nr) * k * nr, w.dtype)
-        pack(w.ctypes.data, k, n, self.bp.ctypes.data)
+        if any(s % w.itemsize for s in w.strides):
+            w = np.ascontiguousarray(w)
+        sp, sj = (s // w.itemsize for s in w.strides)
+        pack(w.ctypes.data, k, n, sp, sj, self.bp.ctypes.data)  # (w kept alive by the caller)
         self.ap = np.empty(-(-rows // 8) * 8 * k, w.dtype)  # cmicro.py's MR: 8 rows
-        self.pool = pool if 2 * rows * k * n >= SPLIT_FLOPS else None
+        if rows < 8:  # the few-rows kernel reads the panels like `skinny` reads b
+            shared = skinny_shared(rows, n, k, w.itemsize)
+        else:
+            shared = 2 * rows * k * n >= SPLIT_FLOPS
+        self.pool = pool if shared else None
         self.shape = (rows, k, n)
+        self.addresses = (self.bp.ctypes.data, self.ap.ctypes.data)
 
-    def __call__(self, a: np.ndarray, out: np.ndarray) -> None:
-        """out = a @ w; ``a`` and ``out`` C-contiguous."""
+    def __call__(self, a: np.ndarray, out: np.ndarray, a_at: int, out_at: int) -> None:
+        """out = a @ w; ``a`` and ``out`` C-contiguous, their data at ``a_at`` and ``out_at``
+        (the loops compute addresses by arithmetic: numpy's ``.ctypes.data`` costs about as
+        much per call as a batch-of-one step's product)."""
         if self.packed is None:
             self.gemm(a, self.w, out)
             return
         rows, k, n = self.shape
-        self.product(a.ctypes.data, rows, k, n, self.bp.ctypes.data, out.ctypes.data,
-                     self.ap.ctypes.data, self.pool)  # fmt: skip
+        bp, ap = self.addresses
+        self.product(a_at, rows, k, n, bp, out_at, ap, self.pool)
 
 
 @functools.cache
@@ -317,6 +407,12 @@ def _ready(dtype, *arrays) -> dict | None:
     return _functions(np.dtype(dtype))
 
 
+def _at(a: np.ndarray):
+    """(address of a[0], stride of a's first axis in bytes): a[t]'s data is at base + t * stride
+    (``a`` C-contiguous)."""
+    return a.ctypes.data, a.strides[0]
+
+
 def _steps(count: int, reverse: bool) -> range:
     return range(count - 1, -1, -1) if reverse else range(count)
 
@@ -325,12 +421,6 @@ def _gemm():
     from .cgemm import gemm
 
     return gemm
-
-
-def _transposed(w: np.ndarray) -> np.ndarray:
-    """W^T row-major, copied once for all steps: the GEMM packs its right operand at every call,
-    and reads a row-major one with unit stride."""
-    return np.ascontiguousarray(w.T)
 
 
 def lstm_forward(xg, h0, c0, w_hh, reverse: bool):
@@ -345,13 +435,15 @@ def lstm_forward(xg, h0, c0, w_hh, reverse: bool):
     cs = np.empty_like(y)
     acts = np.empty((steps, rows, gates), xg.dtype)
     rec = np.empty((rows, gates), xg.dtype)
-    step, product = fns["ember_lstm_fwd"], _Product(_transposed(w_hh), rows)
-    h, c = h0, c0
+    step, product = fns["ember_lstm_fwd"], _Product(w_hh.T, rows)
+    (x0, xs), (a0, as_), (c0_, css), (y0, ys) = (_at(a) for a in (xg, acts, cs, y))
+    r0 = rec.ctypes.data
+    h, h_at, c_at = h0, h0.ctypes.data, c0.ctypes.data
     for t in _steps(steps, reverse):
-        product(h, rec)
-        step(xg[t].ctypes.data, rec.ctypes.data, c.ctypes.data, acts[t].ctypes.data,
-             cs[t].ctypes.data, y[t].ctypes.data, rows, hidden)  # fmt: skip
-        h, c = y[t], cs[t]
+        product(h, rec, h_at, r0)
+        step(x0 + t * xs, r0, c_at, a0 + t * as_, c0_ + t * css, y0 + t * ys, rows, hidden)
+        h, h_at, c_at = y[t], y0 + t * ys, c0_ + t * css
+    c = cs[0 if reverse else steps - 1]  # (steps > 0: _ready declines empty operands)
     return y, h.copy(), c.copy(), cs, acts
 
 
@@ -382,13 +474,16 @@ def lstm_backward(gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0, w_hh, reverse: 
     rec = ghn.copy()
     step, gemm, product = fns["ember_lstm_bwd"], _gemm(), _Product(w_hh, rows)
     order = list(_steps(steps, reverse))
+    (y0, ys), (s0, ss), (ga0, gas), (a0, as_), (c0_, css), (d0, ds) = (
+        _at(a) for a in (gy, gcs, gacts, acts, cs, dg)
+    )
+    r0, dc0, first = rec.ctypes.data, dc.ctypes.data, c0.ctypes.data
     for k in range(steps - 1, -1, -1):
         t = order[k]
-        c_prev = cs[order[k - 1]] if k else c0
-        step(rec.ctypes.data, gy[t].ctypes.data, gcs[t].ctypes.data, gacts[t].ctypes.data,
-             acts[t].ctypes.data, cs[t].ctypes.data, c_prev.ctypes.data, dc.ctypes.data,
-             dg[t].ctypes.data, rows, hidden)  # fmt: skip
-        product(dg[t], rec)
+        c_prev = c0_ + order[k - 1] * css if k else first
+        step(r0, y0 + t * ys, s0 + t * ss, ga0 + t * gas, a0 + t * as_, c0_ + t * css, c_prev,
+             dc0, d0 + t * ds, rows, hidden)  # fmt: skip
+        product(dg[t], rec, d0 + t * ds, r0)
     return dg, rec, dc, _weight_grad(dg, y, h0, reverse, gemm)
 
 
@@ -403,13 +498,14 @@ def gru_forward(xg, h0, w_hh, b_hh, reverse: bool):
     y = np.empty((steps, rows, hidden), xg.dtype)
     acts = np.empty((steps, rows, 4 * hidden), xg.dtype)
     rec = np.empty((rows, gates), xg.dtype)
-    step, product = fns["ember_gru_fwd"], _Product(_transposed(w_hh), rows)
-    h = h0
+    step, product = fns["ember_gru_fwd"], _Product(w_hh.T, rows)
+    (x0, xs), (a0, as_), (y0, ys) = (_at(a) for a in (xg, acts, y))
+    r0, b0 = rec.ctypes.data, b_hh.ctypes.data
+    h, h_at = h0, h0.ctypes.data
     for t in _steps(steps, reverse):
-        product(h, rec)
-        step(xg[t].ctypes.data, rec.ctypes.data, b_hh.ctypes.data, h.ctypes.data,
-             acts[t].ctypes.data, y[t].ctypes.data, rows, hidden)  # fmt: skip
-        h = y[t]
+        product(h, rec, h_at, r0)
+        step(x0 + t * xs, r0, b0, h_at, a0 + t * as_, y0 + t * ys, rows, hidden)
+        h, h_at = y[t], y0 + t * ys
     return y, h.copy(), acts
 
 
@@ -426,13 +522,16 @@ def gru_backward(gy, ghn, gacts, y, acts, h0, w_hh, reverse: bool):
     rec = ghn.copy()
     step, gemm, product = fns["ember_gru_bwd"], _gemm(), _Product(w_hh, rows)
     order = list(_steps(steps, reverse))
+    (g0, gs), (ga0, gas), (a0, as_), (y0, ys), (x0, xs), (d0, ds) = (
+        _at(a) for a in (gy, gacts, acts, y, dgx, dgh)
+    )
+    r0, k0, first = rec.ctypes.data, carry.ctypes.data, h0.ctypes.data
     for k in range(steps - 1, -1, -1):
         t = order[k]
-        h_prev = y[order[k - 1]] if k else h0
-        step(rec.ctypes.data, carry.ctypes.data, gy[t].ctypes.data, gacts[t].ctypes.data,
-             acts[t].ctypes.data, h_prev.ctypes.data, dgx[t].ctypes.data, dgh[t].ctypes.data,
-             rows, hidden)  # fmt: skip
-        product(dgh[t], rec)
+        h_prev = y0 + order[k - 1] * ys if k else first
+        step(r0, k0, g0 + t * gs, ga0 + t * gas, a0 + t * as_, h_prev, x0 + t * xs,
+             d0 + t * ds, rows, hidden)  # fmt: skip
+        product(dgh[t], rec, d0 + t * ds, r0)
     dh0 = rec + carry
     dw = _weight_grad(dgh, y, h0, reverse, gemm)
     return dgx, dh0, dw, dgh.sum(axis=(0, 1))
