@@ -8,8 +8,12 @@ The candidates:
   faster;
 * the C graph runner (runtime/cgraph.py) on one thread, where every node has a C step: no
   Python between nodes, which is most of the time of a graph of small nodes (a batch of one);
-* the C graph runner on several threads, or the parallel executor's Python workers
-  (runtime/parallel.py), where independent nodes at once are predicted faster.
+* the C graph runner on several threads, where independent nodes at once are predicted faster.
+
+Not the parallel executor's Python workers (runtime/parallel.py): a value read on another
+worker lives until the run ends there, which the memory plans (plan/program.py) do not model,
+so the default program's measured peak would no longer be the planned one; they stay
+available as ``executor="parallel"``.
 
 The prediction is the parallel executor's: its calibrated cost model (runtime/parallel_cost.py,
 measured once per machine and cached), with each node of a C-runner graph timed on this machine
@@ -167,7 +171,7 @@ def prepare(
         graph, inplace, calibration=calibration, sequential=generated, measure=measure
     )
     candidates = {CODEGEN: (generated, full.plan.sequential_s, None)}
-    if full.plan.parallel:
+    if full.plan.parallel and full.plan.runner == "c":  # (not the workers: module docstring)
         candidates[_label(full.plan)] = (full, full.plan.parallel_s, full.plan)
     one_thread = full.plan.runner == "c" and not (
         full.plan.parallel and len(full.plan.workers) == 1
@@ -183,7 +187,9 @@ def prepare(
     best = min(predicted, key=predicted.get)
     choice = Choice(name, best, "", predicted, {}, candidates[best][2])
     close = [k for k, s in predicted.items() if s <= CLOSE * predicted[best]]
-    if len(candidates) == 1:
+    if len(candidates) == 1 and full.plan.parallel:  # (the workers' plan: not a candidate)
+        choice.why = "only the Python workers were predicted faster (executor='parallel')"
+    elif len(candidates) == 1:
         choice.why = full.plan.reason or "no other way predicted faster"
         choice.plan = full.plan
     elif len(close) < 2:
