@@ -153,19 +153,10 @@ def _torch_model(case: Case, ember_model, weights: dict):
     return model
 
 
-def _torch_step(case: Case, model, compiled: bool = False):
+def torch_step(forward_loss, opt, compiled: bool):
+    """A PyTorch training step (zero_grad, ``forward_loss()``, backward, ``opt.step()``),
+    with the loss and the optimizer step under ``torch.compile`` when ``compiled``."""
     import torch
-
-    if case.optimizer == "adamw":
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    else:
-        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=case.momentum)
-    xs = torch.from_numpy(case.x)
-    ys = None if case.y is None else torch.from_numpy(case.y)
-
-    def forward_loss():
-        out = model(xs)
-        return (out * out).mean() if ys is None else torch.nn.functional.cross_entropy(out, ys)
 
     opt_step = opt.step
     if compiled:
@@ -182,6 +173,23 @@ def _torch_step(case: Case, model, compiled: bool = False):
         return loss
 
     return step
+
+
+def _torch_step(case: Case, model, compiled: bool = False):
+    import torch
+
+    if case.optimizer == "adamw":
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=case.momentum)
+    xs = torch.from_numpy(case.x)
+    ys = None if case.y is None else torch.from_numpy(case.y)
+
+    def forward_loss():
+        out = model(xs)
+        return (out * out).mean() if ys is None else torch.nn.functional.cross_entropy(out, ys)
+
+    return torch_step(forward_loss, opt, compiled)
 
 
 # ----------------------------------------------------------------------------- jax

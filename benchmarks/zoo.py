@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import platform
 import statistics
@@ -52,7 +51,7 @@ import time
 from collections import defaultdict
 
 import numpy as np
-from train_step import _blas_core, _reason
+from train_step import _blas_core, _reason, torch_step
 
 import ember
 from ember import zoo
@@ -180,21 +179,7 @@ class Case:
         def forward_loss():
             return zoo.loss(torch, model(x), y)
 
-        opt_step = opt.step
-        if compiled:
-            # opt.step's profiler hook: dynamo warns that it skips it; harmless
-            logging.getLogger("torch._dynamo.variables.ctx_manager").setLevel(logging.ERROR)
-            forward_loss = torch.compile(forward_loss)
-            opt_step = torch.compile(opt.step)
-
-        def step():
-            opt.zero_grad()
-            loss = forward_loss()
-            loss.backward()
-            opt_step()
-            return loss
-
-        return step
+        return torch_step(forward_loss, opt, compiled)
 
     def _train_variants(self, compile_torch: bool) -> None:
         reference = self._ember_train_step(self._ember_copy())
