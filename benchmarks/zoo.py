@@ -15,8 +15,10 @@ Variants (columns):
   options (no executor named); torch: PyTorch eager (inference under ``torch.inference_mode``);
   compile: ``torch.compile`` (the training step compiled as benchmarks/train_step.py does it:
   the forward + loss, and ``opt.step`` separately; skipped with ``--no-compile``; a failure is
-  reported in the case's notes and the case goes on). Compiling and tracing happen outside the
-  timed calls; their first-call times are printed under the row.
+  reported in the case's notes and the case goes on); jax: the model's JAX twin
+  (benchmarks/zoo_jax.py: the forward pass, loss, gradients and optimizer update in one
+  ``jax.jit`` function; inference jitted; skipped with ``--no-jax`` or without JAX). Compiling
+  and tracing happen outside the timed calls; their first-call times are printed under the row.
 
 Before timing, every variant's first result is checked against ember eager's (the first
 step's loss from the same weights, or the inference output); ``ember fn`` must also match
@@ -26,8 +28,8 @@ under the row says why (the exception's type and first line).
 Timing: ``--rounds`` interleaved rounds; each round runs every variant once (a warm-up call,
 then as many timed calls as fit ``--target`` seconds), in an order rotated by one each round,
 with a ``--settle`` pause before each variant (the previous variant's BLAS or OpenMP threads
-spin for a while after its last call). Medians of all timed calls; ratios to torch eager and to
-torch.compile (below 1: ember is faster).
+spin for a while after its last call). Medians of all timed calls; ratios to torch eager, to
+torch.compile and to JAX (below 1: ember is faster).
 
 ``--profile``: after a case's row, where the ember variants' time goes by op family (the op's
 ``flop_family`` or kind, as the FLOP counter groups ops; fused kernels by their fusion): self
@@ -36,7 +38,7 @@ from ``ember.profiler``, with the time outside any op (Python, the tape, dispatc
 ``ember.function``, the generated code between kernels and the capture wrapper).
 
     python benchmarks/zoo.py [--cases resnet18,lstm,train,infer1] [--rounds 5] [--no-compile]
-                             [--profile] [--json results.json]
+                             [--no-jax] [--profile] [--json results.json]
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ import ember
 from ember import zoo
 
 CASES = ("train", "infer1", "infer8")
-VARIANTS = ("ember", "ember fn", "torch", "compile")
+VARIANTS = ("ember", "ember fn", "torch", "compile", "jax")
 ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile")
 
 
@@ -110,13 +112,14 @@ def _close(got: float, want: float, rtol: float = 1e-4) -> bool:
 class Case:
     """One model and case: its variants' callables, built from the same initial weights."""
 
-    def __init__(self, name: str, case: str, torch, compile_torch: bool):
+    def __init__(self, name: str, case: str, torch, compile_torch: bool, jax_twins=None):
         self.name, self.case = name, case
         self.spec = zoo.SPECS[name]
         self.notes: dict[str, str] = {}
         self.first_call: dict[str, float] = {}
         self.fns: dict[str, object] = {}
         self.torch = torch
+        self.jax_twins = jax_twins  # benchmarks/zoo_jax.py, or None: no JAX column
         if torch is not None and compile_torch:
             # compile this case from scratch: code compiled for another batch size would be
             # recompiled for dynamic shapes inside the timed calls
@@ -208,6 +211,14 @@ class Case:
                 self._add(
                     "compile", lambda: self._torch_train_step(self._torch_copy(), True), same_first
                 )
+        if self._has_jax_twin():
+            self._add("jax", lambda: self._jax_twin().train_step(self.x, self.y), same_two)
+
+    def _has_jax_twin(self) -> bool:
+        return self.jax_twins is not None and self.name in self.jax_twins.SUPPORTED
+
+    def _jax_twin(self):
+        return self.jax_twins.JaxTwin(self.name, self.model)
 
     def _infer_variants(self, compile_torch: bool) -> None:
         self.model.eval()  # no variant changes weights here: all share eval-mode copies
@@ -233,6 +244,8 @@ class Case:
         self._add("ember", lambda: ember_call(self.model), same)
         self._add("ember fn", lambda: ember_call(ember.function(lambda x: self.model(x))), same)
         if self.torch is None:
+            if self._has_jax_twin():
+                self._add("jax", lambda: self._jax_twin().infer(self.x), same)
             return
         torch = self.torch
         tx = torch.from_numpy(self.x)
@@ -247,6 +260,8 @@ class Case:
         self._add("torch", lambda: torch_call(self._torch_copy().eval()), same)
         if compile_torch:
             self._add("compile", lambda: torch_call(torch.compile(self._torch_copy().eval())), same)
+        if self._has_jax_twin():
+            self._add("jax", lambda: self._jax_twin().infer(self.x), same)
 
     # ---- timing
     def time(self, rounds: int, target: float, settle: float) -> dict[str, float]:
@@ -372,6 +387,7 @@ def main() -> None:
     )
     parser.add_argument("--settle", type=float, default=0.1, help="pause before each variant")
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    parser.add_argument("--no-jax", action="store_true", help="skip the JAX twins")
     parser.add_argument("--profile", action="store_true", help="per-op-family profile of ember")
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
     parser.add_argument(
@@ -393,19 +409,32 @@ def main() -> None:
     except ImportError:
         torch = None
         print("PyTorch is not installed: no torch columns (pip install torch==2.13.0)")
+    jax_twins = None
+    if not args.no_jax:
+        if threads == 1:  # (XLA's CPU client reads its flags once, when JAX starts)
+            flags = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+            os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flags}".strip()
+        try:
+            import jax
+            import zoo_jax as jax_twins
+
+            versions.append(f"jax {jax.__version__} ({jax.devices()[0].platform})")
+        except ImportError:
+            print("JAX is not installed: no jax column (pip install -e '.[bench]')")
     header = cpu_header() + [", ".join(versions)]
     for line in header:
         print(line)
     print(f"median ms per call; rounds {args.rounds}, ~{args.target} s per variant per round")
     ms_cols = "".join(f"{v:>10}" for v in VARIANTS)
-    ratio_names = ("ember/torch", "fn/torch", "ember/comp", "fn/comp")
+    ratio_names = ("ember/torch", "fn/torch", "ember/comp", "fn/comp", "fn/jax")
     print(f"{'model':13}{'case':7}{ms_cols} |" + "".join(f"{r:>12}" for r in ratio_names))
     results = []
     for name in models:
         for which in cases:
-            case = Case(name, which, torch, compile_torch=torch is not None and not args.no_compile)
-            if args.no_compile:
-                case.notes.setdefault("compile", "skipped (--no-compile)")
+            case = Case(name, which, torch, torch is not None and not args.no_compile, jax_twins)
+            for flag, variant in ((args.no_compile, "compile"), (args.no_jax, "jax")):
+                if flag:
+                    case.notes.setdefault(variant, f"skipped (--no-{variant})")
             medians = case.time(args.rounds, args.target, args.settle)
             ms = "".join(
                 f"{medians[v] * 1e3:10.3f}" if v in medians else f"{'-':>10}" for v in VARIANTS
@@ -415,11 +444,12 @@ def main() -> None:
                 ("ember fn", "torch"),
                 ("ember", "compile"),
                 ("ember fn", "compile"),
+                ("ember fn", "jax"),
             )
             ratios = "".join(f"{_ratio(medians, a, b):>12}" for a, b in pairs)
             print(f"{name:13}{which:7}{ms} |{ratios}", flush=True)
             for variant in VARIANTS:
-                if variant in case.notes and case.notes[variant] != "skipped (--no-compile)":
+                if variant in case.notes and not case.notes[variant].startswith("skipped (--no-"):
                     print(f"{'':20}{variant}: {case.notes[variant]}")
             if case.first_call:
                 calls = ", ".join(f"{k} {v:.2f} s" for k, v in case.first_call.items())
