@@ -71,19 +71,8 @@ def test_twins_agree_in_loss_gradients_and_step(name):
     assert losses[0] != losses[1]  # the step changed the weights
 
 
-# MobileNetV2's projection BatchNorms that feed another BatchNorm (no residual) have biases
-# whose gradient is zero in exact arithmetic: rounding noise of ~1e-16 in both eager and
-# captured code. tests/conftest.py's whole-graph check (generated code against the
-# interpreter, in fused graphs to 1e-3 of each output's own largest value) then compares noise
-# with noise and fails; this test compares the captured step with eager (the losses) instead,
-# for this model without that check.
-NOISE_OUTPUTS = {"mobilenet_v2"}
-
-
 @pytest.mark.parametrize("name", zoo.ZOO)
-def test_function_step_matches_eager(name, request):
-    if name in NOISE_OUTPUTS:
-        request.getfixturevalue("bare_executors")
+def test_function_step_matches_eager(name):
     model, _, x, y = _pair(name)
     ember.manual_seed(1)
     other = zoo.build(name, ember, **zoo.SPECS[name].test_sizes).double()
