@@ -56,6 +56,18 @@ Transforms
 * ``channel_weight(attrs) -> int | None``: the operand whose dimension 0 runs over the
   result's dimension 1 (channels) and which the result is linear in, channel by channel, so
   that scaling its row ``c`` scales output channel ``c``: the convolution's weight.
+* ``channel_terms(in_types, attrs) -> (operand, terms) | None``: the call is ``x * scale[c] +
+  shift[c]`` along dimension 1 of operand ``operand`` whatever its other operands hold;
+  ``terms(*inputs) -> (scale | None, shift | None)`` computes the two vectors (length C; None:
+  1 or 0) from the call's operands in ember ops (the operand ``operand`` unread):
+  batch_norm_eval, and add with a per-channel vector (a convolution's bias).
+  transforms/fold_affine_inputs.py folds chains of them into the producer's weights as graph
+  ops, for affines whose statistics are graph inputs.
+* ``channel_fold(in_types, attrs) -> fold | None``: the call's result is linear per output
+  channel (dimension 1) in its weights; ``fold(*inputs, scale, shift) -> (inputs, shift | None)``
+  gives, in ember ops, the operands of the same call that computes ``result * scale[c] +
+  shift[c]``, and the shift left to add after it (None when its own bias took it): conv,
+  conv_input_grad (the transposed convolution), linear on a matrix.
 """
 
 from __future__ import annotations

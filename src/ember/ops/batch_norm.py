@@ -204,6 +204,19 @@ def _eval_channel_affine(arrays, attrs):
     return 0, scale, shift
 
 
+def _eval_channel_terms(in_types, attrs):
+    """The call as ``x * scale + shift`` per channel whatever its statistics hold: the two
+    vectors in ember ops, ``scale = weight / sqrt(var + eps)``, ``shift = bias - mean * scale``
+    (transforms/fold_affine_inputs.py computes them per call, for statistics that are inputs)."""
+    eps = float(attrs["eps"])
+
+    def terms(x, mean, var, weight, bias):
+        scale = weight * E.rsqrt(var + eps)
+        return scale, bias - mean * scale
+
+    return 0, terms
+
+
 def _eval_vjp(ctx, gy):
     x, mean, var, weight, _ = ctx.inputs
     nx, nmean, nvar, nw, nb = ctx.needs_input_grad
@@ -268,6 +281,7 @@ BATCH_NORM_EVAL = register(
         fast=_eval_fast,
         vjp=_eval_vjp,
         channel_affine=_eval_channel_affine,
+        channel_terms=_eval_channel_terms,
         cost=_cost(2),
         workspace=_numpy_workspace(0, 1),
         batch=_batching.per_sample(),

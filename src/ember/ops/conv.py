@@ -31,6 +31,7 @@ from ..kernels.cconv_epilogue import Spec
 from ..kernels.conv_plan import compute_dtype, conv_geometry, conv_out_size
 from ..types import TensorType
 from . import _batching
+from . import api as E
 from ._conv_kernels import conv_forward as _forward_kernel
 from ._conv_kernels import conv_input_grad as _input_grad_kernel
 from ._conv_kernels import conv_weight_grad as _weight_grad_kernel
@@ -457,6 +458,32 @@ def _epilogue_accepts(node) -> bool:
     return _compiled().available(node.outputs[0].dtype.np)
 
 
+def _conv_channel_fold(in_types, attrs):
+    """conv(x, w) * scale[c] + shift[c] is conv(x, w * scale[c]) + shift[c]: output channel c
+    reads weight row c alone, whatever the groups."""
+
+    def fold(x, w, scale, shift):
+        view = E.reshape(scale, (w.shape[0],) + (1,) * (w.ndim - 1))
+        return [x, w * view], shift
+
+    return fold
+
+
+def _input_grad_channel_fold(in_types, attrs):
+    """The transposed convolution's weight is (Cin, Cout/groups, *K): output channel
+    ``g * Cout/groups + j`` reads ``w[g * Cin/groups : (g + 1) * Cin/groups, j]``, so the scale
+    multiplies the weight seen as (groups, Cin/groups, Cout/groups, *K)."""
+    groups = attrs["groups"]
+
+    def fold(x, w, scale, shift):
+        cin, per_group, kernel = w.shape[0], w.shape[1], tuple(w.shape[2:])
+        grouped = E.reshape(w, (groups, cin // groups, per_group) + kernel)
+        view = E.reshape(scale, (groups, 1, per_group) + (1,) * len(kernel))
+        return [x, E.reshape(grouped * view, tuple(w.shape))], shift
+
+    return fold
+
+
 _CONV_EPILOGUE = EpilogueRule(
     accepts=_epilogue_accepts,
     takes=_epilogue_takes,
@@ -480,6 +507,7 @@ CONV = register(
         epilogue=_CONV_EPILOGUE,
         # output channel c reads weight row c only, whatever the groups
         channel_weight=lambda attrs: 1,
+        channel_fold=_conv_channel_fold,
         flop_family="conv",
         workspace=_half_workspace,
         doc="conv(x, w; stride, padding, dilation, groups): N-d cross-correlation, x of shape "
@@ -498,6 +526,7 @@ CONV_INPUT_GRAD = register(
         cost=_input_grad_cost,
         # tools/flops.py: counted with convolutions
         batch=_batching.per_sample(),
+        channel_fold=_input_grad_channel_fold,
         flop_family="conv",
         workspace=_half_workspace,
         doc="conv_input_grad(gy, w; ..., in_size): the adjoint of conv in x (a transposed "

@@ -317,6 +317,22 @@ def _linear_epilogue_c_step(node):
     return csteps.linear_step(x, w, *(bias or [None]), out, transposed=True, relu=True)
 
 
+def _linear_channel_fold(in_types, attrs):
+    """On a matrix (N, in) the result's dimension 1 runs over the weight's rows: the scale goes
+    into the rows and the shift into the bias (which a bias-free call gains)."""
+    if len(in_types[0].shape) != 2:
+        return None
+
+    def fold(x, w, *rest):
+        bias, (scale, shift) = rest[:-2], rest[-2:]
+        w = w * E.reshape(scale, (w.shape[0], 1))
+        if bias:
+            shift = bias[0] * scale if shift is None else bias[0] * scale + shift
+        return ([x, w] if shift is None else [x, w, shift]), None
+
+    return fold
+
+
 _LINEAR = register(
     OpDef(
         name="linear",
@@ -330,6 +346,7 @@ _LINEAR = register(
         # workspace: the matmul kernel's, on x and weight.T
         batch=_batching.linear_rule,
         c_step=_linear_c_step,
+        channel_fold=_linear_channel_fold,
         epilogue=row_block_rule(_linear_rows, c_step=_linear_epilogue_c_step),
         workspace=_matmul_workspace,
         doc="linear(x, weight[, bias]): x @ weight.T (+ bias), weight of shape (out, in); "
