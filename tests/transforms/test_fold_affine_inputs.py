@@ -93,7 +93,8 @@ def test_folded_module_equals_the_unfolded_graph_and_torch(case, dtype):
     pt, em = _module_pair(kind, nd, cin, cout, k, groups, stride, bias, affine, act)
     _randomize(pt, rng)
     pt, em = _twin(pt, em, dtype)
-    x_np = rng.standard_normal((2, cin) + (7,) * nd).astype(dtype)
+    # (a result with at least as many elements as the weight: where the fold pays)
+    x_np = rng.standard_normal((4, cin) + (12,) * nd).astype(dtype)
     x = ember.tensor(x_np)
     folded = ember.function(em, verify=True)
     plain = ember.function(em, opt_level=0)
@@ -139,7 +140,7 @@ def test_linear_and_batch_norm_1d_fold(dtype, bias, affine):
     em = nn.Sequential(nn.Linear(20, 9, bias=bias), nn.BatchNorm1d(9, affine=affine))
     _randomize(pt, rng)
     pt, em = _twin(pt, em, dtype)
-    x_np = rng.standard_normal((5, 20)).astype(dtype)
+    x_np = rng.standard_normal((24, 20)).astype(dtype)  # a batch as large as the input width
     folded = ember.function(em, verify=True)
     with ember.no_grad():
         got = folded(ember.tensor(x_np)).numpy()
@@ -154,10 +155,26 @@ def test_linear_and_batch_norm_1d_fold(dtype, bias, affine):
     assert np.all(np.abs(got - peer) <= tol), np.abs(got - peer).max()
 
 
+def test_no_fold_where_the_weight_outnumbers_the_result():
+    # a 3x3 convolution of 64 channels on a 2x2 image: the weight's pass would cost more than
+    # the batch norm's pass over the result it replaces
+    _, em = _module_pair("conv", 2, 64, 64, 3, 1, 1, False, True, "ReLU")
+    em.eval()
+    fn = ember.function(em)
+    x = ember.randn(1, 64, 2, 2)
+    with ember.no_grad():
+        fn(x)
+    assert BATCH_NORM_EVAL in _ops(fn.graph)
+    with ember.no_grad():
+        fn8 = ember.function(em)
+        fn8(ember.randn(1, 64, 32, 32))  # 65536 result elements, 36864 weights
+    assert BATCH_NORM_EVAL not in _ops(fn8.graph)
+
+
 def test_linear_on_a_sequence_does_not_fold_batch_norm_over_its_positions():
     # (N, L, C) -> BatchNorm1d normalizes dimension 1, the positions: not the linear's outputs
     lin, norm = nn.Linear(4, 6), nn.BatchNorm1d(6).eval()
-    x = ember.randn(2, 6, 4)
+    x = ember.randn(8, 6, 4)
     fn = ember.function(lambda x: norm(lin(x)))
     with ember.no_grad():
         fn(x)

@@ -31,12 +31,11 @@ from ..kernels.cconv_epilogue import Spec
 from ..kernels.conv_plan import compute_dtype, conv_geometry, conv_out_size
 from ..types import TensorType
 from . import _batching
-from . import api as E
 from ._conv_kernels import conv_forward as _forward_kernel
 from ._conv_kernels import conv_input_grad as _input_grad_kernel
 from ._conv_kernels import conv_weight_grad as _weight_grad_kernel
 from ._registry import REGISTRY, Cost, OpDef, apply, register
-from ._rules import EpilogueRule
+from ._rules import ChannelWeights, EpilogueRule
 from ._util import fmt_shape, half_precision, io_bytes, numel, require_float, value_bytes
 from .program import Input, Temp
 
@@ -459,29 +458,15 @@ def _epilogue_accepts(node) -> bool:
 
 
 def _conv_channel_fold(in_types, attrs):
-    """conv(x, w) * scale[c] + shift[c] is conv(x, w * scale[c]) + shift[c]: output channel c
-    reads weight row c alone, whatever the groups."""
-
-    def fold(x, w, scale, shift):
-        view = E.reshape(scale, (w.shape[0],) + (1,) * (w.ndim - 1))
-        return [x, w * view], shift
-
-    return fold
+    """Output channel c reads weight row c alone, whatever the groups; the shift is added
+    after (the epilogue pass stores it with the convolution)."""
+    return ChannelWeights(weight=1)
 
 
 def _input_grad_channel_fold(in_types, attrs):
     """The transposed convolution's weight is (Cin, Cout/groups, *K): output channel
-    ``g * Cout/groups + j`` reads ``w[g * Cin/groups : (g + 1) * Cin/groups, j]``, so the scale
-    multiplies the weight seen as (groups, Cin/groups, Cout/groups, *K)."""
-    groups = attrs["groups"]
-
-    def fold(x, w, scale, shift):
-        cin, per_group, kernel = w.shape[0], w.shape[1], tuple(w.shape[2:])
-        grouped = E.reshape(w, (groups, cin // groups, per_group) + kernel)
-        view = E.reshape(scale, (groups, 1, per_group) + (1,) * len(kernel))
-        return [x, E.reshape(grouped * view, tuple(w.shape))], shift
-
-    return fold
+    ``g * Cout/groups + j`` reads ``w[g * Cin/groups : (g + 1) * Cin/groups, j]``."""
+    return ChannelWeights(weight=1, groups=attrs["groups"], axis=1)
 
 
 _CONV_EPILOGUE = EpilogueRule(

@@ -550,7 +550,8 @@ def _pow_kernel(x, y):
 # x + (-0.0) is x for every x (x + 0.0 turns -0.0 into 0.0); x - 0.0, x * 1 and x / 1 are x
 def _add_channel_terms(in_types, attrs):
     """``x + b`` with ``b`` one value per channel (dimension 1 of the result, as a convolution's
-    bias is added): the per-channel shift ``b``, for transforms/fold_affine_inputs.py."""
+    bias is added): the weight unchanged, ``b`` added to the shift
+    (transforms/fold_affine_inputs.py)."""
     for operand in (0, 1):
         x, b = in_types[operand], in_types[1 - operand]
         if len(x.shape) < 2 or len(b.shape) > len(x.shape) or b.dtype != x.dtype:
@@ -560,10 +561,11 @@ def _add_channel_terms(in_types, attrs):
         if padded != (1, c) + (1,) * (len(x.shape) - 2):
             continue
 
-        def terms(*inputs, b_slot=1 - operand, c=c):
-            return None, E.reshape(inputs[b_slot], (c,))
+        def fold(weight, shift, inputs, groups, axis, shift_shape, b_slot=1 - operand):
+            b = E.reshape(inputs[b_slot], tuple(shift_shape))
+            return weight, b if shift is None else shift + b
 
-        return operand, terms
+        return operand, fold
     return None
 
 

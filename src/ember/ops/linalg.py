@@ -24,6 +24,7 @@ from . import api as E
 from ._matmul_kernels import matmul_fast, matmul_kernel, product_workspace
 from ._registry import Cost, OpDef, TensorBase, apply, export, register
 from ._row_blocks import gemm, relu_only, row_block_rule, rows_of
+from ._rules import ChannelWeights
 from ._util import (
     broadcast_shapes,
     fmt_shape,
@@ -318,19 +319,11 @@ def _linear_epilogue_c_step(node):
 
 
 def _linear_channel_fold(in_types, attrs):
-    """On a matrix (N, in) the result's dimension 1 runs over the weight's rows: the scale goes
-    into the rows and the shift into the bias (which a bias-free call gains)."""
+    """On a matrix (N, in) the result's dimension 1 runs over the weight's rows; the shift goes
+    into the bias operand (which a bias-free call gains)."""
     if len(in_types[0].shape) != 2:
         return None
-
-    def fold(x, w, *rest):
-        bias, (scale, shift) = rest[:-2], rest[-2:]
-        w = w * E.reshape(scale, (w.shape[0], 1))
-        if bias:
-            shift = bias[0] * scale if shift is None else bias[0] * scale + shift
-        return ([x, w] if shift is None else [x, w, shift]), None
-
-    return fold
+    return ChannelWeights(weight=1, bias=2)
 
 
 _LINEAR = register(

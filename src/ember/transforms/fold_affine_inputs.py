@@ -24,11 +24,14 @@ within a few ulps times the square root of the reduction length, relative to ``|
 
 from __future__ import annotations
 
+import math
+
+from ..errors import EmberError
 from ..graph.ir import Graph
 from ..graph.rewrite import Pass
 from ..graph.subgraph import trace_subgraph
+from ..ops import api as E
 from ..ops.elementwise import ADD
-from ..ops.shape import RESHAPE
 
 __all__ = ["FOLD_AFFINE_INPUTS", "fold_affine_inputs"]
 
@@ -39,6 +42,11 @@ def _types(node) -> list:
     return [v.type for v in node.inputs]
 
 
+def _elements(shape) -> int:
+    """Elements of ``shape``, a symbolic size counted as 1 (the smallest it may be)."""
+    return math.prod(d if isinstance(d, int) else 1 for d in shape)
+
+
 def _read_once(graph: Graph, value, reader) -> bool:
     """``value`` is read by ``reader`` alone, once, and is not a graph output."""
     if any(v is value for v in graph.outputs) or len(value.users) != 1:
@@ -47,16 +55,16 @@ def _read_once(graph: Graph, value, reader) -> bool:
 
 
 def _find(graph: Graph, root):
-    """(producer, fold, [(node, operand, terms)] innermost first) for the chain that ends in
-    ``root``, or None."""
+    """(producer, its `ChannelWeights`, [(node, operand, fold)] innermost first) for the chain
+    that ends in ``root``, or None."""
     chain, node = [], root
     while len(chain) <= MAX_CHAIN:
         rule = node.op.channel_terms
         found = None if rule is None or len(node.outputs) != 1 else rule(_types(node), node.attrs)
         if found is None:
             return None
-        operand, terms = found
-        chain.append((node, operand, terms))
+        operand, fold = found
+        chain.append((node, operand, fold))
         x = node.inputs[operand]
         producer = x.node
         if producer.kind != "call" or len(producer.outputs) != 1:
@@ -64,9 +72,9 @@ def _find(graph: Graph, root):
         if not _read_once(graph, x, node) or x.type != node.outputs[0].type:
             return None
         fold_rule = producer.op.channel_fold
-        fold = None if fold_rule is None else fold_rule(_types(producer), producer.attrs)
-        if fold is not None:
-            return producer, fold, chain[::-1]
+        weights = None if fold_rule is None else fold_rule(_types(producer), producer.attrs)
+        if weights is not None:
+            return producer, weights, chain[::-1]
         node = producer
     return None
 
@@ -75,69 +83,70 @@ def _fold_one(graph: Graph, root) -> bool:
     found = _find(graph, root)
     if found is None:
         return False
-    producer, fold, chain = found
+    producer, weights, chain = found
     out = root.outputs[0]
-    dtype = out.dtype
-    if not dtype.is_floating_point:
+    if not out.dtype.is_floating_point or len(out.shape) < 2:
         return False
+    # the fold trades the affine's pass over the result (a read and a write of each element)
+    # for a pass over the weight (the same per element): only where the weight is no larger
+    if _elements(producer.inputs[weights.weight].shape) > _elements(out.shape):
+        return False
+    channels = out.shape[1]
+    shift_shape = weights.shift_shape(len(out.shape), channels)
     # the operands the new computation reads: the producer's, then each affine's own
     operands, index = [], {}
+    chain_values = {id(n.outputs[0]) for n, _, _ in chain}
     for v in list(producer.inputs) + [v for node, _, _ in chain for v in node.inputs]:
-        if v.node is producer or any(v is n.outputs[0] for n, _, _ in chain):
+        if v.node is producer or id(v) in chain_values or id(v) in index:
             continue
-        if id(v) not in index:
-            index[id(v)] = len(operands)
-            operands.append(v)
-    if any(v.dtype != dtype for v in operands if v.dtype.is_floating_point):
+        index[id(v)] = len(operands)
+        operands.append(v)
+    if any(v.dtype != out.dtype for v in operands if v.dtype.is_floating_point):
         return False
-    left = {}
+    inputs = list(producer.inputs)
+    has_bias = weights.bias is not None and weights.bias < len(inputs)
+    layout = dict(groups=weights.groups, axis=weights.axis, shift_shape=shift_shape)
+    made = {}
 
     def compute(*tensors):
         def get(v):
             return tensors[index[id(v)]]
 
-        scale = shift = None
-        for node, operand, terms in chain:
+        weight = original = get(inputs[weights.weight])
+        shift = None
+        if has_bias:
+            shift = E.reshape(get(inputs[weights.bias]), shift_shape)
+        for node, operand, fold in chain:
             args = [None if i == operand else get(v) for i, v in enumerate(node.inputs)]
-            s, t = terms(*args)
-            if s is not None:
-                scale = s if scale is None else scale * s
-                shift = None if shift is None else shift * s
-            if t is not None:
-                shift = t if shift is None else shift + t
-        if scale is None:
-            left["nothing"] = True  # shifts only: the producer's weights would not change
-            return ()
-        inputs, rest = fold(*[get(v) for v in producer.inputs], scale, shift)
-        left["shift"], left["inputs"] = rest is not None, len(inputs)
-        return tuple(inputs) + ((rest,) if rest is not None else ())
+            weight, shift = fold(weight, shift, args, **layout)
+        made["changed"] = weight is not original  # shifts alone: nothing to fold into weights
+        return weight, shift
 
     try:
         sub, _, _, lifted = trace_subgraph(
             compute, [v.type for v in operands], [v.name for v in operands], "fold", "fold"
         )
-    except Exception:  # a rule that does not apply to these operands: leave the graph as it is
+    except EmberError:  # a rule that does not fit these operands: leave the graph as it is
         return False
-    if left.get("nothing") or lifted:
+    if not made.get("changed") or lifted:
         return False
-    n_inputs = left["inputs"]  # (a bias-free linear gains its bias operand)
     with graph.inserting_before(root):
         env = {id(v): o for v, o in zip(sub.inputs, operands)}
         for node in sub.nodes:
             if node.kind == "constant":
                 env[id(node.outputs[0])] = graph.add_constant(sub.constants[node.name])
             elif node.kind == "call":
-                made = graph.add_call(node.op, [env[id(v)] for v in node.inputs], dict(node.attrs))
-                for v, w in zip(node.outputs, made.outputs):
+                new = graph.add_call(node.op, [env[id(v)] for v in node.inputs], dict(node.attrs))
+                for v, w in zip(node.outputs, new.outputs):
                     env[id(v)] = w
-        results = [env[id(v)] for v in sub.outputs]
-        call = graph.add_call(producer.op, results[:n_inputs], dict(producer.attrs))
+        weight, shift = (env[id(v)] for v in sub.outputs)
+        inputs[weights.weight] = weight
+        if weights.bias is not None:
+            inputs = inputs[: weights.bias] + [shift]
+        call = graph.add_call(producer.op, inputs, dict(producer.attrs))
         value = call.outputs[0]
-        if left["shift"]:
-            c = out.shape[1]
-            view = (1, c) + (1,) * (len(out.shape) - 2)
-            shift = graph.add_call(RESHAPE, [results[n_inputs]], {"shape": view})
-            value = graph.add_call(ADD, [value, shift.outputs[0]]).outputs[0]
+        if weights.bias is None:
+            value = graph.add_call(ADD, [value, shift]).outputs[0]
     if value.type != out.type:  # (the rules keep the type; a wrong one leaves the graph unfolded)
         _erase_unused(graph, value.node)
         return False
