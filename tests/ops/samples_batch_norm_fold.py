@@ -3,8 +3,6 @@ folded into a convolution's weight (rows scaled, the shift shaped to be added af
 grouped transposed convolution's weight (columns within groups) with a bias already there, and
 into a linear layer's weight and bias. No gradient (the op is made by a pass after autodiff)."""
 
-import numpy as np
-
 from ember.ops._registry import apply
 from ember.ops.batch_norm import BATCH_NORM_FOLD
 
