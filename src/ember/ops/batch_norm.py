@@ -261,14 +261,18 @@ def _fold_infer(w, mean, var, weight, bias, shift=None, *, eps, groups, axis, sh
 
 
 def _fold_kernel(w, mean, var, weight, bias, shift=None, *, eps, groups, axis, shift_shape):
-    # the per-channel terms in float64 as batch_norm_eval's; the weight's product in its own
-    # dtype, one pass (the scale rounded, then the product: two roundings of each weight)
+    # the per-channel terms in float64 as batch_norm_eval's; the weight's product in one pass
+    # in its own dtype (the scale rounded, then the product: two roundings of each weight), in
+    # float32 for half precision (rounded once more at the end)
     scale, t = _scale_shift(mean, var, weight, bias, eps)
     if shift is not None:
         t = t + np.broadcast_to(shift.astype(np.float64).reshape(-1), scale.shape) * scale
     view, scale_view = _fold_view(w.shape, groups, axis)
-    folded = np.multiply(w.reshape(view), scale.astype(w.dtype).reshape(scale_view))
-    return folded.reshape(w.shape), t.reshape(shift_shape).astype(w.dtype)
+    wide = np.promote_types(w.dtype, np.float32)
+    folded = np.multiply(w.reshape(view), scale.astype(wide).reshape(scale_view))
+    return folded.reshape(w.shape).astype(w.dtype, copy=False), t.reshape(shift_shape).astype(
+        w.dtype
+    )
 
 
 def _fold_cost(in_types, out_types, attrs) -> Cost:

@@ -1,25 +1,30 @@
 """Folding a per-channel affine whose parameters are graph inputs into the weights of the call
 that produces its input: ``conv -> batch_norm_eval`` where the statistics and the affine
 parameters are inputs of the graph (``ember.function(model.eval())`` passes a module's
-parameters and buffers as inputs, so they may change between calls) becomes a convolution whose
-weight rows are scaled by ``s = gamma / sqrt(var + eps)`` and a per-channel bias ``b * s + beta -
-mean * s`` added after it (which the epilogue pass then stores with the convolution, before the
-activation). ``s`` and the new bias are computed by graph ops on every call, so changed buffers
-change the result; their cost is that of one pass over the weight, far below the convolution's.
+parameters and buffers as inputs, so they may change between calls) becomes one
+``batch_norm_fold`` node, which scales the weight's rows by ``s = gamma / sqrt(var + eps)`` and
+makes the shift ``b * s + beta - mean * s``, then the convolution with that weight and the shift
+added after it (which the epilogue or fusion pass then stores with the convolution, before the
+activation). The fold runs on every call, so changed buffers change the result.
 
 Which calls qualify comes from two rules (ops/_rules.py): ``channel_terms`` (a reader ``x *
-scale[c] + shift[c]`` whatever its operands hold: batch_norm_eval, and an add of a per-channel
-vector, so ``conv -> add bias -> batch_norm_eval`` folds too) and ``channel_fold`` (the producer
-and how its operands take the scale and the shift: conv, the transposed convolution, linear).
-transforms/fold_affine.py, earlier in the pipeline, handles affines whose operands are constants.
+scale[c] + shift[c]`` whatever its operands hold, and how it folds into a weight: batch_norm_eval,
+and an add of a per-channel vector, so ``conv -> add bias -> batch_norm_eval`` folds too) and
+``channel_fold`` (the producer's `ChannelWeights`: which operand is the weight, how output
+channels read it, where the shift goes: conv, the transposed convolution, linear).
+transforms/fold_affine.py, earlier in the pipeline, folds affines whose operands are constants.
 
-Only where no gradient needs the unfolded values: every value the chain passes through must be
-read by the next call of the chain alone and not returned, so a graph whose backward reads the
-convolution's output (a gradient with respect to the statistics or the affine parameters, or the
-training step of a network in eval mode) keeps its batch norm; training-mode batch norm is
-another op with no rule. The rounding differs from the unfolded graph's: the product ``w * s``
-is rounded once before the sums instead of the sum being scaled after them, so results agree
-within a few ulps times the square root of the reduction length, relative to ``|w| |x|``.
+When it pays: the fold replaces the affine's pass over the result (a read and a write of each
+element) by one over the weight, so it applies where the weight has no more elements than the
+result (at batch 1 the late layers of a ResNet keep their batch norm: their weights are larger
+than their outputs). Only where no gradient needs the unfolded values: every value the chain
+passes through must be read by the next call of the chain alone and not returned, so a graph
+whose backward reads the convolution's output (a gradient with respect to the statistics or the
+affine parameters, or the training step of a network in eval mode) keeps its batch norm;
+training-mode batch norm is another op with no rule. The rounding differs from the unfolded
+graph's: the weights are scaled before the sums instead of the sums after them, so results
+agree within a few ulps times the square root of the reduction length, relative to ``|w s|
+|x|`` summed (tests/transforms/test_fold_affine_inputs.py).
 """
 
 from __future__ import annotations
@@ -183,7 +188,9 @@ def fold_affine_inputs(graph: Graph) -> tuple[Graph, bool]:
 FOLD_AFFINE_INPUTS = Pass(
     "fold_affine_inputs",
     fold_affine_inputs,
-    level=2,
+    # O3: the shift's add pays only where fusion or a convolution's epilogue takes it with the
+    # activation; alone it would be one pass for another, plus the weight's
+    level=3,
     doc="per-channel affines with input parameters (inference batch norm) into the producer's "
     "weights, computed per call",
     rounds=True,
