@@ -304,3 +304,26 @@ def test_transposed_convolution_folds_into_its_weight():
     ops = _ops(fn.graph)
     assert CONV_INPUT_GRAD in ops and BATCH_NORM_EVAL not in ops
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+def test_a_frozen_batch_norm_in_a_training_step_keeps_the_convolutions_gradient():
+    # eval-mode batch norm without parameter gradients: its backward reads only var and weight,
+    # so the forward graph may fold; the gradients stay those of the unfolded network
+    pt, em = _block(np.float64)
+    for p in em[1].parameters():
+        p.requires_grad_(False)
+    x_np = np.random.default_rng(16).standard_normal((4, 4, 8, 8))
+
+    def step(x):
+        loss = em(x).square().sum()
+        loss.backward()
+        return loss
+
+    fn = ember.function(step, verify=True)
+    em[0].weight.grad = em[0].bias.grad = None
+    fn(ember.tensor(x_np))
+    got = em[0].weight.grad.numpy().copy(), em[0].bias.grad.numpy().copy()
+    em[0].weight.grad = em[0].bias.grad = None
+    em(ember.tensor(x_np)).square().sum().backward()
+    np.testing.assert_allclose(got[0], em[0].weight.grad.numpy(), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(got[1], em[0].bias.grad.numpy(), rtol=1e-9, atol=1e-9)
