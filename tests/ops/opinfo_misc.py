@@ -430,6 +430,9 @@ INTERNAL = {
     "tests/conftest.py and tests/transforms/test_fuse_leading.py",
     "fused_epilogue": "made by the epilogue pass (a product and its elementwise reader); checked "
     "by tests/conftest.py",
+    "batch_norm_fold": "made by transforms/fold_affine_inputs.py (an inference batch norm folded "
+    "into a weight); tests/ops/samples_batch_norm_fold.py checks it against PyTorch and "
+    "tests/transforms/test_fold_affine_inputs.py the folded models",
 }
 
 

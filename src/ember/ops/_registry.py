@@ -99,6 +99,8 @@ class OpDef:
     aliases: bool = False
     channel_affine: Callable[..., Any] | None = None
     channel_weight: Callable[..., Any] | None = None
+    channel_terms: Callable[..., Any] | None = None
+    channel_fold: Callable[..., Any] | None = None
     run: Callable[..., Any] = field(init=False, repr=False)
 
     def __post_init__(self):

@@ -56,6 +56,19 @@ Transforms
 * ``channel_weight(attrs) -> int | None``: the operand whose dimension 0 runs over the
   result's dimension 1 (channels) and which the result is linear in, channel by channel, so
   that scaling its row ``c`` scales output channel ``c``: the convolution's weight.
+* ``channel_terms(in_types, attrs) -> (operand, fold) | None``: the call is ``x * scale[c] +
+  shift[c]`` along dimension 1 of operand ``operand`` whatever its other operands hold;
+  ``fold(weight, shift, inputs, groups, axis, shift_shape) -> (weight, shift)`` folds it, in
+  ember ops, into a producer's weight laid out as a `ChannelWeights` with ``groups`` and
+  ``axis`` says, and into the per-channel shift after the producer (None: none yet; else of
+  ``shift_shape``), ``inputs`` being the call's operands: batch_norm_eval (one
+  ``batch_norm_fold`` call), and add with a per-channel vector (a convolution's bias).
+  transforms/fold_affine_inputs.py folds chains of them into the producer, for affines whose
+  parameters are graph inputs.
+* ``channel_fold(in_types, attrs) -> ChannelWeights | None``: the call's result is linear per
+  output channel (dimension 1) in one weight operand: which operand, how its elements map to
+  output channels, and where a per-channel shift goes (its own bias operand, or an add after
+  it): conv, conv_input_grad (the transposed convolution), linear on a matrix.
 """
 
 from __future__ import annotations
@@ -63,7 +76,33 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-__all__ = ["EpilogueRule", "FusedRule", "Identity", "Producer", "ReductionRule"]
+__all__ = [
+    "ChannelWeights",
+    "EpilogueRule",
+    "FusedRule",
+    "Identity",
+    "Producer",
+    "ReductionRule",
+]
+
+
+class ChannelWeights(NamedTuple):
+    """How a call's output channels (dimension 1 of its result) read its weight operand
+    ``weight``: seen as ``(groups, weight.shape[0] // groups, *weight.shape[1:])``, output
+    channel ``g * n + j`` reads index ``g`` of that view's first axis and ``j`` of its axis
+    ``axis + 1`` (``n`` that axis's length) and nothing else of the weight. ``bias``: the operand
+    a per-channel shift of shape (C,) is added into (a slot past the last operand: the call gains
+    it), or None: the shift is added after the call, shaped (1, C, 1, ...)."""
+
+    weight: int
+    groups: int = 1
+    axis: int = 0
+    bias: int | None = None
+
+    def shift_shape(self, result_ndim: int, channels: int) -> tuple:
+        if self.bias is not None:
+            return (channels,)
+        return (1, channels) + (1,) * (result_ndim - 2)
 
 
 class Identity(NamedTuple):

@@ -204,6 +204,88 @@ def _eval_channel_affine(arrays, attrs):
     return 0, scale, shift
 
 
+def _eval_channel_terms(in_types, attrs):
+    """The call as ``x * scale + shift`` per channel whatever its statistics hold, folded into
+    a producer's weight by one `batch_norm_fold` call (transforms/fold_affine_inputs.py: for
+    statistics that are graph inputs, computed on every call)."""
+    eps = float(attrs["eps"])
+
+    def fold(weight, shift, inputs, groups, axis, shift_shape):
+        _, mean, var, gamma, beta = inputs
+        operands = (weight, mean, var, gamma, beta) + (() if shift is None else (shift,))
+        layout = dict(groups=groups, axis=axis, shift_shape=tuple(shift_shape))
+        return tuple(apply(BATCH_NORM_FOLD, *operands, eps=eps, **layout))
+
+    return 0, fold
+
+
+# ------------------------------------------------------------------------------ folding
+# batch_norm_fold: an inference batch norm folded into the weight of the call before it, as
+# transforms/fold_affine_inputs.py emits it: one node computing the scaled weight and the shift
+# from the statistics on every call (its cost is one pass over the weight).
+
+
+def _fold_view(w_shape, groups, axis):
+    """The weight seen as (groups, rows / groups, ...) and the scale's shape against it."""
+    view = (groups, w_shape[0] // groups) + tuple(w_shape[1:])
+    scale = [1] * len(view)
+    scale[0], scale[axis + 1] = groups, view[axis + 1]
+    return view, tuple(scale)
+
+
+def _fold_infer(w, mean, var, weight, bias, shift=None, *, eps, groups, axis, shift_shape):
+    require_float("batch_norm_fold", w, mean, var, weight, bias)
+    ok = (
+        w.ndim >= 1
+        and groups >= 1
+        and 0 <= axis < w.ndim
+        and isinstance(w.shape[0], int)
+        and w.shape[0] % groups == 0
+    )
+    view = _fold_view(w.shape, groups, axis)[0] if ok else ()
+    c = groups * view[axis + 1] if ok else -1
+    same = all(tuple(p.shape) == (c,) and p.dtype == w.dtype for p in (mean, var, weight, bias))
+    if not ok or not same or numel(shift_shape) != c:
+        raise ShapeError(
+            f"weight of shape {fmt_shape(w.shape)} (groups {groups}, axis {axis}) does not fit "
+            f"per-channel operands of shape {fmt_shape(mean.shape)} (the weight's dtype) and "
+            f"shift shape {shift_shape}",
+            op="batch_norm_fold",
+        )
+    if shift is not None and (shift.dtype != w.dtype or numel(shift.shape) not in (1, c)):
+        raise ShapeError(
+            f"shift of shape {fmt_shape(shift.shape)} must have {c} elements",
+            op="batch_norm_fold",
+        )
+    return TensorType(tuple(w.shape), w.dtype), TensorType(tuple(shift_shape), w.dtype)
+
+
+def _fold_kernel(w, mean, var, weight, bias, shift=None, *, eps, groups, axis, shift_shape):
+    # the per-channel terms in float64 as batch_norm_eval's; the weight's product in one pass
+    # in its own dtype (the scale rounded, then the product: two roundings of each weight), in
+    # float32 for half precision (rounded once more at the end)
+    scale, t = _scale_shift(mean, var, weight, bias, eps)
+    if shift is not None:
+        t = t + np.broadcast_to(shift.astype(np.float64).reshape(-1), scale.shape) * scale
+    view, scale_view = _fold_view(w.shape, groups, axis)
+    wide = np.promote_types(w.dtype, np.float32)
+    folded = np.multiply(w.reshape(view), scale.astype(wide).reshape(scale_view))
+    return folded.reshape(w.shape).astype(w.dtype, copy=False), t.reshape(shift_shape).astype(
+        w.dtype
+    )
+
+
+def _fold_cost(in_types, out_types, attrs) -> Cost:
+    flops = numel(in_types[0].shape) + 6 * numel(in_types[1].shape)
+    return Cost(flops, io_bytes(in_types, out_types))
+
+
+def _fold_workspace(node, layouts) -> int:
+    # a weight that is not contiguous is copied by the reshape
+    w = node.inputs[0]
+    return 0 if layouts.contiguous(w) else value_bytes(w)
+
+
 def _eval_vjp(ctx, gy):
     x, mean, var, weight, _ = ctx.inputs
     nx, nmean, nvar, nw, nb = ctx.needs_input_grad
@@ -268,10 +350,28 @@ BATCH_NORM_EVAL = register(
         fast=_eval_fast,
         vjp=_eval_vjp,
         channel_affine=_eval_channel_affine,
+        channel_terms=_eval_channel_terms,
         cost=_cost(2),
         workspace=_numpy_workspace(0, 1),
         batch=_batching.per_sample(),
         doc="batch_norm_eval(x, mean, var, weight, bias; eps): the per-channel affine "
         "(x - mean) / sqrt(var + eps) * weight + bias over dimension 1",
+    )
+)
+
+BATCH_NORM_FOLD = register(
+    OpDef(
+        name="batch_norm_fold",
+        kind="nn",
+        infer=_fold_infer,
+        kernel=_fold_kernel,
+        num_outputs=2,
+        cost=_fold_cost,
+        workspace=_fold_workspace,
+        batch=None,
+        doc="batch_norm_fold(w, mean, var, weight, bias[, shift]; eps, groups, axis, "
+        "shift_shape): (w scaled per output channel by weight / sqrt(var + eps), the shift "
+        "bias - mean * scale [+ shift * scale]): an inference batch norm folded into the "
+        "weight of the call before it (ChannelWeights' layout); no gradient",
     )
 )

@@ -35,7 +35,7 @@ from ._conv_kernels import conv_forward as _forward_kernel
 from ._conv_kernels import conv_input_grad as _input_grad_kernel
 from ._conv_kernels import conv_weight_grad as _weight_grad_kernel
 from ._registry import REGISTRY, Cost, OpDef, apply, register
-from ._rules import EpilogueRule
+from ._rules import ChannelWeights, EpilogueRule
 from ._util import fmt_shape, half_precision, io_bytes, numel, require_float, value_bytes
 from .program import Input, Temp
 
@@ -457,6 +457,18 @@ def _epilogue_accepts(node) -> bool:
     return _compiled().available(node.outputs[0].dtype.np)
 
 
+def _conv_channel_fold(in_types, attrs):
+    """Output channel c reads weight row c alone, whatever the groups; the shift is added
+    after (the epilogue pass stores it with the convolution)."""
+    return ChannelWeights(weight=1)
+
+
+def _input_grad_channel_fold(in_types, attrs):
+    """The transposed convolution's weight is (Cin, Cout/groups, *K): output channel
+    ``g * Cout/groups + j`` reads ``w[g * Cin/groups : (g + 1) * Cin/groups, j]``."""
+    return ChannelWeights(weight=1, groups=attrs["groups"], axis=1)
+
+
 _CONV_EPILOGUE = EpilogueRule(
     accepts=_epilogue_accepts,
     takes=_epilogue_takes,
@@ -480,6 +492,7 @@ CONV = register(
         epilogue=_CONV_EPILOGUE,
         # output channel c reads weight row c only, whatever the groups
         channel_weight=lambda attrs: 1,
+        channel_fold=_conv_channel_fold,
         flop_family="conv",
         workspace=_half_workspace,
         doc="conv(x, w; stride, padding, dilation, groups): N-d cross-correlation, x of shape "
@@ -498,6 +511,7 @@ CONV_INPUT_GRAD = register(
         cost=_input_grad_cost,
         # tools/flops.py: counted with convolutions
         batch=_batching.per_sample(),
+        channel_fold=_input_grad_channel_fold,
         flop_family="conv",
         workspace=_half_workspace,
         doc="conv_input_grad(gy, w; ..., in_size): the adjoint of conv in x (a transposed "

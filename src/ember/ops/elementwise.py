@@ -354,6 +354,7 @@ def _binary(
     check=None,
     bools=True,
     alpha=False,
+    channel_terms=None,
 ):
     """``identity``: the constants that leave the other operand unchanged (an `Identity`), the
     unchanged, exactly (for transforms/simplify.py); ``c``: the op as a C expression over
@@ -372,6 +373,7 @@ def _binary(
             doc=doc,
             identity=identity,
             c=c,
+            channel_terms=channel_terms,
         )
     )
 
@@ -546,6 +548,27 @@ def _pow_kernel(x, y):
 
 
 # x + (-0.0) is x for every x (x + 0.0 turns -0.0 into 0.0); x - 0.0, x * 1 and x / 1 are x
+def _add_channel_terms(in_types, attrs):
+    """``x + b`` with ``b`` one value per channel (dimension 1 of the result, as a convolution's
+    bias is added): the weight unchanged, ``b`` added to the shift
+    (transforms/fold_affine_inputs.py)."""
+    for operand in (0, 1):
+        x, b = in_types[operand], in_types[1 - operand]
+        if len(x.shape) < 2 or len(b.shape) > len(x.shape) or b.dtype != x.dtype:
+            continue
+        c = x.shape[1]
+        padded = (1,) * (len(x.shape) - len(b.shape)) + tuple(b.shape)
+        if padded != (1, c) + (1,) * (len(x.shape) - 2):
+            continue
+
+        def fold(weight, shift, inputs, groups, axis, shift_shape, b_slot=1 - operand):
+            b = E.reshape(inputs[b_slot], tuple(shift_shape))
+            return weight, b if shift is None else shift + b
+
+        return operand, fold
+    return None
+
+
 ADD = _binary(
     "add",
     np.add,
@@ -554,6 +577,7 @@ ADD = _binary(
     identity=Identity(left=-0.0, right=-0.0),
     c="({0} + {1})",
     alpha=True,
+    channel_terms=_add_channel_terms,
     doc="add(input, other, *, alpha=1): input + alpha * other, with broadcasting and type "
     "promotion.",
 )

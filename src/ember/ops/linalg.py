@@ -24,6 +24,7 @@ from . import api as E
 from ._matmul_kernels import matmul_fast, matmul_kernel, product_workspace
 from ._registry import Cost, OpDef, TensorBase, apply, export, register
 from ._row_blocks import gemm, relu_only, row_block_rule, rows_of
+from ._rules import ChannelWeights
 from ._util import (
     broadcast_shapes,
     fmt_shape,
@@ -317,6 +318,14 @@ def _linear_epilogue_c_step(node):
     return csteps.linear_step(x, w, *(bias or [None]), out, transposed=True, relu=True)
 
 
+def _linear_channel_fold(in_types, attrs):
+    """On a matrix (N, in) the result's dimension 1 runs over the weight's rows; the shift goes
+    into the bias operand (which a bias-free call gains)."""
+    if len(in_types[0].shape) != 2:
+        return None
+    return ChannelWeights(weight=1, bias=2)
+
+
 _LINEAR = register(
     OpDef(
         name="linear",
@@ -330,6 +339,7 @@ _LINEAR = register(
         # workspace: the matmul kernel's, on x and weight.T
         batch=_batching.linear_rule,
         c_step=_linear_c_step,
+        channel_fold=_linear_channel_fold,
         epilogue=row_block_rule(_linear_rows, c_step=_linear_epilogue_c_step),
         workspace=_matmul_workspace,
         doc="linear(x, weight[, bias]): x @ weight.T (+ bias), weight of shape (out, in); "

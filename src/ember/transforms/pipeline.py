@@ -33,6 +33,7 @@ from .dce import DCE
 from .epilogue import EPILOGUE
 from .fold import FOLD
 from .fold_affine import FOLD_AFFINE
+from .fold_affine_inputs import FOLD_AFFINE_INPUTS
 from .fuse import FUSE
 from .simplify import SIMPLIFY
 from .unroll import unroll_loops
@@ -41,7 +42,18 @@ __all__ = ["LEVELS", "PASSES", "PassCheckError", "PassStat", "optimize", "passes
 
 # unrolling first, so the passes after it see through the loops it removes; fusion last
 UNROLL = Pass("unroll", unroll_loops, level=3, doc="loops with a static trip count <= 16")
-PASSES: tuple[Pass, ...] = (UNROLL, FOLD, FOLD_AFFINE, SIMPLIFY, CSE, DCE, FUSE, EPILOGUE, SCHEDULE)
+PASSES: tuple[Pass, ...] = (
+    UNROLL,
+    FOLD,
+    FOLD_AFFINE,
+    FOLD_AFFINE_INPUTS,
+    SIMPLIFY,
+    CSE,
+    DCE,
+    FUSE,
+    EPILOGUE,
+    SCHEDULE,
+)
 LEVELS = (0, 1, 2, 3)
 MAX_ROUNDS = 4
 
