@@ -235,6 +235,30 @@ def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False, mask
     """conv(x, w) (+ bias per output channel) (then ReLU), or None where it does not apply.
     ``x`` and ``w`` share a float dtype; ``bias``, if given, is (Cout,). ``mask``, a bool array
     of the output's shape, receives ``result > 0``."""
+    return _forward(x, w, p, groups, bias, relu, mask)
+
+
+class _Into(NamedTuple):
+    """Where a forward convolution stores its result instead of a fresh array: every
+    ``stride``-th position, from ``phase``, of each plane of ``array`` (contiguous, of the
+    result's samples and channels)."""
+
+    array: np.ndarray
+    stride: tuple
+    phase: tuple
+
+
+def forward_into(x, w, p: Plan, groups: int, array, stride: tuple, phase: tuple):
+    """conv(x, w) stored straight into ``array[..., phase::stride]`` (per spatial dimension;
+    ``array`` contiguous, its samples and channels the result's), returning ``array``, or None
+    (nothing written) where the C kernel does not apply. A strided convolution's input
+    gradient writes each phase so (kernels/cconv_phases.py), with no copy of the phase."""
+    if not array.flags.c_contiguous or array.dtype != x.dtype:
+        return None
+    return _forward(x, w, p, groups, None, False, None, _Into(array, tuple(stride), tuple(phase)))
+
+
+def _forward(x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = None):
     functions = _functions(x.dtype)
     if functions is None or x.dtype != w.dtype or x.size == 0 or w.size == 0:
         return None
@@ -244,8 +268,16 @@ def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False, mask
     if groups == 1 and x.ndim == 4:  # padding and packing in C too, on this thread's scratch
         step = _thread_step(tuple(x.shape), tuple(w.shape), p, x.dtype, relu)
         if step is not None:
-            out = np.empty((n, cout) + p.out_size, x.dtype)
             call, args = step
+            if into is None:
+                out = np.empty((n, cout) + p.out_size, x.dtype)
+            else:
+                out = into.array
+                args = args.copy()  # (the kept block serves plain calls)
+                key = (tuple(x.shape), tuple(w.shape), p, 1, x.itemsize)
+                dst = _into_table(key, into)
+                # the store table, the channel and the sample strides (forward_step's layout)
+                args[8], args[26], args[29] = dst.ctypes.data, _plane(into), into.array[0].size
             x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
             args[0], args[1], args[3] = x.ctypes.data, w.ctypes.data, out.ctypes.data
             bias = None if bias is None else np.ascontiguousarray(bias, x.dtype)
@@ -253,12 +285,17 @@ def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False, mask
             args[4] = 0 if mask is None else mask.ctypes.data
             call(args.ctypes.data)
             return out
-    f = _forward_layout(tuple(x.shape), tuple(w.shape), p, groups, x.itemsize)
+    key = (tuple(x.shape), tuple(w.shape), p, groups, x.itemsize)
+    f = _forward_layout(*key)
     cg, cog, rows, plane, m, panels = f.cg, f.cog, f.rows, f.plane, f.m, f.panels
     src, dst, roff = f.tables
     # an unpadded convolution reads its (contiguous) input where it is
     xp = x if f.unpadded and x.flags.c_contiguous else _padded(x, p, f.size, "cconv_x")
-    out = np.empty((n, cout) + p.out_size, x.dtype)
+    if into is None:
+        out, chan, out_sample = np.empty((n, cout) + p.out_size, x.dtype), m, cout * m
+    else:
+        out, chan, out_sample = into.array, _plane(into), into.array[0].size
+        dst = _into_table(key, into)
     packed = np.zeros((groups, panels * _MR, rows), x.dtype)
     packed[:, :cog] = w.reshape(groups, cog, rows)
     # per group, panels of MR output channels, each stored (rows, MR): the micro-kernel's order
@@ -270,7 +307,7 @@ def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False, mask
             _address(xp, g * cg * plane),
             _address(packed[g]),
             None if bias is None else _address(bias, g * cog),
-            _address(out, g * cog * m),
+            _address(out, g * cog * chan),
             None if mask is None else _address(mask, g * cog * m),
             src.ctypes.data,
             dst.ctypes.data,
@@ -279,15 +316,35 @@ def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False, mask
             rows,
             n * len(src),
             cog,
-            m,
+            chan,
             len(src),
             c * plane,
-            cout * m,
+            out_sample,
             int(relu),
             pool,
             _panel_group(panels, x.itemsize),
         )
     return out
+
+
+def _plane(into: _Into) -> int:
+    return math.prod(into.array.shape[2:])
+
+
+def _into_table(key: tuple, into: _Into) -> np.ndarray:
+    return _into_dst(key, tuple(into.array.shape[2:]), into.stride, into.phase)
+
+
+@functools.lru_cache(maxsize=64)
+def _into_dst(key: tuple, size: tuple, stride: tuple, phase: tuple) -> np.ndarray:
+    """The store table (``dst``: per column, its offset in the result plane, or -1) of the
+    forward layout of ``key`` (`_forward_layout`'s arguments) mapped into a plane of spatial
+    ``size`` at positions ``q * stride + phase``."""
+    dst = _forward_layout(*key).tables[1]
+    out_size = key[2].out_size
+    q = np.unravel_index(np.maximum(dst, 0), out_size)
+    offsets = sum((qd * s + r) * fs for qd, s, r, fs in zip(q, stride, phase, _strides(size)))
+    return np.where(dst >= 0, offsets, -1).astype(np.int64)
 
 
 _local = threading.local()
@@ -397,7 +454,7 @@ def conv_input_grad(gy, w, p: Plan, groups: int):
         # (phases crop gy where the padding exceeds the kernel's reach)
         from . import cconv_phases
 
-        return cconv_phases.input_grad(gy, w, p, groups, conv_forward)
+        return cconv_phases.input_grad(gy, w, p, groups, conv_forward, forward_into)
     hi = [i - o - low + r for i, o, low, r in zip(p.in_size, p.out_size, lo, reach)]
     from .conv_plan import plan
 
