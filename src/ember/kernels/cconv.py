@@ -579,6 +579,36 @@ def _cl_blocks() -> int:
     return max(1, cpool.get_num_threads())
 
 
+@functools.cache
+def _transpose_function(dtype: np.dtype):
+    from . import ccompile
+
+    source = f"#define T {_C[dtype]}\n#define T_FLOAT {int(dtype == np.float32)}\n" + SOURCE
+    try:
+        return ccompile.load(source, "to_channels_last", [_P, _P] + [_L] * 11 + [_P])
+    except ccompile.CompileError:
+        return None
+
+
+def _to_channels_last(x, xcl, p: Plan, cp: int) -> bool:
+    """Copy the 2-d input ``x`` into the interior of the channels-last padded scratch ``xcl``
+    in C (NumPy's transposing copy moves one element at a time); False where it does not
+    apply (another rank, no compiler)."""
+    if x.ndim != 4 or x.dtype not in _C:
+        return False
+    fn = _transpose_function(x.dtype)
+    if fn is None:
+        return False
+    from . import cpool
+
+    x = np.ascontiguousarray(x)
+    n, c, in_h, in_w = x.shape
+    rows, cols = (max(0, min(s, e - lo)) for lo, s, e in zip(p.lo, p.in_size, p.padded))
+    fn(x.ctypes.data, xcl.ctypes.data, n, c, in_h, in_w, rows, cols, cp, *p.padded, *p.lo,
+       cpool.parallel_for())  # fmt: skip
+    return True
+
+
 def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, padded_channels):
     """The weight gradient as one GEMM per kernel offset, over a channels-last copy of the
     padded input (each position's channels one contiguous vector), reading the positions each
@@ -592,7 +622,10 @@ def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, padded_channels)
     positions = math.prod(p.padded)
     xcl = scratch("cconv_xcl", (n, positions, padded_channels), x.dtype, fill=0, key=(p, n, c))
     planes = xcl.reshape((n,) + p.padded + (padded_channels,))
-    planes[(slice(None),) + interior(p) + (slice(0, c),)] = np.moveaxis(x[source_region(p)], 1, -1)
+    if not _to_channels_last(x, xcl, p, padded_channels):
+        planes[(slice(None),) + interior(p) + (slice(0, c),)] = np.moveaxis(
+            x[source_region(p)], 1, -1
+        )
     rows = -(-cout // _MR) * _MR
     # one block of samples per thread: each block's partial sums are as large as the weight
     # gradient, and the reduction inside a block already runs over all its positions

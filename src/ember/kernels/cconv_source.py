@@ -408,6 +408,10 @@ static void wgt_blocks(void *ctx, long lo, long hi) {
 #pragma GCC unroll 6
             for (int j = 0; j < WB; j++) {
               vec b = *(const uvec *)(xs + b_off[j] + l);
+              /* in a register: left to itself, GCC folds this load into each of the four
+                 multiply-adds below, four loads (each split across two cache lines, x's
+                 rows being unaligned) where one does */
+              __asm__("" : "+v"(b));
               c[0][j] += a0 * b;
               c[1][j] += a1 * b;
               c[2][j] += a2 * b;
@@ -562,6 +566,39 @@ void conv_weight_grad_cl(const T *gy, const T *x, T *out, T *partial, const long
   memcpy(out, partial, (size_t)size * sizeof(T));
   for (long b = 1; b < blocks; b++)
     for (long i = 0; i < size; i++) out[i] += partial[b * size + i];
+}
+/* the channels-last copy the kernel above reads: dst (n x hp x wp x cp, its border and its
+   channels past c left as they are) at (lo_h + i, lo_w + j, ch) = x (n x c x in_h x in_w) at
+   (ch, i, j), for i < rows, j < cols; blocks of BW positions of a row, so that each channel's
+   piece is one contiguous read and the block's writes stay in L1 */
+#define BW 16
+struct tcl {
+  const T *x;
+  T *dst;
+  long c, in_h, in_w, rows, cols, cp, hp, wp, lo_h, lo_w;
+};
+static void tcl_rows(void *ctx, long lo, long hi) {
+  const struct tcl *t = ctx;
+  for (long r = lo; r < hi; r++) { /* r: sample * rows + row */
+    long n = r / t->rows, i = r - n * t->rows;
+    const T *src = t->x + (n * t->c * t->in_h + i) * t->in_w;
+    T *row = t->dst + ((n * t->hp + t->lo_h + i) * t->wp + t->lo_w) * t->cp;
+    for (long j0 = 0; j0 < t->cols; j0 += BW) {
+      long nb = t->cols - j0 < BW ? t->cols - j0 : BW;
+      for (long ch = 0; ch < t->c; ch++) {
+        const T *from = src + ch * t->in_h * t->in_w + j0;
+        T *to = row + j0 * t->cp + ch;
+        for (long j = 0; j < nb; j++) to[j * t->cp] = from[j];
+      }
+    }
+  }
+}
+void to_channels_last(const T *x, T *dst, long n, long c, long in_h, long in_w, long rows,
+                      long cols, long cp, long hp, long wp, long lo_h, long lo_w,
+                      ember_pool pool) {
+  struct tcl t = {x, dst, c, in_h, in_w, rows, cols, cp, hp, wp, lo_h, lo_w};
+  if (pool && n * rows > 1 && n * c * rows * cols > (1L << 16)) pool(tcl_rows, &t, n * rows, 1);
+  else tcl_rows(&t, 0, n * rows);
 }
 """
 )
