@@ -129,18 +129,49 @@ def _grid_offsets(grid, steps) -> np.ndarray:
     return total.reshape(-1)
 
 
+# what packing one run of columns costs where runs move a vector at a time (AVX-512 masks), in
+# vector multiply-adds: a masked load and a masked store, the mask, the run's table entries
+# (about eight instructions, four cycles at two a cycle: four multiply-adds at one a cycle)
+_RUN_COST = 4
+# where they move an element at a time: a scalar copy per element, two multiply-adds (one on
+# each of two pipes)
+_ELEMENT_COST = 2
+
+
 def _flat_columns(p: Plan, out_channels: int, itemsize: int) -> bool:
     """Whether the forward's columns run along the padded width (an extended grid: one
     contiguous run per output row to pack, but ``padded / out - 1`` of the columns wasted on
-    every output channel) rather than the output's own width (no waste, but packing copies
-    short runs element by element). Packing an element costs about one scalar copy, in which
-    the micro-kernel does one vector fused multiply-add on each of two pipes, so the columns
-    are extended when the waste times the output channels stays under the lanes of two
-    vectors."""
+    every output channel) rather than the output's own width (no waste, but one run per
+    output row to pack and store). Per useful column, the waste costs ``waste * channels /
+    lanes`` vector multiply-adds (the channels padded to the micro-kernel's rows); the short
+    runs cost `_RUN_COST` per run of up to a vector (``_RUN_COST * ceil(out / lanes) / out``)
+    where packing copies runs a masked vector at a time, else `_ELEMENT_COST` per element. The
+    columns are extended where the waste costs less."""
     if p.stride[-1] != 1:
         return False
-    waste = p.padded[-1] / p.out_size[-1] - 1
-    return waste * out_channels <= 2 * (_VECTOR_BYTES // itemsize)
+    lanes = _VECTOR_BYTES // itemsize
+    out = p.out_size[-1]
+    waste = p.padded[-1] / out - 1
+    extra = waste * (-(-out_channels // _MR) * _MR) / lanes
+    if _masked_runs(itemsize):
+        return extra <= _RUN_COST * -(-out // lanes) / out
+    return extra <= _ELEMENT_COST
+
+
+@functools.cache
+def _masked_runs(itemsize: int) -> bool:
+    """Whether the compiled packing copies runs of columns a masked vector at a time."""
+    from . import ccompile
+
+    dtype = np.dtype(np.float32 if itemsize == 4 else np.float64)
+    source = f"#define T {_C[dtype]}\n#define T_FLOAT {int(dtype == np.float32)}\n" + SOURCE
+    try:
+        fn = ccompile.load(source, "conv_masked_runs", [_P])
+    except ccompile.CompileError:
+        return False
+    answer = ctypes.c_int(0)
+    fn(ctypes.byref(answer))
+    return bool(answer.value)
 
 
 @functools.lru_cache(maxsize=64)

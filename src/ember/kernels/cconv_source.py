@@ -136,6 +136,9 @@ static inline void copy_evens(T *restrict dst, const T *restrict from, long n) {
 #endif
 }
 
+/* *out = whether copy_run moves a vector at a time (kernels/cconv.py's layout rule asks) */
+void conv_masked_runs(int *out) { *out = HAVE_MASKS; }
+
 /* the strided runs' columns: a copy per run, specialised for the common steps */
 static void pack_strided(const T *restrict x, const long *roff, long kc, int count,
                          const long *start, const long *len, const long *first,
