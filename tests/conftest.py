@@ -31,12 +31,14 @@ from ember.kernels import (
     cepilogue,
     cfuse,
     cgemm,
+    cindex,
     cpooling,
     crnn,
     csoftmax,
 )
 from ember.ops import _conv_kernels, recurrent
 from ember.ops import batch_norm as _batch_norm
+from ember.ops._scatter_kernels import add_slices as _add_slices_reference
 from ember.ops.pool import _max_pool_np, _scatter_kernel
 from ember.ops.program import evaluate_program
 from ember.ops.softmax import _log_softmax_kernel, _softmax_kernel
@@ -431,6 +433,21 @@ def _checked_pooling(fast, reference):
     return call
 
 
+def _checked_index(fast):
+    """kernels/cindex.py's scatter-add with each call that returns something checked against
+    the NumPy kernel (ops/_scatter_kernels.py), bit for bit."""
+
+    def call(in_shape, axis, idx, g):
+        got = fast(in_shape, axis, idx, g)
+        if got is not None:
+            want = _add_slices_reference(in_shape, axis, idx, g)
+            assert got.shape == want.shape and got.dtype == want.dtype
+            assert got.tobytes() == want.tobytes(), "cindex.add_slices"
+        return got
+
+    return call
+
+
 # (owner, attribute) -> the executor or kernel builder as it runs outside the tests
 _ORIGINALS: dict = {}
 _RECURRENT_REFERENCES = {
@@ -504,6 +521,7 @@ def generated_code_equals_the_interpreter(monkeypatch):
     # bit-identical to the NumPy kernel
     _check(monkeypatch, cpooling, "build_scatter", _checked_exactly(cpooling.build_scatter))
     _check(monkeypatch, cpooling, "scatter", _checked_pooling(cpooling.scatter, _scatter_reference))
+    _check(monkeypatch, cindex, "add_slices", _checked_index(cindex.add_slices))
     _check(
         monkeypatch,
         cpooling,

@@ -129,18 +129,49 @@ def _grid_offsets(grid, steps) -> np.ndarray:
     return total.reshape(-1)
 
 
+# what packing one run of columns costs where runs move a vector at a time (AVX-512 masks), in
+# vector multiply-adds: a masked load and a masked store, the mask, the run's table entries
+# (about eight instructions, four cycles at two a cycle: four multiply-adds at one a cycle)
+_RUN_COST = 4
+# where they move an element at a time: a scalar copy per element, two multiply-adds (one on
+# each of two pipes)
+_ELEMENT_COST = 2
+
+
 def _flat_columns(p: Plan, out_channels: int, itemsize: int) -> bool:
     """Whether the forward's columns run along the padded width (an extended grid: one
     contiguous run per output row to pack, but ``padded / out - 1`` of the columns wasted on
-    every output channel) rather than the output's own width (no waste, but packing copies
-    short runs element by element). Packing an element costs about one scalar copy, in which
-    the micro-kernel does one vector fused multiply-add on each of two pipes, so the columns
-    are extended when the waste times the output channels stays under the lanes of two
-    vectors."""
+    every output channel) rather than the output's own width (no waste, but one run per
+    output row to pack and store). Per useful column, the waste costs ``waste * channels /
+    lanes`` vector multiply-adds (the channels padded to the micro-kernel's rows); the short
+    runs cost `_RUN_COST` per run of up to a vector (``_RUN_COST * ceil(out / lanes) / out``)
+    where packing copies runs a masked vector at a time, else `_ELEMENT_COST` per element. The
+    columns are extended where the waste costs less."""
     if p.stride[-1] != 1:
         return False
-    waste = p.padded[-1] / p.out_size[-1] - 1
-    return waste * out_channels <= 2 * (_VECTOR_BYTES // itemsize)
+    lanes = _VECTOR_BYTES // itemsize
+    out = p.out_size[-1]
+    waste = p.padded[-1] / out - 1
+    extra = waste * (-(-out_channels // _MR) * _MR) / lanes
+    if _masked_runs(itemsize):
+        return extra <= _RUN_COST * -(-out // lanes) / out
+    return extra <= _ELEMENT_COST
+
+
+@functools.cache
+def _masked_runs(itemsize: int) -> bool:
+    """Whether the compiled packing copies runs of columns a masked vector at a time."""
+    from . import ccompile
+
+    dtype = np.dtype(np.float32 if itemsize == 4 else np.float64)
+    source = f"#define T {_C[dtype]}\n#define T_FLOAT {int(dtype == np.float32)}\n" + SOURCE
+    try:
+        fn = ccompile.load(source, "conv_masked_runs", [_P])
+    except ccompile.CompileError:
+        return False
+    answer = ctypes.c_int(0)
+    fn(ctypes.byref(answer))
+    return bool(answer.value)
 
 
 @functools.lru_cache(maxsize=64)
@@ -235,6 +266,30 @@ def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False, mask
     """conv(x, w) (+ bias per output channel) (then ReLU), or None where it does not apply.
     ``x`` and ``w`` share a float dtype; ``bias``, if given, is (Cout,). ``mask``, a bool array
     of the output's shape, receives ``result > 0``."""
+    return _forward(x, w, p, groups, bias, relu, mask)
+
+
+class _Into(NamedTuple):
+    """Where a forward convolution stores its result instead of a fresh array: every
+    ``stride``-th position, from ``phase``, of each plane of ``array`` (contiguous, of the
+    result's samples and channels)."""
+
+    array: np.ndarray
+    stride: tuple
+    phase: tuple
+
+
+def forward_into(x, w, p: Plan, groups: int, array, stride: tuple, phase: tuple):
+    """conv(x, w) stored straight into ``array[..., phase::stride]`` (per spatial dimension;
+    ``array`` contiguous, its samples and channels the result's), returning ``array``, or None
+    (nothing written) where the C kernel does not apply. A strided convolution's input
+    gradient writes each phase so (kernels/cconv_phases.py), with no copy of the phase."""
+    if not array.flags.c_contiguous or array.dtype != x.dtype:
+        return None
+    return _forward(x, w, p, groups, None, False, None, _Into(array, tuple(stride), tuple(phase)))
+
+
+def _forward(x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = None):
     functions = _functions(x.dtype)
     if functions is None or x.dtype != w.dtype or x.size == 0 or w.size == 0:
         return None
@@ -244,8 +299,16 @@ def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False, mask
     if groups == 1 and x.ndim == 4:  # padding and packing in C too, on this thread's scratch
         step = _thread_step(tuple(x.shape), tuple(w.shape), p, x.dtype, relu)
         if step is not None:
-            out = np.empty((n, cout) + p.out_size, x.dtype)
             call, args = step
+            if into is None:
+                out = np.empty((n, cout) + p.out_size, x.dtype)
+            else:
+                out = into.array
+                args = args.copy()  # (the kept block serves plain calls)
+                key = (tuple(x.shape), tuple(w.shape), p, 1, x.itemsize)
+                dst = _into_table(key, into)
+                # the store table, the channel and the sample strides (forward_step's layout)
+                args[8], args[26], args[29] = dst.ctypes.data, _plane(into), into.array[0].size
             x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
             args[0], args[1], args[3] = x.ctypes.data, w.ctypes.data, out.ctypes.data
             bias = None if bias is None else np.ascontiguousarray(bias, x.dtype)
@@ -253,12 +316,17 @@ def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False, mask
             args[4] = 0 if mask is None else mask.ctypes.data
             call(args.ctypes.data)
             return out
-    f = _forward_layout(tuple(x.shape), tuple(w.shape), p, groups, x.itemsize)
+    key = (tuple(x.shape), tuple(w.shape), p, groups, x.itemsize)
+    f = _forward_layout(*key)
     cg, cog, rows, plane, m, panels = f.cg, f.cog, f.rows, f.plane, f.m, f.panels
     src, dst, roff = f.tables
     # an unpadded convolution reads its (contiguous) input where it is
     xp = x if f.unpadded and x.flags.c_contiguous else _padded(x, p, f.size, "cconv_x")
-    out = np.empty((n, cout) + p.out_size, x.dtype)
+    if into is None:
+        out, chan, out_sample = np.empty((n, cout) + p.out_size, x.dtype), m, cout * m
+    else:
+        out, chan, out_sample = into.array, _plane(into), into.array[0].size
+        dst = _into_table(key, into)
     packed = np.zeros((groups, panels * _MR, rows), x.dtype)
     packed[:, :cog] = w.reshape(groups, cog, rows)
     # per group, panels of MR output channels, each stored (rows, MR): the micro-kernel's order
@@ -270,7 +338,7 @@ def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False, mask
             _address(xp, g * cg * plane),
             _address(packed[g]),
             None if bias is None else _address(bias, g * cog),
-            _address(out, g * cog * m),
+            _address(out, g * cog * chan),
             None if mask is None else _address(mask, g * cog * m),
             src.ctypes.data,
             dst.ctypes.data,
@@ -279,15 +347,35 @@ def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False, mask
             rows,
             n * len(src),
             cog,
-            m,
+            chan,
             len(src),
             c * plane,
-            cout * m,
+            out_sample,
             int(relu),
             pool,
             _panel_group(panels, x.itemsize),
         )
     return out
+
+
+def _plane(into: _Into) -> int:
+    return math.prod(into.array.shape[2:])
+
+
+def _into_table(key: tuple, into: _Into) -> np.ndarray:
+    return _into_dst(key, tuple(into.array.shape[2:]), into.stride, into.phase)
+
+
+@functools.lru_cache(maxsize=64)
+def _into_dst(key: tuple, size: tuple, stride: tuple, phase: tuple) -> np.ndarray:
+    """The store table (``dst``: per column, its offset in the result plane, or -1) of the
+    forward layout of ``key`` (`_forward_layout`'s arguments) mapped into a plane of spatial
+    ``size`` at positions ``q * stride + phase``."""
+    dst = _forward_layout(*key).tables[1]
+    out_size = key[2].out_size
+    q = np.unravel_index(np.maximum(dst, 0), out_size)
+    offsets = sum((qd * s + r) * fs for qd, s, r, fs in zip(q, stride, phase, _strides(size)))
+    return np.where(dst >= 0, offsets, -1).astype(np.int64)
 
 
 _local = threading.local()
@@ -397,7 +485,7 @@ def conv_input_grad(gy, w, p: Plan, groups: int):
         # (phases crop gy where the padding exceeds the kernel's reach)
         from . import cconv_phases
 
-        return cconv_phases.input_grad(gy, w, p, groups, conv_forward)
+        return cconv_phases.input_grad(gy, w, p, groups, conv_forward, forward_into)
     hi = [i - o - low + r for i, o, low, r in zip(p.in_size, p.out_size, lo, reach)]
     from .conv_plan import plan
 
@@ -522,6 +610,36 @@ def _cl_blocks() -> int:
     return max(1, cpool.get_num_threads())
 
 
+@functools.cache
+def _transpose_function(dtype: np.dtype):
+    from . import ccompile
+
+    source = f"#define T {_C[dtype]}\n#define T_FLOAT {int(dtype == np.float32)}\n" + SOURCE
+    try:
+        return ccompile.load(source, "to_channels_last", [_P, _P] + [_L] * 11 + [_P])
+    except ccompile.CompileError:
+        return None
+
+
+def _to_channels_last(x, xcl, p: Plan, cp: int) -> bool:
+    """Copy the 2-d input ``x`` into the interior of the channels-last padded scratch ``xcl``
+    in C (NumPy's transposing copy moves one element at a time); False where it does not
+    apply (another rank, no compiler)."""
+    if x.ndim != 4 or x.dtype not in _C:
+        return False
+    fn = _transpose_function(x.dtype)
+    if fn is None:
+        return False
+    from . import cpool
+
+    x = np.ascontiguousarray(x)
+    n, c, in_h, in_w = x.shape
+    rows, cols = (max(0, min(s, e - lo)) for lo, s, e in zip(p.lo, p.in_size, p.padded))
+    fn(x.ctypes.data, xcl.ctypes.data, n, c, in_h, in_w, rows, cols, cp, *p.padded, *p.lo,
+       cpool.parallel_for())  # fmt: skip
+    return True
+
+
 def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, padded_channels):
     """The weight gradient as one GEMM per kernel offset, over a channels-last copy of the
     padded input (each position's channels one contiguous vector), reading the positions each
@@ -535,7 +653,10 @@ def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, padded_channels)
     positions = math.prod(p.padded)
     xcl = scratch("cconv_xcl", (n, positions, padded_channels), x.dtype, fill=0, key=(p, n, c))
     planes = xcl.reshape((n,) + p.padded + (padded_channels,))
-    planes[(slice(None),) + interior(p) + (slice(0, c),)] = np.moveaxis(x[source_region(p)], 1, -1)
+    if not _to_channels_last(x, xcl, p, padded_channels):
+        planes[(slice(None),) + interior(p) + (slice(0, c),)] = np.moveaxis(
+            x[source_region(p)], 1, -1
+        )
     rows = -(-cout // _MR) * _MR
     # one block of samples per thread: each block's partial sums are as large as the weight
     # gradient, and the reduction inside a block already runs over all its positions

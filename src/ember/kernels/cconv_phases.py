@@ -18,8 +18,9 @@ the dimensions:
 A window that starts before the phase's positions (``t0 > 0``) or reads past them is a
 negative padding: the operand is cropped at the start and the plan's high padding (which may be
 negative) stops the rest. The work is the strided convolution's own (no product with an
-inserted zero), in the stride-1 kernels' blocking; the cost is one strided copy of the result
-(input gradient) or of the input (weight gradient) per phase.
+inserted zero), in the stride-1 kernels' blocking. The input gradient's phases are stored
+straight into their positions of the result (the forward kernel's store steps through them);
+the weight gradient copies each phase of the input.
 
 Both return None where a stride-1 kernel declines (no compiler, an unsupported dtype, a wide
 extended grid) and the caller runs NumPy.
@@ -79,9 +80,11 @@ def _all_phases(p: Plan) -> list:
     return list(itertools.product(*per_dim))
 
 
-def input_grad(gy: np.ndarray, w: np.ndarray, p: Plan, groups: int, forward):
+def input_grad(gy: np.ndarray, w: np.ndarray, p: Plan, groups: int, forward, store=None):
     """The input gradient of a strided convolution, phase by phase through ``forward``
-    (`cconv.conv_forward`), or None."""
+    (`cconv.conv_forward`), or None. ``store`` (`cconv.forward_into`), where given, writes
+    each phase's forward convolution straight into its positions of the result (no copy of
+    the phase); where it declines, the phase is computed by ``forward`` and copied."""
     n = gy.shape[0]
     cout, cg = w.shape[:2]
     cog = cout // groups
@@ -125,7 +128,11 @@ def input_grad(gy: np.ndarray, w: np.ndarray, p: Plan, groups: int, forward):
         p2 = plan(in_size, tuple(kernel), (1,) * nd, tuple(pads), dil, w2[0].size, cg)
         if p2.out_size != tuple(ph.q for ph in combo):
             return None
-        part = forward(gy[(slice(None), slice(None)) + tuple(crop)], w2, p2, groups)
+        operand = gy[(slice(None), slice(None)) + tuple(crop)]
+        phase = tuple(ph.r for ph in combo)
+        if store is not None and store(operand, w2, p2, groups, gx, p.stride, phase) is not None:
+            continue
+        part = forward(operand, w2, p2, groups)
         if part is None:
             return None
         gx[target] = part
@@ -178,8 +185,8 @@ def temporaries(op: str, a_shape: tuple, b_shape: tuple, p: Plan, groups: int, i
     result at their peak, for operands of shapes ``a_shape`` and ``b_shape``; ``inner(op,
     a_shape, b_shape, plan)`` gives a stride-1 kernel's (`cconv.temporaries`), None where it
     declines. Mirrors the allocations above: per phase, the copy of a cropped gy, the flipped
-    sub-kernel and the phase's result (input gradient), or the phase's result (weight
-    gradient), beside the stride-1 kernel's own."""
+    sub-kernel (input gradient: the phase is stored into the result), or the phase's result
+    (weight gradient), beside the stride-1 kernel's own."""
     peak = 0
     n = a_shape[0]
     for combo in _all_phases(p):
@@ -206,8 +213,8 @@ def temporaries(op: str, a_shape: tuple, b_shape: tuple, p: Plan, groups: int, i
             if below is None:
                 return None
             crop = n * cout * math.prod(lengths) if any(starts) else 0
-            result = n * groups * cg * math.prod(ph.q for ph in combo)
-            peak = max(peak, (math.prod(w2) + crop + result) * item + below)
+            # (the phase is stored straight into the result: no array of its own)
+            peak = max(peak, (math.prod(w2) + crop) * item + below)
         else:
             cout = b_shape[1]
             cg = a_shape[1] // groups

@@ -74,6 +74,71 @@ static int strided_runs_of(const long *off, long nj, long *start, long *len, lon
   return count;
 }
 
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#include <immintrin.h>
+#if T_FLOAT
+#define V __m512
+#define MASK __mmask16
+#define SET1 _mm512_set1_ps
+#define LOAD _mm512_loadu_ps
+#define ADD _mm512_add_ps
+#define CMP _mm512_cmp_ps_mask
+#define MOV _mm512_mask_mov_ps
+#define STORE _mm512_mask_storeu_ps
+#define MLOAD _mm512_maskz_loadu_ps
+#define EVENS(lo, hi)                                                                     \
+  _mm512_permutex2var_ps(                                                                 \
+      lo, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), hi)
+#else
+#define V __m512d
+#define MASK __mmask8
+#define SET1 _mm512_set1_pd
+#define LOAD _mm512_loadu_pd
+#define ADD _mm512_add_pd
+#define CMP _mm512_cmp_pd_mask
+#define MOV _mm512_mask_mov_pd
+#define STORE _mm512_mask_storeu_pd
+#define MLOAD _mm512_maskz_loadu_pd
+#define EVENS(lo, hi) _mm512_permutex2var_pd(lo, _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14), hi)
+#endif
+#define HAVE_MASKS 1
+/* the first n lanes (n < 2 * VL) */
+static inline MASK lanes(long n) { return n >= VL ? (MASK)~0 : (MASK)((1ull << n) - 1); }
+#else
+#define HAVE_MASKS 0
+#endif
+
+/* dst[t] = from[t] (t < n): short runs (an output row of a small plane, a piece of a panel)
+   copied a vector at a time, the last one masked; elementwise without AVX-512 */
+static inline void copy_run(T *restrict dst, const T *restrict from, long n) {
+#if HAVE_MASKS
+  for (long t = 0; t < n; t += VL) {
+    MASK keep = lanes(n - t);
+    STORE(dst + t, keep, MLOAD(keep, from + t));
+  }
+#else
+  for (long t = 0; t < n; t++) dst[t] = from[t];
+#endif
+}
+
+/* dst[t] = from[2 * t] (t < n): a stride-2 convolution's columns, two vectors of the input
+   de-interleaved per vector of the panel (reading only the 2n - 1 elements used) */
+static inline void copy_evens(T *restrict dst, const T *restrict from, long n) {
+#if HAVE_MASKS
+  for (long t = 0; t < n; t += VL) {
+    long used = 2 * (n - t < VL ? n - t : VL) - 1;
+    V lo = MLOAD(lanes(used), from + 2 * t);
+    V hi = MLOAD(used > VL ? lanes(used - VL) : (MASK)0, from + 2 * t + VL);
+    STORE(dst + t, lanes(n - t), EVENS(lo, hi));
+  }
+#else
+  for (long t = 0; t < n; t++) dst[t] = from[2 * t];
+#endif
+}
+
+/* *out = whether copy_run moves a vector at a time (kernels/cconv.py's layout rule asks) */
+void conv_masked_runs(int *out) { *out = HAVE_MASKS; }
+
 /* the strided runs' columns: a copy per run, specialised for the common steps */
 static void pack_strided(const T *restrict x, const long *roff, long kc, int count,
                          const long *start, const long *len, const long *first,
@@ -88,9 +153,9 @@ static void pack_strided(const T *restrict x, const long *roff, long kc, int cou
       T *restrict dst = to + start[r];
       long n = len[r], st = step[r];
       if (st == 1)
-        for (long t = 0; t < n; t++) dst[t] = from[t];
+        copy_run(dst, from, n);
       else if (st == 2)
-        for (long t = 0; t < n; t++) dst[t] = from[2 * t];
+        copy_evens(dst, from, n);
       else
         for (long t = 0; t < n; t++) dst[t] = from[t * st];
     }
@@ -109,14 +174,12 @@ static void pack_columns(const T *restrict x, const long *roff, long kc, long nj
     }
     return;
   }
+  long covered = 0;
+  for (int r = 0; r < count; r++) covered += len[r];
   for (long p = 0; p < kc; p++) {
     T *to = bp + p * NR;
-    memset(to, 0, NR * sizeof(T));
-    for (int r = 0; r < count; r++) {
-      const T *from = x + roff[p] + first[r];
-      T *dst = to + start[r];
-      for (long t = 0; t < len[r]; t++) dst[t] = from[t];
-    }
+    if (covered < nj || nj < NR) memset(to, 0, NR * sizeof(T));
+    for (int r = 0; r < count; r++) copy_run(to + start[r], x + roff[p] + first[r], len[r]);
   }
 }
 
@@ -124,26 +187,6 @@ static void pack_columns(const T *restrict x, const long *roff, long kc, long nj
    vector past n. Runs are short (an output row: 7 to 28 elements here), so AVX-512 stores them
    as masked vectors; elsewhere the loops are plain. */
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-#include <immintrin.h>
-#if T_FLOAT
-#define V __m512
-#define MASK __mmask16
-#define SET1 _mm512_set1_ps
-#define LOAD _mm512_loadu_ps
-#define ADD _mm512_add_ps
-#define CMP _mm512_cmp_ps_mask
-#define MOV _mm512_mask_mov_ps
-#define STORE _mm512_mask_storeu_ps
-#else
-#define V __m512d
-#define MASK __mmask8
-#define SET1 _mm512_set1_pd
-#define LOAD _mm512_loadu_pd
-#define ADD _mm512_add_pd
-#define CMP _mm512_cmp_pd_mask
-#define MOV _mm512_mask_mov_pd
-#define STORE _mm512_mask_storeu_pd
-#endif
 static inline void store_run(const T *from, T b, int relu, T *to, unsigned char *mask, long n) {
   V bias = SET1(b), zero = SET1(0);
   __m128i ones = _mm_set1_epi8(1);
@@ -167,12 +210,24 @@ static inline void store_run(const T *from, T b, int relu, T *to, unsigned char 
 }
 #endif
 
+/* store_run's to[t * step] (a run of columns that lands every step-th element: a phase of a
+   strided convolution's input gradient written in place) */
+static inline void store_steps(const T *from, T b, int relu, T *to, unsigned char *mask, long n,
+                               long step) {
+  for (long t = 0; t < n; t++) {
+    T v = from[t] + b;
+    if (relu) v = v < 0 ? 0 : v;
+    to[t * step] = v;
+    if (mask) mask[t * step] = v > 0;
+  }
+}
+
 /* one column panel's tables: its runs in the input (contiguous, and evenly stepping) and in
-   the output */
+   the output (evenly stepping: contiguous but for a phase's scattered store) */
 struct panel_runs {
   long nj;
   int s_count, d_count, t_count;
-  long s_start[NR], s_len[NR], s_first[NR], d_start[NR], d_len[NR], d_first[NR];
+  long s_start[NR], s_len[NR], s_first[NR], d_start[NR], d_len[NR], d_first[NR], d_step[NR];
   long t_start[NR], t_len[NR], t_first[NR], t_step[NR];
 };
 
@@ -186,7 +241,7 @@ static void panel_tables(const struct fwd *f, long panel, struct panel_runs *r) 
   }
   r->nj = nj;
   r->s_count = runs_of(src, nj, r->s_start, r->s_len, r->s_first);
-  r->d_count = runs_of(dst, nj, r->d_start, r->d_len, r->d_first);
+  r->d_count = strided_runs_of(dst, nj, r->d_start, r->d_len, r->d_first, r->d_step);
   /* columns that do not come in long contiguous runs may step evenly (a stride) */
   r->t_count = r->s_count > 1
                    ? strided_runs_of(src, nj, r->t_start, r->t_len, r->t_first, r->t_step)
@@ -231,9 +286,14 @@ static void fwd_panels(void *ctx, long lo, long hi) {
         T b = f->bias ? f->bias[co] : (T)0;
         T *base = f->out + co * f->chan;
         unsigned char *mask = f->mask ? f->mask + co * f->chan : 0;
-        for (int i = 0; i < r->d_count; i++)
-          store_run(acc + r->d_start[i], b, f->relu, base + r->d_first[i],
-                    mask ? mask + r->d_first[i] : 0, r->d_len[i]);
+        for (int i = 0; i < r->d_count; i++) {
+          if (r->d_step[i] == 1)
+            store_run(acc + r->d_start[i], b, f->relu, base + r->d_first[i],
+                      mask ? mask + r->d_first[i] : 0, r->d_len[i]);
+          else
+            store_steps(acc + r->d_start[i], b, f->relu, base + r->d_first[i],
+                        mask ? mask + r->d_first[i] : 0, r->d_len[i], r->d_step[i]);
+        }
       }
     }
   }
@@ -351,6 +411,10 @@ static void wgt_blocks(void *ctx, long lo, long hi) {
 #pragma GCC unroll 6
             for (int j = 0; j < WB; j++) {
               vec b = *(const uvec *)(xs + b_off[j] + l);
+              /* in a register: left to itself, GCC folds this load into each of the four
+                 multiply-adds below, four loads (each split across two cache lines, x's
+                 rows being unaligned) where one does */
+              __asm__("" : "+v"(b));
               c[0][j] += a0 * b;
               c[1][j] += a1 * b;
               c[2][j] += a2 * b;
@@ -505,6 +569,39 @@ void conv_weight_grad_cl(const T *gy, const T *x, T *out, T *partial, const long
   memcpy(out, partial, (size_t)size * sizeof(T));
   for (long b = 1; b < blocks; b++)
     for (long i = 0; i < size; i++) out[i] += partial[b * size + i];
+}
+/* the channels-last copy the kernel above reads: dst (n x hp x wp x cp, its border and its
+   channels past c left as they are) at (lo_h + i, lo_w + j, ch) = x (n x c x in_h x in_w) at
+   (ch, i, j), for i < rows, j < cols; blocks of BW positions of a row, so that each channel's
+   piece is one contiguous read and the block's writes stay in L1 */
+#define BW 16
+struct tcl {
+  const T *x;
+  T *dst;
+  long c, in_h, in_w, rows, cols, cp, hp, wp, lo_h, lo_w;
+};
+static void tcl_rows(void *ctx, long lo, long hi) {
+  const struct tcl *t = ctx;
+  for (long r = lo; r < hi; r++) { /* r: sample * rows + row */
+    long n = r / t->rows, i = r - n * t->rows;
+    const T *src = t->x + (n * t->c * t->in_h + i) * t->in_w;
+    T *row = t->dst + ((n * t->hp + t->lo_h + i) * t->wp + t->lo_w) * t->cp;
+    for (long j0 = 0; j0 < t->cols; j0 += BW) {
+      long nb = t->cols - j0 < BW ? t->cols - j0 : BW;
+      for (long ch = 0; ch < t->c; ch++) {
+        const T *from = src + ch * t->in_h * t->in_w + j0;
+        T *to = row + j0 * t->cp + ch;
+        for (long j = 0; j < nb; j++) to[j * t->cp] = from[j];
+      }
+    }
+  }
+}
+void to_channels_last(const T *x, T *dst, long n, long c, long in_h, long in_w, long rows,
+                      long cols, long cp, long hp, long wp, long lo_h, long lo_w,
+                      ember_pool pool) {
+  struct tcl t = {x, dst, c, in_h, in_w, rows, cols, cp, hp, wp, lo_h, lo_w};
+  if (pool && n * rows > 1 && n * c * rows * cols > (1L << 16)) pool(tcl_rows, &t, n * rows, 1);
+  else tcl_rows(&t, 0, n * rows);
 }
 """
 )

@@ -168,6 +168,16 @@ def _index_backward_kernel(g, *indices, spec, in_shape):
     return out
 
 
+def _index_backward_fast(g, *indices, spec, in_shape):
+    """One index tensor along one axis: the C scatter-add (kernels/cindex.py), or None."""
+    axis = _single_axis(spec)
+    if axis is None:
+        return None
+    from ..kernels import cindex
+
+    return cindex.add_slices(tuple(in_shape), axis, indices[0], g)
+
+
 def _index_vjp(c, g):
     spec = c.attrs["spec"]
     indices = c.inputs[1:]
@@ -195,6 +205,7 @@ _INDEX_BACKWARD = register(
         kind="index",
         infer=_index_backward_infer,
         kernel=_index_backward_kernel,
+        fast=_index_backward_fast,
         vjp=lambda c, g: (
             (apply(_INDEX, g, *c.inputs[1:], spec=c.attrs["spec"]),)
             + (None,) * (len(c.in_types) - 1)

@@ -1,0 +1,127 @@
+"""The gradient of a selection along one axis in C: ``add_slices(in_shape, axis, idx, g)``,
+zeros of ``in_shape`` with each slice ``g[..., j, ...]`` added at ``idx[j]`` along ``axis``
+(the ``index_backward`` op of a single index tensor: ``index_select``'s and an embedding's
+gradient, and so a linear or nearest ``interpolate``'s, which selects along each spatial axis).
+
+The NumPy kernel (ops/_scatter_kernels.py's ``add_slices``) multiplies a sparse selection
+matrix with the gradient laid out (m, outer * inner): two transposing copies of the gradient
+and one of the result around the product. Here each (outer, column range) block of the result
+is zeroed and the rows of g added into it in the order of j, in one pass over g: the same sums
+in the same order as the sparse product's (each result element starts at 0 and receives its
+slices in increasing j), so equal to NumPy bit for bit.
+
+Blocks are shared over ember's thread pool (kernels/cpool.py): whole outer blocks where there
+are enough of them, else column ranges of whole 64-byte lines. `add_slices` returns None where
+it does not apply (no compiler, a dtype other than float32 or float64, an index out of range)
+and the caller runs NumPy.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+
+import numpy as np
+
+__all__ = ["add_slices"]
+
+_C = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+_LINE_BYTES = 64
+
+_SOURCE = r"""
+#include <string.h>
+typedef void (*ember_task)(void *, long, long);
+typedef void (*ember_pool)(ember_task, void *, long, long);
+struct job {
+  const T *g;
+  const long long *idx;
+  T *out;
+  long n, m, inner, chunks, width; /* width: the columns of one chunk */
+};
+/* task t: outer block t / chunks, columns [c * width, (c + 1) * width) of it, c = t % chunks */
+static void blocks(void *job_, long lo, long hi) {
+  const struct job *j = job_;
+  long n = j->n, m = j->m, inner = j->inner;
+  for (long t = lo; t < hi; t++) {
+    long o = t / j->chunks, c0 = (t % j->chunks) * j->width;
+    long w = inner - c0 < j->width ? inner - c0 : j->width;
+    T *out = j->out + o * n * inner + c0;
+    const T *g = j->g + o * m * inner + c0;
+    if (inner == 1) { /* along the last axis: one element a slice */
+      const long long *restrict idx = j->idx;
+      memset(out, 0, (size_t)n * sizeof(T));
+      for (long k = 0; k < m; k++) out[idx[k]] += g[k];
+      continue;
+    }
+    for (long i = 0; i < n; i++) memset(out + i * inner, 0, (size_t)w * sizeof(T));
+    for (long k = 0; k < m; k++) {
+      T *restrict to = out + j->idx[k] * inner;
+      const T *restrict from = g + k * inner;
+      for (long c = 0; c < w; c++) to[c] += from[c];
+    }
+  }
+}
+void add_slices(const T *g, const long long *idx, T *out, long outer, long n, long m,
+                long inner, long chunks, long width, ember_pool pool) {
+  struct job j = {g, idx, out, n, m, inner, chunks, width};
+  long tasks = outer * chunks;
+  if (pool && tasks > 1 && outer * (n + m) * inner > (1L << 16)) pool(blocks, &j, tasks, 1);
+  else blocks(&j, 0, tasks);
+}
+"""
+
+
+@functools.cache
+def _function(dtype: np.dtype):
+    from . import ccompile, cpool
+
+    if dtype not in _C or not ccompile.compiler_available():
+        return None
+    source = f"#define T {_C[dtype]}\n" + _SOURCE
+    p, n = ctypes.c_void_p, ctypes.c_long
+    try:
+        fn = ccompile.load(source, "add_slices", [p, p, p] + [n] * 6 + [p])
+    except ccompile.CompileError:
+        return None
+    return fn, cpool.parallel_for()
+
+
+def _chunks(outer: int, inner: int, itemsize: int) -> tuple:
+    """(chunks per outer block, columns per chunk): one chunk per block where the blocks
+    alone give every thread a few tasks, else column ranges of whole cache lines (two threads
+    never write one line), as many as give every thread a few."""
+    from . import cpool
+
+    wanted = 4 * cpool.get_num_threads()
+    line = max(1, _LINE_BYTES // itemsize)
+    if outer >= wanted or inner <= line:
+        return 1, inner
+    per_block = -(-wanted // outer)
+    columns = -(-inner // per_block)
+    width = -(-columns // line) * line
+    return -(-inner // width), width
+
+
+def add_slices(in_shape: tuple, axis: int, idx: np.ndarray, g: np.ndarray):
+    """zeros(in_shape) with ``g``'s slices added at ``idx`` along ``axis`` (g: ``in_shape[:axis]
+    + idx.shape + in_shape[axis + 1:]``), or None where the C kernel does not apply."""
+    dtype = np.dtype(g.dtype)
+    found = _function(dtype) if dtype in _C else None
+    if found is None:
+        return None
+    fn, pool = found
+    in_shape = tuple(int(s) for s in in_shape)
+    n = in_shape[axis]
+    flat = np.ascontiguousarray(idx, np.int64).reshape(-1)
+    if flat.size and (int(flat.min()) < 0 or int(flat.max()) >= n):
+        return None  # (NumPy normalizes negative indices and reports bad ones)
+    out = np.empty(in_shape, dtype)
+    if out.size == 0:
+        return out
+    outer, inner = math.prod(in_shape[:axis]), math.prod(in_shape[axis + 1 :])
+    g = np.ascontiguousarray(g)
+    chunks, width = _chunks(outer, inner, dtype.itemsize)
+    fn(g.ctypes.data, flat.ctypes.data, out.ctypes.data, outer, n, flat.size, inner, chunks,
+       width, pool)  # fmt: skip
+    return out
