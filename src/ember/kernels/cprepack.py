@@ -1,0 +1,283 @@
+"""Weights packed once: products of a few dozen rows by a weight that has not changed since its
+panels were packed.
+
+ember's own GEMM (kernels/cgemm.py) packs all of its right operand into the micro-kernel's
+panels at every call; for a linear layer at inference (tens of rows: a batch of one through a
+transformer, a small batch through an MLP) that packing costs a large share of the product.
+Here a weight's panels (kernels/crnn.py's packed product: panels of NR columns, each k x NR)
+are packed once and reused for as long as the weight is unchanged.
+
+Which arrays. Only arrays `watch`ed with a version counter (nn.Parameter watches its data with
+the tensor's counter, which every in-place update through ember bumps: ops, optimizers,
+``ember.function``'s writebacks, ``load_state_dict``), and a graph's constants (`watch_constant`:
+never written). A product's right operand is found by its base array (a linear layer reads
+``weight.T``, a view of the weight). A pack is used only while the array is alive, the view
+has the same address, shape and strides, and the counter still reads the version it was
+packed at; else it is packed again. Writes that bypass the counter (into the array NumPy hands
+out through ``Tensor.numpy()``) are not seen: like PyTorch's ``.data``, they are the caller's.
+
+Programs that write into their inputs. A compiled training step may compute a parameter's new
+value into the parameter's own array and bump its counter only after the call
+(capture/state.py); a product in the same call reading the new value would find the old pack.
+Such calls run inside `paused()` (capture/graph_function.py, capture/static.py), during which no
+pack is used anywhere in the process (worker threads included).
+
+Memory. The packs take about the watched weights' size; they are bounded by `budget_bytes`
+(``EMBER_PREPACK_BYTES``, else `DEFAULT_BUDGET_BYTES`), least recently used out first, and each
+call that uses one charges it to the running program (kernels/conv_plan.py `charge`: the memory
+plan counts it among what ember holds between calls), as it does the row panels' scratch.
+
+Whether a product of m rows runs on a pack is measured (kernels/gemm_tune.py: the packed
+product against the fastest unpacked kernel at each row count, up to `gemm_tune.PACK_ROWS`);
+``EMBER_PREPACK=0`` turns packs off, ``=1`` uses them wherever they apply.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import threading
+import weakref
+from collections import OrderedDict
+
+import numpy as np
+
+__all__ = [
+    "DEFAULT_BUDGET_BYTES",
+    "available",
+    "budget_bytes",
+    "clear",
+    "held_bytes",
+    "lookup",
+    "pack",
+    "paused",
+    "product",
+    "watch",
+    "watch_constant",
+]
+
+# the packs' default bound: a few times the weights of the models a CPU runs at inference
+DEFAULT_BUDGET_BYTES = 256 * 2**20
+_MR = 8  # cmicro.py's rows per panel of A
+
+_lock = threading.RLock()  # (re-entered by a weakref callback run while it is held)
+_watched: dict = {}  # id(array) -> (weakref to it, its version counter: a one-element list)
+_packs: OrderedDict = OrderedDict()  # key -> _Pack, least recently used first
+_held = [0]  # bytes of the packs
+_paused = [0]  # programs now writing into their inputs (see the module docstring)
+_CONSTANT = (0,)  # the counter of an array nothing writes
+
+
+class _Pack:
+    __slots__ = ("bp", "ref", "version", "counter", "k", "n", "nbytes")
+
+    def __init__(self, bp, ref, counter, version, k, n):
+        self.bp, self.ref, self.counter, self.version = bp, ref, counter, version
+        self.k, self.n, self.nbytes = k, n, bp.nbytes
+
+
+def budget_bytes() -> int:
+    """The most bytes the packs hold (``EMBER_PREPACK_BYTES``, else `DEFAULT_BUDGET_BYTES`)."""
+    text = os.environ.get("EMBER_PREPACK_BYTES", "")
+    try:
+        value = int(text) if text else DEFAULT_BUDGET_BYTES
+    except ValueError:
+        value = DEFAULT_BUDGET_BYTES
+    return max(0, value)
+
+
+def watch(array: np.ndarray, counter) -> None:
+    """Let products by ``array`` (or a view of it) use packed panels while ``counter[0]`` (the
+    owning tensor's version counter) keeps the value it had when they were packed."""
+    if type(array) is not np.ndarray:
+        return
+    key = id(array)
+
+    def forget(_ref, key=key):  # the array is gone: its entry and its packs go too
+        with _lock:
+            entry = _watched.get(key)
+            if entry is not None and entry[0]() is None:
+                _watched.pop(key, None)
+            for pack_key in [p for p in _packs if p[0] == key and _packs[p].ref() is None]:
+                _held[0] -= _packs.pop(pack_key).nbytes
+
+    _watched[key] = (weakref.ref(array, forget), counter)
+
+
+def watch_constant(array: np.ndarray) -> None:
+    """`watch` an array that is never written (a graph's constant)."""
+    watch(array, _CONSTANT)
+
+
+def held_bytes() -> int:
+    """Bytes the packs hold now."""
+    return _held[0]
+
+
+def clear() -> None:
+    """Drop every pack (they are packed again on use)."""
+    with _lock:
+        _packs.clear()
+        _held[0] = 0
+
+
+class paused:
+    """Within the block no pack is used, in any thread (a program writing into its inputs
+    runs; see the module docstring)."""
+
+    __slots__ = ()
+
+    def __enter__(self):
+        with _lock:
+            _paused[0] += 1
+        return self
+
+    def __exit__(self, *exc):
+        with _lock:
+            _paused[0] -= 1
+        return False
+
+
+def _owner(b: np.ndarray):
+    """(the watched array ``b`` views, its weakref, its counter), or None."""
+    x = b
+    while x is not None:
+        entry = _watched.get(id(x))
+        if entry is not None:
+            ref, counter = entry
+            if ref() is x:
+                return x, ref, counter
+            return None
+        x = x.base
+        if type(x) is not np.ndarray:
+            return None
+    return None
+
+
+def _held_now(key) -> bool:
+    return key[1] in _packs
+
+
+def lookup(b: np.ndarray):
+    """The current pack of ``b`` (a 2-d float32/float64 operand that views a watched array),
+    packing it now if it has none or a stale one; None where ``b`` is not watched, packs are
+    paused or off, the budget cannot hold it, or there is no packed kernel."""
+    if _paused[0] or not _watched or b.ndim != 2:
+        return None
+    found = _owner(b)
+    if found is None:
+        return None
+    owner, ref, counter = found
+    key = (id(owner), b.ctypes.data, b.shape, b.strides, b.dtype.char)
+    entry = _packs.get(key)
+    if entry is not None and entry.ref() is owner and entry.version == counter[0]:
+        _packs.move_to_end(key)  # (a race with another thread only reorders the LRU)
+        _charge(key, entry)
+        return entry
+    entry = pack(b, ref, counter)
+    if entry is None:
+        return None
+    with _lock:
+        old = _packs.pop(key, None)
+        if old is not None:
+            _held[0] -= old.nbytes
+        budget = budget_bytes()
+        while _packs and _held[0] + entry.nbytes > budget:
+            _, dropped = _packs.popitem(last=False)
+            _held[0] -= dropped.nbytes
+        if entry.nbytes > budget:
+            return entry  # used for this call only
+        _packs[key] = entry
+        _held[0] += entry.nbytes
+    _charge(key, entry)
+    return entry
+
+
+def _charge(key, entry) -> None:
+    from .conv_plan import charge
+
+    charge(("prepack", key), entry.nbytes, _held_now)
+
+
+def _aligned(count: int, dtype) -> np.ndarray:
+    """``count`` values starting on a 64-byte boundary (the panels are read by aligned vector
+    loads)."""
+    itemsize = np.dtype(dtype).itemsize
+    raw = np.empty(count + 64 // itemsize, dtype)
+    start = (-raw.ctypes.data % 64) // itemsize
+    return raw[start : start + count]
+
+
+@functools.cache
+def _functions(dtype: np.dtype):
+    """(pack, product, the pool) for ``dtype``: kernels/crnn.py's packed product, or None (no
+    compiler, another dtype)."""
+    from . import ccompile, cpool
+    from .cmicro import MICRO
+    from .crnn import _PACKED
+
+    c_type = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}.get(dtype)
+    if c_type is None or not ccompile.compiler_available():
+        return None
+    source = f"#define T {c_type}\n" + MICRO + _PACKED
+    p, n = ctypes.c_void_p, ctypes.c_long
+    try:
+        pack = ccompile.load(source, "ember_rnn_pack", [p, n, n, n, n, p])
+        run = ccompile.load(source, "ember_rnn_product", [p, n, n, n, p, p, p, p])
+    except ccompile.CompileError:
+        return None
+    return pack, run, cpool.parallel_for()
+
+
+def available(dtype) -> bool:
+    """Whether products by packed weights run for ``dtype``."""
+    return _functions(np.dtype(dtype)) is not None
+
+
+def pack(b: np.ndarray, ref=None, counter=_CONSTANT) -> _Pack | None:
+    """``b`` (k x n) packed into the micro-kernel's panels now (the version read before the
+    copy, so that a write meanwhile makes the pack stale, never wrongly current); None where
+    there is no packed kernel for its dtype."""
+    functions = _functions(np.dtype(b.dtype))
+    if functions is None or b.ndim != 2 or 0 in b.shape:
+        return None
+    if any(s % b.itemsize for s in b.strides):
+        return None
+    version = counter[0]
+    k, n = b.shape
+    nr = 3 * (64 // b.itemsize)  # cmicro.py's NR: three vectors of 64 bytes
+    bp = _aligned(-(-n // nr) * k * nr, b.dtype)
+    sp, sj = (s // b.itemsize for s in b.strides)
+    functions[0](b.ctypes.data, k, n, sp, sj, bp.ctypes.data)
+    return _Pack(bp, ref or (lambda: None), counter, version, k, n)
+
+
+def product(a: np.ndarray, entry: _Pack, out: np.ndarray | None, *, threaded: bool):
+    """``a @ b`` for the ``b`` whose pack is ``entry``: ``a`` (m x k) with unit stride along
+    its rows, written into ``out`` (C-contiguous m x n) or a new array; None where the layouts
+    do not fit."""
+    from .conv_plan import scratch
+
+    m, k = a.shape
+    if k != entry.k or m == 0 or a.dtype != entry.bp.dtype:
+        return None
+    if a.strides != (k * a.itemsize, a.itemsize):
+        if a.strides[-1] != a.itemsize:
+            return None
+        a = np.ascontiguousarray(a)
+    n = entry.n
+    if out is None:
+        out = np.empty((m, n), a.dtype)
+    elif (
+        out.shape != (m, n)
+        or out.dtype != a.dtype
+        or not out.flags.c_contiguous
+        or np.may_share_memory(out, a)
+    ):
+        return None
+    _, run, pool = _functions(np.dtype(a.dtype))
+    ap = scratch("prepack rows", (-(-m // _MR) * _MR * k,), a.dtype)
+    run(a.ctypes.data, m, k, n, entry.bp.ctypes.data, out.ctypes.data, ap.ctypes.data,
+        pool if threaded else None)  # fmt: skip
+    return out
