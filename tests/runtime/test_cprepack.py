@@ -283,7 +283,8 @@ def test_the_measured_choice_decides_by_row_count(monkeypatch):
         gemm_tune.machine_key(), 0.0, 1.0, 1.0, {}, {}, {"float32": flags}
     )
     monkeypatch.setattr(cgemm, "tuning", lambda: tuning)
-    assert not cgemm._prepacked("float32", 32) and cgemm._prepacked("float32", 33)
-    assert cgemm._prepacked("float32", gemm_tune.PACK_ROWS)
-    assert not cgemm._prepacked("float32", gemm_tune.PACK_ROWS + 1)
-    assert not cgemm._prepacked("float64", 64)  # nothing measured for it
+    f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
+    assert not cgemm._prepacked(f32, 32) and cgemm._prepacked(f32, 33)
+    assert cgemm._prepacked(f32, gemm_tune.PACK_ROWS)
+    assert not cgemm._prepacked(f32, gemm_tune.PACK_ROWS + 1)
+    assert not cgemm._prepacked(f64, 64)  # nothing measured for it

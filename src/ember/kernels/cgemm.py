@@ -21,7 +21,7 @@ without 512-bit vectors, changes the answer). ``EMBER_GEMM=own`` or ``blas`` ove
 
 Few rows. A 2-d product of up to `gemm_tune.PACK_ROWS` rows (a batch of one, a small one, a
 decoder's token, a short sequence) by a weight whose panels were packed once
-(kernels/cprepack.py: a parameter, a graph's constant) runs on that pack where that was measured
+(kernels/cprepack.py: a module's parameter) runs on that pack where that was measured
 faster for its row count; otherwise it runs the kernel measured fastest for its row count:
 `skinny`, with no packing at all (the blocked GEMM packs the whole of B per call, which for a
 few rows can cost more than the product), or either blocked GEMM. In `skinny` each result is
@@ -234,15 +234,15 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     functions = _functions(a.dtype)
     if functions is None:
         return None
+    if not batch and a.ndim == 2 and b.ndim == 2 and _prepacked(a.dtype, m):
+        entry = cprepack.lookup(b)
+        if entry is not None:
+            threaded = 2 * m * n * k >= split_flops()
+            done = cprepack.product(a, entry, out, threaded=threaded)
+            if done is not None:
+                return done
     blas = _use_blas(functions[1], a.dtype, 2 * m * n * k)
     if not batch and a.ndim == 2 and b.ndim == 2:
-        if _prepacked(a.dtype.name, m):
-            entry = cprepack.lookup(b)
-            if entry is not None:
-                threaded = 2 * m * n * k >= split_flops()
-                done = cprepack.product(a, entry, out, threaded=threaded)
-                if done is not None:
-                    return done
         kernel = tuning().few_rows(a.dtype.name, m)
         if kernel == gemm_tune.SKINNY:
             threaded = skinny_shared(m, n, k, a.itemsize)
@@ -255,16 +255,19 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     return _blocked(functions, a, b, out, batch, blas=blas, threaded=use_pool)
 
 
-def _prepacked(dtype: str, m: int) -> bool:
-    """Whether a product of ``m`` rows by a watched weight runs on its pack
+_NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
+
+
+def _prepacked(dtype, m: int) -> bool:
+    """Whether a product of ``m`` rows of ``dtype`` by a watched weight runs on its pack
     (kernels/cprepack.py): ``EMBER_PREPACK=0|1`` decides, else the measured choice; never where
     ``EMBER_GEMM=blas`` asks for the BLAS."""
+    if m > gemm_tune.PACK_ROWS or m < 1:
+        return False
     choice = os.environ.get("EMBER_PREPACK", "")
     if choice == "0" or os.environ.get("EMBER_GEMM", "") == "blas":
         return False
-    if choice == "1":
-        return 1 <= m <= gemm_tune.PACK_ROWS
-    return tuning().prepacked(dtype, m)
+    return choice == "1" or tuning().prepacked(_NAMES.get(dtype, ""), m)
 
 
 def _blocked(functions, a, b, out, batch, *, blas: bool, threaded: bool) -> np.ndarray | None:

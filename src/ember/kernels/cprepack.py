@@ -9,12 +9,15 @@ are packed once and reused for as long as the weight is unchanged.
 
 Which arrays. Only arrays `watch`ed with a version counter (nn.Parameter watches its data with
 the tensor's counter, which every in-place update through ember bumps: ops, optimizers,
-``ember.function``'s writebacks, ``load_state_dict``), and a graph's constants (`watch_constant`:
-never written). A product's right operand is found by its base array (a linear layer reads
-``weight.T``, a view of the weight). A pack is used only while the array is alive, the view
-has the same address, shape and strides, and the counter still reads the version it was
-packed at; else it is packed again. Writes that bypass the counter (into the array NumPy hands
-out through ``Tensor.numpy()``) are not seen: like PyTorch's ``.data``, they are the caller's.
+``ember.function``'s writebacks, ``load_state_dict``). A graph's constants are not watched: a
+constant may be the memory of a NumPy array its caller still writes (``from_numpy`` or
+``as_tensor`` inside a trace), and the graph does not say which ones it owns. A product's
+right operand is found by its base array (a linear layer reads ``weight.T``, a view of the
+weight). A pack is used only while the array is alive, the view has the same address, shape
+and strides, and the counter still reads the version it was packed at; else it is packed
+again. Writes that bypass the counter (into the array NumPy hands out through
+``Tensor.numpy()``, or through a NumPy array a parameter was made from) are not seen, as
+PyTorch's autograd does not see writes through ``.data``.
 
 Programs that write into their inputs. A compiled training step may compute a parameter's new
 value into the parameter's own array and bump its counter only after the call
@@ -43,6 +46,8 @@ from collections import OrderedDict
 
 import numpy as np
 
+from .conv_plan import charge
+
 __all__ = [
     "DEFAULT_BUDGET_BYTES",
     "available",
@@ -54,26 +59,30 @@ __all__ = [
     "paused",
     "product",
     "watch",
-    "watch_constant",
 ]
 
 # the packs' default bound: a few times the weights of the models a CPU runs at inference
 DEFAULT_BUDGET_BYTES = 256 * 2**20
 _MR = 8  # cmicro.py's rows per panel of A
 
+_local = threading.local()  # this thread's packed rows of A (`_rows`)
 _lock = threading.RLock()  # (re-entered by a weakref callback run while it is held)
 _watched: dict = {}  # id(array) -> (weakref to it, its version counter: a one-element list)
 _packs: OrderedDict = OrderedDict()  # key -> _Pack, least recently used first
 _held = [0]  # bytes of the packs
 _paused = [0]  # programs now writing into their inputs (see the module docstring)
-_CONSTANT = (0,)  # the counter of an array nothing writes
+_CONSTANT = (0,)  # the counter of a pack made for one use (`pack` called directly)
 
 
 class _Pack:
-    __slots__ = ("bp", "ref", "version", "counter", "k", "n", "nbytes")
+    """One weight's panels: ``bp`` (at address ``at``), packed from a (k x n) operand of
+    ``dtype`` viewing the array ``ref()`` when its ``counter`` read ``version``."""
 
-    def __init__(self, bp, ref, counter, version, k, n):
+    __slots__ = ("bp", "at", "dtype", "ref", "version", "counter", "k", "n", "nbytes", "run")
+
+    def __init__(self, bp, ref, counter, version, k, n, run):
         self.bp, self.ref, self.counter, self.version = bp, ref, counter, version
+        self.at, self.dtype, self.run = bp.ctypes.data, bp.dtype, run
         self.k, self.n, self.nbytes = k, n, bp.nbytes
 
 
@@ -103,11 +112,6 @@ def watch(array: np.ndarray, counter) -> None:
                 _held[0] -= _packs.pop(pack_key).nbytes
 
     _watched[key] = (weakref.ref(array, forget), counter)
-
-
-def watch_constant(array: np.ndarray) -> None:
-    """`watch` an array that is never written (a graph's constant)."""
-    watch(array, _CONSTANT)
 
 
 def held_bytes() -> int:
@@ -195,9 +199,25 @@ def lookup(b: np.ndarray):
 
 
 def _charge(key, entry) -> None:
-    from .conv_plan import charge
-
     charge(("prepack", key), entry.nbytes, _held_now)
+
+
+def _rows_held(key) -> bool:
+    rows = getattr(_local, "rows", None)
+    return rows is not None and rows.nbytes == key[1]
+
+
+def _rows(values: int, dtype) -> int:
+    """The address of this thread's buffer for the product's packed rows of A (kept between
+    calls, grown as needed: a fresh one per call costs page faults), charged to the running
+    program like the kernels' other scratch (kernels/conv_plan.py)."""
+    rows = getattr(_local, "rows", None)
+    nbytes = values * dtype.itemsize
+    if rows is None or rows.nbytes < nbytes:
+        rows = _local.rows = np.empty(-(-nbytes // 4096) * 4096, np.uint8)
+        _local.rows_at = rows.ctypes.data
+    charge(("prepack rows", rows.nbytes), rows.nbytes, _rows_held)
+    return _local.rows_at
 
 
 def _aligned(count: int, dtype) -> np.ndarray:
@@ -250,17 +270,15 @@ def pack(b: np.ndarray, ref=None, counter=_CONSTANT) -> _Pack | None:
     bp = _aligned(-(-n // nr) * k * nr, b.dtype)
     sp, sj = (s // b.itemsize for s in b.strides)
     functions[0](b.ctypes.data, k, n, sp, sj, bp.ctypes.data)
-    return _Pack(bp, ref or (lambda: None), counter, version, k, n)
+    return _Pack(bp, ref or (lambda: None), counter, version, k, n, functions[1:])
 
 
 def product(a: np.ndarray, entry: _Pack, out: np.ndarray | None, *, threaded: bool):
     """``a @ b`` for the ``b`` whose pack is ``entry``: ``a`` (m x k) with unit stride along
     its rows, written into ``out`` (C-contiguous m x n) or a new array; None where the layouts
     do not fit."""
-    from .conv_plan import scratch
-
     m, k = a.shape
-    if k != entry.k or m == 0 or a.dtype != entry.bp.dtype:
+    if k != entry.k or m == 0 or a.dtype != entry.dtype:
         return None
     if a.strides != (k * a.itemsize, a.itemsize):
         if a.strides[-1] != a.itemsize:
@@ -276,8 +294,7 @@ def product(a: np.ndarray, entry: _Pack, out: np.ndarray | None, *, threaded: bo
         or np.may_share_memory(out, a)
     ):
         return None
-    _, run, pool = _functions(np.dtype(a.dtype))
-    ap = scratch("prepack rows", (-(-m // _MR) * _MR * k,), a.dtype)
-    run(a.ctypes.data, m, k, n, entry.bp.ctypes.data, out.ctypes.data, ap.ctypes.data,
-        pool if threaded else None)  # fmt: skip
+    run, pool = entry.run
+    ap = _rows(-(-m // _MR) * _MR * k, entry.dtype)
+    run(a.ctypes.data, m, k, n, entry.at, out.ctypes.data, ap, pool if threaded else None)
     return out
