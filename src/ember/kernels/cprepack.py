@@ -4,8 +4,8 @@ panels were packed.
 ember's own GEMM (kernels/cgemm.py) packs all of its right operand into the micro-kernel's
 panels at every call; for a linear layer at inference (tens of rows: a batch of one through a
 transformer, a small batch through an MLP) that packing costs a large share of the product.
-Here a weight's panels (kernels/crnn.py's packed product: panels of NR columns, each k x NR)
-are packed once and reused for as long as the weight is unchanged.
+Here a weight's panels (kernels/crnn.py's packing: panels of NR columns, each k x NR) are
+packed once and reused for as long as the weight is unchanged.
 
 Which arrays. Only arrays `watch`ed with a version counter (nn.Parameter watches its data with
 the tensor's counter, which every in-place update through ember bumps: ops, optimizers,
@@ -229,22 +229,84 @@ def _aligned(count: int, dtype) -> np.ndarray:
     return raw[start : start + count]
 
 
-@functools.cache
-def _functions(dtype: np.dtype):
-    """(pack, product, the pool) for ``dtype``: kernels/crnn.py's packed product, or None (no
-    compiler, another dtype)."""
-    from . import ccompile, cpool
+# The product on a pack: kernels/crnn.py's packing and its kernels (the micro-kernel on full
+# panels of MR rows, `few_panel` for a block of up to FEW rows), with the rows past the last
+# full panel of MR run by `few_panel` instead of padded to MR: 65 rows (a ViT's tokens at batch
+# one) are eight full panels and one row, not nine panels of which seven rows are zeros.
+_PRODUCT = r"""
+struct prepacked { const T *ap, *a; long m, full, k, n; const T *bp; T *c; };
+
+static void prepacked_panels(void *job, long lo, long hi) {
+  const struct prepacked *j = job;
+  long k = j->k, mp = j->full / MR;
+  T *tiles = tiles_of((size_t)(mp > 0 ? mp : 1) * MR * NR * sizeof(T));
+  for (long jp = lo; jp < hi; jp++) {
+    long j0 = jp * NR, nr = j->n - j0 < NR ? j->n - j0 : NR;
+    const T *b = j->bp + jp * k * NR;
+    if (mp > 0) {
+      for (long p0 = 0; p0 < k; p0 += KC) {
+        long kc = k - p0 < KC ? k - p0 : KC;
+        for (long ip = 0; ip < mp; ip++)
+          micro(kc, j->ap + ip * MR * k + p0 * MR, b + p0 * NR, tiles + ip * MR * NR, p0 == 0);
+      }
+      for (long i = 0; i < j->full; i++)
+        memcpy(j->c + i * j->n + j0, tiles + (i / MR) * MR * NR + (i % MR) * NR,
+               nr * sizeof(T));
+    }
+    for (long i0 = j->full; i0 < j->m; i0 += FEW) {
+      const T *a = j->a + i0 * k;
+      T *c = j->c + i0 * j->n + j0;
+      /* the row count a compile-time constant in each case, so the sums live in registers */
+      switch (j->m - i0 < FEW ? j->m - i0 : FEW) {
+        case 1: few_panel(1, a, k, b, c, j->n, nr); break;
+        case 2: few_panel(2, a, k, b, c, j->n, nr); break;
+        case 3: few_panel(3, a, k, b, c, j->n, nr); break;
+        default: few_panel(4, a, k, b, c, j->n, nr); break;
+      }
+    }
+  }
+}
+
+/* c (m x n, row-major) = a (m x k, row-major) @ b, b packed by ember_rnn_pack; ap holds the
+   full panels of MR rows of a, packed here; panels of b shared over the pool when given */
+void ember_prepacked_product(const T *a, long m, long k, long n, const T *bp, T *c, T *ap,
+                             ember_pool pool) {
+  long count = (n + NR - 1) / NR, full = m / MR * MR;
+  for (long i0 = 0; i0 < full; i0 += MR) {
+    T *to = ap + i0 * k;
+    const T *from = a + i0 * k;
+    for (long p = 0; p < k; p++)
+#pragma GCC unroll 8
+      for (long r = 0; r < MR; r++) to[p * MR + r] = from[r * k + p];
+  }
+  struct prepacked j = {ap, a, m, full, k, n, bp, c};
+  if (pool && count > 1) pool(prepacked_panels, &j, count, 1);
+  else prepacked_panels(&j, 0, count);
+}
+"""
+
+
+def source_text() -> str:
+    """The C source of the packing and the product (without ``T``: each dtype defines it)."""
     from .cmicro import MICRO
     from .crnn import _PACKED
+
+    return MICRO + _PACKED + _PRODUCT
+
+
+@functools.cache
+def _functions(dtype: np.dtype):
+    """(pack, product, the pool) for ``dtype``, or None (no compiler, another dtype)."""
+    from . import ccompile, cpool
 
     c_type = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}.get(dtype)
     if c_type is None or not ccompile.compiler_available():
         return None
-    source = f"#define T {c_type}\n" + MICRO + _PACKED
+    source = f"#define T {c_type}\n" + source_text()
     p, n = ctypes.c_void_p, ctypes.c_long
     try:
         pack = ccompile.load(source, "ember_rnn_pack", [p, n, n, n, n, p])
-        run = ccompile.load(source, "ember_rnn_product", [p, n, n, n, p, p, p, p])
+        run = ccompile.load(source, "ember_prepacked_product", [p, n, n, n, p, p, p, p])
     except ccompile.CompileError:
         return None
     return pack, run, cpool.parallel_for()
@@ -295,6 +357,6 @@ def product(a: np.ndarray, entry: _Pack, out: np.ndarray | None, *, threaded: bo
     ):
         return None
     run, pool = entry.run
-    ap = _rows(-(-m // _MR) * _MR * k, entry.dtype)
+    ap = _rows(max(1, m // _MR * _MR * k), entry.dtype)
     run(a.ctypes.data, m, k, n, entry.at, out.ctypes.data, ap, pool if threaded else None)
     return out

@@ -164,11 +164,12 @@ def machine_key() -> str:
         blas = ""
     from .cgemm_source import DISPATCH, OWN_GEMM
     from .cmicro import MICRO
-    from .crnn import _PACKED
+    from .cprepack import source_text
 
     flags = " ".join(getattr(ccompile, "DEFAULT_FLAGS", ()))
     # (the kernels' source too: a changed kernel is measured again)
-    source = hashlib.sha256((MICRO + OWN_GEMM + DISPATCH + _PACKED).encode()).hexdigest()[:16]
+    text = MICRO + OWN_GEMM + DISPATCH + source_text()
+    source = hashlib.sha256(text.encode()).hexdigest()[:16]
     return (
         f"{cpu_model()}|{cpu_count()}|numpy {np.__version__}|{blas}|{flags}|{source}"
         f"|v{FORMAT_VERSION}"
