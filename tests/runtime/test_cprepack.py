@@ -288,3 +288,17 @@ def test_the_measured_choice_decides_by_row_count(monkeypatch):
     assert cgemm._prepacked(f32, gemm_tune.PACK_ROWS)
     assert not cgemm._prepacked(f32, gemm_tune.PACK_ROWS + 1)
     assert not cgemm._prepacked(f64, 64)  # nothing measured for it
+
+
+@needs_kernel
+def test_a_programs_memory_plan_holds_its_packs(forced):
+    model = nn.Sequential(nn.Linear(64, 96), nn.ReLU(), nn.Linear(96, 80))
+    x = ember.randn(40, 64)
+    fn = ember.function(lambda t: model(t), executor="codegen")
+    with ember.no_grad():
+        fn(x)
+        fn(x)
+        plan = fn.compile(x).memory_plan
+    assert cprepack.held_bytes() >= model[0].weight.numpy().nbytes + model[2].weight.numpy().nbytes
+    assert plan.held["kernel scratch"] >= cprepack.held_bytes()
+    assert forced and all(forced)
