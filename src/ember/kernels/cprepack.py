@@ -4,8 +4,8 @@ panels were packed.
 ember's own GEMM (kernels/cgemm.py) packs all of its right operand into the micro-kernel's
 panels at every call; for a linear layer at inference (tens of rows: a batch of one through a
 transformer, a small batch through an MLP) that packing costs a large share of the product.
-Here a weight's panels (kernels/crnn.py's packing: panels of NR columns, each k x NR) are
-packed once and reused for as long as the weight is unchanged.
+Here a weight's panels (kernels/cpanels.py's packing, which the recurrent layers use too:
+panels of NR columns, each k x NR) are packed once and reused while the weight is unchanged.
 
 Which arrays. Only arrays `watch`ed with a version counter (nn.Parameter watches its data with
 the tensor's counter, which every in-place update through ember bumps: ops, optimizers,
@@ -229,7 +229,7 @@ def _aligned(count: int, dtype) -> np.ndarray:
     return raw[start : start + count]
 
 
-# The product on a pack: kernels/crnn.py's packing and its kernels (the micro-kernel on full
+# The product on a pack: kernels/cpanels.py's packing and its kernels (the micro-kernel on full
 # panels of MR rows, `few_panel` for a block of up to FEW rows), with the rows past the last
 # full panel of MR run by `few_panel` instead of padded to MR: 65 rows (a ViT's tokens at batch
 # one) are eight full panels and one row, not nine panels of which seven rows are zeros.
@@ -289,9 +289,9 @@ void ember_prepacked_product(const T *a, long m, long k, long n, const T *bp, T 
 def source_text() -> str:
     """The C source of the packing and the product (without ``T``: each dtype defines it)."""
     from .cmicro import MICRO
-    from .crnn import _PACKED
+    from .cpanels import PACKED
 
-    return MICRO + _PACKED + _PRODUCT
+    return MICRO + PACKED + _PRODUCT
 
 
 @functools.cache
