@@ -215,10 +215,31 @@ def test_a_replaced_parameter_array_is_watched_and_the_old_one_let_go(forced):
         layer(x)
         held = cprepack.held_bytes()
         assert held > 0
-        layer.weight.data = ember.randn(72, 64)
+        layer.weight.data = np.random.default_rng(0).standard_normal((72, 64), np.float32)
         _close(layer(x), _reference(layer, x), 64)
     gc.collect()
     assert cprepack.held_bytes() == held  # the old array's pack went with it
+    assert forced == [True, True]
+
+
+@needs_kernel
+def test_memory_another_tensor_writes_is_not_packed_and_copied_weights_are_seen(forced):
+    from ember import zoo
+
+    layer = nn.Linear(64, 72)
+    x = ember.randn(40, 64)
+    shared = ember.randn(72, 64)
+    with ember.no_grad():
+        layer.weight.data = shared  # (PyTorch's sharing: writes through either are seen)
+        _close(layer(x), _reference(layer, x), 64)
+        shared.mul_(3.0)
+        _close(layer(x), _reference(layer, x), 64)
+    assert forced == []  # never packed
+    other = nn.Linear(64, 72)
+    with ember.no_grad():
+        other(x)  # packed
+        zoo.copy_weights(layer, other)  # written through NumPy, the counter bumped
+        _close(other(x), _reference(layer, x), 64)
     assert forced == [True, True]
 
 
@@ -302,3 +323,19 @@ def test_a_programs_memory_plan_holds_its_packs(forced):
     assert cprepack.held_bytes() >= model[0].weight.numpy().nbytes + model[2].weight.numpy().nbytes
     assert plan.held["kernel scratch"] >= cprepack.held_bytes()
     assert forced and all(forced)
+
+
+@needs_kernel
+def test_an_array_two_counters_watch_is_never_packed(forced):
+    w = np.random.default_rng(0).standard_normal((80, 96)).astype(np.float32)
+    first, second = [0], [0]
+    cprepack.watch(w, first)
+    cprepack.watch(w, first)  # (the same counter again: still packed)
+    a = np.ones((48, 96), np.float32)
+    _check(cgemm.matmul(a, w.T), a, w.T)
+    assert forced == [True]
+    cprepack.watch(w, second)  # a second tensor over the same memory
+    w *= 2  # (a write only one of the counters would see)
+    first[0] += 1
+    _check(cgemm.matmul(a, w.T), a, w.T)
+    assert forced == [True]  # not packed again, nor read from the old pack

@@ -67,7 +67,8 @@ _MR = 8  # cmicro.py's rows per panel of A
 
 _local = threading.local()  # this thread's packed rows of A (`_rows`)
 _lock = threading.RLock()  # (re-entered by a weakref callback run while it is held)
-_watched: dict = {}  # id(array) -> (weakref to it, its version counter: a one-element list)
+# id(array) -> (weakref to it, its version counter: a one-element list, or None: never packed)
+_watched: dict = {}
 _packs: OrderedDict = OrderedDict()  # key -> _Pack, least recently used first
 _held = [0]  # bytes of the packs
 _paused = [0]  # programs now writing into their inputs (see the module docstring)
@@ -111,7 +112,13 @@ def watch(array: np.ndarray, counter) -> None:
             for pack_key in [p for p in _packs if p[0] == key and _packs[p].ref() is None]:
                 _held[0] -= _packs.pop(pack_key).nbytes
 
-    _watched[key] = (weakref.ref(array, forget), counter)
+    with _lock:
+        entry = _watched.get(key)
+        if entry is not None and entry[0]() is array and entry[1] is not counter:
+            # two tensors with counters of their own over one array: a write through either
+            # may leave the other's counter standing, so the array is never packed
+            counter = None
+        _watched[key] = (weakref.ref(array, forget), counter)
 
 
 def held_bytes() -> int:
@@ -150,7 +157,7 @@ def _owner(b: np.ndarray):
         entry = _watched.get(id(x))
         if entry is not None:
             ref, counter = entry
-            if ref() is x:
+            if ref() is x and counter is not None:
                 return x, ref, counter
             return None
         x = x.base
@@ -176,7 +183,10 @@ def lookup(b: np.ndarray):
     key = (id(owner), b.ctypes.data, b.shape, b.strides, b.dtype.char)
     entry = _packs.get(key)
     if entry is not None and entry.ref() is owner and entry.version == counter[0]:
-        _packs.move_to_end(key)  # (a race with another thread only reorders the LRU)
+        try:
+            _packs.move_to_end(key)
+        except KeyError:  # (dropped by another thread meanwhile: still good for this call)
+            return entry
         _charge(key, entry)
         return entry
     entry = pack(b, ref, counter)

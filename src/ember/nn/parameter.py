@@ -46,7 +46,10 @@ class Parameter(Tensor):
     @Tensor.data.setter
     def data(self, value) -> None:
         Tensor.data.fset(self, value)
-        cprepack.watch(self._data, self._vc)
+        # (memory another tensor writes with its own counter is not watched: its writes would
+        # leave this one's standing)
+        if not isinstance(value, Tensor) or value._vc is self._vc:
+            cprepack.watch(self._data, self._vc)
 
     def __repr__(self) -> str:
         return "Parameter containing:\n" + super().__repr__()
