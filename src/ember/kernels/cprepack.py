@@ -244,6 +244,33 @@ def _aligned(count: int, dtype) -> np.ndarray:
 # full panel of MR run by `few_panel` instead of padded to MR: 65 rows (a ViT's tokens at batch
 # one) are eight full panels and one row, not nine panels of which seven rows are zeros.
 _PRODUCT = r"""
+/* `micro` on the first two vectors of a panel's NR columns (b and acc keep NR's stride): a last
+   panel of at most two vectors of columns (128 float32 columns are panels of 48, 48 and 32:
+   the last one computed as 32, not 48) */
+static void micro_two(long kc, const T *restrict a, const T *restrict b, T *restrict acc,
+                      int first) {
+  vec c[MR][2];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; i++)
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; v++) c[i][v] = first ? (vec){0} : *(vec *)(acc + i * NR + v * VL);
+  for (long p = 0; p < kc; p++) {
+    vec b0 = *(const vec *)b, b1 = *(const vec *)(b + VL);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++) {
+      T s = a[i];
+      c[i][0] += s * b0;
+      c[i][1] += s * b1;
+    }
+    a += MR;
+    b += NR;
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; i++)
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; v++) *(vec *)(acc + i * NR + v * VL) = c[i][v];
+}
+
 struct prepacked { const T *ap, *a; long m, full, k, n; const T *bp; T *c; };
 
 static void prepacked_panels(void *job, long lo, long hi) {
@@ -256,8 +283,11 @@ static void prepacked_panels(void *job, long lo, long hi) {
     if (mp > 0) {
       for (long p0 = 0; p0 < k; p0 += KC) {
         long kc = k - p0 < KC ? k - p0 : KC;
-        for (long ip = 0; ip < mp; ip++)
-          micro(kc, j->ap + ip * MR * k + p0 * MR, b + p0 * NR, tiles + ip * MR * NR, p0 == 0);
+        for (long ip = 0; ip < mp; ip++) {
+          const T *ai = j->ap + ip * MR * k + p0 * MR;
+          if (nr <= 2 * VL) micro_two(kc, ai, b + p0 * NR, tiles + ip * MR * NR, p0 == 0);
+          else micro(kc, ai, b + p0 * NR, tiles + ip * MR * NR, p0 == 0);
+        }
       }
       for (long i = 0; i < j->full; i++)
         memcpy(j->c + i * j->n + j0, tiles + (i / MR) * MR * NR + (i % MR) * NR,
