@@ -1,16 +1,19 @@
 """The C source of products by a matrix packed once into the micro-kernel's panels
-(kernels/cmicro.py), shared by the recurrent layers' steps (kernels/crnn.py) and the packed
-weights of linear layers (kernels/cprepack.py). The includer defines ``T`` and puts
-`cmicro.MICRO` first. It imports nothing, so that both may include it without an import cycle.
+(kernels/cmicro.py) that kernels/cprepack.py runs: the packing (panels of NR columns, each
+k x NR, zero past the last column), the few-rows kernel (`few_panel`: each panel read once per
+block of up to FEW rows) and the panels' product. Written for the recurrent layers' steps
+(kernels/crnn.py's packed product, from which it was taken); a module of its own, importing
+nothing, so that the GEMM's modules (cgemm, gemm_tune, cprepack) include it without importing
+the recurrent kernels, which import the GEMM. The includer defines ``T`` and puts
+`cmicro.MICRO` first.
 """
 
 __all__ = ["PACKED"]
 
-# The recurrent product h @ W with W packed once per layer: ember's GEMM (kernels/cgemm.py)
-# packs its right operand at every call, which for a batch of rows times a weight matrix costs
-# about as much as the multiply-adds; here W's panels of NR columns are packed once (each panel
-# k x NR, contiguous) and every step packs only h (a few rows) and runs the shared micro-kernel
-# (kernels/cmicro.py), panels shared over ember's pool where the product is large.
+# ember's GEMM (kernels/cgemm.py) packs its right operand at every call, which for a few rows
+# times a weight matrix costs about as much as the multiply-adds; here the weight's panels of NR
+# columns are packed once (each panel k x NR, contiguous) and every product packs only its rows
+# and runs the shared micro-kernel, panels shared over ember's pool where the product is large.
 PACKED = r"""
 #include <stdlib.h>
 #include <string.h>
