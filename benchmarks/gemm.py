@@ -1,6 +1,10 @@
 """Matrix products of the zoo's transformer models: ember's `kernels/cgemm.gemm` against
 ``torch.matmul`` and ``np.matmul``, interleaved in one process (medians of many rounds), at 1
-and 2 threads. ``python benchmarks/gemm.py [--threads 1,2] [--rounds N]``."""
+and 2 threads. ``python benchmarks/gemm.py [--threads 1,2] [--rounds N]``.
+
+The ``linear`` rows are a layer's product at inference, x @ W^T: their weight is watched as a
+module's parameter's is (kernels/cprepack.py, where it exists), so ember may run it on panels
+packed once (``EMBER_PREPACK=0`` measures it without)."""
 
 from __future__ import annotations
 
@@ -33,7 +37,35 @@ def shapes():
     for batch in (1, 8):
         out.append((f"linear b{batch} 256->768 W^T", f(batch, 256), f(768, 256).T))
         out.append((f"linear b{batch} 1024->256 W^T", f(batch, 1024), f(256, 1024).T))
+    # the zoo's products at inference: ViT at batch 1 (65 tokens of width 128, MLP 256),
+    # GPT / TransformerEncoderLayer at batch 1 (128 tokens of width 256, MLP 1024), and rows
+    # between (an MLP at batch 48, 96)
+    for m, k, n in (
+        (65, 128, 384),
+        (65, 128, 128),
+        (65, 128, 256),
+        (65, 256, 128),
+        (128, 256, 768),
+        (128, 256, 256),
+        (128, 256, 1024),
+        (128, 1024, 256),
+        (48, 512, 512),
+        (96, 512, 512),
+    ):
+        out.append((f"linear {m} {k}->{n} W^T", f(m, k), f(n, k).T))
     return out
+
+
+def _watch_weights(cases) -> None:
+    """Watch each linear row's weight as nn.Parameter watches its data (if this ember packs
+    weights)."""
+    try:
+        from ember.kernels import cprepack
+    except ImportError:
+        return
+    for name, _, b in cases:
+        if name.startswith("linear"):
+            cprepack.watch(b.base, [0])
 
 
 def median_time(fn, reps, clock=time.perf_counter):
@@ -66,7 +98,9 @@ def main():
             f"\n threads={threads}   {'product':34s} {'ember us':>9s} {'torch us':>9s}"
             f" {'numpy us':>9s} {'e/torch':>8s}"
         )
-        for name, a, b in shapes():
+        cases = shapes()
+        _watch_weights(cases)
+        for name, a, b in cases:
             if args.filter and args.filter not in name:
                 continue
             ta, tb = torch.from_numpy(a) if a.flags.c_contiguous else torch.from_numpy(a.T).T, None

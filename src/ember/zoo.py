@@ -384,6 +384,9 @@ def copy_weights(source, target) -> None:
         if not array.flags.writeable:
             raise ValueError(f"copy_weights: the target's {key!r} gives no writable storage")
         np.copyto(array, src[key], casting="unsafe")
+        counter = getattr(value, "_vc", None)  # an ember tensor's version counter
+        if isinstance(counter, list):
+            counter[0] += 1  # (written behind its back: products by packed panels must see it)
 
 
 def _numpy(value) -> np.ndarray:

@@ -319,5 +319,28 @@ def test_a_run_on_one_thread_shares_each_step_over_the_pool(monkeypatch):
     one = cgraph.CGraphProgram(graph, steps, None, 1)(*arrays)
     two = cgraph.CGraphProgram(graph, cgraph.c_steps(graph), None, 2)(*arrays)
     _same(one, two)
-    linear = next(s for s in steps if s.args.size == 16)
+    linear = next(s for s in steps if s.args.size == 19)
     assert linear.args[12] != 0 and linear.args[11] != 0  # the pool, and the few-rows kernel
+
+
+@pytest.mark.parametrize("kernel", ["skinny", "own", "blas"])
+def test_a_linear_step_runs_the_kernel_measured_for_its_rows(kernel, monkeypatch):
+    """The C step of a product of few rows runs what `cgemm.matmul` would: the few-rows
+    kernel, ember's own GEMM or the BLAS's (whose address it then holds), equal to the
+    interpreter whichever it is."""
+    from ember.kernels import cgemm, gemm_tune
+
+    if kernel == "blas" and cgemm._functions(np.dtype(np.float32))[1] is None:
+        pytest.skip("NumPy's BLAS is not an OpenBLAS ember can call")
+    monkeypatch.delenv("EMBER_GEMM", raising=False)
+    code = {"skinny": gemm_tune.SKINNY, "own": gemm_tune.OWN, "blas": gemm_tune.BLAS}[kernel]
+    few = dict.fromkeys(gemm_tune.DTYPES, (code,) * len(gemm_tune._FEW_ROWS))
+    tuning = gemm_tune.GemmTuning("test", 1e9, 1e10, 1e10, {}, few)
+    monkeypatch.setattr(cgemm, "tuning", lambda: tuning)
+    args = _tensors([(40, 96), (80, 96), (80,)], 9)
+    graph = _graph(lambda x, w, b: F.relu(F.linear(x, w, b)), args)
+    steps = cgraph.c_steps(graph)
+    linear = next(s for s in steps if s.args.size == 19)
+    assert (linear.args[11] != 0) == (kernel == "skinny")
+    assert (linear.args[16] != 0) == (kernel == "blas")
+    _check_close(graph, args, 1e-5)

@@ -25,18 +25,24 @@ def cache(tmp_path, monkeypatch):
     return tmp_path
 
 
-def _fake(wake_s=1e-5, few=(SKINNY, SKINNY, BLAS, OWN, OWN, OWN)):
+_ROWS = gemm_tune._FEW_ROWS  # (1, 2, 4, 8, 16, 32, 48, 64, 96, 128)
+_PACKED = (0, 0, 0, 0, 1, 0, 1, 1, 1, 1)
+
+
+def _fake(wake_s=1e-5, few=(SKINNY, SKINNY, BLAS, OWN, OWN, OWN, OWN, BLAS, OWN, OWN)):
     rows = ((524288, 2e-5, 1e-5), (4194304, 1e-4, 2e-4), (33554432, 1e-3, 1e-3))
     return gemm_tune.GemmTuning(
         gemm_tune.machine_key(), wake_s, 1e11, 3e10, dict.fromkeys(gemm_tune.DTYPES, rows),
-        dict.fromkeys(gemm_tune.DTYPES, few),
+        dict.fromkeys(gemm_tune.DTYPES, few), dict.fromkeys(gemm_tune.DTYPES, _PACKED),
     )  # fmt: skip
 
 
 def test_measures_once_then_reads_the_cache(cache, monkeypatch):
     first = gemm_tune.calibrate()
     assert gemm_tune.calibration_path().is_file()
-    assert set(first.products) == set(first.few) and "float32" in first.products
+    assert set(first.products) == set(first.few) == set(first.packed)
+    assert "float32" in first.products
+    assert all(len(v) == len(_ROWS) for v in (*first.few.values(), *first.packed.values()))
     assert first.wake_s >= 0 and first.flops_per_s > 0 and first.bytes_per_s > 0
     assert 0 <= first.skinny_rows("float32") <= 32
 
@@ -69,6 +75,7 @@ def _damaged():
     yield json.dumps({**_valid(), "format": 999})
     yield json.dumps({**_valid(), "extra": 1})
     yield json.dumps({k: v for k, v in _valid().items() if k != "few"})
+    yield json.dumps({k: v for k, v in _valid().items() if k != "packed"})
     yield json.dumps({**_valid(), "wake_s": -1.0})
     yield json.dumps({**_valid(), "wake_s": "0.001"})
     yield json.dumps({**_valid(), "flops_per_s": 0})
@@ -76,14 +83,24 @@ def _damaged():
     yield json.dumps(_valid()).replace('"wake_s": 1e-05', '"wake_s": NaN')
     yield json.dumps(_valid()).replace('"flops_per_s": 100000000000.0', '"flops_per_s": Infinity')
     bad_code = _valid()
-    bad_code["few"]["float32"] = [0, 0, 7, 1, 1, 1]
+    bad_code["few"]["float32"][2] = 7
     yield json.dumps(bad_code)
     bool_code = _valid()
-    bool_code["few"]["float32"] = [True, 0, 0, 1, 1, 1]
+    bool_code["few"]["float32"][0] = True
     yield json.dumps(bool_code)
     short = _valid()
     short["few"]["float64"] = [0, 0]
     yield json.dumps(short)
+    old = _valid()  # a version-1 table: row counts to 32 only
+    old["few"]["float32"] = old["few"]["float32"][:6]
+    yield json.dumps(old)
+    for flags in ([0] * 6, [2] * len(_ROWS), [0.0] * len(_ROWS), [False] * len(_ROWS), "1"):
+        packed = _valid()
+        packed["packed"]["float32"] = flags
+        yield json.dumps(packed)
+    missing = _valid()
+    del missing["packed"]["float64"]
+    yield json.dumps(missing)
     falling = _valid()
     falling["products"]["float32"] = falling["products"]["float32"][::-1]
     yield json.dumps(falling)
@@ -122,7 +139,14 @@ def test_choices_follow_the_measured_table():
     assert tuning.few_rows("float32", 1) == SKINNY
     assert tuning.few_rows("float32", 3) == BLAS  # rounds up to the 4 rows measured
     assert tuning.few_rows("float32", 32) == OWN
-    assert tuning.few_rows("float32", 33) is None
+    assert tuning.few_rows("float32", 33) == OWN  # rounds up to the 48 rows measured
+    assert tuning.few_rows("float32", 64) == BLAS
+    assert tuning.few_rows("float32", 128) == OWN
+    assert tuning.few_rows("float32", 129) is None
+    assert not tuning.prepacked("float32", 8) and tuning.prepacked("float32", 9)
+    assert not tuning.prepacked("float32", 17) and tuning.prepacked("float32", 33)
+    assert tuning.prepacked("float64", 128) and not tuning.prepacked("float64", 129)
+    assert not tuning.prepacked("int32", 64)
     assert tuning.skinny_rows("float32") == 2
     assert tuning.skinny_rows("int32") == 0
     # sharing pays from wake_s * p / (p - 1) seconds of work
@@ -154,7 +178,7 @@ def test_every_choice_for_few_rows_equals_numpy(dtype, kernel, threads, monkeypa
     if kernel == BLAS and cgemm._functions(np.dtype(dtype))[1] is None:
         pytest.skip("NumPy's BLAS is not an OpenBLAS ember can call")
     monkeypatch.delenv("EMBER_GEMM", raising=False)
-    tuning = _fake(wake_s=0.0 if threads == 2 else 1e9, few=(kernel,) * 6)
+    tuning = _fake(wake_s=0.0 if threads == 2 else 1e9, few=(kernel,) * len(_ROWS))
     monkeypatch.setattr(cgemm, "tuning", lambda: tuning)
     monkeypatch.setattr(cgemm, "BLAS_ONE_THREAD", 0)
     used = []
@@ -170,7 +194,7 @@ def test_every_choice_for_few_rows_equals_numpy(dtype, kernel, threads, monkeypa
     before = cpool.get_num_threads()
     cpool.set_num_threads(threads)
     try:
-        for m in (1, 3, 8, 17, 32):
+        for m in (1, 3, 8, 17, 32, 33, 100):
             for k, n in ((5, 7), (300, 130), (64, 33)):
                 a = rng.standard_normal((m, k)).astype(dtype)
                 for b in (rng.standard_normal((k, n)), rng.standard_normal((n, k)).T):
@@ -185,7 +209,7 @@ def test_every_choice_for_few_rows_equals_numpy(dtype, kernel, threads, monkeypa
 def test_the_environment_overrides_the_measured_choice(choice, monkeypatch):
     if choice == "blas" and cgemm._functions(np.dtype(np.float32))[1] is None:
         pytest.skip("NumPy's BLAS is not an OpenBLAS ember can call")
-    tuning = _fake(few=(BLAS if choice == "own" else OWN,) * 6)
+    tuning = _fake(few=(BLAS if choice == "own" else OWN,) * len(_ROWS))
     monkeypatch.setattr(cgemm, "tuning", lambda: tuning)
     monkeypatch.setenv("EMBER_GEMM", choice)
     used = []

@@ -16,11 +16,13 @@ reads it through `memory_parts`, `memory_layout` and `fed_arrays`), ``.pass_stat
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 from ..errors import EmberError, ShapeError, TraceError
 from ..graph.printer import format_type
 from ..graph.tree import tensor_leaves, unflatten
+from ..kernels import cprepack
 from ..kernels.conv_plan import charged_to
 from ..plan.program import MemoryLayout, ProgramParts, plan_program, runner_held_bytes
 from ..runtime.codegen import compile_graph
@@ -63,6 +65,9 @@ class GraphFunction:
             self.pass_stats, self.remat = autograd.pass_stats, None
         self._n_args = sum(1 for f in call.feeds if isinstance(f, ArgFeed))
         self._writes_data = any(w.kind is WritebackKind.DATA for w in call.writebacks)
+        # a call that may compute parameters' new values into their arrays uses no packed
+        # weights (kernels/cprepack.py: their counters move only after the call)
+        self._pause = cprepack.paused() if self._writes_data else contextlib.nullcontext()
         self._graphs = None
         self._memory_plan = None
         self._state_guard = None  # (argument names, the state's key when traced): guard_state
@@ -226,7 +231,8 @@ class GraphFunction:
         """Run on the tensor arguments ``leaves`` (already checked) and apply the writebacks."""
         arrays = [feed.array(leaves) for feed in self.call.feeds]
         saved = None
-        with charged_to(self._scratch):  # the kernel scratch the call keeps is this program's
+        # (the kernel scratch the call keeps is this program's)
+        with charged_to(self._scratch), self._pause:
             if self.autograd is not None:
                 results, saved = self.autograd.run_forward(arrays)
             else:

@@ -38,6 +38,7 @@ from ..graph.ir import Graph
 from ..graph.printer import format_type
 from ..graph.symbolic_tensor import SymbolicTensor
 from ..graph.tree import flatten, unflatten
+from ..kernels import cprepack
 from ..ops import _registry as _reg
 from ..ops._data import to_array
 from ..optim.optimizer import HyperParameter
@@ -375,7 +376,9 @@ class Session:
             plan = self._plan(targets, updates)
             arrays = plan.arrays(feeds)
             fed = {id(a) for a in arrays}
-            results = plan.compiled(*arrays)
+            # (variables updated in place: no packed weights, kernels/cprepack.py)
+            with cprepack.paused() if updates else contextlib.nullcontext():
+                results = plan.compiled(*arrays)
         outs = iter(
             r if r.base is None and id(r) not in fed else np.array(r, copy=True)
             for r in results[: len(targets) - len(updates)]

@@ -19,12 +19,15 @@ whichever ran a product of the nearest size faster on this machine (kernels/gemm
 measures both once and caches the result; a BLAS build pinned to narrower kernels, or a CPU
 without 512-bit vectors, changes the answer). ``EMBER_GEMM=own`` or ``blas`` overrides.
 
-Few rows. A 2-d product of up to 32 rows (a batch of one, a small one, a decoder's token) runs
-the kernel measured fastest for its row count: `skinny`, with no packing at all (the blocked
-GEMM packs the whole of B per call, which for a few rows can cost more than the product), or
-either blocked GEMM. In `skinny` each result is a dot product of two contiguous rows where B
-is a linear layer's transposed weight, else rows of B scaled and summed; B's columns are shared
-over the pool where the time to read B pays for waking it.
+Few rows. A 2-d product of up to `gemm_tune.PACK_ROWS` rows (a batch of one, a small one, a
+decoder's token, a short sequence) by a weight whose panels were packed once
+(kernels/cprepack.py: a module's parameter) runs on that pack where that was measured
+faster for its row count; otherwise it runs the kernel measured fastest for its row count:
+`skinny`, with no packing at all (the blocked GEMM packs the whole of B per call, which for a
+few rows can cost more than the product), or either blocked GEMM. In `skinny` each result is
+a dot product of two contiguous rows where B is a linear layer's transposed weight, else rows of
+B scaled and summed; B's columns are shared over the pool where the time to read B pays for
+waking it.
 
 Results equal NumPy's to float rounding: either kernel orders a sum differently from NumPy's
 multi-threaded OpenBLAS.
@@ -39,7 +42,7 @@ import os
 
 import numpy as np
 
-from . import cpool, gemm_tune
+from . import cpool, cprepack, gemm_tune
 from .blas_layout import blas_layout
 from .cgemm_source import DISPATCH, OWN_GEMM
 
@@ -231,6 +234,13 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     functions = _functions(a.dtype)
     if functions is None:
         return None
+    if not batch and a.ndim == 2 and b.ndim == 2 and _prepacked(a.dtype, m):
+        entry = cprepack.lookup(b)
+        if entry is not None:
+            threaded = 2 * m * n * k >= split_flops()
+            done = cprepack.product(a, entry, out, threaded=threaded)
+            if done is not None:
+                return done
     blas = _use_blas(functions[1], a.dtype, 2 * m * n * k)
     if not batch and a.ndim == 2 and b.ndim == 2:
         kernel = tuning().few_rows(a.dtype.name, m)
@@ -243,6 +253,21 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
             blas = kernel == gemm_tune.BLAS and functions[1] is not None
     use_pool = 2 * m * n * k * count >= split_flops()
     return _blocked(functions, a, b, out, batch, blas=blas, threaded=use_pool)
+
+
+_NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
+
+
+def _prepacked(dtype, m: int) -> bool:
+    """Whether a product of ``m`` rows of ``dtype`` by a watched weight runs on its pack
+    (kernels/cprepack.py): ``EMBER_PREPACK=0|1`` decides, else the measured choice; never where
+    ``EMBER_GEMM=blas`` asks for the BLAS."""
+    if m > gemm_tune.PACK_ROWS or m < 1:
+        return False
+    choice = os.environ.get("EMBER_PREPACK", "")
+    if choice == "0" or os.environ.get("EMBER_GEMM", "") == "blas":
+        return False
+    return choice == "1" or tuning().prepacked(_NAMES.get(dtype, ""), m)
 
 
 def _blocked(functions, a, b, out, batch, *, blas: bool, threaded: bool) -> np.ndarray | None:

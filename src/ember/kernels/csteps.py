@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 
 import numpy as np
 
@@ -26,7 +27,8 @@ _SOURCE = r"""
    then ReLU (NaN and -0.0 stay, as np.maximum leaves them). Its columns are shared over the
    pool when one is given and free (a run on one thread); else this thread computes it all.
    args: x, w, bias (or 0), out, the dtype's ember_gemm, m, n, k, tb, ldb, relu, its
-   ember_skinny (or 0), the pool (or 0), the columns' alignment, the GEMM's split and count */
+   ember_skinny (or 0), the pool (or 0), the columns' alignment, the GEMM's split and count,
+   then the BLAS's gemm (or 0: ember's own), its set_local and whether that is process-wide */
 typedef void (*ember_gemm_fn)(void *, void *, int, int, int, int, long, long, long, const void *,
                               long, const void *, long, void *, long, long, long, long, long,
                               long, void *);
@@ -41,9 +43,9 @@ typedef void (*ember_skinny_fn)(int, long, long, long, const void *, long, const
       ((ember_skinny_fn)a[11])((int)a[8], m, n, k, (const void *)a[0], k, (const void *)a[1],  \
                                a[9], out, n, a[13], (void *)a[12]);                          \
     else                                                                                     \
-      ((ember_gemm_fn)a[4])(0, 0, 0, 0, (int)a[8], (int)a[14], m, n, k, (const void *)a[0], k, \
-                            (const void *)a[1], a[9], out, n, 0, 0, 0, a[15], a[13],         \
-                            (void *)a[12]);                                                  \
+      ((ember_gemm_fn)a[4])((void *)a[16], (void *)a[17], (int)a[18], 0, (int)a[8],         \
+                            (int)a[14], m, n, k, (const void *)a[0], k, (const void *)a[1],  \
+                            a[9], out, n, 0, 0, 0, a[15], a[13], (void *)a[12]);             \
     if (!bias && !relu) return;                                                              \
     for (long i = 0; i < m; i++)                                                             \
       for (long j = 0; j < n; j++) {                                                         \
@@ -157,6 +159,16 @@ def linear_step(x, w, bias, out, *, transposed: bool, relu: bool = False) -> CSt
     split, count = (2, n) if big else (0, 1)  # (the GEMM's blocks of columns, or one call)
     args = [0, 0, 0, 0, gemm, m, n, k, int(transposed), k if transposed else n, int(relu)]
     args += [function_address(functions[6]) if few else 0, pool or 0, align, split, count]
+    # the BLAS's gemm where `cgemm.matmul` would run it for this product (its choice for few
+    # rows, else the nearer size's), else ember's own (0)
+    kernel = cgemm.tuning().few_rows(dtype.name, m)
+    blas = cgemm._use_blas(functions[1], dtype, 2 * m * n * k)
+    if kernel is not None and os.environ.get("EMBER_GEMM", "") not in ("blas", "own"):
+        blas = kernel == cgemm.gemm_tune.BLAS and functions[1] is not None
+    if blas and not few:
+        args += [functions[1], functions[2] or 0, int(functions[3])]
+    else:
+        args += [0, 0, 0]
     step = library[2][dtype]
     slots = [(0, "in", 0), (1, "in", 1), (3, "out", 0)]
     slots += [(2, "in", 2)] if bias is not None else []

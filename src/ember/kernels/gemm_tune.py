@@ -9,10 +9,13 @@ hundred milliseconds on first use:
 - ``products``: per dtype, own and BLAS times (best of several, interleaved) of a few products
   from small batched ones (attention's heads) to a large one; a product takes whichever kernel
   ran the nearest size (in log FLOPs) faster.
-- ``few``: per dtype and row count from 1 to 32, the fastest of `skinny` (no packing), ember's
-  own blocked GEMM and the BLAS's on a linear layer's product, with and without a transposed
-  weight: few rows take that kernel (the own GEMM packs all of B per call, which can cost more
-  than the product).
+- ``few``: per dtype and row count from 1 to `PACK_ROWS`, the fastest of `skinny` (no packing),
+  ember's own blocked GEMM and the BLAS's on a linear layer's product, with and without a
+  transposed weight: few rows take that kernel (the own GEMM packs all of B per call, which can
+  cost more than the product).
+- ``packed``: per dtype and the same row counts, whether the product by a weight packed once
+  (kernels/cprepack.py; its packing not timed: it is paid once per weight) ran faster than that
+  fastest kernel: a product by a watched weight then runs on its pack.
 - ``wake_s``: what the pool's wake and join add to a product; ``flops_per_s`` (the large
   product's rate) and ``bytes_per_s`` (`skinny`'s rate reading a large B): sharing a product of
   time T over p threads pays where T (1 - 1/p) > wake_s, which gives the FLOPs and B sizes from
@@ -42,6 +45,7 @@ from .._files import write_atomic
 __all__ = [
     "BLAS",
     "OWN",
+    "PACK_ROWS",
     "SKINNY",
     "GemmTuning",
     "calibrate",
@@ -50,11 +54,14 @@ __all__ = [
     "measure",
 ]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: row counts up to PACK_ROWS, and ``packed``
 DTYPES = ("float32", "float64")
 # (M, K, N, batch) of the timed products: attention-sized batches up to a linear layer's size
 _PRODUCTS = ((64, 64, 64, 16), (128, 128, 128, 4), (256, 256, 256, 2))
-_FEW_ROWS = (1, 2, 4, 8, 16, 32)  # row counts of linear layers' products tried, rising
+# row counts of linear layers' products tried, rising (a batch of one to a transformer's few
+# dozen tokens)
+_FEW_ROWS = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128)
+PACK_ROWS = _FEW_ROWS[-1]
 SKINNY, OWN, BLAS = 0, 1, 2
 _SKINNY_K = _SKINNY_N = 512  # a linear layer's in and out features
 _STREAM = 1024  # B (square, this many rows) read by `skinny` for the memory rate
@@ -82,6 +89,8 @@ class GemmTuning:
     bytes_per_s: float
     products: dict  # dtype name -> ((flops of one matrix, own seconds, BLAS seconds), ...)
     few: dict  # dtype name -> the fastest kernel (SKINNY, OWN, BLAS) at each of _FEW_ROWS
+    # dtype name -> whether a packed weight's product beat that kernel (1) or not (0), each row
+    packed: dict = field(default_factory=dict)
     # (dtype, flops) -> `own_faster`'s answer: every product asks, and a model asks for few sizes
     _answers: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -122,7 +131,17 @@ class GemmTuning:
         codes = self.few.get(dtype)
         if not codes or m > _FEW_ROWS[-1]:
             return None
-        return codes[next(i for i, rows in enumerate(_FEW_ROWS) if rows >= m)]
+        at = next(i for i, rows in enumerate(_FEW_ROWS) if rows >= m)
+        return codes[at] if at < len(codes) else None  # (a table of fewer row counts: none)
+
+    def prepacked(self, dtype: str, m: int) -> bool:
+        """Whether a 2-d product of ``m`` rows by a weight packed once ran faster than the
+        fastest kernel that packs nothing ahead (the next row count measured at or above)."""
+        codes = self.packed.get(dtype)
+        if not codes or m > _FEW_ROWS[-1] or m < 1:
+            return False
+        at = next(i for i, rows in enumerate(_FEW_ROWS) if rows >= m)
+        return at < len(codes) and bool(codes[at])
 
     def skinny_rows(self, dtype: str) -> int:
         """The most rows up to which `skinny` ran fastest at every row count measured."""
@@ -145,10 +164,12 @@ def machine_key() -> str:
         blas = ""
     from .cgemm_source import DISPATCH, OWN_GEMM
     from .cmicro import MICRO
+    from .cprepack import source_text
 
     flags = " ".join(getattr(ccompile, "DEFAULT_FLAGS", ()))
     # (the kernels' source too: a changed kernel is measured again)
-    source = hashlib.sha256((MICRO + OWN_GEMM + DISPATCH).encode()).hexdigest()[:16]
+    text = MICRO + OWN_GEMM + DISPATCH + source_text()
+    source = hashlib.sha256(text.encode()).hexdigest()[:16]
     return (
         f"{cpu_model()}|{cpu_count()}|numpy {np.__version__}|{blas}|{flags}|{source}"
         f"|v{FORMAT_VERSION}"
@@ -199,9 +220,12 @@ def _measure_dtype(functions, dtype, rng):
     _, own_large, blas_large = rows[-1]
     rate = rows[-1][0] / min(own_large, blas_large)
 
+    from . import cprepack
+
     weight = rng.standard_normal((_SKINNY_N, _SKINNY_K)).astype(dtype)
     plain = np.ascontiguousarray(weight.T)
-    codes = []
+    pack = cprepack.pack(weight.T)  # (the same panels from either form)
+    codes, packed = [], []
     for m in _FEW_ROWS:
         a = rng.standard_normal((m, _SKINNY_K)).astype(dtype)
         fns = []
@@ -214,14 +238,18 @@ def _measure_dtype(functions, dtype, rng):
                 fns.append(
                     lambda a=a, b=b: _blocked(functions, a, b, None, (), blas=True, threaded=False)
                 )
-        times = _best(fns, 5)
         width = len(fns) // 2
+        if pack is not None:
+            fns.append(lambda a=a: cprepack.product(a, pack, None, threaded=False))
+        times = _best(fns, 5)
         total = [times[i] + times[i + width] for i in range(width)]
         codes.append(min(range(width), key=total.__getitem__))  # SKINNY, OWN, BLAS in order
+        # (the packed product runs both forms alike: its panels are the same)
+        packed.append(int(pack is not None and 2 * times[-1] < min(total)))
     big = rng.standard_normal((_STREAM, _STREAM)).astype(dtype)
     row = rng.standard_normal((1, _STREAM)).astype(dtype)
     stream = _best([lambda: _skinny(functions, row, big, None, threaded=False)], 5)[0]
-    return tuple(rows), tuple(codes), rate, big.nbytes / stream
+    return tuple(rows), tuple(codes), tuple(packed), rate, big.nbytes / stream
 
 
 def _measure_wake(functions) -> float:
@@ -262,7 +290,7 @@ def measure() -> GemmTuning | None:
         return None
     _functions = _kernels[0]
     rng = np.random.default_rng(0)
-    products, few = {}, {}
+    products, few, packed = {}, {}, {}
     rate = stream = None
     first = None
     for name in DTYPES:
@@ -270,13 +298,14 @@ def measure() -> GemmTuning | None:
         if functions is None:
             continue
         first = first or functions
-        rows, codes, r, s = _measure_dtype(functions, np.dtype(name), rng)
-        products[name], few[name] = rows, codes
+        rows, codes, wins, r, s = _measure_dtype(functions, np.dtype(name), rng)
+        products[name], few[name], packed[name] = rows, codes, wins
         if rate is None:  # float32's rates: the dtype most products run in
             rate, stream = r, s
     if first is None:
         return None
-    return GemmTuning(machine_key(), _measure_wake(first), rate, stream, products, few)
+    wake = _measure_wake(first)
+    return GemmTuning(machine_key(), wake, rate, stream, products, few, packed)
 
 
 # --------------------------------------------------------------------------------- cache
@@ -327,6 +356,7 @@ def _to_json(tuning: GemmTuning) -> dict:
         "bytes_per_s": tuning.bytes_per_s,
         "products": {k: [list(r) for r in v] for k, v in tuning.products.items()},
         "few": {k: list(v) for k, v in tuning.few.items()},
+        "packed": {k: list(v) for k, v in tuning.packed.items()},
     }
 
 
@@ -343,6 +373,7 @@ def _read(path) -> GemmTuning | None:
     except (OSError, ValueError, RecursionError):
         return None
     keys = {"format", "machine", "wake_s", "flops_per_s", "bytes_per_s", "products", "few"}
+    keys.add("packed")
     if not isinstance(data, dict) or set(data) != keys:
         return None
     if data["format"] != FORMAT_VERSION or data["machine"] != machine_key():
@@ -351,12 +382,12 @@ def _read(path) -> GemmTuning | None:
         return None
     if not (_number(data["flops_per_s"]) and _number(data["bytes_per_s"])):
         return None
-    products, few = data["products"], data["few"]
-    if not (isinstance(products, dict) and isinstance(few, dict)):
+    products, few, packed = data["products"], data["few"], data["packed"]
+    if not all(isinstance(x, dict) for x in (products, few, packed)):
         return None
-    if set(products) != set(few) or not set(products) <= set(DTYPES):
+    if not set(products) == set(few) == set(packed) or not set(products) <= set(DTYPES):
         return None
-    checked, codes = {}, {}
+    checked, codes, wins = {}, {}, {}
     for name, rows in products.items():
         if not isinstance(rows, list) or len(rows) != len(_PRODUCTS):
             return None
@@ -372,7 +403,13 @@ def _read(path) -> GemmTuning | None:
         if not all(type(code) is int and code in (SKINNY, OWN, BLAS) for code in kernels):
             return None
         codes[name] = tuple(kernels)
+        flags = packed[name]
+        if not (isinstance(flags, list) and len(flags) == len(_FEW_ROWS)):
+            return None
+        if not all(type(flag) is int and flag in (0, 1) for flag in flags):
+            return None
+        wins[name] = tuple(flags)
     return GemmTuning(
         data["machine"], data["wake_s"], data["flops_per_s"], data["bytes_per_s"], checked,
-        codes,
+        codes, wins,
     )  # fmt: skip

@@ -5,6 +5,9 @@ A Parameter is a leaf Tensor subclass with ``requires_grad=True`` by default. Bu
 it shares that tensor's memory and version counter, as ``torch.nn.Parameter`` shares storage.
 Every op returns a plain `Tensor` (eager mode wraps kernel outputs with ``Tensor._wrap``), so only
 objects created here are Parameters.
+
+A Parameter's array is watched with its version counter (kernels/cprepack.py), so products by it
+may reuse its packed panels until an update through ember bumps the counter.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import numpy as np
 
 from ..dtypes import DType, as_dtype, get_default_dtype
 from ..errors import EmberError, ShapeError
+from ..kernels import cprepack
 from ..ops._data import to_array
 from ..tensor import Tensor
 
@@ -35,8 +39,17 @@ class Parameter(Tensor):
         super().__init__(arr)
         if counter is not None:
             self._vc = counter
+        cprepack.watch(self._data, self._vc)
         if requires_grad:
             self.requires_grad_(True)
+
+    @Tensor.data.setter
+    def data(self, value) -> None:
+        Tensor.data.fset(self, value)
+        # (memory another tensor writes with its own counter is not watched: its writes would
+        # leave this one's standing)
+        if not isinstance(value, Tensor) or value._vc is self._vc:
+            cprepack.watch(self._data, self._vc)
 
     def __repr__(self) -> str:
         return "Parameter containing:\n" + super().__repr__()
