@@ -17,6 +17,7 @@ reads it through `memory_parts`, `memory_layout` and `fed_arrays`), ``.pass_stat
 from __future__ import annotations
 
 import functools
+from operator import attrgetter
 
 from ..errors import EmberError, ShapeError, TraceError
 from ..graph.printer import format_type
@@ -35,6 +36,8 @@ from .signature import CallKey, explain
 from .state import WritebackKind, apply_writebacks, grad_signature, state_signature
 
 __all__ = ["GraphFunction"]
+
+_DATA = attrgetter("_data")
 
 
 class GraphFunction:
@@ -62,6 +65,13 @@ class GraphFunction:
             self.graph, self._program = call.graph, None
             self.pass_stats, self.remat = autograd.pass_stats, None
         self._n_args = sum(1 for f in call.feeds if isinstance(f, ArgFeed))
+        # where each input's array comes from when every feed is an argument's or a captured
+        # tensor's (a forward pass): the tensor whose data it is (None: an argument, taken
+        # from the position ``_feed_args`` gives), read by one map over them per call
+        self._feed_sources = self._feed_args = None
+        if all(type(f) in (ArgFeed, TensorFeed) for f in call.feeds):
+            self._feed_sources = [f.tensor if type(f) is TensorFeed else None for f in call.feeds]
+            self._feed_args = [(i, f.index) for i, f in enumerate(call.feeds) if type(f) is ArgFeed]
         self._writes_data = any(w.kind is WritebackKind.DATA for w in call.writebacks)
         self._graphs = None
         self._memory_plan = None
@@ -224,7 +234,13 @@ class GraphFunction:
     # ------------------------------------------------------------------------------ running
     def run(self, leaves: list):
         """Run on the tensor arguments ``leaves`` (already checked) and apply the writebacks."""
-        arrays = [feed.array(leaves) for feed in self.call.feeds]
+        if self._feed_sources is not None:  # (arguments and captured tensors only)
+            sources = self._feed_sources[:]
+            for i, j in self._feed_args:
+                sources[i] = leaves[j]
+            arrays = list(map(_DATA, sources))
+        else:
+            arrays = [feed.array(leaves) for feed in self.call.feeds]
         saved = None
         with charged_to(self._scratch):  # the kernel scratch the call keeps is this program's
             if self.autograd is not None:
