@@ -14,8 +14,9 @@ was read from:
   objects' attributes, the lists and dicts it walked, by identity), and the contents of the
   guarded values that can change in place;
 * the version of the module tables (nn/_tables.py: any parameter, buffer or submodule added,
-  removed or replaced anywhere changes it), the training flag of every module walked, and the
-  shape, NumPy dtype and requires_grad of every tensor of the state;
+  removed or replaced anywhere changes it), the training flag of every module walked, and of
+  every tensor of the state its array (by identity: a new array, ``p.data = ...``, sends the
+  call down the full path, which compares shapes and dtypes) and requires_grad;
 * for a graph that reads gradients, which of those tensors have one.
 
 Each of these is a function of what it replaces (a NumPy dtype decides ember's dtype, the
@@ -28,7 +29,7 @@ runs, and their part of the key is built on every call.
 
 from __future__ import annotations
 
-from operator import attrgetter
+from operator import attrgetter, is_
 
 from .. import autograd
 from ..nn._tables import Table, tables_version
@@ -41,6 +42,10 @@ __all__ = ["CallGuard"]
 # what a tensor's part of a key is a function of (capture/signature.py `tensor_component`,
 # capture/state.py `state_signature`), read without making ember's Size and DType objects
 _FACTS = attrgetter("_data.shape", "_data.dtype", "_requires_grad")
+# the same for the state's tensors, cheaper to compare: their arrays by identity (an array's
+# shape and dtype are its own; the guard holds the arrays, so an identity is never reused)
+_DATA = attrgetter("_data")
+_REQUIRES_GRAD = attrgetter("_requires_grad")
 _TRAINING = attrgetter("training")
 _TABLES = attrgetter("_parameters", "_buffers", "_modules")
 
@@ -63,7 +68,8 @@ class CallGuard:
         "_modules",
         "_flags",
         "_tensors",
-        "_facts",
+        "_arrays",
+        "_requires_grad",
         "_reach",
         "_grads",
     )
@@ -113,7 +119,8 @@ class CallGuard:
         self._modules = modules
         self._flags = list(map(_TRAINING, modules))
         self._tensors = reach.state_tensors()
-        self._facts = list(map(_FACTS, self._tensors))
+        self._arrays = list(map(_DATA, self._tensors))
+        self._requires_grad = list(map(_REQUIRES_GRAD, self._tensors))
         self._reach = reach
         self._grads = list(grads)
         return self
@@ -153,7 +160,8 @@ class CallGuard:
                 spec.check(t, f"argument {name}")  # (raises as the full path does)
         if (
             list(map(_TRAINING, self._modules)) != self._flags
-            or list(map(_FACTS, self._tensors)) != self._facts
+            or not all(map(is_, map(_DATA, self._tensors), self._arrays))
+            or list(map(_REQUIRES_GRAD, self._tensors)) != self._requires_grad
             or not self._probes.hold()
         ):
             return None
