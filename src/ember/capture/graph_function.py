@@ -65,6 +65,7 @@ class GraphFunction:
             self.graph, self._program = call.graph, None
             self.pass_stats, self.remat = autograd.pass_stats, None
         self._n_args = sum(1 for f in call.feeds if isinstance(f, ArgFeed))
+        self._arg_values = None  # (`check`)
         # where each input's array comes from when every feed is an argument's or a captured
         # tensor's (a forward pass): the tensor whose data it is (None: an argument, taken
         # from the position ``_feed_args`` gives), read by one map over them per call
@@ -273,9 +274,10 @@ class GraphFunction:
                 op="call",
             )
         bound: dict = {}
-        inputs = zip(self.graph.inputs, self.call.feeds)
-        arg_values = [v for v, feed in inputs if isinstance(feed, ArgFeed)]
-        for value, arg in zip(arg_values, leaves):
+        if self._arg_values is None:  # (the graph's inputs the arguments feed: found once)
+            inputs = zip(self.graph.inputs, self.call.feeds)
+            self._arg_values = [v for v, feed in inputs if isinstance(feed, ArgFeed)]
+        for value, arg in zip(self._arg_values, leaves):
             expected = value.type
             if arg.dtype != expected.dtype:
                 raise EmberError(
