@@ -18,6 +18,11 @@ The tf.function / torch.compile of ember. Calling a `Function`:
    optimizer buffers land where eager code would have put them. Calling a captured training
    step N times therefore equals N eager steps.
 
+Building a key reads much of the state (the search of what the function reaches, every module
+tree, every tensor's type); a call like the previous one skips it: the `CallGuard`
+(capture/call_guard.py) re-checks, cheaply, that everything the previous key was built from is
+unchanged, and runs that key's program.
+
 The cache is bounded, like ``torch.compile``'s (``torch._dynamo.config.cache_size_limit``):
 a function keeps the ``cache_size`` most recently used programs (by default
 `DEFAULT_CACHE_SIZE`, read whenever a trace is added, so setting
@@ -47,10 +52,13 @@ from dataclasses import dataclass, field
 from .. import autograd
 from ..errors import EmberError
 from ..graph.ir import Graph
+from ..nn._tables import tables_version
 from ..runtime.executors import DEFAULT_EXECUTOR
 from ..tensor import Tensor
+from .call_guard import CallGuard
 from .compile import DEFAULT_OPT_LEVEL, CompileOptions
 from .graph_function import GraphFunction
+from .guards import Probes
 from .signature import (
     CallKey,
     TensorSpec,
@@ -126,6 +134,7 @@ class Function:
         self._lock = threading.Lock()  # held while a trace is added: one trace per new key
         self._last_key: CallKey | None = None
         self._last_entry: GraphFunction | None = None
+        self._guard: CallGuard | None = None  # the latest call's, when it has one
         self._warned = False
         self._arg_names = parameter_names(fn)
         functools.update_wrapper(self, fn, updated=())
@@ -169,11 +178,17 @@ class Function:
     # ------------------------------------------------------------------------------ calls
     def __call__(self, *args, **kwargs):
         self.stats.calls += 1
+        guard = self._guard
+        if guard is not None:  # a call like the last one: its program, without a key
+            leaves = guard.leaves(args, kwargs)
+            if leaves is not None:
+                self.stats.hits += 1
+                return guard.entry.run(leaves)
         leaves, names, structure = split_args(args, kwargs, self._arg_names)
         if any(not isinstance(t, Tensor) for t in leaves):
             # called while another graph is being built: inline the function into that graph
             return self.fn(*args, **kwargs)
-        entry = self._entry(args, kwargs, leaves, names, structure)
+        entry = self._entry(args, kwargs, leaves, names, structure, guard=True)
         return entry.run(leaves)
 
     def compile(self, *args, **kwargs) -> GraphFunction:
@@ -184,11 +199,28 @@ class Function:
         leaves = [t if isinstance(t, Tensor) else Tensor(t) for t in leaves]
         return self._entry(args, kwargs, leaves, names, structure)
 
-    def _entry(self, args, kwargs, leaves, names, structure) -> GraphFunction:
-        reach = discover(self.fn, args, kwargs, self._arg_names)
+    def _entry(self, args, kwargs, leaves, names, structure, guard=False) -> GraphFunction:
+        """The program for this call's key (traced if new); ``guard``: also record the
+        `CallGuard` that lets the next call like this one skip its key."""
+        version = tables_version()  # (before anything is read: a change meanwhile shows)
+        probes = Probes() if guard else None
+        reach = discover(self.fn, args, kwargs, self._arg_names, probes)
         base = self._key(leaves, names, structure, reach)
         grad_labels, grad_values = grad_signature(reach, leaves, names)
         key = CallKey(lambda: list(base.labels) + grad_labels(), list(base.values) + grad_values)
+        if guard:  # (its facts as the key read them, before a trace or the run change any)
+            self._guard = None
+            guard = CallGuard.record(
+                args,
+                kwargs,
+                leaves,
+                names,
+                reach,
+                probes,
+                version,
+                self.input_signature,
+                grad_values,
+            )
         entry = self._lookup(base, key)
         if entry is None:
             with self._lock:  # one thread traces a new key; the others then find it
@@ -200,6 +232,8 @@ class Function:
         else:
             self.stats.hits += 1
         self._last_key, self._last_entry = key, entry
+        if guard:
+            self._guard = guard.bind(entry)
         return entry
 
     def _lookup(self, base: CallKey, key: CallKey) -> GraphFunction | None:

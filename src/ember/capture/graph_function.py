@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from operator import attrgetter
 
 from ..errors import EmberError, ShapeError, TraceError
 from ..graph.printer import format_type
@@ -37,6 +38,8 @@ from .signature import CallKey, explain
 from .state import WritebackKind, apply_writebacks, grad_signature, state_signature
 
 __all__ = ["GraphFunction"]
+
+_DATA = attrgetter("_data")
 
 
 class GraphFunction:
@@ -64,6 +67,14 @@ class GraphFunction:
             self.graph, self._program = call.graph, None
             self.pass_stats, self.remat = autograd.pass_stats, None
         self._n_args = sum(1 for f in call.feeds if isinstance(f, ArgFeed))
+        self._arg_values = None  # (`check`)
+        # where each input's array comes from when every feed is an argument's or a captured
+        # tensor's (a forward pass): the tensor whose data it is (None: an argument, taken
+        # from the position ``_feed_args`` gives), read by one map over them per call
+        self._feed_sources = self._feed_args = None
+        if all(type(f) in (ArgFeed, TensorFeed) for f in call.feeds):
+            self._feed_sources = [f.tensor if type(f) is TensorFeed else None for f in call.feeds]
+            self._feed_args = [(i, f.index) for i, f in enumerate(call.feeds) if type(f) is ArgFeed]
         self._writes_data = any(w.kind is WritebackKind.DATA for w in call.writebacks)
         # a call that may compute parameters' new values into their arrays uses no packed
         # weights (kernels/cprepack.py: their counters move only after the call)
@@ -229,7 +240,13 @@ class GraphFunction:
     # ------------------------------------------------------------------------------ running
     def run(self, leaves: list):
         """Run on the tensor arguments ``leaves`` (already checked) and apply the writebacks."""
-        arrays = [feed.array(leaves) for feed in self.call.feeds]
+        if self._feed_sources is not None:  # (arguments and captured tensors only)
+            sources = self._feed_sources[:]
+            for i, j in self._feed_args:
+                sources[i] = leaves[j]
+            arrays = list(map(_DATA, sources))
+        else:
+            arrays = [feed.array(leaves) for feed in self.call.feeds]
         saved = None
         # (the kernel scratch the call keeps is this program's)
         with charged_to(self._scratch), self._pause:
@@ -263,9 +280,10 @@ class GraphFunction:
                 op="call",
             )
         bound: dict = {}
-        inputs = zip(self.graph.inputs, self.call.feeds)
-        arg_values = [v for v, feed in inputs if isinstance(feed, ArgFeed)]
-        for value, arg in zip(arg_values, leaves):
+        if self._arg_values is None:  # (the graph's inputs the arguments feed: found once)
+            inputs = zip(self.graph.inputs, self.call.feeds)
+            self._arg_values = [v for v, feed in inputs if isinstance(feed, ArgFeed)]
+        for value, arg in zip(self._arg_values, leaves):
             expected = value.type
             if arg.dtype != expected.dtype:
                 raise EmberError(

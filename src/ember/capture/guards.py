@@ -11,10 +11,11 @@ import dis
 import hashlib
 import types
 from dataclasses import dataclass, field
+from operator import is_
 
 import numpy as np
 
-__all__ = ["ARRAY_GUARD_LIMIT", "PythonValue", "python_value"]
+__all__ = ["ARRAY_GUARD_LIMIT", "MISSING", "Probes", "PythonValue", "python_value"]
 
 ARRAY_GUARD_LIMIT = 1 << 16  # elements: larger NumPy arrays are guarded by identity only
 
@@ -136,3 +137,88 @@ def _loads(code) -> tuple[tuple, frozenset, frozenset]:
         stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
     names = tuple(sorted(loaded["global"] - stored["global"]))
     return (names, *(frozenset(loaded[k] - stored[k]) for k in ("attr", "deref")))
+
+
+MISSING = object()  # what a probe saw where a name was not set (or a closure cell empty)
+_IMMUTABLE = (*_SCALARS, np.generic)
+
+
+class Probes:
+    """The reads of Python state one discovery made (capture/state.py `discover`), kept to
+    check later, by identity, that every read would give the same object again, so that the
+    discovery's result still holds: closure cells, entries of dicts (globals, an object's
+    ``__dict__``, read or found missing), the items of the lists and dicts it walked, and the
+    guarded values whose contents can change in place (lists, dicts, arrays), re-guarded by
+    content. A walk whose every read gives the same objects goes the same way, so it finds the
+    same modules, tensors and guards."""
+
+    __slots__ = ("cells", "entries", "lists", "dicts", "values", "_seen")
+
+    def __init__(self):
+        self.cells: list = []  # (cell, its contents or MISSING)
+        self.entries: list = []  # (mapping, key, its value or MISSING)
+        self.lists: list = []  # (list, its items)
+        self.dicts: list = []  # (dict, its keys, its values)
+        self.values: list = []  # (value, its PythonValue): mutable guarded values
+        self._seen: set = set()
+
+    def cell(self, cell):
+        """``cell``'s contents (ValueError where it is empty, as reading it raises)."""
+        try:
+            value = cell.cell_contents
+        except ValueError:
+            value = MISSING
+        if ("cell", id(cell)) not in self._seen:
+            self._seen.add(("cell", id(cell)))
+            self.cells.append((cell, value))
+        if value is MISSING:
+            raise ValueError("empty cell")
+        return value
+
+    def entry(self, mapping: dict, key):
+        """``mapping[key]``, or MISSING."""
+        value = mapping.get(key, MISSING)
+        if (id(mapping), key) not in self._seen:
+            self._seen.add((id(mapping), key))
+            self.entries.append((mapping, key, value))
+        return value
+
+    def contents(self, container) -> None:
+        """Note the items of a list or dict the walk goes through."""
+        if isinstance(container, list):
+            self.lists.append((container, tuple(container)))
+        elif isinstance(container, dict):
+            self.dicts.append((container, tuple(container), tuple(container.values())))
+
+    def guarded(self, value, guard: PythonValue) -> None:
+        """Note a guarded value whose contents can change in place (a list, a dict, an array,
+        a tuple holding an array)."""
+        if isinstance(value, _IMMUTABLE):
+            return
+        if isinstance(value, tuple) and all(isinstance(v, _IMMUTABLE) for v in value):
+            return
+        self.values.append((value, guard))
+
+    def hold(self) -> bool:
+        """Whether every read still gives what it gave (and guarded contents are unchanged)."""
+        for cell, value in self.cells:
+            try:
+                if cell.cell_contents is not value:
+                    return False
+            except ValueError:
+                if value is not MISSING:
+                    return False
+        for mapping, key, value in self.entries:
+            if mapping.get(key, MISSING) is not value:
+                return False
+        for container, items in self.lists:
+            if len(container) != len(items) or not all(map(is_, container, items)):
+                return False
+        for container, keys, values in self.dicts:
+            if (
+                len(container) != len(keys)
+                or tuple(container) != keys
+                or not all(map(is_, container.values(), values))
+            ):
+                return False
+        return all(python_value(value) == guard for value, guard in self.values)

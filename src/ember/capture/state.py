@@ -51,7 +51,7 @@ from ..graph.symbolic_tensor import SymbolicTensor
 from ..nn.module import Module
 from ..optim.optimizer import Optimizer
 from ..tensor import GRAD_SLOT, Tensor
-from .guards import ARRAY_GUARD_LIMIT, PythonValue, _reads, python_value
+from .guards import ARRAY_GUARD_LIMIT, MISSING, Probes, PythonValue, _reads, python_value
 
 __all__ = [
     "ARRAY_GUARD_LIMIT",
@@ -103,6 +103,7 @@ class Reachable:
     _named: list | None = None
     _flags: list | None = None
     _tensors: list | None = None
+    _walked: list | None = None
 
     def named_tensors(self) -> list:
         """Every eager tensor of the state with a readable name, without repeats (found once
@@ -122,13 +123,18 @@ class Reachable:
     def refresh(self) -> Reachable:
         """Forget what `named_tensors` found (a `Reachable` kept across calls: the state may
         have gained tensors since, optimizer buffers for one)."""
-        self._named = self._flags = self._tensors = None
+        self._named = self._flags = self._tensors = self._walked = None
         return self
 
     def module_flags(self) -> list:
         """Per top-level module, the training flags of it and its submodules, in order."""
         self.state_tensors()
         return self._flags
+
+    def walked_modules(self) -> list:
+        """The modules whose training flags `module_flags` lists, in its order, flattened."""
+        self.state_tensors()
+        return self._walked
 
     def _find_tensors(self, named: bool) -> list:
         """(name, tensor) of the state's tensors; ``named=False``: names are None."""
@@ -139,12 +145,13 @@ class Reachable:
                 seen.add(id(t))
                 found.append((name, t))
 
-        self._flags = []
+        self._flags, self._walked = [], []
         for prefix, m in self.modules:
             # one walk of the module tree for its parameters, then its buffers, each in
-            # named_parameters' and named_buffers' order (this runs on every call)
+            # named_parameters' and named_buffers' order
             walk = _walk(m, named)
             self._flags.append(tuple(sub.training for _, sub in walk))
+            self._walked += [sub for _, sub in walk]
             if named:
                 top = f"{prefix}." if prefix else ""  # the traced module itself: its own names
                 walk = [(f"{top}{path}." if path else top, sub) for path, sub in walk]
@@ -170,9 +177,9 @@ class Reachable:
         return found
 
 
-def _candidates(fn, args, kwargs, arg_names):
+def _candidates(fn, args, kwargs, arg_names, probes: Probes | None = None):
     """(name, object, is_an_argument) triples a function can reach: see the module
-    docstring."""
+    docstring. ``probes`` notes the reads (capture/guards.py)."""
     found = []
     target = fn
     if isinstance(fn, types.MethodType):
@@ -185,11 +192,20 @@ def _candidates(fn, args, kwargs, arg_names):
     if code is not None:
         for name, cell in zip(code.co_freevars, target.__closure__ or ()):
             try:
-                found.append((name, cell.cell_contents, False))
+                found.append(
+                    (name, cell.cell_contents if probes is None else probes.cell(cell), False)
+                )
             except ValueError:  # an empty cell
                 pass
         globals_ = getattr(target, "__globals__", {})
-        found += [(n, globals_[n], False) for n in code.co_names if n in globals_]
+        if probes is None:
+            found += [(n, globals_[n], False) for n in code.co_names if n in globals_]
+        else:
+            found += [
+                (n, v, False)
+                for n in code.co_names
+                if (v := probes.entry(globals_, n)) is not MISSING
+            ]
     # tensors in the arguments are the graph's inputs, not state
     for i, a in enumerate(args):
         found.append((arg_names[i] if i < len(arg_names) else f"arg{i}", a, True))
@@ -230,10 +246,11 @@ def _user_methods(cls, attrs: frozenset) -> tuple:
     return methods
 
 
-def _python_values(fn) -> list:
+def _python_values(fn, probes: Probes | None = None) -> list:
     """(label, `PythonValue`) of the Python values ``fn``'s code reads (see the module
     docstring), and one level further: the code of the helper functions it names, of the
-    methods it calls on the objects it reaches, and of the modules' ``forward``."""
+    methods it calls on the objects it reaches, and of the modules' ``forward``. ``probes``
+    notes the reads (capture/guards.py)."""
     out, seen = [], set()
 
     def add(label, value):
@@ -241,12 +258,17 @@ def _python_values(fn) -> list:
         if guard is not None and label not in seen:
             seen.add(label)
             out.append((label, guard))
+            if probes is not None:
+                probes.guarded(value, guard)
 
     def attributes(label, obj, attrs, depth):
         if isinstance(obj, (type, types.ModuleType, types.FunctionType, Tensor)):
             return
         own = getattr(obj, "__dict__", None)
         if isinstance(own, dict):
+            if probes is not None:  # (an attribute set later would be read instead)
+                for a in attrs:
+                    probes.entry(own, a)
             for a in sorted(attrs & own.keys()):
                 add(f"{label}.{a}", own[a])
         if depth == 0:  # the object's own methods the code calls read its attributes too
@@ -261,11 +283,17 @@ def _python_values(fn) -> list:
         if owner is not None and attrs:
             attributes(owner_label, owner, attrs, depth)
         globals_ = getattr(target, "__globals__", {})
-        values = [(label, globals_[n]) for n, label in names if n in globals_]
+        if probes is None:
+            values = [(label, globals_[n]) for n, label in names if n in globals_]
+        else:
+            values = [
+                (label, v) for n, label in names if (v := probes.entry(globals_, n)) is not MISSING
+            ]
         closure = target.__closure__ or ()
         for i, label in cells:
             try:
-                values.append((label, closure[i].cell_contents))
+                cell = closure[i]
+                values.append((label, cell.cell_contents if probes is None else probes.cell(cell)))
             except ValueError:  # an empty cell
                 pass
         for label, value in values:
@@ -285,7 +313,10 @@ def _python_values(fn) -> list:
     return out
 
 
-def discover(fn, args, kwargs, arg_names=()) -> Reachable:
+def discover(fn, args, kwargs, arg_names=(), probes: Probes | None = None) -> Reachable:
+    """The state ``fn`` called with ``args`` and ``kwargs`` reaches (see the module
+    docstring); ``probes``: notes every read of Python state the search makes, to check later
+    that it would find the same (capture/call_guard.py)."""
     modules, optimizers, tensors, seen = [], [], [], set()
 
     def visit(name, obj, depth, from_args):
@@ -295,7 +326,7 @@ def discover(fn, args, kwargs, arg_names=()) -> Reachable:
         if isinstance(obj, types.FunctionType):
             if depth == 0 and obj.__module__ != "ember" and not obj.__module__.startswith("ember."):
                 # a helper the function calls (a loss function): what it reaches counts too
-                for inner, o, _ in _candidates(obj, (), {}, []):
+                for inner, o, _ in _candidates(obj, (), {}, [], probes):
                     visit(inner, o, 1, False)
         elif isinstance(obj, Module):
             modules.append((name, obj))
@@ -304,18 +335,24 @@ def discover(fn, args, kwargs, arg_names=()) -> Reachable:
         elif isinstance(obj, Tensor) and not from_args:
             tensors.append((name, obj))
         elif depth == 0 and isinstance(obj, (list, tuple)):
+            if probes is not None:
+                probes.contents(obj)
             for i, o in enumerate(obj):
                 visit(f"{name}{i}", o, depth + 1, from_args)
         elif depth == 0 and isinstance(obj, dict):
+            if probes is not None:
+                probes.contents(obj)
             for k, o in obj.items():
                 visit(f"{name}_{k}", o, depth + 1, from_args)
         elif depth == 0 and hasattr(obj, "__dict__") and not callable(obj):
+            if probes is not None:
+                probes.contents(vars(obj))
             for k, o in vars(obj).items():
                 visit(f"{name}_{k}", o, depth + 1, False)
 
-    for name, obj, from_args in _candidates(fn, args, kwargs, list(arg_names)):
+    for name, obj, from_args in _candidates(fn, args, kwargs, list(arg_names), probes):
         visit(name, obj, 0, from_args)
-    return Reachable(modules, optimizers, tensors, _python_values(fn))
+    return Reachable(modules, optimizers, tensors, _python_values(fn, probes))
 
 
 def state_parts(reach: Reachable | None) -> dict:

@@ -12,6 +12,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 
 from ..tensor import Tensor
+from ._tables import Table
 from .module import Module, _addindent
 from .parameter import Parameter
 
@@ -28,7 +29,7 @@ class _ModuleSequence(Module):
     """Shared behaviour of Sequential and ModuleList: integer-keyed children in order."""
 
     def _renumber(self, modules: list) -> None:
-        object.__setattr__(self, "_modules", {str(i): m for i, m in enumerate(modules)})
+        object.__setattr__(self, "_modules", Table((str(i), m) for i, m in enumerate(modules)))
 
     def __len__(self) -> int:
         return len(self._modules)

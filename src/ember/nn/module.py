@@ -21,6 +21,7 @@ from ..devices import device as device_type
 from ..errors import DeviceError
 from ..tensor import Tensor
 from . import _state
+from ._tables import Table
 from .hooks import HooksMixin
 from .parameter import Buffer, Parameter
 
@@ -54,10 +55,10 @@ class Module(HooksMixin):
             )
         set_ = object.__setattr__
         set_(self, "training", True)
-        set_(self, "_parameters", {})
-        set_(self, "_buffers", {})
+        set_(self, "_parameters", Table())
+        set_(self, "_buffers", Table())
         set_(self, "_non_persistent_buffers_set", set())
-        set_(self, "_modules", {})
+        set_(self, "_modules", Table())
         set_(self, "_forward_hooks", {})
         set_(self, "_forward_hooks_with_kwargs", {})
         set_(self, "_forward_hooks_always_called", {})

@@ -369,8 +369,15 @@ def _split_infer(x, *, sizes, axis):
 
 
 def _split_kernel(x, *, sizes, axis):
-    bounds = np.cumsum(sizes)[:-1]
-    return tuple(np.split(x, bounds, axis=axis))
+    # basic slices: views, without np.split's per-call bookkeeping (a graph at batch 1 splits
+    # attention's fused projections on every call)
+    index = [slice(None)] * x.ndim
+    parts, start = [], 0
+    for size in sizes:
+        index[axis] = slice(start, start + size)
+        parts.append(x[tuple(index)])
+        start += size
+    return tuple(parts)
 
 
 def _split_vjp(c, *grads):

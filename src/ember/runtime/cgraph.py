@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import ctypes
 import time
+from itertools import compress
+from operator import is_not
 
 import numpy as np
 
@@ -240,13 +242,16 @@ class CGraphProgram:
         ]
 
     def __call__(self, *arrays) -> list:
-        given = []
-        for k, ((_, dtype, slots), a) in enumerate(zip(self._inputs, arrays)):
-            a = np.ascontiguousarray(a, dtype)
-            given.append(a)
-            if a is not self._last_inputs[k]:  # (a parameter is the same array every step)
+        last = self._last_inputs
+        # only the inputs that are not the array the last run took (a parameter is the same
+        # array every step; that one was contiguous and of its dtype then, and is now)
+        for k in compress(range(len(last)), map(is_not, arrays, last)):
+            _, dtype, slots = self._inputs[k]
+            a = np.ascontiguousarray(arrays[k], dtype)
+            if a is not last[k]:
                 _write(slots, a)
-                self._last_inputs[k] = a
+                last[k] = a
+        given = last[:]  # (the outputs that are inputs are these arrays)
         made = []
         for _, shape, dtype, slots in self._fresh:
             array = np.empty(shape, dtype)
