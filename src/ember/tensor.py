@@ -23,6 +23,7 @@ from . import printing as _printing
 from .devices import CPU
 from .devices import device as _device
 from .errors import AutogradError, DTypeError, EmberError
+from .kernels.cprepack import exposed as _exposed
 from .ops import _registry as _reg
 from .ops._data import to_array
 from .ops._util import fit_inplace_result
@@ -328,7 +329,10 @@ class Tensor(_reg.TensorBase):
 
     # ------------------------------------------------------------------------------ conversion
     def numpy(self) -> np.ndarray:
-        """The underlying array, shared (not copied); it carries no autograd history."""
+        """The underlying array, shared (not copied); it carries no autograd history. Writes
+        through it bypass the version counter, so a parameter's packed weights are no longer
+        trusted once it has been handed out (kernels/cprepack.py)."""
+        _exposed(self._data)
         return self._data
 
     def __array__(self, dtype=None, copy=None):
@@ -336,6 +340,7 @@ class Tensor(_reg.TensorBase):
             return self._data.astype(dtype)
         if copy:
             return self._data.copy()
+        _exposed(self._data)
         return self._data
 
     def _check_read(self, what: str) -> None:

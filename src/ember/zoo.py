@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .models import basic_block_class, gpt_block_class
+from .tensor import Tensor
 
 __all__ = [
     "ZOO",
@@ -392,4 +393,6 @@ def copy_weights(source, target) -> None:
 def _numpy(value) -> np.ndarray:
     """A state_dict entry's array (ember's or PyTorch's; both share the tensor's storage)."""
     value = value.detach() if hasattr(value, "detach") else value
+    if isinstance(value, Tensor):  # (read or written here with its counter bumped: not exposed)
+        return value._data
     return value.numpy()

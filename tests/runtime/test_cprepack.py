@@ -124,7 +124,9 @@ def test_an_unwatched_weight_is_never_packed(forced):
 
 
 def _reference(layer, x):
-    w, b = layer.weight.numpy().astype(np.float64), layer.bias.numpy().astype(np.float64)
+    # (copies: the parameters' own arrays handed out by .numpy() would never be packed again)
+    w = layer.weight.detach().clone().numpy().astype(np.float64)
+    b = layer.bias.detach().clone().numpy().astype(np.float64)
     return x.numpy().astype(np.float64) @ w.T + b
 
 
@@ -216,11 +218,76 @@ def test_a_replaced_parameter_array_is_watched_and_the_old_one_let_go(forced):
         layer(x)
         held = cprepack.held_bytes()
         assert held > 0
-        layer.weight.data = np.random.default_rng(0).standard_normal((72, 64), np.float32)
+        layer.weight = nn.Parameter(ember.randn(72, 64))
         _close(layer(x), _reference(layer, x), 64)
     gc.collect()
     assert cprepack.held_bytes() == held  # the old array's pack went with it
     assert forced == [True, True]
+
+
+def _handed_out(layer, x):  # packed first, then handed out and written
+    layer(x)
+    return layer.weight.numpy()
+
+
+def _through_asarray(layer, x):
+    layer(x)
+    return np.asarray(layer.weight)
+
+
+def _through_a_view(layer, x):
+    layer(x)
+    return layer.weight[:36].numpy().base  # (a view's array: its base is the weight's)
+
+
+def _fresh():
+    return np.random.default_rng(3).standard_normal((72, 64)).astype(np.float32)
+
+
+def _from_numpy(layer, x):
+    array = _fresh()
+    layer.weight = nn.Parameter(ember.from_numpy(array))
+    return array
+
+
+def _as_tensor(layer, x):
+    array = _fresh()
+    layer.weight = nn.Parameter(ember.as_tensor(array))
+    return array
+
+
+def _parameter_of_an_array(layer, x):
+    array = _fresh()
+    layer.weight = nn.Parameter(array)
+    return array
+
+
+def _data_set_to_an_array(layer, x):
+    layer(x)
+    array = _fresh()
+    layer.weight.data = array
+    return array
+
+
+@needs_kernel
+@pytest.mark.parametrize(
+    "way",
+    [_handed_out, _through_asarray, _through_a_view, _from_numpy, _as_tensor,
+     _parameter_of_an_array, _data_set_to_an_array],
+    ids=lambda f: f.__name__.strip("_"),
+)  # fmt: skip
+def test_arrays_written_behind_the_counters_are_never_packed(way, forced):
+    """A parameter's array handed out by .numpy() (or np.asarray), or shared with a NumPy
+    array its caller holds (from_numpy, as_tensor, Parameter(ndarray), .data = ndarray), can
+    be written without any version counter moving: never read from packs."""
+    x = ember.randn(40, 64)
+    layer = nn.Linear(64, 72)
+    with ember.no_grad():
+        writable = way(layer, x)
+        for scale in (2.0, -1.0):
+            layer(x)  # (a pack, were one made, would hold the values before the write)
+            writable *= scale  # behind every counter
+            _close(layer(x), _reference(layer, x), 64)
 
 
 @needs_kernel

@@ -127,14 +127,14 @@ def _eager_call(fn, args, argnums, has_aux, name):
     for arg_name, arg in zip(names, args):
         if isinstance(arg, Tensor):
             graph_args.append(builder.input(TensorType(arg.shape, arg.dtype), arg_name))
-            feeds.append(arg.numpy())
+            feeds.append(arg._data)  # (read by the graph, not handed out)
         else:
             graph_args.append(arg)
     out, aux, grads = _record(builder, fn, graph_args, argnums, has_aux, name)
     aux_leaves, _, aux_spec = flatten(aux, "the aux output", op=name) if has_aux else ([], [], None)
     builder.graph.set_outputs([builder.value_of(t) for t in [out, *aux_leaves, *grads]])
     compiled = compile_graph(builder.graph)
-    results = [Tensor._wrap(r) for r in compiled(*feeds, *(t.numpy() for t in builder.captured))]
+    results = [Tensor._wrap(r) for r in compiled(*feeds, *(t._data for t in builder.captured))]
     value, rest = results[0], iter(results[1:])
     aux = unflatten(aux_spec, rest) if has_aux else None
     return value, aux, list(rest)

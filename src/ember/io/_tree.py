@@ -81,7 +81,7 @@ class _Encoder:
         if isinstance(x, float):
             return float(x) if math.isfinite(x) else {"$float": repr(float(x))}
         if isinstance(x, Tensor):
-            return self.array_node(x, x.numpy(), path, None)
+            return self.array_node(x, x._data, path, None)  # (read, not handed out)
         if isinstance(x, np.ndarray):
             return self.array_node(x, x, path, "ndarray")
         if isinstance(x, np.generic):

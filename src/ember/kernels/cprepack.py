@@ -15,9 +15,11 @@ constant may be the memory of a NumPy array its caller still writes (``from_nump
 right operand is found by its base array (a linear layer reads ``weight.T``, a view of the
 weight). A pack is used only while the array is alive, the view has the same address, shape
 and strides, and the counter still reads the version it was packed at; else it is packed
-again. Writes that bypass the counter (into the array NumPy hands out through
-``Tensor.numpy()``, or through a NumPy array a parameter was made from) are not seen, as
-PyTorch's autograd does not see writes through ``.data``.
+again. Writes that bypass the counter are never trusted: an array that has been handed out
+writable (``Tensor.numpy()``, ``np.asarray(tensor)``: the tensor layer calls `exposed`) or that
+a tensor shares with its caller (``from_numpy``, ``as_tensor``, a Parameter made from a NumPy
+array) is never packed, its packs dropped; ember's own readers of a parameter's array (saving a
+checkpoint, the zoo's copies) read it without exposing it.
 
 Programs that write into their inputs. A compiled training step may compute a parameter's new
 value into the parameter's own array and bump its counter only after the call
@@ -51,6 +53,7 @@ from .conv_plan import charge
 __all__ = [
     "DEFAULT_BUDGET_BYTES",
     "available",
+    "exposed",
     "budget_bytes",
     "clear",
     "held_bytes",
@@ -73,6 +76,8 @@ _packs: OrderedDict = OrderedDict()  # key -> _Pack, least recently used first
 _held = [0]  # bytes of the packs
 _paused = [0]  # programs now writing into their inputs (see the module docstring)
 _CONSTANT = (0,)  # the counter of a pack made for one use (`pack` called directly)
+# arrays handed out writable or shared with a caller before anything watched them (`exposed`)
+_exposed: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
 class _Pack:
@@ -97,12 +102,38 @@ def budget_bytes() -> int:
     return max(0, value)
 
 
+def exposed(array, *, early: bool = False) -> None:
+    """``array`` (or what it views) can now be written without a version counter seeing it
+    (handed out by ``Tensor.numpy()``, shared with the caller by ``from_numpy``): the watched
+    array it views, if any, is never packed again and its packs go. ``early``: also remember
+    the array itself, so that a later `watch` of it (a Parameter made over it) is refused."""
+    x = array
+    while type(x) is np.ndarray:
+        entry = _watched.get(id(x))
+        if entry is not None and entry[0]() is x:
+            if entry[1] is not None:
+                with _lock:
+                    _watched[id(x)] = (entry[0], None)
+                    for key in [k for k in _packs if k[0] == id(x)]:
+                        _held[0] -= _packs.pop(key).nbytes
+            return
+        if early:
+            _exposed[id(x)] = x
+        x = x.base
+
+
 def watch(array: np.ndarray, counter) -> None:
     """Let products by ``array`` (or a view of it) use packed panels while ``counter[0]`` (the
     owning tensor's version counter) keeps the value it had when they were packed."""
     if type(array) is not np.ndarray:
         return
     key = id(array)
+    x = array
+    while type(x) is np.ndarray:  # (shared with a caller before: never packed)
+        if _exposed.get(id(x)) is x:
+            counter = None
+            break
+        x = x.base
 
     def forget(_ref, key=key):  # the array is gone: its entry and its packs go too
         with _lock:

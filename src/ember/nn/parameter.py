@@ -26,7 +26,10 @@ def _array_and_counter(data) -> tuple[np.ndarray, list | None]:
         return np.empty((0,), dtype=get_default_dtype().np), None
     if isinstance(data, Tensor):
         return data._data, data._vc
-    return to_array(data, None), None
+    array = to_array(data, None)
+    if array is data:  # a NumPy array its caller may still write (kernels/cprepack.py)
+        cprepack.exposed(array, early=True)
+    return array, None
 
 
 class Parameter(Tensor):
@@ -46,6 +49,8 @@ class Parameter(Tensor):
     @Tensor.data.setter
     def data(self, value) -> None:
         Tensor.data.fset(self, value)
+        if self._data is value:  # the caller's NumPy array, which it may still write
+            cprepack.exposed(value, early=True)
         # (memory another tensor writes with its own counter is not watched: its writes would
         # leave this one's standing)
         if not isinstance(value, Tensor) or value._vc is self._vc:

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
+from ..kernels.cprepack import exposed
 from ..types import TensorType
 from ._data import to_array
 from ._registry import OpDef, TensorBase, apply, constant, eager_constant, export, register
@@ -108,7 +109,10 @@ def as_tensor(data, dtype=None):
     """Like `tensor` but shares memory with a NumPy array (or returns a tensor unchanged)."""
     if isinstance(data, TensorBase) and (dtype is None or data.dtype == dtype):
         return data
-    return constant(to_array(data, dtype))
+    array = to_array(data, dtype)
+    if array is data:  # shared with the caller, who may write it (kernels/cprepack.py)
+        exposed(array, early=True)
+    return constant(array)
 
 
 @export
@@ -117,6 +121,7 @@ def from_numpy(array: np.ndarray):
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy expects an np.ndarray, got {type(array).__name__}")
     dt.from_numpy_dtype(array.dtype)  # validates the dtype
+    exposed(array, early=True)  # (the caller may write it: kernels/cprepack.py)
     return constant(array)
 
 
