@@ -284,6 +284,8 @@ def _functions(dtype: np.dtype):
             }
         except ccompile.CompileError:
             continue  # no vector math library here: scalar calls, still one pass
+        # (load declares no result: the backward's is 1 when its workspace is not allocated)
+        found["ember_layer_norm_backward"].restype = ctypes.c_int
         return found, cpool.parallel_for()
     return None
 
