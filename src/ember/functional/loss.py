@@ -7,6 +7,10 @@ targets are first replaced by class 0 so the gather stays in range, and their lo
 are then masked to zero; a weighted ``'mean'`` divides by the sum of the weights of the kept
 targets, exactly as PyTorch. Targets are integer tensors and never enter float arithmetic, so a
 float32 loss stays float32.
+
+Eagerly, cross_entropy with class indices on float32/float64 logits is one op each way instead
+(ops/cross_entropy.py: the same semantics in one C pass); graphs keep the composite, whose loops
+the passes fuse.
 """
 
 from __future__ import annotations
