@@ -7,7 +7,8 @@ Groups (``--groups``, comma-separated):
   deciding what to run, wrapping the result and recording the tape.
 * ``composite``: layer_norm, gelu (erf and tanh), softmax, log_softmax, cross_entropy, dropout
   and causal scaled_dot_product_attention on the GPT block's shapes (batch 8 x 128 tokens x
-  256 features, MLP 1024, 4 heads, vocabulary 1000), forward + backward.
+  256 features, MLP 1024, 4 heads, vocabulary 1000), forward + backward; layer_norm and
+  softmax on the ViT's shapes, cross_entropy on the MLP's and the U-Net's.
 * ``optim``: one step of SGD (momentum 0.9), Adam and AdamW over the GPT block's parameters.
 * ``step``: the training steps of the GPT block (models.GPTBlock) and of
   nn.TransformerEncoderLayer(256, 4, 1024, batch_first=True, dropout 0.1), loss mean(out ** 2),
@@ -165,6 +166,37 @@ def composite_cases():
             True,
         ),
     }
+    # the zoo's other shapes: ViT's rows of 128 features and its 65-token attention rows, the
+    # MLP's (64, 10) logits, the U-Net's per-pixel (8, 5, 64, 64) logits
+    xv = r.standard_normal((32, 65, 128)).astype(np.float32)
+    wv, bv = (r.standard_normal(128).astype(np.float32) for _ in range(2))
+    sv = r.standard_normal((32, 4, 65, 65)).astype(np.float32)
+    cases["layer_norm vit"] = _case(
+        "layer_norm vit",
+        lambda x, w, b: F.layer_norm(x, (128,), w, b),
+        lambda x, w, b: tf.layer_norm(x, (128,), w, b),
+        (xv, wv, bv),
+        True,
+    )
+    cases["softmax vit"] = _case(
+        "softmax vit", lambda t: F.softmax(t, -1), lambda t: tf.softmax(t, -1), (sv,), True
+    )
+    small = r.standard_normal((64, 10)).astype(np.float32)
+    cases["cross_entropy mlp"] = _case(
+        "cross_entropy mlp",
+        F.cross_entropy,
+        tf.cross_entropy,
+        (small, r.integers(0, 10, 64)),
+        True,
+    )
+    pixels = r.standard_normal((8, 5, 64, 64)).astype(np.float32)
+    cases["cross_entropy unet"] = _case(
+        "cross_entropy unet",
+        F.cross_entropy,
+        tf.cross_entropy,
+        (pixels, r.integers(0, 5, (8, 64, 64))),
+        True,
+    )
     # dropout draws different masks: timed without the value check
     es, ts = _pair_tensors((h,), True)
 

@@ -18,6 +18,7 @@ import weakref
 
 import numpy as np
 
+from . import dtypes as _dt
 from .errors import AutogradError, ShapeError
 from .grad_mode import (
     _anomaly,
@@ -98,24 +99,31 @@ class Node:
     @property
     def needs_input_grad(self) -> tuple:
         """For each input, whether a gradient for it is wanted (VJPs skip the others)."""
-        return tuple(edge is not None for edge in self.next_functions)
+        return tuple([edge is not None for edge in self.next_functions])
 
     def __init__(self, op, attrs, inputs, outputs, out_types=None):
         """``out_types``: the outputs' types when the caller has them (the op's rule did)."""
+        # one loop over the inputs, no comprehensions: every recorded op call runs this
         self.op = op
         self.attrs = attrs
-        self.in_types = tuple([TensorType(t._data.shape, t.dtype) for t in inputs])
+        in_types = []
+        edges = []
+        saved = {}
+        keep = op.save_inputs
+        for i, t in enumerate(inputs):
+            in_types.append(_tensor_type(t))
+            edges.append(_edge(t) if t._requires_grad else None)
+            if keep is None or i in keep:
+                saved[i] = (t, t._vc[0])
+        self.in_types = tuple(in_types)
         self.out_types = (
-            tuple([TensorType(t._data.shape, t.dtype) for t in outputs])
-            if out_types is None
-            else out_types
+            tuple([_tensor_type(t) for t in outputs]) if out_types is None else out_types
         )
-        self.next_functions = tuple([_edge(t) for t in inputs])
+        self.next_functions = tuple(edges)
         self._seq = next(_sequence)
         self._pre_hooks = None
         self._retained = None  # output_nr -> weakref of a tensor whose .grad keeps the gradient
-        keep = range(len(inputs)) if op.save_inputs is None else op.save_inputs
-        self._saved_in = {i: (inputs[i], inputs[i]._vc[0]) for i in keep}
+        self._saved_in = saved
         self._saved_out = (
             {i: (outputs[i]._data, outputs[i]._vc, outputs[i]._vc[0]) for i in op.save_outputs}
             if op.save_outputs
@@ -217,7 +225,7 @@ class Node:
         filled = [g if g is not None else _zeros(t) for g, t in zip(grads, self.out_types)]
         result = vjp_results(self.op, self.op.vjp(self, *filled), len(self.in_types), "backward")
         for i, (g, t) in enumerate(zip(result, self.in_types)):
-            if g is not None and tuple(g.shape) != tuple(t.shape):
+            if g is not None and g.shape != t.shape:  # (a Size and a tuple compare as tuples)
                 raise ShapeError(
                     f"the VJP returned a gradient of shape {tuple(g.shape)} for input {i} "
                     f"of shape {tuple(t.shape)}",
@@ -277,6 +285,18 @@ class AccumulateGrad:
         else:
             with set_grad_enabled(create_graph):
                 t.grad = t.grad + g
+
+
+_new_tuple = tuple.__new__
+_BY_NP = _dt._BY_NP
+
+
+def _tensor_type(t: Tensor) -> TensorType:
+    """``TensorType(t.shape, t.dtype)``, built without the named tuple's Python constructor or
+    the Size (the tape builds one per input and output of every recorded call)."""
+    data = t._data
+    dtype = _BY_NP.get(data.dtype)
+    return _new_tuple(TensorType, (data.shape, dtype if dtype is not None else t.dtype))
 
 
 def _edge(t: Tensor):

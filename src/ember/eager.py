@@ -53,7 +53,7 @@ class EagerMode(_reg.Mode):
             for t in outs:
                 t._vc = inputs[0]._vc
                 t._is_view = True
-        if _reg._state.grad_enabled and any([t._requires_grad for t in inputs]):
+        if _reg._state.grad_enabled and _any_requires_grad(inputs):
             floating = [t._data.dtype in _FLOATING for t in outs]
             if any(floating):
                 node = Node(op, attrs, inputs, outs, out_types)
@@ -66,6 +66,13 @@ class EagerMode(_reg.Mode):
 
     def constant(self, array) -> Tensor:
         return Tensor._wrap(np.asarray(array))
+
+
+def _any_requires_grad(inputs) -> bool:
+    for t in inputs:
+        if t._requires_grad:
+            return True
+    return False
 
 
 def _check_rule(op, types, outs) -> None:

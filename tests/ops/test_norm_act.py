@@ -227,3 +227,39 @@ def test_softmax_backward_c_kernels_match_the_reference(dtype):
             ok = ~np.isnan(want)
             scale = np.abs(g).sum(-1, keepdims=True) + 1
             assert np.all(np.abs(got - want)[ok] <= (tol * np.broadcast_to(scale, want.shape))[ok])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("offset", [0.0, 1e3, -1e4])
+@needs_cc
+def test_layer_norm_backward_c_kernel_with_rows_far_from_zero(dtype, offset):
+    """float32's backward sums a row's values and squares in one double pass: rows whose mean
+    is far from zero next to their spread must still match the two-pass reference."""
+    r = np.random.default_rng(int(abs(offset)) + 1)
+    for rows, n in ((7, 1), (33, 128), (5, 300), (2080, 128)):
+        x = (r.standard_normal((rows, n)) + offset).astype(dtype)
+        w = r.standard_normal(n).astype(dtype)
+        g = r.standard_normal((rows, n)).astype(dtype)
+        got = cnorm_act.layer_norm_backward(x, w, g, 1e-5)
+        want = norm_act._norm_grad_kernel(x, w, g, eps=1e-5)
+        tol = _tol(dtype, n) * 4
+        for i, (a, e) in enumerate(zip(got, want)):
+            scale = np.abs(e).max() + 1
+            np.testing.assert_allclose(
+                a, e, rtol=tol, atol=tol * scale * np.sqrt(rows), err_msg=f"output {i}"
+            )
+
+
+@needs_cc
+def test_layer_norm_backward_special_values_follow_the_reference():
+    x = np.array(
+        [[1.0, np.nan, 2.0], [np.inf, 0.0, 1.0], [3.0, 3.0, 3.0], [1.0, 2.0, 4.0]],
+        dtype=np.float32,
+    )
+    w = np.array([1.0, -2.0, 0.5], np.float32)
+    g = np.ones_like(x)
+    got = cnorm_act.layer_norm_backward(x, w, g, 1e-5)
+    want = norm_act._norm_grad_kernel(x, w, g, eps=1e-5)
+    for a, e in zip(got, want):
+        np.testing.assert_array_equal(np.isnan(a), np.isnan(e))
+    np.testing.assert_allclose(got[0][2:], want[0][2:], rtol=1e-5, atol=1e-4)

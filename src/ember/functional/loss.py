@@ -7,14 +7,19 @@ targets are first replaced by class 0 so the gather stays in range, and their lo
 are then masked to zero; a weighted ``'mean'`` divides by the sum of the weights of the kept
 targets, exactly as PyTorch. Targets are integer tensors and never enter float arithmetic, so a
 float32 loss stays float32.
+
+Eagerly, cross_entropy with class indices on float32/float64 logits is one op each way instead
+(ops/cross_entropy.py: the same semantics in one C pass); graphs keep the composite, whose loops
+the passes fuse.
 """
 
 from __future__ import annotations
 
 from ..errors import DTypeError, ShapeError
 from ..ops import api as E
+from ..ops import cross_entropy as _fused
 from ..ops._index_plan import IndexOutOfRangeError
-from ..ops._registry import export
+from ..ops._registry import apply, export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import to_tensor
 from ._common import check_same_shape, concrete, float_input, reduce_loss, reduction_arg
@@ -152,8 +157,21 @@ def cross_entropy(
     if x.ndim == 0:
         raise ShapeError("the input needs a class dimension, got a 0-d tensor", op="cross_entropy")
     d = _class_dim(x)
-    logp = log_softmax(x, d)
     target = to_tensor(target)
+    if _fused.applies(x, target, weight):  # eagerly one op each way (ops/cross_entropy.py)
+        _check_index_target("cross_entropy", x, target)
+        _check_class_values("cross_entropy", target, x.shape[d], int(ignore_index))
+        w = _class_weight("cross_entropy", weight, x, x.shape[d])
+        return apply(
+            _fused.SOFTMAX_CROSS_ENTROPY,
+            x,
+            target,
+            *(() if w is None else (w,)),
+            ignore_index=int(ignore_index),
+            reduction=reduction,
+            smoothing=eps,
+        )
+    logp = log_softmax(x, d)
     if target.dtype.is_floating_point:
         return _soft_target_loss(x, logp, target, weight, reduction, eps)
     loss, weights, kept, w = _nll("cross_entropy", logp, target, weight, ignore_index, reduction)

@@ -13,7 +13,8 @@ results differ from NumPy's only by the vector math library's few ulps in ``erf`
   double, ``(x - mean) * rstd * w + b``.
 * `layer_norm_backward(x, w, g, n, eps)`: ``(dx, dw, db)``; each row's statistics are recomputed
   (cheaper than saving them: the row is read anyway), ``dw`` and ``db`` summed in double per
-  thread block and then over blocks.
+  thread block and then over blocks. In float32 a row takes two passes (its four sums in
+  double, then dx), in float64 four (see the C source).
 
 Each returns None where it does not apply (no compiler, a dtype other than float32/float64) and
 the caller runs NumPy. Arrays are made C-contiguous first.
@@ -161,28 +162,52 @@ void ember_layer_norm(const T *x, const T *w, const T *b, T *y, long rows, long 
   else norm_rows(&j, 0, rows);
 }
 
-/* dx = rstd * (u - mean(u) - xhat * mean(u * xhat)), u = w * g; dw += g * xhat; db += g */
+/* dx = rstd * (u - mean(u) - xhat * mean(u * xhat)), u = w * g; dw += g * xhat; db += g.
+   In float, one pass gathers sum x, sum x^2, sum u and sum u x in double and a second writes
+   dx (sum(u xhat) = rstd (sum u x - mean sum u)): a row of float32 values cancels in these
+   double sums only when its mean exceeds its spread by some 1e8, far beyond float32's own
+   precision, and rows are short enough that each pass's loop set-up and its sums' horizontal
+   additions are much of a row's cost, so two passes instead of four are the saving. In
+   double, where the same cancellation would cost a float64 result its digits, the statistics
+   keep their two passes (centred squares). */
 static inline void norm_grad_row(const T *restrict x, const T *restrict g, const T *restrict w,
                                  T *restrict dx, double *restrict pw, double *restrict pb,
                                  long n, double eps) {
-  double m, rs;
-  row_stats(x, n, eps, &m, &rs);
-  T mean = (T)m, rstd = (T)rs;
-  double su = 0, sux = 0;
-#pragma omp simd reduction(+ : su, sux)
+  double inv_n = 1.0 / (double)n, m, rs, su = 0, sux = 0;
+#if ONE_PASS_STATS
+  double s = 0, q = 0;
+#pragma omp simd reduction(+ : s, q, su, sux)
   for (long i = 0; i < n; i++) {
-    T xhat = (x[i] - mean) * rstd;
-    T u = w[i] * g[i];
-    su += (double)u;
-    sux += (double)(u * xhat);
-    pw[i] += (double)(g[i] * xhat);
-    pb[i] += (double)g[i];
+    double v = (double)x[i], u = (double)(w[i] * g[i]);
+    s += v;
+    q += v * v;
+    su += u;
+    sux += u * v;
   }
-  T mu = (T)(su / (double)n), mux = (T)(sux / (double)n);
+  m = s * inv_n;
+  double var = q * inv_n - m * m;
+  rs = 1.0 / sqrt((var < 0 ? 0 : var) + eps); /* (rounding can make it negative) */
+  sux = rs * (sux - m * su);
+#else
+  row_stats(x, n, eps, &m, &rs);
+  {
+    T mean = (T)m, rstd = (T)rs;
+#pragma omp simd reduction(+ : su, sux)
+    for (long i = 0; i < n; i++) {
+      T u = w[i] * g[i];
+      su += (double)u;
+      sux += (double)(u * ((x[i] - mean) * rstd));
+    }
+  }
+#endif
+  T mean = (T)m, rstd = (T)rs;
+  T mu = (T)(su * inv_n), mux = (T)(sux * inv_n);
 #pragma omp simd
   for (long i = 0; i < n; i++) {
     T xhat = (x[i] - mean) * rstd;
     dx[i] = rstd * ((w[i] * g[i] - mu) - xhat * mux);
+    pw[i] += (double)(g[i] * xhat);
+    pb[i] += (double)g[i];
   }
 }
 
@@ -244,6 +269,7 @@ def _functions(dtype: np.dtype):
         return None
     c_type, erf, exp, tanh = _TYPES[dtype]
     source = f"#define T {c_type}\n#define ERF {erf}\n#define EXP {exp}\n#define TANH {tanh}\n"
+    source += f"#define ONE_PASS_STATS {int(dtype == np.float32)}\n"
     source += _SOURCE
     for libs in (("-lmvec", "-lm"), ("-lm",)):
         text = (
@@ -258,6 +284,8 @@ def _functions(dtype: np.dtype):
             }
         except ccompile.CompileError:
             continue  # no vector math library here: scalar calls, still one pass
+        # (load declares no result: the backward's is 1 when its workspace is not allocated)
+        found["ember_layer_norm_backward"].restype = ctypes.c_int
         return found, cpool.parallel_for()
     return None
 

@@ -51,9 +51,10 @@ def fmt_shape(shape) -> str:
 def broadcast_shapes(op: str, *shapes) -> tuple:
     """NumPy broadcasting of ``shapes``; a ShapeError naming ``op`` and all shapes on a clash."""
     first = shapes[0]
-    if len(shapes) == 2 and not shapes[1]:  # with a scalar: the other shape
-        return tuple(first)
-    if all(s == first for s in shapes):
+    if len(shapes) == 2:  # the common calls: with a scalar, or two equal shapes
+        if not shapes[1] or first == shapes[1]:
+            return tuple(first)
+    elif all(s == first for s in shapes):
         return tuple(first)
     ndim = max((len(s) for s in shapes), default=0)
     result = []

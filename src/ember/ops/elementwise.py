@@ -330,10 +330,13 @@ _unary("trunc", np.trunc, _zero_grad, float_only=False, save="none")
 
 def _binary_infer(name, bools=True):
     def infer(x, y):
-        dtype = require_same_dtype(name, x, y)
+        dtype = x.dtype
+        if y.dtype is not dtype:
+            require_same_dtype(name, x, y)  # (raises, naming both)
         if dtype is dt.bool_ and not bools:
             raise DTypeError("not defined for bool tensors (as in PyTorch)", op=name)
-        return TensorType(broadcast_shapes(name, x.shape, y.shape), dtype)
+        xs, ys = x.shape, y.shape
+        return TensorType(tuple(xs) if xs == ys else broadcast_shapes(name, xs, ys), dtype)
 
     return infer
 
@@ -419,7 +422,7 @@ def _scale(name, y, alpha, dtype):
 
 def _reduce_to(g, t):
     """Sum a broadcast gradient back to the shape of the input it belongs to."""
-    return E.sum_to(g, t.shape)
+    return g if g.shape == t.shape else E.sum_to(g, t.shape)
 
 
 def _add_vjp(c, g):
