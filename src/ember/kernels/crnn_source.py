@@ -24,6 +24,7 @@ __all__ = ["LOOP", "PRODUCT"]
 PRODUCT = r"""
 #include <stdlib.h>
 #include <string.h>
+#define TILE VL /* (NR is three of them) */
 
 /* b (k x G*H; element (p, col) at b[p * sp + col * sj]) as panels of NR columns, each k x NR,
    panel u * G + g holding the columns g * H + u * NR + c (zero past H) */
@@ -33,9 +34,21 @@ void ember_rnn_pack(const T *b, long k, long H, long G, long sp, long sj, T *bp)
     for (long g = 0; g < G; g++) {
       long nr = H - u * NR < NR ? H - u * NR : NR, col = g * H + u * NR;
       T *to = bp + (u * G + g) * k * NR;
-      if (labs(sp) <= labs(sj)) { /* (a transposed weight) read along its rows, not across */
-        for (long c = 0; c < NR; c++)
-          for (long p = 0; p < k; p++) to[p * NR + c] = c < nr ? b[p * sp + (col + c) * sj] : 0;
+      if (labs(sp) <= labs(sj)) {
+        /* (a transposed weight) read along its rows, not across, a square tile at a time
+           (a panel's rows are written whole from the tile) */
+        for (long p0 = 0; p0 < k; p0 += TILE)
+          for (long c0 = 0; c0 < NR; c0 += TILE) {
+            T tile[TILE][TILE];
+            long pn = k - p0 < TILE ? k - p0 : TILE;
+            long cn = nr - c0 < 0 ? 0 : nr - c0 < TILE ? nr - c0 : TILE;
+            for (long c = 0; c < cn; c++)
+              for (long p = 0; p < pn; p++) tile[p][c] = b[(p0 + p) * sp + (col + c0 + c) * sj];
+            for (long c = cn; c < TILE; c++)
+              for (long p = 0; p < pn; p++) tile[p][c] = 0;
+            for (long p = 0; p < pn; p++)
+              for (long c = 0; c < TILE; c++) to[(p0 + p) * NR + c0 + c] = tile[p][c];
+          }
       } else {
         for (long p = 0; p < k; p++)
           for (long c = 0; c < NR; c++) to[p * NR + c] = c < nr ? b[p * sp + (col + c) * sj] : 0;
