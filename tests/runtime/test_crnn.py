@@ -40,20 +40,21 @@ def _product(a: np.ndarray, b: np.ndarray, gates: int) -> np.ndarray:
     if crnn._packed_functions(a.dtype) is None:
         pytest.skip("ember's micro-kernel does not run the products here (kernels/cgemm.py)")
     product = crnn._Product(b, rows, hidden, gates)
-    nr = 3 * (64 // a.itemsize)
-    blocks = -(-hidden // nr)
+    nr, units = 3 * (64 // a.itemsize), product.units
+    blocks = product.ldr // (gates * units)
     product.rec[:] = np.nan
     panels = crnn._packed_functions(a.dtype)[1]
     call = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p, ctypes.c_long, ctypes.c_long,
                                     ctypes.c_void_p, ctypes.c_long, ctypes.c_long,
                                     ctypes.c_void_p, ctypes.c_long])(panels)  # fmt: skip
     a = np.ascontiguousarray(a)
-    call(a.ctypes.data, rows, k, product.bp.ctypes.data, 0, blocks * gates,
+    call(a.ctypes.data, rows, k, product.bp.ctypes.data, 0, product.ldr // nr,
          product.rec.ctypes.data, product.ldr)  # fmt: skip
-    tiles = product.rec.reshape(rows, blocks, gates, nr)  # (block, gate, unit in the block)
-    out = tiles.transpose(0, 2, 1, 3).reshape(rows, gates, blocks * nr)[:, :, :hidden]
+    tiles = product.rec.reshape(rows, blocks, gates, units)  # (block, gate, unit in the block)
+    plain = tiles.transpose(0, 2, 1, 3).reshape(rows, gates, blocks * units)
     if np.isfinite(a).all():  # (the panels' zero columns past H: zero sums)
-        assert np.all(tiles.transpose(0, 2, 1, 3).reshape(rows, gates, -1)[:, :, hidden:] == 0)
+        assert np.all(plain[:, :, hidden:] == 0)
+    out = plain[:, :, :hidden]
     return out.reshape(rows, n)
 
 

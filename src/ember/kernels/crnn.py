@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 
 import numpy as np
 
@@ -82,7 +83,7 @@ def _packed_functions(dtype: np.dtype):
     source = f"#define T {_TYPES[dtype][0]}\n" + MICRO + PRODUCT
     try:
         pack = ccompile.load(
-            source, "ember_rnn_pack", [ctypes.c_void_p] + [ctypes.c_long] * 5 + [ctypes.c_void_p]
+            source, "ember_rnn_pack", [ctypes.c_void_p] + [ctypes.c_long] * 6 + [ctypes.c_void_p]
         )
         panels = ccompile.load(
             source,
@@ -120,6 +121,15 @@ def _parts(rows: int, k: int, n: int, itemsize: int, blocks: int) -> int:
     return threads if shared else 1
 
 
+def _units(hidden: int, gates: int, nr: int, parts: int) -> int:
+    """The hidden units of a block of the packed W_hh, one block a part: its gates' columns a
+    whole number of panels of ``nr``, the fewest that cover H in ``parts`` blocks (one call of
+    the gate routine per row and part: a call per panel's units costs more than the zero
+    padding it saves)."""
+    smallest = nr // math.gcd(nr, gates)
+    return -(-(-(-hidden // parts)) // smallest) * smallest
+
+
 class _Product:
     """A layer's recurrent product ``rows x k @ b`` (b: k x G*H, G gates of H units), where
     ember's own kernel runs: ``b`` packed once by blocks of units (crnn_source.py), the result
@@ -139,15 +149,15 @@ class _Product:
 
         pack, self.panels = packed
         nr = 3 * (64 // b.itemsize)  # cmicro.py's NR: three vectors of 64 bytes
-        blocks = -(-hidden // nr)
-        self.bp = _aligned(blocks * gates * k * nr, b.dtype)
+        self.parts = _parts(rows, k, n, b.itemsize, -(-hidden // (nr // math.gcd(nr, gates))))
+        self.units = _units(hidden, gates, nr, self.parts)
+        self.ldr = -(-hidden // self.units) * self.units * gates
+        self.bp = _aligned(k * self.ldr, b.dtype)
         if any(s % b.itemsize for s in b.strides):
             b = np.ascontiguousarray(b)
         sp, sj = (s // b.itemsize for s in b.strides)
-        pack(b.ctypes.data, k, hidden, gates, sp, sj, self.bp.ctypes.data)
-        self.ldr = blocks * gates * nr
+        pack(b.ctypes.data, k, hidden, gates, self.units, sp, sj, self.bp.ctypes.data)
         self.rec = np.empty((rows, self.ldr), b.dtype)
-        self.parts = _parts(rows, k, n, b.itemsize, blocks)
         self.pool = cpool.parallel_for() if self.parts > 1 else None
 
 
@@ -165,11 +175,11 @@ def _run(cell: int, backward: bool, shape, reverse: bool, product: _Product, arr
         if arrays.get(name) is not None:
             ptrs[i] = arrays[name].ctypes.data
     ptrs[_POINTERS.index("rec")] = product.rec.ctypes.data
-    dims = np.array([cell, backward, steps, rows, hidden, reverse, 1, 0, 0, stages], np.int64)
+    dims = np.array([cell, backward, steps, rows, hidden, reverse, 1, 0, 0, stages, 0], np.int64)
     if product.packed:
         ptrs[_POINTERS.index("bp")] = product.bp.ctypes.data
         ptrs[_POINTERS.index("panels")] = product.panels
-        dims[6], dims[7] = product.parts, product.ldr
+        dims[6], dims[7], dims[10] = product.parts, product.ldr, product.units
         loop(dims.ctypes.data, ptrs.ctypes.data, product.pool)
         return product.rec[:, :hidden]
     from .cgemm import gemm

@@ -9,12 +9,13 @@ Two libraries, compiled with different flags:
   cells' gate routines and the time loop that runs them (``ember_rnn_layer``), calling the
   product through a function pointer.
 
-The packed layout groups W_hh's columns by blocks of NR hidden units: block ``u`` holds, for
-each of the cell's G gates, one panel of the units ``u*NR ..`` (zero past H). So the product
-of one block of units yields all G gates of those units, and whoever computes it can apply the
-gates to them at once: a step splits over threads by blocks of units with one barrier per step
-(h_t must be whole before the next step's product reads it). Backward, the product
-``dgates @ W_hh`` has H output columns, split by the same blocks (G = 1 in the packing).
+The packed layout groups W_hh's columns by blocks of U hidden units: block ``u``'s columns are
+gate 0's units ``u*U ..``, then gate 1's, ..., G * U columns making a whole number of panels
+(zero past H). So the product of one block of units yields all G gates of those units, and
+whoever computes it can apply the gates to them at once: a step splits over threads by blocks
+of units (kernels/crnn.py makes one block a thread) with one barrier per step (h_t must be
+whole before the next step's product reads it). Backward, the product ``dgates @ W_hh`` has H
+output columns, in blocks of whole panels (G = 1 in the packing).
 """
 
 from __future__ import annotations
@@ -27,33 +28,40 @@ PRODUCT = r"""
 #define TILE VL /* (NR is three of them) */
 
 /* b (k x G*H; element (p, col) at b[p * sp + col * sj]) as panels of NR columns, each k x NR,
-   panel u * G + g holding the columns g * H + u * NR + c (zero past H) */
-void ember_rnn_pack(const T *b, long k, long H, long G, long sp, long sj, T *bp) {
-  long blocks = (H + NR - 1) / NR;
-  for (long u = 0; u < blocks; u++)
-    for (long g = 0; g < G; g++) {
-      long nr = H - u * NR < NR ? H - u * NR : NR, col = g * H + u * NR;
-      T *to = bp + (u * G + g) * k * NR;
-      if (labs(sp) <= labs(sj)) {
-        /* (a transposed weight) read along its rows, not across, a square tile at a time
-           (a panel's rows are written whole from the tile) */
-        for (long p0 = 0; p0 < k; p0 += TILE)
-          for (long c0 = 0; c0 < NR; c0 += TILE) {
-            T tile[TILE][TILE];
-            long pn = k - p0 < TILE ? k - p0 : TILE;
-            long cn = nr - c0 < 0 ? 0 : nr - c0 < TILE ? nr - c0 : TILE;
-            for (long c = 0; c < cn; c++)
-              for (long p = 0; p < pn; p++) tile[p][c] = b[(p0 + p) * sp + (col + c0 + c) * sj];
-            for (long c = cn; c < TILE; c++)
-              for (long p = 0; p < pn; p++) tile[p][c] = 0;
-            for (long p = 0; p < pn; p++)
-              for (long c = 0; c < TILE; c++) to[(p0 + p) * NR + c0 + c] = tile[p][c];
-          }
-      } else {
-        for (long p = 0; p < k; p++)
-          for (long c = 0; c < NR; c++) to[p * NR + c] = c < nr ? b[p * sp + (col + c) * sj] : 0;
-      }
+   its columns grouped by blocks of U hidden units: block u's G * U columns (a whole number of
+   panels) are gate 0's units u * U .., then gate 1's, ...; zero past H */
+void ember_rnn_pack(const T *b, long k, long H, long G, long U, long sp, long sj, T *bp) {
+  long blocks = (H + U - 1) / U, panels = blocks * G * U / NR;
+  for (long q = 0; q < panels; q++) {
+    long src[NR]; /* each column's column of b, or -1 past H */
+    for (long c = 0; c < NR; c++) {
+      long m = q * NR + c, u = m / (G * U), w = m % (G * U), unit = u * U + w % U;
+      src[c] = unit < H ? (w / U) * H + unit : -1;
     }
+    T *to = bp + q * k * NR;
+    if (labs(sp) <= labs(sj)) {
+      /* (a transposed weight) read along its rows, not across, a square tile at a time (a
+         panel's rows are written whole from the tile) */
+      for (long p0 = 0; p0 < k; p0 += TILE)
+        for (long c0 = 0; c0 < NR; c0 += TILE) {
+          T tile[TILE][TILE];
+          long pn = k - p0 < TILE ? k - p0 : TILE;
+          for (long c = 0; c < TILE; c++) {
+            if (src[c0 + c] < 0) {
+              for (long p = 0; p < pn; p++) tile[p][c] = 0;
+            } else {
+              const T *from = b + p0 * sp + src[c0 + c] * sj;
+              for (long p = 0; p < pn; p++) tile[p][c] = from[p * sp];
+            }
+          }
+          for (long p = 0; p < pn; p++)
+            for (long c = 0; c < TILE; c++) to[(p0 + p) * NR + c0 + c] = tile[p][c];
+        }
+    } else {
+      for (long p = 0; p < k; p++)
+        for (long c = 0; c < NR; c++) to[p * NR + c] = src[c] >= 0 ? b[p * sp + src[c] * sj] : 0;
+    }
+  }
 }
 
 /* a thread's scratch buffer `which` (0: a's packed rows, 1: the micro-kernel's tiles) */
@@ -172,7 +180,7 @@ typedef void (*panels_fn)(const T *, long, long, const T *, long, long, T *, lon
 struct cell;
 struct layer {
   const struct cell *cell;
-  long backward, steps, rows, H, reverse, parts, ldr, first, last, blocks;
+  long backward, steps, rows, H, reverse, parts, ldr, first, last, U, ppb, blocks;
   const T *xg, *h0, *c0, *bias, *gy, *ghn, *gcs, *gacts, *bp;
   T *y, *cs, *acts, *state, *dx, *dprod, *rec;
   panels_fn panels; /* 0: the caller computed this stage's product into rec, unpacked */
@@ -313,7 +321,7 @@ static inline long order(const struct layer *L, long k) {
   return L->reverse ? L->steps - 1 - k : k;
 }
 
-/* Part `part` of stage s (the blocks of units part * blocks / parts ..): forward, stage s is
+/* Part `part` of stage s (the blocks of U units part * blocks / parts ..): forward, stage s is
    step order(s): the product of h_{t-1} with the part's panels, then the gates of its units.
    Backward, stage s is the product of the previous stage's gate gradients (stage 0: none, gh_n
    instead) and the gradient step of step order(steps - 1 - s) (stage `steps`: none; the
@@ -322,16 +330,16 @@ static inline long order(const struct layer *L, long k) {
 static void run_part(struct layer *L, long s, long part) {
   const struct cell *cell = L->cell;
   long G = cell->G, H = L->H, rows = L->rows;
-  long u0 = part * L->blocks / L->parts, u1 = (part + 1) * L->blocks / L->parts;
+  long U = L->U, u0 = part * L->blocks / L->parts, u1 = (part + 1) * L->blocks / L->parts;
   if (!L->panels) u0 = 0, u1 = 1;
   if (!L->backward) {
     long t = order(L, s), tp = s ? order(L, s - 1) : -1;
     if (L->panels) {
       const T *h = tp < 0 ? L->h0 : L->y + tp * rows * H;
-      L->panels(h, rows, H, L->bp, u0 * G, u1 * G, L->rec, L->ldr);
+      L->panels(h, rows, H, L->bp, u0 * L->ppb, u1 * L->ppb, L->rec, L->ldr);
       for (long u = u0; u < u1; u++) {
-        long j0 = u * NR, n = H - j0 < NR ? H - j0 : NR;
-        cell->fwd(L, t, tp, L->rec + u * G * NR, L->ldr, NR, j0, n);
+        long j0 = u * U, n = H - j0 < U ? H - j0 : U;
+        cell->fwd(L, t, tp, L->rec + u * G * U, L->ldr, U, j0, n);
       }
     } else {
       cell->fwd(L, t, tp, L->rec, G * H, H, 0, H);
@@ -340,12 +348,13 @@ static void run_part(struct layer *L, long s, long part) {
   }
   if (s > 0 && L->panels) {
     long done_t = order(L, L->steps - s);
-    L->panels(L->dprod + done_t * rows * G * H, rows, G * H, L->bp, u0, u1, L->rec, L->ldr);
+    L->panels(L->dprod + done_t * rows * G * H, rows, G * H, L->bp, u0 * L->ppb, u1 * L->ppb,
+              L->rec, L->ldr);
   }
   if (s == L->steps) return;
   long k = L->steps - 1 - s, t = order(L, k), tp = k ? order(L, k - 1) : -1;
   for (long u = u0; u < u1; u++) {
-    long j0 = L->panels ? u * NR : 0, n = L->panels ? (H - j0 < NR ? H - j0 : NR) : H;
+    long j0 = L->panels ? u * U : 0, n = L->panels ? (H - j0 < U ? H - j0 : U) : H;
     if (s == 0) cell->bwd(L, t, tp, L->ghn + j0, H, 0, j0, n);
     else cell->bwd(L, t, tp, L->rec + j0, L->panels ? L->ldr : H, 0, j0, n);
   }
@@ -383,7 +392,8 @@ static void participate_task(void *layer, long lo, long hi) {
   for (long home = lo; home < hi; home++) participate(layer, home);
 }
 
-/* dims: cell (0 LSTM, 1 GRU), backward, steps, rows, H, reverse, parts, ldr, first, last;
+/* dims: cell (0 LSTM, 1 GRU), backward, steps, rows, H, reverse, parts, ldr, first, last, U
+   (the units of a block, as packed);
    ptrs: xg, h0, c0, bias, gy, gh_n, gcs, gacts, bp, y, cs, acts, state, dx, dprod, rec,
    panels (see struct layer; unused ones 0) */
 void ember_rnn_layer(const long *dims, void *const *ptrs, ember_pool pool) {
@@ -398,7 +408,12 @@ void ember_rnn_layer(const long *dims, void *const *ptrs, ember_pool pool) {
   L.ldr = dims[7];
   L.first = dims[8];
   L.last = dims[9];
-  L.blocks = (L.H + NR - 1) / NR;
+  /* blocks of U units, each a whole number of panels (forward, G gates' columns a unit;
+     backward, the product has one column a unit) */
+  long width = L.backward ? 1 : L.cell->G;
+  L.U = dims[10] >= 1 && dims[10] * width % NR == 0 ? dims[10] : NR;
+  L.ppb = L.U * width / NR;
+  L.blocks = (L.H + L.U - 1) / L.U;
   if (L.parts > L.blocks) L.parts = L.blocks;
   const T **in[] = {&L.xg, &L.h0, &L.c0, &L.bias, &L.gy, &L.ghn, &L.gcs, &L.gacts, &L.bp};
   T **out[] = {&L.y, &L.cs, &L.acts, &L.state, &L.dx, &L.dprod, &L.rec};
