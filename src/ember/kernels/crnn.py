@@ -127,7 +127,8 @@ def _units(hidden: int, gates: int, nr: int, parts: int) -> int:
     the gate routine per row and part: a call per panel's units costs more than the zero
     padding it saves)."""
     smallest = nr // math.gcd(nr, gates)
-    return -(-(-(-hidden // parts)) // smallest) * smallest
+    share = -(-hidden // parts)
+    return -(-share // smallest) * smallest
 
 
 class _Product:
