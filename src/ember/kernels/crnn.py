@@ -125,8 +125,11 @@ def _units(hidden: int, gates: int, nr: int, parts: int) -> int:
     """The hidden units of a block of the packed W_hh, one block a part: its gates' columns a
     whole number of panels of ``nr``, the fewest that cover H in ``parts`` blocks (one call of
     the gate routine per row and part: a call per panel's units costs more than the zero
-    padding it saves)."""
+    padding it saves). Shared by threads, a block is also a whole number of 64-byte lines of
+    every output row (``nr`` is three of them), so no line is written by two threads."""
     smallest = nr // math.gcd(nr, gates)
+    if parts > 1:
+        smallest = math.lcm(smallest, nr // 3)
     share = -(-hidden // parts)
     return -(-share // smallest) * smallest
 
