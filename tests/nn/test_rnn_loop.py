@@ -51,6 +51,7 @@ def _case_id(case) -> str:
 def path(request, monkeypatch):
     if request.param == "threads":
         monkeypatch.setattr(crnn, "_parts", lambda rows, k, n, itemsize, blocks: min(2, blocks))
+        monkeypatch.setattr(crnn._Split, "parts", lambda self, shape, shared: shared)
     elif request.param == "stepwise":
         monkeypatch.setattr(crnn, "_packed_functions", lambda dtype: None)
     elif request.param == "one-thread":

@@ -13,7 +13,11 @@ against the product's time, kernels/gemm_tune.py), each thread of ember's pool
 (kernels/cpool.py) owns a contiguous range of unit blocks for the whole layer: its share of
 W_hh stays in its core's cache from step to step, it applies the gates to its own units, and
 the threads meet once per step. A thread that is late or never starts delays no one: a part
-not claimed by its owner is run by whoever is waiting.
+not claimed by its owner is run by whoever is waiting. Whether the shared loop is in fact
+faster than one thread (the meeting per step, the caches, the other processes on the cores)
+is then measured on the layer's own first calls (`_Split`): a few calls each way, per layer
+shape, and the faster way kept. The results do not depend on it: each output is computed by
+the same arithmetic in the same order whichever thread computes it.
 
 The NumPy kernels of ops/recurrent.py are the specification; the gate routines follow their
 arithmetic term for term (``-ffp-contract=off``), so results differ only by the products' order
@@ -32,6 +36,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
+import time
 
 import numpy as np
 
@@ -121,6 +126,45 @@ def _parts(rows: int, k: int, n: int, itemsize: int, blocks: int) -> int:
     return threads if shared else 1
 
 
+class _Split:
+    """Per layer shape (dtype, direction of the pass, gates, rows, hidden units, threads):
+    whether sharing the steps over threads runs faster than one thread, measured on the
+    layer's own calls. Where `_parts` says to share, the first calls alternate between the two
+    ways (``TRIES`` each, seconds per step); after that the faster way's best time decides."""
+
+    TRIES = 3
+    MOST = 1024  # shapes remembered (a process meets few; bounded all the same)
+
+    def __init__(self):
+        self.choice: dict = {}  # shape -> parts, once decided
+        self.times: dict = {}  # shape -> (seconds per step on one thread, shared)
+
+    def parts(self, shape: tuple, shared: int) -> int:
+        """The parts to run ``shape`` with, given that `_parts` says ``shared``."""
+        if shared <= 1:
+            return 1
+        if shape in self.choice:
+            return self.choice[shape]
+        if shape not in self.times and len(self.times) >= self.MOST:
+            return shared
+        alone, together = self.times.setdefault(shape, ([], []))
+        return 1 if len(alone) < len(together) else shared
+
+    def record(self, shape: tuple, parts: int, shared: int, seconds: float) -> None:
+        times = self.times.get(shape)
+        if times is None or shape in self.choice:
+            return
+        times[parts > 1].append(seconds)
+        alone, together = times
+        if len(alone) >= self.TRIES and len(together) >= self.TRIES:
+            if len(self.choice) < self.MOST:
+                self.choice[shape] = shared if min(together) < min(alone) else 1
+            del self.times[shape]
+
+
+_split = _Split()
+
+
 def _units(hidden: int, gates: int, nr: int, parts: int) -> int:
     """The hidden units of a block of the packed W_hh, one block a part: its gates' columns a
     whole number of panels of ``nr``, the fewest that cover H in ``parts`` blocks (one call of
@@ -153,7 +197,9 @@ class _Product:
 
         pack, self.panels = packed
         nr = 3 * (64 // b.itemsize)  # cmicro.py's NR: three vectors of 64 bytes
-        self.parts = _parts(rows, k, n, b.itemsize, -(-hidden // (nr // math.gcd(nr, gates))))
+        self.shared = _parts(rows, k, n, b.itemsize, -(-hidden // (nr // math.gcd(nr, gates))))
+        self.shape = (b.dtype.char, gates, k, rows, hidden, cpool.get_num_threads())
+        self.parts = _split.parts(self.shape, self.shared)
         self.units = _units(hidden, gates, nr, self.parts)
         self.ldr = -(-hidden // self.units) * self.units * gates
         self.bp = _aligned(k * self.ldr, b.dtype)
@@ -184,7 +230,10 @@ def _run(cell: int, backward: bool, shape, reverse: bool, product: _Product, arr
         ptrs[_POINTERS.index("bp")] = product.bp.ctypes.data
         ptrs[_POINTERS.index("panels")] = product.panels
         dims[6], dims[7], dims[10] = product.parts, product.ldr, product.units
+        start = time.perf_counter()
         loop(dims.ctypes.data, ptrs.ctypes.data, product.pool)
+        seconds = (time.perf_counter() - start) / stages
+        _split.record(product.shape, product.parts, product.shared, seconds)
         return product.rec[:, :hidden]
     from .cgemm import gemm
 
