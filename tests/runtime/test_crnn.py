@@ -230,3 +230,31 @@ def test_split_is_chosen_by_measured_time():
         parts = split.parts(other, 2)
         split.record(other, parts, 2, 1.0 if parts == 1 else 3.0)
     assert split.parts(other, 2) == 1
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("fill", [0.0, 0.5])
+def test_broadcast_gradients(dtype, fill, path):
+    """A captured graph hands the gradients of the outputs no one read as broadcast zeros: the
+    loop reads zeros without the arrays being made; a broadcast of another value is read as
+    given."""
+    steps, rows, hidden = 4, 9, 70
+    xg = r.standard_normal((steps, rows, 4 * hidden)).astype(dtype)
+    h0, c0 = r.standard_normal((2, rows, hidden)).astype(dtype)
+    w = (r.standard_normal((4 * hidden, hidden)) / np.sqrt(hidden)).astype(dtype)
+    y, h_n, c_n, cs, acts = recurrent._lstm_kernel(xg, h0, c0, w, reverse=False)
+    gy = r.standard_normal(y.shape).astype(dtype)
+    grads = [gy] + [np.broadcast_to(np.asarray(fill, dtype), a.shape) for a in (h_n, c_n, cs, acts)]
+    got = crnn.lstm_backward(*grads, y, acts, cs, h0, c0, w, False)
+    want = recurrent._lstm_grad_kernel(*grads, y, acts, cs, h0, c0, w, reverse=False)
+    for k, (g, e) in enumerate(zip(got, want)):
+        _close(g, e, dtype, 4 * hidden * steps * rows, f"lstm backward output {k}")
+    xg = xg[:, :, : 3 * hidden].copy()
+    b = r.standard_normal(3 * hidden).astype(dtype)
+    w = w[: 3 * hidden]
+    y, h_n, acts = recurrent._gru_kernel(xg, h0, w, b, reverse=True)
+    grads = [gy] + [np.broadcast_to(np.asarray(fill, dtype), a.shape) for a in (h_n, acts)]
+    got = crnn.gru_backward(*grads, y, acts, h0, w, True)
+    want = recurrent._gru_grad_kernel(*grads, y, acts, h0, w, reverse=True)
+    for k, (g, e) in enumerate(zip(got, want)):
+        _close(g, e, dtype, 3 * hidden * steps * rows, f"gru backward output {k}")

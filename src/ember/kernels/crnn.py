@@ -53,7 +53,7 @@ _FLAGS += ("-fno-trapping-math", "-ffp-contract=off", "-std=gnu11")
 _LSTM, _GRU = 0, 1
 # ember_rnn_layer's pointer arguments, in order (crnn_source.py's LOOP)
 _POINTERS = ("xg", "h0", "c0", "bias", "gy", "ghn", "gcs", "gacts", "bp")
-_POINTERS += ("y", "cs", "acts", "state", "dx", "dprod", "rec", "panels")
+_POINTERS += ("y", "cs", "acts", "state", "dx", "dprod", "rec", "panels", "zero")
 
 
 @functools.cache
@@ -221,9 +221,11 @@ def _run(cell: int, backward: bool, shape, reverse: bool, product: _Product, arr
     loop = _loop(dtype)
     stages = steps + backward
     ptrs = np.zeros(len(_POINTERS), np.uintp)
-    for i, name in enumerate(_POINTERS[:-2]):
+    for i, name in enumerate(_POINTERS[:-3]):
         if arrays.get(name) is not None:
             ptrs[i] = arrays[name].ctypes.data
+    zero = np.zeros(4 * hidden, dtype)  # (what the gradients not given read)
+    ptrs[_POINTERS.index("zero")] = zero.ctypes.data
     ptrs[_POINTERS.index("rec")] = product.rec.ctypes.data
     dims = np.array([cell, backward, steps, rows, hidden, reverse, 1, 0, 0, stages, 0], np.int64)
     if product.packed:
@@ -255,6 +257,15 @@ def _ready(dtype, *arrays) -> bool:
 
 def _contiguous(*arrays):
     return [np.ascontiguousarray(a) for a in arrays]
+
+
+def _gradient(a: np.ndarray) -> np.ndarray | None:
+    """A gradient as the loop reads it: C-contiguous, or None where it is a zero broadcast (a
+    captured graph's gradient of an output no one read), which the loop reads as zeros without
+    the array being made."""
+    if not any(a.strides) and a.flat[0] == 0:
+        return None
+    return np.ascontiguousarray(a)
 
 
 def _weight_grad(dg, y, h0, reverse: bool):
@@ -293,7 +304,8 @@ def lstm_backward(gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0, w_hh, reverse: 
     """(dxg, dh0, dc0, dw_hh) as ops/recurrent.py's ``lstm_layer_grad`` kernel, or None."""
     if not _ready(y.dtype, gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0, w_hh):
         return None
-    gy, ghn, gcs, gacts, y, acts, cs, h0, c0 = _contiguous(gy, ghn, gcs, gacts, y, acts, cs, h0, c0)
+    gy, y, acts, cs, h0, c0 = _contiguous(gy, y, acts, cs, h0, c0)
+    ghn, gcs, gacts = (_gradient(a) for a in (ghn, gcs, gacts))
     steps, rows, hidden = y.shape
     dg = np.empty_like(acts)
     dc = np.array(gcn, order="C", copy=True)
@@ -322,7 +334,8 @@ def gru_backward(gy, ghn, gacts, y, acts, h0, w_hh, reverse: bool):
     """(dxg, dh0, dw_hh, db_hh) as ops/recurrent.py's ``gru_layer_grad`` kernel, or None."""
     if not _ready(y.dtype, gy, ghn, gacts, y, acts, h0, w_hh):
         return None
-    gy, ghn, gacts, y, acts, h0 = _contiguous(gy, ghn, gacts, y, acts, h0)
+    gy, y, acts, h0 = _contiguous(gy, y, acts, h0)
+    ghn, gacts = _gradient(ghn), _gradient(gacts)
     steps, rows, hidden = y.shape
     dgx = np.empty((steps, rows, 3 * hidden), y.dtype)
     dgh = np.empty_like(dgx)

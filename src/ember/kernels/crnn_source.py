@@ -182,6 +182,7 @@ struct layer {
   const struct cell *cell;
   long backward, steps, rows, H, reverse, parts, ldr, first, last, U, ppb, blocks;
   const T *xg, *h0, *c0, *bias, *gy, *ghn, *gcs, *gacts, *bp;
+  const T *zero; /* 4H zeros: what a gradient given as 0 (a null pointer) reads */
   T *y, *cs, *acts, *state, *dx, *dprod, *rec;
   panels_fn panels; /* 0: the caller computed this stage's product into rec, unpacked */
   long stage[64];   /* per part: the stages claimed so far */
@@ -198,6 +199,8 @@ struct cell { long G; step_fn fwd, bwd; };
 
 #define AT(p, t, width) ((p) + ((t) * L->rows + b) * (width) + j0)
 #define PREV(p, p0) ((tp < 0 ? (p0) + b * H : (p) + (tp * L->rows + b) * H) + j0)
+/* a gradient that may be zero (not given): every row reads the zeros */
+#define GRAD(p, t, width) ((p) ? AT(p, t, width) : L->zero + j0)
 
 /* LSTM: gates i, f, g, o; acts holds their activations, cs every step's c */
 static void lstm_fwd(const struct layer *L, long t, long tp, const T *r, long rs, long gs,
@@ -234,7 +237,7 @@ static void lstm_bwd(const struct layer *L, long t, long tp, const T *r, long rs
   (void)gs;
   for (long b = 0; b < L->rows; b++) {
     const T *restrict q = r + b * rs, *restrict y = AT(L->gy, t, H);
-    const T *restrict gc = AT(L->gcs, t, H), *restrict ga = AT(L->gacts, t, 4 * H);
+    const T *restrict gc = GRAD(L->gcs, t, H), *restrict ga = GRAD(L->gacts, t, 4 * H);
     const T *restrict a = AT(L->acts, t, 4 * H), *restrict cb = AT(L->cs, t, H);
     const T *restrict cp = PREV(L->cs, L->c0);
     T *restrict d = L->state + b * H + j0, *restrict p = AT(L->dx, t, 4 * H);
@@ -289,7 +292,7 @@ static void gru_bwd(const struct layer *L, long t, long tp, const T *r, long rs,
   (void)gs;
   for (long b = 0; b < L->rows; b++) {
     const T *restrict q = r + b * rs, *restrict y = AT(L->gy, t, H);
-    const T *restrict ga = AT(L->gacts, t, 4 * H), *restrict a = AT(L->acts, t, 4 * H);
+    const T *restrict ga = GRAD(L->gacts, t, 4 * H), *restrict a = AT(L->acts, t, 4 * H);
     const T *restrict hp = PREV(L->y, L->h0);
     T *restrict k = L->state + b * H + j0, *restrict dx = AT(L->dx, t, 3 * H);
     T *restrict dr = AT(L->dprod, t, 3 * H);
@@ -355,7 +358,7 @@ static void run_part(struct layer *L, long s, long part) {
   long k = L->steps - 1 - s, t = order(L, k), tp = k ? order(L, k - 1) : -1;
   for (long u = u0; u < u1; u++) {
     long j0 = L->panels ? u * U : 0, n = L->panels ? (H - j0 < U ? H - j0 : U) : H;
-    if (s == 0) cell->bwd(L, t, tp, L->ghn + j0, H, 0, j0, n);
+    if (s == 0) cell->bwd(L, t, tp, (L->ghn ? L->ghn : L->zero) + j0, L->ghn ? H : 0, 0, j0, n);
     else cell->bwd(L, t, tp, L->rec + j0, L->panels ? L->ldr : H, 0, j0, n);
   }
 }
@@ -395,7 +398,7 @@ static void participate_task(void *layer, long lo, long hi) {
 /* dims: cell (0 LSTM, 1 GRU), backward, steps, rows, H, reverse, parts, ldr, first, last, U
    (the units of a block, as packed);
    ptrs: xg, h0, c0, bias, gy, gh_n, gcs, gacts, bp, y, cs, acts, state, dx, dprod, rec,
-   panels (see struct layer; unused ones 0) */
+   panels, zero (see struct layer; unused ones 0; gh_n, gcs and gacts 0 where they are zero) */
 void ember_rnn_layer(const long *dims, void *const *ptrs, ember_pool pool) {
   struct layer L = {0};
   L.cell = &CELLS[dims[0] ? 1 : 0];
@@ -420,6 +423,7 @@ void ember_rnn_layer(const long *dims, void *const *ptrs, ember_pool pool) {
   for (int i = 0; i < 9; i++) *in[i] = ptrs[i];
   for (int i = 0; i < 7; i++) *out[i] = ptrs[9 + i];
   L.panels = (panels_fn)ptrs[16];
+  L.zero = ptrs[17];
   if (!L.panels) L.parts = 1;
   if (pool && L.parts > 1) pool(participate_task, &L, L.parts, 1);
   else participate(&L, 0);
