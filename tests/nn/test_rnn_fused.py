@@ -1,5 +1,5 @@
 """LSTM and GRU layers on the whole-layer ops (ops/recurrent.py: ``lstm_layer``, ``gru_layer``
-and their BPTT grads, C step kernels in kernels/crnn.py) against torch.nn.LSTM / nn.GRU with the
+and their BPTT grads, the C time loop in kernels/crnn.py) against torch.nn.LSTM / nn.GRU with the
 same weights: outputs, h_n, c_n, input, initial-state and every parameter gradient, over layers
 1-3, both directions, both batch layouts, with and without initial states, float32 and float64;
 eagerly, captured by ``ember.function`` (a training step), and with the C kernels unavailable
@@ -128,9 +128,9 @@ def test_captured_training_step_matches_torch(case):
 
 @pytest.mark.parametrize("kind", ["LSTM", "GRU"])
 def test_numpy_reference_runs_where_the_c_kernels_do_not(kind, monkeypatch):
-    """With the step kernels unavailable every whole-layer op runs its NumPy kernel, and the
+    """With the C loop unavailable every whole-layer op runs its NumPy kernel, and the
     layer still equals torch's."""
-    monkeypatch.setattr(crnn, "_functions", lambda dtype: None)
+    monkeypatch.setattr(crnn, "_loop", lambda dtype: None)
     x, states = _inputs(kind, 2, True, False, True)
     make = lambda lib: getattr(lib, kind)(4, 5, num_layers=2, bidirectional=True)  # noqa: E731
     compare_module(make(nn), make(tnn), [x, *states], dtype=np.float32, call=_call(kind))

@@ -1,289 +1,48 @@
-"""Whole-layer LSTM and GRU in C: the time loop, forward and backward through time.
+"""Whole-layer LSTM and GRU in C: the time loop, forward and backward through time, in one call.
 
-Each time step is one product on ember's GEMM (kernels/cgemm.py: the recurrent projection of
-all gates at once, ``h @ W_hh^T``, shared over ember's pool where it is large) followed by one
-C kernel for the step's elementwise work (the gates' sigmoids and tanhs, the new cell and
-hidden state, and the activations the backward pass reads), so a step is matmul-bound. The
-input projection of every step is computed before the loop by the caller (one large product).
-Backward, each step is one C kernel (the gates' pre-activation gradients) and one product
-(``dgates @ W_hh``); the weight gradient is one product over all steps at the end.
+``ember_rnn_layer`` (kernels/crnn_source.py) runs every step of one layer and direction: per
+step, one product of h_{t-1} with W_hh (all gates at once, W_hh packed once per call by blocks
+of hidden units, each block's panels holding all of its units' gates) and the cell's gate
+routine on the product. Backward, per step, the cell's gradient routine and one product
+``dgates @ W_hh``; the weight gradient is one product over all steps at the end. The input
+projection of every step is computed before the loop by the caller (one large product). LSTM
+and GRU share the loop and the product; a cell is its gate count and two gate routines.
 
-The NumPy kernels of ops/recurrent.py are the specification; these follow their arithmetic
-term for term (``-ffp-contract=off``), so results differ only by the vector exp's and tanh's
-few ulps (glibc's libmvec; without it, the scalar C library's functions).
+Threads. Where a step's product is worth sharing (`_parts`: the pool's measured wake cost
+against the product's time, kernels/gemm_tune.py), each thread of ember's pool
+(kernels/cpool.py) owns a contiguous range of unit blocks for the whole layer: its share of
+W_hh stays in its core's cache from step to step, it applies the gates to its own units, and
+the threads meet once per step. A thread that is late or never starts delays no one: a part
+not claimed by its owner is run by whoever is waiting. Whether the shared loop is in fact
+faster than one thread (the meeting per step, the caches, the other processes on the cores)
+is then measured on the layer's own first calls (`_Split`): a few calls each way, per layer
+shape, and the faster way kept. The results do not depend on it: each output is computed by
+the same arithmetic in the same order whichever thread computes it.
 
-Every function returns None where it does not apply (no compiler, a dtype other than
-float32/float64, an empty operand) and the caller runs NumPy.
+The NumPy kernels of ops/recurrent.py are the specification; the gate routines follow their
+arithmetic term for term (``-ffp-contract=off``), so results differ only by the products' order
+of summation and the vector exp's and tanh's few ulps (glibc's libmvec; without it, the scalar
+C library's functions).
+
+Where ember's own micro-kernel does not run the products (``EMBER_GEMM=blas``, or a compiler
+without 512-bit vectors: kernels/cgemm.py's `own_kernel`), the same loop runs one step per call
+with each step's product on ember's GEMM in between. Every function returns None where it does
+not apply (no compiler, a dtype other than float32/float64, an empty operand) and the caller
+runs NumPy.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import math
+import time
 
 import numpy as np
 
+from .crnn_source import LOOP, PRODUCT
+
 __all__ = ["gru_backward", "gru_forward", "lstm_backward", "lstm_forward"]
-
-_SOURCE = r"""
-#include <math.h>
-SIMD T EXP(T);
-SIMD T TANH(T);
-
-static inline T sig(T x) { return (T)1 / ((T)1 + EXP(-x)); }
-
-/* one LSTM step: pre-activations xg + rec (gates i, f, g, o, each H wide, per row) */
-void ember_lstm_fwd(const T *restrict xg, const T *restrict rec, const T *restrict c_prev,
-                    T *restrict acts, T *restrict c, T *restrict h, long rows, long H) {
-  for (long b = 0; b < rows; b++) {
-    const T *x = xg + b * 4 * H, *r = rec + b * 4 * H, *cp = c_prev + b * H;
-    T *a = acts + b * 4 * H, *cb = c + b * H, *hb = h + b * H;
-#pragma omp simd
-    for (long j = 0; j < H; j++) {
-      T i = sig(x[j] + r[j]);
-      T f = sig(x[H + j] + r[H + j]);
-      T g = TANH(x[2 * H + j] + r[2 * H + j]);
-      T o = sig(x[3 * H + j] + r[3 * H + j]);
-      a[j] = i;
-      a[H + j] = f;
-      a[2 * H + j] = g;
-      a[3 * H + j] = o;
-      T cn = f * cp[j] + i * g;
-      cb[j] = cn;
-      hb[j] = o * TANH(cn);
-    }
-  }
-}
-
-/* one LSTM step backward: dh = rec + gy reaches h_t, dc (in: from step t+1, out: to step
-   t-1) reaches c_t; gcs and gacts are the gradients of the saved c_t and activations */
-void ember_lstm_bwd(const T *restrict rec, const T *restrict gy, const T *restrict gcs,
-                    const T *restrict gacts, const T *restrict acts, const T *restrict c,
-                    const T *restrict c_prev, T *restrict dc, T *restrict dpre, long rows,
-                    long H) {
-  for (long b = 0; b < rows; b++) {
-    const T *r = rec + b * H, *y = gy + b * H, *gc = gcs + b * H, *ga = gacts + b * 4 * H;
-    const T *a = acts + b * 4 * H, *cb = c + b * H, *cp = c_prev + b * H;
-    T *d = dc + b * H, *p = dpre + b * 4 * H;
-#pragma omp simd
-    for (long j = 0; j < H; j++) {
-      T i = a[j], f = a[H + j], g = a[2 * H + j], o = a[3 * H + j];
-      T dh = r[j] + y[j];
-      T tc = TANH(cb[j]);
-      T dout = dh * tc + ga[3 * H + j];
-      T dcj = d[j] + gc[j] + dh * o * ((T)1 - tc * tc);
-      T di = dcj * g + ga[j];
-      T df = dcj * cp[j] + ga[H + j];
-      T dg = dcj * i + ga[2 * H + j];
-      p[j] = di * i * ((T)1 - i);
-      p[H + j] = df * f * ((T)1 - f);
-      p[2 * H + j] = dg * ((T)1 - g * g);
-      p[3 * H + j] = dout * o * ((T)1 - o);
-      d[j] = dcj * f;
-    }
-  }
-}
-
-/* one GRU step: rec = h_prev @ W_hh^T (gates r, z, n), plus b_hh; acts = r, z, n, hn */
-void ember_gru_fwd(const T *restrict xg, const T *restrict rec, const T *restrict bias,
-                   const T *restrict h_prev, T *restrict acts, T *restrict h, long rows,
-                   long H) {
-  for (long b = 0; b < rows; b++) {
-    const T *x = xg + b * 3 * H, *q = rec + b * 3 * H, *hp = h_prev + b * H;
-    T *a = acts + b * 4 * H, *hb = h + b * H;
-#pragma omp simd
-    for (long j = 0; j < H; j++) {
-      T r = sig(x[j] + (q[j] + bias[j]));
-      T z = sig(x[H + j] + (q[H + j] + bias[H + j]));
-      T hn = q[2 * H + j] + bias[2 * H + j];
-      T n = TANH(x[2 * H + j] + r * hn);
-      a[j] = r;
-      a[H + j] = z;
-      a[2 * H + j] = n;
-      a[3 * H + j] = hn;
-      hb[j] = ((T)1 - z) * n + z * hp[j];
-    }
-  }
-}
-
-/* one GRU step backward: dh = rec + carry + gy reaches h_t; carry (out) is dh * z, the direct
-   path to h_{t-1}; dgx / dgh are the gradients of the input / recurrent projections */
-void ember_gru_bwd(const T *restrict rec, T *restrict carry, const T *restrict gy,
-                   const T *restrict gacts, const T *restrict acts, const T *restrict h_prev,
-                   T *restrict dgx, T *restrict dgh, long rows, long H) {
-  for (long b = 0; b < rows; b++) {
-    const T *q = rec + b * H, *y = gy + b * H, *ga = gacts + b * 4 * H;
-    const T *a = acts + b * 4 * H, *hp = h_prev + b * H;
-    T *k = carry + b * H, *dx = dgx + b * 3 * H, *dr = dgh + b * 3 * H;
-#pragma omp simd
-    for (long j = 0; j < H; j++) {
-      T r = a[j], z = a[H + j], n = a[2 * H + j], hn = a[3 * H + j];
-      T dh = q[j] + k[j] + y[j];
-      T dn = dh * ((T)1 - z) + ga[2 * H + j];
-      T dz = dh * (hp[j] - n) + ga[H + j];
-      T dpn = dn * ((T)1 - n * n);
-      T drr = dpn * hn + ga[j];
-      T dhn = dpn * r + ga[3 * H + j];
-      T dpr = drr * r * ((T)1 - r);
-      T dpz = dz * z * ((T)1 - z);
-      dx[j] = dpr;
-      dx[H + j] = dpz;
-      dx[2 * H + j] = dpn;
-      dr[j] = dpr;
-      dr[H + j] = dpz;
-      dr[2 * H + j] = dhn;
-      k[j] = dh * z;
-    }
-  }
-}
-"""
-
-# The recurrent product h @ W with W packed once per layer: ember's GEMM (kernels/cgemm.py)
-# packs its right operand at every call, which for a batch of rows times a weight matrix costs
-# about as much as the multiply-adds; here W's panels of NR columns are packed once (each panel
-# k x NR, contiguous) and every step packs only h (a few rows) and runs the shared micro-kernel
-# (kernels/cmicro.py), panels shared over ember's pool where the product is large.
-_PACKED = r"""
-#include <stdlib.h>
-#include <string.h>
-typedef void (*ember_task)(void *, long, long);
-typedef void (*ember_pool)(ember_task, void *, long, long);
-
-/* b (k x n; element (p, j) at b[p * sp + j * sj]) as panels of NR columns, each k x NR (zero
-   past n): a transposed weight is packed straight from the weight, without a copy */
-void ember_rnn_pack(const T *b, long k, long n, long sp, long sj, T *bp) {
-  for (long j0 = 0; j0 < n; j0 += NR) {
-    long nr = n - j0 < NR ? n - j0 : NR;
-    T *to = bp + (j0 / NR) * k * NR;
-    if (labs(sp) <= labs(sj)) { /* (a transposed weight) read along its rows, not across */
-      for (long c = 0; c < NR; c++)
-        for (long p = 0; p < k; p++) to[p * NR + c] = c < nr ? b[p * sp + (j0 + c) * sj] : 0;
-    } else {
-      for (long p = 0; p < k; p++)
-        for (long c = 0; c < NR; c++) to[p * NR + c] = c < nr ? b[p * sp + (j0 + c) * sj] : 0;
-    }
-  }
-}
-
-static T *tiles_of(size_t bytes) {
-  static __thread T *buffer = 0;
-  static __thread size_t capacity = 0;
-  if (bytes > capacity) {
-    free(buffer);
-    capacity = (bytes + 4095) / 4096 * 4096;
-    buffer = aligned_alloc(64, capacity);
-    if (!buffer) abort();
-  }
-  return buffer;
-}
-
-struct product { const T *ap; long m, k, n; const T *bp; T *c; };
-
-static void panels(void *job, long lo, long hi) {
-  const struct product *j = job;
-  long m = j->m, k = j->k, mp = (m + MR - 1) / MR;
-  T *tiles = tiles_of((size_t)mp * MR * NR * sizeof(T));
-  for (long jp = lo; jp < hi; jp++) {
-    long j0 = jp * NR, nr = j->n - j0 < NR ? j->n - j0 : NR;
-    const T *b = j->bp + jp * k * NR;
-    for (long p0 = 0; p0 < k; p0 += KC) {
-      long kc = k - p0 < KC ? k - p0 : KC;
-      for (long ip = 0; ip < mp; ip++)
-        micro(kc, j->ap + ip * MR * k + p0 * MR, b + p0 * NR, tiles + ip * MR * NR, p0 == 0);
-    }
-    for (long i = 0; i < m; i++)
-      memcpy(j->c + i * j->n + j0, tiles + (i / MR) * MR * NR + (i % MR) * NR, nr * sizeof(T));
-  }
-}
-
-/* Fewer rows than the micro-kernel's MR (a batch of one: a matrix-vector product): the
-   micro-kernel would multiply MR rows, most of them zero padding, so each panel is instead
-   read once per block of up to FEW rows, each row's NR sums kept in vector registers (FEW
-   rows of three vectors, plus the panel's three, fit AVX-512's registers) */
-#define FEW 4
-static inline __attribute__((always_inline)) void few_panel(long rb, const T *a, long k,
-                                                            const T *b, T *c, long n, long nr) {
-  /* a single row has only three chains of additions, too few to hide the adds' latency: its
-     even and odd terms are summed apart and added at the end */
-  const long sets = rb == 1 ? 2 : 1;
-  vec acc[2][FEW][3];
-#pragma GCC unroll 2
-  for (long s = 0; s < sets; s++)
-#pragma GCC unroll 4
-    for (long r = 0; r < rb; r++)
-#pragma GCC unroll 3
-      for (int v = 0; v < 3; v++) acc[s][r][v] = (vec){0};
-  long p = 0;
-  for (; p + sets <= k; p += sets)
-#pragma GCC unroll 2
-    for (long s = 0; s < sets; s++) {
-      const vec *bv = (const vec *)(b + (p + s) * NR);
-      vec b0 = bv[0], b1 = bv[1], b2 = bv[2];
-#pragma GCC unroll 4
-      for (long r = 0; r < rb; r++) {
-        T x = a[r * k + p + s];
-        acc[s][r][0] += x * b0;
-        acc[s][r][1] += x * b1;
-        acc[s][r][2] += x * b2;
-      }
-    }
-  for (; p < k; p++) { /* (an odd depth's last term, a single row) */
-    const vec *bv = (const vec *)(b + p * NR);
-    T x = a[p];
-    acc[0][0][0] += x * bv[0];
-    acc[0][0][1] += x * bv[1];
-    acc[0][0][2] += x * bv[2];
-  }
-#pragma GCC unroll 4
-  for (long r = 0; r < rb; r++) {
-    T sums[NR] __attribute__((aligned(64)));
-#pragma GCC unroll 3
-    for (int v = 0; v < 3; v++)
-      *(vec *)(sums + v * VL) = sets == 2 ? acc[0][r][v] + acc[1][r][v] : acc[0][r][v];
-    memcpy(c + r * n, sums, nr * sizeof(T));
-  }
-}
-
-static void few_panels(void *job, long lo, long hi) {
-  const struct product *j = job;
-  for (long jp = lo; jp < hi; jp++) {
-    long j0 = jp * NR, nr = j->n - j0 < NR ? j->n - j0 : NR;
-    const T *b = j->bp + jp * j->k * NR;
-    for (long i0 = 0; i0 < j->m; i0 += FEW) {
-      const T *a = j->ap + i0 * j->k;
-      T *c = j->c + i0 * j->n + j0;
-      /* the row count a compile-time constant in each case, so acc lives in registers */
-      switch (j->m - i0 < FEW ? j->m - i0 : FEW) {
-        case 1: few_panel(1, a, j->k, b, c, j->n, nr); break;
-        case 2: few_panel(2, a, j->k, b, c, j->n, nr); break;
-        case 3: few_panel(3, a, j->k, b, c, j->n, nr); break;
-        default: few_panel(4, a, j->k, b, c, j->n, nr); break;
-      }
-    }
-  }
-}
-
-/* c (m x n) = a (m x k, row-major) @ b, b packed by ember_rnn_pack; ap holds the packed a
-   (rounded up to MR rows) */
-void ember_rnn_product(const T *a, long m, long k, long n, const T *bp, T *c, T *ap,
-                       ember_pool pool) {
-  long count = (n + NR - 1) / NR;
-  if (m < MR) {
-    struct product j = {a, m, k, n, bp, c};
-    if (pool && count > 1) pool(few_panels, &j, count, 1);
-    else few_panels(&j, 0, count);
-    return;
-  }
-  for (long i0 = 0; i0 < m; i0 += MR) {
-    T *to = ap + i0 * k;
-    for (long p = 0; p < k; p++)
-      for (long r = 0; r < MR; r++) to[p * MR + r] = i0 + r < m ? a[(i0 + r) * k + p] : 0;
-  }
-  struct product j = {ap, m, k, n, bp, c};
-  if (pool && count > 1) pool(panels, &j, count, 1);
-  else panels(&j, 0, count);
-}
-"""
 
 _TYPES = {
     np.dtype(np.float32): ("float", "expf", "tanhf"),
@@ -291,36 +50,55 @@ _TYPES = {
 }
 _FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-fopenmp-simd", "-fno-math-errno")
 _FLAGS += ("-fno-trapping-math", "-ffp-contract=off", "-std=gnu11")
-_SYMBOLS = ("ember_lstm_fwd", "ember_lstm_bwd", "ember_gru_fwd", "ember_gru_bwd")
-_ARGS = {
-    "ember_lstm_fwd": 6,
-    "ember_lstm_bwd": 9,
-    "ember_gru_fwd": 6,
-    "ember_gru_bwd": 8,
-}
+_LSTM, _GRU = 0, 1
+# ember_rnn_layer's pointer arguments, in order (crnn_source.py's LOOP)
+_POINTERS = ("xg", "h0", "c0", "bias", "gy", "ghn", "gcs", "gacts", "bp")
+_POINTERS += ("y", "cs", "acts", "state", "dx", "dprod", "rec", "panels", "zero")
+
+
+@functools.cache
+def _loop(dtype: np.dtype):
+    """``ember_rnn_layer`` for ``dtype``, or None (no compiler, or the build failed)."""
+    from . import ccompile
+
+    if dtype not in _TYPES or not ccompile.compiler_available():
+        return None
+    c_type, exp, tanh = _TYPES[dtype]
+    header = f"#define T {c_type}\n#define EXP {exp}\n#define TANH {tanh}\n"
+    for simd, libs in (('__attribute__((simd("notinbranch")))', ("-lmvec", "-lm")), ("", ("-lm",))):
+        source = header + f"#define SIMD {simd}\n" + LOOP
+        try:
+            return ccompile.load(
+                source, "ember_rnn_layer", [ctypes.c_void_p] * 3, flags=_FLAGS + libs
+            )
+        except ccompile.CompileError:
+            continue  # no vector math library here: scalar exp and tanh, still one kernel
+    return None
 
 
 @functools.cache
 def _packed_functions(dtype: np.dtype):
-    """(ember_rnn_pack, ember_rnn_product, the pool) for ``dtype``, or None (no compiler, or
-    the matrix products run on the BLAS, which this micro-kernel does not replace)."""
-    from . import ccompile, cgemm, cpool
+    """(ember_rnn_pack, the address of ember_rnn_panels) for ``dtype``, or None (no compiler,
+    or the products run on the BLAS, which this micro-kernel does not replace)."""
+    from . import ccompile, cgemm
     from .cmicro import MICRO
 
     if dtype not in _TYPES or not cgemm.own_kernel(dtype):
         return None
-    source = f"#define T {_TYPES[dtype][0]}\n" + MICRO + _PACKED
+    source = f"#define T {_TYPES[dtype][0]}\n" + MICRO + PRODUCT
     try:
-        pack = ccompile.load(source, "ember_rnn_pack", [ctypes.c_void_p] + [ctypes.c_long] * 4
-                             + [ctypes.c_void_p])  # fmt: skip
-        product = ccompile.load(
-            source,
-            "ember_rnn_product",
-            [ctypes.c_void_p] + [ctypes.c_long] * 3 + [ctypes.c_void_p] * 4,
+        pack = ccompile.load(
+            source, "ember_rnn_pack", [ctypes.c_void_p] + [ctypes.c_long] * 6 + [ctypes.c_void_p]
         )
+        panels = ccompile.load(
+            source,
+            "ember_rnn_panels",
+            [ctypes.c_void_p, ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_long,
+             ctypes.c_long, ctypes.c_void_p, ctypes.c_long],
+        )  # fmt: skip
     except ccompile.CompileError:
         return None
-    return pack, product, cpool.parallel_for()
+    return pack, ctypes.cast(panels, ctypes.c_void_p).value
 
 
 def _aligned(count: int, dtype) -> np.ndarray:
@@ -332,123 +110,168 @@ def _aligned(count: int, dtype) -> np.ndarray:
     return raw[start : start + count]
 
 
+def _parts(rows: int, k: int, n: int, itemsize: int, blocks: int) -> int:
+    """How many threads share a step's product ``rows x k @ k x n``: all of the pool's where
+    sharing saves more than the pool's measured wake-and-join cost (the rule ember's GEMM
+    shares its products by; a step's meeting of threads costs no more than a wake), else 1."""
+    from . import cgemm, cpool
+
+    threads = min(cpool.get_num_threads(), blocks)
+    if threads <= 1:
+        return 1
+    if rows < 8:  # (the micro-kernel's MR) the few-rows kernel reads the panels as `skinny`
+        shared = cgemm.skinny_shared(rows, n, k, itemsize)
+    else:
+        shared = 2 * rows * k * n >= cgemm.split_flops()
+    return threads if shared else 1
+
+
+class _Split:
+    """Per layer shape (dtype, direction of the pass, gates, rows, hidden units, threads):
+    whether sharing the steps over threads runs faster than one thread, measured on the
+    layer's own calls. Where `_parts` says to share, the first calls alternate between the two
+    ways (``TRIES`` each, seconds per step); after that the faster way's best time decides."""
+
+    TRIES = 3
+    MOST = 1024  # shapes remembered (a process meets few; bounded all the same)
+
+    def __init__(self):
+        self.choice: dict = {}  # shape -> parts, once decided
+        self.times: dict = {}  # shape -> (seconds per step on one thread, shared)
+
+    def parts(self, shape: tuple, shared: int) -> int:
+        """The parts to run ``shape`` with, given that `_parts` says ``shared``."""
+        if shared <= 1:
+            return 1
+        if shape in self.choice:
+            return self.choice[shape]
+        if shape not in self.times and len(self.times) >= self.MOST:
+            return shared
+        alone, together = self.times.setdefault(shape, ([], []))
+        return 1 if len(alone) < len(together) else shared
+
+    def record(self, shape: tuple, parts: int, shared: int, seconds: float) -> None:
+        times = self.times.get(shape)
+        if times is None or shape in self.choice:
+            return
+        times[parts > 1].append(seconds)
+        alone, together = times
+        if len(alone) >= self.TRIES and len(together) >= self.TRIES:
+            if len(self.choice) < self.MOST:
+                self.choice[shape] = shared if min(together) < min(alone) else 1
+            del self.times[shape]
+
+
+_split = _Split()
+
+
+def _units(hidden: int, gates: int, nr: int, parts: int) -> int:
+    """The hidden units of a block of the packed W_hh, one block a part: its gates' columns a
+    whole number of panels of ``nr``, the fewest that cover H in ``parts`` blocks (one call of
+    the gate routine per row and part: a call per panel's units costs more than the zero
+    padding it saves). Shared by threads, a block is also a whole number of 64-byte lines of
+    every output row (``nr`` is three of them), so no line is written by two threads."""
+    smallest = nr // math.gcd(nr, gates)
+    if parts > 1:
+        smallest = math.lcm(smallest, nr // 3)
+    share = -(-hidden // parts)
+    return -(-share // smallest) * smallest
+
+
 class _Product:
-    """``rows x k @ w`` (w: k x n) for every step of a layer: ``w`` packed once where ember's
-    own GEMM runs, else ember's GEMM (kernels/cgemm.py) at each call."""
+    """A layer's recurrent product ``rows x k @ b`` (b: k x G*H, G gates of H units), where
+    ember's own kernel runs: ``b`` packed once by blocks of units (crnn_source.py), the result
+    ``rec`` laid out by block (``ldr`` values a row); elsewhere ``b`` as a row-major matrix for
+    ember's GEMM and ``rec`` as the plain (rows, G*H) product."""
 
-    def __init__(self, w: np.ndarray, rows: int):
-        self.packed = _packed_functions(w.dtype)
-        if self.packed is None:
-            self.gemm = _gemm()
-            # row-major, copied once for all steps: the GEMM packs its right operand at every
-            # call, and reads a row-major one with unit stride
-            self.w = np.ascontiguousarray(w)
+    def __init__(self, b: np.ndarray, rows: int, hidden: int, gates: int):
+        k, n = b.shape
+        packed = _packed_functions(b.dtype)
+        self.packed = packed is not None
+        if not self.packed:
+            # (copied once for all steps: the GEMM reads a row-major operand with unit stride)
+            self.b = np.ascontiguousarray(b)
+            self.rec = np.empty((rows, n), b.dtype)
             return
-        from .cgemm import SPLIT_FLOPS, skinny_shared
+        from . import cpool
 
-        pack, self.product, pool = self.packed
-        k, n = w.shape
-        nr = 3 * (64 // w.itemsize)  # cmicro.py's NR: three vectors of 64 bytes
-        self.bp = _aligned(-(-n // nr) * k * nr, w.dtype)
-        if any(s % w.itemsize for s in w.strides):
-            w = np.ascontiguousarray(w)
-        sp, sj = (s // w.itemsize for s in w.strides)
-        pack(w.ctypes.data, k, n, sp, sj, self.bp.ctypes.data)  # (w kept alive by the caller)
-        self.ap = np.empty(-(-rows // 8) * 8 * k, w.dtype)  # cmicro.py's MR: 8 rows
-        if rows < 8:  # the few-rows kernel reads the panels like `skinny` reads b
-            shared = skinny_shared(rows, n, k, w.itemsize)
-        else:
-            shared = 2 * rows * k * n >= SPLIT_FLOPS
-        self.pool = pool if shared else None
-        self.shape = (rows, k, n)
-        self.addresses = (self.bp.ctypes.data, self.ap.ctypes.data)
-
-    def __call__(self, a: np.ndarray, out: np.ndarray, a_at: int, out_at: int) -> None:
-        """out = a @ w; ``a`` and ``out`` C-contiguous, their data at ``a_at`` and ``out_at``
-        (the loops compute addresses by arithmetic: numpy's ``.ctypes.data`` costs about as
-        much per call as a batch-of-one step's product)."""
-        if self.packed is None:
-            self.gemm(a, self.w, out)
-            return
-        rows, k, n = self.shape
-        bp, ap = self.addresses
-        self.product(a_at, rows, k, n, bp, out_at, ap, self.pool)
+        pack, self.panels = packed
+        nr = 3 * (64 // b.itemsize)  # cmicro.py's NR: three vectors of 64 bytes
+        self.shared = _parts(rows, k, n, b.itemsize, -(-hidden // (nr // math.gcd(nr, gates))))
+        self.shape = (b.dtype.char, gates, k, rows, hidden, cpool.get_num_threads())
+        self.parts = _split.parts(self.shape, self.shared)
+        self.units = _units(hidden, gates, nr, self.parts)
+        self.ldr = -(-hidden // self.units) * self.units * gates
+        self.bp = _aligned(k * self.ldr, b.dtype)
+        if any(s % b.itemsize for s in b.strides):
+            b = np.ascontiguousarray(b)
+        sp, sj = (s // b.itemsize for s in b.strides)
+        pack(b.ctypes.data, k, hidden, gates, self.units, sp, sj, self.bp.ctypes.data)
+        self.rec = np.empty((rows, self.ldr), b.dtype)
+        self.pool = cpool.parallel_for() if self.parts > 1 else None
 
 
-@functools.cache
-def _functions(dtype: np.dtype) -> dict | None:
-    """The step kernels for ``dtype`` by name, or None (no compiler, or the build failed)."""
-    from . import ccompile
-
-    if dtype not in _TYPES or not ccompile.compiler_available():
-        return None
-    c_type, exp, tanh = _TYPES[dtype]
-    header = f"#define T {c_type}\n#define EXP {exp}\n#define TANH {tanh}\n"
-    for simd, libs in (('__attribute__((simd("notinbranch")))', ("-lmvec", "-lm")), ("", ("-lm",))):
-        source = header + f"#define SIMD {simd}\n" + _SOURCE
-        try:
-            return {
-                name: ccompile.load(
-                    source,
-                    name,
-                    [ctypes.c_void_p] * _ARGS[name] + [ctypes.c_long] * 2,
-                    flags=_FLAGS + libs,
-                )
-                for name in _SYMBOLS
-            }
-        except ccompile.CompileError:
-            continue  # no vector math library here: scalar exp and tanh, still one kernel
-    return None
-
-
-def _ready(dtype, *arrays) -> dict | None:
-    if any(a.dtype != dtype or a.size == 0 for a in arrays):
-        return None
-    return _functions(np.dtype(dtype))
-
-
-def _at(a: np.ndarray):
-    """(address of a[0], stride of a's first axis in bytes): a[t]'s data is at base + t * stride
-    (``a`` C-contiguous)."""
-    return a.ctypes.data, a.strides[0]
-
-
-def _steps(count: int, reverse: bool) -> range:
-    return range(count - 1, -1, -1) if reverse else range(count)
-
-
-def _gemm():
+def _run(cell: int, backward: bool, shape, reverse: bool, product: _Product, arrays: dict):
+    """Every stage of a layer (each step, and backward a last product for dh0): in one call
+    where the product is packed, else a call per stage with the product in between. Returns
+    the product of the last stage (backward: the gradient reaching h0 through W_hh; its first
+    H columns)."""
+    steps, rows, hidden = shape
+    dtype = product.rec.dtype
+    loop = _loop(dtype)
+    stages = steps + backward
+    ptrs = np.zeros(len(_POINTERS), np.uintp)
+    for i, name in enumerate(_POINTERS[:-3]):
+        if arrays.get(name) is not None:
+            ptrs[i] = arrays[name].ctypes.data
+    zero = np.zeros(4 * hidden, dtype)  # (what the gradients not given read)
+    ptrs[_POINTERS.index("zero")] = zero.ctypes.data
+    ptrs[_POINTERS.index("rec")] = product.rec.ctypes.data
+    dims = np.array([cell, backward, steps, rows, hidden, reverse, 1, 0, 0, stages, 0], np.int64)
+    if product.packed:
+        ptrs[_POINTERS.index("bp")] = product.bp.ctypes.data
+        ptrs[_POINTERS.index("panels")] = product.panels
+        dims[6], dims[7], dims[10] = product.parts, product.ldr, product.units
+        start = time.perf_counter()
+        loop(dims.ctypes.data, ptrs.ctypes.data, product.pool)
+        seconds = (time.perf_counter() - start) / stages
+        _split.record(product.shape, product.parts, product.shared, seconds)
+        return product.rec[:, :hidden]
     from .cgemm import gemm
 
-    return gemm
+    order = list(range(steps - 1, -1, -1) if reverse else range(steps))
+    for s in range(stages):
+        if not backward:
+            gemm(arrays["h0"] if s == 0 else arrays["y"][order[s - 1]], product.b, product.rec)
+        elif s > 0:
+            gemm(arrays["dprod"][order[steps - s]], product.b, product.rec)
+        if s < steps:
+            dims[8], dims[9] = s, s + 1
+            loop(dims.ctypes.data, ptrs.ctypes.data, None)
+    return product.rec
 
 
-def lstm_forward(xg, h0, c0, w_hh, reverse: bool):
-    """(y, h_n, c_n, cs, acts) as ops/recurrent.py's ``lstm_layer`` kernel, or None."""
-    fns = _ready(xg.dtype, xg, h0, c0, w_hh)
-    if fns is None:
+def _ready(dtype, *arrays) -> bool:
+    return all(a.dtype == dtype and a.size for a in arrays) and _loop(np.dtype(dtype)) is not None
+
+
+def _contiguous(*arrays):
+    return [np.ascontiguousarray(a) for a in arrays]
+
+
+def _gradient(a: np.ndarray) -> np.ndarray | None:
+    """A gradient as the loop reads it: C-contiguous, or None where it is a zero broadcast (a
+    captured graph's gradient of an output no one read), which the loop reads as zeros without
+    the array being made."""
+    if not any(a.strides) and a.flat[0] == 0:
         return None
-    steps, rows, gates = xg.shape
-    hidden = gates // 4
-    xg, h0, c0 = (np.ascontiguousarray(a) for a in (xg, h0, c0))
-    y = np.empty((steps, rows, hidden), xg.dtype)
-    cs = np.empty_like(y)
-    acts = np.empty((steps, rows, gates), xg.dtype)
-    rec = np.empty((rows, gates), xg.dtype)
-    step, product = fns["ember_lstm_fwd"], _Product(w_hh.T, rows)
-    (x0, xs), (a0, as_), (c0_, css), (y0, ys) = (_at(a) for a in (xg, acts, cs, y))
-    r0 = rec.ctypes.data
-    h, h_at, c_at = h0, h0.ctypes.data, c0.ctypes.data
-    for t in _steps(steps, reverse):
-        product(h, rec, h_at, r0)
-        step(x0 + t * xs, r0, c_at, a0 + t * as_, c0_ + t * css, y0 + t * ys, rows, hidden)
-        h, h_at, c_at = y[t], y0 + t * ys, c0_ + t * css
-    c = cs[0 if reverse else steps - 1]  # (steps > 0: _ready declines empty operands)
-    return y, h.copy(), c.copy(), cs, acts
+    return np.ascontiguousarray(a)
 
 
-def _weight_grad(dg, y, h0, reverse: bool, gemm):
+def _weight_grad(dg, y, h0, reverse: bool):
     """sum over t of dg[t]^T @ h_{t-1}: the step after the first reads y of the step before."""
+    from .cgemm import gemm
+
     gates, hidden = dg.shape[2], y.shape[2]
     first, rest = (dg[-1], dg[:-1]) if reverse else (dg[0], dg[1:])
     before = y[1:] if reverse else y[:-1]
@@ -460,78 +283,65 @@ def _weight_grad(dg, y, h0, reverse: bool, gemm):
     return np.ascontiguousarray(dw_t.T)
 
 
+def lstm_forward(xg, h0, c0, w_hh, reverse: bool):
+    """(y, h_n, c_n, cs, acts) as ops/recurrent.py's ``lstm_layer`` kernel, or None."""
+    if not _ready(xg.dtype, xg, h0, c0, w_hh):
+        return None
+    steps, rows, gates = xg.shape
+    hidden = gates // 4
+    xg, h0, c0 = _contiguous(xg, h0, c0)
+    y = np.empty((steps, rows, hidden), xg.dtype)
+    cs = np.empty_like(y)
+    acts = np.empty((steps, rows, gates), xg.dtype)
+    product = _Product(w_hh.T, rows, hidden, 4)
+    arrays = dict(xg=xg, h0=h0, c0=c0, y=y, cs=cs, acts=acts)
+    _run(_LSTM, False, y.shape, reverse, product, arrays)
+    last = 0 if reverse else steps - 1
+    return y, y[last].copy(), cs[last].copy(), cs, acts
+
+
 def lstm_backward(gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0, w_hh, reverse: bool):
     """(dxg, dh0, dc0, dw_hh) as ops/recurrent.py's ``lstm_layer_grad`` kernel, or None."""
-    fns = _ready(y.dtype, gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0, w_hh)
-    if fns is None:
+    if not _ready(y.dtype, gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0, w_hh):
         return None
-    gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0 = (
-        np.ascontiguousarray(a) for a in (gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0)
-    )
+    gy, y, acts, cs, h0, c0 = _contiguous(gy, y, acts, cs, h0, c0)
+    ghn, gcs, gacts = (_gradient(a) for a in (ghn, gcs, gacts))
     steps, rows, hidden = y.shape
     dg = np.empty_like(acts)
-    dc = gcn.copy()
-    rec = ghn.copy()
-    step, gemm, product = fns["ember_lstm_bwd"], _gemm(), _Product(w_hh, rows)
-    order = list(_steps(steps, reverse))
-    (y0, ys), (s0, ss), (ga0, gas), (a0, as_), (c0_, css), (d0, ds) = (
-        _at(a) for a in (gy, gcs, gacts, acts, cs, dg)
-    )
-    r0, dc0, first = rec.ctypes.data, dc.ctypes.data, c0.ctypes.data
-    for k in range(steps - 1, -1, -1):
-        t = order[k]
-        c_prev = c0_ + order[k - 1] * css if k else first
-        step(r0, y0 + t * ys, s0 + t * ss, ga0 + t * gas, a0 + t * as_, c0_ + t * css, c_prev,
-             dc0, d0 + t * ds, rows, hidden)  # fmt: skip
-        product(dg[t], rec, d0 + t * ds, r0)
-    return dg, rec, dc, _weight_grad(dg, y, h0, reverse, gemm)
+    dc = np.array(gcn, order="C", copy=True)
+    product = _Product(w_hh, rows, hidden, 1)
+    arrays = dict(gy=gy, ghn=ghn, gcs=gcs, gacts=gacts, y=y, acts=acts, cs=cs, h0=h0, c0=c0)
+    arrays.update(state=dc, dx=dg, dprod=dg)
+    dh0 = _run(_LSTM, True, y.shape, reverse, product, arrays).copy()
+    return dg, dh0, dc, _weight_grad(dg, y, h0, reverse)
 
 
 def gru_forward(xg, h0, w_hh, b_hh, reverse: bool):
     """(y, h_n, acts) as ops/recurrent.py's ``gru_layer`` kernel, or None."""
-    fns = _ready(xg.dtype, xg, h0, w_hh, b_hh)
-    if fns is None:
+    if not _ready(xg.dtype, xg, h0, w_hh, b_hh):
         return None
     steps, rows, gates = xg.shape
     hidden = gates // 3
-    xg, h0, b_hh = (np.ascontiguousarray(a) for a in (xg, h0, b_hh))
+    xg, h0, b_hh = _contiguous(xg, h0, b_hh)
     y = np.empty((steps, rows, hidden), xg.dtype)
     acts = np.empty((steps, rows, 4 * hidden), xg.dtype)
-    rec = np.empty((rows, gates), xg.dtype)
-    step, product = fns["ember_gru_fwd"], _Product(w_hh.T, rows)
-    (x0, xs), (a0, as_), (y0, ys) = (_at(a) for a in (xg, acts, y))
-    r0, b0 = rec.ctypes.data, b_hh.ctypes.data
-    h, h_at = h0, h0.ctypes.data
-    for t in _steps(steps, reverse):
-        product(h, rec, h_at, r0)
-        step(x0 + t * xs, r0, b0, h_at, a0 + t * as_, y0 + t * ys, rows, hidden)
-        h, h_at = y[t], y0 + t * ys
-    return y, h.copy(), acts
+    product = _Product(w_hh.T, rows, hidden, 3)
+    _run(_GRU, False, y.shape, reverse, product, dict(xg=xg, h0=h0, bias=b_hh, y=y, acts=acts))
+    return y, y[0 if reverse else steps - 1].copy(), acts
 
 
 def gru_backward(gy, ghn, gacts, y, acts, h0, w_hh, reverse: bool):
     """(dxg, dh0, dw_hh, db_hh) as ops/recurrent.py's ``gru_layer_grad`` kernel, or None."""
-    fns = _ready(y.dtype, gy, ghn, gacts, y, acts, h0, w_hh)
-    if fns is None:
+    if not _ready(y.dtype, gy, ghn, gacts, y, acts, h0, w_hh):
         return None
-    gy, ghn, gacts, y, acts, h0 = (np.ascontiguousarray(a) for a in (gy, ghn, gacts, y, acts, h0))
+    gy, y, acts, h0 = _contiguous(gy, y, acts, h0)
+    ghn, gacts = _gradient(ghn), _gradient(gacts)
     steps, rows, hidden = y.shape
     dgx = np.empty((steps, rows, 3 * hidden), y.dtype)
     dgh = np.empty_like(dgx)
     carry = np.zeros_like(h0)
-    rec = ghn.copy()
-    step, gemm, product = fns["ember_gru_bwd"], _gemm(), _Product(w_hh, rows)
-    order = list(_steps(steps, reverse))
-    (g0, gs), (ga0, gas), (a0, as_), (y0, ys), (x0, xs), (d0, ds) = (
-        _at(a) for a in (gy, gacts, acts, y, dgx, dgh)
-    )
-    r0, k0, first = rec.ctypes.data, carry.ctypes.data, h0.ctypes.data
-    for k in range(steps - 1, -1, -1):
-        t = order[k]
-        h_prev = y0 + order[k - 1] * ys if k else first
-        step(r0, k0, g0 + t * gs, ga0 + t * gas, a0 + t * as_, h_prev, x0 + t * xs,
-             d0 + t * ds, rows, hidden)  # fmt: skip
-        product(dgh[t], rec, d0 + t * ds, r0)
-    dh0 = rec + carry
-    dw = _weight_grad(dgh, y, h0, reverse, gemm)
-    return dgx, dh0, dw, dgh.sum(axis=(0, 1))
+    product = _Product(w_hh, rows, hidden, 1)
+    arrays = dict(gy=gy, ghn=ghn, gacts=gacts, y=y, acts=acts, h0=h0)
+    arrays.update(state=carry, dx=dgx, dprod=dgh)
+    dh0 = _run(_GRU, True, y.shape, reverse, product, arrays) + carry
+    return dgx, dh0, _weight_grad(dgh, y, h0, reverse), dgh.sum(axis=(0, 1))

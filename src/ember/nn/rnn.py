@@ -5,7 +5,7 @@ forget, cell, output; GRU: reset, update, new) and default initialisation U(-1/s
 The input projection of every step is one matmul up front; each step then adds the recurrent
 projection. An LSTM without projection or a GRU, in float32/float64 and unpacked, runs each
 layer and direction as one whole-layer op (ops/recurrent.py: ``lstm_layer`` / ``gru_layer``,
-C step kernels in kernels/crnn.py), eagerly and in graphs: one node forward and one backward
+the time loop in C, kernels/crnn.py), eagerly and in graphs: one node forward and one backward
 (backpropagation through time inside the op), as PyTorch's fused RNNs do. Otherwise (RNN,
 projections, packed input, half precision, or while a nested ``ember.grad`` records, whose
 gradients may be differentiated again) the time loop is a Python loop eagerly (the tape

@@ -15,8 +15,8 @@ Operands (T steps, B rows, H hidden units; gate orders as PyTorch's):
   (PyTorch's GRU). ``acts`` (T, B, 4H) holds r, z, n and ``h @ W_hn^T + b_hn``.
 
 ``reverse`` runs the steps from last to first (a bidirectional layer's second direction).
-The NumPy kernels below are the specification; kernels/crnn.py is the C implementation (one
-product and one C kernel per step). Every output is differentiable, the saved ones included,
+The NumPy kernels below are the specification; kernels/crnn.py is the C implementation (the
+whole time loop of a layer in one C call). Every output is differentiable, the saved ones included,
 so the VJPs are exact whatever the caller reads; the ``*_grad`` ops have no VJP (no second
 derivative through a fused recurrence).
 """
