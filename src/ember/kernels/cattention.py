@@ -62,7 +62,11 @@ static inline float own_exp(float x) {
 #endif
 
 #define VEC (64 / (long)sizeof(T))
+/* The register block of both products: ROWS query rows by one cache line of columns (COLS), so
+   ROWS accumulators, one vector load and ROWS broadcasts per step; wider blocks pad a short
+   key row to more columns than they save. */
 #define ROWS 4
+#define COLS VEC
 
 #define DIMS 6
 struct job {
@@ -125,7 +129,7 @@ static T softmax_row(T *x, long n, long width, int safe) {
 static void batches(void *job_, long lo, long hi) {
   const struct job *j = job_;
   long L = j->L, S = j->S, E = j->E, Ev = j->Ev;
-  long Sp = (S + VEC - 1) / VEC * VEC, Evp = (Ev + VEC - 1) / VEC * VEC;
+  long Sp = (S + COLS - 1) / COLS * COLS, Evp = (Ev + COLS - 1) / COLS * COLS;
   size_t bytes = sizeof(T) * (E * Sp + S * Evp + ROWS * Sp + ROWS * E + ROWS * Evp);
   T *kt = aligned_alloc(64, (bytes + 63) / 64 * 64);
   if (!kt) {
@@ -156,25 +160,25 @@ static void batches(void *job_, long lo, long hi) {
     for (long i0 = 0; i0 < L; i0 += ROWS) {
       long rows = L - i0 < ROWS ? L - i0 : ROWS;
       long keys = j->causal ? (i0 + rows < S ? i0 + rows : S) : S;
-      long width = (keys + VEC - 1) / VEC * VEC;
+      long width = (keys + COLS - 1) / COLS * COLS;
       for (long r = 0; r < ROWS; r++)
         for (long d = 0; d < E; d++)
           qs[r * E + d] = r < rows ? q[(i0 + r) * j->qr + d * j->qc] * j->scale : 0;
       /* scores of ROWS rows, one vector of keys at a time, accumulated over the embedding */
-      for (long s0 = 0; s0 < width; s0 += VEC) {
-        T a[ROWS][VEC];
+      for (long s0 = 0; s0 < width; s0 += COLS) {
+        T a[ROWS][COLS];
         for (long r = 0; r < ROWS; r++)
-          for (long c = 0; c < VEC; c++) a[r][c] = 0;
+          for (long c = 0; c < COLS; c++) a[r][c] = 0;
         for (long d = 0; d < E; d++) {
           const T *kd = kt + d * Sp + s0;
           for (long r = 0; r < ROWS; r++) {
             T x = qs[r * E + d];
 #pragma omp simd
-            for (long c = 0; c < VEC; c++) a[r][c] += x * kd[c];
+            for (long c = 0; c < COLS; c++) a[r][c] += x * kd[c];
           }
         }
         for (long r = 0; r < ROWS; r++)
-          for (long c = 0; c < VEC; c++) sc[r * Sp + s0 + c] = a[r][c];
+          for (long c = 0; c < COLS; c++) sc[r * Sp + s0 + c] = a[r][c];
       }
       T totals[ROWS];
       for (long r = 0; r < rows; r++) {
@@ -193,21 +197,21 @@ static void batches(void *job_, long lo, long hi) {
       for (long r = rows; r < ROWS; r++)
         for (long s = 0; s < width; s++) sc[r * Sp + s] = 0;
       /* the weighted sum of the value rows, one vector of columns at a time */
-      for (long e0 = 0; e0 < Evp; e0 += VEC) {
-        T a[ROWS][VEC];
+      for (long e0 = 0; e0 < Evp; e0 += COLS) {
+        T a[ROWS][COLS];
         for (long r = 0; r < ROWS; r++)
-          for (long c = 0; c < VEC; c++) a[r][c] = 0;
+          for (long c = 0; c < COLS; c++) a[r][c] = 0;
         for (long s = 0; s < keys; s++) {
           const T *vs = vp + s * Evp + e0;
           for (long r = 0; r < ROWS; r++) {
             T p = sc[r * Sp + s];
 #pragma omp simd
-            for (long c = 0; c < VEC; c++) a[r][c] += p * vs[c];
+            for (long c = 0; c < COLS; c++) a[r][c] += p * vs[c];
           }
         }
         for (long r = 0; r < rows; r++) {
           T *out = o + (i0 + r) * Ev;
-          long n = Ev - e0 < VEC ? Ev - e0 : VEC;
+          long n = Ev - e0 < COLS ? Ev - e0 : COLS;
           for (long c = 0; c < n; c++) out[e0 + c] = a[r][c] / totals[r];
         }
       }
