@@ -147,11 +147,12 @@ static void batches(void *job_, long lo, long hi) {
     }
     const T *q = j->q + qo, *k = j->k + ko, *v = j->v + vo;
     T *o = j->o + b * L * Ev;
-    for (long d = 0; d < E; d++) {
-      T *row = kt + d * Sp;
-      for (long s = 0; s < S; s++) row[s] = k[s * j->kr + d * j->kc];
-      for (long s = S; s < Sp; s++) row[s] = 0;
-    }
+    /* key by key: a head split's key rows lie a whole token apart, often a multiple of 4 KiB,
+       so walking down a column would touch one cache set per key */
+    for (long s = 0; s < S; s++)
+      for (long d = 0; d < E; d++) kt[d * Sp + s] = k[s * j->kr + d * j->kc];
+    for (long d = 0; d < E; d++)
+      for (long s = S; s < Sp; s++) kt[d * Sp + s] = 0;
     for (long s = 0; s < S; s++) {
       T *row = vp + s * Evp;
       for (long e = 0; e < Ev; e++) row[e] = v[s * j->vr + e * j->vc];
