@@ -221,6 +221,8 @@ static void batches(void *job_, long lo, long hi) {
   free(kt);
 }
 
+/* Batch elements are shared over ember's pool once there are 2^16 multiply-adds in all, the
+   scale at which the other row kernels (csoftmax, cindex, cpooling) stop running serially. */
 void ember_attention(struct job *j, long count, ember_pool pool) {
   if (pool && count > 1 && count * j->L * j->S * (j->E + j->Ev) >= (1L << 16))
     pool(batches, j, count, 1);
