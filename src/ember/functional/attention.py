@@ -7,6 +7,11 @@ get -inf); a float mask is added to the scores. ``is_causal`` keeps key ``j <= i
 (the top-left aligned lower triangle, as PyTorch). A query row whose every key is masked out gets
 zeros (PyTorch's behaviour) rather than NaN. The scale multiplies the query before the product
 (an (L, E) pass instead of an (L, S) one).
+
+Where no gradient is wanted (grad mode off, or no input requiring one) and there is no dropout,
+the whole computation is one ``attention`` op (ops/attention.py: the same arithmetic, one C
+call that keeps the scores in cache); otherwise the composite is recorded, so training
+differentiates the ops it always did.
 """
 
 from __future__ import annotations
@@ -15,10 +20,12 @@ import math
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
+from ..grad_mode import is_grad_enabled
 from ..graph import scope as _scope
 from ..ops import api as E
-from ..ops._registry import export
+from ..ops._registry import apply, building_graph, export
 from ..ops._util import broadcast_shapes, fmt_shape
+from ..ops.attention import ATTENTION
 from ..ops.elementwise import to_tensor
 from ._common import float_input
 from .dropout import dropout
@@ -51,6 +58,36 @@ def _check_shapes(q, k, v, enable_gqa: bool):
 
 def _repeat_heads(t, times: int):
     return t if times == 1 else E.repeat_interleave(t, times, dim=-3)
+
+
+def without_grad(*tensors) -> bool:
+    """Whether no gradient is wanted through ``tensors`` (None entries ignored): grad mode is
+    off, or eagerly none of them requires one. While a graph is recorded with grad mode on, a
+    backward may later be taken from any value (a traced training step), so one is wanted.
+    Attention then runs as one fused op."""
+    if not is_grad_enabled():
+        return True
+    if building_graph():
+        return False
+    return not any(t is not None and t.requires_grad for t in tensors)
+
+
+def _fused(q, k, v, attn_mask, is_causal: bool, s: float):
+    """The ``attention`` op on the composite's operands, or None where the composite must run
+    (a mask that is not bool or of q's dtype, or that broadcasts beyond the scores' shape)."""
+    mask = None
+    if attn_mask is not None:
+        mask = to_tensor(attn_mask)
+        if mask.dtype is not dt.bool_ and mask.dtype is not q.dtype:
+            return None
+        batch = broadcast_shapes("scaled_dot_product_attention", q.shape[:-2], k.shape[:-2])
+        scores = tuple(batch) + (q.shape[-2], k.shape[-2])
+        shape = broadcast_shapes("scaled_dot_product_attention", mask.shape, scores)
+        if tuple(shape) != scores:
+            return None
+    operands = (q, k, v) if mask is None else (q, k, v, mask)
+    safe = mask is not None  # the composite's: a masked row may be empty, a causal one never
+    return apply(ATTENTION, *operands, scale=s, causal=is_causal, safe=safe)
 
 
 def _mask_bias(attn_mask, scores):
@@ -100,6 +137,10 @@ def scaled_dot_product_attention(
     if is_causal and attn_mask is not None:
         raise ValueError(f"{op}: give either attn_mask or is_causal=True, not both")
     s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    if dropout_p <= 0.0 and without_grad(q, k, v, attn_mask):
+        out = _fused(q, k, v, attn_mask, is_causal, s)
+        if out is not None:
+            return out
     scores = E.matmul(q * s, E.transpose(k, -2, -1))
     last = scores.ndim - 1
     if is_causal:

@@ -11,8 +11,11 @@ from __future__ import annotations
 import math
 
 from ..errors import DTypeError, ShapeError
+from ..functional.attention import without_grad
 from ..ops import api as E
+from ..ops._registry import apply
 from ..ops._util import fmt_shape
+from ..ops.attention import ATTENTION
 from ..tensor import Tensor
 from . import functional as F
 from . import init
@@ -211,6 +214,12 @@ class MultiheadAttention(Module):
                     f"{fmt_shape((tgt_len, src_len))} or "
                     f"{fmt_shape((bsz * heads, tgt_len, src_len))}",
                 )
+        p = self.dropout if self.training else 0.0
+        fused = not need_weights and p == 0.0 and self.bias_k is None and not self.add_zero_attn
+        if fused and without_grad(q, k, v, mask, padding):
+            out = self._attend_fused(q, k, v, mask, padding)
+            if out is not None:
+                return out, None
         if self.bias_k is not None:  # one extra learned key/value position
             k = E.cat([k, self.bias_k.expand((1, bsz, embed_dim))])
             v = E.cat([v, self.bias_v.expand((1, bsz, embed_dim))])
@@ -242,7 +251,6 @@ class MultiheadAttention(Module):
         if mask is not None:
             scores = scores + mask
         weights = F.softmax(scores, -1)
-        p = self.dropout if self.training else 0.0
         if p > 0.0:
             weights = F.dropout(weights, p)
         out = E.matmul(weights, v).transpose(0, 1).reshape(tgt_len * bsz, embed_dim)
@@ -254,3 +262,38 @@ class MultiheadAttention(Module):
         if average:
             weights = weights.mean(1)
         return out, weights
+
+    def _attend_fused(self, q, k, v, mask, padding):
+        """`_attend`'s arithmetic as one ``attention`` op where no gradient and no weights are
+        wanted: the heads are permuted views of the projections (the kernel reads them in
+        place), the masks reshaped to (N, heads, L, S) and added as the composite adds them.
+        None where the masks do not fit the op (the composite then runs)."""
+        tgt_len, bsz, embed_dim = q.shape
+        src_len, heads, head_dim = k.shape[0], self.num_heads, self.head_dim
+        if padding is not None:
+            _check(
+                tuple(padding.shape) == (bsz, src_len),
+                f"key_padding_mask has shape {fmt_shape(padding.shape)}, but should be "
+                f"{fmt_shape((bsz, src_len))}",
+            )
+        for m in (mask, padding):
+            if m is not None and m.dtype is not q.dtype:
+                return None
+
+        def split(t, length):  # (S, N, E) -> (N, heads, S, head_dim), a view
+            return t.reshape(length, bsz, heads, head_dim).permute(1, 2, 0, 3)
+
+        operands = [split(q, tgt_len), split(k, src_len), split(v, src_len)]
+        if mask is not None:  # (1 or N * heads, L, S)
+            lead = (bsz, heads) if mask.shape[0] > 1 else (1, 1)
+            mask = mask.reshape(lead + (tgt_len, src_len))
+        if padding is not None:
+            padding = padding.reshape(bsz, 1, 1, src_len)
+            mask = padding if mask is None else mask + padding
+        if mask is not None:
+            operands.append(mask)
+        scale = math.sqrt(1.0 / head_dim)
+        out = apply(ATTENTION, *operands, scale=scale, causal=False, safe=False)
+        out = out.permute(2, 0, 1, 3).reshape(tgt_len * bsz, embed_dim)
+        out = F.linear(out, self.out_proj.weight, self.out_proj.bias)
+        return out.reshape(tgt_len, bsz, embed_dim)

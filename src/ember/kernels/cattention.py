@@ -1,0 +1,342 @@
+"""Attention for inference in one C call: ``softmax(q k^T * scale + mask) v`` per batch element
+(a (batch, head) pair), the scores of a few query rows at a time kept in cache from the product
+through the softmax to the product with the values, instead of the (L, S) score and weight
+arrays going through memory between three kernels.
+
+Operands may be strided (a head split is a permuted view, never copied first): every operand
+comes with the offset of each batch element and its row and column strides, so broadcasting
+over batch dimensions is a zero stride. Per batch element the keys are packed transposed and
+the values row-major, both padded to a whole vector of columns; each block of `ROWS` query
+rows is then two register-blocked products around a softmax that follows kernels/csoftmax.py
+step by step (the NaN flag beside the maximum, ``safe``'s shift by 0 and zero rows, the vector
+exp with arguments below ``LOWEST`` taken as 0), so special values come out as the NumPy
+kernel's (ops/attention.py). The sum of the exponentials divides the output row at the end
+rather than each weight (one rounding of difference). A causal block computes only the keys
+its last row sees.
+
+`attention(...)` returns None where it does not apply (no compiler, a dtype other than float32
+or float64, an empty operand) and the caller runs NumPy.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import numpy as np
+
+__all__ = ["attention"]
+
+_SOURCE = r"""
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+typedef void (*ember_task)(void *, long, long);
+typedef void (*ember_pool)(ember_task, void *, long, long);
+__attribute__((simd("notinbranch"))) T EXP(T);
+
+#ifdef OWN_EXP
+/* float32 exp inline, so the loop vectorizes without a call: Cephes' expf (range reduction
+   by ln 2 in two parts, degree-6 polynomial, 2^n put in the exponent bits), within 2 ulp of
+   expf over [LOWEST, 88]; exp(0) is exactly 1, NaN stays NaN, above 88.72 (a safe shift by 0
+   of a row holding large scores) +inf. */
+static inline float own_exp(float x) {
+  float c = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+  float n = __builtin_floorf(c * 1.44269504088896341f + 0.5f);
+  float r = c - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  float y = p * r * r + r + 1.0f;
+  union { float f; int i; } scale;
+  scale.i = ((int)n + 127) << 23;
+  y *= scale.f;
+  return x != x ? x : (x > 88.72283935546875f ? INFINITY : y);
+}
+#undef EXP
+#define EXP own_exp
+#endif
+
+#define VEC (64 / (long)sizeof(T))
+/* The register block of both products: ROWS query rows by one cache line of columns (COLS), so
+   ROWS accumulators, one vector load and ROWS broadcasts per step; wider blocks pad a short
+   key row to more columns than they save. */
+#define ROWS 4
+#define COLS VEC
+
+#define DIMS 6
+struct job {
+  const T *q, *k, *v; const void *m; T *o;
+  long dims[DIMS], qb[DIMS], kb[DIMS], vb[DIMS], mb[DIMS];
+  long L, S, E, Ev, qr, qc, kr, kc, vr, vc, mr, mc;
+  T scale; int causal, safe, mask_kind, failed;
+};
+
+/* One row's softmax over its first n scores (csoftmax.py's arithmetic), over whole vectors
+   up to `width` (the scores past n are set to -inf first, so they come out 0 and no loop has a
+   remainder); returns the sum of the exponentials the output row is divided by. */
+static T softmax_row(T *x, long n, long width, int safe) {
+  for (long i = n; i < width; i++) x[i] = -INFINITY;
+  T tops[VEC], sums[VEC];
+  int nans[VEC];
+  for (long c = 0; c < VEC; c++) tops[c] = -INFINITY, nans[c] = 0, sums[c] = 0;
+  for (long i = 0; i < width; i += VEC)
+#pragma omp simd
+    for (long c = 0; c < VEC; c++) {
+      tops[c] = x[i + c] > tops[c] ? x[i + c] : tops[c];
+      nans[c] |= x[i + c] != x[i + c];
+    }
+  T top = -INFINITY;
+  int nan = 0;
+  for (long c = 0; c < VEC; c++) top = tops[c] > top ? tops[c] : top, nan |= nans[c];
+  T shift = nan ? NAN : top;
+  if (safe && !isfinite(shift)) shift = 0;
+#ifdef OWN_EXP
+  for (long i = 0; i < width; i += VEC)
+#pragma omp simd
+    for (long c = 0; c < VEC; c++) {
+      T d = x[i + c] - shift;
+      T e = EXP(d);
+      x[i + c] = d <= LOWEST ? 0 : e;
+      sums[c] += x[i + c];
+    }
+#else
+  /* the vector exp leaves its fast path below LOWEST: clamped through memory (csoftmax.py) */
+  for (long i = 0; i < width; i += VEC)
+#pragma omp simd
+    for (long c = 0; c < VEC; c++) {
+      T d = x[i + c] - shift;
+      x[i + c] = d < LOWEST ? LOWEST : d;
+    }
+  for (long i = 0; i < width; i += VEC)
+#pragma omp simd
+    for (long c = 0; c < VEC; c++) {
+      T e = EXP(x[i + c]);
+      x[i + c] = x[i + c] <= LOWEST ? 0 : e;
+      sums[c] += x[i + c];
+    }
+#endif
+  T total = 0;
+  for (long c = 0; c < VEC; c++) total += sums[c];
+  if (safe && total == 0) total = 1;
+  return total;
+}
+
+static void batches(void *job_, long lo, long hi) {
+  const struct job *j = job_;
+  long L = j->L, S = j->S, E = j->E, Ev = j->Ev;
+  long Sp = (S + COLS - 1) / COLS * COLS, Evp = (Ev + COLS - 1) / COLS * COLS;
+  size_t bytes = sizeof(T) * (E * Sp + S * Evp + ROWS * Sp + ROWS * E + ROWS * Evp);
+  T *kt = aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (!kt) {
+    ((struct job *)job_)->failed = 1;
+    return;
+  }
+  T *vp = kt + E * Sp, *sc = vp + S * Evp, *qs = sc + ROWS * Sp, *acc = qs + ROWS * E;
+  for (long b = lo; b < hi; b++) {
+    /* the batch element's offset in each operand (batch strides of 0 broadcast) */
+    long qo = 0, ko = 0, vo = 0, mo = 0;
+    for (long rest = b, d = DIMS - 1; d >= 0; d--) {
+      long i = rest % j->dims[d];
+      rest /= j->dims[d];
+      qo += i * j->qb[d], ko += i * j->kb[d], vo += i * j->vb[d], mo += i * j->mb[d];
+    }
+    const T *q = j->q + qo, *k = j->k + ko, *v = j->v + vo;
+    T *o = j->o + b * L * Ev;
+    /* key by key: a head split's key rows lie a whole token apart, often a multiple of 4 KiB,
+       so walking down a column would touch one cache set per key */
+    for (long s = 0; s < S; s++)
+      for (long d = 0; d < E; d++) kt[d * Sp + s] = k[s * j->kr + d * j->kc];
+    for (long d = 0; d < E; d++)
+      for (long s = S; s < Sp; s++) kt[d * Sp + s] = 0;
+    for (long s = 0; s < S; s++) {
+      T *row = vp + s * Evp;
+      for (long e = 0; e < Ev; e++) row[e] = v[s * j->vr + e * j->vc];
+      for (long e = Ev; e < Evp; e++) row[e] = 0;
+    }
+    for (long i0 = 0; i0 < L; i0 += ROWS) {
+      long rows = L - i0 < ROWS ? L - i0 : ROWS;
+      long keys = j->causal ? (i0 + rows < S ? i0 + rows : S) : S;
+      long width = (keys + COLS - 1) / COLS * COLS;
+      for (long r = 0; r < ROWS; r++)
+        for (long d = 0; d < E; d++)
+          qs[r * E + d] = r < rows ? q[(i0 + r) * j->qr + d * j->qc] * j->scale : 0;
+      /* scores of ROWS rows, one vector of keys at a time, accumulated over the embedding */
+      for (long s0 = 0; s0 < width; s0 += COLS) {
+        T a[ROWS][COLS];
+        for (long r = 0; r < ROWS; r++)
+          for (long c = 0; c < COLS; c++) a[r][c] = 0;
+        for (long d = 0; d < E; d++) {
+          const T *kd = kt + d * Sp + s0;
+          for (long r = 0; r < ROWS; r++) {
+            T x = qs[r * E + d];
+#pragma omp simd
+            for (long c = 0; c < COLS; c++) a[r][c] += x * kd[c];
+          }
+        }
+        for (long r = 0; r < ROWS; r++)
+          for (long c = 0; c < COLS; c++) sc[r * Sp + s0 + c] = a[r][c];
+      }
+      T totals[ROWS];
+      for (long r = 0; r < rows; r++) {
+        long i = i0 + r;
+        T *x = sc + r * Sp;
+        if (j->mask_kind == 1) {
+          const T *m = (const T *)j->m + mo + i * j->mr;
+          for (long s = 0; s < keys; s++) x[s] += m[s * j->mc];
+        } else if (j->mask_kind == 2) {
+          const unsigned char *m = (const unsigned char *)j->m + mo + i * j->mr;
+          for (long s = 0; s < keys; s++) x[s] = m[s * j->mc] ? x[s] : -INFINITY;
+        }
+        long n = j->causal ? (i + 1 < keys ? i + 1 : keys) : keys;
+        totals[r] = softmax_row(x, n, width, j->safe);
+      }
+      for (long r = rows; r < ROWS; r++)
+        for (long s = 0; s < width; s++) sc[r * Sp + s] = 0;
+      /* the weighted sum of the value rows, one vector of columns at a time */
+      for (long e0 = 0; e0 < Evp; e0 += COLS) {
+        T a[ROWS][COLS];
+        for (long r = 0; r < ROWS; r++)
+          for (long c = 0; c < COLS; c++) a[r][c] = 0;
+        for (long s = 0; s < keys; s++) {
+          const T *vs = vp + s * Evp + e0;
+          for (long r = 0; r < ROWS; r++) {
+            T p = sc[r * Sp + s];
+#pragma omp simd
+            for (long c = 0; c < COLS; c++) a[r][c] += p * vs[c];
+          }
+        }
+        for (long r = 0; r < rows; r++) {
+          T *out = o + (i0 + r) * Ev;
+          long n = Ev - e0 < COLS ? Ev - e0 : COLS;
+          for (long c = 0; c < n; c++) out[e0 + c] = a[r][c] / totals[r];
+        }
+      }
+    }
+  }
+  free(kt);
+}
+
+/* Batch elements are shared over ember's pool once there are 2^16 multiply-adds in all, the
+   scale at which the other row kernels (csoftmax, cindex, cpooling) stop running serially. */
+void ember_attention(struct job *j, long count, ember_pool pool) {
+  if (pool && count > 1 && count * j->L * j->S * (j->E + j->Ev) >= (1L << 16))
+    pool(batches, j, count, 1);
+  else
+    batches(j, 0, count);
+}
+"""
+
+_VECTOR_EXP = '__attribute__((simd("notinbranch")))'
+_TYPES = {
+    np.dtype(np.float32): ("float", "expf", "-80.0f", ctypes.c_float),
+    np.dtype(np.float64): ("double", "exp", "-700.0", ctypes.c_double),
+}
+_FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-fopenmp-simd", "-fno-math-errno")
+_FLAGS += ("-fno-trapping-math", "-ffp-contract=fast", "-std=gnu11")
+
+_P = ctypes.c_void_p
+_L = ctypes.c_long
+
+
+_DIMS = 6  # batch dimensions the kernel takes (DIMS in the C source)
+
+
+def _job(scalar):
+    class Job(ctypes.Structure):
+        _fields_ = [(n, _P) for n in ("q", "k", "v", "m", "o")]
+        _fields_ += [(n, _L * _DIMS) for n in ("dims", "qb", "kb", "vb", "mb")]
+        _fields_ += [(n, _L) for n in "L S E Ev qr qc kr kc vr vc mr mc".split()]
+        _fields_ += [("scale", scalar), ("causal", ctypes.c_int), ("safe", ctypes.c_int)]
+        _fields_ += [("mask_kind", ctypes.c_int), ("failed", ctypes.c_int)]
+
+    return Job
+
+
+@functools.cache
+def _function(dtype: np.dtype):
+    """(ember_attention, its job structure, the pool) for ``dtype``, or None."""
+    from . import ccompile, cpool
+
+    if dtype not in _TYPES or not ccompile.compiler_available():
+        return None
+    c_type, exp, lowest, scalar = _TYPES[dtype]
+    own = "#define OWN_EXP\n" if dtype == np.float32 else ""
+    source = own + f"#define T {c_type}\n#define EXP {exp}\n#define LOWEST ({lowest})\n" + _SOURCE
+    args = [ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p]
+    for libs in (("-lmvec", "-lm"), ("-lm",)):
+        text = source if "-lmvec" in libs else source.replace(_VECTOR_EXP, "")
+        try:
+            fn = ccompile.load(text, "ember_attention", args, flags=_FLAGS + libs)
+        except ccompile.CompileError:
+            continue  # no vector math library here: scalar exp, still one kernel
+        return fn, _job(scalar), cpool.parallel_for()
+    return None
+
+
+def _batch_strides(a: np.ndarray, batch: tuple) -> list:
+    """``a``'s strides in elements over the batch dimensions ``batch`` (its last two
+    dimensions excluded), 0 where it broadcasts, padded in front to `_DIMS`."""
+    lead = a.ndim - 2
+    own = [0 if a.shape[i] == 1 else a.strides[i] // a.itemsize for i in range(lead)]
+    return [0] * (_DIMS - lead) + own
+
+
+def attention(q, k, v, mask, *, scale: float, causal: bool, safe: bool):
+    """``softmax(q @ k^T * scale + mask) @ v`` over the last two dimensions (leading ones
+    broadcast), or None where the kernel does not apply (see the module docstring). ``mask``
+    is None, a float array of q's dtype added to the scores, or a bool array of the kept
+    positions; either broadcasts to the scores' shape."""
+    dtype = q.dtype
+    if k.dtype != dtype or v.dtype != dtype or min(q.ndim, k.ndim, v.ndim) < 2:
+        return None
+    if mask is not None and mask.dtype != dtype and mask.dtype != np.bool_:
+        return None
+    arrays = (q, k, v) if mask is None else (q, k, v, mask)
+    if any(s % a.itemsize for a in arrays for s in a.strides):
+        return None
+    L, E = q.shape[-2:]
+    S, Ev = v.shape[-2:]
+    if k.shape[-2] != S or k.shape[-1] != E:
+        return None
+    if mask is not None and mask.ndim < 2:
+        mask = mask.reshape((1,) * (2 - mask.ndim) + mask.shape)
+    try:
+        batch = np.broadcast_shapes(*(a.shape[:-2] for a in arrays))
+        if mask is not None and np.broadcast_shapes(mask.shape[-2:], (L, S)) != (L, S):
+            return None
+    except ValueError:
+        return None
+    if len(batch) > _DIMS:
+        return None
+    out = np.empty(batch + (L, Ev), dtype)
+    if out.size == 0:
+        return out
+    found = _function(dtype) if S and E else None
+    if found is None:
+        return None
+    fn, job_type, pool = found
+    count = out.size // (L * Ev)
+    dims = [1] * (_DIMS - len(batch)) + list(batch)
+    mask_kind, mask_ptr, mb, mr, mc = 0, None, [0] * _DIMS, 0, 0
+    if mask is not None:
+        mask_kind = 2 if mask.dtype == np.bool_ else 1
+        mask_ptr, mb = mask.ctypes.data, _batch_strides(mask, batch)
+        mr = 0 if mask.shape[-2] == 1 else mask.strides[-2] // mask.itemsize
+        mc = 0 if mask.shape[-1] == 1 else mask.strides[-1] // mask.itemsize
+    qs, ks, vs = q.strides, k.strides, v.strides
+    i = q.itemsize
+    job = job_type(
+        q.ctypes.data, k.ctypes.data, v.ctypes.data, mask_ptr, out.ctypes.data,
+        (_L * _DIMS)(*dims), (_L * _DIMS)(*_batch_strides(q, batch)),
+        (_L * _DIMS)(*_batch_strides(k, batch)), (_L * _DIMS)(*_batch_strides(v, batch)),
+        (_L * _DIMS)(*mb),
+        L, S, E, Ev, qs[-2] // i, qs[-1] // i, ks[-2] // i, ks[-1] // i, vs[-2] // i, vs[-1] // i,
+        mr, mc, scale, int(causal), int(safe), mask_kind, 0,
+    )  # fmt: skip
+    fn(ctypes.addressof(job), count, pool)
+    return None if job.failed else out
