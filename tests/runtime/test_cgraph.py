@@ -344,3 +344,15 @@ def test_a_linear_step_runs_the_kernel_measured_for_its_rows(kernel, monkeypatch
     assert (linear.args[11] != 0) == (kernel == "skinny")
     assert (linear.args[16] != 0) == (kernel == "blas")
     _check_close(graph, args, 1e-5)
+
+
+def test_a_broadcast_has_no_copy_step_and_adding_ones_copies_the_bytes():
+    """A real broadcast is not its input's bytes: the copy step (which copied the output's size
+    from the input, reading past it) is refused for it, so such a graph stays off the C runner
+    (the default executor chose the runner for the gradient of ``sum`` and got garbage); a
+    broadcast that only adds dimensions of one is a copy and runs in C."""
+    (x,) = _tensors([(4, 1)])
+    wide = _graph(lambda x: ember.broadcast_to(x.reshape(4, 1), (4, 5)), [x], opt_level=0)
+    assert cgraph.c_steps(wide) is None
+    ones = _graph(lambda x: ember.broadcast_to(x.reshape(4), (1, 4)), [x], opt_level=0)
+    _check(ones, [x])

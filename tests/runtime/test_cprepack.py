@@ -338,9 +338,9 @@ def test_no_pack_is_used_while_paused_or_switched_off(forced, monkeypatch):
     with cprepack.paused():
         _check(cgemm.matmul(a, w.T), a, w.T)
     for env, value in (("EMBER_PREPACK", "0"), ("EMBER_GEMM", "blas")):
-        monkeypatch.setenv(env, value)
-        _check(cgemm.matmul(a, w.T), a, w.T)
-        monkeypatch.delenv(env)
+        with monkeypatch.context() as switched:  # (then back to the fixture's settings)
+            switched.setenv(env, value)
+            _check(cgemm.matmul(a, w.T), a, w.T)
     assert forced == []
     _check(cgemm.matmul(a, w.T), a, w.T)
     assert forced == [True]

@@ -114,12 +114,17 @@ def concat_step(node) -> CStep | None:
 
 
 def copy_step(node) -> CStep | None:
-    """The C step of a node whose output is its input's bytes (a ``reshape``)."""
+    """The C step of a node whose output is its input's bytes (a ``reshape``; a
+    ``broadcast_to`` that only adds dimensions of one); None where the output has another
+    number of elements than the input (a real broadcast: copying the output's size of bytes
+    would read past the input)."""
     library = _library()
     x, out = node.inputs[0].type, node.outputs[0].type
     if library is None or x.dtype != out.dtype:
         return None
     size = int(np.prod(out.shape, dtype=np.int64)) * out.dtype.np.itemsize
+    if size != int(np.prod(x.shape, dtype=np.int64)) * x.dtype.np.itemsize:
+        return None
     args = np.array([0, 0, size], np.int64)
     return CStep(function_address(library[1]), args, [(0, "out", 0), (1, "in", 0)], (library,))
 
