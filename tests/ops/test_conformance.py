@@ -185,3 +185,62 @@ def test_every_op_is_covered():
     with_vjp = {name for name, op in REGISTRY.items() if op.vjp is not None}
     unchecked = sorted(with_vjp - _VJP_SEEN)
     assert not unchecked, f"ops whose VJP no sample checks by finite differences: {unchecked}"
+
+
+def _runner_graphs(sample):
+    """The graphs of ``sample`` the default executor may hand to the C graph runner: its traced
+    forward and, where it has gradients, its traced gradient (``ember.grad`` of the outputs
+    against fixed cotangents), with their input arrays."""
+    call, tensors, positions = _captured(sample)
+    arrays = [t.numpy() for t in tensors]
+    yield "forward", ember.trace(call, *tensors).graph, arrays
+    if not sample.grad:
+        return
+    differentiated = set(diff_indices(sample, sample.inputs))
+    diff = tuple(k for k, i in enumerate(positions) if i in differentiated)
+    if not diff:
+        return
+    eager = call(*tensors)
+    cots = cotangents(eager if isinstance(eager, tuple) else (eager,))
+
+    def objective(*ts):
+        out = call(*ts)
+        total = 0.0
+        for o, c in zip(out if isinstance(out, tuple) else (out,), cots):
+            if c is not None:
+                total = total + (o * ember.tensor(c, dtype=o.dtype)).sum()
+        return total
+
+    yield "gradient", ember.trace(ember.grad(objective, argnums=diff), *tensors).graph, arrays
+
+
+@pytest.mark.parametrize(
+    "sample",
+    [s for s in SAMPLES if not s.name.startswith(_DRAWS + _VALUE_SHAPED)],
+    ids=lambda s: s.name,
+)
+def test_the_c_graph_runner_computes_what_generated_code_computes(sample):
+    """Wherever a sample's graph has a C program (every node a C step), the C graph runner on
+    one and two threads gives generated code's results: the default executor may choose it for
+    any graph (where it measures faster), so a step that is wrong for some shape is a wrong
+    answer on some machine or load (broadcast_to's copy step once read past its input)."""
+    from ember.runtime import cgraph
+    from ember.runtime.codegen import compile_graph
+
+    for what, graph, arrays in _runner_graphs(sample):
+        steps = cgraph.c_steps(graph)
+        if steps is None:
+            continue
+        want = compile_graph(graph)(*[np.array(a, copy=True) for a in arrays])
+        for threads in (1, 2):
+            program = cgraph.CGraphProgram(graph, steps, None, threads)
+            got = program(*[np.array(a, copy=True) for a in arrays])
+            assert len(got) == len(want)
+            for k, (g, w) in enumerate(zip(got, want)):
+                w = np.asarray(w)
+                assert g.shape == w.shape and g.dtype == w.dtype, f"{what} output {k}"
+                finite = np.abs(w[np.isfinite(w)]) if w.dtype.kind == "f" else np.abs(w)
+                scale = float(finite.max()) if finite.size else 0.0
+                np.testing.assert_allclose(
+                    g, w, rtol=1e-5, atol=1e-5 * scale, err_msg=f"{sample.name}: {what} {k}"
+                )

@@ -212,7 +212,7 @@ class CGraphProgram:
         for n in graph.nodes:
             if n.kind == "constant":
                 v = n.outputs[0]
-                self._values[id(v)] = array = np.ascontiguousarray(graph.constants[n.name])
+                self._values[id(v)] = array = np.asarray(graph.constants[n.name], order="C")
                 _write(slots.get(id(v), []), array)
         self._inputs = [(id(v), v.type.dtype.np, slots.get(id(v), [])) for v in graph.inputs]
         # bytes the program holds between runs: its intermediate values' arrays, the steps'
@@ -247,7 +247,7 @@ class CGraphProgram:
         # array every step; that one was contiguous and of its dtype then, and is now)
         for k in compress(range(len(last)), map(is_not, arrays, last)):
             _, dtype, slots = self._inputs[k]
-            a = np.ascontiguousarray(arrays[k], dtype)
+            a = np.asarray(arrays[k], dtype, order="C")  # (a 0-d array stays 0-d)
             if a is not last[k]:
                 _write(slots, a)
                 last[k] = a
