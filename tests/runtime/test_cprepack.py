@@ -407,3 +407,22 @@ def test_an_array_two_counters_watch_is_never_packed(forced):
     first[0] += 1
     _check(cgemm.matmul(a, w.T), a, w.T)
     assert forced == [True]  # not packed again, nor read from the old pack
+
+
+@needs_kernel
+def test_by_the_measured_choice_a_version_is_packed_on_its_second_product(forced, monkeypatch):
+    """Without EMBER_PREPACK=1, a weight's version is packed when a product reads it a second
+    time: inference reuses it from then on, while a training step, whose weights change between
+    their products, never pays for a pack that would serve one product."""
+    monkeypatch.delenv("EMBER_PREPACK")
+    monkeypatch.setattr(cgemm, "_prepacked", lambda dtype, m: True)  # (the measured choice)
+    layer = nn.Linear(64, 72)
+    x = ember.randn(40, 64)
+    with ember.no_grad():
+        for _ in range(3):
+            _close(layer(x), _reference(layer, x), 64)
+        assert forced == [True, True]  # not the first product, then the second and third
+        for _ in range(3):  # updated before every product: never packed
+            layer.weight.mul_(0.5)
+            _close(layer(x), _reference(layer, x), 64)
+        assert forced == [True, True]

@@ -235,7 +235,8 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     if functions is None:
         return None
     if not batch and a.ndim == 2 and b.ndim == 2 and _prepacked(a.dtype, m):
-        entry = cprepack.lookup(b)
+        # (measured choice: pack a weight's version on its second product, not its first)
+        entry = cprepack.lookup(b, first_sight=os.environ.get("EMBER_PREPACK", "") == "1")
         if entry is not None:
             threaded = 2 * m * n * k >= split_flops()
             done = cprepack.product(a, entry, out, threaded=threaded)

@@ -73,6 +73,10 @@ _lock = threading.RLock()  # (re-entered by a weakref callback run while it is h
 # id(array) -> (weakref to it, its version counter: a one-element list, or None: never packed)
 _watched: dict = {}
 _packs: OrderedDict = OrderedDict()  # key -> _Pack, least recently used first
+# key -> (weakref to the watched array, the version a product read unpacked): `lookup` packs
+# a version seen before (its ``first_sight=False``); bounded, cleared when full
+_seen: dict = {}
+_MAX_SEEN = 4096
 _held = [0]  # bytes of the packs
 _paused = [0]  # programs now writing into their inputs (see the module docstring)
 _CONSTANT = (0,)  # the counter of a pack made for one use (`pack` called directly)
@@ -161,6 +165,7 @@ def clear() -> None:
     """Drop every pack (they are packed again on use)."""
     with _lock:
         _packs.clear()
+        _seen.clear()
         _held[0] = 0
 
 
@@ -201,10 +206,13 @@ def _held_now(key) -> bool:
     return key[1] in _packs
 
 
-def lookup(b: np.ndarray):
+def lookup(b: np.ndarray, *, first_sight: bool = True):
     """The current pack of ``b`` (a 2-d float32/float64 operand that views a watched array),
     packing it now if it has none or a stale one; None where ``b`` is not watched, packs are
-    paused or off, the budget cannot hold it, or there is no packed kernel."""
+    paused or off, the budget cannot hold it, or there is no packed kernel. With
+    ``first_sight=False`` a version is packed only when it is seen a second time: a weight that
+    changes between its products (a training step's, updated every step) is never packed, as
+    its pack would serve one product and cost more than the product's own packing."""
     if _paused[0] or not _watched or b.ndim != 2:
         return None
     found = _owner(b)
@@ -220,6 +228,14 @@ def lookup(b: np.ndarray):
             return entry
         _charge(key, entry)
         return entry
+    if not first_sight:
+        seen = _seen.get(key)
+        if seen is None or seen[0]() is not owner or seen[1] != counter[0]:
+            if len(_seen) >= _MAX_SEEN:
+                _seen.clear()
+            _seen[key] = (ref, counter[0])
+            return None
+        _seen.pop(key, None)
     entry = pack(b, ref, counter)
     if entry is None:
         return None
