@@ -78,6 +78,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("capture", ("ember.capture",)),
     ("tools", ("ember.profiler", "ember.tools")),
+    ("interchange", ("ember.onnx",)),
     ("api", ("ember.train", "ember.cli", "ember")),
 ]
 

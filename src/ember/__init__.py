@@ -38,6 +38,7 @@ from .errors import (
     DivisionByZeroError,
     DTypeError,
     EmberError,
+    OnnxError,
     RNGStateError,
     ScriptError,
     ShapeError,

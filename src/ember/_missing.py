@@ -35,7 +35,6 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "vmap": _NONE,
         "distributed": _NONE,
         "hub": _NONE,
-        "onnx": _NONE,
         "sparse": _NO_SPARSE,
         "sparse_coo": _NO_SPARSE,
         "quantization": _NONE,

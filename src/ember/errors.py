@@ -83,6 +83,11 @@ class CheckpointError(EmberError, OSError):
     """A checkpoint file that is missing, truncated, corrupt or not an ember checkpoint."""
 
 
+class OnnxError(EmberError, ValueError):
+    """An ONNX model ember cannot read, run or write: a damaged file, an unknown operator or
+    opset, an input of the wrong name, shape or dtype, or an ember op with no ONNX form."""
+
+
 class TraceError(EmberError, RuntimeError):
     """A traced program used a tensor's value in Python (data-dependent control flow)."""
 

@@ -1,0 +1,53 @@
+"""``ember.onnx``: graphs in and out of the ONNX format.
+
+* ``ember.onnx.load(path)`` reads a model (``.onnx`` file, bytes or a ``ModelProto``) and
+  returns an `OnnxFunction`: call it on tensors or arrays; it runs as an ``ember.function``
+  (captured into a graph, ember's passes, ember's executors; ``print(f.graph)``), or eagerly
+  where the model computes shapes from data. ``load(path, trainable=True)`` returns an
+  `OnnxModule` whose floating-point initializers are Parameters, to fine-tune with
+  ``ember.optim``.
+* ``ember.onnx.backend``: ONNX's ``Backend`` interface (``prepare``, ``run_model``), which
+  ONNX's conformance suite drives.
+* ``ember.onnx.export(fn_or_module_or_graph, path, *example_inputs)``: a graph to a file.
+
+The ``onnx`` package (``pip install 'ember[onnx]'``) is imported on first use, never when
+``ember`` is imported: everything here works without it except what reads or writes ONNX.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__all__ = ["load", "export", "backend", "OnnxFunction", "OnnxModule"]
+
+
+def load(model, *, trainable: bool = False, capture: bool = True, opt_level=None):
+    """Read an ONNX model (a path, bytes or an ``onnx.ModelProto``) as an ember callable.
+
+    ``trainable=False`` gives an `OnnxFunction` (initializers are constants); ``True`` an
+    `OnnxModule` (``nn.Module``) whose floating-point initializers are Parameters.
+    ``capture=False`` runs the model eagerly, op by op, instead of capturing it into a graph.
+    Damaged files, unknown operators and unsupported opsets raise `OnnxError` naming them."""
+    from .importer import load as _load
+
+    return _load(model, trainable=trainable, capture=capture, opt_level=opt_level)
+
+
+def export(target, path, *example_inputs, input_signature=None, opset=None, **kwargs):
+    """Write ``target`` (a function, an ``nn.Module`` or an ember ``Graph``) to ``path`` as an
+    ONNX model; see ``ember.onnx.exporter.export``."""
+    from .exporter import export as _export
+
+    return _export(
+        target, path, *example_inputs, input_signature=input_signature, opset=opset, **kwargs
+    )
+
+
+def __getattr__(name):
+    if name == "backend":
+        return importlib.import_module(".backend", __name__)
+    if name in ("OnnxFunction", "OnnxModule"):
+        from . import importer
+
+        return getattr(importer, name)
+    raise AttributeError(f"module 'ember.onnx' has no attribute {name!r}")

@@ -1,0 +1,325 @@
+"""Reading an ONNX model safely: the file, its external data, its tensors and attributes.
+
+A model file is hostile input. Everything here turns what the file says into plain Python and
+NumPy values, checked, before the importer sees it:
+
+* the protobuf is parsed by the ``onnx`` package (never by hand); a file that does not parse
+  raises `OnnxError` naming the file;
+* external-data locations must stay inside the model's folder (no absolute paths, no ``..``,
+  no symbolic link leading out), and their offsets and lengths must lie inside the data file;
+* a tensor's declared size must match the bytes it carries, and no tensor may declare more
+  than `MAX_TENSOR_BYTES`;
+* names are checked: every node input is defined before it is read, no value is defined twice
+  (so a graph with a cycle is refused), every graph output is defined.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import OnnxError
+
+# a declared tensor larger than this is refused before anything is allocated (the file would
+# have to carry it anyway; this only stops a header that lies from reserving memory)
+MAX_TENSOR_BYTES = 1 << 36
+
+DEFAULT_DOMAIN = ""  # "ai.onnx"
+
+
+def require_onnx():
+    """The ``onnx`` package, or an `OnnxError` saying how to install it."""
+    try:
+        import onnx
+    except ImportError as err:  # pragma: no cover - the test extra installs it
+        raise OnnxError(
+            "reading or writing ONNX models needs the 'onnx' package: pip install 'ember[onnx]'"
+        ) from err
+    return onnx
+
+
+@dataclass
+class ModelSource:
+    proto: object  # onnx.ModelProto, external data loaded
+    name: str  # how errors name the model (its path, or "<bytes>")
+    opsets: dict  # domain -> version
+
+
+def read_model(source, *, name: str | None = None) -> ModelSource:
+    """Parse ``source`` (a path, bytes or a ModelProto) into a checked `ModelSource`."""
+    onnx = require_onnx()
+    base_dir = None
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        name = name or path
+        if not os.path.isfile(path):
+            raise OnnxError(f"{path}: no such ONNX model file")
+        with open(path, "rb") as f:
+            data = f.read()
+        base_dir = os.path.dirname(os.path.abspath(path))
+        proto = _parse(onnx, data, name)
+    elif isinstance(source, (bytes, bytearray, memoryview)):
+        name = name or "<bytes>"
+        proto = _parse(onnx, bytes(source), name)
+    elif isinstance(source, onnx.ModelProto):
+        name = name or (source.graph.name or "<ModelProto>")
+        proto = onnx.ModelProto()
+        proto.CopyFrom(source)
+    else:
+        raise OnnxError(
+            "ember.onnx.load takes a path, bytes or an onnx.ModelProto, "
+            f"not {type(source).__name__}"
+        )
+    if not proto.HasField("graph"):
+        raise OnnxError(f"{name}: the file holds no graph (not an ONNX model?)")
+    _load_external_data(onnx, proto, base_dir, name)
+    opsets = {}
+    for entry in proto.opset_import:
+        domain = entry.domain if entry.domain != "ai.onnx" else DEFAULT_DOMAIN
+        opsets[domain] = int(entry.version)
+    if DEFAULT_DOMAIN not in opsets:
+        # IR version 3 and later must name it; older files meant opset 1
+        opsets[DEFAULT_DOMAIN] = 1
+    return ModelSource(proto, name, opsets)
+
+
+def _parse(onnx, data: bytes, name: str):
+    from google.protobuf.message import DecodeError
+
+    proto = onnx.ModelProto()
+    try:
+        proto.ParseFromString(data)
+    except (DecodeError, ValueError, RuntimeError) as err:
+        raise OnnxError(f"{name}: not a readable ONNX model ({err})") from None
+    if not proto.ListFields():
+        raise OnnxError(f"{name}: empty or unreadable ONNX model")
+    return proto
+
+
+def _all_tensors(graph):
+    """Every TensorProto a graph holds: initializers, Constant nodes' and subgraphs' values."""
+    yield from graph.initializer
+    for sparse in graph.sparse_initializer:
+        yield sparse.values
+        yield sparse.indices
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.HasField("t"):
+                yield attr.t
+            yield from attr.tensors
+            if attr.HasField("g"):
+                yield from _all_tensors(attr.g)
+            for g in attr.graphs:
+                yield from _all_tensors(g)
+
+
+def _load_external_data(onnx, proto, base_dir: str | None, name: str) -> None:
+    external = [
+        t for t in _all_tensors(proto.graph) if t.data_location == onnx.TensorProto.EXTERNAL
+    ]
+    if not external:
+        return
+    if base_dir is None:
+        raise OnnxError(
+            f"{name}: the model keeps tensors in external files; load it from its path so "
+            "they can be found"
+        )
+    root = os.path.realpath(base_dir)
+    for tensor in external:
+        info = {entry.key: entry.value for entry in tensor.external_data}
+        location = info.get("location", "")
+        if (
+            not location
+            or os.path.isabs(location)
+            or ".." in location.replace("\\", "/").split("/")
+        ):
+            raise OnnxError(
+                f"{name}: tensor {tensor.name!r} names external data {location!r} outside the "
+                "model's folder (refused)"
+            )
+        full = os.path.realpath(os.path.join(root, location))
+        if os.path.commonpath([full, root]) != root:
+            raise OnnxError(
+                f"{name}: tensor {tensor.name!r}'s external data {location!r} leads outside the "
+                "model's folder (refused)"
+            )
+        if not os.path.isfile(full):
+            raise OnnxError(
+                f"{name}: tensor {tensor.name!r}'s external data file {location!r} is missing"
+            )
+        size = os.path.getsize(full)
+        try:
+            offset = int(info.get("offset", 0))
+            length = int(info["length"]) if "length" in info else size - offset
+        except ValueError:
+            raise OnnxError(
+                f"{name}: tensor {tensor.name!r} has a malformed external offset/length"
+            ) from None
+        if offset < 0 or length < 0 or offset + length > size:
+            raise OnnxError(
+                f"{name}: tensor {tensor.name!r}'s external data ({location!r}, offset {offset}, "
+                f"length {length}) lies outside its {size}-byte file"
+            )
+        with open(full, "rb") as f:
+            f.seek(offset)
+            tensor.raw_data = f.read(length)
+        del tensor.external_data[:]
+        tensor.data_location = onnx.TensorProto.DEFAULT
+
+
+def tensor_to_array(tensor, where: str) -> np.ndarray:
+    """A TensorProto's value as a NumPy array (checked against its declared shape)."""
+    onnx = require_onnx()
+    from onnx import numpy_helper
+
+    dims = [int(d) for d in tensor.dims]
+    if any(d < 0 for d in dims):
+        raise OnnxError(f"{where}: tensor {tensor.name!r} declares a negative dimension {dims}")
+    count = int(np.prod(dims, dtype=object)) if dims else 1
+    try:
+        itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
+    except (KeyError, ValueError, TypeError):
+        raise OnnxError(
+            f"{where}: tensor {tensor.name!r} has unknown element type {tensor.data_type}"
+        ) from None
+    if count * itemsize > MAX_TENSOR_BYTES:
+        raise OnnxError(
+            f"{where}: tensor {tensor.name!r} declares shape {dims} "
+            f"({count * itemsize} bytes), more than ember reads ({MAX_TENSOR_BYTES})"
+        )
+    if tensor.HasField("raw_data") and tensor.data_type != onnx.TensorProto.STRING:
+        expected = count * itemsize
+        if tensor.data_type in _SUB_BYTE:
+            expected = (count * _SUB_BYTE[tensor.data_type] + 7) // 8
+        if len(tensor.raw_data) != expected:
+            raise OnnxError(
+                f"{where}: tensor {tensor.name!r} declares shape {dims} but carries "
+                f"{len(tensor.raw_data)} bytes (expected {expected})"
+            )
+    try:
+        array = numpy_helper.to_array(tensor)
+    except Exception as err:  # the package's own checks: inconsistent fields
+        raise OnnxError(f"{where}: tensor {tensor.name!r} cannot be read ({err})") from None
+    if array.size != count:
+        raise OnnxError(
+            f"{where}: tensor {tensor.name!r} declares shape {dims} but holds {array.size} values"
+        )
+    return array.reshape(dims)
+
+
+def _sub_byte_types():
+    onnx = require_onnx()
+    table = {}
+    for type_name, bits in (
+        ("INT4", 4),
+        ("UINT4", 4),
+        ("FLOAT4E2M1", 4),
+        ("INT2", 2),
+        ("UINT2", 2),
+    ):
+        code = getattr(onnx.TensorProto, type_name, None)
+        if code is not None:
+            table[code] = bits
+    return table
+
+
+try:  # filled lazily where onnx is absent
+    _SUB_BYTE = _sub_byte_types()
+except OnnxError:  # pragma: no cover
+    _SUB_BYTE = {}
+
+
+def attribute_value(attr, where: str):
+    """An AttributeProto's value as Python: numbers, strings (str), lists, NumPy arrays for
+    tensors, GraphProtos left as they are (the importer builds them)."""
+    onnx = require_onnx()
+    kind = attr.type
+    A = onnx.AttributeProto
+    if kind == A.FLOAT:
+        return float(attr.f)
+    if kind == A.INT:
+        return int(attr.i)
+    if kind == A.STRING:
+        return attr.s.decode("utf-8", errors="replace")
+    if kind == A.TENSOR:
+        return tensor_to_array(attr.t, where)
+    if kind == A.GRAPH:
+        return attr.g
+    if kind == A.FLOATS:
+        return [float(v) for v in attr.floats]
+    if kind == A.INTS:
+        return [int(v) for v in attr.ints]
+    if kind == A.STRINGS:
+        return [s.decode("utf-8", errors="replace") for s in attr.strings]
+    if kind == A.TENSORS:
+        return [tensor_to_array(t, where) for t in attr.tensors]
+    if kind == A.GRAPHS:
+        return list(attr.graphs)
+    if kind == A.SPARSE_TENSOR:
+        return sparse_to_array(attr.sparse_tensor, where)
+    if kind == A.TYPE_PROTO:
+        return attr.tp
+    if kind == A.UNDEFINED and attr.ref_attr_name:
+        raise OnnxError(f"{where}: attribute {attr.name!r} refers to a function attribute")
+    raise OnnxError(f"{where}: attribute {attr.name!r} has unsupported type {kind}")
+
+
+def sparse_to_array(sparse, where: str) -> np.ndarray:
+    values = tensor_to_array(sparse.values, where)
+    indices = tensor_to_array(sparse.indices, where).astype(np.int64)
+    dims = [int(d) for d in sparse.dims]
+    dense = np.zeros(dims, dtype=values.dtype)
+    if values.size:
+        flat = dense.reshape(-1)
+        if indices.ndim == 1:
+            positions = indices
+        else:
+            positions = np.ravel_multi_index(tuple(indices.T), dims)
+        if positions.min() < 0 or positions.max() >= flat.size:
+            raise OnnxError(f"{where}: sparse tensor indices lie outside its shape {dims}")
+        flat[positions] = values.reshape(-1)
+    return dense
+
+
+def check_names(graph, outer: set, where: str) -> None:
+    """Every node reads names defined before it (or in an enclosing graph), no name is
+    defined twice, every output is defined: a file that breaks these (a cycle, a typo) is
+    refused here rather than failing somewhere inside."""
+    defined = set(outer)
+    own: set = set()
+
+    def define(value: str, what: str):
+        if not value:
+            return
+        if value in own:
+            raise OnnxError(f"{where}: {what} defines {value!r}, which is already defined")
+        own.add(value)
+        defined.add(value)
+
+    for vi in graph.input:
+        define(vi.name, "graph input")
+    for init in graph.initializer:
+        if init.name not in own:  # an initializer may also be listed as an input (IR < 4)
+            define(init.name, "initializer")
+    for sparse in graph.sparse_initializer:
+        define(sparse.values.name, "sparse initializer")
+    for index, node in enumerate(graph.node):
+        label = node_label(node, index)
+        for value in node.input:
+            if value and value not in defined:
+                raise OnnxError(
+                    f"{where}: {label} reads {value!r}, which no earlier node, input or "
+                    "initializer defines (a cycle, or a node out of order)"
+                )
+        for value in node.output:
+            define(value, label)
+    for out in graph.output:
+        if out.name not in defined:
+            raise OnnxError(f"{where}: graph output {out.name!r} is never computed")
+
+
+def node_label(node, index: int) -> str:
+    name = f" {node.name!r}" if node.name else ""
+    return f"node {index}{name} ({node.op_type})"

@@ -1,0 +1,413 @@
+"""``ember.onnx.load``: an ONNX model as an ember callable.
+
+`GraphRunner` holds one ONNX graph (the model's, or an If/Loop/Scan body), checked and with
+every node's converter resolved when the model is loaded, so an unknown operator or opset is
+reported at ``load`` naming the node. ``run`` walks the nodes in order over an environment of
+values (see onnx/_convert.py for what a value is), folding the nodes whose inputs are all
+static.
+
+`OnnxFunction` (``load(path)``) runs that walk inside an ``ember.function``: the model is
+captured into an ember graph per input shape (the shapes make ``Shape`` static, so the model's
+shape arithmetic folds away), then ember's passes and executors run it. A model whose shapes
+depend on its data (NonZero feeding a Reshape, a Loop whose trip count decides a shape) cannot
+be captured: the first call finds out, and from then on the model runs eagerly, op by op
+(``f.eager_reason`` says why). `OnnxModule` (``load(path, trainable=True)``) is an
+``nn.Module`` whose floating-point initializers are Parameters.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..capture.function import function as _ember_function
+from ..errors import EmberError, OnnxError, TraceError
+from ..nn.module import Module
+from ..nn.parameter import Parameter
+from ..ops import _registry as _reg
+from ..tensor import Tensor
+from . import ops as _ops  # noqa: F401  (registers the converters)
+from ._convert import (
+    EMPTY,
+    NeedsData,
+    NodeContext,
+    eager_island,
+    find_converter,
+    is_static,
+    is_tensor,
+    supported_dtype,
+    to_tensor,
+)
+from ._model import (
+    ModelSource,
+    attribute_value,
+    check_names,
+    node_label,
+    read_model,
+    require_onnx,
+    sparse_to_array,
+    tensor_to_array,
+)
+
+
+def load(model, *, trainable: bool = False, capture: bool = True, opt_level=None):
+    source = read_model(model)
+    if trainable:
+        return OnnxModule(source)
+    return OnnxFunction(source, capture=capture, opt_level=opt_level)
+
+
+# ----------------------------------------------------------------------------------------------
+# one graph
+
+
+class GraphRunner:
+    """One ONNX graph, checked, with its nodes' converters and attributes resolved."""
+
+    def __init__(self, graph, model: ModelSource, where: str, outer_names: set):
+        self.model = model
+        self.where = where
+        check_names(graph, outer_names, where)
+        self.initializers: dict[str, np.ndarray] = {}
+        for init in graph.initializer:
+            self.initializers[init.name] = tensor_to_array(init, where)
+        for sparse in graph.sparse_initializer:
+            self.initializers[sparse.values.name] = sparse_to_array(sparse, where)
+        # IR < 4: an initializer may also be an input, whose value the caller may override
+        self.input_names = [vi.name for vi in graph.input if vi.name not in self.initializers]
+        self.input_infos = [vi for vi in graph.input if vi.name not in self.initializers]
+        self.output_names = [vi.name for vi in graph.output]
+        self.output_infos = list(graph.output)
+        visible = set(outer_names) | set(self.initializers) | {vi.name for vi in graph.input}
+        for node in graph.node:
+            visible.update(o for o in node.output if o)
+        self.steps = []
+        self._subgraphs: dict[tuple[int, str], GraphRunner] = {}
+        for index, node in enumerate(graph.node):
+            label = f"{where}: {node_label(node, index)}"
+            domain = "" if node.domain in ("", "ai.onnx") else node.domain
+            opset = model.opsets.get(domain)
+            if opset is None:
+                raise OnnxError(
+                    f"{label}: operator domain {node.domain!r} is not among the model's "
+                    f"opset imports {sorted(model.opsets)}"
+                )
+            conv = find_converter(domain, node.op_type, opset)
+            if conv is None:
+                known = find_converter(domain, node.op_type, 10**6)
+                if known is None:
+                    name = f"{node.domain}.{node.op_type}" if node.domain else node.op_type
+                    raise OnnxError(f"{label}: ember has no implementation of ONNX operator {name}")
+                raise OnnxError(
+                    f"{label}: ember implements {node.op_type} from opset {known.since}, "
+                    f"the model imports opset {opset}"
+                )
+            attrs = {a.name: attribute_value(a, label) for a in node.attribute}
+            for name, value in attrs.items():
+                graphs = value if isinstance(value, list) else [value]
+                for position, g in enumerate(graphs):
+                    if type(g).__name__ == "GraphProto":
+                        key = (id(node), name if len(graphs) == 1 else f"{name}[{position}]")
+                        self._subgraphs[key] = GraphRunner(g, model, f"{label}/{key[1]}", visible)
+            self.steps.append((node, label, attrs, opset, conv))
+
+    def subgraph(self, node, name: str, attrs: dict) -> GraphRunner:
+        runner = self._subgraphs.get((id(node), name))
+        if runner is None:
+            raise OnnxError(f"{self.where}: {node.op_type} has no graph attribute {name!r}")
+        return runner
+
+    def run(self, inputs: list, *, outer: dict | None = None, params: dict | None = None):
+        env = dict(outer) if outer else {}
+        env.update(self.initializers)
+        if params:
+            env.update(params)
+        if len(inputs) > len(self.input_names):
+            raise OnnxError(
+                f"{self.where}: {len(inputs)} inputs given, the graph takes "
+                f"{len(self.input_names)} ({', '.join(self.input_names)})"
+            )
+        for name, value in zip(self.input_names, inputs):
+            env[name] = value
+        for node, label, attrs, opset, conv in self.steps:
+            args = []
+            for name in node.input:
+                if not name:
+                    args.append(None)
+                    continue
+                args.append(env[name])
+            ctx = NodeContext(node, label, attrs, opset, self, env)
+            try:
+                if conv.fold and not conv.random and all(_static_value(a) for a in args):
+                    with eager_island():
+                        out = conv.fn(ctx, *args)
+                        out = _as_static(out, ctx)
+                else:
+                    out = conv.fn(ctx, *args)
+            except (NeedsData, TraceError, OnnxError):
+                raise
+            except EmberError as err:
+                raise OnnxError(f"{label}: {err.detail}") from err
+            except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError) as err:
+                raise OnnxError(f"{label}: {type(err).__name__}: {err}") from err
+            outs = out if isinstance(out, tuple) else (out,)
+            if len(outs) < sum(1 for o in node.output if o):
+                raise OnnxError(f"{label}: produced {len(outs)} outputs, the node names more")
+            for name, value in zip(node.output, outs):
+                if name:
+                    env[name] = value
+        return [env[name] for name in self.output_names]
+
+
+def _static_value(value) -> bool:
+    if value is None or value is EMPTY or is_static(value):
+        return True
+    if isinstance(value, list):
+        return all(_static_value(v) for v in value)
+    return False
+
+
+def _as_static(out, ctx):
+    if isinstance(out, tuple):
+        return tuple(_as_static(o, ctx) for o in out)
+    if isinstance(out, list):
+        return [_as_static(o, ctx) for o in out]
+    if is_tensor(out):
+        return np.array(out.numpy(), copy=True)
+    if isinstance(out, (bool, int, float, np.generic)):
+        return np.asarray(out)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# what a model's inputs are declared to be
+
+
+def _declared(info):
+    """(numpy dtype or None, shape as a list of int / str / None, or None) of a ValueInfo."""
+    onnx = require_onnx()
+    kind = info.type.WhichOneof("value")
+    if kind != "tensor_type":
+        return None, None
+    tt = info.type.tensor_type
+    dtype = None
+    if tt.elem_type:
+        try:
+            dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type))
+        except (KeyError, ValueError, TypeError):
+            dtype = None
+    if not tt.HasField("shape"):
+        return dtype, None
+    shape = []
+    for d in tt.shape.dim:
+        which = d.WhichOneof("value")
+        shape.append(int(d.dim_value) if which == "dim_value" else (d.dim_param or None))
+    return dtype, shape
+
+
+def _check_input(name: str, info, value, where: str):
+    dtype, shape = _declared(info)
+    if dtype is None and shape is None:
+        return
+    got_dtype = value.dtype.np if is_tensor(value) else getattr(value, "dtype", None)
+    if dtype is not None and got_dtype is not None and np.dtype(got_dtype) != dtype:
+        raise OnnxError(
+            f"{where}: input {name!r} must be {dtype.name}, got {np.dtype(got_dtype).name}"
+        )
+    if shape is not None and hasattr(value, "shape"):
+        got = tuple(int(d) for d in value.shape)
+        ok = len(got) == len(shape) and all(
+            not isinstance(want, int) or want == have for want, have in zip(shape, got)
+        )
+        if not ok:
+            shown = tuple(d if isinstance(d, int) else (d or "?") for d in shape)
+            raise OnnxError(f"{where}: input {name!r} must have shape {shown}, got {got}")
+
+
+def _as_value(value, name: str, where: str):
+    """A call argument as a runner value: ember tensors stay, arrays and numbers become eager
+    tensors where ember has their dtype (else NumPy arrays), lists stay sequences."""
+    if value is None or value is EMPTY:
+        return EMPTY
+    if is_tensor(value):
+        return value
+    if isinstance(value, list):
+        return [_as_value(v, name, where) for v in value]
+    array = np.asarray(value)
+    if array.dtype == object:
+        raise OnnxError(f"{where}: input {name!r} is not a tensor ({type(value).__name__})")
+    if supported_dtype(array.dtype):
+        return _reg.eager_constant(np.ascontiguousarray(array))
+    return array
+
+
+def _bind(runner: GraphRunner, args, kwargs, where: str) -> list:
+    names = runner.input_names
+    if len(args) > len(names):
+        raise OnnxError(
+            f"{where}: {len(args)} inputs given, the model takes {len(names)} ({', '.join(names)})"
+        )
+    bound = dict(zip(names, args))
+    for key, value in kwargs.items():
+        if key not in names:
+            raise OnnxError(f"{where}: the model has no input {key!r} (inputs: {', '.join(names)})")
+        if key in bound:
+            raise OnnxError(f"{where}: input {key!r} given twice")
+        bound[key] = value
+    values = []
+    for name, info in zip(names, runner.input_infos):
+        if name not in bound:
+            raise OnnxError(f"{where}: input {name!r} is missing")
+        value = _as_value(bound[name], name, where)
+        if not isinstance(value, list) and value is not EMPTY:
+            _check_input(name, info, value, where)
+        values.append(value)
+    return values
+
+
+def _to_output(value, where: str):
+    """A model output as the caller sees it: an eager tensor (a NumPy array for dtypes ember
+    lacks, a list for a sequence, None for an empty optional)."""
+    if value is EMPTY:
+        return None
+    if isinstance(value, list):
+        return [_to_output(v, where) for v in value]
+    if is_static(value):
+        if supported_dtype(value.dtype):
+            return _reg.eager_constant(np.ascontiguousarray(value))
+        return value
+    return value
+
+
+# ----------------------------------------------------------------------------------------------
+# the callables load returns
+
+
+class OnnxFunction:
+    """An imported ONNX model: call it with tensors or arrays (positionally in the model's input
+    order, or by input name); returns one tensor, or a tuple for several outputs.
+
+    ``f.graph`` is the ember graph it was captured into (captured on demand from the declared
+    input shapes where those are fixed), ``f.input_names`` / ``f.output_names`` the model's
+    names, ``f.eager_reason`` why it runs eagerly (None while it is captured)."""
+
+    def __init__(self, source: ModelSource, *, capture: bool = True, opt_level=None):
+        self.source = source
+        self.runner = GraphRunner(source.proto.graph, source, source.name, set())
+        self.input_names = list(self.runner.input_names)
+        self.output_names = list(self.runner.output_names)
+        self.eager_reason = None if capture else "capture=False"
+        kwargs = {} if opt_level is None else {"opt_level": opt_level}
+        name = re.sub(r"\W", "_", source.proto.graph.name or "onnx_model")
+        self._function = _ember_function(self._captured, name=name, **kwargs) if capture else None
+
+    # the function ember.function captures: tensors in, tensors out
+    def _captured(self, *tensors):
+        outs = self.runner.run(list(tensors))
+        results = []
+        for value in outs:
+            results.append(self._graph_output(value))
+        return tuple(results)
+
+    def _graph_output(self, value):
+        if isinstance(value, list):
+            return [self._graph_output(v) for v in value]
+        if value is EMPTY:
+            raise NeedsData(f"{self.source.name}: an output is an empty optional")
+        if is_static(value):
+            if not supported_dtype(value.dtype):
+                raise NeedsData(f"{self.source.name}: an output is {value.dtype.name}")
+            return to_tensor(value, self.source.name)
+        return value
+
+    def __call__(self, *args, **kwargs):
+        values = _bind(self.runner, args, kwargs, self.source.name)
+        outs = None
+        capturable = self._function is not None and self.eager_reason is None
+        if capturable and all(is_tensor(v) for v in values):
+            try:
+                outs = list(self._function(*values))
+            except (NeedsData, TraceError) as err:
+                self.eager_reason = str(err).split("\n")[0]
+        if outs is None:
+            outs = self.runner.run(values)
+        results = tuple(_to_output(v, self.source.name) for v in outs)
+        return results[0] if len(results) == 1 else results
+
+    def run_eager(self, *args, **kwargs):
+        """Run the model op by op, without capturing it (the reference the captured path is
+        tested against)."""
+        values = _bind(self.runner, args, kwargs, self.source.name)
+        results = tuple(_to_output(v, self.source.name) for v in self.runner.run(values))
+        return results[0] if len(results) == 1 else results
+
+    @property
+    def graph(self):
+        """The ember graph of the latest capture (made from the declared input shapes if the
+        model was not called yet and they are all fixed)."""
+        if self._function is None:
+            raise OnnxError(f"{self.source.name}: loaded with capture=False: no graph")
+        try:
+            return self._function.graph
+        except (EmberError, AttributeError, IndexError, KeyError):
+            pass
+        examples = []
+        for name, info in zip(self.input_names, self.runner.input_infos):
+            dtype, shape = _declared(info)
+            if dtype is None or shape is None or not all(isinstance(d, int) for d in shape):
+                raise OnnxError(
+                    f"{self.source.name}: input {name!r} has no fixed shape; call the model "
+                    "once (or use f.compile(*inputs)) before asking for its graph"
+                ) from None
+            examples.append(np.zeros(shape, dtype))
+        self.compile(*examples)
+        return self._function.graph
+
+    def compile(self, *args, **kwargs):
+        """Capture (without running) the model for these inputs; returns ember's
+        GraphFunction."""
+        values = _bind(self.runner, args, kwargs, self.source.name)
+        return self._function.compile(*values)
+
+    def __repr__(self):
+        return (
+            f"OnnxFunction({self.source.name!r}, inputs={self.input_names}, "
+            f"outputs={self.output_names})"
+        )
+
+
+class OnnxModule(Module):
+    """An imported ONNX model as an ``nn.Module``: its floating-point initializers are
+    Parameters (``named_parameters()`` uses the initializers' names, with characters a
+    Module attribute cannot hold replaced by ``_``), the others stay constants. ``forward``
+    runs the model eagerly; wrap a training step in ``ember.function`` to capture it."""
+
+    def __init__(self, source: ModelSource):
+        super().__init__()
+        runner = GraphRunner(source.proto.graph, source, source.name, set())
+        object.__setattr__(self, "_runner", runner)
+        object.__setattr__(self, "_source", source)
+        object.__setattr__(self, "_param_names", {})
+        used = set()
+        for name, array in runner.initializers.items():
+            if array.dtype.kind != "f" or not supported_dtype(array.dtype):
+                continue
+            attr = re.sub(r"\W", "_", name) or "param"
+            if attr[0].isdigit():
+                attr = "p_" + attr
+            while attr in used:
+                attr += "_"
+            used.add(attr)
+            self._param_names[name] = attr
+            self.register_parameter(attr, Parameter(Tensor._wrap_array(array.copy())))
+        self.input_names = list(runner.input_names)
+        self.output_names = list(runner.output_names)
+
+    def forward(self, *args, **kwargs):
+        runner = self._runner
+        values = _bind(runner, args, kwargs, self._source.name)
+        params = {name: getattr(self, attr) for name, attr in self._param_names.items()}
+        outs = runner.run(values, params=params)
+        results = tuple(_to_output(v, self._source.name) for v in outs)
+        return results[0] if len(results) == 1 else results

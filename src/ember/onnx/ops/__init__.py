@@ -1,0 +1,12 @@
+"""The converters, one module per family of ONNX operators (each registers its converters with
+``onnx._convert.converter`` when imported)."""
+
+from . import (  # noqa: F401
+    control,
+    elementwise,
+    misc,
+    nn,
+    reduce,
+    sequence,
+    shape,
+)
