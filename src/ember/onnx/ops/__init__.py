@@ -4,9 +4,14 @@
 from . import (  # noqa: F401
     control,
     elementwise,
+    indexing,
     misc,
     nn,
+    nn_extra,
+    quant,
+    recurrent,
     reduce,
     sequence,
     shape,
+    spectral,
 )

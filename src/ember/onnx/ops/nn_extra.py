@@ -1,0 +1,3 @@
+"""ONNX operators: nn_extra family (filled in by the converter work; see onnx/_convert.py)."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""ONNX operators: quant family (filled in by the converter work; see onnx/_convert.py)."""
+
+from __future__ import annotations
