@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...control.scan import staged_scan
-from ...errors import DTypeError, ShapeError
+from ...errors import EmberError, OnnxError
 from ...graph.builder import GraphBuilder
 from ...ops import _registry as _reg
 from .._convert import EMPTY, NeedsData, converter, ember_dtype, is_static, is_symbolic
@@ -151,21 +151,30 @@ def _if(ctx, cond):
 
     def traced(branch, name):
         def run():
-            outs = ctx.run(branch, [])
-            return tuple(_captured(ctx, v, f"an output of {name}") for v in outs)
+            # a sequence output is a list of tensors: cond carries nests, so both branches'
+            # sequences must have the same length and element types
+            return tuple(_branch_output(ctx, v, f"an output of {name}") for v in ctx.run(branch, []))
 
         return run
 
     try:
         outs = E.cond(pred, traced(then_branch, "then_branch"), traced(else_branch, "else_branch"))
-    except (ShapeError, DTypeError) as err:
-        if err.op != "cond":
+    except EmberError as err:
+        # cond's own checks (the branches disagree): the errors of the branches' nodes reach
+        # here as OnnxErrors naming the node
+        if isinstance(err, OnnxError) or err.op != "cond":
             raise
         raise NeedsData(
-            f"{ctx.label}: the branches give different shapes or dtypes ({err.detail}), which "
-            "only an eager run can follow"
+            f"{ctx.label}: the branches give different shapes, dtypes or sequence lengths "
+            f"({err.detail}), which only an eager run can follow"
         ) from None
     return tuple(outs)
+
+
+def _branch_output(ctx, value, what: str):
+    if isinstance(value, list):
+        return [_captured(ctx, v, what) for v in value]
+    return _captured(ctx, value, what)
 
 
 # ---------------------------------------------------------------------------------------------
