@@ -287,7 +287,8 @@ def _loop_as_scan(ctx, body, trips: int, has_cond: bool, carries):
     The body's condition must then be known true (it would otherwise end the loop early)."""
     steps = E.arange(trips, dtype=ember_dtype(_INT64, ctx.label))
 
-    def step(vals, i):
+    def step(vals, xs):
+        (i,) = xs
         cond_out, new, ys = _body_step(ctx, body, i, np.asarray(True), list(vals))
         if has_cond and not (is_static(cond_out) and _flag(ctx, cond_out, "the condition")):
             raise NeedsData(
