@@ -133,7 +133,7 @@ def _empty_stack(ctx, info) -> np.ndarray:
         if tt.elem_type:
             dtype = np_dtype(tt.elem_type, ctx.label)
         if tt.HasField("shape"):
-            dims = [d.dim_value if d.WhichOneof("value") == "dim_value" else 0 for d in tt.shape.dim]
+            dims = [d.dim_value if d.HasField("dim_value") else 0 for d in tt.shape.dim]
     return np.zeros((0, *dims), dtype)
 
 
@@ -153,7 +153,8 @@ def _if(ctx, cond):
         def run():
             # a sequence output is a list of tensors: cond carries nests, so both branches'
             # sequences must have the same length and element types
-            return tuple(_branch_output(ctx, v, f"an output of {name}") for v in ctx.run(branch, []))
+            outs = ctx.run(branch, [])
+            return tuple(_branch_output(ctx, v, f"an output of {name}") for v in outs)
 
         return run
 
