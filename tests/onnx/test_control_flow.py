@@ -210,6 +210,34 @@ def test_loop_with_scan_outputs_and_a_trip_count_from_the_data_runs_eagerly():
     assert "scan outputs" in f.eager_reason
 
 
+def test_loop_carrying_a_sequence_with_a_static_trip_count_unrolls_into_the_graph():
+    # the TorchScript exporter's list building: SequenceEmpty, then SequenceInsert of x * i in
+    # a Loop whose trip count is a shape (static while captured), then ConcatFromSequence
+    body = h.make_graph(
+        [
+            h.make_node("Cast", ["i"], ["fi"], to=F32),
+            h.make_node("Mul", ["x", "fi"], ["xi"]),
+            h.make_node("SequenceInsert", ["seq_in", "xi"], ["seq_out"]),
+            h.make_node("Identity", ["c_in"], ["c_out"]),
+        ],
+        "body",
+        [vi("i", I64, []), vi("c_in", BOOL, [])]
+        + [h.make_tensor_sequence_value_info("seq_in", F32, None)],
+        [vi("c_out", BOOL, []), h.make_tensor_sequence_value_info("seq_out", F32, None)],
+    )
+    nodes = [
+        h.make_node("SequenceEmpty", [], ["empty"], dtype=F32),
+        h.make_node("Loop", ["m", "true", "empty"], ["seq"], body=body),
+        h.make_node("ConcatFromSequence", ["seq"], ["y"], axis=0, new_axis=1),
+    ]
+    inits = [const("m", np.array(4, np.int64)), const("true", np.array(True))]
+    m = model(nodes, [vi("x", F32, [2, 3])], [vi("y", F32, [4, 2, 3])], inits)
+    f = ember.onnx.load(m.SerializeToString())
+    feeds = {"x": np.random.default_rng(6).standard_normal((2, 3)).astype(np.float32)}
+    assert_same(f(**feeds), run_ort(m, feeds)[0])
+    assert f.eager_reason is None
+
+
 def test_loop_whose_carried_value_grows_runs_eagerly():
     # v = concat(v, max(v) + i): v's length changes every iteration, as ONNX allows
     body = h.make_graph(
