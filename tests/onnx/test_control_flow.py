@@ -158,8 +158,9 @@ def test_loop_with_a_trip_count_from_the_data_is_a_while_loop():
     assert f.eager_reason is None
 
 
-def _loop_scan_model(trip_input: bool):
-    """A Loop with a loop-carried sum and scan outputs (the running value and i * x)."""
+def _loop_scan_model(trip_input: bool, cond_input: bool = False):
+    """A Loop with a loop-carried sum and scan outputs (the running value and i * x); the trip
+    count and the condition constants or inputs."""
     body = h.make_graph(
         [
             h.make_node("Add", ["acc_in", "x"], ["acc_out"]),
@@ -174,7 +175,11 @@ def _loop_scan_model(trip_input: bool):
         + [vi("ix", F32, [2, 2])],
     )
     inputs = [vi("x", F32, [2, 2]), vi("acc", F32, [2, 2])]
-    inits = [const("true", np.array(True))]
+    inits = []
+    if cond_input:
+        inputs.append(vi("true", BOOL, []))
+    else:
+        inits.append(const("true", np.array(True)))
     if trip_input:
         inputs.append(vi("m", I64, []))
     else:
@@ -193,6 +198,21 @@ def test_loop_with_scan_outputs_and_a_static_trip_count_is_a_captured_scan():
     for ours, theirs in zip(f(**feeds), run_ort(m, feeds)):
         assert_same(ours, theirs)
     assert f.eager_reason is None
+
+
+def test_loop_with_scan_outputs_and_a_condition_from_the_data_runs_eagerly():
+    m = _loop_scan_model(trip_input=False, cond_input=True)
+    f = ember.onnx.load(m.SerializeToString())
+    rng = np.random.default_rng(7)
+    for go in (True, False, True):
+        feeds = {
+            "x": rng.standard_normal((2, 2), np.float32),
+            "acc": rng.standard_normal((2, 2), np.float32),
+            "true": np.array(go),
+        }
+        for ours, theirs in zip(f(**feeds), run_ort(m, feeds)):
+            assert_same(ours, theirs)
+    assert "scan outputs" in f.eager_reason
 
 
 def test_loop_with_scan_outputs_and_a_trip_count_from_the_data_runs_eagerly():

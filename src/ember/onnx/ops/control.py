@@ -206,6 +206,8 @@ def _loop(ctx, max_trips, cond, *initial):
 
 # the most iterations a captured loop unrolls into a graph (beyond: the model runs eagerly)
 _UNROLL_LIMIT = 1024
+# the largest static trip count a Loop with a condition and scan outputs is captured with
+_SCAN_TRIPS_LIMIT = 1 << 24
 
 
 def _loop_unrolled(ctx, body, max_trips, cond, values, unroll_limit=None):
@@ -249,7 +251,12 @@ def _loop_captured(ctx, body, max_trips, cond, values):
     if cond is not None and not is_symbolic(cond) and not _flag(ctx, cond, "the condition"):
         limit = 0  # the condition is false before the first iteration
     if k:
-        if limit is None or not isinstance(limit, int):
+        # scan outputs stack one value per iteration: their length must be known, so the trip
+        # count is a static M and the condition, if any, static and true throughout (checked
+        # on the body's result while it is traced). A huge M next to a condition is the
+        # exporters' way of writing a while loop: the condition decides, at run time.
+        data_dependent = limit is None or not isinstance(limit, int) or is_symbolic(cond)
+        if data_dependent or (cond is not None and limit > _SCAN_TRIPS_LIMIT):
             raise NeedsData(
                 f"{ctx.label}: a Loop with scan outputs and a trip count that depends on the "
                 "data has outputs whose length only an eager run knows"
@@ -428,6 +435,9 @@ def _scan8(ctx, sequence_lens, *args):
         lengths = ctx.ints(sequence_lens, "sequence_lens")
         if len(lengths) != batch or any(not 0 <= n <= max_len for n in lengths):
             raise ctx.error(f"sequence_lens {lengths} must give {batch} lengths in [0, {max_len}]")
+    if batch == 0:  # no entry runs the body: the scan outputs take its declared types
+        empty = [_empty_stack(ctx, info) for info in body.output_infos[len(states) :]]
+        return (*states, *(y.reshape(0, max_len, *y.shape[1:]) for y in empty))
     unrolled = not _capturing() or _all_static(ctx, [sequence_lens, *args], ["body"])
     finals: list[list] = [[] for _ in states]
     outs: list[list] = []
