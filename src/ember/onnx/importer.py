@@ -235,7 +235,8 @@ def _as_value(value, name: str, where: str):
     if isinstance(value, list):
         return [_as_value(v, name, where) for v in value]
     array = np.asarray(value)
-    if array.dtype == object:
+    if array.dtype == object and not all(isinstance(v, (str, bytes)) for v in array.flat):
+        # (an object array of str / bytes is an ONNX string tensor)
         raise OnnxError(f"{where}: input {name!r} is not a tensor ({type(value).__name__})")
     if supported_dtype(array.dtype):
         return _reg.eager_constant(np.asarray(array, order="C"))
