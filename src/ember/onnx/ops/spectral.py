@@ -2,11 +2,11 @@
 Hamming and Blackman windows and MelWeightMatrix.
 
 ember has no complex tensors and no FFT; ONNX writes a complex value as a trailing dimension of
-2 (real, imaginary), a real one as a trailing dimension of 1. A DFT of length n is therefore two
+2 (real, imaginary), a real one as a trailing dimension of 1. A DFT of length n is therefore
 matmuls of the real and imaginary parts with the cosine and sine matrices of that length (built
-in NumPy from the static length; the sums in float64): O(n^2) per transform, but written in ember's ops,
-so it captures and differentiates. The windows and the mel filter bank depend only on static
-sizes: they are computed in NumPy, as constants.
+in NumPy from the static length; the sums in float64): O(n^2) per transform, but written in
+ember's ops, so it captures and differentiates. The windows and the mel filter bank depend only
+on static sizes: they are computed in NumPy, as constants.
 """
 
 from __future__ import annotations
