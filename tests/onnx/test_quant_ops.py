@@ -236,3 +236,51 @@ def test_seeded_random_ops_are_reproducible_across_loads():
     np.testing.assert_array_equal(a2, b2)
     assert not np.array_equal(a1, a2)  # each call draws anew
     assert a1.shape == (3, 4) and a1.dtype == np.float32
+
+
+def _tree_model(aggregate):
+    """Two trees over 3 features: LEQ / LT / set-membership splits, a NaN that tracks true, a
+    tree that is one leaf."""
+    node = helper.make_node(
+        "TreeEnsemble",
+        ["X"],
+        ["Y"],
+        domain="ai.onnx.ml",
+        n_targets=2,
+        nodes_featureids=[0, 1, 2, 0],
+        nodes_splits=helper.make_tensor("s", TensorProto.FLOAT, [4], [0.5, 0.2, 0.0, 0.0]),
+        nodes_modes=helper.make_tensor("m", TensorProto.UINT8, [4], [0, 1, 6, 0]),
+        nodes_truenodeids=[1, 0, 1, 2],
+        nodes_trueleafs=[0, 1, 1, 1],
+        nodes_falsenodeids=[2, 1, 2, 2],
+        nodes_falseleafs=[0, 1, 1, 1],
+        nodes_missing_value_tracks_true=[1, 0, 0, 0],
+        membership_values=helper.make_tensor(
+            "mv", TensorProto.FLOAT, [4], [1.0, 3.0, 4.0, float("nan")]
+        ),
+        leaf_targetids=[0, 1, 0],
+        leaf_weights=helper.make_tensor("w", TensorProto.FLOAT, [3], [1.5, -2.0, 3.25]),
+        tree_roots=[0, 3],
+        aggregate_function=aggregate,
+    )
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [5, 3])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [5, 2])],
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("ai.onnx.ml", 5)]
+    )
+    model.ir_version = 10
+    return model
+
+
+@pytest.mark.parametrize("aggregate", range(4))
+def test_tree_ensemble_against_onnxruntime(aggregate):
+    x = np.array(
+        [[0.1, 0.1, 3], [0.1, 0.9, 1], [0.9, 0, 4], [np.nan, 0.5, 2], [2, 2, 2]], np.float32
+    )
+    expected, got, f = _run_both(_tree_model(aggregate), {"X": x})
+    np.testing.assert_allclose(got[0], expected[0], rtol=1e-6)
+    assert f.eager_reason is None  # the walk is ember ops: it captures

@@ -10,7 +10,6 @@ _DFT_ROUNDING = (
     "past the case's atol 1e-7); ember's float64 DFT sums give ~3e-15 there"
 )
 _IMAGE = "ImageDecoder is not implemented: ember has no image codecs (JPEG, PNG, BMP, TIFF, WebP)"
-_ML = "the ai.onnx.ml domain's {} is not implemented"
 
 EXPECTED_FAILURES = {
     "test_bernoulli": _BERNOULLI,
@@ -30,6 +29,4 @@ EXPECTED_FAILURES = {
     "test_image_decoder_decode_pnm_rgb": _IMAGE,
     "test_image_decoder_decode_tiff_rgb": _IMAGE,
     "test_image_decoder_decode_webp_rgb": _IMAGE,
-    "test_ai_onnx_ml_tree_ensemble_set_membership": _ML.format("TreeEnsemble"),
-    "test_ai_onnx_ml_tree_ensemble_single_tree": _ML.format("TreeEnsemble"),
 }

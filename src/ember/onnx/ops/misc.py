@@ -1,6 +1,8 @@
 """The remaining ONNX operators: bitwise (BitShift, BitwiseAnd/Or/Xor/Not, BitCast), Det, the
-random operators (RandomUniform/Normal and their Like forms, Bernoulli, Multinomial) and the
-string operators (StringConcat, StringSplit, StringNormalizer, RegexFullMatch).
+random operators (RandomUniform/Normal and their Like forms, Bernoulli, Multinomial), the
+string operators (StringConcat, StringSplit, StringNormalizer, RegexFullMatch) and, of the
+ai.onnx.ml domain, Binarizer, ArrayFeatureExtractor, LabelEncoder and TreeEnsemble (its trees
+walked level by level in ember's ops, every row and tree at once, so it captures).
 
 Bitwise ops on ember's integer types use ember's bitwise ops (so they capture); uint16/32/64
 are computed in NumPy from the data (see elementwise.py's `numpy_op`). BitCast reinterprets
@@ -15,7 +17,6 @@ as onnxruntime's kernels do); without a seed it draws from ember's default gener
 from __future__ import annotations
 
 import re
-import unicodedata
 import weakref
 
 import numpy as np
@@ -259,7 +260,6 @@ def _string_normalizer(ctx, x):
         word = _text(value)
         if (word if sensitive else word.casefold()) in stops:
             continue
-        word = unicodedata.normalize("NFC", word)
         if action == "LOWER":
             word = word.lower()
         elif action == "UPPER":
@@ -269,3 +269,248 @@ def _string_normalizer(ctx, x):
         words = [""]
     out = np.array(words, dtype=object)
     return out.reshape(1, -1) if array.ndim == 2 else out
+
+
+# ---------------------------------------------------------------------------------------------
+# ai.onnx.ml
+
+_ML = "ai.onnx.ml"
+
+
+@converter("Binarizer", 1, domain=_ML)
+def _binarizer(ctx, x):
+    x = ctx.tensor(x)
+    threshold = float(ctx.attr("threshold", 0.0))
+    return E.where(x > threshold, E.ones_like(x), E.zeros_like(x))
+
+
+@converter("ArrayFeatureExtractor", 1, domain=_ML)
+def _array_feature_extractor(ctx, x, indices):
+    # the indices pick along the last axis; a vector input gives one row (onnxruntime's rule)
+    index = np.asarray(ctx.ints(indices, "Y"), dtype=np.int64)
+    if isinstance(x, np.ndarray) and x.dtype.kind in "OSU":
+        out = x[..., index]
+        return out.reshape((1, index.size) if x.ndim == 1 else x.shape[:-1] + (index.size,))
+    x = ctx.tensor(x)
+    width = int(x.shape[-1])
+    if np.any((index < 0) | (index >= width)):
+        raise ctx.error(f"ArrayFeatureExtractor's indices must be in [0, {width}), got {index}")
+    out = E.index_select(x, len(x.shape) - 1, E.tensor(index))
+    return E.reshape(out, (1, index.size)) if len(x.shape) == 1 else out
+
+
+def _label_table(ctx):
+    """(keys, values, default) of a LabelEncoder, from whichever of its attribute forms the
+    node uses (opset 1's classes_strings, opset 2's keys_*/values_*, opset 4's tensors)."""
+    if ctx.opset < 2 or ctx.has_attr("classes_strings"):
+        classes = list(ctx.attr("classes_strings", []))
+        return classes, None, (ctx.attr("default_int64", -1), ctx.attr("default_string", "_Unused"))
+    keys = next(
+        (
+            np.asarray(ctx.attr(name))
+            for name in ("keys_tensor", "keys_strings", "keys_int64s", "keys_floats")
+            if ctx.has_attr(name)
+        ),
+        None,
+    )
+    values, default = None, None
+    for name, default_name, fallback, dtype in (
+        ("values_tensor", "default_tensor", None, None),
+        ("values_strings", "default_string", "_Unused", object),
+        ("values_int64s", "default_int64", -1, np.int64),
+        ("values_floats", "default_float", -0.0, np.float32),
+    ):
+        if ctx.has_attr(name):
+            values = np.asarray(ctx.attr(name), dtype=dtype)
+            if name == "values_tensor":
+                if ctx.has_attr("default_tensor"):
+                    default = np.asarray(ctx.attr("default_tensor")).reshape(-1)[0]
+                elif values.dtype.kind in "OSU":
+                    default = "_Unused"
+                else:
+                    default = -1 if values.dtype.kind in "iu" else -0.0
+            else:
+                default = ctx.attr(default_name, fallback)
+            break
+    if keys is None or values is None:
+        raise ctx.error("LabelEncoder needs one keys_* and one values_* attribute")
+    if keys.size != values.size:
+        raise ctx.error(f"LabelEncoder has {keys.size} keys and {values.size} values")
+    return list(keys.reshape(-1)), values.reshape(-1), default
+
+
+def _key(value):
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if isinstance(value, (float, np.floating)) and np.isnan(value):
+        return "nan-key"  # NaN keys match any NaN
+    return value.item() if isinstance(value, np.generic) else value
+
+
+@converter("LabelEncoder", 1, domain=_ML)
+def _label_encoder(ctx, x):
+    array = ctx.static(x, "the input")
+    keys, values, default = _label_table(ctx)
+    if values is None:  # opset 1: strings <-> their index in classes_strings
+        default_int, default_string = default
+        if array.dtype.kind in "OSU":
+            table = {_key(k): i for i, k in enumerate(keys)}
+            out = [table.get(_key(v), default_int) for v in array.reshape(-1)]
+            return np.array(out, dtype=np.int64).reshape(array.shape)
+        out = [keys[int(v)] if 0 <= int(v) < len(keys) else default_string for v in array.flat]
+        return np.array(out, dtype=object).reshape(array.shape)
+    table = {_key(k): v for k, v in zip(keys, values)}  # (a repeated key: the last one wins)
+    out = [table.get(_key(v), default) for v in array.reshape(-1)]
+    return np.array(out, dtype=values.dtype).reshape(array.shape)
+
+
+def _tree_tables(ctx):
+    """The TreeEnsemble's nodes and leaves as flat tables over one index space: interior nodes
+    0..n-1, leaves n..n+L-1 (a leaf's children are itself), with each tree's root, and the
+    deepest path (the number of steps that brings every row to its leaf)."""
+    ints = lambda name: np.asarray(ctx.attr(name), dtype=np.int64)  # noqa: E731
+    modes = np.asarray(ctx.attr("nodes_modes")).astype(np.int64).reshape(-1)
+    n = modes.size
+    feature, true_id, false_id = (
+        ints("nodes_featureids"),
+        ints("nodes_truenodeids"),
+        ints("nodes_falsenodeids"),
+    )
+    true_leaf, false_leaf = ints("nodes_trueleafs"), ints("nodes_falseleafs")
+    splits = np.asarray(ctx.attr("nodes_splits", np.zeros(n)), dtype=np.float64).reshape(-1)
+    missing = np.zeros(n, bool)
+    if ctx.has_attr("nodes_missing_value_tracks_true"):
+        missing = np.asarray(ctx.attr("nodes_missing_value_tracks_true"), bool).reshape(-1)
+    weights = np.asarray(ctx.attr("leaf_weights"), dtype=np.float64).reshape(-1)
+    targets = ints("leaf_targetids").reshape(-1)
+    leaves = weights.size
+    if {a.size for a in (feature, true_id, false_id, true_leaf, false_leaf, splits)} != {n}:
+        raise ctx.error("the nodes_* attributes of a TreeEnsemble differ in length")
+    # set membership: each member node's values, up to the next NaN, in node order
+    members = []
+    if np.any(modes == 6):
+        values = np.asarray(ctx.attr("membership_values"), dtype=np.float64).reshape(-1)
+        groups, current = [], []
+        for v in values:
+            if np.isnan(v):
+                groups.append(current)
+                current = []
+            else:
+                current.append(v)
+        if len(groups) < int(np.sum(modes == 6)):
+            raise ctx.error("membership_values lists fewer sets than there are member nodes")
+        it = iter(groups)
+        members = [next(it) if m == 6 else [] for m in modes]
+    width = max([len(m) for m in members] + [1])
+    member_table = np.full((n + leaves, width), np.nan)
+    for i, group in enumerate(members):
+        member_table[i, : len(group)] = group
+    pad = np.zeros(leaves, np.int64)
+    child_true = np.concatenate(
+        [np.where(true_leaf == 1, n + true_id, true_id), n + np.arange(leaves)]
+    )
+    child_false = np.concatenate(
+        [np.where(false_leaf == 1, n + false_id, false_id), n + np.arange(leaves)]
+    )
+    if np.any(child_true >= n + leaves) or np.any(child_false >= n + leaves):
+        raise ctx.error("a TreeEnsemble branch points past the nodes or leaves")
+    roots = []
+    for r in ints("tree_roots").reshape(-1):
+        degenerate = true_leaf[r] and false_leaf[r] and true_id[r] == false_id[r]
+        roots.append(n + true_id[r] if degenerate else r)
+    # the depth: steps until every root's walk reaches a leaf (a cycle is an error)
+    depth, frontier = 0, {int(r) for r in roots if r < n}
+    while frontier:
+        depth += 1
+        if depth > n:
+            raise ctx.error("the TreeEnsemble's nodes form a cycle")
+        frontier = {int(c) for u in frontier for c in (child_true[u], child_false[u]) if c < n}
+    tables = {
+        "feature": np.concatenate([feature, pad]),
+        "split": np.concatenate([splits, np.zeros(leaves)]),
+        "mode": np.concatenate([modes, pad]),
+        "missing": np.concatenate([missing, np.zeros(leaves, bool)]),
+        "true": child_true,
+        "false": child_false,
+        "members": member_table,
+    }
+    return n, tables, np.asarray(roots, np.int64), depth, weights, targets
+
+
+@converter("TreeEnsemble", 5, domain=_ML)
+def _tree_ensemble(ctx, x):
+    x = ctx.tensor(x)
+    if len(x.shape) != 2:
+        raise ctx.error(f"TreeEnsemble's input must be [N, F], got {x.shape}")
+    n, tables, roots, depth, weights, targets = _tree_tables(ctx)
+    n_targets = int(ctx.attr("n_targets"))
+    if targets.size and (targets.min() < 0 or targets.max() >= n_targets):
+        raise ctx.error(f"leaf_targetids must be in [0, {n_targets})")
+    rows = int(x.shape[0])
+    f64 = ember_dtype(np.float64, ctx.label)
+    data = E.cast(x, f64)
+    t = {k: E.tensor(v) for k, v in tables.items()}
+    # every row walks every tree at once: pos [N, trees], one level per step
+    pos = E.tensor(np.broadcast_to(roots, (rows, roots.size)).copy())
+    for _ in range(depth):
+        value = E.gather(data, 1, E.take(t["feature"], pos))
+        split = E.take(t["split"], pos)
+        mode = E.take(t["mode"], pos)
+        outcomes = (
+            value <= split,
+            value < split,
+            value >= split,
+            value > split,
+            value == split,
+            value != split,
+        )
+        member = E.take(
+            t["members"].reshape(-1),
+            E.unsqueeze(pos, -1) * int(tables["members"].shape[1])
+            + E.tensor(np.arange(tables["members"].shape[1])),
+        )
+        go_true = E.any(member == E.unsqueeze(value, -1), -1)
+        for code, outcome in enumerate(outcomes):
+            go_true = E.where(mode == code, outcome, go_true)
+        go_true = E.logical_or(go_true, E.logical_and(E.take(t["missing"], pos), E.isnan(value)))
+        pos = E.where(go_true, E.take(t["true"], pos), E.take(t["false"], pos))
+    leaf = pos - n
+    weight = E.take(E.tensor(weights), leaf)  # [N, trees]
+    hit = E.unsqueeze(E.take(E.tensor(targets), leaf), -1) == E.tensor(np.arange(n_targets))
+    weight = E.unsqueeze(weight, -1)  # [N, trees, targets]
+    aggregate = int(ctx.attr("aggregate_function", 1))
+    if aggregate in (0, 1):
+        out = E.sum(E.where(hit, weight, E.zeros((), dtype=f64)), 1)
+        if aggregate == 0:
+            out = out / float(max(roots.size, 1))
+    elif aggregate in (2, 3):
+        # a target no leaf of the row reaches scores 0 (onnxruntime's rule; onnx's reference
+        # leaves FLT_MAX / -FLT_MAX there)
+        fill = float("inf") if aggregate == 2 else float("-inf")
+        masked = E.where(hit, weight, E.full((), fill, dtype=f64))
+        out = E.amin(masked, 1) if aggregate == 2 else E.amax(masked, 1)
+        out = E.where(E.any(hit, 1), out, E.zeros_like(out))
+    else:
+        raise ctx.error(f"unknown aggregate_function {aggregate}")
+    return E.cast(_post_transform(ctx, out), x.dtype)
+
+
+def _post_transform(ctx, scores):
+    # the spec's numbering: NONE 0, SOFTMAX 1, LOGISTIC 2, SOFTMAX_ZERO 3, PROBIT 4
+    # (onnxruntime 1.32 reads 1 as LOGISTIC and 2 as SOFTMAX, its older regressor's order)
+    transform = int(ctx.attr("post_transform", 0))
+    if transform == 0:
+        return scores
+    if transform == 1:
+        return E.softmax(scores, -1)
+    if transform == 2:
+        return E.sigmoid(scores)
+    if transform == 3:  # softmax over the non-zero scores; zeros stay zero
+        nonzero = scores != 0
+        top = E.amax(E.where(nonzero, scores, E.full((), -np.inf, dtype=scores.dtype)), -1, True)
+        e = E.where(nonzero, E.exp(scores - top), E.zeros_like(scores))
+        total = E.sum(e, -1, True)
+        return E.where(total > 0, e / E.where(total > 0, total, E.ones_like(total)), e)
+    if transform == 4:
+        return E.erfinv(scores * 2.0 - 1.0) * float(np.sqrt(2.0))
+    raise ctx.error(f"unknown post_transform {transform}")
