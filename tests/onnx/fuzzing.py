@@ -47,6 +47,7 @@ def seeds() -> list:
 
     x = helper.make_tensor_value_info("x", f32, [2, 3])
     y = helper.make_tensor_value_info("y", f32, [2, 3])
+
     def out(*shape):
         return helper.make_tensor_value_info("out", f32, list(shape))
 
