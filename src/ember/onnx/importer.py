@@ -18,6 +18,7 @@ be captured: the first call finds out, and from then on the model runs eagerly, 
 from __future__ import annotations
 
 import re
+from collections import ChainMap
 
 import numpy as np
 
@@ -119,7 +120,9 @@ class GraphRunner:
         return runner
 
     def run(self, inputs: list, *, outer: dict | None = None, params: dict | None = None):
-        env = dict(outer) if outer else {}
+        # a subgraph sees its enclosing graphs' values without copying them (a Loop body runs
+        # once per iteration)
+        env = ChainMap({}, outer) if outer else {}
         env.update(self.initializers)
         if params:
             env.update(params)
