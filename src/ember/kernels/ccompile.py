@@ -114,7 +114,7 @@ _warned_unsafe: set[str] = set()  # cache folders warned about
 def _compiler() -> tuple[str, ...] | None:
     """The compiler command (CC may carry words, as in ``ccache gcc``), or None. Looked up
     once per setting of CC and PATH: a kernel loaded per call (eager pooling) would otherwise
-    search PATH each time (~0.1 ms)."""
+    search PATH each time."""
     return _find_compiler(os.environ.get("CC", ""), os.environ.get("PATH", ""))
 
 
