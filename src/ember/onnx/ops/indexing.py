@@ -216,6 +216,8 @@ def _one_hot(ctx, indices, depth, values):
         raise ctx.error(f"depth {n} must be positive")
     rank = len(shape_of(ctx, indices)) + 1
     a = axis(ctx.attr("axis", -1), rank, ctx)
+    if foreign(indices):  # an unsigned width ember lacks
+        indices = indices.astype(np.float64 if indices.dtype.kind == "f" else np.int64)
     idx = ctx.tensor(indices)
     if idx.dtype.is_floating_point:
         idx = E.trunc(idx)
@@ -237,12 +239,15 @@ def _compress(ctx, x, condition):
     a = ctx.attr("axis", None)
     a = None if a is None else axis(a, len(dims), ctx)
     n = int(np.prod(dims, dtype=np.int64)) if a is None else dims[a]
-    cond = ctx.tensor(condition)
-    if len(cond.shape) != 1 or cond.shape[0] > n:
-        raise ctx.error(f"condition of shape {tuple(cond.shape)} does not fit {n} slices")
-    if cond.dtype != _dt.bool_:
-        cond = E.ne(cond, 0)
-    chosen = E.reshape(E.nonzero(cond), (-1,))  # data-dependent: eager only
+    cshape = shape_of(ctx, condition)
+    if len(cshape) != 1 or cshape[0] > n:
+        raise ctx.error(f"condition of shape {cshape} does not fit {n} slices")
+    if is_static(condition):  # known while importing: the model stays capturable
+        chosen = ctx.tensor(np.flatnonzero(condition).astype(np.int64))
+    else:  # data-dependent size: ember's nonzero runs eagerly only
+        cond = ctx.tensor(condition)
+        cond = cond if cond.dtype == _dt.bool_ else E.ne(cond, 0)
+        chosen = E.reshape(E.nonzero(cond), (-1,))
 
     def pick(t):
         if a is None:

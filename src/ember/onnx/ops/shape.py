@@ -213,12 +213,15 @@ def _split(ctx, x, split=None):
     if sizes is None:
         parts = ctx.attr("num_outputs", None) if ctx.opset >= 18 else None
         if parts is None:
+            # equal parts, one per output (opset 18 asks for num_outputs; older models and
+            # lenient writers leave it out)
             parts = ctx.num_outputs
-            if ctx.opset >= 18 and not ctx.has_attr("num_outputs"):
-                raise ctx.error("needs the split input or the num_outputs attribute")
-            if ctx.opset < 18 and n % parts:
+            if n % parts:
                 raise ctx.error(f"cannot split a dimension of {n} into {parts} equal parts")
-        chunk = -(-n // parts) if parts else 0
+        elif parts != ctx.num_outputs or parts < 1:
+            raise ctx.error(f"num_outputs {parts} but the node has {ctx.num_outputs} outputs")
+        # (num_outputs: parts of ceil(n / parts), the last ones smaller)
+        chunk = -(-n // parts)
         sizes = [min(chunk, max(n - i * chunk, 0)) for i in range(parts)]
     if sum(sizes) != n or any(s < 0 for s in sizes):
         raise ctx.error(f"split sizes {sizes} do not add up to the dimension's {n}")
