@@ -19,42 +19,58 @@ import ember.onnx  # noqa: E402
 RNG = np.random.default_rng(21)
 
 
-def _model(op, inputs: dict, n_out=1, opset=13, attrs=None, outputs=None):
-    names = list(inputs)
+def _model(op, inputs: dict, n_out=1, opset=13, attrs=None, constants=()):
+    """One ``op`` node over ``inputs``: graph inputs, except those named in ``constants``,
+    which are initializers (as a real model holds its shapes, axes and indices)."""
     graph_inputs = [
         h.make_tensor_value_info(n, h.np_dtype_to_tensor_dtype(np.asarray(a).dtype), a.shape)
         for n, a in inputs.items()
+        if n not in constants
     ]
-    outs = outputs or [f"y{i}" for i in range(n_out)]
-    node = h.make_node(op, names, outs, **(attrs or {}))
+    inits = [onnx.numpy_helper.from_array(np.asarray(inputs[n]), n) for n in constants]
+    outs = [f"y{i}" for i in range(n_out)]
+    node = h.make_node(op, list(inputs), outs, **(attrs or {}))
     graph = h.make_graph(
-        [node], "g", graph_inputs, [h.make_empty_tensor_value_info(o) for o in outs]
+        [node],
+        "g",
+        graph_inputs,
+        [h.make_empty_tensor_value_info(o) for o in outs],
+        initializer=inits,
     )
     model = h.make_model(graph, opset_imports=[h.make_opsetid("", opset)])
     model.ir_version = 8
     return model
 
 
-def _check(op, inputs: dict, n_out=1, opset=13, attrs=None, exact=True, eager=True):
-    """ember (captured, and eager) equals onnxruntime on one node."""
+def _compare(got, want, op, attrs, exact):
+    got = got if isinstance(got, tuple) else (got,)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        g = g.numpy() if hasattr(g, "numpy") else np.asarray(g)
+        assert g.shape == w.shape, (op, attrs, g.shape, w.shape)
+        assert g.dtype == w.dtype, (op, attrs, g.dtype, w.dtype)
+        if exact:
+            np.testing.assert_array_equal(g, w)
+        else:
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def _check(op, inputs: dict, n_out=1, opset=13, attrs=None, exact=True, captured=True):
+    """ember equals onnxruntime on one node: with every input given at the call (the shapes,
+    axes and indices then are data: eagerly, and op by op), and with all inputs but the first
+    as initializers (captured into an ember graph unless ``captured`` is False)."""
     model = _model(op, inputs, n_out, opset, attrs)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     want = session.run(None, inputs)
     f = ember.onnx.load(model)
-    runs = [f(*inputs.values())]
-    if eager:
-        runs.append(f.run_eager(*inputs.values()))
-    for got in runs:
-        got = got if isinstance(got, tuple) else (got,)
-        assert len(got) == len(want)
-        for g, w in zip(got, want):
-            g = g.numpy() if hasattr(g, "numpy") else np.asarray(g)
-            assert g.shape == w.shape, (op, attrs, g.shape, w.shape)
-            assert g.dtype == w.dtype, (op, attrs, g.dtype, w.dtype)
-            if exact:
-                np.testing.assert_array_equal(g, w)
-            else:
-                np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    _compare(f(*inputs.values()), want, op, attrs, exact)
+    _compare(f.run_eager(*inputs.values()), want, op, attrs, exact)
+    first = next(iter(inputs))
+    constants = [n for n in inputs if n != first]
+    g = ember.onnx.load(_model(op, inputs, n_out, opset, attrs, constants))
+    _compare(g(inputs[first]), want, op, attrs, exact)
+    if captured and g.eager_reason is not None:
+        raise AssertionError(f"{op} {attrs}: not captured: {g.eager_reason}")
     return f
 
 
@@ -202,14 +218,16 @@ def test_strings_move():
 def test_range_trilu_eyelike_constant_of_shape():
     for start, limit, delta, dtype in [(1, 10, 3, np.int32), (2.5, -3.0, -0.7, np.float32)]:
         inputs = {n: np.asarray(v, dtype) for n, v in zip("sld", (start, limit, delta))}
-        _check("Range", inputs, opset=11, exact=False)
+        # (the size depends on start's value, a graph input here: eager)
+        _check("Range", inputs, opset=11, exact=False, captured=False)
     x = _rand(3, 4, 5)
     for upper in (0, 1):
         for k in (-2, 0, 3):
             _check("Trilu", {"x": x, "k": _i64(k)}, opset=14, attrs={"upper": upper})
     _check("EyeLike", {"x": _rand(3, 5)}, opset=9, attrs={"k": -1, "dtype": TensorProto.INT32})
     value = h.make_tensor("v", TensorProto.INT32, [1], [7])
-    _check("ConstantOfShape", {"s": _i64([2, 0, 3])}, opset=9, attrs={"value": value})
+    shape = {"s": _i64([2, 0, 3])}
+    _check("ConstantOfShape", shape, opset=9, attrs={"value": value}, captured=False)
 
 
 def test_center_crop_pad_odd_sizes():
@@ -332,12 +350,12 @@ def test_reverse_sequence_and_einsum():
 
 def test_data_dependent_ops_run_eagerly():
     x = np.asarray([[0, 2, 0], [3, 3, 0]], np.float32)
-    f = _check("NonZero", {"x": x})
+    f = _check("NonZero", {"x": x}, captured=False)
     assert f.eager_reason is not None  # capture found the size depends on the data
     _check("Compress", {"x": x, "c": np.asarray([True, False, True])}, attrs={"axis": 1})
     _check("Compress", {"x": x, "c": np.asarray([False, True, True, True])})
     for attrs in ({}, {"sorted": 0}, {"axis": 1, "sorted": 0}, {"axis": -2}):
-        _check("Unique", {"x": x}, n_out=4, opset=11, attrs=attrs)
+        _check("Unique", {"x": x}, n_out=4, opset=11, attrs=attrs, captured=False)
 
 
 def test_compress_with_a_known_condition_stays_captured():
