@@ -18,6 +18,7 @@ be captured: the first call finds out, and from then on the model runs eagerly, 
 from __future__ import annotations
 
 import re
+from collections import ChainMap
 
 import numpy as np
 
@@ -119,7 +120,9 @@ class GraphRunner:
         return runner
 
     def run(self, inputs: list, *, outer: dict | None = None, params: dict | None = None):
-        env = dict(outer) if outer else {}
+        # a subgraph sees its enclosing graphs' values without copying them (a Loop body runs
+        # once per iteration)
+        env = ChainMap({}, outer) if outer else {}
         env.update(self.initializers)
         if params:
             env.update(params)
@@ -239,7 +242,7 @@ def _as_value(value, name: str, where: str):
         # (an object array of str / bytes is an ONNX string tensor)
         raise OnnxError(f"{where}: input {name!r} is not a tensor ({type(value).__name__})")
     if supported_dtype(array.dtype):
-        return _reg.eager_constant(np.asarray(array, order="C"))
+        return _reg.eager_constant(np.require(array, requirements="C"))
     return array
 
 
@@ -276,7 +279,7 @@ def _to_output(value, where: str):
         return [_to_output(v, where) for v in value]
     if is_static(value):
         if supported_dtype(value.dtype):
-            return _reg.eager_constant(np.asarray(value, order="C"))
+            return _reg.eager_constant(np.require(value, requirements="C"))
         return value
     return value
 
@@ -345,25 +348,27 @@ class OnnxFunction:
 
     @property
     def graph(self):
-        """The ember graph of the latest capture (made from the declared input shapes if the
-        model was not called yet and they are all fixed)."""
+        """The ember graph of the latest capture (made from the declared input shapes, dynamic
+        sizes counted as 1, if the model was not called yet)."""
         if self._function is None:
             raise OnnxError(f"{self.source.name}: loaded with capture=False: no graph")
-        try:
-            return self._function.graph
-        except (EmberError, AttributeError, IndexError, KeyError):
-            pass
+        if not self._function.stats.traces:
+            self.compile(*self.example_inputs())
+        return self._function.graph
+
+    def example_inputs(self, size: int = 1) -> list:
+        """Zeros of each input's declared dtype and shape, its dynamic sizes (``dim_param``s or
+        unknown dimensions) set to ``size``."""
         examples = []
         for name, info in zip(self.input_names, self.runner.input_infos):
             dtype, shape = _declared(info)
-            if dtype is None or shape is None or not all(isinstance(d, int) for d in shape):
+            if dtype is None or shape is None:
                 raise OnnxError(
-                    f"{self.source.name}: input {name!r} has no fixed shape; call the model "
-                    "once (or use f.compile(*inputs)) before asking for its graph"
-                ) from None
-            examples.append(np.zeros(shape, dtype))
-        self.compile(*examples)
-        return self._function.graph
+                    f"{self.source.name}: input {name!r} declares no tensor type and shape; "
+                    "call the model (or f.compile(*inputs)) with real inputs"
+                )
+            examples.append(np.zeros([d if isinstance(d, int) else size for d in shape], dtype))
+        return examples
 
     def compile(self, *args, **kwargs):
         """Capture (without running) the model for these inputs; returns ember's
