@@ -284,3 +284,17 @@ def test_tree_ensemble_against_onnxruntime(aggregate):
     expected, got, f = _run_both(_tree_model(aggregate), {"X": x})
     np.testing.assert_allclose(got[0], expected[0], rtol=1e-6)
     assert f.eager_reason is None  # the walk is ember ops: it captures
+
+
+@pytest.mark.parametrize("saturate", [0, 1])
+def test_quantize_to_float8_against_onnxruntime(saturate):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    x = (np.random.default_rng(7).standard_normal((4, 6)) * 300).astype(np.float32)
+    x[0, :3] = [np.inf, -np.inf, 1e6]
+    inputs = {"x": x, "s": np.array(0.5, np.float32)}
+    attrs = {"output_dtype": TensorProto.FLOAT8E4M3FN, "saturate": saturate}
+    expected, got, _ = _run_both(_model("QuantizeLinear", inputs, attrs), inputs)
+    # onnxruntime hands float8 back as its bytes
+    want = np.asarray(expected[0]).view(ml_dtypes.float8_e4m3fn)
+    assert got[0].dtype == ml_dtypes.float8_e4m3fn
+    np.testing.assert_array_equal(got[0].view(np.uint8), want.view(np.uint8))
