@@ -159,6 +159,31 @@ def test_pad_modes_and_negative_pads(mode, opset):
     _check("Pad", inputs, opset=opset, attrs={"mode": mode})
 
 
+@pytest.mark.parametrize(
+    "mode, shape, pads",
+    [
+        ("wrap", (2,), [1, 3]),  # past the size: the period repeats
+        ("edge", (3,), [4, 5]),
+        ("wrap", (4,), [-1, 2]),
+        ("constant", (2,), [-3, 4]),  # cropped past the data: only the padding value
+        ("constant", (0,), [-1, 3]),
+        ("edge", (0, 4), [2, 2, -2, -1]),  # an empty result
+    ],
+)
+def test_pad_edge_cases_like_onnxruntime(mode, shape, pads):
+    x = _rand(*shape)
+    _check("Pad", {"x": x, "p": _i64(pads)}, opset=13, attrs={"mode": mode})
+
+
+def test_empty_axes():
+    x = np.zeros((0, 3), np.float32)
+    for exclusive in (0, 1):
+        attrs = {"exclusive": exclusive}
+        _check("CumSum", {"x": x, "a": np.asarray(0, np.int64)}, opset=14, attrs=attrs)
+    _check("ArgMax", {"x": np.zeros((2, 0, 0), np.float32)}, attrs={"axis": 1})
+    _check("TopK", {"x": _rand(2, 3), "k": _i64([0])}, n_out=2, opset=11)
+
+
 def test_pad_reflect_past_the_edge_repeats_like_numpy():
     x = _rand(2, 3)
     model = _model("Pad", {"x": x, "p": _i64([0, 5, 0, 7])}, opset=13, attrs={"mode": "reflect"})
@@ -356,6 +381,23 @@ def test_data_dependent_ops_run_eagerly():
     _check("Compress", {"x": x, "c": np.asarray([False, True, True, True])})
     for attrs in ({}, {"sorted": 0}, {"axis": 1, "sorted": 0}, {"axis": -2}):
         _check("Unique", {"x": x}, n_out=4, opset=11, attrs=attrs, captured=False)
+
+
+def test_values_known_only_at_run_time_stay_captured():
+    """Trilu's k and Pad's constant value do not decide a shape: as graph inputs they keep
+    the model capturable."""
+    x = _rand(3, 4, 5)
+    for upper in (0, 1):
+        f = _check("Trilu", {"x": x, "k": _i64(-1)}, opset=14, attrs={"upper": upper})
+        assert f.eager_reason is None
+    model = _model("Pad", {"x": x, "p": _i64([0, 1, -1, 2, 0, 1]), "v": np.float32(3)}, opset=13)
+    model.graph.initializer.append(onnx.numpy_helper.from_array(_i64([0, 1, -1, 2, 0, 1]), "p"))
+    del model.graph.input[1]
+    f = ember.onnx.load(model)
+    got = f(x, np.asarray(3.0, np.float32)).numpy()
+    want = np.pad(x[:, :, 1:], [(0, 2), (1, 0), (0, 1)], constant_values=3.0)
+    np.testing.assert_array_equal(got, want)
+    assert f.eager_reason is None
 
 
 def test_compress_with_a_known_condition_stays_captured():

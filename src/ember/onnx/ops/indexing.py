@@ -328,6 +328,11 @@ def _arg(which):
         a = axis(ctx.attr("axis", 0), len(dims), ctx)
         keep = bool(ctx.attr("keepdims", 1))
         t, _ = _sortable(ctx, x)
+        if dims[a] == 0:  # no extreme to find: only an empty result has an answer
+            out = tuple(1 if i == a else d for i, d in enumerate(dims) if keep or i != a)
+            if 0 not in out:
+                raise ctx.error(f"cannot find the extreme of an empty axis (shape {dims})")
+            return E.zeros(out, dtype=_dt.int64)
         if ctx.opset >= 12 and ctx.attr("select_last_index", 0):
             # the last extreme: the first one of the reversed axis, counted back
             out = which(E.flip(t, (a,)), a, keep)
@@ -352,7 +357,7 @@ def _cumulative(fn, identity):
         reverse, exclusive = ctx.attr("reverse", 0), ctx.attr("exclusive", 0)
         if reverse:
             t = E.flip(t, (a,))
-        if exclusive:  # shifted by one, the identity first (no subtraction: exact)
+        if exclusive and t.shape[a]:  # shifted by one, the identity first (exact)
             n = t.shape[a]
             lead = (slice(None),) * a
             t = E.getitem(t, lead + (slice(0, max(n - 1, 0)),))
