@@ -240,6 +240,26 @@ def test_strings_move():
     assert np.asarray(got).tolist() == [["bb", ""], ["a", "ccc"]]
 
 
+def test_unique_of_strings_and_nonzero_of_uint64():
+    words = np.array(["b", "a", "b", "c", "a"], dtype=object)
+    graph = h.make_graph(
+        [
+            h.make_node("Constant", [], ["w"], value=onnx.numpy_helper.from_array(words)),
+            h.make_node("Unique", ["w"], ["y", "first", "inverse", "counts"], sorted=0),
+            h.make_node("NonZero", ["u"], ["nz"]),
+        ],
+        "g",
+        [h.make_tensor_value_info("u", TensorProto.UINT64, [3])],
+        [h.make_empty_tensor_value_info(n) for n in ("y", "first", "inverse", "counts", "nz")],
+    )
+    f = ember.onnx.load(h.make_model(graph, opset_imports=[h.make_opsetid("", 13)]))
+    y, first, inverse, counts, nz = f(np.asarray([0, 2**63, 5], np.uint64))
+    assert np.asarray(y).tolist() == ["b", "a", "c"]
+    assert first.tolist() == [0, 1, 3] and inverse.tolist() == [0, 1, 0, 2, 1]
+    assert counts.tolist() == [2, 2, 1]
+    assert nz.tolist() == [[1, 2]]
+
+
 def test_range_trilu_eyelike_constant_of_shape():
     for start, limit, delta, dtype in [(1, 10, 3, np.int32), (2.5, -3.0, -0.7, np.float32)]:
         inputs = {n: np.asarray(v, dtype) for n, v in zip("sld", (start, limit, delta))}

@@ -278,7 +278,7 @@ def _expand(ctx, x, shape):
         target = np.broadcast_shapes(shape_of(ctx, x), tuple(spec))
     except ValueError:
         raise ctx.error(f"cannot broadcast {shape_of(ctx, x)} with {tuple(spec)}") from None
-    return move(ctx, lambda t: E.clone(E.broadcast_to(t, target)), x)
+    return move(ctx, lambda t: E.broadcast_to(t, target), x)
 
 
 @converter("Tile", 1)
@@ -293,7 +293,7 @@ def _tile(ctx, x, repeats, tile_axis=None):
         reps = ctx.ints(repeats, "Tile's repeats")
     if len(reps) != len(dims) or any(r < 0 for r in reps):
         raise ctx.error(f"repeats {reps} must hold one count >= 0 per dimension of {dims}")
-    return move(ctx, lambda t: E.clone(E.tile(t, *reps)), x)
+    return move(ctx, lambda t: E.tile(t, *reps), x)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -414,7 +414,7 @@ def pad_value(ctx, x, pairs, mode, value):
             return E.full(out_shape, fill, dtype=t.dtype)
         t = E.getitem(t, crop)
         if not any(lo or hi for lo, hi in grow):
-            return E.clone(t)
+            return t
         if mode == "constant":
             return E.pad(t, _torch_pads(grow), "constant", fill)
         for d, (lo, hi) in enumerate(grow):
