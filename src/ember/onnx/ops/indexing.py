@@ -399,6 +399,5 @@ def _reverse_sequence(ctx, x, sequence_lens):
 @converter("Einsum", 12)
 def _einsum(ctx, *xs):
     equation = ctx.attr("equation")
-    equation = equation.decode() if isinstance(equation, bytes) else equation
     tensors = [ctx.tensor(v) for v in xs if v is not None]
     return E.einsum(equation.replace(" ", ""), *tensors)

@@ -452,7 +452,6 @@ def _torch_pads(pairs) -> list[int]:
 def _pad(ctx, x, pads=None, constant_value=None, axes=None):
     rank = len(shape_of(ctx, x))
     mode = ctx.attr("mode", "constant")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
     if ctx.opset < 11:
         raw = [int(p) for p in ctx.attr("paddings" if ctx.opset < 2 else "pads")]
         value = ctx.attr("value", 0.0)
