@@ -27,7 +27,6 @@ from ..errors import EmberError, OnnxError, TraceError
 from ..nn.module import Module
 from ..nn.parameter import Parameter
 from ..ops import _registry as _reg
-from ..tensor import Tensor
 from . import ops as _ops  # noqa: F401  (registers the converters)
 from ._convert import (
     EMPTY,
