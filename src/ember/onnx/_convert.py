@@ -135,7 +135,7 @@ def to_tensor(value, where: str, dtype=None) -> Tensor:
         if dtype is not None:
             array = array.astype(dtype.np if hasattr(dtype, "np") else dtype)
         ember_dtype(array.dtype, where)
-        return _reg.constant(np.ascontiguousarray(array))
+        return _reg.constant(np.asarray(array, order="C"))
     if isinstance(value, (bool, int, float, np.generic)):
         return to_tensor(np.asarray(value), where, dtype)
     if value is None or value is EMPTY:

@@ -238,7 +238,7 @@ def _as_value(value, name: str, where: str):
     if array.dtype == object:
         raise OnnxError(f"{where}: input {name!r} is not a tensor ({type(value).__name__})")
     if supported_dtype(array.dtype):
-        return _reg.eager_constant(np.ascontiguousarray(array))
+        return _reg.eager_constant(np.asarray(array, order="C"))
     return array
 
 
@@ -275,7 +275,7 @@ def _to_output(value, where: str):
         return [_to_output(v, where) for v in value]
     if is_static(value):
         if supported_dtype(value.dtype):
-            return _reg.eager_constant(np.ascontiguousarray(value))
+            return _reg.eager_constant(np.asarray(value, order="C"))
         return value
     return value
 
