@@ -94,14 +94,18 @@ def kernel_shape(ctx, nd: int, weight_shape=None) -> tuple:
     if len(ks) != nd or any(k < 1 for k in ks):
         raise ctx.error(f"kernel_shape {list(ks)} does not fit {nd} spatial dimensions")
     if weight_shape is not None and ks != tuple(weight_shape):
-        raise ctx.error(f"kernel_shape {list(ks)} disagrees with the weight's {tuple(weight_shape)}")
+        raise ctx.error(
+            f"kernel_shape {list(ks)} disagrees with the weight's {tuple(weight_shape)}"
+        )
     return ks
 
 
 def spatial_input(ctx, x, what: str = "X"):
     x = ctx.tensor(x)
     if x.ndim < 3:
-        raise ctx.error(f"{what} of shape {tuple(x.shape)} needs a batch, a channel and a spatial dim")
+        raise ctx.error(
+            f"{what} of shape {tuple(x.shape)} needs a batch, a channel and a spatial dim"
+        )
     return x
 
 
