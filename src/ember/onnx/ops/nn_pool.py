@@ -26,7 +26,7 @@ from ...ops.pool import MAX_POOL
 from ...ops.pool_avg import AVG_POOL
 from .._convert import converter, ember_dtype
 from ._common import E, F, dtype_np
-from .nn import kernel_shape, per_dim, pool_out_size, spatial_input, window_pads
+from .nn import auto_pad_mode, kernel_shape, per_dim, pool_out_size, spatial_input, window_pads
 
 
 def _window(ctx, x, ceil_attr: bool = True, dilation_attr: bool = True):
@@ -36,7 +36,10 @@ def _window(ctx, x, ceil_attr: bool = True, dilation_attr: bool = True):
     strides = per_dim(ctx, "strides", nd, 1)
     dilations = per_dim(ctx, "dilations", nd, 1) if dilation_attr else (1,) * nd
     pads = window_pads(ctx, x.shape[2:], kernel, strides, dilations)
+    # with auto_pad the output size is fixed (ceil(in / stride) for SAME, the windows that fit
+    # for VALID): ceil_mode changes nothing
     ceil_mode = bool(ctx.attr("ceil_mode", 0)) if ceil_attr else False
+    ceil_mode = ceil_mode and auto_pad_mode(ctx) == "NOTSET"
     out = tuple(
         pool_out_size(ctx, n, k, s, d, p, ceil_mode)
         for n, k, s, d, p in zip(x.shape[2:], kernel, strides, dilations, pads)
