@@ -1,10 +1,11 @@
 """ONNX's pooling: MaxPool (with its Indices output), AveragePool, LpPool, the global pools and
 MaxUnpool.
 
-Where ONNX's window fits ember's pooling primitives (symmetric padding of at most half the
-kernel, which is PyTorch's rule and its output-size formula, the same as ONNX's), they run as
-they are, C kernels included. Otherwise (asymmetric or larger pads, auto_pad, dilated average
-windows):
+Where ember's pooling primitives make ONNX's windows (their padding is symmetric and at most
+half the kernel, PyTorch's rule; a trailing padding that differs is often just ceil_mode's
+overhang, which a maximum or an average of the real elements ignores alike), they run as they
+are, C kernels included. Otherwise (larger leading pads, dilated average windows, an average
+counting an asymmetric padding):
 
 * max pooling pads the input explicitly with the lowest value of its dtype (so padding never
   wins) and pools without padding; the Indices are mapped back to the unpadded input;
@@ -20,6 +21,7 @@ import math
 
 import numpy as np
 
+from ...kernels import pool_geometry as _geometry
 from ...ops._registry import apply
 from ...ops.conv import CONV
 from ...ops.pool import MAX_POOL
@@ -47,9 +49,27 @@ def _window(ctx, x, ceil_attr: bool = True, dilation_attr: bool = True):
     return kernel, strides, dilations, pads, out, ceil_mode
 
 
-def _fits_primitive(kernel, pads) -> bool:
-    """ember's (PyTorch's) pooling: symmetric padding, at most half the kernel."""
-    return all(b == a and b <= k // 2 for (b, a), k in zip(pads, kernel))
+def _primitive_geometry(x, kernel, strides, dilations, pads, out, exact: bool):
+    """(padding, ceil_mode) with which ember's pooling primitive (PyTorch's rules: symmetric
+    padding of at most half the kernel) makes ONNX's windows, or None.
+
+    Each window starts at ``i * stride - before`` in both; what lies past the input's end is
+    either padding or ceil_mode's overhang, and neither counts for a maximum or for an average
+    of the real elements. ``exact`` (an average counting the padding) needs the trailing
+    padding to be the leading one as well."""
+    padding = tuple(b for b, _ in pads)
+    if any(b > k // 2 for b, k in zip(padding, kernel)):
+        return None
+    if exact and any(b != a for b, a in pads):
+        return None
+    for ceil_mode in (False, True):
+        sizes = tuple(
+            _geometry.pool_out_size(n, k, s, b, d, ceil_mode)
+            for n, k, s, b, d in zip(x.shape[2:], kernel, strides, padding, dilations)
+        )
+        if sizes == tuple(out):
+            return padding, ceil_mode
+    return None
 
 
 def _trailing(n, k, s, d, before, out) -> int:
@@ -78,13 +98,13 @@ def _lowest(dtype: np.dtype):
 @converter("MaxPool", 1)
 def _max_pool(ctx, x):
     x = spatial_input(ctx, x)
-    kernel, strides, dilations, pads, out, ceil_mode = _window(
+    kernel, strides, dilations, pads, out, _ = _window(
         ctx, x, ceil_attr=ctx.opset >= 10, dilation_attr=ctx.opset >= 10
     )
-    direct = _fits_primitive(kernel, pads)
-    if direct:
+    geometry = _primitive_geometry(x, kernel, strides, dilations, pads, out, exact=False)
+    if geometry is not None:
         padded, shift = x, (0,) * len(kernel)
-        padding = tuple(b for b, _ in pads)
+        padding, ceil_mode = geometry
     else:
         pairs = [
             (b, _trailing(n, k, s, d, b, o))
@@ -178,18 +198,19 @@ def _window_counts(in_size, kernel, strides, dilations, pads, out, include_pad: 
 @converter("AveragePool", 1)
 def _average_pool(ctx, x):
     x = spatial_input(ctx, x)
-    kernel, strides, dilations, pads, out, ceil_mode = _window(
+    kernel, strides, dilations, pads, out, _ = _window(
         ctx, x, ceil_attr=ctx.opset >= 10, dilation_attr=ctx.opset >= 19
     )
     include_pad = bool(ctx.attr("count_include_pad", 0))
-    if _fits_primitive(kernel, pads) and all(d == 1 for d in dilations):
+    geometry = _primitive_geometry(x, kernel, strides, dilations, pads, out, exact=include_pad)
+    if geometry is not None and all(d == 1 for d in dilations):
         y = apply(
             AVG_POOL,
             x,
             kernel=kernel,
             stride=strides,
-            padding=tuple(b for b, _ in pads),
-            ceil_mode=ceil_mode,
+            padding=geometry[0],
+            ceil_mode=geometry[1],
             count_include_pad=include_pad,
             divisor_override=None,
         )
