@@ -545,3 +545,104 @@ def test_cnn_exported_from_pytorch(tmp_path):
     assert f.eager_reason is None, f.eager_reason
     np.testing.assert_allclose(got[0], expected, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(got[0], _ort(model, {"x": x.numpy()})[0], rtol=1e-4, atol=1e-5)
+
+
+F64 = TensorProto.DOUBLE
+
+
+def _weighted_node_cases():
+    """(node, x shape, initializer name, initializer shape, extra initializers, opset): the
+    initializer is the parameter whose gradient is checked."""
+    rng = _rng(30)
+    yield (
+        helper.make_node(
+            "ConvTranspose",
+            ["x", "w"],
+            ["y"],
+            strides=[2, 1],
+            pads=[1, 0, 0, 1],
+            output_padding=[1, 0],
+        ),
+        (2, 3, 4, 5),
+        "w",
+        (3, 2, 3, 2),
+        {},
+        13,
+    )
+    yield (
+        helper.make_node("Conv", ["x", "w"], ["y"], auto_pad="SAME_LOWER", strides=[2, 2]),
+        (2, 3, 5, 6),
+        "w",
+        (4, 3, 2, 3),
+        {},
+        13,
+    )
+    scale = ("s", rng.standard_normal(3))
+    yield (
+        helper.make_node(
+            "BatchNormalization", ["x", "w", "b", "m", "v"], ["y", "rm", "rv"], training_mode=1
+        ),
+        (4, 3, 2, 2),
+        "w",
+        (3,),
+        dict([("b", scale[1]), ("m", scale[1]), ("v", np.abs(scale[1]) + 1)]),
+        15,
+    )
+    yield (
+        helper.make_node("LayerNormalization", ["x", "w"], ["y", "mean", "inv"], axis=-2),
+        (2, 3, 4),
+        "w",
+        (3, 1),
+        {},
+        17,
+    )
+    yield (
+        helper.make_node("GroupNormalization", ["x", "w", "b"], ["y"], num_groups=2),
+        (2, 4, 3),
+        "w",
+        (2,),
+        {"b": rng.standard_normal(2)},
+        18,
+    )
+
+
+@pytest.mark.parametrize("case", list(_weighted_node_cases()), ids=lambda c: c[0].op_type)
+def test_parameter_gradients_match_finite_differences(case):
+    node, x_shape, name, w_shape, extra, opset = case
+    rng = _rng(31)
+    w = rng.standard_normal(w_shape)
+    inits = [onnx.numpy_helper.from_array(w, name)] + [
+        onnx.numpy_helper.from_array(np.asarray(v, np.float64), k) for k, v in extra.items()
+    ]
+    # the loss is the first output weighted by a fixed random tensor (a post-op Mul)
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", F64, x_shape)],
+        [helper.make_tensor_value_info(node.output[0], F64, None)],
+        initializer=inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    x = rng.standard_normal(x_shape)
+    module = ember.onnx.load(model, trainable=True)
+    out = module(ember.tensor(x))
+    out = out[0] if isinstance(out, tuple) else out
+    probe = rng.standard_normal(tuple(out.shape))
+    (out * ember.tensor(probe)).sum().backward()
+    params = dict(module.named_parameters())
+    grad = params[name].grad.numpy()
+
+    def loss(weights):
+        with ember.no_grad():
+            params[name].data = ember.tensor(weights)
+            y = module(ember.tensor(x))
+        y = y[0] if isinstance(y, tuple) else y
+        return float((y.numpy() * probe).sum())
+
+    numeric = np.zeros_like(w)
+    for index in np.ndindex(w.shape):
+        step = np.zeros_like(w)
+        step[index] = 1e-6
+        numeric[index] = (loss(w + step) - loss(w - step)) / 2e-6
+    np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-6)
