@@ -225,12 +225,14 @@ def _conv_transpose(ctx, x, w, bias=None):
             raise ctx.error(f"output_shape {wanted} does not fit {nd} spatial dimensions")
     elif mode in ("SAME_UPPER", "SAME_LOWER"):
         wanted = [n * s for n, s in zip(in_size, strides)]
+    lead = [0] * nd  # zeros before the output (a negative leading padding)
     if wanted:
         pads = []
-        for f, o in zip(full, wanted):
-            total = f - o
-            # a longer output than the full one gets zeros after (as output_padding does)
-            pads.append(split_same(total, mode == "SAME_UPPER") if total >= 0 else (0, total))
+        for i, (f, o) in enumerate(zip(full, wanted)):
+            before, after = split_same(f - o, mode == "SAME_UPPER")
+            # an output longer than the full one: the split may pad before, with zeros
+            lead[i], before = max(0, -before), max(0, before)
+            pads.append((before, after))
     elif mode == "VALID":
         pads = [(0, 0)] * nd
     else:
@@ -250,4 +252,9 @@ def _conv_transpose(ctx, x, w, bias=None):
         groups=groups,
         in_size=out,
     )
+    if any(lead):
+        flat = []
+        for zeros in reversed(lead):
+            flat += [zeros, 0]
+        y = F.pad(y, tuple(flat))
     return _bias(ctx, y, bias)

@@ -41,9 +41,9 @@ def _batch_norm(ctx, x, scale, bias, mean, var):
         training = bool(ctx.attr("training_mode", 0))
     elif ctx.opset >= 7:
         # before opset 14 a node asking for the statistics' outputs is a training node
-        training = ctx.num_outputs > 1
+        training = any(ctx.output_used(i) for i in range(1, 5))
     else:
-        training = not ctx.attr("is_test", 0) and ctx.num_outputs > 1
+        training = not ctx.attr("is_test", 0) and any(ctx.output_used(i) for i in range(1, 5))
     scale, bias = ctx.tensor(scale), ctx.tensor(bias)
     mean, var = ctx.tensor(mean), ctx.tensor(var)
     if ctx.opset < 9 and not ctx.attr("spatial", 1) and scale.ndim > 1:

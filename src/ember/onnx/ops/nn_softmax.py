@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from ...random import Generator
-from .._convert import converter, ember_dtype
+from .._convert import converter, ember_dtype, is_static
 from ._common import E, F, axis
 
 
@@ -61,22 +61,28 @@ def _hardmax_converter(ctx, x):
 
 @converter("Dropout", 1, random=True)
 def _dropout(ctx, x, ratio=None, training_mode=None):
-    x = ctx.tensor(x)
     if ctx.opset >= 12:
-        ratio = 0.5 if ratio is None else float(ctx.static(ratio, "ratio").reshape(-1)[0])
         training = training_mode is not None and bool(
             ctx.static(training_mode, "training_mode").reshape(-1)[0]
         )
+        ratio = 0.5 if ratio is None else float(ctx.static(ratio, "ratio").reshape(-1)[0])
     else:
         # opsets 1 to 11 describe an inference graph (is_test, where present, says so; an
         # inference runtime treats even is_test=0 as inference, as onnxruntime does)
         ratio, training = float(ctx.attr("ratio", 0.5)), False
-    if not 0.0 <= ratio < 1.0:
-        raise ctx.error(f"ratio must lie in [0, 1), got {ratio}")
     if not training or ratio == 0.0:
+        # the identity; a static input stays static (the node is never folded: it may draw)
+        mask_shape = tuple(x.shape)
+        if not is_static(x):
+            x = ctx.tensor(x)
         if not ctx.output_used(1):
             return x
-        return x, E.ones(tuple(x.shape), dtype=ember_dtype(np.bool_, ctx.label))
+        if is_static(x):
+            return x, np.ones(mask_shape, np.bool_)
+        return x, E.ones(mask_shape, dtype=ember_dtype(np.bool_, ctx.label))
+    if not 0.0 < ratio < 1.0:
+        raise ctx.error(f"ratio must lie in [0, 1) in training mode, got {ratio}")
+    x = ctx.tensor(x)
     seed = ctx.attr("seed", None)
     generator = None if seed is None else Generator(int(seed) % 2**63)
     keep = E.rand(*tuple(x.shape), generator=generator, dtype=x.dtype) >= ratio
