@@ -646,3 +646,37 @@ def test_parameter_gradients_match_finite_differences(case):
         step[index] = 1e-6
         numeric[index] = (loss(w + step) - loss(w - step)) / 2e-6
     np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["SAME_UPPER", "SAME_LOWER", "NOTSET"])
+@pytest.mark.parametrize("length", [4, 5, 8, 9, 10])
+def test_conv_transpose_output_shape_split(mode, length):
+    """output_shape shorter or longer than the full output: the padding split is the spec's
+    formula (onnxruntime refuses the longer ones; onnx's reference evaluator is the check; it
+    mishandles NOTSET, which the spec splits as SAME_LOWER)."""
+    from onnx.reference import ReferenceEvaluator
+
+    node = helper.make_node(
+        "ConvTranspose", ["x", "w"], ["y"], strides=[2], auto_pad=mode, output_shape=[length]
+    )
+    model = _model(node, [("x", F32, (1, 2, 3)), ("w", F32, (2, 1, 3))], [("y", F32, None)], 13)
+    rng = _rng(40)
+    feeds = {"x": rng.standard_normal((1, 2, 3)), "w": rng.standard_normal((2, 1, 3))}
+    feeds = {k: v.astype(np.float32) for k, v in feeds.items()}
+    reference = model
+    if mode == "NOTSET":
+        lower = helper.make_node(
+            "ConvTranspose",
+            ["x", "w"],
+            ["y"],
+            strides=[2],
+            auto_pad="SAME_LOWER",
+            output_shape=[length],
+        )
+        reference = _model(
+            lower, [("x", F32, (1, 2, 3)), ("w", F32, (2, 1, 3))], [("y", F32, None)], 13
+        )
+    expected = ReferenceEvaluator(reference).run(None, feeds)[0]
+    got, f = _ember(model, feeds)
+    assert f.eager_reason is None
+    np.testing.assert_allclose(got[0], expected, rtol=1e-5, atol=1e-6)
