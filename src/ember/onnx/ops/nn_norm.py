@@ -132,7 +132,9 @@ def _layer_norm(ctx, x, scale, bias=None):
 
 @converter("GroupNormalization", 18)
 def _group_norm(ctx, x, scale, bias):
-    x = spatial_input(ctx, x)
+    x = ctx.tensor(x)
+    if x.ndim < 2:
+        raise ctx.error(f"X of shape {tuple(x.shape)} has no channel dimension")
     groups = int(ctx.attr("num_groups"))
     eps = float(ctx.attr("epsilon", 1e-5))
     channels = x.shape[1]
@@ -175,8 +177,8 @@ def _rms_norm(ctx, x, scale):
 @converter("LRN", 1)
 def _lrn(ctx, x):
     x = ctx.tensor(x)
-    if x.ndim < 3:
-        raise ctx.error(f"X of shape {tuple(x.shape)} needs (N, C, D1, ...)")
+    if x.ndim < 2:
+        raise ctx.error(f"X of shape {tuple(x.shape)} has no channel dimension")
     size = int(ctx.attr("size"))
     alpha, beta = float(ctx.attr("alpha", 1e-4)), float(ctx.attr("beta", 0.75))
     bias = float(ctx.attr("bias", 1.0))
