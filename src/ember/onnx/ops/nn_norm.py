@@ -9,17 +9,11 @@ inputs; inputs of higher precision keep theirs.
 
 from __future__ import annotations
 
-import numpy as np
-
 from ...ops._registry import apply
 from ...ops.batch_norm import BATCH_NORM_TRAIN
 from .._convert import converter, ember_dtype
 from ._common import E, F, axis, dtype_np, np_dtype
 from .nn import channel_view, spatial_input
-
-
-def _float32(ctx):
-    return ember_dtype(np.float32, ctx.label)
 
 
 def _as(ctx, t, like):
@@ -204,7 +198,8 @@ def _mvn(ctx, x):
     axes = tuple(sorted({axis(a, x.ndim, ctx) for a in axes}))
     # ONNX's function: (X - E[X]) / (sqrt(E[X^2] - E[X]^2) + 1e-9)
     mean = E.mean(x, axes, keepdim=True)
-    variance = E.mean(x * x, axes, keepdim=True) - mean * mean
+    # (rounding can make the difference slightly negative where the variance is ~0)
+    variance = E.clamp(E.mean(x * x, axes, keepdim=True) - mean * mean, 0.0)
     return (x - mean) / (E.sqrt(variance) + 1e-9)
 
 
