@@ -486,7 +486,11 @@ def test_trainable_conv_pool_gradients_match_torch():
     np.testing.assert_allclose(param.grad.numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-4)
 
 
-def test_cnn_exported_from_pytorch(tmp_path):
+@pytest.mark.parametrize("head", ["conv", "linear"])
+def test_cnn_exported_from_pytorch(tmp_path, head):
+    """A small CNN exported by PyTorch's TorchScript exporter (the dynamo one needs onnxscript),
+    run by ember (captured) against PyTorch and onnxruntime. The "linear" head (Flatten, Gemm)
+    needs the shape family's Flatten; the "conv" head (a 1x1 convolution) needs nothing else."""
     torch = pytest.importorskip("torch")
     nn = torch.nn
 
@@ -505,7 +509,10 @@ def test_cnn_exported_from_pytorch(tmp_path):
                 nn.ConvTranspose2d(16, 8, 3, stride=2, output_padding=1),
                 nn.AdaptiveAvgPool2d(1),
             )
-            self.classifier = nn.Sequential(nn.Flatten(), nn.Dropout(0.3), nn.Linear(8, 10))
+            if head == "linear":
+                self.classifier = nn.Sequential(nn.Flatten(), nn.Dropout(0.3), nn.Linear(8, 10))
+            else:
+                self.classifier = nn.Sequential(nn.Dropout(0.3), nn.Conv2d(8, 10, 1))
 
         def forward(self, x):
             return torch.log_softmax(self.classifier(self.features(x)), dim=1)
@@ -536,6 +543,7 @@ def test_cnn_exported_from_pytorch(tmp_path):
     model = onnx.load(str(path))
     exported = {node.op_type for node in model.graph.node}
     assert {"Conv", "BatchNormalization", "MaxPool", "AveragePool", "ConvTranspose"} <= exported
+    assert head == "conv" or "Gemm" in exported
     try:
         got, f = _ember(model, {"x": x.numpy()})
     except ember.errors.OnnxError as err:
