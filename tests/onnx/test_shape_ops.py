@@ -159,6 +159,31 @@ def test_pad_modes_and_negative_pads(mode, opset):
     _check("Pad", inputs, opset=opset, attrs={"mode": mode})
 
 
+@pytest.mark.parametrize(
+    "mode, shape, pads",
+    [
+        ("wrap", (2,), [1, 3]),  # past the size: the period repeats
+        ("edge", (3,), [4, 5]),
+        ("wrap", (4,), [-1, 2]),
+        ("constant", (2,), [-3, 4]),  # cropped past the data: only the padding value
+        ("constant", (0,), [-1, 3]),
+        ("edge", (0, 4), [2, 2, -2, -1]),  # an empty result
+    ],
+)
+def test_pad_edge_cases_like_onnxruntime(mode, shape, pads):
+    x = _rand(*shape)
+    _check("Pad", {"x": x, "p": _i64(pads)}, opset=13, attrs={"mode": mode})
+
+
+def test_empty_axes():
+    x = np.zeros((0, 3), np.float32)
+    for exclusive in (0, 1):
+        attrs = {"exclusive": exclusive}
+        _check("CumSum", {"x": x, "a": np.asarray(0, np.int64)}, opset=14, attrs=attrs)
+    _check("ArgMax", {"x": np.zeros((2, 0, 0), np.float32)}, attrs={"axis": 1})
+    _check("TopK", {"x": _rand(2, 3), "k": _i64([0])}, n_out=2, opset=11)
+
+
 def test_pad_reflect_past_the_edge_repeats_like_numpy():
     x = _rand(2, 3)
     model = _model("Pad", {"x": x, "p": _i64([0, 5, 0, 7])}, opset=13, attrs={"mode": "reflect"})
@@ -213,6 +238,26 @@ def test_strings_move():
     model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
     got = ember.onnx.load(model)(_i64([-1, 0]))
     assert np.asarray(got).tolist() == [["bb", ""], ["a", "ccc"]]
+
+
+def test_unique_of_strings_and_nonzero_of_uint64():
+    words = np.array(["b", "a", "b", "c", "a"], dtype=object)
+    graph = h.make_graph(
+        [
+            h.make_node("Constant", [], ["w"], value=onnx.numpy_helper.from_array(words)),
+            h.make_node("Unique", ["w"], ["y", "first", "inverse", "counts"], sorted=0),
+            h.make_node("NonZero", ["u"], ["nz"]),
+        ],
+        "g",
+        [h.make_tensor_value_info("u", TensorProto.UINT64, [3])],
+        [h.make_empty_tensor_value_info(n) for n in ("y", "first", "inverse", "counts", "nz")],
+    )
+    f = ember.onnx.load(h.make_model(graph, opset_imports=[h.make_opsetid("", 13)]))
+    y, first, inverse, counts, nz = f(np.asarray([0, 2**63, 5], np.uint64))
+    assert np.asarray(y).tolist() == ["b", "a", "c"]
+    assert first.tolist() == [0, 1, 3] and inverse.tolist() == [0, 1, 0, 2, 1]
+    assert counts.tolist() == [2, 2, 1]
+    assert nz.tolist() == [[1, 2]]
 
 
 def test_range_trilu_eyelike_constant_of_shape():
@@ -358,6 +403,23 @@ def test_data_dependent_ops_run_eagerly():
         _check("Unique", {"x": x}, n_out=4, opset=11, attrs=attrs, captured=False)
 
 
+def test_values_known_only_at_run_time_stay_captured():
+    """Trilu's k and Pad's constant value do not decide a shape: as graph inputs they keep
+    the model capturable."""
+    x = _rand(3, 4, 5)
+    for upper in (0, 1):
+        f = _check("Trilu", {"x": x, "k": _i64(-1)}, opset=14, attrs={"upper": upper})
+        assert f.eager_reason is None
+    model = _model("Pad", {"x": x, "p": _i64([0, 1, -1, 2, 0, 1]), "v": np.float32(3)}, opset=13)
+    model.graph.initializer.append(onnx.numpy_helper.from_array(_i64([0, 1, -1, 2, 0, 1]), "p"))
+    del model.graph.input[1]
+    f = ember.onnx.load(model)
+    got = f(x, np.asarray(3.0, np.float32)).numpy()
+    want = np.pad(x[:, :, 1:], [(0, 2), (1, 0), (0, 1)], constant_values=3.0)
+    np.testing.assert_array_equal(got, want)
+    assert f.eager_reason is None
+
+
 def test_compress_with_a_known_condition_stays_captured():
     cond = onnx.numpy_helper.from_array(np.asarray([True, False, True, True]), "c")
     graph = h.make_graph(
@@ -403,3 +465,54 @@ def test_shape_arithmetic_folds_in_the_captured_graph():
         np.testing.assert_array_equal(f(x).numpy(), x.reshape(n, 12))
     assert f.eager_reason is None
     assert "gather" not in str(f.graph)
+
+
+def test_gradients_flow_through_the_converters():
+    """The converters are ember ops on the tape: the gradient of a linear function of an input
+    through Gather, Pad (reflect), Slice (negative step), Transpose, Concat, ScatterND and
+    CumSum equals its finite difference."""
+    nodes = [
+        h.make_node("Gather", ["w", "idx"], ["g"], axis=0),
+        h.make_node("Pad", ["g", "pads"], ["p"], mode="reflect"),
+        h.make_node("Slice", ["p", "starts", "ends", "axes", "steps"], ["s"]),
+        h.make_node("Transpose", ["s"], ["t"], perm=[1, 0]),
+        h.make_node("Concat", ["t", "t"], ["c"], axis=1),
+        h.make_node("ScatterND", ["c", "where", "upd"], ["sc"], reduction="add"),
+        h.make_node("CumSum", ["sc", "axis"], ["y"], exclusive=1),
+    ]
+    inits = {
+        "idx": _i64([4, -1, 0]),
+        "pads": _i64([0, 2, 0, 1]),
+        "starts": _i64([-1]),
+        "ends": _i64([-100]),
+        "axes": _i64([1]),
+        "steps": _i64([-2]),
+        "where": _i64([[1], [0]]),
+        "axis": _i64(1),
+    }
+    graph = h.make_graph(
+        nodes,
+        "g",
+        [
+            h.make_tensor_value_info("w", TensorProto.DOUBLE, [5, 4]),
+            h.make_tensor_value_info("upd", TensorProto.DOUBLE, [2, 6]),
+        ],
+        [h.make_empty_tensor_value_info("y")],
+        initializer=[onnx.numpy_helper.from_array(v, n) for n, v in inits.items()],
+    )
+    f = ember.onnx.load(h.make_model(graph, opset_imports=[h.make_opsetid("", 18)]))
+    weight, upd = RNG.standard_normal((5, 4)), RNG.standard_normal((2, 6))
+    w = ember.tensor(weight, requires_grad=True)
+    out = f.run_eager(w, upd)
+    r = RNG.standard_normal(tuple(out.shape))
+    (out * ember.tensor(r)).sum().backward()
+
+    def value(array):
+        return float((f(array, upd).numpy() * r).sum())
+
+    numeric = np.zeros_like(weight)
+    for i in np.ndindex(weight.shape):
+        bump = np.zeros_like(weight)
+        bump[i] = 1.0
+        numeric[i] = value(weight + bump) - value(weight)  # exact: the function is linear
+    np.testing.assert_allclose(w.grad.numpy(), numeric, atol=1e-9)

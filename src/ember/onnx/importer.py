@@ -27,7 +27,6 @@ from ..errors import EmberError, OnnxError, TraceError
 from ..nn.module import Module
 from ..nn.parameter import Parameter
 from ..ops import _registry as _reg
-from ..tensor import Tensor
 from . import ops as _ops  # noqa: F401  (registers the converters)
 from ._convert import (
     EMPTY,
@@ -406,7 +405,7 @@ class OnnxModule(Module):
                 attr += "_"
             used.add(attr)
             self._param_names[name] = attr
-            self.register_parameter(attr, Parameter(Tensor._wrap_array(array.copy())))
+            self.register_parameter(attr, Parameter(_reg.eager_constant(array.copy())))
         self.input_names = list(runner.input_names)
         self.output_names = list(runner.output_names)
 

@@ -41,15 +41,18 @@ def _indices(ctx, index, size, what="indices"):
 def _sortable(ctx, x):
     """(tensor that orders like ``x``, original static array or None): an unsigned static
     array of a width ember lacks is widened, or for uint64 has its top bit flipped and is
-    viewed as int64, which keeps its order."""
+    viewed as int64, which keeps its order; strings become their ranks."""
     if not foreign(x):
         return ctx.tensor(x), None
     if x.dtype.kind == "u" and x.dtype.itemsize < 8:
         return ctx.tensor(x.astype(np.int64)), x
     if x.dtype == np.uint64:
         return ctx.tensor((x ^ np.uint64(1 << 63)).view(np.int64)), x
-    if x.dtype.kind == "f":  # float8 and other narrow floats order like their float32 values
+    if "float" in x.dtype.name:  # float8 and the like order as their float32 values do
         return ctx.tensor(x.astype(np.float32)), x
+    if x.dtype.kind in "OSU":  # strings: their ranks among the distinct strings
+        codes = np.unique(x.reshape(-1), return_inverse=True)[1]
+        return ctx.tensor(codes.reshape(x.shape).astype(np.int64)), x
     raise ctx.error(f"ember cannot order {x.dtype.name} values")
 
 
@@ -259,7 +262,7 @@ def _compress(ctx, x, condition):
 
 @converter("NonZero", 9)
 def _nonzero(ctx, x):
-    t, _ = _sortable(ctx, x) if foreign(x) else (ctx.tensor(x), None)
+    t = ctx.tensor(x != 0) if foreign(x) else ctx.tensor(x)
     if not t.shape:  # a scalar counts as one element of a 1-D tensor (onnxruntime's)
         t = E.reshape(t, (1,))
     return E.permute(E.nonzero(t), (1, 0))
@@ -328,6 +331,11 @@ def _arg(which):
         a = axis(ctx.attr("axis", 0), len(dims), ctx)
         keep = bool(ctx.attr("keepdims", 1))
         t, _ = _sortable(ctx, x)
+        if dims[a] == 0:  # no extreme to find: only an empty result has an answer
+            out = tuple(1 if i == a else d for i, d in enumerate(dims) if keep or i != a)
+            if 0 not in out:
+                raise ctx.error(f"cannot find the extreme of an empty axis (shape {dims})")
+            return E.zeros(out, dtype=_dt.int64)
         if ctx.opset >= 12 and ctx.attr("select_last_index", 0):
             # the last extreme: the first one of the reversed axis, counted back
             out = which(E.flip(t, (a,)), a, keep)
@@ -352,7 +360,7 @@ def _cumulative(fn, identity):
         reverse, exclusive = ctx.attr("reverse", 0), ctx.attr("exclusive", 0)
         if reverse:
             t = E.flip(t, (a,))
-        if exclusive:  # shifted by one, the identity first (no subtraction: exact)
+        if exclusive and t.shape[a]:  # shifted by one, the identity first (exact)
             n = t.shape[a]
             lead = (slice(None),) * a
             t = E.getitem(t, lead + (slice(0, max(n - 1, 0)),))
@@ -391,6 +399,5 @@ def _reverse_sequence(ctx, x, sequence_lens):
 @converter("Einsum", 12)
 def _einsum(ctx, *xs):
     equation = ctx.attr("equation")
-    equation = equation.decode() if isinstance(equation, bytes) else equation
     tensors = [ctx.tensor(v) for v in xs if v is not None]
     return E.einsum(equation.replace(" ", ""), *tensors)

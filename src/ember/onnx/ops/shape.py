@@ -278,7 +278,7 @@ def _expand(ctx, x, shape):
         target = np.broadcast_shapes(shape_of(ctx, x), tuple(spec))
     except ValueError:
         raise ctx.error(f"cannot broadcast {shape_of(ctx, x)} with {tuple(spec)}") from None
-    return move(ctx, lambda t: E.clone(E.broadcast_to(t, target)), x)
+    return move(ctx, lambda t: E.broadcast_to(t, target), x)
 
 
 @converter("Tile", 1)
@@ -293,7 +293,7 @@ def _tile(ctx, x, repeats, tile_axis=None):
         reps = ctx.ints(repeats, "Tile's repeats")
     if len(reps) != len(dims) or any(r < 0 for r in reps):
         raise ctx.error(f"repeats {reps} must hold one count >= 0 per dimension of {dims}")
-    return move(ctx, lambda t: E.clone(E.tile(t, *reps)), x)
+    return move(ctx, lambda t: E.tile(t, *reps), x)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -363,8 +363,17 @@ def _trilu(ctx, x, k=None):
     dims = shape_of(ctx, x)
     if len(dims) < 2:
         raise ctx.error(f"the input must be at least 2-D, got shape {dims}")
-    diagonal = 0 if k is None else ctx.ints(k, "Trilu's k")[0]
     upper = bool(ctx.attr("upper", 1))
+    if k is not None and not is_static(k):
+        # a k known only at run time: the kept triangle as a mask (the shape does not depend
+        # on k, so the model stays capturable)
+        rows, cols = dims[-2:]
+        offset = ctx.tensor(np.arange(cols)[None, :] - np.arange(rows)[:, None])
+        kk = E.reshape(E.cast(ctx.tensor(k), _dt.int64), ())
+        keep = E.ge(offset, kk) if upper else E.le(offset, kk)
+        t = ctx.tensor(x)
+        return E.where(keep, t, E.zeros_like(t))
+    diagonal = 0 if k is None else ctx.ints(k, "Trilu's k")[0]
     if foreign(x):
         rows, cols = dims[-2:]
         keep = np.triu(np.ones((rows, cols), bool), diagonal)
@@ -382,40 +391,47 @@ _PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate",
 
 
 def pad_value(ctx, x, pairs, mode, value):
-    """``x`` padded by (before, after) pairs per dimension with ONNX's Pad semantics: negative
-    sizes crop first; reflect may pad past the dimension's size (repeated reflection, as
-    NumPy's), edge and wrap likewise."""
+    """``x`` padded by (before, after) pairs per dimension with ONNX's Pad semantics (those of
+    onnxruntime where the spec is silent): negative sizes crop first; edge and wrap may pad
+    past the dimension's size (wrap repeating the period), reflect too (repeated reflection, as
+    NumPy's); in constant mode a crop past the data leaves only the padding value."""
     if mode not in _PAD_MODES:
         raise ctx.error(f"unknown mode {mode!r}")
     dims = shape_of(ctx, x)
+    out_shape = tuple(n + lo + hi for n, (lo, hi) in zip(dims, pairs))
+    if any(d < 0 for d in out_shape):
+        raise ctx.error(f"pads {pairs} crop more than the shape {dims}")
+    # output position i reads input position i - before: past a crop no position is read
+    overcrop = any(n + min(lo, 0) + min(hi, 0) < 0 for n, (lo, hi) in zip(dims, pairs))
+    if overcrop and mode != "constant" and 0 not in out_shape:
+        raise ctx.error(f"pads {pairs} crop more than the shape {dims}")
     crop = tuple(slice(max(-lo, 0), n - max(-hi, 0)) for n, (lo, hi) in zip(dims, pairs))
-    for n, (lo, hi) in zip(dims, pairs):
-        if n + min(lo, 0) + min(hi, 0) < 0:
-            raise ctx.error(f"pads {pairs} crop more than the shape {dims}")
     grow = [(max(lo, 0), max(hi, 0)) for lo, hi in pairs]
 
     def padded(t, fill=None):
+        fill = value if fill is None else fill
+        if overcrop or 0 in out_shape:
+            return E.full(out_shape, fill, dtype=t.dtype)
         t = E.getitem(t, crop)
         if not any(lo or hi for lo, hi in grow):
-            return E.clone(t)
+            return t
         if mode == "constant":
-            return E.pad(t, _torch_pads(grow), "constant", value if fill is None else fill)
+            return E.pad(t, _torch_pads(grow), "constant", fill)
         for d, (lo, hi) in enumerate(grow):
             if (lo or hi) and t.shape[d] == 0:
                 raise ctx.error(f"cannot {mode}-pad the empty dimension {d}")
+        if mode != "reflect":  # edge and wrap read position clip(i) and i mod n: any size
+            return E.pad(t, _torch_pads(grow), _PAD_MODES[mode])
         for d, (lo, hi) in enumerate(grow):
             while lo or hi:
+                # at most n - 1 at a time: reflecting the padded tensor again continues the
+                # pattern NumPy's reflect makes
                 n = t.shape[d]
-                # reflect pads at most n - 1 at a time (a reflection of the padded tensor
-                # continues the pattern NumPy makes); wrap at most n (each pass copies a period)
-                limit = max(n - 1, 1) if mode == "reflect" else n
-                step_lo, step_hi = min(lo, limit), min(hi, limit)
+                step_lo, step_hi = min(lo, max(n - 1, 1)), min(hi, max(n - 1, 1))
                 pairs_d = [(0, 0)] * len(grow)
                 pairs_d[d] = (step_lo, step_hi)
-                if mode == "reflect" and n == 1:
-                    t = E.pad(t, _torch_pads(pairs_d), "replicate")  # one element reflects itself
-                else:
-                    t = E.pad(t, _torch_pads(pairs_d), _PAD_MODES[mode])
+                # (one element reflects to itself)
+                t = E.pad(t, _torch_pads(pairs_d), "replicate" if n == 1 else "reflect")
                 lo, hi = lo - step_lo, hi - step_hi
         return t
 
@@ -436,16 +452,17 @@ def _torch_pads(pairs) -> list[int]:
 def _pad(ctx, x, pads=None, constant_value=None, axes=None):
     rank = len(shape_of(ctx, x))
     mode = ctx.attr("mode", "constant")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
     if ctx.opset < 11:
         raw = [int(p) for p in ctx.attr("paddings" if ctx.opset < 2 else "pads")]
         value = ctx.attr("value", 0.0)
     else:
         raw = ctx.ints(pads, "Pad's pads")
         value = 0
-        if constant_value is not None:
-            cv = np.asarray(ctx.static(constant_value, "Pad's constant_value")).reshape(-1)
+        if constant_value is not None and is_static(constant_value):
+            cv = np.asarray(constant_value).reshape(-1)
             value = cv[0].item() if cv.size else 0
+        elif constant_value is not None and mode == "constant":
+            value = constant_value  # a tensor: see pad_value
     chosen = (
         list(range(rank))
         if axes is None
@@ -456,10 +473,19 @@ def _pad(ctx, x, pads=None, constant_value=None, axes=None):
     pairs = [(0, 0)] * rank
     for i, a in enumerate(chosen):
         pairs[a] = (raw[i], raw[i + len(chosen)])
-    if not foreign(x):
-        kind = dtype_np(x).kind
-        value = bool(value) if kind == "b" else (int(value) if kind in "iu" else float(value))
-    return pad_value(ctx, x, pairs, mode, value)
+    if is_static(value) or not hasattr(value, "shape"):
+        if not foreign(x):
+            kind = dtype_np(x).kind
+            value = bool(value) if kind == "b" else (int(value) if kind in "iu" else float(value))
+        return pad_value(ctx, x, pairs, mode, value)
+    # a padding value known only at run time: pad with zeros, then put it where the padding
+    # is (which positions those are is static)
+    out = pad_value(ctx, x, pairs, mode, 0)
+    inside = np.ones([n + min(lo, 0) + min(hi, 0) for n, (lo, hi) in zip(shape_of(ctx, x), pairs)])
+    border = np.pad(
+        inside == 0, [(max(lo, 0), max(hi, 0)) for lo, hi in pairs], constant_values=True
+    )
+    return E.where(ctx.tensor(border), E.reshape(E.cast(ctx.tensor(value), out.dtype), ()), out)
 
 
 @converter("CenterCropPad", 18)
