@@ -518,3 +518,205 @@ def _upsample(ctx, x, scales=None):
     return _resize(
         ctx, x, scale_list, None, None, mode=mode, how="asymmetric", nearest_mode="simple"
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# GridSample (16: 4-D, bilinear/bicubic names; 20, 22: N-D, linear/cubic) and AffineGrid
+
+
+def _reflect(v, lo: float, hi: float):
+    """ONNX's reflection of a coordinate into [lo, hi] (by the near border, repeatedly)."""
+    span = hi - lo
+    if span <= 0:
+        return E.zeros_like(v) + lo
+    below = lo - v
+    n = E.trunc(below / span)
+    r = below - n * span
+    from_below = E.where(E.remainder(n, 2.0) == 0, r + lo, hi - r)
+    above = v - hi
+    n = E.trunc(above / span)
+    r = above - n * span
+    from_above = E.where(E.remainder(n, 2.0) == 0, hi - r, r + lo)
+    return E.where(v < lo, from_below, E.where(v > hi, from_above, v))
+
+
+def _cubic_coeffs(t, a: float = -0.75) -> list:
+    """Keys' cubic convolution weights of the four taps around a fraction ``t`` in [0, 1)."""
+    s, u = t + 1, 1 - t
+    return [
+        ((s * a - 5 * a) * s + 8 * a) * s - 4 * a,
+        ((t * (a + 2) - (a + 3)) * t) * t + 1,
+        ((u * (a + 2) - (a + 3)) * u) * u + 1,
+        (((2 - t) * a - 5 * a) * (2 - t) + 8 * a) * (2 - t) - 4 * a,
+    ]
+
+
+def sample_points(flat, coords, dims, mode, padding, borders):
+    """Interpolate ``flat`` (B, C, prod(dims)) at the pixel coordinates ``coords`` (one (B, Q)
+    float tensor per spatial dimension) as ONNX's GridSample does: ``mode`` nearest, linear
+    or cubic; a tap outside the image reads 0 (``zeros``), the nearest edge (``border``) or
+    its reflection in ``borders`` (``reflection``). Returns (B, C, Q)."""
+    per_dim = []
+    for v, d, (lo, hi) in zip(coords, dims, borders):
+        if mode == "nearest":
+            taps = [(v, None)]
+        else:
+            base = E.floor(v)
+            frac = v - base
+            if mode == "linear":
+                taps = [(base, 1 - frac), (base + 1, frac)]
+            else:
+                taps = [(base + (j - 1), w) for j, w in enumerate(_cubic_coeffs(frac))]
+        fetched = []
+        for index, weight in taps:
+            valid = None
+            if padding == "zeros":
+                valid = (index >= 0) & (index <= d - 1)
+            elif padding == "reflection":
+                index = E.trunc(_reflect(index, lo, hi))
+            index = E.cast(E.clamp(index, 0.0, float(d - 1)), _dt.int64)
+            fetched.append((index, weight, valid))
+        per_dim.append(fetched)
+    strides = [int(np.prod(dims[i + 1 :])) for i in range(len(dims))]
+    b, c = flat.shape[0], flat.shape[1]
+    q = coords[0].shape[1]
+    out = None
+    for combo in np.ndindex(*[len(taps) for taps in per_dim]):
+        index, weight, valid = None, None, None
+        for i, j in enumerate(combo):
+            idx, w, ok = per_dim[i][j]
+            idx = idx * strides[i] if strides[i] != 1 else idx
+            index = idx if index is None else index + idx
+            if w is not None:
+                weight = w if weight is None else weight * w
+            if ok is not None:
+                valid = ok if valid is None else valid & ok
+        gathered = E.gather(flat, 2, E.broadcast_to(E.unsqueeze(index, 1), (b, c, q)))
+        if weight is not None:
+            gathered = gathered * E.unsqueeze(E.cast(weight, flat.dtype), 1)
+        if valid is not None:
+            gathered = E.where(E.unsqueeze(valid, 1), gathered, E.zeros_like(gathered))
+        out = gathered if out is None else out + gathered
+    return out
+
+
+_GRID_MODES = {"bilinear": "linear", "bicubic": "cubic"}
+
+
+@converter("GridSample", 16)
+def _grid_sample(ctx, x, grid):
+    x, grid = ctx.tensor(x), ctx.tensor(grid)
+    mode = ctx.attr("mode", "bilinear" if ctx.opset < 20 else "linear")
+    mode = _GRID_MODES.get(mode, mode)
+    padding = ctx.attr("padding_mode", "zeros")
+    align = bool(ctx.attr("align_corners", 0))
+    if mode not in ("nearest", "linear", "cubic"):
+        raise ctx.error(f"unknown mode {ctx.attr('mode')!r}")
+    if padding not in ("zeros", "border", "reflection"):
+        raise ctx.error(f"unknown padding_mode {padding!r}")
+    dims = [int(d) for d in x.shape[2:]]
+    k = len(dims)
+    if grid.ndim != k + 2 or grid.shape[-1] != k or grid.shape[0] != x.shape[0]:
+        raise ctx.error(
+            f"grid of shape {tuple(grid.shape)} does not fit input {tuple(x.shape)}: expected "
+            f"(N, *out, {k})"
+        )
+    n, c = x.shape[0], x.shape[1]
+    out_spatial = tuple(grid.shape[1:-1])
+    if 0 in (n, c) or 0 in out_spatial or 0 in dims:
+        return E.zeros((n, c, *out_spatial), dtype=x.dtype)
+    work = x.dtype if x.dtype in (_dt.float32, _dt.float64) else _dt.float32
+    points = E.reshape(E.cast(grid, work), (n, -1, k))
+    coords, borders = [], []
+    for i, d in enumerate(dims):
+        g = E.select(points, 2, k - 1 - i)  # the grid lists x (the last axis) first
+        v = (g + 1) / 2.0 * (d - 1) if align else ((g + 1) * d - 1) / 2.0
+        lo, hi = (0.0, d - 1.0) if align else (-0.5, d - 0.5)
+        if mode == "nearest":
+            v = E.round(v)
+        if padding == "border":
+            v = E.where((v < lo) | (v > hi), E.clamp(v, 0.0, d - 1.0), v)
+        elif padding == "reflection":
+            v = _reflect(v, lo, hi)
+        if mode == "nearest":
+            v = E.trunc(v)
+        coords.append(v)
+        borders.append((lo, hi))
+    flat = E.reshape(E.cast(x, work), (n, c, -1))
+    out = sample_points(flat, coords, dims, mode, padding, borders)
+    out = E.reshape(out, (n, c, *out_spatial))
+    return out if out.dtype is x.dtype else E.cast(out, x.dtype)
+
+
+@converter("AffineGrid", 20)
+def _affine_grid(ctx, theta, size):
+    theta = ctx.tensor(theta)
+    size = ctx.ints(size, "size")
+    if len(size) not in (4, 5):
+        raise ctx.error(f"size must have 4 or 5 entries, got {size}")
+    return F.affine_grid(theta, size, align_corners=bool(ctx.attr("align_corners", 0)))
+
+
+# ---------------------------------------------------------------------------------------------
+# DeformConv (19, 22): a convolution whose every kernel tap reads the input at an offset
+# position (bilinear, zeros outside), scaled by an optional mask
+
+
+@converter("DeformConv", 19)
+def _deform_conv(ctx, x, w, offset, b=None, mask=None):
+    x, w, offset = ctx.tensor(x), ctx.tensor(w), ctx.tensor(offset)
+    k = x.ndim - 2
+    if k < 1 or w.ndim != x.ndim or offset.ndim != x.ndim:
+        raise ctx.error(
+            f"X {tuple(x.shape)}, W {tuple(w.shape)} and offset {tuple(offset.shape)} must "
+            "share a rank of at least 3"
+        )
+    n, ic = x.shape[0], x.shape[1]
+    oc = w.shape[0]
+    kernel = list(ctx.attr("kernel_shape", None) or w.shape[2:])
+    strides = list(ctx.attr("strides", None) or [1] * k)
+    dilations = list(ctx.attr("dilations", None) or [1] * k)
+    pads = list(ctx.attr("pads", None) or [0] * (2 * k))
+    group = ctx.attr("group", 1)
+    og = ctx.attr("offset_group", 1)
+    dims = [int(d) for d in x.shape[2:]]
+    out = [int(d) for d in offset.shape[2:]]
+    taps = int(np.prod(kernel))
+    if ic != w.shape[1] * group or oc % group or ic % og:
+        raise ctx.error(
+            f"channels do not fit: X has {ic}, W {tuple(w.shape)}, group {group}, offset_group {og}"
+        )
+    if offset.shape[1] != og * taps * k:
+        raise ctx.error(f"offset has {offset.shape[1]} channels, expected {og * taps * k}")
+    for i in range(k):
+        span = (kernel[i] - 1) * dilations[i] + 1
+        want = (dims[i] + pads[i] + pads[i + k] - span) // strides[i] + 1
+        if out[i] != want:
+            raise ctx.error(f"offset's spatial shape {out} does not fit the convolution")
+    work = x.dtype if x.dtype in (_dt.float32, _dt.float64) else _dt.float32
+    points = int(np.prod(out))
+    off = E.reshape(E.cast(offset, work), (n * og, taps, k, points))
+    grid_k = np.stack(np.meshgrid(*[np.arange(s) for s in kernel], indexing="ij"), -1)
+    grid_o = np.stack(np.meshgrid(*[np.arange(s) for s in out], indexing="ij"), -1)
+    coords = []
+    for i in range(k):
+        base = (
+            grid_k[..., i].reshape(-1, 1) * dilations[i]
+            + grid_o[..., i].reshape(1, -1) * strides[i]
+            - pads[i]
+        )
+        v = E.select(off, 2, i) + _const(base.astype(np.float64), E.zeros((), dtype=work))
+        coords.append(E.reshape(v, (n * og, taps * points)))
+    flat = E.reshape(E.cast(x, work), (n * og, ic // og, -1))
+    borders = [(0.0, d - 1.0) for d in dims]
+    cols = sample_points(flat, coords, dims, "linear", "zeros", borders)
+    cols = E.reshape(cols, (n, og, ic // og, taps, points))
+    if _given(mask):
+        m = E.reshape(E.cast(ctx.tensor(mask), work), (n, og, 1, taps, points))
+        cols = cols * m
+    cols = E.reshape(cols, (n, group, (ic // group) * taps, points))
+    weights = E.reshape(E.cast(w, work), (1, group, oc // group, (ic // group) * taps))
+    y = E.reshape(E.matmul(weights, cols), (n, oc, *out))
+    if _given(b):
+        y = y + E.reshape(E.cast(ctx.tensor(b), work), (1, oc) + (1,) * k)
+    return y if y.dtype is x.dtype else E.cast(y, x.dtype)
