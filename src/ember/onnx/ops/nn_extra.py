@@ -909,3 +909,153 @@ def _nms(ctx, boxes, scores, max_out=None, iou=None, score_threshold=None):
                 chosen.append(int(box))
                 selected.append((b, c, int(box)))
     return np.asarray(selected, dtype=np.int64).reshape(-1, 3)
+
+
+# ---------------------------------------------------------------------------------------------
+# FlexAttention (ai.onnx.preview 1), LinearAttention (27), CausalConvWithState (27)
+
+
+def _work_dtype(dtype):
+    """float32 for half precision (and anything narrower), else the dtype itself."""
+    return _dt.float64 if dtype is _dt.float64 else _dt.float32
+
+
+def _precision(ctx, default):
+    code = ctx.attr("softmax_precision", None)
+    if code is None:
+        return default
+    return ember_dtype(np_dtype(code, ctx.label), ctx.label)
+
+
+@converter("FlexAttention", 1, domain="ai.onnx.preview")
+def _flex_attention(ctx, q, k, v):
+    q, k, v = ctx.tensor(q), ctx.tensor(k), ctx.tensor(v)
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+        raise ctx.error("Q, K and V must be 4-D (batch, heads, sequence, head size)")
+    hq, hk = q.shape[1], k.shape[1]
+    if v.shape[1] != hk or v.shape[2] != k.shape[2] or k.shape[3] != q.shape[3]:
+        raise ctx.error(f"Q {tuple(q.shape)}, K {tuple(k.shape)}, V {tuple(v.shape)} do not fit")
+    if hq != hk:
+        if hq % hk:
+            raise ctx.error(f"{hq} query heads cannot share {hk} key/value heads")
+        k = E.repeat_interleave(k, hq // hk, dim=1)
+        v = E.repeat_interleave(v, hq // hk, dim=1)
+    scale = ctx.attr("scale", None)
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[3])
+    root = float(np.asarray(np.sqrt(np.float32(scale)), dtype=q.dtype.np))
+    scores = E.matmul(q * root, E.transpose(k * root, 2, 3))
+    work = _precision(ctx, _work_dtype(q.dtype))
+    scores = E.cast(scores, work) if scores.dtype is not work else scores
+    if ctx.has_attr("score_mod"):
+        (scores,) = ctx.run(ctx.subgraph("score_mod"), [scores])
+        scores = ctx.tensor(scores, work)
+    m = E.amax(scores, dim=-1, keepdim=True)
+    e = E.exp(scores - m)
+    probs = e / E.sum(e, dim=-1, keepdim=True)
+    if ctx.has_attr("prob_mod"):
+        (probs,) = ctx.run(ctx.subgraph("prob_mod"), [probs])
+        probs = ctx.tensor(probs, work)
+    out = E.matmul(probs, E.cast(v, work) if v.dtype is not work else v)
+    return out if out.dtype is v.dtype else E.cast(out, v.dtype)
+
+
+def _heads_time_major(t, heads):
+    """(B, T, heads * D) -> (T, B, heads, D)."""
+    b, steps, hidden = t.shape
+    return E.permute(E.reshape(t, (b, steps, heads, hidden // heads)), (1, 0, 2, 3))
+
+
+@converter("LinearAttention", 27)
+def _linear_attention(ctx, q, k, v, past_state=None, decay=None, beta=None):
+    rule = ctx.attr("update_rule", "gated_delta")
+    if rule not in ("linear", "gated", "delta", "gated_delta"):
+        raise ctx.error(f"unknown update_rule {rule!r}")
+    hq, hk = ctx.attr("q_num_heads", 0), ctx.attr("kv_num_heads", 0)
+    if hq <= 0 or hk <= 0 or hq % hk:
+        raise ctx.error(f"q_num_heads ({hq}) must be a positive multiple of kv_num_heads ({hk})")
+    gated, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
+    if gated != _given(decay) or delta != _given(beta):
+        raise ctx.error(
+            f"update_rule {rule!r} {'needs' if gated else 'forbids'} decay and "
+            f"{'needs' if delta else 'forbids'} beta"
+        )
+    q, k, v = ctx.tensor(q), ctx.tensor(k), ctx.tensor(v)
+    if q.ndim != 3 or k.ndim != 3 or v.ndim != 3:
+        raise ctx.error("query, key and value must be 3-D (B, T, heads * D)")
+    out_dtype = q.dtype
+    f32 = _dt.float32
+    b, steps = q.shape[0], q.shape[1]
+    dk, dv = q.shape[2] // hq, v.shape[2] // hk
+    xs = [E.cast(_heads_time_major(t, h), f32) for t, h in ((q, hq), (k, hk), (v, hk))]
+    if gated:
+        g = ctx.tensor(decay)
+        if g.ndim != 3 or g.shape[2] not in (hk, hk * dk):
+            raise ctx.error(f"decay's last dimension must be {hk} or {hk * dk}")
+        xs.append(E.cast(_heads_time_major(g, hk), f32))  # (T, B, H, 1 or dk)
+    if delta:
+        be = ctx.tensor(beta)
+        if be.ndim != 3 or be.shape[2] not in (hk, 1):
+            raise ctx.error(f"beta's last dimension must be {hk} or 1")
+        xs.append(E.cast(_heads_time_major(be, be.shape[2]), f32))  # (T, B, H or 1, 1)
+    if _given(past_state):
+        past = ctx.tensor(past_state)
+        if tuple(past.shape) != (b, hk, dk, dv):
+            raise ctx.error(f"past_state must have shape {(b, hk, dk, dv)}")
+        state_dtype, state = past.dtype, E.cast(past, f32)
+    else:
+        state_dtype, state = out_dtype, E.zeros((b, hk, dk, dv), dtype=f32)
+    scale = ctx.attr("scale", 0.0) or 1.0 / math.sqrt(dk)
+    group = hq // hk
+
+    def step(s, inputs):
+        q_t, k_t, v_t = inputs[:3]
+        rest = list(inputs[3:])
+        if gated:
+            s = s * E.unsqueeze(E.exp(rest.pop(0)), -1)
+        if delta:
+            retrieved = E.squeeze(E.matmul(E.unsqueeze(k_t, 2), s), 2)
+            v_t = rest.pop(0) * (v_t - retrieved)
+        s = s + E.unsqueeze(k_t, -1) * E.unsqueeze(v_t, -2)
+        read = s if group == 1 else E.repeat_interleave(s, group, dim=1)
+        return s, E.squeeze(E.matmul(E.unsqueeze(q_t, 2), read), 2) * scale
+
+    if steps == 0:
+        out = E.zeros((b, 0, hq * dv), dtype=f32)
+    else:
+        state, outs = E.scan(step, state, tuple(xs))  # outs (T, B, Hq, dv)
+        out = E.reshape(E.permute(outs, (1, 0, 2, 3)), (b, steps, hq * dv))
+    out = out if out.dtype is out_dtype else E.cast(out, out_dtype)
+    return out, state if state.dtype is state_dtype else E.cast(state, state_dtype)
+
+
+@converter("CausalConvWithState", 27)
+def _causal_conv_with_state(ctx, x, w, bias=None, past_state=None):
+    x, w = ctx.tensor(x), ctx.tensor(w)
+    activation = ctx.attr("activation", "none")
+    if activation not in ("none", "silu", "swish"):
+        raise ctx.error(f"unknown activation {activation!r}")
+    if x.ndim != 3 or w.ndim != 3 or w.shape[0] != x.shape[1] or w.shape[1] != 1:
+        raise ctx.error(
+            f"expected input (B, C, L) and weight (C, 1, k), got {tuple(x.shape)} and "
+            f"{tuple(w.shape)}"
+        )
+    b, c = x.shape[0], x.shape[1]
+    taps = w.shape[2]
+    if _given(past_state):
+        past = ctx.tensor(past_state, x.dtype)
+        if tuple(past.shape) != (b, c, taps - 1):
+            raise ctx.error(f"past_state must have shape {(b, c, taps - 1)}")
+    else:
+        past = E.zeros((b, c, taps - 1), dtype=x.dtype)
+    padded = E.cat([past, x], 2)
+    work = _work_dtype(x.dtype)
+    conv_in = padded if padded.dtype is work else E.cast(padded, work)
+    bias_t = None if not _given(bias) else ctx.tensor(bias, work)
+    y = E.conv1d(conv_in, E.cast(w, work) if w.dtype is not work else w, bias_t, groups=c)
+    if activation != "none":
+        if x.dtype is not work:  # the reference rounds the convolution to the input's dtype
+            y = E.cast(E.cast(y, x.dtype), work)
+        y = y * E.sigmoid(y)
+    y = y if y.dtype is x.dtype else E.cast(y, x.dtype)
+    return y, E.narrow(padded, 2, padded.shape[2] - (taps - 1), taps - 1)
