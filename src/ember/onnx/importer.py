@@ -400,7 +400,7 @@ class OnnxModule(Module):
                 attr += "_"
             used.add(attr)
             self._param_names[name] = attr
-            self.register_parameter(attr, Parameter(Tensor._wrap_array(array.copy())))
+            self.register_parameter(attr, Parameter(Tensor._wrap(array.copy())))
         self.input_names = list(runner.input_names)
         self.output_names = list(runner.output_names)
 

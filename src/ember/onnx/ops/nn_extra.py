@@ -634,9 +634,12 @@ def _grid_sample(ctx, x, grid):
         lo, hi = (0.0, d - 1.0) if align else (-0.5, d - 0.5)
         if mode == "nearest":
             v = E.round(v)
-        if padding == "border":
+        # a coordinate outside the image moves inside it first (ONNX's reference); cubic
+        # applies the padding to each of its taps only, as onnxruntime and PyTorch (the
+        # reference would move the coordinate; no conformance case has cubic with padding)
+        if padding == "border" and mode != "cubic":
             v = E.where((v < lo) | (v > hi), E.clamp(v, 0.0, d - 1.0), v)
-        elif padding == "reflection":
+        elif padding == "reflection" and mode != "cubic":
             v = _reflect(v, lo, hi)
         if mode == "nearest":
             v = E.trunc(v)

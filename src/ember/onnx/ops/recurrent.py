@@ -24,15 +24,17 @@ from ...ops.recurrent import gru_layer, lstm_layer
 from .._convert import EMPTY, converter, to_tensor
 from ._common import E, F
 
-# ONNX's activation functions: name -> (function of (x, alpha, beta), default alpha, beta)
+# ONNX's activation functions: name -> (function of (x, alpha, beta), default alpha, beta);
+# None: the function takes no such parameter. The defaults are onnxruntime's (0 where it has
+# none: Affine, ScaledTanh, ThresholdedRelu)
 _ACTIVATIONS = {
     "relu": (lambda x, a, b: E.relu(x), None, None),
     "tanh": (lambda x, a, b: E.tanh(x), None, None),
     "sigmoid": (lambda x, a, b: E.sigmoid(x), None, None),
-    "affine": (lambda x, a, b: x * a + b, 1.0, 0.0),
+    "affine": (lambda x, a, b: x * a + b, 0.0, 0.0),
     "leakyrelu": (lambda x, a, b: F.leaky_relu(x, a), 0.01, None),
-    "thresholdedrelu": (lambda x, a, b: E.where(x > a, x, E.zeros_like(x)), 1.0, None),
-    "scaledtanh": (lambda x, a, b: E.tanh(x * b) * a, 1.0, 1.0),
+    "thresholdedrelu": (lambda x, a, b: E.where(x > a, x, E.zeros_like(x)), 0.0, None),
+    "scaledtanh": (lambda x, a, b: E.tanh(x * b) * a, 0.0, 0.0),
     "hardsigmoid": (lambda x, a, b: E.clamp(x * a + b, 0.0, 1.0), 0.2, 0.5),
     "elu": (lambda x, a, b: F.elu(x, a), 1.0, None),
     "softsign": (lambda x, a, b: F.softsign(x), None, None),
