@@ -349,3 +349,56 @@ def test_attention_3d_and_scores_output():
         # a float mask: onnxruntime writes a bool mask's -inf as float32's lowest in the scores
         model_inputs = dict(inputs, mask=_f32(lq, lk), pk=None, pv=None)
         _run("Attention", model_inputs, n_out=4, opset=23, attrs=attrs)
+
+
+def test_attention_softcap_windows_and_padding_against_the_reference():
+    # onnxruntime 1.32 differs from ONNX's reference on softcap: compare with the reference
+    from onnx.reference import ReferenceEvaluator
+
+    b, hq, hk, lq, lk, e = 2, 4, 2, 3, 6, 4
+    inputs = {"q": _f32(b, hq, lq, e), "k": _f32(b, hk, lk, e), "v": _f32(b, hk, lk, e),
+              "mask": _f32(lq, lk - 1)}  # fmt: skip
+    for attrs in ({"softcap": 1.5, "is_causal": 1}, {"softcap": 3.0, "qk_matmul_output_mode": 1},
+                  {"left_window_size": 1, "right_window_size": 2},
+                  {"is_causal": 1, "left_window_size": 2}):  # fmt: skip
+        opset = 25 if "left_window_size" in attrs else 23
+        model = _model("Attention", inputs, 4, opset, attrs)
+        want = ReferenceEvaluator(model).run(None, inputs)
+        got = ember.onnx.load(model)(**inputs)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g.numpy(), w, rtol=1e-5, atol=1e-6, err_msg=str(attrs))
+    nonpad = {"q": _f32(b, hq, lq, e), "k": _f32(b, hk, lk, e), "v": _f32(b, hk, lk, e),
+              "mask": None, "pk": None, "pv": None, "n": np.array([4, 6], np.int64)}  # fmt: skip
+    model = _model("Attention", nonpad, 1, 24, {"is_causal": 1})
+    want = ReferenceEvaluator(model).run(None, {k: v for k, v in nonpad.items() if v is not None})
+    got = ember.onnx.load(model)(**{k: v for k, v in nonpad.items() if v is not None})
+    np.testing.assert_allclose(got.numpy(), want[0], rtol=1e-5, atol=1e-6)
+
+
+def test_deform_conv_groups_masks_and_geometry():
+    for group, og, stride, dil, pad in ((1, 1, 1, 1, 0), (2, 1, 2, 1, 1), (1, 2, 1, 2, 2),
+                                        (2, 2, 2, 2, 1)):  # fmt: skip
+        n, c, size, oc, k = 2, 4, 7, 6, 3
+        out = (size + 2 * pad - (dil * (k - 1) + 1)) // stride + 1
+        inputs = {
+            "x": _f32(n, c, size, size),
+            "w": _f32(oc, c // group, k, k),
+            "offset": _f32(n, og * k * k * 2, out, out) * 1.5,
+            "b": _f32(oc),
+            "mask": RNG.uniform(0, 1, (n, og * k * k, out, out)).astype(np.float32),
+        }
+        attrs = {"group": group, "offset_group": og, "strides": [stride] * 2,
+                 "dilations": [dil] * 2, "pads": [pad] * 4, "kernel_shape": [k, k]}  # fmt: skip
+        _run("DeformConv", inputs, opset=19, attrs=attrs, constants=["w", "b"])
+        _run("DeformConv", dict(inputs, b=None, mask=None), opset=19, attrs=attrs)
+
+
+def test_recurrent_scan_path_is_differentiable():
+    inputs = _rnn_inputs("GRU", dirs=2, steps=3, batch=2, size=3, hidden=4, lens=True)
+    attrs = {"hidden_size": 4, "direction": "bidirectional", "clip": 2.0}
+    model = _model("GRU", inputs, 2, 14, attrs, constants=["w", "r", "b"])
+    module = ember.onnx.load(model, trainable=True)
+    y, _ = module(inputs["x"], inputs["lens"], inputs["h0"])
+    y.sum().backward()
+    grads = [p.grad for p in module.parameters()]
+    assert len(grads) == 3 and all(g is not None and np.abs(g.numpy()).sum() > 0 for g in grads)
