@@ -21,7 +21,7 @@ import numpy as np
 from ... import dtypes as _dt
 from ...nn.rnn import whole_layer_applies
 from ...ops.recurrent import gru_layer, lstm_layer
-from .._convert import EMPTY, converter, to_tensor
+from .._convert import EMPTY, converter, is_symbolic, to_tensor
 from ._common import E, F
 
 # ONNX's activation functions: name -> (function of (x, alpha, beta), default alpha, beta);
@@ -125,7 +125,7 @@ class _Layer:
         self.b = ctx.tensor(b, self.dtype) if _given(b) else None
         self.lens = ctx.tensor(lens, _dt.int64) if _given(lens) else None
         self.full = self.lens is None
-        if not self.full and not _is_symbolic_value(lens):
+        if not self.full and not is_symbolic(lens):
             self.full = bool(np.all(np.asarray(ctx.static(lens)) == self.steps))
         self.h0 = self._state(h0)
         self.c0 = self._state(c0) if kind == "LSTM" else None
@@ -150,12 +150,6 @@ class _Layer:
             y_h = E.transpose(y_h, 0, 1)
             y_c = None if y_c is None else E.transpose(y_c, 0, 1)
         return (y, y_h) if y_c is None else (y, y_h, y_c)
-
-
-def _is_symbolic_value(value) -> bool:
-    from .._convert import is_symbolic
-
-    return is_symbolic(value)
 
 
 def _clip(layer, t):
@@ -194,8 +188,10 @@ def _run_direction(layer, d: int, x, step):
         final, ys = E.scan(body, init, xs)
         return (E.flip(ys, (0,)) if reverse else ys), final
     source, running = _time_index(layer, reverse)
-    index = E.broadcast_to(E.unsqueeze(source, 2), (layer.steps, layer.batch, x.shape[2]))
-    xs = (E.gather(x, 0, index), running)
+    if reverse:
+        index = E.broadcast_to(E.unsqueeze(source, 2), (layer.steps, layer.batch, x.shape[2]))
+        x = E.gather(x, 0, index)
+    xs = (x, running)
 
     def masked(carry, inputs):
         new = step(carry, inputs[0])
