@@ -158,27 +158,27 @@ def resize_taps(
 
 
 def resize_axis(x, axis, index, weight, outside=None, fill=0.0):
-    """``x`` resized along ``axis`` with the taps of `resize_taps` (ember ops)."""
-    out, taps = index.shape
+    """``x`` resized along ``axis`` with the taps of `resize_taps` (ember ops): one gather per
+    tap and a weighted sum (a sum over a tap axis would be a slow strided reduction)."""
+    out = index.shape[0]
     used = np.flatnonzero(np.any(weight != 0, axis=0))
     index, weight = index[:, used], weight[:, used]
-    if (
-        index.shape[1] == 1
-        or np.all((weight == 0) | (weight == 1))
-        and np.all(weight.sum(axis=1) == 1)
-    ):
+    wshape = [1] * x.ndim
+    wshape[axis] = out
+    if np.all((weight == 0) | (weight == 1)) and np.all(weight.sum(axis=1) == 1):
         # one source per output (nearest, or exact hits): a gather, no arithmetic
         pick = index[np.arange(out), np.argmax(weight, axis=1)]
         y = E.index_select(x, axis, _const(pick.astype(np.int64)))
     else:
-        taps = index.shape[1]
-        gathered = E.index_select(x, axis, _const(index.reshape(-1).astype(np.int64)))
-        shape = list(x.shape)
-        shape[axis : axis + 1] = [out, taps]
-        gathered = E.reshape(gathered, tuple(shape))
-        wshape = [1] * len(shape)
-        wshape[axis], wshape[axis + 1] = out, taps
-        y = E.sum(gathered * _const(weight.reshape(wshape), x), dim=axis + 1)
+        y = None
+        for tap in range(index.shape[1]):
+            term = E.index_select(x, axis, _const(index[:, tap].astype(np.int64)))
+            term = term * _const(weight[:, tap].reshape(wshape), x)
+            y = term if y is None else y + term
+        if y is None:  # every weight is 0 (exclude_outside with no tap inside)
+            shape = list(x.shape)
+            shape[axis] = out
+            y = E.zeros(tuple(shape), dtype=x.dtype)
     if outside is not None and outside.any():
         mshape = [1] * x.ndim
         mshape[axis] = out
