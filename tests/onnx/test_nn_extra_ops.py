@@ -162,14 +162,14 @@ def test_resize_sizes_from_the_data_run_eagerly():
 
 
 def _rnn_inputs(kind, *, dirs, steps, batch, size, hidden, lens=False, states=True,
-                peep=False, layout=0):  # fmt: skip
+                peep=False, layout=0, bias=True):  # fmt: skip
     gates = {"RNN": 1, "GRU": 3, "LSTM": 4}[kind]
     x = _f32(steps, batch, size) if layout == 0 else _f32(batch, steps, size)
     inputs = {
         "x": x,
         "w": _f32(dirs, gates * hidden, size) * 0.5,
         "r": _f32(dirs, gates * hidden, hidden) * 0.5,
-        "b": _f32(dirs, 2 * gates * hidden) * 0.5,
+        "b": _f32(dirs, 2 * gates * hidden) * 0.5 if bias else None,
         "lens": RNG.integers(1, steps + 1, batch).astype(np.int32) if lens else None,
     }
     state_shape = (dirs, batch, hidden) if layout == 0 else (batch, dirs, hidden)
@@ -228,6 +228,9 @@ def test_recurrent_activations_clip_and_peepholes():
     _rnn_case("LSTM", {"input_forget": 1}, **shape)
     _rnn_case("LSTM", {}, **dict(shape, lens=True), peep=True)
     _rnn_case("GRU", {"linear_before_reset": 1}, **dict(shape, lens=True))
+    for kind in ("RNN", "GRU", "LSTM"):  # no B: no bias terms at all
+        _rnn_case(kind, {}, **shape, bias=False)
+        _rnn_case(kind, {"linear_before_reset": 1} if kind == "GRU" else {}, **shape, bias=False)
 
 
 def _op_names(graph) -> set:

@@ -208,12 +208,15 @@ def _run_direction(layer, d: int, x, step):
 
 
 def _bias_parts(layer, d: int, gates: int):
-    """(Wb, Rb) of direction d, each (gates * H,), zeros where B is absent."""
-    size = gates * layer.hidden
+    """(Wb, Rb) of direction d, each (gates * H,), or (None, None) where B is absent."""
     if layer.b is None:
-        zero = E.zeros((size,), dtype=layer.dtype)
-        return zero, zero
+        return None, None
+    size = gates * layer.hidden
     return E.narrow(layer.b[d], 0, 0, size), E.narrow(layer.b[d], 0, size, size)
+
+
+def _sum(a, b):
+    return None if a is None else a + b
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,7 +229,7 @@ def _rnn(ctx, x, w, r, b=None, lens=None, h0=None):
     ys, hs = [], []
     for d in range(layer.dirs):
         wb, rb = _bias_parts(layer, d, 1)
-        xp = F.linear(layer.x, layer.w[d], wb + rb)
+        xp = F.linear(layer.x, layer.w[d], _sum(wb, rb))
         r_d, (f,) = layer.r[d], layer.acts[d]
 
         def step(carry, xt, r_d=r_d, f=f):
@@ -262,12 +265,12 @@ def _lstm(ctx, x, w, r, b=None, lens=None, h0=None, c0=None, p=None):
         if fused:
             order = [0, 2, 3, 1]  # ONNX's i, o, f, c as PyTorch's i, f, c, o
             w_ih, w_hh = _reorder(layer.w[d], order, 4), _reorder(layer.r[d], order, 4)
-            bias = _reorder(wb + rb, order, 4)
+            bias = None if wb is None else _reorder(wb + rb, order, 4)
             y, h, c = lstm_layer(
                 F.linear(layer.x, w_ih, bias), layer.h0[d], layer.c0[d], w_hh, reverse
             )
         else:
-            y, (h, c) = _run_direction_lstm(layer, d, wb + rb, input_forget)
+            y, (h, c) = _run_direction_lstm(layer, d, _sum(wb, rb), input_forget)
         ys.append(y)
         hs.append(h)
         cs.append(c)
@@ -319,8 +322,12 @@ def _gru(ctx, x, w, r, b=None, lens=None, h0=None):
         if fused:
             order = [1, 0, 2]  # ONNX's z, r, h as PyTorch's r, z, n
             w_ih, w_hh = _reorder(layer.w[d], order, 3), _reorder(layer.r[d], order, 3)
-            xg = F.linear(layer.x, w_ih, _reorder(wb, order, 3))
-            y, h = gru_layer(xg, layer.h0[d], w_hh, _reorder(rb, order, 3), reverse)
+            b_ih = None if wb is None else _reorder(wb, order, 3)
+            if rb is None:
+                b_hh = E.zeros((3 * layer.hidden,), dtype=layer.dtype)
+            else:
+                b_hh = _reorder(rb, order, 3)
+            y, h = gru_layer(F.linear(layer.x, w_ih, b_ih), layer.h0[d], w_hh, b_hh, reverse)
         else:
             y, (h,) = _run_direction_gru(layer, d, wb, rb, before_reset)
         ys.append(y)
@@ -331,22 +338,25 @@ def _gru(ctx, x, w, r, b=None, lens=None, h0=None):
 def _run_direction_gru(layer, d, wb, rb, before_reset):
     xp = F.linear(layer.x, layer.w[d], wb)
     r_z, r_r, r_h = _chunks(layer.r[d], 3)
-    rb_z, rb_r, rb_h = _chunks(rb, 3)
+    rb_z, rb_r, rb_h = _chunks(rb, 3) if rb is not None else (None, None, None)
     r_zr = E.t(E.cat([r_z, r_r], 0))
-    rb_zr = E.cat([rb_z, rb_r], 0)
+    rb_zr = None if rb is None else E.cat([rb_z, rb_r], 0)
     r_h_t = E.t(r_h)
     f, g = layer.acts[d]
 
     def step(carry, xt):
         (h,) = carry
         x_z, x_r, x_h = _chunks(xt, 3, 1)
-        h_z, h_r = _chunks(E.matmul(h, r_zr) + rb_zr, 2, 1)
+        h_zr = E.matmul(h, r_zr)
+        h_z, h_r = _chunks(h_zr if rb_zr is None else h_zr + rb_zr, 2, 1)
         z = f(_clip(layer, x_z + h_z))
         reset = f(_clip(layer, x_r + h_r))
         if before_reset:
-            cand = x_h + reset * (E.matmul(h, r_h_t) + rb_h)
+            h_h = E.matmul(h, r_h_t)
+            cand = x_h + reset * (h_h if rb_h is None else h_h + rb_h)
         else:
-            cand = x_h + E.matmul(reset * h, r_h_t) + rb_h
+            cand = x_h + E.matmul(reset * h, r_h_t)
+            cand = cand if rb_h is None else cand + rb_h
         cand = g(_clip(layer, cand))
         return ((1.0 - z) * cand + z * h,)
 
