@@ -103,6 +103,7 @@ class GraphRunner:
                     f"{label}: ember implements {node.op_type} from opset {known.since}, "
                     f"the model imports opset {opset}"
                 )
+            _check_arity(node, label, domain, opset)
             attrs = {a.name: attribute_value(a, label) for a in node.attribute}
             for name, value in attrs.items():
                 graphs = value if isinstance(value, list) else [value]
@@ -151,8 +152,18 @@ class GraphRunner:
                 raise
             except EmberError as err:
                 raise OnnxError(f"{label}: {err.detail}") from err
-            except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError) as err:
+            except (
+                ValueError,
+                TypeError,
+                IndexError,
+                KeyError,
+                AttributeError,
+                ZeroDivisionError,
+                OverflowError,
+            ) as err:
                 raise OnnxError(f"{label}: {type(err).__name__}: {err}") from err
+            except MemoryError as err:
+                raise OnnxError(f"{label}: needs more memory than there is") from err
             outs = out if isinstance(out, tuple) else (out,)
             if len(outs) < sum(1 for o in node.output if o):
                 raise OnnxError(f"{label}: produced {len(outs)} outputs, the node names more")
@@ -160,6 +171,31 @@ class GraphRunner:
                 if name:
                     env[name] = value
         return [env[name] for name in self.output_names]
+
+
+def _check_arity(node, label: str, domain: str, opset: int) -> None:
+    """The node's inputs and outputs against its operator's schema (where ONNX has one): how
+    many, and no required input left out, so converters only ever see what the spec allows."""
+    onnx = require_onnx()
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset, domain)
+    except onnx.defs.SchemaError:
+        return  # an operator onnx does not define here (a converter of ember's own)
+    given = len(node.input)
+    if not schema.min_input <= given <= schema.max_input:
+        raise OnnxError(
+            f"{label}: {given} inputs, {node.op_type} takes {schema.min_input} to "
+            f"{schema.max_input}"
+        )
+    if len(node.output) > schema.max_output or len(node.output) < schema.min_output:
+        raise OnnxError(
+            f"{label}: {len(node.output)} outputs, {node.op_type} has {schema.min_output} to "
+            f"{schema.max_output}"
+        )
+    single = onnx.defs.OpSchema.FormalParameterOption.Single
+    for position, (name, formal) in enumerate(zip(node.input, schema.inputs)):
+        if not name and formal.option == single:
+            raise OnnxError(f"{label}: input {position} ({formal.name}) is required")
 
 
 def _static_value(value) -> bool:

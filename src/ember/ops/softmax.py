@@ -45,6 +45,8 @@ def _shifted_exp(x, axis, safe=False):
     shifts a slice whose maximum is not finite (all -inf: fully masked) by 0 instead."""
     if x.dtype in _HALF:
         x = x.astype(np.float32)
+    if x.size == 0:  # (no maximum to take; the result is as empty)
+        return x.copy(), x.copy()
     shift = x.max(axis=axis, keepdims=True)
     if safe:
         shift[~np.isfinite(shift)] = 0
@@ -83,6 +85,8 @@ def _softmax_kernel(x, *, axis, safe):
 def _log_softmax_kernel(x, *, axis):
     if x.ndim == 0:
         return np.zeros_like(x)
+    if x.size == 0:
+        return x.copy()
     shifted, e = _shifted_exp(x, axis)
     shifted -= np.log(e.sum(axis=axis, keepdims=True))
     return shifted.astype(x.dtype, copy=False)
