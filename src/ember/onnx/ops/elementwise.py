@@ -105,7 +105,9 @@ def _mod(ctx, a, b):
     if lacks_dtype(a, b):
         return numpy_op(ctx, _np_mod(ctx.attr("fmod", 0)), a, b, like=0)
     a, b = ctx.tensor(a), ctx.tensor(b)
-    if ctx.attr("fmod", 0) or a.dtype.is_floating_point:
+    # fmod=1: the sign of the dividend (C's fmod); fmod=0: the sign of the divisor (Python's
+    # %), which the spec reserves for integers but its cases and runtimes apply to floats too
+    if ctx.attr("fmod", 0):
         return E.fmod(a, b)
     return E.remainder(a, b)
 
