@@ -296,6 +296,10 @@ def _gelu(ctx, x):
 @converter("PRelu", 1)
 def _prelu(ctx, x, slope):
     x, slope = ctx.tensor(x), ctx.tensor(slope)
+    if ctx.opset < 7 and slope.ndim == 1 and x.ndim >= 2 and slope.shape[0] == x.shape[1] > 1:
+        # before opset 7 a slope of C values ran along the channels (dimension 1), as
+        # PyTorch's PReLU exported it, not NumPy-style along the last dimension
+        slope = E.reshape(slope, (slope.shape[0],) + (1,) * (x.ndim - 2))
     return E.where(x < 0, x * slope, x)
 
 
