@@ -172,3 +172,37 @@ def test_an_empty_model_input_list_is_a_clear_error():
     f = ember.onnx.load(model)
     with pytest.raises(OnnxError, match="'x' is missing"):
         f()
+
+
+def test_the_gradient_operator_matches_pytorch_captured_and_eager():
+    torch = pytest.importorskip("torch")
+    a = helper.make_tensor_value_info("a", F32, [3, 4])
+    b = helper.make_tensor_value_info("b", F32, [4])
+    outs = [
+        helper.make_tensor_value_info(n, F32, s)
+        for n, s in (("y", []), ("da", [3, 4]), ("db", [4]))
+    ]
+    nodes = [
+        helper.make_node("Mul", ["a", "b"], ["m"]),
+        helper.make_node("Tanh", ["m"], ["t"]),
+        helper.make_node("ReduceSum", ["t"], ["y"], keepdims=0),
+        helper.make_node(
+            "Gradient", ["a", "b"], ["da", "db"], xs=["a", "b"], y="y",
+            domain="ai.onnx.preview.training",
+        ),
+    ]  # fmt: skip
+    model = helper.make_model(
+        helper.make_graph(nodes, "grad", [a, b], outs),
+        opset_imports=[
+            helper.make_opsetid("", 17),
+            helper.make_opsetid("ai.onnx.preview.training", 1),
+        ],
+    )
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    ta, tb = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    torch.tanh(ta * tb).sum().backward()
+    for capture in (True, False):
+        y, da, db = ember.onnx.load(model, capture=capture)(x, w)
+        np.testing.assert_allclose(da.numpy(), ta.grad.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(db.numpy(), tb.grad.numpy(), rtol=1e-5, atol=1e-6)

@@ -133,44 +133,58 @@ class GraphRunner:
             )
         for name, value in zip(self.input_names, inputs):
             env[name] = value
-        for node, label, attrs, opset, conv in self.steps:
-            args = []
-            for name in node.input:
-                if not name:
-                    args.append(None)
-                    continue
-                args.append(env[name])
-            ctx = NodeContext(node, label, attrs, opset, self, env)
-            try:
-                if conv.fold and not conv.random and all(_static_value(a) for a in args):
-                    with eager_island():
-                        out = conv.fn(ctx, *args)
-                        out = _as_static(out, ctx)
-                else:
-                    out = conv.fn(ctx, *args)
-            except (NeedsData, TraceError, OnnxError):
-                raise
-            except EmberError as err:
-                raise OnnxError(f"{label}: {err.detail}") from err
-            except (
-                ValueError,
-                TypeError,
-                IndexError,
-                KeyError,
-                AttributeError,
-                ZeroDivisionError,
-                OverflowError,
-            ) as err:
-                raise OnnxError(f"{label}: {type(err).__name__}: {err}") from err
-            except MemoryError as err:
-                raise OnnxError(f"{label}: needs more memory than there is") from err
-            outs = out if isinstance(out, tuple) else (out,)
-            if len(outs) < sum(1 for o in node.output if o):
-                raise OnnxError(f"{label}: produced {len(outs)} outputs, the node names more")
-            for name, value in zip(node.output, outs):
-                if name:
-                    env[name] = value
+        for step in self.steps:
+            self._run_step(step, env)
         return [env[name] for name in self.output_names]
+
+
+    def _run_step(self, step, env) -> None:
+        """Run one node over ``env``, writing its outputs there."""
+        node, label, attrs, opset, conv = step
+        args = [env[name] if name else None for name in node.input]
+        ctx = NodeContext(node, label, attrs, opset, self, env)
+        try:
+            if conv.fold and not conv.random and all(_static_value(a) for a in args):
+                with eager_island():
+                    out = conv.fn(ctx, *args)
+                    out = _as_static(out, ctx)
+            else:
+                out = conv.fn(ctx, *args)
+        except (NeedsData, TraceError, OnnxError):
+            raise
+        except EmberError as err:
+            raise OnnxError(f"{label}: {err.detail}") from err
+        except (
+            ValueError,
+            TypeError,
+            IndexError,
+            KeyError,
+            AttributeError,
+            ZeroDivisionError,
+            OverflowError,
+        ) as err:
+            raise OnnxError(f"{label}: {type(err).__name__}: {err}") from err
+        except MemoryError as err:
+            raise OnnxError(f"{label}: needs more memory than there is") from err
+        outs = out if isinstance(out, tuple) else (out,)
+        if len(outs) < sum(1 for o in node.output if o):
+            raise OnnxError(f"{label}: produced {len(outs)} outputs, the node names more")
+        for name, value in zip(node.output, outs):
+            if name:
+                env[name] = value
+
+    def replay(self, env, overrides: dict, until) -> dict:
+        """Run again, over ``env`` with the values in ``overrides`` put in place of some, the
+        nodes before node ``until`` that read them (directly or through each other); returns
+        ``overrides`` grown by their outputs (ONNX's Gradient operator differentiates this)."""
+        scope = ChainMap(overrides, env)
+        for step in self.steps:
+            node = step[0]
+            if node is until:
+                break
+            if any(name in overrides for name in node.input if name):
+                self._run_step(step, scope)
+        return overrides
 
 
 def _check_arity(node, label: str, domain: str, opset: int) -> None:

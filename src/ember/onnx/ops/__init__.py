@@ -4,6 +4,7 @@
 from . import (  # noqa: F401
     control,
     elementwise,
+    gradient,
     indexing,
     misc,
     nn,
