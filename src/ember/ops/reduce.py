@@ -31,6 +31,7 @@ from ._util import (
     value_bytes,
 )
 from .elementwise import to_tensor
+from . import _onnx
 
 
 def reduced_shape(shape, axes, keepdims) -> tuple:
@@ -155,9 +156,17 @@ def _sum_workspace(node, layouts) -> int:
     return total + 8 * out_elements + 8 * min(rows, np.getbufsize())
 
 
+def _onnx_sum(e):
+    x = e.inputs[0]
+    if e.in_types[0].dtype is not e.out_types[0].dtype:
+        x = e.cast(x, e.out_types[0].dtype)
+    return _onnx.reduce(e, "ReduceSum", x, e.attrs["axes"], e.attrs["keepdims"])
+
+
 _SUM = register(
     OpDef(
         name="sum",
+        onnx=_onnx_sum,
         kind="reduce",
         infer=_sum_infer,
         kernel=_sum_kernel,
@@ -228,9 +237,17 @@ def _prod_vjp(c, g):
     return (g * E.where(is_zero, at_zero, out / safe),)
 
 
+def _onnx_prod(e):
+    x = e.inputs[0]
+    if e.in_types[0].dtype is not e.out_types[0].dtype:
+        x = e.cast(x, e.out_types[0].dtype)
+    return _onnx.reduce(e, "ReduceProd", x, e.attrs["axes"], e.attrs["keepdims"])
+
+
 _PROD = register(
     OpDef(
         name="prod",
+        onnx=_onnx_prod,
         kind="reduce",
         infer=_sum_infer,
         kernel=lambda x, *, axes, keepdims: np.asarray(
@@ -282,6 +299,17 @@ def _extreme_vjp(c, g):
     return (_expand_back(g, c) * hit / E.sum(hit, axes, keepdim=True),)
 
 
+def _onnx_extreme(op_type):
+    def rule(e):
+        x, dtype = e.inputs[0], e.in_types[0].dtype
+        if dtype is dt.bool_:  # (ONNX reduces bools from opset 20 only)
+            x = e.cast(x, dt.uint8)
+        out = _onnx.reduce(e, op_type, x, e.attrs["axes"], e.attrs["keepdims"])
+        return e.cast(out, dt.bool_) if dtype is dt.bool_ else out
+
+    return rule
+
+
 def _extreme(name, kernel, better: str):
     """max (``better`` ">") or min ("<"). Fused loops compare, which drops NaN: a flag keeps
     NumPy's NaN (and combining partial results lets a NaN win)."""
@@ -304,6 +332,7 @@ def _extreme(name, kernel, better: str):
             save_outputs=(0,),
             reduction=reduction,
             doc=f"{name}(x, axes, keepdims): the {name}imum over axes",
+            onnx=_onnx_extreme("ReduceMax" if better == ">" else "ReduceMin"),
         )
     )
 
@@ -376,6 +405,20 @@ def _arg_kernel(fn):
     return kernel
 
 
+def _onnx_arg(op_type):
+    def rule(e):
+        x, axis, keepdims = e.inputs[0], e.attrs["axis"], e.attrs["keepdims"]
+        if e.in_types[0].dtype is dt.bool_:
+            x = e.cast(x, dt.uint8)
+        if axis is not None:
+            return e.node(op_type, [x], axis=axis, keepdims=int(keepdims))
+        flat = e.node("Reshape", [x, e.ints([-1])])
+        out = e.node(op_type, [flat], axis=0, keepdims=0)
+        return e.node("Reshape", [out, e.shape(e.out_types[0].shape)])
+
+    return rule
+
+
 def _arg(name, fn):
     op = register(
         OpDef(
@@ -386,6 +429,7 @@ def _arg(name, fn):
             cost=reduction_cost,
             doc=f"{name}(x, axis, keepdims): index of the first extreme value "
             "(over the flattened tensor when axis is None)",
+            onnx=_onnx_arg("ArgMax" if name == "argmax" else "ArgMin"),
         )
     )
 
@@ -409,6 +453,17 @@ _arg("argmin", np.argmin)
 # ---------------------------------------------------------------------------------- all/any
 
 
+def _onnx_bool_reduce(op_type):
+    """all / any: the minimum / maximum of the truth values as 0 and 1."""
+
+    def rule(e):
+        x = e.cast(e.cast(e.inputs[0], dt.bool_), dt.uint8)
+        out = _onnx.reduce(e, op_type, x, e.attrs["axes"], e.attrs["keepdims"])
+        return e.cast(out, dt.bool_)
+
+    return rule
+
+
 def _bool_reduce(name, fn):
     op = register(
         OpDef(
@@ -420,6 +475,7 @@ def _bool_reduce(name, fn):
             kernel=lambda x, *, axes, keepdims: np.asarray(fn(x, axis=axes, keepdims=keepdims)),
             cost=reduction_cost,
             doc=f"{name}(x, axes, keepdims): logical {name} over axes",
+            onnx=_onnx_bool_reduce("ReduceMin" if name == "all" else "ReduceMax"),
         )
     )
 
@@ -476,9 +532,17 @@ def _cumsum_workspace(node, layouts) -> int:
     return 0 if acc is None else value_bytes(x) // x.dtype.itemsize * np.dtype(acc).itemsize
 
 
+def _onnx_cumsum(e):
+    x = e.inputs[0]
+    if e.in_types[0].dtype is not e.out_types[0].dtype:
+        x = e.cast(x, e.out_types[0].dtype)
+    return e.node("CumSum", [x, e.scalar(e.attrs["axis"], dt.int64)])
+
+
 _CUMSUM = register(
     OpDef(
         name="cumsum",
+        onnx=_onnx_cumsum,
         kind="reduce",
         infer=_cumsum_infer,
         kernel=_cumsum_kernel,

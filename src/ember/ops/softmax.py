@@ -20,6 +20,7 @@ from ..types import TensorType
 from . import _batching
 from . import api as E
 from ._registry import OpDef, apply, building_graph, register
+from . import _onnx
 from ._util import (
     elementwise_cost,
     fmt_shape,
@@ -201,9 +202,16 @@ def _log_softmax_grad_vjp(c, a):
     )
 
 
+def _onnx_softmax_backward(e):
+    y, g = e.inputs
+    total = _onnx.reduce(e, "ReduceSum", e.node("Mul", [g, y]), (e.attrs["axis"],), True)
+    return e.node("Mul", [y, e.node("Sub", [g, total])])
+
+
 SOFTMAX_BACKWARD = register(
     OpDef(
         name="softmax_backward",
+        onnx=_onnx_softmax_backward,
         kind="nn",
         infer=_grad_infer("softmax_backward"),
         kernel=_softmax_grad_kernel,
@@ -216,9 +224,17 @@ SOFTMAX_BACKWARD = register(
     )
 )
 
+
+def _onnx_log_softmax_backward(e):
+    y, g = e.inputs
+    total = _onnx.reduce(e, "ReduceSum", g, (e.attrs["axis"],), True)
+    return e.node("Sub", [g, e.node("Mul", [e.node("Exp", [y]), total])])
+
+
 LOG_SOFTMAX_BACKWARD = register(
     OpDef(
         name="log_softmax_backward",
+        onnx=_onnx_log_softmax_backward,
         kind="nn",
         infer=_grad_infer("log_softmax_backward"),
         kernel=_log_softmax_grad_kernel,
@@ -232,9 +248,22 @@ LOG_SOFTMAX_BACKWARD = register(
 )
 
 
+def _onnx_softmax(e):
+    x, axis = e.inputs[0], e.attrs["axis"]
+    out = e.node("Softmax", [x], axis=axis)
+    if not e.attrs.get("safe"):
+        return out
+    # safe: a slice that is all -inf gives zeros (ONNX's Softmax gives NaN there)
+    dtype = e.in_types[0].dtype
+    top = _onnx.reduce(e, "ReduceMax", x, (axis,), True)
+    empty = e.node("Equal", [top, _onnx.scalar(e, -np.inf, dtype)])
+    return e.node("Where", [empty, _onnx.scalar(e, 0, dtype), out])
+
+
 SOFTMAX = register(
     OpDef(
         name="softmax",
+        onnx=_onnx_softmax,
         kind="nn",
         infer=_infer("softmax"),
         kernel=_softmax_kernel,
@@ -250,9 +279,15 @@ SOFTMAX = register(
     )
 )
 
+
+def _onnx_log_softmax(e):
+    return e.node("LogSoftmax", e.inputs, axis=e.attrs["axis"])
+
+
 LOG_SOFTMAX = register(
     OpDef(
         name="log_softmax",
+        onnx=_onnx_log_softmax,
         kind="nn",
         infer=_infer("log_softmax"),
         kernel=_log_softmax_kernel,
