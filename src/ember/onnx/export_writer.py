@@ -58,7 +58,7 @@ class ModelWriter:
     # -------- what rules emit through
     def node(self, op_type: str, inputs, outputs: int, attributes: dict):
         names = [self.fresh(op_type.lower()) for _ in range(outputs)]
-        attrs = {k: _attribute(v) for k, v in attributes.items() if v is not None}
+        attrs = {k: _attribute(self.onnx, v) for k, v in attributes.items() if v is not None}
         self._scopes[-1]["nodes"].append(
             self.onnx.helper.make_node(
                 op_type, list(inputs), names, name=self.fresh(f"n_{op_type}"), **attrs
@@ -218,8 +218,10 @@ def _scope_text(node) -> str:
     return f"in {node.scope}" if node.scope else ""
 
 
-def _attribute(value):
-    """A Python attribute value as onnx.helper.make_node takes it."""
+def _attribute(onnx, value):
+    """A Python attribute value as onnx.helper.make_node takes it (arrays as tensors)."""
+    if isinstance(value, np.ndarray):
+        return onnx.numpy_helper.from_array(value)
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, (tuple, list)):

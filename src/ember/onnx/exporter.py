@@ -139,7 +139,7 @@ def to_model(
         value_info(onnx, name, t) for name, t, role in inputs if role.kind == "arg" or name in used
     ]
     initializers = [
-        onnx.numpy_helper.from_array(np.ascontiguousarray(a), n)
+        onnx.numpy_helper.from_array(np.array(a, copy=not a.flags.c_contiguous), n)
         for n, a in writer.initializers
         if n in used
     ]

@@ -477,9 +477,38 @@ _CONV_EPILOGUE = EpilogueRule(
 )
 
 
+def _onnx_crop(e, x, padding):
+    """``x`` cropped where a padding's "after" is negative; the padding left (all >= 0)."""
+    if all(after >= 0 for _, after in padding):
+        return x, padding
+    axes = [2 + i for i, (_, after) in enumerate(padding) if after < 0]
+    ends = [after for _, after in padding if after < 0]
+    x = e.node("Slice", [x, e.ints([0] * len(axes)), e.ints(ends), e.ints(axes)])
+    return x, tuple((before, max(after, 0)) for before, after in padding)
+
+
+def _onnx_pads(padding) -> list:
+    return [b for b, _ in padding] + [a for _, a in padding]
+
+
+def _onnx_conv(e):
+    x, w = e.inputs
+    a = e.attrs
+    x, padding = _onnx_crop(e, x, a["padding"])
+    return e.node(
+        "Conv",
+        [x, w],
+        strides=list(a["stride"]),
+        pads=_onnx_pads(padding),
+        dilations=list(a["dilation"]),
+        group=a["groups"],
+    )
+
+
 CONV = register(
     OpDef(
         name="conv",
+        onnx=_onnx_conv,
         kind="nn",
         infer=_conv_infer,
         kernel=_conv_kernel,
@@ -500,9 +529,50 @@ CONV = register(
     )
 )
 
+
+def _onnx_conv_input_grad(e):
+    gy, w = e.inputs
+    a = e.attrs
+    stride, dilation, in_size = a["stride"], a["dilation"], a["in_size"]
+    out = e.in_types[0].shape[2:]
+    kernel = e.in_types[1].shape[2:]
+    pads, extra = [], []
+    for n, o, k, s, d, (before, after) in zip(in_size, out, kernel, stride, dilation, a["padding"]):
+        after = max(after, 0)  # a cropped conv's rows beyond the crop get no gradient: added back
+        made = s * (o - 1) + (k - 1) * d + 1 - before - after
+        if n < made:
+            e.unsupported(f"for in_size {in_size}")
+        pads.append((before, after))
+        extra.append(n - made)
+    if any(x >= max(s, d) for x, s, d in zip(extra, stride, dilation)):
+        # ONNX bounds output_padding by the stride or dilation: pad the rest explicitly
+        out_pad = [0] * len(extra)
+        y = e.node(
+            "ConvTranspose",
+            [gy, w],
+            strides=list(stride),
+            pads=_onnx_pads(pads),
+            dilations=list(dilation),
+            group=a["groups"],
+        )
+        tail = [0, 0] + [0] * len(extra) + [0, 0] + list(extra)
+        return e.node("Pad", [y, e.ints(tail)])
+    out_pad = extra
+    return e.node(
+        "ConvTranspose",
+        [gy, w],
+        strides=list(stride),
+        pads=_onnx_pads(pads),
+        dilations=list(dilation),
+        group=a["groups"],
+        output_padding=list(out_pad),
+    )
+
+
 CONV_INPUT_GRAD = register(
     OpDef(
         name="conv_input_grad",
+        onnx=_onnx_conv_input_grad,
         kind="nn",
         infer=_input_grad_infer,
         kernel=_conv_input_grad_kernel,
@@ -519,9 +589,43 @@ CONV_INPUT_GRAD = register(
     )
 )
 
+
+def _onnx_conv_weight_grad(e):
+    x, gy = e.inputs
+    a = e.attrs
+    groups, kernel = a["groups"], a["kernel_size"]
+    nd = len(kernel)
+    x, padding = _onnx_crop(e, x, a["padding"])
+    swap = [1, 0] + list(range(2, 2 + nd))
+    channels, out_channels = e.in_types[0].shape[1], e.in_types[1].shape[1]
+    if groups == 1:
+        xs, gs = [x], [gy]
+    else:  # one product per group, the groups' weights stacked on the output channels
+        xs = e.node("Split", [x, e.ints([channels // groups] * groups)], outputs=groups, axis=1)
+        gs = e.node(
+            "Split", [gy, e.ints([out_channels // groups] * groups)], outputs=groups, axis=1
+        )
+    parts = []
+    for xg, gg in zip(xs, gs):
+        # the weight's gradient is a correlation of x with gy over the batch: x's channels
+        # as the batch, the batch as channels, the stride and dilation trading places
+        r = e.node(
+            "Conv",
+            [e.node("Transpose", [xg], perm=swap), e.node("Transpose", [gg], perm=swap)],
+            strides=list(a["dilation"]),
+            dilations=list(a["stride"]),
+            pads=_onnx_pads(padding),
+        )
+        axes = list(range(2, 2 + nd))
+        r = e.node("Slice", [r, e.ints([0] * nd), e.ints(kernel), e.ints(axes)])
+        parts.append(e.node("Transpose", [r], perm=swap))
+    return parts[0] if groups == 1 else e.node("Concat", parts, axis=0)
+
+
 CONV_WEIGHT_GRAD = register(
     OpDef(
         name="conv_weight_grad",
+        onnx=_onnx_conv_weight_grad,
         kind="nn",
         infer=_weight_grad_infer,
         kernel=_conv_weight_grad_kernel,

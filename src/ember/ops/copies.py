@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _onnx
 from ._registry import Cost, OpDef, apply, export, register
 from ._util import memory_cost, same_type
 from .elementwise import to_tensor
-from . import _onnx
 
 COPY = register(
     OpDef(

@@ -9,11 +9,11 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..kernels.cprepack import exposed
+from ..symbolic import SymDim
 from ..types import TensorType
 from ._data import to_array
 from ._registry import OpDef, TensorBase, apply, constant, eager_constant, export, register
 from ._util import memory_cost, shape_arg
-from ..symbolic import SymDim
 
 
 def _full_kernel(*, shape, value, dtype):

@@ -16,10 +16,10 @@ from .. import dtypes as dt
 from ..errors import DivisionByZeroError, DTypeError
 from ..symbolic import SymDim
 from ..types import TensorType
+from . import _onnx
 from . import api as E
 from ._data import to_array
 from ._registry import PUBLIC, OpDef, TensorBase, apply, constant, export, register
-from . import _onnx
 from ._rules import Identity
 from ._util import (
     broadcast_shapes,

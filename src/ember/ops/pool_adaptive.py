@@ -104,9 +104,20 @@ def _adaptive_cost(in_types, out_types, attrs) -> Cost:
     return Cost(x.shape[0] * x.shape[1] * per_plane, io_bytes(in_types, out_types))
 
 
+def _onnx_adaptive_max_pool(e):
+    spatial, out = e.in_types[0].shape[2:], e.attrs["out_size"]
+    if not all(isinstance(n, int) and n % o == 0 for n, o in zip(spatial, out)):
+        e.unsupported("unless each input size is a multiple of its output size")
+    kernel = [n // o for n, o in zip(spatial, out)]
+    values, indices = e.node("MaxPool", e.inputs, outputs=2, kernel_shape=kernel, strides=kernel)
+    plane = e.scalar(int(np.prod(spatial)), dt.int64)
+    return values, e.node("Mod", [indices, plane], fmod=0)
+
+
 ADAPTIVE_MAX_POOL = register(
     OpDef(
         name="adaptive_max_pool",
+        onnx=_onnx_adaptive_max_pool,
         kind="nn",
         infer=_adaptive_infer,
         kernel=_adaptive_max_kernel,

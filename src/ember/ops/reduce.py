@@ -16,7 +16,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..types import TensorType
-from . import _batching
+from . import _batching, _onnx
 from . import api as E
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._rules import ReductionRule
@@ -31,7 +31,6 @@ from ._util import (
     value_bytes,
 )
 from .elementwise import to_tensor
-from . import _onnx
 
 
 def reduced_shape(shape, axes, keepdims) -> tuple:

@@ -17,10 +17,9 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..types import TensorType
-from . import _batching
+from . import _batching, _onnx
 from . import api as E
 from ._registry import OpDef, apply, building_graph, register
-from . import _onnx
 from ._util import (
     elementwise_cost,
     fmt_shape,

@@ -10,8 +10,8 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import DTypeError
 from ..types import TensorType
-from . import api as E
 from . import _onnx
+from . import api as E
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._util import (
     broadcast_shapes,
