@@ -105,8 +105,9 @@ class Emitter:
     def cast(self, name: str, dtype) -> str:
         return self.node("Cast", [name], to=onnx_dtype(dtype))
 
-    def call(self, op, inputs, attrs: dict) -> tuple:
-        return self._w.call(op, inputs, attrs, self._where)
+    def call(self, op, inputs, attrs: dict, in_types=None) -> tuple:
+        """``op``'s rule on ``inputs`` (their types: ``in_types``, else those known)."""
+        return self._w.call(op, inputs, attrs, self._where, in_types)
 
     def inline(self, graph, names) -> tuple:
         return self._w.inline(graph, names, self._where)

@@ -111,8 +111,14 @@ class ModelWriter:
         return result
 
     # -------- ember ops and graphs
-    def call(self, op, inputs, attrs: dict, where: str) -> tuple:
-        in_types = [self.types[n] for n in inputs]
+    def call(self, op, inputs, attrs: dict, where: str, in_types=None) -> tuple:
+        if in_types is None:
+            unknown = [n for n in inputs if n not in self.types]
+            if unknown:
+                raise OnnxError(f"no type known for {unknown}", op=op.name, location=where)
+            in_types = [self.types[n] for n in inputs]
+        for n, t in zip(inputs, in_types):
+            self.types.setdefault(n, TensorType(tuple(t.shape), t.dtype))
         inferred = op.infer(*in_types, **attrs)
         out_types = (inferred,) if op.num_outputs == 1 else tuple(inferred)
         return self.emit_call(op, inputs, attrs, in_types, out_types, where)

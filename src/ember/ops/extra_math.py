@@ -20,6 +20,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import DTypeError
 from ..types import TensorType
+from . import _onnx
 from . import api as E
 from ._registry import INPLACE, PUBLIC, OpDef, TensorBase, apply, export, register
 from ._util import elementwise_cost, require_float, same_type
@@ -231,6 +232,40 @@ def _float_tensors(name):
     return check
 
 
+def _onnx_hypot(e, x, y):
+    # scaled by the larger magnitude, as the kernel avoids overflow
+    ax, ay = e.node("Abs", [x]), e.node("Abs", [y])
+    big, small = e.node("Max", [ax, ay]), e.node("Min", [ax, ay])
+    dtype = e.in_types[0].dtype
+    zero, one = _onnx.scalar(e, 0, dtype), _onnx.scalar(e, 1, dtype)
+    safe = e.node("Where", [e.node("Equal", [big, zero]), one, big])
+    ratio = e.node("Div", [small, safe])
+    root = e.node("Sqrt", [e.node("Add", [one, e.node("Mul", [ratio, ratio])])])
+    out = e.node("Mul", [big, root])
+    inf = e.node("Or", [e.node("IsInf", [x]), e.node("IsInf", [y])])
+    return e.node("Where", [inf, _onnx.scalar(e, np.inf, dtype), out])
+
+
+def _onnx_logaddexp(scale):
+    """log(exp(x) + exp(y)) (base 2 with ``scale`` ln 2) as m + log1p(exp(-|x - y|))."""
+
+    def rule(e, x, y):
+        dtype = e.in_types[0].dtype
+        m = e.node("Max", [x, y])
+        d = e.node("Neg", [e.node("Abs", [e.node("Sub", [x, y])])])
+        if scale != 1.0:
+            d = e.node("Mul", [d, _onnx.scalar(e, scale, dtype)])
+        tail = e.node("Log", [e.node("Add", [_onnx.scalar(e, 1, dtype), e.node("Exp", [d])])])
+        if scale != 1.0:
+            tail = e.node("Div", [tail, _onnx.scalar(e, scale, dtype)])
+        out = e.node("Add", [m, tail])
+        # equal infinities: x - y is NaN, the result the infinity itself
+        same = e.node("Equal", [x, y])
+        return e.node("Where", [e.node("And", [same, e.node("IsInf", [x])]), x, out])
+
+    return rule
+
+
 _save_output(
     _binary(
         "hypot",
@@ -240,6 +275,7 @@ _save_output(
         floating=True,
         bools=False,
         doc="hypot(x, y) = sqrt(x^2 + y^2) without overflow; float tensors only, as in PyTorch.",
+        onnx=_onnx.composite(_onnx_hypot),
     )
 )
 _binary(
@@ -250,6 +286,7 @@ _binary(
     floating=True,
     bools=False,
     doc="logaddexp(x, y) = log(exp(x) + exp(y)) without overflow; float tensors only.",
+    onnx=_onnx.composite(_onnx_logaddexp(1.0)),
 )
 _binary(
     "logaddexp2",
@@ -259,6 +296,7 @@ _binary(
     floating=True,
     bools=False,
     doc="logaddexp2(x, y) = log2(2^x + 2^y) without overflow; float tensors only.",
+    onnx=_onnx.composite(_onnx_logaddexp(_LN2)),
 )
 
 # (_binary gives every op an in-place method; PyTorch's tensors have no logaddexp_)
