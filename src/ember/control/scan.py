@@ -92,6 +92,11 @@ def _onnx_scan(e):
     init, xs, lifted = e.inputs[:n], e.inputs[n : n + m], list(e.inputs[n + m :])
     if m == 0:
         e.unsupported("over no sequence")
+    length = e.in_types[n].shape[0]
+    if length == 0:  # (onnxruntime's Scan fails on empty sequences): the carries, no ys
+        carries = [e.node("Identity", [c]) for c in init]
+        ys = [e.constant(np.zeros(t.shape, t.dtype.np)) for t in e.out_types[n:]]
+        return (*carries, *[e.node("Identity", [y]) for y in ys])
     slices = [TensorType(tuple(t.shape[1:]), t.dtype) for t in e.in_types[n : n + m]]
     graph = e.body(
         [*e.in_types[:n], *slices],

@@ -46,9 +46,8 @@ from .export_writer import ModelWriter, value_info
 
 __all__ = ["DEFAULT_OPSET", "MIN_OPSET", "export", "to_model"]
 
-DEFAULT_OPSET = 18
+DEFAULT_OPSET = 20
 MIN_OPSET = 14  # Trilu, Reshape's allowzero, CumSum's and the reductions' axes inputs
-_IR_VERSION = 9  # what onnxruntime 1.2x and later read (opsets up to 20)
 _LIMIT = 2**31 - 2**24  # protobuf's 2 GiB, less room for the graph itself
 _EXTERNAL_MIN = 1024  # tensors smaller than this stay inside the model file
 
@@ -154,7 +153,8 @@ def to_model(
         proto,
         opset_imports=[onnx.helper.make_opsetid("", opset)],
         producer_name="ember",
-        ir_version=_IR_VERSION,
+        # the oldest IR version that has this opset: what the most runtimes read
+        ir_version=onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", opset)]),
     )
     if updates:
         onnx.helper.set_model_props(model, {"ember.updates": json.dumps(updates)})

@@ -420,9 +420,33 @@ BATCH_NORM_EVAL = register(
     )
 )
 
+
+def _onnx_batch_norm_fold(e):
+    w, mean, var, weight, bias, *shift = e.inputs
+    a = e.attrs
+    dtype = e.in_types[0].dtype
+    w_shape = e.in_types[0].shape
+    eps = _onnx.scalar(e, a["eps"], dtype)
+    scale = e.node("Div", [weight, e.node("Sqrt", [e.node("Add", [var, eps])])])
+    t = e.node("Sub", [bias, e.node("Mul", [mean, scale])])
+    if shift:
+        flat = e.node("Reshape", [shift[0], e.ints([-1])])
+        t = e.node(
+            "Add", [t, e.node("Mul", [e.node("Expand", [flat, e.node("Shape", [scale])]), scale])]
+        )
+    view, scale_view = _fold_view(w_shape, a["groups"], a["axis"])
+    scaled = e.node(
+        "Mul",
+        [e.node("Reshape", [w, e.ints(view)]), e.node("Reshape", [scale, e.ints(scale_view)])],
+    )
+    folded = e.node("Reshape", [scaled, e.ints(w_shape)])
+    return folded, e.node("Reshape", [t, e.shape(a["shift_shape"])])
+
+
 BATCH_NORM_FOLD = register(
     OpDef(
         name="batch_norm_fold",
+        onnx=_onnx_batch_norm_fold,
         kind="nn",
         infer=_fold_infer,
         kernel=_fold_kernel,

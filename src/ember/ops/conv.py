@@ -544,8 +544,8 @@ def _onnx_conv_input_grad(e):
             e.unsupported(f"for in_size {in_size}")
         pads.append((before, after))
         extra.append(n - made)
-    if any(x >= max(s, d) for x, s, d in zip(extra, stride, dilation)):
-        # ONNX bounds output_padding by the stride or dilation: pad the rest explicitly
+    if any(x >= s for x, s in zip(extra, stride)):
+        # onnxruntime bounds output_padding by the stride: pad the rest explicitly
         out_pad = [0] * len(extra)
         y = e.node(
             "ConvTranspose",

@@ -170,8 +170,19 @@ def _scatter_add_cost(in_types, out_types, attrs):
     return memory_cost(in_types, out_types, attrs)._replace(flops=numel(in_types[1].shape))
 
 
+def _onnx_scatter_src(e):
+    """The src values the index reads: src cut to the index's shape (ONNX's updates have it)."""
+    src, index_type, src_type = e.inputs[2], e.in_types[1], e.in_types[2]
+    if tuple(src_type.shape) == tuple(index_type.shape):
+        return src
+    n = len(index_type.shape)
+    return e.node("Slice", [src, e.ints([0] * n), e.node("Shape", [e.inputs[1]]), e.ints(range(n))])
+
+
 def _onnx_scatter_add(e):
-    return e.node("ScatterElements", e.inputs, axis=e.attrs["axis"], reduction="add")
+    x, index = e.inputs[:2]
+    src = _onnx_scatter_src(e)
+    return e.node("ScatterElements", [x, index, src], axis=e.attrs["axis"], reduction="add")
 
 
 _SCATTER_ADD = register(
@@ -193,7 +204,8 @@ _SCATTER_ADD = register(
 
 def _onnx_scatter(e):
     # (ONNX leaves the winner of repeated indices unspecified, as the kernel's NumPy does)
-    return e.node("ScatterElements", e.inputs, axis=e.attrs["axis"])
+    x, index = e.inputs[:2]
+    return e.node("ScatterElements", [x, index, _onnx_scatter_src(e)], axis=e.attrs["axis"])
 
 
 _SCATTER = register(

@@ -134,12 +134,23 @@ GETITEM = register(
 )
 
 
+def _onnx_scatter_basic(e, g, entries, in_shape):
+    """zeros of in_shape with ``g`` written at a basic index: ScatterND at the positions the
+    index selects, worked out now (the shape is static)."""
+    if any(isinstance(n, SymDim) for n in in_shape):
+        e.unsupported("for a strided slice of a symbolic shape")
+    positions = np.indices(tuple(in_shape), dtype=np.int64)
+    picked = np.moveaxis(positions, 0, -1)[numpy_basic(entries) + (Ellipsis,)]
+    zeros = e.node("ConstantOfShape", [e.ints(in_shape)], value=np.zeros(1, e.in_types[0].dtype.np))
+    return e.node("ScatterND", [zeros, e.constant(np.ascontiguousarray(picked)), g])
+
+
 def _onnx_getitem_backward(e):
     g = e.inputs[0]
     in_shape = e.attrs["in_shape"]
     (starts, ends, axes, steps), dropped, added = _onnx_basic_plan(e, e.attrs["index"], in_shape)
     if any(s != 1 for s in steps):
-        e.unsupported("for a slice with a step other than 1")
+        return _onnx_scatter_basic(e, g, e.attrs["index"], in_shape)
     # undo the new axes and the ints' removals, then pad the slice back to the input's shape
     g = _onnx.squeeze(e, g, added)
     g = _onnx.unsqueeze(e, g, dropped)
@@ -258,9 +269,13 @@ def _onnx_advanced_axes(e, spec):
     axes = [d for d, entry in enumerate(spec) if entry != FULL]
     if any(spec[d][0] != "tensor" for d in axes):
         e.unsupported("with a bool mask (its count is data-dependent)")
-    if axes != list(range(axes[0], axes[-1] + 1)):
-        e.unsupported("with index tensors on dimensions that are not adjacent")
     return axes
+
+
+def _onnx_in_place(axes) -> bool:
+    """Whether the advanced dimensions stay where the indexed ones were (NumPy's rule: when
+    they are adjacent); else they go first."""
+    return axes == list(range(axes[0], axes[-1] + 1))
 
 
 def _onnx_stacked(e, indices, types, shape, axes):
@@ -290,7 +305,7 @@ def _onnx_index(e):
     moved = e.node("Transpose", [x], perm=order) if order != list(range(nd)) else x
     out = e.node("GatherND", [moved, stacked])
     k = len(broadcast)
-    if first == 0:
+    if first == 0 or not _onnx_in_place(axes):
         return out
     rest = nd - len(axes)  # the result is (*broadcast, *the other dimensions in order)
     perm = list(range(k, k + first)) + list(range(k)) + list(range(k + first, k + rest))
@@ -324,7 +339,7 @@ def _onnx_index_backward(e):
     zeros = e.node("ConstantOfShape", [e.shape(moved_shape)], value=np.zeros(1, dtype.np))
     stacked, broadcast = _onnx_stacked(e, indices, e.in_types[1:], in_shape, axes)
     k, rest = len(broadcast), nd - len(axes)
-    if first:  # g holds the broadcast dimensions at the first indexed axis: move them first
+    if first and _onnx_in_place(axes):  # g holds them at the first indexed axis: move them
         perm = list(range(first, first + k)) + list(range(first)) + list(range(first + k, k + rest))
         g = e.node("Transpose", [g], perm=perm)
     out = e.node("ScatterND", [zeros, stacked, g], reduction="add")

@@ -203,7 +203,7 @@ def _log_softmax_grad_vjp(c, a):
 
 def _onnx_softmax_backward(e):
     y, g = e.inputs
-    total = _onnx.reduce(e, "ReduceSum", e.node("Mul", [g, y]), (e.attrs["axis"],), True)
+    total = _onnx.reduce(e, "ReduceSum", e.node("Mul", [g, y]), _onnx_axes(e), True)
     return e.node("Mul", [y, e.node("Sub", [g, total])])
 
 
@@ -226,7 +226,7 @@ SOFTMAX_BACKWARD = register(
 
 def _onnx_log_softmax_backward(e):
     y, g = e.inputs
-    total = _onnx.reduce(e, "ReduceSum", g, (e.attrs["axis"],), True)
+    total = _onnx.reduce(e, "ReduceSum", g, _onnx_axes(e), True)
     return e.node("Sub", [g, e.node("Mul", [e.node("Exp", [y]), total])])
 
 
@@ -247,8 +247,22 @@ LOG_SOFTMAX_BACKWARD = register(
 )
 
 
+def _onnx_axes(e):
+    """The axis a softmax rule reduces over: none for a 0-d tensor (a softmax over itself)."""
+    return (e.attrs["axis"],) if e.in_types[0].shape else ()
+
+
+def _onnx_scalar_softmax(e, value):
+    """A 0-d softmax (1) or log-softmax (0), NaN kept as the kernel keeps it."""
+    x = e.inputs[0]
+    fill = _onnx.scalar(e, value, e.in_types[0].dtype)
+    return e.node("Where", [e.node("IsNaN", [x]), x, fill])
+
+
 def _onnx_softmax(e):
     x, axis = e.inputs[0], e.attrs["axis"]
+    if not e.in_types[0].shape:
+        return _onnx_scalar_softmax(e, 1)
     out = e.node("Softmax", [x], axis=axis)
     if not e.attrs.get("safe"):
         return out
@@ -280,6 +294,8 @@ SOFTMAX = register(
 
 
 def _onnx_log_softmax(e):
+    if not e.in_types[0].shape:
+        return _onnx_scalar_softmax(e, 0)
     return e.node("LogSoftmax", e.inputs, axis=e.attrs["axis"])
 
 

@@ -91,7 +91,7 @@ def _onnx_tri(upper):
         x = e.inputs[0]
         if e.in_types[0].dtype is dt.bool_:  # (onnxruntime's Trilu has no bool kernel)
             out = e.node(
-                "Trilu", [e.cast(x, dt.uint8), e.scalar(e.attrs["diagonal"], dt.int64)], upper=upper
+                "Trilu", [e.cast(x, dt.int64), e.scalar(e.attrs["diagonal"], dt.int64)], upper=upper
             )
             return e.cast(out, dt.bool_)
         return e.node("Trilu", [x, e.scalar(e.attrs["diagonal"], dt.int64)], upper=upper)
