@@ -67,10 +67,23 @@ NO_ONNX = {
     "lstm_layer_grad": "ONNX's LSTM has no gradient op",
     "gru_layer_grad": "ONNX's GRU has no gradient op",
     "select_index": "ONNX has no running extremes, median or mode positions",
+    "erfc": "ONNX has Erf only, and 1 - erf(x) loses every digit of erfc's tail",
+    "lstm_layer": "not written yet: ONNX's LSTM takes raw inputs and no saved activations",
+    "gru_layer": "not written yet: ONNX's GRU takes raw inputs and no saved activations",
+}
+
+# ops exported, but refused (with `OnnxError`) for some attributes ONNX cannot express
+PARTIAL = {
+    "avg_pool": "divisor_override: AveragePool divides by the window's size",
+    "avg_pool_backward": "ceil_mode, or a divisor that varies by window (count_include_pad=False "
+    "with padding): ConvTranspose spreads one constant kernel",
+    "adaptive_max_pool": "input sizes that are not multiples of the output's (windows of "
+    "varying size)",
+    "pad": "circular mode before opset 19 (Pad's wrap mode)",
+    "pad_backward": "reflect, replicate and circular modes (their copies' gradients summed)",
 }
 
 _SEEN: set[str] = set()
-_REFUSED: set[str] = set()
 
 
 def _float32(array):
@@ -123,16 +136,17 @@ def test_sample_exports_and_runs(sample):
                 traced = ember.trace(fn, *tensors, opt_level=0)
             except Exception:  # (the capture's own limits are tested elsewhere)
                 continue
-            ops = _ops_of(traced.captured_graph if hasattr(traced, "captured_graph") else traced.graph)
+            ops = _ops_of(traced.captured_graph)
             try:
                 model = to_model(fn, *tensors)
             except OnnxError as error:
-                refused = {op for op in ops if op in NO_ONNX}
                 named = re.match(r"(\w+):", str(error))
-                assert named and named.group(1) in refused, (
-                    f"{sample.name} ({label}) was refused for an op not in NO_ONNX: {error}"
+                op = named.group(1) if named else None
+                listed = op in NO_ONNX or (op in PARTIAL and "has no ONNX form" in str(error))
+                assert op in ops and listed, (
+                    f"{sample.name} ({label}) was refused for an op not listed: {error}"
                 )
-                _REFUSED.add(named.group(1))
+                assert " at " in str(error), f"the refusal names no line: {error}"
                 continue
             expected = [o.numpy() for o in _flat(fn(*tensors))]
         _SEEN.update(ops)

@@ -530,43 +530,49 @@ CONV = register(
 )
 
 
+def _onnx_transposed_pads(e, in_size, out, kernel, stride, dilation, befores):
+    """ConvTranspose's pads for the adjoint of a strided window: its full output spans the
+    padded input's first ``s (o - 1) + (k - 1) d + 1`` positions; the input starts ``before``
+    into it. Crop what lies outside the input and give the rows no window reached zeros (a Pad
+    after): ONNX's output_padding would compute them instead."""
+    pads, zeros = [], []
+    for n, o, k, s, d, before in zip(in_size, out, kernel, stride, dilation, befores):
+        if not all(isinstance(v, int) for v in (n, o)):
+            e.unsupported("on symbolic spatial sizes")
+        span = s * (o - 1) + (k - 1) * d + 1
+        pads.append((before, max(span - before - n, 0)))
+        zeros.append(max(n - (span - before), 0))
+    return pads, zeros
+
+
+def _onnx_pad_end(e, y, zeros):
+    if not any(zeros):
+        return y
+    return e.node("Pad", [y, e.ints([0, 0] + [0] * len(zeros) + [0, 0] + list(zeros))])
+
+
 def _onnx_conv_input_grad(e):
     gy, w = e.inputs
     a = e.attrs
-    stride, dilation, in_size = a["stride"], a["dilation"], a["in_size"]
-    out = e.in_types[0].shape[2:]
-    kernel = e.in_types[1].shape[2:]
-    pads, extra = [], []
-    for n, o, k, s, d, (before, after) in zip(in_size, out, kernel, stride, dilation, a["padding"]):
-        after = max(after, 0)  # a cropped conv's rows beyond the crop get no gradient: added back
-        made = s * (o - 1) + (k - 1) * d + 1 - before - after
-        if n < made:
-            e.unsupported(f"for in_size {in_size}")
-        pads.append((before, after))
-        extra.append(n - made)
-    if any(x >= s for x, s in zip(extra, stride)):
-        # onnxruntime bounds output_padding by the stride: pad the rest explicitly
-        out_pad = [0] * len(extra)
-        y = e.node(
-            "ConvTranspose",
-            [gy, w],
-            strides=list(stride),
-            pads=_onnx_pads(pads),
-            dilations=list(dilation),
-            group=a["groups"],
-        )
-        tail = [0, 0] + [0] * len(extra) + [0, 0] + list(extra)
-        return e.node("Pad", [y, e.ints(tail)])
-    out_pad = extra
-    return e.node(
+    stride, dilation = a["stride"], a["dilation"]
+    pads, zeros = _onnx_transposed_pads(
+        e,
+        a["in_size"],
+        e.in_types[0].shape[2:],
+        e.in_types[1].shape[2:],
+        stride,
+        dilation,
+        [before for before, _ in a["padding"]],
+    )
+    y = e.node(
         "ConvTranspose",
         [gy, w],
         strides=list(stride),
         pads=_onnx_pads(pads),
         dilations=list(dilation),
         group=a["groups"],
-        output_padding=list(out_pad),
     )
+    return _onnx_pad_end(e, y, zeros)
 
 
 CONV_INPUT_GRAD = register(

@@ -478,9 +478,37 @@ def _index_put_vjp(c, g):
     return (gx, gv) + (None,) * len(indices)
 
 
+def _onnx_index_put(e):
+    """ScatterND of the value at the positions the index selects: the index applied, by the
+    indexing ops' own rules, to a constant holding each element's position."""
+    x, value, *indices = e.inputs
+    shape = tuple(e.in_types[0].shape)
+    if any(isinstance(n, SymDim) for n in shape):
+        e.unsupported("on a symbolic shape")
+    nd = len(shape)
+    grid = np.moveaxis(np.indices(shape, dtype=np.int64), 0, -1).copy()
+    grid_type = TensorType(shape + (nd,), dt.int64)
+    index_types = list(e.in_types[2:])
+    basic, spec = split_stages(e.attrs["index"], shape, index_types)
+    positions, t = e.constant(grid), grid_type
+    if basic or not spec:
+        attrs = {"index": basic if spec else e.attrs["index"]}
+        positions = e.call(GETITEM, [positions], attrs, in_types=[t])[0]
+        t = GETITEM.infer(t, **attrs)
+    if spec:
+        positions = e.call(
+            _INDEX, [positions, *indices], {"spec": spec}, in_types=[t, *index_types]
+        )[0]
+        t = _INDEX.infer(t, *index_types, spec=spec)
+    target = tuple(t.shape[:-1])
+    values = e.node("Expand", [value, e.shape(target)])
+    return e.node("ScatterND", [x, positions, values])
+
+
 _INDEX_PUT = register(
     OpDef(
         name="index_put",
+        onnx=_onnx_index_put,
         kind="index",
         infer=_index_put_infer,
         kernel=_index_put_kernel,

@@ -17,6 +17,7 @@ from ..kernels.pool_geometry import pad_input, padded_extent, pool_out_size
 from ..types import TensorType
 from ._registry import Cost, OpDef, apply, export, register
 from ._util import half_precision, io_bytes, numel, require_float, value_bytes
+from .conv import _onnx_pad_end, _onnx_pads, _onnx_transposed_pads
 from .conv_functional import int_tuple
 from .elementwise import to_tensor
 from .pool import check_pool_args, unbatch, window_slices
@@ -214,19 +215,16 @@ def _onnx_avg_pool_backward(e):
     divisor = a["divisor_override"] or int(np.prod(kernel))
     dtype = e.in_types[0].dtype
     ones = np.full((channels, 1, *kernel), 1.0 / divisor, dtype=dtype.np)
-    extra = []
-    for n, o, k, s, p in zip(in_size, out, kernel, stride, padding):
-        extra.append(n - (s * (o - 1) + k - 2 * p))
+    ones_1 = [1] * len(kernel)
+    pads, zeros = _onnx_transposed_pads(e, in_size, out, kernel, stride, ones_1, padding)
     y = e.node(
         "ConvTranspose",
         [g, e.constant(ones)],
         strides=list(stride),
-        pads=list(padding) * 2,
+        pads=_onnx_pads(pads),
         group=channels,
     )
-    if not any(extra):
-        return y
-    return e.node("Pad", [y, e.ints([0, 0] + [0] * len(extra) + [0, 0] + extra)])
+    return _onnx_pad_end(e, y, zeros)
 
 
 AVG_POOL_BACKWARD = register(
