@@ -68,8 +68,6 @@ NO_ONNX = {
     "gru_layer_grad": "ONNX's GRU has no gradient op",
     "select_index": "ONNX has no running extremes, median or mode positions",
     "erfc": "ONNX has Erf only, and 1 - erf(x) loses every digit of erfc's tail",
-    "lstm_layer": "not written yet: ONNX's LSTM takes raw inputs and no saved activations",
-    "gru_layer": "not written yet: ONNX's GRU takes raw inputs and no saved activations",
 }
 
 # ops exported, but refused (with `OnnxError`) for some attributes ONNX cannot express

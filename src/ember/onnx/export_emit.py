@@ -16,9 +16,10 @@ sizes, symbolic ones computed from the graph inputs at run time; ``e.dtype(dtype
 element type code of an ember dtype; ``e.call(op, inputs, attrs)`` another op's rule on these
 names (fused nodes emit their members this way); ``e.inline(graph, names)`` an ember graph's
 nodes with its inputs bound to ``names`` (control-flow branches and bodies);
-``e.body(in_types, build)`` an ONNX subgraph (``If``/``Loop``/``Scan`` attribute) whose formal
-inputs have ``in_types`` and whose outputs ``build(*input_names)`` emits, referring to outer
-names freely; ``e.unsupported(reason)`` refuses the call with an `OnnxError` naming the op and
+``e.body(in_types, build, name, out_types=None)`` an ONNX subgraph (``If``/``Loop``/``Scan``
+attribute) whose formal inputs have ``in_types`` and whose outputs ``build(*input_names)``
+emits (of ``out_types``, needed where they are not ember values), referring to outer names
+freely; ``e.unsupported(reason)`` refuses the call with an `OnnxError` naming the op and
 the user's line.
 
 A rule returns its output names, one per output of the call (a name or a sequence of names).
@@ -112,8 +113,8 @@ class Emitter:
     def inline(self, graph, names) -> tuple:
         return self._w.inline(graph, names, self._where)
 
-    def body(self, in_types, build, name: str = "body"):
-        return self._w.body(in_types, build, name)
+    def body(self, in_types, build, name: str = "body", out_types=None):
+        return self._w.body(in_types, build, name, out_types)
 
     def type_of(self, name: str) -> TensorType | None:
         return self._w.types.get(name)

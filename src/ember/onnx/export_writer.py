@@ -183,14 +183,17 @@ class ModelWriter:
                 raise OnnxError(f"graph input {node.name} is not bound", op="export")
         return tuple(env[id(v)] for v in graph.outputs)
 
-    def body(self, in_types, build, name: str):
-        """A GraphProto: formal inputs of ``in_types``, outputs as ``build`` emits them."""
+    def body(self, in_types, build, name: str, out_types=None):
+        """A GraphProto: formal inputs of ``in_types``, outputs as ``build`` emits them (of
+        ``out_types``; None: the types their ember values have)."""
         self._scopes.append(self._scope())
         try:
             inputs = [self.fresh(f"{name}_in") for _ in in_types]
             for n, t in zip(inputs, in_types):
                 self.types[n] = TensorType(tuple(t.shape), t.dtype)
             outputs = list(build(*inputs))
+            for out, t in zip(outputs, out_types or ()):
+                self.types[out] = TensorType(tuple(t.shape), t.dtype)
             made = self._scopes[-1]["made"]
             for i, out in enumerate(outputs):  # an output must be made by a node of the body
                 if out not in made or out in outputs[:i]:

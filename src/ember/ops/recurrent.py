@@ -194,9 +194,66 @@ def _lstm_grad_fast(gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0, w_hh, *, reve
     return crnn.lstm_backward(gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0, w_hh, reverse)
 
 
+def _onnx_gates(e, name, hidden, count):
+    """``name``'s last axis cut into ``count`` gates of ``hidden``."""
+    return e.node("Split", [name, e.ints([hidden] * count)], outputs=count, axis=-1)
+
+
+def _onnx_time_loop(e, n_state, step, n_outputs, step_types):
+    """A Scan over the steps of xg (backwards for ``reverse``, its outputs stored at their
+    own step) running ``step(e, *state, x_t) -> (*state, *outputs)``; no steps: the state as
+    it came, empty sequences."""
+    xg, state = e.inputs[0], list(e.inputs[1 : 1 + n_state])
+    t = e.in_types[0]
+    if t.shape[0] == 0:  # (onnxruntime's Scan fails on empty sequences)
+        sequences = [e.out_types[0], *e.out_types[1 + n_state :]]
+        empty = [e.constant(np.zeros(o.shape, o.dtype.np)) for o in sequences]
+        return [e.node("Identity", [v]) for v in state + empty]
+    slice_type = TensorType(tuple(t.shape[1:]), t.dtype)
+    body = e.body(
+        [*e.in_types[1 : 1 + n_state], slice_type],
+        lambda *formal: step(e, *formal),
+        "rnn_step",
+        step_types,
+    )
+    back = int(e.attrs["reverse"])
+    out = e.node(
+        "Scan",
+        [*state, xg],
+        outputs=n_state + n_outputs,
+        body=body,
+        num_scan_inputs=1,
+        scan_input_directions=[back],
+        scan_output_directions=[back] * n_outputs,
+    )
+    return out
+
+
+def _onnx_lstm_layer(e):
+    w_hh = e.inputs[3]
+    hidden = e.in_types[1].shape[-1]
+    w_t = e.node("Transpose", [w_hh], perm=[1, 0])
+
+    def step(e, h, c, x):
+        pre = e.node("Add", [x, e.node("MatMul", [h, w_t])])
+        i, f, g, o = _onnx_gates(e, pre, hidden, 4)
+        i, f, o = (e.node("Sigmoid", [v]) for v in (i, f, o))
+        g = e.node("Tanh", [g])
+        c = e.node("Add", [e.node("Mul", [f, c]), e.node("Mul", [i, g])])
+        h = e.node("Mul", [o, e.node("Tanh", [c])])
+        acts = e.node("Concat", [i, f, g, o], axis=1)
+        return h, c, h, c, acts
+
+    h_type, acts = e.in_types[1], e.out_types[4]
+    acts_type = TensorType(tuple(acts.shape[1:]), acts.dtype)
+    h_n, c_n, y, cs, acts = _onnx_time_loop(e, 2, step, 3, [h_type] * 4 + [acts_type])
+    return y, h_n, c_n, cs, acts
+
+
 LSTM_LAYER = register(
     OpDef(
         name="lstm_layer",
+        onnx=_onnx_lstm_layer,
         kind="nn",
         infer=_lstm_infer,
         kernel=_lstm_kernel,
@@ -316,9 +373,32 @@ def _gru_grad_fast(gy, ghn, gacts, y, acts, h0, w_hh, *, reverse):
     return crnn.gru_backward(gy, ghn, gacts, y, acts, h0, w_hh, reverse)
 
 
+def _onnx_gru_layer(e):
+    w_hh, b_hh = e.inputs[2], e.inputs[3]
+    hidden = e.in_types[1].shape[-1]
+    w_t = e.node("Transpose", [w_hh], perm=[1, 0])
+    one = e.scalar(1, e.in_types[0].dtype)
+
+    def step(e, h, x):
+        q = e.node("Add", [e.node("MatMul", [h, w_t]), b_hh])
+        xr, xz, xn = _onnx_gates(e, x, hidden, 3)
+        qr, qz, hn = _onnx_gates(e, q, hidden, 3)
+        r = e.node("Sigmoid", [e.node("Add", [xr, qr])])
+        z = e.node("Sigmoid", [e.node("Add", [xz, qz])])
+        n = e.node("Tanh", [e.node("Add", [xn, e.node("Mul", [r, hn])])])
+        h = e.node("Add", [e.node("Mul", [e.node("Sub", [one, z]), n]), e.node("Mul", [z, h])])
+        return h, h, e.node("Concat", [r, z, n, hn], axis=1)
+
+    h_type, acts = e.in_types[1], e.out_types[2]
+    acts_type = TensorType(tuple(acts.shape[1:]), acts.dtype)
+    h_n, y, acts = _onnx_time_loop(e, 1, step, 2, [h_type] * 2 + [acts_type])
+    return y, h_n, acts
+
+
 GRU_LAYER = register(
     OpDef(
         name="gru_layer",
+        onnx=_onnx_gru_layer,
         kind="nn",
         infer=_gru_infer,
         kernel=_gru_kernel,
