@@ -1,0 +1,370 @@
+"""``ember.onnx.export`` end to end: the benchmark zoo and ``ember.models`` exported and run by
+onnxruntime equal to ember; data-dependent ``while`` and ``if`` (scripted) over inputs taking
+every branch and several trip counts; ``scan``; symbolic batch sizes; a whole training step
+run three times by onnxruntime equal to ember's three steps; fused graphs; refusals naming the
+op and the user's line; external data written atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import ember
+from ember import nn, zoo
+from ember.errors import OnnxError
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+from ember.onnx.exporter import to_model  # noqa: E402
+
+
+def _session(model):
+    return ort.InferenceSession(model.SerializeToString())
+
+
+def _run(model, *arrays):
+    session = _session(model)
+    feed = {i.name: np.asarray(a) for i, a in zip(session.get_inputs(), arrays)}
+    return session.run(None, feed)
+
+
+def _numpy(out):
+    if isinstance(out, (tuple, list)):
+        return [x for o in out for x in _numpy(o)]
+    return [out.numpy()]
+
+
+def _assert_same(got, expected, rtol=1e-4, atol=1e-5):
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        np.testing.assert_allclose(g, e, rtol=rtol, atol=atol)
+
+
+def _check_file(path):
+    model = onnx.load(path)
+    onnx.checker.check_model(model, full_check=True)
+    onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    return model
+
+
+# ---------------------------------------------------------------------------------- models
+
+
+@pytest.mark.parametrize("name", zoo.ZOO)
+def test_zoo_model_exports_and_runs(name, tmp_path):
+    spec = zoo.SPECS[name]
+    ember.manual_seed(0)
+    model = zoo.build(name, ember, **spec.test_sizes)
+    model.eval()
+    x, _ = zoo.inputs(name, spec.test_batch, **spec.test_sizes)
+    x = ember.tensor(x)
+    path = tmp_path / f"{name}.onnx"
+    ember.onnx.export(model, path, x)
+    _check_file(path)
+    with ember.no_grad():
+        expected = _numpy(model(x))
+    session = ort.InferenceSession(str(path))
+    _assert_same(session.run(None, {session.get_inputs()[0].name: x.numpy()}), expected)
+
+
+def test_zoo_model_with_a_symbolic_batch(tmp_path):
+    spec = zoo.SPECS["resnet18"]
+    ember.manual_seed(0)
+    model = zoo.build("resnet18", ember, **spec.test_sizes)
+    model.eval()
+    size = spec.test_sizes["image"]
+    path = tmp_path / "resnet.onnx"
+    ember.onnx.export(model, path, input_signature=[ember.TensorSpec((None, 3, size, size))])
+    session = ort.InferenceSession(str(path))
+    assert session.get_inputs()[0].shape == ["N", 3, size, size]
+    for batch in (1, 3):
+        x = ember.randn(batch, 3, size, size)
+        with ember.no_grad():
+            expected = _numpy(model(x))
+        _assert_same(session.run(None, {session.get_inputs()[0].name: x.numpy()}), expected)
+
+
+def _ember_models():
+    from ember import models
+
+    ember.manual_seed(0)
+    block = models.gpt_block_class(nn, ember.nn.functional)
+    basic = models.basic_block_class(nn, ember.nn.functional)
+    return {
+        "mlp": (models.mlp(20, 16, 5), [ember.randn(3, 20)]),
+        "cnn": (models.cnn(1, 12, 4), [ember.randn(2, 1, 12, 12)]),
+        "gpt_block": (_instance(block, 16, 2), [ember.randn(2, 5, 16)]),
+        "basic_block": (_instance(basic, 8), [ember.randn(2, 8, 6, 6)]),
+        "inception_block": (
+            models.inception_block,
+            [ember.randn(*s) for s in models.inception_shapes(2, 8, 6)],
+        ),
+        "conv_chain": (
+            models.conv_chain,
+            [ember.randn(2, 4, 8, 8), ember.randn(4, 4, 3, 3), ember.randn(4, 4, 3, 3)],
+        ),
+    }
+
+
+def _instance(cls, *args):
+    import inspect
+
+    params = list(inspect.signature(cls).parameters)
+    return cls(*args[: len(params)])
+
+
+@pytest.mark.parametrize("name", list(_ember_models()))
+def test_ember_models_export_and_run(name, tmp_path):
+    fn, args = _ember_models()[name]
+    if isinstance(fn, nn.Module):
+        fn.eval()
+    path = tmp_path / f"{name}.onnx"
+    ember.onnx.export(fn, path, *args)
+    _check_file(path)
+    with ember.no_grad():
+        expected = _numpy(fn(*args))
+    session = ort.InferenceSession(str(path))
+    feed = {i.name: a.numpy() for i, a in zip(session.get_inputs(), args)}
+    _assert_same(session.run(None, feed), expected)
+
+
+# ---------------------------------------------------------------------------- control flow
+
+
+def collatz_like(x, n):
+    """A data-dependent while (its trip count depends on x) and if (on its sum)."""
+    steps = ember.zeros(())
+    while x.abs().sum() > 1.0:
+        x = x * 0.5
+        steps = steps + 1.0
+    if x.sum() > 0.0:
+        y = x * n
+    else:
+        y = x - n
+    return y, steps
+
+
+def test_scripted_while_and_if_run_in_onnxruntime():
+    fn = ember.script(collatz_like)
+    example = (ember.ones(3), ember.tensor(2.0))
+    model = to_model(fn, *example)
+    kinds = {n.op_type for n in model.graph.node}
+    assert {"Loop", "If"} <= kinds
+    session = _session(model)
+    names = [i.name for i in session.get_inputs()]
+    trips = set()
+    for scale in (0.1, 3.0, -3.0, 40.0, -500.0):  # both branches, 0 to 10 trips
+        x = ember.tensor(np.linspace(-1, 2, 3).astype(np.float32) * scale)
+        n = ember.tensor(np.float32(1.5))
+        expected = _numpy(collatz_like(x, n))
+        got = session.run(None, dict(zip(names, (x.numpy(), n.numpy()))))
+        _assert_same(got, expected)
+        trips.add(int(got[1]))
+    assert len(trips) >= 3
+
+
+def test_while_loop_and_cond_ops_export():
+    def f(x, limit):
+        def cond(c):
+            return c[0].sum() < limit
+
+        def body(c):
+            return (c[0] * 2.0 + 1.0, c[1] + 1)
+
+        out, count = ember.while_loop(cond, body, (x, ember.tensor(0)))
+        return ember.cond(count > 2, lambda a: a.sum(), lambda a: a.max(), out), count
+
+    x = ember.tensor(np.array([0.5, 1.0], np.float32))
+    session = _session(to_model(f, x, ember.tensor(np.float32(10.0))))
+    for limit in (0.0, 5.0, 10.0, 1000.0):
+        lim = ember.tensor(np.float32(limit))
+        expected = _numpy(f(x, lim))
+        got = session.run(None, {i.name: a.numpy() for i, a in zip(session.get_inputs(), (x, lim))})
+        _assert_same(got, expected)
+
+
+def test_scan_with_a_closed_over_tensor():
+    w = ember.tensor(np.array([[0.5, -0.2], [0.1, 0.9]], np.float32))
+
+    def f(h, xs):
+        return ember.scan(lambda c, x: (ember.tanh(c @ w + x), c.sum()), h, xs)
+
+    h, xs = ember.randn(2), ember.randn(5, 2)
+    model = to_model(f, h, xs)
+    assert "Scan" in {n.op_type for n in model.graph.node}
+    _assert_same(_run(model, h.numpy(), xs.numpy()), _numpy(f(h, xs)))
+
+
+# ---------------------------------------------------------------------------- training
+
+
+def test_training_step_runs_three_steps_in_onnxruntime():
+    ember.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+    opt = ember.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    x = ember.randn(4, 6)
+    y = ember.tensor(np.array([0, 2, 1, 2]))
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    step(x, y)  # one eager step first: the momentum buffers exist, as in every later step
+    exported = to_model(step, x, y)
+    updates = json.loads({p.key: p.value for p in exported.metadata_props}["ember.updates"])
+    session = _session(exported)
+    inputs = [i.name for i in exported.graph.input]  # (onnxruntime lists those without defaults)
+    outputs = [o.name for o in session.get_outputs()]
+    initial = {t.name: onnx.numpy_helper.to_array(t) for t in exported.graph.initializer}
+    state = {name: initial[name] for name in inputs if name in initial}
+    assert set(updates.values()) <= set(state), "every updated input has its initial value"
+    losses = []
+    for _ in range(3):
+        got = dict(zip(outputs, session.run(None, {"x": x.numpy(), "y": y.numpy(), **state})))
+        losses.append(got[outputs[0]])
+        for out, name in updates.items():
+            state[name] = got[out]
+    expected = [step(x, y).item() for _ in range(3)]
+    np.testing.assert_allclose(np.array(losses, np.float64), expected, rtol=1e-5, atol=1e-6)
+    params = dict(model.named_parameters())
+    for name, value in state.items():
+        key = name.replace("_", ".")
+        if key in params:
+            np.testing.assert_allclose(value, params[key].numpy(), rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------- graphs
+
+
+def test_fused_graph_exports_as_its_members():
+    ember.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4), nn.Softmax(dim=-1))
+    model.eval()
+    x = ember.randn(3, 8)
+    with ember.no_grad():
+        f = ember.function(lambda t: model(t) * 2.0 + ember.sigmoid(model(t)).sum(-1, keepdim=True))
+        f(x)
+    graph = f.graph
+    fused = {n.op.name for n in graph.call_nodes() if n.op.fused is not None}
+    assert fused, "the optimized graph fuses something"
+    model_proto = to_model(graph)
+    with ember.no_grad():
+        expected = _numpy(f(x))
+    names = [v.name for v in graph.inputs]
+    arrays = {}
+    for name, value in zip(names, graph.inputs):
+        arrays[name] = None
+    session = _session(model_proto)
+    feeds = f.graphs  # (the inputs: x, then the parameters in capture order)
+    assert feeds is not None
+    inputs = [x.numpy()] + [p.numpy() for p in model.parameters()]
+    got = session.run(None, {i.name: a for i, a in zip(session.get_inputs(), inputs)})
+    _assert_same(got, expected)
+
+
+def _graph_run(build, arrays):
+    """A graph made with ``build(graph, *inputs) -> outputs`` on inputs typed as ``arrays``,
+    exported and run by onnxruntime, against ember's interpreter."""
+    from ember.graph.interpreter import run
+    from ember.graph.ir import Graph
+    from ember.types import TensorType
+
+    g = Graph("direct")
+    values = [
+        g.add_input(TensorType(a.shape, ember.dtypes.from_numpy_dtype(a.dtype)), f"in{k}")
+        for k, a in enumerate(arrays)
+    ]
+    g.set_outputs(build(g, *values))
+    expected = [np.asarray(v) for v in run(g, arrays)]
+    _assert_same(_run(to_model(g), *arrays), expected)
+
+
+def test_activations_only_eager_code_records():
+    """gelu, gelu_tanh and hardtanh: in graphs they are composites; exported directly."""
+    from ember.ops import REGISTRY
+
+    def build(g, x):
+        a = g.add_call(REGISTRY["gelu"], [x]).outputs[0]
+        b = g.add_call(REGISTRY["gelu_tanh"], [x]).outputs[0]
+        c = g.add_call(REGISTRY["hardtanh"], [x], {"lo": -0.5, "hi": 0.5}).outputs[0]
+        return [a, b, c]
+
+    x = np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32) * 2
+    _graph_run(build, [x])
+
+
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+@pytest.mark.parametrize("shape", [(4, 5), (2, 5, 3), (5,)])
+def test_cross_entropy_ops(reduction, weighted, smoothing, shape):
+    """softmax_cross_entropy and its backward (eager code's one-op form) against the kernels."""
+    from ember.ops import REGISTRY
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(shape).astype(np.float32)
+    target_shape = () if len(shape) == 1 else (shape[0], *shape[2:])
+    target = rng.integers(0, 5, target_shape).astype(np.int64)
+    arrays = [x, target]
+    if weighted:
+        arrays.append(rng.uniform(0.5, 2.0, 5).astype(np.float32))
+    out_shape = target_shape if reduction == "none" else ()
+    arrays.append(rng.standard_normal(out_shape).astype(np.float32))
+    attrs = {"ignore_index": 2, "reduction": reduction, "smoothing": smoothing}
+
+    def build(g, *values):
+        loss = g.add_call(REGISTRY["softmax_cross_entropy"], list(values[:-1]), attrs)
+        grad = g.add_call(REGISTRY["softmax_cross_entropy_backward"], list(values), attrs)
+        return [loss.outputs[0], grad.outputs[0]]
+
+    _graph_run(build, arrays)
+
+
+# ---------------------------------------------------------------------------- refusals, files
+
+
+def test_an_op_without_onnx_form_is_refused_naming_it_and_the_line():
+    def f(x):
+        return ember.special.i0(x) + 1.0  # the refused line
+
+    with pytest.raises(OnnxError) as info:
+        to_model(f, ember.randn(3))
+    text = str(info.value)
+    assert text.startswith("i0:")
+    assert f"{__file__}:" in text and "the refused line" not in text
+
+
+def test_unknown_opset_is_refused():
+    with pytest.raises(OnnxError, match="opset 3"):
+        to_model(lambda x: x + 1.0, ember.randn(2), opset=3)
+
+
+def test_external_data_written_atomically(tmp_path):
+    model = nn.Linear(64, 32)
+    x = ember.randn(2, 64)
+    path = tmp_path / "linear.onnx"
+    ember.onnx.export(model, path, x, external_data=True)
+    assert sorted(os.listdir(tmp_path)) == ["linear.onnx", "linear.onnx.data"]
+    _check_file(str(path))
+    stored = onnx.load(str(path), load_external_data=False)
+    assert any(t.data_location == onnx.TensorProto.EXTERNAL for t in stored.graph.initializer)
+    session = ort.InferenceSession(str(path))
+    with ember.no_grad():
+        expected = model(x).numpy()
+    got = session.run(None, {"input": x.numpy()})[0]
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_failed_export_leaves_no_file(tmp_path):
+    path = tmp_path / "bad.onnx"
+    with pytest.raises(OnnxError):
+        ember.onnx.export(lambda x: ember.special.i0(x), path, ember.randn(2))
+    assert os.listdir(tmp_path) == []
