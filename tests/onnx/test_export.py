@@ -245,29 +245,28 @@ def test_training_step_runs_three_steps_in_onnxruntime():
 
 
 def test_fused_graph_exports_as_its_members():
+    """An optimized graph (fused loops, reductions and epilogues): each fused node is written
+    as its member ops."""
     ember.manual_seed(0)
-    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4), nn.Softmax(dim=-1))
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Flatten(), nn.Linear(288, 16), nn.ReLU(), nn.Linear(16, 4)
+    )
     model.eval()
-    x = ember.randn(3, 8)
+    x = ember.randn(2, 3, 8, 8)
+
+    def f(t):
+        scores = (model(t) * 2.0).softmax(-1).sum(-1) + (t * t).sum((1, 2, 3))
+        return scores, ember.tanh(t) * 0.5 + 1.0
+
     with ember.no_grad():
-        f = ember.function(lambda t: model(t) * 2.0 + ember.sigmoid(model(t)).sum(-1, keepdim=True))
-        f(x)
-    graph = f.graph
+        compiled = ember.function(f)
+        expected = _numpy(compiled(x))
+    graph = compiled.graph
     fused = {n.op.name for n in graph.call_nodes() if n.op.fused is not None}
-    assert fused, "the optimized graph fuses something"
-    model_proto = to_model(graph)
-    with ember.no_grad():
-        expected = _numpy(f(x))
-    names = [v.name for v in graph.inputs]
-    arrays = {}
-    for name, value in zip(names, graph.inputs):
-        arrays[name] = None
-    session = _session(model_proto)
-    feeds = f.graphs  # (the inputs: x, then the parameters in capture order)
-    assert feeds is not None
-    inputs = [x.numpy()] + [p.numpy() for p in model.parameters()]
-    got = session.run(None, {i.name: a for i, a in zip(session.get_inputs(), inputs)})
-    _assert_same(got, expected)
+    assert fused == {"fused_elementwise", "fused_reduce", "fused_epilogue"}
+    model_proto = to_model(graph)  # a Graph's inputs are the model's: x, then the parameters
+    arrays = [x.numpy()] + [p.numpy() for p in model.parameters()]
+    _assert_same(_run(model_proto, *arrays), expected)
 
 
 def _graph_run(build, arrays):
@@ -287,17 +286,19 @@ def _graph_run(build, arrays):
     _assert_same(_run(to_model(g), *arrays), expected)
 
 
-def test_activations_only_eager_code_records():
-    """gelu, gelu_tanh and hardtanh: in graphs they are composites; exported directly."""
+def test_ops_no_sample_exports():
+    """gelu, gelu_tanh and hardtanh (in graphs they are composites) and adaptive max pooling
+    over sizes its output divides: exported directly."""
     from ember.ops import REGISTRY
 
     def build(g, x):
         a = g.add_call(REGISTRY["gelu"], [x]).outputs[0]
         b = g.add_call(REGISTRY["gelu_tanh"], [x]).outputs[0]
         c = g.add_call(REGISTRY["hardtanh"], [x], {"lo": -0.5, "hi": 0.5}).outputs[0]
-        return [a, b, c]
+        pooled = g.add_call(REGISTRY["adaptive_max_pool"], [x], {"out_size": (2, 3)})
+        return [a, b, c, *pooled.outputs]
 
-    x = np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32) * 2
+    x = np.random.default_rng(0).standard_normal((2, 3, 4, 6)).astype(np.float32) * 2
     _graph_run(build, [x])
 
 
