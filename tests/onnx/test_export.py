@@ -369,3 +369,31 @@ def test_failed_export_leaves_no_file(tmp_path):
     with pytest.raises(OnnxError):
         ember.onnx.export(lambda x: ember.special.i0(x), path, ember.randn(2))
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("opset", [14, 17, 18, 20, 21])
+def test_opsets(opset):
+    """A model using the rules that differ by opset (reductions' axes, layer norm, gelu,
+    softmax) written at several opsets, each checked and run."""
+    ember.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 8), nn.LayerNorm(8), nn.GELU(), nn.Linear(8, 3))
+    model.eval()
+    x = ember.randn(4, 6)
+
+    def f(t):
+        y = model(t)
+        return y.softmax(-1), y.amax(-1), y.mean(0)
+
+    exported = to_model(f, x, opset=opset)
+    assert exported.opset_import[0].version == opset
+    with ember.no_grad():
+        expected = _numpy(f(x))
+    _assert_same(_run(exported, x.numpy()), expected)
+
+
+def test_newest_opset_passes_the_checker():
+    newest = onnx.defs.onnx_opset_version()
+    model = nn.Sequential(nn.Conv2d(2, 3, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+    model.eval()
+    exported = to_model(model, ember.randn(1, 2, 6, 6), opset=newest)
+    onnx.checker.check_model(exported, full_check=True)

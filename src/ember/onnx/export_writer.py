@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import OnnxError
+from ..errors import OnnxError, user_location
 from ..symbolic import SymDim
 from ..types import TensorType
 from .export_emit import Emitter, onnx_dtype
@@ -111,7 +111,7 @@ class ModelWriter:
         return result
 
     # -------- ember ops and graphs
-    def call(self, op, inputs, attrs: dict, where: str, in_types=None) -> tuple:
+    def call(self, op, inputs, attrs: dict, where, in_types=None) -> tuple:
         if in_types is None:
             unknown = [n for n in inputs if n not in self.types]
             if unknown:
@@ -123,7 +123,11 @@ class ModelWriter:
         out_types = (inferred,) if op.num_outputs == 1 else tuple(inferred)
         return self.emit_call(op, inputs, attrs, in_types, out_types, where)
 
-    def emit_call(self, op, inputs, attrs, in_types, out_types, where: str) -> tuple:
+    def emit_call(self, op, inputs, attrs, in_types, out_types, where) -> tuple:
+        """``op``'s rule on one call; ``where``: the user's line that recorded it (None: not
+        known, as in a Graph built elsewhere: the line calling export is named)."""
+        if where is None:
+            where = user_location()
         if op.onnx is None:
             raise OnnxError(
                 "has no ONNX form (the op declares no onnx rule); it cannot be exported",
@@ -148,8 +152,10 @@ class ModelWriter:
             self.types.setdefault(name, TensorType(tuple(t.shape), t.dtype))
         return names
 
-    def inline(self, graph, names, where: str = "") -> tuple:
-        """Emit ``graph``'s nodes with its inputs bound to ``names``; its output names."""
+    def inline(self, graph, names, where=None, outputs=None) -> tuple:
+        """Emit ``graph``'s nodes with its inputs bound to ``names``; the names of its outputs
+        (of ``outputs``, some of its values, when given)."""
+        outputs = list(graph.outputs if outputs is None else outputs)
         if len(names) != len(graph.inputs):
             raise OnnxError(
                 f"graph {graph.name} takes {len(graph.inputs)} inputs, given {len(names)}",
@@ -158,7 +164,7 @@ class ModelWriter:
         env = {id(v): n for v, n in zip(graph.inputs, names)}
         for v, n in zip(graph.inputs, names):
             self.types.setdefault(n, TensorType(tuple(v.type.shape), v.type.dtype))
-        needed = _needed(graph)
+        needed = _needed(outputs)
         for node in graph.nodes:
             if id(node) not in needed:
                 continue
@@ -168,7 +174,7 @@ class ModelWriter:
                 self.types.setdefault(name, node.outputs[0].type)
             elif node.kind == "call":
                 inputs = [env[id(v)] for v in node.inputs]
-                here = node.location or where or _scope_text(node)
+                here = node.location or where
                 outs = self.emit_call(
                     node.op,
                     inputs,
@@ -181,7 +187,7 @@ class ModelWriter:
                     env[id(v)] = n
             elif id(node.outputs[0]) not in env:
                 raise OnnxError(f"graph input {node.name} is not bound", op="export")
-        return tuple(env[id(v)] for v in graph.outputs)
+        return tuple(env[id(v)] for v in outputs)
 
     def body(self, in_types, build, name: str, out_types=None):
         """A GraphProto: formal inputs of ``in_types``, outputs as ``build`` emits them (of
@@ -211,9 +217,9 @@ class ModelWriter:
         )
 
 
-def _needed(graph) -> set:
-    """Ids of the nodes ``graph``'s outputs depend on (the rest is not written)."""
-    needed, stack = set(), [v.node for v in graph.outputs]
+def _needed(outputs) -> set:
+    """Ids of the nodes ``outputs`` depend on (the rest is not written)."""
+    needed, stack = set(), [v.node for v in outputs]
     while stack:
         node = stack.pop()
         if id(node) in needed:
@@ -221,10 +227,6 @@ def _needed(graph) -> set:
         needed.add(id(node))
         stack.extend(v.node for v in node.inputs)
     return needed
-
-
-def _scope_text(node) -> str:
-    return f"in {node.scope}" if node.scope else ""
 
 
 def _attribute(onnx, value):

@@ -124,7 +124,7 @@ def to_model(
                 symbol, power = d.factors[0]
                 if power == 1:
                     writer.symbols.setdefault(symbol, (name, axis))
-    outs = writer.inline(_with_outputs(graph, plan.outputs), names)
+    outs = writer.inline(graph, names, outputs=plan.outputs)
     out_names = _output_names(plan, output_names, names)
     final = []
     for out, wanted in zip(outs, out_names):
@@ -298,15 +298,6 @@ def _reaches(outputs, value) -> bool:
             return True
         stack.extend(v.node for v in node.inputs)
     return False
-
-
-def _with_outputs(graph, outputs):
-    if len(outputs) == len(graph.outputs) and all(a is b for a, b in zip(outputs, graph.outputs)):
-        return graph
-    view = Graph.__new__(Graph)
-    view.__dict__.update(graph.__dict__)
-    view.outputs = list(outputs)
-    return view
 
 
 def _output_names(plan, output_names, input_names) -> list:

@@ -269,7 +269,7 @@ class _OnnxTerms:
     target weight ``wt`` (0 where ignored), the class weights ``w`` and their sum."""
 
     def __init__(self, e, weight):
-        x, target = e.inputs[0], e.inputs[1]
+        target = e.inputs[1]
         t = e.in_types[0]
         self.d = d = 0 if len(t.shape) == 1 else 1
         self.dtype = dtype = t.dtype

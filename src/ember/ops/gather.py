@@ -180,6 +180,8 @@ def _onnx_scatter_src(e):
 
 
 def _onnx_scatter_add(e):
+    if e.opset < 16:
+        e.unsupported("before opset 16 (ScatterElements' reduction)")
     x, index = e.inputs[:2]
     src = _onnx_scatter_src(e)
     return e.node("ScatterElements", [x, index, src], axis=e.attrs["axis"], reduction="add")

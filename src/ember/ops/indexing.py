@@ -329,6 +329,8 @@ _INDEX = register(
 
 
 def _onnx_index_backward(e):
+    if e.opset < 16:
+        e.unsupported("before opset 16 (ScatterND's reduction)")
     g, *indices = e.inputs
     spec, in_shape = e.attrs["spec"], tuple(e.attrs["in_shape"])
     axes = _onnx_advanced_axes(e, spec)

@@ -306,6 +306,8 @@ def _gather_infer(src, idx):
 
 
 def _onnx_pool_scatter(e):
+    if e.opset < 16:
+        e.unsupported("before opset 16 (ScatterElements' reduction)")
     g, indices = e.inputs
     n, c = e.in_types[0].shape[:2]
     in_size = e.attrs["in_size"]

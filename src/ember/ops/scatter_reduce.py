@@ -207,6 +207,9 @@ def _onnx_scatter_reduce(e):
     x, index, src = e.inputs
     axis, reduce = e.attrs["axis"], e.attrs["reduce"]
     dtype = e.in_types[0].dtype
+    since = 18 if reduce in ("amax", "amin") else 16
+    if e.opset < since:
+        e.unsupported(f"with reduce={reduce} before opset {since} (ScatterElements' reduction)")
     if reduce == "mean" and not dtype.is_floating_point:
         e.unsupported("for an integer mean")
     if not e.attrs["include_self"]:
