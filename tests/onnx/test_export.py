@@ -397,3 +397,32 @@ def test_newest_opset_passes_the_checker():
     model.eval()
     exported = to_model(model, ember.randn(1, 2, 6, 6), opset=newest)
     onnx.checker.check_model(exported, full_check=True)
+
+
+_NAN_CASES = {
+    "amax": lambda t: t.amax(-1),
+    "amin": lambda t: t.amin(0),
+    "argmax": lambda t: t.argmax(-1),
+    "argmin": lambda t: t.argmin(),
+    "clamp": lambda t: t.clamp(-1.5, 2.5),
+    "relu": lambda t: ember.relu(t),
+    "maximum": lambda t: ember.maximum(t, 2.0),
+    "sign": lambda t: t.sign(),
+    "max_pool": lambda t: ember.nn.functional.max_pool1d(
+        t.reshape(1, 2, 4), 2, return_indices=True
+    ),
+    "adaptive_max_pool": lambda t: ember.nn.functional.adaptive_max_pool1d(
+        t.reshape(1, 2, 4), 2, return_indices=True
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(_NAN_CASES))
+def test_nan_propagates_as_in_ember(name):
+    """ONNX's comparisons (MaxPool, the reductions, ArgMax) may skip NaN; the rules keep
+    NumPy's NaN semantics, position included."""
+    f = _NAN_CASES[name]
+    x = ember.tensor(np.array([[1.0, np.nan, 3.0, -2.0], [0.5, 2.0, -1.0, 4.0]], np.float32))
+    got = _run(to_model(f, x), x.numpy())
+    for g, e in zip(got, _numpy(f(x))):
+        np.testing.assert_array_equal(g, e)

@@ -414,18 +414,28 @@ def _onnx_max_pool(e):
     spatial = e.in_types[0].shape[2:]
     if not all(isinstance(d, int) for d in spatial):
         e.unsupported("on symbolic spatial sizes")
-    values, indices = e.node(
-        "MaxPool",
-        e.inputs,
-        outputs=2,
+    window = dict(
         kernel_shape=list(a["kernel"]),
         strides=list(a["stride"]),
         pads=list(a["padding"]) * 2,
         dilations=list(a["dilation"]),
         ceil_mode=int(a["ceil_mode"]),
     )
-    # ONNX's indices run over the whole tensor, ember's within each (n, c) plane
-    plane = e.scalar(int(np.prod(spatial)), dt.int64)
+    return onnx_max_pool(e, window)
+
+
+def onnx_max_pool(e, window: dict):
+    """MaxPool with ember's results: NaN wins its window (at its position), and indices count
+    within each (n, c) plane (ONNX's run over the whole tensor)."""
+    x, dtype = e.inputs[0], e.in_types[0].dtype
+    values, indices = e.node("MaxPool", [x], outputs=2, **window)
+    if dtype.is_floating_point:  # (MaxPool's comparisons skip NaN)
+        nan = e.cast(e.node("IsNaN", [x]), dtype)
+        hit, where = e.node("MaxPool", [nan], outputs=2, **window)
+        hit = e.cast(hit, dt.bool_)
+        values = e.node("Where", [hit, e.scalar(np.nan, dtype), values])
+        indices = e.node("Where", [hit, where, indices])
+    plane = e.scalar(int(np.prod(e.in_types[0].shape[2:])), dt.int64)
     return values, e.node("Mod", [indices, plane], fmod=0)
 
 

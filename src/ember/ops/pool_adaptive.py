@@ -21,7 +21,7 @@ from . import api as E
 from ._registry import Cost, OpDef, apply, constant, export, register
 from ._util import fmt_shape, io_bytes
 from .elementwise import to_tensor
-from .pool import check_dtype, finish_pool, max_pool_vjp, plane_strides, unbatch
+from .pool import check_dtype, finish_pool, max_pool_vjp, onnx_max_pool, plane_strides, unbatch
 
 
 def adaptive_windows(n: int, o: int):
@@ -109,9 +109,7 @@ def _onnx_adaptive_max_pool(e):
     if not all(isinstance(n, int) and n % o == 0 for n, o in zip(spatial, out)):
         e.unsupported("unless each input size is a multiple of its output size")
     kernel = [n // o for n, o in zip(spatial, out)]
-    values, indices = e.node("MaxPool", e.inputs, outputs=2, kernel_shape=kernel, strides=kernel)
-    plane = e.scalar(int(np.prod(spatial)), dt.int64)
-    return values, e.node("Mod", [indices, plane], fmod=0)
+    return onnx_max_pool(e, dict(kernel_shape=kernel, strides=kernel))
 
 
 ADAPTIVE_MAX_POOL = register(

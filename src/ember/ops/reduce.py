@@ -303,8 +303,16 @@ def _onnx_extreme(op_type):
         x, dtype = e.inputs[0], e.in_types[0].dtype
         if dtype is dt.bool_:  # (ONNX reduces bools from opset 20 only)
             x = e.cast(x, dt.uint8)
-        out = _onnx.reduce(e, op_type, x, e.attrs["axes"], e.attrs["keepdims"])
-        return e.cast(out, dt.bool_) if dtype is dt.bool_ else out
+        axes, keep = e.attrs["axes"], e.attrs["keepdims"]
+        out = _onnx.reduce(e, op_type, x, axes, keep)
+        if dtype is dt.bool_:
+            return e.cast(out, dt.bool_)
+        if not dtype.is_floating_point:
+            return out
+        # NumPy's max and min propagate NaN; ONNX's reductions may skip it
+        nan = e.cast(e.node("IsNaN", [x]), dt.uint8)
+        has_nan = e.cast(_onnx.reduce(e, "ReduceMax", nan, axes, keep), dt.bool_)
+        return e.node("Where", [has_nan, _onnx.scalar(e, np.nan, dtype), out])
 
     return rule
 
@@ -407,13 +415,25 @@ def _arg_kernel(fn):
 def _onnx_arg(op_type):
     def rule(e):
         x, axis, keepdims = e.inputs[0], e.attrs["axis"], e.attrs["keepdims"]
-        if e.in_types[0].dtype is dt.bool_:
+        dtype = e.in_types[0].dtype
+        if dtype is dt.bool_:
             x = e.cast(x, dt.uint8)
-        if axis is not None:
-            return e.node(op_type, [x], axis=axis, keepdims=int(keepdims))
-        flat = e.node("Reshape", [x, e.ints([-1])])
-        out = e.node(op_type, [flat], axis=0, keepdims=0)
-        return e.node("Reshape", [out, e.shape(e.out_types[0].shape)])
+        if axis is None:
+            x, axis, keep = e.node("Reshape", [x, e.ints([-1])]), 0, False
+        else:
+            keep = keepdims
+        out = e.node(op_type, [x], axis=axis, keepdims=int(keep))
+        if dtype.is_floating_point:
+            # NumPy's argmax and argmin give the first NaN's position where there is one
+            nan = e.cast(e.node("IsNaN", [x]), dt.uint8)
+            first_nan = e.node("ArgMax", [nan], axis=axis, keepdims=int(keep))
+            has_nan = e.cast(
+                e.node("ReduceMax", [nan, e.ints([axis])], keepdims=int(keep)), dt.bool_
+            )
+            out = e.node("Where", [has_nan, first_nan, out])
+        if e.attrs["axis"] is None:
+            out = e.node("Reshape", [out, e.shape(e.out_types[0].shape)])
+        return out
 
     return rule
 
