@@ -203,10 +203,34 @@ def test_scan_with_a_closed_over_tensor():
 # ---------------------------------------------------------------------------- training
 
 
-def test_training_step_runs_three_steps_in_onnxruntime():
+def _three_steps_in_onnxruntime(exported, *arrays) -> list:
+    """The exported step run three times, each step's updated state (the ``ember.updates``
+    outputs) fed to the next; the first output (the loss) of each step."""
+    updates = json.loads({p.key: p.value for p in exported.metadata_props}["ember.updates"])
+    session = _session(exported)
+    initial = {t.name: onnx.numpy_helper.to_array(t) for t in exported.graph.initializer}
+    # (onnxruntime's get_inputs() leaves out the inputs that have initializers)
+    args = [i.name for i in exported.graph.input if i.name not in initial]
+    state = {i.name: initial[i.name] for i in exported.graph.input if i.name in initial}
+    assert set(updates.values()) <= set(state), "every updated input has its initial value"
+    outputs = [o.name for o in session.get_outputs()]
+    losses = []
+    for _ in range(3):
+        got = dict(zip(outputs, session.run(None, {**dict(zip(args, arrays)), **state})))
+        losses.append(float(got[outputs[0]]))
+        for out, name in updates.items():
+            state[name] = got[out]
+    return losses, state
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
+def test_training_step_runs_three_steps_in_onnxruntime(optimizer):
     ember.manual_seed(0)
     model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
-    opt = ember.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    if optimizer == "sgd":
+        opt = ember.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    else:
+        opt = ember.optim.AdamW(model.parameters(), lr=0.01)
     x = ember.randn(4, 6)
     y = ember.tensor(np.array([0, 2, 1, 2]))
 
@@ -217,28 +241,38 @@ def test_training_step_runs_three_steps_in_onnxruntime():
         opt.step()
         return loss
 
-    step(x, y)  # one eager step first: the momentum buffers exist, as in every later step
+    step(x, y)  # one eager step first: the optimizer's state exists, as in every later step
     exported = to_model(step, x, y)
-    updates = json.loads({p.key: p.value for p in exported.metadata_props}["ember.updates"])
-    session = _session(exported)
-    inputs = [i.name for i in exported.graph.input]  # (onnxruntime lists those without defaults)
-    outputs = [o.name for o in session.get_outputs()]
-    initial = {t.name: onnx.numpy_helper.to_array(t) for t in exported.graph.initializer}
-    state = {name: initial[name] for name in inputs if name in initial}
-    assert set(updates.values()) <= set(state), "every updated input has its initial value"
-    losses = []
-    for _ in range(3):
-        got = dict(zip(outputs, session.run(None, {"x": x.numpy(), "y": y.numpy(), **state})))
-        losses.append(got[outputs[0]])
-        for out, name in updates.items():
-            state[name] = got[out]
+    losses, state = _three_steps_in_onnxruntime(exported, x.numpy(), y.numpy())
     expected = [step(x, y).item() for _ in range(3)]
-    np.testing.assert_allclose(np.array(losses, np.float64), expected, rtol=1e-5, atol=1e-6)
-    params = dict(model.named_parameters())
-    for name, value in state.items():
-        key = name.replace("_", ".")
-        if key in params:
-            np.testing.assert_allclose(value, params[key].numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(losses, expected, rtol=1e-5, atol=1e-6)
+    for name, p in model.named_parameters():
+        key = "model_" + name.replace(".", "_")
+        np.testing.assert_allclose(state[key], p.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", zoo.ZOO)
+def test_zoo_training_step_runs_three_steps_in_onnxruntime(name):
+    """Each zoo model's training step (forward, backward, its optimizer) exported once and run
+    three times by onnxruntime: the losses equal ember's next three steps."""
+    spec = zoo.SPECS[name]
+    ember.manual_seed(0)
+    model = zoo.build(name, ember, **spec.test_sizes)
+    opt = zoo.optimizer(name, ember, model.parameters())
+    x, y = (ember.tensor(a) for a in zoo.inputs(name, spec.test_batch, **spec.test_sizes))
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = zoo.loss(ember, model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    step(x, y)
+    exported = to_model(step, x, y)
+    losses, _ = _three_steps_in_onnxruntime(exported, x.numpy(), y.numpy())
+    expected = [step(x, y).item() for _ in range(3)]
+    np.testing.assert_allclose(losses, expected, rtol=1e-4, atol=1e-5)
 
 
 # ---------------------------------------------------------------------------- graphs

@@ -64,8 +64,6 @@ NO_ONNX = {
     "unique": "its result's size depends on the data (capture refuses it too)",
     "nonzero": "its result's size depends on the data (capture refuses it too)",
     "while_loop_grad": "the reverse loop over a stack of carries has no ONNX form written yet",
-    "lstm_layer_grad": "ONNX's LSTM has no gradient op",
-    "gru_layer_grad": "ONNX's GRU has no gradient op",
     "select_index": "ONNX has no running extremes, median or mode positions",
     "erfc": "ONNX has Erf only, and 1 - erf(x) loses every digit of erfc's tail",
 }
