@@ -90,12 +90,12 @@ def _onnx_basic_plan(e, entries, shape):
             dim += 1
             continue
         _, start, stop, step = entry
-        if isinstance(start, SymDim) or (isinstance(stop, SymDim) and stop != shape[dim]):
-            e.unsupported("with a symbolic slice bound")
         if not (step == 1 and start == 0 and stop == shape[dim]):
-            end = _ONNX_END if isinstance(stop, SymDim) else stop
-            starts.append(start), axes.append(dim), steps.append(step)
-            ends.append(-_ONNX_END if end < 0 else end)  # (a negative step's end before 0)
+            # (a symbolic bound is a size, computed at run time; a negative step's end
+            # before index 0 is -1 in the entry, which ONNX would read from the end)
+            if not isinstance(stop, SymDim) and stop < 0:
+                stop = -_ONNX_END
+            starts.append(start), ends.append(stop), axes.append(dim), steps.append(step)
         dim += 1
         out += 1
     return (starts, ends, axes, steps), dropped, added
@@ -107,7 +107,8 @@ def _onnx_getitem(e):
         e, e.attrs["index"], e.in_types[0].shape
     )
     if axes:
-        x = e.node("Slice", [x, e.ints(starts), e.ints(ends), e.ints(axes), e.ints(steps)])
+        bounds = [e.shape(starts), e.shape(ends)]
+        x = e.node("Slice", [x, *bounds, e.ints(axes), e.ints(steps)])
     x = _onnx.squeeze(e, x, dropped)
     x = _onnx.unsqueeze(e, x, added)
     return x if x != e.inputs[0] else e.node("Identity", [x])
@@ -157,7 +158,7 @@ def _onnx_getitem_backward(e):
     before, after = [0] * len(in_shape), [0] * len(in_shape)
     for start, end, axis in zip(starts, ends, axes):
         n = in_shape[axis]
-        if isinstance(n, SymDim):
+        if any(isinstance(v, SymDim) for v in (n, start, end)):
             e.unsupported("for a slice of a symbolic dimension")
         before[axis], after[axis] = start, n - min(end, n)
     if not any(before) and not any(after):
