@@ -9,6 +9,8 @@ from .. import dtypes as dt
 
 __all__ = [
     "composite",
+    "expm1",
+    "log1p",
     "node",
     "reduce",
     "scalar",
@@ -40,6 +42,33 @@ def composite(build):
 def scalar(e, value, like_dtype) -> str:
     """A 0-d constant of ``like_dtype`` (an ember dtype) holding ``value``."""
     return e.constant(np.asarray(value, dtype=dt.as_dtype(like_dtype).np))
+
+
+def log1p(e, x: str, dtype) -> str:
+    """log(1 + x) accurate for small x (ONNX has no Log1p): with u = 1 + x rounded,
+    log(u) * x / (u - 1) cancels u's rounding error (Goldberg); x itself where u is 1."""
+    u = e.node("Add", [x, scalar(e, 1, dtype)])
+    d = e.node("Sub", [u, scalar(e, 1, dtype)])
+    tiny = e.node("Equal", [d, scalar(e, 0, dtype)])
+    safe = e.node("Where", [tiny, scalar(e, 1, dtype), d])
+    ratio = e.node("Div", [e.node("Mul", [e.node("Log", [u]), x]), safe])
+    # u = inf (x = inf) gives inf / inf: log(u) itself is right there
+    ratio = e.node("Where", [e.node("IsInf", [u]), e.node("Log", [u]), ratio])
+    return e.node("Where", [tiny, x, ratio])
+
+
+def expm1(e, x: str, dtype) -> str:
+    """exp(x) - 1 accurate for small x (ONNX has no Expm1): with u = exp(x) rounded,
+    (u - 1) x / log(u) (Kahan); x where u is 1, -1 where u - 1 is -1, u where u is inf."""
+    u = e.node("Exp", [x])
+    d = e.node("Sub", [u, scalar(e, 1, dtype)])
+    one_u = e.node("Equal", [d, scalar(e, 0, dtype)])
+    log_u = e.node("Log", [u])
+    safe = e.node("Where", [one_u, scalar(e, 1, dtype), log_u])
+    out = e.node("Div", [e.node("Mul", [d, x]), safe])
+    out = e.node("Where", [e.node("Equal", [d, scalar(e, -1, dtype)]), d, out])
+    out = e.node("Where", [e.node("IsInf", [u]), u, out])
+    return e.node("Where", [one_u, x, out])
 
 
 def reduce(e, op_type: str, x: str, axes, keepdims: bool) -> str:

@@ -234,11 +234,11 @@ def _onnx_sign(e):
 
 
 def _onnx_log1p(e, x):
-    return e.node("Log", [e.node("Add", [x, _onnx.scalar(e, 1, e.in_types[0].dtype)])])
+    return _onnx.log1p(e, x, e.in_types[0].dtype)
 
 
 def _onnx_expm1(e, x):
-    return e.node("Sub", [e.node("Exp", [x]), _onnx.scalar(e, 1, e.in_types[0].dtype)])
+    return _onnx.expm1(e, x, e.in_types[0].dtype)
 
 
 def _onnx_rsqrt(e, x):

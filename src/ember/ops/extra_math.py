@@ -255,7 +255,7 @@ def _onnx_logaddexp(scale):
         d = e.node("Neg", [e.node("Abs", [e.node("Sub", [x, y])])])
         if scale != 1.0:
             d = e.node("Mul", [d, _onnx.scalar(e, scale, dtype)])
-        tail = e.node("Log", [e.node("Add", [_onnx.scalar(e, 1, dtype), e.node("Exp", [d])])])
+        tail = _onnx.log1p(e, e.node("Exp", [d]), dtype)
         if scale != 1.0:
             tail = e.node("Div", [tail, _onnx.scalar(e, scale, dtype)])
         out = e.node("Add", [m, tail])
