@@ -56,7 +56,6 @@ NO_ONNX = {
     "log_ndtr": _SPECIAL,
     "polygamma": _SPECIAL,
     "signbit": "ONNX cannot read a float's sign bit (-0.0 and -NaN compare like 0.0 and NaN)",
-    "cumprod": "ONNX has CumSum only (a product through logarithms is wrong for signs and zeros)",
     "ctc_loss": "ONNX has no CTC loss",
     "ctc_loss_backward": "ONNX has no CTC loss",
     "histc": "ONNX has no histogram",
