@@ -475,3 +475,19 @@ def test_nan_propagates_as_in_ember(name):
     got = _run(to_model(f, x), x.numpy())
     for g, e in zip(got, _numpy(f(x))):
         np.testing.assert_array_equal(g, e)
+
+
+@pytest.mark.parametrize("right", [False, True])
+@pytest.mark.parametrize("batched", [False, True])
+def test_searchsorted_with_ties_and_nan(right, batched):
+    seq = np.array([-1.0, 0.0, 0.0, 2.5, np.nan], np.float32)
+    values = np.array([[0.0, -3.0, np.nan], [2.5, 9.0, 0.1]], np.float32)
+    if batched:
+        seq = np.stack([seq, np.sort(np.array([3.0, -2.0, 0.1, 0.1, 7.0], np.float32))])
+    s, v = ember.tensor(seq), ember.tensor(values)
+
+    def f(a, b):
+        return ember.searchsorted(a, b, right=right)
+
+    got = _run(to_model(f, s, v), seq, values)
+    _assert_same(got, _numpy(f(s, v)))

@@ -59,7 +59,6 @@ NO_ONNX = {
     "ctc_loss": "ONNX has no CTC loss",
     "ctc_loss_backward": "ONNX has no CTC loss",
     "histc": "ONNX has no histogram",
-    "searchsorted": "ONNX has no binary search",
     "unique": "its result's size depends on the data (capture refuses it too)",
     "nonzero": "its result's size depends on the data (capture refuses it too)",
     "while_loop_grad": "the reverse loop over a stack of carries has no ONNX form written yet",

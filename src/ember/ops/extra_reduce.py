@@ -18,6 +18,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..types import TensorType
+from . import _onnx
 from . import api as E
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._util import elementwise_cost, normalize_axis, reduction_cost
@@ -509,9 +510,37 @@ def _searchsorted_kernel(seq, values, *, right, int32):
     return out.reshape(values.shape).astype(out_dtype)
 
 
+def _onnx_searchsorted(e):
+    """The insertion position is the count of elements before it: of the row's elements below
+    the value (``right``: not above it), NaN ordered above every number as in NumPy."""
+    seq, values = e.inputs
+    st, vt = e.in_types
+    common = np.result_type(st.dtype.np, vt.dtype.np)
+    if common == dt.bfloat16.np or st.dtype is dt.bfloat16:
+        common = np.dtype(np.float32)
+    common = dt.from_numpy_dtype(common)
+    seq, values = e.cast(seq, common), e.cast(values, common)
+    v = e.node("Unsqueeze", [values, e.ints([-1])])
+    s = seq if len(st.shape) <= 1 else e.node("Unsqueeze", [seq, e.ints([-2])])
+    if e.attrs["right"]:
+        before = e.node("LessOrEqual", [s, v])
+    else:
+        before = e.node("Less", [s, v])
+    if common.is_floating_point:
+        v_nan = e.node("IsNaN", [v])
+        if e.attrs["right"]:
+            before = e.node("Or", [before, v_nan])
+        else:
+            s_number = e.node("Not", [e.node("IsNaN", [s])])
+            before = e.node("Or", [before, e.node("And", [v_nan, s_number])])
+    count = _onnx.reduce(e, "ReduceSum", e.cast(before, dt.int64), (-1,), False)
+    return e.cast(count, e.out_types[0].dtype)
+
+
 _SEARCHSORTED = register(
     OpDef(
         name="searchsorted",
+        onnx=_onnx_searchsorted,
         kind="elementwise",
         infer=_searchsorted_infer,
         kernel=_searchsorted_kernel,
