@@ -491,3 +491,22 @@ def test_searchsorted_with_ties_and_nan(right, batched):
 
     got = _run(to_model(f, s, v), seq, values)
     _assert_same(got, _numpy(f(s, v)))
+
+
+def test_gradient_through_a_data_dependent_while_loop():
+    """ember.grad of a function with a while_loop: its while_loop_grad exported as two Loops
+    (the forward again, stacking carries, then back through the body's VJP), run over inputs
+    that take 0 to several trips."""
+
+    def f(x, w):
+        out = ember.while_loop(lambda c: c.sum() < 20.0, lambda c: c * w + 1.0, x)
+        return (out * out).sum()
+
+    grad = ember.grad(f, argnums=(0, 1))
+    w = ember.tensor(np.array([1.5, 0.5], np.float32))
+    session = _session(to_model(grad, ember.ones(2), w))
+    for scale in (30.0, 5.0, 1.0, 0.1):
+        x = ember.tensor(np.array([1.0, 2.0], np.float32) * scale)
+        expected = _numpy(grad(x, w))
+        feed = {i.name: a.numpy() for i, a in zip(session.get_inputs(), (x, w))}
+        _assert_same(session.run(None, feed), expected)

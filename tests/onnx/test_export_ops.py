@@ -61,7 +61,6 @@ NO_ONNX = {
     "histc": "ONNX has no histogram",
     "unique": "its result's size depends on the data (capture refuses it too)",
     "nonzero": "its result's size depends on the data (capture refuses it too)",
-    "while_loop_grad": "the reverse loop over a stack of carries has no ONNX form written yet",
     "select_index": "ONNX has no running extremes, median or mode positions",
     "erfc": "ONNX has Erf only, and 1 - erf(x) loses every digit of erfc's tail",
 }
