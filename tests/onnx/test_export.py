@@ -510,3 +510,14 @@ def test_gradient_through_a_data_dependent_while_loop():
         expected = _numpy(grad(x, w))
         feed = {i.name: a.numpy() for i, a in zip(session.get_inputs(), (x, w))}
         _assert_same(session.run(None, feed), expected)
+
+
+@pytest.mark.parametrize("bounds", [(-1.0, 1.0), (0.0, 0.0), (2.0, 2.0)])
+def test_histc(bounds):
+    x = np.array([-2.0, -1.0, -0.5, 0.0, 0.3, 0.9999, 1.0, 3.0, np.nan, np.inf], np.float32)
+    lo, hi = bounds
+
+    def f(t):
+        return ember.histc(t, bins=4, min=lo, max=hi)
+
+    _assert_same(_run(to_model(f, ember.tensor(x)), x), _numpy(f(ember.tensor(x))))

@@ -457,9 +457,44 @@ def _histc_kernel(x, *, bins, lo, hi):
     return np.bincount(pos, minlength=bins).astype(x.dtype)
 
 
+def _onnx_histc(e):
+    """The kernel's steps in float64: the range (the finite data's when lo == hi), each inside
+    value's bin, and the bins' counts as sums of one-hot rows."""
+    a = e.attrs
+    bins, f64 = a["bins"], dt.float64
+    v = e.cast(e.node("Reshape", [e.inputs[0], e.ints([-1])]), f64)
+
+    def c(value):
+        return e.scalar(value, f64)
+
+    lo, hi = c(a["lo"]), c(a["hi"])
+    if a["lo"] == a["hi"]:
+        finite = e.node("Not", [e.node("Or", [e.node("IsNaN", [v]), e.node("IsInf", [v])])])
+        low = _onnx.reduce(e, "ReduceMin", e.node("Where", [finite, v, c(np.inf)]), (0,), False)
+        high = _onnx.reduce(e, "ReduceMax", e.node("Where", [finite, v, c(-np.inf)]), (0,), False)
+        found = e.cast(
+            _onnx.reduce(e, "ReduceMax", e.cast(finite, dt.uint8), (0,), False), dt.bool_
+        )
+        lo, hi = e.node("Where", [found, low, lo]), e.node("Where", [found, high, hi])
+        same = e.node("Equal", [lo, hi])
+        lo = e.node("Where", [same, e.node("Sub", [lo, c(1)]), lo])
+        hi = e.node("Where", [same, e.node("Add", [hi, c(1)]), hi])
+    inside = e.node("And", [e.node("GreaterOrEqual", [v, lo]), e.node("LessOrEqual", [v, hi])])
+    scaled = e.node(
+        "Div", [e.node("Mul", [e.node("Sub", [v, lo]), c(bins)]), e.node("Sub", [hi, lo])]
+    )
+    safe = e.node("Where", [inside, scaled, c(0)])  # (outside values may be NaN or huge)
+    pos = e.node("Min", [e.cast(safe, dt.int64), e.scalar(bins - 1, dt.int64)])
+    pos = e.node("Where", [inside, pos, e.scalar(-1, dt.int64)])
+    hits = e.node("Equal", [e.node("Unsqueeze", [pos, e.ints([-1])]), e.constant(np.arange(bins))])
+    counts = _onnx.reduce(e, "ReduceSum", e.cast(hits, f64), (0,), False)
+    return e.cast(counts, e.out_types[0].dtype)
+
+
 _HISTC = register(
     OpDef(
         name="histc",
+        onnx=_onnx_histc,
         kind="reduce",
         infer=_histc_infer,
         kernel=_histc_kernel,
