@@ -521,3 +521,23 @@ def test_histc(bounds):
         return ember.histc(t, bins=4, min=lo, max=hi)
 
     _assert_same(_run(to_model(f, ember.tensor(x)), x), _numpy(f(ember.tensor(x))))
+
+
+@pytest.mark.parametrize("kind", ["cummax", "cummin"])
+@pytest.mark.parametrize("dim", [0, 1])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_])
+def test_running_extremes(kind, dim, dtype):
+    """cummax / cummin (select_index's scans): ties take the later position, NaN wins."""
+    x = np.array([[1.0, 3.0, 3.0, np.nan, 2.0], [0.0, -1.0, 0.0, 5.0, 5.0]])
+    x = x.astype(dtype) if dtype is np.float32 else np.nan_to_num(x).astype(dtype)
+
+    def f(t):
+        out = getattr(ember, kind)(t, dim)
+        return out.values, out.indices
+
+    _assert_same(_run(to_model(f, ember.tensor(x)), x), _numpy(f(ember.tensor(x))))
+
+
+def test_median_is_refused_naming_its_kind():
+    with pytest.raises(OnnxError, match="kind=median"):
+        to_model(lambda t: ember.median(t, 0).indices, ember.randn(3, 2))

@@ -129,9 +129,55 @@ def _select_kernel(x, *, kind, axis):
     return np.expand_dims(pos.astype(np.int64), axis)
 
 
+def _onnx_select_index(e):
+    """cummax / cummin positions: a Scan along the axis carrying the running extreme, its
+    position and the step (ties take the later position, NaN wins, as the kernel)."""
+    x, t = e.inputs[0], e.in_types[0]
+    kind, axis = e.attrs["kind"], e.attrs["axis"]
+    if kind not in _SCANS:
+        e.unsupported(f"for kind={kind} (ONNX cannot sort NaN and ties as the kernel does)")
+    if not t.shape or t.shape[axis] == 0:
+        return e.node("Identity", [e.constant(np.zeros(t.shape, np.int64))])
+    dtype = dt.uint8 if t.dtype is dt.bool_ else t.dtype
+    x = e.cast(x, dtype) if dtype is not t.dtype else x
+    nd = len(t.shape)
+    perm = [axis] + [d for d in range(nd) if d != axis]
+    moved = e.node("Transpose", [x], perm=perm) if axis else x
+    row = tuple(t.shape[d] for d in perm[1:])
+    value_type, pos_type = TensorType(row, dtype), TensorType(row, dt.int64)
+    step_type = TensorType((), dt.int64)
+
+    def step(best, pos, j, v):
+        take = e.node("GreaterOrEqual" if kind == "cummax" else "LessOrEqual", [v, best])
+        if dtype.is_floating_point:
+            take = e.node("Or", [take, e.node("IsNaN", [v])])
+        best = e.node("Where", [take, v, best])
+        pos = e.node("Where", [take, j, pos])
+        return best, pos, e.node("Add", [j, e.scalar(1, dt.int64)]), e.node("Identity", [pos])
+
+    first = e.node("Gather", [moved, e.scalar(0, dt.int64)], axis=0)
+    zeros = e.node("ConstantOfShape", [e.shape(row)], value=np.zeros(1, np.int64))
+    body = e.body(
+        [value_type, pos_type, step_type, value_type],
+        step,
+        "cumulative_step",
+        [value_type, pos_type, step_type, pos_type],
+    )
+    *_, stacked = e.node(
+        "Scan",
+        [first, zeros, e.scalar(0, dt.int64), moved],
+        outputs=4,
+        body=body,
+        num_scan_inputs=1,
+    )
+    back = [perm.index(d) for d in range(nd)]
+    return e.node("Transpose", [stacked], perm=back) if axis else stacked
+
+
 _SELECT = register(
     OpDef(
         name="select_index",
+        onnx=_onnx_select_index,
         kind="reduce",
         infer=_select_infer,
         kernel=_select_kernel,
