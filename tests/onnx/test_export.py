@@ -541,3 +541,32 @@ def test_running_extremes(kind, dim, dtype):
 def test_median_is_refused_naming_its_kind():
     with pytest.raises(OnnxError, match="kind=median"):
         to_model(lambda t: ember.median(t, 0).indices, ember.randn(3, 2))
+
+
+def test_a_model_over_the_protobuf_limit_goes_external_and_is_checked_from_its_files(
+    tmp_path, monkeypatch
+):
+    """(The limit lowered: a 2 GiB model in a unit test would take minutes.)"""
+    from ember.onnx import exporter
+
+    monkeypatch.setattr(exporter, "_LIMIT", 1000)
+    model = nn.Linear(64, 32)
+    x = ember.randn(2, 64)
+    path = tmp_path / "big.onnx"
+    ember.onnx.export(model, path, x)
+    assert sorted(os.listdir(tmp_path)) == ["big.onnx", "big.onnx.data"]
+    session = ort.InferenceSession(str(path))
+    with ember.no_grad():
+        expected = model(x).numpy()
+    got = session.run(None, {"input": x.numpy()})[0]
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+    def failing(*args, **kwargs):
+        raise onnx.checker.ValidationError("injected")
+
+    monkeypatch.setattr(onnx.checker, "check_model", failing)
+    other = tmp_path / "other"
+    other.mkdir()
+    with pytest.raises(OnnxError, match="injected"):
+        ember.onnx.export(model, other / "big.onnx", x)
+    assert os.listdir(other) == []

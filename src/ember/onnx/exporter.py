@@ -66,21 +66,22 @@ def export(
     ONNX model and return the ``onnx.ModelProto`` (its large tensors as external references
     when they went to the data file). See the module docstring."""
     onnx = require_onnx()
-    model = to_model(
-        target,
-        *example_inputs,
-        input_signature=input_signature,
-        opset=opset,
-        input_names=input_names,
-        output_names=output_names,
+    model, writer, checked = _build(
+        target, example_inputs, input_signature, opset, input_names, output_names
     )
     path = Path(path)
-    size = sum(t.ByteSize() for t in model.graph.initializer)
-    external = size > _LIMIT if external_data is None else bool(external_data)
+    external = not checked if external_data is None else bool(external_data)
     if not external:
         write_atomic(path, model.SerializeToString())
         return model
-    _write_external(onnx, model, path)
+    written = _write_external(onnx, model, path)
+    if not checked:  # too large for protobuf in memory: checked from the files
+        try:
+            _check(onnx, model, writer, path)
+        except BaseException:
+            for p in written:
+                os.unlink(p)
+            raise
     return model
 
 
@@ -92,7 +93,13 @@ def to_model(
     input_names=None,
     output_names=None,
 ):
-    """The ``onnx.ModelProto`` `export` writes (checked), without writing it."""
+    """The ``onnx.ModelProto`` `export` writes, checked (but for a model over protobuf's 2 GiB,
+    which only its files can hold: `export` checks those), without writing it."""
+    return _build(target, example_inputs, input_signature, opset, input_names, output_names)[0]
+
+
+def _build(target, example_inputs, input_signature, opset, input_names, output_names):
+    """(the model, its `ModelWriter`, whether it was checked in memory)."""
     onnx = require_onnx()
     opset = DEFAULT_OPSET if opset is None else int(opset)
     newest = onnx.defs.onnx_opset_version()
@@ -158,8 +165,10 @@ def to_model(
     )
     if updates:
         onnx.helper.set_model_props(model, {"ember.updates": json.dumps(updates)})
-    _check(onnx, model, writer)
-    return model
+    small = sum(t.ByteSize() for t in model.graph.initializer) <= _LIMIT
+    if small:
+        _check(onnx, model, writer)
+    return model, writer, small
 
 
 # ---------------------------------------------------------------------------------- capture
@@ -331,16 +340,15 @@ def _outer_refs(nodes) -> set:
 # ---------------------------------------------------------------------------------- checks
 
 
-def _check(onnx, model, writer) -> None:
-    """The checker's verdict and ONNX's own shape inference against ember's types."""
+def _check(onnx, model, writer, path=None) -> None:
+    """The checker's verdict and ONNX's own shape inference against ember's types; ``path``:
+    check the files written there instead (a model whose tensors are external)."""
     try:
-        onnx.checker.check_model(model, full_check=True)
+        onnx.checker.check_model(model if path is None else str(path), full_check=True)
     except onnx.checker.ValidationError as error:
         raise OnnxError(f"the written model fails onnx's checker: {error}", op="export") from None
-    except ValueError as error:  # over 2 GiB: the checker wants a path
-        if "2GB" not in str(error):
-            raise
-        return
+    if path is not None:  # inference reads the tensors' types and shapes, not their data
+        model = onnx.load(str(path), load_external_data=False)
     inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
     found = {}
     for info in list(inferred.graph.value_info) + list(inferred.graph.output):
@@ -371,8 +379,9 @@ def _check(onnx, model, writer) -> None:
 # ---------------------------------------------------------------------------------- files
 
 
-def _write_external(onnx, model, path: Path) -> None:
-    """The model with its large tensors in ``<path>.data``, both written atomically."""
+def _write_external(onnx, model, path: Path) -> list:
+    """The model with its large tensors in ``<path>.data``, both written atomically; the
+    paths written."""
     data_name = path.name + ".data"
     chunks, offset = [], 0
     for tensor in model.graph.initializer:
@@ -395,3 +404,4 @@ def _write_external(onnx, model, path: Path) -> None:
         if not existed:
             os.unlink(data_path)
         raise
+    return [path, data_path]
