@@ -570,3 +570,23 @@ def test_a_model_over_the_protobuf_limit_goes_external_and_is_checked_from_its_f
     with pytest.raises(OnnxError, match="injected"):
         ember.onnx.export(model, other / "big.onnx", x)
     assert os.listdir(other) == []
+
+
+def test_traced_and_compiled_functions_export():
+    """ember.trace's GraphFunction (its captured call, parameters as initializers) and an
+    ember.function export like the function itself."""
+    ember.manual_seed(0)
+    layer = nn.Linear(4, 3)
+    x = ember.randn(2, 4)
+
+    @ember.function
+    def compiled(t):
+        return layer(t).relu()
+
+    traced = ember.trace(lambda t: layer(t).tanh(), x)
+    for fn in (traced, compiled):
+        exported = to_model(fn, x)
+        assert [i.name for i in exported.graph.input] == ["t"]
+        with ember.no_grad():
+            expected = _numpy(fn(x))
+        _assert_same(_run(exported, x.numpy()), expected)

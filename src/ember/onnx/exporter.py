@@ -111,7 +111,7 @@ def _build(target, example_inputs, input_signature, opset, input_names, output_n
     plan = _capture(target, example_inputs, input_signature)
     writer = ModelWriter(onnx, opset)
     graph = plan.graph
-    names, inputs, initializer_names = [], [], set()
+    names, inputs = [], []
     user = iter(input_names or ())
     for value, role in zip(graph.inputs, plan.roles):
         hint = next(user, None) if role.kind == "arg" else None
@@ -120,7 +120,6 @@ def _build(target, example_inputs, input_signature, opset, input_names, output_n
         names.append(name)
         if role.array is not None:
             writer.initializers.append((name, np.asarray(role.array)))
-            initializer_names.add(name)
         if role.kind == "arg" or plan.state_inputs:
             inputs.append((name, value.type, role))
     for name, t, role in inputs:
@@ -198,18 +197,30 @@ def _capture(target, example_inputs, input_signature) -> _Plan:
     if isinstance(target, Graph):
         roles = [_Role("arg") for _ in target.inputs]
         return _Plan(target, roles, list(target.outputs), len(target.outputs), {}, {}, False)
-    from ..capture.call import ArgFeed, ArgGradFeed, CotangentFeed, GradOfFeed, TensorFeed
-    from ..capture.compile import CompileOptions
-    from ..capture.signature import TensorSpec, parameter_names, split_args
-    from ..capture.state import WritebackKind, discover
-    from ..capture.trace import capture_call
+    from ..capture.graph_function import GraphFunction
     from ..tensor import Tensor
 
-    if not callable(target):
+    if isinstance(target, GraphFunction):  # (ember.trace's result) its call as captured
+        leaves = [a for a in example_inputs if isinstance(a, Tensor)]
+        traced, reach = target, target.call.reach
+    elif not callable(target):
         raise OnnxError(
             f"export takes a function, an nn.Module or a Graph, got {type(target).__name__}",
             op="export",
         )
+    else:
+        traced, leaves, reach = _trace(target, example_inputs, input_signature)
+    return _plan_of(traced, leaves, reach)
+
+
+def _trace(target, example_inputs, input_signature):
+    """``target`` captured by ember's capture on the example inputs (or stand-ins of the
+    signature's): (the `GraphFunction`, the tensor arguments, the state it reaches)."""
+    from ..capture.compile import CompileOptions
+    from ..capture.signature import TensorSpec, parameter_names, split_args
+    from ..capture.state import discover
+    from ..capture.trace import capture_call
+
     specs = None
     if input_signature is not None:
         specs = list(input_signature)
@@ -238,6 +249,16 @@ def _capture(target, example_inputs, input_signature) -> _Plan:
             options=options,
             specs=specs,
         )
+    return traced, leaves, reach
+
+
+def _plan_of(traced, leaves, reach) -> _Plan:
+    """What the model holds of a captured call: its forward outputs, each input's role, and
+    which state each extra output updates."""
+    from ..capture.call import ArgFeed, ArgGradFeed, CotangentFeed, GradOfFeed, TensorFeed
+    from ..capture.state import WritebackKind
+    from ..tensor import Tensor
+
     call = traced.call
     graph = call.graph
     # an AOT backward (the function returns values needing gradients but runs no backward
@@ -290,7 +311,7 @@ def _stand_in(spec):
 
 
 def _tensor_name(reach, tensor) -> str:
-    for name, t in reach.named_tensors():
+    for name, t in reach.named_tensors() if reach is not None else ():
         if t is tensor:
             return name
     return "state"
