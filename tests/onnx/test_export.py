@@ -590,3 +590,12 @@ def test_traced_and_compiled_functions_export():
         with ember.no_grad():
             expected = _numpy(fn(x))
         _assert_same(_run(exported, x.numpy()), expected)
+
+
+def test_erfc_keeps_its_tail_in_float32_and_refuses_float64():
+    x = np.concatenate([np.linspace(-6, 9, 301), [0.0, np.inf, -np.inf, np.nan]]).astype(np.float32)
+    got = _run(to_model(ember.erfc, ember.tensor(x)), x)[0]
+    want = ember.erfc(ember.tensor(x)).numpy()
+    np.testing.assert_allclose(got, want, rtol=3e-7, atol=1e-37)
+    with pytest.raises(OnnxError, match="float64"):
+        to_model(ember.erfc, ember.tensor(x.astype(np.float64)))
