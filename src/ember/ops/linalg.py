@@ -335,6 +335,8 @@ def _linear_channel_fold(in_types, attrs):
 
 def _onnx_linear(e):
     x, w, *bias = e.inputs
+    if len(e.in_types[0].shape) == 2 and e.in_types[0].dtype.is_floating_point:
+        return e.node("Gemm", [x, w, *bias], transB=1)  # (the weight read transposed)
     out = e.node("MatMul", [x, e.node("Transpose", [w], perm=[1, 0])])
     return e.node("Add", [out, bias[0]]) if bias else out
 
