@@ -169,8 +169,8 @@ def test_every_op_exports_or_is_listed():
 
 
 # ops no sample's forward or traced gradient exports (eager code's one-op forms, fused nodes,
-# the even case of adaptive pooling, cummax and cummin alone): tests/onnx/test_export.py
-# exports them directly
+# the even case of adaptive pooling, cummax and cummin alone): test_export.py (fused nodes)
+# and test_export_semantics.py export them directly
 _UNSAMPLED = {
     "fused_elementwise",
     "fused_reduce",
