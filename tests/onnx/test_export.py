@@ -108,13 +108,12 @@ def _ember_models():
     from ember import models
 
     ember.manual_seed(0)
-    block = models.gpt_block_class(nn, ember.nn.functional)
-    basic = models.basic_block_class(nn, ember.nn.functional)
     return {
         "mlp": (models.mlp(20, 16, 5), [ember.randn(3, 20)]),
         "cnn": (models.cnn(1, 12, 4), [ember.randn(2, 1, 12, 12)]),
-        "gpt_block": (_instance(block, 16, 2), [ember.randn(2, 5, 16)]),
-        "basic_block": (_instance(basic, 8), [ember.randn(2, 8, 6, 6)]),
+        "gpt_block": (models.GPTBlock(16, 2, 32), [ember.randn(2, 5, 16)]),
+        "basic_block": (models.BasicBlock(8, 8), [ember.randn(2, 8, 6, 6)]),
+        "basic_block_strided": (models.BasicBlock(4, 8, 2), [ember.randn(2, 4, 6, 6)]),
         "inception_block": (
             models.inception_block,
             [ember.randn(*s) for s in models.inception_shapes(2, 8, 6)],
@@ -124,13 +123,6 @@ def _ember_models():
             [ember.randn(2, 4, 8, 8), ember.randn(4, 4, 3, 3), ember.randn(4, 4, 3, 3)],
         ),
     }
-
-
-def _instance(cls, *args):
-    import inspect
-
-    params = list(inspect.signature(cls).parameters)
-    return cls(*args[: len(params)])
 
 
 @pytest.mark.parametrize("name", list(_ember_models()))
@@ -306,6 +298,19 @@ def test_zoo_training_step_runs_three_steps_in_onnxruntime(name):
     exported = to_model(step, x, y)
     losses, _ = _three_steps_in_onnxruntime(exported, x.numpy(), y.numpy())
     expected = [step(x, y).item() for _ in range(3)]
+    np.testing.assert_allclose(losses, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "gpt", "resnet"])
+def test_ember_models_example_steps_run_three_steps(name):
+    """ember.models' reference training steps (no arguments: the batch is captured state)."""
+    from ember import models
+
+    example = models.example_step(name, batch=2)
+    example.step()
+    exported = to_model(example.step)
+    losses, _ = _three_steps_in_onnxruntime(exported)
+    expected = [example.step().item() for _ in range(3)]
     np.testing.assert_allclose(losses, expected, rtol=1e-4, atol=1e-5)
 
 
