@@ -72,6 +72,8 @@ PARTIAL = {
     "varying size)",
     "pad": "circular mode before opset 19 (Pad's wrap mode)",
     "pad_backward": "reflect, replicate and circular modes (their copies' gradients summed)",
+    "bitwise_left_shift": "signed integers: ONNX's BitShift shifts unsigned types",
+    "bitwise_right_shift": "signed integers: ONNX's BitShift shifts unsigned types",
     "select_index": "median, nanmedian and mode: ONNX's TopK orders NaN and ties its own way",
     "erfc": "float64: ONNX has Erf only (1 - erf(x) loses erfc's tail); the closed form written "
     "(Numerical Recipes' erfcc) holds float32's precision only",

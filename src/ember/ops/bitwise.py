@@ -54,7 +54,37 @@ def _right_shift(x, y):
     return out.astype(x.dtype, copy=False)
 
 
-def _binary(name, kernel, symbol, bools=True):
+def _onnx_logic(bitwise: str, logical: str):
+    """ONNX's Bitwise* on integers (from opset 18), its logical op on bool."""
+
+    def rule(e):
+        if e.in_types[0].dtype is dt.bool_:
+            return e.node(logical, e.inputs)
+        if e.opset < 18:
+            e.unsupported(f"on integers before opset 18 (no {bitwise})")
+        return e.node(bitwise, e.inputs)
+
+    return rule
+
+
+def _onnx_shift(direction: str):
+    """ONNX's BitShift (unsigned types only, until opset 28 added signed ones), past the width
+    zero as in ember."""
+
+    def rule(e):
+        x, y = e.inputs
+        dtype = e.in_types[0].dtype
+        if dtype.is_signed:
+            e.unsupported("on signed integers (ONNX's BitShift shifts unsigned types)")
+        bits = dtype.itemsize * 8
+        shifted = e.node("BitShift", [x, y], direction=direction)
+        inside = e.node("Less", [y, e.scalar(bits, dtype)])
+        return e.node("Where", [inside, shifted, e.scalar(0, dtype)])
+
+    return rule
+
+
+def _binary(name, kernel, symbol, bools=True, onnx=None):
     op = register(
         OpDef(
             name=name,
@@ -62,6 +92,7 @@ def _binary(name, kernel, symbol, bools=True):
             infer=_binary_infer(name, bools),
             kernel=kernel,
             cost=elementwise_cost(1),
+            onnx=onnx,
             doc=f"{name}(x, y): elementwise x {symbol} y on integer{' or bool' if bools else ''} "
             "tensors",
         )
@@ -76,11 +107,19 @@ def _binary(name, kernel, symbol, bools=True):
     return op
 
 
-_binary("bitwise_and", np.bitwise_and, "&")
-_binary("bitwise_or", np.bitwise_or, "|")
-_binary("bitwise_xor", np.bitwise_xor, "^")
-_binary("bitwise_left_shift", _left_shift, "<<", bools=False)
-_binary("bitwise_right_shift", _right_shift, ">>", bools=False)
+_binary("bitwise_and", np.bitwise_and, "&", onnx=_onnx_logic("BitwiseAnd", "And"))
+_binary("bitwise_or", np.bitwise_or, "|", onnx=_onnx_logic("BitwiseOr", "Or"))
+_binary("bitwise_xor", np.bitwise_xor, "^", onnx=_onnx_logic("BitwiseXor", "Xor"))
+_binary("bitwise_left_shift", _left_shift, "<<", bools=False, onnx=_onnx_shift("LEFT"))
+_binary("bitwise_right_shift", _right_shift, ">>", bools=False, onnx=_onnx_shift("RIGHT"))
+
+
+def _onnx_not(e):
+    if e.in_types[0].dtype is dt.bool_:
+        return e.node("Not", e.inputs)
+    if e.opset < 18:
+        e.unsupported("on integers before opset 18 (no BitwiseNot)")
+    return e.node("BitwiseNot", e.inputs)
 
 
 def _not_infer(x):
@@ -95,6 +134,7 @@ _NOT = register(
         infer=_not_infer,
         kernel=np.invert,  # (logical not for bool, as PyTorch's ~)
         cost=elementwise_cost(1),
+        onnx=_onnx_not,
         doc="bitwise_not(x): elementwise ~x on integer or bool tensors",
     )
 )
