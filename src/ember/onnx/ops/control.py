@@ -133,7 +133,7 @@ def _empty_stack(ctx, info) -> np.ndarray:
         if tt.elem_type:
             dtype = np_dtype(tt.elem_type, ctx.label)
         if tt.HasField("shape"):
-            dims = [d.dim_value if d.WhichOneof("value") == "dim_value" else 0 for d in tt.shape.dim]
+            dims = [d.dim_value if d.HasField("dim_value") else 0 for d in tt.shape.dim]
     return np.zeros((0, *dims), dtype)
 
 
@@ -153,7 +153,8 @@ def _if(ctx, cond):
         def run():
             # a sequence output is a list of tensors: cond carries nests, so both branches'
             # sequences must have the same length and element types
-            return tuple(_branch_output(ctx, v, f"an output of {name}") for v in ctx.run(branch, []))
+            outs = ctx.run(branch, [])
+            return tuple(_branch_output(ctx, v, f"an output of {name}") for v in outs)
 
         return run
 
@@ -195,10 +196,19 @@ def _loop(ctx, max_trips, cond, *initial):
         raise ctx.error("the loop has neither a trip count nor a condition: it never ends")
     if not _capturing() or _all_static(ctx, [max_trips, cond, *initial], ["body"]):
         return _loop_unrolled(ctx, body, max_trips, cond, list(initial))
+    if any(isinstance(v, list) or v is EMPTY for v in initial):
+        # a sequence (or optional) carried through the loop has no place in a while_loop
+        # node; while the trip count is known (every condition static) the loop unrolls into
+        # the graph, the sequence's elements becoming ordinary graph values
+        return _loop_unrolled(ctx, body, max_trips, cond, list(initial), _UNROLL_LIMIT)
     return _loop_captured(ctx, body, max_trips, cond, list(initial))
 
 
-def _loop_unrolled(ctx, body, max_trips, cond, values):
+# the most iterations a captured loop unrolls into a graph (beyond: the model runs eagerly)
+_UNROLL_LIMIT = 1024
+
+
+def _loop_unrolled(ctx, body, max_trips, cond, values, unroll_limit=None):
     n = len(values)
     k = len(body.output_names) - 1 - n
     limit = None if max_trips is None else int(ctx.ints(max_trips, "the trip count M")[0])
@@ -207,6 +217,11 @@ def _loop_unrolled(ctx, body, max_trips, cond, values):
     scans: list[list] = [[] for _ in range(k)]
     i = 0
     while keep_going and (limit is None or i < limit):
+        if unroll_limit is not None and i >= unroll_limit:
+            raise NeedsData(
+                f"{ctx.label}: a loop carrying a sequence runs more than {unroll_limit} "
+                "iterations, too many to unroll into a graph"
+            )
         results = ctx.run(body, [np.asarray(i, _INT64), cond_in, *values])
         cond_in, values = results[0], list(results[1 : 1 + n])
         for out, v in zip(scans, results[1 + n :]):
@@ -287,7 +302,8 @@ def _loop_as_scan(ctx, body, trips: int, has_cond: bool, carries):
     The body's condition must then be known true (it would otherwise end the loop early)."""
     steps = E.arange(trips, dtype=ember_dtype(_INT64, ctx.label))
 
-    def step(vals, i):
+    def step(vals, xs):
+        (i,) = xs
         cond_out, new, ys = _body_step(ctx, body, i, np.asarray(True), list(vals))
         if has_cond and not (is_static(cond_out) and _flag(ctx, cond_out, "the condition")):
             raise NeedsData(

@@ -105,8 +105,7 @@ def _split_to_sequence(ctx, x, split=None):
         lengths = [min(chunk, size - start) for start in range(0, size, chunk)]
     if any(n < 0 for n in lengths) or sum(lengths) != size:
         raise ctx.error(
-            f"split {lengths} must be non-negative lengths summing to the size {size} of axis "
-            f"{dim}"
+            f"split {lengths} must be non-negative lengths summing to the size {size} of axis {dim}"
         )
     out, start = [], 0
     for n in lengths:
