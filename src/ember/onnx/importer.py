@@ -137,7 +137,6 @@ class GraphRunner:
             self._run_step(step, env)
         return [env[name] for name in self.output_names]
 
-
     def _run_step(self, step, env) -> None:
         """Run one node over ``env``, writing its outputs there."""
         node, label, attrs, opset, conv = step
