@@ -18,5 +18,6 @@ from . import (  # noqa: F401
     sequence,
     shape,
     spectral,
+    text,
     training,
 )
