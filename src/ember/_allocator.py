@@ -3,9 +3,9 @@
 Eager execution allocates and frees the same large arrays every training step (activations,
 gradients, optimizer temporaries). With glibc's defaults, blocks above the mmap threshold are
 mapped and unmapped per allocation, and freed heap tops are trimmed, so every step pays page
-faults to re-fault memory it just gave back: measured on the MLP benchmark
-(benchmarks/train_step.py), 8.5 ms of a 9 ms step became 5.4 ms with the tuning below, the SGD
-step alone 3.2 ms -> 0.6 ms.
+faults to re-fault memory it just gave back (on the MLP benchmark, benchmarks/train_step.py,
+the page faults took over a third of the step and most of the optimizer's update: the README's
+tables have the figures).
 
 ``tune()`` sets glibc's mmap threshold to its 32 MiB maximum and the trim threshold to 1 GiB, so
 memory freed in one step is reused by the next (the resident size then follows the peak, as with

@@ -50,7 +50,7 @@ def _logical(name):
             if getattr(t, "dtype", None) is not None and not t.dtype.is_bool:
                 raise DTypeError(
                     f"the operator for {name} is defined on bool tensors only "
-                    f"(got {t.dtype}); ember has no bitwise integer ops",
+                    f"(got {t.dtype}); for integers use ember.bitwise_{name.split('_')[1]}",
                     op=name,
                 )
         return PUBLIC[name](*operands)

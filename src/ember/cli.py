@@ -137,8 +137,9 @@ def _viz_parser(sub) -> None:
         "viz",
         help="draw a model's graph as an interactive HTML page, SVG or DOT",
         description="Draw the captured training step (forward, backward and optimizer, as it "
-        f"runs after the passes) of a built-in model ({', '.join(EXAMPLE_STEPS)}), or a graph "
-        "file written by graph.save(path). .html writes the self-contained interactive viewer; "
+        f"runs after the passes) of a built-in model ({', '.join(EXAMPLE_STEPS)}), a graph "
+        "file written by graph.save(path), or an ONNX model (.onnx, imported by ember.onnx). "
+        ".html writes the self-contained interactive viewer; "
         ".svg needs Graphviz's dot program; .dot / .gv write the DOT text.",
     )
     p.add_argument("model", metavar="MODEL", help="a built-in model name or a graph file path")
@@ -163,6 +164,10 @@ def _run_viz(args) -> int:
         )
     if args.model in EXAMPLE_STEPS:
         graph, phases = viz.example_graph(args.model, forward_only=args.forward_only)
+    elif args.model.lower().endswith(".onnx") and os.path.isfile(args.model):
+        from .onnx.tools import imported_graph
+
+        graph, phases = imported_graph(args.model)[0], None
     else:
         if args.forward_only:
             raise viz.VizError("--forward-only applies to the built-in models only", op="viz")
@@ -183,11 +188,23 @@ def _run_viz(args) -> int:
     return 0
 
 
+def _run_inspect(args) -> int:
+    """``ember inspect``: tools/inspect.py's page; an ONNX model is imported first (ember.onnx
+    sits above the tools layer, so the command routes it here)."""
+    if args.model.lower().endswith(".onnx") and os.path.isfile(args.model):
+        from .onnx.tools import imported_graph
+
+        graph, note = imported_graph(args.model, args.batch_size)
+        print(_inspect.inspect_graph(graph, f"{args.model}: ONNX model, imported", note))
+        return 0
+    return _inspect.run(args)
+
+
 # name -> (adds its parser, runs it)
 COMMANDS = {
     "train": (_train_parser, _run_train),
     "viz": (_viz_parser, _run_viz),
-    "inspect": (_inspect.add_parser, _inspect.run),  # ember/tools/inspect.py
+    "inspect": (_inspect.add_parser, _run_inspect),  # ember/tools/inspect.py
 }
 
 

@@ -31,6 +31,7 @@ kernel and its VJP on the tape); the conformance samples use them to check the o
 
 from __future__ import annotations
 
+from .. import dtypes as dt
 from ..errors import EmberError, ShapeError
 from ..graph.subgraph import (
     fresh_results,
@@ -42,6 +43,7 @@ from ..graph.subgraph import (
 )
 from ..graph.tree import LEAF, describe, flatten, unflatten
 from ..ops._registry import OpDef, apply, export, register
+from ..types import TensorType
 from ._common import (
     check_carries,
     check_checkpoint,
@@ -148,6 +150,50 @@ def _cond_vjp(ctx, *cotangents):
     return (None, *grads)
 
 
+_SCALAR_INDEX = TensorType((), dt.int64)
+_SCALAR_BOOL = TensorType((), dt.bool_)
+
+
+def _onnx_truth(e, name: str, dtype) -> str:
+    return name if dtype is dt.bool_ else e.cast(name, dt.bool_)
+
+
+def _onnx_cond(e):
+    """``If``: each branch a subgraph reading the operands from the outer scope."""
+    pred, *operands = e.inputs
+    pred = _onnx_truth(e, pred, e.in_types[0].dtype)
+
+    def branch(graph, name):
+        return e.body([], lambda: e.inline(graph, operands), name)
+
+    then_branch = branch(e.attrs["true_branch"], "then")
+    else_branch = branch(e.attrs["false_branch"], "else")
+    out = e.node(
+        "If", [pred], outputs=len(e.out_types), then_branch=then_branch, else_branch=else_branch
+    )
+    return (out,) if isinstance(out, str) else out
+
+
+def _onnx_while(e):
+    """``Loop`` with no trip count: the condition is evaluated on the initial carries before
+    the loop, and on the new carries at the end of each iteration (the body's first output);
+    lifted values are read from the outer scope."""
+    body, cond = e.attrs["body"], e.attrs["cond"]
+    n = len(body.outputs)
+    carries, lifted = list(e.inputs[:n]), list(e.inputs[n:])
+    pred_type = cond.outputs[0].type.dtype
+    first = _onnx_truth(e, e.inline(cond, carries + lifted)[0], pred_type)
+
+    def build(iteration, keep_going, *current):
+        new = list(e.inline(body, list(current) + lifted))
+        pred = _onnx_truth(e, e.inline(cond, new + lifted)[0], pred_type)
+        return [pred, *new]
+
+    graph = e.body([_SCALAR_INDEX, _SCALAR_BOOL, *e.in_types[:n]], build, "loop_body")
+    out = e.node("Loop", ["", first, *carries], outputs=n, body=graph)
+    return (out,) if isinstance(out, str) else out
+
+
 _COND = register(
     OpDef(
         name="cond",
@@ -158,6 +204,7 @@ _COND = register(
         cost=no_cost,
         num_outputs=-1,  # as many as the branches return: always a tuple
         doc="cond(pred, *operands; true_branch, false_branch): run one branch graph.",
+        onnx=_onnx_cond,
     )
 )
 
@@ -172,6 +219,7 @@ _WHILE = register(
         cost=no_cost,
         unroll=unroll_while,  # control/unroll.py
         num_outputs=-1,
+        onnx=_onnx_while,
         doc="while_loop(*carries, *lifted; cond, body[, checkpoint_every]): iterate body while "
         "cond holds.",
     )

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import dtypes as dt
 from ..errors import AutogradError, EmberError
 from ..graph.ir import Graph
 from ..graph.subgraph import fresh_results, graph_vjp, run_subgraph, trace_subgraph, type_of
@@ -183,9 +184,69 @@ def _while_grad_kernel(*arrays, cond, body, body_vjp, num_carries, wrt_lifted, c
     return fresh_results([*ct, *acc], arrays)
 
 
+def _onnx_while_grad(e):
+    """Two ONNX Loops: the forward loop again, stacking each iteration's incoming carries (a
+    Loop's scan outputs), then as many iterations back through ``body_vjp`` over the stack
+    from its top, accumulating the lifted operands' gradients (``checkpoint_every`` only
+    trades memory for time: the gradients are the same)."""
+    a = e.attrs
+    cond, body, body_vjp = a["cond"], a["body"], a["body_vjp"]
+    n, n_body = a["num_carries"], len(a["body"].inputs)
+    carries, lifted = list(e.inputs[:n]), list(e.inputs[n:n_body])
+    cots = list(e.inputs[n_body:])
+    carry_types = list(e.in_types[:n])
+    index_type, bool_type = TensorType((), dt.int64), TensorType((), dt.bool_)
+
+    def truth(name):
+        return name if cond.outputs[0].type.dtype is dt.bool_ else e.cast(name, dt.bool_)
+
+    first = truth(e.inline(cond, carries + lifted)[0])
+
+    def forward(iteration, keep_going, *current):
+        new = list(e.inline(body, list(current) + lifted))
+        return [truth(e.inline(cond, new + lifted)[0]), *new, *current]
+
+    stacked_types = [TensorType(tuple(t.shape), t.dtype) for t in carry_types]
+    graph = e.body(
+        [index_type, bool_type, *carry_types],
+        forward,
+        "grad_forward",
+        [bool_type, *carry_types, *stacked_types],
+    )
+    out = e.node("Loop", ["", first, *carries], outputs=2 * n, body=graph)
+    out = [out] if isinstance(out, str) else list(out)
+    stacks = out[n:]
+    trips = e.node("Gather", [e.node("Shape", [stacks[0]]), e.scalar(0, dt.int64)])
+    last = e.node("Sub", [trips, e.scalar(1, dt.int64)])
+    grads = [e.in_types[n_body + k] for k in range(len(cots))]
+    acc_types = [e.in_types[n + k] for k in a["wrt_lifted"]]
+    zeros = [
+        e.node("ConstantOfShape", [e.node("Shape", [lifted[k]])], value=np.zeros(1, t.dtype.np))
+        for k, t in zip(a["wrt_lifted"], acc_types)
+    ]
+
+    def backward(iteration, keep_going, *state):
+        ct, acc = list(state[: len(cots)]), list(state[len(cots) :])
+        at = e.node("Sub", [last, iteration])  # the stack's top first
+        current = [e.node("Gather", [s, at], axis=0) for s in stacks]
+        g = list(e.inline(body_vjp, current + lifted + ct))
+        new_acc = [e.node("Add", [x, y]) for x, y in zip(acc, g[len(cots) :])]
+        return [keep_going, *g[: len(cots)], *new_acc]
+
+    graph = e.body(
+        [index_type, bool_type, *grads, *acc_types],
+        backward,
+        "grad_backward",
+        [bool_type, *grads, *acc_types],
+    )
+    out = e.node("Loop", [trips, "", *cots, *zeros], outputs=len(cots) + len(zeros), body=graph)
+    return (out,) if isinstance(out, str) else out
+
+
 WHILE_LOOP_GRAD = register(
     OpDef(
         name="while_loop_grad",
+        onnx=_onnx_while_grad,
         kind="control",
         infer=_while_grad_infer,
         kernel=_while_grad_kernel,

@@ -84,6 +84,29 @@ def _scan_kernel(*arrays, body, num_carries, num_xs, checkpoint_every=None):
     return fresh_results([*carries, *ys], arrays)
 
 
+def _onnx_scan(e):
+    """``Scan``: the body takes the carries and one slice of each sequence, and returns the
+    new carries and the step's outputs, which ONNX stacks; lifted values are read from the
+    outer scope."""
+    n, m = e.attrs["num_carries"], e.attrs["num_xs"]
+    init, xs, lifted = e.inputs[:n], e.inputs[n : n + m], list(e.inputs[n + m :])
+    if m == 0:
+        e.unsupported("over no sequence")
+    length = e.in_types[n].shape[0]
+    if length == 0:  # (onnxruntime's Scan fails on empty sequences): the carries, no ys
+        carries = [e.node("Identity", [c]) for c in init]
+        ys = [e.constant(np.zeros(t.shape, t.dtype.np)) for t in e.out_types[n:]]
+        return (*carries, *[e.node("Identity", [y]) for y in ys])
+    slices = [TensorType(tuple(t.shape[1:]), t.dtype) for t in e.in_types[n : n + m]]
+    graph = e.body(
+        [*e.in_types[:n], *slices],
+        lambda *formal: e.inline(e.attrs["body"], [*formal, *lifted]),
+        "scan_body",
+    )
+    out = e.node("Scan", [*init, *xs], outputs=len(e.out_types), body=graph, num_scan_inputs=m)
+    return (out,) if isinstance(out, str) else out
+
+
 _SCAN = register(
     OpDef(
         name="scan",
@@ -94,6 +117,7 @@ _SCAN = register(
         cost=no_cost,
         unroll=unroll_scan,  # control/unroll.py
         num_outputs=-1,
+        onnx=_onnx_scan,
         doc="scan(*init, *xs, *lifted; body, num_carries, num_xs[, checkpoint_every]): a loop "
         "over xs' first axis.",
     )

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..errors import TraceError
+from ..errors import TraceError, user_location
 from ..ops import _registry as _reg
 from ..ops._util import fit_inplace_result
 from ..tensor import GRAD_SLOT, Tensor
@@ -252,6 +252,8 @@ class GraphBuilder(_reg.Mode):
         values = [self.value_of(t) for t in inputs]
         node = self.graph.add_call(op, values, attrs)
         node.scope = _scope.current()
+        if _scope.locating():
+            node.location = user_location()
         if not _reg._state.grad_enabled:
             self.no_grad_values.update(id(v) for v in node.outputs)
         outs = [SymbolicTensor(v, self) for v in node.outputs]

@@ -62,7 +62,7 @@ class Value:
 class Node:
     """One step of a graph: an input, a constant, or a call of a registered op."""
 
-    __slots__ = ("kind", "op", "inputs", "attrs", "outputs", "graph", "scope")
+    __slots__ = ("kind", "op", "inputs", "attrs", "outputs", "graph", "scope", "location")
 
     def __init__(self, graph: Graph, kind: str, op: OpDef | None, inputs, attrs: dict):
         self.graph = graph
@@ -72,6 +72,9 @@ class Node:
         self.attrs = dict(attrs)
         self.outputs: list[Value] = []
         self.scope: str | None = None  # the module / composite it was recorded in (scope.py)
+        # the user's file:line that recorded it, kept while `scope.locating` is on (the ONNX
+        # exporter's refusals name it); None otherwise
+        self.location: str | None = None
 
     @property
     def name(self) -> str:
@@ -293,6 +296,7 @@ class Graph(GraphBase):
         for node in self.nodes:
             copy = Node(new, node.kind, node.op, [mapping[id(v)] for v in node.inputs], node.attrs)
             copy.scope = node.scope
+            copy.location = node.location
             for v in copy.inputs:
                 v.users.append(copy)
             for v in node.outputs:

@@ -38,6 +38,8 @@ __all__ = [
     "current",
     "entered",
     "function_of",
+    "locating",
+    "locations",
     "module",
     "module_path",
     "recording",
@@ -70,6 +72,7 @@ class _Frame:
 class _Stack(threading.local):
     def __init__(self):
         self.frames: list[_Frame] = []
+        self.locate = 0  # > 0: call nodes record the user's file:line (`locations`)
 
 
 _stack = _Stack()
@@ -79,6 +82,22 @@ def recording() -> bool:
     """Whether a graph is being recorded here (some mode is pushed over eager execution):
     scopes cost nothing in eager code because callers check this first."""
     return bool(_reg._state.modes)
+
+
+def locating() -> bool:
+    """Whether call nodes recorded now keep the user's file:line (``node.location``)."""
+    return _stack.locate > 0
+
+
+@contextlib.contextmanager
+def locations() -> Iterator[None]:
+    """Inside the block, recorded call nodes keep the user's file:line: walking the stack for
+    it costs time on every op, so only a capture that reports it (the ONNX exporter) asks."""
+    _stack.locate += 1
+    try:
+        yield
+    finally:
+        _stack.locate -= 1
 
 
 def current() -> str | None:

@@ -114,7 +114,7 @@ _warned_unsafe: set[str] = set()  # cache folders warned about
 def _compiler() -> tuple[str, ...] | None:
     """The compiler command (CC may carry words, as in ``ccache gcc``), or None. Looked up
     once per setting of CC and PATH: a kernel loaded per call (eager pooling) would otherwise
-    search PATH each time (~0.1 ms)."""
+    search PATH each time."""
     return _find_compiler(os.environ.get("CC", ""), os.environ.get("PATH", ""))
 
 
@@ -496,6 +496,30 @@ def load(source: str, symbol: str, argtypes: list, *, flags: tuple | None = None
         fn._ember_handle = handle  # keep the library loaded as long as the function lives
         _functions[wanted] = fn
         return fn
+
+
+VECTOR_MATH = '__attribute__((simd("notinbranch"))) '
+
+
+def load_with_vector_math(source: str, signatures: dict, *, flags: tuple, restype=None):
+    """{symbol: function} of ``source``, whose math functions are declared with `VECTOR_MATH`
+    (glibc's vector variants, from libmvec, so loops over exp or erf vectorize): linked with
+    ``-lmvec`` where the machine has it, else built again without the declarations (scalar
+    calls, the same results). ``signatures``: {symbol: argtypes}; ``restype`` set on each.
+    None when neither build succeeds (a compiler that cannot build the source)."""
+    for libs in (("-lmvec", "-lm"), ("-lm",)):
+        text = source if "-lmvec" in libs else source.replace(VECTOR_MATH, "")
+        try:
+            found = {
+                name: load(text, name, args, flags=tuple(flags) + libs)
+                for name, args in signatures.items()
+            }
+        except CompileError:
+            continue  # no vector math library here
+        for fn in found.values():
+            fn.restype = restype
+        return found
+    return None
 
 
 def _load_library(cc: tuple[str, ...], source: str, flags: tuple, library: Path) -> ctypes.CDLL:

@@ -12,13 +12,7 @@ flipped, transposed weight (no col2im); the weight gradient is a dot-product ker
 extended output grid, or, with many input channels, one GEMM per kernel offset over a
 channels-last copy of the input, reducing over the real output positions (at any stride where
 the windows cover the input). Strided gradients otherwise run phase by phase as stride-1 ones
-(kernels/cconv_phases.py).
-
-Measured on this project's 2-core AVX-512 machine (the CNN's second layer, 64x32x14x14 to 64
-channels, 3x3, padding 1; NumPy's OpenBLAS pinned to its AVX2 kernels there): one thread,
-forward 2.4 ms, weight gradient 2.4 ms, input gradient 2.6 ms, against NumPy's im2col + BLAS
-4.2, 4.5 and 4.7 ms (about 80% of the core's FMA peak, the extended grid's 14% extra columns
-counted); two threads, 1.3, 1.5 and 1.5 ms (PyTorch's oneDNN forward: 1.0 ms).
+(kernels/cconv_phases.py). benchmarks/conv_kernels.py measures them against PyTorch per shape.
 
 Every entry returns None where it does not apply (no C compiler, a dtype other than float32 or
 float64, an empty tensor, a non-finite weight for the input gradient) and the caller runs

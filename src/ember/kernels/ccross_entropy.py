@@ -305,23 +305,9 @@ def _functions(dtype: np.dtype):
         return None
     c_type, exp = _TYPES[dtype]
     source = f"#define T {c_type}\n#define EXP {exp}\n" + _SOURCE
-    for libs in (("-lmvec", "-lm"), ("-lm",)):
-        text = (
-            source
-            if "-lmvec" in libs
-            else source.replace('__attribute__((simd("notinbranch"))) ', "")
-        )
-        try:
-            found = {
-                name: ccompile.load(text, name, args, flags=_FLAGS + libs)
-                for name, args in _SIGNATURES.items()
-            }
-        except ccompile.CompileError:
-            continue  # no vector math library here: scalar exp, still one pass
-        for fn in found.values():
-            fn.restype = ctypes.c_int  # (load declares none: these return 1 when they decline)
-        return found, cpool.parallel_for()
-    return None
+    # (these return 1 when they decline)
+    found = ccompile.load_with_vector_math(source, _SIGNATURES, flags=_FLAGS, restype=ctypes.c_int)
+    return None if found is None else (found, cpool.parallel_for())
 
 
 def available(dtype) -> bool:

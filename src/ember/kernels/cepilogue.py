@@ -5,10 +5,10 @@ block's elementwise epilogue run as a C loop (kernels/cfuse.py) right after it, 
 first output over the block in place (no second full-size array).
 
 Blocks. The matmul's result is seen as (M, N): M the product of its leading dimensions. A
-block is `BLOCK_BYTES` of rows (at least one row). Measured on this project's 2-core machine,
-blocks small enough to stay in L2 (512 KiB) made BLAS slower than the cache saved (a
-1024x1024x1024 linear + GELU: 11.4 ms against 10.5 ms unfused), so blocks are large and most
-layers are one block: the gain is the pass and the array saved (about 2% there).
+block is `BLOCK_BYTES` of rows (at least one row). Blocks small enough to stay in L2 made BLAS
+slower than the cache saved (a 1024x1024x1024 linear + GELU ran slower fused than unfused that
+way), so blocks are large and most layers are one block: the gain is the pass over the result
+and the array saved.
 
 An epilogue input is either constant over the rows (a bias (N,), a scalar), read whole by
 every block, or has the result's leading dimensions, and is read a block of rows at a time;

@@ -57,7 +57,8 @@ _FLAGS = (
     "-std=gnu11",
 )
 # elements below which one thread is faster: waking the others and sharing the cores with
-# NumPy's BLAS threads costs more than a SIMD loop over this many values (~0.1 ms)
+# NumPy's BLAS threads costs more than a SIMD loop over this many values (a fraction of a
+# millisecond)
 PARALLEL_MIN = 1 << 18
 # elements per thread above which a flat loop writes its outputs with non-temporal stores (they
 # are far larger than the caches, so keeping them cached only evicts the inputs), in blocks of
@@ -258,7 +259,7 @@ def _loop_source(symbol, params, c_in, out_c, k, full, body, outputs, reds=(), k
             lines.append(f"  const long count = n / (dims[0] * dims[{k - 1}]), align = 1;")
         else:
             lines.append(f"  const long count = dims[{k - 1}] ? n / dims[{k - 1}] : 0, align = 1;")
-    # threads only where there is enough work: waking them costs about 20 us
+    # threads only where there is enough work: waking them costs tens of microseconds
     if kind == "columns":
         lines += creduce.row_blocks_entry(out_c, reds, PARALLEL_MIN)
     lines.append(f"  if (pool && n > {PARALLEL_MIN}) pool(part, &job, count, align);")

@@ -271,23 +271,12 @@ def _functions(dtype: np.dtype):
     source = f"#define T {c_type}\n#define ERF {erf}\n#define EXP {exp}\n#define TANH {tanh}\n"
     source += f"#define ONE_PASS_STATS {int(dtype == np.float32)}\n"
     source += _SOURCE
-    for libs in (("-lmvec", "-lm"), ("-lm",)):
-        text = (
-            source
-            if "-lmvec" in libs
-            else source.replace('__attribute__((simd("notinbranch"))) ', "")
-        )
-        try:
-            found = {
-                name: ccompile.load(text, name, args, flags=_FLAGS + libs)
-                for name, args in _SIGNATURES.items()
-            }
-        except ccompile.CompileError:
-            continue  # no vector math library here: scalar calls, still one pass
-        # (load declares no result: the backward's is 1 when its workspace is not allocated)
-        found["ember_layer_norm_backward"].restype = ctypes.c_int
-        return found, cpool.parallel_for()
-    return None
+    found = ccompile.load_with_vector_math(source, _SIGNATURES, flags=_FLAGS)
+    if found is None:
+        return None
+    # (load declares no result: the backward's is 1 when its workspace is not allocated)
+    found["ember_layer_norm_backward"].restype = ctypes.c_int
+    return found, cpool.parallel_for()
 
 
 def available(dtype) -> bool:

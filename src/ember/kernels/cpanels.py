@@ -8,13 +8,74 @@ the recurrent kernels, which import the GEMM. The includer defines ``T`` and put
 `cmicro.MICRO` first.
 """
 
-__all__ = ["PACKED"]
+__all__ = ["FEW_PANEL", "PACKED"]
+
+FEW_PANEL = r"""
+#include <string.h>
+/* Fewer rows than the micro-kernel's MR (a batch of one: a matrix-vector product): the
+   micro-kernel would multiply MR rows, most of them zero padding, so each panel is instead
+   read once per block of up to FEW rows, each row's NR sums kept in vector registers (FEW
+   rows of three vectors, plus the panel's three, fit AVX-512's registers) */
+#define FEW 4
+static inline __attribute__((always_inline)) void few_panel(long rb, const T *a, long k,
+                                                            const T *b, T *c, long ldc, long nr) {
+  /* a single row has only three chains of additions, too few to hide the adds' latency: its
+     even and odd terms are summed apart and added at the end */
+  const long sets = rb == 1 ? 2 : 1;
+  vec acc[2][FEW][3];
+#pragma GCC unroll 2
+  for (long s = 0; s < sets; s++)
+#pragma GCC unroll 4
+    for (long r = 0; r < rb; r++)
+#pragma GCC unroll 3
+      for (int v = 0; v < 3; v++) acc[s][r][v] = (vec){0};
+  long p = 0;
+  for (; p + sets <= k; p += sets)
+#pragma GCC unroll 2
+    for (long s = 0; s < sets; s++) {
+      const vec *bv = (const vec *)(b + (p + s) * NR);
+      vec b0 = bv[0], b1 = bv[1], b2 = bv[2];
+#pragma GCC unroll 4
+      for (long r = 0; r < rb; r++) {
+        T x = a[r * k + p + s];
+        acc[s][r][0] += x * b0;
+        acc[s][r][1] += x * b1;
+        acc[s][r][2] += x * b2;
+      }
+    }
+  for (; p < k; p++) { /* (an odd depth's last term, a single row) */
+    const vec *bv = (const vec *)(b + p * NR);
+    T x = a[p];
+    acc[0][0][0] += x * bv[0];
+    acc[0][0][1] += x * bv[1];
+    acc[0][0][2] += x * bv[2];
+  }
+  /* row r's nr sums to c + r * ldc: whole panels stored as vectors (the recurrent layers'
+     output has room for every panel's NR columns), the last, partial one through a buffer */
+#pragma GCC unroll 4
+  for (long r = 0; r < rb; r++) {
+    if (nr == NR) {
+#pragma GCC unroll 3
+      for (int v = 0; v < 3; v++)
+        *(uvec *)(c + r * ldc + v * VL) = sets == 2 ? acc[0][r][v] + acc[1][r][v] : acc[0][r][v];
+    } else {
+      T sums[NR] __attribute__((aligned(64)));
+#pragma GCC unroll 3
+      for (int v = 0; v < 3; v++)
+        *(vec *)(sums + v * VL) = sets == 2 ? acc[0][r][v] + acc[1][r][v] : acc[0][r][v];
+      memcpy(c + r * ldc, sums, nr * sizeof(T));
+    }
+  }
+}
+
+"""
 
 # ember's GEMM (kernels/cgemm.py) packs its right operand at every call, which for a few rows
 # times a weight matrix costs about as much as the multiply-adds; here the weight's panels of NR
 # columns are packed once (each panel k x NR, contiguous) and every product packs only its rows
 # and runs the shared micro-kernel, panels shared over ember's pool where the product is large.
-PACKED = r"""
+PACKED = (
+    r"""
 #include <stdlib.h>
 #include <string.h>
 typedef void (*ember_task)(void *, long, long);
@@ -67,54 +128,9 @@ static void panels(void *job, long lo, long hi) {
   }
 }
 
-/* Fewer rows than the micro-kernel's MR (a batch of one: a matrix-vector product): the
-   micro-kernel would multiply MR rows, most of them zero padding, so each panel is instead
-   read once per block of up to FEW rows, each row's NR sums kept in vector registers (FEW
-   rows of three vectors, plus the panel's three, fit AVX-512's registers) */
-#define FEW 4
-static inline __attribute__((always_inline)) void few_panel(long rb, const T *a, long k,
-                                                            const T *b, T *c, long n, long nr) {
-  /* a single row has only three chains of additions, too few to hide the adds' latency: its
-     even and odd terms are summed apart and added at the end */
-  const long sets = rb == 1 ? 2 : 1;
-  vec acc[2][FEW][3];
-#pragma GCC unroll 2
-  for (long s = 0; s < sets; s++)
-#pragma GCC unroll 4
-    for (long r = 0; r < rb; r++)
-#pragma GCC unroll 3
-      for (int v = 0; v < 3; v++) acc[s][r][v] = (vec){0};
-  long p = 0;
-  for (; p + sets <= k; p += sets)
-#pragma GCC unroll 2
-    for (long s = 0; s < sets; s++) {
-      const vec *bv = (const vec *)(b + (p + s) * NR);
-      vec b0 = bv[0], b1 = bv[1], b2 = bv[2];
-#pragma GCC unroll 4
-      for (long r = 0; r < rb; r++) {
-        T x = a[r * k + p + s];
-        acc[s][r][0] += x * b0;
-        acc[s][r][1] += x * b1;
-        acc[s][r][2] += x * b2;
-      }
-    }
-  for (; p < k; p++) { /* (an odd depth's last term, a single row) */
-    const vec *bv = (const vec *)(b + p * NR);
-    T x = a[p];
-    acc[0][0][0] += x * bv[0];
-    acc[0][0][1] += x * bv[1];
-    acc[0][0][2] += x * bv[2];
-  }
-#pragma GCC unroll 4
-  for (long r = 0; r < rb; r++) {
-    T sums[NR] __attribute__((aligned(64)));
-#pragma GCC unroll 3
-    for (int v = 0; v < 3; v++)
-      *(vec *)(sums + v * VL) = sets == 2 ? acc[0][r][v] + acc[1][r][v] : acc[0][r][v];
-    memcpy(c + r * n, sums, nr * sizeof(T));
-  }
-}
-
+"""
+    + FEW_PANEL
+    + r"""
 static void few_panels(void *job, long lo, long hi) {
   const struct product *j = job;
   for (long jp = lo; jp < hi; jp++) {
@@ -155,3 +171,4 @@ void ember_rnn_product(const T *a, long m, long k, long n, const T *bp, T *c, T 
   else panels(&j, 0, count);
 }
 """
+)

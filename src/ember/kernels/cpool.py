@@ -16,8 +16,8 @@ An idle thread here polls for the next job for a short while (``spin_ns``, 2 ms;
 when the pool has more threads than the process has CPUs) and then blocks on a condition
 variable: a blocked thread's wake-up costs tens of microseconds, and on a
 virtual machine whose idle CPU has halted far more (in benchmarks/train_step.py, the MLP step,
-whose matmuls come a few hundred microseconds apart, took 5.1 ms with 0.2 ms of polling and 2.5
-ms with 2 ms on this project's 2-core machine).
+whose matmuls come a few hundred microseconds apart, ran about twice as fast with the longer
+polling).
 
 Invariants. One ``parallel_for`` runs at a time; a call made while one runs (another Python
 thread, since ctypes releases the GIL) runs serially on its own thread rather than waiting. The

@@ -20,9 +20,12 @@ output columns, in blocks of whole panels (G = 1 in the packing).
 
 from __future__ import annotations
 
+from .cpanels import FEW_PANEL
+
 __all__ = ["LOOP", "PRODUCT"]
 
-PRODUCT = r"""
+PRODUCT = (
+    r"""
 #include <stdlib.h>
 #include <string.h>
 #define TILE VL /* (NR is three of them) */
@@ -77,51 +80,9 @@ static T *scratch(int which, size_t bytes) {
   return buffer[which];
 }
 
-/* Fewer rows than the micro-kernel's MR (a batch of one: a matrix-vector product): the
-   micro-kernel would multiply MR rows, most of them zero padding, so each panel is instead
-   read once per block of up to FEW rows, each row's NR sums kept in vector registers (FEW
-   rows of three vectors, plus the panel's three, fit AVX-512's registers) */
-#define FEW 4
-static inline __attribute__((always_inline)) void few_panel(long rb, const T *a, long k,
-                                                            const T *b, T *c, long ldc) {
-  /* a single row has only three chains of additions, too few to hide the adds' latency: its
-     even and odd terms are summed apart and added at the end */
-  const long sets = rb == 1 ? 2 : 1;
-  vec acc[2][FEW][3];
-#pragma GCC unroll 2
-  for (long s = 0; s < sets; s++)
-#pragma GCC unroll 4
-    for (long r = 0; r < rb; r++)
-#pragma GCC unroll 3
-      for (int v = 0; v < 3; v++) acc[s][r][v] = (vec){0};
-  long p = 0;
-  for (; p + sets <= k; p += sets)
-#pragma GCC unroll 2
-    for (long s = 0; s < sets; s++) {
-      const vec *bv = (const vec *)(b + (p + s) * NR);
-      vec b0 = bv[0], b1 = bv[1], b2 = bv[2];
-#pragma GCC unroll 4
-      for (long r = 0; r < rb; r++) {
-        T x = a[r * k + p + s];
-        acc[s][r][0] += x * b0;
-        acc[s][r][1] += x * b1;
-        acc[s][r][2] += x * b2;
-      }
-    }
-  for (; p < k; p++) { /* (an odd depth's last term, a single row) */
-    const vec *bv = (const vec *)(b + p * NR);
-    T x = a[p];
-    acc[0][0][0] += x * bv[0];
-    acc[0][0][1] += x * bv[1];
-    acc[0][0][2] += x * bv[2];
-  }
-#pragma GCC unroll 4
-  for (long r = 0; r < rb; r++)
-#pragma GCC unroll 3
-    for (int v = 0; v < 3; v++)
-      *(uvec *)(c + r * ldc + v * VL) = sets == 2 ? acc[0][r][v] + acc[1][r][v] : acc[0][r][v];
-}
-
+"""
+    + FEW_PANEL
+    + r"""
 /* c[i, q * NR + j] = (a @ panel q)[i, j] for the panels q0 <= q < q1 of bp (a: m x k,
    row-major; c: ldc values a row, room for every panel's NR columns) */
 void ember_rnn_panels(const T *a, long m, long k, const T *bp, long q0, long q1, T *c,
@@ -134,10 +95,10 @@ void ember_rnn_panels(const T *a, long m, long k, const T *bp, long q0, long q1,
         T *ci = c + i0 * ldc + q * NR;
         /* the row count a compile-time constant in each case, so acc lives in registers */
         switch (m - i0 < FEW ? m - i0 : FEW) {
-          case 1: few_panel(1, ai, k, b, ci, ldc); break;
-          case 2: few_panel(2, ai, k, b, ci, ldc); break;
-          case 3: few_panel(3, ai, k, b, ci, ldc); break;
-          default: few_panel(4, ai, k, b, ci, ldc); break;
+          case 1: few_panel(1, ai, k, b, ci, ldc, NR); break;
+          case 2: few_panel(2, ai, k, b, ci, ldc, NR); break;
+          case 3: few_panel(3, ai, k, b, ci, ldc, NR); break;
+          default: few_panel(4, ai, k, b, ci, ldc, NR); break;
         }
       }
     }
@@ -163,6 +124,7 @@ void ember_rnn_panels(const T *a, long m, long k, const T *bp, long q0, long q1,
   }
 }
 """
+)
 
 LOOP = r"""
 #include <math.h>

@@ -108,19 +108,8 @@ def _function(dtype: np.dtype):
         + _SOURCE
     )
     args = [ctypes.c_void_p] * 2 + [ctypes.c_long] * 2 + [ctypes.c_int] * 2 + [ctypes.c_void_p]
-    for libs in (("-lmvec", "-lm"), ("-lm",)):
-        try:
-            text = (
-                source
-                if "-lmvec" in libs
-                else source.replace('__attribute__((simd("notinbranch"))) ', "")
-            )
-            return ccompile.load(
-                text, "ember_softmax", args, flags=_FLAGS + libs
-            ), cpool.parallel_for()
-        except ccompile.CompileError:
-            continue  # no vector math library here: scalar exp, still one kernel
-    return None
+    found = ccompile.load_with_vector_math(source, {"ember_softmax": args}, flags=_FLAGS)
+    return None if found is None else (found["ember_softmax"], cpool.parallel_for())
 
 
 def _run(x: np.ndarray, safe: bool, log_form: bool) -> np.ndarray | None:

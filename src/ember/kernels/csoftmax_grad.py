@@ -78,18 +78,9 @@ def _function(dtype: np.dtype):
         return None
     c_type, exp = _TYPES[dtype]
     source = f"#define T {c_type}\n#define EXP {exp}\n" + _SOURCE
-    for libs in (("-lmvec", "-lm"), ("-lm",)):
-        text = (
-            source
-            if "-lmvec" in libs
-            else source.replace('__attribute__((simd("notinbranch"))) ', "")
-        )
-        try:
-            fn = ccompile.load(text, "ember_softmax_backward", _ARGS, flags=_FLAGS + libs)
-        except ccompile.CompileError:
-            continue  # no vector math library here: scalar exp, still one kernel
-        return fn, cpool.parallel_for()
-    return None
+    name = "ember_softmax_backward"
+    found = ccompile.load_with_vector_math(source, {name: _ARGS}, flags=_FLAGS)
+    return None if found is None else (found[name], cpool.parallel_for())
 
 
 def _run(y: np.ndarray, g: np.ndarray, log_form: bool) -> np.ndarray | None:

@@ -18,6 +18,7 @@ be captured: the first call finds out, and from then on the model runs eagerly, 
 from __future__ import annotations
 
 import re
+from collections import ChainMap
 
 import numpy as np
 
@@ -26,7 +27,6 @@ from ..errors import EmberError, OnnxError, TraceError
 from ..nn.module import Module
 from ..nn.parameter import Parameter
 from ..ops import _registry as _reg
-from ..tensor import Tensor
 from . import ops as _ops  # noqa: F401  (registers the converters)
 from ._convert import (
     EMPTY,
@@ -103,6 +103,7 @@ class GraphRunner:
                     f"{label}: ember implements {node.op_type} from opset {known.since}, "
                     f"the model imports opset {opset}"
                 )
+            _check_arity(node, label, domain, opset)
             attrs = {a.name: attribute_value(a, label) for a in node.attribute}
             for name, value in attrs.items():
                 graphs = value if isinstance(value, list) else [value]
@@ -119,7 +120,9 @@ class GraphRunner:
         return runner
 
     def run(self, inputs: list, *, outer: dict | None = None, params: dict | None = None):
-        env = dict(outer) if outer else {}
+        # a subgraph sees its enclosing graphs' values without copying them (a Loop body runs
+        # once per iteration)
+        env = ChainMap({}, outer) if outer else {}
         env.update(self.initializers)
         if params:
             env.update(params)
@@ -130,34 +133,82 @@ class GraphRunner:
             )
         for name, value in zip(self.input_names, inputs):
             env[name] = value
-        for node, label, attrs, opset, conv in self.steps:
-            args = []
-            for name in node.input:
-                if not name:
-                    args.append(None)
-                    continue
-                args.append(env[name])
-            ctx = NodeContext(node, label, attrs, opset, self, env)
-            try:
-                if conv.fold and not conv.random and all(_static_value(a) for a in args):
-                    with eager_island():
-                        out = conv.fn(ctx, *args)
-                        out = _as_static(out, ctx)
-                else:
-                    out = conv.fn(ctx, *args)
-            except (NeedsData, TraceError, OnnxError):
-                raise
-            except EmberError as err:
-                raise OnnxError(f"{label}: {err.detail}") from err
-            except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError) as err:
-                raise OnnxError(f"{label}: {type(err).__name__}: {err}") from err
-            outs = out if isinstance(out, tuple) else (out,)
-            if len(outs) < sum(1 for o in node.output if o):
-                raise OnnxError(f"{label}: produced {len(outs)} outputs, the node names more")
-            for name, value in zip(node.output, outs):
-                if name:
-                    env[name] = value
+        for step in self.steps:
+            self._run_step(step, env)
         return [env[name] for name in self.output_names]
+
+    def _run_step(self, step, env) -> None:
+        """Run one node over ``env``, writing its outputs there."""
+        node, label, attrs, opset, conv = step
+        args = [env[name] if name else None for name in node.input]
+        ctx = NodeContext(node, label, attrs, opset, self, env)
+        try:
+            if conv.fold and not conv.random and all(_static_value(a) for a in args):
+                with eager_island():
+                    out = conv.fn(ctx, *args)
+                    out = _as_static(out, ctx)
+            else:
+                out = conv.fn(ctx, *args)
+        except (NeedsData, TraceError, OnnxError):
+            raise
+        except EmberError as err:
+            raise OnnxError(f"{label}: {err.detail}") from err
+        except (
+            ValueError,
+            TypeError,
+            IndexError,
+            KeyError,
+            AttributeError,
+            ZeroDivisionError,
+            OverflowError,
+        ) as err:
+            raise OnnxError(f"{label}: {type(err).__name__}: {err}") from err
+        except MemoryError as err:
+            raise OnnxError(f"{label}: needs more memory than there is") from err
+        outs = out if isinstance(out, tuple) else (out,)
+        if len(outs) < sum(1 for o in node.output if o):
+            raise OnnxError(f"{label}: produced {len(outs)} outputs, the node names more")
+        for name, value in zip(node.output, outs):
+            if name:
+                env[name] = value
+
+    def replay(self, env, overrides: dict, until) -> dict:
+        """Run again, over ``env`` with the values in ``overrides`` put in place of some, the
+        nodes before node ``until`` that read them (directly or through each other); returns
+        ``overrides`` grown by their outputs (ONNX's Gradient operator differentiates this)."""
+        scope = ChainMap(overrides, env)
+        for step in self.steps:
+            node = step[0]
+            if node is until:
+                break
+            if any(name in overrides for name in node.input if name):
+                self._run_step(step, scope)
+        return overrides
+
+
+def _check_arity(node, label: str, domain: str, opset: int) -> None:
+    """The node's inputs and outputs against its operator's schema (where ONNX has one): how
+    many, and no required input left out, so converters only ever see what the spec allows."""
+    onnx = require_onnx()
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset, domain)
+    except onnx.defs.SchemaError:
+        return  # an operator onnx does not define here (a converter of ember's own)
+    given = len(node.input)
+    if not schema.min_input <= given <= schema.max_input:
+        raise OnnxError(
+            f"{label}: {given} inputs, {node.op_type} takes {schema.min_input} to "
+            f"{schema.max_input}"
+        )
+    if len(node.output) > schema.max_output or len(node.output) < schema.min_output:
+        raise OnnxError(
+            f"{label}: {len(node.output)} outputs, {node.op_type} has {schema.min_output} to "
+            f"{schema.max_output}"
+        )
+    single = onnx.defs.OpSchema.FormalParameterOption.Single
+    for position, (name, formal) in enumerate(zip(node.input, schema.inputs)):
+        if not name and formal.option == single:
+            raise OnnxError(f"{label}: input {position} ({formal.name}) is required")
 
 
 def _static_value(value) -> bool:
@@ -235,7 +286,8 @@ def _as_value(value, name: str, where: str):
     if isinstance(value, list):
         return [_as_value(v, name, where) for v in value]
     array = np.asarray(value)
-    if array.dtype == object:
+    if array.dtype == object and not all(isinstance(v, (str, bytes)) for v in array.flat):
+        # (an object array of str / bytes is an ONNX string tensor)
         raise OnnxError(f"{where}: input {name!r} is not a tensor ({type(value).__name__})")
     if supported_dtype(array.dtype):
         return _reg.eager_constant(np.require(array, requirements="C"))
@@ -344,25 +396,27 @@ class OnnxFunction:
 
     @property
     def graph(self):
-        """The ember graph of the latest capture (made from the declared input shapes if the
-        model was not called yet and they are all fixed)."""
+        """The ember graph of the latest capture (made from the declared input shapes, dynamic
+        sizes counted as 1, if the model was not called yet)."""
         if self._function is None:
             raise OnnxError(f"{self.source.name}: loaded with capture=False: no graph")
-        try:
-            return self._function.graph
-        except (EmberError, AttributeError, IndexError, KeyError):
-            pass
+        if not self._function.stats.traces:
+            self.compile(*self.example_inputs())
+        return self._function.graph
+
+    def example_inputs(self, size: int = 1) -> list:
+        """Zeros of each input's declared dtype and shape, its dynamic sizes (``dim_param``s or
+        unknown dimensions) set to ``size``."""
         examples = []
         for name, info in zip(self.input_names, self.runner.input_infos):
             dtype, shape = _declared(info)
-            if dtype is None or shape is None or not all(isinstance(d, int) for d in shape):
+            if dtype is None or shape is None:
                 raise OnnxError(
-                    f"{self.source.name}: input {name!r} has no fixed shape; call the model "
-                    "once (or use f.compile(*inputs)) before asking for its graph"
-                ) from None
-            examples.append(np.zeros(shape, dtype))
-        self.compile(*examples)
-        return self._function.graph
+                    f"{self.source.name}: input {name!r} declares no tensor type and shape; "
+                    "call the model (or f.compile(*inputs)) with real inputs"
+                )
+            examples.append(np.zeros([d if isinstance(d, int) else size for d in shape], dtype))
+        return examples
 
     def compile(self, *args, **kwargs):
         """Capture (without running) the model for these inputs; returns ember's
@@ -400,7 +454,7 @@ class OnnxModule(Module):
                 attr += "_"
             used.add(attr)
             self._param_names[name] = attr
-            self.register_parameter(attr, Parameter(Tensor._wrap(array.copy())))
+            self.register_parameter(attr, Parameter(_reg.eager_constant(array.copy())))
         self.input_names = list(runner.input_names)
         self.output_names = list(runner.output_names)
 

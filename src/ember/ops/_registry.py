@@ -101,6 +101,7 @@ class OpDef:
     channel_weight: Callable[..., Any] | None = None
     channel_terms: Callable[..., Any] | None = None
     channel_fold: Callable[..., Any] | None = None
+    onnx: Callable[..., Any] | None = None  # the op as ONNX nodes (onnx/export_emit.py)
     run: Callable[..., Any] = field(init=False, repr=False)
 
     def __post_init__(self):

@@ -39,6 +39,18 @@ Memory and cost (plan/, tools/)
   autograd (split, stop_gradient): the memory plan shares their memory.
 * ``flop_family``: the row the FLOP counter reports the op under, when not its kind.
 
+Interchange (onnx/exporter.py)
+* ``onnx(e) -> names``: the op as ONNX nodes. ``e`` is an emitter bound to one call (defined in
+  onnx/export_emit.py: the ops never import ``onnx``): it gives the call's operand names
+  (``e.inputs``), types (``e.in_types``, ``e.out_types``), ``e.attrs`` and ``e.opset``, and
+  emits with ``e.node(op_type, inputs, outputs=1, **attributes)``, ``e.constant(array)``,
+  ``e.ints``, ``e.shape(dims)`` (symbolic sizes computed at run time), ``e.call(op, inputs,
+  attrs)`` (another op's rule: fused members), ``e.inline(graph, names)`` and ``e.body(...)``
+  (control-flow subgraphs). It returns one ONNX name per output, or calls
+  ``e.unsupported(reason)`` for a call ONNX cannot express exactly. None: the op has no ONNX
+  form, and exporting a graph holding it raises `OnnxError` naming the op and the user's line.
+  Shared helpers for rules: ops/_onnx.py.
+
 Transforms
 * ``batch``: how a call splits along a batch axis (ops/_batching.py; micro-batching); None: it
   does not; left unset, its kind's default.

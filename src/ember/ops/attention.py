@@ -22,6 +22,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..types import TensorType
+from . import _onnx
 from . import api as E
 from ._registry import Cost, OpDef, apply, register
 from ._util import broadcast_shapes, fmt_shape, io_bytes, numel
@@ -129,9 +130,39 @@ def _cost(in_types, out_types, attrs) -> Cost:
     return Cost(2 * pairs * (q.shape[-1] + v.shape[-1]), io_bytes(in_types, out_types))
 
 
+def _onnx_attention(e):
+    q, k, v, *mask = e.inputs
+    a = e.attrs
+    dtype = e.in_types[0].dtype
+    nd = len(e.in_types[1].shape)
+    perm = list(range(nd - 2)) + [nd - 1, nd - 2]
+    scaled = e.node("Mul", [q, _onnx.scalar(e, a["scale"], dtype)])
+    scores = e.node("MatMul", [scaled, e.node("Transpose", [k], perm=perm)])
+    minus_inf = _onnx.scalar(e, -np.inf, dtype)
+    if mask:
+        if e.in_types[3].dtype is dt.bool_:
+            scores = e.node("Where", [mask[0], scores, minus_inf])
+        else:
+            scores = e.node("Add", [scores, mask[0]])
+    if a["causal"]:
+        rows, cols = e.in_types[0].shape[-2], e.in_types[1].shape[-2]
+        if isinstance(rows, int) and isinstance(cols, int):
+            keep = e.constant(np.tri(rows, cols, dtype=bool))
+        else:  # the lower triangle of a (rows, cols) block of ones, made at run time
+            ones = e.node("ConstantOfShape", [e.shape((rows, cols))], value=np.ones(1, np.int64))
+            keep = e.cast(e.node("Trilu", [ones], upper=0), dt.bool_)
+        scores = e.node("Where", [keep, scores, minus_inf])
+    out = e.out_types[0]
+    score_type = TensorType(tuple(out.shape[:-1]) + (e.in_types[1].shape[-2],), dtype)
+    attrs = {"axis": len(out.shape) - 1, "safe": a["safe"]}
+    weights = e.call(SOFTMAX, [scores], attrs, in_types=[score_type])[0]
+    return e.node("MatMul", [weights, v])
+
+
 ATTENTION = register(
     OpDef(
         name=_OP,
+        onnx=_onnx_attention,
         kind="nn",
         infer=_infer,
         kernel=_kernel,

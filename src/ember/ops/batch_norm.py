@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..types import TensorType
-from . import _batching
+from . import _batching, _onnx
 from . import api as E
 from ._registry import Cost, OpDef, apply, register
 from ._util import fmt_shape, io_bytes, numel, require_float, value_bytes
@@ -306,9 +306,28 @@ def _eval_vjp(ctx, gy):
     return gx, gmean, gvar, gw, gb if nb else None
 
 
+def _onnx_channel_view(e, v, ndim):
+    return e.node("Reshape", [v, e.ints([1, -1] + [1] * (ndim - 2))])
+
+
+def _onnx_batch_norm_train(e):
+    x, weight, bias = e.inputs
+    t = e.in_types[0]
+    axes = [0] + list(range(2, len(t.shape)))
+    mean = _onnx.reduce(e, "ReduceMean", x, axes, False)
+    centered = e.node("Sub", [x, _onnx_channel_view(e, mean, len(t.shape))])
+    var = _onnx.reduce(e, "ReduceMean", e.node("Mul", [centered, centered]), axes, False)
+    eps = _onnx.scalar(e, e.attrs["eps"], t.dtype)
+    invstd = e.node("Reciprocal", [e.node("Sqrt", [e.node("Add", [var, eps])])])
+    scale = _onnx_channel_view(e, e.node("Mul", [invstd, weight]), len(t.shape))
+    y = e.node("Add", [e.node("Mul", [centered, scale]), _onnx_channel_view(e, bias, len(t.shape))])
+    return y, mean, var
+
+
 BATCH_NORM_TRAIN = register(
     OpDef(
         name="batch_norm_train",
+        onnx=_onnx_batch_norm_train,
         kind="nn",
         infer=_train_infer,
         kernel=_train_kernel,
@@ -325,9 +344,44 @@ BATCH_NORM_TRAIN = register(
     )
 )
 
+
+def _onnx_batch_norm_backward(e):
+    gy, gmean, gvar, x, mean, var, weight = e.inputs
+    t = e.in_types[3]
+    nd = len(t.shape)
+    axes = [0] + list(range(2, nd))
+    count = e.node(
+        "Div", [e.node("Size", [x]), e.node("Gather", [e.node("Shape", [x]), e.ints([1])])]
+    )
+    n = e.node("Cast", [count], to=e.dtype(t.dtype))
+    eps = _onnx.scalar(e, e.attrs["eps"], t.dtype)
+    invstd = e.node("Reciprocal", [e.node("Sqrt", [e.node("Add", [var, eps])])])
+    xhat = e.node(
+        "Mul",
+        [e.node("Sub", [x, _onnx_channel_view(e, mean, nd)]), _onnx_channel_view(e, invstd, nd)],
+    )
+    gbias = _onnx.reduce(e, "ReduceSum", gy, axes, False)
+    gweight = _onnx.reduce(e, "ReduceSum", e.node("Mul", [gy, xhat]), axes, False)
+    k = _onnx_channel_view(e, e.node("Mul", [weight, invstd]), nd)
+    inner = e.node(
+        "Sub",
+        [
+            e.node("Sub", [gy, _onnx_channel_view(e, e.node("Div", [gbias, n]), nd)]),
+            e.node("Mul", [xhat, _onnx_channel_view(e, e.node("Div", [gweight, n]), nd)]),
+        ],
+    )
+    gx = e.node("Mul", [k, inner])
+    gx = e.node("Add", [gx, _onnx_channel_view(e, e.node("Div", [gmean, n]), nd)])
+    two = _onnx.scalar(e, 2, t.dtype)
+    vterm = e.node("Div", [e.node("Mul", [two, gvar]), e.node("Mul", [n, invstd])])
+    gx = e.node("Add", [gx, e.node("Mul", [xhat, _onnx_channel_view(e, vterm, nd)])])
+    return gx, gweight, gbias
+
+
 BATCH_NORM_BACKWARD = register(
     OpDef(
         name="batch_norm_backward",
+        onnx=_onnx_batch_norm_backward,
         kind="nn",
         infer=_backward_infer,
         kernel=_backward_kernel,
@@ -341,9 +395,16 @@ BATCH_NORM_BACKWARD = register(
     )
 )
 
+
+def _onnx_batch_norm_eval(e):
+    x, mean, var, weight, bias = e.inputs
+    return e.node("BatchNormalization", [x, weight, bias, mean, var], epsilon=float(e.attrs["eps"]))
+
+
 BATCH_NORM_EVAL = register(
     OpDef(
         name="batch_norm_eval",
+        onnx=_onnx_batch_norm_eval,
         kind="nn",
         infer=_eval_infer,
         kernel=_eval_kernel,
@@ -359,9 +420,33 @@ BATCH_NORM_EVAL = register(
     )
 )
 
+
+def _onnx_batch_norm_fold(e):
+    w, mean, var, weight, bias, *shift = e.inputs
+    a = e.attrs
+    dtype = e.in_types[0].dtype
+    w_shape = e.in_types[0].shape
+    eps = _onnx.scalar(e, a["eps"], dtype)
+    scale = e.node("Div", [weight, e.node("Sqrt", [e.node("Add", [var, eps])])])
+    t = e.node("Sub", [bias, e.node("Mul", [mean, scale])])
+    if shift:
+        flat = e.node("Reshape", [shift[0], e.ints([-1])])
+        t = e.node(
+            "Add", [t, e.node("Mul", [e.node("Expand", [flat, e.node("Shape", [scale])]), scale])]
+        )
+    view, scale_view = _fold_view(w_shape, a["groups"], a["axis"])
+    scaled = e.node(
+        "Mul",
+        [e.node("Reshape", [w, e.ints(view)]), e.node("Reshape", [scale, e.ints(scale_view)])],
+    )
+    folded = e.node("Reshape", [scaled, e.ints(w_shape)])
+    return folded, e.node("Reshape", [t, e.shape(a["shift_shape"])])
+
+
 BATCH_NORM_FOLD = register(
     OpDef(
         name="batch_norm_fold",
+        onnx=_onnx_batch_norm_fold,
         kind="nn",
         infer=_fold_infer,
         kernel=_fold_kernel,

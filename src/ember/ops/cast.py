@@ -34,9 +34,14 @@ def _cast_vjp(c, g):
     return (cast(g, src) if src.is_floating_point else None,)
 
 
+def _onnx_cast(e):
+    return e.cast(e.inputs[0], e.attrs["dtype"])
+
+
 _CAST = register(
     OpDef(
         name="cast",
+        onnx=_onnx_cast,
         kind="elementwise",
         infer=lambda x, *, dtype: TensorType(tuple(x.shape), dtype),
         kernel=_cast_kernel,

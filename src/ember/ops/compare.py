@@ -11,6 +11,45 @@ from ._util import broadcast_shapes, elementwise_cost, require_same_dtype
 from .elementwise import promote, to_tensor
 
 
+def _onnx_compare(op_type, negate=False):
+    def rule(e):
+        x, y = e.inputs
+        if e.in_types[0].dtype is dt.bool_ and op_type != "Equal":
+            # ONNX orders numbers only: False < True as 0 < 1
+            x, y = e.cast(x, dt.uint8), e.cast(y, dt.uint8)
+        out = e.node(op_type, [x, y])
+        return e.node("Not", [out]) if negate else out
+
+    return rule
+
+
+def _onnx_logical(op_type):
+    def rule(e):
+        operands = [
+            x if t.dtype is dt.bool_ else e.cast(x, dt.bool_)  # (nonzero is true, as Cast's)
+            for x, t in zip(e.inputs, e.in_types)
+        ]
+        return e.node(op_type, operands)
+
+    return rule
+
+
+def _onnx_predicate(op_type):
+    def rule(e):
+        (x,) = e.inputs
+        if e.in_types[0].dtype.is_floating_point:
+            if op_type == "IsFinite":
+                bad = e.node("Or", [e.node("IsNaN", [x]), e.node("IsInf", [x])])
+                return e.node("Not", [bad])
+            return e.node(op_type, [x])
+        if e.in_types[0].dtype is dt.bool_:
+            x = e.cast(x, dt.uint8)
+        same = e.node("Equal", [x, x])  # integers: never NaN nor infinite
+        return same if op_type == "IsFinite" else e.node("Not", [same])
+
+    return rule
+
+
 def _compare_infer(name):
     def infer(x, y):
         require_same_dtype(name, x, y)
@@ -19,7 +58,7 @@ def _compare_infer(name):
     return infer
 
 
-def _comparison(name, kernel, methods, dunder_doc):
+def _comparison(name, kernel, methods, dunder_doc, onnx):
     op = register(
         OpDef(
             name=name,
@@ -29,6 +68,7 @@ def _comparison(name, kernel, methods, dunder_doc):
             cost=elementwise_cost(1),
             doc=f"{name}(x, y): elementwise x {dunder_doc} y",
             c=f"({{0}} {dunder_doc} {{1}})",
+            onnx=onnx,
         )
     )
 
@@ -40,12 +80,12 @@ def _comparison(name, kernel, methods, dunder_doc):
     export(fn, name=name, method=methods)
 
 
-_comparison("eq", np.equal, ("eq",), "==")
-_comparison("ne", np.not_equal, ("ne",), "!=")
-_comparison("lt", np.less, ("lt",), "<")
-_comparison("le", np.less_equal, ("le",), "<=")
-_comparison("gt", np.greater, ("gt",), ">")
-_comparison("ge", np.greater_equal, ("ge",), ">=")
+_comparison("eq", np.equal, ("eq",), "==", _onnx_compare("Equal"))
+_comparison("ne", np.not_equal, ("ne",), "!=", _onnx_compare("Equal", negate=True))
+_comparison("lt", np.less, ("lt",), "<", _onnx_compare("Less"))
+_comparison("le", np.less_equal, ("le",), "<=", _onnx_compare("LessOrEqual"))
+_comparison("gt", np.greater, ("gt",), ">", _onnx_compare("Greater"))
+_comparison("ge", np.greater_equal, ("ge",), ">=", _onnx_compare("GreaterOrEqual"))
 
 
 def _logical_infer(name):
@@ -56,7 +96,7 @@ def _logical_infer(name):
     return infer
 
 
-def _logical(name, kernel, arity):
+def _logical(name, kernel, arity, onnx):
     op = register(
         OpDef(
             name=name,
@@ -65,6 +105,7 @@ def _logical(name, kernel, arity):
             kernel=kernel,
             cost=elementwise_cost(1),
             doc=f"{name}: elementwise logical op on truth values (nonzero = true)",
+            onnx=onnx,
         )
     )
 
@@ -78,13 +119,13 @@ def _logical(name, kernel, arity):
     export(fn, name=name, method=True)
 
 
-_logical("logical_and", np.logical_and, 2)
-_logical("logical_or", np.logical_or, 2)
-_logical("logical_xor", np.logical_xor, 2)
-_logical("logical_not", np.logical_not, 1)
+_logical("logical_and", np.logical_and, 2, _onnx_logical("And"))
+_logical("logical_or", np.logical_or, 2, _onnx_logical("Or"))
+_logical("logical_xor", np.logical_xor, 2, _onnx_logical("Xor"))
+_logical("logical_not", np.logical_not, 1, _onnx_logical("Not"))
 
 
-def _predicate(name, kernel):
+def _predicate(name, kernel, onnx):
     op = register(
         OpDef(
             name=name,
@@ -93,6 +134,7 @@ def _predicate(name, kernel):
             kernel=kernel,
             cost=elementwise_cost(1),
             doc=f"{name}(x): elementwise test",
+            onnx=onnx,
         )
     )
 
@@ -104,6 +146,6 @@ def _predicate(name, kernel):
     export(fn, name=name, method=True)
 
 
-_predicate("isnan", np.isnan)
-_predicate("isinf", np.isinf)
-_predicate("isfinite", np.isfinite)
+_predicate("isnan", np.isnan, _onnx_predicate("IsNaN"))
+_predicate("isinf", np.isinf, _onnx_predicate("IsInf"))
+_predicate("isfinite", np.isfinite, _onnx_predicate("IsFinite"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _onnx
 from ._registry import Cost, OpDef, apply, export, register
 from ._util import memory_cost, same_type
 from .elementwise import to_tensor
@@ -12,6 +13,7 @@ from .elementwise import to_tensor
 COPY = register(
     OpDef(
         name="copy",
+        onnx=_onnx.node("Identity"),
         kind="elementwise",
         infer=same_type,
         kernel=lambda x: np.array(x, copy=True, order="C"),  # contiguous() relies on C order
@@ -32,6 +34,7 @@ def clone(x):
 _STOP_GRADIENT = register(
     OpDef(
         name="stop_gradient",
+        onnx=_onnx.node("Identity"),
         kind="elementwise",
         infer=same_type,
         kernel=lambda x: x,

@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..kernels.cprepack import exposed
+from ..symbolic import SymDim
 from ..types import TensorType
 from ._data import to_array
 from ._registry import OpDef, TensorBase, apply, constant, eager_constant, export, register
@@ -19,9 +20,18 @@ def _full_kernel(*, shape, value, dtype):
     return np.full(shape, value, dtype=dtype.np)
 
 
+def _onnx_full(e):
+    shape, value, dtype = e.attrs["shape"], e.attrs["value"], e.attrs["dtype"]
+    if not any(isinstance(d, SymDim) for d in shape):
+        return e.node("Identity", [e.constant(np.full(shape, value, dtype=dtype.np))])
+    fill = np.full((1,), value, dtype=dtype.np)
+    return e.node("ConstantOfShape", [e.shape(shape)], value=fill)
+
+
 _FULL = register(
     OpDef(
         name="full",
+        onnx=_onnx_full,
         kind="creation",
         infer=lambda *, shape, value, dtype: TensorType(shape, dtype),
         kernel=_full_kernel,

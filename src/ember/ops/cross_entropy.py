@@ -27,6 +27,7 @@ import functools
 
 import numpy as np
 
+from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..types import TensorType
 from . import api as E
@@ -262,9 +263,100 @@ def _cost(in_types, out_types, attrs) -> Cost:
     return Cost(6 * numel(in_types[0].shape), io_bytes(in_types, out_types))
 
 
+class _OnnxTerms:
+    """What both directions of the cross-entropy compose in ONNX (the module docstring's
+    formula): the class axis ``d``, the kept positions, the safe targets, each position's
+    target weight ``wt`` (0 where ignored), the class weights ``w`` and their sum."""
+
+    def __init__(self, e, weight):
+        target = e.inputs[1]
+        t = e.in_types[0]
+        self.d = d = 0 if len(t.shape) == 1 else 1
+        self.dtype = dtype = t.dtype
+        self.classes = t.shape[d]
+        if not isinstance(self.classes, int):
+            e.unsupported("with a symbolic number of classes")
+        target = e.cast(target, dt.int64) if e.in_types[1].dtype is not dt.int64 else target
+        ignore = e.scalar(e.attrs["ignore_index"], dt.int64)
+        self.kept = e.node("Not", [e.node("Equal", [target, ignore])])
+        self.safe = e.node("Where", [self.kept, target, e.scalar(0, dt.int64)])
+        kept = e.cast(self.kept, dtype)
+        if weight is None:
+            self.w, self.w_sum = None, e.scalar(float(self.classes), dtype)
+            self.wt = kept
+        else:
+            self.w = weight
+            self.w_sum = e.node("ReduceSum", [weight, e.ints([0])], keepdims=0)
+            self.wt = e.node("Mul", [e.node("Gather", [weight, self.safe], axis=0), kept])
+        shape = [1] * len(t.shape)
+        shape[d] = self.classes
+        self.class_shape = shape
+
+    def along(self, e, name):
+        """A per-position value broadcast against the logits (the class axis inserted)."""
+        return e.node("Unsqueeze", [name, e.ints([self.d])])
+
+    def class_weights(self, e):
+        return e.node("Reshape", [self.w, e.ints(self.class_shape)])
+
+    def one_hot(self, e):
+        classes = e.constant(np.arange(self.classes, dtype=np.int64).reshape(self.class_shape))
+        return e.cast(e.node("Equal", [classes, self.along(e, self.safe)]), self.dtype)
+
+
+def _onnx_softmax_cross_entropy(e):
+    x, _, *weight = e.inputs
+    a = e.attrs
+    terms = _OnnxTerms(e, weight[0] if weight else None)
+    dtype, d, smoothing = terms.dtype, terms.d, float(a["smoothing"])
+    neg_logp = e.node("Neg", [e.node("LogSoftmax", [x], axis=d)])
+    picked = e.node("GatherElements", [neg_logp, terms.along(e, terms.safe)], axis=d)
+    picked = e.node("Squeeze", [picked, e.ints([d])])
+    loss = e.node("Mul", [e.node("Mul", [picked, terms.wt]), e.scalar(1 - smoothing, dtype)])
+    if smoothing:
+        spread = neg_logp if terms.w is None else e.node("Mul", [neg_logp, terms.class_weights(e)])
+        spread = e.node("ReduceSum", [spread, e.ints([d])], keepdims=0)
+        spread = e.node("Mul", [spread, e.scalar(smoothing / terms.classes, dtype)])
+        loss = e.node("Add", [loss, spread])
+    zero = e.scalar(0, dtype)
+    loss = e.node("Where", [terms.kept, loss, zero])
+    if a["reduction"] == "none":
+        return loss
+    total = e.node("ReduceSum", [loss], keepdims=0)
+    if a["reduction"] == "sum":
+        return total
+    return e.node("Div", [total, e.node("ReduceSum", [terms.wt], keepdims=0)])
+
+
+def _onnx_softmax_cross_entropy_backward(e):
+    x, *rest = e.inputs
+    *weight, g = rest[1:]
+    a = e.attrs
+    terms = _OnnxTerms(e, weight[0] if weight else None)
+    dtype, d, smoothing = terms.dtype, terms.d, float(a["smoothing"])
+    p = e.node("Softmax", [x], axis=d)
+    coeff = e.node("Mul", [terms.wt, e.scalar(1 - smoothing, dtype)])
+    spread = e.node("Mul", [terms.w_sum, e.scalar(smoothing / terms.classes, dtype)])
+    dx = e.node("Mul", [p, terms.along(e, e.node("Add", [coeff, spread]))])
+    if smoothing:
+        w = terms.class_weights(e) if terms.w is not None else e.scalar(1, dtype)
+        dx = e.node("Sub", [dx, e.node("Mul", [w, e.scalar(smoothing / terms.classes, dtype)])])
+    dx = e.node("Sub", [dx, e.node("Mul", [terms.one_hot(e), terms.along(e, coeff)])])
+    if a["reduction"] == "none":
+        scale = g
+    elif a["reduction"] == "sum":
+        scale = e.node("Expand", [g, e.node("Shape", [terms.kept])])
+    else:
+        total = e.node("ReduceSum", [terms.wt], keepdims=0)
+        scale = e.node("Expand", [e.node("Div", [g, total]), e.node("Shape", [terms.kept])])
+    scale = e.node("Where", [terms.kept, scale, e.scalar(0, dtype)])
+    return e.node("Mul", [dx, terms.along(e, scale)])
+
+
 SOFTMAX_CROSS_ENTROPY_BACKWARD = register(
     OpDef(
         name="softmax_cross_entropy_backward",
+        onnx=_onnx_softmax_cross_entropy_backward,
         kind="nn",
         infer=_grad_infer,
         kernel=_grad_kernel,
@@ -278,6 +370,7 @@ SOFTMAX_CROSS_ENTROPY_BACKWARD = register(
 SOFTMAX_CROSS_ENTROPY = register(
     OpDef(
         name="softmax_cross_entropy",
+        onnx=_onnx_softmax_cross_entropy,
         kind="nn",
         infer=_infer,
         kernel=_kernel,

@@ -73,9 +73,39 @@ def _cumprod_workspace(node, layouts) -> int:
     return 0 if acc is None else value_bytes(x) // x.dtype.itemsize * np.dtype(acc).itemsize
 
 
+def _onnx_cumprod(e):
+    """A Scan along the axis carrying the running product, in the kernel's accumulator dtype
+    (ONNX has CumSum only; a product through logarithms would be wrong for signs and zeros)."""
+    x, t = e.inputs[0], e.in_types[0]
+    out_type = e.out_types[0]
+    if not t.shape:
+        return e.cast(x, out_type.dtype)
+    axis = e.attrs["axis"]
+    acc = dt.from_numpy_dtype(np.dtype(_ACC.get(t.dtype.np, out_type.dtype.np)))
+    if t.shape[axis] == 0:
+        return e.cast(x, out_type.dtype)
+    x = e.cast(x, acc)
+    nd = len(t.shape)
+    perm = [axis] + [d for d in range(nd) if d != axis]
+    moved = e.node("Transpose", [x], perm=perm) if axis else x
+    row = TensorType(tuple(t.shape[d] for d in perm[1:]), acc)
+
+    def step(running, value):
+        product = e.node("Mul", [running, value])
+        return product, e.node("Identity", [product])
+
+    ones = e.node("ConstantOfShape", [e.shape(row.shape)], value=np.ones(1, acc.np))
+    body = e.body([row, row], step, "cumprod_step", [row, row])
+    _, stacked = e.node("Scan", [ones, moved], outputs=2, body=body, num_scan_inputs=1)
+    back = [perm.index(d) for d in range(nd)]
+    out = e.node("Transpose", [stacked], perm=back) if axis else stacked
+    return e.cast(out, out_type.dtype)
+
+
 _CUMPROD = register(
     OpDef(
         name="cumprod",
+        onnx=_onnx_cumprod,
         kind="reduce",
         infer=lambda x, *, axis: TensorType(tuple(x.shape), _out_dtype(x.dtype)),
         kernel=_cumprod_kernel,

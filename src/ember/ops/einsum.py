@@ -161,9 +161,16 @@ def _einsum_workspace(node, layouts) -> int:
     return 2 * sum(value_bytes(v) for v in node.inputs) + 2 * value_bytes(out)
 
 
+def _onnx_einsum(e):
+    if any(t.dtype is dt.bool_ for t in e.in_types):
+        e.unsupported("on bool tensors")
+    return e.node("Einsum", e.inputs, equation=e.attrs["equation"])
+
+
 _EINSUM = register(
     OpDef(
         name="einsum",
+        onnx=_onnx_einsum,
         kind="linalg",
         infer=_einsum_infer,
         kernel=_einsum_kernel,

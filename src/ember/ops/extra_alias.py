@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
+from . import _onnx
 from . import api as E
 from ._registry import PUBLIC, export
 from ._util import normalize_axis
@@ -105,6 +106,7 @@ _unary(
     lambda c, g: (g * E.rsqrt(c.inputs[0] * c.inputs[0] + 1),),
     method=("asinh", "arcsinh"),
     c="asinh{f}({0})",
+    onnx=_onnx.node("Asinh"),
 )
 _unary(
     "acosh",
@@ -112,6 +114,7 @@ _unary(
     lambda c, g: (g * E.rsqrt(c.inputs[0] * c.inputs[0] - 1),),
     method=("acosh", "arccosh"),
     c="acosh{f}({0})",
+    onnx=_onnx.node("Acosh"),
 )
 _unary(
     "atanh",
@@ -119,6 +122,7 @@ _unary(
     lambda c, g: (g / (1 - c.inputs[0] * c.inputs[0]),),
     method=("atanh", "arctanh"),
     c="atanh{f}({0})",
+    onnx=_onnx.node("Atanh"),
 )
 for _name in ("asinh", "acosh", "atanh"):
     export(PUBLIC[_name], name="arc" + _name[1:])

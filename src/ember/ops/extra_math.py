@@ -20,6 +20,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import DTypeError
 from ..types import TensorType
+from . import _onnx
 from . import api as E
 from ._registry import INPLACE, PUBLIC, OpDef, TensorBase, apply, export, register
 from ._util import elementwise_cost, require_float, same_type
@@ -86,10 +87,48 @@ _unary(
     lambda c, g: (g * E.exp(c.outputs[0] * c.outputs[0]) * _SQRT_PI_OVER_2,),
     save="output",
 )
+# Numerical Recipes' erfcc: t exp(-z^2 + P(t)), t = 1 / (1 + |z| / 2), relative error below
+# 1.2e-7 everywhere (about one float32 ulp), so its tail keeps its digits where 1 - erf(x)
+# loses them all
+_ERFC_COEFFICIENTS = (
+    -1.26551223,
+    1.00002368,
+    0.37409196,
+    0.09678418,
+    -0.18628806,
+    0.27886807,
+    -1.13520398,
+    1.48851587,
+    -0.82215223,
+    0.17087277,
+)
+
+
+def _onnx_erfc(e, x):
+    dtype = e.in_types[0].dtype
+    if dtype.itemsize > 4:
+        e.unsupported(f"in {dtype.name}: ONNX has no erfc, and its closed forms are float32's")
+    f64 = dt.float64
+    z = e.cast(x, f64)
+    a = e.node("Abs", [z])
+    t = e.node(
+        "Reciprocal", [e.node("Add", [e.node("Mul", [a, e.scalar(0.5, f64)]), e.scalar(1, f64)])]
+    )
+    poly = e.scalar(_ERFC_COEFFICIENTS[-1], f64)
+    for c in reversed(_ERFC_COEFFICIENTS[:-1]):  # Horner's scheme
+        poly = e.node("Add", [e.node("Mul", [poly, t]), e.scalar(c, f64)])
+    exponent = e.node("Sub", [poly, e.node("Mul", [z, z])])
+    tail = e.node("Mul", [t, e.node("Exp", [exponent])])
+    negative = e.node("Less", [z, e.scalar(0, f64)])
+    out = e.node("Where", [negative, e.node("Sub", [e.scalar(2, f64), tail]), tail])
+    return e.cast(out, dtype)
+
+
 _unary(
     "erfc",
     _scipy("erfc"),
     lambda c, g: (g * E.exp(-c.inputs[0] * c.inputs[0]) * -_TWO_OVER_SQRT_PI,),
+    onnx=_onnx.composite(_onnx_erfc),
 )
 I1 = _unary(
     "i1",
@@ -231,6 +270,40 @@ def _float_tensors(name):
     return check
 
 
+def _onnx_hypot(e, x, y):
+    # scaled by the larger magnitude, as the kernel avoids overflow
+    ax, ay = e.node("Abs", [x]), e.node("Abs", [y])
+    big, small = e.node("Max", [ax, ay]), e.node("Min", [ax, ay])
+    dtype = e.in_types[0].dtype
+    zero, one = _onnx.scalar(e, 0, dtype), _onnx.scalar(e, 1, dtype)
+    safe = e.node("Where", [e.node("Equal", [big, zero]), one, big])
+    ratio = e.node("Div", [small, safe])
+    root = e.node("Sqrt", [e.node("Add", [one, e.node("Mul", [ratio, ratio])])])
+    out = e.node("Mul", [big, root])
+    inf = e.node("Or", [e.node("IsInf", [x]), e.node("IsInf", [y])])
+    return e.node("Where", [inf, _onnx.scalar(e, np.inf, dtype), out])
+
+
+def _onnx_logaddexp(scale):
+    """log(exp(x) + exp(y)) (base 2 with ``scale`` ln 2) as m + log1p(exp(-|x - y|))."""
+
+    def rule(e, x, y):
+        dtype = e.in_types[0].dtype
+        m = e.node("Max", [x, y])
+        d = e.node("Neg", [e.node("Abs", [e.node("Sub", [x, y])])])
+        if scale != 1.0:
+            d = e.node("Mul", [d, _onnx.scalar(e, scale, dtype)])
+        tail = _onnx.log1p(e, e.node("Exp", [d]), dtype)
+        if scale != 1.0:
+            tail = e.node("Div", [tail, _onnx.scalar(e, scale, dtype)])
+        out = e.node("Add", [m, tail])
+        # equal infinities: x - y is NaN, the result the infinity itself
+        same = e.node("Equal", [x, y])
+        return e.node("Where", [e.node("And", [same, e.node("IsInf", [x])]), x, out])
+
+    return rule
+
+
 _save_output(
     _binary(
         "hypot",
@@ -240,6 +313,7 @@ _save_output(
         floating=True,
         bools=False,
         doc="hypot(x, y) = sqrt(x^2 + y^2) without overflow; float tensors only, as in PyTorch.",
+        onnx=_onnx.composite(_onnx_hypot),
     )
 )
 _binary(
@@ -250,6 +324,7 @@ _binary(
     floating=True,
     bools=False,
     doc="logaddexp(x, y) = log(exp(x) + exp(y)) without overflow; float tensors only.",
+    onnx=_onnx.composite(_onnx_logaddexp(1.0)),
 )
 _binary(
     "logaddexp2",
@@ -259,6 +334,7 @@ _binary(
     floating=True,
     bools=False,
     doc="logaddexp2(x, y) = log2(2^x + 2^y) without overflow; float tensors only.",
+    onnx=_onnx.composite(_onnx_logaddexp(_LN2)),
 )
 
 # (_binary gives every op an in-place method; PyTorch's tensors have no logaddexp_)

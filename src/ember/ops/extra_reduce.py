@@ -18,6 +18,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..types import TensorType
+from . import _onnx
 from . import api as E
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._util import elementwise_cost, normalize_axis, reduction_cost
@@ -128,9 +129,55 @@ def _select_kernel(x, *, kind, axis):
     return np.expand_dims(pos.astype(np.int64), axis)
 
 
+def _onnx_select_index(e):
+    """cummax / cummin positions: a Scan along the axis carrying the running extreme, its
+    position and the step (ties take the later position, NaN wins, as the kernel)."""
+    x, t = e.inputs[0], e.in_types[0]
+    kind, axis = e.attrs["kind"], e.attrs["axis"]
+    if kind not in _SCANS:
+        e.unsupported(f"for kind={kind} (ONNX cannot sort NaN and ties as the kernel does)")
+    if not t.shape or t.shape[axis] == 0:
+        return e.node("Identity", [e.constant(np.zeros(t.shape, np.int64))])
+    dtype = dt.uint8 if t.dtype is dt.bool_ else t.dtype
+    x = e.cast(x, dtype) if dtype is not t.dtype else x
+    nd = len(t.shape)
+    perm = [axis] + [d for d in range(nd) if d != axis]
+    moved = e.node("Transpose", [x], perm=perm) if axis else x
+    row = tuple(t.shape[d] for d in perm[1:])
+    value_type, pos_type = TensorType(row, dtype), TensorType(row, dt.int64)
+    step_type = TensorType((), dt.int64)
+
+    def step(best, pos, j, v):
+        take = e.node("GreaterOrEqual" if kind == "cummax" else "LessOrEqual", [v, best])
+        if dtype.is_floating_point:
+            take = e.node("Or", [take, e.node("IsNaN", [v])])
+        best = e.node("Where", [take, v, best])
+        pos = e.node("Where", [take, j, pos])
+        return best, pos, e.node("Add", [j, e.scalar(1, dt.int64)]), e.node("Identity", [pos])
+
+    first = e.node("Gather", [moved, e.scalar(0, dt.int64)], axis=0)
+    zeros = e.node("ConstantOfShape", [e.shape(row)], value=np.zeros(1, np.int64))
+    body = e.body(
+        [value_type, pos_type, step_type, value_type],
+        step,
+        "cumulative_step",
+        [value_type, pos_type, step_type, pos_type],
+    )
+    *_, stacked = e.node(
+        "Scan",
+        [first, zeros, e.scalar(0, dt.int64), moved],
+        outputs=4,
+        body=body,
+        num_scan_inputs=1,
+    )
+    back = [perm.index(d) for d in range(nd)]
+    return e.node("Transpose", [stacked], perm=back) if axis else stacked
+
+
 _SELECT = register(
     OpDef(
         name="select_index",
+        onnx=_onnx_select_index,
         kind="reduce",
         infer=_select_infer,
         kernel=_select_kernel,
@@ -456,9 +503,44 @@ def _histc_kernel(x, *, bins, lo, hi):
     return np.bincount(pos, minlength=bins).astype(x.dtype)
 
 
+def _onnx_histc(e):
+    """The kernel's steps in float64: the range (the finite data's when lo == hi), each inside
+    value's bin, and the bins' counts as sums of one-hot rows."""
+    a = e.attrs
+    bins, f64 = a["bins"], dt.float64
+    v = e.cast(e.node("Reshape", [e.inputs[0], e.ints([-1])]), f64)
+
+    def c(value):
+        return e.scalar(value, f64)
+
+    lo, hi = c(a["lo"]), c(a["hi"])
+    if a["lo"] == a["hi"]:
+        finite = e.node("Not", [e.node("Or", [e.node("IsNaN", [v]), e.node("IsInf", [v])])])
+        low = _onnx.reduce(e, "ReduceMin", e.node("Where", [finite, v, c(np.inf)]), (0,), False)
+        high = _onnx.reduce(e, "ReduceMax", e.node("Where", [finite, v, c(-np.inf)]), (0,), False)
+        found = e.cast(
+            _onnx.reduce(e, "ReduceMax", e.cast(finite, dt.uint8), (0,), False), dt.bool_
+        )
+        lo, hi = e.node("Where", [found, low, lo]), e.node("Where", [found, high, hi])
+        same = e.node("Equal", [lo, hi])
+        lo = e.node("Where", [same, e.node("Sub", [lo, c(1)]), lo])
+        hi = e.node("Where", [same, e.node("Add", [hi, c(1)]), hi])
+    inside = e.node("And", [e.node("GreaterOrEqual", [v, lo]), e.node("LessOrEqual", [v, hi])])
+    scaled = e.node(
+        "Div", [e.node("Mul", [e.node("Sub", [v, lo]), c(bins)]), e.node("Sub", [hi, lo])]
+    )
+    safe = e.node("Where", [inside, scaled, c(0)])  # (outside values may be NaN or huge)
+    pos = e.node("Min", [e.cast(safe, dt.int64), e.scalar(bins - 1, dt.int64)])
+    pos = e.node("Where", [inside, pos, e.scalar(-1, dt.int64)])
+    hits = e.node("Equal", [e.node("Unsqueeze", [pos, e.ints([-1])]), e.constant(np.arange(bins))])
+    counts = _onnx.reduce(e, "ReduceSum", e.cast(hits, f64), (0,), False)
+    return e.cast(counts, e.out_types[0].dtype)
+
+
 _HISTC = register(
     OpDef(
         name="histc",
+        onnx=_onnx_histc,
         kind="reduce",
         infer=_histc_infer,
         kernel=_histc_kernel,
@@ -509,9 +591,37 @@ def _searchsorted_kernel(seq, values, *, right, int32):
     return out.reshape(values.shape).astype(out_dtype)
 
 
+def _onnx_searchsorted(e):
+    """The insertion position is the count of elements before it: of the row's elements below
+    the value (``right``: not above it), NaN ordered above every number as in NumPy."""
+    seq, values = e.inputs
+    st, vt = e.in_types
+    common = np.result_type(st.dtype.np, vt.dtype.np)
+    if common == dt.bfloat16.np or st.dtype is dt.bfloat16:
+        common = np.dtype(np.float32)
+    common = dt.from_numpy_dtype(common)
+    seq, values = e.cast(seq, common), e.cast(values, common)
+    v = e.node("Unsqueeze", [values, e.ints([-1])])
+    s = seq if len(st.shape) <= 1 else e.node("Unsqueeze", [seq, e.ints([-2])])
+    if e.attrs["right"]:
+        before = e.node("LessOrEqual", [s, v])
+    else:
+        before = e.node("Less", [s, v])
+    if common.is_floating_point:
+        v_nan = e.node("IsNaN", [v])
+        if e.attrs["right"]:
+            before = e.node("Or", [before, v_nan])
+        else:
+            s_number = e.node("Not", [e.node("IsNaN", [s])])
+            before = e.node("Or", [before, e.node("And", [v_nan, s_number])])
+    count = _onnx.reduce(e, "ReduceSum", e.cast(before, dt.int64), (-1,), False)
+    return e.cast(count, e.out_types[0].dtype)
+
+
 _SEARCHSORTED = register(
     OpDef(
         name="searchsorted",
+        onnx=_onnx_searchsorted,
         kind="elementwise",
         infer=_searchsorted_infer,
         kernel=_searchsorted_kernel,

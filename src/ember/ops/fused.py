@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import EmberError
-from ..types import as_types
+from ..types import TensorType, as_types
 from ._registry import Cost, OpDef, register
 from ._rules import FusedRule, Producer
 from .program import check_program, evaluate_program, program_types
@@ -162,6 +162,34 @@ _LOOP = FusedRule(
     keys=_PROGRAM_KEYS,
 )
 
+
+def _onnx_fused(e):
+    """A fused node as its members: the producer (an epilogue's matmul or convolution) by its
+    own rule, then each instruction of the program by its op's rule."""
+    rule = e.op.fused
+    attrs = e.attrs
+    names, types = list(e.inputs), list(e.in_types)
+    producer = rule.producer(attrs)
+    if producer is not None:
+        p_types = types[: producer.n_inputs]
+        result_type = producer.op.infer(*p_types, **producer.attrs)
+        (result,) = e.call(
+            producer.op, names[: producer.n_inputs], producer.attrs, in_types=p_types
+        )
+        names = producer.program_inputs(names, result)
+        types = producer.program_inputs(types, result_type)
+    program = rule.members(attrs)
+    results_types = program_types(program, types)
+    results: list = []
+    for instr in program:
+        args = [ref.pick(names, results, lambda v, d: e.scalar(v, d)) for ref in instr.operands]
+        arg_types = [
+            ref.pick(types, results_types, lambda v, d: TensorType((), d)) for ref in instr.operands
+        ]
+        results.append(e.call(instr.op, args, dict(instr.attrs), in_types=arg_types)[0])
+    return tuple(results[j] for j in rule.outputs(attrs))
+
+
 FUSED = register(
     OpDef(
         name="fused_elementwise",
@@ -179,6 +207,7 @@ FUSED = register(
         overwrites_operand=True,
         workspace=_loop_workspace,
         fused=_LOOP,
+        onnx=_onnx_fused,
     )
 )
 
@@ -199,6 +228,7 @@ FUSED_REDUCE = register(
         accepts_out=_when_compiled,
         workspace=_loop_workspace,
         fused=_LOOP,
+        onnx=_onnx_fused,
     )
 )
 
@@ -309,5 +339,6 @@ FUSED_EPILOGUE = register(
             producer=_producer,
             keys=_PROGRAM_KEYS,
         ),
+        onnx=_onnx_fused,
     )
 )

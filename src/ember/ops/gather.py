@@ -81,9 +81,14 @@ def _gather_vjp(c, g):
     return apply(_SCATTER_ADD, zeros, index, g, axis=c.attrs["axis"]), None
 
 
+def _onnx_gather(e):
+    return e.node("GatherElements", e.inputs, axis=e.attrs["axis"])
+
+
 _GATHER = register(
     OpDef(
         name="gather",
+        onnx=_onnx_gather,
         kind="index",
         infer=_gather_infer,
         kernel=_gather_kernel,
@@ -165,9 +170,27 @@ def _scatter_add_cost(in_types, out_types, attrs):
     return memory_cost(in_types, out_types, attrs)._replace(flops=numel(in_types[1].shape))
 
 
+def _onnx_scatter_src(e):
+    """The src values the index reads: src cut to the index's shape (ONNX's updates have it)."""
+    src, index_type, src_type = e.inputs[2], e.in_types[1], e.in_types[2]
+    if tuple(src_type.shape) == tuple(index_type.shape):
+        return src
+    n = len(index_type.shape)
+    return e.node("Slice", [src, e.ints([0] * n), e.node("Shape", [e.inputs[1]]), e.ints(range(n))])
+
+
+def _onnx_scatter_add(e):
+    if e.opset < 16:
+        e.unsupported("before opset 16 (ScatterElements' reduction)")
+    x, index = e.inputs[:2]
+    src = _onnx_scatter_src(e)
+    return e.node("ScatterElements", [x, index, src], axis=e.attrs["axis"], reduction="add")
+
+
 _SCATTER_ADD = register(
     OpDef(
         name="scatter_add",
+        onnx=_onnx_scatter_add,
         kind="index",
         infer=_scatter_infer("scatter_add"),
         kernel=_scatter_add_kernel,
@@ -180,9 +203,17 @@ _SCATTER_ADD = register(
     )
 )
 
+
+def _onnx_scatter(e):
+    # (ONNX leaves the winner of repeated indices unspecified, as the kernel's NumPy does)
+    x, index = e.inputs[:2]
+    return e.node("ScatterElements", [x, index, _onnx_scatter_src(e)], axis=e.attrs["axis"])
+
+
 _SCATTER = register(
     OpDef(
         name="scatter",
+        onnx=_onnx_scatter,
         kind="index",
         infer=_scatter_infer("scatter"),
         kernel=_scatter_kernel,

@@ -62,9 +62,18 @@ def _grad_vjp(c, a):
     return apply(HARDTANH_BACKWARD, a, c.inputs[1], **c.attrs), None
 
 
+def _onnx_hardtanh_backward(e):
+    g, x = e.inputs
+    dtype = e.in_types[1].dtype
+    lo, hi = (e.scalar(e.attrs[k], dtype) for k in ("lo", "hi"))
+    inside = e.node("And", [e.node("Greater", [x, lo]), e.node("Less", [x, hi])])
+    return e.node("Where", [inside, g, e.scalar(0, e.in_types[0].dtype)])
+
+
 HARDTANH_BACKWARD = register(
     OpDef(
         name="hardtanh_backward",
+        onnx=_onnx_hardtanh_backward,
         kind="elementwise",
         infer=_grad_infer,
         kernel=_grad_kernel,
@@ -74,9 +83,17 @@ HARDTANH_BACKWARD = register(
     )
 )
 
+
+def _onnx_hardtanh(e):
+    dtype = e.in_types[0].dtype
+    bounds = [e.scalar(e.attrs[k], dtype) for k in ("lo", "hi")]
+    return e.node("Clip", [e.inputs[0], *bounds])
+
+
 HARDTANH = register(
     OpDef(
         name="hardtanh",
+        onnx=_onnx_hardtanh,
         kind="elementwise",
         infer=_infer,
         kernel=_kernel,

@@ -22,7 +22,9 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
+from ..symbolic import SymDim
 from ..types import TensorType
+from . import _onnx
 from . import api as E
 from ._index_plan import (
     FULL,
@@ -69,9 +71,53 @@ def _getitem_backward_kernel(g, *, index, in_shape):
     return out
 
 
+_ONNX_END = 2**62  # past any dimension's end (ONNX clamps slice bounds)
+
+
+def _onnx_basic_plan(e, entries, shape):
+    """Slice (starts, ends, axes, steps), the input axes ints remove and the result axes None
+    adds, for the canonical entries of a basic index."""
+    starts, ends, axes, steps, dropped, added = [], [], [], [], [], []
+    dim = out = 0
+    for entry in entries:
+        if entry is None:
+            added.append(out)
+            out += 1
+            continue
+        if isinstance(entry, int):
+            starts.append(entry), ends.append(entry + 1), axes.append(dim), steps.append(1)
+            dropped.append(dim)
+            dim += 1
+            continue
+        _, start, stop, step = entry
+        if not (step == 1 and start == 0 and stop == shape[dim]):
+            # (a symbolic bound is a size, computed at run time; a negative step's end
+            # before index 0 is -1 in the entry, which ONNX would read from the end)
+            if not isinstance(stop, SymDim) and stop < 0:
+                stop = -_ONNX_END
+            starts.append(start), ends.append(stop), axes.append(dim), steps.append(step)
+        dim += 1
+        out += 1
+    return (starts, ends, axes, steps), dropped, added
+
+
+def _onnx_getitem(e):
+    x = e.inputs[0]
+    (starts, ends, axes, steps), dropped, added = _onnx_basic_plan(
+        e, e.attrs["index"], e.in_types[0].shape
+    )
+    if axes:
+        bounds = [e.shape(starts), e.shape(ends)]
+        x = e.node("Slice", [x, *bounds, e.ints(axes), e.ints(steps)])
+    x = _onnx.squeeze(e, x, dropped)
+    x = _onnx.unsqueeze(e, x, added)
+    return x if x != e.inputs[0] else e.node("Identity", [x])
+
+
 GETITEM = register(
     OpDef(
         name="getitem",
+        onnx=_onnx_getitem,
         kind="shape",
         infer=_getitem_infer,
         kernel=_getitem_kernel,
@@ -88,9 +134,42 @@ GETITEM = register(
     )
 )
 
+
+def _onnx_scatter_basic(e, g, entries, in_shape):
+    """zeros of in_shape with ``g`` written at a basic index: ScatterND at the positions the
+    index selects, worked out now (the shape is static)."""
+    if any(isinstance(n, SymDim) for n in in_shape):
+        e.unsupported("for a strided slice of a symbolic shape")
+    positions = np.indices(tuple(in_shape), dtype=np.int64)
+    picked = np.moveaxis(positions, 0, -1)[numpy_basic(entries) + (Ellipsis,)]
+    zeros = e.node("ConstantOfShape", [e.ints(in_shape)], value=np.zeros(1, e.in_types[0].dtype.np))
+    return e.node("ScatterND", [zeros, e.constant(np.ascontiguousarray(picked)), g])
+
+
+def _onnx_getitem_backward(e):
+    g = e.inputs[0]
+    in_shape = e.attrs["in_shape"]
+    (starts, ends, axes, steps), dropped, added = _onnx_basic_plan(e, e.attrs["index"], in_shape)
+    if any(s != 1 for s in steps):
+        return _onnx_scatter_basic(e, g, e.attrs["index"], in_shape)
+    # undo the new axes and the ints' removals, then pad the slice back to the input's shape
+    g = _onnx.squeeze(e, g, added)
+    g = _onnx.unsqueeze(e, g, dropped)
+    before, after = [0] * len(in_shape), [0] * len(in_shape)
+    for start, end, axis in zip(starts, ends, axes):
+        n = in_shape[axis]
+        if any(isinstance(v, SymDim) for v in (n, start, end)):
+            e.unsupported("for a slice of a symbolic dimension")
+        before[axis], after[axis] = start, n - min(end, n)
+    if not any(before) and not any(after):
+        return e.node("Identity", [g])
+    return e.node("Pad", [g, e.ints(before + after), e.scalar(0, e.in_types[0].dtype)])
+
+
 _GETITEM_BACKWARD = register(
     OpDef(
         name="getitem_backward",
+        onnx=_onnx_getitem_backward,
         kind="shape",
         infer=_getitem_backward_infer,
         kernel=_getitem_backward_kernel,
@@ -185,9 +264,59 @@ def _index_vjp(c, g):
     return (gx,) + (None,) * len(indices)
 
 
+def _onnx_advanced_axes(e, spec):
+    """The axes the index tensors select along, when they are consecutive (NumPy then keeps
+    the result's advanced dimensions in place); masks have no ONNX form."""
+    axes = [d for d, entry in enumerate(spec) if entry != FULL]
+    if any(spec[d][0] != "tensor" for d in axes):
+        e.unsupported("with a bool mask (its count is data-dependent)")
+    return axes
+
+
+def _onnx_in_place(axes) -> bool:
+    """Whether the advanced dimensions stay where the indexed ones were (NumPy's rule: when
+    they are adjacent); else they go first."""
+    return axes == list(range(axes[0], axes[-1] + 1))
+
+
+def _onnx_stacked(e, indices, types, shape, axes):
+    """The index tensors broadcast together, made non-negative, stacked on a last axis (the
+    index tuples GatherND and ScatterND read)."""
+    broadcast = broadcast_shapes("index", *(t.shape for t in types))
+    cols = []
+    for name, t, axis in zip(indices, types, axes):
+        name = e.cast(name, dt.int64) if t.dtype is not dt.int64 else name
+        size = e.dim(shape[axis])
+        zero = e.scalar(0, dt.int64)
+        name = e.node("Where", [e.node("Less", [name, zero]), e.node("Add", [name, size]), name])
+        name = e.node("Expand", [name, e.shape(broadcast)])
+        cols.append(_onnx.unsqueeze(e, name, [len(broadcast)]))
+    return e.node("Concat", cols, axis=-1) if len(cols) > 1 else cols[0], broadcast
+
+
+def _onnx_index(e):
+    x, *indices = e.inputs
+    spec = e.attrs["spec"]
+    shape = e.in_types[0].shape
+    axes = _onnx_advanced_axes(e, spec)
+    nd, first = len(shape), axes[0]
+    stacked, broadcast = _onnx_stacked(e, indices, e.in_types[1:], shape, axes)
+    # GatherND reads leading dimensions: bring the indexed ones first, and the result back
+    order = axes + [d for d in range(nd) if d not in axes]
+    moved = e.node("Transpose", [x], perm=order) if order != list(range(nd)) else x
+    out = e.node("GatherND", [moved, stacked])
+    k = len(broadcast)
+    if first == 0 or not _onnx_in_place(axes):
+        return out
+    rest = nd - len(axes)  # the result is (*broadcast, *the other dimensions in order)
+    perm = list(range(k, k + first)) + list(range(k)) + list(range(k + first, k + rest))
+    return e.node("Transpose", [out], perm=perm)
+
+
 _INDEX = register(
     OpDef(
         name="index",
+        onnx=_onnx_index,
         kind="index",
         infer=_index_infer,
         kernel=_index_kernel,
@@ -199,9 +328,32 @@ _INDEX = register(
     )
 )
 
+
+def _onnx_index_backward(e):
+    if e.opset < 16:
+        e.unsupported("before opset 16 (ScatterND's reduction)")
+    g, *indices = e.inputs
+    spec, in_shape = e.attrs["spec"], tuple(e.attrs["in_shape"])
+    axes = _onnx_advanced_axes(e, spec)
+    nd, first = len(in_shape), axes[0]
+    dtype = e.in_types[0].dtype
+    order = axes + [d for d in range(nd) if d not in axes]
+    moved_shape = [in_shape[d] for d in order]
+    zeros = e.node("ConstantOfShape", [e.shape(moved_shape)], value=np.zeros(1, dtype.np))
+    stacked, broadcast = _onnx_stacked(e, indices, e.in_types[1:], in_shape, axes)
+    k, rest = len(broadcast), nd - len(axes)
+    if first and _onnx_in_place(axes):  # g holds them at the first indexed axis: move them
+        perm = list(range(first, first + k)) + list(range(first)) + list(range(first + k, k + rest))
+        g = e.node("Transpose", [g], perm=perm)
+    out = e.node("ScatterND", [zeros, stacked, g], reduction="add")
+    back = [order.index(d) for d in range(nd)]
+    return e.node("Transpose", [out], perm=back) if back != list(range(nd)) else out
+
+
 _INDEX_BACKWARD = register(
     OpDef(
         name="index_backward",
+        onnx=_onnx_index_backward,
         kind="index",
         infer=_index_backward_infer,
         kernel=_index_backward_kernel,
@@ -329,9 +481,37 @@ def _index_put_vjp(c, g):
     return (gx, gv) + (None,) * len(indices)
 
 
+def _onnx_index_put(e):
+    """ScatterND of the value at the positions the index selects: the index applied, by the
+    indexing ops' own rules, to a constant holding each element's position."""
+    x, value, *indices = e.inputs
+    shape = tuple(e.in_types[0].shape)
+    if any(isinstance(n, SymDim) for n in shape):
+        e.unsupported("on a symbolic shape")
+    nd = len(shape)
+    grid = np.moveaxis(np.indices(shape, dtype=np.int64), 0, -1).copy()
+    grid_type = TensorType(shape + (nd,), dt.int64)
+    index_types = list(e.in_types[2:])
+    basic, spec = split_stages(e.attrs["index"], shape, index_types)
+    positions, t = e.constant(grid), grid_type
+    if basic or not spec:
+        attrs = {"index": basic if spec else e.attrs["index"]}
+        positions = e.call(GETITEM, [positions], attrs, in_types=[t])[0]
+        t = GETITEM.infer(t, **attrs)
+    if spec:
+        positions = e.call(
+            _INDEX, [positions, *indices], {"spec": spec}, in_types=[t, *index_types]
+        )[0]
+        t = _INDEX.infer(t, *index_types, spec=spec)
+    target = tuple(t.shape[:-1])
+    values = e.node("Expand", [value, e.shape(target)])
+    return e.node("ScatterND", [x, positions, values])
+
+
 _INDEX_PUT = register(
     OpDef(
         name="index_put",
+        onnx=_onnx_index_put,
         kind="index",
         infer=_index_put_infer,
         kernel=_index_put_kernel,

@@ -171,9 +171,16 @@ _MATMUL_EPILOGUE = row_block_rule(
 )
 
 
+def _onnx_matmul(e):
+    if e.in_types[0].dtype is dt.bool_:
+        e.unsupported("on bool tensors")
+    return e.node("MatMul", e.inputs)
+
+
 MATMUL = register(
     OpDef(
         name="matmul",
+        onnx=_onnx_matmul,
         kind="linalg",
         infer=_matmul_infer,
         kernel=matmul_kernel,
@@ -326,9 +333,18 @@ def _linear_channel_fold(in_types, attrs):
     return ChannelWeights(weight=1, bias=2)
 
 
+def _onnx_linear(e):
+    x, w, *bias = e.inputs
+    if len(e.in_types[0].shape) == 2 and e.in_types[0].dtype.is_floating_point:
+        return e.node("Gemm", [x, w, *bias], transB=1)  # (the weight read transposed)
+    out = e.node("MatMul", [x, e.node("Transpose", [w], perm=[1, 0])])
+    return e.node("Add", [out, bias[0]]) if bias else out
+
+
 _LINEAR = register(
     OpDef(
         name="linear",
+        onnx=_onnx_linear,
         kind="linalg",
         infer=_linear_infer,
         kernel=_linear_kernel,
@@ -469,9 +485,26 @@ def _addmm_epilogue_c_step(node):
     return _addmm_step(types, node.outputs[0].type, attrs, relu=True)
 
 
+def _onnx_addmm(e):
+    c, a, b = e.inputs
+    alpha, beta = float(e.attrs["alpha"]), float(e.attrs["beta"])
+    dtype = e.out_types[0].dtype
+    if dtype.is_floating_point and beta != 0:
+        return e.node("Gemm", [a, b, c], alpha=alpha, beta=beta)
+    out = e.node("MatMul", [a, b])
+    if alpha != 1:
+        out = e.node("Mul", [out, e.scalar(alpha, dtype)])
+    if beta == 0:  # the input is not read (NaN in it stays out), as in the kernel
+        return out
+    if beta != 1:
+        c = e.node("Mul", [c, e.scalar(beta, dtype)])
+    return e.node("Add", [out, c])
+
+
 _ADDMM = register(
     OpDef(
         name="addmm",
+        onnx=_onnx_addmm,
         kind="linalg",
         infer=_addmm_infer,
         kernel=_addmm_kernel,

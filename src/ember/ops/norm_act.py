@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..types import TensorType
-from . import _batching
+from . import _batching, _onnx
 from . import api as E
 from ._registry import OpDef, apply, register
 from ._util import (
@@ -190,9 +190,21 @@ def _gelu_grad_vjp(second, grad_op):
     return vjp
 
 
+def _onnx_gelu_backward(e):
+    x, g = e.inputs
+    # gelu'(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
+    square = e.node("Mul", [x, x])
+    pdf = e.node(
+        "Mul",
+        [e.node("Exp", [e.node("Mul", [square, _onnx_c(e, -0.5)])]), _onnx_c(e, _INV_SQRT_2PI)],
+    )
+    return e.node("Mul", [g, e.node("Add", [_onnx_cdf(e, x), e.node("Mul", [x, pdf])])])
+
+
 GELU_BACKWARD = register(
     OpDef(
         name="gelu_backward",
+        onnx=_onnx_gelu_backward,
         kind="elementwise",
         infer=_gelu_grad_infer("gelu_backward"),
         kernel=_gelu_erf_grad_kernel,
@@ -204,9 +216,28 @@ GELU_BACKWARD = register(
     )
 )
 
+
+def _onnx_gelu_tanh_backward(e):
+    x, g = e.inputs
+    t = _onnx_tanh_inner(e, x)
+    one = _onnx_c(e, 1)
+    # d/dx x (1 + t) / 2 = (1 + t) / 2 + x (1 - t^2) k (1 + 3 * 0.044715 x^2) / 2
+    slope = e.node("Add", [one, e.node("Mul", [e.node("Mul", [x, x]), _onnx_c(e, 3 * 0.044715)])])
+    dt_dx = e.node(
+        "Mul",
+        [
+            e.node("Sub", [one, e.node("Mul", [t, t])]),
+            e.node("Mul", [slope, _onnx_c(e, _SQRT_2_OVER_PI)]),
+        ],
+    )
+    d = e.node("Add", [e.node("Add", [one, t]), e.node("Mul", [x, dt_dx])])
+    return e.node("Mul", [g, e.node("Mul", [d, _onnx_c(e, 0.5)])])
+
+
 GELU_TANH_BACKWARD = register(
     OpDef(
         name="gelu_tanh_backward",
+        onnx=_onnx_gelu_tanh_backward,
         kind="elementwise",
         infer=_gelu_grad_infer("gelu_tanh_backward"),
         kernel=_gelu_tanh_grad_kernel,
@@ -218,9 +249,39 @@ GELU_TANH_BACKWARD = register(
     )
 )
 
+_SQRT_HALF = math.sqrt(0.5)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+def _onnx_c(e, value):
+    return _onnx.scalar(e, value, e.out_types[0].dtype)
+
+
+def _onnx_cdf(e, x):
+    """Phi(x) = (1 + erf(x / sqrt 2)) / 2."""
+    erf = e.node("Erf", [e.node("Mul", [x, _onnx_c(e, _SQRT_HALF)])])
+    return e.node("Mul", [e.node("Add", [erf, _onnx_c(e, 1)]), _onnx_c(e, 0.5)])
+
+
+def _onnx_tanh_inner(e, x):
+    """tanh(sqrt(2 / pi) (x + 0.044715 x^3))."""
+    cube = e.node("Mul", [x, e.node("Mul", [x, x])])
+    inner = e.node("Add", [x, e.node("Mul", [cube, _onnx_c(e, 0.044715)])])
+    return e.node("Tanh", [e.node("Mul", [inner, _onnx_c(e, _SQRT_2_OVER_PI)])])
+
+
+def _onnx_gelu(e):
+    (x,) = e.inputs
+    if e.opset >= 20:
+        return e.node("Gelu", [x])
+    return e.node("Mul", [x, _onnx_cdf(e, x)])
+
+
 GELU = register(
     OpDef(
         name="gelu",
+        onnx=_onnx_gelu,
         kind="elementwise",
         infer=_gelu_infer("gelu"),
         kernel=_gelu_erf_kernel,
@@ -232,9 +293,19 @@ GELU = register(
     )
 )
 
+
+def _onnx_gelu_tanh(e):
+    (x,) = e.inputs
+    if e.opset >= 20:
+        return e.node("Gelu", [x], approximate="tanh")
+    half = e.node("Mul", [e.node("Add", [_onnx_tanh_inner(e, x), _onnx_c(e, 1)]), _onnx_c(e, 0.5)])
+    return e.node("Mul", [x, half])
+
+
 GELU_TANH = register(
     OpDef(
         name="gelu_tanh",
+        onnx=_onnx_gelu_tanh,
         kind="elementwise",
         infer=_gelu_infer("gelu_tanh"),
         kernel=_gelu_tanh_kernel,
@@ -417,9 +488,25 @@ def _norm_workspace(node, layouts) -> int:
     return 3 * value_bytes(x) * max(8 // x.dtype.itemsize, 1)
 
 
+def _onnx_layer_norm_backward(e):
+    x, weight, g = e.inputs
+    k = len(e.in_types[1].shape)
+    nd = len(e.in_types[0].shape)
+    rstd, xhat = _onnx_normalized(e, x, k, float(e.attrs["eps"]))
+    trailing, leading = list(range(nd - k, nd)), list(range(nd - k))
+    db = _onnx.reduce(e, "ReduceSum", g, leading, False)
+    dw = _onnx.reduce(e, "ReduceSum", e.node("Mul", [g, xhat]), leading, False)
+    gh = e.node("Mul", [g, weight])
+    mean_gh = _onnx.reduce(e, "ReduceMean", gh, trailing, True)
+    mean_ghx = _onnx.reduce(e, "ReduceMean", e.node("Mul", [gh, xhat]), trailing, True)
+    inner = e.node("Sub", [e.node("Sub", [gh, mean_gh]), e.node("Mul", [xhat, mean_ghx])])
+    return e.node("Mul", [rstd, inner]), dw, db
+
+
 LAYER_NORM_BACKWARD = register(
     OpDef(
         name="layer_norm_backward",
+        onnx=_onnx_layer_norm_backward,
         kind="nn",
         infer=_norm_grad_infer,
         kernel=_norm_grad_kernel,
@@ -433,9 +520,31 @@ LAYER_NORM_BACKWARD = register(
     )
 )
 
+
+def _onnx_layer_norm(e):
+    x, weight, bias = e.inputs
+    k = len(e.in_types[1].shape)
+    eps = float(e.attrs["eps"])
+    if e.opset >= 17:
+        return e.node("LayerNormalization", [x, weight, bias], axis=-k, epsilon=eps)
+    _, xhat = _onnx_normalized(e, x, k, eps)
+    return e.node("Add", [e.node("Mul", [xhat, weight]), bias])
+
+
+def _onnx_normalized(e, x, k, eps):
+    """(rstd, (x - mean) * rstd) over the trailing k dimensions (kept as size 1)."""
+    nd = len(e.in_types[0].shape)
+    axes = list(range(nd - k, nd))
+    centered = e.node("Sub", [x, _onnx.reduce(e, "ReduceMean", x, axes, True)])
+    var = _onnx.reduce(e, "ReduceMean", e.node("Mul", [centered, centered]), axes, True)
+    rstd = e.node("Reciprocal", [e.node("Sqrt", [e.node("Add", [var, _onnx_c(e, eps)])])])
+    return rstd, e.node("Mul", [centered, rstd])
+
+
 LAYER_NORM = register(
     OpDef(
         name="layer_norm",
+        onnx=_onnx_layer_norm,
         kind="nn",
         infer=_norm_infer,
         kernel=_norm_kernel,

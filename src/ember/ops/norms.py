@@ -22,6 +22,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..types import TensorType
+from . import _onnx
 from . import api as E
 from ._registry import Cost, OpDef, apply, export, register
 from ._util import fmt_shape, io_bytes, normalize_axes, normalize_axis, numel, reduction_cost
@@ -97,9 +98,32 @@ def _norm_vjp(c, g):
     return (scaled * E.where(zero_norm, 0, g / safe_norm ** (p - 1)),)
 
 
+def _onnx_vector_norm(e):
+    x, t = e.inputs[0], e.in_types[0]
+    p, axes, keep = e.attrs["ord"], e.attrs["axes"], e.attrs["keepdims"]
+    mag = e.node("Abs", [x])
+    if p == math.inf:
+        return _onnx.reduce(e, "ReduceMax", mag, axes, keep)
+    if p == -math.inf:
+        return _onnx.reduce(e, "ReduceMin", mag, axes, keep)
+    if p == 0:
+        nonzero = e.cast(
+            e.node("Not", [e.node("Equal", [x, _onnx.scalar(e, 0, t.dtype)])]), t.dtype
+        )
+        return _onnx.reduce(e, "ReduceSum", nonzero, axes, keep)
+    if p == 1:
+        return _onnx.reduce(e, "ReduceSum", mag, axes, keep)
+    if p == 2:
+        return e.node("Sqrt", [_onnx.reduce(e, "ReduceSum", e.node("Mul", [mag, mag]), axes, keep)])
+    powered = e.node("Pow", [mag, _onnx.scalar(e, p, t.dtype)])
+    total = _onnx.reduce(e, "ReduceSum", powered, axes, keep)
+    return e.node("Pow", [total, _onnx.scalar(e, 1.0 / p, t.dtype)])
+
+
 _VECTOR_NORM = register(
     OpDef(
         name="vector_norm",
+        onnx=_onnx_vector_norm,
         kind="reduce",
         infer=_norm_infer,
         kernel=_norm_kernel,

@@ -81,9 +81,29 @@ def _pad_backward_kernel(g, *, pads, mode, in_shape):
     return out
 
 
+_ONNX_PAD_MODES = {
+    "constant": "constant",
+    "reflect": "reflect",
+    "replicate": "edge",
+    "circular": "wrap",
+}
+
+
+def _onnx_pad(e):
+    pads, mode = e.attrs["pads"], e.attrs["mode"]
+    if mode == "circular" and e.opset < 19:
+        e.unsupported("in circular mode before opset 19")
+    amounts = e.ints([b for b, _ in pads] + [a for _, a in pads])
+    inputs = [e.inputs[0], amounts]
+    if mode == "constant":
+        inputs.append(e.scalar(e.attrs["value"], e.in_types[0].dtype))
+    return e.node("Pad", inputs, mode=_ONNX_PAD_MODES[mode])
+
+
 _PAD = register(
     OpDef(
         name="pad",
+        onnx=_onnx_pad,
         kind="shape",
         infer=_pad_infer,
         kernel=_pad_kernel,
@@ -103,9 +123,20 @@ _PAD = register(
     )
 )
 
+
+def _onnx_pad_backward(e):
+    if e.attrs["mode"] != "constant":
+        e.unsupported(f"in {e.attrs['mode']} mode (its copies' gradients summed back)")
+    pads = e.attrs["pads"]
+    # the adjoint of constant padding crops what it added (and pads back what it cropped)
+    amounts = e.ints([-b for b, _ in pads] + [-a for _, a in pads])
+    return e.node("Pad", [e.inputs[0], amounts, e.scalar(0, e.in_types[0].dtype)])
+
+
 _PAD_BACKWARD = register(
     OpDef(
         name="pad_backward",
+        onnx=_onnx_pad_backward,
         kind="shape",
         infer=_pad_backward_infer,
         kernel=_pad_backward_kernel,

@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
+from . import _onnx
 from . import api as E
 from ._registry import PUBLIC, apply, export
 from .elementwise import _binary, _check_divisor, _reduce_to, _unary, to_tensor
@@ -35,6 +36,28 @@ def _quiet(ufunc):
     return kernel
 
 
+def _onnx_scaled_log(scale):
+    """log2 / log10: ONNX's Log divided by the base's logarithm."""
+
+    def rule(e):
+        return e.node("Div", [e.node("Log", e.inputs), _onnx.scalar(e, scale, e.in_types[0].dtype)])
+
+    return rule
+
+
+def _onnx_atan2(e, y, x):
+    # atan(y / x) moved into the right half-plane's quadrant; x == 0 gives +-pi/2 (or 0 at 0)
+    dtype = e.in_types[0].dtype
+    zero, pi = _onnx.scalar(e, 0, dtype), _onnx.scalar(e, math.pi, dtype)
+    half = _onnx.scalar(e, math.pi / 2, dtype)
+    base = e.node("Atan", [e.node("Div", [y, x])])
+    shift = e.node("Where", [e.node("Less", [y, zero]), e.node("Neg", [pi]), pi])
+    left = e.node("Add", [base, shift])
+    on_axis = e.node("Mul", [e.node("Sign", [y]), half])
+    out = e.node("Where", [e.node("Less", [x, zero]), left, base])
+    return e.node("Where", [e.node("Equal", [x, zero]), on_axis, out])
+
+
 # ------------------------------------------------------------------------------- unary
 
 _unary(
@@ -43,6 +66,7 @@ _unary(
     lambda c, g: (g * (c.outputs[0] * c.outputs[0] + 1),),
     save="output",
     c="tan{f}({0})",
+    onnx=_onnx.node("Tan"),
 )
 _unary(
     "asin",
@@ -50,6 +74,7 @@ _unary(
     lambda c, g: (g * E.rsqrt(1 - c.inputs[0] * c.inputs[0]),),
     method=("asin", "arcsin"),
     c="asin{f}({0})",
+    onnx=_onnx.node("Asin"),
 )
 _unary(
     "acos",
@@ -57,6 +82,7 @@ _unary(
     lambda c, g: (-g * E.rsqrt(1 - c.inputs[0] * c.inputs[0]),),
     method=("acos", "arccos"),
     c="acos{f}({0})",
+    onnx=_onnx.node("Acos"),
 )
 _unary(
     "atan",
@@ -64,11 +90,36 @@ _unary(
     lambda c, g: (g / (c.inputs[0] * c.inputs[0] + 1),),
     method=("atan", "arctan"),
     c="atan{f}({0})",
+    onnx=_onnx.node("Atan"),
 )
-_unary("sinh", _quiet(np.sinh), lambda c, g: (g * E.cosh(c.inputs[0]),), c="sinh{f}({0})")
-_unary("cosh", _quiet(np.cosh), lambda c, g: (g * E.sinh(c.inputs[0]),), c="cosh{f}({0})")
-_unary("log2", _quiet(np.log2), lambda c, g: (g / (c.inputs[0] * _LN2),), c="log2{f}({0})")
-_unary("log10", _quiet(np.log10), lambda c, g: (g / (c.inputs[0] * _LN10),), c="log10{f}({0})")
+_unary(
+    "sinh",
+    _quiet(np.sinh),
+    lambda c, g: (g * E.cosh(c.inputs[0]),),
+    c="sinh{f}({0})",
+    onnx=_onnx.node("Sinh"),
+)
+_unary(
+    "cosh",
+    _quiet(np.cosh),
+    lambda c, g: (g * E.sinh(c.inputs[0]),),
+    c="cosh{f}({0})",
+    onnx=_onnx.node("Cosh"),
+)
+_unary(
+    "log2",
+    _quiet(np.log2),
+    lambda c, g: (g / (c.inputs[0] * _LN2),),
+    c="log2{f}({0})",
+    onnx=_onnx_scaled_log(_LN2),
+)
+_unary(
+    "log10",
+    _quiet(np.log10),
+    lambda c, g: (g / (c.inputs[0] * _LN10),),
+    c="log10{f}({0})",
+    onnx=_onnx_scaled_log(_LN10),
+)
 for _name in ("asin", "acos", "atan"):
     export(PUBLIC[_name], name="arc" + _name[1:])
 
@@ -82,6 +133,7 @@ _SQUARE = _unary(
     method=False,
     toplevel=False,
     c="({0} * {0})",
+    onnx=_onnx.composite(lambda e, x: e.node("Mul", [x, x])),
 )
 
 
@@ -121,6 +173,7 @@ _binary(
     doc="atan2(input, other): the angle of the point (other, input), in (-pi, pi], with "
     "broadcasting; integer and bool tensors promote to the default float dtype. Unlike "
     "torch.atan2, either operand may be a Python scalar (a weak operand).",
+    onnx=_onnx.composite(_onnx_atan2),
 )
 export(PUBLIC["atan2"], name="arctan2")
 
@@ -150,6 +203,7 @@ _binary(
     doc="fmod(input, other): the remainder of the division rounded toward zero (C's fmod), "
     "so it has the sign of input; ``remainder`` (Python's %) has the sign of other. Integer "
     "division by zero raises DivisionByZeroError.",
+    onnx=_onnx.node("Mod", fmod=1),
 )
 
 # the top-level spellings PyTorch has for elementwise.py's ops (their methods exist there)

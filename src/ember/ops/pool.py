@@ -305,9 +305,27 @@ def _gather_infer(src, idx):
     return TensorType(tuple(idx.shape), src.dtype)
 
 
+def _onnx_pool_scatter(e):
+    if e.opset < 16:
+        e.unsupported("before opset 16 (ScatterElements' reduction)")
+    g, indices = e.inputs
+    n, c = e.in_types[0].shape[:2]
+    in_size = e.attrs["in_size"]
+    zeros = e.node(
+        "ConstantOfShape",
+        [e.shape((n, c, int(np.prod(in_size))))],
+        value=np.zeros(1, e.in_types[0].dtype.np),
+    )
+    flat_g = e.node("Reshape", [g, e.shape((n, c, -1))])
+    flat_i = e.node("Reshape", [indices, e.shape((n, c, -1))])
+    out = e.node("ScatterElements", [zeros, flat_i, flat_g], axis=2, reduction="add")
+    return e.node("Reshape", [out, e.shape((n, c, *in_size))])
+
+
 POOL_SCATTER = register(
     OpDef(
         name="pool_scatter",
+        onnx=_onnx_pool_scatter,
         kind="index",
         infer=_scatter_infer,
         kernel=_scatter_kernel,
@@ -326,9 +344,20 @@ POOL_SCATTER = register(
     )
 )
 
+
+def _onnx_pool_gather(e):
+    x, indices = e.inputs
+    (n, c, *_), out = e.in_types[0].shape, e.in_types[1].shape
+    flat_x = e.node("Reshape", [x, e.shape((n, c, -1))])
+    flat_i = e.node("Reshape", [indices, e.shape((n, c, -1))])
+    got = e.node("GatherElements", [flat_x, flat_i], axis=2)
+    return e.node("Reshape", [got, e.shape(out)])
+
+
 POOL_GATHER = register(
     OpDef(
         name="pool_gather",
+        onnx=_onnx_pool_gather,
         kind="index",
         infer=_gather_infer,
         kernel=_gather_kernel,
@@ -380,9 +409,40 @@ def _max_pool_workspace(node, layouts) -> int:
     return value_bytes(indices)
 
 
+def _onnx_max_pool(e):
+    a = e.attrs
+    spatial = e.in_types[0].shape[2:]
+    if not all(isinstance(d, int) for d in spatial):
+        e.unsupported("on symbolic spatial sizes")
+    window = dict(
+        kernel_shape=list(a["kernel"]),
+        strides=list(a["stride"]),
+        pads=list(a["padding"]) * 2,
+        dilations=list(a["dilation"]),
+        ceil_mode=int(a["ceil_mode"]),
+    )
+    return onnx_max_pool(e, window)
+
+
+def onnx_max_pool(e, window: dict):
+    """MaxPool with ember's results: NaN wins its window (at its position), and indices count
+    within each (n, c) plane (ONNX's run over the whole tensor)."""
+    x, dtype = e.inputs[0], e.in_types[0].dtype
+    values, indices = e.node("MaxPool", [x], outputs=2, **window)
+    if dtype.is_floating_point:  # (MaxPool's comparisons skip NaN)
+        nan = e.cast(e.node("IsNaN", [x]), dtype)
+        hit, where = e.node("MaxPool", [nan], outputs=2, **window)
+        hit = e.cast(hit, dt.bool_)
+        values = e.node("Where", [hit, e.scalar(np.nan, dtype), values])
+        indices = e.node("Where", [hit, where, indices])
+    plane = e.scalar(int(np.prod(e.in_types[0].shape[2:])), dt.int64)
+    return values, e.node("Mod", [indices, plane], fmod=0)
+
+
 MAX_POOL = register(
     OpDef(
         name="max_pool",
+        onnx=_onnx_max_pool,
         kind="nn",
         infer=_max_pool_infer,
         kernel=_max_pool_kernel,

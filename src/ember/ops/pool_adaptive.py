@@ -21,7 +21,7 @@ from . import api as E
 from ._registry import Cost, OpDef, apply, constant, export, register
 from ._util import fmt_shape, io_bytes
 from .elementwise import to_tensor
-from .pool import check_dtype, finish_pool, max_pool_vjp, plane_strides, unbatch
+from .pool import check_dtype, finish_pool, max_pool_vjp, onnx_max_pool, plane_strides, unbatch
 
 
 def adaptive_windows(n: int, o: int):
@@ -104,9 +104,18 @@ def _adaptive_cost(in_types, out_types, attrs) -> Cost:
     return Cost(x.shape[0] * x.shape[1] * per_plane, io_bytes(in_types, out_types))
 
 
+def _onnx_adaptive_max_pool(e):
+    spatial, out = e.in_types[0].shape[2:], e.attrs["out_size"]
+    if not all(isinstance(n, int) and n % o == 0 for n, o in zip(spatial, out)):
+        e.unsupported("unless each input size is a multiple of its output size")
+    kernel = [n // o for n, o in zip(spatial, out)]
+    return onnx_max_pool(e, dict(kernel_shape=kernel, strides=kernel))
+
+
 ADAPTIVE_MAX_POOL = register(
     OpDef(
         name="adaptive_max_pool",
+        onnx=_onnx_adaptive_max_pool,
         kind="nn",
         infer=_adaptive_infer,
         kernel=_adaptive_max_kernel,

@@ -17,6 +17,7 @@ from ..kernels.pool_geometry import pad_input, padded_extent, pool_out_size
 from ..types import TensorType
 from ._registry import Cost, OpDef, apply, export, register
 from ._util import half_precision, io_bytes, numel, require_float, value_bytes
+from .conv import _onnx_pad_end, _onnx_pads, _onnx_transposed_pads
 from .conv_functional import int_tuple
 from .elementwise import to_tensor
 from .pool import check_pool_args, unbatch, window_slices
@@ -170,9 +171,25 @@ def _avg_backward_workspace(node, layouts) -> int:
     return 2 * value_bytes(g) if half_precision(g) else 0
 
 
+def _onnx_avg_pool(e):
+    a = e.attrs
+    if a["divisor_override"] is not None:
+        e.unsupported("with divisor_override")
+    return e.node(
+        "AveragePool",
+        e.inputs,
+        kernel_shape=list(a["kernel"]),
+        strides=list(a["stride"]),
+        pads=list(a["padding"]) * 2,
+        ceil_mode=int(a["ceil_mode"]),
+        count_include_pad=int(a["count_include_pad"]),
+    )
+
+
 AVG_POOL = register(
     OpDef(
         name="avg_pool",
+        onnx=_onnx_avg_pool,
         kind="nn",
         infer=_avg_infer,
         kernel=_avg_kernel,
@@ -185,9 +202,35 @@ AVG_POOL = register(
     )
 )
 
+
+def _onnx_avg_pool_backward(e):
+    a = e.attrs
+    (g,) = e.inputs
+    kernel, stride, padding, in_size = a["kernel"], a["stride"], a["padding"], a["in_size"]
+    channels = e.in_types[0].shape[1]
+    out = e.in_types[0].shape[2:]
+    exact = a["count_include_pad"] or not any(padding)
+    if a["ceil_mode"] or not exact or not isinstance(channels, int):
+        e.unsupported("with ceil_mode or a divisor that varies by window")
+    divisor = a["divisor_override"] or int(np.prod(kernel))
+    dtype = e.in_types[0].dtype
+    ones = np.full((channels, 1, *kernel), 1.0 / divisor, dtype=dtype.np)
+    ones_1 = [1] * len(kernel)
+    pads, zeros = _onnx_transposed_pads(e, in_size, out, kernel, stride, ones_1, padding)
+    y = e.node(
+        "ConvTranspose",
+        [g, e.constant(ones)],
+        strides=list(stride),
+        pads=_onnx_pads(pads),
+        group=channels,
+    )
+    return _onnx_pad_end(e, y, zeros)
+
+
 AVG_POOL_BACKWARD = register(
     OpDef(
         name="avg_pool_backward",
+        onnx=_onnx_avg_pool_backward,
         kind="nn",
         infer=_avg_backward_infer,
         kernel=_avg_backward_kernel,

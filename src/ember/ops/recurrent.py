@@ -194,9 +194,99 @@ def _lstm_grad_fast(gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0, w_hh, *, reve
     return crnn.lstm_backward(gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0, w_hh, reverse)
 
 
+def _onnx_gates(e, name, hidden, count):
+    """``name``'s last axis cut into ``count`` gates of ``hidden``."""
+    return e.node("Split", [name, e.ints([hidden] * count)], outputs=count, axis=-1)
+
+
+def _onnx_steps(e, state, state_types, seqs, seq_types, step, out_types, backward):
+    """A Scan over the leading (time) axis of ``seqs`` (from the last step for ``backward``;
+    each output stored at its own step) running ``step(e, *state, *slices) -> (*state,
+    *outputs)`` (``out_types``: the outputs' types per step); returns the final state and the
+    stacked outputs. No steps: the state as it came, empty sequences (onnxruntime's Scan fails
+    on empty sequences)."""
+    steps = seq_types[0].shape[0]
+    if steps == 0:
+        empty = [e.constant(np.zeros((0, *t.shape), t.dtype.np)) for t in out_types]
+        return [e.node("Identity", [v]) for v in [*state, *empty]]
+    slices = [TensorType(tuple(t.shape[1:]), t.dtype) for t in seq_types]
+    body = e.body(
+        [*state_types, *slices],
+        lambda *formal: step(e, *formal),
+        "rnn_step",
+        [*state_types, *out_types],
+    )
+    out = e.node(
+        "Scan",
+        [*state, *seqs],
+        outputs=len(state) + len(out_types),
+        body=body,
+        num_scan_inputs=len(seqs),
+        scan_input_directions=[int(backward)] * len(seqs),
+        scan_output_directions=[int(backward)] * len(out_types),
+    )
+    return [out] if isinstance(out, str) else list(out)
+
+
+def _onnx_time_loop(e, n_state, step, n_outputs, step_types):
+    """The forward layer's loop: state from the operands after xg, xg the one sequence."""
+    return _onnx_steps(
+        e,
+        list(e.inputs[1 : 1 + n_state]),
+        list(e.in_types[1 : 1 + n_state]),
+        [e.inputs[0]],
+        [e.in_types[0]],
+        step,
+        step_types[n_state:],
+        e.attrs["reverse"],
+    )
+
+
+def _onnx_previous(e, seq, first, reverse):
+    """Each step's incoming state (`_previous`): ``first`` for the first step run."""
+    first = e.node("Unsqueeze", [first, e.ints([0])])
+    if reverse:
+        rest = e.node("Slice", [seq, e.ints([1]), e.ints([2**62]), e.ints([0])])
+        return e.node("Concat", [rest, first], axis=0)
+    rest = e.node("Slice", [seq, e.ints([0]), e.ints([-1]), e.ints([0])])
+    return e.node("Concat", [first, rest], axis=0)
+
+
+def _onnx_weight_grad(e, dg, y, h0, reverse, w_type):
+    """`_weight_grad`: the gates' gradients against each step's incoming hidden state."""
+    if e.in_types[0].shape[0] == 0:
+        return e.node("Identity", [e.constant(np.zeros(w_type.shape, w_type.dtype.np))])
+    h_prev = _onnx_previous(e, y, h0, reverse)
+    flat_g = e.node("Reshape", [dg, e.ints([-1, w_type.shape[0]])])
+    flat_h = e.node("Reshape", [h_prev, e.ints([-1, w_type.shape[1]])])
+    return e.node("MatMul", [e.node("Transpose", [flat_g], perm=[1, 0]), flat_h])
+
+
+def _onnx_lstm_layer(e):
+    w_hh = e.inputs[3]
+    hidden = e.in_types[1].shape[-1]
+    w_t = e.node("Transpose", [w_hh], perm=[1, 0])
+
+    def step(e, h, c, x):
+        pre = e.node("Add", [x, e.node("MatMul", [h, w_t])])
+        i, f, g, o = _onnx_gates(e, pre, hidden, 4)
+        i, f, o = (e.node("Sigmoid", [v]) for v in (i, f, o))
+        g = e.node("Tanh", [g])
+        c = e.node("Add", [e.node("Mul", [f, c]), e.node("Mul", [i, g])])
+        h = e.node("Mul", [o, e.node("Tanh", [c])])
+        acts = e.node("Concat", [i, f, g, o], axis=1)
+        return h, c, h, c, acts
+
+    h_type, acts = e.in_types[1], e.out_types[4]
+    acts_type = TensorType(tuple(acts.shape[1:]), acts.dtype)
+    h_n, c_n, y, cs, acts = _onnx_time_loop(e, 2, step, 3, [h_type] * 4 + [acts_type])
+    return y, h_n, c_n, cs, acts
+
+
 LSTM_LAYER = register(
     OpDef(
         name="lstm_layer",
+        onnx=_onnx_lstm_layer,
         kind="nn",
         infer=_lstm_infer,
         kernel=_lstm_kernel,
@@ -212,9 +302,59 @@ LSTM_LAYER = register(
     )
 )
 
+
+def _onnx_lstm_layer_grad(e):
+    gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0, w_hh = e.inputs
+    reverse = e.attrs["reverse"]
+    hidden = e.in_types[5].shape[-1]
+    dtype = e.in_types[5].dtype
+    one = e.scalar(1, dtype)
+    c_prev = _onnx_previous(e, cs, c0, reverse) if e.in_types[5].shape[0] else cs
+
+    def minus(v):
+        return e.node("Sub", [one, v])
+
+    def step(e, dh, dc, gy_t, gcs_t, ga_t, a_t, c_t, cp_t):
+        dh = e.node("Add", [dh, gy_t])
+        tc = e.node("Tanh", [c_t])
+        i, f, g, o = _onnx_gates(e, a_t, hidden, 4)
+        ga_i, ga_f, ga_g, ga_o = _onnx_gates(e, ga_t, hidden, 4)
+        d_out = e.node("Add", [e.node("Mul", [dh, tc]), ga_o])
+        through = e.node("Mul", [e.node("Mul", [dh, o]), minus(e.node("Mul", [tc, tc]))])
+        dc = e.node("Add", [e.node("Add", [dc, gcs_t]), through])
+        di = e.node("Add", [e.node("Mul", [dc, g]), ga_i])
+        df = e.node("Add", [e.node("Mul", [dc, cp_t]), ga_f])
+        d_g = e.node("Add", [e.node("Mul", [dc, i]), ga_g])
+        parts = [
+            e.node("Mul", [di, e.node("Mul", [i, minus(i)])]),
+            e.node("Mul", [df, e.node("Mul", [f, minus(f)])]),
+            e.node("Mul", [d_g, minus(e.node("Mul", [g, g]))]),
+            e.node("Mul", [d_out, e.node("Mul", [o, minus(o)])]),
+        ]
+        dg_t = e.node("Concat", parts, axis=1)
+        return e.node("MatMul", [dg_t, w_hh]), e.node("Mul", [dc, f]), dg_t
+
+    state_type = e.in_types[1]
+    gates = TensorType(tuple(e.in_types[6].shape[1:]), dtype)
+    seq_types = [e.in_types[k] for k in (0, 3, 4, 6, 7)] + [e.in_types[7]]
+    dh, dc, dg = _onnx_steps(
+        e,
+        [ghn, gcn],
+        [state_type, state_type],
+        [gy, gcs, gacts, acts, cs, c_prev],
+        seq_types,
+        step,
+        [gates],
+        not reverse,
+    )
+    dw = _onnx_weight_grad(e, dg, y, h0, reverse, e.in_types[10])
+    return dg, dh, dc, dw
+
+
 LSTM_LAYER_GRAD = register(
     OpDef(
         name="lstm_layer_grad",
+        onnx=_onnx_lstm_layer_grad,
         kind="nn",
         infer=_lstm_grad_infer,
         kernel=_lstm_grad_kernel,
@@ -316,9 +456,32 @@ def _gru_grad_fast(gy, ghn, gacts, y, acts, h0, w_hh, *, reverse):
     return crnn.gru_backward(gy, ghn, gacts, y, acts, h0, w_hh, reverse)
 
 
+def _onnx_gru_layer(e):
+    w_hh, b_hh = e.inputs[2], e.inputs[3]
+    hidden = e.in_types[1].shape[-1]
+    w_t = e.node("Transpose", [w_hh], perm=[1, 0])
+    one = e.scalar(1, e.in_types[0].dtype)
+
+    def step(e, h, x):
+        q = e.node("Add", [e.node("MatMul", [h, w_t]), b_hh])
+        xr, xz, xn = _onnx_gates(e, x, hidden, 3)
+        qr, qz, hn = _onnx_gates(e, q, hidden, 3)
+        r = e.node("Sigmoid", [e.node("Add", [xr, qr])])
+        z = e.node("Sigmoid", [e.node("Add", [xz, qz])])
+        n = e.node("Tanh", [e.node("Add", [xn, e.node("Mul", [r, hn])])])
+        h = e.node("Add", [e.node("Mul", [e.node("Sub", [one, z]), n]), e.node("Mul", [z, h])])
+        return h, h, e.node("Concat", [r, z, n, hn], axis=1)
+
+    h_type, acts = e.in_types[1], e.out_types[2]
+    acts_type = TensorType(tuple(acts.shape[1:]), acts.dtype)
+    h_n, y, acts = _onnx_time_loop(e, 1, step, 2, [h_type] * 2 + [acts_type])
+    return y, h_n, acts
+
+
 GRU_LAYER = register(
     OpDef(
         name="gru_layer",
+        onnx=_onnx_gru_layer,
         kind="nn",
         infer=_gru_infer,
         kernel=_gru_kernel,
@@ -334,9 +497,56 @@ GRU_LAYER = register(
     )
 )
 
+
+def _onnx_gru_layer_grad(e):
+    gy, ghn, gacts, y, acts, h0, w_hh = e.inputs
+    reverse = e.attrs["reverse"]
+    hidden = e.in_types[3].shape[-1]
+    dtype = e.in_types[3].dtype
+    one = e.scalar(1, dtype)
+    h_prev = _onnx_previous(e, y, h0, reverse) if e.in_types[3].shape[0] else y
+
+    def minus(v):
+        return e.node("Sub", [one, v])
+
+    def step(e, dh, gy_t, ga_t, a_t, hp_t):
+        dh = e.node("Add", [dh, gy_t])
+        r, z, n, hn = _onnx_gates(e, a_t, hidden, 4)
+        ga_r, ga_z, ga_n, ga_hn = _onnx_gates(e, ga_t, hidden, 4)
+        dn = e.node("Add", [e.node("Mul", [dh, minus(z)]), ga_n])
+        dz = e.node("Add", [e.node("Mul", [dh, e.node("Sub", [hp_t, n])]), ga_z])
+        dpn = e.node("Mul", [dn, minus(e.node("Mul", [n, n]))])
+        dr = e.node("Add", [e.node("Mul", [dpn, hn]), ga_r])
+        dhn = e.node("Add", [e.node("Mul", [dpn, r]), ga_hn])
+        dpr = e.node("Mul", [dr, e.node("Mul", [r, minus(r)])])
+        dpz = e.node("Mul", [dz, e.node("Mul", [z, minus(z)])])
+        dgx_t = e.node("Concat", [dpr, dpz, dpn], axis=1)
+        dgh_t = e.node("Concat", [dpr, dpz, dhn], axis=1)
+        dh = e.node("Add", [e.node("Mul", [dh, z]), e.node("MatMul", [dgh_t, w_hh])])
+        return dh, dgx_t, dgh_t
+
+    rows = e.in_types[1].shape[0]
+    gates = TensorType((rows, 3 * hidden), dtype)
+    seq_types = [e.in_types[k] for k in (0, 2, 4, 3)]
+    dh, dgx, dgh = _onnx_steps(
+        e,
+        [ghn],
+        [e.in_types[1]],
+        [gy, gacts, acts, h_prev],
+        seq_types,
+        step,
+        [gates, gates],
+        not reverse,
+    )
+    dw = _onnx_weight_grad(e, dgh, y, h0, reverse, e.in_types[6])
+    db = e.node("ReduceSum", [dgh, e.ints([0, 1])], keepdims=0)
+    return dgx, dh, dw, db
+
+
 GRU_LAYER_GRAD = register(
     OpDef(
         name="gru_layer_grad",
+        onnx=_onnx_gru_layer_grad,
         kind="nn",
         infer=_gru_grad_infer,
         kernel=_gru_grad_kernel,

@@ -23,6 +23,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
+from . import _onnx
 from . import api as E
 from ._index_plan import IndexOutOfRangeError
 from ._registry import OpDef, TensorBase, apply, export, register
@@ -199,9 +200,41 @@ def _leading_of(t, shape):
     return E.getitem(t, tuple(slice(0, s) for s in shape))
 
 
+_ONNX_REDUCTIONS = {"sum": "add", "mean": "add", "prod": "mul", "amax": "max", "amin": "min"}
+
+
+def _onnx_scatter_reduce(e):
+    x, index, src = e.inputs
+    axis, reduce = e.attrs["axis"], e.attrs["reduce"]
+    dtype = e.in_types[0].dtype
+    since = 18 if reduce in ("amax", "amin") else 16
+    if e.opset < since:
+        e.unsupported(f"with reduce={reduce} before opset {since} (ScatterElements' reduction)")
+    if reduce == "mean" and not dtype.is_floating_point:
+        e.unsupported("for an integer mean")
+    if not e.attrs["include_self"]:
+        # the positions the index names start from the reduction's identity instead of x
+        start = _identity(reduce, dtype.np)
+        fill = e.node("Expand", [_onnx.scalar(e, start, dtype), e.node("Shape", [src])])
+        x = e.node("ScatterElements", [x, index, fill], axis=axis)
+    out = e.node("ScatterElements", [x, index, src], axis=axis, reduction=_ONNX_REDUCTIONS[reduce])
+    if reduce != "mean":
+        return out
+    one = _onnx.scalar(e, 1, dtype)
+    ones = e.node("Expand", [one, e.node("Shape", [src])])
+    base = e.node(
+        "Expand",
+        [one if e.attrs["include_self"] else _onnx.scalar(e, 0, dtype), e.node("Shape", [x])],
+    )
+    count = e.node("ScatterElements", [base, index, ones], axis=axis, reduction="add")
+    count = e.node("Max", [count, one])  # untouched positions (count 0) keep their value
+    return e.node("Div", [out, count])
+
+
 _SCATTER_REDUCE = register(
     OpDef(
         name="scatter_reduce",
+        onnx=_onnx_scatter_reduce,
         kind="index",
         infer=_scatter_reduce_infer,
         kernel=_scatter_reduce_kernel,

@@ -61,9 +61,14 @@ def _copy_c_step(node):
     return csteps.copy_step(node)
 
 
+def _onnx_reshape(e):
+    return e.node("Reshape", [e.inputs[0], e.shape(e.attrs["shape"])])
+
+
 RESHAPE = register(
     OpDef(
         name="reshape",
+        onnx=_onnx_reshape,
         kind="shape",
         infer=_reshape_infer,
         kernel=lambda x, *, shape: x.reshape(shape),
@@ -142,9 +147,14 @@ def _broadcast_infer(x, *, shape):
     return TensorType(shape, x.dtype)
 
 
+def _onnx_broadcast_to(e):
+    return e.node("Expand", [e.inputs[0], e.shape(e.attrs["shape"])])
+
+
 _BROADCAST = register(
     OpDef(
         name="broadcast_to",
+        onnx=_onnx_broadcast_to,
         kind="shape",
         infer=_broadcast_infer,
         kernel=lambda x, *, shape: np.broadcast_to(x, shape),
@@ -213,9 +223,14 @@ def _permute_vjp(c, g):
     return (permute(g, inverse),)
 
 
+def _onnx_permute(e):
+    return e.node("Transpose", e.inputs, perm=list(e.attrs["dims"]))
+
+
 _PERMUTE = register(
     OpDef(
         name="permute",
+        onnx=_onnx_permute,
         kind="shape",
         infer=_permute_infer,
         kernel=lambda x, *, dims: x.transpose(dims),
@@ -283,9 +298,20 @@ def movedim(x, source, destination):
 
 # -------------------------------------------------------------------------------------- flip
 
+
+def _onnx_flip(e):
+    axes = list(e.attrs["axes"])
+    if not axes:
+        return e.node("Identity", e.inputs)
+    big = 2**62
+    starts, ends = e.ints([-1] * len(axes)), e.ints([-big] * len(axes))
+    return e.node("Slice", [e.inputs[0], starts, ends, e.ints(axes), e.ints([-1] * len(axes))])
+
+
 _FLIP = register(
     OpDef(
         name="flip",
+        onnx=_onnx_flip,
         kind="shape",
         infer=lambda x, *, axes: TensorType(tuple(x.shape), x.dtype),
         kernel=lambda x, *, axes: np.flip(x, axes).copy(),
@@ -338,9 +364,14 @@ def _concat_c_step(node):
     return csteps.concat_step(node)
 
 
+def _onnx_concat(e):
+    return e.node("Concat", e.inputs, axis=e.attrs["axis"])
+
+
 CONCAT = register(
     OpDef(
         name="concat",
+        onnx=_onnx_concat,
         kind="shape",
         infer=_concat_infer,
         kernel=lambda *xs, axis: np.concatenate(xs, axis=axis),
@@ -384,9 +415,17 @@ def _split_vjp(c, *grads):
     return (apply(CONCAT, *grads, axis=c.attrs["axis"]),)
 
 
+def _onnx_split(e):
+    sizes = e.attrs["sizes"]
+    if len(sizes) == 1:
+        return (e.node("Identity", e.inputs),)
+    return e.node("Split", [e.inputs[0], e.shape(sizes)], outputs=len(sizes), axis=e.attrs["axis"])
+
+
 SPLIT = register(
     OpDef(
         name="split",
+        onnx=_onnx_split,
         kind="shape",
         infer=_split_infer,
         kernel=_split_kernel,

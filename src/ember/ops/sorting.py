@@ -104,9 +104,27 @@ def _argsort_cost(in_types, out_types, attrs):
     return memory_cost(in_types, out_types, attrs)._replace(flops=comparisons)
 
 
+def _onnx_argsort(e):
+    """TopK's indices: ONNX orders equal elements by index, as the stable kernel does."""
+    x, t = e.inputs[0], e.in_types[0]
+    a = e.attrs
+    if not t.shape:
+        return e.node("Identity", [e.constant(np.zeros((), np.int64))])
+    if t.dtype is dt.bool_:
+        x = e.cast(x, dt.uint8)
+    axis = a["axis"]
+    k = a.get("k")
+    k = e.dim(t.shape[axis] if k is None else k)
+    _, indices = e.node(
+        "TopK", [x, k], outputs=2, axis=axis, largest=int(a["descending"]), sorted=1
+    )
+    return indices
+
+
 _ARGSORT = register(
     OpDef(
         name="argsort",
+        onnx=_onnx_argsort,
         kind="index",
         infer=_argsort_infer,
         kernel=_argsort_kernel,

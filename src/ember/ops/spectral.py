@@ -476,6 +476,7 @@ DET = _linalg_op(
     _det_kernel,
     _det_vjp,
     "det(A): the determinants of a (batch of) square matrices",
+    onnx=lambda e: e.node("Det", e.inputs),
 )
 
 

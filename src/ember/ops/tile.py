@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes as dt
 from ..errors import ShapeError
 from ..types import TensorType
 from . import api as E
@@ -32,9 +33,14 @@ def _tile_vjp(c, g):
     return (summed,)
 
 
+def _onnx_tile(e):
+    return e.node("Tile", [e.inputs[0], e.ints(e.attrs["reps"])])
+
+
 _TILE = register(
     OpDef(
         name="tile",
+        onnx=_onnx_tile,
         kind="shape",
         infer=_tile_infer,
         kernel=lambda x, *, reps: np.tile(x, reps),
@@ -80,6 +86,19 @@ def repeat_interleave(x, repeats: int, dim=None):
 # ---------------------------------------------------------------------------------- tril/triu
 
 
+def _onnx_tri(upper):
+    def rule(e):
+        x = e.inputs[0]
+        if e.in_types[0].dtype is dt.bool_:  # (onnxruntime's Trilu has no bool kernel)
+            out = e.node(
+                "Trilu", [e.cast(x, dt.int64), e.scalar(e.attrs["diagonal"], dt.int64)], upper=upper
+            )
+            return e.cast(out, dt.bool_)
+        return e.node("Trilu", [x, e.scalar(e.attrs["diagonal"], dt.int64)], upper=upper)
+
+    return rule
+
+
 def _tri(name, fn):
     def infer(x, *, diagonal):
         if x.ndim < 2:
@@ -99,6 +118,7 @@ def _tri(name, fn):
             save_inputs=(),
             doc=f"{name}(x, diagonal): keep the {name[-1]}riangle of the last two "
             "dimensions, zero the rest",
+            onnx=_onnx_tri(int(name == "triu")),
         )
     )
 

@@ -10,6 +10,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import DTypeError
 from ..types import TensorType
+from . import _onnx
 from . import api as E
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._util import (
@@ -84,6 +85,7 @@ def _where_workspace(node, layouts) -> int:
 _WHERE = register(
     OpDef(
         name="where",
+        onnx=_onnx.node("Where"),
         kind="elementwise",
         infer=_where_infer,
         kernel=_where_kernel,
@@ -145,9 +147,19 @@ def _clip_vjp(c, g):
     return (g if inside is None else E.where(inside, g, 0),)
 
 
+def _onnx_clip(e):
+    dtype = e.in_types[0].dtype
+    lo, hi = e.attrs["lo"], e.attrs["hi"]
+    bounds = [e.scalar(b, dtype) if b is not None else "" for b in (lo, hi)]
+    if dtype is dt.bool_:
+        e.unsupported("on bool tensors")
+    return e.node("Clip", [e.inputs[0], *bounds])
+
+
 _CLIP = register(
     OpDef(
         name="clip",
+        onnx=_onnx_clip,
         kind="elementwise",
         infer=_clip_infer,
         kernel=_clip_kernel,

@@ -4,6 +4,9 @@
   FLOPs of its reference training step by phase, module and family (tools/flops.py), the
   memory of that step by part and by layer (tools/memory.py), and the optimization passes'
   statistics of the compiled step (nodes before and after, time, per pass).
+* An **ONNX model** (``.onnx``; ``ember inspect`` routes it through ``ember.onnx``, a higher
+  layer, which imports it and captures it at its declared input shapes, dynamic sizes set to
+  ``--batch-size``): the same page as a graph file's, for the imported graph.
 * A **graph file** (written by ``graph.save(path)``): node and op counts, FLOPs from the ops'
   cost rules (by family and module: a file records no phases), the memory plan of the graph as
   stored (a file does not say which inputs are parameters, optimizer state or the batch: they
@@ -28,7 +31,14 @@ from collections import Counter
 
 from ..errors import EmberError
 
-__all__ = ["InspectError", "add_parser", "inspect_graph_file", "inspect_model", "run"]
+__all__ = [
+    "InspectError",
+    "add_parser",
+    "inspect_graph",
+    "inspect_graph_file",
+    "inspect_model",
+    "run",
+]
 
 
 class InspectError(EmberError):
@@ -265,21 +275,28 @@ def inspect_graph_file(path, batch_size: int | None = None) -> str:
     """The page of the graph file at ``path`` (see the module docstring); ``batch_size``: the
     value of its symbolic sizes (default 1)."""
     from ..graph.load import load_graph
+
+    path = os.fspath(path)
+    graph, note = _concrete(load_graph(path), path, batch_size)
+    return inspect_graph(graph, f"{path}: graph {graph.name}", note)
+
+
+def inspect_graph(graph, title: str, note: str | None = None) -> str:
+    """The page of a graph with fixed sizes (a graph file's, or an imported ONNX model's):
+    node and op counts, FLOPs, the memory plan as it is, the passes run on a copy."""
     from ..plan import plan_memory
     from ..transforms.pipeline import optimize
     from .flops import count_graphs
     from .memory_report import report_from_plan
 
-    path = os.fspath(path)
-    graph, note = _concrete(load_graph(path), path, batch_size)
     out = io.StringIO()
     console = _console(out)
-    console.rule(f"{path}: graph {graph.name}", characters="=")
+    console.rule(title, characters="=")
     if note:
         console.print(note)
     _section(console, "nodes and ops")
     console.print(_op_counts(graph))
-    _section(console, "FLOPs (the ops' cost rules; a graph file records no phases)")
+    _section(console, "FLOPs (the ops' cost rules; the graph records no phases)")
     console.print(_flop_lines(count_graphs({"forward": graph}), phases=False))
     _section(console, "memory plan of the graph as stored")
     console.print(

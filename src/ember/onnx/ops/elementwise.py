@@ -2,13 +2,56 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
 from ...errors import OnnxError
-from .._convert import converter, ember_dtype, is_static, supported_dtype
+from .._convert import EMPTY, converter, ember_dtype, is_static, supported_dtype
 from ._common import E, F, dtype_np, np_dtype
+
+# ---------------------------------------------------------------------------------------------
+# element types ember has no tensors for (uint16/32/64, float8, int4, strings): such a value is
+# always a NumPy array (the importer and `to_tensor` never make ember tensors of them), and an
+# op on it is computed in NumPy with ONNX's semantics. That needs every input's data
+# (`ctx.static`): inside a captured model a symbolic operand makes the model run eagerly.
+
+
+def lacks_dtype(*values) -> bool:
+    """Whether any of ``values`` has an element type ember has no tensors for."""
+    return any(is_static(v) and not supported_dtype(v.dtype) for v in values)
+
+
+def numpy_op(ctx, fn, *values, like=None):
+    """``fn`` over the NumPy data of ``values`` (omitted ones stay None); with ``like`` given,
+    the result takes that input's dtype (ONNX's ops keep their operands' type)."""
+    arrays = [
+        None if v is None else ctx.static(v, "an input of a type ember lacks") for v in values
+    ]
+    with np.errstate(all="ignore"):
+        out = np.asarray(fn(*arrays))
+    if like is not None:
+        out = out.astype(arrays[like].dtype, copy=False)
+    return out
+
+
+def _np_div(a, b):
+    if a.dtype.kind in "iu":  # ONNX's integer division truncates (floor for unsigned ones)
+        q = np.floor_divide(a, np.where(b == 0, 1, b))
+        if a.dtype.kind == "i":
+            q = np.where((q < 0) & (q * b != a), q + 1, q)
+        return np.where(b == 0, 0, q)
+    return np.true_divide(a, b)
+
+
+def _np_mod(fmod):
+    def mod(a, b):
+        if fmod or a.dtype.kind == "f":
+            return np.fmod(a, b)
+        return np.where(b == 0, 0, np.remainder(a, np.where(b == 0, 1, b)))
+
+    return mod
 
 
 def _same_dtype(ctx, out, like):
@@ -22,31 +65,35 @@ def _same_dtype(ctx, out, like):
 # arithmetic
 
 
-def _binary(fn):
+def _binary(fn, np_fn, keep):
     def convert(ctx, a, b):
+        if lacks_dtype(a, b):
+            return numpy_op(ctx, np_fn, a, b, like=0 if keep else None)
         return fn(ctx.tensor(a), ctx.tensor(b))
 
     return convert
 
 
-for _name, _fn in (
-    ("Add", E.add),
-    ("Sub", E.sub),
-    ("Mul", E.mul),
-    ("Equal", E.eq),
-    ("Less", E.lt),
-    ("Greater", E.gt),
-    ("LessOrEqual", E.le),
-    ("GreaterOrEqual", E.ge),
-    ("And", E.logical_and),
-    ("Or", E.logical_or),
-    ("Xor", E.logical_xor),
+for _name, _fn, _np_fn, _keep in (
+    ("Add", E.add, np.add, True),
+    ("Sub", E.sub, np.subtract, True),
+    ("Mul", E.mul, np.multiply, True),
+    ("Equal", E.eq, np.equal, False),
+    ("Less", E.lt, np.less, False),
+    ("Greater", E.gt, np.greater, False),
+    ("LessOrEqual", E.le, np.less_equal, False),
+    ("GreaterOrEqual", E.ge, np.greater_equal, False),
+    ("And", E.logical_and, np.logical_and, False),
+    ("Or", E.logical_or, np.logical_or, False),
+    ("Xor", E.logical_xor, np.logical_xor, False),
 ):
-    converter(_name, 1)(_binary(_fn))
+    converter(_name, 1)(_binary(_fn, _np_fn, _keep))
 
 
 @converter("Div", 1)
 def _div(ctx, a, b):
+    if lacks_dtype(a, b):
+        return numpy_op(ctx, _np_div, a, b, like=0)
     a, b = ctx.tensor(a), ctx.tensor(b)
     if a.dtype.is_floating_point:
         return E.div(a, b)
@@ -55,14 +102,20 @@ def _div(ctx, a, b):
 
 @converter("Mod", 10)
 def _mod(ctx, a, b):
+    if lacks_dtype(a, b):
+        return numpy_op(ctx, _np_mod(ctx.attr("fmod", 0)), a, b, like=0)
     a, b = ctx.tensor(a), ctx.tensor(b)
-    if ctx.attr("fmod", 0) or a.dtype.is_floating_point:
+    # fmod=1: the sign of the dividend (C's fmod); fmod=0: the sign of the divisor (Python's
+    # %), which the spec reserves for integers but its cases and runtimes apply to floats too
+    if ctx.attr("fmod", 0):
         return E.fmod(a, b)
     return E.remainder(a, b)
 
 
 @converter("Pow", 1)
 def _pow(ctx, a, b):
+    if lacks_dtype(a, b):
+        return numpy_op(ctx, np.power, a, b, like=0)
     a, b = ctx.tensor(a), ctx.tensor(b)
     if not a.dtype.is_floating_point and b.dtype.is_floating_point:
         return _same_dtype(ctx, E.pow(E.cast(a, b.dtype), b), a)
@@ -71,8 +124,11 @@ def _pow(ctx, a, b):
     return _same_dtype(ctx, E.pow(a, b), a)
 
 
-def _variadic(fn):
+def _variadic(fn, np_fn):
     def convert(ctx, *xs):
+        if lacks_dtype(*xs):
+            xs = [x for x in xs if x is not None]
+            return numpy_op(ctx, lambda *a: functools.reduce(np_fn, a), *xs, like=0)
         xs = [ctx.tensor(x) for x in xs if x is not None]
         if not xs:
             raise ctx.error("needs at least one input")
@@ -84,24 +140,30 @@ def _variadic(fn):
     return convert
 
 
-converter("Sum", 1)(_variadic(E.add))
-converter("Max", 1)(_variadic(E.maximum))
-converter("Min", 1)(_variadic(E.minimum))
+converter("Sum", 1)(_variadic(E.add, np.add))
+converter("Max", 1)(_variadic(E.maximum, np.maximum))
+converter("Min", 1)(_variadic(E.minimum, np.minimum))
 
 
 @converter("Mean", 1)
 def _mean(ctx, *xs):
     xs = [x for x in xs if x is not None]
-    return E.div(_variadic(E.add)(ctx, *xs), float(len(xs)))
+    if lacks_dtype(*xs):
+        return numpy_op(ctx, lambda *a: functools.reduce(np.add, a) / len(a), *xs, like=0)
+    return E.div(_variadic(E.add, np.add)(ctx, *xs), float(len(xs)))
 
 
 @converter("Not", 1)
 def _not(ctx, x):
+    if lacks_dtype(x):
+        return numpy_op(ctx, np.logical_not, x)
     return E.logical_not(ctx.tensor(x))
 
 
 @converter("Where", 9)
 def _where(ctx, c, a, b):
+    if lacks_dtype(a, b):
+        return numpy_op(ctx, np.where, c, a, b, like=1)
     return E.where(ctx.tensor(c), ctx.tensor(a), ctx.tensor(b))
 
 
@@ -109,16 +171,24 @@ def _where(ctx, c, a, b):
 # unary math
 
 
-def _unary(fn):
+def _unary(fn, np_fn=None):
     def convert(ctx, x):
+        if np_fn is not None and lacks_dtype(x):
+            return numpy_op(ctx, np_fn, x, like=0)
         return fn(ctx.tensor(x))
 
     return convert
 
 
+# the unary ops ONNX defines on unsigned integers too
+for _name, _fn, _np_fn in (
+    ("Abs", E.abs, np.abs),
+    ("Neg", E.neg, np.negative),
+    ("Sign", E.sign, np.sign),
+):
+    converter(_name, 1)(_unary(_fn, _np_fn))
+
 for _name, _fn in (
-    ("Abs", E.abs),
-    ("Neg", E.neg),
     ("Exp", E.exp),
     ("Log", E.log),
     ("Sqrt", E.sqrt),
@@ -126,7 +196,6 @@ for _name, _fn in (
     ("Floor", E.floor),
     ("Ceil", E.ceil),
     ("Round", E.round),
-    ("Sign", E.sign),
     ("Sin", E.sin),
     ("Cos", E.cos),
     ("Tan", E.tan),
@@ -227,6 +296,10 @@ def _gelu(ctx, x):
 @converter("PRelu", 1)
 def _prelu(ctx, x, slope):
     x, slope = ctx.tensor(x), ctx.tensor(slope)
+    if ctx.opset < 7 and slope.ndim == 1 and x.ndim >= 2 and slope.shape[0] == x.shape[1] > 1:
+        # before opset 7 a slope of C values ran along the channels (dimension 1), as
+        # PyTorch's PReLU exported it, not NumPy-style along the last dimension
+        slope = E.reshape(slope, (slope.shape[0],) + (1,) * (x.ndim - 2))
     return E.where(x < 0, x * slope, x)
 
 
@@ -241,6 +314,12 @@ def _shrink(ctx, x):
 
 @converter("Clip", 1)
 def _clip(ctx, x, low=None, high=None):
+    if lacks_dtype(x):
+        if ctx.opset < 11:
+            low, high = ctx.attr("min", None), ctx.attr("max", None)
+        low = None if low is None or low is EMPTY else low
+        high = None if high is None or high is EMPTY else high
+        return numpy_op(ctx, _np_clip, x, low, high, like=0)
     x = ctx.tensor(x)
     if ctx.opset < 11:
         low, high = ctx.attr("min", None), ctx.attr("max", None)
@@ -260,6 +339,14 @@ def _clip(ctx, x, low=None, high=None):
     return E.clamp(x, low, high)
 
 
+def _np_clip(x, low, high):
+    if low is not None:
+        x = np.maximum(x, np.asarray(low).astype(x.dtype))
+    if high is not None:
+        x = np.minimum(x, np.asarray(high).astype(x.dtype))
+    return x
+
+
 # ---------------------------------------------------------------------------------------------
 # identity and casts
 
@@ -277,41 +364,67 @@ def _cast(ctx, x):
     if isinstance(to, str):  # opset 1 spelled the type's name
         to = getattr(__import__("onnx").TensorProto, to.upper())
     target = np_dtype(to, ctx.label)
-    return cast_value(ctx, x, target, bool(ctx.attr("saturate", 1)))
+    return cast_value(ctx, x, target, bool(ctx.attr("saturate", 1)), ctx.attr("round_mode", "up"))
 
 
 @converter("CastLike", 15)
 def _cast_like(ctx, x, like):
-    return cast_value(ctx, x, dtype_np(like), bool(ctx.attr("saturate", 1)))
+    saturate, round_mode = bool(ctx.attr("saturate", 1)), ctx.attr("round_mode", "up")
+    return cast_value(ctx, x, dtype_np(like), saturate, round_mode)
 
 
-def cast_value(ctx, x, target: np.dtype, saturate: bool = True):
+def cast_value(ctx, x, target: np.dtype, saturate: bool = True, round_mode: str = "up"):
     """``x`` converted to ``target`` with ONNX's rules: floats to integers truncate, to bool test
     for non-zero; a static value converts in NumPy (every ONNX element type, float8 included)."""
     if is_static(x) or not supported_dtype(target):
         # a type ember's tensors lack (float8, int4, strings): converted in NumPy, which needs
         # the data (a captured model then runs eagerly)
-        return _cast_array(ctx, ctx.static(x, "Cast's input"), target, saturate)
+        return _cast_array(ctx, ctx.static(x, "Cast's input"), target, saturate, round_mode)
     return E.cast(x, ember_dtype(target, ctx.label))
 
 
-def _cast_array(ctx, x: np.ndarray, target: np.dtype, saturate: bool) -> np.ndarray:
+def _cast_array(
+    ctx, x: np.ndarray, target: np.dtype, saturate: bool, round_mode: str = "up"
+) -> np.ndarray:
     if target.kind in "OSU" or x.dtype.kind in "OSU":
         if target.kind in "OSU":
             return np.array([_to_string(v) for v in x.reshape(-1)], dtype=object).reshape(x.shape)
         return np.array([float(v) for v in x.reshape(-1)]).astype(target).reshape(x.shape)
-    if target.itemsize == 1 and target.kind == "V" or "float8" in target.name:
-        info_max = float(_finite_max(target))
+    if "e8m0" in target.name:
+        return _to_e8m0(ctx, x, saturate, round_mode).view(target)
+    if "float8" in target.name:
         values = x.astype(np.float32)
-        if saturate:
-            values = np.where(
-                np.isinf(values) | (np.abs(values) <= info_max), values, np.sign(values) * info_max
-            )
-            if "fn" in target.name or "e8m0" in target.name:
-                values = np.where(np.isinf(values), np.sign(values) * info_max, values)
+        if saturate:  # ONNX's table: infinities and values beyond the range become +-FLT_MAX
+            info_max = float(_finite_max(target))
+            values = np.clip(values, -info_max, info_max)
         return values.astype(target)
     with np.errstate(invalid="ignore", over="ignore"):
         return x.astype(target)
+
+
+def _to_e8m0(ctx, x: np.ndarray, saturate: bool, round_mode: str) -> np.ndarray:
+    """float8e8m0's bytes: a float32's exponent, rounded by ``round_mode`` ("up": any fraction
+    rounds up, "down": truncates, "nearest": to nearest on the guard bit); saturated, the
+    largest exponent never rounds past E8M0_MAX into NaN, and infinities become E8M0_MAX."""
+    if round_mode not in ("up", "down", "nearest"):
+        raise ctx.error(f"unknown round_mode {round_mode!r}")
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    exponent = ((bits >> 23) & 0xFF).astype(np.uint16)
+    special = exponent == 0xFF
+    if round_mode == "up":
+        increment = (bits & 0x7FFFFF) > 0
+    elif round_mode == "nearest":
+        guard, rest = (bits & 0x400000) > 0, (bits & 0x3FFFFF) > 0
+        increment = guard & (rest | (exponent > 0))
+    else:
+        increment = np.zeros(bits.shape, bool)
+    increment &= ~special
+    if saturate:
+        increment &= exponent != 0xFE
+    exponent = exponent + increment.astype(np.uint16)
+    if saturate:
+        exponent = np.where(np.isinf(x), 0xFE, exponent)
+    return np.minimum(exponent, 0xFF).astype(np.uint8)
 
 
 def _finite_max(dtype: np.dtype):

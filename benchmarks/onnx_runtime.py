@@ -1,0 +1,189 @@
+"""ONNX models imported by ember against ONNX Runtime: inference time at batch 1 and 8.
+
+Models: the networks onnx's wheel ships in their light form (ResNet-50, Inception v1, DenseNet-121
+by default; weights are ConstantOfShape nodes, so ember folds them at import like ORT's constant
+folding), and a benchmark-zoo model exported by ``ember.onnx.export`` (skipped, saying why, where
+export cannot write it). Each side runs the same inputs, interleaved, medians of ``--rounds``;
+ember's outputs are checked against ORT's first. ORT runs in its sequential and parallel modes
+with as many threads as ember. Also reported: the time ember takes to import ResNet-50 (load,
+then the first call's capture and compilation). Ratios are ember's time over ORT's.
+
+    python benchmarks/onnx_runtime.py [--models resnet50,inception_v1] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from zoo import cpu_header  # noqa: E402
+
+import ember  # noqa: E402
+
+LIGHT = ("resnet50", "inception_v1", "densenet121")
+
+
+def _light_model(name: str):
+    import onnx
+    from onnx.backend.test.loader import DATA_DIR
+
+    return onnx.load(os.path.join(DATA_DIR, "light", f"light_{name}.onnx"))
+
+
+def _with_batch(model, batch: int):
+    """A copy whose inputs' and outputs' first dimension is ``batch`` (None where the model
+    fixes its batch inside, e.g. a Reshape to a constant shape: ORT's shape check finds it)."""
+    import onnx
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    inits = {i.name for i in copy.graph.initializer}
+    for vi in list(copy.graph.input) + list(copy.graph.output):
+        if vi.name in inits:
+            continue
+        dims = vi.type.tensor_type.shape.dim
+        if dims:
+            dims[0].ClearField("dim_param")
+            dims[0].dim_value = batch
+    return copy
+
+
+def _inputs(model, seed: int = 0) -> list:
+    import onnx
+
+    rng = np.random.default_rng(seed)
+    inits = {i.name for i in model.graph.initializer}
+    arrays = []
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        tt = vi.type.tensor_type
+        shape = [d.dim_value for d in tt.shape.dim]
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
+        arrays.append(rng.standard_normal(shape).astype(dtype))
+    return arrays
+
+
+def _zoo_model(name: str):
+    """A zoo model's inference exported by ember (None, reason where it cannot be)."""
+    import onnx
+
+    from ember import zoo
+
+    ember.manual_seed(0)
+    model = zoo.build(name, ember)
+    model.eval()
+    example = ember.tensor(zoo.inputs(name, 1)[0])
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, f"{name}.onnx")
+        try:
+            ember.onnx.export(model, path, example)
+        except Exception as err:  # noqa: BLE001 - reported, not fatal
+            return None, f"export failed: {type(err).__name__}: {str(err).splitlines()[0]}"
+        return onnx.load(path), None
+
+
+def _time(fn, calls: int) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - start) / calls
+
+
+def bench(label: str, model, batch: int, rounds: int, calls: int, threads: int) -> None:
+    import onnxruntime as ort
+
+    model = _with_batch(model, batch)
+    data = model.SerializeToString()
+    arrays = _inputs(model)
+    try:
+        sessions = {}
+        for mode in ("ORT_SEQUENTIAL", "ORT_PARALLEL"):
+            options = ort.SessionOptions()
+            options.execution_mode = getattr(ort.ExecutionMode, mode)
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = threads
+            sessions[mode] = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    except Exception as err:  # noqa: BLE001 - a model whose batch is fixed inside
+        print(f"{label:22s} batch {batch}: ONNX Runtime refuses it ({str(err).splitlines()[0]})")
+        return
+    names = [i.name for i in sessions["ORT_SEQUENTIAL"].get_inputs()]
+    feeds = dict(zip(names, arrays))
+    function = ember.onnx.load(data)
+    tensors = [ember.tensor(a) for a in arrays]
+    ours = function(*tensors)
+    ours = ours[0] if isinstance(ours, tuple) else ours
+    theirs = sessions["ORT_SEQUENTIAL"].run(None, feeds)[0]
+    scale = float(np.max(np.abs(theirs))) or 1.0
+    err = float(np.max(np.abs(ours.numpy() - theirs))) / scale
+    sides = {
+        "ember": lambda: function(*tensors),
+        "ort seq": lambda: sessions["ORT_SEQUENTIAL"].run(None, feeds),
+        "ort par": lambda: sessions["ORT_PARALLEL"].run(None, feeds),
+    }
+    times = {k: [] for k in sides}
+    for _ in range(rounds):
+        for key, run in sides.items():
+            run()
+            times[key].append(_time(run, calls))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    cells = "  ".join(f"{k} {v * 1e3:8.2f} ms" for k, v in med.items())
+    ratio = med["ember"] / min(med["ort seq"], med["ort par"])
+    mode = "eager" if function.eager_reason else "captured"
+    print(
+        f"{label:22s} batch {batch}: {cells}  ember/best ORT {ratio:.2f}  "
+        f"(max rel. diff {err:.1e}; {mode})"
+    )
+
+
+def import_time(name: str) -> None:
+    model = _light_model(name)
+    data = model.SerializeToString()
+    arrays = _inputs(model)
+    start = time.perf_counter()
+    function = ember.onnx.load(data)
+    loaded = time.perf_counter()
+    function(*arrays)
+    first = time.perf_counter()
+    function(*arrays)
+    second = time.perf_counter()
+    print(
+        f"import of {name}: load {(loaded - start) * 1e3:.0f} ms, first call (capture, passes, "
+        f"compilation) {(first - loaded) * 1e3:.0f} ms, second call {(second - first) * 1e3:.1f} ms"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(LIGHT))
+    parser.add_argument("--zoo", default="resnet18", help="zoo models to export ('' for none)")
+    parser.add_argument("--batches", default="1,8")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=3)
+    args = parser.parse_args()
+    threads = ember.get_num_threads()
+    for line in cpu_header():
+        print(line)
+    print(f"ember {threads} threads, ONNX Runtime {threads} threads; medians of interleaved rounds")
+    import_time("resnet50")
+    for batch in (int(b) for b in args.batches.split(",")):
+        for name in filter(None, args.models.split(",")):
+            bench(f"light {name}", _light_model(name), batch, args.rounds, args.calls, threads)
+        for name in filter(None, args.zoo.split(",")):
+            model, why = _zoo_model(name)
+            if model is None:
+                print(f"zoo {name:18s} batch {batch}: skipped ({why})")
+                continue
+            bench(f"zoo {name}", model, batch, args.rounds, args.calls, threads)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,244 @@
+"""`ModelWriter`: the ONNX graph being written while the exporter walks ember graphs.
+
+It owns the names (unique across the model and every subgraph in it, as ONNX requires of
+nested scopes), the initializers, the node lists (one per open subgraph scope), the ember type
+of every name an ember value or a member op produced (``types``), and how symbolic sizes are
+computed at run time (``symbols``: symbol -> (input name, axis)). Each call node's ``onnx``
+rule runs through an `Emitter` (export_emit.py) bound to it; `emit_call` checks what the rule
+returns.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import OnnxError, user_location
+from ..symbolic import SymDim
+from ..types import TensorType
+from .export_emit import Emitter, onnx_dtype
+
+__all__ = ["ModelWriter", "value_info"]
+
+_SMALL = 64  # constants up to this many elements are shared between equal uses
+
+
+def value_info(onnx, name: str, type: TensorType):
+    dims = [str(d) if isinstance(d, SymDim) else int(d) for d in type.shape]
+    return onnx.helper.make_tensor_value_info(name, onnx_dtype(type.dtype), dims)
+
+
+class ModelWriter:
+    def __init__(self, onnx, opset: int):
+        self.onnx = onnx
+        self.opset = opset
+        self.taken: set[str] = set()
+        self.initializers: list[tuple[str, np.ndarray]] = []
+        self.types: dict[str, TensorType] = {}
+        self.symbols: dict[str, tuple[str, int]] = {}
+        self._scopes: list[dict] = [self._scope()]
+        self._small: dict[tuple, str] = {}
+        self._shapes: dict[tuple, str] = {}
+
+    @staticmethod
+    def _scope() -> dict:
+        return {"nodes": [], "made": set()}
+
+    @property
+    def nodes(self) -> list:
+        return self._scopes[0]["nodes"]
+
+    def fresh(self, hint: str) -> str:
+        base = "".join(c if c.isalnum() or c in "_." else "_" for c in hint) or "v"
+        name, k = base, 1
+        while name in self.taken:
+            name, k = f"{base}_{k}", k + 1
+        self.taken.add(name)
+        return name
+
+    # -------- what rules emit through
+    def node(self, op_type: str, inputs, outputs: int, attributes: dict):
+        names = [self.fresh(op_type.lower()) for _ in range(outputs)]
+        attrs = {k: _attribute(self.onnx, v) for k, v in attributes.items() if v is not None}
+        self._scopes[-1]["nodes"].append(
+            self.onnx.helper.make_node(
+                op_type, list(inputs), names, name=self.fresh(f"n_{op_type}"), **attrs
+            )
+        )
+        self._scopes[-1]["made"].update(names)
+        return names[0] if outputs == 1 else tuple(names)
+
+    def constant(self, array: np.ndarray, hint: str = "const") -> str:
+        key = None
+        if array.size <= _SMALL:
+            key = (array.dtype.str, array.shape, array.tobytes())
+            if key in self._small:
+                return self._small[key]
+        name = self.fresh(hint)
+        self.initializers.append((name, array))
+        if key is not None:
+            self._small[key] = name
+        return name
+
+    def shape(self, dims) -> str:
+        dims = tuple(dims)
+        if not any(isinstance(d, SymDim) for d in dims):
+            return self.constant(np.asarray([int(d) for d in dims], dtype=np.int64))
+        key = tuple(str(d) for d in dims)
+        if key in self._shapes:
+            return self._shapes[key]
+        parts = [self._size(d) for d in dims]
+        name = self.node("Concat", parts, 1, {"axis": 0}) if len(parts) > 1 else parts[0]
+        self._shapes[key] = name
+        return name
+
+    def _size(self, d) -> str:
+        if not isinstance(d, SymDim):
+            return self.constant(np.asarray([int(d)], dtype=np.int64))
+        result = None
+        for symbol, power in d.factors:
+            if symbol not in self.symbols:
+                raise OnnxError(
+                    f"the symbolic size {symbol} is not the size of any graph input", op="export"
+                )
+            source, axis = self.symbols[symbol]
+            shape = self.node("Shape", [source], 1, {})
+            size = self.node("Gather", [shape, self.constant(np.asarray([axis]))], 1, {})
+            for _ in range(power):
+                result = size if result is None else self.node("Mul", [result, size], 1, {})
+        if d.coefficient != 1:
+            coefficient = self.constant(np.asarray([d.coefficient], dtype=np.int64))
+            result = self.node("Mul", [result, coefficient], 1, {})
+        return result
+
+    # -------- ember ops and graphs
+    def call(self, op, inputs, attrs: dict, where, in_types=None) -> tuple:
+        if in_types is None:
+            unknown = [n for n in inputs if n not in self.types]
+            if unknown:
+                raise OnnxError(f"no type known for {unknown}", op=op.name, location=where)
+            in_types = [self.types[n] for n in inputs]
+        for n, t in zip(inputs, in_types):
+            self.types.setdefault(n, TensorType(tuple(t.shape), t.dtype))
+        inferred = op.infer(*in_types, **attrs)
+        out_types = (inferred,) if op.num_outputs == 1 else tuple(inferred)
+        return self.emit_call(op, inputs, attrs, in_types, out_types, where)
+
+    def emit_call(self, op, inputs, attrs, in_types, out_types, where) -> tuple:
+        """``op``'s rule on one call; ``where``: the user's line that recorded it (None: not
+        known, as in a Graph built elsewhere: the line calling export is named)."""
+        if where is None:
+            where = user_location()
+        if op.onnx is None:
+            raise OnnxError(
+                "has no ONNX form (the op declares no onnx rule); it cannot be exported",
+                op=op.name,
+                location=where,
+            )
+        e = Emitter(self, op, inputs, attrs, in_types, out_types, where)
+        try:
+            result = op.onnx(e)
+        except OnnxError:
+            raise
+        except (TypeError, ValueError, KeyError) as error:  # a rule's own bug or an odd call
+            raise OnnxError(f"its onnx rule failed: {error}", op=op.name, location=where) from error
+        names = (result,) if isinstance(result, str) else tuple(result)
+        if len(names) != len(out_types):
+            raise OnnxError(
+                f"its onnx rule returned {len(names)} values for {len(out_types)} outputs",
+                op=op.name,
+                location=where,
+            )
+        for name, t in zip(names, out_types):
+            self.types.setdefault(name, TensorType(tuple(t.shape), t.dtype))
+        return names
+
+    def inline(self, graph, names, where=None, outputs=None) -> tuple:
+        """Emit ``graph``'s nodes with its inputs bound to ``names``; the names of its outputs
+        (of ``outputs``, some of its values, when given)."""
+        outputs = list(graph.outputs if outputs is None else outputs)
+        if len(names) != len(graph.inputs):
+            raise OnnxError(
+                f"graph {graph.name} takes {len(graph.inputs)} inputs, given {len(names)}",
+                op="export",
+            )
+        env = {id(v): n for v, n in zip(graph.inputs, names)}
+        for v, n in zip(graph.inputs, names):
+            self.types.setdefault(n, TensorType(tuple(v.type.shape), v.type.dtype))
+        needed = _needed(outputs)
+        for node in graph.nodes:
+            if id(node) not in needed:
+                continue
+            if node.kind == "constant":
+                array = np.asarray(graph.constants[node.name])
+                env[id(node.outputs[0])] = name = self.constant(array, node.name)
+                self.types.setdefault(name, node.outputs[0].type)
+            elif node.kind == "call":
+                inputs = [env[id(v)] for v in node.inputs]
+                here = node.location or where
+                outs = self.emit_call(
+                    node.op,
+                    inputs,
+                    node.attrs,
+                    [v.type for v in node.inputs],
+                    [v.type for v in node.outputs],
+                    here,
+                )
+                for v, n in zip(node.outputs, outs):
+                    env[id(v)] = n
+            elif id(node.outputs[0]) not in env:
+                raise OnnxError(f"graph input {node.name} is not bound", op="export")
+        return tuple(env[id(v)] for v in outputs)
+
+    def body(self, in_types, build, name: str, out_types=None):
+        """A GraphProto: formal inputs of ``in_types``, outputs as ``build`` emits them (of
+        ``out_types``; None: the types their ember values have)."""
+        self._scopes.append(self._scope())
+        try:
+            inputs = [self.fresh(f"{name}_in") for _ in in_types]
+            for n, t in zip(inputs, in_types):
+                self.types[n] = TensorType(tuple(t.shape), t.dtype)
+            outputs = list(build(*inputs))
+            for out, t in zip(outputs, out_types or ()):
+                self.types[out] = TensorType(tuple(t.shape), t.dtype)
+            made = self._scopes[-1]["made"]
+            for i, out in enumerate(outputs):  # an output must be made by a node of the body
+                if out not in made or out in outputs[:i]:
+                    new = self.node("Identity", [out], 1, {})
+                    self.types[new] = self.types[out]
+                    outputs[i] = new
+        finally:
+            scope = self._scopes.pop()
+        onnx = self.onnx
+        return onnx.helper.make_graph(
+            scope["nodes"],
+            self.fresh(name),
+            [value_info(onnx, n, self.types[n]) for n in inputs],
+            [value_info(onnx, n, self.types[n]) for n in outputs],
+        )
+
+
+def _needed(outputs) -> set:
+    """Ids of the nodes ``outputs`` depend on (the rest is not written)."""
+    needed, stack = set(), [v.node for v in outputs]
+    while stack:
+        node = stack.pop()
+        if id(node) in needed:
+            continue
+        needed.add(id(node))
+        stack.extend(v.node for v in node.inputs)
+    return needed
+
+
+def _attribute(onnx, value):
+    """A Python attribute value as onnx.helper.make_node takes it (arrays as tensors)."""
+    if isinstance(value, np.ndarray):
+        return onnx.numpy_helper.from_array(value)
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (tuple, list)):
+        return [int(v) if isinstance(v, bool) else v for v in value]
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    return value

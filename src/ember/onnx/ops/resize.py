@@ -1,0 +1,322 @@
+"""ONNX operators: Resize (opsets 10, 11, 13, 18, 19: nearest/linear/cubic, every coordinate
+transformation, antialias, axes, keep_aspect_ratio_policy, scales or sizes) and the deprecated
+Upsample (7, 9).
+
+Resizing is separable: each resized axis is one gather of a few source positions per output
+position and a weighted sum, in ember ops. The positions and weights depend only on the sizes,
+scales and attributes, so they are computed in NumPy (float64, in ONNX's reference arithmetic)
+and enter the graph as constants; scales, sizes and roi must be known (initializers or shape
+arithmetic), otherwise a captured model runs eagerly.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ... import dtypes as _dt
+from .._convert import EMPTY, converter, to_tensor
+from ._common import E, dtype_np
+
+
+def _given(value) -> bool:
+    return value is not None and value is not EMPTY
+
+
+def _const(array, like=None):
+    """A constant tensor (in ``like``'s dtype when given)."""
+    array = np.asarray(array)
+    if like is not None:
+        array = array.astype(dtype_np(like))
+    return to_tensor(np.ascontiguousarray(array), "a constant")
+
+
+# ---------------------------------------------------------------------------------------------
+# Resize (10, 11, 13, 18, 19) and Upsample (7, 9; deprecated)
+#
+# Resizing is separable: each resized axis is one gather of ``taps`` source positions per
+# output position and a weighted sum. The positions and weights depend on the sizes, scales
+# and attributes alone, so they are computed here in NumPy (float64, as ONNX's reference) and
+# enter the graph as constants.
+
+
+def _nearest_weights(ratio, nearest_mode, downsample):
+    """ONNX's two nearest-neighbour weights per ratio in (0, 1] (1 means an exact hit)."""
+    exact = ratio == 1.0
+    if nearest_mode == "round_prefer_floor":
+        right = ratio > 0.5
+    elif nearest_mode == "round_prefer_ceil":
+        right = ratio >= 0.5
+    elif nearest_mode == "floor":
+        right = np.zeros_like(ratio, dtype=bool)
+    elif nearest_mode == "ceil":
+        right = np.ones_like(ratio, dtype=bool)
+    elif nearest_mode == "simple":  # Upsample and Resize-10: ceil when shrinking, else floor
+        right = np.full(ratio.shape, bool(downsample))
+    else:
+        raise ValueError(f"unknown nearest_mode {nearest_mode!r}")
+    right = right | exact
+    return np.stack([~right, right], axis=1).astype(np.float64)
+
+
+def _cubic_weights(ratio, a):
+    r = ratio[:, None]
+    return np.concatenate(
+        [
+            ((a * (r + 1) - 5 * a) * (r + 1) + 8 * a) * (r + 1) - 4 * a,
+            ((a + 2) * r - (a + 3)) * r * r + 1,
+            ((a + 2) * (1 - r) - (a + 3)) * (1 - r) * (1 - r) + 1,
+            ((a * ((1 - r) + 1) - 5 * a) * ((1 - r) + 1) + 8 * a) * ((1 - r) + 1) - 4 * a,
+        ],
+        axis=1,
+    )
+
+
+def _antialias_weights(ratio, scale, mode, a):
+    """The stretched filter of antialiased downsampling (its footprint grows as 1 / scale)."""
+    scale = min(scale, 1.0)
+    if mode == "linear":
+        start = int(np.floor(-1 / scale) + 1)
+        args = (np.arange(start, 2 - start)[None, :] - ratio[:, None]) * scale
+        w = np.clip(1 - np.abs(args), 0, 1)
+    else:
+        start = int(np.floor(-2 / scale) + 1)
+        x = np.abs(scale * (np.arange(start, 2 - start)[None, :] - ratio[:, None]))
+        w = np.where(
+            x <= 1,
+            (a + 2) * x**3 - (a + 3) * x**2 + 1,
+            np.where(x < 2, a * x**3 - 5 * a * x**2 + 8 * a * x - 4 * a, 0.0),
+        )
+    return w / w.sum(axis=1, keepdims=True)
+
+
+def _source_coords(how, out_int, scale, n_in, roi):
+    """Each output position's coordinate in the input, and (tf_crop_and_resize) which fall
+    outside it."""
+    y = np.arange(out_int, dtype=np.float64)
+    out_len = scale * n_in
+    outside = None
+    if how == "align_corners":
+        x = np.zeros(out_int) if out_len == 1 else y * (n_in - 1) / (out_len - 1)
+    elif how == "asymmetric":
+        x = y / scale
+    elif how == "tf_crop_and_resize":
+        lo, hi = roi
+        if out_len == 1:
+            x = np.full(out_int, (hi - lo) * (n_in - 1) / 2)
+        else:
+            x = y * (hi - lo) * (n_in - 1) / (out_len - 1)
+        x = x + lo * (n_in - 1)
+        outside = (x < 0) | (x > n_in - 1)
+    elif how == "pytorch_half_pixel":
+        x = np.full(out_int, -0.5) if out_len == 1 else (y + 0.5) / scale - 0.5
+    elif how == "half_pixel":
+        x = (y + 0.5) / scale - 0.5
+    elif how == "half_pixel_symmetric":
+        offset = n_in / 2 * (1 - out_int / out_len)
+        x = offset + (y + 0.5) / scale - 0.5
+    elif how == "tf_half_pixel_for_nn":  # opset 11 only
+        x = (y + 0.5) / scale
+    else:
+        raise ValueError(f"unknown coordinate_transformation_mode {how!r}")
+    return x, outside
+
+
+def resize_taps(
+    n_in, out_int, scale, *, mode, how, nearest_mode, cubic_a, exclude_outside, antialias, roi=None
+):
+    """(index (out, taps), weight (out, taps), outside (out,) or None) of one axis, in ONNX's
+    reference arithmetic (edge-clamped neighbours)."""
+    x, outside = _source_coords(how, out_int, scale, n_in, roi)
+    floor = np.floor(x)
+    ratio = np.where(x == floor, 1.0, x - floor)
+    if mode == "nearest":
+        w = _nearest_weights(ratio, nearest_mode, scale < 1)
+    elif antialias:
+        w = _antialias_weights(ratio, scale, mode, cubic_a)
+    elif mode == "linear":
+        w = np.stack([1 - ratio, ratio], axis=1)
+    else:
+        w = _cubic_weights(ratio, cubic_a)
+    taps = w.shape[1]
+    pad = int(np.ceil(taps / 2))
+    shifted = x + pad
+    p = np.floor(shifted).astype(np.int64)
+    frac = shifted - p
+    if taps % 2 == 0:
+        start = p + np.where(frac == 0, -(taps // 2), -(taps // 2) + 1)
+    else:
+        base = -((taps - 1) // 2)
+        start = p + np.where(frac <= 0.5, base, base + 1)
+    index = start[:, None] + np.arange(taps)[None, :] - pad
+    if exclude_outside:
+        w = np.where((index < 0) | (index >= n_in), 0.0, w)
+        total = w.sum(axis=1, keepdims=True)
+        w = w / np.where(total == 0, 1.0, total)
+    return np.clip(index, 0, n_in - 1), w, outside
+
+
+def resize_axis(x, axis, index, weight, outside=None, fill=0.0):
+    """``x`` resized along ``axis`` with the taps of `resize_taps` (ember ops): one gather per
+    tap and a weighted sum (a sum over a tap axis would be a slow strided reduction)."""
+    out = index.shape[0]
+    used = np.flatnonzero(np.any(weight != 0, axis=0))
+    index, weight = index[:, used], weight[:, used]
+    wshape = [1] * x.ndim
+    wshape[axis] = out
+    if np.all((weight == 0) | (weight == 1)) and np.all(weight.sum(axis=1) == 1):
+        # one source per output (nearest, or exact hits): a gather, no arithmetic
+        pick = index[np.arange(out), np.argmax(weight, axis=1)]
+        y = E.index_select(x, axis, _const(pick.astype(np.int64)))
+    else:
+        y = None
+        for tap in range(index.shape[1]):
+            term = E.index_select(x, axis, _const(index[:, tap].astype(np.int64)))
+            term = term * _const(weight[:, tap].reshape(wshape), x)
+            y = term if y is None else y + term
+        if y is None:  # every weight is 0 (exclude_outside with no tap inside)
+            shape = list(x.shape)
+            shape[axis] = out
+            y = E.zeros(tuple(shape), dtype=x.dtype)
+    if outside is not None and outside.any():
+        mshape = [1] * x.ndim
+        mshape[axis] = out
+        y = E.where(_const(outside.reshape(mshape)), _const(fill, y), y)
+    return y
+
+
+def _resize(ctx, x, scales, sizes, roi, *, mode, how, nearest_mode, axes=None):
+    x = ctx.tensor(x)
+    rank = x.ndim
+    shape = [int(d) for d in x.shape]
+    axes = list(range(rank)) if axes is None else [a + rank if a < 0 else a for a in axes]
+    if any(not 0 <= a < rank for a in axes) or len(set(axes)) != len(axes):
+        raise ctx.error(f"axes {ctx.attr('axes', None)} are invalid for rank {rank}")
+    policy = ctx.attr("keep_aspect_ratio_policy", "stretch")
+    if sizes is not None:
+        if len(sizes) != len(axes):
+            raise ctx.error(f"sizes has {len(sizes)} entries for {len(axes)} axes")
+        factor = [sizes[i] / shape[a] if shape[a] else 1.0 for i, a in enumerate(axes)]
+        if policy != "stretch":
+            if policy not in ("not_larger", "not_smaller"):
+                raise ctx.error(f"unknown keep_aspect_ratio_policy {policy!r}")
+            common = min(factor) if policy == "not_larger" else max(factor)
+            factor = [common] * len(axes)
+            sizes = [int(common * shape[a] + 0.5) for a in axes]
+        outs = [int(s) for s in sizes]
+    else:
+        if len(scales) != len(axes):
+            raise ctx.error(f"scales has {len(scales)} entries for {len(axes)} axes")
+        factor = [float(s) for s in scales]
+        if any(s <= 0 for s in factor):
+            raise ctx.error(f"scales must be positive, got {factor}")
+        outs = [int(s * shape[a]) for s, a in zip(factor, axes)]
+    if roi is not None and roi.size:
+        roi = np.asarray(roi, np.float64).reshape(-1)
+        if roi.size != 2 * len(axes):
+            raise ctx.error(f"roi has {roi.size} entries, expected {2 * len(axes)}")
+        rois = [(roi[i], roi[i + len(axes)]) for i in range(len(axes))]
+    else:
+        rois = [(0.0, 1.0)] * len(axes)
+    if how == "tf_crop_and_resize" and roi is None:
+        raise ctx.error("coordinate_transformation_mode tf_crop_and_resize needs roi")
+    out_dtype = x.dtype
+    if any(o == 0 for o in outs) or 0 in shape:
+        final = list(shape)
+        for a, o in zip(axes, outs):
+            final[a] = o
+        return E.zeros(tuple(final), dtype=out_dtype)
+    compute = x
+    if mode != "nearest" and out_dtype not in (_dt.float32, _dt.float64):
+        compute = E.cast(x, _dt.float64 if not out_dtype.is_floating_point else _dt.float32)
+    options = dict(
+        mode=mode,
+        how=how,
+        nearest_mode=nearest_mode,
+        cubic_a=ctx.attr("cubic_coeff_a", -0.75),
+        exclude_outside=bool(ctx.attr("exclude_outside", 0)),
+        antialias=bool(ctx.attr("antialias", 0)),
+    )
+    fill = ctx.attr("extrapolation_value", 0.0)
+    for a, out, scale, axis_roi in zip(axes, outs, factor, rois):
+        if math.isclose(scale, 1.0) and out == shape[a] and axis_roi == (0.0, 1.0):
+            continue
+        index, weight, outside = resize_taps(shape[a], out, scale, roi=axis_roi, **options)
+        compute = resize_axis(compute, a, index, weight, outside, fill)
+    if compute.dtype is not out_dtype:
+        if not out_dtype.is_floating_point:
+            info = np.iinfo(out_dtype.np)
+            compute = E.clamp(E.round(compute), float(info.min), float(info.max))
+        compute = E.cast(compute, out_dtype)
+    elif compute is x:
+        compute = E.clone(x)
+    return compute
+
+
+def _float_list(ctx, value, what):
+    if not _given(value):
+        return None
+    array = np.asarray(ctx.static(value, what), dtype=np.float64).reshape(-1)
+    return array if array.size else None
+
+
+@converter("Resize", 10)
+def _resize_10(ctx, x, scales):
+    mode = ctx.attr("mode", "nearest")
+    how = "asymmetric"
+    return _resize(
+        ctx,
+        x,
+        _float_list(ctx, scales, "scales"),
+        None,
+        None,
+        mode=mode,
+        how=how,
+        nearest_mode="simple",
+    )
+
+
+@converter("Resize", 11)
+def _resize_11(ctx, x, roi=None, scales=None, sizes=None):
+    mode = ctx.attr("mode", "nearest")
+    if mode not in ("nearest", "linear", "cubic"):
+        raise ctx.error(f"unknown mode {mode!r}")
+    how = ctx.attr("coordinate_transformation_mode", "half_pixel")
+    scales = _float_list(ctx, scales, "scales")
+    size_list = None
+    if _given(sizes):
+        size_list = ctx.ints(sizes, "sizes") or None
+    if (scales is None) == (size_list is None):
+        raise ctx.error("exactly one of scales and sizes must be given")
+    roi_array = _float_list(ctx, roi, "roi")
+    if ctx.attr("antialias", 0) and mode == "nearest":
+        raise ctx.error("antialias is defined for the linear and cubic modes only")
+    axes = ctx.attr("axes", None)
+    return _resize(
+        ctx,
+        x,
+        scales,
+        size_list,
+        roi_array,
+        mode=mode,
+        how=how,
+        nearest_mode=ctx.attr("nearest_mode", "round_prefer_floor"),
+        axes=axes,
+    )
+
+
+@converter("Upsample", 7)
+def _upsample(ctx, x, scales=None):
+    if ctx.opset < 9:
+        scale_list = np.asarray(ctx.attr("scales"), np.float64)
+    else:
+        scale_list = _float_list(ctx, scales, "scales")
+    mode = ctx.attr("mode", "nearest")
+    if mode == "bilinear":
+        mode = "linear"
+    if mode not in ("nearest", "linear"):
+        raise ctx.error(f"unknown mode {mode!r}")
+    return _resize(
+        ctx, x, scale_list, None, None, mode=mode, how="asymmetric", nearest_mode="simple"
+    )

@@ -1,0 +1,91 @@
+"""Helpers for the ops' ``onnx`` rules (ops/_rules.py): small builders over the emitter ``e``
+the exporter passes (onnx/export_emit.py). Nothing here imports ``onnx``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as dt
+
+__all__ = [
+    "composite",
+    "expm1",
+    "log1p",
+    "node",
+    "reduce",
+    "scalar",
+    "squeeze",
+    "unsqueeze",
+]
+
+
+def node(op_type: str, **fixed):
+    """The rule of an op that is one ONNX node on the same operands, with fixed attributes."""
+
+    def rule(e):
+        return e.node(op_type, e.inputs, **fixed)
+
+    rule.__name__ = f"onnx_{op_type}"
+    return rule
+
+
+def composite(build):
+    """A rule written as ``build(e, *inputs) -> name``: shorthand for many-node forms."""
+
+    def rule(e):
+        return build(e, *e.inputs)
+
+    rule.__name__ = getattr(build, "__name__", "onnx_rule")
+    return rule
+
+
+def scalar(e, value, like_dtype) -> str:
+    """A 0-d constant of ``like_dtype`` (an ember dtype) holding ``value``."""
+    return e.constant(np.asarray(value, dtype=dt.as_dtype(like_dtype).np))
+
+
+def log1p(e, x: str, dtype) -> str:
+    """log(1 + x) accurate for small x (ONNX has no Log1p): with u = 1 + x rounded,
+    log(u) * x / (u - 1) cancels u's rounding error (Goldberg); x itself where u is 1."""
+    u = e.node("Add", [x, scalar(e, 1, dtype)])
+    d = e.node("Sub", [u, scalar(e, 1, dtype)])
+    tiny = e.node("Equal", [d, scalar(e, 0, dtype)])
+    safe = e.node("Where", [tiny, scalar(e, 1, dtype), d])
+    ratio = e.node("Div", [e.node("Mul", [e.node("Log", [u]), x]), safe])
+    # u = inf (x = inf) gives inf / inf: log(u) itself is right there
+    ratio = e.node("Where", [e.node("IsInf", [u]), e.node("Log", [u]), ratio])
+    return e.node("Where", [tiny, x, ratio])
+
+
+def expm1(e, x: str, dtype) -> str:
+    """exp(x) - 1 accurate for small x (ONNX has no Expm1): with u = exp(x) rounded,
+    (u - 1) x / log(u) (Kahan); x where u is 1, -1 where u - 1 is -1, u where u is inf."""
+    u = e.node("Exp", [x])
+    d = e.node("Sub", [u, scalar(e, 1, dtype)])
+    one_u = e.node("Equal", [d, scalar(e, 0, dtype)])
+    log_u = e.node("Log", [u])
+    safe = e.node("Where", [one_u, scalar(e, 1, dtype), log_u])
+    out = e.node("Div", [e.node("Mul", [d, x]), safe])
+    out = e.node("Where", [e.node("Equal", [d, scalar(e, -1, dtype)]), d, out])
+    out = e.node("Where", [e.node("IsInf", [u]), u, out])
+    return e.node("Where", [one_u, x, out])
+
+
+def reduce(e, op_type: str, x: str, axes, keepdims: bool) -> str:
+    """``op_type`` (ReduceSum, ReduceMax, ...) over ``axes``; empty ``axes`` reduce nothing."""
+    axes = tuple(int(a) for a in axes)
+    if not axes:
+        return e.node("Identity", [x])
+    if op_type == "ReduceSum" or e.opset >= 18:
+        return e.node(op_type, [x, e.ints(axes)], keepdims=int(keepdims))
+    return e.node(op_type, [x], axes=list(axes), keepdims=int(keepdims))
+
+
+def squeeze(e, x: str, axes) -> str:
+    axes = tuple(int(a) for a in axes)
+    return e.node("Squeeze", [x, e.ints(axes)]) if axes else x
+
+
+def unsqueeze(e, x: str, axes) -> str:
+    axes = tuple(int(a) for a in axes)
+    return e.node("Unsqueeze", [x, e.ints(axes)]) if axes else x

@@ -1,0 +1,164 @@
+"""The exported forms' semantics where ONNX's ops differ from ember's kernels: NaN in
+reductions, arg-extremes and pooling, searchsorted's and histc's edges, running extremes,
+erfc's tail, the cross-entropy ops in every configuration, and ops only eager code records,
+each run by onnxruntime against ember."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ember
+from ember.errors import OnnxError
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from ember.onnx.exporter import to_model  # noqa: E402
+
+from .test_export import _assert_same, _numpy, _run  # noqa: E402
+
+
+def _graph_run(build, arrays):
+    """A graph made with ``build(graph, *inputs) -> outputs`` on inputs typed as ``arrays``,
+    exported and run by onnxruntime, against ember's interpreter."""
+    from ember.graph.interpreter import run
+    from ember.graph.ir import Graph
+    from ember.types import TensorType
+
+    g = Graph("direct")
+    values = [
+        g.add_input(TensorType(a.shape, ember.dtypes.from_numpy_dtype(a.dtype)), f"in{k}")
+        for k, a in enumerate(arrays)
+    ]
+    g.set_outputs(build(g, *values))
+    expected = [np.asarray(v) for v in run(g, arrays)]
+    _assert_same(_run(to_model(g), *arrays), expected)
+
+
+def test_ops_no_sample_exports():
+    """gelu, gelu_tanh and hardtanh (in graphs they are composites) and adaptive max pooling
+    over sizes its output divides: exported directly."""
+    from ember.ops import REGISTRY
+
+    def build(g, x):
+        a = g.add_call(REGISTRY["gelu"], [x]).outputs[0]
+        b = g.add_call(REGISTRY["gelu_tanh"], [x]).outputs[0]
+        c = g.add_call(REGISTRY["hardtanh"], [x], {"lo": -0.5, "hi": 0.5}).outputs[0]
+        pooled = g.add_call(REGISTRY["adaptive_max_pool"], [x], {"out_size": (2, 3)})
+        return [a, b, c, *pooled.outputs]
+
+    x = np.random.default_rng(0).standard_normal((2, 3, 4, 6)).astype(np.float32) * 2
+    _graph_run(build, [x])
+
+
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+@pytest.mark.parametrize("shape", [(4, 5), (2, 5, 3), (5,)])
+def test_cross_entropy_ops(reduction, weighted, smoothing, shape):
+    """softmax_cross_entropy and its backward (eager code's one-op form) against the kernels."""
+    from ember.ops import REGISTRY
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(shape).astype(np.float32)
+    target_shape = () if len(shape) == 1 else (shape[0], *shape[2:])
+    target = rng.integers(0, 5, target_shape).astype(np.int64)
+    arrays = [x, target]
+    if weighted:
+        arrays.append(rng.uniform(0.5, 2.0, 5).astype(np.float32))
+    out_shape = target_shape if reduction == "none" else ()
+    arrays.append(rng.standard_normal(out_shape).astype(np.float32))
+    attrs = {"ignore_index": 2, "reduction": reduction, "smoothing": smoothing}
+
+    def build(g, *values):
+        loss = g.add_call(REGISTRY["softmax_cross_entropy"], list(values[:-1]), attrs)
+        grad = g.add_call(REGISTRY["softmax_cross_entropy_backward"], list(values), attrs)
+        return [loss.outputs[0], grad.outputs[0]]
+
+    _graph_run(build, arrays)
+
+
+_NAN_CASES = {
+    "amax": lambda t: t.amax(-1),
+    "amin": lambda t: t.amin(0),
+    "argmax": lambda t: t.argmax(-1),
+    "argmin": lambda t: t.argmin(),
+    "clamp": lambda t: t.clamp(-1.5, 2.5),
+    "relu": lambda t: ember.relu(t),
+    "maximum": lambda t: ember.maximum(t, 2.0),
+    "sign": lambda t: t.sign(),
+    "max_pool": lambda t: ember.nn.functional.max_pool1d(
+        t.reshape(1, 2, 4), 2, return_indices=True
+    ),
+    "adaptive_max_pool": lambda t: ember.nn.functional.adaptive_max_pool1d(
+        t.reshape(1, 2, 4), 2, return_indices=True
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(_NAN_CASES))
+def test_nan_propagates_as_in_ember(name):
+    """ONNX's comparisons (MaxPool, the reductions, ArgMax) may skip NaN; the rules keep
+    NumPy's NaN semantics, position included."""
+    f = _NAN_CASES[name]
+    x = ember.tensor(np.array([[1.0, np.nan, 3.0, -2.0], [0.5, 2.0, -1.0, 4.0]], np.float32))
+    got = _run(to_model(f, x), x.numpy())
+    for g, e in zip(got, _numpy(f(x))):
+        np.testing.assert_array_equal(g, e)
+
+
+@pytest.mark.parametrize("right", [False, True])
+@pytest.mark.parametrize("batched", [False, True])
+def test_searchsorted_with_ties_and_nan(right, batched):
+    seq = np.array([-1.0, 0.0, 0.0, 2.5, np.nan], np.float32)
+    values = np.array([[0.0, -3.0, np.nan], [2.5, 9.0, 0.1]], np.float32)
+    if batched:
+        seq = np.stack([seq, np.sort(np.array([3.0, -2.0, 0.1, 0.1, 7.0], np.float32))])
+    s, v = ember.tensor(seq), ember.tensor(values)
+
+    def f(a, b):
+        return ember.searchsorted(a, b, right=right)
+
+    got = _run(to_model(f, s, v), seq, values)
+    _assert_same(got, _numpy(f(s, v)))
+
+
+@pytest.mark.parametrize("bounds", [(-1.0, 1.0), (0.0, 0.0), (2.0, 2.0)])
+def test_histc(bounds):
+    x = np.array([-2.0, -1.0, -0.5, 0.0, 0.3, 0.9999, 1.0, 3.0, np.nan, np.inf], np.float32)
+    lo, hi = bounds
+
+    def f(t):
+        return ember.histc(t, bins=4, min=lo, max=hi)
+
+    _assert_same(_run(to_model(f, ember.tensor(x)), x), _numpy(f(ember.tensor(x))))
+
+
+@pytest.mark.parametrize("kind", ["cummax", "cummin"])
+@pytest.mark.parametrize("dim", [0, 1])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_])
+def test_running_extremes(kind, dim, dtype):
+    """cummax / cummin (select_index's scans): ties take the later position, NaN wins."""
+    x = np.array([[1.0, 3.0, 3.0, np.nan, 2.0], [0.0, -1.0, 0.0, 5.0, 5.0]])
+    x = x.astype(dtype) if dtype is np.float32 else np.nan_to_num(x).astype(dtype)
+
+    def f(t):
+        out = getattr(ember, kind)(t, dim)
+        return out.values, out.indices
+
+    _assert_same(_run(to_model(f, ember.tensor(x)), x), _numpy(f(ember.tensor(x))))
+
+
+def test_median_is_refused_naming_its_kind():
+    with pytest.raises(OnnxError, match="kind=median"):
+        to_model(lambda t: ember.median(t, 0).indices, ember.randn(3, 2))
+
+
+def test_erfc_keeps_its_tail_in_float32_and_refuses_float64():
+    x = np.concatenate([np.linspace(-6, 9, 301), [0.0, np.inf, -np.inf, np.nan]]).astype(np.float32)
+    got = _run(to_model(ember.erfc, ember.tensor(x)), x)[0]
+    want = ember.erfc(ember.tensor(x)).numpy()
+    np.testing.assert_allclose(got, want, rtol=3e-7, atol=1e-37)
+    with pytest.raises(OnnxError, match="float64"):
+        to_model(ember.erfc, ember.tensor(x.astype(np.float64)))
