@@ -698,3 +698,100 @@ def test_the_loop16_seq_none_conformance_case_gives_the_expected_sequence():
     for inputs, expected in case.data_sets:
         (ours,) = rep.run([_normalize_tensor(i) for i in inputs])
         assert_same(ours, [_normalize_tensor(e) for e in expected[0]])
+
+
+def _bad_models():
+    add_body = h.make_graph(
+        [h.make_node("Add", ["s_in", "x"], ["s_out"])],
+        "body",
+        [vi("s_in", F32, [2]), vi("x", F32, [2])],
+        [vi("s_out", F32, [2])],
+    )
+    xs = [vi("s0", F32, [2]), vi("xs", F32, [3, 2])]
+    yield (
+        "num_scan_inputs",
+        model(
+            [h.make_node("Scan", ["s0", "xs"], ["s"], body=add_body, num_scan_inputs=3)],
+            xs,
+            [vi("s", F32, [2])],
+            opset=16,
+            check=False,
+        ),
+        {"s0": np.zeros(2, np.float32), "xs": np.zeros((3, 2), np.float32)},
+    )
+    yield (
+        "scan axis",
+        model(
+            [
+                h.make_node(
+                    "Scan",
+                    ["s0", "xs"],
+                    ["s"],
+                    body=add_body,
+                    num_scan_inputs=1,
+                    scan_input_axes=[5],
+                )
+            ],
+            xs,
+            [vi("s", F32, [2])],
+            opset=16,
+            check=False,
+        ),
+        {"s0": np.zeros(2, np.float32), "xs": np.zeros((3, 2), np.float32)},
+    )
+    loop_body = h.make_graph(
+        [h.make_node("Identity", ["c_in"], ["c_out"])],
+        "body",
+        [vi("i", I64, []), vi("c_in", BOOL, [])],
+        [vi("c_out", BOOL, [])],
+    )
+    yield (
+        "loop body",
+        model(
+            [h.make_node("Loop", ["m", "", "x"], ["y"], body=loop_body)],
+            [vi("m", I64, []), vi("x", F32, [2])],
+            [vi("y", F32, [2])],
+            check=False,
+        ),
+        {"m": np.array(2), "x": np.zeros(2, np.float32)},
+    )
+    seq = [
+        h.make_node("SplitToSequence", ["x"], ["parts"], axis=0),
+        h.make_node("SequenceAt", ["parts", "pos"], ["y"]),
+    ]
+    yield (
+        "position",
+        model(seq, [vi("x", F32, [3]), vi("pos", I64, [])], [vi("y", F32, None)], check=False),
+        {"x": np.zeros(3, np.float32), "pos": np.array(5)},
+    )
+    yield (
+        "split",
+        model(
+            [h.make_node("SplitToSequence", ["x", "split"], ["parts"], axis=0)],
+            [vi("x", F32, [3]), vi("split", I64, [2])],
+            [h.make_tensor_sequence_value_info("parts", F32, None)],
+            check=False,
+        ),
+        {"x": np.zeros(3, np.float32), "split": np.array([1, 1])},
+    )
+    branch = h.make_graph([h.make_node("Neg", ["x"], ["t"])], "b", [], [vi("t", F32, [2])])
+    yield (
+        "condition",
+        model(
+            [h.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch)],
+            [vi("c", BOOL, [2]), vi("x", F32, [2])],
+            [vi("y", F32, [2])],
+            check=False,
+        ),
+        {"c": np.array([True, False]), "x": np.zeros(2, np.float32)},
+    )
+
+
+@pytest.mark.parametrize("case", list(range(6)))
+def test_malformed_nodes_are_refused_with_errors_naming_them(case):
+    from ember.errors import EmberError
+
+    what, m, feeds = list(_bad_models())[case]
+    with pytest.raises(EmberError) as info:
+        ember.onnx.load(m.SerializeToString())(**feeds)
+    assert "node" in str(info.value), what

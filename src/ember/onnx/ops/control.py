@@ -334,6 +334,7 @@ def _scan(ctx, *args):
     if not 0 < m <= len(args):
         raise ctx.error(f"num_scan_inputs={m} does not fit the node's {len(args)} inputs")
     states, xs = list(args[: len(args) - m]), list(args[len(args) - m :])
+    _check_scan_body(ctx, body, len(states), m)
     k = len(body.output_names) - len(states)
     in_axes = _per_input(ctx, "scan_input_axes", m)
     in_dirs = _per_input(ctx, "scan_input_directions", m)
@@ -352,6 +353,19 @@ def _scan(ctx, *args):
         y = _flip0(y) if d else y
         outs.append(_moveaxis(y, 0, axis(a, rank_of(y), ctx)))
     return (*final, *outs)
+
+
+def _check_scan_body(ctx, body, n_states: int, n_inputs: int):
+    if len(body.input_names) != n_states + n_inputs or len(body.output_names) < n_states:
+        raise ctx.error(
+            f"the body takes {len(body.input_names)} inputs and gives "
+            f"{len(body.output_names)} outputs; a Scan with {n_states} states and {n_inputs} "
+            f"scan inputs needs {n_states + n_inputs} inputs and at least {n_states} outputs"
+        )
+    if ctx.num_outputs > len(body.output_names):
+        raise ctx.error(
+            f"the node names {ctx.num_outputs} outputs, the body gives {len(body.output_names)}"
+        )
 
 
 def _per_input(ctx, name: str, count: int) -> list[int]:
@@ -428,6 +442,7 @@ def _scan8(ctx, sequence_lens, *args):
     if not 0 < m <= len(args):
         raise ctx.error(f"num_scan_inputs={m} does not fit the node's {len(args)} inputs")
     states, xs = list(args[: len(args) - m]), list(args[len(args) - m :])
+    _check_scan_body(ctx, body, len(states), m)
     dirs = _per_input(ctx, "directions", m)
     batch, max_len = int(xs[0].shape[0]), int(xs[0].shape[1])
     lengths = [max_len] * batch
