@@ -15,6 +15,7 @@ from . import (  # noqa: F401
     quant,
     recurrent,
     reduce,
+    scan,
     sequence,
     shape,
     spectral,
