@@ -8,7 +8,8 @@ against onnxruntime.
   trip count depends on the data) runs eagerly, with the same results;
 * gradients flow through an imported If and Loop (`OnnxModule`), eagerly and captured;
 * Scan with random axes and directions, Scan-8's batches and sequence lengths;
-* malformed control-flow and sequence nodes are refused with errors naming them.
+* malformed control-flow and sequence nodes are refused with errors naming them;
+* ember's while_loop, cond and scan exported (ember.onnx.exporter) import back captured.
 """
 
 from __future__ import annotations
@@ -590,3 +591,53 @@ def test_malformed_nodes_are_refused_with_errors_naming_them(case):
     with pytest.raises(EmberError) as info:
         ember.onnx.load(m.SerializeToString())(**feeds)
     assert "node" in str(info.value), what
+
+
+# ---------------------------------------------------------------------------------------------
+# ember's own control flow, exported and imported back
+
+
+def _round_trip(fn, examples, calls):
+    from ember.onnx.exporter import to_model
+
+    imported = ember.onnx.load(to_model(fn, *examples).SerializeToString())
+    for args in calls:
+        expected = fn(*args)
+        got = imported(*[a.numpy() for a in args])
+        expected = expected if isinstance(expected, tuple) else (expected,)
+        got = got if isinstance(got, tuple) else (got,)
+        for a, b in zip(got, expected):
+            assert_same(a, b.numpy(), rtol=1e-5, atol=1e-5)
+    return imported
+
+
+def test_exported_while_loop_cond_and_scan_import_back_captured():
+    def loop_then_cond(x, limit):
+        out, count = ember.while_loop(
+            lambda c: c[0].sum() < limit,
+            lambda c: (c[0] * 2.0 + 1.0, c[1] + 1),
+            (x, ember.tensor(0)),
+        )
+        return ember.cond(count > 2, lambda a: a.sum(), lambda a: a.max(), out), count
+
+    x = ember.tensor(np.array([0.5, 1.0], np.float32))
+    limits = [ember.tensor(np.float32(v)) for v in (0.0, 5.0, 10.0, 1000.0)]
+    f = _round_trip(loop_then_cond, (x, limits[0]), [(x, lim) for lim in limits])
+    assert f.eager_reason is None
+    assert "= while_loop(" in str(f.graph) and "= cond(" in str(f.graph)
+
+    w = ember.tensor(np.array([[0.5, -0.2], [0.1, 0.9]], np.float32))
+
+    def rnn(h, xs):
+        return ember.scan(lambda c, x: (ember.tanh(c @ w + x), c.sum()), h, xs)
+
+    rng = np.random.default_rng(8)
+    calls = [
+        (
+            ember.tensor(rng.standard_normal(2, np.float32)),
+            ember.tensor(rng.standard_normal((5, 2), np.float32)),
+        )
+        for _ in range(2)
+    ]
+    f = _round_trip(rnn, calls[0], calls)
+    assert f.eager_reason is None
