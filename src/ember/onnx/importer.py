@@ -77,6 +77,8 @@ class GraphRunner:
         # IR < 4: an initializer may also be an input, whose value the caller may override
         self.input_names = [vi.name for vi in graph.input if vi.name not in self.initializers]
         self.input_infos = [vi for vi in graph.input if vi.name not in self.initializers]
+        # those a caller may override by name (an input with an initializer: its default)
+        self.overridable = {vi.name: vi for vi in graph.input if vi.name in self.initializers}
         self.output_names = [vi.name for vi in graph.output]
         self.output_infos = list(graph.output)
         visible = set(outer_names) | set(self.initializers) | {vi.name for vi in graph.input}
@@ -294,8 +296,14 @@ def _as_value(value, name: str, where: str):
     return array
 
 
-def _bind(runner: GraphRunner, args, kwargs, where: str) -> list:
+def _bind(runner: GraphRunner, args, kwargs, where: str) -> tuple[list, dict]:
+    """(the values of the graph's inputs, {name: value} of the initializers given by name)."""
     names = runner.input_names
+    overrides = {}
+    for key in [k for k in kwargs if k in runner.overridable]:
+        value = _as_value(kwargs.pop(key), key, where)
+        _check_input(key, runner.overridable[key], value, where)
+        overrides[key] = value
     if len(args) > len(names):
         raise OnnxError(
             f"{where}: {len(args)} inputs given, the model takes {len(names)} ({', '.join(names)})"
@@ -315,7 +323,7 @@ def _bind(runner: GraphRunner, args, kwargs, where: str) -> list:
         if not isinstance(value, list) and value is not EMPTY:
             _check_input(name, info, value, where)
         values.append(value)
-    return values
+    return values, overrides
 
 
 def _to_output(value, where: str):
@@ -355,8 +363,8 @@ class OnnxFunction:
         self._function = _ember_function(self._captured, name=name, **kwargs) if capture else None
 
     # the function ember.function captures: tensors in, tensors out
-    def _captured(self, *tensors):
-        outs = self.runner.run(list(tensors))
+    def _captured(self, *tensors, **overrides):
+        outs = self.runner.run(list(tensors), params=overrides)
         results = []
         for value in outs:
             results.append(self._graph_output(value))
@@ -374,24 +382,25 @@ class OnnxFunction:
         return value
 
     def __call__(self, *args, **kwargs):
-        values = _bind(self.runner, args, kwargs, self.source.name)
+        values, overrides = _bind(self.runner, args, dict(kwargs), self.source.name)
         outs = None
         capturable = self._function is not None and self.eager_reason is None
-        if capturable and all(is_tensor(v) for v in values):
+        if capturable and all(is_tensor(v) for v in (*values, *overrides.values())):
             try:
-                outs = list(self._function(*values))
+                outs = list(self._function(*values, **overrides))
             except (NeedsData, TraceError) as err:
                 self.eager_reason = str(err).split("\n")[0]
         if outs is None:
-            outs = self.runner.run(values)
+            outs = self.runner.run(values, params=overrides)
         results = tuple(_to_output(v, self.source.name) for v in outs)
         return results[0] if len(results) == 1 else results
 
     def run_eager(self, *args, **kwargs):
         """Run the model op by op, without capturing it (the reference the captured path is
         tested against)."""
-        values = _bind(self.runner, args, kwargs, self.source.name)
-        results = tuple(_to_output(v, self.source.name) for v in self.runner.run(values))
+        values, overrides = _bind(self.runner, args, dict(kwargs), self.source.name)
+        outs = self.runner.run(values, params=overrides)
+        results = tuple(_to_output(v, self.source.name) for v in outs)
         return results[0] if len(results) == 1 else results
 
     @property
@@ -421,8 +430,8 @@ class OnnxFunction:
     def compile(self, *args, **kwargs):
         """Capture (without running) the model for these inputs; returns ember's
         GraphFunction."""
-        values = _bind(self.runner, args, kwargs, self.source.name)
-        return self._function.compile(*values)
+        values, overrides = _bind(self.runner, args, dict(kwargs), self.source.name)
+        return self._function.compile(*values, **overrides)
 
     def __repr__(self):
         return (
@@ -460,8 +469,9 @@ class OnnxModule(Module):
 
     def forward(self, *args, **kwargs):
         runner = self._runner
-        values = _bind(runner, args, kwargs, self._source.name)
+        values, overrides = _bind(runner, args, dict(kwargs), self._source.name)
         params = {name: getattr(self, attr) for name, attr in self._param_names.items()}
+        params.update(overrides)
         outs = runner.run(values, params=params)
         results = tuple(_to_output(v, self._source.name) for v in outs)
         return results[0] if len(results) == 1 else results
