@@ -133,7 +133,10 @@ def _inputs(model):
         shape = [d.dim_value if d.HasField("dim_value") else 1 for d in tt.shape.dim]
         if any(d > 64 for d in shape) or len(shape) > 6:
             return None
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
+        try:
+            dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
+        except KeyError:  # an element type the mutation made up: the loader refuses it
+            return None
         arrays.append(np.zeros(shape, dtype))
     return arrays
 

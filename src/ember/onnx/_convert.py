@@ -160,6 +160,23 @@ def to_static(value, where: str, what: str) -> np.ndarray:
     raise OnnxError(f"{where}: {what} must be a tensor, got {type(value).__name__}")
 
 
+def check_size(shape, dtype, where: str, what: str = "a value") -> None:
+    from ._model import memory_bytes
+
+    count = 1
+    for d in shape:
+        d = int(d)
+        if d < 0:
+            raise OnnxError(f"{where}: {what} would have a negative dimension {tuple(shape)}")
+        count *= d
+    itemsize = np.dtype(dtype.np if hasattr(dtype, "np") else dtype).itemsize
+    if count * itemsize > memory_bytes():
+        raise OnnxError(
+            f"{where}: {what} of shape {tuple(int(d) for d in shape)} would need "
+            f"{count * itemsize} bytes, more than this machine's memory"
+        )
+
+
 @contextlib.contextmanager
 def eager_island():
     """Run ops eagerly even while a graph is being captured (static folding)."""
@@ -210,6 +227,11 @@ class NodeContext:
 
     def ints(self, value, what: str) -> list[int]:
         return [int(v) for v in np.asarray(self.static(value, what)).reshape(-1)]
+
+    def check_size(self, shape, dtype, what: str = "its output") -> None:
+        """Refuse a value of ``shape`` that would need more than this machine's memory (a
+        shape read from a file, before anything that large is allocated)."""
+        check_size(shape, dtype, self.label, what)
 
     def error(self, message: str) -> OnnxError:
         return OnnxError(f"{self.label}: {message}")

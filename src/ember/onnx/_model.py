@@ -29,6 +29,15 @@ MAX_TENSOR_BYTES = 1 << 36
 DEFAULT_DOMAIN = ""  # "ai.onnx"
 
 
+def memory_bytes() -> int:
+    """This machine's physical memory: no single value of a model may need more (a hostile
+    shape would otherwise be allocated, lazily, until the system kills the process)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return MAX_TENSOR_BYTES
+
+
 def require_onnx():
     """The ``onnx`` package, or an `OnnxError` saying how to install it."""
     try:
@@ -64,7 +73,7 @@ def read_model(source, *, name: str | None = None) -> ModelSource:
         name = name or "<bytes>"
         proto = _parse(onnx, bytes(source), name)
     elif isinstance(source, onnx.ModelProto):
-        name = name or (source.graph.name or "<ModelProto>")
+        name = name or (str(source.graph.name) or "<ModelProto>")
         proto = onnx.ModelProto()
         proto.CopyFrom(source)
     else:
@@ -130,6 +139,8 @@ def _load_external_data(onnx, proto, base_dir: str | None, name: str) -> None:
     for tensor in external:
         info = {entry.key: entry.value for entry in tensor.external_data}
         location = info.get("location", "")
+        if not isinstance(location, str):
+            raise OnnxError(f"{name}: tensor {tensor.name!r}'s external location is not text")
         if (
             not location
             or os.path.isabs(location)
@@ -283,10 +294,29 @@ def sparse_to_array(sparse, where: str) -> np.ndarray:
     return dense
 
 
+def _check_text(graph, where: str) -> None:
+    """protobuf hands out a string field that is not valid UTF-8 as bytes: refused here, so
+    every name, type and domain the importer reads is a str."""
+    fields = [("graph name", graph.name)]
+    for vi in (*graph.input, *graph.output, *graph.value_info):
+        fields.append(("value name", vi.name))
+    for tensor in graph.initializer:
+        fields.append(("initializer name", tensor.name))
+    for node in graph.node:
+        fields += [("node name", node.name), ("op type", node.op_type), ("domain", node.domain)]
+        fields += [("node input", n) for n in node.input]
+        fields += [("node output", n) for n in node.output]
+        fields += [("attribute name", a.name) for a in node.attribute]
+    for what, text in fields:
+        if not isinstance(text, str):
+            raise OnnxError(f"{where}: a {what} is not valid UTF-8 text ({bytes(text)[:40]!r})")
+
+
 def check_names(graph, outer: set, where: str) -> None:
     """Every node reads names defined before it (or in an enclosing graph), no name is
     defined twice, every output is defined: a file that breaks these (a cycle, a typo) is
     refused here rather than failing somewhere inside."""
+    _check_text(graph, where)
     defined = set(outer)
     own: set = set()
 

@@ -32,9 +32,11 @@ from ._convert import (
     EMPTY,
     NeedsData,
     NodeContext,
+    check_size,
     eager_island,
     find_converter,
     is_static,
+    is_symbolic,
     is_tensor,
     supported_dtype,
     to_tensor,
@@ -168,6 +170,9 @@ class GraphRunner:
         except MemoryError as err:
             raise OnnxError(f"{label}: needs more memory than there is") from err
         outs = out if isinstance(out, tuple) else (out,)
+        for value in outs:
+            if is_symbolic(value):  # (known before anything is allocated: a captured model)
+                check_size(value.shape, value.dtype, label)
         if len(outs) < sum(1 for o in node.output if o):
             raise OnnxError(f"{label}: produced {len(outs)} outputs, the node names more")
         for name, value in zip(node.output, outs):

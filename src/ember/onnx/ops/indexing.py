@@ -17,7 +17,7 @@ import numpy as np
 
 from ... import dtypes as _dt
 from .._convert import converter, is_static
-from ._common import E, axis
+from ._common import E, axis, dtype_np
 from .shape import foreign, move, shape_of
 
 # ---------------------------------------------------------------------------------------------
@@ -218,6 +218,7 @@ def _one_hot(ctx, indices, depth, values):
     if n < 1:
         raise ctx.error(f"depth {n} must be positive")
     rank = len(shape_of(ctx, indices)) + 1
+    ctx.check_size([*shape_of(ctx, indices), n], dtype_np(values))
     a = axis(ctx.attr("axis", -1), rank, ctx)
     if foreign(indices):  # an unsigned width ember lacks
         indices = indices.astype(np.float64 if indices.dtype.kind == "f" else np.int64)

@@ -278,6 +278,7 @@ def _expand(ctx, x, shape):
         target = np.broadcast_shapes(shape_of(ctx, x), tuple(spec))
     except ValueError:
         raise ctx.error(f"cannot broadcast {shape_of(ctx, x)} with {tuple(spec)}") from None
+    ctx.check_size(target, dtype_np(x))
     return move(ctx, lambda t: E.broadcast_to(t, target), x)
 
 
@@ -293,6 +294,7 @@ def _tile(ctx, x, repeats, tile_axis=None):
         reps = ctx.ints(repeats, "Tile's repeats")
     if len(reps) != len(dims) or any(r < 0 for r in reps):
         raise ctx.error(f"repeats {reps} must hold one count >= 0 per dimension of {dims}")
+    ctx.check_size([d * r for d, r in zip(dims, reps)], dtype_np(x))
     return move(ctx, lambda t: E.tile(t, *reps), x)
 
 
@@ -309,6 +311,7 @@ def _constant_of_shape(ctx, shape):
     value = np.zeros(1, np.float32) if value is None else np.asarray(value)
     if value.size != 1:
         raise ctx.error("value must hold one element")
+    ctx.check_size(dims, value.dtype)
     if not supported_dtype(value.dtype):
         return np.full(dims, value.reshape(-1)[0], dtype=value.dtype)
     return E.full(dims, value.reshape(-1)[0].item(), dtype=ember_dtype(value.dtype, ctx.label))
@@ -331,6 +334,7 @@ def _range(ctx, start, limit, delta):
         count = max(-(-(int(lim) - int(s)) // int(d)), 0)
     else:
         count = max(int(np.ceil((float(lim) - float(s)) / float(d))), 0)
+    ctx.check_size([count], want)
     if not supported_dtype(want):
         return (s + np.arange(count, dtype=compute) * d).astype(want)
     dtype = ember_dtype(compute, ctx.label)
