@@ -47,3 +47,20 @@ def dtype_np(value) -> np.dtype:
 
 def is_float(value) -> bool:
     return dtype_np(value).kind == "f" or dtype_np(value).name == "bfloat16"
+
+
+def given(value) -> bool:
+    """Whether an optional input holds a value (not left out, not an empty optional)."""
+    from .._convert import EMPTY
+
+    return value is not None and value is not EMPTY
+
+
+def constant(array, like=None):
+    """A constant tensor of ``array`` (in ``like``'s dtype when given); 0-d stays 0-d."""
+    from .._convert import to_tensor
+
+    array = np.asarray(array)
+    if like is not None:
+        array = array.astype(dtype_np(like))
+    return to_tensor(np.require(array, requirements="C"), "a constant")

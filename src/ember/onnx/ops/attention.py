@@ -16,21 +16,8 @@ import math
 import numpy as np
 
 from ... import dtypes as _dt
-from .._convert import EMPTY, converter, ember_dtype, to_tensor
-from ._common import E, F, dtype_np, np_dtype
-
-
-def _given(value) -> bool:
-    return value is not None and value is not EMPTY
-
-
-def _const(array, like=None):
-    """A constant tensor (in ``like``'s dtype when given)."""
-    array = np.asarray(array)
-    if like is not None:
-        array = array.astype(dtype_np(like))
-    return to_tensor(np.ascontiguousarray(array), "a constant")
-
+from .._convert import converter, ember_dtype
+from ._common import E, F, constant, given, np_dtype
 
 # ---------------------------------------------------------------------------------------------
 # Attention (23: the op; 24: nonpad_kv_seqlen; 25: sliding windows)
@@ -61,8 +48,8 @@ def _offset_mask(q_len, kv_len, offset, allowed_fn):
     i = np.arange(q_len).reshape(q_len, 1)
     j = np.arange(kv_len).reshape(1, kv_len)
     if isinstance(offset, int):
-        return _const(allowed_fn(i + offset - j))
-    diff = E.reshape(offset, (-1, 1, 1, 1)) + _const((i - j).astype(np.int64))
+        return constant(allowed_fn(i + offset - j))
+    diff = E.reshape(offset, (-1, 1, 1, 1)) + constant((i - j).astype(np.int64))
     return allowed_fn(diff)
 
 
@@ -86,28 +73,28 @@ def _attention(ctx, q, k, v, mask=None, past_key=None, past_value=None, nonpad=N
         scale = 1.0 / math.sqrt(q.shape[3])
     # the reference scales Q and K by sqrt(scale) each, in the input's dtype
     root = float(np.asarray(math.sqrt(scale), dtype=dtype.np))
-    if _given(past_key):
+    if given(past_key):
         k = E.cat([ctx.tensor(past_key, dtype), k], 2)
-    if _given(past_value):
+    if given(past_value):
         v = E.cat([ctx.tensor(past_value, dtype), v], 2)
     present_k, present_v = k, v
     q_len, kv_len = q.shape[2], k.shape[2]
-    past_len = ctx.tensor(past_key).shape[2] if _given(past_key) else 0
+    past_len = ctx.tensor(past_key).shape[2] if given(past_key) else 0
 
     # the additive bias: mask, causal frontier, sliding window, padding (None: all zero)
     bias = None
-    if _given(mask):
+    if given(mask):
         mask = ctx.tensor(mask)
         pad = kv_len - mask.shape[-1]
         if pad > 0:
             fill = False if mask.dtype is _dt.bool_ else float("-inf")
             mask = E.pad(mask, (0, pad), value=fill)
         if mask.dtype is _dt.bool_:
-            bias = E.where(mask, _const(0.0, q), _const(-np.inf, q))
+            bias = E.where(mask, constant(0.0, q), constant(-np.inf, q))
         else:
             bias = E.cast(mask, dtype) if mask.dtype is not dtype else mask
-    nonpad_t = ctx.tensor(nonpad) if _given(nonpad) else None
-    if nonpad_t is not None and _given(past_key):
+    nonpad_t = ctx.tensor(nonpad) if given(nonpad) else None
+    if nonpad_t is not None and given(past_key):
         raise ctx.error("nonpad_kv_seqlen cannot be combined with past_key/past_value")
     offset = E.cast(nonpad_t, _dt.int64) - q_len if nonpad_t is not None else past_len
     restrictions = []
@@ -129,11 +116,11 @@ def _attention(ctx, q, k, v, mask=None, past_key=None, past_value=None, nonpad=N
     )
     for allowed_fn in restrictions:
         allowed = _offset_mask(q_len, kv_len, offset, allowed_fn)
-        term = E.where(allowed, _const(0.0, q), _const(-np.inf, q))
+        term = E.where(allowed, constant(0.0, q), constant(-np.inf, q))
         bias = term if bias is None else bias + term
     if nonpad_t is not None:
-        keep = _const(np.arange(kv_len)) < E.reshape(E.cast(nonpad_t, _dt.int64), (-1, 1))
-        term = E.where(E.reshape(keep, (-1, 1, 1, kv_len)), _const(0.0, q), _const(-np.inf, q))
+        keep = constant(np.arange(kv_len)) < E.reshape(E.cast(nonpad_t, _dt.int64), (-1, 1))
+        term = E.where(E.reshape(keep, (-1, 1, 1, kv_len)), constant(0.0, q), constant(-np.inf, q))
         bias = term if bias is None else bias + term
 
     # grouped-query attention: each K/V head serves q_heads / kv_heads query heads
@@ -204,7 +191,7 @@ def _rotary_embedding(ctx, x, cos, sin, position_ids=None):
     dim = ctx.attr("rotary_embedding_dim", 0) or head
     if dim % 2 or dim > head:
         raise ctx.error(f"rotary_embedding_dim {dim} must be even and at most {head}")
-    if _given(position_ids):
+    if given(position_ids):
         ids = ctx.tensor(position_ids)
         cos = E.reshape(E.index_select(cos, 0, E.reshape(ids, (-1,))), (*ids.shape, -1))
         sin = E.reshape(E.index_select(sin, 0, E.reshape(ids, (-1,))), (*ids.shape, -1))
@@ -306,7 +293,7 @@ def _linear_attention(ctx, q, k, v, past_state=None, decay=None, beta=None):
     if hq <= 0 or hk <= 0 or hq % hk:
         raise ctx.error(f"q_num_heads ({hq}) must be a positive multiple of kv_num_heads ({hk})")
     gated, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
-    if gated != _given(decay) or delta != _given(beta):
+    if gated != given(decay) or delta != given(beta):
         raise ctx.error(
             f"update_rule {rule!r} {'needs' if gated else 'forbids'} decay and "
             f"{'needs' if delta else 'forbids'} beta"
@@ -329,7 +316,7 @@ def _linear_attention(ctx, q, k, v, past_state=None, decay=None, beta=None):
         if be.ndim != 3 or be.shape[2] not in (hk, 1):
             raise ctx.error(f"beta's last dimension must be {hk} or 1")
         xs.append(E.cast(_heads_time_major(be, be.shape[2]), f32))  # (T, B, H or 1, 1)
-    if _given(past_state):
+    if given(past_state):
         past = ctx.tensor(past_state)
         if tuple(past.shape) != (b, hk, dk, dv):
             raise ctx.error(f"past_state must have shape {(b, hk, dk, dv)}")
@@ -373,7 +360,7 @@ def _causal_conv_with_state(ctx, x, w, bias=None, past_state=None):
         )
     b, c = x.shape[0], x.shape[1]
     taps = w.shape[2]
-    if _given(past_state):
+    if given(past_state):
         past = ctx.tensor(past_state, x.dtype)
         if tuple(past.shape) != (b, c, taps - 1):
             raise ctx.error(f"past_state must have shape {(b, c, taps - 1)}")
@@ -382,7 +369,7 @@ def _causal_conv_with_state(ctx, x, w, bias=None, past_state=None):
     padded = E.cat([past, x], 2)
     work = _work_dtype(x.dtype)
     conv_in = padded if padded.dtype is work else E.cast(padded, work)
-    bias_t = None if not _given(bias) else ctx.tensor(bias, work)
+    bias_t = None if not given(bias) else ctx.tensor(bias, work)
     y = E.conv1d(conv_in, E.cast(w, work) if w.dtype is not work else w, bias_t, groups=c)
     if activation != "none":
         if x.dtype is not work:  # the reference rounds the convolution to the input's dtype

@@ -14,22 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from ... import dtypes as _dt
-from .._convert import EMPTY, converter, to_tensor
+from .._convert import converter
 from . import attention, resize  # noqa: F401  (register their converters)
-from ._common import E, F, dtype_np
-
-
-def _given(value) -> bool:
-    return value is not None and value is not EMPTY
-
-
-def _const(array, like=None):
-    """A constant tensor (in ``like``'s dtype when given)."""
-    array = np.asarray(array)
-    if like is not None:
-        array = array.astype(dtype_np(like))
-    return to_tensor(np.ascontiguousarray(array), "a constant")
-
+from ._common import E, F, constant, given
 
 # ---------------------------------------------------------------------------------------------
 # GridSample (16: 4-D, bilinear/bicubic names; 20, 22: N-D, linear/cubic) and AffineGrid
@@ -219,19 +206,19 @@ def _deform_conv(ctx, x, w, offset, b=None, mask=None):
             + grid_o[..., i].reshape(1, -1) * strides[i]
             - pads[i]
         )
-        v = E.select(off, 2, i) + _const(base.astype(np.float64), E.zeros((), dtype=work))
+        v = E.select(off, 2, i) + constant(base.astype(np.float64), E.zeros((), dtype=work))
         coords.append(E.reshape(v, (n * og, taps * points)))
     flat = E.reshape(E.cast(x, work), (n * og, ic // og, -1))
     borders = [(0.0, d - 1.0) for d in dims]
     cols = sample_points(flat, coords, dims, "linear", "zeros", borders)
     cols = E.reshape(cols, (n, og, ic // og, taps, points))
-    if _given(mask):
+    if given(mask):
         m = E.reshape(E.cast(ctx.tensor(mask), work), (n, og, 1, taps, points))
         cols = cols * m
     cols = E.reshape(cols, (n, group, (ic // group) * taps, points))
     weights = E.reshape(E.cast(w, work), (1, group, oc // group, (ic // group) * taps))
     y = E.reshape(E.matmul(weights, cols), (n, oc, *out))
-    if _given(b):
+    if given(b):
         y = y + E.reshape(E.cast(ctx.tensor(b), work), (1, oc) + (1,) * k)
     return y if y.dtype is x.dtype else E.cast(y, x.dtype)
 
@@ -313,8 +300,8 @@ def _roi_align(ctx, x, rois, batch_indices):
         count = E.clamp(gh * gw, min=1.0)
 
     def positions(start, bin_size, pooled, grid, g):
-        p = _const(np.arange(pooled).reshape(1, pooled, 1), x)
-        i = _const(np.arange(grid).reshape(1, 1, grid) + 0.5, x)
+        p = constant(np.arange(pooled).reshape(1, pooled, 1), x)
+        i = constant(np.arange(grid).reshape(1, 1, grid) + 0.5, x)
         per = grid if g is None else E.reshape(g, (-1, 1, 1))
         start, bin_size = E.reshape(start, (-1, 1, 1)), E.reshape(bin_size, (-1, 1, 1))
         return start + p * bin_size + i * bin_size / per
@@ -337,8 +324,8 @@ def _roi_align(ctx, x, rois, batch_indices):
             corners.append(E.reshape(value, (r, c, ph, grid_h, pw, grid_w)))
     valid = None
     if gh is not None:
-        iy = _const(np.arange(grid_h).reshape(1, 1, grid_h, 1, 1), x)
-        ix = _const(np.arange(grid_w).reshape(1, 1, 1, 1, grid_w), x)
+        iy = constant(np.arange(grid_h).reshape(1, 1, grid_h, 1, 1), x)
+        ix = constant(np.arange(grid_w).reshape(1, 1, 1, 1, grid_w), x)
         valid = (iy < E.reshape(gh, (-1, 1, 1, 1, 1))) & (ix < E.reshape(gw, (-1, 1, 1, 1, 1)))
         valid = E.unsqueeze(valid, 1)  # (R, 1, 1, Gy, 1, Gx)
     if mode == "avg":
@@ -396,11 +383,11 @@ def _nms(ctx, boxes, scores, max_out=None, iou=None, score_threshold=None):
         )
     if scores.shape[0] != boxes.shape[0] or scores.shape[2] != boxes.shape[1]:
         raise ctx.error(f"boxes {boxes.shape} and scores {scores.shape} do not fit")
-    limit = ctx.ints(max_out, "max_output_boxes_per_class") if _given(max_out) else []
+    limit = ctx.ints(max_out, "max_output_boxes_per_class") if given(max_out) else []
     limit = limit[0] if limit else 0
-    threshold = float(ctx.static(iou).reshape(-1)[0]) if _given(iou) else 0.0
+    threshold = float(ctx.static(iou).reshape(-1)[0]) if given(iou) else 0.0
     floor = None
-    if _given(score_threshold):
+    if given(score_threshold):
         values = np.asarray(ctx.static(score_threshold)).reshape(-1)
         floor = float(values[0]) if values.size else None
     center = bool(ctx.attr("center_point_box", 0))

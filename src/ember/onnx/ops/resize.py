@@ -16,21 +16,8 @@ import math
 import numpy as np
 
 from ... import dtypes as _dt
-from .._convert import EMPTY, converter, to_tensor
-from ._common import E, dtype_np
-
-
-def _given(value) -> bool:
-    return value is not None and value is not EMPTY
-
-
-def _const(array, like=None):
-    """A constant tensor (in ``like``'s dtype when given)."""
-    array = np.asarray(array)
-    if like is not None:
-        array = array.astype(dtype_np(like))
-    return to_tensor(np.ascontiguousarray(array), "a constant")
-
+from .._convert import converter
+from ._common import E, constant, given
 
 # ---------------------------------------------------------------------------------------------
 # Resize (10, 11, 13, 18, 19) and Upsample (7, 9; deprecated)
@@ -168,12 +155,12 @@ def resize_axis(x, axis, index, weight, outside=None, fill=0.0):
     if np.all((weight == 0) | (weight == 1)) and np.all(weight.sum(axis=1) == 1):
         # one source per output (nearest, or exact hits): a gather, no arithmetic
         pick = index[np.arange(out), np.argmax(weight, axis=1)]
-        y = E.index_select(x, axis, _const(pick.astype(np.int64)))
+        y = E.index_select(x, axis, constant(pick.astype(np.int64)))
     else:
         y = None
         for tap in range(index.shape[1]):
-            term = E.index_select(x, axis, _const(index[:, tap].astype(np.int64)))
-            term = term * _const(weight[:, tap].reshape(wshape), x)
+            term = E.index_select(x, axis, constant(index[:, tap].astype(np.int64)))
+            term = term * constant(weight[:, tap].reshape(wshape), x)
             y = term if y is None else y + term
         if y is None:  # every weight is 0 (exclude_outside with no tap inside)
             shape = list(x.shape)
@@ -182,7 +169,7 @@ def resize_axis(x, axis, index, weight, outside=None, fill=0.0):
     if outside is not None and outside.any():
         mshape = [1] * x.ndim
         mshape[axis] = out
-        y = E.where(_const(outside.reshape(mshape)), _const(fill, y), y)
+        y = E.where(constant(outside.reshape(mshape)), constant(fill, y), y)
     return y
 
 
@@ -255,7 +242,7 @@ def _resize(ctx, x, scales, sizes, roi, *, mode, how, nearest_mode, axes=None):
 
 
 def _float_list(ctx, value, what):
-    if not _given(value):
+    if not given(value):
         return None
     array = np.asarray(ctx.static(value, what), dtype=np.float64).reshape(-1)
     return array if array.size else None
@@ -285,7 +272,7 @@ def _resize_11(ctx, x, roi=None, scales=None, sizes=None):
     how = ctx.attr("coordinate_transformation_mode", "half_pixel")
     scales = _float_list(ctx, scales, "scales")
     size_list = None
-    if _given(sizes):
+    if given(sizes):
         size_list = ctx.ints(sizes, "sizes") or None
     if (scales is None) == (size_list is None):
         raise ctx.error("exactly one of scales and sizes must be given")
