@@ -22,40 +22,41 @@ nn = torch.nn
 
 
 class Attn(nn.Module):
-    def __init__(s):
+    def __init__(self):
         super().__init__()
-        s.m = nn.MultiheadAttention(16, 4, batch_first=True)
+        self.m = nn.MultiheadAttention(16, 4, batch_first=True)
 
-    def forward(s, x):
-        return s.m(x, x, x)[0]
+    def forward(self, x):
+        return self.m(x, x, x)[0]
 
 
 class Tiny(nn.Module):
-    def __init__(s):
+    def __init__(self):
         super().__init__()
-        s.emb = nn.Embedding(50, 16)
-        s.ln = nn.LayerNorm(16)
-        s.fc = nn.Linear(16, 5)
+        self.emb = nn.Embedding(50, 16)
+        self.ln = nn.LayerNorm(16)
+        self.fc = nn.Linear(16, 5)
 
-    def forward(s, t):
-        return torch.softmax(s.fc(torch.nn.functional.gelu(s.ln(s.emb(t)))), -1)
+    def forward(self, t):
+        return torch.softmax(self.fc(torch.nn.functional.gelu(self.ln(self.emb(t)))), -1)
 
 
 class Up(nn.Module):
-    def __init__(s):
+    def __init__(self):
         super().__init__()
-        s.c = nn.Conv2d(3, 4, 3, padding=1)
-        s.t = nn.ConvTranspose2d(4, 2, 2, stride=2)
+        self.c = nn.Conv2d(3, 4, 3, padding=1)
+        self.t = nn.ConvTranspose2d(4, 2, 2, stride=2)
 
-    def forward(s, x):
+    def forward(self, x):
         y = torch.nn.functional.interpolate(
-            s.c(x), scale_factor=2, mode="bilinear", align_corners=False
+            self.c(x), scale_factor=2, mode="bilinear", align_corners=False
         )
-        return torch.cat([s.t(torch.relu(s.c(x))), y[:, :2]], 1).flatten(1).mean(1, keepdim=True)
+        out = torch.cat([self.t(torch.relu(self.c(x))), y[:, :2]], 1)
+        return out.flatten(1).mean(1, keepdim=True)
 
 
 class Ops(nn.Module):
-    def forward(s, x):
+    def forward(self, x):
         a = x.clamp(-0.5, 0.5).abs().sqrt() + x.sin() * x.exp().log1p()
         b = torch.where(x > 0, x, x * 0.1).cumsum(1)
         c = x.transpose(0, 1).reshape(-1)[: x.shape[0] * 2].view(2, -1)
