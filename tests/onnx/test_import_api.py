@@ -206,3 +206,25 @@ def test_the_gradient_operator_matches_pytorch_captured_and_eager():
         y, da, db = ember.onnx.load(model, capture=capture)(x, w)
         np.testing.assert_allclose(da.numpy(), ta.grad.numpy(), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(db.numpy(), tb.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_batch_norm_statistics_are_buffers_of_a_trainable_module(tmp_path):
+    from ember import zoo
+
+    ember.manual_seed(0)
+    net = zoo.build("resnet18", ember, **zoo.SPECS["resnet18"].test_sizes).eval()
+    x = ember.randn(2, 3, 8, 8)
+    path = tmp_path / "r.onnx"
+    ember.onnx.export(net, path, x)
+    module = ember.onnx.load(str(path), trainable=True)
+    buffers = dict(module.named_buffers())
+    params = dict(module.named_parameters())
+    assert buffers and all("running" in name for name in buffers)
+    assert not any("running" in name for name in params)
+    before = {k: v.numpy().copy() for k, v in buffers.items()}
+    opt = ember.optim.SGD(module.parameters(), lr=0.1)
+    loss = module(x).square().mean()
+    loss.backward()
+    opt.step()
+    for name, value in module.named_buffers():
+        np.testing.assert_array_equal(value.numpy(), before[name])

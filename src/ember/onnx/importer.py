@@ -445,11 +445,26 @@ class OnnxFunction:
         )
 
 
+def _statistics(graph) -> set:
+    """Names the graph (or a subgraph) reads as a BatchNormalization's running mean and
+    variance: state, not weights to train."""
+    names = set()
+    for node in graph.node:
+        if node.op_type == "BatchNormalization" and node.domain in ("", "ai.onnx"):
+            names.update(n for n in node.input[3:5] if n)
+        for attr in node.attribute:
+            for g in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                names |= _statistics(g)
+    return names
+
+
 class OnnxModule(Module):
     """An imported ONNX model as an ``nn.Module``: its floating-point initializers are
     Parameters (``named_parameters()`` uses the initializers' names, with characters a
-    Module attribute cannot hold replaced by ``_``), the others stay constants. ``forward``
-    runs the model eagerly; wrap a training step in ``ember.function`` to capture it."""
+    Module attribute cannot hold replaced by ``_``), except BatchNormalization's running
+    statistics, which are buffers (a model's BatchNormalization nodes say whether they
+    normalize with them or with the batch's); the others stay constants. ``forward`` runs the
+    model eagerly; wrap a training step in ``ember.function`` to capture it."""
 
     def __init__(self, source: ModelSource):
         super().__init__()
@@ -458,6 +473,7 @@ class OnnxModule(Module):
         object.__setattr__(self, "_source", source)
         object.__setattr__(self, "_param_names", {})
         used = set()
+        statistics = _statistics(source.proto.graph)
         for name, array in runner.initializers.items():
             if array.dtype.kind != "f" or not supported_dtype(array.dtype):
                 continue
@@ -468,7 +484,11 @@ class OnnxModule(Module):
                 attr += "_"
             used.add(attr)
             self._param_names[name] = attr
-            self.register_parameter(attr, Parameter(_reg.eager_constant(array.copy())))
+            value = _reg.eager_constant(array.copy())
+            if name in statistics:
+                self.register_buffer(attr, value)
+            else:
+                self.register_parameter(attr, Parameter(value))
         self.input_names = list(runner.input_names)
         self.output_names = list(runner.output_names)
 
