@@ -17,6 +17,7 @@ from ..errors import DivisionByZeroError, DTypeError
 from ..symbolic import SymDim
 from ..types import TensorType
 from . import _onnx
+from . import _onnx_elementwise as ox
 from . import api as E
 from ._data import to_array
 from ._registry import PUBLIC, OpDef, TensorBase, apply, constant, export, register
@@ -211,53 +212,6 @@ def _relu_kernel(x):
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
-def _onnx_float(op_type):
-    """``op_type`` on floats; integers (and bools) pass through unchanged (floor, ceil, ...)."""
-
-    def rule(e):
-        if e.in_types[0].dtype.is_floating_point:
-            return e.node(op_type, e.inputs)
-        return e.node("Identity", e.inputs)
-
-    return rule
-
-
-def _onnx_sign(e):
-    dtype = e.in_types[0].dtype
-    if dtype is dt.bool_:
-        return e.node("Identity", e.inputs)
-    sign = e.node("Sign", e.inputs)
-    if not dtype.is_floating_point:
-        return sign
-    # the kernel gives 0 at NaN (PyTorch's); ONNX's Sign passes NaN on
-    return e.node("Where", [e.node("IsNaN", e.inputs), _onnx.scalar(e, 0, dtype), sign])
-
-
-def _onnx_log1p(e, x):
-    return _onnx.log1p(e, x, e.in_types[0].dtype)
-
-
-def _onnx_expm1(e, x):
-    return _onnx.expm1(e, x, e.in_types[0].dtype)
-
-
-def _onnx_rsqrt(e, x):
-    return e.node("Reciprocal", [e.node("Sqrt", [x])])
-
-
-def _onnx_trunc(e, x):
-    if not e.in_types[0].dtype.is_floating_point:
-        return e.node("Identity", [x])
-    negative = e.node("Less", [x, _onnx.scalar(e, 0, e.in_types[0].dtype)])
-    return e.node("Where", [negative, e.node("Ceil", [x]), e.node("Floor", [x])])
-
-
-def _onnx_relu(e, x):
-    if e.in_types[0].dtype.is_floating_point:
-        return e.node("Relu", [x])  # NaN stays NaN, as in the kernel
-    return e.node("Max", [x, _onnx.scalar(e, 0, e.in_types[0].dtype)])
-
-
 NEG = _unary(
     "neg",
     np.negative,
@@ -294,7 +248,7 @@ _unary(
     float_only=False,
     save="none",
     bools=True,
-    onnx=_onnx_sign,
+    onnx=ox.onnx_sign,
 )
 _unary(
     "exp",
@@ -308,14 +262,14 @@ _unary("log", np.log, lambda c, g: (g / c.inputs[0],), c="log{f}({0})", onnx=_on
 _unary(
     "log1p",
     np.log1p,
-    onnx=_onnx.composite(_onnx_log1p),
+    onnx=_onnx.composite(ox.onnx_log1p),
     vjp=lambda c, g: (g / (c.inputs[0] + 1),),
     c="log1p{f}({0})",
 )
 _unary(
     "expm1",
     np.expm1,
-    onnx=_onnx.composite(_onnx_expm1),
+    onnx=_onnx.composite(ox.onnx_expm1),
     vjp=lambda c, g: (g * (c.outputs[0] + 1),),
     save="output",
     c="expm1{f}({0})",
@@ -334,7 +288,7 @@ _unary(
     lambda c, g: (g * c.outputs[0] ** 3 * -0.5,),
     save="output",
     c="(({T})1 / sqrt{f}({0}))",
-    onnx=_onnx.composite(_onnx_rsqrt),
+    onnx=_onnx.composite(ox.onnx_rsqrt),
 )
 _unary(
     "reciprocal",
@@ -385,7 +339,7 @@ _unary(
     "(PyTorch's passes the gradient at NaN).",
     # np.maximum(x, 0): NaN stays, a tie (-0.0) gives the second operand, 0.0
     c="((({0} > 0) | ({0} != {0})) ? {0} : ({T})0)",
-    onnx=_onnx.composite(_onnx_relu),
+    onnx=_onnx.composite(ox.onnx_relu),
 )
 _unary(
     "erf",
@@ -415,10 +369,10 @@ _unary(
     doc="softsign(x): x / (1 + |x|). Its gradient 1 / (1 + |x|)^2 is 0 at +-inf (PyTorch's "
     "is NaN there).",
 )
-_unary("floor", np.floor, _zero_grad, float_only=False, save="none", onnx=_onnx_float("Floor"))
-_unary("ceil", np.ceil, _zero_grad, float_only=False, save="none", onnx=_onnx_float("Ceil"))
+_unary("floor", np.floor, _zero_grad, float_only=False, save="none", onnx=ox.onnx_float("Floor"))
+_unary("ceil", np.ceil, _zero_grad, float_only=False, save="none", onnx=ox.onnx_float("Ceil"))
 # ONNX's Round rounds half to even, as NumPy does
-_unary("round", np.round, _zero_grad, float_only=False, save="none", onnx=_onnx_float("Round"))
+_unary("round", np.round, _zero_grad, float_only=False, save="none", onnx=ox.onnx_float("Round"))
 _round_to_integers = PUBLIC["round"]
 
 
@@ -446,7 +400,7 @@ _unary(
     _zero_grad,
     float_only=False,
     save="none",
-    onnx=_onnx.composite(_onnx_trunc),
+    onnx=_onnx.composite(ox.onnx_trunc),
 )
 
 
@@ -527,79 +481,6 @@ def _binary(
     fn.__doc__ = doc or f"Elementwise {name} with broadcasting and type promotion."
     export(fn, name=name, method=method, inplace=True)
     return op
-
-
-def _onnx_logic(op_type, bool_type):
-    """``op_type``; on bools (which ONNX's arithmetic refuses) the logical ``bool_type``."""
-
-    def rule(e):
-        if e.in_types[0].dtype is dt.bool_:
-            if bool_type is None:
-                e.unsupported("on bool tensors")
-            return e.node(bool_type, e.inputs)
-        return e.node(op_type, e.inputs)
-
-    return rule
-
-
-def _onnx_floor_div(e, x, y):
-    if e.in_types[0].dtype.is_floating_point:
-        return e.node("Floor", [e.node("Div", [x, y])])
-    # ONNX's integer Div truncates; x - mod(x, y) (Python's mod) is an exact multiple of y
-    return e.node("Div", [e.node("Sub", [x, e.node("Mod", [x, y], fmod=0)]), y])
-
-
-def _onnx_mod(e, x, y):
-    dtype = e.in_types[0].dtype
-    if not dtype.is_floating_point:
-        return e.node("Mod", [x, y], fmod=0)  # the sign of the divisor, as np.mod
-    # np.mod on floats: fmod, moved by y where it is non-zero and its sign differs from y's
-    r = e.node("Mod", [x, y], fmod=1)
-    zero = _onnx.scalar(e, 0, dtype)
-    differ = e.node("Xor", [e.node("Less", [r, zero]), e.node("Less", [y, zero])])
-    move = e.node("And", [differ, e.node("Not", [e.node("Equal", [r, zero])])])
-    return e.node("Where", [move, e.node("Add", [r, y]), r])
-
-
-def _onnx_pow(e, x, y):
-    dtype = e.in_types[0].dtype
-    if dtype is dt.bool_:
-        e.unsupported("on bool tensors")
-    if dtype.is_floating_point:
-        return e.node("Pow", [x, y])
-    # the kernel's integer powers: a negative exponent gives 1 / x truncated
-    zero, one = _onnx.scalar(e, 0, dtype), _onnx.scalar(e, 1, dtype)
-    minus = _onnx.scalar(e, -1, dtype)
-    negative = e.node("Less", [y, zero])
-    power = e.node("Pow", [x, e.node("Max", [y, zero])])
-    odd = e.node("Equal", [e.node("Mod", [y, _onnx.scalar(e, 2, dtype)], fmod=0), one])
-    sign = e.node("Where", [odd, minus, one])
-    inverse = e.node(
-        "Where",
-        [
-            e.node("Equal", [x, one]),
-            one,
-            e.node("Where", [e.node("Equal", [x, minus]), sign, zero]),
-        ],
-    )
-    return e.node("Where", [negative, inverse, power])
-
-
-def _onnx_extreme(op_type, bool_type):
-    """Max / Min with NumPy's NaN propagation from either side."""
-
-    def rule(e):
-        x, y = e.inputs
-        dtype = e.in_types[0].dtype
-        if dtype is dt.bool_:
-            return e.node(bool_type, [x, y])
-        out = e.node(op_type, [x, y])
-        if not dtype.is_floating_point:
-            return out
-        nan = e.node("Or", [e.node("IsNaN", [x]), e.node("IsNaN", [y])])
-        return e.node("Where", [nan, e.node("Add", [x, y]), out])
-
-    return rule
 
 
 def _scale(name, y, alpha, dtype):
@@ -781,7 +662,7 @@ ADD = _binary(
     c="({0} + {1})",
     alpha=True,
     channel_terms=_add_channel_terms,
-    onnx=_onnx_logic("Add", "Or"),
+    onnx=ox.onnx_logic("Add", "Or"),
     doc="add(input, other, *, alpha=1): input + alpha * other, with broadcasting and type "
     "promotion.",
 )
@@ -793,7 +674,7 @@ _binary(
     identity=Identity(right=0.0),
     c="({0} - {1})",
     alpha=True,
-    onnx=_onnx_logic("Sub", None),
+    onnx=ox.onnx_logic("Sub", None),
     doc="sub(input, other, *, alpha=1): input - alpha * other, with broadcasting and type "
     "promotion (bool tensors refused, as in PyTorch).",
     check=_no_bool(
@@ -808,7 +689,7 @@ _binary(
     _mul_vjp,
     identity=Identity(left=1, right=1),
     c="({0} * {1})",
-    onnx=_onnx_logic("Mul", "And"),
+    onnx=ox.onnx_logic("Mul", "And"),
 )
 _binary(
     "div",
@@ -829,7 +710,7 @@ _binary(
     ),
     method=("floor_div", "floor_divide"),
     bools=False,
-    onnx=_onnx.composite(_onnx_floor_div),
+    onnx=_onnx.composite(ox.onnx_floor_div),
 )
 _binary(
     "mod",
@@ -837,9 +718,9 @@ _binary(
     _mod_vjp,
     method=("mod", "remainder"),
     bools=False,
-    onnx=_onnx.composite(_onnx_mod),
+    onnx=_onnx.composite(ox.onnx_mod),
 )
-_binary("pow", _pow_kernel, _pow_vjp, check=_pow_check, onnx=_onnx.composite(_onnx_pow))
+_binary("pow", _pow_kernel, _pow_vjp, check=_pow_check, onnx=_onnx.composite(ox.onnx_pow))
 # NumPy propagates a NaN from either side, and of two equal values (-0.0 and 0.0) keeps the
 # second
 _binary(
@@ -847,7 +728,7 @@ _binary(
     np.maximum,
     _minmax_vjp(lambda x, y: x > y),
     c="((({0} > {1}) | ({0} != {0})) ? {0} : {1})",
-    onnx=_onnx_extreme("Max", "Or"),
+    onnx=ox.onnx_extreme("Max", "Or"),
     doc="Elementwise maximum, NaN propagating, with broadcasting and type promotion; y may be a "
     "Python scalar (a weak operand; torch.maximum takes tensors only).",
 )
@@ -858,5 +739,5 @@ _binary(
     doc="Elementwise minimum, NaN propagating, with broadcasting and type promotion; y may be a "
     "Python scalar (a weak operand; torch.minimum takes tensors only).",
     c="((({0} < {1}) | ({0} != {0})) ? {0} : {1})",
-    onnx=_onnx_extreme("Min", "And"),
+    onnx=ox.onnx_extreme("Min", "And"),
 )
