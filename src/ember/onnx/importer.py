@@ -81,6 +81,8 @@ class GraphRunner:
         self.input_infos = [vi for vi in graph.input if vi.name not in self.initializers]
         # those a caller may override by name (an input with an initializer: its default)
         self.overridable = {vi.name: vi for vi in graph.input if vi.name in self.initializers}
+        # what each input declares (dtype, shape), read once: every call checks against it
+        self.declared = {vi.name: _declared(vi) for vi in graph.input}
         self.output_names = [vi.name for vi in graph.output]
         self.output_infos = list(graph.output)
         visible = set(outer_names) | set(self.initializers) | {vi.name for vi in graph.input}
@@ -264,8 +266,8 @@ def _declared(info):
     return dtype, shape
 
 
-def _check_input(name: str, info, value, where: str):
-    dtype, shape = _declared(info)
+def _check_input(name: str, declared, value, where: str):
+    dtype, shape = declared
     if dtype is None and shape is None:
         return
     got_dtype = value.dtype.np if is_tensor(value) else getattr(value, "dtype", None)
@@ -307,7 +309,7 @@ def _bind(runner: GraphRunner, args, kwargs, where: str) -> tuple[list, dict]:
     overrides = {}
     for key in [k for k in kwargs if k in runner.overridable]:
         value = _as_value(kwargs.pop(key), key, where)
-        _check_input(key, runner.overridable[key], value, where)
+        _check_input(key, runner.declared[key], value, where)
         overrides[key] = value
     if len(args) > len(names):
         raise OnnxError(
@@ -321,12 +323,12 @@ def _bind(runner: GraphRunner, args, kwargs, where: str) -> tuple[list, dict]:
             raise OnnxError(f"{where}: input {key!r} given twice")
         bound[key] = value
     values = []
-    for name, info in zip(names, runner.input_infos):
+    for name in names:
         if name not in bound:
             raise OnnxError(f"{where}: input {name!r} is missing")
         value = _as_value(bound[name], name, where)
         if not isinstance(value, list) and value is not EMPTY:
-            _check_input(name, info, value, where)
+            _check_input(name, runner.declared[name], value, where)
         values.append(value)
     return values, overrides
 
