@@ -170,13 +170,22 @@ def check(data: bytes) -> str | None:
 
 
 def mutate(data: bytes, rng: random.Random) -> bytes:
-    if rng.random() < 0.3:
-        return _mutate_bytes(data, rng)
-    return _mutate_proto(data, rng)
+    """One to three mutations (a proto-level one needs bytes that still parse)."""
+    for _ in range(rng.choice((1, 1, 2, 3))):
+        if rng.random() < 0.3:
+            data = _mutate_bytes(data, rng)
+            continue
+        try:
+            data = _mutate_proto(data, rng)
+        except Exception:  # noqa: BLE001 - bytes an earlier mutation left unparseable
+            data = _mutate_bytes(data, rng)
+    return data
 
 
 def _mutate_bytes(data: bytes, rng: random.Random) -> bytes:
     raw = bytearray(data)
+    if not raw:
+        return bytes(rng.randrange(256) for _ in range(rng.randint(1, 16)))
     kind = rng.randrange(4)
     position = rng.randrange(len(raw))
     if kind == 0:
