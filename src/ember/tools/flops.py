@@ -71,8 +71,14 @@ class NodeFlops:
 
 
 def node_family(node: Node) -> str:
-    """The family a call node is reported under (see the module docstring)."""
+    """The family a call node is reported under (see the module docstring); a fused epilogue
+    under its producer's (a convolution with its bias and ReLU is a convolution)."""
     op = node.op
+    producer = op.fused.producer(node.attrs) if op.fused is not None else None
+    if producer is not None:
+        return producer.op.flop_family or (
+            "matmul" if producer.op.kind == "linalg" else producer.op.kind
+        )
     if op.kind == "linalg":
         if _scope.function_of(node.scope) == "scaled_dot_product_attention":
             return "attention"
