@@ -102,6 +102,16 @@ def is_static(value) -> bool:
     return isinstance(value, np.ndarray)
 
 
+def static_value(value) -> bool:
+    """Whether a value is known without running the model: absent, an empty optional, a NumPy
+    array, or a sequence of such (a node whose inputs all are is folded)."""
+    if value is None or value is EMPTY or is_static(value):
+        return True
+    if isinstance(value, list):
+        return all(static_value(v) for v in value)
+    return False
+
+
 def is_tensor(value) -> bool:
     return isinstance(value, TensorBase)
 

@@ -164,7 +164,7 @@ class ModelWriter:
         env = {id(v): n for v, n in zip(graph.inputs, names)}
         for v, n in zip(graph.inputs, names):
             self.types.setdefault(n, TensorType(tuple(v.type.shape), v.type.dtype))
-        needed = _needed(outputs)
+        needed = needed_nodes(outputs)
         for node in graph.nodes:
             if id(node) not in needed:
                 continue
@@ -217,7 +217,7 @@ class ModelWriter:
         )
 
 
-def _needed(outputs) -> set:
+def needed_nodes(outputs) -> set:
     """Ids of the nodes ``outputs`` depend on (the rest is not written)."""
     needed, stack = set(), [v.node for v in outputs]
     while stack:

@@ -42,7 +42,7 @@ from ..graph.ir import Graph
 from ..symbolic import SymDim
 from ._model import require_onnx
 from .export_emit import onnx_dtype
-from .export_writer import ModelWriter, value_info
+from .export_writer import ModelWriter, needed_nodes, value_info
 
 __all__ = ["DEFAULT_OPSET", "MIN_OPSET", "export", "to_model"]
 
@@ -297,8 +297,9 @@ def _plan_of(traced, leaves, reach) -> _Plan:
         if target_input is not None:
             updates[k] = target_input
         k += 1
+    needed = needed_nodes(outputs)  # (one walk for every cotangent)
     for i, role in enumerate(roles):
-        if role.kind == "cotangent" and _reaches(outputs, graph.inputs[i]):
+        if role.kind == "cotangent" and id(graph.inputs[i].node) in needed:
             raise OnnxError("the function's forward pass reads a cotangent", op="export")
     return _Plan(graph, roles, outputs, call.n_user, updates, extra_names, training)
 
@@ -315,19 +316,6 @@ def _tensor_name(reach, tensor) -> str:
         if t is tensor:
             return name
     return "state"
-
-
-def _reaches(outputs, value) -> bool:
-    seen, stack = set(), [v.node for v in outputs]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if any(v is value for v in node.outputs):
-            return True
-        stack.extend(v.node for v in node.inputs)
-    return False
 
 
 def _output_names(plan, output_names, input_names) -> list:

@@ -38,6 +38,7 @@ from ._convert import (
     is_static,
     is_symbolic,
     is_tensor,
+    static_value,
     supported_dtype,
     to_tensor,
 )
@@ -149,7 +150,7 @@ class GraphRunner:
         args = [env[name] if name else None for name in node.input]
         ctx = NodeContext(node, label, attrs, opset, self, env)
         try:
-            if conv.fold and not conv.random and all(_static_value(a) for a in args):
+            if conv.fold and not conv.random and all(static_value(a) for a in args):
                 with eager_island():
                     out = conv.fn(ctx, *args)
                     out = _as_static(out, ctx)
@@ -218,14 +219,6 @@ def _check_arity(node, label: str, domain: str, opset: int) -> None:
     for position, (name, formal) in enumerate(zip(node.input, schema.inputs)):
         if not name and formal.option == single:
             raise OnnxError(f"{label}: input {position} ({formal.name}) is required")
-
-
-def _static_value(value) -> bool:
-    if value is None or value is EMPTY or is_static(value):
-        return True
-    if isinstance(value, list):
-        return all(_static_value(v) for v in value)
-    return False
 
 
 def _as_static(out, ctx):

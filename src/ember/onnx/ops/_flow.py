@@ -10,7 +10,7 @@ import numpy as np
 
 from ...graph.builder import GraphBuilder
 from ...ops import _registry as _reg
-from .._convert import EMPTY, NeedsData, ember_dtype, is_static
+from .._convert import EMPTY, NeedsData, ember_dtype, is_static, static_value
 from ._common import E, np_dtype
 
 INT64 = np.dtype(np.int64)
@@ -40,14 +40,6 @@ def free_names(graph) -> set[str]:
         defined.update(name for name in node.output if name)
     used.update(vi.name for vi in graph.output)
     return used - defined
-
-
-def static_value(value) -> bool:
-    if value is None or value is EMPTY or is_static(value):
-        return True
-    if isinstance(value, list):
-        return all(static_value(v) for v in value)
-    return False
 
 
 def all_static(ctx, inputs, graph_attrs) -> bool:

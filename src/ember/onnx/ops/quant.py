@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from ... import dtypes as _dtypes
-from .._convert import EMPTY, converter, ember_dtype, supported_dtype
-from ._common import E, F, dtype_np, np_dtype
+from .._convert import converter, ember_dtype, supported_dtype
+from ._common import E, F, dtype_np, given, np_dtype
 from ._common import axis as norm_axis
 
 _SMALL_INTS = {"int4": (-8, 7), "uint4": (0, 15), "int2": (-2, 1), "uint2": (0, 3)}
@@ -31,12 +31,8 @@ def _int_range(dtype: np.dtype):
     return None
 
 
-def _has(value) -> bool:
-    return value is not None and value is not EMPTY
-
-
 def _lacks(*values) -> bool:
-    return any(_has(v) and not supported_dtype(dtype_np(v)) for v in values)
+    return any(given(v) and not supported_dtype(dtype_np(v)) for v in values)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -103,7 +99,7 @@ def _as_float_array(value: np.ndarray) -> np.ndarray:
 
 def _quant_target(ctx, zero_point):
     output_dtype = ctx.attr("output_dtype", 0)
-    if _has(zero_point):
+    if given(zero_point):
         target = dtype_np(zero_point)
         if output_dtype and np_dtype(output_dtype, ctx.label) != target:
             raise ctx.error(
@@ -135,7 +131,7 @@ def _quantize_linear(ctx, x, scale, zero_point=None):
     # the rounded values, the zero point and the clamp in a type holding the integer range
     wide = compute if compute.itemsize >= 4 else ember_dtype(np.float32, ctx.label)
     v = E.cast(v, wide)
-    if _has(zero_point):
+    if given(zero_point):
         zp = _shape_tensor(ctx, ctx.tensor(zero_point), x.shape, axis, block_size)
         v = v + E.cast(zp, wide)
     low, high = _int_range(target)
@@ -148,7 +144,7 @@ def _quantize_numpy(ctx, x, scale, zero_point, target, axis, block_size, saturat
         _shape_array(ctx, ctx.static(scale, "y_scale"), x.shape, axis, block_size)
     )
     zp = None
-    if _has(zero_point):
+    if given(zero_point):
         zp = _shape_array(ctx, ctx.static(zero_point, "y_zero_point"), x.shape, axis, block_size)
     precision = ctx.attr("precision", 0)
     with np.errstate(all="ignore"):
@@ -194,7 +190,7 @@ def _dequantize_linear(ctx, x, scale, zero_point=None):
     # int32 values (a bias) are not exact in float32: float64 there, float32 for 8/16 bits
     compute = ember_dtype(np.float64 if x.dtype.itemsize >= 4 else np.float32, ctx.label)
     v = E.cast(x, compute)
-    if _has(zero_point):
+    if given(zero_point):
         zp = _shape_tensor(ctx, ctx.tensor(zero_point), x.shape, axis, block_size)
         v = v - E.cast(zp, compute)
     return E.cast(v * E.cast(scale, compute), out)
@@ -208,10 +204,10 @@ def _dequantize_numpy(ctx, x, scale, zero_point, axis, block_size, output_dtype)
         out = np.dtype(np.float32)
     scale = _as_float_array(_shape_array(ctx, scale, x.shape, axis, block_size))
     v = x.astype(np.float64 if x.dtype.itemsize >= 4 and x.dtype.kind in "iu" else np.float32)
-    if _has(zero_point) and _int_range(x.dtype) is not None:
+    if given(zero_point) and _int_range(x.dtype) is not None:
         zp = _shape_array(ctx, ctx.static(zero_point, "x_zero_point"), x.shape, axis, block_size)
         v = v - zp.astype(v.dtype)
-    elif _has(zero_point) and "float4" not in x.dtype.name:
+    elif given(zero_point) and "float4" not in x.dtype.name:
         zp = ctx.static(zero_point, "x_zero_point")
         if np.any(zp.astype(np.float32) != 0):
             raise ctx.error(f"a {x.dtype.name} zero point must be 0")
@@ -253,7 +249,7 @@ def _centered(ctx, v, zero_point, dtype, zp_shape=None):
     """``v - zero_point`` in ``dtype`` (an ember dtype), the zero point reshaped by
     ``zp_shape(zp)`` (per row / per channel) when it has several values."""
     v = E.cast(ctx.tensor(v), dtype)
-    if not _has(zero_point):
+    if not given(zero_point):
         return v
     zp = E.cast(ctx.tensor(zero_point), dtype)
     if _size(zp) > 1 and zp_shape is not None:
@@ -292,7 +288,7 @@ def _requantize(ctx, acc, multiplier, y_zero_point, fallback_dtype):
     type (the zero point's, else ``fallback_dtype``); in float64."""
     f64 = ember_dtype(np.float64, ctx.label)
     d = E.cast(acc, f64) * E.cast(multiplier, f64)
-    if _has(y_zero_point):
+    if given(y_zero_point):
         target = dtype_np(y_zero_point)
         d = d + E.cast(E.reshape(ctx.tensor(y_zero_point), ()), f64)
     else:
@@ -326,19 +322,19 @@ def _qlinear_matmul_numpy(ctx, a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp
     def deq(v, s, zp, row):
         v = ctx.static(v, "an operand").astype(np.float32)
         s = ctx.static(s, "a scale").astype(np.float32)
-        if _has(zp) and _int_range(dtype_np(zp)) is not None:
+        if given(zp) and _int_range(dtype_np(zp)) is not None:
             v = v - ctx.static(zp, "a zero point").astype(np.float32).reshape(
                 (-1, 1) if row and np.size(zp) > 1 else (-1,) if np.size(zp) > 1 else ()
             )
         return v * s.reshape((-1, 1) if row and s.size > 1 else (-1,) if s.size > 1 else ())
 
     prod = np.matmul(deq(a, a_scale, a_zp, True), deq(b, b_scale, b_zp, False))
-    target = dtype_np(y_zp) if _has(y_zp) else dtype_np(a)
+    target = dtype_np(y_zp) if given(y_zp) else dtype_np(a)
     ys = ctx.static(y_scale, "y_scale").astype(np.float32).reshape(())
     v = prod / ys
     limits = _int_range(target)
     if limits is not None:
-        zp = ctx.static(y_zp, "y_zero_point").astype(np.float64).reshape(()) if _has(y_zp) else 0
+        zp = ctx.static(y_zp, "y_zero_point").astype(np.float64).reshape(()) if given(y_zp) else 0
         return np.clip(np.rint(v) + zp, *limits).astype(target)
     import ml_dtypes
 
@@ -408,7 +404,7 @@ def _qlinear_conv(ctx, x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp=None, b
     acc = _int_conv(ctx, x, w, x_zp, w_zp)
     rank = len(acc.shape)
     channel = lambda p: (1, _size(p)) + (1,) * (rank - 2)  # noqa: E731
-    if _has(bias):
+    if given(bias):
         acc = acc + E.reshape(E.cast(ctx.tensor(bias), acc.dtype), channel(ctx.tensor(bias)))
     sx = _scalar_or(ctx, x_scale, channel)
     sw = _scalar_or(ctx, w_scale, channel)

@@ -21,8 +21,8 @@ import numpy as np
 from ... import dtypes as _dt
 from ...nn.rnn import whole_layer_applies
 from ...ops.recurrent import gru_layer, lstm_layer
-from .._convert import EMPTY, converter, is_symbolic, to_tensor
-from ._common import E, F
+from .._convert import converter, is_symbolic, to_tensor
+from ._common import E, F, given
 
 # ONNX's activation functions: name -> (function of (x, alpha, beta), default alpha, beta);
 # None: the function takes no such parameter. The defaults are onnxruntime's (0 where it has
@@ -43,10 +43,6 @@ _ACTIVATIONS = {
 
 _DEFAULTS = {"RNN": ("Tanh",), "LSTM": ("Sigmoid", "Tanh", "Tanh"), "GRU": ("Sigmoid", "Tanh")}
 _GATES = {"RNN": 1, "LSTM": 4, "GRU": 3}
-
-
-def _given(value) -> bool:
-    return value is not None and value is not EMPTY
 
 
 def _activations(ctx, kind: str, directions: int) -> list[list]:
@@ -122,20 +118,20 @@ class _Layer:
                 f"W of shape {tuple(self.w.shape)} does not fit {self.dirs} direction(s) of "
                 f"{gates} x {self.hidden} hidden units"
             )
-        self.b = ctx.tensor(b, self.dtype) if _given(b) else None
-        self.lens = ctx.tensor(lens, _dt.int64) if _given(lens) else None
+        self.b = ctx.tensor(b, self.dtype) if given(b) else None
+        self.lens = ctx.tensor(lens, _dt.int64) if given(lens) else None
         self.full = self.lens is None
         if not self.full and not is_symbolic(lens):
             self.full = bool(np.all(np.asarray(ctx.static(lens)) == self.steps))
         self.h0 = self._state(h0)
         self.c0 = self._state(c0) if kind == "LSTM" else None
-        self.p = ctx.tensor(p, self.dtype) if _given(p) else None
+        self.p = ctx.tensor(p, self.dtype) if given(p) else None
         clip = ctx.attr("clip", None)
         self.clip = None if clip is None else float(clip)
         self.acts, self.default_acts = _activations(ctx, kind, self.dirs)
 
     def _state(self, value):
-        if not _given(value):
+        if not given(value):
             return E.zeros((self.dirs, self.batch, self.hidden), dtype=self.dtype)
         state = self.ctx.tensor(value, self.dtype)
         return E.transpose(state, 0, 1) if self.layout else state

@@ -13,13 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._convert import EMPTY, converter, ember_dtype
-from ._common import E, np_dtype
+from .._convert import converter, ember_dtype
+from ._common import E, given, np_dtype
 from ._common import axis as norm_axis
-
-
-def _given(value) -> bool:
-    return value is not None and value is not EMPTY
 
 
 def _basis(n_in: int, n_out: int, n: int, inverse_sign: float):
@@ -99,7 +95,7 @@ def dft(ctx, x, n: int | None, axis: int, inverse: bool, onesided: bool):
 
 
 def _length(ctx, value, what):
-    if not _given(value):
+    if not given(value):
         return None
     values = ctx.ints(value, what)
     if len(values) != 1:
@@ -143,7 +139,7 @@ def _stft(ctx, signal, frame_step, window=None, frame_length=None):
         raise ctx.error(f"STFT's signal must be [batch, length, 1 or 2], got {x.shape}")
     step = _length(ctx, frame_step, "frame_step")
     size = _length(ctx, frame_length, "frame_length")
-    w = ctx.tensor(window) if _given(window) else None
+    w = ctx.tensor(window) if given(window) else None
     if size is None:
         if w is None:
             raise ctx.error("STFT needs a window or a frame_length")
