@@ -62,19 +62,30 @@ class Converter:
     fn: Callable
     random: bool = False  # never folded: each run draws anew
     fold: bool = True  # may run on static inputs while importing
+    # positions of inputs that are state, not weights (BatchNormalization's running
+    # statistics): a trainable import makes such initializers buffers, not Parameters
+    state_inputs: tuple = ()
 
 
 CONVERTERS: dict[tuple[str, str], list[Converter]] = {}
 
 
-def converter(op_type: str, since: int = 1, *, domain: str = "", random: bool = False, fold=True):
+def converter(
+    op_type: str,
+    since: int = 1,
+    *,
+    domain: str = "",
+    random: bool = False,
+    fold=True,
+    state_inputs: tuple = (),
+):
     """Register ``fn(ctx, *inputs)`` for ``op_type`` from opset ``since`` on (several
     registrations of one op: the newest whose ``since`` the model's opset reaches is used)."""
 
     def wrap(fn):
         names = (op_type,) if isinstance(op_type, str) else tuple(op_type)
         for name in names:
-            entry = Converter(domain, name, since, fn, random, fold)
+            entry = Converter(domain, name, since, fn, random, fold, tuple(state_inputs))
             versions = CONVERTERS.setdefault((domain, name), [])
             versions.append(entry)
             versions.sort(key=lambda c: c.since)

@@ -440,17 +440,16 @@ class OnnxFunction:
         )
 
 
-def _statistics(graph) -> set:
-    """Names the graph (or a subgraph) reads as a BatchNormalization's running mean and
-    variance: state, not weights to train."""
+def _state_inputs(runner: GraphRunner) -> set:
+    """Names the graph (or a subgraph) reads where an operator's converter declares state
+    (`Converter.state_inputs`: BatchNormalization's running mean and variance), not weights
+    to train."""
     names = set()
-    for node in graph.node:
-        if node.op_type == "BatchNormalization" and node.domain in ("", "ai.onnx"):
-            names.update(n for n in node.input[3:5] if n)
-        for attr in node.attribute:
-            for g in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
-                names |= _statistics(g)
-    return names
+    for node, _label, _attrs, _opset, conv in runner.steps:
+        names.update(node.input[i] for i in conv.state_inputs if i < len(node.input))
+    for sub in runner._subgraphs.values():
+        names |= _state_inputs(sub)
+    return names - {""}
 
 
 class OnnxModule(Module):
@@ -468,7 +467,7 @@ class OnnxModule(Module):
         object.__setattr__(self, "_source", source)
         object.__setattr__(self, "_param_names", {})
         used = set()
-        statistics = _statistics(source.proto.graph)
+        statistics = _state_inputs(runner)
         for name, array in runner.initializers.items():
             if array.dtype.kind != "f" or not supported_dtype(array.dtype):
                 continue

@@ -24,7 +24,7 @@ def _as(ctx, t, like):
 # batch normalization
 
 
-@converter("BatchNormalization", 1)
+@converter("BatchNormalization", 1, state_inputs=(3, 4))
 def _batch_norm(ctx, x, scale, bias, mean, var):
     x = ctx.tensor(x)
     if x.ndim < 2:
