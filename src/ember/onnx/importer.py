@@ -417,8 +417,8 @@ class OnnxFunction:
         """Zeros of each input's declared dtype and shape, its dynamic sizes (``dim_param``s or
         unknown dimensions) set to ``size``."""
         examples = []
-        for name, info in zip(self.input_names, self.runner.input_infos):
-            dtype, shape = _declared(info)
+        for name in self.input_names:
+            dtype, shape = self.runner.declared[name]
             if dtype is None or shape is None:
                 raise OnnxError(
                     f"{self.source.name}: input {name!r} declares no tensor type and shape; "

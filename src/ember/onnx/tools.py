@@ -24,8 +24,8 @@ def imported_graph(path, batch_size: int | None = None):
     dynamic = sorted(
         {
             str(d) if d else "?"
-            for info in function.runner.input_infos
-            for d in _dims(info)
+            for name in function.input_names
+            for d in function.runner.declared[name][1] or ()
             if not isinstance(d, int)
         }
     )
@@ -38,9 +38,3 @@ def imported_graph(path, batch_size: int | None = None):
     elif batch_size is not None:
         raise OnnxError(f"--batch-size: {path} has no dynamic sizes to set (its sizes are fixed)")
     return function.graph, note
-
-
-def _dims(info):
-    from .importer import _declared
-
-    return _declared(info)[1] or []
