@@ -15,9 +15,9 @@ from ..errors import ShapeError
 from ..kernels.conv_plan import compute_dtype, scratch
 from ..kernels.pool_geometry import pad_input, padded_extent, pool_out_size
 from ..types import TensorType
+from . import _onnx_conv as oxc
 from ._registry import Cost, OpDef, apply, export, register
 from ._util import half_precision, io_bytes, numel, require_float, value_bytes
-from .conv import _onnx_pad_end, _onnx_pads, _onnx_transposed_pads
 from .conv_functional import int_tuple
 from .elementwise import to_tensor
 from .pool import check_pool_args, unbatch, window_slices
@@ -216,15 +216,15 @@ def _onnx_avg_pool_backward(e):
     dtype = e.in_types[0].dtype
     ones = np.full((channels, 1, *kernel), 1.0 / divisor, dtype=dtype.np)
     ones_1 = [1] * len(kernel)
-    pads, zeros = _onnx_transposed_pads(e, in_size, out, kernel, stride, ones_1, padding)
+    pads, zeros = oxc.onnx_transposed_pads(e, in_size, out, kernel, stride, ones_1, padding)
     y = e.node(
         "ConvTranspose",
         [g, e.constant(ones)],
         strides=list(stride),
-        pads=_onnx_pads(pads),
+        pads=oxc.onnx_pads(pads),
         group=channels,
     )
-    return _onnx_pad_end(e, y, zeros)
+    return oxc.onnx_pad_end(e, y, zeros)
 
 
 AVG_POOL_BACKWARD = register(

@@ -16,7 +16,8 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..types import TensorType
-from . import _batching, _onnx
+from . import _batching
+from . import _onnx_reduce as oxr
 from . import api as E
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._rules import ReductionRule
@@ -155,17 +156,10 @@ def _sum_workspace(node, layouts) -> int:
     return total + 8 * out_elements + 8 * min(rows, np.getbufsize())
 
 
-def _onnx_sum(e):
-    x = e.inputs[0]
-    if e.in_types[0].dtype is not e.out_types[0].dtype:
-        x = e.cast(x, e.out_types[0].dtype)
-    return _onnx.reduce(e, "ReduceSum", x, e.attrs["axes"], e.attrs["keepdims"])
-
-
 _SUM = register(
     OpDef(
         name="sum",
-        onnx=_onnx_sum,
+        onnx=oxr.onnx_sum,
         kind="reduce",
         infer=_sum_infer,
         kernel=_sum_kernel,
@@ -236,17 +230,10 @@ def _prod_vjp(c, g):
     return (g * E.where(is_zero, at_zero, out / safe),)
 
 
-def _onnx_prod(e):
-    x = e.inputs[0]
-    if e.in_types[0].dtype is not e.out_types[0].dtype:
-        x = e.cast(x, e.out_types[0].dtype)
-    return _onnx.reduce(e, "ReduceProd", x, e.attrs["axes"], e.attrs["keepdims"])
-
-
 _PROD = register(
     OpDef(
         name="prod",
-        onnx=_onnx_prod,
+        onnx=oxr.onnx_prod,
         kind="reduce",
         infer=_sum_infer,
         kernel=lambda x, *, axes, keepdims: np.asarray(
@@ -298,25 +285,6 @@ def _extreme_vjp(c, g):
     return (_expand_back(g, c) * hit / E.sum(hit, axes, keepdim=True),)
 
 
-def _onnx_extreme(op_type):
-    def rule(e):
-        x, dtype = e.inputs[0], e.in_types[0].dtype
-        if dtype is dt.bool_:  # (ONNX reduces bools from opset 20 only)
-            x = e.cast(x, dt.uint8)
-        axes, keep = e.attrs["axes"], e.attrs["keepdims"]
-        out = _onnx.reduce(e, op_type, x, axes, keep)
-        if dtype is dt.bool_:
-            return e.cast(out, dt.bool_)
-        if not dtype.is_floating_point:
-            return out
-        # NumPy's max and min propagate NaN; ONNX's reductions may skip it
-        nan = e.cast(e.node("IsNaN", [x]), dt.uint8)
-        has_nan = e.cast(_onnx.reduce(e, "ReduceMax", nan, axes, keep), dt.bool_)
-        return e.node("Where", [has_nan, _onnx.scalar(e, np.nan, dtype), out])
-
-    return rule
-
-
 def _extreme(name, kernel, better: str):
     """max (``better`` ">") or min ("<"). Fused loops compare, which drops NaN: a flag keeps
     NumPy's NaN (and combining partial results lets a NaN win)."""
@@ -339,7 +307,7 @@ def _extreme(name, kernel, better: str):
             save_outputs=(0,),
             reduction=reduction,
             doc=f"{name}(x, axes, keepdims): the {name}imum over axes",
-            onnx=_onnx_extreme("ReduceMax" if better == ">" else "ReduceMin"),
+            onnx=oxr.onnx_extreme("ReduceMax" if better == ">" else "ReduceMin"),
         )
     )
 
@@ -412,32 +380,6 @@ def _arg_kernel(fn):
     return kernel
 
 
-def _onnx_arg(op_type):
-    def rule(e):
-        x, axis, keepdims = e.inputs[0], e.attrs["axis"], e.attrs["keepdims"]
-        dtype = e.in_types[0].dtype
-        if dtype is dt.bool_:
-            x = e.cast(x, dt.uint8)
-        if axis is None:
-            x, axis, keep = e.node("Reshape", [x, e.ints([-1])]), 0, False
-        else:
-            keep = keepdims
-        out = e.node(op_type, [x], axis=axis, keepdims=int(keep))
-        if dtype.is_floating_point:
-            # NumPy's argmax and argmin give the first NaN's position where there is one
-            nan = e.cast(e.node("IsNaN", [x]), dt.uint8)
-            first_nan = e.node("ArgMax", [nan], axis=axis, keepdims=int(keep))
-            has_nan = e.cast(
-                e.node("ReduceMax", [nan, e.ints([axis])], keepdims=int(keep)), dt.bool_
-            )
-            out = e.node("Where", [has_nan, first_nan, out])
-        if e.attrs["axis"] is None:
-            out = e.node("Reshape", [out, e.shape(e.out_types[0].shape)])
-        return out
-
-    return rule
-
-
 def _arg(name, fn):
     op = register(
         OpDef(
@@ -448,7 +390,7 @@ def _arg(name, fn):
             cost=reduction_cost,
             doc=f"{name}(x, axis, keepdims): index of the first extreme value "
             "(over the flattened tensor when axis is None)",
-            onnx=_onnx_arg("ArgMax" if name == "argmax" else "ArgMin"),
+            onnx=oxr.onnx_arg("ArgMax" if name == "argmax" else "ArgMin"),
         )
     )
 
@@ -472,17 +414,6 @@ _arg("argmin", np.argmin)
 # ---------------------------------------------------------------------------------- all/any
 
 
-def _onnx_bool_reduce(op_type):
-    """all / any: the minimum / maximum of the truth values as 0 and 1."""
-
-    def rule(e):
-        x = e.cast(e.cast(e.inputs[0], dt.bool_), dt.uint8)
-        out = _onnx.reduce(e, op_type, x, e.attrs["axes"], e.attrs["keepdims"])
-        return e.cast(out, dt.bool_)
-
-    return rule
-
-
 def _bool_reduce(name, fn):
     op = register(
         OpDef(
@@ -494,7 +425,7 @@ def _bool_reduce(name, fn):
             kernel=lambda x, *, axes, keepdims: np.asarray(fn(x, axis=axes, keepdims=keepdims)),
             cost=reduction_cost,
             doc=f"{name}(x, axes, keepdims): logical {name} over axes",
-            onnx=_onnx_bool_reduce("ReduceMin" if name == "all" else "ReduceMax"),
+            onnx=oxr.onnx_bool_reduce("ReduceMin" if name == "all" else "ReduceMax"),
         )
     )
 
@@ -551,17 +482,10 @@ def _cumsum_workspace(node, layouts) -> int:
     return 0 if acc is None else value_bytes(x) // x.dtype.itemsize * np.dtype(acc).itemsize
 
 
-def _onnx_cumsum(e):
-    x = e.inputs[0]
-    if e.in_types[0].dtype is not e.out_types[0].dtype:
-        x = e.cast(x, e.out_types[0].dtype)
-    return e.node("CumSum", [x, e.scalar(e.attrs["axis"], dt.int64)])
-
-
 _CUMSUM = register(
     OpDef(
         name="cumsum",
-        onnx=_onnx_cumsum,
+        onnx=oxr.onnx_cumsum,
         kind="reduce",
         infer=_cumsum_infer,
         kernel=_cumsum_kernel,
