@@ -49,6 +49,7 @@ __all__ = [
     "is_grad_enabled",
     "Node",
     "AccumulateGrad",
+    "saved_tensors_hooks",
 ]
 
 _sequence = itertools.count()
@@ -129,6 +130,8 @@ class Node:
             if op.save_outputs
             else {}
         )
+        if _saved_hooks:
+            _pack_saved(self, inputs, outputs)
         if _anomaly.enabled:
             record_creation(self)
 
@@ -157,7 +160,7 @@ class Node:
                     _Overwritten(self._modified_error(f"input {i}", tensor._vc[0], version))
                 )
             else:
-                result.append(tensor)
+                result.append(tensor.get() if type(tensor) is SavedHandle else tensor)
         return tuple(result)
 
     @property
@@ -175,6 +178,8 @@ class Node:
                     _Overwritten(self._modified_error(f"output {i}", counter[0], version))
                 )
                 continue
+            if type(data) is SavedHandle:
+                data = data.get()._data
             t = Tensor._wrap(data)
             t._vc = counter
             t.grad_fn = self
@@ -232,6 +237,55 @@ class Node:
                     op=self.op.name,
                 )
         return tuple(result)
+
+
+# ------------------------------------------------------------------------ saved-value hooks
+# (pack, unpack) pairs, innermost last: while one is set, every recorded node keeps ``pack(t)``
+# instead of each tensor ``t`` its VJP reads, and ``unpack`` gives a tensor back when the VJP
+# asks (activation checkpointing, utils/checkpoint.py, packs a key and recomputes the tensor)
+_saved_hooks: list = []
+
+
+class SavedHandle:
+    """A saved value as a hook packed it: the original tensor's version counter (so an
+    in-place change after the save is still detected) and what ``pack`` returned."""
+
+    __slots__ = ("_vc", "packed", "unpack")
+
+    def __init__(self, counter, packed, unpack):
+        self._vc = counter
+        self.packed = packed
+        self.unpack = unpack
+
+    def get(self) -> Tensor:
+        t = self.unpack(self.packed)
+        if not isinstance(t, Tensor):
+            raise AutogradError(
+                f"a saved-tensor unpack hook returned {type(t).__name__}, not a tensor",
+                op="backward",
+            )
+        return t
+
+
+def _pack_saved(node: Node, inputs, outputs) -> None:
+    pack, unpack = _saved_hooks[-1]
+    saved = node._saved_in
+    for i, (t, version) in saved.items():
+        saved[i] = (SavedHandle(t._vc, pack(t), unpack), version)
+    for i, (_, counter, version) in node._saved_out.items():
+        node._saved_out[i] = (SavedHandle(counter, pack(outputs[i]), unpack), counter, version)
+
+
+@contextlib.contextmanager
+def saved_tensors_hooks(pack_hook, unpack_hook):
+    """PyTorch's ``torch.autograd.graph.saved_tensors_hooks``: while active, the tape keeps
+    ``pack_hook(tensor)`` for every tensor a recorded op's gradient will read, and calls
+    ``unpack_hook`` on it when the gradient is computed. Nested uses: the innermost applies."""
+    _saved_hooks.append((pack_hook, unpack_hook))
+    try:
+        yield
+    finally:
+        _saved_hooks.pop()
 
 
 class _Overwritten:

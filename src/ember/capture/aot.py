@@ -8,8 +8,9 @@ to those tensors (the registry's VJPs, via graph/autodiff.py), fed by one cotang
 output. The joint graph is then split where the backward begins (transforms/partition.py):
 
 * each call runs only the **forward** graph, which also returns the activations the backward
-  needs, and gives its floating outputs one tape node whose inputs are the differentiable
-  tensors;
+  needs (checkpoint regions and ``remat_policy`` recompute some in the backward graph instead:
+  transforms/checkpoint.py runs on the joint graph before the split), and gives its floating
+  outputs one tape node whose inputs are the differentiable tensors;
 * when eager autograd reaches that node, its VJP applies a one-off op whose kernel runs the
   **backward** graph on the saved activations and the cotangents.
 
@@ -83,8 +84,14 @@ class AutogradPlan:
     def __init__(
         self, joint, backward_start, n_forward_outputs, cotangents, wrt, options, check=None
     ):
+        from ..transforms import checkpoint
         from ..transforms.partition import partition
 
+        self.checkpoint = None  # what checkpoint regions or the policy moved to the backward
+        if options.remat_policy is not None or checkpoint.has_regions(joint):
+            joint, self.checkpoint = checkpoint.recompute(
+                joint, options.remat_policy, backward_start=backward_start
+            )
         self.forward, self.backward = partition(joint, backward_start)
         position = {v.name: i for i, v in enumerate(joint.inputs)}
         self.forward_inputs = [position[v.name] for v in self.forward.inputs]

@@ -7,8 +7,10 @@ runnable program.
    copy of the traced graph, each pass checked on the call's inputs with ``verify``; under a
    memory budget the passes that must see the final graph (fusion) are held back
    (transforms/remat.py `split_late`);
-2. with ``options.memory_budget``: `transforms.remat.fit_budget` rematerializes activations
-   until the planned peak (plan/program.py `Planner`) fits, then runs the held-back passes;
+2. where the step has checkpoint regions or ``options.remat_policy`` is given:
+   `transforms.checkpoint.recompute` moves what they do not save into the backward pass; then
+   with ``options.memory_budget``: `transforms.remat.fit_budget` rematerializes activations
+   until the planned peak (plan/program.py `Planner`) fits, and the held-back passes run;
 3. the executor's ``prepare`` (runtime/executors.py), with the in-place updates the call's
    writebacks allow.
 
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 
 from ..plan.program import Planner
 from ..runtime.executors import DEFAULT_EXECUTOR, Executor, Program, get_executor
+from ..transforms import checkpoint as _checkpoint
 from ..transforms.pipeline import PassStat, optimize, passes_for
 from ..transforms.remat import RematReport, fit_budget, split_late
 from .call import CapturedCall
@@ -36,15 +39,18 @@ class CompileOptions:
     """How ``ember.trace`` / ``ember.function`` compile what they capture: the ``executor``
     by name (runtime/executors.py), the pass pipeline ``opt_level`` (0..3, "O0".."O3" or a
     list of passes), ``verify`` (check every pass on the tracing call's inputs) and
-    ``memory_budget`` (bytes the planned peak must fit, or None). Checked when made, so a
-    bad option fails before anything is traced."""
+    ``memory_budget`` (bytes the planned peak must fit, or None), ``remat_policy`` (what a
+    training step saves for its backward: transforms/checkpoint.py, or None). Checked when
+    made, so a bad option fails before anything is traced."""
 
     executor: str = DEFAULT_EXECUTOR
     opt_level: object = DEFAULT_OPT_LEVEL
     verify: bool = False
     memory_budget: int | None = None
+    remat_policy: object = None
 
     def __post_init__(self):
+        object.__setattr__(self, "remat_policy", _checkpoint.resolve_policy(self.remat_policy))
         if self.memory_budget is not None and int(self.memory_budget) <= 0:
             raise ValueError(f"memory_budget is a number of bytes > 0, got {self.memory_budget!r}")
         get_executor(self.executor)
@@ -63,19 +69,26 @@ class CompileOptions:
 @dataclass
 class Compiled:
     """A compiled call: the ``graph`` that runs (after the passes), its ``program``, each
-    pass's `PassStat` and, under a memory budget, what rematerialization recomputed."""
+    pass's `PassStat` and, under a memory budget, what rematerialization recomputed;
+    ``checkpoint``: what checkpoint regions or the policy recomputed."""
 
     graph: object
     program: Program
     pass_stats: list[PassStat]
     remat: RematReport | None = None
+    checkpoint: object = None
+
+
+def recomputes(graph, options: CompileOptions) -> bool:
+    """Whether ``graph`` compiled with ``options`` runs `transforms.checkpoint.recompute`."""
+    return options.remat_policy is not None or _checkpoint.has_regions(graph)
 
 
 def optimize_joint(graph, options: CompileOptions, check=None) -> tuple[object, list, list]:
     """(the optimized copy of ``graph``, the pass stats, the passes held back for after
     rematerialization); ``check``: input arrays to verify each pass on, or None."""
     passes, late = passes_for(options.opt_level), []
-    if options.memory_budget is not None:
+    if options.memory_budget is not None or recomputes(graph, options):
         passes, late = split_late(passes)
     graph, stats = optimize(graph.copy(), passes=passes, check=check, label="joint")
     return graph, stats, late
@@ -87,10 +100,16 @@ def compile_call(call: CapturedCall, options: CompileOptions, check=None) -> Com
     graph, stats, late = call.graph, [], []
     if options.opt_level:
         graph, stats, late = optimize_joint(graph, options, check)
-    remat = None
+    remat = checkpointed = None
+    if recomputes(call.graph, options) and call.backward_start is not None:
+        loss = _checkpoint.forward_outputs(call.graph, call.n_user, call.backward_start)
+        graph, checkpointed = _checkpoint.recompute(graph, options.remat_policy, outputs=loss)
+    if options.memory_budget is None and late:
+        graph, fitted = optimize(graph, passes=late, label="joint")
+        stats = stats + fitted
     if options.memory_budget is not None:
         planner = Planner(call.memory_parts())
         graph, remat, fitted = fit_budget(graph, int(options.memory_budget), planner, late)
         stats = stats + fitted
     program = options.runner.prepare(graph, call.inplace())
-    return Compiled(graph, program, stats, remat)
+    return Compiled(graph, program, stats, remat, checkpointed)

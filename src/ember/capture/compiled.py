@@ -25,7 +25,7 @@ How the arguments map, and where ember differs from PyTorch:
   ``"max-autotune-no-cudagraphs"`` all run ember's full pass pipeline (O3); there are no CUDA
   graphs or autotuned GPU kernels to choose between.
 * ``options``: ember's own `ember.function` options (``executor``, ``opt_level``, ``verify``,
-  ``memory_budget``, ``cache_size``); inductor's keys are refused by name.
+  ``memory_budget``, ``cache_size``, ``remat_policy``); inductor's keys are refused by name.
 * ``dynamic``: None / False trace one graph per input shape (ember.function's cache, bounded);
   True traces once with a symbolic leading dimension (the batch) on every tensor argument, from
   the first call's shapes. PyTorch's ``dynamic=True`` makes every dimension symbolic.
@@ -52,7 +52,7 @@ __all__ = ["OptimizedModule", "compile"]
 
 _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 _DEFAULT_BACKENDS = ("inductor", "ember", "aot_eager", "cudagraphs")
-_OPTIONS = ("executor", "opt_level", "verify", "memory_budget", "cache_size")
+_OPTIONS = ("executor", "opt_level", "verify", "memory_budget", "cache_size", "remat_policy")
 
 
 def _function_options(backend, mode, options) -> dict | None:

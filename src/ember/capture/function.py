@@ -113,9 +113,10 @@ class Function:
         verify: bool = False,
         memory_budget: int | None = None,
         cache_size: int | None = None,
+        remat_policy=None,
     ):
         # checked now: a bad option fails here, not at the first call
-        self.options = CompileOptions(executor, opt_level, verify, memory_budget)
+        self.options = CompileOptions(executor, opt_level, verify, memory_budget, remat_policy)
         if cache_size is not None and (
             isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1
         ):
@@ -144,6 +145,7 @@ class Function:
     opt_level = property(lambda self: self.options.opt_level)
     verify = property(lambda self: self.options.verify)
     memory_budget = property(lambda self: self.options.memory_budget)
+    remat_policy = property(lambda self: self.options.remat_policy)
 
     @property
     def cache_size(self) -> int:
@@ -355,6 +357,7 @@ def function(
     verify: bool = False,
     memory_budget: int | None = None,
     cache_size: int | None = None,
+    remat_policy=None,
 ):
     """Compile ``fn`` on demand: ``@ember.function`` or ``ember.function(fn, input_signature=
     [ember.TensorSpec((None, 784))])``. ``opt_level`` 0..3 (or "O0".."O3") picks the
@@ -363,8 +366,22 @@ def function(
     planned peak of a call exceeds it, activations are recomputed in the backward pass until it
     fits (``fn.compile(...).remat`` reports what), or `MemoryBudgetError` states the minimum
     peak reachable; ``cache_size``: how many compiled programs (call signatures) to keep, the
-    least recently used dropped first (default `DEFAULT_CACHE_SIZE`). See `Function`."""
-    args = (input_signature, executor, name, opt_level, verify, memory_budget, cache_size)
+    least recently used dropped first (default `DEFAULT_CACHE_SIZE`); ``remat_policy``: which
+    forward values a training step saves for its backward pass, the others recomputed there
+    (transforms/checkpoint.py: ``"nothing_saveable"``, ``"dots_saveable"``,
+    ``ember.utils.checkpoint.save_only("matmul", "conv")``; inside
+    ``ember.utils.checkpoint.checkpoint`` regions only, when the step has any). See
+    `Function`."""
+    args = (
+        input_signature,
+        executor,
+        name,
+        opt_level,
+        verify,
+        memory_budget,
+        cache_size,
+        remat_policy,
+    )
     if fn is None:
         return lambda f: Function(f, *args)
     return Function(fn, *args)

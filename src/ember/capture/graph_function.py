@@ -57,6 +57,7 @@ class GraphFunction:
             compiled = compile_call(call, options, check)
             self.graph, self._program = compiled.graph, compiled.program
             self.pass_stats, self.remat = compiled.pass_stats, compiled.remat
+            self.checkpoint = compiled.checkpoint
         elif options.memory_budget is not None:
             raise EmberError(
                 "memory_budget applies to functions whose backward pass runs inside the graph "
@@ -66,6 +67,7 @@ class GraphFunction:
         else:  # the AOT plan compiled the forward and backward graphs
             self.graph, self._program = call.graph, None
             self.pass_stats, self.remat = autograd.pass_stats, None
+            self.checkpoint = autograd.checkpoint
         self._n_args = sum(1 for f in call.feeds if isinstance(f, ArgFeed))
         self._arg_values = None  # (`check`)
         # where each input's array comes from when every feed is an argument's or a captured

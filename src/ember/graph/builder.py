@@ -252,6 +252,7 @@ class GraphBuilder(_reg.Mode):
         values = [self.value_of(t) for t in inputs]
         node = self.graph.add_call(op, values, attrs)
         node.scope = _scope.current()
+        node.region = _scope.current_region()
         if _scope.locating():
             node.location = user_location()
         if not _reg._state.grad_enabled:

@@ -62,7 +62,17 @@ class Value:
 class Node:
     """One step of a graph: an input, a constant, or a call of a registered op."""
 
-    __slots__ = ("kind", "op", "inputs", "attrs", "outputs", "graph", "scope", "location")
+    __slots__ = (
+        "kind",
+        "op",
+        "inputs",
+        "attrs",
+        "outputs",
+        "graph",
+        "scope",
+        "location",
+        "region",
+    )
 
     def __init__(self, graph: Graph, kind: str, op: OpDef | None, inputs, attrs: dict):
         self.graph = graph
@@ -75,6 +85,9 @@ class Node:
         # the user's file:line that recorded it, kept while `scope.locating` is on (the ONNX
         # exporter's refusals name it); None otherwise
         self.location: str | None = None
+        # the activation-checkpoint region it was recorded in (scope.checkpoint_region; the
+        # outermost one), or None: transforms/checkpoint.py recomputes it for the backward
+        self.region: int | None = None
 
     @property
     def name(self) -> str:
@@ -296,6 +309,7 @@ class Graph(GraphBase):
         for node in self.nodes:
             copy = Node(new, node.kind, node.op, [mapping[id(v)] for v in node.inputs], node.attrs)
             copy.scope = node.scope
+            copy.region = node.region
             copy.location = node.location
             for v in copy.inputs:
                 v.users.append(copy)

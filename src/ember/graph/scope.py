@@ -21,12 +21,18 @@ re-enters it with `entered` while that node's VJP records).
 API: `recording` (is a graph being built?), `module` (Module.__call__), `composite` (a
 decorator for composite functions), `entered` (re-enter a recorded or fixed scope),
 `current`, and `split` / `module_path` / `function_of` to read a scope string.
+
+Checkpoint regions: `checkpoint_region` (entered by ``ember.utils.checkpoint.checkpoint`` while
+a graph is recorded) numbers a region; call nodes recorded inside it keep the number
+(``node.region``; nested regions keep the outermost's, since recomputing the outer region
+recomputes the inner), read by transforms/checkpoint.py. `current_region` gives it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import threading
 from collections.abc import Callable, Iterator
 
@@ -34,8 +40,10 @@ from ..ops import _registry as _reg
 
 __all__ = [
     "OPTIMIZER",
+    "checkpoint_region",
     "composite",
     "current",
+    "current_region",
     "entered",
     "function_of",
     "locating",
@@ -73,6 +81,10 @@ class _Stack(threading.local):
     def __init__(self):
         self.frames: list[_Frame] = []
         self.locate = 0  # > 0: call nodes record the user's file:line (`locations`)
+        self.region: int | None = None  # the outermost checkpoint region entered
+
+
+_region_ids = itertools.count(1)
 
 
 _stack = _Stack()
@@ -98,6 +110,24 @@ def locations() -> Iterator[None]:
         yield
     finally:
         _stack.locate -= 1
+
+
+def current_region() -> int | None:
+    """The checkpoint region call nodes recorded now belong to, or None."""
+    return _stack.region
+
+
+@contextlib.contextmanager
+def checkpoint_region() -> Iterator[int]:
+    """Number the call nodes recorded inside the block as one checkpoint region (inside
+    another region: as that one). Yields the region's number."""
+    outer = _stack.region
+    if outer is None:
+        _stack.region = next(_region_ids)
+    try:
+        yield _stack.region
+    finally:
+        _stack.region = outer
 
 
 def current() -> str | None:

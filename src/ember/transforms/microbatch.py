@@ -171,6 +171,7 @@ class _SliceBuilder:
             [o.name + suffix for o in node.outputs],
         )
         out.scope = getattr(node, "scope", None)
+        out.region = getattr(node, "region", None)
         return out
 
     def copy_early(self, early: set) -> None:

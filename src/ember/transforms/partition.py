@@ -31,6 +31,7 @@ def _copy_into(target: Graph, nodes, mapping: dict, source: Graph) -> None:
                 node.op, inputs, dict(node.attrs), out_types=[v.type for v in node.outputs]
             )
             copy.scope = node.scope
+            copy.region = node.region
             mapping.update((id(v), c) for v, c in zip(node.outputs, copy.outputs))
 
 

@@ -1,5 +1,6 @@
-"""``ember.utils``: PyTorch's ``torch.utils`` paths for what ember has (``ember.utils.data``)."""
+"""``ember.utils``: PyTorch's ``torch.utils`` paths for what ember has (``ember.utils.data``,
+``ember.utils.checkpoint``)."""
 
-from . import data
+from . import checkpoint, data
 
-__all__ = ["data"]
+__all__ = ["checkpoint", "data"]
