@@ -37,6 +37,7 @@ class Spec:
     batch_size: int | None = None
     dtype: object = None
     memory_budget: int | None = None
+    remat_policy: object = None  # ember.function's (transforms/checkpoint.py), or None
 
     def report(self) -> MemoryReport:
         """The report of this spec (`analyse`): what a report's what-if helpers call on a
@@ -90,6 +91,7 @@ def _named(spec: Spec) -> Spec:
         spec.batch_size,
         spec.dtype,
         spec.memory_budget,
+        spec.remat_policy,
     )
 
 
@@ -183,10 +185,10 @@ def _value_scopes(graph) -> dict:
     return scopes
 
 
-def _codegen_function(step, memory_budget):
+def _codegen_function(step, memory_budget, remat_policy=None):
     from ..capture.function import function
 
-    return function(step, memory_budget=memory_budget)
+    return function(step, memory_budget=memory_budget, remat_policy=remat_policy)
 
 
 def _given(fn):
@@ -203,14 +205,15 @@ def analyse(spec: Spec) -> MemoryReport:
         # planned on the interpreter's program: the same graph and plan as the code
         # generator's (the Planner decides in-place updates as codegen does), without building
         # any kernel; the generated code is built only to run it (``report.measure()``)
-        program = function(step, executor="interpreter", memory_budget=spec.memory_budget)
+        budget, policy = spec.memory_budget, spec.remat_policy
+        program = function(step, executor="interpreter", memory_budget=budget, remat_policy=policy)
         program = program.compile(*args)
-        budget = spec.memory_budget
-        runner = functools.partial(_codegen_function, step, budget)
+        runner = functools.partial(_codegen_function, step, budget, policy)
     else:
-        if spec.memory_budget is not None:
+        if spec.memory_budget is not None or spec.remat_policy is not None:
             raise ValueError(
-                "memory: give memory_budget to ember.function itself for a compiled function"
+                "memory: give memory_budget and remat_policy to ember.function itself for a "
+                "compiled function"
             )
         program = fn.compile(*args)
         runner = functools.partial(_given, fn)

@@ -122,12 +122,19 @@ class MemoryReport:
             return amp_estimate(self, dtype)
         raise ValueError(f"with_dtype: mode is 'pure' or 'amp', got {mode!r}")
 
-    def with_checkpointing(self, budget_bytes: int) -> MemoryReport:
-        """The step with activations recomputed in the backward pass until its planned peak
-        fits ``budget_bytes`` (``ember.function(memory_budget=)``, transforms/remat.py);
-        ``.remat`` says what was recomputed and its extra FLOPs. Raises `MemoryBudgetError`
-        with the lowest peak reachable when nothing fits."""
-        return self._rebuild(memory_budget=int(budget_bytes))
+    def with_checkpointing(self, budget_bytes: int | None = None, *, policy=None) -> MemoryReport:
+        """The step with activations recomputed in the backward pass: until its planned peak
+        fits ``budget_bytes`` (``ember.function(memory_budget=)``, transforms/remat.py;
+        ``.remat`` says what was recomputed and its extra FLOPs; `MemoryBudgetError` with the
+        lowest peak reachable when nothing fits), and/or saving only what ``policy`` saves
+        (``ember.function(remat_policy=)``, transforms/checkpoint.py: ``"dots_saveable"``,
+        ``"nothing_saveable"``, ``save_only("matmul", "conv")``; inside the step's checkpoint
+        regions only, when it has any). A step whose model calls
+        ``ember.utils.checkpoint.checkpoint`` is planned with its regions recomputed anyway."""
+        if budget_bytes is None and policy is None:
+            raise ValueError("with_checkpointing: give budget_bytes, policy, or both")
+        budget = None if budget_bytes is None else int(budget_bytes)
+        return self._rebuild(memory_budget=budget, remat_policy=policy)
 
     # ------------------------------------------------------------------ display
     def table(self):
