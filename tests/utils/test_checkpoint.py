@@ -197,7 +197,7 @@ def _eager_peak(run) -> int:
         tracemalloc.stop()
 
 
-def test_eager_peak_of_an_8_block_mlp_drops_by_40_percent():
+def test_eager_peak_of_an_8_block_mlp_drops_by_40_percent(bare_executors):
     blocks = _mlp(blocks=8, d=64, dtype=ember.float32)
     x = ember.randn(1024, 64)
     peaks = [_eager_peak(lambda ck=ck: _eager_grads(blocks, x, ck)) for ck in (False, True)]
@@ -223,7 +223,7 @@ def _zoo(name, ck, **sizes):
     return model
 
 
-def test_eager_peak_of_the_zoo_transformer_drops_by_40_percent():
+def test_eager_peak_of_the_zoo_transformer_drops_by_40_percent(bare_executors):
     # the zoo's ViT: four transformer encoder layers, each checkpointed (the zoo's one-layer
     # "transformer" is one region, recomputed whole at the start of the backward pass)
     x, y = (ember.tensor(a) for a in zoo.inputs("vit", 8))
@@ -273,7 +273,7 @@ def test_compiled_regions_recompute_and_equal_the_plain_step_bitwise():
         assert report.regions == (3 if ck else 0)
 
 
-def test_compiled_step_peak_drops_by_40_percent_planned_and_measured():
+def test_compiled_step_peak_drops_by_40_percent_planned_and_measured(bare_executors):
     blocks = _mlp(blocks=8, d=64, dtype=ember.float32)
     x = ember.randn(1024, 64)
     planned, measured = [], []
@@ -315,3 +315,33 @@ def test_bad_policy_is_a_clear_error():
         ember.function(lambda x: x, remat_policy="save_everything_please")
     with pytest.raises(TypeError, match="families are names"):
         save_only(ember.matmul)
+
+
+def test_memory_report_of_a_checkpointed_step_matches_its_measured_peak(bare_executors):
+    from ember.tools import memory
+
+    class Model(nn.Module):
+        def __init__(self, ck):
+            super().__init__()
+            self.blocks, self.ck = _mlp(blocks=8, d=64, dtype=ember.float32), ck
+
+        def forward(self, x):
+            for b in self.blocks:
+                x = x + (checkpoint(b, x, use_reentrant=False) if self.ck else b(x))
+            return x
+
+    x = ember.randn(512, 64)
+    reports = {}
+    for ck in (False, True):
+        model = Model(ck)
+        reports[ck] = memory(model, x, optimizer=ember.optim.SGD(model.parameters(), lr=0.1))
+    dots = reports[False].with_checkpointing(policy="dots_saveable")
+    budget = reports[False].with_checkpointing(int(0.8 * reports[False].peak_bytes))
+    for report in (reports[True], dots, budget):
+        measured = report.measure()
+        assert abs(report.peak_bytes - measured) <= 0.05 * measured, (report.peak_bytes, measured)
+    assert reports[True].peak_bytes <= 0.6 * reports[False].peak_bytes
+    assert reports[True].activations < reports[False].activations
+    assert dots.activations < reports[False].activations
+    with pytest.raises(ValueError, match="give budget_bytes, policy, or both"):
+        reports[False].with_checkpointing()
