@@ -37,7 +37,8 @@ Memory and cost (plan/, tools/)
 * ``workspace(node, layouts) -> int``: bytes the kernel allocates beyond its outputs.
 * ``aliases``: the kernel returns input 0 or views of it without being a ``view`` op for
   autograd (split, stop_gradient): the memory plan shares their memory.
-* ``flop_family``: the row the FLOP counter reports the op under, when not its kind.
+* ``flop_family``: the row the FLOP counter reports the op under, when not its kind; also the
+  family a rematerialization policy names (transforms/checkpoint.py `save_only`).
 
 Interchange (onnx/exporter.py)
 * ``onnx(e) -> names``: the op as ONNX nodes. ``e`` is an emitter bound to one call (defined in
