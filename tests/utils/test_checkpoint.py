@@ -345,3 +345,31 @@ def test_memory_report_of_a_checkpointed_step_matches_its_measured_peak(bare_exe
     assert dots.activations < reports[False].activations
     with pytest.raises(ValueError, match="give budget_bytes, policy, or both"):
         reports[False].with_checkpointing()
+
+
+def test_saved_tensors_hooks_see_every_saved_tensor_as_pytorch_does():
+    torch = pytest.importorskip("torch")
+
+    def run(lib, hooks):
+        packed, unpacked = [], []
+
+        def pack(t):
+            packed.append(tuple(t.shape))
+            return t
+
+        def unpack(t):
+            unpacked.append(tuple(t.shape))
+            return t
+
+        x = lib.ones(3, 4, dtype=lib.float64, requires_grad=True)
+        w = lib.full((4, 2), 0.5, dtype=lib.float64, requires_grad=True)
+        with hooks(pack, unpack):
+            loss = (x @ w).exp().sum()
+        loss.backward()
+        return sorted(packed), sorted(unpacked), x.grad.numpy(), w.grad.numpy()
+
+    mine = run(ember, ember.autograd.saved_tensors_hooks)
+    theirs = run(torch, torch.autograd.graph.saved_tensors_hooks)
+    assert mine[:2] == theirs[:2]  # matmul saves both operands, exp its output
+    np.testing.assert_allclose(mine[2], theirs[2], rtol=1e-15)
+    np.testing.assert_allclose(mine[3], theirs[3], rtol=1e-15)
