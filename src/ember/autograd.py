@@ -131,7 +131,7 @@ class Node:
             else {}
         )
         if _saved_hooks:
-            _pack_saved(self, inputs, outputs)
+            _pack_saved(self, outputs)
         if _anomaly.enabled:
             record_creation(self)
 
@@ -267,20 +267,26 @@ class SavedHandle:
         return t
 
 
-def _pack_saved(node: Node, inputs, outputs) -> None:
+def _pack_saved(node: Node, outputs) -> None:
     pack, unpack = _saved_hooks[-1]
     saved = node._saved_in
     for i, (t, version) in saved.items():
         saved[i] = (SavedHandle(t._vc, pack(t), unpack), version)
-    for i, (_, counter, version) in node._saved_out.items():
-        node._saved_out[i] = (SavedHandle(counter, pack(outputs[i]), unpack), counter, version)
+    for i, (data, counter, version) in node._saved_out.items():
+        # an output is packed as a tensor of its array alone, as the tape saves it: the output
+        # itself holds this node as its grad_fn, and a hook keeping it would make a cycle
+        alias = Tensor._wrap(data)
+        alias._vc = counter
+        node._saved_out[i] = (SavedHandle(counter, pack(alias), unpack), counter, version)
 
 
 @contextlib.contextmanager
 def saved_tensors_hooks(pack_hook, unpack_hook):
     """PyTorch's ``torch.autograd.graph.saved_tensors_hooks``: while active, the tape keeps
     ``pack_hook(tensor)`` for every tensor a recorded op's gradient will read, and calls
-    ``unpack_hook`` on it when the gradient is computed. Nested uses: the innermost applies."""
+    ``unpack_hook`` on it when the gradient is computed. Nested uses: the innermost applies.
+    An op's saved output is given as a tensor of the output's array without its ``grad_fn``
+    (the tape keeps no reference from a node to its own outputs)."""
     _saved_hooks.append((pack_hook, unpack_hook))
     try:
         yield

@@ -373,3 +373,22 @@ def test_saved_tensors_hooks_see_every_saved_tensor_as_pytorch_does():
     assert mine[:2] == theirs[:2]  # matmul saves both operands, exp its output
     np.testing.assert_allclose(mine[2], theirs[2], rtol=1e-15)
     np.testing.assert_allclose(mine[3], theirs[3], rtol=1e-15)
+
+
+def test_retain_graph_and_double_backward_through_a_region():
+    w = ember.tensor([[0.3, -0.2], [0.5, 0.1]], dtype=ember.float64, requires_grad=True)
+
+    def f(a):
+        return (a @ w).tanh().pow(3)
+
+    results = []
+    for ck in (False, True):
+        x = ember.tensor([[1.0, 2.0], [-0.5, 0.25]], dtype=ember.float64, requires_grad=True)
+        y = (checkpoint(f, x, use_reentrant=False) if ck else f(x)).sum()
+        (gx,) = ember.autograd.grad(y, x, create_graph=True)
+        (ggx,) = ember.autograd.grad((gx * gx).sum(), x, retain_graph=True)
+        w.grad = None
+        y.backward(retain_graph=True)
+        y.backward()  # the region's values are still there the second time
+        results.append([gx.detach().numpy(), ggx.numpy(), w.grad.numpy()])
+    _same(*results)

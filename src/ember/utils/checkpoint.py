@@ -168,18 +168,19 @@ class _Region:
         n = len(self.meta)
 
         def pack(t):
-            if id(t) in self.arg_ids:
-                return t
-            values[len(values)] = t
-            if self.early_stop and len(values) == n:
-                raise _Stop
-            return None
+            # the recomputation's own tape keeps the same tensors (no copies): a backward
+            # with create_graph=True differentiates through it, as through the original
+            if id(t) not in self.arg_ids:
+                values[len(values)] = t
+                if self.early_stop and len(values) == n:
+                    raise _Stop
+            return t
 
         state = _random.get_rng_state()
         try:
             if self.rng is not None:
                 _random.set_rng_state(self.rng)
-            with enable_grad(), self.context, saved_tensors_hooks(pack, _unused):
+            with enable_grad(), self.context, saved_tensors_hooks(pack, _identity):
                 self.function(*self.args, **self.kwargs)
         except _Stop:
             pass
@@ -214,8 +215,8 @@ class _Region:
             )
 
 
-def _unused(packed):
-    raise AutogradError("a recomputed checkpoint value was unpacked", op="checkpoint")
+def _identity(t):
+    return t
 
 
 class _Reentrant(Function):
