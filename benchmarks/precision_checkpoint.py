@@ -61,7 +61,8 @@ def batch(name: str):
     return ember.tensor(x), ember.tensor(y)
 
 
-def eager_case(name: str, per_block: bool, repeat: int) -> tuple[int, float]:
+def eager_case(name: str, per_block: bool):
+    """(the peak of one forward and backward, the function running one)."""
     model = build(name, per_block)
     x, y = batch(name)
 
@@ -76,10 +77,11 @@ def eager_case(name: str, per_block: bool, repeat: int) -> tuple[int, float]:
     run()
     peak = tracemalloc.get_traced_memory()[1] - before
     tracemalloc.stop()
-    return peak, _median(run, repeat)
+    return peak, run
 
 
-def compiled_case(name: str, per_block: bool, policy, repeat: int) -> tuple[int, float]:
+def compiled_case(name: str, per_block: bool, policy):
+    """(the measured peak of one training step, the function running one)."""
     model = build(name, per_block)
     opt = zoo.optimizer(name, ember, model.parameters())
     x, y = batch(name)
@@ -94,16 +96,19 @@ def compiled_case(name: str, per_block: bool, policy, repeat: int) -> tuple[int,
     fn = ember.function(step, remat_policy=policy)
     for _ in range(2):
         fn(x, y)
-    return measure_peak(fn, x, y), _median(lambda: fn(x, y), repeat)
+    return measure_peak(fn, x, y), lambda: fn(x, y)
 
 
-def _median(run, repeat: int) -> float:
-    times = []
+def _medians(runs: list, repeat: int) -> list[float]:
+    """The median time of each of ``runs``, called in turn ``repeat`` times (alternating, so
+    that a change in the machine's load falls on all of them alike)."""
+    times = [[] for _ in runs]
     for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for run, row in zip(runs, times):
+            start = time.perf_counter()
+            run()
+            row.append(time.perf_counter() - start)
+    return [statistics.median(row) for row in times]
 
 
 def cpu_model() -> str:
@@ -120,20 +125,17 @@ def main() -> None:
     print(f"{'model':<12} {'mode':<26} {'peak MiB':>9} {'plain':>8} {'peak ratio':>10} "
           f"{'time ms':>8} {'plain':>8} {'time ratio':>10}")  # fmt: skip
     for name in args.models.split(","):
-        cases = [("eager, per block", lambda n=name: eager_case(n, True, args.repeat))]
-        plain_eager = eager_case(name, False, args.repeat)
-        plain_compiled = compiled_case(name, False, None, args.repeat)
-        cases += [
-            ("compiled, per block", lambda n=name: compiled_case(n, True, None, args.repeat)),
-            ("compiled, dots_saveable", lambda n=name: compiled_case(n, False, "dots_saveable",
-                                                                     args.repeat)),
-            ("compiled, nothing_saveable", lambda n=name: compiled_case(n, False,
-                                                                        "nothing_saveable",
-                                                                        args.repeat)),
+        cases = [
+            ("eager, per block", eager_case(name, False), eager_case(name, True)),
+            ("compiled, per block", compiled_case(name, False, None),
+             compiled_case(name, True, None)),
         ]  # fmt: skip
-        for label, case in cases:
-            peak, seconds = case()
-            base_peak, base_time = plain_eager if label.startswith("eager") else plain_compiled
+        cases += [
+            (f"compiled, {policy}", cases[1][1], compiled_case(name, False, policy))
+            for policy in ("dots_saveable", "nothing_saveable")
+        ]
+        for label, (base_peak, base_run), (peak, run) in cases:
+            base_time, seconds = _medians([base_run, run], args.repeat)
             print(
                 f"{name:<12} {label:<26} {peak / MIB:9.2f} {base_peak / MIB:8.2f} "
                 f"{peak / base_peak:10.2f} {seconds * 1e3:8.1f} {base_time * 1e3:8.1f} "
