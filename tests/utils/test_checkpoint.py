@@ -392,3 +392,17 @@ def test_retain_graph_and_double_backward_through_a_region():
         y.backward()  # the region's values are still there the second time
         results.append([gx.detach().numpy(), ggx.numpy(), w.grad.numpy()])
     _same(*results)
+
+
+def test_compiled_dropout_in_a_region_uses_the_forward_mask():
+    x = ember.randn(4, 16, dtype=ember.float64)
+    results = []
+    for ck in (False, True):
+        blocks = _mlp(blocks=3, dropout=0.3)
+        fn = ember.function(_step(blocks, ck))
+        ember.manual_seed(5)
+        loss, grads = fn(x)
+        results.append([loss.numpy()] + [g.numpy() for g in grads])
+        graph = fn.compile(x).graph  # the random draws stay in the forward pass, once each
+        assert sum(n.op is not None and n.op.kind == "random" for n in graph.nodes) == 3
+    _same(*results)
