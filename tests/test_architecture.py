@@ -46,6 +46,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ember.grad_mode",
             "ember.tensor",
             "ember.autograd",
+            "ember.saved_hooks",
             "ember.autograd_function",
             "ember.autograd_functional",
             "ember.eager",

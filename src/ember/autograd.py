@@ -34,6 +34,9 @@ from .grad_mode import (
 )
 from .ops import _registry as _reg
 from .ops._registry import TensorBase
+from .saved_hooks import SavedHandle, saved_tensors_hooks
+from .saved_hooks import hooks as _saved_hooks
+from .saved_hooks import pack_saved as _pack_saved
 from .tensor import Tensor
 from .types import TensorType
 
@@ -131,7 +134,7 @@ class Node:
             else {}
         )
         if _saved_hooks:
-            _pack_saved(self, outputs)
+            _pack_saved(self, Tensor._wrap)
         if _anomaly.enabled:
             record_creation(self)
 
@@ -237,61 +240,6 @@ class Node:
                     op=self.op.name,
                 )
         return tuple(result)
-
-
-# ------------------------------------------------------------------------ saved-value hooks
-# (pack, unpack) pairs, innermost last: while one is set, every recorded node keeps ``pack(t)``
-# instead of each tensor ``t`` its VJP reads, and ``unpack`` gives a tensor back when the VJP
-# asks (activation checkpointing, utils/checkpoint.py, packs a key and recomputes the tensor)
-_saved_hooks: list = []
-
-
-class SavedHandle:
-    """A saved value as a hook packed it: the original tensor's version counter (so an
-    in-place change after the save is still detected) and what ``pack`` returned."""
-
-    __slots__ = ("_vc", "packed", "unpack")
-
-    def __init__(self, counter, packed, unpack):
-        self._vc = counter
-        self.packed = packed
-        self.unpack = unpack
-
-    def get(self) -> Tensor:
-        t = self.unpack(self.packed)
-        if not isinstance(t, Tensor):
-            raise AutogradError(
-                f"a saved-tensor unpack hook returned {type(t).__name__}, not a tensor",
-                op="backward",
-            )
-        return t
-
-
-def _pack_saved(node: Node, outputs) -> None:
-    pack, unpack = _saved_hooks[-1]
-    saved = node._saved_in
-    for i, (t, version) in saved.items():
-        saved[i] = (SavedHandle(t._vc, pack(t), unpack), version)
-    for i, (data, counter, version) in node._saved_out.items():
-        # an output is packed as a tensor of its array alone, as the tape saves it: the output
-        # itself holds this node as its grad_fn, and a hook keeping it would make a cycle
-        alias = Tensor._wrap(data)
-        alias._vc = counter
-        node._saved_out[i] = (SavedHandle(counter, pack(alias), unpack), counter, version)
-
-
-@contextlib.contextmanager
-def saved_tensors_hooks(pack_hook, unpack_hook):
-    """PyTorch's ``torch.autograd.graph.saved_tensors_hooks``: while active, the tape keeps
-    ``pack_hook(tensor)`` for every tensor a recorded op's gradient will read, and calls
-    ``unpack_hook`` on it when the gradient is computed. Nested uses: the innermost applies.
-    An op's saved output is given as a tensor of the output's array without its ``grad_fn``
-    (the tape keeps no reference from a node to its own outputs)."""
-    _saved_hooks.append((pack_hook, unpack_hook))
-    try:
-        yield
-    finally:
-        _saved_hooks.pop()
 
 
 class _Overwritten:
