@@ -105,7 +105,7 @@ def compile_call(call: CapturedCall, options: CompileOptions, check=None) -> Com
         loss = _checkpoint.forward_outputs(call.graph, call.n_user, call.backward_start)
         graph, checkpointed = _checkpoint.recompute(graph, options.remat_policy, outputs=loss)
     if options.memory_budget is None and late:
-        graph, fitted = optimize(graph, passes=late, label="joint")
+        graph, fitted = optimize(graph, passes=late, check=check, label="joint")
         stats = stats + fitted
     if options.memory_budget is not None:
         planner = Planner(call.memory_parts())
