@@ -9,7 +9,9 @@ accumulate exactly in int32: ``acc = sum_k (x - x_zero_point) * w`` (K is refuse
     ``y = float32(double(acc) * double(s[c]) + double(bias[c]))``, ``s = float32(x_scale) *
     w_scale`` (float32 product), then ``max(y, 0)`` with ``relu``,
 
-and returns ``y`` (``out_dtype`` float32) or requantizes it, ``clamp(rint(y / out_scale) +
+and returns ``y`` (``out_dtype`` float32), or ``acc`` itself (``out_dtype`` int32: the
+scale, bias and ReLU are then ignored; dynamic quantization scales the sums with tensors of its
+own), or requantizes it, ``clamp(rint(y / out_scale) +
 out_zero_point)`` in float32, to uint8 or int8 (``out_dtype``). The NumPy kernels here are the
 specification; kernels/cq8.py (AVX512-VNNI where present) equals them bit for bit.
 
@@ -34,7 +36,7 @@ from ._util import fmt_shape, io_bytes, numel
 from .quantize import qrange
 
 MAX_K = cq8.MAX_K
-_OUT = ("float32", "uint8", "int8")
+_OUT = ("float32", "uint8", "int8", "int32")
 
 
 def _check(op, x, w, w_scale, bias, out_dtype, k):
@@ -61,6 +63,8 @@ def _scales(x_scale, w_scale) -> np.ndarray:
 
 def epilogue(acc, scale, bias, *, relu, out_dtype, out_scale, out_zero_point, axis):
     """The ops' epilogue on int32 sums ``acc`` (channels along ``axis``), in NumPy."""
+    if out_dtype == "int32":
+        return acc
     shape = [1] * acc.ndim
     shape[axis] = -1
     s = scale.astype(np.float64).reshape(shape)
@@ -127,9 +131,13 @@ def _linear_cost(in_types, out_types, attrs) -> Cost:
     return Cost(2 * numel(x.shape) * w.shape[0], io_bytes(in_types, out_types))
 
 
-def _onnx_qdq(e, compute):
-    """DQ(x), DQ(w) per output channel, ``compute(x_f, w_f) -> name``, bias, Relu, Q."""
+def _onnx_qdq(e, compute, integer):
+    """DQ(x), DQ(w) per output channel, ``compute(x_f, w_f) -> name``, bias, Relu, Q; the
+    int32 sums alone through ``integer(x_zero_point) -> name`` (MatMulInteger, ConvInteger)."""
     a = e.attrs
+    if a["out_dtype"] == "int32":
+        zp = e.constant(np.asarray(a["x_zero_point"], e.in_types[0].dtype.np))
+        return integer(zp)
     xt = e.in_types[0].dtype
     x_s = e.constant(np.asarray(a["x_scale"], np.float32))
     x_zp = e.constant(np.asarray(a["x_zero_point"], xt.np))
@@ -151,7 +159,11 @@ def _onnx_linear(e):
         y = e.node("MatMul", [xf, e.node("Transpose", [wf], perm=[1, 0])])
         return e.node("Add", [y, e.inputs[3]])
 
-    return _onnx_qdq(e, compute)
+    def integer(zp):
+        wt = e.node("Transpose", [e.inputs[1]], perm=[1, 0])
+        return e.node("MatMulInteger", [e.inputs[0], wt, zp])
+
+    return _onnx_qdq(e, compute, integer)
 
 
 QUANTIZED_LINEAR = register(
@@ -186,10 +198,8 @@ def _conv_infer(x, w, w_scale, bias, *, x_scale, x_zero_point, stride, padding, 
             f"x has {x.shape[1]} channels, w {fmt_shape(w.shape)} with groups={groups}", op=op
         )
     _check(op, x, w, w_scale, bias, out["out_dtype"], w.shape[1] * w.shape[2] * w.shape[3])
-    spatial = tuple(
-        conv_out_size(x.shape[2 + i], w.shape[2 + i], stride[i], padding[i], dilation[i])
-        for i in range(2)
-    )
+    pads = tuple((p, p) for p in padding)
+    spatial = conv_out_size(tuple(x.shape[2:]), tuple(w.shape[2:]), stride, pads, dilation)
     if any(isinstance(s, int) and s < 1 for s in spatial):
         raise ShapeError(f"the window {fmt_shape(w.shape[2:])} leaves no output", op=op)
     return TensorType((x.shape[0], w.shape[0]) + spatial, dt.as_dtype(out["out_dtype"]))
@@ -242,18 +252,21 @@ def _onnx_conv(e):
     a = e.attrs
     kh, kw = e.in_types[1].shape[2:]
 
-    def compute(xf, wf):
-        return e.node(
-            "Conv",
-            [xf, wf, e.inputs[3]],
-            strides=list(a["stride"]),
-            pads=[a["padding"][0], a["padding"][1], a["padding"][0], a["padding"][1]],
-            dilations=list(a["dilation"]),
-            group=a["groups"],
-            kernel_shape=[kh, kw],
-        )
+    geometry = {
+        "strides": list(a["stride"]),
+        "pads": [a["padding"][0], a["padding"][1], a["padding"][0], a["padding"][1]],
+        "dilations": list(a["dilation"]),
+        "group": a["groups"],
+        "kernel_shape": [kh, kw],
+    }
 
-    return _onnx_qdq(e, compute)
+    def compute(xf, wf):
+        return e.node("Conv", [xf, wf, e.inputs[3]], **geometry)
+
+    def integer(zp):
+        return e.node("ConvInteger", [e.inputs[0], e.inputs[1], zp], **geometry)
+
+    return _onnx_qdq(e, compute, integer)
 
 
 QUANTIZED_CONV2D = register(
