@@ -13,9 +13,11 @@ is ``ember.dequantize(q, s, z)``.
 Rounding. ``q = clamp(rint(x / scale) + zero_point, qmin, qmax)``, half to even, dividing (as
 ONNX's QuantizeLinear and onnxruntime do, so an export reproduces ember bit for bit; PyTorch
 multiplies by ``1 / scale`` in float32, which can round the other way when ``x / scale`` lies
-within a rounding error of a half: one step apart, only there). float16, bfloat16 and float32
-inputs compute in float32, float64 in float64. A NaN quantizes to the zero point (the value
-0). The fake quantizers compute ``(q - zero_point) * scale`` in the input's dtype; their
+within a rounding error of a half: one step apart, only there). A per-tensor scale is a
+float32 (as in ONNX and in PyTorch's kernels). float16, bfloat16 and float32 inputs compute in
+float32, float64 in float64. A NaN quantizes to the zero point (the value
+0). The fake quantizers compute ``(q - zero_point) * scale`` in the input's dtype (per
+tensor, in float32 and then cast, as PyTorch does for every dtype); their
 gradient passes the incoming gradient where ``rint(x / scale) + zero_point`` lies in
 ``[quant_min, quant_max]`` and is zero elsewhere (PyTorch's straight-through estimator).
 """
@@ -76,7 +78,7 @@ def _q_infer(x, *, scale, zero_point, dtype):
 
 def _q_kernel(x, *, scale, zero_point, dtype):
     lo, hi = qrange(dtype)
-    return quantize_array(x, scale, zero_point, lo, hi, dtype.np)
+    return quantize_array(x, np.float32(scale), zero_point, lo, hi, dtype.np)
 
 
 def _onnx_quantize(e):
@@ -230,7 +232,7 @@ def _fq_infer(x, *params, axis=None, scale=None, zero_point=None, quant_min, qua
 
 def _fq_params(x, params, axis, scale, zero_point):
     if not params:
-        return np.asarray(scale), np.asarray(zero_point)
+        return np.asarray(scale, np.float32), np.asarray(zero_point)
     shape = _channel_shape(x.ndim, axis % x.ndim, x.shape[axis])
     return params[0].reshape(shape), params[1].reshape(shape)
 
@@ -239,7 +241,9 @@ def _fq_kernel(x, *params, axis=None, scale=None, zero_point=None, quant_min, qu
     s, z = _fq_params(x, params, axis, scale, zero_point)
     ct = _compute_dtype(x.dtype)
     q = quantize_array(x, s, z, quant_min, quant_max, ct)
-    return ((q - z.astype(ct)) * s.astype(ct)).astype(x.dtype)
+    # per tensor, PyTorch multiplies back in float32 whatever the input's dtype
+    back = ct if params else np.float32
+    return ((q - z.astype(ct)).astype(back) * s.astype(back)).astype(x.dtype)
 
 
 def _fq_mask(x, *params, axis=None, scale=None, zero_point=None, quant_min, quant_max):

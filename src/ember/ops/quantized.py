@@ -33,10 +33,18 @@ from ..kernels.conv_plan import conv_out_size
 from ..types import TensorType
 from ._registry import Cost, OpDef, register
 from ._util import fmt_shape, io_bytes, numel
-from .quantize import qrange
+from .quantize import check_params, qrange
 
 MAX_K = cq8.MAX_K
 _OUT = ("float32", "uint8", "int8", "int32")
+
+
+def _check_out(op, out):
+    if out["out_dtype"] in ("uint8", "int8"):
+        lo, hi = qrange(out["out_dtype"])
+        scale = out["out_scale"]
+        check_params(op, float("nan") if scale is None else scale, out["out_zero_point"], lo,
+                     hi)  # fmt: skip
 
 
 def _check(op, x, w, w_scale, bias, out_dtype, k):
@@ -94,6 +102,7 @@ def _linear_infer(x, w, w_scale, bias, *, x_scale, x_zero_point, **out):
             op="quantized_linear",
         )
     _check("quantized_linear", x, w, w_scale, bias, out["out_dtype"], w.shape[1])
+    _check_out("quantized_linear", out)
     return TensorType(tuple(x.shape[:-1]) + (w.shape[0],), dt.as_dtype(out["out_dtype"]))
 
 
@@ -198,6 +207,7 @@ def _conv_infer(x, w, w_scale, bias, *, x_scale, x_zero_point, stride, padding, 
             f"x has {x.shape[1]} channels, w {fmt_shape(w.shape)} with groups={groups}", op=op
         )
     _check(op, x, w, w_scale, bias, out["out_dtype"], w.shape[1] * w.shape[2] * w.shape[3])
+    _check_out(op, out)
     pads = tuple((p, p) for p in padding)
     spatial = conv_out_size(tuple(x.shape[2:]), tuple(w.shape[2:]), stride, pads, dilation)
     if any(isinstance(s, int) and s < 1 for s in spatial):

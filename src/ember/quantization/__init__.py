@@ -76,7 +76,8 @@ def quantized_conv2d(x, weight, w_scale, bias, x_scale, x_zero_point, stride=1, 
     def pair(v):
         return (int(v), int(v)) if isinstance(v, int) else tuple(int(a) for a in v)
 
+    geometry = {"stride": pair(stride), "padding": pair(padding), "dilation": pair(dilation)}
     return apply(QUANTIZED_CONV2D, to_tensor(x), to_tensor(weight), to_tensor(w_scale),
                  to_tensor(bias), x_scale=float(x_scale), x_zero_point=int(x_zero_point),
-                 stride=pair(stride), padding=pair(padding), dilation=pair(dilation),
-                 groups=int(groups), **_out(relu, out_dtype, out_scale, out_zero_point))  # fmt: skip
+                 groups=int(groups), **geometry,
+                 **_out(relu, out_dtype, out_scale, out_zero_point))  # fmt: skip

@@ -12,7 +12,9 @@
 4. replaces each Conv2d / Linear with `QuantizedConv2d` / `QuantizedLinear` (modules.py):
    uint8 inputs with the observed scale and zero point, int8 weights (per output channel with
    ``per_channel``, else one scale per tensor), and a ReLU that directly follows it (in a
-   Sequential, or named in ``fuse``) fused into its epilogue (the ReLU becomes an Identity).
+   Sequential, or named in ``fuse``) fused into its epilogue (the ReLU becomes an Identity);
+   in a Sequential, a layer followed (through max pooling, flattening, identities) by another
+   quantized layer hands it uint8 values directly (modules.py).
 
 ``weight_dtype="fp8_e4m3" | "fp8_e5m2"`` stores the weights as float8 with one scale per
 tensor instead (`Float8Conv2d`, `Float8Linear`; float compute, no calibration of activations).
@@ -30,12 +32,15 @@ import numpy as np
 from .. import dtypes as dt
 from ..autograd import no_grad
 from ..errors import QuantizationError
-from ..nn.conv import Conv2d
-from ..nn.linear import Identity, Linear
 from ..nn.activation import ReLU
 from ..nn.container import Sequential
+from ..nn.conv import Conv2d
+from ..nn.dropout import Dropout
+from ..nn.flatten import Flatten
+from ..nn.linear import Identity, Linear
 from ..nn.normalization import BatchNorm2d
 from ..nn.parameter import Parameter
+from ..nn.pooling import MaxPool2d
 from ..nn.rnn import LSTM
 from ..tensor import Tensor
 from .modules import (
@@ -172,7 +177,29 @@ def quantize(model, calibration_data, per_channel: bool = True, method: str = "m
         _replace(model, m, kind(m, scale, zp, per_channel=per_channel, relu=id(m) in fused))
     for _, relu in relus:
         _replace(model, relu, Identity())
+    _chain(model)
     return model
+
+
+_TRANSPARENT = (Identity, MaxPool2d, Flatten, Dropout)
+
+
+def _chain(model) -> None:
+    """In each Sequential, a quantized layer separated from the next quantized layer only by
+    max pooling, flattening, dropout (eval) or identities hands it uint8 values (modules.py)."""
+    quantized = (QuantizedConv2d, QuantizedLinear)
+    for module in model.modules():
+        if not isinstance(module, Sequential):
+            continue
+        kids = [m for _, m in module.named_children()]
+        for i, m in enumerate(kids):
+            if not isinstance(m, quantized):
+                continue
+            j = i + 1
+            while j < len(kids) and isinstance(kids[j], _TRANSPARENT):
+                j += 1
+            if j < len(kids) and isinstance(kids[j], quantized):
+                m.out_scale, m.out_zero_point = kids[j].x_scale, kids[j].x_zero_point
 
 
 def quantize_dynamic(model, qconfig_spec=None, dtype=dt.int8, *, per_channel: bool = True):

@@ -6,7 +6,12 @@
   present), and the result dequantized to float32 with the bias and, where a ReLU followed,
   the ReLU. Between layers values are float32: each quantized layer is a quantize / integer
   compute / dequantize group (what ONNX calls QDQ), so pooling, flattening and anything else
-  between layers runs unchanged.
+  between layers runs unchanged. Where only max pooling, flattening or identities separate a
+  layer from the next quantized one, `quantize` has the first requantize its result to the
+  next one's uint8 parameters (``out_scale``) and the next take the uint8 values as they
+  are: the same numbers (quantization is monotone, so it commutes with max pooling, and the
+  float32 value requantized is the one the next layer would have quantized), with 8-bit
+  traffic between the layers, and an ONNX graph where onnxruntime sees DQ -> Conv -> Q.
 * `DynamicQuantizedLinear`, `DynamicQuantizedLSTM` (from `quantize_dynamic`): int8 weights;
   each call quantizes its input symmetrically to int8 with ``scale = max|x| / 127`` computed
   from the input itself (in ember ops, so a captured graph computes it per call too), takes the
@@ -70,20 +75,29 @@ class _Quantized(Module):
         self.x_scale = float(x_scale)
         self.x_zero_point = int(x_zero_point)
         self.relu = bool(relu)
+        self.out_scale = None  # set by `quantize` where the next layer reads uint8 directly
+        self.out_zero_point = 0
 
     def _input(self, x):
+        if x.dtype is dt.uint8:  # already quantized, with this layer's parameters
+            return x
         if not x.dtype.is_floating_point:
-            raise QuantizationError(f"expected a float input, got {x.dtype}", op=self._op)
+            raise QuantizationError(f"expected a float or uint8 input, got {x.dtype}",
+                                    op=self._op)  # fmt: skip
         return apply(QUANTIZE_PER_TENSOR, x, scale=self.x_scale, zero_point=self.x_zero_point,
                      dtype=dt.uint8)  # fmt: skip
 
     def _out(self):
+        if self.out_scale is not None:
+            return {"relu": self.relu, "out_dtype": "uint8", "out_scale": self.out_scale,
+                    "out_zero_point": self.out_zero_point}  # fmt: skip
         return {"relu": self.relu, "out_dtype": "float32", "out_scale": None,
                 "out_zero_point": 0}  # fmt: skip
 
     def extra_repr(self) -> str:
+        out = "" if self.out_scale is None else f", out_scale={self.out_scale:.4g}"
         return (f"weight={tuple(self.weight.shape)}, x_scale={self.x_scale:.4g}, "
-                f"x_zero_point={self.x_zero_point}, relu={self.relu}")  # fmt: skip
+                f"x_zero_point={self.x_zero_point}, relu={self.relu}{out}")  # fmt: skip
 
 
 class QuantizedLinear(_Quantized):
@@ -195,7 +209,7 @@ class DynamicQuantizedLSTM(Module):
                 self.register_buffer(f"w_scale_{name}_l{layer}", Tensor(scales))
             bias = np.zeros(w_ih.shape[0], np.float32)
             if b_ih is not None:
-                bias = (b_ih.numpy().astype(np.float32) + b_hh.numpy().astype(np.float32))
+                bias = b_ih.numpy().astype(np.float32) + b_hh.numpy().astype(np.float32)
             self.register_buffer(f"bias_l{layer}", Tensor(bias))
 
     def forward(self, x, hx=None):
