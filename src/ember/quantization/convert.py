@@ -78,12 +78,16 @@ def fold_batch_norm(conv: Conv2d, bn: BatchNorm2d) -> None:
     conv.bias = Parameter(Tensor(((b - mean) * g + beta).astype(w.dtype)))
 
 
-def _replace(root, target, new) -> None:
-    """Put ``new`` wherever ``target`` is a child in ``root``'s tree."""
+def _replace(root, target, new):
+    """Put ``new`` wherever ``target`` is a child in ``root``'s tree; the new root (``new``
+    where ``target`` is the root itself)."""
+    if root is target:
+        return new
     for module in list(root.modules()):
         for name, child in list(module.named_children()):
             if child is target:
                 module.add_module(name, new)  # (in place: a Sequential keeps its order)
+    return root
 
 
 def _plan(model, fuse) -> tuple[list, set]:
@@ -150,7 +154,7 @@ def quantize(model, calibration_data, per_channel: bool = True, method: str = "m
     if weight_dtype != "int8":
         for m in layers:
             new = Float8Conv2d(m, weight_dtype) if isinstance(m, Conv2d) else None
-            _replace(model, m, new or Float8Linear(m, weight_dtype))
+            model = _replace(model, m, new or Float8Linear(m, weight_dtype))
         return model
     observers = {id(m): make_observer(method) for m in layers}
     hooks = [
@@ -174,7 +178,7 @@ def quantize(model, calibration_data, per_channel: bool = True, method: str = "m
     for m in layers:
         scale, zp = observers[id(m)].calculate_qparams()
         kind = QuantizedConv2d if isinstance(m, Conv2d) else QuantizedLinear
-        _replace(model, m, kind(m, scale, zp, per_channel=per_channel, relu=id(m) in fused))
+        model = _replace(model, m, kind(m, scale, zp, per_channel=per_channel, relu=id(m) in fused))
     for _, relu in relus:
         _replace(model, relu, Identity())
     _chain(model)
@@ -217,7 +221,7 @@ def quantize_dynamic(model, qconfig_spec=None, dtype=dt.int8, *, per_channel: bo
     model = copy.deepcopy(model).eval()
     for m in list(model.modules()):
         if isinstance(m, Linear) and Linear in types:
-            _replace(model, m, DynamicQuantizedLinear(m, per_channel))
+            model = _replace(model, m, DynamicQuantizedLinear(m, per_channel))
         elif isinstance(m, LSTM) and LSTM in types:
-            _replace(model, m, DynamicQuantizedLSTM(m, per_channel))
+            model = _replace(model, m, DynamicQuantizedLSTM(m, per_channel))
     return model
