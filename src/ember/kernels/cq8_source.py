@@ -193,6 +193,27 @@ static void epilogue(const struct q8_job *J, long n, long i0, int mr, long j0, l
       for (long j = 0; j < nj; j++) o[j * J->os_j] = a[j] - off;
       continue;
     }
+    if (J->os_j == 1 && J->mode == 1) { /* contiguous float rows: a loop that vectorizes */
+      float *restrict o = (float *)J->out + base;
+      for (long j = 0; j < nj; j++) {
+        double p = (double)(a[j] - off) * s;
+        float y = (float)(p + b);
+        o[j] = J->relu ? (y > 0.0f ? y : 0.0f) : y;
+      }
+      continue;
+    }
+    if (J->os_j == 1 && J->mode == 2 && !J->out_signed) {
+      uint8_t *restrict o = (uint8_t *)J->out + base;
+      for (long j = 0; j < nj; j++) {
+        double p = (double)(a[j] - off) * s;
+        float y = (float)(p + b);
+        if (J->relu) y = y > 0.0f ? y : 0.0f;
+        float q = nearbyintf(y / J->out_scale) + J->out_zp;
+        q = q < J->qmin ? J->qmin : (q > J->qmax ? J->qmax : q);
+        o[j] = (uint8_t)q;
+      }
+      continue;
+    }
     for (long j = 0; j < nj; j++) {
       double p = (double)(a[j] - off) * s;
       float y = (float)(p + b);
