@@ -59,9 +59,22 @@ def quantize_array(x: np.ndarray, scale, zero_point, lo: int, hi: int, out: np.d
     """clamp(rint(x / scale) + zero_point) (scale and zero point broadcast against x)."""
     ct = _compute_dtype(x.dtype)
     zp = np.asarray(zero_point).astype(ct)
-    v = np.rint(x.astype(ct, copy=False) / np.asarray(scale).astype(ct)) + zp
-    v = np.where(np.isnan(v), zp, v)
-    return np.clip(v, lo, hi).astype(out)
+    # one temporary of x's shape in the compute dtype, updated in place (`quantize_workspace`)
+    v = np.divide(x, np.asarray(scale).astype(ct), dtype=ct)
+    np.rint(v, out=v)
+    np.add(v, zp, out=v)
+    # (a boolean mask, the size the result has later: nan_to_num would allocate more)
+    np.copyto(v, np.broadcast_to(zp, v.shape), where=np.isnan(v))
+    np.clip(v, lo, hi, out=v)
+    return v.astype(out)
+
+
+def quantize_workspace(node, layouts) -> int:
+    """`quantize_array`'s temporary: the input's shape in its compute dtype."""
+    x = node.inputs[0]
+    if not all(isinstance(d, int) for d in x.shape):
+        return 0
+    return math.prod(x.shape) * np.dtype(_compute_dtype(x.dtype.np)).itemsize
 
 
 def _channel_shape(ndim: int, axis: int, size: int) -> tuple:
@@ -97,6 +110,7 @@ QUANTIZE_PER_TENSOR = register(
         infer=_q_infer,
         kernel=_q_kernel,
         cost=elementwise_cost(4),
+        workspace=quantize_workspace,
         onnx=_onnx_quantize,
         doc="quantize_per_tensor(x; scale, zero_point, dtype): clamp(rint(x / scale) + zp)",
     )
@@ -110,7 +124,10 @@ def _dq_infer(q, *, scale, zero_point):
 
 
 def _dq_kernel(q, *, scale, zero_point):
-    return (q.astype(np.float32) - np.float32(zero_point)) * np.float32(scale)
+    out = q.astype(np.float32)
+    out -= np.float32(zero_point)
+    out *= np.float32(scale)
+    return out
 
 
 def _onnx_dequantize(e):
@@ -179,6 +196,7 @@ QUANTIZE_PER_CHANNEL = register(
         infer=_qc_infer,
         kernel=_qc_kernel,
         cost=elementwise_cost(4),
+        workspace=quantize_workspace,
         onnx=_onnx_quantize_channel,
         batch=None,
         doc="quantize_per_channel(x, scales, zero_points; axis, dtype): per-channel affine",

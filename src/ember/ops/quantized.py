@@ -140,6 +140,16 @@ def _linear_cost(in_types, out_types, attrs) -> Cost:
     return Cost(2 * numel(x.shape) * w.shape[0], io_bytes(in_types, out_types))
 
 
+def _linear_workspace(node, layouts) -> int:
+    """kernels/cq8's NumPy temporaries: the weights padded to whole groups of 4 (int8), their
+    row corrections (int32), the per-channel scales and bias (float32)."""
+    w = node.inputs[1]
+    if not all(isinstance(d, int) for d in w.shape):
+        return 0
+    o, k = w.shape
+    return o * (-(-k // 4) * 4) + 4 * o + 2 * 4 * o
+
+
 def _onnx_qdq(e, compute, integer):
     """DQ(x), DQ(w) per output channel, ``compute(x_f, w_f) -> name``, bias, Relu, Q; the
     int32 sums alone through ``integer(x_zero_point) -> name`` (MatMulInteger, ConvInteger)."""
@@ -183,6 +193,7 @@ QUANTIZED_LINEAR = register(
         kernel=_linear_kernel,
         fast=_linear_fast,
         cost=_linear_cost,
+        workspace=_linear_workspace,
         onnx=_onnx_linear,
         doc="quantized_linear(x u8/s8, w s8, w_scale, bias; x_scale, x_zero_point, relu, "
         "out_dtype, out_scale, out_zero_point): int32-accumulated x @ w.T, dequantized",
@@ -252,6 +263,22 @@ def _conv_fast(x, w, w_scale, bias, *, x_scale, x_zero_point, stride, padding, d
                       **_c_out(out))  # fmt: skip
 
 
+def _conv_workspace(node, layouts) -> int:
+    """kernels/cq8's NumPy temporaries beyond the result: the input padded with its zero point
+    (where there is padding) and `_linear_workspace`'s. (The C kernel's packed panels, K * 256
+    bytes per thread, are malloc'ed in C, outside what the plan counts.)"""
+    x, w = node.inputs[0], node.inputs[1]
+    shape = tuple(x.shape) + tuple(w.shape)
+    if not all(isinstance(d, int) for d in shape):
+        return 0
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    ph, pw = node.attrs["padding"]
+    padded = n * c * (h + 2 * ph) * (wd + 2 * pw) if ph or pw else 0
+    k4 = -(-(cg * kh * kw) // 4) * 4
+    return padded + o * k4 + 4 * o + 2 * 4 * o
+
+
 def _conv_cost(in_types, out_types, attrs) -> Cost:
     w = in_types[1]
     k = w.shape[1] * w.shape[2] * w.shape[3]
@@ -287,6 +314,7 @@ QUANTIZED_CONV2D = register(
         kernel=_conv_kernel,
         fast=_conv_fast,
         cost=_conv_cost,
+        workspace=_conv_workspace,
         onnx=_onnx_conv,
         flop_family="conv",
         doc="quantized_conv2d(x u8/s8, w s8, w_scale, bias; x_scale, x_zero_point, stride, "
