@@ -41,7 +41,10 @@ def test_quantize_and_dequantize_export_bit_for_bit(tmp_path):
         a = ember.quantize_per_tensor(x, 0.037, 128, ember.uint8)
         b = ember.quantize_per_channel(x, scales, zps, 1, ember.uint8)
         c = ember.quantize_per_tensor(x, 0.05, -3, ember.int8)
-        return a, b, ember.dequantize(c, 0.05, -3), ember.dequantize(b, scales, zps, axis=1)
+        fake = ember.fake_quantize_per_tensor_affine(x, 0.05, 7, 0, 255)
+        fake_c = ember.fake_quantize_per_channel_affine(x, scales, zps, 1, 0, 255)
+        dq = ember.dequantize(b, scales, zps, axis=1)
+        return a, b, ember.dequantize(c, 0.05, -3), dq, fake, fake_c
 
     ember.onnx.export(f, tmp_path / "q.onnx", ember.tensor(x))
     for got, want in zip(_run(tmp_path / "q.onnx", x), f(ember.tensor(x))):

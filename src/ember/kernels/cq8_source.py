@@ -182,6 +182,19 @@ static inline __attribute__((always_inline)) void tile(const int mr, const int8_
 __attribute__((optimize("fp-contract=off")))
 static void epilogue(const struct q8_job *J, long n, long i0, int mr, long j0, long nj,
                      const int32_t *acc) {
+  if (J->os_i == 1 && J->mode == 1) { /* a linear layer: a row's channels are adjacent */
+    double s[MR], b[MR];
+    for (int r = 0; r < mr; r++) s[r] = (double)J->scale[i0 + r], b[r] = (double)J->bias[i0 + r];
+    for (long j = 0; j < nj; j++) {
+      float *o = (float *)J->out + n * J->os_n + i0 + (j0 + j) * J->os_j;
+      for (int r = 0; r < mr; r++) {
+        double p = (double)(acc[r * NR + j] - J->off[i0 + r]) * s[r];
+        float y = (float)(p + b[r]);
+        o[r] = J->relu ? (y > 0.0f ? y : 0.0f) : y;
+      }
+    }
+    return;
+  }
   for (int r = 0; r < mr; r++) {
     long i = i0 + r;
     int32_t off = J->off[i];
