@@ -43,6 +43,7 @@ from ember.ops import quantized as _quantized
 from ember.ops._scatter_kernels import add_slices as _add_slices_reference
 from ember.ops.pool import _max_pool_np, _scatter_kernel
 from ember.ops.program import evaluate_program
+from ember.ops.quantize import quantize_array as _quantize_array
 from ember.ops.softmax import _log_softmax_kernel, _softmax_kernel
 from ember.plan import plan_memory
 from ember.plan.arena import concrete
@@ -500,6 +501,20 @@ def _checked_q8(name):
     return call
 
 
+def _checked_quantize(fast):
+    """kernels/cq8's quantize checked against ops/quantize.py's NumPy definition, bit for bit."""
+
+    def call(x, scale, zero_point, out_dtype, portable=False):
+        got = fast(x, scale, zero_point, out_dtype, portable)
+        if got is not None:
+            lo, hi = (0, 255) if out_dtype == "uint8" else (-128, 127)
+            want = _quantize_array(x, np.float32(scale), zero_point, lo, hi, np.dtype(out_dtype))
+            assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), "cq8.quantize"
+        return got
+
+    return call
+
+
 def _check(monkeypatch, owner, name: str, checked) -> None:
     """Replace ``owner.name`` by its ``checked`` version for one test, remembering the original
     for `bare_executors`."""
@@ -579,6 +594,7 @@ def generated_code_equals_the_interpreter(monkeypatch):
     _check(monkeypatch, cgemm, "matmul", _checked_product(cgemm.matmul))
     for name in ("linear", "conv2d"):
         _check(monkeypatch, cq8, name, _checked_q8(name))
+    _check(monkeypatch, cq8, "quantize", _checked_quantize(cq8.quantize))
     for name, reference in _RECURRENT_REFERENCES.items():
         _check(monkeypatch, crnn, name, _checked_recurrent(name, reference))
     _check(

@@ -116,3 +116,18 @@ def test_the_kernels_decline_what_they_do_not_handle():
     assert cq8.linear(np.zeros((2, 3), np.float32), w, s, b) is None
     assert cq8.linear(np.zeros((2, cq8.MAX_K + 1), np.uint8),
                       np.zeros((2, cq8.MAX_K + 1), np.int8), s, b) is None  # fmt: skip
+
+
+@pytest.mark.parametrize("portable", PATHS)
+def test_quantize_equals_the_reference(portable):
+    from ember.ops.quantize import quantize_array
+
+    x = (np.random.default_rng(9).standard_normal(200003) * 3).astype(np.float32)
+    x[::1000], x[1::1000], x[2::1000] = np.nan, np.inf, -np.inf
+    x[3:8] = [0.005, 0.015, -0.005, 2.555, 1e30]  # halves of the step, far beyond the range
+    for out, zp in (("uint8", 128), ("int8", -3)):
+        lo, hi = (0, 255) if out == "uint8" else (-128, 127)
+        got = cq8.quantize(x, 0.01, zp, out, portable=portable)
+        want = quantize_array(x, np.float32(0.01), zp, lo, hi, np.dtype(out))
+        np.testing.assert_array_equal(got, want)
+    assert cq8.quantize(x.astype(np.float64), 0.01, 0, "uint8") is None

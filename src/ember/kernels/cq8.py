@@ -1,4 +1,5 @@
-"""ember's 8-bit integer convolution and linear layer: uint8 or int8 activations (per-tensor
+"""ember's 8-bit integer convolution and linear layer (and per-tensor quantization of float32
+to 8 bits, their inputs): uint8 or int8 activations (per-tensor
 zero point), int8 weights, int32 accumulation, and an epilogue that writes the int32 sums,
 dequantized float32 (per-output-channel scale, bias, optional ReLU) or requantized 8-bit values.
 
@@ -18,7 +19,7 @@ import numpy as np
 
 from .cq8_source import SOURCE
 
-__all__ = ["MAX_K", "conv2d", "has_vnni", "linear"]
+__all__ = ["MAX_K", "conv2d", "has_vnni", "linear", "quantize"]
 
 # every int32 sum is exact: K products of |u| <= 255 (a flipped int8 is a + 128) and |w| <= 128
 MAX_K = (2**31 - 1) // (255 * 128)
@@ -33,13 +34,15 @@ def _functions(portable: bool):
         return None
     source = ("#define EMBER_Q8_PORTABLE 1\n" if portable else "") + SOURCE
     p = ctypes.c_void_p
+    f, n, i = ctypes.c_float, ctypes.c_long, ctypes.c_int
     try:
         conv = ccompile.load(source, "q8_conv", [p] * 10)
         vnni = ccompile.load(source, "q8_has_vnni", [])
+        quant = ccompile.load(source, "q8_quantize", [p, p, n, f, f, i, p])
     except ccompile.CompileError:
         return None
     vnni.restype = ctypes.c_int
-    return conv, bool(vnni()), cpool.parallel_for()
+    return conv, bool(vnni()), cpool.parallel_for(), quant
 
 
 def has_vnni(portable: bool = False) -> bool:
@@ -52,7 +55,7 @@ def _run(x, w, scale, bias, out, geo, out_scale, out_zp, portable):
     found = _functions(bool(portable))
     if found is None:
         return None
-    fn, _, pool = found
+    fn, _, pool, _ = found
     rows_total, k = w.shape[0], int(np.prod(w.shape[1:]))
     kq = (k + 3) // 4
     wp = np.empty((rows_total, kq * 4), np.int8)
@@ -132,3 +135,18 @@ def linear(x, w, scale, bias, *, x_zero_point=0, out_dtype="float32", relu=False
     geo += [x_zero_point, int(x.dtype == np.int8), _MODES[out_dtype], int(relu)]
     geo += [int(out_dtype == "int8")]
     return _run(x, w, scale, bias, out, geo, out_scale, out_zero_point, portable)
+
+
+def quantize(x, scale: float, zero_point: int, out_dtype: str, portable: bool = False):
+    """``clamp(rint(x / scale) + zero_point)`` of a float32 array (NaN: the zero point) as
+    uint8 or int8, or None where it does not apply (another dtype, no compiler)."""
+    if x.dtype != np.float32 or out_dtype not in ("uint8", "int8"):
+        return None
+    found = _functions(bool(portable))
+    if found is None:
+        return None
+    x = np.ascontiguousarray(x)
+    q = np.empty(x.shape, np.dtype(out_dtype))
+    found[3](x.ctypes.data, q.ctypes.data, x.size, float(np.float32(scale)),
+             float(zero_point), int(out_dtype == "int8"), found[2])  # fmt: skip
+    return q

@@ -320,4 +320,36 @@ void q8_conv(const uint8_t *x, const int8_t *w, const float *scale, const float 
   if (pool && n > 1 && work > (1L << 18)) pool(tasks, &J, n, 1);
   else tasks(&J, 0, n);
 }
+
+/* q = clamp(rint(x / scale) + zp) of float32 x, NaN -> zp (ops/quantize.py's definition) */
+struct q8_quant { const float *x; void *q; float scale, zp, lo, hi; int is_signed; };
+static void quant_task(void *job, long lo, long hi) {
+  const struct q8_quant *Q = job;
+  const float *restrict x = Q->x;
+  const float s = Q->scale, zp = Q->zp, qlo = Q->lo, qhi = Q->hi;
+  if (Q->is_signed) {
+    int8_t *restrict q = Q->q;
+    for (long i = lo; i < hi; i++) {
+      float v = nearbyintf(x[i] / s) + zp;
+      v = v != v ? zp : v;
+      v = v < qlo ? qlo : (v > qhi ? qhi : v);
+      q[i] = (int8_t)v;
+    }
+  } else {
+    uint8_t *restrict q = Q->q;
+    for (long i = lo; i < hi; i++) {
+      float v = nearbyintf(x[i] / s) + zp;
+      v = v != v ? zp : v;
+      v = v < qlo ? qlo : (v > qhi ? qhi : v);
+      q[i] = (uint8_t)v;
+    }
+  }
+}
+void q8_quantize(const float *x, void *q, long n, float scale, float zp, int is_signed,
+                 ember_pool pool) {
+  struct q8_quant Q = {x, q, scale, zp, is_signed ? -128.0f : 0.0f,
+                       is_signed ? 127.0f : 255.0f, is_signed};
+  if (pool && n > (1L << 16)) pool(quant_task, &Q, n, 64);
+  else quant_task(&Q, 0, n);
+}
 """

@@ -30,6 +30,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DTypeError, QuantizationError, ShapeError
+from ..kernels import cq8
 from ..types import TensorType
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._util import elementwise_cost, normalize_axis, require_float
@@ -89,9 +90,26 @@ def _q_infer(x, *, scale, zero_point, dtype):
     return TensorType(tuple(x.shape), dtype)
 
 
+def _q_workspace(node, layouts) -> int:
+    # the C kernel (kernels/cq8.py) writes the result directly; NumPy's needs a temporary
+    if node.inputs[0].dtype is dt.float32 and _c_available():
+        return 0
+    return quantize_workspace(node, layouts)
+
+
+def _c_available() -> bool:
+    from ..kernels import ccompile
+
+    return ccompile.compiler_available()
+
+
 def _q_kernel(x, *, scale, zero_point, dtype):
     lo, hi = qrange(dtype)
     return quantize_array(x, np.float32(scale), zero_point, lo, hi, dtype.np)
+
+
+def _q_fast(x, *, scale, zero_point, dtype):
+    return cq8.quantize(x, scale, zero_point, dtype.name)
 
 
 def _onnx_quantize(e):
@@ -109,8 +127,9 @@ QUANTIZE_PER_TENSOR = register(
         kind="elementwise",
         infer=_q_infer,
         kernel=_q_kernel,
+        fast=_q_fast,
         cost=elementwise_cost(4),
-        workspace=quantize_workspace,
+        workspace=_q_workspace,
         onnx=_onnx_quantize,
         doc="quantize_per_tensor(x; scale, zero_point, dtype): clamp(rint(x / scale) + zp)",
     )
