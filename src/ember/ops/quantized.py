@@ -47,6 +47,11 @@ def _check_out(op, out):
                      hi)  # fmt: skip
 
 
+def _check_input(op, x, x_scale, x_zero_point):
+    lo, hi = qrange(x.dtype)
+    check_params(op, x_scale, x_zero_point, lo, hi)
+
+
 def _check(op, x, w, w_scale, bias, out_dtype, k):
     if x.dtype.name not in ("uint8", "int8"):
         raise DTypeError(f"activations must be uint8 or int8, got {x.dtype}", op=op)
@@ -103,6 +108,7 @@ def _linear_infer(x, w, w_scale, bias, *, x_scale, x_zero_point, **out):
         )
     _check("quantized_linear", x, w, w_scale, bias, out["out_dtype"], w.shape[1])
     _check_out("quantized_linear", out)
+    _check_input("quantized_linear", x, x_scale, x_zero_point)
     return TensorType(tuple(x.shape[:-1]) + (w.shape[0],), dt.as_dtype(out["out_dtype"]))
 
 
@@ -219,6 +225,7 @@ def _conv_infer(x, w, w_scale, bias, *, x_scale, x_zero_point, stride, padding, 
         )
     _check(op, x, w, w_scale, bias, out["out_dtype"], w.shape[1] * w.shape[2] * w.shape[3])
     _check_out(op, out)
+    _check_input(op, x, x_scale, x_zero_point)
     pads = tuple((p, p) for p in padding)
     spatial = conv_out_size(tuple(x.shape[2:]), tuple(w.shape[2:]), stride, pads, dilation)
     if any(isinstance(s, int) and s < 1 for s in spatial):
