@@ -211,3 +211,30 @@ def test_dynamic_lstm_within_the_propagated_bound(batch_first):
         e_h = e_gate / 4 + e_c
         assert np.abs(oq[t] - of[t]).max() <= e_h, f"step {t}"
     assert np.abs(oq[-1] - of[-1]).max() < 0.1  # and the bound itself is not vacuous here
+
+
+class _Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.relu1 = nn.ReLU()
+        self.fc = nn.Linear(8 * 8 * 8, 4)
+
+    def forward(self, x):
+        return self.fc(self.relu1(self.bn1(self.conv1(x))).flatten(1))
+
+
+def test_fuse_names_the_groups_outside_a_sequential():
+    ember.manual_seed(3)
+    model = _Net().eval()
+    model.bn1.running_var.numpy()[:] = 2.0
+    calib = [np.random.default_rng(7).standard_normal((8, 3, 8, 8)).astype(np.float32)]
+    q = quantize(model, calib, fuse=[("conv1", "bn1", "relu1")])
+    assert isinstance(q.conv1, QuantizedConv2d) and q.conv1.relu
+    assert isinstance(q.bn1, nn.Identity) and isinstance(q.relu1, nn.Identity)
+    x = ember.tensor(calib[0])
+    want = model(x).numpy()
+    assert np.abs(q(x).numpy() - want).max() <= 0.05 * np.abs(want).max()
+    with pytest.raises(QuantizationError, match="cannot fuse"):
+        quantize(model, calib, fuse=[("conv1", "fc")])
