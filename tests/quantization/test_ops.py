@@ -170,3 +170,30 @@ def test_layer_errors_name_the_op():
         quantized_linear(x8, w, ember.ones(2), b, 0.1, 0)
     with pytest.raises(QuantizationError, match="quantized_linear: scale"):
         quantized_linear(x8, w, ws, b, 0.1, 0, out_dtype="uint8")  # no out_scale
+
+
+def test_observers_give_pytorchs_affine_parameters():
+    """MinMaxObserver / PerChannelMinMaxObserver against torch.ao's (quint8, affine): the
+    scale (max - min) / 255 over a range holding 0, the zero point rint(-min / scale)."""
+    if torch is None:
+        pytest.skip("needs torch")
+    from torch.ao.quantization import observer as tobs
+
+    from ember.quantization import MinMaxObserver, PerChannelMinMaxObserver
+
+    r = np.random.default_rng(8)
+    batches = [(r.standard_normal((4, 3, 5)) * 2 + 0.7).astype(np.float32) for _ in range(3)]
+    ours, theirs = MinMaxObserver(), tobs.MinMaxObserver(dtype=torch.quint8)
+    ours_c = PerChannelMinMaxObserver(ch_axis=1)
+    theirs_c = tobs.PerChannelMinMaxObserver(ch_axis=1, dtype=torch.quint8,
+                                             qscheme=torch.per_channel_affine)  # fmt: skip
+    for b in batches:
+        ours(b), theirs(torch.tensor(b)), ours_c(b), theirs_c(torch.tensor(b))
+    scale, zp = ours.calculate_qparams()
+    t_scale, t_zp = theirs.calculate_qparams()
+    np.testing.assert_allclose(scale, float(t_scale), rtol=2**-23)
+    assert zp == int(t_zp)
+    scales, zps = ours_c.calculate_qparams()
+    t_scales, t_zps = theirs_c.calculate_qparams()
+    np.testing.assert_allclose(scales, t_scales.numpy(), rtol=2**-23)
+    np.testing.assert_array_equal(zps, t_zps.numpy())
