@@ -305,6 +305,34 @@ def _fq_grad_vjp(c, a):
     )
 
 
+def _onnx_fq_grad(e):
+    """Where(rint(x / s) + zp in [quant_min, quant_max], g, 0), in `_fq_mask`'s dtype."""
+    g, x = e.inputs[0], e.inputs[1]
+    xt = e.in_types[1].dtype
+    ct = dt.float64 if xt is dt.float64 else dt.float32
+    xc = x if xt is ct else e.cast(x, ct)
+    a = e.attrs
+    if len(e.inputs) == 2:
+        s = e.constant(np.asarray(np.float32(a["scale"]), ct.np))
+        z = e.constant(np.asarray(a["zero_point"], ct.np))
+    else:
+        rank = len(e.in_types[1].shape)
+        axis = a["axis"] % rank
+        shape = e.ints([-1 if i == axis else 1 for i in range(rank)])
+        s = e.node("Reshape", [e.cast(e.inputs[2], ct), shape])
+        z = e.node("Reshape", [e.cast(e.inputs[3], ct), shape])
+    v = e.node("Add", [e.node("Round", [e.node("Div", [xc, s])]), z])
+    inside = e.node(
+        "And",
+        [
+            e.node("GreaterOrEqual", [v, e.constant(np.asarray(a["quant_min"], ct.np))]),
+            e.node("LessOrEqual", [v, e.constant(np.asarray(a["quant_max"], ct.np))]),
+        ],
+    )
+    zero = e.constant(np.zeros((), e.in_types[0].dtype.np))
+    return e.node("Where", [inside, g, zero])
+
+
 FAKE_QUANTIZE_BACKWARD = register(
     OpDef(
         name="fake_quantize_backward",
@@ -312,6 +340,7 @@ FAKE_QUANTIZE_BACKWARD = register(
         infer=_fq_grad_infer,
         kernel=_fq_grad_kernel,
         vjp=_fq_grad_vjp,
+        onnx=_onnx_fq_grad,
         cost=elementwise_cost(4),
         batch=None,
         doc="fake_quantize_backward(g, x, [scales, zero_points]): g where x quantizes in range",
