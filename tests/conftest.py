@@ -33,14 +33,17 @@ from ember.kernels import (
     cgemm,
     cindex,
     cpooling,
+    cq8,
     crnn,
     csoftmax,
 )
 from ember.ops import _conv_kernels, recurrent
 from ember.ops import batch_norm as _batch_norm
+from ember.ops import quantized as _quantized
 from ember.ops._scatter_kernels import add_slices as _add_slices_reference
 from ember.ops.pool import _max_pool_np, _scatter_kernel
 from ember.ops.program import evaluate_program
+from ember.ops.quantize import quantize_array as _quantize_array
 from ember.ops.softmax import _log_softmax_kernel, _softmax_kernel
 from ember.plan import plan_memory
 from ember.plan.arena import concrete
@@ -467,6 +470,51 @@ _RECURRENT_REFERENCES = {
 }
 
 
+def _checked_q8(name):
+    """kernels/cq8's ``name`` (linear, conv2d) checked against the ops' NumPy reference (the
+    exact int32 sums, then the epilogue), bit for bit."""
+    fast = getattr(cq8, name)
+
+    def call(x, w, scale, bias, **kw):
+        got = fast(x, w, scale, bias, **kw)
+        if got is None:
+            return None
+        zp = kw.get("x_zero_point", 0)
+        if name == "linear":
+            acc = _quantized.linear_acc(x, w, zp)
+        else:
+            geometry = [
+                kw.get(k, d)
+                for k, d in (("stride", (1, 1)), ("padding", (0, 0)), ("dilation", (1, 1)))
+            ]
+            acc = _quantized.conv_acc(x, w, zp, *geometry, kw.get("groups", 1))
+        bias = np.zeros(w.shape[0], np.float32) if bias is None else bias
+        want = _quantized.epilogue(
+            acc, np.asarray(scale, np.float32), np.asarray(bias, np.float32),
+            relu=kw.get("relu", False), out_dtype=kw.get("out_dtype", "float32"),
+            out_scale=kw.get("out_scale", 1.0), out_zero_point=kw.get("out_zero_point", 0),
+            axis=1,
+        )  # fmt: skip
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), f"cq8.{name}"
+        return got
+
+    return call
+
+
+def _checked_quantize(fast):
+    """kernels/cq8's quantize checked against ops/quantize.py's NumPy definition, bit for bit."""
+
+    def call(x, scale, zero_point, out_dtype, portable=False):
+        got = fast(x, scale, zero_point, out_dtype, portable)
+        if got is not None:
+            lo, hi = (0, 255) if out_dtype == "uint8" else (-128, 127)
+            want = _quantize_array(x, np.float32(scale), zero_point, lo, hi, np.dtype(out_dtype))
+            assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), "cq8.quantize"
+        return got
+
+    return call
+
+
 def _check(monkeypatch, owner, name: str, checked) -> None:
     """Replace ``owner.name`` by its ``checked`` version for one test, remembering the original
     for `bare_executors`."""
@@ -544,6 +592,9 @@ def generated_code_equals_the_interpreter(monkeypatch):
     for name in ("train_forward", "train_backward", "eval_forward"):
         _check(monkeypatch, cbatchnorm, name, _checked_batch_norm(name))
     _check(monkeypatch, cgemm, "matmul", _checked_product(cgemm.matmul))
+    for name in ("linear", "conv2d"):
+        _check(monkeypatch, cq8, name, _checked_q8(name))
+    _check(monkeypatch, cq8, "quantize", _checked_quantize(cq8.quantize))
     for name, reference in _RECURRENT_REFERENCES.items():
         _check(monkeypatch, crnn, name, _checked_recurrent(name, reference))
     _check(

@@ -108,7 +108,7 @@ half = float16
 long = int64
 int = int32  # noqa: A001
 
-from . import amp, backends, cuda, onnx, utils  # noqa: E402
+from . import amp, backends, cuda, onnx, quantization, utils  # noqa: E402
 from .amp import autocast  # noqa: E402
 
 cuda.amp = amp.cuda_amp  # torch.cuda.amp's spelling (ember.cuda is below the eager layer)

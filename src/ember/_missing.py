@@ -37,7 +37,6 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "hub": _NONE,
         "sparse": _NO_SPARSE,
         "sparse_coo": _NO_SPARSE,
-        "quantization": _NONE,
         "ao": _NONE,
         "fft": _NONE,
         "multiprocessing": "Python's multiprocessing (ember tensors pickle)",

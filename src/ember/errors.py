@@ -88,6 +88,12 @@ class OnnxError(EmberError, ValueError):
     opset, an input of the wrong name, shape or dtype, or an ember op with no ONNX form."""
 
 
+class QuantizationError(EmberError, ValueError):
+    """Quantization parameters or calibration data ember cannot use: a scale that is not
+    positive and finite, a zero point outside the integer range, non-finite or empty
+    calibration data, an unknown calibration method."""
+
+
 class TraceError(EmberError, RuntimeError):
     """A traced program used a tensor's value in Python (data-dependent control flow)."""
 
