@@ -59,10 +59,23 @@ def matmul_kernel(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -
     return _matmul(a, b, out, _numpy_product)
 
 
-def matmul_fast(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def matmul_fast(
+    a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None, bias: np.ndarray | None = None
+) -> np.ndarray:
     """The ``matmul`` kernel on ember's GEMM (kernels/cgemm.py: large products split over
-    ember's thread pool, no BLAS threads left spinning), equal to the reference to rounding."""
-    return _matmul(a, b, out, _ember_product)
+    ember's thread pool, no BLAS threads left spinning), equal to the reference to rounding;
+    half precision on kernels/chgemm.py (16-bit operands, float32 sums, one rounding), with
+    ``bias`` (a vector per column, half precision only) added as its own rounded addition."""
+    if a.dtype in _HALF:
+        from ..kernels import chgemm
+
+        result = chgemm.matmul(a, b, out, bias)
+        if result is not None:
+            return result
+    result = _matmul(a, b, out, _ember_product)
+    if bias is not None:
+        result += bias
+    return result
 
 
 def product_workspace(a, b, out) -> int:

@@ -266,6 +266,9 @@ def _linear_kernel(x, weight, bias=None):
 
 
 def _linear_fast(x, weight, bias=None):
+    if x.dtype in (dt.float16.np, dt.bfloat16.np) and x.dtype == weight.dtype:
+        # half precision: the bias added in the product's store (kernels/chgemm.py)
+        return matmul_fast(x, weight.T, None, bias)
     return _linear(x, weight, bias, matmul_fast)
 
 
@@ -417,6 +420,15 @@ def _addmm_kernel(input, mat1, mat2, *, beta, alpha):
 
 
 def _addmm_fast(input, mat1, mat2, *, beta, alpha):
+    if (
+        beta == 1
+        and alpha == 1
+        and mat1.dtype in (dt.float16.np, dt.bfloat16.np)
+        and input.dtype == mat1.dtype
+        and input.shape in ((mat2.shape[-1],), (1, mat2.shape[-1]))
+        and mat1.ndim == 2
+    ):  # half precision: the bias added in the product's store (kernels/chgemm.py)
+        return matmul_fast(mat1, mat2, None, input)
     return _addmm(input, mat1, mat2, beta, alpha, matmul_fast)
 
 
