@@ -18,6 +18,7 @@ And the scheduling pass (plan/schedule.py) must leave each a valid graph whose p
 not above that of the order it runs in.
 """
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -106,9 +107,14 @@ def _reduction_tolerance(node, instr, arrays, want):
 
 
 def _coarsest_eps(want, arrays) -> float:
-    """The largest eps among a fused loop's float result and float operands."""
+    """The largest eps among a fused loop's float result and float operands (bfloat16's,
+    2**-7, from ml_dtypes: NumPy sees no float in it)."""
     floats = [a.dtype for a in (want, *arrays) if getattr(a, "dtype", None) is not None]
-    return max(float(np.finfo(d).eps) for d in floats if d.kind == "f")
+    return max(float(ml_dtypes.finfo(d).eps) for d in floats if _is_float(d))
+
+
+def _is_float(dtype) -> bool:
+    return dtype.kind == "f" or dtype == ml_dtypes.bfloat16
 
 
 def _checked_fused(build):
@@ -128,7 +134,7 @@ def _checked_fused(build):
                 message = f"fused node %{node.name}: output {i}"
                 assert got.shape == want.shape and got.dtype == want.dtype, message
                 # (a float64 result computed from float32 values carries float32's rounding)
-                tol = 8 * _coarsest_eps(want, arrays) if want.dtype.kind == "f" else 0
+                tol = 8 * _coarsest_eps(want, arrays) if _is_float(want.dtype) else 0
                 instr = node.attrs["program"][node.attrs["outputs"][i]]
                 rule = instr.op.reduction
                 if rule is not None and not rule.exact:
@@ -138,6 +144,8 @@ def _checked_fused(build):
                     close |= np.isnan(got) & np.isnan(want)
                     assert close.all(), f"{message}: {got} vs {want}"
                     continue
+                if want.dtype == ml_dtypes.bfloat16:  # (NumPy's testing sees no NaN in it)
+                    got, want = got.astype(np.float32), want.astype(np.float32)
                 np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=message)
             return results
 

@@ -1,6 +1,6 @@
 """kernels/chalf.py: casts between float32, bfloat16 and float16 in C equal NumPy's (ml_dtypes'
 for bfloat16) bit for bit, NaN as NaN, on every 16-bit pattern and on random float32 bit
-patterns, with the compiler's float16 conversion and the portable one."""
+patterns."""
 
 from __future__ import annotations
 
@@ -14,13 +14,6 @@ from ember.kernels import ccompile, chalf
 pytestmark = pytest.mark.skipif(not ccompile.compiler_available(), reason="no C compiler")
 
 BF16, F16, F32 = np.dtype(dt.bfloat16.np), np.dtype(np.float16), np.dtype(np.float32)
-
-
-@pytest.fixture(params=["native", "portable"])
-def conversion(request, monkeypatch):
-    """The compiler's float16 conversion (``_Float16``) or the integer one."""
-    monkeypatch.setenv("EMBER_PORTABLE_F16", "1" if request.param == "portable" else "0")
-    return request.param
 
 
 def _same(got, want):
@@ -46,13 +39,13 @@ def _float32_patterns():
 
 
 @pytest.mark.parametrize("half", [BF16, F16], ids=["bfloat16", "float16"])
-def test_widening_every_pattern(half, conversion):
+def test_widening_every_pattern(half):
     x = np.arange(1 << 16, dtype=np.uint16).view(half)
     _same(chalf.cast(x, F32), x.astype(F32))
 
 
 @pytest.mark.parametrize("half", [BF16, F16], ids=["bfloat16", "float16"])
-def test_narrowing_rounds_to_nearest_even(half, conversion):
+def test_narrowing_rounds_to_nearest_even(half):
     x = _float32_patterns()
     with np.errstate(over="ignore", invalid="ignore"):
         want = x.astype(half)
@@ -60,7 +53,7 @@ def test_narrowing_rounds_to_nearest_even(half, conversion):
 
 
 @pytest.mark.parametrize("pair", [(BF16, F16), (F16, BF16)], ids=["bf16-f16", "f16-bf16"])
-def test_between_half_types_rounds_once(pair, conversion):
+def test_between_half_types_rounds_once(pair):
     source, target = pair
     x = np.arange(1 << 16, dtype=np.uint16).view(source)
     with np.errstate(over="ignore", invalid="ignore"):

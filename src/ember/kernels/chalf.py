@@ -3,18 +3,16 @@ ember's low-precision kernels share (`CONVERT`, C source for an includer), and c
 arrays between those dtypes (`cast`), shared over ember's pool.
 
 NumPy has no fast half-precision arithmetic, and its conversions are slow too (a float32 to
-float16 ``astype`` ran at about 0.4 GB/s, ml_dtypes' bfloat16 at a few; benchmarks/
-precision_kernels.py measures them): half-precision tensors are stored in 16 bits and computed
-in float32 inside ember's C kernels, which read and write the 16-bit values directly.
+float16 ``astype`` of 4M values took 10 ms; benchmarks/precision_kernels.py measures them):
+half-precision tensors are stored in 16 bits and computed in float32 inside ember's C
+kernels, which read and write the 16-bit values directly.
 
 Semantics. Widening is exact. Narrowing rounds to nearest, ties to even, as NumPy's float16
 and ml_dtypes' bfloat16 casts do, subnormals included (no flush to zero), overflow to
 infinity; a NaN stays a NaN (bfloat16: its payload's top bits, quieted; float16: the
-compiler's conversion, or the portable one below: the quiet NaN). float16 goes through GCC's
-``_Float16`` where the compiler has it (the F16C / AVX-512 conversion instructions under
-``-march=native``), else through integer arithmetic (F. Giesen's round-to-nearest-even
-conversion; ``EMBER_PORTABLE_F16=1`` forces it, for tests). bfloat16 is always integer
-arithmetic: AVX512_BF16's ``vcvtneps2bf16`` flushes subnormals, which NumPy's cast does not.
+quiet NaN). Both are integer arithmetic written branch-free, so loops over them vectorize on
+any CPU: GCC keeps ``_Float16``'s conversions scalar where the CPU lacks AVX512-FP16 (Zen 4
+does), and AVX512_BF16's ``vcvtneps2bf16`` flushes subnormals, which NumPy's cast does not.
 
 `cast(x, dtype)` returns None where it does not apply (no compiler, a pair of dtypes other
 than float32 / bfloat16 / float16 between each other) and the caller runs NumPy.
@@ -24,13 +22,12 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 
 import numpy as np
 
 from .. import dtypes as dt
 
-__all__ = ["CONVERT", "HALF", "cast", "code_of", "from_float32", "portable_f16"]
+__all__ = ["CONVERT", "HALF", "cast", "code_of", "from_float32"]
 __all__ += ["to_float32"]
 
 # the half-precision NumPy dtypes and their codes in the C source
@@ -52,27 +49,21 @@ static inline uint16_t bf16_store(float f) {
   uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
   return (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x40u) : (uint16_t)rounded;
 }
-#if defined(__FLT16_MAX__) && !defined(EMBER_PORTABLE_F16)
+/* float16 by integer arithmetic, branch-free so that loops over it vectorize (GCC keeps
+   _Float16's conversions scalar without AVX512-FP16); narrowing after F. Giesen's
+   round-to-nearest-even conversion: a float16 subnormal rounded by adding 0.5 (whose ulp is
+   float16's smallest subnormal), a normal number by adding half an ulp less one, plus its
+   last kept bit; from 65520 up, infinity (NaN: the quiet NaN) */
 static inline float f16_load(uint16_t h) {
-  _Float16 x;
-  memcpy(&x, &h, 2);
-  return (float)x;
-}
-static inline uint16_t f16_store(float f) {
-  _Float16 x = (_Float16)f;
-  uint16_t h;
-  memcpy(&h, &x, 2);
-  return h;
-}
-#else
-static inline float f16_load(uint16_t h) {
-  uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
-  if (e == 0x1f) u = s | 0x7f800000u | (m << 13);
-  else if (e) u = s | ((e + 112) << 23) | (m << 13);
-  else {
-    float v = (float)m * 0x1p-24f; /* a subnormal (or zero): exact in float */
-    return s ? -v : v;
-  }
+  uint32_t o = (uint32_t)(h & 0x7fffu) << 13, e = o & 0x0f800000u; /* exponent in place */
+  o += 0x38000000u;                                                 /* rebiased: 15 to 127 */
+  uint32_t wide = e == 0x0f800000u ? o + 0x38000000u : o;           /* inf and NaN */
+  uint32_t tiny = o + 0x00800000u; /* a subnormal: as a normal number, less 2**-14 */
+  float t;
+  memcpy(&t, &tiny, 4);
+  t -= 0x1p-14f;
+  memcpy(&tiny, &t, 4);
+  uint32_t u = (e == 0 ? tiny : wide) | (uint32_t)(h & 0x8000u) << 16;
   float f;
   memcpy(&f, &u, 4);
   return f;
@@ -80,21 +71,31 @@ static inline float f16_load(uint16_t h) {
 static inline uint16_t f16_store(float f) {
   uint32_t u;
   memcpy(&u, &f, 4);
-  uint32_t sign = (u >> 16) & 0x8000u, o;
+  uint32_t sign = (u >> 16) & 0x8000u;
   u &= 0x7fffffffu;
-  if (u >= (143u << 23)) o = u > 0x7f800000u ? 0x7e00u : 0x7c00u; /* >= 65536: inf (or NaN) */
-  else if (u < (113u << 23)) { /* a float16 subnormal: rounded by the addition of 0.5 */
-    float v;
-    memcpy(&v, &u, 4);
-    v += 0.5f;
-    memcpy(&o, &v, 4);
-    o -= 0x3f000000u;
-  } else {
-    o = (u + 0xc8000fffu + ((u >> 13) & 1u)) >> 13;
-  }
+  float magnitude, shifted;
+  memcpy(&magnitude, &u, 4);
+  shifted = magnitude + 0.5f;
+  uint32_t subnormal;
+  memcpy(&subnormal, &shifted, 4);
+  subnormal -= 0x3f000000u;
+  uint32_t normal = (u + 0xc8000fffu + ((u >> 13) & 1u)) >> 13;
+  uint32_t large = u > 0x7f800000u ? 0x7e00u : 0x7c00u;
+  uint32_t o = u >= (143u << 23) ? large : u < (113u << 23) ? subnormal : normal;
   return (uint16_t)(o | sign);
 }
-#endif
+/* a double as a float rounded to odd (toward zero, the last bit set where inexact): rounding
+   that to a half type to nearest gives the double's own rounding, with no double rounding */
+static inline float round_odd(double d) {
+  float f = (float)d;
+  if ((double)f == d || f != f) return f;
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if (__builtin_fabs((double)f) > __builtin_fabs(d)) u -= 1;
+  u |= 1;
+  memcpy(&f, &u, 4);
+  return f;
+}
 """
 
 _CAST_SOURCE = r"""
@@ -148,20 +149,14 @@ def code_of(dtype) -> int | None:
     return 0 if dtype == _F32 else HALF.get(dtype)
 
 
-def portable_f16() -> bool:
-    """Whether ``EMBER_PORTABLE_F16=1`` asks for the integer float16 conversions even where the
-    compiler has ``_Float16`` (tests compare the two)."""
-    return os.environ.get("EMBER_PORTABLE_F16", "") == "1"
-
-
 @functools.cache
-def _function(portable: bool):
+def _function():
     from . import ccompile
 
     if not ccompile.compiler_available():
         return None
     p, i, n = ctypes.c_void_p, ctypes.c_int, ctypes.c_long
-    source = ("#define EMBER_PORTABLE_F16\n" if portable else "") + CONVERT + _CAST_SOURCE
+    source = CONVERT + _CAST_SOURCE
     try:
         return ccompile.load(source, "ember_half_cast", [i, i, n, p, p, p])
     except ccompile.CompileError:
@@ -177,7 +172,7 @@ def cast(x: np.ndarray, dtype, out: np.ndarray | None = None) -> np.ndarray | No
     source, target = code_of(x.dtype), code_of(dtype)
     if source is None or target is None or source == target:
         return None
-    fn = _function(portable_f16())
+    fn = _function()
     if fn is None:
         return None
     if out is None:

@@ -36,12 +36,8 @@ def _pairs_allowed() -> bool:
     return os.environ.get("EMBER_BF16_DOT", "") != "0"
 
 
-def _functions(dtype: np.dtype, pairs_allowed: bool):
-    return _compiled(dtype, pairs_allowed, chalf.portable_f16())
-
-
 @functools.cache
-def _compiled(dtype: np.dtype, pairs_allowed: bool, portable_f16: bool):
+def _functions(dtype: np.dtype, pairs_allowed: bool):
     """(ember_hgemm, whether it runs AVX512_BF16's dot products) for ``dtype``, or None."""
     from . import ccompile
     from .chgemm_source import HALF_GEMM
@@ -53,8 +49,6 @@ def _compiled(dtype: np.dtype, pairs_allowed: bool, portable_f16: bool):
     source = f"#define T float\n#define HKIND {kind}\n"
     if not pairs_allowed:
         source += "#define EMBER_NO_BF16_DOT\n"
-    if portable_f16:
-        source += "#define EMBER_PORTABLE_F16\n"
     source += chalf.CONVERT + MICRO + HALF_GEMM
     try:
         fn = ccompile.load(source, "ember_hgemm", _ARGS)
