@@ -32,6 +32,7 @@ from ..errors import ShapeError
 from ..types import TensorType
 from . import _batching, _onnx
 from . import api as E
+from ._half import via_float32
 from ._registry import OpDef, apply, register
 from ._util import (
     elementwise_cost,
@@ -121,17 +122,18 @@ def _gelu_tanh_grad_kernel(x, g):
 
 
 def _fast_gelu(tanh_form):
+    # (half precision: the float32 kernel on operands widened in C, ops/_half.py)
     def fast(x):
-        return _fast_module().gelu(x, tanh_form) if x.dtype not in _HALF else None
+        return _fast_module().gelu(x, tanh_form)
 
-    return fast
+    return via_float32(fast)
 
 
 def _fast_gelu_grad(tanh_form):
     def fast(x, g):
-        return _fast_module().gelu_backward(x, g, tanh_form) if x.dtype not in _HALF else None
+        return _fast_module().gelu_backward(x, g, tanh_form)
 
-    return fast
+    return via_float32(fast)
 
 
 def _gelu_infer(name):
@@ -403,12 +405,14 @@ def _norm_grad_kernel(x, weight, g, *, eps):
     )
 
 
+@via_float32  # (half precision: widened and rounded in C, ops/_half.py)
 def _norm_fast(x, weight, bias, *, eps):
-    return None if x.dtype in _HALF else _fast_module().layer_norm(x, weight, bias, eps)
+    return _fast_module().layer_norm(x, weight, bias, eps)
 
 
+@via_float32
 def _norm_grad_fast(x, weight, g, *, eps):
-    return None if x.dtype in _HALF else _fast_module().layer_norm_backward(x, weight, g, eps)
+    return _fast_module().layer_norm_backward(x, weight, g, eps)
 
 
 def _norm_axes(x, weight):

@@ -19,6 +19,7 @@ from ..errors import ShapeError
 from ..types import TensorType
 from . import _batching, _onnx
 from . import api as E
+from ._half import via_float32
 from ._registry import OpDef, apply, building_graph, register
 from ._util import (
     elementwise_cost,
@@ -56,15 +57,17 @@ def _shifted_exp(x, axis, safe=False):
 
 def _last_axis(x, axis) -> bool:
     """Whether the C kernels (kernels/csoftmax.py: the last axis, float32/float64) apply."""
-    return x.ndim > 0 and axis in (-1, x.ndim - 1) and x.dtype not in _HALF
+    return x.ndim > 0 and axis in (-1, x.ndim - 1)
 
 
+@via_float32  # (half precision: widened and rounded in C, ops/_half.py)
 def _softmax_fast(x, *, axis, safe):
     from ..kernels import csoftmax
 
     return csoftmax.softmax(x, safe=safe) if _last_axis(x, axis) else None
 
 
+@via_float32
 def _log_softmax_fast(x, *, axis):
     from ..kernels import csoftmax
 
@@ -161,12 +164,14 @@ def _log_softmax_grad_kernel(y, g, *, axis):
     return g - np.exp(y) * _wide_sum(g, axis)
 
 
+@via_float32
 def _softmax_grad_fast(y, g, *, axis):
     from ..kernels import csoftmax_grad
 
     return csoftmax_grad.softmax_backward(y, g) if _last_axis(y, axis) else None
 
 
+@via_float32
 def _log_softmax_grad_fast(y, g, *, axis):
     from ..kernels import csoftmax_grad
 
