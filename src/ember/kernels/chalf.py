@@ -181,7 +181,8 @@ def cast(x: np.ndarray, dtype, out: np.ndarray | None = None) -> np.ndarray | No
         return None
     if not x.size:
         return out
-    x = np.ascontiguousarray(x)
+    if not x.flags.c_contiguous:  # (np.ascontiguousarray would make a 0-d array 1-d)
+        x = np.ascontiguousarray(x)
     from . import cpool
 
     pool = cpool.parallel_for() if x.size >= PARALLEL_MIN else None

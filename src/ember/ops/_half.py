@@ -46,62 +46,88 @@ def via_float32(fast32):
         if result is None:
             return None
         if isinstance(result, tuple):
-            return tuple(chalf.from_float32(np.ascontiguousarray(r), dtype) for r in result)
-        return chalf.from_float32(np.ascontiguousarray(result), dtype)
+            return tuple(chalf.from_float32(r, dtype) for r in result)
+        return chalf.from_float32(result, dtype)
 
     fast.__name__ = getattr(fast32, "__name__", "fast")
     return fast
 
 
-# one compiled loop per (op, attributes, operand dtypes, which operands are 0-d)
+# one compiled loop per (op, attributes, operand dtypes, operand shape patterns)
 _LOOPS: dict = {}
-_LENGTH = sym("n")
+_SIZES = [sym(f"n{axis}") for axis in range(32)]
 
 
 def elementwise_fast(name: str):
     """The fast rule of the elementwise op ``name`` (registered with a C expression) for
-    half-precision operands; None (the NumPy kernel runs) for any other dtype, for operands
-    that are neither of the result's shape nor 0-d, and without a compiler."""
+    half-precision operands; None (the NumPy kernel runs) for any other dtype, and without a
+    compiler. Operands of one shape (or 0-d) run as one flat loop of any length; broadcast
+    ones over symbolic sizes, one loop per pattern of broadcast dimensions."""
 
     def fast(*arrays, **attrs):
         if not any(a.dtype in _BY_NP for a in arrays):
             return None
-        shapes = [a.shape for a in arrays if a.ndim]
-        if not shapes or any(s != shapes[0] for s in shapes):
-            return None  # (0-d operands only, or broadcasting: NumPy's)
-        shape = shapes[0]
         if any(a.dtype not in _FUSABLE for a in arrays):
             return None
-        scalars = tuple(not a.ndim for a in arrays)
-        key = (name, tuple(sorted(attrs.items())), tuple(a.dtype for a in arrays), scalars)
-        run = _LOOPS.get(key)
-        if run is None:
-            run = _LOOPS[key] = _build(name, attrs, arrays, scalars)
-        if run is False:
+        arrays = [np.asarray(a) for a in arrays]  # (a NumPy scalar: a 0-d array)
+        shapes = {a.shape for a in arrays if a.ndim}
+        if not shapes:
+            return None  # (0-d operands only: NumPy's)
+        if len(shapes) == 1:  # one flat loop
+            (shape,) = shapes
+            n = math.prod(shape)
+            types = tuple(() if not a.ndim else (_SIZES[0],) for a in arrays)
+            run = _loop(name, attrs, arrays, types)
+            if run is None:
+                return None
+            flat = [a if not a.ndim else np.ascontiguousarray(a).reshape(n) for a in arrays]
+            (result,) = run(*flat)
+            return result.reshape(shape)
+        try:
+            shape = np.broadcast_shapes(*shapes)
+        except ValueError:
             return None
-        n = math.prod(shape)
-        flat = [a if s else np.ascontiguousarray(a).reshape(n) for a, s in zip(arrays, scalars)]
-        (result,) = run(*flat)
-        return result.reshape(shape)
+        if len(shape) > len(_SIZES):
+            return None
+        run = _loop(name, attrs, arrays, tuple(_pattern(a.shape, shape) for a in arrays))
+        if run is None:
+            return None
+        (result,) = run(*arrays)
+        return result
 
     return fast
 
 
-def _build(name, attrs, arrays, scalars):
+def _pattern(shape, out) -> tuple:
+    """``shape``'s dimensions as a loop's value type sees them: 1 where it is broadcast (or
+    the result's is 1), else its axis's symbolic size (never 1)."""
+    lead = len(out) - len(shape)
+    return tuple(
+        1 if d == 1 or out[lead + i] == 1 else _SIZES[lead + i] for i, d in enumerate(shape)
+    )
+
+
+def _loop(name, attrs, arrays, shapes):
+    """The compiled loop for these operands, or None (the op declines them, no compiler)."""
+    key = (name, tuple(sorted(attrs.items())), tuple(a.dtype for a in arrays), shapes)
+    if key not in _LOOPS:
+        _LOOPS[key] = _build(name, attrs, arrays, shapes)
+    return _LOOPS[key]
+
+
+def _build(name, attrs, arrays, shapes):
     from ..kernels import cfuse
     from ._registry import REGISTRY
     from .program import Input, Instr
 
     op = REGISTRY[name]
-    in_types = [
-        TensorType(() if s else (_LENGTH,), _FUSABLE[a.dtype]) for a, s in zip(arrays, scalars)
-    ]
+    in_types = [TensorType(s, _FUSABLE[a.dtype]) for a, s in zip(arrays, shapes)]
     try:
         out_type = op.infer(*in_types, **attrs)
     except Exception:  # (the eager call's own check raises; here the kernel decides)
-        return False
+        return None
     if out_type.dtype.np not in _FUSABLE:
-        return False
+        return None
     instr = Instr(op, tuple(Input(i) for i in range(len(arrays))), tuple(sorted(attrs.items())))
     run = cfuse.build_program((instr,), (0,), [out_type], in_types)
-    return False if run is None else run
+    return run

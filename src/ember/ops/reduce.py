@@ -19,6 +19,7 @@ from ..types import TensorType
 from . import _batching
 from . import _onnx_reduce as oxr
 from . import api as E
+from ._half import via_float32
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._rules import ReductionRule
 from ._util import (
@@ -121,6 +122,16 @@ def _sum_kernel(x, *, axes, keepdims):
     return np.asarray(total).astype(out_dtype)
 
 
+def _sum_fast(x, *, axes, keepdims):
+    """Half precision: the terms widened in C (kernels/chalf.py) and summed as the kernel sums
+    float32 (the reference's float32 accumulation, another order of its pairwise additions),
+    rounded once; None (the kernel) for other dtypes."""
+    return _SUM_HALF(x, axes=axes, keepdims=keepdims) if x.dtype in _HALF else None
+
+
+_SUM_HALF = via_float32(_sum_kernel)
+
+
 def _sum_blocks(shape, axes) -> tuple[tuple, tuple]:
     """``(tail, rest)``: the reduced axes after the last kept axis whose size is not 1 (rows of
     a C-contiguous array), and the other reduced axes whose size is not 1."""
@@ -163,6 +174,7 @@ _SUM = register(
         kind="reduce",
         infer=_sum_infer,
         kernel=_sum_kernel,
+        fast=_sum_fast,
         vjp=lambda c, g: (_expand_back(g, c),),
         cost=reduction_cost,
         save_inputs=(),
