@@ -62,7 +62,9 @@ def _operand(r, shape, dtype, transposed=False):
     return np.ascontiguousarray(np.swapaxes(x, -1, -2)).swapaxes(-1, -2) if transposed else x
 
 
-SHAPES = [(1, 1, 1), (7, 5, 3), (8, 192, 48), (9, 193, 49), (33, 385, 97), (100, 64, 300)]
+# (m, k, n): fewer rows than the micro-kernel's 8 (run unpacked), odd sizes, K past one block
+SHAPES = [(1, 1, 1), (7, 5, 3), (5, 300, 200), (8, 192, 48), (9, 193, 49), (33, 385, 97)]
+SHAPES += [(100, 64, 300)]
 
 
 @pytest.mark.parametrize("dtype", HALF, ids=["bfloat16", "float16"])

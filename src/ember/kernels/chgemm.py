@@ -10,6 +10,10 @@ panels) for tests and comparisons. `uses_pairs(dtype)` says which one runs.
 Products are shared over ember's pool as kernels/cgemm.py shares float32 ones (blocks of batch
 entries, rows or columns, one per thread), from the same measured threshold (`split_flops`).
 
+A 2-d product of fewer rows than the micro-kernel's MR runs without packing (dot products of
+the 16-bit rows, or sums of rows): the blocked kernel would pad the rows to MR and convert all
+of B into panels per call.
+
 `matmul(a, b, out, bias)` returns None where it does not apply (no compiler, operands of
 another dtype or of different dtypes, a layout that is neither row-major nor transposed, an
 empty product) and the caller runs the reference's way (float32 through NumPy).
@@ -25,11 +29,16 @@ import os
 import numpy as np
 
 from . import chalf
+from .blas_layout import blas_layout
 
 __all__ = ["linear", "matmul", "uses_pairs"]
 
 _P, _L, _I = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
 _ARGS = [_I, _I, _I, _L, _L, _L, _P, _L, _P, _L, _P, _L, _L, _L, _L, _P, _L, _L, _P]
+_FEW_ARGS = [_I, _L, _L, _L, _P, _L, _P, _L, _P, _L, _P, _L, _P]
+# the micro-kernel's rows (kernels/cmicro.py's MR): fewer rows run `ember_hgemm_few`, which
+# does not pad them to MR
+_MR = 8
 
 
 def _pairs_allowed() -> bool:
@@ -38,7 +47,8 @@ def _pairs_allowed() -> bool:
 
 @functools.cache
 def _functions(dtype: np.dtype, pairs_allowed: bool):
-    """(ember_hgemm, whether it runs AVX512_BF16's dot products) for ``dtype``, or None."""
+    """(ember_hgemm, whether it runs AVX512_BF16's dot products, ember_hgemm_few) for
+    ``dtype``, or None."""
     from . import ccompile
     from .chgemm_source import HALF_GEMM
     from .cmicro import MICRO
@@ -52,12 +62,13 @@ def _functions(dtype: np.dtype, pairs_allowed: bool):
     source += chalf.CONVERT + MICRO + HALF_GEMM
     try:
         fn = ccompile.load(source, "ember_hgemm", _ARGS)
+        few = ccompile.load(source, "ember_hgemm_few", _FEW_ARGS)
         probe = ccompile.load(source, "ember_hgemm_pairs", [_P])
     except ccompile.CompileError:
         return None
     pairs = ctypes.c_int(0)
     probe(ctypes.addressof(pairs))
-    return fn, bool(pairs.value)
+    return fn, bool(pairs.value), few
 
 
 def uses_pairs(dtype) -> bool:
@@ -97,6 +108,8 @@ def matmul(
         if result is None or out is not None:
             return None if result is None else out
         return result.reshape(a.shape[:-1] + (n,))
+    if not batch and m < _MR:
+        return _few(functions, a, b, out, bias)
     operands = [cgemm._in_place(x, batch) for x in (a, b)]
     for i, x in enumerate((a, b)):
         if operands[i] is None:  # batch dimensions broadcast partly: copied out in full
@@ -126,6 +139,38 @@ def matmul(
         int(la[0]), int(lb[0]), split, m, n, k, a.ctypes.data, la[1], b.ctypes.data, lb[1],
         out.ctypes.data, n, sa, sb, m * n, None if bias is None else bias.ctypes.data,
         parts, align, pool,
+    )  # fmt: skip
+    return out
+
+
+def _few(functions, a, b, out, bias):
+    """``a @ b`` (+ ``bias``) for fewer rows than the micro-kernel's MR: `ember_hgemm_few`."""
+    from . import cgemm, cpool
+
+    (m, k), n = a.shape, b.shape[1]
+    lb = blas_layout(b)
+    if lb is None:
+        return None
+    if not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a)
+    if out is None:
+        out = np.empty((m, n), a.dtype)
+    elif (
+        out.shape != (m, n)
+        or out.dtype != a.dtype
+        or not out.flags.c_contiguous
+        or np.may_share_memory(out, a)
+        or np.may_share_memory(out, b)
+    ):
+        return None
+    if bias is not None:
+        bias = np.ascontiguousarray(bias.reshape(n))
+    threaded = cgemm.skinny_shared(m, n, k, a.itemsize)
+    pool = cpool.parallel_for() if threaded else None
+    align = cgemm.block_align(n, cgemm.skinny_unit(bool(lb[0]), 4)) if threaded else n
+    functions[2](
+        int(lb[0]), m, n, k, a.ctypes.data, k, b.ctypes.data, lb[1], out.ctypes.data, n,
+        None if bias is None else bias.ctypes.data, align, pool,
     )  # fmt: skip
     return out
 

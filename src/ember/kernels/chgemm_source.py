@@ -15,6 +15,9 @@ optional per-column bias is added as its own rounded addition (what the NumPy re
   lane. Its panels keep the 16-bit values, two consecutive steps of K packed in each 32-bit
   lane (an odd K's last step paired with a zero). The instruction treats subnormal inputs and
   results as zero, so tiny values (below 1e-38) differ from a float32 sum.
+
+Fewer rows than the micro-kernel's MR (a batch of one, a decoder's token): ``ember_hgemm_few``,
+dot products (or sums of rows) over the 16-bit values, unpacked, in float32.
 """
 
 __all__ = ["HALF_GEMM"]
@@ -214,6 +217,70 @@ static void part(void *job_, long lo, long hi) {
               j->b + (j->tb ? lo * j->ldb : lo), j->ldb, j->c + lo, j->ldc,
               j->bias ? j->bias + lo : 0);
   }
+}
+
+/* ------------------------------------------------------------------ fewer rows than MR
+   C (m x n) = A (m x k, row-major) @ op(B) (+ bias), columns lo..hi, with no packing: the
+   blocked kernel would pad A to MR rows and pack all of B (converted) for a few rows. tb: B is
+   n x k row-major (a linear layer's weight), each C[i][j] a dot product of two contiguous
+   rows, every row of A against one row of B at a time (B read once); else B is k x n
+   row-major, each row of C a sum of B's rows scaled by A's values, in a float32 row. */
+struct few { int tb; long m, n, k, lda, ldb, ldc; const S *a, *b, *bias; S *c; };
+
+static inline S finish(float sum, const S *bias, long j) {
+  return bias ? STORE(LOAD(STORE(sum)) + LOAD(bias[j])) : STORE(sum);
+}
+
+static void few_part(void *job_, long lo, long hi) {
+  const struct few *f = job_;
+  if (f->tb) {
+    for (long j = lo; j < hi; j++) {
+      const S *w = f->b + j * f->ldb;
+      long i = 0;
+      for (; i + 4 <= f->m; i += 4) {
+        const S *x0 = f->a + i * f->lda, *x1 = x0 + f->lda, *x2 = x1 + f->lda, *x3 = x2 + f->lda;
+        float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+        for (long p = 0; p < f->k; p++) {
+          float v = LOAD(w[p]);
+          s0 += LOAD(x0[p]) * v;
+          s1 += LOAD(x1[p]) * v;
+          s2 += LOAD(x2[p]) * v;
+          s3 += LOAD(x3[p]) * v;
+        }
+        f->c[i * f->ldc + j] = finish(s0, f->bias, j);
+        f->c[(i + 1) * f->ldc + j] = finish(s1, f->bias, j);
+        f->c[(i + 2) * f->ldc + j] = finish(s2, f->bias, j);
+        f->c[(i + 3) * f->ldc + j] = finish(s3, f->bias, j);
+      }
+      for (; i < f->m; i++) {
+        const S *x = f->a + i * f->lda;
+        float s = 0;
+#pragma omp simd reduction(+ : s)
+        for (long p = 0; p < f->k; p++) s += LOAD(x[p]) * LOAD(w[p]);
+        f->c[i * f->ldc + j] = finish(s, f->bias, j);
+      }
+    }
+    return;
+  }
+  float *row = scratch((size_t)(hi - lo) * 4);
+  for (long i = 0; i < f->m; i++) {
+    for (long j = lo; j < hi; j++) row[j - lo] = 0;
+    for (long p = 0; p < f->k; p++) {
+      float v = LOAD(f->a[i * f->lda + p]);
+      const S *brow = f->b + p * f->ldb;
+#pragma omp simd
+      for (long j = lo; j < hi; j++) row[j - lo] += v * LOAD(brow[j]);
+    }
+    for (long j = lo; j < hi; j++) f->c[i * f->ldc + j] = finish(row[j - lo], f->bias, j);
+  }
+}
+
+void ember_hgemm_few(int tb, long m, long n, long k, const S *a, long lda, const S *b, long ldb,
+                     S *c, long ldc, const S *bias, long align, ember_pool pool) {
+  struct few f = {tb, m, n, k, lda, ldb, ldc, a, b, bias, c};
+  if (pool) pool(few_part, &f, n, align);
+  else few_part(&f, 0, n);
 }
 
 void ember_hgemm(int ta, int tb, int split, long m, long n, long k, const S *a, long lda,
