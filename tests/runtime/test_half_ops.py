@@ -122,3 +122,24 @@ def test_float32_kernels_on_widened_operands(dtype):
             got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)
         ):
             _within(np.asarray(gv), np.asarray(wv), 1, 1e-4 * _scale(wv))
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=["bfloat16", "float16"])
+def test_elementwise_writes_into_out_and_dying_operands(dtype):
+    # generated code passes an arena slot, or an operand's own buffer, as ``out=``
+    op = REGISTRY["mul"]
+    x, y = _values(dtype, (30, 40), 10), _values(dtype, (30, 40), 11)
+    want = op.kernel(x, y)
+    out = np.empty_like(x)
+    assert op.fast(x, y, out=out) is out
+    _within(out, want, 0)
+    got = op.fast(x, y, out=x)  # (in place: each element read before it is written)
+    assert got is x
+    _within(x, want, 0)
+    strided = np.empty((30, 80), dtype)[:, ::2]  # (not contiguous: written by a copy)
+    assert op.fast(y, want, out=strided) is strided
+    _within(strided, op.kernel(y, want), 0)
+    row = _values(dtype, (40,), 12)
+    target = np.empty_like(y)
+    assert op.fast(y, row, out=target) is target
+    _within(target, op.kernel(y, row), 0)

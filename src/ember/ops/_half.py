@@ -64,7 +64,9 @@ def elementwise_fast(name: str):
     compiler. Operands of one shape (or 0-d) run as one flat loop of any length; broadcast
     ones over symbolic sizes, one loop per pattern of broadcast dimensions."""
 
-    def fast(*arrays, **attrs):
+    def fast(*arrays, out=None, **attrs):
+        # ``out``: generated code's arena slot, or a dying operand's buffer (plan/arena.py):
+        # the loop reads each element before writing it (kernels/cfuse.py)
         if not any(a.dtype in _BY_NP for a in arrays):
             return None
         if any(a.dtype not in _FUSABLE for a in arrays):
@@ -81,8 +83,9 @@ def elementwise_fast(name: str):
             if run is None:
                 return None
             flat = [a if not a.ndim else np.ascontiguousarray(a).reshape(n) for a in arrays]
-            (result,) = run(*flat)
-            return result.reshape(shape)
+            into = None if out is None or not out.flags.c_contiguous else (out.reshape(n),)
+            (result,) = run(*flat, out=into)
+            return _written(result.reshape(shape), out)
         try:
             shape = np.broadcast_shapes(*shapes)
         except ValueError:
@@ -92,10 +95,19 @@ def elementwise_fast(name: str):
         run = _loop(name, attrs, arrays, tuple(_pattern(a.shape, shape) for a in arrays))
         if run is None:
             return None
-        (result,) = run(*arrays)
-        return result
+        (result,) = run(*arrays, out=None if out is None else (out,))
+        return _written(result, out)
 
     return fast
+
+
+def _written(result, out):
+    """``result``, in ``out`` where one was given (copied there where the loop could not write
+    into it)."""
+    if out is None or result is out or np.shares_memory(result, out):
+        return result if out is None else out
+    out[...] = result
+    return out
 
 
 def _pattern(shape, out) -> tuple:
