@@ -31,7 +31,7 @@ import numpy as np
 from . import chalf
 from .blas_layout import blas_layout
 
-__all__ = ["linear", "matmul", "uses_pairs"]
+__all__ = ["available", "linear", "matmul", "uses_pairs"]
 
 _P, _L, _I = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
 _ARGS = [_I, _I, _I, _L, _L, _L, _P, _L, _P, _L, _P, _L, _L, _L, _L, _P, _L, _L, _P]
@@ -69,6 +69,11 @@ def _functions(dtype: np.dtype, pairs_allowed: bool):
     pairs = ctypes.c_int(0)
     probe(ctypes.addressof(pairs))
     return fn, bool(pairs.value), few
+
+
+def available(dtype) -> bool:
+    """Whether `matmul` runs ``dtype`` (bfloat16, float16) operands."""
+    return _functions(np.dtype(dtype), _pairs_allowed()) is not None
 
 
 def uses_pairs(dtype) -> bool:

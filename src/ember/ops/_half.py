@@ -21,12 +21,27 @@ from .. import dtypes as dt
 from ..symbolic import sym
 from ..types import TensorType
 
-__all__ = ["HALF", "elementwise_fast", "via_float32"]
+__all__ = ["HALF", "c_runs", "elementwise_fast", "via_float32", "widened_workspace"]
 
 HALF = (dt.float16.np, dt.bfloat16.np)
 _BY_NP = {dt.float16.np: dt.float16, dt.bfloat16.np: dt.bfloat16}
 _FUSABLE = {np.dtype(np.float32): dt.float32, np.dtype(np.float64): dt.float64}
 _FUSABLE.update({np.dtype(np.bool_): dt.bool_, **_BY_NP})
+
+
+def c_runs() -> bool:
+    """Whether the half-precision fast rules run (a C compiler: kernels/chalf.py's casts)."""
+    from ..kernels import ccompile
+
+    return ccompile.compiler_available()
+
+
+def widened_workspace(node) -> int:
+    """A `via_float32` rule's temporaries beyond its results: the float32 copies of its
+    half-precision operands and its float32 results (each twice the half-precision size)."""
+    from ._util import half_precision, value_bytes
+
+    return sum(2 * value_bytes(v) for v in (*node.inputs, *node.outputs) if half_precision(v))
 
 
 def via_float32(fast32):

@@ -12,7 +12,7 @@ from .. import dtypes as dt
 from ..kernels.blas_layout import blas_ready
 from ._util import half_precision, value_bytes
 
-__all__ = ["matmul_fast", "matmul_kernel", "product_workspace"]
+__all__ = ["half_gemm_runs", "matmul_fast", "matmul_kernel", "product_workspace"]
 
 
 _HALF = (dt.float16.np, dt.bfloat16.np)
@@ -78,13 +78,20 @@ def matmul_fast(
     return result
 
 
+def half_gemm_runs(value) -> bool:
+    """Whether half-precision products of ``value``'s dtype run kernels/chgemm.py."""
+    from ..kernels import chgemm
+
+    return chgemm.available(value.dtype.np)
+
+
 def product_workspace(a, b, out) -> int:
     """The kernels' temporaries beyond the result, for operand values ``a``, ``b`` and result
     ``out``: none in float32/float64 (BLAS reads the operands in place); in half precision the
     float32 copies of both operands beside the float32 product, then the product beside the
     rounded result (the copies are gone by then): ``max(2a + 2b + 2out, 3out) - out`` in the
-    half-precision sizes."""
-    if not half_precision(out):
-        return 0
+    half-precision sizes; none where kernels/chgemm.py runs them."""
+    if not half_precision(out) or half_gemm_runs(out):
+        return 0  # (kernels/chgemm.py reads the 16-bit operands in place)
     a_bytes, b_bytes, out_bytes = value_bytes(a), value_bytes(b), value_bytes(out)
     return max(2 * a_bytes + 2 * b_bytes + out_bytes, 2 * out_bytes)

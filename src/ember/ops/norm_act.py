@@ -32,7 +32,7 @@ from ..errors import ShapeError
 from ..types import TensorType
 from . import _batching, _onnx
 from . import api as E
-from ._half import via_float32
+from ._half import c_runs, via_float32, widened_workspace
 from ._registry import OpDef, apply, register
 from ._util import (
     elementwise_cost,
@@ -74,7 +74,14 @@ def _half_workspace(node, layouts) -> int:
     out = node.outputs[0]
     if _c_runs(out):
         return 0
+    if half_precision(out) and _c_runs_half():
+        return widened_workspace(node)  # (the C kernels on float32 copies, ops/_half.py)
     return (8 if half_precision(out) else 3) * value_bytes(out)
+
+
+def _c_runs_half() -> bool:
+    """Whether the C kernels run half precision (on float32 copies, ops/_half.py)."""
+    return c_runs() and _fast_module().available(np.float32)
 
 
 # ------------------------------------------------------------------------------------ gelu
@@ -489,6 +496,8 @@ def _norm_workspace(node, layouts) -> int:
     x = node.inputs[0]
     if _c_runs(x):
         return 0
+    if half_precision(x) and _c_runs_half():
+        return widened_workspace(node)  # (the C kernels on float32 copies, ops/_half.py)
     return 3 * value_bytes(x) * max(8 // x.dtype.itemsize, 1)
 
 

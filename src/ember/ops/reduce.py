@@ -155,10 +155,25 @@ def _sum_workspace(node, layouts) -> int:
     out_elements = value_bytes(out) // out.dtype.itemsize
     shape = tuple(d if isinstance(d, int) else 2 for d in x.shape)
     tail, rest = _sum_blocks(shape, node.attrs["axes"])
+    if half_precision(x):  # (`_sum_fast`: the float32 kernel on a widened copy, its result)
+        widened = (
+            4 * elements
+            + 4 * out_elements
+            + _float32_sum_workspace(elements, out_elements, shape, tail, rest)
+        )
+    else:
+        widened = 0
     if not rest:
         if not half_precision(x):
             return 0
-        return 2 * value_bytes(out) + 4 * min(elements, np.getbufsize())
+        return max(widened, 2 * value_bytes(out) + 4 * min(elements, np.getbufsize()))
+    return max(widened, _float32_sum_workspace(elements, out_elements, shape, tail, rest))
+
+
+def _float32_sum_workspace(elements, out_elements, shape, tail, rest) -> int:
+    """`_sum_kernel`'s temporaries on float32 terms (see `_sum_workspace`)."""
+    if not rest:
+        return 0
     rows = elements
     total = 0
     if tail:

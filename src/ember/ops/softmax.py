@@ -19,7 +19,7 @@ from ..errors import ShapeError
 from ..types import TensorType
 from . import _batching, _onnx
 from . import api as E
-from ._half import via_float32
+from ._half import c_runs, via_float32, widened_workspace
 from ._registry import OpDef, apply, building_graph, register
 from ._util import (
     elementwise_cost,
@@ -100,9 +100,15 @@ def _workspace(node, layouts) -> int:
     that becomes the result (softmax: the shifted input; log_softmax: the exponentials). In half
     precision `_shifted_exp` holds three float32 arrays of the input's size at once (the float32
     copy of the input, the shifted input, the exponentials), six result sizes; later two of them
-    sit beside the rounded result, fewer. So 5 result sizes beyond the result."""
+    sit beside the rounded result, fewer. So 5 result sizes beyond the result. Where the C
+    kernels run on half precision (the last axis, ops/_half.py): the float32 copies of the
+    operands and the float32 result."""
     out_bytes = value_bytes(node.outputs[0])
-    return 5 * out_bytes if half_precision(node.outputs[0]) else out_bytes
+    if not half_precision(node.outputs[0]):
+        return out_bytes
+    if c_runs() and _last_axis(node.outputs[0].type, node.attrs["axis"]):
+        return widened_workspace(node)  # (the C kernels on float32 copies, ops/_half.py)
+    return 5 * out_bytes
 
 
 def _softmax_vjp(c, g):
