@@ -7,8 +7,11 @@ half-precision arithmetic, so these run ember's C kernels on the 16-bit values.
   reference's own arithmetic, to the float32 kernel's rounding, then one rounding.
 * `elementwise_fast(name)`: an elementwise op with a C expression runs eagerly as a one-
   instruction fused loop (kernels/cfuse.py) reading and writing the 16-bit values, each result
-  rounded as NumPy rounds it; for operands of one shape or 0-d, over a symbolic length, so one
-  compiled loop serves every size.
+  rounded as NumPy rounds it, written into ``out=`` where generated code gives one (an arena
+  slot, or a dying operand's buffer). Operands of one shape (or 0-d) run as one flat loop over
+  a symbolic length, broadcast ones over symbolic sizes: one compiled loop per pattern of
+  broadcast dimensions serves every size.
+* `widened_workspace(node)`: the memory planner's count of `via_float32`'s float32 copies.
 """
 
 from __future__ import annotations
@@ -137,6 +140,10 @@ def _pattern(shape, out) -> tuple:
 def _loop(name, attrs, arrays, shapes):
     """The compiled loop for these operands, or None (the op declines them, no compiler)."""
     key = (name, tuple(sorted(attrs.items())), tuple(a.dtype for a in arrays), shapes)
+    try:
+        hash(key)
+    except TypeError:  # (an attribute that is no constant: the NumPy kernel's)
+        return None
     if key not in _LOOPS:
         _LOOPS[key] = _build(name, attrs, arrays, shapes)
     return _LOOPS[key]
