@@ -18,6 +18,7 @@ And the scheduling pass (plan/schedule.py) must leave each a valid graph whose p
 not above that of the order it runs in.
 """
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -31,6 +32,8 @@ from ember.kernels import (
     cepilogue,
     cfuse,
     cgemm,
+    chalf,
+    chgemm,
     cindex,
     cpooling,
     cq8,
@@ -109,9 +112,14 @@ def _reduction_tolerance(node, instr, arrays, want):
 
 
 def _coarsest_eps(want, arrays) -> float:
-    """The largest eps among a fused loop's float result and float operands."""
+    """The largest eps among a fused loop's float result and float operands (bfloat16's,
+    2**-7, from ml_dtypes: NumPy sees no float in it)."""
     floats = [a.dtype for a in (want, *arrays) if getattr(a, "dtype", None) is not None]
-    return max(float(np.finfo(d).eps) for d in floats if d.kind == "f")
+    return max(float(ml_dtypes.finfo(d).eps) for d in floats if _is_float(d))
+
+
+def _is_float(dtype) -> bool:
+    return dtype.kind == "f" or dtype == ml_dtypes.bfloat16
 
 
 def _checked_fused(build):
@@ -131,7 +139,7 @@ def _checked_fused(build):
                 message = f"fused node %{node.name}: output {i}"
                 assert got.shape == want.shape and got.dtype == want.dtype, message
                 # (a float64 result computed from float32 values carries float32's rounding)
-                tol = 8 * _coarsest_eps(want, arrays) if want.dtype.kind == "f" else 0
+                tol = 8 * _coarsest_eps(want, arrays) if _is_float(want.dtype) else 0
                 instr = node.attrs["program"][node.attrs["outputs"][i]]
                 rule = instr.op.reduction
                 if rule is not None and not rule.exact:
@@ -141,6 +149,8 @@ def _checked_fused(build):
                     close |= np.isnan(got) & np.isnan(want)
                     assert close.all(), f"{message}: {got} vs {want}"
                     continue
+                if want.dtype == ml_dtypes.bfloat16:  # (NumPy's testing sees no NaN in it)
+                    got, want = got.astype(np.float32), want.astype(np.float32)
                 np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=message)
             return results
 
@@ -276,6 +286,56 @@ def _checked_product(fast):
                 ok = (got == want) | (np.isnan(got) & np.isnan(want))
                 ok |= np.isfinite(want) & (np.abs(got - want) <= bound)
             assert ok.all(), message
+        return got
+
+    return call
+
+
+def _checked_half_product(fast):
+    """``chgemm.matmul`` (bfloat16 / float16 operands, float32 sums, one rounding) with each
+    call that computes checked against NumPy's float32 product rounded once (the reference
+    kernel's arithmetic): each element within one rounding of the half type (eps of its
+    magnitude, a float32 sum on the other side of a tie; two with a bias, which the reference
+    adds with its own rounding) plus ``2 K eps32 (|a| @ |b|)``, a float32 sum's reordering."""
+
+    def call(a, b, out=None, bias=None):
+        got = fast(a, b, out, bias)
+        if got is not None:
+            a32, b32 = a.astype(np.float32), b.astype(np.float32)
+            want = np.matmul(a32, b32).astype(a.dtype)
+            if bias is not None:
+                want = (want.astype(np.float32) + bias.astype(np.float32)).astype(a.dtype)
+            message = f"chgemm.matmul on {a.shape} @ {b.shape}"
+            assert got.shape == want.shape and got.dtype == want.dtype, message
+            g, w = got.astype(np.float64), want.astype(np.float64)
+            with np.errstate(invalid="ignore", over="ignore"):
+                eps = float(ml_dtypes.finfo(a.dtype).eps)
+                roundings = 1 if bias is None else 2
+                scale = np.matmul(np.abs(a32), np.abs(b32)).astype(np.float64)
+                bound = roundings * eps * (np.abs(w) + eps * scale)
+                bound += 2 * a.shape[-1] * float(np.finfo(np.float32).eps) * scale
+                ok = (g == w) | (np.isnan(g) & np.isnan(w))
+                ok |= np.isfinite(w) & (np.abs(g - w) <= bound)
+            assert ok.all(), message
+        return got
+
+    return call
+
+
+def _checked_cast(fast):
+    """``chalf.cast`` with each call checked against NumPy's ``astype`` bit for bit (NaN as
+    NaN: payloads are not specified)."""
+
+    def call(x, dtype, out=None):
+        got = fast(x, dtype, out)
+        if got is not None:
+            with np.errstate(invalid="ignore", over="ignore"):
+                want = x.astype(dtype)
+                nan = np.isnan(want.astype(np.float32))
+            assert got.shape == want.shape and got.dtype == want.dtype, "chalf.cast"
+            np.testing.assert_array_equal(np.isnan(got.astype(np.float32)), nan)
+            bits = np.uint16 if want.itemsize == 2 else np.uint32
+            assert (got.view(bits)[~nan] == want.view(bits)[~nan]).all(), "chalf.cast"
         return got
 
     return call
@@ -595,6 +655,8 @@ def generated_code_equals_the_interpreter(monkeypatch):
     for name in ("linear", "conv2d"):
         _check(monkeypatch, cq8, name, _checked_q8(name))
     _check(monkeypatch, cq8, "quantize", _checked_quantize(cq8.quantize))
+    _check(monkeypatch, chgemm, "matmul", _checked_half_product(chgemm.matmul))
+    _check(monkeypatch, chalf, "cast", _checked_cast(chalf.cast))
     for name, reference in _RECURRENT_REFERENCES.items():
         _check(monkeypatch, crnn, name, _checked_recurrent(name, reference))
     _check(

@@ -36,14 +36,18 @@ import numpy as np
 from .. import dtypes as dt
 from ..symbolic import has_symbols
 from ..types import TensorType, as_types
-from . import creduce
+from . import chalf, creduce
 
 __all__ = ["build", "build_program", "source_of"]
 
 _C_TYPES = {dt.float32: "float", dt.float64: "double", dt.bool_: "_Bool"}
+# half precision: stored in 16 bits (kernels/chalf.py's conversions on each load and store),
+# computed in float, each instruction's result rounded to its dtype as NumPy rounds each op's
+_HALF = {dt.bfloat16: "bf16", dt.float16: "f16"}
+_C_TYPES.update(dict.fromkeys(_HALF, "float"))
 # arrays of bool are read and written as bytes (NumPy's layout): GCC does not vectorize loads
 # and stores through _Bool pointers, while values stay _Bool so conversions give 0 or 1
-_ARRAY_TYPES = {**_C_TYPES, dt.bool_: "unsigned char"}
+_ARRAY_TYPES = {**_C_TYPES, dt.bool_: "unsigned char", **dict.fromkeys(_HALF, "uint16_t")}
 _VECTOR_MATH = ("exp", "log", "log1p", "expm1", "sin", "cos", "tanh", "erf")
 _FLAGS = (
     "-O3",
@@ -163,7 +167,10 @@ def source_of(program, outputs, out_types, in_types, symbol="fused") -> str:
     params += [f"{_ARRAY_TYPES[t.dtype]}* r{j}" for j, t in enumerate(out_types)]
     used_math: set[tuple[str, str]] = set()
     body, types, terms = [], [], []  # per instruction: its dtype, its C expression
-    names = [f"x{i}" for i in range(len(in_types))]
+    names = [
+        f"{_HALF[t.dtype]}_load(x{i})" if t.dtype in _HALF else f"x{i}"
+        for i, t in enumerate(in_types)
+    ]
     in_dtypes = [t.dtype for t in in_types]
     for j, instr in enumerate(program):
         op = instr.op
@@ -178,13 +185,27 @@ def source_of(program, outputs, out_types, in_types, symbol="fused") -> str:
         terms.append(f"t{j}")
         out_dtype = _result_dtype(op, arg_types, instr.attrs)
         types.append(out_dtype)
-        single = "f" if dt.float32 in (out_dtype, *arg_types) else ""
+        single = "f" if {dt.float32, *_HALF} & {out_dtype, *arg_types} else ""
         for fn in _VECTOR_MATH:
             if f"{fn}{{f}}(" in op.c:
                 used_math.add((fn + single, "float" if single else "double"))
+        if out_dtype in _HALF:  # t<j> the stored bits where it is an output, t<j>f its value
+            half = _HALF[out_dtype]
+            # a double to float16 rounded once (through float, to odd), as NumPy's cast does;
+            # to bfloat16 through float32, rounded twice, as ml_dtypes' cast does
+            if dt.float64 in arg_types and out_dtype is dt.float16:
+                expr = "round_odd(" + op.c.format(*args, T="double", f=single) + ")"
+            else:
+                expr = op.c.format(*args, T="float", f=single)
+            body.append(f"uint16_t t{j} = {half}_store({expr});")
+            body.append(f"float t{j}f = {half}_load(t{j});")
+            terms[-1] = f"t{j}f"
+            continue
         expr = op.c.format(*args, T=_C_TYPES[out_dtype], f=single)
         body.append(f"{_C_TYPES[out_dtype]} t{j} = {expr};")
     lines = ["#include <math.h>", "#include <stddef.h>", "#include <stdlib.h>"]
+    if any(t.dtype in _HALF for t in (*in_types, *out_types)) or _HALF.keys() & set(types):
+        lines.append(chalf.CONVERT)
     # GCC's builtins rather than <immintrin.h>, whose parsing took 0.1 s of every kernel's build
     lines += [
         "#ifdef __AVX__",
@@ -275,7 +296,8 @@ def _flat_part(c_in, out_c, full, body, outputs, stores) -> list[str]:
     inner_full = [bool(full[i]) and full[i][-1] for i in range(n_in)]
     loads = [f"{c_in[i]} x{i} = a{i}[{'i' if inner_full[i] else '0'}];" for i in range(n_in)]
     lines = ["  (void)n; (void)dims;", "  long start = lo;"]
-    lines += _streaming_blocks(out_c, loads, body, outputs)
+    if "uint16_t" not in out_c:  # (GCC 12 leaves the block loop over float16 stores scalar)
+        lines += _streaming_blocks(out_c, loads, body, outputs)
     lines.append("  #pragma omp simd")
     lines.append("  for (long i = start; i < hi; i++) {")
     lines.append("    const long base = 0;")

@@ -12,7 +12,7 @@ from .. import dtypes as dt
 from ..kernels.blas_layout import blas_ready
 from ._util import half_precision, value_bytes
 
-__all__ = ["matmul_fast", "matmul_kernel", "product_workspace"]
+__all__ = ["half_gemm_runs", "matmul_fast", "matmul_kernel", "product_workspace"]
 
 
 _HALF = (dt.float16.np, dt.bfloat16.np)
@@ -59,10 +59,30 @@ def matmul_kernel(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -
     return _matmul(a, b, out, _numpy_product)
 
 
-def matmul_fast(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def matmul_fast(
+    a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None, bias: np.ndarray | None = None
+) -> np.ndarray:
     """The ``matmul`` kernel on ember's GEMM (kernels/cgemm.py: large products split over
-    ember's thread pool, no BLAS threads left spinning), equal to the reference to rounding."""
-    return _matmul(a, b, out, _ember_product)
+    ember's thread pool, no BLAS threads left spinning), equal to the reference to rounding;
+    half precision on kernels/chgemm.py (16-bit operands, float32 sums, one rounding), with
+    ``bias`` (a vector per column, half precision only) added as its own rounded addition."""
+    if a.dtype in _HALF:
+        from ..kernels import chgemm
+
+        result = chgemm.matmul(a, b, out, bias)
+        if result is not None:
+            return result
+    result = _matmul(a, b, out, _ember_product)
+    if bias is not None:
+        result += bias
+    return result
+
+
+def half_gemm_runs(value) -> bool:
+    """Whether half-precision products of ``value``'s dtype run kernels/chgemm.py."""
+    from ..kernels import chgemm
+
+    return chgemm.available(value.dtype.np)
 
 
 def product_workspace(a, b, out) -> int:
@@ -70,8 +90,8 @@ def product_workspace(a, b, out) -> int:
     ``out``: none in float32/float64 (BLAS reads the operands in place); in half precision the
     float32 copies of both operands beside the float32 product, then the product beside the
     rounded result (the copies are gone by then): ``max(2a + 2b + 2out, 3out) - out`` in the
-    half-precision sizes."""
-    if not half_precision(out):
-        return 0
+    half-precision sizes; none where kernels/chgemm.py runs them."""
+    if not half_precision(out) or half_gemm_runs(out):
+        return 0  # (kernels/chgemm.py reads the 16-bit operands in place)
     a_bytes, b_bytes, out_bytes = value_bytes(a), value_bytes(b), value_bytes(out)
     return max(2 * a_bytes + 2 * b_bytes + out_bytes, 2 * out_bytes)

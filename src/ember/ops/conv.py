@@ -23,8 +23,6 @@ size they produce: ``in_size`` (spatial size of x) and ``kernel_size``.
 
 from __future__ import annotations
 
-import functools
-
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..kernels.cconv_epilogue import Spec
@@ -161,6 +159,25 @@ def _in_compute(*arrays):
     return [a.astype(dtype, copy=False) for a in arrays]
 
 
+def _in_compute_c(*arrays):
+    """`_in_compute` with half precision widened in C (kernels/chalf.py: NumPy's float16
+    conversion runs at a fraction of memory speed)."""
+    from ..kernels import chalf
+
+    if compute_dtype(arrays[0].dtype) == arrays[0].dtype:
+        return list(arrays)
+    return [chalf.to_float32(a) for a in arrays]
+
+
+def _rounded_c(result, dtype):
+    """A float32 result rounded to the operands' half-precision ``dtype`` in C."""
+    from ..kernels import chalf
+
+    if result is None or result.dtype == dtype:
+        return result
+    return chalf.from_float32(result, dtype)
+
+
 def _compiled():
     """kernels/cconv.py (imported on first use: loading it looks for the compiler)."""
     from ..kernels import cconv
@@ -184,7 +201,10 @@ def _kernels(weight_shape, reference, compiled: str):
         return run(a, b, attrs, reference)
 
     def fast(a, b, **attrs):
-        return run(a, b, attrs, functools.partial(_depthwise_first, compiled))
+        # half precision: widened and rounded in C (kernels/chalf.py), computed in float32
+        ac, bc = _in_compute_c(a, b)
+        p = conv_geometry(attrs, *weight_shape(a, b, attrs))
+        return _rounded_c(_depthwise_first(compiled, ac, bc, p, attrs["groups"]), a.dtype)
 
     return kernel, fast
 

@@ -20,6 +20,7 @@ from . import _onnx
 from . import _onnx_elementwise as ox
 from . import api as E
 from ._data import to_array
+from ._half import elementwise_fast
 from ._registry import PUBLIC, OpDef, TensorBase, apply, constant, export, register
 from ._rules import Identity
 from ._util import (
@@ -152,6 +153,7 @@ def _unary(
             save_outputs=(0,) if save == "output" else (),
             doc=doc,
             c=c,
+            fast=None if c is None else elementwise_fast(name),
             workspace=workspace,
             onnx=onnx,
         )
@@ -456,6 +458,7 @@ def _binary(
             doc=doc,
             identity=identity,
             c=c,
+            fast=None if c is None else elementwise_fast(name),
             channel_terms=channel_terms,
             onnx=onnx,
         )

@@ -21,7 +21,7 @@ from ..errors import DTypeError, ShapeError
 from ..types import TensorType
 from . import _batching
 from . import api as E
-from ._matmul_kernels import matmul_fast, matmul_kernel, product_workspace
+from ._matmul_kernels import half_gemm_runs, matmul_fast, matmul_kernel, product_workspace
 from ._registry import Cost, OpDef, TensorBase, apply, export, register
 from ._row_blocks import gemm, relu_only, row_block_rule, rows_of
 from ._rules import ChannelWeights
@@ -57,7 +57,8 @@ def _matmul_workspace(node, layouts) -> int:
     a, b = node.inputs[0], node.inputs[1]
     workspace = product_workspace(a, b, node.outputs[0])
     if a.type.ndim > 2 and b.type.ndim == 2 and not layouts.contiguous(a):
-        workspace += value_bytes(a) * (2 if half_precision(a) else 1)
+        copy = 2 if half_precision(a) and not half_gemm_runs(a) else 1  # (float32, or 16 bits in C)
+        workspace += value_bytes(a) * copy
     return workspace
 
 
@@ -266,6 +267,9 @@ def _linear_kernel(x, weight, bias=None):
 
 
 def _linear_fast(x, weight, bias=None):
+    if x.dtype in (dt.float16.np, dt.bfloat16.np) and x.dtype == weight.dtype:
+        # half precision: the bias added in the product's store (kernels/chgemm.py)
+        return matmul_fast(x, weight.T, None, bias)
     return _linear(x, weight, bias, matmul_fast)
 
 
@@ -417,6 +421,15 @@ def _addmm_kernel(input, mat1, mat2, *, beta, alpha):
 
 
 def _addmm_fast(input, mat1, mat2, *, beta, alpha):
+    if (
+        beta == 1
+        and alpha == 1
+        and mat1.dtype in (dt.float16.np, dt.bfloat16.np)
+        and input.dtype == mat1.dtype
+        and input.shape in ((mat2.shape[-1],), (1, mat2.shape[-1]))
+        and mat1.ndim == 2
+    ):  # half precision: the bias added in the product's store (kernels/chgemm.py)
+        return matmul_fast(mat1, mat2, None, input)
     return _addmm(input, mat1, mat2, beta, alpha, matmul_fast)
 
 

@@ -32,6 +32,7 @@ from ..errors import ShapeError
 from ..types import TensorType
 from . import _batching, _onnx
 from . import api as E
+from ._half import c_runs, via_float32, widened_workspace
 from ._registry import OpDef, apply, register
 from ._util import (
     elementwise_cost,
@@ -73,7 +74,14 @@ def _half_workspace(node, layouts) -> int:
     out = node.outputs[0]
     if _c_runs(out):
         return 0
+    if half_precision(out) and _c_runs_half():
+        return widened_workspace(node)  # (the C kernels on float32 copies, ops/_half.py)
     return (8 if half_precision(out) else 3) * value_bytes(out)
+
+
+def _c_runs_half() -> bool:
+    """Whether the C kernels run half precision (on float32 copies, ops/_half.py)."""
+    return c_runs() and _fast_module().available(np.float32)
 
 
 # ------------------------------------------------------------------------------------ gelu
@@ -121,17 +129,18 @@ def _gelu_tanh_grad_kernel(x, g):
 
 
 def _fast_gelu(tanh_form):
+    # (half precision: the float32 kernel on operands widened in C, ops/_half.py)
     def fast(x):
-        return _fast_module().gelu(x, tanh_form) if x.dtype not in _HALF else None
+        return _fast_module().gelu(x, tanh_form)
 
-    return fast
+    return via_float32(fast)
 
 
 def _fast_gelu_grad(tanh_form):
     def fast(x, g):
-        return _fast_module().gelu_backward(x, g, tanh_form) if x.dtype not in _HALF else None
+        return _fast_module().gelu_backward(x, g, tanh_form)
 
-    return fast
+    return via_float32(fast)
 
 
 def _gelu_infer(name):
@@ -403,12 +412,14 @@ def _norm_grad_kernel(x, weight, g, *, eps):
     )
 
 
+@via_float32  # (half precision: widened and rounded in C, ops/_half.py)
 def _norm_fast(x, weight, bias, *, eps):
-    return None if x.dtype in _HALF else _fast_module().layer_norm(x, weight, bias, eps)
+    return _fast_module().layer_norm(x, weight, bias, eps)
 
 
+@via_float32
 def _norm_grad_fast(x, weight, g, *, eps):
-    return None if x.dtype in _HALF else _fast_module().layer_norm_backward(x, weight, g, eps)
+    return _fast_module().layer_norm_backward(x, weight, g, eps)
 
 
 def _norm_axes(x, weight):
@@ -485,6 +496,8 @@ def _norm_workspace(node, layouts) -> int:
     x = node.inputs[0]
     if _c_runs(x):
         return 0
+    if half_precision(x) and _c_runs_half():
+        return widened_workspace(node)  # (the C kernels on float32 copies, ops/_half.py)
     return 3 * value_bytes(x) * max(8 // x.dtype.itemsize, 1)
 
 

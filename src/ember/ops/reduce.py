@@ -19,6 +19,7 @@ from ..types import TensorType
 from . import _batching
 from . import _onnx_reduce as oxr
 from . import api as E
+from ._half import via_float32
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._rules import ReductionRule
 from ._util import (
@@ -121,6 +122,16 @@ def _sum_kernel(x, *, axes, keepdims):
     return np.asarray(total).astype(out_dtype)
 
 
+def _sum_fast(x, *, axes, keepdims):
+    """Half precision: the terms widened in C (kernels/chalf.py) and summed as the kernel sums
+    float32 (the reference's float32 accumulation, another order of its pairwise additions),
+    rounded once; None (the kernel) for other dtypes."""
+    return _SUM_HALF(x, axes=axes, keepdims=keepdims) if x.dtype in _HALF else None
+
+
+_SUM_HALF = via_float32(_sum_kernel)
+
+
 def _sum_blocks(shape, axes) -> tuple[tuple, tuple]:
     """``(tail, rest)``: the reduced axes after the last kept axis whose size is not 1 (rows of
     a C-contiguous array), and the other reduced axes whose size is not 1."""
@@ -144,10 +155,25 @@ def _sum_workspace(node, layouts) -> int:
     out_elements = value_bytes(out) // out.dtype.itemsize
     shape = tuple(d if isinstance(d, int) else 2 for d in x.shape)
     tail, rest = _sum_blocks(shape, node.attrs["axes"])
+    if half_precision(x):  # (`_sum_fast`: the float32 kernel on a widened copy, its result)
+        widened = (
+            4 * elements
+            + 4 * out_elements
+            + _float32_sum_workspace(elements, out_elements, shape, tail, rest)
+        )
+    else:
+        widened = 0
     if not rest:
         if not half_precision(x):
             return 0
-        return 2 * value_bytes(out) + 4 * min(elements, np.getbufsize())
+        return max(widened, 2 * value_bytes(out) + 4 * min(elements, np.getbufsize()))
+    return max(widened, _float32_sum_workspace(elements, out_elements, shape, tail, rest))
+
+
+def _float32_sum_workspace(elements, out_elements, shape, tail, rest) -> int:
+    """`_sum_kernel`'s temporaries on float32 terms (see `_sum_workspace`)."""
+    if not rest:
+        return 0
     rows = elements
     total = 0
     if tail:
@@ -163,6 +189,7 @@ _SUM = register(
         kind="reduce",
         infer=_sum_infer,
         kernel=_sum_kernel,
+        fast=_sum_fast,
         vjp=lambda c, g: (_expand_back(g, c),),
         cost=reduction_cost,
         save_inputs=(),

@@ -52,7 +52,8 @@ from ..types import TensorType
 
 __all__ = ["FUSE", "fuse_elementwise"]
 
-FUSABLE_DTYPES = (dt.float32, dt.float64, dt.bool_)
+# (half precision: 16-bit loads and stores, float arithmetic, kernels/cfuse.py)
+FUSABLE_DTYPES = (dt.float32, dt.float64, dt.bool_, dt.bfloat16, dt.float16)
 
 
 def _fusable(node) -> bool:

@@ -1,0 +1,167 @@
+"""Half-precision (bfloat16, float16) fast rules shared by the op families: NumPy has no fast
+half-precision arithmetic, so these run ember's C kernels on the 16-bit values.
+
+* `via_float32(fast32)`: an op whose NumPy kernel computes half precision in float32 and
+  rounds its results once (gelu, layer norm, softmax and their gradients) runs its float32 C
+  kernel on operands widened in C, its results rounded in C (kernels/chalf.py): the
+  reference's own arithmetic, to the float32 kernel's rounding, then one rounding.
+* `elementwise_fast(name)`: an elementwise op with a C expression runs eagerly as a one-
+  instruction fused loop (kernels/cfuse.py) reading and writing the 16-bit values, each result
+  rounded as NumPy rounds it, written into ``out=`` where generated code gives one (an arena
+  slot, or a dying operand's buffer). Operands of one shape (or 0-d) run as one flat loop over
+  a symbolic length, broadcast ones over symbolic sizes: one compiled loop per pattern of
+  broadcast dimensions serves every size.
+* `widened_workspace(node)`: the memory planner's count of `via_float32`'s float32 copies.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..symbolic import sym
+from ..types import TensorType
+
+__all__ = ["HALF", "c_runs", "elementwise_fast", "via_float32", "widened_workspace"]
+
+HALF = (dt.float16.np, dt.bfloat16.np)
+_BY_NP = {dt.float16.np: dt.float16, dt.bfloat16.np: dt.bfloat16}
+_FUSABLE = {np.dtype(np.float32): dt.float32, np.dtype(np.float64): dt.float64}
+_FUSABLE.update({np.dtype(np.bool_): dt.bool_, **_BY_NP})
+
+
+def c_runs() -> bool:
+    """Whether the half-precision fast rules run (a C compiler: kernels/chalf.py's casts)."""
+    from ..kernels import ccompile
+
+    return ccompile.compiler_available()
+
+
+def widened_workspace(node) -> int:
+    """A `via_float32` rule's temporaries beyond its results: the float32 copies of its
+    half-precision operands and its float32 results (each twice the half-precision size)."""
+    from ._util import half_precision, value_bytes
+
+    return sum(2 * value_bytes(v) for v in (*node.inputs, *node.outputs) if half_precision(v))
+
+
+def via_float32(fast32):
+    """``fast32`` (a float32 C kernel's fast rule, None where it does not apply) extended to
+    half-precision operands: those widened to float32, the results rounded back."""
+    from ..kernels import chalf
+
+    def fast(*arrays, **attrs):
+        dtype = next((a.dtype for a in arrays if isinstance(a, np.ndarray)), None)
+        if dtype not in HALF:
+            return fast32(*arrays, **attrs)
+        wide = [
+            chalf.to_float32(a) if isinstance(a, np.ndarray) and a.dtype == dtype else a
+            for a in arrays
+        ]
+        result = fast32(*wide, **attrs)
+        if result is None:
+            return None
+        if isinstance(result, tuple):
+            return tuple(chalf.from_float32(r, dtype) for r in result)
+        return chalf.from_float32(result, dtype)
+
+    fast.__name__ = getattr(fast32, "__name__", "fast")
+    return fast
+
+
+# one compiled loop per (op, attributes, operand dtypes, operand shape patterns)
+_LOOPS: dict = {}
+_SIZES = [sym(f"n{axis}") for axis in range(32)]
+
+
+def elementwise_fast(name: str):
+    """The fast rule of the elementwise op ``name`` (registered with a C expression) for
+    half-precision operands; None (the NumPy kernel runs) for any other dtype, and without a
+    compiler. Operands of one shape (or 0-d) run as one flat loop of any length; broadcast
+    ones over symbolic sizes, one loop per pattern of broadcast dimensions."""
+
+    def fast(*arrays, out=None, **attrs):
+        # ``out``: generated code's arena slot, or a dying operand's buffer (plan/arena.py):
+        # the loop reads each element before writing it (kernels/cfuse.py)
+        if not any(a.dtype in _BY_NP for a in arrays):
+            return None
+        if any(a.dtype not in _FUSABLE for a in arrays):
+            return None
+        arrays = [np.asarray(a) for a in arrays]  # (a NumPy scalar: a 0-d array)
+        shapes = {a.shape for a in arrays if a.ndim}
+        if not shapes:
+            return None  # (0-d operands only: NumPy's)
+        if len(shapes) == 1:  # one flat loop
+            (shape,) = shapes
+            n = math.prod(shape)
+            types = tuple(() if not a.ndim else (_SIZES[0],) for a in arrays)
+            run = _loop(name, attrs, arrays, types)
+            if run is None:
+                return None
+            flat = [a if not a.ndim else np.ascontiguousarray(a).reshape(n) for a in arrays]
+            into = None if out is None or not out.flags.c_contiguous else (out.reshape(n),)
+            (result,) = run(*flat, out=into)
+            return _written(result.reshape(shape), out)
+        try:
+            shape = np.broadcast_shapes(*shapes)
+        except ValueError:
+            return None
+        if len(shape) > len(_SIZES):
+            return None
+        run = _loop(name, attrs, arrays, tuple(_pattern(a.shape, shape) for a in arrays))
+        if run is None:
+            return None
+        (result,) = run(*arrays, out=None if out is None else (out,))
+        return _written(result, out)
+
+    return fast
+
+
+def _written(result, out):
+    """``result``, in ``out`` where one was given (copied there where the loop could not write
+    into it)."""
+    if out is None or result is out or np.shares_memory(result, out):
+        return result if out is None else out
+    out[...] = result
+    return out
+
+
+def _pattern(shape, out) -> tuple:
+    """``shape``'s dimensions as a loop's value type sees them: 1 where it is broadcast (or
+    the result's is 1), else its axis's symbolic size (never 1)."""
+    lead = len(out) - len(shape)
+    return tuple(
+        1 if d == 1 or out[lead + i] == 1 else _SIZES[lead + i] for i, d in enumerate(shape)
+    )
+
+
+def _loop(name, attrs, arrays, shapes):
+    """The compiled loop for these operands, or None (the op declines them, no compiler)."""
+    key = (name, tuple(sorted(attrs.items())), tuple(a.dtype for a in arrays), shapes)
+    try:
+        hash(key)
+    except TypeError:  # (an attribute that is no constant: the NumPy kernel's)
+        return None
+    if key not in _LOOPS:
+        _LOOPS[key] = _build(name, attrs, arrays, shapes)
+    return _LOOPS[key]
+
+
+def _build(name, attrs, arrays, shapes):
+    from ..kernels import cfuse
+    from ._registry import REGISTRY
+    from .program import Input, Instr
+
+    op = REGISTRY[name]
+    in_types = [TensorType(s, _FUSABLE[a.dtype]) for a, s in zip(arrays, shapes)]
+    try:
+        out_type = op.infer(*in_types, **attrs)
+    except Exception:  # (the eager call's own check raises; here the kernel decides)
+        return None
+    if out_type.dtype.np not in _FUSABLE:
+        return None
+    instr = Instr(op, tuple(Input(i) for i in range(len(arrays))), tuple(sorted(attrs.items())))
+    run = cfuse.build_program((instr,), (0,), [out_type], in_types)
+    return run

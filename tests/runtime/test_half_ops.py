@@ -1,0 +1,145 @@
+"""ops/_half.py: the half-precision fast rules agree with the ops' NumPy kernels.
+
+Elementwise ops run as one-instruction C loops over the 16-bit values: IEEE arithmetic equals
+NumPy's bit for bit (both compute in float32 and round once); functions from the C library
+within an ulp of the half type (a float32 ulp or two moving a rounding); ops whose NumPy
+kernel rounds more than once in half precision (sigmoid, rsqrt, softsign: the C expression
+rounds once) within two. gelu, layer norm, softmax, log_softmax, sum and their gradients run
+the float32 C kernels on widened operands: the float32 kernels' own agreement (1e-4 of the
+scale, as tests/ops/test_fast_rules.py holds them to) plus one rounding."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from ember.kernels import ccompile
+from ember.ops import REGISTRY
+
+pytestmark = [
+    pytest.mark.skipif(not ccompile.compiler_available(), reason="no C compiler"),
+    pytest.mark.filterwarnings("ignore::RuntimeWarning"),  # (the kernels' NaN and overflow)
+]
+
+HALF = [np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16)]
+EXACT = {"abs", "add", "div", "fmod", "maximum", "minimum", "mul", "neg", "relu", "sqrt"}
+EXACT |= {"square", "sub"}
+BINARY = {"add", "atan2", "div", "fmod", "maximum", "minimum", "mul", "sub"}
+ELEMENTWISE = sorted(
+    name
+    for name, op in REGISTRY.items()
+    if op.kind == "elementwise" and op.c is not None and op.fast is not None and name != "cast"
+)
+
+
+def _eps(dtype) -> float:
+    return float(ml_dtypes.finfo(dtype).eps)
+
+
+def _within(got, want, ulps: float, scale: float = 0.0):
+    """``got`` equals ``want`` bit for bit (``ulps`` 0) or within ``ulps`` of the half type's
+    eps of each value, plus ``scale`` absolutely; NaN where NaN, infinities equal."""
+    assert got is not None and got.dtype == want.dtype and got.shape == want.shape
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    nan = np.isnan(w)
+    np.testing.assert_array_equal(np.isnan(g), nan)
+    if ulps == 0:
+        np.testing.assert_array_equal(got.view(np.uint16)[~nan], want.view(np.uint16)[~nan])
+        return
+    finite = np.isfinite(w)
+    np.testing.assert_array_equal(g[~finite & ~nan], w[~finite & ~nan])
+    allowed = ulps * _eps(want.dtype) * np.abs(w[finite]) + scale
+    assert (np.abs(g - w)[finite] <= allowed).all(), np.abs(g - w)[finite].max()
+
+
+def _values(dtype, shape, seed=0, scale=3.0):
+    r = np.random.default_rng(seed)
+    x = (scale * r.standard_normal(shape)).astype(dtype)
+    if x.size > 8:
+        flat = x.reshape(-1)
+        flat[:4] = np.array([np.inf, -np.inf, np.nan, 0.0], np.float32).astype(dtype)
+    return x
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=["bfloat16", "float16"])
+@pytest.mark.parametrize("name", ELEMENTWISE)
+def test_elementwise_ops(name, dtype):
+    op = REGISTRY[name]
+    ulps = 0 if name in EXACT else 2 if name in ("sigmoid", "rsqrt", "softsign") else 1
+    for shape in [(0,), (1,), (13,), (300, 37), (3, 5, 7)]:
+        args = [_values(dtype, shape, seed) for seed in range(2 if name in BINARY else 1)]
+        _within(op.fast(*args), op.kernel(*args), ulps)
+    if name in BINARY:  # a 0-d operand, and non-contiguous ones
+        x, y = _values(dtype, (40, 50), 3), _values(dtype, (), 4)
+        _within(op.fast(x, y), op.kernel(x, y), ulps)
+        _within(op.fast(y, x[::2].T), op.kernel(y, x[::2].T), ulps)
+        row, column = _values(dtype, (50,), 5), _values(dtype, (40, 1), 6)
+        _within(op.fast(x, row), op.kernel(x, row), ulps)  # (broadcast rows and columns)
+        _within(op.fast(column, x), op.kernel(column, x), ulps)
+        _within(op.fast(column, row), op.kernel(column, row), ulps)
+
+
+def test_other_dtypes_decline():
+    for name in ("add", "exp"):
+        op = REGISTRY[name]
+        x = np.ones((4, 4), np.float32)
+        assert op.fast(*[x] * (2 if name == "add" else 1)) is None
+
+
+def _scale(want) -> float:
+    w = want.astype(np.float64)
+    finite = np.abs(w[np.isfinite(w)])
+    return float(finite.max()) if finite.size else 0.0
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=["bfloat16", "float16"])
+def test_float32_kernels_on_widened_operands(dtype):
+    x = _values(dtype, (64, 96), 6, 1.0)
+    g = _values(dtype, (64, 96), 7, 1.0)
+    w, b = _values(dtype, (96,), 8, 1.0), _values(dtype, (96,), 9, 1.0)
+    y = REGISTRY["softmax"].kernel(x, axis=-1, safe=False)
+    cases = [
+        ("gelu", (x,), {}),
+        ("gelu_tanh", (x,), {}),
+        ("gelu_backward", (x, g), {}),
+        ("gelu_tanh_backward", (x, g), {}),
+        ("softmax", (x,), {"axis": -1, "safe": False}),
+        ("log_softmax", (x,), {"axis": -1}),
+        ("softmax_backward", (y, g), {"axis": -1}),
+        ("log_softmax_backward", (y, g), {"axis": -1}),
+        ("layer_norm", (x, w, b), {"eps": 1e-5}),
+        ("layer_norm_backward", (x, w, g), {"eps": 1e-5}),
+        ("sum", (x,), {"axes": (1,), "keepdims": False}),
+        ("sum", (x,), {"axes": (0, 1), "keepdims": True}),
+        ("sum", (x.T,), {"axes": (0,), "keepdims": False}),
+    ]
+    for name, args, attrs in cases:
+        op = REGISTRY[name]
+        want = op.kernel(*args, **attrs)
+        got = op.fast(*args, **attrs)
+        for gv, wv in zip(
+            got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)
+        ):
+            _within(np.asarray(gv), np.asarray(wv), 1, 1e-4 * _scale(wv))
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=["bfloat16", "float16"])
+def test_elementwise_writes_into_out_and_dying_operands(dtype):
+    # generated code passes an arena slot, or an operand's own buffer, as ``out=``
+    op = REGISTRY["mul"]
+    x, y = _values(dtype, (30, 40), 10), _values(dtype, (30, 40), 11)
+    want = op.kernel(x, y)
+    out = np.empty_like(x)
+    assert op.fast(x, y, out=out) is out
+    _within(out, want, 0)
+    got = op.fast(x, y, out=x)  # (in place: each element read before it is written)
+    assert got is x
+    _within(x, want, 0)
+    strided = np.empty((30, 80), dtype)[:, ::2]  # (not contiguous: written by a copy)
+    assert op.fast(y, want, out=strided) is strided
+    _within(strided, op.kernel(y, want), 0)
+    row = _values(dtype, (40,), 12)
+    target = np.empty_like(y)
+    assert op.fast(y, row, out=target) is target
+    _within(target, op.kernel(y, row), 0)
