@@ -1,16 +1,35 @@
 """``ember.amp``: automatic mixed precision's entry points, with PyTorch's names (``torch.amp``).
 
-`GradScaler` is complete: dynamic loss scaling that multiplies the loss, unscales the gradients
-before the step, skips steps whose gradients overflowed and adapts the scale, with PyTorch's
-state_dict. It matters wherever gradients are computed in float16.
+`autocast` computes each op in the precision its policy says (PyTorch's CPU lists): products,
+convolutions and attention in the region's dtype (bfloat16 by default, or float16); losses,
+linear algebra, FFTs and a few others in float32; cat, stack and index_copy in the widest of
+their operands' dtypes; everything else in its operands' dtypes. The policy is a rule of each
+op (ops/_rules.py ``autocast``; composites declare it with ops/_autocast.py's ``autocasts``);
+this module only opens and closes regions. Casts are ordinary ``cast`` ops, so the tape records
+them and each parameter's gradient arrives in its own dtype, and a captured function
+(``ember.function``, ``ember.compile``, ``ember.trace``) holds them as graph nodes; the autocast
+state a captured function is called in is part of its cache key. The passes drop casts that
+change nothing (transforms/simplify.py, by the cast's ``noop`` and ``compose`` rules; CSE merges
+repeated ones).
 
-`autocast` decides per op which precision to compute in. ember does not do that yet (issue 22
-brings it); what works today is what programs written for GPUs do on a CPU-only machine:
-``autocast(..., enabled=False)`` is a no-op, as in PyTorch, and autocast for a device ember does
-not drive (``"cuda"``, ``"mps"``, ...) warns and disables itself, as PyTorch does when that device
-is absent. Enabling it for the CPU raises an error that says so rather than silently computing in
-float32. ``ember.cuda.amp`` (``torch.cuda.amp``'s deprecated spelling) holds the same two names
-for CUDA.
+Where PyTorch lets an op through (softmax, log_softmax, layer_norm, relu, gelu, sum, mean, exp,
+log, cumsum, batch_norm, max_pool2d, embedding, dropout, ...), ember does too: they compute in
+their operands' dtype, so ``softmax`` of a bfloat16 product is bfloat16, as in PyTorch 2.13 on
+the CPU (the issue's text asked for float32 there; PyTorch's lists win, tests/amp/ checks
+every op's dtype against torch). Where PyTorch raises (``cat`` of bfloat16 and float16 under
+bfloat16 autocast), ember raises too.
+
+Backward passes run with autocast off: each VJP computes in the dtypes its forward recorded.
+
+`GradScaler` is dynamic loss scaling that multiplies the loss, unscales the gradients before the
+step, skips steps whose gradients overflowed and adapts the scale, with PyTorch's state_dict.
+Inside a captured step (``ember.function``/``ember.compile``) its scale and growth tracker are
+state the step reads and writes, and the overflow check and the skip are graph values
+(amp_graph.py), so the step is captured once.
+
+Autocast for a device ember does not drive (``"cuda"``, ``"mps"``, ...) warns and disables
+itself, as PyTorch does when that device is absent. ``ember.cuda.amp`` (``torch.cuda.amp``'s
+deprecated spelling) holds the same two names for CUDA.
 """
 
 from __future__ import annotations
@@ -21,11 +40,21 @@ import warnings
 
 import numpy as np
 
+from . import dtypes as dt
 from .errors import EmberError
 from .grad_mode import no_grad
+from .ops import _autocast as _ac
 from .tensor import Tensor
 
-__all__ = ["GradScaler", "autocast", "is_autocast_available"]
+__all__ = [
+    "GradScaler",
+    "autocast",
+    "custom_bwd",
+    "custom_fwd",
+    "get_autocast_dtype",
+    "is_autocast_available",
+    "is_autocast_enabled",
+]
 
 _GPU_TYPES = ("cuda", "mps", "xpu", "hpu", "xla", "mtia", "meta")
 
@@ -36,13 +65,35 @@ def _device_type(device) -> str:
 
 
 def is_autocast_available(device_type: str) -> bool:
-    """False: ember has no per-op precision policy yet (issue 22)."""
-    return False
+    """True for ``"cpu"``: the one device ember computes on."""
+    return _device_type(device_type) == "cpu"
+
+
+def is_autocast_enabled(device_type: str = "cpu") -> bool:
+    """Whether this thread is inside an enabled autocast region for ``device_type``."""
+    return _device_type(device_type) == "cpu" and _ac.region() is not None
+
+
+def get_autocast_dtype(device_type: str = "cpu"):
+    """The dtype autocast casts to for ``device_type`` (bfloat16 for the CPU unless a region
+    set another; GPU types answer float16, as PyTorch's defaults)."""
+    return _ac.local.dtype if _device_type(device_type) == "cpu" else dt.float16
+
+
+def is_autocast_cache_enabled() -> bool:
+    return _ac.local.cache_enabled
+
+
+def clear_autocast_cache() -> None:
+    _ac.clear_cache()
 
 
 class autocast:
     """``torch.autocast(device_type, dtype=None, enabled=True, cache_enabled=None)``; a context
-    manager and a decorator. See the module docstring for what ember does with it."""
+    manager and a decorator, its state per thread; regions nest and ``enabled=False`` inside
+    one turns it off until it ends. ``dtype`` None: the current autocast dtype (bfloat16 at
+    first); the CPU takes bfloat16 and float16, another dtype warns and disables, as PyTorch.
+    ``cache_enabled`` None: the current setting (on at first)."""
 
     def __init__(self, device_type, dtype=None, enabled: bool = True, cache_enabled=None):
         kind = _device_type(device_type)
@@ -51,7 +102,11 @@ class autocast:
                 f"expected a device type such as 'cpu' or 'cuda', got {device_type!r}",
                 op="ember.autocast",
             )
-        self.device_type, self.fast_dtype = kind, dtype
+        self.device = self.device_type = kind
+        self.fast_dtype = get_autocast_dtype(kind) if dtype is None else dt.as_dtype(dtype)
+        self._cache_enabled = (
+            _ac.local.cache_enabled if cache_enabled is None else bool(cache_enabled)
+        )
         enabled = bool(enabled)
         if enabled and kind != "cpu":
             warnings.warn(
@@ -61,19 +116,40 @@ class autocast:
                 stacklevel=2,
             )
             enabled = False
-        if enabled:
-            raise EmberError(
-                "autocast on the CPU is not implemented yet: ember does not choose a precision "
-                "per op (issue 22). Pass enabled=False, or cast the model and its inputs "
-                "explicitly with .to(ember.bfloat16)",
-                op="ember.autocast",
+        if enabled and self.fast_dtype not in _ac.SUPPORTED:
+            warnings.warn(
+                "In CPU autocast, but the target dtype is not supported. Disabling autocast.\n"
+                "CPU Autocast only supports dtypes of ember.bfloat16, ember.float16 currently.",
+                UserWarning,
+                stacklevel=2,
             )
-        self.enabled = False
+            enabled = False
+        self._enabled = enabled
+        self._saved: list = []  # one entry per entry into the region (a decorator recurses)
+
+    @property
+    def enabled(self) -> bool:
+        return self._enabled
 
     def __enter__(self):
+        if self.device_type != "cpu":
+            return self
+        local = _ac.local
+        region = _ac.Region(self.fast_dtype, self._cache_enabled) if self._enabled else None
+        self._saved.append((_ac.set_region(region), local.dtype, local.cache_enabled))
+        local.dtype, local.cache_enabled = self.fast_dtype, self._cache_enabled
+        local.nesting += 1
         return self
 
     def __exit__(self, *exc):
+        if self.device_type != "cpu":
+            return False
+        local = _ac.local
+        local.nesting -= 1
+        if local.nesting == 0:
+            _ac.clear_cache()  # the weight casts live as long as the outermost region
+        region, local.dtype, local.cache_enabled = self._saved.pop()
+        _ac.set_region(region)
         return False
 
     def __call__(self, fn):
@@ -83,6 +159,53 @@ class autocast:
                 return fn(*args, **kwargs)
 
         return wrapper
+
+
+def custom_fwd(fwd=None, *, device_type: str = "cpu", cast_inputs=None):
+    """For an ``autograd.Function``'s ``forward``, as ``torch.amp.custom_fwd``: it records the
+    autocast state for `custom_bwd`; with ``cast_inputs`` (a dtype) inside an enabled region,
+    it casts the float tensor arguments to it and runs the forward with autocast off."""
+    if fwd is None:
+        return functools.partial(custom_fwd, device_type=device_type, cast_inputs=cast_inputs)
+    if not isinstance(device_type, str):
+        raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
+
+    @functools.wraps(fwd)
+    def decorate_fwd(*args, **kwargs):
+        ctx = args[0]
+        region = _ac.region() if _device_type(device_type) == "cpu" else None
+        ctx._fwd_used_autocast = region
+        if cast_inputs is None or region is None:
+            return fwd(*args, **kwargs)
+        target = dt.as_dtype(cast_inputs)
+
+        def cast(a):
+            if isinstance(a, Tensor) and a.dtype in (dt.float32, dt.float16, dt.bfloat16):
+                return a.to(target)
+            return a
+
+        with _ac.suspended():
+            return fwd(*map(cast, args), **{k: cast(v) for k, v in kwargs.items()})
+
+    return decorate_fwd
+
+
+def custom_bwd(bwd=None, *, device_type: str = "cpu"):
+    """For an ``autograd.Function``'s ``backward``, as ``torch.amp.custom_bwd``: it runs in the
+    autocast state its forward ran in."""
+    if bwd is None:
+        return functools.partial(custom_bwd, device_type=device_type)
+
+    @functools.wraps(bwd)
+    def decorate_bwd(*args, **kwargs):
+        region = getattr(args[0], "_fwd_used_autocast", None)
+        previous = _ac.set_region(region)
+        try:
+            return bwd(*args, **kwargs)
+        finally:
+            _ac.set_region(previous)
+
+    return decorate_bwd
 
 
 class GradScaler:
