@@ -53,6 +53,7 @@ from .. import autograd
 from ..errors import EmberError
 from ..graph.ir import Graph
 from ..nn._tables import tables_version
+from ..ops._autocast import state_key as autocast_state
 from ..runtime.executors import DEFAULT_EXECUTOR
 from ..tensor import Tensor
 from .call_guard import CallGuard
@@ -157,8 +158,8 @@ class Function:
 
     # ------------------------------------------------------------------------------ keys
     def _key(self, leaves, names, structure, reach) -> CallKey:
-        labels = ["the Python arguments and the arguments' structure", "grad mode"]
-        values = [structure, autograd.is_grad_enabled()]
+        labels = ["the Python arguments and the arguments' structure", "grad mode", "autocast"]
+        values = [structure, autograd.is_grad_enabled(), autocast_state()]
         specs = self.input_signature
         if specs is not None and len(specs) != len(leaves):
             raise EmberError(

@@ -207,3 +207,11 @@ def suspended():
 
 def clear_cache() -> None:
     local.cache.clear()
+
+
+def state_key():
+    """What a captured function's graph depends on: the enabled region's dtype, or None (part
+    of ember.function's cache key: a call inside a region must not reuse a graph captured
+    outside one, nor one of another dtype)."""
+    r = _state.autocast
+    return None if r is None else r.dtype
