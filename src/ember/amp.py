@@ -44,6 +44,8 @@ from . import dtypes as dt
 from .errors import EmberError
 from .grad_mode import no_grad
 from .ops import _autocast as _ac
+from .ops import api as E
+from .ops._registry import TensorBase, building_graph
 from .tensor import Tensor
 
 __all__ = [
@@ -211,12 +213,22 @@ def custom_bwd(bwd=None, *, device_type: str = "cpu"):
 class GradScaler:
     """Dynamic loss scaling, as ``torch.amp.GradScaler``: ``scaler.scale(loss).backward()``,
     then ``scaler.step(optimizer)`` (which unscales the gradients unless `unscale_` already
-    did, and skips the step when any gradient is inf or NaN), then ``scaler.update()`` (halve
-    the scale after an overflow, double it after ``growth_interval`` clean steps). Disabled
-    (``enabled=False``, or a device ember does not drive) every method passes through.
+    did, and skips the step when any gradient is inf or NaN), then ``scaler.update()`` (scale
+    times ``backoff_factor`` after an overflow, times ``growth_factor`` after
+    ``growth_interval`` clean steps). Disabled (``enabled=False``, or a device ember does not
+    drive) every method passes through.
 
-    Differences from PyTorch: the scale is a Python float (PyTorch keeps a one-element tensor on
-    the device); `get_scale` returns it either way, and state_dict holds the same keys."""
+    The scale and the growth tracker are 0-d tensors (float32 and int32, as PyTorch's), updated
+    in place, so a captured training step (``ember.function``/``ember.compile`` of a function
+    that reaches the scaler through its closure, globals or arguments) reads and writes them
+    as state, and captures once: there the overflow flag is a graph value, `step` runs the
+    optimizer's update and keeps each parameter and buffer's old value where the flag is set
+    (a select), and `update` computes the new scale with selects. Eagerly, `step` skips the
+    optimizer's update in Python, as PyTorch. The factors and the interval are baked into a
+    captured step. One difference remains in a captured step: a skipped step that would have
+    been an optimizer's first leaves the buffers it created at zero where PyTorch creates them
+    on the next step (the same state for optimizers whose fresh state is zeros: SGD without
+    dampening, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, RAdam)."""
 
     def __init__(
         self,
@@ -241,11 +253,12 @@ class GradScaler:
         if not 0.0 < backoff_factor < 1.0:
             raise ValueError("The backoff factor must be < 1.0.")
         self._enabled = bool(enabled)
-        self._scale = float(init_scale)
+        self._init_scale = float(init_scale)
+        self._scale = _eager_tensor(np.array(init_scale, np.float32))
         self._growth_factor = float(growth_factor)
         self._backoff_factor = float(backoff_factor)
         self._growth_interval = int(growth_interval)
-        self._growth_tracker = 0
+        self._growth_tracker = _eager_tensor(np.array(0, np.int32))
         self._per_optimizer: dict[int, dict] = {}  # id(optimizer) -> {"unscaled", "found_inf"}
 
     # ------------------------------------------------------------------ the scale
@@ -253,7 +266,7 @@ class GradScaler:
         return self._enabled
 
     def get_scale(self) -> float:
-        return self._scale if self._enabled else 1.0
+        return float(self._scale.item()) if self._enabled else 1.0
 
     def get_growth_factor(self) -> float:
         return self._growth_factor
@@ -273,11 +286,14 @@ class GradScaler:
     def set_growth_interval(self, value: int) -> None:
         self._growth_interval = int(value)
 
+    def _get_growth_tracker(self) -> int:
+        return int(self._growth_tracker.item()) if self._enabled else 0
+
     def scale(self, outputs):
         """``outputs`` (a tensor, or lists/tuples/dicts of them) times the scale."""
         if not self._enabled:
             return outputs
-        if isinstance(outputs, Tensor):
+        if isinstance(outputs, TensorBase):  # (an eager tensor, or a captured one)
             return outputs * self._scale
         if isinstance(outputs, (list, tuple)):
             return type(outputs)(self.scale(o) for o in outputs)
@@ -291,7 +307,7 @@ class GradScaler:
 
     def unscale_(self, optimizer) -> None:
         """Divide ``optimizer``'s gradients by the scale, in place (to clip them, say), and note
-        whether any is inf or NaN. Once per optimizer per step."""
+        whether any is inf or NaN (a 0-d bool tensor). Once per optimizer per step."""
         if not self._enabled:
             return
         state = self._state(optimizer)
@@ -301,21 +317,21 @@ class GradScaler:
             )
         if state["stepped"]:
             raise RuntimeError("unscale_() is being called after step().")
-        inverse = 1.0 / self._scale
-        found_inf = False
         with no_grad():
+            inverse = E.reciprocal(self._scale.double()).float()  # PyTorch's, in float32
+            found_inf = E.zeros((), dtype=dt.bool_)
             for group in optimizer.param_groups:
                 for p in group["params"]:
                     if p.grad is None:
                         continue
-                    p.grad.mul_(inverse)
-                    if not np.isfinite(np.asarray(p.grad._data)).all():
-                        found_inf = True
+                    p.grad.mul_(inverse.to(p.grad.dtype))
+                    found_inf = E.logical_or(found_inf, E.logical_not(E.all(E.isfinite(p.grad))))
         state["unscaled"], state["found_inf"] = True, found_inf
 
     def step(self, optimizer, *args, **kwargs):
         """Unscale (unless done) and step ``optimizer`` unless a gradient overflowed; returns
-        what ``optimizer.step`` returned, or None when the step was skipped."""
+        what ``optimizer.step`` returned, or None when the step was skipped (captured: what
+        it returned, the skip being a select of the old values)."""
         if not self._enabled:
             return optimizer.step(*args, **kwargs)
         if "closure" in kwargs:
@@ -326,7 +342,9 @@ class GradScaler:
         if not state["unscaled"]:
             self.unscale_(optimizer)
         state["stepped"] = True
-        if state["found_inf"]:
+        if building_graph():
+            return _select_step(optimizer, state["found_inf"], args, kwargs)
+        if bool(state["found_inf"].item()):
             return None
         return optimizer.step(*args, **kwargs)
 
@@ -334,35 +352,48 @@ class GradScaler:
         """Adapt the scale to the steps since the last update (or set ``new_scale``)."""
         if not self._enabled:
             return
-        if new_scale is not None:
-            value = float(new_scale.item() if isinstance(new_scale, Tensor) else new_scale)
-            if not math.isfinite(value) or value <= 0:
-                raise ValueError(f"new_scale must be a positive finite number, got {new_scale}")
-            self._scale = value
-        else:
-            found = [s["found_inf"] for s in self._per_optimizer.values() if "found_inf" in s]
-            if not found:
-                raise AssertionError("No inf checks were recorded prior to update.")
-            if any(found):
-                self._scale *= self._backoff_factor
-                self._growth_tracker = 0
+        with no_grad():
+            if new_scale is not None:
+                if isinstance(new_scale, TensorBase):
+                    self._scale.copy_(new_scale.reshape(()).float())
+                else:
+                    value = float(new_scale)
+                    if not math.isfinite(value) or value <= 0:
+                        raise ValueError(
+                            f"new_scale must be a positive finite number, got {new_scale}"
+                        )
+                    self._scale.fill_(value)
             else:
-                self._growth_tracker += 1
-                if self._growth_tracker == self._growth_interval:
-                    self._scale *= self._growth_factor
-                    self._growth_tracker = 0
+                found = [s["found_inf"] for s in self._per_optimizer.values() if "found_inf" in s]
+                if not found:
+                    raise AssertionError("No inf checks were recorded prior to update.")
+                self._update_scale(functools.reduce(E.logical_or, found))
         self._per_optimizer.clear()
+
+    def _update_scale(self, found_inf) -> None:
+        """PyTorch's ``_amp_update_scale_``, in selects: after an overflow the scale backs off
+        and the tracker restarts; else the tracker counts, and at the interval the scale grows
+        (unless growing overflows float32) and the tracker restarts."""
+        scale, tracker = self._scale, self._growth_tracker
+        counted = tracker + 1
+        grows = counted >= self._growth_interval
+        grown = scale * self._growth_factor
+        grown = E.where(E.logical_and(grows, E.isfinite(grown)), grown, scale)
+        new_scale = E.where(found_inf, scale * self._backoff_factor, grown)
+        new_tracker = E.where(E.logical_or(found_inf, grows), E.zeros_like(counted), counted)
+        scale.copy_(new_scale)
+        tracker.copy_(new_tracker.to(tracker.dtype))
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:
         if not self._enabled:
             return {}
         return {
-            "scale": self._scale,
+            "scale": self.get_scale(),
             "growth_factor": self._growth_factor,
             "backoff_factor": self._backoff_factor,
             "growth_interval": self._growth_interval,
-            "_growth_tracker": self._growth_tracker,
+            "_growth_tracker": self._get_growth_tracker(),
         }
 
     def load_state_dict(self, state_dict: dict) -> None:
@@ -374,12 +405,43 @@ class GradScaler:
                 "from a disabled instance of GradScaler."
             )
         scale = state_dict["scale"]
-        self._scale = float(scale.item() if isinstance(scale, Tensor) else scale)
+        tracker = state_dict["_growth_tracker"]
+        with no_grad():
+            self._scale.fill_(float(scale.item() if isinstance(scale, Tensor) else scale))
+            self._growth_tracker.fill_(
+                int(tracker.item() if isinstance(tracker, Tensor) else tracker)
+            )
         self._growth_factor = float(state_dict["growth_factor"])
         self._backoff_factor = float(state_dict["backoff_factor"])
         self._growth_interval = int(state_dict["growth_interval"])
-        tracker = state_dict["_growth_tracker"]
-        self._growth_tracker = int(tracker.item() if isinstance(tracker, Tensor) else tracker)
+
+
+def _eager_tensor(array) -> Tensor:
+    return Tensor._wrap(array)
+
+
+def _select_step(optimizer, found_inf, args, kwargs):
+    """``optimizer.step`` while a graph is captured, its effect undone where ``found_inf``:
+    every parameter and state buffer takes back its value from before the step; buffers the
+    step created start at zero (see `GradScaler`)."""
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    held = [p for p in params if p.grad is not None]
+    before = {}
+    with no_grad():
+        for p in held:
+            before[id(p)] = (p, p.clone())
+            for value in optimizer.state.get(p, {}).values():
+                if isinstance(value, TensorBase):
+                    before[id(value)] = (value, value.clone())
+    result = optimizer.step(*args, **kwargs)
+    with no_grad():
+        for p in held:
+            for value in optimizer.state.get(p, {}).values():
+                if isinstance(value, TensorBase) and id(value) not in before:
+                    value.copy_(E.where(found_inf, E.zeros_like(value), value))
+        for t, old in before.values():
+            t.copy_(E.where(found_inf, old, t))
+    return result
 
 
 class _CudaAmp:

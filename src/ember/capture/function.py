@@ -158,8 +158,8 @@ class Function:
 
     # ------------------------------------------------------------------------------ keys
     def _key(self, leaves, names, structure, reach) -> CallKey:
-        labels = ["the Python arguments and the arguments' structure", "grad mode", "autocast"]
-        values = [structure, autograd.is_grad_enabled(), autocast_state()]
+        labels = ["the Python arguments and the arguments' structure", "grad mode"]
+        values = [structure, autograd.is_grad_enabled()]
         specs = self.input_signature
         if specs is not None and len(specs) != len(leaves):
             raise EmberError(
@@ -174,7 +174,10 @@ class Function:
             labels.append(f"argument {names[i]}")
             values.append(tensor_component(t, spec))
         state_labels, state_values = state_signature(reach)
-        return CallKey(lambda: labels + state_labels(), values + state_values)
+        return CallKey(
+            lambda: labels + state_labels() + ["autocast"],
+            values + state_values + [autocast_state()],
+        )
 
     # ------------------------------------------------------------------------------ calls
     def __call__(self, *args, **kwargs):
