@@ -24,8 +24,8 @@ Backward passes run with autocast off: each VJP computes in the dtypes its forwa
 `GradScaler` is dynamic loss scaling that multiplies the loss, unscales the gradients before the
 step, skips steps whose gradients overflowed and adapts the scale, with PyTorch's state_dict.
 Inside a captured step (``ember.function``/``ember.compile``) its scale and growth tracker are
-state the step reads and writes, and the overflow check and the skip are graph values
-(amp_graph.py), so the step is captured once.
+state the step reads and writes, and the overflow check and the skip are graph values (a
+select), so the step is captured once.
 
 Autocast for a device ember does not drive (``"cuda"``, ``"mps"``, ...) warns and disables
 itself, as PyTorch does when that device is absent. ``ember.cuda.amp`` (``torch.cuda.amp``'s
