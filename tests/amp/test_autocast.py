@@ -258,3 +258,14 @@ def test_compiled_training_step_under_autocast_matches_eager():
     np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-6)
     for a, b in zip(results[0][1], results[1][1]):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_in_place_variants_are_not_autocast_as_torch():
+    results = {}
+    for lib in (ember, torch):
+        x, a = lib.ones(2, 2), lib.full((2, 2), 1 / 3)
+        with lib.autocast("cpu"):
+            x.addmm_(a, a)  # addmm is on the list, addmm_ is not: computed in float32
+        results[lib.__name__] = (str(x.dtype).split(".")[-1], x.numpy())
+    assert results["ember"][0] == results["torch"][0] == "float32"
+    np.testing.assert_allclose(results["ember"][1], results["torch"][1], rtol=2**-22)
