@@ -72,7 +72,8 @@ def is_autocast_available(device_type: str) -> bool:
 
 
 def is_autocast_enabled(device_type: str = "cpu") -> bool:
-    """Whether this thread is inside an enabled autocast region for ``device_type``."""
+    """Whether this thread is inside an enabled autocast region for ``device_type`` (the CPU
+    when not given: PyTorch's legacy no-argument form asks about CUDA, which ember lacks)."""
     return _device_type(device_type) == "cpu" and _ac.region() is not None
 
 
