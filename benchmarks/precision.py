@@ -16,7 +16,7 @@ float32 and with ``--amp bf16`` and ``--amp fp16``, the same seed: the test accu
 differences from float32, in points (issue 22 asks for within 0.3). Minutes per epoch.
 
     python benchmarks/precision.py [--models cnn,transformer] [--steps 5] [--rounds 3]
-    python benchmarks/precision.py --train-accuracy [--epochs 1]
+    python benchmarks/precision.py --train-accuracy [--epochs 1] [--amp bf16,fp16]
 """
 
 from __future__ import annotations
@@ -119,12 +119,12 @@ def bench_model(name: str, steps: int, rounds: int, torch) -> None:
         print(line, flush=True)
 
 
-def train_accuracy(epochs: int) -> None:
+def train_accuracy(epochs: int, amps: list) -> None:
     from ember.train import TrainConfig, run
 
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for amp in (None, "bf16", "fp16"):
+        for amp in [None, *amps]:
             start = time.perf_counter()
             result = run(
                 TrainConfig(
@@ -156,11 +156,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--train-accuracy", action="store_true")
     parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--amp", default="bf16,fp16", help="the --amp settings to compare")
     args = parser.parse_args()
     warnings.simplefilter("ignore", RuntimeWarning)  # float16 overflows the scaler skips
     print(f"CPU: {cpu_model()}; {os.cpu_count()} CPUs; medians of {args.rounds} rounds")
     if args.train_accuracy:
-        train_accuracy(args.epochs)
+        train_accuracy(args.epochs, args.amp.split(","))
         return
     try:
         import torch
