@@ -203,3 +203,37 @@ def test_resuming_with_nothing_left_to_train_is_refused(one_epoch, tmp_path):
     with pytest.raises(TrainConfigError, match="already holds 1 epoch.*--stop-after asks for 1"):
         run(TrainConfig(checkpoint=str(out), resume=str(path), stop_after=1, **settings))
     assert not out.exists()
+
+
+@pytest.fixture(scope="module")
+def float32_digits(tmp_path_factory):
+    path = tmp_path_factory.mktemp("f32") / "run.ckpt"
+    return run(TrainConfig(model="cnn", epochs=3, progress=False, checkpoint=str(path)))
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_amp_training_learns_as_float32_does(float32_digits, tmp_path, capsys, precision):
+    checkpoint = tmp_path / "amp.ckpt"
+    code = cli.main(
+        ["train", "--epochs", "3", "--amp", precision, "--checkpoint", str(checkpoint)]
+        + ["--no-progress"]
+    )
+    assert code == 0
+    accuracy = float(capsys.readouterr().out.split("test accuracy:")[1].split("%")[0]) / 100
+    # the same seed and schedule: within a few of digits' 355 test images of float32's
+    # (benchmarks/precision.py compares Fashion-MNIST's full runs)
+    assert abs(accuracy - float32_digits.test_accuracy) <= 5 / 355, accuracy
+    state = ember.load(checkpoint)
+    assert state["config"]["amp"] == precision
+    assert bool(state["scaler"]) == (precision == "fp16")  # loss scaling for float16 only
+    assert all(v.dtype == ember.float32 for v in state["model"].values())
+    with pytest.raises(ember.errors.CheckpointError, match="amp"):
+        run(
+            TrainConfig(
+                model="cnn",
+                epochs=3,
+                progress=False,
+                resume=str(checkpoint),
+                checkpoint=str(tmp_path / "other.ckpt"),
+            )
+        )

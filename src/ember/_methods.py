@@ -7,7 +7,9 @@ table below is the only place that maps Python syntax to ops.
 from __future__ import annotations
 
 from .errors import DTypeError
+from .ops import _autocast
 from .ops._registry import INPLACE, METHODS, PUBLIC, TensorBase
+from .ops._registry import _state as _registry_state
 from .tensor import Tensor
 
 
@@ -36,7 +38,10 @@ def _late(name):
 
 def _inplace(method_name, fn):
     def method(self, *args, **kwargs):
-        return self._inplace(method_name, fn, *args, **kwargs)
+        if _registry_state.autocast is None:
+            return self._inplace(method_name, fn, *args, **kwargs)
+        with _autocast.suspended():  # (PyTorch's autocast lists hold no in-place op)
+            return self._inplace(method_name, fn, *args, **kwargs)
 
     method.__name__ = method_name
     method.__doc__ = f"In-place version of ``{method_name[:-1]}``: writes the result into self."

@@ -1,16 +1,35 @@
 """``ember.amp``: automatic mixed precision's entry points, with PyTorch's names (``torch.amp``).
 
-`GradScaler` is complete: dynamic loss scaling that multiplies the loss, unscales the gradients
-before the step, skips steps whose gradients overflowed and adapts the scale, with PyTorch's
-state_dict. It matters wherever gradients are computed in float16.
+`autocast` computes each op in the precision its policy says (PyTorch's CPU lists): products,
+convolutions and attention in the region's dtype (bfloat16 by default, or float16); losses,
+linear algebra, FFTs and a few others in float32; cat, stack and index_copy in the widest of
+their operands' dtypes; everything else in its operands' dtypes. The policy is a rule of each
+op (ops/_rules.py ``autocast``; composites declare it with ops/_autocast.py's ``autocasts``);
+this module only opens and closes regions. Casts are ordinary ``cast`` ops, so the tape records
+them and each parameter's gradient arrives in its own dtype, and a captured function
+(``ember.function``, ``ember.compile``, ``ember.trace``) holds them as graph nodes; the autocast
+state a captured function is called in is part of its cache key. The passes drop casts that
+change nothing (transforms/simplify.py, by the cast's ``noop`` and ``compose`` rules; CSE merges
+repeated ones).
 
-`autocast` decides per op which precision to compute in. ember does not do that yet (issue 22
-brings it); what works today is what programs written for GPUs do on a CPU-only machine:
-``autocast(..., enabled=False)`` is a no-op, as in PyTorch, and autocast for a device ember does
-not drive (``"cuda"``, ``"mps"``, ...) warns and disables itself, as PyTorch does when that device
-is absent. Enabling it for the CPU raises an error that says so rather than silently computing in
-float32. ``ember.cuda.amp`` (``torch.cuda.amp``'s deprecated spelling) holds the same two names
-for CUDA.
+Where PyTorch lets an op through (softmax, log_softmax, layer_norm, relu, gelu, sum, mean, exp,
+log, cumsum, batch_norm, max_pool2d, embedding, dropout, ...), ember does too: they compute in
+their operands' dtype, so ``softmax`` of a bfloat16 product is bfloat16, as in PyTorch 2.13 on
+the CPU (the issue's text asked for float32 there; PyTorch's lists win, tests/amp/ checks
+every op's dtype against torch). Where PyTorch raises (``cat`` of bfloat16 and float16 under
+bfloat16 autocast), ember raises too.
+
+Backward passes run with autocast off: each VJP computes in the dtypes its forward recorded.
+
+`GradScaler` is dynamic loss scaling that multiplies the loss, unscales the gradients before the
+step, skips steps whose gradients overflowed and adapts the scale, with PyTorch's state_dict.
+Inside a captured step (``ember.function``/``ember.compile``) its scale and growth tracker are
+state the step reads and writes, and the overflow check and the skip are graph values (a
+select), so the step is captured once.
+
+Autocast for a device ember does not drive (``"cuda"``, ``"mps"``, ...) warns and disables
+itself, as PyTorch does when that device is absent. ``ember.cuda.amp`` (``torch.cuda.amp``'s
+deprecated spelling) holds the same two names for CUDA.
 """
 
 from __future__ import annotations
@@ -21,11 +40,23 @@ import warnings
 
 import numpy as np
 
+from . import dtypes as dt
 from .errors import EmberError
 from .grad_mode import no_grad
+from .ops import _autocast as _ac
+from .ops import api as E
+from .ops._registry import TensorBase, building_graph
 from .tensor import Tensor
 
-__all__ = ["GradScaler", "autocast", "is_autocast_available"]
+__all__ = [
+    "GradScaler",
+    "autocast",
+    "custom_bwd",
+    "custom_fwd",
+    "get_autocast_dtype",
+    "is_autocast_available",
+    "is_autocast_enabled",
+]
 
 _GPU_TYPES = ("cuda", "mps", "xpu", "hpu", "xla", "mtia", "meta")
 
@@ -36,13 +67,36 @@ def _device_type(device) -> str:
 
 
 def is_autocast_available(device_type: str) -> bool:
-    """False: ember has no per-op precision policy yet (issue 22)."""
-    return False
+    """True for ``"cpu"``: the one device ember computes on."""
+    return _device_type(device_type) == "cpu"
+
+
+def is_autocast_enabled(device_type: str = "cpu") -> bool:
+    """Whether this thread is inside an enabled autocast region for ``device_type`` (the CPU
+    when not given: PyTorch's legacy no-argument form asks about CUDA, which ember lacks)."""
+    return _device_type(device_type) == "cpu" and _ac.region() is not None
+
+
+def get_autocast_dtype(device_type: str = "cpu"):
+    """The dtype autocast casts to for ``device_type`` (bfloat16 for the CPU unless a region
+    set another; GPU types answer float16, as PyTorch's defaults)."""
+    return _ac.local.dtype if _device_type(device_type) == "cpu" else dt.float16
+
+
+def is_autocast_cache_enabled() -> bool:
+    return _ac.local.cache_enabled
+
+
+def clear_autocast_cache() -> None:
+    _ac.clear_cache()
 
 
 class autocast:
     """``torch.autocast(device_type, dtype=None, enabled=True, cache_enabled=None)``; a context
-    manager and a decorator. See the module docstring for what ember does with it."""
+    manager and a decorator, its state per thread; regions nest and ``enabled=False`` inside
+    one turns it off until it ends. ``dtype`` None: the current autocast dtype (bfloat16 at
+    first); the CPU takes bfloat16 and float16, another dtype warns and disables, as PyTorch.
+    ``cache_enabled`` None: the current setting (on at first)."""
 
     def __init__(self, device_type, dtype=None, enabled: bool = True, cache_enabled=None):
         kind = _device_type(device_type)
@@ -51,7 +105,11 @@ class autocast:
                 f"expected a device type such as 'cpu' or 'cuda', got {device_type!r}",
                 op="ember.autocast",
             )
-        self.device_type, self.fast_dtype = kind, dtype
+        self.device = self.device_type = kind
+        self.fast_dtype = get_autocast_dtype(kind) if dtype is None else dt.as_dtype(dtype)
+        self._cache_enabled = (
+            _ac.local.cache_enabled if cache_enabled is None else bool(cache_enabled)
+        )
         enabled = bool(enabled)
         if enabled and kind != "cpu":
             warnings.warn(
@@ -61,19 +119,40 @@ class autocast:
                 stacklevel=2,
             )
             enabled = False
-        if enabled:
-            raise EmberError(
-                "autocast on the CPU is not implemented yet: ember does not choose a precision "
-                "per op (issue 22). Pass enabled=False, or cast the model and its inputs "
-                "explicitly with .to(ember.bfloat16)",
-                op="ember.autocast",
+        if enabled and self.fast_dtype not in _ac.SUPPORTED:
+            warnings.warn(
+                "In CPU autocast, but the target dtype is not supported. Disabling autocast.\n"
+                "CPU Autocast only supports dtypes of ember.bfloat16, ember.float16 currently.",
+                UserWarning,
+                stacklevel=2,
             )
-        self.enabled = False
+            enabled = False
+        self._enabled = enabled
+        self._saved: list = []  # one entry per entry into the region (a decorator recurses)
+
+    @property
+    def enabled(self) -> bool:
+        return self._enabled
 
     def __enter__(self):
+        if self.device_type != "cpu":
+            return self
+        local = _ac.local
+        region = _ac.Region(self.fast_dtype, self._cache_enabled) if self._enabled else None
+        self._saved.append((_ac.set_region(region), local.dtype, local.cache_enabled))
+        local.dtype, local.cache_enabled = self.fast_dtype, self._cache_enabled
+        local.nesting += 1
         return self
 
     def __exit__(self, *exc):
+        if self.device_type != "cpu":
+            return False
+        local = _ac.local
+        local.nesting -= 1
+        if local.nesting == 0:
+            _ac.clear_cache()  # the weight casts live as long as the outermost region
+        region, local.dtype, local.cache_enabled = self._saved.pop()
+        _ac.set_region(region)
         return False
 
     def __call__(self, fn):
@@ -85,15 +164,72 @@ class autocast:
         return wrapper
 
 
+def custom_fwd(fwd=None, *, device_type: str = "cpu", cast_inputs=None):
+    """For an ``autograd.Function``'s ``forward``, as ``torch.amp.custom_fwd``: it records the
+    autocast state for `custom_bwd`; with ``cast_inputs`` (a dtype) inside an enabled region,
+    it casts the float tensor arguments to it and runs the forward with autocast off."""
+    if fwd is None:
+        return functools.partial(custom_fwd, device_type=device_type, cast_inputs=cast_inputs)
+    if not isinstance(device_type, str):
+        raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
+
+    @functools.wraps(fwd)
+    def decorate_fwd(*args, **kwargs):
+        ctx = args[0]
+        region = _ac.region() if _device_type(device_type) == "cpu" else None
+        ctx._fwd_used_autocast = region
+        if cast_inputs is None or region is None:
+            return fwd(*args, **kwargs)
+        target = dt.as_dtype(cast_inputs)
+
+        def cast(a):
+            if isinstance(a, Tensor) and a.dtype in (dt.float32, dt.float16, dt.bfloat16):
+                return a.to(target)
+            return a
+
+        with _ac.suspended():
+            return fwd(*map(cast, args), **{k: cast(v) for k, v in kwargs.items()})
+
+    return decorate_fwd
+
+
+def custom_bwd(bwd=None, *, device_type: str = "cpu"):
+    """For an ``autograd.Function``'s ``backward``, as ``torch.amp.custom_bwd``: it runs in the
+    autocast state its forward ran in."""
+    if bwd is None:
+        return functools.partial(custom_bwd, device_type=device_type)
+
+    @functools.wraps(bwd)
+    def decorate_bwd(*args, **kwargs):
+        region = getattr(args[0], "_fwd_used_autocast", None)
+        previous = _ac.set_region(region)
+        try:
+            return bwd(*args, **kwargs)
+        finally:
+            _ac.set_region(previous)
+
+    return decorate_bwd
+
+
 class GradScaler:
     """Dynamic loss scaling, as ``torch.amp.GradScaler``: ``scaler.scale(loss).backward()``,
     then ``scaler.step(optimizer)`` (which unscales the gradients unless `unscale_` already
-    did, and skips the step when any gradient is inf or NaN), then ``scaler.update()`` (halve
-    the scale after an overflow, double it after ``growth_interval`` clean steps). Disabled
-    (``enabled=False``, or a device ember does not drive) every method passes through.
+    did, and skips the step when any gradient is inf or NaN), then ``scaler.update()`` (scale
+    times ``backoff_factor`` after an overflow, times ``growth_factor`` after
+    ``growth_interval`` clean steps). Disabled (``enabled=False``, or a device ember does not
+    drive) every method passes through.
 
-    Differences from PyTorch: the scale is a Python float (PyTorch keeps a one-element tensor on
-    the device); `get_scale` returns it either way, and state_dict holds the same keys."""
+    The scale and the growth tracker are 0-d tensors (float32 and int32, as PyTorch's), updated
+    in place, so a captured training step (``ember.function``/``ember.compile`` of a function
+    that reaches the scaler through its closure, globals or arguments) reads and writes them
+    as state, and captures once: there the overflow flag is a graph value, `step` runs the
+    optimizer's update and keeps each parameter and buffer's old value where the flag is set
+    (a select), and `update` computes the new scale with selects. Eagerly, `step` skips the
+    optimizer's update in Python, as PyTorch. The factors and the interval are baked into a
+    captured step. One difference remains in a captured step: a skipped step that would have
+    been an optimizer's first leaves the buffers it created at zero where PyTorch creates them
+    on the next step (the same state for optimizers whose fresh state is zeros: SGD without
+    dampening, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, RAdam)."""
 
     def __init__(
         self,
@@ -118,11 +254,12 @@ class GradScaler:
         if not 0.0 < backoff_factor < 1.0:
             raise ValueError("The backoff factor must be < 1.0.")
         self._enabled = bool(enabled)
-        self._scale = float(init_scale)
+        self._init_scale = float(init_scale)
+        self._scale = _eager_tensor(np.array(init_scale, np.float32))
         self._growth_factor = float(growth_factor)
         self._backoff_factor = float(backoff_factor)
         self._growth_interval = int(growth_interval)
-        self._growth_tracker = 0
+        self._growth_tracker = _eager_tensor(np.array(0, np.int32))
         self._per_optimizer: dict[int, dict] = {}  # id(optimizer) -> {"unscaled", "found_inf"}
 
     # ------------------------------------------------------------------ the scale
@@ -130,7 +267,7 @@ class GradScaler:
         return self._enabled
 
     def get_scale(self) -> float:
-        return self._scale if self._enabled else 1.0
+        return float(self._scale.item()) if self._enabled else 1.0
 
     def get_growth_factor(self) -> float:
         return self._growth_factor
@@ -150,11 +287,14 @@ class GradScaler:
     def set_growth_interval(self, value: int) -> None:
         self._growth_interval = int(value)
 
+    def _get_growth_tracker(self) -> int:
+        return int(self._growth_tracker.item()) if self._enabled else 0
+
     def scale(self, outputs):
         """``outputs`` (a tensor, or lists/tuples/dicts of them) times the scale."""
         if not self._enabled:
             return outputs
-        if isinstance(outputs, Tensor):
+        if isinstance(outputs, TensorBase):  # (an eager tensor, or a captured one)
             return outputs * self._scale
         if isinstance(outputs, (list, tuple)):
             return type(outputs)(self.scale(o) for o in outputs)
@@ -168,7 +308,7 @@ class GradScaler:
 
     def unscale_(self, optimizer) -> None:
         """Divide ``optimizer``'s gradients by the scale, in place (to clip them, say), and note
-        whether any is inf or NaN. Once per optimizer per step."""
+        whether any is inf or NaN (a 0-d bool tensor). Once per optimizer per step."""
         if not self._enabled:
             return
         state = self._state(optimizer)
@@ -178,21 +318,21 @@ class GradScaler:
             )
         if state["stepped"]:
             raise RuntimeError("unscale_() is being called after step().")
-        inverse = 1.0 / self._scale
-        found_inf = False
         with no_grad():
+            inverse = E.reciprocal(self._scale.double()).float()  # PyTorch's, in float32
+            found_inf = E.zeros((), dtype=dt.bool_)
             for group in optimizer.param_groups:
                 for p in group["params"]:
                     if p.grad is None:
                         continue
-                    p.grad.mul_(inverse)
-                    if not np.isfinite(np.asarray(p.grad._data)).all():
-                        found_inf = True
+                    p.grad.mul_(inverse.to(p.grad.dtype))
+                    found_inf = E.logical_or(found_inf, E.logical_not(E.all(E.isfinite(p.grad))))
         state["unscaled"], state["found_inf"] = True, found_inf
 
     def step(self, optimizer, *args, **kwargs):
         """Unscale (unless done) and step ``optimizer`` unless a gradient overflowed; returns
-        what ``optimizer.step`` returned, or None when the step was skipped."""
+        what ``optimizer.step`` returned, or None when the step was skipped (captured: what
+        it returned, the skip being a select of the old values)."""
         if not self._enabled:
             return optimizer.step(*args, **kwargs)
         if "closure" in kwargs:
@@ -203,7 +343,9 @@ class GradScaler:
         if not state["unscaled"]:
             self.unscale_(optimizer)
         state["stepped"] = True
-        if state["found_inf"]:
+        if building_graph():
+            return _select_step(optimizer, state["found_inf"], args, kwargs)
+        if bool(state["found_inf"].item()):
             return None
         return optimizer.step(*args, **kwargs)
 
@@ -211,35 +353,48 @@ class GradScaler:
         """Adapt the scale to the steps since the last update (or set ``new_scale``)."""
         if not self._enabled:
             return
-        if new_scale is not None:
-            value = float(new_scale.item() if isinstance(new_scale, Tensor) else new_scale)
-            if not math.isfinite(value) or value <= 0:
-                raise ValueError(f"new_scale must be a positive finite number, got {new_scale}")
-            self._scale = value
-        else:
-            found = [s["found_inf"] for s in self._per_optimizer.values() if "found_inf" in s]
-            if not found:
-                raise AssertionError("No inf checks were recorded prior to update.")
-            if any(found):
-                self._scale *= self._backoff_factor
-                self._growth_tracker = 0
+        with no_grad():
+            if new_scale is not None:
+                if isinstance(new_scale, TensorBase):
+                    self._scale.copy_(new_scale.reshape(()).float())
+                else:
+                    value = float(new_scale)
+                    if not math.isfinite(value) or value <= 0:
+                        raise ValueError(
+                            f"new_scale must be a positive finite number, got {new_scale}"
+                        )
+                    self._scale.fill_(value)
             else:
-                self._growth_tracker += 1
-                if self._growth_tracker == self._growth_interval:
-                    self._scale *= self._growth_factor
-                    self._growth_tracker = 0
+                found = [s["found_inf"] for s in self._per_optimizer.values() if "found_inf" in s]
+                if not found:
+                    raise AssertionError("No inf checks were recorded prior to update.")
+                self._update_scale(functools.reduce(E.logical_or, found))
         self._per_optimizer.clear()
+
+    def _update_scale(self, found_inf) -> None:
+        """PyTorch's ``_amp_update_scale_``, in selects: after an overflow the scale backs off
+        and the tracker restarts; else the tracker counts, and at the interval the scale grows
+        (unless growing overflows float32) and the tracker restarts."""
+        scale, tracker = self._scale, self._growth_tracker
+        counted = tracker + 1
+        grows = counted >= self._growth_interval
+        grown = scale * self._growth_factor
+        grown = E.where(E.logical_and(grows, E.isfinite(grown)), grown, scale)
+        new_scale = E.where(found_inf, scale * self._backoff_factor, grown)
+        new_tracker = E.where(E.logical_or(found_inf, grows), E.zeros_like(counted), counted)
+        scale.copy_(new_scale)
+        tracker.copy_(new_tracker.to(tracker.dtype))
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:
         if not self._enabled:
             return {}
         return {
-            "scale": self._scale,
+            "scale": self.get_scale(),
             "growth_factor": self._growth_factor,
             "backoff_factor": self._backoff_factor,
             "growth_interval": self._growth_interval,
-            "_growth_tracker": self._growth_tracker,
+            "_growth_tracker": self._get_growth_tracker(),
         }
 
     def load_state_dict(self, state_dict: dict) -> None:
@@ -251,12 +406,43 @@ class GradScaler:
                 "from a disabled instance of GradScaler."
             )
         scale = state_dict["scale"]
-        self._scale = float(scale.item() if isinstance(scale, Tensor) else scale)
+        tracker = state_dict["_growth_tracker"]
+        with no_grad():
+            self._scale.fill_(float(scale.item() if isinstance(scale, Tensor) else scale))
+            self._growth_tracker.fill_(
+                int(tracker.item() if isinstance(tracker, Tensor) else tracker)
+            )
         self._growth_factor = float(state_dict["growth_factor"])
         self._backoff_factor = float(state_dict["backoff_factor"])
         self._growth_interval = int(state_dict["growth_interval"])
-        tracker = state_dict["_growth_tracker"]
-        self._growth_tracker = int(tracker.item() if isinstance(tracker, Tensor) else tracker)
+
+
+def _eager_tensor(array) -> Tensor:
+    return Tensor._wrap(array)
+
+
+def _select_step(optimizer, found_inf, args, kwargs):
+    """``optimizer.step`` while a graph is captured, its effect undone where ``found_inf``:
+    every parameter and state buffer takes back its value from before the step; buffers the
+    step created start at zero (see `GradScaler`)."""
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    held = [p for p in params if p.grad is not None]
+    before = {}
+    with no_grad():
+        for p in held:
+            before[id(p)] = (p, p.clone())
+            for value in optimizer.state.get(p, {}).values():
+                if isinstance(value, TensorBase):
+                    before[id(value)] = (value, value.clone())
+    result = optimizer.step(*args, **kwargs)
+    with no_grad():
+        for p in held:
+            for value in optimizer.state.get(p, {}).values():
+                if isinstance(value, TensorBase) and id(value) not in before:
+                    value.copy_(E.where(found_inf, E.zeros_like(value), value))
+        for t, old in before.values():
+            t.copy_(E.where(found_inf, old, t))
+    return result
 
 
 class _CudaAmp:

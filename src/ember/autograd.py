@@ -32,6 +32,7 @@ from .grad_mode import (
     set_detect_anomaly,
     set_grad_enabled,
 )
+from .ops import _autocast
 from .ops import _registry as _reg
 from .ops._registry import TensorBase
 from .saved_hooks import SavedHandle, saved_tensors_hooks
@@ -423,7 +424,13 @@ def _needed(seen, targets):
 
 def _run(roots, retain_graph, create_graph, capture=None):
     """Execute the backward pass. ``capture`` maps (node, output_nr) to a slot index; when given,
-    gradients arriving there are returned instead of accumulated into leaves."""
+    gradients arriving there are returned instead of accumulated into leaves. Autocast is off
+    meanwhile: each VJP computes in the dtypes its forward recorded (ops/_autocast.py)."""
+    with _autocast.suspended():
+        return _run_backward(roots, retain_graph, create_graph, capture)
+
+
+def _run_backward(roots, retain_graph, create_graph, capture):
     deps, seen = _collect(roots)
     buffers: dict = {}
     for node, nr, g in roots:

@@ -99,6 +99,13 @@ def _train_parser(sub) -> None:
         default=2,
         help="batches prepared ahead on a background thread (0: synchronous)",
     )
+    p.add_argument(
+        "--amp",
+        choices=["bf16", "fp16"],
+        default=None,
+        help="mixed precision: the forward pass and loss under autocast in bfloat16 or "
+        "float16 (fp16 with loss scaling); parameters stay float32",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar or epoch lines")
 
 
@@ -120,6 +127,7 @@ def _run_train(args) -> int:
         progress=not args.no_progress,
         prefetch=args.prefetch,
         stop_after=args.stop_after,
+        amp=args.amp,
     )
     result = run(config)
     print(f"test accuracy: {result.test_accuracy:.2%}")

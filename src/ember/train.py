@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import models, nn, optim
+from . import amp, dtypes, models, nn, optim
 from ._files import create_temporary
 from .autograd import no_grad
 from .data import DataLoader, datasets
@@ -32,6 +32,7 @@ from .io import load, save
 from .random import Generator, default_generator, manual_seed
 
 DATASETS = ("digits", "fashion-mnist")
+AMP_DTYPES = {"bf16": dtypes.bfloat16, "fp16": dtypes.float16}  # --amp: autocast's dtype
 
 # defaults per dataset: epochs and learning rate that reach the accuracy targets quickly
 _DEFAULTS = {
@@ -74,6 +75,7 @@ class TrainConfig:
     progress: bool = True
     prefetch: int = 2
     stop_after: int | None = None  # stop after this epoch (a planned interruption; --resume)
+    amp: str | None = None  # "bf16" | "fp16": forward and loss under autocast (fp16: GradScaler)
 
     def resolved(self) -> TrainConfig:
         """A copy with the per-dataset defaults filled in."""
@@ -115,6 +117,8 @@ class TrainConfig:
         for name, value, ok, requirement in reals:
             if not (_is_real(value) and math.isfinite(value) and ok(value)):
                 raise _bad_setting(name, value, requirement)
+        if self.amp is not None and self.amp not in AMP_DTYPES:
+            raise _bad_setting("amp", self.amp, f"one of {', '.join(AMP_DTYPES)}")
 
 
 @dataclass
@@ -136,6 +140,7 @@ _RESUME_KEYS = (
     "momentum",
     "weight_decay",
     "seed",
+    "amp",  # (absent from checkpoints written before --amp: None)
 )
 
 
@@ -175,6 +180,8 @@ def run(config: TrainConfig) -> TrainResult:
         nesterov=True,
     )
     scheduler = optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=cfg.epochs)
+    # fp16 gradients underflow without loss scaling; bfloat16 has float32's range
+    scaler = amp.GradScaler("cpu", enabled=cfg.amp == "fp16")
     shuffle = Generator(cfg.seed + 1)
     train_loader = DataLoader(
         train_set, batch_size=cfg.batch_size, shuffle=True, generator=shuffle, prefetch=cfg.prefetch
@@ -199,12 +206,14 @@ def run(config: TrainConfig) -> TrainResult:
             ("scheduler", scheduler),
         ):
             _restore(cfg.resume, field_name, target, state[field_name])
+        if state.get("scaler"):
+            _restore(cfg.resume, "scaler", scaler, state["scaler"])
         shuffle.set_state(state["shuffle_rng"])
         default_generator.set_state(state["default_rng"])
         history = list(state["history"])
 
     for epoch in range(start_epoch, last_epoch):
-        stats = _train_epoch(model, optimizer, train_loader, epoch, cfg)
+        stats = _train_epoch(model, optimizer, scaler, train_loader, epoch, cfg)
         scheduler.step()
         stats["test_accuracy"] = evaluate(model, test_loader)
         history.append(stats)
@@ -222,6 +231,7 @@ def run(config: TrainConfig) -> TrainResult:
                 "model": model.state_dict(),
                 "optimizer": optimizer.state_dict(),
                 "scheduler": scheduler.state_dict(),
+                "scaler": scaler.state_dict(),
                 "shuffle_rng": shuffle.get_state(),
                 "default_rng": default_generator.get_state(),
                 "history": history,
@@ -232,7 +242,7 @@ def run(config: TrainConfig) -> TrainResult:
     return TrainResult(accuracy, history, cfg.checkpoint, model)
 
 
-def _train_epoch(model, optimizer, loader, epoch: int, cfg: TrainConfig) -> dict:
+def _train_epoch(model, optimizer, scaler, loader, epoch: int, cfg: TrainConfig) -> dict:
     bar = None
     if cfg.progress:
         from tqdm import tqdm
@@ -249,12 +259,15 @@ def _train_epoch(model, optimizer, loader, epoch: int, cfg: TrainConfig) -> dict
     loss_sum = 0.0
     correct = seen = 0
     start = time.perf_counter()
+    dtype = AMP_DTYPES.get(cfg.amp)
     for images, labels in loader:
-        logits = model(images)
-        loss = nn.functional.cross_entropy(logits, labels)
+        with amp.autocast("cpu", dtype=dtype, enabled=dtype is not None):
+            logits = model(images)
+            loss = nn.functional.cross_entropy(logits, labels)  # (float32 under autocast)
         optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
         batch = labels.shape[0]
         loss_sum += loss.item() * batch
         correct += int((logits.detach().argmax(1) == labels).sum().item())
@@ -309,6 +322,7 @@ def _read_checkpoint(path: str, cfg: TrainConfig, scheduler) -> dict:
     saved = state["config"]
     if not isinstance(saved, dict):
         raise bad("config", f"should be a dict, got {type(saved).__name__}")
+    saved = {"amp": None, **saved}
     for key in _RESUME_KEYS:
         if key not in saved:
             raise bad("config", f"has no {key!r} entry")

@@ -33,6 +33,7 @@ from operator import attrgetter, is_
 
 from .. import autograd
 from ..nn._tables import Table, tables_version
+from ..ops._autocast import state_key as autocast_state
 from ..ops._registry import TensorBase
 from .guards import Probes
 from .state import Reachable, grad_signature
@@ -63,6 +64,7 @@ class CallGuard:
         "_names",
         "_leaf_facts",
         "_grad_mode",
+        "_autocast",
         "_probes",
         "_version",
         "_modules",
@@ -114,6 +116,7 @@ class CallGuard:
         self._names = names
         self._leaf_facts = list(map(_FACTS, leaves))
         self._grad_mode = autograd.is_grad_enabled()
+        self._autocast = autocast_state()
         self._probes = probes
         self._version = version
         self._modules = modules
@@ -151,6 +154,8 @@ class CallGuard:
             elif value is not want:
                 return None
         if autograd.is_grad_enabled() != self._grad_mode or tables_version() != self._version:
+            return None
+        if autocast_state() != self._autocast:
             return None
         if self._specs is None:
             if list(map(_FACTS, leaves)) != self._leaf_facts:

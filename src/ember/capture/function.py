@@ -53,6 +53,7 @@ from .. import autograd
 from ..errors import EmberError
 from ..graph.ir import Graph
 from ..nn._tables import tables_version
+from ..ops._autocast import state_key as autocast_state
 from ..runtime.executors import DEFAULT_EXECUTOR
 from ..tensor import Tensor
 from .call_guard import CallGuard
@@ -175,7 +176,10 @@ class Function:
             labels.append(f"argument {names[i]}")
             values.append(tensor_component(t, spec))
         state_labels, state_values = state_signature(reach)
-        return CallKey(lambda: labels + state_labels(), values + state_values)
+        return CallKey(
+            lambda: labels + state_labels() + ["autocast"],
+            values + state_values + [autocast_state()],
+        )
 
     # ------------------------------------------------------------------------------ calls
     def __call__(self, *args, **kwargs):

@@ -20,6 +20,7 @@ import math
 
 from ..errors import ShapeError
 from ..ops import api as E
+from ..ops._autocast import Autocast, autocasts
 from ..ops._registry import apply, building_graph, export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import to_tensor
@@ -237,6 +238,7 @@ def glu(input, dim: int = -1):
 
 
 @export(functional=True, method=True)
+@autocasts(Autocast.LOWER)
 def prelu(input, weight):
     """``x`` where positive, else ``weight * x``; ``weight`` has 1 element or one per channel
     (dimension 1 of the input)."""

@@ -23,6 +23,7 @@ from ..errors import DTypeError, ShapeError
 from ..grad_mode import is_grad_enabled
 from ..graph import scope as _scope
 from ..ops import api as E
+from ..ops._autocast import Autocast, autocasts
 from ..ops._registry import apply, building_graph, export
 from ..ops._util import broadcast_shapes, fmt_shape
 from ..ops.attention import ATTENTION
@@ -106,6 +107,7 @@ def _mask_bias(attn_mask, scores):
 
 @export(functional=True, toplevel=False)
 @_scope.composite("scaled_dot_product_attention")  # the tools count attention as one call
+@autocasts(Autocast.LOWER)
 def scaled_dot_product_attention(
     query,
     key,

@@ -13,6 +13,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import DTypeError
 from ..ops import api as E
+from ..ops._autocast import Autocast, autocasts
 from ..ops._registry import apply, export
 from ..ops.ctc import CTC_LOSS
 from ..ops.elementwise import to_tensor
@@ -29,6 +30,7 @@ def _lengths(value, what: str):
 
 
 @export(functional=True, toplevel=False)
+@autocasts(Autocast.FP32)
 def ctc_loss(
     log_probs,
     targets,

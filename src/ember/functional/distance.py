@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ..errors import ShapeError
 from ..ops import api as E
+from ..ops._autocast import Autocast, autocasts
 from ..ops._registry import export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import promote, to_tensor
@@ -76,6 +77,7 @@ def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool =
 
 
 @export(functional=True, toplevel=False)
+@autocasts(Autocast.FP32)
 def triplet_margin_loss(
     anchor,
     positive,
@@ -109,6 +111,7 @@ def triplet_margin_loss(
 
 
 @export(functional=True, toplevel=False)
+@autocasts(Autocast.FP32)
 def margin_ranking_loss(
     input1, input2, target, margin: float = 0.0, size_average=None, reduce=None, reduction="mean"
 ):
@@ -131,6 +134,7 @@ _EPSILON = 1e-12  # PyTorch's cosine_embedding_loss guard on the squared magnitu
 
 
 @export(functional=True, toplevel=False)
+@autocasts(Autocast.FP32)
 def cosine_embedding_loss(
     input1, input2, target, margin: float = 0.0, size_average=None, reduce=None, reduction="mean"
 ):

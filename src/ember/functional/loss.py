@@ -18,6 +18,7 @@ from __future__ import annotations
 from ..errors import DTypeError, ShapeError
 from ..ops import api as E
 from ..ops import cross_entropy as _fused
+from ..ops._autocast import Autocast, autocasts
 from ..ops._index_plan import IndexOutOfRangeError
 from ..ops._registry import apply, export
 from ..ops._util import fmt_shape
@@ -118,6 +119,7 @@ def _nll(op, logp, target, weight, ignore_index, reduction):
 
 
 @export(functional=True, toplevel=False)
+@autocasts(Autocast.FP32)
 def nll_loss(
     input,
     target,
@@ -136,6 +138,7 @@ def nll_loss(
 
 
 @export(functional=True, toplevel=False)
+@autocasts(Autocast.FP32)
 def cross_entropy(
     input,
     target,

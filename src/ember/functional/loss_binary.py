@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ..errors import EmberError, ShapeError
 from ..ops import api as E
+from ..ops._autocast import Autocast, autocasts
 from ..ops._registry import export
 from ..ops._util import broadcast_shapes, fmt_shape
 from ..ops.elementwise import promote
@@ -50,6 +51,7 @@ def _clamped_log(p):
 
 
 @export(functional=True, toplevel=False)
+@autocasts(Autocast.FP32)
 def binary_cross_entropy(
     input, target, weight=None, size_average=None, reduce=None, reduction: str = "mean"
 ):
@@ -75,6 +77,7 @@ def binary_cross_entropy(
 
 
 @export(functional=True, toplevel=False)
+@autocasts(Autocast.FP32)
 def binary_cross_entropy_with_logits(
     input,
     target,
@@ -102,6 +105,7 @@ def binary_cross_entropy_with_logits(
 
 
 @export(functional=True, toplevel=False)
+@autocasts(Autocast.FP32)
 def kl_div(
     input,
     target,

@@ -18,6 +18,7 @@ import numpy as np
 from ..dtypes import int64
 from ..errors import EmberError, ShapeError
 from ..ops import api as E
+from ..ops._autocast import Autocast, autocasts
 from ..ops._registry import export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import promote, to_tensor
@@ -47,6 +48,7 @@ def _class_targets(op: str, x, target):
 
 
 @export(functional=True, toplevel=False)
+@autocasts(Autocast.FP32)
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction: str = "mean"):
     """``log(1 + exp(-y * x))`` for targets ``y`` in {1, -1}, averaged over every element
     (computed as ``softplus(-y * x)``, which stays finite where PyTorch's direct formula
@@ -76,6 +78,7 @@ def multilabel_soft_margin_loss(
 
 
 @export(functional=True, toplevel=False)
+@autocasts(Autocast.FP32)
 def multi_margin_loss(
     input,
     target,
@@ -119,6 +122,7 @@ def multi_margin_loss(
 
 
 @export(functional=True, toplevel=False)
+@autocasts(Autocast.FP32)
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction: str = "mean"):
     """``sum_{j in targets, i not in targets} max(0, 1 - (x[j] - x[i])) / C`` per sample. Each
     target row lists class indices and ends at its first -1 (entries after it are ignored)."""
@@ -163,6 +167,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
 
 
 @export(functional=True, toplevel=False)
+@autocasts(Autocast.FP32)
 def poisson_nll_loss(
     input,
     target,
@@ -231,6 +236,7 @@ def gaussian_nll_loss(
 
 
 @export(functional=True, toplevel=False)
+@autocasts(Autocast.FP32)
 def hinge_embedding_loss(
     input,
     target,

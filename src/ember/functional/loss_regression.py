@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..errors import ShapeError
 from ..ops import api as E
+from ..ops._autocast import Autocast, autocasts
 from ..ops._registry import export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import promote
@@ -48,6 +49,7 @@ def _weighted(op, losses, weight, x, reduction: str, mean_over_weights: bool):
 
 
 @export(functional=True, toplevel=False)
+@autocasts(Autocast.FP32)
 def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "mean", weight=None):
     """Squared error ``(x - t)**2``."""
     reduction = reduction_arg("mse_loss", reduction, size_average, reduce)
@@ -56,6 +58,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "me
 
 
 @export(functional=True, toplevel=False)
+@autocasts(Autocast.FP32)
 def l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean", weight=None):
     """Absolute error ``|x - t|`` (gradient 0 where equal, as PyTorch)."""
     reduction = reduction_arg("l1_loss", reduction, size_average, reduce)
@@ -70,6 +73,7 @@ def _smooth(diff, beta: float):
 
 
 @export(functional=True, toplevel=False)
+@autocasts(Autocast.FP32)
 def smooth_l1_loss(
     input, target, size_average=None, reduce=None, reduction: str = "mean", beta: float = 1.0
 ):
@@ -84,6 +88,7 @@ def smooth_l1_loss(
 
 
 @export(functional=True, toplevel=False)
+@autocasts(Autocast.FP32)
 def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0, weight=None):
     """``0.5 * d**2`` where ``|d| < delta``, else ``delta * (|d| - 0.5 * delta)``."""
     reduction = reduction_arg("huber_loss", reduction)

@@ -14,6 +14,7 @@ import math
 
 from ..errors import EmberError, ShapeError
 from ..ops import api as E
+from ..ops._autocast import Autocast, autocasts
 from ..ops._registry import export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import to_tensor
@@ -99,12 +100,14 @@ def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_siz
 
 
 @export(functional=True, toplevel=False)
+@autocasts(Autocast.FP32)
 def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """Place each value of an (N, C, H, W) or (C, H, W) input at its index in a zero output."""
     return _max_unpool(2, input, indices, kernel_size, stride, padding, output_size)
 
 
 @export(functional=True, toplevel=False)
+@autocasts(Autocast.FP32)
 def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """Place each value of an (N, C, D, H, W) or (C, D, H, W) input at its index in a zero
     output."""

@@ -23,6 +23,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import DTypeError, ShapeError
 from ..ops import api as E
+from ..ops._autocast import Autocast, autocasts
 from ..ops._registry import export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import to_tensor
@@ -263,6 +264,7 @@ def _corner(flat, ix, iy, h: int, w: int, channels: int):
 
 
 @export(functional=True, toplevel=False)
+@autocasts(Autocast.FP32)
 def grid_sample(
     input,
     grid,

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from ..autograd import vjp_results
 from ..errors import AutogradError, ShapeError
+from ..ops import _autocast
 from ..ops.creation import full
 from ..tensor import Tensor
 from ..types import TensorType
@@ -129,7 +130,13 @@ def backward_graph_values(
     ``outputs``, ``wrt`` and ``cotangents`` are symbolic tensors of ``builder`` (a cotangent per
     output, of its shape); no gradient flows through the values whose ids are in ``stop``.
     Returns one symbolic gradient per ``wrt`` tensor: zeros where no output depends on it.
+    Autocast is off meanwhile: each VJP computes in the dtypes its forward recorded.
     """
+    with _autocast.suspended():
+        return _backward_graph_values(builder, outputs, wrt, cotangents, stop)
+
+
+def _backward_graph_values(builder, outputs, wrt, cotangents, stop) -> list:
     out_values = [builder.value_of(o) for o in outputs]
     wrt_values = [builder.value_of(w) for w in wrt]
     order = builder.graph.topological_order()  # a snapshot: backward nodes are added below

@@ -102,6 +102,7 @@ class OpDef:
     channel_terms: Callable[..., Any] | None = None
     channel_fold: Callable[..., Any] | None = None
     onnx: Callable[..., Any] | None = None  # the op as ONNX nodes (onnx/export_emit.py)
+    autocast: Any = None  # Autocast, or attrs -> Autocast | None (ops/_autocast.py)
     run: Callable[..., Any] = field(init=False, repr=False)
 
     def __post_init__(self):
@@ -197,6 +198,7 @@ class _State(threading.local):
     def __init__(self):
         self.modes: list[Mode] = []
         self.grad_enabled = True
+        self.autocast = None  # the enabled autocast region (ops/_autocast.py), or None
 
 
 _state = _State()
@@ -227,8 +229,12 @@ def set_base_mode(mode: Mode) -> None:
 
 
 def apply(op: OpDef, *inputs, **attrs):
-    """Run primitive ``op`` on ember tensors ``inputs`` in the current mode."""
-    modes = _state.modes  # (current_mode inlined: every eager op call passes here)
+    """Run primitive ``op`` on ember tensors ``inputs`` in the current mode (inside an autocast
+    region, an op with an ``autocast`` rule first has its operands cast: ops/_autocast.py)."""
+    state = _state
+    if state.autocast is not None and op.autocast is not None:
+        inputs = state.autocast.operands(op, inputs, attrs)
+    modes = state.modes  # (current_mode inlined: every eager op call passes here)
     return (modes[-1] if modes else _base_mode[0]).apply(op, inputs, attrs)
 
 

@@ -52,6 +52,14 @@ Interchange (onnx/exporter.py)
   form, and exporting a graph holding it raises `OnnxError` naming the op and the user's line.
   Shared helpers for rules: ops/_onnx.py.
 
+Precision (ops/_autocast.py; the entry points are ember.amp's)
+* ``autocast``: an `Autocast` policy, or ``attrs -> Autocast | None`` where it depends on the
+  call (a pad's mode): inside an enabled ``ember.autocast`` region, `apply` casts the op's
+  float operands by it before the current mode sees the call, so eager tapes and captured graphs
+  both hold the casts. A composite public function declares its policy where it is defined with
+  ``@autocasts(...)`` (ops/_autocast.py), which casts its arguments and runs its body with
+  autocast off, as PyTorch's autocast does for the ops on its lists.
+
 Transforms
 * ``batch``: how a call splits along a batch axis (ops/_batching.py; micro-batching); None: it
   does not; left unset, its kind's default.
@@ -86,10 +94,12 @@ Transforms
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 __all__ = [
+    "Autocast",
     "ChannelWeights",
     "EpilogueRule",
     "FusedRule",
@@ -97,6 +107,27 @@ __all__ = [
     "Producer",
     "ReductionRule",
 ]
+
+
+class Autocast(enum.Enum):
+    """What autocast does with an op's floating operands (PyTorch's CPU cast policies,
+    aten/src/ATen/autocast_mode.cpp). Only float32, float16 and bfloat16 operands are eligible:
+    float64 and non-float operands are never cast.
+
+    * ``LOWER``: cast to the region's dtype (PyTorch's ``lower_precision_fp``: products,
+      convolutions, attention);
+    * ``FP32``: cast to float32 (``fp32``: losses, linear algebra, FFTs, ...);
+    * ``PROMOTE``: cast to the widest eligible dtype among them (``promote``: cat, stack,
+      index_copy), float32 over the region's dtype; a 16-bit dtype other than the region's
+      raises, as PyTorch does;
+    * ``KEEP``: cast nothing, and a composite declaring it runs its body with autocast off: an
+      op PyTorch implements in one kernel that autocast passes through (``dot``, ``mv``,
+      ``bilinear``), which ember builds from ops on the lists."""
+
+    LOWER = "lower_precision_fp"
+    FP32 = "fp32"
+    PROMOTE = "promote"
+    KEEP = "keep"
 
 
 class ChannelWeights(NamedTuple):

@@ -25,6 +25,7 @@ from ..types import TensorType
 from . import _onnx
 from . import api as E
 from ._registry import Cost, OpDef, apply, register
+from ._rules import Autocast
 from ._util import broadcast_shapes, fmt_shape, io_bytes, numel
 from .softmax import SOFTMAX, _softmax_kernel
 
@@ -170,6 +171,7 @@ ATTENTION = register(
         vjp=_vjp,
         cost=_cost,
         flop_family="attention",
+        autocast=Autocast.LOWER,
         doc="attention(q, k, v[, mask], scale, causal, safe): softmax(q k^T scale + mask) v "
         "over the last two dimensions; a bool mask keeps its True positions; causal keeps "
         "key j <= query i; safe: a fully masked row gives zeros",

@@ -15,6 +15,7 @@ import operator
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from . import api as E
+from ._autocast import Autocast, autocasts
 from ._registry import export
 from ._util import broadcast_shapes, fmt_shape, normalize_axis
 from .elementwise import to_tensor
@@ -90,6 +91,7 @@ def _same_dtype(name: str, *tensors):
     return first
 
 
+@autocasts(Autocast.LOWER)
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """``beta * input + alpha * (batch1 @ batch2)`` for batches of matrices (b, n, m) and
     (b, m, p) and an input that broadcasts to (b, n, p). The three tensors must have one
@@ -161,6 +163,7 @@ def _by_products(x1, x2):
     return _away_from_zero(squared, E.sqrt)
 
 
+@autocasts(Autocast.FP32)
 def cdist(x1, x2, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if_necessary"):
     """The p-norm distance between each row of x1 (..., P, M) and each row of x2 (..., R, M):
     (..., P, R), leading dimensions broadcast. p = 0 counts the differing coordinates, p = inf

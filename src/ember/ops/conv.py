@@ -34,7 +34,7 @@ from ._conv_kernels import conv_forward as _forward_kernel
 from ._conv_kernels import conv_input_grad as _input_grad_kernel
 from ._conv_kernels import conv_weight_grad as _weight_grad_kernel
 from ._registry import REGISTRY, Cost, OpDef, apply, register
-from ._rules import ChannelWeights, EpilogueRule
+from ._rules import Autocast, ChannelWeights, EpilogueRule
 from ._util import fmt_shape, half_precision, io_bytes, numel, require_float, value_bytes
 from .program import Input, Temp
 
@@ -501,6 +501,7 @@ _CONV_EPILOGUE = EpilogueRule(
 CONV = register(
     OpDef(
         name="conv",
+        autocast=Autocast.LOWER,
         onnx=oxc.onnx_conv,
         kind="nn",
         infer=_conv_infer,
@@ -526,6 +527,7 @@ CONV = register(
 CONV_INPUT_GRAD = register(
     OpDef(
         name="conv_input_grad",
+        autocast=Autocast.LOWER,
         onnx=oxc.onnx_conv_input_grad,
         kind="nn",
         infer=_input_grad_infer,

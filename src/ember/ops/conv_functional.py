@@ -9,6 +9,7 @@ from __future__ import annotations
 import operator
 
 from ..errors import ShapeError
+from ._autocast import Autocast, autocasts
 from ._registry import apply, export
 from ._util import fmt_shape
 from .conv import CONV, CONV_INPUT_GRAD, label
@@ -101,7 +102,7 @@ def _conv_nd(nd: int):
         f"(N, C_in, *{nd} spatial) or unbatched, weight (C_out, C_in/groups, *{nd} kernel), "
         "padding an int, a tuple, 'valid' or 'same' (stride 1)."
     )
-    return export(conv, name=name, functional=True)
+    return export(autocasts(Autocast.LOWER)(conv), name=name, functional=True)
 
 
 def _conv_transpose_nd(nd: int):
@@ -168,7 +169,7 @@ def _conv_transpose_nd(nd: int):
         f"{nd}-D transposed convolution like torch.nn.functional.{name}: input "
         f"(N, C_in, *{nd} spatial) or unbatched, weight (C_in, C_out/groups, *{nd} kernel)."
     )
-    return export(conv_transpose, name=name, functional=True)
+    return export(autocasts(Autocast.LOWER)(conv_transpose), name=name, functional=True)
 
 
 conv1d = _conv_nd(1)

@@ -32,6 +32,7 @@ from ..errors import DTypeError, ShapeError
 from ..types import TensorType
 from . import api as E
 from ._registry import Cost, OpDef, apply, building_graph, is_grad_enabled, register
+from ._rules import Autocast
 from ._util import elementwise_cost, fmt_shape, io_bytes, numel, require_float
 
 _REDUCTIONS = ("none", "mean", "sum")
@@ -370,6 +371,7 @@ SOFTMAX_CROSS_ENTROPY_BACKWARD = register(
 SOFTMAX_CROSS_ENTROPY = register(
     OpDef(
         name="softmax_cross_entropy",
+        autocast=Autocast.FP32,
         onnx=_onnx_softmax_cross_entropy,
         kind="nn",
         infer=_infer,

@@ -24,6 +24,7 @@ from ..errors import DTypeError, ShapeError
 from ..types import TensorType
 from ._index_plan import IndexOutOfRangeError
 from ._registry import Cost, OpDef, apply, register
+from ._rules import Autocast
 from ._util import fmt_shape, io_bytes
 
 _NEG_INF = -np.inf
@@ -210,6 +211,7 @@ def _vjp(c, g):
 CTC_LOSS = register(
     OpDef(
         name="ctc_loss",
+        autocast=Autocast.FP32,
         kind="nn",
         infer=_infer,
         kernel=_kernel,

@@ -20,6 +20,7 @@ from .. import dtypes as dt
 from ..errors import DTypeError, LinAlgError, ShapeError
 from ..types import TensorType
 from . import api as E
+from ._autocast import Autocast, autocasts
 from ._registry import Cost, OpDef, apply, export, register
 from ._util import fmt_shape, io_bytes, numel
 from .elementwise import to_tensor
@@ -144,9 +145,11 @@ INV = _linalg_op(
     "inv(A): the inverses of a (batch of) square matrices",
     save_inputs=(),
     save_outputs=(0,),
+    autocast=Autocast.FP32,
 )
 
 
+@autocasts(Autocast.FP32)
 def inv(A):
     """``torch.linalg.inv``: the inverse of each square matrix of ``A`` (..., n, n). A singular
     matrix raises `LinAlgError`. Gradient ``-A^-T g A^-T``."""
@@ -154,6 +157,7 @@ def inv(A):
 
 
 @export(method=True)
+@autocasts(Autocast.FP32)
 def inverse(input):
     """``torch.inverse``: `ember.linalg.inv`."""
     return inv(input)
@@ -262,6 +266,7 @@ SOLVE = _linalg_op(
     "solve(A, B): X with A X = B, for (batches of) square A and matrices B of one batch shape",
     save_inputs=(0,),
     save_outputs=(0,),
+    autocast=Autocast.FP32,
 )
 
 
@@ -296,6 +301,7 @@ def _as_system(op, A, B):
     return A, B, vector
 
 
+@autocasts(Autocast.FP32)
 def solve(A, B, *, left: bool = True):
     """``torch.linalg.solve``: X with ``A X = B`` (``X A = B`` when ``left=False``) for square
     ``A`` (..., n, n); B is (..., n, k), or a vector (n,) / (..., n) as PyTorch reads it; batch
@@ -419,9 +425,11 @@ CHOLESKY = _linalg_op(
     "cholesky(A): the lower-triangular L with A = L L^T, reading A's lower triangle",
     save_inputs=(),
     save_outputs=(0,),
+    autocast=Autocast.FP32,
 )
 
 
+@autocasts(Autocast.FP32)
 def cholesky(A, *, upper: bool = False):
     """``torch.linalg.cholesky``: the lower-triangular ``L`` with ``A = L L^T`` for symmetric
     positive-definite ``A`` (..., n, n), reading only A's lower triangle; ``upper=True``
@@ -432,6 +440,7 @@ def cholesky(A, *, upper: bool = False):
 
 
 @export(name="cholesky", method="cholesky")
+@autocasts(Autocast.FP32)
 def _cholesky(input, upper: bool = False):
     """``torch.cholesky`` (deprecated in PyTorch): `ember.linalg.cholesky`."""
     return cholesky(input, upper=upper)

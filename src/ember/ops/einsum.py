@@ -26,6 +26,7 @@ from ..errors import ShapeError
 from ..types import TensorType
 from . import api as E
 from ._registry import Cost, OpDef, apply, export, register
+from ._rules import Autocast
 from ._util import fmt_shape, half_precision, io_bytes, require_same_dtype, value_bytes
 from .elementwise import promote
 
@@ -167,9 +168,16 @@ def _onnx_einsum(e):
     return e.node("Einsum", e.inputs, equation=e.attrs["equation"])
 
 
+def _einsum_autocast(attrs):
+    """PyTorch contracts two or more operands with ``bmm`` (on autocast's lower-precision
+    list); one operand is a sum or a permutation, which autocast passes through."""
+    return Autocast.LOWER if "," in attrs["equation"] else None
+
+
 _EINSUM = register(
     OpDef(
         name="einsum",
+        autocast=_einsum_autocast,
         onnx=_onnx_einsum,
         kind="linalg",
         infer=_einsum_infer,

@@ -16,6 +16,7 @@ from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from . import _onnx
 from . import api as E
+from ._autocast import Autocast, autocasts
 from ._registry import PUBLIC, export
 from ._util import normalize_axis
 from .elementwise import _unary, promote, to_tensor
@@ -271,6 +272,7 @@ def bincount(input, weights=None, minlength: int = 0):
     return E.scatter_add(E.zeros((size,), dtype=out_dtype), 0, index, w)
 
 
+@autocasts(Autocast.FP32)
 def _trace(self):
     """The sum of the main diagonal of a matrix (Tensor.trace; ``ember.trace`` is graph
     capture, so the function form is ``ember.diagonal(x).sum()``)."""

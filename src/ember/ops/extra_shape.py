@@ -15,6 +15,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from . import api as E
+from ._autocast import Autocast, autocasts
 from ._registry import TensorBase, export
 from ._util import broadcast_shapes, normalize_axis
 from .elementwise import promote, to_tensor
@@ -353,6 +354,7 @@ def _scaled(name, input, product, beta, alpha):
 
 
 @export(method=True)
+@autocasts(Autocast.LOWER)
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """``beta * input + alpha * sum_b(batch1[b] @ batch2[b])``; beta=0 ignores the input."""
     b1, b2 = to_tensor(batch1), to_tensor(batch2)

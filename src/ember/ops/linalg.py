@@ -21,6 +21,7 @@ from ..errors import DTypeError, ShapeError
 from ..types import TensorType
 from . import _batching
 from . import api as E
+from ._autocast import Autocast, autocasts
 from ._matmul_kernels import half_gemm_runs, matmul_fast, matmul_kernel, product_workspace
 from ._registry import Cost, OpDef, TensorBase, apply, export, register
 from ._row_blocks import gemm, relu_only, row_block_rule, rows_of
@@ -181,6 +182,7 @@ def _onnx_matmul(e):
 MATMUL = register(
     OpDef(
         name="matmul",
+        autocast=Autocast.LOWER,
         onnx=_onnx_matmul,
         kind="linalg",
         infer=_matmul_infer,
@@ -204,6 +206,7 @@ MATMUL = register(
 
 
 @export(method=True)
+@autocasts(Autocast.LOWER)
 def matmul(a, b):
     """Matrix product with PyTorch's rules: 1-D x 1-D is a dot product; a 1-D operand is a row
     (left) or a column (right) whose added dimension is removed from the result; higher
@@ -348,6 +351,7 @@ def _onnx_linear(e):
 _LINEAR = register(
     OpDef(
         name="linear",
+        autocast=Autocast.LOWER,
         onnx=_onnx_linear,
         kind="linalg",
         infer=_linear_infer,
@@ -369,6 +373,7 @@ _LINEAR = register(
 
 
 @export(functional=True, toplevel=False)
+@autocasts(Autocast.LOWER)
 def linear(x, weight, bias=None):
     """PyTorch's F.linear: ``x @ weight.T + bias`` with weight of shape (out, in)."""
     operands = (x, weight) if bias is None else (x, weight, bias)
@@ -517,6 +522,7 @@ def _onnx_addmm(e):
 _ADDMM = register(
     OpDef(
         name="addmm",
+        autocast=Autocast.LOWER,
         onnx=_onnx_addmm,
         kind="linalg",
         infer=_addmm_infer,
@@ -537,6 +543,7 @@ _ADDMM = register(
 
 
 @export(method=True, inplace=True)
+@autocasts(Autocast.LOWER)
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     """PyTorch's addmm: ``beta * input + alpha * (mat1 @ mat2)`` for matrices mat1 (n, m) and
     mat2 (m, p) and an input that broadcasts to (n, p). With ``beta=0`` the input is ignored

@@ -13,6 +13,7 @@ from typing import NamedTuple
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from . import api as E
+from ._autocast import Autocast, autocasts
 from ._registry import apply, export
 from ._util import fmt_shape, normalize_axis
 from .decompositions import INV, mT, require_matrices, solve, solve_triangular
@@ -29,6 +30,7 @@ class LstsqResult(NamedTuple):
     singular_values: object
 
 
+@autocasts(Autocast.FP32)
 def lstsq(A, B, rcond=None, *, driver=None) -> LstsqResult:
     """``torch.linalg.lstsq``: the least-squares (minimum-norm) solution X of ``A X = B`` for
     A (..., m, n), B (..., m, k) or, with one dimension fewer, (..., m), batch dimensions
@@ -105,6 +107,7 @@ def _matrix_power(input, n: int):
 # ----------------------------------------------------------------------------- matrix_rank
 
 
+@autocasts(Autocast.FP32)
 def matrix_rank(A, *, atol=None, rtol=None, hermitian: bool = False):
     """``torch.linalg.matrix_rank``: the number of singular values (eigenvalue magnitudes when
     ``hermitian``) of each matrix of ``A`` above ``max(atol, rtol * the largest)``; rtol
@@ -182,6 +185,7 @@ def cross(input, other, *, dim: int = -1):
     return E.concat(parts, d)
 
 
+@autocasts(Autocast.LOWER)
 def vecdot(x, y, *, dim: int = -1):
     """``torch.linalg.vecdot``: the dot product of ``x`` and ``y`` (which broadcast) along
     ``dim`` (real tensors: no conjugation)."""
@@ -203,6 +207,7 @@ def diagonal(A, *, offset: int = 0, dim1: int = -2, dim2: int = -1):
 # ------------------------------------------------------------------------------------ cond
 
 
+@autocasts(Autocast.FP32)
 def cond(A, p=None):
     """``torch.linalg.cond``: the condition number of each matrix of ``A`` in the ``p`` norm:
     p None / 2 / -2 from the singular values (largest / smallest, or its inverse), others
@@ -253,6 +258,7 @@ def vander(x, *, N: int | None = None):  # noqa: N803  (PyTorch's name)
 # ------------------------------------------------------------------------ tensorinv, tensorsolve
 
 
+@autocasts(Autocast.FP32)
 def tensorinv(A, ind: int = 2):
     """``torch.linalg.tensorinv``: the tensor X with ``tensordot(X, A, ind)`` the identity:
     A's first ``ind`` dimensions and its others must hold as many elements; the result's
@@ -272,6 +278,7 @@ def tensorinv(A, ind: int = 2):
     return E.reshape(apply(INV, square), (*A.shape[ind:], *A.shape[:ind]))
 
 
+@autocasts(Autocast.FP32)
 def tensorsolve(A, B, dims=None):
     """``torch.linalg.tensorsolve``: X with ``tensordot(A, X, X.ndim) = B``; X has A's shape
     past B's dimensions (after ``dims`` of A, if given, are moved to the end)."""
@@ -306,6 +313,7 @@ def _factor(op, L, upper):
 
 
 @export(method=True)
+@autocasts(Autocast.FP32)
 def cholesky_solve(input, input2, upper: bool = False):
     """``torch.cholesky_solve``: X with ``A X = input`` (..., n, k), given A's Cholesky factor
     ``input2`` (lower, or upper with ``upper=True``); batch dimensions broadcast. Only the
@@ -319,6 +327,7 @@ def cholesky_solve(input, input2, upper: bool = False):
 
 
 @export(method=True)
+@autocasts(Autocast.FP32)
 def cholesky_inverse(input, upper: bool = False):
     """``torch.cholesky_inverse``: the inverse of ``A = L L^T`` (``U^T U`` with ``upper``)
     from its Cholesky factor ``input`` (..., n, n); as `cholesky_solve`, only the factor's

@@ -24,6 +24,7 @@ from ..errors import DTypeError, ShapeError
 from ..types import TensorType
 from . import _onnx
 from . import api as E
+from ._autocast import Autocast, autocasts
 from ._registry import Cost, OpDef, apply, export, register
 from ._util import fmt_shape, io_bytes, normalize_axes, normalize_axis, numel, reduction_cost
 from .elementwise import to_tensor
@@ -261,6 +262,7 @@ def _svdvals_vjp(c, g):
 _SVDVALS = register(
     OpDef(
         name="svdvals",
+        autocast=Autocast.FP32,
         kind="linalg",
         infer=_svdvals_infer,
         kernel=_svdvals_kernel,
@@ -272,6 +274,7 @@ _SVDVALS = register(
 )
 
 
+@autocasts(Autocast.FP32)
 def svdvals(A):
     """``torch.linalg.svdvals``: the singular values of ``A`` (..., m, n), descending, in
     float32 or float64. Gradient ``U diag(g) V^T``; a second derivative raises."""

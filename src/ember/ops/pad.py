@@ -12,6 +12,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..types import TensorType
 from . import api as E
+from ._autocast import Autocast, autocasts
 from ._registry import OpDef, apply, export, register
 from ._util import fmt_shape, memory_cost
 from .elementwise import to_tensor
@@ -148,7 +149,17 @@ _PAD_BACKWARD = register(
 )
 
 
+def _pad_autocast(x, pad, mode="constant", value=0.0):
+    """PyTorch's fp32 list holds reflection_pad1d/2d and replication_pad1d/2d/3d (padding the
+    last len(pad) // 2 dimensions); constant, circular and 3-d reflection pads pass through."""
+    n = len(pad) // 2
+    if (mode == "reflect" and n in (1, 2)) or (mode == "replicate" and n in (1, 2, 3)):
+        return Autocast.FP32
+    return None
+
+
 @export(functional=True)
+@autocasts(_pad_autocast)
 def pad(x, pad, mode="constant", value=0.0):
     """PyTorch's F.pad: ``pad`` lists (before, after) sizes starting from the *last* dimension,
     e.g. (left, right, top, bottom) for the last two. Modes: constant, reflect, replicate,

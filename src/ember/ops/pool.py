@@ -22,6 +22,7 @@ from ..kernels.conv_plan import scratch
 from ..kernels.pool_geometry import first_inside_axis, pad_input, padded_extent, pool_out_size
 from ..types import TensorType
 from . import _batching
+from ._autocast import Autocast, autocasts
 from ._registry import REGISTRY, Cost, OpDef, apply, export, register
 from ._rules import EpilogueRule
 from ._util import fmt_shape, half_precision, io_bytes, numel, value_bytes
@@ -500,6 +501,8 @@ def _max_pool_nd(nd: int):
         f"{nd}-D max pooling like torch.nn.functional.{name} (stride defaults to kernel_size; "
         "padding counts as -inf; return_indices gives flat indices within each plane)."
     )
+    if nd == 3:  # on PyTorch's fp32 list (the 1-d and 2-d pools are not)
+        max_pool = autocasts(Autocast.FP32)(max_pool)
     return export(max_pool, name=name, functional=True)
 
 

@@ -18,6 +18,7 @@ from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..types import TensorType
 from . import api as E
+from ._autocast import Autocast, autocasts
 from ._registry import Cost, OpDef, apply, constant, export, register
 from ._util import fmt_shape, io_bytes
 from .elementwise import to_tensor
@@ -144,6 +145,8 @@ def _adaptive_max_pool_nd(nd: int):
         f"{nd}-D adaptive max pooling like torch.nn.functional.{name}: output_size an int or a "
         "tuple (None keeps that input size)."
     )
+    if nd == 3:  # on PyTorch's fp32 list (the 1-d and 2-d pools are not)
+        adaptive_max_pool = autocasts(Autocast.FP32)(adaptive_max_pool)
     return export(adaptive_max_pool, name=name, functional=True)
 
 
@@ -188,6 +191,8 @@ def _adaptive_avg_pool_nd(nd: int):
         f"{nd}-D adaptive average pooling like torch.nn.functional.{name}: output_size an int "
         "or a tuple (None keeps that input size)."
     )
+    if nd == 3:  # on PyTorch's fp32 list (the 1-d and 2-d pools are not)
+        adaptive_avg_pool = autocasts(Autocast.FP32)(adaptive_avg_pool)
     return export(adaptive_avg_pool, name=name, functional=True)
 
 

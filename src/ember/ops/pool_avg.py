@@ -16,6 +16,7 @@ from ..kernels.conv_plan import compute_dtype, scratch
 from ..kernels.pool_geometry import pad_input, padded_extent, pool_out_size
 from ..types import TensorType
 from . import _onnx_conv as oxc
+from ._autocast import Autocast, autocasts
 from ._registry import Cost, OpDef, apply, export, register
 from ._util import half_precision, io_bytes, numel, require_float, value_bytes
 from .conv_functional import int_tuple
@@ -277,6 +278,8 @@ def _avg_pool_nd(nd: int):
     avg_pool.__doc__ = (
         f"{nd}-D average pooling like torch.nn.functional.{name} (stride defaults to kernel_size)."
     )
+    if nd == 3:  # on PyTorch's fp32 list (the 1-d and 2-d pools are not)
+        avg_pool = autocasts(Autocast.FP32)(avg_pool)
     return export(avg_pool, name=name, functional=True)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..errors import ShapeError
 from . import api as E
+from ._autocast import Autocast, autocasts
 from ._registry import export
 from ._util import fmt_shape
 from .elementwise import promote, to_tensor
@@ -23,6 +24,7 @@ def _require_ndim(op: str, ndims: tuple, *tensors) -> None:
 
 
 @export(method=True)
+@autocasts(Autocast.LOWER)
 def mm(a, b):
     """Product of two matrices (2-D only; use matmul for batches and broadcasting)."""
     a, b = to_tensor(a), to_tensor(b)
@@ -31,6 +33,7 @@ def mm(a, b):
 
 
 @export(method=True)
+@autocasts(Autocast.LOWER)
 def bmm(a, b):
     """Batched product of (B, M, K) and (B, K, N) tensors (no broadcasting, as in PyTorch)."""
     a, b = to_tensor(a), to_tensor(b)
@@ -43,6 +46,7 @@ def bmm(a, b):
 
 
 @export(method=True)
+@autocasts(Autocast.KEEP)
 def mv(a, v):
     """Matrix-vector product of a (M, K) matrix and a (K,) vector."""
     a, v = to_tensor(a), to_tensor(v)
@@ -51,6 +55,7 @@ def mv(a, v):
 
 
 @export(method=True)
+@autocasts(Autocast.KEEP)
 def dot(a, b):
     """Inner product of two 1-D tensors of one size (a 0-d result)."""
     a, b = to_tensor(a), to_tensor(b)
@@ -59,6 +64,7 @@ def dot(a, b):
 
 
 @export(method=True)
+@autocasts(Autocast.KEEP)
 def outer(a, b):
     """Outer product of two 1-D tensors: out[i, j] = a[i] * b[j]."""
     a, b = to_tensor(a), to_tensor(b)
@@ -70,6 +76,7 @@ export(outer, name="ger", method=True)
 
 
 @export(functional=True, toplevel=False)
+@autocasts(Autocast.KEEP)
 def bilinear(x1, x2, weight, bias=None):
     """PyTorch's F.bilinear: ``out[..., o] = x1[..., i] weight[o, i, j] x2[..., j] + bias[o]``."""
     x1, x2, weight = promote(x1, x2, weight)

@@ -19,6 +19,7 @@ from ..types import TensorType
 from . import _batching
 from . import _onnx_reduce as oxr
 from . import api as E
+from ._autocast import Autocast, autocasts
 from ._half import via_float32
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._rules import ReductionRule
@@ -260,6 +261,7 @@ def _prod_vjp(c, g):
 _PROD = register(
     OpDef(
         name="prod",
+        autocast=Autocast.FP32,
         onnx=oxr.onnx_prod,
         kind="reduce",
         infer=_sum_infer,
@@ -282,6 +284,7 @@ _PROD = register(
 
 
 @export(method=True)
+@autocasts(Autocast.FP32)
 def prod(x, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
     """Product over ``dim`` (all dimensions by default)."""
     x = to_tensor(x)

@@ -25,6 +25,7 @@ from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from . import _onnx
 from . import api as E
+from ._autocast import Autocast, autocasts
 from ._index_plan import IndexOutOfRangeError
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._scatter_kernels import normalized
@@ -316,6 +317,7 @@ def index_fill(x, dim: int, index, value):
 
 
 @export(method=True, inplace=True)
+@autocasts(Autocast.PROMOTE)
 def index_copy(x, dim: int, index, source):
     """``x`` with its slices at ``index`` along ``dim`` replaced by ``source``'s slices in turn
     (``source`` has x's shape with ``len(index)`` along ``dim``). Where the index repeats a

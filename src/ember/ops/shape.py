@@ -14,6 +14,7 @@ from ..errors import ShapeError
 from ..types import TensorType
 from . import _batching
 from . import api as E
+from ._autocast import Autocast, autocasts
 from ._registry import OpDef, apply, export, register
 from ._util import (
     fmt_shape,
@@ -371,6 +372,7 @@ def _onnx_concat(e):
 CONCAT = register(
     OpDef(
         name="concat",
+        autocast=Autocast.PROMOTE,
         onnx=_onnx_concat,
         kind="shape",
         infer=_concat_infer,
@@ -442,6 +444,7 @@ SPLIT = register(
 
 
 @export(name="concat")
+@autocasts(Autocast.PROMOTE)
 def concat(tensors, dim=0, *, axis=None):
     """Join tensors along dimension ``dim`` (promoting their dtypes)."""
     from .elementwise import promote
@@ -460,6 +463,7 @@ export(concat, name="concatenate")
 
 
 @export
+@autocasts(Autocast.PROMOTE)
 def stack(tensors, dim=0, *, axis=None):
     """Join tensors of one shape along a new dimension ``dim``."""
     tensors = [to_tensor(t) for t in tensors]

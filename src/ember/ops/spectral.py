@@ -20,6 +20,7 @@ from .. import dtypes as dt
 from ..errors import AutogradError
 from ..types import TensorType
 from . import api as E
+from ._autocast import Autocast, autocasts
 from ._registry import apply, export
 from .decompositions import (
     SLOGDET,
@@ -113,6 +114,7 @@ QR = _linalg_op(
     num_outputs=2,
     save_inputs=(),
     save_outputs=(0, 1),
+    autocast=Autocast.FP32,
 )
 
 
@@ -121,6 +123,7 @@ class QRResult(NamedTuple):
     R: object
 
 
+@autocasts(Autocast.FP32)
 def qr(A, mode: str = "reduced") -> QRResult:
     """``torch.linalg.qr``: ``(Q, R)`` with ``A = Q R``, Q with orthonormal columns and R
     upper-triangular, of each matrix of ``A`` (..., m, n). ``mode``: "reduced" (Q m x k, R
@@ -132,6 +135,7 @@ def qr(A, mode: str = "reduced") -> QRResult:
 
 
 @export(name="qr", method="qr")
+@autocasts(Autocast.FP32)
 def _qr(input, some: bool = True) -> QRResult:
     """``torch.qr`` (deprecated in PyTorch): ``some=True`` is mode "reduced", False
     "complete"."""
@@ -173,6 +177,7 @@ EIGH = _linalg_op(
     num_outputs=2,
     save_inputs=(),
     save_outputs=(0, 1),
+    autocast=Autocast.FP32,
 )
 
 
@@ -187,6 +192,7 @@ class EighResult(NamedTuple):
     eigenvectors: object
 
 
+@autocasts(Autocast.FP32)
 def eigh(A, UPLO: str = "L") -> EighResult:  # noqa: N803  (PyTorch's name)
     """``torch.linalg.eigh``: the eigenvalues (ascending) and orthonormal eigenvectors (the
     columns) of each symmetric matrix of ``A`` (..., n, n), reading only its lower (``UPLO``
@@ -217,9 +223,11 @@ EIGVALSH = _linalg_op(
     _eigvalsh_kernel,
     _eigvalsh_vjp,
     "eigvalsh(A, uplo): the eigenvalues (ascending) of symmetric matrices",
+    autocast=Autocast.FP32,
 )
 
 
+@autocasts(Autocast.FP32)
 def eigvalsh(A, UPLO: str = "L"):  # noqa: N803
     """``torch.linalg.eigvalsh``: the eigenvalues (ascending) of each symmetric matrix of
     ``A``, reading its lower (``UPLO`` "L") or upper triangle. Gradient ``V diag(g) V^T``."""
@@ -294,6 +302,7 @@ LINALG_SVD = _linalg_op(
     num_outputs=3,
     save_inputs=(),
     save_outputs=(0, 1, 2),
+    autocast=Autocast.FP32,
 )
 
 
@@ -303,6 +312,7 @@ class SVDResult(NamedTuple):
     Vh: object
 
 
+@autocasts(Autocast.FP32)
 def svd(A, full_matrices: bool = True, *, driver: str | None = None) -> SVDResult:
     """``torch.linalg.svd``: ``(U, S, Vh)`` with ``A = U diag(S) Vh`` for each matrix of ``A``
     (..., m, n), S descending; ``full_matrices`` (the default, as PyTorch) makes U m x m and
@@ -325,6 +335,7 @@ class OldSVDResult(NamedTuple):
 
 
 @export(name="svd", method="svd")
+@autocasts(Autocast.FP32)
 def _svd(input, some: bool = True, compute_uv: bool = True) -> OldSVDResult:
     """``torch.svd`` (deprecated in PyTorch): ``(U, S, V)`` with ``A = U diag(S) V^T`` (V, not
     Vh); ``some=False`` gives the full U and V; ``compute_uv=False`` returns zero-filled U
@@ -399,6 +410,7 @@ PINV = _linalg_op(
     "max(atol, rtol * the largest) taken as zero",
     save_inputs=(0,),
     save_outputs=(0,),
+    autocast=Autocast.FP32,
 )
 
 
@@ -422,6 +434,7 @@ def default_tolerances(op, A, atol, rtol):
     return (0.0 if atol is None else atol), rtol
 
 
+@autocasts(Autocast.FP32)
 def pinv(A, *, atol=None, rtol=None, hermitian: bool = False):
     """``torch.linalg.pinv``: the Moore-Penrose pseudo-inverse of each matrix of ``A``
     (..., m, n), treating singular values at most ``max(atol, rtol * the largest)`` as zero
@@ -435,6 +448,7 @@ def pinv(A, *, atol=None, rtol=None, hermitian: bool = False):
 
 
 @export(method=True)
+@autocasts(Autocast.FP32)
 def pinverse(input, rcond: float = 1e-15):
     """``torch.pinverse``: `ember.linalg.pinv` with ``rtol=rcond``."""
     return pinv(input, rtol=rcond)

@@ -10,6 +10,7 @@ costs one small eager step and a compile, never a run at that size.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ class Spec:
     dtype: object = None
     memory_budget: int | None = None
     remat_policy: object = None  # ember.function's (transforms/checkpoint.py), or None
+    amp: object = None  # a 16-bit dtype: forward and loss under ember.autocast (float32 state)
 
     def report(self) -> MemoryReport:
         """The report of this spec (`analyse`): what a report's what-if helpers call on a
@@ -92,6 +94,7 @@ def _named(spec: Spec) -> Spec:
         spec.dtype,
         spec.memory_budget,
         spec.remat_policy,
+        spec.amp,
     )
 
 
@@ -133,13 +136,21 @@ def build_step(spec: Spec):
                         value.data = value.to(spec.dtype)
     n_in = len(spec.inputs)
     loss_fn = spec.loss_fn or _mean_square
+    region = contextlib.nullcontext
+    if spec.amp is not None:  # the real autocast step: its casts and 16-bit values planned
+        from ..amp import autocast
+
+        if spec.dtype is not None:
+            raise ValueError("memory: amp keeps the model in float32; give dtype or amp")
+        region = functools.partial(autocast, "cpu", dtype=spec.amp)
     name = type(target).__name__
 
     if optimizer is not None:
 
         def step(*tensors):
             optimizer.zero_grad()
-            loss = loss_fn(model(*tensors[:n_in]), *tensors[n_in:])
+            with region():
+                loss = loss_fn(model(*tensors[:n_in]), *tensors[n_in:])
             loss.backward()
             optimizer.step()
             return loss
@@ -149,7 +160,8 @@ def build_step(spec: Spec):
 
         def step(*tensors):
             model.zero_grad()
-            loss = loss_fn(model(*tensors[:n_in]), *tensors[n_in:])
+            with region():
+                loss = loss_fn(model(*tensors[:n_in]), *tensors[n_in:])
             loss.backward()
             return loss
 
@@ -157,7 +169,7 @@ def build_step(spec: Spec):
     else:
 
         def step(*tensors):
-            with no_grad():
+            with no_grad(), region():
                 return model(*tensors[:n_in])
 
         kind = "forward (no_grad)"
@@ -165,6 +177,8 @@ def build_step(spec: Spec):
         rows = int(batch) if batch is not None else (first.shape[0] if first is not None else 0)
         step(*(t[:WARMUP_SAMPLES] if _batched(t, rows) else t for t in args))
     dtype = f", {spec.dtype}" if spec.dtype is not None else ""
+    if spec.amp is not None:
+        dtype = f", mixed precision {spec.amp}"
     return None, step, args, model, optimizer, f"{name} {kind} on {_shapes(args)}{dtype}"
 
 
@@ -231,7 +245,7 @@ def analyse(spec: Spec) -> MemoryReport:
         description=description,
         scopes=_value_scopes(program.captured_graph),
         batch_size=int(first.shape[0]) if first is not None else None,
-        dtype=str(spec.dtype) if spec.dtype is not None else _float_dtype(args, model),
+        dtype=_dtype_label(spec, args, model),
         remat=program.remat,
         spec=spec,
         runner=runner,
@@ -239,6 +253,12 @@ def analyse(spec: Spec) -> MemoryReport:
     )
     _add_state_rows(report, getattr(program, "reach", None), getattr(program, "feeds", ()))
     return report
+
+
+def _dtype_label(spec: Spec, args, model) -> str | None:
+    if spec.amp is not None:
+        return f"amp {spec.amp}"
+    return str(spec.dtype) if spec.dtype is not None else _float_dtype(args, model)
 
 
 def _float_dtype(args, model) -> str | None:

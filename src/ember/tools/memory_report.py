@@ -14,8 +14,8 @@ A `MemoryReport` gives
   temporaries (and workspace) alive at once;
 * the what-if helpers ``with_batch_size``, ``with_dtype`` and ``with_checkpointing``: a report
   made from a model or function keeps its `Spec` (tools/memory_build.py), and each helper
-  plans a changed copy of it (``spec.report()``); ``with_dtype(mode='amp')`` is estimated from
-  this report (`amp_estimate`).
+  plans a changed copy of it (``spec.report()``); ``with_dtype(mode='amp')`` plans the step
+  under ``ember.autocast`` (its casts, 16-bit values and float32 state).
 
 This module imports neither the builder (memory_build.py) nor the entry points (memory.py,
 whatif.py): they import it.
@@ -31,7 +31,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..graph import scope as _scope
 
-__all__ = ["FIELDS", "LayerMemory", "MemoryReport", "amp_estimate", "report_from_plan"]
+__all__ = ["FIELDS", "LayerMemory", "MemoryReport", "report_from_plan"]
 
 # planner part -> report field
 FIELDS = {
@@ -112,14 +112,17 @@ class MemoryReport:
     def with_dtype(self, dtype, mode: str = "pure") -> MemoryReport:
         """The step in float16 / bfloat16 (any floating dtype). ``mode='pure'``: the model,
         its optimizer state and the floating inputs converted (as ``model.half()``), and the
-        resulting program planned. ``mode='amp'``: an estimate of PyTorch-style mixed
-        precision (`amp_estimate`): float32 parameters, gradients and
-        optimizer state, low-precision activations and temporaries, plus the low-precision
-        copies of the weights autocast keeps."""
+        resulting program planned. ``mode='amp'``: the forward pass and the loss under
+        ``ember.autocast(dtype=...)``, planned as it runs: float32 parameters, gradients and
+        optimizer state, the 16-bit copies of the weights and the activations in the dtype
+        each op's autocast policy gives (ember/amp.py)."""
         if mode == "pure":
             return self._rebuild(dtype=dtype)
         if mode == "amp":
-            return amp_estimate(self, dtype)
+            dtype = dt.as_dtype(dtype)
+            if dtype not in (dt.bfloat16, dt.float16):
+                raise ValueError(f"with_dtype(mode='amp'): bfloat16 or float16, got {dtype}")
+            return self._rebuild(amp=dtype)
         raise ValueError(f"with_dtype: mode is 'pure' or 'amp', got {mode!r}")
 
     def with_checkpointing(self, budget_bytes: int | None = None, *, policy=None) -> MemoryReport:
@@ -270,50 +273,4 @@ def report_from_plan(plan, graph, *, description: str, scopes: dict | None = Non
         by_layer=rows,
         plan=plan,
         **extra,
-    )
-
-
-def amp_estimate(report: MemoryReport, dtype) -> MemoryReport:
-    """The estimate of mixed precision in ``dtype`` of a float32 ``report``: PyTorch-style
-    automatic mixed precision, which ember does not run (it has no autocast). Parameters,
-    gradients, optimizer state and the batch stay float32; activations and temporaries take the
-    low precision (autocast runs matrix products and convolutions in it; the elementwise ops
-    that read their results follow; softmax, norms and losses stay float32 in PyTorch, so this
-    is a lower bound on those parts); plus the low-precision copies of the weights that
-    autocast caches for the forward and backward pass. Pure low precision (``model.half()``)
-    is planned for real: ``report.with_dtype(ember.float16)``. Per-layer rows are scaled the
-    same way."""
-    dtype = dt.as_dtype(dtype)
-    if not dtype.is_floating_point or dtype.itemsize >= 4:
-        raise ValueError(f"amp_estimate: a 16-bit floating dtype, got {dtype}")
-    if report.dtype not in (None, "float32"):
-        raise ValueError(f"amp_estimate: starts from a float32 report, got {report.dtype}")
-    ratio = dtype.itemsize / 4
-    low = {"saved activations", "temporaries"}
-    copies = int(report.parameters * ratio)  # autocast's weight cache
-    at_peak = {part: int(b * ratio) if part in low else b for part, b in report.at_peak.items()}
-    if report.at_peak.get("saved activations", 0) or report.gradients == 0:
-        at_peak["temporaries"] += copies  # the peak is inside forward/backward: cache alive
-    parts = {
-        name: int(getattr(report, name) * ratio) if part in low else getattr(report, name)
-        for part, name in FIELDS.items()
-    }
-    parts["temporaries"] += copies
-    layers = {
-        name: replace(
-            row,
-            activations=int(row.activations * ratio),
-            temporaries=int(row.temporaries * ratio + row.parameters * ratio),
-        )
-        for name, row in report.by_layer.items()
-        if isinstance(row, LayerMemory)
-    }
-    return replace(
-        report,
-        description=f"{report.description}, mixed precision {dtype} (estimate)",
-        peak_bytes=sum(at_peak.values()),
-        at_peak=at_peak,
-        by_layer=layers,
-        dtype=f"amp {dtype}",
-        **parts,
     )

@@ -1,0 +1,179 @@
+"""Mixed precision: the training step's time and measured peak memory under ``ember.autocast``
+against float32, on the zoo's CNN and transformer (ember.zoo), with PyTorch's autocast step
+measured in the same run as the peer; optionally the accuracy of ``ember train --amp``.
+
+Per model, one line per precision, each step captured with ``ember.function`` (zero_grad,
+forward and loss under autocast, backward, optimizer step; float16 with a GradScaler):
+* ember ms: median step time of interleaved rounds; x f32: its ratio to ember's float32 step;
+* peak MiB: the step's measured peak (``ember.plan.measure_peak``); x f32: its ratio;
+* torch ms, x f32: PyTorch eager's same step under ``torch.autocast`` and its ratio to torch's
+  float32 step (torch's own speed-up on this CPU, the yardstick for ember's).
+The 16-bit speed depends on the C kernels reading and writing bfloat16/float16 (kernels/);
+where a product or convolution has none, it runs the NumPy reference in 16 bits.
+
+``--train-accuracy``: ``ember train`` of the default CNN on Fashion-MNIST for ``--epochs``, in
+float32 and with ``--amp bf16`` and ``--amp fp16``, the same seed: the test accuracies and their
+differences from float32, in points (issue 22 asks for within 0.3). Minutes per epoch.
+
+    python benchmarks/precision.py [--models cnn,transformer] [--steps 5] [--rounds 3]
+    python benchmarks/precision.py --train-accuracy [--epochs 1] [--amp bf16,fp16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+import warnings
+
+import numpy as np
+
+import ember
+from ember import zoo
+from ember.plan import measure_peak
+
+PRECISIONS = ("float32", "bfloat16", "float16")
+
+
+def cpu_model() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown CPU"
+    for line in out.splitlines():
+        if line.startswith("Model name:"):
+            return line.split(":", 1)[1].strip()
+    return "unknown CPU"
+
+
+def _step(lib, name: str, precision: str, model, opt, captured: bool):
+    """The training step of ``model`` in ``precision`` over ``lib`` (ember or torch)."""
+    low = None if precision == "float32" else getattr(lib, precision)
+    scaler = lib.amp.GradScaler("cpu", enabled=precision == "float16")
+
+    def step(x, y):
+        opt.zero_grad()
+        with lib.autocast("cpu", dtype=low or lib.bfloat16, enabled=low is not None):
+            loss = zoo.loss(lib, model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        return loss
+
+    return ember.function(step) if captured else step
+
+
+def _setup(lib, name: str):
+    lib.manual_seed(0)
+    model = zoo.build(name, lib)
+    opt = zoo.optimizer(name, lib, model.parameters())
+    x, y = zoo.inputs(name, zoo.SPECS[name].train_batch)
+    return model, opt, lib.tensor(x), lib.tensor(y)
+
+
+def _time(fn, args, steps: int) -> float:
+    start = time.perf_counter()
+    for _ in range(steps):
+        fn(*args)
+    return (time.perf_counter() - start) / steps
+
+
+def bench_model(name: str, steps: int, rounds: int, torch) -> None:
+    runs = {}
+    for precision in PRECISIONS:
+        model, opt, x, y = _setup(ember, name)
+        runs[("ember", precision)] = (_step(ember, name, precision, model, opt, True), (x, y))
+        if torch is not None:
+            model, opt, x, y = _setup(torch, name)
+            runs[("torch", precision)] = (_step(torch, name, precision, model, opt, False), (x, y))
+    peaks = {}
+    for (side, precision), (fn, args) in runs.items():
+        fn(*args)  # trace / warm up
+        fn(*args)
+        if side == "ember":
+            peaks[precision] = measure_peak(fn, *args)
+    times: dict = {key: [] for key in runs}
+    for _ in range(rounds):  # interleaved: each round re-warms every side
+        for key, (fn, args) in runs.items():
+            fn(*args)
+            times[key].append(_time(fn, args, steps))
+    med = {key: statistics.median(t) for key, t in times.items()}
+    for precision in PRECISIONS:
+        ours = med[("ember", precision)]
+        line = (
+            f"{name:12s} {precision:9s} ember {ours * 1e3:9.1f} ms  "
+            f"x f32 {ours / med[('ember', 'float32')]:5.2f}  "
+            f"peak {peaks[precision] / 2**20:8.1f} MiB  "
+            f"x f32 {peaks[precision] / peaks['float32']:5.2f}"
+        )
+        if torch is not None:
+            theirs = med[("torch", precision)]
+            line += (
+                f"  | torch {theirs * 1e3:9.1f} ms  "
+                f"x f32 {theirs / med[('torch', 'float32')]:5.2f}  "
+                f"ember/torch {ours / theirs:5.2f}"
+            )
+        print(line, flush=True)
+
+
+def train_accuracy(epochs: int, amps: list) -> None:
+    from ember.train import TrainConfig, run
+
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for amp in [None, *amps]:
+            start = time.perf_counter()
+            result = run(
+                TrainConfig(
+                    model="cnn",
+                    dataset="fashion-mnist",
+                    epochs=epochs,
+                    seed=0,
+                    progress=False,
+                    checkpoint=os.path.join(tmp, f"{amp}.ckpt"),
+                    amp=amp,
+                )
+            )
+            results[amp] = result.test_accuracy
+            seconds = time.perf_counter() - start
+            label = amp or "float32"
+            diff = 100 * (result.test_accuracy - results[None])
+            print(
+                f"fashion-mnist cnn, {epochs} epoch(s), {label:7s}: test accuracy "
+                f"{100 * result.test_accuracy:.2f}% ({diff:+.2f} points vs float32), "
+                f"{seconds:.0f} s",
+                flush=True,
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", default="cnn,transformer")
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--train-accuracy", action="store_true")
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--amp", default="bf16,fp16", help="the --amp settings to compare")
+    args = parser.parse_args()
+    warnings.simplefilter("ignore", RuntimeWarning)  # float16 overflows the scaler skips
+    print(f"CPU: {cpu_model()}; {os.cpu_count()} CPUs; medians of {args.rounds} rounds")
+    if args.train_accuracy:
+        train_accuracy(args.epochs, args.amp.split(","))
+        return
+    try:
+        import torch
+
+        torch.set_num_threads(os.cpu_count() or 1)
+    except ImportError:
+        torch = None
+        print("(torch not installed: no peer column; pip install torch)")
+    for name in args.models.split(","):
+        bench_model(name, args.steps, args.rounds, torch)
+    np.seterr(all="warn")
+
+
+if __name__ == "__main__":
+    main()
