@@ -406,3 +406,27 @@ def test_compiled_dropout_in_a_region_uses_the_forward_mask():
         graph = fn.compile(x).graph  # the random draws stay in the forward pass, once each
         assert sum(n.op is not None and n.op.kind == "random" for n in graph.nodes) == 3
     _same(*results)
+
+
+@pytest.mark.parametrize("use_reentrant", [False, True])
+def test_recomputation_runs_under_the_forward_autocast_region(use_reentrant):
+    # the region is recomputed in backward, where autocast is off: it must run again under
+    # the forward's region (bfloat16 products), or the saved values it replaces would differ
+    # in dtype (CheckpointError) and the gradients would be float32 products
+    blocks = _mlp(blocks=2, d=8, dtype=ember.float32)
+    x = ember.randn(4, 8, requires_grad=True)
+
+    def run(ck):
+        blocks.zero_grad(set_to_none=True)
+        x.grad = None
+        with ember.autocast("cpu", dtype=ember.bfloat16):
+            h = x
+            for block in blocks:
+                h = checkpoint(block, h, use_reentrant=use_reentrant) if ck else block(h)
+            assert h.dtype == ember.bfloat16
+            loss = h.float().square().sum()
+        loss.backward()
+        return [x.grad.numpy()] + [p.grad.numpy() for p in blocks.parameters()]
+
+    for plain, ck in zip(run(False), run(True)):
+        np.testing.assert_array_equal(plain, ck)

@@ -8,7 +8,8 @@ values its backward pass would read, and recomputes them when the backward pass 
   (autograd.py `saved_tensors_hooks`): each value a recorded op's gradient reads is kept as a
   number, not the tensor (the function's tensor arguments excepted). The first time the
   backward pass unpacks one, the region is run again from its arguments (with the random
-  state of the forward call restored, so dropout draws the same mask), its saved values
+  state of the forward call restored, so dropout draws the same mask, and under the forward's
+  autocast region, which backward otherwise leaves off), its saved values
   collected in the same order, and the k-th stands for the k-th; the recomputation stops once
   the last one is there (PyTorch's early stop). The original tape backpropagates through them,
   so keyword arguments, non-tensor arguments and outputs, tensors closed over (a module's
@@ -41,6 +42,7 @@ from ..autograd_function import Function
 from ..errors import AutogradError
 from ..grad_mode import enable_grad, is_grad_enabled, no_grad
 from ..graph import scope as _scope
+from ..ops import _autocast
 from ..tensor import Tensor
 from ..transforms.checkpoint import (
     RematPolicy,
@@ -145,6 +147,7 @@ class _Region:
         self.function, self.args, self.kwargs = function, args, kwargs
         self.arg_ids = {id(a) for a in args if isinstance(a, Tensor)}
         self.rng = _random.get_rng_state() if preserve else None
+        self.autocast = _autocast.region()  # the recomputation runs under the same region
         self.context, self.check, self.debug = context, check, debug
         self.early_stop = early_stop
         self.meta: list = []  # per saved number: (shape, dtype, op that saved it)
@@ -177,6 +180,7 @@ class _Region:
             return t
 
         state = _random.get_rng_state()
+        region = _autocast.set_region(self.autocast)
         try:
             if self.rng is not None:
                 _random.set_rng_state(self.rng)
@@ -185,6 +189,7 @@ class _Region:
         except _Stop:
             pass
         finally:
+            _autocast.set_region(region)
             _random.set_rng_state(state)
         self._checked(values)
         self.values = values
@@ -231,6 +236,7 @@ class _Reentrant(Function):
             )
         ctx.run_function = run_function
         ctx.rng = _random.get_rng_state() if preserve else None
+        ctx.autocast = _autocast.region()
         ctx.inputs = list(args)
         ctx.tensor_indices = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
         ctx.save_for_backward(*[args[i] for i in ctx.tensor_indices])
@@ -243,12 +249,14 @@ class _Reentrant(Function):
         for i, t in zip(ctx.tensor_indices, ctx.saved_tensors):
             inputs[i] = t.detach().requires_grad_(t.requires_grad)
         state = _random.get_rng_state()
+        region = _autocast.set_region(ctx.autocast)
         try:
             if ctx.rng is not None:
                 _random.set_rng_state(ctx.rng)
             with enable_grad():
                 outputs = ctx.run_function(*inputs)
         finally:
+            _autocast.set_region(region)
             _random.set_rng_state(state)
         if isinstance(outputs, Tensor):
             outputs = (outputs,)
