@@ -17,6 +17,12 @@ differences from float32, in points (issue 22 asks for within 0.3). Minutes per 
 
     python benchmarks/precision.py [--models cnn,transformer] [--steps 5] [--rounds 3]
     python benchmarks/precision.py --train-accuracy [--epochs 1] [--amp bf16,fp16]
+    python benchmarks/precision.py --all   # this, then the other parts of issue 22's figures
+
+``--all`` runs, after the steps, the benchmarks of the other levers each in its own process:
+precision_kernels.py (bfloat16/float16 kernels against float32 and torch), precision_int8.py
+(int8 products and convolutions, the quantized CNN's accuracy per calibration method) and
+precision_checkpoint.py (activation checkpointing's memory drop and time cost).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import argparse
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 import warnings
@@ -157,6 +164,7 @@ def main() -> None:
     parser.add_argument("--train-accuracy", action="store_true")
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--amp", default="bf16,fp16", help="the --amp settings to compare")
+    parser.add_argument("--all", action="store_true", help="then the other precision_*.py")
     args = parser.parse_args()
     warnings.simplefilter("ignore", RuntimeWarning)  # float16 overflows the scaler skips
     print(f"CPU: {cpu_model()}; {os.cpu_count()} CPUs; medians of {args.rounds} rounds")
@@ -173,6 +181,11 @@ def main() -> None:
     for name in args.models.split(","):
         bench_model(name, args.steps, args.rounds, torch)
     np.seterr(all="warn")
+    if args.all:
+        here = os.path.dirname(os.path.abspath(__file__))
+        for part in ("precision_kernels", "precision_int8", "precision_checkpoint"):
+            print(f"\n== {part}.py", flush=True)
+            subprocess.run([sys.executable, os.path.join(here, f"{part}.py")], check=True)
 
 
 if __name__ == "__main__":
