@@ -75,6 +75,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ember.distributions",
             "ember.utils",
             "ember.special",
+            "ember.distributed",
         ),
     ),
     ("capture", ("ember.capture",)),

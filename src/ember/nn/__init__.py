@@ -50,6 +50,7 @@ from .attention import MultiheadAttention
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from .data_parallel import DataParallel
+from . import parallel
 from .distance import (
     CosineEmbeddingLoss,
     CosineSimilarity,
