@@ -203,8 +203,9 @@ class Tensor(_reg.TensorBase):
         return _HookHandle(self._hooks, key)
 
     def register_post_accumulate_grad_hook(self, hook):
-        """Call ``hook(self)`` after a backward pass has accumulated this leaf's ``.grad`` (PyTorch's
-        semantics: leaves only, the return value is ignored, ``autograd.grad`` does not call it).
+        """Call ``hook(self)`` after a backward pass has accumulated this leaf's ``.grad``
+        (PyTorch's semantics: leaves only, the return value is ignored, ``autograd.grad`` does
+        not call it).
         Returns a handle whose ``remove()`` unregisters it."""
         if not self._requires_grad:
             raise AutogradError(

@@ -8,7 +8,7 @@ copy. ``ember.nn.init`` holds the initialisers; ``ember.nn.utils`` gradient clip
 """
 
 from .._missing import module_getattr as _module_getattr  # noqa: E402
-from . import functional, init, modules, utils
+from . import functional, init, modules, parallel, utils
 from .activation import (
     CELU,
     ELU,
@@ -50,7 +50,6 @@ from .attention import MultiheadAttention
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from .data_parallel import DataParallel
-from . import parallel
 from .distance import (
     CosineEmbeddingLoss,
     CosineSimilarity,

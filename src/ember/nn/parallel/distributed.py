@@ -103,7 +103,8 @@ class DistributedDataParallel(Module):
         super().__init__()
         if device_ids:
             raise DistributedError(
-                f"ember runs on the CPU only; DistributedDataParallel got device_ids={device_ids!r}",
+                f"ember runs on the CPU only; DistributedDataParallel got "
+                f"device_ids={device_ids!r}",
                 op="DistributedDataParallel",
             )
         pg = _group(process_group, "DistributedDataParallel")
