@@ -67,7 +67,6 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "package": _NONE,
     },
     "ember.nn": {
-        "parallel": _NONE,
         "quantized": _NONE,
         "qat": _NONE,
         "intrinsic": _NONE,
