@@ -101,10 +101,27 @@ def _train_parser(sub) -> None:
         help="batches prepared ahead on a background thread (0: synchronous)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar or epoch lines")
+    p.add_argument(
+        "--nproc",
+        type=int,
+        default=1,
+        help="train data-parallel on this many MPI ranks (started through mpiexec, as `ember "
+        "run` does; --batch-size is the global batch, split across them)",
+    )
+
+
+_RANK_MARK = "EMBER_TRAIN_RANK"  # set in the ranks `ember train --nproc N` starts
 
 
 def _run_train(args) -> int:
     from .train import TrainConfig, run
+
+    distributed = args.nproc > 1 and os.environ.get(_RANK_MARK) == "1"
+    if args.nproc > 1 and not distributed:  # start the ranks, each running this command again
+        from .distributed.launch import run as launch
+
+        env = dict(os.environ, **{_RANK_MARK: "1"})
+        return launch(args.nproc, ["-m", "ember.cli", *args.argv], env=env)
 
     config = TrainConfig(
         model=args.model,
@@ -121,8 +138,14 @@ def _run_train(args) -> int:
         progress=not args.no_progress,
         prefetch=args.prefetch,
         stop_after=args.stop_after,
+        distributed=distributed,
     )
     result = run(config)
+    if distributed:
+        from . import distributed as dist
+
+        if dist.get_rank() != 0:
+            return 0
     print(f"test accuracy: {result.test_accuracy:.2%}")
     print(f"checkpoint: {result.checkpoint}")
     return 0
@@ -253,6 +276,7 @@ def main(argv=None) -> int:
     for add_parser, _ in COMMANDS.values():
         add_parser(sub)
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return COMMANDS[args.command][1](args)
     except (EmberError, ValueError, FloatingPointError) as exc:

@@ -236,3 +236,34 @@ def test_missing_mpi4py_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "mpi4py", None)  # import mpi4py now raises ImportError
     with pytest.raises(ember.EmberError, match=r"pip install 'ember\[mpi\]'"):
         _mpi.mpi()
+
+
+def test_ember_train_nproc_2(tmp_path):
+    """`ember train --nproc 2` starts two ranks; rank 0 alone reports and writes the checkpoint,
+    which a one-process run resumes."""
+    _mpiexec_or_skip()
+    checkpoint = str(tmp_path / "mlp.ckpt")
+    common = ["-m", "ember.cli", "train", "--model", "mlp", "--epochs", "2", "--no-progress"]
+    common += ["--checkpoint", checkpoint]
+    done = subprocess.run(
+        [sys.executable, *common, "--nproc", "2", "--stop-after", "1"],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=LIMIT_S,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("test accuracy:") == 1
+    accuracy = float(done.stdout.split("test accuracy:")[1].split("%")[0]) / 100
+    assert accuracy > 0.5  # 10 classes: far above chance after one epoch
+    state = ember.load(checkpoint)
+    assert state["epoch"] == 1 and not any(k.startswith("module.") for k in state["model"])
+    resumed = subprocess.run(
+        [sys.executable, *common, "--resume", checkpoint],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=LIMIT_S,
+    )
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert ember.load(checkpoint)["epoch"] == 2

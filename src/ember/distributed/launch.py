@@ -62,11 +62,15 @@ def mpiexec_command(
     return command + ([sys.executable] if python else []) + list(program)
 
 
-def run(nproc: int, program: list[str], hostfile: str | None = None, python: bool = True) -> int:
-    """Run ``program`` on ``nproc`` ranks; returns mpiexec's exit status."""
+def run(
+    nproc: int, program: list[str], hostfile: str | None = None, python: bool = True, env=None
+) -> int:
+    """Run ``program`` on ``nproc`` ranks (in ``env``, this process's environment by default);
+    returns mpiexec's exit status."""
     import subprocess
 
     if not program:
         raise DistributedError("no script to run", op="ember run")
-    command = mpiexec_command(nproc, program, hostfile, python)
-    return subprocess.call(command, env=mpiexec_env())
+    env = mpiexec_env(env)
+    command = mpiexec_command(nproc, program, hostfile, python, env)
+    return subprocess.call(command, env=env)
