@@ -153,7 +153,7 @@ def test_distributed_sampler_from_the_group_matches_torch(job):
         assert res["sampler"].tolist() == list(theirs)
 
 
-@pytest.mark.parametrize("mode", ["raise", "kill"])
+@pytest.mark.parametrize("mode", ["raise", "kill", "stall"])
 def test_a_failing_rank_ends_the_job(mode):
     _mpiexec_or_skip()
     done = _launch(2, "_worker_fault.py", mode)  # raises TimeoutExpired if the job hangs
@@ -161,6 +161,8 @@ def test_a_failing_rank_ends_the_job(mode):
     assert "went unnoticed" not in done.stdout
     if mode == "raise":
         assert "rank 1 fails on purpose" in done.stderr
+    if mode == "stall":  # rank 0 gave up waiting, and its error ended the job
+        assert "did not complete within the process group's timeout" in done.stderr
 
 
 def test_distributed_sampler_matches_torch_for_every_argument():

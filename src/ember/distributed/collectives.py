@@ -128,8 +128,9 @@ class Work:
     """A collective or message in flight (PyTorch's ``Work``): ``wait()`` blocks until it is
     done and its results are in the caller's tensors; ``is_completed()`` asks without blocking."""
 
-    def __init__(self, requests, finish, group: ProcessGroup, what: str, result=()):
+    def __init__(self, requests, finish, group: ProcessGroup, what: str, result=(), keep=None):
         self._requests = list(requests)
+        self._keep = keep  # a staged buffer MPI reads from until the request completes
         self._finish = finish
         self._group = group
         self._what = what
@@ -462,7 +463,7 @@ def isend(tensor, dst: int, group=None, tag: int = 0):
     dst = _root(pg, dst, "dst", what)
     arr = _checked_tensor(tensor, "tensor", what, write=False)
     buf, _ = _movable(arr)  # a staged copy is complete before the send starts
-    return Work([pg.comm.Isend(buf, dest=dst, tag=tag)], None, pg, what)
+    return Work([pg.comm.Isend(buf, dest=dst, tag=tag)], None, pg, what, keep=buf)
 
 
 def irecv(tensor, src: int | None = None, group=None, tag: int = 0):
