@@ -229,7 +229,7 @@ def _run_parser(sub) -> None:
         "run",
         help="run a script on N processes (MPI ranks) for ember.distributed",
         description="Start SCRIPT on N ranks through mpiexec (the one installed with this "
-        "Python, else PATH's), with --oversubscribe; each rank calls "
+        "Python, else PATH's), with --oversubscribe; the script joins them by calling "
         "ember.distributed.init_process_group(). Needs: pip install 'ember[mpi]'.",
         formatter_class=_DefaultsFormatter,
     )
