@@ -76,6 +76,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ember.utils",
             "ember.special",
             "ember.quantization",
+            "ember.distributed",
         ),
     ),
     ("capture", ("ember.capture",)),

@@ -61,6 +61,7 @@ globals().update(_ops.PUBLIC)
 from . import (  # noqa: E402
     autograd,
     data,
+    distributed,
     distributions,
     io,
     linalg,

@@ -33,7 +33,6 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "export": "ember.trace(fn, *args) gives an ember.Graph; ember.load_graph reads graph files",
         "func": "ember.grad / ember.value_and_grad",
         "vmap": _NONE,
-        "distributed": _NONE,
         "hub": _NONE,
         "sparse": _NO_SPARSE,
         "sparse_coo": _NO_SPARSE,
@@ -67,7 +66,6 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "package": _NONE,
     },
     "ember.nn": {
-        "parallel": _NONE,
         "quantized": _NONE,
         "qat": _NONE,
         "intrinsic": _NONE,

@@ -264,7 +264,8 @@ class _Overwritten:
 
 
 class AccumulateGrad:
-    """The sink of a leaf tensor's gradients: runs the leaf's hooks and adds into ``.grad``."""
+    """The sink of a leaf tensor's gradients: runs the leaf's hooks, adds into ``.grad``, then runs
+    its post-accumulate-grad hooks."""
 
     __slots__ = ("variable", "_seq", "__weakref__")
     next_functions = ()
@@ -294,6 +295,9 @@ class AccumulateGrad:
         else:
             with set_grad_enabled(create_graph):
                 t.grad = t.grad + g
+        if t._post_hooks:
+            for hook in list(t._post_hooks.values()):
+                hook(t)
 
 
 _new_tuple = tuple.__new__

@@ -3,7 +3,8 @@
 * ``ember train``: train a built-in model on a built-in dataset (see ember/train.py);
 * ``ember viz``: draw a built-in model's training step or a saved graph file (ember/tools/viz.py);
 * ``ember inspect``: summary, FLOPs, memory and pass statistics of a built-in model or a saved
-  graph file (ember/tools/inspect.py).
+  graph file (ember/tools/inspect.py);
+* ``ember run -n N script.py [args]``: the script on N MPI ranks (ember/distributed/launch.py).
 
 Each subcommand is a pair in `COMMANDS`: a function adding its parser and one running it.
 """
@@ -107,10 +108,27 @@ def _train_parser(sub) -> None:
         "float16 (fp16 with loss scaling); parameters stay float32",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar or epoch lines")
+    p.add_argument(
+        "--nproc",
+        type=int,
+        default=1,
+        help="train data-parallel on this many MPI ranks (started through mpiexec, as `ember "
+        "run` does; --batch-size is the global batch, split across them)",
+    )
+
+
+_RANK_MARK = "EMBER_TRAIN_RANK"  # set in the ranks `ember train --nproc N` starts
 
 
 def _run_train(args) -> int:
     from .train import TrainConfig, run
+
+    distributed = args.nproc > 1 and os.environ.get(_RANK_MARK) == "1"
+    if args.nproc > 1 and not distributed:  # start the ranks, each running this command again
+        from .distributed.launch import run as launch
+
+        env = dict(os.environ, **{_RANK_MARK: "1"})
+        return launch(args.nproc, ["-m", "ember.cli", *args.argv], env=env)
 
     config = TrainConfig(
         model=args.model,
@@ -128,8 +146,14 @@ def _run_train(args) -> int:
         prefetch=args.prefetch,
         stop_after=args.stop_after,
         amp=args.amp,
+        distributed=distributed,
     )
     result = run(config)
+    if distributed:
+        from . import distributed as dist
+
+        if dist.get_rank() != 0:
+            return 0
     print(f"test accuracy: {result.test_accuracy:.2%}")
     print(f"checkpoint: {result.checkpoint}")
     return 0
@@ -208,11 +232,41 @@ def _run_inspect(args) -> int:
     return _inspect.run(args)
 
 
+def _run_parser(sub) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run a script on N processes (MPI ranks) for ember.distributed",
+        description="Start SCRIPT on N ranks through mpiexec (the one installed with this "
+        "Python, else PATH's), with --oversubscribe; the script joins them by calling "
+        "ember.distributed.init_process_group(). Needs: pip install 'ember[mpi]'.",
+        formatter_class=_DefaultsFormatter,
+    )
+    p.add_argument("-n", "--nproc", type=int, default=1, help="number of ranks")
+    p.add_argument(
+        "--hostfile",
+        default=None,
+        help="an Open MPI hostfile naming the machines and their slots (one line per host: "
+        "'name slots=K'); without it every rank runs on this machine",
+    )
+    p.add_argument(
+        "--no-python", action="store_true", help="run SCRIPT as a program, not with this Python"
+    )
+    p.add_argument("script", help="the script (or, with --no-python, the program) to run")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
+
+
+def _run_run(args) -> int:
+    from .distributed.launch import run
+
+    return run(args.nproc, [args.script, *args.args], args.hostfile, not args.no_python)
+
+
 # name -> (adds its parser, runs it)
 COMMANDS = {
     "train": (_train_parser, _run_train),
     "viz": (_viz_parser, _run_viz),
     "inspect": (_inspect.add_parser, _run_inspect),  # ember/tools/inspect.py
+    "run": (_run_parser, _run_run),
 }
 
 
@@ -230,6 +284,7 @@ def main(argv=None) -> int:
     for add_parser, _ in COMMANDS.values():
         add_parser(sub)
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return COMMANDS[args.command][1](args)
     except (EmberError, ValueError, FloatingPointError) as exc:

@@ -44,6 +44,7 @@ class Tensor(_reg.TensorBase):
         "_is_view",
         "_retains_grad",
         "_hooks",
+        "_post_hooks",
         "_accumulator",
         "__weakref__",
     )
@@ -61,6 +62,7 @@ class Tensor(_reg.TensorBase):
         self._is_view = False
         self._retains_grad = False
         self._hooks = None
+        self._post_hooks = None
         self._accumulator = None
         if requires_grad:
             self.requires_grad_(True)
@@ -78,6 +80,7 @@ class Tensor(_reg.TensorBase):
         t._is_view = False
         t._retains_grad = False
         t._hooks = None
+        t._post_hooks = None
         t._accumulator = None
         return t
 
@@ -198,6 +201,27 @@ class Tensor(_reg.TensorBase):
         key = object()
         self._hooks[key] = hook
         return _HookHandle(self._hooks, key)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """Call ``hook(self)`` after a backward pass has accumulated this leaf's ``.grad``
+        (PyTorch's semantics: leaves only, the return value is ignored, ``autograd.grad`` does
+        not call it).
+        Returns a handle whose ``remove()`` unregisters it."""
+        if not self._requires_grad:
+            raise AutogradError(
+                "cannot register a hook on a tensor that does not require grad",
+                op="register_post_accumulate_grad_hook",
+            )
+        if self.grad_fn is not None:
+            raise AutogradError(
+                "post accumulate grad hooks cannot be registered on non-leaf tensors",
+                op="register_post_accumulate_grad_hook",
+            )
+        if self._post_hooks is None:
+            self._post_hooks = {}
+        key = object()
+        self._post_hooks[key] = hook
+        return _HookHandle(self._post_hooks, key)
 
     def detach(self) -> Tensor:
         """A tensor sharing this one's data, outside the graph (writes to either are shared)."""

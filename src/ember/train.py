@@ -30,6 +30,7 @@ from .data import DataLoader, datasets
 from .errors import CheckpointError, EmberError
 from .io import load, save
 from .random import Generator, default_generator, manual_seed
+from .tensor import Tensor
 
 DATASETS = ("digits", "fashion-mnist")
 AMP_DTYPES = {"bf16": dtypes.bfloat16, "fp16": dtypes.float16}  # --amp: autocast's dtype
@@ -76,6 +77,10 @@ class TrainConfig:
     prefetch: int = 2
     stop_after: int | None = None  # stop after this epoch (a planned interruption; --resume)
     amp: str | None = None  # "bf16" | "fp16": forward and loss under autocast (fp16: GradScaler)
+    # data-parallel over ember.distributed's ranks (`ember train --nproc N` starts them): each
+    # rank takes batch_size / ranks samples of each batch (DistributedSampler); rank 0 reports
+    # and writes the checkpoint, which holds the bare model's state as a one-process run's does
+    distributed: bool = False
 
     def resolved(self) -> TrainConfig:
         """A copy with the per-dataset defaults filled in."""
@@ -168,6 +173,15 @@ def evaluate(model: nn.Module, loader) -> float:
 def run(config: TrainConfig) -> TrainResult:
     cfg = config.resolved()
     _check_checkpoint_path(cfg.checkpoint)
+    world, lead = 1, True
+    if cfg.distributed:
+        from . import distributed as dist
+
+        if not dist.is_initialized():
+            dist.init_process_group()
+        world, lead = dist.get_world_size(), dist.get_rank() == 0
+        if cfg.batch_size % world:
+            raise _bad_setting("batch_size", cfg.batch_size, f"a multiple of the {world} ranks")
     manual_seed(cfg.seed)
     train_set, test_set = load_datasets(cfg.dataset, cfg.data_root)
     image_shape = tuple(train_set[0][0].shape)
@@ -183,9 +197,24 @@ def run(config: TrainConfig) -> TrainResult:
     # fp16 gradients underflow without loss scaling; bfloat16 has float32's range
     scaler = amp.GradScaler("cpu", enabled=cfg.amp == "fp16")
     shuffle = Generator(cfg.seed + 1)
-    train_loader = DataLoader(
-        train_set, batch_size=cfg.batch_size, shuffle=True, generator=shuffle, prefetch=cfg.prefetch
-    )
+    net, sampler = model, None
+    if cfg.distributed:
+        from .nn.parallel import DistributedDataParallel
+        from .utils.data import DistributedSampler
+
+        net = DistributedDataParallel(model)
+        sampler = DistributedSampler(train_set, seed=cfg.seed + 1)
+        train_loader = DataLoader(
+            train_set, batch_size=cfg.batch_size // world, sampler=sampler, prefetch=cfg.prefetch
+        )
+    else:
+        train_loader = DataLoader(
+            train_set,
+            batch_size=cfg.batch_size,
+            shuffle=True,
+            generator=shuffle,
+            prefetch=cfg.prefetch,
+        )
     test_loader = DataLoader(test_set, batch_size=512)
     history: list[dict] = []
     start_epoch = 0
@@ -213,10 +242,14 @@ def run(config: TrainConfig) -> TrainResult:
         history = list(state["history"])
 
     for epoch in range(start_epoch, last_epoch):
-        stats = _train_epoch(model, optimizer, scaler, train_loader, epoch, cfg)
+        if sampler is not None:
+            sampler.set_epoch(epoch)
+        stats = _train_epoch(net, optimizer, scaler, train_loader, epoch, cfg, lead)
         scheduler.step()
         stats["test_accuracy"] = evaluate(model, test_loader)
         history.append(stats)
+        if not lead:
+            continue
         if cfg.progress:
             print(
                 f"epoch {epoch + 1}/{cfg.epochs}: loss {stats['loss']:.4f}, train accuracy "
@@ -242,9 +275,11 @@ def run(config: TrainConfig) -> TrainResult:
     return TrainResult(accuracy, history, cfg.checkpoint, model)
 
 
-def _train_epoch(model, optimizer, scaler, loader, epoch: int, cfg: TrainConfig) -> dict:
+def _train_epoch(
+    model, optimizer, scaler, loader, epoch: int, cfg: TrainConfig, lead: bool
+) -> dict:
     bar = None
-    if cfg.progress:
+    if cfg.progress and lead:
         from tqdm import tqdm
 
         bar = tqdm(
@@ -283,6 +318,12 @@ def _train_epoch(model, optimizer, scaler, loader, epoch: int, cfg: TrainConfig)
             bar.update()
     if bar is not None:
         bar.close()
+    if cfg.distributed:  # the epoch's figures over every rank's samples
+        from . import distributed as dist
+
+        totals = Tensor(np.array([loss_sum, correct, seen], dtype=np.float64))
+        dist.all_reduce(totals)
+        loss_sum, correct, seen = float(totals[0]), int(totals[1]), int(totals[2])
     loss = loss_sum / max(seen, 1)
     if not math.isfinite(loss):
         raise FloatingPointError(

@@ -48,7 +48,7 @@ def test_module_paths_are_ember_data_objects():
         "get_worker_info",
         "random_split",
     }
-    assert not hasattr(eud, "DistributedSampler")
+    assert eud.DistributedSampler is eud.distributed.DistributedSampler
 
 
 def test_sequential_and_batch_sampler_match_torch():

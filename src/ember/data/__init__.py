@@ -15,6 +15,7 @@ from . import datasets, idx, transforms
 from ._workers import WorkerError
 from .collate import default_collate, default_convert
 from .dataset import ConcatDataset, Dataset, Subset, TensorDataset, random_split
+from .distributed import DistributedSampler
 from .iterable import ChainDataset, IterableDataset
 from .loader import DataLoader
 from .rng import current_generator
@@ -33,6 +34,7 @@ __all__ = [
     "ChainDataset",
     "ConcatDataset",
     "DataLoader",
+    "DistributedSampler",
     "Dataset",
     "IterableDataset",
     "RandomSampler",

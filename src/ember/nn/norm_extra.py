@@ -1,9 +1,9 @@
-"""InstanceNorm3d, and SyncBatchNorm for one process.
+"""InstanceNorm3d, and SyncBatchNorm.
 
-``SyncBatchNorm`` is a BatchNorm over inputs of any rank from 2 with PyTorch's arguments
-(``process_group`` accepted) and ``convert_sync_batchnorm``. It synchronizes nothing: ember has
-no process groups yet (the distributed issue), so its statistics are each process's own batch's,
-which is exactly what PyTorch's SyncBatchNorm computes when no process group is initialized.
+``SyncBatchNorm`` is a BatchNorm over inputs of any rank from 2 with PyTorch's arguments and
+``convert_sync_batchnorm``. While training in a process group (``ember.distributed``) of more
+than one rank, its batch statistics are the global batch's (nn/_sync_batch_norm.py); otherwise
+(evaluation, no group, one rank) it is the plain BatchNorm, as PyTorch's is.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ class InstanceNorm3d(_InstanceNorm):
 
 
 class SyncBatchNorm(_BatchNorm):
-    """Batch normalization over (N, C, *) inputs; in ember it synchronizes nothing (see the
-    module docstring)."""
+    """Batch normalization over (N, C, *) inputs with the statistics of the batch of every rank
+    of ``process_group`` (the default group when None; see the module docstring)."""
 
     def __init__(
         self,
@@ -38,6 +38,35 @@ class SyncBatchNorm(_BatchNorm):
     ) -> None:
         super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
         self.process_group = process_group
+
+    def forward(self, input: Tensor) -> Tensor:
+        from ..distributed.process_group import _group, is_initialized
+
+        group = self.process_group
+        if group is None and is_initialized():
+            group = _group()
+        if not self.training or group is None or group.size() == 1:
+            return super().forward(input)
+        self._check_input_dim(input)
+        factor = 0.0 if self.momentum is None else self.momentum
+        running = self.track_running_stats and self.running_mean is not None
+        if running and self.num_batches_tracked is not None:
+            with no_grad():
+                self.num_batches_tracked.add_(1)
+            if self.momentum is None:  # a cumulative moving average
+                factor = 1.0 / float(self.num_batches_tracked)
+        from ._sync_batch_norm import SyncBatchNormFunction
+
+        return SyncBatchNormFunction.apply(
+            input,
+            self.weight,
+            self.bias,
+            self.running_mean if running else None,
+            self.running_var if running else None,
+            self.eps,
+            factor,
+            group,
+        )
 
     def _check_input_dim(self, input: Tensor) -> None:
         if input.ndim < 2:

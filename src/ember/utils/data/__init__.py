@@ -8,7 +8,7 @@ object's docstring; the main points:
 * generators are `ember.Generator` objects (``ember.Generator().manual_seed(0)``); for the same
   seed, `random_split` and the random samplers give other permutations than PyTorch's (another
   random number generator), with the same distribution;
-* ``DistributedSampler`` is not provided (ember has no process groups).
+* ``DistributedSampler`` (over ``ember.distributed``) gives PyTorch's index lists exactly.
 """
 
 from ...data import (
@@ -31,13 +31,15 @@ from ...data import (
     get_worker_info,
     random_split,
 )
-from . import dataloader, dataset, sampler
+from ...data.distributed import DistributedSampler
+from . import dataloader, dataset, distributed, sampler
 
 __all__ = [
     "BatchSampler",
     "ChainDataset",
     "ConcatDataset",
     "DataLoader",
+    "DistributedSampler",
     "Dataset",
     "IterableDataset",
     "RandomSampler",
