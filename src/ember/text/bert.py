@@ -21,10 +21,10 @@ import os
 from dataclasses import dataclass, fields
 
 from .. import nn
-from ..dtypes import bool_
+from ..dtypes import bool_, int64
 from ..errors import EmberError
 from ..nn import functional as F
-from ..ops.creation import arange, from_numpy, ones, zeros_like
+from ..ops.creation import arange, from_numpy, ones_like, zeros, zeros_like
 
 __all__ = ["BertConfig", "BertModel", "load_bert"]
 
@@ -113,8 +113,9 @@ class BertEmbeddings(nn.Module):
         self.register_buffer("position_ids", arange(c.max_position_embeddings).reshape(1, -1))
 
     def forward(self, input_ids, token_type_ids):
-        length = input_ids.shape[1]
-        positions = self.position_ids[:, :length]
+        # 0, 1, ..., S-1 per row, written so that S may be a symbolic size (ONNX export); the
+        # position_ids buffer is there for the checkpoint's sake
+        positions = ones_like(input_ids).cumsum(1) - 1
         x = (
             self.word_embeddings(input_ids)
             + self.token_type_embeddings(token_type_ids)
@@ -206,13 +207,20 @@ class BertEncoder(nn.Module):
         return x
 
 
+def first_token(x):
+    """``x[:, 0]`` of (batch, sequence, hidden) states (the [CLS] token's), written with
+    index_select so that the batch and sequence sizes may be symbolic (ONNX export)."""
+    index = zeros((1,), dtype=int64)
+    return x.index_select(1, index).reshape(x.shape[0], x.shape[2])
+
+
 class BertPooler(nn.Module):
     def __init__(self, c: BertConfig):
         super().__init__()
         self.dense = nn.Linear(c.hidden_size, c.hidden_size)
 
     def forward(self, x):
-        return F.tanh(self.dense(x[:, 0]))
+        return F.tanh(self.dense(first_token(x)))
 
 
 class BertModel(nn.Module):
@@ -234,7 +242,8 @@ class BertModel(nn.Module):
                 f"input_ids must be (batch, sequence), got shape {tuple(input_ids.shape)}",
                 op="BertModel",
             )
-        if input_ids.shape[1] > self.config.max_position_embeddings:
+        length = input_ids.shape[1]  # (a symbolic size while exporting: checked at run time)
+        if isinstance(length, int) and length > self.config.max_position_embeddings:
             raise EmberError(
                 f"sequence of {input_ids.shape[1]} tokens is longer than the model's "
                 f"{self.config.max_position_embeddings} positions; truncate it",
@@ -243,7 +252,7 @@ class BertModel(nn.Module):
         if token_type_ids is None:
             token_type_ids = zeros_like(input_ids)
         if attention_mask is None:
-            keep = ones(tuple(input_ids.shape), dtype=bool_)
+            keep = ones_like(input_ids, dtype=bool_)
         else:
             keep = attention_mask != 0
         keep = keep.reshape(input_ids.shape[0], 1, 1, input_ids.shape[1])

