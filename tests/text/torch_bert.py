@@ -4,7 +4,11 @@ the same ``model.safetensors`` with ``safetensors.torch`` and follows the publis
 equations: embeddings (word + position + segment) and LayerNorm, then per layer multi-head
 self-attention with an additive mask on padded keys, a residual LayerNorm, an erf-GELU
 feed-forward and a second residual LayerNorm; mean pooling over real tokens and L2
-normalisation as all-MiniLM-L6-v2's pooling config and Normalize module say."""
+normalisation as all-MiniLM-L6-v2's pooling config and Normalize module say.
+
+``fused=False`` (the tests) writes LayerNorm, softmax attention and GELU out of elementary ops;
+``fused=True`` (benchmarks/embed.py) calls PyTorch's own kernels for them (F.layer_norm,
+F.scaled_dot_product_attention, F.gelu, F.linear), as a PyTorch user would."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ import torch
 
 
 class TorchSentenceBert:
-    def __init__(self, directory: str, dtype=torch.float32):
+    def __init__(self, directory: str, dtype=torch.float32, fused: bool = False):
         from safetensors.torch import load_file
 
         with open(os.path.join(directory, "config.json")) as f:
@@ -24,9 +28,13 @@ class TorchSentenceBert:
         weights = load_file(os.path.join(directory, "model.safetensors"))
         self.w = {k: v.to(dtype) if v.is_floating_point() else v for k, v in weights.items()}
         self.dtype = dtype
+        self.fused = fused
 
     def _ln(self, x, name):
         eps = self.config["layer_norm_eps"]
+        if self.fused:
+            w, b = self.w[name + ".weight"], self.w[name + ".bias"]
+            return torch.nn.functional.layer_norm(x, w.shape, w, b, eps)
         mean = x.mean(-1, keepdim=True)
         var = ((x - mean) ** 2).mean(-1, keepdim=True)
         return (x - mean) / torch.sqrt(var + eps) * self.w[name + ".weight"] + self.w[
@@ -34,6 +42,8 @@ class TorchSentenceBert:
         ]
 
     def _lin(self, x, name):
+        if self.fused:
+            return torch.nn.functional.linear(x, self.w[name + ".weight"], self.w[name + ".bias"])
         return x @ self.w[name + ".weight"].T + self.w[name + ".bias"]
 
     @torch.no_grad()
@@ -61,17 +71,24 @@ class TorchSentenceBert:
             q = split(self._lin(x, p + "attention.self.query"))
             k = split(self._lin(x, p + "attention.self.key"))
             v = split(self._lin(x, p + "attention.self.value"))
-            scores = q @ k.transpose(-1, -2) / math.sqrt(size) + bias
-            a = torch.softmax(scores, -1) @ v
+            if self.fused:
+                a = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+            else:
+                scores = q @ k.transpose(-1, -2) / math.sqrt(size) + bias
+                a = torch.softmax(scores, -1) @ v
             a = a.permute(0, 2, 1, 3).reshape(batch, length, heads * size)
             x = self._ln(
                 self._lin(a, p + "attention.output.dense") + x, p + "attention.output.LayerNorm"
             )
             h = self._lin(x, p + "intermediate.dense")
-            h = 0.5 * h * (1.0 + torch.erf(h / math.sqrt(2.0)))  # hidden_act "gelu"
+            if self.fused:
+                h = torch.nn.functional.gelu(h)
+            else:
+                h = 0.5 * h * (1.0 + torch.erf(h / math.sqrt(2.0)))  # hidden_act "gelu"
             x = self._ln(self._lin(h, p + "output.dense") + x, p + "output.LayerNorm")
         return x
 
+    @torch.no_grad()
     def embed(self, ids, mask, types):
         x = self.hidden(ids, mask, types)
         m = torch.as_tensor(mask, dtype=self.dtype)[..., None]
