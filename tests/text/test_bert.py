@@ -262,3 +262,54 @@ def test_exported_from_ember_models():
         max_position_embeddings=4,
     )
     assert set(models.BertModel(config).state_dict()) >= {"embeddings.position_ids"}
+
+
+# ---------------------------------------- a small random BERT (no installed weights needed)
+def test_small_random_bert_matches_pytorch(tmp_path):
+    """load_bert on a plain safetensors file (no metadata, as safetensors.numpy writes it) of a
+    small random BERT with two segments and padding, against the PyTorch peer in float64."""
+    from safetensors.numpy import save_file
+
+    from ember.text import load_bert
+
+    values = dict(
+        vocab_size=50,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=32,
+        max_position_embeddings=12,
+        hidden_act="gelu",
+        layer_norm_eps=1e-12,
+    )
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", **values}))
+    ember.manual_seed(0)
+    model = ember.text.BertModel(ember.text.BertConfig.from_dict(values))
+    rng = np.random.default_rng(0)
+    state = {}
+    for name, t in model.state_dict().items():
+        a = t.numpy()
+        state[name] = rng.normal(0, 0.5, a.shape).astype(np.float32) if a.dtype.kind == "f" else a
+    save_file(state, str(tmp_path / "model.safetensors"))
+    loaded = load_bert(tmp_path)
+    ids = rng.integers(1, 50, (3, 7))
+    mask = np.ones((3, 7), np.int64)
+    mask[1, 4:] = mask[2, 2:] = 0
+    types = (np.arange(7) >= 3).astype(np.int64)[None].repeat(3, 0)
+    with ember.no_grad():
+        hidden, _ = loaded(*(ember.from_numpy(a.astype(np.int64)) for a in (ids, mask, types)))
+    peer = TorchSentenceBert(str(tmp_path), torch.float64)
+    ref = peer.hidden(ids, mask, types).numpy()
+    real = mask.astype(bool)
+    np.testing.assert_allclose(hidden.numpy()[real], ref[real], rtol=0, atol=1e-4)
+
+
+def test_config_errors(tmp_path):
+    bad = tmp_path / "config.json"
+    bad.write_text('{"model_type": "gpt2"}')
+    with pytest.raises(EmberError, match="not 'bert'"):
+        ember.text.BertConfig.from_json(bad)
+    with pytest.raises(EmberError, match="hidden_act"):
+        ember.text.BertConfig(hidden_act="swish")
+    with pytest.raises(EmberError, match="no such file"):
+        ember.text.BertConfig.from_json(tmp_path / "absent.json")
