@@ -3,11 +3,12 @@ parameter names, so a ``transformers`` BERT checkpoint (``model.safetensors``) l
 ``load_state_dict(strict=True)``: ``embeddings.word_embeddings.weight``,
 ``encoder.layer.N.attention.self.query.weight``, ..., ``pooler.dense.weight``.
 
-The forward pass is Hugging Face's ``BertModel`` in inference form (post-LayerNorm blocks,
-absolute positions): self-attention through ``F.scaled_dot_product_attention`` with the
-attention mask as a boolean keep-mask over the keys (padding positions never attend and are
-never attended to), the feed-forward activation that ``hidden_act`` names ("gelu": exact erf
-form, "gelu_new" / "gelu_pytorch_tanh": the tanh approximation, "relu"). It returns
+The forward pass is Hugging Face's ``BertModel`` (post-LayerNorm blocks, absolute positions,
+dropout at the config's rates in training mode only): self-attention through
+``F.scaled_dot_product_attention`` with the attention mask as a boolean keep-mask over the keys
+(padding positions are never attended to), the feed-forward activation that ``hidden_act``
+names ("gelu": exact erf form, "gelu_new" / "gelu_pytorch_tanh": the tanh approximation,
+"relu"). It returns
 ``(last_hidden_state, pooler_output)`` as ``transformers`` does with ``return_dict=False``.
 
 `load_bert(directory)` reads ``config.json`` and ``model.safetensors`` with ember's own
@@ -50,6 +51,8 @@ class BertConfig:
     max_position_embeddings: int = 512
     type_vocab_size: int = 2
     layer_norm_eps: float = 1e-12
+    hidden_dropout_prob: float = 0.1  # (training only: eval() turns dropout off)
+    attention_probs_dropout_prob: float = 0.1
     pad_token_id: int = 0
     position_embedding_type: str = "absolute"
 
@@ -108,7 +111,7 @@ class BertEmbeddings(nn.Module):
         self.position_embeddings = nn.Embedding(c.max_position_embeddings, c.hidden_size)
         self.token_type_embeddings = nn.Embedding(c.type_vocab_size, c.hidden_size)
         self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
-        self.dropout = nn.Dropout(0.0)
+        self.dropout = nn.Dropout(c.hidden_dropout_prob)
         # (transformers' checkpoints of this era save position_ids; it is a buffer there too)
         self.register_buffer("position_ids", arange(c.max_position_embeddings).reshape(1, -1))
 
@@ -132,6 +135,7 @@ class BertSelfAttention(nn.Module):
         self.query = nn.Linear(c.hidden_size, c.hidden_size)
         self.key = nn.Linear(c.hidden_size, c.hidden_size)
         self.value = nn.Linear(c.hidden_size, c.hidden_size)
+        self.dropout_p = c.attention_probs_dropout_prob
 
     def _split(self, x):
         b, s, _ = x.shape
@@ -140,7 +144,9 @@ class BertSelfAttention(nn.Module):
     def forward(self, x, keep):
         b, s, h = x.shape
         q, k, v = self._split(self.query(x)), self._split(self.key(x)), self._split(self.value(x))
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)  # scale 1/sqrt(head size)
+        p = self.dropout_p if self.training else 0.0
+        # (scale: 1/sqrt(head size), the default)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=p)
         return out.transpose(1, 2).reshape(b, s, h)
 
 
@@ -149,9 +155,10 @@ class BertSelfOutput(nn.Module):
         super().__init__()
         self.dense = nn.Linear(c.hidden_size, c.hidden_size)
         self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(c.hidden_dropout_prob)
 
     def forward(self, x, residual):
-        return self.LayerNorm(self.dense(x) + residual)
+        return self.LayerNorm(self.dropout(self.dense(x)) + residual)
 
 
 class BertAttention(nn.Module):
@@ -179,9 +186,10 @@ class BertOutput(nn.Module):
         super().__init__()
         self.dense = nn.Linear(c.intermediate_size, c.hidden_size)
         self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(c.hidden_dropout_prob)
 
     def forward(self, x, residual):
-        return self.LayerNorm(self.dense(x) + residual)
+        return self.LayerNorm(self.dropout(self.dense(x)) + residual)
 
 
 class BertLayer(nn.Module):
@@ -271,5 +279,8 @@ def load_bert(directory) -> BertModel:
     _metadata, arrays = read_safetensors(
         os.path.join(directory, "model.safetensors"), lambda metadata, path: None
     )
-    model.load_state_dict({name: from_numpy(a) for name, a in arrays.items()}, strict=True)
+    state = {name: from_numpy(a) for name, a in arrays.items()}
+    # (newer transformers versions no longer save the position_ids buffer)
+    state.setdefault("embeddings.position_ids", model.embeddings.position_ids)
+    model.load_state_dict(state, strict=True)
     return model.eval()
