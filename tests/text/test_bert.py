@@ -134,6 +134,18 @@ def test_compiled_equals_eager(embedder):
     np.testing.assert_allclose(compiled, eager, rtol=0, atol=ATOL)
 
 
+def test_one_symbolic_graph_serves_every_batch(embedder):
+    from ember.capture.signature import TensorSpec
+
+    signature = [TensorSpec((None, "S"), ember.int64)] * 3
+    fn = ember.function(embedder.module, input_signature=signature)
+    with ember.no_grad():
+        for texts in (SENTENCES, SENTENCES[:1], SENTENCES[2:5]):
+            batch = embedder.tokenize(texts)
+            got = embedder.encode_batch(*batch, module=fn).numpy()
+            np.testing.assert_allclose(got, embedder(texts, numpy=True), rtol=0, atol=ATOL)
+
+
 def test_onnx_export_runs_in_onnxruntime(embedder, tmp_path):
     ort = pytest.importorskip("onnxruntime")
     from ember.capture.signature import TensorSpec
