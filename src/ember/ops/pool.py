@@ -23,6 +23,7 @@ from ..kernels.pool_geometry import first_inside_axis, pad_input, padded_extent,
 from ..types import TensorType
 from . import _batching
 from ._autocast import Autocast, autocasts
+from ._half import c_runs, via_float32, widened_workspace
 from ._registry import REGISTRY, Cost, OpDef, apply, export, register
 from ._rules import EpilogueRule
 from ._util import fmt_shape, half_precision, io_bytes, numel, value_bytes
@@ -132,14 +133,24 @@ def _first_inside(out, kernel, stride, padding, dilation, in_size):
 
 
 def _max_pool_fast(x, *, kernel, stride, padding, dilation, ceil_mode):
-    """The C kernel (kernels/cpooling.py: 2-d pooling in float32/float64), or None."""
-    from ..kernels import cpooling
+    """The C kernel (kernels/cpooling.py: 2-d pooling in float32/float64), or None. Half
+    precision pools a float32 copy, as the NumPy kernel does: the maxima are input values, so
+    rounding them back is exact and the indices are the same."""
+    from ..kernels import chalf, cpooling
 
     out = tuple(
         pool_out_size(n, k, s, p, d, ceil_mode)
         for n, k, s, p, d in zip(x.shape[2:], kernel, stride, padding, dilation)
     )
-    return cpooling.max_pool_2d(x, kernel, stride, padding, dilation, out)
+    if x.dtype not in (dt.float16.np, dt.bfloat16.np):
+        return cpooling.max_pool_2d(x, kernel, stride, padding, dilation, out)
+    if x.ndim != 4 or x.size == 0:
+        return None
+    result = cpooling.max_pool_2d(chalf.to_float32(x), kernel, stride, padding, dilation, out)
+    if result is None:
+        return None
+    values, indices = result
+    return chalf.from_float32(values, x.dtype), indices
 
 
 def _max_pool_kernel(x, *, kernel, stride, padding, dilation, ceil_mode):
@@ -228,6 +239,8 @@ def _scatter_workspace(node, layouts) -> int:
     g, out = node.inputs[0], node.outputs[0]
     if not half_precision(out):
         return 0
+    if c_runs():  # the C scatter on a float32 copy of g (ops/_half.py `via_float32`)
+        return widened_workspace(node)
     return max(value_bytes(out) + 2 * value_bytes(g), 2 * value_bytes(out))
 
 
@@ -330,7 +343,7 @@ POOL_SCATTER = register(
         kind="index",
         infer=_scatter_infer,
         kernel=_scatter_kernel,
-        fast=_scatter_fast,
+        fast=via_float32(_scatter_fast),  # (half precision: summed in float32, rounded once)
         vjp=lambda c, g: (apply(POOL_GATHER, g, c.inputs[1]), None),
         cost=lambda i, o, a: Cost(numel(i[0].shape), io_bytes(i, o)),
         save_inputs=(1,),
@@ -406,6 +419,10 @@ def _max_pool_workspace(node, layouts) -> int:
     input's bytes and twice the values' (less the rounded values, not made yet)."""
     x, (values, indices) = node.inputs[0], node.outputs
     if half_precision(x):
+        if c_runs() and len(x.type.shape) == 4:
+            # the C pooling of a float32 copy: the copy and the float32 maxima (twice the
+            # values' bytes) are alive together, before the rounded values exist
+            return 2 * value_bytes(x) + value_bytes(values)
         return 2 * value_bytes(x) + value_bytes(values) + value_bytes(indices)
     return value_bytes(indices)
 
