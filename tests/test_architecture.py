@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ember.size",
             "ember.flags",
             "ember.cuda",
+            "ember.cpu",
             "ember.backends",
             "ember._missing",
             "ember.typeinfo",

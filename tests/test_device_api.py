@@ -210,6 +210,26 @@ def test_cuda_namespace():
     assert ember.zeros(1, device=device).device == "cpu"
 
 
+def test_cpu_namespace_matches_torch():
+    for name in ("is_available", "is_initialized", "device_count", "current_device"):
+        assert getattr(ember.cpu, name)() == getattr(torch.cpu, name)(), name
+    ember.cpu.synchronize()
+    ember.cpu.set_device("cpu")
+    s = ember.cpu.current_stream()
+    with ember.cpu.stream(s):
+        assert s.query() and ember.cpu.Event().query()
+    assert isinstance(ember.cpu.get_capabilities(), dict)
+    # torch.cpu.amp's deprecated spellings: the same FutureWarning, a working region
+    with pytest.warns(FutureWarning, match=r"torch\.amp\.autocast\('cpu'"):
+        region = ember.cpu.amp.autocast(dtype=ember.bfloat16)
+    with region:
+        y = ember.ones(2, 3) @ ember.ones(3, 2)
+    assert y.dtype == ember.bfloat16
+    with pytest.warns(FutureWarning, match="GradScaler"):
+        scaler = ember.cpu.amp.GradScaler(init_scale=8.0)
+    assert scaler.is_enabled() and scaler.get_scale() == 8.0
+
+
 def test_cuda_names_follow_the_attribute_protocol():
     # pickle.whichmodule looks a function's name up in every loaded module (torch.compile's
     # cache keys pickle functions); an error other than AttributeError stopped it

@@ -109,10 +109,11 @@ half = float16
 long = int64
 int = int32  # noqa: A001
 
-from . import amp, backends, cuda, onnx, quantization, utils  # noqa: E402
+from . import amp, backends, cpu, cuda, onnx, quantization, utils  # noqa: E402
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402
 
 cuda.amp = amp.cuda_amp  # torch.cuda.amp's spelling (ember.cuda is below the eager layer)
+cpu.amp = amp.cpu_amp  # torch.cpu.amp's, likewise
 from ._missing import module_getattr as _module_getattr  # noqa: E402
 from .capture.compiled import compile  # noqa: E402,A004
 from .devices import (  # noqa: E402

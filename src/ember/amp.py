@@ -467,3 +467,38 @@ class _CudaAmp:
 
 
 cuda_amp = _CudaAmp()
+
+
+def _deprecated(name: str, device: str) -> None:
+    warnings.warn(
+        f"`torch.{device}.amp.{name}(args...)` is deprecated. Please use "
+        f"`torch.amp.{name}('{device}', args...)` instead.",
+        FutureWarning,
+        stacklevel=3,
+    )
+
+
+class _CpuAmp:
+    """``ember.cpu.amp``: ``torch.cpu.amp``'s deprecated spellings of `autocast` and
+    `GradScaler` for the CPU, with PyTorch's FutureWarning."""
+
+    @staticmethod
+    def autocast(enabled: bool = True, dtype=None, cache_enabled: bool = True):
+        _deprecated("autocast", "cpu")
+        return autocast("cpu", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
+    @staticmethod
+    def GradScaler(  # noqa: N802 (PyTorch's name)
+        init_scale=2.0**16,
+        growth_factor=2.0,
+        backoff_factor=0.5,
+        growth_interval=2000,
+        enabled=True,
+    ):
+        _deprecated("GradScaler", "cpu")
+        return GradScaler(
+            "cpu", init_scale, growth_factor, backoff_factor, growth_interval, enabled
+        )
+
+
+cpu_amp = _CpuAmp()
