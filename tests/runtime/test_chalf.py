@@ -88,3 +88,15 @@ def test_tensor_to_runs_the_c_cast_and_matches_numpy():
         t = ember.tensor(x).to(d)
         _same(t.numpy(), x.astype(d.np))
         _same(t.to(ember.float32).numpy(), x.astype(d.np).astype(F32))
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (2, 3)])
+def test_numpy_fallbacks_keep_the_shape(shape, monkeypatch):
+    # without a compiler (cast declines) the conversions are NumPy's, 0-d arrays included
+    monkeypatch.setattr(chalf, "cast", lambda *a, **k: None)
+    x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    for half in (dt.bfloat16.np, dt.float16.np):
+        narrow = chalf.from_float32(x, half)
+        wide = chalf.to_float32(narrow)
+        assert narrow.shape == wide.shape == shape and wide.dtype == np.float32
+        np.testing.assert_array_equal(wide, x)

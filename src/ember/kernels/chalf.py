@@ -194,7 +194,8 @@ def to_float32(x: np.ndarray) -> np.ndarray:
     """``x`` (bfloat16 or float16) widened to a C-contiguous float32 array (NumPy's where C
     does not run)."""
     result = cast(x, _F32)
-    return np.ascontiguousarray(x, np.float32) if result is None else result
+    # (astype, not np.ascontiguousarray, which makes a 0-d array 1-d)
+    return x.astype(np.float32, order="C") if result is None else result
 
 
 def from_float32(x: np.ndarray, dtype, out: np.ndarray | None = None) -> np.ndarray:

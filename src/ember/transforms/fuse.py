@@ -44,6 +44,7 @@ import math
 from .. import dtypes as dt
 from ..graph.ir import Graph
 from ..graph.rewrite import Pass
+from ..kernels.ccompile import compiler_available
 from ..kernels.creduce import split_axes
 from ..ops.fused import FUSED, FUSED_REDUCE
 from ..ops.program import Const, Input, Instr, Program, Temp
@@ -54,6 +55,14 @@ __all__ = ["FUSE", "fuse_elementwise"]
 
 # (half precision: 16-bit loads and stores, float arithmetic, kernels/cfuse.py)
 FUSABLE_DTYPES = (dt.float32, dt.float64, dt.bool_, dt.bfloat16, dt.float16)
+_WITHOUT_C = (dt.float32, dt.float64, dt.bool_)
+
+
+def _fusable_dtypes() -> tuple:
+    """Half precision fuses only into C loops: without a compiler a fused group runs NumPy
+    instruction by instruction, and an op alone keeps its own kernel and workspace rule (a
+    half-precision op's NumPy kernel widens to float32: the planner counts that there)."""
+    return FUSABLE_DTYPES if compiler_available() else _WITHOUT_C
 
 
 def _fusable(node) -> bool:
@@ -61,7 +70,8 @@ def _fusable(node) -> bool:
         return False
     if len(node.outputs) != 1:
         return False
-    return all(v.dtype in FUSABLE_DTYPES for v in list(node.inputs) + node.outputs)
+    dtypes = _fusable_dtypes()
+    return all(v.dtype in dtypes for v in list(node.inputs) + node.outputs)
 
 
 def _reduction(node) -> bool:
@@ -334,7 +344,7 @@ def _check_reductions(group: list) -> list:
 
 def _constant_scalar(value):
     node = value.node
-    if node.kind == "constant" and value.type.shape == () and value.dtype in FUSABLE_DTYPES:
+    if node.kind == "constant" and value.type.shape == () and value.dtype in _fusable_dtypes():
         return Const(node.graph.constants[node.name].item(), value.dtype)
     return None
 
