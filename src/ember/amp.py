@@ -445,60 +445,40 @@ def _select_step(optimizer, found_inf, args, kwargs):
     return result
 
 
-class _CudaAmp:
-    """``ember.cuda.amp``: PyTorch's deprecated CUDA spellings; both disable themselves with a
-    warning, since ember drives no GPU."""
+class _DeviceAmp:
+    """``ember.cuda.amp`` / ``ember.cpu.amp``: PyTorch's deprecated per-device spellings of
+    `autocast` and `GradScaler`. The CUDA ones disable themselves with a warning (ember drives
+    no GPU); the CPU ones warn as ``torch.cpu.amp`` does (a FutureWarning) and work."""
 
-    @staticmethod
-    def autocast(enabled: bool = True, dtype=None, cache_enabled=True):
-        return autocast("cuda", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+    def __init__(self, device: str, deprecated: bool):
+        self._device, self._deprecated = device, deprecated
 
-    @staticmethod
+    def _warn(self, name: str) -> None:
+        if self._deprecated:
+            warnings.warn(
+                f"`torch.{self._device}.amp.{name}(args...)` is deprecated. Please use "
+                f"`torch.amp.{name}('{self._device}', args...)` instead.",
+                FutureWarning,
+                stacklevel=3,
+            )
+
+    def autocast(self, enabled: bool = True, dtype=None, cache_enabled: bool = True):
+        self._warn("autocast")
+        return autocast(self._device, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
     def GradScaler(  # noqa: N802 (PyTorch's name)
+        self,
         init_scale=2.0**16,
         growth_factor=2.0,
         backoff_factor=0.5,
         growth_interval=2000,
         enabled=True,
     ):
+        self._warn("GradScaler")
         return GradScaler(
-            "cuda", init_scale, growth_factor, backoff_factor, growth_interval, enabled
+            self._device, init_scale, growth_factor, backoff_factor, growth_interval, enabled
         )
 
 
-cuda_amp = _CudaAmp()
-
-
-def _deprecated(name: str, device: str) -> None:
-    warnings.warn(
-        f"`torch.{device}.amp.{name}(args...)` is deprecated. Please use "
-        f"`torch.amp.{name}('{device}', args...)` instead.",
-        FutureWarning,
-        stacklevel=3,
-    )
-
-
-class _CpuAmp:
-    """``ember.cpu.amp``: ``torch.cpu.amp``'s deprecated spellings of `autocast` and
-    `GradScaler` for the CPU, with PyTorch's FutureWarning."""
-
-    @staticmethod
-    def autocast(enabled: bool = True, dtype=None, cache_enabled: bool = True):
-        _deprecated("autocast", "cpu")
-        return autocast("cpu", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
-
-    @staticmethod
-    def GradScaler(  # noqa: N802 (PyTorch's name)
-        init_scale=2.0**16,
-        growth_factor=2.0,
-        backoff_factor=0.5,
-        growth_interval=2000,
-        enabled=True,
-    ):
-        _deprecated("GradScaler", "cpu")
-        return GradScaler(
-            "cpu", init_scale, growth_factor, backoff_factor, growth_interval, enabled
-        )
-
-
-cpu_amp = _CpuAmp()
+cuda_amp = _DeviceAmp("cuda", deprecated=False)
+cpu_amp = _DeviceAmp("cpu", deprecated=True)

@@ -189,6 +189,23 @@ def _batch_stride(x: np.ndarray, batch: tuple) -> int | None:
     return strides[-1] // x.itemsize
 
 
+def result_buffer(out, shape: tuple, a: np.ndarray, b: np.ndarray):
+    """``out`` where a product of ``a`` and ``b`` may be written into it (C-contiguous, of
+    ``shape`` and ``a``'s dtype, sharing no memory with either operand), a new array when
+    ``out`` is None, or None (the caller declines)."""
+    if out is None:
+        return np.empty(shape, a.dtype)
+    if (
+        out.shape != shape
+        or out.dtype != a.dtype
+        or not out.flags.c_contiguous
+        or np.may_share_memory(out, a)
+        or np.may_share_memory(out, b)
+    ):
+        return None
+    return out
+
+
 def _in_place(x: np.ndarray, batch: tuple):
     """(``x`` or a contiguous copy, its batch stride, its `blas_layout`) as the kernel reads it,
     or None where it cannot. Batch entries that are not one stride apart (attention's heads,
@@ -286,15 +303,8 @@ def _blocked(functions, a, b, out, batch, *, blas: bool, threaded: bool) -> np.n
         return None
     (a, sa, la), (b, sb, lb) = operands
     shape = tuple(batch) + (m, n)
+    out = result_buffer(out, shape, a, b)
     if out is None:
-        out = np.empty(shape, a.dtype)
-    elif (
-        out.shape != shape
-        or out.dtype != a.dtype
-        or not out.flags.c_contiguous
-        or np.may_share_memory(out, a)
-        or np.may_share_memory(out, b)
-    ):
         return None
     split, parts, unit = _split(count, m, n, a.itemsize)
     use_pool = pool if threaded else None

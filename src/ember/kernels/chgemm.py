@@ -122,15 +122,8 @@ def matmul(
             operands[i] = cgemm._in_place(np.ascontiguousarray(full), batch)
     (a, sa, la), (b, sb, lb) = operands
     shape = tuple(batch) + (m, n)
+    out = cgemm.result_buffer(out, shape, a, b)
     if out is None:
-        out = np.empty(shape, a.dtype)
-    elif (
-        out.shape != shape
-        or out.dtype != a.dtype
-        or not out.flags.c_contiguous
-        or np.may_share_memory(out, a)
-        or np.may_share_memory(out, b)
-    ):
         return None
     if bias is not None:
         bias = np.ascontiguousarray(bias.reshape(n))
