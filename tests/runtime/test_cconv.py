@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import ember
 import ember.nn.functional as F
-from ember.kernels import ccompile, cconv
+from ember.kernels import ccompile, cconv, cconv_weight
 from ember.kernels.conv_plan import conv_out_size, plan
 from ember.ops import _conv_kernels as K
 from ember.ops import conv as conv_ops
@@ -65,7 +65,7 @@ def test_the_three_kernels_equal_the_numpy_kernels(case, seed):
     # strided gradients (and an input gradient whose padding exceeds the kernel's reach) run
     # phase by phase (kernels/cconv_phases.py)
     _close(cconv.conv_input_grad(gy, w, p, groups), K.conv_input_grad(gy, w, p, groups))
-    gw = cconv.conv_weight_grad(x, gy, p, groups)
+    gw = cconv_weight.conv_weight_grad(x, gy, p, groups)
     if gw is not None:  # (an extended grid over twice the output is declined)
         _close(gw, K.conv_weight_grad(x, gy, p, groups))
 
@@ -91,7 +91,7 @@ def test_layer_sized_convolutions_with_threads(x_shape, w_shape, padding, dtype)
     gy = rng.standard_normal(y.shape).astype(dtype)
     _close(cconv.conv_forward(x, w, p, 1), y)
     _close(cconv.conv_input_grad(gy, w, p, 1), K.conv_input_grad(gy, w, p, 1))
-    _close(cconv.conv_weight_grad(x, gy, p, 1), K.conv_weight_grad(x, gy, p, 1))
+    _close(cconv_weight.conv_weight_grad(x, gy, p, 1), K.conv_weight_grad(x, gy, p, 1))
 
 
 def test_non_contiguous_inputs():
@@ -104,7 +104,8 @@ def test_non_contiguous_inputs():
     gy = rng.standard_normal(y.shape).astype(np.float32)[..., ::-1]
     _close(cconv.conv_input_grad(gy, w, p, 1), K.conv_input_grad(np.ascontiguousarray(gy), w, p, 1))
     _close(
-        cconv.conv_weight_grad(x, gy, p, 1), K.conv_weight_grad(x, np.ascontiguousarray(gy), p, 1)
+        cconv_weight.conv_weight_grad(x, gy, p, 1),
+        K.conv_weight_grad(x, np.ascontiguousarray(gy), p, 1),
     )
 
 
@@ -152,8 +153,8 @@ def test_ops_fall_back_to_numpy_without_the_kernels(monkeypatch):
     x = ember.tensor(rng.standard_normal((2, 8, 7, 7)), requires_grad=True)
     w = ember.tensor(rng.standard_normal((6, 8, 3, 3)), requires_grad=True)
     calls = []
-    fast = cconv.conv_weight_grad
-    monkeypatch.setattr(cconv, "conv_weight_grad", lambda *a: calls.append(1) or fast(*a))
+    fast = cconv_weight.conv_weight_grad
+    monkeypatch.setattr(cconv_weight, "conv_weight_grad", lambda *a: calls.append(1) or fast(*a))
     y = F.conv2d(x, w, padding=1)
     (y * y).sum().backward()
     assert calls  # the compiled kernels ran

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from ember.kernels import ccompile, cconv, cpool
+from ember.kernels import ccompile, cconv, cconv_weight, cpool
 from ember.kernels.conv_plan import conv_out_size, plan
 from ember.ops import _conv_kernels as K
 
@@ -81,7 +81,7 @@ def test_kernels_equal_numpy_within_rounding(case, threads):
             K.conv_input_grad(abs(gy), abs(w), p, groups),
             cout // groups * math.prod(kernel),
         )
-        gw = cconv.conv_weight_grad(x, gy, p, groups)
+        gw = cconv_weight.conv_weight_grad(x, gy, p, groups)
         if gw is not None:
             _within(
                 gw,
@@ -129,7 +129,7 @@ def test_layer_shapes_match_torch(x_shape, w_shape, stride, padding, dtype):
             w_shape[0] * math.prod(w_shape[2:]),
         ),
         (
-            cconv.conv_weight_grad(x, gy, p, 1),
+            cconv_weight.conv_weight_grad(x, gy, p, 1),
             torch.nn.grad.conv2d_weight(tx, tw.shape, tg, **kw),
             K.conv_weight_grad(abs(x), abs(gy), p, 1),
             x_shape[0] * math.prod(p.out_size),
@@ -160,7 +160,7 @@ def test_non_finite_values_as_numpy(dtype):
             np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
             np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
             np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
-        gw = cconv.conv_weight_grad(x, gy, p, 1)
+        gw = cconv_weight.conv_weight_grad(x, gy, p, 1)
         if gw is not None:  # (declined where a non-finite x meets a zero of the extended grid)
             want = K.conv_weight_grad(x, gy, p, 1)
             np.testing.assert_array_equal(np.isnan(gw), np.isnan(want))
@@ -197,7 +197,7 @@ def test_channels_last_copy_crops_like_numpy():
         p = plan(size, (3, 3), stride, padding, (1, 1), 40 * 9, 8)
         cp = 64
         got = np.zeros((3, math.prod(p.padded), cp), np.float32)
-        assert cconv._to_channels_last(x, got, p, cp)
+        assert cconv_weight._to_channels_last(x, got, p, cp)
         want = np.zeros_like(got)
         planes = want.reshape((3,) + p.padded + (cp,))
         from ember.kernels.conv_plan import interior, source_region

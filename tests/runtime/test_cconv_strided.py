@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import ember
 import ember.nn as nn
 import ember.nn.functional as F
-from ember.kernels import ccompile, cconv
+from ember.kernels import ccompile, cconv, cconv_weight
 from ember.kernels.conv_plan import conv_out_size, plan
 from ember.ops import _conv_kernels as K
 
@@ -83,7 +83,7 @@ def test_gradients_equal_the_numpy_kernels_within_rounding(case, seed):
         K.conv_input_grad(abs(gy), abs(w), p, groups),
         cout // groups * math.prod(kernel),
     )
-    gw = cconv.conv_weight_grad(x, gy, p, groups)
+    gw = cconv_weight.conv_weight_grad(x, gy, p, groups)
     if gw is not None:  # (the dot-product kernel declines an extended grid over twice the output)
         _assert_within_rounding(
             gw,
@@ -123,7 +123,7 @@ def test_layer_sized_strided_convolutions_with_threads(x_shape, w_shape, stride,
         w_shape[0] * kk,
     )
     _assert_within_rounding(
-        cconv.conv_weight_grad(x, gy, p, 1),
+        cconv_weight.conv_weight_grad(x, gy, p, 1),
         K.conv_weight_grad(x, gy, p, 1),
         K.conv_weight_grad(abs(x), abs(gy), p, 1),
         x_shape[0] * math.prod(p.out_size),
@@ -146,7 +146,7 @@ def test_non_finite_values_reach_the_same_gradients():
     finite = np.isfinite(want)
     np.testing.assert_allclose(got[finite], want[finite], rtol=1e-12, atol=1e-12)
     x[1, 5, 4, 4] = np.nan
-    gw = cconv.conv_weight_grad(x, gy, p, 1)
+    gw = cconv_weight.conv_weight_grad(x, gy, p, 1)
     if gw is not None:  # (declined where non-finite: NumPy computes it)
         np.testing.assert_array_equal(np.isnan(gw), np.isnan(K.conv_weight_grad(x, gy, p, 1)))
     # a non-finite weight is declined: times the zero border it would give NaN where the

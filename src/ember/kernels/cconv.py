@@ -1,5 +1,7 @@
 """Compiled convolution kernels: the forward convolution (optionally with its bias and ReLU
-epilogue), its input gradient and its weight gradient, in C (kernels/cconv_source.py).
+epilogue) and its input gradient, in C (kernels/cconv_source.py); the weight gradient is in
+kernels/cconv_weight.py and the kernels' workspace sizes in kernels/cconv_workspace.py, both
+built on the compiled functions and geometry helpers here.
 
 The NumPy kernels of ops/_conv_kernels.py are the specification; these compute the same sums
 in another order (equal within float rounding, tested against them). They replace im2col + one
@@ -8,11 +10,9 @@ straight from the zero-padded input (contiguous or evenly stepping runs of colum
 and stores each output tile in the NC* layout, fused with the bias and ReLU, running column
 panels in groups sized from L2 so that the packed weight is read once per group; the input
 gradient of a stride-1 convolution is the forward convolution of the output gradient with the
-flipped, transposed weight (no col2im); the weight gradient is a dot-product kernel over an
-extended output grid, or, with many input channels, one GEMM per kernel offset over a
-channels-last copy of the input, reducing over the real output positions (at any stride where
-the windows cover the input). Strided gradients otherwise run phase by phase as stride-1 ones
-(kernels/cconv_phases.py). benchmarks/conv_kernels.py measures them against PyTorch per shape.
+flipped, transposed weight (no col2im). Strided gradients otherwise run phase by phase as
+stride-1 ones (kernels/cconv_phases.py). benchmarks/conv_kernels.py measures them against
+PyTorch per shape.
 
 Every entry returns None where it does not apply (no C compiler, a dtype other than float32 or
 float64, an empty tensor, a non-finite weight for the input gradient) and the caller runs
@@ -43,8 +43,6 @@ __all__ = [
     "forward_step",
     "conv_input_grad",
     "held_bytes",
-    "conv_weight_grad",
-    "temporaries",
 ]
 
 _C = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
@@ -491,254 +489,3 @@ def conv_input_grad(gy, w, p: Plan, groups: int):
     if p2.out_size != p.in_size:
         return None
     return conv_forward(gy, w2, p2, groups)
-
-
-def conv_weight_grad(x, gy, p: Plan, groups: int):
-    """The adjoint of `conv_forward` in w, or None."""
-    functions = _functions(x.dtype)
-    if functions is None or x.dtype != gy.dtype or x.size == 0 or gy.size == 0:
-        return None
-    _, weight, weight_cl, pool = functions
-    n, c = x.shape[:2]
-    cout = gy.shape[1]
-    cg, cog = c // groups, cout // groups
-    if groups == 1 and _pointwise_by_sample(p, cout):
-        gw = _pointwise_weight_grad(x, gy)
-        if gw is not None:
-            return gw.reshape((cout, c) + p.kernel)
-    wide = 2 * (_VECTOR_BYTES // x.itemsize)  # input channels per tile of the channels-last kernel
-    padded_channels = -(-cg // wide) * wide
-    if groups == 1 and padded_channels <= 1.5 * cg and _windows_cover(p):
-        gy = np.ascontiguousarray(gy)
-        return _weight_grad_channels_last(x, gy, p, weight_cl, pool, padded_channels)
-    if any(s != 1 for s in p.stride):
-        from . import cconv_phases
-
-        return cconv_phases.weight_grad(x, gy, p, groups, conv_weight_grad)
-    gy = np.ascontiguousarray(gy)
-    grid = p.out_size[:1] + p.padded[1:]
-    segments = _segments(p.out_size, grid)
-    if math.prod(grid) > _MAX_WASTE * math.prod(p.out_size):
-        return None
-    lanes = _VECTOR_BYTES // x.itemsize
-    length = -(-math.prod(grid) // lanes) * lanes
-    plane = math.prod(p.padded)
-    roff = _row_offsets(p, cg)
-    size = max(n * c * plane, (n - 1) * c * plane + (groups - 1) * cg * plane + int(roff[-1]))
-    xp = _padded(x, p, size + length, "cconv_xw")
-    rows = len(roff)
-    per_block = max(1, -(-n // _BLOCKS))
-    blocks = -(-n // per_block)
-    gw = np.empty((cout, cg) + p.kernel, x.dtype)
-    partial = np.empty((blocks, cog, rows), x.dtype)
-    for g in range(groups):
-        weight(
-            _address(gy, g * cog * math.prod(p.out_size)),
-            _address(xp, g * cg * plane),
-            _address(gw, g * cog * rows),
-            partial.ctypes.data,
-            roff.ctypes.data,
-            n,
-            cog,
-            rows,
-            length,
-            gy[0].size,
-            c * plane,
-            per_block,
-            *segments,
-            pool,
-        )
-    # an inf or NaN in x read by a column outside the output, times its zero, gives NaN where
-    # the NumPy kernel has a number: such results are recomputed there
-    return gw if np.isfinite(gw).all() else None
-
-
-def _pointwise_by_sample(p: Plan, cout: int) -> bool:
-    """Whether a weight gradient runs as one product per sample, gy[n] (Cout x HW) by x[n]
-    transposed, summed over the samples: a 1x1 convolution, stride 1, no padding (x is the
-    column matrix itself, read in place), with more than twice as many positions per sample
-    as output channels: the products' results (Cout x Cin per sample) are written and read
-    again by the sum, two passes that then cost less than the channels-last kernel's
-    transposed copy of x (Cin x HW per sample)."""
-    return (
-        all(k == 1 for k in p.kernel)
-        and all(s == 1 for s in p.stride)
-        and not any(p.lo)
-        and tuple(p.padded) == tuple(p.in_size) == tuple(p.out_size)
-        and math.prod(p.out_size) > 2 * cout
-    )
-
-
-def _pointwise_weight_grad(x, gy):
-    """sum over n of gy[n] @ x[n]^T (ember's GEMM over the batch), or None where the GEMM
-    declines (a product too small to share)."""
-    from . import cgemm
-
-    n, c = x.shape[:2]
-    x3 = np.ascontiguousarray(x).reshape(n, c, -1)
-    g3 = gy.reshape(n, gy.shape[1], -1)
-    per_sample = cgemm.matmul(g3, x3.transpose(0, 2, 1))
-    return None if per_sample is None else per_sample.sum(axis=0)
-
-
-def _windows_cover(p: Plan) -> bool:
-    """Whether the windows together read every position of the padded input (a kernel at
-    least as wide as the stride): the channels-last weight gradient copies all of it, and
-    reads it at the stride directly. Where they do not (a 1x1 convolution of stride 2), the
-    phases (kernels/cconv_phases.py) copy only the positions read."""
-    return all(d * (k - 1) + 1 >= s for d, k, s in zip(p.dilation, p.kernel, p.stride))
-
-
-@functools.lru_cache(maxsize=64)
-def _cl_segment_tables(p: Plan) -> tuple:
-    """Per output row (all but the last dimension), its offset in a gy plane and the padded
-    input position its first window starts at."""
-    rows = p.out_size[:-1] + (1,)
-    steps = _strides(p.padded) * np.array(p.stride)
-    return _grid_offsets(rows, _strides(p.out_size)), _grid_offsets(rows, steps)
-
-
-def _cl_blocks() -> int:
-    from . import cpool
-
-    return max(1, cpool.get_num_threads())
-
-
-@functools.cache
-def _transpose_function(dtype: np.dtype):
-    from . import ccompile
-
-    source = f"#define T {_C[dtype]}\n#define T_FLOAT {int(dtype == np.float32)}\n" + SOURCE
-    try:
-        return ccompile.load(source, "to_channels_last", [_P, _P] + [_L] * 11 + [_P])
-    except ccompile.CompileError:
-        return None
-
-
-def _to_channels_last(x, xcl, p: Plan, cp: int) -> bool:
-    """Copy the 2-d input ``x`` into the interior of the channels-last padded scratch ``xcl``
-    in C (NumPy's transposing copy moves one element at a time); False where it does not
-    apply (another rank, no compiler)."""
-    if x.ndim != 4 or x.dtype not in _C:
-        return False
-    fn = _transpose_function(x.dtype)
-    if fn is None:
-        return False
-    from . import cpool
-
-    x = np.ascontiguousarray(x)
-    n, c, in_h, in_w = x.shape
-    rows, cols = (max(0, min(s, e - lo)) for lo, s, e in zip(p.lo, p.in_size, p.padded))
-    fn(x.ctypes.data, xcl.ctypes.data, n, c, in_h, in_w, rows, cols, cp, *p.padded, *p.lo,
-       cpool.parallel_for())  # fmt: skip
-    return True
-
-
-def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, padded_channels):
-    """The weight gradient as one GEMM per kernel offset, over a channels-last copy of the
-    padded input (each position's channels one contiguous vector), reading the positions each
-    output row's windows start at (every stride-th along the row)."""
-    n, c = x.shape[:2]
-    src, dst = _cl_segment_tables(p)
-    segments = (src.ctypes.data, dst.ctypes.data, len(src), p.out_size[-1], math.prod(p.out_size))
-    cout = gy.shape[1]
-    kk = math.prod(p.kernel)
-    koff = _grid_offsets(p.kernel, _strides(p.padded) * np.array(p.dilation))
-    positions = math.prod(p.padded)
-    xcl = scratch("cconv_xcl", (n, positions, padded_channels), x.dtype, fill=0, key=(p, n, c))
-    planes = xcl.reshape((n,) + p.padded + (padded_channels,))
-    if not _to_channels_last(x, xcl, p, padded_channels):
-        planes[(slice(None),) + interior(p) + (slice(0, c),)] = np.moveaxis(
-            x[source_region(p)], 1, -1
-        )
-    rows = -(-cout // _MR) * _MR
-    # one block of samples per thread: each block's partial sums are as large as the weight
-    # gradient, and the reduction inside a block already runs over all its positions
-    per_block = -(-n // _cl_blocks())
-    blocks = -(-n // per_block)
-    out = np.empty((kk, rows, padded_channels), x.dtype)
-    partial = np.empty((blocks,) + out.shape, x.dtype)
-    weight_cl(
-        gy.ctypes.data,
-        xcl.ctypes.data,
-        out.ctypes.data,
-        partial.ctypes.data,
-        koff.ctypes.data,
-        n,
-        cout,
-        kk,
-        padded_channels,
-        gy[0].size,
-        positions * padded_channels,
-        per_block,
-        p.stride[-1],
-        *segments,
-        pool,
-    )
-    gw = np.ascontiguousarray(out[:, :cout, :c].transpose(1, 2, 0)).reshape((cout, c) + p.kernel)
-    return gw if np.isfinite(gw).all() else None
-
-
-# ------------------------------------------------------------------------------ workspace
-
-
-def temporaries(op: str, a_shape: tuple, b_shape: tuple, p: Plan, groups: int, dtype) -> int | None:
-    """Bytes the compiled kernel of ``op`` (``conv``, ``conv_input_grad``, ``conv_weight_grad``)
-    allocates beyond its result at its peak, for operands of shapes ``a_shape`` and ``b_shape``
-    (as the op takes them) in ``dtype``; the scratch buffers it keeps between calls (the padded
-    input) are not counted. None where it does not apply (the NumPy kernels run instead). Mirrors
-    the allocations above: the forward's packed weight (zero-filled, then made contiguous: two
-    at once); the input gradient's flipped weight beside the forward's packing; the weight
-    gradient's per-block partial sums and its finiteness mask of the result."""
-    dtype = np.dtype(dtype)
-    if _functions(dtype) is None or 0 in a_shape or 0 in b_shape:
-        return None
-    item = dtype.itemsize
-    kk = math.prod(p.kernel)
-    if op == "conv":
-        cout, cg = b_shape[0], a_shape[1] // groups
-        return 2 * groups * -(-(cout // groups) // _MR) * _MR * cg * kk * item
-    if op == "conv_weight_grad":
-        n, c, cout = a_shape[0], a_shape[1], b_shape[1]
-        if groups == 1 and _pointwise_by_sample(p, cout):
-            from .cgemm import BLAS_ONE_THREAD
-
-            if n * cout * c * math.prod(p.out_size) > BLAS_ONE_THREAD:  # (else declined)
-                return n * cout * c * item  # the per-sample products
-        wide = 2 * (_VECTOR_BYTES // item)
-        padded_channels = -(-c // wide) * wide
-        if groups == 1 and padded_channels <= 1.5 * c and _windows_cover(p):
-            blocks = -(-n // -(-n // _cl_blocks()))
-            per_offset = kk * (-(-cout // _MR) * _MR) * padded_channels * item
-            return (1 + blocks) * per_offset + cout * c * kk  # (+ np.isfinite's mask)
-    reach = [d * (k - 1) for d, k in zip(p.dilation, p.kernel)]
-    lo = [r - low for r, low in zip(reach, p.lo)]
-    if any(s != 1 for s in p.stride) or (op == "conv_input_grad" and any(v < 0 for v in lo)):
-        from . import cconv_phases
-
-        def inner(name, a, b, p2):
-            return temporaries(name, a, b, p2, groups, dtype)
-
-        return cconv_phases.temporaries(op, a_shape, b_shape, p, groups, item, inner)
-    if op == "conv_input_grad":
-        # the flipped weight, beside the forward convolution of gy with it (as conv_input_grad)
-        cout, cg = b_shape[:2]
-        nd = len(p.kernel)
-        hi = [i - o - low + r for i, o, low, r in zip(p.in_size, p.out_size, lo, reach)]
-        from .conv_plan import plan
-
-        p2 = plan(p.out_size, p.kernel, (1,) * nd, tuple(zip(lo, hi)), p.dilation)
-        if p2.out_size != p.in_size:
-            return None
-        flipped = (groups * cg, cout // groups) + tuple(p.kernel)
-        inner = temporaries("conv", a_shape, flipped, p2, groups, dtype)
-        return None if inner is None else math.prod(b_shape) * item + inner
-    n, cout = a_shape[0], b_shape[1]
-    c = a_shape[1]
-    cg = c // groups
-    mask = cout * cg * kk  # np.isfinite(gw): one byte an element
-    grid = p.out_size[:1] + p.padded[1:]
-    if math.prod(grid) > _MAX_WASTE * math.prod(p.out_size):
-        return None
-    blocks = -(-n // max(1, -(-n // _BLOCKS)))
-    return blocks * (cout // groups) * cg * kk * item + mask

@@ -141,7 +141,7 @@ def input_grad(gy: np.ndarray, w: np.ndarray, p: Plan, groups: int, forward, sto
 
 def weight_grad(x: np.ndarray, gy: np.ndarray, p: Plan, groups: int, stride1):
     """The weight gradient of a strided convolution, phase by phase through ``stride1``
-    (`cconv.conv_weight_grad` at stride 1), or None."""
+    (`cconv_weight.conv_weight_grad` at stride 1), or None."""
     cout = gy.shape[1]
     cg = x.shape[1] // groups
     nd = len(p.kernel)
@@ -183,10 +183,10 @@ def weight_grad(x: np.ndarray, gy: np.ndarray, p: Plan, groups: int, stride1):
 def temporaries(op: str, a_shape: tuple, b_shape: tuple, p: Plan, groups: int, item: int, inner):
     """Bytes `input_grad` (``op`` ``conv_input_grad``) or `weight_grad` allocate beyond their
     result at their peak, for operands of shapes ``a_shape`` and ``b_shape``; ``inner(op,
-    a_shape, b_shape, plan)`` gives a stride-1 kernel's (`cconv.temporaries`), None where it
-    declines. Mirrors the allocations above: per phase, the copy of a cropped gy, the flipped
-    sub-kernel (input gradient: the phase is stored into the result), or the phase's result
-    (weight gradient), beside the stride-1 kernel's own."""
+    a_shape, b_shape, plan)`` gives a stride-1 kernel's (`cconv_workspace.temporaries`), None
+    where it declines. Mirrors the allocations above: per phase, the copy of a cropped gy, the
+    flipped sub-kernel (input gradient: the phase is stored into the result), or the phase's
+    result (weight gradient), beside the stride-1 kernel's own."""
     peak = 0
     n = a_shape[0]
     for combo in _all_phases(p):

@@ -1,7 +1,7 @@
-"""The ONNX forms (``onnx`` rules, ops/_rules.py) of ops/elementwise.py's ops that are more than
-one ONNX node or depend on the dtype: written through the exporter's emitter ``e``
-(onnx/export_emit.py), never importing ``onnx``; kept beside the ops' definitions' module so
-each rule is read against the kernel it must match (NaN, integer and bool behaviour)."""
+"""The ONNX forms (``onnx`` rules, ops/_rules.py) of ops/elementwise.py's and ops/binary.py's ops
+that are more than one ONNX node or depend on the dtype: written through the exporter's emitter
+``e`` (onnx/export_emit.py), never importing ``onnx``; kept beside the ops' definitions' module
+so each rule is read against the kernel it must match (NaN, integer and bool behaviour)."""
 
 from __future__ import annotations
 

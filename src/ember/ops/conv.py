@@ -178,11 +178,14 @@ def _rounded_c(result, dtype):
     return chalf.from_float32(result, dtype)
 
 
-def _compiled():
-    """kernels/cconv.py (imported on first use: loading it looks for the compiler)."""
-    from ..kernels import cconv
+def _compiled(module: str = "cconv"):
+    """kernels/cconv.py, or its sibling ``module`` (cconv_weight, cconv_workspace), imported on
+    first use: loading them looks for the compiler."""
+    from ..kernels import cconv, cconv_weight, cconv_workspace
 
-    return cconv
+    return {"cconv": cconv, "cconv_weight": cconv_weight, "cconv_workspace": cconv_workspace}[
+        module
+    ]
 
 
 def _kernels(weight_shape, reference, compiled: str):
@@ -215,7 +218,10 @@ def _depthwise_first(compiled: str, a, b, p, groups):
     from ..kernels import cdepthwise
 
     result = getattr(cdepthwise, compiled)(a, b, p, groups)
-    return result if result is not None else getattr(_compiled(), compiled)(a, b, p, groups)
+    if result is not None:
+        return result
+    module = "cconv_weight" if compiled == "conv_weight_grad" else "cconv"
+    return getattr(_compiled(module), compiled)(a, b, p, groups)
 
 
 _conv_kernel, _conv_fast = _kernels(
@@ -237,7 +243,7 @@ _conv_weight_grad_kernel, _conv_weight_grad_fast = _kernels(
 def _half_workspace(node, layouts) -> int:
     """The three kernels' temporaries beyond the result: none counted in float32/float64. In
     half precision `_in_compute`'s float32 copies of both operands, alive throughout; inside the
-    float32 computation the compiled kernel's temporaries (`cconv.temporaries`) beside its
+    float32 computation the compiled kernel's temporaries (`cconv_workspace.temporaries`) beside its
     float32 result, or NumPy's im2col's comparison of the input with the one its cached columns
     were built from (a bool array of the input's size, before the result exists); at the end
     the float32 result beside the rounded one."""
@@ -258,7 +264,7 @@ def _half_workspace(node, layouts) -> int:
     else:
         w_shape = (b_shape[1], a_shape[1] // attrs["groups"]) + tuple(attrs["kernel_size"])
         p = conv_geometry(attrs, a_shape[2:], w_shape)
-    compiled = _compiled().temporaries(
+    compiled = _compiled("cconv_workspace").temporaries(
         node.op.name, a_shape, b_shape, p, attrs["groups"], compute_dtype(out.dtype.np)
     )
     if compiled is not None:

@@ -24,7 +24,8 @@ from . import _onnx
 from . import api as E
 from ._registry import INPLACE, PUBLIC, OpDef, TensorBase, apply, export, register
 from ._util import elementwise_cost, require_float, same_type
-from .elementwise import _binary, _unary, promote, to_tensor
+from .binary import _binary
+from .elementwise import _unary, promote, to_tensor
 
 _HALF = (dt.float16.np, dt.bfloat16.np)
 

@@ -1,12 +1,11 @@
 """More elementwise math primitives, PyTorch's names: tan, asin, acos, atan, sinh, cosh, log2,
 log10, square, atan2 and fmod, plus the top-level spellings ``remainder`` and ``floor_divide``
-of ops/elementwise.py's ``mod`` and ``floor_div``.
+of ops/binary.py's ``mod`` and ``floor_div``.
 
-Each is one registered op built by elementwise.py's `_unary` / `_binary` (shape rule, NumPy
-kernel, VJP in ember ops, C expression for fused loops), so they fuse and differentiate like
-the ops there. The float functions promote integer and bool tensors to the default float
-dtype first, as PyTorch does.
-"""
+Each is one registered op built by elementwise.py's `_unary` / binary.py's `_binary` (shape
+rule, NumPy kernel, VJP in ember ops, C expression for fused loops), so they fuse and
+differentiate like the ops there. The float functions promote integer and bool tensors to the
+default float dtype first, as PyTorch does."""
 
 from __future__ import annotations
 
@@ -18,7 +17,8 @@ from .. import dtypes as dt
 from . import _onnx
 from . import api as E
 from ._registry import PUBLIC, apply, export
-from .elementwise import _binary, _check_divisor, _reduce_to, _unary, to_tensor
+from .binary import _binary, _check_divisor, _reduce_to
+from .elementwise import _unary, to_tensor
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)

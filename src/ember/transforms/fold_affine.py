@@ -16,7 +16,7 @@ import numpy as np
 
 from ..graph.ir import Graph
 from ..graph.rewrite import Pass, constant_value
-from ..ops.elementwise import ADD
+from ..ops.binary import ADD
 
 __all__ = ["FOLD_AFFINE", "fold_channel_affines"]
 

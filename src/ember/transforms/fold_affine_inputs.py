@@ -36,7 +36,7 @@ from ..graph.ir import Graph
 from ..graph.rewrite import Pass
 from ..graph.subgraph import trace_subgraph
 from ..ops import api as E
-from ..ops.elementwise import ADD
+from ..ops.binary import ADD
 
 __all__ = ["FOLD_AFFINE_INPUTS", "fold_affine_inputs"]
 

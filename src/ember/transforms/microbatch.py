@@ -36,7 +36,7 @@ from ..graph.ir import Graph
 from ..ops import _batching
 from ..ops._batching import NotBatchable
 from ..ops._registry import KIND_DEFAULT
-from ..ops.elementwise import ADD
+from ..ops.binary import ADD
 from ..ops.shape import CONCAT, SPLIT
 
 __all__ = [

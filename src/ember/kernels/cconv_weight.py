@@ -1,0 +1,224 @@
+"""The weight gradient of a convolution in C (kernels/cconv_source.py): the adjoint of
+`cconv.conv_forward` in w, equal to ops/_conv_kernels.py's NumPy kernel within float rounding.
+
+Three ways, by shape: a pointwise (1x1, stride 1) convolution's per-sample products through the
+GEMM; with many input channels, one GEMM per kernel offset over a channels-last copy of the
+input, reducing over the real output positions (at any stride where the windows cover the
+input); otherwise a dot-product kernel over an extended output grid (stride 1; strided ones run
+phase by phase, kernels/cconv_phases.py). Returns None where it does not apply and the caller
+runs NumPy.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from . import cconv
+from .cconv import (
+    _BLOCKS,
+    _C,
+    _L,
+    _MAX_WASTE,
+    _MR,
+    _P,
+    _VECTOR_BYTES,
+    _address,
+    _grid_offsets,
+    _padded,
+    _row_offsets,
+    _segments,
+    _strides,
+)
+from .cconv_source import SOURCE
+from .conv_plan import Plan, interior, scratch, source_region
+
+__all__ = ["conv_weight_grad"]
+
+
+def conv_weight_grad(x, gy, p: Plan, groups: int):
+    """The adjoint of `conv_forward` in w, or None."""
+    functions = cconv._functions(x.dtype)  # (one switch for every convolution kernel)
+    if functions is None or x.dtype != gy.dtype or x.size == 0 or gy.size == 0:
+        return None
+    _, weight, weight_cl, pool = functions
+    n, c = x.shape[:2]
+    cout = gy.shape[1]
+    cg, cog = c // groups, cout // groups
+    if groups == 1 and _pointwise_by_sample(p, cout):
+        gw = _pointwise_weight_grad(x, gy)
+        if gw is not None:
+            return gw.reshape((cout, c) + p.kernel)
+    wide = 2 * (_VECTOR_BYTES // x.itemsize)  # input channels per tile of the channels-last kernel
+    padded_channels = -(-cg // wide) * wide
+    if groups == 1 and padded_channels <= 1.5 * cg and _windows_cover(p):
+        gy = np.ascontiguousarray(gy)
+        return _weight_grad_channels_last(x, gy, p, weight_cl, pool, padded_channels)
+    if any(s != 1 for s in p.stride):
+        from . import cconv_phases
+
+        return cconv_phases.weight_grad(x, gy, p, groups, conv_weight_grad)
+    gy = np.ascontiguousarray(gy)
+    grid = p.out_size[:1] + p.padded[1:]
+    segments = _segments(p.out_size, grid)
+    if math.prod(grid) > _MAX_WASTE * math.prod(p.out_size):
+        return None
+    lanes = _VECTOR_BYTES // x.itemsize
+    length = -(-math.prod(grid) // lanes) * lanes
+    plane = math.prod(p.padded)
+    roff = _row_offsets(p, cg)
+    size = max(n * c * plane, (n - 1) * c * plane + (groups - 1) * cg * plane + int(roff[-1]))
+    xp = _padded(x, p, size + length, "cconv_xw")
+    rows = len(roff)
+    per_block = max(1, -(-n // _BLOCKS))
+    blocks = -(-n // per_block)
+    gw = np.empty((cout, cg) + p.kernel, x.dtype)
+    partial = np.empty((blocks, cog, rows), x.dtype)
+    for g in range(groups):
+        weight(
+            _address(gy, g * cog * math.prod(p.out_size)),
+            _address(xp, g * cg * plane),
+            _address(gw, g * cog * rows),
+            partial.ctypes.data,
+            roff.ctypes.data,
+            n,
+            cog,
+            rows,
+            length,
+            gy[0].size,
+            c * plane,
+            per_block,
+            *segments,
+            pool,
+        )
+    # an inf or NaN in x read by a column outside the output, times its zero, gives NaN where
+    # the NumPy kernel has a number: such results are recomputed there
+    return gw if np.isfinite(gw).all() else None
+
+
+def _pointwise_by_sample(p: Plan, cout: int) -> bool:
+    """Whether a weight gradient runs as one product per sample, gy[n] (Cout x HW) by x[n]
+    transposed, summed over the samples: a 1x1 convolution, stride 1, no padding (x is the
+    column matrix itself, read in place), with more than twice as many positions per sample
+    as output channels: the products' results (Cout x Cin per sample) are written and read
+    again by the sum, two passes that then cost less than the channels-last kernel's
+    transposed copy of x (Cin x HW per sample)."""
+    return (
+        all(k == 1 for k in p.kernel)
+        and all(s == 1 for s in p.stride)
+        and not any(p.lo)
+        and tuple(p.padded) == tuple(p.in_size) == tuple(p.out_size)
+        and math.prod(p.out_size) > 2 * cout
+    )
+
+
+def _pointwise_weight_grad(x, gy):
+    """sum over n of gy[n] @ x[n]^T (ember's GEMM over the batch), or None where the GEMM
+    declines (a product too small to share)."""
+    from . import cgemm
+
+    n, c = x.shape[:2]
+    x3 = np.ascontiguousarray(x).reshape(n, c, -1)
+    g3 = gy.reshape(n, gy.shape[1], -1)
+    per_sample = cgemm.matmul(g3, x3.transpose(0, 2, 1))
+    return None if per_sample is None else per_sample.sum(axis=0)
+
+
+def _windows_cover(p: Plan) -> bool:
+    """Whether the windows together read every position of the padded input (a kernel at
+    least as wide as the stride): the channels-last weight gradient copies all of it, and
+    reads it at the stride directly. Where they do not (a 1x1 convolution of stride 2), the
+    phases (kernels/cconv_phases.py) copy only the positions read."""
+    return all(d * (k - 1) + 1 >= s for d, k, s in zip(p.dilation, p.kernel, p.stride))
+
+
+@functools.lru_cache(maxsize=64)
+def _cl_segment_tables(p: Plan) -> tuple:
+    """Per output row (all but the last dimension), its offset in a gy plane and the padded
+    input position its first window starts at."""
+    rows = p.out_size[:-1] + (1,)
+    steps = _strides(p.padded) * np.array(p.stride)
+    return _grid_offsets(rows, _strides(p.out_size)), _grid_offsets(rows, steps)
+
+
+def _cl_blocks() -> int:
+    from . import cpool
+
+    return max(1, cpool.get_num_threads())
+
+
+@functools.cache
+def _transpose_function(dtype: np.dtype):
+    from . import ccompile
+
+    source = f"#define T {_C[dtype]}\n#define T_FLOAT {int(dtype == np.float32)}\n" + SOURCE
+    try:
+        return ccompile.load(source, "to_channels_last", [_P, _P] + [_L] * 11 + [_P])
+    except ccompile.CompileError:
+        return None
+
+
+def _to_channels_last(x, xcl, p: Plan, cp: int) -> bool:
+    """Copy the 2-d input ``x`` into the interior of the channels-last padded scratch ``xcl``
+    in C (NumPy's transposing copy moves one element at a time); False where it does not
+    apply (another rank, no compiler)."""
+    if x.ndim != 4 or x.dtype not in _C:
+        return False
+    fn = _transpose_function(x.dtype)
+    if fn is None:
+        return False
+    from . import cpool
+
+    x = np.ascontiguousarray(x)
+    n, c, in_h, in_w = x.shape
+    rows, cols = (max(0, min(s, e - lo)) for lo, s, e in zip(p.lo, p.in_size, p.padded))
+    fn(x.ctypes.data, xcl.ctypes.data, n, c, in_h, in_w, rows, cols, cp, *p.padded, *p.lo,
+       cpool.parallel_for())  # fmt: skip
+    return True
+
+
+def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, padded_channels):
+    """The weight gradient as one GEMM per kernel offset, over a channels-last copy of the
+    padded input (each position's channels one contiguous vector), reading the positions each
+    output row's windows start at (every stride-th along the row)."""
+    n, c = x.shape[:2]
+    src, dst = _cl_segment_tables(p)
+    segments = (src.ctypes.data, dst.ctypes.data, len(src), p.out_size[-1], math.prod(p.out_size))
+    cout = gy.shape[1]
+    kk = math.prod(p.kernel)
+    koff = _grid_offsets(p.kernel, _strides(p.padded) * np.array(p.dilation))
+    positions = math.prod(p.padded)
+    xcl = scratch("cconv_xcl", (n, positions, padded_channels), x.dtype, fill=0, key=(p, n, c))
+    planes = xcl.reshape((n,) + p.padded + (padded_channels,))
+    if not _to_channels_last(x, xcl, p, padded_channels):
+        planes[(slice(None),) + interior(p) + (slice(0, c),)] = np.moveaxis(
+            x[source_region(p)], 1, -1
+        )
+    rows = -(-cout // _MR) * _MR
+    # one block of samples per thread: each block's partial sums are as large as the weight
+    # gradient, and the reduction inside a block already runs over all its positions
+    per_block = -(-n // _cl_blocks())
+    blocks = -(-n // per_block)
+    out = np.empty((kk, rows, padded_channels), x.dtype)
+    partial = np.empty((blocks,) + out.shape, x.dtype)
+    weight_cl(
+        gy.ctypes.data,
+        xcl.ctypes.data,
+        out.ctypes.data,
+        partial.ctypes.data,
+        koff.ctypes.data,
+        n,
+        cout,
+        kk,
+        padded_channels,
+        gy[0].size,
+        positions * padded_channels,
+        per_block,
+        p.stride[-1],
+        *segments,
+        pool,
+    )
+    gw = np.ascontiguousarray(out[:, :cout, :c].transpose(1, 2, 0)).reshape((cout, c) + p.kernel)
+    return gw if np.isfinite(gw).all() else None

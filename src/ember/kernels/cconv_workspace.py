@@ -1,0 +1,78 @@
+"""The workspace of the compiled convolution kernels (`cconv`, `cconv_weight`,
+`cconv_phases`): the bytes each allocates beyond its result, which the memory planner charges
+(ops/conv.py's workspace rule)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import cconv
+from .cconv import _BLOCKS, _MAX_WASTE, _MR, _VECTOR_BYTES
+from .cconv_weight import _cl_blocks, _pointwise_by_sample, _windows_cover
+from .conv_plan import Plan
+
+__all__ = ["temporaries"]
+
+
+def temporaries(op: str, a_shape: tuple, b_shape: tuple, p: Plan, groups: int, dtype) -> int | None:
+    """Bytes the compiled kernel of ``op`` (``conv``, ``conv_input_grad``, ``conv_weight_grad``)
+    allocates beyond its result at its peak, for operands of shapes ``a_shape`` and ``b_shape``
+    (as the op takes them) in ``dtype``; the scratch buffers it keeps between calls (the padded
+    input) are not counted. None where it does not apply (the NumPy kernels run instead). Mirrors
+    the allocations above: the forward's packed weight (zero-filled, then made contiguous: two
+    at once); the input gradient's flipped weight beside the forward's packing; the weight
+    gradient's per-block partial sums and its finiteness mask of the result."""
+    dtype = np.dtype(dtype)
+    if cconv._functions(dtype) is None or 0 in a_shape or 0 in b_shape:
+        return None
+    item = dtype.itemsize
+    kk = math.prod(p.kernel)
+    if op == "conv":
+        cout, cg = b_shape[0], a_shape[1] // groups
+        return 2 * groups * -(-(cout // groups) // _MR) * _MR * cg * kk * item
+    if op == "conv_weight_grad":
+        n, c, cout = a_shape[0], a_shape[1], b_shape[1]
+        if groups == 1 and _pointwise_by_sample(p, cout):
+            from .cgemm import BLAS_ONE_THREAD
+
+            if n * cout * c * math.prod(p.out_size) > BLAS_ONE_THREAD:  # (else declined)
+                return n * cout * c * item  # the per-sample products
+        wide = 2 * (_VECTOR_BYTES // item)
+        padded_channels = -(-c // wide) * wide
+        if groups == 1 and padded_channels <= 1.5 * c and _windows_cover(p):
+            blocks = -(-n // -(-n // _cl_blocks()))
+            per_offset = kk * (-(-cout // _MR) * _MR) * padded_channels * item
+            return (1 + blocks) * per_offset + cout * c * kk  # (+ np.isfinite's mask)
+    reach = [d * (k - 1) for d, k in zip(p.dilation, p.kernel)]
+    lo = [r - low for r, low in zip(reach, p.lo)]
+    if any(s != 1 for s in p.stride) or (op == "conv_input_grad" and any(v < 0 for v in lo)):
+        from . import cconv_phases
+
+        def inner(name, a, b, p2):
+            return temporaries(name, a, b, p2, groups, dtype)
+
+        return cconv_phases.temporaries(op, a_shape, b_shape, p, groups, item, inner)
+    if op == "conv_input_grad":
+        # the flipped weight, beside the forward convolution of gy with it (as conv_input_grad)
+        cout, cg = b_shape[:2]
+        nd = len(p.kernel)
+        hi = [i - o - low + r for i, o, low, r in zip(p.in_size, p.out_size, lo, reach)]
+        from .conv_plan import plan
+
+        p2 = plan(p.out_size, p.kernel, (1,) * nd, tuple(zip(lo, hi)), p.dilation)
+        if p2.out_size != p.in_size:
+            return None
+        flipped = (groups * cg, cout // groups) + tuple(p.kernel)
+        inner = temporaries("conv", a_shape, flipped, p2, groups, dtype)
+        return None if inner is None else math.prod(b_shape) * item + inner
+    n, cout = a_shape[0], b_shape[1]
+    c = a_shape[1]
+    cg = c // groups
+    mask = cout * cg * kk  # np.isfinite(gw): one byte an element
+    grid = p.out_size[:1] + p.padded[1:]
+    if math.prod(grid) > _MAX_WASTE * math.prod(p.out_size):
+        return None
+    blocks = -(-n // max(1, -(-n // _BLOCKS)))
+    return blocks * (cout // groups) * cg * kk * item + mask

@@ -1,0 +1,360 @@
+"""Binary arithmetic primitives: add, sub, mul, div, floor_div, mod, pow, maximum, minimum
+(ops/elementwise.py has the unary ones and the promotion helpers both share; ``where`` and
+``clip`` are in ops/where.py).
+
+Primitives here are strict: they take operands of one dtype (shapes broadcast). The public
+functions promote first (``elementwise.promote``), so ``float32_tensor * 2.5`` stays float32.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..errors import DivisionByZeroError, DTypeError
+from ..types import TensorType
+from . import _onnx
+from . import _onnx_elementwise as ox
+from . import api as E
+from ._half import elementwise_fast
+from ._registry import OpDef, apply, constant, export, register
+from ._rules import Identity
+from ._util import broadcast_shapes, elementwise_cost, require_same_dtype
+from .elementwise import _direct_inplace, _is_tensor, promote, scalar_array
+
+
+def _binary_infer(name, bools=True):
+    def infer(x, y):
+        dtype = x.dtype
+        if y.dtype is not dtype:
+            require_same_dtype(name, x, y)  # (raises, naming both)
+        if dtype is dt.bool_ and not bools:
+            raise DTypeError("not defined for bool tensors (as in PyTorch)", op=name)
+        xs, ys = x.shape, y.shape
+        return TensorType(tuple(xs) if xs == ys else broadcast_shapes(name, xs, ys), dtype)
+
+    return infer
+
+
+def _binary(
+    name,
+    kernel,
+    vjp,
+    *,
+    save=(0, 1),
+    floating=False,
+    flops=1,
+    method=True,
+    reflected=None,
+    identity=None,
+    c=None,
+    doc="",
+    check=None,
+    bools=True,
+    alpha=False,
+    channel_terms=None,
+    onnx=None,
+):
+    """``identity``: the constants that leave the other operand unchanged (an `Identity`), the
+    unchanged, exactly (for transforms/simplify.py); ``c``: the op as a C expression over
+    ``{0}`` and ``{1}`` for fused kernels (see `_unary`); ``check(x, y)``: refuses operands
+    before promotion (what PyTorch refuses that promotion would hide, a bool tensor);
+    ``alpha``: the function takes PyTorch's ``alpha=`` (``x + alpha * y``, see `_scale`)."""
+    op = register(
+        OpDef(
+            name=name,
+            kind="elementwise",
+            infer=_binary_infer(name, bools),
+            kernel=kernel,
+            vjp=vjp,
+            cost=elementwise_cost(flops),
+            save_inputs=save,
+            doc=doc,
+            identity=identity,
+            c=c,
+            fast=None if c is None else elementwise_fast(name),
+            channel_terms=channel_terms,
+            onnx=onnx,
+        )
+    )
+
+    def fn(x, y):
+        if check is not None:
+            check(x, y)
+        return apply(op, *promote(x, y, floating=floating))
+
+    if alpha:
+
+        def fn(x, y, *, alpha=1):
+            if check is not None:
+                check(x, y)
+            if alpha == 1 and type(alpha) is not bool:  # the common call: nothing to scale
+                return apply(op, *promote(x, y, floating=floating))
+            x, y = promote(x, y, floating=floating)
+            return apply(op, x, _scale(name, y, alpha, x.dtype))
+
+    fn.__name__ = fn.__qualname__ = name
+    _direct_inplace(fn, kernel, floating)
+    fn.__doc__ = doc or f"Elementwise {name} with broadcasting and type promotion."
+    export(fn, name=name, method=method, inplace=True)
+    return op
+
+
+def _scale(name, y, alpha, dtype):
+    """``alpha * y`` for add's and sub's ``alpha=``, by PyTorch's rules: alpha takes the result
+    dtype (a float alpha with integer tensors, a bool alpha with non-bool ones are refused; a
+    bool result takes any alpha as its truth value), and alpha 1 leaves y as it is."""
+    if isinstance(alpha, bool) and not dtype.is_bool:
+        raise DTypeError(f"a bool alpha is only supported for bool results, got {dtype}", op=name)
+    if isinstance(alpha, float) and not dtype.is_floating_point:
+        raise DTypeError(
+            f"for {dtype} tensors, alpha must not be a floating point number (got {alpha!r})",
+            op=name,
+        )
+    if dtype.is_bool:
+        return y if alpha else E.zeros_like(y)
+    if alpha == 1:
+        return y
+    return y * constant(scalar_array(alpha, dtype))
+
+
+def _reduce_to(g, t):
+    """Sum a broadcast gradient back to the shape of the input it belongs to."""
+    return g if g.shape == t.shape else E.sum_to(g, t.shape)
+
+
+def _add_vjp(c, g):
+    nx, ny = c.needs_input_grad
+    return (
+        _reduce_to(g, c.in_types[0]) if nx else None,
+        _reduce_to(g, c.in_types[1]) if ny else None,
+    )
+
+
+def _sub_vjp(c, g):
+    nx, ny = c.needs_input_grad
+    return (
+        _reduce_to(g, c.in_types[0]) if nx else None,
+        _reduce_to(-g, c.in_types[1]) if ny else None,
+    )
+
+
+def _mul_vjp(c, g):
+    x, y = c.inputs
+    nx, ny = c.needs_input_grad
+    return (
+        _reduce_to(g * y, c.in_types[0]) if nx else None,
+        _reduce_to(g * x, c.in_types[1]) if ny else None,
+    )
+
+
+def _div_vjp(c, g):
+    x, y = c.inputs
+    nx, ny = c.needs_input_grad
+    return (
+        _reduce_to(g / y, c.in_types[0]) if nx else None,
+        _reduce_to(-g * x / (y * y), c.in_types[1]) if ny else None,
+    )
+
+
+def _pow_vjp(c, g):
+    x, y = c.inputs
+    nx, ny = c.needs_input_grad
+    gx = gy = None
+    if nx:
+        # 0 where y == 0 (x ** 0 is constant 1), also at x == 0 where y * x ** -1 is 0 * inf
+        gx = _reduce_to(E.where(y == 0, 0, g * y * E.pow(x, y - 1)), c.in_types[0])
+    if ny:
+        # d/dy x**y = x**y log x; define it as 0 where x == 0 and y >= 0 (PyTorch's convention)
+        zero_base = E.logical_and(x == 0, y >= 0)
+        gy = _reduce_to(E.where(zero_base, 0, g * E.pow(x, y) * E.log(x)), c.in_types[1])
+    return gx, gy
+
+
+def _minmax_vjp(pick):
+    """PyTorch's convention: an operand that loses (``pick`` says the other wins) gets no
+    gradient, a tie splits it evenly, and where either is NaN (no order) both get all of it."""
+
+    def vjp(c, g):
+        x, y = c.inputs
+        nx, ny = c.needs_input_grad
+        half = E.where(x == y, g * 0.5, g)
+        return (
+            _reduce_to(E.where(pick(y, x), 0, half), c.in_types[0]) if nx else None,
+            _reduce_to(E.where(pick(x, y), 0, half), c.in_types[1]) if ny else None,
+        )
+
+    return vjp
+
+
+def _mod_vjp(c, g):
+    x, y = c.inputs
+    nx, ny = c.needs_input_grad
+    return (
+        _reduce_to(g, c.in_types[0]) if nx else None,
+        _reduce_to(-g * E.floor_div(x, y), c.in_types[1]) if ny else None,
+    )
+
+
+def _check_divisor(name, x, y):
+    """Integer division by zero has no value: NumPy's 0 would pass silently (PyTorch raises)."""
+    if x.dtype.kind in "iub" and not np.all(y):
+        raise DivisionByZeroError("integer division by zero", op=name)
+
+
+def _floor_div_kernel(x, y):
+    _check_divisor("floor_div", x, y)
+    return np.floor_divide(x, y)
+
+
+def _mod_kernel(x, y):
+    _check_divisor("mod", x, y)
+    return np.mod(x, y)
+
+
+def _no_bool(name, message):
+    """Refuses a bool operand, a tensor or a Python bool (PyTorch's subtraction)."""
+
+    def check(x, y):
+        if any(isinstance(v, bool) or (_is_tensor(v) and v.dtype is dt.bool_) for v in (x, y)):
+            raise DTypeError(message, op=name)
+
+    return check
+
+
+def _pow_check(x, y):
+    if (
+        _is_tensor(y)
+        and y.dtype is dt.bool_
+        and (isinstance(x, bool) or (_is_tensor(x) and x.dtype is dt.bool_))
+    ):
+        raise DTypeError("not defined for a bool exponent tensor of a bool", op="pow")
+    if type(y) is int and y < 0 and _is_tensor(x) and not x.dtype.is_floating_point:
+        raise DTypeError("integers to negative integer powers are not allowed", op="pow")
+
+
+def _pow_kernel(x, y):
+    """np.power; an integer to a negative integer power (a tensor exponent) is PyTorch's
+    truncated result, 1 / x rounded toward zero: 1 for 1, +-1 for -1, else 0 (NumPy
+    refuses)."""
+    if x.dtype.kind in "iu" and (y < 0).any():
+        negative = y < 0
+        power = np.power(x, np.where(negative, 0, y))
+        odd = np.where(np.remainder(y, 2) == 1, -1, 1).astype(x.dtype)
+        inverse = np.where(x == 1, 1, np.where(x == -1, odd, 0)).astype(x.dtype)
+        return np.where(negative, inverse, power)
+    if x.dtype == np.bool_:  # (NumPy's bool power is int8)
+        return np.power(x, y).astype(np.bool_)
+    return np.power(x, y)
+
+
+# x + (-0.0) is x for every x (x + 0.0 turns -0.0 into 0.0); x - 0.0, x * 1 and x / 1 are x
+def _add_channel_terms(in_types, attrs):
+    """``x + b`` with ``b`` one value per channel (dimension 1 of the result, as a convolution's
+    bias is added): the weight unchanged, ``b`` added to the shift
+    (transforms/fold_affine_inputs.py)."""
+    for operand in (0, 1):
+        x, b = in_types[operand], in_types[1 - operand]
+        if len(x.shape) < 2 or len(b.shape) > len(x.shape) or b.dtype != x.dtype:
+            continue
+        c = x.shape[1]
+        padded = (1,) * (len(x.shape) - len(b.shape)) + tuple(b.shape)
+        if padded != (1, c) + (1,) * (len(x.shape) - 2):
+            continue
+
+        def fold(weight, shift, inputs, groups, axis, shift_shape, b_slot=1 - operand):
+            b = E.reshape(inputs[b_slot], tuple(shift_shape))
+            return weight, b if shift is None else shift + b
+
+        return operand, fold
+    return None
+
+
+ADD = _binary(
+    "add",
+    np.add,
+    _add_vjp,
+    save=(),
+    identity=Identity(left=-0.0, right=-0.0),
+    c="({0} + {1})",
+    alpha=True,
+    channel_terms=_add_channel_terms,
+    onnx=ox.onnx_logic("Add", "Or"),
+    doc="add(input, other, *, alpha=1): input + alpha * other, with broadcasting and type "
+    "promotion.",
+)
+_binary(
+    "sub",
+    np.subtract,
+    _sub_vjp,
+    save=(),
+    identity=Identity(right=0.0),
+    c="({0} - {1})",
+    alpha=True,
+    onnx=ox.onnx_logic("Sub", None),
+    doc="sub(input, other, *, alpha=1): input - alpha * other, with broadcasting and type "
+    "promotion (bool tensors refused, as in PyTorch).",
+    check=_no_bool(
+        "sub",
+        "subtraction with a bool tensor is not supported (as in PyTorch); "
+        "use ~ or logical_not() to invert a mask, logical_xor() for two",
+    ),
+)
+_binary(
+    "mul",
+    np.multiply,
+    _mul_vjp,
+    identity=Identity(left=1, right=1),
+    c="({0} * {1})",
+    onnx=ox.onnx_logic("Mul", "And"),
+)
+_binary(
+    "div",
+    np.true_divide,
+    _div_vjp,
+    floating=True,
+    method=("div", "true_divide"),
+    identity=Identity(right=1),
+    c="({0} / {1})",
+    onnx=_onnx.node("Div"),
+)
+_binary(
+    "floor_div",
+    _floor_div_kernel,
+    lambda c, g: (
+        E.zeros_like(c.inputs[0]) if c.needs_input_grad[0] else None,
+        E.zeros_like(c.inputs[1]) if c.needs_input_grad[1] else None,
+    ),
+    method=("floor_div", "floor_divide"),
+    bools=False,
+    onnx=_onnx.composite(ox.onnx_floor_div),
+)
+_binary(
+    "mod",
+    _mod_kernel,
+    _mod_vjp,
+    method=("mod", "remainder"),
+    bools=False,
+    onnx=_onnx.composite(ox.onnx_mod),
+)
+_binary("pow", _pow_kernel, _pow_vjp, check=_pow_check, onnx=_onnx.composite(ox.onnx_pow))
+# NumPy propagates a NaN from either side, and of two equal values (-0.0 and 0.0) keeps the
+# second
+_binary(
+    "maximum",
+    np.maximum,
+    _minmax_vjp(lambda x, y: x > y),
+    c="((({0} > {1}) | ({0} != {0})) ? {0} : {1})",
+    onnx=ox.onnx_extreme("Max", "Or"),
+    doc="Elementwise maximum, NaN propagating, with broadcasting and type promotion; y may be a "
+    "Python scalar (a weak operand; torch.maximum takes tensors only).",
+)
+_binary(
+    "minimum",
+    np.minimum,
+    _minmax_vjp(lambda x, y: x < y),
+    doc="Elementwise minimum, NaN propagating, with broadcasting and type promotion; y may be a "
+    "Python scalar (a weak operand; torch.minimum takes tensors only).",
+    c="((({0} < {1}) | ({0} != {0})) ? {0} : {1})",
+    onnx=ox.onnx_extreme("Min", "And"),
+)
