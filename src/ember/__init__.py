@@ -109,7 +109,7 @@ half = float16
 long = int64
 int = int32  # noqa: A001
 
-from . import amp, backends, cpu, cuda, onnx, quantization, utils  # noqa: E402
+from . import amp, backends, cpu, cuda, onnx, quantization, return_types, utils  # noqa: E402
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402
 
 cuda.amp = amp.cuda_amp  # torch.cuda.amp's spelling (ember.cuda is below the eager layer)

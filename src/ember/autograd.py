@@ -140,7 +140,9 @@ class Node:
             record_creation(self)
 
     def name(self) -> str:
-        return _camel(self.op.name) + "Backward"
+        # PyTorch numbers the backward nodes of its native ops (MulBackward0), not those of
+        # Python-level functions, which ember's control ops (a compiled function, cond) are
+        return _camel(self.op.name) + ("Backward" if self.op.kind == "control" else "Backward0")
 
     def __repr__(self) -> str:
         return f"<{self.name()}>"
@@ -374,7 +376,7 @@ def _root_grads(outputs, grad_outputs, create_graph):
             if out._data.size != 1:
                 raise AutogradError(
                     f"grad can be created implicitly only for scalar outputs, but output {i} "
-                    f"has shape {out.shape}; pass gradient= (a tensor of that shape)",
+                    f"has shape {tuple(out.shape)}; pass gradient= (a tensor of that shape)",
                     op="backward",
                 )
             g = Tensor._wrap(np.ones(out.shape, dtype=out._data.dtype))
@@ -382,7 +384,8 @@ def _root_grads(outputs, grad_outputs, create_graph):
             g = Tensor(np.asarray(g, dtype=out._data.dtype))
         if tuple(g.shape) != tuple(out.shape):
             raise ShapeError(
-                f"gradient of shape {g.shape} given for an output of shape {out.shape}",
+                f"gradient of shape {tuple(g.shape)} given for an output of shape "
+                f"{tuple(out.shape)}",
                 op="backward",
             )
         node = out.grad_fn if out.grad_fn is not None else _edge(out)[0]

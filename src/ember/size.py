@@ -1,12 +1,11 @@
 """`ember.Size`: the type of ``x.shape`` and ``x.size()`` (PyTorch's ``torch.Size``).
 
 A tuple of the dimensions (ints, or symbolic sizes while a graph is captured), so everything
-that works on a shape tuple keeps working; adds ``numel()`` and PyTorch's ``repr``
-(``ember.Size([2, 3])``). Slicing and ``+`` with a tuple give a Size, as in PyTorch.
-
-Unlike PyTorch, ``str()`` (and so ``print(x.shape)`` and ``f"{x.shape}"``) gives the tuple form
-``(2, 3)``: every ember error message prints shapes that way, and a message should not change
-with whether a shape came from ``x.shape`` or was written as a tuple.
+that works on a shape tuple keeps working; adds ``numel()`` and PyTorch's ``repr`` and ``str``
+(``ember.Size([2, 3])``: ``print(x.shape)`` prints what it printed under PyTorch, with ember's
+name). Slicing and ``+`` with a tuple give a Size, as in PyTorch. ember's own messages print
+shapes as tuples (``(2, 3)``, `ops._util.fmt_shape` or ``tuple(x.shape)``), whether a shape came
+from ``x.shape`` or was written as a tuple.
 """
 
 from __future__ import annotations
@@ -47,10 +46,6 @@ class Size(tuple):
 
     def __repr__(self) -> str:
         return f"ember.Size([{', '.join(str(d) for d in self)}])"
-
-    def __str__(self) -> str:
-        # the tuple form: ember's messages print shapes as ``(2, 3)`` (``f"{x.shape}"``)
-        return tuple.__repr__(self)
 
     def __reduce__(self):
         return (Size, (tuple(self),))

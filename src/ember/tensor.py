@@ -22,7 +22,7 @@ from . import dtypes as _dt
 from . import printing as _printing
 from .devices import CPU
 from .devices import device as _device
-from .errors import AutogradError, DTypeError, EmberError
+from .errors import AutogradError, DTypeError, EmberError, ShapeError
 from .kernels.cprepack import exposed as _exposed
 from .ops import _registry as _reg
 from .ops._data import to_array
@@ -376,9 +376,9 @@ class Tensor(_reg.TensorBase):
     def item(self):
         self._check_read(".item()")
         if self._data.size != 1:
-            raise EmberError(
+            raise ShapeError(  # (a RuntimeError too, as PyTorch raises)
                 f"only one-element tensors can be converted to a Python scalar, "
-                f"got shape {self.shape}",
+                f"got shape {tuple(self.shape)}",
                 op="item",
             )
         value = self._data.reshape(()).item()
@@ -429,19 +429,21 @@ class Tensor(_reg.TensorBase):
 
     def __repr__(self) -> str:
         data = self._data
-        if self.dtype is _dt.bfloat16:
-            data = data.astype(np.float32)
-        body = _printing.array_text(data, prefix="tensor(")
-        extras = []
-        default_kinds = {_dt.get_default_dtype(), _dt.int64, _dt.bool_}
-        if self.dtype not in default_kinds:
-            extras.append(f"dtype={self.dtype!r}")
+        if data.dtype.kind == "V" or data.dtype.itemsize < 4 and data.dtype.kind == "f":
+            data = data.astype(np.float32)  # (bfloat16, float16, float8: printed from float32)
+        default_float = _dt.get_default_dtype()
+        if data.size == 0:
+            shows_dtype = self.dtype is not default_float
+        else:
+            shows_dtype = self.dtype not in (default_float, _dt.int64, _dt.bool_)
+        suffixes = []
         if self.grad_fn is not None:
-            extras.append(f"grad_fn=<{self.grad_fn.name()}>")
+            suffixes.append(f"grad_fn=<{self.grad_fn.name()}>")
         elif self._requires_grad:
-            extras.append("requires_grad=True")
-        tail = "".join(", " + e for e in extras)
-        return f"tensor({body}{tail})"
+            suffixes.append("requires_grad=True")
+        return _printing.tensor_text(
+            data, suffixes, shown_dtype=repr(self.dtype) if shows_dtype else None
+        )
 
     def __format__(self, spec: str) -> str:
         if self._data.ndim == 0 and spec:

@@ -99,7 +99,22 @@ def _topk_unsorted(lib, x, k, dim=-1, largest=True):
     return tuple(lib.mod.sort(v, dim, descending=largest).values for v in (values, selected))
 
 
+def _kthvalue_samples():
+    return [
+        S(X, 2, desc="k=2"),
+        S(X, 1, 1, desc="smallest, dim 1"),
+        S(X, 3, 0, True, desc="keepdim"),
+        S(X, 5, kwargs={"dim": -1, "keepdim": False}, desc="largest, keywords"),
+        S(NAN, 4, 1, desc="NaN is largest", grad=False),
+        S(X, 3, desc="strided", strided=True),
+        S(np.array(1.5), 1, desc="0-d"),
+        S(X, 6, desc="k too large"),
+        S(X, 0, desc="k=0"),
+    ]
+
+
 OPS += [
+    OpInfo("kthvalue", _kthvalue_samples, dtypes=FLOATS),
     # (cast to integers the samples tie: the entry below sweeps those dtypes)
     OpInfo("topk", _topk_samples, dtypes=FLOATS),
     OpInfo(

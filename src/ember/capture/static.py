@@ -345,7 +345,7 @@ class Session:
         for t, _ in updates:
             if id(t) in seen:
                 raise SessionError(
-                    f"two fetched training ops update the same tensor of shape {t.shape}; "
+                    f"two fetched training ops update the same tensor of shape {tuple(t.shape)}; "
                     "run them in separate calls",
                     op="Session.run",
                 )

@@ -8,11 +8,10 @@ and Tensor.trace.
 
 from __future__ import annotations
 
-from collections import namedtuple
-
 import numpy as np
 
 from .. import dtypes as dt
+from .. import return_types
 from ..errors import DTypeError, ShapeError
 from . import _onnx
 from . import api as E
@@ -21,7 +20,7 @@ from ._registry import PUBLIC, export
 from ._util import normalize_axis
 from .elementwise import _unary, promote, to_tensor
 
-aminmax_t = namedtuple("aminmax", ["min", "max"])
+aminmax_t = return_types.aminmax
 
 
 def _alias(target: str, name: str, method=True, inplace=True):

@@ -11,11 +11,10 @@ does. The rest are composites of ember's ops.
 
 from __future__ import annotations
 
-from collections import namedtuple
-
 import numpy as np
 
 from .. import dtypes as dt
+from .. import return_types
 from ..errors import DTypeError, ShapeError
 from ..types import TensorType
 from . import api as E
@@ -23,11 +22,11 @@ from ._registry import OpDef, apply, export, register
 from ._util import normalize_axis, reduction_cost
 from .elementwise import to_tensor
 
-cummax_t = namedtuple("cummax", ["values", "indices"])
-cummin_t = namedtuple("cummin", ["values", "indices"])
-median_t = namedtuple("median", ["values", "indices"])
-nanmedian_t = namedtuple("nanmedian", ["values", "indices"])
-mode_t = namedtuple("mode", ["values", "indices"])
+cummax_t = return_types.cummax
+cummin_t = return_types.cummin
+median_t = return_types.median
+nanmedian_t = return_types.nanmedian
+mode_t = return_types.mode
 
 _SCANS = ("cummax", "cummin")
 _KINDS = ("cummax", "cummin", "median", "nanmedian", "mode")

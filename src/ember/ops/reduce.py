@@ -9,11 +9,11 @@ sorted tuple of non-negative ints and ``keepdims`` a bool.
 from __future__ import annotations
 
 import math
-from collections import namedtuple
 
 import numpy as np
 
 from .. import dtypes as dt
+from .. import return_types
 from ..errors import DTypeError, ShapeError
 from ..types import TensorType
 from . import _batching
@@ -345,10 +345,8 @@ def _extreme(name, kernel, better: str):
 _MAX = _extreme("max", np.max, ">")
 _MIN = _extreme("min", np.min, "<")
 
-MaxMin = namedtuple("MaxMin", ["values", "indices"])
 
-
-def _amax_public(op, arg_op_name):
+def _amax_public(op, arg_op_name, result_type):
     def reduce_only(x, dim=None, keepdim=False, *, axis=None, keepdims=None):
         x = to_tensor(x)
         axes, keep = _args(op.name, x, dim, axis, keepdim, keepdims)
@@ -371,14 +369,14 @@ def _amax_public(op, arg_op_name):
                 values, indices = E.squeeze(values, dim), E.squeeze(indices, dim)
             elif not x.ndim:
                 indices = E.reshape(indices, ())
-            return MaxMin(values, indices)
+            return result_type(values, indices)
         return reduce_only(x, dim, keepdim, axis=axis, keepdims=keepdims)
 
     return reduce_only, torch_style
 
 
-_amax, _max_public = _amax_public(_MAX, "argmax")
-_amin, _min_public = _amax_public(_MIN, "argmin")
+_amax, _max_public = _amax_public(_MAX, "argmax", return_types.max)
+_amin, _min_public = _amax_public(_MIN, "argmin", return_types.min)
 export(_amax, name="amax", method=True)
 export(_amin, name="amin", method=True)
 export(_max_public, name="max", method=True)

@@ -17,11 +17,11 @@ so capture refuses ``unique`` with a `TraceError` naming it.
 from __future__ import annotations
 
 import operator
-from collections import namedtuple
 
 import numpy as np
 
 from .. import dtypes as dt
+from .. import return_types
 from ..errors import DTypeError, ShapeError, TraceError
 from ..types import TensorType
 from . import api as E
@@ -30,8 +30,8 @@ from ._util import fmt_shape, memory_cost, normalize_axis, numel
 from .elementwise import to_tensor
 
 # torch.return_types.sort / topk: (values, indices), also unpackable as a pair
-SortResult = namedtuple("sort", ["values", "indices"])
-TopkResult = namedtuple("topk", ["values", "indices"])
+SortResult = return_types.sort
+TopkResult = return_types.topk
 
 
 def _sortable(a: np.ndarray) -> np.ndarray:
@@ -187,6 +187,34 @@ def topk(x, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):  
     if x.ndim == 0:
         return TopkResult(E.reshape(values, ()), E.reshape(order, ()))
     return TopkResult(values, order)
+
+
+@export(method=True)
+def kthvalue(x, k: int, dim: int = -1, keepdim: bool = False):
+    """The ``k``-th smallest element of ``x`` along ``dim`` (k from 1) and its index, a named
+    tuple like ``torch.return_types.kthvalue``; NaN counts as larger than every number. The
+    gradient flows to the chosen element's position."""
+    x = to_tensor(x)
+    if x.dtype is dt.bool_:
+        raise DTypeError("not defined for bool tensors (as in PyTorch)", op="kthvalue")
+    axis = _sort_axis("kthvalue", x, dim)
+    size = x.shape[axis] if x.ndim else 1
+    k = operator.index(k)
+    if not 1 <= k <= size:
+        raise ShapeError(
+            f"k ({k}) is out of range for dimension {axis} of size {size} "
+            f"(tensor shape {fmt_shape(x.shape)})",
+            op="kthvalue",
+        )
+    flat = x if x.ndim else E.reshape(x, (1,))
+    smallest = apply(_ARGSORT, flat, axis=axis, descending=False, k=k)
+    index = E.narrow(smallest, axis, k - 1, 1)
+    values = E.gather(flat, axis, index)
+    if x.ndim == 0:
+        return return_types.kthvalue(E.reshape(values, ()), E.reshape(index, ()))
+    if not keepdim:
+        values, index = E.squeeze(values, axis), E.squeeze(index, axis)
+    return return_types.kthvalue(values, index)
 
 
 # ------------------------------------------------------------------------------------ unique

@@ -315,7 +315,7 @@ class LBFGS(Optimizer):
             if isinstance(v, Tensor):
                 if v.ndim not in (0, 1) or (v.ndim == 1 and v.shape[0] != self._numel):
                     raise StateDictError(
-                        f"state {name!r} holds a tensor of shape {v.shape}; LBFGS's vectors "
+                        f"state {name!r} holds a tensor of shape {tuple(v.shape)}; LBFGS's vectors "
                         f"have {self._numel} elements (all the parameters)",
                         op=op,
                     )

@@ -184,8 +184,8 @@ class Optimizer:
                 )
             if not p.is_leaf and not p.retains_grad:
                 raise OptimizerError(
-                    f"cannot optimize a non-leaf tensor (parameter {i}, shape {p.shape}, made "
-                    f"by {p.grad_fn.name()}); optimize the leaf it was computed from, or "
+                    f"cannot optimize a non-leaf tensor (parameter {i}, shape {tuple(p.shape)}, "
+                    f"made by {p.grad_fn.name()}); optimize the leaf it was computed from, or "
                     "use .detach().requires_grad_()",
                     op=op,
                 )
@@ -198,7 +198,7 @@ class Optimizer:
         for i, p in enumerate(params):
             if id(p) in seen:
                 raise OptimizerError(
-                    f"parameter {i} (shape {p.shape}) appears twice in the same param group",
+                    f"parameter {i} (shape {tuple(p.shape)}) appears twice in the same param group",
                     op=op,
                 )
             seen.add(id(p))
@@ -206,8 +206,8 @@ class Optimizer:
             for p in other["params"]:
                 if id(p) in seen:
                     raise OptimizerError(
-                        f"a parameter of shape {p.shape} is already in param group {g_index}; "
-                        "each parameter may belong to one group only",
+                        f"a parameter of shape {tuple(p.shape)} is already in param group "
+                        f"{g_index}; each parameter may belong to one group only",
                         op=op,
                     )
         for key, default in self.defaults.items():
@@ -446,8 +446,8 @@ def _load_value(op: str, key, name: str, value, param: Tensor, scalar: bool = Fa
         return value
     if value.shape != (() if scalar else param.shape):
         raise StateDictError(
-            f"parameter {key!r}: state {name!r} has shape {value.shape} but "
-            + ("must be 0-d" if scalar else f"the parameter has shape {param.shape}")
+            f"parameter {key!r}: state {name!r} has shape {tuple(value.shape)} but "
+            + ("must be 0-d" if scalar else f"the parameter has shape {tuple(param.shape)}")
             + "; the state dict belongs to a different model",
             op=op,
         )

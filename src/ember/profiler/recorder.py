@@ -9,7 +9,7 @@ the places where work runs, each without cost to the unprofiled path:
   ``p.sub_(...)`` with nothing recorded), which runs no op, is timed through ``tensor._profiler``
   and shows as ``sub_``, priced by the ufunc's op.
 * **eager backward**: ``autograd._profiler`` makes the backward engine open a ``backward`` range
-  around the pass and one range per tape node (``MulBackward``, ...); ops run inside get the
+  around the pass and one range per tape node (``MulBackward0``, ...); ops run inside get the
   category ``backward``.
 * **compiled graphs**: ``codegen.profiler`` makes `CompiledGraph` run an instrumented copy of its
   generated code (built once, on the first profiled call, with the hooks `_instrument` gives):

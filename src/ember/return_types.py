@@ -1,0 +1,51 @@
+"""``ember.return_types``: the named tuples ops return where PyTorch returns its
+``torch.return_types`` (``x.max(dim)`` gives ``ember.return_types.max(values=..., indices=...)``).
+
+Each is a ``namedtuple`` (unpacks, indexes and compares as a tuple; pickles by name) whose
+repr is PyTorch's: the type's full name, then one ``field=value`` per line.
+"""
+
+from __future__ import annotations
+
+import collections
+
+__all__ = [
+    "aminmax",
+    "cummax",
+    "cummin",
+    "kthvalue",
+    "max",
+    "median",
+    "min",
+    "mode",
+    "nanmedian",
+    "sort",
+    "topk",
+]
+
+
+def _result_type(name: str, fields: tuple[str, ...]) -> type:
+    base = collections.namedtuple(name, fields)
+
+    def __repr__(self) -> str:
+        body = ",\n".join(f"{field}={value!r}" for field, value in zip(self._fields, self))
+        return f"ember.return_types.{name}(\n{body})"
+
+    made = type(name, (base,), {"__slots__": (), "__repr__": __repr__, "__str__": __repr__})
+    made.__module__ = __name__
+    made.__qualname__ = name
+    return made
+
+
+_PAIR = ("values", "indices")
+max = _result_type("max", _PAIR)  # noqa: A001 (PyTorch's names)
+min = _result_type("min", _PAIR)  # noqa: A001
+sort = _result_type("sort", _PAIR)
+topk = _result_type("topk", _PAIR)
+cummax = _result_type("cummax", _PAIR)
+cummin = _result_type("cummin", _PAIR)
+median = _result_type("median", _PAIR)
+nanmedian = _result_type("nanmedian", _PAIR)
+mode = _result_type("mode", _PAIR)
+kthvalue = _result_type("kthvalue", _PAIR)
+aminmax = _result_type("aminmax", ("min", "max"))
