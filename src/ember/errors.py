@@ -50,12 +50,13 @@ class EmberError(Exception):
         super().__init__(text)
 
 
-class ShapeError(EmberError, ValueError):
-    """Operand shapes that an op cannot accept."""
+class ShapeError(EmberError, ValueError, RuntimeError):
+    """Operand shapes that an op cannot accept. Also a RuntimeError: PyTorch raises one for a
+    shape mismatch, so ``except RuntimeError`` in a PyTorch program catches it here too."""
 
 
-class DTypeError(EmberError, TypeError):
-    """Operand dtypes that an op cannot accept."""
+class DTypeError(EmberError, TypeError, RuntimeError):
+    """Operand dtypes that an op cannot accept (also a RuntimeError, as PyTorch raises)."""
 
 
 class AutogradError(EmberError, RuntimeError):

@@ -48,6 +48,10 @@ def _interpolate_samples():
             out.append(S(x, kwargs=kw, desc=f"{d}-D {kw}"))
     out += [
         S(x4, kwargs={"size": (3, 8), "mode": "bilinear"}, desc="per-dim size"),
+        S(x4, kwargs={"size": (9, 2), "mode": "bicubic"}, desc="bicubic"),
+        S(x4, kwargs={"scale_factor": 1.7, "mode": "bicubic"}, desc="bicubic, scale"),
+        S(x4, kwargs={"size": 6, "mode": "bicubic", "align_corners": True}, desc="bicubic, ac"),
+        S(x3, kwargs={"size": 4, "mode": "bicubic"}, desc="bicubic on 3-D (refused)"),
         S(x4, kwargs={"scale_factor": (0.5, 2.0)}, desc="per-dim scale"),
         S(np.zeros((0, 2, 3, 3)), kwargs={"size": 5, "mode": "bilinear"}, desc="empty batch"),
         S(x3, kwargs={"size": 4, "mode": "bilinear"}, desc="bilinear on 3-D (refused)"),

@@ -196,6 +196,10 @@ OPS += [
             S(M, 2, desc="flattened"),
             S(M, 3, 1, desc="dim 1"),
             S(M, 2, -2, desc="negative dim"),
+            S(M, np.array([1, 0, 2]), 0, desc="a count per row"),
+            S(M, np.array([2, 1, 0, 3]), 1, kwargs={"output_size": 6}, desc="per column"),
+            S(M, np.array([2]), desc="one count, flattened"),
+            S(M, np.array(3), 1, desc="0-d count"),
         ],
     ),
     OpInfo(

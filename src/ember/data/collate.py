@@ -4,8 +4,10 @@ sample's NumPy arrays to tensors (what a DataLoader with ``batch_size=None`` app
 Leaves become tensors with a new leading batch dimension: ember Tensors and NumPy arrays are
 stacked (dtypes promote as in `ember.stack`); Python bools, ints and floats become bool, int64
 and float32 tensors; NumPy scalars keep their dtype. Containers recurse position by position:
-tuples (named tuples included) and lists keep their type, mappings keep their keys. Strings and
-bytes are kept as a list. Anything else is refused with the path of the offending element.
+named tuples and lists keep their type, a plain tuple becomes a list (as PyTorch's
+``default_collate`` returns it: ``for x, y in loader`` unpacks either), mappings keep their
+keys. Strings and bytes are kept as a list. Anything else is refused with the path of the
+offending element.
 """
 
 from __future__ import annotations
@@ -110,7 +112,13 @@ def _collate(samples: list, where: str):
         return type(elem)(*(_collate(c, f"{where}.{f}") for c, f in zip(columns, elem._fields)))
     if isinstance(elem, (tuple, list)):
         columns = _transpose(samples, where)
-        return type(elem)(_collate(c, f"{where}[{i}]") for i, c in enumerate(columns))
+        merged = [_collate(c, f"{where}[{i}]") for i, c in enumerate(columns)]
+        if isinstance(elem, tuple) or type(elem) is list:
+            return merged
+        try:  # a list subclass that can be built from a list
+            return type(elem)(merged)
+        except TypeError:
+            return merged
     raise DTypeError(
         f"cannot collate {where} of type {type(elem).__name__}; samples may hold tensors, NumPy "
         "arrays, numbers, strings, and tuples, lists or dicts of those (pass collate_fn= to the "

@@ -29,7 +29,7 @@ from ..ops._util import fmt_shape
 from ..ops.elementwise import to_tensor
 from ._common import float_input
 
-_LINEAR = {"linear": 1, "bilinear": 2, "trilinear": 3}
+_LINEAR = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}  # (their dims)
 _MODES = ("nearest", "nearest-exact", "linear", "bilinear", "trilinear", "area", "bicubic")
 
 
@@ -98,6 +98,34 @@ def _linear_weights(n_in: int, n_out: int, scale, align_corners: bool):
     return i0, i1, 1.0 - lam1, lam1
 
 
+def _cubic_weights(n_in: int, n_out: int, scale, align_corners: bool):
+    """PyTorch's four source indices and weights of each output position for bicubic
+    resampling: Keys' cubic convolution with a = -0.75 over the taps floor(x) - 1 ... + 2 of
+    the source coordinate x (not clamped at 0, unlike linear's), indices clamped to the
+    border."""
+    if align_corners:
+        s = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+    elif scale is not None and scale > 0:
+        s = 1.0 / scale
+    else:
+        s = n_in / n_out
+    dst = np.arange(n_out, dtype=np.float64)
+    real = s * dst if align_corners else s * (dst + 0.5) - 0.5
+    base = np.floor(real)
+    t = real - base
+    a = -0.75
+
+    def near(x):  # |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):  # 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    weights = [far(t + 1), near(t), near(1 - t), far(2 - t)]
+    indices = [np.clip(base.astype(np.int64) - 1 + k, 0, n_in - 1) for k in range(4)]
+    return indices, weights
+
+
 def _along(x, axis: int, values: np.ndarray):
     """``values`` shaped to broadcast along ``axis`` of ``x``, in x's dtype."""
     shape = [1] * x.ndim
@@ -119,8 +147,8 @@ def interpolate(
     ``scale_factor`` (then the output size is ``floor(in * scale)`` and, unless
     ``recompute_scale_factor``, the kernels use the given scale as PyTorch's do). Modes:
     ``nearest`` and ``nearest-exact`` (3-D to 5-D), ``linear`` (3-D), ``bilinear`` (4-D),
-    ``trilinear`` (5-D), ``area`` (adaptive average pooling). ember has no ``bicubic`` and no
-    ``antialias``: they raise."""
+    ``trilinear`` (5-D), ``bicubic`` (4-D), ``area`` (adaptive average pooling). ember has no
+    ``antialias``: it raises."""
     x = to_tensor(input)
     if mode not in _MODES:
         raise ValueError(f"interpolate: unknown mode {mode!r}; expected one of {_MODES}")
@@ -132,10 +160,10 @@ def interpolate(
             )
     elif align_corners is None:
         align_corners = False
-    if mode == "bicubic" or antialias:
+    if antialias:
         raise NotImplementedError(
-            "interpolate: ember implements nearest, nearest-exact, linear, bilinear, trilinear "
-            "and area without antialias; bicubic and antialias=True are not available"
+            "interpolate: ember implements nearest, nearest-exact, linear, bilinear, bicubic, "
+            "trilinear and area without antialias; antialias=True is not available"
         )
     if x.ndim not in (3, 4, 5):
         raise ShapeError(
@@ -167,6 +195,14 @@ def interpolate(
             index = _nearest_index(n_in, out[d], scales[d], mode == "nearest-exact")
             if not np.array_equal(index, np.arange(n_in)):
                 x = E.index_select(x, axis, to_tensor(index))
+            continue
+        if mode == "bicubic":
+            taps, weights = _cubic_weights(n_in, out[d], scales[d], align_corners)
+            terms = [
+                E.index_select(x, axis, to_tensor(i)) * _along(x, axis, w)
+                for i, w in zip(taps, weights)
+            ]
+            x = terms[0] + terms[1] + terms[2] + terms[3]
             continue
         i0, i1, w0, w1 = _linear_weights(n_in, out[d], scales[d], align_corners)
         if np.array_equal(i0, np.arange(n_in)) and not w1.any():

@@ -3,13 +3,15 @@ on it) and ``tril`` / ``triu``."""
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import ShapeError
+from ..errors import ShapeError, TraceError
 from ..types import TensorType
 from . import api as E
-from ._registry import OpDef, apply, export, register
+from ._registry import OpDef, TensorBase, apply, export, register
 from ._util import fmt_shape, memory_cost, normalize_axis, shape_arg
 from .elementwise import to_tensor
 from .shape import broadcast_to, flatten, reshape, unsqueeze
@@ -72,15 +74,70 @@ def repeat(x, *sizes):
 
 
 @export(method=True)
-def repeat_interleave(x, repeats: int, dim=None):
-    """Repeat each element ``repeats`` times along ``dim`` (flattened when dim is None)."""
+def repeat_interleave(x, repeats=None, dim=None, *, output_size=None):
+    """Repeat each element of ``x`` along ``dim`` (flattened when dim is None), as PyTorch's:
+    ``repeats`` an int or a tensor of one count per element (or one count for all); with
+    ``repeats`` omitted, ``x`` holds the counts and the result repeats their indices
+    (``repeat_interleave(tensor([1, 2]))`` is ``[0, 1, 1]``). Per-element counts make the
+    result's size depend on their values, so they are read eagerly (an index_select carries
+    the gradient); capturing them raises a `TraceError`."""
     x = to_tensor(x)
+    if repeats is None:
+        if x.ndim != 1 or not x.dtype.is_integer:
+            raise ShapeError(
+                f"with repeats omitted, the input is the 1-d integer counts, got "
+                f"{x.dtype} of shape {fmt_shape(x.shape)}",
+                op="repeat_interleave",
+            )
+        counts = _counts(x, x.shape[0])
+        return E.tensor(np.repeat(np.arange(len(counts)), counts), dtype=dt.int64)
     if dim is None:
         x, dim = flatten(x), 0
     d = normalize_axis("repeat_interleave", dim, x.ndim)
     shape = tuple(x.shape)
-    y = broadcast_to(unsqueeze(x, d + 1), shape[: d + 1] + (repeats,) + shape[d + 1 :])
-    return reshape(y, shape[:d] + (shape[d] * repeats,) + shape[d + 1 :])
+    if not isinstance(repeats, TensorBase) or repeats.ndim == 0 and repeats.numel() == 1:
+        repeats = operator.index(repeats)
+        if repeats < 0:
+            raise ShapeError(f"repeats must be >= 0, got {repeats}", op="repeat_interleave")
+        y = broadcast_to(unsqueeze(x, d + 1), shape[: d + 1] + (repeats,) + shape[d + 1 :])
+        return reshape(y, shape[:d] + (shape[d] * repeats,) + shape[d + 1 :])
+    counts = _counts(repeats, shape[d])
+    index = np.repeat(np.arange(shape[d]), counts)
+    if output_size is not None and output_size != len(index):
+        raise ShapeError(
+            f"output_size={output_size} but the repeats sum to {len(index)}",
+            op="repeat_interleave",
+        )
+    return E.index_select(x, d, E.tensor(index, dtype=dt.int64))
+
+
+def _counts(repeats, size: int) -> np.ndarray:
+    """The per-element counts of ``repeats`` (a tensor of one or ``size`` non-negative
+    integers), read from its value."""
+    if not repeats.dtype.is_integer or repeats.ndim > 1:
+        raise ShapeError(
+            f"repeats must be an integer tensor of 0 or 1 dimensions, got {repeats.dtype} of "
+            f"shape {fmt_shape(repeats.shape)}",
+            op="repeat_interleave",
+        )
+    try:
+        counts = repeats.detach().numpy().reshape(-1)
+    except TraceError:
+        raise TraceError(
+            "the size of the result depends on the values of repeats, which a graph does not "
+            "have while it is built; pass an int, or compute this outside the captured function",
+            op="repeat_interleave",
+        ) from None
+    if counts.size == 1:
+        counts = np.repeat(counts, size)
+    if counts.size != size:
+        raise ShapeError(
+            f"repeats has {counts.size} counts for a dimension of size {size}",
+            op="repeat_interleave",
+        )
+    if (counts < 0).any():
+        raise ShapeError("repeats must be >= 0", op="repeat_interleave")
+    return counts
 
 
 # ---------------------------------------------------------------------------------- tril/triu
