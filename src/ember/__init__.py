@@ -31,6 +31,7 @@ from .dtypes import (
     set_default_dtype,
     uint8,
 )
+from .dtypes import DType as dtype  # noqa: E402  (torch.dtype: isinstance(x, ember.dtype))
 from .errors import (
     AutogradError,
     CheckpointError,
@@ -109,7 +110,7 @@ half = float16
 long = int64
 int = int32  # noqa: A001
 
-from . import amp, backends, cpu, cuda, onnx, quantization, return_types, utils  # noqa: E402
+from . import amp, backends, compiler, cpu, cuda, jit, onnx, quantization, return_types, utils  # noqa: E402
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402
 
 cuda.amp = amp.cuda_amp  # torch.cuda.amp's spelling (ember.cuda is below the eager layer)

@@ -27,8 +27,19 @@ _NO_SPARSE = "ember has dense tensors only"
 
 # namespace -> {name PyTorch has there: ember's alternative, or None}
 TORCH_ONLY: dict[str, dict[str, str | None]] = {
+    "ember.compiler": {
+        "reset": "make a new ember.function / ember.compile object (each keeps its own cache)",
+    },
+    "ember.jit": {
+        "save": "ember.save(model.state_dict(), path), or ember.onnx.export for a graph",
+        "load": "ember.load (a state_dict), or ember.onnx.load for an exported graph",
+        "freeze": "ember.compile (its passes fold what does not change)",
+        "optimize_for_inference": "ember.compile(model.eval())",
+        "ScriptModule": _NONE,
+        "ScriptFunction": _NONE,
+        "RecursiveScriptModule": _NONE,
+    },
     "ember": {
-        "jit": "ember.script (control flow rewritten into the graph) or ember.trace",
         "fx": "ember.trace (captures an ember.Graph; print(graph) shows it)",
         "export": "ember.trace(fn, *args) gives an ember.Graph; ember.load_graph reads graph files",
         "func": "ember.grad / ember.value_and_grad",

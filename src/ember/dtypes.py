@@ -74,8 +74,8 @@ class DType:
     def __repr__(self) -> str:
         return f"ember.{self.name}"
 
-    def __str__(self) -> str:
-        return self.name
+    # str() is the repr, as PyTorch's (print(x.dtype) shows ember.float32); code that needs
+    # the bare name reads .name
 
     def __eq__(self, other) -> bool:
         if isinstance(other, DType):

@@ -328,10 +328,10 @@ def test_a_wrong_dtype_names_the_placeholder_and_lists_are_converted():
     g, x, y, W, logits, loss, train = _linear_graph()
     sess = ember.Session(g)
     with pytest.raises(
-        ember.DTypeError, match="'x' expects float32, got an array of dtype float64"
+        ember.DTypeError, match="'x' expects ember.float32, got an array of dtype float64"
     ):
         sess.run(logits, {x: np.ones((2, 3))})
-    with pytest.raises(ember.DTypeError, match="'y' expects int64"):
+    with pytest.raises(ember.DTypeError, match="'y' expects ember.int64"):
         sess.run(loss, {x: [[1.0, 2.0, 3.0]], y: [0.5]})
     assert sess.run(loss, {x: [[1, 2, 3]], y: [1]}).dtype == np.float32  # lists are converted
     before = W.numpy().copy()

@@ -191,6 +191,14 @@ OPS += [
             np.sort(out.numpy()), np.arange(out.shape[0])
         ),
     ),
+    OpInfo(
+        "randint_like",
+        lambda: [S(M, 5, desc="high only"), S(M, -2, 3, desc="range"), S(M[:0], 4, desc="empty")],
+        grad=False,
+        random=True,
+        dtypes=FLOATS,
+        check=lambda out: np.testing.assert_array_equal(out.numpy(), np.round(out.numpy())),
+    ),
     OpInfo("rand_like", _like_samples, grad=False, random=True, spellings=("T",), dtypes=FLOATS),
     OpInfo("randn_like", _like_samples, grad=False, random=True, spellings=("T",), dtypes=FLOATS),
     *[

@@ -108,6 +108,16 @@ OPS = [
     OpInfo("expand_as", lambda: [S(M[:1], M, desc="row")], spellings=("M",)),
     OpInfo("view_as", lambda: [S(X, X.reshape(6, 4), desc="6x4", nondiff=(1,))], spellings=("M",)),
     OpInfo(
+        "broadcast_shapes",
+        lambda: [
+            S((3, 1), (1, 4), desc="two"),
+            S(3, (2, 1), (), desc="an int and an empty shape"),
+            S((2, 3), (4, 3), desc="mismatch (refused)"),
+        ],
+        grad=False,
+        dtypes=(),
+    ),
+    OpInfo(
         "broadcast_tensors",
         lambda: [
             S(M, M[:1], np.array(1.0), desc="three"),

@@ -54,6 +54,8 @@ def _normal_kernel(*, shape, dtype, mean, std, generator):
 
 
 def _randint_kernel(*, shape, dtype, low, high, generator):
+    if dtype.is_floating_point:  # (PyTorch allows a float dtype: the integers drawn, converted)
+        return generator.numpy.integers(low, high, shape, dtype=np.int64).astype(dtype.np)
     return generator.numpy.integers(low, high, shape, dtype=dtype.np)
 
 
@@ -273,6 +275,15 @@ def rand_like(x, *, generator=None, dtype=None):
 @export(method=True)
 def randn_like(x, *, generator=None, dtype=None):
     return randn(*x.shape, generator=generator, dtype=dtype or x.dtype)
+
+
+@export
+def randint_like(x, low=0, high=None, *, generator=None, dtype=None):
+    """Integers uniform in [low, high) shaped like ``x``, in x's dtype (``randint_like(x,
+    high)`` starts at 0), as PyTorch's."""
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, tuple(x.shape), generator=generator, dtype=dtype or x.dtype)
 
 
 # in-place fills (used by nn.init); they write under the in-place protocol

@@ -198,6 +198,16 @@ def expand_as(x, other):
 
 
 @export
+def broadcast_shapes(*shapes):
+    """The shape the given shapes broadcast to (ints for 1-d shapes), as an ``ember.Size``."""
+    from ..size import Size
+    from ._util import broadcast_shapes as broadcast
+
+    shapes = [(s,) if isinstance(s, int) else tuple(s) for s in shapes]
+    return Size(broadcast("broadcast_shapes", *shapes) if shapes else ())
+
+
+@export
 def broadcast_tensors(*tensors):
     from ._util import broadcast_shapes
 

@@ -52,7 +52,8 @@ __all__ = [
 
 
 def _out(relu, out_dtype, out_scale, out_zero_point):
-    return {"relu": bool(relu), "out_dtype": str(out_dtype),
+    name = out_dtype if isinstance(out_dtype, str) else out_dtype.name  # (a name or an ember dtype)
+    return {"relu": bool(relu), "out_dtype": name,
             "out_scale": None if out_scale is None else float(out_scale),
             "out_zero_point": int(out_zero_point)}  # fmt: skip
 

@@ -178,7 +178,7 @@ def build_step(spec: Spec):
         step(*(t[:WARMUP_SAMPLES] if _batched(t, rows) else t for t in args))
     dtype = f", {spec.dtype}" if spec.dtype is not None else ""
     if spec.amp is not None:
-        dtype = f", mixed precision {spec.amp}"
+        dtype = f", mixed precision {spec.amp.name}"
     return None, step, args, model, optimizer, f"{name} {kind} on {_shapes(args)}{dtype}"
 
 
@@ -257,15 +257,15 @@ def analyse(spec: Spec) -> MemoryReport:
 
 def _dtype_label(spec: Spec, args, model) -> str | None:
     if spec.amp is not None:
-        return f"amp {spec.amp}"
-    return str(spec.dtype) if spec.dtype is not None else _float_dtype(args, model)
+        return f"amp {spec.amp.name}"
+    return spec.dtype.name if spec.dtype is not None else _float_dtype(args, model)
 
 
 def _float_dtype(args, model) -> str | None:
     tensors = list(model.parameters()) if model is not None else list(args)
     for t in tensors:
         if hasattr(t, "dtype") and t.dtype.is_floating_point:
-            return str(t.dtype)
+            return t.dtype.name
     return None
 
 
