@@ -25,6 +25,13 @@ CASES = [
     ("transformer", 4, "1f1b", "cost"),
     ("transformer", 8, "gpipe", "layer.linear1"),
 ]
+# on 3 ranks: the feed-forward block cut twice, so the block's input (norm1's output) goes from
+# stage 0 to stages 1 and 2 (one value, two readers, one of them two stages on); a GPT (token
+# ids in, an embedding on stage 0) cut by the cost model
+CASES3 = [
+    ("transformer", 4, "1f1b", "layer.linear1,layer.linear2"),
+    ("gpt", 4, "gpipe", "cost"),
+]
 
 
 def case_id(case) -> str:
@@ -51,16 +58,19 @@ def loss_fn(out, y):
 
 
 def reference(name: str) -> dict:
-    """STEPS eager steps on the whole batch: the losses and the parameters after them."""
+    """STEPS eager steps on the whole batch: the losses, the parameters after them and the
+    model's output in the first step."""
     model, x, y = build(name)
     opt = optimizer(model.parameters())
-    losses = []
+    res, losses = {}, []
     for _ in range(STEPS):
         opt.zero_grad()
-        loss = loss_fn(model(ember.tensor(x)), ember.tensor(y))
+        out = model(ember.tensor(x))
+        res.setdefault("output", out.detach().numpy().copy())
+        loss = loss_fn(out, ember.tensor(y))
         loss.backward()
         opt.step()
         losses.append(float(loss.item()))
-    res = {f"param/{n}": p.numpy().copy() for n, p in model.named_parameters()}
+    res.update({f"param/{n}": p.numpy().copy() for n, p in model.named_parameters()})
     res["losses"] = np.array(losses)
     return res

@@ -1,6 +1,7 @@
-"""Run under ``ember run -n 2``: every case of _pipe_common.CASES as a two-stage pipeline; rank r
-writes OUT/<case>.rank<r>.npz (its stage's parameters after the steps, the losses on the last
-stage, the bubble report, the partition's print) for tests/distributed/test_pipelining.py."""
+"""Run under ``ember run -n 2`` (or ``-n 3``): every case of _pipe_common.CASES (CASES3) as a
+pipeline of 2 (3) stages; rank r writes OUT/<case>.rank<r>.npz (its stage's parameters after
+the steps; on the last stage the losses and the first step's output; the bubble report, the
+partition's print) for tests/distributed/test_pipelining.py."""
 
 import os
 import sys
@@ -22,15 +23,16 @@ from ember.distributed.pipelining import (  # noqa: E402
 
 out_dir = sys.argv[1]
 dist.init_process_group("mpi")
-rank = dist.get_rank()
-for case in pc.CASES:
+rank, world = dist.get_rank(), dist.get_world_size()
+for case in pc.CASES if world == 2 else pc.CASES3:
     name, m, kind, split = case
     model, x, y = pc.build(name)
     mb = ember.tensor(x[: pc.B // m])
     if split == "cost":
-        pipe = pipeline(model, (mb,), num_stages=2)
+        pipe = pipeline(model, (mb,), num_stages=world)
     else:
-        pipe = pipeline(model, (mb,), split_spec={split: SplitPoint.BEGINNING})
+        spec = {name: SplitPoint.BEGINNING for name in split.split(",")}
+        pipe = pipeline(model, (mb,), split_spec=spec)
     stage = pipe.build_stage(rank)
     schedule = (ScheduleGPipe if kind == "gpipe" else Schedule1F1B)(stage, m, pc.loss_fn)
     opt = pc.optimizer(stage.parameters())
@@ -38,7 +40,9 @@ for case in pc.CASES:
     for _ in range(pc.STEPS):
         opt.zero_grad()
         losses = []
-        schedule.step(ember.tensor(x), target=ember.tensor(y), losses=losses)
+        out = schedule.step(ember.tensor(x), target=ember.tensor(y), losses=losses)
+        if "output" not in res and out is not None:
+            res["output"] = out.numpy()
         opt.step()
         step_losses.append([float(v.item()) for v in losses])
     report = schedule.bubble_report()
@@ -48,6 +52,8 @@ for case in pc.CASES:
     res["times"] = np.array([[t.wall, t.busy, t.waiting] for t in report.per_rank])
     res["bubble"] = np.array([report.measured, report.ideal])
     res["partition"] = np.array(str(pipe))
+    part = pipe.partition
+    res["readers"] = np.array([len(part.consumers[id(v)]) for v in part.crossing])
     res["report"] = np.array(str(report))
     np.savez(os.path.join(out_dir, f"{pc.case_id(case)}.rank{rank}.npz"), **res)
     if rank == 0:

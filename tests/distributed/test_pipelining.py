@@ -1,7 +1,8 @@
 """ember.distributed.pipelining on 2 MPI ranks (``ember run -n 2``): every case of
 _pipe_common.CASES (MLP, CNN and transformer block; 4 and 8 microbatches; GPipe and 1F1B; cut by
 the cost model or at a module) trains STEPS optimizer steps as a two-stage pipeline, and its
-losses and every stage's parameters must equal one process's eager steps on the whole batch.
+losses, output and every stage's parameters must equal one process's eager steps on the whole
+batch; CASES3 do the same on 3 ranks (a value read by two later stages, token ids in).
 The partitioner alone is tested in one process (tests/distributed/test_pipeline_partition.py)."""
 
 from __future__ import annotations
@@ -19,17 +20,26 @@ pytest.importorskip("mpi4py", reason="ember.distributed needs mpi4py: pip instal
 RTOL, ATOL = 2e-5, 2e-6
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def _run(tmp_path_factory, world: int, cases):
     _mpiexec_or_skip()
-    out = tmp_path_factory.mktemp("pipe")
-    done = _launch(2, "_worker_pipe.py", str(out))
+    out = tmp_path_factory.mktemp(f"pipe{world}")
+    done = _launch(world, "_worker_pipe.py", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     found = {}
-    for case in pc.CASES:
-        ranks = [dict(np.load(out / f"{pc.case_id(case)}.rank{r}.npz")) for r in range(2)]
-        found[pc.case_id(case)] = ranks
+    for case in cases:
+        files = [out / f"{pc.case_id(case)}.rank{r}.npz" for r in range(world)]
+        found[pc.case_id(case)] = [dict(np.load(f)) for f in files]
     return found, done.stdout
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    return _run(tmp_path_factory, 2, pc.CASES)
+
+
+@pytest.fixture(scope="module")
+def runs3(tmp_path_factory):
+    return _run(tmp_path_factory, 3, pc.CASES3)
 
 
 _REFERENCES: dict = {}
@@ -41,14 +51,15 @@ def _reference(name):
     return _REFERENCES[name]
 
 
-@pytest.mark.parametrize("case", pc.CASES, ids=pc.case_id)
-def test_pipeline_equals_one_process(runs, case):
-    ranks = runs[0][pc.case_id(case)]
+def _check_equal(ranks, case) -> None:
     ref = _reference(case[0])
-    # the last stage's microbatch losses average to the whole batch's mean loss
-    losses = ranks[1]["losses"]
-    assert losses.shape == (pc.STEPS, case[1])
-    np.testing.assert_allclose(losses.mean(axis=1), ref["losses"], rtol=RTOL, atol=ATOL)
+    # the last stage's microbatch losses average to the whole batch's mean loss, and its output
+    # of the first step is the model's on the whole batch
+    last = ranks[-1]
+    assert last["losses"].shape == (pc.STEPS, case[1])
+    np.testing.assert_allclose(last["losses"].mean(axis=1), ref["losses"], rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(last["output"], ref["output"], rtol=RTOL, atol=ATOL)
+    assert all("output" not in res for res in ranks[:-1])
     seen = set()
     for res in ranks:
         params = {k for k in res if k.startswith("param/")}
@@ -58,6 +69,22 @@ def test_pipeline_equals_one_process(runs, case):
         for k in params:
             np.testing.assert_allclose(res[k], ref[k], rtol=RTOL, atol=ATOL, err_msg=k)
     assert seen == {k for k in ref if k.startswith("param/")}
+
+
+@pytest.mark.parametrize("case", pc.CASES, ids=pc.case_id)
+def test_pipeline_equals_one_process(runs, case):
+    _check_equal(runs[0][pc.case_id(case)], case)
+
+
+@pytest.mark.parametrize("case", pc.CASES3, ids=pc.case_id)
+def test_three_stages_equal_one_process(runs3, case):
+    _check_equal(runs3[0][pc.case_id(case)], case)
+
+
+def test_three_stage_messages(runs3):
+    # the feed-forward block's input is sent from stage 0 to both later stages
+    readers = runs3[0][pc.case_id(pc.CASES3[0])][0]["readers"]
+    assert readers.max() == 2
 
 
 @pytest.mark.parametrize("case", pc.CASES, ids=pc.case_id)
