@@ -50,6 +50,7 @@ for case in pc.CASES if world == 2 else pc.CASES3:
         res[f"param/{n}"] = p.numpy().copy()
     res["losses"] = np.array(step_losses)
     res["times"] = np.array([[t.wall, t.busy, t.waiting] for t in report.per_rank])
+    res["held"] = np.array([[t.held, t.per_microbatch] for t in report.per_rank])
     res["bubble"] = np.array([report.measured, report.ideal])
     res["partition"] = np.array(str(pipe))
     part = pipe.partition

@@ -98,6 +98,11 @@ def test_bubble_measured(runs, case):
         assert np.all(busy > 0) and np.all(busy + waiting <= wall * (1 + 1e-9))
         assert measured == pytest.approx(np.mean(1 - busy / wall))
         assert f"{m} microbatches" in str(res["report"])
+        # activations held: every microbatch's under GPipe, at most S-r under 1F1B
+        for r, (held, per_microbatch) in enumerate(res["held"]):
+            assert per_microbatch > 0
+            in_flight = m if case[2] == "gpipe" else min(2 - r, m)
+            assert held == in_flight * per_microbatch
 
 
 def test_partition_print(runs):

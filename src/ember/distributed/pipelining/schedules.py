@@ -46,13 +46,16 @@ _TAG_SPAN = 32767  # MPI guarantees tags up to at least this
 @dataclass
 class StepTimes:
     """One rank's last step: wall seconds, seconds running its programs, seconds waiting for
-    messages, and the CPU seconds the process got (``cpu / wall`` well below ``busy / wall``
-    says other processes took the cores: the bubble then includes their share)."""
+    messages, the CPU seconds the process got (``cpu / wall`` well below ``busy / wall`` says
+    other processes took the cores: the bubble then includes their share), and the activation
+    memory: ``held / per_microbatch`` microbatches at most were waiting for their backward."""
 
     wall: float = 0.0
     busy: float = 0.0
     waiting: float = 0.0
     cpu: float = 0.0
+    held: int = 0  # the most bytes of saved activations held at once (microbatches in flight)
+    per_microbatch: int = 0  # bytes one microbatch's forward saves for its backward
 
     @property
     def bubble(self) -> float:
@@ -88,7 +91,8 @@ class BubbleReport:
             lines.append(
                 f"  rank {r}: step {t.wall * 1e3:.2f} ms, running {t.busy * 1e3:.2f} ms, "
                 f"waiting for messages {t.waiting * 1e3:.2f} ms, idle {t.bubble:.1%}, "
-                f"CPU time {t.cpu * 1e3:.2f} ms"
+                f"CPU time {t.cpu * 1e3:.2f} ms; activations held at most "
+                f"{t.held / 1e3:.1f} KB ({t.held // max(t.per_microbatch, 1)} microbatches)"
             )
         return "\n".join(lines)
 
@@ -157,7 +161,8 @@ class PipelineSchedule:
         for p, g in zip(st.parameters(), run.sums or []):
             p.grad = from_numpy(g) if p.grad is None else p.grad + from_numpy(g)
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu
-        self.times = StepTimes(wall, run.busy, run.waiting, cpu)
+        per_mb = run.programs.saved_bytes
+        self.times = StepTimes(wall, run.busy, run.waiting, cpu, run.held, per_mb)
         if not st.is_last:
             return None
         outs = [np.concatenate([run.outputs[mb][i] for mb in range(m)]) for i in range(run.n_out)]
@@ -166,12 +171,12 @@ class PipelineSchedule:
     def bubble_report(self) -> BubbleReport:
         """Every rank's times of its last step (a collective: every rank calls it)."""
         t = self.times
-        mine = from_numpy(np.array([t.wall, t.busy, t.waiting, t.cpu]))
+        mine = from_numpy(np.array([t.wall, t.busy, t.waiting, t.cpu, t.held, t.per_microbatch]))
         size = self._stage.num_stages
-        everyone = from_numpy(np.zeros(4 * size))
+        everyone = from_numpy(np.zeros(6 * size))
         _c.all_gather_into_tensor(everyone, mine)
-        rows = everyone.numpy().reshape(size, 4)
-        per_rank = [StepTimes(*map(float, row)) for row in rows]
+        rows = everyone.numpy().reshape(size, 6)
+        per_rank = [StepTimes(*map(float, row[:4]), *map(int, row[4:])) for row in rows]
         return BubbleReport(size, self._n_microbatches, self.name, per_rank)
 
 
@@ -197,6 +202,7 @@ class _Step:
         self.state = st.state_arrays()
         self.sends, self.saved, self.outputs, self.sums = [], {}, {}, None
         self.busy = self.waiting = 0.0
+        self.holding = self.held = 0  # bytes of saved activations now, and at most
         # every receive of the step, posted now
         self.recvs = {}
         for mb in range(m):
@@ -241,10 +247,13 @@ class _Step:
                 for dst in dsts:
                     self._isend(value, dst, message, mb, False)
         self.saved[mb] = (joint_in, outs[programs.n_out :])
+        self.holding += programs.saved_bytes
+        self.held = max(self.held, self.holding)
 
     def backward(self, mb: int) -> None:
         st, programs = self.stage, self.programs
         joint_in, kept = self.saved.pop(mb)
+        self.holding -= programs.saved_bytes
         t0 = time.perf_counter()
         cotangents = []
         if st.is_last:
