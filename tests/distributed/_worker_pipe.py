@@ -15,6 +15,7 @@ import _pipe_common as pc  # noqa: E402
 import ember  # noqa: E402
 import ember.distributed as dist  # noqa: E402
 from ember.distributed.pipelining import (  # noqa: E402
+    PartitionError,
     Schedule1F1B,
     ScheduleGPipe,
     SplitPoint,
@@ -59,4 +60,17 @@ for case in pc.CASES if world == 2 else pc.CASES3:
     np.savez(os.path.join(out_dir, f"{pc.case_id(case)}.rank{rank}.npz"), **res)
     if rank == 0:
         print(pipe, report, sep="\n", flush=True)
+# refusals before any message: arguments that do not split, or split into other shapes
+if world == 2:
+    model, x, y = pc.build("mlp")
+    pipe = pipeline(model, (ember.tensor(x[:2]),), num_stages=2)
+    schedule = ScheduleGPipe(pipe.build_stage(rank), 4, pc.loss_fn)
+    errors = []
+    if rank == 0:
+        for bad in (x[:6], x[:4]):
+            try:
+                schedule.step(ember.tensor(bad), target=ember.tensor(y))
+            except PartitionError as exc:
+                errors.append(str(exc))
+    np.savez(os.path.join(out_dir, f"errors.rank{rank}.npz"), errors=np.array(errors))
 dist.destroy_process_group()

@@ -29,6 +29,7 @@ def _run(tmp_path_factory, world: int, cases):
     for case in cases:
         files = [out / f"{pc.case_id(case)}.rank{r}.npz" for r in range(world)]
         found[pc.case_id(case)] = [dict(np.load(f)) for f in files]
+    found["errors"] = dict(np.load(out / "errors.rank0.npz")) if world == 2 else {}
     return found, done.stdout
 
 
@@ -113,3 +114,9 @@ def test_partition_print(runs):
     assert "stage 0: 5 ops" in text and "modules Sequential.0 .. Sequential.2" in text
     assert f"cut 0|1: {2 * 32 * 4 * 4 * 4 / 1000:.1f} KB in 1 value(s)" in text
     assert "bubble measured" in runs[1] and "ideal (S-1)/(M+S-1)" in runs[1]
+
+
+def test_step_refusals(runs):
+    first, second = runs[0]["errors"]["errors"]
+    assert "of shape (6, 20) does not split into 4 equal microbatches" in first
+    assert "in 4 microbatches of shape (1, 20); the pipeline was captured for (2, 20)" in second

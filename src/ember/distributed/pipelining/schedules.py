@@ -186,9 +186,22 @@ class _Step:
     def __init__(self, schedule: PipelineSchedule, args, target, losses):
         st, m = schedule._stage, schedule._n_microbatches
         self.schedule, self.stage, self.m, self.losses = schedule, st, m, losses
-        self.args = [_split(a, m, f"argument {i}") for i, a in enumerate(args)]
-        if not st.is_first:
-            self.args = []
+        self.args = []  # the batch arguments, read on stage 0 only
+        if st.is_first:
+            n_args = st.pipe.partition.captured.n_args
+            if len(args) != n_args:
+                raise PartitionError(
+                    f"{schedule.name}.step: the pipeline was captured with {n_args} "
+                    f"argument(s), step got {len(args)}"
+                )
+            self.args = [_split(a, m, f"argument {i}") for i, a in enumerate(args)]
+            graph = st.pipe.partition.captured.graph
+            for i, (parts, v) in enumerate(zip(self.args, graph.inputs)):
+                if parts[0].shape != tuple(v.shape):
+                    raise PartitionError(
+                        f"{schedule.name}.step: argument {i} in {m} microbatches of shape "
+                        f"{parts[0].shape}; the pipeline was captured for {tuple(v.shape)}"
+                    )
         self.targets = []
         if st.is_last:
             if target is None:
