@@ -59,7 +59,7 @@ def test_cost_model_partition(name, stages):
     # with free links the cuts minimise the slowest stage: brute force over every cut
     from ember.distributed.pipelining.partition import predicted_times
 
-    t = np.array(predicted_times(part.captured.graph))
+    t = np.array(predicted_times(part.captured))
     prefix = np.concatenate([[0.0], np.cumsum(t)])
     best = min(
         max(prefix[b] - prefix[a] for a, b in zip((0, *cuts), (*cuts, len(t))))
@@ -148,3 +148,17 @@ def test_refusals():
         pipeline(bn, (ember.randn(8, 4),), num_stages=2)
     with pytest.raises(PartitionError, match="give split_spec or num_stages"):
         pipeline(bn.eval(), (ember.randn(8, 4),))
+
+
+def test_costs_count_the_backward():
+    from ember.distributed.pipelining.partition import predicted_times
+    from ember.runtime.parallel_cost import calibrate, estimate
+
+    model, x = _model("mlp")
+    captured = pipeline(model, (x,), num_stages=2).partition.captured
+    calibration = calibrate()
+    calls = list(captured.graph.call_nodes())
+    forward = [estimate(n, calibration).seconds for n in calls]
+    step = predicted_times(captured)
+    # every op of the MLP is differentiated (each follows a parameter): its backward adds time
+    assert all(s > f for s, f in zip(step, forward))

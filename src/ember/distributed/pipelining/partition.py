@@ -7,10 +7,12 @@ contiguous stages:
 
 * at the user's split points (``split_spec``: module name -> `SplitPoint`), read from the
   module scope every node keeps (graph/scope.py: ``"Sequential.3"`` is the root's child ``3``);
-* or by the cost model: each node's time predicted from its op's cost (FLOPs and bytes) on this
-  machine's calibration (runtime/parallel_cost.py: the BLAS table for products and
-  convolutions, the memory table for the rest), or measured (``cost="measured"``: each node's
-  kernel timed on the example microbatch). A dynamic program over the execution order picks the
+* or by the cost model: each node's time in a training step, the node and its backward (its
+  op's VJP recorded by graph autodiff, where the step differentiates the node), predicted from
+  the ops' costs (FLOPs and bytes) on this machine's calibration (runtime/parallel_cost.py: the
+  BLAS table for products and convolutions, the memory table for the rest), or measured
+  (``cost="measured"``: the kernels timed on the example microbatch's values, cotangents of
+  ones). A dynamic program over the execution order picks the
   S-1 cuts minimising the slowest stage's time, where a stage's time is its nodes' time plus the
   time to move the bytes crossing its two cuts (at ``link_bandwidth`` bytes/s; by default the
   memory bandwidth the calibration measured: MPI on one machine copies through shared memory).
@@ -23,8 +25,8 @@ arguments belong to stage 0; parameters and buffers to the stage that reads them
 read by two stages is refused: each stage updates its own), constants are copied where read.
 
 ``print(partition)`` shows per stage its ops (count and the most frequent), forward FLOPs,
-parameter bytes, the bytes of the activations its nodes make per microbatch, the predicted
-time, and per cut the values and bytes crossing it.
+parameter bytes, the bytes of the activations its nodes make per microbatch, its time forward
+and backward by the cost model, and per cut the values and bytes crossing it.
 """
 
 from __future__ import annotations
@@ -36,11 +38,13 @@ from enum import Enum
 
 import numpy as np
 
-from ...errors import EmberError
+from ...errors import AutogradError, EmberError
 from ...graph import scope as _scope
+from ...graph.autodiff import backward_graph_values
 from ...graph.builder import GraphBuilder
 from ...graph.interpreter import all_values
 from ...graph.ir import Graph
+from ...ops import _registry as _reg
 from ...tensor import Tensor
 from ...types import TensorType
 
@@ -109,28 +113,82 @@ def capture(module, mb_args: tuple) -> Captured:
 
 
 # ---------------------------------------------------------------------------- the cost model
-def predicted_times(graph: Graph) -> list[float]:
-    """Each call node's predicted seconds (execution order), from the calibrated cost tables."""
+def _needs_grad(captured: Captured) -> set:
+    """Ids of the values a training step differentiates: the parameters and the floating-point
+    values computed from them."""
+    graph = captured.graph
+    found = {
+        id(v) for v, t in zip(graph.inputs[captured.n_args :], captured.tensors) if t.requires_grad
+    }
+    for node in graph.call_nodes():
+        if any(id(v) in found for v in node.inputs):
+            found.update(id(v) for v in node.outputs if v.type.dtype.is_floating_point)
+    return found
+
+
+def _with_backward(node, needs_grad: set) -> tuple[Graph, int]:
+    """``node`` alone in a graph, followed by its backward (its op's VJP, recorded by graph
+    autodiff) where the step differentiates it; returns the graph and where the backward
+    starts. Its inputs: the node's operands, then one cotangent per differentiated output."""
+    graph = Graph(f"cost_{node.name}")
+    b = GraphBuilder(graph)
+    operands = [b.input(v.type, f"in{i}") for i, v in enumerate(node.inputs)]
+    outs = [v for v in node.outputs if id(v) in needs_grad]
+    cotangents = [b.input(v.type, f"grad{i}") for i, v in enumerate(outs)]
+    wrt = [t for t, v in zip(operands, node.inputs) if id(v) in needs_grad]
+    with b:
+        result = _reg.apply(node.op, *operands, **node.attrs)
+        results = (result,) if node.op.num_outputs == 1 else tuple(result)
+        start = len(graph.nodes)
+        if outs and wrt:
+            chosen = [r for r, v in zip(results, node.outputs) if id(v) in needs_grad]
+            try:
+                backward_graph_values(b, chosen, wrt, cotangents)
+            except AutogradError:
+                pass  # no VJP: stage building will say so; the cost counts the forward
+    return graph, start
+
+
+def predicted_times(captured: Captured) -> list[float]:
+    """Each call node's predicted seconds in a training step (execution order): the node and
+    its backward, from the calibrated cost tables."""
     from ...runtime.parallel_cost import calibrate, estimate
 
     calibration = calibrate()
-    return [estimate(n, calibration).seconds for n in graph.call_nodes()]
+    needs = _needs_grad(captured)
+    times = []
+    for node in captured.graph.call_nodes():
+        small, _ = _with_backward(node, needs)
+        times.append(sum(estimate(n, calibration).seconds for n in small.call_nodes()))
+    return times
 
 
-def measured_times(graph: Graph, arrays: list, repeats: int = 3) -> list[float]:
-    """Each call node's seconds, its kernel (``op.run``: the C fast path where it applies) timed
-    on the values the example microbatch gives it (the best of ``repeats``)."""
+def measured_times(captured: Captured, arrays: list, repeats: int = 3) -> list[float]:
+    """Each call node's seconds in a training step: its kernel and those of its backward
+    (``op.run``: the C fast path where it applies) timed on the values the example microbatch
+    gives them, cotangents of ones (the best of ``repeats``)."""
+    graph = captured.graph
     env = all_values(graph, arrays)
     env.update({v.name: a for v, a in zip(graph.inputs, arrays)})
+    needs = _needs_grad(captured)
     times = []
     for node in graph.call_nodes():
-        inputs = [env[v.name] for v in node.inputs]
-        best = float("inf")
-        for _ in range(repeats):
-            start = time.perf_counter()
-            node.op.run(*inputs, **node.attrs)
-            best = min(best, time.perf_counter() - start)
-        times.append(best)
+        small, _ = _with_backward(node, needs)
+        n_in = len(node.inputs)
+        given = [env[v.name] for v in node.inputs]
+        given += [np.ones(tuple(v.shape), v.type.dtype.np) for v in small.inputs[n_in:]]
+        values = all_values(small, given)
+        values.update({v.name: a for v, a in zip(small.inputs, given)})
+        total = 0.0
+        for call in small.call_nodes():
+            inputs = [values[v.name] for v in call.inputs]
+            best = float("inf")
+            for _ in range(repeats):
+                start = time.perf_counter()
+                call.op.run(*inputs, **call.attrs)
+                best = min(best, time.perf_counter() - start)
+            total += best
+        times.append(total)
     return times
 
 
@@ -200,7 +258,7 @@ class Partition:
                 f"  stage {st.index}: {len(st.nodes)} ops ({common}{more}); modules {first} .. "
                 f"{last}; forward {_human(st.flops, 'FLOP')}; params {_human(st.param_bytes)}; "
                 f"activations {_human(st.activation_bytes)}/microbatch; "
-                f"predicted {st.seconds * 1e3:.3f} ms"
+                f"forward+backward {st.seconds * 1e3:.3f} ms"
             )
         for k, cut in enumerate(self.cuts):
             what = ", ".join(f"%{v.name} {list(v.shape)}" for v in cut[:4])
@@ -318,11 +376,11 @@ def partition(
     if num_stages > n:
         raise PartitionError(f"pipeline: {num_stages} stages for a graph of {n} ops")
     if cost == "predicted":
-        seconds = predicted_times(graph)
+        seconds = predicted_times(captured)
     elif cost == "measured":
         if example is None:
             raise PartitionError("pipeline: cost='measured' needs the example arrays")
-        seconds = measured_times(graph, example)
+        seconds = measured_times(captured, example)
     else:
         raise PartitionError(f"pipeline: cost must be 'predicted' or 'measured', got {cost!r}")
     # bytes crossing the cut at each position p (between call p-1 and call p)
