@@ -1,7 +1,8 @@
 """The pipeline partitioner in one process (no MPI): stages cover every op once in execution
 order, the values crossing each cut are exactly those a later stage reads, the cost model's cuts
-are the best by brute force, module split points fall where the module starts, and what cannot
-be pipelined is refused."""
+are the best by brute force, module split points fall where the module starts, what cannot be
+pipelined is refused, and the stages' forward and backward programs, chained in this process as
+the schedules chain them across ranks, give eager autograd's loss and gradients."""
 
 from __future__ import annotations
 
@@ -162,3 +163,72 @@ def test_costs_count_the_backward():
     step = predicted_times(captured)
     # every op of the MLP is differentiated (each follows a parameter): its backward adds time
     assert all(s > f for s, f in zip(step, forward))
+
+
+def _chained(pipe, loss_fn, x, y):
+    """The stages' forward and backward programs run one after another in this process, each
+    value handed from its producer to its readers as the schedules send it: the loss and the
+    parameters' gradients (name -> array)."""
+    from ember.types import TensorType
+
+    stages = [pipe.build_stage(k) for k in range(pipe.num_stages)]
+    target = (TensorType(tuple(y.shape), y.dtype),)
+    sent, cotangent, kept, grads = {}, {}, {}, {}
+    for st in stages:
+        p = st.programs(loss_fn, target)
+        joint = [x.numpy()] if st.is_first else []
+        joint += [sent[mid] for mid, _, _ in st.recv_specs()] + st.state_arrays()
+        joint += [y.numpy()] if st.is_last else []
+        outs = p.forward(*[joint[i] for i in p.fwd_pos])
+        if st.is_last:
+            loss = outs[0]
+        else:
+            sent.update((mid, v) for (mid, _, _), v in zip(st.send_specs(), outs))
+        kept[st.stage_index] = (joint, outs[p.n_out :])
+    for st in reversed(stages):
+        p = st.programs(loss_fn, target)
+        joint, saved = kept[st.stage_index]
+        if st.is_last:
+            cots = [np.array(1.0, np.float32)]
+        else:
+            floats = [s for s in st.send_specs() if s[2].dtype.is_floating_point]
+            cots = [cotangent[mid] for mid, _, _ in floats]
+        full = joint + cots
+        out = p.backward(*saved, *[full[i] for i in p.bwd_pos])
+        received = [s for s in st.recv_specs() if s[2].dtype.is_floating_point]
+        for (mid, _, _), g in zip(received, out):
+            cotangent[mid] = cotangent.get(mid, 0) + g
+        names = [n for n, _ in st.named_parameters()]
+        grads.update(zip(names, out[len(received) :]))
+    return float(loss), grads
+
+
+@pytest.mark.parametrize(
+    "name, spec",
+    [
+        ("mlp", None),
+        ("cnn", None),
+        (
+            "transformer",
+            {"layer.linear1": SplitPoint.BEGINNING, "layer.linear2": SplitPoint.BEGINNING},
+        ),
+        ("gpt", None),
+    ],
+)
+def test_stage_programs_chained_equal_autograd(name, spec):
+    # without MPI: the stages' programs, chained, give eager autograd's loss and gradients
+    model, x = _model(name)
+    _, y = zoo.inputs(name, 2, **zoo.SPECS[name].test_sizes)
+    y = ember.tensor(y)
+
+    def loss_fn(out, target):
+        return zoo.loss(ember, out, target)
+
+    pipe = pipeline(model, (x,), split_spec=spec) if spec else pipeline(model, (x,), num_stages=3)
+    loss, grads = _chained(pipe, loss_fn, x, y)
+    expected = loss_fn(model(x), y)
+    expected.backward()
+    assert loss == pytest.approx(float(expected.item()), rel=1e-5)
+    assert set(grads) == {n for n, _ in model.named_parameters()}
+    for n, p in model.named_parameters():
+        np.testing.assert_allclose(grads[n], p.grad.numpy(), rtol=2e-5, atol=2e-6, err_msg=n)

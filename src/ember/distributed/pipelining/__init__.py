@@ -64,7 +64,8 @@ def pipeline(
     """Capture ``module(*mb_args)`` (one microbatch) and cut it into stages: at ``split_spec``'s
     module names, else into ``num_stages`` (default: the process group's size) by the cost
     model (each op's forward and backward time, ``cost="predicted"`` from the calibrated op
-    costs, ``"measured"`` by timing the kernels on ``mb_args``), cut bytes moving at ``link_bandwidth`` bytes/s."""
+    costs, ``"measured"`` by timing the kernels on ``mb_args``), cut bytes moving at
+    ``link_bandwidth`` bytes/s."""
     if mb_kwargs:
         raise PartitionError("pipeline: keyword microbatch arguments are not supported")
     args = tuple(mb_args) if isinstance(mb_args, (tuple, list)) else (mb_args,)

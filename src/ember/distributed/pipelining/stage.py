@@ -121,7 +121,9 @@ class PipelineStage:
             v = graph.inputs[cap.n_args + i]
             env[id(v)] = t = b.input(v.type, name)
             state_in.append(t)
-        targets = [b.input(t, f"target{i}") for i, t in enumerate(target_types)]
+        targets = []  # the loss's targets, read on the last stage only
+        if self.is_last:
+            targets = [b.input(t, f"target{i}") for i, t in enumerate(target_types)]
         sends = [v for v in self._send if _floating(v)]
         cot_in = [b.input(v.type, f"grad_{v.name}") for v in sends]
         out_type = graph.outputs[0].type if self.is_last else None
