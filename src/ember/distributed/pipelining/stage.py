@@ -16,8 +16,6 @@ the whole graph computes on its part, in the same order of operations within a n
 
 from __future__ import annotations
 
-import numpy as np
-
 from ...graph.autodiff import backward_graph_values
 from ...graph.builder import GraphBuilder
 from ...graph.ir import Graph
@@ -187,7 +185,3 @@ def _positions(joint: Graph, nodes, returned) -> list[int]:
     used = {id(v) for n in nodes if n.kind != "input" for v in n.inputs}
     used.update(id(v) for v in returned)
     return [i for i, v in enumerate(joint.inputs) if id(v) in used]
-
-
-def zeros_of(t: TensorType) -> np.ndarray:
-    return np.zeros(tuple(t.shape), dtype=t.dtype.np)
