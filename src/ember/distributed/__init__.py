@@ -10,6 +10,7 @@ messages (``send``/``recv``/``isend``/``irecv``) then work in place on ember ten
 
 Modules: ``_mpi.py`` (the lazy import of mpi4py), ``process_group.py`` (the default group, its
 timeout, the abort-on-exception hook), ``collectives.py`` (the calls, `Work`, the agreement check).
+``pipelining/``: pipeline parallelism by graph partition (``ember.distributed.pipelining``).
 """
 
 from ._mpi import DistributedError, is_available
