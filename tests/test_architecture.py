@@ -31,6 +31,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ember._allocator",
             "ember.devices",
             "ember.size",
+            "ember.return_types",
             "ember.flags",
             "ember.cuda",
             "ember.cpu",
