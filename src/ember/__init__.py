@@ -110,8 +110,9 @@ half = float16
 long = int64
 int = int32  # noqa: A001
 
-from . import amp, backends, compiler, cpu, cuda, jit, onnx, quantization, return_types, utils  # noqa: E402
+from . import amp, backends, compiler, cpu, cuda, func, jit, onnx, quantization, return_types, utils  # noqa: E402
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402
+from .func import vmap  # noqa: E402  (torch.vmap)
 
 cuda.amp = amp.cuda_amp  # torch.cuda.amp's spelling (ember.cuda is below the eager layer)
 cpu.amp = amp.cpu_amp  # torch.cpu.amp's, likewise

@@ -42,8 +42,6 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
     "ember": {
         "fx": "ember.trace (captures an ember.Graph; print(graph) shows it)",
         "export": "ember.trace(fn, *args) gives an ember.Graph; ember.load_graph reads graph files",
-        "func": "ember.grad / ember.value_and_grad",
-        "vmap": _NONE,
         "hub": _NONE,
         "sparse": _NO_SPARSE,
         "sparse_coo": _NO_SPARSE,

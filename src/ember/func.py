@@ -1,0 +1,403 @@
+"""``ember.func``: PyTorch's ``torch.func`` (function transforms) on ember.
+
+* ``grad``, ``grad_and_value``: gradients on the tape with respect to ``argnums``, each a
+  tensor or a tuple, list or dict of them (a dict of parameters, as per-sample gradients
+  pass); ``grad_and_value`` returns ``(grad, value)`` (with ``has_aux``, ``(grad, (value,
+  aux))``). Composable: inside another transform the result stays differentiable.
+* ``vjp``, ``jvp``, ``jacrev``, ``jacfwd``, ``hessian``: on the tape (`ember.autograd` and
+  ``ember.autograd.functional``); ``jacfwd`` computes the same Jacobian as ``jacrev`` (ember
+  differentiates in reverse mode only).
+* ``functional_call(module, params_and_buffers, args, kwargs)``: the module run with some of
+  its parameters and buffers replaced by the given tensors (tied weights follow, as PyTorch's
+  ``tie_weights=True``), restored afterwards even when the call raises.
+* ``vmap(func, in_dims, out_dims, randomness)``: ``func`` mapped over a batch dimension. Each
+  example runs as its own call and the results are stacked: any function vmaps (no per-op
+  batching rule can be missing), at the cost of one call per example. ``randomness``:
+  ``"error"`` (the default) raises when a call draws from the default generator, as PyTorch
+  does; ``"different"`` lets every example draw its own numbers; ``"same"`` gives every
+  example the same draws (the default generator is reset before each).
+* ``stack_module_state(models)``: the models' parameters and buffers stacked by name.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from . import autograd as _autograd
+from . import autograd_functional as _functional
+from .errors import EmberError, ShapeError
+from .ops import api as E
+from .random import get_rng_state, set_rng_state
+from .tensor import Tensor
+
+__all__ = [
+    "functional_call",
+    "grad",
+    "grad_and_value",
+    "hessian",
+    "jacfwd",
+    "jacrev",
+    "jvp",
+    "stack_module_state",
+    "vjp",
+    "vmap",
+]
+
+
+# ---------------------------------------------------------------------------- differentiation
+
+
+def grad(func, argnums=0, has_aux: bool = False):
+    """``torch.func.grad``: the gradient of the scalar ``func`` with respect to the arguments
+    ``argnums`` (an int: one gradient; a tuple: a tuple), each a tensor or a tuple, list or
+    dict of tensors (the gradient has its structure); with ``has_aux``, ``(grad, aux)``."""
+    inner = grad_and_value(func, argnums, has_aux)
+
+    @functools.wraps(func)
+    def wrapper(*args):
+        g, value = inner(*args)
+        return (g, value[1]) if has_aux else g
+
+    return wrapper
+
+
+def grad_and_value(func, argnums=0, has_aux: bool = False):
+    """``torch.func.grad_and_value``: ``(grad, value)``, or ``(grad, (value, aux))``."""
+    nums = argnums if isinstance(argnums, tuple) else (argnums,)
+
+    @functools.wraps(func)
+    def wrapper(*args):
+        for n in nums:
+            if not -len(args) <= n < len(args):
+                raise ShapeError(
+                    f"argnums {n} is out of range for {len(args)} arguments", op="func.grad"
+                )
+        chosen = [_leaves(args[n]) for n in nums]
+        leaves = [leaf for part in chosen for leaf in part]
+        # inside another transform (grad of grad, hessian) the inputs carry gradients already:
+        # this gradient must then be differentiable in turn
+        nested = any(leaf.requires_grad for leaf in leaves)
+        with _autograd.enable_grad():
+            fresh = [leaf if nested else leaf.detach().requires_grad_(True) for leaf in leaves]
+            full, k = list(args), 0
+            for n, part in zip(nums, chosen):
+                full[n] = _rebuild(args[n], iter(fresh[k : k + len(part)]))
+                k += len(part)
+            result = func(*full)
+            value, aux = result if has_aux else (result, None)
+            if not isinstance(value, Tensor) or value.numel() != 1:
+                raise ShapeError(
+                    "the function must return a one-element tensor to take its gradient, got "
+                    + (
+                        f"shape {tuple(value.shape)}"
+                        if isinstance(value, Tensor)
+                        else type(value).__name__
+                    ),
+                    op="func.grad",
+                )
+            grads = _autograd.grad(value, fresh, create_graph=nested, allow_unused=True)
+        grads = [E.zeros_like(x) if g is None else g for g, x in zip(grads, fresh)]
+        out, k = [], 0
+        for n, part in zip(nums, chosen):
+            out.append(_rebuild(args[n], iter(grads[k : k + len(part)])))
+            k += len(part)
+        g = tuple(out) if isinstance(argnums, tuple) else out[0]
+        value = value if nested else value.detach()
+        return (g, (value, aux)) if has_aux else (g, value)
+
+    return wrapper
+
+
+def _leaves(tree) -> list:
+    """The tensors of a tensor or a tuple, list or dict of them, in order."""
+    if isinstance(tree, Tensor):
+        return [tree]
+    if isinstance(tree, (tuple, list)):
+        return [leaf for item in tree for leaf in _leaves(item)]
+    if isinstance(tree, dict):
+        return [leaf for item in tree.values() for leaf in _leaves(item)]
+    raise TypeError(
+        f"a differentiated argument must be a tensor or a tuple, list or dict of tensors, got "
+        f"{type(tree).__name__}"
+    )
+
+
+def _rebuild(tree, leaves):
+    """``tree`` with its tensors replaced, in order, by ``leaves`` (an iterator)."""
+    if isinstance(tree, Tensor):
+        return next(leaves)
+    if isinstance(tree, (tuple, list)):
+        return type(tree)(_rebuild(item, leaves) for item in tree)
+    return {key: _rebuild(item, leaves) for key, item in tree.items()}
+
+
+def vjp(func, *primals, has_aux: bool = False):
+    """``torch.func.vjp``: ``(output, vjp_fn)`` (``(output, vjp_fn, aux)`` with ``has_aux``);
+    ``vjp_fn(cotangents)`` returns a tuple with the vector-Jacobian product for each primal."""
+    with _autograd.enable_grad():
+        xs = tuple(p.detach().requires_grad_(True) for p in primals)
+        result = func(*xs)
+    aux = None
+    if has_aux:
+        result, aux = result
+    outputs = result if isinstance(result, tuple) else (result,)
+
+    def vjp_fn(cotangents):
+        vs = cotangents if isinstance(cotangents, tuple) else (cotangents,)
+        if len(vs) != len(outputs):
+            raise ShapeError(
+                f"vjp_fn takes one cotangent per output ({len(outputs)}), got {len(vs)}",
+                op="func.vjp",
+            )
+        grads = _autograd.grad(outputs, xs, vs, retain_graph=True, allow_unused=True)
+        return tuple(E.zeros_like(x) if g is None else g for g, x in zip(grads, xs, strict=True))
+
+    detached = tuple(o.detach() for o in outputs)
+    out = detached if isinstance(result, tuple) else detached[0]
+    return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
+
+
+def jvp(func, primals: tuple, tangents: tuple, *, strict: bool = False, has_aux: bool = False):
+    """``torch.func.jvp``: ``(func(*primals), J @ tangents)`` (and ``aux`` with ``has_aux``)."""
+    if not isinstance(primals, tuple) or not isinstance(tangents, tuple):
+        raise TypeError("jvp: primals and tangents must be tuples (as torch.func.jvp's)")
+    aux = []
+
+    def plain(*xs):
+        out = func(*xs)
+        if has_aux:
+            out, extra = out
+            aux.append(extra)
+        return out
+
+    out, tangent = _functional.jvp(plain, primals, tangents, strict=strict)
+    return (out, tangent, aux[-1]) if has_aux else (out, tangent)
+
+
+def _jacobian_of(func, argnums, has_aux: bool, name: str):
+    nums = argnums if isinstance(argnums, tuple) else (argnums,)
+
+    @functools.wraps(func)
+    def wrapper(*args):
+        aux = []
+
+        def of_chosen(*chosen):
+            full = list(args)
+            for n, x in zip(nums, chosen, strict=True):
+                full[n] = x
+            out = func(*full)
+            if has_aux:
+                out, extra = out
+                aux.append(extra)
+            return out
+
+        chosen = tuple(args[n] for n in nums)
+        nested = any(x.requires_grad for x in chosen)  # (inside hessian: keep it differentiable)
+        jac = _functional.jacobian(
+            of_chosen, chosen if isinstance(argnums, tuple) else chosen[0], create_graph=nested
+        )
+        return (jac, aux[-1]) if has_aux else jac
+
+    wrapper.__name__ = f"{name}({getattr(func, '__name__', 'func')})"
+    return wrapper
+
+
+def jacrev(func, argnums=0, *, has_aux: bool = False, chunk_size=None):
+    """``torch.func.jacrev``: the Jacobian of ``func`` with respect to ``argnums``."""
+    return _jacobian_of(func, argnums, has_aux, "jacrev")
+
+
+def jacfwd(func, argnums=0, has_aux: bool = False, *, randomness: str = "error"):
+    """``torch.func.jacfwd``: the same Jacobian as `jacrev` (computed in reverse mode)."""
+    return _jacobian_of(func, argnums, has_aux, "jacfwd")
+
+
+def hessian(func, argnums=0):
+    """``torch.func.hessian``: the Jacobian of the Jacobian of ``func``."""
+    return _jacobian_of(_jacobian_of(func, argnums, False, "jacrev"), argnums, False, "jacfwd")
+
+
+# ------------------------------------------------------------------------------ modules
+
+
+def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *,
+                    tie_weights: bool = True, strict: bool = False):  # fmt: skip
+    """``torch.func.functional_call``: ``module(*args, **kwargs)`` with the named parameters
+    and buffers replaced by the given tensors for the call (a dict, or a tuple of dicts)."""
+    dicts = parameter_and_buffer_dicts
+    if isinstance(dicts, dict):
+        dicts = (dicts,)
+    given: dict = {}
+    for d in dicts:
+        for name, value in d.items():
+            if name in given:
+                raise EmberError(f"{name!r} is given twice", op="func.functional_call")
+            given[name] = value
+    slots = _tensor_slots(module)
+    unknown = sorted(set(given) - set(slots))
+    if unknown:
+        raise EmberError(
+            f"{module.__class__.__name__} has no parameter or buffer {unknown}",
+            op="func.functional_call",
+        )
+    if strict:
+        missing = sorted(set(slots) - set(given))
+        if missing:
+            raise EmberError(f"strict: no tensor given for {missing}", op="func.functional_call")
+    replace = dict(given)
+    if tie_weights:  # every place that holds the same tensor takes the new one
+        for name, value in given.items():
+            original = slots[name][2]
+            for other, (_, _, held) in slots.items():
+                if held is original and other not in given:
+                    replace[other] = value
+    saved = []
+    try:
+        for name, value in replace.items():
+            table, key, original = slots[name]
+            saved.append((table, key, original))
+            table[key] = value
+        args = () if args is None else args if isinstance(args, tuple) else (args,)
+        return module(*args, **(kwargs or {}))
+    finally:
+        for table, key, original in reversed(saved):
+            table[key] = original
+
+
+def _tensor_slots(module) -> dict:
+    """Every parameter and buffer of ``module`` by full name (tied ones under each name): the
+    table holding it, its key there, and the tensor."""
+    slots = {}
+    for prefix, sub in module.named_modules(remove_duplicate=False):
+        for table in (sub._parameters, sub._buffers):
+            for key, value in table.items():
+                if value is not None:
+                    slots[f"{prefix}.{key}" if prefix else key] = (table, key, value)
+    return slots
+
+
+def stack_module_state(models) -> tuple[dict, dict]:
+    """``torch.func.stack_module_state``: ``(params, buffers)``, each name mapped to the
+    models' tensors stacked along a new first dimension (parameters detached, requiring grad)."""
+    models = list(models)
+    if not models:
+        raise EmberError("needs at least one model", op="func.stack_module_state")
+    params = {
+        name: E.stack([dict(m.named_parameters())[name].detach() for m in models])
+        for name, _ in models[0].named_parameters()
+    }
+    for p in params.values():
+        p.requires_grad_(True)
+    buffers = {
+        name: E.stack([dict(m.named_buffers())[name] for m in models])
+        for name, _ in models[0].named_buffers()
+    }
+    return params, buffers
+
+
+# -------------------------------------------------------------------------------------- vmap
+
+
+def vmap(func, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size=None):
+    """``torch.func.vmap`` (see the module docstring)."""
+    if randomness not in ("error", "different", "same"):
+        raise ValueError(f"vmap: randomness is 'error', 'different' or 'same', got {randomness!r}")
+
+    @functools.wraps(func)
+    def mapped(*args, **kwargs):
+        dims = in_dims if isinstance(in_dims, tuple) else (in_dims,) * len(args)
+        if len(dims) != len(args):
+            raise ShapeError(
+                f"in_dims has {len(dims)} entries for {len(args)} positional arguments",
+                op="vmap",
+            )
+        sizes = set()
+        for arg, d in zip(args, dims):
+            _batch_sizes(arg, d, sizes)
+        if len(sizes) != 1:
+            raise ShapeError(
+                "the mapped dimensions must have one size, got "
+                + (str(sorted(sizes)) if sizes else "no tensor to map over"),
+                op="vmap",
+            )
+        (size,) = sizes
+        start = get_rng_state()
+        results = []
+        for i in range(size):
+            if randomness == "same":
+                set_rng_state(start)
+            before = get_rng_state()
+            results.append(func(*(_select(a, d, i) for a, d in zip(args, dims)), **kwargs))
+            if randomness == "error" and get_rng_state() != before:
+                raise EmberError(
+                    "the function drew random numbers; pass randomness='different' or 'same'",
+                    op="vmap",
+                )
+        return _stack(results, out_dims)
+
+    return mapped
+
+
+def _batch_sizes(arg, d, sizes: set) -> None:
+    if d is None:
+        return
+    if isinstance(arg, Tensor):
+        if not isinstance(d, int):
+            raise ShapeError(f"in_dims for a tensor must be an int or None, got {d!r}", op="vmap")
+        if arg.ndim == 0 or not -arg.ndim <= d < arg.ndim:
+            raise ShapeError(
+                f"in_dim {d} is out of range for a tensor of shape {tuple(arg.shape)}", op="vmap"
+            )
+        sizes.add(arg.shape[d])
+    elif isinstance(arg, (tuple, list)):
+        for k, item in enumerate(arg):
+            _batch_sizes(item, d[k] if isinstance(d, (tuple, list)) else d, sizes)
+    elif isinstance(arg, dict):
+        for key, item in arg.items():
+            _batch_sizes(item, d[key] if isinstance(d, dict) else d, sizes)
+
+
+def _select(arg, d, i: int):
+    if d is None:
+        return arg
+    if isinstance(arg, Tensor):
+        return E.select(arg, d, i)
+    if isinstance(arg, (tuple, list)):
+        return type(arg)(
+            _select(item, d[k] if isinstance(d, (tuple, list)) else d, i)
+            for k, item in enumerate(arg)
+        )
+    if isinstance(arg, dict):
+        return {k: _select(v, d[k] if isinstance(d, dict) else d, i) for k, v in arg.items()}
+    return arg
+
+
+def _stack(results: list, out_dims):
+    first = results[0]
+    if isinstance(first, Tensor):
+        if not isinstance(out_dims, int):
+            raise ShapeError(f"out_dims for a tensor must be an int, got {out_dims!r}", op="vmap")
+        return E.stack(results, dim=out_dims)
+    if isinstance(first, (tuple, list)):
+        parts = [
+            _stack(
+                [r[k] for r in results],
+                out_dims[k] if isinstance(out_dims, (tuple, list)) else out_dims,
+            )
+            for k in range(len(first))
+        ]
+        return tuple(parts) if isinstance(first, tuple) else parts
+    if isinstance(first, dict):
+        return {
+            key: _stack(
+                [r[key] for r in results], out_dims[key] if isinstance(out_dims, dict) else out_dims
+            )
+            for key in first
+        }
+    if isinstance(first, (int, float, bool)):
+        return E.tensor(results)
+    raise EmberError(
+        f"the function returned a {type(first).__name__}; vmap stacks tensors (or tuples, lists "
+        "and dicts of them)",
+        op="vmap",
+    )
