@@ -126,7 +126,7 @@ def _grid_sample_samples():
     out = []
     for ac in (False, True):
         for pm in ("zeros", "border", "reflection"):
-            for mode in ("bilinear", "nearest"):
+            for mode in ("bilinear", "nearest", "bicubic"):
                 kw = {"mode": mode, "padding_mode": pm, "align_corners": ac}
                 out.append(S(img, R.uniform(-1.3, 1.3, (2, 3, 6, 2)), kwargs=kw, desc=str(kw)))
                 out.append(S(img, R.uniform(-3.4, 3.4, (2, 2, 3, 2)), kwargs=kw, desc=f"far {kw}"))

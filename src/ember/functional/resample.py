@@ -275,7 +275,12 @@ def _reflect(coord, twice_low: int, twice_high: int):
 
 
 def _source(coord, size: int, padding_mode: str, align_corners: bool):
-    coord = _unnormalize(coord, size, align_corners)
+    return _padded(_unnormalize(coord, size, align_corners), size, padding_mode, align_corners)
+
+
+def _padded(coord, size: int, padding_mode: str, align_corners: bool):
+    """A pixel coordinate moved into the image as ``padding_mode`` says (PyTorch's
+    compute_coordinates); ``zeros`` leaves it (positions outside read 0)."""
     if padding_mode == "border":
         return _clip(coord, size)
     if padding_mode == "reflection":
@@ -309,9 +314,11 @@ def grid_sample(
     align_corners: bool | None = None,
 ):
     """Sample a (N, C, H, W) input at the (N, Ho, Wo, 2) ``grid`` of normalized (x, y)
-    positions in [-1, 1], giving (N, C, Ho, Wo). Modes ``bilinear`` and ``nearest`` (ember has
-    no ``bicubic`` and no 5-D input); padding ``zeros``, ``border`` or ``reflection``.
-    Differentiable with respect to the input and (bilinear) the grid."""
+    positions in [-1, 1], giving (N, C, Ho, Wo). Modes ``bilinear``, ``nearest`` and ``bicubic``
+    (Keys' cubic convolution, a = -0.75, over the 4 x 4 pixels around each position, each
+    moved into the image by the padding mode as PyTorch's; ember has no 5-D input); padding
+    ``zeros``, ``border`` or ``reflection``. Differentiable with respect to the input and
+    (bilinear, bicubic) the grid."""
     if mode not in ("bilinear", "nearest", "bicubic"):
         raise ValueError(
             "grid_sample: expected mode to be 'bilinear', 'nearest' or 'bicubic', "
@@ -322,8 +329,6 @@ def grid_sample(
             "grid_sample: expected padding_mode to be 'zeros', 'border', or 'reflection', "
             f"but got: {padding_mode!r}"
         )
-    if mode == "bicubic":
-        raise NotImplementedError("grid_sample: ember implements bilinear and nearest, not bicubic")
     if align_corners is None:
         warnings.warn(
             "grid_sample: the default align_corners is False (since PyTorch 1.3.0); pass "
@@ -353,6 +358,8 @@ def grid_sample(
     if mode == "nearest":
         values, inside = _corner(flat, E.round(ix), E.round(iy), h, w, c)
         out = E.where(inside, values, 0)
+    elif mode == "bicubic":
+        out = _bicubic(flat, points, (h, w, c), padding_mode, align_corners)
     else:
         x0, y0 = E.floor(ix), E.floor(iy)
         x1, y1 = x0 + 1, y0 + 1
@@ -367,6 +374,37 @@ def grid_sample(
             term = E.where(inside, values * E.unsqueeze(wx * wy, 1), 0)
             out = term if out is None else out + term
     return E.reshape(out, (n, c, ho, wo))
+
+
+def _cubic_coefficients(t):
+    """Keys' cubic convolution weights (a = -0.75) of the taps at -1, 0, 1, 2 from a position
+    ``t`` in [0, 1) past the second tap (PyTorch's get_cubic_upsample_coefficients)."""
+    a = -0.75
+
+    def near(x):
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    return far(t + 1), near(t), near(1 - t), far(2 - t)
+
+
+def _bicubic(flat, points, hwc: tuple, padding_mode: str, align_corners: bool):
+    h, w, c = hwc
+    ix = _unnormalize(E.select(points, 2, 0), w, align_corners)
+    iy = _unnormalize(E.select(points, 2, 1), h, align_corners)
+    x0, y0 = E.floor(ix), E.floor(iy)
+    wx, wy = _cubic_coefficients(ix - x0), _cubic_coefficients(iy - y0)
+    out = None
+    for i in range(4):
+        cy = _padded(y0 + (i - 1), h, padding_mode, align_corners)
+        for j in range(4):
+            cx = _padded(x0 + (j - 1), w, padding_mode, align_corners)
+            values, inside = _corner(flat, E.floor(cx), E.floor(cy), h, w, c)
+            term = E.where(inside, values * E.unsqueeze(wx[j] * wy[i], 1), 0)
+            out = term if out is None else out + term
+    return out
 
 
 def _base_coords(steps: int, align_corners: bool) -> np.ndarray:
