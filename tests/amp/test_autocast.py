@@ -213,12 +213,12 @@ def _casts(graph):
 def _cast_pairs(graph):
     """(source dtype, target dtype) of every cast left in ``graph``: nodes, and instructions
     of fused loops (a cast that reads a node's input directly)."""
-    pairs = [(str(n.inputs[0].type.dtype), str(n.attrs["dtype"])) for n in _casts(graph)]
+    pairs = [(n.inputs[0].type.dtype.name, n.attrs["dtype"].name) for n in _casts(graph)]
     for n in graph.nodes:
         for ins in n.attrs.get("program", ()) if n.kind == "call" else ():
             if ins.op.name == "cast" and hasattr(ins.operands[0], "index"):
                 source = n.inputs[ins.operands[0].index].type.dtype
-                pairs.append((str(source), str(ins.kwargs["dtype"])))
+                pairs.append((source.name, ins.kwargs["dtype"].name))
     return pairs
 
 

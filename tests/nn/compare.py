@@ -94,7 +94,7 @@ def compare_module(
     for k, (e, t) in enumerate(zip(e_outs, t_outs)):
         assert tuple(e.shape) == tuple(t.shape), f"output {k}: shape {e.shape} vs {t.shape}"
         # no dtype leaks: a float32 module computes float32 outputs, like torch
-        assert str(e.dtype) == str(t.dtype).replace("torch.", ""), f"output {k}: dtype"
+        assert str(e.dtype) == str(t.dtype).replace("torch.", "ember."), f"output {k}: dtype"
         assert_close(e.numpy(), t.detach().numpy(), dtype, f"output {k}", tol)
         if e.dtype.is_floating_point and e.requires_grad:
             c = rng.standard_normal(e.shape).astype(dtype)
@@ -129,4 +129,4 @@ def same_state_layout(e_module, t_module) -> None:
     assert list(e_state) == list(t_state)
     for key, t_value in t_state.items():
         assert tuple(e_state[key].shape) == tuple(t_value.shape), key
-        assert str(e_state[key].dtype) == str(t_value.dtype).replace("torch.", ""), key
+        assert str(e_state[key].dtype) == str(t_value.dtype).replace("torch.", "ember."), key

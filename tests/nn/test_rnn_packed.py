@@ -32,7 +32,7 @@ def same(e, t) -> None:
         assert e is None
         return
     assert tuple(e.shape) == tuple(t.shape)
-    assert str(e.dtype) == str(t.dtype).replace("torch.", "")
+    assert str(e.dtype) == str(t.dtype).replace("torch.", "ember.")
     np.testing.assert_array_equal(e.numpy(), t.detach().numpy())
 
 

@@ -114,7 +114,7 @@ def test_five_steps_match_torch(case, dtype):
         assert sorted(e_state[idx]) == sorted(t_state[idx])
         for key, t_val in t_state[idx].items():
             e_val = e_state[idx][key]
-            assert str(e_val.dtype) == str(t_val.dtype).replace("torch.", "")
+            assert str(e_val.dtype) == str(t_val.dtype).replace("torch.", "ember.")
             np.testing.assert_allclose(e_val.numpy(), t_val.numpy(), **TOL[dtype])
     # the same keys in the groups (the implementation switches too) and the same
     # hyper-parameters (torch resolves foreach=None to its choice of kernel during a step)

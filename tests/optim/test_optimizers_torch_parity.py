@@ -126,7 +126,7 @@ def test_twenty_float64_steps_match_torch(case):
         assert sorted(e_sd["state"][idx]) == sorted(t_state)
         for key, t_val in t_state.items():
             e_val = e_sd["state"][idx][key]
-            assert str(e_val.dtype) == str(t_val.dtype).replace("torch.", ""), key
+            assert str(e_val.dtype) == str(t_val.dtype).replace("torch.", "ember."), key
             np.testing.assert_allclose(e_val.numpy(), t_val.numpy(), **F64, err_msg=key)
     assert e_sd["param_groups"] == t_sd["param_groups"]
 

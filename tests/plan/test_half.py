@@ -31,7 +31,7 @@ def _quiet():
 @pytest.mark.parametrize("name", ["mlp", "cnn", "gpt", "resnet"])
 def test_half_precision_step_is_within_5_percent_of_the_measured_peak(name, dtype, bare_executors):
     report = memory(name, dtype=dtype)
-    assert report.dtype == str(dtype)
+    assert report.dtype == dtype.name
     measured = report.measure()
     assert abs(report.peak_bytes - measured) <= 0.05 * measured, (report.peak_bytes, measured)
 

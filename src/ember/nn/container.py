@@ -208,7 +208,7 @@ def _describe(p) -> str:
     if not isinstance(p, Tensor):
         return f"{kind}: {type(p).__name__}"
     size = "x".join(str(s) for s in p.shape)
-    return f"{kind}: [ember.{p.dtype} of size {size}]"
+    return f"{kind}: [{p.dtype} of size {size}]"
 
 
 class ParameterList(Module):
