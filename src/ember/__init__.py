@@ -68,6 +68,7 @@ from . import (  # noqa: E402
     nn,
     optim,
     profiler,
+    ragged,
     special,
     testing,
     tools,
