@@ -29,7 +29,15 @@ def _samples():
             S(X, reduce, np.array([0, 2, 3, 6]), desc=f"{reduce} offsets"),
             S(X, reduce, np.array([1, 3, 2]), "lengths", desc=f"{reduce} lengths"),
             S(X, reduce, OFFSETS, desc=f"{reduce} empty segment", grad=False),
-            S(X, reduce, np.array([0, 1, 4]), "offsets", 1, desc=f"{reduce} axis 1 refused", grad=False),
+            S(
+                X,
+                reduce,
+                np.array([0, 1, 4]),
+                "offsets",
+                1,
+                desc=f"{reduce} axis 1 refused",
+                grad=False,
+            ),
             S(X, reduce, np.array([2, 4]), "lengths", desc=f"{reduce} strided", strided=True),
             S(NAN, reduce, LENGTHS, "lengths", desc=f"{reduce} NaN and inf", grad=False),
         ]

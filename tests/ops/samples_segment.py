@@ -71,8 +71,9 @@ SAMPLES += [
         "segment_expand/per-row",
         lambda v, p: (ember.ragged.from_row_splits(v, SPLITS) * p).values,
         (VALUES, PER_ROW),
-        torch_fn=lambda v, p: v
-        * torch().repeat_interleave(p[:, 0], torch().tensor(np.diff(SPLITS)), 0),
+        torch_fn=lambda v, p: (
+            v * torch().repeat_interleave(p[:, 0], torch().tensor(np.diff(SPLITS)), 0)
+        ),
     ),
     Sample(
         "varlen_attention/self",

@@ -255,8 +255,7 @@ def segment_reduce(
     op = "segment_reduce"
     if reduce not in SEGMENT_REDUCTIONS:
         raise ValueError(
-            f"segment_reduce: reduce must be one of {', '.join(SEGMENT_REDUCTIONS)}, got "
-            f"{reduce!r}"
+            f"segment_reduce: reduce must be one of {', '.join(SEGMENT_REDUCTIONS)}, got {reduce!r}"
         )
     if indices is not None:
         raise ShapeError("segments given by indices are not supported (as in PyTorch)", op=op)

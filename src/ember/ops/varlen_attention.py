@@ -55,7 +55,9 @@ def _infer(q, k, v, cu_q, cu_k, *, scale):
         )
     for name, s in (("cu_seq_q", cu_q), ("cu_seq_k", cu_k)):
         if not s.dtype.is_integer or s.ndim != 1:
-            raise DTypeError(f"{name} must be 1-D integers, got {s.dtype} {fmt_shape(s.shape)}", op=_OP)
+            raise DTypeError(
+                f"{name} must be 1-D integers, got {s.dtype} {fmt_shape(s.shape)}", op=_OP
+            )
     if cu_q.shape[0] != cu_k.shape[0]:
         raise ShapeError(
             f"cu_seq_q has {cu_q.shape[0]} entries and cu_seq_k {cu_k.shape[0]}: one per "
@@ -96,8 +98,11 @@ def _kernel(q, k, v, cu_q, cu_k, *, scale):
 
 
 def _grad_infer(q, k, v, cu_q, cu_k, g, *, scale):
-    return (TensorType(tuple(q.shape), q.dtype), TensorType(tuple(k.shape), k.dtype),
-            TensorType(tuple(v.shape), v.dtype))
+    return (
+        TensorType(tuple(q.shape), q.dtype),
+        TensorType(tuple(k.shape), k.dtype),
+        TensorType(tuple(v.shape), v.dtype),
+    )
 
 
 def _grad_kernel(q, k, v, cu_q, cu_k, g, *, scale):

@@ -55,9 +55,7 @@ def _splits_tensor(row_splits, field="row_splits"):
     if isinstance(row_splits, (list, tuple, np.ndarray)):
         array = np.asarray(row_splits)
         if array.size and array.dtype.kind not in "iu":
-            raise RowSplitsError(
-                f"{field} must be integers, got {array.dtype}", op="RaggedTensor"
-            )
+            raise RowSplitsError(f"{field} must be integers, got {array.dtype}", op="RaggedTensor")
         row_splits = to_tensor(array.astype(np.int64))
     if not row_splits.dtype.is_integer:
         raise RowSplitsError(
@@ -214,8 +212,7 @@ class RaggedTensor(tuple):
         if output_size is not None:
             if int(output_size[1]) < width:
                 raise ShapeError(
-                    f"output_size {tuple(output_size)} is shorter than the longest row "
-                    f"({width})",
+                    f"output_size {tuple(output_size)} is shorter than the longest row ({width})",
                     op="RaggedTensor.to_padded",
                 )
             grid = np.diff(self._splits_array())
@@ -360,8 +357,7 @@ class RaggedTensor(tuple):
 
 def _same_dims(a, b) -> bool:
     return all(
-        not (isinstance(x, int) and isinstance(y, int)) or x == y
-        for x, y in zip(a.shape, b.shape)
+        not (isinstance(x, int) and isinstance(y, int)) or x == y for x, y in zip(a.shape, b.shape)
     )
 
 
@@ -380,7 +376,8 @@ def _check_same_splits(a: RaggedTensor, b: RaggedTensor, op: str) -> None:
         )
     if not _same_dims(sa, sb):
         raise RowSplitsError(
-            f"the operands have {sa.shape[0] - 1} and {sb.shape[0] - 1} rows", op=f"RaggedTensor.{op}"
+            f"the operands have {sa.shape[0] - 1} and {sb.shape[0] - 1} rows",
+            op=f"RaggedTensor.{op}",
         )
     raise RowSplitsError(
         "in a traced function, ragged operands must share one row_splits tensor (their "
@@ -408,9 +405,7 @@ def _lengths_to_splits(lengths) -> np.ndarray:
     if lengths.size and lengths.dtype.kind not in "iu":
         raise RowSplitsError(f"row_lengths must be integers, got {lengths.dtype}", op="ragged")
     if lengths.ndim != 1:
-        raise RowSplitsError(
-            f"row_lengths must be 1-D, got shape {lengths.shape}", op="ragged"
-        )
+        raise RowSplitsError(f"row_lengths must be 1-D, got shape {lengths.shape}", op="ragged")
     if (lengths < 0).any():
         raise RowSplitsError(
             f"row_lengths must not be negative, got {lengths.tolist()}", op="ragged"
