@@ -250,8 +250,8 @@ def segment_reduce(
     of ``data`` along axis 0, given by 1-D ``lengths`` or ``offsets`` (row splits). Empty
     segments give 0, NaN, -inf, +inf. ember always checks the segments (``unsafe`` is accepted
     and changes nothing), and refuses offsets that do not start at 0 and end at len(data)
-    (PyTorch reduces the segments they name and ignores the rest); ``indices`` is refused as PyTorch refuses it; ``initial`` is not
-    supported (an EmberError says so)."""
+    (PyTorch reduces the segments they name and ignores the rest); ``indices`` is refused as
+    PyTorch refuses it; ``initial`` is not supported (an EmberError says so)."""
     op = "segment_reduce"
     if reduce not in SEGMENT_REDUCTIONS:
         raise ValueError(

@@ -8,9 +8,9 @@ dropout at the config's rates in training mode only): self-attention through
 ``F.scaled_dot_product_attention`` with the attention mask as a boolean keep-mask over the keys
 (padding positions are never attended to), or, for ragged input ids (``ember.ragged``), over the
 packed tokens of all sentences with no padding at all: attention within each sentence
-(ops/varlen_attention.py), positions restarting per sentence; the feed-forward activation that ``hidden_act``
-names ("gelu": exact erf form, "gelu_new" / "gelu_pytorch_tanh": the tanh approximation,
-"relu"). It returns
+(ops/varlen_attention.py), positions restarting per sentence; the feed-forward activation that
+``hidden_act`` names ("gelu": exact erf form, "gelu_new" / "gelu_pytorch_tanh": the tanh
+approximation, "relu"). It returns
 ``(last_hidden_state, pooler_output)`` as ``transformers`` does with ``return_dict=False``.
 
 `load_bert(directory)` reads ``config.json`` and ``model.safetensors`` with ember's own
