@@ -123,6 +123,19 @@ class RaggedTensor(tuple):
         splits = self.row_splits
         return E.getitem(splits, slice(1, None)) - E.getitem(splits, slice(None, -1))
 
+    def row_positions(self):
+        """Each value's position within its row (N,) int64: 0, 1, ... restarting at each row
+        (written in ops, so the total length may be symbolic)."""
+        values = self.values
+        first = (
+            values
+            if values.ndim == 1
+            else E.getitem(values, (slice(None),) + (0,) * (values.ndim - 1))
+        )
+        counted = E.cumsum(E.ones_like(first, dtype=dt.int64), 0) - 1
+        starts = E.getitem(self.row_splits, slice(None, -1))
+        return counted - expand_rows(starts, self.row_splits, values)
+
     def value_rowids(self):
         """The row of each value (N,) int64 (eager only: it reads the splits)."""
         lengths = np.diff(self._splits_array())
