@@ -7,6 +7,8 @@ in float64 for the gradients."""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 
@@ -39,6 +41,7 @@ def test_constant_structure_and_rows():
     assert "RaggedTensor" in repr(rt) and "[4.0]" in repr(rt)
     ints = ragged.constant([[1, 2], [3]])
     assert ints.dtype is ember.int64
+    assert copy.deepcopy(ints).tolist() == [[1, 2], [3]]
 
 
 def test_trailing_dimensions_and_from_lengths_and_splits():
@@ -85,6 +88,8 @@ def test_elementwise_with_scalars_ragged_trailing_and_per_row_operands():
         want = ((x * 2.0 - x) / (np.exp(x) + 1) + bias) * per_row[r]
         np.testing.assert_allclose(got, want, rtol=1e-12)
     assert (-rt).tolist() == [(-x).tolist() for x in rows]
+    for got, x in zip(rt.relu().tanh().numpy(), rows):
+        np.testing.assert_allclose(got, np.tanh(np.maximum(x, 0)), rtol=1e-12)
     assert ((rt > 0).values.numpy() == (np.concatenate(rows) > 0)).all()
 
 

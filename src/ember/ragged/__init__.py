@@ -89,6 +89,9 @@ class RaggedTensor(tuple):
             check_splits("RaggedTensor", row_splits.numpy(), values.shape[0])
         return tuple.__new__(cls, (values, row_splits))
 
+    def __getnewargs__(self):  # (copy and pickle rebuild it from its two tensors)
+        return (self.values, self.row_splits)
+
     # ------------------------------------------------------------------ structure
     @property
     def values(self):
@@ -366,6 +369,21 @@ class RaggedTensor(tuple):
 
     def to(self, dtype) -> RaggedTensor:
         return self.with_values(E.cast(self.values, dt.as_dtype(dtype)))
+
+
+def _unary(name):
+    def method(self):
+        return self.with_values(getattr(E, name)(self.values))
+
+    method.__name__ = name
+    method.__doc__ = f"``ember.{name}`` of every value, with the same rows."
+    return method
+
+
+# the elementwise functions as methods (any other: map_values)
+_UNARY = ("exp", "log", "sqrt", "tanh", "sigmoid", "relu", "sin", "cos", "floor", "ceil")
+for _name in _UNARY:
+    setattr(RaggedTensor, _name, _unary(_name))
 
 
 def _same_dims(a, b) -> bool:
