@@ -69,6 +69,9 @@ OPS = [
 ]
 
 INTERNAL = {
+    "segment_expand": "ember.ragged's per-row broadcast and the segment reductions' VJP (its "
+    "forward runs in segment_reduce's gradients here); tests/ops/samples_segment.py checks it "
+    "and its VJP against PyTorch's repeat_interleave",
     "varlen_attention": "ember.ragged.varlen_attention (not a torch-public CPU function: "
     "PyTorch's varlen_attn needs CUDA); tests/ops/samples_segment.py checks it and its VJP "
     "against scaled_dot_product_attention per sequence, tests/ragged/ the packed BERT",
