@@ -158,6 +158,17 @@ def test_gradients_through_ops_reductions_and_padding():
     np.testing.assert_allclose(values.grad.numpy(), expected, rtol=1e-6, atol=1e-8)
 
 
+def test_from_padded_gradient_reaches_the_real_positions_only():
+    x = ember.tensor(R.standard_normal((3, 4, 2)), requires_grad=True)
+    rt = ragged.from_padded(x, [4, 0, 2])
+    weights = R.standard_normal((6, 2))
+    (rt.values * ember.tensor(weights)).sum().backward()
+    expected = np.zeros((3, 4, 2))
+    expected[0] = weights[:4]
+    expected[2, :2] = weights[4:]
+    np.testing.assert_array_equal(x.grad.numpy(), expected)
+
+
 def test_embedding_lookup_on_ragged_ids():
     ids = ragged.constant([[3, 1, 4], [], [1, 5]])
     emb = ember.nn.Embedding(6, 4, dtype=ember.float64)
