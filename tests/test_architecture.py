@@ -79,6 +79,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ember.utils",
             "ember.special",
             "ember.quantization",
+            "ember.ragged",
             "ember.distributed",
         ),
     ),

@@ -69,6 +69,7 @@ from . import (  # noqa: E402
     nn,
     optim,
     profiler,
+    ragged,
     special,
     testing,
     tools,

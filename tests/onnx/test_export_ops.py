@@ -27,6 +27,7 @@ from ..ops.test_conformance import _DRAWS, _VALUE_SHAPED, SAMPLES, _captured  # 
 _RANDOM = "ember's generators' streams cannot be reproduced by ONNX's Random* ops"
 _LINALG = "ONNX has no matrix decompositions, inverses or solvers (Det is its one linalg op)"
 _SPECIAL = "ONNX has no special functions beyond Erf"
+_SEGMENTS = "ONNX has no segment reductions over row splits; no composition written yet"
 
 NO_ONNX = {
     "random_bernoulli": _RANDOM,
@@ -61,6 +62,15 @@ NO_ONNX = {
     "ctc_loss_backward": "ONNX has no CTC loss",
     "unique": "its result's size depends on the data (capture refuses it too)",
     "nonzero": "its result's size depends on the data (capture refuses it too)",
+    # (composable from Range, comparisons with the splits, ScatterND and Gather: not written)
+    "segment_sum": _SEGMENTS,
+    "segment_mean": _SEGMENTS,
+    "segment_max": _SEGMENTS,
+    "segment_min": _SEGMENTS,
+    "segment_expand": _SEGMENTS,
+    "varlen_attention": "no ONNX form written (a block-diagonal mask from the row splits would "
+    "express it); padded attention exports",
+    "varlen_attention_grad": "a gradient op (inference graphs never hold it); no ONNX form",
 }
 
 # ops exported, but refused (with `OnnxError`) for some attributes ONNX cannot express

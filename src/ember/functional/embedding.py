@@ -17,6 +17,7 @@ from ..ops import api as E
 from ..ops._registry import export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import to_tensor
+from ..ragged import RaggedTensor
 from ._common import float_input
 
 
@@ -62,7 +63,14 @@ def embedding(
     sparse: bool = False,
 ):
     """``weight[input]``: the rows of the (num_embeddings, embedding_dim) ``weight`` at the
-    integer ``input`` indices; the result has shape ``input.shape + (embedding_dim,)``."""
+    integer ``input`` indices; the result has shape ``input.shape + (embedding_dim,)``. A
+    ragged ``input`` (ember.ragged) gives a ragged result with its rows: the lookup of its
+    values."""
+    if isinstance(input, RaggedTensor):
+        rows = embedding(
+            input.values, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse
+        )
+        return input.with_values(rows)
     idx = _indices(input)
     weight = float_input("embedding", weight, "weight")
     if weight.ndim != 2:

@@ -6,9 +6,11 @@ parameter names, so a ``transformers`` BERT checkpoint (``model.safetensors``) l
 The forward pass is Hugging Face's ``BertModel`` (post-LayerNorm blocks, absolute positions,
 dropout at the config's rates in training mode only): self-attention through
 ``F.scaled_dot_product_attention`` with the attention mask as a boolean keep-mask over the keys
-(padding positions are never attended to), the feed-forward activation that ``hidden_act``
-names ("gelu": exact erf form, "gelu_new" / "gelu_pytorch_tanh": the tanh approximation,
-"relu"). It returns
+(padding positions are never attended to), or, for ragged input ids (``ember.ragged``), over the
+packed tokens of all sentences with no padding at all: attention within each sentence
+(ops/varlen_attention.py), positions restarting per sentence; the feed-forward activation that
+``hidden_act`` names ("gelu": exact erf form, "gelu_new" / "gelu_pytorch_tanh": the tanh
+approximation, "relu"). It returns
 ``(last_hidden_state, pooler_output)`` as ``transformers`` does with ``return_dict=False``.
 
 `load_bert(directory)` reads ``config.json`` and ``model.safetensors`` with ember's own
@@ -21,11 +23,16 @@ import json
 import os
 from dataclasses import dataclass, fields
 
+import numpy as np
+
 from .. import nn
 from ..dtypes import bool_, int64
 from ..errors import EmberError
 from ..nn import functional as F
 from ..ops.creation import arange, from_numpy, ones_like, zeros, zeros_like
+from ..ops.indexing import getitem as E_getitem
+from ..ragged import RaggedTensor, varlen_attention
+from ..tensor import Tensor
 
 __all__ = ["BertConfig", "BertModel", "load_bert"]
 
@@ -115,10 +122,12 @@ class BertEmbeddings(nn.Module):
         # (transformers' checkpoints of this era save position_ids; it is a buffer there too)
         self.register_buffer("position_ids", arange(c.max_position_embeddings).reshape(1, -1))
 
-    def forward(self, input_ids, token_type_ids):
+    def forward(self, input_ids, token_type_ids, positions=None):
         # 0, 1, ..., S-1 per row, written so that S may be a symbolic size (ONNX export); the
-        # position_ids buffer is there for the checkpoint's sake
-        positions = ones_like(input_ids).cumsum(1) - 1
+        # position_ids buffer is there for the checkpoint's sake. Packed (1-D) ids come with
+        # their positions, which restart at each sentence
+        if positions is None:
+            positions = ones_like(input_ids).cumsum(1) - 1
         x = (
             self.word_embeddings(input_ids)
             + self.token_type_embeddings(token_type_ids)
@@ -142,12 +151,30 @@ class BertSelfAttention(nn.Module):
         return x.reshape(b, s, self.heads, self.head_size).transpose(1, 2)
 
     def forward(self, x, keep):
+        if x.ndim == 2:  # packed sentences (tokens, hidden); keep: their row splits
+            return self._packed(x, keep)
         b, s, h = x.shape
         q, k, v = self._split(self.query(x)), self._split(self.key(x)), self._split(self.value(x))
         p = self.dropout_p if self.training else 0.0
         # (scale: 1/sqrt(head size), the default)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=p)
         return out.transpose(1, 2).reshape(b, s, h)
+
+    def _packed(self, x, row_splits):
+        """Attention within each packed sentence (ops/varlen_attention.py): the block
+        diagonal of the scores, so no sentence sees another and there is no padding."""
+        if self.training and self.dropout_p:
+            raise EmberError(
+                "packed (ragged) attention has no attention dropout: call eval() or pad",
+                op="BertSelfAttention",
+            )
+        t, h = x.shape
+
+        def heads(y):
+            return y.reshape(t, self.heads, self.head_size)
+
+        q, k, v = heads(self.query(x)), heads(self.key(x)), heads(self.value(x))
+        return varlen_attention(q, k, v, row_splits).reshape(t, h)
 
 
 class BertSelfOutput(nn.Module):
@@ -245,6 +272,8 @@ class BertModel(nn.Module):
         self.pooler = BertPooler(config)
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None):
+        if isinstance(input_ids, RaggedTensor):
+            return self._forward_packed(input_ids, attention_mask, token_type_ids)
         if input_ids.ndim != 2:
             raise EmberError(
                 f"input_ids must be (batch, sequence), got shape {tuple(input_ids.shape)}",
@@ -267,6 +296,33 @@ class BertModel(nn.Module):
         x = self.embeddings(input_ids, token_type_ids)
         x = self.encoder(x, keep)
         return x, self.pooler(x)
+
+    def _forward_packed(self, input_ids, attention_mask, token_type_ids):
+        """Ragged input ids (one row per sentence): BERT over the packed tokens, no padding.
+        Linear layers, layer norms and GELU run on the (tokens, hidden) values, attention
+        within each sentence, positions restart at each sentence. Returns the ragged last
+        hidden state and the (sentences, hidden) pooler output."""
+        if attention_mask is not None:
+            raise EmberError(
+                "ragged input_ids take no attention_mask: every token is real", op="BertModel"
+            )
+        splits = input_ids.row_splits
+        if isinstance(splits, Tensor):  # (known eagerly; a captured call checks nothing)
+            lengths = np.diff(splits.numpy())
+            most = self.config.max_position_embeddings
+            if len(lengths) and (lengths.min() < 1 or lengths.max() > most):
+                raise EmberError(
+                    f"every sentence needs 1 to {most} tokens, got lengths from "
+                    f"{lengths.min()} to {lengths.max()}; truncate long ones",
+                    op="BertModel",
+                )
+        ids = input_ids.values
+        types = zeros_like(ids) if token_type_ids is None else token_type_ids.values
+        positions = input_ids.row_positions()
+        x = self.embeddings(ids, types, positions)
+        x = self.encoder(x, splits)
+        cls = x.index_select(0, E_getitem(splits, slice(None, -1)))
+        return input_ids.with_values(x), F.tanh(self.pooler.dense(cls))
 
 
 def load_bert(directory) -> BertModel:

