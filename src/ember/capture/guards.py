@@ -15,6 +15,8 @@ from operator import is_
 
 import numpy as np
 
+from ..graph.tree import items as tree_items
+
 __all__ = ["ARRAY_GUARD_LIMIT", "MISSING", "Probes", "PythonValue", "python_value"]
 
 ARRAY_GUARD_LIMIT = 1 << 16  # elements: larger NumPy arrays are guarded by identity only
@@ -58,7 +60,7 @@ def _canonical(value, depth: int = 0):
         digest = hashlib.blake2b(data.view(np.uint8).reshape(-1), digest_size=16).digest()
         return ("array", value.shape, value.dtype.str, digest)
     if depth == 0 and isinstance(value, (tuple, list)) and len(value) <= 64:
-        items = [_canonical(v, 1) for v in value]
+        items = [_canonical(v, 1) for v in tree_items(value)]
         return None if None in items else (type(value).__name__, tuple(items))
     if depth == 0 and isinstance(value, dict) and len(value) <= 64:
         items = [(k, _canonical(v, 1)) for k, v in value.items()]

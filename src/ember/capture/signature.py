@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from .. import dtypes as dt
 from ..errors import EmberError, ShapeError
 from ..graph.tree import LEAF
+from ..graph.tree import items as tree_items
 from ..ops._registry import TensorBase
 from ..symbolic import SymDim, sym
 
@@ -106,7 +107,7 @@ def tensor_component(t: TensorBase, spec: TensorSpec | None):
 def python_component(value):
     """A hashable stand-in for a Python-valued argument: equal values give equal keys."""
     if isinstance(value, (list, tuple)):
-        return (type(value).__name__, tuple(python_component(v) for v in value))
+        return (type(value).__name__, tuple(python_component(v) for v in tree_items(value)))
     if isinstance(value, dict):
         return ("dict", tuple((k, python_component(v)) for k, v in value.items()))
     if isinstance(value, (int, float, str, bool, bytes, type(None), complex)):
@@ -148,7 +149,10 @@ def split_args(args: tuple, kwargs: dict, arg_names: list[str]):
             names.append(name)
             return LEAF
         if isinstance(obj, (tuple, list)):
-            return (type(obj).__name__, tuple(walk(o, f"{name}_{i}") for i, o in enumerate(obj)))
+            return (
+                type(obj).__name__,
+                tuple(walk(o, f"{name}_{i}") for i, o in enumerate(tree_items(obj))),
+            )
         if isinstance(obj, dict):
             return ("dict", tuple((k, walk(v, f"{name}_{k}")) for k, v in obj.items()))
         return python_component(obj)

@@ -51,7 +51,7 @@ def flatten(
 
     def walk(obj, where):
         if isinstance(obj, (tuple, list)):
-            return (type(obj), tuple(walk(o, f"{where}[{i}]") for i, o in enumerate(obj)))
+            return (type(obj), tuple(walk(o, f"{where}[{i}]") for i, o in enumerate(items(obj))))
         if isinstance(obj, dict):
             return (dict, tuple((k, walk(v, f"{where}[{k!r}]")) for k, v in obj.items()))
         if is_leaf(obj):
@@ -108,7 +108,7 @@ def tensor_leaves(tree) -> list:
         if isinstance(obj, TensorBase):
             leaves.append(obj)
         elif isinstance(obj, (tuple, list)):
-            for o in obj:
+            for o in items(obj):
                 walk(o)
         elif isinstance(obj, dict):
             for v in obj.values():
@@ -126,12 +126,18 @@ def replace_leaves(tree, replacements):
         if isinstance(obj, TensorBase):
             return next(replacements)
         if isinstance(obj, (tuple, list)):
-            return _rebuild(type(obj), [walk(o) for o in obj])
+            return _rebuild(type(obj), [walk(o) for o in items(obj)])
         if isinstance(obj, dict):
             return {k: walk(v) for k, v in obj.items()}
         return obj
 
     return walk(tree)
+
+
+def items(node):
+    """A tuple's or list's own items: a subclass may iterate as something else (a
+    RaggedTensor, a pair of tensors, iterates over its rows)."""
+    return tuple.__iter__(node) if isinstance(node, tuple) else list.__iter__(node)
 
 
 def _rebuild(kind, items: list):

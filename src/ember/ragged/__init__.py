@@ -191,6 +191,18 @@ class RaggedTensor(tuple):
         """The rows, as a list of tensors."""
         return [self[r] for r in range(self.nrows())]
 
+    # a RaggedTensor is a sequence of rows (as tf.RaggedTensor): its length is the number of
+    # rows and it iterates over them; the pair (values, row_splits) it is built on is for
+    # capture's tree helpers, which read a tuple's own items (graph/tree.py)
+    def __len__(self) -> int:
+        rows = self.nrows()
+        if not isinstance(rows, int):
+            raise EmberError("the number of rows is symbolic here", op="RaggedTensor.__len__")
+        return rows
+
+    def __iter__(self):
+        return iter(self.unbind())
+
     def tolist(self) -> list:
         splits = self._splits_array()
         flat = self.values.detach().numpy()
