@@ -187,7 +187,7 @@ class ZeroRedundancyOptimizer(Optimizer):
         listing = [[(tuple(p.shape), str(p.dtype)) for p in g["params"]] for g in self.param_groups]
         digest = np.array([zlib.crc32(repr(listing).encode())], dtype=np.int64)
         table = np.empty(pg.size(), dtype=np.int64)
-        C._poll([pg.comm.Iallgather(digest, table)], pg.timeout.total_seconds(), _OP)
+        C._poll([pg.comm.Iallgather(digest, table)], pg.timeout.total_seconds(), _OP, pg)
         if (table != table[0]).any():
             differ = [r for r in range(pg.size()) if table[r] != table[self.rank]]
             raise DistributedError(
@@ -246,7 +246,7 @@ class ZeroRedundancyOptimizer(Optimizer):
                     for p in g["params"]:
                         buf, back = C._movable(p._data)
                         pending.append((pg.comm.Ibcast(buf, root=owner), owner, [p], back))
-        C._poll([item[0] for item in pending], pg.timeout.total_seconds(), f"{_OP}.step")
+        C._poll([item[0] for item in pending], pg.timeout.total_seconds(), f"{_OP}.step", pg)
         for _, owner, params, back in pending:
             if owner != self.rank:
                 if back is not None:
@@ -290,11 +290,13 @@ class ZeroRedundancyOptimizer(Optimizer):
         seconds = pg.timeout.total_seconds()
         what = f"{_OP}.consolidate_state_dict"
         counts = np.zeros(pg.size(), dtype=np.int64)
-        C._poll([pg.comm.Iallgather(np.array([mine.size], dtype=np.int64), counts)], seconds, what)
+        C._poll(
+            [pg.comm.Iallgather(np.array([mine.size], dtype=np.int64), counts)], seconds, what, pg
+        )
         received = np.empty(int(counts.sum()) if self.rank == to else 0, dtype=np.uint8)
         offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])
         recv_spec = [received, counts.tolist(), offsets.tolist(), C.mpi().BYTE]
-        C._poll([pg.comm.Igatherv(mine, recv_spec, root=to)], seconds, what)
+        C._poll([pg.comm.Igatherv(mine, recv_spec, root=to)], seconds, what, pg)
         if self.rank != to:
             self._all_state_dicts = None
             return
@@ -372,6 +374,7 @@ class ZeroRedundancyOptimizer(Optimizer):
                 [pg.comm.Iallgather(mine, table)],
                 pg.timeout.total_seconds(),
                 f"{_OP}.memory_report",
+                pg,
             )
         return StateMemory(
             per_rank=[int(b) for b in table],
