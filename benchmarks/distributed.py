@@ -7,7 +7,9 @@ a rank, so 2 ranks can at most double 1 rank's throughput):
    (``ember.zoo``), trained with ``DistributedDataParallel`` (eager), on 1 rank and on 2
    (``mpiexec -n 1`` / ``-n 2``, the same launcher, so both pay MPI's start). Weak scaling: the
    per-rank batch is fixed (the zoo's training batch) and 2 ranks train on twice the samples a
-   step; samples/s = ranks x batch x steps / the slowest rank's time; goal >= 1.7x. The
+   step; samples/s = ranks x batch x steps / the slowest rank's time, the best of ``--rounds``
+   rounds that alternate the 1-rank and 2-rank jobs (on a shared machine a busy spell then hits
+   both sides alike); goal >= 1.7x. The
    transformer also runs with ``ZeroRedundancyOptimizer(AdamW)`` on 2 ranks (its state memory
    report is printed).
 2. **All-reduce sweep**, 1 KiB to 64 MiB of float32 on 2 ranks: ``ember.distributed.all_reduce``
@@ -22,7 +24,7 @@ a rank, so 2 ranks can at most double 1 rank's throughput):
    (PyTorch DDP: ResNet-50, 93% at 16 GPUs; Horovod: ResNet-101, 90% at 128 GPUs) against the
    model applied to those models' sizes and step times (assumptions printed with them).
 
-    python benchmarks/distributed.py [--steps 6] [--models cnn,resnet18,transformer]
+    python benchmarks/distributed.py [--steps 6] [--rounds 3] [--models cnn,resnet18,transformer]
 """
 
 from __future__ import annotations
@@ -207,13 +209,14 @@ def _launch(ranks: int, *args: str) -> dict:
 def _fmt_bytes(n: float) -> str:
     for unit, size in (("MiB", 2**20), ("KiB", 2**10)):
         if n >= size:
-            return f"{n / size:g} {unit}"
+            return f"{n / size:.4g} {unit}"
     return f"{n:g} B"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--models", default="cnn,resnet18,transformer")
     parser.add_argument("--worker", choices=["train", "sweep"], help=argparse.SUPPRESS)
     parser.add_argument("--zero", action="store_true", help=argparse.SUPPRESS)
@@ -228,11 +231,23 @@ def main() -> None:
     from ember.kernels.cpool import cpu_model
 
     print(f"CPU: {cpu_model()} ({os.cpu_count()} CPUs seen); 1 thread a rank")
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"load average at the start (other jobs on this machine): {load}")
     common = ["--worker", "train", "--models", args.models, "--steps", str(args.steps)]
-    one = _launch(1, *common)["results"]
-    two = _launch(2, *common, "--zero")["results"]
+    one, two = {}, {}
+    for _ in range(args.rounds):  # interleaved, so a busy spell hits both sides alike
+        for best, result in (
+            (one, _launch(1, *common)["results"]),
+            (two, _launch(2, *common, "--zero")["results"]),
+        ):
+            for key, entry in result.items():
+                if key not in best or entry["samples_per_s"] > best[key]["samples_per_s"]:
+                    best[key] = entry
 
-    print("\n1. Training throughput, weak scaling (per-rank batch fixed), DDP eager")
+    print(
+        f"\n1. Training throughput, weak scaling (per-rank batch fixed), DDP eager; best of "
+        f"{args.rounds} interleaved rounds of {args.steps} timed steps"
+    )
     print(f"{'model':<22}{'batch/rank':>11}{'1 rank s/s':>12}{'2 ranks s/s':>13}{'speedup':>9}")
     for key, entry in two.items():
         base = one[key.replace("/zero", "/ddp")]
@@ -277,7 +292,7 @@ def main() -> None:
         print(
             f"  {key[:-4]:<12} grads {_fmt_bytes(base['grad_bytes']):>10}, step "
             f"{base['step_s'] * 1e3:7.1f} ms: predicted {p.efficiency:6.1%}, measured "
-            f"{measured:6.1%} (the 2 cores are shared: see the note)"
+            f"{measured:6.1%}"
         )
     nets = [cm.NETWORKS[k] for k in ("ethernet-25g", "ethernet-100g", "infiniband-200g")]
     for key in ("resnet18/ddp", "transformer/ddp"):
@@ -315,6 +330,11 @@ def main() -> None:
             f"{case['published']:.0%}, model {p.efficiency:.1%} overlapped, "
             f"{none.efficiency:.1%} without overlap"
         )
+    print(
+        "  (the model is an upper bound: one flat network, no stragglers, jitter, contention or "
+        "launch overheads)"
+    )
+    print("load average at the end: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
 if __name__ == "__main__":

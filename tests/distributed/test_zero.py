@@ -134,3 +134,49 @@ def test_a_checkpoint_resumes_on_another_number_of_ranks(tmp_path, first, then):
     final = dict(np.load(tmp_path / "final3.npz"))
     for k, v in _reference_epochs(3).items():
         np.testing.assert_allclose(final[k], v, **TOL)
+
+
+def test_one_rank_state_dict_round_trip_and_errors():
+    """In this process (a world of one): the wrapper's state dict is Adam's, bit for bit, and
+    loads back; the arguments PyTorch rejects are rejected."""
+    import ember.distributed as dist
+    from ember.distributed.optim import ZeroRedundancyOptimizer
+
+    dist.init_process_group()
+    try:
+        net, opt = _adam_reference(2)
+        twin = zc.model(seed=0)
+        first, second = zc.groups(twin)
+        zero = ZeroRedundancyOptimizer(first, ember.optim.Adam, lr=0.01)
+        zero.add_param_group(second)
+        x, y = zc.batch()
+        for _ in range(2):
+            zc.step(twin, zero, x, y)
+        for k, v in zc.state(net).items():
+            np.testing.assert_array_equal(zc.state(twin)[k], v)
+        with pytest.raises(ember.EmberError, match="consolidate_state_dict"):
+            zero.state_dict()
+        zero.consolidate_state_dict()
+        ours = zc.flat_optimizer_state(zero.state_dict(), "")
+        theirs = zc.flat_optimizer_state(opt.state_dict(), "")
+        assert ours.keys() == theirs.keys()
+        for k in ours:
+            np.testing.assert_array_equal(ours[k], theirs[k])
+        zero.load_state_dict(opt.state_dict())
+        assert zero.optim.state[first[0]]["exp_avg"] is not opt.state[net[0].weight]["exp_avg"]
+        with pytest.raises(ember.EmberError, match="state for parameter 9"):
+            zero.load_state_dict(
+                {"state": {9: {}}, "param_groups": opt.state_dict()["param_groups"]}
+            )
+        with pytest.raises(ember.EmberError, match="overlap_with_ddp"):
+            ZeroRedundancyOptimizer(first, ember.optim.Adam, overlap_with_ddp=True, lr=0.1)
+        with pytest.raises(ember.EmberError, match="optimizer_class"):
+            ZeroRedundancyOptimizer(first, "adam", lr=0.1)
+        sched = ember.optim.lr_scheduler.StepLR(zero, step_size=1, gamma=0.5)
+        zc.step(twin, zero, x, y)
+        sched.step()
+        assert zero.param_groups[0]["lr"] == 0.005
+        zc.step(twin, zero, x, y)  # the wrapped optimizer steps at the scheduled rate
+        assert zero.optim.param_groups[0]["lr"] == 0.005
+    finally:
+        dist.destroy_process_group()
