@@ -540,7 +540,11 @@ def recv(tensor, src: int | None = None, group=None, tag: int = 0) -> int:
             from ._liveness import diagnose
 
             detail = diagnose(pg.comm, what, min(max(pg.timeout.total_seconds() / 4, 0.2), 5.0))
-            raise DistributedError(f"recv from {src} timed out: {detail}", op=what)
+            raise DistributedError(
+                f"recv from {src} did not complete within the process group's timeout of "
+                f"{pg.timeout.total_seconds():g} s: {detail}",
+                op=what,
+            )
         if pg.size() > 1:
             from ._liveness import answer_probes
 
