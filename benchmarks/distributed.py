@@ -54,7 +54,7 @@ PUBLISHED = [
         "ranks": 16,
         "params": 25.6e6,
         "compute_s": 32 / 375,  # batch 32 a V100 at ~375 images/s in float32 (assumed)
-        "network": "roce-100g",  # 100 Gb/s between 8-GPU servers (NVLink inside: not modelled)
+        "network": "roce-100g",  # assumed: 100 Gb/s between 8-GPU servers (NVLink: not modelled)
         "bucket_mb": 25,
     },
     {
