@@ -10,12 +10,14 @@ a rank, so 2 ranks can at most double 1 rank's throughput):
    step; samples/s = ranks x batch x steps / the slowest rank's time, the best of ``--rounds``
    rounds that alternate the 1-rank and 2-rank jobs (on a shared machine a busy spell then hits
    both sides alike); goal >= 1.7x. The
-   transformer also runs with ``ZeroRedundancyOptimizer(AdamW)`` on 2 ranks (its state memory
-   report is printed).
+   transformer also runs with ``ZeroRedundancyOptimizer(AdamW)`` on 2 ranks, and the state
+   memory report of ZeRO on 2 ranks is printed for the ResNet (SGD with momentum) and the
+   transformer (AdamW).
 2. **All-reduce sweep**, 1 KiB to 64 MiB of float32 on 2 ranks: ``ember.distributed.all_reduce``
    (in place on a tensor, with its agreement check, and without: ``EMBER_DISTRIBUTED_CHECKS=0``
    as DDP's buckets run) against mpi4py's raw ``Allreduce`` on NumPy buffers (what
-   ``osu_allreduce`` measures: MPI's own figure). Best of the repeats, per size; bus bandwidth
+   ``osu_allreduce`` measures: MPI's own figure). As osu does, the mean of calls made back to
+   back after a barrier (the slowest rank's; the best of 3 such runs), per size; bus bandwidth
    = 2(N-1)/N x bytes / time (the osu / nccl-tests convention).
 3. **Cost model** (ember.distributed.cost_model): latency and bandwidth fitted to this machine's
    ping-pong and all-reduce; the 2-rank efficiency it predicts from the 1-rank step time against
@@ -121,8 +123,6 @@ def _worker_train(args) -> None:
                 "batch": batch,
                 "grad_bytes": grad_bytes,
             }
-            if variant == "zero":
-                entry["memory"] = str(opt.memory_report())
             results[f"{name}/{variant}"] = entry
     if rank == 0:
         with open(args.out, "w") as f:
@@ -142,20 +142,21 @@ def _worker_sweep(args) -> None:
     rank, world = comm.Get_rank(), comm.Get_size()
 
     def best(fn, reps):
-        comm.Barrier()
+        """osu-style: ``reps`` calls back to back after a barrier, their mean; the best of 3."""
         fn()
         out = []
-        for _ in range(reps):
+        for _ in range(3):
             comm.Barrier()
             start = time.perf_counter()
-            fn()
-            out.append(time.perf_counter() - start)
+            for _ in range(reps):
+                fn()
+            out.append((time.perf_counter() - start) / reps)
         return min(out)
 
     rows = []
     for nbytes in SIZES:
         count = nbytes // 4
-        reps = 30 if nbytes <= 2**20 else 8
+        reps = 50 if nbytes <= 2**20 else 5
         send = np.ones(count, dtype=np.float32)
         recv = np.empty_like(send)
         raw = best(lambda send=send, recv=recv: comm.Allreduce(send, recv, op=MPI.SUM), reps)
@@ -169,6 +170,23 @@ def _worker_sweep(args) -> None:
         mine = [raw, raw_ip, checked, unchecked]
         rows.append(np.max(np.array(comm.allgather(mine)), axis=0).tolist())
     measured = cost_model.measure_network(comm, name="this machine")
+    memory = []  # ZeRO's state per rank, after one step of each model's own optimizer
+    from ember import zoo
+    from ember.distributed.optim import ZeroRedundancyOptimizer
+
+    for name in ("resnet18", "transformer"):
+        spec = zoo.SPECS[name]
+        model = zoo.build(name, ember)
+        if spec.optimizer == "adamw":
+            opt = ZeroRedundancyOptimizer(model.parameters(), ember.optim.AdamW, lr=spec.lr)
+        else:
+            opt = ZeroRedundancyOptimizer(
+                model.parameters(), ember.optim.SGD, lr=spec.lr, momentum=spec.momentum
+            )
+        x, y = zoo.inputs(name, 2, seed=rank)
+        zoo.loss(ember, model(ember.tensor(x)), ember.tensor(y)).backward()
+        opt.step()
+        memory.append(f"zoo {name}: " + str(opt.memory_report()))
     if rank == 0:
         with open(args.out, "w") as f:
             json.dump(
@@ -183,6 +201,7 @@ def _worker_sweep(args) -> None:
                         measured["point_to_point"].bandwidth,
                     ],
                     "fit": [measured["allreduce"].latency, measured["allreduce"].bandwidth],
+                    "memory": memory,
                 },
                 f,
             )
@@ -257,13 +276,10 @@ def main() -> None:
             f"{label:<22}{entry['batch']:>11}{base['samples_per_s']:>12.1f}"
             f"{entry['samples_per_s']:>13.1f}{ratio:>8.2f}x"
         )
-    for entry in two.values():
-        if "memory" in entry:
-            print(entry["memory"])
 
     sweep = _launch(2, "--worker", "sweep")
     world = sweep["world"]
-    print(f"\n2. All-reduce of float32 on {world} ranks: best time (us) and bus bandwidth (GB/s)")
+    print(f"\n2. All-reduce of float32 on {world} ranks: time a call (us) and bus bandwidth (GB/s)")
     print(
         f"{'bytes':>9}{'MPI raw':>10}{'in place':>10}{'ember':>10}{'no check':>10}"
         f"{'MPI GB/s':>10}{'ember GB/s':>11}{'ember/MPI':>10}"
@@ -275,6 +291,10 @@ def main() -> None:
             f"{unchecked * 1e6:>10.1f}{factor * nbytes / raw / 1e9:>10.2f}"
             f"{factor * nbytes / unchecked / 1e9:>11.2f}{unchecked / raw:>10.2f}"
         )
+
+    print("\nZeroRedundancyOptimizer's state on 2 ranks (one step of the zoo's optimizer):")
+    for report in sweep["memory"]:
+        print(report)
 
     alpha, beta = sweep["fit"]
     here = cm.Network("this machine (shared memory)", beta, alpha)
