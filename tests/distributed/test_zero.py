@@ -172,6 +172,15 @@ def test_one_rank_state_dict_round_trip_and_errors():
             ZeroRedundancyOptimizer(first, ember.optim.Adam, overlap_with_ddp=True, lr=0.1)
         with pytest.raises(ember.EmberError, match="optimizer_class"):
             ZeroRedundancyOptimizer(first, "adam", lr=0.1)
+
+        @ember.function
+        def compiled_step(xs, ys):
+            ember.nn.functional.mse_loss(twin(xs), ys).backward()
+            zero.step()
+
+        with pytest.raises(ember.EmberError, match="eagerly only"):
+            compiled_step(ember.tensor(x), ember.tensor(y))
+        zero.zero_grad()
         sched = ember.optim.lr_scheduler.StepLR(zero, step_size=1, gamma=0.5)
         zc.step(twin, zero, x, y)
         sched.step()

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...ops._registry import building_graph
 from ...optim.optimizer import Optimizer
 from ...tensor import Tensor
 from .. import collectives as C
@@ -221,6 +222,12 @@ class ZeroRedundancyOptimizer(Optimizer):
     def step(self, closure=None, **kwargs):
         """Step this rank's shard with the wrapped optimizer, then broadcast every shard's
         updated parameters from its rank. Returns ``closure()``'s loss when given."""
+        if building_graph():
+            raise DistributedError(
+                "ZeroRedundancyOptimizer.step runs eagerly only (it broadcasts between ranks); "
+                "call it outside ember.function / ember.compile",
+                op=f"{_OP}.step",
+            )
         _copy_group_settings(self.param_groups, self.optim.param_groups)
         if closure is not None:
             loss = self.optim.step(closure=closure, **kwargs)
