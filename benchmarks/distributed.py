@@ -16,7 +16,8 @@ a rank, so 2 ranks can at most double 1 rank's throughput):
 2. **All-reduce sweep**, 1 KiB to 64 MiB of float32 on 2 ranks: ``ember.distributed.all_reduce``
    (in place on a tensor, with its agreement check, and without: ``EMBER_DISTRIBUTED_CHECKS=0``
    as DDP's buckets run) against mpi4py's raw ``Allreduce`` on NumPy buffers (what
-   ``osu_allreduce`` measures: MPI's own figure). As osu does, the mean of calls made back to
+   ``osu_allreduce`` measures: MPI's own figure), in place too, and ``Iallreduce`` + ``Wait``
+   (the nonblocking call ember's all_reduce is made of). As osu does, the mean of calls made back to
    back after a barrier (the slowest rank's; the best of 3 such runs), per size; bus bandwidth
    = 2(N-1)/N x bytes / time (the osu / nccl-tests convention).
 3. **Cost model** (ember.distributed.cost_model): latency and bandwidth fitted to this machine's
@@ -162,12 +163,15 @@ def _worker_sweep(args) -> None:
         raw = best(lambda send=send, recv=recv: comm.Allreduce(send, recv, op=MPI.SUM), reps)
         inplace = np.ones(count, dtype=np.float32)
         raw_ip = best(lambda b=inplace: comm.Allreduce(MPI.IN_PLACE, b, op=MPI.SUM), reps)
+        nonblocking = best(
+            lambda b=inplace: comm.Iallreduce(MPI.IN_PLACE, b, op=MPI.SUM).Wait(), reps
+        )
         tensor = ember.ones(count)
         checked = best(lambda t=tensor: dist.all_reduce(t), reps)
         os.environ["EMBER_DISTRIBUTED_CHECKS"] = "0"
         unchecked = best(lambda t=tensor: dist.all_reduce(t), reps)
         os.environ["EMBER_DISTRIBUTED_CHECKS"] = "1"
-        mine = [raw, raw_ip, checked, unchecked]
+        mine = [raw, raw_ip, nonblocking, checked, unchecked]
         rows.append(np.max(np.array(comm.allgather(mine)), axis=0).tolist())
     measured = cost_model.measure_network(comm, name="this machine")
     memory = []  # ZeRO's state per rank, after one step of each model's own optimizer
@@ -281,13 +285,14 @@ def main() -> None:
     world = sweep["world"]
     print(f"\n2. All-reduce of float32 on {world} ranks: time a call (us) and bus bandwidth (GB/s)")
     print(
-        f"{'bytes':>9}{'MPI raw':>10}{'in place':>10}{'ember':>10}{'no check':>10}"
+        f"{'bytes':>9}{'MPI raw':>10}{'in place':>10}{'Iallred':>10}{'ember':>10}{'no check':>10}"
         f"{'MPI GB/s':>10}{'ember GB/s':>11}{'ember/MPI':>10}"
     )
     factor = 2 * (world - 1) / world
-    for nbytes, (raw, raw_ip, checked, unchecked) in zip(sweep["sizes"], sweep["rows"]):
+    for nbytes, (raw, raw_ip, nb, checked, unchecked) in zip(sweep["sizes"], sweep["rows"]):
         print(
-            f"{_fmt_bytes(nbytes):>9}{raw * 1e6:>10.1f}{raw_ip * 1e6:>10.1f}{checked * 1e6:>10.1f}"
+            f"{_fmt_bytes(nbytes):>9}{raw * 1e6:>10.1f}{raw_ip * 1e6:>10.1f}{nb * 1e6:>10.1f}"
+            f"{checked * 1e6:>10.1f}"
             f"{unchecked * 1e6:>10.1f}{factor * nbytes / raw / 1e9:>10.2f}"
             f"{factor * nbytes / unchecked / 1e9:>11.2f}{unchecked / raw:>10.2f}"
         )
