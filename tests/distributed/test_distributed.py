@@ -153,7 +153,7 @@ def test_distributed_sampler_from_the_group_matches_torch(job):
         assert res["sampler"].tolist() == list(theirs)
 
 
-@pytest.mark.parametrize("mode", ["raise", "kill", "stall"])
+@pytest.mark.parametrize("mode", ["raise", "kill", "stall", "diverge"])
 def test_a_failing_rank_ends_the_job(mode):
     _mpiexec_or_skip()
     done = _launch(2, "_worker_fault.py", mode)  # raises TimeoutExpired if the job hangs
@@ -161,8 +161,15 @@ def test_a_failing_rank_ends_the_job(mode):
     assert "went unnoticed" not in done.stdout
     if mode == "raise":
         assert "rank 1 fails on purpose" in done.stderr
-    if mode == "stall":  # rank 0 gave up waiting, and its error ended the job
+    if mode == "kill":  # MPI's launcher saw the death and ended the job, naming the rank
+        assert "rank 1" in done.stdout + done.stderr
+    if mode in ("stall", "diverge"):  # rank 0 gave up waiting, and its error ended the job
         assert "did not complete within the process group's timeout" in done.stderr
+    if mode == "stall":  # rank 1 sleeps: it cannot answer rank 0's liveness probe
+        assert "rank 1 did not respond" in done.stderr
+    if mode == "diverge":  # whichever rank gives up first, the other answers from its wait
+        assert "waiting in different calls" in done.stderr
+        assert "rank 1 in recv" in done.stderr and "rank 0 in all_reduce" in done.stderr
 
 
 def test_distributed_sampler_matches_torch_for_every_argument():

@@ -10,6 +10,9 @@ messages (``send``/``recv``/``isend``/``irecv``) then work in place on ember ten
 
 Modules: ``_mpi.py`` (the lazy import of mpi4py), ``process_group.py`` (the default group, its
 timeout, the abort-on-exception hook), ``collectives.py`` (the calls, `Work`, the agreement check).
+``_liveness.py`` (which ranks answer when a wait times out), ``optim/``
+(``ZeroRedundancyOptimizer``), ``cost_model.py`` (all-reduce and data-parallel step times on
+other networks).
 ``pipelining/``: pipeline parallelism by graph partition (``ember.distributed.pipelining``).
 """
 

@@ -105,23 +105,58 @@ def _mpi_op(op: ReduceOp):
     }[op]
 
 
-def _poll(requests, timeout_s: float, what: str) -> None:
-    """Wait for ``requests``, testing them (which also drives MPI's progress) until done or until
-    ``timeout_s`` has passed."""
+_SPIN_S = 1e-3  # busy-test this long before sleeping (see _poll)
+
+
+def _poll(requests, timeout_s: float, what: str, group: ProcessGroup | None = None) -> None:
+    """Wait for ``requests``, testing them until done or until ``timeout_s`` has passed; then
+    the error names the ranks that did not respond (_liveness.py; ``group``: the requests'
+    group, the default one when None).
+
+    MPI progresses a nonblocking collective only inside MPI calls, and a sleep, however short,
+    costs tens of microseconds of timer slack: so the first millisecond tests without pause (a
+    small all-reduce completes in a few microseconds), then the pauses grow to 1 ms, and this
+    rank answers other ranks' liveness probes between them."""
     MPI = mpi()
     if MPI.Request.Testall(requests):
         return
-    deadline = time.monotonic() + timeout_s
+    start = time.monotonic()
+    deadline = start + timeout_s
     pause = 0.0
+    comm = None
     while not MPI.Request.Testall(requests):
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if now > deadline:
+            if comm is None:
+                comm = _probe_comm(group)
+            detail = ""
+            if comm is not None:
+                from ._liveness import diagnose
+
+                detail = ": " + diagnose(comm, what, min(max(timeout_s / 4, 0.2), 5.0))
             raise DistributedError(
                 f"{what} did not complete within the process group's timeout of {timeout_s:g} s "
-                "(another rank failed, or the ranks called different collectives)",
+                f"(another rank failed, or the ranks called different collectives){detail}",
                 op=what,
             )
+        if now - start < _SPIN_S:
+            continue
+        if comm is None:
+            comm = _probe_comm(group)
+        if comm is not None:
+            from ._liveness import answer_probes
+
+            answer_probes(comm, what)
         time.sleep(pause)
         pause = min(pause * 2 or 1e-5, 1e-3)
+
+
+def _probe_comm(group):
+    """The communicator liveness probes travel on, or None outside a group of several."""
+    from . import process_group
+
+    pg = group if group is not None else process_group._WORLD
+    return pg.comm if pg is not None and pg.size() > 1 else None
 
 
 class Work:
@@ -151,7 +186,7 @@ class Work:
     def wait(self, timeout=None) -> bool:
         if not self._done:
             seconds = (timeout or self._group.timeout).total_seconds()
-            _poll(self._requests, seconds, self._what)
+            _poll(self._requests, seconds, self._what, self._group)
             self._complete()
         return True
 
@@ -208,7 +243,7 @@ def _agree(group: ProcessGroup, kind: str, extra: int, arr: np.ndarray, dtype_na
     dims = arr.shape[:8]
     mine[5 : 5 + len(dims)] = dims
     table = np.empty((group.size(), _RECORD), dtype=np.int64)
-    _poll([group.comm.Iallgather(mine, table)], group.timeout.total_seconds(), kind)
+    _poll([group.comm.Iallgather(mine, table)], group.timeout.total_seconds(), kind, group)
     if (table != table[0]).any():
         lines = "; ".join(f"rank {r}: {_describe(row)}" for r, row in enumerate(table))
         raise DistributedError(
@@ -502,7 +537,18 @@ def recv(tensor, src: int | None = None, group=None, tag: int = 0) -> int:
     deadline = time.monotonic() + pg.timeout.total_seconds()
     while not request.Test(status):  # (Test fills in the sender when it completes the request)
         if time.monotonic() > deadline:
-            raise DistributedError(f"recv from {src} timed out", op=what)
+            from ._liveness import diagnose
+
+            detail = diagnose(pg.comm, what, min(max(pg.timeout.total_seconds() / 4, 0.2), 5.0))
+            raise DistributedError(
+                f"recv from {src} did not complete within the process group's timeout of "
+                f"{pg.timeout.total_seconds():g} s: {detail}",
+                op=what,
+            )
+        if pg.size() > 1:
+            from ._liveness import answer_probes
+
+            answer_probes(pg.comm, what)
         time.sleep(1e-4)
     if back is not None:
         back()

@@ -5,7 +5,8 @@ meet the user's own mpi4py traffic), its rank, size and timeout.
 world larger than one prints its traceback and calls ``MPI_Abort``, so the job ends with an error
 instead of the other ranks waiting forever in their next collective. Waits on collectives poll
 their requests with the group's ``timeout`` (PyTorch's default, 30 minutes): a rank that never
-arrives makes the others raise `DistributedError` (and so abort) rather than hang.
+arrives makes the others raise `DistributedError` (and so abort) rather than hang, the error
+naming the ranks that did not answer a liveness probe (_liveness.py).
 """
 
 from __future__ import annotations

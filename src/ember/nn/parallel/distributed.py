@@ -148,7 +148,7 @@ class DistributedDataParallel(Module):
         listing = [(n, tuple(p.shape), str(p.dtype)) for n, p in named]
         digest = np.array([zlib.crc32(repr(listing).encode())], dtype=np.int64)
         table = np.empty(pg.size(), dtype=np.int64)
-        C._poll([pg.comm.Iallgather(digest, table)], pg.timeout.total_seconds(), "DDP")
+        C._poll([pg.comm.Iallgather(digest, table)], pg.timeout.total_seconds(), "DDP", pg)
         if (table == table[0]).all():
             return
         lists = pg.comm.allgather(listing)
