@@ -136,7 +136,8 @@ def _poll(requests, timeout_s: float, what: str, group: ProcessGroup | None = No
                 detail = ": " + diagnose(comm, what, min(max(timeout_s / 4, 0.2), 5.0))
             raise DistributedError(
                 f"{what} did not complete within the process group's timeout of {timeout_s:g} s "
-                f"(another rank failed, or the ranks called different collectives){detail}",
+                f"(another rank failed, or the ranks called different collectives; a longer "
+                f"timeout: init_process_group(timeout=...) or EMBER_DISTRIBUTED_TIMEOUT){detail}",
                 op=what,
             )
         if now - start < _SPIN_S:

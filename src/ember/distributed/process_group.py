@@ -12,6 +12,7 @@ naming the ranks that did not answer a liveness probe (_liveness.py).
 from __future__ import annotations
 
 import datetime
+import os
 import sys
 
 from ._mpi import DistributedError, mpi
@@ -28,7 +29,28 @@ __all__ = [
     "is_mpi_available",
 ]
 
-default_pg_timeout = datetime.timedelta(minutes=30)
+
+def _default_timeout() -> datetime.timedelta:
+    """How long a collective or message waits before the job is declared broken: 60 s (a rank
+    that died or hangs is named within a minute instead of PyTorch's 30), or
+    ``EMBER_DISTRIBUTED_TIMEOUT`` seconds; ``init_process_group(timeout=...)`` overrides both
+    (raise it where one rank legitimately works alone longer, e.g. evaluating on rank 0)."""
+    text = os.environ.get("EMBER_DISTRIBUTED_TIMEOUT", "").strip()
+    if not text:
+        return datetime.timedelta(seconds=60)
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise DistributedError(
+            f"EMBER_DISTRIBUTED_TIMEOUT must be a positive number of seconds, got {text!r}",
+            op="init_process_group",
+        )
+    return datetime.timedelta(seconds=seconds)
+
+
+default_pg_timeout = _default_timeout()
 
 
 class ProcessGroup:
