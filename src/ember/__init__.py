@@ -109,7 +109,7 @@ half = float16
 long = int64
 int = int32  # noqa: A001
 
-from . import amp, backends, cpu, cuda, onnx, quantization, utils  # noqa: E402
+from . import amp, backends, cpu, cuda, onnx, quantization, sparse, utils  # noqa: E402
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402
 
 cuda.amp = amp.cuda_amp  # torch.cuda.amp's spelling (ember.cuda is below the eager layer)
@@ -135,7 +135,8 @@ from .flags import (  # noqa: E402
     use_deterministic_algorithms,
 )
 from .grad_mode import inference_mode, is_inference_mode_enabled  # noqa: E402
-from .ops._factory_kwargs import strided  # noqa: E402
+from .ops._factory_kwargs import sparse_coo, strided  # noqa: E402
+from .ops.sparse_tensor import sparse_coo_tensor  # noqa: E402
 from .printing import get_printoptions, set_printoptions  # noqa: E402
 from .size import Size  # noqa: E402
 from .tensor_api import is_tensor, numel  # noqa: E402

@@ -1,0 +1,130 @@
+"""Kernels of the sparse (COO) matrix product: the NumPy reference and scipy.sparse's CSR
+product, with the CSR structure of an indices array cached.
+
+A COO matrix is an ``indices`` array (2, nnz) of (row, column) pairs, in any order and with
+repeats (repeats add), and a ``values`` array (nnz,). The reference (`coo_mm`) adds each
+value's row of products with ``np.add.at``: the specification, independent of scipy.
+
+The fast path (`coo_mm_fast`) hands the product to scipy's CSR kernel. Converting COO to CSR
+sorts the pairs, which costs more than the product itself at GCN sizes, and a model multiplies
+the same adjacency every step (forward, and its transpose in backward): so the row pointers,
+column indices and the permutation of the values into CSR order are cached per indices array
+(one entry per array object, held by a weak reference, and checked against a copy of the
+array on every use, so an indices tensor written in place is converted again rather than
+read stale). Each call then only puts the values in place (no copy at all when the indices
+are already in row-major order, as coalesced ones are).
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+_FAST_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def coo_mm(indices, values, dense, *, rows, cols, transpose):
+    """``A @ dense`` (or ``A.T @ dense`` with ``transpose``) for the (rows, cols) COO matrix
+    ``A`` of ``indices`` and ``values``; the NumPy reference."""
+    r, c = (indices[1], indices[0]) if transpose else (indices[0], indices[1])
+    out_rows = cols if transpose else rows
+    out = np.zeros((out_rows,) + dense.shape[1:], dtype=np.result_type(values, dense))
+    if values.size:
+        scale = values.reshape((-1,) + (1,) * (dense.ndim - 1))
+        np.add.at(out, r, scale * dense[c])
+    return out
+
+
+class _Structure:
+    """The CSR form of one indices array (its transpose's made when first asked for)."""
+
+    __slots__ = ("ref", "copy", "shape", "forms", "__weakref__")
+
+    def __init__(self, indices, shape):
+        self.ref = weakref.ref(indices)
+        self.copy = np.array(indices, copy=True)
+        self.shape = shape
+        self.forms = {}
+
+    def matches(self, indices, shape) -> bool:
+        return (
+            self.ref() is indices
+            and self.shape == shape
+            and self.copy.shape == indices.shape
+            and np.array_equal(self.copy, indices)
+        )
+
+    def form(self, transpose: bool):
+        """(CSR matrix with placeholder data, permutation into CSR order or None)."""
+        found = self.forms.get(transpose)
+        if found is None:
+            found = self.forms[transpose] = _csr(self.copy, self.shape, transpose)
+        return found
+
+
+def _csr(indices, shape, transpose):
+    import scipy.sparse as sp
+
+    r, c = (indices[1], indices[0]) if transpose else (indices[0], indices[1])
+    n_rows, n_cols = (shape[1], shape[0]) if transpose else shape
+    keys = r.astype(np.int64) * max(n_cols, 1) + c
+    if keys.size and np.all(keys[1:] >= keys[:-1]):
+        order = None
+    else:
+        order = np.argsort(keys, kind="stable")
+        r, c = r[order], c[order]
+    small = max(n_rows, n_cols, r.size) < np.iinfo(np.int32).max
+    itype = np.int32 if small else np.int64
+    indptr = np.searchsorted(r, np.arange(n_rows + 1)).astype(itype)
+    matrix = sp.csr_matrix(
+        (np.zeros(r.size, np.float64), c.astype(itype), indptr), shape=(n_rows, n_cols)
+    )
+    return matrix, order
+
+
+_CACHE: dict[int, _Structure] = {}
+_CACHE_LIMIT = 64
+
+
+def structure(indices: np.ndarray, shape: tuple) -> _Structure:
+    """The cached CSR structure of ``indices`` (made and cached when missing or stale)."""
+    key = id(indices)
+    found = _CACHE.get(key)
+    if found is not None and found.matches(indices, shape):
+        return found
+    made = _Structure(indices, shape)
+    if len(_CACHE) >= _CACHE_LIMIT:
+        for stale in [k for k, s in _CACHE.items() if s.ref() is None]:
+            del _CACHE[stale]
+        if len(_CACHE) >= _CACHE_LIMIT:
+            _CACHE.pop(next(iter(_CACHE)))
+    _CACHE[key] = made
+    return made
+
+
+def coo_mm_fast(indices, values, dense, *, rows, cols, transpose):
+    """scipy's CSR product, or None where it does not apply (dtypes other than float32 and
+    float64, operands of two dtypes, a dense operand that is not a matrix)."""
+    if (
+        values.dtype not in _FAST_DTYPES
+        or dense.dtype != values.dtype
+        or dense.ndim != 2
+        or values.ndim != 1
+        or indices.ndim != 2
+    ):
+        return None
+    try:
+        import scipy.sparse  # noqa: F401
+    except ImportError:  # (a declared dependency; the reference serves without it)
+        return None
+    try:
+        weakref.ref(indices)
+    except TypeError:
+        return None
+    matrix, order = structure(indices, (rows, cols)).form(transpose)
+    data = values if order is None else values[order]
+    # a fresh shell around the cached structure: the cached matrix is never written
+    shell = matrix.__class__(matrix.shape, dtype=values.dtype)
+    shell.indptr, shell.indices, shell.data = matrix.indptr, matrix.indices, data
+    return np.ascontiguousarray(shell @ dense)
