@@ -2,6 +2,8 @@
 tensors, which the OpInfo comparison (dense values and gradients) does not hold; the sparse
 suite (tests/sparse/) compares each with PyTorch's sparse tensors instead."""
 
+OPS: list = []
+
 NO_TORCH = {
     "M:to_sparse": "returns a sparse COO tensor: tests/sparse/test_sparse.py compares its "
     "indices, values and gradients with torch's to_sparse",
