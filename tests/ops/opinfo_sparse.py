@@ -12,6 +12,9 @@ NO_TORCH = {
 }
 
 INTERNAL = {
+    "sampled_dot": "the product of ember.sparse.sampled_addmm, whose result is a sparse tensor, "
+    "and the gradient of sparse_mm's values; tests/ops/samples_sparse.py checks it and its VJP "
+    "against torch.sparse.sampled_addmm and finite differences",
     "sparse_mm": "its operand is a sparse tensor (ember.sparse.mm); tests/ops/samples_sparse.py "
     "and tests/sparse/test_sparse.py check it and its VJP against torch.sparse.mm",
 }

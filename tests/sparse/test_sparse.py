@@ -305,3 +305,25 @@ def test_bad_products_raise_ember_errors():
         ember.sparse.mm(hybrid, ember.ones(4, 2))
     with pytest.raises(ember.TraceError, match="outside the captured function"):
         ember.trace(lambda x: x.to_sparse().values(), ember.ones(2, 2))
+
+
+def test_sampled_addmm_matches_pytorch():
+    rng = np.random.default_rng(7)
+    idx = np.array([[0, 0, 1, 2], [1, 3, 1, 0]])
+    v, m1, m2 = rng.standard_normal(4), rng.standard_normal((3, 5)), rng.standard_normal((5, 4))
+    got = ember.sparse.sampled_addmm(ember.sparse_coo_tensor(idx, v, (3, 4)), m1, m2, beta=0.5)
+    want = torch.sparse.sampled_addmm(
+        t_sparse(idx, v, (3, 4)).to_sparse_csr(), torch.tensor(m1), torch.tensor(m2), beta=0.5
+    )
+    assert got.is_sparse
+    np.testing.assert_allclose(got.to_dense().numpy(), want.to_dense().numpy(), rtol=1e-12)
+
+
+def test_sparse_tensors_as_arguments_of_a_captured_function():
+    rng = np.random.default_rng(8)
+    f = ember.function(lambda s, x: ember.sparse.mm(s, x) * 2)
+    x = ember.tensor(rng.standard_normal((4, 3)))
+    for values in (VALS, rng.standard_normal(6)):
+        s = ember.sparse_coo_tensor(IDX, values, (4, 4))
+        want = 2 * (t_sparse(IDX, values, (4, 4)) @ torch.tensor(x.numpy())).numpy()
+        np.testing.assert_allclose(f(s, x).numpy(), want, rtol=1e-12)

@@ -36,6 +36,21 @@ def coo_mm(indices, values, dense, *, rows, cols, transpose):
     return out
 
 
+_CHUNK = 16384  # nonzeros per block of the sampled product (bounds its gathered rows)
+
+
+def sampled_dot(indices, a, b, *, transpose):
+    """``out[k] = a[r_k] . b[c_k]`` for the pairs (r, c) of ``indices`` ((c, r) with
+    ``transpose``): the product ``a @ b.T`` sampled at a sparse pattern, computed a block of
+    nonzeros at a time (never the (nnz, n) gathered rows whole)."""
+    r, c = (indices[1], indices[0]) if transpose else (indices[0], indices[1])
+    out = np.empty(r.shape[0], dtype=np.result_type(a, b))
+    for start in range(0, r.shape[0], _CHUNK):
+        stop = start + _CHUNK
+        np.einsum("ij,ij->i", a[r[start:stop]], b[c[start:stop]], out=out[start:stop])
+    return out
+
+
 class _Structure:
     """The CSR form of one indices array (its transpose's made when first asked for)."""
 

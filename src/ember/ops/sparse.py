@@ -1,4 +1,5 @@
-"""The sparse (COO) matrix product as a primitive: ``sparse_mm(indices, values, dense)``.
+"""The sparse (COO) matrix products as primitives: ``sparse_mm(indices, values, dense)`` and its
+companion ``sampled_dot(indices, a, b)``, the dense product ``a @ b.T`` at a sparse pattern.
 
 A sparse tensor (ops/sparse_tensor.py) is two ordinary tensors, an int64 ``indices`` (2, nnz)
 and ``values`` (nnz,), so its product is an op on three dense operands and works wherever ops
@@ -11,8 +12,10 @@ Kernels: the NumPy reference (``np.add.at``) and scipy.sparse's CSR product as t
 CSR structure cached per indices array (ops/_sparse_kernels.py).
 
 VJP: ``d dense = A.T @ g`` (the same op, transposed) and ``d values[k] = g[row_k] . dense[col_k]``
-(a gather of both rows and their dot product): the gradient of the values sits on the sparse
-operand's own pattern, as PyTorch's does.
+(``sampled_dot``): the gradient of the values sits on the sparse operand's own pattern, as
+PyTorch's does. ``sampled_dot``'s own VJP is two sparse products (``d a = S @ b``, ``d b =
+S.T @ a`` for the sparse S of its pattern and cotangent), so gradients of any order stay
+sparse. ``sampled_dot`` is also ``ember.sparse.sampled_addmm``'s product.
 """
 
 from __future__ import annotations
@@ -20,9 +23,8 @@ from __future__ import annotations
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..types import TensorType
-from . import api as E
 from ._registry import Cost, OpDef, register
-from ._sparse_kernels import coo_mm, coo_mm_fast
+from ._sparse_kernels import coo_mm, coo_mm_fast, sampled_dot
 from ._util import fmt_shape, nbytes, numel
 
 
@@ -63,8 +65,7 @@ def _sparse_mm_vjp(c, g):
     if need_dense:
         g_dense = SPARSE_MM_OP(indices, values, g, rows, cols, not transpose)
     if need_values:
-        out_at, dense_at = (indices[1], indices[0]) if transpose else (indices[0], indices[1])
-        g_values = E.sum(E.index_select(g, 0, out_at) * E.index_select(dense, 0, dense_at), 1)
+        g_values = SAMPLED_DOT_OP(indices, g, dense, transpose)
     return None, g_values, g_dense
 
 
@@ -90,6 +91,67 @@ SPARSE_MM = register(
         "repeated indices add",
     )
 )
+
+
+def _sampled_dot_infer(indices, a, b, *, transpose):
+    op = "sampled_dot"
+    if not indices.dtype.is_integer:
+        raise DTypeError(f"indices must be integers, got {indices.dtype}", op=op)
+    if indices.ndim != 2 or indices.shape[0] != 2:
+        raise ShapeError(f"indices must have shape (2, nnz), got {fmt_shape(indices.shape)}", op=op)
+    if a.dtype is not b.dtype or a.dtype is dt.bool_:
+        raise DTypeError(
+            f"operands of one numeric dtype expected, got {a.dtype} and {b.dtype}", op=op
+        )
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
+        raise ShapeError(
+            f"two matrices of one width expected, got {fmt_shape(a.shape)} and "
+            f"{fmt_shape(b.shape)}",
+            op=op,
+        )
+    return TensorType((indices.shape[1],), a.dtype)
+
+
+def _sampled_dot_vjp(c, g):
+    indices, a, b = c.inputs
+    transpose = c.attrs["transpose"]
+    _, need_a, need_b = c.needs_input_grad
+    rows, cols = (b.shape[0], a.shape[0]) if transpose else (a.shape[0], b.shape[0])
+    g_a = g_b = None
+    if need_a:  # d a[r] += g_k b[c]
+        g_a = SPARSE_MM_OP(indices, g, b, rows, cols, transpose)
+    if need_b:  # d b[c] += g_k a[r]
+        g_b = SPARSE_MM_OP(indices, g, a, rows, cols, not transpose)
+    return None, g_a, g_b
+
+
+def _sampled_dot_cost(in_types, out_types, attrs) -> Cost:
+    nnz, n = in_types[0].shape[1], in_types[1].shape[1]
+    moved = nbytes(in_types[0]) + 2 * numel((nnz, n)) * in_types[1].dtype.itemsize
+    return Cost(2 * numel((nnz, n)), moved + nbytes(out_types[0]))
+
+
+SAMPLED_DOT = register(
+    OpDef(
+        name="sampled_dot",
+        kind="linalg",
+        infer=_sampled_dot_infer,
+        kernel=sampled_dot,
+        vjp=_sampled_dot_vjp,
+        cost=_sampled_dot_cost,
+        flop_family="matmul",
+        batch=None,
+        doc="sampled_dot(indices, a, b, transpose): out[k] = a[indices[0, k]] . "
+        "b[indices[1, k]] (indices' rows swapped with transpose): a @ b.T at a sparse pattern",
+    )
+)
+
+
+def SAMPLED_DOT_OP(indices, a, b, transpose=False):  # noqa: N802
+    """Apply `SAMPLED_DOT`."""
+    from ._registry import apply
+
+    return apply(SAMPLED_DOT, indices, a, b, transpose=transpose)
 
 
 def SPARSE_MM_OP(indices, values, dense, rows, cols, transpose=False):  # noqa: N802
