@@ -1,5 +1,6 @@
 """Sparse (COO) x dense matrix products: ember against scipy.sparse's CSR product and PyTorch's
-``torch.sparse.mm``, interleaved in one process (medians of many rounds), float32.
+``torch.sparse.mm``, interleaved in one process (medians of many rounds, each in a fresh random
+order), float32.
 
 A (n x n) at ``--density`` (default 1%: 4096 x 4096, about 168k nonzeros, coalesced) times a
 dense (n x 64) matrix:
@@ -133,8 +134,12 @@ def main() -> None:
         fn()
         fn()
     times = {name: [] for name in table}
+    order = list(table)
+    shuffle = np.random.default_rng(1)
     for _ in range(args.rounds):
-        for name, fn in table.items():
+        shuffle.shuffle(order)  # (no case always runs after the same one: caches, turbo)
+        for name in order:
+            fn = table[name]
             start = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - start)
