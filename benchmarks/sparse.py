@@ -11,8 +11,8 @@ dense (n x 64) matrix:
 * forward + backward: ``(mm(A, X) * G).sum().backward()`` with gradients to X only (a GCN's
   fixed adjacency) and to both A's values and X, in ember and PyTorch.
 
-The goal is ember's forward within 1.5x of scipy's. PyTorch runs on ``--threads`` threads
-(default 1: scipy's product is single-threaded, and so is ember's, which is scipy's kernel).
+The goal is ember's forward within 1.5x of scipy's. ember and PyTorch run on ``--threads``
+threads (default 1, as scipy's product is single-threaded).
 
 ``python benchmarks/sparse.py [--n 4096] [--cols 64] [--density 0.01] [--rounds 30]``
 """
@@ -121,6 +121,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
+    ember.set_num_threads(args.threads)
     try:
         import torch
 
@@ -147,7 +148,7 @@ def main() -> None:
     print(
         f"CPU: {cpu_model()}; float32; A {args.n}x{args.n} at {args.density:.1%} "
         f"({indices.shape[1]} nonzeros) times X {args.n}x{args.cols}; medians of "
-        f"{args.rounds} interleaved rounds; torch threads {args.threads}"
+        f"{args.rounds} interleaved rounds; ember and torch threads {args.threads}"
     )
     base = med["scipy csr @ dense"]
     for name, t in med.items():

@@ -1,11 +1,12 @@
-"""Kernels of the sparse (COO) matrix product: the NumPy reference and scipy.sparse's CSR
-product, with the CSR structure of an indices array cached.
+"""Kernels of the sparse (COO) matrix product: the NumPy reference and the CSR product (ember's
+C loop, kernels/csparse.py, or scipy.sparse's without a compiler), with the CSR structure of an
+indices array cached.
 
 A COO matrix is an ``indices`` array (2, nnz) of (row, column) pairs, in any order and with
 repeats (repeats add), and a ``values`` array (nnz,). The reference (`coo_mm`) adds each
 value's row of products with ``np.add.at``: the specification, independent of scipy.
 
-The fast path (`coo_mm_fast`) hands the product to scipy's CSR kernel. Converting COO to CSR
+The fast path (`coo_mm_fast`) runs a CSR product. Converting COO to CSR
 sorts the pairs, which costs more than the product itself at GCN sizes, and a model multiplies
 the same adjacency every step (forward, and its transpose in backward): so the row pointers,
 column indices and the permutation of the values into CSR order are cached per indices array
@@ -20,6 +21,8 @@ from __future__ import annotations
 import weakref
 
 import numpy as np
+
+from ..kernels import csparse
 
 _FAST_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -70,32 +73,49 @@ class _Structure:
             and np.array_equal(self.copy, indices)
         )
 
-    def form(self, transpose: bool):
-        """(CSR matrix with placeholder data, permutation into CSR order or None)."""
+    def form(self, transpose: bool) -> _Form:
+        """The CSR form of the matrix (or of its transpose)."""
         found = self.forms.get(transpose)
         if found is None:
-            found = self.forms[transpose] = _csr(self.copy, self.shape, transpose)
+            found = self.forms[transpose] = _Form(self.copy, self.shape, transpose)
         return found
 
 
-def _csr(indices, shape, transpose):
-    import scipy.sparse as sp
+class _Form:
+    """One CSR form: int64 row pointers and column indices (kernels/csparse.py's), the
+    permutation of the values into CSR order (None: already in it), and scipy's matrix over
+    the same structure, made when first needed (the fallback without a C compiler)."""
 
-    r, c = (indices[1], indices[0]) if transpose else (indices[0], indices[1])
-    n_rows, n_cols = (shape[1], shape[0]) if transpose else shape
-    keys = r.astype(np.int64) * max(n_cols, 1) + c
-    if keys.size and np.all(keys[1:] >= keys[:-1]):
-        order = None
-    else:
-        order = np.argsort(keys, kind="stable")
-        r, c = r[order], c[order]
-    small = max(n_rows, n_cols, r.size) < np.iinfo(np.int32).max
-    itype = np.int32 if small else np.int64
-    indptr = np.searchsorted(r, np.arange(n_rows + 1)).astype(itype)
-    matrix = sp.csr_matrix(
-        (np.zeros(r.size, np.float64), c.astype(itype), indptr), shape=(n_rows, n_cols)
-    )
-    return matrix, order
+    __slots__ = ("indptr", "indices", "order", "shape", "_scipy")
+
+    def __init__(self, indices, shape, transpose):
+        r, c = (indices[1], indices[0]) if transpose else (indices[0], indices[1])
+        self.shape = (shape[1], shape[0]) if transpose else tuple(shape)
+        keys = r.astype(np.int64) * max(self.shape[1], 1) + c
+        if keys.size and np.all(keys[1:] >= keys[:-1]):
+            self.order = None
+        else:
+            self.order = np.argsort(keys, kind="stable")
+            r, c = r[self.order], c[self.order]
+        self.indptr = np.searchsorted(r, np.arange(self.shape[0] + 1)).astype(np.int64)
+        self.indices = np.ascontiguousarray(c, dtype=np.int64)
+        self._scipy = None
+
+    def scipy(self):
+        if self._scipy is None:
+            import scipy.sparse as sp
+
+            small = max(*self.shape, self.indices.size) < np.iinfo(np.int32).max
+            itype = np.int32 if small else np.int64
+            self._scipy = sp.csr_matrix(
+                (
+                    np.zeros(self.indices.size, np.float64),
+                    self.indices.astype(itype),
+                    self.indptr.astype(itype),
+                ),
+                shape=self.shape,
+            )
+        return self._scipy
 
 
 _CACHE: dict[int, _Structure] = {}
@@ -119,8 +139,9 @@ def structure(indices: np.ndarray, shape: tuple) -> _Structure:
 
 
 def coo_mm_fast(indices, values, dense, *, rows, cols, transpose):
-    """scipy's CSR product, or None where it does not apply (dtypes other than float32 and
-    float64, operands of two dtypes, a dense operand that is not a matrix)."""
+    """The CSR product on the cached structure: kernels/csparse.py's C loop, or scipy's where
+    there is no C compiler; None where neither applies (dtypes other than float32 and float64,
+    operands of two dtypes, a dense operand that is not a matrix)."""
     if (
         values.dtype not in _FAST_DTYPES
         or dense.dtype != values.dtype
@@ -130,15 +151,18 @@ def coo_mm_fast(indices, values, dense, *, rows, cols, transpose):
     ):
         return None
     try:
-        import scipy.sparse  # noqa: F401
-    except ImportError:  # (a declared dependency; the reference serves without it)
-        return None
-    try:
         weakref.ref(indices)
     except TypeError:
         return None
-    matrix, order = structure(indices, (rows, cols)).form(transpose)
-    data = values if order is None else values[order]
+    form = structure(indices, (rows, cols)).form(transpose)
+    data = values if form.order is None else values[form.order]
+    out = csparse.csr_mm(form.indptr, form.indices, data, dense, form.shape[0])
+    if out is not None:
+        return out
+    try:
+        matrix = form.scipy()
+    except ImportError:  # (a declared dependency; the reference serves without it)
+        return None
     # a fresh shell around the cached structure: the cached matrix is never written
     shell = matrix.__class__(matrix.shape, dtype=values.dtype)
     shell.indptr, shell.indices, shell.data = matrix.indptr, matrix.indices, data
