@@ -320,13 +320,27 @@ def test_sampled_addmm_matches_pytorch():
 
 
 def test_sparse_tensors_as_arguments_of_a_captured_function():
+    """A sparse argument's indices and values are the graph's inputs and its size part of the
+    key: one trace serves every sparse tensor of one shape (fresh objects, whose ids Python
+    reuses, included), a new size traces again, and gradients reach the values."""
     rng = np.random.default_rng(8)
     f = ember.function(lambda s, x: ember.sparse.mm(s, x) * 2)
     x = ember.tensor(rng.standard_normal((4, 3)))
-    for values in (VALS, rng.standard_normal(6)):
-        s = ember.sparse_coo_tensor(IDX, values, (4, 4))
+    for _ in range(6):
+        values = rng.standard_normal(6).astype(np.float32).astype(np.float64)
+        s = ember.sparse_coo_tensor(IDX, values, (4, 4)).float().double()  # (temporaries)
         want = 2 * (t_sparse(IDX, values, (4, 4)) @ torch.tensor(x.numpy())).numpy()
         np.testing.assert_allclose(f(s, x).numpy(), want, rtol=1e-12)
+    assert f.stats.traces == 1
+    wide = ember.sparse_coo_tensor(IDX, VALS, (5, 4))
+    assert tuple(f(wide, x).shape) == (5, 3) and f.stats.traces == 2
+    a = ember.sparse_coo_tensor(IDX, VALS, (4, 4), requires_grad=True)
+    ta = t_sparse(IDX, VALS, (4, 4)).requires_grad_(True)
+    (f(a, x) ** 2).sum().backward()
+    ((2 * torch.sparse.mm(ta, torch.tensor(x.numpy()))) ** 2).sum().backward()
+    np.testing.assert_allclose(
+        a.grad.to_dense().numpy(), ta.grad.coalesce().to_dense().numpy(), rtol=1e-12
+    )
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

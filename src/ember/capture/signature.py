@@ -20,6 +20,7 @@ from .. import dtypes as dt
 from ..errors import EmberError, ShapeError
 from ..graph.tree import LEAF
 from ..ops._registry import TensorBase
+from ..ops.sparse_tensor import SparseTensor
 from ..symbolic import SymDim, sym
 
 __all__ = ["TensorSpec", "CallKey", "explain", "parameter_names", "split_args"]
@@ -151,6 +152,9 @@ def split_args(args: tuple, kwargs: dict, arg_names: list[str]):
             return (type(obj).__name__, tuple(walk(o, f"{name}_{i}") for i, o in enumerate(obj)))
         if isinstance(obj, dict):
             return ("dict", tuple((k, walk(v, f"{name}_{k}")) for k, v in obj.items()))
+        if isinstance(obj, SparseTensor):  # its two tensors, its size and coalesced flag
+            parts = zip(obj._tree_leaves(), ("indices", "values"))
+            return ("sparse", obj._tree_key(), tuple(walk(t, f"{name}_{p}") for t, p in parts))
         return python_component(obj)
 
     positional = tuple(

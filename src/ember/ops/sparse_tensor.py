@@ -10,8 +10,9 @@ matrix is the primitive ``sparse_mm`` (ops/sparse.py); ``to_dense`` is an accumu
 ``index_put``; ``coalesce`` sums repeated indices with ``index_add`` (which needs the indices'
 values, so it runs eagerly, as does ``Tensor.to_sparse``, whose nnz depends on the data).
 
-A captured function can close over a sparse tensor (its indices and values are captured as
-constants where used) or build one from its own tensors with an explicit size.
+A captured function can take sparse tensors as arguments (their indices and values are its
+tensor inputs, their size part of its key), close over one (its indices and values are
+captured as constants where used) or build one from its own tensors with an explicit size.
 """
 
 from __future__ import annotations
@@ -184,6 +185,16 @@ class SparseTensor:
 
     def double(self) -> SparseTensor:
         return self.to(dt.float64)
+
+    # ---- as an argument of a captured function (graph/tree.py, capture/signature.py)
+    def _tree_leaves(self) -> tuple:
+        return (self._idx, self._vals)
+
+    def _tree_key(self) -> tuple:
+        return (self._size, self._coalesced)
+
+    def _tree_rebuild(self, leaves) -> SparseTensor:
+        return SparseTensor(leaves[0], leaves[1], self._size, self._coalesced)
 
     # ---- conversions
     def coalesce(self) -> SparseTensor:
