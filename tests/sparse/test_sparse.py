@@ -367,3 +367,16 @@ def test_fast_products_equal_the_reference(dtype, transpose, monkeypatch):
         np.testing.assert_allclose(c_only, want, **tol)
     monkeypatch.setattr(csparse, "csr_mm", lambda *args: None)  # scipy's product
     np.testing.assert_allclose(_sparse_kernels.coo_mm_fast(idx, values, dense, **kw), want, **tol)
+
+
+def test_unchecked_indices_are_refused_by_the_kernels():
+    """With check_invariants=False nothing is checked when the tensor is made; the product
+    still refuses indices outside the matrix (the reference and the CSR path alike)."""
+    a = ember.sparse_coo_tensor([[0, 5], [1, 0]], [1.0, 2.0], (2, 2), check_invariants=False)
+    with pytest.raises(IndexError, match="outside the sparse matrix"):
+        ember.sparse.mm(a, ember.ones(2, 3))
+    with pytest.raises(IndexError, match="outside the sparse matrix"):
+        _sparse_kernels.coo_mm(
+            np.array([[0, -1], [1, 0]]), np.ones(2), np.ones((2, 3)), rows=2, cols=2,
+            transpose=False,
+        )  # fmt: skip

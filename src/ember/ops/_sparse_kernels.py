@@ -23,8 +23,20 @@ import weakref
 import numpy as np
 
 from ..kernels import csparse
+from ._index_plan import IndexOutOfRangeError
 
 _FAST_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _check_bounds(op, r, c, n_rows, n_cols):
+    """Refuse pairs outside the matrix (a graph given unchecked indices): NumPy would wrap
+    negative ones and C would read outside its operand."""
+    for what, idx, n in (("row", r, n_rows), ("column", c, n_cols)):
+        if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= n):
+            bad = int(idx.min()) if int(idx.min()) < 0 else int(idx.max())
+            raise IndexOutOfRangeError(
+                f"{what} index {bad} is outside the sparse matrix's {n} {what}s", op=op
+            )
 
 
 def coo_mm(indices, values, dense, *, rows, cols, transpose):
@@ -32,6 +44,7 @@ def coo_mm(indices, values, dense, *, rows, cols, transpose):
     ``A`` of ``indices`` and ``values``; the NumPy reference."""
     r, c = (indices[1], indices[0]) if transpose else (indices[0], indices[1])
     out_rows = cols if transpose else rows
+    _check_bounds("sparse_mm", r, c, out_rows, rows if transpose else cols)
     out = np.zeros((out_rows,) + dense.shape[1:], dtype=np.result_type(values, dense))
     if values.size:
         scale = values.reshape((-1,) + (1,) * (dense.ndim - 1))
@@ -39,7 +52,7 @@ def coo_mm(indices, values, dense, *, rows, cols, transpose):
     return out
 
 
-_CHUNK = 16384  # nonzeros per block of the sampled product (bounds its gathered rows)
+_BLOCK_BYTES = 1 << 22  # the gathered rows of one block of the sampled product, at most
 
 
 def sampled_dot(indices, a, b, *, transpose):
@@ -47,9 +60,12 @@ def sampled_dot(indices, a, b, *, transpose):
     ``transpose``): the product ``a @ b.T`` sampled at a sparse pattern, computed a block of
     nonzeros at a time (never the (nnz, n) gathered rows whole)."""
     r, c = (indices[1], indices[0]) if transpose else (indices[0], indices[1])
+    _check_bounds("sampled_dot", r, c, a.shape[0], b.shape[0])
     out = np.empty(r.shape[0], dtype=np.result_type(a, b))
-    for start in range(0, r.shape[0], _CHUNK):
-        stop = start + _CHUNK
+    row_bytes = max(1, a.shape[1] * (a.itemsize + b.itemsize))
+    step = max(1, _BLOCK_BYTES // row_bytes)
+    for start in range(0, r.shape[0], step):
+        stop = start + step
         np.einsum("ij,ij->i", a[r[start:stop]], b[c[start:stop]], out=out[start:stop])
     return out
 
@@ -91,6 +107,7 @@ class _Form:
     def __init__(self, indices, shape, transpose):
         r, c = (indices[1], indices[0]) if transpose else (indices[0], indices[1])
         self.shape = (shape[1], shape[0]) if transpose else tuple(shape)
+        _check_bounds("sparse_mm", r, c, *self.shape)  # (once per indices array)
         keys = r.astype(np.int64) * max(self.shape[1], 1) + c
         if keys.size and np.all(keys[1:] >= keys[:-1]):
             self.order = None
