@@ -177,7 +177,21 @@ class SparseTensor:
     def detach(self) -> SparseTensor:
         return SparseTensor(self._idx, self._vals.detach(), self._size, self._coalesced)
 
-    def to(self, dtype) -> SparseTensor:
+    def to(self, *args, dtype=None, **kwargs) -> SparseTensor:
+        """A dtype (positional or ``dtype=``) casts the values; a device must be the CPU."""
+        for arg in args:
+            if isinstance(arg, dt.DType):
+                dtype = arg
+            else:
+                from ..devices import check_device
+
+                check_device(arg, "SparseTensor.to")
+        if "device" in kwargs:
+            from ..devices import check_device
+
+            check_device(kwargs.pop("device"), "SparseTensor.to")
+        if dtype is None or dtype is self.dtype:
+            return self
         return SparseTensor(self._idx, E.cast(self._vals, dtype), self._size, self._coalesced)
 
     def float(self) -> SparseTensor:
