@@ -15,7 +15,7 @@ and compared with the same network without the edges (identity adjacency).
 The step runs eagerly and captured with ``ember.function`` (the adjacency a constant of the
 graph); both are timed per epoch.
 
-Run: python examples/gcn.py [--nodes 3000] [--epochs 100]
+Run: python examples/gcn.py [--nodes 3000] [--epochs 100] [--threads N]
 """
 
 from __future__ import annotations
@@ -148,13 +148,16 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=3000)
     parser.add_argument("--communities", type=int, default=5)
     parser.add_argument("--epochs", type=int, default=100)
+    parser.add_argument("--threads", type=int, default=None, help="ember's threads")
     args = parser.parse_args()
+    if args.threads is not None:
+        ember.set_num_threads(args.threads)
     problem = make_problem(args.nodes, args.communities)
     a = problem["adjacency"]
     print(
         f"stochastic block model: {args.nodes} nodes, {args.communities} communities, "
         f"{problem['edges']} edges; normalized adjacency nnz {a.nnz} "
-        f"({a.nnz / args.nodes**2:.2%} dense)"
+        f"({a.nnz / args.nodes**2:.2%} dense); {ember.get_num_threads()} threads"
     )
     for capture in (False, True):
         accuracy, epoch, loss = train(problem, epochs=args.epochs, capture=capture)
