@@ -380,3 +380,10 @@ def test_unchecked_indices_are_refused_by_the_kernels():
             np.array([[0, -1], [1, 0]]), np.ones(2), np.ones((2, 3)), rows=2, cols=2,
             transpose=False,
         )  # fmt: skip
+
+
+def test_sparse_times_sparse_is_sparse():
+    a, ta = ember.sparse_coo_tensor(IDX, VALS), t_sparse(IDX, VALS)
+    got, want = ember.sparse.mm(a, a.t()), torch.sparse.mm(ta, ta.t())
+    assert got.is_sparse and want.is_sparse
+    np.testing.assert_allclose(got.to_dense().numpy(), want.to_dense().numpy(), rtol=1e-12)

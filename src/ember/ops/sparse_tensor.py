@@ -508,10 +508,11 @@ def _matrix(op, a):
 
 def mm(a: SparseTensor, b):
     """``torch.sparse.mm``: a sparse (n, m) matrix times a dense (m, p) one, a dense (n, p)
-    result; gradients to both (the sparse one's on its own pattern)."""
+    result; gradients to both (the sparse one's on its own pattern). Times a sparse matrix,
+    a sparse result (through the dense product: eager only)."""
     _matrix("sparse.mm", a)
-    if isinstance(b, SparseTensor):
-        b = b.to_dense()
+    if isinstance(b, SparseTensor):  # sparse @ sparse is sparse, as in PyTorch (eager only)
+        return to_sparse(mm(a, b.to_dense()))
     values, b = promote(a._vals, b)
     if b.ndim != 2 or b.shape[0] != a._size[1]:
         raise ShapeError(
