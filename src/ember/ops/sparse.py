@@ -16,13 +16,20 @@ VJP: ``d dense = A.T @ g`` (the same op, transposed) and ``d values[k] = g[row_k
 PyTorch's does. ``sampled_dot``'s own VJP is two sparse products (``d a = S @ b``, ``d b =
 S.T @ a`` for the sparse S of its pattern and cotangent), so gradients of any order stay
 sparse. ``sampled_dot`` is also ``ember.sparse.sampled_addmm``'s product.
+
+ONNX: the rows of the dense operand each nonzero reads (Gather), scaled by its value and added
+at its output row (ScatterND, reduction add: opset 16); ``sampled_dot`` gathers both rows and
+sums their product (ReduceSum).
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..types import TensorType
+from . import _onnx
 from ._registry import Cost, OpDef, register
 from ._sparse_kernels import coo_mm, coo_mm_fast, sampled_dot
 from ._util import fmt_shape, nbytes, numel
@@ -69,6 +76,41 @@ def _sparse_mm_vjp(c, g):
     return None, g_values, g_dense
 
 
+def _onnx_pairs(e, indices, transpose):
+    """(first, second) of each index pair as 1-D int64 tensors (rows swapped with transpose)."""
+    one, other = (1, 0) if transpose else (0, 1)
+    pick = [e.node("Gather", [indices, e.constant(np.asarray(k, np.int64))], axis=0)
+            for k in (one, other)]  # fmt: skip
+    if e.in_types[0].dtype is not dt.int64:
+        pick = [e.node("Cast", [p], to=7) for p in pick]  # (ONNX's INT64)
+    return pick
+
+
+def _onnx_sparse_mm(e):
+    """Each nonzero's row of the dense operand, scaled, added at its output row (ScatterND's
+    reduction: opset 16)."""
+    if e.opset < 16:
+        e.unsupported("before opset 16 (ScatterND's reduction)")
+    indices, values, dense = e.inputs
+    out_at, dense_at = _onnx_pairs(e, indices, e.attrs["transpose"])
+    scaled = e.node(
+        "Mul", [e.node("Gather", [dense, dense_at], axis=0), _onnx.unsqueeze(e, values, (1,))]
+    )
+    width = e.node("Slice", [e.node("Shape", [dense]), e.ints([1]), e.ints([2])])
+    shape = e.node("Concat", [e.ints([e.out_types[0].shape[0]]), width], axis=0)
+    zeros = e.node("Expand", [_onnx.scalar(e, 0, e.out_types[0].dtype), shape])
+    return e.node("ScatterND", [zeros, _onnx.unsqueeze(e, out_at, (1,)), scaled], reduction="add")
+
+
+def _onnx_sampled_dot(e):
+    indices, a, b = e.inputs
+    first, second = _onnx_pairs(e, indices, e.attrs["transpose"])
+    product = e.node(
+        "Mul", [e.node("Gather", [a, first], axis=0), e.node("Gather", [b, second], axis=0)]
+    )
+    return _onnx.reduce(e, "ReduceSum", product, (1,), False)
+
+
 def _sparse_mm_cost(in_types, out_types, attrs) -> Cost:
     nnz = in_types[0].shape[1]
     n = in_types[2].shape[1]
@@ -79,6 +121,7 @@ SPARSE_MM = register(
     OpDef(
         name="sparse_mm",
         kind="linalg",
+        onnx=_onnx_sparse_mm,
         infer=_sparse_mm_infer,
         kernel=coo_mm,
         fast=coo_mm_fast,
@@ -135,6 +178,7 @@ SAMPLED_DOT = register(
     OpDef(
         name="sampled_dot",
         kind="linalg",
+        onnx=_onnx_sampled_dot,
         infer=_sampled_dot_infer,
         kernel=sampled_dot,
         vjp=_sampled_dot_vjp,
