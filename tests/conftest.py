@@ -40,6 +40,7 @@ from ember.kernels import (
     cq8,
     crnn,
     csoftmax,
+    csparse,
 )
 from ember.ops import _conv_kernels, recurrent
 from ember.ops import batch_norm as _batch_norm
@@ -521,6 +522,28 @@ def _checked_index(fast):
     return call
 
 
+def _checked_csr(fast):
+    """kernels/csparse.py's CSR product with each call checked against the product in float64
+    within the error bound of its sums (each result element sums at most a row's nonzeros,
+    fused multiply-adds or not: gamma_n |A| |x|)."""
+
+    def call(indptr, indices, data, x, rows):
+        got = fast(indptr, indices, data, x, rows)
+        if got is not None and got.size:
+            counts = np.diff(indptr)
+            row_of = np.repeat(np.arange(rows), counts)
+            want = np.zeros(got.shape)
+            scale = np.zeros(got.shape)
+            np.add.at(want, row_of, data[:, None].astype(np.float64) * x[indices])
+            np.add.at(scale, row_of, np.abs(data[:, None].astype(np.float64) * x[indices]))
+            n = int(counts.max()) + 1 if counts.size else 1
+            eps = np.finfo(got.dtype).eps / 2
+            assert np.all(np.abs(got - want) <= 1.01 * n * eps * scale), "csparse.csr_mm"
+        return got
+
+    return call
+
+
 # (owner, attribute) -> the executor or kernel builder as it runs outside the tests
 _ORIGINALS: dict = {}
 _RECURRENT_REFERENCES = {
@@ -640,6 +663,7 @@ def generated_code_equals_the_interpreter(monkeypatch):
     _check(monkeypatch, cpooling, "build_scatter", _checked_exactly(cpooling.build_scatter))
     _check(monkeypatch, cpooling, "scatter", _checked_pooling(cpooling.scatter, _scatter_reference))
     _check(monkeypatch, cindex, "add_slices", _checked_index(cindex.add_slices))
+    _check(monkeypatch, csparse, "csr_mm", _checked_csr(csparse.csr_mm))
     _check(
         monkeypatch,
         cpooling,

@@ -111,7 +111,20 @@ half = float16
 long = int64
 int = int32  # noqa: A001
 
-from . import amp, backends, compiler, cpu, cuda, func, jit, onnx, quantization, return_types, utils  # noqa: E402
+from . import (  # noqa: E402
+    amp,
+    backends,
+    compiler,
+    cpu,
+    cuda,
+    func,
+    jit,
+    onnx,
+    quantization,
+    return_types,
+    sparse,
+    utils,
+)
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402
 from .func import vmap  # noqa: E402  (torch.vmap)
 
@@ -138,7 +151,8 @@ from .flags import (  # noqa: E402
     use_deterministic_algorithms,
 )
 from .grad_mode import inference_mode, is_inference_mode_enabled  # noqa: E402
-from .ops._factory_kwargs import strided  # noqa: E402
+from .ops._factory_kwargs import sparse_coo, strided  # noqa: E402
+from .ops.sparse_tensor import sparse_coo_tensor  # noqa: E402
 from .printing import get_printoptions, set_printoptions  # noqa: E402
 from .size import Size  # noqa: E402
 from .tensor_api import is_tensor, numel  # noqa: E402

@@ -27,6 +27,18 @@ def _forward(name):
     return method
 
 
+def _binary(name):
+    """A binary operator: defers (NotImplemented) to an operand that is a sparse tensor, so
+    ``dense + sparse`` runs the sparse tensor's reflected operator, as in PyTorch."""
+
+    def method(self, other, *args, **kwargs):
+        if getattr(other, "is_sparse", False) is True and not isinstance(other, TensorBase):
+            return NotImplemented
+        return PUBLIC[name](self, other, *args, **kwargs)
+
+    return method
+
+
 def _late(name):
     """A function that looks ``name`` up when called (the op may register after install)."""
 
@@ -104,7 +116,7 @@ def install(cls: type = Tensor) -> None:
     for name, fn in INPLACE.items():
         setattr(cls, name, _inplace(name, fn))
     for dunder, op in _BINARY.items():
-        setattr(cls, f"__{dunder}__", _forward(op))
+        setattr(cls, f"__{dunder}__", _binary(op))
         setattr(cls, f"__r{dunder}__", _reflected(op))
         fn = PUBLIC.get(op) or _late(op)
         setattr(cls, f"__i{dunder}__", _inplace(f"__i{dunder}__", fn))

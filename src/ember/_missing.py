@@ -23,7 +23,7 @@ __all__ = ["TORCH_ONLY", "module_getattr", "tensor_getattr"]
 _NONE = None  # ember has no counterpart
 _NO_COMPLEX = "ember has no complex dtypes"
 _NO_GPU = "ember runs on the CPU only"
-_NO_SPARSE = "ember has dense tensors only"
+_NO_SPARSE = "ember has sparse COO tensors only (ember.sparse_coo_tensor)"
 
 # namespace -> {name PyTorch has there: ember's alternative, or None}
 TORCH_ONLY: dict[str, dict[str, str | None]] = {
@@ -43,8 +43,6 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "fx": "ember.trace (captures an ember.Graph; print(graph) shows it)",
         "export": "ember.trace(fn, *args) gives an ember.Graph; ember.load_graph reads graph files",
         "hub": _NONE,
-        "sparse": _NO_SPARSE,
-        "sparse_coo": _NO_SPARSE,
         "ao": _NONE,
         "fft": _NONE,
         "multiprocessing": "Python's multiprocessing (ember tensors pickle)",
@@ -87,9 +85,6 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "record_stream": _NO_GPU,
         "storage": "x.numpy() (shares memory with the tensor)",
         "untyped_storage": "x.numpy() (shares memory with the tensor)",
-        "to_sparse": _NO_SPARSE,
-        "to_dense": _NO_SPARSE,
-        "coalesce": _NO_SPARSE,
         "q_scale": _NONE,
         "dequantize": _NONE,
         "real": _NO_COMPLEX,

@@ -20,7 +20,7 @@ from . import dtypes as dt
 from ._missing import tensor_getattr
 from .devices import CPU, channels_last, channels_last_3d, check_memory_format
 from .errors import DeviceError
-from .ops._factory_kwargs import placement
+from .ops._factory_kwargs import placement, strided
 from .ops._registry import METHODS, PUBLIC, TensorBase
 
 __all__ = ["LEGACY_TYPES", "install", "is_tensor", "numel"]
@@ -203,6 +203,7 @@ def install(cls: type) -> None:
     cls.is_mps = property(lambda self: False)
     cls.is_meta = property(lambda self: False)
     cls.is_sparse = property(lambda self: False)
+    cls.layout = property(lambda self: strided)
     cls.is_quantized = property(lambda self: False)
     cls.is_complex = lambda self: False
     cls.get_device = lambda self: -1  # PyTorch's answer for a CPU tensor

@@ -35,6 +35,7 @@ from .. import autograd
 from ..nn._tables import Table, tables_version
 from ..ops._autocast import state_key as autocast_state
 from ..ops._registry import TensorBase
+from ..ops.sparse_tensor import SparseTensor
 from .guards import Probes
 from .state import Reachable, grad_signature
 
@@ -100,7 +101,7 @@ class CallGuard:
         for value in (*args, *kwargs.values()):
             if isinstance(value, TensorBase):
                 arg_objects.append((True, type(value)))
-            elif isinstance(value, (list, tuple, dict)):
+            elif isinstance(value, (list, tuple, dict, SparseTensor)):
                 return None
             else:
                 arg_objects.append((False, value))

@@ -21,6 +21,7 @@ from ..errors import EmberError, ShapeError
 from ..graph.tree import LEAF
 from ..graph.tree import items as tree_items
 from ..ops._registry import TensorBase
+from ..ops.sparse_tensor import SparseTensor
 from ..symbolic import SymDim, sym
 
 __all__ = ["TensorSpec", "CallKey", "explain", "parameter_names", "split_args"]
@@ -155,6 +156,9 @@ def split_args(args: tuple, kwargs: dict, arg_names: list[str]):
             )
         if isinstance(obj, dict):
             return ("dict", tuple((k, walk(v, f"{name}_{k}")) for k, v in obj.items()))
+        if isinstance(obj, SparseTensor):  # its two tensors, its size and coalesced flag
+            parts = zip(obj._tree_leaves(), ("indices", "values"))
+            return ("sparse", obj._tree_key(), tuple(walk(t, f"{name}_{p}") for t, p in parts))
         return python_component(obj)
 
     positional = tuple(

@@ -7,13 +7,15 @@ and results, a loop's carries, a Session's fetches). This module owns their one 
 * `unflatten`: the tree of a structure with given leaves in place;
 * `describe`: a structure as text for error messages (``(tensor, [tensor])``);
 * `tensor_leaves` / `replace_leaves`: the tensors among any values of a nest (a call's
-  arguments, where Python values stay as they are), and the nest with them replaced.
+  arguments, where Python values stay as they are; a sparse tensor's are its indices and
+  values), and the nest with them replaced.
 """
 
 from __future__ import annotations
 
 from ..errors import EmberError
 from ..ops._registry import TensorBase
+from ..ops.sparse_tensor import SparseTensor
 
 __all__ = [
     "LEAF",
@@ -107,6 +109,8 @@ def tensor_leaves(tree) -> list:
     def walk(obj):
         if isinstance(obj, TensorBase):
             leaves.append(obj)
+        elif isinstance(obj, SparseTensor):
+            leaves.extend(obj._tree_leaves())
         elif isinstance(obj, (tuple, list)):
             for o in items(obj):
                 walk(o)
@@ -125,6 +129,8 @@ def replace_leaves(tree, replacements):
     def walk(obj):
         if isinstance(obj, TensorBase):
             return next(replacements)
+        if isinstance(obj, SparseTensor):
+            return obj._tree_rebuild([next(replacements) for _ in obj._tree_leaves()])
         if isinstance(obj, (tuple, list)):
             return _rebuild(type(obj), [walk(o) for o in items(obj)])
         if isinstance(obj, dict):

@@ -5,7 +5,8 @@
 factories accept these arguments, check them (`ember.devices.check_device`: a GPU device raises
 `DeviceError` at the user's line) and pass the rest on. ``memory_format`` is a logical no-op
 (ember.devices), ``pin_memory=True`` asks for page-locked memory for GPU copies and is refused
-like a GPU device, and ``layout`` must be ``ember.strided`` (ember has no sparse tensors).
+like a GPU device, and ``layout`` must be ``ember.strided`` (factories make dense tensors; sparse
+COO tensors, layout ``ember.sparse_coo``, come from ``ember.sparse_coo_tensor`` and ``to_sparse``).
 
 `install` wraps the factories once, after every op module has registered, so each factory's own
 definition stays about its values; a factory added later is covered by adding its name here.
@@ -49,17 +50,24 @@ FACTORIES = (
 )
 
 
-class _Strided:
-    """``ember.strided``: the only layout ember has (dense arrays)."""
+class _Layout:
+    """A tensor layout (PyTorch's ``torch.layout``): ``ember.strided``, the layout of dense
+    tensors, and ``ember.sparse_coo``, of sparse COO tensors (ops/sparse_tensor.py)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
 
     def __repr__(self) -> str:
-        return "ember.strided"
+        return f"ember.{self.name}"
 
     def __reduce__(self):
-        return "strided"
+        return self.name
 
 
-strided = _Strided()
+strided = _Layout("strided")
+sparse_coo = _Layout("sparse_coo")
 
 
 def placement(name: str, kwargs: dict) -> None:
@@ -74,7 +82,10 @@ def placement(name: str, kwargs: dict) -> None:
         )
     layout = kwargs.pop("layout", None)
     if layout is not None and layout is not strided:
-        raise TypeError(f"{name}: ember has only the strided layout, got layout={layout!r}")
+        raise TypeError(
+            f"{name}: factories make strided (dense) tensors, got layout={layout!r}; make a "
+            "sparse tensor with ember.sparse_coo_tensor or x.to_sparse()"
+        )
 
 
 def _wrap(name: str, fn):

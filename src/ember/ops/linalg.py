@@ -36,6 +36,8 @@ from ._util import (
     value_bytes,
 )
 from .elementwise import promote
+from .sparse_tensor import SparseTensor
+from .sparse_tensor import matmul as sparse_matmul
 
 # ----------------------------------------------------------------------------------- kernel
 # (ops/_matmul_kernels.py: NumPy's product and ember's GEMM behind one layout-aware wrapper)
@@ -210,7 +212,10 @@ MATMUL = register(
 def matmul(a, b):
     """Matrix product with PyTorch's rules: 1-D x 1-D is a dot product; a 1-D operand is a row
     (left) or a column (right) whose added dimension is removed from the result; higher
-    dimensions are batches and broadcast."""
+    dimensions are batches and broadcast. A sparse ``a`` (2-D) multiplies a dense matrix or
+    vector through ``ember.sparse.mm``."""
+    if isinstance(a, SparseTensor):
+        return sparse_matmul(a, b)
     a, b = promote(a, b)
     if a.ndim >= 2 and b.ndim >= 2:
         return apply(MATMUL, a, b)

@@ -11,6 +11,8 @@ from ._registry import export
 from ._util import fmt_shape
 from .elementwise import promote, to_tensor
 from .linalg import matmul
+from .sparse_tensor import SparseTensor
+from .sparse_tensor import mm as sparse_mm
 
 
 def _require_ndim(op: str, ndims: tuple, *tensors) -> None:
@@ -26,7 +28,10 @@ def _require_ndim(op: str, ndims: tuple, *tensors) -> None:
 @export(method=True)
 @autocasts(Autocast.LOWER)
 def mm(a, b):
-    """Product of two matrices (2-D only; use matmul for batches and broadcasting)."""
+    """Product of two matrices (2-D only; use matmul for batches and broadcasting). A sparse
+    ``a`` multiplies through ``ember.sparse.mm``."""
+    if isinstance(a, SparseTensor):
+        return sparse_mm(a, b)
     a, b = to_tensor(a), to_tensor(b)
     _require_ndim("mm", (2, 2), a, b)
     return matmul(a, b)

@@ -1,0 +1,12 @@
+"""``ember.sparse``: PyTorch's ``torch.sparse`` names for sparse COO tensors.
+
+The tensors and their operations live in the ops layer (ops/sparse_tensor.py: `SparseTensor`,
+built on the ``sparse_mm`` primitive of ops/sparse.py and on ordinary ops); this module is the
+public namespace: ``mm``, ``addmm``, ``sampled_addmm``, ``sum`` and the tensor type.
+"""
+
+from __future__ import annotations
+
+from .ops.sparse_tensor import SparseTensor, addmm, mm, sampled_addmm, sum  # noqa: A004
+
+__all__ = ["SparseTensor", "addmm", "mm", "sampled_addmm", "sum"]
