@@ -82,6 +82,44 @@ for config in CONFIGS:
             else 0
         )
 
+# ---- no_sync() around calls of a captured forward and backward (PyTorch's usual pattern):
+# the flag is part of the step's key, so each state has its graph; the optimizer steps eagerly
+net = _common.model("accumulate", seed=r)
+ddp = DDP(net)
+opt = _common.optimizer("accumulate", ddp.parameters())
+
+
+def forward_backward(xb, yb):
+    (nn.functional.mse_loss(ddp(xb), yb) * 0.5).backward()
+
+
+fb = ember.function(forward_backward)
+half = len(x[rows]) // 2
+parts = [
+    (ember.tensor(x[rows][k]), ember.tensor(y[rows][k]))
+    for k in (slice(0, half), slice(half, None))
+]
+for _ in range(_common.STEPS):
+    opt.zero_grad()
+    with ddp.no_sync():
+        fb(*parts[0])
+    fb(*parts[1])
+    opt.step()
+for k, v in _common.state(ddp.module).items():
+    res[f"ddp_outside_{k}"] = v
+res["traces_outside"] = np.array(fb.stats.traces)
+res["reasons_outside"] = np.array(" | ".join(fb.stats.retrace_reasons))
+
+# ---- a captured forward without its backward cannot reduce at every step: a clear error
+net = _common.model("sgd", seed=r)
+ddp = DDP(net)
+forward_only = ember.function(lambda xb: ddp(xb))
+try:
+    forward_only(ember.tensor(x[rows])).sum().backward()
+    res["aot_error"] = np.array("no error")
+except dist.DistributedError as exc:
+    res["aot_error"] = np.array(str(exc))
+
 # ---- the functional collectives captured, against eager
 base = ember.tensor(np.arange(1, 5, dtype=np.float32) + r, requires_grad=True)
 

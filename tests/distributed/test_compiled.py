@@ -72,6 +72,30 @@ def test_the_reduction_is_graph_nodes_in_one_order_on_every_rank(job):
         assert int(res["compute_between"]) > 0
 
 
+def test_no_sync_around_calls_of_a_captured_step(job):
+    """``with ddp.no_sync(): step(first half)``, then ``step(second half)``, with a captured
+    forward and backward and an eager optimizer: equal to the larger batch. The no_sync flag is
+    part of the step's key: one graph per state, both reused at every later step."""
+    net = _common.model("accumulate", seed=0)
+    x, y = _common.batch()
+    _common.train("accumulate", net, x, y)
+    for res in job:
+        for k, v in _common.state(net).items():
+            np.testing.assert_allclose(res[f"ddp_outside_{k}"], v, **TOL, err_msg=k)
+        if len(job) > 1:
+            assert int(res["traces_outside"]) == 2
+            assert "ddp: training flags (or _graph_flags)" in str(res["reasons_outside"])
+
+
+def test_a_captured_forward_without_its_backward_is_refused(job):
+    for res in job:
+        message = str(res["aot_error"])
+        if len(job) > 1:
+            assert "captured by ember.function without its backward" in message
+        else:  # a world of one reduces nothing
+            assert message == "no error"
+
+
 def test_functional_collectives_compiled_match_eager(job):
     w = len(job)
     values = np.stack([np.arange(1, 5, dtype=np.float32) + k for k in range(w)])

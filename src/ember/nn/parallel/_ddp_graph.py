@@ -15,9 +15,9 @@ instead of running it:
 The starts keep their recorded order in every pass and schedule (the ``effect`` rule), and
 every rank records the same graph, so the ranks start the same collectives in the same order.
 ``broadcast_buffers`` becomes a ``broadcast`` node per buffer at the start of the forward, its
-result written back to the buffer. ``no_sync()`` around the call at trace time records no
-reduction (the graph accumulates locally); it is read when the step is traced, so toggle it
-inside the captured function, not around calls of it.
+result written back to the buffer. Under ``no_sync()`` no reduction is recorded (the graph
+accumulates locally); its flag is one of DDP's ``_graph_flags``, part of the captured step's
+cache key, so entering it around calls of a captured step retraces once for each state.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from ...grad_mode import no_grad
 from ...ops import _registry as _reg
 from ...ops.shape import concat
 
-__all__ = ["broadcast_buffers", "check_finished", "finish", "launch"]
+__all__ = ["broadcast_buffers", "check_finished", "check_recording", "finish", "launch"]
 
 
 def broadcast_buffers(ddp) -> None:
@@ -86,5 +86,19 @@ def check_finished(ddp) -> None:
             "the captured step's backward gave no gradient to parameters "
             f"{missing[:8]}, so their buckets were never reduced; DistributedDataParallel in "
             "a captured step needs every parameter to get a gradient",
+            op="DistributedDataParallel",
+        )
+
+
+def check_recording(ddp) -> None:
+    """A gradient hook outside a trace after a traced forward: the forward was captured without
+    its backward (an AOT backward, run eagerly), which no forward re-arms at later calls."""
+    if not _reg.building_graph():
+        ddp._reset()
+        raise DistributedError(
+            "this DistributedDataParallel model's forward was captured by ember.function "
+            "without its backward, so its gradients cannot be reduced at every step; capture "
+            "the whole step (forward, loss.backward() and the optimizer) or call the model "
+            "eagerly",
             op="DistributedDataParallel",
         )

@@ -91,6 +91,9 @@ class DistributedDataParallel(Module):
     module docstring); ``forward`` calls it; ``module`` holds it (state_dict keys carry the
     ``module.`` prefix, as PyTorch's do)."""
 
+    # a captured step records the reduction or not by this flag (no_sync): keyed on it
+    _graph_flags = ("require_backward_grad_sync",)
+
     def __init__(
         self,
         module: Module,
@@ -247,6 +250,8 @@ class DistributedDataParallel(Module):
 
     # --------------------------------------------------------------------------- backward
     def _on_grad(self, p: Tensor) -> None:
+        if self._in_graph and self.process_group.size() > 1:
+            _ddp_graph.check_recording(self)
         if self._expecting and id(p) not in self._ready:
             self._mark_ready(p, used=True)
 
