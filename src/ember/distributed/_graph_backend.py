@@ -16,7 +16,7 @@ import itertools
 from ..ops import collective as _ops
 from ..tensor import Tensor
 from . import collectives as C
-from ._mpi import DistributedError
+from ._mpi import DistributedError, mpi
 from .process_group import ProcessGroup, _group
 
 __all__ = ["group_tag", "resolve"]
@@ -73,6 +73,9 @@ class _Backend:
         work = C.all_reduce(Tensor._wrap(array), _OPS[op], pg, async_op=True, _check=False)
         handle = next(_handles)
         _in_flight[handle] = work
+        # MPI moves a nonblocking collective's data only inside MPI calls: each start also
+        # tests the ones in flight, as eager DDP's gradient hooks do
+        mpi().Request.Testall([r for w in _in_flight.values() for r in w._requests])
         return handle
 
     def wait(self, handle: int) -> None:
