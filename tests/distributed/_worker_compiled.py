@@ -110,15 +110,15 @@ for k, v in _common.state(ddp.module).items():
 res["traces_outside"] = np.array(fb.stats.traces)
 res["reasons_outside"] = np.array(" | ".join(fb.stats.retrace_reasons))
 
-# ---- a captured forward without its backward cannot reduce at every step: a clear error
-net = _common.model("sgd", seed=r)
-ddp = DDP(net)
-forward_only = ember.function(lambda xb: ddp(xb))
-try:
-    forward_only(ember.tensor(x[rows])).sum().backward()
-    res["aot_error"] = np.array("no error")
-except dist.DistributedError as exc:
-    res["aot_error"] = np.array(str(exc))
+# ---- ember.compile(ddp_model): a captured forward, its AOT backward run by eager autograd;
+# the optimizer and the accumulation (no_sync) eager
+for config in ("sgd", "accumulate"):
+    net = _common.model(config, seed=r)
+    ddp = DDP(net)
+    model = ember.compile(ddp)
+    _common.train(config, model, x[rows], y[rows], ddp.no_sync)
+    for k, v in _common.state(net).items():
+        res[f"compile_module_{config}_{k}"] = v
 
 # ---- the functional collectives captured, against eager
 base = ember.tensor(np.arange(1, 5, dtype=np.float32) + r, requires_grad=True)

@@ -28,7 +28,7 @@ from ...grad_mode import no_grad
 from ...ops import _registry as _reg
 from ...ops.shape import concat
 
-__all__ = ["broadcast_buffers", "check_finished", "check_recording", "finish", "launch"]
+__all__ = ["broadcast_buffers", "check_finished", "arm_eager_backward", "finish", "launch"]
 
 
 def broadcast_buffers(ddp) -> None:
@@ -90,15 +90,18 @@ def check_finished(ddp) -> None:
         )
 
 
-def check_recording(ddp) -> None:
-    """A gradient hook outside a trace after a traced forward: the forward was captured without
-    its backward (an AOT backward, run eagerly), which no forward re-arms at later calls."""
-    if not _reg.building_graph():
+def arm_eager_backward(ddp) -> None:
+    """A gradient hook run eagerly after a captured forward (``ember.compile(ddp_model)``: its
+    AOT backward runs under eager autograd, which calls the hooks). No forward runs at later
+    calls to prepare the reduction, so the first hook of each backward does: from then on the
+    eager reduction runs (the module docstring of distributed.py), under the no_sync flag as it
+    is when backward runs."""
+    if _reg.building_graph():
+        return
+    if ddp._in_graph:
+        ddp._in_graph = False
+        ddp._auto_arm = True
+        ddp._expecting = False
+    if not ddp._expecting:
         ddp._reset()
-        raise DistributedError(
-            "this DistributedDataParallel model's forward was captured by ember.function "
-            "without its backward, so its gradients cannot be reduced at every step; capture "
-            "the whole step (forward, loss.backward() and the optimizer) or call the model "
-            "eagerly",
-            op="DistributedDataParallel",
-        )
+        ddp._expecting = ddp.require_backward_grad_sync and ddp.process_group.size() > 1

@@ -20,7 +20,8 @@ buffers are sent to all ranks at each forward.
 
 Inside ``ember.function`` / ``ember.compile`` the same hooks record the reduction as graph nodes
 instead (nn/parallel/_ddp_graph.py): one ``all_reduce_start`` per bucket right after its last
-gradient, the waits before the optimizer reads the gradients.
+gradient, the waits before the optimizer reads the gradients. A captured forward whose backward
+runs eagerly (``ember.compile(ddp_model)``, then ``loss.backward()``) reduces eagerly, as here.
 """
 
 from __future__ import annotations
@@ -142,6 +143,7 @@ class DistributedDataParallel(Module):
         self._used: set = set()
         self._launched = 0
         self._in_graph = False
+        self._auto_arm = False  # a captured forward, an eager backward: hooks arm (_ddp_graph)
         self._handles = [p.register_post_accumulate_grad_hook(self._on_grad) for p in self._params]
 
     # ------------------------------------------------------------------------- wrap time
@@ -213,6 +215,7 @@ class DistributedDataParallel(Module):
         from ...ops._registry import building_graph, current_mode
 
         self._in_graph = building_graph()  # a captured step: record the reduction (_ddp_graph)
+        self._auto_arm = False
         if self._in_graph and self.find_unused_parameters:
             raise DistributedError(
                 "find_unused_parameters=True is not supported inside ember.function / "
@@ -250,8 +253,8 @@ class DistributedDataParallel(Module):
 
     # --------------------------------------------------------------------------- backward
     def _on_grad(self, p: Tensor) -> None:
-        if self._in_graph and self.process_group.size() > 1:
-            _ddp_graph.check_recording(self)
+        if self._in_graph or self._auto_arm:
+            _ddp_graph.arm_eager_backward(self)
         if self._expecting and id(p) not in self._ready:
             self._mark_ready(p, used=True)
 
