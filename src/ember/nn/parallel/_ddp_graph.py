@@ -18,6 +18,11 @@ every rank records the same graph, so the ranks start the same collectives in th
 result written back to the buffer. Under ``no_sync()`` no reduction is recorded (the graph
 accumulates locally); its flag is one of DDP's ``_graph_flags``, part of the captured step's
 cache key, so entering it around calls of a captured step retraces once for each state.
+``find_unused_parameters=True`` is refused in a captured step; a parameter without a gradient
+there is an error naming it when backward is recorded (`check_finished`).
+
+A captured forward whose backward runs eagerly (``ember.compile(ddp_model)``: the AOT backward
+under eager autograd) is reduced eagerly by the same hooks: `arm_eager_backward`.
 """
 
 from __future__ import annotations
