@@ -28,6 +28,7 @@ _RANDOM = "ember's generators' streams cannot be reproduced by ONNX's Random* op
 _LINALG = "ONNX has no matrix decompositions, inverses or solvers (Det is its one linalg op)"
 _SPECIAL = "ONNX has no special functions beyond Erf"
 _SEGMENTS = "ONNX has no segment reductions over row splits; no composition written yet"
+_COLLECTIVE = "ONNX has no collectives: a model file runs in one process"
 
 NO_ONNX = {
     "random_bernoulli": _RANDOM,
@@ -59,6 +60,10 @@ NO_ONNX = {
     "signbit": "comparisons cannot see a float's sign bit (-0.0 and -NaN compare like 0.0 and "
     "NaN); only BitCast (opset 26, past the default 20) reads it: not written",
     "ctc_loss": "ONNX has no CTC loss",
+    "all_reduce": _COLLECTIVE,
+    "all_reduce_start": _COLLECTIVE,
+    "all_reduce_wait": _COLLECTIVE,
+    "broadcast": _COLLECTIVE,
     "ctc_loss_backward": "ONNX has no CTC loss",
     "unique": "its result's size depends on the data (capture refuses it too)",
     "nonzero": "its result's size depends on the data (capture refuses it too)",

@@ -14,7 +14,8 @@ was read from:
   objects' attributes, the lists and dicts it walked, by identity), and the contents of the
   guarded values that can change in place;
 * the version of the module tables (nn/_tables.py: any parameter, buffer or submodule added,
-  removed or replaced anywhere changes it), the training flag of every module walked, and of
+  removed or replaced anywhere changes it), the training flag of every module walked (and the
+  attributes its ``_graph_flags`` name), and of
   every tensor of the state its array (by identity: a new array, ``p.data = ...``, sends the
   call down the full path, which compares shapes and dtypes) and requires_grad;
 * for a graph that reads gradients, which of those tensors have one.
@@ -70,6 +71,8 @@ class CallGuard:
         "_version",
         "_modules",
         "_flags",
+        "_graph_flags",
+        "_graph_flag_values",
         "_tensors",
         "_arrays",
         "_requires_grad",
@@ -122,6 +125,8 @@ class CallGuard:
         self._version = version
         self._modules = modules
         self._flags = list(map(_TRAINING, modules))
+        self._graph_flags = [(m, n) for m in modules for n in m._graph_flags]
+        self._graph_flag_values = [getattr(m, n) for m, n in self._graph_flags]
         self._tensors = reach.state_tensors()
         self._arrays = list(map(_DATA, self._tensors))
         self._requires_grad = list(map(_REQUIRES_GRAD, self._tensors))
@@ -169,6 +174,10 @@ class CallGuard:
             or not all(map(is_, map(_DATA, self._tensors), self._arrays))
             or list(map(_REQUIRES_GRAD, self._tensors)) != self._requires_grad
             or not self._probes.hold()
+            or (
+                self._graph_flags
+                and [getattr(m, n) for m, n in self._graph_flags] != self._graph_flag_values
+            )
         ):
             return None
         if self._grads is not None:

@@ -150,7 +150,10 @@ class Reachable:
             # one walk of the module tree for its parameters, then its buffers, each in
             # named_parameters' and named_buffers' order
             walk = _walk(m, named)
-            self._flags.append(tuple(sub.training for _, sub in walk))
+            flags = tuple(sub.training for _, sub in walk)
+            # (and the attributes modules name in ``_graph_flags``: DDP's no_sync flag)
+            extra = tuple(getattr(sub, n) for _, sub in walk for n in sub._graph_flags)
+            self._flags.append((flags, extra) if extra else flags)
             self._walked += [sub for _, sub in walk]
             if named:
                 top = f"{prefix}." if prefix else ""  # the traced module itself: its own names
@@ -429,7 +432,7 @@ def state_signature(reach: Reachable) -> tuple:
     values += [guard for _, guard in reach.python_values]
 
     def labels() -> list:
-        out = [f"{name}: training flags" for name, _ in reach.modules]
+        out = [f"{name}: training flags (or _graph_flags)" for name, _ in reach.modules]
         for name, opt in reach.optimizers:
             out += [
                 f"{name}.param_groups[{g}] hyper-parameters the graph bakes in"

@@ -70,3 +70,4 @@ __all__ = [
     "reduce_scatter_tensor",
     "send",
 ]
+from . import _graph_backend, functional  # noqa: E402, F401  (the collective ops' backend)

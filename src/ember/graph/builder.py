@@ -16,7 +16,10 @@ of a rebound tensor in Python (``.item()``, ``bool()``) would see the stale valu
 
 ``tensor.backward()`` on a symbolic tensor records the backward pass into the same graph (the
 ops' own VJPs, via graph/autodiff.py) and sets ``.grad`` of every leaf it reaches to a symbolic
-tensor, accumulating onto an existing gradient as eager autograd does. Leaves are the captured
+tensor, accumulating onto an existing gradient as eager autograd does; then it calls the
+leaves' post-accumulate-grad hooks, as the eager engine does, with ``.grad`` symbolic (what
+they record lands in the graph: DistributedDataParallel's bucket all-reduces), and then the
+``backward_callbacks`` queued during the pass. Leaves are the captured
 eager tensors that require grad and the graph inputs declared with ``requires_grad``; values
 recorded under ``no_grad`` carry no gradient. The position of the first backward node is kept
 (``backward_start``): it is where AOT partitioning splits forward from backward.
@@ -53,6 +56,9 @@ class GraphBuilder(_reg.Mode):
         self.backward_start: int | None = None  # node count when backward() first ran
         self.grad_of: dict[int, Tensor] = {}  # id(captured .grad tensor) -> its owner
         self.stepped_optimizers: dict = {}  # id -> (optimizer, its state before its step)
+        # called once after the next recorded backward has set every .grad and run the leaves'
+        # post-accumulate-grad hooks (DistributedDataParallel checks its reduction finished)
+        self.backward_callbacks: list = []
         # how many ember.grad transforms nested in this graph are recording their function
         # now: their gradients stay differentiable (JAX's semantics), so code choosing between
         # a fused op whose backward has no VJP of its own and a differentiable-to-any-order
@@ -171,6 +177,13 @@ class GraphBuilder(_reg.Mode):
                 if isinstance(leaf.grad, Tensor) and id(leaf.grad) not in self._current:
                     self.grad_of[id(leaf.grad)] = leaf  # fed with the owner's .grad at run time
                 leaf.grad = g if leaf.grad is None else leaf.grad + g
+            for leaf in leaves:  # as the eager engine does, once the leaf's .grad is final
+                hooks = getattr(leaf, "_post_hooks", None)
+                for hook in list(hooks.values()) if hooks else ():
+                    hook(leaf)
+            callbacks, self.backward_callbacks = self.backward_callbacks, []
+            for callback in callbacks:
+                callback()
 
     def _cotangent(self, output, gradient, error, op: str, argument: str):
         """``gradient`` as a symbolic tensor of this graph; for a scalar ``output`` without one,

@@ -9,8 +9,11 @@ and loop bodies are subgraphs they do not enter, so nothing moves across a contr
 boundary.
 
 A node is *pure* when running it twice, or not at all, changes nothing but its outputs: every
-op except random draws (they advance a generator) and control-flow nodes whose subgraphs draw.
-Only pure nodes may be removed, merged or evaluated at compile time.
+op except random draws (they advance a generator), ops with an ``effect`` rule (collectives:
+they talk to the other ranks) and control-flow nodes whose subgraphs hold either. Only pure
+nodes may be removed, merged or evaluated at compile time. `ordered_predecessors` gives, for
+each node whose effect is ordered, the previous node of its channel: orders and schedules keep
+those edges as if they were data (the ranks must start collectives in one order).
 """
 
 from __future__ import annotations
@@ -21,7 +24,14 @@ from dataclasses import dataclass
 from ..symbolic import has_symbols
 from .ir import Graph, Node, Value
 
-__all__ = ["Pass", "constant_value", "is_pure", "replace_value"]
+__all__ = [
+    "Pass",
+    "constant_value",
+    "has_effects",
+    "is_pure",
+    "ordered_predecessors",
+    "replace_value",
+]
 
 
 @dataclass(frozen=True)
@@ -44,10 +54,30 @@ class Pass:
 def is_pure(node: Node) -> bool:
     if node.kind != "call":
         return True
-    if node.op.kind == "random":
+    if node.op.kind == "random" or node.op.effect is not None:
         return False
     subgraphs = [a for a in node.attrs.values() if isinstance(a, Graph)]
     return all(is_pure(n) for g in subgraphs for n in g.nodes)
+
+
+def has_effects(graph: Graph) -> bool:
+    """Whether a call of ``graph`` has an ``effect`` rule (ops/_rules.py)."""
+    return any(n.kind == "call" and n.op.effect is not None for n in graph.nodes)
+
+
+def ordered_predecessors(nodes) -> dict:
+    """id(node) -> the previous node of the same ordered effect channel, for each call of
+    ``nodes`` (in their order) whose op's effect is ordered."""
+    last: dict = {}
+    previous: dict = {}
+    for n in nodes:
+        effect = n.op.effect if n.kind == "call" else None
+        if effect is None or effect.ordered is None:
+            continue
+        if effect.ordered in last:
+            previous[id(n)] = last[effect.ordered]
+        last[effect.ordered] = n
+    return previous
 
 
 def replace_value(graph: Graph, old: Value, new: Value) -> bool:

@@ -82,3 +82,42 @@ class SyncBatchNormFunction(Function):
         dw = Tensor._wrap(sum_dy_xhat.astype(dtype)) if ctx.has_weight else None
         db = Tensor._wrap(sum_dy.astype(dtype)) if ctx.has_bias else None
         return Tensor._wrap(dx.astype(dtype)), dw, db, None, None, None, None, None
+
+
+def sync_batch_norm_ops(x, weight, bias, running_mean, running_var, eps, momentum, group):
+    """The same training step in ember ops with the collective ops (distributed/functional.py),
+    which is how a captured step (``ember.function``) records it: the count and per-channel sums
+    in one all-reduce, then the sums of squared deviations from the global mean in a second
+    (a two-pass variance, in float64 as above). Its gradient is graph autodiff's: the VJP of an
+    all-reduce sum all-reduces the cotangents, which are the two per-channel sums above."""
+    from .. import dtypes as dt
+    from ..distributed import functional as F
+    from ..grad_mode import no_grad
+    from ..ops.creation import full
+    from ..ops.shape import concat
+
+    channels = x.shape[1]
+    axes = (0,) + tuple(range(2, x.ndim))
+    shape = (1, channels) + (1,) * (x.ndim - 2)
+    wide = x.to(dt.float64)
+    n = x.numel() // channels if channels else 0
+    count = full((1,), float(n), dtype=dt.float64)
+    first = F.all_reduce(concat([count, wide.sum(dim=axes)]), "sum", group)
+    total = first[0]
+    mean = first[1:] / total
+    centered = wide - mean.reshape(shape)
+    m2 = F.all_reduce((centered * centered).sum(dim=axes), "sum", group)
+    invstd = (m2 / total + eps).rsqrt()
+    y = centered * invstd.reshape(shape)
+    if weight is not None:
+        y = y * weight.to(dt.float64).reshape(shape)
+    if bias is not None:
+        y = y + bias.to(dt.float64).reshape(shape)
+    if running_mean is not None:
+        with no_grad():
+            unbiased = m2 / (total - 1).clamp(min=1)
+            new_mean = running_mean * (1 - momentum) + (mean * momentum).to(running_mean.dtype)
+            new_var = running_var * (1 - momentum) + (unbiased * momentum).to(running_var.dtype)
+            running_mean.copy_(new_mean)
+            running_var.copy_(new_var)
+    return y.to(x.dtype)

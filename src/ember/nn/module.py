@@ -46,6 +46,10 @@ class Module(HooksMixin):
     """Base class of all neural-network layers; subclasses define ``forward``."""
 
     training: bool
+    # names of Python attributes (beyond ``training``) whose values a captured graph of this
+    # module bakes in: ember.function keys its cache on them, so a change retraces
+    # (capture/state.py, capture/call_guard.py); DistributedDataParallel's no_sync flag
+    _graph_flags: tuple = ()
 
     def __init__(self, *args, **kwargs) -> None:
         if args or kwargs:

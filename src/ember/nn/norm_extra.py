@@ -55,9 +55,10 @@ class SyncBatchNorm(_BatchNorm):
                 self.num_batches_tracked.add_(1)
             if self.momentum is None:  # a cumulative moving average
                 factor = 1.0 / float(self.num_batches_tracked)
-        from ._sync_batch_norm import SyncBatchNormFunction
+        from ..ops._registry import building_graph
+        from ._sync_batch_norm import SyncBatchNormFunction, sync_batch_norm_ops
 
-        return SyncBatchNormFunction.apply(
+        return (sync_batch_norm_ops if building_graph() else SyncBatchNormFunction.apply)(
             input,
             self.weight,
             self.bias,

@@ -103,6 +103,7 @@ class OpDef:
     channel_fold: Callable[..., Any] | None = None
     onnx: Callable[..., Any] | None = None  # the op as ONNX nodes (onnx/export_emit.py)
     autocast: Any = None  # Autocast, or attrs -> Autocast | None (ops/_autocast.py)
+    effect: Any = None  # Effect: the call talks to other processes (ops/_rules.py)
     run: Callable[..., Any] = field(init=False, repr=False)
 
     def __post_init__(self):

@@ -60,6 +60,15 @@ Precision (ops/_autocast.py; the entry points are ember.amp's)
   ``@autocasts(...)`` (ops/_autocast.py), which casts its arguments and runs its body with
   autocast off, as PyTorch's autocast does for the ops on its lists.
 
+Effects (graph/rewrite.py ``is_pure``; transforms/fold.py, cse.py, dce.py, unroll.py, remat.py,
+checkpoint.py; plan/schedule.py; runtime/parallel_plan.py, parallel_cost.py, auto.py)
+* ``effect``: an `Effect`: running the op does more than compute its outputs (it talks to other
+  processes: a collective). Such a call is never folded, merged with an equal one, removed when
+  nothing reads it, recomputed, or run on made-up inputs to time it; calls whose effects share an
+  ``ordered`` channel keep their relative order in every pass, schedule and executor (the ranks
+  of a process group must start collectives in the same order, or they deadlock or mix their
+  data). ops/collective.py declares it.
+
 Transforms
 * ``batch``: how a call splits along a batch axis (ops/_batching.py; micro-batching); None: it
   does not; left unset, its kind's default.
@@ -101,6 +110,7 @@ from typing import Any, NamedTuple
 __all__ = [
     "Autocast",
     "ChannelWeights",
+    "Effect",
     "EpilogueRule",
     "FusedRule",
     "Identity",
@@ -128,6 +138,15 @@ class Autocast(enum.Enum):
     FP32 = "fp32"
     PROMOTE = "promote"
     KEEP = "keep"
+
+
+class Effect(NamedTuple):
+    """What an op does beyond computing its outputs (see ``effect`` above). ``ordered``: the
+    channel whose calls must run in the order they were recorded (``"collective"``: a process
+    group's collectives), or None: the call must run, but its order among others is free (a
+    wait for a collective already started: its data dependence places it)."""
+
+    ordered: str | None = None
 
 
 class ChannelWeights(NamedTuple):

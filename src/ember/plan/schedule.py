@@ -4,18 +4,20 @@
 run the one that adds the fewest bytes (its new outputs minus the inputs it is the last reader
 of), so a branch that frees memory runs to completion before one that allocates more; ties keep
 the stored order. Nodes drawing random numbers keep their relative order (the generators'
-sequence). `schedule(graph)` is the pass (``graph -> (graph, changed)``, `SCHEDULE` for a
-pipeline, run at O3 after fusion): it keeps the new order only when plan/memory.py plans a
-lower peak for it than for the stored order, so it never raises the peak. On the reference
-steps (MLP, CNN, GPT block, ResNet block) the traced order is already the better one and the
-pass changes nothing; graphs with independent branches of unequal size are where it pays.
+sequence), and so do the calls of each ordered effect channel (collectives: every rank must
+start them in one order; graph/rewrite.py `ordered_predecessors`). `schedule(graph)` is the
+pass (``graph -> (graph, changed)``, `SCHEDULE` for a pipeline, run at O3 after fusion): it
+keeps the new order only when plan/memory.py plans a lower peak for it than for the stored
+order, so it never raises the peak. On the reference steps (MLP, CNN, GPT block, ResNet block)
+the traced order is already the better one and the pass changes nothing; graphs with
+independent branches of unequal size are where it pays.
 """
 
 from __future__ import annotations
 
 import heapq
 
-from ..graph.rewrite import Pass
+from ..graph.rewrite import Pass, ordered_predecessors
 from .arena import concrete
 from .layout import nbytes
 from .memory import plan_memory
@@ -30,6 +32,8 @@ def memory_aware_order(graph) -> list:
     randoms = [n for n in graph.nodes if n.kind == "call" and n.op.kind == "random"]
     for before, after in zip(randoms, randoms[1:]):
         producers[id(after)].add(id(before))
+    for after, before in ordered_predecessors(graph.nodes).items():
+        producers[after].add(id(before))
     users: dict[int, list] = {id(n): [] for n in graph.nodes}
     for n in graph.nodes:
         for p in producers[id(n)]:

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..graph.rewrite import has_effects
 from ..kernels.ccompile import compiler_available
 from . import codegen
 from .codegen import compile_graph
@@ -149,6 +150,9 @@ def prepare(
         return _made(graph, generated, Choice(name, CODEGEN, "no C compiler"))
     if not _concrete(graph):
         why = "symbolic sizes: known only when the graph runs"
+        return _made(graph, generated, Choice(name, CODEGEN, why))
+    if has_effects(graph):  # never run on made-up inputs to time it: it would talk to the ranks
+        why = "collectives (an effect rule): run in graph order, never timed"
         return _made(graph, generated, Choice(name, CODEGEN, why))
     from .parallel import ParallelProgram, plan  # (the thread pool starts with it)
     from .parallel_cost import calibrate

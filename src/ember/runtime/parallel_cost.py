@@ -191,10 +191,12 @@ def _estimate(node, calibration: Calibration) -> NodeEstimate:
     op = node.op
     in_types = [v.type for v in node.inputs]
     out_types = [v.type for v in node.outputs]
-    if op.kind in ("random", "control"):
-        # random draws must keep their order; control ops run nested graphs of unknown cost
+    if op.kind in ("random", "control") or op.effect is not None:
+        # random draws and collectives must keep their order; control ops run nested graphs
+        # of unknown cost
         t = calibration.numpy[0][1]
-        return NodeEstimate(t, t, 1.0, True, f"kind {op.kind}")
+        why = f"kind {op.kind}" if op.effect is None else "an effect"
+        return NodeEstimate(t, t, 1.0, True, why)
     cost = op.cost(in_types, out_types, node.attrs) if op.cost is not None else None
     flops, moved = (cost.flops, cost.bytes) if cost is not None else (0, 0)
     seconds, worker, factor = _interpolate(calibration.numpy, moved)

@@ -175,11 +175,12 @@ def _on_one_thread(result: ParallelPlan, order, alone: dict, calibration, positi
 
 def _dependencies(graph, calls) -> dict:
     """Each call node's predecessors: the call nodes making its inputs, and for a random draw
-    the previous one (draws keep the graph's order, so the same numbers come out)."""
+    or a call with an effect (a collective) the previous one (draws keep the graph's order, so
+    the same numbers come out; collectives start in the same order on every rank)."""
     preds = {id(n): {v.node for v in n.inputs if v.node.kind == "call"} for n in calls}
     previous = None
     for n in calls:
-        if n.op.kind in ("random", "control"):
+        if n.op.kind in ("random", "control") or n.op.effect is not None:
             if previous is not None:
                 preds[id(n)].add(previous)
             previous = n

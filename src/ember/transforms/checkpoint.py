@@ -143,6 +143,7 @@ def _recomputable(node) -> bool:
     return (
         node.kind == "call"
         and node.op.kind != "random"
+        and node.op.effect is None
         and not any(isinstance(a, Graph) for a in node.attrs.values())
         and all(v.type.shape for v in node.outputs)
     )

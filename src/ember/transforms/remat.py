@@ -377,6 +377,7 @@ def _recomputable(node) -> bool:
     return (
         node.kind == "call"
         and node.op.kind != "random"
+        and node.op.effect is None
         and not node.op.view
         and not node.op.aliases  # views are recomputed with their base
         and not any(isinstance(a, Graph) for a in node.attrs.values())

@@ -93,7 +93,7 @@ class Folder:
             return None
         if node.kind == "constant":
             return node.graph.constants[node.name]
-        if node.kind != "call" or node.op.kind in ("control", "random"):
+        if node.kind != "call" or node.op.kind in ("control", "random") or node.op.effect:
             return None
         if has_symbols(node.attrs):
             return None

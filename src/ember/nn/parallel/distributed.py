@@ -17,6 +17,11 @@ Without it, a parameter that gets no gradient leaves the reduction unfinished an
 forward raises, naming it. ``no_sync()`` turns the reduction off (gradients accumulate locally;
 the first backward after it reduces the accumulated sums). ``broadcast_buffers``: rank 0's
 buffers are sent to all ranks at each forward.
+
+Inside ``ember.function`` / ``ember.compile`` the same hooks record the reduction as graph nodes
+instead (nn/parallel/_ddp_graph.py): one ``all_reduce_start`` per bucket right after its last
+gradient, the waits before the optimizer reads the gradients. A captured forward whose backward
+runs eagerly (``ember.compile(ddp_model)``, then ``loss.backward()``) reduces eagerly, as here.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from ...distributed._mpi import DistributedError, mpi
 from ...distributed.process_group import _group
 from ...tensor import Tensor
 from ..module import Module
+from . import _ddp_graph
 
 __all__ = ["DistributedDataParallel"]
 
@@ -86,6 +92,9 @@ class DistributedDataParallel(Module):
     module docstring); ``forward`` calls it; ``module`` holds it (state_dict keys carry the
     ``module.`` prefix, as PyTorch's do)."""
 
+    # a captured step records the reduction or not by this flag (no_sync): keyed on it
+    _graph_flags = ("require_backward_grad_sync",)
+
     def __init__(
         self,
         module: Module,
@@ -133,6 +142,8 @@ class DistributedDataParallel(Module):
         self._ready: set = set()
         self._used: set = set()
         self._launched = 0
+        self._in_graph = False
+        self._auto_arm = False  # a captured forward, an eager backward: hooks arm (_ddp_graph)
         self._handles = [p.register_post_accumulate_grad_hook(self._on_grad) for p in self._params]
 
     # ------------------------------------------------------------------------- wrap time
@@ -201,14 +212,29 @@ class DistributedDataParallel(Module):
                 "parameters do not contribute to the loss",
                 op="DistributedDataParallel",
             )
+        from ...ops._registry import building_graph, current_mode
+
+        self._in_graph = building_graph()  # a captured step: record the reduction (_ddp_graph)
+        self._auto_arm = False
+        if self._in_graph and self.find_unused_parameters:
+            raise DistributedError(
+                "find_unused_parameters=True is not supported inside ember.function / "
+                "ember.compile (which parameters got a gradient is decided when the step runs)",
+                op="DistributedDataParallel",
+            )
         if self.broadcast_buffers and self.process_group.size() > 1:
-            self._sync_from_rank0(self._buffers_list())
+            if self._in_graph:
+                _ddp_graph.broadcast_buffers(self)
+            else:
+                self._sync_from_rank0(self._buffers_list())
         output = self.module(*inputs, **kwargs)
         from ...grad_mode import is_grad_enabled
 
         self._reset()
         if is_grad_enabled() and self.require_backward_grad_sync and self.process_group.size() > 1:
             self._expecting = True
+            if self._in_graph:
+                current_mode().backward_callbacks.append(lambda: _ddp_graph.check_finished(self))
             if self.find_unused_parameters:
                 reached = _reachable_leaves(_outputs(output, []))
                 for p in self._params:
@@ -227,6 +253,8 @@ class DistributedDataParallel(Module):
 
     # --------------------------------------------------------------------------- backward
     def _on_grad(self, p: Tensor) -> None:
+        if self._in_graph or self._auto_arm:
+            _ddp_graph.arm_eager_backward(self)
         if self._expecting and id(p) not in self._ready:
             self._mark_ready(p, used=True)
 
@@ -238,6 +266,10 @@ class DistributedDataParallel(Module):
         bucket.pending -= 1
         if bucket.pending == 0:
             self._launch(bucket)
+        if self._in_graph:
+            if self._launched == len(self._buckets):
+                _ddp_graph.finish(self)
+            return
         pending = [b.work._requests[0] for b in self._buckets if b.work is not None]
         if pending:
             mpi().Request.Testall(pending)  # drives MPI's progress while backward runs
@@ -245,6 +277,9 @@ class DistributedDataParallel(Module):
             self._finish()
 
     def _launch(self, bucket: _Bucket) -> None:
+        if self._in_graph:
+            _ddp_graph.launch(self, bucket)
+            return
         for p, start, stop in zip(bucket.params, bucket.offsets, bucket.offsets[1:]):
             if p.grad is None:
                 bucket.buffer[start:stop] = 0
