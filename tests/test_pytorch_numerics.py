@@ -167,13 +167,13 @@ def test_result_type_table_equals_pytorchs():
                 tx = torch.ones(shapes[0], dtype=getattr(torch, a))
                 ty = torch.ones(shapes[1], dtype=getattr(torch, b))
                 want = str(torch.result_type(tx, ty)).split(".")[1]
-                assert str(ember.result_type(x, y)) == want, (a, b, shapes)
+                assert ember.result_type(x, y).name == want, (a, b, shapes)
         for scalar in (True, 2, 2.5):
             for shape in ((2,), ()):
                 x = ember.ones(shape, dtype=getattr(ember, a))
                 tx = torch.ones(shape, dtype=getattr(torch, a))
                 want = str(torch.result_type(tx, scalar)).split(".")[1]
-                assert str(ember.result_type(x, scalar)) == want, (a, scalar, shape)
+                assert ember.result_type(x, scalar).name == want, (a, scalar, shape)
 
 
 # ------------------------------------------------------------------------ in-place ops
