@@ -1,7 +1,8 @@
 """PyTorch's top-level spellings of nn.functional's functions (``torch.cosine_similarity``,
 ``torch.kl_div``, ``torch.batch_norm``, ...) with the top-level signatures, which differ from
 the functional ones where aten's do: ``reduction`` is aten's integer enum (0 none, 1 mean,
-2 sum), ``torch.embedding`` takes the weight first with ``padding_idx=-1`` for none,
+2 sum), and its default is 0: PyTorch's top-level losses do not reduce unless asked,
+``torch.embedding`` takes the weight first with ``padding_idx=-1`` for none,
 ``torch.batch_norm`` / ``instance_norm`` take every argument positionally (``cudnn_enabled``
 is accepted and has no effect), the dropouts' ``train`` is required; plus the small top-level
 functions ``row_stack``, ``range``, ``scalar_tensor``, ``fill``, ``detach``, ``is_same_size``,
@@ -63,9 +64,9 @@ def embedding(weight, indices, padding_idx: int = -1, scale_grad_by_freq=False, 
 
 
 @export
-def kl_div(input, target, reduction=1, *, log_target: bool = False):
-    """``torch.kl_div``: F.kl_div with aten's integer reduction (1: mean, the elementwise mean,
-    not F's batchmean)."""
+def kl_div(input, target, reduction=0, *, log_target: bool = False):
+    """``torch.kl_div``: F.kl_div with aten's integer reduction (none by default; 1 is the
+    elementwise mean, not F's batchmean)."""
     return FUNCTIONAL["kl_div"](
         input, target, reduction=_reduction("kl_div", reduction), log_target=log_target
     )
@@ -78,7 +79,7 @@ def ctc_loss(
     input_lengths,
     target_lengths,
     blank: int = 0,
-    reduction=1,
+    reduction=0,
     zero_infinity: bool = False,
 ):
     """``torch.ctc_loss``: F.ctc_loss with aten's integer reduction."""
@@ -94,7 +95,7 @@ def ctc_loss(
 
 
 @export
-def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None, reduction=1):
+def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None, reduction=0):
     """``torch.binary_cross_entropy_with_logits``: pos_weight before the integer reduction."""
     return FUNCTIONAL["binary_cross_entropy_with_logits"](
         input,
@@ -160,7 +161,7 @@ def poisson_nll_loss(input, target, log_input, full, eps, reduction):
 
 
 @export
-def hinge_embedding_loss(input, target, margin: float = 1.0, reduction=1):
+def hinge_embedding_loss(input, target, margin: float = 1.0, reduction=0):
     """``torch.hinge_embedding_loss`` with the integer reduction."""
     return FUNCTIONAL["hinge_embedding_loss"](
         input, target, margin=margin, reduction=_reduction("hinge_embedding_loss", reduction)
@@ -168,7 +169,7 @@ def hinge_embedding_loss(input, target, margin: float = 1.0, reduction=1):
 
 
 @export
-def cosine_embedding_loss(input1, input2, target, margin: float = 0.0, reduction=1):
+def cosine_embedding_loss(input1, input2, target, margin: float = 0.0, reduction=0):
     """``torch.cosine_embedding_loss`` with the integer reduction."""
     return FUNCTIONAL["cosine_embedding_loss"](
         input1,
@@ -180,7 +181,7 @@ def cosine_embedding_loss(input1, input2, target, margin: float = 0.0, reduction
 
 
 @export
-def margin_ranking_loss(input1, input2, target, margin: float = 0.0, reduction=1):
+def margin_ranking_loss(input1, input2, target, margin: float = 0.0, reduction=0):
     """``torch.margin_ranking_loss`` with the integer reduction."""
     return FUNCTIONAL["margin_ranking_loss"](
         input1,
@@ -193,7 +194,7 @@ def margin_ranking_loss(input1, input2, target, margin: float = 0.0, reduction=1
 
 @export
 def triplet_margin_loss(
-    anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6, swap=False, reduction=1
+    anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6, swap=False, reduction=0
 ):
     """``torch.triplet_margin_loss`` with the integer reduction."""
     return FUNCTIONAL["triplet_margin_loss"](
@@ -269,8 +270,13 @@ def fill(input, value):
                 "dimension(s)",
                 op="fill",
             )
-        return E.expand(value.to(x.dtype), x.shape)
-    return E.full_like(x, value)
+        value = value.to(x.dtype)
+    else:
+        value = E.full((), value, dtype=x.dtype)
+    # a select rather than a fresh tensor: as PyTorch's, the result stays in the input's graph
+    # (a zero gradient to it) and the value's gradient is the sum of the result's
+    everywhere = E.full(x.shape, True, dtype=dt.bool_)
+    return E.where(everywhere, value, x)
 
 
 @export

@@ -112,9 +112,7 @@ def quantile(input, q, dim: int | None = None, keepdim: bool = False, *, interpo
 
 
 @export(method=True)
-def nanquantile(
-    input, q, dim: int | None = None, keepdim: bool = False, *, interpolation="linear"
-):
+def nanquantile(input, q, dim: int | None = None, keepdim: bool = False, *, interpolation="linear"):
     """quantile ignoring NaN values (a row of NaNs only gives NaN)."""
     return _quantile("nanquantile", True, input, q, dim, keepdim, interpolation)
 

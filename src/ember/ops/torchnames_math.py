@@ -16,7 +16,7 @@ from .. import return_types
 from ..errors import DTypeError
 from ..types import TensorType
 from . import api as E
-from ._registry import PUBLIC, OpDef, apply, export, register
+from ._registry import INPLACE, PUBLIC, OpDef, apply, export, register
 from ._util import broadcast_shapes, elementwise_cost, require_same_dtype
 from .elementwise import promote, to_tensor
 
@@ -95,8 +95,7 @@ gcd = _integer_binary(
 lcm = _integer_binary(
     "lcm",
     _lcm_kernel,
-    "lcm(x, y): the least common multiple of integer tensors, non-negative (0 where either "
-    "is 0).",
+    "lcm(x, y): the least common multiple of integer tensors, non-negative (0 where either is 0).",
 )
 
 
@@ -204,8 +203,22 @@ for _name in (
     "logical_or",
     "logical_xor",
     "logical_not",
-    "cumsum",
     "heaviside",
 ):
     # the same function under the same names: only the in-place method ``x.<name>_`` is new
     export(PUBLIC[_name], name=_name, method=True, inplace=True)
+
+
+def _cumsum_inplace(input, dim, *, dtype=None):
+    """``x.cumsum_(dim, dtype=None)``: as PyTorch, a ``dtype`` other than x's is refused (the
+    sums are written into x)."""
+    if dtype is not None and dt.as_dtype(dtype) != input.dtype:
+        raise DTypeError(
+            f"cumsum_: dtype {dt.as_dtype(dtype)} must match the tensor's dtype {input.dtype}",
+            op="cumsum_",
+        )
+    return E.cumsum(input, dim)
+
+
+# (registered as the in-place method only: ember.cumsum and x.cumsum keep their function)
+INPLACE["cumsum_"] = _cumsum_inplace
