@@ -371,3 +371,116 @@ OPS += [
     OpInfo("is_inference", _one_tensor, dtypes=()),
     OpInfo("typename", _typename_samples, grad=False, dtypes=()),
 ]
+
+
+# ------------------------------------------------------------------------------ windows
+
+
+def _window_samples(*extra):
+    def make():
+        return [
+            S(8, desc="periodic"),
+            S(7, False, desc="symmetric"),
+            S(1, desc="length 1"),
+            S(0, desc="length 0"),
+            S(2, False, desc="length 2"),
+            S(9, True, *extra, kwargs={"dtype": DT("float64")}, desc="float64"),
+            S(6, False, *extra, kwargs={"dtype": DT("float32")}, desc="float32"),
+            S(5, kwargs={"dtype": DT("float16")}, desc="float16"),
+            S(5, kwargs={"dtype": DT("int64")}, desc="int64 refused"),
+            S(-1, desc="negative refused"),
+            S(4, kwargs={"requires_grad": True}, desc="requires_grad"),
+        ]
+
+    return make
+
+
+OPS += [
+    OpInfo("hann_window", _window_samples(), grad=False, dtypes=()),
+    OpInfo("hamming_window", _window_samples(0.5, 0.4), grad=False, dtypes=()),
+    OpInfo("blackman_window", _window_samples(), grad=False, dtypes=()),
+    OpInfo("bartlett_window", _window_samples(), grad=False, dtypes=()),
+    OpInfo("kaiser_window", _window_samples(5.0), grad=False, dtypes=()),
+]
+
+
+# ------------------------------------------------------------------- views written, and more
+
+
+def _slice_scatter_samples():
+    x = n(3, 4, 5)
+    return [
+        S(x, n(3, 2, 5), 1, 1, 4, 2, desc="dim 1, step 2"),
+        S(x, n(1, 4, 5), desc="default: dim 0 whole", nondiff=()),
+        S(x, n(3, 4, 2), -1, 3, desc="negative dim, start"),
+        S(n(3, 4), n(3, 2), 1, None, 2, desc="end only", strided=True),
+        S(x, n(3, 4, 5), 0, desc="whole"),
+        S(x, n(3, 3, 5), 1, 1, 4, 2, desc="wrong src shape refused"),
+        S(n(0, 3), n(0, 1), 1, 0, 1, desc="zero-size"),
+    ]
+
+
+def _select_scatter_samples():
+    x = n(3, 4, 5)
+    return [
+        S(x, n(3, 5), 1, 2, desc="dim 1"),
+        S(x, n(4, 5), 0, -1, desc="negative index"),
+        S(n(3, 4), n(3), -1, 0, desc="last dim", strided=True),
+        S(x, n(3, 4), 1, 2, desc="wrong src shape refused"),
+    ]
+
+
+def _diagonal_scatter_samples():
+    return [
+        S(n(4, 4), n(4), desc="main"),
+        S(n(3, 5), n(3), 1, desc="offset 1"),
+        S(n(3, 5), n(2), -1, desc="offset -1"),
+        S(n(2, 3, 4), n(4, 2), 0, 0, 2, desc="dims 0, 2"),
+        S(n(2, 3, 4), n(2, 3), -1, 2, 1, desc="dims 2, 1, offset -1"),
+        S(n(3, 4), n(3), 0, desc="strided", strided=True),
+        S(n(3, 4), n(0), 9, desc="empty diagonal"),
+        S(n(3, 4), n(4), desc="wrong src shape refused"),
+    ]
+
+
+def _renorm_samples():
+    x = n(3, 4, 5)
+    return [
+        S(x, 2, 1, 2.0, desc="p 2, dim 1"),
+        S(x, 1, 0, 3.0, desc="p 1, dim 0"),
+        S(x, 1.5, -1, 1.0, desc="p 1.5, last dim"),
+        S(x, 2, 0, 100.0, desc="all below maxnorm"),
+        S(n(3, 4), 3, 1, 0.5, desc="strided", strided=True),
+        S(n(4), 2, 0, 0.5, desc="1-d refused"),
+    ]
+
+
+def _addr_samples():
+    return [
+        S(n(3, 4), n(3), n(4), desc="plain"),
+        S(n(3, 4), n(3), n(4), kwargs={"beta": 0.5, "alpha": 2.0}, desc="beta, alpha"),
+        S(n(4), n(3), n(4), desc="broadcast input"),
+        S(np.full((3, 4), np.nan), n(3), n(4), kwargs={"beta": 0}, desc="beta 0", grad=False),
+        S(n(3, 4), n(3), n(4), desc="strided", strided=True),
+        S(n(3, 4), n(3, 1), n(4), desc="2-d vector refused"),
+    ]
+
+
+def _split_with_sizes_samples():
+    x = n(5, 6)
+    return [
+        S(x, [2, 3], desc="dim 0"),
+        S(x, [1, 0, 5], 1, desc="dim 1 with an empty piece"),
+        S(x, (6,), -1, desc="one piece"),
+        S(x, [2, 2], desc="wrong sum refused"),
+    ]
+
+
+OPS += [
+    OpInfo("slice_scatter", _slice_scatter_samples),
+    OpInfo("select_scatter", _select_scatter_samples),
+    OpInfo("diagonal_scatter", _diagonal_scatter_samples),
+    OpInfo("renorm", _renorm_samples, dtypes=FLOATS, rtol=1e-9),
+    OpInfo("addr", _addr_samples, rtol=1e-9),
+    OpInfo("split_with_sizes", _split_with_sizes_samples),
+]
