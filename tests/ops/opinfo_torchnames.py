@@ -484,3 +484,24 @@ OPS += [
     OpInfo("addr", _addr_samples, rtol=1e-9),
     OpInfo("split_with_sizes", _split_with_sizes_samples),
 ]
+
+
+def _layout(lib, *args, **kwargs):
+    """What empty_strided promises (its values are uninitialised in PyTorch): shape, strides,
+    dtype."""
+    out = lib.mod.empty_strided(*args, **kwargs)
+    return tuple(out.shape), tuple(out.stride()), lib.dtype_of(out)
+
+
+def _empty_strided_samples():
+    return [
+        S((2, 3), (1, 2), desc="column-major"),
+        S((2, 3), (3, 1), kwargs={"dtype": DT("int32")}, desc="row-major int32"),
+        S((4, 2), (0, 1), desc="broadcast stride 0"),
+        S((0, 3), (3, 1), desc="zero-size"),
+        S((), (), desc="0-d"),
+        S((2, 3), (1,), desc="length mismatch refused"),
+    ]
+
+
+OPS.append(OpInfo("empty_strided", _empty_strided_samples, call=_layout, grad=False, dtypes=()))

@@ -17,7 +17,7 @@ import operator
 from .. import dtypes as dt
 from ..errors import DTypeError, EmberError, ShapeError
 from . import api as E
-from ._registry import export
+from ._registry import _state, export
 from ._util import normalize_axis
 from .elementwise import to_tensor
 
@@ -48,7 +48,8 @@ def _check(name, x, q, interpolation):
             f"{name}() q tensor must be same dtype as the input tensor ({q.dtype} vs {x.dtype})",
             op=name,
         )
-    if not q.requires_grad and q.numel():  # (PyTorch checks the values it is given)
+    # (PyTorch checks the values it is given; a graph being built has none to check)
+    if not q.requires_grad and q.numel() and not _state.modes:
         values = q.detach().numpy()
         if not ((values >= 0) & (values <= 1)).all():
             raise ValueError(f"{name}() q values must be in the range [0, 1]")
