@@ -505,3 +505,78 @@ def _empty_strided_samples():
 
 
 OPS.append(OpInfo("empty_strided", _empty_strided_samples, call=_layout, grad=False, dtypes=()))
+
+
+# -------------------------------------------------- index_reduce, unique_consecutive, histogram
+
+
+def _index_reduce_samples():
+    x, s = n(5, 3), n(4, 3)
+    idx = np.array([0, 4, 0, 2])
+    out = []
+    for reduce in ("prod", "mean", "amax", "amin"):
+        out.append(S(x, 0, idx, s, reduce, desc=reduce))
+        out.append(
+            S(x, 0, idx, s, reduce, kwargs={"include_self": False}, desc=f"{reduce} no self")
+        )
+    out += [
+        S(n(3, 5), 1, np.array([1, 1, 3]), n(3, 3), "amax", desc="dim 1"),
+        S(n(3, 5), -1, np.array([0, 2]), n(3, 2), "mean", desc="strided", strided=True),
+        S(np.array([[1, 2], [3, 4]]), 0, np.array([1, 1]), np.array([[5, 6], [7, 8]]), "mean",
+          desc="int mean", grad=False),
+        S(x, 0, idx, s, "sum", desc="sum refused"),
+        S(x, 0, idx[:3], s, "prod", desc="index length refused"),
+    ]  # fmt: skip
+    return out
+
+
+# (keywords: torch.unique_consecutive(x, False, True) returns (values, an empty tensor), its
+# Python dispatch reading the flags by keyword; x.unique_consecutive(False, True) does not)
+_BOTH = {"return_inverse": True, "return_counts": True}
+
+
+def _unique_consecutive_samples():
+    ints = np.array([1, 1, 2, 2, 3, 1, 1, 2])
+    return [
+        S(ints, desc="values"),
+        S(ints, kwargs=_BOTH, desc="inverse and counts"),
+        S(ints, kwargs={"return_counts": True}, desc="counts"),
+        S(np.array([[1, 1], [1, 1], [2, 3], [1, 1]]), kwargs=dict(_BOTH, dim=0), desc="rows"),
+        S(
+            np.array([[1, 1, 2], [1, 1, 3]]),
+            kwargs={"return_inverse": True, "dim": -1},
+            desc="columns",
+        ),
+        S(np.array([[1, 1], [2, 2]]), kwargs={"return_inverse": True}, desc="2-d flat inverse"),
+        S(
+            np.array([np.nan, np.nan, 1.0, 1.0]),
+            kwargs={"return_counts": True},
+            desc="each NaN a run",
+            grad=False,
+        ),
+        S(np.zeros(0), kwargs=_BOTH, desc="empty", grad=False),
+    ]
+
+
+def _histogram_samples():
+    r = rng(11)
+    return [
+        S(np.array([1.0, 2.0, 1.0, 4.0]), 3, desc="3 bins", grad=False),
+        S(r.standard_normal((20, 3)), 7, desc="2-d, 7 bins", grad=False),
+        S(np.array([2.0, 2.0]), 2, desc="one value", grad=False),
+        S(np.array([1.0, 2, 1, 4, 9]), 3, kwargs={"range": (0.0, 5.0)}, desc="range",
+          grad=False),
+        S(np.array([1.0, 2, 1, 4]), np.array([0.0, 1.5, 5.0]),
+          kwargs={"weight": np.array([1.0, 2, 3, 4]), "density": True}, desc="edges, weight",
+          grad=False),
+        S(np.zeros(0), 3, desc="empty", grad=False),
+        S(r.standard_normal(30), 4, kwargs={"density": True}, desc="density", grad=False),
+        S(np.array([1.0, np.nan]), 3, desc="NaN refused", grad=False),
+    ]  # fmt: skip
+
+
+OPS += [
+    OpInfo("index_reduce", _index_reduce_samples, dtypes=FLOATS),
+    OpInfo("unique_consecutive", _unique_consecutive_samples, grad=False),
+    OpInfo("histogram", _histogram_samples, grad=False),
+]

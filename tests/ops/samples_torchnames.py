@@ -30,3 +30,19 @@ SAMPLES = [
         torch_fn=lambda x: __import__("torch").frexp(x).exponent,
     ),
 ]
+SAMPLES += [
+    Sample(
+        "unique_consecutive",
+        lambda x: ember.unique_consecutive(x, True, True),
+        (np.array([1.0, 1.0, 2.0, 3.0, 3.0, 1.0]),),
+        grad=False,
+        torch_fn=lambda x: __import__("torch").unique_consecutive(x, True, True),
+    ),
+    Sample(
+        "histogram",
+        lambda x: ember.histogram(x, 4),
+        (X,),
+        grad=False,
+        torch_fn=lambda x: __import__("torch").histogram(x, 4),
+    ),
+]
