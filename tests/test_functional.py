@@ -306,8 +306,11 @@ def test_entry_points_follow_pytorch():
     np.testing.assert_allclose(ember.log_softmax(x, 0).numpy(), x.log_softmax(0).numpy())
     for name in ("selu", "celu", "threshold", "prelu", "hardshrink", "layer_norm", "group_norm"):
         assert getattr(ember, name) is getattr(F, name)
-    for name in ("gelu", "silu", "cross_entropy", "scaled_dot_product_attention", "embedding"):
+    for name in ("gelu", "silu", "cross_entropy", "scaled_dot_product_attention"):
         assert hasattr(F, name) and not hasattr(ember, name)
+    # torch.embedding is aten's: the weight first, as ember.embedding
+    w, idx = ember.randn(4, 2), ember.tensor([3, 0])
+    np.testing.assert_array_equal(ember.embedding(w, idx).numpy(), F.embedding(idx, w).numpy())
     assert callable(F.elu_) and callable(F.leaky_relu_)
     y = ember.tensor([-1.0, 2.0])
     assert F.relu_(y) is y and y.tolist() == [0.0, 2.0]

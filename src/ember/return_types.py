@@ -13,6 +13,8 @@ __all__ = [
     "aminmax",
     "cummax",
     "cummin",
+    "frexp",
+    "histogram",
     "kthvalue",
     "max",
     "median",
@@ -49,3 +51,5 @@ nanmedian = _result_type("nanmedian", _PAIR)
 mode = _result_type("mode", _PAIR)
 kthvalue = _result_type("kthvalue", _PAIR)
 aminmax = _result_type("aminmax", ("min", "max"))
+frexp = _result_type("frexp", ("mantissa", "exponent"))
+histogram = _result_type("histogram", ("hist", "bin_edges"))

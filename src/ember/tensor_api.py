@@ -192,6 +192,16 @@ def _new_tensor(self, data, *, dtype=None, device=None, requires_grad=False, **k
     return PUBLIC["tensor"](data, dtype=dtype or self.dtype, requires_grad=requires_grad)
 
 
+def _new_empty_strided(
+    self, size, stride, *, dtype=None, device=None, requires_grad=False, **kwargs
+):
+    """A tensor of ``size`` with ``stride`` (``ember.empty_strided``: zeros, as ember never
+    hands out uninitialised memory), ``x``'s dtype unless ``dtype=``."""
+    placement("Tensor.new_empty_strided", dict(kwargs, device=device))
+    out = PUBLIC["empty_strided"](tuple(size), tuple(stride), dtype=dtype or self.dtype)
+    return out.requires_grad_() if requires_grad else out
+
+
 def install(cls: type) -> None:
     """Give ``cls`` the methods and properties of the module docstring."""
     cls.cpu = _cpu
@@ -217,5 +227,9 @@ def install(cls: type) -> None:
     cls.new_ones = _new_factory("new_ones", 1)
     cls.new_empty = _new_factory("new_empty", 0)  # ember never hands out uninitialised memory
     cls.new_full = _new_full
+    cls.new_empty_strided = _new_empty_strided
+    cls.itemsize = property(lambda self: self.dtype.itemsize)
+    # which output of its grad_fn this tensor is (0 for a leaf), as PyTorch's
+    cls.output_nr = property(lambda self: getattr(self, "_output_nr", 0))
     cls.new_tensor = _new_tensor
     cls.__getattr__ = tensor_getattr

@@ -76,6 +76,14 @@ NO_ONNX = {
     "varlen_attention": "no ONNX form written (a block-diagonal mask from the row splits would "
     "express it); padded attention exports",
     "varlen_attention_grad": "a gradient op (inference graphs never hold it); no ONNX form",
+    "unique_consecutive": "its result's size depends on the data (capture refuses it too)",
+    "gcd": "ONNX has no gcd, and Euclid's algorithm needs a data-dependent Loop: not written",
+    "lcm": "ONNX has no lcm (nor gcd, which it needs)",
+    "nextafter": "stepping a float's bit pattern needs BitCast (opset 26, past the default 20)",
+    "frexp_exponent": "reading a float's exponent bits needs BitCast (opset 26, past the "
+    "default 20)",
+    "histogram": "ONNX has no histogram (its bins need a scatter-add by computed bin index, "
+    "not written)",
 }
 
 # ops exported, but refused (with `OnnxError`) for some attributes ONNX cannot express

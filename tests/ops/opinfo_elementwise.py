@@ -230,9 +230,13 @@ def _bools():
     ]
 
 
+# (no gradients: the results are bool; in place into a float tensor, PyTorch's x.logical_and_
+# leaves the copy's identity gradient through the 0/1 values, ember's gives none, as eq_'s)
 for _logic in ("logical_and", "logical_or", "logical_xor"):
-    OPS.append(OpInfo(_logic, _bools, promotion=True))
-OPS.append(OpInfo("logical_not", lambda: [Sample((s.args[0],), desc=s.desc) for s in _bools()]))
+    OPS.append(OpInfo(_logic, _bools, promotion=True, grad=False))
+OPS.append(
+    OpInfo("logical_not", lambda: [Sample((s.args[0],), desc=s.desc) for s in _bools()], grad=False)
+)
 
 for _test in ("isnan", "isinf", "isfinite"):
     OPS.append(unary(_test))

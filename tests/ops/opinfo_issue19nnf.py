@@ -337,10 +337,10 @@ OPS = [
     OpInfo("gumbel_softmax", _gumbel_samples, random=True, check=_gumbel_check, grad=False),
     OpInfo("cosine_similarity", _cosine_samples, rtol=1e-9),
     OpInfo("pairwise_distance", _pairwise_samples, rtol=1e-9),
-    OpInfo("triplet_margin_loss", _triplet_samples, rtol=1e-9),
-    OpInfo("margin_ranking_loss", _margin_ranking_samples),
-    OpInfo("cosine_embedding_loss", _cosine_embedding_samples, rtol=1e-9),
-    OpInfo("ctc_loss", _ctc_samples, rtol=1e-9, dtypes=("float32", "float64")),
+    OpInfo("triplet_margin_loss", _triplet_samples, spellings=("F",), rtol=1e-9),
+    OpInfo("margin_ranking_loss", _margin_ranking_samples, spellings=("F",)),
+    OpInfo("cosine_embedding_loss", _cosine_embedding_samples, spellings=("F",), rtol=1e-9),
+    OpInfo("ctc_loss", _ctc_samples, spellings=("F",), rtol=1e-9, dtypes=("float32", "float64")),
     OpInfo("relu", _relu_samples, call=_relu_inplace, spellings=("F",)),
 ]
 

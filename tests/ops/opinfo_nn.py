@@ -256,8 +256,8 @@ OPS += [
     OpInfo("layer_norm", _layer_norm_samples, rtol=1e-9),
     OpInfo("rms_norm", _rms_norm_samples, rtol=1e-9),
     OpInfo("group_norm", _group_norm_samples, rtol=1e-9),
-    OpInfo("batch_norm", _batch_norm_samples, rtol=1e-9),
-    OpInfo("instance_norm", _instance_norm_samples, rtol=1e-9),
+    OpInfo("batch_norm", _batch_norm_samples, spellings=("F",), rtol=1e-9),
+    OpInfo("instance_norm", _instance_norm_samples, spellings=("F",), rtol=1e-9),
     OpInfo("normalize", _normalize_samples, rtol=1e-9),
 ]
 
@@ -367,10 +367,10 @@ def _kl_samples():
 
 OPS += [
     OpInfo("binary_cross_entropy", _bce_samples),
-    OpInfo("binary_cross_entropy_with_logits", _bce_logits_samples),
+    OpInfo("binary_cross_entropy_with_logits", _bce_logits_samples, spellings=("F",)),
     OpInfo("cross_entropy", _cross_entropy_samples),
     OpInfo("nll_loss", _nll_samples),
-    OpInfo("kl_div", _kl_samples),
+    OpInfo("kl_div", _kl_samples, spellings=("F",)),
 ]
 
 
@@ -400,7 +400,7 @@ def _sdpa_samples():
 
 
 OPS += [
-    OpInfo("embedding", _embedding_samples),
+    OpInfo("embedding", _embedding_samples, spellings=("F",)),
     OpInfo("scaled_dot_product_attention", _sdpa_samples, rtol=1e-9),
 ]
 
