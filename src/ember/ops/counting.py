@@ -22,7 +22,7 @@ from ..types import TensorType
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._util import memory_cost, normalize_axis
 from .elementwise import to_tensor
-from .sorting import _rows
+from .sorting import _rows, select_parts, unique_infer
 
 # --------------------------------------------------------------------- unique_consecutive
 
@@ -43,38 +43,15 @@ def _runs(a: np.ndarray, axis):
     return starts, (np.cumsum(new) - 1).astype(np.int64), counts
 
 
-def _consecutive_infer(x, *, axis, count):
-    if axis is None:
-        return (
-            TensorType((count,), x.dtype),
-            TensorType(tuple(x.shape), dt.int64),
-            TensorType((count,), dt.int64),
-        )
-    shape = tuple(count if d == axis else s for d, s in enumerate(x.shape))
-    return (
-        TensorType(shape, x.dtype),
-        TensorType((x.shape[axis],), dt.int64),
-        TensorType((count,), dt.int64),
-    )
-
-
 def _consecutive_kernel(x, *, axis, count):
-    first, inverse, counts = _runs(x, axis)
-    if first.size != count:
-        raise ShapeError(
-            f"the tensor has {first.size} runs but the op was built for {count}",
-            op="unique_consecutive",
-        )
-    if axis is None:
-        return x.reshape(-1)[first], inverse.reshape(x.shape), counts
-    return np.take(x, first, axis=axis), inverse, counts
+    return select_parts(x, axis, count, _runs, "runs", "unique_consecutive")
 
 
 _UNIQUE_CONSECUTIVE = register(
     OpDef(
         name="unique_consecutive",
         kind="index",
-        infer=_consecutive_infer,
+        infer=unique_infer,
         kernel=_consecutive_kernel,
         cost=memory_cost,
         num_outputs=3,

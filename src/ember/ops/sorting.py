@@ -252,7 +252,7 @@ def _unique_parts(a: np.ndarray, axis):
     return order[starts], inverse, counts
 
 
-def _unique_infer(x, *, axis, count):
+def unique_infer(x, *, axis, count):
     if axis is None:
         return (
             TensorType((count,), x.dtype),
@@ -267,23 +267,30 @@ def _unique_infer(x, *, axis, count):
     )
 
 
-def _unique_kernel(x, *, axis, count):
-    first, inverse, counts = _unique_parts(x, axis)
+def select_parts(x, axis, count: int, parts, what: str, op: str):
+    """The kernel of `unique` and `unique_consecutive`: ``parts(x, axis)`` gives the first
+    position of each group, each element's group and the group sizes; the groups' first
+    elements (slices along ``axis``) are selected. ``count`` (the groups the op was built for,
+    read from the data when the call was made) must still hold."""
+    first, inverse, counts = parts(x, axis)
     if first.size != count:
         raise ShapeError(
-            f"the tensor has {first.size} distinct values but the op was built for {count}",
-            op="unique",
+            f"the tensor has {first.size} {what} but the op was built for {count}", op=op
         )
     if axis is None:
         return x.reshape(-1)[first], inverse.reshape(x.shape), counts
     return np.take(x, first, axis=axis), inverse, counts
 
 
+def _unique_kernel(x, *, axis, count):
+    return select_parts(x, axis, count, _unique_parts, "distinct values", "unique")
+
+
 _UNIQUE = register(
     OpDef(
         name="unique",
         kind="index",
-        infer=_unique_infer,
+        infer=unique_infer,
         kernel=_unique_kernel,
         cost=memory_cost,
         num_outputs=3,
