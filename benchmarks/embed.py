@@ -1,7 +1,9 @@
 """Sentence embeddings with all-MiniLM-L6-v2: sentences per second at batch 1, 8 and 64.
 
 Sides, all on the same tokenized batches of mixed-length sentences (4 to 60 words) and checked
-against each other first: ember eager (under no_grad), the same module compiled by
+against each other first: ember eager (under no_grad), ember eager on the same sentences as a
+ragged batch ("eager ragged": the packed tokens, no padding; `tokenize_ragged`), the same module
+compiled by
 ``ember.function`` with a symbolic batch and length (ember.compile's graph path; one graph for
 every batch shape),
 an independent PyTorch implementation (tests/text/torch_bert.py with PyTorch's fused
@@ -113,6 +115,10 @@ def main() -> None:
         with ember.no_grad():
             return embedder.encode_batch(*batch).numpy()
 
+    def run_ragged(batch):  # the same sentences as a ragged batch: no padding at all
+        with ember.no_grad():
+            return embedder.encode_batch(*ragged_of[id(batch)]).numpy()
+
     def run_compiled(batch):
         with ember.no_grad():
             return embedder.encode_batch(*batch, module=compiled).numpy()
@@ -125,6 +131,7 @@ def main() -> None:
 
     sides = {
         "ember eager": run_eager,
+        "eager ragged": run_ragged,
         "ember.function": run_compiled,
         "PyTorch": run_torch,
         "onnxruntime": run_ort,
@@ -135,7 +142,9 @@ def main() -> None:
     ratios = []
     for size in (int(b) for b in args.batches.split(",")):
         texts = sentences(max(args.sentences, size), seed=size)
-        batches = [embedder.tokenize(texts[i : i + size]) for i in range(0, len(texts), size)]
+        chunks = [texts[i : i + size] for i in range(0, len(texts), size)]
+        batches = [embedder.tokenize(chunk) for chunk in chunks]
+        ragged_of = {id(b): embedder.tokenize_ragged(c) for b, c in zip(batches, chunks)}
         for batch in batches:  # warm-up and agreement (float32 rounding: 1e-5 on unit vectors)
             outs = {name: fn(batch) for name, fn in sides.items()}
             for name, out in outs.items():
@@ -154,7 +163,7 @@ def main() -> None:
     print("\ntime ratios (lower is better for the first named)")
     for size, median in ratios:
         parts = []
-        for ours in ("ember eager", "ember.function"):
+        for ours in ("ember eager", "eager ragged", "ember.function"):
             for peer_name in ("PyTorch", "onnxruntime"):
                 parts.append(f"{ours}/{peer_name} {median[ours] / median[peer_name]:.2f}x")
         print(f"batch {size:>2}: " + ", ".join(parts))
