@@ -18,12 +18,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import time
 
 import numpy as np
 
 from ember.data import DataLoader
+from ember.kernels.cpool import cpu_model  # noqa: E402
 
 
 class SlowImages:
@@ -44,17 +44,6 @@ class SlowImages:
             padded = np.pad(image, ((0, 0), (1, 1), (1, 1)), mode="edge")
             image = (padded[:, :-2, 1:-1] + padded[:, 2:, 1:-1] + padded[:, 1:-1, 1:-1]) / 3
         return image.astype(np.float32), i % 10
-
-
-def cpu_model() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown CPU"
-    for line in out.splitlines():
-        if line.startswith("Model name:"):
-            return line.split(":", 1)[1].strip()
-    return "unknown CPU"
 
 
 def epoch_seconds(loader) -> float:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import time
 
 import numpy as np
@@ -24,20 +23,10 @@ import numpy as np
 import ember
 import ember.distributed as dist
 from ember import nn
+from ember.kernels.cpool import cpu_model  # noqa: E402
 from ember.nn.parallel import DistributedDataParallel as DDP
 
 GLOBAL_BATCH = 128
-
-
-def cpu_model() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown CPU"
-    for line in out.splitlines():
-        if line.startswith("Model name:"):
-            return line.split(":", 1)[1].strip()
-    return "unknown CPU"
 
 
 def ember_model(ns, seed: int):

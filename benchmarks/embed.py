@@ -149,14 +149,7 @@ def main() -> None:
             outs = {name: fn(batch) for name, fn in sides.items()}
             for name, out in outs.items():
                 np.testing.assert_allclose(out, outs["PyTorch"], rtol=0, atol=1e-5, err_msg=name)
-        times = {name: [] for name in sides}
-        for _ in range(args.rounds):
-            for name, fn in sides.items():
-                start = time.perf_counter()
-                for batch in batches:
-                    fn(batch)
-                times[name].append(time.perf_counter() - start)
-        median = {name: statistics.median(t) for name, t in times.items()}
+        median = _interleaved_medians(sides, batches, args.rounds)
         rate = {name: len(texts) / t for name, t in median.items()}
         print(f"{size:>5}  " + "  ".join(f"{rate[s]:>14.1f}" for s in sides))
         ratios.append((size, median))
@@ -167,6 +160,19 @@ def main() -> None:
             for peer_name in ("PyTorch", "onnxruntime"):
                 parts.append(f"{ours}/{peer_name} {median[ours] / median[peer_name]:.2f}x")
         print(f"batch {size:>2}: " + ", ".join(parts))
+
+
+def _interleaved_medians(sides: dict, batches: list, rounds: int) -> dict:
+    """Each side's median time over ``rounds`` rounds, a round running every side once on
+    every batch (interleaved, so a busy spell hits every side alike)."""
+    times = {name: [] for name in sides}
+    for _ in range(rounds):
+        for name, fn in sides.items():
+            start = time.perf_counter()
+            for batch in batches:
+                fn(batch)
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def _peak_bytes(fn, batch) -> int:
@@ -215,14 +221,7 @@ def ragged_main(args) -> None:
         shapes = [embedder.tokenize(b)[1] for b in batches]
         padded_tokens = sum(m.size for m in shapes) / len(batches)
         real_tokens = sum(int(m.sum()) for m in shapes) / len(batches)
-        times = {name: [] for name in sides}
-        for _ in range(args.rounds):
-            for name, fn in sides.items():
-                start = time.perf_counter()
-                for batch in batches:
-                    fn(batch)
-                times[name].append(time.perf_counter() - start)
-        median = {name: statistics.median(t) for name, t in times.items()}
+        median = _interleaved_medians(sides, batches, args.rounds)
         rate = {name: len(texts) / t for name, t in median.items()}
         peak = {name: max(_peak_bytes(fn, b) for b in batches) for name, fn in sides.items()}
         print(

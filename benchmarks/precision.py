@@ -40,20 +40,10 @@ import numpy as np
 
 import ember
 from ember import zoo
+from ember.kernels.cpool import cpu_model  # noqa: E402
 from ember.plan import measure_peak
 
 PRECISIONS = ("float32", "bfloat16", "float16")
-
-
-def cpu_model() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown CPU"
-    for line in out.splitlines():
-        if line.startswith("Model name:"):
-            return line.split(":", 1)[1].strip()
-    return "unknown CPU"
 
 
 def _step(lib, name: str, precision: str, model, opt, captured: bool):

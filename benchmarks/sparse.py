@@ -20,24 +20,13 @@ threads (default 1, as scipy's product is single-threaded).
 from __future__ import annotations
 
 import argparse
-import subprocess
 import time
 
 import numpy as np
 import scipy.sparse as sp
 
 import ember
-
-
-def cpu_model() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown CPU"
-    for line in out.splitlines():
-        if line.startswith("Model name:"):
-            return line.split(":", 1)[1].strip()
-    return "unknown CPU"
+from ember.kernels.cpool import cpu_model  # noqa: E402
 
 
 def problem(n: int, cols: int, density: float, seed: int = 0):

@@ -17,12 +17,12 @@ import numpy as np
 
 from .. import dtypes as dt
 from .. import return_types
-from ..errors import DTypeError, ShapeError, TraceError
+from ..errors import DTypeError, ShapeError
 from ..types import TensorType
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._util import memory_cost, normalize_axis
 from .elementwise import to_tensor
-from .sorting import _rows, select_parts, unique_infer
+from .sorting import _rows, grouped, select_parts, unique_infer
 
 # --------------------------------------------------------------------- unique_consecutive
 
@@ -73,25 +73,7 @@ def unique_consecutive(
     size depends on the values); not differentiable."""
     x = to_tensor(input)
     axis = None if dim is None else normalize_axis("unique_consecutive", dim, x.ndim)
-    try:
-        data = x.detach().numpy()
-    except TraceError:
-        raise TraceError(
-            "the size of the result depends on the input's values, so the op needs its value, "
-            "which a graph does not have while it is built; call unique_consecutive outside "
-            "the captured function",
-            op="unique_consecutive",
-        ) from None
-    count = _runs(data, axis)[0].size
-    values, inverse, counts = apply(_UNIQUE_CONSECUTIVE, x, axis=axis, count=count)
-    if not (return_inverse or return_counts):
-        return values
-    out = (values,)
-    if return_inverse:
-        out += (inverse,)
-    if return_counts:
-        out += (counts,)
-    return out
+    return grouped(_UNIQUE_CONSECUTIVE, _runs, x, axis, return_inverse, return_counts)
 
 
 # ------------------------------------------------------------------------------ histogram

@@ -319,17 +319,25 @@ def unique(
     (``ember.function``, ``ember.trace``) raises a `TraceError` naming it."""
     x = to_tensor(x)
     axis = None if dim is None else normalize_axis("unique", dim, x.ndim)
+    return grouped(_UNIQUE, _unique_parts, x, axis, return_inverse, return_counts)
+
+
+def grouped(op, parts, x, axis, return_inverse: bool, return_counts: bool):
+    """The public side of `unique` and `unique_consecutive`: their group count read from x's
+    value (by ``parts``, as `select_parts` reads it), the op applied, and PyTorch's result
+    (the values alone, or with the inverse and/or the counts). Eager only: a traced x has no
+    value, and the count fixes the result's size."""
     try:
         data = x.detach().numpy()
     except TraceError:
         raise TraceError(
             "the size of the result depends on the input's values, so the op needs its value, "
-            "which a graph does not have while it is built; call unique outside the captured "
-            "function",
-            op="unique",
+            f"which a graph does not have while it is built; call {op.name} outside the "
+            "captured function",
+            op=op.name,
         ) from None
-    count = _unique_parts(data, axis)[0].size
-    values, inverse, counts = apply(_UNIQUE, x, axis=axis, count=count)
+    count = parts(data, axis)[0].size
+    values, inverse, counts = apply(op, x, axis=axis, count=count)
     if not (return_inverse or return_counts):
         return values
     out = (values,)

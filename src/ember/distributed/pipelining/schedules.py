@@ -137,7 +137,9 @@ class PipelineSchedule:
         return self.times.bubble
 
     def actions(self) -> list[tuple[str, int]]:
-        raise NotImplementedError
+        """This rank's order of microbatch actions, ``("F"|"B", microbatch)``: each schedule
+        (GPipe, 1F1B) defines its own."""
+        raise NotImplementedError(f"{type(self).__name__} defines no order of actions")
 
     def _tag(self, message: int, mb: int, backward: bool) -> int:
         n = len(self._stage.pipe.partition.crossing)
