@@ -170,9 +170,17 @@ class Graph(GraphBase):
         self.inputs.append(node.outputs[0])
         return node.outputs[0]
 
-    def add_constant(self, array, name: str | None = None) -> Value:
-        """A constant holding ``array`` (kept by the graph under the value's name)."""
+    def add_constant(self, array, name: str | None = None, *, frozen: bool = False) -> Value:
+        """A constant holding ``array`` (kept by the graph under the value's name).
+        ``frozen``: the caller made ``array`` and nothing else writes it (a folded result), so
+        it is kept read-only, and kernels may keep work derived from a read-only constant
+        for the program's life (a convolution's packed weight, kernels/cconv_constant.py).
+        Any other constant may be memory its caller still writes (``from_numpy`` in a
+        trace), and is read afresh at every call."""
         array = np.asarray(array)
+        if frozen and array.flags.writeable:
+            array = array.view()
+            array.setflags(write=False)
         type = TensorType(array.shape, dt.from_numpy_dtype(array.dtype))
         node = self._add("constant", None, (), {}, (type,), [name or "const"])
         self.constants[node.outputs[0].name] = array

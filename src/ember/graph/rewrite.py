@@ -107,11 +107,12 @@ def erase_if_dead(graph: Graph, node: Node, returned: set | None = None) -> bool
 
 
 def replace_with_constant(graph: Graph, node: Node, array) -> Value:
-    """Replace single-output ``node`` by a constant holding ``array``, under the same value name
-    (so a differential check can still find it), and erase it."""
+    """Replace single-output ``node`` by a constant holding ``array`` (which the caller made:
+    the constant is frozen), under the same value name (so a differential check can still find
+    it), and erase it."""
     old = node.outputs[0]
     with graph.inserting_before(node):
-        value = graph.add_constant(array, name=old.name + "_folded")
+        value = graph.add_constant(array, name=old.name + "_folded", frozen=True)
     graph.replace_all_uses(old, value)
     graph.erase_node(node)
     graph.constants[old.name] = graph.constants.pop(value.name)

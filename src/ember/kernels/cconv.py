@@ -31,11 +31,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import conv_plan
-from .cconv_source import SOURCE
+from . import cconv_wide, conv_plan
+from .cconv_source import SOURCE as _KERNELS
 from .cmicro import KC
-from .conv_plan import Plan, charge, interior, scratch, source_region
+from .conv_plan import ELEMENT_COST, RUN_COST, Plan, charge, interior, scratch, source_region
 from .cstep import STEP_CALL, function_address
+
+# one library: the column-panel kernels and the channels-wide forward (kernels/cconv_wide.py)
+SOURCE = _KERNELS + cconv_wide.WIDE_SOURCE
 
 __all__ = [
     "available",
@@ -121,23 +124,14 @@ def _grid_offsets(grid, steps) -> np.ndarray:
     return total.reshape(-1)
 
 
-# what packing one run of columns costs where runs move a vector at a time (AVX-512 masks), in
-# vector multiply-adds: a masked load and a masked store, the mask, the run's table entries
-# (about eight instructions, four cycles at two a cycle: four multiply-adds at one a cycle)
-_RUN_COST = 4
-# where they move an element at a time: a scalar copy per element, two multiply-adds (one on
-# each of two pipes)
-_ELEMENT_COST = 2
-
-
 def _flat_columns(p: Plan, out_channels: int, itemsize: int) -> bool:
     """Whether the forward's columns run along the padded width (an extended grid: one
     contiguous run per output row to pack, but ``padded / out - 1`` of the columns wasted on
     every output channel) rather than the output's own width (no waste, but one run per
     output row to pack and store). Per useful column, the waste costs ``waste * channels /
     lanes`` vector multiply-adds (the channels padded to the micro-kernel's rows); the short
-    runs cost `_RUN_COST` per run of up to a vector (``_RUN_COST * ceil(out / lanes) / out``)
-    where packing copies runs a masked vector at a time, else `_ELEMENT_COST` per element. The
+    runs cost `RUN_COST` per run of up to a vector (``RUN_COST * ceil(out / lanes) / out``)
+    where packing copies runs a masked vector at a time, else `ELEMENT_COST` per element. The
     columns are extended where the waste costs less."""
     if p.stride[-1] != 1:
         return False
@@ -146,8 +140,8 @@ def _flat_columns(p: Plan, out_channels: int, itemsize: int) -> bool:
     waste = p.padded[-1] / out - 1
     extra = waste * (-(-out_channels // _MR) * _MR) / lanes
     if _masked_runs(itemsize):
-        return extra <= _RUN_COST * -(-out // lanes) / out
-    return extra <= _ELEMENT_COST
+        return extra <= RUN_COST * -(-out // lanes) / out
+    return extra <= ELEMENT_COST
 
 
 @functools.cache
@@ -289,9 +283,10 @@ def _forward(x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = 
     n, c = x.shape[:2]
     cout = w.shape[0]
     if groups == 1 and x.ndim == 4:  # padding and packing in C too, on this thread's scratch
-        step = _thread_step(tuple(x.shape), tuple(w.shape), p, x.dtype, relu)
+        # (a store into another array's phase rewrites the column layout's store table)
+        step = _thread_step(tuple(x.shape), tuple(w.shape), p, x.dtype, relu, into is None)
         if step is not None:
-            call, args = step
+            call, args, own_wp = step
             if into is None:
                 out = np.empty((n, cout) + p.out_size, x.dtype)
             else:
@@ -303,10 +298,14 @@ def _forward(x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = 
                 args[8], args[26], args[29] = dst.ctypes.data, _plane(into), into.array[0].size
             x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
             args[0], args[1], args[3] = x.ctypes.data, w.ctypes.data, out.ctypes.data
+            pack = None  # the channels-wide layout: a parameter's panels may be packed already
+            if own_wp:
+                pack = cconv_wide.use_prepacked(args, w, own_wp)
             bias = None if bias is None else np.ascontiguousarray(bias, x.dtype)
             args[2] = 0 if bias is None else bias.ctypes.data
             args[4] = 0 if mask is None else mask.ctypes.data
             call(args.ctypes.data)
+            del pack  # (held until the step has read it)
             return out
     key = (tuple(x.shape), tuple(w.shape), p, groups, x.itemsize)
     f = _forward_layout(*key)
@@ -377,30 +376,32 @@ _STEP_CACHE_ENTRIES = 32
 _STEP_CACHE_BYTES = 64 << 20
 
 
-def _thread_step(x_shape, w_shape, p: Plan, dtype, relu: bool):
-    """(the forward step as a callable, its argument block) for this geometry, kept per
-    thread (its scratch is written by each call: threads running the same convolution at
-    once must not share it), or None."""
+def _thread_step(x_shape, w_shape, p: Plan, dtype, relu: bool, any_layout: bool = True):
+    """(the forward step as a callable, its argument block, the address of its own packed
+    weight where it runs the channels-wide layout, else 0) for this geometry, kept per thread
+    (its scratch is written by each call: threads running the same convolution at once must
+    not share it), or None."""
     cache = _steps()
-    key = (x_shape, w_shape, p, np.dtype(dtype).str, relu)
+    key = (x_shape, w_shape, p, np.dtype(dtype).str, relu, any_layout)
     found = cache.get(key)
     if found is not None:
         charge(("cconv step", key), found[3], _step_kept)
     else:
-        made = forward_step(x_shape, w_shape, p, dtype, relu)
+        made = forward_step(x_shape, w_shape, p, dtype, relu, wide=None if any_layout else False)
         if made is None:
             return None
         step, args, keep = made
         size = sum(a.nbytes for a in keep if isinstance(a, np.ndarray))
         call = STEP_CALL(function_address(step))
-        found = cache[key] = (call, args, keep, size)
+        own_wp = int(args[6]) if step is _step_function(np.dtype(dtype), _WIDE) else 0
+        found = cache[key] = (call, args, keep, size, own_wp)
         # the oldest geometries go, their scratch with them
         while len(cache) > _STEP_CACHE_ENTRIES or (
             len(cache) > 1 and sum(v[3] for v in cache.values()) > _STEP_CACHE_BYTES
         ):
             del cache[next(iter(cache))]
         charge(("cconv step", key), size, _step_kept)
-    return found[0], found[1]
+    return found[0], found[1], found[4]
 
 
 def _steps() -> dict:
@@ -424,41 +425,69 @@ def held_bytes() -> int:
     return sum(v[3] for v in _steps().values())
 
 
+_WIDE = "conv_forward_wide_step"
+
+
 @functools.cache
-def _step_function(dtype: np.dtype):
+def _step_function(dtype: np.dtype, name: str = "conv_forward_step"):
     from . import ccompile
 
     source = f"#define T {_C[dtype]}\n#define T_FLOAT {int(dtype == np.float32)}\n" + SOURCE
     try:
-        return ccompile.load(source, "conv_forward_step", [_P])
+        return ccompile.load(source, name, [_P])
     except ccompile.CompileError:
         return None
 
 
-def forward_step(x_shape: tuple, w_shape: tuple, p: Plan, dtype, relu: bool):
+def forward_step(
+    x_shape: tuple, w_shape: tuple, p: Plan, dtype, relu: bool,
+    weight_constant: bool = False, wide: bool | None = None,
+):  # fmt: skip
     """The graph runner's step of a 2-d, one-group forward convolution (runtime/cgraph.py):
     (the step function, its argument block with zeros in the x, w, bias, out and mask slots
-    0 to 4, what must stay alive), or None where `conv_forward` would not run."""
+    0 to 4, what must stay alive), or None where `conv_forward` would not run. The layout is
+    the column panels' or, where it does less work (`cconv_wide.wins`), the channels-wide
+    one; ``wide`` True or False forces one (tests; a phase's store needs the columns').
+    ``weight_constant``: the weight is the same unchanging array at every call (a graph's
+    constant), packed once."""
+    from . import cpool
+
     dtype = np.dtype(dtype)
     if len(x_shape) != 4 or 0 in x_shape or 0 in w_shape or _functions(dtype) is None:
         return None
-    step = _step_function(dtype)
-    if step is None:
-        return None
     n, c, h, w = x_shape
-    f = _forward_layout(tuple(x_shape), tuple(w_shape), p, 1, dtype.itemsize)
-    src, dst, roff = f.tables
-    xp = None if f.unpadded else np.zeros(f.size, dtype)
-    wp = np.empty((f.panels * _MR * f.rows,), dtype)
+    key = (tuple(x_shape), tuple(w_shape), p, 1, dtype.itemsize)
+    f = _forward_layout(*key)
+    threads = cpool.get_num_threads()
+    pool = _functions(dtype)[3] or 0
     # (none of a dimension where its low padding covers all the windows read: a negative high
     # padding can crop the padded extent to less than the low padding)
     copied = [max(0, min(s, n_ - lo)) for lo, s, n_ in zip(p.lo, p.in_size, p.padded)]
+    copy = [n * c, *copied, h, w, *p.lo, *p.padded]
+    xp = None if f.unpadded else np.zeros(f.size, dtype)
+    if wide is None:
+        wide = cconv_wide.wins(n * f.m, f.cog, f.rows, threads, dtype.itemsize)
+    if wide:
+        step = _step_function(dtype, _WIDE)
+        if step is None:
+            return None
+        tables = _forward_tables(p, c, False)
+        args, wp = cconv_wide.step_args(
+            x_shape, w_shape, tables, f.rows, len(tables[0]), f.plane, f.m, xp, copy, relu,
+            pool, threads, weight_constant, dtype,
+        )  # fmt: skip
+        return step, args, (step, xp, wp.base, *tables)
+    step = _step_function(dtype)
+    if step is None:
+        return None
+    src, dst, roff = f.tables
+    wp = np.empty((f.panels * _MR * f.rows,), dtype)
     args = [0, 0, 0, 0, 0, 0 if xp is None else xp.ctypes.data, wp.ctypes.data]
-    args += [src.ctypes.data, dst.ctypes.data, roff.ctypes.data]
-    args += [n * c, *copied, h, w, *p.lo, *p.padded]
+    args += [src.ctypes.data, dst.ctypes.data, roff.ctypes.data, *copy]
     args += [f.cog, f.rows, f.panels]
     args += [f.panels, f.rows, n * len(src), f.cog, f.m, len(src), c * f.plane, f.cog * f.m]
-    args += [int(relu), _functions(dtype)[3] or 0, _panel_group(f.panels, dtype.itemsize)]
+    args += [int(relu), pool, _panel_group(f.panels, dtype.itemsize)]
+    args += [int(weight_constant), 0]
     return step, np.array(args, np.int64), (step, xp, wp, src, dst, roff)
 
 

@@ -33,13 +33,17 @@ def c_step(node, plan: Spec, producer_attrs: dict):
     one-group convolution (attributes ``producer_attrs``) whose float result is wanted, or
     None. ``plan``: what the store does."""
     from . import cconv
+    from .cconv_constant import frozen_weight
     from .cstep import CStep, function_address
 
     x_type, w_type = (v.type for v in node.inputs[:2])
     if producer_attrs["groups"] != 1 or plan.value is None or x_type.dtype != w_type.dtype:
         return None
     p = conv_geometry(producer_attrs, x_type.shape[2:], w_type.shape)
-    made = cconv.forward_step(x_type.shape, w_type.shape, p, x_type.dtype.np, plan.relu)
+    constant = frozen_weight(node)  # (its panels packed once)
+    made = cconv.forward_step(
+        x_type.shape, w_type.shape, p, x_type.dtype.np, plan.relu, weight_constant=constant
+    )
     if made is None:
         return None
     step, args, keep = made
@@ -56,11 +60,18 @@ def build(node, plan: Spec, producer_attrs: dict, result):
     """``(*arrays, out=None) -> tuple`` for a ``fused_epilogue`` node of a convolution
     (attributes ``producer_attrs``, result type ``result``) whose store does ``plan``."""
     from . import cconv
+    from .cconv_constant import ConstantWeightForward, frozen_weight
 
     attrs = node.attrs
     n, slot = attrs["n_producer"], attrs["slot"]
     groups = producer_attrs["groups"]
     shape = tuple(result.shape)
+    constant = None  # a graph constant's weight: its panels packed once
+    x_type, w_type = (v.type for v in node.inputs[:2])
+    static = all(isinstance(d, int) for d in (*x_type.shape, *w_type.shape))
+    if frozen_weight(node) and groups == 1 and static and len(shape) == 4:
+        p = conv_geometry(producer_attrs, x_type.shape[2:], w_type.shape)
+        constant = ConstantWeightForward(x_type.shape, w_type.shape, p, x_type.dtype.np, plan.relu)
 
     def call(*arrays, out=None):
         x, w = arrays[:2]
@@ -69,7 +80,9 @@ def build(node, plan: Spec, producer_attrs: dict, result):
         p = conv_geometry(producer_attrs, x.shape[2:], w.shape)
         bias = None if plan.bias is None else operands[plan.bias].reshape(-1)
         mask = np.empty(shape, np.bool_) if plan.mask is not None else None
-        y = cconv.conv_forward(x, w, p, groups, bias, plan.relu, mask)
+        y = None if constant is None else constant(x, w, bias, mask)
+        if y is None:
+            y = cconv.conv_forward(x, w, p, groups, bias, plan.relu, mask)
         if y is None:  # (an empty batch)
             return node.op.kernel(*arrays, **attrs)
         results = [None] * len(attrs["outputs"])

@@ -322,25 +322,33 @@ void conv_forward(const T *x, const T *wp, const T *bias, T *out, unsigned char 
    w, bias, out, mask, xp (or 0), wp, src, dst, roff, then the copy (planes, rows and columns
    copied, the input's rows and columns, the padding before, the padded rows and columns), the
    packing (cout, rows, panels), conv_forward's eight sizes, relu, the pool (or 0), the panel
-   group */
+   group, whether the weight is the graph's constant, the weight packed last (0: none) */
+/* the steps' copy of x into the zero-bordered scratch xp: c[0..8] = planes, rows and
+   columns copied, the input's rows and columns, the padding before, the padded rows and
+   columns */
+static void copy_padded(const T *x, T *xp, const long *c) {
+  long planes = c[0], h = c[1], wd = c[2], in_h = c[3], in_w = c[4];
+  long lo_h = c[5], lo_w = c[6], hp = c[7], wpd = c[8];
+  for (long p = 0; p < planes; p++)
+    for (long r = 0; r < h; r++)
+      memcpy(xp + (p * hp + r + lo_h) * wpd + lo_w, x + (p * in_h + r) * in_w,
+             (size_t)wd * sizeof(T));
+}
+
 void conv_forward_step(const long *a) {
   const T *x = (const T *)a[0], *w = (const T *)a[1];
   T *xp = (T *)a[5], *wp = (T *)a[6];
-  if (xp) {
-    long planes = a[10], h = a[11], wd = a[12], in_h = a[13], in_w = a[14];
-    long lo_h = a[15], lo_w = a[16], hp = a[17], wpd = a[18];
-    for (long p = 0; p < planes; p++)
-      for (long r = 0; r < h; r++)
-        memcpy(xp + (p * hp + r + lo_h) * wpd + lo_w, x + (p * in_h + r) * in_w,
-               (size_t)wd * sizeof(T));
-  }
+  if (xp) copy_padded(x, xp, a + 10);
   long cout = a[19], rows = a[20], panels = a[21];
-  for (long pn = 0; pn < panels; pn++)
-    for (long r = 0; r < rows; r++)
-      for (long i = 0; i < MR; i++) {
-        long co = pn * MR + i;
-        wp[(pn * rows + r) * MR + i] = co < cout ? w[co * rows + r] : 0;
-      }
+  /* a graph's constant weight (a[33]) is packed once: a[34] is the one packed last */
+  if (!(a[33] && a[34] == a[1]))
+    for (long pn = 0; pn < panels; pn++)
+      for (long r = 0; r < rows; r++)
+        for (long i = 0; i < MR; i++) {
+          long co = pn * MR + i;
+          wp[(pn * rows + r) * MR + i] = co < cout ? w[co * rows + r] : 0;
+        }
+  if (a[33]) ((long *)a)[34] = a[1];
   conv_forward(xp ? xp : x, wp, (const T *)a[2], (T *)a[3], (unsigned char *)a[4],
                (const long *)a[7], (const long *)a[8], (const long *)a[9], a[22], a[23], a[24],
                a[25], a[26], a[27], a[28], a[29], (int)a[30], (ember_pool)a[31], a[32]);

@@ -31,7 +31,9 @@ import numpy as np
 from .. import dtypes as dt
 
 __all__ = [
+    "ELEMENT_COST",
     "Plan",
+    "RUN_COST",
     "charge",
     "charged_to",
     "compute_dtype",
@@ -50,6 +52,16 @@ __all__ = [
 # columns); dense is preferred, its copies and adds run over much longer rows
 _DENSE_MAX_WASTE = 1.15
 _FLAT_MAX_WASTE = 1.5
+
+# the forward kernels' cost of packing, shared by the two layouts' choices (kernels/cconv.py,
+# kernels/cconv_wide.py)
+# what packing one run of columns costs where runs move a vector at a time (AVX-512 masks), in
+# vector multiply-adds: a masked load and a masked store, the mask, the run's table entries
+# (about eight instructions, four cycles at two a cycle: four multiply-adds at one a cycle)
+RUN_COST = 4
+# where they move an element at a time: a scalar copy per element, two multiply-adds (one on
+# each of two pipes)
+ELEMENT_COST = 2
 
 # ------------------------------------------------------------------------------- scratch space
 

@@ -227,9 +227,13 @@ def _as_static(out, ctx):
     if isinstance(out, list):
         return [_as_static(o, ctx) for o in out]
     if is_tensor(out):
-        return np.array(out.numpy(), copy=True)
-    if isinstance(out, (bool, int, float, np.generic)):
-        return np.asarray(out)
+        out = np.array(out.numpy(), copy=True)
+    elif isinstance(out, (bool, int, float, np.generic)):
+        out = np.asarray(out)
+    if isinstance(out, np.ndarray):
+        # the import's own copy, never written: a captured graph keeps it as a frozen constant
+        # (kernels may keep work derived from it: kernels/cconv_constant.py)
+        out.setflags(write=False)
     return out
 
 
@@ -334,8 +338,10 @@ def _to_output(value, where: str):
     if isinstance(value, list):
         return [_to_output(v, where) for v in value]
     if is_static(value):
+        # (the caller's own writable copy where the import's is read-only)
+        value = np.require(value, requirements=["C", "W"])
         if supported_dtype(value.dtype):
-            return _reg.eager_constant(np.require(value, requirements="C"))
+            return _reg.eager_constant(value)
         return value
     return value
 

@@ -354,15 +354,24 @@ def _conv_c_step(node):
     x, w = (v.type for v in node.inputs)
     if node.attrs["groups"] != 1 or x.dtype != w.dtype or x.dtype != node.outputs[0].dtype:
         return None
-    from ..kernels import cconv
+    from ..kernels import cconv, cconv_constant
     from ..kernels.cstep import CStep, function_address
 
     p = conv_geometry(node.attrs, x.shape[2:], w.shape)
-    made = cconv.forward_step(x.shape, w.shape, p, x.dtype.np, relu=False)
+    constant = cconv_constant.frozen_weight(node)  # (packed once)
+    made = cconv.forward_step(x.shape, w.shape, p, x.dtype.np, False, weight_constant=constant)
     if made is None:
         return None
     step, args, keep = made
     return CStep(function_address(step), args, [(0, "in", 0), (1, "in", 1), (3, "out", 0)], keep)
+
+
+def _conv_compile(node):
+    """Generated code's implementation of a convolution whose weight is a graph constant
+    (kernels/cconv_constant.py), or None (the op's kernel runs)."""
+    from ..kernels import cconv_constant
+
+    return cconv_constant.compile_node(node, node.op.run)
 
 
 # ------------------------------------------------------------------------------- epilogue
@@ -518,6 +527,7 @@ CONV = register(
         # tools/flops.py: counted with convolutions
         batch=_batching.per_sample(),
         c_step=_conv_c_step,
+        compile=_conv_compile,
         epilogue=_CONV_EPILOGUE,
         # output channel c reads weight row c only, whatever the groups
         channel_weight=lambda attrs: 1,

@@ -48,7 +48,7 @@ def fold_constants(graph: Graph) -> tuple[Graph, bool]:
             continue  # a kernel that disagrees with its rule: leave it to run (and be checked)
         if result.size > 1 and _uniform(result):  # one value everywhere: a broadcast scalar
             with graph.inserting_before(node):
-                scalar = graph.add_constant(result.reshape(-1)[:1].reshape(()).copy())
+                scalar = graph.add_constant(result.reshape(-1)[:1].reshape(()).copy(), frozen=True)
                 broadcast = graph.add_call(_broadcast_op(), [scalar], {"shape": result.shape})
             graph.replace_all_uses(node.outputs[0], broadcast.outputs[0])
             graph.erase_node(node)

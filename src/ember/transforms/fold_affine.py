@@ -46,11 +46,11 @@ def _fold_one(graph: Graph, node) -> bool:
     scaled = weight.astype(np.float64) * scale.reshape((-1,) + (1,) * (weight.ndim - 1))
     bias = shift.reshape((1, -1) + (1,) * (len(out.shape) - 2)).astype(out.dtype.np)
     with graph.inserting_before(node):
-        w = graph.add_constant(scaled.astype(weight.dtype), name="folded_weight")
+        w = graph.add_constant(scaled.astype(weight.dtype), name="folded_weight", frozen=True)
         inputs = list(producer.inputs)
         inputs[slot] = w
         call = graph.add_call(producer.op, inputs, dict(producer.attrs))
-        b = graph.add_constant(bias, name="folded_bias")
+        b = graph.add_constant(bias, name="folded_bias", frozen=True)
         result = graph.add_call(ADD, [call.outputs[0], b])
     graph.replace_all_uses(out, result.outputs[0])
     graph.erase_node(node)

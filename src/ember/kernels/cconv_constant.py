@@ -1,0 +1,120 @@
+"""A graph node's forward convolution whose weight is a frozen graph constant (`frozen_weight`:
+an imported ONNX model's, a folded batch norm's): its weight panels are packed at the first
+call and kept for the program's life instead of at every call (kernels/cconv.py's steps take
+``weight_constant``).
+
+The C graph runner's steps get this from ops/conv.py's and kernels/cconv_epilogue.py's
+``c_step`` hooks; generated code gets it from `compile_node` (the conv op's ``compile`` hook)
+and from kernels/cconv_epilogue.py's ``build``, both through `ConstantWeightForward`.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from . import cconv
+from .conv_plan import Plan, charge, conv_geometry
+from .cstep import STEP_CALL, function_address
+
+__all__ = ["ConstantWeightForward", "compile_node", "frozen_weight"]
+
+
+def frozen_weight(node) -> bool:
+    """Whether a convolution node's weight (its input 1) is a frozen graph constant: a
+    read-only array that the graph's own passes or an import made (graph/ir.py
+    ``add_constant(frozen=True)``), so panels packed from it stay valid. Another constant may
+    be memory its caller still writes, and is packed at every call."""
+    producer = node.inputs[1].node
+    if producer.kind != "constant":
+        return False
+    constants = getattr(getattr(producer, "graph", None), "constants", {})
+    array = constants.get(producer.name)
+    return isinstance(array, np.ndarray) and not array.flags.writeable
+
+
+class ConstantWeightForward:
+    """The forward convolution of one graph node whose weight is a graph constant, for
+    generated code (ops/conv.py's and kernels/cconv_epilogue.py's ``compile`` hooks): a step
+    of its own, whose weight panels are packed at the first call and kept, as the C runner's
+    steps of such nodes do. ``fn(x, w, bias, mask, out)`` returns the result, or None where it
+    does not apply (then the caller runs `conv_forward`): another geometry, no compiler, or
+    the step busy on another thread."""
+
+    def __init__(self, x_shape: tuple, w_shape: tuple, p: Plan, dtype, relu: bool):
+        self._shapes = (tuple(x_shape), tuple(w_shape))
+        self._out_shape = (x_shape[0], w_shape[0]) + tuple(p.out_size)
+        self._dtype = np.dtype(dtype)
+        x_shape, w_shape = self._shapes
+        made = cconv.forward_step(x_shape, w_shape, p, dtype, relu, weight_constant=True)
+        self._lock = threading.Lock()
+        self._call = self._args = None
+        self.held_bytes = 0
+        if made is not None:
+            step, self._args, self._keep = made
+            self._call = STEP_CALL(function_address(step))
+            self.held_bytes = sum(a.nbytes for a in self._keep if isinstance(a, np.ndarray))
+
+    def __call__(self, x, w, bias=None, mask=None, out=None):
+        if (
+            self._call is None
+            or (x.shape, w.shape) != self._shapes
+            or x.dtype != self._dtype
+            or w.dtype != self._dtype
+            or not self._lock.acquire(blocking=False)
+        ):
+            return None
+        try:
+            if out is None or not out.flags.c_contiguous or out.dtype != self._dtype:
+                out = np.empty(self._out_shape, self._dtype)
+            x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
+            bias = None if bias is None else np.ascontiguousarray(bias, self._dtype)
+            args = self._args
+            args[0], args[1], args[3] = x.ctypes.data, w.ctypes.data, out.ctypes.data
+            args[2] = 0 if bias is None else bias.ctypes.data
+            args[4] = 0 if mask is None else mask.ctypes.data
+            self._call(args.ctypes.data)
+            charge(("cconv node step", id(self)), self.held_bytes, _held_by_node)
+            return out
+        finally:
+            self._lock.release()
+
+
+def _held_by_node(charged: tuple) -> bool:
+    return True  # (a node's step lives as long as its program)
+
+
+def compile_node(node, run):
+    """``(x, w, out=None) -> y`` for a 2-d, one-group ``conv`` node whose weight is a graph
+    constant, else None; ``run(x, w, **attrs)`` computes what it declines."""
+    x, w = (v.type for v in node.inputs)
+    shapes = (*x.shape, *w.shape)
+    if (
+        not frozen_weight(node)
+        or node.attrs["groups"] != 1
+        or len(x.shape) != 4
+        or not all(isinstance(d, int) for d in shapes)
+        or x.dtype != w.dtype
+        or x.dtype != node.outputs[0].dtype
+    ):
+        return None
+    if not cconv.available(x.dtype.np):
+        return None
+    p = conv_geometry(node.attrs, x.shape[2:], w.shape)
+    forward = ConstantWeightForward(x.shape, w.shape, p, x.dtype.np, relu=False)
+    attrs = node.attrs
+
+    def call(x, w, out=None):
+        target = None if out is None else out[0]
+        # (an unpadded step reads x where it is: never into x's own buffer)
+        into = None if target is None or np.may_share_memory(target, x) else target
+        y = forward(x, w, out=into)
+        if y is None:
+            y = run(x, w, **attrs)
+        if target is not None and y is not target:
+            np.copyto(target, y)
+            y = target
+        return y
+
+    return call

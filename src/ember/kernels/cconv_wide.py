@@ -1,0 +1,268 @@
+"""The forward convolution with the output channels along the vectors ("channels wide"), for
+the small planes of a network's later layers (kernels/cconv.py picks it per geometry).
+
+kernels/cconv_source.py's forward runs the output positions along the vectors (column panels
+of NR = three vectors) and the output channels down the micro-kernel's MR rows. A 7x7 plane at
+batch 1 has 49 positions: two panels of 48, the second holding one real column, half the
+work wasted, and only two panels to share among threads. Here the roles swap: the packed
+operand the micro-kernel reads as vectors is the weight, NR output channels per panel (its
+rows the (input channel, kernel offset) pairs), and the broadcast operand is the (never built)
+column matrix's transpose, MR output positions per block, gathered from the zero-padded input
+run by run (an output row's positions are consecutive, or stepping by the stride, in the
+input). Threads share the channel panels, so a wide layer (256 to 2048 channels) splits evenly
+however few positions it has; each thread packs the positions' blocks itself, KC rows at a
+time, and stores its tiles transposed into the NC* output (bias, ReLU and mask as the other
+forward does).
+
+`wins` says where this layout does less work than the other one; `step` builds the graph
+runner's step. The weight is packed on every call (its panels, by the thread that uses them),
+except when it is a graph constant: then once, on the first call (an imported ONNX model's
+weights).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .conv_plan import RUN_COST
+
+__all__ = ["WIDE_SOURCE", "step_args", "use_prepacked", "wins"]
+
+_MR = 8
+_VECTOR_BYTES = 64
+
+WIDE_SOURCE = r"""
+/* ------------------------------------------------- forward, channels along the vectors */
+struct cwf {
+  const T *x, *w, *bias;
+  T *wp, *out;
+  unsigned char *mask;
+  const long *src, *dst, *roff; /* per position of one sample; per (channel, offset) row */
+  long k, cols, cout, grid, x_sample, out_sample, chan;
+  int relu, pack;
+};
+
+/* runs of one block of MR positions in the input: contiguous, or stepping evenly */
+struct cw_block {
+  long nj;
+  int count;
+  long start[MR], len[MR], first[MR], step[MR];
+};
+
+/* wp (k x NR) = the weight's output channels [cp * NR, cp * NR + NR) transposed, zero past
+   cout; MR channels at a time (MR rows read side by side: few enough streams for the
+   hardware prefetcher) */
+static void cw_pack_weight(const T *restrict w, long cout, long k, long cp, T *restrict wp) {
+  for (long c0 = cp * NR; c0 < cp * NR + NR; c0 += MR) {
+    T *to = wp + c0 - cp * NR;
+    if (c0 + MR <= cout) {
+      const T *row = w + c0 * k;
+      for (long p = 0; p < k; p++)
+#pragma GCC unroll 8
+        for (long i = 0; i < MR; i++) to[p * NR + i] = row[i * k + p];
+    } else {
+      for (long p = 0; p < k; p++)
+        for (long i = 0; i < MR; i++) to[p * NR + i] = c0 + i < cout ? w[(c0 + i) * k + p] : (T)0;
+    }
+  }
+}
+
+static void cw_block_runs(const struct cwf *f, long b, struct cw_block *r) {
+  long j0 = b * MR, nj = f->cols - j0 < MR ? f->cols - j0 : MR;
+  long src[MR], start[MR], len[MR], first[MR];
+  for (long jj = 0; jj < nj; jj++) {
+    long j = j0 + jj, n = j / f->grid;
+    src[jj] = n * f->x_sample + f->src[j - n * f->grid];
+  }
+  r->nj = nj;
+  int plain = runs_of(src, nj, start, len, first);
+  r->count = strided_runs_of(src, nj, r->start, r->len, r->first, r->step);
+  if (plain <= r->count) { /* (contiguous runs where they are as few) */
+    r->count = plain;
+    for (int i = 0; i < plain; i++)
+      r->start[i] = start[i], r->len[i] = len[i], r->first[i] = first[i], r->step[i] = 1;
+  }
+}
+
+/* ap (kc x MR) = the block's positions at rows roff[0 .. kc) */
+static void cw_pack_block(const T *restrict x, const long *roff, long kc,
+                          const struct cw_block *r, T *restrict ap) {
+  for (long p = 0; p < kc; p++) {
+    T *to = ap + p * MR;
+    if (r->nj < MR) memset(to, 0, MR * sizeof(T));
+    for (int i = 0; i < r->count; i++) {
+      const T *from = x + roff[p] + r->first[i];
+      long n = r->len[i], st = r->step[i];
+      if (st == 1)
+        copy_run(to + r->start[i], from, n);
+      else if (st == 2)
+        copy_evens(to + r->start[i], from, n);
+      else
+        for (long t = 0; t < n; t++) to[r->start[i] + t] = from[t * st];
+    }
+  }
+}
+
+/* position blocks packed together: their packed rows (CW_BLOCKS x KC x MR) stay in L2 while
+   each weight block (KC x NR) is read from L1 once per group of blocks */
+#define CW_BLOCKS 16
+
+static void cw_store(const struct cwf *f, const T *tile, long j0, long nj, long c0, long nc) {
+  for (long i = 0; i < nj; i++) {
+    long j = j0 + i, n = j / f->grid, at = n * f->out_sample + f->dst[j - n * f->grid];
+    T *o = f->out + at;
+    unsigned char *m = f->mask ? f->mask + at : 0;
+    for (long c = 0; c < nc; c++) {
+      long co = c0 + c;
+      T v = tile[i * NR + c] + (f->bias ? f->bias[co] : (T)0);
+      if (f->relu) v = v < 0 ? 0 : v; /* NaN and -0.0 stay, like np.maximum */
+      o[co * f->chan] = v;
+      if (m) m[co * f->chan] = v > 0;
+    }
+  }
+}
+
+/* channel panels [lo, hi): pack their weight (unless packed), then every position block */
+static void cw_panels(void *ctx, long lo, long hi) {
+  const struct cwf *f = ctx;
+  long k = f->k, blocks = (f->cols + MR - 1) / MR, np = hi - lo;
+  if (f->pack)
+    for (long cp = lo; cp < hi; cp++) cw_pack_weight(f->w, f->cout, k, cp, f->wp + cp * k * NR);
+  long group = blocks < CW_BLOCKS ? blocks : CW_BLOCKS;
+  T *tiles = aligned_alloc(64, (size_t)(group * np * MR * NR) * sizeof(T));
+  T *ap = aligned_alloc(64, (size_t)(group * KC * MR) * sizeof(T));
+  struct cw_block *runs = malloc((size_t)group * sizeof(struct cw_block));
+  if (!tiles || !ap || !runs) abort();
+  for (long b0 = 0; b0 < blocks; b0 += group) {
+    long nb = blocks - b0 < group ? blocks - b0 : group;
+    for (long q = 0; q < nb; q++) cw_block_runs(f, b0 + q, &runs[q]);
+    for (long pc = 0; pc < k; pc += KC) {
+      long kc = k - pc < KC ? k - pc : KC;
+      for (long q = 0; q < nb; q++)
+        cw_pack_block(f->x, f->roff + pc, kc, &runs[q], ap + q * KC * MR);
+      for (long cp = lo; cp < hi; cp++)
+        for (long q = 0; q < nb; q++)
+          micro(kc, ap + q * KC * MR, f->wp + (cp * k + pc) * NR,
+                tiles + ((cp - lo) * group + q) * MR * NR, pc == 0);
+    }
+    for (long cp = lo; cp < hi; cp++) {
+      long c0 = cp * NR, nc = f->cout - c0 < NR ? f->cout - c0 : NR;
+      for (long q = 0; q < nb; q++)
+        cw_store(f, tiles + ((cp - lo) * group + q) * MR * NR, (b0 + q) * MR, runs[q].nj, c0, nc);
+    }
+  }
+  free(runs);
+  free(ap);
+  free(tiles);
+}
+
+/* the graph runner's step: args x, w, bias, out, mask, xp (or 0), wp (64-byte aligned),
+   src, dst, roff, the copy into xp (conv_forward_step's nine), cout, rows, columns (samples x
+   positions), positions per sample, the input's and the output's sample strides, the
+   output's channel stride, relu, the pool (or 0), threads, whether the weight is the graph's
+   constant, the weight packed last (0: none) */
+void conv_forward_wide_step(const long *a) {
+  const T *x = (const T *)a[0];
+  T *xp = (T *)a[5];
+  if (xp) copy_padded(x, xp, a + 10);
+  struct cwf f = {xp ? xp : x, (const T *)a[1], (const T *)a[2], (T *)a[6], (T *)a[3],
+                  (unsigned char *)a[4], (const long *)a[7], (const long *)a[8],
+                  (const long *)a[9], a[20], a[21], a[19], a[22], a[23], a[24], a[25],
+                  (int)a[26], !(a[29] && a[30] == a[1])};
+  long panels = (f.cout + NR - 1) / NR, threads = a[28];
+  ember_pool pool = (ember_pool)a[27];
+  /* one chunk per thread: a chunk packs its positions itself */
+  if (pool && threads > 1 && panels > 1 && f.cout * f.k * f.cols > (1L << 20))
+    pool(cw_panels, &f, panels, (panels + threads - 1) / threads);
+  else
+    cw_panels(&f, 0, panels);
+  if (a[29]) ((long *)a)[30] = a[1];
+}
+"""
+
+
+def wins(cols: int, cout: int, k: int, threads: int, itemsize: int) -> bool:
+    """Whether the channels-wide layout does less work than the column panels for ``cols``
+    output positions (samples x plane), ``cout`` channels and ``k`` (channel, kernel offset)
+    rows on ``threads`` threads: each layout's multiply-adds on its slowest thread, padding
+    included (a panel's columns or channels past the real ones, a block's positions past
+    them), plus this layout's packing of the positions, which every thread repeats (one run
+    or two per block row, costed as a few multiply-adds each: conv_plan.RUN_COST)."""
+
+    nr = 3 * _VECTOR_BYTES // itemsize
+    lanes = _VECTOR_BYTES // itemsize
+    threads = max(1, threads)
+    column_panels = -(-cols // nr)
+    columns = -(-column_panels // threads) * nr * -(-cout // _MR) * _MR * k / lanes
+    channel_panels = -(-cout // nr)
+    blocks = -(-cols // _MR)
+    wide = -(-channel_panels // threads) * nr * blocks * _MR * k / lanes
+    wide += blocks * k * 1.5 * RUN_COST
+    return wide < columns
+
+
+def use_prepacked(args: np.ndarray, w: np.ndarray, own_wp: int):
+    """Point a channels-wide step's packed weight (``args``, its argument block) at the
+    panels kernels/cprepack.py keeps for ``w`` where ``w`` is a watched parameter seen at this
+    version before (its panels, k x NR each, are this kernel's: the weight's transpose packed
+    as a product's right operand), else back at the step's own buffer ``own_wp``, packed by
+    the call. Returns the pack, which the caller keeps until the step has run (another
+    thread may drop it from the cache meanwhile), or None. ``EMBER_PREPACK=0`` turns the
+    reuse off."""
+    from . import cprepack
+
+    entry = None
+    if os.environ.get("EMBER_PREPACK", "") != "0":
+        weight = w.reshape(w.shape[0], -1).T
+        entry = cprepack.lookup(weight, first_sight=False)
+    if entry is not None and entry.k == args[20] and entry.n == args[19]:
+        # (the step skips its packing when the weight is the one it packed last: a[29], a[30])
+        args[6], args[29], args[30] = entry.at, 1, args[1]
+        return entry
+    args[6], args[29], args[30] = own_wp, 0, 0
+    return None
+
+
+def aligned_empty(n: int, dtype) -> np.ndarray:
+    """An uninitialised 1-d array of ``n`` elements whose data is 64-byte aligned (the
+    micro-kernel reads its vector operand with aligned loads)."""
+    dtype = np.dtype(dtype)
+    spare = _VECTOR_BYTES // dtype.itemsize
+    buf = np.empty(n + spare, dtype)
+    skip = (-buf.ctypes.data % _VECTOR_BYTES) // dtype.itemsize
+    return buf[skip : skip + n]
+
+
+def step_args(
+    x_shape,
+    w_shape,
+    tables,
+    rows: int,
+    grid: int,
+    plane: int,
+    m: int,
+    xp,
+    copy,
+    relu: bool,
+    pool: int,
+    threads: int,
+    weight_constant: bool,
+    dtype,
+):
+    """(the argument block of ``conv_forward_wide_step``, the packed weight's scratch) for a
+    one-group forward convolution: ``tables`` (src, dst, roff) of the unextended layout,
+    ``grid`` positions per sample, ``plane`` elements of a padded input plane, ``m`` output
+    positions per channel, ``xp`` the padded input's scratch (or None), ``copy`` its nine
+    copy sizes."""
+    n, c = x_shape[:2]
+    cout = w_shape[0]
+    src, dst, roff = tables
+    panels = -(-cout // (3 * _VECTOR_BYTES // np.dtype(dtype).itemsize))
+    wp = aligned_empty(panels * rows * 3 * _VECTOR_BYTES // np.dtype(dtype).itemsize, dtype)
+    args = [0, 0, 0, 0, 0, 0 if xp is None else xp.ctypes.data, wp.ctypes.data]
+    args += [src.ctypes.data, dst.ctypes.data, roff.ctypes.data, *copy]
+    args += [cout, rows, n * grid, grid, c * plane, cout * m, m]
+    args += [int(relu), pool, threads, int(weight_constant), 0]
+    return np.array(args, np.int64), wp
