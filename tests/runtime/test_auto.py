@@ -213,8 +213,10 @@ def test_control_flow_graphs_fall_back_and_equal_the_interpreter(case):
     _, fn, args = case
     traced = ember.trace(fn, *args)
     program = traced.program
-    assert program._c_program is None  # a control op has no C step
-    assert program.choice.chosen in (auto.CODEGEN, "2 parallel workers"), str(program.choice)
+    if any(n.kind == "call" and n.op.kind == "control" for n in traced.graph.nodes):
+        assert program._c_program is None  # a control op has no C step
+        assert program.choice.chosen in (auto.CODEGEN, "2 parallel workers"), str(program.choice)
+    # (a loop of known trip count is unrolled: its elementwise body may run in C)
     arrays = traced.fed_arrays(*args)
     want = interpreter.run(traced.graph, [a.copy() for a in arrays])
     _close(program(*arrays), want, 1e-12)

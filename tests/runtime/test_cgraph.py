@@ -1,5 +1,6 @@
 """runtime/cgraph.py, the C graph runner: graphs of convolutions (their bias, ReLU and mask
-epilogues), max pooling and concatenation run in C give exactly the results of generated code,
+epilogues), max pooling, concatenation, fused loops and lone elementwise ops run in C give
+exactly the results of generated code,
 which runs the same C kernels one node at a time (and the interpreter's, on NumPy's kernels, to
 rounding), on one thread and on several, in any priority order; a graph with a node lacking a C
 step has no C program; and the parallel executor's cost model picks the runner from measured
@@ -129,9 +130,26 @@ def test_outputs_are_fresh_arrays_each_run():
 
 def test_a_graph_with_a_node_lacking_a_c_step_has_no_c_program():
     args = _tensors([(2, 3, 8, 8), (4, 3, 3, 3)])
-    assert cgraph.c_steps(_graph(lambda x, w: F.conv2d(x, w) * 2 + 1, args)) is None
+    assert cgraph.c_steps(_graph(lambda x, w: F.softmax(F.conv2d(x, w), dim=1), args)) is None
     grouped = _tensors([(2, 4, 8, 8), (4, 2, 3, 3)])
     assert cgraph.c_steps(_graph(lambda x, w: F.relu(F.conv2d(x, w, groups=2)), grouped)) is None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fused_loops_and_lone_elementwise_ops_run_in_c(dtype):
+    """A fused loop (a broadcast bias, a bool output), a fused reduction and an elementwise op
+    no group took (the division after the reduction) are steps of the C runner: their loops
+    (kernels/cfuse.py), bit for bit generated code's."""
+
+    def net(x, w, b):
+        z = F.relu(F.conv2d(x, w) * 2 + b.reshape(1, -1, 1, 1))
+        return z.sum(dim=(2, 3)) / 7.0, z > 1.0, F.relu(x * 3 - 1)
+
+    args = _tensors([(2, 3, 9, 9), (5, 3, 3, 3), (5,)], 3, dtype)
+    graph = _graph(net, args)
+    names = [n.op.name for n in graph.nodes if n.kind == "call"]
+    assert {"fused_elementwise", "fused_reduce", "div"} <= set(names), str(graph)
+    _check(graph, args)
 
 
 def test_a_priority_must_list_every_call_node():

@@ -38,7 +38,7 @@ from ..symbolic import has_symbols
 from ..types import TensorType, as_types
 from . import chalf, creduce
 
-__all__ = ["build", "build_program", "source_of"]
+__all__ = ["build", "build_program", "c_step", "source_of"]
 
 _C_TYPES = {dt.float32: "float", dt.float64: "double", dt.bool_: "_Bool"}
 # half precision: stored in 16 bits (kernels/chalf.py's conversions on each load and store),
@@ -396,6 +396,7 @@ def build_program(program, outputs, out_types, in_types):
         return None
     out_types = list(as_types(out_types))
     source = source_of(program, outputs, out_types, in_types)
+    source += _step_source(in_types, out_types)
     argtypes = [ctypes.c_long, ctypes.c_void_p] + [ctypes.c_void_p] * (
         len(in_types) + len(out_types) + 1
     )
@@ -407,10 +408,51 @@ def build_program(program, outputs, out_types, in_types):
             raise
         # no vector math library here: plain scalar calls, still one loop
         source = "\n".join(line for line in source.splitlines() if "simd(" not in line) + "\n"
-        fn = ccompile.load(source, "fused", argtypes, flags=_FLAGS + ("-lm",))
+        libs = ("-lm",)
+        fn = ccompile.load(source, "fused", argtypes, flags=_FLAGS + libs)
     run = _wrapper(fn, in_types, out_types, cpool.parallel_for(), program, outputs)
     run.c_source = source
+    run.step = ccompile.load(source, "fused_step", [ctypes.c_void_p], flags=_FLAGS + libs)
     return run
+
+
+def _step_source(in_types, out_types) -> str:
+    """The graph runner's entry (runtime/cgraph.py): ``fused_step(args)`` calls the loop with
+    args n, dims, the inputs, the outputs, the pool (or 0)."""
+    n_in = len(in_types)
+    casts = ["a[0]", "(const long *)a[1]"]
+    casts += [f"(const {_ARRAY_TYPES[t.dtype]} *)a[{2 + i}]" for i, t in enumerate(in_types)]
+    casts += [f"({_ARRAY_TYPES[t.dtype]} *)a[{2 + n_in + j}]" for j, t in enumerate(out_types)]
+    casts.append(f"(ember_pool)a[{2 + n_in + len(out_types)}]")
+    return f"void fused_step(const long *a) {{ fused({', '.join(casts)}); }}\n"
+
+
+def c_step(program, outputs, out_types, in_types):
+    """The C graph runner's step of a fused loop (`build_program`'s, called with an argument
+    block: the element count, the collapsed dimensions, the arrays, the pool), or None: a
+    symbolic or empty iteration space, no compiler."""
+    from . import cpool
+    from .cstep import CStep, function_address
+
+    out_types = list(as_types(out_types))
+    in_types = list(as_types(in_types))
+    shape = iteration_shape(program, outputs, out_types, in_types)
+    if has_symbols(shape) or any(has_symbols(t.shape) for t in (*in_types, *out_types)):
+        return None
+    n = math.prod(shape)
+    if n == 0:
+        return None  # (reductions over nothing: the wrapper fills their identity)
+    run = build_program(program, outputs, out_types, in_types)
+    if run is None:
+        return None
+    axes = next((tuple(dict(e.attrs)["axes"]) for e in program if e.op.reduction is not None), ())
+    groups, _, _ = _plan(in_types, shape, axes)
+    dims = np.array([math.prod(shape[a] for a in g) for g in groups] or [n], np.int64)
+    n_in, n_out = len(in_types), len(out_types)
+    args = np.array([n, dims.ctypes.data] + [0] * (n_in + n_out) + [cpool.parallel_for() or 0])
+    slots = [(2 + i, "in", i) for i in range(n_in)]
+    slots += [(2 + n_in + j, "out", j) for j in range(n_out)]
+    return CStep(function_address(run.step), args.astype(np.int64), slots, (run.step, dims, run))
 
 
 def _wrapper(fn, in_types, out_types, pool, program, outputs):

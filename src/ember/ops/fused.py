@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes as dt
 from ..errors import EmberError
 from ..types import TensorType, as_types
 from ._registry import Cost, OpDef, register
 from ._rules import FusedRule, Producer
-from .program import check_program, evaluate_program, program_types
+from .program import Input, Instr, Program, check_program, evaluate_program, program_types
 
 __all__ = ["FUSED", "FUSED_EPILOGUE", "FUSED_REDUCE", "epilogue_inputs", "result_bytes"]
 
@@ -151,6 +152,36 @@ def _compiled(node):
     return cfuse.build(node)
 
 
+def _loop_c_step(node):
+    """The C graph runner's step of ``node``: its C loop (None: no compiler, a symbolic size)."""
+    from ..kernels import cfuse
+
+    attrs = node.attrs
+    in_types = [v.type for v in node.inputs]
+    return cfuse.c_step(attrs["program"], attrs["outputs"], attrs["out_types"], in_types)
+
+
+# the dtypes a C loop reads and writes (kernels/cfuse.py)
+_LOOP_DTYPES = (dt.float32, dt.float64, dt.bool_, dt.bfloat16, dt.float16)
+
+
+def lone_c_step(node):
+    """The C graph runner's step of an elementwise node with a C expression that no fused
+    group took (a division after a reduction): the one-instruction loop the fusion pass would
+    make of it (kernels/cfuse.py), or None."""
+    op = node.op
+    if node.kind != "call" or op.kind != "elementwise" or op.c is None or len(node.outputs) != 1:
+        return None
+    if not all(v.dtype in _LOOP_DTYPES for v in (*node.inputs, *node.outputs)):
+        return None
+    from ..kernels import cfuse
+
+    operands = tuple(Input(i) for i in range(len(node.inputs)))
+    program = Program((Instr(op, operands, tuple(sorted(node.attrs.items()))),))
+    in_types = [v.type for v in node.inputs]
+    return cfuse.c_step(program, (0,), [node.outputs[0].type], in_types)
+
+
 def _no_producer(attrs) -> None:
     return None
 
@@ -202,6 +233,7 @@ FUSED = register(
         doc="fused_elementwise(*inputs; program, outputs, out_types): elementwise ops in one loop",
         batch=None,
         compile=_compiled,
+        c_step=_loop_c_step,
         accepts_out=_when_compiled,
         # the C loop reads each element of its inputs before writing the same element
         overwrites_operand=True,
@@ -225,6 +257,7 @@ FUSED_REDUCE = register(
         "reductions over leading and/or trailing axes, in one loop",
         batch=None,
         compile=_compiled,
+        c_step=_loop_c_step,
         accepts_out=_when_compiled,
         workspace=_loop_workspace,
         fused=_LOOP,

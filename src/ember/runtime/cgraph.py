@@ -11,7 +11,10 @@ A *C step* is a function ``void step(const long *args)`` and its argument block:
 the node's inputs and outputs, sizes, and scratch memory of its own (so steps running at once
 never share any). An op offers one through its ``c_step`` rule, ``rule(node) -> CStep | None``
 (kernels/cstep.py; None: not this node, and then the graph has no C program); kernels/csteps.py
-holds the steps of concat, reshape, linear and matmul, the kernels' own modules the others. A
+holds the steps of concat, reshape, linear and matmul, the kernels' own modules the others (a
+fused loop's is its compiled loop, kernels/cfuse.py). An elementwise op with a C expression
+and no rule of its own (one no fused group took) runs as the one-instruction loop the fusion
+pass would make of it (ops/fused.py `lone_c_step`). A
 step runs its kernel on the thread that claims it, sharing the kernel's work over the pool where
 the pool is free (a run on one thread; beside other steps, a nested call runs on its own thread).
 
@@ -43,6 +46,7 @@ from operator import is_not
 import numpy as np
 
 from ..kernels.cstep import STEP_CALL
+from ..ops.fused import lone_c_step
 
 __all__ = ["CGraphProgram", "c_steps", "measure_nodes"]
 
@@ -146,6 +150,8 @@ def c_steps(graph) -> list | None:
         if node.kind != "call":
             continue
         hook = node.op.c_step
+        if hook is None and node.op.c is not None:  # a lone elementwise op: a loop of one
+            hook = lone_c_step
         types = [v.type for v in (*node.inputs, *node.outputs)]
         if hook is None or not all(isinstance(d, int) for t in types for d in t.shape):
             return None  # (a symbolic size is known only when the graph runs)
