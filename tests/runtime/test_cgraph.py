@@ -15,6 +15,7 @@ import ember
 from ember import models
 from ember.graph import interpreter
 from ember.kernels import ccompile, cpool
+from ember.kernels.cstep import STEP_CALL
 from ember.nn import functional as F
 from ember.runtime import cgraph, parallel, parallel_measure
 from ember.runtime.codegen import compile_graph
@@ -150,6 +151,55 @@ def test_fused_loops_and_lone_elementwise_ops_run_in_c(dtype):
     names = [n.op.name for n in graph.nodes if n.kind == "call"]
     assert {"fused_elementwise", "fused_reduce", "div"} <= set(names), str(graph)
     _check(graph, args)
+
+
+def _bn(t, stats):
+    return F.batch_norm(t, *stats, training=False, eps=1e-3)
+
+
+_BATCH_NORMS = {
+    # folded into a biased convolution's weight (its bias becomes the shift)
+    "fold": (lambda x, w, b, s: _bn(F.conv2d(x, w, b, padding=1), s), (6, 4, 3, 3), 6),
+    # a grouped convolution's
+    "fold groups": (lambda x, w, b, s: _bn(F.conv2d(x, w, b, groups=2), s), (6, 2, 1, 1), 6),
+    # a transposed convolution's: its output channels are the weight's axis 1
+    "fold axis 1": (lambda x, w, b, s: _bn(F.conv_transpose2d(x, w, stride=2), s), (4, 5, 2, 2), 5),
+    # on an input: the per-channel affine
+    "eval": (lambda x, w, b, s: _bn(x * w, s), (), 4),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", list(_BATCH_NORMS))
+def test_batch_norm_steps_equal_their_kernels(case, dtype):
+    """Inference batch norms whose statistics are the graph's inputs (`batch_norm_fold`, into
+    the weight of the call before them, and `batch_norm_eval`) have C steps equal to their
+    NumPy kernels within rounding."""
+    fn, w_shape, channels = _BATCH_NORMS[case]
+    rng = np.random.default_rng(12)
+    arrays = [rng.standard_normal((2, 4, 6, 6)), rng.standard_normal(w_shape)]
+    arrays += [rng.standard_normal(w_shape[0] if w_shape else 1)]
+    arrays += [rng.standard_normal(channels), rng.uniform(0.5, 2, channels)]
+    arrays += [rng.standard_normal(channels), rng.standard_normal(channels)]
+    args = [ember.tensor(a.astype(dtype)) for a in arrays]
+    graph = _graph(lambda x, w, b, *stats: fn(x, w, b, stats), args)
+    values = interpreter.all_values(graph, [a.numpy() for a in args])
+    values.update({v.name: a.numpy() for v, a in zip(graph.inputs, args)})
+    nodes = [n for n in graph.nodes if n.kind == "call" and n.op.name.startswith("batch_norm")]
+    assert nodes, str(graph)
+    for node in nodes:
+        ins = [np.ascontiguousarray(values[v.name]) for v in node.inputs]
+        want = node.op.kernel(*ins, **node.attrs)
+        want = want if isinstance(want, tuple) else (want,)
+        step = node.op.c_step(node)
+        assert step is not None, node.op.name
+        outs = [np.empty(tuple(v.type.shape), v.type.dtype.np) for v in node.outputs]
+        for slot, role, k in step.slots:
+            step.args[slot] = (ins if role == "in" else outs)[k].ctypes.data
+        STEP_CALL(step.fn)(step.args.ctypes.data)
+        tol = 1e-6 if dtype == np.float32 else 1e-14
+        for got, w in zip(outs, want):
+            np.testing.assert_allclose(got, w, rtol=tol, atol=tol)
 
 
 def test_a_priority_must_list_every_call_node():

@@ -32,7 +32,7 @@ import os
 
 import numpy as np
 
-__all__ = ["eval_forward", "train_backward", "train_forward"]
+__all__ = ["eval_forward", "eval_step", "fold_step", "train_backward", "train_forward"]
 
 _C = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 _P, _L = ctypes.c_void_p, ctypes.c_long
@@ -162,6 +162,60 @@ void bn_affine(const T *x, const T *scale, const T *shift, T *y, long n, long c,
   struct job j = {x, 0, scale, shift, y, 0, n, c, plane, 1, 0, 0};
   run(affine_planes, &j, n * c, n * c * plane * sizeof(T), pool);
 }
+
+/* ----------------------------------------------- the graph runner's steps (runtime/cgraph.py) */
+
+/* channel ch's scale w / sqrt(var + eps) and shift b - mean * scale, in double (the reference's
+   _scale_shift) */
+static void scale_shift(const T *mean, const T *var, const T *w, const T *b, double eps, long ch,
+                        double *scale, double *shift) {
+  double s = (double)w[ch] / sqrt((double)var[ch] + eps);
+  *scale = s;
+  *shift = (double)b[ch] - (double)mean[ch] * s;
+}
+
+/* batch_norm_eval: args x, mean, var, weight, bias, out, n, c, plane, eps (a double's bits),
+   scale and shift scratch (c each), the pool (or 0) */
+void bn_eval_step(const long *a) {
+  const T *mean = (const T *)a[1], *var = (const T *)a[2], *w = (const T *)a[3];
+  const T *b = (const T *)a[4];
+  long c = a[7];
+  double eps;
+  memcpy(&eps, &a[9], sizeof eps);
+  T *scale = (T *)a[10], *shift = (T *)a[11];
+  for (long ch = 0; ch < c; ch++) {
+    double s, t;
+    scale_shift(mean, var, w, b, eps, ch, &s, &t);
+    scale[ch] = (T)s, shift[ch] = (T)t;
+  }
+  bn_affine((const T *)a[0], scale, shift, (T *)a[5], a[6], c, a[8], (ember_pool)a[12]);
+}
+
+/* batch_norm_fold: the weight (groups x rows x C x cols, C its channels per group) scaled per
+   channel by the rounded scale, and the shift (plus shift * scale where given: one value, or
+   one per channel). args w, mean, var, weight, bias, shift (or 0), folded out, shift out,
+   groups, rows, C, cols, eps (a double's bits), the given shift's count */
+void bn_fold_step(const long *a) {
+  const T *wt = (const T *)a[0], *mean = (const T *)a[1], *var = (const T *)a[2];
+  const T *w = (const T *)a[3], *b = (const T *)a[4], *given = (const T *)a[5];
+  T *folded = (T *)a[6], *out_t = (T *)a[7];
+  long groups = a[8], rows = a[9], cc = a[10], cols = a[11], count = a[13];
+  double eps;
+  memcpy(&eps, &a[12], sizeof eps);
+  for (long g = 0; g < groups; g++)
+    for (long ch = 0; ch < cc; ch++) {
+      long channel = g * cc + ch;
+      double s, t;
+      scale_shift(mean, var, w, b, eps, channel, &s, &t);
+      if (given) t = t + (double)given[count == 1 ? 0 : channel] * s;
+      out_t[channel] = (T)t;
+      const T sf = (T)s;
+      for (long r = 0; r < rows; r++) {
+        long at = ((g * rows + r) * cc + ch) * cols;
+        for (long i = 0; i < cols; i++) folded[at + i] = wt[at + i] * sf;
+      }
+    }
+}
 """
 
 
@@ -274,3 +328,55 @@ def eval_forward(x: np.ndarray, scale: np.ndarray, shift: np.ndarray):
     affine(x.ctypes.data, scale.ctypes.data, shift.ctypes.data, y.ctypes.data, n, c,
            x.size // (n * c), pool)  # fmt: skip
     return y
+
+
+@functools.cache
+def _step(dtype: np.dtype, name: str):
+    from . import ccompile
+
+    if _functions(dtype) is None:
+        return None
+    source = f"#define T {_C[dtype]}\n#define SERIAL_BYTES {_SERIAL_BYTES}L\n" + _SOURCE
+    try:
+        return ccompile.load(source, name, [_P])
+    except ccompile.CompileError:
+        return None
+
+
+def _eps_bits(eps: float) -> int:
+    return int(np.array([eps], np.float64).view(np.int64)[0])
+
+
+def eval_step(x_shape: tuple, dtype, eps: float):
+    """The graph runner's step of ``batch_norm_eval`` on an (N, C, *spatial) ``x`` (inputs x,
+    mean, var, weight, bias in slots 0 to 4, the result in 5), or None."""
+    from .cstep import CStep, function_address
+
+    dtype = np.dtype(dtype)
+    step = _step(dtype, "bn_eval_step")
+    if step is None or len(x_shape) < 2 or 0 in x_shape:
+        return None
+    n, c = x_shape[:2]
+    terms = np.empty(2 * c, dtype)  # the rounded scale and shift
+    args = [0] * 6 + [n, c, int(np.prod(x_shape[2:], dtype=np.int64)), _eps_bits(eps)]
+    args += [terms.ctypes.data, terms.ctypes.data + c * dtype.itemsize, _functions(dtype)[3] or 0]
+    slots = [(i, "in", i) for i in range(5)] + [(5, "out", 0)]
+    return CStep(function_address(step), np.array(args, np.int64), slots, (step, terms))
+
+
+def fold_step(w_shape: tuple, dtype, eps: float, groups: int, axis: int, shifted: int):
+    """The graph runner's step of ``batch_norm_fold`` (inputs w, mean, var, weight, bias and,
+    where ``shifted`` is its element count (1 or the channels), the shift; outputs the folded
+    weight and the shift), or None."""
+    from .cstep import CStep, function_address
+
+    dtype = np.dtype(dtype)
+    step = _step(dtype, "bn_fold_step")
+    if step is None or 0 in w_shape:
+        return None
+    view = (groups, w_shape[0] // groups) + tuple(w_shape[1:])
+    rows = int(np.prod(view[1 : axis + 1], dtype=np.int64))
+    cols = int(np.prod(view[axis + 2 :], dtype=np.int64))
+    args = [0] * 8 + [groups, rows, view[axis + 1], cols, _eps_bits(eps), shifted]
+    slots = [(i, "in", i) for i in range(5 + bool(shifted))] + [(6, "out", 0), (7, "out", 1)]
+    return CStep(function_address(step), np.array(args, np.int64), slots, (step,))

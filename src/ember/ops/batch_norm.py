@@ -195,6 +195,25 @@ def _eval_fast(x, mean, var, weight, bias, *, eps):
     return _compiled().eval_forward(x, scale.astype(x.dtype), shift.astype(x.dtype))
 
 
+def _eval_c_step(node):
+    """The C graph runner's step (runtime/cgraph.py): the per-channel terms, then the affine."""
+    x = node.inputs[0].type
+    if any(v.dtype != x.dtype for v in (*node.inputs, *node.outputs)):
+        return None
+    return _compiled().eval_step(x.shape, x.dtype.np, float(node.attrs["eps"]))
+
+
+def _fold_c_step(node):
+    """The C graph runner's step: the per-channel terms and the scaled weight in one pass."""
+    w = node.inputs[0].type
+    if any(v.dtype != w.dtype for v in (*node.inputs, *node.outputs)):
+        return None
+    a = node.attrs
+    shifted = numel(node.inputs[5].type.shape) if len(node.inputs) > 5 else 0
+    eps, groups, axis = float(a["eps"]), a["groups"], a["axis"]
+    return _compiled().fold_step(w.shape, w.dtype.np, eps, groups, axis, shifted)
+
+
 def _eval_channel_affine(arrays, attrs):
     """The call as ``x * scale + shift`` per channel, when its statistics and affine parameters
     are constants (an inference graph's frozen batch norm)."""
@@ -411,6 +430,7 @@ BATCH_NORM_EVAL = register(
         fast=_eval_fast,
         vjp=_eval_vjp,
         channel_affine=_eval_channel_affine,
+        c_step=_eval_c_step,
         channel_terms=_eval_channel_terms,
         cost=_cost(2),
         workspace=_numpy_workspace(0, 1),
@@ -450,6 +470,7 @@ BATCH_NORM_FOLD = register(
         kind="nn",
         infer=_fold_infer,
         kernel=_fold_kernel,
+        c_step=_fold_c_step,
         num_outputs=2,
         cost=_fold_cost,
         workspace=_fold_workspace,
