@@ -153,6 +153,21 @@ def test_fused_loops_and_lone_elementwise_ops_run_in_c(dtype):
     _check(graph, args)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_depthwise_convolutions_run_in_c(dtype):
+    """Depthwise convolutions (a channel multiplier of one and of two, strided, padded) are
+    steps of the C runner: kernels/cdepthwise.py's forward, bit for bit generated code's."""
+
+    def net(x, w1, w2):
+        y = F.relu(F.conv2d(x, w1, padding=1, groups=4))
+        return F.conv2d(y, w2, stride=2, padding=(0, 2), groups=4)
+
+    args = _tensors([(2, 4, 9, 8), (4, 1, 3, 3), (8, 1, 3, 2)], 5, dtype)
+    graph = _graph(net, args)
+    assert [n.op.name for n in graph.nodes if n.kind == "call"].count("conv") == 2, str(graph)
+    _check(graph, args)
+
+
 def _bn(t, stats):
     return F.batch_norm(t, *stats, training=False, eps=1e-3)
 

@@ -290,6 +290,12 @@ static void run(ember_task task, struct job *j, long count, long work, ember_poo
     run(task, &j, count, work, pool);                                                      \
   }
 ENTRY(dw_forward, forward_planes, n * cin * m, n * cin * m * oh * ow * KK)
+/* the graph runner's step (runtime/cgraph.py): args x, w, out, the pool (or 0), then
+   dw_forward's eleven sizes */
+void dw_forward_step(const long *a) {
+  dw_forward((const T *)a[0], (const T *)a[1], (T *)a[2], (ember_pool)a[3], a[4], a[5], a[6],
+             a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14]);
+}
 ENTRY(dw_input_grad_gather, input_grad_gather, n * cin, n * cin * m * h * w_ * KK)
 ENTRY(dw_input_grad_scatter, input_grad_scatter, n * cin, n * cin * m * oh * ow * KK)
 /* the weight gradient's partial sums, double[blocks][cin * m][KK], go to out */
@@ -310,17 +316,22 @@ def multiplier(x_channels: int, w_shape: tuple, groups: int) -> int | None:
     return w_shape[0] // groups
 
 
+def _head(dtype: np.dtype, kernel: tuple, stride: tuple, dilation: tuple) -> str:
+    """The defines that specialise the source to a dtype and a 2-d geometry."""
+    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
+    return (
+        f"#define T {_C[dtype]}\n#define KH {kh}\n#define KW {kw}\n#define SH {sh}\n"
+        f"#define SW {sw}\n#define DH {dh}\n#define DW {dw}\n#define SERIAL_WORK {_SERIAL_WORK}L\n"
+    )
+
+
 @functools.cache
 def _functions(dtype: np.dtype, kernel: tuple, stride: tuple, dilation: tuple):
     from . import ccompile, cpool
 
     if dtype not in _C or not ccompile.compiler_available():
         return None
-    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
-    head = (
-        f"#define T {_C[dtype]}\n#define KH {kh}\n#define KW {kw}\n#define SH {sh}\n"
-        f"#define SW {sw}\n#define DH {dh}\n#define DW {dw}\n#define SERIAL_WORK {_SERIAL_WORK}L\n"
-    )
+    head = _head(dtype, kernel, stride, dilation)
     names = ("dw_forward", "dw_input_grad_gather", "dw_input_grad_scatter", "dw_weight_grad")
     try:
         found = {
@@ -382,6 +393,33 @@ def conv_forward(x: np.ndarray, w: np.ndarray, p, groups: int):
         fw,
     )
     return y
+
+
+def forward_step(x_shape: tuple, w_shape: tuple, p, groups: int, dtype):
+    """The graph runner's step of a 2-d depthwise forward convolution (slots: x 0, w 1, the
+    result 2), or None where `conv_forward` would not run."""
+    from . import ccompile
+    from .cstep import CStep, function_address
+
+    dtype = np.dtype(dtype)
+    if len(x_shape) != 4 or dtype not in _C:
+        return None
+    # (arrays of the shapes, for the geometry's checks: no memory behind them)
+    x, w = (np.broadcast_to(np.zeros((), dtype), s) for s in (x_shape, w_shape))
+    g = _geometry(x, w, p, groups, x_shape[1], w_shape)
+    if g is None:
+        return None
+    (_, pool), kernel, stride, dilation, in_size, out_size, lo = g
+    source = _head(dtype, kernel, stride, dilation) + _SOURCE
+    try:
+        step = ccompile.load(source, "dw_forward_step", [_P])
+    except ccompile.CompileError:
+        return None
+    n, cin = x_shape[:2]
+    fh, fw = _frame(out_size, kernel, stride, dilation)
+    args = [0, 0, 0, pool or 0, n, cin, w_shape[0] // cin, *in_size, *out_size, *lo, fh, fw]
+    slots = [(0, "in", 0), (1, "in", 1), (2, "out", 0)]
+    return CStep(function_address(step), np.array(args, np.int64), slots, (step,))
 
 
 def conv_input_grad(gy: np.ndarray, w: np.ndarray, p, groups: int):

@@ -350,14 +350,17 @@ def _weight_grad_cost(in_types, out_types, attrs) -> Cost:
 
 
 def _conv_c_step(node):
-    """The C graph runner's step (runtime/cgraph.py) of a 2-d, one-group convolution."""
+    """The C graph runner's step (runtime/cgraph.py) of a 2-d one-group or depthwise
+    convolution."""
     x, w = (v.type for v in node.inputs)
-    if node.attrs["groups"] != 1 or x.dtype != w.dtype or x.dtype != node.outputs[0].dtype:
+    if x.dtype != w.dtype or x.dtype != node.outputs[0].dtype:
         return None
-    from ..kernels import cconv, cconv_constant
+    from ..kernels import cconv, cconv_constant, cdepthwise
     from ..kernels.cstep import CStep, function_address
 
     p = conv_geometry(node.attrs, x.shape[2:], w.shape)
+    if node.attrs["groups"] != 1:
+        return cdepthwise.forward_step(x.shape, w.shape, p, node.attrs["groups"], x.dtype.np)
     constant = cconv_constant.frozen_weight(node)  # (packed once)
     made = cconv.forward_step(x.shape, w.shape, p, x.dtype.np, False, weight_constant=constant)
     if made is None:
