@@ -33,7 +33,7 @@ def _cases():
     cases = []
     for _ in range(36):
         cin = int(rng.choice([1, 3, 16, 40]))
-        cout = int(rng.choice([1, 7, 24, 47, 48, 49, 100]))
+        cout = int(rng.choice([1, 7, 24, 47, 48, 49, 100, 150]))
         kernel = tuple(int(rng.integers(1, 4)) for _ in range(2))
         stride = tuple(int(rng.choice([1, 1, 2, 3])) for _ in range(2))
         dilation = tuple(int(rng.choice([1, 1, 2])) for _ in range(2))
@@ -45,11 +45,13 @@ def _cases():
     return cases
 
 
-def _run_step(x, w, p, relu, bias, mask, wide, constant=False, made=None):
+def _run_step(x, w, p, relu, bias, mask, wide, constant=False, made=None, by_blocks=None):
     made = made or cconv.forward_step(
         x.shape, w.shape, p, x.dtype, relu, weight_constant=constant, wide=wide
     )
     step, args, _keep = made
+    if by_blocks is not None:  # threads share the position blocks, else the channel panels
+        args[31] = by_blocks
     out = np.full((x.shape[0], w.shape[0]) + p.out_size, np.nan, x.dtype)
     args[0], args[1], args[3] = x.ctypes.data, w.ctypes.data, out.ctypes.data
     args[2] = 0 if bias is None else bias.ctypes.data
@@ -75,12 +77,13 @@ def test_wide_layout_equals_numpy_within_rounding(case, threads):
         terms = cin * math.prod(kernel) + 1
         want = K.conv_forward(x, w, p, 1) + bias[:, None, None]
         bound = K.conv_forward(abs(x), abs(w), p, 1) + abs(bias)[:, None, None]
-        got = _run_step(x, w, p, False, bias, None, wide=True)
-        _within(got, want, bound, terms)
-        mask = np.zeros(got.shape, np.bool_)
-        got = _run_step(x, w, p, True, bias, mask, wide=True)
-        _within(got, np.maximum(want, 0), bound, terms)
-        assert np.array_equal(mask, got > 0)
+        for by_blocks in (0, 1):
+            got = _run_step(x, w, p, False, bias, None, wide=True, by_blocks=by_blocks)
+            _within(got, want, bound, terms)
+            mask = np.zeros(got.shape, np.bool_)
+            got = _run_step(x, w, p, True, bias, mask, wide=True, by_blocks=by_blocks)
+            _within(got, np.maximum(want, 0), bound, terms)
+            assert np.array_equal(mask, got > 0)
         got = _run_step(x, w, p, False, None, None, wide=True)
         _within(got, K.conv_forward(x, w, p, 1), K.conv_forward(abs(x), abs(w), p, 1), terms)
     finally:

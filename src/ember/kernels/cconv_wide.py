@@ -105,9 +105,11 @@ static void cw_pack_block(const T *restrict x, const long *roff, long kc,
   }
 }
 
-/* position blocks packed together: their packed rows (CW_BLOCKS x KC x MR) stay in L2 while
-   each weight block (KC x NR) is read from L1 once per group of blocks */
+/* position blocks packed together: their packed rows (a group x KC x MR) stay in L2 while
+   each weight block (KC x NR) is read from L1 once per group of blocks; at most CW_BLOCKS, and
+   fewer where the group's tiles (one per block and channel panel) would pass CW_TILE_BYTES */
 #define CW_BLOCKS 16
+#define CW_TILE_BYTES (256L << 10)
 
 static void cw_store(const struct cwf *f, const T *tile, long j0, long nj, long c0, long nc) {
   for (long i = 0; i < nj; i++) {
@@ -124,33 +126,33 @@ static void cw_store(const struct cwf *f, const T *tile, long j0, long nj, long 
   }
 }
 
-/* channel panels [lo, hi): pack their weight (unless packed), then every position block */
-static void cw_panels(void *ctx, long lo, long hi) {
-  const struct cwf *f = ctx;
-  long k = f->k, blocks = (f->cols + MR - 1) / MR, np = hi - lo;
-  if (f->pack)
-    for (long cp = lo; cp < hi; cp++) cw_pack_weight(f->w, f->cout, k, cp, f->wp + cp * k * NR);
-  long group = blocks < CW_BLOCKS ? blocks : CW_BLOCKS;
+/* channel panels [p0, p1) of position blocks [b0, b1): every weight block of a KC slice read
+   once per group of position blocks, packed once per group */
+static void cw_tiles(const struct cwf *f, long p0, long p1, long b0, long b1) {
+  long k = f->k, np = p1 - p0, tile = MR * NR * (long)sizeof(T);
+  long group = CW_TILE_BYTES / (np * tile);
+  group = group < 1 ? 1 : group > CW_BLOCKS ? CW_BLOCKS : group;
+  if (group > b1 - b0) group = b1 - b0;
   T *tiles = aligned_alloc(64, (size_t)(group * np * MR * NR) * sizeof(T));
   T *ap = aligned_alloc(64, (size_t)(group * KC * MR) * sizeof(T));
   struct cw_block *runs = malloc((size_t)group * sizeof(struct cw_block));
   if (!tiles || !ap || !runs) abort();
-  for (long b0 = 0; b0 < blocks; b0 += group) {
-    long nb = blocks - b0 < group ? blocks - b0 : group;
-    for (long q = 0; q < nb; q++) cw_block_runs(f, b0 + q, &runs[q]);
+  for (long g0 = b0; g0 < b1; g0 += group) {
+    long nb = b1 - g0 < group ? b1 - g0 : group;
+    for (long q = 0; q < nb; q++) cw_block_runs(f, g0 + q, &runs[q]);
     for (long pc = 0; pc < k; pc += KC) {
       long kc = k - pc < KC ? k - pc : KC;
       for (long q = 0; q < nb; q++)
         cw_pack_block(f->x, f->roff + pc, kc, &runs[q], ap + q * KC * MR);
-      for (long cp = lo; cp < hi; cp++)
+      for (long cp = p0; cp < p1; cp++)
         for (long q = 0; q < nb; q++)
           micro(kc, ap + q * KC * MR, f->wp + (cp * k + pc) * NR,
-                tiles + ((cp - lo) * group + q) * MR * NR, pc == 0);
+                tiles + ((cp - p0) * group + q) * MR * NR, pc == 0);
     }
-    for (long cp = lo; cp < hi; cp++) {
+    for (long cp = p0; cp < p1; cp++) {
       long c0 = cp * NR, nc = f->cout - c0 < NR ? f->cout - c0 : NR;
       for (long q = 0; q < nb; q++)
-        cw_store(f, tiles + ((cp - lo) * group + q) * MR * NR, (b0 + q) * MR, runs[q].nj, c0, nc);
+        cw_store(f, tiles + ((cp - p0) * group + q) * MR * NR, (g0 + q) * MR, runs[q].nj, c0, nc);
     }
   }
   free(runs);
@@ -158,11 +160,35 @@ static void cw_panels(void *ctx, long lo, long hi) {
   free(tiles);
 }
 
+static long cw_panel_count(const struct cwf *f) { return (f->cout + NR - 1) / NR; }
+static long cw_block_count(const struct cwf *f) { return (f->cols + MR - 1) / MR; }
+
+static void cw_pack_panels(void *ctx, long lo, long hi) {
+  const struct cwf *f = ctx;
+  for (long cp = lo; cp < hi; cp++)
+    cw_pack_weight(f->w, f->cout, f->k, cp, f->wp + cp * f->k * NR);
+}
+
+/* a thread's channel panels [lo, hi): their weight packed (unless packed), then every block */
+static void cw_by_panels(void *ctx, long lo, long hi) {
+  const struct cwf *f = ctx;
+  if (f->pack) cw_pack_panels(ctx, lo, hi);
+  cw_tiles(f, lo, hi, 0, cw_block_count(f));
+}
+
+
+/* a chunk of position blocks [lo, hi), every channel panel */
+static void cw_by_blocks(void *ctx, long lo, long hi) {
+  const struct cwf *f = ctx;
+  cw_tiles(f, 0, cw_panel_count(f), lo, hi);
+}
+
 /* the graph runner's step: args x, w, bias, out, mask, xp (or 0), wp (64-byte aligned),
    src, dst, roff, the copy into xp (conv_forward_step's nine), cout, rows, columns (samples x
    positions), positions per sample, the input's and the output's sample strides, the
    output's channel stride, relu, the pool (or 0), threads, whether the weight is the graph's
-   constant, the weight packed last (0: none) */
+   constant, the weight packed last (0: none), whether threads share the position blocks
+   (else the channel panels) */
 void conv_forward_wide_step(const long *a) {
   const T *x = (const T *)a[0];
   T *xp = (T *)a[5];
@@ -171,16 +197,37 @@ void conv_forward_wide_step(const long *a) {
                   (unsigned char *)a[4], (const long *)a[7], (const long *)a[8],
                   (const long *)a[9], a[20], a[21], a[19], a[22], a[23], a[24], a[25],
                   (int)a[26], !(a[29] && a[30] == a[1])};
-  long panels = (f.cout + NR - 1) / NR, threads = a[28];
+  long panels = cw_panel_count(&f), blocks = cw_block_count(&f), threads = a[28];
   ember_pool pool = (ember_pool)a[27];
-  /* one chunk per thread: a chunk packs its positions itself */
-  if (pool && threads > 1 && panels > 1 && f.cout * f.k * f.cols > (1L << 20))
-    pool(cw_panels, &f, panels, (panels + threads - 1) / threads);
-  else
-    cw_panels(&f, 0, panels);
+  int shared = pool && threads > 1 && f.cout * f.k * f.cols > (1L << 20);
+  if (shared && a[31] && blocks > 1) {
+    if (f.pack) pool(cw_pack_panels, &f, panels, 1);
+    pool(cw_by_blocks, &f, blocks, 1);
+  } else if (shared && panels > 1) {
+    /* one chunk per thread: a chunk packs its positions itself */
+    pool(cw_by_panels, &f, panels, (panels + threads - 1) / threads);
+  } else {
+    cw_by_panels(&f, 0, panels);
+  }
   if (a[29]) ((long *)a)[30] = a[1];
 }
 """
+
+
+def _work(cols: int, cout: int, k: int, threads: int, itemsize: int) -> tuple:
+    """The channels-wide layout's multiply-adds on its slowest thread (in vector multiply-adds,
+    its packing of the positions included: one run or two per block row, costed as
+    conv_plan.RUN_COST each), and whether sharing the position blocks among threads does less
+    than sharing the channel panels (each thread then packs every position block itself)."""
+    nr = 3 * _VECTOR_BYTES // itemsize
+    lanes = _VECTOR_BYTES // itemsize
+    threads = max(1, threads)
+    panels, blocks = -(-cout // nr), -(-cols // _MR)
+    per_block = nr * _MR * k / lanes  # one block by one channel panel
+    packing = k * 1.5 * RUN_COST  # one block's positions
+    by_panels = -(-panels // threads) * blocks * per_block + blocks * packing
+    by_blocks = -(-blocks // threads) * (panels * per_block + packing)
+    return min(by_panels, by_blocks), by_blocks < by_panels
 
 
 def wins(cols: int, cout: int, k: int, threads: int, itemsize: int) -> bool:
@@ -188,19 +235,13 @@ def wins(cols: int, cout: int, k: int, threads: int, itemsize: int) -> bool:
     output positions (samples x plane), ``cout`` channels and ``k`` (channel, kernel offset)
     rows on ``threads`` threads: each layout's multiply-adds on its slowest thread, padding
     included (a panel's columns or channels past the real ones, a block's positions past
-    them), plus this layout's packing of the positions, which every thread repeats (one run
-    or two per block row, costed as a few multiply-adds each: conv_plan.RUN_COST)."""
-
+    them), and this layout's packing of the positions (`_work`)."""
     nr = 3 * _VECTOR_BYTES // itemsize
     lanes = _VECTOR_BYTES // itemsize
     threads = max(1, threads)
     column_panels = -(-cols // nr)
     columns = -(-column_panels // threads) * nr * -(-cout // _MR) * _MR * k / lanes
-    channel_panels = -(-cout // nr)
-    blocks = -(-cols // _MR)
-    wide = -(-channel_panels // threads) * nr * blocks * _MR * k / lanes
-    wide += blocks * k * 1.5 * RUN_COST
-    return wide < columns
+    return _work(cols, cout, k, threads, itemsize)[0] < columns
 
 
 def use_prepacked(args: np.ndarray, w: np.ndarray, own_wp: int):
@@ -264,5 +305,6 @@ def step_args(
     args = [0, 0, 0, 0, 0, 0 if xp is None else xp.ctypes.data, wp.ctypes.data]
     args += [src.ctypes.data, dst.ctypes.data, roff.ctypes.data, *copy]
     args += [cout, rows, n * grid, grid, c * plane, cout * m, m]
-    args += [int(relu), pool, threads, int(weight_constant), 0]
+    by_blocks = _work(n * grid, cout, rows, threads, np.dtype(dtype).itemsize)[1]
+    args += [int(relu), pool, threads, int(weight_constant), 0, int(by_blocks)]
     return np.array(args, np.int64), wp
