@@ -10,6 +10,10 @@ ember's GFLOP/s as a percentage of ember's own GEMM on a square float32 product 
 same work (the "matmul peak", measured in the same run on the same thread count).
 
     python benchmarks/conv_kernels.py [--batch 64] [--threads 1,2] [--cases s1,sc2] [--rounds 5]
+
+Each side's timed calls follow a ``--settle`` pause and a warm-up call: the other side's
+threads spin for a while after its last call (PyTorch's libgomp longer than ember's pool) and
+would otherwise take a core from the calls timed next.
 """
 
 from __future__ import annotations
@@ -121,6 +125,7 @@ def main() -> None:
     parser.add_argument("--kernels", default="fwd,dx,dw")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--reps", type=int, default=2, help="timed calls per round")
+    parser.add_argument("--settle", type=float, default=0.1, help="pause before each side")
     args = parser.parse_args()
     wanted = [c for c in args.cases.split(",") if c]
     kernels = args.kernels.split(",")
@@ -139,8 +144,12 @@ def main() -> None:
             for kind in kernels:
                 times = {"ember": [], "torch": []}
                 for _ in range(args.rounds):
+                    # (a settle first: the other side's threads spin for a while after its
+                    # calls, PyTorch's libgomp longer than ember's pool, and would take a core)
+                    time.sleep(args.settle)
                     times["ember"] += _time(efns[kind], args.reps)
                     if tfns:
+                        time.sleep(args.settle)
                         times["torch"] += _time(tfns[kind], args.reps)
                 e = statistics.median(times["ember"])
                 t = statistics.median(times["torch"]) if tfns else float("nan")
