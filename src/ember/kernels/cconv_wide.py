@@ -10,14 +10,16 @@ rows the (input channel, kernel offset) pairs), and the broadcast operand is the
 column matrix's transpose, MR output positions per block, gathered from the zero-padded input
 run by run (an output row's positions are consecutive, or stepping by the stride, in the
 input). Threads share the channel panels, so a wide layer (256 to 2048 channels) splits evenly
-however few positions it has; each thread packs the positions' blocks itself, KC rows at a
-time, and stores its tiles transposed into the NC* output (bias, ReLU and mask as the other
-forward does).
+however few positions it has (each thread packs the positions' blocks itself, KC rows at a
+time), or the position blocks where that balances better (three panels over two threads: the
+weight is packed first, then each chunk of blocks runs every panel); each stores its tiles
+transposed into the NC* output (bias, ReLU and mask as the other forward does).
 
-`wins` says where this layout does less work than the other one; `step` builds the graph
-runner's step. The weight is packed on every call (its panels, by the thread that uses them),
-except when it is a graph constant: then once, on the first call (an imported ONNX model's
-weights).
+`wins` says where this layout does less work than the other one (and `_work` which split);
+`step_args` builds the graph runner's step. The weight is packed on every call, except when
+it is a frozen graph constant (kernels/cconv_constant.py: once, on the first call) or a
+watched parameter whose panels kernels/cprepack.py keeps (`use_prepacked`: they are this
+kernel's panels).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import os
 import numpy as np
 
 from .conv_plan import RUN_COST
+from .cpanels import aligned
 
 __all__ = ["WIDE_SOURCE", "step_args", "use_prepacked", "wins"]
 
@@ -266,16 +269,6 @@ def use_prepacked(args: np.ndarray, w: np.ndarray, own_wp: int):
     return None
 
 
-def aligned_empty(n: int, dtype) -> np.ndarray:
-    """An uninitialised 1-d array of ``n`` elements whose data is 64-byte aligned (the
-    micro-kernel reads its vector operand with aligned loads)."""
-    dtype = np.dtype(dtype)
-    spare = _VECTOR_BYTES // dtype.itemsize
-    buf = np.empty(n + spare, dtype)
-    skip = (-buf.ctypes.data % _VECTOR_BYTES) // dtype.itemsize
-    return buf[skip : skip + n]
-
-
 def step_args(
     x_shape,
     w_shape,
@@ -301,7 +294,7 @@ def step_args(
     cout = w_shape[0]
     src, dst, roff = tables
     panels = -(-cout // (3 * _VECTOR_BYTES // np.dtype(dtype).itemsize))
-    wp = aligned_empty(panels * rows * 3 * _VECTOR_BYTES // np.dtype(dtype).itemsize, dtype)
+    wp = aligned(panels * rows * 3 * _VECTOR_BYTES // np.dtype(dtype).itemsize, dtype)
     args = [0, 0, 0, 0, 0, 0 if xp is None else xp.ctypes.data, wp.ctypes.data]
     args += [src.ctypes.data, dst.ctypes.data, roff.ctypes.data, *copy]
     args += [cout, rows, n * grid, grid, c * plane, cout * m, m]

@@ -8,7 +8,19 @@ the recurrent kernels, which import the GEMM. The includer defines ``T`` and put
 `cmicro.MICRO` first.
 """
 
-__all__ = ["FEW_PANEL", "PACKED"]
+import numpy as np
+
+__all__ = ["FEW_PANEL", "PACKED", "aligned"]
+
+
+def aligned(count: int, dtype) -> np.ndarray:
+    """An empty array of ``count`` values starting on a 64-byte boundary (the micro-kernel's
+    vector loads of packed panels are aligned)."""
+    itemsize = np.dtype(dtype).itemsize
+    raw = np.empty(count + 64 // itemsize, dtype)
+    start = (-raw.ctypes.data % 64) // itemsize
+    return raw[start : start + count]
+
 
 FEW_PANEL = r"""
 #include <string.h>

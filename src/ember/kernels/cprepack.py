@@ -49,6 +49,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .conv_plan import charge
+from .cpanels import aligned
 
 __all__ = [
     "DEFAULT_BUDGET_BYTES",
@@ -277,15 +278,6 @@ def _rows(values: int, dtype) -> int:
     return _local.rows_at
 
 
-def _aligned(count: int, dtype) -> np.ndarray:
-    """``count`` values starting on a 64-byte boundary (the panels are read by aligned vector
-    loads)."""
-    itemsize = np.dtype(dtype).itemsize
-    raw = np.empty(count + 64 // itemsize, dtype)
-    start = (-raw.ctypes.data % 64) // itemsize
-    return raw[start : start + count]
-
-
 # The product on a pack: kernels/cpanels.py's packing and its kernels (the micro-kernel on full
 # panels of MR rows, `few_panel` for a block of up to FEW rows), with the rows past the last
 # full panel of MR run by `few_panel` instead of padded to MR: 65 rows (a ViT's tokens at batch
@@ -416,7 +408,7 @@ def pack(b: np.ndarray, ref=None, counter=_CONSTANT) -> _Pack | None:
     version = counter[0]
     k, n = b.shape
     nr = 3 * (64 // b.itemsize)  # cmicro.py's NR: three vectors of 64 bytes
-    bp = _aligned(-(-n // nr) * k * nr, b.dtype)
+    bp = aligned(-(-n // nr) * k * nr, b.dtype)
     sp, sj = (s // b.itemsize for s in b.strides)
     functions[0](b.ctypes.data, k, n, sp, sj, bp.ctypes.data)
     return _Pack(bp, ref or (lambda: None), counter, version, k, n, functions[1:])

@@ -40,6 +40,7 @@ import time
 
 import numpy as np
 
+from .cpanels import aligned
 from .crnn_source import LOOP, PRODUCT
 
 __all__ = ["gru_backward", "gru_forward", "lstm_backward", "lstm_forward"]
@@ -99,15 +100,6 @@ def _packed_functions(dtype: np.dtype):
     except ccompile.CompileError:
         return None
     return pack, ctypes.cast(panels, ctypes.c_void_p).value
-
-
-def _aligned(count: int, dtype) -> np.ndarray:
-    """An empty array of ``count`` values starting on a 64-byte boundary (the micro-kernel's
-    vector loads of the packed panels are aligned)."""
-    itemsize = np.dtype(dtype).itemsize
-    raw = np.empty(count + 64 // itemsize, dtype)
-    start = (-raw.ctypes.data % 64) // itemsize
-    return raw[start : start + count]
 
 
 def _parts(rows: int, k: int, n: int, itemsize: int, blocks: int) -> int:
@@ -202,7 +194,7 @@ class _Product:
         self.parts = _split.parts(self.shape, self.shared)
         self.units = _units(hidden, gates, nr, self.parts)
         self.ldr = -(-hidden // self.units) * self.units * gates
-        self.bp = _aligned(k * self.ldr, b.dtype)
+        self.bp = aligned(k * self.ldr, b.dtype)
         if any(s % b.itemsize for s in b.strides):
             b = np.ascontiguousarray(b)
         sp, sj = (s // b.itemsize for s in b.strides)
