@@ -344,3 +344,12 @@ def test_a_budget_tiles_convolutions_over_the_batch_where_batch_norm_refuses_sli
     for (name, b), c in zip(model.named_buffers(), reference.buffers()):
         np.testing.assert_allclose(b.numpy(), c.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
     assert measure_peak(fn, x, y) <= budget
+
+
+def test_a_sum_over_an_empty_row_plans_its_workspace():
+    """A reduction whose trailing reduced axis is empty (rows of no elements): the workspace
+    rule counts no rows instead of dividing by the empty row's length."""
+    f = ember.function(lambda x: x.sum(dim=(0, 2)))
+    x = ember.tensor(np.ones((2, 3, 0), np.float32))
+    np.testing.assert_array_equal(f(x).numpy(), np.zeros(3, np.float32))
+    assert f.compile(x).memory_plan.peak_bytes >= 0

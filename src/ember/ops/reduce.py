@@ -178,7 +178,8 @@ def _float32_sum_workspace(elements, out_elements, shape, tail, rest) -> int:
     rows = elements
     total = 0
     if tail:
-        rows = elements // math.prod(shape[a] for a in tail)
+        # (an empty row: no elements, no rows)
+        rows = elements // max(1, math.prod(shape[a] for a in tail))
         total += 4 * rows  # the rows' float32 sums
     return total + 8 * out_elements + 8 * min(rows, np.getbufsize())
 
