@@ -76,28 +76,32 @@ def _mismatch(a_shape, b_shape, why: str) -> ShapeError:
 
 
 def _matmul_infer(a, b):
-    if a.ndim < 2 or b.ndim < 2:
-        raise _mismatch(a.shape, b.shape, "the primitive takes operands of at least 2 dimensions")
+    # (each ``.shape`` of an eager tensor is a new Size: read once, as plain tuples; the rule
+    # runs before every eager product)
+    sa, sb = tuple(a.shape), tuple(b.shape)
+    if len(sa) < 2 or len(sb) < 2:
+        raise _mismatch(sa, sb, "the primitive takes operands of at least 2 dimensions")
     dtype = require_same_dtype("matmul", a, b)
     if dtype is dt.bool_:
         raise DTypeError("matmul is not defined for bool tensors; cast them first", op="matmul")
-    if a.shape[-1] != b.shape[-2]:
+    if sa[-1] != sb[-2]:
         raise _mismatch(
-            a.shape,
-            b.shape,
-            f"the inner dimensions differ ({a.shape[-1]} vs {b.shape[-2]}); the last dimension "
+            sa,
+            sb,
+            f"the inner dimensions differ ({sa[-1]} vs {sb[-2]}); the last dimension "
             "of the first must equal the second-to-last of the second",
         )
+    if len(sa) == 2 and len(sb) == 2:
+        return TensorType((sa[0], sb[1]), dtype)
     try:
-        batch = broadcast_shapes("matmul", tuple(a.shape[:-2]), tuple(b.shape[:-2]))
+        batch = broadcast_shapes("matmul", sa[:-2], sb[:-2])
     except ShapeError:
         raise _mismatch(
-            a.shape,
-            b.shape,
-            f"the batch dimensions {fmt_shape(a.shape[:-2])} and {fmt_shape(b.shape[:-2])} "
-            "do not broadcast",
+            sa,
+            sb,
+            f"the batch dimensions {fmt_shape(sa[:-2])} and {fmt_shape(sb[:-2])} do not broadcast",
         ) from None
-    return TensorType(tuple(batch) + (a.shape[-2], b.shape[-1]), dtype)
+    return TensorType(tuple(batch) + (sa[-2], sb[-1]), dtype)
 
 
 def _column_major(t) -> bool:
@@ -247,20 +251,21 @@ def _linear_infer(x, weight, bias=None):
     dtype = require_same_dtype("linear", *operands)
     if dtype is dt.bool_:
         raise DTypeError("linear is not defined for bool tensors", op="linear")
-    if weight.ndim != 2 or x.ndim == 0 or x.shape[-1] != weight.shape[1]:
+    sx, sw = tuple(x.shape), tuple(weight.shape)  # (read once: see _matmul_infer)
+    if len(sw) != 2 or not sx or sx[-1] != sw[1]:
         raise ShapeError(
-            f"input of shape {fmt_shape(x.shape)} does not fit a weight of shape "
-            f"{fmt_shape(weight.shape)}: the weight is (out_features, in_features) and the "
+            f"input of shape {fmt_shape(sx)} does not fit a weight of shape "
+            f"{fmt_shape(sw)}: the weight is (out_features, in_features) and the "
             "input's last dimension must be in_features",
             op="linear",
         )
-    if bias is not None and tuple(bias.shape) not in ((weight.shape[0],), (1,), ()):
+    if bias is not None and tuple(bias.shape) not in ((sw[0],), (1,), ()):
         raise ShapeError(
             f"bias of shape {fmt_shape(bias.shape)} does not fit a weight of shape "
-            f"{fmt_shape(weight.shape)}; it must be ({weight.shape[0]},)",
+            f"{fmt_shape(sw)}; it must be ({sw[0]},)",
             op="linear",
         )
-    return TensorType(tuple(x.shape[:-1]) + (weight.shape[0],), dtype)
+    return TensorType(sx[:-1] + (sw[0],), dtype)
 
 
 def _linear(x, weight, bias, matmul_impl) -> np.ndarray:
