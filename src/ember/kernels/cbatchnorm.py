@@ -237,13 +237,17 @@ def _l2_bytes() -> int:
         return 256 << 10
 
 
+def _source(dtype: np.dtype) -> str:
+    return f"#define T {_C[dtype]}\n#define SERIAL_BYTES {_SERIAL_BYTES}L\n" + _SOURCE
+
+
 @functools.cache
 def _functions(dtype: np.dtype):
     from . import ccompile, cpool
 
     if dtype not in _C or not ccompile.compiler_available():
         return None
-    source = f"#define T {_C[dtype]}\n#define SERIAL_BYTES {_SERIAL_BYTES}L\n" + _SOURCE
+    source = _source(dtype)
     p, n, d = _P, _L, ctypes.c_double
     try:
         forward = ccompile.load(source, "bn_forward", [p] * 5 + [n] * 4 + [d, p])
@@ -336,9 +340,8 @@ def _step(dtype: np.dtype, name: str):
 
     if _functions(dtype) is None:
         return None
-    source = f"#define T {_C[dtype]}\n#define SERIAL_BYTES {_SERIAL_BYTES}L\n" + _SOURCE
     try:
-        return ccompile.load(source, name, [_P])
+        return ccompile.load(_source(dtype), name, [_P])
     except ccompile.CompileError:
         return None
 
@@ -364,17 +367,18 @@ def eval_step(x_shape: tuple, dtype, eps: float):
     return CStep(function_address(step), np.array(args, np.int64), slots, (step, terms))
 
 
-def fold_step(w_shape: tuple, dtype, eps: float, groups: int, axis: int, shifted: int):
+def fold_step(view: tuple, axis: int, dtype, eps: float, shifted: int):
     """The graph runner's step of ``batch_norm_fold`` (inputs w, mean, var, weight, bias and,
     where ``shifted`` is its element count (1 or the channels), the shift; outputs the folded
-    weight and the shift), or None."""
+    weight and the shift), or None. ``view``: the weight as (groups, rows per group, ...),
+    its channels along ``axis + 1`` (ops/batch_norm.py's ``_fold_view``)."""
     from .cstep import CStep, function_address
 
     dtype = np.dtype(dtype)
     step = _step(dtype, "bn_fold_step")
-    if step is None or 0 in w_shape:
+    if step is None or 0 in view:
         return None
-    view = (groups, w_shape[0] // groups) + tuple(w_shape[1:])
+    groups = view[0]
     rows = int(np.prod(view[1 : axis + 1], dtype=np.int64))
     cols = int(np.prod(view[axis + 2 :], dtype=np.int64))
     args = [0] * 8 + [groups, rows, view[axis + 1], cols, _eps_bits(eps), shifted]

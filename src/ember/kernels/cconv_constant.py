@@ -18,7 +18,7 @@ from . import cconv
 from .conv_plan import Plan, charge, conv_geometry
 from .cstep import STEP_CALL, function_address
 
-__all__ = ["ConstantWeightForward", "compile_node", "frozen_weight"]
+__all__ = ["ConstantWeightForward", "compile_node", "for_node", "frozen_weight"]
 
 
 def frozen_weight(node) -> bool:
@@ -29,9 +29,27 @@ def frozen_weight(node) -> bool:
     producer = node.inputs[1].node
     if producer.kind != "constant":
         return False
-    constants = getattr(getattr(producer, "graph", None), "constants", {})
-    array = constants.get(producer.name)
+    array = producer.graph.constants.get(producer.name)
     return isinstance(array, np.ndarray) and not array.flags.writeable
+
+
+def for_node(node, conv_attrs: dict, relu: bool):
+    """A `ConstantWeightForward` for ``node`` (a ``conv``, or a ``fused_epilogue`` of one:
+    inputs x and w first; the convolution's attributes ``conv_attrs``) where its weight is a
+    frozen constant and it is a 2-d, one-group convolution of static shapes in one float
+    dtype the C kernels run, else None."""
+    x, w = (v.type for v in node.inputs[:2])
+    if (
+        not frozen_weight(node)
+        or conv_attrs["groups"] != 1
+        or len(x.shape) != 4
+        or not all(isinstance(d, int) for d in (*x.shape, *w.shape))
+        or x.dtype != w.dtype
+        or not cconv.available(x.dtype.np)
+    ):
+        return None
+    p = conv_geometry(conv_attrs, x.shape[2:], w.shape)
+    return ConstantWeightForward(x.shape, w.shape, p, x.dtype.np, relu)
 
 
 class ConstantWeightForward:
@@ -43,10 +61,10 @@ class ConstantWeightForward:
     the step busy on another thread."""
 
     def __init__(self, x_shape: tuple, w_shape: tuple, p: Plan, dtype, relu: bool):
-        self._shapes = (tuple(x_shape), tuple(w_shape))
+        x_shape, w_shape = tuple(x_shape), tuple(w_shape)
+        self._shapes = (x_shape, w_shape)
         self._out_shape = (x_shape[0], w_shape[0]) + tuple(p.out_size)
         self._dtype = np.dtype(dtype)
-        x_shape, w_shape = self._shapes
         made = cconv.forward_step(x_shape, w_shape, p, dtype, relu, weight_constant=True)
         self._lock = threading.Lock()
         self._call = self._args = None
@@ -88,22 +106,10 @@ def _held_by_node(charged: tuple) -> bool:
 def compile_node(node, run):
     """``(x, w, out=None) -> y`` for a 2-d, one-group ``conv`` node whose weight is a graph
     constant, else None; ``run(x, w, **attrs)`` computes what it declines."""
-    x, w = (v.type for v in node.inputs)
-    shapes = (*x.shape, *w.shape)
-    if (
-        not frozen_weight(node)
-        or node.attrs["groups"] != 1
-        or len(x.shape) != 4
-        or not all(isinstance(d, int) for d in shapes)
-        or x.dtype != w.dtype
-        or x.dtype != node.outputs[0].dtype
-    ):
-        return None
-    if not cconv.available(x.dtype.np):
-        return None
-    p = conv_geometry(node.attrs, x.shape[2:], w.shape)
-    forward = ConstantWeightForward(x.shape, w.shape, p, x.dtype.np, relu=False)
     attrs = node.attrs
+    forward = for_node(node, attrs, relu=False)
+    if forward is None or node.outputs[0].dtype != node.inputs[0].type.dtype:
+        return None
 
     def call(x, w, out=None):
         target = None if out is None else out[0]

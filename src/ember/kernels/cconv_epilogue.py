@@ -59,19 +59,14 @@ def c_step(node, plan: Spec, producer_attrs: dict):
 def build(node, plan: Spec, producer_attrs: dict, result):
     """``(*arrays, out=None) -> tuple`` for a ``fused_epilogue`` node of a convolution
     (attributes ``producer_attrs``, result type ``result``) whose store does ``plan``."""
-    from . import cconv
-    from .cconv_constant import ConstantWeightForward, frozen_weight
+    from . import cconv, cconv_constant
 
     attrs = node.attrs
     n, slot = attrs["n_producer"], attrs["slot"]
     groups = producer_attrs["groups"]
     shape = tuple(result.shape)
-    constant = None  # a graph constant's weight: its panels packed once
-    x_type, w_type = (v.type for v in node.inputs[:2])
-    static = all(isinstance(d, int) for d in (*x_type.shape, *w_type.shape))
-    if frozen_weight(node) and groups == 1 and static and len(shape) == 4:
-        p = conv_geometry(producer_attrs, x_type.shape[2:], w_type.shape)
-        constant = ConstantWeightForward(x_type.shape, w_type.shape, p, x_type.dtype.np, plan.relu)
+    # a frozen constant's weight: its panels packed once
+    constant = cconv_constant.for_node(node, producer_attrs, plan.relu)
 
     def call(*arrays, out=None):
         x, w = arrays[:2]

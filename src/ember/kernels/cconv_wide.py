@@ -36,6 +36,12 @@ __all__ = ["WIDE_SOURCE", "step_args", "use_prepacked", "wins"]
 _MR = 8
 _VECTOR_BYTES = 64
 
+
+def _nr(itemsize: int) -> int:
+    """The micro-kernel's NR: three 64-byte vectors of the dtype (kernels/cmicro.py)."""
+    return 3 * _VECTOR_BYTES // itemsize
+
+
 WIDE_SOURCE = r"""
 /* ------------------------------------------------- forward, channels along the vectors */
 struct cwf {
@@ -222,7 +228,7 @@ def _work(cols: int, cout: int, k: int, threads: int, itemsize: int) -> tuple:
     its packing of the positions included: one run or two per block row, costed as
     conv_plan.RUN_COST each), and whether sharing the position blocks among threads does less
     than sharing the channel panels (each thread then packs every position block itself)."""
-    nr = 3 * _VECTOR_BYTES // itemsize
+    nr = _nr(itemsize)
     lanes = _VECTOR_BYTES // itemsize
     threads = max(1, threads)
     panels, blocks = -(-cout // nr), -(-cols // _MR)
@@ -239,7 +245,7 @@ def wins(cols: int, cout: int, k: int, threads: int, itemsize: int) -> bool:
     rows on ``threads`` threads: each layout's multiply-adds on its slowest thread, padding
     included (a panel's columns or channels past the real ones, a block's positions past
     them), and this layout's packing of the positions (`_work`)."""
-    nr = 3 * _VECTOR_BYTES // itemsize
+    nr = _nr(itemsize)
     lanes = _VECTOR_BYTES // itemsize
     threads = max(1, threads)
     column_panels = -(-cols // nr)
@@ -293,8 +299,8 @@ def step_args(
     n, c = x_shape[:2]
     cout = w_shape[0]
     src, dst, roff = tables
-    panels = -(-cout // (3 * _VECTOR_BYTES // np.dtype(dtype).itemsize))
-    wp = aligned(panels * rows * 3 * _VECTOR_BYTES // np.dtype(dtype).itemsize, dtype)
+    nr = _nr(np.dtype(dtype).itemsize)
+    wp = aligned(-(-cout // nr) * nr * rows, dtype)
     args = [0, 0, 0, 0, 0, 0 if xp is None else xp.ctypes.data, wp.ctypes.data]
     args += [src.ctypes.data, dst.ctypes.data, roff.ctypes.data, *copy]
     args += [cout, rows, n * grid, grid, c * plane, cout * m, m]

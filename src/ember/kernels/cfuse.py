@@ -445,14 +445,26 @@ def c_step(program, outputs, out_types, in_types):
     run = build_program(program, outputs, out_types, in_types)
     if run is None:
         return None
-    axes = next((tuple(dict(e.attrs)["axes"]) for e in program if e.op.reduction is not None), ())
-    groups, _, _ = _plan(in_types, shape, axes)
-    dims = np.array([math.prod(shape[a] for a in g) for g in groups] or [n], np.int64)
+    _, dims = _layout(_groups(program, outputs, in_types, shape), shape)
     n_in, n_out = len(in_types), len(out_types)
     args = np.array([n, dims.ctypes.data] + [0] * (n_in + n_out) + [cpool.parallel_for() or 0])
     slots = [(2 + i, "in", i) for i in range(n_in)]
     slots += [(2 + n_in + j, "out", j) for j in range(n_out)]
     return CStep(function_address(run.step), args.astype(np.int64), slots, (run.step, dims, run))
+
+
+def _groups(program, outputs, in_types, shape) -> list:
+    """The loop's collapsed dimensions (lists of the iteration shape's axes; see `_plan`),
+    around the axes its reduced outputs reduce."""
+    reduced = (program[j] for j in outputs if program[j].op.reduction is not None)
+    axes = next((tuple(dict(e.attrs)["axes"]) for e in reduced), ())
+    return _plan(in_types, shape, axes)[0]
+
+
+def _layout(groups, shape) -> tuple:
+    """(elements, the collapsed dimensions' sizes as the loop's ``dims``) for ``shape``."""
+    n = math.prod(shape)
+    return n, np.array([math.prod(shape[a] for a in g) for g in groups] or [n], np.int64)
 
 
 def _wrapper(fn, in_types, out_types, pool, program, outputs):
@@ -472,13 +484,10 @@ def _wrapper(fn, in_types, out_types, pool, program, outputs):
         program[j].op.reduction.identity if r is not None else 0
         for j, r in zip(outputs, reductions)
     ]
-    axes = next((tuple(r[0]) for r in reductions if r is not None), ())
-    groups, _, _ = _plan(in_types, static_shape, axes)
+    groups = _groups(program, outputs, in_types, static_shape)
 
     def layout(shape):
-        n = math.prod(shape)
-        dims = [math.prod(shape[a] for a in g) for g in groups] or [n]
-        return n, np.array(dims, np.int64)
+        return _layout(groups, shape)
 
     def out_shape(shape, reduction):
         if reduction is None:

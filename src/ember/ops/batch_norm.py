@@ -210,8 +210,8 @@ def _fold_c_step(node):
         return None
     a = node.attrs
     shifted = numel(node.inputs[5].type.shape) if len(node.inputs) > 5 else 0
-    eps, groups, axis = float(a["eps"]), a["groups"], a["axis"]
-    return _compiled().fold_step(w.shape, w.dtype.np, eps, groups, axis, shifted)
+    view = _fold_view(w.shape, a["groups"], a["axis"])[0]
+    return _compiled().fold_step(view, a["axis"], w.dtype.np, float(a["eps"]), shifted)
 
 
 def _eval_channel_affine(arrays, attrs):
