@@ -46,7 +46,7 @@ from ember.ops import _conv_kernels, recurrent
 from ember.ops import batch_norm as _batch_norm
 from ember.ops import quantized as _quantized
 from ember.ops._scatter_kernels import add_slices as _add_slices_reference
-from ember.ops.pool import _max_pool_np, _scatter_kernel
+from ember.ops.pool import _max_pool_kernel, _scatter_kernel
 from ember.ops.program import evaluate_program
 from ember.ops.quantize import quantize_array as _quantize_array
 from ember.ops.softmax import _log_softmax_kernel, _softmax_kernel
@@ -487,7 +487,9 @@ def _max_pool_reference(x, kernel, stride, padding, dilation, out_size):
         pool_out_size(n, k, s, p, d, False)
         for n, k, s, p, d in zip(x.shape[2:], kernel, stride, padding, dilation)
     )
-    return _max_pool_np(x, kernel, stride, padding, dilation, tuple(out_size) != floor)
+    attrs = dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation)
+    # (half precision: the NumPy kernel on a float32 copy, rounded back)
+    return _max_pool_kernel(x, **attrs, ceil_mode=tuple(out_size) != floor)
 
 
 def _checked_pooling(fast, reference):

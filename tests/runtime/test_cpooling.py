@@ -1,6 +1,7 @@
-"""kernels/cpooling.py: the C kernel of the max-pooling gradient equals the NumPy kernel of
-ops/pool.py bit for bit (ties, NaN, padding, dilation, ceil_mode, overlapping windows; float32
-and float64), and the code generator uses it."""
+"""kernels/cpooling.py: the C kernels of max pooling and its gradient equal the NumPy kernels
+of ops/pool.py bit for bit (ties, NaN, padding, dilation, ceil_mode, overlapping windows;
+float32, float64, and bfloat16/float16 read and written in 16 bits), and the code generator
+uses them."""
 
 import numpy as np
 import pytest
@@ -32,7 +33,10 @@ def _nodes(x_shape, dtype, kernel, stride, padding, dilation, ceil_mode):
     return nodes["max_pool"], nodes["pool_scatter"]
 
 
-@pytest.mark.parametrize("dtype", [ember.float32, ember.float64])
+FLOATS = [ember.float32, ember.float64, ember.bfloat16, ember.float16]
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[0])))
 def test_the_max_pool_gradient_equals_the_numpy_kernel(case, dtype):
     shape = case[0]
@@ -47,7 +51,52 @@ def test_the_max_pool_gradient_equals_the_numpy_kernel(case, dtype):
     g = rng.standard_normal(values.shape).astype(dtype.np)
     got = cpooling.build_scatter(scatter_node)(g, indices)
     want = POOL_SCATTER.kernel(g, indices, **scatter_node.attrs)
+    assert got.dtype == want.dtype
     assert got.tobytes() == want.tobytes()  # overlapping windows add in the same order
+    # the ReLU-gradient epilogue: where(mask, scattered, fill), fill a value of the dtype
+    mask = rng.random(want.shape) < 0.5
+    fill = np.asarray(0.5, dtype.np)
+    masked = cpooling.scatter(g, indices, scatter_node.attrs["in_size"], mask, float(fill))
+    assert masked.tobytes() == np.where(mask, want, fill).tobytes()
+
+
+@pytest.mark.parametrize("dtype", [ember.bfloat16, ember.float16], ids=str)
+def test_half_precision_scatter_of_planes_past_the_stack_sums_in_float32(dtype):
+    # a 130x130 plane (16,900 values) is summed in a heap plane; overlapping 3x3 windows at
+    # stride 1 add up to nine gradients into one value: in float32, rounded once
+    shape = (1, 2, 130, 130)
+    pool_node, scatter_node = _nodes(shape, dtype, (3, 3), (1, 1), (1, 1), (1, 1), False)
+    rng = np.random.default_rng(3)
+    x = rng.integers(-2, 3, shape).astype(dtype.np)
+    values, indices = MAX_POOL.kernel(x, **pool_node.attrs)
+    g = (1 + rng.random(values.shape) / 64).astype(dtype.np)
+    got = cpooling.build_scatter(scatter_node)(g, indices)
+    want = POOL_SCATTER.kernel(g, indices, **scatter_node.attrs)
+    assert got.tobytes() == want.tobytes()
+    wide = np.zeros(shape, np.float64)  # exact sums, rounded once: within half an ulp
+    np.add.at(
+        wide.reshape(2, -1),
+        (np.arange(2)[:, None], indices.reshape(2, -1)),
+        g.astype(np.float64).reshape(2, -1),
+    )
+    ulp = np.spacing(np.abs(wide).astype(dtype.np)).astype(np.float64)
+    assert np.all(np.abs(got.astype(np.float64) - wide) <= 0.5 * ulp + 1e-6 * np.abs(wide))
+
+
+def test_a_bfloat16_pooling_gradient_takes_the_relu_mask_as_its_epilogue():
+    model = ember.nn.Sequential(ember.nn.ReLU(), ember.nn.MaxPool2d(2))
+
+    def step(x):
+        return ember.grad(lambda x: model(x).float().sum())(x)
+
+    fn = ember.function(step)
+    x = ember.randn(2, 3, 8, 8).to(ember.bfloat16)
+    got = fn(x)
+    want = step(x)
+    assert got.dtype == ember.bfloat16
+    np.testing.assert_array_equal(got.numpy().view(np.uint16), want.numpy().view(np.uint16))
+    ops = [n.op.name for n in fn.compile(x).memory_layout().graph.nodes if n.kind == "call"]
+    assert "fused_epilogue" in ops and "pool_scatter" not in ops
 
 
 def test_the_code_generator_runs_the_pooling_gradient_in_c():
@@ -58,7 +107,7 @@ def test_the_code_generator_runs_the_pooling_gradient_in_c():
     assert "k_pool_scatter_" in fn.code
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dtype", [d.np for d in FLOATS], ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize(
     "shape, kernel, stride, padding, dilation, ceil_mode",
     [
@@ -77,7 +126,6 @@ def test_max_pool_equals_the_numpy_kernel(
     shape, kernel, stride, padding, dilation, ceil_mode, dtype
 ):
     from ember.kernels.pool_geometry import pool_out_size
-    from ember.ops.pool import _max_pool_np
 
     rng = np.random.default_rng(1)
     x = rng.integers(-3, 4, shape).astype(dtype)  # ties everywhere
@@ -89,7 +137,8 @@ def test_max_pool_equals_the_numpy_kernel(
         for n, k, s, p, d in zip(shape[2:], kernel, stride, padding, dilation)
     )
     got = cpooling.max_pool_2d(x, kernel, stride, padding, dilation, out)
-    want = _max_pool_np(x, kernel, stride, padding, dilation, ceil_mode)
+    attrs = dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation)
+    want = MAX_POOL.kernel(x, **attrs, ceil_mode=ceil_mode)  # (half: on a float32 copy)
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.tobytes() == w.tobytes()
 
@@ -112,13 +161,15 @@ def test_max_pool_declines_other_dtypes():
     assert cpooling.max_pool_2d(x, (2, 2), (2, 2), (0, 0), (1, 1), (2, 2)) is None
 
 
-def test_max_pool_of_planes_past_a_stack_frame_equals_the_numpy_kernel():
-    # a 202x224 frame of float32 is over FRAME_LIMIT_BYTES: the caller frames every plane
-    from ember.ops.pool import _max_pool_np
-
-    x = np.random.default_rng(2).standard_normal((1, 2, 200, 200)).astype(np.float32)
+@pytest.mark.parametrize("dtype", [np.float32, ember.bfloat16.np, np.float16], ids=str)
+def test_max_pool_of_planes_past_a_stack_frame_equals_the_numpy_kernel(dtype):
+    # a 202x224 frame of float32 is over FRAME_LIMIT_BYTES: the caller frames every plane (in
+    # the input's dtype; half precision is widened as it is read)
+    x = np.random.default_rng(2).standard_normal((1, 2, 200, 200)).astype(dtype)
     x[0, 1, :3, :3] = -np.inf
+    x[0, 0, 5, 7] = np.nan
     got = cpooling.max_pool_2d(x, (3, 3), (1, 1), (1, 1), (1, 1), (200, 200))
-    want = _max_pool_np(x, (3, 3), (1, 1), (1, 1), (1, 1), False)
+    attrs = dict(kernel=(3, 3), stride=(1, 1), padding=(1, 1), dilation=(1, 1))
+    want = MAX_POOL.kernel(x, **attrs, ceil_mode=False)
     for g, w in zip(got, want):
-        assert g.tobytes() == w.tobytes()
+        assert g.dtype == w.dtype and g.tobytes() == w.tobytes()

@@ -15,8 +15,14 @@ The NumPy kernels in ops/pool.py are the specification, and these equal them bit
   (branchy maxima, strided loads); a loop without the frame ran rows of 14 outputs 4x slower
   than rows of 16 (their scalar remainder).
 
+Half precision (bfloat16, float16) is read and written in 16 bits and computed in float32
+(kernels/chalf.py's conversions), as the NumPy kernels compute it on a float32 copy: the
+maxima are input values (exact), and each scattered plane is summed in a float32 plane of the
+thread's (its stack, or the heap for large planes) and rounded once, as ``np.add.at`` into a
+float32 result and the cast after it round.
+
 Planes are shared over the thread pool (kernels/cpool.py). Each entry returns None where it
-does not apply (not float32/float64, no C compiler) and NumPy runs.
+does not apply (not a float dtype above, no C compiler) and NumPy runs.
 """
 
 from __future__ import annotations
@@ -31,7 +37,14 @@ from .pool_geometry import first_inside_axis, pad_input, padded_extent
 
 __all__ = ["build_scatter"]
 
-_C = {dt.float32: "float", dt.float64: "double"}
+# dtype -> (storage type S, compute type T, load and store of one value)
+_C = {
+    dt.float32: ("float", "float", "", ""),
+    dt.float64: ("double", "double", "", ""),
+    dt.bfloat16: ("uint16_t", "float", "bf16_load", "bf16_store"),
+    dt.float16: ("uint16_t", "float", "f16_load", "f16_store"),
+}
+_HALF = (dt.bfloat16, dt.float16)
 _FLAGS = (
     "-O3",
     "-march=native",
@@ -43,49 +56,78 @@ _FLAGS = (
 )
 
 _SCATTER = r"""
+#include <stdlib.h>
 #include <string.h>
 typedef void (*ember_task)(void *, long, long);
 typedef void (*ember_pool)(ember_task, void *, long, long);
 struct job {
-  const T *g;
+  const S *g;
   const long long *indices;
-  T *out;
+  S *out;
   long in_plane, out_plane;
   const unsigned char *mask; /* where(mask, scattered, fill), or NULL */
   T fill;
+  volatile int failed; /* a float32 plane could not be allocated */
 };
+/* half precision sums each plane in float32 here: on the stack up to this many values */
+#define STACK_PLANE 16384
 static void planes(void *job_, long lo, long hi) {
-  const struct job *j = job_;
+  struct job *j = job_;
+#if HALF
+  T stack_sums[j->in_plane <= STACK_PLANE ? j->in_plane : 1];
+  T *sums = j->in_plane <= STACK_PLANE ? stack_sums : malloc(j->in_plane * sizeof(T));
+  if (!sums) { j->failed = 1; return; }
+#endif
   for (long p = lo; p < hi; p++) {
-    T *out = j->out + p * j->in_plane;
-    const T *g = j->g + p * j->out_plane;
+    S *dst = j->out + p * j->in_plane;
+#if HALF
+    T *out = sums;
+#else
+    T *out = dst;
+#endif
+    const S *g = j->g + p * j->out_plane;
     const long long *indices = j->indices + p * j->out_plane;
     memset(out, 0, j->in_plane * sizeof *out);
-    for (long k = 0; k < j->out_plane; k++) out[indices[k]] += g[k];
-    if (j->mask) { /* locals and restrict: a branch-free loop the compiler vectorizes */
+    for (long k = 0; k < j->out_plane; k++) out[indices[k]] += LD(g[k]);
+    /* locals and restrict: branch-free loops the compiler vectorizes */
+    const T *restrict from = out;
+    S *restrict to = dst;
+    const long size = j->in_plane;
+    if (j->mask) {
       const unsigned char *restrict mask = j->mask + p * j->in_plane;
-      T *restrict to = out;
-      const T fill = j->fill;
-      const long size = j->in_plane;
-      for (long i = 0; i < size; i++) to[i] = mask[i] ? to[i] : fill;
+      const S fill = ST(j->fill);
+      for (long i = 0; i < size; i++) to[i] = mask[i] ? ST(from[i]) : fill;
     }
+#if HALF
+    else
+      for (long i = 0; i < size; i++) to[i] = ST(from[i]);
+#endif
   }
+#if HALF
+  if (sums != stack_sums) free(sums);
+#endif
 }
-void scatter(const T *g, const long long *indices, T *out, long count, long in_plane,
-             long out_plane, const unsigned char *mask, T fill, ember_pool pool) {
-  struct job j = {g, indices, out, in_plane, out_plane, mask, fill};
+int scatter(const S *g, const long long *indices, S *out, long count, long in_plane,
+            long out_plane, const unsigned char *mask, T fill, ember_pool pool) {
+  struct job j = {g, indices, out, in_plane, out_plane, mask, fill, 0};
   if (pool && count * (in_plane + out_plane) > (1L << 16)) pool(planes, &j, count, 1);
   else planes(&j, 0, count);
+  return j.failed;
 }
 """
 
 
 def _load(template: str, symbol: str, dtype, argtypes):
-    from . import ccompile, cpool
+    from . import ccompile, chalf, cpool
 
     if dtype not in _C or not ccompile.compiler_available():
         return None, None
-    source = f"#define T {_C[dtype]}\n" + template
+    storage, compute, load, store = _C[dtype]
+    half = dtype in _HALF
+    source = (chalf.CONVERT if half else "") + (
+        f"#define S {storage}\n#define T {compute}\n#define HALF {int(half)}\n"
+        f"#define LD(v) {load}(v)\n#define ST(v) {store}(v)\n"
+    ) + template
     try:
         fn = ccompile.load(source, symbol, argtypes, flags=_FLAGS)
     except ccompile.CompileError:
@@ -94,18 +136,26 @@ def _load(template: str, symbol: str, dtype, argtypes):
 
 
 def _scatter_function(dtype):
-    scalar = ctypes.c_float if dtype == dt.float32 else ctypes.c_double
+    scalar = ctypes.c_double if dtype == dt.float64 else ctypes.c_float
     pointer = ctypes.c_void_p
     argtypes = [pointer] * 3 + [ctypes.c_long] * 3 + [pointer, scalar, pointer]
-    return _load(_SCATTER, "scatter", dtype, argtypes)
+    fn, pool = _load(_SCATTER, "scatter", dtype, argtypes)
+    if fn is not None:
+        fn.restype = ctypes.c_int
+    return fn, pool
+
+
+# the NumPy dtypes the kernels take
+_NP = {np.dtype(d.np) for d in _C}
 
 
 def scatter(g: np.ndarray, indices: np.ndarray, in_size: tuple, mask=None, fill=0.0):
     """``pool_scatter(g, indices; in_size)`` in C, equal to the NumPy kernel bit for bit, or
-    None (not float32/float64, no compiler). The indices are trusted (max_pool made them).
-    With ``mask`` (bool, of the result's shape): ``where(mask, result, fill)``, each plane
-    masked while it is in cache (the gradient of a ReLU before the pooling)."""
-    if g.dtype not in (np.float32, np.float64):
+    None (not float32/float64/bfloat16/float16, no compiler). The indices are trusted
+    (max_pool made them). With ``mask`` (bool, of the result's shape): ``where(mask, result,
+    fill)``, each plane masked while it is in cache (the gradient of a ReLU before the
+    pooling; ``fill`` a value of g's dtype)."""
+    if g.dtype not in _NP:
         return None
     fn, pool = _scatter_function(dt.as_dtype(g.dtype))
     if fn is None:
@@ -119,7 +169,7 @@ def scatter(g: np.ndarray, indices: np.ndarray, in_size: tuple, mask=None, fill=
         plane, out_plane = math.prod(in_size), math.prod(g.shape[2:])
         if mask is not None:
             mask = np.ascontiguousarray(mask, np.bool_)
-        fn(
+        failed = fn(
             g.ctypes.data,
             indices.ctypes.data,
             out.ctypes.data,
@@ -130,6 +180,8 @@ def scatter(g: np.ndarray, indices: np.ndarray, in_size: tuple, mask=None, fill=
             fill,
             pool,
         )
+        if failed:
+            raise MemoryError(f"pool_scatter: no memory for a float32 plane of {plane} values")
     return out
 
 
@@ -154,7 +206,7 @@ _MAX_POOL = r"""
 #include <string.h>
 typedef void (*ember_task)(void *, long, long);
 typedef void (*ember_pool)(ember_task, void *, long, long);
-struct job { const T *x; T *out; long long *idx; };
+struct job { const S *x; S *out; long long *idx; };
 /* each window's maximum and the plane index of its first maximum (row-major), as ops/pool.py
    computes them: the running maximum starts at the window's first element (padding: -inf) with
    the index of its first element inside the input (FIRST_A per output row, FIRST_B per
@@ -164,6 +216,11 @@ struct job { const T *x; T *out; long long *idx; };
    outputs, OW rounded up to whole vectors, reads inside it: every row is one full-width vector
    loop, with no bounds checks and no scalar remainder (the extra lanes are dropped). */
 static const int first_a[OH] = {FIRST_A};
+#if FRAMED && HALF /* a value of the caller's frame, widened */
+#define READ(v) LD(v)
+#else
+#define READ(v) (v)
+#endif
 static const int first_b[OWV] = {FIRST_B};
 static void planes(void *job_, long lo, long hi) {
   const struct job *j = job_;
@@ -172,11 +229,18 @@ static void planes(void *job_, long lo, long hi) {
   for (long i = 0; i < HF * WF; i++) frame[i] = -INFINITY;
 #endif
   for (long p = lo; p < hi; p++) {
-#if FRAMED /* planes too large for a stack: the caller framed them all */
-    const T *x = j->x + p * (HF * WF);
+#if FRAMED /* planes too large for a stack: the caller framed them all (in S) */
+    const S *x = j->x + p * (HF * WF);
+#else /* (half precision: widened into the float32 frame) */
+    for (long r = 0; r < H; r++) {
+#if HALF
+      const S *from = j->x + p * (H * W) + r * W;
+      T *to = frame + (r + PH) * WF + PW;
+      for (long c = 0; c < W; c++) to[c] = LD(from[c]);
 #else
-    for (long r = 0; r < H; r++)
       memcpy(frame + (r + PH) * WF + PW, j->x + p * (H * W) + r * W, W * sizeof(T));
+#endif
+    }
     const T *x = frame;
 #endif
     for (long r = 0; r < OH; r++) {
@@ -187,13 +251,13 @@ static void planes(void *job_, long lo, long hi) {
       for (int c = 0; c < OWV; c++) {
         /* origin: the window's corner in the frame; plane: its index in the input plane */
         const int origin = r * SH * WF + c * SW, plane = (r * SH - PH) * W + c * SW - PW;
-        T top = x[origin];
+        T top = READ(x[origin]);
         int where = plane + fa * DH * W + first_b[c] * DW;
 #pragma GCC unroll 16
         for (int a = 0; a < KH; a++)
 #pragma GCC unroll 16
           for (int b = 0; b < KW; b++) {
-            T v = x[origin + a * DH * WF + b * DW];
+            T v = READ(x[origin + a * DH * WF + b * DW]);
             int take = (v > top) | (v != v);
             top = take ? v : top;
             where = take ? plane + a * DH * W + b * DW : where;
@@ -201,21 +265,30 @@ static void planes(void *job_, long lo, long hi) {
         top_row[c] = top;
         at_row[c] = where;
       }
-      T *best = j->out + (p * OH + r) * OW;
+      S *best = j->out + (p * OH + r) * OW;
       long long *at = j->idx + (p * OH + r) * OW;
+#if HALF
+      /* rounded (exactly: input values) over whole vectors, then copied: a loop over OW
+         values alone ran scalar and took 40% of the pooling */
+      S best_row[OWV] __attribute__((aligned(64)));
+#pragma omp simd
+      for (long c = 0; c < OWV; c++) best_row[c] = ST(top_row[c]);
+      memcpy(best, best_row, OW * sizeof(S));
+#else
       memcpy(best, top_row, OW * sizeof(T));
+#endif
       for (long c = 0; c < OW; c++) at[c] = at_row[c];
     }
   }
 }
-void max_pool(const T *x, T *out, long long *idx, long count, ember_pool pool) {
+void max_pool(const S *x, S *out, long long *idx, long count, ember_pool pool) {
   struct job j = {x, out, idx};
   if (pool && count * H * W >= (1L << 15)) pool(planes, &j, count, 1);
   else planes(&j, 0, count);
 }
 /* the graph runner's step (runtime/cgraph.py): args x, out, idx, count, the pool (or 0) */
 void max_pool_step(const long *a) {
-  max_pool((const T *)a[0], (T *)a[1], (long long *)a[2], a[3], (ember_pool)a[4]);
+  max_pool((const S *)a[0], (S *)a[1], (long long *)a[2], a[3], (ember_pool)a[4]);
 }
 """
 # frames up to this size live on the stack of the thread running the plane (the pool's
@@ -228,11 +301,11 @@ PLANE_LIMIT = 1 << 28
 def max_pool_2d(x: np.ndarray, kernel, stride, padding, dilation, out_size):
     """(values, indices) of 2-d max pooling, equal to ops/pool.py's NumPy kernel; None where
     it does not apply (another dtype, planes too large for C ints, no compiler)."""
-    if x.ndim != 4 or x.size == 0 or x.dtype not in (np.float32, np.float64):
+    if x.ndim != 4 or x.size == 0 or x.dtype not in _NP:
         return None
     n, c, h, w = x.shape
     geometry = (h, w, *map(tuple, (out_size, kernel, stride, padding, dilation)))
-    kernel_fn = _max_pool_kernel_of(x.dtype.str, geometry)
+    kernel_fn = _max_pool_kernel_of(x.dtype, geometry)
     if kernel_fn is None:
         return None
     fn, pool, frame, _ = kernel_fn
@@ -245,12 +318,29 @@ def max_pool_2d(x: np.ndarray, kernel, stride, padding, dilation, out_size):
     return values, indices
 
 
+def max_pool_workspace(x_type, out_size, kernel, stride, padding, dilation) -> int | None:
+    """The bytes `max_pool_2d` allocates beyond its results for an input of ``x_type``: the
+    framed copy of the input where its planes are too large for a stack frame, else 0; None
+    where the kernel does not apply (the caller's NumPy kernel runs)."""
+    shape = tuple(x_type.shape)
+    if len(shape) != 4 or 0 in shape or x_type.dtype not in _C:
+        return None
+    if not all(isinstance(d, int) for d in shape):
+        return None
+    geometry = (*shape[2:], *map(tuple, (out_size, kernel, stride, padding, dilation)))
+    kernel_fn = _max_pool_kernel_of(np.dtype(x_type.dtype.np), geometry)
+    if kernel_fn is None:
+        return None
+    frame = kernel_fn[2]
+    return 0 if frame is None else shape[0] * shape[1] * math.prod(frame) * x_type.dtype.itemsize
+
+
 # (dtype, geometry) -> what _max_pool_function built: an eager call otherwise spends longer on
 # the source and its hash than on the pooling
 _max_pool_kernels: dict = {}
 
 
-def _max_pool_kernel_of(dtype: str, geometry: tuple):
+def _max_pool_kernel_of(dtype: np.dtype, geometry: tuple):
     kernel_fn = _max_pool_kernels.get((dtype, geometry))
     if kernel_fn is None:  # (a miss is not remembered: a compiler may be set later)
         kernel_fn = _max_pool_function(dtype, *geometry)
@@ -266,14 +356,14 @@ def max_pool_c_step(node):
 
     x = node.inputs[0].type
     attrs = node.attrs
-    if len(x.shape) != 4 or x.dtype.np not in (np.float32, np.float64) or 0 in x.shape:
+    if len(x.shape) != 4 or x.dtype not in _C or 0 in x.shape:
         return None
     n, c, h, w = x.shape
     out_size = tuple(node.outputs[0].type.shape[2:])
     geometry = (h, w, out_size) + tuple(
         tuple(attrs[k]) for k in ("kernel", "stride", "padding", "dilation")
     )
-    kernel_fn = _max_pool_kernel_of(x.dtype.np.str, geometry)
+    kernel_fn = _max_pool_kernel_of(np.dtype(x.dtype.np), geometry)
     if kernel_fn is None or kernel_fn[2] is not None:
         return None
     step = kernel_fn[3]
@@ -282,11 +372,12 @@ def max_pool_c_step(node):
     return CStep(function_address(step), args, slots, (step,))
 
 
-def _max_pool_function(dtype: str, h, w, out_size, kernel, stride, padding, dilation):
+def _max_pool_function(dtype: np.dtype, h, w, out_size, kernel, stride, padding, dilation):
     """(the compiled kernel of this geometry, the pool, the frame size (rows, columns) when the
     caller frames the planes, else None, the graph runner's step), or None."""
 
-    itemsize = np.dtype(dtype).itemsize
+    dtype_ = dt.as_dtype(dtype)
+    itemsize = 4 if dtype_ in _HALF else dtype.itemsize  # of the frame (half: widened)
     (oh, ow), (kh, kw), (sh, sw), (ph, pw), (dh, dw) = out_size, kernel, stride, padding, dilation
     lanes = 64 // itemsize  # a row's outputs in whole 64-byte vectors
     owv = -(-ow // lanes) * lanes
@@ -304,7 +395,6 @@ def _max_pool_function(dtype: str, h, w, out_size, kernel, stride, padding, dila
     defines += f"#define FIRST_B {', '.join(map(str, first_b))}\n"
     pointer = ctypes.c_void_p
     argtypes = [pointer] * 3 + [ctypes.c_long, pointer]
-    dtype_ = dt.as_dtype(np.dtype(dtype))
     fn, pool = _load(defines + _MAX_POOL, "max_pool", dtype_, argtypes)
     if fn is None:
         return None

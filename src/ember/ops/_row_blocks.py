@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from .. import dtypes as dt
 from ..kernels.cepilogue import block_kind
 from ._registry import REGISTRY
 from ._rules import EpilogueRule
@@ -68,5 +69,12 @@ def relu_only(node) -> bool:
 
 def row_block_rule(rows, accepts=lambda node: True, c_step=None) -> EpilogueRule:
     """The `EpilogueRule` of a producer computing its result's rows with ``rows`` (see the
-    module docstring); ``accepts`` and ``c_step`` as the rule's."""
-    return EpilogueRule(accepts=accepts, takes=_takes_blocks, compile=_compile(rows), c_step=c_step)
+    module docstring); ``accepts`` (for float32/float64 results: the blocks' epilogue loops
+    are compiled for those) and ``c_step`` as the rule's."""
+
+    def accepts_wide(node) -> bool:
+        return node.outputs[0].dtype in (dt.float32, dt.float64) and accepts(node)
+
+    return EpilogueRule(
+        accepts=accepts_wide, takes=_takes_blocks, compile=_compile(rows), c_step=c_step
+    )

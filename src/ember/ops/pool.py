@@ -23,7 +23,7 @@ from ..kernels.pool_geometry import first_inside_axis, pad_input, padded_extent,
 from ..types import TensorType
 from . import _batching
 from ._autocast import Autocast, autocasts
-from ._half import c_runs, via_float32, widened_workspace
+from ._half import c_runs
 from ._registry import REGISTRY, Cost, OpDef, apply, export, register
 from ._rules import EpilogueRule
 from ._util import fmt_shape, half_precision, io_bytes, numel, value_bytes
@@ -133,24 +133,15 @@ def _first_inside(out, kernel, stride, padding, dilation, in_size):
 
 
 def _max_pool_fast(x, *, kernel, stride, padding, dilation, ceil_mode):
-    """The C kernel (kernels/cpooling.py: 2-d pooling in float32/float64), or None. Half
-    precision pools a float32 copy, as the NumPy kernel does: the maxima are input values, so
-    rounding them back is exact and the indices are the same."""
-    from ..kernels import chalf, cpooling
+    """The C kernel (kernels/cpooling.py: 2-d pooling; half precision read and written in 16
+    bits, compared in float32 as the NumPy kernel compares its float32 copy), or None."""
+    from ..kernels import cpooling
 
     out = tuple(
         pool_out_size(n, k, s, p, d, ceil_mode)
         for n, k, s, p, d in zip(x.shape[2:], kernel, stride, padding, dilation)
     )
-    if x.dtype not in (dt.float16.np, dt.bfloat16.np):
-        return cpooling.max_pool_2d(x, kernel, stride, padding, dilation, out)
-    if x.ndim != 4 or x.size == 0:
-        return None
-    result = cpooling.max_pool_2d(chalf.to_float32(x), kernel, stride, padding, dilation, out)
-    if result is None:
-        return None
-    values, indices = result
-    return chalf.from_float32(values, x.dtype), indices
+    return cpooling.max_pool_2d(x, kernel, stride, padding, dilation, out)
 
 
 def _max_pool_kernel(x, *, kernel, stride, padding, dilation, ceil_mode):
@@ -234,13 +225,13 @@ def _scatter_kernel(g, idx, *, in_size):
 
 def _scatter_workspace(node, layouts) -> int:
     """`_scatter_kernel`'s temporaries beyond the result: none in float32/float64 (the C
-    scatter, or NumPy's ``add.at`` into the result). Half precision accumulates into a float32
-    result from a float32 copy of the gradient, then rounds it: the larger of the two moments."""
+    scatter, or NumPy's ``add.at`` into the result), nor in half precision in C (each plane
+    summed in a float32 plane of the thread's). NumPy's half precision accumulates into a
+    float32 result from a float32 copy of the gradient, then rounds it: the larger of the two
+    moments."""
     g, out = node.inputs[0], node.outputs[0]
-    if not half_precision(out):
+    if not half_precision(out) or c_runs():
         return 0
-    if c_runs():  # the C scatter on a float32 copy of g (ops/_half.py `via_float32`)
-        return widened_workspace(node)
     return max(value_bytes(out) + 2 * value_bytes(g), 2 * value_bytes(out))
 
 
@@ -343,7 +334,7 @@ POOL_SCATTER = register(
         kind="index",
         infer=_scatter_infer,
         kernel=_scatter_kernel,
-        fast=via_float32(_scatter_fast),  # (half precision: summed in float32, rounded once)
+        fast=_scatter_fast,  # (half precision: summed in float32, rounded once, in C)
         vjp=lambda c, g: (apply(POOL_GATHER, g, c.inputs[1]), None),
         cost=lambda i, o, a: Cost(numel(i[0].shape), io_bytes(i, o)),
         save_inputs=(1,),
@@ -413,16 +404,20 @@ def _max_pool_cost(in_types, out_types, attrs) -> Cost:
 
 
 def _max_pool_workspace(node, layouts) -> int:
-    """`_max_pool_kernel`'s temporaries beyond its outputs: the winning window codes (scratch)
-    converted to intp by ``take``, 8 bytes an output. Half precision runs `_max_pool_np` on a
-    float32 copy of the input and returns float32 maxima, both alive there too: twice the
+    """The temporaries beyond the outputs: the C kernel's (kernels/cpooling.py) framed copy
+    of large planes, else none; NumPy's `_max_pool_kernel`'s winning window codes (scratch)
+    converted to intp by ``take``, 8 bytes an output, and in half precision `_max_pool_np` on
+    a float32 copy of the input returning float32 maxima, both alive there too: twice the
     input's bytes and twice the values' (less the rounded values, not made yet)."""
     x, (values, indices) = node.inputs[0], node.outputs
+    if c_runs():  # the C kernel (half precision read and written in 16 bits): a frame at most
+        from ..kernels import cpooling
+
+        attrs = {k: node.attrs[k] for k in ("kernel", "stride", "padding", "dilation")}
+        framed = cpooling.max_pool_workspace(x.type, values.shape[2:], **attrs)
+        if framed is not None:
+            return framed
     if half_precision(x):
-        if c_runs() and len(x.type.shape) == 4:
-            # the C pooling of a float32 copy: the copy and the float32 maxima (twice the
-            # values' bytes) are alive together, before the rounded values exist
-            return 2 * value_bytes(x) + value_bytes(values)
         return 2 * value_bytes(x) + value_bytes(values) + value_bytes(indices)
     return value_bytes(indices)
 

@@ -15,9 +15,9 @@ ReLU before the pooling, applied by its C kernel plane by plane (kernels/cpoolin
 
 Applies when the producer's result has one reader, an elementwise node (a ``fused_elementwise``
 group, or a single op the C loops can run) over the result's own shape, and is not returned;
-the result is float32 or float64 with static sizes, and the producer's rule accepts the call
-(a ``matmul`` is 2-d on the right: a weight) and the reader. Runs after fusion
-(transforms/fuse.py), at O3.
+the result is a float (16, 32 or 64 bits) with static sizes, and the producer's rule accepts
+the call (a ``matmul`` is 2-d on the right: a weight; the products and the convolution take
+float32/float64 results only) and the reader. Runs after fusion (transforms/fuse.py), at O3.
 
 A reader that ends in reductions (a ``fused_reduce`` node: a masked gradient and its bias
 gradient) is not an epilogue as it is, and the matmul's result then lives beside the loop's
@@ -50,7 +50,7 @@ def _producer(node) -> bool:
     if node.kind != "call" or node.op.epilogue is None or len(node.outputs) != 1:
         return False
     out = node.outputs[0]
-    if out.dtype not in (dt.float32, dt.float64) or not out.shape:
+    if out.dtype not in (dt.float32, dt.float64, dt.bfloat16, dt.float16) or not out.shape:
         return False
     if any(not isinstance(d, int) for v in (*node.inputs, out) for d in v.shape):
         return False
