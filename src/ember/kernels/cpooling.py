@@ -124,10 +124,9 @@ def _load(template: str, symbol: str, dtype, argtypes):
         return None, None
     storage, compute, load, store = _C[dtype]
     half = dtype in _HALF
-    source = (chalf.CONVERT if half else "") + (
-        f"#define S {storage}\n#define T {compute}\n#define HALF {int(half)}\n"
-        f"#define LD(v) {load}(v)\n#define ST(v) {store}(v)\n"
-    ) + template
+    defines = f"#define S {storage}\n#define T {compute}\n#define HALF {int(half)}\n"
+    defines += f"#define LD(v) {load}(v)\n#define ST(v) {store}(v)\n"
+    source = (chalf.CONVERT if half else "") + defines + template
     try:
         fn = ccompile.load(source, symbol, argtypes, flags=_FLAGS)
     except ccompile.CompileError:
