@@ -67,7 +67,7 @@ OPS = {
 
 
 # ops whose half-precision C kernels make no float32 copies
-IN_PLACE = {"matmul", "batched matmul", "linear", "erf"}
+IN_PLACE = {"matmul", "batched matmul", "linear", "erf", "conv2d", "conv2d stride 2"}
 
 
 @pytest.mark.parametrize("dtype", HALF, ids=str)
@@ -80,8 +80,8 @@ def test_one_half_precision_op_is_planned_as_measured(op, dtype, bare_executors)
     assert abs(report.peak_bytes - measured) <= 0.05 * measured, (report.peak_bytes, measured)
     full = memory(fn, *[_randn(ember.float32, *s) for s in shapes])
     if op in IN_PLACE and ccompile.compiler_available():
-        # the C kernels read and write the 16-bit values (kernels/chgemm.py, the elementwise
-        # loops of ops/_half.py): the plan is the float32 one in half the bytes
+        # the C kernels read and write the 16-bit values (kernels/chgemm.py, kernels/cconv.py,
+        # the elementwise loops of ops/_half.py): the plan is the float32 one in half the bytes
         assert report.peak_bytes == full.peak_bytes // 2
     else:
         # the same op in float32 has no float32 copies: the half-precision workspace is extra

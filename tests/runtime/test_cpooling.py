@@ -83,28 +83,21 @@ def test_half_precision_scatter_of_planes_past_the_stack_sums_in_float32(dtype):
     assert np.all(np.abs(got.astype(np.float64) - wide) <= 0.5 * ulp + 1e-6 * np.abs(wide))
 
 
-def test_a_bfloat16_pooling_gradient_takes_the_relu_mask_as_its_epilogue():
-    model = ember.nn.Sequential(ember.nn.ReLU(), ember.nn.MaxPool2d(2))
+def test_the_code_generator_runs_the_bfloat16_pooling_and_its_gradient_in_c():
+    model = ember.nn.Sequential(ember.nn.Conv2d(1, 4, 3), ember.nn.ReLU(), ember.nn.MaxPool2d(2))
+    model.to(ember.bfloat16)
 
     def step(x):
         return ember.grad(lambda x: model(x).float().sum())(x)
 
-    fn = ember.function(step)
-    x = ember.randn(2, 3, 8, 8).to(ember.bfloat16)
+    fn = ember.function(step, executor="codegen")
+    x = ember.randn(2, 1, 10, 10).to(ember.bfloat16)
     got = fn(x)
     want = step(x)
     assert got.dtype == ember.bfloat16
     np.testing.assert_array_equal(got.numpy().view(np.uint16), want.numpy().view(np.uint16))
-    ops = [n.op.name for n in fn.compile(x).memory_layout().graph.nodes if n.kind == "call"]
-    assert "fused_epilogue" in ops and "pool_scatter" not in ops
-
-
-def test_the_code_generator_runs_the_pooling_gradient_in_c():
-    model = ember.nn.Sequential(ember.nn.Conv2d(1, 4, 3), ember.nn.MaxPool2d(2))
-    fn = ember.function(lambda x: ember.grad(lambda x: model(x).sum())(x))
-    x = ember.randn(2, 1, 10, 10)
-    fn(x)
-    assert "k_pool_scatter_" in fn.code
+    assert "k_pool_scatter_" in fn.code or "fused_epilogue" in fn.code
+    assert "k_max_pool_" in fn.code
 
 
 @pytest.mark.parametrize("dtype", [d.np for d in FLOATS], ids=lambda d: np.dtype(d).name)

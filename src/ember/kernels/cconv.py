@@ -14,9 +14,15 @@ flipped, transposed weight (no col2im). Strided gradients otherwise run phase by
 stride-1 ones (kernels/cconv_phases.py). benchmarks/conv_kernels.py measures them against
 PyTorch per shape.
 
-Every entry returns None where it does not apply (no C compiler, a dtype other than float32 or
-float64, an empty tensor, a non-finite weight for the input gradient) and the caller runs
-NumPy.
+Half precision (bfloat16, float16): the forward convolution (and so the input gradient) reads
+and writes the 16-bit values, computing in float32: its input is widened as it is packed (the
+padded copy stays in 16 bits), the weight as it is packed, and each result is rounded as it is
+stored, its bias and ReLU epilogue rounding as the unfused ops would (`HALF` in the C source).
+The weight gradient kernels take float32/float64 only (ops/conv.py widens their operands).
+
+Every entry returns None where it does not apply (no C compiler, a dtype other than float32,
+float64 and, for the forward, the half types, an empty tensor, a non-finite weight for the
+input gradient) and the caller runs NumPy.
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import cconv_wide, conv_plan
+from .. import dtypes as dt
+from . import cconv_wide, chalf, conv_plan
 from .cconv_source import SOURCE as _KERNELS
 from .cmicro import KC
 from .conv_plan import ELEMENT_COST, RUN_COST, Plan, charge, interior, scratch, source_region
@@ -63,14 +70,44 @@ _WEIGHT_ARGS = [_P] * 5 + [_L] * 7 + _SEGMENT_ARGS + [_P]
 _WEIGHT_CL_ARGS = [_P] * 5 + [_L] * 8 + _SEGMENT_ARGS + [_P]
 
 
+# the half-precision dtypes the forward stores in 16 bits: the name of their conversions
+# (kernels/chalf.py) and whether they are bfloat16
+_HALF = {np.dtype(dt.bfloat16.np): ("bf16", 1), np.dtype(np.float16): ("f16", 0)}
+
+
+def _header(dtype: np.dtype) -> str:
+    """The defines that specialise the C source to ``dtype`` (half precision: float32
+    arithmetic on 16-bit storage)."""
+    if dtype in _HALF:
+        name, bf16 = _HALF[dtype]
+        return chalf.CONVERT + (
+            "#define T float\n#define T_FLOAT 1\n#define HALF 1\n#define S uint16_t\n"
+            f"#define HALF_LOAD {name}_load\n#define HALF_STORE {name}_store\n"
+            f"#define HALF_BF16 {bf16}\n"
+        )
+    return f"#define T {_C[dtype]}\n#define T_FLOAT {int(dtype == np.float32)}\n"
+
+
+def compute_itemsize(dtype) -> int:
+    """The bytes of one value the kernels compute in (half precision: float32's)."""
+    dtype = np.dtype(dtype)
+    return 4 if dtype in _HALF else dtype.itemsize
+
+
+def _compute_dtype(dtype) -> np.dtype:
+    dtype = np.dtype(dtype)
+    return np.dtype(np.float32) if dtype in _HALF else dtype
+
+
 @functools.cache
 def _functions(dtype: np.dtype):
-    """(forward, weight_grad, pool) for ``dtype``, or None (no compiler, or it failed)."""
+    """(forward, weight_grad, weight_grad_cl, pool) for ``dtype``, or None (no compiler, or it
+    failed). Half precision: the weight gradient kernels are float32's, never called."""
     from . import ccompile, cpool
 
-    if dtype not in _C or not ccompile.compiler_available():
+    if (dtype not in _C and dtype not in _HALF) or not ccompile.compiler_available():
         return None
-    source = f"#define T {_C[dtype]}\n#define T_FLOAT {int(dtype == np.float32)}\n" + SOURCE
+    source = _header(dtype) + SOURCE
     try:
         forward = ccompile.load(source, "conv_forward", _FORWARD_ARGS)
         weight = ccompile.load(source, "conv_weight_grad", _WEIGHT_ARGS)
@@ -150,7 +187,7 @@ def _masked_runs(itemsize: int) -> bool:
     from . import ccompile
 
     dtype = np.dtype(np.float32 if itemsize == 4 else np.float64)
-    source = f"#define T {_C[dtype]}\n#define T_FLOAT {int(dtype == np.float32)}\n" + SOURCE
+    source = _header(dtype) + SOURCE
     try:
         fn = ccompile.load(source, "conv_masked_runs", [_P])
     except ccompile.CompileError:
@@ -292,14 +329,14 @@ def _forward(x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = 
             else:
                 out = into.array
                 args = args.copy()  # (the kept block serves plain calls)
-                key = (tuple(x.shape), tuple(w.shape), p, 1, x.itemsize)
+                key = (tuple(x.shape), tuple(w.shape), p, 1, compute_itemsize(x.dtype))
                 dst = _into_table(key, into)
                 # the store table, the channel and the sample strides (forward_step's layout)
                 args[8], args[26], args[29] = dst.ctypes.data, _plane(into), into.array[0].size
             x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
             args[0], args[1], args[3] = x.ctypes.data, w.ctypes.data, out.ctypes.data
             pack = None  # the channels-wide layout: a parameter's panels may be packed already
-            if own_wp:
+            if own_wp and x.dtype not in _HALF:  # (kernels/cprepack.py's: float32/float64)
                 pack = cconv_wide.use_prepacked(args, w, own_wp)
             bias = None if bias is None else np.ascontiguousarray(bias, x.dtype)
             args[2] = 0 if bias is None else bias.ctypes.data
@@ -307,7 +344,7 @@ def _forward(x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = 
             call(args.ctypes.data)
             del pack  # (held until the step has read it)
             return out
-    key = (tuple(x.shape), tuple(w.shape), p, groups, x.itemsize)
+    key = (tuple(x.shape), tuple(w.shape), p, groups, compute_itemsize(x.dtype))
     f = _forward_layout(*key)
     cg, cog, rows, plane, m, panels = f.cg, f.cog, f.rows, f.plane, f.m, f.panels
     src, dst, roff = f.tables
@@ -318,7 +355,7 @@ def _forward(x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = 
     else:
         out, chan, out_sample = into.array, _plane(into), into.array[0].size
         dst = _into_table(key, into)
-    packed = np.zeros((groups, panels * _MR, rows), x.dtype)
+    packed = np.zeros((groups, panels * _MR, rows), _compute_dtype(x.dtype))
     packed[:, :cog] = w.reshape(groups, cog, rows)
     # per group, panels of MR output channels, each stored (rows, MR): the micro-kernel's order
     packed = np.ascontiguousarray(packed.reshape(groups, panels, _MR, rows).transpose(0, 1, 3, 2))
@@ -344,7 +381,7 @@ def _forward(x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = 
             out_sample,
             int(relu),
             pool,
-            _panel_group(panels, x.itemsize),
+            _panel_group(panels, compute_itemsize(x.dtype)),
         )
     return out
 
@@ -382,7 +419,7 @@ def _thread_step(x_shape, w_shape, p: Plan, dtype, relu: bool, any_layout: bool 
     (its scratch is written by each call: threads running the same convolution at once must
     not share it), or None."""
     cache = _steps()
-    key = (x_shape, w_shape, p, np.dtype(dtype).str, relu, any_layout)
+    key = (x_shape, w_shape, p, np.dtype(dtype), relu, any_layout)
     found = cache.get(key)
     if found is not None:
         charge(("cconv step", key), found[3], _step_kept)
@@ -432,7 +469,7 @@ _WIDE = "conv_forward_wide_step"
 def _step_function(dtype: np.dtype, name: str = "conv_forward_step"):
     from . import ccompile
 
-    source = f"#define T {_C[dtype]}\n#define T_FLOAT {int(dtype == np.float32)}\n" + SOURCE
+    source = _header(dtype) + SOURCE
     try:
         return ccompile.load(source, name, [_P])
     except ccompile.CompileError:
@@ -456,7 +493,8 @@ def forward_step(
     if len(x_shape) != 4 or 0 in x_shape or 0 in w_shape or _functions(dtype) is None:
         return None
     n, c, h, w = x_shape
-    key = (tuple(x_shape), tuple(w_shape), p, 1, dtype.itemsize)
+    itemsize, compute = compute_itemsize(dtype), _compute_dtype(dtype)
+    key = (tuple(x_shape), tuple(w_shape), p, 1, itemsize)
     f = _forward_layout(*key)
     threads = cpool.get_num_threads()
     pool = _functions(dtype)[3] or 0
@@ -466,7 +504,7 @@ def forward_step(
     copy = [n * c, *copied, h, w, *p.lo, *p.padded]
     xp = None if f.unpadded else np.zeros(f.size, dtype)
     if wide is None:
-        wide = cconv_wide.wins(n * f.m, f.cog, f.rows, threads, dtype.itemsize)
+        wide = cconv_wide.wins(n * f.m, f.cog, f.rows, threads, itemsize)
     if wide:
         step = _step_function(dtype, _WIDE)
         if step is None:
@@ -474,19 +512,19 @@ def forward_step(
         tables = _forward_tables(p, c, False)
         args, wp = cconv_wide.step_args(
             x_shape, w_shape, tables, f.rows, len(tables[0]), f.plane, f.m, xp, copy, relu,
-            pool, threads, weight_constant, dtype,
+            pool, threads, weight_constant, compute,
         )  # fmt: skip
         return step, args, (step, xp, wp.base, *tables)
     step = _step_function(dtype)
     if step is None:
         return None
     src, dst, roff = f.tables
-    wp = np.empty((f.panels * _MR * f.rows,), dtype)
+    wp = np.empty((f.panels * _MR * f.rows,), compute)
     args = [0, 0, 0, 0, 0, 0 if xp is None else xp.ctypes.data, wp.ctypes.data]
     args += [src.ctypes.data, dst.ctypes.data, roff.ctypes.data, *copy]
     args += [f.cog, f.rows, f.panels]
     args += [f.panels, f.rows, n * len(src), f.cog, f.m, len(src), c * f.plane, f.cog * f.m]
-    args += [int(relu), pool, _panel_group(f.panels, dtype.itemsize)]
+    args += [int(relu), pool, _panel_group(f.panels, itemsize)]
     args += [int(weight_constant), 0]
     return step, np.array(args, np.int64), (step, xp, wp, src, dst, roff)
 

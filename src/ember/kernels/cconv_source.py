@@ -30,13 +30,27 @@ SOURCE = (
 #include <string.h>
 typedef void (*ember_task)(void *ctx, long lo, long hi);
 typedef void (*ember_pool)(ember_task, void *ctx, long n, long align);
+#ifndef HALF /* S: the storage type of the forward's input, bias and output (T, or 16 bits) */
+#define HALF 0
+#define S T
+#endif
+#if HALF /* 16-bit values widened as they are packed, rounded as they are stored */
+#define LD(v) HALF_LOAD(v)
+#define ST(v) HALF_STORE(v)
+#define RND(v) HALF_LOAD(HALF_STORE(v)) /* a value rounded to the storage precision */
+#else
+#define LD(v) (v)
+#define ST(v) (v)
+#define RND(v) (v)
+#endif
 
 """
     + MICRO
     + r"""
 struct fwd {
-  const T *x, *wp, *bias;
-  T *out;
+  const S *x, *bias;
+  const T *wp;
+  S *out;
   unsigned char *mask; /* out > 0 (the ReLU's gradient mask), or NULL */
   const long *src, *dst, *roff; /* src, dst: per column of one sample */
   long m_panels, k, cols, cout, chan; /* chan: the output's channel stride */
@@ -108,23 +122,39 @@ static inline MASK lanes(long n) { return n >= VL ? (MASK)~0 : (MASK)((1ull << n
 #define HAVE_MASKS 0
 #endif
 
+#if HAVE_MASKS && HALF /* VL 16-bit values widened (exactly) to float32 */
+static inline V widen(__m256i h) {
+#if HALF_BF16
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+#else
+  return _mm512_cvtph_ps(h);
+#endif
+}
+#endif
+
 /* dst[t] = from[t] (t < n): short runs (an output row of a small plane, a piece of a panel)
-   copied a vector at a time, the last one masked; elementwise without AVX-512 */
-static inline void copy_run(T *restrict dst, const T *restrict from, long n) {
-#if HAVE_MASKS
+   copied a vector at a time, the last one masked (16-bit values widened); elementwise without
+   AVX-512 */
+static inline void copy_run(T *restrict dst, const S *restrict from, long n) {
+#if HAVE_MASKS && HALF
+  for (long t = 0; t < n; t += VL) {
+    MASK keep = lanes(n - t);
+    STORE(dst + t, keep, widen(_mm256_maskz_loadu_epi16(keep, from + t)));
+  }
+#elif HAVE_MASKS
   for (long t = 0; t < n; t += VL) {
     MASK keep = lanes(n - t);
     STORE(dst + t, keep, MLOAD(keep, from + t));
   }
 #else
-  for (long t = 0; t < n; t++) dst[t] = from[t];
+  for (long t = 0; t < n; t++) dst[t] = LD(from[t]);
 #endif
 }
 
 /* dst[t] = from[2 * t] (t < n): a stride-2 convolution's columns, two vectors of the input
    de-interleaved per vector of the panel (reading only the 2n - 1 elements used) */
-static inline void copy_evens(T *restrict dst, const T *restrict from, long n) {
-#if HAVE_MASKS
+static inline void copy_evens(T *restrict dst, const S *restrict from, long n) {
+#if HAVE_MASKS && !HALF
   for (long t = 0; t < n; t += VL) {
     long used = 2 * (n - t < VL ? n - t : VL) - 1;
     V lo = MLOAD(lanes(used), from + 2 * t);
@@ -132,7 +162,7 @@ static inline void copy_evens(T *restrict dst, const T *restrict from, long n) {
     STORE(dst + t, lanes(n - t), EVENS(lo, hi));
   }
 #else
-  for (long t = 0; t < n; t++) dst[t] = from[2 * t];
+  for (long t = 0; t < n; t++) dst[t] = LD(from[2 * t]);
 #endif
 }
 
@@ -140,7 +170,7 @@ static inline void copy_evens(T *restrict dst, const T *restrict from, long n) {
 void conv_masked_runs(int *out) { *out = HAVE_MASKS; }
 
 /* the strided runs' columns: a copy per run, specialised for the common steps */
-static void pack_strided(const T *restrict x, const long *roff, long kc, int count,
+static void pack_strided(const S *restrict x, const long *roff, long kc, int count,
                          const long *start, const long *len, const long *first,
                          const long *step, T *restrict bp) {
   long covered = 0;
@@ -149,7 +179,7 @@ static void pack_strided(const T *restrict x, const long *roff, long kc, int cou
     T *to = bp + p * NR;
     if (covered < NR) memset(to, 0, NR * sizeof(T));
     for (int r = 0; r < count; r++) {
-      const T *restrict from = x + roff[p] + first[r];
+      const S *restrict from = x + roff[p] + first[r];
       T *restrict dst = to + start[r];
       long n = len[r], st = step[r];
       if (st == 1)
@@ -157,20 +187,24 @@ static void pack_strided(const T *restrict x, const long *roff, long kc, int cou
       else if (st == 2)
         copy_evens(dst, from, n);
       else
-        for (long t = 0; t < n; t++) dst[t] = from[t * st];
+        for (long t = 0; t < n; t++) dst[t] = LD(from[t * st]);
     }
   }
 }
 
-static void pack_columns(const T *restrict x, const long *roff, long kc, long nj, int count,
+static void pack_columns(const S *restrict x, const long *roff, long kc, long nj, int count,
                          const long *start, const long *len, const long *first, T *restrict bp) {
   if (count == 1 && nj == NR) { /* the common case: one run over the whole panel */
     for (long p = 0; p < kc; p++) {
-      const T *from = x + roff[p] + first[0];
+      const S *from = x + roff[p] + first[0];
       T *to = bp + p * NR;
+#if HALF
+      copy_run(to, from, NR);
+#else
       *(vec *)to = *(const uvec *)from;
       *(vec *)(to + VL) = *(const uvec *)(from + VL);
       *(vec *)(to + 2 * VL) = *(const uvec *)(from + 2 * VL);
+#endif
     }
     return;
   }
@@ -185,8 +219,58 @@ static void pack_columns(const T *restrict x, const long *roff, long kc, long nj
 
 /* to[t] = from[t] + b (then ReLU), mask[t] = to[t] > 0; ``from`` may be read up to a whole
    vector past n. Runs are short (an output row: 7 to 28 elements here), so AVX-512 stores them
-   as masked vectors; elsewhere the loops are plain. */
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+   as masked vectors; elsewhere the loops are plain. 16-bit storage rounds as the unfused ops
+   would: the convolution's result, then its sum with the bias (ReLU and its mask then read
+   the rounded value); a loop the compiler vectorizes. */
+#if HALF && HAVE_MASKS
+/* VL float32 values rounded to 16 bits as kernels/chalf.py's HALF_STORE rounds them (to
+   nearest even; a NaN quieted: bfloat16 keeps its payload's top bits, float16 is 0x7e00) */
+static inline __m256i narrow(V v) {
+  __m512i u = _mm512_castps_si512(v);
+  MASK nan = CMP(v, v, _CMP_UNORD_Q);
+#if HALF_BF16
+  __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+  r = _mm512_mask_mov_epi32(_mm512_srli_epi32(r, 16), nan,
+                            _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));
+  return _mm512_cvtepi32_epi16(r);
+#else
+  __m256i h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256i quiet = _mm512_cvtepi32_epi16(_mm512_or_si512(
+      _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x8000)),
+      _mm512_set1_epi32(0x7e00)));
+  return _mm256_mask_mov_epi16(h, nan, quiet);
+#endif
+}
+static inline void store_run(const T *from, T b, int relu, S *to, unsigned char *mask, long n) {
+  V bias = SET1(b), zero = SET1(0);
+  __m128i ones = _mm_set1_epi8(1);
+  for (long t = 0; t < n; t += VL) {
+    MASK keep = lanes(n - t);
+    __m256i h = narrow(LOAD(from + t));
+    V v = widen(h);
+    if (b != 0) v = widen(h = narrow(ADD(v, bias))); /* (adding 0 changes only -0.0) */
+    if (relu) { /* NaN and -0.0 stay */
+      MASK negative = CMP(v, zero, _CMP_LT_OQ);
+      v = MOV(v, negative, zero);
+      h = _mm256_mask_mov_epi16(h, negative, _mm256_setzero_si256());
+    }
+    _mm256_mask_storeu_epi16(to + t, keep, h);
+    if (mask)
+      _mm_mask_storeu_epi8(mask + t, keep, _mm_maskz_mov_epi8(CMP(v, zero, _CMP_GT_OQ), ones));
+  }
+}
+#elif HALF
+static inline void store_run(const T *from, T b, int relu, S *to, unsigned char *mask, long n) {
+  for (long t = 0; t < n; t++) {
+    T v = RND(from[t]);
+    if (b != 0) v = RND(v + b); /* (adding 0 changes only -0.0) */
+    if (relu) v = v < 0 ? 0 : v; /* NaN and -0.0 stay, like np.maximum */
+    to[t] = ST(v);
+    if (mask) mask[t] = v > 0;
+  }
+}
+#elif defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 static inline void store_run(const T *from, T b, int relu, T *to, unsigned char *mask, long n) {
   V bias = SET1(b), zero = SET1(0);
   __m128i ones = _mm_set1_epi8(1);
@@ -212,12 +296,14 @@ static inline void store_run(const T *from, T b, int relu, T *to, unsigned char 
 
 /* store_run's to[t * step] (a run of columns that lands every step-th element: a phase of a
    strided convolution's input gradient written in place) */
-static inline void store_steps(const T *from, T b, int relu, T *to, unsigned char *mask, long n,
+static inline void store_steps(const T *from, T b, int relu, S *to, unsigned char *mask, long n,
                                long step) {
   for (long t = 0; t < n; t++) {
-    T v = from[t] + b;
+    T v = RND(from[t]);
+    if (HALF && b != 0) v = RND(v + b); /* (16 bits: the sum rounded too) */
+    else if (!HALF) v += b;
     if (relu) v = v < 0 ? 0 : v;
-    to[t * step] = v;
+    to[t * step] = ST(v);
     if (mask) mask[t * step] = v > 0;
   }
 }
@@ -283,8 +369,8 @@ static void fwd_panels(void *ctx, long lo, long hi) {
       const struct panel_runs *r = &runs[q];
       for (long co = 0; co < f->cout; co++) {
         const T *acc = tiles + q * mp * MR * NR + co * NR;
-        T b = f->bias ? f->bias[co] : (T)0;
-        T *base = f->out + co * f->chan;
+        T b = f->bias ? LD(f->bias[co]) : (T)0;
+        S *base = f->out + co * f->chan;
         unsigned char *mask = f->mask ? f->mask + co * f->chan : 0;
         for (int i = 0; i < r->d_count; i++) {
           if (r->d_step[i] == 1)
@@ -301,7 +387,7 @@ static void fwd_panels(void *ctx, long lo, long hi) {
   free(tiles);
 }
 
-void conv_forward(const T *x, const T *wp, const T *bias, T *out, unsigned char *mask,
+void conv_forward(const S *x, const T *wp, const S *bias, S *out, unsigned char *mask,
                   const long *src, const long *dst, const long *roff, long m_panels, long k,
                   long cols, long cout, long chan, long grid, long x_sample, long out_sample,
                   int relu, ember_pool pool, long group) {
@@ -309,7 +395,7 @@ void conv_forward(const T *x, const T *wp, const T *bias, T *out, unsigned char 
   int shared = pool && panels > 1 && m_panels * MR * k * cols > (1L << 20);
   /* (each thread gets whole groups where there are enough panels to go round) */
   long per_thread = group < 1 ? 1 : group;
-  struct fwd f = {x,    wp,   bias, out,  mask, src,  dst,      roff,       m_panels,
+  struct fwd f = {x,    bias, wp,   out,  mask, src,  dst,      roff,       m_panels,
                   k,    cols, cout, chan, grid, x_sample, out_sample, relu, per_thread};
   if (shared) pool(fwd_panels, &f, panels, 1);
   else fwd_panels(&f, 0, panels);
@@ -326,18 +412,29 @@ void conv_forward(const T *x, const T *wp, const T *bias, T *out, unsigned char 
 /* the steps' copy of x into the zero-bordered scratch xp: c[0..8] = planes, rows and
    columns copied, the input's rows and columns, the padding before, the padded rows and
    columns */
-static void copy_padded(const T *x, T *xp, const long *c) {
+static void copy_padded(const S *x, S *xp, const long *c) {
   long planes = c[0], h = c[1], wd = c[2], in_h = c[3], in_w = c[4];
   long lo_h = c[5], lo_w = c[6], hp = c[7], wpd = c[8];
   for (long p = 0; p < planes; p++)
     for (long r = 0; r < h; r++)
       memcpy(xp + (p * hp + r + lo_h) * wpd + lo_w, x + (p * in_h + r) * in_w,
-             (size_t)wd * sizeof(T));
+             (size_t)wd * sizeof(S));
+}
+
+/* copy_padded into a scratch of T (16-bit values widened): the weight gradient's input; the
+   same nine sizes */
+void copy_padded_wide(const S *x, T *xp, const long *c) {
+  long planes = c[0], h = c[1], wd = c[2], in_h = c[3], in_w = c[4];
+  long lo_h = c[5], lo_w = c[6], hp = c[7], wpd = c[8];
+  for (long p = 0; p < planes; p++)
+    for (long r = 0; r < h; r++)
+      copy_run(xp + (p * hp + r + lo_h) * wpd + lo_w, x + (p * in_h + r) * in_w, wd);
 }
 
 void conv_forward_step(const long *a) {
-  const T *x = (const T *)a[0], *w = (const T *)a[1];
-  T *xp = (T *)a[5], *wp = (T *)a[6];
+  const S *x = (const S *)a[0], *w = (const S *)a[1];
+  S *xp = (S *)a[5];
+  T *wp = (T *)a[6];
   if (xp) copy_padded(x, xp, a + 10);
   long cout = a[19], rows = a[20], panels = a[21];
   /* a graph's constant weight (a[33]) is packed once: a[34] is the one packed last */
@@ -346,10 +443,10 @@ void conv_forward_step(const long *a) {
       for (long r = 0; r < rows; r++)
         for (long i = 0; i < MR; i++) {
           long co = pn * MR + i;
-          wp[(pn * rows + r) * MR + i] = co < cout ? w[co * rows + r] : 0;
+          wp[(pn * rows + r) * MR + i] = co < cout ? LD(w[co * rows + r]) : 0;
         }
   if (a[33]) ((long *)a)[34] = a[1];
-  conv_forward(xp ? xp : x, wp, (const T *)a[2], (T *)a[3], (unsigned char *)a[4],
+  conv_forward(xp ? xp : x, wp, (const S *)a[2], (S *)a[3], (unsigned char *)a[4],
                (const long *)a[7], (const long *)a[8], (const long *)a[9], a[22], a[23], a[24],
                a[25], a[26], a[27], a[28], a[29], (int)a[30], (ember_pool)a[31], a[32]);
 }
@@ -366,19 +463,25 @@ struct segments {
   long count, len, plane; /* plane: gy's channel stride */
 };
 
-/* the rows (len long, zero outside the output) of channels [0, cout) of one gy sample */
-static void extend(const T *gy, const struct segments *sg, long cout, long len, T *ext) {
+/* the rows (len long, zero outside the output) of channels [0, cout) of one gy sample (16-bit
+   values widened) */
+static void extend(const S *gy, const struct segments *sg, long cout, long len, T *ext) {
   for (long co = 0; co < cout; co++) {
     T *row = ext + co * len;
-    const T *plane = gy + co * sg->plane;
+    const S *plane = gy + co * sg->plane;
     memset(row, 0, (size_t)len * sizeof(T));
     for (long s = 0; s < sg->count; s++)
+#if HALF
+      copy_run(row + sg->dst[s], plane + sg->src[s], sg->len);
+#else
       memcpy(row + sg->dst[s], plane + sg->src[s], (size_t)sg->len * sizeof(T));
+#endif
   }
 }
 
 struct wgt {
-  const T *gy, *x;
+  const S *gy;
+  const T *x;
   T *partial; /* blocks x cout x rows */
   const long *roff;
   long n, cout, rows, len, gy_sample, x_sample, per_block;
@@ -441,7 +544,7 @@ static void wgt_blocks(void *ctx, long lo, long hi) {
 
 /* gw (cout x rows) = the sum over blocks of samples of gy x X^T over the extended grid (rows
    `len` long, a multiple of VL), x rows read at roff[r] */
-void conv_weight_grad(const T *gy, const T *x, T *gw, T *partial, const long *roff, long n,
+void conv_weight_grad(const S *gy, const T *x, T *gw, T *partial, const long *roff, long n,
                       long cout, long rows, long len, long gy_sample, long x_sample,
                       long per_block, const long *seg_src, const long *seg_dst, long segs,
                       long seg_len, long plane, ember_pool pool) {
@@ -493,7 +596,8 @@ static void micro_w(int nseg, const long *off, const long *cnt, const T *restric
 }
 
 struct wcl {
-  const T *gy, *x;
+  const S *gy;
+  const T *x;
   T *partial; /* blocks x kk x (m_panels * MW) x cp */
   const long *koff;
   long n, cout, kk, cp, gy_sample, x_sample, per_block, m_panels;
@@ -539,8 +643,8 @@ static void wcl_blocks(void *ctx, long lo, long hi) {
           T *to = ap + ip * KC * MW + m;
           if (co < g->cout) {
             for (int sg = 0; sg < nseg; sg++) {
-              const T *from = g->gy + s_gy[sg] + co * g->sg.plane;
-              for (long p = 0; p < s_cnt[sg]; p++, to += MW) *to = from[p];
+              const S *from = g->gy + s_gy[sg] + co * g->sg.plane;
+              for (long p = 0; p < s_cnt[sg]; p++, to += MW) *to = LD(from[p]);
             }
           } else {
             for (long p = 0; p < kc; p++, to += MW) *to = 0;
@@ -562,7 +666,7 @@ static void wcl_blocks(void *ctx, long lo, long hi) {
 /* out (blocks summed: kk x rows x cp) from gy (n x cout x plane) and the channels-last padded
    input x (n x positions x cp), read at an output row's first position seg_dst[r] plus the
    kernel offset's koff[k], then every xstep positions along the row (a strided convolution) */
-void conv_weight_grad_cl(const T *gy, const T *x, T *out, T *partial, const long *koff, long n,
+void conv_weight_grad_cl(const S *gy, const T *x, T *out, T *partial, const long *koff, long n,
                          long cout, long kk, long cp, long gy_sample, long x_sample,
                          long per_block, long xstep, const long *seg_src, const long *seg_dst,
                          long segs, long seg_len, long plane, ember_pool pool) {
@@ -584,7 +688,7 @@ void conv_weight_grad_cl(const T *gy, const T *x, T *out, T *partial, const long
    piece is one contiguous read and the block's writes stay in L1 */
 #define BW 16
 struct tcl {
-  const T *x;
+  const S *x;
   T *dst;
   long c, in_h, in_w, rows, cols, cp, hp, wp, lo_h, lo_w;
 };
@@ -592,19 +696,19 @@ static void tcl_rows(void *ctx, long lo, long hi) {
   const struct tcl *t = ctx;
   for (long r = lo; r < hi; r++) { /* r: sample * rows + row */
     long n = r / t->rows, i = r - n * t->rows;
-    const T *src = t->x + (n * t->c * t->in_h + i) * t->in_w;
+    const S *src = t->x + (n * t->c * t->in_h + i) * t->in_w;
     T *row = t->dst + ((n * t->hp + t->lo_h + i) * t->wp + t->lo_w) * t->cp;
     for (long j0 = 0; j0 < t->cols; j0 += BW) {
       long nb = t->cols - j0 < BW ? t->cols - j0 : BW;
       for (long ch = 0; ch < t->c; ch++) {
-        const T *from = src + ch * t->in_h * t->in_w + j0;
+        const S *from = src + ch * t->in_h * t->in_w + j0;
         T *to = row + j0 * t->cp + ch;
-        for (long j = 0; j < nb; j++) to[j * t->cp] = from[j];
+        for (long j = 0; j < nb; j++) to[j * t->cp] = LD(from[j]);
       }
     }
   }
 }
-void to_channels_last(const T *x, T *dst, long n, long c, long in_h, long in_w, long rows,
+void to_channels_last(const S *x, T *dst, long n, long c, long in_h, long in_w, long rows,
                       long cols, long cp, long hp, long wp, long lo_h, long lo_w,
                       ember_pool pool) {
   struct tcl t = {x, dst, c, in_h, in_w, rows, cols, cp, hp, wp, lo_h, lo_w};

@@ -7,6 +7,12 @@ input, reducing over the real output positions (at any stride where the windows 
 input); otherwise a dot-product kernel over an extended output grid (stride 1; strided ones run
 phase by phase, kernels/cconv_phases.py). Returns None where it does not apply and the caller
 runs NumPy.
+
+Half precision (bfloat16, float16) is computed in float32 from the 16-bit operands: gy is
+widened as the kernels lay it out (the extended grid's rows, the packed panels), x as it is
+copied into the kernels' float32 padded (or channels-last) scratch, and the float32 result is
+rounded once. The pointwise products and the strided phases decline it (`reads_half`): the
+caller then widens the operands.
 """
 
 from __future__ import annotations
@@ -16,10 +22,11 @@ import math
 
 import numpy as np
 
-from . import cconv
+from . import cconv, chalf
 from .cconv import (
     _BLOCKS,
     _C,
+    _HALF,
     _L,
     _MAX_WASTE,
     _MR,
@@ -39,23 +46,28 @@ __all__ = ["conv_weight_grad"]
 
 
 def conv_weight_grad(x, gy, p: Plan, groups: int):
-    """The adjoint of `conv_forward` in w, or None."""
+    """The adjoint of `conv_forward` in w, or None (half precision where `reads_half` says
+    no: the caller widens the operands)."""
     functions = cconv._functions(x.dtype)  # (one switch for every convolution kernel)
     if functions is None or x.dtype != gy.dtype or x.size == 0 or gy.size == 0:
         return None
+    half = x.dtype in _HALF
+    if half and not reads_half(x.shape, gy.shape[1], p, groups):
+        return None
     _, weight, weight_cl, pool = functions
+    compute = cconv._compute_dtype(x.dtype)
     n, c = x.shape[:2]
     cout = gy.shape[1]
     cg, cog = c // groups, cout // groups
-    if groups == 1 and _pointwise_by_sample(p, cout):
+    if groups == 1 and not half and _pointwise_by_sample(p, cout):
         gw = _pointwise_weight_grad(x, gy)
         if gw is not None:
             return gw.reshape((cout, c) + p.kernel)
-    wide = 2 * (_VECTOR_BYTES // x.itemsize)  # input channels per tile of the channels-last kernel
-    padded_channels = -(-cg // wide) * wide
-    if groups == 1 and padded_channels <= 1.5 * cg and _windows_cover(p):
+    padded_channels = _cl_channels(cg, compute.itemsize)
+    if groups == 1 and padded_channels is not None and _windows_cover(p):
         gy = np.ascontiguousarray(gy)
-        return _weight_grad_channels_last(x, gy, p, weight_cl, pool, padded_channels)
+        gw = _weight_grad_channels_last(x, gy, p, weight_cl, pool, padded_channels)
+        return _rounded(gw, x.dtype)
     if any(s != 1 for s in p.stride):
         from . import cconv_phases
 
@@ -65,17 +77,20 @@ def conv_weight_grad(x, gy, p: Plan, groups: int):
     segments = _segments(p.out_size, grid)
     if math.prod(grid) > _MAX_WASTE * math.prod(p.out_size):
         return None
-    lanes = _VECTOR_BYTES // x.itemsize
+    lanes = _VECTOR_BYTES // compute.itemsize
     length = -(-math.prod(grid) // lanes) * lanes
     plane = math.prod(p.padded)
     roff = _row_offsets(p, cg)
     size = max(n * c * plane, (n - 1) * c * plane + (groups - 1) * cg * plane + int(roff[-1]))
-    xp = _padded(x, p, size + length, "cconv_xw")
+    if half:
+        xp = _padded_wide(x, p, size + length, "cconv_xw")
+    else:
+        xp = _padded(x, p, size + length, "cconv_xw")
     rows = len(roff)
     per_block = max(1, -(-n // _BLOCKS))
     blocks = -(-n // per_block)
-    gw = np.empty((cout, cg) + p.kernel, x.dtype)
-    partial = np.empty((blocks, cog, rows), x.dtype)
+    gw = np.empty((cout, cg) + p.kernel, compute)
+    partial = np.empty((blocks, cog, rows), compute)
     for g in range(groups):
         weight(
             _address(gy, g * cog * math.prod(p.out_size)),
@@ -95,7 +110,62 @@ def conv_weight_grad(x, gy, p: Plan, groups: int):
         )
     # an inf or NaN in x read by a column outside the output, times its zero, gives NaN where
     # the NumPy kernel has a number: such results are recomputed there
-    return gw if np.isfinite(gw).all() else None
+    return _rounded(gw if np.isfinite(gw).all() else None, x.dtype)
+
+
+def _rounded(gw, dtype):
+    """The float32 weight gradient ``gw`` (or None) rounded to a half-precision ``dtype``."""
+    if gw is None or gw.dtype == dtype:
+        return gw
+    return chalf.from_float32(gw, dtype)
+
+
+def _cl_channels(cg: int, itemsize: int) -> int | None:
+    """The channels-last kernel's input channels per group, padded to its tiles (two vectors),
+    where it runs (the padding at most half again as many), else None."""
+    wide = 2 * (_VECTOR_BYTES // itemsize)
+    padded = -(-cg // wide) * wide
+    return padded if padded <= 1.5 * cg else None
+
+
+def reads_half(x_shape: tuple, cout: int, p: Plan, groups: int) -> bool:
+    """Whether `conv_weight_grad` computes a half-precision weight gradient from the 16-bit
+    operands themselves: the channels-last kernel or the stride-1 extended grid (not the
+    pointwise products, whose per-sample results would be rounded, nor the strided phases)."""
+    cg = x_shape[1] // groups
+    if groups == 1 and _cl_channels(cg, 4) is not None and _windows_cover(p):
+        return True
+    if any(s != 1 for s in p.stride):
+        return False
+    grid = p.out_size[:1] + p.padded[1:]
+    return math.prod(grid) <= _MAX_WASTE * math.prod(p.out_size)
+
+
+@functools.cache
+def _wide_copy_function(dtype: np.dtype):
+    from . import ccompile
+
+    try:
+        return ccompile.load(cconv._header(dtype) + SOURCE, "copy_padded_wide", [_P, _P, _P])
+    except ccompile.CompileError:
+        return None
+
+
+def _padded_wide(x, p: Plan, size: int, tag: str) -> np.ndarray:
+    """`cconv._padded` of a half-precision ``x`` into a float32 scratch, widened as it is
+    copied (in C for a 2-d convolution's input)."""
+    n, c = x.shape[:2]
+    buf = scratch(tag, (size,), np.float32, fill=0, key=(p, n, c))
+    copy = _wide_copy_function(x.dtype) if x.ndim == 4 and min(p.lo) >= 0 else None
+    if copy is None:
+        planes = buf[: n * c * math.prod(p.padded)].reshape((n, c) + p.padded)
+        planes[(slice(None), slice(None)) + interior(p)] = x[source_region(p)]
+        return buf
+    x = np.ascontiguousarray(x)
+    copied = [max(0, min(s, e - lo)) for lo, s, e in zip(p.lo, p.in_size, p.padded)]
+    sizes = np.array([n * c, *copied, *x.shape[2:], *p.lo, *p.padded], np.int64)
+    copy(x.ctypes.data, buf.ctypes.data, sizes.ctypes.data)
+    return buf
 
 
 def _pointwise_by_sample(p: Plan, cout: int) -> bool:
@@ -153,7 +223,7 @@ def _cl_blocks() -> int:
 def _transpose_function(dtype: np.dtype):
     from . import ccompile
 
-    source = f"#define T {_C[dtype]}\n#define T_FLOAT {int(dtype == np.float32)}\n" + SOURCE
+    source = cconv._header(dtype) + SOURCE
     try:
         return ccompile.load(source, "to_channels_last", [_P, _P] + [_L] * 11 + [_P])
     except ccompile.CompileError:
@@ -164,7 +234,7 @@ def _to_channels_last(x, xcl, p: Plan, cp: int) -> bool:
     """Copy the 2-d input ``x`` into the interior of the channels-last padded scratch ``xcl``
     in C (NumPy's transposing copy moves one element at a time); False where it does not
     apply (another rank, no compiler)."""
-    if x.ndim != 4 or x.dtype not in _C:
+    if x.ndim != 4 or (x.dtype not in _C and x.dtype not in _HALF):
         return False
     fn = _transpose_function(x.dtype)
     if fn is None:
@@ -190,7 +260,8 @@ def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, padded_channels)
     kk = math.prod(p.kernel)
     koff = _grid_offsets(p.kernel, _strides(p.padded) * np.array(p.dilation))
     positions = math.prod(p.padded)
-    xcl = scratch("cconv_xcl", (n, positions, padded_channels), x.dtype, fill=0, key=(p, n, c))
+    compute = cconv._compute_dtype(x.dtype)  # (half precision: widened as it is copied)
+    xcl = scratch("cconv_xcl", (n, positions, padded_channels), compute, fill=0, key=(p, n, c))
     planes = xcl.reshape((n,) + p.padded + (padded_channels,))
     if not _to_channels_last(x, xcl, p, padded_channels):
         planes[(slice(None),) + interior(p) + (slice(0, c),)] = np.moveaxis(
@@ -201,8 +272,8 @@ def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, padded_channels)
     # gradient, and the reduction inside a block already runs over all its positions
     per_block = -(-n // _cl_blocks())
     blocks = -(-n // per_block)
-    out = np.empty((kk, rows, padded_channels), x.dtype)
-    partial = np.empty((blocks,) + out.shape, x.dtype)
+    out = np.empty((kk, rows, padded_channels), compute)
+    partial = np.empty((blocks,) + out.shape, compute)
     weight_cl(
         gy.ctypes.data,
         xcl.ctypes.data,

@@ -45,8 +45,9 @@ def _nr(itemsize: int) -> int:
 WIDE_SOURCE = r"""
 /* ------------------------------------------------- forward, channels along the vectors */
 struct cwf {
-  const T *x, *w, *bias;
-  T *wp, *out;
+  const S *x, *w, *bias;
+  T *wp;
+  S *out;
   unsigned char *mask;
   const long *src, *dst, *roff; /* per position of one sample; per (channel, offset) row */
   long k, cols, cout, grid, x_sample, out_sample, chan;
@@ -63,17 +64,18 @@ struct cw_block {
 /* wp (k x NR) = the weight's output channels [cp * NR, cp * NR + NR) transposed, zero past
    cout; MR channels at a time (MR rows read side by side: few enough streams for the
    hardware prefetcher) */
-static void cw_pack_weight(const T *restrict w, long cout, long k, long cp, T *restrict wp) {
+static void cw_pack_weight(const S *restrict w, long cout, long k, long cp, T *restrict wp) {
   for (long c0 = cp * NR; c0 < cp * NR + NR; c0 += MR) {
     T *to = wp + c0 - cp * NR;
     if (c0 + MR <= cout) {
-      const T *row = w + c0 * k;
+      const S *row = w + c0 * k;
       for (long p = 0; p < k; p++)
 #pragma GCC unroll 8
-        for (long i = 0; i < MR; i++) to[p * NR + i] = row[i * k + p];
+        for (long i = 0; i < MR; i++) to[p * NR + i] = LD(row[i * k + p]);
     } else {
       for (long p = 0; p < k; p++)
-        for (long i = 0; i < MR; i++) to[p * NR + i] = c0 + i < cout ? w[(c0 + i) * k + p] : (T)0;
+        for (long i = 0; i < MR; i++)
+          to[p * NR + i] = c0 + i < cout ? LD(w[(c0 + i) * k + p]) : (T)0;
     }
   }
 }
@@ -96,20 +98,20 @@ static void cw_block_runs(const struct cwf *f, long b, struct cw_block *r) {
 }
 
 /* ap (kc x MR) = the block's positions at rows roff[0 .. kc) */
-static void cw_pack_block(const T *restrict x, const long *roff, long kc,
+static void cw_pack_block(const S *restrict x, const long *roff, long kc,
                           const struct cw_block *r, T *restrict ap) {
   for (long p = 0; p < kc; p++) {
     T *to = ap + p * MR;
     if (r->nj < MR) memset(to, 0, MR * sizeof(T));
     for (int i = 0; i < r->count; i++) {
-      const T *from = x + roff[p] + r->first[i];
+      const S *from = x + roff[p] + r->first[i];
       long n = r->len[i], st = r->step[i];
       if (st == 1)
         copy_run(to + r->start[i], from, n);
       else if (st == 2)
         copy_evens(to + r->start[i], from, n);
       else
-        for (long t = 0; t < n; t++) to[r->start[i] + t] = from[t * st];
+        for (long t = 0; t < n; t++) to[r->start[i] + t] = LD(from[t * st]);
     }
   }
 }
@@ -123,13 +125,16 @@ static void cw_pack_block(const T *restrict x, const long *roff, long kc,
 static void cw_store(const struct cwf *f, const T *tile, long j0, long nj, long c0, long nc) {
   for (long i = 0; i < nj; i++) {
     long j = j0 + i, n = j / f->grid, at = n * f->out_sample + f->dst[j - n * f->grid];
-    T *o = f->out + at;
+    S *o = f->out + at;
     unsigned char *m = f->mask ? f->mask + at : 0;
     for (long c = 0; c < nc; c++) {
       long co = c0 + c;
-      T v = tile[i * NR + c] + (f->bias ? f->bias[co] : (T)0);
+      /* (16-bit storage: rounded as the unfused ops round, as the column layout's store) */
+      T v = RND(tile[i * NR + c]), b = f->bias ? LD(f->bias[co]) : (T)0;
+      if (HALF && b != 0) v = RND(v + b);
+      else if (!HALF) v += b;
       if (f->relu) v = v < 0 ? 0 : v; /* NaN and -0.0 stay, like np.maximum */
-      o[co * f->chan] = v;
+      o[co * f->chan] = ST(v);
       if (m) m[co * f->chan] = v > 0;
     }
   }
@@ -199,10 +204,10 @@ static void cw_by_blocks(void *ctx, long lo, long hi) {
    constant, the weight packed last (0: none), whether threads share the position blocks
    (else the channel panels) */
 void conv_forward_wide_step(const long *a) {
-  const T *x = (const T *)a[0];
-  T *xp = (T *)a[5];
+  const S *x = (const S *)a[0];
+  S *xp = (S *)a[5];
   if (xp) copy_padded(x, xp, a + 10);
-  struct cwf f = {xp ? xp : x, (const T *)a[1], (const T *)a[2], (T *)a[6], (T *)a[3],
+  struct cwf f = {xp ? xp : x, (const S *)a[1], (const S *)a[2], (T *)a[6], (S *)a[3],
                   (unsigned char *)a[4], (const long *)a[7], (const long *)a[8],
                   (const long *)a[9], a[20], a[21], a[19], a[22], a[23], a[24], a[25],
                   (int)a[26], !(a[29] && a[30] == a[1])};

@@ -148,12 +148,13 @@ def _scatter_function(dtype):
 _NP = {np.dtype(d.np) for d in _C}
 
 
-def scatter(g: np.ndarray, indices: np.ndarray, in_size: tuple, mask=None, fill=0.0):
+def scatter(g: np.ndarray, indices: np.ndarray, in_size: tuple, mask=None, fill=0.0, out=None):
     """``pool_scatter(g, indices; in_size)`` in C, equal to the NumPy kernel bit for bit, or
     None (not float32/float64/bfloat16/float16, no compiler). The indices are trusted
     (max_pool made them). With ``mask`` (bool, of the result's shape): ``where(mask, result,
     fill)``, each plane masked while it is in cache (the gradient of a ReLU before the
-    pooling; ``fill`` a value of g's dtype)."""
+    pooling; ``fill`` a value of g's dtype). The result is written into ``out`` where it is
+    given and fits (C-contiguous, of the result's shape and dtype: an arena slot)."""
     if g.dtype not in _NP:
         return None
     fn, pool = _scatter_function(dt.as_dtype(g.dtype))
@@ -162,7 +163,10 @@ def scatter(g: np.ndarray, indices: np.ndarray, in_size: tuple, mask=None, fill=
     in_size = tuple(in_size)
     g = np.ascontiguousarray(g)
     indices = np.ascontiguousarray(indices, np.int64)
-    out = np.empty(g.shape[:2] + in_size, g.dtype)
+    shape = g.shape[:2] + in_size
+    fits = out is not None and out.shape == shape and out.dtype == g.dtype
+    if not (fits and out.flags.c_contiguous):
+        out = np.empty(shape, g.dtype)
     count = g.shape[0] * g.shape[1]
     if out.size:
         plane, out_plane = math.prod(in_size), math.prod(g.shape[2:])
@@ -413,10 +417,11 @@ def build_masked_scatter(node):
     np_dtype = g_type.dtype.np
 
     def run(g, indices, mask, fill, out=None):
-        result = scatter(np.asarray(g, np_dtype), indices, in_size, mask, float(fill))
-        if out is not None and out[0] is not None:
-            np.copyto(out[0], result)
-            result = out[0]
+        into = out[0] if out is not None else None
+        result = scatter(np.asarray(g, np_dtype), indices, in_size, mask, float(fill), into)
+        if into is not None and result is not into:
+            np.copyto(into, result)
+            result = into
         return (result,)
 
     return run

@@ -204,12 +204,27 @@ def _kernels(weight_shape, reference, compiled: str):
         return run(a, b, attrs, reference)
 
     def fast(a, b, **attrs):
-        # half precision: widened and rounded in C (kernels/chalf.py), computed in float32
-        ac, bc = _in_compute_c(a, b)
         p = conv_geometry(attrs, *weight_shape(a, b, attrs))
+        if compute_dtype(a.dtype) == a.dtype:
+            return _depthwise_first(compiled, a, b, p, attrs["groups"])
+        if attrs["groups"] == 1:  # (grouped and depthwise ones: their float32 kernels)
+            result = _depthwise_first(compiled, a, b, p, 1)
+            if result is not None:
+                return result
+        # half precision otherwise: widened and rounded in C (kernels/chalf.py), computed in
+        # float32
+        ac, bc = _in_compute_c(a, b)
         return _rounded_c(_depthwise_first(compiled, ac, bc, p, attrs["groups"]), a.dtype)
 
     return kernel, fast
+
+
+def _reads_half(x_shape, cout: int, p, attrs) -> bool:
+    """Whether the compiled weight gradient reads these half-precision operands itself (one
+    group: grouped and depthwise convolutions widen theirs for their float32 kernels)."""
+    from ..kernels import cconv_weight
+
+    return attrs["groups"] == 1 and cconv_weight.reads_half(tuple(x_shape), cout, p, 1)
 
 
 def _depthwise_first(compiled: str, a, b, p, groups):
@@ -241,8 +256,11 @@ _conv_weight_grad_kernel, _conv_weight_grad_fast = _kernels(
 
 
 def _half_workspace(node, layouts) -> int:
-    """The three kernels' temporaries beyond the result: none counted in float32/float64. In
-    half precision `_in_compute`'s float32 copies of both operands, alive throughout; inside the
+    """The three kernels' temporaries beyond the result: none counted in float32/float64, nor
+    in half precision where the compiled forward and input gradient read and write it (one
+    group); the compiled weight gradient that reads it keeps its float32 result and
+    temporaries. Else
+    in half precision `_in_compute`'s float32 copies of both operands, alive throughout; inside the
     float32 computation the compiled kernel's temporaries (`cconv_workspace.temporaries`) beside its
     float32 result, or NumPy's im2col's comparison of the input with the one its cached columns
     were built from (a bool array of the input's size, before the result exists); at the end
@@ -250,6 +268,9 @@ def _half_workspace(node, layouts) -> int:
     out = node.outputs[0]
     if not half_precision(out):
         return 0
+    weight_grad = node.op.name == "conv_weight_grad"
+    if not weight_grad and node.attrs["groups"] == 1 and _compiled().available(out.dtype.np):
+        return 0  # (the forward reads and writes the 16-bit values, as it does float32's)
     operands = 2 * sum(value_bytes(v) for v in node.inputs)
     result = value_bytes(out)
     rounding = 2 * result + result
@@ -267,6 +288,8 @@ def _half_workspace(node, layouts) -> int:
     compiled = _compiled("cconv_workspace").temporaries(
         node.op.name, a_shape, b_shape, p, attrs["groups"], compute_dtype(out.dtype.np)
     )
+    if compiled is not None and weight_grad and _reads_half(a_shape, b_shape[1], p, attrs):
+        return 2 * result + compiled  # (the float32 gradient beside the rounded one)
     if compiled is not None:
         computing = 2 * result + compiled
     else:  # NumPy's kernels: all else they use is scratch kept between calls

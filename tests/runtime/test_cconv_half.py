@@ -1,0 +1,141 @@
+"""kernels/cconv.py and kernels/cconv_weight.py on half precision (bfloat16, float16) read and
+write the 16-bit values themselves, computing in float32: every result equals the float32
+kernels run on widened copies and rounded once (the same sums in the same order: equal
+values), over random geometries (strides, padding, dilation, 1x1, channel counts that take
+the channels-last weight gradient or the extended grid), both forward layouts, one and two
+threads; the forward's epilogue rounds as the unfused ops would (the convolution, then its
+sum with the bias; ReLU and its mask read the rounded value); non-finite values propagate;
+and the ops run these kernels with no float32 copies (their workspace rule says so, the
+measured peak agrees)."""
+
+import numpy as np
+import pytest
+
+import ember
+from ember.kernels import ccompile, cconv, cconv_weight, cpool
+from ember.kernels.conv_plan import conv_out_size, plan
+from ember.kernels.cstep import STEP_CALL, function_address
+from ember.ops import conv as conv_ops
+
+pytestmark = pytest.mark.skipif(not ccompile.compiler_available(), reason="no C compiler")
+
+HALF = [ember.bfloat16.np, np.float16]
+
+
+def _same(got, want):
+    """Equal values (a -0.0 equal to 0.0: a sum with no bias keeps its sign of zero, the
+    float32 kernel's store adds 0.0), NaN where NaN; one dtype and shape."""
+    assert got.dtype == want.dtype and got.shape == want.shape
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    assert np.array_equal(np.isnan(g), np.isnan(w))
+    finite = ~np.isnan(w)
+    assert np.array_equal(g[finite], w[finite]), float(np.max(np.abs(g - w)[finite]))
+
+
+def _cases():
+    rng = np.random.default_rng(7)
+    cases = []
+    for _ in range(24):
+        cin = int(rng.choice([1, 3, 16, 32, 40]))
+        cout = int(rng.choice([1, 7, 16, 48, 49, 100]))
+        kernel = tuple(int(rng.integers(1, 4)) for _ in range(2))
+        stride = tuple(int(rng.choice([1, 1, 2, 3])) for _ in range(2))
+        dilation = tuple(int(rng.choice([1, 1, 2])) for _ in range(2))
+        padding = tuple((int(rng.integers(0, 3)), int(rng.integers(0, 3))) for _ in range(2))
+        size = tuple(int(rng.choice([3, 5, 7, 9, 14])) for _ in range(2))
+        n = int(rng.integers(1, 5))
+        cases.append((n, cin, cout, size, kernel, stride, padding, dilation))
+    return cases
+
+
+def _operands(case, dtype, seed):
+    n, cin, cout, size, kernel, stride, padding, dilation = case
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, cin) + size).astype(np.float32).astype(dtype)
+    w = (rng.standard_normal((cout, cin) + kernel) / np.sqrt(cin)).astype(np.float32)
+    p = plan(size, kernel, stride, padding, dilation, cin * int(np.prod(kernel)), cout)
+    return x, w.astype(dtype), p
+
+
+def _wide(*arrays):
+    return [a.astype(np.float32) for a in arrays]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", HALF, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("case", _cases(), ids=str)
+def test_half_kernels_equal_the_float32_kernels_rounded_once(case, dtype, threads):
+    n, cin, cout, size, kernel, stride, padding, dilation = case
+    if any(o < 1 for o in conv_out_size(size, kernel, stride, padding, dilation)):
+        pytest.skip("no output")
+    before = cpool.get_num_threads()
+    cpool.set_num_threads(threads)
+    try:
+        x, w, p = _operands(case, dtype, abs(hash(case)) % 2**32)
+        y = cconv.conv_forward(x, w, p, 1)
+        _same(y, cconv.conv_forward(*_wide(x, w), p, 1).astype(dtype))
+        gy = np.random.default_rng(1).standard_normal(y.shape).astype(np.float32).astype(dtype)
+        gx = cconv.conv_input_grad(gy, w, p, 1)
+        _same(gx, cconv.conv_input_grad(*_wide(gy, w), p, 1).astype(dtype))
+        gw = cconv_weight.conv_weight_grad(x, gy, p, 1)
+        if cconv_weight.reads_half(x.shape, cout, p, 1):
+            _same(gw, cconv_weight.conv_weight_grad(*_wide(x, gy), p, 1).astype(dtype))
+        else:  # (the strided phases and the pointwise products: the op widens instead)
+            assert gw is None
+    finally:
+        cpool.set_num_threads(before)
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["columns", "channels wide"])
+@pytest.mark.parametrize("dtype", HALF, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("relu", [False, True])
+def test_the_epilogue_rounds_as_the_unfused_ops(relu, dtype, wide):
+    case = (2, 16, 56, (7, 7), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1))
+    x, w, p = _operands(case, dtype, 3)
+    bias = np.random.default_rng(4).standard_normal(56).astype(np.float32).astype(dtype)
+    step, args, _keep = cconv.forward_step(x.shape, w.shape, p, dtype, relu, wide=wide)
+    out = np.empty((2, 56) + p.out_size, dtype)
+    mask = np.zeros(out.shape, bool)
+    args[0], args[1], args[2] = x.ctypes.data, w.ctypes.data, bias.ctypes.data
+    args[3], args[4] = out.ctypes.data, mask.ctypes.data
+    STEP_CALL(function_address(step))(args.ctypes.data)
+    conv = cconv.conv_forward(*_wide(x, w), p, 1).astype(dtype)  # rounded once
+    want = (conv.astype(np.float32) + bias.astype(np.float32)[:, None, None]).astype(dtype)
+    if relu:
+        want = np.where(want.astype(np.float32) < 0, want.dtype.type(0), want)
+    _same(out, want)
+    assert np.array_equal(mask, out.astype(np.float32) > 0)
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=lambda d: np.dtype(d).name)
+def test_non_finite_values_propagate(dtype):
+    case = (2, 8, 16, (9, 9), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1))
+    x, w, p = _operands(case, dtype, 5)
+    x[0, 3, 4, 4] = np.nan
+    x[1, 0, 0, 0] = np.inf
+    _same(cconv.conv_forward(x, w, p, 1), cconv.conv_forward(*_wide(x, w), p, 1).astype(dtype))
+    assert np.isnan(cconv.conv_forward(x, w, p, 1)[0]).any()
+
+
+def test_the_ops_run_half_precision_without_float32_copies(bare_executors):
+    # the ops' workspace rule counts no float32 copies of the operands, and the measured peak
+    # agrees (tests/plan/test_half.py measures whole models)
+    from ember.tools import memory
+
+    def step(x, w, g):
+        loss = lambda x, w: (ember.nn.functional.conv2d(x, w, padding=1) * g).sum()  # noqa: E731
+        return ember.grad(loss, (0, 1))(x, w)
+
+    rng = np.random.default_rng(0)
+    x, w, g = (
+        ember.tensor(rng.standard_normal(shape), dtype=ember.bfloat16)
+        for shape in ((8, 32, 16, 16), (64, 32, 3, 3), (8, 64, 16, 16))
+    )
+    report = memory(step, x, w, g)
+    measured = report.measure()
+    assert abs(report.peak_bytes - measured) <= 0.05 * measured, (report.peak_bytes, measured)
+    graph = ember.trace(step, x, w, g).graph
+    names = {node.op.name: node for node in graph.nodes if node.kind == "call"}
+    assert conv_ops._half_workspace(names["conv_input_grad"], None) == 0
+    weight_grad = names["conv_weight_grad"]  # its float32 result and partial sums only
+    assert conv_ops._half_workspace(weight_grad, None) < 2 * x.numel() * 4
