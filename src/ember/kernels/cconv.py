@@ -18,7 +18,10 @@ Half precision (bfloat16, float16): the forward convolution (and so the input gr
 and writes the 16-bit values, computing in float32: its input is widened as it is packed (the
 padded copy stays in 16 bits), the weight as it is packed, and each result is rounded as it is
 stored, its bias and ReLU epilogue rounding as the unfused ops would (`HALF` in the C source).
-The weight gradient kernels take float32/float64 only (ops/conv.py widens their operands).
+bfloat16 on a CPU with AVX512_BF16 keeps its panels in 16 bits instead, two rows per 32-bit
+lane, summed by ``vdpbf16ps`` (`pairs`; twice the multiply-adds per instruction; the column
+layout only, and ``EMBER_BF16_DOT=0`` turns it off, as for the GEMM). The weight gradient is
+kernels/cconv_weight.py's.
 
 Every entry returns None where it does not apply (no C compiler, a dtype other than float32,
 float64 and, for the forward, the half types, an empty tensor, a non-finite weight for the
@@ -80,12 +83,32 @@ def _header(dtype: np.dtype) -> str:
     arithmetic on 16-bit storage)."""
     if dtype in _HALF:
         name, bf16 = _HALF[dtype]
-        return chalf.CONVERT + (
+        # (EMBER_BF16_DOT=0: float32 panels, no AVX512_BF16 dot products, as kernels/chgemm.py)
+        no_dot = "#define EMBER_NO_BF16_DOT\n" if os.environ.get("EMBER_BF16_DOT") == "0" else ""
+        return chalf.CONVERT + no_dot + (
             "#define T float\n#define T_FLOAT 1\n#define HALF 1\n#define S uint16_t\n"
             f"#define HALF_LOAD {name}_load\n#define HALF_STORE {name}_store\n"
             f"#define HALF_BF16 {bf16}\n"
         )
     return f"#define T {_C[dtype]}\n#define T_FLOAT {int(dtype == np.float32)}\n"
+
+
+@functools.cache
+def pairs(dtype) -> bool:
+    """Whether the forward's panels of ``dtype`` are bfloat16 pairs summed by AVX512_BF16's
+    dot products (the C source's ``PAIRS``: the weight is then packed as pairs too)."""
+    from . import ccompile
+
+    dtype = np.dtype(dtype)
+    if dtype not in _HALF or _functions(dtype) is None:
+        return False
+    try:
+        fn = ccompile.load(_header(dtype) + SOURCE, "conv_pairs", [_P])
+    except ccompile.CompileError:
+        return False
+    answer = ctypes.c_int(0)
+    fn(ctypes.byref(answer))
+    return bool(answer.value)
 
 
 def compute_itemsize(dtype) -> int:
@@ -355,10 +378,7 @@ def _forward(x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = 
     else:
         out, chan, out_sample = into.array, _plane(into), into.array[0].size
         dst = _into_table(key, into)
-    packed = np.zeros((groups, panels * _MR, rows), _compute_dtype(x.dtype))
-    packed[:, :cog] = w.reshape(groups, cog, rows)
-    # per group, panels of MR output channels, each stored (rows, MR): the micro-kernel's order
-    packed = np.ascontiguousarray(packed.reshape(groups, panels, _MR, rows).transpose(0, 1, 3, 2))
+    packed = _packed_weight(w, groups, cog, rows, panels)
     if bias is not None:
         bias = np.ascontiguousarray(bias, x.dtype)
     for g in range(groups):
@@ -384,6 +404,22 @@ def _forward(x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = 
             _panel_group(panels, compute_itemsize(x.dtype)),
         )
     return out
+
+
+def _packed_weight(w, groups: int, cog: int, rows: int, panels: int) -> np.ndarray:
+    """The forward's packed weight: per group, panels of MR output channels, each stored
+    (rows, MR), the micro-kernel's order; in the compute dtype, or (`pairs`) as bfloat16
+    pairs of consecutive rows in 32-bit lanes, (rows + 1) // 2 of them."""
+    if pairs(w.dtype):
+        kp = (rows + 1) // 2
+        bits = np.zeros((groups, panels * _MR, 2 * kp), np.uint32)
+        bits[:, :cog, :rows] = np.ascontiguousarray(w).view(np.uint16).reshape(groups, cog, rows)
+        packed, depth = bits[..., 0::2] | bits[..., 1::2] << 16, kp
+    else:
+        packed = np.zeros((groups, panels * _MR, rows), _compute_dtype(w.dtype))
+        packed[:, :cog] = w.reshape(groups, cog, rows)
+        depth = rows
+    return np.ascontiguousarray(packed.reshape(groups, panels, _MR, depth).transpose(0, 1, 3, 2))
 
 
 def _plane(into: _Into) -> int:
@@ -503,8 +539,10 @@ def forward_step(
     copied = [max(0, min(s, n_ - lo)) for lo, s, n_ in zip(p.lo, p.in_size, p.padded)]
     copy = [n * c, *copied, h, w, *p.lo, *p.padded]
     xp = None if f.unpadded else np.zeros(f.size, dtype)
-    if wide is None:
-        wide = cconv_wide.wins(n * f.m, f.cog, f.rows, threads, itemsize)
+    if wide is None:  # (the channels-wide layout has no bfloat16 pairs)
+        wide = not pairs(dtype) and cconv_wide.wins(n * f.m, f.cog, f.rows, threads, itemsize)
+    if wide and pairs(dtype):
+        return None
     if wide:
         step = _step_function(dtype, _WIDE)
         if step is None:

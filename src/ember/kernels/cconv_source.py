@@ -49,7 +49,7 @@ typedef void (*ember_pool)(ember_task, void *ctx, long n, long align);
     + r"""
 struct fwd {
   const S *x, *bias;
-  const T *wp;
+  const void *wp; /* P: T, or bfloat16 pairs */
   S *out;
   unsigned char *mask; /* out > 0 (the ReLU's gradient mask), or NULL */
   const long *src, *dst, *roff; /* src, dst: per column of one sample */
@@ -169,7 +169,86 @@ static inline void copy_evens(T *restrict dst, const S *restrict from, long n) {
 /* *out = whether copy_run moves a vector at a time (kernels/cconv.py's layout rule asks) */
 void conv_masked_runs(int *out) { *out = HAVE_MASKS; }
 
+/* bfloat16 where the CPU has AVX512_BF16: the forward's panels keep the 16-bit values, two
+   consecutive (channel, kernel offset) rows in each 32-bit lane (an odd count's last row
+   paired with zero), and `micro_pairs` adds both products per float32 lane with one
+   vdpbf16ps (which reads subnormal values as zero) */
+#if HALF && HALF_BF16 && HAVE_MASKS && defined(__AVX512BF16__) && !defined(EMBER_NO_BF16_DOT)
+#define PAIRS 1
+typedef uint32_t P; /* a packed element: a pair of rows */
+static void micro_pairs(long k2, const uint32_t *restrict a, const uint32_t *restrict b,
+                        float *restrict acc, int first) {
+  __m512 c[MR][3];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; i++)
+#pragma GCC unroll 3
+    for (int v = 0; v < 3; v++)
+      c[i][v] = first ? _mm512_setzero_ps() : _mm512_load_ps(acc + i * NR + v * 16);
+  for (long q = 0; q < k2; q++) {
+    __m512bh b0 = (__m512bh)_mm512_load_si512(b), b1 = (__m512bh)_mm512_load_si512(b + 16),
+             b2 = (__m512bh)_mm512_load_si512(b + 32);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++) {
+      __m512bh s = (__m512bh)_mm512_set1_epi32((int)a[i]);
+      c[i][0] = _mm512_dpbf16_ps(c[i][0], s, b0);
+      c[i][1] = _mm512_dpbf16_ps(c[i][1], s, b1);
+      c[i][2] = _mm512_dpbf16_ps(c[i][2], s, b2);
+    }
+    a += MR;
+    b += NR;
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; i++)
+#pragma GCC unroll 3
+    for (int v = 0; v < 3; v++) _mm512_store_ps(acc + i * NR + v * 16, c[i][v]);
+}
+/* dst[t] = lo[t] | hi[t] << 16 (hi NULL: zero), t < n, a masked vector at a time */
+static inline void pair_run(uint32_t *restrict dst, const S *restrict lo, const S *restrict hi,
+                            long n) {
+  for (long t = 0; t < n; t += VL) {
+    MASK keep = lanes(n - t);
+    __m512i v = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(keep, lo + t));
+    if (hi)
+      v = _mm512_or_si512(
+          v, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(keep, hi + t)), 16));
+    _mm512_mask_storeu_epi32(dst + t, keep, v);
+  }
+}
+#define MICRO_RUN(kc, a, b, acc, first) micro_pairs(((kc) + 1) / 2, a, b, acc, first)
+#define PACKED_K(k) (((k) + 1) / 2)
+#else
+#define PAIRS 0
+typedef T P;
+#define MICRO_RUN(kc, a, b, acc, first) micro(kc, a, b, acc, first)
+#define PACKED_K(k) (k)
+#endif
+/* *out = whether the forward's panels are bfloat16 pairs (kernels/cconv.py packs its weight
+   so) */
+void conv_pairs(int *out) { *out = PAIRS; }
+
 /* the strided runs' columns: a copy per run, specialised for the common steps */
+#if PAIRS
+static void pack_strided(const S *restrict x, const long *roff, long kc, int count,
+                         const long *start, const long *len, const long *first,
+                         const long *step, P *restrict bp) {
+  long covered = 0;
+  for (int r = 0; r < count; r++) covered += len[r];
+  for (long q = 0; q < (kc + 1) / 2; q++) {
+    P *to = bp + q * NR;
+    if (covered < NR) memset(to, 0, NR * sizeof(P));
+    int odd = 2 * q + 1 < kc;
+    for (int r = 0; r < count; r++) {
+      const S *lo = x + roff[2 * q] + first[r], *hi = odd ? x + roff[2 * q + 1] + first[r] : 0;
+      long n = len[r], st = step[r];
+      if (st == 1)
+        pair_run(to + start[r], lo, hi, n);
+      else
+        for (long t = 0; t < n; t++)
+          to[start[r] + t] = (P)lo[t * st] | (hi ? (P)hi[t * st] << 16 : 0);
+    }
+  }
+}
+#else
 static void pack_strided(const S *restrict x, const long *roff, long kc, int count,
                          const long *start, const long *len, const long *first,
                          const long *step, T *restrict bp) {
@@ -191,7 +270,23 @@ static void pack_strided(const S *restrict x, const long *roff, long kc, int cou
     }
   }
 }
+#endif
 
+#if PAIRS
+static void pack_columns(const S *restrict x, const long *roff, long kc, long nj, int count,
+                         const long *start, const long *len, const long *first, P *restrict bp) {
+  long covered = 0;
+  for (int r = 0; r < count; r++) covered += len[r];
+  for (long q = 0; q < (kc + 1) / 2; q++) {
+    P *to = bp + q * NR;
+    int odd = 2 * q + 1 < kc;
+    if (covered < nj || nj < NR) memset(to, 0, NR * sizeof(P));
+    for (int r = 0; r < count; r++)
+      pair_run(to + start[r], x + roff[2 * q] + first[r],
+               odd ? x + roff[2 * q + 1] + first[r] : 0, len[r]);
+  }
+}
+#else
 static void pack_columns(const S *restrict x, const long *roff, long kc, long nj, int count,
                          const long *start, const long *len, const long *first, T *restrict bp) {
   if (count == 1 && nj == NR) { /* the common case: one run over the whole panel */
@@ -216,6 +311,7 @@ static void pack_columns(const S *restrict x, const long *roff, long kc, long nj
     for (int r = 0; r < count; r++) copy_run(to + start[r], x + roff[p] + first[r], len[r]);
   }
 }
+#endif
 
 /* to[t] = from[t] + b (then ReLU), mask[t] = to[t] > 0; ``from`` may be read up to a whole
    vector past n. Runs are short (an output row: 7 to 28 elements here), so AVX-512 stores them
@@ -344,7 +440,9 @@ static void fwd_panels(void *ctx, long lo, long hi) {
   T *tiles = aligned_alloc(64, (size_t)(group * (mp * MR * NR + KC * NR)) * sizeof(T));
   struct panel_runs *runs = malloc((size_t)group * sizeof(struct panel_runs));
   if (!tiles || !runs) abort();
-  T *bps = tiles + group * mp * MR * NR;
+  P *bps = (P *)(tiles + group * mp * MR * NR);
+  const P *wp = f->wp;
+  long kp = PACKED_K(k);
   for (long g0 = lo; g0 < hi; g0 += group) {
     long count = hi - g0 < group ? hi - g0 : group;
     for (long q = 0; q < count; q++) panel_tables(f, g0 + q, &runs[q]);
@@ -352,7 +450,7 @@ static void fwd_panels(void *ctx, long lo, long hi) {
       long kc = k - pc < KC ? k - pc : KC;
       for (long q = 0; q < count; q++) {
         const struct panel_runs *r = &runs[q];
-        T *bp = bps + q * KC * NR;
+        P *bp = bps + q * KC * NR;
         if (r->t_count < r->s_count)
           pack_strided(f->x, f->roff + pc, kc, r->t_count, r->t_start, r->t_len, r->t_first,
                        r->t_step, bp);
@@ -362,8 +460,8 @@ static void fwd_panels(void *ctx, long lo, long hi) {
       }
       for (long ip = 0; ip < mp; ip++)
         for (long q = 0; q < count; q++)
-          micro(kc, f->wp + (ip * k + pc) * MR, bps + q * KC * NR,
-                tiles + (q * mp + ip) * MR * NR, pc == 0);
+          MICRO_RUN(kc, wp + (ip * kp + PACKED_K(pc)) * MR, bps + q * KC * NR,
+                    tiles + (q * mp + ip) * MR * NR, pc == 0);
     }
     for (long q = 0; q < count; q++) {
       const struct panel_runs *r = &runs[q];
@@ -387,7 +485,7 @@ static void fwd_panels(void *ctx, long lo, long hi) {
   free(tiles);
 }
 
-void conv_forward(const S *x, const T *wp, const S *bias, S *out, unsigned char *mask,
+void conv_forward(const S *x, const void *wp, const S *bias, S *out, unsigned char *mask,
                   const long *src, const long *dst, const long *roff, long m_panels, long k,
                   long cols, long cout, long chan, long grid, long x_sample, long out_sample,
                   int relu, ember_pool pool, long group) {
@@ -434,16 +532,22 @@ void copy_padded_wide(const S *x, T *xp, const long *c) {
 void conv_forward_step(const long *a) {
   const S *x = (const S *)a[0], *w = (const S *)a[1];
   S *xp = (S *)a[5];
-  T *wp = (T *)a[6];
+  P *wp = (P *)a[6];
   if (xp) copy_padded(x, xp, a + 10);
-  long cout = a[19], rows = a[20], panels = a[21];
+  long cout = a[19], rows = a[20], panels = a[21], kp = PACKED_K(rows);
   /* a graph's constant weight (a[33]) is packed once: a[34] is the one packed last */
   if (!(a[33] && a[34] == a[1]))
     for (long pn = 0; pn < panels; pn++)
-      for (long r = 0; r < rows; r++)
+      for (long q = 0; q < kp; q++)
         for (long i = 0; i < MR; i++) {
           long co = pn * MR + i;
-          wp[(pn * rows + r) * MR + i] = co < cout ? LD(w[co * rows + r]) : 0;
+#if PAIRS
+          P lo = co < cout ? w[co * rows + 2 * q] : 0;
+          P hi = co < cout && 2 * q + 1 < rows ? w[co * rows + 2 * q + 1] : 0;
+          wp[(pn * kp + q) * MR + i] = lo | hi << 16;
+#else
+          wp[(pn * kp + q) * MR + i] = co < cout ? LD(w[co * rows + q]) : 0;
+#endif
         }
   if (a[33]) ((long *)a)[34] = a[1];
   conv_forward(xp ? xp : x, wp, (const S *)a[2], (S *)a[3], (unsigned char *)a[4],

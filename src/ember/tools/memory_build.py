@@ -200,9 +200,13 @@ def _value_scopes(graph) -> dict:
 
 
 def _codegen_function(step, memory_budget, remat_policy=None):
+    """The generated code of ``step``, the program the report plans (the default executor may
+    choose another, the C graph runner holding every intermediate value)."""
     from ..capture.function import function
 
-    return function(step, memory_budget=memory_budget, remat_policy=remat_policy)
+    return function(
+        step, executor="codegen", memory_budget=memory_budget, remat_policy=remat_policy
+    )
 
 
 def _given(fn):
