@@ -85,11 +85,9 @@ def _header(dtype: np.dtype) -> str:
         name, bf16 = _HALF[dtype]
         # (EMBER_BF16_DOT=0: float32 panels, no AVX512_BF16 dot products, as kernels/chgemm.py)
         no_dot = "#define EMBER_NO_BF16_DOT\n" if os.environ.get("EMBER_BF16_DOT") == "0" else ""
-        return chalf.CONVERT + no_dot + (
-            "#define T float\n#define T_FLOAT 1\n#define HALF 1\n#define S uint16_t\n"
-            f"#define HALF_LOAD {name}_load\n#define HALF_STORE {name}_store\n"
-            f"#define HALF_BF16 {bf16}\n"
-        )
+        defines = "#define T float\n#define T_FLOAT 1\n#define HALF 1\n#define S uint16_t\n"
+        defines += f"#define HALF_LOAD {name}_load\n#define HALF_STORE {name}_store\n"
+        return chalf.CONVERT + no_dot + defines + f"#define HALF_BF16 {bf16}\n"
     return f"#define T {_C[dtype]}\n#define T_FLOAT {int(dtype == np.float32)}\n"
 
 
