@@ -11,8 +11,10 @@ runs NumPy.
 Half precision (bfloat16, float16) is computed in float32 from the 16-bit operands: gy is
 widened as the kernels lay it out (the extended grid's rows, the packed panels), x as it is
 copied into the kernels' float32 padded (or channels-last) scratch, and the float32 result is
-rounded once. The pointwise products and the strided phases decline it (`reads_half`): the
-caller then widens the operands.
+rounded once. bfloat16 with AVX512_BF16 (`cconv.pairs`) keeps both in 16 bits and sums pairs of
+positions with vdpbf16ps: along the extended grid's rows, or the channels-last kernel's chunk
+of positions taken two at a time (gy's values and x's channels packed as pairs). The pointwise
+products and the strided phases decline it (`reads_half`): the caller then widens the operands.
 """
 
 from __future__ import annotations
@@ -77,14 +79,16 @@ def conv_weight_grad(x, gy, p: Plan, groups: int):
     segments = _segments(p.out_size, grid)
     if math.prod(grid) > _MAX_WASTE * math.prod(p.out_size):
         return None
-    lanes = _VECTOR_BYTES // compute.itemsize
+    # (bfloat16 pairs: the dot products read two vectors' worth of 16-bit positions at a time)
+    pairs = cconv.pairs(x.dtype)
+    lanes = _VECTOR_BYTES // compute.itemsize * (2 if pairs else 1)
     length = -(-math.prod(grid) // lanes) * lanes
     plane = math.prod(p.padded)
     roff = _row_offsets(p, cg)
     size = max(n * c * plane, (n - 1) * c * plane + (groups - 1) * cg * plane + int(roff[-1]))
-    if half:
+    if half and not pairs:
         xp = _padded_wide(x, p, size + length, "cconv_xw")
-    else:
+    else:  # (the pairs read x's 16-bit values where they are)
         xp = _padded(x, p, size + length, "cconv_xw")
     rows = len(roff)
     per_block = max(1, -(-n // _BLOCKS))
@@ -260,8 +264,10 @@ def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, padded_channels)
     kk = math.prod(p.kernel)
     koff = _grid_offsets(p.kernel, _strides(p.padded) * np.array(p.dilation))
     positions = math.prod(p.padded)
-    compute = cconv._compute_dtype(x.dtype)  # (half precision: widened as it is copied)
-    xcl = scratch("cconv_xcl", (n, positions, padded_channels), compute, fill=0, key=(p, n, c))
+    # (half precision: widened as it is copied, but for bfloat16 pairs, which keep 16 bits)
+    compute = cconv._compute_dtype(x.dtype)
+    kept = x.dtype if cconv.pairs(x.dtype) else compute
+    xcl = scratch("cconv_xcl", (n, positions, padded_channels), kept, fill=0, key=(p, n, c))
     planes = xcl.reshape((n,) + p.padded + (padded_channels,))
     if not _to_channels_last(x, xcl, p, padded_channels):
         planes[(slice(None),) + interior(p) + (slice(0, c),)] = np.moveaxis(
