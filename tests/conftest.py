@@ -483,6 +483,14 @@ def _checked_batch_norm(name):
             np.testing.assert_array_equal(np.isfinite(g), finite, err_msg=message)
             if scale is None or not np.isfinite(scale):
                 scale = float(np.abs(w[finite]).max()) if finite.any() else 0.0
+            if w.dtype in (np.float16, ember.bfloat16.np):
+                # double arithmetic in another order, rounded once to 16 bits: the double bound,
+                # plus one unit in the last place (a sum on the other side of a tie)
+                gf, wf = g[finite].astype(np.float64), w[finite].astype(np.float64)
+                ulp = np.spacing(np.abs(w[finite])).astype(np.float64)
+                limit = 1e-11 * condition * (np.abs(wf) + scale) + ulp
+                assert np.all(np.abs(gf - wf) <= limit), message
+                continue
             tol = (1e-4 if w.dtype == np.float32 else 1e-11) * condition
             np.testing.assert_allclose(
                 g[finite], w[finite], rtol=tol, atol=tol * scale, err_msg=message

@@ -1,9 +1,9 @@
 """Batch normalization's fused ops (ops/batch_norm.py) and their C kernels (kernels/cbatchnorm.py):
 the kernels against the NumPy kernels (random shapes, float32/float64, a mean far from zero,
-NaN/Inf), values, gradients and running statistics against PyTorch (momentum, momentum=None,
-affine=False, track_running_stats=False, several steps), gradients through the statistics and
-through the evaluation op's every input by finite differences, graph capture, and NumPy
-without a compiler."""
+NaN/Inf; bfloat16/float16 read and written in 16 bits), values, gradients and running statistics
+against PyTorch (momentum, momentum=None, affine=False, track_running_stats=False, several
+steps), gradients through the statistics and through the evaluation op's every input by finite
+differences, graph capture, and NumPy without a compiler."""
 
 from __future__ import annotations
 
@@ -72,6 +72,42 @@ def test_kernels_against_the_numpy_kernels(dtype):
         got = bn._eval_fast(x, mean, var, w, b, eps=1e-5)
         want = bn._eval_kernel(x, mean, var, w, b, eps=1e-5)
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol * scale)
+
+
+def _within_one_rounding(got, want, message):
+    """Double arithmetic in another order, rounded once to 16 bits: equal, or one unit in the
+    last place apart (a sum on the other side of a tie)."""
+    assert got.dtype == want.dtype and got.shape == want.shape, message
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    np.testing.assert_array_equal(np.isnan(g), np.isnan(w), err_msg=message)
+    finite = np.isfinite(w)
+    ulp = np.spacing(np.abs(want[finite])).astype(np.float64)
+    assert np.all(np.abs(g[finite] - w[finite]) <= ulp), message
+
+
+@needs_cc
+@pytest.mark.parametrize("dtype", [ember.bfloat16.np, np.float16], ids=str)
+def test_half_precision_kernels_read_and_write_16_bits(dtype):
+    # the training forward, its backward and the evaluation affine on 16-bit arrays, computed
+    # in double as the NumPy kernels compute them on widened copies
+    rng = np.random.default_rng(5)
+    for shape in [*_shapes(rng), (32, 16, 14, 14)]:
+        c = shape[1]
+        x = (rng.standard_normal(shape) * 2 + 3).astype(np.float32).astype(dtype)
+        gy = rng.standard_normal(shape).astype(np.float32).astype(dtype)
+        w, b = (rng.standard_normal(c).astype(np.float32).astype(dtype) for _ in range(2))
+        got = cbatchnorm.train_forward(x, w, b, 1e-5)
+        want = bn._train_kernel(x, w, b, eps=1e-5)
+        for g, e, what in zip(got, want, ("y", "mean", "var")):
+            _within_one_rounding(g, e, f"train_forward {what} {shape}")
+        mean, var = want[1], want[2]
+        zeros = np.zeros(c, dtype)
+        got = bn._backward_fast(gy, zeros, zeros, x, mean, var, w, eps=1e-5)
+        want = bn._backward_kernel(gy, zeros, zeros, x, mean, var, w, eps=1e-5)
+        for g, e, what in zip(got, want, ("gx", "gweight", "gbias")):
+            _within_one_rounding(g, e, f"train_backward {what} {shape}")
+        got = bn._eval_fast(x, mean, var, w, b, eps=1e-5)
+        _within_one_rounding(got, bn._eval_kernel(x, mean, var, w, b, eps=1e-5), "eval")
 
 
 @needs_cc

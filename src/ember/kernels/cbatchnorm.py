@@ -17,7 +17,11 @@ squared deviations, from a shifted origin:
   ``dx = w * invstd * (dy - sum(dy) / n - xhat * sum(dy * xhat) / n)``.
 
 All arithmetic is in double, each result rounded once to the array's dtype as the reference
-rounds it (memory, not arithmetic, bounds these loops).
+rounds it (memory, not arithmetic, bounds these loops). Half precision (bfloat16, float16) is
+read and written in 16 bits (kernels/chalf.py's conversions; a double rounded as NumPy's and
+ml_dtypes' casts round it), the per-channel weight, bias, scale and shift given in double, so
+the evaluation affine too computes as the reference does; the graph runner's steps take
+float32/float64 only.
 
 The NumPy kernels of ops/batch_norm.py are the specification; these equal them within rounding.
 Blocks of channels are shared over kernels/cpool.py's threads. Every entry returns None where it
@@ -32,9 +36,18 @@ import os
 
 import numpy as np
 
+from .. import dtypes as dt
+
 __all__ = ["eval_forward", "eval_step", "fold_step", "train_backward", "train_forward"]
 
 _C = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+# the half-precision dtypes the training and affine kernels read and write: their conversions,
+# a double rounded to them (bfloat16 through float, as ml_dtypes' cast; float16 once, through
+# a float rounded to odd, as NumPy's)
+_HALF = {
+    np.dtype(dt.bfloat16.np): ("bf16_load", "bf16_store((float)(d))"),
+    np.dtype(np.float16): ("f16_load", "f16_store(round_odd(d))"),
+}
 _P, _L = ctypes.c_void_p, ctypes.c_long
 _SERIAL_BYTES = 1 << 16
 
@@ -43,19 +56,26 @@ _SOURCE = r"""
 #include <string.h>
 typedef void (*ember_task)(void *, long, long);
 typedef void (*ember_pool)(ember_task, void *, long, long);
+#ifndef S /* the storage type of x, dy and the result: T, or 16 bits (LDD and STD convert) */
+#define S T
+#define LDD(v) ((double)(v))
+#define STD(d) ((T)(d))
+#define LDF(v) (v)
+#define STF(v) (v)
+#endif
 struct job {
-  const T *x, *dy, *w, *b; T *out; double *stats; /* stats: per channel (mean, invstd) */
+  const S *x, *dy; const T *w, *b; S *out; double *stats; /* stats: per channel (mean, invstd) */
   long n, c, plane, block; double eps;
   double *sums; /* backward: per channel (sum dy, sum dy * xhat) */
 };
 
 /* sums of (p[i] - s) and of its square over `len` elements, in double (memory, not
    arithmetic, bounds these loops: double costs nothing here and rounds like the reference) */
-static void shifted_sums(const T *p, long len, double s, double *sum, double *sq) {
+static void shifted_sums(const S *p, long len, double s, double *sum, double *sq) {
   double a = 0, q = 0;
 #pragma omp simd reduction(+ : a, q)
   for (long i = 0; i < len; i++) {
-    double d = (double)p[i] - s;
+    double d = LDD(p[i]) - s;
     a += d;
     q += d * d;
   }
@@ -69,7 +89,7 @@ static void forward_blocks(void *job_, long lo, long hi) {
   for (long blk = lo; blk < hi; blk++) {
     const long c0 = blk * j->block, c1 = c0 + j->block < C ? c0 + j->block : C;
     for (long c = c0; c < c1; c++) {
-      const double s = j->x[c * P];
+      const double s = LDD(j->x[c * P]);
       double sum = 0, sq = 0;
       for (long n = 0; n < j->n; n++) shifted_sums(j->x + (n * C + c) * P, P, s, &sum, &sq);
       const double dmean = sum / count;
@@ -83,10 +103,13 @@ static void forward_blocks(void *job_, long lo, long hi) {
         const double invstd = 1.0 / sqrt(j->stats[2 * c + 1] + j->eps);
         const double scale = invstd * (double)j->w[c], mean = j->stats[2 * c];
         const double shift = (double)j->b[c];
-        const T *restrict xp = j->x + (n * C + c) * P;
-        T *restrict yp = j->out + (n * C + c) * P;
+        const S *restrict xp = j->x + (n * C + c) * P;
+        S *restrict yp = j->out + (n * C + c) * P;
 #pragma omp simd
-        for (long i = 0; i < P; i++) yp[i] = (T)(((double)xp[i] - mean) * scale + shift);
+        for (long i = 0; i < P; i++) {
+          const double d = (LDD(xp[i]) - mean) * scale + shift;
+          yp[i] = STD(d);
+        }
       }
   }
 }
@@ -100,12 +123,12 @@ static void backward_blocks(void *job_, long lo, long hi) {
       const double mean = j->stats[2 * c];
       double sg = 0, sgx = 0;
       for (long n = 0; n < j->n; n++) {
-        const T *restrict xp = j->x + (n * C + c) * P;
-        const T *restrict gp = j->dy + (n * C + c) * P;
+        const S *restrict xp = j->x + (n * C + c) * P;
+        const S *restrict gp = j->dy + (n * C + c) * P;
 #pragma omp simd reduction(+ : sg, sgx)
         for (long i = 0; i < P; i++) {
-          sg += (double)gp[i];
-          sgx += (double)gp[i] * ((double)xp[i] - mean);
+          sg += LDD(gp[i]);
+          sgx += LDD(gp[i]) * (LDD(xp[i]) - mean);
         }
       }
       j->sums[2 * c] = sg;
@@ -117,12 +140,14 @@ static void backward_blocks(void *job_, long lo, long hi) {
         /* dx = k * (dy - sum(dy) / n) - k * invstd^2 * sum(dy (x - mean)) / n * (x - mean) */
         const double k = w * invstd, g0 = j->sums[2 * c] / count;
         const double r = invstd * invstd * j->sums[2 * c + 1] / count, mean = j->stats[2 * c];
-        const T *restrict xp = j->x + (n * C + c) * P;
-        const T *restrict gp = j->dy + (n * C + c) * P;
-        T *restrict dp = j->out + (n * C + c) * P;
+        const S *restrict xp = j->x + (n * C + c) * P;
+        const S *restrict gp = j->dy + (n * C + c) * P;
+        S *restrict dp = j->out + (n * C + c) * P;
 #pragma omp simd
-        for (long i = 0; i < P; i++)
-          dp[i] = (T)(k * ((double)gp[i] - g0 - ((double)xp[i] - mean) * r));
+        for (long i = 0; i < P; i++) {
+          const double d = k * (LDD(gp[i]) - g0 - (LDD(xp[i]) - mean) * r);
+          dp[i] = STD(d);
+        }
       }
   }
 }
@@ -131,10 +156,10 @@ static void affine_planes(void *job_, long lo, long hi) {
   const struct job *j = job_;
   for (long p = lo; p < hi; p++) {
     const T scale = j->w[p % j->c], shift = j->b[p % j->c];
-    const T *restrict xp = j->x + p * j->plane;
-    T *restrict yp = j->out + p * j->plane;
+    const S *restrict xp = j->x + p * j->plane;
+    S *restrict yp = j->out + p * j->plane;
 #pragma omp simd
-    for (long i = 0; i < j->plane; i++) yp[i] = xp[i] * scale + shift;
+    for (long i = 0; i < j->plane; i++) yp[i] = STF(LDF(xp[i]) * scale + shift);
   }
 }
 
@@ -144,25 +169,29 @@ static void run(ember_task task, struct job *j, long count, long bytes, ember_po
 }
 
 /* stats: double[c][2], out: (mean, biased variance) */
-void bn_forward(const T *x, const T *w, const T *b, T *y, double *stats, long n, long c,
+void bn_forward(const S *x, const T *w, const T *b, S *y, double *stats, long n, long c,
                 long plane, long block, double eps, ember_pool pool) {
   struct job j = {x, 0, w, b, y, stats, n, c, plane, block, eps, 0};
-  run(forward_blocks, &j, (c + block - 1) / block, n * c * plane * sizeof(T), pool);
+  run(forward_blocks, &j, (c + block - 1) / block, n * c * plane * sizeof(S), pool);
 }
 
 /* stats: double[c][2] in: (mean, invstd); sums: double[c][2] out: (sum dy, sum dy (x - mean)) */
-void bn_backward(const T *x, const T *dy, const T *w, T *dx, double *stats, double *sums,
+void bn_backward(const S *x, const S *dy, const T *w, S *dx, double *stats, double *sums,
                  long n, long c, long plane, long block, ember_pool pool) {
   struct job j = {x, dy, w, 0, dx, stats, n, c, plane, block, 0, sums};
-  run(backward_blocks, &j, (c + block - 1) / block, n * c * plane * sizeof(T), pool);
+  run(backward_blocks, &j, (c + block - 1) / block, n * c * plane * sizeof(S), pool);
 }
 
-void bn_affine(const T *x, const T *scale, const T *shift, T *y, long n, long c, long plane,
+void bn_affine(const S *x, const T *scale, const T *shift, S *y, long n, long c, long plane,
                ember_pool pool) {
   struct job j = {x, 0, scale, shift, y, 0, n, c, plane, 1, 0, 0};
-  run(affine_planes, &j, n * c, n * c * plane * sizeof(T), pool);
+  run(affine_planes, &j, n * c, n * c * plane * sizeof(S), pool);
 }
 
+"""
+
+# the graph runner's steps: float32/float64 only (their per-channel terms are in the data's type)
+_STEP_SOURCE = r"""
 /* ----------------------------------------------- the graph runner's steps (runtime/cgraph.py) */
 
 /* channel ch's scale w / sqrt(var + eps) and shift b - mean * scale, in double (the reference's
@@ -238,14 +267,22 @@ def _l2_bytes() -> int:
 
 
 def _source(dtype: np.dtype) -> str:
-    return f"#define T {_C[dtype]}\n#define SERIAL_BYTES {_SERIAL_BYTES}L\n" + _SOURCE
+    head = f"#define SERIAL_BYTES {_SERIAL_BYTES}L\n"
+    if dtype in _HALF:  # double per-channel terms, 16-bit data, double arithmetic
+        load, store = _HALF[dtype]
+        from .chalf import CONVERT
+
+        head += f"#define T double\n#define S uint16_t\n#define LDD(v) ((double){load}(v))\n"
+        head += f"#define STD(d) {store}\n#define LDF(v) LDD(v)\n#define STF(d) STD(d)\n"
+        return CONVERT + head + _SOURCE
+    return head + f"#define T {_C[dtype]}\n" + _SOURCE + _STEP_SOURCE
 
 
 @functools.cache
 def _functions(dtype: np.dtype):
     from . import ccompile, cpool
 
-    if dtype not in _C or not ccompile.compiler_available():
+    if (dtype not in _C and dtype not in _HALF) or not ccompile.compiler_available():
         return None
     source = _source(dtype)
     p, n, d = _P, _L, ctypes.c_double
@@ -259,19 +296,25 @@ def _functions(dtype: np.dtype):
 
 
 def available(dtype) -> bool:
-    """Whether the C kernels run for arrays of ``dtype`` (float32 or float64 with a compiler)."""
+    """Whether the C kernels run for arrays of ``dtype`` (float32, float64 or half precision,
+    with a compiler)."""
     dtype = np.dtype(dtype)
-    return dtype in _C and _functions(dtype) is not None
+    return (dtype in _C or dtype in _HALF) and _functions(dtype) is not None
 
 
 def _applies(x: np.ndarray, *others) -> bool:
     return (
         x.ndim >= 2
         and x.size > 0
-        and x.dtype in _C
+        and (x.dtype in _C or x.dtype in _HALF)
         and all(o.dtype == x.dtype for o in others)
         and _functions(x.dtype) is not None
     )
+
+
+def _terms(a: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Per-channel terms as the kernels take them: in the data's dtype, double for half."""
+    return np.ascontiguousarray(a, np.float64 if dtype in _HALF else dtype)
 
 
 def _block(n: int, plane: int, itemsize: int, channels: int) -> int:
@@ -288,7 +331,7 @@ def train_forward(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: floa
         return None
     forward, _, _, pool = _functions(x.dtype)
     x = np.ascontiguousarray(x)
-    weight, bias = np.ascontiguousarray(weight), np.ascontiguousarray(bias)
+    weight, bias = _terms(weight, x.dtype), _terms(bias, x.dtype)
     n, c = x.shape[:2]
     plane = x.size // (n * c)
     y = np.empty_like(x)
@@ -306,7 +349,7 @@ def train_backward(gy, x, mean, var, weight, eps: float):
         return None
     _, backward, _, pool = _functions(x.dtype)
     x, gy = np.ascontiguousarray(x), np.ascontiguousarray(gy)
-    weight = np.ascontiguousarray(weight)
+    weight = _terms(weight, x.dtype)
     n, c = x.shape[:2]
     plane = x.size // (n * c)
     invstd = 1.0 / np.sqrt(var.astype(np.float64) + float(eps))
@@ -321,12 +364,13 @@ def train_backward(gy, x, mean, var, weight, eps: float):
 
 
 def eval_forward(x: np.ndarray, scale: np.ndarray, shift: np.ndarray):
-    """``x * scale + shift`` with one (scale, shift) per channel (dimension 1), or None."""
-    if not _applies(x, scale, shift):
+    """``x * scale + shift`` with one (scale, shift) per channel (dimension 1; in any float
+    dtype: rounded to x's, double for half precision), or None."""
+    if not _applies(x):
         return None
     _, _, affine, pool = _functions(x.dtype)
     x = np.ascontiguousarray(x)
-    scale, shift = np.ascontiguousarray(scale), np.ascontiguousarray(shift)
+    scale, shift = _terms(scale, x.dtype), _terms(shift, x.dtype)
     n, c = x.shape[:2]
     y = np.empty_like(x)
     affine(x.ctypes.data, scale.ctypes.data, shift.ctypes.data, y.ctypes.data, n, c,
@@ -338,7 +382,7 @@ def eval_forward(x: np.ndarray, scale: np.ndarray, shift: np.ndarray):
 def _step(dtype: np.dtype, name: str):
     from . import ccompile
 
-    if _functions(dtype) is None:
+    if dtype not in _C or _functions(dtype) is None:  # (the steps: float32/float64)
         return None
     try:
         return ccompile.load(_source(dtype), name, [_P])

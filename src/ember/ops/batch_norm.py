@@ -24,6 +24,7 @@ from ..errors import ShapeError
 from ..types import TensorType
 from . import _batching, _onnx
 from . import api as E
+from ._half import HALF
 from ._registry import Cost, OpDef, apply, register
 from ._util import fmt_shape, io_bytes, numel, require_float, value_bytes
 
@@ -192,6 +193,8 @@ def _eval_kernel(x, mean, var, weight, bias, *, eps):
 
 def _eval_fast(x, mean, var, weight, bias, *, eps):
     scale, shift = _scale_shift(mean, var, weight, bias, eps)
+    if x.dtype in HALF:  # (the 16-bit kernel takes the terms in double, as the reference)
+        return _compiled().eval_forward(x, scale, shift)
     return _compiled().eval_forward(x, scale.astype(x.dtype), shift.astype(x.dtype))
 
 
