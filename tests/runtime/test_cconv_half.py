@@ -173,3 +173,39 @@ def test_the_ops_run_half_precision_without_float32_copies(bare_executors):
     assert conv_ops._half_workspace(names["conv_input_grad"], None) == 0
     weight_grad = names["conv_weight_grad"]  # its float32 result and partial sums only
     assert conv_ops._half_workspace(weight_grad, None) < 2 * x.numel() * 4
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize(
+    "case",  # (n, channels, multiplier, size, kernel, stride, padding)
+    [
+        (2, 8, 1, 9, 3, 1, 1),
+        (4, 16, 1, 14, 3, 2, 1),
+        (2, 6, 2, 7, 3, 1, 1),  # (a multiplier's input gradient: the grouped kernel)
+        (3, 32, 1, 5, 5, 1, 2),
+        (2, 4, 3, 11, 3, 2, 1),
+        (8, 24, 1, 28, 3, 1, 1),
+    ],
+    ids=str,
+)
+def test_depthwise_and_grouped_half_precision_equal_the_float32_kernels(case, dtype):
+    # kernels/cdepthwise.py reads and writes 16 bits too (float32 sums in the same order)
+    n, c, m, size, k, s, pad = case
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((n, c, size, size)).astype(np.float32).astype(dtype)
+    w = (rng.standard_normal((c * m, 1, k, k)) / k).astype(np.float32).astype(dtype)
+    attrs = dict(stride=(s, s), padding=((pad, pad), (pad, pad)), dilation=(1, 1), groups=c)
+    y = conv_ops._conv_fast(x, w, **attrs)
+    _same(y, conv_ops._conv_fast(*_wide(x, w), **attrs).astype(dtype))
+    gy = rng.standard_normal(y.shape).astype(np.float32).astype(dtype)
+    grad = conv_ops._conv_input_grad_fast
+    _same(grad(gy, w, in_size=(size, size), **attrs),
+          grad(*_wide(gy, w), in_size=(size, size), **attrs).astype(dtype))  # fmt: skip
+    wgrad = conv_ops._conv_weight_grad_fast
+    _same(wgrad(x, gy, kernel_size=(k, k), **attrs),
+          wgrad(*_wide(x, gy), kernel_size=(k, k), **attrs).astype(dtype))  # fmt: skip
+    from ember.kernels import cdepthwise
+
+    assert cdepthwise.conv_forward(x, w, plan((size, size), (k, k), (s, s),
+                                              ((pad, pad), (pad, pad)), (1, 1), k * k, c * m),
+                                   c) is not None  # fmt: skip

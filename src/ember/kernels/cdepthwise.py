@@ -24,8 +24,13 @@ Sums run in another order than the NumPy kernels of ops/_conv_kernels.py (the sp
 so results equal them within rounding; the zero frame makes padding behave as theirs does (a
 non-finite weight or gradient times a padded zero is NaN in both). Planes (forward, input
 gradient) or blocks of samples (weight gradient) are shared over kernels/cpool.py's threads.
-Every entry returns None where it does not apply (not depthwise, 3-d, not float32/float64, no
-compiler, a negative low padding, an empty tensor) and the caller runs the grouped path.
+Half precision (bfloat16, float16) is read and written in 16 bits and computed in float32:
+planes are widened as they are framed, weights as they are read, each result rounded once as
+it is stored (the input gradient of a channel multiplier above 1 adds its channels into the
+result: in 16 bits it would round each sum, so that one declines).
+
+Every entry returns None where it does not apply (not depthwise, 3-d, not a float dtype above,
+no compiler, a negative low padding, an empty tensor) and the caller runs the grouped path.
 """
 
 from __future__ import annotations
@@ -35,9 +40,13 @@ import functools
 
 import numpy as np
 
+from .. import dtypes as dt
+
 __all__ = ["conv_forward", "conv_input_grad", "conv_weight_grad", "multiplier"]
 
 _C = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+# half precision: stored in 16 bits, computed in float (kernels/chalf.py's conversions)
+_HALF = {np.dtype(dt.bfloat16.np): "bf16", np.dtype(np.float16): "f16"}
 _P, _L = ctypes.c_void_p, ctypes.c_long
 # x, w, y, pool; N, Cin, M, H, W, OH, OW, PH, PW (lo padding), H-extent, W-extent of the frame
 _ARGS = [_P, _P, _P, _P] + [_L] * 11
@@ -50,23 +59,37 @@ _SOURCE = r"""
 typedef void (*ember_task)(void *, long, long);
 typedef void (*ember_pool)(ember_task, void *, long, long);
 #define KK (KH * KW)
+#ifndef S /* the storage type of the operands and results: T, or 16 bits (LD, ST convert) */
+#define HALF 0
+#define S T
+#define LD(v) (v)
+#define ST(v) (v)
+#endif
 struct job {
-  const T *a; const T *w; T *out;
+  const S *a; const S *w; S *out;
   long n, cin, m, h, w_, oh, ow, ph, pw, fh, fw, blocks;
 };
 
 /* copy plane src (rows x cols) into the zeroed frame (fh rows of pitch fw) at (r0, c0),
    clipped to fh rows and `limit` columns (columns past it stay zero) */
-static void frame_rows(T *frame, long fh, long fw, long limit, const T *src, long rows,
+static void frame_rows(T *frame, long fh, long fw, long limit, const S *src, long rows,
                        long cols, long r0, long c0) {
   long ncols = cols;
   if (c0 + ncols > limit) ncols = limit - c0;
   if (ncols <= 0) return;
-  for (long r = 0; r < rows && r0 + r < fh; r++)
+  for (long r = 0; r < rows && r0 + r < fh; r++) {
+#if HALF /* widened as framed */
+    T *restrict to = frame + (r0 + r) * fw + c0;
+    const S *restrict from = src + r * cols;
+#pragma omp simd
+    for (long c = 0; c < ncols; c++) to[c] = LD(from[c]);
+#else
     memcpy(frame + (r0 + r) * fw + c0, src + r * cols, ncols * sizeof(T));
+#endif
+  }
 }
 
-static void frame_plane(T *frame, long fh, long fw, const T *src, long rows, long cols,
+static void frame_plane(T *frame, long fh, long fw, const S *src, long rows, long cols,
                         long r0, long c0) {
   frame_rows(frame, fh, fw, fw, src, rows, cols, r0, c0);
 }
@@ -84,7 +107,7 @@ static void frame_plane(T *frame, long fh, long fw, const T *src, long rows, lon
    rows * fw results (each row's last fw - cols are read past its end and dropped), then the
    rows copied out (added to `out` when `add`); a loop per row would run mostly remainders */
 static void flat_taps(const T *restrict frame, long fw, long rows, long cols, const T *wk,
-                      T *restrict ext, T *restrict out, int add) {
+                      T *restrict ext, S *restrict out, int add) {
   const long len = rows * fw;
 #pragma omp simd
   for (long i = 0; i < len; i++) {
@@ -94,10 +117,14 @@ static void flat_taps(const T *restrict frame, long fw, long rows, long cols, co
     ext[i] = s;
   }
   for (long r = 0; r < rows; r++) {
+#if HALF /* (never adding: a multiplier's input gradient declines half precision) */
+    for (long c = 0; c < cols; c++) out[r * cols + c] = ST(ext[r * fw + c]);
+#else
     if (add)
       for (long c = 0; c < cols; c++) out[r * cols + c] += ext[r * fw + c];
     else
       memcpy(out + r * cols, ext + r * fw, cols * sizeof(T));
+#endif
   }
 }
 #define FLAT(cols) (SH == 1 && SW == 1 && (cols) * (long)sizeof(T) < VBYTES)
@@ -116,22 +143,22 @@ static void forward_planes(void *job_, long lo, long hi) {
     frame_plane(frame, fh, fw, j->a + (n * j->cin + co / j->m) * j->h * j->w_, j->h, j->w_,
                 j->ph, j->pw);
     T wk[KK];
-    for (int k = 0; k < KK; k++) wk[k] = j->w[co * KK + k];
-    T *y = j->out + p * OH * OW;
+    for (int k = 0; k < KK; k++) wk[k] = LD(j->w[co * KK + k]);
+    S *y = j->out + p * OH * OW;
     if (FLAT(OW)) {
       flat_taps(frame, fw, OH, OW, wk, ext, y, 0);
       continue;
     }
     for (long oh = 0; oh < OH; oh++) {
       const T *xr = frame + oh * SH * fw;
-      T *restrict yr = y + oh * OW;
+      S *restrict yr = y + oh * OW;
 #pragma omp simd
       for (long ow = 0; ow < OW; ow++) {
         T s = 0;
         for (int kh = 0; kh < KH; kh++)
           for (int kw = 0; kw < KW; kw++)
             s += wk[kh * KW + kw] * xr[kh * DH * fw + ow * SW + kw * DW];
-        yr[ow] = s;
+        yr[ow] = ST(s);
       }
     }
   }
@@ -149,26 +176,26 @@ static void input_grad_gather(void *job_, long lo, long hi) {
   T *ext = frame + fh * fw + SLACK;
   for (long p = lo; p < hi; p++) {
     const long n = p / j->cin, ci = p % j->cin;
-    T *dx = j->out + p * H * W;
+    S *dx = j->out + p * H * W;
     for (long c = 0; c < j->m; c++) {
       const long co = ci * j->m + c;
       frame_plane(frame, fh, fw, j->a + (n * cout + co) * OH * OW, OH, OW, r0, c0);
       T wk[KK];
-      for (int k = 0; k < KK; k++) wk[k] = j->w[co * KK + (KK - 1 - k)];
+      for (int k = 0; k < KK; k++) wk[k] = LD(j->w[co * KK + (KK - 1 - k)]);
       if (FLAT(W)) {
         flat_taps(frame, fw, H, W, wk, ext, dx, c > 0);
         continue;
       }
       for (long ih = 0; ih < H; ih++) {
         const T *gr = frame + ih * fw;
-        T *restrict xr = dx + ih * W;
+        S *restrict xr = dx + ih * W;
 #pragma omp simd
         for (long iw = 0; iw < W; iw++) {
-          T s = c ? xr[iw] : 0;
+          T s = c ? LD(xr[iw]) : 0; /* (half precision: c is 0, the multiplier 1) */
           for (int kh = 0; kh < KH; kh++)
             for (int kw = 0; kw < KW; kw++)
               s += wk[kh * KW + kw] * gr[kh * DH * fw + iw + kw * DW];
-          xr[iw] = s;
+          xr[iw] = ST(s);
         }
       }
     }
@@ -192,26 +219,30 @@ static void input_grad_scatter(void *job_, long lo, long hi) {
     memset(frame, 0, fh * SW * qw * sizeof(T));
     for (long c = 0; c < j->m; c++) {
       const long co = ci * j->m + c;
-      const T *g = j->a + (n * cout + co) * OH * OW;
+      const S *g = j->a + (n * cout + co) * OH * OW;
       for (long oh = 0; oh < OH; oh++) {
-        const T *restrict gr = g + oh * OW;
+        const S *restrict gr = g + oh * OW;
         for (int kh = 0; kh < KH; kh++)
           for (int kw = 0; kw < KW; kw++) {
-            const T wv = j->w[co * KK + kh * KW + kw];
+            const T wv = LD(j->w[co * KK + kh * KW + kw]);
             const long col = kw * DW;
             T *restrict fr = frame + ((oh * SH + kh * DH) * SW + col % SW) * qw + col / SW;
 #pragma omp simd
-            for (long ow = 0; ow < OW; ow++) fr[ow] += wv * gr[ow];
+            for (long ow = 0; ow < OW; ow++) fr[ow] += wv * LD(gr[ow]);
           }
       }
     }
-    T *dx = j->out + p * H * W;
+    S *dx = j->out + p * H * W;
     for (long ih = 0; ih < H; ih++) {
       const T *restrict row = frame + (ih + j->ph) * SW * qw;
       T *restrict line = frame + fh * SW * qw; /* (one interleaved row past the frame) */
       for (long q = 0; q < qw; q++)
         for (int r = 0; r < SW; r++) line[q * SW + r] = row[r * qw + q];
+#if HALF
+      for (long c = 0; c < W; c++) dx[ih * W + c] = ST(line[j->pw + c]);
+#else
       memcpy(dx + ih * W, line + j->pw, W * sizeof(T));
+#endif
     }
   }
   free(frame);
@@ -284,7 +315,7 @@ static void run(ember_task task, struct job *j, long count, long work, ember_poo
 }
 
 #define ENTRY(name, task, count, work)                                                      \
-  void name(const T *a, const T *w, T *out, ember_pool pool, long n, long cin, long m,      \
+  void name(const S *a, const S *w, S *out, ember_pool pool, long n, long cin, long m,      \
             long h, long w_, long oh, long ow, long ph, long pw, long fh, long fw) {       \
     struct job j = {a, w, out, n, cin, m, h, w_, oh, ow, ph, pw, fh, fw, 0};                \
     run(task, &j, count, work, pool);                                                      \
@@ -293,16 +324,16 @@ ENTRY(dw_forward, forward_planes, n * cin * m, n * cin * m * oh * ow * KK)
 /* the graph runner's step (runtime/cgraph.py): args x, w, out, the pool (or 0), then
    dw_forward's eleven sizes */
 void dw_forward_step(const long *a) {
-  dw_forward((const T *)a[0], (const T *)a[1], (T *)a[2], (ember_pool)a[3], a[4], a[5], a[6],
+  dw_forward((const S *)a[0], (const S *)a[1], (S *)a[2], (ember_pool)a[3], a[4], a[5], a[6],
              a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14]);
 }
 ENTRY(dw_input_grad_gather, input_grad_gather, n * cin, n * cin * m * h * w_ * KK)
 ENTRY(dw_input_grad_scatter, input_grad_scatter, n * cin, n * cin * m * oh * ow * KK)
 /* the weight gradient's partial sums, double[blocks][cin * m][KK], go to out */
-void dw_weight_grad(const T *x, const T *g, double *out, ember_pool pool, long n, long cin,
+void dw_weight_grad(const S *x, const S *g, double *out, ember_pool pool, long n, long cin,
                     long m, long h, long w_, long oh, long ow, long ph, long pw, long fh, long fw,
                     long blocks) {
-  struct job j = {x, g, (T *)out, n, cin, m, h, w_, oh, ow, ph, pw, fh, fw, blocks};
+  struct job j = {x, g, (S *)out, n, cin, m, h, w_, oh, ow, ph, pw, fh, fw, blocks};
   run(weight_grad_blocks, &j, blocks, n * cin * m * oh * ow * KK, pool);
 }
 """
@@ -320,16 +351,29 @@ def _head(dtype: np.dtype, kernel: tuple, stride: tuple, dilation: tuple) -> str
     """The defines that specialise the source to a dtype and a 2-d geometry."""
     (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
     return (
-        f"#define T {_C[dtype]}\n#define KH {kh}\n#define KW {kw}\n#define SH {sh}\n"
+        f"#define KH {kh}\n#define KW {kw}\n#define SH {sh}\n"
         f"#define SW {sw}\n#define DH {dh}\n#define DW {dw}\n#define SERIAL_WORK {_SERIAL_WORK}L\n"
-    )
+    ) + _types(dtype)
+
+
+def _types(dtype: np.dtype) -> str:
+    """The storage and compute types (half precision: 16 bits, computed in float)."""
+    if dtype in _HALF:
+        from .chalf import CONVERT
+
+        name = _HALF[dtype]
+        return CONVERT + (
+            f"#define T float\n#define HALF 1\n#define S uint16_t\n"
+            f"#define LD(v) {name}_load(v)\n#define ST(v) {name}_store(v)\n"
+        )
+    return f"#define T {_C[dtype]}\n"
 
 
 @functools.cache
 def _functions(dtype: np.dtype, kernel: tuple, stride: tuple, dilation: tuple):
     from . import ccompile, cpool
 
-    if dtype not in _C or not ccompile.compiler_available():
+    if (dtype not in _C and dtype not in _HALF) or not ccompile.compiler_available():
         return None
     head = _head(dtype, kernel, stride, dilation)
     names = ("dw_forward", "dw_input_grad_gather", "dw_input_grad_scatter", "dw_weight_grad")
@@ -345,7 +389,9 @@ def _functions(dtype: np.dtype, kernel: tuple, stride: tuple, dilation: tuple):
 
 def _geometry(a: np.ndarray, b: np.ndarray, p, groups: int, x_channels: int, w_shape: tuple):
     """(functions, pool, 2-d plan fields) or None where these kernels do not apply."""
-    if a.dtype != b.dtype or a.dtype not in _C or a.ndim not in (3, 4) or not a.size:
+    if a.dtype != b.dtype or (a.dtype not in _C and a.dtype not in _HALF):
+        return None
+    if a.ndim not in (3, 4) or not a.size:
         return None
     if multiplier(x_channels, w_shape, groups) is None or any(lo < 0 for lo in p.lo):
         return None
@@ -402,7 +448,7 @@ def forward_step(x_shape: tuple, w_shape: tuple, p, groups: int, dtype):
     from .cstep import CStep, function_address
 
     dtype = np.dtype(dtype)
-    if len(x_shape) != 4 or dtype not in _C:
+    if len(x_shape) != 4 or (dtype not in _C and dtype not in _HALF):
         return None
     # (arrays of the shapes, for the geometry's checks: no memory behind them)
     x, w = (np.broadcast_to(np.zeros((), dtype), s) for s in (x_shape, w_shape))
@@ -430,8 +476,10 @@ def conv_input_grad(gy: np.ndarray, w: np.ndarray, p, groups: int):
     (fns, pool), kernel, stride, dilation, in_size, out_size, lo = g
     gy, w = np.ascontiguousarray(gy), np.ascontiguousarray(w)
     n, cin = gy.shape[0], groups
-    gx = np.empty((n, cin) + tuple(p.in_size), gy.dtype)
     m = w.shape[0] // cin
+    if m > 1 and gy.dtype in _HALF:  # (its channels' sums would be rounded one by one)
+        return None
+    gx = np.empty((n, cin) + tuple(p.in_size), gy.dtype)
     reach = tuple(d * (k - 1) for k, d in zip(kernel, dilation))
     shift = tuple(r - low for r, low in zip(reach, lo))
     # (the gather multiplies the frame's zeros by the weights: a non-finite weight would make
@@ -495,4 +543,7 @@ def conv_weight_grad(x: np.ndarray, gy: np.ndarray, p, groups: int):
         fw,
         blocks,
     )
-    return partial.sum(axis=0).astype(x.dtype).reshape(w_shape)
+    total = partial.sum(axis=0)
+    if x.dtype in _HALF:  # (through float32, as the widened operands' kernel rounds it)
+        total = total.astype(np.float32)
+    return total.astype(x.dtype).reshape(w_shape)

@@ -205,12 +205,9 @@ def _kernels(weight_shape, reference, compiled: str):
 
     def fast(a, b, **attrs):
         p = conv_geometry(attrs, *weight_shape(a, b, attrs))
-        if compute_dtype(a.dtype) == a.dtype:
-            return _depthwise_first(compiled, a, b, p, attrs["groups"])
-        if attrs["groups"] == 1:  # (grouped and depthwise ones: their float32 kernels)
-            result = _depthwise_first(compiled, a, b, p, 1)
-            if result is not None:
-                return result
+        result = _depthwise_first(compiled, a, b, p, attrs["groups"])
+        if result is not None or compute_dtype(a.dtype) == a.dtype:
+            return result
         # half precision otherwise: widened and rounded in C (kernels/chalf.py), computed in
         # float32
         ac, bc = _in_compute_c(a, b)
@@ -220,11 +217,15 @@ def _kernels(weight_shape, reference, compiled: str):
 
 
 def _reads_half(x_shape, cout: int, p, attrs) -> bool:
-    """Whether the compiled weight gradient reads these half-precision operands itself (one
-    group: grouped and depthwise convolutions widen theirs for their float32 kernels)."""
-    from ..kernels import cconv_weight
+    """Whether the compiled weight gradient reads these half-precision operands itself (the
+    depthwise kernel does; kernels/cconv_weight.py's where it says so)."""
+    from ..kernels import cconv_weight, cdepthwise
 
-    return attrs["groups"] == 1 and cconv_weight.reads_half(tuple(x_shape), cout, p, 1)
+    groups = attrs["groups"]
+    w_shape = (cout, x_shape[1] // groups) + tuple(attrs["kernel_size"])
+    if cdepthwise.multiplier(x_shape[1], w_shape, groups) is not None:
+        return True
+    return cconv_weight.reads_half(tuple(x_shape), cout, p, groups)
 
 
 def _depthwise_first(compiled: str, a, b, p, groups):
@@ -257,9 +258,8 @@ _conv_weight_grad_kernel, _conv_weight_grad_fast = _kernels(
 
 def _half_workspace(node, layouts) -> int:
     """The three kernels' temporaries beyond the result: none counted in float32/float64, nor
-    in half precision where the compiled forward and input gradient read and write it (one
-    group); the compiled weight gradient that reads it keeps its float32 result and
-    temporaries. Else
+    in half precision where the compiled forward and input gradient read and write it; the
+    compiled weight gradient that reads it keeps its float32 result and temporaries. Else
     in half precision `_in_compute`'s float32 copies of both operands, alive throughout; inside the
     float32 computation the compiled kernel's temporaries (`cconv_workspace.temporaries`) beside its
     float32 result, or NumPy's im2col's comparison of the input with the one its cached columns
@@ -269,7 +269,7 @@ def _half_workspace(node, layouts) -> int:
     if not half_precision(out):
         return 0
     weight_grad = node.op.name == "conv_weight_grad"
-    if not weight_grad and node.attrs["groups"] == 1 and _compiled().available(out.dtype.np):
+    if not weight_grad and _compiled().available(out.dtype.np):
         return 0  # (the forward reads and writes the 16-bit values, as it does float32's)
     operands = 2 * sum(value_bytes(v) for v in node.inputs)
     result = value_bytes(out)
