@@ -29,6 +29,7 @@ from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..types import TensorType
 from ._registry import Cost, OpDef, apply, register
+from ._rules import Autocast
 from ._util import fmt_shape, io_bytes
 
 __all__ = ["gru_layer", "lstm_layer"]
@@ -294,6 +295,10 @@ LSTM_LAYER = register(
         vjp=_lstm_vjp,
         cost=_recurrent_cost(1),
         num_outputs=5,
+        # (PyTorch runs a CPU LSTM in the autocast dtype through oneDNN; ember's recurrent
+        # kernels are float32/float64, so the time loop runs in float32: the input
+        # projections before it are products, which autocast runs in 16 bits)
+        autocast=Autocast.FP32,
         save_inputs=(1, 2, 3),
         save_outputs=(0, 3, 4),
         batch=None,
@@ -489,6 +494,7 @@ GRU_LAYER = register(
         vjp=_gru_vjp,
         cost=_recurrent_cost(1, weight=2),
         num_outputs=3,
+        autocast=Autocast.FP32,  # (as lstm_layer's)
         save_inputs=(1, 2),
         save_outputs=(0, 2),
         batch=None,
