@@ -102,15 +102,17 @@ def _reduction_tolerance(node, instr, arrays, want):
     """How far a fused reduction may be from NumPy's, its terms being combined in another
     order: a sum within a multiple of sum(|terms|) (its rows in NumPy's pairwise order); any
     other reduction whose combining rounds (a product) within its n - 1 roundings either way
-    and terms a few ulps apart, of the reduction of |terms|."""
+    and terms a few ulps apart, of the reduction of |terms|. In float64 (a half-precision
+    result's too: ml_dtypes' finfo, as NumPy's has no bfloat16)."""
     rule = instr.op.reduction
     terms = evaluate_program(node.attrs["program"], (instr.operands[0].index,), arrays)[0]
-    eps = np.finfo(want.dtype).eps
-    scale = instr.op.kernel(np.abs(terms), **instr.kwargs)
+    info = ml_dtypes.finfo(want.dtype)
+    eps = float(info.eps)
+    scale = np.asarray(instr.op.kernel(np.abs(terms), **instr.kwargs), np.float64)
     if rule.pairwise:
-        return 16 * eps * (scale + np.abs(want))
+        return 16 * eps * (scale + np.abs(np.asarray(want, np.float64)))
     n = terms.size // max(want.size, 1)
-    return 9 * n * eps * scale + n * np.finfo(want.dtype).smallest_subnormal
+    return 9 * n * eps * scale + n * float(info.smallest_subnormal)
 
 
 def _coarsest_eps(want, arrays) -> float:
@@ -146,6 +148,8 @@ def _checked_fused(build):
                 rule = instr.op.reduction
                 if rule is not None and not rule.exact:
                     tol = _reduction_tolerance(node, instr, arrays, want)
+                    if want.dtype.itemsize == 2:  # (half precision: its arithmetic rounds)
+                        got, want = got.astype(np.float64), want.astype(np.float64)
                     with np.errstate(invalid="ignore"):
                         close = (got == want) | (np.abs(got - want) <= tol)  # (== for infinities)
                     close |= np.isnan(got) & np.isnan(want)

@@ -24,6 +24,12 @@ bit with NumPy (``-ffp-contract=off`` keeps ``a * b + c`` from becoming a fused 
 ``-fno-trapping-math`` only lets selects be computed branch-free).
 Transcendental functions (exp, tanh, erf, ...) come from the C library's vector math (glibc's
 libmvec, declared ``simd`` so the loops vectorize), within a few ulps of NumPy's.
+
+Half precision. bfloat16 and float16 arrays are read and written as their 16 bits
+(kernels/chalf.py's conversions) and computed in float, each instruction's result rounded to
+its dtype as NumPy rounds each op's. A reduction of them accumulates in float (a sum's leading
+axes in double), as the float32 reduction does, and rounds each result once to 16 bits
+(kernels/creduce.py: `creduce.Result`).
 """
 
 from __future__ import annotations
@@ -218,23 +224,29 @@ def source_of(program, outputs, out_types, in_types, symbol="fused") -> str:
     # the reductions among the outputs: (output position, the op's rule, its term's C name)
     reds = [(jj, program[j].op.reduction, terms[j]) for jj, j in enumerate(outputs)]
     reds = [r for r in reds if r[1] is not None]
-    lines += _loop_source(symbol, params, c_in, out_c, k, full, body, outputs, reds, kind)
+    # how the reductions hold their results: a half-precision one accumulates in float (its
+    # terms are floats: loaded from 16 bits, or an instruction's t<j>f) and is rounded once
+    outs = [creduce.Result(_C_TYPES[t.dtype], _HALF.get(t.dtype)) for t in out_types]
+    lines += _loop_source(symbol, params, c_in, out_c, k, full, body, outputs, reds, kind, outs)
     return "\n".join(lines) + "\n"
 
 
-def _loop_source(symbol, params, c_in, out_c, k, full, body, outputs, reds=(), kind="flat"):
+def _loop_source(
+    symbol, params, c_in, out_c, k, full, body, outputs, reds=(), kind="flat", outs=()
+):
     """The kernel: a function running the loop over a range of its iterations (elements of a
     flat loop, or rows), and the entry point, which hands the whole range to the thread pool
     (kernels/cpool.py) when there is enough work, else runs it here. ``reds`` lists the
     outputs that are reductions, ``(output position, `ReductionRule`, the term's C name)``: the
     loop is then by rows, each row's inner loop accumulating them, so the result does not
-    depend on the thread count. A ``kind`` "columns" or "both" loop (reductions over
+    depend on the thread count; ``outs`` gives each output's `creduce.Result` (its value type,
+    and whether it is stored in 16 bits). A ``kind`` "columns" or "both" loop (reductions over
     leading axes) is written by kernels/creduce.py."""
     n_in = len(c_in)
     reduced = {jj for jj, _, _ in reds}
     names = [p.rsplit("*", 1)[-1].split()[-1] for p in params]
     lines = ["typedef void (*ember_task)(void *, long, long);"]
-    for ctype in sorted({out_c[jj] for jj, rule, _ in reds if rule.pairwise}):
+    for ctype in sorted({outs[jj].ctype for jj, rule, _ in reds if rule.pairwise}):
         if kind != "columns":  # (a column loop adds whole rows)
             lines += creduce.pairwise_sum(ctype)
     lines.append("typedef void (*ember_pool)(ember_task, void *, long, long);")
@@ -242,7 +254,7 @@ def _loop_source(symbol, params, c_in, out_c, k, full, body, outputs, reds=(), k
     if k > 1 or reds:
         fields += [f"long s{i}[{k}]" for i in range(n_in)]
     if kind == "columns":  # each block of rows' partial reductions (kernels/creduce.py)
-        fields += [f"{creduce.acc_type(rule, out_c[jj])}* p{jj}" for jj, rule, _ in reds]
+        fields += [f"{creduce.acc_type(rule, outs[jj].ctype)}* p{jj}" for jj, rule, _ in reds]
     lines.append("struct job { " + " ".join(f + ";" for f in fields) + " };")
     if kind == "columns":
         lines.append(creduce.COLUMNS_SIGNATURE + " {")
@@ -254,12 +266,12 @@ def _loop_source(symbol, params, c_in, out_c, k, full, body, outputs, reds=(), k
     stores = [f"r{jj}[base + i] = t{j};" for jj, j in enumerate(outputs) if jj not in reduced]
     if kind in ("columns", "both"):
         lines += creduce.column_part(
-            c_in, out_c, k, full, body, outputs, reds, inner_reduced=kind == "both"
+            c_in, outs, k, full, body, outputs, reds, inner_reduced=kind == "both"
         )
     elif k == 1 and not reds:
         lines += _flat_part(c_in, out_c, full, body, outputs, stores)
     else:
-        lines += _row_part(c_in, out_c, k, full, body + stores, reds)
+        lines += _row_part(c_in, outs, k, full, body + stores, reds)
     lines.append(f"void {symbol}({', '.join(params)}, ember_pool pool) {{")
     lines.append("  struct job job = { " + ", ".join(names) + " };")
     if k == 1 and not reds:
@@ -282,7 +294,7 @@ def _loop_source(symbol, params, c_in, out_c, k, full, body, outputs, reds=(), k
             lines.append(f"  const long count = dims[{k - 1}] ? n / dims[{k - 1}] : 0, align = 1;")
     # threads only where there is enough work: waking them costs tens of microseconds
     if kind == "columns":
-        lines += creduce.row_blocks_entry(out_c, reds, PARALLEL_MIN)
+        lines += creduce.row_blocks_entry(outs, reds, PARALLEL_MIN)
     lines.append(f"  if (pool && n > {PARALLEL_MIN}) pool(part, &job, count, align);")
     lines.append("  else part(&job, 0, count);")
     lines.append("}")
@@ -305,16 +317,18 @@ def _flat_part(c_in, out_c, full, body, outputs, stores) -> list[str]:
     return lines + ["  }", "}"]
 
 
-def _row_part(c_in, out_c, k, full, statements, reds) -> list[str]:
+def _row_part(c_in, outs, k, full, statements, reds) -> list[str]:
     """The body of ``part(job, lo, hi)`` for a loop by rows (the last collapsed dimension the
     inner loop): rows ``lo`` to ``hi``, each running ``statements`` over its elements and
-    ending its reductions (kernels/creduce.py's accumulators)."""
+    ending its reductions (kernels/creduce.py's accumulators; ``outs``: each output's
+    `creduce.Result`), each row's results rounded once into their outputs."""
     n_in = len(c_in)
     inner_full = [full[i][-1] for i in range(n_in)]
     lines = [f"  const long inner = dims[{k - 1}];", "  (void)n;"]
     for jj, rule, _ in reds:
         if rule.pairwise:  # one scratch row per sum, for the whole range of rows
-            lines.append(f"  {out_c[jj]} *row{jj} = malloc((inner ? inner : 1) * sizeof *row{jj});")
+            ctype = outs[jj].ctype
+            lines.append(f"  {ctype} *row{jj} = malloc((inner ? inner : 1) * sizeof *row{jj});")
             lines.append(f"  if (!row{jj}) abort();")
     lines.append("  for (long o = lo; o < hi; o++) {")
     lines.append("    long rem = o;")
@@ -327,7 +341,8 @@ def _row_part(c_in, out_c, k, full, statements, reds) -> list[str]:
     for i in range(n_in):
         if not inner_full[i]:
             lines.append(f"    const {c_in[i]} h{i} = a{i}[b{i}];")
-    clauses, accumulate, finish = creduce.accumulators(reds, out_c, lines)
+    clauses, accumulate, results = creduce.accumulators(reds, outs, lines)
+    finish = [f"r{jj}[o] = {outs[jj].store(value, outs[jj].ctype)};" for jj, value in results]
     values = [(c_in[i], f"a{i}[b{i} + i]" if inner_full[i] else f"h{i}") for i in range(n_in)]
     lines += creduce.simd_loop("inner", values, statements + accumulate, "    ", clauses)
     lines += ["    " + line for line in finish] + ["  }"]

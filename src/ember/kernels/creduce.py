@@ -36,6 +36,18 @@ layout: for non-C-ordered terms the kernel accumulates everything in double inst
 two differ by rounding, within the tolerance tests/conftest.py allows a fused sum). Max and
 min are exact in any order and propagate NaN.
 
+Half precision. A bfloat16 or float16 reduction (transforms/fuse.py fuses sums, max and min of
+them, not products) takes its terms as floats (16-bit loads, or a half-precision instruction's
+result, rounded to 16 bits as NumPy rounds it, widened again) and accumulates them as a
+float32 reduction: a row pairwise in float, a sum's leading axes in double (`acc_type`), max
+and min in float; each result is rounded once to 16 bits as it is stored (`Result.store`), a
+sum's double as the kernel rounds its float64 total (``astype``: to bfloat16 through float,
+as ml_dtypes casts, to float16 once, as NumPy casts). The sum's kernel accumulates 16-bit
+terms in float32 and float64 in the same order (on rows up to NumPy's 8192-element cast
+buffer: it sums a longer row buffer by buffer), so a fused half sum is the kernel's bits
+wherever a float32 one is. The output (16 bits) cannot hold running results: a column loop
+keeps them in a scratch row (float, or double for a sum), as it does a float32 sum's doubles.
+
 Threads. A column loop over many kept elements splits them (shares of `COLUMN_ALIGN`, so each
 thread reads each row in long runs): every output element is accumulated by one thread in row
 order, and the result is NumPy's whatever the thread count. One with fewer kept elements than
@@ -54,11 +66,13 @@ usual widths.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 __all__ = [
     "COLUMNS_SIGNATURE",
     "COLUMN_ALIGN",
     "ROW_BLOCKS",
+    "Result",
     "acc_type",
     "accumulators",
     "c_literal",
@@ -88,6 +102,34 @@ def c_literal(value, ctype: str) -> str:
         return ("-" if value < 0 else "") + "INFINITY"
     suffix = "f" if ctype == "float" else ""
     return f"(({ctype}){value.hex()}{suffix})"
+
+
+class Result(NamedTuple):
+    """A reduction's output as the loops hold it. ``ctype``: the C type its values are computed
+    in (a row's accumulators and pairwise sums; `acc_type` widens a column loop's running
+    results from it): "float" or "double", and "float" for half precision, whose arithmetic is
+    float32's. ``half``: "bf16" or "f16" for an output stored in 16 bits (kernels/chalf.py's
+    conversions), each result rounded once; None for one stored as ``ctype``."""
+
+    ctype: str
+    half: str | None = None
+
+    def in_place(self, acc: str) -> bool:
+        """Whether running results of C type ``acc`` can be kept in the output array itself
+        (not a half-precision output's, nor a float32 sum's doubles)."""
+        return self.half is None and acc == self.ctype
+
+    def store(self, value: str, acc: str) -> str:
+        """``value`` (of C type ``acc``) as an element of the output array. A half-precision
+        one is rounded once from a float; from a double (a wide sum's running result) as the
+        sum's reference kernel rounds its float64 total (ops/reduce.py: ``astype``): to
+        bfloat16 through float32 (ml_dtypes' cast rounds twice), to float16 once (NumPy's
+        cast; a float rounded to odd on the way keeps that one rounding)."""
+        if self.half is None:
+            return value if acc == self.ctype else f"({self.ctype}){value}"
+        if acc == "double":
+            value = f"round_odd({value})" if self.half == "f16" else f"(float){value}"
+        return f"{self.half}_store({value})"
 
 
 def acc_type(rule, ctype: str) -> str:
@@ -142,11 +184,11 @@ static void part_rows(void *job_, long lo, long hi) {{
 }}""".splitlines()
 
 
-def row_blocks_entry(out_c, reds, parallel_min: int) -> list[str]:
+def row_blocks_entry(outs, reds, parallel_min: int) -> list[str]:
     """Lines of a column loop's entry point for narrow outputs (too few kept elements for two
     threads' shares): the rows split in `ROW_BLOCKS` fixed blocks shared over the threads,
     each block's partial results combined after, in block order (the result depends on the
-    shape, never on the thread count)."""
+    shape, never on the thread count). ``outs``: each output's `Result`."""
     cond = f"n > {parallel_min} && count < 2 * align && dims[0] >= {ROW_BLOCKS}"
     lines = [f"  if ({cond}) {{"]
     for jj, _, _ in reds:
@@ -157,13 +199,16 @@ def row_blocks_entry(out_c, reds, parallel_min: int) -> list[str]:
     for jj, rule, _ in reds:
         lines.append("    #pragma omp simd")
         lines.append("    for (long q = 0; q < count; q++) {")
-        wide = acc_type(rule, out_c[jj])
+        out = outs[jj]
+        wide = acc_type(rule, out.ctype)
         lines.append(f"      {wide} v = job.p{jj}[q];")
         lines.append(f"      for (int b = 1; b < {ROW_BLOCKS}; b++) {{")
         lines.append(f"        const {wide} u = job.p{jj}[b * count + q];")
         lines.append(f"        {combine(rule, 'v', 'u')}")
         lines.append("      }")
-        lines.append(f"      r{jj}[q] = ({out_c[jj]})v;")
+        # (a float output keeps its cast even where ``v`` has its type: its source as before)
+        rounded = f"({out.ctype})v" if out.half is None else out.store("v", wide)
+        lines.append(f"      r{jj}[q] = {rounded};")
         lines.append("    }")
         lines.append(f"    free(job.p{jj});")
     lines += ["    return;", "  }"]
@@ -198,19 +243,21 @@ def pairwise_sum(ctype: str) -> list[str]:
 }}""".splitlines()
 
 
-def accumulators(reds, out_c, lines) -> tuple[str, list[str], list[str]]:
+def accumulators(reds, outs, lines) -> tuple[str, list[str], list[tuple[int, str]]]:
     """For a row loop ending in reductions: declares each row's accumulators (appended to
     ``lines``) and returns the ``omp simd`` clauses, the inner loop's accumulating lines and
-    the lines storing each row's results, from each reduction's rule. A pairwise rule's terms
-    go to a scratch row, summed after in NumPy's order (`pairwise_sum`); the others
-    accumulate under OpenMP's reduction clause, and a rule with a NaN flag (max, min: exact in
-    any order) propagates NaN as NumPy does: the flag records whether the row held one."""
-    clauses, accumulate, finish = "", [], []
+    each row's results, ``(output position, C expression)``, of the output's value type
+    (`Result` ``ctype``: not yet rounded to a half-precision output), from each reduction's
+    rule. A pairwise rule's terms go to a scratch row, summed after in NumPy's order
+    (`pairwise_sum`); the others accumulate under OpenMP's reduction clause, and a rule with a
+    NaN flag (max, min: exact in any order) propagates NaN as NumPy does: the flag records
+    whether the row held one."""
+    clauses, accumulate, results = "", [], []
     for jj, rule, term in reds:
-        ctype = out_c[jj]
+        ctype = outs[jj].ctype
         if rule.pairwise:
             accumulate.append(f"row{jj}[i] = {term};")
-            finish.append(f"r{jj}[o] = pairwise_{ctype}(row{jj}, inner);")
+            results.append((jj, f"pairwise_{ctype}(row{jj}, inner)"))
             continue
         start = c_literal(rule.identity, ctype)
         flag = f" int nan{jj} = 0;" if rule.nan_flag else ""
@@ -220,10 +267,10 @@ def accumulators(reds, out_c, lines) -> tuple[str, list[str], list[str]]:
         if rule.nan_flag:
             clauses += f" reduction(|:nan{jj})"
             accumulate.append(f"nan{jj} |= {term} != {term};")
-            finish.append(f"r{jj}[o] = nan{jj} ? ({ctype})NAN : acc{jj};")
+            results.append((jj, f"nan{jj} ? ({ctype})NAN : acc{jj}"))
         else:
-            finish.append(f"r{jj}[o] = acc{jj};")
-    return clauses, accumulate, finish
+            results.append((jj, f"acc{jj}"))
+    return clauses, accumulate, results
 
 
 def simd_loop(count: str, values: list, statements: list, indent: str, clauses: str = ""):
@@ -236,13 +283,14 @@ def simd_loop(count: str, values: list, statements: list, indent: str, clauses: 
     return lines + [f"{indent}}}"]
 
 
-def column_part(c_in, out_c, k, full, body, outputs, reds, inner_reduced) -> list[str]:
+def column_part(c_in, outs, k, full, body, outputs, reds, inner_reduced) -> list[str]:
     """The body of ``part(job, lo, hi)`` for a loop whose collapsed dimensions are the reduced
     leading block (``dims[0]``), the kept ones (``dims[1 .. k-1]``, or ``.. k-2`` when
     ``inner_reduced``) and, when ``inner_reduced``, the reduced trailing block (``dims[k-1]``).
     ``lo, hi`` are kept elements (columns), or kept rows when ``inner_reduced``. ``reds``: the
-    reductions, ``(output position, `ReductionRule`, the term's C name)``. Each output element
-    starts at the reduction's identity and takes its rows in order (see the module docstring)."""
+    reductions, ``(output position, `ReductionRule`, the term's C name)``; ``outs``: each
+    output's `Result`. Each output element starts at the reduction's identity and takes its
+    rows in order (see the module docstring)."""
     n_in = len(c_in)
     reduced = {jj for jj, _, _ in reds}
     stores = [f"r{jj}[base + i] = t{j};" for jj, j in enumerate(outputs) if jj not in reduced]
@@ -264,12 +312,13 @@ def column_part(c_in, out_c, k, full, body, outputs, reds, inner_reduced) -> lis
     if not inner_reduced:
         lines.append(f"  const long inner = dims[{last_kept}], kn = n / rows;")
         for jj, rule, _ in reds:  # the output itself, or a block of rows' partial results
-            wide = acc_type(rule, out_c[jj])
-            if wide == out_c[jj]:
+            wide = acc_type(rule, outs[jj].ctype)
+            if outs[jj].in_place(wide):
                 lines.append(f"  {wide} *acc{jj} = slot < 0 ? r{jj} : job->p{jj} + slot * kn;")
                 lines.append(f"  const long off{jj} = 0;")
                 continue
-            # the output's running results in double: a scratch row for this range of columns
+            # the output's running results in double (or in float for a 16-bit output): a
+            # scratch row for this range of columns
             lines.append(f"  {wide} *acc{jj};")
             lines.append(f"  long off{jj} = 0;")
             lines.append("  if (slot < 0) {")
@@ -284,7 +333,7 @@ def column_part(c_in, out_c, k, full, body, outputs, reds, inner_reduced) -> lis
         lines += offsets("o", "    ")
         for jj, rule, _ in reds:
             lines.append("    #pragma omp simd")
-            start = c_literal(rule.identity, acc_type(rule, out_c[jj]))
+            start = c_literal(rule.identity, acc_type(rule, outs[jj].ctype))
             lines.append(
                 f"    for (long i = 0; i < len; i++) acc{jj}[seg - off{jj} + i] = {start};"
             )
@@ -300,10 +349,11 @@ def column_part(c_in, out_c, k, full, body, outputs, reds, inner_reduced) -> lis
         accumulate = [combine(rule, f"acc{jj}[seg - off{jj} + i]", term) for jj, rule, term in reds]
         lines += simd_loop("len", values, body + stores + accumulate, "      ")
         lines += ["    }", "    seg = end;", "  }"]
-        for jj, rule, _ in reds:  # double running results: rounded once into the output
-            if acc_type(rule, out_c[jj]) != out_c[jj]:
+        for jj, rule, _ in reds:  # scratch running results: rounded once into the output
+            wide = acc_type(rule, outs[jj].ctype)
+            if not outs[jj].in_place(wide):
                 lines.append("  if (slot < 0) {")
-                rounded = f"r{jj}[q] = ({out_c[jj]})acc{jj}[q - lo];"
+                rounded = f"r{jj}[q] = {outs[jj].store(f'acc{jj}[q - lo]', wide)};"
                 lines.append(f"    for (long q = lo; q < hi; q++) {rounded}")
                 lines.append(f"    free(acc{jj});")
                 lines.append("  }")
@@ -311,14 +361,16 @@ def column_part(c_in, out_c, k, full, body, outputs, reds, inner_reduced) -> lis
     # a reduced trailing block: rows of it, each reduced as in a row loop, then combined
     lines.append(f"  const long inner = dims[{k - 1}], kn = n / (rows * inner);")
     for jj, rule, _ in reds:
+        ctype = outs[jj].ctype
         if rule.pairwise:
-            lines.append(f"  {out_c[jj]} *row{jj} = malloc((inner ? inner : 1) * sizeof *row{jj});")
+            lines.append(f"  {ctype} *row{jj} = malloc((inner ? inner : 1) * sizeof *row{jj});")
             lines.append(f"  if (!row{jj}) abort();")
-        wide = acc_type(rule, out_c[jj])
+        wide = acc_type(rule, ctype)
         start = c_literal(rule.identity, wide)
-        if wide == out_c[jj]:
+        if outs[jj].in_place(wide):
             lines.append(f"  {wide} *w{jj} = r{jj} + lo;")
-        else:  # the kept rows' running results in double, rounded once at the end
+        else:  # the kept rows' running results in double (a 16-bit output's: in float, or
+            # double for a sum), rounded once at the end
             lines.append(f"  {wide} *w{jj} = malloc((hi > lo ? hi - lo : 1) * sizeof *w{jj});")
             lines.append(f"  if (!w{jj}) abort();")
         lines.append(f"  for (long q = lo; q < hi; q++) w{jj}[q - lo] = {start};")
@@ -331,18 +383,19 @@ def column_part(c_in, out_c, k, full, body, outputs, reds, inner_reduced) -> lis
             lines.append(f"      const {c_in[i]} h{i} = a{i}[b{i}];")
     lines.append("      const long base = (r * kn + q) * inner;")
     declared: list[str] = []
-    clauses, accumulate, finish = accumulators(reds, out_c, declared)
+    clauses, accumulate, results = accumulators(reds, outs, declared)
     lines += ["  " + line for line in declared]
     values = [(c_in[i], f"a{i}[b{i} + i]" if inner_full[i] else f"h{i}") for i in range(n_in)]
     lines += simd_loop("inner", values, body + stores + accumulate, "      ", clauses)
-    for jj, rule, _ in reds:  # the row's result, combined into the output in row order
-        row_value = next(f for f in finish if f.startswith(f"r{jj}[o] = ")).split(" = ", 1)[1]
-        lines.append(f"      {{ const {out_c[jj]} v = {row_value[:-1]};")
+    # each row's result (in its value type, unrounded), combined into the output in row order
+    for (jj, rule, _), (_, row_value) in zip(reds, results):
+        lines.append(f"      {{ const {outs[jj].ctype} v = {row_value};")
         lines.append(f"        {combine(rule, f'w{jj}[q - lo]', 'v')} }}")
     lines += ["    }", "  }"]
     for jj, rule, _ in reds:
-        if acc_type(rule, out_c[jj]) != out_c[jj]:
-            rounded = f"r{jj}[q] = ({out_c[jj]})w{jj}[q - lo];"
+        wide = acc_type(rule, outs[jj].ctype)
+        if not outs[jj].in_place(wide):
+            rounded = f"r{jj}[q] = {outs[jj].store(f'w{jj}[q - lo]', wide)};"
             lines.append(f"  for (long q = lo; q < hi; q++) {rounded}")
             lines.append(f"  free(w{jj});")
     lines += [f"  free(row{jj});" for jj, rule, _ in reds if rule.pairwise] + ["}"]

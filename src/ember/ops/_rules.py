@@ -190,6 +190,10 @@ class ReductionRule(NamedTuple):
     * ``combine`` (``{a}``, ``{b}``): partial result ``a`` (of the earlier rows) with ``b``:
       column loops take each row in order this way, and row blocks their partial results.
       It propagates NaN (a NaN ``b`` wins), so max and min need no flag there.
+
+    Half precision (bfloat16, float16) accumulates in float (double where ``wide``), each
+    result rounded once to 16 bits: fused loops take it only for a rule ``exact`` or ``wide``,
+    whose reference kernel computes it so (transforms/fuse.py).
     """
 
     identity: float  # the result over no terms (an empty row too): where accumulators start

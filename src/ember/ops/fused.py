@@ -132,7 +132,10 @@ def _program_workspace(program, outputs, in_types) -> int:
 def _loop_workspace(node, layouts) -> int:
     """The C loop reads C-contiguous operands: it copies the others first (kernels/cfuse.py).
     (A sum over trailing axes also mallocs one row of its terms per thread, the size of the
-    reduced block: not counted. Leading-axis sums accumulate in their output: no scratch.)
+    reduced block, and a column loop a scratch row of running results per thread's share of
+    the kept elements, where its output cannot hold them (a float32 sum's doubles, a 16-bit
+    output's floats or doubles: kernels/creduce.py): C's malloc, not counted, as tracemalloc
+    does not see it; other leading-axis reductions accumulate in their output.)
     Without a compiler, the reference kernel's intermediates."""
     if not _compiler():
         types = [v.type for v in node.inputs]

@@ -7,7 +7,9 @@ producer when
 
 * the op can be written in C (its `OpDef` declares ``c``), every dtype it touches is
   float32, float64 or bool (where C's arithmetic, comparisons and casts agree with NumPy's),
-  and its result has the group's shape (the loop's iteration space; operands may broadcast);
+  or, where a C compiler runs the loop, bfloat16 or float16 (float arithmetic, each result
+  rounded to 16 bits as NumPy rounds it), and its result has the group's shape (the loop's
+  iteration space; operands may broadcast);
 * the group stays convex: no path leaves the group and comes back into it (else the fused node
   would need its own result), checked by walking the other operands' producers;
 * joining does not run the group after a product of the group's size computed since its last
@@ -15,9 +17,10 @@ producer when
   until then: a chain of gradient accumulations over a split batch stays one add per slice.
 
 A group may end with reductions of a member (ops declaring a `ReductionRule`, ``sum``, ``max``
-and ``min`` among them; float32 or float64), all over the same axes: its trailing axes, its
-leading axes, or a leading and a trailing block of them (kernels/creduce.py), every input of
-the group being either full or broadcast across each reduced block. The loop accumulates the
+and ``min`` among them; float32 or float64, or bfloat16 and float16 where the loop is C, a
+product excepted: `_reduction`), all over the same axes: its trailing axes, its leading axes,
+or a leading and a trailing block of them (kernels/creduce.py), every input of the group
+being either full or broadcast across each reduced block. The loop accumulates the
 reductions as it computes the elementwise values (a ``fused_reduce`` node): row by row for
 trailing axes, so ``sum(x * x)``, a layer norm's variance or a softmax's denominator cost one
 pass over memory; column-wise for leading axes, so a layer's masked output gradient and its
@@ -54,8 +57,10 @@ from ..types import TensorType
 __all__ = ["FUSE", "fuse_elementwise"]
 
 # (half precision: 16-bit loads and stores, float arithmetic, kernels/cfuse.py)
-FUSABLE_DTYPES = (dt.float32, dt.float64, dt.bool_, dt.bfloat16, dt.float16)
+_HALF = (dt.bfloat16, dt.float16)
+FUSABLE_DTYPES = (dt.float32, dt.float64, dt.bool_, *_HALF)
 _WITHOUT_C = (dt.float32, dt.float64, dt.bool_)
+_REDUCIBLE = (dt.float32, dt.float64)
 
 
 def _fusable_dtypes() -> tuple:
@@ -75,11 +80,20 @@ def _fusable(node) -> bool:
 
 
 def _reduction(node) -> bool:
-    return (
-        node.kind == "call"
-        and node.op.reduction is not None
-        and node.inputs[0].dtype in (dt.float32, dt.float64)
-    )
+    """Whether ``node`` is a reduction a fused loop can end in: float32 or float64 terms, or
+    half precision (accumulated in float or double, each result rounded once to 16 bits:
+    kernels/creduce.py) where the loop is C, like elementwise ops (`_fusable_dtypes`), and the
+    loop then gives the reference kernel's result: a rule exact in any order (max, min) or
+    ``wide`` (the sum, whose kernel accumulates 16-bit terms in float32 and float64, as the
+    loop does). NumPy multiplies a half-precision product in 16 bits, each step rounded, which
+    float accumulators do not (2-3% apart over 30 bfloat16 terms): such a product keeps its
+    own node, as does any half-precision reduction without a compiler."""
+    if node.kind != "call" or node.op.reduction is None:
+        return False
+    dtype, rule = node.inputs[0].dtype, node.op.reduction
+    if dtype in _REDUCIBLE:
+        return True
+    return dtype in _HALF and (rule.exact or rule.wide) and compiler_available()
 
 
 def _reducible_axes(node) -> bool:
