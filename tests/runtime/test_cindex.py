@@ -1,6 +1,7 @@
 """kernels/cindex.py's scatter-add along one axis (``index_backward`` of one index tensor)
-against the NumPy kernel (bit for bit: the same sums in the same order) and PyTorch's
-``index_add``, and the gradients of ``index_select`` and ``interpolate`` that run it."""
+against the NumPy kernel (bit for bit: the same sums in the same order; half precision rounded
+at each sum, as NumPy's add.at) and PyTorch's ``index_add``, and the gradients of
+``index_select`` and ``interpolate`` that run it."""
 
 from __future__ import annotations
 
@@ -64,6 +65,31 @@ def test_random_shapes_equal_numpy_and_torch(dtype, special):
             got[~finite & ~np.isnan(got)], t.numpy()[~finite & ~np.isnan(got)]
         )
         assert (diff[finite] <= 4 * eps * max(1, len(idx)) * mag[finite]).all()
+
+
+@needs_c
+@pytest.mark.parametrize("dtype", [ember.bfloat16.np, np.float16], ids=str)
+@pytest.mark.parametrize("special", [False, True])
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_half_precision_adds_as_numpy_does(dtype, special):
+    # each sum rounded to 16 bits, in the order of the indices: NumPy's add.at on the array
+    rng = np.random.default_rng(11 + special)
+    for _ in range(40):
+        shape, axis, idx, g = _case(rng, np.float32, special)
+        g = g.astype(dtype)
+        got = cindex.add_slices(shape, axis, idx, g)
+        want = add_slices(shape, axis, idx, g)
+        assert got is not None and got.dtype == want.dtype
+        # (a NaN's sign and payload depend on the order the compiler gives an addition's
+        # operands: NaN where NaN, every other value's bits equal)
+        nan = np.isnan(want.astype(np.float32))
+        assert np.array_equal(np.isnan(got.astype(np.float32)), nan)
+        assert got[~nan].tobytes() == want[~nan].tobytes(), (shape, axis, idx)
+    big = rng.standard_normal((8, 64, 40)).astype(dtype)  # (the pool's column chunks)
+    idx = rng.integers(0, 32, 64)
+    assert cindex.add_slices((8, 32, 40), 1, idx, big).tobytes() == (
+        add_slices((8, 32, 40), 1, idx, big).tobytes()
+    )
 
 
 @needs_c

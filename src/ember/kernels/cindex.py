@@ -10,10 +10,14 @@ is zeroed and the rows of g added into it in the order of j, in one pass over g:
 in the same order as the sparse product's (each result element starts at 0 and receives its
 slices in increasing j), so equal to NumPy bit for bit.
 
+Half precision (bfloat16, float16) adds in 16 bits as NumPy's ``add.at`` does on those
+arrays: each sum computed in float and rounded (kernels/chalf.py's conversions), in the same
+order, so equal bit for bit too.
+
 Blocks are shared over ember's thread pool (kernels/cpool.py): whole outer blocks where there
 are enough of them, else column ranges of whole 64-byte lines. `add_slices` returns None where
-it does not apply (no compiler, a dtype other than float32 or float64, an index out of range)
-and the caller runs NumPy.
+it does not apply (no compiler, a dtype other than those above, an index out of range) and the
+caller runs NumPy.
 """
 
 from __future__ import annotations
@@ -24,15 +28,22 @@ import math
 
 import numpy as np
 
+from .. import dtypes as dt
+
 __all__ = ["add_slices"]
 
 _C = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+# half precision: 16-bit storage, each sum rounded (the conversions' names in kernels/chalf.py)
+_HALF = {np.dtype(dt.bfloat16.np): "bf16", np.dtype(np.float16): "f16"}
 _LINE_BYTES = 64
 
 _SOURCE = r"""
 #include <string.h>
 typedef void (*ember_task)(void *, long, long);
 typedef void (*ember_pool)(ember_task, void *, long, long);
+#ifndef ADD /* a + b in T (16 bits: in float, rounded) */
+#define ADD(a, b) ((a) + (b))
+#endif
 struct job {
   const T *g;
   const long long *idx;
@@ -51,14 +62,14 @@ static void blocks(void *job_, long lo, long hi) {
     if (inner == 1) { /* along the last axis: one element a slice */
       const long long *restrict idx = j->idx;
       memset(out, 0, (size_t)n * sizeof(T));
-      for (long k = 0; k < m; k++) out[idx[k]] += g[k];
+      for (long k = 0; k < m; k++) out[idx[k]] = ADD(out[idx[k]], g[k]);
       continue;
     }
     for (long i = 0; i < n; i++) memset(out + i * inner, 0, (size_t)w * sizeof(T));
     for (long k = 0; k < m; k++) {
       T *restrict to = out + j->idx[k] * inner;
       const T *restrict from = g + k * inner;
-      for (long c = 0; c < w; c++) to[c] += from[c];
+      for (long c = 0; c < w; c++) to[c] = ADD(to[c], from[c]);
     }
   }
 }
@@ -76,9 +87,16 @@ void add_slices(const T *g, const long long *idx, T *out, long outer, long n, lo
 def _function(dtype: np.dtype):
     from . import ccompile, cpool
 
-    if dtype not in _C or not ccompile.compiler_available():
+    if (dtype not in _C and dtype not in _HALF) or not ccompile.compiler_available():
         return None
-    source = f"#define T {_C[dtype]}\n" + _SOURCE
+    if dtype in _HALF:
+        from .chalf import CONVERT
+
+        name = _HALF[dtype]
+        source = CONVERT + "#define T uint16_t\n"
+        source += f"#define ADD(a, b) {name}_store({name}_load(a) + {name}_load(b))\n" + _SOURCE
+    else:
+        source = f"#define T {_C[dtype]}\n" + _SOURCE
     p, n = ctypes.c_void_p, ctypes.c_long
     try:
         fn = ccompile.load(source, "add_slices", [p, p, p] + [n] * 6 + [p])
@@ -107,7 +125,7 @@ def add_slices(in_shape: tuple, axis: int, idx: np.ndarray, g: np.ndarray):
     """zeros(in_shape) with ``g``'s slices added at ``idx`` along ``axis`` (g: ``in_shape[:axis]
     + idx.shape + in_shape[axis + 1:]``), or None where the C kernel does not apply."""
     dtype = np.dtype(g.dtype)
-    found = _function(dtype) if dtype in _C else None
+    found = _function(dtype) if dtype in _C or dtype in _HALF else None
     if found is None:
         return None
     fn, pool = found
