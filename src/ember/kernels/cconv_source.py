@@ -22,7 +22,7 @@ the compiler emits AVX-512 where the CPU has it, and two or four narrower vector
 Both share work over ember's thread pool (kernels/cpool.py) when given one.
 """
 
-from .cmicro import MICRO
+from .cmicro import MICRO, MICRO_PAIRS
 
 SOURCE = (
     r"""
@@ -176,32 +176,9 @@ void conv_masked_runs(int *out) { *out = HAVE_MASKS; }
 #if HALF && HALF_BF16 && HAVE_MASKS && defined(__AVX512BF16__) && !defined(EMBER_NO_BF16_DOT)
 #define PAIRS 1
 typedef uint32_t P; /* a packed element: a pair of rows */
-static void micro_pairs(long k2, const uint32_t *restrict a, const uint32_t *restrict b,
-                        float *restrict acc, int first) {
-  __m512 c[MR][3];
-#pragma GCC unroll 8
-  for (int i = 0; i < MR; i++)
-#pragma GCC unroll 3
-    for (int v = 0; v < 3; v++)
-      c[i][v] = first ? _mm512_setzero_ps() : _mm512_load_ps(acc + i * NR + v * 16);
-  for (long q = 0; q < k2; q++) {
-    __m512bh b0 = (__m512bh)_mm512_load_si512(b), b1 = (__m512bh)_mm512_load_si512(b + 16),
-             b2 = (__m512bh)_mm512_load_si512(b + 32);
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; i++) {
-      __m512bh s = (__m512bh)_mm512_set1_epi32((int)a[i]);
-      c[i][0] = _mm512_dpbf16_ps(c[i][0], s, b0);
-      c[i][1] = _mm512_dpbf16_ps(c[i][1], s, b1);
-      c[i][2] = _mm512_dpbf16_ps(c[i][2], s, b2);
-    }
-    a += MR;
-    b += NR;
-  }
-#pragma GCC unroll 8
-  for (int i = 0; i < MR; i++)
-#pragma GCC unroll 3
-    for (int v = 0; v < 3; v++) _mm512_store_ps(acc + i * NR + v * 16, c[i][v]);
-}
+"""
+    + MICRO_PAIRS
+    + r"""
 /* dst[t] = lo[t] | hi[t] << 16 (hi NULL: zero), t < n, a masked vector at a time */
 static inline void pair_run(uint32_t *restrict dst, const S *restrict lo, const S *restrict hi,
                             long n) {

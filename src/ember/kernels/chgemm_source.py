@@ -20,9 +20,12 @@ Fewer rows than the micro-kernel's MR (a batch of one, a decoder's token): ``emb
 dot products (or sums of rows) over the 16-bit values, unpacked, in float32.
 """
 
+from .cmicro import MICRO_PAIRS
+
 __all__ = ["HALF_GEMM"]
 
-HALF_GEMM = r"""
+HALF_GEMM = (
+    r"""
 #include <stdlib.h>
 #if HKIND == 1
 #define LOAD bf16_load
@@ -92,34 +95,9 @@ static void pack_b(int tb, const S *b, long ldb, long p0, long kc, long j0, long
   }
 }
 
-/* acc (MR x NR) = (first ? 0 : acc) + a (k2 pairs x MR) . b (k2 pairs x NR) */
-static void micro_pairs(long k2, const uint32_t *restrict a, const uint32_t *restrict b,
-                        float *restrict acc, int first) {
-  __m512 c[MR][3];
-#pragma GCC unroll 8
-  for (int i = 0; i < MR; i++)
-#pragma GCC unroll 3
-    for (int v = 0; v < 3; v++)
-      c[i][v] = first ? _mm512_setzero_ps() : _mm512_load_ps(acc + i * NR + v * 16);
-  for (long q = 0; q < k2; q++) {
-    __m512bh b0 = (__m512bh)_mm512_load_si512(b), b1 = (__m512bh)_mm512_load_si512(b + 16),
-             b2 = (__m512bh)_mm512_load_si512(b + 32);
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; i++) {
-      __m512bh s = (__m512bh)_mm512_set1_epi32((int)a[i]);
-      c[i][0] = _mm512_dpbf16_ps(c[i][0], s, b0);
-      c[i][1] = _mm512_dpbf16_ps(c[i][1], s, b1);
-      c[i][2] = _mm512_dpbf16_ps(c[i][2], s, b2);
-    }
-    a += MR;
-    b += NR;
-  }
-#pragma GCC unroll 8
-  for (int i = 0; i < MR; i++)
-#pragma GCC unroll 3
-    for (int v = 0; v < 3; v++) _mm512_store_ps(acc + i * NR + v * 16, c[i][v]);
-}
-typedef uint32_t P; /* a packed element */
+"""
+    + MICRO_PAIRS
+    + r"""typedef uint32_t P; /* a packed element */
 #define PACKED_K(k) (((k) + 1) / 2)
 #define MICRO_RUN(kc, a, b, acc, first) micro_pairs(((kc) + 1) / 2, a, b, acc, first)
 #else
@@ -291,3 +269,4 @@ void ember_hgemm(int ta, int tb, int split, long m, long n, long k, const S *a, 
   else part(&j, 0, count);
 }
 """
+)

@@ -47,3 +47,38 @@ static void micro(long kc, const T *restrict a, const T *restrict b, T *restrict
     for (int v = 0; v < 3; v++) *(vec *)(acc + i * NR + v * VL) = c[i][v];
 }
 """.replace("{KC}", str(KC))
+
+# ``micro_pairs(k2, a, b, acc, first)``: `micro` on bfloat16 pairs, for an includer on
+# AVX512_BF16 (immintrin.h included, MR and NR from `MICRO` on float): a (k2 x MR) and b
+# (k2 x NR) hold two consecutive steps of K in each 32-bit lane, and ``vdpbf16ps`` adds both
+# products per float32 lane (reading subnormal values as zero). kernels/chgemm_source.py's
+# GEMM and kernels/cconv_source.py's convolutions use it.
+MICRO_PAIRS = r"""
+/* acc (MR x NR) = (first ? 0 : acc) + a (k2 pairs x MR) . b (k2 pairs x NR) */
+static void micro_pairs(long k2, const uint32_t *restrict a, const uint32_t *restrict b,
+                        float *restrict acc, int first) {
+  __m512 c[MR][3];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; i++)
+#pragma GCC unroll 3
+    for (int v = 0; v < 3; v++)
+      c[i][v] = first ? _mm512_setzero_ps() : _mm512_load_ps(acc + i * NR + v * 16);
+  for (long q = 0; q < k2; q++) {
+    __m512bh b0 = (__m512bh)_mm512_load_si512(b), b1 = (__m512bh)_mm512_load_si512(b + 16),
+             b2 = (__m512bh)_mm512_load_si512(b + 32);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++) {
+      __m512bh s = (__m512bh)_mm512_set1_epi32((int)a[i]);
+      c[i][0] = _mm512_dpbf16_ps(c[i][0], s, b0);
+      c[i][1] = _mm512_dpbf16_ps(c[i][1], s, b1);
+      c[i][2] = _mm512_dpbf16_ps(c[i][2], s, b2);
+    }
+    a += MR;
+    b += NR;
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; i++)
+#pragma GCC unroll 3
+    for (int v = 0; v < 3; v++) _mm512_store_ps(acc + i * NR + v * 16, c[i][v]);
+}
+"""
