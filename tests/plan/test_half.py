@@ -52,6 +52,10 @@ OPS = {
         lambda x, w: F.conv2d(x, w, stride=2, padding=1),
         [(8, 16, 32, 32), (32, 16, 3, 3)],
     ),
+    "depthwise conv2d": (
+        lambda x, w: F.conv2d(x, w, padding=1, groups=32),
+        [(8, 32, 32, 32), (32, 1, 3, 3)],
+    ),
     "max_pool2d": (lambda x: F.max_pool2d(x, 2), [(8, 32, 32, 32)]),
     "avg_pool2d": (lambda x: F.avg_pool2d(x, 2), [(8, 32, 32, 32)]),
     "sum": (lambda x: x.sum(0), [(256, 1024)]),
@@ -68,6 +72,7 @@ OPS = {
 
 # ops whose half-precision C kernels make no float32 copies
 IN_PLACE = {"matmul", "batched matmul", "linear", "erf", "conv2d", "conv2d stride 2"}
+IN_PLACE |= {"depthwise conv2d"}
 
 
 @pytest.mark.parametrize("dtype", HALF, ids=str)
@@ -88,10 +93,14 @@ def test_one_half_precision_op_is_planned_as_measured(op, dtype, bare_executors)
         assert report.peak_bytes > full.peak_bytes // 2
 
 
+@pytest.mark.parametrize("groups", [1, 32])
 @pytest.mark.parametrize("stride", [1, 2])
-def test_half_precision_convolution_gradients_are_planned_as_measured(stride, bare_executors):
-    # conv_input_grad and conv_weight_grad: the compiled kernels, at stride 2 phase by phase
-    model = nn.Sequential(nn.Conv2d(32, 64, 3, stride=stride, padding=1), nn.ReLU())
+def test_half_precision_convolution_gradients_are_planned_as_measured(
+    stride, groups, bare_executors
+):
+    # conv_input_grad and conv_weight_grad: the compiled kernels, at stride 2 phase by phase;
+    # depthwise ones (groups 32) kernels/cdepthwise.py's
+    model = nn.Sequential(nn.Conv2d(32, 64, 3, stride=stride, padding=1, groups=groups), nn.ReLU())
     x = _randn(ember.float32, 8, 32, 32, 32)
     x.requires_grad_(True)
     report = memory(model, x, backward=True, dtype=ember.bfloat16)

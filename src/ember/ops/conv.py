@@ -216,16 +216,23 @@ def _kernels(weight_shape, reference, compiled: str):
     return kernel, fast
 
 
-def _reads_half(x_shape, cout: int, p, attrs) -> bool:
-    """Whether the compiled weight gradient reads these half-precision operands itself (the
-    depthwise kernel does; kernels/cconv_weight.py's where it says so)."""
-    from ..kernels import cconv_weight, cdepthwise
+def _depthwise_weight(x_shape, cout: int, attrs) -> bool:
+    """Whether a weight gradient of these shapes is a depthwise convolution's."""
+    from ..kernels import cdepthwise
 
     groups = attrs["groups"]
     w_shape = (cout, x_shape[1] // groups) + tuple(attrs["kernel_size"])
-    if cdepthwise.multiplier(x_shape[1], w_shape, groups) is not None:
+    return cdepthwise.multiplier(x_shape[1], w_shape, groups) is not None
+
+
+def _reads_half(x_shape, cout: int, p, attrs) -> bool:
+    """Whether the compiled weight gradient reads these half-precision operands itself (the
+    depthwise kernel does; kernels/cconv_weight.py's where it says so)."""
+    from ..kernels import cconv_weight
+
+    if _depthwise_weight(x_shape, cout, attrs):
         return True
-    return cconv_weight.reads_half(tuple(x_shape), cout, p, groups)
+    return cconv_weight.reads_half(tuple(x_shape), cout, p, attrs["groups"])
 
 
 def _depthwise_first(compiled: str, a, b, p, groups):
@@ -285,6 +292,13 @@ def _half_workspace(node, layouts) -> int:
     else:
         w_shape = (b_shape[1], a_shape[1] // attrs["groups"]) + tuple(attrs["kernel_size"])
         p = conv_geometry(attrs, a_shape[2:], w_shape)
+    if weight_grad and _depthwise_weight(a_shape, b_shape[1], attrs):
+        # kernels/cdepthwise.py: its blocks' double partial sums (one block a sample, at most
+        # four a thread), then their double total (the 16-bit gradient is the result)
+        from ..kernels import cpool
+
+        blocks = max(1, min(a_shape[0], 4 * cpool.get_num_threads()))
+        return (blocks + 1) * 4 * result
     compiled = _compiled("cconv_workspace").temporaries(
         node.op.name, a_shape, b_shape, p, attrs["groups"], compute_dtype(out.dtype.np)
     )
