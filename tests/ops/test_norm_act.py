@@ -159,6 +159,39 @@ def test_strided_and_half_inputs():
     )
 
 
+@pytest.mark.parametrize("dtype", [ember.bfloat16.np, np.float16], ids=str)
+def test_half_precision_c_kernels_read_and_write_16_bits(dtype):
+    # the float32 kernels' arithmetic on the widened values, each result rounded once: equal
+    # to the float32 kernels on widened copies, rounded
+    from ember.kernels import cnorm_act
+
+    if not cnorm_act.available(dtype):
+        pytest.skip("no C compiler")
+    r = np.random.default_rng(4)
+    x = (r.standard_normal((33, 96)) * 3).astype(np.float32).astype(dtype)
+    g = r.standard_normal((33, 96)).astype(np.float32).astype(dtype)
+    w, b = (r.standard_normal(96).astype(np.float32).astype(dtype) for _ in range(2))
+    x.reshape(-1)[::97] = np.nan
+
+    def wide(*arrays):
+        return [a.astype(np.float32) for a in arrays]
+
+    def same(got, want):
+        assert got.dtype == dtype
+        assert got.tobytes() == want.astype(dtype).tobytes()
+
+    for tanh_form in (False, True):
+        same(cnorm_act.gelu(x, tanh_form), cnorm_act.gelu(*wide(x), tanh_form))
+        same(
+            cnorm_act.gelu_backward(x, g, tanh_form),
+            cnorm_act.gelu_backward(*wide(x, g), tanh_form),
+        )
+    same(cnorm_act.layer_norm(x, w, b, 1e-5), cnorm_act.layer_norm(*wide(x, w, b), 1e-5))
+    got = cnorm_act.layer_norm_backward(x, w, g, 1e-5)
+    for a, want in zip(got, cnorm_act.layer_norm_backward(*wide(x, w, g), 1e-5)):
+        same(a, want)
+
+
 def test_without_a_compiler_the_reference_runs(monkeypatch):
     monkeypatch.setattr(cnorm_act, "_functions", lambda dtype: None)
     r = np.random.default_rng(4)

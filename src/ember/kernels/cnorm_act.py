@@ -16,7 +16,11 @@ results differ from NumPy's only by the vector math library's few ulps in ``erf`
   thread block and then over blocks. In float32 a row takes two passes (its four sums in
   double, then dx), in float64 four (see the C source).
 
-Each returns None where it does not apply (no compiler, a dtype other than float32/float64) and
+Half precision (bfloat16, float16) is read and written in 16 bits and computed as float32 is
+(kernels/chalf.py's conversions): the float32 kernel's arithmetic on the widened values, each
+result rounded once, as the op's float32 kernel on widened copies would give.
+
+Each returns None where it does not apply (no compiler, a dtype other than those above) and
 the caller runs NumPy. Arrays are made C-contiguous first.
 """
 
@@ -27,6 +31,8 @@ import functools
 
 import numpy as np
 
+from .. import dtypes as dt
+
 __all__ = ["available", "gelu", "gelu_backward", "layer_norm", "layer_norm_backward"]
 
 _SOURCE = r"""
@@ -35,6 +41,12 @@ _SOURCE = r"""
 #include <string.h>
 typedef void (*ember_task)(void *, long, long);
 typedef void (*ember_pool)(ember_task, void *, long, long);
+#ifndef HALF /* S: the storage type (T, or 16 bits that LD widens and ST rounds) */
+#define HALF 0
+#define S T
+#define LD(v) (v)
+#define ST(v) (v)
+#endif
 __attribute__((simd("notinbranch"))) T ERF(T);
 __attribute__((simd("notinbranch"))) T EXP(T);
 __attribute__((simd("notinbranch"))) T TANH(T);
@@ -45,25 +57,25 @@ __attribute__((simd("notinbranch"))) T TANH(T);
 #define K_BETA ((T)0.79788456080286535588) /* sqrt(2 / pi) */
 #define K_KAPPA ((T)0.044715)
 
-struct act { const T *x, *g; T *y; long n; int tanh_form; };
+struct act { const S *x, *g; S *y; long n; int tanh_form; };
 
 static void gelu_part(void *job_, long lo, long hi) {
   const struct act *j = job_;
   long a = lo * CHUNK, b = hi * CHUNK < j->n ? hi * CHUNK : j->n;
-  const T *x = j->x;
-  T *y = j->y;
+  const S *x = j->x;
+  S *y = j->y;
   if (j->tanh_form) {
 #pragma omp simd
     for (long i = a; i < b; i++) {
-      T v = x[i];
+      T v = LD(x[i]);
       T inner = K_BETA * (v + K_KAPPA * (v * v * v));
-      y[i] = (T)0.5 * v * ((T)1 + TANH(inner));
+      y[i] = ST((T)0.5 * v * ((T)1 + TANH(inner)));
     }
   } else {
 #pragma omp simd
     for (long i = a; i < b; i++) {
-      T v = x[i];
-      y[i] = v * (T)0.5 * ((T)1 + ERF(v * SQRT1_2));
+      T v = LD(x[i]);
+      y[i] = ST(v * (T)0.5 * ((T)1 + ERF(v * SQRT1_2)));
     }
   }
 }
@@ -71,12 +83,12 @@ static void gelu_part(void *job_, long lo, long hi) {
 static void gelu_grad_part(void *job_, long lo, long hi) {
   const struct act *j = job_;
   long a = lo * CHUNK, b = hi * CHUNK < j->n ? hi * CHUNK : j->n;
-  const T *x = j->x, *g = j->g;
-  T *y = j->y;
+  const S *x = j->x, *g = j->g;
+  S *y = j->y;
   if (j->tanh_form) {
 #pragma omp simd
     for (long i = a; i < b; i++) {
-      T v = x[i];
+      T v = LD(x[i]);
       T sq = v * v;
       T inner = K_BETA * (v + K_KAPPA * (sq * v));
       T t = TANH(inner);
@@ -84,15 +96,15 @@ static void gelu_grad_part(void *job_, long lo, long hi) {
       T right = (T)1 + t;
       T left_d = (T)0.5 * right;
       T right_d = left * ((T)1 - t * t) * (K_BETA * ((T)1 + (T)3 * K_KAPPA * sq));
-      y[i] = g[i] * (left_d + right_d);
+      y[i] = ST(LD(g[i]) * (left_d + right_d));
     }
   } else {
 #pragma omp simd
     for (long i = a; i < b; i++) {
-      T v = x[i];
+      T v = LD(x[i]);
       T cdf = (T)0.5 * ((T)1 + ERF(v * SQRT1_2));
       T pdf = EXP((T)-0.5 * (v * v)) * INV_SQRT_2PI;
-      y[i] = g[i] * (cdf + v * pdf);
+      y[i] = ST(LD(g[i]) * (cdf + v * pdf));
     }
   }
 }
@@ -103,12 +115,12 @@ static void run_chunks(ember_task task, struct act *j, ember_pool pool, long par
   else task(j, 0, chunks);
 }
 
-void ember_gelu(const T *x, T *y, long n, int tanh_form, ember_pool pool, long parallel_min) {
+void ember_gelu(const S *x, S *y, long n, int tanh_form, ember_pool pool, long parallel_min) {
   struct act j = {x, 0, y, n, tanh_form};
   run_chunks(gelu_part, &j, pool, parallel_min);
 }
 
-void ember_gelu_backward(const T *x, const T *g, T *dx, long n, int tanh_form, ember_pool pool,
+void ember_gelu_backward(const S *x, const S *g, S *dx, long n, int tanh_form, ember_pool pool,
                          long parallel_min) {
   struct act j = {x, g, dx, n, tanh_form};
   run_chunks(gelu_grad_part, &j, pool, parallel_min);
@@ -117,22 +129,22 @@ void ember_gelu_backward(const T *x, const T *g, T *dx, long n, int tanh_form, e
 /* ---- layer norm: rows of n values */
 
 struct norm {
-  const T *x, *w, *b, *g;
-  T *y, *dw, *db;
+  const S *x, *w, *b, *g;
+  S *y, *dw, *db;
   double *partial; /* per block: dw then db, 2n doubles */
   long rows, n, block;
   double eps;
 };
 
-static inline void row_stats(const T *restrict x, long n, double eps, double *mean,
+static inline void row_stats(const S *restrict x, long n, double eps, double *mean,
                              double *rstd) {
   double s = 0, q = 0;
 #pragma omp simd reduction(+ : s)
-  for (long i = 0; i < n; i++) s += (double)x[i];
+  for (long i = 0; i < n; i++) s += (double)LD(x[i]);
   double m = s / (double)n;
 #pragma omp simd reduction(+ : q)
   for (long i = 0; i < n; i++) {
-    double d = (double)x[i] - m;
+    double d = (double)LD(x[i]) - m;
     q += d * d;
   }
   *mean = m;
@@ -140,13 +152,13 @@ static inline void row_stats(const T *restrict x, long n, double eps, double *me
 }
 
 /* one row; restrict arguments so the loops vectorize (the struct's pointers might alias) */
-static inline void norm_row(const T *restrict x, const T *restrict w, const T *restrict b,
-                            T *restrict y, long n, double eps) {
+static inline void norm_row(const S *restrict x, const S *restrict w, const S *restrict b,
+                            S *restrict y, long n, double eps) {
   double m, rs;
   row_stats(x, n, eps, &m, &rs);
   T mean = (T)m, rstd = (T)rs;
 #pragma omp simd
-  for (long i = 0; i < n; i++) y[i] = (x[i] - mean) * rstd * w[i] + b[i];
+  for (long i = 0; i < n; i++) y[i] = ST((LD(x[i]) - mean) * rstd * LD(w[i]) + LD(b[i]));
 }
 
 static void norm_rows(void *job_, long lo, long hi) {
@@ -155,7 +167,7 @@ static void norm_rows(void *job_, long lo, long hi) {
     norm_row(j->x + r * j->n, j->w, j->b, j->y + r * j->n, j->n, j->eps);
 }
 
-void ember_layer_norm(const T *x, const T *w, const T *b, T *y, long rows, long n, double eps,
+void ember_layer_norm(const S *x, const S *w, const S *b, S *y, long rows, long n, double eps,
                       ember_pool pool, long parallel_min) {
   struct norm j = {x, w, b, 0, y, 0, 0, 0, rows, n, 0, eps};
   if (pool && rows > 1 && rows * n >= parallel_min) pool(norm_rows, &j, rows, 1);
@@ -170,15 +182,15 @@ void ember_layer_norm(const T *x, const T *w, const T *b, T *y, long rows, long 
    additions are much of a row's cost, so two passes instead of four are the saving. In
    double, where the same cancellation would cost a float64 result its digits, the statistics
    keep their two passes (centred squares). */
-static inline void norm_grad_row(const T *restrict x, const T *restrict g, const T *restrict w,
-                                 T *restrict dx, double *restrict pw, double *restrict pb,
+static inline void norm_grad_row(const S *restrict x, const S *restrict g, const S *restrict w,
+                                 S *restrict dx, double *restrict pw, double *restrict pb,
                                  long n, double eps) {
   double inv_n = 1.0 / (double)n, m, rs, su = 0, sux = 0;
 #if ONE_PASS_STATS
   double s = 0, q = 0;
 #pragma omp simd reduction(+ : s, q, su, sux)
   for (long i = 0; i < n; i++) {
-    double v = (double)x[i], u = (double)(w[i] * g[i]);
+    double v = (double)LD(x[i]), u = (double)(LD(w[i]) * LD(g[i]));
     s += v;
     q += v * v;
     su += u;
@@ -194,9 +206,9 @@ static inline void norm_grad_row(const T *restrict x, const T *restrict g, const
     T mean = (T)m, rstd = (T)rs;
 #pragma omp simd reduction(+ : su, sux)
     for (long i = 0; i < n; i++) {
-      T u = w[i] * g[i];
+      T u = LD(w[i]) * LD(g[i]);
       su += (double)u;
-      sux += (double)(u * ((x[i] - mean) * rstd));
+      sux += (double)(u * ((LD(x[i]) - mean) * rstd));
     }
   }
 #endif
@@ -204,10 +216,10 @@ static inline void norm_grad_row(const T *restrict x, const T *restrict g, const
   T mu = (T)(su * inv_n), mux = (T)(sux * inv_n);
 #pragma omp simd
   for (long i = 0; i < n; i++) {
-    T xhat = (x[i] - mean) * rstd;
-    dx[i] = rstd * ((w[i] * g[i] - mu) - xhat * mux);
-    pw[i] += (double)(g[i] * xhat);
-    pb[i] += (double)g[i];
+    T xhat = (LD(x[i]) - mean) * rstd;
+    dx[i] = ST(rstd * ((LD(w[i]) * LD(g[i]) - mu) - xhat * mux));
+    pw[i] += (double)(LD(g[i]) * xhat);
+    pb[i] += (double)LD(g[i]);
   }
 }
 
@@ -223,7 +235,7 @@ static void norm_grad_blocks(void *job_, long lo, long hi) {
   }
 }
 
-int ember_layer_norm_backward(const T *x, const T *w, const T *g, T *dx, T *dw, T *db, long rows,
+int ember_layer_norm_backward(const S *x, const S *w, const S *g, S *dx, S *dw, S *db, long rows,
                               long n, double eps, long blocks, ember_pool pool) {
   double *partial = malloc(sizeof(double) * 2 * n * blocks);
   if (!partial) return 1;
@@ -237,8 +249,8 @@ int ember_layer_norm_backward(const T *x, const T *w, const T *g, T *dx, T *dw, 
       sw += partial[2 * n * blk + i];
       sb += partial[2 * n * blk + n + i];
     }
-    dw[i] = (T)sw;
-    db[i] = (T)sb;
+    dw[i] = ST((T)sw);
+    db[i] = ST((T)sb);
   }
   free(partial);
   return 0;
@@ -249,6 +261,9 @@ _TYPES = {
     np.dtype(np.float32): ("float", "erff", "expf", "tanhf"),
     np.dtype(np.float64): ("double", "erf", "exp", "tanh"),
 }
+# half precision: float arithmetic on 16-bit storage (the conversions' names in kernels/chalf.py)
+_HALF = {np.dtype(dt.bfloat16.np): "bf16", np.dtype(np.float16): "f16"}
+_TYPES.update(dict.fromkeys(_HALF, _TYPES[np.dtype(np.float32)]))
 _FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-fopenmp-simd", "-fno-math-errno")
 _FLAGS += ("-fno-trapping-math", "-ffp-contract=off", "-std=gnu11")
 _P, _L, _I, _D = ctypes.c_void_p, ctypes.c_long, ctypes.c_int, ctypes.c_double
@@ -269,7 +284,13 @@ def _functions(dtype: np.dtype):
         return None
     c_type, erf, exp, tanh = _TYPES[dtype]
     source = f"#define T {c_type}\n#define ERF {erf}\n#define EXP {exp}\n#define TANH {tanh}\n"
-    source += f"#define ONE_PASS_STATS {int(dtype == np.float32)}\n"
+    source += f"#define ONE_PASS_STATS {int(c_type == 'float')}\n"
+    if dtype in _HALF:
+        from .chalf import CONVERT
+
+        name = _HALF[dtype]
+        source = CONVERT + source + "#define HALF 1\n#define S uint16_t\n"
+        source += f"#define LD(v) {name}_load(v)\n#define ST(v) {name}_store(v)\n"
     source += _SOURCE
     found = ccompile.load_with_vector_math(source, _SIGNATURES, flags=_FLAGS)
     if found is None:

@@ -32,7 +32,6 @@ from ..errors import ShapeError
 from ..types import TensorType
 from . import _batching, _onnx
 from . import api as E
-from ._half import c_runs, via_float32, widened_workspace
 from ._registry import OpDef, apply, register
 from ._util import (
     elementwise_cost,
@@ -61,10 +60,10 @@ def _compute_dtype(x):
 
 
 def _c_runs(value) -> bool:
-    """Whether the C kernels run for a value of this type (they allocate only their results:
-    the workspace rules below count NumPy's temporaries only where NumPy runs)."""
-    dtype = value.dtype.np
-    return dtype not in _HALF and _fast_module().available(dtype)
+    """Whether the C kernels run for a value of this type, half precision included (they
+    allocate only their results: the workspace rules below count NumPy's temporaries only
+    where NumPy runs)."""
+    return _fast_module().available(value.dtype.np)
 
 
 def _half_workspace(node, layouts) -> int:
@@ -74,14 +73,7 @@ def _half_workspace(node, layouts) -> int:
     out = node.outputs[0]
     if _c_runs(out):
         return 0
-    if half_precision(out) and _c_runs_half():
-        return widened_workspace(node)  # (the C kernels on float32 copies, ops/_half.py)
     return (8 if half_precision(out) else 3) * value_bytes(out)
-
-
-def _c_runs_half() -> bool:
-    """Whether the C kernels run half precision (on float32 copies, ops/_half.py)."""
-    return c_runs() and _fast_module().available(np.float32)
 
 
 # ------------------------------------------------------------------------------------ gelu
@@ -129,18 +121,18 @@ def _gelu_tanh_grad_kernel(x, g):
 
 
 def _fast_gelu(tanh_form):
-    # (half precision: the float32 kernel on operands widened in C, ops/_half.py)
+    # (half precision too: read and written in 16 bits, kernels/cnorm_act.py)
     def fast(x):
         return _fast_module().gelu(x, tanh_form)
 
-    return via_float32(fast)
+    return fast
 
 
 def _fast_gelu_grad(tanh_form):
     def fast(x, g):
         return _fast_module().gelu_backward(x, g, tanh_form)
 
-    return via_float32(fast)
+    return fast
 
 
 def _gelu_infer(name):
@@ -412,12 +404,10 @@ def _norm_grad_kernel(x, weight, g, *, eps):
     )
 
 
-@via_float32  # (half precision: widened and rounded in C, ops/_half.py)
-def _norm_fast(x, weight, bias, *, eps):
+def _norm_fast(x, weight, bias, *, eps):  # (half precision too: kernels/cnorm_act.py)
     return _fast_module().layer_norm(x, weight, bias, eps)
 
 
-@via_float32
 def _norm_grad_fast(x, weight, g, *, eps):
     return _fast_module().layer_norm_backward(x, weight, g, eps)
 
@@ -494,10 +484,8 @@ def _norm_workspace(node, layouts) -> int:
     centred rows and their squares alive at once for the statistics, three input sizes in
     double."""
     x = node.inputs[0]
-    if _c_runs(x):
+    if _c_runs(x):  # (half precision too: read and written in 16 bits)
         return 0
-    if half_precision(x) and _c_runs_half():
-        return widened_workspace(node)  # (the C kernels on float32 copies, ops/_half.py)
     return 3 * value_bytes(x) * max(8 // x.dtype.itemsize, 1)
 
 
