@@ -292,16 +292,16 @@ def _half_workspace(node, layouts) -> int:
     else:
         w_shape = (b_shape[1], a_shape[1] // attrs["groups"]) + tuple(attrs["kernel_size"])
         p = conv_geometry(attrs, a_shape[2:], w_shape)
-    if weight_grad and _depthwise_weight(a_shape, b_shape[1], attrs):
+    compiled = _compiled("cconv_workspace").temporaries(
+        node.op.name, a_shape, b_shape, p, attrs["groups"], compute_dtype(out.dtype.np)
+    )
+    if compiled is not None and weight_grad and _depthwise_weight(a_shape, b_shape[1], attrs):
         # kernels/cdepthwise.py: its blocks' double partial sums (one block a sample, at most
         # four a thread), then their double total (the 16-bit gradient is the result)
         from ..kernels import cpool
 
         blocks = max(1, min(a_shape[0], 4 * cpool.get_num_threads()))
         return (blocks + 1) * 4 * result
-    compiled = _compiled("cconv_workspace").temporaries(
-        node.op.name, a_shape, b_shape, p, attrs["groups"], compute_dtype(out.dtype.np)
-    )
     if compiled is not None and weight_grad and _reads_half(a_shape, b_shape[1], p, attrs):
         return 2 * result + compiled  # (the float32 gradient beside the rounded one)
     if compiled is not None:
