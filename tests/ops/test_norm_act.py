@@ -161,8 +161,8 @@ def test_strided_and_half_inputs():
 
 @pytest.mark.parametrize("dtype", [ember.bfloat16.np, np.float16], ids=str)
 def test_half_precision_c_kernels_read_and_write_16_bits(dtype):
-    # the float32 kernels' arithmetic on the widened values, each result rounded once: equal
-    # to the float32 kernels on widened copies, rounded
+    # GELU, layer norm, softmax and their gradients: the float32 kernels' arithmetic on the
+    # widened values, each result rounded once: equal to the float32 kernels on widened copies
     from ember.kernels import cnorm_act
 
     if not cnorm_act.available(dtype):
@@ -187,6 +187,17 @@ def test_half_precision_c_kernels_read_and_write_16_bits(dtype):
             cnorm_act.gelu_backward(*wide(x, g), tanh_form),
         )
     same(cnorm_act.layer_norm(x, w, b, 1e-5), cnorm_act.layer_norm(*wide(x, w, b), 1e-5))
+    from ember.kernels import csoftmax, csoftmax_grad
+
+    for safe in (False, True):
+        same(csoftmax.softmax(x, safe), csoftmax.softmax(*wide(x), safe))
+    same(csoftmax.log_softmax(x), csoftmax.log_softmax(*wide(x)))
+    y = csoftmax.softmax(x, True)
+    same(csoftmax_grad.softmax_backward(y, g), csoftmax_grad.softmax_backward(*wide(y, g)))
+    same(
+        csoftmax_grad.log_softmax_backward(y, g),
+        csoftmax_grad.log_softmax_backward(*wide(y, g)),
+    )
     got = cnorm_act.layer_norm_backward(x, w, g, 1e-5)
     for a, want in zip(got, cnorm_act.layer_norm_backward(*wide(x, w, g), 1e-5)):
         same(a, want)

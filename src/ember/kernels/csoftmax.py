@@ -9,8 +9,12 @@ gives a row whose exponentials sum to 0 zeros rather than NaN (a fully masked at
 Results differ from NumPy's only by the vector exp's few ulps, and where an exponential is
 below the smallest normal number (taken as 0).
 
+Half precision (bfloat16, float16) is read and written in 16 bits and computed as float32 is:
+each row's shifted values and exponentials in a float row of the thread's, each result
+rounded once (equal to the float32 kernel on widened copies).
+
 `softmax(x, safe)` and `log_softmax(x)` return None where they do not apply (no compiler, a
-dtype other than float32 or float64, a row length of 0) and the caller runs NumPy.
+dtype other than those above, a row length of 0) and the caller runs NumPy.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import functools
 
 import numpy as np
 
+from .. import dtypes as dt
+
 __all__ = ["log_softmax", "softmax"]
 
 _SOURCE = r"""
@@ -27,8 +33,15 @@ _SOURCE = r"""
 typedef void (*ember_task)(void *, long, long);
 typedef void (*ember_pool)(ember_task, void *, long, long);
 __attribute__((simd("notinbranch"))) T EXP(T);
+#ifndef HALF /* S: the storage type (T, or 16 bits that LD widens and ST rounds) */
+#define HALF 0
+#define S T
+#define LD(v) (v)
+#define ST(v) (v)
+#endif
+#include <stdlib.h>
 
-struct job { const T *x; T *y; long n; int safe, log_form; };
+struct job { const S *x; S *y; long n; int safe, log_form; };
 
 /* The exponentials of the shifted row are taken as 0 below e^LOWEST (e^-80 in float: 1e-35
    beside the largest term, 1): the vector exp leaves its fast path for such arguments, and a
@@ -38,21 +51,33 @@ struct job { const T *x; T *y; long n; int safe, log_form; };
 static void rows(void *job_, long lo, long hi) {
   const struct job *j = job_;
   long n = j->n;
+#if HALF /* the row's float values (the 16-bit result is written once, rounded) */
+  T *row = malloc((size_t)n * sizeof(T));
+  if (!row) abort();
+#endif
   for (long r = lo; r < hi; r++) {
-    const T *x = j->x + r * n;
+    const S *x = j->x + r * n;
+#if HALF
+    T *y = row;
+    S *out = j->y + r * n;
+#define PUT(i, v) (out[i] = ST(v))
+#else
     T *y = j->y + r * n;
+#define PUT(i, v) (y[i] = (v))
+#endif
     T top = -INFINITY;
     int nan = 0;
 #pragma omp simd reduction(max : top) reduction(| : nan)
     for (long i = 0; i < n; i++) {
-      top = x[i] > top ? x[i] : top;
-      nan |= x[i] != x[i];
+      T v = LD(x[i]);
+      top = v > top ? v : top;
+      nan |= v != v;
     }
     T shift = nan ? NAN : top;
     if (j->safe && !isfinite(shift)) shift = 0;
 #pragma omp simd
     for (long i = 0; i < n; i++) {
-      T d = x[i] - shift;
+      T d = LD(x[i]) - shift;
       y[i] = d < LOWEST ? LOWEST : d;
     }
     T total = 0;
@@ -64,7 +89,7 @@ static void rows(void *job_, long lo, long hi) {
       }
       T lse = LOG(total);
 #pragma omp simd
-      for (long i = 0; i < n; i++) y[i] = (x[i] - shift) - lse;
+      for (long i = 0; i < n; i++) PUT(i, (LD(x[i]) - shift) - lse);
     } else {
 #pragma omp simd reduction(+ : total)
       for (long i = 0; i < n; i++) {
@@ -74,12 +99,16 @@ static void rows(void *job_, long lo, long hi) {
       }
       if (j->safe && total == 0) total = 1;
 #pragma omp simd
-      for (long i = 0; i < n; i++) y[i] /= total;
+      for (long i = 0; i < n; i++) PUT(i, y[i] / total);
     }
   }
+#undef PUT
+#if HALF
+  free(row);
+#endif
 }
 
-void ember_softmax(const T *x, T *y, long count, long n, int safe, int log_form,
+void ember_softmax(const S *x, S *y, long count, long n, int safe, int log_form,
                    ember_pool pool) {
   struct job j = {x, y, n, safe, log_form};
   if (pool && count > 1 && count * n >= (1L << 15)) pool(rows, &j, count, 1);
@@ -91,6 +120,9 @@ _TYPES = {
     np.dtype(np.float32): ("float", "expf", "logf", "-80.0f"),
     np.dtype(np.float64): ("double", "exp", "log", "-700.0"),
 }
+# half precision: float arithmetic on 16-bit storage (the conversions' names in kernels/chalf.py)
+_HALF = {np.dtype(dt.bfloat16.np): "bf16", np.dtype(np.float16): "f16"}
+_TYPES.update(dict.fromkeys(_HALF, _TYPES[np.dtype(np.float32)]))
 _FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-fopenmp-simd", "-fno-math-errno")
 _FLAGS += ("-fno-trapping-math", "-ffp-contract=off", "-std=gnu11")
 
@@ -105,8 +137,14 @@ def _function(dtype: np.dtype):
     c_type, exp, log, lowest = _TYPES[dtype]
     source = (
         f"#define T {c_type}\n#define EXP {exp}\n#define LOG {log}\n#define LOWEST ({lowest})\n"
-        + _SOURCE
     )
+    if dtype in _HALF:
+        from .chalf import CONVERT
+
+        name = _HALF[dtype]
+        source = CONVERT + source + "#define HALF 1\n#define S uint16_t\n"
+        source += f"#define LD(v) {name}_load(v)\n#define ST(v) {name}_store(v)\n"
+    source += _SOURCE
     args = [ctypes.c_void_p] * 2 + [ctypes.c_long] * 2 + [ctypes.c_int] * 2 + [ctypes.c_void_p]
     found = ccompile.load_with_vector_math(source, {"ember_softmax": args}, flags=_FLAGS)
     return None if found is None else (found["ember_softmax"], cpool.parallel_for())

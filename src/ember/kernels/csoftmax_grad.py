@@ -7,8 +7,10 @@
 The row sums accumulate in double and are rounded once; otherwise the arithmetic is the NumPy
 kernels' (ops/softmax.py) in the arrays' dtype, ``exp`` from the vector math library (a few ulps
 from NumPy's). `softmax_backward` and `log_softmax_backward` return None where they do not
-apply (no compiler, a dtype other than float32/float64, mismatched shapes, an empty row) and the
-caller runs NumPy.
+apply (no compiler, a dtype other than float32/float64 and the half types, mismatched shapes,
+an empty row) and the caller runs NumPy. Half precision (bfloat16, float16) is read and written
+in 16 bits with float32's arithmetic, each result rounded once (equal to the float32 kernel on
+widened copies).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import functools
 
 import numpy as np
 
+from .. import dtypes as dt
+
 __all__ = ["log_softmax_backward", "softmax_backward"]
 
 _SOURCE = r"""
@@ -25,33 +29,38 @@ _SOURCE = r"""
 typedef void (*ember_task)(void *, long, long);
 typedef void (*ember_pool)(ember_task, void *, long, long);
 __attribute__((simd("notinbranch"))) T EXP(T);
+#ifndef HALF /* S: the storage type (T, or 16 bits that LD widens and ST rounds) */
+#define S T
+#define LD(v) (v)
+#define ST(v) (v)
+#endif
 
-struct job { const T *y, *g; T *dx; long n; int log_form; };
+struct job { const S *y, *g; S *dx; long n; int log_form; };
 
 static void rows(void *job_, long lo, long hi) {
   const struct job *j = job_;
   long n = j->n;
   for (long r = lo; r < hi; r++) {
-    const T *y = j->y + r * n, *g = j->g + r * n;
-    T *dx = j->dx + r * n;
+    const S *y = j->y + r * n, *g = j->g + r * n;
+    S *dx = j->dx + r * n;
     double total = 0;
     if (j->log_form) {
 #pragma omp simd reduction(+ : total)
-      for (long i = 0; i < n; i++) total += (double)g[i];
+      for (long i = 0; i < n; i++) total += (double)LD(g[i]);
       T s = (T)total;
 #pragma omp simd
-      for (long i = 0; i < n; i++) dx[i] = g[i] - EXP(y[i]) * s;
+      for (long i = 0; i < n; i++) dx[i] = ST(LD(g[i]) - EXP(LD(y[i])) * s);
     } else {
 #pragma omp simd reduction(+ : total)
-      for (long i = 0; i < n; i++) total += (double)(g[i] * y[i]);
+      for (long i = 0; i < n; i++) total += (double)(LD(g[i]) * LD(y[i]));
       T s = (T)total;
 #pragma omp simd
-      for (long i = 0; i < n; i++) dx[i] = y[i] * (g[i] - s);
+      for (long i = 0; i < n; i++) dx[i] = ST(LD(y[i]) * (LD(g[i]) - s));
     }
   }
 }
 
-void ember_softmax_backward(const T *y, const T *g, T *dx, long count, long n, int log_form,
+void ember_softmax_backward(const S *y, const S *g, S *dx, long count, long n, int log_form,
                             ember_pool pool, long parallel_min) {
   struct job j = {y, g, dx, n, log_form};
   if (pool && count > 1 && count * n >= parallel_min) pool(rows, &j, count, 1);
@@ -63,6 +72,9 @@ _TYPES = {
     np.dtype(np.float32): ("float", "expf"),
     np.dtype(np.float64): ("double", "exp"),
 }
+# half precision: float arithmetic on 16-bit storage (the conversions' names in kernels/chalf.py)
+_HALF = {np.dtype(dt.bfloat16.np): "bf16", np.dtype(np.float16): "f16"}
+_TYPES.update(dict.fromkeys(_HALF, _TYPES[np.dtype(np.float32)]))
 _FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-fopenmp-simd", "-fno-math-errno")
 _FLAGS += ("-fno-trapping-math", "-ffp-contract=off", "-std=gnu11")
 _ARGS = [ctypes.c_void_p] * 3 + [ctypes.c_long] * 2 + [ctypes.c_int, ctypes.c_void_p]
@@ -77,7 +89,14 @@ def _function(dtype: np.dtype):
     if dtype not in _TYPES or not ccompile.compiler_available():
         return None
     c_type, exp = _TYPES[dtype]
-    source = f"#define T {c_type}\n#define EXP {exp}\n" + _SOURCE
+    source = f"#define T {c_type}\n#define EXP {exp}\n"
+    if dtype in _HALF:
+        from .chalf import CONVERT
+
+        name = _HALF[dtype]
+        source = CONVERT + source + "#define HALF 1\n#define S uint16_t\n"
+        source += f"#define LD(v) {name}_load(v)\n#define ST(v) {name}_store(v)\n"
+    source += _SOURCE
     name = "ember_softmax_backward"
     found = ccompile.load_with_vector_math(source, {name: _ARGS}, flags=_FLAGS)
     return None if found is None else (found[name], cpool.parallel_for())

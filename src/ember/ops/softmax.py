@@ -19,7 +19,7 @@ from ..errors import ShapeError
 from ..types import TensorType
 from . import _batching, _onnx
 from . import api as E
-from ._half import c_runs, via_float32, widened_workspace
+from ._half import c_runs
 from ._registry import OpDef, apply, building_graph, register
 from ._util import (
     elementwise_cost,
@@ -60,14 +60,12 @@ def _last_axis(x, axis) -> bool:
     return x.ndim > 0 and axis in (-1, x.ndim - 1)
 
 
-@via_float32  # (half precision: widened and rounded in C, ops/_half.py)
-def _softmax_fast(x, *, axis, safe):
+def _softmax_fast(x, *, axis, safe):  # (half precision too: kernels/csoftmax.py)
     from ..kernels import csoftmax
 
     return csoftmax.softmax(x, safe=safe) if _last_axis(x, axis) else None
 
 
-@via_float32
 def _log_softmax_fast(x, *, axis):
     from ..kernels import csoftmax
 
@@ -101,13 +99,13 @@ def _workspace(node, layouts) -> int:
     precision `_shifted_exp` holds three float32 arrays of the input's size at once (the float32
     copy of the input, the shifted input, the exponentials), six result sizes; later two of them
     sit beside the rounded result, fewer. So 5 result sizes beyond the result. Where the C
-    kernels run on half precision (the last axis, ops/_half.py): the float32 copies of the
-    operands and the float32 result."""
+    kernels run on half precision (the last axis): none (they read and write the 16-bit
+    values, a float row per thread aside)."""
     out_bytes = value_bytes(node.outputs[0])
     if not half_precision(node.outputs[0]):
         return out_bytes
     if c_runs() and _last_axis(node.outputs[0].type, node.attrs["axis"]):
-        return widened_workspace(node)  # (the C kernels on float32 copies, ops/_half.py)
+        return 0
     return 5 * out_bytes
 
 
@@ -170,14 +168,12 @@ def _log_softmax_grad_kernel(y, g, *, axis):
     return g - np.exp(y) * _wide_sum(g, axis)
 
 
-@via_float32
-def _softmax_grad_fast(y, g, *, axis):
+def _softmax_grad_fast(y, g, *, axis):  # (half precision too: kernels/csoftmax_grad.py)
     from ..kernels import csoftmax_grad
 
     return csoftmax_grad.softmax_backward(y, g) if _last_axis(y, axis) else None
 
 
-@via_float32
 def _log_softmax_grad_fast(y, g, *, axis):
     from ..kernels import csoftmax_grad
 
