@@ -40,13 +40,13 @@ import functools
 
 import numpy as np
 
-from .. import dtypes as dt
+from . import chalf
 
 __all__ = ["conv_forward", "conv_input_grad", "conv_weight_grad", "multiplier"]
 
 _C = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 # half precision: stored in 16 bits, computed in float (kernels/chalf.py's conversions)
-_HALF = {np.dtype(dt.bfloat16.np): "bf16", np.dtype(np.float16): "f16"}
+_HALF = chalf.NAMES
 _P, _L = ctypes.c_void_p, ctypes.c_long
 # x, w, y, pool; N, Cin, M, H, W, OH, OW, PH, PW (lo padding), H-extent, W-extent of the frame
 _ARGS = [_P, _P, _P, _P] + [_L] * 11
@@ -359,13 +359,7 @@ def _head(dtype: np.dtype, kernel: tuple, stride: tuple, dilation: tuple) -> str
 def _types(dtype: np.dtype) -> str:
     """The storage and compute types (half precision: 16 bits, computed in float)."""
     if dtype in _HALF:
-        from .chalf import CONVERT
-
-        name = _HALF[dtype]
-        return CONVERT + (
-            f"#define T float\n#define HALF 1\n#define S uint16_t\n"
-            f"#define LD(v) {name}_load(v)\n#define ST(v) {name}_store(v)\n"
-        )
+        return chalf.storage_defines(dtype) + "#define T float\n"
     return f"#define T {_C[dtype]}\n"
 
 

@@ -27,11 +27,13 @@ import numpy as np
 
 from .. import dtypes as dt
 
-__all__ = ["CONVERT", "HALF", "cast", "code_of", "from_float32"]
-__all__ += ["to_float32"]
+__all__ = ["CONVERT", "HALF", "NAMES", "cast", "code_of", "from_float32"]
+__all__ += ["storage_defines", "to_float32"]
 
 # the half-precision NumPy dtypes and their codes in the C source
 HALF = {np.dtype(dt.bfloat16.np): 1, np.dtype(np.float16): 2}
+# their conversions' names in `CONVERT` (``bf16_load``, ``f16_store``, ...)
+NAMES = {np.dtype(dt.bfloat16.np): "bf16", np.dtype(np.float16): "f16"}
 _F32 = np.dtype(np.float32)
 
 CONVERT = r"""
@@ -97,6 +99,19 @@ static inline float round_odd(double d) {
   return f;
 }
 """
+
+
+def storage_defines(dtype) -> str:
+    """The head of a C kernel written over a storage type ``S`` whose values it reads with
+    ``LD(v)`` and writes with ``ST(v)``, for the half-precision ``dtype``: `CONVERT`, ``HALF``
+    1, ``S`` 16 bits, ``LD`` widening to float and ``ST`` rounding from float (the kernels that
+    take it: depthwise convolutions, GELU and layer norm, softmax and its gradient)."""
+    name = NAMES[np.dtype(dtype)]
+    return CONVERT + (
+        "#define HALF 1\n#define S uint16_t\n"
+        f"#define LD(v) {name}_load(v)\n#define ST(v) {name}_store(v)\n"
+    )
+
 
 _CAST_SOURCE = r"""
 typedef void (*ember_task)(void *, long, long);

@@ -28,13 +28,13 @@ import math
 
 import numpy as np
 
-from .. import dtypes as dt
+from . import chalf
 
 __all__ = ["add_slices"]
 
 _C = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
-# half precision: 16-bit storage, each sum rounded (the conversions' names in kernels/chalf.py)
-_HALF = {np.dtype(dt.bfloat16.np): "bf16", np.dtype(np.float16): "f16"}
+# half precision: 16-bit storage, each sum rounded (kernels/chalf.py's conversions)
+_HALF = chalf.NAMES
 _LINE_BYTES = 64
 
 _SOURCE = r"""
@@ -90,10 +90,8 @@ def _function(dtype: np.dtype):
     if (dtype not in _C and dtype not in _HALF) or not ccompile.compiler_available():
         return None
     if dtype in _HALF:
-        from .chalf import CONVERT
-
         name = _HALF[dtype]
-        source = CONVERT + "#define T uint16_t\n"
+        source = chalf.CONVERT + "#define T uint16_t\n"
         source += f"#define ADD(a, b) {name}_store({name}_load(a) + {name}_load(b))\n" + _SOURCE
     else:
         source = f"#define T {_C[dtype]}\n" + _SOURCE

@@ -31,7 +31,7 @@ import functools
 
 import numpy as np
 
-from .. import dtypes as dt
+from . import chalf
 
 __all__ = ["available", "gelu", "gelu_backward", "layer_norm", "layer_norm_backward"]
 
@@ -261,9 +261,8 @@ _TYPES = {
     np.dtype(np.float32): ("float", "erff", "expf", "tanhf"),
     np.dtype(np.float64): ("double", "erf", "exp", "tanh"),
 }
-# half precision: float arithmetic on 16-bit storage (the conversions' names in kernels/chalf.py)
-_HALF = {np.dtype(dt.bfloat16.np): "bf16", np.dtype(np.float16): "f16"}
-_TYPES.update(dict.fromkeys(_HALF, _TYPES[np.dtype(np.float32)]))
+# half precision: float arithmetic on 16-bit storage (kernels/chalf.py's conversions)
+_TYPES.update(dict.fromkeys(chalf.NAMES, _TYPES[np.dtype(np.float32)]))
 _FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-fopenmp-simd", "-fno-math-errno")
 _FLAGS += ("-fno-trapping-math", "-ffp-contract=off", "-std=gnu11")
 _P, _L, _I, _D = ctypes.c_void_p, ctypes.c_long, ctypes.c_int, ctypes.c_double
@@ -285,12 +284,8 @@ def _functions(dtype: np.dtype):
     c_type, erf, exp, tanh = _TYPES[dtype]
     source = f"#define T {c_type}\n#define ERF {erf}\n#define EXP {exp}\n#define TANH {tanh}\n"
     source += f"#define ONE_PASS_STATS {int(c_type == 'float')}\n"
-    if dtype in _HALF:
-        from .chalf import CONVERT
-
-        name = _HALF[dtype]
-        source = CONVERT + source + "#define HALF 1\n#define S uint16_t\n"
-        source += f"#define LD(v) {name}_load(v)\n#define ST(v) {name}_store(v)\n"
+    if dtype in chalf.NAMES:
+        source = chalf.storage_defines(dtype) + source
     source += _SOURCE
     found = ccompile.load_with_vector_math(source, _SIGNATURES, flags=_FLAGS)
     if found is None:

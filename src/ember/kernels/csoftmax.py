@@ -24,7 +24,7 @@ import functools
 
 import numpy as np
 
-from .. import dtypes as dt
+from . import chalf
 
 __all__ = ["log_softmax", "softmax"]
 
@@ -120,9 +120,8 @@ _TYPES = {
     np.dtype(np.float32): ("float", "expf", "logf", "-80.0f"),
     np.dtype(np.float64): ("double", "exp", "log", "-700.0"),
 }
-# half precision: float arithmetic on 16-bit storage (the conversions' names in kernels/chalf.py)
-_HALF = {np.dtype(dt.bfloat16.np): "bf16", np.dtype(np.float16): "f16"}
-_TYPES.update(dict.fromkeys(_HALF, _TYPES[np.dtype(np.float32)]))
+# half precision: float arithmetic on 16-bit storage (kernels/chalf.py's conversions)
+_TYPES.update(dict.fromkeys(chalf.NAMES, _TYPES[np.dtype(np.float32)]))
 _FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-fopenmp-simd", "-fno-math-errno")
 _FLAGS += ("-fno-trapping-math", "-ffp-contract=off", "-std=gnu11")
 
@@ -138,12 +137,8 @@ def _function(dtype: np.dtype):
     source = (
         f"#define T {c_type}\n#define EXP {exp}\n#define LOG {log}\n#define LOWEST ({lowest})\n"
     )
-    if dtype in _HALF:
-        from .chalf import CONVERT
-
-        name = _HALF[dtype]
-        source = CONVERT + source + "#define HALF 1\n#define S uint16_t\n"
-        source += f"#define LD(v) {name}_load(v)\n#define ST(v) {name}_store(v)\n"
+    if dtype in chalf.NAMES:
+        source = chalf.storage_defines(dtype) + source
     source += _SOURCE
     args = [ctypes.c_void_p] * 2 + [ctypes.c_long] * 2 + [ctypes.c_int] * 2 + [ctypes.c_void_p]
     found = ccompile.load_with_vector_math(source, {"ember_softmax": args}, flags=_FLAGS)

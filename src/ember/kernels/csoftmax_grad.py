@@ -20,7 +20,7 @@ import functools
 
 import numpy as np
 
-from .. import dtypes as dt
+from . import chalf
 
 __all__ = ["log_softmax_backward", "softmax_backward"]
 
@@ -72,9 +72,8 @@ _TYPES = {
     np.dtype(np.float32): ("float", "expf"),
     np.dtype(np.float64): ("double", "exp"),
 }
-# half precision: float arithmetic on 16-bit storage (the conversions' names in kernels/chalf.py)
-_HALF = {np.dtype(dt.bfloat16.np): "bf16", np.dtype(np.float16): "f16"}
-_TYPES.update(dict.fromkeys(_HALF, _TYPES[np.dtype(np.float32)]))
+# half precision: float arithmetic on 16-bit storage (kernels/chalf.py's conversions)
+_TYPES.update(dict.fromkeys(chalf.NAMES, _TYPES[np.dtype(np.float32)]))
 _FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-fopenmp-simd", "-fno-math-errno")
 _FLAGS += ("-fno-trapping-math", "-ffp-contract=off", "-std=gnu11")
 _ARGS = [ctypes.c_void_p] * 3 + [ctypes.c_long] * 2 + [ctypes.c_int, ctypes.c_void_p]
@@ -90,12 +89,8 @@ def _function(dtype: np.dtype):
         return None
     c_type, exp = _TYPES[dtype]
     source = f"#define T {c_type}\n#define EXP {exp}\n"
-    if dtype in _HALF:
-        from .chalf import CONVERT
-
-        name = _HALF[dtype]
-        source = CONVERT + source + "#define HALF 1\n#define S uint16_t\n"
-        source += f"#define LD(v) {name}_load(v)\n#define ST(v) {name}_store(v)\n"
+    if dtype in chalf.NAMES:
+        source = chalf.storage_defines(dtype) + source
     source += _SOURCE
     name = "ember_softmax_backward"
     found = ccompile.load_with_vector_math(source, {name: _ARGS}, flags=_FLAGS)
