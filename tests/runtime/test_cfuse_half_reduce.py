@@ -332,7 +332,8 @@ def test_the_sources_keep_float_accumulators_and_round_each_result_once(dtype):
 
     rows = source(lambda x, y: ((x * y).sum(-1), (x * y).amax(-1)), (8, 16), (16,))
     assert "float *row0 = malloc" in rows  # the sum's terms: floats, summed pairwise
-    assert f"r0[o] = {half}_store(pairwise_float(row0, inner));" in rows
+    assert "sums0[g] = pairwise_float(row0, s1 - s0);" in rows  # (piece by piece)
+    assert f"r0[o] = {half}_store(rowsum_float(sums0, inner));" in rows
     assert f"r1[o] = {half}_store(nan1 ? (float)NAN : acc1);" in rows
     columns = source(lambda x, y: ((x * y).sum(0), (x * y).amin(0)), (8, 16), (16,))
     double = "(float)" if half == "bf16" else "round_odd("
@@ -341,7 +342,7 @@ def test_the_sources_keep_float_accumulators_and_round_each_result_once(dtype):
     assert f"r1[q] = {half}_store(acc1[q - lo]);" in columns
     assert f"r0[q] = {half}_store({double}v" in columns  # the row blocks' combination
     both = source(lambda x, y: (x * y).sum((0, 2)), (4, 8, 16), (8, 1))
-    assert "{ const float v = pairwise_float(row0, inner);" in both
+    assert "{ const float v = rowsum_float(sums0, inner);" in both
     assert f"r0[q] = {half}_store({double}w0[q - lo]" in both
 
 
@@ -396,3 +397,39 @@ def test_without_a_compiler_half_reductions_keep_their_own_nodes(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "ok" in out.stdout
+
+
+@pytest.mark.parametrize("dtype", [ml_dtypes.bfloat16, np.float16], ids=["bfloat16", "float16"])
+def test_lone_half_reductions_run_the_loop_and_equal_the_kernel(dtype):
+    # a sum, max or min of one 16-bit operand, eager or in generated code, runs the op's fast
+    # rule (ops/_half.py reduction_fast): one reduction loop, the kernel's bits, over every
+    # block of axes a loop takes; a middle block (axes (1,) of (3, 4, 5)) runs the widened kernel
+    from itertools import combinations
+
+    from ember.ops import REGISTRY
+
+    rng = np.random.default_rng(3)
+    for shape in [(5,), (3, 4), (1, 7), (3, 4, 5), (2, 1, 3, 6), (40, 300)]:
+        x = (rng.standard_normal(shape) * 4).astype(dtype)
+        x.flat[::7] = -x.flat[::7]
+        for r in range(1, len(shape) + 1):
+            for axes in combinations(range(len(shape)), r):
+                for keepdims in (False, True):
+                    for name in ("sum", "max", "min"):
+                        op = REGISTRY[name]
+                        got = op.fast(x, axes=axes, keepdims=keepdims)
+                        want = op.kernel(x, axes=axes, keepdims=keepdims)
+                        assert got is not None or name != "sum"
+                        if got is None:
+                            assert creduce.split_axes(shape, axes) is None
+                            continue
+                        assert got.dtype == want.dtype and got.shape == want.shape
+                        np.testing.assert_array_equal(
+                            got.astype(np.float64), want.astype(np.float64)
+                        )
+    # NaN wins a max and a min, as in NumPy
+    x = np.array([[1.0, np.nan, 3.0], [4.0, 5.0, -np.inf]], dtype)
+    assert np.isnan(ember.from_numpy(x).amax(dim=1).numpy()[0].astype(np.float32))
+    np.testing.assert_array_equal(
+        ember.from_numpy(x).amin(dim=0).numpy().astype(np.float32), [1.0, np.nan, -np.inf]
+    )

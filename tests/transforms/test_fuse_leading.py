@@ -267,3 +267,36 @@ def test_without_a_compiler_leading_reductions_run_on_numpy(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "ok" in out.stdout
+
+
+@needs_cc
+@pytest.mark.parametrize("length", [4096, 4097, 8200, 3 * 4096 + 5, 40_003])
+def test_long_rows_are_summed_piece_by_piece_in_numpys_order(length):
+    # a row longer than creduce.SEGMENT is summed in pieces (subtrees of NumPy's pairwise
+    # order) whose sums combine in that order: the bits of np.sum on float32, with an
+    # elementwise output and a max of the same terms in the same loop, over 1 to 3 threads
+    from ember.kernels import creduce
+
+    assert creduce.SEGMENT == 4096  # (the lengths above straddle one to ten pieces)
+    rng = np.random.default_rng(length)
+    x = (rng.standard_normal((3, length)) * 1e3).astype(np.float32)
+    w = rng.standard_normal(length).astype(np.float32)
+
+    def f(x, w):
+        h = x * w - 1
+        return h.sum(-1), h.amax(-1), h, h.sum()
+
+    compiled = ember.function(f)
+    before = cpool.get_num_threads()
+    try:
+        for threads in (1, 2, 3):
+            cpool.set_num_threads(threads)
+            rows, top, h, total = compiled(ember.tensor(x), ember.tensor(w))
+            assert "fused_reduce" in _ops(compiled.graph)
+            want = x * w - 1
+            np.testing.assert_array_equal(h.numpy(), want)
+            np.testing.assert_array_equal(rows.numpy(), np.sum(want, axis=-1, dtype=np.float32))
+            np.testing.assert_array_equal(top.numpy(), want.max(-1))
+            np.testing.assert_array_equal(total.numpy(), np.sum(want, dtype=np.float32))
+    finally:
+        cpool.set_num_threads(before)

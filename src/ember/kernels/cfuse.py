@@ -246,8 +246,10 @@ def _loop_source(
     reduced = {jj for jj, _, _ in reds}
     names = [p.rsplit("*", 1)[-1].split()[-1] for p in params]
     lines = ["typedef void (*ember_task)(void *, long, long);"]
-    for ctype in sorted({outs[jj].ctype for jj, rule, _ in reds if rule.pairwise}):
-        if kind != "columns":  # (a column loop adds whole rows)
+    pairwise = sorted({outs[jj].ctype for jj, rule, _ in reds if rule.pairwise})
+    if pairwise and kind != "columns":  # (a column loop adds whole rows)
+        lines += creduce.SEGMENTS
+        for ctype in pairwise:
             lines += creduce.pairwise_sum(ctype)
     lines.append("typedef void (*ember_pool)(ember_task, void *, long, long);")
     fields = [p.replace("restrict ", "") for p in params]
@@ -325,11 +327,7 @@ def _row_part(c_in, outs, k, full, statements, reds) -> list[str]:
     n_in = len(c_in)
     inner_full = [full[i][-1] for i in range(n_in)]
     lines = [f"  const long inner = dims[{k - 1}];", "  (void)n;"]
-    for jj, rule, _ in reds:
-        if rule.pairwise:  # one scratch row per sum, for the whole range of rows
-            ctype = outs[jj].ctype
-            lines.append(f"  {ctype} *row{jj} = malloc((inner ? inner : 1) * sizeof *row{jj});")
-            lines.append(f"  if (!row{jj}) abort();")
+    lines += creduce.row_scratch(reds, outs)  # (scratch for the whole range of rows)
     lines.append("  for (long o = lo; o < hi; o++) {")
     lines.append("    long rem = o;")
     lines += [f"    long b{i} = 0;" for i in range(n_in)]
@@ -344,9 +342,9 @@ def _row_part(c_in, outs, k, full, statements, reds) -> list[str]:
     clauses, accumulate, results = creduce.accumulators(reds, outs, lines)
     finish = [f"r{jj}[o] = {outs[jj].store(value, outs[jj].ctype)};" for jj, value in results]
     values = [(c_in[i], f"a{i}[b{i} + i]" if inner_full[i] else f"h{i}") for i in range(n_in)]
-    lines += creduce.simd_loop("inner", values, statements + accumulate, "    ", clauses)
+    lines += creduce.row_loop(values, statements + accumulate, reds, outs, "    ", clauses)
     lines += ["    " + line for line in finish] + ["  }"]
-    return lines + [f"  free(row{jj});" for jj, rule, _ in reds if rule.pairwise] + ["}"]
+    return lines + creduce.free_scratch(reds) + ["}"]
 
 
 def _streaming_blocks(out_c, loads, body, outputs) -> list[str]:

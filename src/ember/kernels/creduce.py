@@ -61,6 +61,13 @@ loop in about 60% of one thread's time).
 A loop with a trailing block splits the kept rows. The column loop reads each row's share
 whole (one contiguous run), like NumPy's own loop; its accumulators stay in cache for the
 usual widths.
+
+Long rows. A pairwise sum needs its row's terms in memory; a row loop writes them to a
+scratch row of at most `SEGMENT` terms, piece by piece, where the pieces are the subtrees of
+NumPy's pairwise order that fit (`row_scratch`, `row_loop`): each piece summed pairwise, the
+pieces' sums combined after in the same tree, so the result is the whole row's pairwise sum
+bit for bit. (A whole-row scratch made a 16M-element float32 sum 15x slower than NumPy's: 64
+MiB written and read back; pieces keep it in cache.)
 """
 
 from __future__ import annotations
@@ -79,7 +86,11 @@ __all__ = [
     "column_part",
     "live",
     "pairwise_sum",
+    "free_scratch",
     "row_blocks_entry",
+    "row_loop",
+    "row_scratch",
+    "SEGMENTS",
     "split_axes",
 ]
 
@@ -215,11 +226,19 @@ def row_blocks_entry(outs, reds, parallel_min: int) -> list[str]:
     return lines
 
 
+# A row's terms are written to a scratch row at most this long and summed in pieces: the
+# pieces are the subtrees of NumPy's pairwise order that fit (`row_scratch`), so the scratch
+# stays in L1/L2 and a long row (a whole-tensor sum) is not written to memory and read back.
+SEGMENT = 4096
+
+
 def pairwise_sum(ctype: str) -> list[str]:
     """NumPy's summation order for a contiguous row (pairwise halves, blocks of up to 128 in
     eight interleaved partial sums), so a fused sum equals the unfused ``np.sum`` bit for bit
     when its terms do: a reduction's result may be a difference of large terms, which any
-    other order would change in every digit."""
+    other order would change in every digit. Also ``tree_<ctype>(sums, n, &k)``: the pairwise
+    combination of a row's `SEGMENT` pieces' sums, in the same order (`row_scratch`), and
+    ``rowsum_<ctype>(sums, n)``, the row's sum from them."""
     f = f"pairwise_{ctype}"
     return f"""static {ctype} {f}(const {ctype} *a, long n) {{
   if (n < 8) {{
@@ -240,7 +259,76 @@ def pairwise_sum(ctype: str) -> list[str]:
   long half = n / 2;
   half -= half % 8;
   return {f}(a, half) + {f}(a + half, n - half);
+}}
+static {ctype} tree_{ctype}(const {ctype} *sums, long n, long *k) {{
+  if (n <= {SEGMENT}) return sums[(*k)++];
+  long half = n / 2;
+  half -= half % 8;
+  const {ctype} left = tree_{ctype}(sums, half, k);
+  return left + tree_{ctype}(sums, n - half, k);
+}}
+static {ctype} rowsum_{ctype}(const {ctype} *sums, long n) {{
+  long k = 0;
+  return n ? tree_{ctype}(sums, n, &k) : 0;
 }}""".splitlines()
+
+
+SEGMENTS = f"""/* the starts of a row's pieces: the subtrees of the pairwise order of at most
+   {SEGMENT} terms, in order; returns how many (starts[count] is set to the row's end) */
+static long segments(long n, long lo, long *starts, long k) {{
+  if (n <= {SEGMENT}) {{ starts[k] = lo; starts[k + 1] = lo + n; return k + 1; }}
+  long half = n / 2;
+  half -= half % 8;
+  k = segments(half, lo, starts, k);
+  return segments(n - half, lo + half, starts, k);
+}}""".splitlines()
+
+
+def row_scratch(reds, outs, indent: str = "  ") -> list[str]:
+    """Declarations at the top of a row loop's ``part`` (``inner``: the row length, known
+    there): for each pairwise reduction a scratch row of one piece (`SEGMENT` terms at most)
+    and its pieces' sums; the pieces' starts (the same for every row)."""
+    if not any(rule.pairwise for _, rule, _ in reds):
+        return []
+    # pieces longer than SEGMENT / 2 - 8 but the last ones: at most 2 * inner / (that) + 2
+    lines = [f"{indent}const long nseg_max = 2 * inner / ({SEGMENT} / 2 - 8) + 2;"]
+    lines.append(f"{indent}long *seg_at = malloc((nseg_max + 1) * sizeof *seg_at);")
+    lines.append(f"{indent}if (!seg_at) abort();")
+    lines.append(f"{indent}const long nseg = inner ? segments(inner, 0, seg_at, 0) : 0;")
+    for jj, rule, _ in reds:
+        if rule.pairwise:
+            ctype = outs[jj].ctype
+            length = f"(inner < {SEGMENT} ? (inner ? inner : 1) : {SEGMENT})"
+            lines.append(f"{indent}{ctype} *row{jj} = malloc({length} * sizeof *row{jj});")
+            lines.append(f"{indent}{ctype} *sums{jj} = malloc((nseg_max + 1) * sizeof *sums{jj});")
+            lines.append(f"{indent}if (!row{jj} || !sums{jj}) abort();")
+    return lines
+
+
+def free_scratch(reds, indent: str = "  ") -> list[str]:
+    """`row_scratch`'s frees."""
+    pairwise = [jj for jj, rule, _ in reds if rule.pairwise]
+    if not pairwise:
+        return []
+    return [f"{indent}free(row{jj}); free(sums{jj});" for jj in pairwise] + [
+        f"{indent}free(seg_at);"
+    ]
+
+
+def row_loop(values, statements, reds, outs, indent: str, clauses: str) -> list[str]:
+    """The inner loop over a row's ``inner`` terms (`simd_loop`), piece by piece where a
+    reduction is pairwise (`row_scratch`): each piece's terms summed as NumPy sums them, the
+    pieces' sums combined after in the pairwise order (`accumulators`' results)."""
+    if not any(rule.pairwise for _, rule, _ in reds):
+        return simd_loop("inner", values, statements, indent, clauses)
+    lines = [f"{indent}for (long g = 0; g < nseg; g++) {{"]
+    lines.append(f"{indent}  const long s0 = seg_at[g], s1 = seg_at[g + 1];")
+    lines += simd_loop("s1", values, statements, indent + "  ", clauses, start="s0")
+    for jj, rule, _ in reds:
+        if rule.pairwise:
+            ctype = outs[jj].ctype
+            lines.append(f"{indent}  sums{jj}[g] = pairwise_{ctype}(row{jj}, s1 - s0);")
+    return lines + [f"{indent}}}"]
 
 
 def accumulators(reds, outs, lines) -> tuple[str, list[str], list[tuple[int, str]]]:
@@ -256,8 +344,8 @@ def accumulators(reds, outs, lines) -> tuple[str, list[str], list[tuple[int, str
     for jj, rule, term in reds:
         ctype = outs[jj].ctype
         if rule.pairwise:
-            accumulate.append(f"row{jj}[i] = {term};")
-            results.append((jj, f"pairwise_{ctype}(row{jj}, inner)"))
+            accumulate.append(f"row{jj}[i - s0] = {term};")
+            results.append((jj, f"rowsum_{ctype}(sums{jj}, inner)"))
             continue
         start = c_literal(rule.identity, ctype)
         flag = f" int nan{jj} = 0;" if rule.nan_flag else ""
@@ -273,11 +361,16 @@ def accumulators(reds, outs, lines) -> tuple[str, list[str], list[tuple[int, str
     return clauses, accumulate, results
 
 
-def simd_loop(count: str, values: list, statements: list, indent: str, clauses: str = ""):
-    """The SIMD loop over ``i < count`` that the fused kernels' inner loops share: each input's
-    value ``x<k>`` read from its expression (``values``: (C type, expression) per input), then
-    the ``statements``."""
-    lines = [f"{indent}#pragma omp simd{clauses}", f"{indent}for (long i = 0; i < {count}; i++) {{"]
+def simd_loop(
+    count: str, values: list, statements: list, indent: str, clauses: str = "", start: str = "0"
+):
+    """The SIMD loop over ``start <= i < count`` that the fused kernels' inner loops share:
+    each input's value ``x<k>`` read from its expression (``values``: (C type, expression) per
+    input), then the ``statements``."""
+    lines = [
+        f"{indent}#pragma omp simd{clauses}",
+        f"{indent}for (long i = {start}; i < {count}; i++) {{",
+    ]
     lines += [f"{indent}  {c} x{k} = {expr};" for k, (c, expr) in enumerate(values)]
     lines += [f"{indent}  {line}" for line in statements]
     return lines + [f"{indent}}}"]
@@ -360,12 +453,9 @@ def column_part(c_in, outs, k, full, body, outputs, reds, inner_reduced) -> list
         return lines + ["}"] + _column_tasks()
     # a reduced trailing block: rows of it, each reduced as in a row loop, then combined
     lines.append(f"  const long inner = dims[{k - 1}], kn = n / (rows * inner);")
+    lines += row_scratch(reds, outs)
     for jj, rule, _ in reds:
-        ctype = outs[jj].ctype
-        if rule.pairwise:
-            lines.append(f"  {ctype} *row{jj} = malloc((inner ? inner : 1) * sizeof *row{jj});")
-            lines.append(f"  if (!row{jj}) abort();")
-        wide = acc_type(rule, ctype)
+        wide = acc_type(rule, outs[jj].ctype)
         start = c_literal(rule.identity, wide)
         if outs[jj].in_place(wide):
             lines.append(f"  {wide} *w{jj} = r{jj} + lo;")
@@ -386,7 +476,7 @@ def column_part(c_in, outs, k, full, body, outputs, reds, inner_reduced) -> list
     clauses, accumulate, results = accumulators(reds, outs, declared)
     lines += ["  " + line for line in declared]
     values = [(c_in[i], f"a{i}[b{i} + i]" if inner_full[i] else f"h{i}") for i in range(n_in)]
-    lines += simd_loop("inner", values, body + stores + accumulate, "      ", clauses)
+    lines += row_loop(values, body + stores + accumulate, reds, outs, "      ", clauses)
     # each row's result (in its value type, unrounded), combined into the output in row order
     for (jj, rule, _), (_, row_value) in zip(reds, results):
         lines.append(f"      {{ const {outs[jj].ctype} v = {row_value};")
@@ -398,5 +488,4 @@ def column_part(c_in, outs, k, full, body, outputs, reds, inner_reduced) -> list
             rounded = f"r{jj}[q] = {outs[jj].store(f'w{jj}[q - lo]', wide)};"
             lines.append(f"  for (long q = lo; q < hi; q++) {rounded}")
             lines.append(f"  free(w{jj});")
-    lines += [f"  free(row{jj});" for jj, rule, _ in reds if rule.pairwise] + ["}"]
-    return lines
+    return lines + free_scratch(reds) + ["}"]

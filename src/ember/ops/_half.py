@@ -11,6 +11,11 @@ half-precision arithmetic, so these run ember's C kernels on the 16-bit values.
   slot, or a dying operand's buffer). Operands of one shape (or 0-d) run as one flat loop over
   a symbolic length, broadcast ones over symbolic sizes: one compiled loop per pattern of
   broadcast dimensions serves every size.
+* `reduction_fast(name, otherwise)`: a reduction with a `ReductionRule` (sum, max, min) over
+  half-precision operands runs eagerly as a one-reduction fused loop (kernels/creduce.py):
+  16-bit terms accumulated in float (a sum's leading axes in double), each result rounded
+  once, the reference kernel's bits (it sums 16-bit terms in float32 and float64 in the same
+  order); axes the loops cannot take (a middle block between kept axes) run ``otherwise``.
 * `widened_workspace(node)`: the memory planner's count of `via_float32`'s float32 copies.
 """
 
@@ -24,7 +29,15 @@ from .. import dtypes as dt
 from ..symbolic import sym
 from ..types import TensorType
 
-__all__ = ["HALF", "c_runs", "elementwise_fast", "via_float32", "widened_workspace"]
+__all__ = [
+    "HALF",
+    "c_runs",
+    "elementwise_fast",
+    "loop_reduces",
+    "reduction_fast",
+    "via_float32",
+    "widened_workspace",
+]
 
 HALF = (dt.float16.np, dt.bfloat16.np)
 _BY_NP = {dt.float16.np: dt.float16, dt.bfloat16.np: dt.bfloat16}
@@ -117,6 +130,46 @@ def elementwise_fast(name: str):
         return _written(result, out)
 
     return fast
+
+
+def reduction_fast(name: str, otherwise=None):
+    """The fast rule of the reduction ``name`` (an op with a `ReductionRule`, attributes
+    ``axes`` and ``keepdims``) for one half-precision operand: `reduction_loop`'s loop, else
+    ``otherwise(x, axes=, keepdims=)`` (None: the NumPy kernel); None for other dtypes."""
+
+    def fast(x, *, axes, keepdims):
+        if x.dtype not in _BY_NP:
+            return None
+        run = reduction_loop(name, x, axes, keepdims)
+        if run is None:
+            return None if otherwise is None else otherwise(x, axes=axes, keepdims=keepdims)
+        (result,) = run(x)
+        return result
+
+    return fast
+
+
+def reduction_loop(name: str, x: np.ndarray, axes, keepdims):
+    """The compiled one-reduction loop of ``name`` over ``x`` along ``axes``, or None where
+    `loop_reduces` says there is none or there is no compiler. One loop per pattern of unit
+    dimensions serves every size."""
+    shape = x.shape
+    if not loop_reduces(shape, axes) or not c_runs():
+        return None
+    pattern = tuple(1 if d == 1 else _SIZES[i] for i, d in enumerate(shape))
+    return _loop(name, {"axes": tuple(axes), "keepdims": bool(keepdims)}, [x], (pattern,))
+
+
+def loop_reduces(shape, axes) -> bool:
+    """Whether a fused reduction loop takes ``axes`` of ``shape``: something is reduced, no
+    size is empty or symbolic (the kernel fills an empty reduction's identity, or raises), and
+    the reduced axes that are not 1 form a leading or a trailing block of the shape, or both
+    (kernels/creduce.py `split_axes`)."""
+    from ..kernels import creduce
+
+    if not axes or not all(isinstance(d, int) and d > 0 for d in shape):
+        return False
+    return creduce.split_axes(tuple(shape), axes) is not None
 
 
 def _written(result, out):

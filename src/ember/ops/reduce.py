@@ -20,7 +20,7 @@ from . import _batching
 from . import _onnx_reduce as oxr
 from . import api as E
 from ._autocast import Autocast, autocasts
-from ._half import via_float32
+from ._half import c_runs, loop_reduces, reduction_fast, via_float32
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._rules import ReductionRule
 from ._util import (
@@ -123,14 +123,10 @@ def _sum_kernel(x, *, axes, keepdims):
     return np.asarray(total).astype(out_dtype)
 
 
-def _sum_fast(x, *, axes, keepdims):
-    """Half precision: the terms widened in C (kernels/chalf.py) and summed as the kernel sums
-    float32 (the reference's float32 accumulation, another order of its pairwise additions),
-    rounded once; None (the kernel) for other dtypes."""
-    return _SUM_HALF(x, axes=axes, keepdims=keepdims) if x.dtype in _HALF else None
-
-
-_SUM_HALF = via_float32(_sum_kernel)
+# Half precision: a one-reduction C loop (16-bit terms accumulated as the kernel accumulates
+# float32, the kernel's bits), or, over axes no loop takes, the float32 kernel on a copy
+# widened in C (kernels/chalf.py), rounded once; None (the kernel) for other dtypes.
+_sum_fast = reduction_fast("sum", otherwise=via_float32(_sum_kernel))
 
 
 def _sum_blocks(shape, axes) -> tuple[tuple, tuple]:
@@ -156,6 +152,9 @@ def _sum_workspace(node, layouts) -> int:
     out_elements = value_bytes(out) // out.dtype.itemsize
     shape = tuple(d if isinstance(d, int) else 2 for d in x.shape)
     tail, rest = _sum_blocks(shape, node.attrs["axes"])
+    if half_precision(x) and c_runs() and loop_reduces(x.shape, node.attrs["axes"]):
+        # (`_sum_fast`'s C loop: a copy of a strided operand; its per-thread rows are malloc'd)
+        return 0 if layouts.contiguous(x) else value_bytes(x)
     if half_precision(x):  # (`_sum_fast`: the float32 kernel on a widened copy, its result)
         widened = (
             4 * elements
@@ -337,6 +336,7 @@ def _extreme(name, kernel, better: str):
             cost=reduction_cost,
             save_outputs=(0,),
             reduction=reduction,
+            fast=reduction_fast(name),  # (half precision: compared in float, in C)
             doc=f"{name}(x, axes, keepdims): the {name}imum over axes",
             onnx=oxr.onnx_extreme("ReduceMax" if better == ">" else "ReduceMin"),
         )
