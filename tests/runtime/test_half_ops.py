@@ -29,7 +29,10 @@ BINARY = {"add", "atan2", "div", "fmod", "maximum", "minimum", "mul", "sub"}
 ELEMENTWISE = sorted(
     name
     for name, op in REGISTRY.items()
-    if op.kind == "elementwise" and op.c is not None and op.fast is not None and name != "cast"
+    if op.kind == "elementwise"
+    and op.c is not None
+    and op.fast is not None
+    and name not in ("cast", "where")  # (where: below)
 )
 
 
@@ -143,3 +146,47 @@ def test_elementwise_writes_into_out_and_dying_operands(dtype):
     target = np.empty_like(y)
     assert op.fast(y, row, out=target) is target
     _within(target, op.kernel(y, row), 0)
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=["bfloat16", "float16"])
+def test_where_selects_the_16_bit_values(dtype):
+    op = REGISTRY["where"]
+    x, y = _values(dtype, (30, 40), 1), _values(dtype, (30, 40), 2)
+    cond = _values(np.float32, (30, 40), 3) > 0
+    _within(op.fast(cond, x, y), op.kernel(cond, x, y), 0)
+    zero = np.zeros((), dtype)
+    _within(op.fast(cond, x, zero), op.kernel(cond, x, zero), 0)  # (a ReLU's gradient)
+    _within(op.fast(cond[:, :1], y, x[0]), op.kernel(cond[:, :1], y, x[0]), 0)  # broadcast
+
+
+def test_large_float32_operands_run_the_loop_where_it_is_measured_faster():
+    # float32/float64 operands of at least _MEASURED_FROM elements: the loop runs where it
+    # beat NumPy's kernel on that size class (measured once, remembered), giving NumPy's
+    # bits; a loop calling the vector math library (exp), a strided operand, a small one and
+    # an integer one stay NumPy's (None)
+    from ember.ops import _half
+
+    n = _half._MEASURED_FROM
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((2, n)).astype(np.float32)
+    x[:4] = [np.nan, np.inf, -np.inf, -0.0]
+    for name, args in [
+        ("add", (x, y)),
+        ("mul", (x, y[:1])),
+        ("relu", (x,)),
+        ("maximum", (x, y)),
+        ("where", (x > 0, y, np.zeros((), np.float32))),
+    ]:
+        op = REGISTRY[name]
+        got = op.fast(*args)
+        wins = [won for key, won in _half._LOOP_WINS.items() if key[1] == n.bit_length()]
+        assert wins, name  # measured on the first call
+        want = op.kernel(*args)
+        if got is not None:  # the loop won here: NumPy's bits
+            assert got.dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    assert REGISTRY["exp"].fast(x) is None  # (libmvec's expf: not NumPy's bits)
+    assert REGISTRY["add"].fast(x[::2], y[::2]) is None
+    assert REGISTRY["add"].fast(x[:100], y[:100]) is None
+    ints = np.arange(n, dtype=np.int64)
+    assert REGISTRY["add"].fast(ints, ints) is None

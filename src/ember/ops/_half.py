@@ -7,10 +7,11 @@ half-precision arithmetic, so these run ember's C kernels on the 16-bit values.
   reference's own arithmetic, to the float32 kernel's rounding, then one rounding.
 * `elementwise_fast(name)`: an elementwise op with a C expression runs eagerly as a one-
   instruction fused loop (kernels/cfuse.py) reading and writing the 16-bit values, each result
-  rounded as NumPy rounds it, written into ``out=`` where generated code gives one (an arena
-  slot, or a dying operand's buffer). Operands of one shape (or 0-d) run as one flat loop over
-  a symbolic length, broadcast ones over symbolic sizes: one compiled loop per pattern of
-  broadcast dimensions serves every size.
+  rounded as NumPy rounds it (float32 and float64 operands too, where they are large and the
+  loop is measured faster than NumPy's kernel with the same bits: `_loop_wins`), written into
+  ``out=`` where generated code gives one (an arena slot, or a dying operand's buffer).
+  Operands of one shape (or 0-d) run as one flat loop over a symbolic length, broadcast ones
+  over symbolic sizes: one compiled loop per pattern of broadcast dimensions serves every size.
 * `reduction_fast(name, otherwise)`: a reduction with a `ReductionRule` (sum, max, min) over
   half-precision operands runs eagerly as a one-reduction fused loop (kernels/creduce.py):
   16-bit terms accumulated in float (a sum's leading axes in double), each result rounded
@@ -22,6 +23,7 @@ half-precision arithmetic, so these run ember's C kernels on the 16-bit values.
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
@@ -90,16 +92,24 @@ _SIZES = [sym(f"n{axis}") for axis in range(32)]
 
 
 def elementwise_fast(name: str):
-    """The fast rule of the elementwise op ``name`` (registered with a C expression) for
-    half-precision operands; None (the NumPy kernel runs) for any other dtype, and without a
-    compiler. Operands of one shape (or 0-d) run as one flat loop of any length; broadcast
-    ones over symbolic sizes, one loop per pattern of broadcast dimensions."""
+    """The fast rule of the elementwise op ``name`` (registered with a C expression): for
+    half-precision operands, and for large C-contiguous float32/float64 ones where the loop
+    computes NumPy's bits faster than NumPy (`_loop_wins`); None (the NumPy kernel runs) for
+    any other operands, and without a compiler. Operands of one shape (or 0-d) run as one
+    flat loop of any length; broadcast ones over symbolic sizes, one loop per pattern of
+    broadcast dimensions."""
 
     def fast(*arrays, out=None, **attrs):
         # ``out``: generated code's arena slot, or a dying operand's buffer (plan/arena.py):
         # the loop reads each element before writing it (kernels/cfuse.py)
-        if not any(a.dtype in _BY_NP for a in arrays):
-            return None
+        for a in arrays:
+            if a.dtype in _BY_NP:
+                half = True
+                break
+        else:  # float32 / float64: NumPy's kernel, unless the loop is measured faster
+            if not _large(arrays):
+                return None
+            half = False
         if any(a.dtype not in _FUSABLE for a in arrays):
             return None
         arrays = [np.asarray(a) for a in arrays]  # (a NumPy scalar: a 0-d array)
@@ -114,6 +124,8 @@ def elementwise_fast(name: str):
             if run is None:
                 return None
             flat = [a if not a.ndim else np.ascontiguousarray(a).reshape(n) for a in arrays]
+            if not half and not _loop_wins(run, name, attrs, arrays, lambda: run(*flat)):
+                return None
             into = None if out is None or not out.flags.c_contiguous else (out.reshape(n),)
             (result,) = run(*flat, out=into)
             return _written(result.reshape(shape), out)
@@ -126,10 +138,63 @@ def elementwise_fast(name: str):
         run = _loop(name, attrs, arrays, tuple(_pattern(a.shape, shape) for a in arrays))
         if run is None:
             return None
+        if not half and not _loop_wins(run, name, attrs, arrays, lambda: run(*arrays)):
+            return None
         (result,) = run(*arrays, out=None if out is None else (out,))
         return _written(result, out)
 
     return fast
+
+
+# Below this many elements a float32/float64 op stays NumPy's without measuring: one NumPy
+# pass over them takes about as long as the loop's Python wrapper (a few microseconds), so
+# neither side can win by much, and measuring would cost more than it could save.
+_MEASURED_FROM = 1 << 16
+# (loop, the operands' size class) -> whether the loop beat NumPy's kernel there
+_LOOP_WINS: dict = {}
+
+
+def _large(arrays) -> bool:
+    """Whether float32/float64 (or bool) operands are worth `_loop_wins`'s question: one
+    holds at least `_MEASURED_FROM` elements, and all are C-contiguous (the loop would copy
+    a strided one, which NumPy reads in place) and of types the loop reads."""
+    big = False
+    for a in arrays:
+        if a.dtype not in _FUSABLE:
+            return False
+        if a.ndim and not a.flags.c_contiguous:
+            return False
+        if a.size >= _MEASURED_FROM:
+            big = True
+    return big and c_runs()
+
+
+def _loop_wins(run, name, attrs, arrays, call) -> bool:
+    """Whether the compiled loop ``run`` (``call()`` runs it on these operands) replaces the
+    op's NumPy kernel on float32/float64 operands of this size class (a power of two):
+    measured once per process, the faster of two calls each. Only a loop that computes
+    NumPy's bits is a candidate (no vector math library call: its exp or erf may round
+    otherwise), so the choice changes the time, never the result. It wins where its threads
+    share a large operand (NumPy's kernels run on one) and where NumPy's kernel is slow for
+    its own reasons (``maximum``, a ReLU, several times a loop's time on one thread)."""
+    if "simd(" in run.c_source:
+        return False
+    key = (id(run), max(a.size for a in arrays).bit_length())
+    won = _LOOP_WINS.get(key)
+    if won is None:
+        from ._registry import REGISTRY
+
+        kernel = REGISTRY[name].kernel
+        numpy_time = min(_timed(lambda: kernel(*arrays, **attrs)) for _ in range(2))
+        loop_time = min(_timed(call) for _ in range(2))
+        won = _LOOP_WINS[key] = loop_time < numpy_time
+    return won
+
+
+def _timed(call) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
 
 
 def reduction_fast(name: str, otherwise=None):
