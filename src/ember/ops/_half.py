@@ -102,14 +102,16 @@ def elementwise_fast(name: str):
     def fast(*arrays, out=None, **attrs):
         # ``out``: generated code's arena slot, or a dying operand's buffer (plan/arena.py):
         # the loop reads each element before writing it (kernels/cfuse.py)
-        for a in arrays:
+        half = big = False
+        for a in arrays:  # (every eager elementwise call passes here: one cheap pass)
             if a.dtype in _BY_NP:
                 half = True
                 break
-        else:  # float32 / float64: NumPy's kernel, unless the loop is measured faster
-            if not _large(arrays):
-                return None
-            half = False
+            if a.size >= _MEASURED_FROM:
+                big = True
+        # float32 / float64: NumPy's kernel, unless the loop is measured faster
+        if not half and not (big and _large(arrays)):
+            return None
         if any(a.dtype not in _FUSABLE for a in arrays):
             return None
         arrays = [np.asarray(a) for a in arrays]  # (a NumPy scalar: a 0-d array)
@@ -155,18 +157,15 @@ _LOOP_WINS: dict = {}
 
 
 def _large(arrays) -> bool:
-    """Whether float32/float64 (or bool) operands are worth `_loop_wins`'s question: one
-    holds at least `_MEASURED_FROM` elements, and all are C-contiguous (the loop would copy
-    a strided one, which NumPy reads in place) and of types the loop reads."""
-    big = False
+    """Whether float32/float64 (or bool) operands, one of them at least `_MEASURED_FROM`
+    elements, are worth `_loop_wins`'s question: all C-contiguous (the loop would copy a
+    strided one, which NumPy reads in place) and of types the loop reads."""
     for a in arrays:
         if a.dtype not in _FUSABLE:
             return False
         if a.ndim and not a.flags.c_contiguous:
             return False
-        if a.size >= _MEASURED_FROM:
-            big = True
-    return big and c_runs()
+    return c_runs()
 
 
 def _loop_wins(run, name, attrs, arrays, call) -> bool:
