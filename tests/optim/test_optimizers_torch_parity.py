@@ -464,7 +464,7 @@ def test_lbfgs_on_a_least_squares_problem_matches_torch_to_rounding():
             _assert_params([e], [t], step)
 
 
-def test_lbfgs_state_dict_round_trips_and_loads_torchs():
+def test_lbfgs_state_dict_round_trips_and_loads_torchs(tmp_path):
     (e, e_opt, e_closure), (t, t_opt, t_closure) = _lbfgs_pair(
         line_search_fn="strong_wolfe", max_iter=4
     )
@@ -488,7 +488,7 @@ def test_lbfgs_state_dict_round_trips_and_loads_torchs():
 
         return params, opt, closure
 
-    own = resumed(ember.io.load(_saved(sd)))
+    own = resumed(ember.io.load(_saved(sd, tmp_path / "opt.safetensors")))
     from_torch = resumed(_to_ember(t_opt.state_dict()))
     for step in range(3, 6):
         t_opt.step(t_closure)
@@ -498,10 +498,8 @@ def test_lbfgs_state_dict_round_trips_and_loads_torchs():
     assert own[1].state[own[0][0]]["func_evals"] == t_opt.state[t[0]]["func_evals"]
 
 
-def _saved(state_dict):
-    import tempfile
-
-    path = tempfile.mkdtemp(prefix="ember_lbfgs_") + "/opt.safetensors"
+def _saved(state_dict, path):
+    # (pytest's tmp_path: a folder of tempfile's of its own was left behind by every run)
     ember.io.save(state_dict, path)
     return path
 
