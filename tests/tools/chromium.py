@@ -59,6 +59,9 @@ class Chromium:
             [shutil.which("chromium"), *FLAGS, f"--user-data-dir={profile}", "about:blank"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            # its own temporary folders (org.chromium.Chromium.*) go in the profile, removed
+            # with it, not in /tmp, where every run left one
+            env={**os.environ, "TMPDIR": profile},
         )
         port_file = os.path.join(profile, "DevToolsActivePort")
         deadline = time.monotonic() + timeout
