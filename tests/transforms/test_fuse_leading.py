@@ -298,5 +298,13 @@ def test_long_rows_are_summed_piece_by_piece_in_numpys_order(length):
             np.testing.assert_array_equal(rows.numpy(), np.sum(want, axis=-1, dtype=np.float32))
             np.testing.assert_array_equal(top.numpy(), want.max(-1))
             np.testing.assert_array_equal(total.numpy(), np.sum(want, dtype=np.float32))
+            # a leading and a trailing block reduced (rows of the trailing block in pieces)
+            x3 = np.stack([x, x[::-1]], axis=1)
+            both = ember.function(lambda x, w: (x * w - 1).sum((0, 2)))
+            got = both(ember.tensor(x3), ember.tensor(w))
+            assert "fused_reduce" in _ops(both.graph)
+            np.testing.assert_array_equal(
+                got.numpy(), (ember.tensor(x3) * ember.tensor(w) - 1).sum((0, 2)).numpy()
+            )
     finally:
         cpool.set_num_threads(before)
