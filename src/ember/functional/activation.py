@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 
+from .. import dtypes as dt
 from ..errors import ShapeError
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
@@ -55,11 +56,18 @@ def gelu(input, approximate: str = "none"):
     if not building_graph():  # eagerly one pass each way (ops/norm_act.py)
         return apply(GELU if approximate == "none" else GELU_TANH, x)
     # in a graph the composite's elementwise ops fuse with their neighbours' (a linear's
-    # epilogue, forward and backward), which the primitive, having no C expression, cannot
+    # epilogue, forward and backward), which the primitive, having no C expression, cannot.
+    # 16-bit values are computed in float32, as the primitive (and PyTorch) computes them, and
+    # rounded once: the fused loop widens, computes and rounds in one pass (rounding after
+    # each of the composite's six ops took twice float32's time, and moved results by ulps)
+    half = x.dtype in (dt.bfloat16, dt.float16)
+    wide = E.cast(x, dt.float32) if half else x
     if approximate == "none":
-        return x * (E.erf(x * _SQRT1_2) + 1) * 0.5
-    inner = (x + x * x * x * 0.044715) * _SQRT_2_OVER_PI
-    return x * (E.tanh(inner) + 1) * 0.5
+        out = wide * (E.erf(wide * _SQRT1_2) + 1) * 0.5
+    else:
+        inner = (wide + wide * wide * wide * 0.044715) * _SQRT_2_OVER_PI
+        out = wide * (E.tanh(inner) + 1) * 0.5
+    return E.cast(out, x.dtype) if half else out
 
 
 @export(functional=True, toplevel=False)
