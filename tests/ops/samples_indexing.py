@@ -265,6 +265,12 @@ SAMPLES += [
         (B, DUP),
         torch_fn=lambda a, i: torch().index_select(a, -1, i),
     ),
+    Sample(  # (a result large enough for the C gather along the last axis)
+        "index_select/last-axis-large",
+        lambda a, i: ember.index_select(a, -1, i),
+        (r.standard_normal((4, 16, 40)), r.integers(0, 40, 96)),
+        torch_fn=lambda a, i: torch().index_select(a, -1, i),
+    ),
     Sample(
         "index_add/duplicates",
         lambda a, i, s: a.index_add(1, i, s, alpha=2.0),

@@ -1,7 +1,8 @@
-"""kernels/cindex.py's scatter-add along one axis (``index_backward`` of one index tensor)
-against the NumPy kernel (bit for bit: the same sums in the same order; half precision rounded
-at each sum, as NumPy's add.at) and PyTorch's ``index_add``, and the gradients of
-``index_select`` and ``interpolate`` that run it."""
+"""kernels/cindex.py's gather along the last axis (``take``: the ``index`` op of one index
+tensor) against ``np.take`` bit for bit, and its scatter-add along one axis
+(``index_backward`` of one index tensor) against the NumPy kernel (bit for bit: the same sums
+in the same order; half precision rounded at each sum, as NumPy's add.at) and PyTorch's
+``index_add``, and the gradients of ``index_select`` and ``interpolate`` that run it."""
 
 from __future__ import annotations
 
@@ -163,3 +164,42 @@ def test_without_a_compiler_numpy_runs(tmp_path):
     )
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+@needs_c
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_take_along_the_last_axis_equals_numpy(threads):
+    # element copies of every size (bool to float64, half precision), any index shape, NaN
+    # payloads kept; other axes, small results and indices NumPy must wrap or report decline
+    rng = np.random.default_rng(threads)
+    before = cpool.get_num_threads()
+    cpool.set_num_threads(threads)
+    try:
+        for shape, axis, index_shape in [
+            ((8, 16, 24, 40), 3, (80,)),
+            ((8, 16, 24, 40), -1, (7, 9)),
+            ((300, 70, 1, 1), 1, (50,)),  # (size-1 axes after it: still element by element)
+            ((70000,), 0, (5000,)),
+        ]:
+            for dtype in (np.float32, np.float64, np.float16, np.int8, np.int64, np.bool_):
+                x = (rng.standard_normal(shape) * 50).astype(dtype)
+                if dtype is np.float32:
+                    x.reshape(-1)[:3] = [np.nan, -np.inf, -0.0]
+                idx = rng.integers(0, shape[axis], index_shape)
+                got, want = cindex.take(x, idx, axis), np.take(x, idx, axis=axis)
+                assert got is not None and got.shape == want.shape and got.dtype == want.dtype
+                np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+    finally:
+        cpool.set_num_threads(before)
+    x = rng.standard_normal((64, 64, 8)).astype(np.float32)
+    assert cindex.take(x, np.arange(8), 1) is None  # (slices: NumPy's)
+    assert cindex.take(x[:2, :2], np.arange(8), 2) is None  # (small)
+    assert cindex.take(x, np.array([0, -1]), 2) is None  # (NumPy wraps -1)
+    assert cindex.take(x, np.array([0, 8]), 2) is None  # (NumPy reports 8)
+    # the index op runs it (an interpolation's column selection) and still reports bad indices
+    t = ember.tensor(x)
+    np.testing.assert_array_equal(
+        t[..., ember.tensor([7, 0, 3] * 9)].numpy(), x[..., [7, 0, 3] * 9]
+    )
+    with pytest.raises(IndexOutOfRangeError):
+        t[..., ember.tensor([0, 9] * 20)]

@@ -221,6 +221,18 @@ def _index_kernel(x, *indices, spec):
         raise _out_of_range("index", exc, x.shape) from None
 
 
+def _index_fast(x, *indices, spec):
+    """One index tensor along the last axis (an interpolation's column selection): the C
+    gather of kernels/cindex.py, rows shared over the thread pool, NumPy's bits; None
+    elsewhere (NumPy copies whole slices as fast) and for indices it must wrap or report."""
+    axis = _single_axis(spec)
+    if axis is None or indices[0].dtype.kind not in "iu":
+        return None
+    from ..kernels import cindex
+
+    return cindex.take(x, indices[0], axis)
+
+
 def _index_backward_infer(g, *indices, spec, in_shape):
     expected = advanced_shape("index_backward", tuple(in_shape), spec, indices)
     if tuple(g.shape) != expected:
@@ -320,6 +332,7 @@ _INDEX = register(
         kind="index",
         infer=_index_infer,
         kernel=_index_kernel,
+        fast=_index_fast,
         vjp=_index_vjp,
         cost=memory_cost,
         doc="index(x, *indices, spec): advanced indexing by integer tensors and bool masks "
