@@ -22,7 +22,9 @@ half-precision arithmetic, so these run ember's C kernels on the 16-bit values.
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 import time
 
 import numpy as np
@@ -172,11 +174,11 @@ def _loop_wins(run, name, attrs, arrays, call) -> bool:
     """Whether the compiled loop ``run`` (``call()`` runs it on these operands) replaces the
     op's NumPy kernel on float32/float64 operands of this size class (a power of two):
     measured once per process, the faster of two calls each. Only a loop that computes
-    NumPy's bits is a candidate (no vector math library call: its exp or erf may round
+    NumPy's bits is a candidate (`_exact`: no exp, sin or other function NumPy may round
     otherwise), so the choice changes the time, never the result. It wins where its threads
     share a large operand (NumPy's kernels run on one) and where NumPy's kernel is slow for
     its own reasons (``maximum``, a ReLU, several times a loop's time on one thread)."""
-    if "simd(" in run.c_source:
+    if not _exact(name):
         return False
     key = (id(run), max(a.size for a in arrays).bit_length())
     won = _LOOP_WINS.get(key)
@@ -188,6 +190,25 @@ def _loop_wins(run, name, attrs, arrays, call) -> bool:
         loop_time = min(_timed(call) for _ in range(2))
         won = _LOOP_WINS[key] = loop_time < numpy_time
     return won
+
+
+# C functions whose results are exact or correctly rounded by IEEE 754, so NumPy's own
+# (vectorized) versions give the same bits; any other (exp, sin, atan2, the vector math
+# library's and libm's alike) may round otherwise than NumPy's implementation
+_EXACT_FUNCTIONS = frozenset(
+    ("sqrt", "fabs", "fmin", "fmax", "fmod", "copysign", "floor", "ceil", "trunc", "rint")
+)
+
+
+@functools.cache
+def _exact(name: str) -> bool:
+    """Whether the elementwise op ``name``'s C expression computes NumPy's bits: IEEE
+    arithmetic, comparisons and selections, and only `_EXACT_FUNCTIONS` (written
+    ``name{f}(``)."""
+    from ._registry import REGISTRY
+
+    c = REGISTRY[name].c
+    return isinstance(c, str) and set(re.findall(r"(\w+)\{f\}\(", c)) <= _EXACT_FUNCTIONS
 
 
 def _timed(call) -> float:
