@@ -308,3 +308,40 @@ def test_long_rows_are_summed_piece_by_piece_in_numpys_order(length):
             )
     finally:
         cpool.set_num_threads(before)
+
+
+@needs_cc
+def test_a_whole_tensor_reduction_shares_its_pieces_over_threads_with_the_same_bits():
+    # one long row (every axis reduced): its pieces run on the thread pool, their sums
+    # combined in NumPy's pairwise tree and their maxima in order, so the bits are the serial
+    # loop's, NumPy's, on any number of threads; the elementwise output is stored as it goes
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((5, 70_001)) * 1e3).astype(np.float32)
+    x[2, 777] = np.nan
+    w = rng.standard_normal((5, 70_001)).astype(np.float32)  # (a broadcast one does not fuse)
+
+    def f(x, w):
+        h = x * w - 1
+        return h.sum(), h.amax(), h
+
+    fused = _fused(f, ember.tensor(x), ember.tensor(w))
+    node = _node(fused)
+    source = cfuse.source_of(
+        node.attrs["program"],
+        node.attrs["outputs"],
+        list(node.attrs["out_types"]),
+        [v.type for v in node.inputs],
+    )
+    assert "static void pieces(" in source
+    compiled = ember.function(f)
+    want = x * w - 1
+    before = cpool.get_num_threads()
+    try:
+        for threads in (1, 2, 3):
+            cpool.set_num_threads(threads)
+            total, top, h = compiled(ember.tensor(x), ember.tensor(w))
+            np.testing.assert_array_equal(total.numpy(), np.sum(want, dtype=np.float32))
+            assert np.isnan(top.numpy())
+            np.testing.assert_array_equal(h.numpy(), want)
+    finally:
+        cpool.set_num_threads(before)

@@ -247,7 +247,9 @@ def _loop_source(
     names = [p.rsplit("*", 1)[-1].split()[-1] for p in params]
     lines = ["typedef void (*ember_task)(void *, long, long);"]
     pairwise = sorted({outs[jj].ctype for jj, rule, _ in reds if rule.pairwise})
-    if pairwise and kind != "columns":  # (a column loop adds whole rows)
+    # a whole-tensor reduction's one long row, its pieces shared over the threads
+    pieces = kind == "rows" and creduce.pieces_apply(reds)
+    if (pairwise and kind != "columns") or pieces:  # (a column loop adds whole rows)
         lines += creduce.SEGMENTS
         for ctype in pairwise:
             lines += creduce.pairwise_sum(ctype)
@@ -257,14 +259,17 @@ def _loop_source(
         fields += [f"long s{i}[{k}]" for i in range(n_in)]
     if kind == "columns":  # each block of rows' partial reductions (kernels/creduce.py)
         fields += [f"{creduce.acc_type(rule, outs[jj].ctype)}* p{jj}" for jj, rule, _ in reds]
+    if pieces:
+        fields += creduce.pieces_fields(reds, outs)
     lines.append("struct job { " + " ".join(f + ";" for f in fields) + " };")
     if kind == "columns":
         lines.append(creduce.COLUMNS_SIGNATURE + " {")
     else:
         lines.append("static void part(void *job_, long lo, long hi) {")
         lines.append("  const struct job *job = job_;")
-    for p, name in zip(fields, names):
-        lines.append(f"  {p.rsplit(name, 1)[0]}{name} = job->{name};")
+    # the job's fields the kernel reads as locals (its parameters')
+    unpack = [f"  {f.rsplit(name, 1)[0]}{name} = job->{name};" for f, name in zip(fields, names)]
+    lines += unpack
     stores = [f"r{jj}[base + i] = t{j};" for jj, j in enumerate(outputs) if jj not in reduced]
     if kind in ("columns", "both"):
         lines += creduce.column_part(
@@ -274,6 +279,8 @@ def _loop_source(
         lines += _flat_part(c_in, out_c, full, body, outputs, stores)
     else:
         lines += _row_part(c_in, outs, k, full, body + stores, reds)
+    if pieces:
+        lines += creduce.pieces_task(unpack, c_in, outs, k, full, body + stores, reds)
     lines.append(f"void {symbol}({', '.join(params)}, ember_pool pool) {{")
     lines.append("  struct job job = { " + ", ".join(names) + " };")
     if k == 1 and not reds:
@@ -297,6 +304,8 @@ def _loop_source(
     # threads only where there is enough work: waking them costs tens of microseconds
     if kind == "columns":
         lines += creduce.row_blocks_entry(outs, reds, PARALLEL_MIN)
+    if pieces:
+        lines += creduce.pieces_entry(outs, reds, k, PARALLEL_MIN)
     lines.append(f"  if (pool && n > {PARALLEL_MIN}) pool(part, &job, count, align);")
     lines.append("  else part(&job, 0, count);")
     lines.append("}")

@@ -67,7 +67,11 @@ scratch row of at most `SEGMENT` terms, piece by piece, where the pieces are the
 NumPy's pairwise order that fit (`row_scratch`, `row_loop`): each piece summed pairwise, the
 pieces' sums combined after in the same tree, so the result is the whole row's pairwise sum
 bit for bit. (A whole-row scratch made a 16M-element float32 sum 15x slower than NumPy's: 64
-MiB written and read back; pieces keep it in cache.)
+MiB written and read back; pieces keep it in cache.) A whole-tensor reduction has one row,
+which the row loop's threads cannot share: its pieces run on the thread pool instead
+(`pieces_task`), each piece's sums and maxima kept, then combined in the pairwise tree and in
+order (`pieces_entry`), the serial loop's bits on any number of threads. A product takes its
+terms in order and keeps the serial loop.
 """
 
 from __future__ import annotations
@@ -86,6 +90,10 @@ __all__ = [
     "column_part",
     "live",
     "pairwise_sum",
+    "pieces_apply",
+    "pieces_entry",
+    "pieces_fields",
+    "pieces_task",
     "free_scratch",
     "row_blocks_entry",
     "row_loop",
@@ -329,6 +337,107 @@ def row_loop(values, statements, reds, outs, indent: str, clauses: str) -> list[
             ctype = outs[jj].ctype
             lines.append(f"{indent}  sums{jj}[g] = pairwise_{ctype}(row{jj}, s1 - s0);")
     return lines + [f"{indent}}}"]
+
+
+def pieces_apply(reds) -> bool:
+    """Whether a row loop's reductions may run a single long row's pieces on several threads
+    (`pieces_task`, `pieces_entry`) with the serial loop's bits: every one pairwise (its
+    pieces' sums combined in the pairwise tree) or exact in any order (max, min). A product
+    takes its terms in order."""
+    return bool(reds) and all(rule.pairwise or rule.exact for _, rule, _ in reds)
+
+
+def pieces_fields(reds, outs) -> list[str]:
+    """The job's fields for `pieces_task`: the pieces' starts, and each reduction's result per
+    piece (a pairwise sum, or an exact rule's accumulator and NaN flag)."""
+    fields = ["long* seg_at", "long nseg"]
+    for jj, rule, _ in reds:
+        ctype = outs[jj].ctype
+        fields.append(f"{ctype}* sums{jj}" if rule.pairwise else f"{ctype}* pacc{jj}")
+        if not rule.pairwise and rule.nan_flag:
+            fields.append(f"int* pnan{jj}")
+    return fields
+
+
+def pieces_task(unpack, c_in, outs, k, full, statements, reds) -> list[str]:
+    """``pieces(job, glo, ghi)``: pieces ``glo`` to ``ghi`` of the only row (a whole-tensor
+    reduction: one row, kept size 1), each piece's terms as the row loop computes them (its
+    elementwise outputs stored), its reductions' results into the job's per-piece arrays.
+    ``unpack``: the lines reading the job's fields into locals."""
+    n_in = len(c_in)
+    inner_full = [full[i][-1] for i in range(n_in)]
+    lines = ["static void pieces(void *job_, long glo, long ghi) {"]
+    lines.append("  const struct job *job = job_;")
+    lines += unpack
+    lines += [f"  const long inner = dims[{k - 1}];", "  (void)n; (void)inner;"]
+    lines += [f"  const long b{i} = 0;" for i in range(n_in)] + ["  const long base = 0;"]
+    for i in range(n_in):
+        if not inner_full[i]:
+            lines.append(f"  const {c_in[i]} h{i} = a{i}[b{i}];")
+    for jj, rule, _ in reds:
+        if rule.pairwise:
+            ctype = outs[jj].ctype
+            lines.append(f"  {ctype} *row{jj} = malloc({SEGMENT} * sizeof *row{jj});")
+            lines.append(f"  if (!row{jj}) abort();")
+    lines.append("  for (long g = glo; g < ghi; g++) {")
+    lines.append("    const long s0 = job->seg_at[g], s1 = job->seg_at[g + 1];")
+    declared: list[str] = []
+    clauses, accumulate, _ = accumulators(reds, outs, declared)
+    lines += declared
+    values = [(c_in[i], f"a{i}[b{i} + i]" if inner_full[i] else f"h{i}") for i in range(n_in)]
+    lines += simd_loop("s1", values, statements + accumulate, "    ", clauses, start="s0")
+    for jj, rule, _ in reds:
+        if rule.pairwise:
+            ctype = outs[jj].ctype
+            lines.append(f"    job->sums{jj}[g] = pairwise_{ctype}(row{jj}, s1 - s0);")
+        else:
+            lines.append(f"    job->pacc{jj}[g] = acc{jj};")
+            if rule.nan_flag:
+                lines.append(f"    job->pnan{jj}[g] = nan{jj};")
+    lines.append("  }")
+    lines += [f"  free(row{jj});" for jj, rule, _ in reds if rule.pairwise]
+    return lines + ["}"]
+
+
+def pieces_entry(outs, reds, k: int, parallel_min: int) -> list[str]:
+    """Lines of a row loop's entry point running a single row longer than one piece as
+    `pieces_task`s over the thread pool, then combining the pieces' results in order (the
+    serial loop's bits, whatever the thread count)."""
+    cond = f"pool && count == 1 && n > {parallel_min} && dims[{k - 1}] > {SEGMENT}"
+    lines = [f"  if ({cond}) {{", f"    const long inner = dims[{k - 1}];"]
+    lines.append(f"    const long nseg_max = 2 * inner / ({SEGMENT} / 2 - 8) + 2;")
+    lines.append("    job.seg_at = malloc((nseg_max + 1) * sizeof *job.seg_at);")
+    lines.append("    if (!job.seg_at) abort();")
+    lines.append("    job.nseg = segments(inner, 0, job.seg_at, 0);")
+    for jj, rule, _ in reds:
+        field = f"sums{jj}" if rule.pairwise else f"pacc{jj}"
+        lines.append(f"    job.{field} = malloc(nseg_max * sizeof *job.{field});")
+        lines.append(f"    if (!job.{field}) abort();")
+        if not rule.pairwise and rule.nan_flag:
+            lines.append(f"    job.pnan{jj} = malloc(nseg_max * sizeof *job.pnan{jj});")
+            lines.append(f"    if (!job.pnan{jj}) abort();")
+    lines.append("    pool(pieces, &job, job.nseg, 1);")
+    for jj, rule, _ in reds:
+        out = outs[jj]
+        ctype = out.ctype
+        if rule.pairwise:
+            value = f"rowsum_{ctype}(job.sums{jj}, inner)"
+            lines.append(f"    r{jj}[0] = {out.store(value, ctype)};")
+            lines.append(f"    free(job.sums{jj});")
+            continue
+        lines.append(f"    {{ {ctype} v = {c_literal(rule.identity, ctype)}; int nan = 0;")
+        lines.append("      for (long g = 0; g < job.nseg; g++) {")
+        lines.append(f"        {combine(rule, 'v', f'job.pacc{jj}[g]')}")
+        if rule.nan_flag:
+            lines.append(f"        nan |= job.pnan{jj}[g];")
+        lines.append("      }")
+        value = f"nan ? ({ctype})NAN : v" if rule.nan_flag else "v"
+        lines.append(f"      r{jj}[0] = {out.store(f'({value})', ctype)}; }}")
+        lines.append(f"    free(job.pacc{jj});")
+        if rule.nan_flag:
+            lines.append(f"    free(job.pnan{jj});")
+    lines += ["    free(job.seg_at);", "    return;", "  }"]
+    return lines
 
 
 def accumulators(reds, outs, lines) -> tuple[str, list[str], list[tuple[int, str]]]:
