@@ -111,8 +111,8 @@ def elementwise_fast(name: str):
                 break
             if a.size >= _MEASURED_FROM:
                 big = True
-        # float32 / float64: NumPy's kernel, unless the loop is measured faster
-        if not half and not (big and _large(arrays)):
+        # float32 / float64: NumPy's kernel, unless a loop with its bits is measured faster
+        if not half and not (big and _exact(name) and _large(arrays)):
             return None
         if any(a.dtype not in _FUSABLE for a in arrays):
             return None
@@ -178,8 +178,6 @@ def _loop_wins(run, name, attrs, arrays, call) -> bool:
     otherwise), so the choice changes the time, never the result. It wins where its threads
     share a large operand (NumPy's kernels run on one) and where NumPy's kernel is slow for
     its own reasons (``maximum``, a ReLU, several times a loop's time on one thread)."""
-    if not _exact(name):
-        return False
     key = (id(run), max(a.size for a in arrays).bit_length())
     won = _LOOP_WINS.get(key)
     if won is None:
