@@ -87,9 +87,6 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "untyped_storage": "x.numpy() (shares memory with the tensor)",
         "q_scale": _NONE,
         "dequantize": _NONE,
-        "real": _NO_COMPLEX,
-        "imag": _NO_COMPLEX,
-        "conj": _NO_COMPLEX,
         "map_": "compute with ember ops (or on x.numpy())",
     },
 }

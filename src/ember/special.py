@@ -94,9 +94,7 @@ def polygamma(n: int, input):
 def multigammaln(input, p: int):
     """The multivariate log-gamma function of dimension ``p``:
     ``p (p - 1) / 4 log(pi) + sum_j lgamma(x - j / 2)`` for j in 0..p-1."""
-    x = _float(input)
-    terms = E.stack([E.lgamma(x - j / 2) for j in range(int(p))], -1)
-    return E.sum(terms, -1) + p * (p - 1) / 4 * math.log(math.pi)
+    return E.mvlgamma(_float(input), p)
 
 
 def xlogy(input, other):

@@ -215,7 +215,14 @@ def install(cls: type) -> None:
     cls.is_sparse = property(lambda self: False)
     cls.layout = property(lambda self: strided)
     cls.is_quantized = property(lambda self: False)
+    # the other backends and layouts PyTorch's tensors report (library code checks them)
+    for flag in ("is_nested", "is_mkldnn", "is_xpu", "is_ipu", "is_mtia", "is_maia"):
+        setattr(cls, flag, property(lambda self: False))
+    cls.is_vulkan = cls.is_xla = cls.is_sparse_csr = property(lambda self: False)
     cls.is_complex = lambda self: False
+    # a real tensor's real part is itself; its imaginary part is PyTorch's error
+    cls.real = property(lambda self: self)
+    cls.imag = property(lambda self: PUBLIC["imag"](self))
     cls.get_device = lambda self: -1  # PyTorch's answer for a CPU tensor
     if not isinstance(cls.__dict__.get("device"), property):
         cls.device = property(lambda self: CPU)

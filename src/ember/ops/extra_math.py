@@ -75,6 +75,20 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _LN2 = math.log(2.0)
 
 _unary("lgamma", _scipy(_lgamma), lambda c, g: (g * E.digamma(c.inputs[0]),))
+
+
+@export(method=True)
+def mvlgamma(input, p: int):
+    """The multivariate log-gamma function of dimension ``p`` (PyTorch's ``mvlgamma``,
+    ``ember.special.multigammaln``): ``p (p - 1) / 4 log(pi) + sum_j lgamma(x - j / 2)`` for
+    j in 0..p-1."""
+    x = to_tensor(input)
+    if not x.dtype.is_floating_point:
+        x = E.cast(x, dt.get_default_dtype())
+    terms = E.stack([E.lgamma(x - j / 2) for j in range(int(p))], -1)
+    return E.sum(terms, -1) + p * (p - 1) / 4 * math.log(math.pi)
+
+
 _unary(
     "digamma",
     _scipy(_digamma),
