@@ -436,3 +436,39 @@ def test_inference_mode_context_and_decorators():
     assert f.__name__ == "f" and g.__name__ == "g"
     with torch.inference_mode(False):  # the same semantics in PyTorch
         assert torch.is_grad_enabled()
+
+
+def test_the_legacy_new_constructor_follows_torch():
+    for dtype in ("float64", "int32"):
+        x, t = (
+            ember.ones(2, dtype=getattr(ember, dtype)),
+            torch.ones(2, dtype=getattr(torch, dtype)),
+        )
+        for args in [(), (2, 3), ((2, 3),), ([1, 2],), (3,)]:
+            got, want = x.new(*args), t.new(*args)
+            assert (
+                tuple(got.shape) == tuple(want.shape) and str(got.dtype)[6:] == str(want.dtype)[6:]
+            )
+            if not args or isinstance(args[0], (tuple, list)):
+                np.testing.assert_array_equal(got.numpy(), want.numpy())
+        assert tuple(x.new(ember.Size([2, 3])).shape) == (2, 3)
+    with pytest.raises(TypeError):
+        ember.ones(2).new(ember.tensor([1, 2]))  # (PyTorch refuses another dtype too)
+
+
+def test_in_place_addmv_and_addbmm_follow_torch():
+    r = np.random.default_rng(0)
+    a, m, v = r.standard_normal(3), r.standard_normal((3, 4)), r.standard_normal(4)
+    e, t = ember.tensor(a), torch.tensor(a)
+    assert e.addmv_(ember.tensor(m), ember.tensor(v), beta=0.5, alpha=2) is e
+    t.addmv_(torch.tensor(m), torch.tensor(v), beta=0.5, alpha=2)
+    np.testing.assert_allclose(e.numpy(), t.numpy(), rtol=1e-12)
+    c, b1, b2 = (
+        r.standard_normal((3, 5)),
+        r.standard_normal((2, 3, 4)),
+        r.standard_normal((2, 4, 5)),
+    )
+    e, t = ember.tensor(c), torch.tensor(c)
+    e.addbmm_(ember.tensor(b1), ember.tensor(b2))
+    t.addbmm_(torch.tensor(b1), torch.tensor(b2))
+    np.testing.assert_allclose(e.numpy(), t.numpy(), rtol=1e-12)

@@ -192,6 +192,32 @@ def _new_tensor(self, data, *, dtype=None, device=None, requires_grad=False, **k
     return PUBLIC["tensor"](data, dtype=dtype or self.dtype, requires_grad=requires_grad)
 
 
+def _new(self, *args, device=None, **kwargs):
+    """PyTorch's legacy constructor ``x.new(...)``, in ``x``'s dtype: no argument, an empty
+    tensor; integers or an ``ember.Size``, a tensor of that shape (zeros: ember never hands out
+    uninitialised memory); any other sequence, array or tensor of ``x``'s dtype, a tensor
+    holding a copy of it. A tensor of another dtype is refused, as in PyTorch."""
+    placement("Tensor.new", dict(kwargs, device=device))
+    from .size import Size
+
+    if not args:
+        return PUBLIC["empty"](0, dtype=self.dtype)
+    sizes = args[0] if len(args) == 1 and isinstance(args[0], Size) else args
+    if all(isinstance(d, int) and not isinstance(d, bool) for d in sizes):
+        return PUBLIC["zeros"](*sizes, dtype=self.dtype)
+    if len(args) != 1:
+        raise TypeError(f"Tensor.new: expected sizes (ints) or one sequence of data, got {args}")
+    data = args[0]
+    if isinstance(data, TensorBase):
+        if data.dtype is not self.dtype:
+            raise TypeError(
+                f"Tensor.new: a {data.dtype} tensor given to a {self.dtype} tensor's new "
+                f"(use x.new_tensor(data), which converts)"
+            )
+        data = data.detach()
+    return PUBLIC["tensor"](data, dtype=self.dtype)
+
+
 def _new_empty_strided(
     self, size, stride, *, dtype=None, device=None, requires_grad=False, **kwargs
 ):
@@ -239,4 +265,5 @@ def install(cls: type) -> None:
     # which output of its grad_fn this tensor is (0 for a leaf), as PyTorch's
     cls.output_nr = property(lambda self: getattr(self, "_output_nr", 0))
     cls.new_tensor = _new_tensor
+    cls.new = _new
     cls.__getattr__ = tensor_getattr

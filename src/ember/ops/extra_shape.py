@@ -353,7 +353,7 @@ def _scaled(name, input, product, beta, alpha):
     return (input if beta == 1 else input * beta) + scaled
 
 
-@export(method=True)
+@export(method=True, inplace=True)
 @autocasts(Autocast.LOWER)
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """``beta * input + alpha * sum_b(batch1[b] @ batch2[b])``; beta=0 ignores the input."""
@@ -368,7 +368,7 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     return _scaled("addbmm", input, E.cast(E.sum(products, 0), products.dtype), beta, alpha)
 
 
-@export(method=True)
+@export(method=True, inplace=True)
 def addmv(input, mat, vec, *, beta=1, alpha=1):
     """``beta * input + alpha * (mat @ vec)``; beta=0 ignores the input."""
     m, v = to_tensor(mat), to_tensor(vec)
