@@ -472,3 +472,48 @@ def test_in_place_addmv_and_addbmm_follow_torch():
     e.addbmm_(ember.tensor(b1), ember.tensor(b2))
     t.addbmm_(torch.tensor(b1), torch.tensor(b2))
     np.testing.assert_allclose(e.numpy(), t.numpy(), rtol=1e-12)
+
+
+def test_global_switches_pytorch_programs_set():
+    # recorded and read back (flags.py), or answered as PyTorch answers where ember cannot
+    before = ember.get_num_interop_threads()
+    assert before >= 1
+    ember.set_num_interop_threads(1)
+    assert ember.get_num_interop_threads() == 1
+    with pytest.raises(ValueError):
+        ember.set_num_interop_threads(0)
+    ember.set_warn_always(True)
+    assert ember.is_warn_always_enabled()
+    ember.set_warn_always(False)
+    assert ember.set_flush_denormal(True) is False
+    assert not ember.is_anomaly_enabled()
+    ember.set_anomaly_enabled(True)
+    assert ember.is_anomaly_enabled()
+    ember.set_anomaly_enabled(False)
+    assert not ember.is_autocast_cpu_enabled()
+    with ember.autocast("cpu"):
+        assert ember.is_autocast_cpu_enabled()
+        assert ember.get_autocast_cpu_dtype() is ember.bfloat16
+
+
+def test_asarray_shares_and_copies_as_torch():
+    a = np.arange(3.0)
+    shared = ember.asarray(a)
+    shared[0] = 5
+    assert a[0] == 5 and torch.asarray(a)[0] == 5
+    copied = ember.asarray(a, copy=True)
+    copied[1] = 7
+    assert a[1] == 1
+    x = ember.ones(2)
+    assert ember.asarray(x) is x
+    for bad in [
+        lambda m: m.asarray(a, dtype=m.float32, copy=False),
+        lambda m: m.asarray([1], copy=False),
+    ]:
+        with pytest.raises(ValueError):
+            bad(torch)
+        with pytest.raises(ValueError):
+            bad(ember)
+    assert ember.asarray([1, 2.5]).dtype is ember.float32 and tuple(ember.asarray(3).shape) == ()
+    y = ember.asarray(x, requires_grad=True)
+    assert y is x and x.requires_grad

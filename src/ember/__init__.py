@@ -125,7 +125,13 @@ from . import (  # noqa: E402
     sparse,
     utils,
 )
-from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402
+from .amp import (  # noqa: E402
+    autocast,
+    get_autocast_cpu_dtype,
+    get_autocast_dtype,
+    is_autocast_cpu_enabled,
+    is_autocast_enabled,
+)
 from .func import vmap  # noqa: E402  (torch.vmap)
 
 cuda.amp = amp.cuda_amp  # torch.cuda.amp's spelling (ember.cuda is below the eager layer)
@@ -146,11 +152,21 @@ from .errors import DeviceError, NotInEmberError  # noqa: E402
 from .flags import (  # noqa: E402
     are_deterministic_algorithms_enabled,
     get_float32_matmul_precision,
+    get_num_interop_threads,
     is_deterministic_algorithms_warn_only_enabled,
+    is_warn_always_enabled,
     set_float32_matmul_precision,
+    set_flush_denormal,
+    set_num_interop_threads,
+    set_warn_always,
     use_deterministic_algorithms,
 )
-from .grad_mode import inference_mode, is_inference_mode_enabled  # noqa: E402
+from .grad_mode import (  # noqa: E402
+    inference_mode,
+    is_anomaly_enabled,
+    is_inference_mode_enabled,
+)
+from .grad_mode import set_detect_anomaly as set_anomaly_enabled  # noqa: E402
 from .ops._factory_kwargs import sparse_coo, strided  # noqa: E402
 from .ops.sparse_tensor import sparse_coo_tensor  # noqa: E402
 from .printing import get_printoptions, set_printoptions  # noqa: E402

@@ -61,8 +61,6 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "float8_e5m2": _NONE,
         "qint8": _NONE,
         "quint8": _NONE,
-        "set_num_interop_threads": "ember.set_num_threads (one pool serves every op)",
-        "get_num_interop_threads": "ember.get_num_threads",
         "set_default_tensor_type": "ember.set_default_dtype",
         "Storage": _NONE,
         "UntypedStorage": _NONE,

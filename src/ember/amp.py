@@ -83,6 +83,16 @@ def get_autocast_dtype(device_type: str = "cpu"):
     return _ac.local.dtype if _device_type(device_type) == "cpu" else dt.float16
 
 
+def is_autocast_cpu_enabled() -> bool:
+    """PyTorch's older spelling of ``is_autocast_enabled("cpu")``."""
+    return is_autocast_enabled("cpu")
+
+
+def get_autocast_cpu_dtype():
+    """PyTorch's older spelling of ``get_autocast_dtype("cpu")``."""
+    return get_autocast_dtype("cpu")
+
+
 def is_autocast_cache_enabled() -> bool:
     return _ac.local.cache_enabled
 

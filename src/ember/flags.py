@@ -1,10 +1,15 @@
 """Global switches PyTorch programs set: ``ember.use_deterministic_algorithms`` and
-``ember.set_float32_matmul_precision`` (with their getters).
+``ember.set_float32_matmul_precision`` (with their getters), ``set_num_interop_threads``,
+``set_warn_always`` and ``set_flush_denormal``.
 
-Both are recorded and read back, and change no result: ember has no nondeterministic
+The first two are recorded and read back, and change no result: ember has no nondeterministic
 alternative kernels to switch off (PyTorch's are mostly CUDA atomics), and its float32 matmuls
 always accumulate in float32 (there is no TF32 or bfloat16 fast path that "high" / "medium"
-would allow).
+would allow). ember has no inter-op thread pool (its ops run one after another; the parallel
+executor sizes its own threads), so the inter-op thread count is recorded and read back too,
+as is ``warn_always`` (ember's warnings go through Python's ``warnings`` filters). Flushing
+denormals is not configured: ``set_flush_denormal`` answers False, PyTorch's answer where it
+cannot.
 """
 
 from __future__ import annotations
@@ -15,6 +20,11 @@ __all__ = [
     "is_deterministic_algorithms_warn_only_enabled",
     "set_float32_matmul_precision",
     "use_deterministic_algorithms",
+    "get_num_interop_threads",
+    "set_num_interop_threads",
+    "set_warn_always",
+    "is_warn_always_enabled",
+    "set_flush_denormal",
 ]
 
 _deterministic = False
@@ -53,3 +63,37 @@ def set_float32_matmul_precision(precision: str) -> None:
 
 def get_float32_matmul_precision() -> str:
     return _matmul_precision
+
+
+_interop_threads: int | None = None
+_warn_always = False
+
+
+def set_num_interop_threads(n: int) -> None:
+    """Recorded (see the module docstring); ``n`` must be a positive int, as in PyTorch."""
+    global _interop_threads
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"set_num_interop_threads: expected a positive int, got {n!r}")
+    _interop_threads = n
+
+
+def get_num_interop_threads() -> int:
+    """The recorded count, else PyTorch's default: the number of cores."""
+    import os
+
+    return _interop_threads or os.cpu_count() or 1
+
+
+def set_warn_always(b: bool) -> None:
+    global _warn_always
+    _warn_always = bool(b)
+
+
+def is_warn_always_enabled() -> bool:
+    return _warn_always
+
+
+def set_flush_denormal(mode: bool) -> bool:
+    """False: ember does not configure the FPU to flush denormals (PyTorch answers False where
+    it cannot); values keep IEEE subnormals."""
+    return False

@@ -126,6 +126,29 @@ def as_tensor(data, dtype=None):
 
 
 @export
+def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
+    """PyTorch's ``asarray``: ``obj`` as a tensor, sharing memory with a tensor or NumPy array
+    of the wanted dtype (a tensor is returned itself) unless ``copy=True``; ``copy=False``
+    refuses what must be copied (a conversion, a Python sequence) with PyTorch's ValueError.
+    ``requires_grad=True`` sets it on the result (on ``obj`` itself where that is returned)."""
+    from ._factory_kwargs import placement
+
+    placement("asarray", {"device": device})
+    want = None if dtype is None else dt.as_dtype(dtype)
+    if copy is True:
+        out = tensor(obj, dtype=want)
+    else:
+        if isinstance(obj, (TensorBase, np.ndarray)):
+            have = obj.dtype if isinstance(obj, TensorBase) else dt.from_numpy_dtype(obj.dtype)
+            if copy is False and want is not None and have is not want:
+                raise ValueError(f"asarray: can't alias a {have} tensor into dtype {want}")
+        elif copy is False:
+            raise ValueError("asarray: can't alias an arbitrary sequence into a tensor")
+        out = as_tensor(obj, dtype=want)
+    return out.requires_grad_() if requires_grad else out
+
+
+@export
 def from_numpy(array: np.ndarray):
     """A tensor sharing memory with ``array`` (writes through either are visible in both)."""
     if not isinstance(array, np.ndarray):
