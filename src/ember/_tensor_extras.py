@@ -1,7 +1,7 @@
 """Tensor methods of PyTorch's that are not ops: metadata (ndimension, nelement, stride,
 storage_offset, data_ptr, is_shared, share_memory_), the conjugate transposes mH and H (ember
 has no complex dtypes: they are mT and T), apply_, and the in-place shape changes squeeze_,
-unsqueeze_, transpose_, swapdims_/swapaxes_ and t_.
+unsqueeze_, transpose_, swapdims_/swapaxes_, t_, resize_ and resize_as_.
 
 The shape-changing in-place methods re-view the tensor's own memory (NumPy views: other views
 of it still alias the same elements) and move its history to the re-viewed result, as
@@ -160,6 +160,43 @@ def _reviewing(name, view, op_name):
     return method
 
 
+def _resize_(self, *sizes, memory_format=None):
+    """PyTorch's ``resize_``: this tensor takes the shape ``sizes``, its elements in row-major
+    order kept as far as both sizes reach; elements beyond the old ones are zeros (PyTorch's
+    are uninitialised; ember never hands out uninitialised memory). Growing it moves it to
+    new memory, which its views no longer share. Refused for a tensor that requires grad, as
+    in PyTorch; eager only."""
+    import math
+
+    if not isinstance(self, Tensor):
+        raise EmberError(
+            "resize_ changes a tensor's shape in place, which a captured graph cannot express; "
+            "make a new tensor instead",
+            op="resize_",
+        )
+    if self.requires_grad:
+        raise EmberError("cannot resize variables that require grad", op="resize_")
+    shape = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes
+    if any(not isinstance(d, int) or d < 0 for d in shape):
+        raise ShapeError(f"resize_: sizes must be non-negative ints, got {shape}", op="resize_")
+    arr = self._data
+    n = math.prod(shape)
+    if n == arr.size and arr.flags.c_contiguous:
+        self._data = arr.reshape(shape)  # (the same memory, read with the new shape)
+    else:
+        new = np.zeros(shape, arr.dtype)
+        kept = min(n, arr.size)
+        new.reshape(-1)[:kept] = arr.reshape(-1)[:kept]
+        self._data = new
+    self._vc[0] += 1
+    return self
+
+
+def _resize_as_(self, other, memory_format=None):
+    """``resize_`` to ``other``'s shape."""
+    return _resize_(self, tuple(other.shape))
+
+
 def install(cls: type) -> None:
     """Give ``cls`` the methods above (the eager Tensor, the symbolic tensor of capture: the
     memory ones raise there, as its numpy() does)."""
@@ -180,3 +217,5 @@ def install(cls: type) -> None:
         cls.is_shared = _is_shared
         cls.share_memory_ = _share_memory_
         cls.apply_ = _apply_
+        cls.resize_ = _resize_
+        cls.resize_as_ = _resize_as_

@@ -1,6 +1,7 @@
-"""``as_strided`` (ops/strided.py) against PyTorch: windows over a contiguous tensor's own
-elements, its storage offset (a slice's included), overlapping windows' gradients summed,
-under ember.function too, and the refusals (a non-contiguous tensor, a window outside)."""
+"""``as_strided`` (ops/strided.py) and ``resize_`` (_tensor_extras.py) against PyTorch:
+windows over a contiguous tensor's own elements, its storage offset (a slice's included),
+overlapping windows' gradients summed, under ember.function too, and the refusals (a
+non-contiguous tensor, a window outside); resize_'s kept elements."""
 
 from __future__ import annotations
 
@@ -45,3 +46,17 @@ def test_refusals_name_the_fix():
         ember.arange(6.0).as_strided((2, 3), (1, 2), 1)
     with pytest.raises(ember.EmberError, match="length"):
         ember.arange(6.0).as_strided((2, 3), (1,))
+
+
+def test_resize_keeps_the_leading_elements_as_torch():
+    e, t = ember.arange(5.0), torch.arange(5.0)
+    assert e.resize_(2, 2) is e
+    t.resize_(2, 2)
+    np.testing.assert_array_equal(e.numpy(), t.numpy())
+    e.resize_((3,))
+    assert tuple(e.shape) == (3,) and e.numpy().tolist() == [0.0, 1.0, 2.0]
+    grown = ember.arange(3.0).resize_(2, 3)  # (new elements: zeros, PyTorch's uninitialised)
+    assert grown.numpy().tolist() == [[0.0, 1.0, 2.0], [0.0, 0.0, 0.0]]
+    assert tuple(ember.zeros(4).resize_as_(ember.ones(2, 2)).shape) == (2, 2)
+    with pytest.raises(ember.EmberError, match="require grad"):
+        ember.ones(2, requires_grad=True).resize_(3)
