@@ -307,32 +307,3 @@ def test_layer_norm_backward_special_values_follow_the_reference():
     for a, e in zip(got, want):
         np.testing.assert_array_equal(np.isnan(a), np.isnan(e))
     np.testing.assert_allclose(got[0][2:], want[0][2:], rtol=1e-5, atol=1e-4)
-
-
-@pytest.mark.parametrize("dtype", [ember.bfloat16, ember.float16], ids=str)
-@pytest.mark.parametrize("approximate", ["none", "tanh"])
-def test_captured_half_precision_gelu_is_computed_in_float32_as_eagerly(dtype, approximate):
-    # in a graph gelu is its composite (so that it fuses), over 16-bit values computed in
-    # float32 and rounded once, as the eager primitive and PyTorch do: values and gradients
-    # within one rounding of eager's (rounding after each of the composite's ops moved them by
-    # several), and one fused loop each way
-    r = np.random.default_rng(1)
-    x = ember.tensor(r.standard_normal((16, 33)) * 4).to(dtype)
-    g = ember.tensor(r.standard_normal((16, 33))).to(dtype)
-
-    def loss(x):  # (its gradient: gelu'(x) * g, rounded to 16 bits)
-        return (F.gelu(x, approximate=approximate) * g).sum()
-
-    def value_and_grad(x):
-        return F.gelu(x, approximate=approximate), ember.grad(loss)(x)
-
-    eager = value_and_grad(x)
-    captured = ember.function(value_and_grad)
-    got = captured(x)
-    eps = float(np.finfo(np.float16).eps if dtype is ember.float16 else 2.0**-7)
-    for a, b in zip(got, eager):
-        assert a.dtype == dtype
-        a, b = a.float().numpy(), b.float().numpy()
-        np.testing.assert_allclose(a, b, rtol=eps, atol=eps * np.abs(b).max() / 64)
-    ops = [n.op.name for n in captured.graph.nodes if n.kind == "call"]
-    assert "gelu" not in ops and any(name.startswith("fused") for name in ops), ops

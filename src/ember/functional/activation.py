@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 
-from .. import dtypes as dt
 from ..errors import ShapeError
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
@@ -34,20 +33,6 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 # PyTorch's SELU constants (Klambauer et al., 2017)
 _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
-
-
-def _in_float32(fn):
-    """``fn`` (a composite of ember ops) computed in float32 for a 16-bit tensor and rounded
-    once, as PyTorch's CPU kernels compute half-precision activations (in float, its
-    "opmath"); other dtypes as they are. Rounding after each op of a composite moved its
-    results by several ulps, and in a graph the fused loop rounds once either way."""
-
-    def run(t):
-        if t.dtype in (dt.bfloat16, dt.float16):
-            return E.cast(fn(E.cast(t, dt.float32)), t.dtype)
-        return fn(t)
-
-    return run
 
 
 def _maybe_inplace(name: str, x, inplace: bool, fn):
@@ -70,25 +55,18 @@ def gelu(input, approximate: str = "none"):
     if not building_graph():  # eagerly one pass each way (ops/norm_act.py)
         return apply(GELU if approximate == "none" else GELU_TANH, x)
     # in a graph the composite's elementwise ops fuse with their neighbours' (a linear's
-    # epilogue, forward and backward), which the primitive, having no C expression, cannot.
-    # 16-bit values are computed in float32, as the primitive (and PyTorch) computes them, and
-    # rounded once: the fused loop widens, computes and rounds in one pass (rounding after
-    # each of the composite's six ops took twice float32's time, and moved results by ulps)
-    half = x.dtype in (dt.bfloat16, dt.float16)
-    wide = E.cast(x, dt.float32) if half else x
+    # epilogue, forward and backward), which the primitive, having no C expression, cannot
     if approximate == "none":
-        out = wide * (E.erf(wide * _SQRT1_2) + 1) * 0.5
-    else:
-        inner = (wide + wide * wide * wide * 0.044715) * _SQRT_2_OVER_PI
-        out = wide * (E.tanh(inner) + 1) * 0.5
-    return E.cast(out, x.dtype) if half else out
+        return x * (E.erf(x * _SQRT1_2) + 1) * 0.5
+    inner = (x + x * x * x * 0.044715) * _SQRT_2_OVER_PI
+    return x * (E.tanh(inner) + 1) * 0.5
 
 
 @export(functional=True, toplevel=False)
 def silu(input, inplace: bool = False):
     """``x * sigmoid(x)`` (swish)."""
     x = _activation("silu", input)
-    return _maybe_inplace("silu", x, inplace, _in_float32(lambda t: t * E.sigmoid(t)))
+    return _maybe_inplace("silu", x, inplace, lambda t: t * E.sigmoid(t))
 
 
 @export(functional=True, toplevel=False)
@@ -113,16 +91,14 @@ def _elu_core(x, alpha: float, input_scale: float = 1.0):
 def elu(input, alpha: float = 1.0, inplace: bool = False):
     """Exponential linear unit: ``x`` if positive, else ``alpha * (exp(x) - 1)``."""
     x = _activation("elu", input)
-    return _maybe_inplace("elu", x, inplace, _in_float32(lambda t: _elu_core(t, float(alpha))))
+    return _maybe_inplace("elu", x, inplace, lambda t: _elu_core(t, float(alpha)))
 
 
 @export(functional=True)
 def selu(input, inplace: bool = False):
     """Scaled ELU with PyTorch's constants: ``scale * elu(x, alpha)``."""
     x = _activation("selu", input)
-    return _maybe_inplace(
-        "selu", x, inplace, _in_float32(lambda t: _elu_core(t, _SELU_ALPHA) * _SELU_SCALE)
-    )
+    return _maybe_inplace("selu", x, inplace, lambda t: _elu_core(t, _SELU_ALPHA) * _SELU_SCALE)
 
 
 @export(functional=True)
@@ -132,9 +108,7 @@ def celu(input, alpha: float = 1.0, inplace: bool = False):
     alpha = float(alpha)
     if alpha == 0:
         raise ValueError("celu: alpha must not be 0")
-    return _maybe_inplace(
-        "celu", x, inplace, _in_float32(lambda t: _elu_core(t, alpha, 1.0 / alpha))
-    )
+    return _maybe_inplace("celu", x, inplace, lambda t: _elu_core(t, alpha, 1.0 / alpha))
 
 
 @export(functional=True, toplevel=False)
@@ -142,16 +116,12 @@ def softplus(input, beta: float = 1.0, threshold: float = 20.0):
     """``log(1 + exp(beta * x)) / beta``, and ``x`` itself where ``beta * x > threshold``."""
     x = _activation("softplus", input)
     beta, threshold = float(beta), float(threshold)
-
-    def fn(x):
-        bx = x * beta if beta != 1.0 else x
-        linear = bx > threshold
-        soft = E.log1p(E.exp(E.where(linear, 0, bx)))
-        if beta != 1.0:
-            soft = soft / beta
-        return E.where(linear, x, soft)
-
-    return _in_float32(fn)(x)
+    bx = x * beta if beta != 1.0 else x
+    linear = bx > threshold
+    soft = E.log1p(E.exp(E.where(linear, 0, bx)))
+    if beta != 1.0:
+        soft = soft / beta
+    return E.where(linear, x, soft)
 
 
 def _clamp_strict(x, lo: float, hi: float):
@@ -184,10 +154,7 @@ def hardsigmoid(input, inplace: bool = False):
     float64 (PyTorch's multiplies by float32's 1/6, 3e-8 relative off)."""
     x = _activation("hardsigmoid", input)
     return _maybe_inplace(
-        "hardsigmoid",
-        x,
-        inplace,
-        _in_float32(lambda t: E.where(t <= -3, 0, E.where(t >= 3, 1, t / 6 + 0.5))),
+        "hardsigmoid", x, inplace, lambda t: E.where(t <= -3, 0, E.where(t >= 3, 1, t / 6 + 0.5))
     )
 
 
@@ -204,28 +171,28 @@ def hardswish(input, inplace: bool = False):
         m = E.where(E.abs(t) < 3, t, 0)
         return E.where(t <= -3, 0, E.where(t < 3, m * (m + 3) / 6, t))
 
-    return _maybe_inplace("hardswish", x, inplace, _in_float32(fn))
+    return _maybe_inplace("hardswish", x, inplace, fn)
 
 
 @export(functional=True, toplevel=False)
 def mish(input, inplace: bool = False):
     """``x * tanh(softplus(x))``."""
     x = _activation("mish", input)
-    return _maybe_inplace("mish", x, inplace, _in_float32(lambda t: t * E.tanh(softplus(t))))
+    return _maybe_inplace("mish", x, inplace, lambda t: t * E.tanh(softplus(t)))
 
 
 @export(functional=True, toplevel=False)
 def tanhshrink(input):
     """``x - tanh(x)`` (integers promoted to the default float, as in PyTorch)."""
     x = to_tensor(input)
-    return x - E.tanh(x)  # (rounded op by op in half precision, as PyTorch's composite)
+    return x - E.tanh(x)
 
 
 @export(functional=True, toplevel=False)
 def logsigmoid(input):
     """``log(sigmoid(x))`` computed stably as ``min(x, 0) - log1p(exp(-|x|))``."""
     x = _activation("logsigmoid", input)
-    return _in_float32(lambda x: E.minimum(x, 0) - E.log1p(E.exp(-E.abs(x))))(x)
+    return E.minimum(x, 0) - E.log1p(E.exp(-E.abs(x)))
 
 
 @export(functional=True)
