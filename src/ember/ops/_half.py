@@ -93,13 +93,15 @@ _LOOPS: dict = {}
 _SIZES = [sym(f"n{axis}") for axis in range(32)]
 
 
-def elementwise_fast(name: str):
+def elementwise_fast(name: str, float_when=None):
     """The fast rule of the elementwise op ``name`` (registered with a C expression): for
     half-precision operands, and for large C-contiguous float32/float64 ones where the loop
     computes NumPy's bits faster than NumPy (`_loop_wins`); None (the NumPy kernel runs) for
     any other operands, and without a compiler. Operands of one shape (or 0-d) run as one
     flat loop of any length; broadcast ones over symbolic sizes, one loop per pattern of
-    broadcast dimensions."""
+    broadcast dimensions. ``float_when(arrays)``: whether float operands may take the loop at
+    all, for an op whose NumPy kernel makes temporaries on some operands (the memory planner
+    counts the kernel's: the loop may replace it only where the two hold the same memory)."""
 
     def fast(*arrays, out=None, **attrs):
         # ``out``: generated code's arena slot, or a dying operand's buffer (plan/arena.py):
@@ -113,6 +115,8 @@ def elementwise_fast(name: str):
                 big = True
         # float32 / float64: NumPy's kernel, unless a loop with its bits is measured faster
         if not half and not (big and _exact(name) and _large(arrays)):
+            return None
+        if not half and float_when is not None and not float_when(arrays):
             return None
         if any(a.dtype not in _FUSABLE for a in arrays):
             return None

@@ -65,6 +65,12 @@ def _where_vjp(c, g):
     )
 
 
+def _no_temporaries(arrays) -> bool:
+    """Whether `_where_kernel` makes no temporaries on these operands (x or y a 0-d +0.0:
+    all its bits zero)."""
+    return any(a.ndim == 0 and a == 0 and not np.signbit(a) for a in arrays[1:])
+
+
 def _where_workspace(node, layouts) -> int:
     """`_where_kernel`'s temporaries: none when x or y is a 0-d zero constant (one multiply);
     otherwise the mask as bits, ``x & mask`` (result-sized) and ``y & ~mask``."""
@@ -95,8 +101,10 @@ _WHERE = register(
         save_inputs=(0,),
         doc="where(cond, x, y): x where cond is true, else y (broadcasting).",
         c="({0} ? {1} : {2})",
-        # half precision, and large float operands where measured faster: the C loop
-        fast=elementwise_fast("where"),
+        # half precision, and large float operands where measured faster: the C loop (for
+        # float operands only where the kernel makes no temporaries either: a 0-d zero
+        # operand, a ReLU's gradient; `_where_workspace` counts the kernel's)
+        fast=elementwise_fast("where", float_when=_no_temporaries),
         workspace=_where_workspace,
     )
 )
