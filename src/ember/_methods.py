@@ -109,6 +109,17 @@ def _copy_(self, src):
     return self._inplace("copy_", lambda old: src.to(old.dtype).expand(old.shape))
 
 
+def _fill_(self, value):
+    """Set every element to ``value`` (a number or a one-element tensor), in place."""
+    if isinstance(value, TensorBase):
+        return self._inplace("fill_", lambda old: value.to(old.dtype).expand(old.shape))
+    return self._inplace("fill_", lambda old: PUBLIC["full"](old.shape, value, dtype=old.dtype))
+
+
+def _zero_(self):
+    return self.fill_(0)
+
+
 def install(cls: type = Tensor) -> None:
     """Give ``cls`` (the eager Tensor, the symbolic tensor of graph capture) every op method."""
     for name, fn in METHODS.items():
@@ -132,6 +143,8 @@ def install(cls: type = Tensor) -> None:
     cls.__getitem__ = _forward("getitem")
     cls.__setitem__ = _setitem
     cls.copy_ = _copy_
+    cls.fill_ = _fill_
+    cls.zero_ = _zero_
     # NumPy defers ``ndarray @ tensor`` (and the other operators) to the tensor's reflected
     # method instead of converting the tensor (which a symbolic tensor refuses)
     cls.__array_priority__ = 1000

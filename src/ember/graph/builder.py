@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .. import _views
 from ..errors import TraceError, user_location
 from ..ops import _registry as _reg
 from ..ops._util import fit_inplace_result
@@ -262,6 +263,15 @@ class GraphBuilder(_reg.Mode):
 
     # -------- the Mode protocol
     def apply(self, op: _reg.OpDef, inputs: tuple, attrs: dict):
+        for t in inputs:
+            # a view whose base was updated in place since reads the base's new value
+            if (
+                isinstance(t, SymbolicTensor)
+                and t._view_of is not None
+                and t.builder is self
+                and _views.is_stale(t)
+            ):
+                _views.refresh(t)
         values = [self.value_of(t) for t in inputs]
         node = self.graph.add_call(op, values, attrs)
         node.scope = _scope.current()
@@ -271,6 +281,13 @@ class GraphBuilder(_reg.Mode):
         if not _reg._state.grad_enabled:
             self.no_grad_values.update(id(v) for v in node.outputs)
         outs = [SymbolicTensor(v, self) for v in node.outputs]
+        source = inputs[0] if op.view else None
+        # views are followed within one graph (a loop body's view of an outer value is not)
+        if source is not None and (
+            not isinstance(source, SymbolicTensor) or source.builder is self
+        ):
+            for out in outs:
+                _views.record(out, source, op, attrs)
         return outs[0] if op.num_outputs == 1 else tuple(outs)
 
     def constant(self, array) -> SymbolicTensor:

@@ -26,13 +26,23 @@ _HINT = (
 
 
 class SymbolicTensor(TensorBase):
-    __slots__ = ("value", "builder", "grad", "_requires_grad", "__weakref__")
+    __slots__ = (
+        "value",
+        "builder",
+        "grad",
+        "_requires_grad",
+        "_view_of",
+        "_view_src",
+        "__weakref__",
+    )
 
     def __init__(self, value, builder):
         self.value = value
         self.builder = builder
         self.grad = None  # set by a recorded backward() when this is a leaf input
         self._requires_grad = False
+        self._view_of = None  # (root base, view ops from it): see ember/_views.py
+        self._view_src = None
 
     # -------- metadata (from the value's type; never data)
     @property
@@ -98,11 +108,18 @@ class SymbolicTensor(TensorBase):
 
     # -------- the functionalized in-place protocol (see the module docstring)
     def _inplace(self, name: str, fn, *args, **kwargs) -> SymbolicTensor:
+        from .. import _views
+        from ..ops._registry import current_mode
         from ..ops._util import fit_inplace_result
 
+        # views are followed within the graph that made them (see GraphBuilder.apply)
+        through_view = self._view_of is not None and self.builder is current_mode()
+        positions = _views.prepare(self, name) if through_view else None
         result = fn(SymbolicTensor(self.value, self.builder), *args, **kwargs)
         result = fit_inplace_result(name, result, self)
         self.value = result.value
+        if through_view:
+            _views.write_through(self, name, positions)
         return self
 
     # -------- uses of the data: refused with the user's line
