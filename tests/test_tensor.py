@@ -166,15 +166,30 @@ def test_to_and_casts():
     assert x.bool().tolist() == [True, True]
 
 
-def test_logical_operators_require_bool():
+def test_bitwise_operators_are_logical_on_bools_bitwise_on_integers():
     a = ember.tensor([True, False])
     b = ember.tensor([True, True])
     assert (a & b).tolist() == [True, False]
     assert (a | b).tolist() == [True, True]
     assert (a ^ b).tolist() == [False, True]
     assert (~a).tolist() == [False, True]
-    with pytest.raises(ember.DTypeError, match="bool tensors only"):
-        ember.tensor([1, 2]) & ember.tensor([3, 4])
+    assert (True ^ a).tolist() == [False, True]
+    # integers, as PyTorch: &, |, ^, ~, <<, >> and their in-place and reflected forms
+    i = ember.tensor([-7, -3, 0, 4, 9])
+    assert (i & 6).tolist() == [0, 4, 0, 4, 0]
+    assert (i | 8).tolist() == [-7, -3, 8, 12, 9]
+    assert (i ^ 5).tolist() == [-4, -8, 5, 1, 12]
+    assert (~i).tolist() == [6, 2, -1, -5, -10]
+    assert (i << 2).tolist() == [-28, -12, 0, 16, 36]
+    assert (i >> 1).tolist() == [-4, -2, 0, 2, 4]
+    assert (1 << ember.tensor([1, 2])).tolist() == [2, 4]
+    j = i.clone()
+    j &= 3
+    j <<= 1
+    j ^= i
+    assert j.tolist() == [-5, -1, 0, 4, 11]
+    with pytest.raises(ember.DTypeError, match="integer or bool tensors only"):
+        ember.tensor([1.0]) & ember.tensor([3.0])
 
 
 def test_float_math_promotes_integers_and_mean_rejects_them():
