@@ -161,3 +161,17 @@ def test_writes_through_views_inside_a_graph_reach_the_base():
     for want, got in zip(f(x), ember.function(f)(x)):
         np.testing.assert_array_equal(got.numpy(), want.numpy())
     assert f(x)[0].numpy()[0].tolist() == [0, 5, 5, 7]
+
+
+def test_views_pickle_and_copy_as_tensors_of_their_own():
+    """A view's record of its base stays behind in a pickle or a deep copy (a DataLoader
+    worker's ``data[i]``): the copy has memory of its own."""
+    import copy
+    import pickle
+
+    x = ember.randn(3, 4)
+    for copied in (pickle.loads(pickle.dumps(x[0])), copy.deepcopy(x[:, 1])):
+        assert copied._view_of is None
+        before = x.numpy().copy()
+        copied.add_(1.0)
+        np.testing.assert_array_equal(x.numpy(), before)

@@ -230,6 +230,14 @@ class Tensor(_reg.TensorBase):
         self._post_hooks[key] = hook
         return _HookHandle(self._post_hooks, key)
 
+    def __getstate__(self):
+        # a copy or a pickle has memory of its own: it is no longer a view of anything, and its
+        # view record (which holds ops) stays behind
+        state = super().__getstate__()
+        slots = dict(state[1])
+        slots["_view_of"] = slots["_view_src"] = None
+        return state[0], slots
+
     def detach(self) -> Tensor:
         """A tensor sharing this one's data, outside the graph (writes to either are shared)."""
         t = Tensor._wrap(self._data)
