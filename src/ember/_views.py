@@ -65,6 +65,8 @@ def is_stale(view) -> bool:
 def replay(view):
     """The view's value recomputed from its base's current value, in the current mode."""
     base, chain = view._view_of
+    if chain is None:  # a graph value's ``.data``: the base's value, without history
+        return base.detach()
     current = base
     for op, attrs in chain:
         current = _reg.apply(op, current, **attrs)

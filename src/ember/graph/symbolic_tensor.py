@@ -98,6 +98,15 @@ class SymbolicTensor(TensorBase):
         with self.builder:
             return stop_gradient(self)
 
+    @property
+    def data(self) -> SymbolicTensor:
+        """The value without history, aliasing this tensor: an in-place op on it updates this
+        tensor (with gradients off), and it reads this tensor's later updates."""
+        alias = self.detach()
+        alias._view_of = (self, None)
+        alias._view_src = self.value
+        return alias
+
     def detach_(self) -> SymbolicTensor:
         self._requires_grad = False
         return self
@@ -112,6 +121,15 @@ class SymbolicTensor(TensorBase):
         from ..ops._registry import current_mode
         from ..ops._util import fit_inplace_result
 
+        if self._view_of is not None and self._view_of[1] is None:  # ``.data``: see there
+            from ..grad_mode import no_grad
+
+            base = self._view_of[0]
+            with no_grad():
+                base._inplace(name, fn, *args, **kwargs)
+            self.value = base.detach().value
+            self._view_src = base.value
+            return self
         # views are followed within the graph that made them (see GraphBuilder.apply)
         through_view = self._view_of is not None and self.builder is current_mode()
         positions = _views.prepare(self, name) if through_view else None
