@@ -175,3 +175,25 @@ def test_views_pickle_and_copy_as_tensors_of_their_own():
         before = x.numpy().copy()
         copied.add_(1.0)
         np.testing.assert_array_equal(x.numpy(), before)
+
+
+def test_pieces_of_a_split_share_memory_and_refuse_writes_with_history():
+    """chunk / split / unbind pieces alias their input (writes reach it, versions are shared),
+    and, as PyTorch, an in-place op giving one a history is refused instead of leaving the
+    input's gradient silently wrong."""
+    w = ember.ones(2, 4, requires_grad=True)
+    h = w * 1
+    a, _ = h.chunk(2, 1)
+    with pytest.raises(ember.AutogradError, match="several views"):
+        a.mul_(3)
+    np.testing.assert_array_equal(h.detach().numpy(), 1.0)  # refused before writing
+    z = ember.zeros(4)
+    first, _ = z.chunk(2)
+    with pytest.raises(ember.AutogradError, match="several views"):
+        first.add_(w[0, :2])
+    first.add_(1.0)
+    with ember.no_grad():
+        h.split([1, 3], 1)[1].mul_(2.0)
+    assert z.tolist() == [1.0, 1.0, 0.0, 0.0]
+    assert h.detach().numpy()[0].tolist() == [1.0, 2.0, 2.0, 2.0]
+    assert h._version == 1

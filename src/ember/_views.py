@@ -15,6 +15,10 @@ then follow PyTorch:
   history (eagerly) or its graph value (while a graph is built) is replayed from the base before
   it is read.
 
+The pieces of a multi-output op that aliases its input (split, chunk, unbind: the ``aliases``
+rule) share its memory and version but have no chain: as in PyTorch, an in-place op that would
+give one a history is refused (`refuse_multi_output`), and a piece is the base of its own views.
+
 The scatter's positions are the base's flat element numbers pushed through the view chain's
 own kernels (NumPy views of an ``arange``), so every view op is covered by one rule; where a
 step of the chain copied instead of viewing (a reshape of non-contiguous data) the result is
@@ -27,6 +31,10 @@ import numpy as np
 
 from .errors import AutogradError
 from .ops import _registry as _reg
+
+# the chain of a piece of a multi-output op (split): such a view cannot be written in place
+# while gradients are recorded, and is never replayed
+MULTI_OUTPUT = "multi-output"
 
 
 def _symbolic_mode():
@@ -48,7 +56,8 @@ def stamp(base):
 def record(out, src, op, attrs) -> None:
     """``out`` is the result of view op ``op`` on ``src``: remember its root base and chain."""
     view_of = getattr(src, "_view_of", None)
-    if view_of is None:
+    if view_of is None or not isinstance(view_of[1], tuple):
+        # (a piece of a split, or a graph value's .data, is the base of its own views)
         base, chain = src, ()
     else:
         base, chain = view_of
@@ -57,7 +66,9 @@ def record(out, src, op, attrs) -> None:
 
 
 def is_stale(view) -> bool:
-    base = view._view_of[0]
+    base, chain = view._view_of
+    if chain is MULTI_OUTPUT:
+        return False
     current = stamp(base)
     return current is not view._view_src and current != view._view_src
 
@@ -99,11 +110,25 @@ def _positions(shape, chain):
     return np.asarray(current)
 
 
+def refuse_multi_output(view, result, what: str) -> None:
+    """Before a piece of a multi-output op (split, chunk, unbind) takes a value with history:
+    PyTorch refuses that write, whose history its base could not follow."""
+    if view._view_of[1] is MULTI_OUTPUT and result._requires_grad:
+        raise AutogradError(
+            "this tensor is one of several views a function returned (split, chunk, unbind), "
+            "which cannot be modified in place while gradients are recorded; use the "
+            "out-of-place form, or clone the piece first",
+            op=what,
+        )
+
+
 def prepare(view, what: str):
     """Before an in-place op on ``view`` writes anything: refuse what PyTorch refuses (a view of
     a leaf that requires grad; a view whose elements overlap), replay a stale view's history
     from its base, and return the view's flat positions in the base (None: not an alias)."""
     base, chain = view._view_of
+    if chain is MULTI_OUTPUT:
+        return None  # see refuse_multi_output
     if _reg.is_grad_enabled() and base._requires_grad and base.grad_fn is None:
         raise AutogradError(
             "a view of a leaf tensor that requires grad is being used in an in-place "

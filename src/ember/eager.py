@@ -67,11 +67,20 @@ class EagerMode(_reg.Mode):
                     # shares the source's version counter
                     chain = source._view_of
                     t._view_of = (
-                        (source, ((op, attrs),))
-                        if chain is None
-                        else (chain[0], (*chain[1], (op, attrs)))
+                        (chain[0], (*chain[1], (op, attrs)))
+                        if chain is not None and chain[1] is not _views.MULTI_OUTPUT
+                        else (source, ((op, attrs),))
                     )
                     t._view_src = source._vc[0]
+        elif op.aliases and len(outs) > 1:
+            # pieces of input 0 (split, chunk, unbind): they share its memory and version, and
+            # an in-place op on one is refused while gradients are recorded, as in PyTorch
+            source = inputs[0]
+            for t in outs:
+                if np.may_share_memory(t._data, source._data):
+                    t._vc = source._vc
+                    t._is_view = True
+                    t._view_of = (source, _views.MULTI_OUTPUT)
         if _reg._state.grad_enabled and _any_requires_grad(inputs):
             floating = [t._data.dtype in _FLOATING for t in outs]
             if any(floating):

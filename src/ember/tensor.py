@@ -309,6 +309,8 @@ class Tensor(_reg.TensorBase):
         if not isinstance(result, Tensor):
             result = Tensor(result)
         result = fit_inplace_result(name, result, self)
+        if through_view:
+            _views.refuse_multi_output(self, result, name)
         np.copyto(self._data, result._data, casting="unsafe")
         self._vc[0] += 1
         if _reg.is_grad_enabled():
