@@ -58,6 +58,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ember.tensor_api",
             "ember.amp",
             "ember._tensor_extras",
+            "ember._views",
         ),
     ),
     ("graph", ("ember.graph",)),

@@ -290,6 +290,30 @@ def test_capture_raises_a_clear_error():
         ember.function(f)(ember.ones(3))
 
 
+def test_capture_without_gradients_records_forward():
+    """With gradients off nothing calls backward: a captured function, and the ONNX export of
+    a module (an inference graph, as torch.onnx.export's), record forward's ops."""
+    import onnxruntime as ort
+
+    x = ember.tensor(np.linspace(-1, 1, 6).reshape(2, 3))
+
+    def f(x):
+        a, b = EMBER["MulAdd"].apply(x, x * 2, 3.0)
+        return EMBER["MyExp"].apply(a) + EMBER["StraightClamp"].apply(b, -0.5, 0.5)
+
+    with ember.no_grad():
+        np.testing.assert_allclose(ember.function(f)(x).numpy(), f(x).numpy(), rtol=1e-12)
+
+    class Model(ember.nn.Module):
+        def forward(self, x):
+            return f(x)
+
+    path = pytest.importorskip("tempfile").mktemp(suffix=".onnx")
+    ember.onnx.export(Model(), path, x)
+    (got,) = ort.InferenceSession(path).run(None, {"x": x.numpy()})
+    np.testing.assert_allclose(got, f(x).detach().numpy(), rtol=1e-12)
+
+
 def test_once_differentiable_and_torch_spelling_imports():
     from ember.autograd.function import once_differentiable
     from ember.autograd.functional import jacobian

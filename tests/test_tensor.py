@@ -143,10 +143,16 @@ def test_views_share_memory_and_version_counter():
     assert x._version == v._version == 1
 
 
-def test_inplace_on_view_of_grad_tensor_is_refused():
+def test_inplace_on_view_of_leaf_or_overlapping_view_is_refused():
+    """As PyTorch: a view of a leaf that requires grad, or an expanded view, cannot be written
+    in place (writes through other views: tests/test_inplace.py)."""
+    leaf = ember.zeros(2, 3, requires_grad=True)
+    with pytest.raises(ember.AutogradError, match="view of a leaf"):
+        leaf.reshape(6).add_(1)
     x = ember.zeros(2, 3, requires_grad=True) * 1
-    with pytest.raises(ember.AutogradError, match="views"):
-        x.reshape(6).add_(1)
+    with pytest.raises(ember.AutogradError, match="single memory location"):
+        x[:, :1].expand(2, 3).add_(1)
+    np.testing.assert_array_equal(x.detach().numpy(), 0)  # refused before anything is written
 
 
 def test_to_and_casts():
@@ -160,15 +166,30 @@ def test_to_and_casts():
     assert x.bool().tolist() == [True, True]
 
 
-def test_logical_operators_require_bool():
+def test_bitwise_operators_are_logical_on_bools_bitwise_on_integers():
     a = ember.tensor([True, False])
     b = ember.tensor([True, True])
     assert (a & b).tolist() == [True, False]
     assert (a | b).tolist() == [True, True]
     assert (a ^ b).tolist() == [False, True]
     assert (~a).tolist() == [False, True]
-    with pytest.raises(ember.DTypeError, match="bool tensors only"):
-        ember.tensor([1, 2]) & ember.tensor([3, 4])
+    assert (True ^ a).tolist() == [False, True]
+    # integers, as PyTorch: &, |, ^, ~, <<, >> and their in-place and reflected forms
+    i = ember.tensor([-7, -3, 0, 4, 9])
+    assert (i & 6).tolist() == [0, 4, 0, 4, 0]
+    assert (i | 8).tolist() == [-7, -3, 8, 12, 9]
+    assert (i ^ 5).tolist() == [-4, -8, 5, 1, 12]
+    assert (~i).tolist() == [6, 2, -1, -5, -10]
+    assert (i << 2).tolist() == [-28, -12, 0, 16, 36]
+    assert (i >> 1).tolist() == [-4, -2, 0, 2, 4]
+    assert (1 << ember.tensor([1, 2])).tolist() == [2, 4]
+    j = i.clone()
+    j &= 3
+    j <<= 1
+    j ^= i
+    assert j.tolist() == [-5, -1, 0, 4, 11]
+    with pytest.raises(ember.DTypeError, match="integer or bool tensors only"):
+        ember.tensor([1.0]) & ember.tensor([3.0])
 
 
 def test_float_math_promotes_integers_and_mean_rejects_them():

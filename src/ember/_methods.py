@@ -6,7 +6,6 @@ table below is the only place that maps Python syntax to ops.
 
 from __future__ import annotations
 
-from .errors import DTypeError
 from .ops import _autocast
 from .ops._registry import INPLACE, METHODS, PUBLIC, TensorBase
 from .ops._registry import _state as _registry_state
@@ -60,17 +59,21 @@ def _inplace(method_name, fn):
     return method
 
 
+def _is_bool(value) -> bool:
+    dtype = getattr(value, "dtype", None)
+    return dtype.is_bool if dtype is not None else isinstance(value, bool)
+
+
 def _logical(name):
+    """``&``, ``|``, ``^``, ``~``: as in PyTorch, the logical op on bools and the bitwise op on
+    integers (which refuses floating point)."""
+    bitwise = "bitwise_" + name.split("_")[1]
+
     def method(self, other=None):
         operands = (self,) if other is None else (self, other)
-        for t in operands:
-            if getattr(t, "dtype", None) is not None and not t.dtype.is_bool:
-                raise DTypeError(
-                    f"the operator for {name} is defined on bool tensors only "
-                    f"(got {t.dtype}); for integers use ember.bitwise_{name.split('_')[1]}",
-                    op=name,
-                )
-        return PUBLIC[name](*operands)
+        if all(_is_bool(t) for t in operands):
+            return PUBLIC[name](*operands)
+        return PUBLIC[bitwise](*operands)
 
     return method
 
@@ -79,7 +82,14 @@ def _reflected_logical(name):
     forward = _logical(name)
 
     def method(self, other):
-        return forward(self, other)
+        return forward(self, other)  # and, or, xor commute
+
+    return method
+
+
+def _shift(name, reflected=False):
+    def method(self, other):
+        return PUBLIC[name](other, self) if reflected else PUBLIC[name](self, other)
 
     return method
 
@@ -109,6 +119,17 @@ def _copy_(self, src):
     return self._inplace("copy_", lambda old: src.to(old.dtype).expand(old.shape))
 
 
+def _fill_(self, value):
+    """Set every element to ``value`` (a number or a one-element tensor), in place."""
+    if isinstance(value, TensorBase):
+        return self._inplace("fill_", lambda old: value.to(old.dtype).expand(old.shape))
+    return self._inplace("fill_", lambda old: PUBLIC["full"](old.shape, value, dtype=old.dtype))
+
+
+def _zero_(self):
+    return self.fill_(0)
+
+
 def install(cls: type = Tensor) -> None:
     """Give ``cls`` (the eager Tensor, the symbolic tensor of graph capture) every op method."""
     for name, fn in METHODS.items():
@@ -125,6 +146,11 @@ def install(cls: type = Tensor) -> None:
     for dunder, op in {"and": "logical_and", "or": "logical_or", "xor": "logical_xor"}.items():
         setattr(cls, f"__{dunder}__", _logical(op))
         setattr(cls, f"__r{dunder}__", _reflected_logical(op))
+        setattr(cls, f"__i{dunder}__", _inplace(f"__i{dunder}__", _logical(op)))
+    for dunder, op in {"lshift": "bitwise_left_shift", "rshift": "bitwise_right_shift"}.items():
+        setattr(cls, f"__{dunder}__", _shift(op))
+        setattr(cls, f"__r{dunder}__", _shift(op, reflected=True))
+        setattr(cls, f"__i{dunder}__", _inplace(f"__i{dunder}__", _shift(op)))
     cls.__invert__ = _logical("logical_not")
     cls.__neg__ = _forward("neg")
     cls.__pos__ = lambda self: self
@@ -132,6 +158,8 @@ def install(cls: type = Tensor) -> None:
     cls.__getitem__ = _forward("getitem")
     cls.__setitem__ = _setitem
     cls.copy_ = _copy_
+    cls.fill_ = _fill_
+    cls.zero_ = _zero_
     # NumPy defers ``ndarray @ tensor`` (and the other operators) to the tensor's reflected
     # method instead of converting the tensor (which a symbolic tensor refuses)
     cls.__array_priority__ = 1000

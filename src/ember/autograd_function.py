@@ -40,6 +40,27 @@ __all__ = ["Function", "FunctionCtx", "BackwardCFunction", "once_differentiable"
 _FREED = object()
 
 
+class _ForwardOnlyCtx:
+    """The ``ctx`` of a Function recorded into a graph with gradients off: forward's marks are
+    accepted and nothing is kept for a backward that never runs."""
+
+    def __init__(self, needs_input_grad: tuple) -> None:
+        self.needs_input_grad = needs_input_grad
+        self.materialize_grads = True
+
+    def save_for_backward(self, *tensors) -> None:
+        self.saved_tensors = tensors
+
+    def mark_non_differentiable(self, *tensors) -> None:
+        pass
+
+    def mark_dirty(self, *tensors) -> None:
+        pass
+
+    def set_materialize_grads(self, value: bool) -> None:
+        self.materialize_grads = bool(value)
+
+
 class FunctionCtx:
     """What ``forward`` / ``setup_context`` receive as ``ctx``: saves tensors for ``backward``
     and takes the marks PyTorch's context takes. Any other attribute may be set on it freely."""
@@ -245,11 +266,22 @@ class Function:
                 f"setup_context style, as in PyTorch), got keywords {sorted(kwargs)}"
             )
         capturing = _reg.current_mode() is not _reg._base_mode[0]
+        if not is_grad_enabled() and (
+            capturing or any(isinstance(a, TensorBase) and not isinstance(a, Tensor) for a in args)
+        ):
+            # nothing is differentiated: the graph records forward's ops as they are
+            ctx = _ForwardOnlyCtx(tuple(False for _ in args))
+            if cls._new_style():
+                out = cls.forward(*args)
+                cls.setup_context(ctx, args, out)
+                return out
+            return cls.forward(ctx, *args)
         if capturing or any(isinstance(a, TensorBase) and not isinstance(a, Tensor) for a in args):
             raise TraceError(
                 f"the custom autograd Function {cls.__name__} cannot be captured: graph "
                 "autodiff differentiates recorded ops and would ignore its backward; call it "
-                "outside ember.function / ember.trace / ember.script (eagerly)",
+                "outside ember.function / ember.trace / ember.script (eagerly), or under "
+                "ember.no_grad() where its backward is not needed",
                 op=f"{cls.__name__}.apply",
             )
         record = is_grad_enabled() and any(isinstance(a, Tensor) and a._requires_grad for a in args)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _views
 from . import dtypes as _dt
 from .autograd import Node
 from .errors import EmberError
@@ -27,6 +28,11 @@ _FLOATING = frozenset(d.np for d in _dt.ALL_DTYPES if d.is_floating_point)
 
 class EagerMode(_reg.Mode):
     def apply(self, op: _reg.OpDef, inputs: tuple, attrs: dict):
+        if _reg._state.grad_enabled:
+            for t in inputs:
+                # a view whose base changed in place since: its history is replayed first
+                if t._view_of is not None and _views.is_stale(t):
+                    _views.refresh(t)
         out_type = op.infer(*inputs, **attrs)
         try:
             result = op.run(*[t._data for t in inputs], **attrs)
@@ -50,9 +56,31 @@ class EagerMode(_reg.Mode):
             _reg.conformance.forward.add(op.name)
             _check_rule(op, out_types, outs)
         if op.view:
+            source = inputs[0]
             for t in outs:
-                t._vc = inputs[0]._vc
-                t._is_view = True
+                # NumPy copies where the strides allow no view (a reshape of transposed data):
+                # such a result is a new tensor, as PyTorch's reshape makes one
+                if np.may_share_memory(t._data, source._data):
+                    t._vc = source._vc
+                    t._is_view = True
+                    # _views.record, inlined (every reshape and slice passes here); the base
+                    # shares the source's version counter
+                    chain = source._view_of
+                    t._view_of = (
+                        (chain[0], (*chain[1], (op, attrs)))
+                        if chain is not None and chain[1] is not _views.MULTI_OUTPUT
+                        else (source, ((op, attrs),))
+                    )
+                    t._view_src = source._vc[0]
+        elif op.aliases and len(outs) > 1:
+            # pieces of input 0 (split, chunk, unbind): they share its memory and version, and
+            # an in-place op on one is refused while gradients are recorded, as in PyTorch
+            source = inputs[0]
+            for t in outs:
+                if np.may_share_memory(t._data, source._data):
+                    t._vc = source._vc
+                    t._is_view = True
+                    t._view_of = (source, _views.MULTI_OUTPUT)
         if _reg._state.grad_enabled and _any_requires_grad(inputs):
             floating = [t._data.dtype in _FLOATING for t in outs]
             if any(floating):

@@ -18,6 +18,7 @@ import weakref
 
 import numpy as np
 
+from . import _views
 from . import dtypes as _dt
 from . import printing as _printing
 from .devices import CPU
@@ -42,6 +43,8 @@ class Tensor(_reg.TensorBase):
         "_output_nr",
         "_vc",
         "_is_view",
+        "_view_of",
+        "_view_src",
         "_retains_grad",
         "_hooks",
         "_post_hooks",
@@ -60,6 +63,8 @@ class Tensor(_reg.TensorBase):
         self._output_nr = 0
         self._vc = [0]
         self._is_view = False
+        self._view_of = None  # (root base, view ops from it): see _views.py
+        self._view_src = None
         self._retains_grad = False
         self._hooks = None
         self._post_hooks = None
@@ -78,6 +83,8 @@ class Tensor(_reg.TensorBase):
         t._output_nr = 0
         t._vc = [0]
         t._is_view = False
+        t._view_of = None
+        t._view_src = None
         t._retains_grad = False
         t._hooks = None
         t._post_hooks = None
@@ -223,6 +230,14 @@ class Tensor(_reg.TensorBase):
         self._post_hooks[key] = hook
         return _HookHandle(self._post_hooks, key)
 
+    def __getstate__(self):
+        # a copy or a pickle has memory of its own: it is no longer a view of anything, and its
+        # view record (which holds ops) stays behind
+        state = super().__getstate__()
+        slots = dict(state[1])
+        slots["_view_of"] = slots["_view_src"] = None
+        return state[0], slots
+
     def detach(self) -> Tensor:
         """A tensor sharing this one's data, outside the graph (writes to either are shared)."""
         t = Tensor._wrap(self._data)
@@ -254,12 +269,6 @@ class Tensor(_reg.TensorBase):
                 "wrap the update in `with ember.no_grad():` or use the out-of-place form",
                 op=what,
             )
-        if self._is_view and self._requires_grad:
-            raise AutogradError(
-                "in-place operations on views of tensors that require grad are not supported; "
-                "use the out-of-place form",
-                op=what,
-            )
 
     def _inplace(self, name: str, fn, *args, **kwargs) -> Tensor:
         """Run ``fn(self, *args)`` out of place and write the result into this tensor's memory.
@@ -274,6 +283,13 @@ class Tensor(_reg.TensorBase):
         if getattr(fn, "ufunc", None) is not None and not kwargs and self._ufunc_inplace(fn, args):
             return self
         self._check_inplace(name)
+        # a write through a view is also one into its base (_views.py); a graph being built
+        # follows the views of its own values only
+        through_view = (
+            self._view_of is not None and _reg._state.grad_enabled and not _reg._state.modes
+        )
+        if through_view:
+            positions = _views.prepare(self, name)
         if _reg._state.modes:  # a graph is being built: it functionalizes the update
             inplace = getattr(_reg._state.modes[-1], "inplace", None)
             if inplace is not None:
@@ -293,6 +309,8 @@ class Tensor(_reg.TensorBase):
         if not isinstance(result, Tensor):
             result = Tensor(result)
         result = fit_inplace_result(name, result, self)
+        if through_view:
+            _views.refuse_multi_output(self, result, name)
         np.copyto(self._data, result._data, casting="unsafe")
         self._vc[0] += 1
         if _reg.is_grad_enabled():
@@ -308,6 +326,10 @@ class Tensor(_reg.TensorBase):
                 kept = _reg.PUBLIC["where"](everywhere, result, old)
                 self.grad_fn = kept.grad_fn
                 self._output_nr = kept._output_nr
+            if through_view and self._requires_grad:
+                _views.write_through(self, name, positions)
+            elif through_view:  # nothing to differentiate: the shared data is all there is
+                self._view_src = _views.stamp(self._view_of[0])
         return self
 
     def _ufunc_inplace(self, fn, args) -> bool:
@@ -340,16 +362,6 @@ class Tensor(_reg.TensorBase):
             _profiler.inplace_ufunc(ufunc, self, operands)
         self._vc[0] += 1
         return True
-
-    def zero_(self) -> Tensor:
-        return self.fill_(0)
-
-    def fill_(self, value) -> Tensor:
-        if isinstance(value, Tensor):
-            return self._inplace("fill_", lambda old: value.to(old.dtype).expand(old.shape))
-        return self._inplace(
-            "fill_", lambda old: _reg.PUBLIC["full"](old.shape, value, dtype=old.dtype)
-        )
 
     # ------------------------------------------------------------------------------ conversion
     def numpy(self) -> np.ndarray:

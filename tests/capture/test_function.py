@@ -756,3 +756,29 @@ def test_a_large_global_array_is_guarded_by_identity_and_warned_about():
         warnings.simplefilter("error")
         f(ember.ones(1))  # the same array: a hit, no warning
     assert f.stats.traces == 1
+
+
+def test_data_of_graph_values_reads_and_writes_through():
+    """``.data`` of a value inside a captured function (``p.grad.data`` in a hand-written
+    update, ``h.data.mul_(0)``) as eagerly: read without history, written through."""
+    lin = ember.nn.Linear(2, 2)
+    w0 = lin.weight.numpy().copy()
+
+    def step(x):
+        h = lin(x)
+        h.data.mul_(0.0)
+        total = h.data.sum() + h.sum()
+        (lin(x) ** 2).sum().backward()
+        for p in lin.parameters():
+            p.data.add_(p.grad.data, alpha=-0.1)
+            p.grad = None
+        return total
+
+    x = ember.ones(3, 2)
+    eager_lin = ember.nn.Linear(2, 2)
+    eager_lin.load_state_dict(lin.state_dict())
+    assert ember.function(step)(x).item() == 0.0
+    lin, kept = eager_lin, lin
+    assert step(x).item() == 0.0
+    np.testing.assert_allclose(kept.weight.numpy(), lin.weight.numpy(), rtol=1e-6)
+    assert not np.allclose(kept.weight.numpy(), w0)

@@ -240,3 +240,41 @@ def test_errors():
         ember.grad(lambda x: x.sum(), has_aux=True)(x)
     with pytest.raises(ember.EmberError, match="argument 3"):
         ember.grad(lambda x: x.sum(), argnums=3)(x)
+
+
+def test_leaf_updated_under_no_grad_takes_the_gradients_of_all_its_uses():
+    """A parameter changed in place under no_grad inside the captured step (an embedding's
+    max_norm renorm) is still the leaf: the uses after the update and those before it both
+    give it their gradients, as eagerly (PyTorch: [6, 15] here)."""
+    w = ember.tensor([1.0, 2.0], requires_grad=True)
+    x = ember.tensor([3.0, 5.0])
+
+    def step(x):
+        y1 = (w * x).sum()
+        with ember.no_grad():
+            w.mul_(0.5)
+        y2 = (w * w * x).sum()
+        (y1 + y2).backward()
+        return y1 + y2
+
+    assert ember.function(step)(x).item() == 18.75
+    np.testing.assert_allclose(w.grad.numpy(), [6.0, 15.0])
+    np.testing.assert_allclose(w.numpy(), [0.5, 1.0])
+
+    emb = ember.nn.Embedding(5, 3, max_norm=1.0)
+    with ember.no_grad():
+        emb.weight.mul_(4.0)
+    ids = ember.tensor([[1, 2, 2]])
+    eager = ember.nn.Embedding(5, 3, max_norm=1.0)
+    eager.load_state_dict(emb.state_dict())
+
+    def loss(module):
+        out = (module(ids) ** 2).sum()
+        out.backward()
+        return out
+
+    want = loss(eager)
+    got = ember.function(lambda: loss(emb))()
+    np.testing.assert_allclose(got.item(), want.item(), rtol=1e-6)
+    np.testing.assert_allclose(emb.weight.grad.numpy(), eager.weight.grad.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(emb.weight.numpy(), eager.weight.detach().numpy(), rtol=1e-6)

@@ -275,6 +275,21 @@ def test_backward_hooks_refuse_capture_and_can_be_removed():
     assert not m._backward_hooks
 
 
+def test_backward_hooks_stand_aside_without_gradients():
+    """Under no_grad (inference) a module with backward hooks runs as PyTorch runs it, eagerly
+    and captured: no backward will come, so nothing is watched."""
+    m = nn.Linear(2, 2)
+    calls = []
+    m.register_full_backward_hook(lambda *a: calls.append(a))
+    x = ember.tensor(n(3, 2).astype(np.float32), requires_grad=True)
+    with ember.no_grad():
+        want = m(x).numpy()
+        got = ember.function(lambda x: m(x))(x).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    m(x).sum().backward()
+    assert len(calls) == 1
+
+
 # ----------------------------------------------------------------------------- containers
 
 

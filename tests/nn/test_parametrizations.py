@@ -182,3 +182,43 @@ def test_parametrized_modules_capture():
                 np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-9, err_msg=name)
             for key, value in t.state_dict().items():
                 np.testing.assert_allclose(e.state_dict()[key].numpy(), value.numpy(), rtol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "make,shape",
+    [
+        (lambda n: n.Linear(3, 4), (2, 3)),
+        (lambda n: n.Conv2d(2, 3, 3), (1, 2, 5, 5)),
+        (lambda n: n.ConvTranspose1d(2, 3, 3), (2, 2, 4)),  # dim 1 by default
+    ],
+    ids=["linear", "conv2d", "conv-transpose"],
+)
+def test_old_spectral_norm_api_matches_torch(make, shape):
+    """The hook-based ``nn.utils.spectral_norm``: PyTorch's keys, its power iteration (v then
+    u, buffers written in training mode only), gradients through sigma, and removal."""
+    e = nn.utils.spectral_norm(make(nn).double(), n_power_iterations=2)
+    t = tnn.utils.spectral_norm(make(tnn).double(), n_power_iterations=2)
+    assert list(e.state_dict()) == list(t.state_dict())
+    e.load_state_dict({k: ember.tensor(v.numpy()) for k, v in t.state_dict().items()})
+    x = randn(*shape)
+    for training in (True, True, False):
+        e.train(training)
+        t.train(training)
+        e.zero_grad()
+        t.zero_grad()
+        got = e(ember.tensor(x))
+        want = t(torch.tensor(x))
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-10)
+        (got**2).sum().backward()
+        (want**2).sum().backward()
+        np.testing.assert_allclose(
+            e.weight_orig.grad.numpy(), t.weight_orig.grad.numpy(), rtol=1e-9, atol=1e-12
+        )
+        for key, value in t.state_dict().items():
+            np.testing.assert_allclose(e.state_dict()[key].numpy(), value.numpy(), rtol=1e-10)
+    nn.utils.remove_spectral_norm(e)
+    tnn.utils.remove_spectral_norm(t)
+    assert list(e.state_dict()) == list(t.state_dict())
+    np.testing.assert_allclose(e.weight.detach().numpy(), t.weight.detach().numpy(), rtol=1e-10)
+    with pytest.raises(RuntimeError, match="two spectral_norm"):
+        nn.utils.spectral_norm(nn.utils.spectral_norm(nn.Linear(2, 2)))

@@ -200,3 +200,36 @@ def test_dropout_in_attention_only_while_training():
     ember.manual_seed(0)
     _, dropped = mha(x, x, x, average_attn_weights=False)
     assert np.any(dropped.numpy() == 0)
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors:UserWarning")
+@pytest.mark.filterwarnings("ignore:enable_nested_tensor is True:UserWarning")
+@pytest.mark.parametrize(
+    "pads, norm_first, float_mask",
+    [([2, 0], False, False), ([1, 3], False, True), ([2, 0], True, False)],
+)
+def test_encoder_padding_in_inference_matches_torch_nested_path(pads, norm_first, float_mask):
+    """PyTorch's TransformerEncoder runs inference with a padding mask on nested tensors, whose
+    padded positions come out as zeros (then the final norm); ember gives the same, and the
+    plain composition where PyTorch does (norm_first, training, gradients)."""
+    from .compare import copy_weights
+
+    def make(n):
+        layer = n.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True,
+                                          norm_first=norm_first)  # fmt: skip
+        return n.TransformerEncoder(layer, 2, norm=n.LayerNorm(8))
+
+    t, e = make(tnn), make(nn)
+    copy_weights(e, t)
+    t.eval()
+    e.eval()
+    x = np.random.default_rng(0).standard_normal((2, 5, 8)).astype(np.float32)
+    pad = np.zeros((2, 5), dtype=bool)
+    for row, k in enumerate(pads):
+        pad[row, 5 - k :] = True
+    mask = np.where(pad, -np.inf, 0.0).astype(np.float32) if float_mask else pad
+    with torch.no_grad():
+        want = t(torch.tensor(x), src_key_padding_mask=torch.tensor(mask)).numpy()
+    with ember.no_grad():
+        got = e(ember.tensor(x), src_key_padding_mask=ember.tensor(mask)).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

@@ -459,3 +459,32 @@ def test_newest_opset_passes_the_checker():
     model.eval()
     exported = to_model(model, ember.randn(1, 2, 6, 6), opset=newest)
     onnx.checker.check_model(exported, full_check=True)
+
+
+def test_pytorch_calling_convention(tmp_path):
+    """A translated ``torch.onnx.export(model, args, f, opset_version=..., input_names=...,
+    dynamic_axes=...)``: the file takes any batch size on the named axes; ``f`` may be a file
+    object; PyTorch's exporter options are accepted."""
+    import io
+
+    m = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)).eval()
+    x = ember.randn(2, 3)
+    path = tmp_path / "m.onnx"
+    ember.onnx.export(
+        m, (x,), str(path), export_params=True, opset_version=17, do_constant_folding=True,
+        input_names=["input"], output_names=["output"],
+        dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}},
+    )  # fmt: skip
+    session = ort.InferenceSession(str(path))
+    assert session.get_inputs()[0].shape == ["batch", 3]
+    assert session.get_outputs()[0].shape == ["batch", 2]
+    x5 = ember.randn(5, 3)
+    (got,) = session.run(None, {"input": x5.numpy()})
+    np.testing.assert_allclose(got, m(x5).detach().numpy(), rtol=1e-5, atol=1e-6)
+    buffer = io.BytesIO()
+    ember.onnx.export(m, x, buffer)
+    session = ort.InferenceSession(buffer.getvalue())
+    (got,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
+    np.testing.assert_allclose(got, m(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+    ember.onnx.export(m, args=(x,), f=str(tmp_path / "k.onnx"), opset_version=18)
+    assert onnx.load(str(tmp_path / "k.onnx")).opset_import[0].version == 18

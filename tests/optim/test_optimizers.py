@@ -209,6 +209,23 @@ def test_add_param_group_and_params_without_grad_are_skipped():
     np.testing.assert_allclose(a.numpy(), [0.9, -0.9], rtol=1e-5)
 
 
+def test_param_group_dicts_are_the_callers_as_in_torch():
+    """PyTorch keeps the caller's group dicts: their params become lists (a generator can make
+    a second optimizer), their defaults are filled in, and later edits reach the optimizer."""
+    model = ember.nn.Linear(2, 2)
+    groups = [{"params": model.parameters(), "lr": 0.1}]
+    first = optim.SGD(groups, lr=0.5, momentum=0.9)
+    second = optim.SGD(groups, lr=0.5, momentum=0.9)
+    assert first.param_groups[0] is groups[0] and second.param_groups[0] is groups[0]
+    assert len(second.param_groups[0]["params"]) == 2 and groups[0]["momentum"] == 0.9
+    groups[0]["lr"] = 0.01
+    assert first.param_groups[0]["lr"] == 0.01
+    bad = {"params": [ember.zeros(2, requires_grad=True)], "lr": -1.0}
+    with pytest.raises(OptimizerError):
+        first.add_param_group(bad)
+    assert set(bad) == {"params", "lr"}  # a refused group is left as it was
+
+
 def test_zero_grad_set_to_none_and_to_zero():
     a = ember.tensor([1.0, 2.0], requires_grad=True)
     opt = optim.SGD([a], lr=0.1)

@@ -254,3 +254,32 @@ def test_stepping_the_scheduler_before_the_optimizer_warns():
     sched = EL.StepLR(opt, step_size=2)
     with pytest.warns(UserWarning, match="before optimizer.step"):
         sched.step()
+
+
+def test_resumes_from_a_pytorch_checkpoint(tmp_path):
+    """A scheduler state written by PyTorch (torch.save of state_dict(), with its bookkeeping
+    entries such as _get_lr_called_within_step) loads, and the schedule continues as PyTorch's."""
+    torch = pytest.importorskip("torch")
+
+    def make(lib, opt):
+        return lib.optim.lr_scheduler.OneCycleLR(opt, 0.1, total_steps=10)
+
+    tp = torch.zeros(1, requires_grad=True)
+    t_opt = torch.optim.SGD([tp], lr=0.1, momentum=0.9)
+    t_sched = make(torch, t_opt)
+    for _ in range(3):
+        t_opt.step()
+        t_sched.step()
+    torch.save({"sched": t_sched.state_dict(), "opt": t_opt.state_dict()}, tmp_path / "ck.pt")
+    ck = ember.load(tmp_path / "ck.pt")
+    e_opt = ember.optim.SGD([ember.zeros(1, requires_grad=True)], lr=0.1, momentum=0.9)
+    e_sched = make(ember, e_opt)
+    e_opt.load_state_dict(ck["opt"])
+    e_sched.load_state_dict(ck["sched"])
+    for _ in range(4):
+        t_opt.step()
+        t_sched.step()
+        e_opt.step()
+        e_sched.step()
+        assert e_opt.param_groups[0]["lr"] == pytest.approx(t_opt.param_groups[0]["lr"])
+        assert e_opt.param_groups[0]["momentum"] == pytest.approx(t_opt.param_groups[0]["momentum"])

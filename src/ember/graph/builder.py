@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .. import _views
 from ..errors import TraceError, user_location
 from ..ops import _registry as _reg
 from ..ops._util import fit_inplace_result
@@ -167,11 +168,34 @@ class GraphBuilder(_reg.Mode):
             leaves = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
         out_value = self.value_of(output)
         reached = self._ancestors(out_value)
-        leaves = [t for t in leaves if id(self.value_of(t)) in reached]
-        if not leaves:
+        # a leaf rebound under no_grad since it was captured (see _ancestors) also takes the
+        # gradient of its uses before that, as the eager leaf does
+        earlier = [
+            (k, v)
+            for k, t in enumerate(leaves)
+            if isinstance(t, Tensor)
+            and (v := self._captured_values.get(id(t))) is not None
+            and v is not self.value_of(t)
+            and id(v) in reached
+        ]
+        kept = [t for t in leaves if id(self.value_of(t)) in reached]
+        if not kept and not earlier:
             return
-        wrt = [SymbolicTensor(self.value_of(t), self) for t in leaves]
-        grads = backward_graph_values(self, [output], wrt, [gradient], self.no_grad_values)
+        values = [self.value_of(t) if id(self.value_of(t)) in reached else None for t in leaves]
+        grads = [None] * len(leaves)
+        # (the earlier values in a pass of their own: with both as targets, the current value's
+        # gradient would flow on through the no_grad update into the earlier one)
+        for targets in ([(k, v) for k, v in enumerate(values) if v is not None], earlier):
+            if not targets:
+                continue
+            wrt = [SymbolicTensor(v, self) for _, v in targets]
+            found = backward_graph_values(self, [output], wrt, [gradient], self.no_grad_values)
+            for (k, _), g in zip(targets, found):
+                grads[k] = g if grads[k] is None else grads[k] + g
+        pairs = [(t, g) for t, g in zip(leaves, grads) if g is not None]
+        if not pairs:
+            return
+        leaves, grads = zip(*pairs)
         with self:
             for leaf, g in zip(leaves, grads):
                 if isinstance(leaf.grad, Tensor) and id(leaf.grad) not in self._current:
@@ -241,10 +265,13 @@ class GraphBuilder(_reg.Mode):
         seen, stack = set(), [value]
         while stack:
             v = stack.pop()
-            if id(v) in seen or id(v) in self.no_grad_values:
+            if id(v) in seen:
                 continue
             seen.add(id(v))
-            if v.node.kind == "call":
+            # a value made with gradients off passes none on, but is itself reached: a leaf
+            # rebound to it under no_grad (an embedding's max_norm renorm of its weight) takes
+            # the gradient of its uses since, as the eager leaf does
+            if v.node.kind == "call" and id(v) not in self.no_grad_values:
                 stack.extend(v.node.inputs)
         return seen
 
@@ -262,6 +289,15 @@ class GraphBuilder(_reg.Mode):
 
     # -------- the Mode protocol
     def apply(self, op: _reg.OpDef, inputs: tuple, attrs: dict):
+        for t in inputs:
+            # a view whose base was updated in place since reads the base's new value
+            if (
+                isinstance(t, SymbolicTensor)
+                and t._view_of is not None
+                and t.builder is self
+                and _views.is_stale(t)
+            ):
+                _views.refresh(t)
         values = [self.value_of(t) for t in inputs]
         node = self.graph.add_call(op, values, attrs)
         node.scope = _scope.current()
@@ -271,6 +307,13 @@ class GraphBuilder(_reg.Mode):
         if not _reg._state.grad_enabled:
             self.no_grad_values.update(id(v) for v in node.outputs)
         outs = [SymbolicTensor(v, self) for v in node.outputs]
+        source = inputs[0] if op.view else None
+        # views are followed within one graph (a loop body's view of an outer value is not)
+        if source is not None and (
+            not isinstance(source, SymbolicTensor) or source.builder is self
+        ):
+            for out in outs:
+                _views.record(out, source, op, attrs)
         return outs[0] if op.num_outputs == 1 else tuple(outs)
 
     def constant(self, array) -> SymbolicTensor:

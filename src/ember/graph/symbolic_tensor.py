@@ -26,13 +26,23 @@ _HINT = (
 
 
 class SymbolicTensor(TensorBase):
-    __slots__ = ("value", "builder", "grad", "_requires_grad", "__weakref__")
+    __slots__ = (
+        "value",
+        "builder",
+        "grad",
+        "_requires_grad",
+        "_view_of",
+        "_view_src",
+        "__weakref__",
+    )
 
     def __init__(self, value, builder):
         self.value = value
         self.builder = builder
         self.grad = None  # set by a recorded backward() when this is a leaf input
         self._requires_grad = False
+        self._view_of = None  # (root base, view ops from it): see ember/_views.py
+        self._view_src = None
 
     # -------- metadata (from the value's type; never data)
     @property
@@ -88,6 +98,15 @@ class SymbolicTensor(TensorBase):
         with self.builder:
             return stop_gradient(self)
 
+    @property
+    def data(self) -> SymbolicTensor:
+        """The value without history, aliasing this tensor: an in-place op on it updates this
+        tensor (with gradients off), and it reads this tensor's later updates."""
+        alias = self.detach()
+        alias._view_of = (self, None)
+        alias._view_src = self.value
+        return alias
+
     def detach_(self) -> SymbolicTensor:
         self._requires_grad = False
         return self
@@ -98,11 +117,27 @@ class SymbolicTensor(TensorBase):
 
     # -------- the functionalized in-place protocol (see the module docstring)
     def _inplace(self, name: str, fn, *args, **kwargs) -> SymbolicTensor:
+        from .. import _views
+        from ..ops._registry import current_mode
         from ..ops._util import fit_inplace_result
 
+        if self._view_of is not None and self._view_of[1] is None:  # ``.data``: see there
+            from ..grad_mode import no_grad
+
+            base = self._view_of[0]
+            with no_grad():
+                base._inplace(name, fn, *args, **kwargs)
+            self.value = base.detach().value
+            self._view_src = base.value
+            return self
+        # views are followed within the graph that made them (see GraphBuilder.apply)
+        through_view = self._view_of is not None and self.builder is current_mode()
+        positions = _views.prepare(self, name) if through_view else None
         result = fn(SymbolicTensor(self.value, self.builder), *args, **kwargs)
         result = fit_inplace_result(name, result, self)
         self.value = result.value
+        if through_view:
+            _views.write_through(self, name, positions)
         return self
 
     # -------- uses of the data: refused with the user's line

@@ -19,13 +19,16 @@ raises an `EmberError` rather than being silently dropped.
 from __future__ import annotations
 
 from ..errors import EmberError
+from ..grad_mode import is_grad_enabled
 from ..graph import scope as _scope
 from ..ops import api as E
 from ..tensor import Tensor
 
 
 def _needs_grad(value) -> bool:
-    return isinstance(value, Tensor) and value.requires_grad
+    # with gradients off (no_grad inference) no backward will run: nothing to watch, as in
+    # PyTorch, whose hooks then leave the call alone
+    return isinstance(value, Tensor) and value.requires_grad and is_grad_enabled()
 
 
 def _as_tuple(value, what: str, size: int) -> tuple:
@@ -42,7 +45,7 @@ class BackwardHookState:
     """One forward call's bookkeeping: the input and output gradients as they arrive."""
 
     def __init__(self, module) -> None:
-        if _scope.recording():
+        if _scope.recording() and is_grad_enabled():
             raise EmberError(
                 f"{module._get_name()} has backward hooks, which run in eager mode only; "
                 "remove them before capturing with ember.function or ember.trace",

@@ -1,8 +1,10 @@
 """`TransformerEncoderLayer` and `TransformerEncoder` (PyTorch's submodule names, so state_dicts
 move between the two), plus ``generate_square_subsequent_mask``.
 
-PyTorch's fused fast path and nested-tensor conversion are inference optimisations that do not
-change results; ember always runs the plain composition.
+PyTorch's fused fast path is an inference optimisation that does not change results; ember
+always runs the plain composition. Its nested-tensor conversion does change one thing, which
+ember reproduces (`TransformerEncoder._takes_nested_path`): in inference with a padding mask,
+the padded positions of the encoder's output are zeros (before the final norm).
 """
 
 from __future__ import annotations
@@ -121,9 +123,49 @@ class TransformerEncoder(Module):
         self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(num_layers)])
         self.num_layers = num_layers
         self.norm = norm
-        # accepted for PyTorch compatibility; nested tensors are a fast path ember does not use
         self.enable_nested_tensor = enable_nested_tensor
         self.mask_check = mask_check
+        # PyTorch's conditions, fixed at construction, for converting to nested tensors
+        attn = getattr(encoder_layer, "self_attn", None)
+        self.use_nested_tensor = bool(
+            enable_nested_tensor
+            and isinstance(encoder_layer, TransformerEncoderLayer)
+            and not encoder_layer.norm_first
+            and attn.batch_first
+            and attn._qkv_same_embed_dim
+            and attn.in_proj_bias is not None
+            and (encoder_layer.activation in (F.relu, F.gelu) or
+                 type(encoder_layer.activation).__name__ in ("ReLU", "GELU"))
+            and encoder_layer.norm1.eps == encoder_layer.norm2.eps
+            and attn.num_heads % 2 == 0
+        )  # fmt: skip
+
+    def _takes_nested_path(self, src, mask, src_key_padding_mask) -> bool:
+        """Whether PyTorch's TransformerEncoder would run this call on nested tensors (in
+        inference, batched, with a padding mask only, padding at the ends of the rows), whose
+        padded positions then come out as zeros. While a graph is recorded its check of the
+        mask (``mask_check``) needs data, and PyTorch skips the path under torch.compile too."""
+        from ..amp import is_autocast_enabled
+        from ..grad_mode import is_grad_enabled
+        from ..ops._registry import building_graph
+
+        layer = self.layers[0] if len(self.layers) else None
+        if not (getattr(self, "use_nested_tensor", False) and layer is not None):
+            return False
+        if layer.training or src.ndim != 3 or src_key_padding_mask is None or mask is not None:
+            return False
+        if is_autocast_enabled() or (
+            is_grad_enabled()
+            and (src.requires_grad or any(p.requires_grad for p in layer.parameters()))
+        ):
+            return False
+        if self.mask_check:
+            if building_graph():
+                return False
+            valid = (src_key_padding_mask == 0).numpy()  # bool True, or a float -inf, pads
+            if (valid[:, 1:] & ~valid[:, :-1]).any():
+                return False  # not left aligned
+        return True
 
     def forward(
         self,
@@ -133,6 +175,7 @@ class TransformerEncoder(Module):
         is_causal: bool | None = None,
     ) -> Tensor:
         output = src
+        nested = self._takes_nested_path(src, mask, src_key_padding_mask)
         for layer in self.layers:
             output = layer(
                 output,
@@ -140,6 +183,9 @@ class TransformerEncoder(Module):
                 is_causal=bool(is_causal),
                 src_key_padding_mask=src_key_padding_mask,
             )
+        if nested:  # PyTorch's to_padded_tensor(0.0): padded positions are zeros
+            padded = (src_key_padding_mask != 0).unsqueeze(-1)
+            output = output.masked_fill(padded, 0.0)
         if self.norm is not None:
             output = self.norm(output)
         return output

@@ -33,11 +33,27 @@ def load(model, *, trainable: bool = False, capture: bool = True, opt_level=None
     return _load(model, trainable=trainable, capture=capture, opt_level=opt_level)
 
 
-def export(target, path, *example_inputs, input_signature=None, opset=None, **kwargs):
+def export(target, path=None, *example_inputs, input_signature=None, opset=None, **kwargs):
     """Write ``target`` (a function, an ``nn.Module`` or an ember ``Graph``) to ``path`` as an
-    ONNX model; see ``ember.onnx.exporter.export``."""
+    ONNX model; see ``ember.onnx.exporter.export``. PyTorch's convention, ``export(model, args,
+    f, opset_version=..., dynamic_axes=..., ...)``, is accepted too (onnx/torch_convention.py)."""
+    from . import torch_convention
     from .exporter import export as _export
 
+    if "args" in kwargs or "f" in kwargs:  # PyTorch's keywords
+        args = kwargs.pop("args", path if path is not None else ())
+        f = kwargs.pop("f", example_inputs[0] if example_inputs else None)
+        return torch_convention.export(_export, target, args, f, kwargs)
+    if (
+        not torch_convention.is_destination(path)
+        and example_inputs
+        and torch_convention.is_destination(example_inputs[0])
+        and len(example_inputs) == 1
+    ):  # export(model, args, f): the inputs before the file
+        return torch_convention.export(_export, target, path, example_inputs[0], kwargs)
+    if torch_convention.IGNORED & set(kwargs) or {"opset_version", "dynamic_axes"} & set(kwargs):
+        options = dict(kwargs, input_signature=input_signature, opset=opset)
+        return torch_convention.export(_export, target, example_inputs, path, options)
     return _export(
         target, path, *example_inputs, input_signature=input_signature, opset=opset, **kwargs
     )

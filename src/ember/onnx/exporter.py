@@ -29,6 +29,7 @@ What is written:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -36,9 +37,11 @@ from pathlib import Path
 import numpy as np
 
 from .._files import write_atomic
+from ..autograd import no_grad
 from ..errors import OnnxError
 from ..graph import scope as _scope
 from ..graph.ir import Graph
+from ..nn.module import Module
 from ..symbolic import SymDim
 from ._model import require_onnx
 from .export_emit import onnx_dtype
@@ -238,7 +241,11 @@ def _trace(target, example_inputs, input_signature):
         )
     reach = discover(target, example_inputs, {}, arg_names)
     options = CompileOptions("interpreter", 0, False)
-    with _scope.locations():
+    # a module's forward is exported for inference, as torch.onnx.export does: recorded with
+    # gradients off (a custom autograd Function then records its forward's ops); a function
+    # may differentiate (a training step) and is recorded as it asks
+    grad = no_grad() if isinstance(target, Module) else contextlib.nullcontext()
+    with _scope.locations(), grad:
         traced = capture_call(
             target,
             example_inputs,

@@ -25,11 +25,13 @@ the indexed dimensions in place when the advanced entries are adjacent, else the
 from __future__ import annotations
 
 import functools
+import operator
 
 import numpy as np
 
 from .. import dtypes as dt
 from ..errors import ShapeError
+from ..symbolic import SymDim
 from ._registry import TensorBase
 from ._util import broadcast_shapes, fmt_shape
 
@@ -43,9 +45,29 @@ class IndexOutOfRangeError(ShapeError, IndexError):
 # ------------------------------------------------------------------------------------- parsing
 
 
+def _symbolic_slice_entry(s: slice, n: SymDim) -> tuple:
+    """A unit-step slice of a dimension whose size is known only when the graph runs: bounds
+    from the end are ``n - k``. A bound past the end is taken to be within it (as PyTorch's
+    dynamic shapes guard); other steps need the size and are refused."""
+    step = 1 if s.step is None else operator.index(s.step)
+    if step != 1:
+        raise ShapeError(
+            f"a slice with step {step} of the symbolic size {n} needs its value while the graph "
+            "is built; give the dimension a fixed size",
+            op="getitem",
+        )
+    start = 0 if s.start is None else operator.index(s.start)
+    stop = n if s.stop is None else operator.index(s.stop)
+    start = n + start if isinstance(start, int) and start < 0 else start
+    stop = n + stop if isinstance(stop, int) and stop < 0 else stop
+    return ("slice", start, stop, 1)
+
+
 def _slice_entry(s: slice, n: int) -> tuple:
     if s.step == 0:
         raise ValueError("getitem: slice step cannot be zero")
+    if isinstance(n, SymDim):
+        return _symbolic_slice_entry(s, n)
     start, stop, step = s.indices(n)  # takes anything with __index__ (ints, 0-d int tensors)
     length = len(range(start, stop, step))
     if length == 0:
@@ -56,6 +78,9 @@ def _slice_entry(s: slice, n: int) -> tuple:
 
 
 def _int_entry(op: str, i: int, n: int, dim: int, shape) -> int:
+    if isinstance(n, SymDim):  # from the end: n - k, resolved when the graph runs
+        i = operator.index(i)
+        return n + i if i < 0 else i
     if not -n <= i < n:
         raise IndexOutOfRangeError(
             f"index {i} is out of range for dimension {dim} of size {n} "
@@ -305,7 +330,11 @@ def basic_shape(op: str, shape: tuple, entries: tuple) -> tuple:
                 f"too many indices for a tensor of shape {fmt_shape(shape)}", op=op
             )
         n = shape[dim]
-        if isinstance(e, int):
+        if isinstance(e, SymDim) or (isinstance(e, int) and isinstance(n, SymDim)):
+            pass  # an index into a symbolic size: checked when the graph runs
+        elif isinstance(e, tuple) and any(isinstance(b, SymDim) for b in (n, *e[1:3])):
+            out.append(e[2] - e[1])  # a unit-step slice (see _symbolic_slice_entry)
+        elif isinstance(e, int):
             if not 0 <= e < n:
                 raise IndexOutOfRangeError(
                     f"index {e} is out of range for dimension {dim} of size {n} "

@@ -536,6 +536,28 @@ _INDEX_PUT = register(
 )
 
 
+def _masked_put(x, index, value, accumulate: bool):
+    """``x[mask] = value`` for one bool mask over x's leading dimensions and a value that
+    broadcasts over the dimensions the mask leaves (a number, ``x[rows] = row_vector``): a
+    select, whose shape does not depend on how many elements the mask holds, so a captured
+    graph records it too (``scores[mask] = -inf``). None for any other index."""
+    mask = index[0] if isinstance(index, tuple) and len(index) == 1 else index
+    if not (isinstance(mask, TensorBase) and mask.dtype.is_bool and 0 < mask.ndim <= x.ndim):
+        return None
+    if tuple(mask.shape) != tuple(x.shape[: mask.ndim]):
+        return None  # parse_index names the mismatch
+    value = to_tensor(value, x.dtype)
+    rest = tuple(x.shape[mask.ndim :])
+    vshape = _strip_leading_ones(value.shape, len(rest))
+    if len(vshape) > len(rest) or any(v not in (1, r) for v, r in zip(vshape[::-1], rest[::-1])):
+        return None  # one value per selected element: its count depends on the mask
+    value = E.reshape(value, vshape)
+    mask = E.reshape(mask, tuple(mask.shape) + (1,) * len(rest))
+    if accumulate:
+        return x + E.where(mask, value, E.zeros((), dtype=x.dtype))
+    return E.where(mask, value, x)
+
+
 @export(method=True, inplace=True)
 def index_put(x, index, value, accumulate: bool = False):
     """A new tensor equal to ``x`` with ``x[index]`` set to ``value`` (broadcast and cast to x's
@@ -543,6 +565,9 @@ def index_put(x, index, value, accumulate: bool = False):
     ``index`` is anything ``x[index]`` accepts, including PyTorch's tuple of index tensors.
     ``x[index] = value`` and ``x.index_put_(index, value)`` write the result into x."""
     x = to_tensor(x)
+    selected = _masked_put(x, index, value, accumulate)
+    if selected is not None:
+        return selected
     entries, operands = parse_index("index_put", tuple(x.shape), index)
     value = to_tensor(value, x.dtype)
     if not accumulate:

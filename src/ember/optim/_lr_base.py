@@ -54,6 +54,12 @@ def group_values(optimizer: Optimizer, key: str) -> list:
     return [group[key] for group in optimizer.param_groups]
 
 
+# entries of PyTorch's scheduler state dicts about its own call bookkeeping (a flag set while
+# get_lr runs, the deprecated verbose switch) or the first step, which a checkpoint written by
+# PyTorch carries and ember's schedulers need not restore
+_TORCH_BOOKKEEPING = frozenset({"_is_initial", "_get_lr_called_within_step", "verbose"})
+
+
 class LRScheduler:
     """Base class of the schedulers (PyTorch's ``torch.optim.lr_scheduler.LRScheduler``)."""
 
@@ -151,14 +157,14 @@ class LRScheduler:
                     "param groups",
                     op=name,
                 )
-        unknown = set(state_dict) - set(self.__dict__) - {"_is_initial"}
+        unknown = set(state_dict) - set(self.__dict__) - _TORCH_BOOKKEEPING
         if unknown:
             raise StateDictError(
                 f"unexpected entries {sorted(unknown)}: the state dict comes from a different "
                 f"kind of scheduler than {type(self).__name__}",
                 op=name,
             )
-        self.__dict__.update({k: v for k, v in state_dict.items() if k != "_is_initial"})
+        self.__dict__.update({k: v for k, v in state_dict.items() if k not in _TORCH_BOOKKEEPING})
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(last_epoch={self.last_epoch}, lr={self.get_last_lr()})"

@@ -220,7 +220,11 @@ class Optimizer:
         group["params"] = params
         if names is not None:
             group["param_names"] = names
-        self.param_groups.append(group)
+        # as PyTorch: the optimizer keeps the caller's dict (its params now a list, defaults
+        # filled in), so it can make another optimizer and later edits of it reach this one;
+        # written only once every check has passed
+        param_group.update(group)
+        self.param_groups.append(param_group)
 
     # ---------------------------------------------------------------------- hyper-parameters
     def _hyper(self, group: dict[str, Any], key: str, index: int | None = None):

@@ -1,7 +1,8 @@
 """``ember.nn.utils``: gradient clipping (PyTorch's formulas: the total norm is the norm of the
 per-tensor norms; gradients are scaled by ``min(max_norm / (total + 1e-6), 1)``), and conversion
 between a parameter list and one flat vector; ``rnn`` (variable-length sequences),
-``parametrize`` and ``parametrizations`` (weight_norm, spectral_norm)."""
+``parametrize`` and ``parametrizations`` (weight_norm, spectral_norm), and the older hook-based
+``weight_norm`` and ``spectral_norm``."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ...errors import ShapeError
 from ...ops import api as E
 from ...tensor import Tensor
 from . import parametrizations, parametrize, rnn
+from .spectral_norm import remove_spectral_norm, spectral_norm
 from .weight_norm import remove_weight_norm, weight_norm
 
 
@@ -136,7 +138,9 @@ __all__ = [
     "clip_grads_with_norm_",
     "get_total_norm",
     "parameters_to_vector",
+    "remove_spectral_norm",
     "remove_weight_norm",
+    "spectral_norm",
     "vector_to_parameters",
     "weight_norm",
 ]

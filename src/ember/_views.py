@@ -1,0 +1,166 @@
+"""Aliasing views and in-place writes through them, as PyTorch's autograd sees them.
+
+A view op's output (an OpDef with ``view=True``: reshape, getitem, permute, broadcast_to, and
+everything written over them: select, narrow, t, diagonal, unsqueeze...) remembers its root
+base and the chain of view ops that reaches it from the base (``_view_of``), and a stamp of
+the base's state when its own history was last in step with it (``_view_src``). Two things
+then follow PyTorch:
+
+* an in-place op on a view also updates the base: eagerly the data is shared already, so only
+  the base's history changes (the base becomes a scatter of the view's new value into its old
+  value, PyTorch's CopySlices); while a graph is built nothing is shared, so the base is
+  rebound to that scatter. A write into a view whose elements overlap (an expanded view) is
+  refused, as PyTorch refuses it.
+* a view whose base has changed since (through the base or another view of it) is stale: its
+  history (eagerly) or its graph value (while a graph is built) is replayed from the base before
+  it is read.
+
+The pieces of a multi-output op that aliases its input (split, chunk, unbind: the ``aliases``
+rule) share its memory and version but have no chain: as in PyTorch, an in-place op that would
+give one a history is refused (`refuse_multi_output`), and a piece is the base of its own views.
+
+The scatter's positions are the base's flat element numbers pushed through the view chain's
+own kernels (NumPy views of an ``arange``), so every view op is covered by one rule; where a
+step of the chain copied instead of viewing (a reshape of non-contiguous data) the result is
+not an alias and the base is left alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import AutogradError
+from .ops import _registry as _reg
+
+# the chain of a piece of a multi-output op (split): such a view cannot be written in place
+# while gradients are recorded, and is never replayed
+MULTI_OUTPUT = "multi-output"
+
+
+def _symbolic_mode():
+    """The graph-building mode in effect, or None when eager."""
+    modes = _reg._state.modes
+    mode = modes[-1] if modes else None
+    return mode if mode is not None and hasattr(mode, "value_of") else None
+
+
+def stamp(base):
+    """What identifies the base's current state: its version counter's value when eager, the
+    graph value standing for it while a graph is built."""
+    mode = _symbolic_mode()
+    if mode is None:
+        return base._vc[0]
+    return mode.value_of(base)
+
+
+def record(out, src, op, attrs) -> None:
+    """``out`` is the result of view op ``op`` on ``src``: remember its root base and chain."""
+    view_of = getattr(src, "_view_of", None)
+    if view_of is None or not isinstance(view_of[1], tuple):
+        # (a piece of a split, or a graph value's .data, is the base of its own views)
+        base, chain = src, ()
+    else:
+        base, chain = view_of
+    out._view_of = (base, (*chain, (op, attrs)))
+    out._view_src = stamp(base)
+
+
+def is_stale(view) -> bool:
+    base, chain = view._view_of
+    if chain is MULTI_OUTPUT:
+        return False
+    current = stamp(base)
+    return current is not view._view_src and current != view._view_src
+
+
+def replay(view):
+    """The view's value recomputed from its base's current value, in the current mode."""
+    base, chain = view._view_of
+    if chain is None:  # a graph value's ``.data``: the base's value, without history
+        return base.detach()
+    current = base
+    for op, attrs in chain:
+        current = _reg.apply(op, current, **attrs)
+    return current
+
+
+def refresh(view) -> None:
+    """Bring a stale view's history (eager) or graph value (capture) up to date with its base."""
+    fresh = replay(view)
+    if _symbolic_mode() is None:
+        view.grad_fn = fresh.grad_fn
+        view._output_nr = fresh._output_nr
+        view._requires_grad = fresh._requires_grad
+    else:
+        view.value = fresh.value
+    view._view_src = stamp(view._view_of[0])
+
+
+def _positions(shape, chain):
+    """The flat base positions of the view's elements (an int64 array of the view's shape), or
+    None where the chain copies (no alias) or the base's shape is not concrete."""
+    if not all(isinstance(d, (int, np.integer)) for d in shape):
+        return None
+    numbers = np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64).reshape(shape)
+    current = numbers
+    for op, attrs in chain:
+        current = (op.as_view or op.kernel)(current, **attrs)
+        if not np.may_share_memory(current, numbers):
+            return None
+    return np.asarray(current)
+
+
+def refuse_multi_output(view, result, what: str) -> None:
+    """Before a piece of a multi-output op (split, chunk, unbind) takes a value with history:
+    PyTorch refuses that write, whose history its base could not follow."""
+    if view._view_of[1] is MULTI_OUTPUT and result._requires_grad:
+        raise AutogradError(
+            "this tensor is one of several views a function returned (split, chunk, unbind), "
+            "which cannot be modified in place while gradients are recorded; use the "
+            "out-of-place form, or clone the piece first",
+            op=what,
+        )
+
+
+def prepare(view, what: str):
+    """Before an in-place op on ``view`` writes anything: refuse what PyTorch refuses (a view of
+    a leaf that requires grad; a view whose elements overlap), replay a stale view's history
+    from its base, and return the view's flat positions in the base (None: not an alias)."""
+    base, chain = view._view_of
+    if chain is MULTI_OUTPUT:
+        return None  # see refuse_multi_output
+    if _reg.is_grad_enabled() and base._requires_grad and base.grad_fn is None:
+        raise AutogradError(
+            "a view of a leaf tensor that requires grad is being used in an in-place "
+            "operation; wrap the update in `with ember.no_grad():` or use the out-of-place form",
+            op=what,
+        )
+    positions = _positions(tuple(base.shape), chain)
+    if positions is not None and np.unique(positions).size != positions.size:
+        raise AutogradError(
+            f"unsupported operation: more than one element of the written-to tensor (a view of "
+            f"shape {tuple(view.shape)} of a tensor of shape {tuple(base.shape)}) refers to a "
+            "single memory location; clone the tensor before the in-place operation",
+            op=what,
+        )
+    if is_stale(view):
+        refresh(view)
+    return positions
+
+
+def write_through(view, what: str, positions) -> None:
+    """After ``view`` took its new value in place: make its base hold it too (``positions``
+    from `prepare`)."""
+    base = view._view_of[0]
+    # the view holds its new value now: in step with its base, not to be replayed from it
+    view._view_src = stamp(base)
+    if positions is None:
+        return
+    flat = _reg.constant(positions.reshape(-1))
+
+    def scatter(old):
+        values = view.reshape(-1).to(old.dtype)
+        return old.reshape(-1).scatter(0, flat, values).reshape(old.shape)
+
+    base._inplace(what, scatter)
+    view._view_src = stamp(base)
