@@ -154,10 +154,11 @@ def elementwise_fast(name: str, float_when=None):
     return fast
 
 
-# Below this many elements a float32/float64 op stays NumPy's without measuring: one NumPy
-# pass over them takes about as long as the loop's Python wrapper (a few microseconds), so
-# neither side can win by much, and measuring would cost more than it could save.
-_MEASURED_FROM = 1 << 16
+# Below this many elements a float32/float64 op stays NumPy's without measuring: a loop is a
+# C compile on first use (cached on disk) and its Python wrapper costs a few microseconds,
+# against at most a few tens of microseconds to win on such an operand (kernels/cfuse.py's
+# PARALLEL_MIN: where the loop's threads start)
+_MEASURED_FROM = 1 << 18
 # (loop, the operands' size class) -> whether the loop beat NumPy's kernel there
 _LOOP_WINS: dict = {}
 
