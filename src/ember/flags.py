@@ -14,6 +14,8 @@ cannot.
 
 from __future__ import annotations
 
+import os
+
 __all__ = [
     "are_deterministic_algorithms_enabled",
     "get_float32_matmul_precision",
@@ -79,8 +81,6 @@ def set_num_interop_threads(n: int) -> None:
 
 def get_num_interop_threads() -> int:
     """The recorded count, else PyTorch's default: the number of cores."""
-    import os
-
     return _interop_threads or os.cpu_count() or 1
 
 

@@ -228,6 +228,11 @@ def _new_empty_strided(
     return out.requires_grad_() if requires_grad else out
 
 
+# flags of PyTorch's other backends and layouts, all False here
+_OTHER_BACKENDS = ("is_nested", "is_mkldnn", "is_xpu", "is_ipu", "is_mtia", "is_maia")
+_OTHER_BACKENDS += ("is_vulkan", "is_xla", "is_sparse_csr")
+
+
 def install(cls: type) -> None:
     """Give ``cls`` the methods and properties of the module docstring."""
     cls.cpu = _cpu
@@ -242,9 +247,8 @@ def install(cls: type) -> None:
     cls.layout = property(lambda self: strided)
     cls.is_quantized = property(lambda self: False)
     # the other backends and layouts PyTorch's tensors report (library code checks them)
-    for flag in ("is_nested", "is_mkldnn", "is_xpu", "is_ipu", "is_mtia", "is_maia"):
+    for flag in _OTHER_BACKENDS:
         setattr(cls, flag, property(lambda self: False))
-    cls.is_vulkan = cls.is_xla = cls.is_sparse_csr = property(lambda self: False)
     cls.is_complex = lambda self: False
     # a real tensor's real part is itself; its imaginary part is PyTorch's error
     cls.real = property(lambda self: self)

@@ -31,6 +31,14 @@ def _where_infer(cond, x, y):
     return TensorType(broadcast_shapes("where", cond.shape, x.shape, y.shape), dtype)
 
 
+def _zero_bits(a) -> bool:
+    """Whether ``a`` is a 0-d operand whose bits are all zero (+0.0, 0, False): the operand
+    `_where_kernel` masks with one multiply, making no temporaries."""
+    a = np.asarray(a)
+    size = a.dtype.itemsize
+    return a.ndim == 0 and size in (1, 2, 4, 8) and not a.view(f"u{size}")
+
+
 def _where_kernel(cond, x, y):
     """``np.where``, computed branch-free on the values' bits when x and y share a dtype.
 
@@ -42,9 +50,9 @@ def _where_kernel(cond, x, y):
     bits = np.dtype(f"u{x.dtype.itemsize}")
     x_bits, y_bits = x.view(bits), y.view(bits)
     cond = np.asarray(cond)
-    if y.ndim == 0 and not y_bits:  # where(cond, x, 0), the usual masking: bits times 1 or 0
+    if _zero_bits(y):  # where(cond, x, 0), the usual masking: bits times 1 or 0
         out = np.multiply(x_bits, cond, dtype=bits)
-    elif x.ndim == 0 and not x_bits:  # where(cond, 0, y)
+    elif _zero_bits(x):  # where(cond, 0, y)
         out = np.multiply(y_bits, np.logical_not(cond), dtype=bits)
     else:
         take_x = cond.astype(bits)
@@ -66,9 +74,8 @@ def _where_vjp(c, g):
 
 
 def _no_temporaries(arrays) -> bool:
-    """Whether `_where_kernel` makes no temporaries on these operands (x or y a 0-d +0.0:
-    all its bits zero)."""
-    return any(a.ndim == 0 and a == 0 and not np.signbit(a) for a in arrays[1:])
+    """Whether `_where_kernel` makes no temporaries on these operands (x or y `_zero_bits`)."""
+    return any(_zero_bits(a) for a in arrays[1:])
 
 
 def _where_workspace(node, layouts) -> int:
@@ -76,7 +83,7 @@ def _where_workspace(node, layouts) -> int:
     otherwise the mask as bits, ``x & mask`` (result-sized) and ``y & ~mask``."""
     cond, x, y = node.inputs
     for v in (x, y):
-        if v.node.kind == "constant" and not v.shape and not node.graph.constants[v.name]:
+        if v.node.kind == "constant" and _zero_bits(node.graph.constants[v.name]):
             return 0
     if x.dtype != y.dtype:
         return 0

@@ -52,6 +52,14 @@ def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Mo
     return module
 
 
+def weight_matrix(weight, dim: int):
+    """``weight`` as the matrix spectral normalization takes the norm of: ``dim`` first, the
+    other dimensions flattened (both forms of spectral_norm)."""
+    if dim != 0:
+        weight = weight.permute(dim, *(d for d in range(weight.ndim) if d != dim))
+    return weight.reshape((weight.shape[0], -1))
+
+
 class _SpectralNorm(Module):
     def __init__(
         self, weight: Tensor, n_power_iterations: int = 1, dim: int = 0, eps: float = 1e-12
@@ -82,9 +90,7 @@ class _SpectralNorm(Module):
             self._power_method(matrix, 15)
 
     def _matrix(self, weight):
-        if self.dim != 0:
-            weight = weight.permute(self.dim, *(d for d in range(weight.ndim) if d != self.dim))
-        return weight.reshape((weight.shape[0], -1))
+        return weight_matrix(weight, self.dim)
 
     def _power_method(self, matrix, iterations: int) -> None:
         with no_grad():

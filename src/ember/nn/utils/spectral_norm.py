@@ -16,6 +16,7 @@ from .. import functional as F
 from ..conv import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from ..module import Module
 from ..parameter import Parameter
+from .parametrizations import weight_matrix
 
 
 class _SpectralNormHook:
@@ -30,16 +31,11 @@ class _SpectralNormHook:
         self.dim = dim
         self.eps = eps
 
-    def matrix(self, weight):
-        if self.dim != 0:
-            weight = weight.permute(self.dim, *(d for d in range(weight.ndim) if d != self.dim))
-        return weight.reshape((weight.shape[0], -1))
-
     def compute_weight(self, module: Module, do_power_iteration: bool):
         weight = getattr(module, self.name + "_orig")
         u = getattr(module, self.name + "_u")
         v = getattr(module, self.name + "_v")
-        matrix = self.matrix(weight)
+        matrix = weight_matrix(weight, self.dim)
         if do_power_iteration:
             with no_grad():
                 frozen = matrix.detach()
@@ -83,7 +79,7 @@ def spectral_norm(
         )
     hook = _SpectralNormHook(name, n_power_iterations, dim % weight.ndim, eps)
     with no_grad():
-        h, w = hook.matrix(weight).shape
+        h, w = weight_matrix(weight, hook.dim).shape
         # random starting vectors, as PyTorch's; load a state_dict to reproduce another run
         u = F.normalize(E.randn(h, dtype=weight.dtype), dim=0, eps=eps)
         v = F.normalize(E.randn(w, dtype=weight.dtype), dim=0, eps=eps)
