@@ -49,6 +49,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ember.tensor",
             "ember.autograd",
             "ember.saved_hooks",
+            "ember.autograd_graph",
             "ember.autograd_function",
             "ember.autograd_functional",
             "ember.eager",

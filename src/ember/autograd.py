@@ -14,11 +14,14 @@ from __future__ import annotations
 import contextlib
 import heapq
 import itertools
+import sys
 import weakref
 
 import numpy as np
 
+from . import autograd_graph as graph
 from . import dtypes as _dt
+from .autograd_graph import saved_tensors_hooks
 from .errors import AutogradError, ShapeError
 from .grad_mode import (
     _anomaly,
@@ -35,13 +38,14 @@ from .grad_mode import (
 from .ops import _autocast
 from .ops import _registry as _reg
 from .ops._registry import TensorBase
-from .saved_hooks import SavedHandle, saved_tensors_hooks
+from .saved_hooks import SavedHandle
 from .saved_hooks import hooks as _saved_hooks
 from .saved_hooks import pack_saved as _pack_saved
 from .tensor import Tensor
 from .types import TensorType
 
 __all__ = [
+    "graph",
     "backward",
     "detect_anomaly",
     "is_anomaly_enabled",
@@ -579,3 +583,8 @@ def grad(
             g = g.detach()
         result.append(g)
     return tuple(result)
+
+
+# torch.autograd.graph's names: the tape's Node, and importable as a module of its own
+graph.Node = Node
+sys.modules[__name__ + ".graph"] = graph

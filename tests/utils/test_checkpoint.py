@@ -368,11 +368,33 @@ def test_saved_tensors_hooks_see_every_saved_tensor_as_pytorch_does():
         loss.backward()
         return sorted(packed), sorted(unpacked), x.grad.numpy(), w.grad.numpy()
 
-    mine = run(ember, ember.autograd.saved_tensors_hooks)
     theirs = run(torch, torch.autograd.graph.saved_tensors_hooks)
-    assert mine[:2] == theirs[:2]  # matmul saves both operands, exp its output
-    np.testing.assert_allclose(mine[2], theirs[2], rtol=1e-15)
-    np.testing.assert_allclose(mine[3], theirs[3], rtol=1e-15)
+    # (PyTorch's spelling too: ember.autograd.graph, also importable as a module)
+    from ember.autograd.graph import saved_tensors_hooks
+
+    for hooks in (ember.autograd.saved_tensors_hooks, saved_tensors_hooks):
+        mine = run(ember, hooks)
+        assert mine[:2] == theirs[:2]  # matmul saves both operands, exp its output
+        np.testing.assert_allclose(mine[2], theirs[2], rtol=1e-15)
+        np.testing.assert_allclose(mine[3], theirs[3], rtol=1e-15)
+
+
+def test_save_on_cpu_and_disabled_hooks_as_pytorch():
+    torch = pytest.importorskip("torch")
+    for lib in (ember, torch):
+        x = lib.tensor([1.0, -2.0, 3.0], requires_grad=True)
+        with lib.autograd.graph.save_on_cpu(pin_memory=False):
+            loss = (x * x).exp().sum()
+        loss.backward()
+        np.testing.assert_allclose(
+            x.grad.numpy(), 2 * np.array([1.0, -2, 3]) * np.exp([1.0, 4, 9]), rtol=1e-6
+        )
+        with lib.autograd.graph.disable_saved_tensors_hooks("hooks are off here"):
+            with pytest.raises(RuntimeError, match="hooks are off here"):
+                with lib.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+                    pass
+        with lib.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+            pass  # (enabled again after)
 
 
 def test_retain_graph_and_double_backward_through_a_region():

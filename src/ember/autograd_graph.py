@@ -1,0 +1,57 @@
+"""``ember.autograd.graph``: PyTorch's ``torch.autograd.graph`` namespace for the eager tape:
+saved-tensor hooks (``saved_tensors_hooks``, ``save_on_cpu``, ``disable_saved_tensors_hooks``)
+and the tape's ``Node``. autograd.py exposes it as ``ember.autograd.graph`` (and registers it
+as that module, so ``from ember.autograd.graph import saved_tensors_hooks`` works too)."""
+
+from __future__ import annotations
+
+import contextlib
+
+from . import saved_hooks
+from .errors import AutogradError
+
+__all__ = ["disable_saved_tensors_hooks", "save_on_cpu", "saved_tensors_hooks"]
+
+
+@contextlib.contextmanager
+def saved_tensors_hooks(pack_hook, unpack_hook):
+    """PyTorch's ``torch.autograd.graph.saved_tensors_hooks`` (ember/saved_hooks.py): while
+    active, the tape keeps ``pack_hook(tensor)`` for each tensor a gradient will read and calls
+    ``unpack_hook`` on it in the backward."""
+    if _disabled:
+        raise AutogradError(_disabled[-1], op="saved_tensors_hooks")
+    with saved_hooks.saved_tensors_hooks(pack_hook, unpack_hook):
+        yield
+
+
+class save_on_cpu(contextlib.ContextDecorator):
+    """PyTorch's ``save_on_cpu(pin_memory=False)``: saved tensors are kept in CPU memory, where
+    every ember tensor already is, so they are kept as they are (``pin_memory`` has no effect
+    without an accelerator)."""
+
+    def __init__(self, pin_memory: bool = False, device_type: str = "cuda"):
+        self.pin_memory = bool(pin_memory)
+        self._context = None
+
+    def __enter__(self):
+        self._context = saved_tensors_hooks(lambda t: t, lambda t: t)
+        return self._context.__enter__()
+
+    def __exit__(self, *exc):
+        context, self._context = self._context, None
+        return context.__exit__(*exc)
+
+
+# the messages of the active disable_saved_tensors_hooks, innermost last
+_disabled: list = []
+
+
+@contextlib.contextmanager
+def disable_saved_tensors_hooks(error_message: str):
+    """PyTorch's ``disable_saved_tensors_hooks``: while active, entering
+    ``saved_tensors_hooks`` raises an error with ``error_message``."""
+    _disabled.append(str(error_message))
+    try:
+        yield
+    finally:
+        _disabled.pop()
