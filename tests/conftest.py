@@ -510,12 +510,12 @@ def _checked_batch_norm(name):
     return call
 
 
-def _scatter_reference(g, indices, in_size, mask=None, fill=0.0, out=None):
-    out = _scatter_kernel(g, indices, in_size=in_size)
+def _scatter_reference(g, indices, in_size, mask=None, fill=0.0, out=None, window=None):
+    out = _scatter_kernel(g, indices, in_size=in_size, window=window)
     return out if mask is None else np.where(mask, out, out.dtype.type(fill))
 
 
-def _max_pool_reference(x, kernel, stride, padding, dilation, out_size):
+def _max_pool_reference(x, kernel, stride, padding, dilation, out_size, codes=None):
     from ember.kernels.pool_geometry import pool_out_size
 
     # the output size tells whether windows past the end were asked for
@@ -525,7 +525,8 @@ def _max_pool_reference(x, kernel, stride, padding, dilation, out_size):
     )
     attrs = dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation)
     # (half precision: the NumPy kernel on a float32 copy, rounded back)
-    return _max_pool_kernel(x, **attrs, ceil_mode=tuple(out_size) != floor)
+    ceil_mode = tuple(out_size) != floor
+    return _max_pool_kernel(x, **attrs, ceil_mode=ceil_mode, codes=codes is not None)
 
 
 def _checked_pooling(fast, reference):

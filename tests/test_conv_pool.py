@@ -460,3 +460,36 @@ def test_max_pool_without_gathering_windows_matches_torch(monkeypatch):
     ey.backward(ember.tensor(g))
     ty.backward(torch.tensor(g))
     _close(e.grad, t.grad)
+
+
+@pytest.mark.parametrize("kernel", [2, 3, (17, 16)])
+def test_max_pool_saves_window_codes_for_its_gradient(kernel):
+    """Pooling without return_indices keeps, for its backward, each window's number of its
+    maximum (uint8 up to 256 elements, int32 past: ops/pool_codes.py) instead of PyTorch's
+    int64 plane positions; the gradient is PyTorch's, ties and padding included."""
+    rng = np.random.default_rng(3)
+    a = np.round(rng.standard_normal((2, 3, 20, 19)) * 2)  # ties
+    saved = []
+
+    def pack(t):
+        saved.append(t.dtype)
+        return t
+
+    padding = 1 if kernel == 3 else 0
+    e, t = ember.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    with ember.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        ey = F.max_pool2d(e, kernel, stride=1, padding=padding)
+    ty = TF.max_pool2d(t, kernel, stride=1, padding=padding)
+    _close(ey, ty)
+    want = ember.uint8 if kernel != (17, 16) else ember.int32
+    assert saved == [want]
+    g = rng.standard_normal(ty.shape)
+    ey.backward(ember.tensor(g))
+    ty.backward(torch.tensor(g))
+    _close(e.grad, t.grad)
+    # asked for, the indices are PyTorch's
+    _, indices = F.max_pool2d(e, kernel, stride=1, padding=padding, return_indices=True)
+    assert indices.dtype == ember.int64
+    np.testing.assert_array_equal(
+        indices.numpy(), TF.max_pool2d(t, kernel, 1, padding, return_indices=True)[1].numpy()
+    )

@@ -91,6 +91,28 @@ def torch_gather(x, idx):
     return torch().gather(x.reshape(n, c, -1), 2, idx.reshape(n, c, -1)).reshape(idx.shape)
 
 
+# window codes (ops/pool_codes.py): 2x3 windows at stride (2, 1) over 4x5 planes, 2x3 outputs
+WINDOW = ((2, 3), (2, 1), (0, 0), (1, 1))
+CODES = r.integers(0, 6, (2, 3, 2, 3)).astype(np.uint8)
+
+
+def flat_of_codes(codes):
+    """The plane positions of ``codes`` of `WINDOW`, worked out here (not by ember): window
+    row a, column b of output (i, j) is at (2i + a, j + b)."""
+    a, b = np.divmod(np.asarray(codes, np.int64), 3)
+    i = np.arange(2)[:, None]
+    j = np.arange(3)[None, :]
+    return (2 * i + a) * 5 + (j + b)
+
+
+def torch_scatter_codes(g, codes):
+    return torch_scatter(g, torch().from_numpy(flat_of_codes(codes.numpy())))
+
+
+def torch_gather_codes(x, codes):
+    return torch_gather(x, torch().from_numpy(flat_of_codes(codes.numpy())))
+
+
 SAMPLES = [
     pool("max_pool2d", "k2", distinct(1, 2, 4, 6), kernel_size=2),
     pool(
@@ -188,5 +210,17 @@ SAMPLES = [
         lambda x, idx: apply(REGISTRY["pool_gather"], x, idx),
         (r.standard_normal((2, 3, 4, 5)), IDX),
         torch_fn=torch_gather,
+    ),
+    Sample(
+        "pool_scatter/window-codes",
+        lambda g, codes: apply(REGISTRY["pool_scatter"], g, codes, in_size=(4, 5), window=WINDOW),
+        (r.standard_normal((2, 3, 2, 3)), CODES),
+        torch_fn=torch_scatter_codes,
+    ),
+    Sample(
+        "pool_gather/window-codes",
+        lambda x, codes: apply(REGISTRY["pool_gather"], x, codes, window=WINDOW),
+        (r.standard_normal((2, 3, 4, 5)), CODES),
+        torch_fn=torch_gather_codes,
     ),
 ]

@@ -1,7 +1,7 @@
 """kernels/cpooling.py: the C kernels of max pooling and its gradient equal the NumPy kernels
 of ops/pool.py bit for bit (ties, NaN, padding, dilation, ceil_mode, overlapping windows;
-float32, float64, and bfloat16/float16 read and written in 16 bits), and the code generator
-uses them."""
+float32, float64, and bfloat16/float16 read and written in 16 bits; flat int64 indices and
+window codes), and the code generator uses them."""
 
 import numpy as np
 import pytest
@@ -9,6 +9,7 @@ import pytest
 import ember
 from ember.kernels import ccompile, cpooling
 from ember.ops.pool import MAX_POOL, POOL_SCATTER
+from ember.ops.pool_codes import flat_from_codes
 
 pytestmark = pytest.mark.skipif(not ccompile.compiler_available(), reason="no C compiler")
 
@@ -21,11 +22,14 @@ CASES = [  # (shape, kernel, stride, padding, dilation, ceil_mode)
 ]
 
 
-def _nodes(x_shape, dtype, kernel, stride, padding, dilation, ceil_mode):
-    """The max_pool node and its gradient's pool_scatter node, from a traced gradient."""
+def _nodes(x_shape, dtype, kernel, stride, padding, dilation, ceil_mode, flat=False):
+    """The max_pool node and its gradient's pool_scatter node, from a traced gradient (with
+    ``flat``, of a pooling that returns its indices: flat int64 ones, else window codes)."""
 
     def loss(x):
-        y = ember.nn.functional.max_pool2d(x, kernel, stride, padding, dilation, ceil_mode)
+        pool = ember.nn.functional.max_pool2d
+        y = pool(x, kernel, stride, padding, dilation, ceil_mode, return_indices=flat)
+        y = y[0] if flat else y
         return (y * y).sum()
 
     graph = ember.trace(ember.grad(loss), ember.zeros(x_shape, dtype=dtype), opt_level=0).graph
@@ -36,11 +40,14 @@ def _nodes(x_shape, dtype, kernel, stride, padding, dilation, ceil_mode):
 FLOATS = [ember.float32, ember.float64, ember.bfloat16, ember.float16]
 
 
+@pytest.mark.parametrize("indices", ["codes", "flat"])
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[0])))
-def test_the_max_pool_gradient_equals_the_numpy_kernel(case, dtype):
+def test_the_max_pool_gradient_equals_the_numpy_kernel(case, dtype, indices):
     shape = case[0]
-    pool_node, scatter_node = _nodes(shape, dtype, *case[1:])
+    pool_node, scatter_node = _nodes(shape, dtype, *case[1:], flat=indices == "flat")
+    window = scatter_node.attrs.get("window")
+    assert (window is None) == (indices == "flat")
     rng = np.random.default_rng(0)
     x = rng.integers(-3, 4, shape).astype(dtype.np)  # small integers: ties everywhere
     flat = x.reshape(-1)
@@ -56,7 +63,8 @@ def test_the_max_pool_gradient_equals_the_numpy_kernel(case, dtype):
     # the ReLU-gradient epilogue: where(mask, scattered, fill), fill a value of the dtype
     mask = rng.random(want.shape) < 0.5
     fill = np.asarray(0.5, dtype.np)
-    masked = cpooling.scatter(g, indices, scatter_node.attrs["in_size"], mask, float(fill))
+    in_size = scatter_node.attrs["in_size"]
+    masked = cpooling.scatter(g, indices, in_size, mask, float(fill), window=window)
     assert masked.tobytes() == np.where(mask, want, fill).tobytes()
 
 
@@ -73,6 +81,7 @@ def test_half_precision_scatter_of_planes_past_the_stack_sums_in_float32(dtype):
     got = cpooling.build_scatter(scatter_node)(g, indices)
     want = POOL_SCATTER.kernel(g, indices, **scatter_node.attrs)
     assert got.tobytes() == want.tobytes()
+    indices = flat_from_codes(indices, scatter_node.attrs["window"], shape[2:])
     wide = np.zeros(shape, np.float64)  # exact sums, rounded once: within half an ulp
     np.add.at(
         wide.reshape(2, -1),
@@ -101,6 +110,7 @@ def test_the_code_generator_runs_the_bfloat16_pooling_and_its_gradient_in_c():
 
 
 @pytest.mark.parametrize("dtype", [d.np for d in FLOATS], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("codes", [None, np.uint8], ids=["flat", "codes"])
 @pytest.mark.parametrize(
     "shape, kernel, stride, padding, dilation, ceil_mode",
     [
@@ -116,7 +126,7 @@ def test_the_code_generator_runs_the_bfloat16_pooling_and_its_gradient_in_c():
     ],
 )
 def test_max_pool_equals_the_numpy_kernel(
-    shape, kernel, stride, padding, dilation, ceil_mode, dtype
+    shape, kernel, stride, padding, dilation, ceil_mode, dtype, codes
 ):
     from ember.kernels.pool_geometry import pool_out_size
 
@@ -129,11 +139,16 @@ def test_max_pool_equals_the_numpy_kernel(
         pool_out_size(n, k, s, p, d, ceil_mode)
         for n, k, s, p, d in zip(shape[2:], kernel, stride, padding, dilation)
     )
-    got = cpooling.max_pool_2d(x, kernel, stride, padding, dilation, out)
+    got = cpooling.max_pool_2d(x, kernel, stride, padding, dilation, out, codes)
     attrs = dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation)
-    want = MAX_POOL.kernel(x, **attrs, ceil_mode=ceil_mode)  # (half: on a float32 copy)
+    # (half: on a float32 copy)
+    want = MAX_POOL.kernel(x, **attrs, ceil_mode=ceil_mode, codes=codes is not None)
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.tobytes() == w.tobytes()
+    if codes is not None:  # the codes name the elements PyTorch's flat indices do
+        window = (kernel, stride, padding, dilation)
+        flat = MAX_POOL.kernel(x, **attrs, ceil_mode=ceil_mode)[1]
+        np.testing.assert_array_equal(flat_from_codes(got[1], window, shape[2:]), flat)
 
 
 def test_max_pool_of_a_padded_plane_of_minus_infinity_points_inside_the_input():

@@ -33,7 +33,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from .pool_geometry import first_inside_axis, pad_input, padded_extent
+from .pool_geometry import first_inside_axis, pad_input, padded_extent, plane_positions
 
 __all__ = ["build_scatter"]
 
@@ -62,7 +62,8 @@ typedef void (*ember_task)(void *, long, long);
 typedef void (*ember_pool)(ember_task, void *, long, long);
 struct job {
   const S *g;
-  const long long *indices;
+  const IDX *indices;
+  const long long *base, *offsets; /* CODES: the plane position of code k of output i */
   S *out;
   long in_plane, out_plane;
   const unsigned char *mask; /* where(mask, scattered, fill), or NULL */
@@ -86,9 +87,14 @@ static void planes(void *job_, long lo, long hi) {
     T *out = dst;
 #endif
     const S *g = j->g + p * j->out_plane;
-    const long long *indices = j->indices + p * j->out_plane;
+    const IDX *indices = j->indices + p * j->out_plane;
     memset(out, 0, j->in_plane * sizeof *out);
+#if CODES
+    const long long *base = j->base, *offsets = j->offsets;
+    for (long k = 0; k < j->out_plane; k++) out[base[k] + offsets[indices[k]]] += LD(g[k]);
+#else
     for (long k = 0; k < j->out_plane; k++) out[indices[k]] += LD(g[k]);
+#endif
     /* locals and restrict: branch-free loops the compiler vectorizes */
     const T *restrict from = out;
     S *restrict to = dst;
@@ -107,9 +113,10 @@ static void planes(void *job_, long lo, long hi) {
   if (sums != stack_sums) free(sums);
 #endif
 }
-int scatter(const S *g, const long long *indices, S *out, long count, long in_plane,
-            long out_plane, const unsigned char *mask, T fill, ember_pool pool) {
-  struct job j = {g, indices, out, in_plane, out_plane, mask, fill, 0};
+int scatter(const S *g, const IDX *indices, const long long *base, const long long *offsets,
+            S *out, long count, long in_plane, long out_plane, const unsigned char *mask, T fill,
+            ember_pool pool) {
+  struct job j = {g, indices, base, offsets, out, in_plane, out_plane, mask, fill, 0};
   if (pool && count * (in_plane + out_plane) > (1L << 16)) pool(planes, &j, count, 1);
   else planes(&j, 0, count);
   return j.failed;
@@ -117,14 +124,21 @@ int scatter(const S *g, const long long *indices, S *out, long count, long in_pl
 """
 
 
-def _load(template: str, symbol: str, dtype, argtypes):
+# the C type of max pooling's indices: flat int64 positions, or window codes (ops/pool_codes.py)
+_INDEX = {np.dtype(np.int64): "long long", np.dtype(np.uint8): "unsigned char"}
+_INDEX[np.dtype(np.int32)] = "int"
+
+
+def _load(template: str, symbol: str, dtype, argtypes, index=np.int64):
     from . import ccompile, chalf, cpool
 
     if dtype not in _C or not ccompile.compiler_available():
         return None, None
     storage, compute, load, store = _C[dtype]
     half = dtype in _HALF
+    index = np.dtype(index)
     defines = f"#define S {storage}\n#define T {compute}\n#define HALF {int(half)}\n"
+    defines += f"#define IDX {_INDEX[index]}\n#define CODES {int(index != np.int64)}\n"
     defines += f"#define LD(v) {load}(v)\n#define ST(v) {store}(v)\n"
     source = (chalf.CONVERT if half else "") + defines + template
     try:
@@ -134,11 +148,11 @@ def _load(template: str, symbol: str, dtype, argtypes):
     return fn, cpool.parallel_for()
 
 
-def _scatter_function(dtype):
+def _scatter_function(dtype, index=np.int64):
     scalar = ctypes.c_double if dtype == dt.float64 else ctypes.c_float
     pointer = ctypes.c_void_p
-    argtypes = [pointer] * 3 + [ctypes.c_long] * 3 + [pointer, scalar, pointer]
-    fn, pool = _load(_SCATTER, "scatter", dtype, argtypes)
+    argtypes = [pointer] * 5 + [ctypes.c_long] * 3 + [pointer, scalar, pointer]
+    fn, pool = _load(_SCATTER, "scatter", dtype, argtypes, index)
     if fn is not None:
         fn.restype = ctypes.c_int
     return fn, pool
@@ -148,21 +162,30 @@ def _scatter_function(dtype):
 _NP = {np.dtype(d.np) for d in _C}
 
 
-def scatter(g: np.ndarray, indices: np.ndarray, in_size: tuple, mask=None, fill=0.0, out=None):
-    """``pool_scatter(g, indices; in_size)`` in C, equal to the NumPy kernel bit for bit, or
-    None (not float32/float64/bfloat16/float16, no compiler). The indices are trusted
-    (max_pool made them). With ``mask`` (bool, of the result's shape): ``where(mask, result,
-    fill)``, each plane masked while it is in cache (the gradient of a ReLU before the
-    pooling; ``fill`` a value of g's dtype). The result is written into ``out`` where it is
+def scatter(
+    g: np.ndarray, indices: np.ndarray, in_size: tuple, mask=None, fill=0.0, out=None, window=None
+):
+    """``pool_scatter(g, indices; in_size, window)`` in C, equal to the NumPy kernel bit for
+    bit, or None (not float32/float64/bfloat16/float16, no compiler). The indices (flat
+    positions, or with ``window`` window codes) are trusted (max_pool made them). With
+    ``mask`` (bool, of the result's shape): ``where(mask, result, fill)``, each plane masked
+    while it is in cache (the gradient of a ReLU before the pooling; ``fill`` a value of g's
+    dtype). The result is written into ``out`` where it is
     given and fits (C-contiguous, of the result's shape and dtype: an arena slot)."""
     if g.dtype not in _NP:
         return None
-    fn, pool = _scatter_function(dt.as_dtype(g.dtype))
+    index = np.dtype(np.int64) if window is None else np.dtype(indices.dtype)
+    if index not in _INDEX:
+        return None
+    fn, pool = _scatter_function(dt.as_dtype(g.dtype), index)
     if fn is None:
         return None
     in_size = tuple(in_size)
     g = np.ascontiguousarray(g)
-    indices = np.ascontiguousarray(indices, np.int64)
+    indices = np.ascontiguousarray(indices, index)
+    base = offsets = None
+    if window is not None:
+        base, offsets = plane_positions(tuple(window), in_size, tuple(g.shape[2:]))
     shape = g.shape[:2] + in_size
     fits = out is not None and out.shape == shape and out.dtype == g.dtype
     if not (fits and out.flags.c_contiguous):
@@ -175,6 +198,8 @@ def scatter(g: np.ndarray, indices: np.ndarray, in_size: tuple, mask=None, fill=
         failed = fn(
             g.ctypes.data,
             indices.ctypes.data,
+            None if base is None else base.ctypes.data,
+            None if offsets is None else offsets.ctypes.data,
             out.ctypes.data,
             count,
             plane,
@@ -192,14 +217,16 @@ def build_scatter(node):
     """A C implementation of a ``pool_scatter`` node: ``(g, indices) -> out``, or None."""
     g_type = node.inputs[0].type
     in_size = tuple(node.attrs["in_size"])
+    window = node.attrs.get("window")
     if any(not isinstance(d, int) for d in (*in_size, *g_type.shape[2:])):
         return None
-    if g_type.dtype not in _C or _scatter_function(g_type.dtype)[0] is None:
+    index = np.dtype(node.inputs[1].type.dtype.np)
+    if g_type.dtype not in _C or _scatter_function(g_type.dtype, index)[0] is None:
         return None
     np_dtype = g_type.dtype.np
 
     def run(g, indices):
-        return scatter(np.asarray(g, np_dtype), indices, in_size)
+        return scatter(np.asarray(g, np_dtype), indices, in_size, window=window)
 
     return run
 
@@ -209,8 +236,9 @@ _MAX_POOL = r"""
 #include <string.h>
 typedef void (*ember_task)(void *, long, long);
 typedef void (*ember_pool)(ember_task, void *, long, long);
-struct job { const S *x; S *out; long long *idx; };
-/* each window's maximum and the plane index of its first maximum (row-major), as ops/pool.py
+struct job { const S *x; S *out; IDX *idx; };
+/* each window's maximum and the plane index of its first maximum (row-major; CODES: its
+   number within the window instead, a window code of ops/pool_codes.py), as ops/pool.py
    computes them: the running maximum starts at the window's first element (padding: -inf) with
    the index of its first element inside the input (FIRST_A per output row, FIRST_B per
    column), and an element replaces it when it is greater or NaN. The geometry is built in
@@ -255,7 +283,11 @@ static void planes(void *job_, long lo, long hi) {
         /* origin: the window's corner in the frame; plane: its index in the input plane */
         const int origin = r * SH * WF + c * SW, plane = (r * SH - PH) * W + c * SW - PW;
         T top = READ(x[origin]);
+#if CODES
+        int where = fa * KW + first_b[c];
+#else
         int where = plane + fa * DH * W + first_b[c] * DW;
+#endif
 #pragma GCC unroll 16
         for (int a = 0; a < KH; a++)
 #pragma GCC unroll 16
@@ -263,13 +295,17 @@ static void planes(void *job_, long lo, long hi) {
             T v = READ(x[origin + a * DH * WF + b * DW]);
             int take = (v > top) | (v != v);
             top = take ? v : top;
+#if CODES
+            where = take ? (int)(a * KW + b) : where;
+#else
             where = take ? plane + a * DH * W + b * DW : where;
+#endif
           }
         top_row[c] = top;
         at_row[c] = where;
       }
       S *best = j->out + (p * OH + r) * OW;
-      long long *at = j->idx + (p * OH + r) * OW;
+      IDX *at = j->idx + (p * OH + r) * OW;
 #if HALF
       /* rounded (exactly: input values) over whole vectors, then copied: a loop over OW
          values alone ran scalar and took 40% of the pooling */
@@ -284,14 +320,14 @@ static void planes(void *job_, long lo, long hi) {
     }
   }
 }
-void max_pool(const S *x, S *out, long long *idx, long count, ember_pool pool) {
+void max_pool(const S *x, S *out, IDX *idx, long count, ember_pool pool) {
   struct job j = {x, out, idx};
   if (pool && count * H * W >= (1L << 15)) pool(planes, &j, count, 1);
   else planes(&j, 0, count);
 }
 /* the graph runner's step (runtime/cgraph.py): args x, out, idx, count, the pool (or 0) */
 void max_pool_step(const long *a) {
-  max_pool((const S *)a[0], (S *)a[1], (long long *)a[2], a[3], (ember_pool)a[4]);
+  max_pool((const S *)a[0], (S *)a[1], (IDX *)a[2], a[3], (ember_pool)a[4]);
 }
 """
 # frames up to this size live on the stack of the thread running the plane (the pool's
@@ -301,13 +337,15 @@ FRAME_LIMIT_BYTES = 1 << 17
 PLANE_LIMIT = 1 << 28
 
 
-def max_pool_2d(x: np.ndarray, kernel, stride, padding, dilation, out_size):
+def max_pool_2d(x: np.ndarray, kernel, stride, padding, dilation, out_size, codes=None):
     """(values, indices) of 2-d max pooling, equal to ops/pool.py's NumPy kernel; None where
-    it does not apply (another dtype, planes too large for C ints, no compiler)."""
+    it does not apply (another dtype, planes too large for C ints, no compiler). ``codes``: the
+    dtype of window codes to return instead of flat int64 positions (ops/pool_codes.py)."""
     if x.ndim != 4 or x.size == 0 or x.dtype not in _NP:
         return None
     n, c, h, w = x.shape
-    geometry = (h, w, *map(tuple, (out_size, kernel, stride, padding, dilation)))
+    index = np.dtype(np.int64 if codes is None else codes)
+    geometry = (h, w, *map(tuple, (out_size, kernel, stride, padding, dilation)), index)
     kernel_fn = _max_pool_kernel_of(x.dtype, geometry)
     if kernel_fn is None:
         return None
@@ -316,7 +354,7 @@ def max_pool_2d(x: np.ndarray, kernel, stride, padding, dilation, out_size):
         x = pad_input(x, padding, frame, -np.inf, "cpooling_frames")
     x = np.ascontiguousarray(x)
     values = np.empty((n, c) + tuple(out_size), x.dtype)
-    indices = np.empty((n, c) + tuple(out_size), np.int64)
+    indices = np.empty((n, c) + tuple(out_size), index)
     fn(x.ctypes.data, values.ctypes.data, indices.ctypes.data, n * c, pool)
     return values, indices
 
@@ -330,7 +368,9 @@ def max_pool_workspace(x_type, out_size, kernel, stride, padding, dilation) -> i
         return None
     if not all(isinstance(d, int) for d in shape):
         return None
+    # (the index dtype does not change the frame)
     geometry = (*shape[2:], *map(tuple, (out_size, kernel, stride, padding, dilation)))
+    geometry += (np.dtype(np.int64),)
     kernel_fn = _max_pool_kernel_of(np.dtype(x_type.dtype.np), geometry)
     if kernel_fn is None:
         return None
@@ -366,6 +406,7 @@ def max_pool_c_step(node):
     geometry = (h, w, out_size) + tuple(
         tuple(attrs[k]) for k in ("kernel", "stride", "padding", "dilation")
     )
+    geometry += (np.dtype(node.outputs[1].type.dtype.np),)
     kernel_fn = _max_pool_kernel_of(np.dtype(x.dtype.np), geometry)
     if kernel_fn is None or kernel_fn[2] is not None:
         return None
@@ -375,7 +416,9 @@ def max_pool_c_step(node):
     return CStep(function_address(step), args, slots, (step,))
 
 
-def _max_pool_function(dtype: np.dtype, h, w, out_size, kernel, stride, padding, dilation):
+def _max_pool_function(
+    dtype: np.dtype, h, w, out_size, kernel, stride, padding, dilation, index=np.int64
+):
     """(the compiled kernel of this geometry, the pool, the frame size (rows, columns) when the
     caller frames the planes, else None, the graph runner's step), or None."""
 
@@ -398,10 +441,10 @@ def _max_pool_function(dtype: np.dtype, h, w, out_size, kernel, stride, padding,
     defines += f"#define FIRST_B {', '.join(map(str, first_b))}\n"
     pointer = ctypes.c_void_p
     argtypes = [pointer] * 3 + [ctypes.c_long, pointer]
-    fn, pool = _load(defines + _MAX_POOL, "max_pool", dtype_, argtypes)
+    fn, pool = _load(defines + _MAX_POOL, "max_pool", dtype_, argtypes, index)
     if fn is None:
         return None
-    step, _ = _load(defines + _MAX_POOL, "max_pool_step", dtype_, [pointer])
+    step, _ = _load(defines + _MAX_POOL, "max_pool_step", dtype_, [pointer], index)
     return fn, pool, (hf, wf) if framed else None, step
 
 
@@ -411,14 +454,17 @@ def build_masked_scatter(node):
     ``(g, indices, *where operands) -> (out,)``, or None."""
     attrs = node.attrs
     g_type = node.inputs[0].type
-    if g_type.dtype not in _C or _scatter_function(g_type.dtype)[0] is None:
+    index = np.dtype(node.inputs[1].type.dtype.np)
+    if g_type.dtype not in _C or _scatter_function(g_type.dtype, index)[0] is None:
         return None
-    in_size = tuple(dict(attrs["producer_attrs"])["in_size"])
+    producer = dict(attrs["producer_attrs"])
+    in_size, window = tuple(producer["in_size"]), producer.get("window")
     np_dtype = g_type.dtype.np
 
     def run(g, indices, mask, fill, out=None):
         into = out[0] if out is not None else None
-        result = scatter(np.asarray(g, np_dtype), indices, in_size, mask, float(fill), into)
+        g = np.asarray(g, np_dtype)
+        result = scatter(g, indices, in_size, mask, float(fill), into, window)
         if into is not None and result is not into:
             np.copyto(into, result)
             result = into

@@ -1,15 +1,26 @@
 """The geometry of pooling windows, shared by the NumPy reference kernels (ops/pool.py,
 ops/pool_avg.py) and the C pooling kernels (kernels/cpooling.py): output sizes, the padded
-extent the windows read, the padded input, and each window's first element inside the input.
+extent the windows read, the padded input, each window's first element inside the input, and
+the tables that turn window codes (ops/pool_codes.py) into plane positions.
 """
 
 from __future__ import annotations
+
+import functools
+import math
 
 import numpy as np
 
 from .conv_plan import scratch
 
-__all__ = ["first_inside_axis", "pad_input", "padded_extent", "pool_out_size"]
+__all__ = [
+    "first_inside_axis",
+    "pad_input",
+    "padded_extent",
+    "plane_positions",
+    "plane_strides",
+    "pool_out_size",
+]
 
 
 def pool_out_size(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
@@ -47,3 +58,26 @@ def first_inside_axis(out: int, kernel: int, stride: int, padding: int, dilation
     the input (padding is at most half the kernel, so every window has one)."""
     pos = np.arange(out)[:, None] * stride - padding + np.arange(kernel)[None, :] * dilation
     return np.argmax((pos >= 0) & (pos < size), axis=1)
+
+
+def plane_strides(size) -> tuple:
+    """Row-major strides (in elements) of a plane of spatial ``size``."""
+    return tuple(math.prod(size[i + 1 :]) for i in range(len(size)))
+
+
+@functools.lru_cache(maxsize=64)
+def plane_positions(window: tuple, in_size: tuple, out_size: tuple) -> tuple:
+    """(base, offsets): per output position of a plane (row-major), the plane position of its
+    window's origin (negative or past the end where the window starts in the padding), and per
+    code, its element's offset from the origin; code ``k`` of output ``i`` is the element at
+    ``base[i] + offsets[k]``. Both int64, read-only (cached)."""
+    kernel, stride, padding, dilation = window
+    plane = plane_strides(in_size)
+    base = np.zeros((), np.int64)
+    offsets = np.zeros((), np.int64)
+    for o, k, s, p, d, f in zip(out_size, kernel, stride, padding, dilation, plane):
+        base = (base[..., None] + (np.arange(o, dtype=np.int64) * s - p) * f).copy()
+        offsets = (offsets[..., None] + np.arange(k, dtype=np.int64) * d * f).copy()
+    base, offsets = base.reshape(-1), offsets.reshape(-1)
+    base.flags.writeable = offsets.flags.writeable = False
+    return base, offsets

@@ -1,11 +1,14 @@
 """Max pooling and the pooling geometry shared by pool_avg.py and pool_adaptive.py.
 
 ``max_pool`` returns (values, indices): indices are PyTorch's, the flat position of the chosen
-element inside each (n, c) plane of the input. The gradient follows PyTorch's convention: all of
-it goes to that one element, the *first* maximum of its window (row-major order), so ties behave
-as in torch. The VJP is ``pool_scatter`` (scatter-add of the output gradient through the
-indices), whose VJP is ``pool_gather`` (read a tensor at the indices) and vice versa, so every
-order of gradient exists. Public: max_pool1d/2d/3d (also in ember.nn.functional).
+element inside each (n, c) plane of the input, or with ``codes=True`` (what pooling without
+``return_indices`` uses) each window's own number of it, one byte where the window has at most
+256 elements (ops/pool_codes.py); the gradient ops read codes when given their ``window``.
+The gradient follows PyTorch's convention: all of it goes to that one element, the *first*
+maximum of its window (row-major order), so ties behave as in torch. The VJP is
+``pool_scatter`` (scatter-add of the output gradient through the indices), whose VJP is
+``pool_gather`` (read a tensor at the indices) and vice versa, so every order of gradient
+exists. Public: max_pool1d/2d/3d (also in ember.nn.functional).
 
 Window geometry (output size, ceil_mode, padding limits) follows torch's pooling_output_shape.
 """
@@ -19,7 +22,13 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..kernels.conv_plan import scratch
-from ..kernels.pool_geometry import first_inside_axis, pad_input, padded_extent, pool_out_size
+from ..kernels.pool_geometry import (
+    first_inside_axis,
+    pad_input,
+    padded_extent,
+    plane_strides,
+    pool_out_size,
+)
 from ..types import TensorType
 from . import _batching
 from ._autocast import Autocast, autocasts
@@ -29,6 +38,13 @@ from ._rules import EpilogueRule
 from ._util import fmt_shape, half_precision, io_bytes, numel, value_bytes
 from .conv_functional import int_tuple
 from .elementwise import to_tensor
+from .pool_codes import (
+    code_dtype,
+    flat_from_codes,
+    onnx_codes_from_flat,
+    onnx_flat_from_codes,
+    window_of,
+)
 from .program import Input
 
 # ------------------------------------------------------------------------------- geometry
@@ -71,11 +87,6 @@ def check_pool_args(name, x, kernel, stride, padding, dilation, ceil_mode) -> tu
             op=name,
         )
     return out
-
-
-def plane_strides(size) -> tuple:
-    """Row-major strides (in elements) of one (n, c) plane of spatial size ``size``."""
-    return tuple(math.prod(size[i + 1 :]) for i in range(len(size)))
 
 
 def unbatch(name, x, nd):
@@ -132,7 +143,7 @@ def _first_inside(out, kernel, stride, padding, dilation, in_size):
     return code
 
 
-def _max_pool_fast(x, *, kernel, stride, padding, dilation, ceil_mode):
+def _max_pool_fast(x, *, kernel, stride, padding, dilation, ceil_mode, codes=False):
     """The C kernel (kernels/cpooling.py: 2-d pooling; half precision read and written in 16
     bits, compared in float32 as the NumPy kernel compares its float32 copy), or None."""
     from ..kernels import cpooling
@@ -141,13 +152,14 @@ def _max_pool_fast(x, *, kernel, stride, padding, dilation, ceil_mode):
         pool_out_size(n, k, s, p, d, ceil_mode)
         for n, k, s, p, d in zip(x.shape[2:], kernel, stride, padding, dilation)
     )
-    return cpooling.max_pool_2d(x, kernel, stride, padding, dilation, out)
+    code = code_dtype(kernel).np if codes else None
+    return cpooling.max_pool_2d(x, kernel, stride, padding, dilation, out, code)
 
 
-def _max_pool_kernel(x, *, kernel, stride, padding, dilation, ceil_mode):
+def _max_pool_kernel(x, *, kernel, stride, padding, dilation, ceil_mode, codes=False):
     half = x.dtype in (dt.float16.np, dt.bfloat16.np)
     values, indices = _max_pool_np(
-        x.astype(np.float32) if half else x, kernel, stride, padding, dilation, ceil_mode
+        x.astype(np.float32) if half else x, kernel, stride, padding, dilation, ceil_mode, codes
     )
     return (values.astype(x.dtype) if half else values), indices
 
@@ -158,7 +170,7 @@ def _max_pool_c_step(node):
     return cpooling.max_pool_c_step(node)
 
 
-def _max_pool_np(x, kernel, stride, padding, dilation, ceil_mode):
+def _max_pool_np(x, kernel, stride, padding, dilation, ceil_mode, codes=False):
     in_size = x.shape[2:]
     out = tuple(
         pool_out_size(n, k, s, p, d, ceil_mode)
@@ -185,6 +197,8 @@ def _max_pool_np(x, kernel, stride, padding, dilation, ceil_mode):
         first = _first_inside(out, kernel, stride, padding, dilation, in_size)
     nan_aware = x.dtype.kind == "f" and bool(np.isnan(x).any())
     values, code = _running_max(windows, first, nan_aware)
+    if codes:  # (the window numbers themselves, out of the scratch)
+        return values, code.astype(code_dtype(kernel).np)
     # flat index = window origin + offset of the chosen element
     base = np.zeros(out, np.int64)
     for axis, (o, s, p, f) in enumerate(zip(out, stride, padding, sf)):
@@ -208,14 +222,16 @@ def _flat_rows(idx, plane: int) -> np.ndarray:
     return lin
 
 
-def _scatter_fast(g, idx, *, in_size):
+def _scatter_fast(g, idx, *, in_size, window=None):
     """The C scatter (kernels/cpooling.py), or None."""
     from ..kernels import cpooling
 
-    return cpooling.scatter(g, idx, in_size)
+    return cpooling.scatter(g, idx, in_size, window=window)
 
 
-def _scatter_kernel(g, idx, *, in_size):
+def _scatter_kernel(g, idx, *, in_size, window=None):
+    if window is not None:
+        idx = flat_from_codes(idx, window, in_size)
     plane = math.prod(in_size)
     dtype = np.float32 if g.dtype in (dt.float16.np, dt.bfloat16.np) else g.dtype
     out = np.zeros(g.shape[0] * g.shape[1] * plane, dtype)
@@ -230,20 +246,30 @@ def _scatter_workspace(node, layouts) -> int:
     float32 result from a float32 copy of the gradient, then rounds it: the larger of the two
     moments."""
     g, out = node.inputs[0], node.outputs[0]
+    # (NumPy reading codes: their flat int64 positions first)
+    flat = 8 * numel(g.shape) if node.attrs.get("window") is not None else 0
     if not half_precision(out) or c_runs():
-        return 0
-    return max(value_bytes(out) + 2 * value_bytes(g), 2 * value_bytes(out))
+        return 0 if c_runs() else flat
+    return flat + max(value_bytes(out) + 2 * value_bytes(g), 2 * value_bytes(out))
 
 
-def _gather_kernel(src, idx):
+def _gather_kernel(src, idx, *, window=None):
+    if window is not None:
+        idx = flat_from_codes(idx, window, tuple(src.shape[2:]))
     rows = idx.shape[0] * idx.shape[1]
     flat = src.reshape(rows, -1)
     return np.take_along_axis(flat, idx.reshape(rows, -1), axis=1).reshape(idx.shape)
 
 
-def _check_indices(name, values, idx):
-    if idx.dtype is not dt.int64:
+def _check_indices(name, values, idx, window=None):
+    if window is None and idx.dtype is not dt.int64:
         raise DTypeError(f"indices must be int64, got {idx.dtype}", op=name)
+    if window is not None:
+        expected = code_dtype(window[0])
+        if idx.dtype is not expected:
+            raise DTypeError(
+                f"window codes of kernel {window[0]} must be {expected}, got {idx.dtype}", op=name
+            )
     if values.ndim < 2 or tuple(values.shape[:2]) != tuple(idx.shape[:2]):
         raise ShapeError(
             f"tensor of shape {fmt_shape(values.shape)} and indices of shape "
@@ -252,8 +278,8 @@ def _check_indices(name, values, idx):
         )
 
 
-def _scatter_infer(g, idx, *, in_size):
-    _check_indices("pool_scatter", g, idx)
+def _scatter_infer(g, idx, *, in_size, window=None):
+    _check_indices("pool_scatter", g, idx, window)
     if tuple(g.shape) != tuple(idx.shape):
         raise ShapeError(
             f"gradient {fmt_shape(g.shape)} and indices {fmt_shape(idx.shape)} differ in shape",
@@ -305,8 +331,8 @@ def _masked_scatter(node):
     return cpooling.build_masked_scatter(node) if _masks(attrs["program"], attrs["slot"]) else None
 
 
-def _gather_infer(src, idx):
-    _check_indices("pool_gather", src, idx)
+def _gather_infer(src, idx, *, window=None):
+    _check_indices("pool_gather", src, idx, window)
     return TensorType(tuple(idx.shape), src.dtype)
 
 
@@ -316,6 +342,9 @@ def _onnx_pool_scatter(e):
     g, indices = e.inputs
     n, c = e.in_types[0].shape[:2]
     in_size = e.attrs["in_size"]
+    if e.attrs.get("window") is not None:
+        out_size = tuple(e.in_types[0].shape[2:])
+        indices = onnx_flat_from_codes(e, indices, e.attrs["window"], in_size, out_size)
     zeros = e.node(
         "ConstantOfShape",
         [e.shape((n, c, int(np.prod(in_size))))],
@@ -335,11 +364,12 @@ POOL_SCATTER = register(
         infer=_scatter_infer,
         kernel=_scatter_kernel,
         fast=_scatter_fast,  # (half precision: summed in float32, rounded once, in C)
-        vjp=lambda c, g: (apply(POOL_GATHER, g, c.inputs[1]), None),
+        vjp=lambda c, g: (apply(POOL_GATHER, g, c.inputs[1], **_window(c.attrs)), None),
         cost=lambda i, o, a: Cost(numel(i[0].shape), io_bytes(i, o)),
         save_inputs=(1,),
-        doc="pool_scatter(g, indices; in_size): zeros of spatial size in_size with each g added "
-        "at its flat index within its (n, c) plane (the gradient of max pooling)",
+        doc="pool_scatter(g, indices; in_size, window=None): zeros of spatial size in_size with "
+        "each g added at its flat index within its (n, c) plane (the gradient of max pooling); "
+        "with window=(kernel, stride, padding, dilation), indices are window codes",
         batch=_batching.per_sample((0, 1)),
         compile=_compiled_scatter,
         workspace=_scatter_workspace,
@@ -352,7 +382,9 @@ POOL_SCATTER = register(
 
 def _onnx_pool_gather(e):
     x, indices = e.inputs
-    (n, c, *_), out = e.in_types[0].shape, e.in_types[1].shape
+    (n, c, *in_size), out = e.in_types[0].shape, e.in_types[1].shape
+    if e.attrs.get("window") is not None:
+        indices = onnx_flat_from_codes(e, indices, e.attrs["window"], in_size, out[2:])
     flat_x = e.node("Reshape", [x, e.shape((n, c, -1))])
     flat_i = e.node("Reshape", [indices, e.shape((n, c, -1))])
     got = e.node("GatherElements", [flat_x, flat_i], axis=2)
@@ -367,13 +399,19 @@ POOL_GATHER = register(
         infer=_gather_infer,
         kernel=_gather_kernel,
         vjp=lambda c, g: (
-            apply(POOL_SCATTER, g, c.inputs[1], in_size=tuple(c.in_types[0].shape[2:])),
+            apply(
+                POOL_SCATTER,
+                g,
+                c.inputs[1],
+                in_size=tuple(c.in_types[0].shape[2:]),
+                **_window(c.attrs),
+            ),
             None,
         ),
         cost=lambda i, o, a: Cost(0, io_bytes(i, o)),
         save_inputs=(1,),
-        doc="pool_gather(x, indices): x read at flat indices within each (n, c) plane (the "
-        "adjoint of pool_scatter)",
+        doc="pool_gather(x, indices; window=None): x read at flat indices within each (n, c) "
+        "plane (the adjoint of pool_scatter); with window, indices are window codes",
     )
 )
 
@@ -381,9 +419,16 @@ POOL_GATHER = register(
 # ----------------------------------------------------------------------------- max pooling
 
 
+def _window(attrs) -> dict:
+    """The ``window`` attribute to pass on: the codes' geometry where there is one."""
+    window = attrs.get("window")
+    return {} if window is None else {"window": window}
+
+
 def max_pool_vjp(ctx, g, _g_indices):
     in_size = tuple(ctx.in_types[0].shape[2:])
-    return (apply(POOL_SCATTER, g, ctx.outputs[1], in_size=in_size),)
+    window = {"window": window_of(ctx.attrs)} if ctx.attrs.get("codes") else {}
+    return (apply(POOL_SCATTER, g, ctx.outputs[1], in_size=in_size, **window),)
 
 
 def check_dtype(name, x):
@@ -391,12 +436,12 @@ def check_dtype(name, x):
         raise DTypeError("not defined for bool tensors; convert with .float()", op=name)
 
 
-def _max_pool_infer(x, *, kernel, stride, padding, dilation, ceil_mode):
+def _max_pool_infer(x, *, kernel, stride, padding, dilation, ceil_mode, codes=False):
     name = f"max_pool{len(kernel)}d"
     check_dtype(name, x)
     out = check_pool_args(name, x, kernel, stride, padding, dilation, ceil_mode)
     shape = tuple(x.shape[:2]) + out
-    return TensorType(shape, x.dtype), TensorType(shape, dt.int64)
+    return TensorType(shape, x.dtype), TensorType(shape, code_dtype(kernel) if codes else dt.int64)
 
 
 def _max_pool_cost(in_types, out_types, attrs) -> Cost:
@@ -406,9 +451,10 @@ def _max_pool_cost(in_types, out_types, attrs) -> Cost:
 def _max_pool_workspace(node, layouts) -> int:
     """The temporaries beyond the outputs: the C kernel's (kernels/cpooling.py) framed copy
     of large planes, else none; NumPy's `_max_pool_kernel`'s winning window codes (scratch)
-    converted to intp by ``take``, 8 bytes an output, and in half precision `_max_pool_np` on
-    a float32 copy of the input returning float32 maxima, both alive there too: twice the
-    input's bytes and twice the values' (less the rounded values, not made yet)."""
+    converted to intp by ``take``, 8 bytes an output (codes: copied into the result, none),
+    and in half precision `_max_pool_np` on a float32 copy of the input returning float32
+    maxima, both alive there too: twice the input's bytes and twice the values' (less the
+    rounded values, not made yet)."""
     x, (values, indices) = node.inputs[0], node.outputs
     if c_runs():  # the C kernel (half precision read and written in 16 bits): a frame at most
         from ..kernels import cpooling
@@ -417,9 +463,10 @@ def _max_pool_workspace(node, layouts) -> int:
         framed = cpooling.max_pool_workspace(x.type, values.shape[2:], **attrs)
         if framed is not None:
             return framed
+    taken = 0 if node.attrs.get("codes") else value_bytes(indices)
     if half_precision(x):
-        return 2 * value_bytes(x) + value_bytes(values) + value_bytes(indices)
-    return value_bytes(indices)
+        return 2 * value_bytes(x) + value_bytes(values) + taken
+    return taken
 
 
 def _onnx_max_pool(e):
@@ -434,7 +481,12 @@ def _onnx_max_pool(e):
         dilations=list(a["dilation"]),
         ceil_mode=int(a["ceil_mode"]),
     )
-    return onnx_max_pool(e, window)
+    values, flat = onnx_max_pool(e, window)
+    if not a.get("codes"):
+        return values, flat
+    in_size, out_size = tuple(spatial), tuple(e.out_types[0].shape[2:])
+    codes = onnx_codes_from_flat(e, flat, window_of(a), in_size, out_size)
+    return values, e.cast(codes, code_dtype(a["kernel"]))
 
 
 def onnx_max_pool(e, window: dict):
@@ -468,8 +520,9 @@ MAX_POOL = register(
         batch=_batching.per_sample(outputs=2),
         c_step=_max_pool_c_step,
         workspace=_max_pool_workspace,
-        doc="max_pool(x; kernel, stride, padding, dilation, ceil_mode) -> (values, indices): "
-        "N-d max pooling with padding as -inf; indices are flat positions in each plane",
+        doc="max_pool(x; kernel, stride, padding, dilation, ceil_mode, codes=False) -> (values, "
+        "indices): N-d max pooling with padding as -inf; indices are flat positions in each "
+        "plane, or with codes the winner's number within its window (uint8 up to 256)",
     )
 )
 
@@ -505,6 +558,8 @@ def _max_pool_nd(nd: int):
             padding=int_tuple(name, "padding", padding, nd, positive=False),
             dilation=int_tuple(name, "dilation", dilation, nd),
             ceil_mode=bool(ceil_mode),
+            # (the indices only the gradient reads: window codes, a byte each, not int64)
+            codes=not return_indices,
         )
         return finish_pool(values, indices, unbatched, return_indices)
 
