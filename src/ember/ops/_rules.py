@@ -16,8 +16,10 @@ Execution
   arena's slots, plan/arena.py) to the kernel, or to the compiled implementation when
   ``compiled``. A one-ufunc kernel takes ``out=`` without saying so.
 * ``overwrites_operand``: the compiled implementation reads each element of its operands before
-  writing the same element of its result, so the result may take a dying operand's buffer
-  (plan/liveness.py, runtime/codegen.py). One-ufunc kernels do so without saying so.
+  writing the same element of its result (of a loop ending in reductions: of its elementwise
+  results), so that result (the first of the loop's shape) may take a dying operand's buffer
+  (plan/liveness.py `reusable_output`, runtime/codegen.py). One-ufunc kernels do so without
+  saying so.
 
 Fusion (transforms/fuse.py, transforms/epilogue.py, kernels/cfuse.py)
 * ``c``: the op's C expression for fused elementwise loops, a format string over its operands

@@ -262,6 +262,10 @@ FUSED_REDUCE = register(
         compile=_compiled,
         c_step=_loop_c_step,
         accepts_out=_when_compiled,
+        # the C loop reads each element of its inputs before writing the same element of its
+        # elementwise results (every pass over the iteration space reads and writes each
+        # element once; the reductions come last): the first may take a dying operand's buffer
+        overwrites_operand=True,
         workspace=_loop_workspace,
         fused=_LOOP,
         onnx=_onnx_fused,

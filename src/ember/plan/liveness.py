@@ -8,9 +8,9 @@ value when the executor makes it share memory:
   ``split``, ``stop_gradient``, ...);
 * in-place updates: a parameter update the generated code writes into the parameter
   (``in_place``, as codegen's ``_in_place_nodes`` chose);
-* operand reuse: a one-ufunc node or a fused elementwise loop whose operand of the same type
-  dies there and whose buffer nothing else alive refers to takes that buffer (codegen's
-  ``_sole`` test at run time).
+* operand reuse: a one-ufunc node or a fused loop (elementwise, or ending in reductions: its
+  first elementwise result) whose operand of the same type dies there and whose buffer nothing
+  else alive refers to takes that buffer (codegen's ``_sole`` test at run time).
 
 A buffer lives from the node that allocates it (position -1: it exists before the call, a graph
 input or constant) to the last node that reads any value stored in it; graph outputs live to
@@ -29,7 +29,7 @@ import numpy as np
 
 from .layout import Layouts, nbytes
 
-__all__ = ["Buffer", "Liveness", "liveness", "reuses_operand"]
+__all__ = ["Buffer", "Liveness", "liveness", "reusable_output", "reuses_operand"]
 
 
 @dataclass
@@ -57,24 +57,37 @@ class Liveness:
     layouts: Layouts
 
 
-def reuses_operand(node, dying: set, buffer_of: dict, live_values: dict, fused: bool = False):
-    """The operand of ``node`` whose buffer its result takes (see the module docstring), or
-    None. ``dying``: ids of the values whose last reader is ``node``; ``live_values``: buffer
-    index -> ids of the values alive in it. ``fused``: fused elementwise loops qualify too."""
-    one_ufunc = isinstance(node.op.kernel, np.ufunc) and not node.attrs
-    elementwise_loop = fused and node.op.overwrites_operand
-    if not (one_ufunc or elementwise_loop) or len(node.outputs) != 1:
+def reusable_output(node, fused: bool) -> int | None:
+    """Which result of ``node`` may take a dying operand's buffer: a one-ufunc node's, or
+    (``fused``: compiled loops) the first result of a loop that `overwrites_operand` of its
+    iteration shape (a fused reduction's elementwise result; its reduced ones are smaller);
+    None where none may. The generated code (runtime/codegen.py) asks the same."""
+    if isinstance(node.op.kernel, np.ufunc) and not node.attrs:
+        return 0 if len(node.outputs) == 1 and node.outputs[0].type.shape else None
+    if not (fused and node.op.overwrites_operand):
         return None
-    out = node.outputs[0]
-    if not out.type.shape:
-        return None  # 0-d results are NumPy scalars
+    shapes = [tuple(v.type.shape) for v in node.outputs]
+    full = max(shapes, key=len)
+    # (0-d results are NumPy scalars)
+    return next((i for i, s in enumerate(shapes) if s and s == full), None)
+
+
+def reuses_operand(node, dying: set, buffer_of: dict, live_values: dict, fused: bool = False):
+    """(the result of ``node``, the operand whose buffer it takes) (see the module
+    docstring), or None. ``dying``: ids of the values whose last reader is ``node``;
+    ``live_values``: buffer index -> ids of the values alive in it. ``fused``: compiled fused
+    loops qualify too."""
+    index = reusable_output(node, fused)
+    if index is None:
+        return None
+    out = node.outputs[index]
     for v in node.inputs:
         if id(v) not in dying or v.type != out.type or v.node.kind != "call":
             continue
         buffer = buffer_of[id(v)]
         others = live_values.get(buffer.index, set()) - {id(v)}
         if buffer.start >= 0 and buffer.nbytes == nbytes(v) and not others:
-            return v
+            return index, v
     return None
 
 
@@ -138,8 +151,8 @@ def liveness(graph, *, in_place: dict | None = None, reuse: str = "codegen") -> 
                 buffer = buffer_of[id(source)]
             elif v.index in targets:
                 buffer = buffer_of[id(targets[v.index])]
-            elif reused is not None:
-                buffer = buffer_of[id(reused)]
+            elif reused is not None and v.index == reused[0]:
+                buffer = buffer_of[id(reused[1])]
             else:
                 buffer = new_buffer(v, p)
             store(v, buffer, p)

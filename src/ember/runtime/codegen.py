@@ -46,6 +46,7 @@ import numpy as np
 
 from ..graph.interpreter import last_uses
 from ..kernels.ccompile import compiler_available
+from ..plan.liveness import reusable_output
 from ..size import Size
 from ..symbolic import SymDim, symbol_sources
 
@@ -245,19 +246,15 @@ def _sole(array) -> bool:
 
 
 def _reusable_operand(node, dying: tuple, graph, fused: bool = False):
-    """The operand of a one-ufunc node (``fused``: of a fused elementwise loop) whose buffer
-    may take the result (see the module docstring), or None."""
-    if fused:
-        if len(node.outputs) != 1:
-            return None
-    elif not isinstance(node.op.kernel, np.ufunc) or node.attrs or node.op.num_outputs != 1:
+    """(the result, the operand) of a one-ufunc node (``fused``: of a compiled fused loop)
+    where the operand's buffer may take that result (see the module docstring), or None."""
+    index = reusable_output(node, fused)
+    if index is None or (not fused and node.op.num_outputs != 1):
         return None
-    out = node.outputs[0]
-    if not out.type.shape:
-        return None  # 0-d results are NumPy scalars: nothing to reuse
+    out = node.outputs[index]
     for v in node.inputs:
         if id(v) in dying and v.type == out.type and v.node.kind == "call":
-            return v
+            return index, v
     return None
 
 
@@ -396,11 +393,16 @@ class _Writer:
             reuse = _reusable_operand(node, self.frees.get(position, ()), self.graph, fused=fused)
         call = f"{kernel}({', '.join(args)})"
         if reuse is not None:
-            target = _local(reuse)
-            into = f"out=({target},)" if compiled else f"out={target}"
+            index, target = reuse[0], _local(reuse[1])
+            if compiled:  # (C loops take and return a tuple: the operand's buffer at ``index``)
+                outs = ["None"] * len(node.outputs)
+                outs[index] = target
+                into = f"out=({', '.join(outs)},)"
+            else:
+                into = f"out={target}"
             reused = f"{kernel}({', '.join(args + [into])})"
-            comma = "," if compiled else ""  # C loops return a tuple
-            line = f"    {_local(node.outputs[0])}{comma} = {reused} if _sole({target}) else {call}"
+            names = ", ".join(_local(v) for v in node.outputs) + ("," if compiled else "")
+            line = f"    {names} = {reused} if _sole({target}) else {call}"
         elif node.op.num_outputs == 1 and node.outputs[0].type.shape:
             line = f"    {_local(node.outputs[0])} = {call}"
         elif node.op.num_outputs == 1:  # NumPy gives scalars, not 0-d arrays: wrap them

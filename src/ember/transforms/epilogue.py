@@ -20,15 +20,15 @@ the call (a ``matmul`` is 2-d on the right: a weight; the products and the convo
 float32/float64 results only) and the reader. Runs after fusion (transforms/fuse.py), at O3.
 
 A reader that ends in reductions (a ``fused_reduce`` node: a masked gradient and its bias
-gradient) is not an epilogue as it is, and the matmul's result then lives beside the loop's
-stored outputs. Where every reduction reads a value the loop stores anyway, the reductions can
-run as nodes of their own (``sum`` of the stored masked gradient) and the rest of the loop
-become the epilogue, written over the matmul's result: one full-size array fewer during that
-node (the sum reads the stored values once more; transforms/fuse.py measured both as fast).
-The split is kept only where it lowers the planned peak (plan/memory.py), candidate by
-candidate on a copy of the graph, so the one-pass loop stays wherever it costs no memory. In
-the GPT block's step the GELU backward is such a reader, at the peak: 44.05 MiB planned with
-the loop, 41.04 with the split.
+gradient) is not an epilogue as it is. Its stored elementwise result usually takes the
+matmul's result's buffer anyway (a fused loop `overwrites_operand`: plan/liveness.py), but
+where it cannot (another dtype, or the loop stores no value of the product's type) the
+product lives beside the loop's stored outputs. Where every reduction reads a value the loop
+stores anyway, the reductions can run as nodes of their own (``sum`` of the stored masked
+gradient) and the rest of the loop become the epilogue, written over the matmul's result
+(the sum reads the stored values once more; transforms/fuse.py measured both as fast). The
+split is kept only where it lowers the planned peak (plan/memory.py), candidate by candidate
+on a copy of the graph, so the one-pass loop stays wherever it costs no memory.
 """
 
 from __future__ import annotations
