@@ -4,6 +4,7 @@ This module only assembles the public API: the dtypes, the Tensor, autograd swit
 function the op modules export (``ember.add``, ``ember.matmul``, ...), plus the subpackages.
 """
 
+import math as _math
 import sys as _sys
 
 from . import _allocator, _methods, _tensor_extras  # noqa: E402
@@ -110,6 +111,14 @@ double = float64
 half = float16
 long = int64
 int = int32  # noqa: A001
+short = int16
+
+# PyTorch's constants (torch.pi, torch.inf, ...: masks fill with -ember.inf)
+pi = _math.pi
+e = _math.e
+inf = _math.inf
+nan = _math.nan
+newaxis = None
 
 from . import (  # noqa: E402
     amp,
@@ -187,6 +196,9 @@ autograd.FunctionCtx = _autograd_function.FunctionCtx
 autograd.function = _autograd_function  # torch.autograd.function (once_differentiable, ...)
 autograd.functional = _autograd_functional
 autograd.gradcheck = _autograd_functional.gradcheck
+autograd.gradgradcheck = _autograd_functional.gradgradcheck
+autograd.inference_mode = inference_mode
+autograd.Variable = _tensor_api.Variable  # torch.autograd.Variable: a tensor, as PyTorch's
 _sys.modules.setdefault("ember.autograd.function", _autograd_function)
 _sys.modules.setdefault("ember.autograd.functional", _autograd_functional)
 

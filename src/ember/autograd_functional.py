@@ -1,6 +1,7 @@
 """``ember.autograd.functional``: PyTorch's higher-level derivatives of a function of tensors
 (``vjp``, ``jvp``, ``jacobian``, ``hessian``, ``hvp``, ``vhp``), built on the tape's
-`ember.autograd.grad` (eager only); and ``gradcheck``, attached as ``ember.autograd.gradcheck``.
+`ember.autograd.grad` (eager only); and ``gradcheck`` / ``gradgradcheck``, attached as
+``ember.autograd.gradcheck`` / ``gradgradcheck``.
 
 Signatures and return structures follow ``torch.autograd.functional``: a tensor (not a tuple)
 for ``inputs`` gives results without the per-input tuple, and likewise for the outputs. The
@@ -20,7 +21,7 @@ from .grad_mode import enable_grad
 from .ops.shape import stack
 from .tensor import Tensor
 
-__all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp", "gradcheck"]
+__all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp", "gradcheck", "gradgradcheck"]
 
 
 def _tuple(x, what: str, fn: str) -> tuple[bool, tuple]:
@@ -303,3 +304,59 @@ def gradcheck(
                         op="gradcheck",
                     )
     return True
+
+
+def gradgradcheck(
+    func,
+    inputs,
+    grad_outputs=None,
+    *,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    raise_exception: bool = True,
+    **_ignored,
+) -> bool:
+    """PyTorch's ``torch.autograd.gradgradcheck``: `gradcheck` of the function that maps
+    (inputs, grad_outputs) to the gradients of ``func``'s outputs (taken with
+    ``create_graph=True``), so second derivatives are compared with finite differences of the
+    first. Without ``grad_outputs``, random ones (float64, requiring grad, a fixed seed)."""
+    xs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    with enable_grad():
+        outs = func(*xs)
+    outs = tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
+    if grad_outputs is None:
+        rng = np.random.default_rng(0)
+        grad_outputs = tuple(
+            Tensor(rng.standard_normal(tuple(o.shape))).to(o.dtype).requires_grad_(True)
+            for o in outs
+            if o.requires_grad
+        )
+    gos = tuple(grad_outputs) if isinstance(grad_outputs, (tuple, list)) else (grad_outputs,)
+    n = len(xs)
+    # the inputs differentiated: those that require grad (gradcheck's finite differences call
+    # the function on detached copies: they are made leaves again here)
+    wrt_at = [i for i, x in enumerate(xs) if isinstance(x, Tensor) and x.requires_grad]
+
+    def first_derivatives(*args):
+        inner, cotangents = list(args[:n]), args[n:]
+        with enable_grad():
+            for i in wrt_at:
+                if not inner[i].requires_grad:
+                    inner[i] = inner[i].detach().requires_grad_(True)
+            results = func(*inner)
+            results = tuple(results) if isinstance(results, (tuple, list)) else (results,)
+            wrt = [inner[i] for i in wrt_at]
+            pairs = [(r, c) for r, c in zip(results, cotangents) if r.requires_grad]
+            grads = _grad(
+                [r for r, _ in pairs],
+                wrt,
+                [c for _, c in pairs],
+                create_graph=True,
+                allow_unused=True,
+            )
+        return tuple(g for g in grads if g is not None)
+
+    return gradcheck(
+        first_derivatives, xs + gos, eps=eps, atol=atol, rtol=rtol, raise_exception=raise_exception
+    )

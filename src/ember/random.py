@@ -8,6 +8,8 @@ is a JSON-able dict (`get_state` / `set_state`), so checkpoints can save it with
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from .devices import check_device
@@ -135,6 +137,22 @@ def get_rng_state() -> dict:
 
 def set_rng_state(state: dict) -> None:
     default_generator.set_state(state)
+
+
+@contextlib.contextmanager
+def fork_rng(devices=None, enabled: bool = True, _caller="fork_rng", _devices_kw="devices",
+             device_type: str = "cuda"):  # fmt: skip
+    """PyTorch's ``torch.random.fork_rng``: the default generator's state is restored when the
+    block ends, so draws inside it leave the stream outside as it was (``enabled=False``: a
+    plain block). There are no accelerator generators: ``devices`` is accepted and ignored."""
+    if not enabled:
+        yield
+        return
+    state = default_generator.get_state()
+    try:
+        yield
+    finally:
+        default_generator.set_state(state)
 
 
 def resolve(generator: Generator | None) -> Generator:

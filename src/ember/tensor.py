@@ -246,6 +246,8 @@ class Tensor(_reg.TensorBase):
         return t
 
     def detach_(self) -> Tensor:
+        if self._view_of is not None:  # (PyTorch's rule: the base's history would disagree)
+            raise AutogradError("can't detach a view in place; use detach() instead", op="detach_")
         self.grad_fn = None
         self._requires_grad = False
         return self

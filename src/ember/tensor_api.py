@@ -77,6 +77,28 @@ LEGACY_TYPES = {
 }
 
 
+class _VariableType(type):
+    """``torch.autograd.Variable``'s metaclass: every tensor is a Variable (PyTorch merged the
+    two), and calling it gives a tensor."""
+
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, TensorBase)
+
+    def __call__(cls, data=None, requires_grad: bool = False, volatile: bool = False):
+        """``Variable(t, requires_grad=True)``: a leaf sharing ``t``'s values (``t.detach()``),
+        requiring grad as asked; other data becomes a tensor first."""
+        if data is None:
+            return PUBLIC["empty"](0)
+        t = data.detach() if isinstance(data, TensorBase) else PUBLIC["tensor"](data)
+        return t.requires_grad_(bool(requires_grad)) if requires_grad else t
+
+    def __repr__(cls) -> str:
+        return "<class 'ember.autograd.Variable'>"
+
+
+Variable = _VariableType("Variable", (), {"__module__": "ember.autograd"})
+
+
 def is_tensor(obj) -> bool:
     """Whether ``obj`` is an ember tensor (eager, or symbolic while a graph is captured)."""
     return isinstance(obj, TensorBase)

@@ -1,6 +1,7 @@
 """Datasets, data loaders and transforms (``ember.data``).
 
-* `Dataset`, `TensorDataset`, `Subset`, `ConcatDataset`, `random_split` (dataset.py);
+* `Dataset`, `TensorDataset`, `Subset`, `ConcatDataset`, `StackDataset`, `random_split`
+  (dataset.py);
 * `DataLoader` with seeded shuffling, exact resumption, background prefetching and worker
   processes (loader.py; the processes, their pool and transport: _workers.py);
 * `default_collate` (collate.py); `current_generator` for data randomness (rng.py);
@@ -14,7 +15,7 @@
 from . import datasets, idx, transforms
 from ._workers import WorkerError
 from .collate import default_collate, default_convert
-from .dataset import ConcatDataset, Dataset, Subset, TensorDataset, random_split
+from .dataset import ConcatDataset, Dataset, StackDataset, Subset, TensorDataset, random_split
 from .distributed import DistributedSampler
 from .iterable import ChainDataset, IterableDataset
 from .loader import DataLoader
@@ -33,6 +34,7 @@ __all__ = [
     "BatchSampler",
     "ChainDataset",
     "ConcatDataset",
+    "StackDataset",
     "DataLoader",
     "DistributedSampler",
     "Dataset",

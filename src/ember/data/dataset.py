@@ -1,5 +1,5 @@
-"""Map-style datasets: `Dataset`, `TensorDataset`, `Subset`, `ConcatDataset` and `random_split`
-(PyTorch's names and semantics).
+"""Map-style datasets: `Dataset`, `TensorDataset`, `Subset`, `ConcatDataset`, `StackDataset`
+and `random_split` (PyTorch's names and semantics).
 
 A dataset maps an index in ``range(len(dataset))`` to a sample. Besides ``__getitem__`` a dataset
 may define ``fetch_batch(indices)``: the default-collated batch of the samples at ``indices`` (a
@@ -124,6 +124,37 @@ class ConcatDataset(Dataset):
         which = bisect.bisect_right(self.cumulative_sizes, index)
         start = self.cumulative_sizes[which - 1] if which else 0
         return self.datasets[which][index - start]
+
+
+class StackDataset(Dataset):
+    """PyTorch's ``StackDataset``: sample ``i`` gathers sample ``i`` of each dataset, as a tuple
+    (``StackDataset(a, b)``) or a dict (``StackDataset(image=a, label=b)``); all of one length.
+    ``__getitems__`` serves a batch of indices as a list of samples."""
+
+    def __init__(self, *args, **kwargs):
+        if args and kwargs:
+            raise ValueError(
+                "Supported either ``tuple``- (via ``args``) or``dict``- (via ``kwargs``) like "
+                "input/output, but both types are given."
+            )
+        datasets = args or tuple(kwargs.values())
+        if not datasets:
+            raise ValueError("At least one dataset should be passed")
+        self._length = len(datasets[0])
+        if any(len(d) != self._length for d in datasets):
+            raise ValueError("Size mismatch between datasets")
+        self.datasets = args if args else dict(kwargs)
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index):
+        if isinstance(self.datasets, dict):
+            return {k: d[index] for k, d in self.datasets.items()}
+        return tuple(d[index] for d in self.datasets)
+
+    def __getitems__(self, indices: list) -> list:
+        return [self[i] for i in indices]
 
 
 def random_split(dataset, lengths: Sequence, generator: Generator | None = None) -> list[Subset]:

@@ -259,6 +259,36 @@ def sparse_(
     return _write(tensor, values)
 
 
+def _deprecated(new):
+    """PyTorch's old name of an initializer (``nn.init.normal`` for ``normal_``): the same
+    function, with PyTorch's FutureWarning."""
+    old = new.__name__[:-1]
+
+    def fn(*args, **kwargs):
+        warnings.warn(
+            f"`nn.init.{old}` is now deprecated in favor of `nn.init.{new.__name__}`.",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return new(*args, **kwargs)
+
+    fn.__name__ = fn.__qualname__ = old
+    fn.__doc__ = f"Deprecated: `{new.__name__}` (PyTorch's old name)."
+    return fn
+
+
+uniform = _deprecated(uniform_)
+normal = _deprecated(normal_)
+constant = _deprecated(constant_)
+eye = _deprecated(eye_)
+dirac = _deprecated(dirac_)
+xavier_uniform = _deprecated(xavier_uniform_)
+xavier_normal = _deprecated(xavier_normal_)
+kaiming_uniform = _deprecated(kaiming_uniform_)
+kaiming_normal = _deprecated(kaiming_normal_)
+orthogonal = _deprecated(orthogonal_)
+sparse = _deprecated(sparse_)
+
 __all__ = [
     "calculate_gain",
     "uniform_",

@@ -16,7 +16,13 @@ from ...autograd import no_grad
 from ...errors import ShapeError
 from ...ops import api as E
 from ...tensor import Tensor
-from . import parametrizations, parametrize, rnn
+from . import fusion, parametrizations, parametrize, rnn
+from .fusion import (
+    fuse_conv_bn_eval,
+    fuse_conv_bn_weights,
+    fuse_linear_bn_eval,
+    fuse_linear_bn_weights,
+)
 from .spectral_norm import remove_spectral_norm, spectral_norm
 from .weight_norm import remove_weight_norm, weight_norm
 
@@ -101,6 +107,26 @@ def clip_grad_norm_(
     return total
 
 
+def clip_grad_norm(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite=False,
+                   foreach=None) -> Tensor:  # fmt: skip
+    """Deprecated: `clip_grad_norm_` (PyTorch's old name, with its FutureWarning)."""
+    warnings.warn(
+        "`torch.nn.utils.clip_grad_norm` is now deprecated in favor of "
+        "`torch.nn.utils.clip_grad_norm_`.",
+        FutureWarning,
+        stacklevel=2,
+    )
+    return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
+
+
+def skip_init(module_cls, *args, **kwargs):
+    """PyTorch's ``skip_init``: a ``module_cls(*args, **kwargs)`` whose parameters and buffers
+    hold unspecified values. (PyTorch skips the initializers by building on the meta device;
+    ember builds the module as usual: any values satisfy the contract.)"""
+    kwargs.pop("device", None)
+    return module_cls(*args, **kwargs)
+
+
 @no_grad()
 def clip_grad_value_(parameters, clip_value: float, foreach: bool | None = None) -> None:
     """Clamp every gradient to ``[-clip_value, clip_value]`` in place."""
@@ -133,7 +159,13 @@ def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
 
 
 __all__ = [
+    "clip_grad_norm",
     "clip_grad_norm_",
+    "fuse_conv_bn_eval",
+    "fuse_conv_bn_weights",
+    "fuse_linear_bn_eval",
+    "fuse_linear_bn_weights",
+    "skip_init",
     "clip_grad_value_",
     "clip_grads_with_norm_",
     "get_total_norm",
