@@ -10,7 +10,7 @@ import ember.types
 from ember.graph import interpreter
 from ember.kernels import ccompile
 from ember.ops import REGISTRY
-from ember.ops.conv import epilogue_spec
+from ember.ops.conv_epilogue import epilogue_spec
 from ember.ops.program import Const, Input, Instr, Program, Temp
 from ember.runtime.codegen import compile_graph
 from ember.transforms import DCE, optimize

@@ -23,20 +23,17 @@ size they produce: ``in_size`` (spatial size of x) and ``kernel_size``.
 
 from __future__ import annotations
 
-from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
-from ..kernels.cconv_epilogue import Spec
 from ..kernels.conv_plan import compute_dtype, conv_geometry, conv_out_size
 from ..types import TensorType
-from . import _batching
+from . import _batching, conv_epilogue
 from . import _onnx_conv as oxc
 from ._conv_kernels import conv_forward as _forward_kernel
 from ._conv_kernels import conv_input_grad as _input_grad_kernel
 from ._conv_kernels import conv_weight_grad as _weight_grad_kernel
-from ._registry import REGISTRY, Cost, OpDef, apply, register
-from ._rules import Autocast, ChannelWeights, EpilogueRule
+from ._registry import Cost, OpDef, apply, register
+from ._rules import Autocast, ChannelWeights
 from ._util import fmt_shape, half_precision, io_bytes, numel, require_float, value_bytes
-from .program import Input, Temp
 
 # ----------------------------------------------------------------------------- shape rules
 
@@ -414,125 +411,6 @@ def _conv_compile(node):
     return cconv_constant.compile_node(node, node.op.run)
 
 
-# ------------------------------------------------------------------------------- epilogue
-# The forward convolution's C kernel stores a fixed epilogue tile by tile (kernels/cconv.py,
-# kernels/cconv_epilogue.py): a per-channel bias, a ReLU and the ReLU's gradient mask.
-
-
-def _per_channel(t, result) -> bool:
-    """Whether ``t`` broadcasts against the conv result as one value per output channel."""
-    shape = (1,) * (len(result.shape) - len(t.shape)) + tuple(t.shape)
-    return (
-        len(shape) == len(result.shape)
-        and shape[1] == result.shape[1]
-        and all(d == 1 for i, d in enumerate(shape) if i != 1)
-        and t.dtype == result.dtype
-    )
-
-
-def epilogue_spec(program, outputs, out_types, operand_types, slot: int, result) -> Spec | None:
-    """What the C store must do for this epilogue program, or None when it cannot: an optional
-    ``add`` of the result and a per-channel bias, an optional ``relu``, an optional ``gt(value,
-    0)`` (the mask), with one float output (the last value) and at most one mask.
-
-    ``operand_types``: the program's input types, the conv result's type at ``slot``."""
-    add, relu_op, gt = REGISTRY["add"], REGISTRY["relu"], REGISTRY["gt"]
-    kinds: list[str] = []  # per program result: "pre" (after the bias), "act", "mask"
-    bias = None
-    relu = False
-    for instr in program:
-        if instr.attrs:
-            return None
-        sources = []
-        for ref in instr.operands:
-            if isinstance(ref, Input):
-                sources.append("conv" if ref.index == slot else ("in", ref.index))
-            elif isinstance(ref, Temp):
-                sources.append(kinds[ref.index])
-            else:
-                sources.append(("k", ref.value))
-        if instr.op is add and not kinds and len(sources) == 2 and "conv" in sources:
-            other = sources[1 - sources.index("conv")]
-            if not isinstance(other, tuple) or other[0] != "in":
-                return None
-            if not _per_channel(operand_types[other[1]], result):
-                return None
-            bias = other[1]
-            kinds.append("pre")
-        elif instr.op is relu_op and not relu and sources[0] in ("conv", "pre") and len(kinds) < 2:
-            if sources[0] == "conv" and bias is not None:
-                return None
-            relu = True
-            kinds.append("act")
-        elif instr.op is gt and sources[1] == ("k", 0.0) and sources[0] in ("conv", "pre", "act"):
-            if sources[0] == "conv" and bias is not None:
-                return None  # the mask of the value before the bias: not what the store has
-            kinds.append("mask")
-        else:
-            return None
-    value = mask = None
-    for position, j in enumerate(outputs):
-        kind = kinds[j]
-        dtype = dt.as_dtype(out_types[position][1])
-        if kind == "mask" and mask is None and dtype is dt.bool_:
-            mask = position
-        elif kind in ("pre", "act") and value is None and dtype == result.dtype:
-            if relu != (kind == "act"):
-                return None  # (the value before the ReLU and the ReLU both wanted)
-            value = position
-        else:
-            return None
-    return Spec(bias, relu, value, mask)
-
-
-def _epilogue_plan(node):
-    """(the fused node's `Spec`, its convolution's attributes, the convolution's result type),
-    or None when the C store cannot run it."""
-    attrs = node.attrs
-    n, slot = attrs["n_producer"], attrs["slot"]
-    x_type, w_type = (v.type for v in node.inputs[:2])
-    if n != 2 or not _compiled().available(x_type.dtype.np):
-        return None
-    producer_attrs = dict(attrs["producer_attrs"])
-    result = _conv_infer(x_type, w_type, **producer_attrs)
-    operand_types = [v.type for v in node.inputs[n:]]
-    operand_types.insert(slot, result)
-    plan = epilogue_spec(
-        attrs["program"], attrs["outputs"], attrs["out_types"], operand_types, slot, result
-    )
-    return None if plan is None else (plan, producer_attrs, result)
-
-
-def _epilogue_takes(node, program, outputs, out_types, in_types, slot) -> bool:
-    result = node.outputs[0].type
-    return epilogue_spec(program, outputs, out_types, in_types, slot, result) is not None
-
-
-def _epilogue_compile(node):
-    from ..kernels import cconv_epilogue
-
-    found = _epilogue_plan(node)
-    return None if found is None else cconv_epilogue.build(node, *found)
-
-
-def _epilogue_c_step(node):
-    from ..kernels import cconv_epilogue
-
-    found = _epilogue_plan(node)
-    return None if found is None else cconv_epilogue.c_step(node, *found[:2])
-
-
-def _epilogue_accepts(node) -> bool:
-    """The C store runs in kernels/cconv.py's kernels: not for a depthwise convolution, whose
-    own kernel (kernels/cdepthwise.py) is faster than the grouped GEMM with its epilogue."""
-    from ..kernels.cdepthwise import multiplier
-
-    x, w = (v.type for v in node.inputs[:2])
-    if multiplier(x.shape[1], tuple(w.shape), node.attrs["groups"]) is not None:
-        return False
-    return _compiled().available(node.outputs[0].dtype.np)
-
-
 def _conv_channel_fold(in_types, attrs):
     """Output channel c reads weight row c alone, whatever the groups; the shift is added
     after (the epilogue pass stores it with the convolution)."""
@@ -545,12 +423,7 @@ def _input_grad_channel_fold(in_types, attrs):
     return ChannelWeights(weight=1, groups=attrs["groups"], axis=1)
 
 
-_CONV_EPILOGUE = EpilogueRule(
-    accepts=_epilogue_accepts,
-    takes=_epilogue_takes,
-    compile=_epilogue_compile,
-    c_step=_epilogue_c_step,
-)
+_CONV_EPILOGUE = conv_epilogue.rule(_conv_infer, _compiled)
 
 
 CONV = register(

@@ -1,4 +1,4 @@
-"""The running product ``cumprod`` (cumsum lives with the reductions in ops/reduce.py).
+"""The running sum ``cumsum`` and product ``cumprod``, accumulated as PyTorch's CPU scans do.
 
 Its gradient is exact where the input holds zeros, as PyTorch's is: the plain formula
 ``reversed_cumsum(g * y) / x`` divides by zero there. Along the scanned axis, with ``z`` the
@@ -19,6 +19,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import DTypeError
 from ..types import TensorType
+from . import _onnx_reduce as oxr
 from . import api as E
 from ._registry import INPLACE, OpDef, apply, export, register
 from ._util import elementwise_cost, normalize_axis, pick_axis, value_bytes
@@ -35,6 +36,62 @@ _ACC = {
     dt.float16.np: np.float32,
     dt.bfloat16.np: np.float32,
 }
+
+
+def _cumsum_infer(x, *, axis):
+    return TensorType(tuple(x.shape), _out_dtype(x.dtype))
+
+
+def _cumsum_vjp(c, g):
+    axis = c.attrs["axis"]
+    return (E.flip(E.cumsum(E.flip(g, axis), axis), axis),)
+
+
+def _cumsum_kernel(x, *, axis):
+    """Running sums accumulated as PyTorch does: float32 in double, float16 and bfloat16 in
+    float32 (a float16 running sum stops growing at 2048 when adding ones), each output rounded
+    once; integers and bools in int64."""
+    out = _out_dtype(dt.from_numpy_dtype(x.dtype)).np
+    acc = _ACC.get(x.dtype)
+    if acc is None:
+        return np.cumsum(x, axis=axis, dtype=out).reshape(x.shape)  # (0-d: NumPy gives (1,))
+    return np.cumsum(x, axis=axis, dtype=acc).astype(out).reshape(x.shape)
+
+
+def _cumsum_workspace(node, layouts) -> int:
+    """`_cumsum_kernel`'s running sums in the accumulation type before rounding: a float64
+    array for float32, a float32 one for half precision."""
+    x = node.inputs[0]
+    acc = _ACC.get(x.dtype.np)
+    return 0 if acc is None else value_bytes(x) // x.dtype.itemsize * np.dtype(acc).itemsize
+
+
+_CUMSUM = register(
+    OpDef(
+        name="cumsum",
+        onnx=oxr.onnx_cumsum,
+        kind="reduce",
+        infer=_cumsum_infer,
+        kernel=_cumsum_kernel,
+        workspace=_cumsum_workspace,
+        vjp=_cumsum_vjp,
+        cost=elementwise_cost(1),
+        save_inputs=(),
+        doc="cumsum(x, axis): running sum along axis",
+    )
+)
+
+
+@export(method=True)
+def cumsum(x, dim=None, *, axis=None, dtype=None):
+    """Cumulative sum along ``dim``; ``dtype`` casts the input first (PyTorch's argument)."""
+    x = to_tensor(x)
+    if dtype is not None:
+        x = E.cast(x, dtype)
+    a = pick_axis(dim, axis)
+    if a is None:
+        raise TypeError("cumsum needs a dim")
+    return apply(_CUMSUM, x, axis=normalize_axis("cumsum", a, x.ndim))
 
 
 def _cumprod_kernel(x, *, axis):

@@ -1,5 +1,5 @@
-"""Reductions: sum, prod, max/min (amax/amin), argmax/argmin, all/any and cumsum as primitives;
-mean, var, std and logsumexp composed from them.
+"""Reductions: sum, prod, max/min (amax/amin), argmax/argmin and all/any as primitives; mean,
+var, std and logsumexp composed from them. (The running sum ``cumsum`` is in ops/cumulative.py.)
 
 Every reduction takes ``dim`` (PyTorch) or ``axis`` (NumPy): an int, a tuple, or None for all
 dimensions, and ``keepdim``/``keepdims``. The primitives' attributes are canonical: ``axes`` a
@@ -24,7 +24,6 @@ from ._half import c_runs, loop_reduces, reduction_fast, via_float32
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._rules import ReductionRule
 from ._util import (
-    elementwise_cost,
     half_precision,
     normalize_axes,
     normalize_axis,
@@ -470,73 +469,6 @@ def _bool_reduce(name, fn):
 
 _bool_reduce("all", np.all)
 _bool_reduce("any", np.any)
-
-
-# ------------------------------------------------------------------------------------ cumsum
-
-
-def _cumsum_infer(x, *, axis):
-    return TensorType(tuple(x.shape), _sum_dtype(x.dtype))
-
-
-def _cumsum_vjp(c, g):
-    axis = c.attrs["axis"]
-    return (E.flip(E.cumsum(E.flip(g, axis), axis), axis),)
-
-
-# the accumulator PyTorch's CPU cumsum carries from element to element (each output rounded)
-_CUMSUM_ACC = {
-    np.dtype(np.float32): np.float64,
-    dt.float16.np: np.float32,
-    dt.bfloat16.np: np.float32,
-}
-
-
-def _cumsum_kernel(x, *, axis):
-    """Running sums accumulated as PyTorch does: float32 in double, float16 and bfloat16 in
-    float32 (a float16 running sum stops growing at 2048 when adding ones), each output rounded
-    once; integers and bools in int64."""
-    out = _sum_dtype(dt.from_numpy_dtype(x.dtype)).np
-    acc = _CUMSUM_ACC.get(x.dtype)
-    if acc is None:
-        return np.cumsum(x, axis=axis, dtype=out).reshape(x.shape)  # (0-d: NumPy gives (1,))
-    return np.cumsum(x, axis=axis, dtype=acc).astype(out).reshape(x.shape)
-
-
-def _cumsum_workspace(node, layouts) -> int:
-    """`_cumsum_kernel`'s running sums in the accumulation type before rounding: a float64
-    array for float32, a float32 one for half precision."""
-    x = node.inputs[0]
-    acc = _CUMSUM_ACC.get(x.dtype.np)
-    return 0 if acc is None else value_bytes(x) // x.dtype.itemsize * np.dtype(acc).itemsize
-
-
-_CUMSUM = register(
-    OpDef(
-        name="cumsum",
-        onnx=oxr.onnx_cumsum,
-        kind="reduce",
-        infer=_cumsum_infer,
-        kernel=_cumsum_kernel,
-        workspace=_cumsum_workspace,
-        vjp=_cumsum_vjp,
-        cost=elementwise_cost(1),
-        save_inputs=(),
-        doc="cumsum(x, axis): running sum along axis",
-    )
-)
-
-
-@export(method=True)
-def cumsum(x, dim=None, *, axis=None, dtype=None):
-    """Cumulative sum along ``dim``; ``dtype`` casts the input first (PyTorch's argument)."""
-    x = to_tensor(x)
-    if dtype is not None:
-        x = E.cast(x, dtype)
-    a = pick_axis(dim, axis)
-    if a is None:
-        raise TypeError("cumsum needs a dim")
-    return apply(_CUMSUM, x, axis=normalize_axis("cumsum", a, x.ndim))
 
 
 # -------------------------------------------------------------------------------- composites

@@ -1,0 +1,136 @@
+"""The forward convolution's epilogue: what of the elementwise ops on a convolution's result
+its C kernel stores tile by tile (kernels/cconv.py, kernels/cconv_epilogue.py): a per-channel
+bias, a ReLU and the ReLU's gradient mask. `epilogue_spec` reads a fused program into the
+store's `Spec`; `rule` is the ``conv`` op's `EpilogueRule` (ops/conv.py)."""
+
+from __future__ import annotations
+
+from .. import dtypes as dt
+from ..kernels.cconv_epilogue import Spec
+from ._registry import REGISTRY
+from ._rules import EpilogueRule
+from .program import Input, Temp
+
+__all__ = ["epilogue_spec", "rule"]
+
+
+def _per_channel(t, result) -> bool:
+    """Whether ``t`` broadcasts against the conv result as one value per output channel."""
+    shape = (1,) * (len(result.shape) - len(t.shape)) + tuple(t.shape)
+    return (
+        len(shape) == len(result.shape)
+        and shape[1] == result.shape[1]
+        and all(d == 1 for i, d in enumerate(shape) if i != 1)
+        and t.dtype == result.dtype
+    )
+
+
+def epilogue_spec(program, outputs, out_types, operand_types, slot: int, result) -> Spec | None:
+    """What the C store must do for this epilogue program, or None when it cannot: an optional
+    ``add`` of the result and a per-channel bias, an optional ``relu``, an optional ``gt(value,
+    0)`` (the mask), with one float output (the last value) and at most one mask.
+
+    ``operand_types``: the program's input types, the conv result's type at ``slot``."""
+    add, relu_op, gt = REGISTRY["add"], REGISTRY["relu"], REGISTRY["gt"]
+    kinds: list[str] = []  # per program result: "pre" (after the bias), "act", "mask"
+    bias = None
+    relu = False
+    for instr in program:
+        if instr.attrs:
+            return None
+        sources = []
+        for ref in instr.operands:
+            if isinstance(ref, Input):
+                sources.append("conv" if ref.index == slot else ("in", ref.index))
+            elif isinstance(ref, Temp):
+                sources.append(kinds[ref.index])
+            else:
+                sources.append(("k", ref.value))
+        if instr.op is add and not kinds and len(sources) == 2 and "conv" in sources:
+            other = sources[1 - sources.index("conv")]
+            if not isinstance(other, tuple) or other[0] != "in":
+                return None
+            if not _per_channel(operand_types[other[1]], result):
+                return None
+            bias = other[1]
+            kinds.append("pre")
+        elif instr.op is relu_op and not relu and sources[0] in ("conv", "pre") and len(kinds) < 2:
+            if sources[0] == "conv" and bias is not None:
+                return None
+            relu = True
+            kinds.append("act")
+        elif instr.op is gt and sources[1] == ("k", 0.0) and sources[0] in ("conv", "pre", "act"):
+            if sources[0] == "conv" and bias is not None:
+                return None  # the mask of the value before the bias: not what the store has
+            kinds.append("mask")
+        else:
+            return None
+    value = mask = None
+    for position, j in enumerate(outputs):
+        kind = kinds[j]
+        dtype = dt.as_dtype(out_types[position][1])
+        if kind == "mask" and mask is None and dtype is dt.bool_:
+            mask = position
+        elif kind in ("pre", "act") and value is None and dtype == result.dtype:
+            if relu != (kind == "act"):
+                return None  # (the value before the ReLU and the ReLU both wanted)
+            value = position
+        else:
+            return None
+    return Spec(bias, relu, value, mask)
+
+
+def _epilogue_plan(node, conv_infer, compiled):
+    """(the fused node's `Spec`, its convolution's attributes, the convolution's result type),
+    or None when the C store cannot run it."""
+    attrs = node.attrs
+    n, slot = attrs["n_producer"], attrs["slot"]
+    x_type, w_type = (v.type for v in node.inputs[:2])
+    if n != 2 or not compiled().available(x_type.dtype.np):
+        return None
+    producer_attrs = dict(attrs["producer_attrs"])
+    result = conv_infer(x_type, w_type, **producer_attrs)
+    operand_types = [v.type for v in node.inputs[n:]]
+    operand_types.insert(slot, result)
+    plan = epilogue_spec(
+        attrs["program"], attrs["outputs"], attrs["out_types"], operand_types, slot, result
+    )
+    return None if plan is None else (plan, producer_attrs, result)
+
+
+def _epilogue_takes(node, program, outputs, out_types, in_types, slot) -> bool:
+    result = node.outputs[0].type
+    return epilogue_spec(program, outputs, out_types, in_types, slot, result) is not None
+
+
+def rule(conv_infer, compiled) -> EpilogueRule:
+    """The convolution's `EpilogueRule`, given its shape rule and its C kernels' module
+    (``compiled()``, ops/conv.py)."""
+
+    def plan(node):
+        return _epilogue_plan(node, conv_infer, compiled)
+
+    def compile_(node):
+        from ..kernels import cconv_epilogue
+
+        found = plan(node)
+        return None if found is None else cconv_epilogue.build(node, *found)
+
+    def c_step(node):
+        from ..kernels import cconv_epilogue
+
+        found = plan(node)
+        return None if found is None else cconv_epilogue.c_step(node, *found[:2])
+
+    def accepts(node) -> bool:
+        """The C store runs in kernels/cconv.py's kernels: not for a depthwise convolution,
+        whose own kernel (kernels/cdepthwise.py) is faster than the grouped GEMM with its
+        epilogue."""
+        from ..kernels.cdepthwise import multiplier
+
+        x, w = (v.type for v in node.inputs[:2])
+        if multiplier(x.shape[1], tuple(w.shape), node.attrs["groups"]) is not None:
+            return False
+        return compiled().available(node.outputs[0].dtype.np)
+
+    return EpilogueRule(accepts=accepts, takes=_epilogue_takes, compile=compile_, c_step=c_step)
