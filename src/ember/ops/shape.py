@@ -335,9 +335,12 @@ _FLIP = register(
 
 
 @export(method=True)
-def flip(x, dims=None, *, axis=None):
-    """Reverse the order of elements along ``dims``."""
+def flip(x, dims=None, *more, axis=None):
+    """Reverse the order of elements along ``dims`` (a sequence, or, as ``Tensor.flip``
+    takes them, several ints)."""
     x = to_tensor(x)
+    if more:
+        dims = (dims, *more)
     axes = normalize_axes("flip", pick_axis(dims, axis), x.ndim)
     return apply(_FLIP, x, axes=axes) if axes else x
 
