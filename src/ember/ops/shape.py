@@ -98,9 +98,6 @@ def reshape(x, *shape):
     return apply(RESHAPE, x, shape=shape)
 
 
-export(reshape, name="view", method=True, toplevel=False)
-
-
 @export(method=True, toplevel=False)
 def view_as(x, other):
     return reshape(x, other.shape)
