@@ -2,6 +2,7 @@
 ``onnx._convert.converter`` when imported)."""
 
 from . import (  # noqa: F401
+    contrib,
     control,
     elementwise,
     gradient,
