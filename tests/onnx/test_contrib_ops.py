@@ -24,7 +24,7 @@ def _f32(*shape):
     return RNG.standard_normal(shape).astype(np.float32)
 
 
-def _check(op, inputs: dict, n_out=1, attrs=None, domain=MS, opset=14, constants=()):
+def _check(op, inputs: dict, n_out=1, attrs=None, domain=MS, opset=14, constants=(), atol=1e-5):
     graph_inputs = [
         h.make_tensor_value_info(n, h.np_dtype_to_tensor_dtype(a.dtype), a.shape)
         for n, a in inputs.items()
@@ -46,7 +46,8 @@ def _check(op, inputs: dict, n_out=1, attrs=None, domain=MS, opset=14, constants
     assert len(got) == len(want)
     for k, (g, w) in enumerate(zip(got, want)):
         assert g.shape == w.shape, f"{op} output {k}"
-        np.testing.assert_allclose(g.numpy(), w, rtol=1e-4, atol=1e-5, err_msg=f"{op} {k}")
+        assert g.numpy().dtype == w.dtype, f"{op} output {k}"
+        np.testing.assert_allclose(g.numpy(), w, rtol=1e-4, atol=atol, err_msg=f"{op} {k}")
 
 
 @pytest.mark.parametrize(
@@ -122,6 +123,79 @@ def test_default_domain_normalizations_below_opset_17():
     _check("SimplifiedLayerNormalization", rms, domain="", opset=13, attrs={"epsilon": 1e-6})
 
 
+def _q(dtype, *shape):
+    info = np.iinfo(dtype)
+    return RNG.integers(info.min, info.max + 1, shape).astype(dtype)
+
+
+def _s(*shape):
+    return np.asarray(RNG.random(shape) * 0.05 + 0.01, dtype=np.float32).reshape(shape)
+
+
+@pytest.mark.parametrize("b_type", [np.int8, np.uint8])
+@pytest.mark.parametrize(
+    "attrs, per_column, with_c, quantized_out",
+    [
+        ({}, False, False, False),
+        ({"transB": 1}, True, True, False),
+        ({"transA": 1, "alpha": 0.5}, False, True, True),
+        ({"transB": 1}, True, False, True),
+    ],
+)
+def test_qgemm(b_type, attrs, per_column, with_c, quantized_out):
+    m, k, n = 3, 6, 4
+    a = _q(np.uint8, *((k, m) if attrs.get("transA") else (m, k)))
+    b = _q(b_type, *((n, k) if attrs.get("transB") else (k, n)))
+    cols = (n,) if per_column else ()
+    inputs = {
+        "a": a,
+        "a_scale": _s(),
+        "a_zp": np.array(128, np.uint8),
+        "b": b,
+        "b_scale": _s(*cols),
+        "b_zp": np.zeros(cols, b_type) if per_column else np.array(3, b_type),
+        "c": RNG.integers(-500, 500, (n,)).astype(np.int32) if with_c else None,
+        "y_scale": np.array(0.5, np.float32) if quantized_out else None,
+        "y_zp": np.array(120, np.uint8) if quantized_out else None,
+    }
+    if not quantized_out:
+        del inputs["y_scale"], inputs["y_zp"]
+    const = tuple(n for n in ("b", "b_scale", "b_zp") if inputs.get(n) is not None)
+    _check("QGemm", inputs, attrs=attrs, constants=const, atol=1e-4 if not quantized_out else 1)
+
+
+@pytest.mark.parametrize("b_type", [np.int8, np.uint8])
+def test_dynamic_quantize_matmul_and_matmul_integer_to_float(b_type):
+    a, b = _f32(2, 3, 5), _q(b_type, 5, 4)
+    zp = np.zeros(4, b_type)
+    _check("DynamicQuantizeMatMul", {"a": a, "b": b, "b_scale": _s(4), "b_zp": zp, "bias": _f32(4)})
+    _check("DynamicQuantizeMatMul", {"a": a, "b": b, "b_scale": _s()})
+    qa = _q(np.uint8, 2, 3, 5)
+    inputs = {
+        "a": qa,
+        "b": b,
+        "a_scale": _s(),
+        "b_scale": _s(4),
+        "a_zp": np.array(100, np.uint8),
+        "b_zp": zp,
+        "bias": _f32(4),
+    }
+    _check("MatMulIntegerToFloat", inputs, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_qlinear_elementwise(dtype):
+    zp = np.array(5, dtype)
+    a, b = _q(dtype, 2, 3, 4), _q(dtype, 3, 4)
+    binary = {"a": a, "sa": _s(), "za": zp, "b": b, "sb": _s(), "zb": zp, "sc": _s(), "zc": zp}
+    # (onnxruntime rounds through its own fixed-point paths: one step of the output type)
+    _check("QLinearAdd", binary, atol=1)
+    _check("QLinearMul", binary, atol=1)
+    unary = {"x": a, "sx": _s(), "zx": zp, "sy": np.array(1 / 256, np.float32), "zy": zp}
+    _check("QLinearSigmoid", unary, atol=1)
+    _check("QLinearLeakyRelu", unary, attrs={"alpha": 0.1}, atol=1)
+
+
 torch = pytest.importorskip("torch")
 
 
@@ -179,3 +253,44 @@ def test_models_onnxruntime_optimized(build, tmp_path):
     assert MS in domains  # the optimizer did fuse
     got = ember.onnx.load(str(optimized))(*[ember.tensor(a) for a in feeds.values()])
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("how", ["static-qoperator", "dynamic-optimized"])
+def test_models_onnxruntime_quantized(how, tmp_path):
+    """Files onnxruntime.quantization writes: QGemm (QOperator format) and, once optimized,
+    DynamicQuantizeMatMul; ember's results are onnxruntime's, bit for bit."""
+    quantization = pytest.importorskip("onnxruntime.quantization")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.Flatten(),
+        torch.nn.Linear(4 * 6 * 6, 8),
+        torch.nn.ReLU(),
+        torch.nn.Linear(8, 3),
+    ).eval()
+    x = torch.randn(2, 3, 6, 6)
+    plain, quantized = str(tmp_path / "plain.onnx"), str(tmp_path / "quantized.onnx")
+    torch.onnx.export(model, (x,), plain, opset_version=14, dynamo=False, input_names=["x"])
+    if how == "static-qoperator":
+
+        class Reader(quantization.CalibrationDataReader):
+            def __init__(self):
+                self.batches = iter([{"x": torch.randn(2, 3, 6, 6).numpy()} for _ in range(3)])
+
+            def get_next(self):
+                return next(self.batches, None)
+
+        fmt = quantization.QuantFormat.QOperator
+        quantization.quantize_static(plain, quantized, Reader(), quant_format=fmt)
+    else:
+        raw = str(tmp_path / "raw.onnx")
+        quantization.quantize_dynamic(plain, raw, weight_type=quantization.QuantType.QInt8)
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+        options.optimized_model_filepath = quantized
+        ort.InferenceSession(raw, options)
+    assert MS in {n.domain for n in onnx.load(quantized).graph.node}
+    (want,) = ort.InferenceSession(quantized).run(None, {"x": x.numpy()})
+    got = ember.onnx.load(quantized)(ember.tensor(x.numpy()))
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, atol=1e-6)
