@@ -47,7 +47,7 @@ from .errors import (
     StateDictError,
     TraceError,
 )
-from .ops import _factory_kwargs
+from .ops import _factory_kwargs, _torch_keywords
 from .tensor import Tensor
 
 _factory_kwargs.install(_ops.PUBLIC, _ops.METHODS)
@@ -58,7 +58,7 @@ _tensor_api.install(_capture.SymbolicTensor)
 _tensor_extras.install(Tensor)
 _tensor_extras.install(_capture.SymbolicTensor)
 _allocator.tune()
-globals().update(_ops.PUBLIC)
+globals().update(_torch_keywords.with_torch_keywords(_ops.PUBLIC))
 
 from . import (  # noqa: E402
     autograd,

@@ -10,10 +10,15 @@ other: its ``apply`` calls the user's ``backward(ctx, *grad_outputs)`` and check
 reduce to, the argument's shape). Both PyTorch styles work: ``forward(ctx, *args)``, and
 ``forward(*args)`` with a separate ``setup_context(ctx, inputs, output)``.
 
-Capture: ember's graph autodiff differentiates the ops a graph records, so it could not use a
-hand-written backward; rather than silently differentiate the forward ops instead, ``apply``
-under ``ember.function`` / ``ember.trace`` / ``ember.script`` raises a `TraceError` naming the
-Function class. Call such functions eagerly.
+Capture: while a graph is built with gradients on, ``apply`` records ``forward``'s ops with
+gradients off on cut copies of the arguments (graph autodiff must not differentiate them: the
+user's backward says what their gradient is) and passes the differentiable outputs through one
+``autograd_function`` node (ops/function_call.py) whose VJP calls ``backward``, with the saved
+tensors rebound to the node's operands; so ``ember.function``, ``ember.compile``, ``ember.grad``
+and a captured training step use the hand-written backward, as eager autograd does. A saved
+argument is the argument itself, so gradients of gradients flow through it. ``mark_dirty`` (a
+forward that writes its arguments in place) cannot be recorded and raises `TraceError`; with
+gradients off the graph records ``forward``'s ops as they are.
 
 This module sits above ``autograd.py`` (it builds on the engine's edges); ``ember/__init__.py``
 attaches `Function`, `FunctionCtx` and `once_differentiable` to ``ember.autograd``.
@@ -31,6 +36,9 @@ from .errors import AutogradError, ShapeError, TraceError
 from .grad_mode import is_grad_enabled, no_grad
 from .ops import _registry as _reg
 from .ops._registry import TensorBase
+from .ops.copies import stop_gradient
+from .ops.creation import full
+from .ops.function_call import AUTOGRAD_FUNCTION
 from .ops.reduce import sum_to
 from .tensor import Tensor
 from .types import TensorType
@@ -169,49 +177,60 @@ class BackwardCFunction(FunctionCtx):
         if not isinstance(result, tuple):
             result = (result,)
         n = len(self._arg_types)
-        if len(result) < n or any(g is not None for g in result[n:]):
-            raise AutogradError(
-                f"{self._cls.__name__}.backward returned {len(result)} gradients, but forward "
-                f"took {n} arguments; return one per argument (None for those without one)",
-                op="backward",
-            )
+        _result_count_error(self._cls, result, n)
         return tuple(self._checked(i, g) for i, g in enumerate(result[:n]))
 
     def _checked(self, i: int, g):
-        where = f"{self._cls.__name__}.backward"
-        expected = self._arg_types[i]
-        if g is None:
-            return None
-        if expected is None:
-            raise AutogradError(
-                f"{where} returned a gradient for argument {i}, which is not a tensor; "
-                "return None for it",
+        return _checked_gradient(
+            self._cls, i, g, self._arg_types[i], self.needs_input_grad[i], Tensor
+        )
+
+
+def _checked_gradient(cls, i: int, g, expected, needed: bool, tensor_type):
+    """Gradient ``g`` that ``cls.backward`` returned for argument ``i`` (of type ``expected``,
+    None for a non-tensor argument), checked and fit to the argument's shape and dtype; None
+    where none is ``needed``."""
+    where = f"{cls.__name__}.backward"
+    if g is None:
+        return None
+    if expected is None:
+        raise AutogradError(
+            f"{where} returned a gradient for argument {i}, which is not a tensor; "
+            "return None for it",
+            op="backward",
+        )
+    if not needed:
+        return None
+    if not isinstance(g, tensor_type):
+        raise AutogradError(
+            f"{where} returned a {type(g).__name__} for argument {i}; expected a tensor",
+            op="backward",
+        )
+    shape = tuple(expected.shape)
+    if tuple(g.shape) != shape:
+        try:
+            ok = np.broadcast_shapes(shape, tuple(g.shape)) == tuple(g.shape)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ShapeError(
+                f"{where} returned a gradient of shape {tuple(g.shape)} for argument {i} "
+                f"of shape {shape}",
                 op="backward",
             )
-        if not self.needs_input_grad[i]:
-            return None
-        if not isinstance(g, Tensor):
-            raise AutogradError(
-                f"{where} returned a {type(g).__name__} for argument {i}; expected a tensor",
-                op="backward",
-            )
-        shape = tuple(expected.shape)
-        if tuple(g.shape) != shape:
-            try:
-                np.broadcast_shapes(shape, tuple(g.shape))
-                ok = np.broadcast_shapes(shape, tuple(g.shape)) == tuple(g.shape)
-            except ValueError:
-                ok = False
-            if not ok:
-                raise ShapeError(
-                    f"{where} returned a gradient of shape {tuple(g.shape)} for argument {i} "
-                    f"of shape {shape}",
-                    op="backward",
-                )
-            g = sum_to(g, shape)
-        if g.dtype != expected.dtype:
-            g = g.to(expected.dtype)
-        return g
+        g = sum_to(g, shape)
+    if g.dtype != expected.dtype:
+        g = g.to(expected.dtype)
+    return g
+
+
+def _result_count_error(cls, result: tuple, n: int) -> None:
+    if len(result) < n or any(g is not None for g in result[n:]):
+        raise AutogradError(
+            f"{cls.__name__}.backward returned {len(result)} gradients, but forward "
+            f"took {n} arguments; return one per argument (None for those without one)",
+            op="backward",
+        )
 
 
 class Function:
@@ -220,8 +239,8 @@ class Function:
     Subclass it with ``@staticmethod forward(ctx, *args)`` and
     ``@staticmethod backward(ctx, *grad_outputs)``, or with ``forward(*args)`` plus
     ``setup_context(ctx, inputs, output)``; call it as ``MyFn.apply(*args)``. ``backward``
-    returns one gradient per ``forward`` argument. Eager only: under capture ``apply`` raises
-    `TraceError` (graph autodiff cannot use a hand-written backward).
+    returns one gradient per ``forward`` argument. Captured graphs call the same ``backward``
+    (see the module docstring).
     """
 
     def __init__(self, *args, **kwargs):
@@ -277,13 +296,7 @@ class Function:
                 return out
             return cls.forward(ctx, *args)
         if capturing or any(isinstance(a, TensorBase) and not isinstance(a, Tensor) for a in args):
-            raise TraceError(
-                f"the custom autograd Function {cls.__name__} cannot be captured: graph "
-                "autodiff differentiates recorded ops and would ignore its backward; call it "
-                "outside ember.function / ember.trace / ember.script (eagerly), or under "
-                "ember.no_grad() where its backward is not needed",
-                op=f"{cls.__name__}.apply",
-            )
+            return _apply_recorded(cls, args)
         record = is_grad_enabled() and any(isinstance(a, Tensor) and a._requires_grad for a in args)
         ctx = BackwardCFunction(cls, args, record)
         with no_grad():
@@ -328,6 +341,142 @@ class Function:
         # outputs that are not tensors get no gradient; backward sees None for them
         ctx.out_types = tuple(types)
         return wrapped[0] if single else tuple(wrapped)
+
+
+class _RecordedCtx(FunctionCtx):
+    """The ``ctx`` of a Function recorded into a graph with gradients on: it keeps what
+    ``forward`` saved as it is (symbolic tensors have no version counters), and while
+    ``backward`` runs, ``saved_tensors`` are the values the differentiating pass gave the node."""
+
+    def __init__(self, cls, needs_input_grad: tuple):
+        super().__init__(needs_input_grad)
+        self._cls = cls
+        self._kept: tuple = ()
+        self._bound: tuple | None = None
+
+    def save_for_backward(self, *tensors) -> None:
+        for i, t in enumerate(tensors):
+            if t is not None and not isinstance(t, TensorBase):
+                raise TypeError(
+                    f"save_for_backward: argument {i} is a {type(t).__name__}; only tensors and "
+                    "None can be saved (keep other values as attributes of ctx)"
+                )
+        self._kept = tensors
+
+    @property
+    def saved_tensors(self) -> tuple:
+        return self._kept if self._bound is None else self._bound
+
+    def name(self) -> str:
+        return f"{self._cls.__name__}Backward"
+
+
+class _RecordedBackward:
+    """The ``backward`` attribute of one ``autograd_function`` node (ops/function_call.py):
+    calls the Function's ``backward`` on the gradients of the node's results."""
+
+    def __init__(self, cls, ctx: _RecordedCtx, args: tuple, diff: list, outs: tuple, slots: list):
+        self.cls = cls
+        self.ctx = ctx
+        self.arg_types = tuple(
+            TensorType(tuple(a.shape), a.dtype) if isinstance(a, TensorBase) else None for a in args
+        )
+        self.diff = diff  # the positions of the arguments that are the node's first operands
+        self.saved_pattern = tuple(t is not None for t in ctx._kept)
+        self.out_types = tuple(
+            TensorType(tuple(o.shape), o.dtype) if isinstance(o, TensorBase) else None for o in outs
+        )
+        self.slots = slots  # the positions of the forward's outputs the node passes
+
+    def vjp(self, context, grads) -> tuple:
+        ctx, cls = self.ctx, self.cls
+        inputs = context.inputs
+        n_diff = len(self.diff)
+        saved = iter(inputs[n_diff : n_diff + sum(self.saved_pattern)])
+        needs = [False] * len(self.arg_types)
+        for k, i in enumerate(self.diff):
+            needs[i] = bool(context.needs_input_grad[k])
+        ctx.needs_input_grad = tuple(needs)
+        given = [None] * len(self.out_types)
+        for j, g in zip(self.slots, grads):
+            given[j] = g
+        if ctx.materialize_grads:  # the outputs the node does not pass get zeros, as eagerly
+            for j, t in enumerate(self.out_types):
+                if given[j] is None and t is not None:
+                    given[j] = full(t.shape, fill_value=0, dtype=t.dtype)
+        ctx._bound = tuple(next(saved) if kept else None for kept in self.saved_pattern)
+        try:
+            result = cls.backward(ctx, *given)
+        finally:
+            ctx._bound = None
+        if not isinstance(result, tuple):
+            result = (result,)
+        _result_count_error(cls, result, len(self.arg_types))
+        checked = [
+            _checked_gradient(cls, i, g, self.arg_types[i], needs[i], TensorBase)
+            for i, g in enumerate(result[: len(self.arg_types)])
+        ]
+        return tuple(checked[i] for i in self.diff) + (None,) * (len(inputs) - n_diff)
+
+
+def _apply_recorded(cls, args: tuple):
+    """``cls.apply(*args)`` while a graph is built with gradients on (or eagerly, through the
+    same node, where ``staged_apply`` asks): ``forward``'s ops recorded with gradients off on
+    cut copies of the arguments, and its differentiable outputs passed through one
+    ``autograd_function`` node (ops/function_call.py) whose VJP is ``backward``. A saved
+    argument is saved as the argument itself, so a gradient of the gradient flows through it;
+    a saved output is the forward's value, through which none flows."""
+    diff = [
+        i for i, a in enumerate(args) if isinstance(a, TensorBase) and a.dtype.is_floating_point
+    ]
+    ctx = _RecordedCtx(cls, tuple(i in diff for i in range(len(args))))
+    with no_grad():
+        inner = tuple(stop_gradient(a) if i in diff else a for i, a in enumerate(args))
+        if cls._new_style():
+            out = cls.forward(*inner)
+            cls.setup_context(ctx, args, out)
+        else:
+            out = cls.forward(ctx, *inner)
+    if ctx._dirty:
+        raise TraceError(
+            f"{cls.__name__}.forward modifies its arguments in place (mark_dirty), which a "
+            "graph recorded with gradients cannot do; return new tensors instead, or call "
+            "it eagerly",
+            op=f"{cls.__name__}.apply",
+        )
+    single = not isinstance(out, tuple)
+    outs = (out,) if single else tuple(out)
+    slots = [
+        j
+        for j, o in enumerate(outs)
+        if isinstance(o, TensorBase)
+        and o.dtype.is_floating_point
+        and id(o) not in ctx._non_differentiable
+    ]
+    if not diff or not slots:
+        return out
+    original = {id(t): a for t, a in zip(inner, args) if t is not a}
+    ctx._kept = tuple(None if t is None else original.get(id(t), t) for t in ctx._kept)
+    backward = _RecordedBackward(cls, ctx, args, diff, outs, slots)
+    operands = [args[i] for i in diff] + [t for t in ctx._kept if t is not None]
+    operands += [outs[j] for j in slots]
+    passed = _reg.apply(
+        AUTOGRAD_FUNCTION,
+        *operands,
+        function=cls.__name__,
+        outputs=len(slots),
+        backward=backward,
+    )
+    outs = list(outs)
+    for j, p in zip(slots, passed):
+        outs[j] = p
+    return outs[0] if single else tuple(outs)
+
+
+def staged_apply(cls, *args):
+    """``cls.apply(*args)`` through the ``autograd_function`` node even eagerly (the tape then
+    runs its VJP): what a graph records, for tests of the node as an op."""
+    return _apply_recorded(cls, args)
 
 
 def once_differentiable(backward):

@@ -59,6 +59,15 @@ class DTypeError(EmberError, TypeError, RuntimeError):
     """Operand dtypes that an op cannot accept (also a RuntimeError, as PyTorch raises)."""
 
 
+class AxisError(ShapeError, IndexError):
+    """A dimension index out of range for a tensor's rank (also an IndexError, as PyTorch
+    raises: ``x.sum(5)`` on a matrix)."""
+
+
+class IndexTypeError(DTypeError, IndexError):
+    """An index tensor of a dtype that cannot index (float): PyTorch raises an IndexError."""
+
+
 class AutogradError(EmberError, RuntimeError):
     """Misuse of the autograd engine (freed graph, missing gradient, in-place conflicts)."""
 
@@ -68,8 +77,9 @@ class DivisionByZeroError(EmberError, ZeroDivisionError, RuntimeError):
     ZeroDivisionError; this is both)."""
 
 
-class StateDictError(EmberError, KeyError):
-    """A state_dict that does not fit the module or optimizer it is loaded into."""
+class StateDictError(EmberError, KeyError, RuntimeError):
+    """A state_dict that does not fit the module or optimizer it is loaded into (also a
+    RuntimeError, as PyTorch's load_state_dict raises)."""
 
     def __str__(self) -> str:  # KeyError would otherwise print the message in quotes
         return Exception.__str__(self)

@@ -23,7 +23,7 @@ from . import dtypes as _dt
 from . import printing as _printing
 from .devices import CPU
 from .devices import device as _device
-from .errors import AutogradError, DTypeError, EmberError, ShapeError
+from .errors import AutogradError, DTypeError, ShapeError
 from .kernels.cprepack import exposed as _exposed
 from .ops import _registry as _reg
 from .ops._data import to_array
@@ -409,7 +409,7 @@ class Tensor(_reg.TensorBase):
     def __bool__(self) -> bool:
         self._check_read("bool()")
         if self._data.size != 1:
-            raise EmberError(
+            raise ShapeError(
                 f"the truth value of a tensor with {self._data.size} elements is ambiguous; "
                 "use .any() or .all()",
                 op="bool",

@@ -278,3 +278,21 @@ def test_leaf_updated_under_no_grad_takes_the_gradients_of_all_its_uses():
     np.testing.assert_allclose(got.item(), want.item(), rtol=1e-6)
     np.testing.assert_allclose(emb.weight.grad.numpy(), eager.weight.grad.numpy(), rtol=1e-6)
     np.testing.assert_allclose(emb.weight.numpy(), eager.weight.detach().numpy(), rtol=1e-6)
+
+
+def test_grad_respects_no_grad_inside_the_function_not_around_it():
+    """As torch.func.grad: values ``fn`` computes under no_grad are constants to the gradient,
+    and a no_grad region around the transform itself changes nothing."""
+
+    def f(x):
+        with ember.no_grad():
+            y = x * 2.0
+        return (y * x).sum()
+
+    x = _t([0.0, 1.0, 2.0])
+    np.testing.assert_allclose(ember.grad(f)(x).numpy(), [0.0, 2.0, 4.0])
+    value, g = ember.value_and_grad(f)(x)
+    np.testing.assert_allclose(g.numpy(), [0.0, 2.0, 4.0])
+    with ember.no_grad():
+        np.testing.assert_allclose(ember.grad(lambda x: (x * x).sum())(x).numpy(), [0, 2, 4])
+        np.testing.assert_allclose(ember.grad(f)(x).numpy(), [0.0, 2.0, 4.0])

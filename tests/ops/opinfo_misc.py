@@ -441,6 +441,10 @@ INTERNAL = {
     "batch_norm_fold": "made by transforms/fold_affine_inputs.py (an inference batch norm folded "
     "into a weight); tests/ops/samples_batch_norm_fold.py checks it against PyTorch and "
     "tests/transforms/test_fold_affine_inputs.py the folded models",
+    "autograd_function": "what a custom autograd Function records in a graph built with "
+    "gradients (its VJP is the user's backward): tests/ops/samples_function_call.py checks it "
+    "against the same Function in PyTorch, tests/test_autograd_function_capture.py the "
+    "captured programs",
     "attention": "what scaled_dot_product_attention and MultiheadAttention record where no "
     "gradient is wanted (the OpInfo samples differentiate: the composite); "
     "tests/ops/samples_attention_op.py checks it and its VJP against PyTorch, "

@@ -31,6 +31,22 @@ OPS = [
         lambda: [S(X, 6, 4, desc="sizes"), S(X, (-1, 2), desc="tuple"), S(E0, 0, 3, desc="empty")],
     ),
     OpInfo(
+        "view_dtype",
+        lambda: [
+            S(X, "int64", desc="same width"),
+            S(X, "float32", desc="narrower"),
+            S(X, "float32/float64", desc="wider", strided=True),
+        ],
+        call=lambda lib, x, name: (
+            x.float().view(lib.dtype("float64"))
+            if name == "float32/float64"
+            else x.view(lib.dtype(name))
+        ),
+        spellings=("M",),
+        grad=False,
+        dtypes=(),
+    ),
+    OpInfo(
         "flatten",
         lambda: [
             S(X, desc="all"),

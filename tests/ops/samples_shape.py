@@ -206,4 +206,16 @@ SAMPLES += [
             torch().eye(3, 4),
         ),
     ),
+    Sample(
+        "view_dtype",
+        lambda a: (a.view(ember.int64), a.float().view(ember.float16), a.view(ember.uint8)),
+        (A,),
+        grad=False,
+        float32=False,
+        torch_fn=lambda a: (
+            a.view(torch().int64),
+            a.float().view(torch().float16),
+            a.view(torch().uint8),
+        ),
+    ),
 ]

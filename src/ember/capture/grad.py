@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 
 from ..errors import DTypeError, EmberError
+from ..grad_mode import enable_grad
 from ..graph.autodiff import backward_graph_values
 from ..graph.builder import GraphBuilder
 from ..graph.ir import Graph
@@ -95,13 +96,17 @@ def _record(builder, fn, args, argnums, has_aux, name):
     differentiated does eagerly (code that detaches what does not require grad keeps them)."""
     for i in argnums:
         args[i].requires_grad_()
-    with builder:
+    # as torch.func.grad: a no_grad region around the transform does not stop it, one inside
+    # ``fn`` does
+    with builder, enable_grad():
         out = fn(*args)
     out, aux = _check_output(out, has_aux, name)
     with builder:
         out = SymbolicTensor(builder.value_of(out), builder)
         ones = full((), fill_value=1, dtype=out.dtype)
-    grads = backward_graph_values(builder, [out], [args[i] for i in argnums], [ones])
+    # values ``fn`` computed under no_grad pass no gradient on, as eagerly
+    wrt = [args[i] for i in argnums]
+    grads = backward_graph_values(builder, [out], wrt, [ones], builder.no_grad_values)
     return out, aux, grads
 
 

@@ -30,7 +30,7 @@ import operator
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import ShapeError
+from ..errors import IndexTypeError, ShapeError
 from ..symbolic import SymDim
 from ._registry import TensorBase
 from ._util import broadcast_shapes, fmt_shape
@@ -117,9 +117,10 @@ def _classify(op: str, item):
             return ("mask", item)
         if item.dtype.is_integer:
             return ("tensor", item)
-        raise TypeError(
-            f"{op}: tensors used as indices must be integer or bool, got {item.dtype}; "
-            "convert with .long()"
+        raise IndexTypeError(
+            f"tensors used as indices must be integer or bool, got {item.dtype}; "
+            "convert with .long()",
+            op=op,
         )
     if isinstance(item, (bool, np.bool_)):
         return ("mask", _as_index_tensor(op, item))

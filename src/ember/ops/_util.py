@@ -10,7 +10,7 @@ import math
 import operator
 
 from ..dtypes import DType
-from ..errors import DTypeError, ShapeError
+from ..errors import AxisError, DTypeError, ShapeError
 from ..symbolic import SymDim
 from ..types import TensorType
 from ._registry import Cost
@@ -38,6 +38,15 @@ def shape_arg(shape) -> tuple:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = shape[0]
     return tuple(s if isinstance(s, SymDim) else operator.index(s) for s in shape)
+
+
+def size_arg(op: str, shape) -> tuple:
+    """A new tensor's shape (``shape_arg``'s forms); a negative size is a ShapeError naming
+    ``op``, as PyTorch's factories raise."""
+    shape = shape_arg(shape)
+    if any(isinstance(s, int) and s < 0 for s in shape):
+        raise ShapeError(f"cannot make a tensor with a negative size: {fmt_shape(shape)}", op=op)
+    return shape
 
 
 def numel(shape) -> int:
@@ -84,7 +93,7 @@ def normalize_axis(op: str, axis: int, ndim: int) -> int:
     except TypeError:
         raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}") from None
     if not -max(ndim, 1) <= axis < max(ndim, 1):
-        raise ShapeError(f"axis {axis} is out of range for a tensor of {ndim} dimensions", op=op)
+        raise AxisError(f"axis {axis} is out of range for a tensor of {ndim} dimensions", op=op)
     return axis % max(ndim, 1)
 
 

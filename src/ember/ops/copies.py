@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..devices import check_memory_format
 from . import _onnx
 from ._registry import Cost, OpDef, apply, export, register
 from ._util import memory_cost, same_type
@@ -26,8 +27,10 @@ COPY = register(
 
 
 @export(method=True)
-def clone(x):
-    """A copy of ``x`` that stays in the graph (gradients flow through it)."""
+def clone(x, *, memory_format=None):
+    """A copy of ``x`` that stays in the graph (gradients flow through it). ``memory_format``
+    is PyTorch's placement argument: a logical no-op (ember.devices)."""
+    check_memory_format(memory_format, "clone(memory_format)")
     return apply(COPY, to_tensor(x))
 
 

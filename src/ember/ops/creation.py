@@ -8,12 +8,13 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
+from ..errors import ShapeError
 from ..kernels.cprepack import exposed
 from ..symbolic import SymDim
 from ..types import TensorType
 from ._data import to_array
 from ._registry import OpDef, TensorBase, apply, constant, eager_constant, export, register
-from ._util import memory_cost, shape_arg
+from ._util import memory_cost, size_arg
 
 
 def _full_kernel(*, shape, value, dtype):
@@ -54,7 +55,7 @@ def full(*args, fill_value=None, dtype=None, requires_grad=False):
         *shape_args, fill_value = args
     else:
         shape_args = args
-    shape = shape_arg(tuple(shape_args))
+    shape = size_arg("full", tuple(shape_args))
     d = _fill_dtype(fill_value, dtype)
     value = (
         bool(fill_value) if d.is_bool else (int(fill_value) if d.is_integer else float(fill_value))
@@ -177,10 +178,10 @@ def _arange_values(start, end, step, d) -> np.ndarray:
     computed in double (in float for float16/bfloat16, PyTorch's accumulation type on the CPU)
     and rounded once to ``d``. NumPy's float arange adds a rounded step instead, which puts
     float32 results an ulp off (and float64 ones too, a step that is not a double's sum)."""
+    if step == 0:
+        raise ShapeError("step must be nonzero", op="arange")
     if not d.is_floating_point and all(isinstance(v, (bool, int)) for v in (start, end, step)):
         return np.arange(start, end, step, dtype=d.np)
-    if step == 0:
-        raise ValueError("arange: step must be nonzero")
     count = max(math.ceil((float(end) - float(start)) / float(step)), 0)
     acc = np.float32 if d in (dt.float16, dt.bfloat16) else np.float64
     values = np.arange(count, dtype=acc) * acc(step) + acc(start)

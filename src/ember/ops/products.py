@@ -82,9 +82,10 @@ export(outer, name="ger", method=True)
 
 @export(functional=True, toplevel=False)
 @autocasts(Autocast.KEEP)
-def bilinear(x1, x2, weight, bias=None):
-    """PyTorch's F.bilinear: ``out[..., o] = x1[..., i] weight[o, i, j] x2[..., j] + bias[o]``."""
-    x1, x2, weight = promote(x1, x2, weight)
+def bilinear(input1, input2, weight, bias=None):
+    """PyTorch's F.bilinear: ``out[..., o] = x1[..., i] weight[o, i, j] x2[..., j] + bias[o]``
+    (``x1``, ``x2``: ``input1``, ``input2``)."""
+    x1, x2, weight = promote(input1, input2, weight)
     if (
         weight.ndim != 3
         or x1.ndim == 0

@@ -18,7 +18,7 @@ from ._util import (
     half_precision,
     require_float,
     same_type,
-    shape_arg,
+    size_arg,
     value_bytes,
 )
 from .elementwise import promote, to_tensor
@@ -165,7 +165,7 @@ def rand(*size, generator=None, dtype=None, requires_grad=False):
     return _grad_flag(
         apply(
             _UNIFORM,
-            shape=shape_arg(size),
+            shape=size_arg("rand", size),
             dtype=_float_dtype(dtype),
             low=0.0,
             high=1.0,
@@ -181,7 +181,7 @@ def randn(*size, generator=None, dtype=None, requires_grad=False):
     return _grad_flag(
         apply(
             _NORMAL,
-            shape=shape_arg(size),
+            shape=size_arg("randn", size),
             dtype=_float_dtype(dtype),
             mean=0.0,
             std=1.0,
@@ -198,7 +198,7 @@ def uniform(low=0.0, high=1.0, size=(), *, generator=None, dtype=None):
         raise ValueError(f"uniform: high ({high}) must not be below low ({low})")
     return apply(
         _UNIFORM,
-        shape=shape_arg((size,) if isinstance(size, int) else size),
+        shape=size_arg("uniform", (size,) if isinstance(size, int) else size),
         dtype=_float_dtype(dtype),
         low=float(low),
         high=float(high),
@@ -214,7 +214,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None):
     if isinstance(mean, (int, float)) and isinstance(std, (int, float)):
         if std < 0:
             raise ValueError(f"normal: std must be non-negative, got {std}")
-        shape = shape_arg((size,) if isinstance(size, int) else (size or ()))
+        shape = size_arg("normal", (size,) if isinstance(size, int) else (size or ()))
         return apply(
             _NORMAL,
             shape=shape,
@@ -243,7 +243,7 @@ def randint(low, high=None, size=(), *, generator=None, dtype=None):
     d = dt.int64 if dtype is None else dt.as_dtype(dtype)
     return apply(
         _RANDINT,
-        shape=shape_arg((size,) if isinstance(size, int) else size),
+        shape=size_arg("randint", (size,) if isinstance(size, int) else size),
         dtype=d,
         low=int(low),
         high=int(high),

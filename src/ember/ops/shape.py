@@ -98,9 +98,6 @@ def reshape(x, *shape):
     return apply(RESHAPE, x, shape=shape)
 
 
-export(reshape, name="view", method=True, toplevel=False)
-
-
 @export(method=True, toplevel=False)
 def view_as(x, other):
     return reshape(x, other.shape)
@@ -335,9 +332,12 @@ _FLIP = register(
 
 
 @export(method=True)
-def flip(x, dims=None, *, axis=None):
-    """Reverse the order of elements along ``dims``."""
+def flip(x, dims=None, *more, axis=None):
+    """Reverse the order of elements along ``dims`` (a sequence, or, as ``Tensor.flip``
+    takes them, several ints)."""
     x = to_tensor(x)
+    if more:
+        dims = (dims, *more)
     axes = normalize_axes("flip", pick_axis(dims, axis), x.ndim)
     return apply(_FLIP, x, axes=axes) if axes else x
 

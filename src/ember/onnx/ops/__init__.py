@@ -2,6 +2,8 @@
 ``onnx._convert.converter`` when imported)."""
 
 from . import (  # noqa: F401
+    contrib,
+    contrib_quant,
     control,
     elementwise,
     gradient,

@@ -1,0 +1,55 @@
+"""PyTorch's keyword spellings of operands (``input=``, ``other=``, ``input1=``),
+varargs dims and placement arguments, on ``ember.*``, ``ember.nn.functional.*`` and Tensor
+methods, against PyTorch."""
+
+import numpy as np
+import pytest
+
+import ember
+
+torch = pytest.importorskip("torch")
+
+X = np.random.default_rng(0).standard_normal((2, 3))
+W = np.random.default_rng(1).standard_normal((4, 3))
+B3 = np.random.default_rng(2).standard_normal((5, 3, 3))
+
+
+def _calls(lib):
+    F = lib.nn.functional
+    x, w = lib.tensor(X), lib.tensor(W)
+    return [
+        F.linear(input=x, weight=w, bias=w[:, 0]),
+        F.pad(input=x, pad=(1, 2), mode="constant", value=-1.0),
+        F.one_hot(input=lib.tensor([0, 2]), num_classes=4),
+        F.bilinear(input1=x, input2=x, weight=lib.tensor(B3)),
+        F.sigmoid(input=x),
+        lib.add(input=x, other=x, alpha=2),
+        lib.sub(x, other=w[:2], alpha=0.5),
+        lib.matmul(input=x, other=w.T),
+        lib.sum(input=x, dim=1),
+        lib.exp(input=x),
+        lib.clamp(input=x, min=-0.5),
+        lib.where(x > 0, x, 0.0),
+        x.flip(0, 1),
+        lib.flip(x, dims=(1,)),
+        x.clone(memory_format=lib.contiguous_format),
+    ]
+
+
+def test_pytorch_keyword_spellings():
+    got, want = _calls(ember), _calls(torch)
+    assert len(got) == len(want)
+    for k, (g, t) in enumerate(zip(got, want)):
+        np.testing.assert_allclose(g.numpy(), t.numpy(), rtol=1e-12, err_msg=f"call {k}")
+        assert g.numpy().dtype == t.numpy().dtype, f"call {k}"
+
+
+def test_keyword_aliases_keep_identity_and_refuse_both_spellings():
+    # one public object per function, whichever namespace shows it
+    assert ember.sigmoid is ember.nn.functional.sigmoid
+    assert ember.pad is ember.nn.functional.pad
+    assert ember.nn.functional.linear.__name__ == "linear"
+    with pytest.raises(TypeError, match="both input= and x="):
+        ember.exp(input=ember.ones(2), x=ember.ones(2))
+    with pytest.raises(TypeError, match="memory_format"):
+        ember.ones(2).clone(memory_format="channels_last")
