@@ -28,6 +28,7 @@ from ..graph import interpreter
 from ..graph.autodiff import backward_graph_values
 from ..graph.symbolic_tensor import SymbolicTensor
 from ..ops._registry import Cost, OpDef, apply
+from ..ops.copies import clone
 from ..types import TensorType
 
 __all__ = ["add_backward", "AutogradPlan"]
@@ -69,7 +70,17 @@ def add_backward(builder, user_values, wrt_positions) -> tuple[int, list, list] 
         cotangents,
         builder.no_grad_values,
     )
-    return start, [c.value for c in cotangents], [builder.value_of(g) for g in grads]
+    # a gradient the backward does not compute (a cotangent passed through, ``t + 1``'s, or a
+    # forward value) is copied by a backward node: the partition returns the backward's
+    # outputs from its own nodes, and would otherwise leave it to the forward
+    produced = {id(v) for node in graph.nodes[start:] if node.kind != "input" for v in node.outputs}
+    values = []
+    for g in grads:
+        if id(builder.value_of(g)) not in produced:
+            with builder:
+                g = clone(g)
+        values.append(builder.value_of(g))
+    return start, [c.value for c in cotangents], values
 
 
 class AutogradPlan:

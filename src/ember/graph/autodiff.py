@@ -83,6 +83,8 @@ def _depends_on(order, wrt_ids: set, stop: set) -> set:
     counting the values in ``stop``."""
     depends = set(wrt_ids)
     for node in order:
+        if node.kind == "call" and node.op.stops_gradient:
+            continue  # (a detach: what it makes depends on nothing differentiated)
         if node.kind == "call" and any(id(v) in depends for v in node.inputs):
             depends.update(id(v) for v in node.outputs if _differentiable(v) and id(v) not in stop)
     return depends

@@ -104,6 +104,7 @@ class OpDef:
     onnx: Callable[..., Any] | None = None  # the op as ONNX nodes (onnx/export_emit.py)
     autocast: Any = None  # Autocast, or attrs -> Autocast | None (ops/_autocast.py)
     effect: Any = None  # Effect: the call talks to other processes (ops/_rules.py)
+    stops_gradient: bool = False  # the result carries no gradient back (stop_gradient)
     run: Callable[..., Any] = field(init=False, repr=False)
 
     def __post_init__(self):

@@ -71,6 +71,11 @@ checkpoint.py; plan/schedule.py; runtime/parallel_plan.py, parallel_cost.py, aut
   of a process group must start collectives in the same order, or they deadlock or mix their
   data). ops/collective.py declares it.
 
+Differentiation (graph/autodiff.py)
+* ``stops_gradient``: the result carries no gradient to the operands (``stop_gradient``, a
+  graph's detach), so graph autodiff counts it as depending on nothing it differentiates: an
+  op after it that has no VJP (a function PyTorch defines no derivative for) needs none.
+
 Transforms
 * ``batch``: how a call splits along a batch axis (ops/_batching.py; micro-batching); None: it
   does not; left unset, its kind's default.

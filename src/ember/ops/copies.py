@@ -46,6 +46,7 @@ _STOP_GRADIENT = register(
         save_inputs=(),
         doc="stop_gradient(x): x itself, through which no gradient flows (a graph's detach).",
         aliases=True,  # the memory plan: the output is the input's memory
+        stops_gradient=True,
     )
 )
 
