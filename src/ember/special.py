@@ -1,7 +1,9 @@
 """``ember.special``: PyTorch's torch.special namespace over ember's ops (so every function
-differentiates and captures as they do): erf, erfc, erfinv, expit, logit, gammaln, digamma,
-psi, polygamma, multigammaln, xlogy, xlog1py, logsumexp, log_softmax, softmax, entr, sinc, i0,
-i1, ndtr, log_ndtr, log1p, expm1, exp2 and round.
+differentiates and captures as they do): erf, erfc, erfcx, erfinv, expit, logit, gammaln,
+gammainc, gammaincc, digamma, psi, polygamma, multigammaln, zeta, xlogy, xlog1py, logsumexp,
+log_softmax, softmax, entr, sinc, i0, i0e, i1, i1e, ndtr, ndtri, log_ndtr, log1p, expm1, exp2,
+round, and the Bessel functions and orthogonal polynomials of ops/special_functions.py (which,
+as PyTorch's, carry no gradient).
 """
 
 from __future__ import annotations
@@ -11,35 +13,67 @@ import math
 from . import dtypes as dt
 from .ops import api as E
 from .ops import extra_math as _m
+from .ops import special_functions as _sf
 from .ops._registry import apply
 from .ops.elementwise import to_tensor
 
 __all__ = [
+    "airy_ai",
+    "bessel_j0",
+    "bessel_j1",
+    "bessel_y0",
+    "bessel_y1",
+    "chebyshev_polynomial_t",
+    "chebyshev_polynomial_u",
+    "chebyshev_polynomial_v",
+    "chebyshev_polynomial_w",
     "digamma",
     "entr",
     "erf",
     "erfc",
+    "erfcx",
     "erfinv",
     "exp2",
     "expit",
     "expm1",
+    "gammainc",
+    "gammaincc",
     "gammaln",
+    "hermite_polynomial_h",
+    "hermite_polynomial_he",
     "i0",
+    "i0e",
     "i1",
+    "i1e",
+    "laguerre_polynomial_l",
+    "legendre_polynomial_p",
     "log1p",
     "log_ndtr",
     "log_softmax",
     "logit",
     "logsumexp",
+    "modified_bessel_i0",
+    "modified_bessel_i1",
+    "modified_bessel_k0",
+    "modified_bessel_k1",
     "multigammaln",
     "ndtr",
+    "ndtri",
     "polygamma",
     "psi",
     "round",
+    "scaled_modified_bessel_k0",
+    "scaled_modified_bessel_k1",
+    "shifted_chebyshev_polynomial_t",
+    "shifted_chebyshev_polynomial_u",
+    "shifted_chebyshev_polynomial_v",
+    "shifted_chebyshev_polynomial_w",
     "sinc",
     "softmax",
+    "spherical_bessel_j0",
     "xlog1py",
     "xlogy",
+    "zeta",
 ]
 
 
@@ -173,3 +207,54 @@ def exp2(input):
 def round(input, *, decimals: int = 0):  # noqa: A001
     """Round half to even (to ``decimals`` places)."""
     return E.round(input, decimals)
+
+
+# scaled Bessel and error functions, the normal quantile (with PyTorch's gradients)
+i0e = _sf.special_function("i0e")
+i1e = _sf.special_function("i1e")
+ndtri = _sf.special_function("ndtri")
+erfcx = _sf.special_function("erfcx")
+# Bessel functions (no gradient, as PyTorch's)
+airy_ai = _sf.special_function("airy_ai")
+bessel_j0 = _sf.special_function("bessel_j0")
+bessel_j1 = _sf.special_function("bessel_j1")
+bessel_y0 = _sf.special_function("bessel_y0")
+bessel_y1 = _sf.special_function("bessel_y1")
+modified_bessel_i0 = _sf.special_function("modified_bessel_i0")
+modified_bessel_i1 = _sf.special_function("modified_bessel_i1")
+modified_bessel_k0 = _sf.special_function("modified_bessel_k0")
+modified_bessel_k1 = _sf.special_function("modified_bessel_k1")
+scaled_modified_bessel_k0 = _sf.special_function("scaled_modified_bessel_k0")
+scaled_modified_bessel_k1 = _sf.special_function("scaled_modified_bessel_k1")
+spherical_bessel_j0 = _sf.special_function("spherical_bessel_j0")
+# orthogonal polynomials p_n(input), n a tensor or a number (no gradient, as PyTorch's)
+chebyshev_polynomial_t = _sf.special_function("chebyshev_polynomial_t")
+chebyshev_polynomial_u = _sf.special_function("chebyshev_polynomial_u")
+chebyshev_polynomial_v = _sf.special_function("chebyshev_polynomial_v")
+chebyshev_polynomial_w = _sf.special_function("chebyshev_polynomial_w")
+shifted_chebyshev_polynomial_t = _sf.special_function("shifted_chebyshev_polynomial_t")
+shifted_chebyshev_polynomial_u = _sf.special_function("shifted_chebyshev_polynomial_u")
+shifted_chebyshev_polynomial_v = _sf.special_function("shifted_chebyshev_polynomial_v")
+shifted_chebyshev_polynomial_w = _sf.special_function("shifted_chebyshev_polynomial_w")
+hermite_polynomial_h = _sf.special_function("hermite_polynomial_h")
+hermite_polynomial_he = _sf.special_function("hermite_polynomial_he")
+laguerre_polynomial_l = _sf.special_function("laguerre_polynomial_l")
+legendre_polynomial_p = _sf.special_function("legendre_polynomial_p")
+
+
+def gammainc(input, other):
+    """The regularized lower incomplete gamma function P(input, other) (ember.igamma)."""
+    return _sf.igamma(input, other)
+
+
+def gammaincc(input, other):
+    """The regularized upper incomplete gamma function Q(input, other) (ember.igammac)."""
+    return _sf.igammac(input, other)
+
+
+def zeta(input, other):
+    """The Hurwitz zeta function zeta(input, other); a gradient in ``other`` only, as
+    PyTorch's."""
+    from .ops.elementwise import promote
+
+    return apply(_sf.ZETA, *promote(input, other, floating=True))
