@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import AutogradError
 from ..graph import interpreter
-from ..graph.autodiff import backward_graph_values
+from ..graph.autodiff import backward_graph_values, depends_on
 from ..graph.symbolic_tensor import SymbolicTensor
 from ..ops._registry import Cost, OpDef, apply
 from ..ops.copies import clone
@@ -49,17 +49,18 @@ def differentiable_inputs(graph, feeds, leaves) -> list[int]:
     return positions
 
 
-def add_backward(builder, user_values, wrt_positions) -> tuple[int, list, list] | None:
+def add_backward(builder, user_values, wrt_positions) -> tuple | None:
     """Record the backward pass of the floating ``user_values`` with respect to the graph inputs
-    at ``wrt_positions``. Returns (backward_start, cotangent input values, gradient values), or
-    None when no output depends on those inputs."""
+    at ``wrt_positions``. Returns (backward_start, cotangent input values, gradient values, the
+    indices of the ``wrt_positions`` no gradient reaches, per floating user value whether a
+    gradient flows to it), or None when no output depends on those inputs."""
     graph = builder.graph
     floating = [v for v in user_values if v.type.dtype.is_floating_point]
     wrt = [graph.inputs[p] for p in wrt_positions]
-    reached = set()
-    for v in floating:
-        reached |= builder._ancestors(v)
-    if not floating or not any(id(w) in reached for w in wrt):
+    # (through differentiable ops: a detached result, or one computed under no_grad, carries no
+    # gradient and does not require grad, as PyTorch's)
+    connected = depends_on(builder, floating, wrt, builder.no_grad_values)
+    if not any(connected):
         return None
     start = len(graph.nodes)
     cotangents = [builder.input(v.type, f"grad_{v.name}") for v in floating]
@@ -69,6 +70,7 @@ def add_backward(builder, user_values, wrt_positions) -> tuple[int, list, list] 
         [SymbolicTensor(w, builder) for w in wrt],
         cotangents,
         builder.no_grad_values,
+        unreached := [],
     )
     # a gradient the backward does not compute (a cotangent passed through, ``t + 1``'s, or a
     # forward value) is copied by a backward node: the partition returns the backward's
@@ -80,7 +82,7 @@ def add_backward(builder, user_values, wrt_positions) -> tuple[int, list, list] 
             with builder:
                 g = clone(g)
         values.append(builder.value_of(g))
-    return start, [c.value for c in cotangents], values
+    return start, [c.value for c in cotangents], values, unreached, connected
 
 
 class AutogradPlan:
@@ -93,7 +95,16 @@ class AutogradPlan:
     input arrays ``check`` when given) and run (``executor``) with."""
 
     def __init__(
-        self, joint, backward_start, n_forward_outputs, cotangents, wrt, options, check=None
+        self,
+        joint,
+        backward_start,
+        n_forward_outputs,
+        cotangents,
+        wrt,
+        options,
+        check=None,
+        unreached=(),
+        connected=None,
     ):
         from ..transforms import checkpoint
         from ..transforms.partition import partition
@@ -112,6 +123,12 @@ class AutogradPlan:
         self.cotangents = {p: k for k, p in enumerate(cotangents)}
         self.wrt = wrt
         self.wrt_types = [joint.inputs[p].type for p in wrt]
+        # the wrt inputs no gradient reaches: their gradient is None, not zeros, as PyTorch's
+        # (an optimizer skips a parameter whose .grad is None: no decay, no momentum step)
+        self.unreached = frozenset(unreached)
+        # per floating output, whether it depends on a differentiated input (the others do not
+        # require grad, as PyTorch's)
+        self.connected = connected
         self.pass_stats = []
         if options.opt_level:
             self._optimize(options.opt_level, check)
@@ -195,6 +212,8 @@ class AutogradPlan:
             self.op, attrs, tensors, floating, [TensorType(t.shape, t.dtype) for t in floating]
         )
         for i, t in enumerate(floating):
+            if self.connected is not None and not self.connected[i]:
+                continue
             t.grad_fn = node
             t._output_nr = i
             t._requires_grad = True
@@ -218,7 +237,10 @@ class AutogradPlan:
             saved=ctx.attrs["saved"],
             feeds=ctx.attrs["feeds"],
         )
-        return grads if isinstance(grads, tuple) else (grads,)
+        grads = grads if isinstance(grads, tuple) else (grads,)
+        if self.unreached:
+            grads = tuple(None if i in self.unreached else g for i, g in enumerate(grads))
+        return grads
 
     def _backward_infer(self, *operands, saved, feeds):
         return tuple(self.wrt_types) if len(self.wrt_types) != 1 else self.wrt_types[0]

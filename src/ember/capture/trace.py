@@ -181,13 +181,15 @@ def _aot_backward(builder, call: CapturedCall, forward_values, leaves, options):
     recorded = add_backward(builder, user_values, wrt) if wrt else None
     if recorded is None:
         return None
-    start, cotangent_values, grads = recorded
+    start, cotangent_values, grads, unreached, connected = recorded
     cotangent_positions = [graph.inputs.index(c) for c in cotangent_values]
     call.feeds += [CotangentFeed(k) for k in range(len(cotangent_values))]
     graph.set_outputs(forward_values + grads)
     check = [f.array(leaves) for f in call.feeds] if options.verify else None
     n_forward = len(forward_values)
-    return AutogradPlan(graph, start, n_forward, cotangent_positions, wrt, options, check)
+    return AutogradPlan(
+        graph, start, n_forward, cotangent_positions, wrt, options, check, unreached, connected
+    )
 
 
 def trace(

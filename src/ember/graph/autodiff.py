@@ -90,6 +90,17 @@ def _depends_on(order, wrt_ids: set, stop: set) -> set:
     return depends
 
 
+def depends_on(builder: GraphBuilder, outputs, wrt, stop: set | None = None) -> list[bool]:
+    """Per value of ``outputs`` (the builder's graph values), whether a gradient can flow to it
+    from a value of ``wrt``: computed from it by differentiable ops, not through a detach
+    (``stops_gradient``) or a value in ``stop`` (recorded under no_grad). PyTorch's rule for
+    whether a result requires grad."""
+    order = builder.graph.topological_order()
+    wrt_ids = {id(v) for v in wrt if _differentiable(v)}
+    found = _depends_on(order, wrt_ids, stop or set())
+    return [id(v) in found for v in outputs]
+
+
 def _feeds(order, out_ids: set) -> set:
     """ids of the nodes whose outputs lead to an output value."""
     live, needed = set(out_ids), set()
@@ -125,7 +136,7 @@ def _accumulate(builder: GraphBuilder, grads: dict, value, g) -> None:
 
 
 def backward_graph_values(
-    builder: GraphBuilder, outputs, wrt, cotangents, stop: set | None = None
+    builder: GraphBuilder, outputs, wrt, cotangents, stop: set | None = None, unreached=None
 ) -> list:
     """Record the backward pass of ``outputs`` with respect to ``wrt`` into ``builder``'s graph.
 
@@ -133,12 +144,14 @@ def backward_graph_values(
     output, of its shape); no gradient flows through the values whose ids are in ``stop``.
     Returns one symbolic gradient per ``wrt`` tensor: zeros where no output depends on it.
     Autocast is off meanwhile: each VJP computes in the dtypes its forward recorded.
+    ``unreached``: a list that receives the positions of the ``wrt`` tensors no gradient reached
+    (PyTorch leaves their ``.grad`` None; their zeros are returned all the same).
     """
     with _autocast.suspended():
-        return _backward_graph_values(builder, outputs, wrt, cotangents, stop)
+        return _backward_graph_values(builder, outputs, wrt, cotangents, stop, unreached)
 
 
-def _backward_graph_values(builder, outputs, wrt, cotangents, stop) -> list:
+def _backward_graph_values(builder, outputs, wrt, cotangents, stop, unreached=None) -> list:
     out_values = [builder.value_of(o) for o in outputs]
     wrt_values = [builder.value_of(w) for w in wrt]
     order = builder.graph.topological_order()  # a snapshot: backward nodes are added below
@@ -165,6 +178,8 @@ def _backward_graph_values(builder, outputs, wrt, cotangents, stop) -> list:
         # the backward nodes of ``node`` (and their accumulations) inherit its scope
         with _scope.entered(node.scope):
             _vjp_into(builder, grads, node, needs)
+    if unreached is not None:
+        unreached.extend(i for i, v in enumerate(wrt_values) if id(v) not in grads)
     return [_grad_or_zeros(builder, grads, v) for v in wrt_values]
 
 

@@ -232,6 +232,8 @@ def _sole(array) -> bool:
     matmul's product reshaped): it qualifies when nothing but the view holds that array."""
     if type(array) is not np.ndarray or sys.getrefcount(array) > 3:
         return False
+    if not array.flags.writeable:  # (a view of a broadcast, or of a constant)
+        return False
     base = array.base
     if base is None:
         return True
