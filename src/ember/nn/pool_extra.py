@@ -1,5 +1,6 @@
 """MaxUnpool1d/2d/3d (the partial inverse of MaxPool with ``return_indices=True``) and
-LPPool1d/2d/3d (power-average pooling) and FractionalMaxPool2d/3d, with PyTorch's arguments, attributes and reprs."""
+LPPool1d/2d/3d (power-average pooling) and FractionalMaxPool2d/3d, with PyTorch's arguments,
+attributes and reprs."""
 
 from __future__ import annotations
 
