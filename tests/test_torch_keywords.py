@@ -53,3 +53,41 @@ def test_keyword_aliases_keep_identity_and_refuse_both_spellings():
         ember.exp(input=ember.ones(2), x=ember.ones(2))
     with pytest.raises(TypeError, match="memory_format"):
         ember.ones(2).clone(memory_format="channels_last")
+
+
+def _second_operand_calls(lib):
+    x, w, v = lib.tensor(X), lib.tensor(W), lib.tensor(X[0])
+    b = lib.tensor(B3)
+    return [
+        x.add(other=x, alpha=2),
+        x.mul(other=x),
+        x.sub(other=x * 3, alpha=0.5),
+        x.div(other=x + 4, rounding_mode="floor"),
+        x.pow(exponent=2),
+        lib.pow(x, exponent=3),
+        x.matmul(other=w.T),
+        x.mm(mat2=w.T),
+        lib.mm(x, mat2=w.T),
+        b.bmm(mat2=b),
+        lib.bmm(b, mat2=b),
+        v.dot(tensor=v),
+        lib.dot(v, tensor=v),
+        lib.mv(w, vec=v),
+        w.mv(vec=v),
+        lib.outer(v, vec2=v),
+        lib.where(x > 0, input=x, other=-x),
+        x.clone().add_(other=x, alpha=3),
+        x.clone().pow_(exponent=2),
+    ]
+
+
+def test_pytorch_second_operand_keywords():
+    """Tensor methods and functions with PyTorch's names for the second operand (other=,
+    exponent=, mat2=, tensor=, vec=, vec2=)."""
+    got, want = _second_operand_calls(ember), _second_operand_calls(torch)
+    assert len(got) == len(want)
+    for k, (g, t) in enumerate(zip(got, want)):
+        np.testing.assert_allclose(g.numpy(), t.numpy(), rtol=1e-12, err_msg=f"call {k}")
+        assert g.numpy().dtype == t.numpy().dtype, f"call {k}"
+    with pytest.raises(TypeError, match="both other= and y="):
+        ember.ones(2).add(ember.ones(2), other=ember.ones(2), y=ember.ones(2))

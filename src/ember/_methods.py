@@ -9,6 +9,7 @@ from __future__ import annotations
 from .ops import _autocast
 from .ops._registry import INPLACE, METHODS, PUBLIC, TensorBase
 from .ops._registry import _state as _registry_state
+from .ops._torch_keywords import with_torch_keywords
 from .tensor import Tensor
 
 
@@ -132,10 +133,12 @@ def _zero_(self):
 
 def install(cls: type = Tensor) -> None:
     """Give ``cls`` (the eager Tensor, the symbolic tensor of graph capture) every op method."""
-    for name, fn in METHODS.items():
+    # PyTorch's keywords too: x.add(other=y), x.mm(mat2=m), x.pow_(exponent=2)
+    for name, fn in with_torch_keywords(METHODS).items():
         setattr(cls, name, fn)
-    for name, fn in INPLACE.items():
-        setattr(cls, name, _inplace(name, fn))
+    inplace = with_torch_keywords({name[:-1]: fn for name, fn in INPLACE.items()})
+    for name, fn in inplace.items():
+        setattr(cls, name + "_", _inplace(name + "_", fn))
     for dunder, op in _BINARY.items():
         setattr(cls, f"__{dunder}__", _binary(op))
         setattr(cls, f"__r{dunder}__", _reflected(op))

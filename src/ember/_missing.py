@@ -54,6 +54,10 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "cdouble": _NO_COMPLEX,
         "complex": _NO_COMPLEX,
         "view_as_complex": _NO_COMPLEX,
+        "view_as_real": _NO_COMPLEX,
+        "polar": _NO_COMPLEX,
+        "stft": _NO_COMPLEX + " (the short-time Fourier transform's result is complex)",
+        "istft": _NO_COMPLEX + " (the inverse short-time Fourier transform reads complex input)",
         "uint16": _NONE,
         "uint32": _NONE,
         "uint64": _NONE,
@@ -86,6 +90,8 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "q_scale": _NONE,
         "dequantize": _NONE,
         "map_": "compute with ember ops (or on x.numpy())",
+        "stft": _NO_COMPLEX + " (the short-time Fourier transform's result is complex)",
+        "istft": _NO_COMPLEX + " (the inverse short-time Fourier transform reads complex input)",
     },
 }
 

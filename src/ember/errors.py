@@ -59,6 +59,17 @@ class DTypeError(EmberError, TypeError, RuntimeError):
     """Operand dtypes that an op cannot accept (also a RuntimeError, as PyTorch raises)."""
 
 
+class KernelDTypeError(DTypeError, NotImplementedError):
+    """A floating-point-only op given integers or bools. PyTorch has no kernel for that dtype and
+    raises NotImplementedError (``"softmax_lastdim_kernel_impl" not implemented for 'Long'``),
+    a RuntimeError; this is both, and a DTypeError."""
+
+
+class ArgumentError(EmberError, ValueError, RuntimeError):
+    """An argument's value an op cannot accept (``randint(5, 2)``: an empty range). A
+    ValueError, and a RuntimeError as PyTorch raises."""
+
+
 class AxisError(ShapeError, IndexError):
     """A dimension index out of range for a tensor's rank (also an IndexError, as PyTorch
     raises: ``x.sum(5)`` on a matrix)."""

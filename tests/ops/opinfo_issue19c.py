@@ -1063,8 +1063,9 @@ OPS += [
                                 S(np.array([1, 3, 1]), kwargs={"minlength": 7}, desc="minlength"),
                                 S(np.array([], np.int64), desc="empty")],
            dtypes=(), grad=False),  # (PyTorch defines no derivative for bincount)
-    OpInfo("trace", lambda: [S(n(3, 4), desc="matrix"), S(n(3), desc="vector refused")],
-           spellings=("M",)),
+    OpInfo("trace", lambda: [S(n(3, 4), desc="matrix"), S(n(4, 4), desc="square"),
+                             S(n(3), desc="vector refused")],
+           spellings=("T", "M")),
     OpInfo("cov", _cov_samples, dtypes=FLOATS),
     OpInfo("corrcoef", lambda: _cov_samples()[:1] + _cov_samples()[-1:]),
 ]  # fmt: skip

@@ -192,16 +192,21 @@ def _aot_backward(builder, call: CapturedCall, forward_values, leaves, options):
     )
 
 
+_NO_FN = object()
+
+
 def trace(
-    fn,
+    fn=_NO_FN,
     *example_inputs,
     name: str | None = None,
     executor: str = DEFAULT_EXECUTOR,
     opt_level=DEFAULT_OPT_LEVEL,
     verify: bool = False,
+    input=_NO_FN,  # noqa: A002  (PyTorch's torch.trace(input=x))
 ):
     """Capture ``fn(*example_inputs)`` (a function, an nn.Module, or a whole training step)
-    into a `GraphFunction`.
+    into a `GraphFunction`; or, called on a tensor (anything not callable: ``ember.trace(x)``,
+    ``ember.trace(input=x)``), PyTorch's ``torch.trace``: the sum of a matrix's diagonal.
 
     Tensor arguments become graph inputs with their exact shapes and dtypes; other arguments are
     baked in as the Python values they are (call the result with the tensor arguments only).
@@ -209,6 +214,14 @@ def trace(
     the optimization passes run on the graph; ``verify=True`` checks each pass against its
     input on the example inputs (transforms/pipeline.py).
     """
+    if input is not _NO_FN:
+        if fn is not _NO_FN:
+            raise TypeError("trace() got both a positional argument and input=")
+        fn = input
+    if fn is _NO_FN:
+        raise TypeError("trace() missing its first argument: a function to capture or a matrix")
+    if not callable(fn):  # torch.trace(matrix)
+        return _reg.PUBLIC["trace"](fn, *example_inputs)
     options = CompileOptions(executor, opt_level, verify)
     arg_names = parameter_names(fn)
     leaves, names, _ = split_args(example_inputs, {}, arg_names)

@@ -5,7 +5,7 @@ Everything differentiable (``log_prob``, ``entropy``, ``rsample``, moments, ``kl
 is written in ember ops, so it carries gradients on the tape and records under
 ``ember.function`` capture. Where ember differs from PyTorch:
 
-* Gamma, Beta, Dirichlet and StudentT have no ``rsample`` (PyTorch's implicit
+* Gamma, Beta, Dirichlet, StudentT, Chi2 and InverseGamma have no ``rsample`` (PyTorch's implicit
   reparameterization is not implemented); they, Poisson and Binomial ``sample`` with NumPy's
   samplers on ember's default generator, eagerly only.
 * Categorical samples by inverting the cumulative probabilities, so a seed gives other draws
@@ -23,6 +23,7 @@ from . import (
     constraints,
     continuous,
     discrete,
+    extra,
     kl,
     mixture,
     multivariate,
@@ -35,6 +36,18 @@ from ._util import ConstraintError
 from .continuous import Beta, Exponential, Gamma, Laplace, Normal, StudentT, Uniform
 from .discrete import Bernoulli, Binomial, Categorical, OneHotCategorical, Poisson
 from .distribution import Distribution
+from .extra import (
+    Chi2,
+    HalfCauchy,
+    InverseGamma,
+    Kumaraswamy,
+    LowRankMultivariateNormal,
+    Multinomial,
+    NegativeBinomial,
+    Pareto,
+    VonMises,
+    Weibull,
+)
 from .kl import kl_divergence, register_kl
 from .mixture import Cauchy, Dirichlet, MixtureSameFamily
 from .multivariate import Independent, MultivariateNormal
@@ -59,6 +72,16 @@ from .transforms import (
 )
 
 __all__ = [
+    "Weibull",
+    "VonMises",
+    "Pareto",
+    "NegativeBinomial",
+    "Multinomial",
+    "LowRankMultivariateNormal",
+    "Kumaraswamy",
+    "InverseGamma",
+    "HalfCauchy",
+    "Chi2",
     "AffineTransform",
     "Bernoulli",
     "Beta",
@@ -125,6 +148,16 @@ _TORCH_MODULES = {
     "relaxed_categorical": relaxed,
     "transformed_distribution": transforms,
     "log_normal": transforms,
+    "chi2": extra,
+    "half_cauchy": extra,
+    "inverse_gamma": extra,
+    "kumaraswamy": extra,
+    "lowrank_multivariate_normal": extra,
+    "multinomial": extra,
+    "negative_binomial": extra,
+    "pareto": extra,
+    "von_mises": extra,
+    "weibull": extra,
 }
 for _name, _module in _TORCH_MODULES.items():
     globals().setdefault(_name, _module)

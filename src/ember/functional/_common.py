@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import warnings
 
-from ..errors import DTypeError, ShapeError
+from ..errors import KernelDTypeError, ShapeError
 from ..ops import api as E
 from ..ops._util import fmt_shape, normalize_axis
 from ..ops.elementwise import to_tensor
@@ -48,7 +48,7 @@ def float_input(op: str, x, what: str = "input"):
     """``x`` as a tensor, which must be floating point (losses and norms are float-only)."""
     x = to_tensor(x)
     if not x.dtype.is_floating_point:
-        raise DTypeError(
+        raise KernelDTypeError(
             f"{what} must be a floating-point tensor, got {x.dtype}; convert it with .float()",
             op=op,
         )

@@ -133,7 +133,16 @@ from .padding import (
     ZeroPad3d,
 )
 from .parameter import Buffer, Parameter
-from .pool_extra import LPPool1d, LPPool2d, LPPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d
+from .pool_extra import (
+    FractionalMaxPool2d,
+    FractionalMaxPool3d,
+    LPPool1d,
+    LPPool2d,
+    LPPool3d,
+    MaxUnpool1d,
+    MaxUnpool2d,
+    MaxUnpool3d,
+)
 from .pooling import (
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,

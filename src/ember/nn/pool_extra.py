@@ -1,5 +1,6 @@
 """MaxUnpool1d/2d/3d (the partial inverse of MaxPool with ``return_indices=True``) and
-LPPool1d/2d/3d (power-average pooling), with PyTorch's arguments, attributes and reprs."""
+LPPool1d/2d/3d (power-average pooling) and FractionalMaxPool2d/3d, with PyTorch's arguments,
+attributes and reprs."""
 
 from __future__ import annotations
 
@@ -78,5 +79,55 @@ class LPPool2d(_LPPoolNd):
 
 class LPPool3d(_LPPoolNd):
     """Three-dimensional power-average pooling."""
+
+    _nd = 3
+
+
+class _FractionalMaxPoolNd(Module):
+    _nd = 2
+
+    def __init__(
+        self,
+        kernel_size,
+        output_size=None,
+        output_ratio=None,
+        return_indices: bool = False,
+        _random_samples=None,
+    ) -> None:
+        super().__init__()
+        name = type(self).__name__
+        self.kernel_size = _ntuple(kernel_size, self._nd)
+        self.return_indices = return_indices
+        self.register_buffer("_random_samples", _random_samples)
+        self.output_size = None if output_size is None else _ntuple(output_size, self._nd)
+        self.output_ratio = None if output_ratio is None else _ntuple(output_ratio, self._nd)
+        if output_size is None and output_ratio is None:
+            raise ValueError(
+                f"{name} requires specifying either an output size, or a pooling ratio"
+            )
+        if output_size is not None and output_ratio is not None:
+            raise ValueError("only one of output_size and output_ratio may be specified")
+        if self.output_ratio is not None and not all(0 < r < 1 for r in self.output_ratio):
+            raise ValueError(f"output_ratio must be between 0 and 1 (got {output_ratio})")
+
+    def forward(self, input: Tensor):
+        pool = getattr(F, f"fractional_max_pool{self._nd}d")
+        return pool(
+            input,
+            self.kernel_size,
+            self.output_size,
+            self.output_ratio,
+            self.return_indices,
+            _random_samples=self._random_samples,
+        )
+
+
+class FractionalMaxPool2d(_FractionalMaxPoolNd):
+    """Max pooling over windows at pseudo-random starts (F.fractional_max_pool2d); fixed
+    ``_random_samples`` (batch, channels, 2) give the same windows every call."""
+
+
+class FractionalMaxPool3d(_FractionalMaxPoolNd):
+    """Three-dimensional fractional max pooling (F.fractional_max_pool3d)."""
 
     _nd = 3

@@ -2,10 +2,13 @@
 
 PyTorch names a function's first tensor ``input`` and a binary op's second ``other``
 (``torch.add(input=a, other=b)``, ``F.linear(input=x, weight=w)``, ``F.pad(input=x, pad=p)``);
-ember's op modules name them ``x``, ``y``, ``a``, ``b``. `with_torch_keywords` gives the public
-namespaces (ember/__init__.py, nn/functional.py) functions that also take PyTorch's names. The
-tables themselves (``PUBLIC``, ``FUNCTIONAL``) keep the plain functions, so ember's own calls
-(``ops.api``) and Tensor methods pay nothing.
+ember's op modules name them ``x``, ``y``, ``a``, ``b``. A few binary ops name their second
+operand otherwise in PyTorch (``torch.pow(input, exponent)``, ``torch.mm(input, mat2)``,
+``torch.dot(input, tensor)``, ``torch.mv(input, vec)``): `SECOND_OPERAND` lists those by public
+name. `with_torch_keywords` gives the public namespaces (ember/__init__.py, nn/functional.py)
+and the Tensor methods (_methods.py: ``x.add(other=y)``, ``x.mm(mat2=m)``) functions that also
+take PyTorch's names. The tables themselves (``PUBLIC``, ``FUNCTIONAL``, ``METHODS``) keep the
+plain functions, so ember's own calls (``ops.api``) and the operators (``x + y``) pay nothing.
 """
 
 from __future__ import annotations
@@ -17,28 +20,46 @@ __all__ = ["with_torch_keywords"]
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 _FIRST = ("x", "a", "t")  # ember's names for a first operand, PyTorch's ``input``
-_SECOND = ("y", "b")  # ember's names for a binary op's second operand, PyTorch's ``other``
+_SECOND = ("y", "b", "v")  # ember's names for a binary op's second operand, PyTorch's ``other``
+
+# PyTorch's keyword for the second operand where it is not ``other`` (native_functions.yaml)
+SECOND_OPERAND = {
+    "pow": "exponent",
+    "mm": "mat2",
+    "bmm": "mat2",
+    "dot": "tensor",
+    "mv": "vec",
+    "outer": "vec2",
+    "ger": "vec2",
+}
 
 
-def _aliases(fn) -> dict:
-    """{PyTorch's keyword: ``fn``'s parameter} for ``fn``'s first two operands."""
+def _aliases(fn, name: str | None = None) -> dict:
+    """{PyTorch's keyword: ``fn``'s parameter} for ``fn``'s operands: the first operand
+    (``input``) and the one after it (``other``, or `SECOND_OPERAND`'s name for ``name``). A
+    first parameter ``condition`` (``where``) is PyTorch's own name; the two after it are
+    ``input`` and ``other``."""
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         return {}
     names = {p.name for p in params}
+    start = 1 if params and params[0].name == "condition" else 0
+    first = params[start] if len(params) > start else None
+    if first is None or first.kind not in _POSITIONAL or first.name not in _FIRST:
+        return {}
     aliases = {}
-    first = params[0] if params else None
+    if "input" not in names:
+        aliases["input"] = first.name
+    second = params[start + 1] if len(params) > start + 1 else None
+    torch_second = SECOND_OPERAND.get(name, "other")
     if (
-        first is not None
-        and first.kind in _POSITIONAL
-        and first.name in _FIRST
-        and "input" not in names
+        second is not None
+        and second.kind in _POSITIONAL
+        and second.name in _SECOND
+        and torch_second not in names
     ):
-        aliases["input"] = params[0].name
-        if len(params) > 1 and params[1].kind in _POSITIONAL and params[1].name in _SECOND:
-            if "other" not in names:
-                aliases["other"] = params[1].name
+        aliases[torch_second] = second.name
     return aliases
 
 
@@ -58,20 +79,22 @@ def _taking(fn, aliases: dict):
     return call
 
 
-_WRAPPED: dict = {}  # function -> its public form (one per function, whichever namespace)
+# (function, its aliases) -> its public form: one per function and spelling of its operands,
+# whichever namespace, so ``ember.relu is ember.nn.functional.relu`` still holds
+_WRAPPED: dict = {}
 
 
 def with_torch_keywords(table: dict) -> dict:
     """``table`` (name -> public function) with each function that names its operands other
-    than PyTorch does wrapped to take PyTorch's names too (one wrapper per function, so
-    ``ember.relu is ember.nn.functional.relu`` still holds)."""
+    than PyTorch does wrapped to take PyTorch's names too."""
     result = {}
     for name, fn in table.items():
         if not callable(fn) or isinstance(fn, type):
             result[name] = fn
             continue
-        if fn not in _WRAPPED:
-            aliases = _aliases(fn)
-            _WRAPPED[fn] = _taking(fn, aliases) if aliases else fn
-        result[name] = _WRAPPED[fn]
+        aliases = _aliases(fn, name)
+        key = (fn, tuple(sorted(aliases.items())))
+        if key not in _WRAPPED:
+            _WRAPPED[key] = _taking(fn, aliases) if aliases else fn
+        result[name] = _WRAPPED[key]
     return result

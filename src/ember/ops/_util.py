@@ -10,7 +10,7 @@ import math
 import operator
 
 from ..dtypes import DType
-from ..errors import AxisError, DTypeError, ShapeError
+from ..errors import AxisError, DTypeError, KernelDTypeError, ShapeError
 from ..symbolic import SymDim
 from ..types import TensorType
 from ._registry import Cost
@@ -124,7 +124,7 @@ def pick_axis(dim, axis, default=None):
 def require_float(op: str, *types) -> None:
     for t in types:
         if not t.dtype.is_floating_point:
-            raise DTypeError(
+            raise KernelDTypeError(
                 f"expected a floating-point tensor, got {t.dtype}; "
                 f"convert it first, e.g. x.float()",
                 op=op,

@@ -273,8 +273,8 @@ def bincount(input, weights=None, minlength: int = 0):
 
 @autocasts(Autocast.FP32)
 def _trace(self):
-    """The sum of the main diagonal of a matrix (Tensor.trace; ``ember.trace`` is graph
-    capture, so the function form is ``ember.diagonal(x).sum()``)."""
+    """The sum of the main diagonal of a matrix (``torch.trace``, Tensor.trace; ``ember.trace``
+    called on a function is graph capture, capture/trace.py, which sends tensors here)."""
     x = to_tensor(self)
     if x.ndim != 2:
         raise ShapeError(f"trace takes a matrix, got shape {tuple(x.shape)}", op="trace")
@@ -284,7 +284,7 @@ def _trace(self):
     return d
 
 
-export(_trace, name="trace", method=True, toplevel=False)
+export(_trace, name="trace", method=True)
 
 
 @export(method=True)

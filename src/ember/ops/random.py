@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError
+from ..errors import ArgumentError, DTypeError, ShapeError
 from ..random import resolve
 from ..types import TensorType
 from ._registry import OpDef, apply, export, register
@@ -239,7 +239,7 @@ def randint(low, high=None, size=(), *, generator=None, dtype=None):
     elif isinstance(high, (tuple, list)):  # randint(high, size), as torch.randint(3, (2,))
         low, high, size = 0, low, high
     if high <= low:
-        raise ValueError(f"randint: high ({high}) must exceed low ({low})")
+        raise ArgumentError(f"high ({high}) must exceed low ({low})", op="randint")
     d = dt.int64 if dtype is None else dt.as_dtype(dtype)
     return apply(
         _RANDINT,

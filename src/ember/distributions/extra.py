@@ -1,0 +1,562 @@
+"""Chi2, HalfCauchy, Pareto, Weibull, InverseGamma, Kumaraswamy, VonMises, NegativeBinomial,
+Multinomial and LowRankMultivariateNormal, with PyTorch's names, parameters and formulas.
+
+Reparameterized samplers (HalfCauchy, Pareto, Weibull, Kumaraswamy, LowRankMultivariateNormal)
+transform ember's ``rand``/``randn`` in ember ops. Chi2 and InverseGamma draw through Gamma's
+NumPy sampler, VonMises, NegativeBinomial and Multinomial with NumPy's samplers on ember's
+default generator (eager only, no ``rsample``: ember's Gamma has none either); a seed gives
+other draws than PyTorch's, from the same distribution.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..random import default_generator
+from ..special import i1
+from . import constraints
+from ._util import E, as_tensor, broadcast_all, digamma, lgamma, logits_to_probs, probs_to_logits
+from .continuous import Gamma, _expand_params, _numpy_sample
+from .discrete import Binomial, _one_of, _softplus
+from .distribution import Distribution, _shape
+from .multivariate import MultivariateNormal
+
+__all__ = [
+    "Chi2",
+    "HalfCauchy",
+    "InverseGamma",
+    "Kumaraswamy",
+    "LowRankMultivariateNormal",
+    "Multinomial",
+    "NegativeBinomial",
+    "Pareto",
+    "VonMises",
+    "Weibull",
+]
+
+_EULER_GAMMA = 0.57721566490153286060
+
+
+def _inf_where(cond, x):
+    return E.where(cond, x, E.full_like(x, math.inf))
+
+
+class Chi2(Gamma):
+    """Gamma(df / 2, rate 1/2)."""
+
+    arg_constraints = {"df": constraints.positive}
+
+    def __init__(self, df, validate_args=None):
+        (df,) = broadcast_all(df)
+        super().__init__(0.5 * df, E.full_like(df, 0.5), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(Chi2, _instance)
+        return super().expand(batch_shape, new)
+
+    @property
+    def df(self):
+        return self.concentration * 2
+
+
+class HalfCauchy(Distribution):
+    arg_constraints = {"scale": constraints.positive}
+    support = constraints.nonnegative
+    has_rsample = True
+
+    def __init__(self, scale, validate_args=None):
+        (self.scale,) = broadcast_all(scale)
+        super().__init__(tuple(self.scale.shape), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        return _expand_params(self, HalfCauchy, batch_shape, _instance, ("scale",))
+
+    @property
+    def mean(self):
+        return E.full_like(self.scale, math.inf)
+
+    @property
+    def mode(self):
+        return E.zeros_like(self.scale)
+
+    @property
+    def variance(self):
+        return E.full_like(self.scale, math.inf)
+
+    def rsample(self, sample_shape=()):
+        u = E.rand(*self._extended_shape(sample_shape), dtype=self.scale.dtype)
+        return (self.scale * E.tan(math.pi * (u - 0.5))).abs()
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        value = as_tensor(value, like=self.scale)
+        lp = math.log(2 / math.pi) - self.scale.log() - (value / self.scale).pow(2).log1p()
+        return E.where(value >= 0, lp, E.full_like(lp, -math.inf))
+
+    def cdf(self, value):
+        return 2 / math.pi * E.atan(value / self.scale)
+
+    def icdf(self, prob):
+        return self.scale * E.tan(math.pi / 2 * prob)
+
+    def entropy(self):
+        return (4 * math.pi * self.scale).log() - math.log(2)
+
+
+class Pareto(Distribution):
+    arg_constraints = {"alpha": constraints.positive, "scale": constraints.positive}
+
+    def __init__(self, scale, alpha, validate_args=None):
+        self.scale, self.alpha = broadcast_all(scale, alpha)
+        super().__init__(tuple(self.scale.shape), validate_args=validate_args)
+
+    has_rsample = True
+
+    @property
+    def support(self):
+        return constraints.greater_than_eq(self.scale)
+
+    def expand(self, batch_shape, _instance=None):
+        return _expand_params(self, Pareto, batch_shape, _instance, ("scale", "alpha"))
+
+    @property
+    def mean(self):
+        a = self.alpha.clamp(min=1)
+        return a * self.scale / (a - 1)
+
+    @property
+    def mode(self):
+        return self.scale
+
+    @property
+    def variance(self):
+        a = self.alpha.clamp(min=2)
+        return self.scale.pow(2) * a / ((a - 1).pow(2) * (a - 2))
+
+    def rsample(self, sample_shape=()):
+        u = E.rand(*self._extended_shape(sample_shape), dtype=self.scale.dtype)
+        return self.scale * (-(-u).log1p() / self.alpha).exp()
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return self.alpha.log() + self.alpha * self.scale.log() - (self.alpha + 1) * value.log()
+
+    def cdf(self, value):
+        return 1 - (self.scale / value).pow(self.alpha)
+
+    def icdf(self, prob):
+        return self.scale * (-(-prob).log1p() / self.alpha).exp()
+
+    def entropy(self):
+        return (self.scale / self.alpha).log() + (1 + self.alpha.reciprocal())
+
+
+class Weibull(Distribution):
+    arg_constraints = {"scale": constraints.positive, "concentration": constraints.positive}
+    support = constraints.positive
+    has_rsample = True
+
+    def __init__(self, scale, concentration, validate_args=None):
+        self.scale, self.concentration = broadcast_all(scale, concentration)
+        self.concentration_reciprocal = self.concentration.reciprocal()
+        super().__init__(tuple(self.scale.shape), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = _expand_params(self, Weibull, batch_shape, _instance, ("scale", "concentration"))
+        new.concentration_reciprocal = new.concentration.reciprocal()
+        return new
+
+    @property
+    def mean(self):
+        return self.scale * lgamma(1 + self.concentration_reciprocal).exp()
+
+    @property
+    def mode(self):
+        k = self.concentration
+        return self.scale * ((k - 1) / k).pow(self.concentration_reciprocal)
+
+    @property
+    def variance(self):
+        r = self.concentration_reciprocal
+        return self.scale.pow(2) * (lgamma(1 + 2 * r).exp() - (2 * lgamma(1 + r)).exp())
+
+    def rsample(self, sample_shape=()):
+        u = E.rand(*self._extended_shape(sample_shape), dtype=self.scale.dtype)
+        return self.scale * (-(-u).log1p()).pow(self.concentration_reciprocal)
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        k, z = self.concentration, value / self.scale
+        return k.log() - self.scale.log() + (k - 1) * z.log() - z.pow(k)
+
+    def cdf(self, value):
+        return 1 - (-(value / self.scale).pow(self.concentration)).exp()
+
+    def icdf(self, prob):
+        return self.scale * (-(-prob).log1p()).pow(self.concentration_reciprocal)
+
+    def entropy(self):
+        r = self.concentration_reciprocal
+        return _EULER_GAMMA * (1 - r) + (self.scale * r).log() + 1
+
+
+class InverseGamma(Distribution):
+    """The reciprocal of Gamma(concentration, rate)."""
+
+    arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
+    support = constraints.positive
+
+    def __init__(self, concentration, rate, validate_args=None):
+        self.concentration, self.rate = broadcast_all(concentration, rate)
+        super().__init__(tuple(self.rate.shape), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        names = ("concentration", "rate")
+        return _expand_params(self, InverseGamma, batch_shape, _instance, names)
+
+    @property
+    def mean(self):
+        c = self.concentration
+        return _inf_where(c > 1, self.rate / (c - 1))
+
+    @property
+    def mode(self):
+        return self.rate / (self.concentration + 1)
+
+    @property
+    def variance(self):
+        c = self.concentration
+        return _inf_where(c > 2, self.rate.pow(2) / ((c - 1).pow(2) * (c - 2)))
+
+    def sample(self, sample_shape=()):
+        c, r = self.concentration.numpy(), self.rate.numpy()
+        return _numpy_sample(
+            self, sample_shape, lambda g, s: r / g.gamma(c, 1.0, size=s), self.rate
+        )
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        c, r = self.concentration, self.rate
+        return c * r.log() - lgamma(c) - (c + 1) * value.log() - r / value
+
+    def entropy(self):
+        c = self.concentration
+        return c + self.rate.log() + lgamma(c) - (1 + c) * digamma(c)
+
+
+def _kumaraswamy_moment(a, b, n: int):
+    """``E[X^n] = b * B(1 + n / a, b)``."""
+    arg = 1 + n / a
+    return (b.log() + lgamma(arg) + lgamma(b) - lgamma(arg + b)).exp()
+
+
+class Kumaraswamy(Distribution):
+    arg_constraints = {
+        "concentration1": constraints.positive,
+        "concentration0": constraints.positive,
+    }
+    support = constraints.unit_interval
+    has_rsample = True
+
+    def __init__(self, concentration1, concentration0, validate_args=None):
+        self.concentration1, self.concentration0 = broadcast_all(concentration1, concentration0)
+        super().__init__(tuple(self.concentration1.shape), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        names = ("concentration1", "concentration0")
+        return _expand_params(self, Kumaraswamy, batch_shape, _instance, names)
+
+    @property
+    def mean(self):
+        return _kumaraswamy_moment(self.concentration1, self.concentration0, 1)
+
+    @property
+    def variance(self):
+        a, b = self.concentration1, self.concentration0
+        return _kumaraswamy_moment(a, b, 2) - self.mean.pow(2)
+
+    def rsample(self, sample_shape=()):
+        u = E.rand(*self._extended_shape(sample_shape), dtype=self.concentration1.dtype)
+        a, b = self.concentration1, self.concentration0
+        return (1 - ((-u).log1p() / b).exp()).pow(a.reciprocal())
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        a, b = self.concentration1, self.concentration0
+        return a.log() + b.log() + (a - 1) * value.log() + (b - 1) * (-value.pow(a)).log1p()
+
+    def entropy(self):
+        a, b = self.concentration1, self.concentration0
+        h0 = digamma(b + 1) + _EULER_GAMMA
+        return (1 - b.reciprocal()) + (1 - a.reciprocal()) * h0 - a.log() - b.log()
+
+
+class VonMises(Distribution):
+    """A circular distribution on [-pi, pi): ``exp(k cos(x - loc)) / (2 pi I0(k))``."""
+
+    arg_constraints = {"loc": constraints.real, "concentration": constraints.positive}
+    support = constraints.real
+
+    def __init__(self, loc, concentration, validate_args=None):
+        self.loc, self.concentration = broadcast_all(loc, concentration)
+        super().__init__(tuple(self.loc.shape), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        names = ("loc", "concentration")
+        return _expand_params(self, VonMises, batch_shape, _instance, names)
+
+    @property
+    def mean(self):
+        return self.loc
+
+    @property
+    def mode(self):
+        return self.loc
+
+    @property
+    def variance(self):
+        k = self.concentration
+        return 1 - i1(k) / E.i0(k)
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        k = self.concentration
+        return k * E.cos(value - self.loc) - math.log(2 * math.pi) - E.i0(k).log()
+
+    def sample(self, sample_shape=()):
+        loc, k = self.loc.numpy(), self.concentration.numpy()
+
+        def draw(g, s):
+            x = g.vonmises(np.broadcast_to(loc, s), np.broadcast_to(k, s))
+            return (x + math.pi) % (2 * math.pi) - math.pi
+
+        return _numpy_sample(self, sample_shape, draw, self.loc)
+
+
+def _logits_probs(self, name, probs, logits, *params, binary=True):
+    _one_of(name, probs, logits)
+    if probs is not None:
+        *params, self.probs = broadcast_all(*params, probs)
+        self.logits = probs_to_logits(self.probs, is_binary=binary)
+    else:
+        *params, self.logits = broadcast_all(*params, logits)
+        self.probs = logits_to_probs(self.logits, is_binary=binary)
+    return params
+
+
+class NegativeBinomial(Distribution):
+    """The number of successes before ``total_count`` failures, each trial a success with
+    probability ``probs``."""
+
+    arg_constraints = {
+        "total_count": constraints.greater_than_eq(0),
+        "probs": constraints.half_open_interval(0.0, 1.0),
+        "logits": constraints.real,
+    }
+    support = constraints.nonnegative_integer
+
+    def __init__(self, total_count, probs=None, logits=None, validate_args=None):
+        (count,) = _logits_probs(self, "NegativeBinomial", probs, logits, total_count)
+        self.total_count = count.to(self.logits.dtype)
+        super().__init__(tuple(self.logits.shape), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        names = ("total_count", "probs", "logits")
+        return _expand_params(self, NegativeBinomial, batch_shape, _instance, names)
+
+    @property
+    def mean(self):
+        return self.total_count * self.logits.exp()
+
+    @property
+    def mode(self):
+        return ((self.total_count - 1) * self.logits.exp()).floor().clamp(min=0.0)
+
+    @property
+    def variance(self):
+        return self.mean / E.sigmoid(-self.logits)
+
+    def sample(self, sample_shape=()):
+        """A Poisson draw at a Gamma(total_count, rate exp(-logits)) rate, as PyTorch's."""
+        r, scale = self.total_count.numpy(), np.exp(self.logits.numpy())
+
+        def draw(g, s):
+            return g.poisson(g.gamma(np.broadcast_to(r, s), np.broadcast_to(scale, s)))
+
+        return _numpy_sample(self, sample_shape, draw, self.logits)
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        r, logits = self.total_count, self.logits
+        unnormalized = r * -_softplus(logits) + value * -_softplus(-logits)
+        normalization = -lgamma(r + value) + lgamma(1.0 + value) + lgamma(r)
+        normalization = E.where(r + value == 0, E.zeros_like(normalization), normalization)
+        return unnormalized - normalization
+
+
+class Multinomial(Distribution):
+    """Counts of ``total_count`` draws from a categorical distribution over the last axis."""
+
+    arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
+
+    def __init__(self, total_count=1, probs=None, logits=None, validate_args=None):
+        if not isinstance(total_count, int):
+            raise NotImplementedError("Multinomial: inhomogeneous total_count is not supported")
+        _one_of("Multinomial", probs, logits)
+        self.total_count = total_count
+        if probs is not None:
+            self.probs = probs / probs.sum(-1, keepdim=True)
+            self.logits = probs_to_logits(self.probs)
+        else:
+            self.logits = logits - logits.logsumexp(-1, keepdim=True)
+            self.probs = logits_to_probs(self.logits)
+        shape = tuple(self.logits.shape)
+        super().__init__(shape[:-1], shape[-1:], validate_args=validate_args)
+
+    @property
+    def support(self):
+        return constraints.independent(constraints.integer_interval(0, self.total_count), 1)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(Multinomial, _instance)
+        batch_shape = _shape(batch_shape)
+        new.total_count = self.total_count
+        new.probs = self.probs.expand(*batch_shape, *self._event_shape)
+        new.logits = self.logits.expand(*batch_shape, *self._event_shape)
+        Distribution.__init__(new, batch_shape, self._event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    @property
+    def mean(self):
+        return self.probs * self.total_count
+
+    @property
+    def variance(self):
+        return self.total_count * self.probs * (1 - self.probs)
+
+    def sample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        p = self.probs.numpy().astype(np.float64)
+        p = np.broadcast_to(p / p.sum(-1, keepdims=True), shape)
+        flat = p.reshape(-1, shape[-1])
+        g = default_generator.numpy
+        counts = np.stack([g.multinomial(self.total_count, row) for row in flat])
+        return E.tensor(counts.reshape(shape).astype(self.probs.dtype.np))
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        logits, value = broadcast_all(self.logits, value)
+        logits = E.where((value == 0) & (logits == -math.inf), E.zeros_like(logits), logits)
+        log_factorial_n = math.lgamma(self.total_count + 1)
+        log_factorial_xs = lgamma(value + 1).sum(-1)
+        return log_factorial_n - log_factorial_xs + (logits * value).sum(-1)
+
+    def entropy(self):
+        n = self.total_count
+        binomial = Binomial(n, probs=self.probs, validate_args=False)
+        support = E.arange(n + 1, dtype=self.probs.dtype).reshape(
+            (n + 1,) + (1,) * len(self.probs.shape)
+        )
+        binomial_probs = binomial.log_prob(support).exp()
+        weights = lgamma(support + 1)
+        categorical = -(self.probs * self.logits).sum(-1)
+        return n * categorical - math.lgamma(n + 1) + (binomial_probs * weights).sum((0, -1))
+
+
+class LowRankMultivariateNormal(Distribution):
+    """A multivariate normal with covariance ``cov_factor @ cov_factor.mT + diag(cov_diag)``
+    (its log density, entropy and matrices through MultivariateNormal on that covariance)."""
+
+    arg_constraints = {
+        "loc": constraints.real_vector,
+        "cov_factor": constraints.independent(constraints.real, 2),
+        "cov_diag": constraints.independent(constraints.positive, 1),
+    }
+    support = constraints.real_vector
+    has_rsample = True
+
+    def __init__(self, loc, cov_factor, cov_diag, validate_args=None):
+        if loc.ndim < 1 or cov_factor.ndim < 2 or cov_diag.ndim < 1:
+            raise ValueError(
+                "LowRankMultivariateNormal: loc and cov_diag must be at least one-dimensional "
+                "and cov_factor at least two-dimensional"
+            )
+        n = loc.shape[-1]
+        if cov_factor.shape[-2] != n or cov_diag.shape[-1] != n:
+            raise ValueError(
+                f"LowRankMultivariateNormal: cov_factor {tuple(cov_factor.shape)} must be "
+                f"(..., {n}, rank) and cov_diag {tuple(cov_diag.shape)} (..., {n}) for loc "
+                f"{tuple(loc.shape)}"
+            )
+        batch = np.broadcast_shapes(
+            tuple(loc.shape[:-1]), tuple(cov_factor.shape[:-2]), tuple(cov_diag.shape[:-1])
+        )
+        self.loc = loc.expand(*batch, n)
+        self.cov_factor = cov_factor.expand(*batch, n, cov_factor.shape[-1])
+        self.cov_diag = cov_diag.expand(*batch, n)
+        self._mvn = MultivariateNormal(
+            self.loc, covariance_matrix=self.covariance_matrix, validate_args=False
+        )
+        super().__init__(batch, (n,), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        batch_shape = _shape(batch_shape)
+        n, rank = self._event_shape[0], self.cov_factor.shape[-1]
+        return LowRankMultivariateNormal(
+            self.loc.expand(*batch_shape, n),
+            self.cov_factor.expand(*batch_shape, n, rank),
+            self.cov_diag.expand(*batch_shape, n),
+            validate_args=self._validate_args,
+        )
+
+    @property
+    def mean(self):
+        return self.loc
+
+    @property
+    def mode(self):
+        return self.loc
+
+    @property
+    def variance(self):
+        return self.cov_factor.pow(2).sum(-1) + self.cov_diag
+
+    @property
+    def covariance_matrix(self):
+        w = self.cov_factor
+        return E.matmul(w, w.transpose(-1, -2)) + E.diag_embed(self.cov_diag)
+
+    @property
+    def precision_matrix(self):
+        return self._mvn.precision_matrix
+
+    @property
+    def scale_tril(self):
+        return self._mvn.scale_tril
+
+    def rsample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        rank = self.cov_factor.shape[-1]
+        eps_w = E.randn(*shape[:-1], rank, dtype=self.loc.dtype)
+        eps_d = E.randn(*shape, dtype=self.loc.dtype)
+        low_rank = E.matmul(self.cov_factor, eps_w.unsqueeze(-1)).squeeze(-1)
+        return self.loc + low_rank + self.cov_diag.sqrt() * eps_d
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return self._mvn.log_prob(value)
+
+    def entropy(self):
+        return self._mvn.entropy()
