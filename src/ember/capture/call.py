@@ -16,7 +16,7 @@ later call takes that input's array from:
 
 Code asks a feed what it needs (its array, the eager tensor behind it, its part of a memory
 plan) instead of comparing kind names. The `CapturedCall` also holds the result's structure,
-how many graph outputs are the function's result, and the `Writeback`s (capture/state.py) that
+how many graph outputs are the function's result, and the `Writeback`s (capture/writebacks.py) that
 the remaining outputs feed.
 """
 
@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 from ..plan.program import ProgramParts
 from ..runtime.codegen import planned_in_place
-from .state import Reachable, Writeback, WritebackKind, state_parts
+from .state import Reachable, state_parts
+from .writebacks import Writeback, WritebackKind
 
 __all__ = [
     "ArgFeed",

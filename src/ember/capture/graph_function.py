@@ -35,7 +35,8 @@ from .aot import eager_sources
 from .call import ArgFeed, CapturedCall, TensorFeed
 from .compile import CompileOptions, compile_call
 from .signature import CallKey, explain
-from .state import WritebackKind, apply_writebacks, grad_signature, state_signature
+from .state import grad_signature, state_signature
+from .writebacks import WritebackKind, apply_writebacks
 
 __all__ = ["GraphFunction"]
 

@@ -22,19 +22,18 @@ so a change retraces with a reason ("global scale changed from 0.5 to 0.7"), as
 guarded by identity, shape and dtype only; a trace that reads one warns that a change of its
 contents in place is not seen.
 
-This module owns four things about that state:
+This module owns two more things about that state:
 
 * `state_signature`: the part of the cache key the state gives (training flags, which tensors
   have a gradient, the optimizer's buffers and the hyper-parameters its graph bakes in, the
   identity of every tensor), so a graph is reused only while the Python-level facts it baked
   in still hold (hyper-parameters a scheduler changes are graph inputs instead:
   optim/optimizer.py `Optimizer._hyper`, capture/call.py `HyperFeed`);
-* `Snapshot`: what the state was before the trace, so the trace's Python side effects (a
-  ``.grad`` set to a symbolic tensor, a buffer added to ``optimizer.state``) can be undone;
-* `plan_writebacks`: after a trace, the list of `Writeback`s that replay those effects after
-  each run of the graph, from the graph's extra outputs;
 * `state_parts`: what each of its tensors counts as in a memory plan (parameters, optimizer
   state).
+
+What the trace did to the state, and its replay after each run (`Snapshot`, `Writeback`,
+`plan_writebacks`, `apply_writebacks`), is capture/writebacks.py's.
 """
 
 from __future__ import annotations
@@ -42,9 +41,6 @@ from __future__ import annotations
 import contextlib
 import types
 from dataclasses import dataclass, field
-from enum import Enum
-
-import numpy as np
 
 from ..errors import EmberError
 from ..graph.symbolic_tensor import SymbolicTensor
@@ -57,13 +53,8 @@ __all__ = [
     "ARRAY_GUARD_LIMIT",
     "PythonValue",
     "Reachable",
-    "Snapshot",
-    "Writeback",
-    "WritebackKind",
-    "apply_writebacks",
     "discover",
     "grad_signature",
-    "plan_writebacks",
     "state_parts",
     "watching_grad_reads",
     "state_signature",
@@ -487,154 +478,3 @@ def watching_grad_reads():
         yield seen
     finally:
         Tensor.grad = GRAD_SLOT
-
-
-class Snapshot:
-    """The gradients and optimizer state dicts before a trace; `restore` puts them back."""
-
-    def __init__(self, reach: Reachable):
-        self.grads = {id(t): (t, t.grad) for _, t in reach.named_tensors()}
-        self.optimizer_state = {
-            id(opt): (opt, {p: dict(s) for p, s in opt.state.items()})
-            for _, opt in reach.optimizers
-        }
-        # the per-parameter dicts themselves: `restore` refills them, for code that holds one
-        # across the traced call (LBFGS's step holds its state while it calls a closure)
-        self._state_dicts = {id(opt): dict(opt.state) for _, opt in reach.optimizers}
-
-    def entry_grad(self, t: Tensor, builder):
-        if id(t) in self.grads:
-            return self.grads[id(t)][1]
-        return builder.capture_grads.get(id(t))
-
-    def restore(self) -> None:
-        for t, grad in self.grads.values():
-            t.grad = grad
-        for opt, state in self.optimizer_state.values():
-            dicts = self._state_dicts[id(opt)]
-            opt.state.clear()
-            for p, s in state.items():
-                entries = dicts[p]
-                entries.clear()
-                entries.update(s)
-                opt.state[p] = entries
-
-
-class WritebackKind(Enum):
-    """What a `Writeback` does after a run."""
-
-    DATA = "data"  # copy its graph output into ``tensor``'s memory
-    GRAD = "grad"  # set ``tensor.grad`` to its output
-    ARG_GRAD = "arg_grad"  # set the ``value``-th tensor argument's .grad to its output
-    STATE = "state"  # optimizer.state[tensor][key] = its output, as a new tensor
-    GRAD_NONE = "grad_none"  # set ``tensor.grad`` to None
-    STATE_VALUE = "state_value"  # optimizer.state[tensor][key] = ``value``, a Python value
-
-    @property
-    def takes_output(self) -> bool:
-        return self not in (WritebackKind.GRAD_NONE, WritebackKind.STATE_VALUE)
-
-
-@dataclass
-class Writeback:
-    """One effect replayed after each run (`WritebackKind`). Kinds that take a graph output
-    come first in the plan, in output order."""
-
-    kind: WritebackKind
-    tensor: object = None
-    key: str | None = None
-    optimizer: object = None
-    value: object = None
-
-    @property
-    def takes_output(self) -> bool:
-        return self.kind.takes_output
-
-    def memory_part(self, known: dict) -> str:
-        """The part of a memory plan (plan/memory.py) its output counts in; ``known``: the
-        state's parts (`state_parts`)."""
-        if self.kind in (WritebackKind.GRAD, WritebackKind.ARG_GRAD):
-            return "gradients"
-        if self.kind is WritebackKind.STATE:
-            return "optimizer state"
-        return known.get(id(self.tensor), "parameters")
-
-
-def plan_writebacks(
-    builder, snapshot: Snapshot, reach: Reachable, grad_args: list, entry_arg_grads: dict
-):
-    """After a trace: the `Writeback`s and the graph values they read (one per output-taking
-    writeback). ``grad_args`` lists (leaf index, symbolic argument) of arguments that require
-    grad; ``entry_arg_grads`` maps a leaf index to the argument's .grad when the trace began."""
-    plan, values = [], []
-    new_entries: set[int] = set()  # tensors that became optimizer state during the trace
-    for _, opt in reach.optimizers:
-        before = snapshot.optimizer_state[id(opt)][1]
-        for p, entries in opt.state.items():
-            old = before.get(p, {})
-            for key, value in entries.items():
-                if old.get(key) is value:
-                    continue  # the same buffer: an in-place update is a 'data' writeback
-                if isinstance(value, (Tensor, SymbolicTensor)):
-                    new_entries.add(id(value))
-                    plan.append(Writeback(WritebackKind.STATE, p, key, opt))
-                    values.append(builder.value_of(value))
-                else:
-                    plan.append(Writeback(WritebackKind.STATE_VALUE, p, key, opt, value))
-    for t in builder.rebound.values():
-        if id(t) not in new_entries:
-            plan.append(Writeback(WritebackKind.DATA, t))
-            values.append(builder.value_of(t))
-    tensors = {id(t): t for _, t in reach.named_tensors()}
-    tensors.update((id(t), t) for t in builder.captured)
-    for t in tensors.values():
-        if id(t) in new_entries:
-            continue
-        final, entry = t.grad, snapshot.entry_grad(t, builder)
-        if final is entry and (final is None or id(final) not in builder.rebound):
-            continue
-        if final is None:
-            plan.append(Writeback(WritebackKind.GRAD_NONE, t))
-        else:
-            plan.append(Writeback(WritebackKind.GRAD, t))
-            values.append(builder.value_of(final))
-    for index, arg in grad_args:
-        if arg.grad is not None and arg.grad is not entry_arg_grads.get(index):
-            plan.append(Writeback(WritebackKind.ARG_GRAD, value=index))
-            values.append(builder.value_of(arg.grad))
-    plan.sort(key=lambda w: not w.takes_output)  # output-taking ones first, order kept
-    return plan, values
-
-
-def apply_writebacks(plan: list, results: list, arg_leaves: list, fed: set) -> None:
-    """Replay ``plan`` with ``results`` (the graph's extra outputs, in plan order). ``fed``
-    holds the ids of the arrays the graph was fed. A result the generated code already wrote
-    into its tensor's memory needs nothing; a new array the graph made becomes the new
-    gradient or buffer as it is; anything else (a fed array, a view) is copied first, so no
-    writeback reads memory an earlier one overwrote."""
-    owned, seen = [], set(fed)  # a result met twice (two outputs of one value) is copied
-    for r in results:
-        owned.append(r.base is None and id(r) not in seen)
-        seen.add(id(r))
-    taking = [w for w in plan if w.takes_output]
-    results = [
-        r if own or (w.kind is WritebackKind.DATA and r is w.tensor._data) else np.array(r)
-        for w, r, own in zip(taking, results, owned)
-    ]
-    results = iter(results)
-    for w in plan:
-        if w.kind is WritebackKind.DATA:
-            r = next(results)
-            if r is not w.tensor._data:
-                np.copyto(w.tensor._data, r, casting="unsafe")
-            w.tensor._vc[0] += 1
-        elif w.kind is WritebackKind.GRAD:
-            w.tensor.grad = Tensor._wrap(next(results))
-        elif w.kind is WritebackKind.GRAD_NONE:
-            w.tensor.grad = None
-        elif w.kind is WritebackKind.ARG_GRAD:
-            arg_leaves[w.value].grad = Tensor._wrap(next(results))
-        elif w.kind is WritebackKind.STATE:
-            w.optimizer.state[w.tensor][w.key] = Tensor._wrap(next(results))
-        else:
-            w.optimizer.state[w.tensor][w.key] = w.value

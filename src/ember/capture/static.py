@@ -49,7 +49,7 @@ from ..tensor import Tensor
 from ..transforms.partition import _copy_into
 from ..types import TensorType
 from .signature import TensorSpec
-from .state import Writeback, WritebackKind, apply_writebacks
+from .writebacks import Writeback, WritebackKind, apply_writebacks
 
 __all__ = [
     "Operation",

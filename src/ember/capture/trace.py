@@ -46,14 +46,8 @@ from .call import (
 from .compile import DEFAULT_OPT_LEVEL, CompileOptions
 from .graph_function import GraphFunction
 from .signature import parameter_names, split_args
-from .state import (
-    ARRAY_GUARD_LIMIT,
-    Snapshot,
-    check_found,
-    discover,
-    plan_writebacks,
-    watching_grad_reads,
-)
+from .state import ARRAY_GUARD_LIMIT, check_found, discover, watching_grad_reads
+from .writebacks import Snapshot, plan_writebacks
 
 __all__ = ["capture_call", "trace"]
 

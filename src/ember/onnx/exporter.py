@@ -263,7 +263,7 @@ def _plan_of(traced, leaves, reach) -> _Plan:
     """What the model holds of a captured call: its forward outputs, each input's role, and
     which state each extra output updates."""
     from ..capture.call import ArgFeed, ArgGradFeed, CotangentFeed, GradOfFeed, TensorFeed
-    from ..capture.state import WritebackKind
+    from ..capture.writebacks import WritebackKind
     from ..tensor import Tensor
 
     call = traced.call
