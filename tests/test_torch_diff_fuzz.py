@@ -180,3 +180,12 @@ def test_empty_results_broadcast_and_divide_nothing():
     a, b = np.ones((0, 1), np.int64), np.array([False])
     (rt, _), (re, _) = _both(lambda T, u, v: T.div(u, v, rounding_mode="trunc"), a, b)
     assert tuple(re.shape) == tuple(rt.shape) == (0, 1)
+
+
+def test_cat_keeps_a_legacy_empty_operand_in_the_history():
+    for T in (torch, ember):
+        e = T.zeros(0, requires_grad=True)
+        r = T.cat([T.ones(2, 3), e], 1)
+        assert r.requires_grad and tuple(r.shape) == (2, 3)
+        r.sum().backward()
+        assert tuple(e.grad.shape) == (0,)

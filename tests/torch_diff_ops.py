@@ -758,7 +758,9 @@ def inplace(c: Ctx):
             else:
                 y[0].add_(b if not hasattr(b, "dim") or b.dim() == 0 else b.sum())
         elif kind == "view_mul_":
-            v = y.t() if y.dim() == 2 else y.reshape(-1)
+            # (not reshape: whether it aliases depends on strides, which ember does not model
+            # as PyTorch's elementwise results do)
+            v = y.t() if y.dim() == 2 else y[..., :]
             v.mul_(2)
         elif kind == "t_add_":
             if y.dim() >= 1:

@@ -470,10 +470,14 @@ def concat(tensors, dim=0, *, axis=None):
                 f"zero-dimensional tensor (at position {i}) cannot be concatenated", op="concat"
             )
     # PyTorch's legacy rule: a 1-D empty tensor joins tensors of any rank (it takes part in
-    # the dtype promotion above and adds nothing)
-    kept = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)]
-    if kept and len(kept) < len(tensors):
-        tensors = kept
+    # the dtype promotion above and adds nothing; reshaped to an empty slice of the others,
+    # it stays in the result's history, which then requires grad when it does)
+    legacy = [t.ndim == 1 and t.shape[0] == 0 for t in tensors]
+    model = next((t for t, skip in zip(tensors, legacy) if not skip), None)
+    if model is not None and model.ndim != 1:
+        a = normalize_axis("concat", pick_axis(dim, axis, 0), model.ndim)
+        empty = tuple(0 if i == a else s for i, s in enumerate(model.shape))
+        tensors = [E.reshape(t, empty) if skip else t for t, skip in zip(tensors, legacy)]
     a = normalize_axis("concat", pick_axis(dim, axis, 0), tensors[0].ndim)
     if len(tensors) == 1:
         return tensors[0]
