@@ -156,7 +156,7 @@ def install(cls: type = Tensor) -> None:
         setattr(cls, f"__i{dunder}__", _inplace(f"__i{dunder}__", _shift(op)))
     cls.__invert__ = _logical("logical_not")
     cls.__neg__ = _forward("neg")
-    cls.__pos__ = lambda self: self
+    cls.__pos__ = _forward("positive")
     cls.__abs__ = _forward("abs")
     cls.__getitem__ = _forward("getitem")
     cls.__setitem__ = _setitem

@@ -7,7 +7,8 @@ in ops/linalg_composite.py (``lstsq``, ``matrix_power``, ``matrix_rank``, ``mult
 ``cross``, ``vecdot``, ``diagonal``, ``cond``, ``vander``, ``tensorinv``, ``tensorsolve``);
 ``matrix_exp`` is in ops/matrix_functions.py and ``matmul`` is `ember.matmul`. `LinAlgError`
 is what a singular or non-positive-definite input raises; the ``*_ex`` forms (``cholesky_ex``,
-``inv_ex``, ``solve_ex``, below) return LAPACK's info instead.
+``inv_ex``, ``solve_ex``, below) return LAPACK's info instead. The LU functions (``lu_factor``,
+``lu_factor_ex``, ``lu``, ``lu_solve``) are in ops/lu.py.
 
 Not all are also ``ember.<name>``: ``ember.norm`` is ``torch.norm``, whose defaults differ, and
 ``ember.svd`` / ``ember.qr`` are PyTorch's older functions (``ember.svd`` returns V, not Vh)."""
@@ -33,6 +34,7 @@ from .ops.linalg_composite import (
     vander,
     vecdot,
 )
+from .ops.lu import lu, lu_factor, lu_factor_ex, lu_solve
 from .ops.matrix_functions import matrix_exp
 from .ops.norms import linalg_norm as norm
 from .ops.norms import matrix_norm, svdvals, vector_norm
@@ -42,6 +44,10 @@ __all__ = [
     "cholesky_ex",
     "inv_ex",
     "solve_ex",
+    "lu",
+    "lu_factor",
+    "lu_factor_ex",
+    "lu_solve",
     "LinAlgError",
     "cholesky",
     "cond",

@@ -32,6 +32,8 @@ _SEGMENTS = "ONNX has no segment reductions over row splits; no composition writ
 _COLLECTIVE = "ONNX has no collectives: a model file runs in one process"
 
 NO_ONNX = {
+    "lu_factor": "LAPACK's getrf (row pivoting with a data-dependent loop) has no ONNX operator",
+    "lu_permutation": "a loop of data-dependent row swaps; ONNX has no such operator",
     "view_dtype": "ONNX's BitCast is opset 26, past the default 20: not written",
     "random_bernoulli": _RANDOM,
     "random_multinomial": _RANDOM,

@@ -58,6 +58,32 @@ def _interpolate_samples():
         S(x4, kwargs={"size": 4, "align_corners": True}, desc="align_corners with nearest"),
         S(x4, desc="neither size nor scale (refused)"),
     ]
+    # PyTorch's antialiased filter: downsampling stretches it, upsampling keeps bilinear and
+    # takes a = -0.5 for bicubic
+    big = n(2, 2, 11, 9)
+    for mode in ("bilinear", "bicubic"):
+        for kw in (
+            {"size": (4, 3)},
+            {"scale_factor": 0.3},
+            {"scale_factor": (0.25, 1.7)},
+            {"size": (13, 12)},
+            {"size": (3, 3), "align_corners": True},
+            {"scale_factor": 0.5, "recompute_scale_factor": True},
+            {"size": (1, 1)},
+        ):
+            out.append(
+                S(big, kwargs={"mode": mode, "antialias": True, **kw}, desc=f"aa {mode} {kw}")
+            )
+    out += [
+        S(
+            big,
+            kwargs={"size": (4, 3), "mode": "bilinear", "antialias": True},
+            strided=True,
+            desc="aa strided",
+        ),
+        S(x3, kwargs={"size": 2, "mode": "linear", "antialias": True}, desc="aa linear (refused)"),
+        S(x4, kwargs={"size": 2, "antialias": True}, desc="aa nearest (refused)"),
+    ]
     return out
 
 

@@ -21,7 +21,7 @@ import math
 from ..errors import ShapeError
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
-from ..ops._registry import apply, building_graph, export
+from ..ops._registry import TensorBase, apply, building_graph, export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import to_tensor
 from ..ops.hardtanh import HARDTANH
@@ -135,6 +135,9 @@ def _clamp_strict(x, lo: float, hi: float):
 @export(functional=True, toplevel=False)
 def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
     """Clamp into ``[min_val, max_val]`` (gradient 0 at and beyond the bounds)."""
+    if isinstance(input, TensorBase) and input.dtype.is_integer and not inplace:
+        # PyTorch's hardtanh keeps an integer tensor's dtype (bounds truncated to it)
+        return E.clamp(input, int(min_val), int(max_val))
     x = _activation("hardtanh", input)
     lo, hi = float(min_val), float(max_val)
     if lo > hi:

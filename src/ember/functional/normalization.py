@@ -14,7 +14,7 @@ import ml_dtypes
 import numpy as np
 
 from ..autograd import no_grad
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError
 from ..ops import api as E
 from ..ops._registry import apply, constant, export
 from ..ops._util import fmt_shape, numel
@@ -273,9 +273,17 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
             f"{num_groups} groups; num_groups must divide the channel count",
             op="group_norm",
         )
+    per_group = [x.shape[0] * c // g, *x.shape[2:]]
+    if all(isinstance(n, int) for n in per_group) and int(np.prod(per_group)) == 1:
+        # PyTorch's check: one value per group and channel has no variance
+        raise ArgumentError(
+            f"expected more than 1 value per channel, got input of shape {fmt_shape(x.shape)} "
+            f"with {g} groups",
+            op="group_norm",
+        )
     weight = _param("group_norm", weight, x, (c,), "weight")
     bias = _param("group_norm", bias, x, (c,), "bias")
-    grouped = E.reshape(x, (x.shape[0], g, -1))
+    grouped = E.reshape(x, (x.shape[0], g, c // g * numel(x.shape[2:])))
     centred, _, var = _moments(grouped, (2,))
     y = E.reshape(centred * E.rsqrt(var + float(eps)), x.shape)
     return _affine(

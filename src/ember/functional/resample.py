@@ -126,6 +126,47 @@ def _cubic_weights(n_in: int, n_out: int, scale, align_corners: bool):
     return indices, weights
 
 
+def _aa_filter(mode: str):
+    if mode == "bilinear":
+        return lambda x: np.maximum(1.0 - np.abs(x), 0.0)
+    a = -0.5  # (PyTorch's antialiased bicubic takes PIL's a, not Keys' -0.75)
+
+    def cubic(x):
+        x = np.abs(x)
+        near = ((a + 2) * x - (a + 3)) * x * x + 1
+        far = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+        return np.where(x < 1.0, near, np.where(x < 2.0, far, 0.0))
+
+    return cubic
+
+
+def _antialias_weights(n_in: int, n_out: int, scale, align_corners: bool, mode: str):
+    """PyTorch's separable antialiased filter (UpSampleKernel.cpp's _compute_weights_aa): each
+    output position i reads the sources around its centre scale * (i + 0.5) within the filter's
+    support, stretched by the scale when downsampling, the weights normalized to sum 1. Returns
+    the taps' indices and weights, one (n_out,) pair per tap (0-weight taps past a window)."""
+    if align_corners:
+        s = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+    elif scale is not None and scale > 0:
+        s = 1.0 / scale
+    else:
+        s = n_in / n_out
+    half = 1.0 if mode == "bilinear" else 2.0  # (interp_size / 2)
+    support = half * s if s >= 1.0 else half
+    invscale = 1.0 / s if s >= 1.0 else 1.0
+    taps = int(math.ceil(support)) * 2 + 1
+    centre = s * (np.arange(n_out, dtype=np.float64) + 0.5)
+    start = np.maximum(np.trunc(centre - support + 0.5).astype(np.int64), 0)
+    stop = np.minimum(np.trunc(centre + support + 0.5).astype(np.int64), n_in)
+    j = np.arange(taps)[:, None]
+    inside = j < (stop - start)[None, :]
+    w = np.where(inside, _aa_filter(mode)((j + start - centre + 0.5) * invscale), 0.0)
+    total = w.sum(0)
+    w = np.where(total != 0.0, w / np.where(total != 0.0, total, 1.0), w)
+    index = np.minimum(j + start, n_in - 1)
+    return list(index), list(w)
+
+
 def _along(x, axis: int, values: np.ndarray):
     """``values`` shaped to broadcast along ``axis`` of ``x``, in x's dtype."""
     shape = [1] * x.ndim
@@ -147,8 +188,11 @@ def interpolate(
     ``scale_factor`` (then the output size is ``floor(in * scale)`` and, unless
     ``recompute_scale_factor``, the kernels use the given scale as PyTorch's do). Modes:
     ``nearest`` and ``nearest-exact`` (3-D to 5-D), ``linear`` (3-D), ``bilinear`` (4-D),
-    ``trilinear`` (5-D), ``bicubic`` (4-D), ``area`` (adaptive average pooling). ember has no
-    ``antialias``: it raises."""
+    ``trilinear`` (5-D), ``bicubic`` (4-D), ``area`` (adaptive average pooling).
+    ``antialias=True`` (bilinear and bicubic, 4-D) uses PyTorch's separable antialiased filter:
+    stretched by the scale when downsampling, normalized per output; on upsampling it is plain
+    bilinear, and for bicubic PIL's a = -0.5 instead of -0.75, as PyTorch's. (PyTorch 2.13's
+    ``lanczos`` mode is not implemented.)"""
     x = to_tensor(input)
     if mode not in _MODES:
         raise ValueError(f"interpolate: unknown mode {mode!r}; expected one of {_MODES}")
@@ -160,10 +204,10 @@ def interpolate(
             )
     elif align_corners is None:
         align_corners = False
-    if antialias:
-        raise NotImplementedError(
-            "interpolate: ember implements nearest, nearest-exact, linear, bilinear, bicubic, "
-            "trilinear and area without antialias; antialias=True is not available"
+    if antialias and (mode not in ("bilinear", "bicubic") or x.ndim != 4):
+        raise ValueError(
+            "interpolate: the antialias option is restricted to bilinear and bicubic modes "
+            f"and a 4-D input (got mode {mode!r}, shape {fmt_shape(x.shape)})"
         )
     if x.ndim not in (3, 4, 5):
         raise ShapeError(
@@ -196,13 +240,18 @@ def interpolate(
             if not np.array_equal(index, np.arange(n_in)):
                 x = E.index_select(x, axis, to_tensor(index))
             continue
-        if mode == "bicubic":
-            taps, weights = _cubic_weights(n_in, out[d], scales[d], align_corners)
+        if antialias or mode == "bicubic":
+            if antialias:
+                taps, weights = _antialias_weights(n_in, out[d], scales[d], align_corners, mode)
+            else:
+                taps, weights = _cubic_weights(n_in, out[d], scales[d], align_corners)
             terms = [
                 E.index_select(x, axis, to_tensor(i)) * _along(x, axis, w)
                 for i, w in zip(taps, weights)
             ]
-            x = terms[0] + terms[1] + terms[2] + terms[3]
+            x = terms[0]
+            for term in terms[1:]:
+                x = x + term
             continue
         i0, i1, w0, w1 = _linear_weights(n_in, out[d], scales[d], align_corners)
         if np.array_equal(i0, np.arange(n_in)) and not w1.any():

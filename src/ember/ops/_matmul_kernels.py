@@ -48,8 +48,9 @@ def _matmul(a, b, out, product) -> np.ndarray:
         a = np.ascontiguousarray(a)
     if b.ndim == 2 and a.ndim > 2 and a.flags.c_contiguous:
         # (..., M, K) @ (K, N) as one (prod(...) * M, K) GEMM instead of a loop of small ones
-        flat = None if out is None else out.reshape(-1, b.shape[-1])
-        result = product(a.reshape(-1, a.shape[-1]), b, flat)
+        rows = int(np.prod(a.shape[:-1]))  # (not -1: a zero-size reshape cannot infer it)
+        flat = None if out is None else out.reshape(rows, b.shape[-1])
+        result = product(a.reshape(rows, a.shape[-1]), b, flat)
         return result.reshape(a.shape[:-1] + (b.shape[-1],)) if out is None else out
     return product(a, b, out)
 

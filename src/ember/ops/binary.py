@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DivisionByZeroError, DTypeError
+from ..errors import DivisionByZeroError, DTypeError, KernelDTypeError
 from ..types import TensorType
 from . import _onnx
 from . import _onnx_elementwise as ox
@@ -29,7 +29,7 @@ def _binary_infer(name, bools=True):
         if y.dtype is not dtype:
             require_same_dtype(name, x, y)  # (raises, naming both)
         if dtype is dt.bool_ and not bools:
-            raise DTypeError("not defined for bool tensors (as in PyTorch)", op=name)
+            raise KernelDTypeError("not defined for bool tensors (as in PyTorch)", op=name)
         xs, ys = x.shape, y.shape
         return TensorType(tuple(xs) if xs == ys else broadcast_shapes(name, xs, ys), dtype)
 
@@ -198,7 +198,8 @@ def _mod_vjp(c, g):
 
 def _check_divisor(name, x, y):
     """Integer division by zero has no value: NumPy's 0 would pass silently (PyTorch raises)."""
-    if x.dtype.kind in "iub" and not np.all(y):
+    # (an empty result divides nothing, as in PyTorch)
+    if x.dtype.kind in "iub" and np.broadcast(x, y).size and not np.all(y):
         raise DivisionByZeroError("integer division by zero", op=name)
 
 
@@ -209,7 +210,14 @@ def _floor_div_kernel(x, y):
 
 def _mod_kernel(x, y):
     _check_divisor("mod", x, y)
-    return np.mod(x, y)
+    if x.dtype.kind != "f":
+        return np.mod(x, y)
+    # PyTorch's formula: fmod, moved by y where the signs differ; an exact zero keeps x's
+    # sign (NumPy's mod gives it y's), which 1 / result and copysign can see
+    with np.errstate(invalid="ignore"):
+        out = np.fmod(x, y)
+        fix = (out != 0) & ((y < 0) != (out < 0))
+    return np.where(fix, out + y, out).astype(out.dtype, copy=False)
 
 
 def _no_bool(name, message):
@@ -228,7 +236,7 @@ def _pow_check(x, y):
         and y.dtype is dt.bool_
         and (isinstance(x, bool) or (_is_tensor(x) and x.dtype is dt.bool_))
     ):
-        raise DTypeError("not defined for a bool exponent tensor of a bool", op="pow")
+        raise KernelDTypeError("not defined for a bool exponent tensor of a bool", op="pow")
     if type(y) is int and y < 0 and _is_tensor(x) and not x.dtype.is_floating_point:
         raise DTypeError("integers to negative integer powers are not allowed", op="pow")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError
+from ..errors import KernelDTypeError
 from ..types import TensorType
 from ._registry import OpDef, apply, export, register
 from ._util import broadcast_shapes, elementwise_cost, require_same_dtype
@@ -24,7 +24,7 @@ def _require_integral(name, *types, bools=True):
     for t in types:
         if t.dtype.is_floating_point or (t.dtype is dt.bool_ and not bools):
             kinds = "integer or bool" if bools else "integer"
-            raise DTypeError(f"defined for {kinds} tensors only, got {t.dtype}", op=name)
+            raise KernelDTypeError(f"defined for {kinds} tensors only, got {t.dtype}", op=name)
 
 
 def _binary_infer(name, bools):

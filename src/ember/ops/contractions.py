@@ -13,7 +13,7 @@ import math
 import operator
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, KernelDTypeError, ShapeError
 from . import api as E
 from ._autocast import Autocast, autocasts
 from ._registry import export
@@ -55,7 +55,7 @@ def tensordot(a, b, dims=2):
             f"both inputs must have one dtype, got {a.dtype} and {b.dtype}", op="tensordot"
         )
     if a.dtype is dt.bool_:
-        raise DTypeError("not defined for bool tensors (as in PyTorch)", op="tensordot")
+        raise KernelDTypeError("not defined for bool tensors (as in PyTorch)", op="tensordot")
     da, db = _contracted(a, b, dims)
     for i, j in zip(da, db):
         if a.shape[i] != b.shape[j]:
@@ -87,7 +87,7 @@ def _same_dtype(name: str, *tensors):
         names = ", ".join(str(t.dtype) for t in tensors)
         raise DTypeError(f"operands must have one dtype, got {names}", op=name)
     if first is dt.bool_:
-        raise DTypeError("not defined for bool tensors (as in PyTorch)", op=name)
+        raise KernelDTypeError("not defined for bool tensors (as in PyTorch)", op=name)
     return first
 
 

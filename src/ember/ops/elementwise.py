@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError
+from ..errors import KernelDTypeError
 from ..symbolic import SymDim
 from . import _onnx
 from . import _onnx_elementwise as ox
@@ -111,7 +111,7 @@ def _unary_infer(name, float_only, bools=False):
         if float_only:
             require_float(name, x)
         elif x.dtype is dt.bool_ and not bools:
-            raise DTypeError("not defined for bool tensors; cast with .int() first", op=name)
+            raise KernelDTypeError("not defined for bool tensors; cast with .int() first", op=name)
         return same_type(x)
 
     return infer
@@ -384,7 +384,9 @@ def _round(x, decimals: int = 0):
         return _round_to_integers(x)
     x = to_tensor(x)
     if not x.dtype.is_floating_point:
-        raise DTypeError(f"rounding to decimals needs a floating tensor, got {x.dtype}", op="round")
+        raise KernelDTypeError(
+            f"rounding to decimals needs a floating tensor, got {x.dtype}", op="round"
+        )
     scale = 10.0 ** abs(decimals)
     if decimals > 0:
         return _round_to_integers(x * scale) / scale

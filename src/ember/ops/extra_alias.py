@@ -53,7 +53,11 @@ def div(input, other, *, rounding_mode: str | None = None):
         )
     x, y = promote(input, other)
     if x.dtype.is_floating_point:
-        return E.trunc(x / y)
+        # the gradient is 0 (PyTorch's); trunc's zero gradient reaches the quotient, whose own
+        # gradient would be 0 / 0 where y is 0, so that quotient divides by 1 there instead
+        zero = E.eq(y, 0)
+        safe = E.where(zero, x.detach() / y.detach(), x / E.where(zero, 1.0, y))
+        return E.trunc(safe)
     # exact for integers: x - fmod(x, y) is a multiple of y
     return E.floor_divide(x - E.fmod(x, y), y)
 
@@ -164,7 +168,13 @@ def copysign(input, other):
     result. The gradient for input is its sign times other's (0 at 0), for other 0."""
     x, y = promote(input, other, floating=True)
     magnitude = E.abs(x)
-    return E.where(E.signbit(y), -magnitude, magnitude)
+    out = E.where(E.signbit(y), -magnitude, magnitude)
+    if getattr(other, "requires_grad", False):
+        # PyTorch's result requires grad through other too (a zero gradient): times an exact
+        # 1 computed from y by sign, whose gradient is 0 (NaN's sign bit still counts)
+        one = E.where(E.isnan(y), 1.0, E.sign(E.abs(y) + 1.0))
+        out = out * one
+    return out
 
 
 @export

@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError
+from ..errors import DTypeError, KernelDTypeError
 from ..types import TensorType
 from . import _onnx
 from . import api as E
@@ -279,8 +279,11 @@ def _float_tensors(name):
         for t in (x, y):
             if not isinstance(t, TensorBase):
                 raise DTypeError(f"{name} takes tensors, got {type(t).__name__}", op=name)
-            if not t.dtype.is_floating_point:
-                raise DTypeError(f"{name} is defined for float tensors, got {t.dtype}", op=name)
+        # an integer operand promotes to the other's float dtype, as in PyTorch
+        if not (x.dtype.is_floating_point or y.dtype.is_floating_point):
+            raise KernelDTypeError(
+                f"{name} is defined for float tensors, got {x.dtype} and {y.dtype}", op=name
+            )
 
     return check
 
@@ -387,7 +390,7 @@ def frac(input):
     PyTorch. The gradient is 1."""
     x = to_tensor(input)
     if not x.dtype.is_floating_point:
-        raise DTypeError(f"frac is defined for float tensors only, got {x.dtype}", op="frac")
+        raise KernelDTypeError(f"frac is defined for float tensors only, got {x.dtype}", op="frac")
     return x - E.stop_gradient(E.trunc(x))
 
 

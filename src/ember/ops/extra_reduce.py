@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from .. import return_types
-from ..errors import DTypeError, ShapeError
+from ..errors import AxisError, DTypeError, KernelDTypeError
 from ..types import TensorType
 from . import api as E
 from ._registry import OpDef, apply, export, register
@@ -41,7 +41,7 @@ def _select_infer(x, *, kind, axis):
     shape = list(x.shape)
     if kind not in _SCANS:
         if x.ndim and x.shape[axis] == 0:
-            raise ShapeError(
+            raise AxisError(
                 f"{kind}: cannot reduce the empty dimension {axis} of shape {tuple(x.shape)}",
                 op=kind,
             )
@@ -188,9 +188,9 @@ _SELECT = register(
 
 def _selected(kind, x, dim, keepdim):
     x = to_tensor(x)
+    axis = normalize_axis(kind, dim, max(x.ndim, 1))  # (PyTorch checks the dim first)
     if x.dtype is dt.bool_ and kind in ("median", "nanmedian"):
-        raise DTypeError(f"{kind} is not defined for bool tensors (as in PyTorch)", op=kind)
-    axis = normalize_axis(kind, dim, max(x.ndim, 1))
+        raise KernelDTypeError(f"{kind} is not defined for bool tensors (as in PyTorch)", op=kind)
     idx = apply(_SELECT, x, kind=kind, axis=axis)
     if x.ndim == 0:
         return E.clone(x), idx
@@ -236,7 +236,9 @@ def median(input, dim: int | None = None, keepdim: bool = False):
     x = to_tensor(input)
     if dim is None:
         if x.dtype is dt.bool_:
-            raise DTypeError("median is not defined for bool tensors (as in PyTorch)", op="median")
+            raise KernelDTypeError(
+                "median is not defined for bool tensors (as in PyTorch)", op="median"
+            )
         return _whole_median(x, "median")
     return median_t(*_selected("median", x, dim, keepdim))
 
@@ -247,7 +249,7 @@ def nanmedian(input, dim: int | None = None, keepdim: bool = False):
     x = to_tensor(input)
     if dim is None:
         if x.dtype is dt.bool_:
-            raise DTypeError("nanmedian is not defined for bool tensors", op="nanmedian")
+            raise KernelDTypeError("nanmedian is not defined for bool tensors", op="nanmedian")
         return _whole_median(x, "nanmedian")
     return nanmedian_t(*_selected("nanmedian", x, dim, keepdim))
 
@@ -267,13 +269,13 @@ def logcumsumexp(input, dim: int):
     """``log(cumsum(exp(x)))`` along ``dim`` without overflow or underflow: each running value
     is the previous one log-added to the next element. Float tensors only, as in PyTorch."""
     x = to_tensor(input)
+    axis = normalize_axis("logcumsumexp", dim, max(x.ndim, 1))  # (PyTorch checks it first)
     if not x.dtype.is_floating_point:
-        raise DTypeError(
+        raise KernelDTypeError(
             f"logcumsumexp is defined for float tensors, got {x.dtype}", op="logcumsumexp"
         )
     if x.ndim == 0:
         return E.clone(x)
-    axis = normalize_axis("logcumsumexp", dim, x.ndim)
     # a running logaddexp, written as one log-sum-exp per prefix over a masked square, so it
     # differentiates through ember's ops (O(n^2) along dim: programs use it on short axes)
     n = x.shape[axis]

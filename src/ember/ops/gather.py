@@ -315,7 +315,7 @@ def take_along_dim(x, indices, dim: int | None = None):
                 f"{fmt_shape(indices.shape)} do not broadcast in dimension {i}",
                 op="take_along_dim",
             )
-        shape.append(max(a, b))
+        shape.append(b if a == 1 else a)  # (not max: 1 broadcasts to 0)
     x_shape = tuple(x.shape[i] if i == d else s for i, s in enumerate(shape))
     i_shape = tuple(indices.shape[i] if i == d else s for i, s in enumerate(shape))
     return gather(E.broadcast_to(x, x_shape), d, E.broadcast_to(indices, i_shape))

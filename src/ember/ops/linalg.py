@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, KernelDTypeError, ShapeError
 from ..types import TensorType
 from . import _batching
 from . import api as E
@@ -83,7 +83,9 @@ def _matmul_infer(a, b):
         raise _mismatch(sa, sb, "the primitive takes operands of at least 2 dimensions")
     dtype = require_same_dtype("matmul", a, b)
     if dtype is dt.bool_:
-        raise DTypeError("matmul is not defined for bool tensors; cast them first", op="matmul")
+        raise KernelDTypeError(
+            "matmul is not defined for bool tensors; cast them first", op="matmul"
+        )
     if sa[-1] != sb[-2]:
         raise _mismatch(
             sa,

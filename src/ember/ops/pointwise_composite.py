@@ -11,7 +11,7 @@ from __future__ import annotations
 import ml_dtypes
 
 from .. import dtypes as dt
-from ..errors import DTypeError
+from ..errors import DTypeError, KernelDTypeError
 from . import api as E
 from ._registry import TensorBase, export
 from .elementwise import promote, to_tensor
@@ -95,7 +95,7 @@ def lerp(input, end, weight):
             f"input and end must share one dtype, got {input.dtype} and {end.dtype}", op="lerp"
         )
     if not input.dtype.is_floating_point:
-        raise DTypeError(f"lerp needs floating tensors, got {input.dtype}", op="lerp")
+        raise KernelDTypeError(f"lerp needs floating tensors, got {input.dtype}", op="lerp")
     diff = end - input
     if not isinstance(weight, TensorBase):
         w = float(weight)

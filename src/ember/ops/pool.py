@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, KernelDTypeError, ShapeError
 from ..kernels.conv_plan import scratch
 from ..kernels.pool_geometry import (
     first_inside_axis,
@@ -433,7 +433,7 @@ def max_pool_vjp(ctx, g, _g_indices):
 
 def check_dtype(name, x):
     if x.dtype is dt.bool_:
-        raise DTypeError("not defined for bool tensors; convert with .float()", op=name)
+        raise KernelDTypeError("not defined for bool tensors; convert with .float()", op=name)
 
 
 def _max_pool_infer(x, *, kernel, stride, padding, dilation, ceil_mode, codes=False):

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from .. import return_types
-from ..errors import DTypeError, ShapeError
+from ..errors import AxisError, DTypeError, ShapeError
 from ..types import TensorType
 from . import _batching
 from . import _onnx_reduce as oxr
@@ -68,7 +68,7 @@ def _args(op_name, x, dim, axis, keepdim, keepdims, empty_is_all=True):
 
 def _check_nonempty(name, x, axes):
     if any(x.shape[a] == 0 for a in axes):
-        raise ShapeError(
+        raise AxisError(
             f"cannot reduce over an empty dimension (shape {tuple(x.shape)}, "
             f"axes {axes}); the result has no identity",
             op=name,
@@ -392,7 +392,7 @@ def _arg_infer(name):
             raise DTypeError("not defined for bool tensors (as in PyTorch)", op=name)
         if axis is None:
             if x.ndim and 0 in x.shape:
-                raise ShapeError("cannot take the arg of an empty tensor", op=name)
+                raise AxisError("cannot take the arg of an empty tensor", op=name)
             return TensorType((1,) * x.ndim if keepdims else (), dt.int64)
         _check_nonempty(name, x, (axis,))
         return TensorType(reduced_shape(x.shape, (axis,), keepdims), dt.int64)

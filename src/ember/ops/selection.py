@@ -13,7 +13,7 @@ import operator
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError
+from ..errors import ArgumentError, DTypeError, ShapeError
 from ..types import TensorType
 from . import api as E
 from ._registry import OpDef, TensorBase, apply, export, register
@@ -33,19 +33,22 @@ def _bool_mask(op, mask):
 
 @export(method=True, inplace=True)
 def masked_fill(x, mask, value):
-    """``value`` where ``mask`` (broadcast to x's shape) is true, else ``x``. ``value`` is a
+    """``value`` where ``mask`` is true, else ``x``, broadcast together as PyTorch's
+    out-of-place form (the in-place form needs the broadcast shape to be x's). ``value`` is a
     Python scalar or a 0-d tensor (gradients flow to both x and a tensor value)."""
     x = to_tensor(x)
     mask = _bool_mask("masked_fill", mask)
     try:
-        fits = tuple(broadcast_shapes("masked_fill", x.shape, mask.shape)) == tuple(x.shape)
+        broadcast_shapes("masked_fill", x.shape, mask.shape)
     except ShapeError:
-        fits = False
-    if not fits:
         raise ShapeError(
-            f"mask of shape {fmt_shape(mask.shape)} does not broadcast to the tensor's shape "
+            f"mask of shape {fmt_shape(mask.shape)} does not broadcast with the tensor's shape "
             f"{fmt_shape(x.shape)}",
             op="masked_fill",
+        ) from None
+    if isinstance(value, float) and not np.isfinite(value) and x.dtype.is_integer:
+        raise ArgumentError(
+            f"value {value} cannot be converted to {x.dtype} without overflow", op="masked_fill"
         )
     if isinstance(value, TensorBase) and value.ndim != 0:
         raise ShapeError(

@@ -297,6 +297,8 @@ def movedim(x, source, destination):
     for which, axes in (("source", src), ("destination", dst)):
         if len(set(axes)) != len(axes):
             raise ShapeError(f"{which} {tuple(axes)} repeats a dimension", op="movedim")
+    if x.ndim == 0:
+        return E.reshape(x, ())
     dims = [None] * x.ndim
     for s_, d_ in zip(src, dst):
         dims[d_] = s_
@@ -462,6 +464,20 @@ def concat(tensors, dim=0, *, axis=None):
     tensors = promote(*tensors)
     if not tensors:
         raise ShapeError("needs at least one tensor", op="concat")
+    for i, t in enumerate(tensors):
+        if t.ndim == 0:
+            raise ShapeError(
+                f"zero-dimensional tensor (at position {i}) cannot be concatenated", op="concat"
+            )
+    # PyTorch's legacy rule: a 1-D empty tensor joins tensors of any rank (it takes part in
+    # the dtype promotion above and adds nothing; reshaped to an empty slice of the others,
+    # it stays in the result's history, which then requires grad when it does)
+    legacy = [t.ndim == 1 and t.shape[0] == 0 for t in tensors]
+    model = next((t for t, skip in zip(tensors, legacy) if not skip), None)
+    if model is not None and model.ndim != 1:
+        a = normalize_axis("concat", pick_axis(dim, axis, 0), model.ndim)
+        empty = tuple(0 if i == a else s for i, s in enumerate(model.shape))
+        tensors = [E.reshape(t, empty) if skip else t for t, skip in zip(tensors, legacy)]
     a = normalize_axis("concat", pick_axis(dim, axis, 0), tensors[0].ndim)
     if len(tensors) == 1:
         return tensors[0]
@@ -509,6 +525,9 @@ def chunk(x, chunks, dim=0, *, axis=None):
     """Split into ``chunks`` pieces of equal size (the last may be smaller), like PyTorch."""
     x = to_tensor(x)
     a = normalize_axis("chunk", pick_axis(dim, axis, 0), x.ndim)
+    if x.shape[a] == 0:
+        # PyTorch's: an empty dimension gives ``chunks`` empty pieces
+        return apply(SPLIT, x, sizes=(0,) * max(int(chunks), 1), axis=a)
     size = -(-x.shape[a] // chunks)
     return split(x, max(size, 1), a)
 
@@ -517,4 +536,6 @@ def chunk(x, chunks, dim=0, *, axis=None):
 def unbind(x, dim=0):
     x = to_tensor(x)
     a = normalize_axis("unbind", dim, x.ndim)
+    if x.shape[a] == 0:
+        return ()
     return tuple(squeeze(p, a) for p in split(x, 1, a))

@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from .. import return_types
-from ..errors import DTypeError, ShapeError, TraceError
+from ..errors import AxisError, DTypeError, KernelDTypeError, ShapeError, TraceError
 from ..types import TensorType
 from . import api as E
 from ._registry import OpDef, apply, export, register
@@ -196,12 +196,12 @@ def kthvalue(x, k: int, dim: int = -1, keepdim: bool = False):
     gradient flows to the chosen element's position."""
     x = to_tensor(x)
     if x.dtype is dt.bool_:
-        raise DTypeError("not defined for bool tensors (as in PyTorch)", op="kthvalue")
+        raise KernelDTypeError("not defined for bool tensors (as in PyTorch)", op="kthvalue")
     axis = _sort_axis("kthvalue", x, dim)
     size = x.shape[axis] if x.ndim else 1
     k = operator.index(k)
     if not 1 <= k <= size:
-        raise ShapeError(
+        raise (AxisError if size == 0 else ShapeError)(
             f"k ({k}) is out of range for dimension {axis} of size {size} "
             f"(tensor shape {fmt_shape(x.shape)})",
             op="kthvalue",

@@ -188,15 +188,45 @@ _CLIP = register(
 )
 
 
+def _clip_tensors(x, lo, hi):
+    """clamp with tensor bounds, PyTorch's: the value min(max(x, lo), hi) (NaN from any
+    operand); the gradient goes whole to x where lo <= x <= hi (ties included), to lo where
+    x < lo <= hi, to hi where x > hi, and nowhere where a NaN is involved (not split at ties
+    as maximum's and minimum's)."""
+    value = x
+    if lo is not None:
+        value = E.maximum(value, lo)
+    if hi is not None:
+        value = E.minimum(value, hi)
+    out = E.stop_gradient(value)
+    inside = None
+    if hi is not None:
+        above = x > hi
+        if lo is not None:
+            # lo > hi: the result and its gradient are hi's (NaN where x is NaN, as there)
+            crossed = lo > hi
+            above = E.logical_or(above, crossed)
+            out = E.where(E.logical_and(crossed, E.isnan(x)), hi + x * 0, out)
+        out = (
+            E.where(above, hi, out)
+            if lo is None
+            else E.where(E.logical_and(above, E.logical_not(E.isnan(x))), hi, out)
+        )
+        inside = x <= hi
+    if lo is not None:
+        below = x < lo
+        if hi is not None:
+            below = E.logical_and(below, lo <= hi)
+        out = E.where(below, lo, out)
+        inside = x >= lo if inside is None else E.logical_and(inside, x >= lo)
+    return E.where(inside, x, out)
+
+
 @export(method=("clip", "clamp"), inplace=True)
 def clip(x, min=None, max=None):
     """Clamp values into [min, max]; tensor bounds broadcast (a bound of None is open)."""
     if isinstance(min, TensorBase) or isinstance(max, TensorBase):
-        if min is not None:
-            x = E.maximum(x, min)
-        if max is not None:
-            x = E.minimum(x, max)
-        return x
+        return _clip_tensors(to_tensor(x), min, max)
     x = to_tensor(x)
     # the bounds promote like scalars of an elementwise op: an int tensor with a float bound
     # is a default-float result, a bool tensor with an int bound int64 (PyTorch's clamp)
