@@ -22,9 +22,10 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
+from ..errors import DTypeError
 from ..types import TensorType
 from . import api as E
-from ._registry import OpDef, apply, export, register
+from ._registry import REGISTRY, OpDef, apply, export, register
 from ._util import broadcast_shapes, elementwise_cost
 from .elementwise import _unary, promote, to_tensor
 from .extra_math import _scipy, _special
@@ -210,7 +211,9 @@ POLYNOMIALS = {
 def _binary_infer(name):
     def infer(x, y):
         if x.dtype != y.dtype or not x.dtype.is_floating_point:
-            raise TypeError(f"{name}: operands must share a floating dtype")
+            raise DTypeError(
+                f"operands must share a floating dtype, got {x.dtype} and {y.dtype}", op=name
+            )
         return TensorType(broadcast_shapes(name, x.shape, y.shape), x.dtype)
 
     return infer
@@ -262,41 +265,40 @@ def _second(g, operand):
     return (None, g if tuple(g.shape) == tuple(operand.shape) else E.sum_to(g, operand.shape))
 
 
-IGAMMA = register(
-    OpDef(
-        name="igamma",
-        kind="elementwise",
-        infer=_binary_infer("igamma"),
-        kernel=_scipy2("gammainc"),
-        vjp=lambda c, g: _second(g * _gamma_density(*c.inputs), c.inputs[1]),
-        cost=elementwise_cost(40),
-        doc="igamma(a, x): the regularized lower incomplete gamma function P(a, x)",
+def _second_only(name: str, scipy_name: str, second_grad, doc: str) -> OpDef:
+    """A binary op of SciPy's ``scipy_name`` with a gradient in its second operand only:
+    ``second_grad(first, second)`` is the derivative there."""
+    return register(
+        OpDef(
+            name=name,
+            kind="elementwise",
+            infer=_binary_infer(name),
+            kernel=_scipy2(scipy_name),
+            vjp=lambda c, g: _second(g * second_grad(*c.inputs), c.inputs[1]),
+            cost=elementwise_cost(40),
+            doc=doc,
+        )
     )
+
+
+IGAMMA = _second_only(
+    "igamma",
+    "gammainc",
+    _gamma_density,
+    "igamma(a, x): the regularized lower incomplete gamma function P(a, x)",
 )
-IGAMMAC = register(
-    OpDef(
-        name="igammac",
-        kind="elementwise",
-        infer=_binary_infer("igammac"),
-        kernel=_scipy2("gammaincc"),
-        vjp=lambda c, g: _second(-g * _gamma_density(*c.inputs), c.inputs[1]),
-        cost=elementwise_cost(40),
-        doc="igammac(a, x): the regularized upper incomplete gamma function Q(a, x)",
-    )
+IGAMMAC = _second_only(
+    "igammac",
+    "gammaincc",
+    lambda a, x: -_gamma_density(a, x),
+    "igammac(a, x): the regularized upper incomplete gamma function Q(a, x)",
 )
-ZETA = register(
-    OpDef(
-        name="special_zeta",
-        kind="elementwise",
-        infer=_binary_infer("zeta"),
-        kernel=_scipy2("zeta"),
-        # d/dq zeta(x, q) = -x zeta(x + 1, q)
-        vjp=lambda c, g: _second(
-            -g * c.inputs[0] * apply(ZETA, c.inputs[0] + 1, c.inputs[1]), c.inputs[1]
-        ),
-        cost=elementwise_cost(40),
-        doc="special_zeta(x, q): the Hurwitz zeta function",
-    )
+# d/dq zeta(x, q) = -x zeta(x + 1, q)
+ZETA = _second_only(
+    "special_zeta",
+    "zeta",
+    lambda x, q: -x * apply(ZETA, x + 1, q),
+    "special_zeta(x, q): the Hurwitz zeta function",
 )
 
 
@@ -317,7 +319,7 @@ def igammac(input, other):
 def special_function(name: str):
     """The public function of ``ember.special.<name>`` for the ops here."""
     if name in POLYNOMIALS:
-        op = _registry_op(f"special_{name}")
+        op = REGISTRY[f"special_{name}"]
 
         def polynomial(input, n):
             x, degree = promote(input, n, floating=True)
@@ -326,7 +328,7 @@ def special_function(name: str):
         polynomial.__name__ = polynomial.__qualname__ = name
         polynomial.__doc__ = f"PyTorch's torch.special.{name}(input, n) (no gradient)."
         return polynomial
-    op = _registry_op(f"special_{name}")
+    op = REGISTRY[f"special_{name}"]
     detach = f"special_{name}" in UNDIFFERENTIATED
 
     def fn(input):
@@ -338,12 +340,6 @@ def special_function(name: str):
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"PyTorch's torch.special.{name}" + (" (no gradient)." if detach else ".")
     return fn
-
-
-def _registry_op(name: str):
-    from ._registry import REGISTRY
-
-    return REGISTRY[name]
 
 
 # the ops whose results carry no gradient, as PyTorch's
