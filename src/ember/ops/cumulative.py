@@ -82,16 +82,21 @@ _CUMSUM = register(
 )
 
 
-@export(method=True)
-def cumsum(x, dim=None, *, axis=None, dtype=None):
-    """Cumulative sum along ``dim``; ``dtype`` casts the input first (PyTorch's argument)."""
+def _scan(op, x, dim, axis, dtype):
+    """``op`` along ``dim`` (or NumPy's ``axis``), the input cast to ``dtype`` first."""
     x = to_tensor(x)
     if dtype is not None:
         x = E.cast(x, dtype)
     a = pick_axis(dim, axis)
     if a is None:
-        raise TypeError("cumsum needs a dim")
-    return apply(_CUMSUM, x, axis=normalize_axis("cumsum", a, x.ndim))
+        raise TypeError(f"{op.name} needs a dim")
+    return apply(op, x, axis=normalize_axis(op.name, a, x.ndim))
+
+
+@export(method=True)
+def cumsum(x, dim=None, *, axis=None, dtype=None):
+    """Cumulative sum along ``dim``; ``dtype`` casts the input first (PyTorch's argument)."""
+    return _scan(_CUMSUM, x, dim, axis, dtype)
 
 
 def _cumprod_kernel(x, *, axis):
@@ -180,13 +185,7 @@ _CUMPROD = register(
 def cumprod(x, dim=None, *, axis=None, dtype=None):
     """Cumulative product along ``dim``; ``dtype`` casts the input first (PyTorch's argument).
     Integers and bools give int64. The gradient is exact at zeros (see the module)."""
-    x = to_tensor(x)
-    if dtype is not None:
-        x = E.cast(x, dtype)
-    a = pick_axis(dim, axis)
-    if a is None:
-        raise TypeError("cumprod needs a dim")
-    return apply(_CUMPROD, x, axis=normalize_axis("cumprod", a, x.ndim))
+    return _scan(_CUMPROD, x, dim, axis, dtype)
 
 
 def _cumprod_in_place(x, dim=None, *, axis=None, dtype=None):
