@@ -251,7 +251,7 @@ def _reusable_operand(node, dying: tuple, graph, fused: bool = False):
     """(the result, the operand) of a one-ufunc node (``fused``: of a compiled fused loop)
     where the operand's buffer may take that result (see the module docstring), or None."""
     index = reusable_output(node, fused)
-    if index is None or (not fused and node.op.num_outputs != 1):
+    if index is None:
         return None
     out = node.outputs[index]
     for v in node.inputs:
