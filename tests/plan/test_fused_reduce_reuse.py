@@ -73,14 +73,16 @@ def test_a_fused_reduction_written_over_its_operand_equals_a_fresh_result(case, 
 
 
 def test_the_cnn_backward_holds_one_activation_sized_buffer_at_the_pooling(bare_executors):
-    # conv -> ReLU -> max pool, backward: the pooling's gradient (pool_scatter) dies in the
-    # fused loop that masks it by the ReLU and sums the bias gradient, which writes over it
+    # conv -> leaky ReLU -> max pool, backward: the pooling's gradient (pool_scatter) dies in
+    # the fused loop that scales it by the activation's slope and sums the bias gradient, which
+    # writes over it (a ReLU's mask moves before the scatter instead: test_scatter_masks.py)
     conv = ember.nn.Conv2d(3, 16, 3, padding=1)
     opt = ember.optim.SGD(conv.parameters(), lr=0.01)
 
     def step(x):
         opt.zero_grad()
-        loss = ember.nn.functional.max_pool2d(ember.relu(conv(x)), 2).square().sum()
+        activation = ember.nn.functional.leaky_relu(conv(x), 0.1)
+        loss = ember.nn.functional.max_pool2d(activation, 2).square().sum()
         loss.backward()
         opt.step()
         return loss

@@ -114,6 +114,13 @@ class AutogradPlan:
             joint, self.checkpoint = checkpoint.recompute(
                 joint, options.remat_policy, backward_start=backward_start
             )
+        from ..transforms.pipeline import passes_for
+        from ..transforms.scatter_masks import SCATTER_MASKS, move_masks
+
+        if SCATTER_MASKS in passes_for(options.opt_level):
+            # before the partition decides what the forward saves: a ReLU's mask read at max
+            # pooling's winners is computed from the pooled values, not saved at full size
+            move_masks(joint, start=backward_start)
         self.forward, self.backward = partition(joint, backward_start)
         position = {v.name: i for i, v in enumerate(joint.inputs)}
         self.forward_inputs = [position[v.name] for v in self.forward.inputs]

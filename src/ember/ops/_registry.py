@@ -105,6 +105,9 @@ class OpDef:
     autocast: Any = None  # Autocast, or attrs -> Autocast | None (ops/_autocast.py)
     effect: Any = None  # Effect: the call talks to other processes (ops/_rules.py)
     stops_gradient: bool = False  # the result carries no gradient back (stop_gradient)
+    selects: tuple = ()  # Select pairs (where)
+    scatter: Any = None  # ScatterRule (pool_scatter)
+    picks: Any = None  # PickRule (max_pool)
     run: Callable[..., Any] = field(init=False, repr=False)
 
     def __post_init__(self):

@@ -84,6 +84,16 @@ Transforms
 * ``compose(inner_attrs, outer_attrs, in_type) -> attrs | None``: ``op(op(x, a), b)`` is
   ``op(x, compose(a, b))`` (or None where not exact).
 * ``broadcast``: the op only broadcasts its input (an elementwise reader may read the input).
+* ``selects``: `Select` pairs: the result's element is, element by element, operand
+  ``value``'s or operand ``fill``'s, chosen by the other operands, with no arithmetic (where).
+* ``scatter``: a `ScatterRule`: the result is zeros with one operand's elements added at the
+  positions another operand names, and the rule gives the op reading those positions back
+  (pool_scatter). With ``selects``, transforms/scatter_masks.py moves a mask applied to such
+  a result (a ReLU's gradient after max pooling's) before the scatter, where it reads the
+  mask at the scattered positions only.
+* ``picks``: a `PickRule`: one output holds an operand's elements at the positions another
+  output names (max pooling's values and window codes): reading that operand there through
+  the rule's gather is the values output (transforms/scatter_masks.py).
 * ``unroll(graph, node, max_trips, folder) -> int | None``: a loop op unrolls itself
   (transforms/unroll.py drives it; control/ defines it).
 * ``channel_affine(arrays, attrs) -> (operand, scale, shift) | None``: given its operands'
@@ -121,8 +131,11 @@ __all__ = [
     "EpilogueRule",
     "FusedRule",
     "Identity",
+    "PickRule",
     "Producer",
     "ReductionRule",
+    "ScatterRule",
+    "Select",
 ]
 
 
@@ -182,6 +195,40 @@ class Identity(NamedTuple):
 
     left: float | None = None
     right: float | None = None
+
+
+class Select(NamedTuple):
+    """The op's result holds, element by element, operand ``value``'s element or operand
+    ``fill``'s, chosen by its other operands (a mask), and computes nothing else: ``where(c,
+    x, y)`` declares ``Select(1, 2)`` and ``Select(2, 1)``. With ``fill`` holding only +0.0 it
+    is exact to select before or after a scatter-add of ``value`` (transforms/scatter_masks.py)."""
+
+    value: int
+    fill: int
+
+
+class ScatterRule(NamedTuple):
+    """The op's result is zeros with operand ``values``' elements added at the positions
+    operand ``index`` names (several may add into one position), with the result's shape
+    given by the attributes. ``gather(attrs) -> (op, attrs)``: the op and attributes that read
+    a tensor of the result's shape at those positions, ``op(x, index, **attrs)``, giving a
+    tensor of ``values``' shape (the scatter's adjoint, a pure selection of positions)."""
+
+    values: int
+    index: int
+    gather: Callable[[dict], tuple]
+
+
+class PickRule(NamedTuple):
+    """Output ``values`` holds operand ``source``'s elements at the positions output ``index``
+    names: ``op(source, index, **attrs)`` for ``(op, attrs) = gather(call_attrs)`` equals
+    output ``values`` (max pooling's maxima and their window codes), or ``gather`` returns
+    None for attributes where the index is not of that form."""
+
+    source: int
+    values: int
+    index: int
+    gather: Callable[[dict], tuple | None]
 
 
 class ReductionRule(NamedTuple):

@@ -34,7 +34,7 @@ from . import _batching
 from ._autocast import Autocast, autocasts
 from ._half import c_runs
 from ._registry import REGISTRY, Cost, OpDef, apply, export, register
-from ._rules import EpilogueRule
+from ._rules import EpilogueRule, PickRule, ScatterRule
 from ._util import fmt_shape, half_precision, io_bytes, numel, value_bytes
 from .conv_functional import int_tuple
 from .elementwise import to_tensor
@@ -376,6 +376,7 @@ POOL_SCATTER = register(
         epilogue=EpilogueRule(
             accepts=lambda node: True, takes=_takes_mask, compile=_masked_scatter
         ),
+        scatter=ScatterRule(values=0, index=1, gather=lambda attrs: (POOL_GATHER, _window(attrs))),
     )
 )
 
@@ -425,10 +426,19 @@ def _window(attrs) -> dict:
     return {} if window is None else {"window": window}
 
 
+def _codes(attrs) -> dict:
+    """pool_gather's attributes reading max_pool's input at its indices output."""
+    return {"window": window_of(attrs)} if attrs.get("codes") else {}
+
+
+def _gather_at_indices(attrs) -> tuple:
+    """The op reading max_pool's input at its indices output (its PickRule)."""
+    return POOL_GATHER, _codes(attrs)
+
+
 def max_pool_vjp(ctx, g, _g_indices):
     in_size = tuple(ctx.in_types[0].shape[2:])
-    window = {"window": window_of(ctx.attrs)} if ctx.attrs.get("codes") else {}
-    return (apply(POOL_SCATTER, g, ctx.outputs[1], in_size=in_size, **window),)
+    return (apply(POOL_SCATTER, g, ctx.outputs[1], in_size=in_size, **_codes(ctx.attrs)),)
 
 
 def check_dtype(name, x):
@@ -520,6 +530,7 @@ MAX_POOL = register(
         batch=_batching.per_sample(outputs=2),
         c_step=_max_pool_c_step,
         workspace=_max_pool_workspace,
+        picks=PickRule(source=0, values=0, index=1, gather=_gather_at_indices),
         doc="max_pool(x; kernel, stride, padding, dilation, ceil_mode, codes=False) -> (values, "
         "indices): N-d max pooling with padding as -inf; indices are flat positions in each "
         "plane, or with codes the winner's number within its window (uint8 up to 256)",

@@ -14,6 +14,7 @@ from . import _onnx
 from . import api as E
 from ._half import elementwise_fast
 from ._registry import OpDef, TensorBase, apply, export, register
+from ._rules import Select
 from ._util import (
     broadcast_shapes,
     elementwise_cost,
@@ -113,6 +114,7 @@ _WHERE = register(
         # operand, a ReLU's gradient; `_where_workspace` counts the kernel's)
         fast=elementwise_fast("where", float_when=_no_temporaries),
         workspace=_where_workspace,
+        selects=(Select(value=1, fill=2), Select(value=2, fill=1)),
     )
 )
 
