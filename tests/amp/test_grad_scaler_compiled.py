@@ -101,3 +101,25 @@ def test_state_dict_round_trip_into_a_fresh_scaler():
             "_growth_tracker": 1,
         }
     )
+
+
+def test_a_captured_skip_keeps_no_copy_of_the_parameters():
+    # the skip selects each parameter's and buffer's old value where a gradient overflowed;
+    # a graph's values are never written, so the select reads the old value itself: no
+    # parameter-sized copy (the float16 step's peak was 0.94x of float32's with them)
+    model, opt, scaler, x = _setup(ember, "sgd")
+
+    @ember.function
+    def step(x, factor):
+        opt.zero_grad()
+        loss = (model(x * factor) ** 2).mean()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        return loss
+
+    for factor in (1.0, 1.0):  # (the second call has the momentum buffers)
+        step(x, ember.tensor(factor))
+    graph = step.compile(x, ember.tensor(1.0)).graph
+    copies = [n for n in graph.nodes if n.kind == "call" and n.op.name == "copy"]
+    assert not copies, str(graph)

@@ -804,3 +804,17 @@ def test_a_gradient_the_backward_passes_through_unchanged(fn):
     out = fn(y)
     (sum(o.sum() for o in out) if isinstance(out, tuple) else out.sum()).backward()
     np.testing.assert_array_equal(x.grad.numpy(), y.grad.numpy())
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [lambda x: x * 1, lambda x: x + 0 * 1, lambda x: x.clone(), lambda x: x.clone().reshape(6)],
+)
+def test_a_result_equal_to_an_input_is_a_new_tensor(fn):
+    # simplify turns x * 1 and a clone into x itself: returned, the caller's own array would
+    # come back (writing the result wrote the input); PyTorch gives a new tensor
+    captured = ember.function(fn)
+    x = ember.ones(2, 3)
+    result = captured(x)
+    result.add_(1)
+    np.testing.assert_array_equal(x.numpy(), np.ones((2, 3), np.float32))

@@ -83,14 +83,32 @@ def ordered_predecessors(nodes) -> dict:
 def replace_value(graph: Graph, old: Value, new: Value) -> bool:
     """Make every reader of ``old`` read ``new`` (same type); False, changing nothing, where that
     would make one array two graph outputs or an input an output twice, which callers that hand
-    each output to a different owner cannot take."""
+    each output to a different owner cannot take, or where a returned ``old`` would become a
+    graph input or a view of one: the caller's own array handed back as a result (``x * 1`` or
+    ``x.clone()`` of an input must give a new tensor, as PyTorch's)."""
     if old.type != new.type:
         return False
     outputs = graph.outputs
     if any(v is old for v in outputs) and any(v is new for v in outputs):
         return False
+    if _root(new).node.kind == "input" and any(old in _view_chain(v) for v in outputs):
+        return False
     graph.replace_all_uses(old, new)
     return True
+
+
+def _view_chain(value: Value) -> list:
+    """``value`` and what it views through view or aliasing ops (reshape, transpose, split,
+    ...), down to the value that owns the memory."""
+    chain = [value]
+    while value.node.kind == "call" and (value.node.op.view or value.node.op.aliases):
+        value = value.node.inputs[0]
+        chain.append(value)
+    return chain
+
+
+def _root(value: Value) -> Value:
+    return _view_chain(value)[-1]
 
 
 def erase_if_dead(graph: Graph, node: Node, returned: set | None = None) -> bool:

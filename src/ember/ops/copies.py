@@ -22,6 +22,9 @@ COPY = register(
         cost=memory_cost,
         save_inputs=(),
         doc="copy(x): a new tensor with the same values (clone).",
+        # a graph's values are never written, so a reader may read x itself; simplify keeps
+        # the copy where it is returned and x is an input (graph/rewrite.py replace_value)
+        noop=lambda x: True,
     )
 )
 
