@@ -102,7 +102,9 @@ def test_frequencies_equal_torchs(n, d):
         assert got.dtype == ember.float32
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
         got64 = getattr(ember.fft, name)(n, d, dtype=ember.float64)
-        np.testing.assert_allclose(got64.numpy(), getattr(torch.fft, name)(n, d, dtype=torch.float64))
+        np.testing.assert_allclose(
+            got64.numpy(), getattr(torch.fft, name)(n, d, dtype=torch.float64)
+        )
 
 
 @pytest.mark.parametrize("shape", [(5,), (4, 6), (3, 4, 5)])
