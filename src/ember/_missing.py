@@ -21,7 +21,6 @@ from .errors import NotInEmberError
 __all__ = ["TORCH_ONLY", "module_getattr", "tensor_getattr"]
 
 _NONE = None  # ember has no counterpart
-_NO_COMPLEX = "ember has no complex dtypes"
 _NO_GPU = "ember runs on the CPU only"
 _NO_SPARSE = "ember has sparse COO tensors only (ember.sparse_coo_tensor)"
 
@@ -44,20 +43,9 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "export": "ember.trace(fn, *args) gives an ember.Graph; ember.load_graph reads graph files",
         "hub": _NONE,
         "ao": _NONE,
-        "fft": _NONE,
         "multiprocessing": "Python's multiprocessing (ember tensors pickle)",
         "xpu": _NO_GPU,
         "mps": _NO_GPU,
-        "complex64": _NO_COMPLEX,
-        "complex128": _NO_COMPLEX,
-        "cfloat": _NO_COMPLEX,
-        "cdouble": _NO_COMPLEX,
-        "complex": _NO_COMPLEX,
-        "view_as_complex": _NO_COMPLEX,
-        "view_as_real": _NO_COMPLEX,
-        "polar": _NO_COMPLEX,
-        "stft": _NO_COMPLEX + " (the short-time Fourier transform's result is complex)",
-        "istft": _NO_COMPLEX + " (the inverse short-time Fourier transform reads complex input)",
         "uint16": _NONE,
         "uint32": _NONE,
         "uint64": _NONE,
@@ -90,8 +78,6 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "q_scale": _NONE,
         "dequantize": _NONE,
         "map_": "compute with ember ops (or on x.numpy())",
-        "stft": _NO_COMPLEX + " (the short-time Fourier transform's result is complex)",
-        "istft": _NO_COMPLEX + " (the inverse short-time Fourier transform reads complex input)",
     },
 }
 

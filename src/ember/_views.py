@@ -96,17 +96,32 @@ def refresh(view) -> None:
     view._view_src = stamp(view._view_of[0])
 
 
-def _positions(shape, chain):
+def _positions(shape, chain, is_complex=False):
     """The flat base positions of the view's elements (an int64 array of the view's shape), or
-    None where the chain copies (no alias) or the base's shape is not concrete."""
+    None where the chain copies (no alias) or the base's shape is not concrete. A complex
+    base's positions go through the chain as complex numbers ``n + nj``: a chain that ends in
+    one part of them (``.real``, ``.imag``: a real view of complex memory) raises, its write
+    being no scatter of whole elements."""
     if not all(isinstance(d, (int, np.integer)) for d in shape):
         return None
     numbers = np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64).reshape(shape)
+    if is_complex:
+        numbers = numbers * (1 + 1j)
     current = numbers
     for op, attrs in chain:
         current = (op.as_view or op.kernel)(current, **attrs)
         if not np.may_share_memory(current, numbers):
             return None
+    if is_complex:
+        if np.asarray(current).dtype.kind != "c":
+            raise AutogradError(
+                "an in-place write into the real or imaginary part of a complex tensor (a view "
+                "of .real, .imag or view_as_real) whose base has autograd history, or while a "
+                "graph is built, is not supported by ember; build the new value out of place "
+                "(ember.complex(re, im)) instead",
+                op="in-place",
+            )
+        return np.asarray(current).real.astype(np.int64)
     return np.asarray(current)
 
 
@@ -135,7 +150,12 @@ def prepare(view, what: str):
             "operation; wrap the update in `with ember.no_grad():` or use the out-of-place form",
             op=what,
         )
-    positions = _positions(tuple(base.shape), chain)
+    try:
+        positions = _positions(tuple(base.shape), chain, base.dtype.is_complex)
+    except AutogradError:
+        if base._requires_grad:
+            raise
+        positions = None  # (a part of a complex tensor without history: the memory is shared)
     if positions is not None and np.unique(positions).size != positions.size:
         raise AutogradError(
             f"unsupported operation: more than one element of the written-to tensor (a view of "
@@ -155,6 +175,8 @@ def write_through(view, what: str, positions) -> None:
     # the view holds its new value now: in step with its base, not to be replayed from it
     view._view_src = stamp(base)
     if positions is None:
+        if base.dtype.is_complex and not view.dtype.is_complex:
+            _positions(tuple(base.shape), view._view_of[1], True)  # (raises: see there)
         return
     flat = _reg.constant(positions.reshape(-1))
 

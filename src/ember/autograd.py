@@ -377,6 +377,12 @@ def _root_grads(outputs, grad_outputs, create_graph):
                 op="backward",
             )
         if g is None:
+            if out._data.dtype.kind == "c":
+                raise AutogradError(
+                    f"grad can be implicitly created only for real scalar outputs, but got "
+                    f"{out.dtype}; pass gradient= or take a real loss (abs, .real)",
+                    op="backward",
+                )
             if out._data.size != 1:
                 raise AutogradError(
                     f"grad can be created implicitly only for scalar outputs, but output {i} "

@@ -31,6 +31,7 @@ import inspect
 
 import numpy as np
 
+from . import dtypes as _dt
 from .autograd import _edge, _sequence
 from .errors import AutogradError, ShapeError, TraceError
 from .grad_mode import is_grad_enabled, no_grad
@@ -316,7 +317,7 @@ class Function:
                 wrapped.append(o)
                 types.append(None)
                 continue
-            differentiable = id(o) not in ctx._non_differentiable and o.dtype.is_floating_point
+            differentiable = id(o) not in ctx._non_differentiable and _dt.differentiable(o.dtype)
             if id(o) not in ctx._dirty and (any(o is a for a in args) or o._requires_grad):
                 # an input (or a tensor with history of its own) returned as it is: the output
                 # is a new alias of it, so that tensor keeps its own history
@@ -427,7 +428,7 @@ def _apply_recorded(cls, args: tuple):
     argument is saved as the argument itself, so a gradient of the gradient flows through it;
     a saved output is the forward's value, through which none flows."""
     diff = [
-        i for i, a in enumerate(args) if isinstance(a, TensorBase) and a.dtype.is_floating_point
+        i for i, a in enumerate(args) if isinstance(a, TensorBase) and _dt.differentiable(a.dtype)
     ]
     ctx = _RecordedCtx(cls, tuple(i in diff for i in range(len(args))))
     with no_grad():
@@ -450,7 +451,7 @@ def _apply_recorded(cls, args: tuple):
         j
         for j, o in enumerate(outs)
         if isinstance(o, TensorBase)
-        and o.dtype.is_floating_point
+        and _dt.differentiable(o.dtype)
         and id(o) not in ctx._non_differentiable
     ]
     if not diff or not slots:

@@ -3,15 +3,20 @@
 A `DType` is a small interned object wrapping a NumPy dtype (bfloat16 comes from ml_dtypes).
 Promotion follows PyTorch:
 
-* tensors of one category (bool < integer < floating) promote to the wider type;
+* tensors of one category (bool < integer < floating < complex) promote to the wider type;
   uint8 with a signed integer widens to the next signed type; float16 with bfloat16 gives float32;
+  complex with floating keeps the wider precision (complex64 with float64 is complex128; ember
+  has no complex32, so half precision with complex gives complex64 where PyTorch's
+  float16 gives complex32);
 * operands fall in three priority groups: tensors with dimensions, 0-d tensors, Python scalars.
   A lower group only decides the result where it is of a higher category than every operand
   above it: ``float32_tensor * float64_0d`` stays float32, ``int_tensor * float64_0d`` is
   float64;
 * a Python scalar is *weak*: it never widens a tensor of its own category or above
   (``float32_tensor * 2.5`` stays float32); a scalar of a higher category than every tensor
-  gives that category's default (int64 for ints, the default float dtype for floats).
+  gives that category's default (int64 for ints, the default float dtype for floats, the
+  default complex dtype for ``complex``: complex64 while the default float dtype is float32,
+  complex128 while it is float64).
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ __all__ = [
     "bfloat16",
     "float32",
     "float64",
+    "complex64",
+    "complex128",
     "as_dtype",
     "result_type",
     "get_default_dtype",
@@ -38,9 +45,14 @@ __all__ = [
     "ALL_DTYPES",
     "FLOAT_DTYPES",
     "INT_DTYPES",
+    "COMPLEX_DTYPES",
+    "get_default_complex_dtype",
+    "to_complex",
+    "to_real",
+    "differentiable",
 ]
 
-_BOOL, _INT, _FLOAT = 0, 1, 2
+_BOOL, _INT, _FLOAT, _COMPLEX = 0, 1, 2, 3
 
 
 class DType:
@@ -58,6 +70,10 @@ class DType:
     @property
     def is_floating_point(self) -> bool:
         return self.category == _FLOAT
+
+    @property
+    def is_complex(self) -> bool:
+        return self.category == _COMPLEX
 
     @property
     def is_integer(self) -> bool:
@@ -102,13 +118,20 @@ float16 = DType("float16", np.float16, _FLOAT, 1)
 bfloat16 = DType("bfloat16", ml_dtypes.bfloat16, _FLOAT, 1)
 float32 = DType("float32", np.float32, _FLOAT, 2)
 float64 = DType("float64", np.float64, _FLOAT, 3)
+# a complex dtype's rank is its parts' float rank (complex64: float32's)
+complex64 = DType("complex64", np.complex64, _COMPLEX, 2)
+complex128 = DType("complex128", np.complex128, _COMPLEX, 3)
+cfloat, cdouble = complex64, complex128  # PyTorch's aliases
 
+# the real dtypes: the sweeps of every op, graph files and checkpoints' element types
 ALL_DTYPES = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)
 FLOAT_DTYPES = (float16, bfloat16, float32, float64)
 INT_DTYPES = (uint8, int8, int16, int32, int64)
+# complex tensors: the ops whose `complex` rule (ops/_rules.py) accepts them take them
+COMPLEX_DTYPES = (complex64, complex128)
 
-_BY_NP = {d.np: d for d in ALL_DTYPES}
-_BY_NAME = {d.name: d for d in ALL_DTYPES}
+_BY_NP = {d.np: d for d in ALL_DTYPES + COMPLEX_DTYPES}
+_BY_NAME = {d.name: d for d in ALL_DTYPES + COMPLEX_DTYPES}
 _BY_NAME.update(
     {
         "bool_": bool_,
@@ -119,9 +142,12 @@ _BY_NAME.update(
         "int": int32,
         "short": int16,
         "byte": uint8,
+        "cfloat": complex64,
+        "cdouble": complex128,
     }
 )
 _BY_PY = {bool: bool_, int: int64, float: float32}
+_COMPLEX_OF = {3: complex128}  # a float rank's complex dtype (complex64 below float64)
 
 _default_float = float32
 
@@ -129,6 +155,36 @@ _default_float = float32
 def get_default_dtype() -> DType:
     """The dtype of floating tensors created from Python floats (float32 unless changed)."""
     return _default_float
+
+
+def get_default_complex_dtype() -> DType:
+    """The dtype of complex tensors created from Python complex numbers: complex64 while the
+    default float dtype is float32, complex128 while it is float64 (PyTorch's rule)."""
+    return complex128 if _default_float is float64 else complex64
+
+
+def to_complex(d: DType) -> DType:
+    """The complex dtype holding ``d``'s values (float64 and complex128: complex128; the other
+    floats and complex64: complex64; integers and bool: the default complex dtype)."""
+    if d.category == _COMPLEX:
+        return d
+    if d.category != _FLOAT:
+        return get_default_complex_dtype()
+    return _COMPLEX_OF.get(d._rank, complex64)
+
+
+def differentiable(d: DType) -> bool:
+    """Whether values of ``d`` carry gradients: the floating and the complex dtypes."""
+    return d.category >= _FLOAT
+
+
+def to_real(d: DType) -> DType:
+    """The dtype of a complex dtype's parts (complex64: float32); other dtypes unchanged."""
+    if d is complex64:
+        return float32
+    if d is complex128:
+        return float64
+    return d
 
 
 def set_default_dtype(dtype) -> None:
@@ -145,6 +201,8 @@ def as_dtype(value) -> DType:
         return value
     if value is float:
         return _default_float
+    if value is complex:
+        return get_default_complex_dtype()
     if value in _BY_PY:
         return _BY_PY[value]
     if isinstance(value, str):
@@ -156,7 +214,7 @@ def as_dtype(value) -> DType:
     except TypeError:
         d = None
     if d is None:
-        names = ", ".join(x.name for x in ALL_DTYPES)
+        names = ", ".join(x.name for x in ALL_DTYPES + COMPLEX_DTYPES)
         raise TypeError(f"unsupported dtype {value!r}; ember supports {names}")
     return d
 
@@ -173,7 +231,10 @@ def _promote_pair(a: DType, b: DType) -> DType:
     if a is b:
         return a
     if a.category != b.category:
-        return a if a.category > b.category else b
+        high, low = (a, b) if a.category > b.category else (b, a)
+        if high.category == _COMPLEX and low.category == _FLOAT:
+            return to_complex(low) if low._rank > high._rank else high
+        return high
     if a.category == _FLOAT:
         if a._rank == b._rank:  # float16 with bfloat16: neither holds the other
             return float32
@@ -189,10 +250,15 @@ def _combine_categories(higher: DType | None, lower: DType | None) -> DType | No
     """PyTorch's ``combine_categories``: the dtype of a higher-priority group of operands
     (``higher``) with a lower one: the lower group counts only when it is of a higher category
     (a float among integers, an integer or float among bools), and then as its own dtype
-    promoted with the higher group's."""
+    promoted with the higher group's; a complex lower group makes a floating higher one the
+    complex dtype of its precision (``float32 (3,) * complex128 0-d`` is complex64)."""
     if higher is None:
         return lower
-    if lower is None or higher.category == _FLOAT:
+    if lower is None or higher.category == _COMPLEX:
+        return higher
+    if lower.category == _COMPLEX:
+        return to_complex(higher) if higher.category == _FLOAT else lower
+    if higher.category == _FLOAT:
         return higher
     if higher is bool_ or lower.category == _FLOAT:
         return _promote_pair(higher, lower)
@@ -203,11 +269,12 @@ def result_type(*operands) -> DType:
     """The dtype an elementwise op produces from tensors, dtypes and Python scalars.
 
     PyTorch's promotion in three priority groups: tensors with dimensions (and bare dtypes),
-    then 0-d tensors, then Python scalars (bool, int, float: *weak*, standing for bool, int64
-    and the default float dtype). Each group promotes within itself; a lower group decides
-    the result only where it is of a higher category (bool < integer < floating) than every
-    operand above it. So ``float32 (3,) * float64 0-d`` is float32, ``int32 (3,) * float64
-    0-d`` is float64, and ``float16 (3,) * 2.5`` stays float16.
+    then 0-d tensors, then Python scalars (bool, int, float, complex: *weak*, standing for bool,
+    int64, the default float dtype and the default complex dtype). Each group promotes within
+    itself; a lower group decides the result only where it is of a higher category (bool <
+    integer < floating < complex) than every operand above it. So ``float32 (3,) * float64
+    0-d`` is float32, ``int32 (3,) * float64 0-d`` is float64, and ``float16 (3,) * 2.5`` stays
+    float16.
     """
     dim: DType | None = None
     zero: DType | None = None
@@ -219,6 +286,8 @@ def result_type(*operands) -> DType:
             weak_category = max(weak_category, _INT)
         elif isinstance(x, float):
             weak_category = max(weak_category, _FLOAT)
+        elif isinstance(x, complex):
+            weak_category = _COMPLEX
         elif isinstance(x, DType):
             dim = x if dim is None else _promote_pair(dim, x)
         else:
@@ -228,7 +297,11 @@ def result_type(*operands) -> DType:
                 zero = d if zero is None else _promote_pair(zero, d)
             else:
                 dim = d if dim is None else _promote_pair(dim, d)
-    weak = None if weak_category < 0 else (bool_, int64, _default_float)[weak_category]
+    weak = (
+        None
+        if weak_category < 0
+        else (bool_, int64, _default_float, get_default_complex_dtype())[weak_category]
+    )
     result = _combine_categories(dim, _combine_categories(zero, weak))
     if result is None:
         raise TypeError("result_type: expected at least one operand")

@@ -22,8 +22,11 @@ from .errors import EmberError
 from .ops import _registry as _reg
 from .tensor import Tensor
 
-# the NumPy dtypes whose outputs carry gradients (float16, bfloat16, float32, float64)
-_FLOATING = frozenset(d.np for d in _dt.ALL_DTYPES if d.is_floating_point)
+# the NumPy dtypes whose outputs carry gradients (float16, bfloat16, float32, float64, and the
+# complex ones)
+_FLOATING = frozenset(d.np for d in _dt.ALL_DTYPES if d.is_floating_point) | frozenset(
+    d.np for d in _dt.COMPLEX_DTYPES
+)
 
 
 class EagerMode(_reg.Mode):

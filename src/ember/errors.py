@@ -65,6 +65,12 @@ class KernelDTypeError(DTypeError, NotImplementedError):
     a RuntimeError; this is both, and a DTypeError."""
 
 
+class ComplexDTypeError(KernelDTypeError):
+    """A complex operand of an op that takes none (its ``complex`` rule, ops/_rules.py), or one
+    requiring grad of an op that computes complex values without a gradient. PyTorch raises
+    ``"..." not implemented for 'ComplexFloat'``, a NotImplementedError (a RuntimeError)."""
+
+
 class ArgumentError(EmberError, ValueError, RuntimeError):
     """An argument's value an op cannot accept (``randint(5, 2)``: an empty range). A
     ValueError, and a RuntimeError as PyTorch raises."""

@@ -111,6 +111,25 @@ class _Formatter:
         return text.rjust(self.width)
 
 
+class _ComplexFormatter:
+    """PyTorch's complex format: the real parts' format (right-aligned), then the imaginary
+    parts' format without its padding, signed, and ``j``."""
+
+    def __init__(self, values: np.ndarray):
+        self.real = _Formatter(np.ascontiguousarray(values.real))
+        self.imag = _Formatter(np.ascontiguousarray(values.imag))
+        self.width = self.real.width + self.imag.width + 1
+
+    def format(self, value) -> str:
+        value = complex(value)
+        imag = (self.imag.format(value.imag) + "j").lstrip()
+        return self.real.format(value.real) + ("" if imag[0] in "+-" else "+") + imag
+
+
+def _formatter(values: np.ndarray):
+    return _ComplexFormatter(values) if values.dtype.kind == "c" else _Formatter(values)
+
+
 def _summarized(data: np.ndarray, edge: int) -> np.ndarray:
     """The elements a summarized printout shows (PyTorch's selection, its edgeitems=0 case
     included)."""
@@ -124,7 +143,7 @@ def _summarized(data: np.ndarray, edge: int) -> np.ndarray:
     return np.stack([_summarized(data[i], edge) for i in rows])
 
 
-def _vector(data: np.ndarray, indent: int, summarize: bool, f: _Formatter) -> str:
+def _vector(data: np.ndarray, indent: int, summarize: bool, f) -> str:
     edge = int(_options["edgeitems"])
     per_line = max(1, math.floor((int(_options["linewidth"]) - indent) / (f.width + 2)))
     if summarize and not edge:
@@ -138,7 +157,7 @@ def _vector(data: np.ndarray, indent: int, summarize: bool, f: _Formatter) -> st
     return "[" + (",\n" + " " * (indent + 1)).join(lines) + "]"
 
 
-def _nested(data: np.ndarray, indent: int, summarize: bool, f: _Formatter) -> str:
+def _nested(data: np.ndarray, indent: int, summarize: bool, f) -> str:
     if data.ndim == 0:
         return f.format(data.item())
     if data.ndim == 1:
@@ -174,7 +193,7 @@ def tensor_text(
         if not edge:
             head.append(f"size={tuple(data.shape)}")
         summarize = data.size > _options["threshold"]
-        formatter = _Formatter(_summarized(data, edge) if summarize else data)
+        formatter = _formatter(_summarized(data, edge) if summarize else data)
         body = _nested(data, indent, summarize, formatter)
     if shown_dtype is not None:
         head.append(f"dtype={shown_dtype}")

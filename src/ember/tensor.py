@@ -158,9 +158,9 @@ class Tensor(_reg.TensorBase):
                     op="requires_grad_",
                 )
             return self
-        if requires_grad and not self.dtype.is_floating_point:
+        if requires_grad and not (self.dtype.is_floating_point or self.dtype.is_complex):
             raise DTypeError(
-                f"only floating-point tensors can require gradients, got {self.dtype}",
+                f"only floating-point and complex tensors can require gradients, got {self.dtype}",
                 op="requires_grad_",
             )
         self._requires_grad = bool(requires_grad)
@@ -342,8 +342,12 @@ class Tensor(_reg.TensorBase):
         if len(args) != ufunc.nin - 1 or _reg._state.modes:  # only eager, never while capturing
             return False
         dtype = self.dtype
-        if dtype.is_bool or (fn.ufunc_float_only and not dtype.is_floating_point):
-            return False
+        if (
+            dtype.is_bool
+            or dtype.is_complex
+            or (fn.ufunc_float_only and not dtype.is_floating_point)
+        ):
+            return False  # (complex: the op's complex rule decides, in the general route)
         recording = _reg._state.grad_enabled and self._requires_grad
         operands = []
         for arg in args:
@@ -449,7 +453,8 @@ class Tensor(_reg.TensorBase):
         if data.size == 0:
             shows_dtype = self.dtype is not default_float
         else:
-            shows_dtype = self.dtype not in (default_float, _dt.int64, _dt.bool_)
+            default_complex = _dt.get_default_complex_dtype()
+            shows_dtype = self.dtype not in (default_float, default_complex, _dt.int64, _dt.bool_)
         suffixes = []
         if self.grad_fn is not None:
             suffixes.append(f"grad_fn=<{self.grad_fn.name()}>")

@@ -123,6 +123,17 @@ def _cuda(self, device=None, non_blocking=False, memory_format=None):
     )
 
 
+def _part_setter(name):
+    def assign(self, value):
+        part = PUBLIC[name](self)
+        if part is self:  # (a real tensor's real part: the whole tensor)
+            self.copy_(value)
+        else:
+            part.copy_(value)
+
+    return assign
+
+
 def _pin_memory(self, device=None):
     raise DeviceError(
         "pin_memory() pins memory for copies to a GPU; ember runs on the CPU only",
@@ -271,10 +282,10 @@ def install(cls: type) -> None:
     # the other backends and layouts PyTorch's tensors report (library code checks them)
     for flag in _OTHER_BACKENDS:
         setattr(cls, flag, property(lambda self: False))
-    cls.is_complex = lambda self: False
-    # a real tensor's real part is itself; its imaginary part is PyTorch's error
-    cls.real = property(lambda self: self)
-    cls.imag = property(lambda self: PUBLIC["imag"](self))
+    # a complex tensor's parts are views of it (a real tensor's real part is itself, its
+    # imaginary part PyTorch's error); assigning to one writes into the tensor, as PyTorch's
+    cls.real = property(lambda self: PUBLIC["real"](self), _part_setter("real"))
+    cls.imag = property(lambda self: PUBLIC["imag"](self), _part_setter("imag"))
     cls.get_device = lambda self: -1  # PyTorch's answer for a CPU tensor
     if not isinstance(cls.__dict__.get("device"), property):
         cls.device = property(lambda self: CPU)

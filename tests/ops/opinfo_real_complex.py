@@ -63,3 +63,118 @@ OPS += [
     OpInfo("as_strided", _as_strided, dtypes=FLOATS),
     OpInfo("asarray", _asarray, dtypes=FLOATS),
 ]
+
+
+# ---------------------------------------------------------------- complex tensors (real in
+# and out: complex results are compared through view_as_real, gradients through real inputs)
+_REALS = ("float32", "float64")
+
+
+def _pairs():
+    return [
+        S(R.standard_normal((3, 4)), R.standard_normal((3, 4)), desc="(3, 4)"),
+        S(R.standard_normal((2, 3)), R.standard_normal(3), desc="broadcast"),
+        S(R.standard_normal((0, 2)), R.standard_normal((0, 2)), desc="empty"),
+    ]
+
+
+def _last_two():
+    return [
+        S(R.standard_normal((3, 2)), desc="(3, 2)"),
+        S(R.standard_normal((2, 4, 2)), desc="(2, 4, 2)"),
+    ]
+
+
+def _signals():
+    return [
+        S(R.standard_normal((2, 20)), np.abs(R.standard_normal(8)) + 0.5, desc="batch, window"),
+        S(R.standard_normal(17), np.abs(R.standard_normal(8)) + 0.5, desc="1-d, window"),
+    ]
+
+
+def _complex_of(lib, a, b):
+    return lib.mod.complex(a, b)
+
+
+def _parts_of(lib, z):
+    """view_as_real, conj, real, imag and a complex FFT, their gradients through real inputs."""
+    m = lib.mod
+    return m.cat(
+        [
+            m.view_as_real(m.conj(z) ** 2).flatten(),
+            (m.real(z) * m.imag(z)).flatten(),
+            m.view_as_real(m.fft.fft(z, dim=-1)).flatten(),
+        ]
+    )
+
+
+OPS += [
+    OpInfo(
+        "complex",
+        _pairs,
+        call=lambda lib, a, b: lib.mod.cat(
+            [
+                lib.mod.view_as_real(_complex_of(lib, a, b) * 2.0).flatten(),
+                lib.mod.angle(_complex_of(lib, a, b)).flatten(),  # (complex angle's primitive)
+            ]
+        ),
+        spellings=("T",),
+        dtypes=_REALS,
+    ),
+    OpInfo(
+        "polar",
+        _pairs,
+        call=lambda lib, a, b: lib.mod.view_as_real(lib.mod.polar(a.abs() + 0.5, b)),
+        spellings=("T",),
+        dtypes=_REALS,
+    ),
+    OpInfo(
+        "view_as_real",
+        lambda: _pairs()[:2],  # (torch's MKL FFT fails on an empty batch)
+        call=lambda lib, a, b: _parts_of(lib, _complex_of(lib, a, b)),
+        spellings=("T",),
+        dtypes=_REALS,
+    ),
+    OpInfo(
+        "view_as_complex",
+        _last_two,
+        call=lambda lib, p: lib.mod.view_as_real(lib.mod.view_as_complex(p) ** 2),
+        spellings=("T",),
+        dtypes=_REALS,
+    ),
+    OpInfo(
+        "cfloat",
+        _pairs,
+        call=lambda lib, a, b: lib.mod.view_as_real(a.cfloat() * b.cfloat()),
+        spellings=("M",),
+        dtypes=_REALS,
+        grad_rtol=1e-6,  # (through complex64: float32's rounding)
+        atol=1e-6,
+        rtol=1e-6,
+    ),
+    OpInfo(
+        "cdouble",
+        _pairs,
+        call=lambda lib, a, b: lib.mod.view_as_real(a.cdouble() * b.cdouble()),
+        spellings=("M",),
+        dtypes=_REALS,
+    ),
+    OpInfo(
+        "stft",
+        _signals,
+        call=lambda lib, x, w: lib.mod.view_as_real(
+            lib.mod.stft(x, 8, 3, window=w, return_complex=True)
+        ),
+        spellings=("T", "M"),
+        dtypes=_REALS,
+    ),
+    OpInfo(
+        "istft",
+        _signals,
+        call=lambda lib, x, w: lib.mod.istft(
+            lib.mod.stft(x, 8, 3, window=w, return_complex=True) * 1.5, 8, 3, window=w
+        ),
+        spellings=("T", "M"),
+        dtypes=_REALS,
+    ),
+]

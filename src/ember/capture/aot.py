@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes as dt
 from ..errors import AutogradError
 from ..graph import interpreter
 from ..graph.autodiff import backward_graph_values, depends_on
 from ..graph.symbolic_tensor import SymbolicTensor
 from ..ops._registry import Cost, OpDef, apply
+from ..ops._rules import Complex
 from ..ops.copies import clone
 from ..types import TensorType
 
@@ -43,7 +45,7 @@ def differentiable_inputs(graph, feeds, leaves) -> list[int]:
         if (
             tensor is not None
             and tensor.requires_grad
-            and graph.inputs[position].type.dtype.is_floating_point
+            and dt.differentiable(graph.inputs[position].type.dtype)
         ):
             positions.append(position)
     return positions
@@ -55,7 +57,7 @@ def add_backward(builder, user_values, wrt_positions) -> tuple | None:
     indices of the ``wrt_positions`` no gradient reaches, per floating user value whether a
     gradient flows to it), or None when no output depends on those inputs."""
     graph = builder.graph
-    floating = [v for v in user_values if v.type.dtype.is_floating_point]
+    floating = [v for v in user_values if dt.differentiable(v.type.dtype)]
     wrt = [graph.inputs[p] for p in wrt_positions]
     # (through differentiable ops: a detached result, or one computed under no_grad, carries no
     # gradient and does not require grad, as PyTorch's)
@@ -151,6 +153,7 @@ class AutogradPlan:
             cost=lambda *a: Cost(0, 0),
             save_inputs=(),
             doc="a call of a compiled function whose backward is its AOT backward graph",
+            complex=Complex.GRADIENT,  # (its graphs' ops checked the rule when recorded)
         )
         self.backward_op = OpDef(
             name="compiled_function_backward",
@@ -161,6 +164,7 @@ class AutogradPlan:
             cost=lambda *a: Cost(0, 0),
             num_outputs=len(wrt),
             doc="the AOT backward graph of a compiled function",
+            complex=Complex.GRADIENT,
         )
 
     def _optimize(self, level, joint_arrays) -> None:
@@ -179,7 +183,7 @@ class AutogradPlan:
             outputs, saved = results[: self.n_forward_outputs], results[self.n_forward_outputs :]
             # the k-th cotangent belongs to the k-th floating output (they come first)
             floating = [
-                r for r, v in zip(outputs, self.forward.outputs) if v.dtype.is_floating_point
+                r for r, v in zip(outputs, self.forward.outputs) if dt.differentiable(v.dtype)
             ]
             check = list(saved)
             for v, p in zip(self.backward.inputs[self.n_saved :], self.backward_inputs):
@@ -211,7 +215,7 @@ class AutogradPlan:
         versions of the tensors it reads (``sources``: joint input position -> eager tensor)."""
         from ..autograd import Node
 
-        floating = [t for t in outputs if t.dtype.is_floating_point]
+        floating = [t for t in outputs if dt.differentiable(t.dtype)]
         feeds = {p: arrays[p] for p in self.backward_inputs if p not in self.cotangents}
         versions = [(sources[p], sources[p]._vc[0]) for p in feeds if p in sources]
         attrs = {"saved": saved, "feeds": feeds, "versions": versions, "tensors": tensors}

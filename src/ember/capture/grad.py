@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 
+from .. import dtypes as dt
 from ..errors import DTypeError, EmberError
 from ..grad_mode import enable_grad
 from ..graph.autodiff import backward_graph_values
@@ -80,9 +81,9 @@ def _check_wrt(arg, i: int, name: str):
             f"{name}: argument {i} is differentiated (argnums) and must be a tensor, got "
             f"{type(arg).__name__}"
         )
-    if not arg.dtype.is_floating_point:
+    if not dt.differentiable(arg.dtype):
         raise DTypeError(
-            f"argument {i} has dtype {arg.dtype}; only floating-point inputs can be "
+            f"argument {i} has dtype {arg.dtype}; only floating-point and complex inputs can be "
             "differentiated (cast it with .float() or leave it out of argnums)",
             op=name,
         )

@@ -32,6 +32,7 @@ import contextlib
 
 import numpy as np
 
+from .. import dtypes as dt
 from ..errors import DTypeError, EmberError, ShapeError
 from ..graph.builder import GraphBuilder
 from ..graph.ir import Graph
@@ -134,7 +135,7 @@ class Variable(Tensor):
         self.name = name or "Variable"
         self.graph = graph
         self.trainable = trainable
-        if trainable and self.dtype.is_floating_point:
+        if trainable and dt.differentiable(self.dtype):
             self.requires_grad_(True)
         if graph is not None:  # the graph input it is fed through carries its name
             graph._builder.capture_names[id(self)] = self.name

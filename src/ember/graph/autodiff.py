@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .. import dtypes as dt
 from ..autograd import vjp_results
 from ..errors import AutogradError, ShapeError
 from ..ops import _autocast
@@ -41,7 +42,7 @@ __all__ = ["backward_graph_values"]
 
 
 def _differentiable(value) -> bool:
-    return value.type.dtype.is_floating_point
+    return dt.differentiable(value.type.dtype)
 
 
 def _zeros(builder: GraphBuilder, type: TensorType) -> SymbolicTensor:

@@ -49,7 +49,8 @@ def to_array(data, dtype) -> np.ndarray:
 def _from_python(data, target=None) -> np.ndarray:
     """Python scalars and nested lists as an array of ``target`` (an ember DType), converted
     directly from the Python values; without a target: floats -> the default float dtype,
-    ints -> int64, bools -> bool (lists holding NumPy float64 values stay float64)."""
+    ints -> int64, bools -> bool, complex numbers -> the default complex dtype (lists holding
+    NumPy float64 or complex128 values stay float64 or complex128)."""
     if target is not None and not isinstance(data, (list, tuple)):
         return np.asarray(data, dtype=target.np)
     if isinstance(data, bool):
@@ -58,6 +59,8 @@ def _from_python(data, target=None) -> np.ndarray:
         return np.asarray(data, dtype=np.int64)
     if isinstance(data, numbers.Real):
         return np.asarray(data, dtype=_dt.get_default_dtype().np)
+    if isinstance(data, numbers.Complex):
+        return np.asarray(data, dtype=_dt.get_default_complex_dtype().np)
     if isinstance(data, (list, tuple)):
         if any(_is_eager(x) for x in _flatten(data)):
             data = _unwrap(data)
@@ -72,6 +75,8 @@ def _from_python(data, target=None) -> np.ndarray:
             return arr
         if arr.dtype == np.float64 and not _has_numpy_float64(data):
             arr = arr.astype(_dt.get_default_dtype().np)
+        elif arr.dtype == np.complex128 and not _has_numpy_float64(data, np.complex128):
+            arr = arr.astype(_dt.get_default_complex_dtype().np)
         return arr
     return np.asarray(data)
 
@@ -107,8 +112,8 @@ def _flatten(data):
             yield x
 
 
-def _has_numpy_float64(data) -> bool:
+def _has_numpy_float64(data, dtype=np.float64) -> bool:
     return any(
-        isinstance(x, (np.ndarray, np.float64)) and getattr(x, "dtype", None) == np.float64
+        isinstance(x, (np.ndarray, np.generic)) and getattr(x, "dtype", None) == dtype
         for x in _flatten(data)
     )

@@ -24,9 +24,10 @@ above the ops read rules, never op names.
 Attributes are keyword arguments in canonical, hashable form (ints, floats, tuples, strings,
 DTypes); the public wrapper of an op normalises user arguments before calling `apply`.
 
-`apply(op, *inputs, **attrs)` is the only way an op runs: it asks the innermost *mode* on the
-stack (eager execution by default; tracing pushes a graph builder) to handle the call, so no op
-knows which mode it is in (principle 2).
+`apply(op, *inputs, **attrs)` is the only way an op runs: it checks the ``complex`` rule (an op
+that does not declare it refuses complex operands, `_refuse_complex`), then asks the innermost
+*mode* on the stack (eager execution by default; tracing pushes a graph builder) to handle the
+call, so no op knows which mode it is in (principle 2).
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
+
+from ..dtypes import complex64
+from ..errors import ComplexDTypeError
+from ._rules import Complex
+
+_GRADIENT = Complex.GRADIENT
 
 
 class _KindDefault:
@@ -108,6 +115,7 @@ class OpDef:
     selects: tuple = ()  # Select pairs (where)
     scatter: Any = None  # ScatterRule (pool_scatter)
     picks: Any = None  # PickRule (max_pool)
+    complex: Any = None  # Complex: the op takes complex operands (ops/_rules.py)
     run: Callable[..., Any] = field(init=False, repr=False)
 
     def __post_init__(self):
@@ -115,7 +123,12 @@ class OpDef:
             raise ValueError(f"op {self.name}: unknown kind {self.kind!r}; expected one of {KINDS}")
         if self.c is not None and self.kind != "elementwise":
             raise ValueError(f"op {self.name}: only elementwise ops have a C expression")
-        self.run = self.kernel if self.fast is None else _preferring(self.fast, self.kernel)
+        if self.complex is not None and not isinstance(self.complex, Complex):
+            raise ValueError(f"op {self.name}: the complex rule is a Complex, got {self.complex!r}")
+        fast = self.fast
+        if fast is not None and self.complex is not None:
+            fast = _real_only(fast)  # (C code never sees complex arrays)
+        self.run = self.kernel if fast is None else _preferring(fast, self.kernel)
 
     def __repr__(self) -> str:
         return f"<op {self.name} ({self.kind})>"
@@ -130,6 +143,55 @@ def _preferring(fast, kernel):
 
     run.__name__ = getattr(kernel, "__name__", "run")
     return run
+
+
+def _real_only(fast):
+    """``fast`` declining (None) where an operand is a complex array."""
+
+    def real_fast(*arrays, **attrs):
+        for a in arrays:
+            if getattr(getattr(a, "dtype", None), "kind", None) == "c":
+                return None
+        return fast(*arrays, **attrs)
+
+    return real_fast
+
+
+def native_code(node) -> bool:
+    """Whether C code (an op's ``compile``, ``c_step``, fused loops and epilogues) may run graph
+    node ``node``: not where one of its values is complex (the reference kernels run those)."""
+    for v in (*node.inputs, *node.outputs):
+        if v.dtype.category == _COMPLEX_CATEGORY:
+            return False
+    return True
+
+
+_COMPLEX_CATEGORY = complex64.category
+
+
+def _refuse_complex(op: OpDef, inputs: tuple) -> None:
+    """The one check of the ``complex`` rule (ops/_rules.py), run by `apply` for every op that
+    does not declare ``Complex.GRADIENT``: a complex operand of an op without the rule, or one
+    requiring grad of an op whose rule is ``Complex.VALUES``, raises `ComplexDTypeError`."""
+    for t in inputs:
+        dtype = getattr(t, "dtype", None)
+        if dtype is None or dtype.category != _COMPLEX_CATEGORY:
+            continue
+        if op.complex is None:
+            raise ComplexDTypeError(
+                f"not implemented for '{_TORCH_NAMES[dtype.name]}' ({dtype}): ember's {op.name} "
+                "takes no complex operands",
+                op=op.name,
+            )
+        if _state.grad_enabled and getattr(t, "requires_grad", False):
+            raise ComplexDTypeError(
+                f"the derivative for a complex ({dtype}) operand is not implemented: ember's "
+                f"{op.name} computes complex values without a gradient",
+                op=op.name,
+            )
+
+
+_TORCH_NAMES = {"complex64": "ComplexFloat", "complex128": "ComplexDouble"}
 
 
 REGISTRY: dict[str, OpDef] = {}
@@ -237,6 +299,8 @@ def apply(op: OpDef, *inputs, **attrs):
     """Run primitive ``op`` on ember tensors ``inputs`` in the current mode (inside an autocast
     region, an op with an ``autocast`` rule first has its operands cast: ops/_autocast.py)."""
     state = _state
+    if op.complex is not _GRADIENT:
+        _refuse_complex(op, inputs)
     if state.autocast is not None and op.autocast is not None:
         inputs = state.autocast.operands(op, inputs, attrs)
     modes = state.modes  # (current_mode inlined: every eager op call passes here)

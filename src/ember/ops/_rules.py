@@ -76,6 +76,19 @@ Differentiation (graph/autodiff.py)
   graph's detach), so graph autodiff counts it as depending on nothing it differentiates: an
   op after it that has no VJP (a function PyTorch defines no derivative for) needs none.
 
+Complex numbers (ops/_registry.py `apply`, `native_code`; runtime/codegen.py, runtime/cgraph.py,
+runtime/workers.py, transforms/fuse.py)
+* ``complex``: a `Complex`: the op takes complex operands (complex64, complex128), its kernel
+  computing them in NumPy. Left None, `apply` refuses a complex operand before the op runs or is
+  recorded, with a `ComplexDTypeError` naming the op, the dtype and the user's line, in every
+  mode (eager, graph building), so no op that was never written for complex values sees one.
+  ``Complex.VALUES``: values only, refused where a complex operand requires grad (the VJP was
+  not written for complex); ``Complex.GRADIENT``: the VJP too, in PyTorch's convention (the
+  gradient of a real loss is the conjugate Wirtinger derivative, ``g * conj(f'(z))`` for a
+  holomorphic ``f``). C code never sees complex values: an op's ``fast`` is skipped for
+  complex arrays (`OpDef.run`), and a graph node with a complex value is never compiled
+  (``compile``), fused, epilogue-fused or run as a C step: `native_code(node)` is False.
+
 Transforms
 * ``batch``: how a call splits along a batch axis (ops/_batching.py; micro-batching); None: it
   does not; left unset, its kind's default.
@@ -127,6 +140,7 @@ from typing import Any, NamedTuple
 __all__ = [
     "Autocast",
     "ChannelWeights",
+    "Complex",
     "Effect",
     "EpilogueRule",
     "FusedRule",
@@ -158,6 +172,17 @@ class Autocast(enum.Enum):
     FP32 = "fp32"
     PROMOTE = "promote"
     KEEP = "keep"
+
+
+class Complex(enum.Enum):
+    """Which complex operands an op takes (the ``complex`` rule above).
+
+    * ``VALUES``: the kernel and shape rule compute complex operands (comparisons, predicates,
+      copies without a gradient); a complex operand that requires grad is refused;
+    * ``GRADIENT``: the VJP too: PyTorch's convention, the conjugate Wirtinger derivative."""
+
+    VALUES = "values"
+    GRADIENT = "gradient"
 
 
 class Effect(NamedTuple):

@@ -131,6 +131,14 @@ def require_float(op: str, *types) -> None:
             )
 
 
+def require_float_or_complex(op: str, *types) -> None:
+    """`require_float`, complex dtypes accepted too (for ops whose ``complex`` rule takes them:
+    the rule has refused them already where it does not)."""
+    for t in types:
+        if not (t.dtype.is_floating_point or t.dtype.is_complex):
+            require_float(op, t)
+
+
 def require_same_dtype(op: str, *types) -> DType:
     first = types[0].dtype
     for t in types[1:]:

@@ -18,7 +18,7 @@ from . import _onnx_elementwise as ox
 from . import api as E
 from ._half import elementwise_fast
 from ._registry import OpDef, apply, constant, export, register
-from ._rules import Identity
+from ._rules import Complex, Identity
 from ._util import broadcast_shapes, elementwise_cost, require_same_dtype
 from .elementwise import _direct_inplace, _is_tensor, promote, scalar_array
 
@@ -54,6 +54,7 @@ def _binary(
     alpha=False,
     channel_terms=None,
     onnx=None,
+    complex=None,
 ):
     """``identity``: the constants that leave the other operand unchanged (an `Identity`), the
     unchanged, exactly (for transforms/simplify.py); ``c``: the op as a C expression over
@@ -75,6 +76,7 @@ def _binary(
             fast=None if c is None else elementwise_fast(name),
             channel_terms=channel_terms,
             onnx=onnx,
+            complex=complex,
         )
     )
 
@@ -106,7 +108,7 @@ def _scale(name, y, alpha, dtype):
     bool result takes any alpha as its truth value), and alpha 1 leaves y as it is."""
     if isinstance(alpha, bool) and not dtype.is_bool:
         raise DTypeError(f"a bool alpha is only supported for bool results, got {dtype}", op=name)
-    if isinstance(alpha, float) and not dtype.is_floating_point:
+    if isinstance(alpha, float) and not (dtype.is_floating_point or dtype.is_complex):
         raise DTypeError(
             f"for {dtype} tensors, alpha must not be a floating point number (got {alpha!r})",
             op=name,
@@ -143,8 +145,8 @@ def _mul_vjp(c, g):
     x, y = c.inputs
     nx, ny = c.needs_input_grad
     return (
-        _reduce_to(g * y, c.in_types[0]) if nx else None,
-        _reduce_to(g * x, c.in_types[1]) if ny else None,
+        _reduce_to(g * E.conj(y), c.in_types[0]) if nx else None,
+        _reduce_to(g * E.conj(x), c.in_types[1]) if ny else None,
     )
 
 
@@ -152,14 +154,16 @@ def _div_vjp(c, g):
     x, y = c.inputs
     nx, ny = c.needs_input_grad
     return (
-        _reduce_to(g / y, c.in_types[0]) if nx else None,
-        _reduce_to(-g * x / (y * y), c.in_types[1]) if ny else None,
+        _reduce_to(g / E.conj(y), c.in_types[0]) if nx else None,
+        _reduce_to(-g * E.conj(x / (y * y)), c.in_types[1]) if ny else None,
     )
 
 
 def _pow_vjp(c, g):
     x, y = c.inputs
     nx, ny = c.needs_input_grad
+    if x.dtype.is_complex:
+        return _complex_pow_vjp(c, g)
     gx = gy = None
     if nx:
         # 0 where y == 0 (x ** 0 is constant 1), also at x == 0 where y * x ** -1 is 0 * inf
@@ -168,6 +172,23 @@ def _pow_vjp(c, g):
         # d/dy x**y = x**y log x; define it as 0 where x == 0 and y >= 0 (PyTorch's convention)
         zero_base = E.logical_and(x == 0, y >= 0)
         gy = _reduce_to(E.where(zero_base, 0, g * E.pow(x, y) * E.log(x)), c.in_types[1])
+    return gx, gy
+
+
+def _complex_pow_vjp(c, g):
+    """PyTorch's pow_backward for complex operands: ``g * conj(y * x ** (y - 1))`` (0 where
+    y == 0) and ``g * conj(x ** y * log x)`` (0 where x == 0 and real(y) >= 0)."""
+    x, y = c.inputs
+    nx, ny = c.needs_input_grad
+    gx = gy = None
+    if nx:
+        gx = E.where(y == 0, 0, g * E.conj(y * E.pow(x, y - 1)))
+        gx = _reduce_to(gx, c.in_types[0])
+    if ny:
+        zero_base = E.logical_and(x == 0, E.real(y) >= 0)
+        safe = E.where(zero_base, 1, x)
+        gy = E.where(zero_base, 0, g * E.conj(E.pow(safe, y) * E.log(safe)))
+        gy = _reduce_to(gy, c.in_types[1])
     return gx, gy
 
 
@@ -237,7 +258,12 @@ def _pow_check(x, y):
         and (isinstance(x, bool) or (_is_tensor(x) and x.dtype is dt.bool_))
     ):
         raise KernelDTypeError("not defined for a bool exponent tensor of a bool", op="pow")
-    if type(y) is int and y < 0 and _is_tensor(x) and not x.dtype.is_floating_point:
+    if (
+        type(y) is int
+        and y < 0
+        and _is_tensor(x)
+        and not (x.dtype.is_floating_point or x.dtype.is_complex)
+    ):
         raise DTypeError("integers to negative integer powers are not allowed", op="pow")
 
 
@@ -288,6 +314,7 @@ ADD = _binary(
     alpha=True,
     channel_terms=_add_channel_terms,
     onnx=ox.onnx_logic("Add", "Or"),
+    complex=Complex.GRADIENT,
     doc="add(input, other, *, alpha=1): input + alpha * other, with broadcasting and type "
     "promotion.",
 )
@@ -300,6 +327,7 @@ _binary(
     c="({0} - {1})",
     alpha=True,
     onnx=ox.onnx_logic("Sub", None),
+    complex=Complex.GRADIENT,
     doc="sub(input, other, *, alpha=1): input - alpha * other, with broadcasting and type "
     "promotion (bool tensors refused, as in PyTorch).",
     check=_no_bool(
@@ -315,6 +343,7 @@ _binary(
     identity=Identity(left=1, right=1),
     c="({0} * {1})",
     onnx=ox.onnx_logic("Mul", "And"),
+    complex=Complex.GRADIENT,
 )
 _binary(
     "div",
@@ -325,6 +354,7 @@ _binary(
     identity=Identity(right=1),
     c="({0} / {1})",
     onnx=_onnx.node("Div"),
+    complex=Complex.GRADIENT,
 )
 _binary(
     "floor_div",
@@ -345,7 +375,14 @@ _binary(
     bools=False,
     onnx=_onnx.composite(ox.onnx_mod),
 )
-_binary("pow", _pow_kernel, _pow_vjp, check=_pow_check, onnx=_onnx.composite(ox.onnx_pow))
+_binary(
+    "pow",
+    _pow_kernel,
+    _pow_vjp,
+    check=_pow_check,
+    onnx=_onnx.composite(ox.onnx_pow),
+    complex=Complex.GRADIENT,
+)
 # NumPy propagates a NaN from either side, and of two equal values (-0.0 and 0.0) keeps the
 # second
 _binary(

@@ -4,19 +4,25 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .. import dtypes as dt
 from ..devices import check_device, check_memory_format, is_device_string
 from ..devices import device as device_type
+from ..errors import DTypeError
 from ..types import TensorType
 from . import api as E
 from ._registry import OpDef, TensorBase, apply, export, register
+from ._rules import Complex
 from ._util import memory_cost
 from .elementwise import to_tensor
 
 
 def _cast_kernel(x, *, dtype):
+    if x.dtype.kind == "c" and dtype.category != dt.complex64.category:
+        x = x.real  # (PyTorch's complex-to-real cast: the real part, without NumPy's warning)
     return x.astype(dtype.np)
 
 
@@ -42,7 +48,11 @@ def _compose_casts(inner, outer, x):
 
 def _cast_vjp(c, g):
     src = c.in_types[0].dtype
-    return (cast(g, src) if src.is_floating_point else None,)
+    if not (src.is_floating_point or src.is_complex):
+        return (None,)
+    if g.dtype.is_complex and not src.is_complex:  # real -> complex: the real part's gradient
+        return (cast(g, src, discard_imag=True),)
+    return (cast(g, src),)
 
 
 def _onnx_cast(e):
@@ -63,19 +73,44 @@ _CAST = register(
         doc="cast(x, dtype): convert values to another dtype (C casting rules, like NumPy).",
         noop=lambda x, *, dtype: x.dtype is dtype,
         compose=_compose_casts,
+        complex=Complex.GRADIENT,
         c="(({T})({0}))",  # fused only among float and bool types, where C agrees
     )
 )
 
 
+_DISCARDS = "Casting complex values to real discards the imaginary part"
+
+
 @export
-def cast(x, dtype):
-    """Convert ``x`` to ``dtype``; returns ``x`` itself when it already has that dtype."""
+def cast(x, dtype, *, discard_imag: bool = False):
+    """Convert ``x`` to ``dtype``; returns ``x`` itself when it already has that dtype.
+
+    A complex ``x`` cast to a real dtype keeps its real part only where ``discard_imag`` says
+    so (``x.to(dtype)``, ``x.float()``, ... pass it, with PyTorch's warning): elsewhere it is
+    refused with a `DTypeError`, so no code that promotes integers to floats drops an
+    imaginary part silently."""
     dtype = dt.as_dtype(dtype)
     x = to_tensor(x)
     if x.dtype is dtype:
         return x
+    if x.dtype.is_complex and not dtype.is_complex and not discard_imag:
+        raise DTypeError(
+            f"an operand of {x.dtype} would be cast to {dtype}, discarding its imaginary part; "
+            "this function takes no complex operands (x.real or x.to(dtype) cast explicitly)",
+            op="cast",
+        )
     return apply(_CAST, x, dtype=dtype)
+
+
+def _user_cast(x, dtype):
+    """A cast the user asked for (``x.to(dtype)``, ``x.float()``): complex to real keeps the
+    real part, with PyTorch's warning."""
+    dtype = dt.as_dtype(dtype)
+    if x.dtype.is_complex and not dtype.is_complex:
+        warnings.warn(_DISCARDS, UserWarning, stacklevel=3)
+        return cast(x, dtype, discard_imag=True)
+    return cast(x, dtype)
 
 
 def _to(self, *args, **kwargs):
@@ -114,7 +149,7 @@ def _to(self, *args, **kwargs):
     if dtype is not None:
         dtype = dt.as_dtype(dtype)
         if dtype is not self.dtype:
-            return cast(self, dtype)
+            return _user_cast(self, dtype)
     return E.clone(self) if copy else self
 
 
@@ -131,5 +166,9 @@ for _name, _dtype in [
     ("char", dt.int8),
     ("bool", dt.bool_),
 ]:
-    export(lambda self, _d=_dtype: cast(self, _d), name=_name, method=True, toplevel=False)
-export(lambda self, other: cast(self, other.dtype), name="type_as", method=True, toplevel=False)
+    export(lambda self, _d=_dtype: _user_cast(self, _d), name=_name, method=True, toplevel=False)
+export(
+    lambda self, other: _user_cast(self, other.dtype), name="type_as", method=True, toplevel=False
+)
+export(lambda self: _user_cast(self, dt.complex64), name="cfloat", method=True, toplevel=False)
+export(lambda self: _user_cast(self, dt.complex128), name="cdouble", method=True, toplevel=False)

@@ -7,6 +7,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..types import TensorType
 from ._registry import OpDef, apply, export, register
+from ._rules import Complex
 from ._util import broadcast_shapes, elementwise_cost, require_same_dtype
 from .elementwise import promote, to_tensor
 
@@ -58,7 +59,7 @@ def _compare_infer(name):
     return infer
 
 
-def _comparison(name, kernel, methods, dunder_doc, onnx):
+def _comparison(name, kernel, methods, dunder_doc, onnx, complex=None):
     op = register(
         OpDef(
             name=name,
@@ -69,6 +70,7 @@ def _comparison(name, kernel, methods, dunder_doc, onnx):
             doc=f"{name}(x, y): elementwise x {dunder_doc} y",
             c=f"({{0}} {dunder_doc} {{1}})",
             onnx=onnx,
+            complex=complex,
         )
     )
 
@@ -80,8 +82,11 @@ def _comparison(name, kernel, methods, dunder_doc, onnx):
     export(fn, name=name, method=methods)
 
 
-_comparison("eq", np.equal, ("eq",), "==", _onnx_compare("Equal"))
-_comparison("ne", np.not_equal, ("ne",), "!=", _onnx_compare("Equal", negate=True))
+# equality compares complex numbers (a bool result carries no gradient); order does not
+_comparison("eq", np.equal, ("eq",), "==", _onnx_compare("Equal"), Complex.GRADIENT)
+_comparison(
+    "ne", np.not_equal, ("ne",), "!=", _onnx_compare("Equal", negate=True), Complex.GRADIENT
+)
 _comparison("lt", np.less, ("lt",), "<", _onnx_compare("Less"))
 _comparison("le", np.less_equal, ("le",), "<=", _onnx_compare("LessOrEqual"))
 _comparison("gt", np.greater, ("gt",), ">", _onnx_compare("Greater"))
@@ -135,6 +140,7 @@ def _predicate(name, kernel, onnx):
             cost=elementwise_cost(1),
             doc=f"{name}(x): elementwise test",
             onnx=onnx,
+            complex=Complex.GRADIENT,  # (NumPy's: either part NaN / infinite; no gradient)
         )
     )
 

@@ -8,12 +8,14 @@ import numpy as np
 from ..devices import check_memory_format
 from . import _onnx
 from ._registry import Cost, OpDef, apply, export, register
+from ._rules import Complex
 from ._util import memory_cost, same_type
 from .elementwise import to_tensor
 
 COPY = register(
     OpDef(
         name="copy",
+        complex=Complex.GRADIENT,
         onnx=_onnx.node("Identity"),
         kind="elementwise",
         infer=same_type,
@@ -40,6 +42,7 @@ def clone(x, *, memory_format=None):
 _STOP_GRADIENT = register(
     OpDef(
         name="stop_gradient",
+        complex=Complex.GRADIENT,
         onnx=_onnx.node("Identity"),
         kind="elementwise",
         infer=same_type,

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import ShapeError
+from ..errors import DTypeError, ShapeError
 from ..kernels.cprepack import exposed
 from ..symbolic import SymDim
 from ..types import TensorType
@@ -57,9 +57,16 @@ def full(*args, fill_value=None, dtype=None, requires_grad=False):
         shape_args = args
     shape = size_arg("full", tuple(shape_args))
     d = _fill_dtype(fill_value, dtype)
-    value = (
-        bool(fill_value) if d.is_bool else (int(fill_value) if d.is_integer else float(fill_value))
-    )
+    if d.is_complex:
+        value = complex(fill_value)
+    elif isinstance(fill_value, complex):
+        raise DTypeError(f"a complex fill value {fill_value!r} for a {d} tensor", op="full")
+    else:
+        value = (
+            bool(fill_value)
+            if d.is_bool
+            else (int(fill_value) if d.is_integer else float(fill_value))
+        )
     out = apply(_FULL, shape=shape, value=value, dtype=d)
     return out.requires_grad_() if requires_grad else out
 

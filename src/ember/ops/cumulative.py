@@ -22,6 +22,7 @@ from ..types import TensorType
 from . import _onnx_reduce as oxr
 from . import api as E
 from ._registry import INPLACE, OpDef, apply, export, register
+from ._rules import Complex
 from ._util import elementwise_cost, normalize_axis, pick_axis, value_bytes
 from .elementwise import to_tensor
 
@@ -69,6 +70,7 @@ def _cumsum_workspace(node, layouts) -> int:
 _CUMSUM = register(
     OpDef(
         name="cumsum",
+        complex=Complex.GRADIENT,
         onnx=oxr.onnx_cumsum,
         kind="reduce",
         infer=_cumsum_infer,

@@ -26,7 +26,7 @@ from ..errors import ShapeError
 from ..types import TensorType
 from . import api as E
 from ._registry import Cost, OpDef, apply, export, register
-from ._rules import Autocast
+from ._rules import Autocast, Complex
 from ._util import fmt_shape, half_precision, io_bytes, require_same_dtype, value_bytes
 from .elementwise import promote
 
@@ -100,6 +100,8 @@ def _einsum_kernel(*operands, equation):
 def _einsum_vjp(c, g):
     terms, out = _split(c.attrs["equation"])
     operands = c.inputs
+    if c.in_types[0].dtype.is_complex:  # (products of the other operands' conjugates)
+        operands = tuple(E.conj(x) for x in operands)
     grads = []
     for i, need in enumerate(c.needs_input_grad):
         grads.append(_operand_grad(i, terms, out, operands, g, c.in_types) if need else None)
@@ -177,6 +179,7 @@ def _einsum_autocast(attrs):
 _EINSUM = register(
     OpDef(
         name="einsum",
+        complex=Complex.GRADIENT,
         autocast=_einsum_autocast,
         onnx=_onnx_einsum,
         kind="linalg",

@@ -16,16 +16,18 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import KernelDTypeError
 from ..symbolic import SymDim
+from ..types import TensorType
 from . import _onnx
 from . import _onnx_elementwise as ox
 from . import api as E
 from ._data import to_array
 from ._half import elementwise_fast
 from ._registry import PUBLIC, OpDef, TensorBase, apply, constant, export, register
+from ._rules import Complex
 from ._util import (
     elementwise_cost,
     half_precision,
-    require_float,
+    require_float_or_complex,
     same_type,
     value_bytes,
 )
@@ -77,19 +79,21 @@ def promote(*operands, floating: bool = False):
         if isinstance(x, TensorBase):
             if isinstance(y, TensorBase):
                 dtype = x.dtype
-                if y.dtype is dtype and (not floating or dtype.is_floating_point):
+                if y.dtype is dtype and (
+                    not floating or dtype.is_floating_point or dtype.is_complex
+                ):
                     return operands
             elif _keeps_dtype(x.dtype, y, floating):
                 return x, constant(scalar_array(y, x.dtype))
         elif isinstance(y, TensorBase) and _keeps_dtype(y.dtype, x, floating):
             return constant(scalar_array(x, y.dtype)), y
     operands = [
-        x if _is_tensor(x) or isinstance(x, (bool, int, float, SymDim)) else to_tensor(x)
+        x if _is_tensor(x) or isinstance(x, (bool, int, float, complex, SymDim)) else to_tensor(x)
         for x in operands
     ]
     # a symbolic size is a weak int, like the Python int it will be when the graph runs
     target = dt.result_type(*[1 if isinstance(x, SymDim) else x for x in operands])
-    if floating and not target.is_floating_point:
+    if floating and not (target.is_floating_point or target.is_complex):
         target = dt.get_default_dtype()
     return [to_tensor(x, target) for x in operands]
 
@@ -106,10 +110,12 @@ def _direct_inplace(fn, kernel, float_only: bool) -> None:
         fn.ufunc_float_only = float_only
 
 
-def _unary_infer(name, float_only, bools=False):
+def _unary_infer(name, float_only, bools=False, real_result=False):
     def infer(x):
         if float_only:
-            require_float(name, x)
+            require_float_or_complex(name, x)
+        if real_result and x.dtype.is_complex:  # (abs: the modulus)
+            return TensorType(tuple(x.shape), dt.to_real(x.dtype))
         elif x.dtype is dt.bool_ and not bools:
             raise KernelDTypeError("not defined for bool tensors; cast with .int() first", op=name)
         return same_type(x)
@@ -133,16 +139,20 @@ def _unary(
     doc="",
     bools=False,
     onnx=None,
+    complex=None,
+    real_result=False,
 ):
     """``c``: the op as a C expression over ``{0}`` for fused kernels (kernels/cfuse.py), with
     ``{T}`` the C type and ``{f}`` the math-function suffix ("f" for float32); ``workspace``: the
     kernel's rule for the memory planner (ops/_util.py, `value_bytes`); ``functional`` /
-    ``toplevel``: exported to ``ember.nn.functional`` / ``ember``."""
+    ``toplevel``: exported to ``ember.nn.functional`` / ``ember``; ``complex``: the op's
+    `Complex` rule (ops/_rules.py), ``real_result``: a complex operand gives a real result (the
+    modulus)."""
     op = register(
         OpDef(
             name=name,
             kind="elementwise",
-            infer=_unary_infer(name, float_only, bools),
+            infer=_unary_infer(name, float_only, bools, real_result),
             kernel=kernel,
             vjp=vjp,
             cost=elementwise_cost(flops),
@@ -153,12 +163,15 @@ def _unary(
             fast=None if c is None else elementwise_fast(name),
             workspace=workspace,
             onnx=onnx,
+            complex=complex,
         )
     )
 
     def fn(x):
         x = to_tensor(x)
-        if float_only and not x.dtype.is_floating_point:  # PyTorch's int-to-float promotion
+        dtype = x.dtype
+        if float_only and not (dtype.is_floating_point or dtype.is_complex):
+            # PyTorch's int-to-float promotion
             x = E.cast(x, dt.get_default_dtype())
         return apply(op, x)
 
@@ -181,6 +194,9 @@ def _zero_grad(ctx, g):
 
 
 def _sigmoid_kernel(x):
+    if x.dtype.kind == "c":  # (complex: the formula itself; its poles are the values')
+        with np.errstate(all="ignore"):
+            return (1 / (1 + np.exp(-x))).astype(x.dtype, copy=False)
     # 1 / (1 + exp(-x)) overflows to a warning for large negative x; this form does not
     out = np.empty_like(x)
     pos = x >= 0
@@ -211,6 +227,13 @@ def _relu_kernel(x):
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
+def _abs_vjp(c, g):
+    x = c.inputs[0]
+    if x.dtype.is_complex:  # the real gradient along z / |z| (0 at 0), PyTorch's
+        return (g * E.sgn(x),)
+    return (g * E.sign(x),)
+
+
 NEG = _unary(
     "neg",
     np.negative,
@@ -218,14 +241,17 @@ NEG = _unary(
     float_only=False,
     save="none",
     c="(-{0})",
+    complex=Complex.GRADIENT,
     onnx=_onnx.node("Neg"),
 )
 _unary(
     "abs",
     np.abs,
-    lambda c, g: (g * E.sign(c.inputs[0]),),
+    _abs_vjp,
     float_only=False,
     c="fabs{f}({0})",
+    complex=Complex.GRADIENT,
+    real_result=True,
     onnx=_onnx.node("Abs"),
 )
 
@@ -252,12 +278,20 @@ _unary(
 _unary(
     "exp",
     np.exp,
-    lambda c, g: (g * c.outputs[0],),
+    lambda c, g: (g * E.conj(c.outputs[0]),),
     save="output",
     c="exp{f}({0})",
+    complex=Complex.GRADIENT,
     onnx=_onnx.node("Exp"),
 )
-_unary("log", np.log, lambda c, g: (g / c.inputs[0],), c="log{f}({0})", onnx=_onnx.node("Log"))
+_unary(
+    "log",
+    np.log,
+    lambda c, g: (g / E.conj(c.inputs[0]),),
+    c="log{f}({0})",
+    onnx=_onnx.node("Log"),
+    complex=Complex.GRADIENT,
+)
 _unary(
     "log1p",
     np.log1p,
@@ -276,9 +310,10 @@ _unary(
 _unary(
     "sqrt",
     np.sqrt,
-    lambda c, g: (g / (c.outputs[0] * 2),),
+    lambda c, g: (g / (E.conj(c.outputs[0]) * 2),),
     save="output",
     c="sqrt{f}({0})",
+    complex=Complex.GRADIENT,
     onnx=_onnx.node("Sqrt"),
 )
 _unary(
@@ -292,32 +327,45 @@ _unary(
 _unary(
     "reciprocal",
     np.reciprocal,
-    lambda c, g: (-g * c.outputs[0] * c.outputs[0],),
+    lambda c, g: (-g * E.conj(c.outputs[0] * c.outputs[0]),),
     save="output",
     onnx=_onnx.node("Reciprocal"),
+    complex=Complex.GRADIENT,
 )
 _unary(
-    "sin", np.sin, lambda c, g: (g * E.cos(c.inputs[0]),), c="sin{f}({0})", onnx=_onnx.node("Sin")
+    "sin",
+    np.sin,
+    lambda c, g: (g * E.conj(E.cos(c.inputs[0])),),
+    c="sin{f}({0})",
+    onnx=_onnx.node("Sin"),
+    complex=Complex.GRADIENT,
 )
 _unary(
-    "cos", np.cos, lambda c, g: (-g * E.sin(c.inputs[0]),), c="cos{f}({0})", onnx=_onnx.node("Cos")
+    "cos",
+    np.cos,
+    lambda c, g: (-g * E.conj(E.sin(c.inputs[0])),),
+    c="cos{f}({0})",
+    onnx=_onnx.node("Cos"),
+    complex=Complex.GRADIENT,
 )
 _unary(
     "tanh",
     np.tanh,
-    lambda c, g: (g * (1 - c.outputs[0] * c.outputs[0]),),
+    lambda c, g: (g * E.conj(1 - c.outputs[0] * c.outputs[0]),),
     save="output",
     functional=True,
     c="tanh{f}({0})",
+    complex=Complex.GRADIENT,
     onnx=_onnx.node("Tanh"),
 )
 _unary(
     "sigmoid",
     _sigmoid_kernel,
-    lambda c, g: (g * c.outputs[0] * (1 - c.outputs[0]),),
+    lambda c, g: (g * E.conj(c.outputs[0] * (1 - c.outputs[0])),),
     save="output",
     functional=True,
     flops=4,
+    complex=Complex.GRADIENT,
     # the kernel's two overflow-free forms, chosen per element, sharing one exp(-|x|)
     # (both computed, then selected: a branch would stop the loop from vectorizing)
     c=(

@@ -1,7 +1,7 @@
 """More of PyTorch's everyday spellings: the aliases (subtract, multiply, divide, true_divide,
 negative, positive, greater, less, not_equal, ..., fix, swapdims, arccosh ...), div's
 ``rounding_mode``, the inverse hyperbolic functions (primitives, as ops/pointwise.py's), and
-small composites of ember's ops: isneginf, isposinf, isreal, sgn, copysign, rsub, float_power,
+small composites of ember's ops: isneginf, isposinf, copysign, rsub, float_power,
 ldexp, aminmax, inner, vdot, diagflat, unflatten, isin, bincount, narrow_copy, cov, corrcoef
 and Tensor.trace.
 """
@@ -147,19 +147,6 @@ def isneginf(input):
     """Where the input is -inf (bool)."""
     x = to_tensor(input)
     return x == float("-inf") if x.dtype.is_floating_point else E.zeros(x.shape, dtype=dt.bool_)
-
-
-@export(method=True)
-def isreal(input):
-    """True everywhere: ember has no complex dtypes."""
-    x = to_tensor(input)
-    return E.ones(x.shape, dtype=dt.bool_)
-
-
-@export(method=True, inplace=True)
-def sgn(input):
-    """sign (for real tensors PyTorch's sgn is sign); its gradient is 0."""
-    return E.sign(input)
 
 
 @export(method=True, inplace=True)

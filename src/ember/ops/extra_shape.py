@@ -536,12 +536,6 @@ def is_nonzero(input) -> bool:
     return bool(x.item() != 0)
 
 
-@export(method=True)
-def is_complex(input) -> bool:
-    """False: ember has no complex dtypes."""
-    return False
-
-
 @export
 def is_floating_point(input) -> bool:
     """Whether the tensor's dtype is a floating-point one."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._registry import Cost, OpDef, register
+from ._rules import Complex
 from ._util import io_bytes
 
 
@@ -56,6 +57,7 @@ AUTOGRAD_FUNCTION = register(
         num_outputs=None,
         batch=None,
         onnx=_onnx,
+        complex=Complex.GRADIENT,  # (the Function's own ops checked the rule when recorded)
         doc=(
             "autograd_function(*args, *saved, *outputs; function, outputs, backward): a custom "
             "autograd Function's outputs, passed through; its VJP is the Function's backward"

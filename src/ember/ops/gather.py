@@ -19,6 +19,7 @@ from . import _batching
 from . import api as E
 from ._index_plan import FULL, IndexOutOfRangeError
 from ._registry import OpDef, TensorBase, apply, export, register
+from ._rules import Complex
 from ._scatter_kernels import add_elements
 from ._util import fmt_shape, memory_cost, normalize_axis, numel, require_int, same_type
 from .elementwise import promote, to_tensor
@@ -88,6 +89,7 @@ def _onnx_gather(e):
 _GATHER = register(
     OpDef(
         name="gather",
+        complex=Complex.GRADIENT,
         onnx=_onnx_gather,
         kind="index",
         infer=_gather_infer,
@@ -190,6 +192,7 @@ def _onnx_scatter_add(e):
 _SCATTER_ADD = register(
     OpDef(
         name="scatter_add",
+        complex=Complex.GRADIENT,
         onnx=_onnx_scatter_add,
         kind="index",
         infer=_scatter_infer("scatter_add"),
@@ -213,6 +216,7 @@ def _onnx_scatter(e):
 _SCATTER = register(
     OpDef(
         name="scatter",
+        complex=Complex.GRADIENT,
         onnx=_onnx_scatter,
         kind="index",
         infer=_scatter_infer("scatter"),

@@ -38,6 +38,7 @@ from ._index_plan import (
     split_stages,
 )
 from ._registry import OpDef, TensorBase, apply, export, register
+from ._rules import Complex
 from ._scatter_kernels import add_slices
 from ._util import broadcast_shapes, fmt_shape, memory_cost, same_type
 from .elementwise import to_tensor
@@ -117,6 +118,7 @@ def _onnx_getitem(e):
 GETITEM = register(
     OpDef(
         name="getitem",
+        complex=Complex.GRADIENT,
         onnx=_onnx_getitem,
         kind="shape",
         infer=_getitem_infer,
@@ -169,6 +171,7 @@ def _onnx_getitem_backward(e):
 _GETITEM_BACKWARD = register(
     OpDef(
         name="getitem_backward",
+        complex=Complex.GRADIENT,
         onnx=_onnx_getitem_backward,
         kind="shape",
         infer=_getitem_backward_infer,
@@ -328,6 +331,7 @@ def _onnx_index(e):
 _INDEX = register(
     OpDef(
         name="index",
+        complex=Complex.GRADIENT,
         onnx=_onnx_index,
         kind="index",
         infer=_index_infer,
@@ -366,6 +370,7 @@ def _onnx_index_backward(e):
 _INDEX_BACKWARD = register(
     OpDef(
         name="index_backward",
+        complex=Complex.GRADIENT,
         onnx=_onnx_index_backward,
         kind="index",
         infer=_index_backward_infer,
@@ -524,6 +529,7 @@ def _onnx_index_put(e):
 _INDEX_PUT = register(
     OpDef(
         name="index_put",
+        complex=Complex.GRADIENT,
         onnx=_onnx_index_put,
         kind="index",
         infer=_index_put_infer,

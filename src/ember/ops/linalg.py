@@ -25,7 +25,7 @@ from ._autocast import Autocast, autocasts
 from ._matmul_kernels import half_gemm_runs, matmul_fast, matmul_kernel, product_workspace
 from ._registry import Cost, OpDef, TensorBase, apply, export, register
 from ._row_blocks import gemm, relu_only, row_block_rule, rows_of
-from ._rules import ChannelWeights
+from ._rules import ChannelWeights, Complex
 from ._util import (
     broadcast_shapes,
     fmt_shape,
@@ -121,6 +121,8 @@ def _column_major(t) -> bool:
 
 def _matmul_vjp(c, g):
     a, b = c.inputs
+    if a.dtype.is_complex:  # (the real path's products of the conjugates)
+        a, b = E.conj(a), E.conj(b)
     need_a, need_b = c.needs_input_grad
     ga = gb = None
     if need_a:
@@ -190,6 +192,7 @@ def _onnx_matmul(e):
 MATMUL = register(
     OpDef(
         name="matmul",
+        complex=Complex.GRADIENT,
         autocast=Autocast.LOWER,
         onnx=_onnx_matmul,
         kind="linalg",

@@ -14,6 +14,7 @@ from ..types import TensorType
 from . import api as E
 from ._autocast import Autocast, autocasts
 from ._registry import OpDef, apply, export, register
+from ._rules import Complex
 from ._util import fmt_shape, memory_cost
 from .elementwise import to_tensor
 
@@ -104,6 +105,7 @@ def _onnx_pad(e):
 _PAD = register(
     OpDef(
         name="pad",
+        complex=Complex.GRADIENT,
         onnx=_onnx_pad,
         kind="shape",
         infer=_pad_infer,
@@ -137,6 +139,7 @@ def _onnx_pad_backward(e):
 _PAD_BACKWARD = register(
     OpDef(
         name="pad_backward",
+        complex=Complex.GRADIENT,
         onnx=_onnx_pad_backward,
         kind="shape",
         infer=_pad_backward_infer,

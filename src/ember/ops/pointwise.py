@@ -17,6 +17,7 @@ from .. import dtypes as dt
 from . import _onnx
 from . import api as E
 from ._registry import PUBLIC, apply, export
+from ._rules import Complex
 from .binary import _binary, _check_divisor, _reduce_to
 from .elementwise import _unary, to_tensor
 
@@ -128,11 +129,12 @@ for _name in ("asin", "acos", "atan"):
 _SQUARE = _unary(
     "square",
     np.square,
-    lambda c, g: (g * c.inputs[0] * 2,),
+    lambda c, g: (g * E.conj(c.inputs[0]) * 2,),
     float_only=False,
     method=False,
     toplevel=False,
     c="({0} * {0})",
+    complex=Complex.GRADIENT,
     onnx=_onnx.composite(lambda e, x: e.node("Mul", [x, x])),
 )
 

@@ -6,12 +6,15 @@ Half-precision samples are drawn in float32 and rounded.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import dtypes as dt
 from ..errors import ArgumentError, DTypeError, ShapeError
 from ..random import resolve
 from ..types import TensorType
+from . import api as E
 from ._registry import OpDef, apply, export, register
 from ._util import (
     elementwise_cost,
@@ -177,7 +180,15 @@ def rand(*size, generator=None, dtype=None, requires_grad=False):
 
 @export
 def randn(*size, generator=None, dtype=None, requires_grad=False):
-    """Standard normal samples."""
+    """Standard normal samples. A complex dtype draws the real and imaginary parts each with
+    variance 1/2 (PyTorch's split: ``E|z|^2 = 1``), as pairs of normals of its parts' dtype
+    (ember's draws, not PyTorch's stream)."""
+    if dtype is not None and dt.as_dtype(dtype).is_complex:
+        complex_dtype = dt.as_dtype(dtype)
+        shape = size_arg("randn", size)
+        pairs = randn(*shape, 2, generator=generator, dtype=dt.to_real(complex_dtype))
+        out = E.view_as_complex(pairs * math.sqrt(0.5))
+        return _grad_flag(out, requires_grad)
     return _grad_flag(
         apply(
             _NORMAL,

@@ -22,7 +22,7 @@ from . import api as E
 from ._autocast import Autocast, autocasts
 from ._half import c_runs, loop_reduces, reduction_fast, via_float32
 from ._registry import OpDef, TensorBase, apply, export, register
-from ._rules import ReductionRule
+from ._rules import Complex, ReductionRule
 from ._util import (
     half_precision,
     normalize_axes,
@@ -30,6 +30,7 @@ from ._util import (
     pick_axis,
     reduction_cost,
     require_float,
+    require_float_or_complex,
     value_bytes,
 )
 from .elementwise import to_tensor
@@ -185,6 +186,7 @@ def _float32_sum_workspace(elements, out_elements, shape, tail, rest) -> int:
 _SUM = register(
     OpDef(
         name="sum",
+        complex=Complex.GRADIENT,
         onnx=oxr.onnx_sum,
         kind="reduce",
         infer=_sum_infer,
@@ -254,12 +256,13 @@ def _prod_vjp(c, g):
     zeros = E.sum(is_zero, axes, keepdim=True)
     others = E.prod(safe, axes, keepdim=True)
     at_zero = E.where(zeros == 1, others, 0)
-    return (g * E.where(is_zero, at_zero, out / safe),)
+    return (g * E.conj(E.where(is_zero, at_zero, out / safe)),)
 
 
 _PROD = register(
     OpDef(
         name="prod",
+        complex=Complex.GRADIENT,
         autocast=Autocast.FP32,
         onnx=oxr.onnx_prod,
         kind="reduce",
@@ -487,7 +490,7 @@ def mean(x, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
     x = to_tensor(x)
     if dtype is not None:
         x = E.cast(x, dtype)
-    require_float("mean", x)
+    require_float_or_complex("mean", x)
     axes, keep = _args("mean", x, dim, axis, keepdim, keepdims)
     total = apply(_SUM, x, axes=axes, keepdims=keep)
     n = _count(x, axes)

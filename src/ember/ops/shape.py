@@ -16,6 +16,7 @@ from . import _batching
 from . import api as E
 from ._autocast import Autocast, autocasts
 from ._registry import OpDef, apply, export, register
+from ._rules import Complex
 from ._util import (
     fmt_shape,
     memory_cost,
@@ -69,6 +70,7 @@ def _onnx_reshape(e):
 RESHAPE = register(
     OpDef(
         name="reshape",
+        complex=Complex.GRADIENT,
         onnx=_onnx_reshape,
         kind="shape",
         infer=_reshape_infer,
@@ -152,6 +154,7 @@ def _onnx_broadcast_to(e):
 _BROADCAST = register(
     OpDef(
         name="broadcast_to",
+        complex=Complex.GRADIENT,
         onnx=_onnx_broadcast_to,
         kind="shape",
         infer=_broadcast_infer,
@@ -238,6 +241,7 @@ def _onnx_permute(e):
 _PERMUTE = register(
     OpDef(
         name="permute",
+        complex=Complex.GRADIENT,
         onnx=_onnx_permute,
         kind="shape",
         infer=_permute_infer,
@@ -321,6 +325,7 @@ def _onnx_flip(e):
 _FLIP = register(
     OpDef(
         name="flip",
+        complex=Complex.GRADIENT,
         onnx=_onnx_flip,
         kind="shape",
         infer=lambda x, *, axes: TensorType(tuple(x.shape), x.dtype),
@@ -384,6 +389,7 @@ def _onnx_concat(e):
 CONCAT = register(
     OpDef(
         name="concat",
+        complex=Complex.GRADIENT,
         autocast=Autocast.PROMOTE,
         onnx=_onnx_concat,
         kind="shape",
@@ -439,6 +445,7 @@ def _onnx_split(e):
 SPLIT = register(
     OpDef(
         name="split",
+        complex=Complex.GRADIENT,
         onnx=_onnx_split,
         kind="shape",
         infer=_split_infer,

@@ -12,6 +12,7 @@ from ..errors import ShapeError, TraceError
 from ..types import TensorType
 from . import api as E
 from ._registry import OpDef, TensorBase, apply, export, register
+from ._rules import Complex
 from ._util import fmt_shape, memory_cost, normalize_axis, shape_arg
 from .elementwise import to_tensor
 from .shape import broadcast_to, flatten, reshape, unsqueeze
@@ -42,6 +43,7 @@ def _onnx_tile(e):
 _TILE = register(
     OpDef(
         name="tile",
+        complex=Complex.GRADIENT,
         onnx=_onnx_tile,
         kind="shape",
         infer=_tile_infer,
@@ -176,6 +178,7 @@ def _tri(name, fn):
             doc=f"{name}(x, diagonal): keep the {name[-1]}riangle of the last two "
             "dimensions, zero the rest",
             onnx=_onnx_tri(int(name == "triu")),
+            complex=Complex.GRADIENT,
         )
     )
 

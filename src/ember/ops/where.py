@@ -14,7 +14,7 @@ from . import _onnx
 from . import api as E
 from ._half import elementwise_fast
 from ._registry import OpDef, TensorBase, apply, export, register
-from ._rules import Select
+from ._rules import Complex, Select
 from ._util import (
     broadcast_shapes,
     elementwise_cost,
@@ -100,6 +100,7 @@ def _where_workspace(node, layouts) -> int:
 _WHERE = register(
     OpDef(
         name="where",
+        complex=Complex.GRADIENT,
         onnx=_onnx.node("Where"),
         kind="elementwise",
         infer=_where_infer,

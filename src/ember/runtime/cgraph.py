@@ -46,6 +46,7 @@ from operator import is_not
 import numpy as np
 
 from ..kernels.cstep import STEP_CALL
+from ..ops._registry import native_code
 from ..ops.fused import lone_c_step
 
 __all__ = ["CGraphProgram", "c_steps", "measure_nodes"]
@@ -149,6 +150,8 @@ def c_steps(graph) -> list | None:
     for node in graph.nodes:
         if node.kind != "call":
             continue
+        if not native_code(node):
+            return None  # (complex values: the reference kernels run the graph)
         hook = node.op.c_step
         if hook is None and node.op.c is not None:  # a lone elementwise op: a loop of one
             hook = lone_c_step

@@ -46,6 +46,7 @@ import numpy as np
 
 from ..graph.interpreter import last_uses
 from ..kernels.ccompile import compiler_available
+from ..ops._registry import native_code
 from ..plan.liveness import reusable_output
 from ..size import Size
 from ..symbolic import SymDim, symbol_sources
@@ -220,7 +221,7 @@ def planned_in_place(graph, inplace: dict) -> dict:
     compiled = {
         id(n): True
         for n in graph.nodes
-        if have_cc and n.kind == "call" and n.op.compile is not None
+        if have_cc and n.kind == "call" and n.op.compile is not None and native_code(n)
     }
     return _in_place_nodes(graph, inplace, compiled)
 
@@ -275,7 +276,7 @@ def compile_graph(
     # (ops/fused.py: a C loop); it takes the inputs only, and ``out=`` per output
     compiled = {}
     for node in graph.nodes:
-        hook = node.op.compile if node.kind == "call" else None
+        hook = node.op.compile if node.kind == "call" and native_code(node) else None
         if hook is not None and (impl := hook(node)) is not None:
             compiled[id(node)] = impl
     in_place = _in_place_nodes(graph, inplace, compiled) if inplace else {}

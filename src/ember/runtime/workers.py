@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import EmberError
 from ..graph.printer import format_node
 from ..kernels import blas_threads
+from ..ops._registry import native_code
 
 __all__ = [
     "Run",
@@ -116,7 +117,7 @@ class _Step:
 def node_callable(node):
     """``node``'s kernel as generated code calls it (its op's compiled implementation, else
     `OpDef.run` with the attributes bound)."""
-    hook = node.op.compile
+    hook = node.op.compile if native_code(node) else None
     impl = hook(node) if hook is not None else None
     if impl is not None:
         return impl

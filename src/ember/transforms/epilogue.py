@@ -36,6 +36,7 @@ from __future__ import annotations
 from .. import dtypes as dt
 from ..graph.ir import Graph
 from ..graph.rewrite import Pass
+from ..ops._registry import native_code
 from ..ops.fused import FUSED, FUSED_EPILOGUE, FUSED_REDUCE
 from ..ops.program import Input, Instr, Program, Temp
 from ..plan.arena import concrete
@@ -48,6 +49,8 @@ __all__ = ["EPILOGUE", "fuse_epilogues"]
 
 def _producer(node) -> bool:
     if node.kind != "call" or node.op.epilogue is None or len(node.outputs) != 1:
+        return False
+    if not native_code(node):
         return False
     out = node.outputs[0]
     if out.dtype not in (dt.float32, dt.float64, dt.bfloat16, dt.float16) or not out.shape:

@@ -49,6 +49,7 @@ from ..graph.ir import Graph
 from ..graph.rewrite import Pass
 from ..kernels.ccompile import compiler_available
 from ..kernels.creduce import split_axes
+from ..ops._registry import native_code
 from ..ops.fused import FUSED, FUSED_REDUCE
 from ..ops.program import Const, Input, Instr, Program, Temp
 from ..plan.layout import Layouts
@@ -73,7 +74,7 @@ def _fusable_dtypes() -> tuple:
 def _fusable(node) -> bool:
     if node.kind != "call" or node.op.kind != "elementwise" or node.op.c is None:
         return False
-    if len(node.outputs) != 1:
+    if len(node.outputs) != 1 or not native_code(node):
         return False
     dtypes = _fusable_dtypes()
     return all(v.dtype in dtypes for v in list(node.inputs) + node.outputs)
@@ -88,7 +89,7 @@ def _reduction(node) -> bool:
     loop does). NumPy multiplies a half-precision product in 16 bits, each step rounded, which
     float accumulators do not (2-3% apart over 30 bfloat16 terms): such a product keeps its
     own node, as does any half-precision reduction without a compiler."""
-    if node.kind != "call" or node.op.reduction is None:
+    if node.kind != "call" or node.op.reduction is None or not native_code(node):
         return False
     dtype, rule = node.inputs[0].dtype, node.op.reduction
     if dtype in _REDUCIBLE:
