@@ -31,7 +31,18 @@ _POLYNOMIAL = "a degree per element needs a data-dependent Loop of the recurrenc
 _SEGMENTS = "ONNX has no segment reductions over row splits; no composition written yet"
 _COLLECTIVE = "ONNX has no collectives: a model file runs in one process"
 
+_COMPLEX = "complex values: ONNX's operators take none (the exporter refuses them by name)"
 NO_ONNX = {
+    "angle": _COMPLEX,
+    "complex": _COMPLEX,
+    "conj": _COMPLEX,
+    "fft_c2c": _COMPLEX,
+    "fft_c2r": _COMPLEX,
+    "fft_r2c": _COMPLEX,
+    "imag": _COMPLEX,
+    "real": _COMPLEX,
+    "view_as_complex": _COMPLEX,
+    "view_as_real": _COMPLEX,
     "lu_factor": "LAPACK's getrf (row pivoting with a data-dependent loop) has no ONNX operator",
     "lu_permutation": "a loop of data-dependent row swaps; ONNX has no such operator",
     "view_dtype": "ONNX's BitCast is opset 26, past the default 20: not written",
@@ -172,6 +183,10 @@ def _ops_of(model_graph) -> set:
     return {n.op.name for n in model_graph.call_nodes()}
 
 
+def _computes_complex(graph) -> bool:
+    return any(v.dtype.is_complex for n in graph.nodes for v in (*n.inputs, *n.outputs))
+
+
 def _flat(out):
     if isinstance(out, (tuple, list)):
         return [x for o in out for x in _flat(o)]
@@ -193,6 +208,11 @@ def test_sample_exports_and_runs(sample):
             except Exception:  # (the capture's own limits are tested elsewhere)
                 continue
             ops = _ops_of(traced.captured_graph)
+            if _computes_complex(traced.captured_graph):
+                with pytest.raises(OnnxError, match=r"complex|no ONNX form") as refused:
+                    to_model(fn, *tensors)
+                assert " at " in str(refused.value), f"the refusal names no line: {refused}"
+                continue
             try:
                 model = to_model(fn, *tensors)
             except OnnxError as error:
@@ -244,3 +264,13 @@ _UNSAMPLED = {
     "adaptive_max_pool",
     "select_index",
 }
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [lambda x: x * x, lambda x: (x + 1).real, lambda x: ember.fft.fft(x).abs()],
+)
+def test_complex_values_are_refused_naming_the_op(fn):
+    x = ember.randn(4, dtype=ember.complex64)
+    with pytest.raises(OnnxError, match=r"^\w+: .*(complex64|no ONNX form)"):
+        to_model(fn, x)

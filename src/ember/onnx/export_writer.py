@@ -134,6 +134,15 @@ class ModelWriter:
                 op=op.name,
                 location=where,
             )
+        complex_types = [t for t in (*in_types, *out_types) if t.dtype.is_complex]
+        if complex_types:
+            raise OnnxError(
+                f"computes with {complex_types[0].dtype.name} values, which ONNX's operators "
+                "do not take (its DFT and STFT give real and imaginary parts as a last axis of "
+                "2); it cannot be exported",
+                op=op.name,
+                location=where,
+            )
         e = Emitter(self, op, inputs, attrs, in_types, out_types, where)
         try:
             result = op.onnx(e)

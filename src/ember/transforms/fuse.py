@@ -15,6 +15,11 @@ producer when
 * joining does not run the group after a product of the group's size computed since its last
   member (a matmul's result the joining node reads), which would hold all the group reads
   until then: a chain of gradient accumulations over a split batch stays one add per slice.
+* where a node outside the group reads a member before the joining node (the loop must run
+  before that reader), joining computes the node early and holds its result from there: a
+  ReLU's mask joining the forward's loop that makes the activation, though only the backward
+  reads it. Whether such nodes join or run where they are is decided for the whole graph by
+  the planned peak of each (`_grouping`).
 
 A group may end with reductions of a member (ops declaring a `ReductionRule`, ``sum``, ``max``
 and ``min`` among them; float32 or float64, or bfloat16 and float16 where the loop is C, a
@@ -42,6 +47,7 @@ the planned peak (the GPT block's GELU backward).
 
 from __future__ import annotations
 
+import heapq
 import math
 
 from .. import dtypes as dt
@@ -52,7 +58,9 @@ from ..kernels.creduce import split_axes
 from ..ops._registry import native_code
 from ..ops.fused import FUSED, FUSED_REDUCE
 from ..ops.program import Const, Input, Instr, Program, Temp
+from ..plan.arena import concrete
 from ..plan.layout import Layouts
+from ..plan.memory import plan_memory
 from ..types import TensorType
 
 __all__ = ["FUSE", "fuse_elementwise"]
@@ -134,6 +142,7 @@ class _Group(list):
         self.ids: set = set()
         self.floor = self.last = None
         self.ends: list = []  # its reductions
+        self.readers: list = []  # a heap of (position, id) of the members' readers
         for n in nodes:
             self.append(n)
 
@@ -145,18 +154,42 @@ class _Group(list):
         self.last = p if self.last is None else max(self.last, p)
         if _reduction(node):
             self.ends.append(node)
+        for v in node.outputs:
+            for u in v.users:
+                heapq.heappush(self.readers, (self.position[id(u)], id(u)))
+
+    def read_before(self, node) -> bool:
+        """Whether a node outside the group, placed before ``node``, reads a member: the loop
+        must run before that reader, so ``node`` joining would compute its result early and
+        hold it from there (a ReLU's mask, read in the backward, made in the forward's loop
+        beside the activation it is computed from)."""
+        readers = self.readers
+        while readers and readers[0][1] in self.ids:
+            heapq.heappop(readers)
+        return bool(readers) and readers[0][0] < self.position[id(node)]
 
 
-def _groups(graph: Graph) -> list[list]:
+def _groups(graph: Graph, defer: bool = False) -> tuple[list[list], list]:
+    """The groups to fuse, and the nodes that joined a group read before them (``defer``:
+    none join such groups; see `fuse_elementwise`), each with where the group's loop then
+    computes it: (node, the position after which it runs)."""
     position = {id(n): i for i, n in enumerate(graph.nodes)}
+    early: list = []
     group_of: dict[int, _Group] = {}  # id(node) -> its group (its nodes, in order)
     groups: list[_Group] = []
     for node in graph.nodes:
         if _reduction(node):
             group = group_of.get(id(node.inputs[0].node))
-            if group is not None and not _reduction(node.inputs[0].node) and _reducible_axes(node):
+            if (
+                group is not None
+                and not _reduction(node.inputs[0].node)
+                and _reducible_axes(node)
+                and not (defer and group.read_before(node))
+            ):
                 ends = group.ends
                 if not ends or ends[0].attrs["axes"] == node.attrs["axes"]:
+                    if group.read_before(node):
+                        early.append((node, _runs_after(node, [group], position)))
                     group.append(node)
                     group_of[id(node)] = group
             continue
@@ -173,7 +206,9 @@ def _groups(graph: Graph) -> list[list]:
             if any(id(u.node) in group.ids and _reduction(u.node) for u in node.inputs):
                 continue  # a group's reductions end it: nothing in it reads them
             candidates.append(group)
-        chosen = _join(node, candidates, position)
+        chosen = _join(node, candidates, position, defer)
+        if chosen is not None and any(g.read_before(node) for g in chosen):
+            early.append((node, _runs_after(node, chosen, position)))
         if chosen is None:
             chosen = _Group((), position)
             groups.append(chosen)
@@ -195,7 +230,13 @@ def _groups(graph: Graph) -> list[list]:
         groups = [
             g for g in groups if len(g) > 1 or all(layouts.contiguous(v) for v in g[0].inputs)
         ]
-    return _without_cycles(graph, groups)
+    return _without_cycles(graph, groups), early
+
+
+def _runs_after(node, groups: list, position: dict) -> int:
+    """Where a group's loop computes ``node`` joining it early: after the group's last member
+    and the producers of ``node``'s operands."""
+    return max(max(g.last for g in groups), *(position[id(v.node)] for v in node.inputs))
 
 
 def _alone(group: list) -> bool:
@@ -212,7 +253,7 @@ def _alone(group: list) -> bool:
     return all(isinstance(d, int) for d in shape) and math.prod(shape) >= PARALLEL_MIN
 
 
-def _join(node, candidates: list[_Group], position: dict) -> list[_Group] | None:
+def _join(node, candidates: list[_Group], position: dict, defer: bool) -> list[_Group] | None:
     """Which of the ``candidates`` (groups of ``node``'s operands) ``node`` joins: all of them,
     merged, when the union stays convex (an Adam update reads the gradient, both moments and
     the parameter, each first touched by its own group), else the first it can join alone.
@@ -222,6 +263,8 @@ def _join(node, candidates: list[_Group], position: dict) -> list[_Group] | None
     if len(candidates) > 1 and sum(bool(g.ends) for g in candidates) <= 1:
         options.insert(0, candidates)
     for option in options:
+        if defer and any(g.read_before(node) for g in option):
+            continue
         members = option[0].ids if len(option) == 1 else set().union(*(g.ids for g in option))
         floor = min(g.floor for g in option)
         outside = [u for u in node.inputs if id(u.node) not in members]
@@ -415,8 +458,45 @@ def _fuse(graph: Graph, group: list) -> None:
             graph.erase_node(n)
 
 
+def _early_order(graph: Graph, early: list) -> list:
+    """The unfused graph's nodes with each early-joining node moved to where its group's loop
+    would compute it."""
+    after: dict = {}
+    moved = {id(node) for node, _ in early}
+    for node, p in early:
+        after.setdefault(p, []).append(node)
+    order = []
+    for p, node in enumerate(graph.nodes):
+        if id(node) not in moved:
+            order.append(node)
+        order.extend(after.get(p, ()))
+    return order
+
+
+def _grouping(graph: Graph) -> list[list]:
+    """The groups to fuse. A node may join a group whose values a node before it reads (a
+    ReLU's mask, computed from the activation, joins the forward's loop that makes the
+    activation, though only the backward reads it): the loop computes it early, and its result
+    is held from there. Left out of such groups, it runs where it is, reading its operands
+    there (the activation: saved anyway, or kept a little longer). Which lowers the peak
+    depends on the graph: both are planned on the unfused graph (plan/memory.py, the node
+    moved to where the loop would run it, or left), and the lower is taken; a ResNet step's
+    masks held over its forward peak cost more than they save, a transformer's FFN mask less."""
+    groups, early = _groups(graph)
+    if not early or not concrete(graph):
+        return groups
+    stored = graph.nodes
+    try:
+        late_peak = plan_memory(graph).peak_bytes
+        graph.nodes = _early_order(graph, early)
+        early_peak = plan_memory(graph).peak_bytes
+    finally:
+        graph.nodes = stored
+    return groups if early_peak <= late_peak else _groups(graph, defer=True)[0]
+
+
 def fuse_elementwise(graph: Graph) -> tuple[Graph, bool]:
-    groups = _groups(graph)
+    groups = _grouping(graph)
     for group in groups:
         _fuse(graph, group)
     if groups:  # a fused node sits after its last elementwise member: readers of earlier
