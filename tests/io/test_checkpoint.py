@@ -503,3 +503,32 @@ def test_the_header_checksum_names_the_problem_and_old_files_still_load(tmp_path
     path.write_bytes(len(text).to_bytes(8, "little") + text + data[8 + header_len :])
     assert load(path)["lr"] == 0.05
     np.testing.assert_array_equal(safetensors.numpy.load_file(str(path))["w"], [1, 1])
+
+
+@pytest.mark.parametrize("dtype", [ember.complex64, ember.complex128])
+@pytest.mark.parametrize("shape", [(), (0, 3), (2, 3)])
+def test_complex_tensors_round_trip(tmp_path, dtype, shape):
+    rng = np.random.default_rng(0)
+    array = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype.np)
+    tensor = ember.tensor(array, requires_grad=True)
+    save({"t": tensor, "scalar": array.reshape(-1)[:1][0] if array.size else 1j}, tmp_path / "c")
+    got = load(tmp_path / "c")
+    assert got["t"].dtype == dtype and got["t"].requires_grad
+    np.testing.assert_array_equal(got["t"].detach().numpy(), array)
+    # other safetensors readers see the real and imaginary parts as a last axis of 2
+    parts = safetensors.numpy.load_file(tmp_path / "c")["t"]
+    assert parts.shape == (*shape, 2)
+    np.testing.assert_array_equal(parts[..., 1], array.imag)
+
+
+def test_a_complex_reference_to_an_odd_array_is_damage(tmp_path):
+    path = tmp_path / "c"
+    save({"t": ember.ones(3, dtype=ember.complex64)}, path)
+    metadata, arrays = ember.io.checkpoint.read_safetensors(
+        path, ember.io.checkpoint._check_checkpoint_metadata
+    )
+    arrays["t"] = np.ones((3, 3), np.float32)  # not a last axis of 2
+    metadata.pop(ember.io.checkpoint.HEADER_KEY)
+    ember.io.checkpoint.write_safetensors(path, arrays, metadata)
+    with pytest.raises(ember.CheckpointError, match="last axis of 2"):
+        load(path)

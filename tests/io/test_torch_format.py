@@ -158,7 +158,18 @@ def test_other_python_values(tmp_path):
     assert got == {**obj, "size": (2, 3), "device": "cpu"}
 
 
-@pytest.mark.parametrize("dtype", ["complex64", "uint16"])
+@pytest.mark.parametrize("name", ["complex64", "complex128", "cfloat"])
+def test_complex_tensors_and_views_of_them(tmp_path, name):
+    dtype = getattr(torch, name)
+    whole = torch.randn(3, 4, dtype=dtype)
+    torch.save({"t": whole, "column": whole[:, 1], "dtype": dtype}, tmp_path / "c.pt")
+    got = ember.load(tmp_path / "c.pt")
+    assert got["t"].dtype == getattr(ember, name) == got["dtype"]
+    np.testing.assert_array_equal(got["t"].numpy(), whole.numpy())
+    np.testing.assert_array_equal(got["column"].numpy(), whole[:, 1].numpy())
+
+
+@pytest.mark.parametrize("dtype", ["complex32", "uint16"])
 def test_a_dtype_ember_does_not_have_is_named(tmp_path, dtype):
     torch.save({"t": torch.zeros(2, dtype=getattr(torch, dtype))}, tmp_path / "c.pt")
     with pytest.raises(

@@ -6,7 +6,9 @@ contiguous NumPy arrays named after their place in the tree (``model.fc.weight``
 a safetensors reader sees. `decode(structure, arrays)` inverts it. Tags keep what JSON cannot
 express: ``{"$tuple": [...]}``, ``{"$dict": {...}}`` (string keys), ``{"$items": [[k, v], ...]}``
 (other keys, e.g. an optimizer's integer parameter ids), ``{"$float": "nan"}``,
-``{"$dtype": "float32"}`` and ``{"$tensor": name, ...}``. Every JSON object in a structure is a
+``{"$complex": [re, im]}``, ``{"$dtype": "float32"}`` and ``{"$tensor": name, ...}`` (with
+``"complex": true`` for a complex tensor stored as its real and imaginary parts, a last axis
+of 2: safetensors has no complex128). Every JSON object in a structure is a
 tag, so a user's dict can never be mistaken for one.
 
 An object that appears twice (the same Tensor, say) is stored once and loads as one object;
@@ -55,6 +57,7 @@ class _Encoder:
         return name
 
     def array_node(self, x, arr: np.ndarray, path: str, kind: str | None) -> dict:
+        is_complex = arr.dtype.kind == "c"
         if id(x) not in self.memo:
             if dt._BY_NP.get(arr.dtype) is None:
                 raise CheckpointTypeError(
@@ -63,12 +66,17 @@ class _Encoder:
                     op="save",
                 )
             name = self.leaf_name(path)
-            self.arrays[name] = arr if arr.flags.c_contiguous else arr.copy(order="C")
+            arr = arr if arr.flags.c_contiguous else arr.copy(order="C")
+            if is_complex:  # (safetensors has no complex128: real and imaginary parts as a
+                arr = _parts(arr)  # last axis of 2, and "complex" in the node)
+            self.arrays[name] = arr
             self.memo[id(x)] = name
             self.keep_alive.append(x)
         node = {"$tensor": self.memo[id(x)]}
         if kind:
             node["kind"] = kind
+        if is_complex:
+            node["complex"] = True
         if isinstance(x, Tensor) and x.requires_grad:
             node["requires_grad"] = True
         return node
@@ -80,6 +88,8 @@ class _Encoder:
             return int(x)
         if isinstance(x, float):
             return float(x) if math.isfinite(x) else {"$float": repr(float(x))}
+        if isinstance(x, complex):  # (parts as floats: "nan" and "inf" tagged as above)
+            return {"$complex": [self.encode(x.real, path), self.encode(x.imag, path)]}
         if isinstance(x, Tensor):
             return self.array_node(x, x._data, path, None)  # (read, not handed out)
         if isinstance(x, np.ndarray):
@@ -98,7 +108,7 @@ class _Encoder:
                 self.active.discard(id(x))
         raise CheckpointTypeError(
             f"{_where(path)} is a {type(x).__name__}, which a checkpoint cannot hold (it holds "
-            "dicts, lists, tuples, None, bool, int, float, str, dtypes, Tensors and NumPy "
+            "dicts, lists, tuples, None, bool, int, float, complex, str, dtypes, Tensors and NumPy "
             "arrays; convert it, e.g. to a state_dict)",
             op="save",
         )
@@ -123,7 +133,12 @@ class _Encoder:
 
 
 MAX_DEPTH = 200  # of a structure's nesting (a training state nests under 10 deep)
-_TENSOR_KEYS = frozenset({"$tensor", "kind", "requires_grad"})
+_TENSOR_KEYS = frozenset({"$tensor", "kind", "requires_grad", "complex"})
+
+
+def _parts(arr: np.ndarray) -> np.ndarray:
+    """A complex array's real and imaginary parts as a last axis of 2 (a view)."""
+    return arr.reshape(-1).view(arr.real.dtype).reshape(*arr.shape, 2)
 
 
 def decode(structure, arrays: dict[str, np.ndarray], path: str):
@@ -149,9 +164,21 @@ def decode(structure, arrays: dict[str, np.ndarray], path: str):
         requires_grad = node.get("requires_grad", False)
         if not isinstance(requires_grad, bool):
             raise bad(f"requires_grad should be true or false, got {_short(requires_grad)}", where)
-        key = f"{name}\0{kind}\0{requires_grad}"
+        is_complex = node.get("complex", False)
+        if not isinstance(is_complex, bool):
+            raise bad(f"complex should be true or false, got {_short(is_complex)}", where)
+        key = f"{name}\0{kind}\0{requires_grad}\0{is_complex}"
         if key not in made:
             arr = arrays[name]
+            if is_complex:
+                if arr.dtype not in (np.float32, np.float64) or arr.ndim < 1 or arr.shape[-1] != 2:
+                    raise bad(
+                        f"complex tensor {name!r} should be float32 or float64 parts of a last "
+                        f"axis of 2, got {arr.dtype} of shape {arr.shape}",
+                        where,
+                    )
+                complex_dtype = np.complex64 if arr.dtype == np.float32 else np.complex128
+                arr = np.ascontiguousarray(arr).view(complex_dtype)[..., 0]
             if kind == "ndarray":
                 made[key] = arr
             elif kind == "numpy_scalar":
@@ -160,7 +187,7 @@ def decode(structure, arrays: dict[str, np.ndarray], path: str):
                 made[key] = arr.reshape(())[()]
             elif kind is None:
                 t = Tensor(arr)
-                if requires_grad and not t.dtype.is_floating_point:
+                if requires_grad and not (t.dtype.is_floating_point or t.dtype.is_complex):
                     raise bad(f"tensor {name!r} of dtype {t.dtype} cannot require grad", where)
                 made[key] = t.requires_grad_() if requires_grad else t
             else:
@@ -205,6 +232,11 @@ def decode(structure, arrays: dict[str, np.ndarray], path: str):
             return tuple(dec(v, _join(where, i), depth + 1) for i, v in enumerate(value))
         if tag == "$float" and value in ("nan", "inf", "-inf"):
             return float(value)
+        if tag == "$complex" and isinstance(value, list) and len(value) == 2:
+            parts = [dec(v, where, depth + 1) for v in value]
+            if not all(type(v) in (int, float) for v in parts):
+                raise bad(f"a complex number's parts should be numbers, got {_short(value)}", where)
+            return complex(*parts)
         if tag == "$dtype" and isinstance(value, str):
             try:
                 return dt.as_dtype(value)

@@ -95,8 +95,8 @@ _STORAGES = {
     "CharStorage": (dt.int8, "int8"),
     "ByteStorage": (dt.uint8, "uint8"),
     "BoolStorage": (dt.bool_, "bool"),
-    "ComplexFloatStorage": (None, "complex64"),
-    "ComplexDoubleStorage": (None, "complex128"),
+    "ComplexFloatStorage": (dt.complex64, "complex64"),
+    "ComplexDoubleStorage": (dt.complex128, "complex128"),
     "QUInt8Storage": (None, "quint8"),
     "QInt8Storage": (None, "qint8"),
     "QInt32Storage": (None, "qint32"),
@@ -131,11 +131,11 @@ _EMBER_DTYPES = {
     "int8": dt.int8,
     "uint8": dt.uint8,
     "bool": dt.bool_,
+    "complex64": dt.complex64,
+    "complex128": dt.complex128,
 }
 _OTHER_DTYPES = [
     "complex32",
-    "complex64",
-    "complex128",
     "uint16",
     "uint32",
     "uint64",
@@ -159,6 +159,8 @@ _ALIASES = {
     "long": "int64",
     "int": "int32",
     "short": "int16",
+    "cfloat": "complex64",
+    "cdouble": "complex128",
 }
 
 
@@ -174,7 +176,8 @@ def _dtype_of(value, what: str) -> dt.DType:
     if dtype is None:
         raise _Unsupported(
             f"a tensor of dtype torch.{name}, which ember does not have (ember reads float32, "
-            "float64, float16, bfloat16, int8, int16, int32, int64, uint8 and bool)"
+            "float64, float16, bfloat16, int8, int16, int32, int64, uint8, bool, complex64 and "
+            "complex128)"
         )
     return dtype
 

@@ -37,6 +37,7 @@ from ..errors import EmberError, StateDictError
 from ..graph import scope as _scope
 from ..ops._registry import current_mode, scalar_value
 from ..tensor import Tensor
+from ._complex import update_with_real_views
 from .train_op import minimize as record_minimize
 
 __all__ = ["HyperParameter", "Optimizer", "OptimizerError", "required"]
@@ -189,9 +190,13 @@ class Optimizer:
                     "use .detach().requires_grad_()",
                     op=op,
                 )
-            if not p.dtype.is_floating_point:
+            complex_ok = p.dtype.is_complex and type(self).step is Optimizer.step
+            if not p.dtype.is_floating_point and not complex_ok:
+                what = "floating-point or complex" if type(self).step is Optimizer.step else (
+                    "floating-point"
+                )
                 raise OptimizerError(
-                    f"can only optimize floating-point tensors; parameter {i} has dtype {p.dtype}",
+                    f"can only optimize {what} tensors; parameter {i} has dtype {p.dtype}",
                     op=op,
                 )
         seen: set[int] = set()
@@ -306,7 +311,9 @@ class Optimizer:
         with no_grad(), _scope.entered(_scope.OPTIMIZER if _scope.recording() else None):
             for group in self.param_groups:
                 params = [p for p in group["params"] if p.grad is not None]
-                if params:
+                if any(p.dtype.is_complex for p in params):
+                    update_with_real_views(self, group, params)
+                elif params:
                     self._update_group(group, params)
         self._step_count += 1
         return loss
