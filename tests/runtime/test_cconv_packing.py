@@ -10,6 +10,7 @@ operands' absolute values), and against PyTorch; non-finite values, both float d
 and two threads."""
 
 import math
+import zlib
 
 import numpy as np
 import pytest
@@ -64,7 +65,7 @@ def test_kernels_equal_numpy_within_rounding(case, threads):
     before = cpool.get_num_threads()
     cpool.set_num_threads(threads)
     try:
-        rng = np.random.default_rng(hash(str(case)) % 2**32)
+        rng = np.random.default_rng(zlib.crc32(str(case).encode()))
         x = rng.standard_normal((n, cin) + size).astype(dtype)
         w = rng.standard_normal((cout, cin // groups) + kernel).astype(dtype)
         p = plan(size, kernel, stride, padding, dilation, w[0].size, cout // groups)

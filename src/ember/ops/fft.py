@@ -358,6 +358,29 @@ def ihfft(input, n=None, dim=-1, norm=None):
     return E.conj(_r2c("ihfft", input, _one(n), (dim,), norm))
 
 
+def hfft2(input, s=None, dim=(-2, -1), norm=None):
+    """`hfftn` over two dimensions."""
+    return hfftn(input, s, dim, norm)
+
+
+def hfftn(input, s=None, dim=None, norm=None):
+    """The N-D transform of a Hermitian-symmetric signal given by its one-sided half along the
+    last transformed dimension: ``irfftn`` of the conjugate with the norm swapped."""
+    norm = _SWAP[_norm("hfftn", norm)]
+    return _c2r("hfftn", E.conj(to_tensor(input)), s, dim, norm)
+
+
+def ihfft2(input, s=None, dim=(-2, -1), norm=None):
+    """`ihfftn` over two dimensions."""
+    return ihfftn(input, s, dim, norm)
+
+
+def ihfftn(input, s=None, dim=None, norm=None):
+    """The inverse of `hfftn`: the conjugate of ``rfftn`` with the norm swapped."""
+    norm = _SWAP[_norm("ihfftn", norm)]
+    return E.conj(_r2c("ihfftn", input, s, dim, norm))
+
+
 def fftfreq(n, d=1.0, *, dtype=None, **kwargs):
     """The sample frequencies of an ``n``-point transform with sample spacing ``d``:
     ``[0, 1, ..., (n - 1) // 2, -(n // 2), ..., -1] / (d * n)``."""
