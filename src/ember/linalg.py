@@ -2,7 +2,8 @@
 defined in ops/norms.py (``vector_norm``, ``matrix_norm``, ``norm``, ``svdvals``), the systems
 and determinants in ops/decompositions.py (``inv``, ``slogdet``, ``solve``,
 ``solve_triangular``, ``cholesky``), the factorizations in ops/spectral.py (``qr``, ``eigh``,
-``eigvalsh``, ``svd``, ``pinv``, and ``det``, whose gradient uses the SVD) and the composites
+``eigvalsh``, ``svd``, ``pinv``, and ``det``, whose gradient uses the SVD) and ops/eig.py
+(``eig``, ``eigvals``: general matrices, complex results) and the composites
 in ops/linalg_composite.py (``lstsq``, ``matrix_power``, ``matrix_rank``, ``multi_dot``,
 ``cross``, ``vecdot``, ``diagonal``, ``cond``, ``vander``, ``tensorinv``, ``tensorsolve``);
 ``matrix_exp`` is in ops/matrix_functions.py and ``matmul`` is `ember.matmul`. `LinAlgError`
@@ -20,6 +21,7 @@ from .dtypes import int32
 from .errors import LinAlgError
 from .ops import api as _E
 from .ops.decompositions import cholesky, inv, slogdet, solve, solve_triangular
+from .ops.eig import eig, eigvals
 from .ops.linalg import matmul
 from .ops.linalg_composite import (
     cond,
@@ -54,6 +56,8 @@ __all__ = [
     "cross",
     "det",
     "diagonal",
+    "eig",
+    "eigvals",
     "eigh",
     "eigvalsh",
     "inv",

@@ -35,6 +35,8 @@ _COMPLEX = "complex values: ONNX's operators take none (the exporter refuses the
 NO_ONNX = {
     "angle": _COMPLEX,
     "complex": _COMPLEX,
+    "eig": _COMPLEX,
+    "eig_backward": _COMPLEX,
     "conj": _COMPLEX,
     "fft_c2c": _COMPLEX,
     "fft_c2r": _COMPLEX,

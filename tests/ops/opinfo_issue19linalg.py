@@ -226,6 +226,43 @@ OPS += [
     ),
 ]
 
+# -------------------------------------------------------------------------------- eig, eigvals
+
+
+def _eig_invariants(lib, a):
+    """Functions of eig's results that neither the eigenvalues' order nor the eigenvectors'
+    phases change (PyTorch refuses a gradient through a phase-dependent loss)."""
+    values, vectors = lib.mod.linalg.eig(a)
+    moduli = vectors.abs() ** 2
+    return (
+        (values * values).real.sum(-1),
+        (values * values.conj()).real.sum(-1),
+        (moduli * moduli).sum((-2, -1)),
+        lib.mod.linalg.eigvals(a).real.sum(-1),
+    )
+
+
+def _eig_samples():
+    return [
+        S(NONSYM, desc="real eigenvalues"),
+        S(R.standard_normal((2, 4, 4)), desc="complex pairs, batch"),
+        S(R.standard_normal((3, 3)), desc="strided", strided=True),
+        S(ZERO_BATCH, desc="empty batch"),
+    ]
+
+
+OPS += [
+    OpInfo(
+        "linalg.eig",
+        _eig_samples,
+        call=_eig_invariants,
+        spellings=("T",),
+        dtypes=FLOATS,
+        rtol=1e-8,
+        atol=1e-10,
+    )
+]
+
 # --------------------------------------------------------------------------------------- svd
 
 

@@ -1,6 +1,7 @@
-"""Conformance samples for ops/real_complex.py, ops/fft.py and ops/stft.py: real inputs taken
-through complex values and back to real results, so every complex primitive (its rule against
-its kernel, its gradient against finite differences and PyTorch) runs in float64 and float32."""
+"""Conformance samples for ops/real_complex.py, ops/fft.py, ops/stft.py and ops/eig.py: real
+inputs taken through complex values and back to real results, so every complex primitive (its
+rule against its kernel, its gradient against finite differences and PyTorch) runs in float64
+and float32."""
 
 import numpy as np
 
@@ -45,6 +46,19 @@ def _transforms(m, x):
     )
 
 
+def _eig(m, a):
+    # functions of the eigenvalues and of the eigenvectors' moduli: independent of their order
+    # and of each eigenvector's phase, so finite differences see a smooth function
+    values, vectors = m.linalg.eig(a)
+    moduli = vectors.abs() ** 2
+    return (
+        (values * values).real.sum(-1),
+        (values * values.conj()).real.sum(-1),
+        (moduli * moduli).sum((-2, -1)),
+        m.linalg.eigvals(a).real.sum(-1),
+    )
+
+
 def _stft(m, x, w):
     s = m.stft(x, 6, 2, window=w, return_complex=True)
     return m.view_as_real(s), m.istft(s * 1.5, 6, 2, window=w, length=11)
@@ -68,6 +82,12 @@ SAMPLES = [
         lambda x: _transforms(ember, x),
         (X,),
         torch_fn=lambda x: _transforms(torch(), x),
+    ),
+    Sample(
+        "linalg/eig",
+        lambda a: _eig(ember, a),
+        (r.standard_normal((2, 4, 4)),),
+        torch_fn=lambda a: _eig(torch(), a),
     ),
     Sample(
         "stft/istft",

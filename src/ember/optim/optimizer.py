@@ -192,8 +192,10 @@ class Optimizer:
                 )
             complex_ok = p.dtype.is_complex and type(self).step is Optimizer.step
             if not p.dtype.is_floating_point and not complex_ok:
-                what = "floating-point or complex" if type(self).step is Optimizer.step else (
-                    "floating-point"
+                what = (
+                    "floating-point or complex"
+                    if type(self).step is Optimizer.step
+                    else ("floating-point")
                 )
                 raise OptimizerError(
                     f"can only optimize {what} tensors; parameter {i} has dtype {p.dtype}",
