@@ -294,3 +294,119 @@ def test_models_onnxruntime_quantized(how, tmp_path):
     (want,) = ort.InferenceSession(quantized).run(None, {"x": x.numpy()})
     got = ember.onnx.load(quantized)(ember.tensor(x.numpy()))
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, atol=1e-6)
+
+
+# ----------------------------------------------------------- attention (contrib_attention.py)
+B, S, D, N = 2, 5, 8, 2
+
+
+def _int32(*values):
+    return np.array(values, np.int32)
+
+
+ATTENTION_CASES = {
+    "plain": ({}, {}),
+    "lengths mask": ({"mask": _int32(3, 5)}, {}),
+    "ends and starts": ({"mask": _int32(4, 5, 1, 0)}, {}),
+    "0/1 mask": ({"mask": (RNG.random((B, S)) > 0.3).astype(np.int32)}, {}),
+    "3-D mask": ({"mask": (RNG.random((B, S, S)) > 0.3).astype(np.int32)}, {}),
+    "causal": ({}, {"unidirectional": 1}),
+    "causal, padded, scaled": (
+        {"mask": _int32(4, 2)},
+        {"unidirectional": 1, "scale": 0.3, "mask_filter_value": -1e4},
+    ),
+    "uneven heads": ({}, {"qkv_hidden_sizes": [8, 8, 4]}),
+    "attention bias": ({"attention_bias": _f32(1, N, S, S)}, {}),
+    "past": ({"past": _f32(2, B, N, 3, D // N)}, {}),
+}
+
+
+@pytest.mark.parametrize("case", list(ATTENTION_CASES))
+def test_attention(case):
+    extra, attrs = ATTENTION_CASES[case]
+    hidden = sum(attrs.get("qkv_hidden_sizes", [D] * 3))
+    inputs = {
+        "x": _f32(B, S, D),
+        "w": _f32(D, hidden),
+        "b": _f32(hidden),
+        "mask": extra.get("mask"),
+        "past": extra.get("past"),
+        "attention_bias": extra.get("attention_bias"),
+    }
+    while inputs and list(inputs.values())[-1] is None:  # (trailing optional inputs left out)
+        inputs.popitem()
+    n_out = 2 if "past" in extra else 1
+    _check("Attention", inputs, n_out=n_out, attrs={"num_heads": N, **attrs})
+
+
+MHA_CASES = {
+    "BSD, bias": lambda: {
+        "q": _f32(B, S, D), "k": _f32(B, 3, D), "v": _f32(B, 3, D), "bias": _f32(3 * D)
+    },
+    "BNSH key and value": lambda: {
+        "q": _f32(B, S, D), "k": _f32(B, N, 3, D // N), "v": _f32(B, N, 3, D // N)
+    },
+    "padding mask": lambda: {
+        "q": _f32(B, S, D), "k": _f32(B, 4, D), "v": _f32(B, 4, D), "bias": None,
+        "mask": (RNG.random((B, 4)) > 0.3).astype(np.int32),
+    },
+    "lengths": lambda: {
+        "q": _f32(B, S, D), "k": _f32(B, 4, D), "v": _f32(B, 4, D), "bias": None,
+        "mask": _int32(2, 4),
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(MHA_CASES))
+@pytest.mark.parametrize("causal", [0, 1])
+def test_multi_head_attention(case, causal):
+    inputs = MHA_CASES[case]()
+    _check("MultiHeadAttention", inputs, attrs={"num_heads": N, "unidirectional": causal})
+
+
+@pytest.mark.parametrize("with_mask", [False, True])
+@pytest.mark.parametrize("with_segments", [False, True])
+def test_embed_layer_normalization(with_mask, with_segments):
+    vocab, positions, hidden = 11, 7, 8
+    inputs = {
+        "ids": RNG.integers(0, vocab, (B, S)).astype(np.int32),
+        "segments": RNG.integers(0, 2, (B, S)).astype(np.int32) if with_segments else None,
+        "word": _f32(vocab, hidden),
+        "position": _f32(positions, hidden),
+        "segment": _f32(2, hidden) if with_segments else None,
+        "gamma": _f32(hidden),
+        "beta": _f32(hidden),
+        "mask": (RNG.random((B, S)) > 0.3).astype(np.int32) if with_mask else None,
+    }
+    if not with_mask:
+        inputs.pop("mask")
+    _check("EmbedLayerNormalization", inputs, n_out=2, attrs={"epsilon": 1e-5})
+
+
+def _mha_model(names):
+    outs = ["y"]
+    node = h.make_node("MultiHeadAttention", names, outs, domain=MS, num_heads=N)
+    graph = h.make_graph(
+        [node],
+        "g",
+        [h.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None) for n in names if n],
+        [h.make_empty_tensor_value_info("y")],
+    )
+    imports = [h.make_opsetid("", 14), h.make_opsetid(MS, 1)]
+    return h.make_model(graph, opset_imports=imports, ir_version=8)
+
+
+@pytest.mark.parametrize("packing", ["QKV", "KV"])
+def test_packed_multi_head_attention_equals_the_unpacked(packing):
+    # onnxruntime's CPU kernel runs no packed layout: its unpacked run is the reference
+    q, k, v = _f32(B, S, D), _f32(B, S, D), _f32(B, S, D)
+    want = ort.InferenceSession(_mha_model(["q", "k", "v"]).SerializeToString()).run(
+        None, {"q": q, "k": k, "v": v}
+    )[0]
+    split = [t.reshape(B, S, N, 1, D // N) for t in (q, k, v)]
+    if packing == "QKV":
+        model, feeds = _mha_model(["q"]), [np.concatenate(split, 3)]
+    else:
+        model, feeds = _mha_model(["q", "k"]), [q, np.concatenate(split[1:], 3)]
+    got = ember.onnx.load(model)(*[ember.tensor(a) for a in feeds])
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-5)
