@@ -151,6 +151,7 @@ def elementwise_fast(name: str, float_when=None):
         (result,) = run(*arrays, out=None if out is None else (out,))
         return _written(result, out)
 
+    fast.declines_complex = True  # (only the float dtypes of _FUSABLE take the loop)
     return fast
 
 

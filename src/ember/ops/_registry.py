@@ -127,7 +127,8 @@ class OpDef:
             raise ValueError(f"op {self.name}: the complex rule is a Complex, got {self.complex!r}")
         fast = self.fast
         if fast is not None and self.complex is not None:
-            fast = _real_only(fast)  # (C code never sees complex arrays)
+            if not getattr(fast, "declines_complex", False):  # (gated by dtype already)
+                fast = _real_only(fast)  # (C code never sees complex arrays)
         self.run = self.kernel if fast is None else _preferring(fast, self.kernel)
 
     def __repr__(self) -> str:
