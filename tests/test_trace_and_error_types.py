@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import ember
-from ember.errors import EmberError, NotInEmberError
+from ember.errors import EmberError
 
 torch = pytest.importorskip("torch")
 
@@ -75,15 +75,7 @@ def test_float_only_ops_on_integers_raise_not_implemented_error(name):
 
 
 @pytest.mark.parametrize("name", ["view_as_real", "view_as_complex", "stft", "istft", "polar"])
-def test_complex_functions_name_why_they_are_missing(name):
-    assert hasattr(torch, name)
-    with pytest.raises(NotInEmberError, match="complex"):
-        getattr(ember, name)
-    assert not hasattr(ember, name)
-
-
-@pytest.mark.parametrize("name", ["stft", "istft"])
-def test_complex_tensor_methods_name_why_they_are_missing(name):
-    assert hasattr(torch.Tensor, name)
-    with pytest.raises(NotInEmberError, match="complex"):
-        getattr(ember.ones(4), name)
+def test_complex_functions_exist_now(name):
+    # (named as missing before complex dtypes; tests/ops/test_complex.py and test_stft.py
+    # check their values against PyTorch's)
+    assert callable(getattr(ember, name)) and hasattr(torch, name)
