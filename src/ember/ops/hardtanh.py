@@ -6,7 +6,9 @@ many backward, each with its own temporaries; these ops run one (``np.clip``) fo
 into one C loop with their neighbours' (these ops have no C expression).
 
 The gradient is PyTorch's ``hardtanh_backward``: the incoming gradient strictly inside the
-bounds, zero at and beyond them and for a NaN input.
+bounds, zero at and beyond them and for a NaN input, read off the result (strictly inside the
+bounds exactly where the input is), which the next layer keeps anyway: no mask is saved. A
+differentiated hardtanh in a graph is this op too (functional/activation.py).
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ def _kernel(x, *, lo, hi):
 
 
 def _vjp(c, g):
-    return (apply(HARDTANH_BACKWARD, g, c.inputs[0], **c.attrs),)
+    # the result decides as well as the input: lo < y < hi exactly where lo < x < hi (y is x
+    # there, a bound elsewhere; NaN stays NaN), and the result is what the next layer saves
+    return (apply(HARDTANH_BACKWARD, g, c.outputs[0], **c.attrs),)
 
 
 def _grad_infer(g, x, *, lo, hi):
@@ -98,6 +102,8 @@ HARDTANH = register(
         infer=_infer,
         kernel=_kernel,
         vjp=_vjp,
+        save_inputs=(),
+        save_outputs=(0,),
         cost=elementwise_cost(2),
         doc="hardtanh(x; lo, hi): x clamped into [lo, hi] (gradient zero at the bounds)",
     )
