@@ -70,6 +70,11 @@ class ArgumentError(EmberError, ValueError, RuntimeError):
     ValueError, and a RuntimeError as PyTorch raises."""
 
 
+class ArgumentTypeError(EmberError, TypeError):
+    """An argument of a type an op cannot accept where PyTorch's binding raises TypeError (a
+    float where an integer label is needed)."""
+
+
 class AxisError(ShapeError, IndexError):
     """A dimension index out of range for a tensor's rank (also an IndexError, as PyTorch
     raises: ``x.sum(5)`` on a matrix)."""

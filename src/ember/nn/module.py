@@ -128,7 +128,7 @@ class Module(HooksMixin):
         if isinstance(value, Parameter):
             if params is None:
                 raise AttributeError("cannot assign parameters before Module.__init__() call")
-            self._forget(name)
+            self._forget(name, keep="_parameters")
             self.register_parameter(name, value)
         elif params is not None and name in params:
             if value is not None:
@@ -140,7 +140,7 @@ class Module(HooksMixin):
         elif isinstance(value, Module):
             if params is None:
                 raise AttributeError("cannot assign module before Module.__init__() call")
-            self._forget(name)
+            self._forget(name, keep="_modules")
             self._modules[name] = value
         elif name in self.__dict__.get("_modules", ()):
             if value is not None:
@@ -159,17 +159,20 @@ class Module(HooksMixin):
                 persistent = value.persistent
             else:
                 persistent = name not in self._non_persistent_buffers_set
-            self._forget(name, keep_buffer=True)
+            self._forget(name, keep="_buffers")
             self.register_buffer(name, value, persistent)
         else:
             object.__setattr__(self, name, value)
 
-    def _forget(self, name: str, keep_buffer: bool = False) -> None:
+    def _forget(self, name: str, keep: str) -> None:
+        """Drop ``name`` from every table but ``keep``, which the caller is about to assign:
+        a reassigned parameter, buffer or child keeps its place in its table, as PyTorch's
+        (``setattr(seq, "1", m)`` replaces the second layer of a Sequential in place)."""
         self.__dict__.pop(name, None)
-        self._parameters.pop(name, None)
-        self._modules.pop(name, None)
-        if not keep_buffer:
-            self._buffers.pop(name, None)
+        for table in ("_parameters", "_modules", "_buffers"):
+            if table != keep:
+                getattr(self, table).pop(name, None)
+        if keep != "_buffers":
             self._non_persistent_buffers_set.discard(name)
 
     def __delattr__(self, name: str) -> None:
