@@ -175,6 +175,22 @@ def test_cumprod_second_derivative_at_zeros_matches_pytorch():
     np.testing.assert_allclose(hx.numpy(), th.numpy(), rtol=1e-10, atol=1e-12)
 
 
+def test_cumprod_gradient_at_infinities_and_nans_matches_pytorch():
+    """Rows of zeros, infinities and NaN along every axis (a length-1 axis too): an infinity
+    before a zero makes the later outputs NaN, which PyTorch's masked sums never read."""
+    rng = np.random.default_rng(7)
+    values = [0.0, 0.0, np.inf, -np.inf, np.nan, 2.0, -0.5, 1.5, -1.0]
+    for shape in [(6,), (3, 5), (2, 1, 4), (4, 3, 2)]:
+        x = rng.choice(values, size=shape)
+        g = rng.standard_normal(shape)
+        for dim in range(-len(shape), len(shape)):
+            e = _t(x, grad=True)
+            ember.cumprod(e, dim).backward(_t(g))
+            t = torch.tensor(x, requires_grad=True)
+            torch.cumprod(t, dim).backward(torch.tensor(g))
+            np.testing.assert_allclose(e.grad.numpy(), t.grad.numpy(), rtol=1e-12, atol=1e-15)
+
+
 def test_vector_norm_second_derivative_matches_pytorch():
     for ord_ in (2, 3, 1.5):
         x = _t(X, grad=True)
