@@ -304,9 +304,15 @@ class GraphBuilder(_reg.Mode):
         node.region = _scope.current_region()
         if _scope.locating():
             node.location = user_location()
+        outs = [SymbolicTensor(v, self) for v in node.outputs]
         if not _reg._state.grad_enabled:
             self.no_grad_values.update(id(v) for v in node.outputs)
-        outs = [SymbolicTensor(v, self) for v in node.outputs]
+        elif not op.stops_gradient and any(getattr(t, "_requires_grad", False) for t in inputs):
+            # requires_grad as eagerly: the floating results of an op on a tensor that requires
+            # one (user code branches on it: hooks, checkpointing, custom Functions)
+            for out in outs:
+                if out.value.type.dtype.is_floating_point:
+                    out._requires_grad = True
         source = inputs[0] if op.view else None
         # views are followed within one graph (a loop body's view of an outer value is not)
         if source is not None and (
