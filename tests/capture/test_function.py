@@ -804,3 +804,37 @@ def test_a_gradient_the_backward_passes_through_unchanged(fn):
     out = fn(y)
     (sum(o.sum() for o in out) if isinstance(out, tuple) else out.sum()).backward()
     np.testing.assert_array_equal(x.grad.numpy(), y.grad.numpy())
+
+
+def _clipped_step(lstm, b1, b2, weights, opt):
+    def step(x):
+        opt.zero_grad()
+        out, _ = lstm(x)
+        ((out + b1 + b2) ** 2).mean().backward()
+        nn.utils.clip_grad_norm_(weights, 0.01)
+        opt.step()
+
+    return step
+
+
+def test_leaves_with_one_gradient_get_their_own_grads_in_a_captured_step():
+    # an LSTM's two biases (and b1, b2 below) get the same gradient value: each .grad must be
+    # its own tensor, or clipping in place scales the shared one twice
+    def build():
+        ember.manual_seed(3)
+        return nn.LSTM(3, 4), nn.Parameter(ember.zeros(4)), nn.Parameter(ember.zeros(4))
+
+    x = ember.tensor(np.random.default_rng(0).standard_normal((5, 2, 3)).astype(np.float32))
+    params = []
+    for captured in (False, True):
+        lstm, b1, b2 = build()
+        weights = [*lstm.parameters(), b1, b2]
+        opt = ember.optim.SGD(weights, lr=0.5)
+
+        step = _clipped_step(lstm, b1, b2, weights, opt)
+        step = ember.function(step) if captured else step
+        for _ in range(2):
+            step(x)
+        params.append([w.detach().numpy().copy() for w in weights])
+    for eager, captured in zip(*params):
+        np.testing.assert_allclose(captured, eager, rtol=1e-5, atol=1e-7)

@@ -198,6 +198,9 @@ class GraphBuilder(_reg.Mode):
         leaves, grads = zip(*pairs)
         with self:
             for leaf, g in zip(leaves, grads):
+                # each leaf its own tensor: two leaves may get one graph value (an LSTM's two
+                # biases), and an in-place op on one's .grad (clipping) must not change the other
+                g = SymbolicTensor(self.value_of(g), self)
                 if isinstance(leaf.grad, Tensor) and id(leaf.grad) not in self._current:
                     self.grad_of[id(leaf.grad)] = leaf  # fed with the owner's .grad at run time
                 leaf.grad = g if leaf.grad is None else leaf.grad + g
@@ -258,7 +261,9 @@ class GraphBuilder(_reg.Mode):
         wrt = [SymbolicTensor(self.value_of(t), self) for t in inputs]
         outs = [SymbolicTensor(self.value_of(o), self) for o in outputs]
         grads = backward_graph_values(self, outs, wrt, cotangents, self.no_grad_values)
-        return tuple(g if hit else None for g, hit in zip(grads, used))
+        return tuple(
+            SymbolicTensor(self.value_of(g), self) if hit else None for g, hit in zip(grads, used)
+        )
 
     def _ancestors(self, value) -> set:
         """ids of the values ``value`` is computed from along differentiable paths."""
