@@ -838,3 +838,42 @@ def test_leaves_with_one_gradient_get_their_own_grads_in_a_captured_step():
         params.append([w.detach().numpy().copy() for w in weights])
     for eager, captured in zip(*params):
         np.testing.assert_allclose(captured, eager, rtol=1e-5, atol=1e-7)
+
+
+def test_arguments_changed_in_place_are_written_back_as_eagerly():
+    torch = pytest.importorskip("torch")
+
+    def clamp_and_scale(lib):
+        def f(x, y):
+            x.clamp_(0, 1)
+            y[0] = 5.0
+            x[1:].mul_(2)  # through a view
+            return x.sum()
+
+        return f
+
+    def sgd(lib):  # a parameter passed as an argument, updated under no_grad
+        def f(w, x):
+            loss = ((x @ w - 1.0) ** 2).mean()
+            loss.backward()
+            with lib.no_grad():
+                w -= 0.1 * w.grad
+                w.grad.zero_()
+            return loss
+
+        return f
+
+    x0 = np.array([-1.0, 0.5, 2.0], np.float32)
+    m = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    for make, args in [(clamp_and_scale, (x0, np.zeros(3, np.float32))), (sgd, (x0, m))]:
+        runs = {}
+        for name, lib, wrap in [("torch", torch, None), ("ember", ember, ember.function)]:
+            tensors = [lib.tensor(a.copy()) for a in args]
+            if make is sgd:
+                tensors[0].requires_grad_(True)
+            f = wrap(make(lib)) if wrap else make(lib)
+            results = [f(*tensors).item() for _ in range(3)]
+            runs[name] = results, [t.detach().numpy().copy() for t in tensors]
+        np.testing.assert_allclose(runs["ember"][0], runs["torch"][0], rtol=1e-5)
+        for got, want in zip(runs["ember"][1], runs["torch"][1]):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)

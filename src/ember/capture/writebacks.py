@@ -58,6 +58,7 @@ class WritebackKind(Enum):
     DATA = "data"  # copy its graph output into ``tensor``'s memory
     GRAD = "grad"  # set ``tensor.grad`` to its output
     ARG_GRAD = "arg_grad"  # set the ``value``-th tensor argument's .grad to its output
+    ARG_DATA = "arg_data"  # copy its output into the ``value``-th tensor argument's memory
     STATE = "state"  # optimizer.state[tensor][key] = its output, as a new tensor
     GRAD_NONE = "grad_none"  # set ``tensor.grad`` to None
     STATE_VALUE = "state_value"  # optimizer.state[tensor][key] = ``value``, a Python value
@@ -89,14 +90,23 @@ class Writeback:
             return "gradients"
         if self.kind is WritebackKind.STATE:
             return "optimizer state"
+        if self.kind is WritebackKind.ARG_DATA:
+            return "inputs"
         return known.get(id(self.tensor), "parameters")
 
 
-def plan_writebacks(builder, snapshot: Snapshot, reach, grad_args: list, entry_arg_grads: dict):
+def plan_writebacks(
+    builder, snapshot: Snapshot, reach, grad_args: list, entry_arg_grads: dict, arg_updates=()
+):
     """After a trace: the `Writeback`s and the graph values they read (one per output-taking
     writeback). ``grad_args`` lists (leaf index, symbolic argument) of arguments that require
-    grad; ``entry_arg_grads`` maps a leaf index to the argument's .grad when the trace began."""
+    grad; ``entry_arg_grads`` maps a leaf index to the argument's .grad when the trace began;
+    ``arg_updates`` lists (leaf index, symbolic argument) of the arguments the function
+    changed in place (their new values are written into the caller's tensors, as eagerly)."""
     plan, values = [], []
+    for index, arg in arg_updates:
+        plan.append(Writeback(WritebackKind.ARG_DATA, value=index))
+        values.append(builder.value_of(arg))
     new_entries: set[int] = set()  # tensors that became optimizer state during the trace
     for _, opt in reach.optimizers:
         before = snapshot.optimizer_state[id(opt)][1]
@@ -164,6 +174,10 @@ def apply_writebacks(plan: list, results: list, arg_leaves: list, fed: set) -> N
             w.tensor.grad = None
         elif w.kind is WritebackKind.ARG_GRAD:
             arg_leaves[w.value].grad = Tensor._wrap(next(results))
+        elif w.kind is WritebackKind.ARG_DATA:
+            target = arg_leaves[w.value]
+            np.copyto(target._data, next(results), casting="unsafe")
+            target._vc[0] += 1
         elif w.kind is WritebackKind.STATE:
             w.optimizer.state[w.tensor][w.key] = Tensor._wrap(next(results))
         else:
