@@ -877,3 +877,42 @@ def test_arguments_changed_in_place_are_written_back_as_eagerly():
         np.testing.assert_allclose(runs["ember"][0], runs["torch"][0], rtol=1e-5)
         for got, want in zip(runs["ember"][1], runs["torch"][1]):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+
+
+def _stateful(lib):
+    """A module that keeps tensors as plain attributes across calls, as stateful RNN code
+    keeps its hidden state: set inside the call, read by the next one."""
+
+    class Stateful(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = lib.nn.Linear(2, 2)
+            self.h, self.pair = None, None
+
+        def forward(self, x):
+            if self.h is not None:
+                x = x + self.h
+            if self.pair is not None:
+                x = x * self.pair[1]
+            y = self.lin(x)
+            self.h = y.detach()
+            self.pair = (y.detach() * 0, lib.sigmoid(y.detach()))
+            return y
+
+    return Stateful()
+
+
+def test_plain_tensor_attributes_set_in_a_captured_call_are_state():
+    torch = pytest.importorskip("torch")
+    t = _stateful(torch)
+    e = _stateful(ember)
+    e.load_state_dict({k: ember.tensor(v.detach().numpy()) for k, v in t.state_dict().items()})
+    step = ember.function(lambda x: e(x).sum())
+    got = [step(ember.ones(1, 2)).item() for _ in range(4)]
+    want = [t(torch.ones(1, 2)).sum().item() for _ in range(4)]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert isinstance(e.h, ember.Tensor) and isinstance(e.pair[1], ember.Tensor)
+    np.testing.assert_allclose(e.pair[1].numpy(), t.pair[1].numpy(), rtol=1e-6)
+    # rebinding them outside is seen
+    e.h, e.pair, t.h, t.pair = ember.zeros(1, 2), None, torch.zeros(1, 2), None
+    assert step(ember.ones(1, 2)).item() == pytest.approx(t(torch.ones(1, 2)).sum().item())

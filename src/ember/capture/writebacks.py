@@ -33,13 +33,39 @@ class Snapshot:
         # the per-parameter dicts themselves: `restore` refills them, for code that holds one
         # across the traced call (LBFGS's step holds its state while it calls a closure)
         self._state_dicts = {id(opt): dict(opt.state) for _, opt in reach.optimizers}
+        # the modules' plain attributes: one the trace sets to a graph value (``self.hidden =
+        # h.detach()``) is put back, and set after each run from the graph's output
+        self.attributes = [(m, dict(vars(m))) for m in reach.walked_modules()]
 
     def entry_grad(self, t: Tensor, builder):
         if id(t) in self.grads:
             return self.grads[id(t)][1]
         return builder.capture_grads.get(id(t))
 
+    def traced_attributes(self) -> list:
+        """(module, name, index, value) of each graph value the trace left in a module's plain
+        attribute, directly (index None) or as an item of a tuple or list."""
+        found = []
+        for m, _ in self.attributes:
+            for name, value in vars(m).items():
+                if isinstance(value, SymbolicTensor):
+                    found.append((m, name, None, value))
+                elif isinstance(value, (tuple, list)):
+                    found += [
+                        (m, name, i, v)
+                        for i, v in enumerate(value)
+                        if isinstance(v, SymbolicTensor)
+                    ]
+        return found
+
     def restore(self) -> None:
+        for m, before in self.attributes:
+            for name, value in list(vars(m).items()):
+                if before.get(name, _ABSENT) is not value and _holds_graph_values(value):
+                    if name in before:
+                        object.__setattr__(m, name, before[name])
+                    else:
+                        object.__delattr__(m, name)
         for t, grad in self.grads.values():
             t.grad = grad
         for opt, state in self.optimizer_state.values():
@@ -52,6 +78,15 @@ class Snapshot:
                 opt.state[p] = entries
 
 
+_ABSENT = object()
+
+
+def _holds_graph_values(value) -> bool:
+    if isinstance(value, SymbolicTensor):
+        return True
+    return isinstance(value, (tuple, list)) and any(isinstance(v, SymbolicTensor) for v in value)
+
+
 class WritebackKind(Enum):
     """What a `Writeback` does after a run."""
 
@@ -59,6 +94,7 @@ class WritebackKind(Enum):
     GRAD = "grad"  # set ``tensor.grad`` to its output
     ARG_GRAD = "arg_grad"  # set the ``value``-th tensor argument's .grad to its output
     ARG_DATA = "arg_data"  # copy its output into the ``value``-th tensor argument's memory
+    ATTR = "attr"  # set attribute ``key`` of module ``tensor`` (item ``value``) to its output
     STATE = "state"  # optimizer.state[tensor][key] = its output, as a new tensor
     GRAD_NONE = "grad_none"  # set ``tensor.grad`` to None
     STATE_VALUE = "state_value"  # optimizer.state[tensor][key] = ``value``, a Python value
@@ -125,6 +161,22 @@ def plan_writebacks(
         if id(t) not in new_entries:
             plan.append(Writeback(WritebackKind.DATA, t))
             values.append(builder.value_of(t))
+    before = {id(m): entries for m, entries in snapshot.attributes}
+    for m, name, index, value in snapshot.traced_attributes():
+        old = before[id(m)].get(name)
+        if index is not None:
+            old = old[index] if isinstance(old, (tuple, list)) and index < len(old) else None
+        if isinstance(old, Tensor) and old.shape == value.shape and old.dtype == value.dtype:
+            # into the tensor the attribute held (its identity, in the key, stays)
+            plan.append(Writeback(WritebackKind.DATA, old))
+        else:
+            where = None
+            if index is not None:  # (the item's place, and the other items as traced)
+                traced = getattr(m, name)
+                items = [None if isinstance(v, SymbolicTensor) else v for v in traced]
+                where = (index, type(traced), items)
+            plan.append(Writeback(WritebackKind.ATTR, m, name, value=where))
+        values.append(builder.value_of(value))
     tensors = {id(t): t for _, t in reach.named_tensors()}
     tensors.update((id(t), t) for t in builder.captured)
     for t in tensors.values():
@@ -174,6 +226,16 @@ def apply_writebacks(plan: list, results: list, arg_leaves: list, fed: set) -> N
             w.tensor.grad = None
         elif w.kind is WritebackKind.ARG_GRAD:
             arg_leaves[w.value].grad = Tensor._wrap(next(results))
+        elif w.kind is WritebackKind.ATTR:
+            result = Tensor._wrap(next(results))
+            if w.value is not None:  # an item: into the sequence as it is, or as traced
+                index, kind, items = w.value
+                current = getattr(w.tensor, w.key, None)
+                fits = isinstance(current, kind) and len(current) == len(items)
+                items = list(current) if fits else list(items)
+                items[index] = result
+                result = kind(items)
+            setattr(w.tensor, w.key, result)
         elif w.kind is WritebackKind.ARG_DATA:
             target = arg_leaves[w.value]
             np.copyto(target._data, next(results), casting="unsafe")

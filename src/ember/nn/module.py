@@ -22,6 +22,7 @@ from ..errors import DeviceError
 from ..tensor import Tensor
 from . import _state
 from ._tables import Table
+from ._tables import _changed as _tables_changed
 from .hooks import HooksMixin
 from .parameter import Buffer, Parameter
 
@@ -40,6 +41,14 @@ def _check_name(module: Module, name, what: str) -> None:
         raise KeyError(f'{what} name can\'t be empty or contain ".", got "{name}"')
     if "_parameters" not in module.__dict__:
         raise AttributeError(f"cannot assign {what} before Module.__init__() call")
+
+
+def _holds_tensors(value) -> bool:
+    """A tensor, or a tuple or list holding one: a plain attribute captured code reads as
+    state (capture/state.py `tensor_attributes`)."""
+    if isinstance(value, Tensor):
+        return True
+    return isinstance(value, (tuple, list)) and any(isinstance(v, Tensor) for v in value)
 
 
 class Module(HooksMixin):
@@ -162,6 +171,8 @@ class Module(HooksMixin):
             self._forget(name, keep="_buffers")
             self.register_buffer(name, value, persistent)
         else:
+            if _holds_tensors(value) or _holds_tensors(self.__dict__.get(name)):
+                _tables_changed()  # (a captured function reads such attributes as state)
             object.__setattr__(self, name, value)
 
     def _forget(self, name: str, keep: str) -> None:
