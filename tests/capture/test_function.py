@@ -916,3 +916,35 @@ def test_plain_tensor_attributes_set_in_a_captured_call_are_state():
     # rebinding them outside is seen
     e.h, e.pair, t.h, t.pair = ember.zeros(1, 2), None, torch.zeros(1, 2), None
     assert step(ember.ones(1, 2)).item() == pytest.approx(t(torch.ones(1, 2)).sum().item())
+
+
+def _hooked_step(lib, seen):
+    w = lib.full((3,), 2.0, requires_grad=True)
+    w.register_hook(lambda g: g.clamp(max=1.0))  # an eager leaf's hook
+
+    def step(x):
+        h = x * w
+        h.register_hook(lambda g: seen.append(1) or g * 2)  # an intermediate's
+        z = h.sin()
+        z.register_hook(lambda g: g + 1).remove()
+        reversed_ = h.detach().requires_grad_(False) + 0 * h
+        reversed_.register_hook(lambda g: -g)  # a gradient reversal
+        y = (z**2).sum() + (h * 3).sum() + reversed_.sum()
+        y.backward()
+        return y
+
+    return w, step
+
+
+def test_tensor_hooks_run_in_a_recorded_backward():
+    torch = pytest.importorskip("torch")
+    grads = []
+    for lib, wrap in ((torch, None), (ember, ember.function)):
+        seen = []
+        w, step = _hooked_step(lib, seen)
+        step = wrap(step) if wrap else step
+        for _ in range(2):
+            step(lib.tensor([0.3, 1.0, -2.0]))
+        grads.append(w.grad.numpy().copy())
+        assert seen  # (ember: once per trace; the hook's ops run on every call)
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-6)

@@ -53,6 +53,7 @@ class GraphBuilder(_reg.Mode):
         self.capture_names: dict[int, str] = {}  # id(tensor) -> input name (module parameters)
         self.capture_grads: dict[int, object] = {}  # id(tensor) -> its .grad when captured
         self.no_grad_values: set[int] = set()  # ids of values recorded with grad disabled
+        self.value_hooks: dict = {}  # id(Value) -> {key: hook}: register_hook of graph values
         self.grad_inputs: list[SymbolicTensor] = []  # symbolic inputs that require grad
         self.backward_start: int | None = None  # node count when backward() first ran
         self.grad_of: dict[int, Tensor] = {}  # id(captured .grad tensor) -> its owner
@@ -201,6 +202,11 @@ class GraphBuilder(_reg.Mode):
                 # each leaf its own tensor: two leaves may get one graph value (an LSTM's two
                 # biases), and an in-place op on one's .grad (clipping) must not change the other
                 g = SymbolicTensor(self.value_of(g), self)
+                hooks = getattr(leaf, "_hooks", None)  # an eager leaf's register_hook
+                for hook in list(hooks.values()) if hooks else ():
+                    replaced = hook(g)
+                    if replaced is not None:
+                        g = replaced
                 if isinstance(leaf.grad, Tensor) and id(leaf.grad) not in self._current:
                     self.grad_of[id(leaf.grad)] = leaf  # fed with the owner's .grad at run time
                 leaf.grad = g if leaf.grad is None else leaf.grad + g
