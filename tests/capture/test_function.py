@@ -948,3 +948,30 @@ def test_tensor_hooks_run_in_a_recorded_backward():
         grads.append(w.grad.numpy().copy())
         assert seen  # (ember: once per trace; the hook's ops run on every call)
     np.testing.assert_allclose(grads[1], grads[0], rtol=1e-6)
+
+
+def _accumulating(lib, mem, stats):
+    def step(x):
+        out = x + mem["h"]
+        mem["h"] = out.detach() * 0.5  # a tensor kept in a closed-over dict
+        if mem["n"] is not None:
+            out = out * mem["n"]
+        mem["n"] = out.detach().sum()  # None, then a tensor
+        stats[0] = stats[0] + out.sum().detach()  # a running metric in a list
+        return out.sum()
+
+    return step
+
+
+def test_tensors_a_captured_call_leaves_in_closed_over_dicts_and_lists():
+    torch = pytest.importorskip("torch")
+    runs = []
+    for lib, wrap in ((torch, None), (ember, ember.function)):
+        mem, stats = {"h": lib.zeros(3), "n": None}, [lib.zeros(())]
+        step = _accumulating(lib, mem, stats)
+        step = wrap(step) if wrap else step
+        results = [step(lib.ones(3)).item() for _ in range(4)]
+        runs.append((results, mem["h"].numpy().copy(), float(mem["n"]), float(stats[0])))
+    np.testing.assert_allclose(runs[1][0], runs[0][0], rtol=1e-6)
+    np.testing.assert_allclose(runs[1][1], runs[0][1], rtol=1e-6)
+    assert runs[1][2:] == pytest.approx(runs[0][2:], rel=1e-6)

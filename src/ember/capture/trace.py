@@ -79,7 +79,7 @@ def capture_call(
     entry_values = [s.value for s in symbolic]
     call_args, call_kwargs = replace_leaves((args, kwargs), iter(symbolic))
     entry_arg_grads = {i: s.grad for i, s in grad_args}
-    snapshot = Snapshot(reach)
+    snapshot = Snapshot(reach, fn)
     try:
         with watching_grad_reads() as grads_read, builder:
             out = fn(*call_args, **call_kwargs)

@@ -24,7 +24,7 @@ __all__ = ["Snapshot", "Writeback", "WritebackKind", "apply_writebacks", "plan_w
 class Snapshot:
     """The gradients and optimizer state dicts before a trace; `restore` puts them back."""
 
-    def __init__(self, reach):
+    def __init__(self, reach, fn=None):
         self.grads = {id(t): (t, t.grad) for _, t in reach.named_tensors()}
         self.optimizer_state = {
             id(opt): (opt, {p: dict(s) for p, s in opt.state.items()})
@@ -36,6 +36,10 @@ class Snapshot:
         # the modules' plain attributes: one the trace sets to a graph value (``self.hidden =
         # h.detach()``) is put back, and set after each run from the graph's output
         self.attributes = [(m, dict(vars(m))) for m in reach.walked_modules()]
+        # the function's closure cells and the globals it names, and the items of the dicts
+        # and lists they hold: a slot the trace sets to a graph value (``stats["loss"] =
+        # total + loss.detach()``, ``global memory``) is handled as an attribute is
+        self.slots = [(holder, key, get(holder, key)) for holder, key in _slots(fn)]
 
     def entry_grad(self, t: Tensor, builder):
         if id(t) in self.grads:
@@ -58,7 +62,20 @@ class Snapshot:
                     ]
         return found
 
+    def traced_slots(self) -> list:
+        """(holder, key, old value, graph value) of each slot the trace set to a graph value."""
+        found = []
+        for holder, key, old in self.slots:
+            value = get(holder, key)
+            if isinstance(value, SymbolicTensor) and value is not old:
+                found.append((holder, key, old, value))
+        return found
+
     def restore(self) -> None:
+        for holder, key, old in self.slots:
+            value = get(holder, key)
+            if value is not old and isinstance(value, SymbolicTensor):
+                put(holder, key, old)
         for m, before in self.attributes:
             for name, value in list(vars(m).items()):
                 if before.get(name, _ABSENT) is not value and _holds_graph_values(value):
@@ -81,6 +98,51 @@ class Snapshot:
 _ABSENT = object()
 
 
+def _slots(fn) -> list:
+    """(holder, key) of the places a call of ``fn`` may leave a tensor in: its closure cells
+    (key None), the globals its code names (the globals dict, the name), and the items of the
+    dicts and lists those hold."""
+    from .state import _target
+
+    if fn is None:
+        return []
+    target, _ = _target(fn)
+    code = getattr(target, "__code__", None)
+    if code is None:
+        return []
+    slots = [(cell, None) for cell in target.__closure__ or ()]
+    globals_ = getattr(target, "__globals__", {})
+    slots += [(globals_, n) for n in code.co_names if n in globals_]
+    for holder, key in list(slots):
+        value = get(holder, key)
+        if isinstance(value, dict) and len(value) <= 64:
+            slots += [(value, k) for k in value]
+        elif isinstance(value, list) and len(value) <= 64:
+            slots += [(value, i) for i in range(len(value))]
+    return slots
+
+
+def get(holder, key):
+    if key is None:  # a closure cell
+        try:
+            return holder.cell_contents
+        except ValueError:  # (empty)
+            return _ABSENT
+    try:
+        return holder[key]
+    except (KeyError, IndexError):
+        return _ABSENT
+
+
+def put(holder, key, value) -> None:
+    if key is None:
+        holder.cell_contents = value
+    elif value is _ABSENT:
+        holder.pop(key, None) if isinstance(holder, dict) else None
+    else:
+        holder[key] = value
+
+
 def _holds_graph_values(value) -> bool:
     if isinstance(value, SymbolicTensor):
         return True
@@ -95,6 +157,7 @@ class WritebackKind(Enum):
     ARG_GRAD = "arg_grad"  # set the ``value``-th tensor argument's .grad to its output
     ARG_DATA = "arg_data"  # copy its output into the ``value``-th tensor argument's memory
     ATTR = "attr"  # set attribute ``key`` of module ``tensor`` (item ``value``) to its output
+    SLOT = "slot"  # set item ``key`` of ``tensor`` (a dict, list, or a closure cell) to it
     STATE = "state"  # optimizer.state[tensor][key] = its output, as a new tensor
     GRAD_NONE = "grad_none"  # set ``tensor.grad`` to None
     STATE_VALUE = "state_value"  # optimizer.state[tensor][key] = ``value``, a Python value
@@ -126,7 +189,7 @@ class Writeback:
             return "gradients"
         if self.kind is WritebackKind.STATE:
             return "optimizer state"
-        if self.kind is WritebackKind.ARG_DATA:
+        if self.kind in (WritebackKind.ARG_DATA, WritebackKind.ATTR, WritebackKind.SLOT):
             return "inputs"
         return known.get(id(self.tensor), "parameters")
 
@@ -161,6 +224,12 @@ def plan_writebacks(
         if id(t) not in new_entries:
             plan.append(Writeback(WritebackKind.DATA, t))
             values.append(builder.value_of(t))
+    for holder, key, old, value in snapshot.traced_slots():
+        if isinstance(old, Tensor) and old.shape == value.shape and old.dtype == value.dtype:
+            plan.append(Writeback(WritebackKind.DATA, old))
+        else:
+            plan.append(Writeback(WritebackKind.SLOT, holder, key))
+        values.append(builder.value_of(value))
     before = {id(m): entries for m, entries in snapshot.attributes}
     for m, name, index, value in snapshot.traced_attributes():
         old = before[id(m)].get(name)
@@ -226,6 +295,8 @@ def apply_writebacks(plan: list, results: list, arg_leaves: list, fed: set) -> N
             w.tensor.grad = None
         elif w.kind is WritebackKind.ARG_GRAD:
             arg_leaves[w.value].grad = Tensor._wrap(next(results))
+        elif w.kind is WritebackKind.SLOT:
+            put(w.tensor, w.key, Tensor._wrap(next(results)))
         elif w.kind is WritebackKind.ATTR:
             result = Tensor._wrap(next(results))
             if w.value is not None:  # an item: into the sequence as it is, or as traced
