@@ -100,17 +100,22 @@ _ABSENT = object()
 
 def _slots(fn) -> list:
     """(holder, key) of the places a call of ``fn`` may leave a tensor in: its closure cells
-    (key None), the globals its code names (the globals dict, the name), and the items of the
-    dicts and lists those hold."""
+    (key None), the globals its code names (the globals dict, the name), the attributes of
+    the object a bound method belongs to (a module's are `Snapshot.attributes`), and the items
+    of the dicts and lists those hold."""
     from .state import _target
 
     if fn is None:
         return []
-    target, _ = _target(fn)
+    from ..nn.module import Module
+
+    target, owner = _target(fn)
     code = getattr(target, "__code__", None)
     if code is None:
         return []
     slots = [(cell, None) for cell in target.__closure__ or ()]
+    if owner is not None and not isinstance(owner, Module) and hasattr(owner, "__dict__"):
+        slots += [(vars(owner), n) for n in vars(owner)]  # a bound method's object (a trainer)
     globals_ = getattr(target, "__globals__", {})
     slots += [(globals_, n) for n in code.co_names if n in globals_]
     for holder, key in list(slots):
