@@ -52,6 +52,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ember.autograd_graph",
             "ember.autograd_function",
             "ember.autograd_functional",
+            "ember.autograd_grad",
             "ember.eager",
             "ember._methods",
             "ember.io",

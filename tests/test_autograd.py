@@ -238,3 +238,21 @@ def test_integer_outputs_do_not_require_grad():
     x = ember.tensor([1.0, 3.0, 2.0], requires_grad=True)
     assert not ember.argmax(x).requires_grad
     assert not (x > 1).requires_grad
+
+
+def test_grad_materialize_grads_and_batched_grads_match_torch():
+    torch = pytest.importorskip("torch")
+    results = {}
+    for lib in (torch, ember):
+        x = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        unused = lib.tensor([4.0], requires_grad=True)
+        y = x * x
+        zeros = lib.autograd.grad(y.sum(), [x, unused], materialize_grads=True, retain_graph=True)
+        (jac,) = lib.autograd.grad(y, x, lib.eye(3), is_grads_batched=True, retain_graph=True)
+        (none_,) = lib.autograd.grad(y.sum(), [unused], allow_unused=True)
+        with pytest.raises(ValueError, match="allow_unused"):
+            lib.autograd.grad(y.sum(), [x], allow_unused=False, materialize_grads=True)
+        results[lib] = [g.detach().numpy() for g in zeros] + [jac.numpy()], none_
+    for want, got in zip(results[torch][0], results[ember][0]):
+        np.testing.assert_array_equal(got, want)
+    assert results[ember][1] is None and results[torch][1] is None

@@ -188,3 +188,43 @@ def test_errors_under_capture():
         ember.function(lambda x: Dirty.apply(x * 1).sum())(x)
     with pytest.raises(ShapeError, match=r"WrongShape.backward returned a gradient of shape"):
         ember.grad(lambda x: WrongShape.apply(x).sum())(ember.ones(3))
+
+
+def _requires_grad_seen(lib, capture):
+    """What a Function's forward sees of its inputs, and what user code sees of the values a
+    step computes, eagerly and inside a captured step (PyTorch: its eager run)."""
+    seen = []
+
+    class Scale(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            seen.append(("forward", x.requires_grad, w.requires_grad, lib.is_grad_enabled()))
+            ctx.save_for_backward(w)
+            return x * w
+
+        @staticmethod
+        def backward(ctx, g):
+            (w,) = ctx.saved_tensors
+            return g * w, None
+
+    w = lib.tensor(W[0], requires_grad=True)
+
+    def step(x):
+        h = x * 2.0
+        y = Scale.apply(h, w)
+        with lib.no_grad():
+            z = y * 2
+        seen.append(("values", h.requires_grad, y.requires_grad, z.requires_grad))
+        seen.append(("detached", y.detach().requires_grad, (y > 0).requires_grad))
+        loss = y.sum()
+        loss.backward()
+        return loss
+
+    step = ember.function(step) if capture else step
+    step(lib.tensor(X[0]))
+    return seen
+
+
+@pytest.mark.parametrize("capture", [False, True], ids=["eager", "function"])
+def test_requires_grad_inside_forward_and_of_captured_values_match_torch(capture):
+    assert _requires_grad_seen(ember, capture) == _requires_grad_seen(torch, False)

@@ -385,3 +385,11 @@ def test_basic_indexing_of_a_symbolic_size():
             np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-6)
     with pytest.raises(ember.ShapeError, match="symbolic sizes"):
         ember.function(lambda x: x[-1], input_signature=spec)(ember.ones(4, 3))
+
+
+@pytest.mark.skipif(torch is None, reason=TORCH_MISSING)
+def test_one_hot_with_num_classes_is_captured():
+    classes = np.array([2, 0, 3])
+    f = ember.function(lambda t: ember.nn.functional.one_hot(t, 5).float() * 2)
+    want = torch.nn.functional.one_hot(torch.tensor(classes), 5).float() * 2
+    np.testing.assert_array_equal(f(ember.tensor(classes)).numpy(), want.numpy())

@@ -51,6 +51,25 @@ def test_topk_with_ties_selects_the_values_pytorch_selects():
             assert len(set(row.tolist())) == 40  # no position twice
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float16", "int64", "uint8"])
+def test_kthvalue_reports_the_index_pytorch_reports_among_ties_and_nans(dtype):
+    """Rows of few distinct values (NaN among them in floats), short and long, every k along
+    each axis: PyTorch's quickselect leaves one of the equal elements at k, not the first."""
+    for shape in [(7, 9), (3, 300), (4, 5, 6)]:
+        values = R.integers(0, 4, shape).astype(np.float64)
+        if dtype.startswith("float"):
+            values[R.random(shape) < 0.2] = np.nan
+        x, t = ember.tensor(values).to(getattr(ember, dtype)), torch.tensor(values)
+        t = t.to(getattr(torch, dtype))
+        for dim in range(len(shape)):
+            for k in sorted({1, 2, shape[dim] // 2 + 1, shape[dim]}):
+                got, want = ember.kthvalue(x, k, dim), torch.kthvalue(t, k, dim)
+                np.testing.assert_array_equal(got.indices.numpy(), want.indices.numpy())
+                np.testing.assert_array_equal(
+                    got.values.numpy().astype(float), want.values.numpy().astype(float)
+                )
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32", "int8", "bool"])
 def test_topk_of_long_rows_is_the_start_of_the_stable_sort(dtype):
     """Rows long enough for topk to select before sorting (ties, -0.0 among 0.0): the first k
@@ -173,6 +192,22 @@ def test_cumprod_second_derivative_at_zeros_matches_pytorch():
     (th,) = torch.autograd.grad((tg * tg).sum(), [t])
     np.testing.assert_allclose(gx.numpy(), tg.detach().numpy(), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(hx.numpy(), th.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_cumprod_gradient_at_infinities_and_nans_matches_pytorch():
+    """Rows of zeros, infinities and NaN along every axis (a length-1 axis too): an infinity
+    before a zero makes the later outputs NaN, which PyTorch's masked sums never read."""
+    rng = np.random.default_rng(7)
+    values = [0.0, 0.0, np.inf, -np.inf, np.nan, 2.0, -0.5, 1.5, -1.0]
+    for shape in [(6,), (3, 5), (2, 1, 4), (4, 3, 2)]:
+        x = rng.choice(values, size=shape)
+        g = rng.standard_normal(shape)
+        for dim in range(-len(shape), len(shape)):
+            e = _t(x, grad=True)
+            ember.cumprod(e, dim).backward(_t(g))
+            t = torch.tensor(x, requires_grad=True)
+            torch.cumprod(t, dim).backward(torch.tensor(g))
+            np.testing.assert_allclose(e.grad.numpy(), t.grad.numpy(), rtol=1e-12, atol=1e-15)
 
 
 def test_vector_norm_second_derivative_matches_pytorch():

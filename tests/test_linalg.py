@@ -176,3 +176,25 @@ def test_matmul_matches_numpy(batch_a, batch_b, m, k, n, vec_a, vec_b):
     expected_b = np.array([np.sum(a0 @ e) for e in basis_b]).reshape(sb)
     np.testing.assert_allclose(a.grad.numpy(), expected_a, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(b.grad.numpy(), expected_b, rtol=1e-12, atol=1e-12)
+
+
+@needs_torch
+def test_einsum_sublist_form_matches_torch():
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 5))
+    cases = [
+        (a, [0, 1, 2], b, [2, 3], [0, 1, 3]),
+        (a, [Ellipsis, 25, 51]),  # labels 25 ('Z') and 51 ('z'), implicit output
+        (a, [0, 1, 1 + 1], [2, 0]),  # a reduction over the middle label
+        (b, [7, 7 + 1], b, [9, 7 + 1], [Ellipsis, 7, 9]),
+    ]
+    for args in cases:
+        want = torch.einsum(*[torch.tensor(x) if isinstance(x, np.ndarray) else x for x in args])
+        got = ember.einsum(*[ember.tensor(x) if isinstance(x, np.ndarray) else x for x in args])
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
+    for bad, error in ((52, ValueError), (-1, ValueError), (1.0, TypeError)):
+        with pytest.raises(error, match="einsum.*sublist") as info:
+            ember.einsum(ember.tensor(a), [0, 1, bad])
+        assert isinstance(info.value, ember.EmberError)
+        with pytest.raises(error):
+            torch.einsum(torch.tensor(a), [0, 1, bad])

@@ -256,3 +256,19 @@ def test_random_distributions():
 def test_ragged_nested_lists_raise_a_shape_error(data, where):
     with pytest.raises(ember.ShapeError, match=f"tensor: .*unequal lengths: at {where}"):
         ember.tensor(data)
+
+
+def test_in_compares_elements_as_torch():
+    torch = pytest.importorskip("torch")
+    for lib in (torch, ember):
+        x = lib.arange(6.0).reshape(2, 3)
+        assert (5.0 in x, 7 in x, lib.tensor([0.0, 1, 2]) in x, lib.tensor(4) in x) == (
+            True,
+            False,
+            True,
+            True,
+        )
+        with pytest.raises(RuntimeError, match="Tensor or scalar"):
+            "a" in x  # noqa: B015
+        with pytest.raises(RuntimeError):
+            lib.tensor([0.0, 1]) in x  # noqa: B015

@@ -189,3 +189,14 @@ def test_cat_keeps_a_legacy_empty_operand_in_the_history():
         assert r.requires_grad and tuple(r.shape) == (2, 3)
         r.sum().backward()
         assert tuple(e.grad.shape) == (0,)
+
+
+def test_roll_of_an_empty_tensor_reads_no_dims():
+    # PyTorch copies an empty tensor before looking at dims (out of range ones too), but still
+    # checks that shifts and dims pair up
+    for shifts, dims in [((1,), (5,)), ((1, 2), (5, -7)), (3, None)]:
+        (rt, _), (re, _) = _both(lambda T, v, s=shifts, d=dims: T.roll(v, s, d), np.ones((0, 3)))
+        assert tuple(re.shape) == tuple(rt.shape) == (0, 3)
+    for shifts, dims in [((1, 2), (5,)), ((), ())]:
+        t, e = _error_types(lambda T, s=shifts, d=dims: T.roll(T.ones(0, 3), s, d))
+        assert isinstance(t, RuntimeError) and isinstance(e, RuntimeError)

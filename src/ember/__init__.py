@@ -192,15 +192,17 @@ globals().update(_tensor_api.LEGACY_TYPES)  # ember.FloatTensor, ember.LongTenso
 
 __version__ = "0.1.0"
 
-# ember.autograd.Function and ember.autograd.functional live in modules above the engine (they
+# ember.autograd.Function, .functional and .grad live in modules above the engine (they
 # build on it, so autograd.py cannot import them without a cycle); attached here
 from . import autograd_function as _autograd_function  # noqa: E402
 from . import autograd_functional as _autograd_functional  # noqa: E402
+from . import autograd_grad as _autograd_grad  # noqa: E402
 
 autograd.Function = _autograd_function.Function
 autograd.FunctionCtx = _autograd_function.FunctionCtx
 autograd.function = _autograd_function  # torch.autograd.function (once_differentiable, ...)
 autograd.functional = _autograd_functional
+autograd.grad = _autograd_grad.grad
 autograd.gradcheck = _autograd_functional.gradcheck
 autograd.gradgradcheck = _autograd_functional.gradgradcheck
 autograd.inference_mode = inference_mode

@@ -144,7 +144,7 @@ def prepare(view, what: str):
     base, chain = view._view_of
     if chain is MULTI_OUTPUT:
         return None  # see refuse_multi_output
-    if _reg.is_grad_enabled() and base._requires_grad and base.grad_fn is None:
+    if _reg.is_grad_enabled() and base._requires_grad and base.is_leaf:
         raise AutogradError(
             "a view of a leaf tensor that requires grad is being used in an in-place "
             "operation; wrap the update in `with ember.no_grad():` or use the out-of-place form",

@@ -50,7 +50,6 @@ __all__ = [
     "detect_anomaly",
     "is_anomaly_enabled",
     "set_detect_anomaly",
-    "grad",
     "no_grad",
     "enable_grad",
     "set_grad_enabled",
@@ -537,14 +536,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         _run(roots, retain_graph, create_graph)
         return
     targets = _as_tuple(inputs)
-    results = grad(
-        outputs,
-        targets,
-        grad_outputs or None,
-        retain_graph=retain_graph,
-        create_graph=create_graph,
-        allow_unused=True,
-    )
+    results = _grad(outputs, targets, grad_outputs or None, retain_graph, create_graph, True)
     for t, g in zip(targets, results):
         if g is None:
             continue
@@ -554,15 +546,10 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
             t.grad = g if t.grad is None else t.grad + g
 
 
-def grad(
-    outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False
-):
-    """Return d(outputs)/d(inputs) without touching any ``.grad``.
-
-    With ``create_graph=True`` the returned gradients are themselves differentiable.
-    """
+def _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused) -> tuple:
+    """d(outputs)/d(inputs), the engine's part of ``ember.autograd.grad`` (autograd_grad.py:
+    PyTorch's arguments around it)."""
     outputs = _as_tuple(outputs)
-    inputs = _as_tuple(inputs)
     builder = getattr(outputs[0], "builder", None) if outputs else None
     if builder is not None:  # symbolic outputs: a graph being built records the backward pass
         return builder.grad(outputs, inputs, _as_tuple(grad_outputs), allow_unused)

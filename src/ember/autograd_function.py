@@ -420,6 +420,14 @@ class _RecordedBackward:
         return tuple(checked[i] for i in self.diff) + (None,) * (len(inputs) - n_diff)
 
 
+def _cut(arg):
+    """``arg`` without its history, for ``forward`` to record its ops on; it still says whether
+    it requires a gradient, as PyTorch's forward sees its inputs (with grad mode off)."""
+    inner = stop_gradient(arg)
+    inner._requires_grad = arg.requires_grad
+    return inner
+
+
 def _apply_recorded(cls, args: tuple):
     """``cls.apply(*args)`` while a graph is built with gradients on (or eagerly, through the
     same node, where ``staged_apply`` asks): ``forward``'s ops recorded with gradients off on
@@ -432,7 +440,7 @@ def _apply_recorded(cls, args: tuple):
     ]
     ctx = _RecordedCtx(cls, tuple(i in diff for i in range(len(args))))
     with no_grad():
-        inner = tuple(stop_gradient(a) if i in diff else a for i, a in enumerate(args))
+        inner = tuple(_cut(a) if i in diff else a for i, a in enumerate(args))
         if cls._new_style():
             out = cls.forward(*inner)
             cls.setup_context(ctx, args, out)

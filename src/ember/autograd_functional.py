@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .autograd import grad as _grad
+from .autograd_grad import grad as _grad
 from .errors import AutogradError, ShapeError
 from .grad_mode import enable_grad
 from .ops.shape import stack

@@ -76,6 +76,17 @@ class ArgumentError(EmberError, ValueError, RuntimeError):
     ValueError, and a RuntimeError as PyTorch raises."""
 
 
+class ArgumentTypeError(EmberError, TypeError):
+    """An argument of a type an op cannot accept where PyTorch's binding raises TypeError (a
+    float where an integer label is needed)."""
+
+
+class UnsupportedError(EmberError, NotImplementedError, ValueError):
+    """An input or option PyTorch has no kernel for, where it raises NotImplementedError (a
+    RuntimeError): ``interpolate(mode="bilinear")`` of a 3-D input, an unknown mode. Also a
+    ValueError."""
+
+
 class AxisError(ShapeError, IndexError):
     """A dimension index out of range for a tensor's rank (also an IndexError, as PyTorch
     raises: ``x.sum(5)`` on a matrix)."""

@@ -442,6 +442,17 @@ class Tensor(_reg.TensorBase):
         for i in range(self._data.shape[0]):
             yield self[i]
 
+    def __contains__(self, element) -> bool:
+        """``element in t``: whether any element equals it (a broadcast comparison), as
+        PyTorch's ``(element == t).any()``."""
+        if not isinstance(element, (Tensor, bool, int, float, complex)):
+            raise DTypeError(
+                "Tensor.__contains__ only supports Tensor or scalar, but you passed in a "
+                f"{type(element)}",
+                op="contains",
+            )
+        return bool((self == element).any())
+
     def __hash__(self) -> int:
         return id(self)
 

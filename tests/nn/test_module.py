@@ -363,3 +363,18 @@ def test_forward_hook_with_kwargs_and_always_call():
     assert seen[-1] == "always"  # an always_call hook runs even when forward raises
     with pytest.raises(NotImplementedError, match="forward"):
         nn.Module()(ember.ones(1))
+
+
+def test_reassigned_children_parameters_and_buffers_keep_their_places():
+    # PyTorch replaces an entry in place: a Sequential keeps its order, state_dict its keys' order
+    seq = nn.Sequential(nn.Linear(2, 2), nn.ReLU(), nn.Linear(2, 3))
+    setattr(seq, "1", nn.Tanh())
+    seq[-1] = nn.Linear(2, 5)
+    assert list(seq._modules) == ["0", "1", "2"]
+    assert isinstance(seq[1], nn.Tanh) and seq(ember.ones(1, 2)).shape == (1, 5)
+    lin = nn.Linear(2, 2)
+    lin.register_buffer("scale", ember.ones(2))
+    lin.register_buffer("shift", ember.zeros(2))
+    lin.weight = nn.Parameter(ember.ones(2, 2))
+    lin.scale = ember.full((2,), 3.0)
+    assert list(lin.state_dict()) == ["weight", "bias", "scale", "shift"]

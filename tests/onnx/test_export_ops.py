@@ -105,6 +105,8 @@ NO_ONNX = {
     "special_hermite_polynomial_he": _POLYNOMIAL,
     "special_laguerre_polynomial_l": _POLYNOMIAL,
     "special_legendre_polynomial_p": _POLYNOMIAL,
+    "copysign": "the sign of other is its sign bit (-0.0 and -NaN are negative), which "
+    "comparisons cannot see; only BitCast (opset 26, past the default 20) reads it: not written",
     "signbit": "comparisons cannot see a float's sign bit (-0.0 and -NaN compare like 0.0 and "
     "NaN); only BitCast (opset 26, past the default 20) reads it: not written",
     "ctc_loss": "ONNX has no CTC loss",

@@ -1010,8 +1010,8 @@ def _copysign_samples():
         S(n(2, 3), np.array([-0.0, 0.0, -1.0]), desc="signed zeros"),
         S(n(2, 3), -2.0, desc="python other"),
         S(np.array([1, -2, 3]), np.array([-1, 1, -1]), desc="integers"),
-        S(np.array([np.nan, np.inf, 0.0]), np.array([-1.0, -1.0, -1.0]), desc="special",
-          grad=False),
+        S(np.array([np.nan, np.inf, 0.0, -0.0, -np.inf]), np.array([-1.0, 1.0, -1.0, 2.0, -0.0]),
+          desc="special"),
     ]  # fmt: skip
 
 

@@ -60,6 +60,12 @@ SAMPLES += [
         torch_fn=lambda a, b: _torch().fmod(a, b),
     ),
     Sample(
+        "copysign",
+        lambda a, b: ember.copysign(a, b),
+        (away_from(A, points=np.array([0.0])), ROW),
+        torch_fn=lambda a, b: _torch().copysign(a, b),
+    ),
+    Sample(
         "add/alpha",
         lambda a, b: ember.add(a, b, alpha=-2.5),
         (A, ROW),

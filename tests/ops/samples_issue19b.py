@@ -1,7 +1,7 @@
 """Conformance samples for ops/sorting.py, ops/cumulative.py, ops/norms.py,
-ops/scatter_reduce.py and ops/sampling.py: sort, argsort, topk, unique, cumprod, the norms and
-singular values, scatter_reduce, index_fill, index_copy and multinomial. test_conformance.py
-also captures each (trace, script, graph gradients) and compares with eager."""
+ops/scatter_reduce.py and ops/sampling.py: sort, argsort, topk, kthvalue, unique, cumprod, the
+norms and singular values, scatter_reduce, index_fill, index_copy and multinomial.
+test_conformance.py also captures each (trace, script, graph gradients) and compares with eager."""
 
 import numpy as np
 
@@ -72,6 +72,19 @@ SAMPLES = [
         _sorted(lambda x: ember.topk(x, 5, 1)),
         (r.standard_normal((2, 700)),),
         torch_fn=lambda x: tuple(torch().topk(x, 5, 1)),
+        grad=False,
+    ),
+    Sample(
+        "kthvalue/dim1",
+        _sorted(lambda x: ember.kthvalue(x, 2, 1)),
+        (A,),
+        torch_fn=lambda x: tuple(torch().kthvalue(x, 2, 1)),
+    ),
+    Sample(
+        "kthvalue/ties-keepdim",
+        _sorted(lambda x: x.kthvalue(3, 1, keepdim=True)),
+        (np.round(B),),
+        torch_fn=lambda x: tuple(x.kthvalue(3, 1, keepdim=True)),
         grad=False,
     ),
     Sample(

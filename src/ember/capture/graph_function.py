@@ -78,7 +78,9 @@ class GraphFunction:
         if all(type(f) in (ArgFeed, TensorFeed) for f in call.feeds):
             self._feed_sources = [f.tensor if type(f) is TensorFeed else None for f in call.feeds]
             self._feed_args = [(i, f.index) for i, f in enumerate(call.feeds) if type(f) is ArgFeed]
-        self._writes_data = any(w.kind is WritebackKind.DATA for w in call.writebacks)
+        self._writes_data = any(
+            w.kind in (WritebackKind.DATA, WritebackKind.ARG_DATA) for w in call.writebacks
+        )
         # a call that may compute parameters' new values into their arrays uses no packed
         # weights (kernels/cprepack.py: their counters move only after the call)
         self._pause = cprepack.paused() if self._writes_data else contextlib.nullcontext()

@@ -2,7 +2,8 @@
 
 A training step reads and changes more than its arguments: parameters (updated in place),
 their ``.grad`` (set by backward, cleared by zero_grad), optimizer buffers (created on the first
-step, updated after), BatchNorm running statistics. `ember.function` finds that state *before*
+step, updated after), BatchNorm running statistics, tensors a module keeps as plain attributes
+(``self.hidden``, set in one call and read by the next). `ember.function` finds that state *before*
 tracing, from where a function can reach it: its arguments, the object of a bound method, its
 closure cells and the globals its code names, and one attribute level into plain objects
 (a trainer holding ``.model`` and ``.opt``), and through the closures and globals of the plain
@@ -84,6 +85,18 @@ def _walk(module: Module, named: bool = True) -> list:
     return out
 
 
+def tensor_attributes(module: Module) -> list:
+    """(name, tensor) of the eager tensors ``module`` holds as plain attributes, directly or as
+    the items of a tuple or list (``self.hidden = (h, c)``): ``hidden[0]``, ``hidden[1]``."""
+    out = []
+    for name, value in vars(module).items():
+        if isinstance(value, Tensor):
+            out.append((name, value))
+        elif isinstance(value, (tuple, list)) and 0 < len(value) <= 16:
+            out += [(f"{name}[{i}]", v) for i, v in enumerate(value) if isinstance(v, Tensor)]
+    return out
+
+
 @dataclass
 class Reachable:
     modules: list  # [(name, Module)]: the top-level modules found
@@ -158,6 +171,11 @@ class Reachable:
                         if t is not None and id(t) not in seen and isinstance(t, Tensor):
                             seen.add(id(t))
                             found.append((dot + name if named else None, t))
+            # tensors held as plain attributes (``self.hidden = h.detach()``): state too, so
+            # the key sees them rebound and the graph reads their current values
+            for dot, sub in walk:
+                for name, t in tensor_attributes(sub):
+                    add(dot + name if named else None, t)
         for prefix, opt in self.optimizers:
             for g, group in enumerate(opt.param_groups):
                 for i, p in enumerate(group["params"]):

@@ -76,9 +76,10 @@ def capture_call(
         for n, t in opt.hyperparameter_tensors():
             builder.capture_names[id(t)] = f"{prefix}_{n}" if prefix else n
     symbolic, arg_feeds, grad_args = _argument_inputs(builder, leaves, names, specs)
+    entry_values = [s.value for s in symbolic]
     call_args, call_kwargs = replace_leaves((args, kwargs), iter(symbolic))
     entry_arg_grads = {i: s.grad for i, s in grad_args}
-    snapshot = Snapshot(reach)
+    snapshot = Snapshot(reach, fn)
     try:
         with watching_grad_reads() as grads_read, builder:
             out = fn(*call_args, **call_kwargs)
@@ -89,7 +90,12 @@ def capture_call(
             out_leaves, _, out_spec = flatten(out, "a traced function's results", op="trace")
         user_values = [builder.value_of(t) for t in out_leaves]
         check_found(builder, reach, graph_name)
-        writebacks, extra = plan_writebacks(builder, snapshot, reach, grad_args, entry_arg_grads)
+        # arguments changed in place (x.clamp_(0, 1), x[mask] = 0): their tensors take the
+        # new values after each run, as an eager call leaves them
+        updated = [(i, s) for i, s in enumerate(symbolic) if s.value is not entry_values[i]]
+        writebacks, extra = plan_writebacks(
+            builder, snapshot, reach, grad_args, entry_arg_grads, updated
+        )
     finally:
         builder.restore_optimizers()  # those found are restored again by the snapshot
         snapshot.restore()

@@ -24,7 +24,7 @@ __all__ = ["Snapshot", "Writeback", "WritebackKind", "apply_writebacks", "plan_w
 class Snapshot:
     """The gradients and optimizer state dicts before a trace; `restore` puts them back."""
 
-    def __init__(self, reach):
+    def __init__(self, reach, fn=None):
         self.grads = {id(t): (t, t.grad) for _, t in reach.named_tensors()}
         self.optimizer_state = {
             id(opt): (opt, {p: dict(s) for p, s in opt.state.items()})
@@ -33,13 +33,56 @@ class Snapshot:
         # the per-parameter dicts themselves: `restore` refills them, for code that holds one
         # across the traced call (LBFGS's step holds its state while it calls a closure)
         self._state_dicts = {id(opt): dict(opt.state) for _, opt in reach.optimizers}
+        # the modules' plain attributes: one the trace sets to a graph value (``self.hidden =
+        # h.detach()``) is put back, and set after each run from the graph's output
+        self.attributes = [(m, dict(vars(m))) for m in reach.walked_modules()]
+        # the function's closure cells and the globals it names, and the items of the dicts
+        # and lists they hold: a slot the trace sets to a graph value (``stats["loss"] =
+        # total + loss.detach()``, ``global memory``) is handled as an attribute is
+        self.slots = [(holder, key, get(holder, key)) for holder, key in _slots(fn)]
 
     def entry_grad(self, t: Tensor, builder):
         if id(t) in self.grads:
             return self.grads[id(t)][1]
         return builder.capture_grads.get(id(t))
 
+    def traced_attributes(self) -> list:
+        """(module, name, index, value) of each graph value the trace left in a module's plain
+        attribute, directly (index None) or as an item of a tuple or list."""
+        found = []
+        for m, _ in self.attributes:
+            for name, value in vars(m).items():
+                if isinstance(value, SymbolicTensor):
+                    found.append((m, name, None, value))
+                elif isinstance(value, (tuple, list)):
+                    found += [
+                        (m, name, i, v)
+                        for i, v in enumerate(value)
+                        if isinstance(v, SymbolicTensor)
+                    ]
+        return found
+
+    def traced_slots(self) -> list:
+        """(holder, key, old value, graph value) of each slot the trace set to a graph value."""
+        found = []
+        for holder, key, old in self.slots:
+            value = get(holder, key)
+            if isinstance(value, SymbolicTensor) and value is not old:
+                found.append((holder, key, old, value))
+        return found
+
     def restore(self) -> None:
+        for holder, key, old in self.slots:
+            value = get(holder, key)
+            if value is not old and isinstance(value, SymbolicTensor):
+                put(holder, key, old)
+        for m, before in self.attributes:
+            for name, value in list(vars(m).items()):
+                if before.get(name, _ABSENT) is not value and _holds_graph_values(value):
+                    if name in before:
+                        object.__setattr__(m, name, before[name])
+                    else:
+                        object.__delattr__(m, name)
         for t, grad in self.grads.values():
             t.grad = grad
         for opt, state in self.optimizer_state.values():
@@ -52,12 +95,74 @@ class Snapshot:
                 opt.state[p] = entries
 
 
+_ABSENT = object()
+
+
+def _slots(fn) -> list:
+    """(holder, key) of the places a call of ``fn`` may leave a tensor in: its closure cells
+    (key None), the globals its code names (the globals dict, the name), the attributes of
+    the object a bound method belongs to (a module's are `Snapshot.attributes`), and the items
+    of the dicts and lists those hold."""
+    from .state import _target
+
+    if fn is None:
+        return []
+    from ..nn.module import Module
+
+    target, owner = _target(fn)
+    code = getattr(target, "__code__", None)
+    if code is None:
+        return []
+    slots = [(cell, None) for cell in target.__closure__ or ()]
+    if owner is not None and not isinstance(owner, Module) and hasattr(owner, "__dict__"):
+        slots += [(vars(owner), n) for n in vars(owner)]  # a bound method's object (a trainer)
+    globals_ = getattr(target, "__globals__", {})
+    slots += [(globals_, n) for n in code.co_names if n in globals_]
+    for holder, key in list(slots):
+        value = get(holder, key)
+        if isinstance(value, dict) and len(value) <= 64:
+            slots += [(value, k) for k in value]
+        elif isinstance(value, list) and len(value) <= 64:
+            slots += [(value, i) for i in range(len(value))]
+    return slots
+
+
+def get(holder, key):
+    if key is None:  # a closure cell
+        try:
+            return holder.cell_contents
+        except ValueError:  # (empty)
+            return _ABSENT
+    try:
+        return holder[key]
+    except (KeyError, IndexError):
+        return _ABSENT
+
+
+def put(holder, key, value) -> None:
+    if key is None:
+        holder.cell_contents = value
+    elif value is _ABSENT:
+        holder.pop(key, None) if isinstance(holder, dict) else None
+    else:
+        holder[key] = value
+
+
+def _holds_graph_values(value) -> bool:
+    if isinstance(value, SymbolicTensor):
+        return True
+    return isinstance(value, (tuple, list)) and any(isinstance(v, SymbolicTensor) for v in value)
+
+
 class WritebackKind(Enum):
     """What a `Writeback` does after a run."""
 
     DATA = "data"  # copy its graph output into ``tensor``'s memory
     GRAD = "grad"  # set ``tensor.grad`` to its output
     ARG_GRAD = "arg_grad"  # set the ``value``-th tensor argument's .grad to its output
+    ARG_DATA = "arg_data"  # copy its output into the ``value``-th tensor argument's memory
+    ATTR = "attr"  # set attribute ``key`` of module ``tensor`` (item ``value``) to its output
+    SLOT = "slot"  # set item ``key`` of ``tensor`` (a dict, list, or a closure cell) to it
     STATE = "state"  # optimizer.state[tensor][key] = its output, as a new tensor
     GRAD_NONE = "grad_none"  # set ``tensor.grad`` to None
     STATE_VALUE = "state_value"  # optimizer.state[tensor][key] = ``value``, a Python value
@@ -89,14 +194,23 @@ class Writeback:
             return "gradients"
         if self.kind is WritebackKind.STATE:
             return "optimizer state"
+        if self.kind in (WritebackKind.ARG_DATA, WritebackKind.ATTR, WritebackKind.SLOT):
+            return "inputs"
         return known.get(id(self.tensor), "parameters")
 
 
-def plan_writebacks(builder, snapshot: Snapshot, reach, grad_args: list, entry_arg_grads: dict):
+def plan_writebacks(
+    builder, snapshot: Snapshot, reach, grad_args: list, entry_arg_grads: dict, arg_updates=()
+):
     """After a trace: the `Writeback`s and the graph values they read (one per output-taking
     writeback). ``grad_args`` lists (leaf index, symbolic argument) of arguments that require
-    grad; ``entry_arg_grads`` maps a leaf index to the argument's .grad when the trace began."""
+    grad; ``entry_arg_grads`` maps a leaf index to the argument's .grad when the trace began;
+    ``arg_updates`` lists (leaf index, symbolic argument) of the arguments the function
+    changed in place (their new values are written into the caller's tensors, as eagerly)."""
     plan, values = [], []
+    for index, arg in arg_updates:
+        plan.append(Writeback(WritebackKind.ARG_DATA, value=index))
+        values.append(builder.value_of(arg))
     new_entries: set[int] = set()  # tensors that became optimizer state during the trace
     for _, opt in reach.optimizers:
         before = snapshot.optimizer_state[id(opt)][1]
@@ -115,6 +229,28 @@ def plan_writebacks(builder, snapshot: Snapshot, reach, grad_args: list, entry_a
         if id(t) not in new_entries:
             plan.append(Writeback(WritebackKind.DATA, t))
             values.append(builder.value_of(t))
+    for holder, key, old, value in snapshot.traced_slots():
+        if isinstance(old, Tensor) and old.shape == value.shape and old.dtype == value.dtype:
+            plan.append(Writeback(WritebackKind.DATA, old))
+        else:
+            plan.append(Writeback(WritebackKind.SLOT, holder, key))
+        values.append(builder.value_of(value))
+    before = {id(m): entries for m, entries in snapshot.attributes}
+    for m, name, index, value in snapshot.traced_attributes():
+        old = before[id(m)].get(name)
+        if index is not None:
+            old = old[index] if isinstance(old, (tuple, list)) and index < len(old) else None
+        if isinstance(old, Tensor) and old.shape == value.shape and old.dtype == value.dtype:
+            # into the tensor the attribute held (its identity, in the key, stays)
+            plan.append(Writeback(WritebackKind.DATA, old))
+        else:
+            where = None
+            if index is not None:  # (the item's place, and the other items as traced)
+                traced = getattr(m, name)
+                items = [None if isinstance(v, SymbolicTensor) else v for v in traced]
+                where = (index, type(traced), items)
+            plan.append(Writeback(WritebackKind.ATTR, m, name, value=where))
+        values.append(builder.value_of(value))
     tensors = {id(t): t for _, t in reach.named_tensors()}
     tensors.update((id(t), t) for t in builder.captured)
     for t in tensors.values():
@@ -164,6 +300,22 @@ def apply_writebacks(plan: list, results: list, arg_leaves: list, fed: set) -> N
             w.tensor.grad = None
         elif w.kind is WritebackKind.ARG_GRAD:
             arg_leaves[w.value].grad = Tensor._wrap(next(results))
+        elif w.kind is WritebackKind.SLOT:
+            put(w.tensor, w.key, Tensor._wrap(next(results)))
+        elif w.kind is WritebackKind.ATTR:
+            result = Tensor._wrap(next(results))
+            if w.value is not None:  # an item: into the sequence as it is, or as traced
+                index, kind, items = w.value
+                current = getattr(w.tensor, w.key, None)
+                fits = isinstance(current, kind) and len(current) == len(items)
+                items = list(current) if fits else list(items)
+                items[index] = result
+                result = kind(items)
+            setattr(w.tensor, w.key, result)
+        elif w.kind is WritebackKind.ARG_DATA:
+            target = arg_leaves[w.value]
+            np.copyto(target._data, next(results), casting="unsafe")
+            target._vc[0] += 1
         elif w.kind is WritebackKind.STATE:
             w.optimizer.state[w.tensor][w.key] = Tensor._wrap(next(results))
         else:

@@ -21,7 +21,7 @@ import warnings
 import numpy as np
 
 from .. import dtypes
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
 from ..ops._registry import export
@@ -64,26 +64,33 @@ def _output_size(x, size, scale_factor, recompute):
     return out, scales
 
 
-def _nearest_index(n_in: int, n_out: int, scale, exact: bool) -> np.ndarray:
-    """PyTorch's nearest_idx / nearest_exact_idx, in float32 as its CPU kernel computes them."""
+def _nearest_index(n_in: int, n_out: int, scale, exact: bool, dims: int) -> np.ndarray:
+    """PyTorch's nearest_idx / nearest_exact_idx, in float32 as its CPU kernel computes them.
+    Its 2-D nearest kernel copies where the size is kept and halves the index where it
+    doubles, whatever the scale given; the 1-D and 3-D ones always apply the scale."""
     dst = np.arange(n_out)
-    if not exact and n_out == n_in:
+    if not exact and dims == 2 and n_out == n_in:
         return dst
-    if not exact and n_out == 2 * n_in:
+    if not exact and dims == 2 and n_out == 2 * n_in:
         return dst >> 1
     if scale is not None and scale > 0:
         s = np.float32(1.0 / scale)
     else:
         s = np.float32(n_in) / np.float32(n_out)
-    if exact:
-        src = np.floor((dst + 0.5) * np.float64(s))
+    if exact:  # floorf((dst + 0.5) * scale): the double product rounded to float first
+        src = np.floor(((dst + 0.5) * np.float64(s)).astype(np.float32))
     else:
         src = np.floor(dst.astype(np.float32) * s)
     return np.minimum(src.astype(np.int64), n_in - 1)
 
 
 def _linear_weights(n_in: int, n_out: int, scale, align_corners: bool):
-    """PyTorch's two source indices and weights of each output position (in float64)."""
+    """PyTorch's two source indices and weights of each output position (in float64). Where
+    the size is kept the input is copied, whatever the scale given, as PyTorch's
+    compute_source_index_and_lambda does."""
+    if n_out == n_in:
+        dst = np.arange(n_out)
+        return dst, dst, np.ones(n_out), np.zeros(n_out)
     if align_corners:
         s = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
     elif scale is not None and scale > 0:
@@ -195,7 +202,7 @@ def interpolate(
     ``lanczos`` mode is not implemented.)"""
     x = to_tensor(input)
     if mode not in _MODES:
-        raise ValueError(f"interpolate: unknown mode {mode!r}; expected one of {_MODES}")
+        raise UnsupportedError(f"unknown mode {mode!r}; expected one of {_MODES}", op="interpolate")
     if mode in ("nearest", "nearest-exact", "area"):
         if align_corners is not None:
             raise ValueError(
@@ -210,13 +217,13 @@ def interpolate(
             f"and a 4-D input (got mode {mode!r}, shape {fmt_shape(x.shape)})"
         )
     if x.ndim not in (3, 4, 5):
-        raise ShapeError(
+        raise UnsupportedError(
             f"expected a 3-D, 4-D or 5-D (N, C, *spatial) input, got shape {fmt_shape(x.shape)}",
             op="interpolate",
         )
     dims = x.ndim - 2
     if mode in _LINEAR and _LINEAR[mode] != dims:
-        raise ShapeError(
+        raise UnsupportedError(
             f"mode {mode!r} needs a {_LINEAR[mode] + 2}-D input, got shape {fmt_shape(x.shape)}",
             op="interpolate",
         )
@@ -236,10 +243,12 @@ def interpolate(
     for d in range(dims):
         axis, n_in = d + 2, x.shape[d + 2]
         if mode in ("nearest", "nearest-exact"):
-            index = _nearest_index(n_in, out[d], scales[d], mode == "nearest-exact")
+            index = _nearest_index(n_in, out[d], scales[d], mode == "nearest-exact", dims)
             if not np.array_equal(index, np.arange(n_in)):
                 x = E.index_select(x, axis, to_tensor(index))
             continue
+        if antialias and out[d] == n_in:
+            continue  # PyTorch's antialiased kernels copy a kept size, whatever the scale
         if antialias or mode == "bicubic":
             if antialias:
                 taps, weights = _antialias_weights(n_in, out[d], scales[d], align_corners, mode)

@@ -165,6 +165,7 @@ def _backward_graph_values(builder, outputs, wrt, cotangents, stop, unreached=No
     wrt_ids = {id(v) for v in wrt_values if _differentiable(v)}
     depends = _depends_on(order, wrt_ids, stop or set())
     needed = _feeds(order, {id(v) for v in out_values})
+    hooked: set = set()
     for node in reversed(order):
         if node.kind != "call" or id(node) not in needed:
             continue
@@ -178,10 +179,28 @@ def _backward_graph_values(builder, outputs, wrt, cotangents, stop, unreached=No
             )
         # the backward nodes of ``node`` (and their accumulations) inherit its scope
         with _scope.entered(node.scope):
+            for value in node.outputs:  # (their gradients are whole here)
+                _run_hooks(builder, grads, value, hooked)
             _vjp_into(builder, grads, node, needs)
+    for value in wrt_values:
+        _run_hooks(builder, grads, value, hooked)
     if unreached is not None:
         unreached.extend(i for i, v in enumerate(wrt_values) if id(v) not in grads)
     return [_grad_or_zeros(builder, grads, v) for v in wrt_values]
+
+
+def _run_hooks(builder, grads: dict, value, hooked: set) -> None:
+    """The hooks registered on ``value`` (``register_hook`` of a graph value), once, on its
+    whole gradient: a returned tensor replaces it, as the eager engine's tensor hooks do."""
+    hooks = builder.value_hooks.get(id(value))
+    if not hooks or id(value) not in grads or id(value) in hooked:
+        return
+    hooked.add(id(value))
+    with builder:
+        for hook in list(hooks.values()):
+            result = hook(grads[id(value)])
+            if result is not None:
+                grads[id(value)] = result
 
 
 def _vjp_into(builder: GraphBuilder, grads: dict, node, needs: tuple) -> None:

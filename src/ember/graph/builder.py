@@ -53,6 +53,7 @@ class GraphBuilder(_reg.Mode):
         self.capture_names: dict[int, str] = {}  # id(tensor) -> input name (module parameters)
         self.capture_grads: dict[int, object] = {}  # id(tensor) -> its .grad when captured
         self.no_grad_values: set[int] = set()  # ids of values recorded with grad disabled
+        self.value_hooks: dict = {}  # id(Value) -> {key: hook}: register_hook of graph values
         self.grad_inputs: list[SymbolicTensor] = []  # symbolic inputs that require grad
         self.backward_start: int | None = None  # node count when backward() first ran
         self.grad_of: dict[int, Tensor] = {}  # id(captured .grad tensor) -> its owner
@@ -198,6 +199,14 @@ class GraphBuilder(_reg.Mode):
         leaves, grads = zip(*pairs)
         with self:
             for leaf, g in zip(leaves, grads):
+                # each leaf its own tensor: two leaves may get one graph value (an LSTM's two
+                # biases), and an in-place op on one's .grad (clipping) must not change the other
+                g = SymbolicTensor(self.value_of(g), self)
+                hooks = getattr(leaf, "_hooks", None)  # an eager leaf's register_hook
+                for hook in list(hooks.values()) if hooks else ():
+                    replaced = hook(g)
+                    if replaced is not None:
+                        g = replaced
                 if isinstance(leaf.grad, Tensor) and id(leaf.grad) not in self._current:
                     self.grad_of[id(leaf.grad)] = leaf  # fed with the owner's .grad at run time
                 leaf.grad = g if leaf.grad is None else leaf.grad + g
@@ -258,7 +267,9 @@ class GraphBuilder(_reg.Mode):
         wrt = [SymbolicTensor(self.value_of(t), self) for t in inputs]
         outs = [SymbolicTensor(self.value_of(o), self) for o in outputs]
         grads = backward_graph_values(self, outs, wrt, cotangents, self.no_grad_values)
-        return tuple(g if hit else None for g, hit in zip(grads, used))
+        return tuple(
+            SymbolicTensor(self.value_of(g), self) if hit else None for g, hit in zip(grads, used)
+        )
 
     def _ancestors(self, value) -> set:
         """ids of the values ``value`` is computed from along differentiable paths."""
@@ -304,9 +315,15 @@ class GraphBuilder(_reg.Mode):
         node.region = _scope.current_region()
         if _scope.locating():
             node.location = user_location()
+        outs = [SymbolicTensor(v, self) for v in node.outputs]
         if not _reg._state.grad_enabled:
             self.no_grad_values.update(id(v) for v in node.outputs)
-        outs = [SymbolicTensor(v, self) for v in node.outputs]
+        elif not op.stops_gradient and any(getattr(t, "_requires_grad", False) for t in inputs):
+            # requires_grad as eagerly: the floating results of an op on a tensor that requires
+            # one (user code branches on it: hooks, checkpointing, custom Functions)
+            for out in outs:
+                if out.value.type.dtype.is_floating_point:
+                    out._requires_grad = True
         source = inputs[0] if op.view else None
         # views are followed within one graph (a loop body's view of an outer value is not)
         if source is not None and (

@@ -186,7 +186,7 @@ def graph_vjp(graph: Graph, wrt: tuple[int, ...]):
 
 def _eager_vjp(graph, primals, cotangents, wrt) -> tuple:
     from ..autograd import enable_grad
-    from ..autograd import grad as autograd_grad
+    from ..autograd_grad import grad as autograd_grad
     from ..ops.creation import zeros_like
 
     with enable_grad():

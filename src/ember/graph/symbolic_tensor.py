@@ -92,6 +92,22 @@ class SymbolicTensor(TensorBase):
     def retain_grad(self) -> None:
         """Accepted for eager compatibility; a recorded backward sets ``.grad`` of leaves only."""
 
+    def register_hook(self, hook):
+        """Call ``hook(grad)`` on this value's gradient while a recorded backward computes it
+        (its ops are recorded: a returned tensor replaces the gradient in the graph; Python
+        side effects happen once, while tracing). Returns a handle whose ``remove()``
+        unregisters it."""
+        from ..errors import AutogradError
+
+        if not self._requires_grad:
+            raise AutogradError(
+                "cannot register a hook on a tensor that does not require grad", op="register_hook"
+            )
+        hooks = self.builder.value_hooks.setdefault(id(self.value), {})
+        key = object()
+        hooks[key] = hook
+        return _HookHandle(hooks, key)
+
     def detach(self) -> SymbolicTensor:
         from ..ops.copies import stop_gradient
 
@@ -191,3 +207,11 @@ class SymbolicTensor(TensorBase):
         from .printer import format_type
 
         return f"SymbolicTensor(%{self.value.name}: {format_type(self.value.type)})"
+
+
+class _HookHandle:
+    def __init__(self, table: dict, key):
+        self._table, self._key = table, key
+
+    def remove(self) -> None:
+        self._table.pop(self._key, None)

@@ -22,6 +22,7 @@ from ..errors import DeviceError
 from ..tensor import Tensor
 from . import _state
 from ._tables import Table
+from ._tables import _changed as _tables_changed
 from .hooks import HooksMixin
 from .parameter import Buffer, Parameter
 
@@ -40,6 +41,14 @@ def _check_name(module: Module, name, what: str) -> None:
         raise KeyError(f'{what} name can\'t be empty or contain ".", got "{name}"')
     if "_parameters" not in module.__dict__:
         raise AttributeError(f"cannot assign {what} before Module.__init__() call")
+
+
+def _holds_tensors(value) -> bool:
+    """A tensor, or a tuple or list holding one: a plain attribute captured code reads as
+    state (capture/state.py `tensor_attributes`)."""
+    if isinstance(value, Tensor):
+        return True
+    return isinstance(value, (tuple, list)) and any(isinstance(v, Tensor) for v in value)
 
 
 class Module(HooksMixin):
@@ -128,7 +137,7 @@ class Module(HooksMixin):
         if isinstance(value, Parameter):
             if params is None:
                 raise AttributeError("cannot assign parameters before Module.__init__() call")
-            self._forget(name)
+            self._forget(name, keep="_parameters")
             self.register_parameter(name, value)
         elif params is not None and name in params:
             if value is not None:
@@ -140,7 +149,7 @@ class Module(HooksMixin):
         elif isinstance(value, Module):
             if params is None:
                 raise AttributeError("cannot assign module before Module.__init__() call")
-            self._forget(name)
+            self._forget(name, keep="_modules")
             self._modules[name] = value
         elif name in self.__dict__.get("_modules", ()):
             if value is not None:
@@ -159,17 +168,22 @@ class Module(HooksMixin):
                 persistent = value.persistent
             else:
                 persistent = name not in self._non_persistent_buffers_set
-            self._forget(name, keep_buffer=True)
+            self._forget(name, keep="_buffers")
             self.register_buffer(name, value, persistent)
         else:
+            if _holds_tensors(value) or _holds_tensors(self.__dict__.get(name)):
+                _tables_changed()  # (a captured function reads such attributes as state)
             object.__setattr__(self, name, value)
 
-    def _forget(self, name: str, keep_buffer: bool = False) -> None:
+    def _forget(self, name: str, keep: str) -> None:
+        """Drop ``name`` from every table but ``keep``, which the caller is about to assign:
+        a reassigned parameter, buffer or child keeps its place in its table, as PyTorch's
+        (``setattr(seq, "1", m)`` replaces the second layer of a Sequential in place)."""
         self.__dict__.pop(name, None)
-        self._parameters.pop(name, None)
-        self._modules.pop(name, None)
-        if not keep_buffer:
-            self._buffers.pop(name, None)
+        for table in ("_parameters", "_modules", "_buffers"):
+            if table != keep:
+                getattr(self, table).pop(name, None)
+        if keep != "_buffers":
             self._non_persistent_buffers_set.discard(name)
 
     def __delattr__(self, name: str) -> None:

@@ -5,8 +5,9 @@ Its gradient is exact where the input holds zeros, as PyTorch's is: the plain fo
 first zero of a row,
 
 * before ``z`` no divisor is zero and the plain formula holds (every output from ``z`` on is 0);
-* at ``z`` the gradient is ``sum_{j >= z} g[j] * prod_{k <= j, k != z} x[k]``: the reversed
-  cumulative sum of ``g`` times the running product of x with that one zero replaced by 1;
+* at ``z`` the gradient is ``sum_{j >= z} g[j] * prod_{k <= j, k != z} x[k]``: the product
+  before ``z`` times the sum, up to the second zero (every later product holds it), of ``g``
+  times the running product of the values after ``z``;
 * after ``z`` every product that holds ``x[i]`` also holds the zero ``x[z]``: 0.
 
 The VJP is written in ember ops (cumprod, cumsum, where), so it is differentiable again.
@@ -113,19 +114,36 @@ def _reversed_cumsum(v, axis):
     return E.flip(E.cumsum(E.flip(v, axis), axis), axis)
 
 
+def _zero_part(v):
+    """``v`` where it is zero, 0 elsewhere: a sum of products that hold a zero of x is 0 (NaN
+    where they also hold an infinity, which PyTorch's masked sums never read), but its
+    derivative is not, and second derivatives need it."""
+    return E.where(v == 0, v, 0)
+
+
 def _cumprod_vjp(c, g):
     x, y = c.inputs[0], c.outputs[0]
     axis = c.attrs["axis"]
-    if x.ndim == 0:
+    if x.ndim == 0 or x.shape[axis] == 1:  # y is x: the gradient passes (NaN and inf too)
         return (g,)
     is_zero = x == 0
     zeros_so_far = E.cumsum(is_zero, axis)
     before = zeros_so_far == 0  # no zero at or before this position
     first_zero = E.logical_and(is_zero, zeros_so_far == 1)
-    plain = _reversed_cumsum(g * y, axis) / E.where(before, x, 1)
-    # the running product with the first zero taken as 1, from the first zero on
-    skipping = E.cumprod(E.where(first_zero, 1, x), axis)
-    at_zero = _reversed_cumsum(g * skipping, axis)
+    gy = g * y
+    # before the first zero: the sums of g * y from each position on, as PyTorch's only over
+    # the positions before the zero (the later products are zero, or NaN past an infinity)
+    beyond = _zero_part(E.sum(E.where(before, 0, gy), axis, keepdim=True))
+    plain = (_reversed_cumsum(E.where(before, gy, 0), axis) + beyond) / E.where(before, x, 1)
+    # at the first zero: the product before it times the sum, up to the second zero, of g[j]
+    # times the running product of the values after the zero up to j
+    segment = zeros_so_far == 1  # from the first zero up to the second
+    after = E.cumprod(E.where(E.logical_and(segment, E.logical_not(is_zero)), x, 1), axis)
+    at_zero = E.sum(after * E.where(segment, g, 0), axis, keepdim=True)
+    at_zero = at_zero * E.cumprod(E.where(before, x, 1), axis)
+    # and the products through the second zero
+    through = E.cumprod(E.where(first_zero, 1, x), axis) * E.where(zeros_so_far > 1, g, 0)
+    at_zero = at_zero + _zero_part(E.sum(through, axis, keepdim=True))
     return (E.where(before, plain, E.where(first_zero, at_zero, 0)),)
 
 

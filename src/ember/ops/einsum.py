@@ -22,7 +22,7 @@ import string
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import ShapeError
+from ..errors import ArgumentError, ArgumentTypeError, ShapeError
 from ..types import TensorType
 from . import api as E
 from ._registry import Cost, OpDef, apply, export, register
@@ -221,11 +221,41 @@ def _parse_terms(equation: str, shapes) -> tuple[list[str], str | None]:
     return terms, (rhs if arrow else None)
 
 
+def _sublist_label(label) -> str:
+    if label is Ellipsis:
+        return "..."
+    if isinstance(label, bool) or not isinstance(label, int):
+        raise ArgumentTypeError(
+            f"a subscript in a sublist must be an integer or Ellipsis, got {label!r}", op="einsum"
+        )
+    if not 0 <= label < len(_LETTERS):
+        raise ArgumentError(
+            f"subscript {label} in a sublist is not within the valid range [0, {len(_LETTERS)})",
+            op="einsum",
+        )
+    return _LETTERS[(label + 26) % len(_LETTERS)]  # PyTorch's: 0..25 are 'A'..'Z'
+
+
+def _from_sublists(args) -> tuple[str, list]:
+    """``einsum(a, [0, 1], b, [1, 2], [0, 2])``: operands each followed by its labels (integers
+    below 52, or Ellipsis), an optional last list the output's."""
+    args = list(args)
+    out = args.pop() if len(args) % 2 else None
+    operands, terms = args[0::2], args[1::2]
+    equation = ",".join("".join(_sublist_label(i) for i in t) for t in terms)
+    if out is not None:
+        equation += "->" + "".join(_sublist_label(i) for i in out)
+    return equation, operands
+
+
 @export
 def einsum(equation: str, *operands):
-    """Einstein summation, as ``torch.einsum``/``np.einsum``: ``einsum("ij,jk->ik", a, b)``.
+    """Einstein summation, as ``torch.einsum``/``np.einsum``: ``einsum("ij,jk->ik", a, b)``,
+    or in sublist form, ``einsum(a, [0, 1], b, [1, 2], [0, 2])``.
     Supports ``...`` (broadcast batch dimensions), implicit outputs, repeated labels
     (diagonals, traces), and size-1 broadcasting of a label."""
+    if not isinstance(equation, str):
+        equation, operands = _from_sublists((equation, *operands))
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     if not operands:

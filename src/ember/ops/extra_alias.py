@@ -1,7 +1,7 @@
 """More of PyTorch's everyday spellings: the aliases (subtract, multiply, divide, true_divide,
 negative, positive, greater, less, not_equal, ..., fix, swapdims, arccosh ...), div's
 ``rounding_mode``, the inverse hyperbolic functions (primitives, as ops/pointwise.py's), and
-small composites of ember's ops: isneginf, isposinf, copysign, rsub, float_power,
+small composites of ember's ops: isneginf, isposinf, rsub, float_power,
 ldexp, aminmax, inner, vdot, diagflat, unflatten, isin, bincount, narrow_copy, cov, corrcoef
 and Tensor.trace.
 """
@@ -149,19 +149,6 @@ def isneginf(input):
     return x == float("-inf") if x.dtype.is_floating_point else E.zeros(x.shape, dtype=dt.bool_)
 
 
-@export(method=True, inplace=True)
-def copysign(input, other):
-    """|input| with the sign of ``other`` (its sign bit: -0.0 counts as negative), a float
-    result. The gradient for input is its sign times other's (0 at 0), for other 0."""
-    x, y = promote(input, other, floating=True)
-    magnitude = E.abs(x)
-    out = E.where(E.signbit(y), -magnitude, magnitude)
-    if getattr(other, "requires_grad", False):
-        # PyTorch's result requires grad through other too (a zero gradient): times an exact
-        # 1 computed from y by sign, whose gradient is 0 (NaN's sign bit still counts)
-        one = E.where(E.isnan(y), 1.0, E.sign(E.abs(y) + 1.0))
-        out = out * one
-    return out
 
 
 @export

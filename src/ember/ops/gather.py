@@ -18,7 +18,7 @@ from ..types import TensorType
 from . import _batching
 from . import api as E
 from ._index_plan import FULL, IndexOutOfRangeError
-from ._registry import OpDef, TensorBase, apply, export, register
+from ._registry import OpDef, TensorBase, apply, building_graph, export, register
 from ._rules import Complex
 from ._scatter_kernels import add_elements
 from ._util import fmt_shape, memory_cost, normalize_axis, numel, require_int, same_type
@@ -336,7 +336,9 @@ def one_hot(t, num_classes: int = -1):
             "cannot infer the number of classes from an empty tensor; pass num_classes",
             op="one_hot",
         )
-    if t.numel():
+    # while a graph is built the classes have no values: with num_classes given, the graph
+    # encodes them unchecked (a class out of range gives a row of zeros), as a compiled torch
+    if t.numel() and not (num_classes >= 0 and building_graph()):
         lo, hi = int(E.amin(t).item()), int(E.amax(t).item())
         if num_classes < 0:
             num_classes = hi + 1

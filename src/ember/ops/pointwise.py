@@ -1,6 +1,6 @@
 """More elementwise math primitives, PyTorch's names: tan, asin, acos, atan, sinh, cosh, log2,
-log10, square, atan2 and fmod, plus the top-level spellings ``remainder`` and ``floor_divide``
-of ops/binary.py's ``mod`` and ``floor_div``.
+log10, square, atan2, fmod and copysign, plus the top-level spellings ``remainder`` and
+``floor_divide`` of ops/binary.py's ``mod`` and ``floor_div``.
 
 Each is one registered op built by elementwise.py's `_unary` / binary.py's `_binary` (shape
 rule, NumPy kernel, VJP in ember ops, C expression for fused loops), so they fuse and
@@ -206,6 +206,36 @@ _binary(
     "so it has the sign of input; ``remainder`` (Python's %) has the sign of other. Integer "
     "division by zero raises DivisionByZeroError.",
     onnx=_onnx.node("Mod", fmod=1),
+)
+
+
+def _copysign_kernel(x, y):
+    return np.copysign(x, y)
+
+
+def _copysign_vjp(c, g):
+    x, y = c.inputs
+    nx, ny = c.needs_input_grad
+    # PyTorch's: the result over input (so NaN where input is NaN or infinite), 0 at zeros;
+    # other's gradient is zero, but it is one (the result requires grad through other)
+    flip = E.where(E.signbit(x) == E.signbit(y), 1.0, -1.0)
+    ratio = E.where(x == 0, 0.0, E.where(E.isfinite(x), flip, math.nan))
+    return (
+        _reduce_to(g * ratio, c.in_types[0]) if nx else None,
+        _reduce_to(E.zeros_like(g), c.in_types[1]) if ny else None,
+    )
+
+
+_COPYSIGN = _binary(
+    "copysign",
+    _copysign_kernel,
+    _copysign_vjp,
+    floating=True,
+    c="copysign{f}({0}, {1})",
+    doc="copysign(input, other): |input| with the sign of other (its sign bit: -0.0 and a "
+    "negative NaN count as negative), a float result; integer and bool tensors promote to the "
+    "default float dtype. The gradient for input is the result over input (0 at zeros, NaN at "
+    "NaN and infinities), for other zeros, as PyTorch's.",
 )
 
 # the top-level spellings PyTorch has for elementwise.py's ops (their methods exist there)

@@ -44,6 +44,8 @@ def roll(input, shifts, dims=None):
     rolled flattened and given its shape back, as in PyTorch."""
     x = to_tensor(input)
     shifts = tuple(shifts) if isinstance(shifts, (tuple, list)) else (shifts,)
+    if not shifts:
+        raise ShapeError("shifts must hold at least one shift", op="roll")
     if dims is None:
         if len(shifts) != 1:
             raise ShapeError(f"without dims, shifts must be one int, got {shifts}", op="roll")
@@ -52,6 +54,8 @@ def roll(input, shifts, dims=None):
     dims = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
     if len(shifts) != len(dims):
         raise ShapeError(f"shifts {shifts} and dims {dims} must have one length", op="roll")
+    if 0 in tuple(x.shape):  # nothing moves: PyTorch returns a copy before reading the dims
+        return E.clone(x)
     for shift, dim in zip(shifts, dims):
         x = _roll_one(x, operator.index(shift), normalize_axis("roll", dim, x.ndim))
     return x

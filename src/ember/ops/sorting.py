@@ -189,10 +189,110 @@ def topk(x, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):  
     return TopkResult(values, order)
 
 
+# --------------------------------------------------------------------------------- kthvalue
+
+
+def _gt_or_nan(a, b) -> bool:
+    return a > b or (a != a and b == b)  # (NaN above every number)
+
+
+def _quickselect(row: list, k: int) -> int:
+    """The index PyTorch's CPU kthvalue reports: where its quickselect (median of three,
+    Hoare partition, NaN above every number; aten's quick_select_template) leaves the k-th
+    smallest (k from 0) of ``row``. Among equal elements that is not the first by index."""
+    arr, idx = list(row), list(range(len(row)))
+
+    def swap(i, j):
+        arr[i], arr[j] = arr[j], arr[i]
+        idx[i], idx[j] = idx[j], idx[i]
+
+    lo, hi = 0, len(arr) - 1
+    while hi > lo:
+        if hi == lo + 1:
+            if _gt_or_nan(arr[lo], arr[hi]):
+                swap(lo, hi)
+            break
+        swap(lo + (hi - lo) // 2, lo + 1)
+        if _gt_or_nan(arr[lo + 1], arr[hi]):
+            swap(lo + 1, hi)
+        if _gt_or_nan(arr[lo], arr[hi]):
+            swap(lo, hi)
+        if _gt_or_nan(arr[lo + 1], arr[lo]):
+            swap(lo + 1, lo)
+        i, j, pivot = lo + 1, hi, arr[lo]
+        while True:
+            i += 1
+            while _gt_or_nan(pivot, arr[i]):
+                i += 1
+            j -= 1
+            while _gt_or_nan(arr[j], pivot):
+                j -= 1
+            if j < i:
+                break
+            swap(i, j)
+        swap(lo, j)
+        if j <= k:
+            lo = i
+        if j >= k:
+            hi = j - 1
+    return idx[k]
+
+
+def _kth_index_infer(x, *, axis, k):
+    return TensorType(tuple(1 if d == axis else s for d, s in enumerate(x.shape)), dt.int64)
+
+
+def _kth_index_kernel(x, *, axis, k):
+    """The stable order's k-th index; where other elements equal that one (NaN equals NaN
+    here), the index PyTorch's quickselect leaves there instead."""
+    if x.ndim == 0:
+        return np.zeros((), np.int64)
+    a = np.moveaxis(_sortable(x), axis, -1)
+    rows = a.reshape(-1, a.shape[-1])
+    index = np.argsort(rows, axis=1, kind="stable")[:, k - 1].astype(np.int64)
+    chosen = rows[np.arange(rows.shape[0]), index][:, None]
+    equal = rows == chosen
+    if rows.dtype.kind == "f":
+        equal |= np.isnan(rows) & np.isnan(chosen)
+    for r in np.flatnonzero(equal.sum(axis=1) > 1):
+        index[r] = _quickselect(rows[r].tolist(), k - 1)
+    out = index.reshape(a.shape[:-1] + (1,))
+    return np.ascontiguousarray(np.moveaxis(out, -1, axis))
+
+
+def _onnx_kth_index(e):
+    """TopK's k smallest, the last of them: equal elements in index order (the stable
+    order's; PyTorch's quickselect may report another of the equal ones)."""
+    x, t = e.inputs[0], e.in_types[0]
+    axis, k = e.attrs["axis"], e.attrs["k"]
+    if t.dtype is dt.bool_:
+        x = e.cast(x, dt.uint8)
+    _, indices = e.node("TopK", [x, e.dim(k)], outputs=2, axis=axis, largest=0, sorted=1)
+    starts, ends = e.constant(np.array([k - 1], np.int64)), e.constant(np.array([k], np.int64))
+    return e.node("Slice", [indices, starts, ends, e.constant(np.array([axis], np.int64))])
+
+
+_KTH_INDEX = register(
+    OpDef(
+        name="kthvalue_index",
+        onnx=_onnx_kth_index,
+        kind="index",
+        infer=_kth_index_infer,
+        kernel=_kth_index_kernel,
+        cost=_argsort_cost,
+        batch=None,
+        doc="kthvalue_index(x, axis, k): int64 index of the k-th smallest element (k from 1) "
+        "along axis, size 1 there; NaN above every number; among equal elements the one "
+        "PyTorch's CPU quickselect reports",
+    )
+)
+
+
 @export(method=True)
 def kthvalue(x, k: int, dim: int = -1, keepdim: bool = False):
     """The ``k``-th smallest element of ``x`` along ``dim`` (k from 1) and its index, a named
-    tuple like ``torch.return_types.kthvalue``; NaN counts as larger than every number. The
+    tuple like ``torch.return_types.kthvalue``; NaN counts as larger than every number. Among
+    equal elements (NaN too) the index is the one PyTorch's CPU quickselect reports. The
     gradient flows to the chosen element's position."""
     x = to_tensor(x)
     if x.dtype is dt.bool_:
@@ -207,8 +307,7 @@ def kthvalue(x, k: int, dim: int = -1, keepdim: bool = False):
             op="kthvalue",
         )
     flat = x if x.ndim else E.reshape(x, (1,))
-    smallest = apply(_ARGSORT, flat, axis=axis, descending=False, k=k)
-    index = E.narrow(smallest, axis, k - 1, 1)
+    index = apply(_KTH_INDEX, flat, axis=axis, k=k)
     values = E.gather(flat, axis, index)
     if x.ndim == 0:
         return return_types.kthvalue(E.reshape(values, ()), E.reshape(index, ()))

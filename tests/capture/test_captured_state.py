@@ -1,0 +1,211 @@
+"""What a captured call does to state beyond its results, as an eager call does: each leaf's
+own .grad, arguments changed in place, tensors left in module attributes, closure cells,
+globals and the dicts and lists they hold or on a bound method's object, and tensor hooks in
+the recorded backward; compared with PyTorch or eager ember."""
+
+import numpy as np
+import pytest
+
+import ember
+from ember import nn
+
+
+def _clipped_step(lstm, b1, b2, weights, opt):
+    def step(x):
+        opt.zero_grad()
+        out, _ = lstm(x)
+        ((out + b1 + b2) ** 2).mean().backward()
+        nn.utils.clip_grad_norm_(weights, 0.01)
+        opt.step()
+
+    return step
+
+
+def test_leaves_with_one_gradient_get_their_own_grads_in_a_captured_step():
+    # an LSTM's two biases (and b1, b2 below) get the same gradient value: each .grad must be
+    # its own tensor, or clipping in place scales the shared one twice
+    def build():
+        ember.manual_seed(3)
+        return nn.LSTM(3, 4), nn.Parameter(ember.zeros(4)), nn.Parameter(ember.zeros(4))
+
+    x = ember.tensor(np.random.default_rng(0).standard_normal((5, 2, 3)).astype(np.float32))
+    params = []
+    for captured in (False, True):
+        lstm, b1, b2 = build()
+        weights = [*lstm.parameters(), b1, b2]
+        opt = ember.optim.SGD(weights, lr=0.5)
+
+        step = _clipped_step(lstm, b1, b2, weights, opt)
+        step = ember.function(step) if captured else step
+        for _ in range(2):
+            step(x)
+        params.append([w.detach().numpy().copy() for w in weights])
+    for eager, captured in zip(*params):
+        np.testing.assert_allclose(captured, eager, rtol=1e-5, atol=1e-7)
+
+
+def test_arguments_changed_in_place_are_written_back_as_eagerly():
+    torch = pytest.importorskip("torch")
+
+    def clamp_and_scale(lib):
+        def f(x, y):
+            x.clamp_(0, 1)
+            y[0] = 5.0
+            x[1:].mul_(2)  # through a view
+            return x.sum()
+
+        return f
+
+    def sgd(lib):  # a parameter passed as an argument, updated under no_grad
+        def f(w, x):
+            loss = ((x @ w - 1.0) ** 2).mean()
+            loss.backward()
+            with lib.no_grad():
+                w -= 0.1 * w.grad
+                w.grad.zero_()
+            return loss
+
+        return f
+
+    x0 = np.array([-1.0, 0.5, 2.0], np.float32)
+    m = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    for make, args in [(clamp_and_scale, (x0, np.zeros(3, np.float32))), (sgd, (x0, m))]:
+        runs = {}
+        for name, lib, wrap in [("torch", torch, None), ("ember", ember, ember.function)]:
+            tensors = [lib.tensor(a.copy()) for a in args]
+            if make is sgd:
+                tensors[0].requires_grad_(True)
+            f = wrap(make(lib)) if wrap else make(lib)
+            results = [f(*tensors).item() for _ in range(3)]
+            runs[name] = results, [t.detach().numpy().copy() for t in tensors]
+        np.testing.assert_allclose(runs["ember"][0], runs["torch"][0], rtol=1e-5)
+        for got, want in zip(runs["ember"][1], runs["torch"][1]):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+
+
+def _stateful(lib):
+    """A module that keeps tensors as plain attributes across calls, as stateful RNN code
+    keeps its hidden state: set inside the call, read by the next one."""
+
+    class Stateful(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = lib.nn.Linear(2, 2)
+            self.h, self.pair = None, None
+
+        def forward(self, x):
+            if self.h is not None:
+                x = x + self.h
+            if self.pair is not None:
+                x = x * self.pair[1]
+            y = self.lin(x)
+            self.h = y.detach()
+            self.pair = (y.detach() * 0, lib.sigmoid(y.detach()))
+            return y
+
+    return Stateful()
+
+
+def test_plain_tensor_attributes_set_in_a_captured_call_are_state():
+    torch = pytest.importorskip("torch")
+    t = _stateful(torch)
+    e = _stateful(ember)
+    e.load_state_dict({k: ember.tensor(v.detach().numpy()) for k, v in t.state_dict().items()})
+    step = ember.function(lambda x: e(x).sum())
+    got = [step(ember.ones(1, 2)).item() for _ in range(4)]
+    want = [t(torch.ones(1, 2)).sum().item() for _ in range(4)]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert isinstance(e.h, ember.Tensor) and isinstance(e.pair[1], ember.Tensor)
+    np.testing.assert_allclose(e.pair[1].numpy(), t.pair[1].numpy(), rtol=1e-6)
+    # rebinding them outside is seen
+    e.h, e.pair, t.h, t.pair = ember.zeros(1, 2), None, torch.zeros(1, 2), None
+    assert step(ember.ones(1, 2)).item() == pytest.approx(t(torch.ones(1, 2)).sum().item())
+
+
+def _hooked_step(lib, seen):
+    w = lib.full((3,), 2.0, requires_grad=True)
+    w.register_hook(lambda g: g.clamp(max=1.0))  # an eager leaf's hook
+
+    def step(x):
+        h = x * w
+        h.register_hook(lambda g: seen.append(1) or g * 2)  # an intermediate's
+        z = h.sin()
+        z.register_hook(lambda g: g + 1).remove()
+        reversed_ = h.detach().requires_grad_(False) + 0 * h
+        reversed_.register_hook(lambda g: -g)  # a gradient reversal
+        y = (z**2).sum() + (h * 3).sum() + reversed_.sum()
+        y.backward()
+        return y
+
+    return w, step
+
+
+def test_tensor_hooks_run_in_a_recorded_backward():
+    torch = pytest.importorskip("torch")
+    grads = []
+    for lib, wrap in ((torch, None), (ember, ember.function)):
+        seen = []
+        w, step = _hooked_step(lib, seen)
+        step = wrap(step) if wrap else step
+        for _ in range(2):
+            step(lib.tensor([0.3, 1.0, -2.0]))
+        grads.append(w.grad.numpy().copy())
+        assert seen  # (ember: once per trace; the hook's ops run on every call)
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-6)
+
+
+def _accumulating(lib, mem, stats):
+    def step(x):
+        out = x + mem["h"]
+        mem["h"] = out.detach() * 0.5  # a tensor kept in a closed-over dict
+        if mem["n"] is not None:
+            out = out * mem["n"]
+        mem["n"] = out.detach().sum()  # None, then a tensor
+        stats[0] = stats[0] + out.sum().detach()  # a running metric in a list
+        return out.sum()
+
+    return step
+
+
+def test_tensors_a_captured_call_leaves_in_closed_over_dicts_and_lists():
+    torch = pytest.importorskip("torch")
+    runs = []
+    for lib, wrap in ((torch, None), (ember, ember.function)):
+        mem, stats = {"h": lib.zeros(3), "n": None}, [lib.zeros(())]
+        step = _accumulating(lib, mem, stats)
+        step = wrap(step) if wrap else step
+        results = [step(lib.ones(3)).item() for _ in range(4)]
+        runs.append((results, mem["h"].numpy().copy(), float(mem["n"]), float(stats[0])))
+    np.testing.assert_allclose(runs[1][0], runs[0][0], rtol=1e-6)
+    np.testing.assert_allclose(runs[1][1], runs[0][1], rtol=1e-6)
+    assert runs[1][2:] == pytest.approx(runs[0][2:], rel=1e-6)
+
+
+class _Trainer:
+    """A trainer whose captured step keeps a running loss and a metrics dict on itself."""
+
+    def __init__(self, lib, wrap):
+        self.w = lib.tensor([0.5, -0.3], requires_grad=True)
+        self.opt = lib.optim.SGD([self.w], lr=0.1)
+        self.running, self.metrics = lib.zeros(()), {"n": lib.zeros(())}
+        self.step = wrap(self._step) if wrap else self._step
+
+    def _step(self, x, y):
+        self.opt.zero_grad()
+        loss = ((x @ self.w - y) ** 2).mean()
+        loss.backward()
+        self.opt.step()
+        self.running = 0.9 * self.running + 0.1 * loss.detach()
+        self.metrics["n"] = self.metrics["n"] + 1
+        return loss
+
+
+def test_tensors_a_captured_method_leaves_on_its_object():
+    torch = pytest.importorskip("torch")
+    runs = []
+    for lib, wrap in ((torch, None), (ember, ember.function)):
+        trainer = _Trainer(lib, wrap)
+        x, y = lib.tensor([[1.0, 2.0], [3.0, -1.0]]), lib.tensor([1.0, 0.0])
+        losses = [trainer.step(x, y).item() for _ in range(4)]
+        runs.append(losses + [float(trainer.running), float(trainer.metrics["n"])])
+    np.testing.assert_allclose(runs[1], runs[0], rtol=1e-5)
