@@ -17,7 +17,7 @@ import numpy as np
 
 from ..types import TensorType
 from ._registry import OpDef, apply, register
-from ._util import elementwise_cost, require_float, same_type
+from ._util import elementwise_cost, numel, require_float, same_type
 
 
 def _infer(x, *, lo, hi):
@@ -61,6 +61,12 @@ def _grad_kernel(g, x, *, lo, hi):
     return np.bitwise_and(g.view(bits), keep, out=keep).view(g.dtype)
 
 
+def _grad_workspace(node, layouts) -> int:
+    """`_grad_kernel`'s temporaries beyond its result: the bool mask and the comparison
+    ANDed into it (the widened mask is the result's own buffer)."""
+    return 2 * numel(node.inputs[1].shape)
+
+
 def _grad_vjp(c, a):
     # linear in the gradient (the same mask); piecewise constant in x: no gradient there
     return apply(HARDTANH_BACKWARD, a, c.inputs[1], **c.attrs), None
@@ -82,6 +88,7 @@ HARDTANH_BACKWARD = register(
         infer=_grad_infer,
         kernel=_grad_kernel,
         vjp=_grad_vjp,
+        workspace=_grad_workspace,
         cost=elementwise_cost(3),
         doc="hardtanh_backward(g, x; lo, hi): g where lo < x < hi, else 0 (NaN x: 0)",
     )
