@@ -24,8 +24,8 @@ pytestmark = [
 
 HALF = [np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16)]
 EXACT = {"abs", "add", "div", "fmod", "maximum", "minimum", "mul", "neg", "relu", "sqrt"}
-EXACT |= {"square", "sub"}
-BINARY = {"add", "atan2", "div", "fmod", "maximum", "minimum", "mul", "sub"}
+EXACT |= {"copysign", "square", "sub"}
+BINARY = {"add", "atan2", "copysign", "div", "fmod", "maximum", "minimum", "mul", "sub"}
 ELEMENTWISE = sorted(
     name
     for name, op in REGISTRY.items()
