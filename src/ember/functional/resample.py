@@ -84,6 +84,15 @@ def _nearest_index(n_in: int, n_out: int, scale, exact: bool, dims: int) -> np.n
     return np.minimum(src.astype(np.int64), n_in - 1)
 
 
+def _source_scale(n_in: int, n_out: int, scale, align_corners: bool) -> float:
+    """PyTorch's area_pixel_compute_scale: source positions per output position."""
+    if align_corners:
+        return (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+    if scale is not None and scale > 0:
+        return 1.0 / scale
+    return n_in / n_out
+
+
 def _linear_weights(n_in: int, n_out: int, scale, align_corners: bool):
     """PyTorch's two source indices and weights of each output position (in float64). Where
     the size is kept the input is copied, whatever the scale given, as PyTorch's
@@ -91,12 +100,7 @@ def _linear_weights(n_in: int, n_out: int, scale, align_corners: bool):
     if n_out == n_in:
         dst = np.arange(n_out)
         return dst, dst, np.ones(n_out), np.zeros(n_out)
-    if align_corners:
-        s = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
-    elif scale is not None and scale > 0:
-        s = 1.0 / scale
-    else:
-        s = n_in / n_out
+    s = _source_scale(n_in, n_out, scale, align_corners)
     dst = np.arange(n_out, dtype=np.float64)
     real = s * dst if align_corners else np.maximum(s * (dst + 0.5) - 0.5, 0.0)
     i0 = np.minimum(np.floor(real).astype(np.int64), n_in - 1)
@@ -110,12 +114,7 @@ def _cubic_weights(n_in: int, n_out: int, scale, align_corners: bool):
     resampling: Keys' cubic convolution with a = -0.75 over the taps floor(x) - 1 ... + 2 of
     the source coordinate x (not clamped at 0, unlike linear's), indices clamped to the
     border."""
-    if align_corners:
-        s = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
-    elif scale is not None and scale > 0:
-        s = 1.0 / scale
-    else:
-        s = n_in / n_out
+    s = _source_scale(n_in, n_out, scale, align_corners)
     dst = np.arange(n_out, dtype=np.float64)
     real = s * dst if align_corners else s * (dst + 0.5) - 0.5
     base = np.floor(real)
@@ -152,12 +151,7 @@ def _antialias_weights(n_in: int, n_out: int, scale, align_corners: bool, mode: 
     output position i reads the sources around its centre scale * (i + 0.5) within the filter's
     support, stretched by the scale when downsampling, the weights normalized to sum 1. Returns
     the taps' indices and weights, one (n_out,) pair per tap (0-weight taps past a window)."""
-    if align_corners:
-        s = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
-    elif scale is not None and scale > 0:
-        s = 1.0 / scale
-    else:
-        s = n_in / n_out
+    s = _source_scale(n_in, n_out, scale, align_corners)
     half = 1.0 if mode == "bilinear" else 2.0  # (interp_size / 2)
     support = half * s if s >= 1.0 else half
     invscale = 1.0 / s if s >= 1.0 else 1.0
