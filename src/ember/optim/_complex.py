@@ -12,8 +12,9 @@ from ..ops import api as E
 from ..ops._registry import TensorBase
 
 
-def update_with_real_views(optimizer, group: dict, params: list) -> None:
-    """``optimizer._update_group(group, params)`` with its complex parameters seen as real."""
+def update_as_real(optimizer, group: dict, params: list) -> None:
+    """``optimizer._update_group(group, params)`` with its complex parameters updated as real
+    pairs, on copies written back (see the module docstring)."""
     reals, complex_params = [], []
     for p in params:
         if not p.dtype.is_complex:

@@ -37,7 +37,7 @@ from ..errors import EmberError, StateDictError
 from ..graph import scope as _scope
 from ..ops._registry import current_mode, scalar_value
 from ..tensor import Tensor
-from ._complex import update_with_real_views
+from ._complex import update_as_real
 from .train_op import minimize as record_minimize
 
 __all__ = ["HyperParameter", "Optimizer", "OptimizerError", "required"]
@@ -314,7 +314,7 @@ class Optimizer:
             for group in self.param_groups:
                 params = [p for p in group["params"] if p.grad is not None]
                 if any(p.dtype.is_complex for p in params):
-                    update_with_real_views(self, group, params)
+                    update_as_real(self, group, params)
                 elif params:
                     self._update_group(group, params)
         self._step_count += 1

@@ -145,6 +145,8 @@ def move_masks(graph: Graph, start: int = 0) -> tuple[Graph, bool]:
     returned = {id(v) for v in graph.outputs}
     changed = False
     for node in [n for n in graph.nodes[start:] if n.kind == "call" and n.op.selects]:
+        if position[id(node)] < 0:
+            continue  # (erased as dead by an earlier rewrite)
         found = _candidate(node, position, returned)
         if found is None:
             continue
@@ -166,6 +168,7 @@ def move_masks(graph: Graph, start: int = 0) -> tuple[Graph, bool]:
         dropped = [v.node for v in (*node.inputs, *scatter.inputs)]
         graph.erase_node(node)
         graph.erase_node(scatter)
+        position[id(node)] = position[id(scatter)] = -1  # (erased: not to be visited again)
         _erase_dead(graph, dropped, position, returned)
         changed = True
     return graph, changed
@@ -177,10 +180,11 @@ def _erase_dead(graph: Graph, nodes: list, position: dict, returned: set) -> Non
     otherwise save its operand for it)."""
     while nodes:
         node = nodes.pop()
-        if position.get(id(node), -1) < 0 or node not in graph.nodes:
-            continue
+        if position.get(id(node), -1) < 0:
+            continue  # (before the region, or erased already)
         operands = [v.node for v in node.inputs]
         if erase_if_dead(graph, node, returned):
+            position[id(node)] = -1
             nodes.extend(operands)
 
 
