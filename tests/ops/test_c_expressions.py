@@ -39,7 +39,17 @@ pytestmark = pytest.mark.skipif(
 FUSABLE = (ember.float32, ember.float64, ember.bool_)
 # ops whose shape rule needs attributes: the values to try (a new such op fails below until
 # it is listed here)
-ATTRS = {"cast": [{"dtype": d} for d in FUSABLE]}
+_BOUNDS = [
+    dict(lo=0.0, hi=6.0),
+    dict(lo=-1.0, hi=1.0),
+    dict(lo=-0.3, hi=0.3),
+    dict(lo=-np.inf, hi=2),
+]
+ATTRS = {
+    "cast": [{"dtype": d} for d in FUSABLE],
+    "hardtanh": _BOUNDS,
+    "hardtanh_backward": _BOUNDS,
+}
 # correctly rounded C functions (IEEE 754 requires sqrt to be; fabs is exact)
 EXACT_FUNCTIONS = {"fabs", "sqrt"}
 ULPS = 4

@@ -1,6 +1,6 @@
 """The eager hardtanh ops (ops/hardtanh.py) against PyTorch: values and gradients at and beyond
 the bounds, NaN and infinities in the input and in the incoming gradient, half precision,
-0-d, empty and non-contiguous arrays; a graph keeps the fusable composite."""
+0-d, empty and non-contiguous arrays; in graphs both ops fuse into C loops."""
 
 import numpy as np
 import pytest
@@ -8,6 +8,7 @@ import torch
 
 import ember
 import ember.nn.functional as F
+from ember.kernels.ccompile import compiler_available
 from ember.ops.hardtanh import HARDTANH_BACKWARD
 
 BOUNDS = [(-1.0, 1.0), (0.0, 6.0), (-0.5, 3.0)]
@@ -56,9 +57,43 @@ def test_non_contiguous_and_half_precision_gradients():
         np.testing.assert_array_equal(xh.grad.float().numpy(), (xf > 0) & (xf < 6))
 
 
-def test_a_graph_keeps_the_fusable_composite():
-    f = ember.function(lambda t: F.relu6(t) * 2)
-    x = ember.tensor(_values(np.random.default_rng(2), (4, 5)).astype(np.float32))
-    np.testing.assert_array_equal(f(x).numpy(), np.clip(x.numpy(), 0, 6) * 2)
-    names = {n.op.name for n in f.graph.nodes if n.kind == "call"}
-    assert "hardtanh" not in names
+HALF_BOUNDS = BOUNDS + [(-0.3, 0.3)]  # (0.3 lies between two bfloat16 values)
+
+
+@pytest.mark.parametrize("lo,hi", HALF_BOUNDS)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float16"])
+def test_graphs_fuse_both_ops_and_equal_eager(lo, hi, dtype):
+    """In a graph hardtanh and its gradient are the ops, fused into C loops with their
+    neighbours (their bounds written as constants rounded to the dtype), bit for bit eager's."""
+    rng = np.random.default_rng(3)
+    base = _values(rng, (5, 9))
+    base.reshape(-1)[10:14] = [lo, hi, np.nextafter(hi, 0), np.nextafter(lo, 0)]
+    x = ember.tensor(base.astype(np.float32)).to(getattr(ember, dtype))
+    g = ember.tensor(rng.standard_normal((5, 9)).astype(np.float32)).to(x.dtype)
+
+    def step(t, u):
+        y = F.hardtanh(t * 1.5, lo, hi) + 1
+        (y * u).sum().backward()
+        return y
+
+    def eager(t, u):
+        t = t.detach().requires_grad_()
+        return step(t, u), t.grad
+
+    xs = x.detach().requires_grad_()
+    f = ember.function(step)
+    y = f(xs, g)
+    y_ref, grad_ref = eager(x, g)
+    np.testing.assert_array_equal(y.float().numpy(), y_ref.float().numpy())
+    np.testing.assert_array_equal(xs.grad.float().numpy(), grad_ref.float().numpy())
+    if compiler_available() or dtype in ("float32", "float64"):
+        names = {n.op.name for n in f.graph.nodes if n.kind == "call"}
+        assert not names & {"hardtanh", "hardtanh_backward"}, names
+
+
+def test_fused_bounds_are_checked():
+    from ember.errors import EmberError
+
+    x = ember.tensor(np.ones(3, np.float32))
+    with pytest.raises(EmberError, match="bound lo"):
+        ember.ops._registry.apply(ember.ops.hardtanh.HARDTANH, x, lo="0); exit(1", hi=6.0)

@@ -21,7 +21,7 @@ import math
 from ..errors import ShapeError
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
-from ..ops._registry import TensorBase, apply, building_graph, export, is_grad_enabled
+from ..ops._registry import TensorBase, apply, building_graph, export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import to_tensor
 from ..ops.hardtanh import HARDTANH
@@ -125,14 +125,9 @@ def softplus(input, beta: float = 1.0, threshold: float = 20.0):
 
 
 def _clamp_strict(x, lo: float, hi: float):
-    """clamp whose gradient is zero at the bounds themselves (PyTorch's hardtanh backward)."""
-    if not building_graph() or (is_grad_enabled() and getattr(x, "requires_grad", False)):
-        # eagerly one pass each way (ops/hardtanh.py); differentiated in a graph too, for its
-        # gradient reads the result (saved anyway for the next layer) where the composite's
-        # reads two masks of the input made in the forward and held until the backward
-        return apply(HARDTANH, x, lo=lo, hi=hi)
-    # in an inference graph the composite fuses into one loop with its neighbours
-    return E.where(x <= lo, lo, E.where(x >= hi, hi, x))
+    """clamp whose gradient is zero at the bounds themselves (PyTorch's hardtanh backward): one
+    op each way (ops/hardtanh.py), eagerly and in graphs, where it fuses with its neighbours."""
+    return apply(HARDTANH, x, lo=lo, hi=hi)
 
 
 @export(functional=True, toplevel=False)

@@ -82,6 +82,21 @@ def _literal(value, dtype) -> str:
     return creduce.c_literal(value, _C_TYPES[dtype])
 
 
+def _attribute_constants(attrs, dtype) -> dict:
+    """The instruction's numeric attributes as C constants for its expression's ``{name}``
+    fields (hardtanh's bounds), each rounded to ``dtype`` first, as NumPy's kernel compares a
+    Python float with a ``dtype`` array (a bound between two bfloat16 values included). The op's
+    shape rule has checked them (a fused program from a graph file is hostile); anything else
+    stays out of the source."""
+    ctype = _C_TYPES.get(dtype, "double")
+    numpy_dtype = dtype.np if dtype in _HALF or dtype is dt.float32 else np.float64
+    return {
+        name: creduce.c_literal(float(np.asarray(value, dtype=numpy_dtype)), ctype)
+        for name, value in attrs
+        if isinstance(value, (int, float)) and not isinstance(value, bool)
+    }
+
+
 def _plan(in_types, shape, axes=()) -> tuple[list[list[int]], list[list[bool]], str]:
     """Collapsed dimensions (lists of original axes), per input which are full (not broadcast)
     in each collapsed dimension, and the loop's kind: "flat" (no reduction), "rows" (reduced
@@ -192,6 +207,7 @@ def source_of(program, outputs, out_types, in_types, symbol="fused") -> str:
         out_dtype = _result_dtype(op, arg_types, instr.attrs)
         types.append(out_dtype)
         single = "f" if {dt.float32, *_HALF} & {out_dtype, *arg_types} else ""
+        consts = _attribute_constants(instr.attrs, out_dtype)
         for fn in _VECTOR_MATH:
             if f"{fn}{{f}}(" in op.c:
                 used_math.add((fn + single, "float" if single else "double"))
@@ -200,14 +216,14 @@ def source_of(program, outputs, out_types, in_types, symbol="fused") -> str:
             # a double to float16 rounded once (through float, to odd), as NumPy's cast does;
             # to bfloat16 through float32, rounded twice, as ml_dtypes' cast does
             if dt.float64 in arg_types and out_dtype is dt.float16:
-                expr = "round_odd(" + op.c.format(*args, T="double", f=single) + ")"
+                expr = "round_odd(" + op.c.format(*args, T="double", f=single, **consts) + ")"
             else:
-                expr = op.c.format(*args, T="float", f=single)
+                expr = op.c.format(*args, T="float", f=single, **consts)
             body.append(f"uint16_t t{j} = {half}_store({expr});")
             body.append(f"float t{j}f = {half}_load(t{j});")
             terms[-1] = f"t{j}f"
             continue
-        expr = op.c.format(*args, T=_C_TYPES[out_dtype], f=single)
+        expr = op.c.format(*args, T=_C_TYPES[out_dtype], f=single, **consts)
         body.append(f"{_C_TYPES[out_dtype]} t{j} = {expr};")
     lines = ["#include <math.h>", "#include <stddef.h>", "#include <stdlib.h>"]
     if any(t.dtype in _HALF for t in (*in_types, *out_types)) or _HALF.keys() & set(types):

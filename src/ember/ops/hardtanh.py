@@ -1,27 +1,35 @@
-"""hardtanh (and so relu6, ReLU6 of the MobileNets) as one op each way, for eager mode.
+"""hardtanh (and so relu6, ReLU6 of the MobileNets) as one op each way, eagerly and in graphs.
 
 Eagerly, ``F.hardtanh`` built of ``where`` and comparisons runs four NumPy passes forward and as
 many backward, each with its own temporaries; these ops run one (``np.clip``) forward and one
-``where`` backward. In a graph ``F.hardtanh`` keeps the composite, whose elementwise ops fuse
-into one C loop with their neighbours' (these ops have no C expression).
+masked pass backward. In a graph both ops have C expressions (the bounds are attributes,
+written into the loop as constants), so they fuse into C loops with their neighbours.
 
 The gradient is PyTorch's ``hardtanh_backward``: the incoming gradient strictly inside the
 bounds, zero at and beyond them and for a NaN input, read off the result (strictly inside the
-bounds exactly where the input is), which the next layer keeps anyway: no mask is saved. A
-differentiated hardtanh in a graph is this op too (functional/activation.py).
+bounds exactly where the input is), which the next layer keeps anyway: no mask is saved.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..errors import EmberError
 from ..types import TensorType
 from ._registry import OpDef, apply, register
 from ._util import elementwise_cost, numel, require_float, same_type
 
 
+def _check_bounds(op: str, lo, hi) -> None:
+    # the bounds become C constants in fused loops (a graph file's attributes included)
+    for name, value in (("lo", lo), ("hi", hi)):
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value != value:
+            raise EmberError(f"bound {name} must be a real number, got {value!r}", op=op)
+
+
 def _infer(x, *, lo, hi):
     require_float("hardtanh", x)
+    _check_bounds("hardtanh", lo, hi)
     return same_type(x)
 
 
@@ -37,6 +45,7 @@ def _vjp(c, g):
 
 def _grad_infer(g, x, *, lo, hi):
     require_float("hardtanh_backward", g, x)
+    _check_bounds("hardtanh_backward", lo, hi)
     if tuple(g.shape) != tuple(x.shape) or g.dtype != x.dtype:
         from ..errors import ShapeError
 
@@ -90,6 +99,8 @@ HARDTANH_BACKWARD = register(
         vjp=_grad_vjp,
         workspace=_grad_workspace,
         cost=elementwise_cost(3),
+        # NaN x compares false: a zero gradient, as the kernel's
+        c="(({1} > {lo} && {1} < {hi}) ? {0} : ({T})0)",
         doc="hardtanh_backward(g, x; lo, hi): g where lo < x < hi, else 0 (NaN x: 0)",
     )
 )
@@ -112,6 +123,8 @@ HARDTANH = register(
         save_inputs=(),
         save_outputs=(0,),
         cost=elementwise_cost(2),
+        # NaN stays NaN (both comparisons false), as np.clip's
+        c="({0} < {lo} ? {lo} : ({0} > {hi} ? {hi} : {0}))",
         doc="hardtanh(x; lo, hi): x clamped into [lo, hi] (gradient zero at the bounds)",
     )
 )
