@@ -1,7 +1,7 @@
 """Tensor methods of PyTorch's that are not ops: metadata (ndimension, nelement, stride,
-storage_offset, data_ptr, is_shared, share_memory_), the conjugate transposes mH and H (ember
-has no complex dtypes: they are mT and T), apply_, and the in-place shape changes squeeze_,
-unsqueeze_, transpose_, swapdims_/swapaxes_, t_, resize_ and resize_as_.
+storage_offset, data_ptr, is_shared, share_memory_), the conjugate transposes mH, H and
+adjoint() (mT and T conjugated for complex tensors), apply_, and the in-place shape changes
+squeeze_, unsqueeze_, transpose_, swapdims_/swapaxes_, t_, resize_ and resize_as_.
 
 The shape-changing in-place methods re-view the tensor's own memory (NumPy views: other views
 of it still alias the same elements) and move its history to the re-viewed result, as
@@ -88,8 +88,18 @@ def _apply_(self, callable):
     return self
 
 
+def _conj(t):
+    return PUBLIC["conj"](t) if t.dtype.is_complex else t
+
+
 def _mH(self):
-    return PUBLIC["transpose"](self, -2, -1)
+    if self.ndim < 2:
+        raise ShapeError(
+            f"tensor.mH is only supported on matrices or batches of matrices. Got "
+            f"{self.ndim}-D tensor.",
+            op="mH",
+        )
+    return _conj(PUBLIC["transpose"](self, -2, -1))
 
 
 def _H(self):
@@ -97,7 +107,12 @@ def _H(self):
         raise ShapeError(
             f"H is defined for tensors of at most 2 dims, got {self.ndim}; use mH", op="H"
         )
-    return PUBLIC["permute"](self, tuple(reversed(range(self.ndim))))
+    return _conj(PUBLIC["permute"](self, tuple(reversed(range(self.ndim)))))
+
+
+def _adjoint(self):
+    """``torch.adjoint``: the conjugate transpose of the last two dimensions (``mH``)."""
+    return _mH(self)
 
 
 # ------------------------------------------------------------------- in-place shape changes
@@ -204,6 +219,7 @@ def install(cls: type) -> None:
     cls.nelement = _nelement
     cls.mH = property(_mH)
     cls.H = property(_H)
+    cls.adjoint = _adjoint
     cls.squeeze_ = _reviewing("squeeze_", _squeeze_view, "squeeze")
     cls.unsqueeze_ = _reviewing("unsqueeze_", _unsqueeze_view, "unsqueeze")
     cls.transpose_ = _reviewing("transpose_", _transpose_view, "transpose")

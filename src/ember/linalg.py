@@ -100,39 +100,48 @@ def _info(A, factor: str) -> np.ndarray | None:
 
     if not isinstance(A, Tensor):
         return None
-    import scipy.linalg.lapack as lapack
 
     a = A.detach().numpy()
     batch = a.shape[:-2]
-    flat = a.reshape((-1,) + a.shape[-2:]).astype(np.float64)
+    flat, (potrf, getrf, _) = _wide(a)
     info = np.zeros(len(flat), np.int32)
     for i, m in enumerate(flat):
         if factor == "potrf":
-            info[i] = lapack.dpotrf(np.tril(m), lower=1)[1] if m.size else 0
+            info[i] = potrf(np.tril(m), lower=1)[1] if m.size else 0
         else:
-            info[i] = lapack.dgetrf(m)[2] if m.size else 0
+            info[i] = getrf(m)[2] if m.size else 0
     return info.reshape(batch)
+
+
+def _wide(a):
+    """``a``'s matrices in double precision (complex128 for a complex ``a``), and LAPACK's
+    potrf, getrf and getrs for that type."""
+    import scipy.linalg.lapack as lapack
+
+    if a.dtype.kind == "c":
+        flat = a.reshape((-1,) + a.shape[-2:]).astype(np.complex128)
+        return flat, (lapack.zpotrf, lapack.zgetrf, lapack.zgetrs)
+    flat = a.reshape((-1,) + a.shape[-2:]).astype(np.float64)
+    return flat, (lapack.dpotrf, lapack.dgetrf, lapack.dgetrs)
 
 
 def _lapack_results(A, B, factor: str):
     """LAPACK's result for every matrix (used where one fails): the partial Cholesky factor,
     or ``A^-1 B`` through getrf and getrs."""
-    import scipy.linalg.lapack as lapack
-
     a = A.detach().numpy()
     out = []
-    flat = a.reshape((-1,) + a.shape[-2:]).astype(np.float64)
+    flat, (potrf, getrf, getrs) = _wide(a)
     if factor == "potrf":
         for m in flat:
-            out.append(np.tril(lapack.dpotrf(np.tril(m), lower=1)[0]))
+            out.append(np.tril(potrf(np.tril(m), lower=1)[0]))
         result = np.stack(out).reshape(a.shape)
     else:
         b = np.broadcast_to(B.detach().numpy(), a.shape[:-2] + B.shape[-2:])
-        flat_b = b.reshape((-1,) + b.shape[-2:]).astype(np.float64)
+        flat_b = b.reshape((-1,) + b.shape[-2:]).astype(flat.dtype)
         with np.errstate(all="ignore"):
             for m, rhs in zip(flat, flat_b):
-                lu, piv, _ = lapack.dgetrf(m)
-                out.append(lapack.dgetrs(lu, piv, rhs)[0])
+                lu, piv, _ = getrf(m)
+                out.append(getrs(lu, piv, rhs)[0])
         result = np.stack(out).reshape(b.shape)
     return _E.tensor(result.astype(a.dtype))
 

@@ -62,6 +62,14 @@ OPS += [
     OpInfo("mvlgamma", _mvlgamma, dtypes=FLOATS),
     OpInfo("as_strided", _as_strided, dtypes=FLOATS),
     OpInfo("asarray", _asarray, dtypes=FLOATS),
+    OpInfo(
+        "adjoint",
+        lambda: [
+            S(R.standard_normal((3, 4)), desc="matrix"),
+            S(R.standard_normal((2, 3, 4)), desc="batch"),
+        ],
+        dtypes=FLOATS,
+    ),
 ]
 
 

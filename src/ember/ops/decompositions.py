@@ -22,6 +22,7 @@ from ..types import TensorType
 from . import api as E
 from ._autocast import Autocast, autocasts
 from ._registry import Cost, OpDef, apply, export, register
+from ._rules import Complex
 from ._util import fmt_shape, io_bytes, numel
 from .elementwise import to_tensor
 
@@ -35,8 +36,12 @@ def _linalg():
     return scipy.linalg
 
 
+_MATRIX_DTYPES = (dt.float32, dt.float64, dt.complex64, dt.complex128)
+
+
 def require_matrices(op, x, *, square=False):
-    """Check ``x`` is a (batch of) float32 / float64 matrices (square ones if ``square``)."""
+    """Check ``x`` is a (batch of) float32 / float64 / complex matrices (square ones if
+    ``square``), as PyTorch's CPU routines take."""
     if x.ndim < 2:
         raise ShapeError(
             f"expected a matrix or a batch of matrices (at least 2 dimensions), got shape "
@@ -49,10 +54,10 @@ def require_matrices(op, x, *, square=False):
             "dimensions differ)",
             op=op,
         )
-    if x.dtype not in (dt.float32, dt.float64):
+    if x.dtype not in _MATRIX_DTYPES:
         raise DTypeError(
-            f"expected a float32 or float64 tensor, got {x.dtype} (PyTorch refuses integers "
-            "and half precision here too; convert first, e.g. A.double())",
+            f"expected a float32, float64 or complex tensor, got {x.dtype} (PyTorch refuses "
+            "integers and half precision here too; convert first, e.g. A.double())",
             op=op,
         )
 
@@ -60,6 +65,18 @@ def require_matrices(op, x, *, square=False):
 def mT(x):
     """The transpose of the last two dimensions."""
     return E.transpose(x, -2, -1)
+
+
+def mH(x):
+    """The conjugate transpose of the last two dimensions (the transpose of a real matrix):
+    the VJPs below are PyTorch's complex formulas, real inputs being their special case."""
+    t = E.transpose(x, -2, -1)
+    return E.conj(t) if x.dtype.is_complex else t
+
+
+def real_dtype(d):
+    """The NumPy dtype of a (complex) dtype's parts: eigenvalues, singular values, log|det|."""
+    return dt.to_real(dt.as_dtype(d)).np if np.dtype(d).kind == "c" else np.dtype(d)
 
 
 def diag_embed(v):
@@ -133,7 +150,7 @@ def _inv_kernel(a):
 
 
 def _inv_vjp(c, g):
-    inv = mT(c.outputs[0])
+    inv = mH(c.outputs[0])
     return (-E.matmul(inv, E.matmul(g, inv)),)
 
 
@@ -146,13 +163,14 @@ INV = _linalg_op(
     save_inputs=(),
     save_outputs=(0,),
     autocast=Autocast.FP32,
+    complex=Complex.GRADIENT,
 )
 
 
 @autocasts(Autocast.FP32)
 def inv(A):
     """``torch.linalg.inv``: the inverse of each square matrix of ``A`` (..., n, n). A singular
-    matrix raises `LinAlgError`. Gradient ``-A^-T g A^-T``."""
+    matrix raises `LinAlgError`. Gradient ``-A^-H g A^-H``."""
     return apply(INV, to_tensor(A))
 
 
@@ -173,21 +191,29 @@ class SlogdetResult(NamedTuple):
 
 def _slogdet_infer(a):
     require_matrices("linalg.slogdet", a, square=True)
-    t = TensorType(tuple(a.shape[:-2]), a.dtype)
-    return t, t
+    batch = tuple(a.shape[:-2])
+    return TensorType(batch, a.dtype), TensorType(batch, dt.to_real(a.dtype))
 
 
 def _slogdet_kernel(a):
     if a.shape[-1] == 0:
-        return np.ones(a.shape[:-2], a.dtype), np.zeros(a.shape[:-2], a.dtype)
+        return np.ones(a.shape[:-2], a.dtype), np.zeros(a.shape[:-2], real_dtype(a.dtype))
     sign, logabs = np.linalg.slogdet(a)
-    return np.asarray(sign).astype(a.dtype), np.asarray(logabs).astype(a.dtype)
+    return np.asarray(sign).astype(a.dtype), np.asarray(logabs).astype(real_dtype(a.dtype))
 
 
 def _slogdet_vjp(c, g_sign, g_log):
-    # the sign is piecewise constant: only logabsdet carries a gradient, g * A^-T
-    scale = E.unsqueeze(E.unsqueeze(g_log, -1), -1)
-    return (scale * mT(apply(INV, c.inputs[0])),)
+    # d log det = tr(A^-1 dA) = d logabsdet + i d(angle): a real loss's gradient is
+    # (g_log - i Im(conj(g_sign) sign)) A^-H; a real sign is piecewise constant (g_log A^-T)
+    a = c.inputs[0]
+    if g_log is None:
+        g_log = E.zeros(tuple(a.shape[:-2]), dtype=dt.to_real(a.dtype))
+    scale = g_log
+    if a.dtype.is_complex and g_sign is not None:
+        turn = E.imag(E.conj(g_sign) * c.outputs[0])
+        scale = E.complex(scale, -turn)
+    scale = E.unsqueeze(E.unsqueeze(scale, -1), -1)
+    return (scale * mH(apply(INV, c.inputs[0])),)
 
 
 SLOGDET = _linalg_op(
@@ -197,13 +223,16 @@ SLOGDET = _linalg_op(
     _slogdet_vjp,
     "slogdet(A): the signs and the logarithms of the absolute determinants",
     num_outputs=2,
+    save_outputs=(0,),  # (the sign: a complex one's angle has a gradient)
+    complex=Complex.GRADIENT,
 )
 
 
 def slogdet(A) -> SlogdetResult:
     """``torch.linalg.slogdet``: ``(sign, logabsdet)`` of each square matrix of ``A``, with
-    ``det = sign * exp(logabsdet)`` (sign 0 and logabsdet -inf for a singular matrix). Only
-    logabsdet has a gradient (``g A^-T``; a singular matrix raises there)."""
+    ``det = sign * exp(logabsdet)`` (sign 0 and logabsdet -inf for a singular matrix). For a
+    complex ``A`` the sign is a complex number of modulus 1 and logabsdet is real. A real sign
+    has no gradient; logabsdet's is ``g A^-T`` (a singular matrix raises there)."""
     return SlogdetResult(*apply(SLOGDET, to_tensor(A)))
 
 
@@ -218,6 +247,8 @@ def logdet(input):
     """``torch.logdet``: the logarithm of the determinant: NaN where it is negative, -inf
     where it is 0 (computed as slogdet's logabsdet, masked by its sign)."""
     sign, logabs = apply(SLOGDET, to_tensor(input))
+    if sign.dtype.is_complex:  # the complex logarithm: log|det| + i angle(det)
+        return E.log(sign) + logabs
     return E.where(sign < 0, E.full((), float("nan"), dtype=logabs.dtype), logabs)
 
 
@@ -254,8 +285,8 @@ def _solve_kernel(a, b):
 
 def _solve_vjp(c, g):
     a, x = c.inputs[0], c.outputs[0]
-    gb = apply(SOLVE, mT(a), g)
-    return -E.matmul(gb, mT(x)), gb
+    gb = apply(SOLVE, mH(a), g)
+    return -E.matmul(gb, mH(x)), gb
 
 
 SOLVE = _linalg_op(
@@ -267,6 +298,7 @@ SOLVE = _linalg_op(
     save_inputs=(0,),
     save_outputs=(0,),
     autocast=Autocast.FP32,
+    complex=Complex.GRADIENT,
 )
 
 
@@ -351,8 +383,8 @@ def _triangle(x, upper, unitriangular):
 def _solve_triangular_vjp(c, g):
     a, x = c.inputs[0], c.outputs[0]
     upper, unit = c.attrs["upper"], c.attrs["unitriangular"]
-    gb = apply(SOLVE_TRIANGULAR, mT(a), g, upper=not upper, unitriangular=unit)
-    return _triangle(-E.matmul(gb, mT(x)), upper, unit), gb
+    gb = apply(SOLVE_TRIANGULAR, mH(a), g, upper=not upper, unitriangular=unit)
+    return _triangle(-E.matmul(gb, mH(x)), upper, unit), gb
 
 
 SOLVE_TRIANGULAR = _linalg_op(
@@ -364,6 +396,7 @@ SOLVE_TRIANGULAR = _linalg_op(
     "(or lower) triangle, its diagonal taken as ones when unitriangular",
     save_inputs=(0,),
     save_outputs=(0,),
+    complex=Complex.GRADIENT,
 )
 
 
@@ -407,12 +440,12 @@ def _cholesky_kernel(a):
 
 
 def _cholesky_vjp(c, g):
-    """PyTorch's cholesky_backward: gA = L^-T Phi(L^T gL) L^-1, Phi(X) the symmetric matrix
+    """PyTorch's cholesky_backward: gA = L^-H Phi(L^H gL) L^-1, Phi(X) the Hermitian matrix
     whose lower triangle is tril(X) with the diagonal halved, halved again off it."""
     L = c.outputs[0]
-    phi = E.tril(E.matmul(mT(L), g))
-    phi = 0.5 * (phi + mT(E.tril(phi, -1)))
-    ga = apply(SOLVE_TRIANGULAR, mT(L), phi, upper=True, unitriangular=False)
+    phi = E.tril(E.matmul(mH(L), g))
+    phi = 0.5 * (phi + mH(E.tril(phi, -1)))
+    ga = apply(SOLVE_TRIANGULAR, mH(L), phi, upper=True, unitriangular=False)
     # ga L^-1: solve X L = ga as L^T X^T = ga^T
     return (mT(apply(SOLVE_TRIANGULAR, mT(L), mT(ga), upper=True, unitriangular=False)),)
 
@@ -426,6 +459,7 @@ CHOLESKY = _linalg_op(
     save_inputs=(),
     save_outputs=(0,),
     autocast=Autocast.FP32,
+    complex=Complex.GRADIENT,
 )
 
 
@@ -434,9 +468,10 @@ def cholesky(A, *, upper: bool = False):
     """``torch.linalg.cholesky``: the lower-triangular ``L`` with ``A = L L^T`` for symmetric
     positive-definite ``A`` (..., n, n), reading only A's lower triangle; ``upper=True``
     returns ``L^T``. A matrix that is not positive-definite raises `LinAlgError` naming the
-    batch element and the order of the failing leading minor. Gradient as PyTorch's."""
+    batch element and the order of the failing leading minor. A complex ``A`` is read as a
+    Hermitian matrix (``A = L L^H``; ``upper=True`` returns ``L^H``). Gradient as PyTorch's."""
     L = apply(CHOLESKY, to_tensor(A))
-    return mT(L) if upper else L
+    return mH(L) if upper else L
 
 
 @export(name="cholesky", method="cholesky")

@@ -188,14 +188,15 @@ def cross(input, other, *, dim: int = -1):
 @autocasts(Autocast.LOWER)
 def vecdot(x, y, *, dim: int = -1):
     """``torch.linalg.vecdot``: the dot product of ``x`` and ``y`` (which broadcast) along
-    ``dim`` (real tensors: no conjugation)."""
+    ``dim``, ``sum(conj(x) * y)`` (a real ``x`` is its own conjugate)."""
     x, y = to_tensor(x), to_tensor(y)
     for t in (x, y):
-        if not t.dtype.is_floating_point:
+        if not (t.dtype.is_floating_point or t.dtype.is_complex):
             raise DTypeError(
-                f"expected floating-point tensors, got {t.dtype} (as PyTorch)", op="linalg.vecdot"
+                f"expected floating-point or complex tensors, got {t.dtype} (as PyTorch)",
+                op="linalg.vecdot",
             )
-    prod = x * y
+    prod = E.conj(x) * y
     return E.sum(prod, normalize_axis("linalg.vecdot", dim, prod.ndim))
 
 

@@ -13,8 +13,9 @@ from ..errors import DTypeError, ShapeError
 from ..types import TensorType
 from . import api as E
 from ._registry import apply, export
+from ._rules import Complex
 from ._util import fmt_shape
-from .decompositions import _linalg, _linalg_op, mT
+from .decompositions import _linalg, _linalg_op, mH
 from .elementwise import to_tensor
 
 
@@ -24,9 +25,9 @@ def _infer(a):
             f"expected square matrices (at least 2 dimensions), got shape {fmt_shape(a.shape)}",
             op="linalg.matrix_exp",
         )
-    if not a.dtype.is_floating_point:
+    if not (a.dtype.is_floating_point or a.dtype.is_complex):
         raise DTypeError(
-            f"expected a floating-point tensor, got {a.dtype} (as PyTorch)",
+            f"expected a floating-point or complex tensor, got {a.dtype} (as PyTorch)",
             op="linalg.matrix_exp",
         )
     return TensorType(tuple(a.shape), a.dtype)
@@ -35,7 +36,7 @@ def _infer(a):
 def _kernel(a):
     out = np.empty(a.shape, a.dtype)
     # (half precision computed in float64, then rounded once)
-    work = a if a.dtype in (np.float32, np.float64) else a.astype(np.float64)
+    work = a if a.dtype in (np.float32, np.float64) or a.dtype.kind == "c" else a.astype(np.float64)
     for index in np.ndindex(*a.shape[:-2]):
         out[index] = _linalg().expm(work[index])
     return out
@@ -44,7 +45,7 @@ def _kernel(a):
 def _vjp(c, g):
     a = c.inputs[0]
     n = a.shape[-1]
-    at = mT(a)
+    at = mH(a)  # (PyTorch's: the exponential's derivative at A^H applied to g)
     top = E.concat([at, g], -1)
     bottom = E.concat([E.zeros_like(at), at], -1)
     block = apply(MATRIX_EXP, E.concat([top, bottom], -2))
@@ -57,6 +58,7 @@ MATRIX_EXP = _linalg_op(
     _kernel,
     _vjp,
     "matrix_exp(A): the matrix exponential of a (batch of) square matrices",
+    complex=Complex.GRADIENT,
 )
 
 

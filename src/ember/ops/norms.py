@@ -26,6 +26,7 @@ from . import _onnx
 from . import api as E
 from ._autocast import Autocast, autocasts
 from ._registry import Cost, OpDef, apply, export, register
+from ._rules import Complex
 from ._util import fmt_shape, io_bytes, normalize_axes, normalize_axis, numel, reduction_cost
 from .elementwise import to_tensor
 from .reduce import _keepdim_shape, reduced_shape
@@ -144,10 +145,11 @@ def _ord_value(op, ord) -> float:  # noqa: A002
     return float(ord)
 
 
-def _float_input(op, x, dtype):
-    """x (cast to ``dtype`` when given, which may widen x's dtype but not narrow it)."""
+def _float_input(op, x, dtype, *, complex_ok: bool = False):
+    """x (cast to ``dtype`` when given, which may widen x's dtype but not narrow it); a complex
+    x is taken where ``complex_ok``."""
     x = to_tensor(x)
-    if not x.dtype.is_floating_point:
+    if not (x.dtype.is_floating_point or (complex_ok and x.dtype.is_complex)):
         raise DTypeError(
             f"expected a floating-point tensor, got {x.dtype}; convert it first, e.g. x.float()",
             op=op,
@@ -168,13 +170,20 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None):  # no
     """``torch.linalg.vector_norm``: the ``ord``-norm of ``x`` over ``dim`` (None or (): every
     element): ``sum(|x| ** ord) ** (1 / ord)``; ``ord=inf`` / ``-inf`` the largest / smallest
     magnitude, ``ord=0`` the number of non-zero elements. ``dtype`` converts x first (never
-    narrowing it). Floating inputs only. The gradient is PyTorch's (0 at a zero norm)."""
-    x = _float_input("vector_norm", x, dtype)
+    narrowing it). Floating or complex inputs (a complex one's norm is its moduli's, real).
+    The gradient is PyTorch's (0 at a zero norm)."""
+    x = _moduli(_float_input("vector_norm", x, dtype, complex_ok=True))
     p = _ord_value("vector_norm", ord)
     if isinstance(dim, (tuple, list)) and not dim:
         dim = None
     axes = normalize_axes("vector_norm", dim, x.ndim)
     return apply(_VECTOR_NORM, x, ord=p, axes=axes, keepdims=bool(keepdim))
+
+
+def _moduli(x):
+    """A complex tensor's moduli (real, with their gradient), a real one itself: the norms
+    of complex tensors are their moduli's."""
+    return E.abs(x) if x.dtype.is_complex else x
 
 
 # ---------------------------------------------------------------------------------- svdvals
@@ -187,9 +196,9 @@ def _require_matrix(op, x):
             f"{fmt_shape(x.shape)}",
             op=op,
         )
-    if x.dtype not in (dt.float32, dt.float64):
+    if x.dtype not in (dt.float32, dt.float64, dt.complex64, dt.complex128):
         raise DTypeError(
-            f"singular values need a float32 or float64 tensor, got {x.dtype} (PyTorch "
+            f"singular values need a float32, float64 or complex tensor, got {x.dtype} (PyTorch "
             "refuses low precision here too)",
             op=op,
         )
@@ -198,14 +207,19 @@ def _require_matrix(op, x):
 def _svdvals_infer(x):
     _require_matrix("svdvals", x)
     m, n = x.shape[-2:]
-    return TensorType(tuple(x.shape[:-2]) + (min(m, n),), x.dtype)
+    return TensorType(tuple(x.shape[:-2]) + (min(m, n),), dt.to_real(x.dtype))
+
+
+def _real_np(x):
+    """The NumPy dtype of singular values of ``x`` (a complex matrix's are real)."""
+    return x.real.dtype if x.dtype.kind == "c" else x.dtype
 
 
 def _svdvals_kernel(x):
     m, n = x.shape[-2:]
     if min(m, n) == 0 or x.size == 0:
-        return np.zeros(x.shape[:-2] + (min(m, n),), x.dtype)
-    return np.linalg.svd(x, compute_uv=False).astype(x.dtype, copy=False)
+        return np.zeros(x.shape[:-2] + (min(m, n),), _real_np(x))
+    return np.linalg.svd(x, compute_uv=False).astype(_real_np(x), copy=False)
 
 
 def _svd_infer(x):
@@ -214,7 +228,7 @@ def _svd_infer(x):
     k, batch = min(m, n), tuple(x.shape[:-2])
     return (
         TensorType(batch + (m, k), x.dtype),
-        TensorType(batch + (k,), x.dtype),
+        TensorType(batch + (k,), dt.to_real(x.dtype)),
         TensorType(batch + (k, n), x.dtype),
     )
 
@@ -225,11 +239,11 @@ def _svd_kernel(x):
     if k == 0 or x.size == 0:
         return (
             np.zeros(batch + (m, k), x.dtype),
-            np.zeros(batch + (k,), x.dtype),
+            np.zeros(batch + (k,), _real_np(x)),
             np.zeros(batch + (k, n), x.dtype),
         )
     u, s, vh = np.linalg.svd(x, full_matrices=False)
-    return u.astype(x.dtype), s.astype(x.dtype), vh.astype(x.dtype)
+    return u.astype(x.dtype), s.astype(_real_np(x)), vh.astype(x.dtype)
 
 
 def _svd_cost(in_types, out_types, attrs):
@@ -248,6 +262,7 @@ _SVD = register(
         cost=_svd_cost,
         num_outputs=3,
         batch=None,
+        complex=Complex.VALUES,
         doc="svd(x): the reduced singular value decomposition U, S, Vh of a (batch of) "
         "matrices; no gradient (svdvals' VJP uses it)",
     )
@@ -269,6 +284,7 @@ _SVDVALS = register(
         vjp=_svdvals_vjp,
         cost=_svd_cost,
         batch=None,
+        complex=Complex.GRADIENT,  # (U diag(g) V^H: d s_i = Re(u_i^H dA v_i))
         doc="svdvals(x): the singular values of a (batch of) matrices, descending",
     )
 )
@@ -277,7 +293,8 @@ _SVDVALS = register(
 @autocasts(Autocast.FP32)
 def svdvals(A):
     """``torch.linalg.svdvals``: the singular values of ``A`` (..., m, n), descending, in
-    float32 or float64. Gradient ``U diag(g) V^T``; a second derivative raises."""
+    float32, float64 or complex (real values). Gradient ``U diag(g) V^H``; a second derivative
+    raises."""
     return apply(_SVDVALS, to_tensor(A))
 
 
@@ -302,8 +319,10 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None
     "fro" (Frobenius), "nuc" (the sum of singular values), 2 / -2 (the largest / smallest
     singular value), 1 / -1 (the largest / smallest column sum of magnitudes), inf / -inf
     (the largest / smallest row sum). "nuc" and +-2 need float32 or float64."""
-    A = _float_input("matrix_norm", A, dtype)
+    A = _float_input("matrix_norm", A, dtype, complex_ok=True)
     d0, d1 = _matrix_dims("matrix_norm", A, dim)
+    if not (ord == "nuc" or (not isinstance(ord, str) and abs(ord) == 2)):
+        A = _moduli(A)  # (the entrywise norms read moduli only; the spectral ones need A)
     if isinstance(ord, str):
         if ord == "fro":
             return apply(_VECTOR_NORM, A, ord=2.0, axes=tuple(sorted((d0, d1))), keepdims=keepdim)

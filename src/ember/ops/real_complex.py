@@ -246,6 +246,13 @@ def conj(input):
     return apply(_CONJ, x) if x.dtype.is_complex else x
 
 
+@export
+def adjoint(input):
+    """``torch.adjoint``: the conjugate transpose of the last two dimensions (``input.mH``)."""
+    x = to_tensor(input)
+    return x.mH
+
+
 @export(method=True)
 def conj_physical(input):
     """`conj`: the conjugate, computed now (as ember's conj always is)."""

@@ -22,12 +22,14 @@ from ..types import TensorType
 from . import api as E
 from ._autocast import Autocast, autocasts
 from ._registry import apply, export
+from ._rules import Complex
 from .decompositions import (
     SLOGDET,
     SOLVE_TRIANGULAR,
     _linalg_op,
     diag_embed,
-    mT,
+    mH,
+    real_dtype,
     require_matrices,
 )
 from .elementwise import to_tensor
@@ -70,13 +72,15 @@ def _qr_kernel(a, *, mode):
 
 
 def _qr_square_grad(q, r, gq, gr):
-    """m >= n: gA = (gQ + Q copy_upper(gR R^T - Q^T gQ)) R^-T, copy_upper(M) the symmetric
+    """m >= n: gA = (gQ + Q copy_upper(gR R^H - Q^H gQ)) R^-H, copy_upper(M) the Hermitian
     matrix with M's upper triangle."""
-    m = E.matmul(gr, mT(r)) - E.matmul(mT(q), gq)
-    n_mat = E.triu(m) + mT(E.triu(m, 1))
+    m = E.matmul(gr, mH(r)) - E.matmul(mH(q), gq)
+    n_mat = E.triu(m, 1) + mH(E.triu(m, 1))
+    diag = E.diagonal(m, 0, -2, -1)
+    n_mat = n_mat + diag_embed(E.real(diag) if m.dtype.is_complex else diag)
     z = gq + E.matmul(q, n_mat)
-    # Z R^-T: solve Y R^T = Z as R Y^T = Z^T
-    return mT(apply(SOLVE_TRIANGULAR, r, mT(z), upper=True, unitriangular=False))
+    # Z R^-H: solve Y R^H = Z as R Y^H = Z^H
+    return mH(apply(SOLVE_TRIANGULAR, r, mH(z), upper=True, unitriangular=False))
 
 
 def _qr_vjp(c, gq, gr):
@@ -101,7 +105,7 @@ def _qr_vjp(c, gq, gr):
     u, v = E.narrow(r, -1, 0, m), E.narrow(r, -1, m, n - m)
     gu, gv = E.narrow(gr, -1, 0, m), E.narrow(gr, -1, m, n - m)
     y = E.matmul(q, v)
-    gx = _qr_square_grad(q, u, gq + E.matmul(y, mT(gv)), gu)
+    gx = _qr_square_grad(q, u, gq + E.matmul(y, mH(gv)), gu)
     return (E.concat([gx, E.matmul(q, gv)], -1),)
 
 
@@ -115,6 +119,7 @@ QR = _linalg_op(
     save_inputs=(),
     save_outputs=(0, 1),
     autocast=Autocast.FP32,
+    complex=Complex.GRADIENT,
 )
 
 
@@ -147,24 +152,35 @@ def _qr(input, some: bool = True) -> QRResult:
 
 def _eigh_infer(a, *, uplo):
     require_matrices("linalg.eigh", a, square=True)
-    return TensorType(tuple(a.shape[:-1]), a.dtype), TensorType(tuple(a.shape), a.dtype)
+    values = TensorType(tuple(a.shape[:-1]), dt.to_real(a.dtype))
+    return values, TensorType(tuple(a.shape), a.dtype)
 
 
 def _eigh_kernel(a, *, uplo):
     if a.size == 0:
-        return np.zeros(a.shape[:-1], a.dtype), np.zeros(a.shape, a.dtype)
+        return np.zeros(a.shape[:-1], real_dtype(a.dtype)), np.zeros(a.shape, a.dtype)
     w, v = np.linalg.eigh(a, UPLO=uplo)
-    return w.astype(a.dtype, copy=False), v.astype(a.dtype, copy=False)
+    return w.astype(real_dtype(a.dtype), copy=False), v.astype(a.dtype, copy=False)
+
+
+def _off_diagonal(x):
+    """``x`` with its last two dimensions' diagonal zeroed."""
+    n = x.shape[-1]
+    return E.where(E.eye(n, dtype=dt.bool_), E.zeros((), dtype=x.dtype), x)
 
 
 def _eigh_vjp(c, gl, gv):
-    """PyTorch's: gA = V (skew(V^T gV) / E + diag(gL)) V^T, E[i, j] = L[j] - L[i]."""
+    """PyTorch's: gA = V (skew(V^H gV) / E + diag(gL)) V^H, E[i, j] = L[j] - L[i]. A complex
+    eigenvector is defined up to a phase: the diagonal of skew(V^H gV), which a loss depending
+    on that phase gives, is dropped (PyTorch raises there)."""
     lam, v = c.outputs
-    vgv = E.matmul(mT(v), gv)
-    skew = 0.5 * (vgv - mT(vgv))
+    vgv = E.matmul(mH(v), gv)
+    skew = 0.5 * (vgv - mH(vgv))
+    if skew.dtype.is_complex:
+        skew = _off_diagonal(skew)
     gaps = E.unsqueeze(lam, -2) - E.unsqueeze(lam, -1)
     inner = _safe_div(skew, gaps) + diag_embed(gl)
-    return (E.matmul(v, E.matmul(inner, mT(v))),)
+    return (E.matmul(v, E.matmul(inner, mH(v))),)
 
 
 EIGH = _linalg_op(
@@ -178,6 +194,7 @@ EIGH = _linalg_op(
     save_inputs=(),
     save_outputs=(0, 1),
     autocast=Autocast.FP32,
+    complex=Complex.GRADIENT,
 )
 
 
@@ -202,19 +219,19 @@ def eigh(A, UPLO: str = "L") -> EighResult:  # noqa: N803  (PyTorch's name)
 
 def _eigvalsh_infer(a, *, uplo):
     require_matrices("linalg.eigvalsh", a, square=True)
-    return TensorType(tuple(a.shape[:-1]), a.dtype)
+    return TensorType(tuple(a.shape[:-1]), dt.to_real(a.dtype))
 
 
 def _eigvalsh_kernel(a, *, uplo):
     if a.size == 0:
-        return np.zeros(a.shape[:-1], a.dtype)
-    return np.linalg.eigvalsh(a, UPLO=uplo).astype(a.dtype, copy=False)
+        return np.zeros(a.shape[:-1], real_dtype(a.dtype))
+    return np.linalg.eigvalsh(a, UPLO=uplo).astype(real_dtype(a.dtype), copy=False)
 
 
 def _eigvalsh_vjp(c, g):
-    # V diag(g) V^T: defined even where eigenvalues repeat
+    # V diag(g) V^H: defined even where eigenvalues repeat
     _, v = apply(EIGH, c.inputs[0], uplo=c.attrs["uplo"])
-    return (E.matmul(v * E.unsqueeze(g, -2), mT(v)),)
+    return (E.matmul(v * E.unsqueeze(g, -2), mH(v)),)
 
 
 EIGVALSH = _linalg_op(
@@ -224,6 +241,7 @@ EIGVALSH = _linalg_op(
     _eigvalsh_vjp,
     "eigvalsh(A, uplo): the eigenvalues (ascending) of symmetric matrices",
     autocast=Autocast.FP32,
+    complex=Complex.GRADIENT,
 )
 
 
@@ -243,7 +261,7 @@ def _svd_infer(a, *, full_matrices):
     k, batch = min(m, n), tuple(a.shape[:-2])
     return (
         TensorType(batch + ((m, m) if full_matrices else (m, k)), a.dtype),
-        TensorType(batch + (k,), a.dtype),
+        TensorType(batch + (k,), dt.to_real(a.dtype)),
         TensorType(batch + ((n, n) if full_matrices else (k, n)), a.dtype),
     )
 
@@ -256,37 +274,46 @@ def _svd_kernel(a, *, full_matrices):
         vh = np.zeros(batch + ((n, n) if full_matrices else (k, n)), a.dtype)
         if full_matrices:
             u[...], vh[...] = np.eye(m, dtype=a.dtype), np.eye(n, dtype=a.dtype)
-        return u, np.zeros(batch + (k,), a.dtype), vh
+        return u, np.zeros(batch + (k,), real_dtype(a.dtype)), vh
     u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
-    return u.astype(a.dtype), s.astype(a.dtype), vh.astype(a.dtype)
+    return u.astype(a.dtype), s.astype(real_dtype(a.dtype)), vh.astype(a.dtype)
 
 
 def _svd_vjp(c, gu, gs, gvh):
-    """PyTorch's svd_backward for real inputs (with full_matrices, the extra columns of U and
-    rows of Vh carry no gradient: both are narrowed to the reduced factors first)."""
+    """PyTorch's svd_backward (with full_matrices, the extra columns of U and rows of Vh
+    carry no gradient: both are narrowed to the reduced factors first). For complex inputs
+    the conjugate transposes, and the term i Im(diag(U^H gU)) / S on the diagonal; a phase
+    that a pair of singular vectors shares is free, and what a loss depending on it gives
+    on the diagonal of the skew parts is dropped (PyTorch raises there)."""
     u, s, vh = c.outputs
     m, n = u.shape[-2], vh.shape[-1]
     k = s.shape[-1]
     if k == 0:
-        return (E.zeros((*u.shape[:-2], m, n), dtype=s.dtype),)
+        return (E.zeros((*u.shape[:-2], m, n), dtype=u.dtype),)
     if c.attrs["full_matrices"]:
         u, gu = E.narrow(u, -1, 0, k), E.narrow(gu, -1, 0, k)
         vh, gvh = E.narrow(vh, -2, 0, k), E.narrow(gvh, -2, 0, k)
-    v, gv = mT(vh), mT(gvh)
-    ugu = E.matmul(mT(u), gu)
-    vgv = E.matmul(mT(v), gv)
-    ugu, vgv = ugu - mT(ugu), vgv - mT(vgv)
+    v, gv = mH(vh), mH(gvh)
+    ugu = E.matmul(mH(u), gu)
+    vgv = E.matmul(mH(v), gv)
+    complex_ = u.dtype.is_complex
+    phase = E.imag(E.diagonal(ugu, 0, -2, -1)) if complex_ else None
+    ugu, vgv = ugu - mH(ugu), vgv - mH(vgv)
+    if complex_:
+        ugu, vgv = _off_diagonal(ugu), _off_diagonal(vgv)
     s2 = s * s
     gaps = E.unsqueeze(s2, -2) - E.unsqueeze(s2, -1)  # [i, j] = s_j^2 - s_i^2
     inner = _safe_div(ugu * E.unsqueeze(s, -2) + E.unsqueeze(s, -1) * vgv, gaps)
     inner = inner + diag_embed(gs)
+    if complex_:
+        inner = inner + diag_embed(E.complex(E.zeros_like(phase), _safe_div(phase, s)))
     if m > k:
-        # U [inner V^T] + (I - U U^T) gU S^-1 V^T
+        # U [inner V^H] + (I - U U^H) gU S^-1 V^H
         gu_s = _safe_div(gu, E.unsqueeze(s, -2))
-        ga = E.matmul(u, inner) + gu_s - E.matmul(u, E.matmul(mT(u), gu_s))
+        ga = E.matmul(u, inner) + gu_s - E.matmul(u, E.matmul(mH(u), gu_s))
         return (E.matmul(ga, vh),)
     if n > k:
-        # U [inner V^T + S^-1 gV^T (I - V V^T)]
+        # U [inner V^H + S^-1 gV^H (I - V V^H)]
         s_gvh = _safe_div(gvh, E.unsqueeze(s, -1))
         ga = E.matmul(inner, vh) + s_gvh - E.matmul(E.matmul(s_gvh, v), vh)
         return (E.matmul(u, ga),)
@@ -303,6 +330,7 @@ LINALG_SVD = _linalg_op(
     save_inputs=(),
     save_outputs=(0, 1, 2),
     autocast=Autocast.FP32,
+    complex=Complex.GRADIENT,
 )
 
 
@@ -350,7 +378,7 @@ def _svd(input, some: bool = True, compute_uv: bool = True) -> OldSVDResult:
         zeros = E.zeros(batch + (m, m), dtype=A.dtype), E.zeros(batch + (n, n), dtype=A.dtype)
         return OldSVDResult(zeros[0], svdvals(A), zeros[1])
     u, s, vh = apply(LINALG_SVD, A, full_matrices=not some)
-    return OldSVDResult(u, s, mT(vh))
+    return OldSVDResult(u, s, mH(vh))
 
 
 # ------------------------------------------------------------------------------------- pinv
@@ -365,28 +393,31 @@ def _pinv_kernel(a, *, atol, rtol, hermitian):
     m, n = a.shape[-2:]
     if a.size == 0:
         return np.zeros(a.shape[:-2] + (n, m), a.dtype)
+    def conj_t(x):
+        return np.swapaxes(x, -1, -2).conj()
+
     if hermitian:
         w, v = np.linalg.eigh(a)
         mag = np.abs(w)
         cutoff = np.maximum(atol, rtol * mag.max(-1, keepdims=True))
         inv_w = np.where(mag > cutoff, 1 / np.where(mag > cutoff, w, 1), 0)
-        return ((v * inv_w[..., None, :]) @ np.swapaxes(v, -1, -2)).astype(a.dtype)
+        return ((v * inv_w[..., None, :]) @ conj_t(v)).astype(a.dtype)
     u, s, vh = np.linalg.svd(a, full_matrices=False)
     cutoff = np.maximum(atol, rtol * s[..., :1])
     inv_s = np.where(s > cutoff, 1 / np.where(s > cutoff, s, 1), 0)
-    return (np.swapaxes(vh, -1, -2) * inv_s[..., None, :] @ np.swapaxes(u, -1, -2)).astype(a.dtype)
+    return (conj_t(vh) * inv_s[..., None, :] @ conj_t(u)).astype(a.dtype)
 
 
 def _pinv_vjp(c, g):
     """PyTorch's pinv_backward, in terms of A and its pseudo-inverse P."""
     a, p = c.inputs[0], c.outputs[0]
     m, n = a.shape[-2:]
-    ph, gh = mT(p), mT(g)
+    ph, gh = mH(p), mH(g)
     if m <= n:
         k = E.matmul(gh, p)
         kph = E.matmul(k, ph)
         return (
-            -mT(E.matmul(p, k))
+            -mH(E.matmul(p, k))
             + kph
             - E.matmul(E.matmul(a, p), kph)
             + E.matmul(E.matmul(ph, p), gh - E.matmul(k, a)),
@@ -394,7 +425,7 @@ def _pinv_vjp(c, g):
     k = E.matmul(p, gh)
     phk = E.matmul(ph, k)
     return (
-        -mT(E.matmul(k, p))
+        -mH(E.matmul(k, p))
         + E.matmul(E.matmul(gh - E.matmul(a, k), p), ph)
         + phk
         - E.matmul(E.matmul(phk, p), a),
@@ -411,6 +442,7 @@ PINV = _linalg_op(
     save_inputs=(0,),
     save_outputs=(0,),
     autocast=Autocast.FP32,
+    complex=Complex.GRADIENT,
 )
 
 
@@ -429,7 +461,8 @@ def default_tolerances(op, A, atol, rtol):
     """PyTorch's rule: rtol defaults to eps * max(m, n) when atol is None or 0, else to 0."""
     atol, rtol = _tolerance(op, atol, "atol"), _tolerance(op, rtol, "rtol")
     if rtol is None:
-        eps = float(np.finfo(A.dtype.np).eps) if A.dtype.is_floating_point else 0.0
+        inexact = A.dtype.is_floating_point or A.dtype.is_complex
+        eps = float(np.finfo(A.dtype.np).eps) if inexact else 0.0  # (a complex one's parts')
         rtol = eps * max(A.shape[-2:]) if not atol else 0.0
     return (0.0 if atol is None else atol), rtol
 
@@ -469,9 +502,10 @@ def _det_kernel(a):
 
 
 def _det_vjp(c, g):
-    """The cofactor matrix times g, from the SVD A = U diag(S) Vh: det(U) det(Vh) U diag(the
-    product of the other singular values) Vh, which holds for singular matrices as well (where
-    ``det(A) A^-T`` does not exist; PyTorch 2.13 returns 0 there)."""
+    """g times the conjugate cofactor matrix, from the SVD A = U diag(S) Vh: conj(det(U)
+    det(Vh)) U diag(the product of the other singular values) Vh, which holds for singular
+    matrices as well (where ``conj(det(A)) A^-H`` does not exist; PyTorch 2.13 returns 0
+    there)."""
     a = c.inputs[0]
     n = a.shape[-1]
     if n == 0:
@@ -480,7 +514,7 @@ def _det_vjp(c, g):
     others = E.where(E.eye(n, dtype=dt.bool_), E.ones((), dtype=s.dtype), E.unsqueeze(s, -2))
     products = E.prod(others, -1)  # [i]: the product of every singular value but the i-th
     sign = apply(SLOGDET, u)[0] * apply(SLOGDET, vh)[0]
-    scale = E.unsqueeze(E.unsqueeze(g * sign, -1), -1)
+    scale = E.unsqueeze(E.unsqueeze(g * E.conj(sign), -1), -1)
     return (scale * E.matmul(u * E.unsqueeze(products, -2), vh),)
 
 
@@ -491,6 +525,7 @@ DET = _linalg_op(
     _det_vjp,
     "det(A): the determinants of a (batch of) square matrices",
     onnx=lambda e: e.node("Det", e.inputs),
+    complex=Complex.GRADIENT,
 )
 
 
