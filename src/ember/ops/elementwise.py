@@ -296,16 +296,18 @@ _unary(
     "log1p",
     np.log1p,
     onnx=_onnx.composite(ox.onnx_log1p),
-    vjp=lambda c, g: (g / (c.inputs[0] + 1),),
+    vjp=lambda c, g: (g / E.conj(c.inputs[0] + 1),),
     c="log1p{f}({0})",
+    complex=Complex.GRADIENT,
 )
 _unary(
     "expm1",
     np.expm1,
     onnx=_onnx.composite(ox.onnx_expm1),
-    vjp=lambda c, g: (g * (c.outputs[0] + 1),),
+    vjp=lambda c, g: (g * E.conj(c.outputs[0] + 1),),
     save="output",
     c="expm1{f}({0})",
+    complex=Complex.GRADIENT,
 )
 _unary(
     "sqrt",
@@ -319,9 +321,10 @@ _unary(
 _unary(
     "rsqrt",
     lambda x: 1 / np.sqrt(x),
-    lambda c, g: (g * c.outputs[0] ** 3 * -0.5,),
+    lambda c, g: (g * E.conj(c.outputs[0] ** 3 * -0.5),),
     save="output",
     c="(({T})1 / sqrt{f}({0}))",
+    complex=Complex.GRADIENT,
     onnx=_onnx.composite(ox.onnx_rsqrt),
 )
 _unary(

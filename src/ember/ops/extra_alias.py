@@ -17,6 +17,7 @@ from . import _onnx
 from . import api as E
 from ._autocast import Autocast, autocasts
 from ._registry import PUBLIC, export
+from ._rules import Complex
 from ._util import normalize_axis
 from .elementwise import _unary, promote, to_tensor
 
@@ -107,24 +108,29 @@ def _quiet(ufunc):
 _unary(
     "asinh",
     _quiet(np.arcsinh),
-    lambda c, g: (g * E.rsqrt(c.inputs[0] * c.inputs[0] + 1),),
+    lambda c, g: (g * E.conj(E.rsqrt(c.inputs[0] * c.inputs[0] + 1)),),
     method=("asinh", "arcsinh"),
+    complex=Complex.GRADIENT,
     c="asinh{f}({0})",
     onnx=_onnx.node("Asinh"),
 )
 _unary(
     "acosh",
     _quiet(np.arccosh),
-    lambda c, g: (g * E.rsqrt(c.inputs[0] * c.inputs[0] - 1),),
+    # 1 / (sqrt(z - 1) sqrt(z + 1)): acosh's principal branch (rsqrt(z^2 - 1) leaves it for
+    # complex z; for real z >= 1 the two agree)
+    lambda c, g: (g * E.conj(E.rsqrt(c.inputs[0] - 1) * E.rsqrt(c.inputs[0] + 1)),),
     method=("acosh", "arccosh"),
+    complex=Complex.GRADIENT,
     c="acosh{f}({0})",
     onnx=_onnx.node("Acosh"),
 )
 _unary(
     "atanh",
     _quiet(np.arctanh),
-    lambda c, g: (g / (1 - c.inputs[0] * c.inputs[0]),),
+    lambda c, g: (g / E.conj(1 - c.inputs[0] * c.inputs[0]),),
     method=("atanh", "arctanh"),
+    complex=Complex.GRADIENT,
     c="atanh{f}({0})",
     onnx=_onnx.node("Atanh"),
 )
@@ -192,13 +198,14 @@ def inner(input, other):
 
 @export(method=True)
 def vdot(input, other):
-    """The dot product of two 1-d tensors (of one dtype, as in PyTorch)."""
+    """The dot product of two 1-d tensors (of one dtype, as in PyTorch), the first
+    conjugated: ``sum(conj(input) * other)``."""
     a, b = to_tensor(input), to_tensor(other)
     if a.ndim != 1 or b.ndim != 1:
         raise ShapeError(
             f"vdot takes 1-d tensors, got {tuple(a.shape)} and {tuple(b.shape)}", op="vdot"
         )
-    return E.dot(a, b)
+    return E.dot(E.conj(a), b)
 
 
 @export(method=True)

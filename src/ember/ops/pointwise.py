@@ -64,60 +64,68 @@ def _onnx_atan2(e, y, x):
 _unary(
     "tan",
     _quiet(np.tan),
-    lambda c, g: (g * (c.outputs[0] * c.outputs[0] + 1),),
+    lambda c, g: (g * E.conj(c.outputs[0] * c.outputs[0] + 1),),
     save="output",
     c="tan{f}({0})",
+    complex=Complex.GRADIENT,
     onnx=_onnx.node("Tan"),
 )
 _unary(
     "asin",
     _quiet(np.arcsin),
-    lambda c, g: (g * E.rsqrt(1 - c.inputs[0] * c.inputs[0]),),
+    lambda c, g: (g * E.conj(E.rsqrt(1 - c.inputs[0] * c.inputs[0])),),
     method=("asin", "arcsin"),
+    complex=Complex.GRADIENT,
     c="asin{f}({0})",
     onnx=_onnx.node("Asin"),
 )
 _unary(
     "acos",
     _quiet(np.arccos),
-    lambda c, g: (-g * E.rsqrt(1 - c.inputs[0] * c.inputs[0]),),
+    lambda c, g: (-g * E.conj(E.rsqrt(1 - c.inputs[0] * c.inputs[0])),),
     method=("acos", "arccos"),
+    complex=Complex.GRADIENT,
     c="acos{f}({0})",
     onnx=_onnx.node("Acos"),
 )
 _unary(
     "atan",
     np.arctan,
-    lambda c, g: (g / (c.inputs[0] * c.inputs[0] + 1),),
+    lambda c, g: (g / E.conj(c.inputs[0] * c.inputs[0] + 1),),
     method=("atan", "arctan"),
+    complex=Complex.GRADIENT,
     c="atan{f}({0})",
     onnx=_onnx.node("Atan"),
 )
 _unary(
     "sinh",
     _quiet(np.sinh),
-    lambda c, g: (g * E.cosh(c.inputs[0]),),
+    lambda c, g: (g * E.conj(E.cosh(c.inputs[0])),),
+    complex=Complex.GRADIENT,
     c="sinh{f}({0})",
     onnx=_onnx.node("Sinh"),
 )
 _unary(
     "cosh",
     _quiet(np.cosh),
-    lambda c, g: (g * E.sinh(c.inputs[0]),),
+    lambda c, g: (g * E.conj(E.sinh(c.inputs[0])),),
+    complex=Complex.GRADIENT,
     c="cosh{f}({0})",
     onnx=_onnx.node("Cosh"),
 )
 _unary(
     "log2",
     _quiet(np.log2),
-    lambda c, g: (g / (c.inputs[0] * _LN2),),
+    lambda c, g: (g / E.conj(c.inputs[0] * _LN2),),
+    complex=Complex.GRADIENT,
     c="log2{f}({0})",
     onnx=_onnx_scaled_log(_LN2),
 )
 _unary(
     "log10",
     _quiet(np.log10),
-    lambda c, g: (g / (c.inputs[0] * _LN10),),
+    lambda c, g: (g / E.conj(c.inputs[0] * _LN10),),
+    complex=Complex.GRADIENT,
     c="log10{f}({0})",
     onnx=_onnx_scaled_log(_LN10),
 )

@@ -128,11 +128,12 @@ def isclose(input, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: b
     if rtol < 0 or atol < 0:
         raise ValueError(f"isclose: rtol ({rtol}) and atol ({atol}) must be non-negative")
     close = input == other
-    if equal_nan and input.dtype.is_floating_point:
-        close = E.logical_or(close, E.logical_and(input != input, other != other))
+    inexact = input.dtype.is_floating_point or input.dtype.is_complex
+    if equal_nan and inexact:
+        close = E.logical_or(close, E.logical_and(E.isnan(input), E.isnan(other)))
     if rtol == 0 and atol == 0:
         return close
-    if not input.dtype.is_floating_point:
+    if not inexact:
         input, other = (E.cast(t, dt.get_default_dtype()) for t in (input, other))
     allowed = E.abs(other * float(rtol)) + float(atol)
     actual = E.abs(input - other)

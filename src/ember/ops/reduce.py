@@ -507,11 +507,16 @@ def var(x, dim=None, keepdim=False, *, correction=1, unbiased=None, axis=None, k
     the digits by which ``m`` missed the mean (1.4e-4 relative in float32 when the mean is
     10^4 standard deviations); this keeps float32 within ~1e-7, as PyTorch's Welford
     accumulation in double does. With ``dim=()`` (every dimension) the gradient is the
-    centred data's, finite (PyTorch 2.13's backward gives +-inf there)."""
+    centred data's, finite (PyTorch 2.13's backward gives +-inf there). A complex tensor's
+    variance is the mean squared modulus of its deviations, real: its real and imaginary
+    parts' variances summed."""
     x = to_tensor(x)
-    require_float("var", x)
     if unbiased is not None:
         correction = 1 if unbiased else 0
+    if x.dtype.is_complex:
+        kwargs = dict(correction=correction, axis=axis, keepdims=keepdims)
+        return var(E.real(x), dim, keepdim, **kwargs) + var(E.imag(x), dim, keepdim, **kwargs)
+    require_float("var", x)
     axes, keep = _args("var", x, dim, axis, keepdim, keepdims)
     n = _count(x, axes)
     centred = x - mean(x.detach(), axes, keepdim=True)
