@@ -116,7 +116,7 @@ def _setitem(self, index, value) -> None:
 def _copy_(self, src):
     """Copy ``src`` (broadcast, cast to self's dtype) into self, in place."""
     if not isinstance(src, TensorBase):
-        src = Tensor(src)
+        src = PUBLIC["tensor"](src)
     return self._inplace("copy_", lambda old: src.to(old.dtype).expand(old.shape))
 
 

@@ -30,6 +30,37 @@ from .ops._data import to_array
 from .ops._util import fit_inplace_result
 from .size import Size
 
+def _construct(data: tuple, dtype, device) -> np.ndarray:
+    """The array of ``Tensor(*data)``: an array or tensor keeps its dtype (ember's own code
+    wraps arrays so); otherwise PyTorch's legacy constructor, ``torch.Tensor``, an alias of
+    the default float type: ``Tensor(2, 3)`` / ``Tensor(size)`` uninitialized (zeros here)
+    of those sizes (``nn.Parameter(torch.Tensor(out, in))`` then an init: custom layers'
+    idiom), ``Tensor([1, 2])`` that data in the default float dtype, ``Tensor()`` empty."""
+    if device is not None and str(device).split(":")[0] != "cpu":
+        from .errors import DeviceError
+
+        raise DeviceError(f"Tensor lives on the CPU; got device={device!r}")
+    if not data:
+        target = _dt.get_default_dtype() if dtype is None else _dt.as_dtype(dtype)
+        return np.zeros((0,), target.np)
+    if len(data) == 1:
+        (value,) = data
+        if isinstance(value, (np.ndarray, np.generic, _reg.TensorBase)):
+            return to_array(value, dtype)
+        if isinstance(value, Size):
+            data = tuple(value)
+        elif not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+            return to_array(value, _dt.get_default_dtype() if dtype is None else dtype)
+    if all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in data):
+        if any(d < 0 for d in data):
+            raise ShapeError(f"Tensor(): negative size in {tuple(int(d) for d in data)}")
+        target = _dt.get_default_dtype() if dtype is None else _dt.as_dtype(dtype)
+        return np.zeros(tuple(int(d) for d in data), target.np)
+    raise TypeError(
+        f"Tensor(): expected sizes (ints), one sequence of data or an array, got {data!r}"
+    )
+
+
 # the recording ember.profiler.profile, set by it: direct in-place ufuncs then show as events
 _profiler = None
 
@@ -54,8 +85,8 @@ class Tensor(_reg.TensorBase):
 
     # NumPy must defer to Tensor's reflected operators (ndarray + Tensor -> Tensor.__radd__)
 
-    def __init__(self, data, dtype=None, requires_grad: bool = False):
-        arr = to_array(data, dtype)
+    def __init__(self, *data, dtype=None, requires_grad: bool = False, device=None):
+        arr = _construct(data, dtype, device)
         self._data = arr
         self._requires_grad = False
         self.grad = None

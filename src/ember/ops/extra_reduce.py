@@ -334,7 +334,7 @@ def var_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correctio
     kw = {"unbiased": unbiased} if unbiased is not None else {}
     if correction is not None:
         kw = {"correction": correction}
-    return E.var(x, dim, keepdim, **kw), E.mean(x, dim, keepdim)
+    return E.var(x, dim, keepdim=keepdim, **kw), E.mean(x, dim, keepdim)
 
 
 @export
@@ -346,4 +346,4 @@ def std_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correctio
     kw = {"unbiased": unbiased} if unbiased is not None else {}
     if correction is not None:
         kw = {"correction": correction}
-    return E.std(x, dim, keepdim, **kw), E.mean(x, dim, keepdim)
+    return E.std(x, dim, keepdim=keepdim, **kw), E.mean(x, dim, keepdim)

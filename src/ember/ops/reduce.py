@@ -498,8 +498,11 @@ def mean(x, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
 
 
 @export(method=True)
-def var(x, dim=None, keepdim=False, *, correction=1, unbiased=None, axis=None, keepdims=None):
-    """Variance over ``dim`` with Bessel's ``correction`` (1 by default, as in PyTorch).
+def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None):
+    """Variance over ``dim`` with Bessel's ``correction`` (1 by default, as in PyTorch), or
+    PyTorch's older ``unbiased`` flag, positional after dim as in PyTorch's overload
+    (``x.var(1, True)`` is unbiased, not keepdim; ``x.var(False)`` the biased variance of
+    every element).
 
     Computed from the data shifted by its (detached) mean ``m``, with the shift's own
     rounding corrected: ``(sum(d * d) - sum(d) ** 2 / n) / (n - correction)`` for
@@ -511,11 +514,12 @@ def var(x, dim=None, keepdim=False, *, correction=1, unbiased=None, axis=None, k
     variance is the mean squared modulus of its deviations, real: its real and imaginary
     parts' variances summed."""
     x = to_tensor(x)
-    if unbiased is not None:
-        correction = 1 if unbiased else 0
+    correction = _correction(dim, unbiased, correction)
+    if isinstance(dim, bool):  # var(x, unbiased)
+        dim = None
     if x.dtype.is_complex:
-        kwargs = dict(correction=correction, axis=axis, keepdims=keepdims)
-        return var(E.real(x), dim, keepdim, **kwargs) + var(E.imag(x), dim, keepdim, **kwargs)
+        kwargs = dict(keepdim=keepdim, correction=correction, axis=axis, keepdims=keepdims)
+        return var(E.real(x), dim, **kwargs) + var(E.imag(x), dim, **kwargs)
     require_float("var", x)
     axes, keep = _args("var", x, dim, axis, keepdim, keepdims)
     n = _count(x, axes)
@@ -527,12 +531,28 @@ def var(x, dim=None, keepdim=False, *, correction=1, unbiased=None, axis=None, k
     return (squares - total * total / n) / max(n - correction, 0)
 
 
+def _correction(dim, unbiased, correction) -> float:
+    """The Bessel correction of var/std's arguments: ``correction`` (default 1), or the
+    ``unbiased`` flag (given positionally, it may sit in ``dim``'s place)."""
+    if isinstance(dim, bool):
+        if unbiased is not None:
+            raise TypeError("var/std: unbiased given twice (positionally as dim, and by name)")
+        unbiased = dim
+    if unbiased is not None:
+        if correction is not None:
+            raise TypeError("var/std: give either unbiased or correction, not both")
+        return 1 if unbiased else 0
+    return 1 if correction is None else correction
+
+
 @export(method=True)
-def std(x, dim=None, keepdim=False, *, correction=1, unbiased=None, axis=None, keepdims=None):
-    """Standard deviation over ``dim`` (sqrt of `var`)."""
-    return E.sqrt(
-        var(x, dim, keepdim, correction=correction, unbiased=unbiased, axis=axis, keepdims=keepdims)
-    )
+def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None):
+    """Standard deviation over ``dim`` (sqrt of `var`; the same arguments)."""
+    correction = _correction(dim, unbiased, correction)
+    if isinstance(dim, bool):
+        dim = None
+    kwargs = dict(keepdim=keepdim, correction=correction, axis=axis, keepdims=keepdims)
+    return E.sqrt(var(x, dim, **kwargs))
 
 
 @export(method=True)
