@@ -30,6 +30,7 @@ from .ops._data import to_array
 from .ops._util import fit_inplace_result
 from .size import Size
 
+
 def _construct(data: tuple, dtype, device) -> np.ndarray:
     """The array of ``Tensor(*data)``: an array or tensor keeps its dtype (ember's own code
     wraps arrays so); otherwise PyTorch's legacy constructor, ``torch.Tensor``, an alias of
