@@ -197,6 +197,7 @@ __version__ = "0.1.0"
 from . import autograd_function as _autograd_function  # noqa: E402
 from . import autograd_functional as _autograd_functional  # noqa: E402
 from . import autograd_grad as _autograd_grad  # noqa: E402
+from . import autograd_profiler as _autograd_profiler  # noqa: E402
 
 autograd.Function = _autograd_function.Function
 autograd.FunctionCtx = _autograd_function.FunctionCtx
@@ -207,8 +208,10 @@ autograd.gradcheck = _autograd_functional.gradcheck
 autograd.gradgradcheck = _autograd_functional.gradgradcheck
 autograd.inference_mode = inference_mode
 autograd.Variable = _tensor_api.Variable  # torch.autograd.Variable: a tensor, as PyTorch's
+autograd.profiler = _autograd_profiler  # torch.autograd.profiler, the older profiler API
 _sys.modules.setdefault("ember.autograd.function", _autograd_function)
 _sys.modules.setdefault("ember.autograd.functional", _autograd_functional)
+_sys.modules.setdefault("ember.autograd.profiler", _autograd_profiler)
 
 # ``ember.jit`` and other PyTorch names ember lacks: a NotInEmberError naming the alternative
 __getattr__ = _module_getattr("ember", globals())

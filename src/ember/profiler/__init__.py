@@ -16,21 +16,34 @@ Eager ops are events of category ``op``, those run by ``backward()`` ``backward`
 ``backward`` range and one range per tape node; a compiled graph's call is a ``graph <name>``
 range holding one ``kernel`` event per generated kernel call (a fused group is one event named
 by its ops, ``fused_elementwise(mul+add+tanh)``). The parts: recorder.py (recording), costs.py
-(cost rules of a call), roofline.py (peaks), report.py (table, Chrome trace).
+(cost rules of a call), roofline.py (peaks), report.py (table, Chrome trace), schedule.py
+(PyTorch's schedules, activities and trace handler).
 """
 
 from .recorder import Event, profile, record_function
 from .report import EventTable, Row
 from .roofline import Peaks, bound, machine_peaks, measure_peaks
+from .schedule import (
+    ProfilerAction,
+    ProfilerActivity,
+    schedule,
+    supported_activities,
+    tensorboard_trace_handler,
+)
 
 __all__ = [
     "Event",
     "EventTable",
     "Peaks",
+    "ProfilerAction",
+    "ProfilerActivity",
     "Row",
     "bound",
     "machine_peaks",
     "measure_peaks",
     "profile",
     "record_function",
+    "schedule",
+    "supported_activities",
+    "tensorboard_trace_handler",
 ]

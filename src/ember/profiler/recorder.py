@@ -47,6 +47,13 @@ def _recording() -> profile | None:
     return _active
 
 
+def _records(action) -> bool:
+    """Whether a schedule's action records the step."""
+    from .schedule import ProfilerAction
+
+    return action in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
+
+
 def _instrument(graph) -> tuple:
     """The hooks of ``graph``'s instrumented generated code (runtime/codegen.py): the clock, and
     the event that hands each kernel call to the profiler recording when it runs."""
@@ -126,13 +133,29 @@ class profile:  # noqa: N801  (PyTorch's name: torch.profiler.profile)
     ``record_shapes``: group the table by input shapes too (each event keeps its shapes either
     way: the cost rules need them). ``profile_memory``: record the bytes of new memory each
     op's outputs hold. After the block: ``prof.events()``, ``prof.table()``,
-    ``prof.key_averages()``, ``prof.export_chrome_trace(path)``."""
+    ``prof.key_averages()``, ``prof.export_chrome_trace(path)``.
 
-    def __init__(self, *, record_shapes: bool = False, profile_memory: bool = False,
-                 enabled: bool = True):  # fmt: skip
+    PyTorch's other arguments: ``activities`` (ember records the CPU; CUDA and the others
+    are accepted and add nothing), ``schedule`` (`schedule.schedule`: which steps of a run,
+    counted by ``prof.step()``, are recorded; each cycle's last recorded step hands the
+    profile to ``on_trace_ready``, then recording starts afresh), ``on_trace_ready`` (also
+    called when the block ends while recording), and ``with_stack``, ``with_flops`` (FLOPs
+    are always counted), ``with_modules``, ``experimental_config``, ``acc_events``,
+    ``use_cuda``, accepted without effect."""
+
+    def __init__(self, activities=None, *, schedule=None, on_trace_ready=None,
+                 record_shapes: bool = False, profile_memory: bool = False,
+                 with_stack: bool = False, with_flops: bool = False, with_modules: bool = False,
+                 experimental_config=None, execution_trace_observer=None,
+                 acc_events: bool = False, use_cuda=None, enabled: bool = True):  # fmt: skip
+        self.activities = set(activities) if activities is not None else None
         self.record_shapes = bool(record_shapes)
         self.profile_memory = bool(profile_memory)
         self.enabled = bool(enabled)
+        self.schedule = schedule
+        self.on_trace_ready = on_trace_ready
+        self.step_num = 0
+        self._action = None
         self._events: list[Event] = []
         self._finished = False
         self._start_ns = 0
@@ -140,9 +163,45 @@ class profile:  # noqa: N801  (PyTorch's name: torch.profiler.profile)
 
     # ------------------------------------------------------------------ recording
     def __enter__(self) -> profile:
-        global _active
         if not self.enabled:
             return self
+        if self.schedule is None:
+            self._start()
+        else:
+            self.step_num = 0
+            self._action = self.schedule(0)
+            if _records(self._action):
+                self._start()
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        if self.enabled and self._saved is not None:
+            self._stop()
+            if self.on_trace_ready is not None:
+                self.on_trace_ready(self)
+        return False
+
+    def step(self) -> None:
+        """One step of a run is done (``prof.step()`` at the end of each iteration): with a
+        ``schedule``, start or stop recording as it says for the next step, handing a
+        finished cycle to ``on_trace_ready``."""
+        if not self.enabled or self.schedule is None:
+            self.step_num += 1
+            return
+        from .schedule import ProfilerAction
+
+        previous = self._action
+        self.step_num += 1
+        self._action = self.schedule(self.step_num)
+        if previous is ProfilerAction.RECORD_AND_SAVE and self._saved is not None:
+            self._stop()
+            if self.on_trace_ready is not None:
+                self.on_trace_ready(self)
+        if _records(self._action) and self._saved is None:
+            self._start()
+
+    def _start(self) -> None:
+        global _active
         if _active is not None:
             raise RuntimeError(
                 "ember.profiler.profile: another profiler is already recording; profilers do "
@@ -160,12 +219,9 @@ class profile:  # noqa: N801  (PyTorch's name: torch.profiler.profile)
         _reg.set_base_mode(_ProfilingEagerMode(base, self))
         autograd._profiler = codegen.profiler = tensor._profiler = self
         _active = self
-        return self
 
-    def __exit__(self, *exc) -> bool:
+    def _stop(self) -> None:
         global _active
-        if not self.enabled or self._saved is None:
-            return False
         from .. import autograd
         from ..runtime import codegen
 
@@ -176,7 +232,6 @@ class profile:  # noqa: N801  (PyTorch's name: torch.profiler.profile)
         self._saved = None
         _active = None
         self._finish()
-        return False
 
     def start(self) -> None:
         """Start recording (as entering the ``with`` block does)."""
