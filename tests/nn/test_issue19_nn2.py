@@ -550,3 +550,14 @@ def test_nn_modules_submodules_name_embers_classes():
     state = {"module.a": 1, "module.b.c": 2, "d": 3}
     m.utils.consume_prefix_in_state_dict_if_present(state, "module.")
     assert list(state) == ["d", "a", "b.c"]  # (PyTorch's order: stripped keys move last)
+
+
+def test_lazy_norms_and_sync_batch_norm_take_bias_false_as_pytorch():
+    for name in ("LazyBatchNorm2d", "LazyInstanceNorm2d"):
+        for bias in (True, False):
+            m = getattr(ember.nn, name)(bias=bias)
+            m(ember.randn(2, 3, 4, 4))
+            t = getattr(torch.nn, name)(bias=bias)
+            t(torch.randn(2, 3, 4, 4))
+            assert list(m.state_dict()) == list(t.state_dict())
+    assert ember.nn.SyncBatchNorm(3, bias=False).bias is None

@@ -296,7 +296,8 @@ class _LazyNormMixin(LazyModuleMixin):
     def _lazy_init(self, device, dtype) -> None:
         if self.affine:
             self.weight = UninitializedParameter(device=device, dtype=dtype)
-            self.bias = UninitializedParameter(device=device, dtype=dtype)
+            if self.bias is not None:  # (bias=False registered None)
+                self.bias = UninitializedParameter(device=device, dtype=dtype)
         if self.track_running_stats:
             self.running_mean = UninitializedBuffer(device=device, dtype=dtype)
             self.running_var = UninitializedBuffer(device=device, dtype=dtype)
@@ -326,8 +327,12 @@ def _lazy_norm(base: type, affine: bool, track: bool) -> type:
         track_running_stats: bool = track,
         device=None,
         dtype=None,
+        *,
+        bias: bool = True,
     ) -> None:
-        base.__init__(self, 0, eps, momentum, affine, track_running_stats, device, dtype)
+        base.__init__(
+            self, 0, eps, momentum, affine, track_running_stats, device, dtype, bias=bias
+        )
         self._lazy_init(device, dtype)
 
     doc = f"A {base.__name__} whose ``num_features`` comes from its first input."

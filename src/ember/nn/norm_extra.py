@@ -35,8 +35,12 @@ class SyncBatchNorm(_BatchNorm):
         process_group=None,
         device=None,
         dtype=None,
+        *,
+        bias: bool = True,
     ) -> None:
-        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+        super().__init__(
+            num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias
+        )
         self.process_group = process_group
 
     def forward(self, input: Tensor) -> Tensor:
