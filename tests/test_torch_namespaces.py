@@ -65,8 +65,6 @@ def test_jit_decorators_and_fork():
             return ember.jit.wait(future) + ember.jit.annotate(ember.Tensor, self.other(x))
 
     np.testing.assert_array_equal(M()(ember.ones(2)).numpy(), [4.0, 4.0])
-    with pytest.raises(AttributeError, match="ember.save"):
-        ember.jit.save  # noqa: B018
     with pytest.raises(AttributeError, match="ember.jit"):
         ember.jit.no_such_thing  # noqa: B018
 
@@ -104,3 +102,37 @@ def test_broadcast_shapes_and_randint_like_as_in_pytorch():
     assert set(np.unique(r.numpy())) <= {0.0, 1.0, 2.0}
     r = ember.randint_like(ember.ones(200, dtype=ember.int32), -2, 2)
     assert r.dtype == ember.int32 and set(np.unique(r.numpy())) == {-2, -1, 0, 1}
+
+
+def test_jit_save_and_load_round_trip_a_trace_through_onnx(tmp_path):
+    """A traced module saved and loaded (as ONNX: any batch size, weights as Parameters),
+    to a path and to a stream; a traced function; a TorchScript archive refused by name."""
+    import io
+
+    pytest.importorskip("onnx")
+    ember.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(),
+        nn.Linear(4 * 8 * 8, 5),
+    ).eval()  # fmt: skip
+    traced = ember.jit.trace(model, ember.randn(2, 3, 8, 8))
+    ember.jit.save(traced, str(tmp_path / "m.pt"))
+    loaded = ember.jit.load(str(tmp_path / "m.pt"))
+    x = ember.randn(5, 3, 8, 8)  # (another batch size than the trace's)
+    np.testing.assert_allclose(loaded(x).detach().numpy(), model(x).detach().numpy(), atol=1e-5)
+    assert len(list(loaded.parameters())) >= 4
+    buffer = io.BytesIO()
+    ember.jit.save(traced, buffer)
+    buffer.seek(0)
+    assert tuple(ember.jit.load(buffer)(x).shape) == (5, 5)
+
+    f = ember.jit.trace(lambda a, b: a * b + 1, (ember.ones(3), ember.ones(3)))
+    ember.jit.save(f, str(tmp_path / "f.pt"))
+    out = ember.jit.load(str(tmp_path / "f.pt"))(ember.ones(4), ember.full((4,), 2.0))
+    np.testing.assert_array_equal(out.detach().numpy(), [3.0] * 4)
+
+    torch.jit.save(torch.jit.trace(torch.nn.Linear(2, 2), torch.ones(1, 2)), tmp_path / "ts.pt")
+    with pytest.raises(ember.EmberError, match="TorchScript archive"):
+        ember.jit.load(str(tmp_path / "ts.pt"))
+    with pytest.raises(ember.EmberError, match="ember.jit.trace"):
+        ember.jit.save(ember.jit.script(model), str(tmp_path / "s.pt"))

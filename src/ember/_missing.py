@@ -30,8 +30,6 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "reset": "make a new ember.function / ember.compile object (each keeps its own cache)",
     },
     "ember.jit": {
-        "save": "ember.save(model.state_dict(), path), or ember.onnx.export for a graph",
-        "load": "ember.load (a state_dict), or ember.onnx.load for an exported graph",
         "freeze": "ember.compile (its passes fold what does not change)",
         "optimize_for_inference": "ember.compile(model.eval())",
         "ScriptModule": _NONE,

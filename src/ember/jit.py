@@ -9,8 +9,12 @@ TorchScript trace, the capture is redone for inputs of other shapes instead of r
 example's. ``is_scripting`` is False (ember never compiles Python into another language);
 ``is_tracing`` says whether a graph is being captured. The decorators that steer TorchScript's
 compiler (``ignore``, ``unused``, ``export``, ``interface``) return what they decorate, and
-``fork``/``wait`` run the call at once. TorchScript's serialization (``save``, ``load``) has no
-counterpart: save ``state_dict()`` with `ember.save`, or export with `ember.onnx.export`.
+``fork``/``wait`` run the call at once. ``save`` writes a traced module or function as an ONNX
+model (ember's portable graph format: `ember.onnx.export`, parameters as initializers, the
+batch dimension symbolic where the program allows), which ``load`` reads back as a module
+(`ember.onnx.load` with ``trainable=True``) and onnxruntime runs; a TorchScript archive written
+by PyTorch is refused, naming the way across (``torch.onnx.export``, then ``load``). Both need
+the ``onnx`` package (``pip install 'ember[onnx]'``).
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ __all__ = [
     "interface",
     "is_scripting",
     "is_tracing",
+    "load",
+    "save",
     "script",
     "trace",
     "unused",
@@ -58,7 +64,92 @@ def trace(func, example_inputs=None, *args, example_kwarg_inputs=None, **kwargs)
         if example_inputs is None:
             positional = ()
         traced(*positional, **(example_kwarg_inputs or {}))
+        # what `save` exports the trace for: the example's types, not its tensors (a module
+        # attribute holding tensors would be state to a later capture)
+        object.__setattr__(traced, "_jit_example", (_types(positional), bool(example_kwarg_inputs)))
     return traced
+
+
+def _types(values) -> tuple | None:
+    """``(shape, dtype)`` of each example input, or None if one is not a tensor."""
+    if not all(isinstance(v, _registry.TensorBase) for v in values):
+        return None
+    return tuple((tuple(v.shape), v.dtype) for v in values)
+
+
+def save(m, f, _extra_files=None) -> None:
+    """``torch.jit.save``: write ``m``, the result of `trace` on example tensors, to ``f`` (a
+    path or a binary file object) as an ONNX model that `load` (and onnxruntime) reads. The
+    first dimension of each input is exported symbolic (any batch size) where the program
+    allows it, else the example's sizes are kept."""
+    from .errors import EmberError
+
+    example = getattr(m, "_jit_example", None)
+    if example is None:
+        raise EmberError(
+            "jit.save writes a traced module or function: trace it with "
+            "ember.jit.trace(model, example_inputs) first (or write it with "
+            "ember.onnx.export(model, path, *example_inputs))",
+            op="jit.save",
+        )
+    types, keywords = example
+    if types is None or keywords:
+        raise EmberError(
+            "jit.save exports traces made on positional tensor inputs only; use "
+            "ember.onnx.export for other signatures",
+            op="jit.save",
+        )
+    if _extra_files:
+        raise EmberError("_extra_files are not stored by ember", op="jit.save")
+    from . import onnx
+    from .capture.signature import TensorSpec
+
+    target = getattr(m, "_orig_mod", None) or getattr(m, "fn", None) or m
+    batched = [TensorSpec((None, *shape[1:]) if shape else (), dtype) for shape, dtype in types]
+    fixed = [TensorSpec(shape, dtype) for shape, dtype in types]
+    path, stream = (None, f) if hasattr(f, "write") else (f, None)
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        out = path if stream is None else os.path.join(scratch, "model.onnx")
+        try:
+            onnx.export(target, out, input_signature=batched)
+        except EmberError:  # (a size the program computes from the batch's: keep the example's)
+            onnx.export(target, out, input_signature=fixed)
+        if stream is not None:
+            with open(out, "rb") as written:
+                stream.write(written.read())
+
+
+def load(f, map_location=None, _extra_files=None):
+    """``torch.jit.load``: read what `save` wrote (or any ONNX model) as a module whose
+    weights are Parameters (`ember.onnx.load` with ``trainable=True``). ``f``: a path or a
+    binary file object. A TorchScript archive (PyTorch's zip) is refused: ember does not run
+    TorchScript; export the model with ``torch.onnx.export`` and load that file."""
+    from .errors import EmberError
+
+    if map_location is not None and str(map_location).split(":")[0] != "cpu":
+        raise EmberError(f"ember runs on the CPU, got map_location={map_location!r}", op="jit.load")
+    if hasattr(f, "read"):
+        data, name = f.read(), getattr(f, "name", "<stream>")
+    else:
+        name = str(f)
+        try:
+            with open(f, "rb") as stream:
+                data = stream.read()
+        except OSError as exc:
+            raise EmberError(f"cannot read {name}: {exc}", op="jit.load") from exc
+    if data[:4] == b"PK\x03\x04":
+        raise EmberError(
+            f"{name} is a TorchScript archive written by PyTorch, which ember does not "
+            "run; export the model with torch.onnx.export and load that file with "
+            "ember.jit.load or ember.onnx.load",
+            op="jit.load",
+        )
+    from . import onnx
+
+    return onnx.load(data, trainable=True)
 
 
 def is_scripting() -> bool:
