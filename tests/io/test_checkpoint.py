@@ -332,8 +332,20 @@ def test_pytorch_checkpoints_are_read_without_unpickling(tmp_path):
         0.0,
         0.0,
     ]  # the zip format: tests/io/test_torch_format.py
-    torch.save({"w": torch.zeros(2)}, path, _use_new_zipfile_serialization=False)
-    with pytest.raises(ember.CheckpointError, match="legacy format.*never unpickles"):
+    torch.save({"w": torch.ones(2)}, path, _use_new_zipfile_serialization=False)
+    assert load(path)["w"].numpy().tolist() == [1.0, 1.0]  # the legacy format, as weights only
+    import os as _os
+    import pickle
+
+    class Evil:
+        def __reduce__(self):
+            return (_os.system, ("echo pwned",))
+
+    path.write_bytes(pickle.dumps(Evil(), protocol=2))
+    with pytest.raises(ember.CheckpointError, match="never unpickles"):
+        load(path)
+    path.write_bytes(pickle.dumps({"w": [1, 2]}, protocol=2))
+    with pytest.raises(ember.CheckpointError, match="not a PyTorch checkpoint"):
         load(path)
 
 

@@ -241,10 +241,81 @@ def test_a_hand_made_payload_and_a_build_are_refused(tmp_path):
     assert not marker.exists()
 
 
-def test_the_legacy_format_is_refused_with_advice(tmp_path):
-    torch.save({"w": torch.zeros(2)}, tmp_path / "old.pt", _use_new_zipfile_serialization=False)
-    with pytest.raises(ember.CheckpointError, match="legacy format.*zip format"):
-        ember.load(tmp_path / "old.pt")
+def _legacy_object():
+    base = torch.arange(12.0).reshape(3, 4)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2))
+    return {
+        "base": base,
+        "row": base[1],
+        "t": base.t(),
+        "expand": torch.ones(3).expand(2, 3),
+        "half": torch.ones(3, dtype=torch.float16) / 3,
+        "bf16": torch.ones(2, dtype=torch.bfloat16),
+        "int": torch.tensor([1, -2, 3]),
+        "bool": torch.tensor([True, False]),
+        "complex": torch.tensor([1 + 2j]),
+        "model": model.state_dict(),
+        "param": torch.nn.Parameter(torch.ones(2)),
+        "plain": [1, 2.5, "x", (3, None), {"k": b"bytes"}],
+        "empty": torch.zeros(0, 3),
+    }
+
+
+def _same(want, got, path="obj"):
+    if isinstance(want, torch.Tensor):
+        assert isinstance(got, ember.Tensor), path
+        assert str(want.dtype).split(".")[-1] == got.dtype.name, path
+        np.testing.assert_array_equal(_np(want.detach()), got.detach().numpy(), err_msg=path)
+        assert got.requires_grad == want.requires_grad, path
+    elif isinstance(want, dict):
+        assert list(want) == list(got), path
+        for k in want:
+            _same(want[k], got[k], f"{path}.{k}")
+    elif isinstance(want, (list, tuple)):
+        assert type(want) is type(got) and len(want) == len(got), path
+        for i, (a, b) in enumerate(zip(want, got)):
+            _same(a, b, f"{path}[{i}]")
+    else:
+        assert want == got, path
+
+
+def test_the_legacy_format_reads_as_weights_only(tmp_path):
+    """torch.save(..., _use_new_zipfile_serialization=False) (and torch < 1.6): every value as
+    torch.load(weights_only=True) gives it, views of one storage sharing memory."""
+    path = tmp_path / "old.pt"
+    torch.save(_legacy_object(), path, _use_new_zipfile_serialization=False)
+    got = ember.load(path)
+    _same(torch.load(path, weights_only=True), got)
+    got["base"][1, 0] = 99.0  # (row is a view of base's storage, as in torch)
+    assert got["row"][0].item() == 99.0
+    with open(path, "rb") as stream:  # a binary file object too
+        _same(torch.load(path, weights_only=True), ember.load(stream))
+    torch.save(torch.nn.Linear(2, 2), tmp_path / "module.pt", _use_new_zipfile_serialization=False)
+    with pytest.raises(ember.CheckpointError, match="refused the global torch.nn"):
+        ember.load(tmp_path / "module.pt")
+
+
+def test_damaged_legacy_files_raise_checkpoint_errors(tmp_path):
+    """Every truncation and a seeded set of byte changes: a CheckpointError or a value, never
+    another exception."""
+    path = tmp_path / "old.pt"
+    torch.save(_legacy_object(), path, _use_new_zipfile_serialization=False)
+    data = path.read_bytes()
+    rng = np.random.default_rng(11)
+    bad = tmp_path / "bad.pt"
+    cuts = sorted(set(rng.integers(1, len(data), 60).tolist()) | {1, 2, 10, len(data) - 1})
+    variants = [data[:n] for n in cuts]
+    for _ in range(150):
+        mutated = bytearray(data)
+        for i in rng.integers(0, len(data), rng.integers(1, 4)):
+            mutated[i] = int(rng.integers(0, 256))
+        variants.append(bytes(mutated))
+    for variant in variants:
+        bad.write_bytes(variant)
+        try:
+            ember.load(bad)
+        except ember.CheckpointError:
+            pass
 
 
 # ------------------------------------------------------------------------------ damaged files

@@ -55,7 +55,7 @@ from safetensors import TensorSpec, serialize, serialize_file
 
 from .._files import create_temporary
 from ..errors import CheckpointError
-from . import _stream, torch_format
+from . import _stream, torch_format, torch_legacy
 from ._tree import decode, encode
 
 FORMAT_KEY, FORMAT_VERSION = "ember_checkpoint", "1"
@@ -112,6 +112,8 @@ def load(f, map_location=None, *, weights_only: bool | None = None):
             source.seek(0)
             if torch_format.is_torch_file(head):
                 return torch_format.load_torch(source, map_location, weights_only, name=source.name)
+            if torch_legacy.is_legacy(head):
+                return torch_legacy.load_legacy(source.read(), source.name)
             return _load_ember(source, source.name)
         finally:
             source.finish()
@@ -119,6 +121,9 @@ def load(f, map_location=None, *, weights_only: bool | None = None):
     head = torch_format.sniff(path)
     if torch_format.is_torch_file(head):
         return torch_format.load_torch(path, map_location, weights_only)
+    if torch_legacy.is_legacy(head):
+        with open(path, "rb") as legacy:
+            return torch_legacy.load_legacy(legacy.read(), path)
     return _load_ember(path, path)
 
 

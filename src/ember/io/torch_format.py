@@ -30,7 +30,7 @@ refused with its dtype named. Parameters come back as tensors that require grad.
 
 Damage (a broken zip, a record missing or of the wrong size, a CRC mismatch, a pickle that does
 not parse, a view beyond its storage) raises a `CheckpointError` naming the file. The legacy
-(pre-1.6, non-zip) format is refused with the advice to re-save in the zip format.
+(pre-1.6, non-zip) format is io/torch_legacy.py's, through the same unpickler.
 """
 
 from __future__ import annotations
@@ -459,12 +459,11 @@ def is_torch_file(head: bytes) -> bool:
 
 
 def refuse_legacy(path: str) -> None:
-    """A file that starts like a pickle: torch's legacy format, or any pickle; never read."""
+    """A file that starts like a pickle but not like PyTorch's legacy format (io/torch_legacy.py
+    reads that): never read."""
     raise CheckpointError(
-        f"{path} looks like a pickle file (PyTorch's legacy format, written with "
-        "_use_new_zipfile_serialization=False or by torch < 1.6), which ember does not read: "
-        "re-save it in the zip format with torch.save(torch.load(path), path) under PyTorch "
-        "1.6 or newer; ember never unpickles",
+        f"{path} looks like a pickle file that is not a PyTorch checkpoint (neither the zip "
+        "format nor the legacy one); ember never unpickles anything else",
         op="load",
     )
 
