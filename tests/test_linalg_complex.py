@@ -138,6 +138,23 @@ CASES = {
     "one_norm": (lambda lib, a: lib.linalg.matrix_norm(a, 1), "general", False),
     "linalg_norm": (lambda lib, a: lib.linalg.norm(a), "general", False),
     "tensor_norm": (lambda lib, a: a.norm(), "general", False),
+    "lu_factor": (lambda lib, a: lib.linalg.lu_factor(a).LU, "general", False),
+    "lu": (lambda lib, a: tuple(lib.linalg.lu(a))[1:], "general", False),
+    "lu_solve": (
+        lambda lib, a: lib.linalg.lu_solve(*lib.linalg.lu_factor(a), a[..., :2] * (1 + 1j)),
+        "general",
+        False,
+    ),
+    "lu_solve_adjoint": (
+        lambda lib, a: lib.linalg.lu_solve(*lib.linalg.lu_factor(a), a[..., :2], adjoint=True),
+        "general",
+        False,
+    ),
+    "lu_solve_right": (
+        lambda lib, a: lib.linalg.lu_solve(*lib.linalg.lu_factor(a), a[..., :2, :], left=False),
+        "general",
+        False,
+    ),
     "inv_ex": (lambda lib, a: lib.linalg.inv_ex(a).inverse, "general", False),
     "cholesky_ex": (lambda lib, a: lib.linalg.cholesky_ex(a).L, "hermitian", False),
     "vecdot": (lambda lib, a: lib.linalg.vecdot(a, a.flip(-1) * 2), "general", False),
@@ -159,7 +176,7 @@ def test_square_routines_equal_torch(case, batch, dtype, tol):
 
 @pytest.mark.parametrize("dtype,tol", DTYPES)
 @pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 5, 3)])
-@pytest.mark.parametrize("case", ["svd", "svd_product", "svdvals", "qr", "pinv"])
+@pytest.mark.parametrize("case", ["svd", "svd_product", "svdvals", "qr", "pinv", "lu_factor", "lu"])
 def test_rectangular_routines_equal_torch(case, shape, dtype, tol):
     fn, _, phase_free = CASES[case]
     a = _matrix(np.random.default_rng(len(shape) + shape[-1]), shape, dtype, "rectangular")

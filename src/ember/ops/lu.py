@@ -20,8 +20,9 @@ from ..errors import ArgumentError, LinAlgError, ShapeError
 from ..types import TensorType
 from . import api as E
 from ._registry import OpDef, apply, building_graph, export, register
+from ._rules import Complex
 from ._util import fmt_shape
-from .decompositions import _linalg_op, batch_label, mT, require_matrices, solve_triangular
+from .decompositions import _linalg_op, batch_label, mH, mT, require_matrices, solve_triangular
 from .elementwise import to_tensor
 
 # ------------------------------------------------------------------------------- lu_factor
@@ -67,7 +68,8 @@ def _unpack_lu(LU):
 
 def _lu_vjp(c, g, *_):
     """PyTorch's linalg_lu_backward with gL = tril(g, -1) and gU = triu(g) (the packed
-    factor's two parts); a wide or a tall A adds the part of U (or L) past the square."""
+    factor's two parts); a wide or a tall A adds the part of U (or L) past the square. The
+    transposes are conjugate transposes (complex matrices; the same for real ones)."""
     LU, pivots = c.outputs[0], c.outputs[1]
     m, n = LU.shape[-2], LU.shape[-1]
     k = min(m, n)
@@ -76,31 +78,31 @@ def _lu_vjp(c, g, *_):
     gL = E.tril(E.narrow(g, -1, 0, k), -1)
     gU = E.triu(E.narrow(g, -2, 0, k))
     if m == n:
-        phi = E.tril(E.matmul(mT(L), gL), -1) + E.triu(E.matmul(gU, mT(U)))
-        x = solve_triangular(mT(U), phi, upper=False, left=False)
-        x = solve_triangular(mT(L), x, upper=True, unitriangular=True)
+        phi = E.tril(E.matmul(mH(L), gL), -1) + E.triu(E.matmul(gU, mH(U)))
+        x = solve_triangular(mH(U), phi, upper=False, left=False)
+        x = solve_triangular(mH(L), x, upper=True, unitriangular=True)
         return (E.matmul(P, x),)
     if m < n:
         # A = P L [U1 U2]: the square part, then U2's gradient
         U1, gU1 = E.narrow(U, -1, 0, k), E.narrow(gU, -1, 0, k)
         U2, gU2 = E.narrow(U, -1, k, n - k), E.narrow(gU, -1, k, n - k)
-        phi = E.tril(E.matmul(mT(L), gL), -1) + E.triu(E.matmul(gU1, mT(U1)))
-        phi = phi - E.tril(E.matmul(gU2, mT(U2)), -1)
-        x = solve_triangular(mT(U1), phi, upper=False, left=False)
-        x = solve_triangular(mT(L), x, upper=True, unitriangular=True)
+        phi = E.tril(E.matmul(mH(L), gL), -1) + E.triu(E.matmul(gU1, mH(U1)))
+        phi = phi - E.tril(E.matmul(gU2, mH(U2)), -1)
+        x = solve_triangular(mH(U1), phi, upper=False, left=False)
+        x = solve_triangular(mH(L), x, upper=True, unitriangular=True)
         return (
             E.matmul(
-                P, E.cat([x, solve_triangular(mT(L), gU2, upper=True, unitriangular=True)], -1)
+                P, E.cat([x, solve_triangular(mH(L), gU2, upper=True, unitriangular=True)], -1)
             ),
         )
     # m > n: A = P [L1; L2] U
     L1, gL1 = E.narrow(L, -2, 0, k), E.narrow(gL, -2, 0, k)
     L2, gL2 = E.narrow(L, -2, k, m - k), E.narrow(gL, -2, k, m - k)
-    phi = E.tril(E.matmul(mT(L1), gL1), -1) + E.triu(E.matmul(gU, mT(U)))
-    phi = phi - E.triu(E.matmul(mT(L2), gL2))
-    x = solve_triangular(mT(L1), phi, upper=True, unitriangular=True)
-    x = solve_triangular(mT(U), x, upper=False, left=False)
-    below = solve_triangular(mT(U), gL2, upper=False, left=False)
+    phi = E.tril(E.matmul(mH(L1), gL1), -1) + E.triu(E.matmul(gU, mH(U)))
+    phi = phi - E.triu(E.matmul(mH(L2), gL2))
+    x = solve_triangular(mH(L1), phi, upper=True, unitriangular=True)
+    x = solve_triangular(mH(U), x, upper=False, left=False)
+    below = solve_triangular(mH(U), gL2, upper=False, left=False)
     return (E.matmul(P, E.cat([x, below], -2)),)
 
 
@@ -113,6 +115,7 @@ LU_FACTOR = _linalg_op(
     num_outputs=3,
     save_inputs=(),
     save_outputs=(0, 1),
+    complex=Complex.GRADIENT,
 )
 
 # -------------------------------------------------------------------------- lu_permutation
@@ -250,7 +253,7 @@ def lu(A, *, pivot: bool = True):
 
 
 def lu_solve(LU, pivots, B, *, left: bool = True, adjoint: bool = False):
-    """``torch.linalg.lu_solve``: X with A X = B (``X A = B`` when ``left=False``; A^T for A
+    """``torch.linalg.lu_solve``: X with A X = B (``X A = B`` when ``left=False``; A^H for A
     when ``adjoint``) from A's packed factor and pivots; B (..., n, k), batches broadcast.
     Differentiable in B and LU."""
     LU, pivots, B = to_tensor(LU), to_tensor(pivots), to_tensor(B)
@@ -263,14 +266,14 @@ def lu_solve(LU, pivots, B, *, left: bool = True, adjoint: bool = False):
             f"({'rows' if left else 'columns'} must be {n})",
             op="linalg.lu_solve",
         )
-    if not left:
-        return mT(lu_solve(LU, pivots, mT(B), adjoint=not adjoint))
+    if not left:  # X A = B  <=>  A^H X^H = B^H
+        return mH(lu_solve(LU, pivots, mH(B), adjoint=not adjoint))
     L, U = _unpack_lu(LU)
     P = permutation_matrix(pivots, n, LU.dtype)
     if adjoint:
-        # A^T X = U^T L^T P^T X = B
-        y = solve_triangular(mT(U), B, upper=False)
-        y = solve_triangular(mT(L), y, upper=True, unitriangular=True)
+        # A^H X = U^H L^H P^T X = B
+        y = solve_triangular(mH(U), B, upper=False)
+        y = solve_triangular(mH(L), y, upper=True, unitriangular=True)
         return E.matmul(P, y)
     y = solve_triangular(L, E.matmul(mT(P), B), upper=False, unitriangular=True)
     return solve_triangular(U, y, upper=True)
