@@ -126,6 +126,15 @@ def _cumprod_vjp(c, g):
     axis = c.attrs["axis"]
     if x.ndim == 0 or x.shape[axis] == 1:  # y is x: the gradient passes (NaN and inf too)
         return (g,)
+    if x.dtype.is_complex:
+        # the products are holomorphic: PyTorch's gradient, sum_k g_k conj(dy_k/dx_i), is the
+        # conjugate of the real formula's sum_k conj(g_k) dy_k/dx_i
+        return (E.conj(_cumprod_grad(x, y, E.conj(g), axis)),)
+    return (_cumprod_grad(x, y, g, axis),)
+
+
+def _cumprod_grad(x, y, g, axis):
+    """sum over k >= i of g[k] * dy[k]/dx[i], exact where x holds zeros."""
     is_zero = x == 0
     zeros_so_far = E.cumsum(is_zero, axis)
     before = zeros_so_far == 0  # no zero at or before this position
@@ -144,7 +153,7 @@ def _cumprod_vjp(c, g):
     # and the products through the second zero
     through = E.cumprod(E.where(first_zero, 1, x), axis) * E.where(zeros_so_far > 1, g, 0)
     at_zero = at_zero + _zero_part(E.sum(through, axis, keepdim=True))
-    return (E.where(before, plain, E.where(first_zero, at_zero, 0)),)
+    return E.where(before, plain, E.where(first_zero, at_zero, 0))
 
 
 def _cumprod_workspace(node, layouts) -> int:
@@ -196,6 +205,7 @@ _CUMPROD = register(
         save_outputs=(0,),
         workspace=_cumprod_workspace,
         batch=None,
+        complex=Complex.GRADIENT,
         doc="cumprod(x, axis): running product along axis",
     )
 )
