@@ -15,6 +15,7 @@ from . import api as E
 from ._half import elementwise_fast
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._rules import Complex, Select
+from ._select import select_bits, zero_bits
 from ._util import (
     broadcast_shapes,
     elementwise_cost,
@@ -32,36 +33,10 @@ def _where_infer(cond, x, y):
     return TensorType(broadcast_shapes("where", cond.shape, x.shape, y.shape), dtype)
 
 
-def _zero_bits(a) -> bool:
-    """Whether ``a`` is a 0-d operand whose bits are all zero (+0.0, 0, False): the operand
-    `_where_kernel` masks with one multiply, making no temporaries."""
-    a = np.asarray(a)
-    size = a.dtype.itemsize
-    return a.ndim == 0 and size in (1, 2, 4, 8) and not a.view(f"u{size}")
-
-
 def _where_kernel(cond, x, y):
-    """``np.where``, computed branch-free on the values' bits when x and y share a dtype.
-
-    NumPy's where branches per element: on a random mask (a ReLU's) it runs about 6x slower
-    than selecting with bit masks, which is exact for every value (NaN, inf, -0.0 included).
-    """
-    if x.dtype != y.dtype or x.dtype.itemsize not in (1, 2, 4, 8):
-        return np.where(cond, x, y)
-    bits = np.dtype(f"u{x.dtype.itemsize}")
-    x_bits, y_bits = x.view(bits), y.view(bits)
-    cond = np.asarray(cond)
-    if _zero_bits(y):  # where(cond, x, 0), the usual masking: bits times 1 or 0
-        out = np.multiply(x_bits, cond, dtype=bits)
-    elif _zero_bits(x):  # where(cond, 0, y)
-        out = np.multiply(y_bits, np.logical_not(cond), dtype=bits)
-    else:
-        take_x = cond.astype(bits)
-        np.negative(take_x, out=take_x)  # True -> all bits set (unsigned wrap-around), False -> 0
-        out = np.bitwise_or(
-            np.bitwise_and(x_bits, take_x), np.bitwise_and(y_bits, np.invert(take_x, out=take_x))
-        )
-    return out.view(x.dtype)
+    """``np.where``, computed branch-free on the values' bits when x and y share a dtype
+    (ops/_select.py)."""
+    return select_bits(cond, x, y)
 
 
 def _where_vjp(c, g):
@@ -76,7 +51,7 @@ def _where_vjp(c, g):
 
 def _no_temporaries(arrays) -> bool:
     """Whether `_where_kernel` makes no temporaries on these operands (x or y `_zero_bits`)."""
-    return any(_zero_bits(a) for a in arrays[1:])
+    return any(zero_bits(a) for a in arrays[1:])
 
 
 def _where_workspace(node, layouts) -> int:
@@ -84,7 +59,7 @@ def _where_workspace(node, layouts) -> int:
     otherwise the mask as bits, ``x & mask`` (result-sized) and ``y & ~mask``."""
     cond, x, y = node.inputs
     for v in (x, y):
-        if v.node.kind == "constant" and _zero_bits(node.graph.constants[v.name]):
+        if v.node.kind == "constant" and zero_bits(node.graph.constants[v.name]):
             return 0
     if x.dtype != y.dtype:
         return 0
