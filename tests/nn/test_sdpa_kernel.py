@@ -51,8 +51,10 @@ def test_enum_matches_torch():
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_sdpa_kernel_matches_torch(case):
     x = np.random.default_rng(0).standard_normal((2, 3, 4, 8)).astype(np.float32)
-    pick = (lambda enum: [getattr(enum, n) for n in case]) if isinstance(case, list) else (
-        lambda enum: getattr(enum, case)
+    pick = (
+        (lambda enum: [getattr(enum, n) for n in case])
+        if isinstance(case, list)
+        else (lambda enum: getattr(enum, case))
     )
     before = _switches(ember)
     with t_sdpa_kernel(pick(TB)), sdpa_kernel(pick(SDPBackend)) as ctx:

@@ -34,8 +34,6 @@ def is_built() -> bool:
     return False
 
 
-
-
 class SDPBackend(enum.IntEnum):
     """PyTorch's ``torch.nn.attention.SDPBackend``: the kernels scaled dot-product attention may
     choose from (values as PyTorch's)."""
