@@ -53,6 +53,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ember.autograd_function",
             "ember.autograd_functional",
             "ember.autograd_grad",
+            "ember.autograd_forward_ad",
             "ember.eager",
             "ember._methods",
             "ember.io",

@@ -194,6 +194,7 @@ __version__ = "0.1.0"
 
 # ember.autograd.Function, .functional and .grad live in modules above the engine (they
 # build on it, so autograd.py cannot import them without a cycle); attached here
+from . import autograd_forward_ad as _autograd_forward_ad  # noqa: E402
 from . import autograd_function as _autograd_function  # noqa: E402
 from . import autograd_functional as _autograd_functional  # noqa: E402
 from . import autograd_grad as _autograd_grad  # noqa: E402
@@ -202,6 +203,7 @@ autograd.Function = _autograd_function.Function
 autograd.FunctionCtx = _autograd_function.FunctionCtx
 autograd.function = _autograd_function  # torch.autograd.function (once_differentiable, ...)
 autograd.functional = _autograd_functional
+autograd.forward_ad = _autograd_forward_ad
 autograd.grad = _autograd_grad.grad
 autograd.gradcheck = _autograd_functional.gradcheck
 autograd.gradgradcheck = _autograd_functional.gradgradcheck
@@ -209,6 +211,7 @@ autograd.inference_mode = inference_mode
 autograd.Variable = _tensor_api.Variable  # torch.autograd.Variable: a tensor, as PyTorch's
 _sys.modules.setdefault("ember.autograd.function", _autograd_function)
 _sys.modules.setdefault("ember.autograd.functional", _autograd_functional)
+_sys.modules.setdefault("ember.autograd.forward_ad", _autograd_forward_ad)
 
 # ``ember.jit`` and other PyTorch names ember lacks: a NotInEmberError naming the alternative
 __getattr__ = _module_getattr("ember", globals())

@@ -7,6 +7,9 @@
 * ``vjp``, ``jvp``, ``jacrev``, ``jacfwd``, ``hessian``: on the tape (`ember.autograd` and
   ``ember.autograd.functional``); ``jacfwd`` computes the same Jacobian as ``jacrev`` (ember
   differentiates in reverse mode only).
+* ``linearize(func, *primals)``: ``(func(*primals), jvp_fn)``; the forward pass and one
+  backward pass (with ``create_graph``) run once, and each ``jvp_fn(*tangents)`` is one more
+  backward pass through that backward (the double-vjp trick: exact, as ``jvp``).
 * ``functional_call(module, params_and_buffers, args, kwargs)``: the module run with some of
   its parameters and buffers replaced by the given tensors (tied weights follow, as PyTorch's
   ``tie_weights=True``), restored afterwards even when the call raises.
@@ -38,6 +41,7 @@ __all__ = [
     "jacfwd",
     "jacrev",
     "jvp",
+    "linearize",
     "stack_module_state",
     "vjp",
     "vmap",
@@ -172,6 +176,63 @@ def jvp(func, primals: tuple, tangents: tuple, *, strict: bool = False, has_aux:
 
     out, tangent = _functional.jvp(plain, primals, tangents, strict=strict)
     return (out, tangent, aux[-1]) if has_aux else (out, tangent)
+
+
+def linearize(func, *primals):
+    """``torch.func.linearize``: ``(func(*primals), jvp_fn)`` where ``jvp_fn(*tangents)`` is
+    ``J @ tangents`` at ``primals``, shaped as ``func``'s output (a tensor or a tuple, list or
+    dict of them). ``func`` runs once; each ``jvp_fn`` call differentiates the recorded
+    backward pass again (exact; see ``jvp``)."""
+    for i, p in enumerate(primals):
+        if not isinstance(p, Tensor):
+            raise TypeError(f"linearize: primal {i} must be a Tensor, got {type(p).__name__}")
+    with _autograd.enable_grad():
+        xs = tuple(p.detach().requires_grad_(True) for p in primals)
+        result = func(*xs)
+        outs = _leaves(result)
+        diff = [o for o in outs if o.requires_grad]
+        us = [E.zeros_like(o.detach()).requires_grad_(True) for o in diff]
+        firsts = (
+            _autograd.grad(diff, xs, us, retain_graph=True, create_graph=True, allow_unused=True)
+            if diff
+            else (None,) * len(xs)
+        )
+
+    def jvp_fn(*tangents):
+        if len(tangents) != len(xs):
+            raise ShapeError(
+                f"jvp_fn takes one tangent per primal ({len(xs)}), got {len(tangents)}",
+                op="func.linearize",
+            )
+        for i, (t, x) in enumerate(zip(tangents, xs)):
+            if not isinstance(t, Tensor) or tuple(t.shape) != tuple(x.shape):
+                got = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
+                raise ShapeError(
+                    f"tangent {i} must be a tensor of the primal's shape {tuple(x.shape)}, "
+                    f"got {got}",
+                    op="func.linearize",
+                )
+        live = [(g, t) for g, t in zip(firsts, tangents) if g is not None and g.requires_grad]
+        with _autograd.enable_grad():
+            res = (
+                _autograd.grad(
+                    [g for g, _ in live],
+                    us,
+                    [t.to(g.dtype) for g, t in live],
+                    retain_graph=True,
+                    allow_unused=True,
+                )
+                if live
+                else (None,) * len(us)
+            )
+        by_output = {id(o): r for o, r in zip(diff, res)}
+        tans = []
+        for o in outs:
+            r = by_output.get(id(o))
+            tans.append(E.zeros_like(o.detach()) if r is None else r.detach())
+        return _rebuild(result, iter(tans))
+
+    return _rebuild(result, iter([o.detach() for o in outs])), jvp_fn
 
 
 def _jacobian_of(func, argnums, has_aux: bool, name: str):
