@@ -29,6 +29,7 @@ import functools
 from . import autograd as _autograd
 from . import autograd_functional as _functional
 from .errors import EmberError, ShapeError
+from .nn.utils.stateless import call_with_tensors
 from .ops import api as E
 from .random import get_rng_state, set_rng_state
 from .tensor import Tensor
@@ -285,56 +286,15 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
                     tie_weights: bool = True, strict: bool = False):  # fmt: skip
     """``torch.func.functional_call``: ``module(*args, **kwargs)`` with the named parameters
     and buffers replaced by the given tensors for the call (a dict, or a tuple of dicts)."""
-    dicts = parameter_and_buffer_dicts
-    if isinstance(dicts, dict):
-        dicts = (dicts,)
-    given: dict = {}
-    for d in dicts:
-        for name, value in d.items():
-            if name in given:
-                raise EmberError(f"{name!r} is given twice", op="func.functional_call")
-            given[name] = value
-    slots = _tensor_slots(module)
-    unknown = sorted(set(given) - set(slots))
-    if unknown:
-        raise EmberError(
-            f"{module.__class__.__name__} has no parameter or buffer {unknown}",
-            op="func.functional_call",
-        )
-    if strict:
-        missing = sorted(set(slots) - set(given))
-        if missing:
-            raise EmberError(f"strict: no tensor given for {missing}", op="func.functional_call")
-    replace = dict(given)
-    if tie_weights:  # every place that holds the same tensor takes the new one
-        for name, value in given.items():
-            original = slots[name][2]
-            for other, (_, _, held) in slots.items():
-                if held is original and other not in given:
-                    replace[other] = value
-    saved = []
-    try:
-        for name, value in replace.items():
-            table, key, original = slots[name]
-            saved.append((table, key, original))
-            table[key] = value
-        args = () if args is None else args if isinstance(args, tuple) else (args,)
-        return module(*args, **(kwargs or {}))
-    finally:
-        for table, key, original in reversed(saved):
-            table[key] = original
-
-
-def _tensor_slots(module) -> dict:
-    """Every parameter and buffer of ``module`` by full name (tied ones under each name): the
-    table holding it, its key there, and the tensor."""
-    slots = {}
-    for prefix, sub in module.named_modules(remove_duplicate=False):
-        for table in (sub._parameters, sub._buffers):
-            for key, value in table.items():
-                if value is not None:
-                    slots[f"{prefix}.{key}" if prefix else key] = (table, key, value)
-    return slots
+    return call_with_tensors(
+        module,
+        parameter_and_buffer_dicts,
+        args,
+        kwargs,
+        tie_weights=tie_weights,
+        strict=strict,
+        op="func.functional_call",
+    )
 
 
 def stack_module_state(models) -> tuple[dict, dict]:
