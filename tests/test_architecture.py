@@ -82,6 +82,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ember.distributions",
             "ember.utils",
             "ember.special",
+            "ember.signal",
             "ember.quantization",
             "ember.ragged",
             "ember.distributed",

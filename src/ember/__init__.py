@@ -77,6 +77,7 @@ from . import (  # noqa: E402
     optim,
     profiler,
     ragged,
+    signal,
     special,
     testing,
     tools,
