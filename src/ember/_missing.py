@@ -49,8 +49,6 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "uint16": _NONE,
         "uint32": _NONE,
         "uint64": _NONE,
-        "float8_e4m3fn": _NONE,
-        "float8_e5m2": _NONE,
         "qint8": _NONE,
         "quint8": _NONE,
         "set_default_tensor_type": "ember.set_default_dtype",
