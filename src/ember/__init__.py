@@ -7,7 +7,7 @@ function the op modules export (``ember.add``, ``ember.matmul``, ...), plus the 
 import math as _math
 import sys as _sys
 
-from . import _allocator, _methods, _tensor_extras  # noqa: E402
+from . import _allocator, _methods, _tensor_extras, _unsafe_split  # noqa: E402, F401
 from . import capture as _capture
 from . import control as _control  # registers cond, while_loop, scan
 from . import dtypes as _dtypes
