@@ -20,6 +20,7 @@ those paths name the ember module that holds the class (``_TORCH_MODULES`` below
 import sys as _sys
 
 from . import (
+    constraint_registry,
     constraints,
     continuous,
     discrete,
@@ -29,10 +30,12 @@ from . import (
     multivariate,
     relaxed,
     transforms,
+    transforms_extra,
     utils,
 )
 from . import distribution as _distribution
 from ._util import ConstraintError
+from .constraint_registry import biject_to, transform_to
 from .continuous import Beta, Exponential, Gamma, Laplace, Normal, StudentT, Uniform
 from .discrete import Bernoulli, Binomial, Categorical, OneHotCategorical, Poisson
 from .distribution import Distribution
@@ -70,8 +73,39 @@ from .transforms import (
     Transform,
     TransformedDistribution,
 )
+from .transforms_extra import (
+    AbsTransform,
+    CatTransform,
+    CorrCholeskyTransform,
+    CumulativeDistributionTransform,
+    IndependentTransform,
+    LowerCholeskyTransform,
+    PositiveDefiniteTransform,
+    PowerTransform,
+    ReshapeTransform,
+    SoftmaxTransform,
+    SoftplusTransform,
+    StackTransform,
+    StickBreakingTransform,
+)
 
 __all__ = [
+    "AbsTransform",
+    "CatTransform",
+    "CorrCholeskyTransform",
+    "CumulativeDistributionTransform",
+    "IndependentTransform",
+    "LowerCholeskyTransform",
+    "PositiveDefiniteTransform",
+    "PowerTransform",
+    "ReshapeTransform",
+    "SoftmaxTransform",
+    "SoftplusTransform",
+    "StackTransform",
+    "StickBreakingTransform",
+    "biject_to",
+    "constraint_registry",
+    "transform_to",
     "Weibull",
     "VonMises",
     "Pareto",

@@ -1,6 +1,7 @@
 """Bijective transforms and `TransformedDistribution` (``torch.distributions.transforms``):
 Exp, Affine, Sigmoid, Tanh, Compose and their inverses (``t.inv``), each with
-``log_abs_det_jacobian``; and LogNormal, a Normal under ExpTransform."""
+``log_abs_det_jacobian``; and LogNormal, a Normal under ExpTransform. The other transforms
+are in transforms_extra.py."""
 
 from __future__ import annotations
 
