@@ -23,9 +23,11 @@ from . import (
     constraint_registry,
     constraints,
     continuous,
+    continuous_extra,
     discrete,
     extra,
     kl,
+    matrix,
     mixture,
     multivariate,
     relaxed,
@@ -37,6 +39,13 @@ from . import distribution as _distribution
 from ._util import ConstraintError
 from .constraint_registry import biject_to, transform_to
 from .continuous import Beta, Exponential, Gamma, Laplace, Normal, StudentT, Uniform
+from .continuous_extra import (
+    ContinuousBernoulli,
+    FisherSnedecor,
+    GeneralizedPareto,
+    LogisticNormal,
+    OneHotCategoricalStraightThrough,
+)
 from .discrete import Bernoulli, Binomial, Categorical, OneHotCategorical, Poisson
 from .distribution import Distribution
 from .extra import (
@@ -52,6 +61,7 @@ from .extra import (
     Weibull,
 )
 from .kl import kl_divergence, register_kl
+from .matrix import LKJCholesky, Wishart
 from .mixture import Cauchy, Dirichlet, MixtureSameFamily
 from .multivariate import Independent, MultivariateNormal
 from .relaxed import (
@@ -90,6 +100,13 @@ from .transforms_extra import (
 )
 
 __all__ = [
+    "ContinuousBernoulli",
+    "FisherSnedecor",
+    "GeneralizedPareto",
+    "LKJCholesky",
+    "LogisticNormal",
+    "OneHotCategoricalStraightThrough",
+    "Wishart",
     "AbsTransform",
     "CatTransform",
     "CorrCholeskyTransform",
@@ -192,7 +209,22 @@ _TORCH_MODULES = {
     "pareto": extra,
     "von_mises": extra,
     "weibull": extra,
+    "continuous_bernoulli": continuous_extra,
+    "fishersnedecor": continuous_extra,
+    "generalized_pareto": continuous_extra,
+    "logistic_normal": continuous_extra,
+    "wishart": matrix,
+    "lkj_cholesky": matrix,
 }
 for _name, _module in _TORCH_MODULES.items():
     globals().setdefault(_name, _module)
     _sys.modules.setdefault(f"{__name__}.{_name}", _module)
+
+# PyTorch's module paths for the names defined in the newer modules: torch.distributions.
+# transforms holds every transform, .utils the triangle packing, .one_hot_categorical the
+# straight-through variant
+for _name in transforms_extra.__all__:
+    setattr(transforms, _name, getattr(transforms_extra, _name))
+utils.tril_matrix_to_vec = transforms_extra.tril_matrix_to_vec
+utils.vec_to_tril_matrix = transforms_extra.vec_to_tril_matrix
+discrete.OneHotCategoricalStraightThrough = OneHotCategoricalStraightThrough
