@@ -283,3 +283,14 @@ def test_sparse_adam_refuses_what_torch_refuses(kwargs):
         optim.SparseAdam([nn.Parameter(ember.ones(2))], **kwargs)
     with pytest.raises(ValueError, match="complex"):
         optim.SparseAdam([nn.Parameter(ember.ones(2, dtype=ember.complex64))])
+
+
+def test_adafactor_refuses_complex_parameters():
+    """PyTorch's refuses them at its first step; ember's when the parameter is given."""
+    tw = torch.nn.Parameter(torch.ones(2, dtype=torch.complex64))
+    t_opt = torch.optim.Adafactor([tw])
+    tw.grad = torch.ones(2, dtype=torch.complex64)
+    with pytest.raises(RuntimeError, match="complex"):
+        t_opt.step()
+    with pytest.raises(ValueError, match="complex"):
+        optim.Adafactor([nn.Parameter(ember.ones(2, dtype=ember.complex64))])

@@ -34,7 +34,7 @@ from .. import dtypes as dt
 from ..ops import api as E
 from ..tensor import Tensor
 from ..typeinfo import finfo
-from ._common import is_eager
+from ._common import is_eager, refuse_complex
 from .optimizer import Optimizer, OptimizerError, as_operand, check_number, new_step_counter
 
 __all__ = ["Adafactor"]
@@ -118,6 +118,11 @@ class Adafactor(Optimizer):
                 f"foreach must be None, True or False, got {group['foreach']!r}", op=op
             )
 
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """As `Optimizer.add_param_group`; complex parameters are refused (PyTorch's Adafactor
+        refuses them at its first step)."""
+        super().add_param_group(refuse_complex(type(self).__name__, param_group))
+
     def state_shape(self, name: str, param: Tensor) -> tuple:
         """The factored variances' shapes: ``row_var`` (..., m, 1), ``col_var`` (..., 1, n)."""
         shape = tuple(param.shape)
@@ -138,8 +143,6 @@ class Adafactor(Optimizer):
         weight_decay = self._hyper(group, "weight_decay") if decayed else None
         eps1_given, eps2 = group["eps"]
         for p in params:
-            if p.dtype.is_complex:
-                raise OptimizerError("Adafactor does not support complex parameters", op="step")
             state = self.state[p]
             if not state:
                 state["step"] = new_step_counter()

@@ -29,7 +29,7 @@ from typing import Any
 
 from ..ops import api as E
 from ..tensor import Tensor
-from ._common import check_betas, is_eager
+from ._common import check_betas, is_eager, refuse_complex
 from .optimizer import Optimizer, OptimizerError, as_operand, check_number, new_step_counter
 
 __all__ = ["SparseAdam"]
@@ -64,18 +64,7 @@ class SparseAdam(Optimizer):
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         """As `Optimizer.add_param_group`; complex parameters are refused, as PyTorch's."""
-        params = param_group.get("params") if isinstance(param_group, dict) else None
-        if params is not None and not isinstance(params, (Tensor, list, tuple)):
-            params = list(params)  # (a generator is read once: pass the list on)
-            param_group = {**param_group, "params": params}
-        for i, p in enumerate([params] if isinstance(params, Tensor) else params or []):
-            if isinstance(p, Tensor) and p.dtype.is_complex:
-                raise OptimizerError(
-                    f"Complex params at index {i}: SparseAdam does not support complex "
-                    "parameters",
-                    op=type(self).__name__,
-                )
-        super().add_param_group(param_group)
+        super().add_param_group(refuse_complex(type(self).__name__, param_group))
 
     def _update_group(self, group: dict[str, Any], params: list[Tensor]) -> None:
         lr = self._hyper(group, "lr")
