@@ -2,7 +2,6 @@
 other ops and differentiated through them) and ops/ldl.py (ldl_factor, ldl_solve); see
 harness.py. None of the three primitives has a derivative (as PyTorch's)."""
 
-
 import ember
 
 from .harness import Sample, rng

@@ -169,8 +169,6 @@ def native_code(node) -> bool:
     return True
 
 
-
-
 def _refuse_special(op: OpDef, inputs: tuple) -> None:
     """The one check of the ``complex`` and ``float8`` rules (ops/_rules.py), run by `apply`
     for every op but those that take both: a complex operand of an op without the ``complex``
