@@ -183,3 +183,15 @@ def test_linearize_matches_torch(dtype):
     np.testing.assert_allclose(out[0].numpy(), tout[0].numpy(), rtol=tol, atol=tol)
     with pytest.raises(ValueError, match="linearize"):
         jvp_fn(ember.tensor(tx))
+
+
+def test_forward_ad_refuses_a_graph_being_built():
+    @ember.function
+    def f(x, t):
+        with fwAD.dual_level():
+            return fwAD.unpack_dual(fwAD.make_dual(x, t).sin()).tangent
+
+    with pytest.raises(NotImplementedError, match="eagerly only"):
+        f(ember.randn(3), ember.randn(3))
+    assert fwAD.enter_dual_level() == 0  # the level was closed on the way out
+    fwAD.exit_dual_level()

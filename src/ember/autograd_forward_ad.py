@@ -22,6 +22,8 @@ Differences from PyTorch, all consequences of deriving tangents from the tape:
   still carry the tangent (where it does not, the primal is a plain detached tensor, as
   PyTorch's).
 Only one level is active at a time, as in PyTorch ("Nested forward mode AD is not supported").
+It runs eagerly only: ``make_dual`` inside ``ember.function`` or ``trace`` raises
+`UnsupportedError` (as ``ember.func.jvp`` and ``linearize`` refuse symbolic tensors).
 """
 
 from __future__ import annotations
@@ -31,8 +33,10 @@ from typing import NamedTuple
 from . import dtypes as dt
 from .autograd import AccumulateGrad
 from .autograd_grad import grad as _grad
-from .errors import ArgumentError, AutogradError, ShapeError
+from .errors import ArgumentError, AutogradError, ShapeError, UnsupportedError
 from .grad_mode import enable_grad
+from .ops import api as E
+from .ops._registry import TensorBase, building_graph
 from .tensor import Tensor
 
 __all__ = [
@@ -123,7 +127,14 @@ def make_dual(tensor: Tensor, tangent: Tensor, *, level: int | None = None) -> T
     ``tangent`` must have ``tensor``'s shape; both must be floating point (PyTorch's checks)."""
     where = "make_dual"
     lv = _level(level, where)
-    if not isinstance(tensor, Tensor) or not isinstance(tangent, Tensor):
+    if building_graph():
+        raise UnsupportedError(
+            "forward-mode AD runs eagerly only (its tangents come from the tape's backward "
+            "pass, which a graph being built does not record twice): call it outside "
+            "ember.function / trace",
+            op=where,
+        )
+    if not isinstance(tensor, TensorBase) or not isinstance(tangent, TensorBase):
         raise TypeError(
             f"{where}: expected Tensors, got {type(tensor).__name__} and {type(tangent).__name__}"
         )
@@ -178,7 +189,7 @@ def _reaches_other_leaves(out: Tensor, lv: _Level) -> bool:
 
 def _tangent(out: Tensor, lv: _Level) -> Tensor | None:
     roots = [(r, t) for r, t in lv.roots.values()]
-    u = Tensor._wrap(out.detach().numpy() * 0).requires_grad_(True)
+    u = E.zeros_like(out.detach()).requires_grad_(True)
     with enable_grad():
         firsts = _grad(
             [out],
@@ -210,7 +221,7 @@ def unpack_dual(tensor: Tensor, *, level: int | None = None) -> UnpackedDualTens
     """``(primal, tangent)`` of ``tensor`` in the current level; the tangent is None outside a
     level, for tensors that do not depend on a dual tensor, and for non-float tensors."""
     lv = _current
-    if lv is None or not isinstance(tensor, Tensor):
+    if lv is None or not isinstance(tensor, TensorBase):
         return UnpackedDualTensor(tensor, None)
     if level is not None and level != lv.index:
         raise ArgumentError(f"Invalid level given to unpack_dual: {level}", op="unpack_dual")
