@@ -7,7 +7,7 @@ function the op modules export (``ember.add``, ``ember.matmul``, ...), plus the 
 import math as _math
 import sys as _sys
 
-from . import _allocator, _methods, _tensor_extras  # noqa: E402
+from . import _allocator, _methods, _tensor_extras, _unsafe_split  # noqa: E402, F401
 from . import capture as _capture
 from . import control as _control  # registers cond, while_loop, scan
 from . import dtypes as _dtypes
@@ -24,6 +24,10 @@ from .dtypes import (
     cfloat,
     complex64,
     complex128,
+    float8_e4m3fn,
+    float8_e4m3fnuz,
+    float8_e5m2,
+    float8_e5m2fnuz,
     float16,
     float32,
     float64,
@@ -77,6 +81,7 @@ from . import (  # noqa: E402
     optim,
     profiler,
     ragged,
+    signal,
     special,
     testing,
     tools,
@@ -194,6 +199,7 @@ __version__ = "0.1.0"
 
 # ember.autograd.Function, .functional and .grad live in modules above the engine (they
 # build on it, so autograd.py cannot import them without a cycle); attached here
+from . import autograd_forward_ad as _autograd_forward_ad  # noqa: E402
 from . import autograd_function as _autograd_function  # noqa: E402
 from . import autograd_functional as _autograd_functional  # noqa: E402
 from . import autograd_grad as _autograd_grad  # noqa: E402
@@ -203,6 +209,7 @@ autograd.Function = _autograd_function.Function
 autograd.FunctionCtx = _autograd_function.FunctionCtx
 autograd.function = _autograd_function  # torch.autograd.function (once_differentiable, ...)
 autograd.functional = _autograd_functional
+autograd.forward_ad = _autograd_forward_ad
 autograd.grad = _autograd_grad.grad
 autograd.gradcheck = _autograd_functional.gradcheck
 autograd.gradgradcheck = _autograd_functional.gradgradcheck
@@ -212,6 +219,7 @@ autograd.profiler = _autograd_profiler  # torch.autograd.profiler, the older pro
 _sys.modules.setdefault("ember.autograd.function", _autograd_function)
 _sys.modules.setdefault("ember.autograd.functional", _autograd_functional)
 _sys.modules.setdefault("ember.autograd.profiler", _autograd_profiler)
+_sys.modules.setdefault("ember.autograd.forward_ad", _autograd_forward_ad)
 
 # ``ember.jit`` and other PyTorch names ember lacks: a NotInEmberError naming the alternative
 __getattr__ = _module_getattr("ember", globals())

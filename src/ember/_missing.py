@@ -22,7 +22,6 @@ __all__ = ["TORCH_ONLY", "module_getattr", "tensor_getattr"]
 
 _NONE = None  # ember has no counterpart
 _NO_GPU = "ember runs on the CPU only"
-_NO_SPARSE = "ember has sparse COO tensors only (ember.sparse_coo_tensor)"
 
 # namespace -> {name PyTorch has there: ember's alternative, or None}
 TORCH_ONLY: dict[str, dict[str, str | None]] = {
@@ -47,8 +46,6 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "uint16": _NONE,
         "uint32": _NONE,
         "uint64": _NONE,
-        "float8_e4m3fn": _NONE,
-        "float8_e5m2": _NONE,
         "qint8": _NONE,
         "quint8": _NONE,
         "set_default_tensor_type": "ember.set_default_dtype",
@@ -66,9 +63,7 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "intrinsic": _NONE,
     },
     "ember.nn.functional": {},
-    "ember.optim": {
-        "SparseAdam": _NO_SPARSE,
-    },
+    "ember.optim": {},
     "Tensor": {
         "record_stream": _NO_GPU,
         "storage": "x.numpy() (shares memory with the tensor)",

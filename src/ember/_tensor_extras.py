@@ -1,7 +1,8 @@
 """Tensor methods of PyTorch's that are not ops: metadata (ndimension, nelement, stride,
-storage_offset, data_ptr, is_shared, share_memory_), the conjugate transposes mH, H and
-adjoint() (mT and T conjugated for complex tensors), apply_, and the in-place shape changes
-squeeze_, unsqueeze_, transpose_, swapdims_/swapaxes_, t_, resize_ and resize_as_.
+storage_offset, data_ptr, is_shared, share_memory_, the DLPack protocol), the conjugate
+transposes mH, H and adjoint() (mT and T conjugated for complex tensors), apply_, and the
+in-place shape changes squeeze_, unsqueeze_, transpose_, swapdims_/swapaxes_, t_, resize_ and
+resize_as_.
 
 The shape-changing in-place methods re-view the tensor's own memory (NumPy views: other views
 of it still alias the same elements) and move its history to the re-viewed result, as
@@ -15,6 +16,7 @@ import numpy as np
 
 from .errors import EmberError, ShapeError
 from .ops._registry import PUBLIC
+from .ops.interop import dlpack_of
 from .tensor import Tensor
 
 
@@ -212,6 +214,19 @@ def _resize_as_(self, other, memory_format=None):
     return _resize_(self, tuple(other.shape))
 
 
+def _dlpack(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+    """The DLPack protocol (``torch.from_dlpack(x)``, ``np.from_dlpack(x)``): a capsule over
+    this tensor's memory; refused for a tensor that requires grad, as PyTorch's."""
+    kwargs = {k: v for k, v in (("max_version", max_version), ("dl_device", dl_device),
+                                ("copy", copy)) if v is not None}  # fmt: skip
+    return dlpack_of(self, **kwargs)
+
+
+def _dlpack_device(self):
+    """(kDLCPU, 0): ember's tensors live in CPU memory."""
+    return (1, 0)
+
+
 def install(cls: type) -> None:
     """Give ``cls`` the methods above (the eager Tensor, the symbolic tensor of capture: the
     memory ones raise there, as its numpy() does)."""
@@ -235,3 +250,5 @@ def install(cls: type) -> None:
         cls.apply_ = _apply_
         cls.resize_ = _resize_
         cls.resize_as_ = _resize_as_
+        cls.__dlpack__ = _dlpack
+        cls.__dlpack_device__ = _dlpack_device

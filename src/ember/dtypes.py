@@ -17,6 +17,16 @@ Promotion follows PyTorch:
   gives that category's default (int64 for ints, the default float dtype for floats, the
   default complex dtype for ``complex``: complex64 while the default float dtype is float32,
   complex128 while it is float64).
+
+The float8 dtypes (``float8_e4m3fn``, ``float8_e5m2`` and the ``fnuz`` variants, ml_dtypes'
+types) are storage formats, as in PyTorch: floating point (``is_floating_point``), but they
+promote with no other dtype (`result_type` raises, PyTorch's "Promotion for Float8 Types is
+not supported"), and only the ops whose ``float8`` rule says so (casts, copies, views and
+shape ops, selection, ``eq``/``ne``/``isnan``, ``abs``, ``where``) take them: `ops._registry.apply`
+refuses the rest. `astype` is the one conversion of arrays to a dtype: to ``float8_e4m3fn``,
+which has no infinity, it saturates out-of-range values and infinities to +-448 as PyTorch's
+conversion does (ml_dtypes would give NaN). They are not in ALL_DTYPES (the sweeps, graph files
+and checkpoints' element types).
 """
 
 from __future__ import annotations
@@ -46,6 +56,12 @@ __all__ = [
     "FLOAT_DTYPES",
     "INT_DTYPES",
     "COMPLEX_DTYPES",
+    "FLOAT8_DTYPES",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+    "astype",
     "get_default_complex_dtype",
     "to_complex",
     "to_real",
@@ -58,14 +74,17 @@ _BOOL, _INT, _FLOAT, _COMPLEX = 0, 1, 2, 3
 class DType:
     """An ember dtype. Compare with ``==`` against another DType, a NumPy dtype or a name."""
 
-    __slots__ = ("name", "np", "category", "itemsize", "_rank")
+    __slots__ = ("name", "np", "category", "itemsize", "_rank", "float8", "special")
 
-    def __init__(self, name: str, np_dtype, category: int, rank: int):
+    def __init__(self, name: str, np_dtype, category: int, rank: int, float8: bool = False):
         self.name = name
         self.np = np.dtype(np_dtype)
         self.category = category
         self.itemsize = self.np.itemsize
         self._rank = rank
+        self.float8 = float8  # a storage format: casts and data movement only
+        # what `ops._registry.apply` checks an operand for, in one attribute read
+        self.special = float8 or category == _COMPLEX
 
     @property
     def is_floating_point(self) -> bool:
@@ -122,6 +141,11 @@ float64 = DType("float64", np.float64, _FLOAT, 3)
 complex64 = DType("complex64", np.complex64, _COMPLEX, 2)
 complex128 = DType("complex128", np.complex128, _COMPLEX, 3)
 cfloat, cdouble = complex64, complex128  # PyTorch's aliases
+float8_e4m3fn = DType("float8_e4m3fn", ml_dtypes.float8_e4m3fn, _FLOAT, 0, float8=True)
+float8_e5m2 = DType("float8_e5m2", ml_dtypes.float8_e5m2, _FLOAT, 0, float8=True)
+float8_e4m3fnuz = DType("float8_e4m3fnuz", ml_dtypes.float8_e4m3fnuz, _FLOAT, 0, float8=True)
+float8_e5m2fnuz = DType("float8_e5m2fnuz", ml_dtypes.float8_e5m2fnuz, _FLOAT, 0, float8=True)
+FLOAT8_DTYPES = (float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz)
 
 # the real dtypes: the sweeps of every op, graph files and checkpoints' element types
 ALL_DTYPES = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)
@@ -130,8 +154,8 @@ INT_DTYPES = (uint8, int8, int16, int32, int64)
 # complex tensors: the ops whose `complex` rule (ops/_rules.py) accepts them take them
 COMPLEX_DTYPES = (complex64, complex128)
 
-_BY_NP = {d.np: d for d in ALL_DTYPES + COMPLEX_DTYPES}
-_BY_NAME = {d.name: d for d in ALL_DTYPES + COMPLEX_DTYPES}
+_BY_NP = {d.np: d for d in ALL_DTYPES + COMPLEX_DTYPES + FLOAT8_DTYPES}
+_BY_NAME = {d.name: d for d in ALL_DTYPES + COMPLEX_DTYPES + FLOAT8_DTYPES}
 _BY_NAME.update(
     {
         "bool_": bool_,
@@ -214,7 +238,7 @@ def as_dtype(value) -> DType:
     except TypeError:
         d = None
     if d is None:
-        names = ", ".join(x.name for x in ALL_DTYPES + COMPLEX_DTYPES)
+        names = ", ".join(x.name for x in ALL_DTYPES + COMPLEX_DTYPES + FLOAT8_DTYPES)
         raise TypeError(f"unsupported dtype {value!r}; ember supports {names}")
     return d
 
@@ -227,9 +251,38 @@ def from_numpy_dtype(np_dtype) -> DType:
     return d
 
 
+_TORCH_TYPE_NAMES = {
+    "float8_e4m3fn": "Float8_e4m3fn",
+    "float8_e5m2": "Float8_e5m2",
+    "float8_e4m3fnuz": "Float8_e4m3fnuz",
+    "float8_e5m2fnuz": "Float8_e5m2fnuz",
+}
+
+
+def _refuse_float8_promotion(a: DType, b: DType):
+    from .errors import DTypeError
+
+    names = [_TORCH_TYPE_NAMES.get(d.name, d.name) for d in (a, b)]
+    raise DTypeError(
+        f"Promotion for Float8 Types is not supported, attempted to promote {names[0]} and "
+        f"{names[1]} (cast explicitly, e.g. x.float())",
+        op="result_type",
+    )
+
+
+def astype(array: np.ndarray, dtype: DType) -> np.ndarray:
+    """``array`` converted to ``dtype`` (NumPy's casting; to float8_e4m3fn, PyTorch's
+    saturation of out-of-range values and infinities to +-448, NaN kept)."""
+    if dtype is float8_e4m3fn and array.dtype != dtype.np and array.dtype.kind in "fViu":
+        array = np.clip(array.astype(np.float32), -448.0, 448.0)
+    return array.astype(dtype.np)
+
+
 def _promote_pair(a: DType, b: DType) -> DType:
     if a is b:
         return a
+    if a.float8 or b.float8:
+        _refuse_float8_promotion(a, b)
     if a.category != b.category:
         high, low = (a, b) if a.category > b.category else (b, a)
         if high.category == _COMPLEX and low.category == _FLOAT:

@@ -7,6 +7,9 @@
 * ``vjp``, ``jvp``, ``jacrev``, ``jacfwd``, ``hessian``: on the tape (`ember.autograd` and
   ``ember.autograd.functional``); ``jacfwd`` computes the same Jacobian as ``jacrev`` (ember
   differentiates in reverse mode only).
+* ``linearize(func, *primals)``: ``(func(*primals), jvp_fn)``; the forward pass and one
+  backward pass (with ``create_graph``) run once, and each ``jvp_fn(*tangents)`` is one more
+  backward pass through that backward (the double-vjp trick: exact, as ``jvp``).
 * ``functional_call(module, params_and_buffers, args, kwargs)``: the module run with some of
   its parameters and buffers replaced by the given tensors (tied weights follow, as PyTorch's
   ``tie_weights=True``), restored afterwards even when the call raises.
@@ -26,6 +29,7 @@ import functools
 from . import autograd as _autograd
 from . import autograd_functional as _functional
 from .errors import EmberError, ShapeError
+from .nn.utils.stateless import call_with_tensors
 from .ops import api as E
 from .random import get_rng_state, set_rng_state
 from .tensor import Tensor
@@ -38,6 +42,7 @@ __all__ = [
     "jacfwd",
     "jacrev",
     "jvp",
+    "linearize",
     "stack_module_state",
     "vjp",
     "vmap",
@@ -174,6 +179,63 @@ def jvp(func, primals: tuple, tangents: tuple, *, strict: bool = False, has_aux:
     return (out, tangent, aux[-1]) if has_aux else (out, tangent)
 
 
+def linearize(func, *primals):
+    """``torch.func.linearize``: ``(func(*primals), jvp_fn)`` where ``jvp_fn(*tangents)`` is
+    ``J @ tangents`` at ``primals``, shaped as ``func``'s output (a tensor or a tuple, list or
+    dict of them). ``func`` runs once; each ``jvp_fn`` call differentiates the recorded
+    backward pass again (exact; see ``jvp``)."""
+    for i, p in enumerate(primals):
+        if not isinstance(p, Tensor):
+            raise TypeError(f"linearize: primal {i} must be a Tensor, got {type(p).__name__}")
+    with _autograd.enable_grad():
+        xs = tuple(p.detach().requires_grad_(True) for p in primals)
+        result = func(*xs)
+        outs = _leaves(result)
+        diff = [o for o in outs if o.requires_grad]
+        us = [E.zeros_like(o.detach()).requires_grad_(True) for o in diff]
+        firsts = (
+            _autograd.grad(diff, xs, us, retain_graph=True, create_graph=True, allow_unused=True)
+            if diff
+            else (None,) * len(xs)
+        )
+
+    def jvp_fn(*tangents):
+        if len(tangents) != len(xs):
+            raise ShapeError(
+                f"jvp_fn takes one tangent per primal ({len(xs)}), got {len(tangents)}",
+                op="func.linearize",
+            )
+        for i, (t, x) in enumerate(zip(tangents, xs)):
+            if not isinstance(t, Tensor) or tuple(t.shape) != tuple(x.shape):
+                got = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
+                raise ShapeError(
+                    f"tangent {i} must be a tensor of the primal's shape {tuple(x.shape)}, "
+                    f"got {got}",
+                    op="func.linearize",
+                )
+        live = [(g, t) for g, t in zip(firsts, tangents) if g is not None and g.requires_grad]
+        with _autograd.enable_grad():
+            res = (
+                _autograd.grad(
+                    [g for g, _ in live],
+                    us,
+                    [t.to(g.dtype) for g, t in live],
+                    retain_graph=True,
+                    allow_unused=True,
+                )
+                if live
+                else (None,) * len(us)
+            )
+        by_output = {id(o): r for o, r in zip(diff, res)}
+        tans = []
+        for o in outs:
+            r = by_output.get(id(o))
+            tans.append(E.zeros_like(o.detach()) if r is None else r.detach())
+        return _rebuild(result, iter(tans))
+
+    return _rebuild(result, iter([o.detach() for o in outs])), jvp_fn
+
+
 def _jacobian_of(func, argnums, has_aux: bool, name: str):
     nums = argnums if isinstance(argnums, tuple) else (argnums,)
 
@@ -224,56 +286,15 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
                     tie_weights: bool = True, strict: bool = False):  # fmt: skip
     """``torch.func.functional_call``: ``module(*args, **kwargs)`` with the named parameters
     and buffers replaced by the given tensors for the call (a dict, or a tuple of dicts)."""
-    dicts = parameter_and_buffer_dicts
-    if isinstance(dicts, dict):
-        dicts = (dicts,)
-    given: dict = {}
-    for d in dicts:
-        for name, value in d.items():
-            if name in given:
-                raise EmberError(f"{name!r} is given twice", op="func.functional_call")
-            given[name] = value
-    slots = _tensor_slots(module)
-    unknown = sorted(set(given) - set(slots))
-    if unknown:
-        raise EmberError(
-            f"{module.__class__.__name__} has no parameter or buffer {unknown}",
-            op="func.functional_call",
-        )
-    if strict:
-        missing = sorted(set(slots) - set(given))
-        if missing:
-            raise EmberError(f"strict: no tensor given for {missing}", op="func.functional_call")
-    replace = dict(given)
-    if tie_weights:  # every place that holds the same tensor takes the new one
-        for name, value in given.items():
-            original = slots[name][2]
-            for other, (_, _, held) in slots.items():
-                if held is original and other not in given:
-                    replace[other] = value
-    saved = []
-    try:
-        for name, value in replace.items():
-            table, key, original = slots[name]
-            saved.append((table, key, original))
-            table[key] = value
-        args = () if args is None else args if isinstance(args, tuple) else (args,)
-        return module(*args, **(kwargs or {}))
-    finally:
-        for table, key, original in reversed(saved):
-            table[key] = original
-
-
-def _tensor_slots(module) -> dict:
-    """Every parameter and buffer of ``module`` by full name (tied ones under each name): the
-    table holding it, its key there, and the tensor."""
-    slots = {}
-    for prefix, sub in module.named_modules(remove_duplicate=False):
-        for table in (sub._parameters, sub._buffers):
-            for key, value in table.items():
-                if value is not None:
-                    slots[f"{prefix}.{key}" if prefix else key] = (table, key, value)
-    return slots
+    return call_with_tensors(
+        module,
+        parameter_and_buffer_dicts,
+        args,
+        kwargs,
+        tie_weights=tie_weights,
+        strict=strict,
+        op="func.functional_call",
+    )
 
 
 def stack_module_state(models) -> tuple[dict, dict]:

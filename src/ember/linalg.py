@@ -8,8 +8,9 @@ in ops/linalg_composite.py (``lstsq``, ``matrix_power``, ``matrix_rank``, ``mult
 ``cross``, ``vecdot``, ``diagonal``, ``cond``, ``vander``, ``tensorinv``, ``tensorsolve``);
 ``matrix_exp`` is in ops/matrix_functions.py and ``matmul`` is `ember.matmul`. `LinAlgError`
 is what a singular or non-positive-definite input raises; the ``*_ex`` forms (``cholesky_ex``,
-``inv_ex``, ``solve_ex``, below) return LAPACK's info instead. The LU functions (``lu_factor``,
-``lu_factor_ex``, ``lu``, ``lu_solve``) are in ops/lu.py.
+``inv_ex``, ``solve_ex``, below) return LAPACK's info instead. ``householder_product`` is
+in ops/householder.py, ``ldl_factor``, ``ldl_factor_ex`` and ``ldl_solve`` in ops/ldl.py. The
+LU functions (``lu_factor``, ``lu_factor_ex``, ``lu``, ``lu_solve``) are in ops/lu.py.
 
 Not all are also ``ember.<name>``: ``ember.norm`` is ``torch.norm``, whose defaults differ, and
 ``ember.svd`` / ``ember.qr`` are PyTorch's older functions (``ember.svd`` returns V, not Vh)."""
@@ -22,6 +23,8 @@ from .errors import LinAlgError
 from .ops import api as _E
 from .ops.decompositions import cholesky, inv, slogdet, solve, solve_triangular
 from .ops.eig import eig, eigvals
+from .ops.householder import householder_product
+from .ops.ldl import ldl_factor, ldl_factor_ex, ldl_solve
 from .ops.linalg import matmul
 from .ops.linalg_composite import (
     cond,
@@ -60,6 +63,10 @@ __all__ = [
     "eigvals",
     "eigh",
     "eigvalsh",
+    "householder_product",
+    "ldl_factor",
+    "ldl_factor_ex",
+    "ldl_solve",
     "inv",
     "lstsq",
     "matmul",

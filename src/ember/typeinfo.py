@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import math
+
 import ml_dtypes
 import numpy as np
 
@@ -24,12 +26,15 @@ class finfo:  # noqa: N801 - PyTorch's (and NumPy's) name
             raise DTypeError(f"finfo takes a floating dtype, got {d}; use iinfo", op="finfo")
         info = ml_dtypes.finfo(d.np)
         self.bits = int(info.bits)
-        self.eps = float(info.eps)
+        # (float8_e5m2fnuz: PyTorch's constant is 2**-3, where ml_dtypes has its ulp at 1, 2**-2)
+        self.eps = 0.125 if d is dt.float8_e5m2fnuz else float(info.eps)
         self.max = float(info.max)
         self.min = float(info.min)
         self.tiny = float(info.tiny)
         self.smallest_normal = float(info.smallest_normal)
-        self.resolution = 10.0 ** -int(info.precision)  # (PyTorch: exact, not rounded)
+        # PyTorch's: 10 ** -digits10, digits10 = floor(mantissa bits * log10(2)) (ml_dtypes'
+        # precision rounds float8's up to 1)
+        self.resolution = 10.0 ** -math.floor(int(info.nmant) * math.log10(2))
         self.dtype = d.name
 
     def __repr__(self) -> str:

@@ -20,20 +20,32 @@ those paths name the ember module that holds the class (``_TORCH_MODULES`` below
 import sys as _sys
 
 from . import (
+    constraint_registry,
     constraints,
     continuous,
+    continuous_extra,
     discrete,
     extra,
     kl,
+    matrix,
     mixture,
     multivariate,
     relaxed,
     transforms,
+    transforms_extra,
     utils,
 )
 from . import distribution as _distribution
 from ._util import ConstraintError
+from .constraint_registry import biject_to, transform_to
 from .continuous import Beta, Exponential, Gamma, Laplace, Normal, StudentT, Uniform
+from .continuous_extra import (
+    ContinuousBernoulli,
+    FisherSnedecor,
+    GeneralizedPareto,
+    LogisticNormal,
+    OneHotCategoricalStraightThrough,
+)
 from .discrete import Bernoulli, Binomial, Categorical, OneHotCategorical, Poisson
 from .distribution import Distribution
 from .extra import (
@@ -49,6 +61,7 @@ from .extra import (
     Weibull,
 )
 from .kl import kl_divergence, register_kl
+from .matrix import LKJCholesky, Wishart
 from .mixture import Cauchy, Dirichlet, MixtureSameFamily
 from .multivariate import Independent, MultivariateNormal
 from .relaxed import (
@@ -70,8 +83,46 @@ from .transforms import (
     Transform,
     TransformedDistribution,
 )
+from .transforms_extra import (
+    AbsTransform,
+    CatTransform,
+    CorrCholeskyTransform,
+    CumulativeDistributionTransform,
+    IndependentTransform,
+    LowerCholeskyTransform,
+    PositiveDefiniteTransform,
+    PowerTransform,
+    ReshapeTransform,
+    SoftmaxTransform,
+    SoftplusTransform,
+    StackTransform,
+    StickBreakingTransform,
+)
 
 __all__ = [
+    "ContinuousBernoulli",
+    "FisherSnedecor",
+    "GeneralizedPareto",
+    "LKJCholesky",
+    "LogisticNormal",
+    "OneHotCategoricalStraightThrough",
+    "Wishart",
+    "AbsTransform",
+    "CatTransform",
+    "CorrCholeskyTransform",
+    "CumulativeDistributionTransform",
+    "IndependentTransform",
+    "LowerCholeskyTransform",
+    "PositiveDefiniteTransform",
+    "PowerTransform",
+    "ReshapeTransform",
+    "SoftmaxTransform",
+    "SoftplusTransform",
+    "StackTransform",
+    "StickBreakingTransform",
+    "biject_to",
+    "constraint_registry",
+    "transform_to",
     "Weibull",
     "VonMises",
     "Pareto",
@@ -158,7 +209,22 @@ _TORCH_MODULES = {
     "pareto": extra,
     "von_mises": extra,
     "weibull": extra,
+    "continuous_bernoulli": continuous_extra,
+    "fishersnedecor": continuous_extra,
+    "generalized_pareto": continuous_extra,
+    "logistic_normal": continuous_extra,
+    "wishart": matrix,
+    "lkj_cholesky": matrix,
 }
 for _name, _module in _TORCH_MODULES.items():
     globals().setdefault(_name, _module)
     _sys.modules.setdefault(f"{__name__}.{_name}", _module)
+
+# PyTorch's module paths for the names defined in the newer modules: torch.distributions.
+# transforms holds every transform, .utils the triangle packing, .one_hot_categorical the
+# straight-through variant
+for _name in transforms_extra.__all__:
+    setattr(transforms, _name, getattr(transforms_extra, _name))
+utils.tril_matrix_to_vec = transforms_extra.tril_matrix_to_vec
+utils.vec_to_tril_matrix = transforms_extra.vec_to_tril_matrix
+discrete.OneHotCategoricalStraightThrough = OneHotCategoricalStraightThrough

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from ._util import E, cholesky
+from ..ops.spectral import eigvalsh
+from ._util import E, cholesky, finfo_eps
 
 __all__ = [
     "Constraint",
@@ -26,6 +27,13 @@ __all__ = [
     "positive_definite",
     "independent",
     "one_hot",
+    "corr_cholesky",
+    "lower_triangular",
+    "square",
+    "symmetric",
+    "positive_semidefinite",
+    "cat",
+    "stack",
 ]
 
 
@@ -143,6 +151,86 @@ class _Independent(Constraint):
         return result
 
 
+class _LowerTriangular(Constraint):
+    event_dim = 2
+
+    def check(self, value):
+        return (value.tril() == value).all(-1).all(-1)
+
+
+class _CorrCholesky(Constraint):
+    """Lower Cholesky factors of correlation matrices: positive diagonal, unit-norm rows."""
+
+    event_dim = 2
+
+    def check(self, value):
+        tol = 10 * finfo_eps(value.dtype) * value.shape[-1]
+        row_norm = (value * value).sum(-1).sqrt()
+        unit = ((row_norm - 1).abs() <= tol).all(-1)
+        return _LowerCholesky().check(value) & unit
+
+
+class _Square(Constraint):
+    event_dim = 2
+
+    def check(self, value):
+        ok = value.shape[-1] == value.shape[-2]
+        return E.full(tuple(value.shape[:-2]), ok, dtype=_bool())
+
+
+class _Symmetric(_Square):
+    def check(self, value):
+        if value.shape[-1] != value.shape[-2]:
+            return super().check(value)
+        return E.isclose(value, value.transpose(-2, -1), atol=1e-6).all(-1).all(-1)
+
+
+class _PositiveSemidefinite(_Symmetric):
+    def check(self, value):
+        sym = super().check(value)
+        if value.shape[-1] != value.shape[-2]:
+            return sym
+        return sym & (eigvalsh(value) >= 0).all(-1)
+
+
+class _Cat(Constraint):
+    """``cseq[i]`` on the slice of length ``lengths[i]`` along ``dim``."""
+
+    def __init__(self, cseq, dim: int = 0, lengths=None):
+        self.cseq = list(cseq)
+        self.lengths = [1] * len(self.cseq) if lengths is None else list(lengths)
+        self.dim = dim
+        self.event_dim = max(c.event_dim for c in self.cseq)
+        self.is_discrete = any(c.is_discrete for c in self.cseq)
+
+    def check(self, value):
+        checks, start = [], 0
+        for constraint, length in zip(self.cseq, self.lengths):
+            checks.append(constraint.check(value.narrow(self.dim, start, length)))
+            start += length
+        return E.cat(checks, self.dim)
+
+
+class _Stack(Constraint):
+    """``cseq[i]`` on index ``i`` along ``dim``."""
+
+    def __init__(self, cseq, dim: int = 0):
+        self.cseq = list(cseq)
+        self.dim = dim
+        self.event_dim = max(c.event_dim for c in self.cseq)
+        self.is_discrete = any(c.is_discrete for c in self.cseq)
+
+    def check(self, value):
+        parts = [value.select(self.dim, i) for i in range(value.shape[self.dim])]
+        return E.stack([c.check(v) for c, v in zip(self.cseq, parts)], self.dim)
+
+
+def _bool():
+    from ..dtypes import bool_
+
+    return bool_
+
+
 boolean = _Boolean()
 real = _Real()
 real_vector = _Independent(real, 1)
@@ -170,3 +258,10 @@ def half_open_interval(lower_bound, upper_bound):
 
 less_than = _LessThan
 independent = _Independent
+corr_cholesky = _CorrCholesky()
+lower_triangular = _LowerTriangular()
+square = _Square()
+symmetric = _Symmetric()
+positive_semidefinite = _PositiveSemidefinite()
+cat = _Cat
+stack = _Stack

@@ -1,6 +1,7 @@
 """Bijective transforms and `TransformedDistribution` (``torch.distributions.transforms``):
 Exp, Affine, Sigmoid, Tanh, Compose and their inverses (``t.inv``), each with
-``log_abs_det_jacobian``; and LogNormal, a Normal under ExpTransform."""
+``log_abs_det_jacobian``; and LogNormal, a Normal under ExpTransform. The other transforms
+are in transforms_extra.py."""
 
 from __future__ import annotations
 
@@ -203,9 +204,12 @@ class TransformedDistribution(Distribution):
                     f"TransformedDistribution: expected Transforms, got {type(t).__name__}"
                 )
         self.base_dist = base_distribution
-        shape = base_distribution.batch_shape + base_distribution.event_shape
+        shape = tuple(base_distribution.batch_shape + base_distribution.event_shape)
+        for t in self.transforms:  # (a transform may change the event's size: StickBreaking)
+            shape = tuple(t.forward_shape(shape))
         event_dim = max(
-            [len(base_distribution.event_shape)] + [t.event_dim for t in self.transforms]
+            [len(base_distribution.event_shape)]
+            + [max(t.event_dim, t.codomain.event_dim) for t in self.transforms]
         )
         cut = len(shape) - event_dim
         super().__init__(shape[:cut], shape[cut:], validate_args=validate_args)
@@ -213,9 +217,11 @@ class TransformedDistribution(Distribution):
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(TransformedDistribution, _instance)
         batch_shape = _shape(batch_shape)
+        shape = batch_shape + tuple(self._event_shape)
+        for t in reversed(self.transforms):
+            shape = tuple(t.inverse_shape(shape))
         base_event = len(self.base_dist.event_shape)
-        extra = self._event_shape[: len(self._event_shape) - base_event]
-        new.base_dist = self.base_dist.expand(batch_shape + tuple(extra))
+        new.base_dist = self.base_dist.expand(shape[: len(shape) - base_event])
         new.transforms = self.transforms
         Distribution.__init__(new, batch_shape, self._event_shape, validate_args=False)
         new._validate_args = self._validate_args

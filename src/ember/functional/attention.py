@@ -19,7 +19,8 @@ from __future__ import annotations
 import math
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError
+from ..backends import cuda as _sdp_switches
+from ..errors import ArgumentError, DTypeError, ShapeError
 from ..grad_mode import is_grad_enabled
 from ..graph import scope as _scope
 from ..ops import api as E
@@ -124,6 +125,14 @@ def scaled_dot_product_attention(
     (``scale`` defaults to ``1 / sqrt(E)``; dropout on the attention weights when
     ``dropout_p > 0``, always applied as in PyTorch's functional form)."""
     op = "scaled_dot_product_attention"
+    if not _sdp_switches.sdp_runnable():
+        enabled = ", ".join(str(b) for b in _sdp_switches.sdp_backends_enabled()) or "none"
+        raise ArgumentError(
+            "No viable backend for scaled_dot_product_attention was found: the CPU runs "
+            f"SDPBackend.MATH or SDPBackend.FLASH_ATTENTION, and the enabled ones are {enabled} "
+            "(see ember.nn.attention.sdpa_kernel)",
+            op=op,
+        )
     q = float_input(op, query, "query")
     k = float_input(op, key, "key")
     v = float_input(op, value, "value")

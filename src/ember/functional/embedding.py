@@ -65,7 +65,9 @@ def embedding(
     """``weight[input]``: the rows of the (num_embeddings, embedding_dim) ``weight`` at the
     integer ``input`` indices; the result has shape ``input.shape + (embedding_dim,)``. A
     ragged ``input`` (ember.ragged) gives a ragged result with its rows: the lookup of its
-    values."""
+    values. ``sparse=True`` is accepted and the weight's gradient is dense (ember has no
+    sparse gradients): its untouched rows are zero, which `optim.SparseAdam` reads as
+    PyTorch's sparse pattern."""
     if isinstance(input, RaggedTensor):
         rows = embedding(
             input.values, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse
@@ -78,11 +80,6 @@ def embedding(
             f"weight must be 2-D (num_embeddings, embedding_dim), got shape "
             f"{fmt_shape(weight.shape)}",
             op="embedding",
-        )
-    if sparse:
-        raise ValueError(
-            "embedding: sparse gradients are not supported (ember's gradients are dense); "
-            "use sparse=False"
         )
     num, dim = weight.shape
     pad = _padding_index(padding_idx, num)

@@ -5,10 +5,14 @@ key and value projections, or ``q_proj_weight``/``k_proj_weight``/``v_proj_weigh
 
 Mask conventions are PyTorch's for this module: in a boolean ``attn_mask`` or
 ``key_padding_mask`` True means "may NOT attend"; float masks are added to the scores.
+
+It also holds PyTorch's ``torch.nn.attention`` names for choosing the attention kernel,
+`SDPBackend` and `sdpa_kernel`, whose switches live in ``ember.backends.cuda``.
 """
 
 from __future__ import annotations
 
+from ..backends.cuda import SDPBackend, sdpa_kernel
 from ..errors import ShapeError
 from ..functional.mha import attend
 from ..ops._util import fmt_shape
@@ -17,6 +21,8 @@ from . import init
 from .linear import NonDynamicallyQuantizableLinear
 from .module import Module
 from .parameter import new_parameter
+
+__all__ = ["MultiheadAttention", "SDPBackend", "sdpa_kernel"]
 
 
 def _check(cond: bool, message: str) -> None:

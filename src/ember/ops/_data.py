@@ -38,7 +38,7 @@ def to_array(data, dtype) -> np.ndarray:
         arr = _from_python(data, target)
     if target is not None:
         if arr.dtype != target.np:
-            arr = arr.astype(target.np)
+            arr = _dt.astype(arr, target)
     elif _dt._BY_NP.get(arr.dtype) is None:
         arr = arr.astype(_dt.as_dtype(arr.dtype.type).np) if arr.dtype.kind in "biuf" else arr
         if _dt._BY_NP.get(arr.dtype) is None:
@@ -51,6 +51,8 @@ def _from_python(data, target=None) -> np.ndarray:
     directly from the Python values; without a target: floats -> the default float dtype,
     ints -> int64, bools -> bool, complex numbers -> the default complex dtype (lists holding
     NumPy float64 or complex128 values stay float64 or complex128)."""
+    if target is not None and target.float8:
+        return _dt.astype(np.asarray(_from_python(data)), target)  # (saturating, as PyTorch's)
     if target is not None and not isinstance(data, (list, tuple)):
         return np.asarray(data, dtype=target.np)
     if isinstance(data, bool):

@@ -25,7 +25,8 @@ Attributes are keyword arguments in canonical, hashable form (ints, floats, tupl
 DTypes); the public wrapper of an op normalises user arguments before calling `apply`.
 
 `apply(op, *inputs, **attrs)` is the only way an op runs: it checks the ``complex`` rule (an op
-that does not declare it refuses complex operands, `_refuse_complex`), then asks the innermost
+that does not declare it refuses complex operands, and the ``float8`` rule likewise float8 ones,
+`_refuse_special`), then asks the innermost
 *mode* on the stack (eager execution by default; tracing pushes a graph builder) to handle the
 call, so no op knows which mode it is in (principle 2).
 """
@@ -37,8 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..dtypes import complex64
-from ..errors import ComplexDTypeError
+from ..errors import ComplexDTypeError, KernelDTypeError
 from ._rules import Complex
 
 _GRADIENT = Complex.GRADIENT
@@ -116,6 +116,7 @@ class OpDef:
     scatter: Any = None  # ScatterRule (pool_scatter)
     picks: Any = None  # PickRule (max_pool)
     complex: Any = None  # Complex: the op takes complex operands (ops/_rules.py)
+    float8: bool = False  # the op takes float8 operands: it moves or compares values only
     run: Callable[..., Any] = field(init=False, repr=False)
 
     def __post_init__(self):
@@ -160,23 +161,34 @@ def _real_only(fast):
 
 def native_code(node) -> bool:
     """Whether C code (an op's ``compile``, ``c_step``, fused loops and epilogues) may run graph
-    node ``node``: not where one of its values is complex (the reference kernels run those)."""
+    node ``node``: not where one of its values is complex or float8 (the reference kernels run
+    those)."""
     for v in (*node.inputs, *node.outputs):
-        if v.dtype.category == _COMPLEX_CATEGORY:
+        if v.dtype.special:
             return False
     return True
 
 
-_COMPLEX_CATEGORY = complex64.category
-
-
-def _refuse_complex(op: OpDef, inputs: tuple) -> None:
-    """The one check of the ``complex`` rule (ops/_rules.py), run by `apply` for every op that
-    does not declare ``Complex.GRADIENT``: a complex operand of an op without the rule, or one
-    requiring grad of an op whose rule is ``Complex.VALUES``, raises `ComplexDTypeError`."""
+def _refuse_special(op: OpDef, inputs: tuple) -> None:
+    """The one check of the ``complex`` and ``float8`` rules (ops/_rules.py), run by `apply`
+    for every op but those that take both: a complex operand of an op without the ``complex``
+    rule, or one requiring grad of an op whose rule is ``Complex.VALUES``, raises
+    `ComplexDTypeError`; a float8 operand of an op without the ``float8`` rule raises
+    `KernelDTypeError`, as PyTorch's kernels do."""
     for t in inputs:
         dtype = getattr(t, "dtype", None)
-        if dtype is None or dtype.category != _COMPLEX_CATEGORY:
+        if dtype is None or not dtype.special:
+            continue
+        if dtype.float8:
+            if not op.float8:
+                raise KernelDTypeError(
+                    f"not implemented for '{_TORCH_NAMES[dtype.name]}' ({dtype}): float8 is a "
+                    f"storage format, and ember's {op.name} does not take it (PyTorch's CPU "
+                    "kernels refuse most ops on it too): cast first, e.g. x.float()",
+                    op=op.name,
+                )
+            continue
+        if op.complex is _GRADIENT:
             continue
         if op.complex is None:
             raise ComplexDTypeError(
@@ -192,7 +204,14 @@ def _refuse_complex(op: OpDef, inputs: tuple) -> None:
             )
 
 
-_TORCH_NAMES = {"complex64": "ComplexFloat", "complex128": "ComplexDouble"}
+_TORCH_NAMES = {
+    "complex64": "ComplexFloat",
+    "complex128": "ComplexDouble",
+    "float8_e4m3fn": "Float8_e4m3fn",
+    "float8_e5m2": "Float8_e5m2",
+    "float8_e4m3fnuz": "Float8_e4m3fnuz",
+    "float8_e5m2fnuz": "Float8_e5m2fnuz",
+}
 
 
 REGISTRY: dict[str, OpDef] = {}
@@ -300,8 +319,8 @@ def apply(op: OpDef, *inputs, **attrs):
     """Run primitive ``op`` on ember tensors ``inputs`` in the current mode (inside an autocast
     region, an op with an ``autocast`` rule first has its operands cast: ops/_autocast.py)."""
     state = _state
-    if op.complex is not _GRADIENT:
-        _refuse_complex(op, inputs)
+    if op.complex is not _GRADIENT or not op.float8:
+        _refuse_special(op, inputs)
     if state.autocast is not None and op.autocast is not None:
         inputs = state.autocast.operands(op, inputs, attrs)
     modes = state.modes  # (current_mode inlined: every eager op call passes here)

@@ -89,6 +89,11 @@ runtime/workers.py, transforms/fuse.py)
   holomorphic ``f``). C code never sees complex values: an op's ``fast`` is skipped for
   complex arrays (`OpDef.run`), and a graph node with a complex value is never compiled
   (``compile``), fused, epilogue-fused or run as a C step: `native_code(node)` is False.
+* ``float8``: True: the op takes float8 operands (dtypes.FLOAT8_DTYPES, PyTorch's storage
+  formats): it moves, views, selects or compares values, or casts them, without arithmetic
+  (PyTorch's CPU kernels allow about those). Left False, `apply` refuses a float8 operand
+  with a `KernelDTypeError` naming the op and dtype, in every mode; `native_code` keeps C code
+  off nodes with float8 values, as off complex ones.
 
 Transforms
 * ``batch``: how a call splits along a batch axis (ops/_batching.py; micro-batching); None: it

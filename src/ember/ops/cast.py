@@ -23,7 +23,7 @@ from .elementwise import to_tensor
 def _cast_kernel(x, *, dtype):
     if x.dtype.kind == "c" and dtype.category != dt.complex64.category:
         x = x.real  # (PyTorch's complex-to-real cast: the real part, without NumPy's warning)
-    return x.astype(dtype.np)
+    return dt.astype(x, dtype)
 
 
 def _cast_fast(x, *, dtype):
@@ -62,6 +62,7 @@ def _onnx_cast(e):
 _CAST = register(
     OpDef(
         name="cast",
+        float8=True,
         onnx=_onnx_cast,
         kind="elementwise",
         infer=lambda x, *, dtype: TensorType(tuple(x.shape), dtype),

@@ -59,7 +59,7 @@ def _compare_infer(name):
     return infer
 
 
-def _comparison(name, kernel, methods, dunder_doc, onnx, complex=None):
+def _comparison(name, kernel, methods, dunder_doc, onnx, complex=None, float8=False):
     op = register(
         OpDef(
             name=name,
@@ -71,6 +71,7 @@ def _comparison(name, kernel, methods, dunder_doc, onnx, complex=None):
             c=f"({{0}} {dunder_doc} {{1}})",
             onnx=onnx,
             complex=complex,
+            float8=float8,
         )
     )
 
@@ -83,9 +84,10 @@ def _comparison(name, kernel, methods, dunder_doc, onnx, complex=None):
 
 
 # equality compares complex numbers (a bool result carries no gradient); order does not
-_comparison("eq", np.equal, ("eq",), "==", _onnx_compare("Equal"), Complex.GRADIENT)
+# (and float8 values, as PyTorch's CPU kernels)
+_comparison("eq", np.equal, ("eq",), "==", _onnx_compare("Equal"), Complex.GRADIENT, True)
 _comparison(
-    "ne", np.not_equal, ("ne",), "!=", _onnx_compare("Equal", negate=True), Complex.GRADIENT
+    "ne", np.not_equal, ("ne",), "!=", _onnx_compare("Equal", negate=True), Complex.GRADIENT, True
 )
 _comparison("lt", np.less, ("lt",), "<", _onnx_compare("Less"))
 _comparison("le", np.less_equal, ("le",), "<=", _onnx_compare("LessOrEqual"))
@@ -141,6 +143,7 @@ def _predicate(name, kernel, onnx):
             doc=f"{name}(x): elementwise test",
             onnx=onnx,
             complex=Complex.GRADIENT,  # (NumPy's: either part NaN / infinite; no gradient)
+            float8=True,
         )
     )
 

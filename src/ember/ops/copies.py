@@ -15,6 +15,7 @@ from .elementwise import to_tensor
 COPY = register(
     OpDef(
         name="copy",
+        float8=True,
         complex=Complex.GRADIENT,
         onnx=_onnx.node("Identity"),
         kind="elementwise",

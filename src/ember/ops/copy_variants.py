@@ -1,8 +1,8 @@
-"""PyTorch's ``*_copy`` functions and ``unsafe_*`` splits: the view functions' results as new
-tensors of their own (``torch.permute_copy(x, dims)`` is ``x.permute(dims).clone()``: no alias
-of ``x``, so writing into the result leaves ``x`` alone), with the view's gradient; and
-``unsafe_split`` / ``unsafe_chunk``, which in PyTorch skip the checks that keep in-place
-writes through the pieces visible, here the ordinary splits (ember's pieces check writes)."""
+"""PyTorch's ``*_copy`` functions: the view functions' results as new tensors of their own
+(``torch.permute_copy(x, dims)`` is ``x.permute(dims).clone()``: no alias of ``x``, so writing
+into the result leaves ``x`` alone), with the view's gradient. (The ``unsafe_*`` splits, views
+without the multi-output tracking, are in _unsafe_split.py, in the eager layer that owns
+that tracking.)"""
 
 from __future__ import annotations
 
@@ -63,24 +63,6 @@ def slice_copy(input, dim: int = 0, start=None, end=None, step: int = 1):
     index = [slice(None)] * input.ndim
     index[dim] = slice(start, end, step)
     return input[tuple(index)].clone()
-
-
-@export
-def unsafe_split(input, split_size_or_sections, dim: int = 0):
-    """PyTorch's ``torch.unsafe_split``: ``split`` (its pieces here keep ember's checks)."""
-    return input.split(split_size_or_sections, dim)
-
-
-@export
-def unsafe_split_with_sizes(input, split_sizes, dim: int = 0):
-    """PyTorch's ``torch.unsafe_split_with_sizes``: ``split_with_sizes``."""
-    return input.split_with_sizes(split_sizes, dim)
-
-
-@export
-def unsafe_chunk(input, chunks: int, dim: int = 0):
-    """PyTorch's ``torch.unsafe_chunk``: ``chunk``."""
-    return input.chunk(chunks, dim)
 
 
 @export

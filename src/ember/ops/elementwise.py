@@ -143,13 +143,14 @@ def _unary(
     onnx=None,
     complex=None,
     real_result=False,
+    float8=False,
 ):
     """``c``: the op as a C expression over ``{0}`` for fused kernels (kernels/cfuse.py), with
     ``{T}`` the C type and ``{f}`` the math-function suffix ("f" for float32); ``workspace``: the
     kernel's rule for the memory planner (ops/_util.py, `value_bytes`); ``functional`` /
     ``toplevel``: exported to ``ember.nn.functional`` / ``ember``; ``complex``: the op's
     `Complex` rule (ops/_rules.py), ``real_result``: a complex operand gives a real result (the
-    modulus)."""
+    modulus); ``float8``: the op takes float8 operands (its ``float8`` rule)."""
     op = register(
         OpDef(
             name=name,
@@ -166,6 +167,7 @@ def _unary(
             workspace=workspace,
             onnx=onnx,
             complex=complex,
+            float8=float8,
         )
     )
 
@@ -268,6 +270,7 @@ _unary(
     complex=Complex.GRADIENT,
     real_result=True,
     onnx=_onnx.node("Abs"),
+    float8=True,
 )
 
 

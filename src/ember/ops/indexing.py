@@ -118,6 +118,7 @@ def _onnx_getitem(e):
 GETITEM = register(
     OpDef(
         name="getitem",
+        float8=True,
         complex=Complex.GRADIENT,
         onnx=_onnx_getitem,
         kind="shape",
@@ -331,6 +332,7 @@ def _onnx_index(e):
 _INDEX = register(
     OpDef(
         name="index",
+        float8=True,
         complex=Complex.GRADIENT,
         onnx=_onnx_index,
         kind="index",

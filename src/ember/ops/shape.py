@@ -70,6 +70,7 @@ def _onnx_reshape(e):
 RESHAPE = register(
     OpDef(
         name="reshape",
+        float8=True,
         complex=Complex.GRADIENT,
         onnx=_onnx_reshape,
         kind="shape",
@@ -154,6 +155,7 @@ def _onnx_broadcast_to(e):
 _BROADCAST = register(
     OpDef(
         name="broadcast_to",
+        float8=True,
         complex=Complex.GRADIENT,
         onnx=_onnx_broadcast_to,
         kind="shape",
@@ -241,6 +243,7 @@ def _onnx_permute(e):
 _PERMUTE = register(
     OpDef(
         name="permute",
+        float8=True,
         complex=Complex.GRADIENT,
         onnx=_onnx_permute,
         kind="shape",
@@ -389,6 +392,7 @@ def _onnx_concat(e):
 CONCAT = register(
     OpDef(
         name="concat",
+        float8=True,
         complex=Complex.GRADIENT,
         autocast=Autocast.PROMOTE,
         onnx=_onnx_concat,
@@ -445,6 +449,7 @@ def _onnx_split(e):
 SPLIT = register(
     OpDef(
         name="split",
+        float8=True,
         complex=Complex.GRADIENT,
         onnx=_onnx_split,
         kind="shape",

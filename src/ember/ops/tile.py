@@ -43,6 +43,7 @@ def _onnx_tile(e):
 _TILE = register(
     OpDef(
         name="tile",
+        float8=True,
         complex=Complex.GRADIENT,
         onnx=_onnx_tile,
         kind="shape",

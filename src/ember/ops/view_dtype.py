@@ -49,6 +49,7 @@ def _view_dtype_kernel(x, *, dtype):
 VIEW_DTYPE = register(
     OpDef(
         name="view_dtype",
+        float8=True,
         kind="shape",
         infer=_view_dtype_infer,
         kernel=_view_dtype_kernel,

@@ -75,6 +75,7 @@ def _where_workspace(node, layouts) -> int:
 _WHERE = register(
     OpDef(
         name="where",
+        float8=True,
         complex=Complex.GRADIENT,
         onnx=_onnx.node("Where"),
         kind="elementwise",

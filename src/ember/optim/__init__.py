@@ -2,14 +2,16 @@
 
 The optimizers follow PyTorch 2.13's single-tensor implementations (same update formulas,
 defaults, hyper-parameter names and state layout): SGD, Adam, AdamW, Adamax, NAdam, RAdam,
-RMSprop, Adagrad, Adadelta, Rprop, ASGD and LBFGS. Each step but LBFGS's is written in ember ops
-and in-place Tensor methods, so it runs eagerly and can be recorded into a graph
+RMSprop, Adagrad, Adadelta, Rprop, ASGD, Adafactor, SparseAdam (dense gradients: see
+optim/sparse_adam.py) and LBFGS. Each step but LBFGS's is written in ember ops and in-place
+Tensor methods, so it runs eagerly and can be recorded into a graph
 (``ember.function``), with the hyper-parameters a scheduler changes as run-time inputs; LBFGS,
 which calls its closure a data-dependent number of times, runs eagerly only.
 """
 
 from . import lr_scheduler, swa_utils
 from .adadelta import Adadelta
+from .adafactor import Adafactor
 from .adagrad import Adagrad
 from .adam import Adam, AdamW
 from .adamax import Adamax
@@ -21,10 +23,12 @@ from .radam import RAdam
 from .rmsprop import RMSprop
 from .rprop import Rprop
 from .sgd import SGD
+from .sparse_adam import SparseAdam
 
 __all__ = [
     "ASGD",
     "Adadelta",
+    "Adafactor",
     "Adagrad",
     "Adam",
     "AdamW",
@@ -37,6 +41,7 @@ __all__ = [
     "RMSprop",
     "Rprop",
     "SGD",
+    "SparseAdam",
     "lr_scheduler",
     "required",
 ]

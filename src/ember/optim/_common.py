@@ -28,7 +28,15 @@ from .. import dtypes as dt
 from ..tensor import Tensor
 from .optimizer import OptimizerError, as_operand, check_number
 
-__all__ = ["addcdiv_", "addcmul_", "check_betas", "check_flags", "is_eager", "to_float32"]
+__all__ = [
+    "addcdiv_",
+    "addcmul_",
+    "check_betas",
+    "check_flags",
+    "is_eager",
+    "refuse_complex",
+    "to_float32",
+]
 
 
 def check_flags(op: str, group: dict[str, Any]) -> None:
@@ -49,6 +57,24 @@ def check_flags(op: str, group: dict[str, Any]) -> None:
             "no_grad, so a step cannot be differentiated through",
             op=op,
         )
+
+
+def refuse_complex(op: str, param_group):
+    """``param_group`` (its params read once, if an iterator) after checking it holds no complex
+    parameter: for the optimizers PyTorch writes for real parameters only (Adafactor,
+    SparseAdam), which the base class would otherwise update as real pairs."""
+    if not isinstance(param_group, dict):
+        return param_group  # (add_param_group reports it)
+    params = param_group.get("params")
+    if params is not None and not isinstance(params, (Tensor, list, tuple)):
+        params = list(params)
+        param_group = {**param_group, "params": params}
+    for i, p in enumerate([params] if isinstance(params, Tensor) else params or []):
+        if isinstance(p, Tensor) and p.dtype.is_complex:
+            raise OptimizerError(
+                f"Complex params at index {i}: {op} does not support complex parameters", op=op
+            )
+    return param_group
 
 
 def check_betas(op: str, group: dict[str, Any]) -> None:

@@ -156,6 +156,12 @@ class Optimizer:
     def _validate(self, group: dict[str, Any]) -> None:
         """Check a group's hyper-parameters (subclasses raise `OptimizerError` naming the value)."""
 
+    def state_shape(self, name: str, param: Tensor) -> tuple:
+        """The shape per-parameter state ``name`` has (what `load_state_dict` holds a loaded
+        value to): 0-d for `scalar_state`, else the parameter's (Adafactor's factored
+        variances override this)."""
+        return () if name in self.scalar_state else tuple(param.shape)
+
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         """Add a group of parameters with its own hyper-parameters (missing ones: defaults)."""
         op = type(self).__name__
@@ -425,7 +431,7 @@ class Optimizer:
                     op=op,
                 )
             new_state[param] = {
-                name: _load_value(op, key, name, value, param, name in self.scalar_state)
+                name: _load_value(op, key, name, value, param, self.state_shape(name, param))
                 for name, value in entries.items()
             }
         self.param_groups[:] = new_groups
@@ -441,10 +447,10 @@ class Optimizer:
         return "\n".join(lines)
 
 
-def _load_value(op: str, key, name: str, value, param: Tensor, scalar: bool = False):
-    """A copy of one saved state value, checked against its parameter (``scalar``: a 0-d
-    entry of any parameter). Floating-point tensors are cast to the parameter's dtype, as
-    PyTorch's ``load_state_dict`` does."""
+def _load_value(op: str, key, name: str, value, param: Tensor, shape: tuple):
+    """A copy of one saved state value, checked against its parameter (``shape``: what the
+    optimizer's `Optimizer.state_shape` says the entry has). Floating-point tensors are cast
+    to the parameter's dtype, as PyTorch's ``load_state_dict`` does."""
     if name == "step":  # the step count: a float32 0-d tensor, whatever form it was saved in
         count = value.item() if isinstance(value, Tensor) else value
         if not _is_number(count):
@@ -457,10 +463,17 @@ def _load_value(op: str, key, name: str, value, param: Tensor, scalar: bool = Fa
         value = Tensor(value)
     if not isinstance(value, Tensor):
         return value
-    if value.shape != (() if scalar else param.shape):
+    if tuple(value.shape) != tuple(shape):
+        expected = (
+            "must be 0-d"
+            if shape == ()
+            else f"the parameter has shape {tuple(param.shape)}"
+            if tuple(shape) == tuple(param.shape)
+            else f"must have shape {tuple(shape)} for a parameter of shape {tuple(param.shape)}"
+        )
         raise StateDictError(
             f"parameter {key!r}: state {name!r} has shape {tuple(value.shape)} but "
-            + ("must be 0-d" if scalar else f"the parameter has shape {tuple(param.shape)}")
+            + expected
             + "; the state dict belongs to a different model",
             op=op,
         )

@@ -1,5 +1,6 @@
 """``ember.nn.utils.parametrizations``: `weight_norm` and `spectral_norm` as parametrizations
-(nn/utils/parametrize.py), with PyTorch's formulas and state_dict keys:
+(nn/utils/parametrize.py), with PyTorch's formulas and state_dict keys (and `orthogonal`,
+defined in nn/utils/_orthogonal.py):
 
 * weight_norm: ``w = g * v / ||v||``, the norm over every dimension but ``dim`` (over all of
   them with ``dim=None``, stored as -1 as PyTorch does); ``parametrizations.weight.original0``
@@ -20,6 +21,9 @@ from .. import functional as F
 from ..conv import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from ..module import Module
 from . import parametrize
+from ._orthogonal import orthogonal
+
+__all__ = ["orthogonal", "spectral_norm", "weight_norm"]
 
 
 def _norm_except_dim(v, dim: int):
@@ -134,6 +138,3 @@ def spectral_norm(
         module, name, _SpectralNorm(weight, n_power_iterations, dim, eps)
     )
     return module
-
-
-__all__ = ["spectral_norm", "weight_norm"]

@@ -49,7 +49,12 @@ class ParametrizationList(ModuleList):
             new = original
             for module in reversed(list(self)):
                 if hasattr(module, "right_inverse"):
-                    new = module.right_inverse(new)
+                    # PyTorch's rule: a right_inverse that raises NotImplementedError here is
+                    # taken as the identity (orthogonal's matrix_exp without trivialization)
+                    try:
+                        new = module.right_inverse(new)
+                    except NotImplementedError:
+                        pass
         if isinstance(new, TensorBase):
             self.is_tensor, self.ntensors = True, 1
             with no_grad():
