@@ -283,9 +283,16 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
         )
     weight = _param("group_norm", weight, x, (c,), "weight")
     bias = _param("group_norm", bias, x, (c,), "bias")
-    grouped = E.reshape(x, (x.shape[0], g, c // g * numel(x.shape[2:])))
-    centred, _, var = _moments(grouped, (2,))
-    y = E.reshape(centred * E.rsqrt(var + float(eps)), x.shape)
+    k = c // g * numel(x.shape[2:])
+    grouped = E.reshape(x, (x.shape[0], g, k))
+    if isinstance(k, int) and k > 0:
+        # each group's values are a row of layer_norm (one pass each way, in C) with a unit
+        # scale and no shift; the per-channel affine follows (fused in graphs)
+        unit, zero = E.ones((k,), dtype=x.dtype), E.zeros((k,), dtype=x.dtype)
+        y = E.reshape(apply(LAYER_NORM, grouped, unit, zero, eps=float(eps)), x.shape)
+    else:  # (symbolic sizes inside a group: the composite)
+        centred, _, var = _moments(grouped, (2,))
+        y = E.reshape(centred * E.rsqrt(var + float(eps)), x.shape)
     return _affine(
         y,
         None if weight is None else _channel_view(weight, x.ndim),
