@@ -2,8 +2,9 @@
 
 They have no public function (F.gelu, F.layer_norm, F.softmax and F.log_softmax, whose OpInfo
 entries run them forward, record them in their VJPs), so no sample here calls them; their own
-VJPs are second derivatives, which tests/ops/samples_norm_act.py checks against PyTorch's double
-backward and by finite differences."""
+VJPs are second derivatives, which tests/ops/samples_norm_act.py (samples_hardtanh.py,
+samples_piecewise.py for the piecewise activations) checks against PyTorch's double backward and
+by finite differences."""
 
 OPS = []
 
@@ -16,8 +17,10 @@ INTERNAL = {
     for name in (
         "gelu_backward",
         "gelu_tanh_backward",
+        "hardswish_backward",
         "hardtanh_backward",
         "layer_norm_backward",
+        "leaky_relu_backward",
         "log_softmax_backward",
         "softmax_backward",
     )

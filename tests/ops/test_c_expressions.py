@@ -49,6 +49,8 @@ ATTRS = {
     "cast": [{"dtype": d} for d in FUSABLE],
     "hardtanh": _BOUNDS,
     "hardtanh_backward": _BOUNDS,
+    "leaky_relu": [dict(slope=0.01), dict(slope=0.2), dict(slope=-0.5), dict(slope=1.7)],
+    "leaky_relu_backward": [dict(slope=0.01), dict(slope=-0.5)],
 }
 # correctly rounded C functions (IEEE 754 requires sqrt to be; fabs is exact)
 EXACT_FUNCTIONS = {"fabs", "sqrt"}

@@ -26,6 +26,7 @@ from ..ops._util import fmt_shape
 from ..ops.elementwise import to_tensor
 from ..ops.hardtanh import HARDTANH
 from ..ops.norm_act import GELU, GELU_TANH
+from ..ops.piecewise import HARDSWISH, LEAKY_RELU
 from ._common import dim_arg, float_input
 
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
@@ -74,7 +75,7 @@ def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
     """``x`` where positive, else ``negative_slope * x`` (the gradient at 0 is the slope)."""
     x = _activation("leaky_relu", input)
     slope = float(negative_slope)
-    return _maybe_inplace("leaky_relu", x, inplace, lambda t: E.where(t > 0, t, t * slope))
+    return _maybe_inplace("leaky_relu", x, inplace, lambda t: apply(LEAKY_RELU, t, slope=slope))
 
 
 def _elu_core(x, alpha: float, input_scale: float = 1.0):
@@ -165,14 +166,7 @@ def hardswish(input, inplace: bool = False):
     PyTorch. At -inf the result is 0, the value of every x <= -3 (PyTorch's is
     -inf * 0 = NaN)."""
     x = _activation("hardswish", input)
-
-    def fn(t):
-        # the middle piece reads a masked input, so at +-inf its unused gradient is 0 * finite
-        # (not 0 * inf = NaN): the gradient there is the outer piece's, as in PyTorch
-        m = E.where(E.abs(t) < 3, t, 0)
-        return E.where(t <= -3, 0, E.where(t < 3, m * (m + 3) / 6, t))
-
-    return _maybe_inplace("hardswish", x, inplace, fn)
+    return _maybe_inplace("hardswish", x, inplace, lambda t: apply(HARDSWISH, t))
 
 
 @export(functional=True, toplevel=False)

@@ -1,0 +1,219 @@
+"""leaky_relu and hardswish (the GANs' and MobileNetV3's activations) as one op each way,
+eagerly and in graphs.
+
+Built of ``where``, comparisons and arithmetic, eager ``F.leaky_relu`` ran three NumPy ops
+forward and more backward, ``F.hardswish`` about nine, each with its own dispatch and
+temporaries: 4x and 17x PyTorch's time on an activation-sized tensor. These run two to four
+vectorized passes (selections on the values' bits, ops/_select.py), and in a graph their C
+expressions (the slope an attribute, written into the loop as a constant) fuse with their
+neighbours as the composites' did.
+
+Gradients are PyTorch's: leaky_relu's is ``g`` where ``x > 0``, else ``g * slope`` (the slope at
+0 and for NaN); hardswish's is 0 where ``x <= -3``, ``g * (x / 3 + 0.5)`` where ``-3 < x < 3``,
+``g`` elsewhere (at 3, +inf and NaN: a NaN input stays NaN), read off the input, which each op
+saves.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import EmberError
+from ..types import TensorType
+from ._registry import OpDef, apply, register
+from ._select import select_bits
+from ._util import elementwise_cost, require_float, same_type
+
+
+def _on_arrays(kernel):
+    """``kernel`` run on 0-d operands as 1-element arrays (NumPy's ufuncs return scalars for
+    0-d ones, which the in-place steps cannot write into), its result reshaped back; half
+    precision computed in float32 and rounded once, as PyTorch's kernels and the C loops do."""
+
+    def run(*arrays, **attrs):
+        dtype = arrays[0].dtype
+        if dtype.itemsize == 2:  # (float16, bfloat16)
+            wide = [a.astype(np.float32) for a in arrays]
+            return run(*wide, **attrs).astype(dtype)
+        if arrays[0].ndim:
+            return kernel(*arrays, **attrs)
+        return kernel(*(np.reshape(a, (1,)) for a in arrays), **attrs).reshape(())
+
+    run.__name__ = kernel.__name__
+    return run
+
+
+def _check_slope(op: str, slope) -> None:
+    # the slope becomes a C constant in fused loops (a graph file's attributes included)
+    if not isinstance(slope, (int, float)) or isinstance(slope, bool) or slope != slope:
+        raise EmberError(f"negative_slope must be a real number, got {slope!r}", op=op)
+    if abs(slope) == float("inf"):
+        raise EmberError(f"negative_slope must be finite, got {slope!r}", op=op)
+
+
+def _same_types(op: str, g, x) -> TensorType:
+    require_float(op, g, x)
+    if tuple(g.shape) != tuple(x.shape) or g.dtype != x.dtype:
+        from ..errors import ShapeError
+
+        raise ShapeError(f"the gradient {g} must have the input's type {x}", op=op)
+    return TensorType(tuple(x.shape), x.dtype)
+
+
+# ------------------------------------------------------------------------------- leaky_relu
+
+
+def _leaky_infer(x, *, slope):
+    require_float("leaky_relu", x)
+    _check_slope("leaky_relu", slope)
+    return same_type(x)
+
+
+@_on_arrays
+def _leaky_kernel(x, *, slope):
+    scaled = np.multiply(x, x.dtype.type(slope))
+    if 0 <= slope <= 1:  # max(x, slope x) is x for x > 0, slope x below (NaN propagates)
+        return np.maximum(x, scaled, out=scaled)
+    return select_bits(np.greater(x, 0), x, scaled)
+
+
+def _leaky_vjp(c, g):
+    return (apply(LEAKY_RELU_BACKWARD, g, c.inputs[0], **c.attrs),)
+
+
+def _leaky_grad_infer(g, x, *, slope):
+    _check_slope("leaky_relu_backward", slope)
+    return _same_types("leaky_relu_backward", g, x)
+
+
+@_on_arrays
+def _leaky_grad_kernel(g, x, *, slope):
+    scaled = np.multiply(g, g.dtype.type(slope))
+    return select_bits(np.greater(x, 0), np.array(g, copy=True), scaled, overwrite=True)
+
+
+def _leaky_grad_vjp(c, a):
+    # linear in the gradient (the same factors); piecewise constant in x: no gradient there
+    return apply(LEAKY_RELU_BACKWARD, a, c.inputs[1], **c.attrs), None
+
+
+def _onnx_leaky(e):
+    return e.node("LeakyRelu", e.inputs, alpha=float(e.attrs["slope"]))
+
+
+def _onnx_leaky_backward(e):
+    g, x = e.inputs
+    dtype = e.in_types[0].dtype
+    positive = e.node("Greater", [x, e.scalar(0, dtype)])
+    scaled = e.node("Mul", [g, e.scalar(e.attrs["slope"], dtype)])
+    return e.node("Where", [positive, g, scaled])
+
+
+LEAKY_RELU_BACKWARD = register(
+    OpDef(
+        name="leaky_relu_backward",
+        onnx=_onnx_leaky_backward,
+        kind="elementwise",
+        infer=_leaky_grad_infer,
+        kernel=_leaky_grad_kernel,
+        vjp=_leaky_grad_vjp,
+        cost=elementwise_cost(2),
+        c="({1} > 0 ? {0} : {0} * {slope})",
+        doc="leaky_relu_backward(g, x; slope): g where x > 0, else g * slope",
+    )
+)
+
+LEAKY_RELU = register(
+    OpDef(
+        name="leaky_relu",
+        onnx=_onnx_leaky,
+        kind="elementwise",
+        infer=_leaky_infer,
+        kernel=_leaky_kernel,
+        vjp=_leaky_vjp,
+        save_inputs=(0,),
+        cost=elementwise_cost(2),
+        c="({0} > 0 ? {0} : {0} * {slope})",
+        doc="leaky_relu(x; slope): x where x > 0, else slope * x",
+    )
+)
+
+
+# -------------------------------------------------------------------------------- hardswish
+
+
+def _hardswish_infer(x):
+    require_float("hardswish", x)
+    return same_type(x)
+
+
+@_on_arrays
+def _hardswish_kernel(x):
+    # x (x + 3) / 6 in the middle, 0 at and below -3, x at and above 3 (and for NaN), as the
+    # C expression computes it; the middle piece over clipped values so that its products
+    # never overflow where the outer pieces are taken
+    m = np.clip(x, x.dtype.type(-3), x.dtype.type(3))
+    mid = m + x.dtype.type(3)
+    np.multiply(m, mid, out=mid)
+    np.divide(mid, x.dtype.type(6), out=mid)
+    inner = select_bits(np.less(x, 3), mid, np.array(x, copy=True), overwrite=True)
+    return select_bits(np.less_equal(x, -3), np.zeros((), x.dtype), inner)
+
+
+def _hardswish_vjp(c, g):
+    return (apply(HARDSWISH_BACKWARD, g, c.inputs[0]),)
+
+
+def _hardswish_grad_infer(g, x):
+    return _same_types("hardswish_backward", g, x)
+
+
+@_on_arrays
+def _hardswish_grad_kernel(g, x):
+    slope = np.divide(x, x.dtype.type(3))
+    slope += x.dtype.type(0.5)
+    np.multiply(slope, g, out=slope)
+    inner = select_bits(np.less(x, 3), slope, np.array(g, copy=True), overwrite=True)
+    return select_bits(np.less_equal(x, -3), np.zeros((), g.dtype), inner)
+
+
+def _hardswish_grad_vjp(c, a):
+    # linear in g; in x, the middle piece's slope changes at a rate 1 / 3: d/dx = g a / 3 there
+    g, x = c.inputs
+    from . import api as E
+
+    middle = E.logical_and(E.logical_not(x <= -3), x < 3)
+    return apply(HARDSWISH_BACKWARD, a, x), E.where(middle, a * g / 3, 0)
+
+
+def _onnx_hardswish(e):
+    return e.node("HardSwish", e.inputs)
+
+
+HARDSWISH_BACKWARD = register(
+    OpDef(
+        name="hardswish_backward",
+        kind="elementwise",
+        infer=_hardswish_grad_infer,
+        kernel=_hardswish_grad_kernel,
+        vjp=_hardswish_grad_vjp,
+        cost=elementwise_cost(3),
+        c="({1} <= -3 ? ({T})0 : ({1} < 3 ? ({1} / ({T})3 + ({T})0.5) * {0} : {0}))",
+        doc="hardswish_backward(g, x): 0 where x <= -3, g (x / 3 + 1/2) below 3, else g",
+    )
+)
+
+HARDSWISH = register(
+    OpDef(
+        name="hardswish",
+        onnx=_onnx_hardswish,
+        kind="elementwise",
+        infer=_hardswish_infer,
+        kernel=_hardswish_kernel,
+        vjp=_hardswish_vjp,
+        save_inputs=(0,),
+        cost=elementwise_cost(4),
+        c="({0} <= -3 ? ({T})0 : ({0} < 3 ? {0} * ({0} + ({T})3) / ({T})6 : {0}))",
+        doc="hardswish(x): 0 at and below -3, x (x + 3) / 6 below 3, x above",
+    )
+)
