@@ -53,13 +53,25 @@ __all__ = ["capture_call", "trace"]
 
 
 def capture_call(
-    fn, args, kwargs, *, leaves, names, reach, options: CompileOptions, specs=None, name=None
+    fn,
+    args,
+    kwargs,
+    *,
+    leaves,
+    names,
+    reach,
+    options: CompileOptions,
+    specs=None,
+    name=None,
+    known=None,
 ) -> GraphFunction:
     """Trace ``fn(*args, **kwargs)`` once into a `GraphFunction` (shared by ``ember.trace`` and
     ``ember.function``). ``leaves``/``names``: the tensor arguments and their names (from
     `split_args`); ``reach``: the state found by ``state.discover``; ``options``: how to
     compile it; ``specs``: a `TensorSpec` per leaf (None dimensions become symbolic sizes) or
-    None for the leaves' own types; ``name``: the graph's."""
+    None for the leaves' own types; ``name``: the graph's; ``known``: {leaf index: array} of
+    the arguments whose values the graph is specialized on (read as host data while tracing:
+    `SymbolicTensor.host_value`; reading another argument's raises `NeedsArgumentValue`)."""
     start = _traced_bytes()
     graph_name = name or getattr(fn, "__name__", None) or type(fn).__name__
     large = [label for label, guard in reach.python_values if not guard.whole]
@@ -76,6 +88,10 @@ def capture_call(
         for n, t in opt.hyperparameter_tensors():
             builder.capture_names[id(t)] = f"{prefix}_{n}" if prefix else n
     symbolic, arg_feeds, grad_args = _argument_inputs(builder, leaves, names, specs)
+    for i, s in enumerate(symbolic):
+        builder.argument_values[id(s.value)] = i
+        if known and i in known:
+            builder.host_values[id(s.value)] = known[i]
     entry_values = [s.value for s in symbolic]
     call_args, call_kwargs = replace_leaves((args, kwargs), iter(symbolic))
     entry_arg_grads = {i: s.grad for i, s in grad_args}

@@ -66,6 +66,11 @@ class GraphBuilder(_reg.Mode):
         # a fused op whose backward has no VJP of its own and a differentiable-to-any-order
         # form (nn/rnn.py) picks the latter while this is non-zero
         self.nested_grads = 0
+        # the function's own tensor arguments (id(Value) -> their position among the call's
+        # tensor leaves), and the values of those the capture specializes on (id(Value) ->
+        # array): what `SymbolicTensor.host_value` answers with, or asks for
+        self.argument_values: dict[int, int] = {}
+        self.host_values: dict[int, object] = {}
 
     # -------- entering and leaving
     def __enter__(self) -> GraphBuilder:

@@ -13,7 +13,7 @@ in-place write through a view of a symbolic tensor does not update its base.)
 
 from __future__ import annotations
 
-from ..errors import TraceError
+from ..errors import NeedsArgumentValue, TraceError
 from ..ops._registry import TensorBase
 from ..size import Size
 
@@ -180,7 +180,30 @@ class SymbolicTensor(TensorBase):
         self._refuse(".item()")
 
     def tolist(self):
+        if self.dtype.is_integer:  # (lengths, split sizes: host data a capture specializes on)
+            return self.host_value(".tolist()").tolist()
         self._refuse(".tolist()")
+
+    def host_value(self, what: str):
+        """The NumPy value of this tensor where the graph being built is specialized on it (a
+        function argument whose value the capture keys its graphs on); for another argument
+        of the function, `NeedsArgumentValue` (``ember.function`` then specializes on it and
+        traces again); for any other value, the `TraceError` of a use of the data. For host
+        data (sequence lengths, sizes), never for values the graph should compute."""
+        known = self.builder.host_values.get(id(self.value))
+        if known is not None:
+            return known
+        argument = self.builder.argument_values.get(id(self.value))
+        if argument is not None:
+            raise NeedsArgumentValue(
+                f"{what} of the argument %{self.value.name} ({self.value.type.dtype} of shape "
+                f"{tuple(self.shape)}) reads its value as host data: ember.function keys its "
+                "graphs on such an argument's value (one trace per distinct value); ember.trace "
+                "cannot, so compute this outside the traced function or pass a Python list",
+                value=self.value,
+                argument=argument,
+            )
+        self._refuse(what)
 
     def numpy(self):
         self._refuse(".numpy()")
