@@ -209,3 +209,95 @@ def test_tensors_a_captured_method_leaves_on_its_object():
         losses = [trainer.step(x, y).item() for _ in range(4)]
         runs.append(losses + [float(trainer.running), float(trainer.metrics["n"])])
     np.testing.assert_allclose(runs[1], runs[0], rtol=1e-5)
+
+
+class _ActNorm(nn.Module):
+    """Glow's ActNorm: initialized from the first batch it sees, through ``.data``."""
+
+    def __init__(self):
+        super().__init__()
+        self.loc = nn.Parameter(ember.zeros(3))
+        self.register_buffer("initialized", ember.tensor(0, dtype=ember.uint8))
+
+    def forward(self, x):
+        if self.initialized.item() == 0:
+            with ember.no_grad():
+                self.loc.data.copy_(-x.mean(0))
+                self.initialized.fill_(1)
+        return x + self.loc
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_data_dependent_initialization_inside_a_captured_call(training):
+    """A write through ``p.data`` is read by ``p`` later in the same trace (aliases of one
+    array share their graph value), and a state tensor whose value Python read while tracing
+    (the ``initialized`` flag) is part of the key: a later value retraces instead of
+    re-running the branch the first trace baked in."""
+    xs = [ember.tensor(np.arange(6.0, dtype=np.float32).reshape(2, 3) * (i + 1)) for i in range(4)]
+    results = []
+    for capture in (False, True):
+        m = _ActNorm()
+        opt = ember.optim.SGD(m.parameters(), lr=0.1)
+
+        def step(x, m=m, opt=opt):
+            if not training:
+                with ember.no_grad():
+                    return m(x).sum()
+            loss = (m(x) ** 2).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+
+        f = ember.function(step) if capture else step
+        results.append(([f(x).item() for x in xs], m.loc.detach().numpy().copy()))
+        if capture:  # (a training step's retrace reason is its first .grad)
+            assert f.stats.traces == 2 and f.stats.hits == 2
+            assert training or "new: the value of m.initialized" in str(f.stats)
+    (want, want_loc), (got, got_loc) = results
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    np.testing.assert_allclose(got_loc, want_loc, rtol=1e-6)
+
+
+def test_a_parameter_reads_an_update_made_through_its_data_alias():
+    p = nn.Parameter(ember.ones(2))
+
+    def f(x):
+        with ember.no_grad():
+            p.data.mul_(3.0)
+        y = (p * x).sum()
+        y.backward()
+        return y
+
+    got = ember.function(f)(ember.tensor([1.0, 2.0]))
+    assert got.item() == 9.0 and p.tolist() == [3.0, 3.0] and p.grad.tolist() == [1.0, 2.0]
+
+
+def test_state_filled_with_constants_in_a_captured_call():
+    """A buffer's new value is a constant node of the graph (no call to write in place):
+    generated code writes it back as it is."""
+    buf, flag = ember.zeros(3), ember.tensor(0, dtype=ember.uint8)
+
+    def f(x):
+        with ember.no_grad():
+            buf.fill_(1.0)
+            flag.fill_(1)
+        return x * 2
+
+    assert ember.function(f)(ember.ones(3)).tolist() == [2.0] * 3
+    assert buf.tolist() == [1.0] * 3 and flag.item() == 1
+
+
+def test_modules_and_optimizers_bound_as_default_arguments_are_reached():
+    m = nn.Linear(2, 1)
+    opt = ember.optim.SGD(m.parameters(), lr=0.1)
+    x = ember.tensor([[1.0, 2.0]])
+    want = m.weight.detach().numpy() - 0.1 * np.array([[1.0, 2.0]])
+
+    def step(x, model=m, *, optimizer=opt):
+        optimizer.zero_grad()
+        model(x).sum().backward()
+        optimizer.step()
+
+    ember.function(step)(x)
+    np.testing.assert_allclose(m.weight.detach().numpy(), want, rtol=1e-6)

@@ -123,7 +123,9 @@ def transformer_beam(torch, ctx):
             return s.decode(tgt, s.encode(src, src_pad), src_pad)
 
     m = ctx.init(Seq2Seq())
-    opt = torch.optim.Adam(m.parameters(), lr=5e-3)
+    # (SGD: the attention's key bias has a zero gradient in exact arithmetic, rounding noise
+    # that Adam would scale up to full steps, different on each library and executor)
+    opt = torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
     rng = np.random.default_rng(4)
     src = rng.integers(3, V, (4, 6))
     src[2, 4:] = 0

@@ -48,7 +48,7 @@ def mel_audio(torch, ctx):
             s.mel = MelSpec()
             s.norm = nn.InstanceNorm1d(n_mels, affine=True)
             s.conv = nn.Sequential(
-                nn.Conv1d(n_mels, 12, 3, padding=1),
+                nn.Conv1d(n_mels, 12, 3, padding=1, bias=False),  # (BatchNorm follows)
                 nn.BatchNorm1d(12),
                 nn.ELU(),
                 nn.MaxPool1d(2),

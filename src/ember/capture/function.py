@@ -151,6 +151,9 @@ class Function:
         # tensor arguments (by name) whose values a trace read as host data (the lengths of
         # packed sequences): part of the key by value, known to the trace (see `_entry`)
         self._by_value: set[str] = set()
+        # state tensors (id -> (name, tensor)) whose values a trace read in Python (an ActNorm's
+        # ``initialized`` flag): the graphs bake in the branch they chose, so the key holds them
+        self._state_reads: dict[int, tuple] = {}
         functools.update_wrapper(self, fn, updated=())
 
     # the options as given (capture/compile.py `CompileOptions`)
@@ -190,6 +193,9 @@ class Function:
             if names[i] in self._by_value:
                 labels.append(f"the value of argument {names[i]}")
                 values.append(_value_component(t))
+        for name, t in self._state_reads.values():
+            labels.append(f"the value of {name} (read while tracing)")
+            values.append(_value_component(t))
         state_labels, state_values = state_signature(reach)
         return CallKey(
             lambda: labels + state_labels() + ["autocast"],
@@ -224,7 +230,8 @@ class Function:
         """The program for this call's key (traced if new); ``guard``: also record the
         `CallGuard` that lets the next call like this one skip its key."""
         version = tables_version()  # (before anything is read: a change meanwhile shows)
-        guard = guard and not self._by_value  # (the guard compares no argument's value)
+        # (the guard compares no tensor's value)
+        guard = guard and not self._by_value and not self._state_reads
         probes = Probes() if guard else None
         reach = discover(self.fn, args, kwargs, self._arg_names, probes)
         base = self._key(leaves, names, structure, reach)
@@ -264,7 +271,7 @@ class Function:
         else:
             self.stats.hits += 1
         self._last_key, self._last_entry = key, entry
-        if guard:
+        if guard and not self._state_reads:  # (a trace may just have found some)
             self._guard = guard.bind(entry)
         return entry
 
@@ -285,6 +292,7 @@ class Function:
         recently used ones beyond `cache_size`."""
         reason = explain(key, self._last_key)
         entry = self._trace(args, kwargs, leaves, names, reach)
+        self._state_reads.update(entry.state_reads)  # (later keys compare their values)
         self._cache[key if entry.reads_grads else base] = entry
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)

@@ -135,6 +135,13 @@ def capture_call(
     check = [f.array(leaves) for f in call.feeds] if verifying else None
     compiled = GraphFunction(call, options, autograd, check)
     del check
+    # the state tensors whose values Python read while tracing (``if self.initialized:``):
+    # the graph holds the branch their values chose, so a cache keys it on them
+    compiled.state_reads = {
+        id(t): (builder.capture_names[id(t)], t)
+        for t in builder.value_reads
+        if id(t) in builder.capture_names
+    }
     end = _traced_bytes()
     if start is not None and end is not None:
         compiled.compiled_bytes = max(end - start, 0)

@@ -50,6 +50,10 @@ class GraphBuilder(_reg.Mode):
         self._captured_values: dict[int, object] = {}  # id(tensor) -> its input Value
         self._current: dict[int, object] = {}  # id(tensor) -> the Value standing for it now
         self.rebound: dict[int, Tensor] = {}  # eager tensors updated in place, in update order
+        # id(array) -> the captured eager tensors holding that array: a parameter and its
+        # ``.data`` / ``.detach()`` aliases, which an in-place update rebinds together
+        self._aliases: dict[int, list[Tensor]] = {}
+        self.value_reads: list[Tensor] = []  # eager tensors whose values Python read
         self.capture_names: dict[int, str] = {}  # id(tensor) -> input name (module parameters)
         self.capture_grads: dict[int, object] = {}  # id(tensor) -> its .grad when captured
         self.no_grad_values: set[int] = set()  # ids of values recorded with grad disabled
@@ -105,6 +109,12 @@ class GraphBuilder(_reg.Mode):
             self._current[id(tensor)] = value
             self.capture_grads[id(tensor)] = GRAD_SLOT.__get__(tensor, Tensor)
             self.captured.append(tensor)
+            aliases = self._aliases.setdefault(id(tensor._data), [])
+            updated = next((t for t in aliases if id(t) in self.rebound), None)
+            aliases.append(tensor)
+            if updated is not None:  # (``p.data.copy_(v)`` before p is read: p reads v)
+                value = self._current[id(tensor)] = self._current[id(updated)]
+                self.rebound[id(tensor)] = tensor
         return value
 
     def input_value(self, tensor: Tensor):
@@ -119,8 +129,10 @@ class GraphBuilder(_reg.Mode):
         if not isinstance(result, SymbolicTensor):
             result = SymbolicTensor(self.value_of(result), self)
         result = fit_inplace_result(name, result, tensor)
-        self._current[id(tensor)] = result.value
-        self.rebound[id(tensor)] = tensor
+        # the tensor and every alias of its memory (``p`` after ``p.data.copy_(v)``) read it
+        for alias in self._aliases[id(tensor._data)]:
+            self._current[id(alias)] = result.value
+            self.rebound[id(alias)] = alias
         return tensor
 
     def take_updates(self) -> list:
@@ -146,7 +158,10 @@ class GraphBuilder(_reg.Mode):
             optimizer.state.update((p, dict(s)) for p, s in state.items())
 
     def check_read(self, tensor: Tensor, what: str) -> None:
-        """Refuse a Python read of an eager tensor whose value the graph has changed."""
+        """Refuse a Python read of an eager tensor whose value the graph has changed; note
+        the others (``value_reads``: the graph bakes in what they held, so whoever caches it
+        must key it on those values)."""
+        self.value_reads.append(tensor)
         if id(tensor) in self.rebound:
             raise TraceError(
                 f"{what} of a tensor of shape {tuple(tensor.shape)} that the graph being built "
