@@ -1,7 +1,8 @@
-"""Model tooling as whole PyTorch programs: custom parametrizations (a pruning mask), an optimizer
-zoo (two optimizers on one model, Rprop, ASGD, Adadelta, maximize/amsgrad/foreach
-flags), an EfficientNet-style block with in-place activations and squeeze-excitation, and a
-super-resolution net with PixelShuffle, TorchScript-decorated helpers and torch.jit.trace.
+"""Model tooling as whole PyTorch programs: custom parametrizations (a pruning mask),
+torch.nn.utils.prune, an optimizer zoo (two optimizers on one model, Rprop, ASGD, Adadelta,
+maximize/amsgrad/foreach flags), an EfficientNet-style block with in-place activations and
+squeeze-excitation, and a super-resolution net with PixelShuffle, TorchScript-decorated helpers
+and torch.jit.trace.
 """
 
 import numpy as np
@@ -76,6 +77,47 @@ def parametrize_masks(torch, ctx):
         "w4": net[4].weight,
         "is_param": [P.is_parametrized(net[0]), P.is_parametrized(net[2])],
         "sd": sorted(net.state_dict()),
+    }
+
+
+def prune_prog(torch, ctx):
+    import importlib
+
+    nn, F = torch.nn, torch.nn.functional
+    prune = importlib.import_module(f"{torch.__name__}.nn.utils.prune")  # import ...prune
+    net = ctx.init(nn.Sequential(nn.Conv2d(2, 6, 3), nn.ReLU(), nn.Flatten(), nn.Linear(6 * 8, 3)))
+    prune.l1_unstructured(net[0], name="weight", amount=0.3)
+    prune.ln_structured(net[0], name="weight", amount=2, n=2, dim=0)  # a PruningContainer
+    params = [(net[0], "bias"), (net[3], "weight")]
+    prune.global_unstructured(params, pruning_method=prune.L1Unstructured, amount=0.25)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    rng = np.random.default_rng(25)
+    x = ctx.t(rng.standard_normal((4, 2, 4, 6)).astype(np.float32))
+    y = ctx.t(rng.integers(0, 3, 4))
+
+    def step(x, y):
+        loss = F.cross_entropy(net(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    step = ctx.fn(step)
+    res = [step(x, y).item() for _ in range(3)]
+    kept = float(net[0].weight_mask.sum())
+    names = sorted(n for n, _ in net.named_parameters())
+    bufs = sorted(n for n, _ in net.named_buffers())
+    grad = net[0].weight_orig.grad
+    for m, n in [(net[0], "weight"), (net[0], "bias"), (net[3], "weight")]:
+        prune.remove(m, n)
+    return {
+        "l": res,
+        "kept": kept,
+        "names": names,
+        "bufs": bufs,
+        "grad": grad,
+        "sd": dict(net.state_dict()),
+        "pruned": prune.is_pruned(net),
     }
 
 
@@ -287,8 +329,8 @@ def superres_jit(torch, ctx):
     return {"l": res, "out": out, "un": un.shape[1], "bicubic": bicubic}
 
 
-PROGRAMS = [parametrize_masks, optim_zoo, effnet, superres_jit]
-CAPTURED = [parametrize_masks, optim_zoo, effnet, superres_jit]
+PROGRAMS = [parametrize_masks, prune_prog, optim_zoo, effnet, superres_jit]
+CAPTURED = [parametrize_masks, prune_prog, optim_zoo, effnet, superres_jit]
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.__name__)

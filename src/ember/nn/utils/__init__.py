@@ -1,8 +1,8 @@
 """``ember.nn.utils``: gradient clipping (PyTorch's formulas: the total norm is the norm of the
 per-tensor norms; gradients are scaled by ``min(max_norm / (total + 1e-6), 1)``), and conversion
 between a parameter list and one flat vector; ``rnn`` (variable-length sequences),
-``parametrize`` and ``parametrizations`` (weight_norm, spectral_norm), and the older hook-based
-``weight_norm`` and ``spectral_norm``."""
+``parametrize`` and ``parametrizations`` (weight_norm, spectral_norm), ``prune`` (PyTorch's
+pruning utilities), and the older hook-based ``weight_norm`` and ``spectral_norm``."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from ...autograd import no_grad
 from ...errors import ShapeError
 from ...ops import api as E
 from ...tensor import Tensor
-from . import fusion, parametrizations, parametrize, rnn
+from . import fusion, parametrizations, parametrize, prune, rnn
 from .fusion import (
     fuse_conv_bn_eval,
     fuse_conv_bn_weights,
