@@ -225,8 +225,39 @@ def custom_function(torch, ctx):
     }
 
 
-PROGRAMS = [ppo, func_transforms, custom_function]
-CAPTURED = [ppo, custom_function]
+def dp_sgd(torch, ctx):
+    nn, F = torch.nn, torch.nn.functional
+    fn = torch.func
+    model = ctx.init(nn.Sequential(nn.Linear(3, 6), nn.Tanh(), nn.Linear(6, 2)))
+    rng = np.random.default_rng(29)
+    x = ctx.t(rng.standard_normal((5, 3)).astype(np.float32))
+    y = ctx.t(rng.integers(0, 2, 5))
+
+    def step(x, y, clip=1.0, lr=0.1):
+        params = {k: v.detach() for k, v in model.named_parameters()}
+
+        def loss_fn(p, xi, yi):
+            return F.cross_entropy(fn.functional_call(model, p, (xi[None],)), yi[None])
+
+        grads = fn.vmap(fn.grad(loss_fn), in_dims=(None, 0, 0))(params, x, y)
+        norms = torch.stack([g.flatten(1).norm(dim=1) for g in grads.values()]).norm(dim=0)
+        scale = (clip / (norms + 1e-6)).clamp(max=1.0)
+        with torch.no_grad():
+            for k, p in model.named_parameters():
+                g = grads[k] * scale.view(-1, *([1] * (grads[k].ndim - 1)))
+                p.sub_(lr * g.mean(0))
+        # a Newton step's curvature of the loss in the last bias
+        b = model[2].bias.detach()
+        H = fn.hessian(lambda bb: F.cross_entropy(model[2](model[1](model[0](x))) - b + bb, y))(b)
+        return norms, H
+
+    step = ctx.fn(step)
+    res = [step(x, y) for _ in range(3)]
+    return {"res": res, "w": model[0].weight}
+
+
+PROGRAMS = [ppo, func_transforms, custom_function, dp_sgd]
+CAPTURED = [ppo, custom_function, dp_sgd]
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.__name__)

@@ -256,11 +256,15 @@ class GraphBuilder(_reg.Mode):
         with self:
             return full((), fill_value=1, dtype=output.dtype)
 
-    def grad(self, outputs, inputs, grad_outputs, allow_unused: bool) -> tuple:
+    def grad(
+        self, outputs, inputs, grad_outputs, allow_unused: bool, create_graph: bool = False
+    ) -> tuple:
         """``ember.autograd.grad(outputs, inputs, grad_outputs)`` while building: the backward
         pass is recorded into the graph (in ember ops, so differentiable again: create_graph
         holds by construction), and no ``.grad`` is touched. An input no output depends on
-        gets None with ``allow_unused``, else an AutogradError, as eagerly."""
+        gets None with ``allow_unused``, else an AutogradError, as eagerly. With
+        ``create_graph`` (and grad mode on) the floating gradients require grad, as eagerly:
+        code that differentiates them again (a Hessian as a Jacobian of a Jacobian) checks."""
         from ..errors import AutogradError
 
         cotangents = [
@@ -287,9 +291,14 @@ class GraphBuilder(_reg.Mode):
         wrt = [SymbolicTensor(self.value_of(t), self) for t in inputs]
         outs = [SymbolicTensor(self.value_of(o), self) for o in outputs]
         grads = backward_graph_values(self, outs, wrt, cotangents, self.no_grad_values)
-        return tuple(
-            SymbolicTensor(self.value_of(g), self) if hit else None for g, hit in zip(grads, used)
-        )
+        differentiable = create_graph and _reg.is_grad_enabled()
+        results = []
+        for g, hit in zip(grads, used):
+            result = SymbolicTensor(self.value_of(g), self) if hit else None
+            if result is not None and differentiable and result.dtype.is_floating_point:
+                result.requires_grad_(True)
+            results.append(result)
+        return tuple(results)
 
     def _ancestors(self, value) -> set:
         """ids of the values ``value`` is computed from along differentiable paths."""
