@@ -301,3 +301,30 @@ def test_modules_and_optimizers_bound_as_default_arguments_are_reached():
 
     ember.function(step)(x)
     np.testing.assert_allclose(m.weight.detach().numpy(), want, rtol=1e-6)
+
+
+def test_assigning_data_in_a_captured_step_equals_eager():
+    """``p.data = v`` (old-style manual SGD, vector_to_parameters) with a graph value is the
+    functionalized write without history: the parameter stays a leaf."""
+    results = []
+    for capture in (False, True):
+        ember.manual_seed(0)
+        m = nn.Linear(2, 1)
+
+        def step(x, m=m):
+            loss = m(x).pow(2).sum()
+            m.zero_grad()
+            loss.backward()
+            for p in m.parameters():
+                p.data = p.data - 0.1 * p.grad
+            vec = nn.utils.parameters_to_vector(m.parameters())
+            nn.utils.vector_to_parameters(vec * 0.5, m.parameters())
+            return loss
+
+        f = ember.function(step) if capture else step
+        losses = [f(ember.ones(3, 2)).item() for _ in range(3)]
+        results.append((losses, m.weight.detach().numpy().copy(), m.weight.is_leaf))
+    (l0, w0, leaf0), (l1, w1, leaf1) = results
+    np.testing.assert_allclose(l1, l0, rtol=1e-6)
+    np.testing.assert_allclose(w1, w0, rtol=1e-6)
+    assert leaf0 and leaf1

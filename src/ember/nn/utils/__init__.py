@@ -15,6 +15,7 @@ from ... import dtypes as dt
 from ...autograd import no_grad
 from ...errors import ShapeError
 from ...ops import api as E
+from ...ops._registry import TensorBase
 from ...tensor import Tensor
 from . import fusion, parametrizations, parametrize, prune, rnn
 from .fusion import (
@@ -144,7 +145,7 @@ def parameters_to_vector(parameters: Iterable[Tensor]) -> Tensor:
 def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
     """Point each parameter's data at its slice of ``vec`` (the inverse of
     ``parameters_to_vector``)."""
-    if not isinstance(vec, Tensor) or vec.ndim != 1:
+    if not isinstance(vec, TensorBase) or vec.ndim != 1:  # (a graph value, when captured)
         raise TypeError(f"expected vec to be a 1-D Tensor, but got {type(vec).__name__}")
     pointer = 0
     for p in parameters:
