@@ -328,3 +328,31 @@ def test_assigning_data_in_a_captured_step_equals_eager():
     np.testing.assert_allclose(l1, l0, rtol=1e-6)
     np.testing.assert_allclose(w1, w0, rtol=1e-6)
     assert leaf0 and leaf1
+
+
+def test_adversarial_step_reads_the_grad_of_a_fresh_leaf():
+    """``x = x.clone().requires_grad_()`` inside a captured step is a leaf, as eagerly: a
+    recorded backward sets its ``.grad`` (FGSM), and results may hold None."""
+    results = []
+    for capture in (False, True):
+        ember.manual_seed(0)
+        m = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 2))
+        opt = ember.optim.SGD(m.parameters(), lr=0.1)
+
+        def step(x, y, m=m, opt=opt):
+            x = x.clone().requires_grad_(True)
+            opt.zero_grad()
+            nn.functional.cross_entropy(m(x), y).backward()
+            x_adv = (x + 0.1 * x.grad.sign()).detach()
+            loss = nn.functional.cross_entropy(m(x_adv), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss, None, {"eps": 0.1}
+
+        f = ember.function(step) if capture else step
+        x = ember.tensor(np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32))
+        outs = [f(x, ember.tensor([0, 1, 1, 0])) for _ in range(3)]
+        assert all(o[1] is None and o[2] == {"eps": 0.1} for o in outs)
+        results.append([o[0].item() for o in outs])
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-6)

@@ -103,7 +103,10 @@ def capture_call(
         reads_grads = grads_read[0] or builder.backward_start is not None
         out_leaves, out_spec = [], None
         if out is not None:
-            out_leaves, _, out_spec = flatten(out, "a traced function's results", op="trace")
+            # (None and Python values among the results are returned as they are)
+            out_leaves, _, out_spec = flatten(
+                out, "a traced function's results", constants=True, op="trace"
+            )
         user_values = [builder.value_of(t) for t in out_leaves]
         check_found(builder, reach, graph_name)
         # arguments changed in place (x.clamp_(0, 1), x[mask] = 0): their tensors take the

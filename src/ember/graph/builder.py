@@ -94,7 +94,7 @@ class GraphBuilder(_reg.Mode):
         ``requires_grad``)."""
         t = SymbolicTensor(self.graph.add_input(type, name), self)
         if requires_grad:
-            t.requires_grad = True
+            t._requires_grad = True
             self.grad_inputs.append(t)
         return t
 
@@ -296,7 +296,7 @@ class GraphBuilder(_reg.Mode):
         for g, hit in zip(grads, used):
             result = SymbolicTensor(self.value_of(g), self) if hit else None
             if result is not None and differentiable and result.dtype.is_floating_point:
-                result.requires_grad_(True)
+                result._requires_grad = True  # (with history: not a leaf)
             results.append(result)
         return tuple(results)
 

@@ -75,7 +75,7 @@ class SymbolicTensor(TensorBase):
 
     @requires_grad.setter
     def requires_grad(self, flag: bool) -> None:
-        self._requires_grad = bool(flag)
+        self.requires_grad_(flag)
 
     @property
     def grad_fn(self):
@@ -86,6 +86,13 @@ class SymbolicTensor(TensorBase):
         return self.value.node.kind == "input"
 
     def requires_grad_(self, flag: bool = True) -> SymbolicTensor:
+        """As eagerly: a value without gradient history (one that did not require grad) that
+        starts requiring grad is a leaf, whose ``.grad`` a recorded backward sets
+        (``x = x.clone().requires_grad_(); loss.backward(); x.grad``)."""
+        if flag and not self._requires_grad and self.builder is not None:
+            inputs = self.builder.grad_inputs
+            if not any(t is self for t in inputs):
+                inputs.append(self)
         self._requires_grad = bool(flag)
         return self
 
