@@ -356,3 +356,29 @@ def test_adversarial_step_reads_the_grad_of_a_fresh_leaf():
         assert all(o[1] is None and o[2] == {"eps": 0.1} for o in outs)
         results.append([o[0].item() for o in outs])
     np.testing.assert_allclose(results[1], results[0], rtol=1e-6)
+
+
+def test_an_argument_made_to_require_grad_takes_its_gradient_as_eagerly():
+    results = []
+    for capture in (False, True):
+        ember.manual_seed(0)
+        m = nn.Linear(3, 2)
+
+        def step(x, m=m):
+            x.requires_grad_(True)
+            loss = m(x).pow(2).sum()
+            loss.backward()
+            return loss, x.grad.sign()
+
+        f = ember.function(step) if capture else step
+        out = []
+        for i in range(2):
+            x = ember.ones(2, 3) * (i + 1)
+            loss, _ = f(x)
+            out.append((loss.item(), x.requires_grad, x.grad.tolist()))
+        x = ember.ones(2, 3)
+        f(x)
+        f(x)  # the same tensor again: its gradient accumulates
+        out.append(x.grad.tolist())
+        results.append(out)
+    assert results[1] == results[0]

@@ -112,8 +112,15 @@ def capture_call(
         # arguments changed in place (x.clamp_(0, 1), x[mask] = 0): their tensors take the
         # new values after each run, as an eager call leaves them
         updated = [(i, s) for i, s in enumerate(symbolic) if s.value is not entry_values[i]]
+        # arguments the function made require grad (x.requires_grad_(); loss.backward()):
+        # their tensors take the gradient (and the flag) after each run, as eagerly
+        late = [
+            (i, s)
+            for i, s in enumerate(symbolic)
+            if s.requires_grad and not leaves[i].requires_grad and s.grad is not None
+        ]
         writebacks, extra = plan_writebacks(
-            builder, snapshot, reach, grad_args, entry_arg_grads, updated
+            builder, snapshot, reach, grad_args + late, entry_arg_grads, updated
         )
     finally:
         builder.restore_optimizers()  # those found are restored again by the snapshot
