@@ -4,7 +4,9 @@ It stands for a graph `Value`: it has a shape and a dtype (read from the value's
 op method and operator of the eager Tensor, but no data. Anything that needs the data in Python
 (``bool(x)``, ``int(x)``, ``x.item()``, indexing a list with ``x``, ``len`` of a symbolic size)
 raises `TraceError` at the user's line: a capture must never silently bake in one branch of
-data-dependent control flow.
+data-dependent control flow. The one exception is host data read from the captured function's own
+tensor arguments (`host_value`: the lengths of packed sequences, an integer argument's
+``.tolist()``): ``ember.function`` then keys its graphs on that argument's value.
 
 In-place methods are functionalized: ``x.add_(y)`` computes ``x + y`` as a new graph value and
 rebinds ``x`` to it, so later uses read the updated value. (Aliasing views are not followed: an
