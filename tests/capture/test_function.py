@@ -830,3 +830,18 @@ def test_retrace_reason_names_the_python_argument_that_changed():
     assert f.stats.retrace_reasons[0] == "positional argument 1 changed from 2 to 3"
     assert "keyword argument shift" in f.stats.retrace_reasons[1]
     assert f.stats.retrace_reasons[2] == "keyword argument shift changed from 1.0 to 2.0"
+
+
+def test_a_draw_from_pythons_random_while_tracing_warns():
+    import random
+
+    m = ember.nn.Linear(2, 2)
+
+    def teacher_forced(x, ratio=0.5):
+        return m(x) if random.random() < ratio else m(x) * 2
+
+    with pytest.warns(UserWarning, match="drew from Python's random module"):
+        ember.function(teacher_forced)(ember.ones(1, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ember.function(lambda x: m(x) * ember.rand(()))(ember.ones(1, 2))  # ember's: no warning

@@ -23,9 +23,13 @@ which picks the fastest per graph, ``"codegen"``, ``"interpreter"``, ``"parallel
 from __future__ import annotations
 
 import gc
+import random
 import tracemalloc
 import warnings
 
+import numpy as np
+
+from ..errors import user_location
 from ..graph.builder import GraphBuilder
 from ..graph.ir import Graph
 from ..graph.tree import flatten, replace_leaves
@@ -96,9 +100,12 @@ def capture_call(
     call_args, call_kwargs = replace_leaves((args, kwargs), iter(symbolic))
     entry_arg_grads = {i: s.grad for i, s in grad_args}
     snapshot = Snapshot(reach, fn)
+    python_rng = _python_rng_state()
+    location = user_location()
     try:
         with watching_grad_reads() as grads_read, builder:
             out = fn(*call_args, **call_kwargs)
+        _warn_python_draws(python_rng, graph_name, location)
         # a graph that neither ran backward nor read a .grad is the same whatever the gradients
         reads_grads = grads_read[0] or builder.backward_start is not None
         out_leaves, out_spec = [], None
@@ -156,6 +163,29 @@ def capture_call(
     if start is not None and end is not None:
         compiled.compiled_bytes = max(end - start, 0)
     return compiled
+
+
+def _python_rng_state() -> tuple:
+    """What tells whether Python's or NumPy's global random generator drew since."""
+    _, keys, position, *_ = np.random.get_state()
+    return random.getstate(), keys[:4].copy(), position
+
+
+def _warn_python_draws(before: tuple, graph_name: str, location: str | None) -> None:
+    """Warn when the traced function drew from Python's or NumPy's global random generators
+    (``random.random() < teacher_forcing_ratio``): the draw happened once, while tracing, and
+    every call of the graph repeats its outcome."""
+    now = _python_rng_state()
+    if now[0] == before[0] and np.array_equal(now[1], before[1]) and now[2] == before[2]:
+        return
+    where = f" (called at {location})" if location else ""
+    warnings.warn(
+        f"{graph_name}{where} drew from Python's random module or NumPy's global generator "
+        "while it was traced: the graph holds that one draw, and every call repeats its "
+        "outcome; draw with ember's generator inside the function (ember.rand(()) < p, with "
+        "ember.where for the choice), or draw outside and pass the value as an argument",
+        stacklevel=2,
+    )
 
 
 def _traced_bytes() -> int | None:
