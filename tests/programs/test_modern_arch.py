@@ -96,7 +96,7 @@ def ddpm(torch, ctx):
 
     train_step = ctx.fn(train_step)
     losses = []
-    for _ in range(3):
+    for _ in range(2):
         t = ctx.t(rng.integers(0, model.T, 4))
         noise = ctx.t(rng.standard_normal((4, 1, 8, 8)).astype(np.float32))
         loss, gn = train_step(x0, t, noise)
@@ -104,7 +104,7 @@ def ddpm(torch, ctx):
         losses.append(gn.item())
 
     model.eval()
-    zs = [ctx.t(rng.standard_normal((2, 1, 8, 8)).astype(np.float32)) for _ in range(6)]
+    zs = [ctx.t(rng.standard_normal((2, 1, 8, 8)).astype(np.float32)) for _ in range(4)]
 
     @torch.no_grad()
     def sample(x, steps):
@@ -117,7 +117,7 @@ def ddpm(torch, ctx):
             x = mean + var.clamp(min=1e-20).sqrt() * zs[i] if tt > 0 else mean
         return x.clamp(-3, 3)
 
-    out = sample(zs[-1], 5)
+    out = sample(zs[-1], 3)
     return {"l": losses, "sample": out, "buf": model.abar_prev, "grad_none": model.betas.grad}
 
 

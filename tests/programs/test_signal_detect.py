@@ -284,7 +284,7 @@ def perceiver(torch, ctx):
         return loss
 
     step = ctx.fn(step)
-    res = [step(x, mask, y).item() for _ in range(3)]
+    res = [step(x, mask, y).item() for _ in range(2)]
     # padding must not matter: garbage in the masked tail gives the same output
     x2 = x.clone()
     x2[1, 5:] = 100.0
