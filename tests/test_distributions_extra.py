@@ -170,3 +170,24 @@ def test_expand_and_chi2_df():
     m = ED.Multinomial(3, ember.tensor([0.5, 0.5])).expand((2,))
     assert tuple(m.sample().shape) == (2, 2)
     assert np.all(m.sample().numpy().sum(-1) == 3)
+
+
+def test_distributions_built_from_parameters_inside_a_captured_step():
+    """Argument validation reads values: inside a captured function even a parameter gives a
+    graph value, so it is skipped there (as a compiled torch program does not stop on it)."""
+    mu = ember.nn.Parameter(ember.tensor([0.5, -0.5]))
+    raw = ember.nn.Parameter(ember.tensor([0.1, 0.2]))
+    lo = ember.nn.Parameter(ember.tensor([0.0]))
+
+    def loss(x):
+        scale = ember.nn.functional.softplus(raw)
+        mvn = ED.MultivariateNormal(mu, scale_tril=ember.diag(scale))
+        uni = ED.Uniform(lo, lo + 2.0)
+        return -(mvn.log_prob(x).sum() + uni.log_prob(x[:, :1].abs().clamp(max=1.0)).sum())
+
+    x = ember.tensor(np.array([[0.3, 0.1], [-0.2, 0.4]], np.float32))
+    want = loss(x)
+    got = ember.function(loss)(x)
+    np.testing.assert_allclose(got.item(), want.item(), rtol=1e-6)
+    with pytest.raises(ValueError, match="constraint"):
+        ED.Normal(mu, -raw)  # eager: still validated

@@ -170,3 +170,29 @@ def test_stack_module_state_and_ensembles():
     out = ember.vmap(lambda p: ember.func.functional_call(base, p, (x,)))(params)
     for i, m in enumerate(models):
         np.testing.assert_allclose(out[i].detach().numpy(), m(x).detach().numpy(), rtol=1e-6)
+
+
+def test_func_transforms_inside_a_captured_function_equal_eager():
+    """vmap and grad take graph values, and gradients asked for with create_graph inside a
+    captured function require grad, so Jacobians of Jacobians (hessian, jacrev of jacrev,
+    autograd.functional's hvp / jvp / hessian) are not zeros there."""
+    fn, AF = ember.func, ember.autograd.functional
+
+    def f(z):
+        return (z.sin() * z).sum() + (z[0] * z[1]) ** 2
+
+    def everything(z, xs):
+        return (
+            fn.hessian(f)(z),
+            fn.jacrev(fn.jacrev(lambda v: (v**3).sum()))(z),
+            fn.vmap(fn.grad(lambda v: (v * v.exp()).sum()))(xs),
+            fn.vmap(lambda a, b: a * b, in_dims=(0, None))(xs, z),
+            AF.hessian(f, z),
+            AF.hvp(f, z, ember.ones(3))[1],
+            AF.jvp(lambda v: v.exp(), z, ember.ones(3))[1],
+        )
+
+    z = ember.tensor(np.array([0.3, -0.7, 1.1], np.float32))
+    xs = ember.tensor(np.arange(6, dtype=np.float32).reshape(2, 3) / 5)
+    for want, got in zip(everything(z, xs), ember.function(everything)(z, xs)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)

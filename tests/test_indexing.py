@@ -393,3 +393,20 @@ def test_one_hot_with_num_classes_is_captured():
     f = ember.function(lambda t: ember.nn.functional.one_hot(t, 5).float() * 2)
     want = torch.nn.functional.one_hot(torch.tensor(classes), 5).float() * 2
     np.testing.assert_array_equal(f(ember.tensor(classes)).numpy(), want.numpy())
+
+
+@pytest.mark.parametrize(
+    "fn, op",
+    [
+        (lambda x: x[x > 0], "getitem"),
+        (lambda x: ember.masked_select(x, x > 0), "getitem"),
+        (lambda x: x.nonzero(), "nonzero"),
+        (lambda x: ember.argwhere(x), "nonzero"),
+        (lambda x: ember.bincount((x > 0).long()), "bincount"),
+    ],
+)
+def test_data_dependent_sizes_under_capture_name_the_op_and_the_alternative(fn, op):
+    want = rf"^{op}: the size of the result .*or call it outside"
+    with pytest.raises(ember.TraceError, match=want) as info:
+        ember.function(fn)(ember.tensor(np.array([1.0, -2.0, 3.0])))
+    assert info.value.op == op and "test_indexing.py" in info.value.location

@@ -120,3 +120,23 @@ def test_generator_takes_a_device_as_torch():
     assert ember.Generator(ember.device("cpu")).manual_seed(3).initial_seed() == 3
     with pytest.raises(ember.DeviceError):
         ember.Generator(device="cuda")
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_complex_uniform_and_normal_draws_have_pytorchs_moments(dtype):
+    ember.manual_seed(0)
+    d = getattr(ember, dtype)
+    n = 40000
+    for x, lo, hi in (
+        (ember.rand(n, dtype=d), 0.0, 1.0),
+        (ember.rand_like(ember.zeros(n, dtype=d)), 0.0, 1.0),
+        (ember.empty(n, dtype=d).uniform_(2.0, 3.0), 2.0, 3.0),
+    ):
+        assert x.dtype == d
+        for part in (x.real.numpy(), x.imag.numpy()):
+            assert part.min() >= lo and part.max() < hi and abs(part.mean() - (lo + hi) / 2) < 0.02
+    # each part has the mean and std / sqrt(2): E|z - mean|^2 = std^2
+    for z in (ember.empty(n, dtype=d).normal_(1.0, 2.0), ember.normal(1.0, 2.0, (n,), dtype=d)):
+        assert z.dtype == d
+        for part in (z.real.numpy(), z.imag.numpy()):
+            assert abs(part.mean() - 1.0) < 0.05 and abs(part.std() - 2.0 / np.sqrt(2)) < 0.05

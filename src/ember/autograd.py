@@ -552,7 +552,7 @@ def _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unuse
     outputs = _as_tuple(outputs)
     builder = getattr(outputs[0], "builder", None) if outputs else None
     if builder is not None:  # symbolic outputs: a graph being built records the backward pass
-        return builder.grad(outputs, inputs, _as_tuple(grad_outputs), allow_unused)
+        return builder.grad(outputs, inputs, _as_tuple(grad_outputs), allow_unused, create_graph)
     if retain_graph is None:
         retain_graph = create_graph
     roots = _root_grads(outputs, _as_tuple(grad_outputs), create_graph)

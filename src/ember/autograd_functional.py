@@ -18,6 +18,7 @@ import numpy as np
 from .autograd_grad import grad as _grad
 from .errors import AutogradError, ShapeError
 from .grad_mode import enable_grad
+from .ops._registry import TensorBase
 from .ops.shape import stack
 from .tensor import Tensor
 
@@ -28,7 +29,7 @@ def _tuple(x, what: str, fn: str) -> tuple[bool, tuple]:
     is_tuple = isinstance(x, (tuple, list))
     items = tuple(x) if is_tuple else (x,)
     for i, t in enumerate(items):
-        if not isinstance(t, Tensor):
+        if not isinstance(t, TensorBase):  # (a graph value too, inside a captured function)
             raise TypeError(
                 f"autograd.functional.{fn}: {what} {i} must be a Tensor, got {type(t).__name__}"
             )

@@ -137,6 +137,18 @@ class TraceError(EmberError, RuntimeError):
     """A traced program used a tensor's value in Python (data-dependent control flow)."""
 
 
+class NeedsArgumentValue(TraceError):
+    """A traced function read, as host data, the value of one of its own tensor arguments
+    (the lengths a sequence is packed with, ``lengths.tolist()``). ``argument`` is that
+    argument's position among the call's tensor leaves (set by the capture that sees it), so
+    ``ember.function`` can specialize its graphs on that argument's value."""
+
+    def __init__(self, message: str, *, value=None, argument: int | None = None, **kwargs):
+        super().__init__(message, **kwargs)
+        self.value = value  # the graph Value of the argument read
+        self.argument = argument
+
+
 class DatasetError(EmberError, FileNotFoundError):
     """A dataset whose files cannot be found or read."""
 

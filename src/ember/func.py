@@ -31,8 +31,8 @@ from . import autograd_functional as _functional
 from .errors import EmberError, ShapeError
 from .nn.utils.stateless import call_with_tensors
 from .ops import api as E
+from .ops._registry import TensorBase
 from .random import get_rng_state, set_rng_state
-from .tensor import Tensor
 
 __all__ = [
     "functional_call",
@@ -90,12 +90,12 @@ def grad_and_value(func, argnums=0, has_aux: bool = False):
                 k += len(part)
             result = func(*full)
             value, aux = result if has_aux else (result, None)
-            if not isinstance(value, Tensor) or value.numel() != 1:
+            if not isinstance(value, TensorBase) or value.numel() != 1:
                 raise ShapeError(
                     "the function must return a one-element tensor to take its gradient, got "
                     + (
                         f"shape {tuple(value.shape)}"
-                        if isinstance(value, Tensor)
+                        if isinstance(value, TensorBase)
                         else type(value).__name__
                     ),
                     op="func.grad",
@@ -115,7 +115,7 @@ def grad_and_value(func, argnums=0, has_aux: bool = False):
 
 def _leaves(tree) -> list:
     """The tensors of a tensor or a tuple, list or dict of them, in order."""
-    if isinstance(tree, Tensor):
+    if isinstance(tree, TensorBase):
         return [tree]
     if isinstance(tree, (tuple, list)):
         return [leaf for item in tree for leaf in _leaves(item)]
@@ -129,7 +129,7 @@ def _leaves(tree) -> list:
 
 def _rebuild(tree, leaves):
     """``tree`` with its tensors replaced, in order, by ``leaves`` (an iterator)."""
-    if isinstance(tree, Tensor):
+    if isinstance(tree, TensorBase):
         return next(leaves)
     if isinstance(tree, (tuple, list)):
         return type(tree)(_rebuild(item, leaves) for item in tree)
@@ -362,7 +362,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size=N
 def _batch_sizes(arg, d, sizes: set) -> None:
     if d is None:
         return
-    if isinstance(arg, Tensor):
+    if isinstance(arg, TensorBase):
         if not isinstance(d, int):
             raise ShapeError(f"in_dims for a tensor must be an int or None, got {d!r}", op="vmap")
         if arg.ndim == 0 or not -arg.ndim <= d < arg.ndim:
@@ -381,7 +381,7 @@ def _batch_sizes(arg, d, sizes: set) -> None:
 def _select(arg, d, i: int):
     if d is None:
         return arg
-    if isinstance(arg, Tensor):
+    if isinstance(arg, TensorBase):
         return E.select(arg, d, i)
     if isinstance(arg, (tuple, list)):
         return type(arg)(
@@ -395,7 +395,7 @@ def _select(arg, d, i: int):
 
 def _stack(results: list, out_dims):
     first = results[0]
-    if isinstance(first, Tensor):
+    if isinstance(first, TensorBase):
         if not isinstance(out_dims, int):
             raise ShapeError(f"out_dims for a tensor must be an int, got {out_dims!r}", op="vmap")
         return E.stack(results, dim=out_dims)

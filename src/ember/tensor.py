@@ -290,6 +290,15 @@ class Tensor(_reg.TensorBase):
 
     @data.setter
     def data(self, value) -> None:
+        if isinstance(value, _reg.TensorBase) and not isinstance(value, Tensor):
+            if _reg._state.modes:  # a graph value, while that graph is built: ``p.data = v``
+                # is the functionalized write ``p.copy_(v)`` without history (p stays a leaf)
+                enabled, _reg._state.grad_enabled = _reg._state.grad_enabled, False
+                try:
+                    self.copy_(value)
+                finally:
+                    _reg._state.grad_enabled = enabled
+                return
         self._data = to_array(value._data if isinstance(value, Tensor) else value, None)
         self._vc[0] += 1
 

@@ -209,3 +209,176 @@ def test_tensors_a_captured_method_leaves_on_its_object():
         losses = [trainer.step(x, y).item() for _ in range(4)]
         runs.append(losses + [float(trainer.running), float(trainer.metrics["n"])])
     np.testing.assert_allclose(runs[1], runs[0], rtol=1e-5)
+
+
+class _ActNorm(nn.Module):
+    """Glow's ActNorm: initialized from the first batch it sees, through ``.data``."""
+
+    def __init__(self):
+        super().__init__()
+        self.loc = nn.Parameter(ember.zeros(3))
+        self.register_buffer("initialized", ember.tensor(0, dtype=ember.uint8))
+
+    def forward(self, x):
+        if self.initialized.item() == 0:
+            with ember.no_grad():
+                self.loc.data.copy_(-x.mean(0))
+                self.initialized.fill_(1)
+        return x + self.loc
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_data_dependent_initialization_inside_a_captured_call(training):
+    """A write through ``p.data`` is read by ``p`` later in the same trace (aliases of one
+    array share their graph value), and a state tensor whose value Python read while tracing
+    (the ``initialized`` flag) is part of the key: a later value retraces instead of
+    re-running the branch the first trace baked in."""
+    xs = [ember.tensor(np.arange(6.0, dtype=np.float32).reshape(2, 3) * (i + 1)) for i in range(4)]
+    results = []
+    for capture in (False, True):
+        m = _ActNorm()
+        opt = ember.optim.SGD(m.parameters(), lr=0.1)
+
+        def step(x, m=m, opt=opt):
+            if not training:
+                with ember.no_grad():
+                    return m(x).sum()
+            loss = (m(x) ** 2).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+
+        f = ember.function(step) if capture else step
+        results.append(([f(x).item() for x in xs], m.loc.detach().numpy().copy()))
+        if capture:  # (a training step's retrace reason is its first .grad)
+            assert f.stats.traces == 2 and f.stats.hits == 2
+            assert training or "new: the value of m.initialized" in str(f.stats)
+    (want, want_loc), (got, got_loc) = results
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    np.testing.assert_allclose(got_loc, want_loc, rtol=1e-6)
+
+
+def test_a_parameter_reads_an_update_made_through_its_data_alias():
+    p = nn.Parameter(ember.ones(2))
+
+    def f(x):
+        with ember.no_grad():
+            p.data.mul_(3.0)
+        y = (p * x).sum()
+        y.backward()
+        return y
+
+    got = ember.function(f)(ember.tensor([1.0, 2.0]))
+    assert got.item() == 9.0 and p.tolist() == [3.0, 3.0] and p.grad.tolist() == [1.0, 2.0]
+
+
+def test_state_filled_with_constants_in_a_captured_call():
+    """A buffer's new value is a constant node of the graph (no call to write in place):
+    generated code writes it back as it is."""
+    buf, flag = ember.zeros(3), ember.tensor(0, dtype=ember.uint8)
+
+    def f(x):
+        with ember.no_grad():
+            buf.fill_(1.0)
+            flag.fill_(1)
+        return x * 2
+
+    assert ember.function(f)(ember.ones(3)).tolist() == [2.0] * 3
+    assert buf.tolist() == [1.0] * 3 and flag.item() == 1
+
+
+def test_modules_and_optimizers_bound_as_default_arguments_are_reached():
+    m = nn.Linear(2, 1)
+    opt = ember.optim.SGD(m.parameters(), lr=0.1)
+    x = ember.tensor([[1.0, 2.0]])
+    want = m.weight.detach().numpy() - 0.1 * np.array([[1.0, 2.0]])
+
+    def step(x, model=m, *, optimizer=opt):
+        optimizer.zero_grad()
+        model(x).sum().backward()
+        optimizer.step()
+
+    ember.function(step)(x)
+    np.testing.assert_allclose(m.weight.detach().numpy(), want, rtol=1e-6)
+
+
+def test_assigning_data_in_a_captured_step_equals_eager():
+    """``p.data = v`` (old-style manual SGD, vector_to_parameters) with a graph value is the
+    functionalized write without history: the parameter stays a leaf."""
+    results = []
+    for capture in (False, True):
+        ember.manual_seed(0)
+        m = nn.Linear(2, 1)
+
+        def step(x, m=m):
+            loss = m(x).pow(2).sum()
+            m.zero_grad()
+            loss.backward()
+            for p in m.parameters():
+                p.data = p.data - 0.1 * p.grad
+            vec = nn.utils.parameters_to_vector(m.parameters())
+            nn.utils.vector_to_parameters(vec * 0.5, m.parameters())
+            return loss
+
+        f = ember.function(step) if capture else step
+        losses = [f(ember.ones(3, 2)).item() for _ in range(3)]
+        results.append((losses, m.weight.detach().numpy().copy(), m.weight.is_leaf))
+    (l0, w0, leaf0), (l1, w1, leaf1) = results
+    np.testing.assert_allclose(l1, l0, rtol=1e-6)
+    np.testing.assert_allclose(w1, w0, rtol=1e-6)
+    assert leaf0 and leaf1
+
+
+def test_adversarial_step_reads_the_grad_of_a_fresh_leaf():
+    """``x = x.clone().requires_grad_()`` inside a captured step is a leaf, as eagerly: a
+    recorded backward sets its ``.grad`` (FGSM), and results may hold None."""
+    results = []
+    for capture in (False, True):
+        ember.manual_seed(0)
+        m = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 2))
+        opt = ember.optim.SGD(m.parameters(), lr=0.1)
+
+        def step(x, y, m=m, opt=opt):
+            x = x.clone().requires_grad_(True)
+            opt.zero_grad()
+            nn.functional.cross_entropy(m(x), y).backward()
+            x_adv = (x + 0.1 * x.grad.sign()).detach()
+            loss = nn.functional.cross_entropy(m(x_adv), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss, None, {"eps": 0.1}
+
+        f = ember.function(step) if capture else step
+        x = ember.tensor(np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32))
+        outs = [f(x, ember.tensor([0, 1, 1, 0])) for _ in range(3)]
+        assert all(o[1] is None and o[2] == {"eps": 0.1} for o in outs)
+        results.append([o[0].item() for o in outs])
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-6)
+
+
+def test_an_argument_made_to_require_grad_takes_its_gradient_as_eagerly():
+    results = []
+    for capture in (False, True):
+        ember.manual_seed(0)
+        m = nn.Linear(3, 2)
+
+        def step(x, m=m):
+            x.requires_grad_(True)
+            loss = m(x).pow(2).sum()
+            loss.backward()
+            return loss, x.grad.sign()
+
+        f = ember.function(step) if capture else step
+        out = []
+        for i in range(2):
+            x = ember.ones(2, 3) * (i + 1)
+            loss, _ = f(x)
+            out.append((loss.item(), x.requires_grad, x.grad.tolist()))
+        x = ember.ones(2, 3)
+        f(x)
+        f(x)  # the same tensor again: its gradient accumulates
+        out.append(x.grad.tolist())
+        results.append(out)
+    assert results[1] == results[0]

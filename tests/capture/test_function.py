@@ -818,3 +818,30 @@ def test_a_result_equal_to_an_input_is_a_new_tensor(fn):
     result = captured(x)
     result.add_(1)
     np.testing.assert_array_equal(x.numpy(), np.ones((2, 3), np.float32))
+
+
+def test_retrace_reason_names_the_python_argument_that_changed():
+    f = ember.function(lambda x, scale, *, shift=0.0: x * scale + shift)
+    x = ember.ones(2)
+    f(x, 2)
+    f(x, 3)
+    f(x, 3, shift=1.0)
+    f(x, 3, shift=2.0)
+    assert f.stats.retrace_reasons[0] == "positional argument 1 changed from 2 to 3"
+    assert "keyword argument shift" in f.stats.retrace_reasons[1]
+    assert f.stats.retrace_reasons[2] == "keyword argument shift changed from 1.0 to 2.0"
+
+
+def test_a_draw_from_pythons_random_while_tracing_warns():
+    import random
+
+    m = ember.nn.Linear(2, 2)
+
+    def teacher_forced(x, ratio=0.5):
+        return m(x) if random.random() < ratio else m(x) * 2
+
+    with pytest.warns(UserWarning, match="drew from Python's random module"):
+        ember.function(teacher_forced)(ember.ones(1, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ember.function(lambda x: m(x) * ember.rand(()))(ember.ones(1, 2))  # ember's: no warning

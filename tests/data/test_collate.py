@@ -11,11 +11,13 @@ from ember.data import default_collate
 Pair = namedtuple("Pair", "x y")
 
 
-def test_python_numbers_become_int64_float32_and_bool():
+def test_python_numbers_take_pytorchs_dtypes():
     assert default_collate([1, 2, 3]).dtype == ember.int64
-    floats = default_collate([1.5, 2, 3])  # a float anywhere makes the column float32
-    assert floats.dtype == ember.float32 and floats.numpy().tolist() == [1.5, 2.0, 3.0]
+    floats = default_collate([1.5, 2, 3])  # a float first: float64, as torch.tensor(dtype=)
+    assert floats.dtype == ember.float64 and floats.numpy().tolist() == [1.5, 2.0, 3.0]
+    assert default_collate([1, 2.5]).dtype == ember.float32  # inferred: the default dtype
     assert default_collate([True, False]).dtype == ember.bool
+    assert default_collate([1, True]).dtype == ember.int64
 
 
 def test_numpy_scalars_and_arrays_keep_their_dtype():

@@ -102,7 +102,7 @@ def test_collates_dicts_and_keeps_strings_as_lists():
     batch = next(iter(DataLoader(Records(), batch_size=3)))
     assert set(batch) == {"image", "label", "name"}
     assert batch["image"].shape == (3, 2, 2) and batch["image"].dtype == ember.uint8
-    assert batch["label"].dtype == ember.float32
+    assert batch["label"].dtype == ember.float64  # (Python floats: float64, as PyTorch)
     assert batch["label"].numpy().tolist() == [0.0, 1.0, 2.0]
     assert batch["name"] == ["n0", "n1", "n2"]
 

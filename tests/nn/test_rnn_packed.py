@@ -190,12 +190,45 @@ def test_captured_packed_lstm_matches_eager_and_torch():
     np.testing.assert_allclose(eager.grad.numpy(), tx.grad.numpy(), rtol=1e-9, atol=1e-12)
 
 
-def test_lengths_must_be_known_while_capturing():
+def test_traced_lengths_argument_is_refused_and_computed_lengths_too():
     def pack(x, lengths):
         return R.pack_padded_sequence(x, lengths).data
 
-    with pytest.raises(ember.EmberError, match="known while the graph is captured"):
+    # ember.trace has no key to specialize on the lengths' value
+    with pytest.raises(ember.errors.NeedsArgumentValue, match="ember.trace cannot"):
         ember.trace(pack, ember.zeros(3, 2, 1), ember.tensor(np.array([3, 2])))
+    with pytest.raises(ember.errors.TraceError, match="lengths of a traced tensor"):
+        ember.function(lambda x, n: R.pack_padded_sequence(x, n + 1).data)(
+            ember.zeros(3, 2, 1), ember.tensor(np.array([2, 1]))
+        )
+
+
+def test_lengths_argument_of_a_captured_step_specializes_on_its_value():
+    e, t = nn.LSTM(3, 4).double(), tnn.LSTM(3, 4).double()
+    copy_weights(e, t)
+    opt = ember.optim.SGD(e.parameters(), lr=0.1)
+    t_opt = torch.optim.SGD(t.parameters(), lr=0.1)
+
+    def step(lib, m, o, x, lengths):
+        packed = lib.nn.utils.rnn.pack_padded_sequence(x, lengths, True, enforce_sorted=False)
+        out, (h, _) = m(packed)
+        padded, back = lib.nn.utils.rnn.pad_packed_sequence(out, batch_first=True)
+        loss = padded.pow(2).sum() + h.sum()
+        o.zero_grad()
+        loss.backward()
+        o.step()
+        return loss, back
+
+    f = ember.function(lambda x, n: step(ember, e, opt, x, n))
+    for lengths in ([3, 5, 2], [3, 5, 2], [4, 1, 5], [3, 5, 2]):
+        x = randn(3, 5, 3)
+        loss, back = f(ember.tensor(x), ember.tensor(np.array(lengths)))
+        t_loss, t_back = step(torch, t, t_opt, torch.tensor(x), torch.tensor(lengths))
+        np.testing.assert_allclose(loss.item(), t_loss.item(), rtol=1e-10)
+        np.testing.assert_array_equal(back.numpy(), t_back.numpy())
+    np.testing.assert_allclose(e.weight_hh_l0.detach().numpy(), t.weight_hh_l0.detach().numpy())
+    assert f.stats.traces == 3 and f.stats.hits == 1  # (the first: no .grad yet)
+    assert "the value of argument n changed from [3, 5, 2] to [4, 1, 5]" in str(f.stats)
 
 
 def test_captured_function_returns_a_packed_sequence():
@@ -212,8 +245,10 @@ def test_captured_function_returns_a_packed_sequence():
     np.testing.assert_allclose(h.numpy(), want_h.numpy())
 
 
-def test_a_packed_sequence_argument_to_a_captured_function_is_refused():
+def test_a_packed_sequence_argument_to_a_captured_function():
     gru = nn.GRU(3, 4).double()
     packed = R.pack_padded_sequence(ember.tensor(randn(5, 3, 3)), [2, 5, 3], False, False)
-    with pytest.raises(ember.EmberError, match="pack it inside the captured function"):
-        ember.function(lambda p: gru(p)[1])(packed)
+    f = ember.function(lambda p: gru(p)[1])
+    np.testing.assert_allclose(f(packed).numpy(), gru(packed)[1].numpy())
+    np.testing.assert_allclose(f(packed).numpy(), gru(packed)[1].numpy())
+    assert f.stats.traces == 1

@@ -36,6 +36,13 @@ graph trace it once: the others wait for that trace and reuse it.
 latest trace's graphs: the joint graph and, when it ran a backward pass, its AOT partition into
 a forward graph (which also returns the activations the backward needs) and a backward graph.
 
+A tensor argument the trace reads as host data (the lengths given to
+``nn.utils.rnn.pack_padded_sequence``, a ``PackedSequence`` argument's batch sizes, an integer
+argument's ``.tolist()``: `SymbolicTensor.host_value`) makes the function specialize on that
+argument's value: the trace stops with `NeedsArgumentValue`, the argument joins the key by value
+and the trace runs again with the value known, so each distinct value gets its own graph (as
+torch.compile specializes), and a changed value retraces rather than reusing a wrong graph.
+
 Python side effects other than those on tensors, gradients and optimizer state (printing,
 appending to a list, a scheduler's step) happen once, while tracing: call them outside.
 """
@@ -49,8 +56,10 @@ import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .. import autograd
-from ..errors import EmberError
+from ..errors import EmberError, NeedsArgumentValue
 from ..graph.ir import Graph
 from ..nn._tables import tables_version
 from ..ops._autocast import state_key as autocast_state
@@ -139,6 +148,12 @@ class Function:
         self._guard: CallGuard | None = None  # the latest call's, when it has one
         self._warned = False
         self._arg_names = parameter_names(fn)
+        # tensor arguments (by name) whose values a trace read as host data (the lengths of
+        # packed sequences): part of the key by value, known to the trace (see `_entry`)
+        self._by_value: set[str] = set()
+        # state tensors (id -> (name, tensor)) whose values a trace read in Python (an ActNorm's
+        # ``initialized`` flag): the graphs bake in the branch they chose, so the key holds them
+        self._state_reads: dict[int, tuple] = {}
         functools.update_wrapper(self, fn, updated=())
 
     # the options as given (capture/compile.py `CompileOptions`)
@@ -175,6 +190,12 @@ class Function:
                 spec.check(t, f"argument {names[i]}")
             labels.append(f"argument {names[i]}")
             values.append(tensor_component(t, spec))
+            if names[i] in self._by_value:
+                labels.append(f"the value of argument {names[i]}")
+                values.append(_value_component(t))
+        for name, t in self._state_reads.values():
+            labels.append(f"the value of {name} (read while tracing)")
+            values.append(_value_component(t))
         state_labels, state_values = state_signature(reach)
         return CallKey(
             lambda: labels + state_labels() + ["autocast"],
@@ -209,6 +230,8 @@ class Function:
         """The program for this call's key (traced if new); ``guard``: also record the
         `CallGuard` that lets the next call like this one skip its key."""
         version = tables_version()  # (before anything is read: a change meanwhile shows)
+        # (the guard compares no tensor's value)
+        guard = guard and not self._by_value and not self._state_reads
         probes = Probes() if guard else None
         reach = discover(self.fn, args, kwargs, self._arg_names, probes)
         base = self._key(leaves, names, structure, reach)
@@ -232,13 +255,23 @@ class Function:
             with self._lock:  # one thread traces a new key; the others then find it
                 entry = self._lookup(base, key)
                 if entry is None:
-                    entry = self._add(base, key, args, kwargs, leaves, names, reach)
+                    try:
+                        entry = self._add(base, key, args, kwargs, leaves, names, reach)
+                    except NeedsArgumentValue as e:
+                        # the trace read an argument as host data: specialize on its value
+                        # (a graph per value, as torch.compile's specialization) and trace again
+                        if e.argument is None or names[e.argument] in self._by_value:
+                            raise
+                        self._by_value.add(names[e.argument])
+                        entry = None
                 else:
                     self.stats.hits += 1
+            if entry is None:
+                return self._entry(args, kwargs, leaves, names, structure, guard)
         else:
             self.stats.hits += 1
         self._last_key, self._last_entry = key, entry
-        if guard:
+        if guard and not self._state_reads:  # (a trace may just have found some)
             self._guard = guard.bind(entry)
         return entry
 
@@ -259,6 +292,7 @@ class Function:
         recently used ones beyond `cache_size`."""
         reason = explain(key, self._last_key)
         entry = self._trace(args, kwargs, leaves, names, reach)
+        self._state_reads.update(entry.state_reads)  # (later keys compare their values)
         self._cache[key if entry.reads_grads else base] = entry
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
@@ -295,6 +329,7 @@ class Function:
             options=self.options,
             specs=self.input_signature,
             name=self.name,
+            known={i: t.numpy().copy() for i, t in enumerate(leaves) if names[i] in self._by_value},
         )
 
     # ------------------------------------------------------------------------------ views
@@ -349,6 +384,30 @@ def _signature_hint(reasons: list, shapes: dict) -> str:
         f" For sizes that vary (a batch), give input_signature=[{', '.join(specs)}] (in "
         "argument order): traced once with a symbolic size there, one graph serves every size."
     )
+
+
+class _ArgumentValue:
+    """A tensor argument by value (the arguments a trace read as host data): compared by
+    dtype, shape and bytes, shown as its values in a retrace's reason."""
+
+    __slots__ = ("array", "_facts")
+
+    def __init__(self, array):
+        self.array = array.copy()
+        self._facts = (array.dtype.str, array.shape, array.tobytes())
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _ArgumentValue) and self._facts == other._facts
+
+    def __hash__(self) -> int:
+        return hash(self._facts)
+
+    def __repr__(self) -> str:
+        return np.array2string(self.array, threshold=8, separator=", ")
+
+
+def _value_component(t) -> tuple:
+    return ("value", _ArgumentValue(t.numpy()))
 
 
 def function(

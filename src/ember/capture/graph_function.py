@@ -91,6 +91,7 @@ class GraphFunction:
         # bytes the trace and compile left allocated (capture/trace.py measures them while
         # tracemalloc traces; None: not measured, `memory_layout` estimates them)
         self.compiled_bytes: int | None = None
+        self.state_reads: dict = {}  # id -> (name, tensor): state values read while tracing
         self._estimated: int | None = None
 
     # ------------------------------------------------------------------------------ the call

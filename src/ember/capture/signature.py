@@ -184,7 +184,29 @@ def _describe_change(label: str, old, new) -> str:
             f"dimension {i} changed from {old_shape[i]} to {new_shape[i]}" for i in dims
         )
         return f"{label}: {changes}"
+    if label.startswith("the Python arguments") and isinstance(old, tuple) and len(old) == 2:
+        where = _first_difference(old[0], new[0], "positional argument")
+        if where is None:
+            where = _first_difference(dict(old[1]), dict(new[1]), "keyword argument")
+        if where is not None:
+            return where
     return f"{label} changed from {_short(old)} to {_short(new)}"
+
+
+def _first_difference(old, new, what: str) -> str | None:
+    """Which of the call's Python arguments changed (``old``/``new``: the positional parts or
+    the keyword parts of two structures), and how; None when none did."""
+    keys = (
+        range(max(len(old), len(new)))
+        if isinstance(old, tuple)
+        else list(dict.fromkeys([*old, *new]))
+    )
+    for k in keys:
+        a = old[k] if (k < len(old) if isinstance(old, tuple) else k in old) else None
+        b = new[k] if (k < len(new) if isinstance(new, tuple) else k in new) else None
+        if a != b:
+            return f"{what} {k} changed from {_short(a)} to {_short(b)}"
+    return None
 
 
 def _short(component) -> str:

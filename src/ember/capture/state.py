@@ -218,6 +218,15 @@ def _candidates(fn, args, kwargs, arg_names, probes: Probes | None = None):
                 for n in code.co_names
                 if (v := probes.entry(globals_, n)) is not MISSING
             ]
+        # the defaults of the parameters the call leaves out (``def step(x, model=model)``)
+        # are reached as closure cells are
+        given = set(arg_names[: len(args)]) | set(kwargs)
+        n_positional = code.co_argcount
+        defaults = getattr(target, "__defaults__", None) or ()
+        names = code.co_varnames[n_positional - len(defaults) : n_positional]
+        found += [(n, v, False) for n, v in zip(names, defaults) if n not in given]
+        kwdefaults = getattr(target, "__kwdefaults__", None) or {}
+        found += [(n, v, False) for n, v in kwdefaults.items() if n not in given]
     # tensors in the arguments are the graph's inputs, not state
     for i, a in enumerate(args):
         found.append((arg_names[i] if i < len(arg_names) else f"arg{i}", a, True))

@@ -23,9 +23,13 @@ which picks the fastest per graph, ``"codegen"``, ``"interpreter"``, ``"parallel
 from __future__ import annotations
 
 import gc
+import random
 import tracemalloc
 import warnings
 
+import numpy as np
+
+from ..errors import user_location
 from ..graph.builder import GraphBuilder
 from ..graph.ir import Graph
 from ..graph.tree import flatten, replace_leaves
@@ -53,13 +57,25 @@ __all__ = ["capture_call", "trace"]
 
 
 def capture_call(
-    fn, args, kwargs, *, leaves, names, reach, options: CompileOptions, specs=None, name=None
+    fn,
+    args,
+    kwargs,
+    *,
+    leaves,
+    names,
+    reach,
+    options: CompileOptions,
+    specs=None,
+    name=None,
+    known=None,
 ) -> GraphFunction:
     """Trace ``fn(*args, **kwargs)`` once into a `GraphFunction` (shared by ``ember.trace`` and
     ``ember.function``). ``leaves``/``names``: the tensor arguments and their names (from
     `split_args`); ``reach``: the state found by ``state.discover``; ``options``: how to
     compile it; ``specs``: a `TensorSpec` per leaf (None dimensions become symbolic sizes) or
-    None for the leaves' own types; ``name``: the graph's."""
+    None for the leaves' own types; ``name``: the graph's; ``known``: {leaf index: array} of
+    the arguments whose values the graph is specialized on (read as host data while tracing:
+    `SymbolicTensor.host_value`; reading another argument's raises `NeedsArgumentValue`)."""
     start = _traced_bytes()
     graph_name = name or getattr(fn, "__name__", None) or type(fn).__name__
     large = [label for label, guard in reach.python_values if not guard.whole]
@@ -76,25 +92,42 @@ def capture_call(
         for n, t in opt.hyperparameter_tensors():
             builder.capture_names[id(t)] = f"{prefix}_{n}" if prefix else n
     symbolic, arg_feeds, grad_args = _argument_inputs(builder, leaves, names, specs)
+    for i, s in enumerate(symbolic):
+        builder.argument_values[id(s.value)] = i
+        if known and i in known:
+            builder.host_values[id(s.value)] = known[i]
     entry_values = [s.value for s in symbolic]
     call_args, call_kwargs = replace_leaves((args, kwargs), iter(symbolic))
     entry_arg_grads = {i: s.grad for i, s in grad_args}
     snapshot = Snapshot(reach, fn)
+    python_rng = _python_rng_state()
+    location = user_location()
     try:
         with watching_grad_reads() as grads_read, builder:
             out = fn(*call_args, **call_kwargs)
+        _warn_python_draws(python_rng, graph_name, location)
         # a graph that neither ran backward nor read a .grad is the same whatever the gradients
         reads_grads = grads_read[0] or builder.backward_start is not None
         out_leaves, out_spec = [], None
         if out is not None:
-            out_leaves, _, out_spec = flatten(out, "a traced function's results", op="trace")
+            # (None and Python values among the results are returned as they are)
+            out_leaves, _, out_spec = flatten(
+                out, "a traced function's results", constants=True, op="trace"
+            )
         user_values = [builder.value_of(t) for t in out_leaves]
         check_found(builder, reach, graph_name)
         # arguments changed in place (x.clamp_(0, 1), x[mask] = 0): their tensors take the
         # new values after each run, as an eager call leaves them
         updated = [(i, s) for i, s in enumerate(symbolic) if s.value is not entry_values[i]]
+        # arguments the function made require grad (x.requires_grad_(); loss.backward()):
+        # their tensors take the gradient (and the flag) after each run, as eagerly
+        late = [
+            (i, s)
+            for i, s in enumerate(symbolic)
+            if s.requires_grad and not leaves[i].requires_grad and s.grad is not None
+        ]
         writebacks, extra = plan_writebacks(
-            builder, snapshot, reach, grad_args, entry_arg_grads, updated
+            builder, snapshot, reach, grad_args + late, entry_arg_grads, updated
         )
     finally:
         builder.restore_optimizers()  # those found are restored again by the snapshot
@@ -119,10 +152,40 @@ def capture_call(
     check = [f.array(leaves) for f in call.feeds] if verifying else None
     compiled = GraphFunction(call, options, autograd, check)
     del check
+    # the state tensors whose values Python read while tracing (``if self.initialized:``):
+    # the graph holds the branch their values chose, so a cache keys it on them
+    compiled.state_reads = {
+        id(t): (builder.capture_names[id(t)], t)
+        for t in builder.value_reads
+        if id(t) in builder.capture_names
+    }
     end = _traced_bytes()
     if start is not None and end is not None:
         compiled.compiled_bytes = max(end - start, 0)
     return compiled
+
+
+def _python_rng_state() -> tuple:
+    """What tells whether Python's or NumPy's global random generator drew since."""
+    _, keys, position, *_ = np.random.get_state()
+    return random.getstate(), keys[:4].copy(), position
+
+
+def _warn_python_draws(before: tuple, graph_name: str, location: str | None) -> None:
+    """Warn when the traced function drew from Python's or NumPy's global random generators
+    (``random.random() < teacher_forcing_ratio``): the draw happened once, while tracing, and
+    every call of the graph repeats its outcome."""
+    now = _python_rng_state()
+    if now[0] == before[0] and np.array_equal(now[1], before[1]) and now[2] == before[2]:
+        return
+    where = f" (called at {location})" if location else ""
+    warnings.warn(
+        f"{graph_name}{where} drew from Python's random module or NumPy's global generator "
+        "while it was traced: the graph holds that one draw, and every call repeats its "
+        "outcome; draw with ember's generator inside the function (ember.rand(()) < p, with "
+        "ember.where for the choice), or draw outside and pass the value as an argument",
+        stacklevel=2,
+    )
 
 
 def _traced_bytes() -> int | None:

@@ -299,7 +299,10 @@ def apply_writebacks(plan: list, results: list, arg_leaves: list, fed: set) -> N
         elif w.kind is WritebackKind.GRAD_NONE:
             w.tensor.grad = None
         elif w.kind is WritebackKind.ARG_GRAD:
-            arg_leaves[w.value].grad = Tensor._wrap(next(results))
+            target = arg_leaves[w.value]
+            if not target._requires_grad:  # (made to require grad inside the function)
+                target._requires_grad = True
+            target.grad = Tensor._wrap(next(results))
         elif w.kind is WritebackKind.SLOT:
             put(w.tensor, w.key, Tensor._wrap(next(results)))
         elif w.kind is WritebackKind.ATTR:

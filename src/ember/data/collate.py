@@ -2,8 +2,9 @@
 sample's NumPy arrays to tensors (what a DataLoader with ``batch_size=None`` applies).
 
 Leaves become tensors with a new leading batch dimension: ember Tensors and NumPy arrays are
-stacked (dtypes promote as in `ember.stack`); Python bools, ints and floats become bool, int64
-and float32 tensors; NumPy scalars keep their dtype. Containers recurse position by position:
+stacked (dtypes promote as in `ember.stack`); Python numbers as PyTorch's: a column whose first
+value is a float becomes float64, otherwise bool, int64 or (a float among integers) the default
+float dtype; NumPy scalars keep their dtype. Containers recurse position by position:
 named tuples and lists keep their type, a plain tuple becomes a list (as PyTorch's
 ``default_collate`` returns it: ``for x, y in loader`` unpacks either), mappings keep their
 keys. Strings and bytes are kept as a list. Anything else is refused with the path of the
@@ -173,7 +174,8 @@ def _check_shapes(shapes: list, where: str) -> None:
 
 
 def _collate_numbers(samples: list, where: str) -> Tensor:
-    """Python numbers: all bools -> bool, all integers -> int64, otherwise -> float32."""
+    """Python numbers, as PyTorch: a float first -> float64; else all bools -> bool, all
+    integers -> int64, otherwise the default float dtype (float32)."""
     for i, s in enumerate(samples):
         if not isinstance(s, numbers.Real):
             raise DTypeError(
@@ -181,11 +183,14 @@ def _collate_numbers(samples: list, where: str) -> Tensor:
                 f"{type(s).__name__}",
                 op=_OP,
             )
+    if isinstance(samples[0], float):  # PyTorch's torch.tensor(batch, dtype=torch.float64)
+        return Tensor(np.array(samples, dtype=np.float64))
+    # otherwise PyTorch's torch.tensor(batch): its dtype inferred from all the values
     if all(isinstance(s, bool) for s in samples):
         return Tensor(np.array(samples, dtype=np.bool_))
     if all(isinstance(s, numbers.Integral) for s in samples):
         return Tensor(np.array(samples, dtype=np.int64))
-    return Tensor(np.array(samples, dtype=np.float32))
+    return Tensor(np.array(samples, dtype=dt.get_default_dtype().np))
 
 
 def _transpose(samples: list, where: str) -> list:

@@ -11,7 +11,7 @@ import numpy as np
 from ..dtypes import get_default_dtype
 from ..errors import EmberError, LinAlgError, ShapeError
 from ..ops import PUBLIC as _PUBLIC
-from ..ops._registry import TensorBase
+from ..ops._registry import TensorBase, building_graph
 from ..ops.decompositions import cholesky as _cholesky
 from ..ops.decompositions import solve_triangular as _solve_triangular
 
@@ -35,7 +35,10 @@ def is_tensor(x) -> bool:
 
 
 def is_eager(*values) -> bool:
-    """Whether every tensor holds data (validation reads values; under capture it cannot)."""
+    """Whether every tensor holds data and ops on them run now (validation reads values; under
+    capture it cannot: even an eager tensor, a parameter, gives a graph value there)."""
+    if building_graph():
+        return False
     return all(hasattr(v, "_data") for v in values if is_tensor(v))
 
 

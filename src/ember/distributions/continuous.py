@@ -15,7 +15,16 @@ import math
 from ..grad_mode import no_grad
 from ..random import default_generator
 from . import constraints
-from ._util import ConstraintError, E, broadcast_all, digamma, erfinv, finfo_eps, lgamma
+from ._util import (
+    ConstraintError,
+    E,
+    broadcast_all,
+    digamma,
+    erfinv,
+    finfo_eps,
+    is_eager,
+    lgamma,
+)
 from .distribution import Distribution, _shape
 
 __all__ = ["Normal", "Uniform", "Laplace", "Exponential", "Gamma", "Beta", "StudentT"]
@@ -98,7 +107,7 @@ class Uniform(Distribution):
         super().__init__(tuple(self.low.shape), validate_args=validate_args)
         if (
             self._validate_args
-            and hasattr(self.low, "_data")
+            and is_eager(self.low, self.high)
             and not bool((self.low < self.high).all())
         ):
             raise ConstraintError(

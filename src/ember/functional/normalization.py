@@ -16,7 +16,7 @@ import numpy as np
 from ..autograd import no_grad
 from ..errors import ArgumentError, ShapeError
 from ..ops import api as E
-from ..ops._registry import apply, constant, export
+from ..ops._registry import TensorBase, apply, constant, export
 from ..ops._util import fmt_shape, numel
 from ..ops.batch_norm import BATCH_NORM_EVAL, BATCH_NORM_TRAIN
 from ..ops.norm_act import LAYER_NORM
@@ -122,12 +122,21 @@ def _update_running(running, batch_stat, momentum: float) -> None:
         running.copy_(running * (1.0 - momentum) + stat * momentum)
 
 
-def _momentum(op: str, momentum) -> float:
+def _momentum(op: str, momentum):
+    """The update factor: a number, or a 0-d tensor (BatchNorm's cumulative average,
+    1 / num_batches_tracked, a graph value inside a captured step)."""
     if momentum is None:
         raise ValueError(
             f"{op}: momentum=None (a cumulative average) needs the number of batches seen, which "
             "the module tracks; pass the factor it computes (1 / num_batches_tracked) as momentum"
         )
+    if isinstance(momentum, TensorBase):
+        if momentum.ndim != 0:
+            raise ShapeError(
+                f"momentum must be a number or a 0-d tensor, got shape {fmt_shape(momentum.shape)}",
+                op=op,
+            )
+        return momentum
     return float(momentum)
 
 

@@ -50,6 +50,10 @@ class GraphBuilder(_reg.Mode):
         self._captured_values: dict[int, object] = {}  # id(tensor) -> its input Value
         self._current: dict[int, object] = {}  # id(tensor) -> the Value standing for it now
         self.rebound: dict[int, Tensor] = {}  # eager tensors updated in place, in update order
+        # id(array) -> the captured eager tensors holding that array: a parameter and its
+        # ``.data`` / ``.detach()`` aliases, which an in-place update rebinds together
+        self._aliases: dict[int, list[Tensor]] = {}
+        self.value_reads: list[Tensor] = []  # eager tensors whose values Python read
         self.capture_names: dict[int, str] = {}  # id(tensor) -> input name (module parameters)
         self.capture_grads: dict[int, object] = {}  # id(tensor) -> its .grad when captured
         self.no_grad_values: set[int] = set()  # ids of values recorded with grad disabled
@@ -66,6 +70,11 @@ class GraphBuilder(_reg.Mode):
         # a fused op whose backward has no VJP of its own and a differentiable-to-any-order
         # form (nn/rnn.py) picks the latter while this is non-zero
         self.nested_grads = 0
+        # the function's own tensor arguments (id(Value) -> their position among the call's
+        # tensor leaves), and the values of those the capture specializes on (id(Value) ->
+        # array): what `SymbolicTensor.host_value` answers with, or asks for
+        self.argument_values: dict[int, int] = {}
+        self.host_values: dict[int, object] = {}
 
     # -------- entering and leaving
     def __enter__(self) -> GraphBuilder:
@@ -85,7 +94,7 @@ class GraphBuilder(_reg.Mode):
         ``requires_grad``)."""
         t = SymbolicTensor(self.graph.add_input(type, name), self)
         if requires_grad:
-            t.requires_grad = True
+            t._requires_grad = True
             self.grad_inputs.append(t)
         return t
 
@@ -100,6 +109,12 @@ class GraphBuilder(_reg.Mode):
             self._current[id(tensor)] = value
             self.capture_grads[id(tensor)] = GRAD_SLOT.__get__(tensor, Tensor)
             self.captured.append(tensor)
+            aliases = self._aliases.setdefault(id(tensor._data), [])
+            updated = next((t for t in aliases if id(t) in self.rebound), None)
+            aliases.append(tensor)
+            if updated is not None:  # (``p.data.copy_(v)`` before p is read: p reads v)
+                value = self._current[id(tensor)] = self._current[id(updated)]
+                self.rebound[id(tensor)] = tensor
         return value
 
     def input_value(self, tensor: Tensor):
@@ -114,8 +129,10 @@ class GraphBuilder(_reg.Mode):
         if not isinstance(result, SymbolicTensor):
             result = SymbolicTensor(self.value_of(result), self)
         result = fit_inplace_result(name, result, tensor)
-        self._current[id(tensor)] = result.value
-        self.rebound[id(tensor)] = tensor
+        # the tensor and every alias of its memory (``p`` after ``p.data.copy_(v)``) read it
+        for alias in self._aliases[id(tensor._data)]:
+            self._current[id(alias)] = result.value
+            self.rebound[id(alias)] = alias
         return tensor
 
     def take_updates(self) -> list:
@@ -141,7 +158,10 @@ class GraphBuilder(_reg.Mode):
             optimizer.state.update((p, dict(s)) for p, s in state.items())
 
     def check_read(self, tensor: Tensor, what: str) -> None:
-        """Refuse a Python read of an eager tensor whose value the graph has changed."""
+        """Refuse a Python read of an eager tensor whose value the graph has changed; note
+        the others (``value_reads``: the graph bakes in what they held, so whoever caches it
+        must key it on those values)."""
+        self.value_reads.append(tensor)
         if id(tensor) in self.rebound:
             raise TraceError(
                 f"{what} of a tensor of shape {tuple(tensor.shape)} that the graph being built "
@@ -236,11 +256,15 @@ class GraphBuilder(_reg.Mode):
         with self:
             return full((), fill_value=1, dtype=output.dtype)
 
-    def grad(self, outputs, inputs, grad_outputs, allow_unused: bool) -> tuple:
+    def grad(
+        self, outputs, inputs, grad_outputs, allow_unused: bool, create_graph: bool = False
+    ) -> tuple:
         """``ember.autograd.grad(outputs, inputs, grad_outputs)`` while building: the backward
         pass is recorded into the graph (in ember ops, so differentiable again: create_graph
         holds by construction), and no ``.grad`` is touched. An input no output depends on
-        gets None with ``allow_unused``, else an AutogradError, as eagerly."""
+        gets None with ``allow_unused``, else an AutogradError, as eagerly. With
+        ``create_graph`` (and grad mode on) the floating gradients require grad, as eagerly:
+        code that differentiates them again (a Hessian as a Jacobian of a Jacobian) checks."""
         from ..errors import AutogradError
 
         cotangents = [
@@ -267,9 +291,14 @@ class GraphBuilder(_reg.Mode):
         wrt = [SymbolicTensor(self.value_of(t), self) for t in inputs]
         outs = [SymbolicTensor(self.value_of(o), self) for o in outputs]
         grads = backward_graph_values(self, outs, wrt, cotangents, self.no_grad_values)
-        return tuple(
-            SymbolicTensor(self.value_of(g), self) if hit else None for g, hit in zip(grads, used)
-        )
+        differentiable = create_graph and _reg.is_grad_enabled()
+        results = []
+        for g, hit in zip(grads, used):
+            result = SymbolicTensor(self.value_of(g), self) if hit else None
+            if result is not None and differentiable and result.dtype.is_floating_point:
+                result._requires_grad = True  # (with history: not a leaf)
+            results.append(result)
+        return tuple(results)
 
     def _ancestors(self, value) -> set:
         """ids of the values ``value`` is computed from along differentiable paths."""

@@ -4,7 +4,9 @@ It stands for a graph `Value`: it has a shape and a dtype (read from the value's
 op method and operator of the eager Tensor, but no data. Anything that needs the data in Python
 (``bool(x)``, ``int(x)``, ``x.item()``, indexing a list with ``x``, ``len`` of a symbolic size)
 raises `TraceError` at the user's line: a capture must never silently bake in one branch of
-data-dependent control flow.
+data-dependent control flow. The one exception is host data read from the captured function's own
+tensor arguments (`host_value`: the lengths of packed sequences, an integer argument's
+``.tolist()``): ``ember.function`` then keys its graphs on that argument's value.
 
 In-place methods are functionalized: ``x.add_(y)`` computes ``x + y`` as a new graph value and
 rebinds ``x`` to it, so later uses read the updated value. (Aliasing views are not followed: an
@@ -13,7 +15,7 @@ in-place write through a view of a symbolic tensor does not update its base.)
 
 from __future__ import annotations
 
-from ..errors import TraceError
+from ..errors import NeedsArgumentValue, TraceError
 from ..ops._registry import TensorBase
 from ..size import Size
 
@@ -75,7 +77,7 @@ class SymbolicTensor(TensorBase):
 
     @requires_grad.setter
     def requires_grad(self, flag: bool) -> None:
-        self._requires_grad = bool(flag)
+        self.requires_grad_(flag)
 
     @property
     def grad_fn(self):
@@ -86,6 +88,13 @@ class SymbolicTensor(TensorBase):
         return self.value.node.kind == "input"
 
     def requires_grad_(self, flag: bool = True) -> SymbolicTensor:
+        """As eagerly: a value without gradient history (one that did not require grad) that
+        starts requiring grad is a leaf, whose ``.grad`` a recorded backward sets
+        (``x = x.clone().requires_grad_(); loss.backward(); x.grad``)."""
+        if flag and not self._requires_grad and self.builder is not None:
+            inputs = self.builder.grad_inputs
+            if not any(t is self for t in inputs):
+                inputs.append(self)
         self._requires_grad = bool(flag)
         return self
 
@@ -180,7 +189,30 @@ class SymbolicTensor(TensorBase):
         self._refuse(".item()")
 
     def tolist(self):
+        if self.dtype.is_integer:  # (lengths, split sizes: host data a capture specializes on)
+            return self.host_value(".tolist()").tolist()
         self._refuse(".tolist()")
+
+    def host_value(self, what: str):
+        """The NumPy value of this tensor where the graph being built is specialized on it (a
+        function argument whose value the capture keys its graphs on); for another argument
+        of the function, `NeedsArgumentValue` (``ember.function`` then specializes on it and
+        traces again); for any other value, the `TraceError` of a use of the data. For host
+        data (sequence lengths, sizes), never for values the graph should compute."""
+        known = self.builder.host_values.get(id(self.value))
+        if known is not None:
+            return known
+        argument = self.builder.argument_values.get(id(self.value))
+        if argument is not None:
+            raise NeedsArgumentValue(
+                f"{what} of the argument %{self.value.name} ({self.value.type.dtype} of shape "
+                f"{tuple(self.shape)}) reads its value as host data: ember.function keys its "
+                "graphs on such an argument's value (one trace per distinct value); ember.trace "
+                "cannot, so compute this outside the traced function or pass a Python list",
+                value=self.value,
+                argument=argument,
+            )
+        self._refuse(what)
 
     def numpy(self):
         self._refuse(".numpy()")

@@ -19,6 +19,7 @@ from ..ops.sparse_tensor import SparseTensor
 
 __all__ = [
     "LEAF",
+    "Constant",
     "describe",
     "flatten",
     "is_tensor",
@@ -35,19 +36,47 @@ def is_tensor(obj) -> bool:
     return isinstance(obj, TensorBase)
 
 
+class Constant:
+    """A structure's non-tensor leaf kept as it is (`flatten` with ``constants``): a traced
+    function's result may hold None or Python values, which each call returns unchanged."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __eq__(self, other) -> bool:
+        return (
+            isinstance(other, Constant)
+            and type(other.value) is type(self.value)
+            and (other.value is self.value or other.value == self.value)
+        )
+
+    def __hash__(self) -> int:
+        try:
+            return hash((type(self.value), self.value))
+        except TypeError:
+            return id(self.value)
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
 def flatten(
     tree,
     what: str = "the values",
     *,
     is_leaf=is_tensor,
     numbers: bool = False,
+    constants: bool = False,
     op: str | None = None,
     path: str = "",
 ) -> tuple[list, list[str], tuple]:
     """(leaves, a path per leaf, structure) of ``tree``. A leaf is what ``is_leaf`` accepts
     (a tensor, by default); with ``numbers``, Python numbers become constant tensors of the
-    current mode (as ``ember.tensor`` makes them). Anything else raises `EmberError` naming
-    ``what`` and where it is (``op``: the error's op)."""
+    current mode (as ``ember.tensor`` makes them); with ``constants``, any other value stays in
+    the structure as a `Constant` (no leaf). Anything else raises `EmberError` naming ``what``
+    and where it is (``op``: the error's op)."""
     leaves: list = []
     paths: list[str] = []
 
@@ -62,6 +91,8 @@ def flatten(
             from ..ops.creation import tensor
 
             leaves.append(tensor(obj))
+        elif constants and not isinstance(obj, SparseTensor):
+            return Constant(obj)
         else:
             raise EmberError(
                 f"{what} must be tensors (or tuples, lists, dicts of them), got "
@@ -80,6 +111,8 @@ def unflatten(spec, leaves):
     it = iter(leaves)
 
     def build(s):
+        if isinstance(s, Constant):
+            return s.value
         if s == LEAF:
             return next(it)
         kind, inner = s
@@ -92,6 +125,8 @@ def unflatten(spec, leaves):
 
 def describe(spec) -> str:
     """A structure as text: ``tensor``, ``(tensor, [tensor])``, ``{'h': tensor}``."""
+    if isinstance(spec, Constant):
+        return repr(spec.value)
     if spec == LEAF:
         return "tensor"
     kind, inner = spec

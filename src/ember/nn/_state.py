@@ -20,6 +20,7 @@ from ..autograd import no_grad
 from ..errors import StateDictError
 from ..ops._util import fmt_shape
 from ..tensor import Tensor
+from .state_hooks import hooks, overrides_load
 
 
 class IncompatibleKeys(NamedTuple):
@@ -60,14 +61,39 @@ def has_extra_state(module) -> bool:
 
 
 def save(module, destination: dict, prefix: str, keep_vars: bool) -> dict:
+    for hook in hooks(module, "_state_dict_pre_hooks"):
+        hook(module, prefix, keep_vars)
     for _, name, value in local_state(module):
         destination[prefix + name] = value if keep_vars else value.detach()
     if has_extra_state(module):  # any picklable object, after the tensors, as in PyTorch
         destination[prefix + EXTRA_STATE_KEY] = module.get_extra_state()
     for name, child in module._modules.items():
         if child is not None:
-            save(child, destination, prefix + name + ".", keep_vars)
+            destination = save(child, destination, prefix + name + ".", keep_vars)
+    for hook in hooks(module, "_state_dict_hooks"):
+        result = hook(module, destination, prefix, {})
+        if result is not None:
+            destination = result
     return destination
+
+
+def _run_load_overrides(module, state_dict: dict, strict: bool) -> tuple[list, list, list]:
+    """Each module's ``_load_from_state_dict`` where it is overridden or has pre-hooks, parents
+    first, as PyTorch's recursion calls them: they may edit ``state_dict`` (a copy). Returns
+    the keys they reported missing and unexpected, and their error messages."""
+    missing: list = []
+    unexpected: list = []
+    errors: list = []
+
+    def visit(m, prefix):
+        if overrides_load(m):
+            m._load_from_state_dict(state_dict, prefix, {}, strict, missing, unexpected, errors)
+        for name, child in m._modules.items():
+            if child is not None:
+                visit(child, prefix + name + ".")
+
+    visit(module, "")
+    return missing, unexpected, errors
 
 
 def _targets(module, prefix: str, out: OrderedDict) -> OrderedDict:
@@ -98,11 +124,16 @@ def load(module, state_dict, strict: bool = True, assign: bool = False) -> Incom
             f"load_state_dict expects a dict-like mapping of keys to tensors, got "
             f"{type(state_dict).__name__}"
         )
+    post_hooks = [(m, h) for m in module.modules() for h in hooks(m, "_load_state_dict_post_hooks")]
+    state_dict = OrderedDict(state_dict)  # (the overrides and hooks below may edit it)
+    more_missing, more_unexpected, errors = _run_load_overrides(module, state_dict, strict)
     targets = _targets(module, "", OrderedDict())
-    missing = [k for k in targets if k not in state_dict]
-    unexpected = [k for k in state_dict if k not in targets]
-    errors: list[str] = []
-    if strict:
+    missing = [k for k in targets if k not in state_dict] + more_missing
+    unexpected = [k for k in state_dict if k not in targets] + more_unexpected
+    # with post-hooks, PyTorch's order: load, let the hooks edit the key lists, then check
+    # strictness (a hook that clears an expected missing key keeps the load from failing)
+    checked_late = strict and bool(post_hooks)
+    if strict and not checked_late:
         if unexpected:
             errors.append(
                 "unexpected key(s) in state_dict: "
@@ -145,7 +176,31 @@ def load(module, state_dict, strict: bool = True, assign: bool = False) -> Incom
         for key, (owner, _, _, current) in targets.items():
             if current is None and key in state_dict:
                 owner.set_extra_state(state_dict[key])
-    return IncompatibleKeys(missing, unexpected)
+    result = IncompatibleKeys(missing, unexpected)
+    for m, hook in post_hooks:
+        if hook(m, result) is not None:
+            raise RuntimeError(
+                "Hooks registered with ``register_load_state_dict_post_hook`` are not expected "
+                "to return new values, if incompatible_keys need to be modified, it should be "
+                "done inplace."
+            )
+    if checked_late and (result.missing_keys or result.unexpected_keys):
+        problems = []
+        if result.unexpected_keys:
+            problems.append(
+                "unexpected key(s) in state_dict: "
+                + ", ".join(f'"{k}"' for k in result.unexpected_keys)
+            )
+        if result.missing_keys:
+            problems.append(
+                "missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in result.missing_keys)
+            )
+        raise StateDictError(
+            f"error(s) in loading the state_dict for {type(module).__name__}:\n    "
+            + "\n    ".join(problems),
+            op="load_state_dict",
+        )
+    return result
 
 
 def _uninitialized(t) -> bool:

@@ -25,6 +25,7 @@ from ._tables import Table
 from ._tables import _changed as _tables_changed
 from .hooks import HooksMixin
 from .parameter import Buffer, Parameter
+from .state_hooks import StateDictHooksMixin
 
 
 def _addindent(text: str, spaces: int) -> str:
@@ -51,7 +52,7 @@ def _holds_tensors(value) -> bool:
     return isinstance(value, (tuple, list)) and any(isinstance(v, Tensor) for v in value)
 
 
-class Module(HooksMixin):
+class Module(HooksMixin, StateDictHooksMixin):
     """Base class of all neural-network layers; subclasses define ``forward``."""
 
     training: bool

@@ -12,6 +12,7 @@ import numbers
 
 import numpy as np
 
+from .. import dtypes as dt
 from ..autograd import no_grad
 from ..errors import ShapeError
 from ..tensor import Tensor
@@ -93,7 +94,9 @@ class _BatchNorm(_NormBase):
             with no_grad():
                 self.num_batches_tracked.add_(1)
             if self.momentum is None:  # a cumulative moving average
-                factor = 1.0 / float(self.num_batches_tracked)
+                # (a float64 0-d tensor, not a Python float: inside a captured step the count
+                # is a graph value, which Python cannot read)
+                factor = 1.0 / self.num_batches_tracked.to(dt.float64)
         # batch statistics while training, or in evaluation when no running statistics exist
         use_batch = self.training or (self.running_mean is None and self.running_var is None)
         # the running buffers are passed only when they are to be updated or used

@@ -33,7 +33,7 @@ from .. import dtypes as dt
 from ..errors import IndexTypeError, ShapeError
 from ..symbolic import SymDim
 from ._registry import TensorBase
-from ._util import broadcast_shapes, fmt_shape
+from ._util import broadcast_shapes, fmt_shape, size_from_values
 
 FULL = ":"
 
@@ -228,7 +228,14 @@ def parse_index(op: str, shape: tuple, index) -> tuple[tuple, list]:
             _check_mask(op, mask, shape, dim)
             from . import api as E
 
-            entries.append(("mask", int(E.sum(mask).item())))
+            count = size_from_values(
+                E.sum(mask),
+                op,
+                "the count of True values in the boolean mask index",
+                "keep the shape: ember.where(mask, x, 0), x * mask, or a masked reduction "
+                "((x * mask).sum() / mask.sum())",
+            )
+            entries.append(("mask", count))
             operands.append(mask)
             dim += mask.ndim
     while dim < len(shape):

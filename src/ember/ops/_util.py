@@ -10,7 +10,7 @@ import math
 import operator
 
 from ..dtypes import DType
-from ..errors import AxisError, DTypeError, KernelDTypeError, ShapeError
+from ..errors import AxisError, DTypeError, KernelDTypeError, ShapeError, TraceError
 from ..symbolic import SymDim
 from ..types import TensorType
 from ._registry import Cost
@@ -201,3 +201,19 @@ def fit_inplace_result(name: str, result, target):
             )
         result = result.to(target.dtype)
     return result
+
+
+def size_from_values(t, op: str, what: str, fix: str) -> int:
+    """``int(t.item())`` where ``t`` decides the size of ``op``'s result (a mask's count, a
+    maximum): a value a graph does not have while it is built, so a traced ``t`` raises a
+    `TraceError` that names the op, what it needed (``what``) and the shape-keeping
+    alternative (``fix``), rather than a bare ``.item()`` refusal."""
+    try:
+        return int(t.item())
+    except TraceError:
+        raise TraceError(
+            f"the size of the result is {what}, which a graph does not have while it is "
+            f"built (a captured graph's shapes cannot depend on its data); {fix}, or call it "
+            "outside the captured function",
+            op=op,
+        ) from None

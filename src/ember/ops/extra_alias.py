@@ -18,7 +18,7 @@ from . import api as E
 from ._autocast import Autocast, autocasts
 from ._registry import PUBLIC, export
 from ._rules import Complex
-from ._util import normalize_axis
+from ._util import normalize_axis, size_from_values
 from .elementwise import _unary, promote, to_tensor
 
 aminmax_t = return_types.aminmax
@@ -155,8 +155,6 @@ def isneginf(input):
     return x == float("-inf") if x.dtype.is_floating_point else E.zeros(x.shape, dtype=dt.bool_)
 
 
-
-
 @export
 def rsub(input, other, *, alpha=1):
     """``other - alpha * input``."""
@@ -250,7 +248,14 @@ def bincount(input, weights=None, minlength: int = 0):
             f"bincount takes a 1-d integer tensor, got {x.dtype} of shape {tuple(x.shape)}",
             op="bincount",
         )
-    size = max(int(minlength), int(E.amax(x).item()) + 1 if x.shape[0] else 0)
+    top = (
+        size_from_values(
+            E.amax(x), "bincount", "the largest value plus one", "use one_hot(x, n).sum(0)"
+        )
+        if x.shape[0]
+        else -1
+    )
+    size = max(int(minlength), top + 1)
     if x.shape[0] and int(E.amin(x).item()) < 0:
         raise ShapeError("bincount takes non-negative values", op="bincount")
     index = E.cast(x, dt.int64)

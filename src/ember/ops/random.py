@@ -164,7 +164,12 @@ def _grad_flag(t, requires_grad):
 
 @export
 def rand(*size, generator=None, dtype=None, requires_grad=False):
-    """Uniform samples in [0, 1)."""
+    """Uniform samples in [0, 1). A complex dtype draws the real and imaginary parts each
+    uniform in [0, 1), as PyTorch (ember's draws, not PyTorch's stream)."""
+    if dtype is not None and dt.as_dtype(dtype).is_complex:
+        shape = size_arg("rand", size)
+        pairs = rand(*shape, 2, generator=generator, dtype=dt.to_real(dt.as_dtype(dtype)))
+        return _grad_flag(E.view_as_complex(pairs), requires_grad)
     return _grad_flag(
         apply(
             _UNIFORM,
@@ -207,6 +212,11 @@ def uniform(low=0.0, high=1.0, size=(), *, generator=None, dtype=None):
     """Uniform samples in [low, high) of the given size."""
     if high < low:
         raise ValueError(f"uniform: high ({high}) must not be below low ({low})")
+    if dtype is not None and dt.as_dtype(dtype).is_complex:  # each part in [low, high)
+        shape = size_arg("uniform", (size,) if isinstance(size, int) else size)
+        real = dt.to_real(dt.as_dtype(dtype))
+        pairs = uniform(low, high, (*shape, 2), generator=generator, dtype=real)
+        return E.view_as_complex(pairs)
     return apply(
         _UNIFORM,
         shape=size_arg("uniform", (size,) if isinstance(size, int) else size),
@@ -226,6 +236,11 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None):
         if std < 0:
             raise ValueError(f"normal: std must be non-negative, got {std}")
         shape = size_arg("normal", (size,) if isinstance(size, int) else (size or ()))
+        if dtype is not None and dt.as_dtype(dtype).is_complex:
+            # PyTorch's: each part has the mean and variance std**2 / 2 (E|z - mean|^2 = std^2)
+            real = dt.to_real(dt.as_dtype(dtype))
+            pairs = normal(mean, std * math.sqrt(0.5), (*shape, 2), generator=gen, dtype=real)
+            return E.view_as_complex(pairs)
         return apply(
             _NORMAL,
             shape=shape,

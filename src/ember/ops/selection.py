@@ -17,7 +17,7 @@ from ..errors import ArgumentError, DTypeError, ShapeError
 from ..types import TensorType
 from . import api as E
 from ._registry import OpDef, TensorBase, apply, export, register
-from ._util import broadcast_shapes, fmt_shape, memory_cost, normalize_axis
+from ._util import broadcast_shapes, fmt_shape, memory_cost, normalize_axis, size_from_values
 from .elementwise import to_tensor
 from .indexing import getitem
 
@@ -105,7 +105,12 @@ def nonzero(x, *, as_tuple: bool = False):
     """Coordinates of the non-zero elements, one row each (``as_tuple``: one 1-D tensor per
     dimension, usable as an index)."""
     x = to_tensor(x)
-    count = int(E.sum(E.ne(x, 0)).item())
+    count = size_from_values(
+        E.sum(E.ne(x, 0)),
+        "nonzero",
+        "the count of non-zero elements",
+        "keep the shape with ember.where(cond, x, 0) or a mask multiplied in",
+    )
     out = apply(_NONZERO, x, count=count)
     if as_tuple:
         return tuple(getitem(out, (slice(None), d)) for d in range(x.ndim))

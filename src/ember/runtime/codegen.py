@@ -182,6 +182,8 @@ def _in_place_nodes(graph, inplace: dict, compiled: dict) -> dict:
     for out_position, in_position in inplace.items():
         value, target = graph.outputs[out_position], graph.inputs[in_position]
         node = value.node
+        if node.kind != "call":  # (an input or a constant written back: nothing to compute)
+            continue
         ufunc = isinstance(node.op.kernel, np.ufunc) and not node.attrs
         if (
             node.kind != "call"

@@ -1,10 +1,10 @@
 """``ember.nn.utils``: gradient clipping (PyTorch's formulas: the total norm is the norm of the
 per-tensor norms; gradients are scaled by ``min(max_norm / (total + 1e-6), 1)``), and conversion
 between a parameter list and one flat vector; ``rnn`` (variable-length sequences),
-``parametrize`` and ``parametrizations`` (weight_norm, spectral_norm, orthogonal), the older
-hook-based ``weight_norm`` and ``spectral_norm``; the clipping lives in ``clip_grad``, the
-deprecated ``stateless.functional_call`` in ``stateless``, the convolution weights' memory
-formats in ``memory_format``."""
+``parametrize`` and ``parametrizations`` (weight_norm, spectral_norm, orthogonal), ``prune``
+(PyTorch's pruning utilities), the older hook-based ``weight_norm`` and ``spectral_norm``; the
+clipping lives in ``clip_grad``, the deprecated ``stateless.functional_call`` in ``stateless``,
+the convolution weights' memory formats in ``memory_format``."""
 
 from __future__ import annotations
 
@@ -12,8 +12,18 @@ from collections.abc import Iterable
 
 from ...errors import ShapeError
 from ...ops import api as E
+from ...ops._registry import TensorBase
 from ...tensor import Tensor
-from . import clip_grad, fusion, memory_format, parametrizations, parametrize, rnn, stateless
+from . import (
+    clip_grad,
+    fusion,
+    memory_format,
+    parametrizations,
+    parametrize,
+    prune,
+    rnn,
+    stateless,
+)
 from .clip_grad import (
     clip_grad_norm,
     clip_grad_norm_,
@@ -51,7 +61,7 @@ def parameters_to_vector(parameters: Iterable[Tensor]) -> Tensor:
 def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
     """Point each parameter's data at its slice of ``vec`` (the inverse of
     ``parameters_to_vector``)."""
-    if not isinstance(vec, Tensor) or vec.ndim != 1:
+    if not isinstance(vec, TensorBase) or vec.ndim != 1:  # (a graph value, when captured)
         raise TypeError(f"expected vec to be a 1-D Tensor, but got {type(vec).__name__}")
     pointer = 0
     for p in parameters:

@@ -79,17 +79,21 @@ def invert_permutation(permutation: Tensor | None) -> Tensor | None:
 
 
 def _host(value, op: str, what: str) -> np.ndarray:
-    """Lengths and permutations are host data: a list, an array or an eager integer tensor."""
+    """Lengths and permutations are host data: a list, an array or an eager integer tensor;
+    while a graph is captured, an argument of the captured function (which ember.function then
+    specializes on: see `SymbolicTensor.host_value`)."""
     if isinstance(value, Tensor):
         array = value.numpy()
     elif isinstance(value, TensorBase):
-        raise EmberError(
-            f"{what} must be known while the graph is captured (a list, a NumPy array or an "
-            "eager tensor, which the graph holds as a constant), not a graph value; pass the "
-            "padded batch and pack it inside the captured function (a PackedSequence argument "
-            "makes its batch sizes graph inputs)",
-            op=op,
-        )
+        if hasattr(value, "host_value"):
+            array = np.asarray(value.host_value(f"{op}'s {what}"))
+        else:
+            raise EmberError(
+                f"{what} must be known while the graph is captured (a list, a NumPy array, an "
+                "eager tensor or an argument of the function ember.function captures), not a "
+                "value the graph computes",
+                op=op,
+            )
     else:
         array = np.asarray(value)
     if array.ndim != 1 or not (array.dtype.kind in "iu" or array.size == 0):
