@@ -185,7 +185,7 @@ def linearize(func, *primals):
     dict of them). ``func`` runs once; each ``jvp_fn`` call differentiates the recorded
     backward pass again (exact; see ``jvp``)."""
     for i, p in enumerate(primals):
-        if not isinstance(p, Tensor):
+        if not isinstance(p, TensorBase):
             raise TypeError(f"linearize: primal {i} must be a Tensor, got {type(p).__name__}")
     with _autograd.enable_grad():
         xs = tuple(p.detach().requires_grad_(True) for p in primals)
@@ -206,8 +206,8 @@ def linearize(func, *primals):
                 op="func.linearize",
             )
         for i, (t, x) in enumerate(zip(tangents, xs)):
-            if not isinstance(t, Tensor) or tuple(t.shape) != tuple(x.shape):
-                got = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
+            if not isinstance(t, TensorBase) or tuple(t.shape) != tuple(x.shape):
+                got = tuple(t.shape) if isinstance(t, TensorBase) else type(t).__name__
                 raise ShapeError(
                     f"tangent {i} must be a tensor of the primal's shape {tuple(x.shape)}, "
                     f"got {got}",

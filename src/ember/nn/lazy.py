@@ -330,9 +330,7 @@ def _lazy_norm(base: type, affine: bool, track: bool) -> type:
         *,
         bias: bool = True,
     ) -> None:
-        base.__init__(
-            self, 0, eps, momentum, affine, track_running_stats, device, dtype, bias=bias
-        )
+        base.__init__(self, 0, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
         self._lazy_init(device, dtype)
 
     doc = f"A {base.__name__} whose ``num_features`` comes from its first input."

@@ -393,6 +393,7 @@ def _pinv_kernel(a, *, atol, rtol, hermitian):
     m, n = a.shape[-2:]
     if a.size == 0:
         return np.zeros(a.shape[:-2] + (n, m), a.dtype)
+
     def conj_t(x):
         return np.swapaxes(x, -1, -2).conj()
 
