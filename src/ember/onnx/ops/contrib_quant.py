@@ -1,8 +1,10 @@
 """onnxruntime's quantized contrib operators (``com.microsoft``), as onnxruntime.quantization
 writes them: QGemm (``quantize_static`` in the QOperator format, and the QDQ format once
 optimized), DynamicQuantizeMatMul and MatMulIntegerToFloat (``quantize_dynamic`` once
-optimized), and the QLinear elementwise forms QLinearAdd, QLinearMul, QLinearSigmoid and
-QLinearLeakyRelu.
+optimized), the QLinear forms QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu,
+QLinearConcat, QLinearSoftmax, QLinearAveragePool, QLinearGlobalAveragePool, QLinearWhere and
+QLinearReduceMean (``quantize_static`` in the QOperator format), and DynamicQuantizeLSTM
+(``quantize_dynamic`` of an LSTM).
 
 Integer products are exact int32 matmuls (onnx/ops/quant.py's), dequantized in float32; the
 QLinear elementwise forms dequantize, compute in float32 and quantize back (rint, saturated),
@@ -11,11 +13,18 @@ as onnxruntime's reference does.
 
 from __future__ import annotations
 
+import copy
+import math
+
 import numpy as np
 
 from .._convert import converter, ember_dtype
-from ._common import E, dtype_np, given
-from .quant import _dynamic_quantize_linear, _int_matmul, _int_range, _size
+from ._common import E, axis, dtype_np, given
+from .nn import spatial_input
+from .nn_pool import _average_pool, _window, _window_sums
+from .nn_softmax import _along
+from .quant import _dynamic_quantize_linear, _int_matmul, _int_range, _size, saturated
+from .recurrent import _lstm
 
 _MS = "com.microsoft"
 
@@ -43,7 +52,7 @@ def _quantize(ctx, v, scale, zero_point, fallback):
     if given(zero_point):
         q = q + _scalar(ctx, zero_point)
     low, high = _int_range(target)
-    return E.cast(E.clamp(q, float(low), float(high)), ember_dtype(target, ctx.label))
+    return E.cast(saturated(q, low, high), ember_dtype(target, ctx.label))
 
 
 def _transposed(ctx, v, flag: bool):
@@ -111,3 +120,128 @@ converter("QLinearSigmoid", 1, domain=_MS)(_qlinear_unary(lambda ctx, v: E.sigmo
 converter("QLinearLeakyRelu", 1, domain=_MS)(
     _qlinear_unary(lambda ctx, v: E.where(v < 0, v * float(ctx.attr("alpha", 0.01)), v))
 )
+
+
+def _with_opset(ctx, opset: int):
+    """The node's context with the standard operator's version ``opset`` (the contrib forms
+    take the attributes of the operator's current version)."""
+    plain = copy.copy(ctx)
+    plain.opset = opset
+    return plain
+
+
+def _nchw(x, channels_last: bool):
+    return E.permute(x, (0, x.ndim - 1, *range(1, x.ndim - 1))) if channels_last else x
+
+
+def _nhwc(y, channels_last: bool):
+    return E.permute(y, (0, *range(2, y.ndim), 1)) if channels_last else y
+
+
+@converter("QLinearConcat", 1, domain=_MS)
+def _qlinear_concat(ctx, y_scale, y_zp, *triples):
+    """Y_scale, Y_zero_point, then (X, X_scale, X_zero_point) per input: each dequantized,
+    concatenated along ``axis``, quantized to Y's scale."""
+    if not triples or len(triples) % 3:
+        raise ctx.error(f"expects (X, scale, zero point) triples after Y's, got {len(triples)}")
+    parts = [_dequantize(ctx, *triples[i : i + 3]) for i in range(0, len(triples), 3)]
+    rank = parts[0].ndim
+    y = E.cat(parts, axis(ctx.attr("axis"), rank, ctx))
+    return _quantize(ctx, y, y_scale, y_zp, dtype_np(triples[0]))
+
+
+@converter("QLinearSoftmax", 1, domain=_MS)
+def _qlinear_softmax(ctx, x, x_scale, x_zp, y_scale, y_zp=None):
+    """Softmax along ``axis`` as the node's ``opset`` attribute reads it (before 13: the
+    dimensions from ``axis`` on, flattened), computed as onnxruntime does from the integer
+    differences to the maximum: exp(d * x_scale), exactly 1 where d is 0 (so a scale of inf,
+    which a calibration over -inf gives, still weighs the maxima equally)."""
+    q = E.cast(ctx.tensor(x), _f32(ctx))
+    scale = _scalar(ctx, x_scale)
+
+    def softmax(t, dim):
+        d = t - E.amax(t, dim, keepdim=True)
+        e = E.where(d == 0.0, 1.0, E.exp(d * scale))
+        return e / E.sum(e, dim, keepdim=True)
+
+    y = _along(_with_opset(ctx, int(ctx.attr("opset", 13))), q, softmax)
+    return _quantize(ctx, y, y_scale, y_zp, dtype_np(x))
+
+
+@converter("QLinearAveragePool", 1, domain=_MS)
+def _qlinear_average_pool(ctx, x, x_scale, x_zp, y_scale, y_zp=None):
+    """AveragePool of the dequantized input; with ``count_include_pad`` onnxruntime divides
+    every window by the whole kernel's size, a ``ceil_mode`` window hanging past the padding
+    too (its float AveragePool, as ONNX, counts only the padding)."""
+    last = bool(ctx.attr("channels_last", 0))
+    plain = _with_opset(ctx, 19)
+    v = _nchw(_dequantize(ctx, x, x_scale, x_zp), last)
+    if ctx.attr("count_include_pad", 0):
+        v = spatial_input(plain, v)
+        kernel, strides, dilations, pads, out, _ = _window(plain, v)
+        sums = _window_sums(plain, v, kernel, strides, dilations, pads, out)
+        y = sums / float(math.prod(kernel))
+    else:
+        y = _average_pool(plain, v)
+    return _quantize(ctx, _nhwc(y, last), y_scale, y_zp, dtype_np(x))
+
+
+@converter("QLinearGlobalAveragePool", 1, domain=_MS)
+def _qlinear_global_average_pool(ctx, x, x_scale, x_zp, y_scale, y_zp=None):
+    last = bool(ctx.attr("channels_last", 0))
+    v = _nchw(_dequantize(ctx, x, x_scale, x_zp), last)
+    if v.ndim < 3:
+        raise ctx.error(f"expects an input of rank 3 or more, got shape {tuple(v.shape)}")
+    y = _nhwc(E.mean(v, tuple(range(2, v.ndim)), keepdim=True), last)
+    return _quantize(ctx, y, y_scale, y_zp, dtype_np(x))
+
+
+@converter("QLinearWhere", 1, domain=_MS)
+def _qlinear_where(ctx, cond, x, x_scale, x_zp, y, y_scale, y_zp, z_scale, z_zp):
+    a, b = _dequantize(ctx, x, x_scale, x_zp), _dequantize(ctx, y, y_scale, y_zp)
+    picked = E.where(E.cast(ctx.tensor(cond), ember_dtype(np.bool_, ctx.label)), a, b)
+    return _quantize(ctx, picked, z_scale, z_zp, dtype_np(x))
+
+
+@converter("QLinearReduceMean", 1, domain=_MS)
+def _qlinear_reduce_mean(ctx, x, x_scale, x_zp, y_scale, y_zp=None):
+    v = _dequantize(ctx, x, x_scale, x_zp)
+    axes = [axis(a, v.ndim, ctx) for a in ctx.attr("axes")]
+    y = E.mean(v, tuple(sorted(set(axes))), keepdim=bool(ctx.attr("keepdims", 1)))
+    return _quantize(ctx, y, y_scale, y_zp, dtype_np(x))
+
+
+def _dequantized_weights(ctx, w, scale, zero_point, what: str):
+    """DynamicQuantizeLSTM's [directions, in, 4 * hidden] integer weights as ONNX LSTM's float
+    [directions, 4 * hidden, in]: per direction (scale [directions]) or per output column
+    (scale [directions, 4 * hidden])."""
+    w = ctx.tensor(w)
+    if w.ndim != 3:
+        raise ctx.error(f"{what} must have rank 3, got shape {tuple(w.shape)}")
+    s, z = E.cast(ctx.tensor(scale), _f32(ctx)), E.cast(ctx.tensor(zero_point), _f32(ctx))
+    if tuple(s.shape) not in ((w.shape[0],), (w.shape[0], w.shape[2])) or s.shape != z.shape:
+        raise ctx.error(
+            f"{what}'s scale {tuple(s.shape)} and zero point {tuple(z.shape)} do not fit "
+            f"weights of shape {tuple(w.shape)}"
+        )
+    if s.ndim == 1:
+        s, z = E.reshape(s, (-1, 1, 1)), E.reshape(z, (-1, 1, 1))
+    else:
+        s, z = E.reshape(s, (s.shape[0], 1, -1)), E.reshape(z, (z.shape[0], 1, -1))
+    return E.transpose((E.cast(w, _f32(ctx)) - z) * s, 1, 2)
+
+
+@converter("DynamicQuantizeLSTM", 1, domain=_MS)
+def _dynamic_quantize_lstm(
+    ctx, x, w, r, b=None, lens=None, h0=None, c0=None, p=None,
+    w_scale=None, w_zp=None, r_scale=None, r_zp=None,
+):  # fmt: skip
+    """quantize_dynamic's LSTM: integer weights with their scales and zero points, the
+    activations quantized per product by onnxruntime. Here the weights are dequantized and the
+    LSTM runs in float32, so results differ from onnxruntime's by its activations' rounding
+    (about one part in 256 of each product's range)."""
+    if not all(given(v) for v in (w_scale, w_zp, r_scale, r_zp)):
+        raise ctx.error("W_scale, W_zero_point, R_scale and R_zero_point are required")
+    wf = _dequantized_weights(ctx, w, w_scale, w_zp, "W")
+    rf = _dequantized_weights(ctx, r, r_scale, r_zp, "R")
+    return _lstm(ctx, x, wf, rf, b, lens, h0, c0, p)
