@@ -24,7 +24,7 @@ from .nn import spatial_input
 from .nn_pool import _average_pool, _window, _window_sums
 from .nn_softmax import _along
 from .quant import _dynamic_quantize_linear, _int_matmul, _int_range, _size, saturated
-from .recurrent import _lstm
+from .recurrent import _bias_parts, _Layer, _run_direction_lstm, _sum
 
 _MS = "com.microsoft"
 
@@ -231,17 +231,65 @@ def _dequantized_weights(ctx, w, scale, zero_point, what: str):
     return E.transpose((E.cast(w, _f32(ctx)) - z) * s, 1, 2)
 
 
+def _row_quantized(ctx, rows):
+    """DynamicQuantizeLinear's rule applied to each row of a matrix on its own."""
+    f32 = _f32(ctx)
+    high = E.maximum(E.amax(rows, 1, keepdim=True), 0.0)
+    low = E.minimum(E.amin(rows, 1, keepdim=True), 0.0)
+    scale = E.where(high == low, E.ones((), dtype=f32), high - low) / 255.0
+    zp = E.round(E.clamp(-low / scale, 0.0, 255.0))
+    q = E.clamp(E.round(rows / scale) + zp, 0.0, 255.0)
+    u8 = ember_dtype(np.uint8, ctx.label)
+    return E.cast(q, u8), scale, E.reshape(E.cast(zp, u8), (-1,))
+
+
+def _dynamic_product(ctx, a, wq, w_zp, w_scale, per_row=False):
+    """onnxruntime's product of a float ``a`` (..., K) and integer weights ``wq`` (K, N): ``a``
+    quantized to uint8 over all its values (DynamicQuantizeLinear's rule), an exact int32
+    product, scaled by a_scale * w_scale (per column where w_scale has N values)."""
+    rows = E.reshape(a, (-1, a.shape[-1]))
+    if per_row:
+        qa, a_scale, a_zp = _row_quantized(ctx, rows)
+    else:
+        qa, a_scale, a_zp = _dynamic_quantize_linear(ctx, rows)
+    acc = _int_matmul(ctx, qa, wq, a_zp, w_zp)
+    y = E.cast(acc, _f32(ctx)) * (a_scale * w_scale)
+    return E.reshape(y, (*a.shape[:-1], wq.shape[-1]))
+
+
 @converter("DynamicQuantizeLSTM", 1, domain=_MS)
 def _dynamic_quantize_lstm(
     ctx, x, w, r, b=None, lens=None, h0=None, c0=None, p=None,
     w_scale=None, w_zp=None, r_scale=None, r_zp=None,
 ):  # fmt: skip
-    """quantize_dynamic's LSTM: integer weights with their scales and zero points, the
-    activations quantized per product by onnxruntime. Here the weights are dequantized and the
-    LSTM runs in float32, so results differ from onnxruntime's by its activations' rounding
-    (about one part in 256 of each product's range)."""
+    """quantize_dynamic's LSTM: W [directions, in, 4 * hidden] and R [directions, hidden,
+    4 * hidden] integers with their scales and zero points (per direction, or per output
+    column). As onnxruntime: the input, over all its steps, and each step's hidden state are
+    quantized to uint8 before their integer products, the rest is the float32 LSTM. onnxruntime
+    quantizes the hidden state per block of rows its threads share out (ceil(batch / threads));
+    ember per row, which is onnxruntime's result wherever it has a thread per row."""
     if not all(given(v) for v in (w_scale, w_zp, r_scale, r_zp)):
         raise ctx.error("W_scale, W_zero_point, R_scale and R_zero_point are required")
-    wf = _dequantized_weights(ctx, w, w_scale, w_zp, "W")
+    wf = _dequantized_weights(ctx, w, w_scale, w_zp, "W")  # checks the shapes too
     rf = _dequantized_weights(ctx, r, r_scale, r_zp, "R")
-    return _lstm(ctx, x, wf, rf, b, lens, h0, c0, p)
+    layer = _Layer(ctx, "LSTM", x, wf, rf, b, lens, h0, c0, p)
+    wq, rq = ctx.tensor(w), ctx.tensor(r)
+    params = [E.cast(ctx.tensor(v), _f32(ctx)) for v in (w_scale, r_scale)]
+    zeros = [ctx.tensor(v) for v in (w_zp, r_zp)]
+    ys, hs, cs = [], [], []
+    for d in range(layer.dirs):
+        wb, rb = _bias_parts(layer, d, 4)
+
+        def project(xs, bias, d=d):
+            y = _dynamic_product(ctx, xs, wq[d], zeros[0][d], params[0][d])
+            return y if bias is None else y + bias
+
+        def recur(h, d=d):
+            return _dynamic_product(ctx, h, rq[d], zeros[1][d], params[1][d], per_row=True)
+
+        forget = bool(ctx.attr("input_forget", 0))
+        y, (h, c) = _run_direction_lstm(layer, d, _sum(wb, rb), forget, project, recur)
+        ys.append(y)
+        hs.append(h)
+        cs.append(c)
+    return layer.outputs(ys, hs, cs)
