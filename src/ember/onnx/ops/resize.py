@@ -209,10 +209,12 @@ def _resize(ctx, x, scales, sizes, roi, *, mode, how, nearest_mode, axes=None):
     if how == "tf_crop_and_resize" and roi is None:
         raise ctx.error("coordinate_transformation_mode tf_crop_and_resize needs roi")
     out_dtype = x.dtype
+    final = list(shape)
+    for a, o in zip(axes, outs):
+        final[a] = o
+    # before the taps: a scale read from a file may ask for more than the machine holds
+    ctx.check_size(final, out_dtype.np)
     if any(o == 0 for o in outs) or 0 in shape:
-        final = list(shape)
-        for a, o in zip(axes, outs):
-            final[a] = o
         return E.zeros(tuple(final), dtype=out_dtype)
     compute = x
     if mode != "nearest" and out_dtype not in (_dt.float32, _dt.float64):
