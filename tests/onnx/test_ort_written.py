@@ -232,17 +232,24 @@ def test_qlinear_global_average_pool(channels_last):
 
 
 @pytest.mark.parametrize("axis, opset", [(-1, 13), (1, 12), (-1, 12), (1, 13)])
-def test_qlinear_softmax(axis, opset):
-    scales = {
-        "xs": np.array(0.1, np.float32),
-        "xz": np.array(128, np.uint8),
-        "ys": np.array(1 / 256, np.float32),
-        "yz": np.array(0, np.uint8),
-    }
-    node = h.make_node(
-        "QLinearSoftmax", ["x", "xs", "xz", "ys", "yz"], ["y"], domain=MS, axis=axis, opset=opset
-    )
-    _qnode(node, {"x": _u8(2, 3, 4, 5)}, scales)
+@pytest.mark.parametrize("signed", [False, True])
+def test_qlinear_softmax(axis, opset, signed):
+    """onnxruntime's arithmetic: float32 exponentials from a table, floor(1 / y_scale) (254,
+    not 255, for the usual 1 / 255)."""
+    dtype = np.int8 if signed else np.uint8
+    for y_scale, x_scale in [(1 / 256, 0.1), (np.float32(0.00392157), 0.009)]:
+        scales = {
+            "xs": np.array(x_scale, np.float32),
+            "xz": np.array(-3 if signed else 105, dtype),
+            "ys": np.array(y_scale, np.float32),
+            "yz": np.array(-128 if signed else 0, dtype),
+        }
+        node = h.make_node(
+            "QLinearSoftmax", ["x", "xs", "xz", "ys", "yz"], ["y"], domain=MS, axis=axis,
+            opset=opset,
+        )  # fmt: skip
+        x = RNG.integers(-128 if signed else 0, 128 if signed else 256, (2, 3, 4, 5))
+        _qnode(node, {"x": x.astype(dtype)}, scales, out_type=TP.INT8 if signed else TP.UINT8)
 
 
 def test_qlinear_softmax_with_an_infinite_scale():

@@ -21,9 +21,16 @@ import numpy as np
 from .._convert import converter, ember_dtype
 from ._common import E, axis, dtype_np, given
 from .nn import spatial_input
-from .nn_pool import _average_pool, _window, _window_sums
+from .nn_pool import _average_pool, _max_pool, _window, _window_sums
 from .nn_softmax import _along
-from .quant import _dynamic_quantize_linear, _int_matmul, _int_range, _size, saturated
+from .quant import (
+    _dynamic_quantize_linear,
+    _int_matmul,
+    _int_range,
+    _qlinear_conv,
+    _size,
+    saturated,
+)
 from .recurrent import _bias_parts, _Layer, _run_direction_lstm, _sum
 
 _MS = "com.microsoft"
@@ -153,19 +160,29 @@ def _qlinear_concat(ctx, y_scale, y_zp, *triples):
 @converter("QLinearSoftmax", 1, domain=_MS)
 def _qlinear_softmax(ctx, x, x_scale, x_zp, y_scale, y_zp=None):
     """Softmax along ``axis`` as the node's ``opset`` attribute reads it (before 13: the
-    dimensions from ``axis`` on, flattened), computed as onnxruntime does from the integer
-    differences to the maximum: exp(d * x_scale), exactly 1 where d is 0 (so a scale of inf,
-    which a calibration over -inf gives, still weighs the maxima equally)."""
-    q = E.cast(ctx.tensor(x), _f32(ctx))
-    scale = _scalar(ctx, x_scale)
+    dimensions from ``axis`` on, flattened), in onnxruntime's arithmetic: from the integer
+    differences d to the row's maximum, e = float32(exp((d + shift) * x_scale)) in double
+    (shift = max(0, log(FLT_MAX / D) - 5) / x_scale keeps the sum finite), the sum in float32,
+    and y = rint(e * floor(1 / y_scale) / sum) + y_zero_point. A scale of inf (a calibration
+    over -inf) weighs the maxima equally."""
+    f32, f64 = _f32(ctx), ember_dtype(np.float64, ctx.label)
+    q = E.cast(ctx.tensor(x), f64)
+    scale = E.cast(_scalar(ctx, x_scale), f64)
+    inverse = E.floor(1.0 / _scalar(ctx, y_scale))  # float32, as onnxruntime
 
     def softmax(t, dim):
-        d = t - E.amax(t, dim, keepdim=True)
-        e = E.where(d == 0.0, 1.0, E.exp(d * scale))
-        return e / E.sum(e, dim, keepdim=True)
+        width = np.float32(np.finfo(np.float32).max) / np.float32(max(int(t.shape[dim]), 1))
+        shift = max(0.0, float(np.log(np.float64(width))) - 5.0) / scale
+        arg = (t - E.amax(t, dim, keepdim=True) + shift) * scale
+        e = E.cast(E.exp(E.where(E.isnan(arg), 0.0, arg)), f32)
+        return E.round(e * inverse / E.sum(e, dim, keepdim=True))
 
-    y = _along(_with_opset(ctx, int(ctx.attr("opset", 13))), q, softmax)
-    return _quantize(ctx, y, y_scale, y_zp, dtype_np(x))
+    v = _along(_with_opset(ctx, int(ctx.attr("opset", 13))), q, softmax)
+    target = dtype_np(y_zp) if given(y_zp) else dtype_np(x)
+    if given(y_zp):
+        v = v + _scalar(ctx, y_zp)
+    low, high = _int_range(target)
+    return E.cast(saturated(v, low, high), ember_dtype(target, ctx.label))
 
 
 @converter("QLinearAveragePool", 1, domain=_MS)
@@ -293,3 +310,22 @@ def _dynamic_quantize_lstm(
         hs.append(h)
         cs.append(c)
     return layer.outputs(ys, hs, cs)
+
+
+# onnxruntime's NHWC transformer (ORT_ENABLE_ALL) rewrites quantized convolutions and
+# poolings to take channels last, with Transposes around them
+
+
+@converter("QLinearConv", 1, domain=_MS)
+def _qlinear_conv_nhwc(ctx, x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp=None, bias=None):
+    """ONNX's QLinearConv; ``channels_last``: X and Y are (N, *spatial, C), W stays OIHW."""
+    last = bool(ctx.attr("channels_last", 0))
+    x = _nchw(ctx.tensor(x), last)
+    y = _qlinear_conv(ctx, x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, bias)
+    return _nhwc(y, last)
+
+
+@converter("NhwcMaxPool", 1, domain=_MS)
+def _nhwc_max_pool(ctx, x):
+    """MaxPool (opset 12's attributes) over an (N, *spatial, C) integer tensor."""
+    return _nhwc(_max_pool(_with_opset(ctx, 12), _nchw(ctx.tensor(x), True)), True)
