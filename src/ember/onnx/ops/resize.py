@@ -218,7 +218,10 @@ def _resize(ctx, x, scales, sizes, roi, *, mode, how, nearest_mode, axes=None):
         return E.zeros(tuple(final), dtype=out_dtype)
     compute = x
     if mode != "nearest" and out_dtype not in (_dt.float32, _dt.float64):
-        compute = E.cast(x, _dt.float64 if not out_dtype.is_floating_point else _dt.float32)
+        # 8- and 16-bit integers in float32, as onnxruntime (its results are the float32
+        # ones truncated), wider ones in float64 (exact)
+        narrow = out_dtype.is_floating_point or out_dtype.itemsize <= 2
+        compute = E.cast(x, _dt.float32 if narrow else _dt.float64)
     options = dict(
         mode=mode,
         how=how,
@@ -236,7 +239,8 @@ def _resize(ctx, x, scales, sizes, roi, *, mode, how, nearest_mode, axes=None):
     if compute.dtype is not out_dtype:
         if not out_dtype.is_floating_point:
             info = np.iinfo(out_dtype.np)
-            compute = E.clamp(E.round(compute), float(info.min), float(info.max))
+            # toward zero, as onnxruntime and ONNX's reference (a float result cast)
+            compute = E.clamp(E.trunc(compute), float(info.min), float(info.max))
         compute = E.cast(compute, out_dtype)
     elif compute is x:
         compute = E.clone(x)
