@@ -252,26 +252,23 @@ def test_qlinear_softmax(axis, opset, signed):
         _qnode(node, {"x": x.astype(dtype)}, scales, out_type=TP.INT8 if signed else TP.UINT8)
 
 
-def test_qlinear_softmax_with_an_infinite_scale():
-    """A calibration over an additive -inf mask gives the scale inf: ember weighs the maxima
-    equally, the rest 0 (softmax's limit; onnxruntime's lookup table holds exp(0 * inf), NaN,
-    and its result is not defined)."""
-    scales = {
-        "xs": np.array(np.inf, np.float32),
-        "xz": np.array(-128, np.int8),
-        "ys": np.array(1 / 256, np.float32),
-        "yz": np.array(-128, np.int8),
-    }
-    x = np.array([[-128, -128, -128, -128], [-128, 5, 5, -3]], np.int8)
-    node = h.make_node("QLinearSoftmax", ["x", "xs", "xz", "ys", "yz"], ["y"], domain=MS, opset=13)
-    graph = h.make_graph(
-        [node], "g", [h.make_tensor_value_info("x", TP.INT8, [2, 4])],
-        [h.make_tensor_value_info("y", TP.INT8, None)],
-        [numpy_helper.from_array(a, n) for n, a in scales.items()],
-    )  # fmt: skip
-    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17), h.make_opsetid(MS, 1)])
-    (got,) = _ours(model.SerializeToString(), {"x": x})
-    np.testing.assert_array_equal(got, [[-64, -64, -64, -64], [-128, 0, 0, -128]])
+@pytest.mark.parametrize("signed", [False, True])
+def test_qlinear_softmax_with_an_infinite_scale(signed):
+    """A calibration over an additive -inf mask gives the scale inf: onnxruntime's sums are
+    NaN and it writes zeros, whatever the zero point."""
+    dtype = np.int8 if signed else np.uint8
+    for zero_point in (0, 7):
+        scales = {
+            "xs": np.array(np.inf, np.float32),
+            "xz": np.array(0, dtype),
+            "ys": np.array(1 / 255, np.float32),
+            "yz": np.array(zero_point, dtype),
+        }
+        x = np.array([[0, 0, 0, 0], [3, 5, 5, 1]], dtype)
+        node = h.make_node(
+            "QLinearSoftmax", ["x", "xs", "xz", "ys", "yz"], ["y"], domain=MS, opset=13
+        )
+        _qnode(node, {"x": x}, scales, out_type=TP.INT8 if signed else TP.UINT8)
 
 
 def test_qlinear_concat_where_and_reduce_mean():

@@ -164,7 +164,8 @@ def _qlinear_softmax(ctx, x, x_scale, x_zp, y_scale, y_zp=None):
     differences d to the row's maximum, e = float32(exp((d + shift) * x_scale)) in double
     (shift = max(0, log(FLT_MAX / D) - 5) / x_scale keeps the sum finite), the sum in float32,
     and y = rint(e * floor(1 / y_scale) / sum) + y_zero_point. A scale of inf (a calibration
-    over -inf) weighs the maxima equally."""
+    over an additive -inf mask gives it) makes onnxruntime's sums NaN, and it writes zeros:
+    so does ember."""
     f32, f64 = _f32(ctx), ember_dtype(np.float64, ctx.label)
     q = E.cast(ctx.tensor(x), f64)
     scale = E.cast(_scalar(ctx, x_scale), f64)
@@ -182,7 +183,8 @@ def _qlinear_softmax(ctx, x, x_scale, x_zp, y_scale, y_zp=None):
     if given(y_zp):
         v = v + _scalar(ctx, y_zp)
     low, high = _int_range(target)
-    return E.cast(saturated(v, low, high), ember_dtype(target, ctx.label))
+    v = E.where(E.isinf(scale), 0.0, saturated(v, low, high))
+    return E.cast(v, ember_dtype(target, ctx.label))
 
 
 @converter("QLinearAveragePool", 1, domain=_MS)
