@@ -108,6 +108,38 @@ def test_onnxruntime_all_level_nchwc_model(tmp_path):
     assert f.eager_reason is None
 
 
+def test_onnxruntime_all_level_channels_last_nchwc_model(tmp_path):
+    """An NHWC input and output (ReorderInput / ReorderOutput with channels_last), plain Relu
+    and Add on blocked values, 24 output channels padded to a block multiple."""
+    torch = pytest.importorskip("torch")
+    import io
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c = torch.nn.Conv2d(32, 32, 3, padding=1)
+            self.d = torch.nn.Conv2d(32, 24, 1)
+
+        def forward(self, x):
+            y = self.c(x.permute(0, 3, 1, 2))
+            return self.d(torch.relu(y) + y).permute(0, 2, 3, 1)
+
+    torch.manual_seed(0)
+    buf = io.BytesIO()
+    torch.onnx.export(
+        Net().eval(), (torch.randn(1, 8, 8, 32),), buf, opset_version=17, dynamo=False,
+        input_names=["x"], dynamic_axes={"x": {0: "n"}},
+    )  # fmt: skip
+    optimized = _optimized_all(buf.getvalue(), tmp_path)
+    graph = onnx.load_from_string(optimized).graph
+    if not any(n.domain == NCHWC for n in graph.node):
+        pytest.skip("onnxruntime wrote no nchwc nodes on this CPU (no AVX2)")
+    feeds = {"x": RNG.standard_normal((2, 8, 8, 32)).astype(np.float32)}
+    (want,) = _run_ort(optimized, feeds)
+    (got,) = _ours(optimized, feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
 def _blocked(a, b):
     """NCHW (N, C, H, W) -> blocked memory (N, C/b, H, W, b), kept at the declared shape."""
     n, c, *spatial = a.shape
