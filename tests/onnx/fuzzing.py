@@ -118,7 +118,74 @@ def seeds() -> list:
             [numpy_helper.from_array(np.array(0.0, np.float32), "zero")],
         )
     )
+    models.extend(_contrib_seeds(helper, numpy_helper, rng))
     return [m.SerializeToString() for m in models]
+
+
+def _contrib_seeds(helper, numpy_helper, rng) -> list:
+    """onnxruntime's node kinds: a blocked-layout (com.microsoft.nchwc) convolution chain and
+    a QOperator chain (QLinearConv, QLinearConcat, QLinearAveragePool, QLinearSoftmax)."""
+    from onnx import TensorProto
+
+    f32, u8 = TensorProto.FLOAT, TensorProto.UINT8
+    nchwc, ms = "com.microsoft.nchwc", "com.microsoft"
+
+    def model(nodes, inputs, outputs, inits, domain):
+        graph = helper.make_graph(nodes, "seed", inputs, outputs, initializer=inits)
+        opsets = [helper.make_opsetid("", 17), helper.make_opsetid(domain, 1)]
+        return helper.make_model(graph, opset_imports=opsets)
+
+    def array(name, a):
+        return numpy_helper.from_array(np.asarray(a), name)
+
+    blocked = model(
+        [
+            helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], domain=nchwc,
+                             kernel_shape=[3, 3], pads=[1, 1, 1, 1], activation="Relu"),
+            helper.make_node("Conv", ["c1", "w2", "", "c1"], ["c2"], domain=nchwc,
+                             kernel_shape=[1, 1], activation="Clip", activation_params=[0, 6]),
+            helper.make_node("MaxPool", ["c2"], ["p"], domain=nchwc, kernel_shape=[2, 2],
+                             strides=[2, 2]),
+            helper.make_node("Upsample", ["p"], ["u"], domain=nchwc, scales=[1, 1, 2, 2]),
+            helper.make_node("ReorderOutput", ["u"], ["r"], domain=nchwc, channels=6),
+            helper.make_node("Pad", ["r", "pads"], ["r8"]),
+            helper.make_node("ReorderInput", ["r8"], ["i"], domain=nchwc),
+            helper.make_node("GlobalAveragePool", ["i"], ["g"], domain=nchwc),
+            helper.make_node("ReorderOutput", ["g"], ["out"], domain=nchwc, channels=8),
+        ],
+        [helper.make_tensor_value_info("x", f32, [1, 3, 4, 4])],
+        [helper.make_tensor_value_info("out", f32, [1, 8, 1, 1])],
+        [
+            array("w1", rng.standard_normal((8, 3, 3, 3)).astype(np.float32)),
+            array("b1", rng.standard_normal(8).astype(np.float32)),
+            array("w2", rng.standard_normal((8, 8, 1, 1)).astype(np.float32)),
+            array("pads", np.array([0, 0, 0, 0, 0, 2, 0, 0], np.int64)),
+        ],
+        nchwc,
+    )  # fmt: skip
+    scales = [array("s", np.float32(0.05)), array("z", np.uint8(128))]
+    quantized = model(
+        [
+            helper.make_node("QLinearConv", ["x", "s", "z", "w", "ws", "wz", "s", "z"], ["c"],
+                             pads=[1, 1, 1, 1]),
+            helper.make_node("QLinearConcat", ["s", "z", "c", "s", "z", "x", "s", "z"], ["k"],
+                             domain=ms, axis=1),
+            helper.make_node("QLinearAveragePool", ["k", "s", "z", "s", "z"], ["a"], domain=ms,
+                             kernel_shape=[2, 2], count_include_pad=1, ceil_mode=1),
+            helper.make_node("QLinearSoftmax", ["a", "s", "z", "s", "z"], ["out"], domain=ms,
+                             axis=1, opset=13),
+        ],
+        [helper.make_tensor_value_info("x", u8, [1, 2, 5, 5])],
+        [helper.make_tensor_value_info("out", u8, [1, 4, 3, 3])],
+        [
+            *scales,
+            array("w", rng.integers(-20, 20, (2, 2, 3, 3)).astype(np.int8)),
+            array("ws", np.float32(0.01)),
+            array("wz", np.int8(0)),
+        ],
+        ms,
+    )  # fmt: skip
+    return [blocked, quantized]
 
 
 def _inputs(model):

@@ -162,3 +162,26 @@ def test_erfc_keeps_its_tail_in_float32_and_refuses_float64():
     np.testing.assert_allclose(got, want, rtol=3e-7, atol=1e-37)
     with pytest.raises(OnnxError, match="float64"):
         to_model(ember.erfc, ember.tensor(x.astype(np.float64)))
+
+
+@pytest.mark.parametrize("where", ["middle", "first", "last", "gradient"])
+def test_indexing_by_a_0d_tensor(where):
+    """x[:, i] with i a 0-d tensor (an imported model's Gather by a scalar, BERT's pooler)
+    drops the dimension: the exported GatherND read a one-element index and kept it, and
+    onnx's checker then failed with a raw InferenceError."""
+    import onnx
+
+    x = ember.randn(2, 3, 4)
+    i = ember.tensor(1)
+
+    def fn(t):
+        if where == "middle":
+            return t[:, i] * 2.0
+        if where == "first":
+            return t[i] + 1.0
+        if where == "last":
+            return t[:, :, ember.tensor(-1)]
+        return ember.grad(lambda u: (u[:, i] ** 2).sum())(t)
+
+    model = onnx.load_from_string(to_model(fn, x).SerializeToString())
+    _assert_same(_run(model, x.numpy()), _numpy(fn(x)))

@@ -67,6 +67,16 @@ def test_unknown_operator_and_domain_are_named():
         ember.onnx.load(model)
 
 
+def test_an_opset_domain_that_is_not_text_is_refused():
+    """protobuf hands a string field that is not UTF-8 over as bytes (found by the fuzzer:
+    sorting the domains for the error message raised a TypeError)."""
+    model = _add_model()
+    model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    data = model.SerializeToString().replace(b"com.microsoft", b"com.\xffmicrosof")
+    with pytest.raises(OnnxError, match="not valid UTF-8"):
+        ember.onnx.load(data)
+
+
 def test_undefined_names_cycles_and_missing_outputs_are_refused():
     model = _add_model(nodes=[helper.make_node("Add", ["x", "nowhere"], ["out"])])
     with pytest.raises(OnnxError, match="nowhere"):

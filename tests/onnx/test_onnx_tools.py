@@ -48,3 +48,34 @@ def test_a_damaged_onnx_file_is_one_line_error(tmp_path, capsys):
     assert main(["inspect", str(path)]) == 2
     err = capsys.readouterr().err
     assert "bad.onnx" in err and "Traceback" not in err
+
+
+def _image_model(path):
+    """A 3x3 convolution and a 2x2 pooling over an image of dynamic height and width: the
+    tools' first guess of 1 for them is too small."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H", "W"])
+    out = helper.make_tensor_value_info("out", TensorProto.FLOAT, None)
+    w = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"]),
+        helper.make_node("MaxPool", ["c"], ["out"], kernel_shape=[2, 2], strides=[2, 2]),
+    ]
+    onnx.save(helper.make_model(helper.make_graph(nodes, "img", [x], [out], [w])), path)
+    return str(path)
+
+
+def test_inspect_an_image_model_with_dynamic_height_and_width(tmp_path, capsys):
+    assert main(["inspect", _image_model(tmp_path / "img.onnx")]) == 0
+    assert "captured as 32" in capsys.readouterr().out
+    assert main(["viz", _image_model(tmp_path / "img.onnx"), "-o", str(tmp_path / "i.html")]) == 0
+
+
+def test_inspect_a_model_whose_shapes_depend_on_its_data(tmp_path, capsys):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N"])
+    out = helper.make_tensor_value_info("out", TensorProto.INT64, None)
+    graph = helper.make_graph([helper.make_node("NonZero", ["x"], ["out"])], "nz", [x], [out])
+    path = tmp_path / "nz.onnx"
+    onnx.save(helper.make_model(graph), path)
+    assert main(["inspect", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "computes shapes or control flow from its data" in err and "NonZero" in err

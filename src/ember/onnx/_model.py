@@ -86,6 +86,11 @@ def read_model(source, *, name: str | None = None) -> ModelSource:
     _load_external_data(onnx, proto, base_dir, name)
     opsets = {}
     for entry in proto.opset_import:
+        if not isinstance(entry.domain, str):  # protobuf's bytes for text that is not UTF-8
+            raise OnnxError(
+                f"{name}: an opset import's domain is not valid UTF-8 text "
+                f"({bytes(entry.domain)[:40]!r})"
+            )
         domain = entry.domain if entry.domain != "ai.onnx" else DEFAULT_DOMAIN
         opsets[domain] = int(entry.version)
     if DEFAULT_DOMAIN not in opsets:

@@ -361,7 +361,8 @@ def _check(onnx, model, writer, path=None) -> None:
     check the files written there instead (a model whose tensors are external)."""
     try:
         onnx.checker.check_model(model if path is None else str(path), full_check=True)
-    except onnx.checker.ValidationError as error:
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as error:
+        # (full_check runs shape inference, whose errors are not ValidationErrors)
         raise OnnxError(f"the written model fails onnx's checker: {error}", op="export") from None
     if path is not None:  # inference reads the tensors' types and shapes, not their data
         model = onnx.load(str(path), load_external_data=False)

@@ -156,8 +156,10 @@ class GraphRunner:
                     out = _as_static(out, ctx)
             else:
                 out = conv.fn(ctx, *args)
-        except (NeedsData, TraceError, OnnxError):
+        except (NeedsData, OnnxError):
             raise
+        except TraceError as err:  # an op that needs a value the captured graph lacks
+            raise NeedsData(f"{label}: {str(err).splitlines()[0]}") from err
         except EmberError as err:
             raise OnnxError(f"{label}: {err.detail}") from err
         except (

@@ -302,7 +302,9 @@ def _onnx_stacked(e, indices, types, shape, axes):
     cols = []
     for name, t, axis in zip(indices, types, axes):
         name = e.cast(name, dt.int64) if t.dtype is not dt.int64 else name
-        size = e.dim(shape[axis])
+        # 0-d, so that a 0-d index (x[:, i] with i a tensor) stays 0-d: a 1-D size would
+        # broadcast it to one element and GatherND would keep a dimension of 1
+        size = e.node("Reshape", [e.dim(shape[axis]), e.shape(())])
         zero = e.scalar(0, dt.int64)
         name = e.node("Where", [e.node("Less", [name, zero]), e.node("Add", [name, size]), name])
         name = e.node("Expand", [name, e.shape(broadcast)])

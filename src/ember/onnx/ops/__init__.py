@@ -4,6 +4,7 @@
 from . import (  # noqa: F401
     contrib,
     contrib_attention,
+    contrib_nchwc,
     contrib_quant,
     control,
     elementwise,

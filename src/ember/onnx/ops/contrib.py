@@ -7,9 +7,8 @@ scale), Gelu, BiasGelu, FastGelu, QuickGelu, SkipLayerNormalization and
 SkipSimplifiedLayerNormalization; and, registered by onnxruntime in the default domain from
 version 1 whatever the model's opset, LayerNormalization and SimplifiedLayerNormalization.
 Each is written here in ember ops after ONNX Runtime's contrib operator documentation, reusing
-the standard converters (Conv, Gemm, LayerNormalization). The layout-specific nodes of
-``com.microsoft.nchwc`` (ORT_ENABLE_ALL on x86) are tied to the machine that wrote them and are
-not read.
+the standard converters (Conv, Gemm, LayerNormalization). The blocked-layout nodes of
+``com.microsoft.nchwc`` (ORT_ENABLE_ALL on x86) are read by contrib_nchwc.py.
 """
 
 from __future__ import annotations
@@ -45,6 +44,8 @@ def _activation(ctx, y, name: str, params):
         alpha = float(params[0]) if params else 0.2
         beta = float(params[1]) if len(params) > 1 else 0.5
         return E.clamp(y * alpha + beta, 0.0, 1.0)
+    if name == "HardSwish":  # the nchwc Conv's (MLAS's activations)
+        return y * E.clamp(y * (1.0 / 6.0) + 0.5, 0.0, 1.0)
     raise ctx.error(f"activation {name!r} is not one ONNX Runtime's fused nodes take")
 
 

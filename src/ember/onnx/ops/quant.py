@@ -31,6 +31,13 @@ def _int_range(dtype: np.dtype):
     return None
 
 
+def saturated(v, low: float, high: float):
+    """``v`` clamped to [low, high], NaN to ``low``: onnxruntime's MLAS clamps with max/min
+    before converting, which send a NaN (0 / 0, inf / inf: a scale of inf that a calibration
+    over -inf gave) to the lowest value of the type."""
+    return E.where(E.isnan(v), float(low), E.clamp(v, float(low), float(high)))
+
+
 def _lacks(*values) -> bool:
     return any(given(v) and not supported_dtype(dtype_np(v)) for v in values)
 
@@ -135,7 +142,7 @@ def _quantize_linear(ctx, x, scale, zero_point=None):
         zp = _shape_tensor(ctx, ctx.tensor(zero_point), x.shape, axis, block_size)
         v = v + E.cast(zp, wide)
     low, high = _int_range(target)
-    return E.cast(E.clamp(v, float(low), float(high)), ember_dtype(target, ctx.label))
+    return E.cast(saturated(v, low, high), ember_dtype(target, ctx.label))
 
 
 def _quantize_numpy(ctx, x, scale, zero_point, target, axis, block_size, saturate):
@@ -158,7 +165,7 @@ def _quantize_numpy(ctx, x, scale, zero_point, target, axis, block_size, saturat
             q = np.rint(v).astype(np.float64)
             if zp is not None:
                 q = q + zp.astype(np.float64)
-            return np.clip(q, *limits).astype(target)
+            return np.where(np.isnan(q), limits[0], np.clip(q, *limits)).astype(target)
         if "float8" in target.name:
             # ONNX: the float8 formats ignore the zero point (it must be 0)
             v = v.astype(np.float32)
@@ -294,7 +301,7 @@ def _requantize(ctx, acc, multiplier, y_zero_point, fallback_dtype):
     else:
         target = fallback_dtype
     low, high = _int_range(target)
-    return E.cast(E.clamp(E.round(d), float(low), float(high)), ember_dtype(target, ctx.label))
+    return E.cast(saturated(E.round(d), low, high), ember_dtype(target, ctx.label))
 
 
 def _scalar_or(ctx, scale, shape_fn):

@@ -273,15 +273,22 @@ def _lstm(ctx, x, w, r, b=None, lens=None, h0=None, c0=None, p=None):
     return layer.outputs(ys, hs, cs)
 
 
-def _run_direction_lstm(layer, d, bias, input_forget):
-    xp = F.linear(layer.x, layer.w[d], bias)
-    r_t = E.t(layer.r[d])
+def _run_direction_lstm(layer, d, bias, input_forget, project=None, recur=None):
+    """One direction of an LSTM; ``project(x, bias)`` and ``recur(h)`` replace the input and
+    recurrent products (x W^T + bias, h R^T) where given (quantized products)."""
+    xp = F.linear(layer.x, layer.w[d], bias) if project is None else project(layer.x, bias)
+    if recur is None:
+        r_t = E.t(layer.r[d])
+
+        def recur(h):
+            return E.matmul(h, r_t)
+
     f, g, h_act = layer.acts[d]
     peep = None if layer.p is None else _chunks(layer.p[d], 3)
 
     def step(carry, xt):
         h, c = carry
-        i, o, fg, cand = _chunks(xt + E.matmul(h, r_t), 4, 1)
+        i, o, fg, cand = _chunks(xt + recur(h), 4, 1)
         if peep is not None:
             i, fg = i + peep[0] * c, fg + peep[2] * c
         i = f(_clip(layer, i))

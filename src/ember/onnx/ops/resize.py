@@ -6,7 +6,10 @@ Resizing is separable: each resized axis is one gather of a few source positions
 position and a weighted sum, in ember ops. The positions and weights depend only on the sizes,
 scales and attributes, so they are computed in NumPy (float64, in ONNX's reference arithmetic)
 and enter the graph as constants; scales, sizes and roi must be known (initializers or shape
-arithmetic), otherwise a captured model runs eagerly.
+arithmetic), otherwise a captured model runs eagerly. Integer results are the float ones cast
+toward zero (ONNX's reference, onnxruntime); an 8- or 16-bit integer image (N, C, H, W) resized
+bilinearly over H and W follows onnxruntime's float32 formula (UpsampleBilinear's four weighted
+corners), so that a quantized model's resizing gives onnxruntime's values exactly.
 """
 
 from __future__ import annotations
@@ -209,14 +212,23 @@ def _resize(ctx, x, scales, sizes, roi, *, mode, how, nearest_mode, axes=None):
     if how == "tf_crop_and_resize" and roi is None:
         raise ctx.error("coordinate_transformation_mode tf_crop_and_resize needs roi")
     out_dtype = x.dtype
+    final = list(shape)
+    for a, o in zip(axes, outs):
+        final[a] = o
+    # before the taps: a scale read from a file may ask for more than the machine holds
+    ctx.check_size(final, out_dtype.np)
     if any(o == 0 for o in outs) or 0 in shape:
-        final = list(shape)
-        for a, o in zip(axes, outs):
-            final[a] = o
         return E.zeros(tuple(final), dtype=out_dtype)
+    if _ort_bilinear_applies(mode, how, out_dtype, shape, axes, outs, factor, rois, ctx):
+        sizes, scales = dict(zip(axes, outs)), dict(zip(axes, factor))
+        size = [sizes.get(a, shape[a]) for a in (2, 3)]
+        return _ort_bilinear(x, size, [scales.get(a, 1.0) for a in (2, 3)], how)
     compute = x
     if mode != "nearest" and out_dtype not in (_dt.float32, _dt.float64):
-        compute = E.cast(x, _dt.float64 if not out_dtype.is_floating_point else _dt.float32)
+        # 8- and 16-bit integers in float32, as onnxruntime (its results are the float32
+        # ones truncated), wider ones in float64 (exact)
+        narrow = out_dtype.is_floating_point or out_dtype.itemsize <= 2
+        compute = E.cast(x, _dt.float32 if narrow else _dt.float64)
     options = dict(
         mode=mode,
         how=how,
@@ -234,11 +246,79 @@ def _resize(ctx, x, scales, sizes, roi, *, mode, how, nearest_mode, axes=None):
     if compute.dtype is not out_dtype:
         if not out_dtype.is_floating_point:
             info = np.iinfo(out_dtype.np)
-            compute = E.clamp(E.round(compute), float(info.min), float(info.max))
+            # toward zero, as onnxruntime and ONNX's reference (a float result cast)
+            compute = E.clamp(E.trunc(compute), float(info.min), float(info.max))
         compute = E.cast(compute, out_dtype)
     elif compute is x:
         compute = E.clone(x)
     return compute
+
+
+_ORT_COORDS = ("align_corners", "asymmetric", "half_pixel", "pytorch_half_pixel")
+
+
+def _ort_bilinear_applies(mode, how, dtype, shape, axes, outs, factor, rois, ctx) -> bool:
+    """8- and 16-bit integer images (N, C, H, W) resized bilinearly over H and W alone: the
+    case onnxruntime computes with its own float32 formula and truncates, where a quantized
+    model's one-quantum differences would show."""
+    if mode != "linear" or how not in _ORT_COORDS or len(shape) != 4:
+        return False
+    if ctx.attr("exclude_outside", 0) or ctx.attr("antialias", 0):
+        return False
+    if dtype.is_floating_point or dtype.itemsize > 2 or 0 in shape:
+        return False
+    sizes = dict(zip(axes, outs))
+    if any(sizes.get(a, shape[a]) != shape[a] for a in (0, 1)) or 0 in outs:
+        return False
+    return all(r == (0.0, 1.0) for r in rois) and all(f > 0 for f in factor)
+
+
+def _ort_axis(n_in: int, n_out: int, scale: float, how: str):
+    """onnxruntime's source positions and weights along one axis, in float32 as it computes
+    them (UpsampleBilinear): (index 1, index 2, weight of 2, weight of 1)."""
+    f32 = np.float32
+    y = np.arange(n_out, dtype=f32)
+    s = f32(scale)
+    with np.errstate(all="ignore"):
+        if how == "align_corners":
+            c = np.zeros(n_out, f32) if n_out == 1 else y * f32(n_in - 1) / f32(n_out - 1)
+        elif how == "asymmetric":
+            c = y / s
+        elif how == "pytorch_half_pixel" and n_out == 1:
+            c = np.zeros(n_out, f32)
+        else:
+            c = (y + f32(0.5)) / s - f32(0.5)
+    c = np.clip(c, f32(0), f32(n_in - 1)).astype(f32)
+    i1 = np.minimum(c.astype(np.int64), n_in - 1)
+    i2 = np.minimum(i1 + 1, n_in - 1)
+    d1 = np.abs(c - i1.astype(f32)).astype(f32)
+    d2 = np.abs(c - i2.astype(f32)).astype(f32)
+    same = i1 == i2
+    d1[same], d2[same] = f32(0.5), f32(0.5)
+    return i1, i2, d1, d2
+
+
+def _ort_bilinear(x, outs, factor, how):
+    """dx2*dy2*X11 + dx1*dy2*X21 + dx2*dy1*X12 + dx1*dy1*X22 in float32, truncated."""
+    h_in, w_in = int(x.shape[2]), int(x.shape[3])
+    y1, y2, dy1, dy2 = _ort_axis(h_in, int(outs[0]), factor[0], how)
+    x1, x2, dx1, dx2 = _ort_axis(w_in, int(outs[1]), factor[1], how)
+    xf = E.cast(x, _dt.float32)
+    rows = [E.index_select(xf, 2, constant(i)) for i in (y1, y2)]
+    corner = [[E.index_select(r, 3, constant(i)) for i in (x1, x2)] for r in rows]
+    terms = [
+        (np.outer(dy2, dx2), corner[0][0]),
+        (np.outer(dy2, dx1), corner[0][1]),
+        (np.outer(dy1, dx2), corner[1][0]),
+        (np.outer(dy1, dx1), corner[1][1]),
+    ]
+    total = None
+    for weight, value in terms:
+        term = constant(weight.astype(np.float32)) * value
+        total = term if total is None else total + term
+    info = np.iinfo(x.dtype.np)
+    total = E.clamp(E.trunc(total), float(info.min), float(info.max))
+    return E.cast(total, x.dtype)
 
 
 def _float_list(ctx, value, what):
