@@ -122,6 +122,12 @@ def _coarsest_eps(want, arrays) -> float:
     return max(float(ml_dtypes.finfo(d).eps) for d in floats if _is_float(d))
 
 
+def _ml_float(dtype) -> bool:
+    """Whether ``dtype`` is one of ml_dtypes' floats (bfloat16, the float8s), which NumPy's
+    testing compares without knowing NaN: compared as float32, exact for each of them."""
+    return dtype.kind == "V" and dtype.name.startswith(("bfloat16", "float8", "float6", "float4"))
+
+
 def _is_float(dtype) -> bool:
     return dtype.kind == "f" or dtype == ml_dtypes.bfloat16
 
@@ -201,7 +207,7 @@ def _assert_same(got, want, fused: bool, message: str, graph_scale: float = 0.0)
     # the scale of the graph's largest output (``graph_scale``): an output that is zero in
     # exact arithmetic (the gradient of a BatchNorm bias that feeds another BatchNorm) holds
     # only cancellation noise of that order, different noise on each side.
-    if want.dtype.name == "bfloat16":  # (NumPy's testing sees no NaN in ml_dtypes' floats)
+    if _ml_float(want.dtype):  # (NumPy's testing sees no NaN in ml_dtypes' floats)
         got, want = np.asarray(got, np.float32), want.astype(np.float32)
     # (complex values run on NumPy's kernels, but from float values fused loops computed)
     if fused and want.dtype.kind in "fc":

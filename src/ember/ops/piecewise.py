@@ -186,6 +186,15 @@ def _hardswish_grad_vjp(c, a):
     return apply(HARDSWISH_BACKWARD, a, x), E.where(middle, a * g / 3, 0)
 
 
+def _onnx_hardswish_backward(e):
+    g, x = e.inputs
+    dtype = e.in_types[1].dtype
+    slope = e.node("Add", [e.node("Div", [x, e.scalar(3, dtype)]), e.scalar(0.5, dtype)])
+    inner = e.node("Where", [e.node("Less", [x, e.scalar(3, dtype)]), e.node("Mul", [slope, g]), g])
+    below = e.node("LessOrEqual", [x, e.scalar(-3, dtype)])
+    return e.node("Where", [below, e.scalar(0, dtype), inner])
+
+
 def _onnx_hardswish(e):
     return e.node("HardSwish", e.inputs)
 
@@ -193,6 +202,7 @@ def _onnx_hardswish(e):
 HARDSWISH_BACKWARD = register(
     OpDef(
         name="hardswish_backward",
+        onnx=_onnx_hardswish_backward,
         kind="elementwise",
         infer=_hardswish_grad_infer,
         kernel=_hardswish_grad_kernel,

@@ -377,8 +377,8 @@ def cast_value(ctx, x, target: np.dtype, saturate: bool = True, round_mode: str 
     """``x`` converted to ``target`` with ONNX's rules: floats to integers truncate, to bool test
     for non-zero; a static value converts in NumPy (every ONNX element type, float8 included)."""
     if is_static(x) or not supported_dtype(target):
-        # a type ember's tensors lack (float8, int4, strings): converted in NumPy, which needs
-        # the data (a captured model then runs eagerly)
+        # a type ember's tensors do not compute (float8, int4, strings): converted in NumPy,
+        # which needs the data (a captured model then runs eagerly)
         return _cast_array(ctx, ctx.static(x, "Cast's input"), target, saturate, round_mode)
     return E.cast(x, ember_dtype(target, ctx.label))
 
