@@ -55,6 +55,7 @@ NO_ONNX = {
     "random_randperm": _RANDOM,
     "random_uniform": _RANDOM,
     "random_binomial": _RANDOM,
+    "random_poisson": _RANDOM,
     "cholesky": _LINALG,
     "eigh": _LINALG,
     "eigvalsh": _LINALG,
@@ -201,7 +202,7 @@ def _flat(out):
     return [out]
 
 
-_SKIP = _DRAWS + _VALUE_SHAPED
+_SKIP = _DRAWS + _VALUE_SHAPED + ("poisson", "binomial")  # (draws: onnxruntime's differ)
 
 
 @pytest.mark.parametrize("sample", [s for s in SAMPLES if not s.name.startswith(_SKIP)], ids=str)
