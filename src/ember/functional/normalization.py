@@ -10,6 +10,8 @@ to the input's dtype so that, for example, float64 parameters never widen a floa
 
 from __future__ import annotations
 
+import math
+
 import ml_dtypes
 import numpy as np
 
@@ -83,8 +85,11 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
     shape, axes = _normalized_axes("layer_norm", x, normalized_shape)
     weight = _param("layer_norm", weight, x, shape, "weight")
     bias = _param("layer_norm", bias, x, shape, "bias")
-    if weight is not None and bias is not None:  # one pass forward and one backward
-        return apply(LAYER_NORM, x, weight, bias, eps=float(eps))
+    if all(isinstance(n, int) for n in shape) and math.prod(shape) > 0:
+        # one pass forward and one backward (a missing weight or bias: a unit scale, no shift)
+        unit = E.ones(shape, dtype=x.dtype) if weight is None else weight
+        zero = E.zeros(shape, dtype=x.dtype) if bias is None else bias
+        return apply(LAYER_NORM, x, unit, zero, eps=float(eps))
     centred, _, var = _moments(x, axes)
     return _affine(centred * E.rsqrt(var + float(eps)), weight, bias)
 
