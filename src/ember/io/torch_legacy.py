@@ -16,7 +16,7 @@ naming the file.
 from __future__ import annotations
 
 import io
-import pickle
+import pickle  # its opcode machinery only: the unpickler is torch_format._RestrictedUnpickler
 
 import numpy as np
 
