@@ -295,14 +295,65 @@ class AccumulateGrad:
                 arr = arr.copy()
             claimed.add(id(arr))
             g = Tensor._wrap(arr)
-        if t.grad is None:
+        current = t.grad
+        if current is None:
             t.grad = g
+        elif not create_graph and _adds_in_place(current, g):
+            # PyTorch's AccumulateGrad: a .grad nobody else holds is added into in place
+            # (gradient accumulation over micro-batches writes into warm memory, allocates none)
+            np.add(current._data, g._data, out=current._data)
+            current._vc[0] += 1
         else:
             with set_grad_enabled(create_graph):
-                t.grad = t.grad + g
+                t.grad = current + g
         if t._post_hooks:
             for hook in list(t._post_hooks.values()):
                 hook(t)
+
+
+def _references(obj) -> int:
+    return sys.getrefcount(obj)
+
+
+class _Slot:
+    __slots__ = ("grad",)
+
+
+def _alone() -> int:
+    """`_references` of an object held only as `AccumulateGrad.accumulate` holds a ``.grad``
+    (a slot, a local name, passed on): counted on this interpreter, whose own references
+    (arguments, the stack) differ between Python versions."""
+    holder = _Slot()
+    holder.grad = object()
+    current = holder.grad
+    return _counted(current)
+
+
+def _counted(current) -> int:
+    return _references(current)
+
+
+_ALONE = _alone()
+
+
+def _adds_in_place(current: Tensor, g: Tensor) -> bool:
+    """Whether a leaf's ``.grad`` (``current``) takes ``g`` in place: no reference to it but
+    the leaf's and the caller's (PyTorch checks the grad's use count so: a ``.grad`` the user
+    kept is replaced, never changed under them), its own writable memory of g's shape and
+    dtype, and no graph (a ``.grad`` with a history is a value some graph computed)."""
+    a, b = current._data, g._data
+    return (
+        type(a) is np.ndarray
+        and type(b) is np.ndarray
+        and _references(current) <= _ALONE
+        and current.grad_fn is None
+        and not current._requires_grad
+        and a.shape == b.shape
+        and a.dtype == b.dtype
+        and a.flags.writeable
+        and a.flags.c_contiguous
+        and a.base is None
+    )
 
 
 _new_tuple = tuple.__new__

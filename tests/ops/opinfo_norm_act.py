@@ -3,8 +3,8 @@
 They have no public function (F.gelu, F.layer_norm, F.softmax and F.log_softmax, whose OpInfo
 entries run them forward, record them in their VJPs), so no sample here calls them; their own
 VJPs are second derivatives, which tests/ops/samples_norm_act.py (samples_hardtanh.py,
-samples_piecewise.py for the piecewise activations) checks against PyTorch's double backward and
-by finite differences."""
+samples_piecewise.py for the piecewise activations, samples_group_norm.py for group norm's)
+checks against PyTorch's double backward and by finite differences."""
 
 OPS = []
 
@@ -17,6 +17,7 @@ INTERNAL = {
     for name in (
         "gelu_backward",
         "gelu_tanh_backward",
+        "group_norm_backward",
         "hardswish_backward",
         "hardtanh_backward",
         "layer_norm_backward",

@@ -128,3 +128,54 @@ def test_run_prefers_the_fast_rule_and_falls_back_to_the_kernel():
     )
     np.testing.assert_array_equal(op.run(np.zeros(2)), np.ones(2))
     assert op.run(np.zeros(0)).shape == (0,) and calls == ["fast", "fast"]
+
+
+def test_every_elementwise_op_with_a_c_expression_runs_it_eagerly():
+    """An OpDef with a C expression takes the loop as its fast rule (ops/_half.py) without
+    saying so: half precision always, float32/float64 where measured faster."""
+    missing = sorted(
+        name
+        for name, op in REGISTRY.items()
+        if op.kind == "elementwise" and isinstance(op.c, str) and op.fast is None
+    )
+    assert not missing, f"elementwise ops with a C expression but no fast rule: {missing}"
+
+
+def test_broadcast_views_are_read_in_place_by_the_loop():
+    """A sum's gradient (a broadcast scalar) times a large activation: the loop reads the one
+    value where NumPy would copy or re-read it; the result is NumPy's, bit for bit."""
+    from ember.kernels import ccompile
+    from ember.ops._half import _compact
+
+    x = np.random.default_rng(0).standard_normal((4, 64, 32, 32)).astype(np.float32)
+    g = np.broadcast_to(np.float32(0.5), x.shape)
+    compact = _compact([g, x])
+    assert compact[0].shape == (1, 1, 1, 1) and compact[1] is x
+    # (every operand broadcast: the result's shape would shrink, so nothing is compacted)
+    both = [np.broadcast_to(np.float32(1), (3, 4)), np.broadcast_to(np.float32(2), (3, 4))]
+    assert _compact(both) is both
+    got = REGISTRY["mul"].run(g, x)
+    np.testing.assert_array_equal(got, g * x)
+    if ccompile.compiler_available():
+        half = x.astype(ml_dtypes.bfloat16)
+        hg = np.broadcast_to(ml_dtypes.bfloat16(0.5), x.shape)
+        np.testing.assert_array_equal(
+            REGISTRY["mul"].run(hg, half).astype(np.float32),
+            (hg.astype(np.float32) * half.astype(np.float32))
+            .astype(ml_dtypes.bfloat16)
+            .astype(np.float32),
+        )
+
+
+def test_selections_return_arrays_that_own_their_memory():
+    """where's kernel (ops/_select.py) gives a result that is no view of a bits array, so a
+    gradient that is one becomes a leaf's .grad without a copy."""
+    from ember.ops._select import select_bits
+
+    rng = np.random.default_rng(1)
+    cond = rng.random((5, 7)) > 0.5
+    x, y = rng.standard_normal((5, 7)), rng.standard_normal((1, 7))
+    for a, b in ((x, y), (x, np.zeros(())), (np.zeros(()), y)):
+        got = select_bits(cond, a, b)
+        assert got.base is None and got.flags.owndata
+        np.testing.assert_array_equal(got, np.where(cond, a, b))

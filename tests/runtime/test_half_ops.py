@@ -65,14 +65,32 @@ def _values(dtype, shape, seed=0, scale=3.0):
     return x
 
 
+# ops with attributes (written into the loop as constants), and binary ops whose operands
+# share one shape (gradients of activations)
+ATTRS = {
+    "hardtanh": {"lo": -1.0, "hi": 2.5},
+    "hardtanh_backward": {"lo": -1.0, "hi": 2.5},
+    "leaky_relu": {"slope": 0.25},
+    "leaky_relu_backward": {"slope": 0.25},
+}
+SAME_SHAPE = {"hardtanh_backward", "leaky_relu_backward", "hardswish_backward"}
+COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge"}
+EXACT |= {"hardtanh", "hardtanh_backward", "leaky_relu", "leaky_relu_backward"}
+
+
 @pytest.mark.parametrize("dtype", HALF, ids=["bfloat16", "float16"])
 @pytest.mark.parametrize("name", ELEMENTWISE)
 def test_elementwise_ops(name, dtype):
     op = REGISTRY[name]
+    attrs = ATTRS.get(name, {})
     ulps = 0 if name in EXACT else 2 if name in ("sigmoid", "rsqrt", "softsign") else 1
+    operands = 2 if name in BINARY | SAME_SHAPE | COMPARISONS else 1
     for shape in [(0,), (1,), (13,), (300, 37), (3, 5, 7)]:
-        args = [_values(dtype, shape, seed) for seed in range(2 if name in BINARY else 1)]
-        _within(op.fast(*args), op.kernel(*args), ulps)
+        args = [_values(dtype, shape, seed) for seed in range(operands)]
+        if name in COMPARISONS:  # (bool results: exactly NumPy's)
+            np.testing.assert_array_equal(op.fast(*args), op.kernel(*args))
+            continue
+        _within(op.fast(*args, **attrs), op.kernel(*args, **attrs), ulps)
     if name in BINARY:  # a 0-d operand, and non-contiguous ones
         x, y = _values(dtype, (40, 50), 3), _values(dtype, (), 4)
         _within(op.fast(x, y), op.kernel(x, y), ulps)
@@ -190,3 +208,20 @@ def test_large_float32_operands_run_the_loop_where_it_is_measured_faster():
     assert REGISTRY["add"].fast(x[:100], y[:100]) is None
     ints = np.arange(n, dtype=np.int64)
     assert REGISTRY["add"].fast(ints, ints) is None
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=["bfloat16", "float16"])
+def test_a_factor_attribute_is_multiplied_in_float32(dtype):
+    """leaky_relu's slope (``{slope:compute}``) is a float32 factor in half precision, as the
+    NumPy kernel and PyTorch multiply it, where a bound (hardtanh's ``{lo}``) is rounded to the
+    dtype: 0.2 lies between two bfloat16 values."""
+    torch = pytest.importorskip("torch")
+    x = _values(dtype, (4000,), 7)
+    for name in ("leaky_relu", "leaky_relu_backward"):
+        op = REGISTRY[name]
+        args = (x,) if name == "leaky_relu" else (x, x[::-1].copy())
+        _within(op.fast(*args, slope=0.2), op.kernel(*args, slope=0.2), 0)
+    tdtype = torch.bfloat16 if dtype == HALF[0] else torch.float16
+    want = torch.nn.functional.leaky_relu(torch.tensor(x.astype(np.float32)).to(tdtype), 0.2)
+    got = REGISTRY["leaky_relu"].fast(x, slope=0.2)
+    np.testing.assert_array_equal(got.astype(np.float32), want.float().numpy())

@@ -21,6 +21,7 @@ from ..ops import api as E
 from ..ops._registry import TensorBase, apply, constant, export
 from ..ops._util import fmt_shape, numel
 from ..ops.batch_norm import BATCH_NORM_EVAL, BATCH_NORM_TRAIN
+from ..ops.group_norm import GROUP_NORM
 from ..ops.norm_act import LAYER_NORM
 from ._common import dim_arg, float_input
 
@@ -297,21 +298,16 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
         )
     weight = _param("group_norm", weight, x, (c,), "weight")
     bias = _param("group_norm", bias, x, (c,), "bias")
-    k = c // g * numel(x.shape[2:])
-    grouped = E.reshape(x, (x.shape[0], g, k))
-    if isinstance(k, int) and k > 0:
-        # each group's values are a row of layer_norm (one pass each way, in C) with a unit
-        # scale and no shift; the per-channel affine follows (fused in graphs)
-        unit, zero = E.ones((k,), dtype=x.dtype), E.zeros((k,), dtype=x.dtype)
-        y = E.reshape(apply(LAYER_NORM, grouped, unit, zero, eps=float(eps)), x.shape)
-    else:  # (symbolic sizes inside a group: the composite)
-        centred, _, var = _moments(grouped, (2,))
-        y = E.reshape(centred * E.rsqrt(var + float(eps)), x.shape)
-    return _affine(
-        y,
-        None if weight is None else _channel_view(weight, x.ndim),
-        None if bias is None else _channel_view(bias, x.ndim),
-    )
+    # one op each way (ops/group_norm.py): the statistics and the affine in one pass; no
+    # weight or bias: a unit scale and no shift
+    if weight is None:
+        weight = E.ones((c,), dtype=x.dtype)
+    if bias is None:
+        bias = E.zeros((c,), dtype=x.dtype)
+    # (float32 parameters on a half-precision input: PyTorch's mixed-type kernel, whose result
+    # has the input's dtype; the gradients reach the parameters through the casts)
+    weight, bias = (v if v.dtype == x.dtype else E.cast(v, x.dtype) for v in (weight, bias))
+    return apply(GROUP_NORM, x, weight, bias, groups=g, eps=float(eps))
 
 
 # -------------------------------------------------------------------------------- normalize

@@ -32,11 +32,11 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 
 import numpy as np
 
 from .. import dtypes as dt
+from . import cache_sizes
 
 __all__ = ["eval_forward", "eval_step", "fold_step", "train_backward", "train_forward"]
 
@@ -248,24 +248,6 @@ void bn_fold_step(const long *a) {
 """
 
 
-@functools.cache
-def _l2_bytes() -> int:
-    """The L2 cache's size (per core), read from the system; 256 KiB where it says nothing."""
-    try:
-        size = os.sysconf("SC_LEVEL2_CACHE_SIZE")
-        if size > 0:
-            return int(size)
-    except (ValueError, OSError, AttributeError):
-        pass
-    try:
-        with open("/sys/devices/system/cpu/cpu0/cache/index2/size") as f:
-            text = f.read().strip().upper()
-        scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
-        return int(text.rstrip("KM")) * scale
-    except (OSError, ValueError):
-        return 256 << 10
-
-
 def _source(dtype: np.dtype) -> str:
     head = f"#define SERIAL_BYTES {_SERIAL_BYTES}L\n"
     if dtype in _HALF:  # double per-channel terms, 16-bit data, double arithmetic
@@ -321,7 +303,7 @@ def _block(n: int, plane: int, itemsize: int, channels: int) -> int:
     """Channels per block: as many as keep a block's data (input and, in the backward, the
     gradient: two arrays) within half the L2 cache, at least one."""
     per_channel = 2 * n * plane * itemsize
-    return max(1, min(channels, (_l2_bytes() // 2) // max(per_channel, 1)))
+    return max(1, min(channels, (cache_sizes.l2_bytes() // 2) // max(per_channel, 1)))
 
 
 def train_forward(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float):

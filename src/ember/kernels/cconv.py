@@ -35,13 +35,12 @@ import functools
 import math
 import os
 import threading
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
 from .. import dtypes as dt
-from . import cconv_wide, chalf, conv_plan
+from . import cache_sizes, cconv_wide, chalf, conv_plan
 from .cconv_source import SOURCE as _KERNELS
 from .cmicro import KC
 from .conv_plan import ELEMENT_COST, RUN_COST, Plan, charge, interior, scratch, source_region
@@ -61,7 +60,6 @@ __all__ = [
 _C = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 _MR = 8
 _VECTOR_BYTES = 64
-_L2_FALLBACK = 256 << 10  # where the system does not say (the smallest L2 of current x86 cores)
 # the weight gradient's extended grid may be at most this much larger than the output
 _MAX_WASTE = 2.0
 # the weight gradient sums this many blocks of samples in parallel, then adds their partial sums
@@ -138,28 +136,12 @@ def _functions(dtype: np.dtype):
     return forward, weight, weight_cl, cpool.parallel_for()
 
 
-@functools.cache
-def _l2_bytes() -> int:
-    """One core's L2 cache, as the system reports it."""
-    try:
-        size = os.sysconf("SC_LEVEL2_CACHE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        size = 0
-    if size <= 0:
-        try:
-            text = Path("/sys/devices/system/cpu/cpu0/cache/index2/size").read_text().strip()
-            size = int(text.rstrip("KkMm")) << (20 if text[-1:] in "Mm" else 10)
-        except (OSError, ValueError):
-            size = 0
-    return size if size > 0 else _L2_FALLBACK
-
-
 def _panel_group(m_panels: int, itemsize: int) -> int:
     """Column panels the forward kernel runs together (each packed-weight block read once per
     group): as many as keep their packed columns and accumulators in half of L2."""
     nr = 3 * _VECTOR_BYTES // itemsize
     per_panel = (KC * nr + m_panels * _MR * nr) * itemsize
-    return max(1, _l2_bytes() // 2 // per_panel)
+    return max(1, cache_sizes.l2_bytes() // 2 // per_panel)
 
 
 def available(dtype) -> bool:

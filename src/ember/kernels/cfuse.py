@@ -42,7 +42,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..symbolic import has_symbols
 from ..types import TensorType, as_types
-from . import chalf, creduce
+from . import cache_sizes, chalf, creduce
 
 __all__ = ["build", "build_program", "c_step", "source_of"]
 
@@ -70,10 +70,21 @@ _FLAGS = (
 # NumPy's BLAS threads costs more than a SIMD loop over this many values (a fraction of a
 # millisecond)
 PARALLEL_MIN = 1 << 18
-# elements per thread above which a flat loop writes its outputs with non-temporal stores (they
-# are far larger than the caches, so keeping them cached only evicts the inputs), in blocks of
-STREAM_MIN = 1 << 19
+# A flat loop writes its outputs with non-temporal stores (in blocks of BLOCK elements) where
+# the bytes it reads and writes exceed this fraction of the last-level cache: the consumer's own
+# operands need the rest, so such outputs would be evicted before they are read again, and
+# streaming them skips reading each line before it is overwritten. Smaller outputs are written
+# through the cache, where the next op (a backward's read of the activation) finds them.
+STREAM_CACHE_FRACTION = 0.5
 BLOCK = 64
+_ARRAY_BYTES = {"float": 4, "double": 8, "unsigned char": 1, "uint16_t": 2}
+
+
+def stream_min(bytes_per_element: int) -> int:
+    """Elements from which a flat loop moving ``bytes_per_element`` bytes an element (inputs
+    read in full and outputs) writes with non-temporal stores (`STREAM_CACHE_FRACTION`)."""
+    budget = STREAM_CACHE_FRACTION * cache_sizes.last_level_bytes()
+    return max(4 * BLOCK, math.ceil(budget / max(bytes_per_element, 1)))
 
 
 def _literal(value, dtype) -> str:
@@ -82,16 +93,36 @@ def _literal(value, dtype) -> str:
     return creduce.c_literal(value, _C_TYPES[dtype])
 
 
+class _Constant:
+    """A numeric attribute for an expression's ``{name}`` field: the constant rounded to the
+    result's dtype (``{lo}``: NumPy's kernel compares a Python float with a ``dtype`` array so,
+    a bound between two bfloat16 values included), or with ``{name:compute}`` to the type the
+    loop computes in (float32 for half precision: a factor such as leaky_relu's slope, which
+    the NumPy kernel and PyTorch multiply in float32)."""
+
+    __slots__ = ("value", "dtype")
+
+    def __init__(self, value: float, dtype):
+        self.value, self.dtype = value, dtype
+
+    def __format__(self, spec: str) -> str:
+        ctype = _C_TYPES.get(self.dtype, "double")
+        if spec == "compute":
+            rounded = np.float32 if ctype == "float" else np.float64
+        elif not spec:
+            half_or_single = self.dtype in _HALF or self.dtype is dt.float32
+            rounded = self.dtype.np if half_or_single else np.float64
+        else:
+            raise ValueError(f"unknown attribute format {spec!r} (expected '' or 'compute')")
+        return creduce.c_literal(float(np.asarray(self.value, dtype=rounded)), ctype)
+
+
 def _attribute_constants(attrs, dtype) -> dict:
     """The instruction's numeric attributes as C constants for its expression's ``{name}``
-    fields (hardtanh's bounds), each rounded to ``dtype`` first, as NumPy's kernel compares a
-    Python float with a ``dtype`` array (a bound between two bfloat16 values included). The op's
-    shape rule has checked them (a fused program from a graph file is hostile); anything else
-    stays out of the source."""
-    ctype = _C_TYPES.get(dtype, "double")
-    numpy_dtype = dtype.np if dtype in _HALF or dtype is dt.float32 else np.float64
+    fields (`_Constant`). The op's shape rule has checked them (a fused program from a graph
+    file is hostile); anything else stays out of the source."""
     return {
-        name: creduce.c_literal(float(np.asarray(value, dtype=numpy_dtype)), ctype)
+        name: _Constant(value, dtype)
         for name, value in attrs
         if isinstance(value, (int, float)) and not isinstance(value, bool)
     }
@@ -336,7 +367,9 @@ def _flat_part(c_in, out_c, full, body, outputs, stores) -> list[str]:
     loads = [f"{c_in[i]} x{i} = a{i}[{'i' if inner_full[i] else '0'}];" for i in range(n_in)]
     lines = ["  (void)n; (void)dims;", "  long start = lo;"]
     if "uint16_t" not in out_c:  # (GCC 12 leaves the block loop over float16 stores scalar)
-        lines += _streaming_blocks(out_c, loads, body, outputs)
+        moved = sum(_ARRAY_BYTES[c] for c, f in zip(c_in, inner_full) if f)
+        moved += sum(_ARRAY_BYTES[c] for c in out_c)
+        lines += _streaming_blocks(out_c, loads, body, outputs, stream_min(moved))
     lines.append("  #pragma omp simd")
     lines.append("  for (long i = start; i < hi; i++) {")
     lines.append("    const long base = 0;")
@@ -372,13 +405,14 @@ def _row_part(c_in, outs, k, full, statements, reds) -> list[str]:
     return lines + creduce.free_scratch(reds) + ["}"]
 
 
-def _streaming_blocks(out_c, loads, body, outputs) -> list[str]:
-    """Lines of a flat loop's middle part, for long ranges on CPUs with AVX: blocks of
-    `BLOCK` elements computed into aligned scratch arrays, then written with non-temporal
-    stores, which skip reading each output cache line before overwriting it (a fifth less
-    memory traffic for a loop like ``x * w + b``). Sets ``start`` past the blocks written."""
+def _streaming_blocks(out_c, loads, body, outputs, min_elements) -> list[str]:
+    """Lines of a flat loop's middle part, for loops of at least ``min_elements`` on CPUs
+    with AVX: blocks of `BLOCK` elements computed into aligned scratch arrays, then written
+    with non-temporal stores, which skip reading each output cache line before overwriting it
+    (a fifth less memory traffic for a loop like ``x * w + b``). Sets ``start`` past the
+    blocks written."""
     out_vars = [f"r{jj}" for jj in range(len(outputs))]
-    lines = ["#ifdef __AVX__", f"  if (hi - lo >= {STREAM_MIN}) {{"]
+    lines = ["#ifdef __AVX__", f"  if (n >= {min_elements} && hi - lo >= {4 * BLOCK}) {{"]
     lines.append("    long peel = lo;")
     lines.append(f"    while (peel < hi && ((size_t)({out_vars[0]} + peel) & 63)) peel++;")
     aligned = " && ".join(f"((size_t)({r} + peel) & 31) == 0" for r in out_vars)

@@ -106,6 +106,13 @@ def elementwise_fast(name: str, float_when=None):
     def fast(*arrays, out=None, **attrs):
         # ``out``: generated code's arena slot, or a dying operand's buffer (plan/arena.py):
         # the loop reads each element before writing it (kernels/cfuse.py)
+        compact = _compact(arrays)
+        result = looped(compact, out, attrs)
+        if result is None and compact is not arrays:  # (an op whose operands share a shape)
+            result = looped(arrays, out, attrs)
+        return result
+
+    def looped(arrays, out, attrs):
         half = big = False
         for a in arrays:  # (every eager elementwise call passes here: one cheap pass)
             if a.dtype in _BY_NP:
@@ -131,11 +138,14 @@ def elementwise_fast(name: str, float_when=None):
             run = _loop(name, attrs, arrays, types)
             if run is None:
                 return None
-            flat = [a if not a.ndim else np.ascontiguousarray(a).reshape(n) for a in arrays]
-            if not half and not _loop_wins(run, name, attrs, arrays, lambda: run(*flat)):
+
+            def flat():  # (a strided operand copied: measured with the loop it feeds)
+                return [a if not a.ndim else np.ascontiguousarray(a).reshape(n) for a in arrays]
+
+            if not half and not _loop_wins(run, name, attrs, arrays, lambda: run(*flat())):
                 return None
             into = None if out is None or not out.flags.c_contiguous else (out.reshape(n),)
-            (result,) = run(*flat, out=into)
+            (result,) = run(*flat(), out=into)
             return _written(result.reshape(shape), out)
         try:
             shape = np.broadcast_shapes(*shapes)
@@ -155,6 +165,27 @@ def elementwise_fast(name: str, float_when=None):
     return fast
 
 
+def _compact(arrays):
+    """The operands, each broadcast view among them (stride 0 along an axis longer than 1, as
+    ``broadcast_to`` or a sum's gradient makes) read as its one slice along such axes, where
+    the others still give the result its full shape: the loop broadcasts it again, where
+    NumPy's kernel or a flat loop would read (or first copy) the repeated values."""
+    if not any(0 in a.strides for a in arrays if isinstance(a, np.ndarray) and a.ndim):
+        return arrays
+    full = np.broadcast_shapes(*(np.shape(a) for a in arrays))
+    compact = [
+        a[
+            tuple(
+                slice(0, 1) if s == 0 and d > 1 else slice(None) for s, d in zip(a.strides, a.shape)
+            )
+        ]
+        if isinstance(a, np.ndarray) and a.ndim and 0 in a.strides
+        else a
+        for a in arrays
+    ]
+    return compact if np.broadcast_shapes(*(np.shape(a) for a in compact)) == full else arrays
+
+
 # Below this many elements a float32/float64 op stays NumPy's without measuring: a loop is a
 # C compile on first use (cached on disk) and its Python wrapper costs a few microseconds,
 # against at most a few tens of microseconds to win on such an operand (kernels/cfuse.py's
@@ -166,12 +197,11 @@ _LOOP_WINS: dict = {}
 
 def _large(arrays) -> bool:
     """Whether float32/float64 (or bool) operands, one of them at least `_MEASURED_FROM`
-    elements, are worth `_loop_wins`'s question: all C-contiguous (the loop would copy a
-    strided one, which NumPy reads in place) and of types the loop reads."""
+    elements, are worth `_loop_wins`'s question: of types the loop reads. (A strided operand
+    of a flat loop is copied first, which NumPy's kernel would read in place: the question is
+    then asked of the copy and the loop together, apart from contiguous operands'.)"""
     for a in arrays:
         if a.dtype not in _FUSABLE:
-            return False
-        if a.ndim and not a.flags.c_contiguous:
             return False
     return c_runs()
 
@@ -184,7 +214,8 @@ def _loop_wins(run, name, attrs, arrays, call) -> bool:
     otherwise), so the choice changes the time, never the result. It wins where its threads
     share a large operand (NumPy's kernels run on one) and where NumPy's kernel is slow for
     its own reasons (``maximum``, a ReLU, several times a loop's time on one thread)."""
-    key = (id(run), max(a.size for a in arrays).bit_length())
+    contiguous = all(a.flags.c_contiguous for a in arrays)
+    key = (id(run), max(a.size for a in arrays).bit_length(), contiguous)
     won = _LOOP_WINS.get(key)
     if won is None:
         from ._registry import REGISTRY

@@ -126,6 +126,12 @@ class OpDef:
             raise ValueError(f"op {self.name}: only elementwise ops have a C expression")
         if self.complex is not None and not isinstance(self.complex, Complex):
             raise ValueError(f"op {self.name}: the complex rule is a Complex, got {self.complex!r}")
+        if self.fast is None and isinstance(self.c, str):
+            # an elementwise op's C expression also runs it eagerly, where it is the faster
+            # (ops/_half.py: half precision always; float32/float64 where measured faster)
+            from ._half import elementwise_fast
+
+            self.fast = elementwise_fast(self.name)
         fast = self.fast
         if fast is not None and self.complex is not None:
             if not getattr(fast, "declines_complex", False):  # (gated by dtype already)

@@ -25,7 +25,10 @@ Fusion (transforms/fuse.py, transforms/epilogue.py, kernels/cfuse.py)
 * ``c``: the op's C expression for fused elementwise loops, a format string over its operands
   ``{0}``, ``{1}``, ... with ``{T}`` the result's C type, ``{f}`` the ``f`` suffix of float
   math functions in float32, and ``{name}`` each numeric attribute as a constant of the result's
-  type (hardtanh's ``{lo}``, ``{hi}``; its shape rule must check them: elementwise ops only).
+  type, rounded to the result's dtype (hardtanh's bounds ``{lo}``, ``{hi}``, compared as
+  NumPy compares a Python float with a half-precision array) or with ``{name:compute}`` to the
+  type the loop computes in (leaky_relu's ``{slope:compute}``, a factor multiplied in float32
+  for half precision); the op's shape rule must check them. Elementwise ops only.
 * ``reduction``: a `ReductionRule`: a fused loop may end in this reduction; the C generators
   (kernels/cfuse.py, kernels/creduce.py) write its accumulation from the rule.
 * ``epilogue``: an `EpilogueRule`: the op's result may take an elementwise epilogue, and how the

@@ -34,21 +34,25 @@ def select_bits(cond, x, y, *, overwrite: bool = False):
     bits = np.dtype(f"u{x.dtype.itemsize}")
     x_bits, y_bits = x.view(bits), y.view(bits)
     cond = np.asarray(cond)
-    if zero_bits(y):  # where(cond, x, 0), the usual masking: bits times 1 or 0
-        out = np.multiply(x_bits, cond, dtype=bits)
-    elif zero_bits(x):  # where(cond, 0, y)
-        out = np.multiply(y_bits, np.logical_not(cond), dtype=bits)
-    elif overwrite:
+    if overwrite and not zero_bits(x) and not zero_bits(y):
         take_x = cond.astype(bits)
         np.negative(take_x, out=take_x)
         np.bitwise_and(x_bits, take_x, out=x_bits)
         np.invert(take_x, out=take_x)
         np.bitwise_and(y_bits, take_x, out=y_bits)
-        return np.bitwise_or(x_bits, y_bits, out=x_bits).view(x.dtype)
+        np.bitwise_or(x_bits, y_bits, out=x_bits)
+        return x
+    # the result owns its memory (not a view of a bits array): a gradient that is one is
+    # taken by the leaf's .grad as it is, where a view would be copied (autograd.py)
+    out = np.empty(np.broadcast_shapes(cond.shape, x.shape, y.shape), x.dtype)
+    out_bits = out.view(bits)
+    if zero_bits(y):  # where(cond, x, 0), the usual masking: bits times 1 or 0
+        np.multiply(x_bits, cond, out=out_bits, dtype=bits)
+    elif zero_bits(x):  # where(cond, 0, y)
+        np.multiply(y_bits, np.logical_not(cond), out=out_bits, dtype=bits)
     else:
         take_x = cond.astype(bits)
         np.negative(take_x, out=take_x)  # True -> all bits set (unsigned wrap-around), False -> 0
-        out = np.bitwise_or(
-            np.bitwise_and(x_bits, take_x), np.bitwise_and(y_bits, np.invert(take_x, out=take_x))
-        )
-    return np.asarray(out).view(x.dtype)
+        np.bitwise_and(x_bits, take_x, out=out_bits)
+        out_bits |= np.bitwise_and(y_bits, np.invert(take_x, out=take_x))
+    return out

@@ -16,7 +16,6 @@ from ..types import TensorType
 from . import _onnx
 from . import _onnx_elementwise as ox
 from . import api as E
-from ._half import elementwise_fast
 from ._registry import OpDef, apply, constant, export, register
 from ._rules import Complex, Identity
 from ._util import broadcast_shapes, elementwise_cost, require_same_dtype
@@ -73,7 +72,6 @@ def _binary(
             doc=doc,
             identity=identity,
             c=c,
-            fast=None if c is None else elementwise_fast(name),
             channel_terms=channel_terms,
             onnx=onnx,
             complex=complex,

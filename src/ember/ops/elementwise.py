@@ -21,7 +21,6 @@ from . import _onnx
 from . import _onnx_elementwise as ox
 from . import api as E
 from ._data import to_array
-from ._half import elementwise_fast
 from ._registry import PUBLIC, OpDef, TensorBase, apply, constant, export, register
 from ._rules import Complex
 from ._select import select_bits
@@ -163,7 +162,6 @@ def _unary(
             save_outputs=(0,) if save == "output" else (),
             doc=doc,
             c=c,
-            fast=None if c is None else elementwise_fast(name),
             workspace=workspace,
             onnx=onnx,
             complex=complex,

@@ -118,7 +118,7 @@ LEAKY_RELU_BACKWARD = register(
         kernel=_leaky_grad_kernel,
         vjp=_leaky_grad_vjp,
         cost=elementwise_cost(2),
-        c="({1} > 0 ? {0} : {0} * {slope})",
+        c="({1} > 0 ? {0} : {0} * {slope:compute})",
         doc="leaky_relu_backward(g, x; slope): g where x > 0, else g * slope",
     )
 )
@@ -133,7 +133,7 @@ LEAKY_RELU = register(
         vjp=_leaky_vjp,
         save_inputs=(0,),
         cost=elementwise_cost(2),
-        c="({0} > 0 ? {0} : {0} * {slope})",
+        c="({0} > 0 ? {0} : {0} * {slope:compute})",
         doc="leaky_relu(x; slope): x where x > 0, else slope * x",
     )
 )
