@@ -106,6 +106,11 @@ def elementwise_fast(name: str, float_when=None):
     def fast(*arrays, out=None, **attrs):
         # ``out``: generated code's arena slot, or a dying operand's buffer (plan/arena.py):
         # the loop reads each element before writing it (kernels/cfuse.py)
+        for a in arrays:  # (every eager elementwise call passes here: a cheap way out first)
+            if a.dtype in _BY_NP or a.size >= _MEASURED_FROM:
+                break
+        else:  # (small float32/float64 operands: NumPy's kernel)
+            return None
         compact = _compact(arrays)
         result = looped(compact, out, attrs)
         if result is None and compact is not arrays:  # (an op whose operands share a shape)
