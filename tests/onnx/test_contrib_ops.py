@@ -315,6 +315,11 @@ ATTENTION_CASES = {
         {"mask": _int32(4, 2)},
         {"unidirectional": 1, "scale": 0.3, "mask_filter_value": -1e4},
     ),
+    # (rows whose every key the padding masks: the causal frontier still decides them)
+    "0/1 mask, causal": (
+        {"mask": np.array([[0, 1, 1, 0, 1], [0, 0, 1, 1, 1]], np.int32)},
+        {"unidirectional": 1},
+    ),
     "uneven heads": ({}, {"qkv_hidden_sizes": [8, 8, 4]}),
     "attention bias": ({"attention_bias": _f32(1, N, S, S)}, {}),
     "past": ({"past": _f32(2, B, N, 3, D // N)}, {}),
@@ -410,3 +415,91 @@ def test_packed_multi_head_attention_equals_the_unpacked(packing):
         model, feeds = _mha_model(["q", "k"]), [q, np.concatenate(split[1:], 3)]
     got = ember.onnx.load(model)(*[ember.tensor(a) for a in feeds])
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-5)
+
+
+def _u8(*shape):
+    return RNG.integers(0, 256, shape).astype(np.uint8)
+
+
+QATTENTION_CASES = {
+    "per tensor": lambda: {},
+    "per column weight": lambda: {
+        "w_scale": (RNG.random(3 * D) * 0.02 + 0.005).astype(np.float32),
+        "w_zero_point": np.zeros(3 * D, np.int8),
+    },
+    "lengths mask": lambda: {"mask": _int32(3, 5)},
+    "0/1 mask, causal": lambda: {"mask": (RNG.random((B, S)) > 0.3).astype(np.int32)},
+}
+
+
+@pytest.mark.parametrize("case", list(QATTENTION_CASES))
+def test_q_attention(case):
+    """QAttention (8-bit input and weight) against onnxruntime's integer kernel: the
+    dequantized computation differs by float32 rounding of the sums only."""
+    extra = QATTENTION_CASES[case]()
+    inputs = {
+        "x": _u8(B, S, D),
+        "w": RNG.integers(-127, 128, (D, 3 * D)).astype(np.int8),
+        "b": _f32(3 * D),
+        "x_scale": np.array(0.02, np.float32),
+        "w_scale": extra.get("w_scale", np.array(0.01, np.float32)),
+        "mask": extra.get("mask"),
+        "x_zero_point": np.array(128, np.uint8),
+        "w_zero_point": extra.get("w_zero_point", np.array(0, np.int8)),
+    }
+    attrs = {"num_heads": N, "unidirectional": int("causal" in case)}
+    _check("QAttention", inputs, attrs=attrs, atol=1e-4)
+
+
+@pytest.mark.parametrize("with_segments", [False, True])
+def test_q_embed_layer_normalization(with_segments):
+    vocab, positions, hidden = 11, 7, 8
+
+    def scale(v):
+        return np.array(v, np.float32)
+
+    inputs = {
+        "ids": RNG.integers(0, vocab, (B, S)).astype(np.int32),
+        "segments": RNG.integers(0, 2, (B, S)).astype(np.int32) if with_segments else None,
+        "word": _u8(vocab, hidden),
+        "position": _u8(positions, hidden),
+        "segment": _u8(2, hidden) if with_segments else None,
+        "gamma": _u8(hidden),
+        "beta": _u8(hidden),
+        "mask": (RNG.random((B, S)) > 0.3).astype(np.int32),
+        "word_scale": scale(0.01),
+        "position_scale": scale(0.02),
+        "segment_scale": scale(0.03) if with_segments else None,
+        "gamma_scale": scale(0.01),
+        "beta_scale": scale(0.02),
+        "word_zp": np.array(128, np.uint8),
+        "position_zp": np.array(100, np.uint8),
+        "segment_zp": np.array(120, np.uint8) if with_segments else None,
+        "gamma_zp": np.array(10, np.uint8),
+        "beta_zp": np.array(128, np.uint8),
+    }
+    _check("QEmbedLayerNormalization", inputs, n_out=2, attrs={"epsilon": 1e-5}, atol=1e-4)
+
+
+def test_q_attention_refuses_a_scale_of_the_wrong_shape():
+    from ember.errors import EmberError
+
+    inputs = {
+        "x": _u8(B, S, D),
+        "w": RNG.integers(-127, 128, (D, 3 * D)).astype(np.int8),
+        "b": _f32(3 * D),
+        "x_scale": np.array([0.02, 0.03], np.float32),
+        "w_scale": np.array(0.01, np.float32),
+    }
+    names = list(inputs)
+    node = h.make_node("QAttention", names, ["y"], domain=MS, num_heads=N)
+    graph = h.make_graph(
+        [node],
+        "g",
+        [h.make_tensor_value_info(n, h.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+         for n, a in inputs.items()],
+        [h.make_empty_tensor_value_info("y")],
+    )  # fmt: skip
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 14), h.make_opsetid(MS, 1)])
+    with pytest.raises(EmberError, match=r"QAttention.*scale of shape \(2,\)"):
+        ember.onnx.load(model)(*[ember.tensor(a) for a in inputs.values()])
