@@ -375,3 +375,27 @@ def test_no_python_warnings_from_numpy_in_complex_arithmetic():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ember.abs(z), z * z, z.real, ember.angle(z)
+
+
+@pytest.mark.parametrize("fn", ["linspace", "logspace"])
+@pytest.mark.parametrize(
+    "start, end, dtype",
+    [(0, 1 + 2j, None), (2j, -1j, None), (0.5, 3 - 1j, "complex128"), (-1.0, 2.0, None)],
+)
+def test_spaces_with_complex_ends_match_pytorch(fn, start, end, dtype):
+    """linspace and logspace kept only the real parts of complex ends (NumPy's cast to float);
+    they take the default complex dtype now, as PyTorch's."""
+    torch = pytest.importorskip("torch")
+    want = getattr(torch, fn)(start, end, 5, dtype=None if dtype is None else getattr(torch, dtype))
+    got = getattr(ember, fn)(start, end, 5, dtype=None if dtype is None else getattr(ember, dtype))
+    assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_spaces_refuse_complex_ends_with_a_real_dtype():
+    from ember.errors import DTypeError
+
+    with pytest.raises(DTypeError, match="linspace: complex ends"):
+        ember.linspace(0, 1j, 3, dtype=ember.float32)
+    with pytest.raises(DTypeError, match="logspace: complex ends"):
+        ember.logspace(0, 1j, 3, dtype=ember.int64)

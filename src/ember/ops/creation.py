@@ -195,10 +195,33 @@ def _arange_values(start, end, step, d) -> np.ndarray:
     return values.astype(d.np)
 
 
+def space_endpoints(name: str, start, end, dtype):
+    """linspace's and logspace's ends as Python numbers (0-d tensors read) and the result's
+    dtype: ``dtype``, else the default complex dtype where an end is complex (PyTorch's), else
+    the default float dtype. Complex ends with a real ``dtype`` are refused, as PyTorch does."""
+    ends = []
+    for v in (start, end):
+        if hasattr(v, "item") and getattr(v, "ndim", None) == 0:
+            v = v.item()
+        if not isinstance(v, (bool, int, float, complex, np.number)):
+            raise TypeError(f"{name}: start and end must be numbers or 0-d tensors, got {v!r}")
+        ends.append(complex(v) if isinstance(v, np.complexfloating) else v)
+    is_complex = any(isinstance(v, complex) for v in ends)
+    if dtype is None:
+        return ends, dt.get_default_complex_dtype() if is_complex else dt.get_default_dtype()
+    d = dt.as_dtype(dtype)
+    if is_complex and not d.is_complex:
+        raise DTypeError(
+            f"complex ends {ends[0]!r} and {ends[1]!r} cannot be cast safely to {d}", op=name
+        )
+    return ends, d
+
+
 @export
 def linspace(start, end, steps: int, *, dtype=None, requires_grad=False):
-    d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
-    out = constant(np.linspace(start, end, steps, dtype=np.float64).astype(d.np))
+    (start, end), d = space_endpoints("linspace", start, end, dtype)
+    wide = np.complex128 if d.is_complex else np.float64
+    out = constant(np.linspace(start, end, steps, dtype=wide).astype(d.np))
     return out.requires_grad_() if requires_grad else out
 
 

@@ -327,11 +327,14 @@ def vander(x, N: int | None = None, increasing: bool = False):
 def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, requires_grad=False):
     """``steps`` values ``base ** t`` for t evenly spaced from start to end (default float
     dtype unless ``dtype``)."""
-    dtype = dtype or dt.get_default_dtype()
-    exps = np.linspace(float(start), float(end), int(steps))
-    with np.errstate(over="ignore"):
+    from .creation import space_endpoints
+
+    (start, end), dtype = space_endpoints("logspace", start, end, dtype)
+    wide = np.complex128 if dtype.is_complex else np.float64
+    exps = np.linspace(start, end, int(steps), dtype=wide)
+    with np.errstate(over="ignore", invalid="ignore"):
         values = np.power(float(base), exps)
-    if not dtype.is_floating_point:
+    if not (dtype.is_floating_point or dtype.is_complex):
         values = np.trunc(values)
     out = to_tensor(values, dtype)
     if requires_grad:
