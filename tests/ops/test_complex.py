@@ -399,3 +399,49 @@ def test_spaces_refuse_complex_ends_with_a_real_dtype():
         ember.linspace(0, 1j, 3, dtype=ember.float32)
     with pytest.raises(DTypeError, match="logspace: complex ends"):
         ember.logspace(0, 1j, 3, dtype=ember.int64)
+
+
+def test_composites_that_dropped_or_mistook_complex_values():
+    """Found by running the OpInfo samples in complex64/complex128 against PyTorch: addcmul's
+    and addcdiv's ``value`` truncated to an int (0.5 gave 0), nan_to_num left complex NaN and
+    infinities, cholesky_solve/cholesky_inverse used the transpose where A = L L^H, and
+    pairwise_distance returned a complex "distance"."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(12)
+
+    def c(*shape):
+        return rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+
+    x, y, z = c(2, 3), c(2, 3), c(1, 3)
+    for value in (0.5, 0.5 + 1j, 2):
+        for name in ("addcmul", "addcdiv"):
+            want = getattr(torch, name)(*map(torch.tensor, (x, y, z)), value=value)
+            got = getattr(ember, name)(*map(ember.tensor, (x, y, z)), value=value)
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
+    odd = np.array([np.nan + 1j, complex(np.inf, np.nan), 1 + 1j, complex(-np.inf, 2)])
+    for kwargs in ({}, {"nan": 2.0, "posinf": 5.0, "neginf": -5.0}):
+        np.testing.assert_array_equal(
+            ember.nan_to_num(ember.tensor(odd), **kwargs).numpy(),
+            torch.nan_to_num(torch.tensor(odd), **kwargs).numpy(),
+        )
+    m = c(3, 3)
+    lower = np.linalg.cholesky(m @ m.conj().T + 3 * np.eye(3))
+    b = c(3, 2)
+    for factor, upper in ((lower, False), (lower.conj().T, True)):
+        np.testing.assert_allclose(
+            ember.cholesky_solve(ember.tensor(b), ember.tensor(factor), upper=upper).numpy(),
+            torch.cholesky_solve(torch.tensor(b), torch.tensor(factor), upper=upper).numpy(),
+            rtol=1e-10,
+            atol=1e-12,
+        )
+        np.testing.assert_allclose(
+            ember.cholesky_inverse(ember.tensor(factor), upper=upper).numpy(),
+            torch.cholesky_inverse(torch.tensor(factor), upper=upper).numpy(),
+            rtol=1e-10,
+            atol=1e-12,
+        )
+    for p in (2, 1, 3.0, float("inf"), 0):
+        want = torch.nn.functional.pairwise_distance(torch.tensor(x), torch.tensor(y), p=p)
+        got = ember.nn.functional.pairwise_distance(ember.tensor(x), ember.tensor(y), p=p)
+        assert got.dtype == ember.float64
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)

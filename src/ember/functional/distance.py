@@ -28,7 +28,9 @@ def _l2_norm(x, dim: int, keepdim: bool):
 
 def _p_norm(d, p: float, dim: int, keepdim: bool):
     """The p-norm of ``d`` along ``dim`` as PyTorch's ``norm`` computes it (p = 0 counts the
-    nonzero entries, p = inf is the largest magnitude)."""
+    nonzero entries, p = inf is the largest magnitude); of complex values, their moduli's."""
+    if d.dtype.is_complex:
+        d = E.abs(d)
     if p == 2:
         return _l2_norm(d, dim, keepdim)
     a = E.abs(d)

@@ -16,7 +16,7 @@ from . import api as E
 from ._autocast import Autocast, autocasts
 from ._registry import apply, export
 from ._util import fmt_shape, normalize_axis
-from .decompositions import INV, mT, require_matrices, solve, solve_triangular
+from .decompositions import INV, mH, require_matrices, solve, solve_triangular
 from .elementwise import to_tensor
 from .spectral import EIGVALSH, PINV, default_tolerances
 
@@ -310,21 +310,22 @@ def tensorsolve(A, B, dims=None):
 def _factor(op, L, upper):
     L = to_tensor(L)
     require_matrices(op, L, square=True)
-    return mT(L) if upper else L
+    return mH(L) if upper else L  # (A = U^H U: L = U^H)
 
 
 @export(method=True)
 @autocasts(Autocast.FP32)
 def cholesky_solve(input, input2, upper: bool = False):
     """``torch.cholesky_solve``: X with ``A X = input`` (..., n, k), given A's Cholesky factor
-    ``input2`` (lower, or upper with ``upper=True``); batch dimensions broadcast. Only the
-    factor's triangle is read, and only that triangle has a gradient (where ember differs:
+    ``input2`` (lower, ``A = L L^H``, or upper with ``upper=True``, ``A = U^H U``; the
+    conjugate transposes of real matrices are their transposes); batch dimensions broadcast.
+    Only the factor's triangle is read, and only that triangle has a gradient (where ember differs:
     PyTorch's gradient of the factor is that of a full matrix ``L`` in ``A = L L^T``, nonzero
     in the triangle it never reads too; the two agree on the triangle)."""
     L = _factor("cholesky_solve", input2, upper)
     B = to_tensor(input)
     Y = solve_triangular(L, B, upper=False)
-    return solve_triangular(mT(L), Y, upper=True)
+    return solve_triangular(mH(L), Y, upper=True)
 
 
 @export(method=True)

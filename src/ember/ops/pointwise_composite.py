@@ -27,6 +27,9 @@ def nan_to_num(input, nan: float = 0.0, posinf: float | None = None, neginf: flo
     largest and lowest finite values); integer and bool tensors come back as a copy. The
     gradient passes where the input is finite and is 0 elsewhere, as in PyTorch."""
     x = to_tensor(input)
+    if x.dtype.is_complex:  # (PyTorch's: the real and imaginary parts each replaced)
+        parts = (nan_to_num(part, nan, posinf, neginf) for part in (E.real(x), E.imag(x)))
+        return E.complex(*parts)
     if not x.dtype.is_floating_point:
         return E.clone(x)
     top, bottom = _finite_bounds(x.dtype)
@@ -46,6 +49,10 @@ def _value(op: str, value, dtype):
     a float value for an integer result (addcmul(i, i, i, value=2.5) uses 2)."""
     if isinstance(value, TensorBase):
         raise TypeError(f"{op}: value must be a Python number, got a tensor")
+    if dtype.is_complex:
+        return complex(value)
+    if isinstance(value, complex):
+        raise DTypeError(f"a complex value {value!r} for a {dtype} result", op=op)
     if dtype.is_floating_point:
         return float(value)
     return int(value)
@@ -68,7 +75,9 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
     As in PyTorch, tensor1 and tensor2 may not both be integer (or bool) tensors: integer
     division is refused, cast one of them to a float dtype first."""
     t1, t2 = to_tensor(tensor1), to_tensor(tensor2)
-    if not t1.dtype.is_floating_point and not t2.dtype.is_floating_point:
+    if not (t1.dtype.is_floating_point or t1.dtype.is_complex) and not (
+        t2.dtype.is_floating_point or t2.dtype.is_complex
+    ):
         raise DTypeError(
             f"integer division with addcdiv is not supported (tensor1 {t1.dtype}, tensor2 "
             f"{t2.dtype}); cast tensor1 or tensor2 to a floating dtype",

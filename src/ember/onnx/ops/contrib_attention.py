@@ -10,8 +10,8 @@ Written after ONNX Runtime's contrib operator documentation and its CPU kernels'
 masks are additive, ``mask_filter_value`` (-10000 by default) at each masked (query, key) pair,
 the causal frontier (``unidirectional``) replacing the future keys' scores by the dtype's lowest
 value; a mask given as lengths (1-D: the end of each sequence's keys; 2-D ``[2B]``: ends, then
-starts) or as ones and zeros (2-D ``(B, L)``, 3-D ``(B, S, L)``). Rotary embeddings inside Attention (``do_rotary``) and a shared
-past/present buffer are refused by name.
+starts) or as ones and zeros (2-D ``(B, L)``, 3-D ``(B, S, L)``). Rotary embeddings inside
+Attention (``do_rotary``) and a shared past/present buffer are refused by name.
 """
 
 from __future__ import annotations
