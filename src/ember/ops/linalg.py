@@ -293,6 +293,8 @@ def _linear_fast(x, weight, bias=None):
 
 def _linear_vjp(c, g):
     x, weight = c.inputs[:2]
+    if c.in_types[0].dtype.is_complex:  # (the real path's products of the conjugates)
+        x, weight = E.conj(x), E.conj(weight)
     need = c.needs_input_grad
     out_features, in_features = c.in_types[1].shape
     gx = matmul(g, weight) if need[0] else None
@@ -381,6 +383,7 @@ _LINEAR = register(
         channel_fold=_linear_channel_fold,
         epilogue=row_block_rule(_linear_rows, c_step=_linear_epilogue_c_step),
         workspace=_matmul_workspace,
+        complex=Complex.GRADIENT,  # (NumPy's product; the fast rule declines complex)
         doc="linear(x, weight[, bias]): x @ weight.T (+ bias), weight of shape (out, in); "
         "PyTorch's F.linear / addmm",
     )
@@ -456,6 +459,9 @@ def _addmm_fast(input, mat1, mat2, *, beta, alpha):
 def _addmm_vjp(c, g):
     _, mat1, mat2 = c.inputs
     beta, alpha = c.attrs["beta"], c.attrs["alpha"]
+    if c.in_types[1].dtype.is_complex:  # (conjugate Wirtinger: the factors conjugated)
+        mat1, mat2 = E.conj(mat1), E.conj(mat2)
+        beta, alpha = complex(beta).conjugate(), complex(alpha).conjugate()
     need_input, need_1, need_2 = c.needs_input_grad
     scaled = g if alpha == 1 else g * alpha
     return (
@@ -551,6 +557,7 @@ _ADDMM = register(
         ),
         epilogue=row_block_rule(_addmm_rows, c_step=_addmm_epilogue_c_step),
         workspace=_addmm_workspace,
+        complex=Complex.GRADIENT,
         doc="addmm(input, mat1, mat2; beta, alpha): beta * input + alpha * (mat1 @ mat2), "
         "input broadcasting to the product's shape (PyTorch's addmm)",
     )
@@ -565,7 +572,13 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     (NaN and infinities in it are not propagated). For integer tensors beta and alpha must be
     integers."""
     input, mat1, mat2 = promote(input, mat1, mat2)
-    if input.dtype.is_floating_point:
+    if input.dtype.is_complex:
+        beta, alpha = (v if isinstance(v, complex) else float(v) for v in (beta, alpha))
+    elif isinstance(beta, complex) or isinstance(alpha, complex):
+        raise DTypeError(
+            f"complex beta={beta!r} or alpha={alpha!r} for {input.dtype} tensors", op="addmm"
+        )
+    elif input.dtype.is_floating_point:
         beta, alpha = float(beta), float(alpha)
     elif isinstance(beta, float) or isinstance(alpha, float):
         raise DTypeError(
