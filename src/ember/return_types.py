@@ -61,5 +61,7 @@ linalg_lu_factor_ex = _result_type("linalg_lu_factor_ex", ("LU", "pivots", "info
 linalg_lu = _result_type("linalg_lu", ("P", "L", "U"))
 lu_unpack = _result_type("lu_unpack", ("P", "L", "U"))
 geqrf = _result_type("geqrf", ("a", "tau"))
+_lu_with_info = _result_type("_lu_with_info", ("LU", "pivots", "info"))
+triangular_solve = _result_type("triangular_solve", ("solution", "cloned_coefficient"))
 linalg_ldl_factor = _result_type("linalg_ldl_factor", ("LD", "pivots"))
 linalg_ldl_factor_ex = _result_type("linalg_ldl_factor_ex", ("LD", "pivots", "info"))
