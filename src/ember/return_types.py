@@ -15,6 +15,7 @@ __all__ = [
     "cummin",
     "frexp",
     "histogram",
+    "histogramdd",
     "kthvalue",
     "max",
     "median",
@@ -53,6 +54,7 @@ kthvalue = _result_type("kthvalue", _PAIR)
 aminmax = _result_type("aminmax", ("min", "max"))
 frexp = _result_type("frexp", ("mantissa", "exponent"))
 histogram = _result_type("histogram", ("hist", "bin_edges"))
+histogramdd = _result_type("histogramdd", ("hist", "bin_edges"))
 linalg_cholesky_ex = _result_type("linalg_cholesky_ex", ("L", "info"))
 linalg_inv_ex = _result_type("linalg_inv_ex", ("inverse", "info"))
 linalg_solve_ex = _result_type("linalg_solve_ex", ("result", "info"))
