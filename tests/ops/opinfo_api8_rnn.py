@@ -3,7 +3,6 @@ recurrent layers with flat weights (functional/toplevel_rnn.py): stacked, bidire
 batch-first, unbatched, without biases; values and the gradients of the input, the states and
 every weight; see opinfo.py."""
 
-
 from .opinfo import OpInfo, Sample, rng
 
 R = rng(6060)
