@@ -46,8 +46,8 @@ def test_alternatives_are_named():
         ember.jit.freeze  # noqa: B018
     with pytest.raises(ember.NotInEmberError, match=r"torch\.fx.*ember\.trace"):
         ember.fx.symbolic_trace  # noqa: B018
-    with pytest.raises(ember.NotInEmberError, match="ember.set_default_dtype"):
-        ember.set_default_tensor_type(ember.DoubleTensor)
+    with pytest.raises(ember.NotInEmberError, match="Python's multiprocessing"):
+        ember.multiprocessing  # noqa: B018
     with pytest.raises(ember.NotInEmberError, match="no ember counterpart"):
         ember.hub  # noqa: B018
     with pytest.raises(ember.NotInEmberError, match="numpy"):

@@ -48,7 +48,6 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "uint64": _NONE,
         "qint8": _NONE,
         "quint8": _NONE,
-        "set_default_tensor_type": "ember.set_default_dtype",
         "Storage": _NONE,
         "UntypedStorage": _NONE,
         "library": _NONE,
@@ -70,7 +69,6 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "untyped_storage": "x.numpy() (shares memory with the tensor)",
         "q_scale": _NONE,
         "dequantize": _NONE,
-        "map_": "compute with ember ops (or on x.numpy())",
     },
 }
 

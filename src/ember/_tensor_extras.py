@@ -90,6 +90,72 @@ def _apply_(self, callable):
     return self
 
 
+def _map(name, self, others, callable):
+    if self.requires_grad:
+        raise EmberError(f"{name} cannot be used on a tensor that requires grad", op=name)
+    arrays = []
+    for other in others:
+        data = other._data if isinstance(other, Tensor) else np.asarray(other)
+        try:
+            arrays.append(np.broadcast_to(data, self._data.shape))
+        except ValueError:
+            raise ShapeError(
+                f"{name}: a tensor of shape {tuple(data.shape)} does not broadcast to "
+                f"{tuple(self._data.shape)}",
+                op=name,
+            ) from None
+    columns = [self._data.reshape(-1).tolist()] + [a.reshape(-1).tolist() for a in arrays]
+    values = [callable(*items) for items in zip(*columns)]
+    result = np.asarray(values).astype(self._data.dtype).reshape(self._data.shape)
+    np.copyto(self._data, result)
+    self._vc[0] += 1
+    return self
+
+
+def _map_(self, tensor, callable):
+    """``x.map_(tensor, callable)``: each element replaced by ``callable(x_i, t_i)`` with
+    ``tensor`` broadcast to x's shape (Python calls, once per element, as PyTorch's CPU
+    version). Eager only; refuses a tensor that requires grad, as PyTorch does."""
+    return _map("map_", self, (tensor,), callable)
+
+
+def _map2_(self, x, y, callable):
+    """``t.map2_(x, y, callable)``: each element replaced by ``callable(t_i, x_i, y_i)``, x and
+    y broadcast to t's shape. Eager only, as `map_`."""
+    return _map("map2_", self, (x, y), callable)
+
+
+def _dim_order(self, *, ambiguity_check=False):
+    """The dimensions from the outermost in memory to the innermost (by decreasing stride,
+    ties in dimension order), as PyTorch's ``Tensor.dim_order()``. ``ambiguity_check=True``
+    raises where a size-1 dimension or equal strides leave the order ambiguous."""
+    strides = _stride(self)
+    shape = tuple(self.shape)
+    if ambiguity_check is not False:
+        if not isinstance(ambiguity_check, bool):
+            raise TypeError("dim_order: ambiguity_check must be a bool")
+        if any(n == 1 for n in shape) or len(set(strides)) != len(strides):
+            raise RuntimeError(
+                "The tensor does not have unique dim order, or cannot map to "
+                "exact one of the given memory formats."
+            )
+    return tuple(sorted(range(len(shape)), key=lambda d: -strides[d]))
+
+
+def _as_subclass(self, cls):
+    """``x.as_subclass(cls)``: the same tensor (sharing its data and history) as an instance
+    of ``cls``, a subclass of ember.Tensor."""
+    if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+        raise TypeError(f"as_subclass: cls must be a subclass of ember.Tensor, got {cls!r}")
+    view = self.unsqueeze(0).squeeze(0)  # (a view with its own history node, as alias())
+    out = cls.__new__(cls)
+    for klass in type(view).__mro__:  # (Tensor's slots: the view's data, history, flags)
+        for slot in getattr(klass, "__slots__", ()):
+            if slot != "__weakref__" and hasattr(view, slot):
+                object.__setattr__(out, slot, getattr(view, slot))
+    return out
+
+
 def _conj(t):
     return PUBLIC["conj"](t) if t.dtype.is_complex else t
 
@@ -248,6 +314,10 @@ def install(cls: type) -> None:
         cls.is_shared = _is_shared
         cls.share_memory_ = _share_memory_
         cls.apply_ = _apply_
+        cls.map_ = _map_
+        cls.map2_ = _map2_
+        cls.dim_order = _dim_order
+        cls.as_subclass = _as_subclass
         cls.resize_ = _resize_
         cls.resize_as_ = _resize_as_
         cls.__dlpack__ = _dlpack

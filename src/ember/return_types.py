@@ -15,6 +15,7 @@ __all__ = [
     "cummin",
     "frexp",
     "histogram",
+    "histogramdd",
     "kthvalue",
     "max",
     "median",
@@ -53,6 +54,7 @@ kthvalue = _result_type("kthvalue", _PAIR)
 aminmax = _result_type("aminmax", ("min", "max"))
 frexp = _result_type("frexp", ("mantissa", "exponent"))
 histogram = _result_type("histogram", ("hist", "bin_edges"))
+histogramdd = _result_type("histogramdd", ("hist", "bin_edges"))
 linalg_cholesky_ex = _result_type("linalg_cholesky_ex", ("L", "info"))
 linalg_inv_ex = _result_type("linalg_inv_ex", ("inverse", "info"))
 linalg_solve_ex = _result_type("linalg_solve_ex", ("result", "info"))
@@ -61,5 +63,7 @@ linalg_lu_factor_ex = _result_type("linalg_lu_factor_ex", ("LU", "pivots", "info
 linalg_lu = _result_type("linalg_lu", ("P", "L", "U"))
 lu_unpack = _result_type("lu_unpack", ("P", "L", "U"))
 geqrf = _result_type("geqrf", ("a", "tau"))
+_lu_with_info = _result_type("_lu_with_info", ("LU", "pivots", "info"))
+triangular_solve = _result_type("triangular_solve", ("solution", "cloned_coefficient"))
 linalg_ldl_factor = _result_type("linalg_ldl_factor", ("LD", "pivots"))
 linalg_ldl_factor_ex = _result_type("linalg_ldl_factor_ex", ("LD", "pivots", "info"))

@@ -139,6 +139,8 @@ NO_ONNX = {
     "default 20)",
     "histogram": "ONNX has no histogram (its bins need a scatter-add by computed bin index, "
     "not written)",
+    "histogramdd": "ONNX has no histogram (as histogram: a scatter-add by computed bin index, "
+    "not written)",
 }
 
 # ops exported, but refused (with `OnnxError`) for some attributes ONNX cannot express

@@ -46,3 +46,22 @@ SAMPLES += [
         torch_fn=lambda x: __import__("torch").histogram(x, 4),
     ),
 ]
+
+
+def _flat_histogramdd(lib):
+    def call(x):
+        hist, edges = lib.histogramdd(x, [3, 2])
+        return (hist, *edges)
+
+    return call
+
+
+SAMPLES += [
+    Sample(
+        "histogramdd",
+        _flat_histogramdd(ember),
+        (r.standard_normal((10, 2)),),
+        grad=False,
+        torch_fn=lambda x: _flat_histogramdd(__import__("torch"))(x),
+    ),
+]

@@ -11,6 +11,10 @@ from ..ops._torch_keywords import with_torch_keywords
 globals().update(with_torch_keywords(FUNCTIONAL))  # also PyTorch's keywords (input=, other=)
 __all__ = sorted(FUNCTIONAL)
 
+# PyTorch's public tables of grid_sample's modes (the integer codes aten's grid_sampler takes)
+GRID_SAMPLE_INTERPOLATION_MODES = {"bilinear": 0, "nearest": 1, "bicubic": 2}
+GRID_SAMPLE_PADDING_MODES = {"zeros": 0, "border": 1, "reflection": 2}
+
 from .._missing import module_getattr as _module_getattr  # noqa: E402
 
 __getattr__ = _module_getattr(

@@ -1,6 +1,7 @@
 """Counting primitives with PyTorch's names: ``unique_consecutive`` (the distinct values or
 slices of each run, with inverse indices and counts) and ``histogram`` (counts, or weights,
-per bin, and the bin edges, as ``ember.return_types.histogram``). Neither is differentiable,
+per bin, and the bin edges, as ``ember.return_types.histogram``) and ``histogramdd`` (the
+same per D-dimensional bin, with each dimension's edges). Neither is differentiable,
 as in PyTorch.
 
 ``histogram``'s result shapes depend only on its arguments, so it captures; the edges of
@@ -192,3 +193,173 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False):  # no
         weighted=weight is not None,
     )
     return return_types.histogram(hist, bin_edges)
+
+
+# ---------------------------------------------------------------------------- histogramdd
+
+
+def _histogramdd_infer(x, *rest, bins, ranges, density, edges, weighted):
+    name = "histogramdd"
+    if not x.dtype.is_floating_point or x.dtype in (dt.float16, dt.bfloat16):
+        raise DTypeError(f"histogramdd is not implemented for {x.dtype}", op=name)
+    d = x.shape[-1]
+    for t in rest:
+        if t.dtype != x.dtype:
+            raise DTypeError(
+                f"the bins and weight must have the input's dtype {x.dtype}, got {t.dtype}",
+                op=name,
+            )
+    counts = list(bins)
+    if edges:
+        for k, e in enumerate(rest[:d]):
+            if e.ndim != 1 or e.shape[0] < 1:
+                raise ShapeError(
+                    f"bins[{k}] must be a 1-d tensor of at least one edge, got shape "
+                    f"{tuple(e.shape)}",
+                    op=name,
+                )
+        counts = [e.shape[0] - 1 for e in rest[:d]]
+    if weighted and tuple(rest[-1].shape) != tuple(x.shape[:-1]):
+        raise ShapeError(
+            f"weight has shape {tuple(rest[-1].shape)}, expected the input's leading "
+            f"{tuple(x.shape[:-1])}",
+            op=name,
+        )
+    return (TensorType(tuple(counts), x.dtype),) + tuple(
+        TensorType((c + 1,), x.dtype) for c in counts
+    )
+
+
+def _histogramdd_kernel(x, *rest, bins, ranges, density, edges, weighted):
+    d = x.shape[-1]
+    values = x.reshape(-1, d)
+    weight = rest[-1].reshape(-1).astype(np.float64) if weighted else None
+    all_edges = []
+    for k in range(d):
+        if edges:
+            all_edges.append(np.asarray(rest[k]))
+            continue
+        column = values[:, k]
+        if ranges is not None:
+            low, high = ranges[2 * k], ranges[2 * k + 1]
+        elif column.size:
+            low, high = float(column.min()), float(column.max())
+        else:
+            low, high = 0.0, 1.0
+        if not (np.isfinite(low) and np.isfinite(high)):
+            raise ShapeError(
+                f"histogramdd's range [{low}, {high}] of dimension {k} is not finite",
+                op="histogramdd",
+            )
+        if low > high:
+            raise ShapeError(
+                f"histogramdd's range [{low}, {high}] of dimension {k} is reversed",
+                op="histogramdd",
+            )
+        if low == high:
+            low, high = low - 0.5, high + 0.5
+        all_edges.append(_linspace(low, high, bins[k] + 1, x.dtype))
+    counts = tuple(e.size - 1 for e in all_edges)
+    hist = np.zeros(counts, np.float64)
+    if all(c > 0 for c in counts) and values.shape[0]:
+        inside = np.ones(values.shape[0], bool)
+        positions = []
+        for k, e in enumerate(all_edges):
+            inside &= (values[:, k] >= e[0]) & (values[:, k] <= e[-1])
+        for k, e in enumerate(all_edges):
+            pos = np.searchsorted(e, values[inside, k], side="right") - 1
+            positions.append(np.minimum(pos, counts[k] - 1))  # the last bin holds its edge
+        flat = np.ravel_multi_index(tuple(positions), counts)
+        w = None if weight is None else weight[inside]
+        hist = np.bincount(flat, weights=w, minlength=int(np.prod(counts))).reshape(counts)
+    if density:
+        volume = np.ones(counts, np.float64)
+        for k, e in enumerate(all_edges):
+            shape = [1] * d
+            shape[k] = counts[k]
+            volume = volume * np.diff(e.astype(np.float64)).reshape(shape)
+        with np.errstate(all="ignore"):
+            hist = hist / (hist.sum() * volume)
+    return (hist.astype(x.dtype),) + tuple(np.asarray(e, x.dtype) for e in all_edges)
+
+
+_HISTOGRAMDD = register(
+    OpDef(
+        name="histogramdd",
+        kind="index",
+        infer=_histogramdd_infer,
+        kernel=_histogramdd_kernel,
+        cost=memory_cost,
+        num_outputs=None,
+        batch=None,
+        doc="histogramdd(x (..., D), [D edges], [weight], bins, ranges, density): counts (or "
+        "weight sums, or densities) per D-dimensional bin, and each dimension's edges",
+    )
+)
+
+
+@export
+def histogramdd(input, bins=10, *, range=None, weight=None, density=False, out=None):  # noqa: A002
+    """``torch.histogramdd``: ``(hist, bin_edges)`` of the points ``input`` (..., D): ``bins``
+    an int (each dimension), D ints, or D 1-d tensors of edges; ``range`` 2D floats (min and
+    max per dimension; default: the points' own); ``weight`` (input.shape[:-1]) sums weights
+    instead of counting; ``density`` divides by the total and the bins' volumes. As
+    `histogram` per dimension: a point is counted where it lies inside every dimension's
+    edges, each last bin closed on the right. Float32/float64, as PyTorch. ``bin_edges`` is a
+    tuple of D tensors."""
+    if out is not None:
+        raise TypeError("histogramdd: out= is not supported (ember has no out tensors)")
+    x = to_tensor(input)
+    name = "histogramdd"
+    if x.ndim < 2:
+        raise ShapeError(
+            f"input tensor should have at least 2 dimensions, got shape {tuple(x.shape)}",
+            op=name,
+        )
+    d = x.shape[-1]
+    inputs = [x]
+    edges = isinstance(bins, (list, tuple)) and any(isinstance(b, TensorBase) for b in bins)
+    if isinstance(bins, TensorBase):
+        raise TypeError("histogramdd: bins must be an int, a sequence of ints or of tensors")
+    if edges:
+        if len(bins) != d:
+            raise ShapeError(
+                f"The size of bins must be equal to the innermost dimension of the input "
+                f"({d}), got {len(bins)}",
+                op=name,
+            )
+        inputs += [to_tensor(b) for b in bins]
+        counts = ()
+    else:
+        counts = (bins,) * d if isinstance(bins, int) and not isinstance(bins, bool) else bins
+        counts = tuple(counts)
+        if len(counts) != d:
+            raise ShapeError(
+                f"The size of bins must be equal to the innermost dimension of the input "
+                f"({d}), got {len(counts)}",
+                op=name,
+            )
+        for c in counts:
+            if not isinstance(c, int) or isinstance(c, bool) or c < 1:
+                raise ValueError(f"histogramdd: bins must be positive ints, got {bins!r}")
+    ranges = None
+    if range is not None:
+        ranges = tuple(float(v) for v in range)
+        if len(ranges) != 2 * d:
+            raise ShapeError(
+                f"for a {d}-dimensional histogram range should have {2 * d} elements, but got "
+                f"{len(ranges)}",
+                op=name,
+            )
+    if weight is not None:
+        inputs.append(to_tensor(weight))
+    out = apply(
+        _HISTOGRAMDD,
+        *inputs,
+        bins=counts,
+        ranges=ranges,
+        density=bool(density),
+        edges=edges,
+        weighted=weight is not None,
+    )
+    return return_types.histogramdd(out[0], tuple(out[1:]))

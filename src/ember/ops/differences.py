@@ -1,5 +1,5 @@
 """PyTorch's distances and differences, composites of ember's ops: dist, equal, diff,
-trapezoid (trapz) and cumulative_trapezoid."""
+trapezoid (trapz), cumulative_trapezoid and gradient (numpy.gradient's differences)."""
 
 from __future__ import annotations
 
@@ -140,3 +140,126 @@ def cumulative_trapezoid(y, x=None, *, dx=None, dim: int = -1):
     if terms is None:
         return y
     return E.cumsum(terms, axis)
+
+
+# ------------------------------------------------------------------------------- gradient
+
+
+def _along(coefficient, ndim, axis):
+    """A 1-d coefficient (or a number) shaped to broadcast along ``axis`` of an ndim array."""
+    if not isinstance(coefficient, TensorBase):
+        return coefficient
+    return E.reshape(coefficient, (-1,) + (1,) * (ndim - 1 - axis))
+
+
+def _gradient_one(f, axis, h, edge_order):
+    """numpy.gradient's second-order central differences along ``axis`` (PyTorch's): h a
+    number (uniform spacing) or a 1-d coordinate tensor."""
+    n = f.shape[axis]
+
+    def part(start, length):
+        return E.narrow(f, axis, start, length)
+
+    nd = f.ndim
+    if isinstance(h, TensorBase):
+        dx = E.diff(h)
+        dx1, dx2 = E.narrow(dx, 0, 0, n - 2), E.narrow(dx, 0, 1, n - 2)
+        a = -dx2 / (dx1 * (dx1 + dx2))
+        b = (dx2 - dx1) / (dx1 * dx2)
+        c = dx1 / (dx2 * (dx1 + dx2))
+        interior = (
+            _along(a, nd, axis) * part(0, n - 2)
+            + _along(b, nd, axis) * part(1, n - 2)
+            + _along(c, nd, axis) * part(2, n - 2)
+        )
+        first, last = dx[0], dx[n - 2]
+    else:
+        interior = (part(2, n - 2) - part(0, n - 2)) / (2.0 * h)
+        first = last = h
+    if edge_order == 1:
+        start = (part(1, 1) - part(0, 1)) / first
+        end = (part(n - 1, 1) - part(n - 2, 1)) / last
+    elif isinstance(h, TensorBase):
+        d1, d2 = dx[0], dx[1]
+        start = (
+            -(2.0 * d1 + d2) / (d1 * (d1 + d2)) * part(0, 1)
+            + (d1 + d2) / (d1 * d2) * part(1, 1)
+            - d1 / (d2 * (d1 + d2)) * part(2, 1)
+        )
+        d1, d2 = dx[n - 3], dx[n - 2]
+        end = (
+            d2 / (d1 * (d1 + d2)) * part(n - 3, 1)
+            - (d2 + d1) / (d1 * d2) * part(n - 2, 1)
+            + (2.0 * d2 + d1) / (d2 * (d1 + d2)) * part(n - 1, 1)
+        )
+    else:
+        start = (-1.5 * part(0, 1) + 2.0 * part(1, 1) - 0.5 * part(2, 1)) / h
+        end = (0.5 * part(n - 3, 1) - 2.0 * part(n - 2, 1) + 1.5 * part(n - 1, 1)) / h
+    return E.cat([start, interior, end], axis)
+
+
+@export
+def gradient(input, *, spacing=1, dim=None, edge_order: int = 1):
+    """``torch.gradient``: a tuple of the estimated derivatives of ``input`` along each of
+    ``dim`` (an int, a sequence of ints, or every dimension), by second-order central
+    differences inside and one-sided differences of order ``edge_order`` (1 or 2) at the
+    edges, numpy.gradient's formulas. ``spacing``: a number (every dimension's step), a
+    sequence of numbers (one per dim) or of 1-d coordinate tensors (one per dim, each as long
+    as its dimension: unevenly spaced samples). Integer input gives the default float dtype.
+    Differentiable in the input (and in coordinate tensors)."""
+    name = "gradient"
+    f = to_tensor(input)
+    if dim is None:
+        dims = list(range(f.ndim))
+    elif isinstance(dim, int):
+        dims = [dim]
+    else:
+        dims = list(dim)
+    dims = [normalize_axis(name, d, f.ndim) for d in dims]
+    if len(set(dims)) != len(dims):
+        raise ShapeError(f"dim {dim} contains a dimension twice", op=name)
+    if edge_order not in (1, 2):
+        raise ValueError(
+            f"torch.gradient only supports edge_order=1 and edge_order=2, got {edge_order}"
+        )
+    if isinstance(spacing, TensorBase):
+        raise TypeError(
+            "gradient: spacing must be a number or a sequence of numbers or of 1-d tensors, "
+            "not one tensor"
+        )
+    if isinstance(spacing, (list, tuple)):
+        steps = list(spacing)
+        if len(steps) != len(dims):
+            raise ShapeError(
+                f"torch.gradient expected spacing to be unspecified, a scalar or it's spacing "
+                f"and dim arguments to have the same length, but got a spacing argument of "
+                f"length {len(steps)} and a dim argument of length {len(dims)}.",
+                op=name,
+            )
+    else:
+        steps = [spacing] * len(dims)
+    for d in dims:
+        if f.shape[d] < edge_order + 1:
+            raise ShapeError(
+                f"torch.gradient expected each dimension size to be at least edge_order+1 "
+                f"(dimension {d} of shape {tuple(f.shape)} with edge_order={edge_order})",
+                op=name,
+            )
+    if not (f.dtype.is_floating_point or f.dtype.is_complex):
+        f = E.cast(f, dt.get_default_dtype())
+    results = []
+    for d, h in zip(dims, steps):
+        if isinstance(h, TensorBase):
+            if h.ndim != 1 or h.shape[0] != f.shape[d]:
+                raise ShapeError(
+                    f"torch.gradient expected each tensor to be on the same device and to have "
+                    f"as many elements as its dimension: coordinates of shape {tuple(h.shape)} "
+                    f"for dimension {d} of size {f.shape[d]}",
+                    op=name,
+                )
+            if not (h.dtype.is_floating_point or h.dtype.is_complex):
+                h = E.cast(h, f.dtype)
+        elif isinstance(h, bool) or not isinstance(h, (int, float, complex)):
+            raise TypeError(f"gradient: spacing must hold numbers or 1-d tensors, got {h!r}")
+        results.append(_gradient_one(f, d, h, edge_order))
+    return tuple(results)
