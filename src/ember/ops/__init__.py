@@ -5,6 +5,7 @@ import importlib
 import pkgutil
 
 from ..types import TensorType
+from . import _half  # noqa: F401  (attaches each elementwise op's C loop as its fast rule)
 from ._registry import FUNCTIONAL, METHODS, PUBLIC, REGISTRY, OpDef, apply
 
 for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):

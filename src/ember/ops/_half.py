@@ -343,3 +343,22 @@ def _build(name, attrs, arrays, shapes):
     instr = Instr(op, tuple(Input(i) for i in range(len(arrays))), tuple(sorted(attrs.items())))
     run = cfuse.build_program((instr,), (0,), [out_type], in_types)
     return run
+
+
+def _attach_loop(op) -> None:
+    """An elementwise op with a C expression and no fast rule of its own runs that expression
+    eagerly where it is the faster (`elementwise_fast`): every registered op, and each one
+    registered later (ops/_registry.py's hooks)."""
+    if op.fast is None and op.kind == "elementwise" and isinstance(op.c, str):
+        op.attach_fast(elementwise_fast(op.name))
+
+
+def _attach_loops() -> None:
+    from ._registry import REGISTER_HOOKS, REGISTRY
+
+    for op in list(REGISTRY.values()):
+        _attach_loop(op)
+    REGISTER_HOOKS.append(_attach_loop)
+
+
+_attach_loops()

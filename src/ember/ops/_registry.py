@@ -126,17 +126,20 @@ class OpDef:
             raise ValueError(f"op {self.name}: only elementwise ops have a C expression")
         if self.complex is not None and not isinstance(self.complex, Complex):
             raise ValueError(f"op {self.name}: the complex rule is a Complex, got {self.complex!r}")
-        if self.fast is None and isinstance(self.c, str):
-            # an elementwise op's C expression also runs it eagerly, where it is the faster
-            # (ops/_half.py: half precision always; float32/float64 where measured faster)
-            from ._half import elementwise_fast
+        self._bind_run()
 
-            self.fast = elementwise_fast(self.name)
+    def _bind_run(self) -> None:
         fast = self.fast
         if fast is not None and self.complex is not None:
             if not getattr(fast, "declines_complex", False):  # (gated by dtype already)
                 fast = _real_only(fast)  # (C code never sees complex arrays)
         self.run = self.kernel if fast is None else _preferring(fast, self.kernel)
+
+    def attach_fast(self, fast) -> None:
+        """Give the op a ``fast`` rule after its definition (ops/_half.py attaches the C loop
+        of every registered elementwise op with a C expression and none of its own)."""
+        self.fast = fast
+        self._bind_run()
 
     def __repr__(self) -> str:
         return f"<op {self.name} ({self.kind})>"
@@ -231,10 +234,17 @@ FUNCTIONAL: dict[str, Callable] = {}
 INPLACE: dict[str, Callable] = {}  # Tensor gets ``name_`` writing ``fn(self, ...)`` into self
 
 
+# called with each op as it is registered (ops/_half.py's: the C loop as the fast rule of an
+# elementwise op with a C expression); a lower module adds to it, so this one imports none
+REGISTER_HOOKS: list = []
+
+
 def register(op: OpDef) -> OpDef:
     if op.name in REGISTRY:
         raise ValueError(f"op {op.name!r} is registered twice")
     REGISTRY[op.name] = op
+    for hook in REGISTER_HOOKS:
+        hook(op)
     return op
 
 
