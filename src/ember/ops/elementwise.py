@@ -23,7 +23,6 @@ from . import api as E
 from ._data import to_array
 from ._registry import PUBLIC, OpDef, TensorBase, apply, constant, export, register
 from ._rules import Complex
-from ._select import select_bits
 from ._util import (
     elementwise_cost,
     half_precision,
@@ -200,25 +199,23 @@ def _sigmoid_kernel(x):
         with np.errstate(all="ignore"):
             return (1 / (1 + np.exp(-x))).astype(x.dtype, copy=False)
     # the C expression's two overflow-free forms, sharing e = exp(-|x|): 1 / (1 + e) where
-    # x >= 0, e / (1 + e) elsewhere, both computed whole and selected by bits (ops/_select.py:
-    # NumPy's masked ufuncs and np.where on a random mask ran this kernel ~25x slower)
-    e = np.abs(x, out=np.empty_like(x))
-    np.negative(e, out=e)
-    np.exp(e, out=e)
-    p = np.add(e, 1, out=np.empty_like(e))
-    q = np.divide(e, p, out=e)  # e / (1 + e): x < 0
-    np.reciprocal(p, out=p)  # 1 / (1 + e): x >= 0
-    return select_bits(
-        np.greater_equal(x, 0, out=np.empty(x.shape, np.bool_)), p, q, overwrite=True
-    )
+    # x >= 0, e / (1 + e) elsewhere. Both are n / (1 + e), the numerator n = fmax(e, x >= 0):
+    # 1 where x >= 0 (e <= 1 there), e elsewhere (a NaN x gives NaN either way). One division
+    # each, the C expression's bits, in six vectorized passes (NumPy's masked ufuncs and
+    # np.where on a random mask ran this kernel ~25x slower; a selection on bits, 13 passes)
+    with np.errstate(invalid="ignore"):  # (a NaN compares false, and stays NaN)
+        e = np.copysign(x, x.dtype.type(-1), out=np.empty_like(x))  # -|x|
+        np.exp(e, out=e)
+        d = np.add(e, 1, out=np.empty_like(e))
+        np.fmax(e, np.greater_equal(x, 0).view(np.uint8), out=e, dtype=e.dtype)
+        return np.divide(e, d, out=e)
 
 
 def _sigmoid_workspace(node, layouts) -> int:
-    """`_sigmoid_kernel`'s temporaries beyond its result: exp(-|x|) and the widened mask (one
-    result each), and the comparison's bytes (the selection is made in the two forms' own
-    memory)."""
+    """`_sigmoid_kernel`'s temporaries beyond its result (exp(-|x|), then the numerator, in
+    the result's memory): the denominator 1 + e (one result) and the comparison's bytes."""
     out = node.outputs[0]
-    return 2 * value_bytes(out) + numel(out.shape)
+    return value_bytes(out) + numel(out.shape)
 
 
 def _erf_kernel(x):
