@@ -131,6 +131,44 @@ def test_layer_sized_strided_convolutions_with_threads(x_shape, w_shape, stride,
 
 
 @needs_cc
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "x_shape, kernel",
+    [
+        ((4, 3, 32, 32), (4, 4)),  # a ViT's or ConvNeXt's patch embedding
+        ((2, 3, 30, 29), (4, 4)),  # positions past the last patch (never read)
+        ((3, 5, 16, 12), (4, 2)),  # non-square patches
+        ((2, 4, 17), (4,)),  # 1-d
+        ((2, 2, 6, 8, 4), (2, 4, 2)),  # 3-d
+    ],
+)
+def test_patch_embeddings_weight_gradient_is_one_product(x_shape, kernel, dtype):
+    """kernel == stride, no padding: the patches' product (cconv_weight._patch_weight_grad)
+    instead of one 1x1 convolution per kernel offset."""
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal(x_shape).astype(dtype)
+    cout = 6
+    nd = len(kernel)
+    p = plan(
+        x_shape[2:], kernel, kernel, ((0, 0),) * nd, (1,) * nd, x_shape[1] * math.prod(kernel), cout
+    )
+    assert cconv_weight._patches(p)
+    gy = rng.standard_normal((x_shape[0], cout) + p.out_size).astype(dtype)
+    _assert_within_rounding(
+        cconv_weight.conv_weight_grad(x, gy, p, 1),
+        K.conv_weight_grad(x, gy, p, 1),
+        K.conv_weight_grad(abs(x), abs(gy), p, 1),
+        x_shape[0] * math.prod(p.out_size),
+    )
+    # overlapping windows, padding or dilation: not patches
+    for other in (
+        plan(x_shape[2:], kernel, (1,) * nd, ((0, 0),) * nd, (1,) * nd),
+        plan(x_shape[2:], kernel, kernel, ((1, 1),) * nd, (1,) * nd),
+    ):
+        assert not cconv_weight._patches(other)
+
+
+@needs_cc
 def test_non_finite_values_reach_the_same_gradients():
     rng = np.random.default_rng(7)
     x = rng.standard_normal((2, 24, 9, 9))

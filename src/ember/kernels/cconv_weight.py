@@ -70,6 +70,10 @@ def conv_weight_grad(x, gy, p: Plan, groups: int):
         gy = np.ascontiguousarray(gy)
         gw = _weight_grad_channels_last(x, gy, p, weight_cl, pool, padded_channels)
         return _rounded(gw, x.dtype)
+    if groups == 1 and not half and _patches(p):
+        gw = _patch_weight_grad(x, gy, p)
+        if gw is not None:
+            return gw
     if any(s != 1 for s in p.stride):
         from . import cconv_phases
 
@@ -198,6 +202,46 @@ def _pointwise_weight_grad(x, gy):
     g3 = gy.reshape(n, gy.shape[1], -1)
     per_sample = cgemm.matmul(g3, x3.transpose(0, 2, 1))
     return None if per_sample is None else per_sample.sum(axis=0)
+
+
+def _patches(p: Plan) -> bool:
+    """Whether the windows are disjoint patches tiling the input from its start (kernel ==
+    stride > 1 somewhere, dilation 1, no padding read): a ViT's, ConvNeXt's or Swin's patch
+    embedding. Its weight gradient is one product of gy by the patches (`_patch_weight_grad`),
+    where the phases would run one 1x1 convolution per kernel offset over a few channels."""
+    return (
+        any(s > 1 for s in p.stride)
+        and all(k == s for k, s in zip(p.kernel, p.stride))
+        and all(d == 1 for d in p.dilation)
+        and not any(p.lo)
+        and all(o * s <= i for o, s, i in zip(p.out_size, p.stride, p.in_size))
+    )
+
+
+def _patch_weight_grad(x, gy, p: Plan):
+    """gw[co, c, k] = sum over samples and patches of gy[n, co, o] x[n, c, o * s + k]: the
+    patches laid out as rows (a transposing copy of the input's read part), gy's channels as
+    rows, one GEMM (ember's, else NumPy's)."""
+    from . import cgemm
+
+    n, c = x.shape[:2]
+    cout, nd = gy.shape[1], len(p.kernel)
+    crop = tuple(slice(0, o * s) for o, s in zip(p.out_size, p.stride))
+    split = [n, c]
+    for o, k in zip(p.out_size, p.kernel):
+        split += [o, k]
+    xs = x[(slice(None), slice(None)) + crop].reshape(split)
+    # (n, c, o1, k1, o2, k2, ...) -> (c, k1, k2, ..., n, o1, o2, ...): a patch element per row,
+    # the samples' patches along it, so the long sum over them is the product's inner
+    # dimension with the few patch elements as its rows (ember's GEMM ran the other
+    # orientation, a few columns, an order of magnitude slower)
+    order = [1] + [3 + 2 * d for d in range(nd)] + [0] + [2 + 2 * d for d in range(nd)]
+    patches = np.ascontiguousarray(xs.transpose(order)).reshape(c * math.prod(p.kernel), -1)
+    columns = np.ascontiguousarray(np.moveaxis(gy, 1, -1)).reshape(-1, cout)
+    gw_t = cgemm.matmul(patches, columns)
+    if gw_t is None:
+        gw_t = patches @ columns
+    return np.ascontiguousarray(gw_t.T).reshape((cout, c) + tuple(p.kernel))
 
 
 def _windows_cover(p: Plan) -> bool:
