@@ -60,11 +60,26 @@ def _cumsum_kernel(x, *, axis):
     return np.cumsum(x, axis=axis, dtype=acc).astype(out).reshape(x.shape)
 
 
+def _cumsum_fast(x, *, axis):
+    """kernels/cscan.py's C scan (NumPy's bits: the same sequential sums, each rounded once)
+    for float and half-precision inputs; None otherwise (integers, bools: NumPy's)."""
+    from ..kernels import cscan
+
+    if x.dtype not in _ACC and x.dtype != np.float64:
+        return None
+    return cscan.cumsum(x, axis)
+
+
 def _cumsum_workspace(node, layouts) -> int:
     """`_cumsum_kernel`'s running sums in the accumulation type before rounding: a float64
-    array for float32, a float32 one for half precision."""
+    array for float32, a float32 one for half precision; none where the C scan runs (its
+    running sums are registers)."""
+    from ..kernels import cscan
+
     x = node.inputs[0]
     acc = _ACC.get(x.dtype.np)
+    if acc is not None and cscan.available(x.dtype.np):
+        return 0
     return 0 if acc is None else value_bytes(x) // x.dtype.itemsize * np.dtype(acc).itemsize
 
 
@@ -76,6 +91,7 @@ _CUMSUM = register(
         kind="reduce",
         infer=_cumsum_infer,
         kernel=_cumsum_kernel,
+        fast=_cumsum_fast,
         workspace=_cumsum_workspace,
         vjp=_cumsum_vjp,
         cost=elementwise_cost(1),
