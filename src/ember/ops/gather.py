@@ -76,6 +76,14 @@ def _gather_kernel(x, index, *, axis):
         raise _wrap_index_error("gather", x.shape)(exc) from None
 
 
+def _gather_fast(x, index, *, axis):
+    """kernels/celements.py's one pass (the same copy), for an index of x's extent outside
+    the axis; None otherwise, and where an index is out of range (NumPy's kernel names it)."""
+    from ..kernels import celements
+
+    return celements.gather(x, index, axis)
+
+
 def _gather_vjp(c, g):
     index = c.inputs[1]
     zeros = E.zeros(c.in_types[0].shape, dtype=g.dtype)
@@ -94,6 +102,7 @@ _GATHER = register(
         kind="index",
         infer=_gather_infer,
         kernel=_gather_kernel,
+        fast=_gather_fast,
         vjp=_gather_vjp,
         cost=memory_cost,
         save_inputs=(1,),
@@ -123,6 +132,15 @@ def _scatter_add_kernel(x, index, src, *, axis):
     except IndexError as exc:
         raise _wrap_index_error("scatter_add", x.shape)(exc) from None
     return out
+
+
+def _scatter_add_fast(x, index, src, *, axis):
+    """kernels/celements.py's one pass, adding in np.add.at's order (NumPy's bits); None
+    where it does not apply or an index is out of range (NumPy's kernel then names it)."""
+    from ..kernels import celements
+
+    out = x.copy()
+    return out if celements.scatter_add(out, index, _leading(src, index.shape), axis) else None
 
 
 def _scatter_kernel(x, index, src, *, axis):
@@ -197,6 +215,7 @@ _SCATTER_ADD = register(
         kind="index",
         infer=_scatter_infer("scatter_add"),
         kernel=_scatter_add_kernel,
+        fast=_scatter_add_fast,
         vjp=_scatter_add_vjp,
         cost=_scatter_add_cost,
         save_inputs=(1,),
