@@ -97,6 +97,24 @@ def _argsort_kernel(x, *, axis, descending, k=None):
     return np.ascontiguousarray(np.moveaxis(first, -1, axis)).astype(np.int64, copy=False)
 
 
+def _argsort_fast(x, *, axis, descending, k=None):
+    """kernels/ctopk.py's one pass with a heap for the first ``k`` of each row (the same
+    positions as the kernel's); None for a whole sort (NumPy's stable one) and where it does
+    not apply."""
+    if k is None or x.ndim == 0 or k == x.shape[axis] or k == 0:
+        return None
+    from ..kernels import ctopk
+
+    a = _sortable(x)
+    n = a.shape[axis]
+    rows = np.moveaxis(a, axis, -1)
+    first = ctopk.first_k(rows.reshape(-1, n), k, bool(descending))
+    if first is None:
+        return None
+    first = first.reshape(rows.shape[:-1] + (k,))
+    return np.ascontiguousarray(np.moveaxis(first, -1, axis))
+
+
 def _argsort_cost(in_types, out_types, attrs):
     shape = [d if isinstance(d, int) else 1 for d in in_types[0].shape]  # (symbolic: 1)
     size = shape[attrs["axis"]] if shape else 1
@@ -128,6 +146,7 @@ _ARGSORT = register(
         kind="index",
         infer=_argsort_infer,
         kernel=_argsort_kernel,
+        fast=_argsort_fast,
         cost=_argsort_cost,
         batch=None,
         doc="argsort(x, axis, descending, k=None): int64 indices that sort x along axis, "

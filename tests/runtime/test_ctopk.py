@@ -1,0 +1,72 @@
+"""kernels/ctopk.py: the first k positions of each row's stable order equal the argsort op's
+NumPy kernel exactly (descending and ascending, ties by index, NaN above every number, -0.0
+equal to 0.0) along every axis of random shapes, float32/float64/bfloat16 (widened), on one
+thread and two; topk's values and gradients against PyTorch; no compiler: it declines."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import ember
+from ember.kernels import ccompile, cpool, ctopk
+from ember.ops import REGISTRY
+
+needs_cc = pytest.mark.skipif(not ccompile.compiler_available(), reason="no C compiler")
+ARGSORT = REGISTRY["argsort"]
+
+
+@needs_cc
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize(
+    "dtype", [np.float32, np.float64, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name
+)
+@pytest.mark.parametrize("seed", range(5))
+def test_first_k_equals_the_kernel(seed, dtype, ties, threads):
+    rng = np.random.default_rng(seed)
+    shape = tuple(int(s) for s in rng.integers(1, 40, size=int(rng.integers(1, 4))))
+    if seed == 0:
+        shape = (200, 1500)  # (rows for the pool)
+    axis = int(rng.integers(0, len(shape)))
+    n = shape[axis]
+    x = rng.integers(-4, 4, shape) if ties else rng.standard_normal(shape)
+    x = x.astype(dtype)
+    flat = x.reshape(-1)
+    flat[: min(6, flat.size)] = np.array([np.nan, -0.0, 0.0, np.nan, np.inf, -np.inf])[
+        : min(6, flat.size)
+    ].astype(dtype)
+    before = cpool.get_num_threads()
+    cpool.set_num_threads(threads)
+    try:
+        for k in sorted({1, max(1, n // 3), max(1, n - 1)}):
+            for descending in (True, False):
+                want = ARGSORT.kernel(x, axis=axis, descending=descending, k=k)
+                got = ARGSORT.run(x, axis=axis, descending=descending, k=k)
+                np.testing.assert_array_equal(got, want)
+    finally:
+        cpool.set_num_threads(before)
+
+
+@needs_cc
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk_values_and_gradients_match_pytorch(largest):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((64, 700))
+    ex, tx = ember.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    e_out, t_out = ex.topk(9, 1, largest=largest), tx.topk(9, 1, largest=largest)
+    np.testing.assert_array_equal(e_out.indices.numpy(), t_out.indices.numpy())
+    (e_out.values * np.arange(9.0)).sum().backward()
+    (t_out.values * torch.arange(9.0)).sum().backward()
+    np.testing.assert_array_equal(ex.grad.numpy(), tx.grad.numpy())
+
+
+def test_without_a_compiler_it_declines(monkeypatch):
+    monkeypatch.setattr(ccompile, "compiler_available", lambda: False)
+    ctopk._function.cache_clear()
+    try:
+        assert ctopk.first_k(np.ones((2, 5)), 2, True) is None
+    finally:
+        ctopk._function.cache_clear()
