@@ -382,3 +382,81 @@ def test_an_argument_made_to_require_grad_takes_its_gradient_as_eagerly():
         out.append(x.grad.tolist())
         results.append(out)
     assert results[1] == results[0]
+
+
+def test_rebinding_an_attribute_that_shares_a_parameters_memory_leaves_the_parameter():
+    """A module attribute holding a parameter's detached alias (old-style spectral_norm's
+    ``weight = weight_orig.detach()``) or a view of a buffer, rebound by the step: eagerly
+    the old tensor's memory keeps its values, so the captured step must not write the new
+    value into it; and the step is traced once."""
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 3)
+            self.shadow = self.lin.weight.detach()  # shares the weight's memory
+            self.register_buffer("table", ember.ones(2, 3))
+            self.last = self.table[1]  # a view of the buffer
+
+        def forward(self, x):
+            self.shadow = self.lin.weight * 2.0
+            self.last = self.lin.bias + 1.0
+            return self.lin(x) + self.shadow.sum() + self.last.sum()
+
+    x = ember.tensor(np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32))
+    runs = []
+    for capture in (False, True):
+        ember.manual_seed(0)
+        net = Net()
+        w0 = net.lin.weight.detach().numpy().copy()
+        f = ember.function(net) if capture else net
+        with ember.no_grad():
+            outs = [f(x).numpy().copy() for _ in range(3)]
+        np.testing.assert_array_equal(net.lin.weight.detach().numpy(), w0)
+        np.testing.assert_array_equal(net.table.numpy(), np.ones((2, 3)))
+        np.testing.assert_array_equal(net.shadow.numpy(), 2 * w0)
+        runs.append(outs)
+        if capture:
+            assert f.stats.traces == 1
+    np.testing.assert_allclose(runs[1], runs[0], rtol=1e-6)
+
+
+def test_rebinding_an_attribute_that_holds_a_buffer_leaves_the_buffer():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("table", ember.ones(3))
+            self.alias = self.table  # the buffer itself, as a plain attribute
+
+        def forward(self, x):
+            self.alias = self.table * x
+            return self.alias.sum()
+
+    net = Net()
+    f = ember.function(net)
+    assert [f(ember.tensor(float(k))).item() for k in (2, 3, 4)] == [6.0, 9.0, 12.0]
+    np.testing.assert_array_equal(net.table.numpy(), np.ones(3))
+    np.testing.assert_array_equal(net.alias.numpy(), np.full(3, 4.0))
+
+
+def test_old_style_spectral_norm_in_a_captured_training_step_equals_eager():
+    x = ember.tensor(np.random.default_rng(1).standard_normal((4, 5)).astype(np.float32))
+    runs = []
+    for capture in (False, True):
+        ember.manual_seed(0)
+        lin = nn.utils.spectral_norm(nn.Linear(5, 3))
+        opt = ember.optim.SGD(lin.parameters(), lr=0.1)
+
+        def step(x):
+            y = lin(x).sum() + lin(x * 2).sum()
+            opt.zero_grad()
+            y.backward()
+            opt.step()
+            return y
+
+        f = ember.function(step) if capture else step
+        losses = [f(x).item() for _ in range(3)]
+        runs.append((losses, {k: v.numpy().copy() for k, v in lin.state_dict().items()}))
+    np.testing.assert_allclose(runs[1][0], runs[0][0], rtol=1e-5)
+    for k, v in runs[0][1].items():
+        np.testing.assert_allclose(runs[1][1][k], v, rtol=1e-5, atol=1e-6, err_msg=k)

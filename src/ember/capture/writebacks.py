@@ -166,6 +166,9 @@ class WritebackKind(Enum):
     STATE = "state"  # optimizer.state[tensor][key] = its output, as a new tensor
     GRAD_NONE = "grad_none"  # set ``tensor.grad`` to None
     STATE_VALUE = "state_value"  # optimizer.state[tensor][key] = ``value``, a Python value
+    # ``tensor`` (held by an attribute or slot the trace rebound) takes its output as new memory
+    # of its own: the memory it shared (a detached parameter's, a view's) keeps its values
+    REBIND = "rebind"
 
     @property
     def takes_output(self) -> bool:
@@ -229,20 +232,29 @@ def plan_writebacks(
         if id(t) not in new_entries:
             plan.append(Writeback(WritebackKind.DATA, t))
             values.append(builder.value_of(t))
+    held = None  # ids of the modules' parameters and buffers, found when first needed
     for holder, key, old, value in snapshot.traced_slots():
+        kind = WritebackKind.SLOT
         if isinstance(old, Tensor) and old.shape == value.shape and old.dtype == value.dtype:
-            plan.append(Writeback(WritebackKind.DATA, old))
-        else:
+            held = _module_tensors(reach) if held is None else held
+            kind = _kept_tensor_kind(old, held, WritebackKind.SLOT)
+        if kind is WritebackKind.SLOT:
             plan.append(Writeback(WritebackKind.SLOT, holder, key))
+        else:
+            plan.append(Writeback(kind, old))
         values.append(builder.value_of(value))
     before = {id(m): entries for m, entries in snapshot.attributes}
     for m, name, index, value in snapshot.traced_attributes():
         old = before[id(m)].get(name)
         if index is not None:
             old = old[index] if isinstance(old, (tuple, list)) and index < len(old) else None
+        kind = WritebackKind.ATTR
         if isinstance(old, Tensor) and old.shape == value.shape and old.dtype == value.dtype:
             # into the tensor the attribute held (its identity, in the key, stays)
-            plan.append(Writeback(WritebackKind.DATA, old))
+            held = _module_tensors(reach) if held is None else held
+            kind = _kept_tensor_kind(old, held, WritebackKind.ATTR)
+        if kind is not WritebackKind.ATTR:
+            plan.append(Writeback(kind, old))
         else:
             where = None
             if index is not None:  # (the item's place, and the other items as traced)
@@ -270,6 +282,31 @@ def plan_writebacks(
             values.append(builder.value_of(arg.grad))
     plan.sort(key=lambda w: not w.takes_output)  # output-taking ones first, order kept
     return plan, values
+
+
+def _module_tensors(reach) -> set:
+    """The ids of the parameters and buffers of the modules ``reach`` walks."""
+    return {
+        id(t)
+        for m in reach.walked_modules()
+        for t in (*m._parameters.values(), *m._buffers.values())
+        if t is not None
+    }
+
+
+def _kept_tensor_kind(old: Tensor, held: set, rebind: WritebackKind) -> WritebackKind:
+    """How the tensor an attribute or slot held before the trace rebound it takes the new
+    value after each run. Eagerly the rebinding leaves the old tensor as it was, so: a
+    module's parameter or buffer (``self.prev = self.buf``) stays, and the holder is rebound
+    (``rebind``, ATTR or SLOT); otherwise the same tensor takes the value, so that the next
+    call finds it (its identity is in the cache key): into its memory (DATA) where that memory
+    is its own, else as new memory (REBIND), since a parameter (``self.weight =
+    self.weight_orig.detach()``, old-style spectral norm) or the base of a view shares it."""
+    if id(old) in held:
+        return rebind
+    if old._is_view or old._data.base is not None:
+        return WritebackKind.REBIND
+    return WritebackKind.DATA
 
 
 def apply_writebacks(plan: list, results: list, arg_leaves: list, fed: set) -> None:
@@ -319,6 +356,12 @@ def apply_writebacks(plan: list, results: list, arg_leaves: list, fed: set) -> N
             target = arg_leaves[w.value]
             np.copyto(target._data, next(results), casting="unsafe")
             target._vc[0] += 1
+        elif w.kind is WritebackKind.REBIND:
+            t = w.tensor
+            t._data = next(results)  # (a new array: `results` copied any the graph was fed)
+            t._vc = [t._vc[0] + 1]  # (no longer the version of the memory it shared)
+            t._is_view = False
+            t._view_of = None
         elif w.kind is WritebackKind.STATE:
             w.optimizer.state[w.tensor][w.key] = Tensor._wrap(next(results))
         else:
