@@ -460,3 +460,53 @@ def test_old_style_spectral_norm_in_a_captured_training_step_equals_eager():
     np.testing.assert_allclose(runs[1][0], runs[0][0], rtol=1e-5)
     for k, v in runs[0][1].items():
         np.testing.assert_allclose(runs[1][1][k], v, rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+def test_an_optimizers_parameter_passed_as_an_argument_is_updated_as_eagerly():
+    """``step(x)`` where ``x`` is also the optimizer's parameter (optimizing an input:
+    Sinkhorn's points, an adversarial image): the step's update and .grad land on ``x``."""
+    runs = []
+    for capture in (False, True):
+        x = ember.tensor([1.0, 2.0, -1.0]).requires_grad_()
+        y = ember.tensor([0.5, -0.5, 0.0]).requires_grad_()
+        opt = ember.optim.SGD([x, y], lr=0.1, momentum=0.9)
+
+        def step(x, target):
+            loss = ((x - target) ** 2).sum() + (x * y).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+
+        f = ember.function(step) if capture else step
+        target = ember.tensor([0.0, 1.0, 0.0])
+        losses = [f(x, target).item() for _ in range(3)]
+        losses += [f(y, target).item() for _ in range(2)]  # the other parameter as argument
+        assert x.grad is None  # (zero_grad, and the last two losses do not read x)
+        runs.append((losses, x.detach().numpy().copy(), y.detach().numpy().copy(), y.grad))
+        if capture:
+            assert "argument x: the position among the state" in f.stats.retrace_reasons[-2]
+    np.testing.assert_allclose(runs[1][0], runs[0][0], rtol=1e-6)
+    np.testing.assert_allclose(runs[1][1], runs[0][1], rtol=1e-6)
+    np.testing.assert_allclose(runs[1][2], runs[0][2], rtol=1e-6)
+    np.testing.assert_allclose(runs[1][3].numpy(), runs[0][3].numpy(), rtol=1e-6)
+
+
+def test_a_modules_parameter_passed_as_an_argument_reads_its_current_value():
+    lin = nn.Linear(3, 1, bias=False)
+
+    def f(w, x):
+        with ember.no_grad():
+            w.mul_(0.5)  # in place on the parameter, through the argument
+        return lin(x).sum() + w.sum()
+
+    g = ember.function(f)
+    x = ember.ones(2, 3)
+    w0 = lin.weight.detach().numpy().copy()
+    for k in range(1, 4):
+        want = 0.5**k * w0.sum() * 3
+        np.testing.assert_allclose(g(lin.weight, x).item(), want, rtol=1e-5)
+    np.testing.assert_allclose(lin.weight.detach().numpy(), w0 / 8, rtol=1e-6)
+    other = ember.ones(1, 3)
+    np.testing.assert_allclose(g(other, x).item(), w0.sum() / 8 * 2 + 1.5, rtol=1e-5)
+    np.testing.assert_allclose(other.numpy(), 0.5 * np.ones((1, 3)))

@@ -56,6 +56,7 @@ __all__ = [
     "Reachable",
     "discover",
     "grad_signature",
+    "state_aliases",
     "state_parts",
     "watching_grad_reads",
     "state_signature",
@@ -428,6 +429,16 @@ def _state_key(entries: dict) -> tuple:
         else:
             key.append((name, type(value).__name__))
     return tuple(key)
+
+
+def state_aliases(reach: Reachable, leaves) -> tuple:
+    """Per tensor argument, its position among the state's tensors (an optimizer's parameter
+    passed to the step), or None: such an argument is traced as that tensor of the state."""
+    tensors = reach.state_tensors()
+    if not tensors or not leaves:
+        return ()
+    positions = {id(t): k for k, t in enumerate(tensors)}
+    return tuple(positions.get(id(t)) for t in leaves)
 
 
 def state_signature(reach: Reachable) -> tuple:
