@@ -510,3 +510,35 @@ def test_a_modules_parameter_passed_as_an_argument_reads_its_current_value():
     other = ember.ones(1, 3)
     np.testing.assert_allclose(g(other, x).item(), w0.sum() / 8 * 2 + 1.5, rtol=1e-5)
     np.testing.assert_allclose(other.numpy(), 0.5 * np.ones((1, 3)))
+
+
+def test_an_optimizer_wrapped_by_another_is_found_and_stepped_as_eagerly():
+    """SAM's pattern: a user Optimizer subclass holding the optimizer that steps as an
+    attribute (``self.base_optimizer``), the step reaching only the wrapper."""
+
+    class Wrapper(ember.optim.Optimizer):
+        def __init__(self, params, **kwargs):
+            super().__init__(params, {})
+            self.base_optimizer = ember.optim.SGD(self.param_groups, **kwargs)
+            self.param_groups = self.base_optimizer.param_groups
+
+        def step(self):
+            self.base_optimizer.step()
+
+    runs = []
+    for capture in (False, True):
+        ember.manual_seed(0)
+        lin = nn.Linear(3, 2)
+        opt = Wrapper(lin.parameters(), lr=0.1, momentum=0.9)
+        x = ember.ones(4, 3)
+
+        def step(x):
+            loss = lin(x).pow(2).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+
+        f = ember.function(step) if capture else step
+        runs.append([f(x).item() for _ in range(3)] + lin.weight.detach().numpy().ravel().tolist())
+    np.testing.assert_allclose(runs[1], runs[0], rtol=1e-6)

@@ -7,7 +7,8 @@ step, updated after), BatchNorm running statistics, tensors a module keeps as pl
 tracing, from where a function can reach it: its arguments, the object of a bound method, its
 closure cells and the globals its code names, and one attribute level into plain objects
 (a trainer holding ``.model`` and ``.opt``), and through the closures and globals of the plain
-functions it names (a loss helper). It keeps the `Module`s and `Optimizer`s it finds. An
+functions it names (a loss helper). It keeps the `Module`s and `Optimizer`s it finds (and the
+optimizers an optimizer holds as attributes: SAM's ``base_optimizer``). An
 optimizer that steps during the trace but was not found is an error (`check_found`): without
 its state in the cache key, a cached graph could replay its first step forever.
 
@@ -354,6 +355,10 @@ def discover(fn, args, kwargs, arg_names=(), probes: Probes | None = None) -> Re
             modules.append((name, obj))
         elif isinstance(obj, Optimizer):
             optimizers.append((name, obj))
+            # an optimizer that wraps another (SAM's base_optimizer): the inner one's state too
+            for k, o in vars(obj).items():
+                if isinstance(o, Optimizer):
+                    visit(f"{name}_{k}", o, depth + 1, False)
         elif isinstance(obj, Tensor) and not from_args:
             tensors.append((name, obj))
         elif depth == 0 and isinstance(obj, (list, tuple)):
