@@ -542,3 +542,66 @@ def test_an_optimizer_wrapped_by_another_is_found_and_stepped_as_eagerly():
         f = ember.function(step) if capture else step
         runs.append([f(x).item() for _ in range(3)] + lin.weight.detach().numpy().ravel().tolist())
     np.testing.assert_allclose(runs[1], runs[0], rtol=1e-6)
+
+
+def test_values_a_captured_call_appends_to_a_list_are_appended_by_each_call():
+    """``history.append(loss.detach())`` (and a Python value) inside the step: each call
+    appends, as eagerly (the trace's own appends are taken off, the run's put on)."""
+    runs = []
+    for capture in (False, True):
+        ember.manual_seed(0)
+        lin = nn.Linear(2, 1)
+        opt = ember.optim.SGD(lin.parameters(), lr=0.1)
+        history = []
+
+        def step(x):
+            loss = lin(x).pow(2).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            history.append(loss.detach())
+            history.append(lin.weight.sum().detach())
+            history.append("step")  # (a list that takes graph values: its Python ones too)
+            return loss
+
+        f = ember.function(step) if capture else step
+        losses = [f(ember.ones(3, 2)).item() for _ in range(3)]
+        assert history[2::3] == ["step"] * 3
+        assert len(history) == 9
+        runs.append(losses + [h.item() for h in history if not isinstance(h, str)])
+    np.testing.assert_allclose(runs[1], runs[0], rtol=1e-6)
+
+    bad = []
+
+    def leaky(x):
+        bad.append((x * 2, 1))
+        return x
+
+    with pytest.raises(ember.TraceError, match="container holding graph values"):
+        ember.function(leaky)(ember.ones(2))
+    assert bad == []
+
+
+def test_retain_grad_of_an_intermediate_in_a_captured_step():
+    """``h.retain_grad()`` on a value with history: a recorded backward sets its ``.grad``
+    (the whole cotangent reaching it, after its hooks), accumulating over backward calls."""
+    runs = []
+    w0 = np.random.default_rng(0).standard_normal((3, 2)).astype(np.float32)
+    for capture in (False, True):
+        w = ember.tensor(w0, requires_grad=True)
+
+        def step(x):
+            h = x @ w
+            h.retain_grad()
+            h.register_hook(lambda g: g * 2.0)
+            assert h.retains_grad
+            y = (h.tanh() ** 2).sum() + h.sum()
+            y.backward(retain_graph=True)
+            (h**2).sum().backward()
+            return h.grad.clone(), w.grad.clone()
+
+        f = ember.function(step) if capture else step
+        w.grad = None
+        runs.append([a.numpy() for a in f(ember.ones(4, 3))])
+    for got, want in zip(runs[1], runs[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-5)

@@ -4,7 +4,8 @@ its replay after each run of the graph:
 * `Snapshot`: what the state was before the trace, so the trace's Python side effects (a
   ``.grad`` set to a symbolic tensor, a buffer added to ``optimizer.state``) can be undone;
 * `plan_writebacks`: after a trace, the list of `Writeback`s that replay those effects after
-  each run of the graph, from the graph's extra outputs;
+  each run of the graph, from the graph's extra outputs (graph values appended to a list the
+  function reaches are appended again by each run);
 * `apply_writebacks`: the replay, given a run's extra outputs.
 """
 
@@ -15,6 +16,7 @@ from enum import Enum
 
 import numpy as np
 
+from ..errors import TraceError
 from ..graph.symbolic_tensor import SymbolicTensor
 from ..tensor import Tensor
 
@@ -40,6 +42,11 @@ class Snapshot:
         # and lists they hold: a slot the trace sets to a graph value (``stats["loss"] =
         # total + loss.detach()``, ``global memory``) is handled as an attribute is
         self.slots = [(holder, key, get(holder, key)) for holder, key in _slots(fn)]
+        # the lists among them, with their items: graph values the trace appends to one
+        # (``history.append(loss.detach())``) are taken off again and appended by each run,
+        # as each eager call appends
+        lists = {id(v): v for _, _, v in self.slots if type(v) is list}
+        self.lists = [(v, list(v)) for v in lists.values()]
 
     def entry_grad(self, t: Tensor, builder):
         if id(t) in self.grads:
@@ -71,7 +78,22 @@ class Snapshot:
                 found.append((holder, key, old, value))
         return found
 
+    def appended(self) -> list:
+        """(list, items) of each list the trace only appended to, graph values among what it
+        appended (a list that received Python values only keeps what the trace appended, as
+        any other Python side effect of the trace)."""
+        found = []
+        for lst, before in self.lists:
+            n = len(before)
+            if len(lst) > n and all(a is b for a, b in zip(lst, before)):
+                items = lst[n:]
+                if any(_holds_graph_values(v) or _dict_of_graph_values(v) for v in items):
+                    found.append((lst, items))
+        return found
+
     def restore(self) -> None:
+        for lst, items in self.appended():
+            del lst[len(lst) - len(items) :]
         for holder, key, old in self.slots:
             value = get(holder, key)
             if value is not old and isinstance(value, SymbolicTensor):
@@ -154,6 +176,10 @@ def _holds_graph_values(value) -> bool:
     return isinstance(value, (tuple, list)) and any(isinstance(v, SymbolicTensor) for v in value)
 
 
+def _dict_of_graph_values(value) -> bool:
+    return isinstance(value, dict) and _holds_graph_values(list(value.values()))
+
+
 class WritebackKind(Enum):
     """What a `Writeback` does after a run."""
 
@@ -166,13 +192,21 @@ class WritebackKind(Enum):
     STATE = "state"  # optimizer.state[tensor][key] = its output, as a new tensor
     GRAD_NONE = "grad_none"  # set ``tensor.grad`` to None
     STATE_VALUE = "state_value"  # optimizer.state[tensor][key] = ``value``, a Python value
+    # item ``key`` of the ``value`` items a run appends to list ``tensor``: its output, or
+    # (APPEND_VALUE) the Python value ``value[1]``
+    APPEND = "append"
+    APPEND_VALUE = "append_value"
     # ``tensor`` (held by an attribute or slot the trace rebound) takes its output as new memory
     # of its own: the memory it shared (a detached parameter's, a view's) keeps its values
     REBIND = "rebind"
 
     @property
     def takes_output(self) -> bool:
-        return self not in (WritebackKind.GRAD_NONE, WritebackKind.STATE_VALUE)
+        return self not in (
+            WritebackKind.GRAD_NONE,
+            WritebackKind.STATE_VALUE,
+            WritebackKind.APPEND_VALUE,
+        )
 
 
 @dataclass
@@ -197,7 +231,12 @@ class Writeback:
             return "gradients"
         if self.kind is WritebackKind.STATE:
             return "optimizer state"
-        if self.kind in (WritebackKind.ARG_DATA, WritebackKind.ATTR, WritebackKind.SLOT):
+        if self.kind in (
+            WritebackKind.ARG_DATA,
+            WritebackKind.ATTR,
+            WritebackKind.SLOT,
+            WritebackKind.APPEND,
+        ):
             return "inputs"
         return known.get(id(self.tensor), "parameters")
 
@@ -243,6 +282,20 @@ def plan_writebacks(
         else:
             plan.append(Writeback(kind, old))
         values.append(builder.value_of(value))
+    for lst, items in snapshot.appended():
+        for j, item in enumerate(items):
+            if isinstance(item, SymbolicTensor):
+                plan.append(Writeback(WritebackKind.APPEND, lst, j, value=len(items)))
+                values.append(builder.value_of(item))
+            elif _holds_graph_values(item) or _dict_of_graph_values(item):
+                raise TraceError(
+                    "the function appends a container holding graph values to a list it "
+                    "reaches (in its closure or globals); append the tensors themselves, or "
+                    "return them",
+                    op="function",
+                )
+            else:
+                plan.append(Writeback(WritebackKind.APPEND_VALUE, lst, j, value=(len(items), item)))
     before = {id(m): entries for m, entries in snapshot.attributes}
     for m, name, index, value in snapshot.traced_attributes():
         old = before[id(m)].get(name)
@@ -325,6 +378,7 @@ def apply_writebacks(plan: list, results: list, arg_leaves: list, fed: set) -> N
         for w, r, own in zip(taking, results, owned)
     ]
     results = iter(results)
+    appends: dict = {}  # id(list) -> (the list, the items this run appends to it)
     for w in plan:
         if w.kind is WritebackKind.DATA:
             r = next(results)
@@ -364,5 +418,13 @@ def apply_writebacks(plan: list, results: list, arg_leaves: list, fed: set) -> N
             t._view_of = None
         elif w.kind is WritebackKind.STATE:
             w.optimizer.state[w.tensor][w.key] = Tensor._wrap(next(results))
+        elif w.kind is WritebackKind.APPEND:
+            items = appends.setdefault(id(w.tensor), (w.tensor, [None] * w.value))[1]
+            items[w.key] = Tensor._wrap(next(results))
+        elif w.kind is WritebackKind.APPEND_VALUE:
+            items = appends.setdefault(id(w.tensor), (w.tensor, [None] * w.value[0]))[1]
+            items[w.key] = w.value[1]
         else:
             w.optimizer.state[w.tensor][w.key] = w.value
+    for lst, items in appends.values():
+        lst.extend(items)
