@@ -605,3 +605,37 @@ def test_retain_grad_of_an_intermediate_in_a_captured_step():
         runs.append([a.numpy() for a in f(ember.ones(4, 3))])
     for got, want in zip(runs[1], runs[0]):
         np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_a_scheduler_stepped_inside_a_captured_step_is_refused_by_name():
+    """The trace would run the scheduler's Python once and every later run would read the
+    learning rate it left (a silent difference from eager): refused, naming the entry; under
+    ember.compile the step runs eagerly instead, with eager's values."""
+    results = []
+    for mode in ("eager", "function", "compile"):
+        ember.manual_seed(0)
+        lin = nn.Linear(3, 1)
+        opt = ember.optim.SGD(lin.parameters(), lr=0.1)
+        sched = ember.optim.lr_scheduler.StepLR(opt, 1, gamma=0.5)
+
+        def step(x):
+            loss = lin(x).pow(2).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+            return loss
+
+        x = ember.ones(2, 3)
+        if mode == "function":
+            with pytest.raises(ember.TraceError, match=r"SGD.param_groups\[0\]\['lr'\]"):
+                ember.function(step)(x)
+            continue
+        f, losses = step, []
+        if mode == "compile":
+            f = ember.compile(step)
+            with pytest.warns(UserWarning, match="runs eagerly|eager"):
+                losses.append(f(x).item())
+        losses += [f(x).item() for _ in range(3 - len(losses))]
+        results.append(losses + [opt.param_groups[0]["lr"]])
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-6)

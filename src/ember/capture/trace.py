@@ -29,7 +29,7 @@ import warnings
 
 import numpy as np
 
-from ..errors import user_location
+from ..errors import TraceError, user_location
 from ..graph.builder import GraphBuilder
 from ..graph.ir import Graph
 from ..graph.tree import flatten, replace_leaves
@@ -112,6 +112,17 @@ def capture_call(
         with watching_grad_reads() as grads_read, builder:
             out = fn(*call_args, **call_kwargs)
         _warn_python_draws(python_rng, graph_name, location)
+        changed = snapshot.changed_groups()
+        if changed:
+            snapshot.undo_group_changes()
+            raise TraceError(
+                f"{graph_name} changes {changed[0]} while it is traced (a learning-rate "
+                "scheduler stepped, or a param group set, inside the function): the graph "
+                "does not run that Python code, so the change would happen once, not on every "
+                "call; step the scheduler or set the hyper-parameters outside the function "
+                "(each run reads them)",
+                op="function",
+            )
         # a graph that neither ran backward nor read a .grad is the same whatever the gradients
         reads_grads = grads_read[0] or builder.backward_start is not None
         out_leaves, out_spec = [], None

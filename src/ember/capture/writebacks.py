@@ -42,6 +42,16 @@ class Snapshot:
         # and lists they hold: a slot the trace sets to a graph value (``stats["loss"] =
         # total + loss.detach()``, ``global memory``) is handled as an attribute is
         self.slots = [(holder, key, get(holder, key)) for holder, key in _slots(fn)]
+        # the optimizers' param groups: their hyper-parameters are read at run time (or baked
+        # in), so a trace that changes one (a scheduler stepped inside the function) would
+        # change it once, while tracing, not on every call (`changed_groups`)
+        self.groups = [
+            (opt, [_group_values(g) for g in opt.param_groups], [dict(g) for g in opt.param_groups])
+            for _, opt in reach.optimizers
+        ]
+        # and the schedulers the function reaches, which such a change comes from: put back
+        # with the groups when the trace is refused for it (`undo_group_changes`)
+        self.schedulers = [(v, dict(vars(v))) for _, _, v in self.slots if _is_scheduler(v)]
         # the lists among them, with their items: graph values the trace appends to one
         # (``history.append(loss.detach())``) are taken off again and appended by each run,
         # as each eager call appends
@@ -77,6 +87,30 @@ class Snapshot:
             if isinstance(value, SymbolicTensor) and value is not old:
                 found.append((holder, key, old, value))
         return found
+
+    def changed_groups(self) -> list[str]:
+        """What the trace changed in the optimizers' param groups, described."""
+        out = []
+        for opt, before, _ in self.groups:
+            for i, (group, old) in enumerate(zip(opt.param_groups, before)):
+                new = _group_values(group)
+                out += [
+                    f"{type(opt).__name__}.param_groups[{i}][{k!r}] (from {v!r} to "
+                    f"{group.get(k)!r})"
+                    for k, v in old.items()
+                    if new.get(k) != v
+                ]
+        return out
+
+    def undo_group_changes(self) -> None:
+        """Put back the param groups' entries and the schedulers' state as they were before
+        the trace (it is refused for changing them: a fallback then runs from there)."""
+        for opt, _, entries in self.groups:
+            for group, old in zip(opt.param_groups, entries):
+                group.update(old)
+        for sched, state in self.schedulers:
+            vars(sched).clear()
+            vars(sched).update(state)
 
     def appended(self) -> list:
         """(list, items) of each list the trace only appended to, graph values among what it
@@ -174,6 +208,23 @@ def _holds_graph_values(value) -> bool:
     if isinstance(value, SymbolicTensor):
         return True
     return isinstance(value, (tuple, list)) and any(isinstance(v, SymbolicTensor) for v in value)
+
+
+def _is_scheduler(value) -> bool:
+    from ..optim.lr_scheduler import LRScheduler, ReduceLROnPlateau
+
+    return isinstance(value, (LRScheduler, ReduceLROnPlateau))
+
+
+def _group_values(group: dict) -> dict:
+    """A param group's entries but its parameters, comparable (tensors by identity)."""
+
+    def frozen(v):
+        if isinstance(v, (list, tuple)):
+            return tuple(frozen(x) for x in v)
+        return ("tensor", id(v)) if isinstance(v, (Tensor, SymbolicTensor)) else v
+
+    return {k: frozen(v) for k, v in group.items() if k not in ("params", "param_names")}
 
 
 def _dict_of_graph_values(value) -> bool:
