@@ -337,6 +337,7 @@ class Function:
             specs=self.input_signature,
             name=self.name,
             known={i: t.numpy().copy() for i, t in enumerate(leaves) if names[i] in self._by_value},
+            state_arguments=True,
         )
 
     # ------------------------------------------------------------------------------ views

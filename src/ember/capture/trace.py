@@ -68,10 +68,14 @@ def capture_call(
     specs=None,
     name=None,
     known=None,
+    state_arguments=False,
 ) -> GraphFunction:
     """Trace ``fn(*args, **kwargs)`` once into a `GraphFunction` (shared by ``ember.trace`` and
     ``ember.function``). ``leaves``/``names``: the tensor arguments and their names (from
-    `split_args`); ``reach``: the state found by ``state.discover``; ``options``: how to
+    `split_args`); ``state_arguments``: an argument that is a tensor of the state is traced as
+    that tensor (``ember.function``, whose key records which one; a graph run later on other
+    arguments, ``ember.trace``'s, keeps every argument an input); ``reach``: the state found
+    by ``state.discover``; ``options``: how to
     compile it; ``specs``: a `TensorSpec` per leaf (None dimensions become symbolic sizes) or
     None for the leaves' own types; ``name``: the graph's; ``known``: {leaf index: array} of
     the arguments whose values the graph is specialized on (read as host data while tracing:
@@ -94,7 +98,11 @@ def capture_call(
     # an argument that is a tensor of the state (an optimizer's parameter passed to the step)
     # is traced as that tensor, as the optimizer and the modules see it: one value, updated
     # in place and given its .grad as state is (its graph input is fed from the tensor)
-    aliased = {i for i, k in enumerate(state_aliases(reach, leaves)) if k is not None}
+    aliased = (
+        {i for i, k in enumerate(state_aliases(reach, leaves)) if k is not None}
+        if state_arguments
+        else set()
+    )
     symbolic, arg_feeds, grad_args = _argument_inputs(builder, leaves, names, specs, aliased)
     for i, s in enumerate(symbolic):
         if i in aliased:
