@@ -401,6 +401,22 @@ def test_mixture_same_family_matches_torch():
     assert np.all(np.abs(s.mean(0) - mix.mean.numpy()) < 5 * se)
 
 
+def test_mixture_same_family_cdf_matches_torch():
+    lg, mu, sd = _real(3, 4), _real(3, 4), _pos(3, 4)
+    x = _real(5, 3)
+    results, params = [], []
+    for lib, dist in ((ember, D), (torch, TD)):
+        p = [lib.tensor(a, requires_grad=True) for a in (lg, mu, sd)]
+        mix = dist.MixtureSameFamily(dist.Categorical(logits=p[0]), dist.Normal(p[1], p[2]))
+        out = mix.cdf(lib.tensor(x))
+        out.sum().backward()
+        results.append(out)
+        params.append(p)
+    np.testing.assert_allclose(_np(results[0]), _np(results[1]), rtol=1e-10, atol=1e-12)
+    for e, t in zip(*params):
+        np.testing.assert_allclose(_np(e.grad), _np(t.grad), rtol=1e-9, atol=1e-12)
+
+
 def test_relaxed_distributions_match_torch():
     logits, temp = _real(3, 4), 0.7
     v_cat = _simplex(2, 3, 4)

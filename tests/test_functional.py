@@ -250,6 +250,29 @@ def test_second_derivatives_match_torch(name, fn, tfn):
     np.testing.assert_allclose(gg.numpy(), tgg.numpy(), rtol=1e-9, atol=1e-12)
 
 
+def test_logsigmoid_second_derivative_at_zero_matches_torch():
+    """The Hessian of a logistic loss at zero logits (Newton's method from w = 0): logsigmoid's
+    second derivative at 0 is -1/4, not the 0 that abs's gradient at 0 would give."""
+    a = np.array([-3.0, -1e-3, 0.0, 0.0, 1e-3, 2.0, 40.0, -40.0])
+    t = np.array([1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0])
+    for fn, tfn in [
+        (F.logsigmoid, TF.logsigmoid),
+        (
+            lambda x: F.binary_cross_entropy_with_logits(x, _t(t)),
+            lambda x: TF.binary_cross_entropy_with_logits(x, torch.tensor(t)),
+        ),
+    ]:
+        x, tx = _t(a, grad=True), torch.tensor(a, requires_grad=True)
+        (g,) = ember.autograd.grad(fn(x).sum(), [x], create_graph=True)
+        (tg,) = torch.autograd.grad(tfn(tx).sum(), [tx], create_graph=True)
+        np.testing.assert_allclose(g.detach().numpy(), tg.detach().numpy(), rtol=1e-12, atol=1e-15)
+        (gg,) = ember.autograd.grad(g.sum(), [x])
+        (tgg,) = torch.autograd.grad(tg.sum(), [tx])
+        np.testing.assert_allclose(gg.numpy(), tgg.numpy(), rtol=1e-12, atol=1e-15)
+    h = ember.autograd.functional.hessian(lambda w: F.logsigmoid(w).sum(), ember.zeros(3))
+    np.testing.assert_allclose(h.numpy(), -0.25 * np.eye(3))
+
+
 # ------------------------------------------------------------------------- numerical stability
 
 

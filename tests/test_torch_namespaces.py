@@ -31,6 +31,30 @@ def test_jit_trace_captures_and_runs_other_shapes():
     assert not ember.jit.is_tracing() and not ember.jit.is_scripting()
 
 
+def test_jit_freeze_and_optimize_for_inference():
+    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 2))
+    tmodel = torch.nn.Sequential(
+        torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4), torch.nn.ReLU(), torch.nn.Linear(4, 2)
+    )
+    model.load_state_dict({k: ember.tensor(v.numpy()) for k, v in tmodel.state_dict().items()})
+    x = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
+    with pytest.raises(RuntimeError, match="eval mode"):
+        ember.jit.freeze(ember.jit.script(model))  # training mode, as PyTorch's refusal
+    with pytest.raises(RuntimeError, match="eval mode"):
+        torch.jit.freeze(torch.jit.script(tmodel))
+    want = torch.jit.freeze(torch.jit.script(tmodel.eval()))(torch.tensor(x)).numpy()
+    frozen = ember.jit.freeze(ember.jit.script(model.eval()), preserved_attrs=["training"])
+    np.testing.assert_allclose(frozen(ember.tensor(x)).numpy(), want, rtol=1e-5, atol=1e-6)
+    traced = ember.jit.trace(model, ember.tensor(x))
+    np.testing.assert_allclose(ember.jit.freeze(traced)(ember.tensor(x)).numpy(), want, rtol=1e-5)
+    model.train()
+    fast = ember.jit.optimize_for_inference(ember.jit.script(model))  # put in eval mode
+    assert not model.training
+    np.testing.assert_allclose(fast(ember.tensor(x)).numpy(), want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ember.EmberError, match="preserved_attrs"):
+        ember.jit.freeze(model, preserved_attrs=["no_such"])
+
+
 def test_jit_script_converts_control_flow(tmp_path):
     @ember.jit.script
     def absolute_sum(x):

@@ -29,8 +29,6 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "reset": "make a new ember.function / ember.compile object (each keeps its own cache)",
     },
     "ember.jit": {
-        "freeze": "ember.compile (its passes fold what does not change)",
-        "optimize_for_inference": "ember.compile(model.eval())",
         "ScriptModule": _NONE,
         "ScriptFunction": _NONE,
         "RecursiveScriptModule": _NONE,

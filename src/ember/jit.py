@@ -9,7 +9,8 @@ TorchScript trace, the capture is redone for inputs of other shapes instead of r
 example's. ``is_scripting`` is False (ember never compiles Python into another language);
 ``is_tracing`` says whether a graph is being captured. The decorators that steer TorchScript's
 compiler (``ignore``, ``unused``, ``export``, ``interface``) return what they decorate, and
-``fork``/``wait`` run the call at once. ``save`` writes a traced module or function as an ONNX
+``fork``/``wait`` run the call at once. ``freeze`` and ``optimize_for_inference`` return the
+eval-mode module captured by `ember.compile`. ``save`` writes a traced module or function as an ONNX
 model (ember's portable graph format: `ember.onnx.export`, parameters as initializers, the
 batch dimension symbolic where the program allows), which ``load`` reads back as a module
 (`ember.onnx.load` with ``trainable=True``) and onnxruntime runs; a TorchScript archive written
@@ -33,11 +34,13 @@ __all__ = [
     "annotate",
     "export",
     "fork",
+    "freeze",
     "ignore",
     "interface",
     "is_scripting",
     "is_tracing",
     "load",
+    "optimize_for_inference",
     "save",
     "script",
     "trace",
@@ -68,6 +71,47 @@ def trace(func, example_inputs=None, *args, example_kwarg_inputs=None, **kwargs)
         # attribute holding tensors would be state to a later capture)
         object.__setattr__(traced, "_jit_example", (_types(positional), bool(example_kwarg_inputs)))
     return traced
+
+
+def freeze(mod, preserved_attrs=None, optimize_numerics: bool = True):
+    """``torch.jit.freeze``: the module in eval mode (a scripted, traced or plain one),
+    captured with `ember.compile`, whose passes fold what does not change. As PyTorch's, a
+    module in training mode is refused. Unlike a frozen TorchScript module, the result still
+    lists its parameters and every attribute is preserved (``preserved_attrs`` is accepted);
+    its parameters are read at each call, so it computes what the module computes."""
+    from . import nn
+    from .errors import ArgumentError
+
+    if not isinstance(mod, nn.Module):
+        raise ArgumentError(
+            f"Freezing expects a module (torch.jit.script or torch.jit.trace of an "
+            f"nn.Module), got {type(mod).__name__}",
+            op="jit.freeze",
+        )
+    target = getattr(mod, "_orig_mod", None) or mod
+    if target.training:
+        raise ArgumentError(
+            "Freezing is currently only implemented for modules in eval mode. Please call "
+            ".eval() on your module before freezing.",
+            op="jit.freeze",
+        )
+    if preserved_attrs is not None:
+        missing = [a for a in preserved_attrs if not hasattr(mod, a)]
+        if missing:
+            raise ArgumentError(
+                f"preserved_attrs {missing} are not attributes of the module", op="jit.freeze"
+            )
+    return mod if target is not mod else _compile(mod)
+
+
+def optimize_for_inference(mod, other_methods=None):
+    """``torch.jit.optimize_for_inference``: `freeze` on a module, put in eval mode first
+    when it is in training mode (as PyTorch's does)."""
+    from . import nn
+
+    if isinstance(mod, nn.Module):
+        (getattr(mod, "_orig_mod", None) or mod).eval()
+    return freeze(mod)
 
 
 def _types(values) -> tuple | None:

@@ -382,3 +382,260 @@ def test_an_argument_made_to_require_grad_takes_its_gradient_as_eagerly():
         out.append(x.grad.tolist())
         results.append(out)
     assert results[1] == results[0]
+
+
+def test_rebinding_an_attribute_that_shares_a_parameters_memory_leaves_the_parameter():
+    """A module attribute holding a parameter's detached alias (old-style spectral_norm's
+    ``weight = weight_orig.detach()``) or a view of a buffer, rebound by the step: eagerly
+    the old tensor's memory keeps its values, so the captured step must not write the new
+    value into it; and the step is traced once."""
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 3)
+            self.shadow = self.lin.weight.detach()  # shares the weight's memory
+            self.register_buffer("table", ember.ones(2, 3))
+            self.last = self.table[1]  # a view of the buffer
+
+        def forward(self, x):
+            self.shadow = self.lin.weight * 2.0
+            self.last = self.lin.bias + 1.0
+            return self.lin(x) + self.shadow.sum() + self.last.sum()
+
+    x = ember.tensor(np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32))
+    runs = []
+    for capture in (False, True):
+        ember.manual_seed(0)
+        net = Net()
+        w0 = net.lin.weight.detach().numpy().copy()
+        f = ember.function(net) if capture else net
+        with ember.no_grad():
+            outs = [f(x).numpy().copy() for _ in range(3)]
+        np.testing.assert_array_equal(net.lin.weight.detach().numpy(), w0)
+        np.testing.assert_array_equal(net.table.numpy(), np.ones((2, 3)))
+        np.testing.assert_array_equal(net.shadow.numpy(), 2 * w0)
+        runs.append(outs)
+        if capture:
+            assert f.stats.traces == 1
+    np.testing.assert_allclose(runs[1], runs[0], rtol=1e-6)
+
+
+def test_rebinding_an_attribute_that_holds_a_buffer_leaves_the_buffer():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("table", ember.ones(3))
+            self.alias = self.table  # the buffer itself, as a plain attribute
+
+        def forward(self, x):
+            self.alias = self.table * x
+            return self.alias.sum()
+
+    net = Net()
+    f = ember.function(net)
+    assert [f(ember.tensor(float(k))).item() for k in (2, 3, 4)] == [6.0, 9.0, 12.0]
+    np.testing.assert_array_equal(net.table.numpy(), np.ones(3))
+    np.testing.assert_array_equal(net.alias.numpy(), np.full(3, 4.0))
+
+
+def test_old_style_spectral_norm_in_a_captured_training_step_equals_eager():
+    x = ember.tensor(np.random.default_rng(1).standard_normal((4, 5)).astype(np.float32))
+    runs = []
+    for capture in (False, True):
+        ember.manual_seed(0)
+        lin = nn.utils.spectral_norm(nn.Linear(5, 3))
+        opt = ember.optim.SGD(lin.parameters(), lr=0.1)
+
+        def step(x):
+            y = lin(x).sum() + lin(x * 2).sum()
+            opt.zero_grad()
+            y.backward()
+            opt.step()
+            return y
+
+        f = ember.function(step) if capture else step
+        losses = [f(x).item() for _ in range(3)]
+        runs.append((losses, {k: v.numpy().copy() for k, v in lin.state_dict().items()}))
+    np.testing.assert_allclose(runs[1][0], runs[0][0], rtol=1e-5)
+    for k, v in runs[0][1].items():
+        np.testing.assert_allclose(runs[1][1][k], v, rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+def test_an_optimizers_parameter_passed_as_an_argument_is_updated_as_eagerly():
+    """``step(x)`` where ``x`` is also the optimizer's parameter (optimizing an input:
+    Sinkhorn's points, an adversarial image): the step's update and .grad land on ``x``."""
+    runs = []
+    for capture in (False, True):
+        x = ember.tensor([1.0, 2.0, -1.0]).requires_grad_()
+        y = ember.tensor([0.5, -0.5, 0.0]).requires_grad_()
+        opt = ember.optim.SGD([x, y], lr=0.1, momentum=0.9)
+
+        def step(x, target):
+            loss = ((x - target) ** 2).sum() + (x * y).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+
+        f = ember.function(step) if capture else step
+        target = ember.tensor([0.0, 1.0, 0.0])
+        losses = [f(x, target).item() for _ in range(3)]
+        losses += [f(y, target).item() for _ in range(2)]  # the other parameter as argument
+        assert x.grad is None  # (zero_grad, and the last two losses do not read x)
+        runs.append((losses, x.detach().numpy().copy(), y.detach().numpy().copy(), y.grad))
+        if capture:
+            assert "argument x: the position among the state" in f.stats.retrace_reasons[-2]
+    np.testing.assert_allclose(runs[1][0], runs[0][0], rtol=1e-6)
+    np.testing.assert_allclose(runs[1][1], runs[0][1], rtol=1e-6)
+    np.testing.assert_allclose(runs[1][2], runs[0][2], rtol=1e-6)
+    np.testing.assert_allclose(runs[1][3].numpy(), runs[0][3].numpy(), rtol=1e-6)
+
+
+def test_a_modules_parameter_passed_as_an_argument_reads_its_current_value():
+    lin = nn.Linear(3, 1, bias=False)
+
+    def f(w, x):
+        with ember.no_grad():
+            w.mul_(0.5)  # in place on the parameter, through the argument
+        return lin(x).sum() + w.sum()
+
+    g = ember.function(f)
+    x = ember.ones(2, 3)
+    w0 = lin.weight.detach().numpy().copy()
+    for k in range(1, 4):
+        want = 0.5**k * w0.sum() * 3
+        np.testing.assert_allclose(g(lin.weight, x).item(), want, rtol=1e-5)
+    np.testing.assert_allclose(lin.weight.detach().numpy(), w0 / 8, rtol=1e-6)
+    other = ember.ones(1, 3)
+    np.testing.assert_allclose(g(other, x).item(), w0.sum() / 8 * 2 + 1.5, rtol=1e-5)
+    np.testing.assert_allclose(other.numpy(), 0.5 * np.ones((1, 3)))
+
+
+def test_an_optimizer_wrapped_by_another_is_found_and_stepped_as_eagerly():
+    """SAM's pattern: a user Optimizer subclass holding the optimizer that steps as an
+    attribute (``self.base_optimizer``), the step reaching only the wrapper."""
+
+    class Wrapper(ember.optim.Optimizer):
+        def __init__(self, params, **kwargs):
+            super().__init__(params, {})
+            self.base_optimizer = ember.optim.SGD(self.param_groups, **kwargs)
+            self.param_groups = self.base_optimizer.param_groups
+
+        def step(self):
+            self.base_optimizer.step()
+
+    runs = []
+    for capture in (False, True):
+        ember.manual_seed(0)
+        lin = nn.Linear(3, 2)
+        opt = Wrapper(lin.parameters(), lr=0.1, momentum=0.9)
+        x = ember.ones(4, 3)
+
+        def step(x):
+            loss = lin(x).pow(2).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+
+        f = ember.function(step) if capture else step
+        runs.append([f(x).item() for _ in range(3)] + lin.weight.detach().numpy().ravel().tolist())
+    np.testing.assert_allclose(runs[1], runs[0], rtol=1e-6)
+
+
+def test_values_a_captured_call_appends_to_a_list_are_appended_by_each_call():
+    """``history.append(loss.detach())`` (and a Python value) inside the step: each call
+    appends, as eagerly (the trace's own appends are taken off, the run's put on)."""
+    runs = []
+    for capture in (False, True):
+        ember.manual_seed(0)
+        lin = nn.Linear(2, 1)
+        opt = ember.optim.SGD(lin.parameters(), lr=0.1)
+        history = []
+
+        def step(x):
+            loss = lin(x).pow(2).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            history.append(loss.detach())
+            history.append(lin.weight.sum().detach())
+            history.append("step")  # (a list that takes graph values: its Python ones too)
+            return loss
+
+        f = ember.function(step) if capture else step
+        losses = [f(ember.ones(3, 2)).item() for _ in range(3)]
+        assert history[2::3] == ["step"] * 3
+        assert len(history) == 9
+        runs.append(losses + [h.item() for h in history if not isinstance(h, str)])
+    np.testing.assert_allclose(runs[1], runs[0], rtol=1e-6)
+
+    bad = []
+
+    def leaky(x):
+        bad.append((x * 2, 1))
+        return x
+
+    with pytest.raises(ember.TraceError, match="container holding graph values"):
+        ember.function(leaky)(ember.ones(2))
+    assert bad == []
+
+
+def test_retain_grad_of_an_intermediate_in_a_captured_step():
+    """``h.retain_grad()`` on a value with history: a recorded backward sets its ``.grad``
+    (the whole cotangent reaching it, after its hooks), accumulating over backward calls."""
+    runs = []
+    w0 = np.random.default_rng(0).standard_normal((3, 2)).astype(np.float32)
+    for capture in (False, True):
+        w = ember.tensor(w0, requires_grad=True)
+
+        def step(x):
+            h = x @ w
+            h.retain_grad()
+            h.register_hook(lambda g: g * 2.0)
+            assert h.retains_grad
+            y = (h.tanh() ** 2).sum() + h.sum()
+            y.backward(retain_graph=True)
+            (h**2).sum().backward()
+            return h.grad.clone(), w.grad.clone()
+
+        f = ember.function(step) if capture else step
+        w.grad = None
+        runs.append([a.numpy() for a in f(ember.ones(4, 3))])
+    for got, want in zip(runs[1], runs[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_a_scheduler_stepped_inside_a_captured_step_is_refused_by_name():
+    """The trace would run the scheduler's Python once and every later run would read the
+    learning rate it left (a silent difference from eager): refused, naming the entry; under
+    ember.compile the step runs eagerly instead, with eager's values."""
+    results = []
+    for mode in ("eager", "function", "compile"):
+        ember.manual_seed(0)
+        lin = nn.Linear(3, 1)
+        opt = ember.optim.SGD(lin.parameters(), lr=0.1)
+        sched = ember.optim.lr_scheduler.StepLR(opt, 1, gamma=0.5)
+
+        def step(x):
+            loss = lin(x).pow(2).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+            return loss
+
+        x = ember.ones(2, 3)
+        if mode == "function":
+            with pytest.raises(ember.TraceError, match=r"SGD.param_groups\[0\]\['lr'\]"):
+                ember.function(step)(x)
+            continue
+        f, losses = step, []
+        if mode == "compile":
+            f = ember.compile(step)
+            with pytest.warns(UserWarning, match="runs eagerly|eager"):
+                losses.append(f(x).item())
+        losses += [f(x).item() for _ in range(3 - len(losses))]
+        results.append(losses + [opt.param_groups[0]["lr"]])
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-6)

@@ -43,8 +43,12 @@ def test_quantize_and_dequantize_export_bit_for_bit(tmp_path):
         c = ember.quantize_per_tensor(x, 0.05, -3, ember.int8)
         fake = ember.fake_quantize_per_tensor_affine(x, 0.05, 7, 0, 255)
         fake_c = ember.fake_quantize_per_channel_affine(x, scales, zps, 1, 0, 255)
+        amax = x.abs().amax()  # the tensor-qparams form, its scale computed by the graph
+        fake_t = ember.fake_quantize_per_tensor_affine(
+            x, amax / 127, ember.zeros((), dtype=ember.int32), -128, 127
+        )
         dq = ember.dequantize(b, scales, zps, axis=1)
-        return a, b, ember.dequantize(c, 0.05, -3), dq, fake, fake_c
+        return a, b, ember.dequantize(c, 0.05, -3), dq, fake, fake_c, fake_t
 
     ember.onnx.export(f, tmp_path / "q.onnx", ember.tensor(x))
     for got, want in zip(_run(tmp_path / "q.onnx", x), f(ember.tensor(x))):

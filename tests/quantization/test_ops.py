@@ -75,6 +75,47 @@ def test_bad_parameters_are_refused():
         ember.fake_quantize_per_tensor_affine(x, 0.1, 0, 5, 4)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+def test_fake_quantize_with_tensor_qparams_matches_pytorch(dtype):
+    """PyTorch's tensor-qparams form (the scale and zero point one-element tensors, an
+    observer's output): the float form's values, gradient only to the input, and in a
+    captured graph the parameters are read at each call."""
+    if torch is None:
+        pytest.skip("needs torch")
+    r = np.random.default_rng(3)
+    x = (r.standard_normal((3, 7)) * 3).astype(np.float32)
+    for scale, zp, lo, hi in ((0.0137, 3, -128, 127), (0.05, 100, 0, 255)):
+        got_x = ember.tensor(x).to(getattr(ember, dtype)).requires_grad_()
+        want_x = torch.tensor(x).to(getattr(torch, dtype)).requires_grad_()
+        for s_shape in ((), (1,)):
+            s_e = ember.tensor(np.full(s_shape, scale, np.float32))
+            z_e = ember.tensor(np.full(s_shape, zp, np.int32))
+            got = ember.fake_quantize_per_tensor_affine(got_x, s_e, z_e, lo, hi)
+            want = torch.fake_quantize_per_tensor_affine(
+                want_x, torch.tensor(np.full(s_shape, scale, np.float32)),
+                torch.tensor(np.full(s_shape, zp, np.int32)), lo, hi)  # fmt: skip
+            assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+            np.testing.assert_array_equal(got.float().detach().numpy(),
+                                          want.float().detach().numpy())  # fmt: skip
+            np.testing.assert_array_equal(
+                got.float().detach().numpy(),
+                ember.fake_quantize_per_tensor_affine(got_x, scale, zp, lo, hi).float().detach()
+                .numpy(),
+            )  # fmt: skip
+            got.sum().backward()
+            want.sum().backward()
+            np.testing.assert_array_equal(got_x.grad.float().numpy(), want_x.grad.float().numpy())
+    f = ember.function(
+        lambda x, s: ember.fake_quantize_per_tensor_affine(x, s, ember.tensor(1), 0, 255)
+    )
+    for scale in (0.05, 0.1):
+        want = ember.fake_quantize_per_tensor_affine(ember.tensor(x), scale, 1, 0, 255)
+        got = f(ember.tensor(x), ember.tensor(scale))
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    with pytest.raises(ember.ShapeError, match="one element"):
+        ember.fake_quantize_per_tensor_affine(ember.tensor(x), ember.ones(2), ember.tensor(0), 0, 9)
+
+
 def _dequantized(q, scale, zp):
     return (q.astype(np.float64) - zp) * scale
 

@@ -77,7 +77,7 @@ from .signature import (
     split_args,
     tensor_component,
 )
-from .state import discover, grad_signature, state_signature
+from .state import discover, grad_signature, state_aliases, state_signature
 from .trace import capture_call
 
 __all__ = ["DEFAULT_CACHE_SIZE", "Function", "FunctionStats", "function", "RETRACE_WARNING"]
@@ -196,6 +196,11 @@ class Function:
         for name, t in self._state_reads.values():
             labels.append(f"the value of {name} (read while tracing)")
             values.append(_value_component(t))
+        # an argument that is a tensor of the state (an optimizer's parameter passed in) is
+        # traced as that state tensor (capture/trace.py): which one is part of the key
+        for i, k in enumerate(state_aliases(reach, leaves)):
+            labels.append(f"argument {names[i]}: the position among the state's tensors")
+            values.append(k)
         state_labels, state_values = state_signature(reach)
         return CallKey(
             lambda: labels + state_labels() + ["autocast"],
@@ -237,6 +242,8 @@ class Function:
         base = self._key(leaves, names, structure, reach)
         grad_labels, grad_values = grad_signature(reach, leaves, names)
         key = CallKey(lambda: list(base.labels) + grad_labels(), list(base.values) + grad_values)
+        # (a guard compares arguments by type and shape, not whether they are state tensors)
+        guard = guard and not any(k is not None for k in state_aliases(reach, leaves))
         if guard:  # (its facts as the key read them, before a trace or the run change any)
             self._guard = None
             guard = CallGuard.record(
@@ -330,6 +337,7 @@ class Function:
             specs=self.input_signature,
             name=self.name,
             known={i: t.numpy().copy() for i, t in enumerate(leaves) if names[i] in self._by_value},
+            state_arguments=True,
         )
 
     # ------------------------------------------------------------------------------ views

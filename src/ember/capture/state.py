@@ -7,7 +7,8 @@ step, updated after), BatchNorm running statistics, tensors a module keeps as pl
 tracing, from where a function can reach it: its arguments, the object of a bound method, its
 closure cells and the globals its code names, and one attribute level into plain objects
 (a trainer holding ``.model`` and ``.opt``), and through the closures and globals of the plain
-functions it names (a loss helper). It keeps the `Module`s and `Optimizer`s it finds. An
+functions it names (a loss helper). It keeps the `Module`s and `Optimizer`s it finds (and the
+optimizers an optimizer holds as attributes: SAM's ``base_optimizer``). An
 optimizer that steps during the trace but was not found is an error (`check_found`): without
 its state in the cache key, a cached graph could replay its first step forever.
 
@@ -56,6 +57,7 @@ __all__ = [
     "Reachable",
     "discover",
     "grad_signature",
+    "state_aliases",
     "state_parts",
     "watching_grad_reads",
     "state_signature",
@@ -353,6 +355,10 @@ def discover(fn, args, kwargs, arg_names=(), probes: Probes | None = None) -> Re
             modules.append((name, obj))
         elif isinstance(obj, Optimizer):
             optimizers.append((name, obj))
+            # an optimizer that wraps another (SAM's base_optimizer): the inner one's state too
+            for k, o in vars(obj).items():
+                if isinstance(o, Optimizer):
+                    visit(f"{name}_{k}", o, depth + 1, False)
         elif isinstance(obj, Tensor) and not from_args:
             tensors.append((name, obj))
         elif depth == 0 and isinstance(obj, (list, tuple)):
@@ -428,6 +434,16 @@ def _state_key(entries: dict) -> tuple:
         else:
             key.append((name, type(value).__name__))
     return tuple(key)
+
+
+def state_aliases(reach: Reachable, leaves) -> tuple:
+    """Per tensor argument, its position among the state's tensors (an optimizer's parameter
+    passed to the step), or None: such an argument is traced as that tensor of the state."""
+    tensors = reach.state_tensors()
+    if not tensors or not leaves:
+        return ()
+    positions = {id(t): k for k, t in enumerate(tensors)}
+    return tuple(positions.get(id(t)) for t in leaves)
 
 
 def state_signature(reach: Reachable) -> tuple:

@@ -29,7 +29,7 @@ import warnings
 
 import numpy as np
 
-from ..errors import user_location
+from ..errors import TraceError, user_location
 from ..graph.builder import GraphBuilder
 from ..graph.ir import Graph
 from ..graph.tree import flatten, replace_leaves
@@ -50,7 +50,7 @@ from .call import (
 from .compile import DEFAULT_OPT_LEVEL, CompileOptions
 from .graph_function import GraphFunction
 from .signature import parameter_names, split_args
-from .state import ARRAY_GUARD_LIMIT, check_found, discover, watching_grad_reads
+from .state import ARRAY_GUARD_LIMIT, check_found, discover, state_aliases, watching_grad_reads
 from .writebacks import Snapshot, plan_writebacks
 
 __all__ = ["capture_call", "trace"]
@@ -68,10 +68,14 @@ def capture_call(
     specs=None,
     name=None,
     known=None,
+    state_arguments=False,
 ) -> GraphFunction:
     """Trace ``fn(*args, **kwargs)`` once into a `GraphFunction` (shared by ``ember.trace`` and
     ``ember.function``). ``leaves``/``names``: the tensor arguments and their names (from
-    `split_args`); ``reach``: the state found by ``state.discover``; ``options``: how to
+    `split_args`); ``state_arguments``: an argument that is a tensor of the state is traced as
+    that tensor (``ember.function``, whose key records which one; a graph run later on other
+    arguments, ``ember.trace``'s, keeps every argument an input); ``reach``: the state found
+    by ``state.discover``; ``options``: how to
     compile it; ``specs``: a `TensorSpec` per leaf (None dimensions become symbolic sizes) or
     None for the leaves' own types; ``name``: the graph's; ``known``: {leaf index: array} of
     the arguments whose values the graph is specialized on (read as host data while tracing:
@@ -91,12 +95,22 @@ def capture_call(
     for prefix, opt in reach.optimizers:  # the inputs a scheduler's values are fed through
         for n, t in opt.hyperparameter_tensors():
             builder.capture_names[id(t)] = f"{prefix}_{n}" if prefix else n
-    symbolic, arg_feeds, grad_args = _argument_inputs(builder, leaves, names, specs)
+    # an argument that is a tensor of the state (an optimizer's parameter passed to the step)
+    # is traced as that tensor, as the optimizer and the modules see it: one value, updated
+    # in place and given its .grad as state is (its graph input is fed from the tensor)
+    aliased = (
+        {i for i, k in enumerate(state_aliases(reach, leaves)) if k is not None}
+        if state_arguments
+        else set()
+    )
+    symbolic, arg_feeds, grad_args = _argument_inputs(builder, leaves, names, specs, aliased)
     for i, s in enumerate(symbolic):
+        if i in aliased:
+            continue
         builder.argument_values[id(s.value)] = i
         if known and i in known:
             builder.host_values[id(s.value)] = known[i]
-    entry_values = [s.value for s in symbolic]
+    entry_values = [None if i in aliased else s.value for i, s in enumerate(symbolic)]
     call_args, call_kwargs = replace_leaves((args, kwargs), iter(symbolic))
     entry_arg_grads = {i: s.grad for i, s in grad_args}
     snapshot = Snapshot(reach, fn)
@@ -106,6 +120,17 @@ def capture_call(
         with watching_grad_reads() as grads_read, builder:
             out = fn(*call_args, **call_kwargs)
         _warn_python_draws(python_rng, graph_name, location)
+        changed = snapshot.changed_groups()
+        if changed:
+            snapshot.undo_group_changes()
+            raise TraceError(
+                f"{graph_name} changes {changed[0]} while it is traced (a learning-rate "
+                "scheduler stepped, or a param group set, inside the function): the graph "
+                "does not run that Python code, so the change would happen once, not on every "
+                "call; step the scheduler or set the hyper-parameters outside the function "
+                "(each run reads them)",
+                op="function",
+            )
         # a graph that neither ran backward nor read a .grad is the same whatever the gradients
         reads_grads = grads_read[0] or builder.backward_start is not None
         out_leaves, out_spec = [], None
@@ -118,13 +143,20 @@ def capture_call(
         check_found(builder, reach, graph_name)
         # arguments changed in place (x.clamp_(0, 1), x[mask] = 0): their tensors take the
         # new values after each run, as an eager call leaves them
-        updated = [(i, s) for i, s in enumerate(symbolic) if s.value is not entry_values[i]]
+        updated = [
+            (i, s)
+            for i, s in enumerate(symbolic)
+            if i not in aliased and s.value is not entry_values[i]
+        ]
         # arguments the function made require grad (x.requires_grad_(); loss.backward()):
         # their tensors take the gradient (and the flag) after each run, as eagerly
         late = [
             (i, s)
             for i, s in enumerate(symbolic)
-            if s.requires_grad and not leaves[i].requires_grad and s.grad is not None
+            if i not in aliased
+            and s.requires_grad
+            and not leaves[i].requires_grad
+            and s.grad is not None
         ]
         writebacks, extra = plan_writebacks(
             builder, snapshot, reach, grad_args + late, entry_arg_grads, updated
@@ -197,13 +229,17 @@ def _traced_bytes() -> int | None:
     return tracemalloc.get_traced_memory()[0]
 
 
-def _argument_inputs(builder, leaves, names, specs) -> tuple[list, list, list]:
+def _argument_inputs(builder, leaves, names, specs, aliased=()) -> tuple[list, list, list]:
     """A graph input per tensor argument, and one for the ``.grad`` of each argument that has
     one and requires grad (backward accumulates onto it). Returns (the symbolic arguments, the
     feeds of those inputs in order, (leaf index, symbolic argument) of the arguments requiring
-    grad)."""
+    grad). The arguments at the positions in ``aliased`` are tensors of the state: the
+    function gets the eager tensor itself, which the builder captures as state."""
     symbolic, feeds, grad_args = [], [], []
     for i, t in enumerate(leaves):
+        if i in aliased:
+            symbolic.append(t)
+            continue
         shape = specs[i].symbolic_shape(names[i]) if specs else t.shape
         s = builder.input(TensorType(shape, t.dtype), names[i], t.requires_grad)
         feeds.append(ArgFeed(i))

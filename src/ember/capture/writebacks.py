@@ -4,7 +4,8 @@ its replay after each run of the graph:
 * `Snapshot`: what the state was before the trace, so the trace's Python side effects (a
   ``.grad`` set to a symbolic tensor, a buffer added to ``optimizer.state``) can be undone;
 * `plan_writebacks`: after a trace, the list of `Writeback`s that replay those effects after
-  each run of the graph, from the graph's extra outputs;
+  each run of the graph, from the graph's extra outputs (graph values appended to a list the
+  function reaches are appended again by each run);
 * `apply_writebacks`: the replay, given a run's extra outputs.
 """
 
@@ -15,6 +16,7 @@ from enum import Enum
 
 import numpy as np
 
+from ..errors import TraceError
 from ..graph.symbolic_tensor import SymbolicTensor
 from ..tensor import Tensor
 
@@ -40,6 +42,21 @@ class Snapshot:
         # and lists they hold: a slot the trace sets to a graph value (``stats["loss"] =
         # total + loss.detach()``, ``global memory``) is handled as an attribute is
         self.slots = [(holder, key, get(holder, key)) for holder, key in _slots(fn)]
+        # the optimizers' param groups: their hyper-parameters are read at run time (or baked
+        # in), so a trace that changes one (a scheduler stepped inside the function) would
+        # change it once, while tracing, not on every call (`changed_groups`)
+        self.groups = [
+            (opt, [_group_values(g) for g in opt.param_groups], [dict(g) for g in opt.param_groups])
+            for _, opt in reach.optimizers
+        ]
+        # and the schedulers the function reaches, which such a change comes from: put back
+        # with the groups when the trace is refused for it (`undo_group_changes`)
+        self.schedulers = [(v, dict(vars(v))) for _, _, v in self.slots if _is_scheduler(v)]
+        # the lists among them, with their items: graph values the trace appends to one
+        # (``history.append(loss.detach())``) are taken off again and appended by each run,
+        # as each eager call appends
+        lists = {id(v): v for _, _, v in self.slots if type(v) is list}
+        self.lists = [(v, list(v)) for v in lists.values()]
 
     def entry_grad(self, t: Tensor, builder):
         if id(t) in self.grads:
@@ -71,7 +88,46 @@ class Snapshot:
                 found.append((holder, key, old, value))
         return found
 
+    def changed_groups(self) -> list[str]:
+        """What the trace changed in the optimizers' param groups, described."""
+        out = []
+        for opt, before, _ in self.groups:
+            for i, (group, old) in enumerate(zip(opt.param_groups, before)):
+                new = _group_values(group)
+                out += [
+                    f"{type(opt).__name__}.param_groups[{i}][{k!r}] (from {v!r} to "
+                    f"{group.get(k)!r})"
+                    for k, v in old.items()
+                    if new.get(k) != v
+                ]
+        return out
+
+    def undo_group_changes(self) -> None:
+        """Put back the param groups' entries and the schedulers' state as they were before
+        the trace (it is refused for changing them: a fallback then runs from there)."""
+        for opt, _, entries in self.groups:
+            for group, old in zip(opt.param_groups, entries):
+                group.update(old)
+        for sched, state in self.schedulers:
+            vars(sched).clear()
+            vars(sched).update(state)
+
+    def appended(self) -> list:
+        """(list, items) of each list the trace only appended to, graph values among what it
+        appended (a list that received Python values only keeps what the trace appended, as
+        any other Python side effect of the trace)."""
+        found = []
+        for lst, before in self.lists:
+            n = len(before)
+            if len(lst) > n and all(a is b for a, b in zip(lst, before)):
+                items = lst[n:]
+                if any(_holds_graph_values(v) or _dict_of_graph_values(v) for v in items):
+                    found.append((lst, items))
+        return found
+
     def restore(self) -> None:
+        for lst, items in self.appended():
+            del lst[len(lst) - len(items) :]
         for holder, key, old in self.slots:
             value = get(holder, key)
             if value is not old and isinstance(value, SymbolicTensor):
@@ -154,6 +210,27 @@ def _holds_graph_values(value) -> bool:
     return isinstance(value, (tuple, list)) and any(isinstance(v, SymbolicTensor) for v in value)
 
 
+def _is_scheduler(value) -> bool:
+    from ..optim.lr_scheduler import LRScheduler, ReduceLROnPlateau
+
+    return isinstance(value, (LRScheduler, ReduceLROnPlateau))
+
+
+def _group_values(group: dict) -> dict:
+    """A param group's entries but its parameters, comparable (tensors by identity)."""
+
+    def frozen(v):
+        if isinstance(v, (list, tuple)):
+            return tuple(frozen(x) for x in v)
+        return ("tensor", id(v)) if isinstance(v, (Tensor, SymbolicTensor)) else v
+
+    return {k: frozen(v) for k, v in group.items() if k not in ("params", "param_names")}
+
+
+def _dict_of_graph_values(value) -> bool:
+    return isinstance(value, dict) and _holds_graph_values(list(value.values()))
+
+
 class WritebackKind(Enum):
     """What a `Writeback` does after a run."""
 
@@ -166,10 +243,21 @@ class WritebackKind(Enum):
     STATE = "state"  # optimizer.state[tensor][key] = its output, as a new tensor
     GRAD_NONE = "grad_none"  # set ``tensor.grad`` to None
     STATE_VALUE = "state_value"  # optimizer.state[tensor][key] = ``value``, a Python value
+    # item ``key`` of the ``value`` items a run appends to list ``tensor``: its output, or
+    # (APPEND_VALUE) the Python value ``value[1]``
+    APPEND = "append"
+    APPEND_VALUE = "append_value"
+    # ``tensor`` (held by an attribute or slot the trace rebound) takes its output as new memory
+    # of its own: the memory it shared (a detached parameter's, a view's) keeps its values
+    REBIND = "rebind"
 
     @property
     def takes_output(self) -> bool:
-        return self not in (WritebackKind.GRAD_NONE, WritebackKind.STATE_VALUE)
+        return self not in (
+            WritebackKind.GRAD_NONE,
+            WritebackKind.STATE_VALUE,
+            WritebackKind.APPEND_VALUE,
+        )
 
 
 @dataclass
@@ -194,7 +282,12 @@ class Writeback:
             return "gradients"
         if self.kind is WritebackKind.STATE:
             return "optimizer state"
-        if self.kind in (WritebackKind.ARG_DATA, WritebackKind.ATTR, WritebackKind.SLOT):
+        if self.kind in (
+            WritebackKind.ARG_DATA,
+            WritebackKind.ATTR,
+            WritebackKind.SLOT,
+            WritebackKind.APPEND,
+        ):
             return "inputs"
         return known.get(id(self.tensor), "parameters")
 
@@ -229,20 +322,43 @@ def plan_writebacks(
         if id(t) not in new_entries:
             plan.append(Writeback(WritebackKind.DATA, t))
             values.append(builder.value_of(t))
+    held = None  # ids of the modules' parameters and buffers, found when first needed
     for holder, key, old, value in snapshot.traced_slots():
+        kind = WritebackKind.SLOT
         if isinstance(old, Tensor) and old.shape == value.shape and old.dtype == value.dtype:
-            plan.append(Writeback(WritebackKind.DATA, old))
-        else:
+            held = _module_tensors(reach) if held is None else held
+            kind = _kept_tensor_kind(old, held, WritebackKind.SLOT)
+        if kind is WritebackKind.SLOT:
             plan.append(Writeback(WritebackKind.SLOT, holder, key))
+        else:
+            plan.append(Writeback(kind, old))
         values.append(builder.value_of(value))
+    for lst, items in snapshot.appended():
+        for j, item in enumerate(items):
+            if isinstance(item, SymbolicTensor):
+                plan.append(Writeback(WritebackKind.APPEND, lst, j, value=len(items)))
+                values.append(builder.value_of(item))
+            elif _holds_graph_values(item) or _dict_of_graph_values(item):
+                raise TraceError(
+                    "the function appends a container holding graph values to a list it "
+                    "reaches (in its closure or globals); append the tensors themselves, or "
+                    "return them",
+                    op="function",
+                )
+            else:
+                plan.append(Writeback(WritebackKind.APPEND_VALUE, lst, j, value=(len(items), item)))
     before = {id(m): entries for m, entries in snapshot.attributes}
     for m, name, index, value in snapshot.traced_attributes():
         old = before[id(m)].get(name)
         if index is not None:
             old = old[index] if isinstance(old, (tuple, list)) and index < len(old) else None
+        kind = WritebackKind.ATTR
         if isinstance(old, Tensor) and old.shape == value.shape and old.dtype == value.dtype:
             # into the tensor the attribute held (its identity, in the key, stays)
-            plan.append(Writeback(WritebackKind.DATA, old))
+            held = _module_tensors(reach) if held is None else held
+            kind = _kept_tensor_kind(old, held, WritebackKind.ATTR)
+        if kind is not WritebackKind.ATTR:
+            plan.append(Writeback(kind, old))
         else:
             where = None
             if index is not None:  # (the item's place, and the other items as traced)
@@ -272,6 +388,31 @@ def plan_writebacks(
     return plan, values
 
 
+def _module_tensors(reach) -> set:
+    """The ids of the parameters and buffers of the modules ``reach`` walks."""
+    return {
+        id(t)
+        for m in reach.walked_modules()
+        for t in (*m._parameters.values(), *m._buffers.values())
+        if t is not None
+    }
+
+
+def _kept_tensor_kind(old: Tensor, held: set, rebind: WritebackKind) -> WritebackKind:
+    """How the tensor an attribute or slot held before the trace rebound it takes the new
+    value after each run. Eagerly the rebinding leaves the old tensor as it was, so: a
+    module's parameter or buffer (``self.prev = self.buf``) stays, and the holder is rebound
+    (``rebind``, ATTR or SLOT); otherwise the same tensor takes the value, so that the next
+    call finds it (its identity is in the cache key): into its memory (DATA) where that memory
+    is its own, else as new memory (REBIND), since a parameter (``self.weight =
+    self.weight_orig.detach()``, old-style spectral norm) or the base of a view shares it."""
+    if id(old) in held:
+        return rebind
+    if old._is_view or old._data.base is not None:
+        return WritebackKind.REBIND
+    return WritebackKind.DATA
+
+
 def apply_writebacks(plan: list, results: list, arg_leaves: list, fed: set) -> None:
     """Replay ``plan`` with ``results`` (the graph's extra outputs, in plan order). ``fed``
     holds the ids of the arrays the graph was fed. A result the generated code already wrote
@@ -288,6 +429,7 @@ def apply_writebacks(plan: list, results: list, arg_leaves: list, fed: set) -> N
         for w, r, own in zip(taking, results, owned)
     ]
     results = iter(results)
+    appends: dict = {}  # id(list) -> (the list, the items this run appends to it)
     for w in plan:
         if w.kind is WritebackKind.DATA:
             r = next(results)
@@ -319,7 +461,21 @@ def apply_writebacks(plan: list, results: list, arg_leaves: list, fed: set) -> N
             target = arg_leaves[w.value]
             np.copyto(target._data, next(results), casting="unsafe")
             target._vc[0] += 1
+        elif w.kind is WritebackKind.REBIND:
+            t = w.tensor
+            t._data = next(results)  # (a new array: `results` copied any the graph was fed)
+            t._vc = [t._vc[0] + 1]  # (no longer the version of the memory it shared)
+            t._is_view = False
+            t._view_of = None
         elif w.kind is WritebackKind.STATE:
             w.optimizer.state[w.tensor][w.key] = Tensor._wrap(next(results))
+        elif w.kind is WritebackKind.APPEND:
+            items = appends.setdefault(id(w.tensor), (w.tensor, [None] * w.value))[1]
+            items[w.key] = Tensor._wrap(next(results))
+        elif w.kind is WritebackKind.APPEND_VALUE:
+            items = appends.setdefault(id(w.tensor), (w.tensor, [None] * w.value[0]))[1]
+            items[w.key] = w.value[1]
         else:
             w.optimizer.state[w.tensor][w.key] = w.value
+    for lst, items in appends.values():
+        lst.extend(items)

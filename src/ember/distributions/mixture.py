@@ -214,6 +214,14 @@ class MixtureSameFamily(Distribution):
         log_mix = E.log_softmax(self.mixture_distribution.logits, -1)
         return E.logsumexp(log_prob_x + log_mix, -1)
 
+    def cdf(self, value):
+        """The mixture's CDF, ``sum_k p_k cdf_k(value)`` (as PyTorch's: for components
+        whose events are scalars)."""
+        if self._validate_args:
+            self._validate_sample(value)
+        cdf_x = self.component_distribution.cdf(self._pad(value))
+        return (cdf_x * self.mixture_distribution.probs).sum(-1)
+
     def sample(self, sample_shape=()):
         sample_shape = _shape(sample_shape)
         with no_grad():

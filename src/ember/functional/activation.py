@@ -4,7 +4,8 @@
 Gradients at the non-smooth points follow PyTorch's conventions, which the choice of primitive
 encodes: ``where(x > 0, ...)`` gives the left branch's slope at 0 (leaky_relu, elu, prelu), nested
 ``where`` on ``<=``/``>=`` gives a zero gradient exactly at the clipping points (hardtanh, relu6,
-hardsigmoid), and ``minimum(x, 0)`` splits a tie evenly (logsigmoid's 0.5 at 0).
+hardsigmoid), and logsigmoid's selections keep its gradient 0.5 at 0 and its second derivative
+smooth there (``abs`` and ``minimum`` would make it 0 at 0).
 
 Branches that could overflow (``exp`` of a large positive input in elu/softplus) read a masked
 input, so the unused branch never produces inf and its zero gradient never meets an inf (which
@@ -185,9 +186,13 @@ def tanhshrink(input):
 
 @export(functional=True, toplevel=False)
 def logsigmoid(input):
-    """``log(sigmoid(x))`` computed stably as ``min(x, 0) - log1p(exp(-|x|))``."""
+    """``log(sigmoid(x))`` computed stably as ``min(x, 0) - log1p(exp(-|x|))``, with ``-|x|``
+    and ``min(x, 0)`` spelled as selections: their gradients are then -1 and 0 at ``x = 0``
+    (``abs``'s would be 0 there), so the gradient, ``sigmoid(-x)``, and its own derivative are
+    right at 0 too (a Hessian through a loss at zero logits, Newton's first step from 0)."""
     x = _activation("logsigmoid", input)
-    return E.minimum(x, 0) - E.log1p(E.exp(-E.abs(x)))
+    neg = x < 0
+    return E.where(neg, x, 0) - E.log1p(E.exp(E.where(neg, x, -x)))
 
 
 @export(functional=True)

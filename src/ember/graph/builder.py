@@ -59,6 +59,7 @@ class GraphBuilder(_reg.Mode):
         self.no_grad_values: set[int] = set()  # ids of values recorded with grad disabled
         self.value_hooks: dict = {}  # id(Value) -> {key: hook}: register_hook of graph values
         self.grad_inputs: list[SymbolicTensor] = []  # symbolic inputs that require grad
+        self.retained: list[SymbolicTensor] = []  # values with history that retain_grad()
         self.backward_start: int | None = None  # node count when backward() first ran
         self.grad_of: dict[int, Tensor] = {}  # id(captured .grad tensor) -> its owner
         self.stepped_optimizers: dict = {}  # id -> (optimizer, its state before its step)
@@ -185,6 +186,7 @@ class GraphBuilder(_reg.Mode):
         if inputs is None:
             leaves = [t for t in self.captured if t.requires_grad and t.grad_fn is None]
             leaves += self.grad_inputs
+            leaves += self.retained  # (their gradients: the cotangents reaching them)
         else:
             leaves = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
         out_value = self.value_of(output)

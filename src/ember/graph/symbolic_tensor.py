@@ -99,7 +99,23 @@ class SymbolicTensor(TensorBase):
         return self
 
     def retain_grad(self) -> None:
-        """Accepted for eager compatibility; a recorded backward sets ``.grad`` of leaves only."""
+        """As eagerly: a recorded backward (without ``inputs=``) also sets the ``.grad`` of this
+        value with history, accumulating over backward calls; a no-op on a leaf."""
+        if self.is_leaf or self.builder is None:
+            return
+        if not self._requires_grad:
+            from ..errors import AutogradError
+
+            raise AutogradError(
+                "can't retain_grad on Tensor that has requires_grad=False", op="retain_grad"
+            )
+        retained = self.builder.retained
+        if not any(t is self for t in retained):
+            retained.append(self)
+
+    @property
+    def retains_grad(self) -> bool:
+        return self.builder is not None and any(t is self for t in self.builder.retained)
 
     def register_hook(self, hook):
         """Call ``hook(grad)`` on this value's gradient while a recorded backward computes it

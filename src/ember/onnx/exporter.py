@@ -291,7 +291,7 @@ def _plan_of(traced, leaves, reach) -> _Plan:
         if not w.takes_output:
             continue
         target_input = None
-        if w.kind is WritebackKind.DATA:
+        if w.kind in (WritebackKind.DATA, WritebackKind.REBIND):
             target_input = by_tensor.get(id(w.tensor))
         elif w.kind is WritebackKind.GRAD:
             target_input = by_grad.get(id(w.tensor))

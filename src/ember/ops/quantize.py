@@ -262,14 +262,24 @@ DEQUANTIZE_PER_CHANNEL = register(
 
 def _fq_infer(x, *params, axis=None, scale=None, zero_point=None, quant_min, quant_max):
     require_float("fake_quantize", x)
-    if params:
+    if params and axis is not None:
         _check_channel("fake_quantize_per_channel_affine", x, params[0], params[1], axis)
+    elif params:  # per tensor, the scale and zero point as one-element tensors
+        op = "fake_quantize_per_tensor_affine"
+        for name, p in (("scale", params[0]), ("zero_point", params[1])):
+            if math.prod(p.shape) != 1:
+                raise ShapeError(f"{name} must have one element, got shape {tuple(p.shape)}",
+                                 op=op)  # fmt: skip
+            if p.dtype is dt.bool_ or p.dtype.is_complex:
+                raise DTypeError(f"{name} must be real numbers, got {p.dtype}", op=op)
     return TensorType(tuple(x.shape), x.dtype)
 
 
 def _fq_params(x, params, axis, scale, zero_point):
     if not params:
         return np.asarray(scale, np.float32), np.asarray(zero_point)
+    if axis is None:  # (PyTorch reads the tensors as the float scale and the int zero point)
+        return params[0].reshape(()).astype(np.float32), params[1].reshape(()).astype(np.int64)
     shape = _channel_shape(x.ndim, axis % x.ndim, x.shape[axis])
     return params[0].reshape(shape), params[1].reshape(shape)
 
@@ -279,7 +289,7 @@ def _fq_kernel(x, *params, axis=None, scale=None, zero_point=None, quant_min, qu
     ct = _compute_dtype(x.dtype)
     q = quantize_array(x, s, z, quant_min, quant_max, ct)
     # per tensor, PyTorch multiplies back in float32 whatever the input's dtype
-    back = ct if params else np.float32
+    back = ct if axis is not None else np.float32
     return ((q - z.astype(ct)).astype(back) * s.astype(back)).astype(x.dtype)
 
 
@@ -315,6 +325,11 @@ def _onnx_fq_grad(e):
     if len(e.inputs) == 2:
         s = e.constant(np.asarray(np.float32(a["scale"]), ct.np))
         z = e.constant(np.asarray(a["zero_point"], ct.np))
+    elif a.get("axis") is None:  # per tensor, from one-element tensors
+        scalar = e.ints([])
+        s32 = e.cast(e.node("Reshape", [e.inputs[2], scalar]), dt.float32)
+        s = s32 if ct is dt.float32 else e.cast(s32, ct)
+        z = e.cast(e.node("Reshape", [e.inputs[3], scalar]), ct)
     else:
         rank = len(e.in_types[1].shape)
         axis = a["axis"] % rank
@@ -362,6 +377,12 @@ def _onnx_fake_quantize(e):
     if len(e.inputs) == 1:
         scale = e.constant(np.asarray(e.attrs["scale"], np.float32))
         zp = e.constant(np.asarray(e.attrs["zero_point"], target.np))
+        q = e.node("QuantizeLinear", [e.inputs[0], scale, zp])
+        return e.node("DequantizeLinear", [q, scale, zp])
+    if e.attrs.get("axis") is None:  # per tensor, from one-element tensors
+        scalar = e.ints([])
+        scale = e.cast(e.node("Reshape", [e.inputs[1], scalar]), dt.float32)
+        zp = e.cast(e.node("Reshape", [e.inputs[2], scalar]), target)
         q = e.node("QuantizeLinear", [e.inputs[0], scale, zp])
         return e.node("DequantizeLinear", [q, scale, zp])
     axis = e.attrs["axis"] % len(e.in_types[0].shape)
@@ -450,6 +471,12 @@ def fake_quantize_per_tensor_affine(input, scale, zero_point, quant_min, quant_m
     gradient): ``(clamp(rint(x / scale) + zp, quant_min, quant_max) - zp) * scale``."""
     op = "fake_quantize_per_tensor_affine"
     lo, hi = _check_range(op, quant_min, quant_max)
+    if isinstance(scale, TensorBase) or isinstance(zero_point, TensorBase):
+        # PyTorch's tensor-qparams form (scale and zero point computed by the program, an
+        # observer's running range): the one-element tensors are operands, read at run time,
+        # so a captured graph computes them; no gradient flows to them (as PyTorch's)
+        params = [to_tensor(p) for p in (scale, zero_point)]
+        return apply(FAKE_QUANTIZE, to_tensor(input), *params, quant_min=lo, quant_max=hi)
     check_params(op, float(scale), int(zero_point), lo, hi)
     return apply(FAKE_QUANTIZE, to_tensor(input), scale=float(scale),
                  zero_point=int(zero_point), quant_min=lo, quant_max=hi)  # fmt: skip
