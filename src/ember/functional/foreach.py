@@ -26,17 +26,7 @@ _UNARY = (
     "abs acos asin atan ceil cos cosh erf erfc exp expm1 floor frac lgamma log log10 log1p "
     "log2 neg reciprocal round rsqrt sigmoid sign sin sinh sqrt tan tanh trunc"
 ).split()
-_BINARY = {
-    "add": "add",
-    "sub": "sub",
-    "mul": "mul",
-    "div": "div",
-    "maximum": "maximum",
-    "minimum": "minimum",
-    "clamp_min": "clamp_min",
-    "clamp_max": "clamp_max",
-    "pow": "pow",
-}
+_BINARY = ("add", "sub", "mul", "div", "maximum", "minimum", "clamp_min", "clamp_max", "pow")
 
 
 def _tensors(name: str, tensors) -> list:
@@ -72,7 +62,7 @@ def _unary(op: str):
     return out_of_place, in_place
 
 
-def _binary(op: str, method: str):
+def _binary(op: str):
     name = f"_foreach_{op}"
     alpha_ops = ("add", "sub")
 
@@ -83,8 +73,7 @@ def _binary(op: str, method: str):
         if kwargs and op not in alpha_ops:
             raise ArgumentError(f"unexpected arguments {sorted(kwargs)}", op=name)
         return [
-            _method(t, method)(o, **kwargs)
-            for t, o in zip(tensors, _per_tensor(name, tensors, other))
+            _method(t, op)(o, **kwargs) for t, o in zip(tensors, _per_tensor(name, tensors, other))
         ]
 
     def in_place(self, other, **kwargs):
@@ -92,7 +81,7 @@ def _binary(op: str, method: str):
         if kwargs and op not in alpha_ops:
             raise ArgumentError(f"unexpected arguments {sorted(kwargs)}", op=name + "_")
         for t, o in zip(tensors, _per_tensor(name + "_", tensors, other)):
-            _method(t, method + "_")(o, **kwargs)
+            _method(t, op + "_")(o, **kwargs)
 
     return out_of_place, in_place
 
@@ -102,8 +91,8 @@ for _op in _UNARY:
     for _fn, _suffix in zip(_fns, ("", "_")):
         _fn.__name__ = _fn.__qualname__ = f"_foreach_{_op}{_suffix}"
         export(_fn)
-for _op, _meth in _BINARY.items():
-    _fns = _binary(_op, _meth)
+for _op in _BINARY:
+    _fns = _binary(_op)
     for _fn, _suffix in zip(_fns, ("", "_")):
         _fn.__name__ = _fn.__qualname__ = f"_foreach_{_op}{_suffix}"
         export(_fn)
@@ -112,21 +101,18 @@ for _op, _meth in _BINARY.items():
 def _pointwise3(op: str):
     name = f"_foreach_{op}"
 
+    def operands(label, self, tensor1, tensor2, value):
+        tensors = _tensors(label, self)
+        firsts = _per_tensor(label, tensors, _tensors(label, tensor1))
+        seconds = _per_tensor(label, tensors, _tensors(label, tensor2))
+        return zip(tensors, firsts, seconds, _per_tensor(label, tensors, _numbers(value)))
+
     def out_of_place(self, tensor1, tensor2, value=1):
-        tensors = _tensors(name, self)
-        firsts, seconds = _tensors(name, tensor1), _tensors(name, tensor2)
-        _per_tensor(name, tensors, firsts), _per_tensor(name, tensors, seconds)
-        values = _per_tensor(name, tensors, _numbers(value))
-        return [
-            PUBLIC[op](t, a, b, value=v) for t, a, b, v in zip(tensors, firsts, seconds, values)
-        ]
+        quads = operands(name, self, tensor1, tensor2, value)
+        return [PUBLIC[op](t, a, b, value=v) for t, a, b, v in quads]
 
     def in_place(self, tensor1, tensor2, value=1):
-        tensors = _tensors(name + "_", self)
-        firsts, seconds = _tensors(name + "_", tensor1), _tensors(name + "_", tensor2)
-        _per_tensor(name + "_", tensors, firsts), _per_tensor(name + "_", tensors, seconds)
-        values = _per_tensor(name + "_", tensors, _numbers(value))
-        for t, a, b, v in zip(tensors, firsts, seconds, values):
+        for t, a, b, v in operands(name + "_", self, tensor1, tensor2, value):
             _method(t, op + "_")(a, b, value=v)
 
     return out_of_place, in_place

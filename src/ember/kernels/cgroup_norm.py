@@ -27,6 +27,7 @@ import functools
 import numpy as np
 
 from . import chalf
+from .cnorm_act import ROW_STATS
 
 __all__ = ["available", "group_norm", "group_norm_backward"]
 
@@ -51,20 +52,7 @@ struct gn {
   double eps;
 };
 
-static inline void row_stats(const S *restrict x, long n, double eps, double *mean,
-                             double *rstd) {
-  double s = 0, q = 0;
-#pragma omp simd reduction(+ : s)
-  for (long i = 0; i < n; i++) s += (double)LD(x[i]);
-  double m = s / (double)n;
-#pragma omp simd reduction(+ : q)
-  for (long i = 0; i < n; i++) {
-    double d = (double)LD(x[i]) - m;
-    q += d * d;
-  }
-  *mean = m;
-  *rstd = 1.0 / sqrt(q / (double)n + eps);
-}
+""" + ROW_STATS + r"""
 
 static inline void affine_run(const S *restrict x, S *restrict y, long n, T mean, T rstd, T w,
                               T b) {

@@ -35,6 +35,25 @@ from . import chalf
 
 __all__ = ["available", "gelu", "gelu_backward", "layer_norm", "layer_norm_backward"]
 
+# a row's mean and 1 / sqrt(biased variance + eps), accumulated in double in two passes (the
+# layer and group norm kernels' statistics; S and LD as their sources define them)
+ROW_STATS = r"""
+static inline void row_stats(const S *restrict x, long n, double eps, double *mean,
+                             double *rstd) {
+  double s = 0, q = 0;
+#pragma omp simd reduction(+ : s)
+  for (long i = 0; i < n; i++) s += (double)LD(x[i]);
+  double m = s / (double)n;
+#pragma omp simd reduction(+ : q)
+  for (long i = 0; i < n; i++) {
+    double d = (double)LD(x[i]) - m;
+    q += d * d;
+  }
+  *mean = m;
+  *rstd = 1.0 / sqrt(q / (double)n + eps);
+}
+"""
+
 _SOURCE = r"""
 #include <math.h>
 #include <stdlib.h>
@@ -136,21 +155,7 @@ struct norm {
   double eps;
 };
 
-static inline void row_stats(const S *restrict x, long n, double eps, double *mean,
-                             double *rstd) {
-  double s = 0, q = 0;
-#pragma omp simd reduction(+ : s)
-  for (long i = 0; i < n; i++) s += (double)LD(x[i]);
-  double m = s / (double)n;
-#pragma omp simd reduction(+ : q)
-  for (long i = 0; i < n; i++) {
-    double d = (double)LD(x[i]) - m;
-    q += d * d;
-  }
-  *mean = m;
-  *rstd = 1.0 / sqrt(q / (double)n + eps);
-}
-
+""" + ROW_STATS + r"""
 /* one row; restrict arguments so the loops vectorize (the struct's pointers might alias) */
 static inline void norm_row(const S *restrict x, const S *restrict w, const S *restrict b,
                             S *restrict y, long n, double eps) {
