@@ -31,7 +31,8 @@ from .cnorm_act import ROW_STATS
 
 __all__ = ["available", "group_norm", "group_norm_backward"]
 
-_SOURCE = r"""
+_SOURCE = (
+    r"""
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +53,9 @@ struct gn {
   double eps;
 };
 
-""" + ROW_STATS + r"""
+"""
+    + ROW_STATS
+    + r"""
 
 static inline void affine_run(const S *restrict x, S *restrict y, long n, T mean, T rstd, T w,
                               T b) {
@@ -181,6 +184,7 @@ int ember_group_norm_backward(const S *x, const S *w, const S *g, S *dx, S *dw, 
   return 0;
 }
 """
+)
 
 _TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 _TYPES.update(dict.fromkeys(chalf.NAMES, "float"))  # (16-bit storage, float arithmetic)

@@ -54,7 +54,8 @@ static inline void row_stats(const S *restrict x, long n, double eps, double *me
 }
 """
 
-_SOURCE = r"""
+_SOURCE = (
+    r"""
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,7 +156,9 @@ struct norm {
   double eps;
 };
 
-""" + ROW_STATS + r"""
+"""
+    + ROW_STATS
+    + r"""
 /* one row; restrict arguments so the loops vectorize (the struct's pointers might alias) */
 static inline void norm_row(const S *restrict x, const S *restrict w, const S *restrict b,
                             S *restrict y, long n, double eps) {
@@ -261,6 +264,7 @@ int ember_layer_norm_backward(const S *x, const S *w, const S *g, S *dx, S *dw, 
   return 0;
 }
 """
+)
 
 _TYPES = {
     np.dtype(np.float32): ("float", "erff", "expf", "tanhf"),
