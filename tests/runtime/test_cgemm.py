@@ -68,6 +68,9 @@ def test_two_dimensional_products_in_every_layout(m, k, n, dtype, split):
     # rows of a larger array (a leading dimension wider than the matrix)
     wide = rng.standard_normal((m, k + 5)).astype(dtype)
     _close(cgemm.matmul(wide[:, :k], b), wide[:, :k] @ b)
+    # a read down the columns of a wider array (a weight gradient's x.T of a slice)
+    tall = rng.standard_normal((k, m + 3)).astype(dtype)[:, :m]
+    _close(cgemm.matmul(tall.T, b), tall.T @ b)
 
 
 def test_batched_and_broadcast_products(split):

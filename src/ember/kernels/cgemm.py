@@ -47,7 +47,7 @@ from .blas_layout import blas_layout
 from .cgemm_source import DISPATCH, OWN_GEMM
 
 __all__ = ["available", "block_align", "gemm", "matmul", "own_kernel", "runs_skinny", "skinny"]
-__all__ += ["skinny_rows"]
+__all__ += ["full_blocks", "skinny_rows"]
 __all__ += ["skinny_shared", "skinny_unit", "split_flops", "tuning"]
 
 # multiply-adds (M * N * K, the whole batch) up to which OpenBLAS itself runs one thread
@@ -152,10 +152,25 @@ def skinny_rows(dtype=np.float32) -> int:
     return tuning().skinny_rows(np.dtype(dtype).name)
 
 
-def runs_skinny(m: int, dtype=np.float32) -> bool:
-    """Whether a product of ``m`` rows runs `skinny`: the kernel measured fastest for that row
-    count on this machine (what `matmul` runs; a C step of a linear layer follows it)."""
-    return tuning().few_rows(np.dtype(dtype).name, m) == gemm_tune.SKINNY
+def runs_skinny(m: int, dtype=np.float32, n: int | None = None, b_transposed: bool = True) -> bool:
+    """Whether a product of ``m`` rows (by ``n`` columns of a B stored transposed or not)
+    runs `skinny`: the kernel measured fastest for that row count on this machine (what
+    `matmul` runs; a C step of a linear layer follows it), where its blocks are as full as
+    when it was measured."""
+    dtype = np.dtype(dtype)
+    if tuning().few_rows(dtype.name, m) != gemm_tune.SKINNY:
+        return False
+    return n is None or full_blocks(m, n, b_transposed, dtype.itemsize)
+
+
+def full_blocks(m: int, n: int, b_transposed: bool, itemsize: int) -> bool:
+    """Whether `skinny` computes a product of ``m`` rows by ``n`` columns at the pace it was
+    measured at (kernels/gemm_tune.py times it on a layer 512 wide). Its sums of B's rows
+    (B not transposed) take four vectors of columns at a time: a product narrower than that
+    (a classifier's 10 outputs, a weight gradient's 24) spends most of its multiplications on
+    padding, for every four rows, and ran 3-5x slower than the blocked GEMM; only a single row,
+    where packing B costs more than its product, keeps it."""
+    return b_transposed or m == 1 or n >= 4 * (64 // itemsize)
 
 
 def __getattr__(name: str):
@@ -262,6 +277,8 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     blas = _use_blas(functions[1], a.dtype, 2 * m * n * k)
     if not batch and a.ndim == 2 and b.ndim == 2:
         kernel = tuning().few_rows(a.dtype.name, m)
+        if kernel == gemm_tune.SKINNY and not full_blocks(m, n, _b_transposed(b), a.itemsize):
+            kernel = None  # (the sizes' measured choice, as for more rows)
         if kernel == gemm_tune.SKINNY:
             threaded = skinny_shared(m, n, k, a.itemsize)
             few = _skinny(functions, a, b, out, threaded=threaded)
@@ -383,6 +400,12 @@ def _skinny(functions, a, b, out, *, threaded: bool) -> np.ndarray | None:
         use_pool,
     )  # fmt: skip
     return out
+
+
+def _b_transposed(b: np.ndarray) -> bool:
+    """Whether `skinny` reads ``b`` as its transpose's rows (dot products), as `_skinny` does."""
+    layout = blas_layout(b)
+    return layout is not None and bool(layout[0])
 
 
 def block_align(parts: int, unit: int) -> int:

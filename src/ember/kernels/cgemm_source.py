@@ -146,22 +146,80 @@ static inline __attribute__((always_inline)) void dots_block(const struct skinny
     }
 }
 
+/* the first `rem` values from p (none where rem <= 0), zeros after them, reading nothing
+   beyond them (p's row may end the array) */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+static inline vec part_load(const T *p, long rem) {
+  if (rem <= 0) return (vec){0};
+  if (rem >= VL) return *(const uvec *)p;
+  if (sizeof(T) == 4) return (vec)_mm512_maskz_loadu_ps((__mmask16)((1u << rem) - 1), p);
+  return (vec)_mm512_maskz_loadu_pd((__mmask8)((1u << rem) - 1), p);
+}
+#else
+static inline vec part_load(const T *p, long rem) {
+  vec v = {0};
+  for (long e = 0; e < rem && e < VL; e++) v[e] = p[e];
+  return v;
+}
+#endif
+
+/* rows_block's C[i..i+NI][j..j1] where j1 - j < four vectors (a narrow product, n = 24 say, or
+   the last columns): whole vectors loaded as such, the last part masked (element by element, a
+   long k cost 10x the product). Its own function, so the full blocks' loop stays as tight */
+static inline __attribute__((always_inline)) void part_rows(const struct skinny *s, long i,
+                                                            long j, long j1, const int NI) {
+  vec acc[4][4];
+  long rem[4];
+  for (int v = 0; v < 4; v++) rem[v] = j1 - j - v * VL;
+  for (int r = 0; r < NI; r++)
+    for (int v = 0; v < 4; v++) acc[r][v] = (vec){0};
+  for (long p = 0; p < s->k; p++) {
+    const T *brow = s->b + p * s->ldb + j;
+    vec bv[4];
+    for (int v = 0; v < 4; v++) {
+      bv[v] = part_load(brow + v * VL, rem[v]);
+      __asm__("" : "+v"(bv[v]));
+    }
+    for (int r = 0; r < NI; r++) {
+      T av = s->a[(i + r) * s->lda + p];
+      for (int v = 0; v < 4; v++) acc[r][v] += av * bv[v];
+    }
+  }
+  for (int r = 0; r < NI; r++)
+    for (int v = 0; v < 4; v++)
+      for (long e = 0; e < VL && e < rem[v]; e++)
+        s->c[(i + r) * s->ldc + j + v * VL + e] = acc[r][v][e];
+}
+
+static __attribute__((noinline)) void part_block(const struct skinny *s, long i, long j,
+                                                 long j1, int rows) {
+  switch (rows) {
+    case 1: part_rows(s, i, j, j1, 1); break;
+    case 2: part_rows(s, i, j, j1, 2); break;
+    case 3: part_rows(s, i, j, j1, 3); break;
+    default: part_rows(s, i, j, j1, 4);
+  }
+}
+
 /* C[i..i+NI][j..j+nv vectors] as sums of B's rows (NI: a constant where it is inlined) */
 static inline __attribute__((always_inline)) void rows_block(const struct skinny *s, long i,
                                                              long j, long j1, const int NI) {
   long nv = (j1 - j + VL - 1) / VL < 4 ? (j1 - j + VL - 1) / VL : 4;
-  int full = j + nv * VL <= j1;
+  if (j + 4 * VL > j1) {
+    part_block(s, i, j, j1, NI);
+    return;
+  }
   vec acc[4][4];
   for (int r = 0; r < NI; r++)
     for (int v = 0; v < 4; v++) acc[r][v] = (vec){0};
   for (long p = 0; p < s->k; p++) {
     const T *brow = s->b + p * s->ldb + j;
     vec bv[4];
-    if (full && nv == 4)
-      for (int v = 0; v < 4; v++) bv[v] = *(const uvec *)(brow + v * VL);
-    else
-      for (int v = 0; v < 4; v++)
-        for (long e = 0; e < VL; e++) bv[v][e] = j + v * VL + e < j1 ? brow[v * VL + e] : 0;
+    for (int v = 0; v < 4; v++) {
+      bv[v] = *(const uvec *)(brow + v * VL);
+      __asm__("" : "+v"(bv[v]));  /* (kept in a register, as in dots_block) */
+    }
     for (int r = 0; r < NI; r++) {
       T av = s->a[(i + r) * s->lda + p];
       for (int v = 0; v < 4; v++) acc[r][v] += av * bv[v];
@@ -229,15 +287,25 @@ static T *scratch(size_t bytes) {
 }
 
 static void pack_a(int ta, const T *a, long lda, long m, long k, T *ap) {
+  if (ta) {
+    /* op(A)[i][p] = a[p * lda + i]: each row of a read once, its values dealt to the panels'
+       MR-value steps (panel by panel, a weight gradient's long k x m a was read m / MR times
+       over, every cache line of it for MR of its values) */
+    long full = m / MR * MR;
+    for (long p = 0; p < k; p++) {
+      const T *from = a + p * lda;
+      for (long i0 = 0; i0 < full; i0 += MR)
+#pragma GCC unroll 8
+        for (long r = 0; r < MR; r++) ap[i0 * k + p * MR + r] = from[i0 + r];
+      if (full < m)
+        for (long r = 0; r < MR; r++) ap[full * k + p * MR + r] = full + r < m ? from[full + r] : 0;
+    }
+    return;
+  }
   for (long i0 = 0; i0 < m; i0 += MR) {
     T *to = ap + i0 * k;
     long mr = m - i0 < MR ? m - i0 : MR;
-    if (ta) {  /* op(A)[i][p] = a[p * lda + i]: MR contiguous values per step */
-      for (long p = 0; p < k; p++) {
-        const T *from = a + p * lda + i0;
-        for (long r = 0; r < MR; r++) to[p * MR + r] = r < mr ? from[r] : 0;
-      }
-    } else if (mr == MR) { /* MR rows read side by side, a step at a time */
+    if (mr == MR) { /* MR rows read side by side, a step at a time */
       const T *from = a + i0 * lda;
       for (long p = 0; p < k; p++)
 #pragma GCC unroll 8

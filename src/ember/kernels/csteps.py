@@ -152,7 +152,7 @@ def linear_step(x, w, bias, out, *, transposed: bool, relu: bool = False) -> CSt
     n, k = (w.shape[0], w.shape[1]) if transposed else (w.shape[1], w.shape[0])
     m = int(np.prod(x.shape[:-1], dtype=np.int64))
     gemm = function_address(functions[0])
-    few = cgemm.runs_skinny(m, dtype)  # (measured: kernels/gemm_tune.py)
+    few = cgemm.runs_skinny(m, dtype, n, transposed)  # (measured: kernels/gemm_tune.py)
     itemsize = dtype.itemsize
     if few:  # (as `cgemm.skinny` and `cgemm.matmul` share their columns)
         big = cgemm.skinny_shared(m, n, k, itemsize)
@@ -167,6 +167,8 @@ def linear_step(x, w, bias, out, *, transposed: bool, relu: bool = False) -> CSt
     # the BLAS's gemm where `cgemm.matmul` would run it for this product (its choice for few
     # rows, else the nearer size's), else ember's own (0)
     kernel = cgemm.tuning().few_rows(dtype.name, m)
+    if kernel == cgemm.gemm_tune.SKINNY and not few:
+        kernel = None  # (a narrow product: the sizes' measured choice, as `cgemm.matmul`)
     blas = cgemm._use_blas(functions[1], dtype, 2 * m * n * k)
     if kernel is not None and os.environ.get("EMBER_GEMM", "") not in ("blas", "own"):
         blas = kernel == cgemm.gemm_tune.BLAS and functions[1] is not None
