@@ -3,7 +3,8 @@
 They have no public function (F.gelu, F.layer_norm, F.softmax and F.log_softmax, whose OpInfo
 entries run them forward, record them in their VJPs), so no sample here calls them; their own
 VJPs are second derivatives, which tests/ops/samples_norm_act.py (samples_hardtanh.py,
-samples_piecewise.py for the piecewise activations, samples_group_norm.py for group norm's)
+samples_piecewise.py for the piecewise activations, samples_smooth_activations.py for
+silu's, softplus' and elu's, samples_group_norm.py for group norm's)
 checks against PyTorch's double backward and by finite differences."""
 
 OPS = []
@@ -24,5 +25,8 @@ INTERNAL = {
         "leaky_relu_backward",
         "log_softmax_backward",
         "softmax_backward",
+        "silu_backward",
+        "softplus_backward",
+        "elu_backward",
     )
 }

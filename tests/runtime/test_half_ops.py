@@ -72,8 +72,13 @@ ATTRS = {
     "hardtanh_backward": {"lo": -1.0, "hi": 2.5},
     "leaky_relu": {"slope": 0.25},
     "leaky_relu_backward": {"slope": 0.25},
+    "softplus": {"beta": 2.0, "threshold": 5.0},
+    "softplus_backward": {"beta": 2.0, "threshold": 5.0},
+    "elu": {"alpha": 1.7, "scale": 1.05, "input_scale": 0.5},
+    "elu_backward": {"alpha": 1.7, "scale": 1.05, "input_scale": 0.5},
 }
 SAME_SHAPE = {"hardtanh_backward", "leaky_relu_backward", "hardswish_backward"}
+SAME_SHAPE |= {"silu_backward", "softplus_backward", "elu_backward"}
 COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge"}
 EXACT |= {"hardtanh", "hardtanh_backward", "leaky_relu", "leaky_relu_backward"}
 

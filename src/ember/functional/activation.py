@@ -28,6 +28,7 @@ from ..ops.elementwise import to_tensor
 from ..ops.hardtanh import HARDTANH
 from ..ops.norm_act import GELU, GELU_TANH
 from ..ops.piecewise import HARDSWISH, LEAKY_RELU
+from ..ops.smooth_activations import ELU, SILU, SOFTPLUS
 from ._common import dim_arg, float_input
 
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
@@ -68,7 +69,7 @@ def gelu(input, approximate: str = "none"):
 def silu(input, inplace: bool = False):
     """``x * sigmoid(x)`` (swish)."""
     x = _activation("silu", input)
-    return _maybe_inplace("silu", x, inplace, lambda t: t * E.sigmoid(t))
+    return _maybe_inplace("silu", x, inplace, lambda t: apply(SILU, t))
 
 
 @export(functional=True, toplevel=False)
@@ -79,14 +80,11 @@ def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
     return _maybe_inplace("leaky_relu", x, inplace, lambda t: apply(LEAKY_RELU, t, slope=slope))
 
 
-def _elu_core(x, alpha: float, input_scale: float = 1.0):
-    """``x`` where positive, else ``alpha * (exp(x * input_scale) - 1)``; at 0 the gradient is
-    the negative branch's, ``alpha * input_scale`` (PyTorch's convention)."""
-    positive = x > 0
-    negative_part = E.where(positive, 0, x)  # keeps exp from overflowing in the unused branch
-    if input_scale != 1.0:
-        negative_part = negative_part * input_scale
-    return E.where(positive, x, E.expm1(negative_part) * alpha)
+def _elu_core(x, alpha: float, input_scale: float = 1.0, scale: float = 1.0):
+    """``scale * x`` where positive, else ``expm1(x * input_scale) * alpha * scale``: one op
+    each way (ops/smooth_activations.py); at 0 the gradient is the negative side's, ``alpha *
+    scale * input_scale`` (PyTorch's convention)."""
+    return apply(ELU, x, alpha=alpha, scale=scale, input_scale=input_scale)
 
 
 @export(functional=True, toplevel=False)
@@ -100,7 +98,9 @@ def elu(input, alpha: float = 1.0, inplace: bool = False):
 def selu(input, inplace: bool = False):
     """Scaled ELU with PyTorch's constants: ``scale * elu(x, alpha)``."""
     x = _activation("selu", input)
-    return _maybe_inplace("selu", x, inplace, lambda t: _elu_core(t, _SELU_ALPHA) * _SELU_SCALE)
+    return _maybe_inplace(
+        "selu", x, inplace, lambda t: _elu_core(t, _SELU_ALPHA, scale=_SELU_SCALE)
+    )
 
 
 @export(functional=True)
@@ -117,13 +117,7 @@ def celu(input, alpha: float = 1.0, inplace: bool = False):
 def softplus(input, beta: float = 1.0, threshold: float = 20.0):
     """``log(1 + exp(beta * x)) / beta``, and ``x`` itself where ``beta * x > threshold``."""
     x = _activation("softplus", input)
-    beta, threshold = float(beta), float(threshold)
-    bx = x * beta if beta != 1.0 else x
-    linear = bx > threshold
-    soft = E.log1p(E.exp(E.where(linear, 0, bx)))
-    if beta != 1.0:
-        soft = soft / beta
-    return E.where(linear, x, soft)
+    return apply(SOFTPLUS, x, beta=float(beta), threshold=float(threshold))
 
 
 def _clamp_strict(x, lo: float, hi: float):
