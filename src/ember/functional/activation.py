@@ -66,8 +66,8 @@ def gelu(input, approximate: str = "none"):
 
 @export(functional=True, toplevel=False)
 def silu(input, inplace: bool = False):
-    """``x * sigmoid(x)`` (swish)."""
-    x = _activation("silu", input)
+    """``x * sigmoid(x)`` (swish); complex tensors too, as PyTorch's."""
+    x = float_input("silu", input, complex_ok=True)
     return _maybe_inplace("silu", x, inplace, lambda t: t * E.sigmoid(t))
 
 

@@ -74,7 +74,7 @@ def embedding(
         )
         return input.with_values(rows)
     idx = _indices(input)
-    weight = float_input("embedding", weight, "weight")
+    weight = float_input("embedding", weight, "weight", complex_ok=True)
     if weight.ndim != 2:
         raise ShapeError(
             f"weight must be 2-D (num_embeddings, embedding_dim), got shape "

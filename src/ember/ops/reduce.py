@@ -562,13 +562,14 @@ def logsumexp(x, dim=None, keepdim=False, *, axis=None, keepdims=None):
     is -inf (the log of an empty sum), as in PyTorch. ``dim=()`` reduces every dimension, like
     `sum` (PyTorch 2.13 fails on it with a shape error)."""
     x = to_tensor(x)
-    if not x.dtype.is_floating_point:
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
         x = E.cast(x, dt.get_default_dtype())
     axes, keep = _args("logsumexp", x, dim, axis, keepdim, keepdims)
     if _count(x, axes) == 0:
         return sum(x, axes, keepdim=keep) + float("-inf")
-    # the shift cancels in value and in gradient, so it needs no history
-    shift = apply(_MAX, x.detach(), axes=axes, keepdims=True)
+    # the shift cancels in value and in gradient, so it needs no history; complex tensors
+    # shift by the largest real part (PyTorch's), the log the principal one
+    shift = apply(_MAX, E.real(x).detach(), axes=axes, keepdims=True)
     shift = E.where(E.isfinite(shift), shift, 0)
     total = sum(E.exp(x - shift), axes, keepdim=True)
     out = E.log(total) + shift

@@ -28,8 +28,17 @@ from . import api as E
 from ._autocast import Autocast, autocasts
 from ._index_plan import IndexOutOfRangeError
 from ._registry import OpDef, TensorBase, apply, export, register
+from ._rules import Complex
 from ._scatter_kernels import normalized
-from ._util import fmt_shape, memory_cost, normalize_axis, numel, require_int, same_type
+from ._util import (
+    fmt_shape,
+    memory_cost,
+    normalize_axis,
+    numel,
+    refuse_complex,
+    require_int,
+    same_type,
+)
 from .elementwise import to_tensor
 from .gather import _GATHER, _SCATTER, _SCATTER_ADD, _check_index, _gather_for_src, _leading
 
@@ -79,6 +88,8 @@ def _scatter_reduce_infer(x, index, src, *, axis, reduce, include_self):
         )
     if reduce == "mean" and x.dtype is dt.bool_:
         raise DTypeError("reduce='mean' is not defined for bool tensors", op="scatter_reduce")
+    if reduce in ("amax", "amin"):  # (complex numbers have no order; PyTorch refuses them too)
+        refuse_complex("scatter_reduce", x, reason=f"reduce={reduce!r} of {x.dtype} tensors")
     _check_index("scatter_reduce", index, (("the input", x, False), ("src", src, True)), axis)
     return same_type(x)
 
@@ -163,7 +174,7 @@ def _scatter_reduce_vjp(c, g):
         src_hit = E.cast(lead == value, g.dtype)
         share = g / sums(src_hit, x_hit)
         gx, gsrc = x_hit * share, to_src(src_hit * gather(share))
-    else:  # prod
+    else:  # prod (holomorphic: complex gradients take the conjugated partial products)
         safe_x = E.where(x == 0, 1, x)
         without_x = apply(
             _SCATTER_REDUCE,
@@ -174,7 +185,7 @@ def _scatter_reduce_vjp(c, g):
             reduce="prod",
             include_self=include_self,
         )
-        gx = g * without_x / safe_x
+        gx = g * E.conj(without_x / safe_x)
         src_zero = lead == 0
         zeros_there = gather(
             sums(E.cast(src_zero, g.dtype), E.zeros(tuple(x.shape), dtype=g.dtype))
@@ -189,8 +200,8 @@ def _scatter_reduce_vjp(c, g):
             reduce="prod",
             include_self=include_self,
         )
-        others = gather(g * result) / E.where(src_zero, 1, lead)
-        gsrc = to_src(E.where(single_zero, gather(g * without_zero), others))
+        others = gather(g * E.conj(result)) / E.conj(E.where(src_zero, 1, lead))
+        gsrc = to_src(E.where(single_zero, gather(g * E.conj(without_zero)), others))
     if not include_self:
         gx = E.where(_scattered(x.shape, index, axis), 0, gx)
     return gx, None, gsrc
@@ -243,6 +254,7 @@ _SCATTER_REDUCE = register(
         cost=lambda i, o, a: memory_cost(i, o, a)._replace(flops=numel(i[1].shape)),
         save_outputs=(0,),
         batch=None,
+        complex=Complex.GRADIENT,  # (sum, prod and mean; the shape rule refuses amax, amin)
         doc="scatter_reduce(x, index, src, axis, reduce, include_self): x with the src values "
         "at [index[i][j]][j] (axis 0) combined by reduce (sum, prod, mean, amax, amin), x's "
         "own value included when include_self",
