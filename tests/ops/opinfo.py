@@ -43,6 +43,7 @@ __all__ = [
     "Sample",
     "TORCH_MISSING",
     "WITH_COMPLEX",
+    "with_complex",
     "away_from",
     "recording",
     "rng",
@@ -143,6 +144,43 @@ class OpInfo:
 
     def __repr__(self) -> str:
         return self.name
+
+
+# Public functions whose dtype sweep runs complex64 and complex128 against PyTorch, wherever
+# their entry's sweep reaches float64 (`with_complex`; cast_array gives the samples imaginary
+# parts): those PyTorch computes in complex, and those it refuses
+# complex tensors for where ember must refuse too (sort, isin, nansum, interpolate, ...). Their
+# gradients in complex are tests/ops/test_complex9.py's (the sweep compares values).
+COMPLEX_SWEEP = frozenset(
+    {
+        # convolutions (complex products) and torch.convolution (which PyTorch refuses)
+        *("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d"),
+        *("conv_transpose3d", "conv_tbc", "convolution"),
+        # elementwise and reductions
+        *("lerp", "logsumexp", "exp2", "silu", "sinc", "logaddexp", "float_power", "softsign"),
+        *("abs", "angle", "sgn", "pow", "reciprocal", "rsqrt", "sqrt", "log", "exp", "tanh"),
+        *("sigmoid", "cumsum", "cumprod", "prod", "mean", "var", "std", "sum", "dist", "renorm"),
+        *("isposinf", "isneginf", "nansum"),
+        # statistics, products and their scaled sums
+        *("cov", "corrcoef", "vander", "addr", "addmv", "bmm", "baddbmm", "einsum", "tensordot"),
+        # selection, indexing and layout
+        *("nonzero", "argwhere", "nonzero_static", "where", "masked_fill", "index_put"),
+        *("scatter", "scatter_reduce", "index_reduce", "pad", "roll", "flip", "cat", "stack"),
+        *("sort", "argsort", "msort", "topk", "isin"),
+        # nn.functional
+        *("embedding", "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout"),
+        *("feature_alpha_dropout", "l1_loss", "soft_margin_loss", "poisson_nll_loss"),
+        *("triplet_margin_loss", "normalize", "rms_norm", "interpolate"),
+    }
+)
+
+
+def with_complex(op: OpInfo) -> OpInfo:
+    """``op`` with complex64 and complex128 in its dtype sweep if COMPLEX_SWEEP names it (run by
+    test_opinfo.py once every database module has set its entries' dtypes)."""
+    if op.name in COMPLEX_SWEEP and "float64" in op.dtypes:
+        op.dtypes = tuple(op.dtypes) + tuple(c for c in COMPLEX if c not in op.dtypes)
+    return op
 
 
 # ------------------------------------------------------------------------------ libraries

@@ -30,7 +30,7 @@ def _param(op: str, p, x, shape: tuple, what: str):
     """An affine parameter or running buffer: a float tensor of ``shape`` in x's dtype."""
     if p is None:
         return None
-    p = float_input(op, p, what)
+    p = float_input(op, p, what, complex_ok=x.dtype.is_complex)
     if tuple(p.shape) != tuple(shape):
         raise ShapeError(
             f"{what} of shape {fmt_shape(p.shape)} does not match the expected shape "

@@ -33,6 +33,7 @@ from ._util import (
     require_float_or_complex,
     value_bytes,
 )
+from .cast import requested_cast
 from .elementwise import to_tensor
 
 
@@ -217,7 +218,7 @@ def sum(x, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
     """Sum over ``dim`` (all dimensions by default); ints and bools sum to int64."""
     x = to_tensor(x)
     if dtype is not None:
-        x = E.cast(x, dtype)
+        x = requested_cast(x, dtype)  # (complex to real: PyTorch's real part, warned)
     axes, keep = _args("sum", x, dim, axis, keepdim, keepdims)
     return apply(_SUM, x, axes=axes, keepdims=keep)
 
@@ -291,7 +292,7 @@ def prod(x, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
     """Product over ``dim`` (all dimensions by default)."""
     x = to_tensor(x)
     if dtype is not None:
-        x = E.cast(x, dtype)
+        x = requested_cast(x, dtype)  # (complex to real: PyTorch's real part, warned)
     axes, keep = _args("prod", x, dim, axis, keepdim, keepdims)
     return apply(_PROD, x, axes=axes, keepdims=keep)
 
@@ -489,7 +490,7 @@ def mean(x, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
     """Arithmetic mean over ``dim`` (floating tensors only, as in PyTorch)."""
     x = to_tensor(x)
     if dtype is not None:
-        x = E.cast(x, dtype)
+        x = requested_cast(x, dtype)  # (complex to real: PyTorch's real part, warned)
     require_float_or_complex("mean", x)
     axes, keep = _args("mean", x, dim, axis, keepdim, keepdims)
     total = apply(_SUM, x, axes=axes, keepdims=keep)
