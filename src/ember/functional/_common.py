@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import warnings
 
-from ..errors import KernelDTypeError, ShapeError
+from ..errors import ComplexDTypeError, KernelDTypeError, ShapeError
+from ..grad_mode import is_grad_enabled
 from ..ops import api as E
 from ..ops._util import fmt_shape, normalize_axis, numel, refuse_complex
 from ..ops.elementwise import to_tensor
@@ -56,6 +57,18 @@ def float_input(op: str, x, what: str = "input", *, complex_ok: bool = False):
             op=op,
         )
     return x
+
+
+def refuse_complex_grad(op: str, x, advice: str = "") -> None:
+    """A function PyTorch computes for complex tensors but cannot differentiate there (its
+    embedding, silu, soft_margin_loss): a complex ``x`` that requires grad, while gradients
+    are recorded, is refused in PyTorch's words."""
+    if x.dtype.is_complex and x.requires_grad and is_grad_enabled():
+        raise ComplexDTypeError(
+            f"{op} does not support automatic differentiation for outputs with complex dtype "
+            f"(as PyTorch){advice}",
+            op=op,
+        )
 
 
 def refuse_complex_draw(op: str, x) -> None:

@@ -28,7 +28,7 @@ from ..ops.elementwise import to_tensor
 from ..ops.hardtanh import HARDTANH
 from ..ops.norm_act import GELU, GELU_TANH
 from ..ops.piecewise import HARDSWISH, LEAKY_RELU
-from ._common import dim_arg, float_input
+from ._common import dim_arg, float_input, refuse_complex_grad
 
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -66,8 +66,9 @@ def gelu(input, approximate: str = "none"):
 
 @export(functional=True, toplevel=False)
 def silu(input, inplace: bool = False):
-    """``x * sigmoid(x)`` (swish); complex tensors too, as PyTorch's."""
+    """``x * sigmoid(x)`` (swish); complex tensors too, without a gradient, as PyTorch's."""
     x = float_input("silu", input, complex_ok=True)
+    refuse_complex_grad("silu", x, ": compute it as x * sigmoid(x)")
     return _maybe_inplace("silu", x, inplace, lambda t: t * E.sigmoid(t))
 
 

@@ -22,7 +22,7 @@ from ..ops._autocast import Autocast, autocasts
 from ..ops._registry import export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import promote, to_tensor
-from ._common import concrete, float_input, reduce_loss, reduction_arg
+from ._common import concrete, float_input, reduce_loss, reduction_arg, refuse_complex_grad
 from .activation import logsigmoid, softplus
 
 
@@ -57,6 +57,7 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction: s
     reduction = reduction_arg(op, reduction, size_average, reduce)
     x, t = promote(float_input(op, input, complex_ok=True), to_tensor(target), floating=True)
     if x.dtype.is_complex:  # (PyTorch's formula: softplus takes no complex tensors)
+        refuse_complex_grad(op, x)
         return reduce_loss(E.log1p(E.exp(-t * x)), reduction)
     return reduce_loss(softplus(-t * x), reduction)
 

@@ -340,9 +340,24 @@ _unary(
     complex=Complex.GRADIENT,
     onnx=_onnx.composite(ox.onnx_rsqrt),
 )
+
+
+def _reciprocal_kernel(x):
+    """np.reciprocal; a complex zero's reciprocal is PyTorch's complex infinity, inf + nan j
+    (NumPy's is nan + nan j)."""
+    if not np.iscomplexobj(x):
+        return np.reciprocal(x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.reciprocal(x)
+    zero = x == 0
+    if zero.any():
+        out = np.where(zero, np.asarray(complex(np.inf, np.nan), x.dtype), out)
+    return out
+
+
 _unary(
     "reciprocal",
-    np.reciprocal,
+    _reciprocal_kernel,
     lambda c, g: (-g * E.conj(c.outputs[0] * c.outputs[0]),),
     save="output",
     onnx=_onnx.node("Reciprocal"),

@@ -174,7 +174,7 @@ def _scatter_reduce_vjp(c, g):
         src_hit = E.cast(lead == value, g.dtype)
         share = g / sums(src_hit, x_hit)
         gx, gsrc = x_hit * share, to_src(src_hit * gather(share))
-    else:  # prod (holomorphic: complex gradients take the conjugated partial products)
+    else:  # prod
         safe_x = E.where(x == 0, 1, x)
         without_x = apply(
             _SCATTER_REDUCE,
@@ -185,7 +185,7 @@ def _scatter_reduce_vjp(c, g):
             reduce="prod",
             include_self=include_self,
         )
-        gx = g * E.conj(without_x / safe_x)
+        gx = g * without_x / safe_x
         src_zero = lead == 0
         zeros_there = gather(
             sums(E.cast(src_zero, g.dtype), E.zeros(tuple(x.shape), dtype=g.dtype))
@@ -200,8 +200,8 @@ def _scatter_reduce_vjp(c, g):
             reduce="prod",
             include_self=include_self,
         )
-        others = gather(g * E.conj(result)) / E.conj(E.where(src_zero, 1, lead))
-        gsrc = to_src(E.where(single_zero, gather(g * E.conj(without_zero)), others))
+        others = gather(g * result) / E.where(src_zero, 1, lead)
+        gsrc = to_src(E.where(single_zero, gather(g * without_zero), others))
     if not include_self:
         gx = E.where(_scattered(x.shape, index, axis), 0, gx)
     return gx, None, gsrc
@@ -254,7 +254,9 @@ _SCATTER_REDUCE = register(
         cost=lambda i, o, a: memory_cost(i, o, a)._replace(flops=numel(i[1].shape)),
         save_outputs=(0,),
         batch=None,
-        complex=Complex.GRADIENT,  # (sum, prod and mean; the shape rule refuses amax, amin)
+        # sum, prod and mean of complex values (the shape rule refuses amax and amin), without
+        # a gradient: PyTorch's scatter_reduce has no complex derivative either
+        complex=Complex.VALUES,
         doc="scatter_reduce(x, index, src, axis, reduce, include_self): x with the src values "
         "at [index[i][j]][j] (axis 0) combined by reduce (sum, prod, mean, amax, amin), x's "
         "own value included when include_self",
