@@ -122,6 +122,7 @@ GRADIENT_CASES = [
     ("masked_fill", lambda L, x: x.masked_fill(L.tensor(IDX == 1), 2 - 1j), [((2, 3), C)]),
     ("index_put", lambda L, x, v: x.index_put((L.tensor([1, 0]),), v), [((2, 3), C), ((3,), C)]),
     ("scatter", lambda L, x, s: x.scatter(1, _index(L), s), [((2, 3), C), ((2, 3), C)]),
+    ("scatter value", lambda L, x: x.scatter(1, _index(L)[:, :2], 2 - 1j), [((2, 3), C)]),
     ("pad reflect", lambda L, x: L.nn.functional.pad(x, (2, 1), mode="reflect"), [((1, 2, 4), C)]),
     (
         "pad circular",
@@ -206,6 +207,8 @@ def test_branch_cuts_and_special_values_match_pytorch(name, fn):
             "Complex",
         ),
         (lambda L, z: L.logaddexp2(z, z), "logaddexp2", "float"),
+        (lambda L, z: z.real.masked_fill(z.real > 1, 1j), "masked_fill", "1j"),
+        (lambda L, z: z.real.scatter(1, L.tensor(IDX), 1j), "scatter", "1j"),
         (lambda L, z: L.nn.functional.silu(z.requires_grad_()), "silu", "differentiation"),
         (
             lambda L, z: L.nn.functional.soft_margin_loss(z.requires_grad_(), z.detach()),

@@ -11,6 +11,7 @@ import operator
 
 from ..dtypes import DType
 from ..errors import (
+    ArgumentError,
     AxisError,
     ComplexDTypeError,
     DTypeError,
@@ -160,6 +161,17 @@ def check_scalars(op: str, dtype: DType, *scalars) -> None:
         dtype.is_floating_point or dtype.is_complex
     ):
         raise DTypeError(f"{op}: beta and alpha must be integers for {dtype} tensors", op=op)
+
+
+def check_fill_value(op: str, value, dtype: DType) -> None:
+    """A Python complex written into a real tensor (masked_fill, scatter's value): refused as
+    PyTorch refuses it, where a real one would be cast."""
+    if isinstance(value, complex) and not dtype.is_complex:
+        raise ArgumentError(
+            f"value {value!r} cannot be converted to type {dtype} without overflow (a complex "
+            "value for a real tensor)",
+            op=op,
+        )
 
 
 def refuse_complex(op: str, *tensors, reason: str | None = None) -> None:
