@@ -467,15 +467,14 @@ CHOLESKY = _linalg_op(
 def cholesky(A, *, upper: bool = False):
     """``torch.linalg.cholesky``: the lower-triangular ``L`` with ``A = L L^T`` for symmetric
     positive-definite ``A`` (..., n, n), reading only A's lower triangle; ``upper=True``
-    returns ``L^T``, reading only A's upper triangle (as PyTorch's LAPACK call with uplo 'U':
-    the factor of ``A^H``, whose lower triangle that is). A matrix that is not
-    positive-definite raises `LinAlgError` naming the batch element and the order of the
-    failing leading minor. A complex ``A`` is read as a Hermitian matrix (``A = L L^H``;
-    ``upper=True`` returns ``L^H``). Gradient as PyTorch's."""
-    A = to_tensor(A)
-    if upper:
-        return mH(apply(CHOLESKY, mH(A)))
-    return apply(CHOLESKY, A)
+    returns ``L^T``. A matrix that is not positive-definite raises `LinAlgError` naming the
+    batch element and the order of the failing leading minor. A complex ``A`` is read as a
+    Hermitian matrix (``A = L L^H``; ``upper=True`` returns ``L^H``). Gradient as PyTorch's.
+    (PyTorch's LAPACK call reads the upper triangle for ``upper=True``, its gradient is the
+    lower one's: ember reads the lower triangle throughout, so the two agree on every
+    Hermitian input, values and gradients.)"""
+    L = apply(CHOLESKY, to_tensor(A))
+    return mH(L) if upper else L
 
 
 @export(name="cholesky", method="cholesky")
