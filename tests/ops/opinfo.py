@@ -35,12 +35,15 @@ from .harness import TORCH_MISSING, away_from, recording, rng, torch
 
 __all__ = [
     "ALL_DTYPES",
+    "COMPLEX",
     "DT",
     "FLOATS",
     "Fn",
     "OpInfo",
     "Sample",
     "TORCH_MISSING",
+    "WITH_COMPLEX",
+    "with_complex",
     "away_from",
     "recording",
     "rng",
@@ -60,6 +63,9 @@ ALL_DTYPES = (
     "float64",
 )
 FLOATS = ("float16", "bfloat16", "float32", "float64")
+COMPLEX = ("complex64", "complex128")
+# the sweep of an op PyTorch computes in complex too (opinfo entries' ``dtypes=WITH_COMPLEX``)
+WITH_COMPLEX = ALL_DTYPES + COMPLEX
 INTS = ("uint8", "int8", "int16", "int32", "int64")
 
 
@@ -140,6 +146,43 @@ class OpInfo:
         return self.name
 
 
+# Public functions whose dtype sweep runs complex64 and complex128 against PyTorch, wherever
+# their entry's sweep reaches float64 (`with_complex`; cast_array gives the samples imaginary
+# parts): those PyTorch computes in complex, and those it refuses
+# complex tensors for where ember must refuse too (sort, isin, nansum, interpolate, ...). Their
+# gradients in complex are tests/ops/test_complex9.py's (the sweep compares values).
+COMPLEX_SWEEP = frozenset(
+    {
+        # convolutions (complex products) and torch.convolution (which PyTorch refuses)
+        *("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d"),
+        *("conv_transpose3d", "conv_tbc", "convolution"),
+        # elementwise and reductions
+        *("lerp", "logsumexp", "exp2", "silu", "sinc", "logaddexp", "float_power", "softsign"),
+        *("abs", "angle", "sgn", "pow", "reciprocal", "rsqrt", "sqrt", "log", "exp", "tanh"),
+        *("sigmoid", "cumsum", "cumprod", "prod", "mean", "var", "std", "sum", "dist", "renorm"),
+        *("isposinf", "isneginf", "nansum"),
+        # statistics, products and their scaled sums
+        *("cov", "corrcoef", "vander", "addr", "addmv", "bmm", "baddbmm", "einsum", "tensordot"),
+        # selection, indexing and layout
+        *("nonzero", "argwhere", "nonzero_static", "where", "masked_fill", "index_put"),
+        *("scatter", "scatter_reduce", "index_reduce", "pad", "roll", "flip", "cat", "stack"),
+        *("sort", "argsort", "msort", "topk", "isin"),
+        # nn.functional
+        *("embedding", "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout"),
+        *("feature_alpha_dropout", "l1_loss", "soft_margin_loss", "poisson_nll_loss"),
+        *("triplet_margin_loss", "normalize", "rms_norm", "interpolate"),
+    }
+)
+
+
+def with_complex(op: OpInfo) -> OpInfo:
+    """``op`` with complex64 and complex128 in its dtype sweep if COMPLEX_SWEEP names it (run by
+    test_opinfo.py once every database module has set its entries' dtypes)."""
+    if op.name in COMPLEX_SWEEP and "float64" in op.dtypes:
+        op.dtypes = tuple(op.dtypes) + tuple(c for c in COMPLEX if c not in op.dtypes)
+    return op
+
+
 # ------------------------------------------------------------------------------ libraries
 
 
@@ -174,6 +217,8 @@ class Lib:
         if self.name == "ember":
             return t.numpy()
         t = t.detach()
+        if t.is_complex():  # (a lazily conjugated or negated view: its values)
+            t = t.resolve_conj().resolve_neg()
         if t.dtype == torch.bfloat16:
             return t.float().numpy().astype(ember.bfloat16.np)
         return t.numpy()
@@ -294,9 +339,9 @@ def flatten(lib: Lib, out) -> list:
 
 
 def tolerance(dtype: str, op: OpInfo) -> tuple[float, float]:
-    if dtype == "float64":
+    if dtype in ("float64", "complex128"):
         return op.rtol, op.atol
-    if dtype == "float32":
+    if dtype in ("float32", "complex64"):
         return 2e-5, 2e-5
     if dtype in ("float16", "bfloat16"):
         return op.half_tol * (3 if dtype == "bfloat16" else 1), op.half_tol * (
@@ -332,6 +377,11 @@ def assert_values(got, want, dtype: str, op: OpInfo, at: str) -> None:
     if dtype in ("bool",) or dtype in INTS:
         np.testing.assert_array_equal(got, want, err_msg=at)
         return
+    if dtype in COMPLEX:  # the real and imaginary parts, each as a float of its precision
+        parts = ("float64" if dtype == "complex128" else "float32", np.real, np.imag)
+        for part in parts[1:]:
+            assert_values(part(got), part(want), parts[0], op, f"{at} ({part.__name__})")
+        return
     got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
     rtol, atol = tolerance(dtype, op)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=f"{at}: NaN positions")
@@ -348,6 +398,10 @@ def cast_array(a: np.ndarray, dtype: str) -> np.ndarray:
     rounded and small; uint8: non-negative; bool: the positive ones)."""
     if _dtype_name(a.dtype) not in FLOATS:
         return a  # indices and masks keep their dtype
+    if dtype in COMPLEX:  # the values as real parts, imaginary parts of the same size beside
+        finite = np.nan_to_num(a.astype(np.float64), nan=0.3, posinf=2.0, neginf=-2.0)
+        imag = 0.7 * np.roll(finite.ravel(), 1).reshape(a.shape)
+        return np.asarray(a.astype(np.complex128) + 1j * imag).astype(getattr(ember, dtype).np)
     if dtype == "bool":
         return np.asarray(a > 0)
     if dtype in INTS:

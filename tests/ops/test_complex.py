@@ -100,7 +100,7 @@ def test_creation_casts_and_conversions():
     with pytest.warns(UserWarning, match="discards"):
         assert ember.tensor([2 + 1j]).to(ember.int64).tolist() == [2]
     with pytest.raises(EmberError, match="imaginary"):  # (no silent cast inside ops)
-        ember.cov(ember.tensor([[1 + 1j, 2]]))
+        ember.deg2rad(ember.tensor([[1 + 1j, 2]]))  # (PyTorch refuses it for complex too)
 
 
 def test_printing_equals_torchs():
@@ -277,7 +277,7 @@ def test_every_op_without_the_rule_refuses_a_complex_operand():
         lambda z: z < z,
         lambda z: ember.sign(z),
         lambda z: ember.softmax(z, -1),
-        lambda z: ember.nn.functional.conv2d(z[None, None], z[None, None]),
+        lambda z: ember.nn.functional.avg_pool2d(z[None, None], 2),
         lambda z: ember.floor(z),
         lambda z: ember.maximum(z, z),
         lambda z: ember.trunc(z),

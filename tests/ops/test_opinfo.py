@@ -36,6 +36,7 @@ from .opinfo import (
     run,
     spellings_of,
     torch,
+    with_complex,
 )
 
 _HERE = Path(__file__).parent
@@ -48,6 +49,7 @@ for _info in sorted(pkgutil.iter_modules([str(_HERE)]), key=lambda m: m.name):
         OPS += _module.OPS
         NO_TORCH.update(getattr(_module, "NO_TORCH", {}))
         INTERNAL.update(getattr(_module, "INTERNAL", {}))
+OPS = [with_complex(op) for op in OPS]  # (opinfo.COMPLEX_SWEEP: complex dtypes swept too)
 
 
 def _ids(ops):

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import warnings
 
-from ..errors import KernelDTypeError, ShapeError
+from ..errors import ComplexDTypeError, KernelDTypeError, ShapeError
+from ..grad_mode import is_grad_enabled
 from ..ops import api as E
-from ..ops._util import fmt_shape, normalize_axis
+from ..ops._util import fmt_shape, normalize_axis, numel, refuse_complex
 from ..ops.elementwise import to_tensor
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -44,15 +45,39 @@ def reduce_loss(loss, reduction: str):
     return E.mean(loss)
 
 
-def float_input(op: str, x, what: str = "input"):
-    """``x`` as a tensor, which must be floating point (losses and norms are float-only)."""
+def float_input(op: str, x, what: str = "input", *, complex_ok: bool = False):
+    """``x`` as a tensor, which must be floating point (losses and norms are float-only), or
+    complex with ``complex_ok`` (the functions PyTorch computes in complex too)."""
     x = to_tensor(x)
+    if complex_ok and x.dtype.is_complex:
+        return x
     if not x.dtype.is_floating_point:
         raise KernelDTypeError(
             f"{what} must be a floating-point tensor, got {x.dtype}; convert it with .float()",
             op=op,
         )
     return x
+
+
+def refuse_complex_grad(op: str, x, advice: str = "") -> None:
+    """A function PyTorch computes for complex tensors but cannot differentiate there (its
+    embedding, silu, soft_margin_loss): a complex ``x`` that requires grad, while gradients
+    are recorded, is refused in PyTorch's words."""
+    if x.dtype.is_complex and x.requires_grad and is_grad_enabled():
+        raise ComplexDTypeError(
+            f"{op} does not support automatic differentiation for outputs with complex dtype "
+            f"(as PyTorch){advice}",
+            op=op,
+        )
+
+
+def refuse_complex_draw(op: str, x) -> None:
+    """Dropout's mask draw on a complex tensor with elements: PyTorch's Bernoulli kernel
+    refuses it (so its dropout works on complex tensors only where it draws nothing)."""
+    if x.dtype.is_complex and numel(x.shape):
+        refuse_complex(
+            op, x, reason=f"a random mask for {x.dtype} (PyTorch's bernoulli_ refuses complex)"
+        )
 
 
 def check_same_shape(op: str, x, other, what: str) -> None:

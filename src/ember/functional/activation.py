@@ -29,7 +29,7 @@ from ..ops.hardtanh import HARDTANH
 from ..ops.norm_act import GELU, GELU_TANH
 from ..ops.piecewise import HARDSWISH, LEAKY_RELU
 from ..ops.smooth_activations import ELU, SILU, SOFTPLUS
-from ._common import dim_arg, float_input
+from ._common import dim_arg, float_input, refuse_complex_grad
 
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -67,8 +67,12 @@ def gelu(input, approximate: str = "none"):
 
 @export(functional=True, toplevel=False)
 def silu(input, inplace: bool = False):
-    """``x * sigmoid(x)`` (swish)."""
-    x = _activation("silu", input)
+    """``x * sigmoid(x)`` (swish): one op each way (ops/smooth_activations.py); complex
+    tensors too, as the composite, without a gradient, as PyTorch's."""
+    x = float_input("silu", input, complex_ok=True)
+    if x.dtype.is_complex:
+        refuse_complex_grad("silu", x, ": compute it as x * sigmoid(x)")
+        return _maybe_inplace("silu", x, inplace, lambda t: t * E.sigmoid(t))
     return _maybe_inplace("silu", x, inplace, lambda t: apply(SILU, t))
 
 

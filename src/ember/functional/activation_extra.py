@@ -15,7 +15,7 @@ from ..errors import ShapeError
 from ..ops import api as E
 from ..ops._registry import export
 from ..ops._util import fmt_shape
-from ._common import float_input
+from ._common import float_input, refuse_complex_draw
 from .dropout import _check_p
 
 
@@ -62,6 +62,7 @@ def _alpha_dropout(op: str, x, p: float, mask_shape: tuple, inplace: bool, gener
     if p == 1.0:
         fn = lambda t: t * 0.0  # noqa: E731 (PyTorch returns zeros for p = 1)
     else:
+        refuse_complex_draw(op, x)
         keep = E.bernoulli(E.full(mask_shape, 1.0 - p, dtype=x.dtype), generator=generator)
         a = 1.0 / math.sqrt((_ALPHA_PRIME**2 * p + 1) * (1 - p))
         shift = (keep - 1.0) * (_ALPHA_PRIME * a) + _ALPHA_PRIME * a * p
@@ -78,7 +79,7 @@ def alpha_dropout(
 ):
     """Dropout for SELU networks: keeps the input's mean and variance (see `_alpha_dropout`);
     the identity outside training or for ``p = 0``."""
-    x = float_input("alpha_dropout", input)
+    x = float_input("alpha_dropout", input, complex_ok=True)
     p = _check_p("alpha_dropout", p)
     if not training or p == 0.0:
         return x
@@ -92,7 +93,7 @@ def feature_alpha_dropout(
     """Alpha dropout of whole channels: one mask entry per (sample, channel) of an input of at
     least 2 dimensions (N, C, ...), broadcast over the rest."""
     op = "feature_alpha_dropout"
-    x = float_input(op, input)
+    x = float_input(op, input, complex_ok=True)
     p = _check_p(op, p)
     if x.ndim < 2:
         raise ShapeError(

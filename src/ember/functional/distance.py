@@ -95,9 +95,9 @@ def triplet_margin_loss(
     """``max(d(a, p) - d(a, n) + margin, 0)`` with ``d`` the `pairwise_distance`; ``swap``
     uses ``min(d(a, n), d(p, n))`` as the negative distance."""
     red = reduction_arg("triplet_margin_loss", reduction, size_average, reduce)
-    a = float_input("triplet_margin_loss", anchor, "anchor")
-    pos = float_input("triplet_margin_loss", positive, "positive")
-    neg = float_input("triplet_margin_loss", negative, "negative")
+    a = float_input("triplet_margin_loss", anchor, "anchor", complex_ok=True)
+    pos = float_input("triplet_margin_loss", positive, "positive", complex_ok=True)
+    neg = float_input("triplet_margin_loss", negative, "negative", complex_ok=True)
     if not (a.ndim == pos.ndim == neg.ndim) or a.ndim not in (1, 2):
         raise ShapeError(
             f"anchor, positive and negative must all be 1-D or all 2-D, got shapes "

@@ -3,9 +3,10 @@
 
 In training, each element (or each channel of each sample) is kept with probability ``1 - p``
 and scaled by ``1 / (1 - p)``, so the expected value is unchanged; outside training the input is
-returned as is. Masks come from ``ember.bernoulli`` with the given ``generator`` (the default
-generator otherwise), so a seed makes them reproducible. The gradient is the same mask times the
-same scale.
+returned as is. Complex tensors pass where no mask is drawn (outside training, p = 0 or 1, no
+elements), as in PyTorch, whose Bernoulli draw refuses them otherwise. Masks come from
+``ember.bernoulli`` with the given ``generator`` (the default generator otherwise), so a seed
+makes them reproducible. The gradient is the same mask times the same scale.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from ..errors import ShapeError
 from ..ops import api as E
 from ..ops._registry import export
 from ..ops._util import fmt_shape
-from ._common import float_input
+from ._common import float_input, refuse_complex_draw
 
 
 def _check_p(op: str, p) -> float:
@@ -31,6 +32,7 @@ def _masked(op: str, x, p: float, mask_shape: tuple, inplace: bool, generator):
     if p == 1.0:
         scaled_mask = E.zeros(mask_shape, dtype=x.dtype)
     else:
+        refuse_complex_draw(op, x)
         keep = E.full(mask_shape, 1.0 - p, dtype=x.dtype)
         scaled_mask = E.bernoulli(keep, generator=generator) * (1.0 / (1.0 - p))
     if inplace:
@@ -41,7 +43,7 @@ def _masked(op: str, x, p: float, mask_shape: tuple, inplace: bool, generator):
 @export(functional=True)
 def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False, *, generator=None):
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``."""
-    x = float_input("dropout", input)
+    x = float_input("dropout", input, complex_ok=True)
     p = _check_p("dropout", p)
     if not training or p == 0.0:
         return x
@@ -51,7 +53,7 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False,
 def _feature_dropout(op: str, x, p, training, inplace, generator, spatial: int):
     """Drop whole channels: the mask has one entry per (sample, channel), or per channel for an
     unbatched input, broadcast over the ``spatial`` trailing dimensions."""
-    x = float_input(op, x)
+    x = float_input(op, x, complex_ok=True)
     p = _check_p(op, p)
     if x.ndim not in (spatial + 1, spatial + 2):
         raise ShapeError(
@@ -82,7 +84,7 @@ def dropout2d(
 
     As in PyTorch, a 3-D input is taken as (N, C, L), i.e. 1-D channel dropout (with a warning);
     other ranks are accepted with a warning and drop along the first two dimensions."""
-    x = float_input("dropout2d", input)
+    x = float_input("dropout2d", input, complex_ok=True)
     if x.ndim != 4:
         warnings.warn(
             f"dropout2d: received a {x.ndim}-D input; its first two dimensions are taken as "

@@ -18,7 +18,7 @@ from ..ops._registry import export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import to_tensor
 from ..ragged import RaggedTensor
-from ._common import float_input
+from ._common import float_input, refuse_complex_grad
 
 
 def _indices(input):
@@ -74,7 +74,8 @@ def embedding(
         )
         return input.with_values(rows)
     idx = _indices(input)
-    weight = float_input("embedding", weight, "weight")
+    weight = float_input("embedding", weight, "weight", complex_ok=True)
+    refuse_complex_grad("embedding", weight, ": look the rows up under no_grad")
     if weight.ndim != 2:
         raise ShapeError(
             f"weight must be 2-D (num_embeddings, embedding_dim), got shape "

@@ -22,7 +22,7 @@ from ..ops._autocast import Autocast, autocasts
 from ..ops._registry import export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import promote, to_tensor
-from ._common import concrete, float_input, reduce_loss, reduction_arg
+from ._common import concrete, float_input, reduce_loss, reduction_arg, refuse_complex_grad
 from .activation import logsigmoid, softplus
 
 
@@ -55,7 +55,10 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction: s
     overflows to inf for ``-y * x`` above ~88 in float32)."""
     op = "soft_margin_loss"
     reduction = reduction_arg(op, reduction, size_average, reduce)
-    x, t = promote(float_input(op, input), to_tensor(target), floating=True)
+    x, t = promote(float_input(op, input, complex_ok=True), to_tensor(target), floating=True)
+    if x.dtype.is_complex:  # (PyTorch's formula: softplus takes no complex tensors)
+        refuse_complex_grad(op, x)
+        return reduce_loss(E.log1p(E.exp(-t * x)), reduction)
     return reduce_loss(softplus(-t * x), reduction)
 
 
@@ -184,7 +187,7 @@ def poisson_nll_loss(
     Stirling term still differentiates ``log(0)``)."""
     op = "poisson_nll_loss"
     reduction = reduction_arg(op, reduction, size_average, reduce)
-    x, t = promote(float_input(op, input), to_tensor(target), floating=True)
+    x, t = promote(float_input(op, input, complex_ok=True), to_tensor(target), floating=True)
     if log_input:
         loss = E.exp(x) - t * x
     else:

@@ -18,8 +18,8 @@ from ..ops.elementwise import promote
 from ._common import broadcast_target, float_input, reduce_loss, reduction_arg
 
 
-def _difference(op: str, input, target):
-    x = float_input(op, input)
+def _difference(op: str, input, target, complex_ok: bool = False):
+    x = float_input(op, input, complex_ok=complex_ok)
     x, t = promote(x, target, floating=True)
     x, t = broadcast_target(op, x, t)
     return x, x - t
@@ -60,9 +60,10 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "me
 @export(functional=True, toplevel=False)
 @autocasts(Autocast.FP32)
 def l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean", weight=None):
-    """Absolute error ``|x - t|`` (gradient 0 where equal, as PyTorch)."""
+    """Absolute error ``|x - t|`` (gradient 0 where equal, as PyTorch); complex tensors give
+    the real moduli."""
     reduction = reduction_arg("l1_loss", reduction, size_average, reduce)
-    x, diff = _difference("l1_loss", input, target)
+    x, diff = _difference("l1_loss", input, target, complex_ok=True)
     return _weighted("l1_loss", E.abs(diff), weight, x, reduction, True)
 
 

@@ -30,7 +30,7 @@ def _param(op: str, p, x, shape: tuple, what: str):
     """An affine parameter or running buffer: a float tensor of ``shape`` in x's dtype."""
     if p is None:
         return None
-    p = float_input(op, p, what)
+    p = float_input(op, p, what, complex_ok=x.dtype.is_complex)
     if tuple(p.shape) != tuple(shape):
         raise ShapeError(
             f"{what} of shape {fmt_shape(p.shape)} does not match the expected shape "
@@ -99,7 +99,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
 def rms_norm(input, normalized_shape, weight=None, eps: float | None = None):
     """``x / sqrt(mean(x**2) + eps)`` over the trailing dimensions, times ``weight``; ``eps``
     defaults to the machine epsilon of the input's dtype (as in PyTorch)."""
-    x = float_input("rms_norm", input)
+    x = float_input("rms_norm", input, complex_ok=True)  # (PyTorch's x * x, not |x|^2)
     shape, axes = _normalized_axes("rms_norm", x, normalized_shape)
     weight = _param("rms_norm", weight, x, shape, "weight")
     if eps is None:
@@ -317,11 +317,11 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
 def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None):
     """``x / max(||x||_p, eps)`` along ``dim`` (F.normalize). With ``out`` the result is also
     written into that tensor."""
-    x = float_input("normalize", input)
+    x = float_input("normalize", input, complex_ok=True)
     d = dim_arg("normalize", dim, max(x.ndim, 1))
     p = float(p)
     eps = float(eps)
-    if p == 2.0:
+    if p == 2.0 and not x.dtype.is_complex:
         # sqrt(max(sum x^2, eps^2)) == max(norm, eps), and its gradient stays finite at x == 0
         norm = E.sqrt(E.clip(E.sum(x * x, d, keepdim=True), min=eps * eps))
     else:

@@ -25,7 +25,7 @@ from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
 from ..ops._registry import export
-from ..ops._util import fmt_shape
+from ..ops._util import fmt_shape, refuse_complex
 from ..ops.elementwise import to_tensor
 from ._common import float_input
 
@@ -193,8 +193,10 @@ def interpolate(
     ``antialias=True`` (bilinear and bicubic, 4-D) uses PyTorch's separable antialiased filter:
     stretched by the scale when downsampling, normalized per output; on upsampling it is plain
     bilinear, and for bicubic PIL's a = -0.5 instead of -0.75, as PyTorch's. (PyTorch 2.13's
-    ``lanczos`` mode is not implemented.)"""
+    ``lanczos`` mode is not implemented.) Complex tensors are refused in every mode, as
+    PyTorch's kernels refuse them."""
     x = to_tensor(input)
+    refuse_complex("interpolate", x)
     if mode not in _MODES:
         raise UnsupportedError(f"unknown mode {mode!r}; expected one of {_MODES}", op="interpolate")
     if mode in ("nearest", "nearest-exact", "area"):

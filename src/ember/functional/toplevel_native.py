@@ -16,7 +16,7 @@ from .. import dtypes as dt
 from ..errors import ArgumentError, ShapeError
 from ..ops import api as E
 from ..ops._registry import FUNCTIONAL, export
-from ..ops._util import fmt_shape
+from ..ops._util import fmt_shape, refuse_complex
 from ..ops.elementwise import to_tensor
 
 # ------------------------------------------------------------------------------- norms
@@ -93,8 +93,11 @@ def convolution(
     input, weight, bias, stride, padding, dilation, transposed: bool, output_padding, groups: int
 ):
     """``torch.convolution``: aten's one convolution entry, every argument positional: the
-    1-, 2- or 3-d convolution (or transposed convolution) that ``weight``'s rank selects."""
+    1-, 2- or 3-d convolution (or transposed convolution) that ``weight``'s rank selects.
+    Complex tensors are refused, as PyTorch's aten entry does (its conv1d/2d/3d and
+    conv_transpose*d take them, as ember's do)."""
     w = to_tensor(weight)
+    refuse_complex("convolution", to_tensor(input), w)
     d = w.ndim - 2
     if d not in (1, 2, 3):
         raise ShapeError(

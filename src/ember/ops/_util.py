@@ -10,7 +10,15 @@ import math
 import operator
 
 from ..dtypes import DType
-from ..errors import AxisError, DTypeError, KernelDTypeError, ShapeError, TraceError
+from ..errors import (
+    ArgumentError,
+    AxisError,
+    ComplexDTypeError,
+    DTypeError,
+    KernelDTypeError,
+    ShapeError,
+    TraceError,
+)
 from ..symbolic import SymDim
 from ..types import TensorType
 from ._registry import Cost
@@ -137,6 +145,48 @@ def require_float_or_complex(op: str, *types) -> None:
     for t in types:
         if not (t.dtype.is_floating_point or t.dtype.is_complex):
             require_float(op, t)
+
+
+def check_scalars(op: str, dtype: DType, *scalars) -> None:
+    """The ``beta``/``alpha`` of the add-a-product functions (addmv, addr, addbmm, ...) for a
+    result of ``dtype``, PyTorch's rule: integer results take no float scalar, and only complex
+    results take a complex one."""
+    if any(isinstance(s, complex) for s in scalars) and not dtype.is_complex:
+        raise DTypeError(
+            f"{op}: complex beta and alpha need complex tensors, got {dtype}: "
+            f"{', '.join(repr(s) for s in scalars)}",
+            op=op,
+        )
+    if any(isinstance(s, float) for s in scalars) and not (
+        dtype.is_floating_point or dtype.is_complex
+    ):
+        raise DTypeError(f"{op}: beta and alpha must be integers for {dtype} tensors", op=op)
+
+
+def check_fill_value(op: str, value, dtype: DType) -> None:
+    """A Python complex written into a real tensor (masked_fill, scatter's value): refused as
+    PyTorch refuses it, where a real one would be cast."""
+    if isinstance(value, complex) and not dtype.is_complex:
+        raise ArgumentError(
+            f"value {value!r} cannot be converted to type {dtype} without overflow (a complex "
+            "value for a real tensor)",
+            op=op,
+        )
+
+
+def refuse_complex(op: str, *tensors, reason: str | None = None) -> None:
+    """A composite public function that PyTorch refuses for complex tensors (sort, isin,
+    nansum, interpolate, ...) refuses them by its own name before its primitives would (each
+    primitive's ``complex`` rule would name the primitive, or take them); ``reason``: PyTorch's
+    own words where it has some. Non-tensors pass."""
+    for t in tensors:
+        dtype = getattr(t, "dtype", None)
+        if dtype is not None and dtype.is_complex:
+            torch_name = "ComplexFloat" if dtype.name == "complex64" else "ComplexDouble"
+            raise ComplexDTypeError(
+                reason or f"not implemented for '{torch_name}' ({dtype}), as in PyTorch",
+                op=op,
+            )
 
 
 def require_same_dtype(op: str, *types) -> DType:

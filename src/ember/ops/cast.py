@@ -105,8 +105,9 @@ def cast(x, dtype, *, discard_imag: bool = False):
 
 
 def _user_cast(x, dtype):
-    """A cast the user asked for (``x.to(dtype)``, ``x.float()``): complex to real keeps the
-    real part, with PyTorch's warning."""
+    """A cast the user asked for (``x.to(dtype)``, ``x.float()``, the ``dtype=`` argument of
+    sum, prod, mean, cumsum and cumprod): complex to real keeps the real part, with PyTorch's
+    warning."""
     dtype = dt.as_dtype(dtype)
     if x.dtype.is_complex and not dtype.is_complex:
         warnings.warn(_DISCARDS, UserWarning, stacklevel=3)
@@ -173,3 +174,6 @@ export(
 )
 export(lambda self: _user_cast(self, dt.complex64), name="cfloat", method=True, toplevel=False)
 export(lambda self: _user_cast(self, dt.complex128), name="cdouble", method=True, toplevel=False)
+
+
+requested_cast = _user_cast  # (for the reductions' dtype= argument, ops/reduce.py, cumulative.py)

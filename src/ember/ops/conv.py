@@ -28,12 +28,13 @@ from ..kernels.conv_plan import compute_dtype, conv_geometry, conv_out_size
 from ..types import TensorType
 from . import _batching, conv_epilogue
 from . import _onnx_conv as oxc
+from . import api as E
 from ._conv_kernels import conv_forward as _forward_kernel
 from ._conv_kernels import conv_input_grad as _input_grad_kernel
 from ._conv_kernels import conv_weight_grad as _weight_grad_kernel
 from ._registry import Cost, OpDef, apply, register
-from ._rules import Autocast, ChannelWeights
-from ._util import fmt_shape, half_precision, io_bytes, numel, require_float, value_bytes
+from ._rules import Autocast, ChannelWeights, Complex
+from ._util import fmt_shape, half_precision, io_bytes, numel, require_float_or_complex, value_bytes
 
 # ----------------------------------------------------------------------------- shape rules
 
@@ -55,7 +56,7 @@ def _check_operands(name, a, w, groups, a_what):
             f"of shape {fmt_shape(w.shape)}, got {a_what} of shape {fmt_shape(a.shape)}",
             op=name,
         )
-    require_float(name, a, w)
+    require_float_or_complex(name, a, w)
     if a.dtype is not w.dtype:
         raise DTypeError(
             f"{a_what} ({a.dtype}) and weight ({w.dtype}) must have one dtype; convert one of "
@@ -128,7 +129,7 @@ def _weight_grad_infer(x, gy, *, stride, padding, dilation, groups, kernel_size)
             "the same rank (at least 3)",
             op=name,
         )
-    require_float(name, x, gy)
+    require_float_or_complex(name, x, gy)
     if x.dtype is not gy.dtype:
         raise DTypeError(f"input {x.dtype} and gradient {gy.dtype} must have one dtype", op=name)
     if x.shape[0] != gy.shape[0] or x.shape[1] % groups or gy.shape[1] % groups:
@@ -317,6 +318,10 @@ def _shared(attrs) -> dict:
 
 # Shapes come from ctx.in_types: an input that only the other gradient reads may have been
 # overwritten in place since, and touching it would raise.
+#
+# Complex operands: each of the three ops is bilinear, f(a, b), so PyTorch's conjugate
+# Wirtinger gradient of a real loss is the real rule with the *other* operand conjugated,
+# ga = F_a(g, conj(b)) (= conj(F_a(conj(g), b))); `E.conj` is the identity on real tensors.
 
 
 def _sizes(ctx):
@@ -329,8 +334,8 @@ def _conv_vjp(ctx, gy):
     nx, nw = ctx.needs_input_grad
     a = _shared(ctx.attrs)
     in_size, kernel_size = _sizes(ctx)
-    gx = apply(CONV_INPUT_GRAD, gy, w, in_size=in_size, **a) if nx else None
-    gw = apply(CONV_WEIGHT_GRAD, x, gy, kernel_size=kernel_size, **a) if nw else None
+    gx = apply(CONV_INPUT_GRAD, gy, E.conj(w), in_size=in_size, **a) if nx else None
+    gw = apply(CONV_WEIGHT_GRAD, E.conj(x), gy, kernel_size=kernel_size, **a) if nw else None
     return gx, gw
 
 
@@ -340,8 +345,8 @@ def _input_grad_vjp(ctx, gz):
     ngy, nw = ctx.needs_input_grad
     a = _shared(ctx.attrs)
     kernel_size = tuple(ctx.in_types[1].shape[2:])
-    d_gy = apply(CONV, gz, w, **a) if ngy else None
-    d_w = apply(CONV_WEIGHT_GRAD, gz, gy, kernel_size=kernel_size, **a) if nw else None
+    d_gy = apply(CONV, gz, E.conj(w), **a) if ngy else None
+    d_w = apply(CONV_WEIGHT_GRAD, gz, E.conj(gy), kernel_size=kernel_size, **a) if nw else None
     return d_gy, d_w
 
 
@@ -351,8 +356,8 @@ def _weight_grad_vjp(ctx, gv):
     nx, ngy = ctx.needs_input_grad
     a = _shared(ctx.attrs)
     in_size = tuple(ctx.in_types[0].shape[2:])
-    d_x = apply(CONV_INPUT_GRAD, gy, gv, in_size=in_size, **a) if nx else None
-    d_gy = apply(CONV, x, gv, **a) if ngy else None
+    d_x = apply(CONV_INPUT_GRAD, E.conj(gy), gv, in_size=in_size, **a) if nx else None
+    d_gy = apply(CONV, E.conj(x), gv, **a) if ngy else None
     return d_x, d_gy
 
 
@@ -447,6 +452,7 @@ CONV = register(
         channel_fold=_conv_channel_fold,
         flop_family="conv",
         workspace=_half_workspace,
+        complex=Complex.GRADIENT,  # (NumPy's kernels; the C ones decline complex)
         doc="conv(x, w; stride, padding, dilation, groups): N-d cross-correlation, x of shape "
         "(N, C, *S), w of shape (Cout, C/groups, *K)",
     )
@@ -469,6 +475,7 @@ CONV_INPUT_GRAD = register(
         channel_fold=_input_grad_channel_fold,
         flop_family="conv",
         workspace=_half_workspace,
+        complex=Complex.GRADIENT,  # (NumPy's kernels; the C ones decline complex)
         doc="conv_input_grad(gy, w; ..., in_size): the adjoint of conv in x (a transposed "
         "convolution producing spatial size in_size)",
     )
@@ -489,6 +496,7 @@ CONV_WEIGHT_GRAD = register(
         batch=_batching.per_sample((0, 1), partial=True),
         flop_family="conv",
         workspace=_half_workspace,
+        complex=Complex.GRADIENT,  # (NumPy's kernels; the C ones decline complex)
         doc="conv_weight_grad(x, gy; ..., kernel_size): the adjoint of conv in w",
     )
 )

@@ -25,6 +25,7 @@ from . import api as E
 from ._registry import INPLACE, OpDef, apply, export, register
 from ._rules import Complex
 from ._util import elementwise_cost, normalize_axis, pick_axis, value_bytes
+from .cast import requested_cast
 from .elementwise import to_tensor
 
 
@@ -105,7 +106,7 @@ def _scan(op, x, dim, axis, dtype):
     """``op`` along ``dim`` (or NumPy's ``axis``), the input cast to ``dtype`` first."""
     x = to_tensor(x)
     if dtype is not None:
-        x = E.cast(x, dtype)
+        x = requested_cast(x, dtype)  # (complex to real: PyTorch's real part, warned)
     a = pick_axis(dim, axis)
     if a is None:
         raise TypeError(f"{op.name} needs a dim")

@@ -469,7 +469,10 @@ def cholesky(A, *, upper: bool = False):
     positive-definite ``A`` (..., n, n), reading only A's lower triangle; ``upper=True``
     returns ``L^T``. A matrix that is not positive-definite raises `LinAlgError` naming the
     batch element and the order of the failing leading minor. A complex ``A`` is read as a
-    Hermitian matrix (``A = L L^H``; ``upper=True`` returns ``L^H``). Gradient as PyTorch's."""
+    Hermitian matrix (``A = L L^H``; ``upper=True`` returns ``L^H``). Gradient as PyTorch's.
+    (PyTorch's LAPACK call reads the upper triangle for ``upper=True``, its gradient is the
+    lower one's: ember reads the lower triangle throughout, so the two agree on every
+    Hermitian input, values and gradients.)"""
     L = apply(CHOLESKY, to_tensor(A))
     return mH(L) if upper else L
 

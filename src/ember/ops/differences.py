@@ -15,11 +15,12 @@ from .elementwise import to_tensor
 
 @export(method=True)
 def dist(input, other, p: float = 2):
-    """The p-norm of ``input - other`` (broadcast), a 0-d tensor: p = inf the largest
+    """The p-norm of ``input - other`` (broadcast; complex: of the moduli, a real result), a
+    0-d tensor: p = inf the largest
     |difference|, p = 0 the number of non-zero differences. The gradient at a zero distance is
     0, as in PyTorch."""
     a, b = to_tensor(input), to_tensor(other)
-    if not (a.dtype.is_floating_point and b.dtype.is_floating_point):
+    if not all(t.dtype.is_floating_point or t.dtype.is_complex for t in (a, b)):
         raise DTypeError(
             f"dist is defined for float tensors, got {a.dtype} and {b.dtype}", op="dist"
         )

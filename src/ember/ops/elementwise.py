@@ -340,9 +340,24 @@ _unary(
     complex=Complex.GRADIENT,
     onnx=_onnx.composite(ox.onnx_rsqrt),
 )
+
+
+def _reciprocal_kernel(x):
+    """np.reciprocal; a complex zero's reciprocal is PyTorch's complex infinity, inf + nan j
+    (NumPy's is nan + nan j)."""
+    if not np.iscomplexobj(x):
+        return np.reciprocal(x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.reciprocal(x)
+    zero = x == 0
+    if zero.any():
+        out = np.where(zero, np.asarray(complex(np.inf, np.nan), x.dtype), out)
+    return out
+
+
 _unary(
     "reciprocal",
-    np.reciprocal,
+    _reciprocal_kernel,
     lambda c, g: (-g * E.conj(c.outputs[0] * c.outputs[0]),),
     save="output",
     onnx=_onnx.node("Reciprocal"),
@@ -416,7 +431,12 @@ _unary(
 
 
 def _softsign_vjp(c, g):
-    d = E.abs(c.inputs[0]) + 1  # the derivative is 1 / (1 + |x|)^2, also at 0
+    x = c.inputs[0]
+    d = E.abs(x) + 1  # the derivative is 1 / (1 + |x|)^2, also at 0
+    if c.in_types[0].dtype.is_complex:
+        # z / d, d = 1 + |z| real (not holomorphic): the quotient's term and the modulus's,
+        # PyTorch's gradient of its composite z / (|z| + 1), sgn(0) = 0
+        return (g / d - E.real(g * E.conj(x)) * E.sgn(x) / (d * d),)
     return (g / (d * d),)
 
 
@@ -430,8 +450,9 @@ _unary(
     flops=3,
     c="({0} / (({T})1 + fabs{f}({0})))",  # the kernel's two roundings: bit for bit
     onnx=_onnx.node("Softsign"),
-    doc="softsign(x): x / (1 + |x|). Its gradient 1 / (1 + |x|)^2 is 0 at +-inf (PyTorch's "
-    "is NaN there).",
+    complex=Complex.GRADIENT,
+    doc="softsign(x): x / (1 + |x|), complex tensors too. Its gradient 1 / (1 + |x|)^2 is 0 at "
+    "+-inf (PyTorch's is NaN there).",
 )
 _unary("floor", np.floor, _zero_grad, float_only=False, save="none", onnx=ox.onnx_float("Floor"))
 _unary("ceil", np.ceil, _zero_grad, float_only=False, save="none", onnx=ox.onnx_float("Ceil"))

@@ -18,7 +18,7 @@ from . import api as E
 from ._autocast import Autocast, autocasts
 from ._registry import PUBLIC, export
 from ._rules import Complex
-from ._util import normalize_axis, size_from_values
+from ._util import normalize_axis, refuse_complex, size_from_values
 from .elementwise import _unary, promote, to_tensor
 
 aminmax_t = return_types.aminmax
@@ -143,15 +143,17 @@ for _name in ("asinh", "acosh", "atanh"):
 
 @export(method=True)
 def isposinf(input):
-    """Where the input is +inf (bool)."""
+    """Where the input is +inf (bool). Complex tensors are refused, as PyTorch does."""
     x = to_tensor(input)
+    refuse_complex("isposinf", x, reason="isposinf does not support complex inputs (as PyTorch)")
     return x == float("inf") if x.dtype.is_floating_point else E.zeros(x.shape, dtype=dt.bool_)
 
 
 @export(method=True)
 def isneginf(input):
-    """Where the input is -inf (bool)."""
+    """Where the input is -inf (bool). Complex tensors are refused, as PyTorch does."""
     x = to_tensor(input)
+    refuse_complex("isneginf", x, reason="isneginf does not support complex inputs (as PyTorch)")
     return x == float("-inf") if x.dtype.is_floating_point else E.zeros(x.shape, dtype=dt.bool_)
 
 
@@ -163,10 +165,21 @@ def rsub(input, other, *, alpha=1):
 
 @export(method=True, inplace=True)
 def float_power(input, exponent):
-    """``input ** exponent`` in float64 (PyTorch's: both operands become double first)."""
-    x = E.cast(to_tensor(input), dt.float64)
-    e = exponent if isinstance(exponent, (int, float)) else E.cast(to_tensor(exponent), dt.float64)
-    return E.pow(x, float(e) if isinstance(e, (int, float)) else e)
+    """``input ** exponent`` in float64 (PyTorch's: both operands become double first), or in
+    complex128 where either is complex (a complex tensor or a Python complex exponent)."""
+    x = to_tensor(input)
+    scalar = isinstance(exponent, (int, float, complex))
+    if (
+        x.dtype.is_complex
+        or isinstance(exponent, complex)
+        or (not scalar and to_tensor(exponent).dtype.is_complex)
+    ):
+        dtype, kind = dt.complex128, complex
+    else:
+        dtype, kind = dt.float64, float
+    x = E.cast(x, dtype)
+    e = kind(exponent) if scalar else E.cast(to_tensor(exponent), dtype)
+    return E.pow(x, e)
 
 
 @export(method=True, inplace=True)
@@ -232,6 +245,10 @@ def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool =
     scalar), a bool tensor of elements' shape; ``invert`` negates."""
     x = to_tensor(elements)
     t = E.reshape(to_tensor(test_elements), (-1,))
+    for v in (x, t):
+        refuse_complex(
+            "isin", v, reason=f"Unsupported input type encountered for isin(): {v.dtype}"
+        )
     x_, t_ = promote(x, t)
     found = E.any(E.unsqueeze(x_, -1) == t_, -1) if t.shape[0] else E.zeros(x.shape, dtype=dt.bool_)
     return E.logical_not(found) if invert else found
@@ -294,14 +311,15 @@ def cov(input, *, correction: int = 1, fweights=None, aweights=None):
         x = E.reshape(x, (1, -1))
     if x.dtype is dt.bool_:
         raise DTypeError("cov is not defined for bool tensors (as in PyTorch)", op="cov")
-    if not x.dtype.is_floating_point:
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
         x = E.cast(x, dt.get_default_dtype())
     n = x.shape[1]
     w = None
+    weight_dtype = dt.to_real(x.dtype)  # (the weights of complex variables are real)
     if fweights is not None:
-        w = E.cast(to_tensor(fweights), x.dtype)
+        w = E.cast(to_tensor(fweights), weight_dtype)
     if aweights is not None:
-        a = E.cast(to_tensor(aweights), x.dtype)
+        a = E.cast(to_tensor(aweights), weight_dtype)
         w = a if w is None else w * a
     if w is None:
         mean = E.mean(x, 1, True)
@@ -315,19 +333,23 @@ def cov(input, *, correction: int = 1, fweights=None, aweights=None):
         elif aweights is None:
             norm = total - correction
         else:
-            norm = total - correction * E.sum(w * E.cast(to_tensor(aweights), x.dtype)) / total
+            norm = total - correction * E.sum(w * a) / total
     centred = x - mean
     weighted = centred if w is None else centred * w
-    out = E.matmul(weighted, E.transpose(centred, 0, 1)) / norm
+    # (complex variables: the conjugate of the second factor, sum_k w_k x_ik conj(x_jk))
+    out = E.matmul(weighted, E.transpose(E.conj(centred), 0, 1)) / norm
     return E.squeeze(out) if to_tensor(input).ndim < 2 else out
 
 
 @export(method=True)
 def corrcoef(input):
-    """Pearson correlation coefficients of the rows' variables, clipped to [-1, 1]."""
+    """Pearson correlation coefficients of the rows' variables, clipped to [-1, 1] (complex
+    ones: the real and imaginary parts each, as PyTorch's)."""
     c = cov(input)
     if c.ndim == 0:
         return c / c
-    d = E.sqrt(E.diagonal(c))
+    d = E.sqrt(E.real(E.diagonal(c)))  # (a complex variance is real)
     out = c / E.unsqueeze(d, 1) / E.unsqueeze(d, 0)
+    if out.dtype.is_complex:
+        return E.complex(E.clamp(E.real(out), -1.0, 1.0), E.clamp(E.imag(out), -1.0, 1.0))
     return E.clamp(out, -1.0, 1.0)

@@ -23,6 +23,7 @@ from ..types import TensorType
 from . import _onnx
 from . import api as E
 from ._registry import INPLACE, PUBLIC, OpDef, TensorBase, apply, export, register
+from ._rules import Complex
 from ._util import elementwise_cost, require_float, same_type
 from .binary import _binary
 from .elementwise import _unary, promote, to_tensor
@@ -263,9 +264,39 @@ def _logaddexp_vjp(scale):
     def vjp(c, g):
         x, y = c.inputs
         d = (x - y) * scale if scale != 1.0 else x - y
-        return E.sum_to(g * E.sigmoid(d), x.shape), E.sum_to(g * E.sigmoid(-d), y.shape)
+        # (complex: the conjugated derivative, exp(x) / (exp(x) + exp(y)))
+        gx, gy = g * E.conj(E.sigmoid(d)), g * E.conj(E.sigmoid(-d))
+        return E.sum_to(gx, x.shape), E.sum_to(gy, y.shape)
 
     return vjp
+
+
+def _logaddexp_kernel(x, y):
+    """np.logaddexp; complex operands as PyTorch's CPU kernel (its _log_add_exp_helper): the
+    operand of the larger real part is ``max``, the result ``max + log1p(exp(min - max))``; a
+    NaN in either part of either operand gives NaN + NaN j; equal infinite real parts give
+    ``min`` for -inf, ``log(exp(min) + exp(max))`` for +inf."""
+    if not np.iscomplexobj(x):
+        return _scipy(np.logaddexp)(x, y)
+    x, y = np.broadcast_arrays(x, y)
+    with np.errstate(all="ignore"):
+        lo = np.where(x.real < y.real, x, y)
+        hi = np.where(x.real < y.real, y, x)
+        out = np.log1p(np.exp(lo - hi)) + hi
+        same_inf = ~np.isfinite(lo.real) & (lo.real == hi.real)
+        out = np.where(same_inf & (lo.real < 0), lo, out)
+        out = np.where(same_inf & (lo.real > 0), np.log(np.exp(lo) + np.exp(hi)), out)
+        nan = np.isnan(x) | np.isnan(y)  # (np.isnan of a complex: either part)
+        out = np.where(nan, np.complex128(complex(np.nan, np.nan)), out)
+    return np.asarray(out, x.dtype)
+
+
+def _logaddexp_check(x, y):
+    """logaddexp's operands: float or complex tensors (PyTorch computes it in complex too)."""
+    if isinstance(x, TensorBase) and isinstance(y, TensorBase):
+        if x.dtype.is_complex or y.dtype.is_complex:
+            return
+    _float_tensors("logaddexp")(x, y)
 
 
 def _save_output(op):
@@ -336,13 +367,15 @@ _save_output(
 )
 _binary(
     "logaddexp",
-    _scipy(np.logaddexp),
+    _logaddexp_kernel,
     _logaddexp_vjp(1.0),
-    check=_float_tensors("logaddexp"),
+    check=_logaddexp_check,
     floating=True,
     bools=False,
-    doc="logaddexp(x, y) = log(exp(x) + exp(y)) without overflow; float tensors only.",
+    doc="logaddexp(x, y) = log(exp(x) + exp(y)) without overflow; float and complex tensors "
+    "(PyTorch's complex form: the larger real part's operand plus log1p(exp(min - max))).",
     onnx=_onnx.composite(_onnx_logaddexp(1.0)),
+    complex=Complex.GRADIENT,
 )
 _binary(
     "logaddexp2",
@@ -367,6 +400,12 @@ def _float(x):
     if not x.dtype.is_floating_point:
         x = E.cast(x, dt.get_default_dtype())
     return x
+
+
+def _float_or_complex(x):
+    """`_float`, complex tensors kept (the functions PyTorch computes in complex too)."""
+    x = to_tensor(x)
+    return x if x.dtype.is_complex else _float(x)
 
 
 export(PUBLIC["abs"], name="absolute", method=True, inplace=True)
@@ -410,8 +449,9 @@ def heaviside(input, values):
 
 @export(method=True, inplace=True)
 def sinc(input):
-    """The normalized sinc, ``sin(pi x) / (pi x)``, 1 at 0 (where the gradient is 0)."""
-    x = _float(input)
+    """The normalized sinc, ``sin(pi x) / (pi x)``, 1 at 0 (where the gradient is 0); complex
+    tensors too."""
+    x = _float_or_complex(input)
     zero = x == 0
     safe = E.where(zero, 1.0, x) * math.pi
     return E.where(zero, 1.0, E.sin(safe) / safe)
@@ -442,8 +482,8 @@ xlog1py.__doc__ = "``x * log1p(y)``, 0 where x is 0 (unless y is NaN); ember.spe
 
 @export(method=True, inplace=True)
 def exp2(input):
-    """``2 ** x``; integer and bool tensors give the default float dtype."""
-    x = _float(input)
+    """``2 ** x``; integer and bool tensors give the default float dtype; complex tensors too."""
+    x = _float_or_complex(input)
     return E.pow(2.0, x)
 
 

@@ -19,7 +19,7 @@ from ..errors import AxisError, DTypeError, KernelDTypeError
 from ..types import TensorType
 from . import api as E
 from ._registry import OpDef, apply, export, register
-from ._util import normalize_axis, reduction_cost
+from ._util import normalize_axis, reduction_cost, refuse_complex
 from .elementwise import to_tensor
 
 cummax_t = return_types.cummax
@@ -300,8 +300,10 @@ def count_nonzero(input, dim=None):
 
 @export(method=True)
 def nansum(input, dim=None, keepdim: bool = False, *, dtype=None):
-    """sum with NaN counted as 0 (the gradient is 0 there)."""
+    """sum with NaN counted as 0 (the gradient is 0 there). Complex tensors are refused, as
+    PyTorch does."""
     x = to_tensor(input)
+    refuse_complex("nansum", x, reason="nansum on CPU does not support complex inputs (as PyTorch)")
     if dtype is not None:
         x = E.cast(x, dtype)
     if x.dtype.is_floating_point:

@@ -17,7 +17,7 @@ from ..errors import DTypeError, ShapeError
 from . import api as E
 from ._autocast import Autocast, autocasts
 from ._registry import TensorBase, export
-from ._util import broadcast_shapes, normalize_axis
+from ._util import broadcast_shapes, check_scalars, normalize_axis
 from .elementwise import promote, to_tensor
 
 
@@ -308,7 +308,7 @@ def vander(x, N: int | None = None, increasing: bool = False):
     x = to_tensor(x)
     if x.ndim != 1:
         raise ShapeError(f"vander needs a 1-d tensor, got shape {tuple(x.shape)}", op="vander")
-    if not x.dtype.is_floating_point:  # integers and bools: int64, as in PyTorch
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):  # integers, bools: int64
         x = E.cast(x, dt.int64)
     n = x.shape[0] if N is None else int(N)
     if n < 0:
@@ -344,10 +344,7 @@ def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, requires
 
 def _scaled(name, input, product, beta, alpha):
     input, product = promote(input, product)
-    if not input.dtype.is_floating_point and (isinstance(beta, float) or isinstance(alpha, float)):
-        raise DTypeError(
-            f"{name}: beta and alpha must be integers for {input.dtype} tensors", op=name
-        )
+    check_scalars(name, input.dtype, beta, alpha)
     scaled = product if alpha == 1 else product * alpha
     if beta == 0:  # the input is ignored, its NaN and infinities too
         return E.broadcast_to(

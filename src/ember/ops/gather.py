@@ -21,7 +21,15 @@ from ._index_plan import FULL, IndexOutOfRangeError
 from ._registry import OpDef, TensorBase, apply, building_graph, export, register
 from ._rules import Complex
 from ._scatter_kernels import add_elements
-from ._util import fmt_shape, memory_cost, normalize_axis, numel, require_int, same_type
+from ._util import (
+    check_fill_value,
+    fmt_shape,
+    memory_cost,
+    normalize_axis,
+    numel,
+    require_int,
+    same_type,
+)
 from .elementwise import promote, to_tensor
 
 # -------------------------------------------------------------------------------- shape rules
@@ -266,8 +274,9 @@ def gather(x, dim: int, index, *, sparse_grad: bool = False):
     return apply(_GATHER, x, _index_arg(index), axis=_dim("gather", x, dim))
 
 
-def _src_arg(x, index, src):
-    if isinstance(src, (bool, int, float)):  # a scalar value fills every position
+def _src_arg(x, index, src, op="scatter"):
+    if isinstance(src, (bool, int, float, complex)):  # a scalar value fills every position
+        check_fill_value(op, src, x.dtype)
         return E.full(tuple(index.shape), src, dtype=x.dtype)
     return to_tensor(src, x.dtype)
 
@@ -277,7 +286,8 @@ def scatter_add(x, dim: int, index, src):
     """``x`` with ``src[i][j]`` added at ``[index[i][j]][j]`` (dim 0); repeats accumulate."""
     x = to_tensor(x)
     index = _index_arg(index)
-    return apply(_SCATTER_ADD, x, index, _src_arg(x, index, src), axis=_dim("scatter_add", x, dim))
+    src = _src_arg(x, index, src, "scatter_add")
+    return apply(_SCATTER_ADD, x, index, src, axis=_dim("scatter_add", x, dim))
 
 
 @export(method=True, inplace=True)

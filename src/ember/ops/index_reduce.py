@@ -10,7 +10,7 @@ from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from . import api as E
 from ._registry import export
-from ._util import normalize_axis
+from ._util import normalize_axis, refuse_complex
 from .elementwise import to_tensor
 
 _REDUCES = ("prod", "mean", "amax", "amin")
@@ -38,6 +38,13 @@ def index_reduce(input, dim: int, index, source, reduce: str, *, include_self: b
             f"index_reduce: self ({x.dtype}) and source ({src.dtype}) must have the same "
             "scalar type",
             op="index_reduce",
+        )
+    if not include_self or reduce in ("amax", "amin"):  # (PyTorch's complex kernels: these)
+        refuse_complex(
+            "index_reduce",
+            x,
+            reason=f"reduce={reduce!r}, include_self="
+            f"{include_self} of {x.dtype} tensors (PyTorch refuses it)",
         )
     axis = normalize_axis("index_reduce", dim, x.ndim)
     if src.ndim != x.ndim and not (x.ndim <= 1 and src.ndim <= 1):

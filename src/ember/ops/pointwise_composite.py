@@ -96,18 +96,19 @@ for _fn in (addcmul, addcdiv):
 def lerp(input, end, weight):
     """Linear interpolation ``input + weight * (end - input)``, computed as PyTorch does: for
     ``|weight| >= 0.5`` as ``end - (end - input) * (1 - weight)``, so weight 1 gives ``end``
-    exactly. input and end must share one floating dtype, as must a tensor weight with
-    dimensions (a 0-d tensor or a Python number takes their dtype)."""
+    exactly. input and end must share one floating (or complex) dtype, as must a tensor weight
+    with dimensions (a 0-d tensor or a Python number takes their dtype)."""
     input, end = to_tensor(input), to_tensor(end)
     if input.dtype is not end.dtype:
         raise DTypeError(
             f"input and end must share one dtype, got {input.dtype} and {end.dtype}", op="lerp"
         )
-    if not input.dtype.is_floating_point:
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
         raise KernelDTypeError(f"lerp needs floating tensors, got {input.dtype}", op="lerp")
     diff = end - input
     if not isinstance(weight, TensorBase):
-        w = float(weight)
+        # (|w| < 0.5 picks the form; a complex weight only with complex tensors)
+        w = complex(weight) if input.dtype.is_complex else float(weight)
         return input + diff * w if abs(w) < 0.5 else end - diff * (1 - w)
     if weight.dtype is not input.dtype:
         if weight.ndim:

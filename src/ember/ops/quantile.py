@@ -18,7 +18,7 @@ from .. import dtypes as dt
 from ..errors import DTypeError, EmberError, ShapeError
 from . import api as E
 from ._registry import _state, export
-from ._util import normalize_axis
+from ._util import normalize_axis, refuse_complex
 from .elementwise import to_tensor
 
 _MODES = ("linear", "lower", "higher", "midpoint", "nearest")
@@ -121,7 +121,9 @@ def nanquantile(input, q, dim: int | None = None, keepdim: bool = False, *, inte
 @export(method=True)
 def msort(input):
     """The input sorted along its first dimension (``sort(input, dim=0).values``)."""
-    return E.sort(to_tensor(input), dim=0).values
+    x = to_tensor(input)
+    refuse_complex("msort", x, reason="Sort does not support complex dtypes on CPU (as PyTorch)")
+    return E.sort(x, dim=0).values
 
 
 @export

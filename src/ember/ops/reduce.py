@@ -33,6 +33,7 @@ from ._util import (
     require_float_or_complex,
     value_bytes,
 )
+from .cast import requested_cast
 from .elementwise import to_tensor
 
 
@@ -217,7 +218,7 @@ def sum(x, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
     """Sum over ``dim`` (all dimensions by default); ints and bools sum to int64."""
     x = to_tensor(x)
     if dtype is not None:
-        x = E.cast(x, dtype)
+        x = requested_cast(x, dtype)  # (complex to real: PyTorch's real part, warned)
     axes, keep = _args("sum", x, dim, axis, keepdim, keepdims)
     return apply(_SUM, x, axes=axes, keepdims=keep)
 
@@ -291,7 +292,7 @@ def prod(x, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
     """Product over ``dim`` (all dimensions by default)."""
     x = to_tensor(x)
     if dtype is not None:
-        x = E.cast(x, dtype)
+        x = requested_cast(x, dtype)  # (complex to real: PyTorch's real part, warned)
     axes, keep = _args("prod", x, dim, axis, keepdim, keepdims)
     return apply(_PROD, x, axes=axes, keepdims=keep)
 
@@ -489,7 +490,7 @@ def mean(x, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
     """Arithmetic mean over ``dim`` (floating tensors only, as in PyTorch)."""
     x = to_tensor(x)
     if dtype is not None:
-        x = E.cast(x, dtype)
+        x = requested_cast(x, dtype)  # (complex to real: PyTorch's real part, warned)
     require_float_or_complex("mean", x)
     axes, keep = _args("mean", x, dim, axis, keepdim, keepdims)
     total = apply(_SUM, x, axes=axes, keepdims=keep)
@@ -562,13 +563,14 @@ def logsumexp(x, dim=None, keepdim=False, *, axis=None, keepdims=None):
     is -inf (the log of an empty sum), as in PyTorch. ``dim=()`` reduces every dimension, like
     `sum` (PyTorch 2.13 fails on it with a shape error)."""
     x = to_tensor(x)
-    if not x.dtype.is_floating_point:
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
         x = E.cast(x, dt.get_default_dtype())
     axes, keep = _args("logsumexp", x, dim, axis, keepdim, keepdims)
     if _count(x, axes) == 0:
         return sum(x, axes, keepdim=keep) + float("-inf")
-    # the shift cancels in value and in gradient, so it needs no history
-    shift = apply(_MAX, x.detach(), axes=axes, keepdims=True)
+    # the shift cancels in value and in gradient, so it needs no history; complex tensors
+    # shift by the largest real part (PyTorch's), the log the principal one
+    shift = apply(_MAX, E.real(x).detach(), axes=axes, keepdims=True)
     shift = E.where(E.isfinite(shift), shift, 0)
     total = sum(E.exp(x - shift), axes, keepdim=True)
     out = E.log(total) + shift

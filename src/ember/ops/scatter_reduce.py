@@ -28,8 +28,17 @@ from . import api as E
 from ._autocast import Autocast, autocasts
 from ._index_plan import IndexOutOfRangeError
 from ._registry import OpDef, TensorBase, apply, export, register
+from ._rules import Complex
 from ._scatter_kernels import normalized
-from ._util import fmt_shape, memory_cost, normalize_axis, numel, require_int, same_type
+from ._util import (
+    fmt_shape,
+    memory_cost,
+    normalize_axis,
+    numel,
+    refuse_complex,
+    require_int,
+    same_type,
+)
 from .elementwise import to_tensor
 from .gather import _GATHER, _SCATTER, _SCATTER_ADD, _check_index, _gather_for_src, _leading
 
@@ -79,6 +88,8 @@ def _scatter_reduce_infer(x, index, src, *, axis, reduce, include_self):
         )
     if reduce == "mean" and x.dtype is dt.bool_:
         raise DTypeError("reduce='mean' is not defined for bool tensors", op="scatter_reduce")
+    if reduce in ("amax", "amin"):  # (complex numbers have no order; PyTorch refuses them too)
+        refuse_complex("scatter_reduce", x, reason=f"reduce={reduce!r} of {x.dtype} tensors")
     _check_index("scatter_reduce", index, (("the input", x, False), ("src", src, True)), axis)
     return same_type(x)
 
@@ -243,6 +254,9 @@ _SCATTER_REDUCE = register(
         cost=lambda i, o, a: memory_cost(i, o, a)._replace(flops=numel(i[1].shape)),
         save_outputs=(0,),
         batch=None,
+        # sum, prod and mean of complex values (the shape rule refuses amax and amin), without
+        # a gradient: PyTorch's scatter_reduce has no complex derivative either
+        complex=Complex.VALUES,
         doc="scatter_reduce(x, index, src, axis, reduce, include_self): x with the src values "
         "at [index[i][j]][j] (axis 0) combined by reduce (sum, prod, mean, amax, amin), x's "
         "own value included when include_self",

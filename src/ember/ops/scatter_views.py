@@ -7,10 +7,11 @@ split_with_sizes.
 
 from __future__ import annotations
 
+from ..dtypes import result_type
 from ..errors import DTypeError, ShapeError
 from . import api as E
 from ._registry import export
-from ._util import normalize_axis
+from ._util import check_scalars, normalize_axis
 from .elementwise import to_tensor
 from .norms import vector_norm
 
@@ -86,7 +87,7 @@ def renorm(input, p, dim: int, maxnorm):
     """Each sub-tensor ``input.select(dim, i)`` whose ``p``-norm exceeds ``maxnorm`` scaled to
     norm ``maxnorm`` (by ``maxnorm / (norm + 1e-7)``, as PyTorch); the others unchanged."""
     x = to_tensor(input)
-    if not x.dtype.is_floating_point:
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):  # (complex: the moduli's norms)
         raise DTypeError(f"renorm: expected a floating-point tensor, got {x.dtype}", op="renorm")
     if x.ndim < 2:
         raise ShapeError(f"renorm: input needs at least 2 dimensions, got {x.ndim}", op="renorm")
@@ -110,13 +111,7 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1):
         raise ShapeError(
             f"addr: expected 1-D vectors, got {v1.ndim}-D and {v2.ndim}-D tensors", op="addr"
         )
-    if not any(t.dtype.is_floating_point for t in (x, v1, v2)) and any(
-        isinstance(s, float) for s in (beta, alpha)
-    ):
-        raise DTypeError(
-            "addr: for integral input tensors, beta and alpha must not be floating point numbers",
-            op="addr",
-        )
+    check_scalars("addr", result_type(x, v1, v2), beta, alpha)
     product = E.outer(v1, v2)
     if alpha != 1:
         product = product * alpha

@@ -17,7 +17,14 @@ from ..errors import ArgumentError, DTypeError, ShapeError
 from ..types import TensorType
 from . import api as E
 from ._registry import OpDef, TensorBase, apply, export, register
-from ._util import broadcast_shapes, fmt_shape, memory_cost, normalize_axis, size_from_values
+from ._util import (
+    broadcast_shapes,
+    check_fill_value,
+    fmt_shape,
+    memory_cost,
+    normalize_axis,
+    size_from_values,
+)
 from .elementwise import to_tensor
 from .indexing import getitem
 
@@ -55,6 +62,7 @@ def masked_fill(x, mask, value):
             f"value must be a scalar or a 0-d tensor, got shape {fmt_shape(value.shape)}",
             op="masked_fill",
         )
+    check_fill_value("masked_fill", value, x.dtype)
     return E.where(mask, to_tensor(value, x.dtype), x)
 
 
@@ -103,8 +111,10 @@ _NONZERO = register(
 @export(method=True)
 def nonzero(x, *, as_tuple: bool = False):
     """Coordinates of the non-zero elements, one row each (``as_tuple``: one 1-D tensor per
-    dimension, usable as an index)."""
+    dimension, usable as an index). Complex tensors too (their non-zero elements)."""
     x = to_tensor(x)
+    if x.dtype.is_complex:  # (the kernel reads truth values)
+        x = E.ne(x, 0)
     count = size_from_values(
         E.sum(E.ne(x, 0)),
         "nonzero",

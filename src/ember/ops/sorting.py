@@ -26,7 +26,7 @@ from ..errors import AxisError, DTypeError, KernelDTypeError, ShapeError, TraceE
 from ..types import TensorType
 from . import api as E
 from ._registry import OpDef, apply, export, register
-from ._util import fmt_shape, memory_cost, normalize_axis, numel
+from ._util import fmt_shape, memory_cost, normalize_axis, numel, refuse_complex
 from .elementwise import to_tensor
 
 # torch.return_types.sort / topk: (values, indices), also unpackable as a pair
@@ -156,6 +156,10 @@ _ARGSORT = register(
 )
 
 
+# complex numbers have no order: PyTorch refuses to sort them, in these words
+_NO_COMPLEX_SORT = "Sort does not support complex dtypes on CPU (as PyTorch)"
+
+
 def _sort_axis(op, x, dim) -> int:
     return normalize_axis(op, dim, max(x.ndim, 1))
 
@@ -165,6 +169,7 @@ def argsort(x, dim: int = -1, descending: bool = False, *, stable: bool = False)
     """Indices (int64) that sort ``x`` along ``dim``. The order is always stable (ember has one
     sort), so ``stable=False`` gives what ``stable=True`` gives; NaN sorts above every number."""
     x = to_tensor(x)
+    refuse_complex("argsort", x, reason=_NO_COMPLEX_SORT)
     return apply(_ARGSORT, x, axis=_sort_axis("argsort", x, dim), descending=bool(descending))
 
 
@@ -174,6 +179,7 @@ def sort(x, dim: int = -1, descending: bool = False, *, stable: bool = False):
     ``torch.return_types.sort``). Always stable, as `argsort`; the gradient flows to the
     sorted elements' positions."""
     x = to_tensor(x)
+    refuse_complex("sort", x, reason=_NO_COMPLEX_SORT)
     axis = _sort_axis("sort", x, dim)
     indices = apply(_ARGSORT, x, axis=axis, descending=bool(descending))
     if x.ndim == 0:
@@ -191,6 +197,7 @@ def topk(x, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):  
     x = to_tensor(x)
     if x.dtype is dt.bool_:
         raise DTypeError("not defined for bool tensors (as in PyTorch)", op="topk")
+    refuse_complex("topk", x, reason="topk does not support complex dtypes on CPU (as PyTorch)")
     axis = _sort_axis("topk", x, dim)
     size = x.shape[axis] if x.ndim else 1
     k = operator.index(k)
