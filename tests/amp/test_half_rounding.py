@@ -1,8 +1,10 @@
-"""Half-precision products with a bias round once, as PyTorch's: ``linear``, ``addmm`` and
+"""Half precision as PyTorch rounds it. Products with a bias round once: ``linear``, ``addmm`` and
 ``baddbmm`` on bfloat16 / float16 add the bias (and apply beta and alpha) to the float32 sums
 and round the result once, on the C kernel (kernels/chgemm.py) and on the NumPy reference alike
 (hunt 9: a bfloat16-autocast MLP's logits were a unit in the last place off PyTorch's in about a
-quarter of the elements, the bias having been added to an already rounded product)."""
+quarter of the elements, the bias having been added to an already rounded product). And
+normalizations of a half-precision input with float32 parameters (autocast's LayerNorm,
+BatchNorm, GroupNorm) compute in float32, rounding once (they rounded the weights first)."""
 
 import ml_dtypes
 import numpy as np
@@ -86,3 +88,53 @@ def test_autocast_linear_matches_torch():
     )
     _check(got.numpy(), once, near)
     _check(want.float().numpy().astype(ml_dtypes.bfloat16), once, near)
+
+
+NORMS = {
+    "layer_norm": lambda lib, x, w, b: lib.nn.functional.layer_norm(
+        x.transpose(1, 3), (6,), w, b
+    ).transpose(1, 3),
+    "group_norm": lambda lib, x, w, b: lib.nn.functional.group_norm(x, 3, w, b),
+    "batch_norm": lambda lib, x, w, b: lib.nn.functional.batch_norm(
+        x, lib.zeros(6), lib.ones(6), w, b, training=True
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(NORMS))
+def test_mixed_normalizations_compute_in_float32(name):
+    """A bfloat16 input with float32 parameters (autocast leaves norms so): PyTorch's
+    mixed-type kernels, float32 arithmetic with the parameters unrounded, the output and the
+    input's gradient rounded once (each equal to PyTorch's), the parameters' gradients float32
+    sums (PyTorch's layer norm sums those partly in bfloat16: compared with float64 sums)."""
+    r = np.random.default_rng(3)
+    x, g = r.standard_normal((2, 6, 4, 4)), r.standard_normal((2, 6, 4, 4))
+    w, b = r.standard_normal(6), r.standard_normal(6)
+    out = {}
+    for lib in (torch, ember):
+        X = lib.tensor(x.astype(np.float32)).to(lib.bfloat16).requires_grad_()
+        W = lib.tensor(w.astype(np.float32)).requires_grad_()
+        B = lib.tensor(b.astype(np.float32)).requires_grad_()
+        y = NORMS[name](lib, X, W, B)
+        y.backward(lib.tensor(g.astype(np.float32)).to(lib.bfloat16))
+        assert y.dtype == lib.bfloat16 and W.grad.dtype == lib.float32
+        out[lib] = [t.float().detach().numpy() for t in (y, X.grad, W.grad, B.grad)]
+    # 1 ulp where a float32 difference in the statistics straddles a tie, in a few elements
+    for t, e in zip(out[torch][:2], out[ember][:2]):
+        assert (t != e).mean() < 0.02 and np.allclose(t, e, rtol=2**-7, atol=0)
+    # the parameters' gradients: sums over bfloat16 gradients times float32 normalized values
+    gb = g.astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float64)
+    xb = x.astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float64)
+    if name == "layer_norm":
+        xh = (xb - xb.mean(1, keepdims=True)) / np.sqrt(xb.var(1, keepdims=True) + 1e-5)
+    elif name == "group_norm":
+        xg = xb.reshape(2, 3, -1)
+        xh = (xg - xg.mean(-1, keepdims=True)) / np.sqrt(xg.var(-1, keepdims=True) + 1e-5)
+        xh = xh.reshape(xb.shape)
+    else:
+        axes = (0, 2, 3)
+        xh = (xb - xb.mean(axes, keepdims=True)) / np.sqrt(xb.var(axes, keepdims=True) + 1e-5)
+    scale = (np.abs(gb) * np.abs(xh)).sum((0, 2, 3))
+    tol = 64 * 2.0**-24 * scale  # float32 sums, in any order, of float32-rounded terms
+    assert np.all(np.abs(out[ember][2] - (gb * xh).sum((0, 2, 3))) <= tol)
+    assert np.all(np.abs(out[ember][3] - gb.sum((0, 2, 3))) <= tol)
