@@ -638,7 +638,7 @@ PROGRAMS = [
     pixelcnn,
     stochastic_depth,
 ]
-CAPTURED = [mobilenet_v3, resnext_shuffle, deeplab_aspp, fpn, centernet, stochastic_depth]
+CAPTURED = [mobilenet_v3, deeplab_aspp, fpn, centernet]  # (the others: eagerly, for time)
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.__name__)
