@@ -319,24 +319,25 @@ def _checked_half_product(fast):
     """``chgemm.matmul`` (bfloat16 / float16 operands, float32 sums, one rounding) with each
     call that computes checked against NumPy's float32 product rounded once (the reference
     kernel's arithmetic): each element within one rounding of the half type (eps of its
-    magnitude, a float32 sum on the other side of a tie; two with a bias, which the reference
-    adds with its own rounding) plus ``2 K eps32 (|a| @ |b|)``, a float32 sum's reordering."""
+    magnitude, a float32 sum on the other side of a tie; a bias is added to the float32 sums
+    before that rounding, as PyTorch adds it) plus ``2 K eps32 (|a| @ |b|)``, a float32 sum's
+    reordering."""
 
     def call(a, b, out=None, bias=None):
         got = fast(a, b, out, bias)
         if got is not None:
             a32, b32 = a.astype(np.float32), b.astype(np.float32)
-            want = np.matmul(a32, b32).astype(a.dtype)
+            want = np.matmul(a32, b32)
             if bias is not None:
-                want = (want.astype(np.float32) + bias.astype(np.float32)).astype(a.dtype)
+                want += bias.astype(np.float32)
+            want = want.astype(a.dtype)
             message = f"chgemm.matmul on {a.shape} @ {b.shape}"
             assert got.shape == want.shape and got.dtype == want.dtype, message
             g, w = got.astype(np.float64), want.astype(np.float64)
             with np.errstate(invalid="ignore", over="ignore"):
                 eps = float(ml_dtypes.finfo(a.dtype).eps)
-                roundings = 1 if bias is None else 2
                 scale = np.matmul(np.abs(a32), np.abs(b32)).astype(np.float64)
-                bound = roundings * eps * (np.abs(w) + eps * scale)
+                bound = eps * (np.abs(w) + eps * scale)
                 bound += 2 * a.shape[-1] * float(np.finfo(np.float32).eps) * scale
                 ok = (g == w) | (np.isnan(g) & np.isnan(w))
                 ok |= np.isfinite(w) & (np.abs(g - w) <= bound)

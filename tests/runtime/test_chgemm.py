@@ -35,25 +35,26 @@ def threads(request, monkeypatch):
     return request.param
 
 
-def _tolerance(a, b, want, bias=None):
+def _tolerance(a, b, want):
     """Per element: one rounding of the result apart (a float32 sum on either side of a tie:
-    eps of the half type at the result's magnitude; one more where the bias adds its own
-    rounding), plus a float32 sum's reordering, k eps32 of sum |a||b|."""
+    eps of the half type at the result's magnitude; a bias joins the float32 sums before that
+    rounding, as in PyTorch), plus a float32 sum's reordering, k eps32 of sum |a||b|."""
     eps = float(ml_dtypes.finfo(want.dtype).eps)  # (bfloat16: 2**-7, the ulp at 1)
     k = a.shape[-1]
     scale = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
     magnitude = np.abs(want.astype(np.float64))
-    rounding = 2 if bias is not None else 1
-    return rounding * eps * (magnitude + eps * scale) + 2 * k * 2.0**-24 * scale
+    return eps * (magnitude + eps * scale) + 2 * k * 2.0**-24 * scale
 
 
 def _check(got, a, b, bias=None):
-    want = matmul_kernel(a, b)
-    if bias is not None:
-        want = want + bias
+    if bias is None:
+        want = matmul_kernel(a, b)
+    else:  # the bias added to the float32 sums, one rounding
+        wide = np.matmul(a.astype(np.float32), b.astype(np.float32)) + bias.astype(np.float32)
+        want = wide.astype(a.dtype)
     assert got is not None and got.shape == want.shape and got.dtype == want.dtype
     err = np.abs(got.astype(np.float64) - want.astype(np.float64))
-    tol = _tolerance(a, b, want, bias)
+    tol = _tolerance(a, b, want)
     assert (err <= tol).all(), f"max error {err.max()} (allowed {tol.flat[err.argmax()]})"
 
 

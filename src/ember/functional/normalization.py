@@ -5,7 +5,11 @@ Statistics are biased (divide by n) for normalizing, as in PyTorch. batch_norm a
 in training update the running buffers in place under ``no_grad`` with PyTorch's rule:
 ``running = (1 - momentum) * running + momentum * batch_stat``, where the variance fed to
 ``running_var`` is the unbiased one (``n / (n - 1)`` times the biased). Affine parameters are cast
-to the input's dtype so that, for example, float64 parameters never widen a float32 network.
+to the input's dtype so that, for example, float64 parameters never widen a float32 network;
+but float32 parameters (or running buffers) of a half-precision input, as autocast leaves a
+model's LayerNorm, BatchNorm and GroupNorm, select PyTorch's mixed-type kernels: the input
+widened to float32, everything computed there with the parameters as they are, the result
+rounded once to the input's dtype (`_mixed`), the parameters' gradients in float32.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import math
 import ml_dtypes
 import numpy as np
 
+from .. import dtypes as dt
 from ..autograd import no_grad
 from ..errors import ArgumentError, ShapeError
 from ..ops import api as E
@@ -38,6 +43,15 @@ def _param(op: str, p, x, shape: tuple, what: str):
             op=op,
         )
     return p if p.dtype is x.dtype else E.cast(p, x.dtype)
+
+
+def _mixed(x, *params) -> bool:
+    """Whether a half-precision ``x`` meets a float32 parameter or buffer: PyTorch's
+    mixed-type normalization kernels compute in float32 with the parameters unrounded and
+    round the result once to x's dtype (the composites below then run on x widened)."""
+    return x.dtype in (dt.float16, dt.bfloat16) and any(
+        isinstance(p, TensorBase) and p.dtype is dt.float32 for p in params
+    )
 
 
 def _channel_view(p, ndim: int):
@@ -83,6 +97,9 @@ def _normalized_axes(op: str, x, normalized_shape) -> tuple:
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     """Normalize over the trailing ``normalized_shape`` dimensions, then scale and shift."""
     x = float_input("layer_norm", input)
+    if _mixed(x, weight, bias):
+        y = layer_norm(E.cast(x, dt.float32), normalized_shape, weight, bias, eps)
+        return E.cast(y, x.dtype)
     shape, axes = _normalized_axes("layer_norm", x, normalized_shape)
     weight = _param("layer_norm", weight, x, shape, "weight")
     bias = _param("layer_norm", bias, x, shape, "bias")
@@ -162,6 +179,10 @@ def batch_norm(
     Training: batch statistics, and the running buffers (if given) are updated in place.
     Evaluation: the running statistics are used."""
     x = float_input("batch_norm", input)
+    if _mixed(x, running_mean, running_var, weight, bias):
+        wide = E.cast(x, dt.float32)
+        y = batch_norm(wide, running_mean, running_var, weight, bias, training, momentum, eps)
+        return E.cast(y, x.dtype)
     c = _channels("batch_norm", x)
     running_mean = _running("batch_norm", running_mean, x, c, "running_mean")
     running_var = _running("batch_norm", running_var, x, c, "running_var")
@@ -280,6 +301,8 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
     """Split the channels (dimension 1) into ``num_groups`` groups and normalize each group of
     each sample over its channels and spatial dimensions; then a per-channel affine."""
     x = float_input("group_norm", input)
+    if _mixed(x, weight, bias):
+        return E.cast(group_norm(E.cast(x, dt.float32), num_groups, weight, bias, eps), x.dtype)
     c = _channels("group_norm", x)
     g = int(num_groups)
     if g <= 0 or c % g:
@@ -304,8 +327,6 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
         weight = E.ones((c,), dtype=x.dtype)
     if bias is None:
         bias = E.zeros((c,), dtype=x.dtype)
-    # (float32 parameters on a half-precision input: PyTorch's mixed-type kernel, whose result
-    # has the input's dtype; the gradients reach the parameters through the casts)
     weight, bias = (v if v.dtype == x.dtype else E.cast(v, x.dtype) for v in (weight, bias))
     return apply(GROUP_NORM, x, weight, bias, groups=g, eps=float(eps))
 

@@ -1,7 +1,7 @@
 """Matrix products of bfloat16 and float16 operands in C (kernels/chgemm_source.py): the
 operands read in 16 bits, converted while the panels are packed, summed in float32, each result
 rounded once to the operands' dtype (PyTorch's semantics for a half-precision matmul), with an
-optional bias per column added as the NumPy reference adds it (its own rounded addition).
+optional bias per column added to the float32 sum before its one rounding, as PyTorch does.
 
 bfloat16 runs AVX512_BF16's dot products of pairs where the compiler targets them
 (``-march=native`` on such a CPU); ``EMBER_BF16_DOT=0`` forces the portable kernel (float32

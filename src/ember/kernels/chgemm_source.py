@@ -4,8 +4,8 @@ kernels/chalf.py's `CONVERT`).
 
 Operands are read in 16 bits and converted while their panels are packed; products are summed
 in float32 and each result rounded once (to nearest, ties to even) on its store, after the
-optional per-column bias is added as its own rounded addition (what the NumPy reference,
-``round(round(a @ b) + bias)``, computes). Two micro-kernels:
+optional per-column bias is added to the float32 sum before that one rounding (what the NumPy
+reference, ``round(a @ b + bias)``, and PyTorch's addmm and linear compute). Two micro-kernels:
 
 - the float32 one (kernels/cmicro.py) on panels widened to float32 while they are packed:
   float16 everywhere, and bfloat16 where the CPU lacks AVX512_BF16;
@@ -166,7 +166,7 @@ static void own_hgemm(int ta, int tb, long m, long n, long k, const S *a, long l
       const float *t = tiles + (i / MR) * MR * NR + (i % MR) * NR;
       S *to = c + i * ldc + j0;
       if (bias)
-        for (long x = 0; x < nr; x++) to[x] = STORE(LOAD(STORE(t[x])) + LOAD(bias[j0 + x]));
+        for (long x = 0; x < nr; x++) to[x] = STORE(t[x] + LOAD(bias[j0 + x]));
       else
         for (long x = 0; x < nr; x++) to[x] = STORE(t[x]);
     }
@@ -206,7 +206,7 @@ static void part(void *job_, long lo, long hi) {
 struct few { int tb; long m, n, k, lda, ldb, ldc; const S *a, *b, *bias; S *c; };
 
 static inline S finish(float sum, const S *bias, long j) {
-  return bias ? STORE(LOAD(STORE(sum)) + LOAD(bias[j])) : STORE(sum);
+  return bias ? STORE(sum + LOAD(bias[j])) : STORE(sum);
 }
 
 static void few_part(void *job_, long lo, long hi) {

@@ -12,7 +12,13 @@ from .. import dtypes as dt
 from ..kernels.blas_layout import blas_ready
 from ._util import half_precision, value_bytes
 
-__all__ = ["half_gemm_runs", "matmul_fast", "matmul_kernel", "product_workspace"]
+__all__ = [
+    "half_gemm_runs",
+    "half_plus_bias",
+    "matmul_fast",
+    "matmul_kernel",
+    "product_workspace",
+]
 
 
 _HALF = (dt.float16.np, dt.bfloat16.np)
@@ -66,17 +72,32 @@ def matmul_fast(
     """The ``matmul`` kernel on ember's GEMM (kernels/cgemm.py: large products split over
     ember's thread pool, no BLAS threads left spinning), equal to the reference to rounding;
     half precision on kernels/chgemm.py (16-bit operands, float32 sums, one rounding), with
-    ``bias`` (a vector per column, half precision only) added as its own rounded addition."""
+    ``bias`` (a vector per column, half precision only) added to the float32 sums before that
+    rounding (`half_plus_bias`, PyTorch's arithmetic)."""
     if a.dtype in _HALF:
         from ..kernels import chgemm
 
         result = chgemm.matmul(a, b, out, bias)
         if result is not None:
             return result
+        if bias is not None:
+            return half_plus_bias(a, b, bias, out, _ember_product)
     result = _matmul(a, b, out, _ember_product)
     if bias is not None:
         result += bias
     return result
+
+
+def half_plus_bias(a, b, bias, out, product=_numpy_product) -> np.ndarray:
+    """``a @ b + bias`` for half-precision operands as PyTorch's addmm and linear compute it:
+    the product's float32 sums plus the bias (per column) in float32, rounded once to the
+    operands' dtype; written into ``out`` where given."""
+    wide = _matmul(a.astype(np.float32), b.astype(np.float32), None, product)
+    wide += bias.astype(np.float32)
+    if out is None:
+        return wide.astype(a.dtype)
+    out[...] = wide
+    return out
 
 
 def half_gemm_runs(value) -> bool:

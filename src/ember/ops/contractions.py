@@ -105,6 +105,9 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
             f"beta={beta!r} and alpha={alpha!r} must be integers for {dtype} tensors",
             op="baddbmm",
         )
+    if dtype in (dt.float16, dt.bfloat16):  # as PyTorch: computed in float32, rounded once
+        wide = [E.cast(t, dt.float32) for t in (input, batch1, batch2)]
+        return E.cast(baddbmm(*wide, beta=beta, alpha=alpha), dtype)
     product = E.bmm(batch1, batch2)
     shape = tuple(product.shape)
     if input.ndim > 3 or broadcast_shapes("baddbmm", tuple(input.shape), shape) != shape:

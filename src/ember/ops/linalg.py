@@ -22,7 +22,13 @@ from ..types import TensorType
 from . import _batching
 from . import api as E
 from ._autocast import Autocast, autocasts
-from ._matmul_kernels import half_gemm_runs, matmul_fast, matmul_kernel, product_workspace
+from ._matmul_kernels import (
+    half_gemm_runs,
+    half_plus_bias,
+    matmul_fast,
+    matmul_kernel,
+    product_workspace,
+)
 from ._registry import Cost, OpDef, TensorBase, apply, export, register
 from ._row_blocks import gemm, relu_only, row_block_rule, rows_of
 from ._rules import ChannelWeights, Complex
@@ -274,6 +280,8 @@ def _linear_infer(x, weight, bias=None):
 
 
 def _linear(x, weight, bias, matmul_impl) -> np.ndarray:
+    if bias is not None and half_precision(x):  # PyTorch's: one rounding, bias included
+        return half_plus_bias(x, weight.T, bias, None)
     out = matmul_impl(x, weight.T)  # BLAS reads the transposed weight in place
     if bias is not None:
         out += bias  # out is fresh: add in place, no temporary
@@ -431,6 +439,9 @@ def _addmm_infer(input, mat1, mat2, *, beta, alpha):
 
 
 def _addmm(input, mat1, mat2, beta, alpha, product) -> np.ndarray:
+    if half_precision(mat1):  # as PyTorch: computed in float32, rounded once
+        wide = [a.astype(np.float32) for a in (input, mat1, mat2)]
+        return _addmm(*wide, beta, alpha, product).astype(mat1.dtype)
     out = product(mat1, mat2)  # a fresh array: scaled and added to in place
     if alpha != 1:
         out *= out.dtype.type(alpha)

@@ -44,7 +44,7 @@ class Adadelta(Optimizer):
         lr: float = 1.0,
         rho: float = 0.9,
         eps: float = 1e-6,
-        weight_decay: float = 0.0,
+        weight_decay: float = 0,
         foreach: bool | None = None,
         *,
         capturable: bool = False,

@@ -49,7 +49,7 @@ class ASGD(Optimizer):
         lambd: float = 1e-4,
         alpha: float = 0.75,
         t0: float = 1e6,
-        weight_decay: float = 0.0,
+        weight_decay: float = 0,
         foreach: bool | None = None,
         maximize: bool = False,
         differentiable: bool = False,
