@@ -95,10 +95,10 @@ NORMS = {
         x.transpose(1, 3), (6,), w, b
     ).transpose(1, 3),
     "group_norm": lambda lib, x, w, b: lib.nn.functional.group_norm(x, 3, w, b),
-    "batch_norm": lambda lib, x, w, b: lib.nn.functional.batch_norm(
-        x, lib.zeros(6), lib.ones(6), w, b, training=True
-    ),
 }
+# (batch_norm rounds its float32 parameters to the input's half dtype: widening the input
+# would save a float32 copy of each activation, functional/normalization.py; within 1 ulp,
+# test_mixed_batch_norm_within_an_ulp below)
 
 
 @pytest.mark.parametrize("name", list(NORMS))
@@ -131,10 +131,29 @@ def test_mixed_normalizations_compute_in_float32(name):
         xg = xb.reshape(2, 3, -1)
         xh = (xg - xg.mean(-1, keepdims=True)) / np.sqrt(xg.var(-1, keepdims=True) + 1e-5)
         xh = xh.reshape(xb.shape)
-    else:
-        axes = (0, 2, 3)
-        xh = (xb - xb.mean(axes, keepdims=True)) / np.sqrt(xb.var(axes, keepdims=True) + 1e-5)
     scale = (np.abs(gb) * np.abs(xh)).sum((0, 2, 3))
     tol = 64 * 2.0**-24 * scale  # float32 sums, in any order, of float32-rounded terms
     assert np.all(np.abs(out[ember][2] - (gb * xh).sum((0, 2, 3))) <= tol)
     assert np.all(np.abs(out[ember][3] - gb.sum((0, 2, 3))) <= tol)
+
+
+def test_mixed_batch_norm_within_an_ulp():
+    """BatchNorm on bfloat16 data with float32 parameters (autocast's CNN): values and the
+    input's gradient within one bfloat16 ulp of PyTorch's mixed-type kernel, the parameters'
+    gradients float32 within bfloat16 sums' rounding."""
+    r = np.random.default_rng(4)
+    x, g = r.standard_normal((4, 6, 5, 5)), r.standard_normal((4, 6, 5, 5))
+    w, b = r.standard_normal(6), r.standard_normal(6)
+    out = {}
+    for lib in (torch, ember):
+        X = lib.tensor(x.astype(np.float32)).to(lib.bfloat16).requires_grad_()
+        W = lib.tensor(w.astype(np.float32)).requires_grad_()
+        B = lib.tensor(b.astype(np.float32)).requires_grad_()
+        y = lib.nn.functional.batch_norm(X, lib.zeros(6), lib.ones(6), W, B, training=True)
+        y.backward(lib.tensor(g.astype(np.float32)).to(lib.bfloat16))
+        assert y.dtype == lib.bfloat16 and W.grad.dtype == lib.float32
+        out[lib] = [t.float().detach().numpy() for t in (y, X.grad, W.grad, B.grad)]
+    for t, e in zip(out[torch][:2], out[ember][:2]):
+        assert np.allclose(t, e, rtol=2**-7, atol=2**-7 * np.abs(t).max())
+    for t, e in zip(out[torch][2:], out[ember][2:]):  # (sums of 100 bfloat16 terms each)
+        assert np.allclose(t, e, rtol=0, atol=100 * 2**-8 * np.abs(g).max() * 4)
