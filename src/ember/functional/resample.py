@@ -385,6 +385,14 @@ def affine_grid(theta, size, align_corners: bool | None = None):
         )
     if min(size) <= 0:
         raise ValueError(f"affine_grid: expected a positive output size, got {size}")
+    if align_corners and min(size[2:]) == 1:
+        warnings.warn(
+            "Since version 1.3.0, affine_grid behavior has changed for unit-size grids when "
+            "align_corners=True. This is not an intended use case of affine_grid. See the "
+            "documentation of affine_grid for details.",
+            UserWarning,
+            stacklevel=2,
+        )
     axes = np.meshgrid(*[_base_coords(s, align_corners) for s in size[:1:-1]], indexing="ij")
     # meshgrid over (W, H[, D]) with "ij": transpose to (D, H, W) order, then x, y, z, 1
     coords = [a.transpose(tuple(range(spatial))[::-1]) for a in axes]

@@ -15,8 +15,9 @@ its axes' weights in axis order, its pixel ``sum(pos[a] * stride[a])``.
   with axis a's weight replaced by its derivative), ``acc_a = sum_c g * S_a`` channel after
   channel, ``dgrid_a = acc_a * mult_a``; nearest's is 0.
 
-Half precision (bfloat16, float16) is computed in float32 and rounded once, as PyTorch's CPU
-kernels compute it.
+Half precision (bfloat16, float16) is computed in float32 and rounded once. (PyTorch's CPU
+kernel computes 16-bit inputs in 16-bit vectors, rounding its coordinates and weights as it
+goes: a few ulps from these values.)
 """
 
 from __future__ import annotations

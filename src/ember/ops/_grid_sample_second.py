@@ -20,7 +20,6 @@ B terms vanish.
 
 from __future__ import annotations
 
-import itertools
 import math
 
 from .. import dtypes
@@ -67,8 +66,20 @@ def _product(factors):
     return out
 
 
+def _combos(parts, axis: int, dims: int):
+    """One axis's per-tap values (N, P) stacked on a tap axis placed so the axes' taps
+    broadcast to every combination: (N, P, k0, 1[, 1]), (N, P, 1, k1[, 1]), ..."""
+    stacked = E.stack(list(parts), -1)
+    for _ in range(dims - 1 - axis):
+        stacked = E.unsqueeze(stacked, -1)
+    for _ in range(axis):
+        stacked = E.unsqueeze(stacked, 2)
+    return stacked
+
+
 def _b_terms(x, grid, g, b, sampling, need):
-    """The B terms (module docstring) towards x, the grid and g, each None where not wanted."""
+    """The B terms (module docstring) towards x, the grid and g, each None where not wanted:
+    every tap combination at once on a trailing axis of K = taps ** dims."""
     need_x, need_grid, need_g = need
     n, ch = x.shape[0], x.shape[1]
     spatial = tuple(x.shape[2:])
@@ -90,56 +101,64 @@ def _b_terms(x, grid, g, b, sampling, need):
         )
         for i in range(dims)
     ]
+    k = math.prod(len(t.pos) for t in taps)
+    ones = (1,) * dims
+    combos = (n, points * k)
+
+    def flat(v):
+        return E.reshape(E.broadcast_to(v, (n, points, *[len(t.pos) for t in taps])), combos)
+
+    valid = None
+    for i, t in enumerate(taps):
+        v = _combos(t.valid, i, dims)
+        valid = v if valid is None else valid & v
+    valid = flat(valid)
+    index = None
+    for i, t in enumerate(taps):
+        term = E.cast(E.where(valid, flat(_combos(t.pos, i, dims)), 0.0), dtypes.int64)
+        index = term * strides[i] if index is None else index + term * strides[i]
+    w = [_combos(t.w, i, dims) for i, t in enumerate(taps)]
+    dw = [_combos(t.dw, i, dims) for i, t in enumerate(taps)]
     # B_a * d(coordinate_a)/du_a: the cotangent in each axis's pixel coordinate
-    bm = [E.select(flat_b, 2, dims - 1 - i) * taps[i].mult for i in range(dims)]
+    bm = []
+    for i in range(dims):
+        cotangent = E.select(flat_b, 2, dims - 1 - i) * taps[i].mult
+        bm.append(flat(E.reshape(cotangent, (n, points, *ones))))
+    # sum_a B_a dW/du_a, each combination's weight in T
+    direction = None
+    for i in range(dims):
+        term = bm[i] * flat(_product(dw[j] if j == i else w[j] for j in range(dims)))
+        direction = term if direction is None else direction + term
     planes = E.reshape(x, (n, ch, length))
-    gp = E.reshape(g, (n, ch, points))
-    t = dx = None
-    du = [None] * dims
-    for combo in itertools.product(*[range(len(tp.pos)) for tp in taps]):
-        valid = _product([taps[i].valid[k] for i, k in enumerate(combo)])
-        index = None
-        for i, k in enumerate(combo):
-            p = E.cast(E.where(valid, taps[i].pos[k], 0.0), dtypes.int64)
-            p = p * strides[i] if strides[i] != 1 else p
-            index = p if index is None else index + p
-        w = [taps[i].w[k] for i, k in enumerate(combo)]
-        dw = [taps[i].dw[k] for i, k in enumerate(combo)]
-        # sum_a B_a dW/du_a, the tap's weight in T
-        direction = None
-        for i in range(dims):
-            term = bm[i] * _product(dw[j] if j == i else w[j] for j in range(dims))
-            direction = term if direction is None else direction + term
-        index3 = E.broadcast_to(E.unsqueeze(index, 1), (n, ch, points))
-        keep = E.unsqueeze(valid, 1)
-        if need_x:
-            src = E.where(keep, E.unsqueeze(direction, 1) * gp, 0.0)
-            dx = _add(dx, E.scatter_add(E.zeros_like(planes), 2, index3, src))
-        if not (need_g or need_grid):
-            continue
+    g_rep = E.reshape(
+        E.broadcast_to(E.unsqueeze(E.reshape(g, (n, ch, points)), -1), (n, ch, points, k)),
+        (n, ch, points * k),
+    )
+    index3 = E.broadcast_to(E.unsqueeze(index, 1), (n, ch, points * k))
+    keep = E.unsqueeze(valid, 1)
+    dx = dg = dgrid = None
+    if need_x:
+        src = E.where(keep, E.unsqueeze(direction, 1) * g_rep, 0.0)
+        dx = E.reshape(E.scatter_add(E.zeros_like(planes), 2, index3, src), tuple(x.shape))
+    if need_g or need_grid:
         values = E.where(keep, E.gather(planes, 2, index3), 0.0)
-        if need_g:
-            t = _add(t, E.unsqueeze(direction, 1) * values)
-        if need_grid:
-            gv = E.sum(gp * values, 1)
-            d2w = [taps[i].d2w[k] for i, k in enumerate(combo)]
-            for e in range(dims):
-                curvature = None
-                for i in range(dims):
-                    if i == e:
-                        f = [d2w[j] if j == e else w[j] for j in range(dims)]
-                    else:
-                        f = [dw[j] if j in (i, e) else w[j] for j in range(dims)]
-                    term = bm[i] * _product(f)
-                    curvature = term if curvature is None else curvature + term
-                du[e] = _add(du[e], gv * curvature * taps[e].mult)
-    dx = E.reshape(dx, tuple(x.shape)) if dx is not None else None
-    dg = E.reshape(t, tuple(g.shape)) if t is not None else None
-    dgrid = None
+    if need_g:
+        t = E.reshape(E.unsqueeze(direction, 1) * values, (n, ch, points, k))
+        dg = E.reshape(E.sum(t, -1), tuple(g.shape))
     if need_grid:
+        gv = E.sum(g_rep * values, 1)
+        d2w = [_combos(t.d2w, i, dims) for i, t in enumerate(taps)]
+        du = []
+        for e in range(dims):
+            curvature = None
+            for i in range(dims):
+                if i == e:
+                    f = [d2w[j] if j == e else w[j] for j in range(dims)]
+                else:
+                    f = [dw[j] if j in (i, e) else w[j] for j in range(dims)]
+                term = bm[i] * flat(_product(f))
+                curvature = term if curvature is None else curvature + term
+            total = E.sum(E.reshape(gv * curvature, (n, points, k)), -1)
+            du.append(total * taps[e].mult)
         dgrid = E.reshape(E.stack(du[::-1], -1), tuple(grid.shape))
     return dx, dgrid, dg
-
-
-def _add(total, term):
-    return term if total is None else total + term
