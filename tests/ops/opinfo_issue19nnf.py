@@ -389,3 +389,9 @@ OPS = [
 for _op in OPS:
     if _op.dtypes == ALL_DTYPES and _op.name not in ("unfold", "pixel_shuffle", "pixel_unshuffle"):
         _op.dtypes = FLOATS
+
+INTERNAL = {
+    "grid_sample_backward": "(its VJP only) grid_sample's backward op: its VJP, the second "
+    "derivative, is checked against PyTorch's double backward and by finite differences in "
+    "tests/ops/samples_grid_sample.py, and eagerly for every mode in tests/ops/test_grid_sample.py"
+}
