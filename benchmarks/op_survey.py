@@ -118,6 +118,32 @@ CASES = {
         lambda L: lambda x, g: L.nn.functional.grid_sample(x, g.tanh(), align_corners=False),
         [arr(4, 16, 32, 32), arr(4, 32, 32, 2)],
     ),
+    "grid_sample 8x32 64x64 bilinear": (
+        lambda L: lambda x, g: L.nn.functional.grid_sample(x, g.tanh(), align_corners=False),
+        [arr(8, 32, 64, 64), arr(8, 64, 64, 2)],
+    ),
+    "grid_sample bicubic reflection": (
+        lambda L: (
+            lambda x, g: L.nn.functional.grid_sample(
+                x, g, "bicubic", "reflection", align_corners=True
+            )
+        ),
+        [arr(4, 16, 32, 32), arr(4, 32, 32, 2)],
+    ),
+    "grid_sample 5-d trilinear": (
+        lambda L: lambda x, g: L.nn.functional.grid_sample(x, g.tanh(), align_corners=False),
+        [arr(2, 16, 16, 32, 32), arr(2, 16, 32, 32, 3)],
+    ),
+    "affine_grid + grid_sample (stn)": (
+        lambda L: (
+            lambda x, t: L.nn.functional.grid_sample(
+                x,
+                L.nn.functional.affine_grid(t, (8, 32, 64, 64), align_corners=False),
+                align_corners=False,
+            )
+        ),
+        [arr(8, 32, 64, 64), arr(8, 2, 3)],
+    ),
     "ce label smooth": (
         lambda L: (
             lambda x: L.nn.functional.cross_entropy(

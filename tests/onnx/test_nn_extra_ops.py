@@ -272,6 +272,18 @@ def test_grid_sample_paddings_and_alignment(mode):
         _run("GridSample", {"x": x, "grid": grid}, opset=20, attrs=attrs)
 
 
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_grid_sample_volumetric_runs_the_op(mode):
+    """5-D GridSample (opset 20) against onnxruntime; 4-D and 5-D nodes import as ember's
+    grid_sample op (ops/grid_sample.py), not a composite of gathers."""
+    for padding, align in itertools.product(("zeros", "border", "reflection"), (0, 1)):
+        x = _f32(2, 2, 3, 4, 5)
+        grid = RNG.uniform(-1.4, 1.4, (2, 2, 3, 2, 3)).astype(np.float32)
+        attrs = {"mode": mode, "padding_mode": padding, "align_corners": align}
+        f = _run("GridSample", {"x": x, "grid": grid}, opset=20, attrs=attrs)
+        assert [n.op.name for n in f.graph.call_nodes()] == ["grid_sample"]
+
+
 def test_grid_sample_opset16_names():
     x, grid = _f32(1, 2, 4, 4), RNG.uniform(-1.2, 1.2, (1, 3, 5, 2)).astype(np.float32)
     for mode in ("bilinear", "nearest", "bicubic"):

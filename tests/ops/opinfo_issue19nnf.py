@@ -156,7 +156,23 @@ def _grid_sample_samples():
                 kw = {"mode": mode, "padding_mode": pm, "align_corners": ac}
                 out.append(S(img, R.uniform(-1.3, 1.3, (2, 3, 6, 2)), kwargs=kw, desc=str(kw)))
                 out.append(S(img, R.uniform(-3.4, 3.4, (2, 2, 3, 2)), kwargs=kw, desc=f"far {kw}"))
+    vol = n(2, 2, 3, 4, 3)
+    for mode, pm, ac, span in (
+        ("bilinear", "zeros", False, 1.3),
+        ("bilinear", "reflection", True, 2.5),
+        ("bilinear", "border", True, 1.6),
+        ("nearest", "border", False, 1.3),
+    ):
+        kw = {"mode": mode, "padding_mode": pm, "align_corners": ac}
+        out.append(S(vol, R.uniform(-span, span, (2, 2, 3, 2, 3)), kwargs=kw, desc=f"5-D {kw}"))
     grid = R.uniform(-1, 1, (2, 3, 6, 2))
+    special = grid.copy()
+    special[0, 0, :4, 0] = [np.nan, np.inf, -np.inf, 1e20]
+    special[1, 1, :3, 1] = [np.nan, -1e20, np.inf]
+    for pm in ("zeros", "border", "reflection"):
+        kw = {"padding_mode": pm, "align_corners": False}
+        # (PyTorch's gradient at NaN positions is its own: forward only)
+        out.append(S(img, special, kwargs=kw, desc=f"NaN and Inf {pm}", grad=False))
     out += [
         S(img, grid, kwargs={"align_corners": False}, desc="strided", strided=True),
         S(n(1, 2, 1, 1), grid[:1], kwargs={"align_corners": False}, desc="1x1 image"),
@@ -373,3 +389,9 @@ OPS = [
 for _op in OPS:
     if _op.dtypes == ALL_DTYPES and _op.name not in ("unfold", "pixel_shuffle", "pixel_unshuffle"):
         _op.dtypes = FLOATS
+
+INTERNAL = {
+    "grid_sample_backward": "(its VJP only) grid_sample's backward op: its VJP, the second "
+    "derivative, is checked against PyTorch's double backward and by finite differences in "
+    "tests/ops/samples_grid_sample.py, and eagerly for every mode in tests/ops/test_grid_sample.py"
+}

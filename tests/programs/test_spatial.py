@@ -1,4 +1,5 @@
-"""Spatial and indexing programs: a spatial transformer, unfold/fold, upsampling and padding,
+"""Spatial and indexing programs: spatial transformers (2-D, and 3-D with flow warping),
+unfold/fold, upsampling and padding,
 boolean and advanced indexing, statistics and einsum.
 """
 
@@ -306,8 +307,63 @@ def eval_loop(torch, ctx):
     }
 
 
-PROGRAMS = [stn, unfold_fold, upsample_pad, indexing_prog, stats_prog, dtypes_prog, eval_loop]
-CAPTURED = [stn, unfold_fold]
+def stn_warp(torch, ctx):
+    """A volumetric spatial transformer (theta (N, 3, 4), a 5-D affine grid, trilinear
+    sampling with border padding) and optical-flow warping (a conv predicts the flow added to
+    the identity grid, bilinear zeros and bicubic reflection sampling): three Adam steps."""
+    nn, F = torch.nn, torch.nn.functional
+
+    class Warp(nn.Module):
+        def __init__(s):
+            super().__init__()
+            s.loc = nn.Sequential(nn.Conv3d(2, 4, 3), nn.ReLU(), nn.AdaptiveAvgPool3d(1))
+            s.fc = nn.Linear(4, 12)
+            s.fc.weight.data.mul_(0.1)
+            s.fc.bias.data.copy_(torch.eye(3, 4).flatten())
+            s.flow = nn.Conv2d(3, 2, 3, padding=1)
+            s.flow.weight.data.mul_(0.2)
+
+        def forward(s, vol, img):
+            theta = s.fc(s.loc(vol).flatten(1)).view(-1, 3, 4)
+            grid = F.affine_grid(theta, (vol.shape[0], 2, 3, 5, 4), align_corners=False)
+            v = F.grid_sample(vol, grid, padding_mode="border", align_corners=False)
+            eye = torch.eye(2, 3).unsqueeze(0).expand(img.shape[0], 2, 3)
+            base = F.affine_grid(eye, tuple(img.shape), align_corners=True)
+            warp = base + s.flow(img).permute(0, 2, 3, 1).tanh() * 0.3
+            a = F.grid_sample(img, warp, align_corners=True)
+            b = F.grid_sample(img, warp, "bicubic", "reflection", align_corners=False)
+            return v, a, b
+
+    m = ctx.init(Warp())
+    opt = torch.optim.Adam(m.parameters(), lr=0.05)
+    rng = np.random.default_rng(1)
+    vol = ctx.t(rng.standard_normal((2, 2, 4, 6, 5)).astype(np.float32))
+    img = ctx.t(rng.standard_normal((2, 3, 6, 7)).astype(np.float32))
+
+    def step(vol, img):
+        opt.zero_grad()
+        v, a, b = m(vol, img)
+        loss = v.pow(2).mean() + (a - img).pow(2).mean() + b.abs().mean()
+        loss.backward()
+        opt.step()
+        return loss, v, a, b
+
+    step = ctx.fn(step)
+    outs = [step(vol, img) for _ in range(3)]
+    return {"o": outs, "fc": m.fc.weight, "flow": m.flow.weight, "loc": m.loc[0].weight}
+
+
+PROGRAMS = [
+    stn,
+    stn_warp,
+    unfold_fold,
+    upsample_pad,
+    indexing_prog,
+    stats_prog,
+    dtypes_prog,
+    eval_loop,
+]
+CAPTURED = [stn, stn_warp, unfold_fold]
 
 
 # bfloat16 and float16 results: one unit in the last place of 16-bit values near 0.2

@@ -1,16 +1,14 @@
 """Resampling: ``interpolate`` (nearest, nearest-exact, linear, bilinear, trilinear, area),
-``grid_sample`` (bilinear and nearest, 4-D) and ``affine_grid``, with PyTorch's signatures.
+``grid_sample`` (4-D and 5-D, the op of ops/grid_sample.py) and ``affine_grid``, with
+PyTorch's signatures.
 
 Everything here is a composite. ``interpolate`` works one spatial dimension at a time: the
 source positions and weights depend on the sizes alone, so they are computed in NumPy (in
 PyTorch's arithmetic: nearest's source index in float32, as its CPU kernel) and become
 constants; a dimension is then one or two ``index_select``s and a weighted sum, whose gradient
-scatters back through ``index_add``. ``grid_sample`` reads the grid's values, so its corner
-indices and weights are ember ops on the grid (the weights carry the gradient with respect to
-the grid) and the corners are ``gather``s of the flattened image (whose gradient is a
-scatter-add into it). Padding modes follow PyTorch's ``grid_sampler_compute_source_index``,
-including its gradient conventions: a clipped coordinate has gradient 0 at and beyond the
-border, and a reflection flips the gradient's sign.
+scatters back through ``index_add``. ``grid_sample`` reads the grid's values: it is one op
+(ops/grid_sample.py) with its backward op and C kernels. ``affine_grid`` is a product of the
+affine maps with the constant base grid.
 """
 
 from __future__ import annotations
@@ -20,13 +18,13 @@ import warnings
 
 import numpy as np
 
-from .. import dtypes
 from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
-from ..ops._registry import export
+from ..ops._registry import apply, export
 from ..ops._util import fmt_shape, refuse_complex
 from ..ops.elementwise import to_tensor
+from ..ops.grid_sample import GRID_SAMPLE
 from ._common import float_input
 
 _LINEAR = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}  # (their dims)
@@ -303,61 +301,6 @@ def upsample_bilinear(input, size=None, scale_factor=None):
 # ----------------------------------------------------------------------------- grid_sample
 
 
-def _unnormalize(coord, size: int, align_corners: bool):
-    if align_corners:
-        return (coord + 1) * ((size - 1) / 2)
-    return ((coord + 1) * size - 1) / 2
-
-
-def _clip(coord, size: int):
-    """Clamp into [0, size - 1], the gradient 0 at and beyond the bounds (PyTorch's)."""
-    hi = float(size - 1)
-    return E.where(coord <= 0, 0.0, E.where(coord >= hi, hi, coord))
-
-
-def _reflect(coord, twice_low: int, twice_high: int):
-    """PyTorch's reflect_coordinates: fold ``coord`` into [low, high] by reflections."""
-    if twice_low == twice_high:
-        return coord * 0
-    low = twice_low / 2
-    span = (twice_high - twice_low) / 2
-    t = coord - low
-    t = E.where(t < 0, -t, t)  # |t| whose gradient at 0 is +1, as PyTorch's
-    extra = E.mod(t, span)
-    flips = E.floor(t / span)
-    return E.where(E.mod(flips, 2) == 0, extra + low, span - extra + low)
-
-
-def _source(coord, size: int, padding_mode: str, align_corners: bool):
-    return _padded(_unnormalize(coord, size, align_corners), size, padding_mode, align_corners)
-
-
-def _padded(coord, size: int, padding_mode: str, align_corners: bool):
-    """A pixel coordinate moved into the image as ``padding_mode`` says (PyTorch's
-    compute_coordinates); ``zeros`` leaves it (positions outside read 0)."""
-    if padding_mode == "border":
-        return _clip(coord, size)
-    if padding_mode == "reflection":
-        if align_corners:
-            coord = _reflect(coord, 0, 2 * (size - 1))
-        else:
-            coord = _reflect(coord, -1, 2 * size - 1)
-        return _clip(coord, size)
-    return coord
-
-
-def _corner(flat, ix, iy, h: int, w: int, channels: int):
-    """``flat`` (N, C, H * W) at integer-valued float positions (N, P), 0 outside the image,
-    and the in-bounds mask."""
-    inside = (ix >= 0) & (ix <= w - 1) & (iy >= 0) & (iy <= h - 1)
-    xi = E.cast(E.clamp(E.where(inside, ix, 0), 0, w - 1), dtypes.int64)
-    yi = E.cast(E.clamp(E.where(inside, iy, 0), 0, h - 1), dtypes.int64)
-    index = E.unsqueeze(yi * w + xi, 1)
-    n, p = index.shape[0], index.shape[2]
-    values = E.gather(flat, 2, E.broadcast_to(index, (n, channels, p)))
-    return values, E.unsqueeze(inside, 1)
-
-
 @export(functional=True, toplevel=False)
 @autocasts(Autocast.FP32)
 def grid_sample(
@@ -367,12 +310,15 @@ def grid_sample(
     padding_mode: str = "zeros",
     align_corners: bool | None = None,
 ):
-    """Sample a (N, C, H, W) input at the (N, Ho, Wo, 2) ``grid`` of normalized (x, y)
-    positions in [-1, 1], giving (N, C, Ho, Wo). Modes ``bilinear``, ``nearest`` and ``bicubic``
-    (Keys' cubic convolution, a = -0.75, over the 4 x 4 pixels around each position, each
-    moved into the image by the padding mode as PyTorch's; ember has no 5-D input); padding
-    ``zeros``, ``border`` or ``reflection``. Differentiable with respect to the input and
-    (bilinear, bicubic) the grid."""
+    """Sample a (N, C, H, W) or (N, C, D, H, W) input at the (N, Ho, Wo, 2) or
+    (N, Do, Ho, Wo, 3) ``grid`` of normalized (x, y[, z]) positions in [-1, 1], giving
+    (N, C, Ho, Wo) or (N, C, Do, Ho, Wo). Modes ``bilinear`` (trilinear for 5-D input),
+    ``nearest`` and ``bicubic`` (4-D; Keys' cubic convolution, a = -0.75, over the 4 x 4 pixels
+    around each position, each moved into the image by the padding mode as PyTorch's); padding
+    ``zeros``, ``border`` or ``reflection``. Differentiable twice with respect to the input and
+    (bilinear, bicubic) the grid: ops/grid_sample.py. A NaN or infinite grid value gives what
+    PyTorch's 4-D kernel gives, in 5-D too (PyTorch's 5-D kernel reads 0 there, and clips NaN to
+    the far border)."""
     if mode not in ("bilinear", "nearest", "bicubic"):
         raise ValueError(
             "grid_sample: expected mode to be 'bilinear', 'nearest' or 'bicubic', "
@@ -393,72 +339,18 @@ def grid_sample(
         align_corners = False
     x = float_input("grid_sample", input)
     g = float_input("grid_sample", grid, "grid")
-    if x.ndim != 4 or g.ndim != 4 or g.shape[-1] != 2 or g.shape[0] != x.shape[0]:
-        raise ShapeError(
-            f"expected a (N, C, H, W) input and a (N, H_out, W_out, 2) grid of the same N, got "
-            f"{fmt_shape(x.shape)} and {fmt_shape(g.shape)} (ember samples 4-D inputs only)",
-            op="grid_sample",
-        )
     if g.dtype is not x.dtype:
         raise DTypeError(
             f"grid ({g.dtype}) must have the input's dtype ({x.dtype})", op="grid_sample"
         )
-    n, c, h, w = x.shape
-    ho, wo = g.shape[1], g.shape[2]
-    flat = E.reshape(x, (n, c, h * w))
-    points = E.reshape(g, (n, ho * wo, 2))
-    ix = _source(E.select(points, 2, 0), w, padding_mode, align_corners)
-    iy = _source(E.select(points, 2, 1), h, padding_mode, align_corners)
-    if mode == "nearest":
-        values, inside = _corner(flat, E.round(ix), E.round(iy), h, w, c)
-        out = E.where(inside, values, 0)
-    elif mode == "bicubic":
-        out = _bicubic(flat, points, (h, w, c), padding_mode, align_corners)
-    else:
-        x0, y0 = E.floor(ix), E.floor(iy)
-        x1, y1 = x0 + 1, y0 + 1
-        out = None
-        for cx, cy, wx, wy in (
-            (x0, y0, x1 - ix, y1 - iy),
-            (x1, y0, ix - x0, y1 - iy),
-            (x0, y1, x1 - ix, iy - y0),
-            (x1, y1, ix - x0, iy - y0),
-        ):
-            values, inside = _corner(flat, cx, cy, h, w, c)
-            term = E.where(inside, values * E.unsqueeze(wx * wy, 1), 0)
-            out = term if out is None else out + term
-    return E.reshape(out, (n, c, ho, wo))
-
-
-def _cubic_coefficients(t):
-    """Keys' cubic convolution weights (a = -0.75) of the taps at -1, 0, 1, 2 from a position
-    ``t`` in [0, 1) past the second tap (PyTorch's get_cubic_upsample_coefficients)."""
-    a = -0.75
-
-    def near(x):
-        return ((a + 2) * x - (a + 3)) * x * x + 1
-
-    def far(x):
-        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
-
-    return far(t + 1), near(t), near(1 - t), far(2 - t)
-
-
-def _bicubic(flat, points, hwc: tuple, padding_mode: str, align_corners: bool):
-    h, w, c = hwc
-    ix = _unnormalize(E.select(points, 2, 0), w, align_corners)
-    iy = _unnormalize(E.select(points, 2, 1), h, align_corners)
-    x0, y0 = E.floor(ix), E.floor(iy)
-    wx, wy = _cubic_coefficients(ix - x0), _cubic_coefficients(iy - y0)
-    out = None
-    for i in range(4):
-        cy = _padded(y0 + (i - 1), h, padding_mode, align_corners)
-        for j in range(4):
-            cx = _padded(x0 + (j - 1), w, padding_mode, align_corners)
-            values, inside = _corner(flat, E.floor(cx), E.floor(cy), h, w, c)
-            term = E.where(inside, values * E.unsqueeze(wx[j] * wy[i], 1), 0)
-            out = term if out is None else out + term
-    return out
+    return apply(
+        GRID_SAMPLE,
+        x,
+        g,
+        mode=mode,
+        padding_mode=padding_mode,
+        align_corners=bool(align_corners),
+    )
 
 
 def _base_coords(steps: int, align_corners: bool) -> np.ndarray:
@@ -495,6 +387,14 @@ def affine_grid(theta, size, align_corners: bool | None = None):
         )
     if min(size) <= 0:
         raise ValueError(f"affine_grid: expected a positive output size, got {size}")
+    if align_corners and min(size[2:]) == 1:
+        warnings.warn(
+            "Since version 1.3.0, affine_grid behavior has changed for unit-size grids when "
+            "align_corners=True. This is not an intended use case of affine_grid. See the "
+            "documentation of affine_grid for details.",
+            UserWarning,
+            stacklevel=2,
+        )
     axes = np.meshgrid(*[_base_coords(s, align_corners) for s in size[:1:-1]], indexing="ij")
     # meshgrid over (W, H[, D]) with "ij": transpose to (D, H, W) order, then x, y, z, 1
     coords = [a.transpose(tuple(range(spatial))[::-1]) for a in axes]

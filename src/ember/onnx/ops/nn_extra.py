@@ -99,10 +99,13 @@ def sample_points(flat, coords, dims, mode, padding, borders):
 
 
 _GRID_MODES = {"bilinear": "linear", "bicubic": "cubic"}
+_TORCH_MODES = {"linear": "bilinear", "cubic": "bicubic", "nearest": "nearest"}
 
 
 @converter("GridSample", 16)
 def _grid_sample(ctx, x, grid):
+    """4-D and 5-D inputs (not 5-D cubic) run ember's grid_sample op (ops/grid_sample.py);
+    other ranks, 5-D cubic and a grid of another dtype the composite of `sample_points`."""
     x, grid = ctx.tensor(x), ctx.tensor(grid)
     mode = ctx.attr("mode", "bilinear" if ctx.opset < 20 else "linear")
     mode = _GRID_MODES.get(mode, mode)
@@ -123,6 +126,9 @@ def _grid_sample(ctx, x, grid):
     out_spatial = tuple(grid.shape[1:-1])
     if 0 in (n, c) or 0 in out_spatial or 0 in dims:
         return E.zeros((n, c, *out_spatial), dtype=x.dtype)
+    if k in (2, 3) and (mode != "cubic" or k == 2) and grid.dtype is x.dtype:
+        # PyTorch's sampling, which onnxruntime's kernel follows: the grid_sample op
+        return F.grid_sample(x, grid, _TORCH_MODES[mode], padding, align_corners=align)
     work = x.dtype if x.dtype in (_dt.float32, _dt.float64) else _dt.float32
     points = E.reshape(E.cast(grid, work), (n, -1, k))
     coords, borders = [], []
