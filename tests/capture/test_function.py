@@ -735,16 +735,57 @@ def test_an_attribute_of_the_traced_module_is_guarded():
     assert g.stats.retrace_reasons == ["model.factor changed from 2.0 to 3.0"]
 
 
-def test_python_values_the_function_itself_changes_are_not_guarded():
+def test_numbers_the_function_itself_changes_are_guarded_at_their_entry_value():
+    # a counter the step increments (hunt 7: baked in, a step scaled by the first call's count
+    # ran on silently): each call finds another value, so each retraces, and every call counts
+    # and computes as the eager one does
+    global CALLS
+    CALLS = 0
+
     def count(x):
         global CALLS
-        CALLS += 1  # a side effect: it happens while tracing, once
-        return x + 1
+        CALLS += 1
+        return x * CALLS
 
     f = ember.function(count)
+    got = [f(ember.ones(2)).numpy()[0] for _ in range(3)]
+    assert got == [1.0, 2.0, 3.0] and CALLS == 3
+    assert f.stats.retrace_reasons == [
+        "global CALLS changed from 0 to 1",
+        "global CALLS changed from 1 to 2",
+    ]
+
+    class Stepper(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Linear(3, 1)
+            self.steps, self.started = 0, False
+
+        def forward(self, x):
+            if not self.started:  # a flag: the first call's branch, then the other's
+                self.started = True
+                x = x * 0
+            self.steps += 1
+            return self.linear(x) * self.steps
+
+    captured, eager = Stepper(), Stepper()
+    eager.load_state_dict(captured.state_dict())
+    g = ember.function(captured)
+    x = ember.ones(2, 3)
     for _ in range(3):
-        f(ember.ones(2))
-    assert f.stats.traces == 1
+        np.testing.assert_allclose(g(x).numpy(), eager(x).numpy(), rtol=1e-6)
+    assert (captured.steps, captured.started) == (3, True)
+
+    # a value the function stores but never reads back is no guard: one trace
+    def note(x):
+        global CALLS
+        CALLS = 7
+        return x + 1
+
+    h = ember.function(note)
+    for _ in range(3):
+        h(ember.ones(2))
+    assert h.stats.traces == 1
 
 
 def test_a_large_global_array_is_guarded_by_identity_and_warned_about():

@@ -92,27 +92,45 @@ _READS: dict[int, tuple] = {}  # id(code) -> (code, its `_reads`): a code object
 
 def _reads(code) -> tuple:
     """``code``'s reads (`_loads`) with their labels: ((global name, label), ...), attribute
-    names, ((index of the free variable, label), ...); computed once per code object."""
+    names, ((index of the free variable, label), ...), and the same three for the names it
+    also stores; computed once per code object."""
     entry = _READS.get(id(code))
     if entry is None or entry[0] is not code:
         if len(_READS) > 4096:
             _READS.clear()
-        names, attrs, cells = _loads(code)
+        names, attrs, cells, changed = _loads(code)
         free = code.co_freevars
-        entry = _READS[id(code)] = (
-            code,
-            (
+
+        def labelled(names, attrs, cells):
+            return (
                 tuple((n, f"global {n}") for n in names),
                 attrs,
                 tuple((i, f"closure variable {n}") for i, n in enumerate(free) if n in cells),
-            ),
-        )
+            )
+
+        entry = _READS[id(code)] = (code, (*labelled(names, attrs, cells), labelled(*changed)))
     return entry[1]
 
 
-def _loads(code) -> tuple[tuple, frozenset, frozenset]:
+_NUMBERS = (bool, int, float, complex)
+
+
+def guards_number(value) -> bool:
+    """Whether ``value`` is a number: what a name the code both loads and stores is guarded by
+    (``self.steps += 1``, ``if not self.started: ... self.started = True``). The trace bakes in
+    the value it found on entry and its writeback leaves the value it stored, so a call that
+    finds another value must retrace, not repeat the first call; any other value such a name
+    holds (a tensor, a cache) is the state's to track (capture/state.py)."""
+    return isinstance(value, _NUMBERS) or (
+        isinstance(value, np.generic) and value.dtype.kind in "biufc"
+    )
+
+
+def _loads(code) -> tuple:
     """(globals, sorted; attribute names; free variables) that ``code`` or the code nested in
-    it loads and never stores: what a trace reads and the function itself does not change."""
+    it loads and never stores: what a trace reads and the function itself does not change;
+    then the same three of the names it loads and also stores (guarded while they hold
+    numbers: `guards_number`)."""
     loaded: dict[str, set] = {"global": set(), "attr": set(), "deref": set()}
     stored: dict[str, set] = {"global": set(), "attr": set(), "deref": set()}
     kinds = {
@@ -138,7 +156,10 @@ def _loads(code) -> tuple[tuple, frozenset, frozenset]:
                 kind[0][kind[1]].add(ins.argval)
         stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
     names = tuple(sorted(loaded["global"] - stored["global"]))
-    return (names, *(frozenset(loaded[k] - stored[k]) for k in ("attr", "deref")))
+    changed = tuple(sorted(loaded["global"] & stored["global"]))
+    kept = (frozenset(loaded[k] - stored[k]) for k in ("attr", "deref"))
+    both = (frozenset(loaded[k] & stored[k]) for k in ("attr", "deref"))
+    return (names, *kept, (changed, *both))
 
 
 MISSING = object()  # what a probe saw where a name was not set (or a closure cell empty)

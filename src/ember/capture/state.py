@@ -49,7 +49,15 @@ from ..graph.symbolic_tensor import SymbolicTensor
 from ..nn.module import Module
 from ..optim.optimizer import Optimizer
 from ..tensor import GRAD_SLOT, Tensor
-from .guards import ARRAY_GUARD_LIMIT, MISSING, Probes, PythonValue, _reads, python_value
+from .guards import (
+    ARRAY_GUARD_LIMIT,
+    MISSING,
+    Probes,
+    PythonValue,
+    _reads,
+    guards_number,
+    python_value,
+)
 
 __all__ = [
     "ARRAY_GUARD_LIMIT",
@@ -284,16 +292,19 @@ def _python_values(fn, probes: Probes | None = None) -> list:
             if probes is not None:
                 probes.guarded(value, guard)
 
-    def attributes(label, obj, attrs, depth):
+    def attributes(label, obj, attrs, depth, changed=frozenset()):
         if isinstance(obj, (type, types.ModuleType, types.FunctionType, Tensor)):
             return
         own = getattr(obj, "__dict__", None)
         if isinstance(own, dict):
             if probes is not None:  # (an attribute set later would be read instead)
-                for a in attrs:
+                for a in attrs | changed:
                     probes.entry(own, a)
             for a in sorted(attrs & own.keys()):
                 add(f"{label}.{a}", own[a])
+            for a in sorted(changed & own.keys()):  # (a counter or flag the code changes)
+                if guards_number(own[a]):
+                    add(f"{label}.{a}", own[a])
         if depth == 0:  # the object's own methods the code calls read its attributes too
             for method in _user_methods(type(obj), attrs):
                 read(method, obj, label, 1)
@@ -302,23 +313,34 @@ def _python_values(fn, probes: Probes | None = None) -> list:
         code = getattr(target, "__code__", None)
         if code is None:
             return
-        names, attrs, cells = _reads(code)
-        if owner is not None and attrs:
-            attributes(owner_label, owner, attrs, depth)
+        names, attrs, cells, (changed_names, changed_attrs, changed_cells) = _reads(code)
+        if owner is not None and (attrs or changed_attrs):
+            attributes(owner_label, owner, attrs, depth, changed_attrs)
         globals_ = getattr(target, "__globals__", {})
-        if probes is None:
-            values = [(label, globals_[n]) for n, label in names if n in globals_]
-        else:
-            values = [
-                (label, v) for n, label in names if (v := probes.entry(globals_, n)) is not MISSING
-            ]
         closure = target.__closure__ or ()
-        for i, label in cells:
-            try:
-                cell = closure[i]
-                values.append((label, cell.cell_contents if probes is None else probes.cell(cell)))
-            except ValueError:  # an empty cell
-                pass
+
+        def found(names, cells) -> list:
+            if probes is None:
+                values = [(label, globals_[n]) for n, label in names if n in globals_]
+            else:
+                values = [
+                    (label, v)
+                    for n, label in names
+                    if (v := probes.entry(globals_, n)) is not MISSING
+                ]
+            for i, label in cells:
+                try:
+                    cell = closure[i]
+                    contents = cell.cell_contents if probes is None else probes.cell(cell)
+                    values.append((label, contents))
+                except ValueError:  # an empty cell
+                    pass
+            return values
+
+        values = found(names, cells)
+        for label, value in found(changed_names, changed_cells):
+            if guards_number(value):  # (a counter or flag the code changes)
+                add(label, value)
         for label, value in values:
             if isinstance(value, types.FunctionType):  # a helper: what it reads counts too
                 if depth == 0 and _user_code(value):
