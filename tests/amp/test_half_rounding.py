@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import ember
+from ember.kernels import ccompile
 from ember.ops.linalg import _ADDMM, _LINEAR
 
 torch = pytest.importorskip("torch")
@@ -262,7 +263,8 @@ def test_captured_conv_bias_relu_rounds_once():
     x, w, b = (a.astype(ml_dtypes.bfloat16) for a in (x, w, b))
     fn = ember.function(lambda X, W, B: ember.nn.functional.relu(F.conv2d(X, W, B, padding=1)))
     got = fn(*(ember.tensor(a) for a in (x, w, b))).numpy()
-    assert [n.op.name for n in fn.graph.nodes if n.kind == "call"] == ["fused_epilogue"]
+    if ccompile.compiler_available():  # (without one the epilogue pass leaves the nodes)
+        assert [n.op.name for n in fn.graph.nodes if n.kind == "call"] == ["fused_epilogue"]
     x64, w64, b64 = (torch.tensor(a.astype(np.float64)) for a in (x, w, b))
     exact = torch.nn.functional.conv2d(x64, w64, b64, padding=1).numpy()
     scale = torch.nn.functional.conv2d(x64.abs(), w64.abs(), b64.abs(), padding=1).numpy()
