@@ -2,7 +2,10 @@
 ``baddbmm`` on bfloat16 / float16 add the bias (and apply beta and alpha) to the float32 sums
 and round the result once, on the C kernel (kernels/chgemm.py) and on the NumPy reference alike
 (hunt 9: a bfloat16-autocast MLP's logits were a unit in the last place off PyTorch's in about a
-quarter of the elements, the bias having been added to an already rounded product). And
+quarter of the elements, the bias having been added to an already rounded product); so do
+convolutions (conv1d/2d/3d, grouped, depthwise and transposed: the bias is the conv op's
+operand, added to the float32 sums in the NumPy reference and in each C kernel's 16-bit store;
+about 30% of the outputs were a unit in the last place off PyTorch's). And
 normalizations of a half-precision input with float32 parameters (autocast's LayerNorm,
 BatchNorm, GroupNorm) compute in float32, rounding once (they rounded the weights first)."""
 
@@ -11,6 +14,7 @@ import numpy as np
 import pytest
 
 import ember
+from ember.kernels import ccompile
 from ember.ops.linalg import _ADDMM, _LINEAR
 
 torch = pytest.importorskip("torch")
@@ -157,3 +161,131 @@ def test_mixed_batch_norm_within_an_ulp():
         assert np.allclose(t, e, rtol=2**-7, atol=2**-7 * np.abs(t).max())
     for t, e in zip(out[torch][2:], out[ember][2:]):  # (sums of 100 bfloat16 terms each)
         assert np.allclose(t, e, rtol=0, atol=100 * 2**-8 * np.abs(g).max() * 4)
+
+
+F = ember.nn.functional
+# (name, f(lib, x, w, b), x shape, w shape)
+CONVS = [
+    ("conv1d", lambda L, x, w, b: L.nn.functional.conv1d(x, w, b, padding=1), (2, 4, 11),
+     (6, 4, 3)),
+    ("conv2d_groups_stride", lambda L, x, w, b: L.nn.functional.conv2d(
+        x, w, b, stride=2, groups=2), (2, 4, 9, 9), (6, 2, 3, 3)),
+    ("conv2d_same", lambda L, x, w, b: L.nn.functional.conv2d(x, w, b, padding="same"),
+     (1, 5, 7, 7), (20, 5, 3, 3)),
+    ("depthwise", lambda L, x, w, b: L.nn.functional.conv2d(x, w, b, padding=1, groups=4),
+     (2, 4, 8, 8), (4, 1, 3, 3)),
+    ("conv3d", lambda L, x, w, b: L.nn.functional.conv3d(x, w, b, padding=1), (1, 3, 4, 4, 4),
+     (4, 3, 3, 3, 3)),
+    ("conv_transpose1d", lambda L, x, w, b: L.nn.functional.conv_transpose1d(
+        x, w, b, stride=3, output_padding=1), (2, 4, 6), (4, 5, 2)),
+    ("conv_transpose2d_groups", lambda L, x, w, b: L.nn.functional.conv_transpose2d(
+        x, w, b, stride=2, padding=1, groups=2), (2, 4, 5, 5), (4, 3, 3, 3)),
+    ("conv_transpose2d_depthwise", lambda L, x, w, b: L.nn.functional.conv_transpose2d(
+        x, w, b, groups=4), (2, 4, 6, 6), (4, 1, 3, 3)),
+]  # fmt: skip
+
+
+def _conv_case(case, td, seed):
+    """Operands rounded to ``td`` (float32 arrays, the bias one per output channel), the output
+    gradient, and the float64 reference of each result (output, input/weight/bias gradients)
+    with its scale (the same sums of magnitudes) and terms per sum: PyTorch in float64."""
+    name, f, xs, ws = case
+    r = np.random.default_rng(seed)
+    x, w = (torch.tensor(r.standard_normal(s)).to(td).double() for s in (xs, ws))
+    channels = f(torch, x, w, None).shape[1]
+    b = torch.tensor(r.standard_normal(channels)).to(td).double()
+    out = f(torch, x, w, b)
+    g = torch.tensor(r.standard_normal(tuple(out.shape))).to(td).double()
+
+    def grads(x, w, b, g):
+        x, w, b = (t.clone().requires_grad_() for t in (x, w, b))
+        y = f(torch, x, w, b)
+        y.backward(g)
+        return [t.detach().numpy() for t in (y, x.grad, w.grad, b.grad)]
+
+    exact = grads(x, w, b, g)
+    scale = grads(x.abs(), w.abs(), b.abs(), g.abs())
+    # terms per sum, at most: the weight's size (the output, the input gradient), the
+    # positions per channel (the weight and bias gradients)
+    terms = [w.numel()] * 2 + [out.numel() // channels] * 2
+    operands = [t.float().numpy() for t in (x, w, b, g)]
+    return operands, exact, scale, terms
+
+
+@pytest.mark.parametrize("name,d,td", HALF, ids=[h[0] for h in HALF])
+def test_conv_bias_rounds_once(name, d, td):
+    """Forward and the input, weight and bias gradients, eager and captured, equal the float64
+    result rounded once (but within a float32 sum's reordering of a tie); PyTorch's too
+    where it rounds once (bfloat16 throughout; float16's forward convolutions: its
+    transposed convolutions and gradients round partial sums to float16 on CPUs without
+    AVX512_FP16)."""
+    from ember.ops.conv import CONV, CONV_INPUT_GRAD
+
+    for i, case in enumerate(CONVS):
+        (x, w, b, g), exact, scale, terms = _conv_case(case, td, i)
+        f = case[1]
+        wanted = [_rounded_once(e, d.np, k, s) for e, s, k in zip(exact, scale, terms)]
+        captured = ember.function(lambda X, W, B, f=f: f(ember, X, W, B))
+        for run in (lambda *a, f=f: f(ember, *a), captured):
+            X, W, B = (ember.tensor(a).to(d).requires_grad_() for a in (x, w, b))
+            y = run(X, W, B)
+            y.backward(ember.tensor(g).to(d))
+            for got, (once, near) in zip((y, X.grad, W.grad, B.grad), wanted):
+                assert got.dtype == d
+                _check(got.float().numpy().astype(d.np), once, near)
+        # the NumPy reference kernels round once too (the functional's padding, strides and
+        # output padding as the op's attributes: read off the captured graph)
+        node = next(n for n in captured.graph.nodes if n.kind == "call" and len(n.inputs) == 3)
+        assert node.op in (CONV, CONV_INPUT_GRAD)
+        arrays = [a.astype(d.np) for a in (x, w, b)]
+        _check(node.op.kernel(*arrays, **node.attrs), *wanted[0])
+        if name == "bfloat16" or "transpose" not in case[0]:
+            T = [torch.tensor(a).to(td).requires_grad_() for a in (x, w, b)]
+            t = f(torch, *T)
+            t.backward(torch.tensor(g).to(td))
+            results = (t, *(v.grad for v in T)) if name == "bfloat16" else (t,)
+            for got, (once, near) in zip(results, wanted):
+                _check(got.detach().float().numpy().astype(d.np), once, near)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "circular"])
+def test_autocast_conv_modules_match_torch(mode):
+    """nn.Conv2d with a padding mode and nn.ConvTranspose2d under bfloat16 autocast: PyTorch's
+    bits (output and the parameters' gradients)."""
+    x = np.random.default_rng(5).standard_normal((2, 4, 7, 7)).astype(np.float32)
+    out = {}
+    for lib in (torch, ember):
+        r = np.random.default_rng(6)  # (the same parameters for both)
+        conv = lib.nn.Conv2d(4, 6, 3, padding=1, padding_mode=mode, groups=2)
+        up = lib.nn.ConvTranspose2d(6, 3, 3, stride=2)
+        for m in (conv, up):
+            for p in m.parameters():
+                with lib.no_grad():
+                    p.copy_(lib.tensor(r.standard_normal(tuple(p.shape)).astype(np.float32)))
+        with lib.autocast("cpu", dtype=lib.bfloat16):
+            y = up(conv(lib.tensor(x)))
+        y.float().sum().backward()
+        assert y.dtype == lib.bfloat16
+        grads = [p.grad.numpy() for m in (conv, up) for p in (m.weight, m.bias)]
+        out[lib] = [y.float().detach().numpy()] + grads
+    # the products are summed in float32 in other orders: a tie may round either way
+    for t, e in zip(out[torch], out[ember]):
+        assert (t != e).mean() < 0.01 and np.allclose(t, e, rtol=2**-7, atol=1e-6)
+
+
+def test_captured_conv_bias_relu_rounds_once():
+    """Captured, a bfloat16 convolution with its bias and a ReLU is one fused node whose C
+    store adds the bias before the one rounding (the graph's executors are checked against
+    the interpreter by tests/conftest.py)."""
+    r = np.random.default_rng(7)
+    x, w, b = (r.standard_normal(s) for s in ((2, 8, 9, 9), (16, 8, 3, 3), (16,)))
+    x, w, b = (a.astype(ml_dtypes.bfloat16) for a in (x, w, b))
+    fn = ember.function(lambda X, W, B: ember.nn.functional.relu(F.conv2d(X, W, B, padding=1)))
+    got = fn(*(ember.tensor(a) for a in (x, w, b))).numpy()
+    if ccompile.compiler_available():  # (without one the epilogue pass leaves the nodes)
+        assert [n.op.name for n in fn.graph.nodes if n.kind == "call"] == ["fused_epilogue"]
+    x64, w64, b64 = (torch.tensor(a.astype(np.float64)) for a in (x, w, b))
+    exact = torch.nn.functional.conv2d(x64, w64, b64, padding=1).numpy()
+    scale = torch.nn.functional.conv2d(x64.abs(), w64.abs(), b64.abs(), padding=1).numpy()
+    once, near = _rounded_once(exact, ml_dtypes.bfloat16, 8 * 9, scale)
+    _check(got, np.maximum(once, once.dtype.type(0)), near)

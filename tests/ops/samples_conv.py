@@ -90,6 +90,12 @@ def weight_grad(x, gy, **kw):
     return apply(REGISTRY["conv_weight_grad"], x, gy, kernel_size=k, **attrs)
 
 
+def with_bias(op, **attrs):
+    """The ``conv`` or ``conv_input_grad`` op called with its bias operand (what half-precision
+    convolutions with a bias record, its one rounding; checked here in float64)."""
+    return lambda *a: apply(REGISTRY[op], *a, **attrs)
+
+
 WG = {"stride": (2, 1), "padding": (1, 0), "dilation": (1, 2), "groups": 2, "kernel_size": (3, 2)}
 
 SAMPLES = [
@@ -144,6 +150,25 @@ SAMPLES = [
         (normal(1, 4, 5, 4), normal(2, 2, 3, 3)),
         torch_fn=lambda x, w: torch_grad_of_conv(x, w, stride=2, padding=1, groups=2),
         float32=False,
+    ),
+    Sample(
+        "conv/bias-operand",
+        with_bias("conv", stride=(2, 1), padding=((1, 1), (0, 0)), dilation=(1, 1), groups=2),
+        (normal(2, 4, 5, 4), normal(4, 2, 3, 3), normal(4)),
+        torch_fn=lambda x, w, b: T().conv2d(x, w, b, stride=(2, 1), padding=(1, 0), groups=2),
+    ),
+    Sample(
+        "conv_input_grad/bias-operand",
+        with_bias(
+            "conv_input_grad",
+            stride=(2, 2),
+            padding=((1, 1), (1, 1)),
+            dilation=(1, 1),
+            groups=1,
+            in_size=(5, 5),
+        ),
+        (normal(2, 3, 3, 3), normal(3, 2, 3, 3), normal(2)),
+        torch_fn=lambda gy, w, b: T().conv_transpose2d(gy, w, b, stride=2, padding=1),
     ),
     Sample(
         "conv_weight_grad/direct",

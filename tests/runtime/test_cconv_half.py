@@ -5,8 +5,9 @@ values; where the kernels sum bfloat16 pairs with AVX512_BF16's dot products, `c
 within the float32 bound of a K-term sum in another order plus one rounding), over random
 geometries (strides, padding, dilation, 1x1, channel counts that take
 the channels-last weight gradient or the extended grid), both forward layouts, one and two
-threads; the forward's epilogue rounds as the unfused ops would (the convolution, then its
-sum with the bias; ReLU and its mask read the rounded value); non-finite values propagate;
+threads; the forward's epilogue adds the bias to the float32 sums and rounds once, as
+PyTorch's half-precision convolutions (ReLU and its mask read the rounded value); non-finite
+values propagate;
 and the ops run these kernels with no float32 copies (their workspace rule says so, the
 measured peak agrees)."""
 
@@ -113,7 +114,7 @@ def test_half_kernels_equal_the_float32_kernels_rounded_once(case, dtype, thread
 @pytest.mark.parametrize("wide", [False, True], ids=["columns", "channels wide"])
 @pytest.mark.parametrize("dtype", HALF, ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("relu", [False, True])
-def test_the_epilogue_rounds_as_the_unfused_ops(relu, dtype, wide):
+def test_the_epilogue_rounds_once_with_the_bias(relu, dtype, wide):
     case = (2, 16, 56, (7, 7), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1))
     x, w, p = _operands(case, dtype, 3)
     bias = np.random.default_rng(4).standard_normal(56).astype(np.float32).astype(dtype)
@@ -126,15 +127,15 @@ def test_the_epilogue_rounds_as_the_unfused_ops(relu, dtype, wide):
     args[0], args[1], args[2] = x.ctypes.data, w.ctypes.data, bias.ctypes.data
     args[3], args[4] = out.ctypes.data, mask.ctypes.data
     STEP_CALL(function_address(step))(args.ctypes.data)
-    if cconv.pairs(dtype):  # the epilogue of what the pairs summed: the plain forward's
-        conv = cconv.conv_forward(x, w, p, 1)
-    else:  # the float32 kernel's sums rounded once
-        conv = cconv.conv_forward(*_wide(x, w), p, 1).astype(dtype)
-    want = (conv.astype(np.float32) + bias.astype(np.float32)[:, None, None]).astype(dtype)
-    if relu:
-        want = np.where(want.astype(np.float32) < 0, want.dtype.type(0), want)
-    _same(out, want)
+    # the float32 kernel's sums plus the bias, rounded once
+    b32 = bias.astype(np.float32)[:, None, None]
+    once = (cconv.conv_forward(*_wide(x, w), p, 1) + b32).astype(dtype)
+    want = np.where(once.astype(np.float32) < 0, once.dtype.type(0), once) if relu else once
+    bound = cconv.conv_forward(*(abs(a) for a in _wide(x, w)), p, 1) + abs(b32)
+    _forward_close(out, want, bound, 16 * 9 + 1)
     assert np.array_equal(mask, out.astype(np.float32) > 0)
+    # and so does the forward with a bias outside the graph runner
+    _forward_close(cconv.conv_forward(x, w, p, 1, bias), once, bound, 16 * 9 + 1)
 
 
 @pytest.mark.parametrize("dtype", HALF, ids=lambda d: np.dtype(d).name)

@@ -67,6 +67,7 @@ def test_gradients_equal_the_numpy_kernels_within_rounding(case, seed):
     n, cin, cout, groups, size, kernel, stride, padding, dilation, dtype = case
     if any(o < 1 for o in conv_out_size(size, kernel, stride, padding, dilation)):
         return
+    nd = len(size)
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n, cin) + size).astype(dtype)
     w = rng.standard_normal((cout, cin // groups) + kernel).astype(dtype)
@@ -76,12 +77,15 @@ def test_gradients_equal_the_numpy_kernels_within_rounding(case, seed):
     _assert_within_rounding(
         y, K.conv_forward(x, w, p, groups), K.conv_forward(abs(x), abs(w), p, groups), w[0].size
     )
-    gx = cconv.conv_input_grad(gy, w, p, groups)  # always runs: strides and wide paddings too
+    # (half the cases with a bias, a transposed convolution's: phases no offset reaches too)
+    bias = rng.standard_normal(cin).astype(dtype) if seed % 2 else None
+    gx = cconv.conv_input_grad(gy, w, p, groups, bias)  # always runs: strides, wide paddings
+    shift = 0 if bias is None else bias.reshape((1, -1) + (1,) * nd)
     _assert_within_rounding(
         gx,
-        K.conv_input_grad(gy, w, p, groups),
-        K.conv_input_grad(abs(gy), abs(w), p, groups),
-        cout // groups * math.prod(kernel),
+        K.conv_input_grad(gy, w, p, groups) + shift,
+        K.conv_input_grad(abs(gy), abs(w), p, groups) + abs(shift),
+        cout // groups * math.prod(kernel) + 1,
     )
     gw = cconv_weight.conv_weight_grad(x, gy, p, groups)
     if gw is not None:  # (the dot-product kernel declines an extended grid over twice the output)

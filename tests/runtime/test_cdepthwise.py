@@ -1,8 +1,8 @@
 """kernels/cdepthwise.py: the depthwise convolution's forward, input gradient and weight
 gradient against the NumPy kernels of ops/_conv_kernels.py and against PyTorch, over random
 geometries (1-d and 2-d, strides, dilations, low and high padding, negative high padding,
-channel multipliers, batch 1, float32/float64, NaN/Inf); the dispatch from the ``conv`` op;
-NumPy without a compiler."""
+channel multipliers, batch 1, float32/float64, NaN/Inf, with and without a bias); the dispatch
+from the ``conv`` op; NumPy without a compiler."""
 
 from __future__ import annotations
 
@@ -56,6 +56,7 @@ def _random_case(rng):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_against_the_numpy_kernels_on_random_geometries(dtype):
     rng = np.random.default_rng(7)
+    biases = np.random.default_rng(8)  # (every other trial: the forward's, the gradient's)
     checked = 0
     for trial in range(300):
         case = _random_case(rng)
@@ -78,8 +79,14 @@ def test_against_the_numpy_kernels_on_random_geometries(dtype):
             ("conv_input_grad", gy, w),
             ("conv_weight_grad", x, gy),
         ):
-            got = getattr(cdepthwise, name)(a, b, p, c)
+            bias = ()
+            if trial % 2 and name != "conv_weight_grad":
+                bias = (biases.standard_normal(c * m if name == "conv_forward" else c),)
+                bias = (bias[0].astype(dtype),)
+            got = getattr(cdepthwise, name)(a, b, p, c, *bias)
             want = getattr(reference, name)(a, b, p, c)
+            if bias:
+                want = want + bias[0].reshape((1, -1) + (1,) * len(size))
             assert got is not None and got.dtype == want.dtype and got.shape == want.shape
             finite = np.isfinite(want)
             np.testing.assert_array_equal(np.isfinite(got), finite, err_msg=name)

@@ -17,7 +17,9 @@ PyTorch per shape.
 Half precision (bfloat16, float16): the forward convolution (and so the input gradient) reads
 and writes the 16-bit values, computing in float32: its input is widened as it is packed (the
 padded copy stays in 16 bits), the weight as it is packed, and each result is rounded as it is
-stored, its bias and ReLU epilogue rounding as the unfused ops would (`HALF` in the C source).
+stored, the bias added to the float32 sum before that one rounding, as PyTorch's
+half-precision convolutions round (the ReLU epilogue then reads the rounded value; `HALF` in
+the C source).
 bfloat16 on a CPU with AVX512_BF16 keeps its panels in 16 bits instead, two rows per 32-bit
 lane, summed by ``vdpbf16ps`` (`pairs`; twice the multiply-adds per instruction; the column
 layout only, and ``EMBER_BF16_DOT=0`` turns it off, as for the GEMM). The weight gradient is
@@ -290,8 +292,9 @@ def _forward_layout(
 
 def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False, mask=None):
     """conv(x, w) (+ bias per output channel) (then ReLU), or None where it does not apply.
-    ``x`` and ``w`` share a float dtype; ``bias``, if given, is (Cout,). ``mask``, a bool array
-    of the output's shape, receives ``result > 0``."""
+    ``x`` and ``w`` share a float dtype; ``bias``, if given, is (Cout,) (in half precision
+    added to the float32 sums, the result rounded once). ``mask``, a bool array of the
+    output's shape, receives ``result > 0``."""
     return _forward(x, w, p, groups, bias, relu, mask)
 
 
@@ -305,14 +308,16 @@ class _Into(NamedTuple):
     phase: tuple
 
 
-def forward_into(x, w, p: Plan, groups: int, array, stride: tuple, phase: tuple):
-    """conv(x, w) stored straight into ``array[..., phase::stride]`` (per spatial dimension;
-    ``array`` contiguous, its samples and channels the result's), returning ``array``, or None
-    (nothing written) where the C kernel does not apply. A strided convolution's input
-    gradient writes each phase so (kernels/cconv_phases.py), with no copy of the phase."""
+def forward_into(x, w, p: Plan, groups: int, array, stride: tuple, phase: tuple, bias=None):
+    """conv(x, w) (+ bias) stored straight into ``array[..., phase::stride]`` (per spatial
+    dimension; ``array`` contiguous, its samples and channels the result's), returning
+    ``array``, or None (nothing written) where the C kernel does not apply. A strided
+    convolution's input gradient writes each phase so (kernels/cconv_phases.py), with no copy
+    of the phase."""
     if not array.flags.c_contiguous or array.dtype != x.dtype:
         return None
-    return _forward(x, w, p, groups, None, False, None, _Into(array, tuple(stride), tuple(phase)))
+    into = _Into(array, tuple(stride), tuple(phase))
+    return _forward(x, w, p, groups, bias, False, None, into)
 
 
 def _forward(x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = None):
@@ -547,10 +552,11 @@ def forward_step(
     return step, np.array(args, np.int64), (step, xp, wp, src, dst, roff)
 
 
-def conv_input_grad(gy, w, p: Plan, groups: int):
-    """The adjoint of `conv_forward` in x: at stride 1 the forward convolution of ``gy`` with
-    the flipped, transposed weight, else phase by phase (kernels/cconv_phases.py). None where
-    it does not apply."""
+def conv_input_grad(gy, w, p: Plan, groups: int, bias=None):
+    """The adjoint of `conv_forward` in x (+ ``bias`` per channel of the result, added as the
+    forward adds it: a transposed convolution's): at stride 1 the forward convolution of
+    ``gy`` with the flipped, transposed weight, else phase by phase (kernels/cconv_phases.py).
+    None where it does not apply."""
     nd = len(p.kernel)
     if not np.isfinite(w).all():
         # (a non-finite weight times the zero border would give NaN where the NumPy kernel's
@@ -562,7 +568,7 @@ def conv_input_grad(gy, w, p: Plan, groups: int):
         # (phases crop gy where the padding exceeds the kernel's reach)
         from . import cconv_phases
 
-        return cconv_phases.input_grad(gy, w, p, groups, conv_forward, forward_into)
+        return cconv_phases.input_grad(gy, w, p, groups, conv_forward, forward_into, bias)
     hi = [i - o - low + r for i, o, low, r in zip(p.in_size, p.out_size, lo, reach)]
     from .conv_plan import plan
 
@@ -573,4 +579,4 @@ def conv_input_grad(gy, w, p: Plan, groups: int):
     p2 = plan(p.out_size, p.kernel, (1,) * nd, tuple(zip(lo, hi)), p.dilation)
     if p2.out_size != p.in_size:
         return None
-    return conv_forward(gy, w2, p2, groups)
+    return conv_forward(gy, w2, p2, groups, bias)

@@ -104,20 +104,20 @@ def _held_by_node(charged: tuple) -> bool:
 
 
 def compile_node(node, run):
-    """``(x, w, out=None) -> y`` for a 2-d, one-group ``conv`` node whose weight is a graph
-    constant, else None; ``run(x, w, **attrs)`` computes what it declines."""
+    """``(x, w[, bias], out=None) -> y`` for a 2-d, one-group ``conv`` node whose weight is a
+    graph constant, else None; ``run(x, w[, bias], **attrs)`` computes what it declines."""
     attrs = node.attrs
     forward = for_node(node, attrs, relu=False)
     if forward is None or node.outputs[0].dtype != node.inputs[0].type.dtype:
         return None
 
-    def call(x, w, out=None):
+    def call(x, w, *bias, out=None):
         target = None if out is None else out[0]
         # (an unpadded step reads x where it is: never into x's own buffer)
         into = None if target is None or np.may_share_memory(target, x) else target
-        y = forward(x, w, out=into)
+        y = forward(x, w, *bias, out=into)
         if y is None:
-            y = run(x, w, **attrs)
+            y = run(x, w, *bias, **attrs)
         if target is not None and y is not target:
             np.copyto(target, y)
             y = target

@@ -26,6 +26,7 @@ class Spec(NamedTuple):
     relu: bool  # whether the float output is after the ReLU
     value: int | None  # position in ``outputs`` of the float output
     mask: int | None  # position in ``outputs`` of the mask
+    own_bias: bool = False  # the bias is the convolution's own operand (node input 2)
 
 
 def c_step(node, plan: Spec, producer_attrs: dict):
@@ -48,7 +49,9 @@ def c_step(node, plan: Spec, producer_attrs: dict):
         return None
     step, args, keep = made
     slots = [(0, "in", 0), (1, "in", 1), (3, "out", plan.value)]
-    if plan.bias is not None:
+    if plan.own_bias:
+        slots.append((2, "in", 2))
+    elif plan.bias is not None:
         n, slot = node.attrs["n_producer"], node.attrs["slot"]
         slots.append((2, "in", n + plan.bias - (plan.bias > slot)))
     if plan.mask is not None:
@@ -74,6 +77,8 @@ def build(node, plan: Spec, producer_attrs: dict, result):
         operands.insert(slot, None)
         p = conv_geometry(producer_attrs, x.shape[2:], w.shape)
         bias = None if plan.bias is None else operands[plan.bias].reshape(-1)
+        if plan.own_bias:
+            bias = arrays[2]
         mask = np.empty(shape, np.bool_) if plan.mask is not None else None
         y = None if constant is None else constant(x, w, bias, mask)
         if y is None:

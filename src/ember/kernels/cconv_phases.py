@@ -80,22 +80,26 @@ def _all_phases(p: Plan) -> list:
     return list(itertools.product(*per_dim))
 
 
-def input_grad(gy: np.ndarray, w: np.ndarray, p: Plan, groups: int, forward, store=None):
+def input_grad(gy: np.ndarray, w: np.ndarray, p: Plan, groups: int, forward, store=None, bias=None):
     """The input gradient of a strided convolution, phase by phase through ``forward``
     (`cconv.conv_forward`), or None. ``store`` (`cconv.forward_into`), where given, writes
     each phase's forward convolution straight into its positions of the result (no copy of
-    the phase); where it declines, the phase is computed by ``forward`` and copied."""
+    the phase); where it declines, the phase is computed by ``forward`` and copied. ``bias``
+    (one value per channel of the result): added by each phase's store (a transposed
+    convolution's); the positions no kernel offset reaches hold it alone."""
     n = gy.shape[0]
     cout, cg = w.shape[:2]
     cog = cout // groups
     nd = len(p.kernel)
     gx = np.empty((n, groups * cg) + tuple(p.in_size), gy.dtype)
+    # what the positions no kernel offset reaches hold: 0, or 0 + the bias
+    alone = 0 if bias is None else (bias + np.zeros((), bias.dtype)).reshape((1, -1) + (1,) * nd)
     for combo in _all_phases(p):
         target = (slice(None), slice(None)) + tuple(
             slice(ph.r, None, s) for ph, s in zip(combo, p.stride)
         )
         if any(ph.count == 0 for ph in combo):
-            gx[target] = 0  # no kernel offset reaches these positions
+            gx[target] = alone  # no kernel offset reaches these positions
             continue
         crop, pads, kernel = [], [], []
         empty = False
@@ -114,7 +118,7 @@ def input_grad(gy: np.ndarray, w: np.ndarray, p: Plan, groups: int, forward, sto
             pads.append((low, ph.q - length - low + reach))
             kernel.append(ph.count)
         if empty:
-            gx[target] = 0
+            gx[target] = alone
             continue
         sub = _sub_kernel(w, combo)
         flipped = sub.reshape((groups, cog, cg) + tuple(kernel))[
@@ -130,9 +134,10 @@ def input_grad(gy: np.ndarray, w: np.ndarray, p: Plan, groups: int, forward, sto
             return None
         operand = gy[(slice(None), slice(None)) + tuple(crop)]
         phase = tuple(ph.r for ph in combo)
-        if store is not None and store(operand, w2, p2, groups, gx, p.stride, phase) is not None:
-            continue
-        part = forward(operand, w2, p2, groups)
+        if store is not None:
+            if store(operand, w2, p2, groups, gx, p.stride, phase, bias) is not None:
+                continue
+        part = forward(operand, w2, p2, groups, bias)
         if part is None:
             return None
         gx[target] = part

@@ -40,7 +40,9 @@ typedef void (*ember_pool)(ember_task, void *ctx, long n, long align);
 #define LD(v) HALF_LOAD(v)
 #define ST(v) HALF_STORE(v)
 #define RND(v) HALF_LOAD(HALF_STORE(v)) /* a value rounded to the storage precision */
+#define NO_BIAS ((T)-0.0) /* what a store adds without a bias: the identity, -0.0 kept */
 #else
+#define NO_BIAS (T)0
 #define LD(v) (v)
 #define ST(v) (v)
 #define RND(v) (v)
@@ -294,9 +296,10 @@ static void pack_columns(const S *restrict x, const long *roff, long kc, long nj
 
 /* to[t] = from[t] + b (then ReLU), mask[t] = to[t] > 0; ``from`` may be read up to a whole
    vector past n. Runs are short (an output row: 7 to 28 elements here), so AVX-512 stores them
-   as masked vectors; elsewhere the loops are plain. 16-bit storage rounds as the unfused ops
-   would: the convolution's result, then its sum with the bias (ReLU and its mask then read
-   the rounded value); a loop the compiler vectorizes. */
+   as masked vectors; elsewhere the loops are plain. 16-bit storage rounds once, as PyTorch's
+   half-precision convolutions do: the float32 sum plus the bias (-0.0, the identity, where
+   there is none), rounded (ReLU and its mask then read the rounded value); a loop the
+   compiler vectorizes. */
 #if HALF && HAVE_MASKS
 /* VL float32 values rounded to 16 bits as kernels/chalf.py's HALF_STORE rounds them (to
    nearest even; a NaN quieted: bfloat16 keeps its payload's top bits, float16 is 0x7e00) */
@@ -322,9 +325,8 @@ static inline void store_run(const T *from, T b, int relu, S *to, unsigned char 
   __m128i ones = _mm_set1_epi8(1);
   for (long t = 0; t < n; t += VL) {
     MASK keep = lanes(n - t);
-    __m256i h = narrow(LOAD(from + t));
+    __m256i h = narrow(ADD(LOAD(from + t), bias));
     V v = widen(h);
-    if (b != 0) v = widen(h = narrow(ADD(v, bias))); /* (adding 0 changes only -0.0) */
     if (relu) { /* NaN and -0.0 stay */
       MASK negative = CMP(v, zero, _CMP_LT_OQ);
       v = MOV(v, negative, zero);
@@ -338,8 +340,7 @@ static inline void store_run(const T *from, T b, int relu, S *to, unsigned char 
 #elif HALF
 static inline void store_run(const T *from, T b, int relu, S *to, unsigned char *mask, long n) {
   for (long t = 0; t < n; t++) {
-    T v = RND(from[t]);
-    if (b != 0) v = RND(v + b); /* (adding 0 changes only -0.0) */
+    T v = RND(from[t] + b);
     if (relu) v = v < 0 ? 0 : v; /* NaN and -0.0 stay, like np.maximum */
     to[t] = ST(v);
     if (mask) mask[t] = v > 0;
@@ -374,9 +375,7 @@ static inline void store_run(const T *from, T b, int relu, T *to, unsigned char 
 static inline void store_steps(const T *from, T b, int relu, S *to, unsigned char *mask, long n,
                                long step) {
   for (long t = 0; t < n; t++) {
-    T v = RND(from[t]);
-    if (HALF && b != 0) v = RND(v + b); /* (16 bits: the sum rounded too) */
-    else if (!HALF) v += b;
+    T v = RND(from[t] + b); /* (16 bits: rounded once, the bias included) */
     if (relu) v = v < 0 ? 0 : v;
     to[t * step] = ST(v);
     if (mask) mask[t * step] = v > 0;
@@ -446,7 +445,7 @@ static void fwd_panels(void *ctx, long lo, long hi) {
       const struct panel_runs *r = &runs[q];
       for (long co = 0; co < f->cout; co++) {
         const T *acc = tiles + q * mp * MR * NR + co * NR;
-        T b = f->bias ? LD(f->bias[co]) : (T)0;
+        T b = f->bias ? LD(f->bias[co]) : NO_BIAS;
         S *base = f->out + co * f->chan;
         unsigned char *mask = f->mask ? f->mask + co * f->chan : 0;
         for (int i = 0; i < r->d_count; i++) {

@@ -129,10 +129,9 @@ static void cw_store(const struct cwf *f, const T *tile, long j0, long nj, long 
     unsigned char *m = f->mask ? f->mask + at : 0;
     for (long c = 0; c < nc; c++) {
       long co = c0 + c;
-      /* (16-bit storage: rounded as the unfused ops round, as the column layout's store) */
-      T v = RND(tile[i * NR + c]), b = f->bias ? LD(f->bias[co]) : (T)0;
-      if (HALF && b != 0) v = RND(v + b);
-      else if (!HALF) v += b;
+      /* (16-bit storage: the bias added to the float32 sum, rounded once, as the column
+         layout's store) */
+      T v = RND(tile[i * NR + c] + (f->bias ? LD(f->bias[co]) : NO_BIAS));
       if (f->relu) v = v < 0 ? 0 : v; /* NaN and -0.0 stay, like np.maximum */
       o[co * f->chan] = ST(v);
       if (m) m[co * f->chan] = v > 0;

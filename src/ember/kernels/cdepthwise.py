@@ -27,7 +27,9 @@ gradient) or blocks of samples (weight gradient) are shared over kernels/cpool.p
 Half precision (bfloat16, float16) is read and written in 16 bits and computed in float32:
 planes are widened as they are framed, weights as they are read, each result rounded once as
 it is stored (the input gradient of a channel multiplier above 1 adds its channels into the
-result: in 16 bits it would round each sum, so that one declines).
+result: in 16 bits it would round each sum, so that one declines). The forward and the input
+gradient take an optional bias per channel, added to the float sums before the store (in half
+precision before its one rounding, as PyTorch's convolutions round).
 
 Every entry returns None where it does not apply (not depthwise, 3-d, not a float dtype above,
 no compiler, a negative low padding, an empty tensor) and the caller runs the grouped path.
@@ -48,8 +50,10 @@ _C = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 # half precision: stored in 16 bits, computed in float (kernels/chalf.py's conversions)
 _HALF = chalf.NAMES
 _P, _L = ctypes.c_void_p, ctypes.c_long
-# x, w, y, pool; N, Cin, M, H, W, OH, OW, PH, PW (lo padding), H-extent, W-extent of the frame
+# x, w, y, pool; N, Cin, M, H, W, OH, OW, PH, PW (lo padding), H-extent, W-extent of the frame;
+# then the bias (or None), or the weight gradient's count of blocks
 _ARGS = [_P, _P, _P, _P] + [_L] * 11
+_WEIGHT_TAIL = {"dw_weight_grad": _L}
 # work (multiply-adds) below which a call stays on the calling thread
 _SERIAL_WORK = 1 << 15
 
@@ -68,7 +72,11 @@ typedef void (*ember_pool)(ember_task, void *, long, long);
 struct job {
   const S *a; const S *w; S *out;
   long n, cin, m, h, w_, oh, ow, ph, pw, fh, fw, blocks;
+  const S *bias; /* (forward, input gradient) one per output channel, or 0 */
 };
+/* the bias of channel c as the stores add it to the float sums: -0.0, the identity, if none
+   (half precision: added before the one rounding, as PyTorch's convolutions round) */
+#define BIAS(j, c) ((j)->bias ? LD((j)->bias[c]) : (T)-0.0)
 
 /* copy plane src (rows x cols) into the zeroed frame (fh rows of pitch fw) at (r0, c0),
    clipped to fh rows and `limit` columns (columns past it stay zero) */
@@ -105,9 +113,10 @@ static void frame_plane(T *frame, long fh, long fw, const S *src, long rows, lon
 
 /* stride 1 on rows narrower than a vector: the taps over the frame as one flat loop of
    rows * fw results (each row's last fw - cols are read past its end and dropped), then the
-   rows copied out (added to `out` when `add`); a loop per row would run mostly remainders */
+   rows copied out (added to `out` when `add`) with b added; a loop per row would run mostly
+   remainders */
 static void flat_taps(const T *restrict frame, long fw, long rows, long cols, const T *wk,
-                      T *restrict ext, S *restrict out, int add) {
+                      T *restrict ext, S *restrict out, int add, T b) {
   const long len = rows * fw;
 #pragma omp simd
   for (long i = 0; i < len; i++) {
@@ -118,12 +127,12 @@ static void flat_taps(const T *restrict frame, long fw, long rows, long cols, co
   }
   for (long r = 0; r < rows; r++) {
 #if HALF /* (never adding: a multiplier's input gradient declines half precision) */
-    for (long c = 0; c < cols; c++) out[r * cols + c] = ST(ext[r * fw + c]);
+    for (long c = 0; c < cols; c++) out[r * cols + c] = ST(ext[r * fw + c] + b);
 #else
     if (add)
-      for (long c = 0; c < cols; c++) out[r * cols + c] += ext[r * fw + c];
+      for (long c = 0; c < cols; c++) out[r * cols + c] += ext[r * fw + c] + b;
     else
-      memcpy(out + r * cols, ext + r * fw, cols * sizeof(T));
+      for (long c = 0; c < cols; c++) out[r * cols + c] = ext[r * fw + c] + b;
 #endif
   }
 }
@@ -145,8 +154,9 @@ static void forward_planes(void *job_, long lo, long hi) {
     T wk[KK];
     for (int k = 0; k < KK; k++) wk[k] = LD(j->w[co * KK + k]);
     S *y = j->out + p * OH * OW;
+    const T b = BIAS(j, co);
     if (FLAT(OW)) {
-      flat_taps(frame, fw, OH, OW, wk, ext, y, 0);
+      flat_taps(frame, fw, OH, OW, wk, ext, y, 0, b);
       continue;
     }
     for (long oh = 0; oh < OH; oh++) {
@@ -158,7 +168,7 @@ static void forward_planes(void *job_, long lo, long hi) {
         for (int kh = 0; kh < KH; kh++)
           for (int kw = 0; kw < KW; kw++)
             s += wk[kh * KW + kw] * xr[kh * DH * fw + ow * SW + kw * DW];
-        yr[ow] = ST(s);
+        yr[ow] = ST(s + b);
       }
     }
   }
@@ -182,8 +192,10 @@ static void input_grad_gather(void *job_, long lo, long hi) {
       frame_plane(frame, fh, fw, j->a + (n * cout + co) * OH * OW, OH, OW, r0, c0);
       T wk[KK];
       for (int k = 0; k < KK; k++) wk[k] = LD(j->w[co * KK + (KK - 1 - k)]);
+      /* the bias joins the plane's last channel's sums */
+      const T b = c == j->m - 1 ? BIAS(j, ci) : (T)-0.0;
       if (FLAT(W)) {
-        flat_taps(frame, fw, H, W, wk, ext, dx, c > 0);
+        flat_taps(frame, fw, H, W, wk, ext, dx, c > 0, b);
         continue;
       }
       for (long ih = 0; ih < H; ih++) {
@@ -195,7 +207,7 @@ static void input_grad_gather(void *job_, long lo, long hi) {
           for (int kh = 0; kh < KH; kh++)
             for (int kw = 0; kw < KW; kw++)
               s += wk[kh * KW + kw] * gr[kh * DH * fw + iw + kw * DW];
-          xr[iw] = ST(s);
+          xr[iw] = ST(s + b);
         }
       }
     }
@@ -233,16 +245,13 @@ static void input_grad_scatter(void *job_, long lo, long hi) {
       }
     }
     S *dx = j->out + p * H * W;
+    const T b = BIAS(j, ci);
     for (long ih = 0; ih < H; ih++) {
       const T *restrict row = frame + (ih + j->ph) * SW * qw;
       T *restrict line = frame + fh * SW * qw; /* (one interleaved row past the frame) */
       for (long q = 0; q < qw; q++)
         for (int r = 0; r < SW; r++) line[q * SW + r] = row[r * qw + q];
-#if HALF
-      for (long c = 0; c < W; c++) dx[ih * W + c] = ST(line[j->pw + c]);
-#else
-      memcpy(dx + ih * W, line + j->pw, W * sizeof(T));
-#endif
+      for (long c = 0; c < W; c++) dx[ih * W + c] = ST(line[j->pw + c] + b);
     }
   }
   free(frame);
@@ -316,16 +325,17 @@ static void run(ember_task task, struct job *j, long count, long work, ember_poo
 
 #define ENTRY(name, task, count, work)                                                      \
   void name(const S *a, const S *w, S *out, ember_pool pool, long n, long cin, long m,      \
-            long h, long w_, long oh, long ow, long ph, long pw, long fh, long fw) {       \
-    struct job j = {a, w, out, n, cin, m, h, w_, oh, ow, ph, pw, fh, fw, 0};                \
+            long h, long w_, long oh, long ow, long ph, long pw, long fh, long fw,         \
+            const S *bias) {                                                                \
+    struct job j = {a, w, out, n, cin, m, h, w_, oh, ow, ph, pw, fh, fw, 0, bias};          \
     run(task, &j, count, work, pool);                                                      \
   }
 ENTRY(dw_forward, forward_planes, n * cin * m, n * cin * m * oh * ow * KK)
 /* the graph runner's step (runtime/cgraph.py): args x, w, out, the pool (or 0), then
-   dw_forward's eleven sizes */
+   dw_forward's eleven sizes, then the bias (or 0) */
 void dw_forward_step(const long *a) {
   dw_forward((const S *)a[0], (const S *)a[1], (S *)a[2], (ember_pool)a[3], a[4], a[5], a[6],
-             a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14]);
+             a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], (const S *)a[15]);
 }
 ENTRY(dw_input_grad_gather, input_grad_gather, n * cin, n * cin * m * h * w_ * KK)
 ENTRY(dw_input_grad_scatter, input_grad_scatter, n * cin, n * cin * m * oh * ow * KK)
@@ -333,7 +343,7 @@ ENTRY(dw_input_grad_scatter, input_grad_scatter, n * cin, n * cin * m * oh * ow 
 void dw_weight_grad(const S *x, const S *g, double *out, ember_pool pool, long n, long cin,
                     long m, long h, long w_, long oh, long ow, long ph, long pw, long fh, long fw,
                     long blocks) {
-  struct job j = {x, g, (S *)out, n, cin, m, h, w_, oh, ow, ph, pw, fh, fw, blocks};
+  struct job j = {x, g, (S *)out, n, cin, m, h, w_, oh, ow, ph, pw, fh, fw, blocks, 0};
   run(weight_grad_blocks, &j, blocks, n * cin * m * oh * ow * KK, pool);
 }
 """
@@ -373,7 +383,7 @@ def _functions(dtype: np.dtype, kernel: tuple, stride: tuple, dilation: tuple):
     names = ("dw_forward", "dw_input_grad_gather", "dw_input_grad_scatter", "dw_weight_grad")
     try:
         found = {
-            name: ccompile.load(head + _SOURCE, name, _ARGS + [_L] * (name == "dw_weight_grad"))
+            name: ccompile.load(head + _SOURCE, name, _ARGS + [_WEIGHT_TAIL.get(name, _P)])
             for name in names
         }
     except ccompile.CompileError:
@@ -407,11 +417,19 @@ def _frame(out_size, kernel, stride, dilation) -> tuple:
     )
 
 
-def conv_forward(x: np.ndarray, w: np.ndarray, p, groups: int):
-    """The depthwise ``conv(x, w)`` of plan ``p``, or None where it does not apply."""
+def _bias(bias, dtype):
+    """The bias as the kernels read it (contiguous, the operands' dtype), or None."""
+    return None if bias is None else np.ascontiguousarray(bias, dtype)
+
+
+def conv_forward(x: np.ndarray, w: np.ndarray, p, groups: int, bias=None):
+    """The depthwise ``conv(x, w)`` (+ ``bias`` per output channel, added to the float sums
+    before the one rounding of half precision) of plan ``p``, or None where it does not
+    apply."""
     g = _geometry(x, w, p, groups, x.shape[1], w.shape)
     if g is None:
         return None
+    bias = _bias(bias, x.dtype)
     (fns, pool), kernel, stride, dilation, in_size, out_size, lo = g
     x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
     n, cin = x.shape[:2]
@@ -431,13 +449,15 @@ def conv_forward(x: np.ndarray, w: np.ndarray, p, groups: int):
         *lo,
         fh,
         fw,
+        None if bias is None else bias.ctypes.data,
     )
     return y
 
 
-def forward_step(x_shape: tuple, w_shape: tuple, p, groups: int, dtype):
+def forward_step(x_shape: tuple, w_shape: tuple, p, groups: int, dtype, bias: bool = False):
     """The graph runner's step of a 2-d depthwise forward convolution (slots: x 0, w 1, the
-    result 2), or None where `conv_forward` would not run."""
+    result 2, and the node's operand 2, its bias, where ``bias``), or None where
+    `conv_forward` would not run."""
     from . import ccompile
     from .cstep import CStep, function_address
 
@@ -457,16 +477,18 @@ def forward_step(x_shape: tuple, w_shape: tuple, p, groups: int, dtype):
         return None
     n, cin = x_shape[:2]
     fh, fw = _frame(out_size, kernel, stride, dilation)
-    args = [0, 0, 0, pool or 0, n, cin, w_shape[0] // cin, *in_size, *out_size, *lo, fh, fw]
-    slots = [(0, "in", 0), (1, "in", 1), (2, "out", 0)]
+    args = [0, 0, 0, pool or 0, n, cin, w_shape[0] // cin, *in_size, *out_size, *lo, fh, fw, 0]
+    slots = [(0, "in", 0), (1, "in", 1), (2, "out", 0)] + [(15, "in", 2)] * bias
     return CStep(function_address(step), np.array(args, np.int64), slots, (step,))
 
 
-def conv_input_grad(gy: np.ndarray, w: np.ndarray, p, groups: int):
-    """The depthwise ``conv_input_grad(gy, w)`` of plan ``p``, or None."""
+def conv_input_grad(gy: np.ndarray, w: np.ndarray, p, groups: int, bias=None):
+    """The depthwise ``conv_input_grad(gy, w)`` (+ ``bias`` per channel of the result, as
+    `conv_forward` adds it) of plan ``p``, or None."""
     g = _geometry(gy, w, p, groups, groups, w.shape)
     if g is None:
         return None
+    bias = _bias(bias, gy.dtype)
     (fns, pool), kernel, stride, dilation, in_size, out_size, lo = g
     gy, w = np.ascontiguousarray(gy), np.ascontiguousarray(w)
     n, cin = gy.shape[0], groups
@@ -501,6 +523,7 @@ def conv_input_grad(gy: np.ndarray, w: np.ndarray, p, groups: int):
         *lo,
         fh,
         fw,
+        None if bias is None else bias.ctypes.data,
     )
     return gx
 

@@ -21,12 +21,12 @@ def onnx_pads(padding) -> list:
 
 
 def onnx_conv(e):
-    x, w = e.inputs
+    x, w, *bias = e.inputs  # (a half-precision call's bias: Conv's B)
     a = e.attrs
     x, padding = onnx_crop(e, x, a["padding"])
     return e.node(
         "Conv",
-        [x, w],
+        [x, w, *bias],
         strides=list(a["stride"]),
         pads=onnx_pads(padding),
         dilations=list(a["dilation"]),
@@ -56,7 +56,7 @@ def onnx_pad_end(e, y, zeros):
 
 
 def onnx_conv_input_grad(e):
-    gy, w = e.inputs
+    gy, w, *bias = e.inputs  # (a half-precision call's bias: ConvTranspose's B)
     a = e.attrs
     stride, dilation = a["stride"], a["dilation"]
     pads, zeros = onnx_transposed_pads(
@@ -70,13 +70,17 @@ def onnx_conv_input_grad(e):
     )
     y = e.node(
         "ConvTranspose",
-        [gy, w],
+        [gy, w] + ([] if any(zeros) else bias),
         strides=list(stride),
         pads=onnx_pads(pads),
         dilations=list(dilation),
         group=a["groups"],
     )
-    return onnx_pad_end(e, y, zeros)
+    y = onnx_pad_end(e, y, zeros)
+    if bias and any(zeros):  # (the rows no window reached hold the bias too)
+        shape = e.ints([1, -1] + [1] * len(zeros))
+        y = e.node("Add", [y, e.node("Reshape", [bias[0], shape])])
+    return y
 
 
 def onnx_conv_weight_grad(e):

@@ -19,6 +19,13 @@ Attributes, shared by the three: ``stride``, ``dilation`` (one int per spatial d
 ``padding`` (a (before, after) pair per spatial dimension; "after" may be negative, which crops,
 so that conv_transpose's output_padding is expressible), ``groups``. The adjoints also carry the
 size they produce: ``in_size`` (spatial size of x) and ``kernel_size``.
+
+``conv`` and ``conv_input_grad`` take an optional third operand, a bias per channel of the
+result, added to the sums in the compute dtype before the result's one rounding: the public
+functions pass it in half precision (PyTorch's bfloat16/float16 convolutions round once; a
+separate add would round the convolution first), and add it after in float32/float64 (the
+same bits, and the graph the passes fold and fuse). Its gradient is the result's gradient
+summed over all but the channels.
 """
 
 from __future__ import annotations
@@ -87,9 +94,24 @@ def _check_size(name, out, expected, operands: str):
         )
 
 
-def _conv_infer(x, w, *, stride, padding, dilation, groups):
+def _check_bias(name, bias, channels: int, dtype):
+    """The optional bias operand: one value per output channel, of the operands' dtype."""
+    if bias is None:
+        return
+    if tuple(bias.shape) != (channels,):
+        raise ShapeError(
+            f"bias of shape {fmt_shape(bias.shape)} must have shape ({channels},) "
+            f"(one value per output channel)",
+            op=name,
+        )
+    if bias.dtype is not dtype:
+        raise DTypeError(f"bias ({bias.dtype}) must have the input's dtype ({dtype})", op=name)
+
+
+def _conv_infer(x, w, bias=None, *, stride, padding, dilation, groups):
     name = label("conv", w.ndim - 2)
     _check_operands(name, x, w, groups, "input")
+    _check_bias(name, bias, w.shape[0], x.dtype)
     if x.shape[1] != w.shape[1] * groups:
         raise ShapeError(
             f"input of shape {fmt_shape(x.shape)} has {x.shape[1]} channels, but weight of shape "
@@ -102,9 +124,10 @@ def _conv_infer(x, w, *, stride, padding, dilation, groups):
     return TensorType((x.shape[0], w.shape[0]) + out, x.dtype)
 
 
-def _input_grad_infer(gy, w, *, stride, padding, dilation, groups, in_size):
+def _input_grad_infer(gy, w, bias=None, *, stride, padding, dilation, groups, in_size):
     name = label("conv_transpose", w.ndim - 2)
     _check_operands(name, gy, w, groups, "input")
+    _check_bias(name, bias, w.shape[1] * groups, gy.dtype)
     if gy.shape[1] != w.shape[0]:
         raise ShapeError(
             f"input of shape {fmt_shape(gy.shape)} has {gy.shape[1]} channels, but weight of "
@@ -190,26 +213,33 @@ def _kernels(weight_shape, reference, compiled: str):
     """The (reference, fast) kernels of one of the three ops: operands in their compute dtype
     (float32 for half precision), the geometry from ``weight_shape(a, b, attrs) -> (in_size,
     w_shape)``, then the NumPy kernel ``reference`` or ``cconv.<compiled>`` (None where it
-    does not apply), the result rounded to the operands' dtype."""
+    does not apply), plus the optional ``bias`` per channel of the result (the forward and
+    the transposed convolution's: added to the sums in the compute dtype), the result rounded
+    once to the operands' dtype (PyTorch's half-precision convolutions)."""
 
-    def run(a, b, attrs, impl):
+    def run(a, b, bias, attrs, impl):
         ac, bc = _in_compute(a, b)
         p = conv_geometry(attrs, *weight_shape(a, b, attrs))
         result = impl(ac, bc, p, attrs["groups"])
-        return None if result is None else result.astype(a.dtype, copy=False)
+        if result is None:
+            return None
+        if bias is not None:  # (the kernels' results are fresh arrays)
+            result += _in_compute(bias)[0].reshape((1, -1) + (1,) * (result.ndim - 2))
+        return result.astype(a.dtype, copy=False)
 
-    def kernel(a, b, **attrs):
-        return run(a, b, attrs, reference)
+    def kernel(a, b, bias=None, **attrs):
+        return run(a, b, bias, attrs, reference)
 
-    def fast(a, b, **attrs):
+    def fast(a, b, bias=None, **attrs):
         p = conv_geometry(attrs, *weight_shape(a, b, attrs))
-        result = _depthwise_first(compiled, a, b, p, attrs["groups"])
+        result = _depthwise_first(compiled, a, b, p, attrs["groups"], bias)
         if result is not None or compute_dtype(a.dtype) == a.dtype:
             return result
         # half precision otherwise: widened and rounded in C (kernels/chalf.py), computed in
-        # float32
-        ac, bc = _in_compute_c(a, b)
-        return _rounded_c(_depthwise_first(compiled, ac, bc, p, attrs["groups"]), a.dtype)
+        # float32, the bias added to the float32 result (the C store's float32 addition)
+        wide = _in_compute_c(a, b) + ([] if bias is None else _in_compute_c(bias))
+        result = _depthwise_first(compiled, *wide[:2], p, attrs["groups"], *wide[2:])
+        return _rounded_c(result, a.dtype)
 
     return kernel, fast
 
@@ -233,16 +263,18 @@ def _reads_half(x_shape, cout: int, p, attrs) -> bool:
     return cconv_weight.reads_half(tuple(x_shape), cout, p, attrs["groups"])
 
 
-def _depthwise_first(compiled: str, a, b, p, groups):
+def _depthwise_first(compiled: str, a, b, p, groups, bias=None):
     """kernels/cdepthwise.py's ``compiled`` kernel for a depthwise convolution, else
-    kernels/cconv.py's."""
+    kernels/cconv.py's (``bias``: the forward and input gradient's, None for the weight
+    gradient)."""
     from ..kernels import cdepthwise
 
-    result = getattr(cdepthwise, compiled)(a, b, p, groups)
+    extra = () if bias is None else (bias,)
+    result = getattr(cdepthwise, compiled)(a, b, p, groups, *extra)
     if result is not None:
         return result
     module = "cconv_weight" if compiled == "conv_weight_grad" else "cconv"
-    return getattr(_compiled(module), compiled)(a, b, p, groups)
+    return getattr(_compiled(module), compiled)(a, b, p, groups, *extra)
 
 
 _conv_kernel, _conv_fast = _kernels(
@@ -279,7 +311,7 @@ def _half_workspace(node, layouts) -> int:
     operands = 2 * sum(value_bytes(v) for v in node.inputs)
     result = value_bytes(out)
     rounding = 2 * result + result
-    a_shape, b_shape = (tuple(v.shape) for v in node.inputs)
+    a_shape, b_shape = (tuple(v.shape) for v in node.inputs[:2])
     if not all(isinstance(d, int) for d in a_shape + b_shape):
         return operands + rounding - result
     attrs = node.attrs
@@ -325,29 +357,41 @@ def _shared(attrs) -> dict:
 
 
 def _sizes(ctx):
-    x_type, w_type = ctx.in_types
+    x_type, w_type = ctx.in_types[:2]
     return tuple(x_type.shape[2:]), tuple(w_type.shape[2:])
 
 
+def _bias_grad(ctx, g) -> tuple:
+    """The bias operand's gradient where the call has one (the result's gradient summed over
+    all but the channels, as the separate broadcast add's gradient was), else nothing."""
+    if len(ctx.in_types) < 3:
+        return ()
+    if not ctx.needs_input_grad[2]:
+        return (None,)
+    channels = ctx.in_types[2].shape[0]
+    summed = E.sum_to(g, (1, channels) + (1,) * (len(ctx.out_types[0].shape) - 2))
+    return (E.reshape(summed, (channels,)),)
+
+
 def _conv_vjp(ctx, gy):
-    x, w = ctx.inputs
-    nx, nw = ctx.needs_input_grad
+    x, w = ctx.inputs[:2]
+    nx, nw = ctx.needs_input_grad[:2]
     a = _shared(ctx.attrs)
     in_size, kernel_size = _sizes(ctx)
     gx = apply(CONV_INPUT_GRAD, gy, E.conj(w), in_size=in_size, **a) if nx else None
     gw = apply(CONV_WEIGHT_GRAD, E.conj(x), gy, kernel_size=kernel_size, **a) if nw else None
-    return gx, gw
+    return (gx, gw) + _bias_grad(ctx, gy)
 
 
 def _input_grad_vjp(ctx, gz):
     # z = Bx^T(gy, w); <z, gz> = <gy, B(gz, w)> = <w, Bw^T(gz, gy)>
-    gy, w = ctx.inputs
-    ngy, nw = ctx.needs_input_grad
+    gy, w = ctx.inputs[:2]
+    ngy, nw = ctx.needs_input_grad[:2]
     a = _shared(ctx.attrs)
     kernel_size = tuple(ctx.in_types[1].shape[2:])
     d_gy = apply(CONV, gz, E.conj(w), **a) if ngy else None
     d_w = apply(CONV_WEIGHT_GRAD, gz, E.conj(gy), kernel_size=kernel_size, **a) if nw else None
-    return d_gy, d_w
+    return (d_gy, d_w) + _bias_grad(ctx, gz)
 
 
 def _weight_grad_vjp(ctx, gv):
@@ -366,7 +410,7 @@ def _weight_grad_vjp(ctx, gv):
 
 
 def _conv_cost(in_types, out_types, attrs) -> Cost:
-    x, w = in_types
+    x, w = in_types[:2]
     y = out_types[0]
     flops = 2 * y.shape[0] * y.shape[1] * numel(y.shape[2:]) * w.shape[1] * numel(w.shape[2:])
     return Cost(flops, io_bytes(in_types, out_types))
@@ -374,7 +418,7 @@ def _conv_cost(in_types, out_types, attrs) -> Cost:
 
 def _input_grad_cost(in_types, out_types, attrs) -> Cost:
     # a transposed convolution: torch counts it over the *input* (here gy) positions
-    gy, w = in_types
+    gy, w = in_types[:2]
     flops = 2 * gy.shape[0] * numel(gy.shape[2:]) * numel(w.shape)
     return Cost(flops, io_bytes(in_types, out_types))
 
@@ -390,22 +434,24 @@ def _weight_grad_cost(in_types, out_types, attrs) -> Cost:
 
 def _conv_c_step(node):
     """The C graph runner's step (runtime/cgraph.py) of a 2-d one-group or depthwise
-    convolution."""
-    x, w = (v.type for v in node.inputs)
+    convolution, with its bias operand where it has one."""
+    x, w = (v.type for v in node.inputs[:2])
     if x.dtype != w.dtype or x.dtype != node.outputs[0].dtype:
         return None
     from ..kernels import cconv, cconv_constant, cdepthwise
     from ..kernels.cstep import CStep, function_address
 
+    bias = len(node.inputs) > 2
     p = conv_geometry(node.attrs, x.shape[2:], w.shape)
     if node.attrs["groups"] != 1:
-        return cdepthwise.forward_step(x.shape, w.shape, p, node.attrs["groups"], x.dtype.np)
+        return cdepthwise.forward_step(x.shape, w.shape, p, node.attrs["groups"], x.dtype.np, bias)
     constant = cconv_constant.frozen_weight(node)  # (packed once)
     made = cconv.forward_step(x.shape, w.shape, p, x.dtype.np, False, weight_constant=constant)
     if made is None:
         return None
     step, args, keep = made
-    return CStep(function_address(step), args, [(0, "in", 0), (1, "in", 1), (3, "out", 0)], keep)
+    slots = [(0, "in", 0), (1, "in", 1), (3, "out", 0)] + [(2, "in", 2)] * bias
+    return CStep(function_address(step), args, slots, keep)
 
 
 def _conv_compile(node):
@@ -416,16 +462,22 @@ def _conv_compile(node):
     return cconv_constant.compile_node(node, node.op.run)
 
 
+def _bias_slot(in_types) -> int | None:
+    """Where a per-channel shift goes: into the call's bias operand where it has one (a
+    half-precision convolution with a bias), else added after (None)."""
+    return 2 if len(in_types) > 2 else None
+
+
 def _conv_channel_fold(in_types, attrs):
-    """Output channel c reads weight row c alone, whatever the groups; the shift is added
-    after (the epilogue pass stores it with the convolution)."""
-    return ChannelWeights(weight=1)
+    """Output channel c reads weight row c alone, whatever the groups; the shift joins the
+    bias operand, or is added after (the epilogue pass stores it with the convolution)."""
+    return ChannelWeights(weight=1, bias=_bias_slot(in_types))
 
 
 def _input_grad_channel_fold(in_types, attrs):
     """The transposed convolution's weight is (Cin, Cout/groups, *K): output channel
     ``g * Cout/groups + j`` reads ``w[g * Cin/groups : (g + 1) * Cin/groups, j]``."""
-    return ChannelWeights(weight=1, groups=attrs["groups"], axis=1)
+    return ChannelWeights(weight=1, groups=attrs["groups"], axis=1, bias=_bias_slot(in_types))
 
 
 _CONV_EPILOGUE = conv_epilogue.rule(_conv_infer, _compiled)

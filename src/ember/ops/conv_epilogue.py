@@ -1,6 +1,10 @@
 """The forward convolution's epilogue: what of the elementwise ops on a convolution's result
 its C kernel stores tile by tile (kernels/cconv.py, kernels/cconv_epilogue.py): a per-channel
-bias, a ReLU and the ReLU's gradient mask. `epilogue_spec` reads a fused program into the
+bias, a ReLU and the ReLU's gradient mask. The C store adds a half-precision bias to the
+float32 sums before the one rounding (the convolution's own bias operand: PyTorch's
+arithmetic), so a separate half-precision ``add`` of a bias, which rounds the convolution's
+result first, stays a separate node; a convolution with its own bias operand takes a ReLU and
+its mask. `epilogue_spec` reads a fused program into the
 store's `Spec`; `rule` is the ``conv`` op's `EpilogueRule` (ops/conv.py)."""
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ def epilogue_spec(program, outputs, out_types, operand_types, slot: int, result)
             else:
                 sources.append(("k", ref.value))
         if instr.op is add and not kinds and len(sources) == 2 and "conv" in sources:
+            if result.dtype in (dt.float16, dt.bfloat16):
+                return None  # (rounded twice: the store rounds the sum with its bias once)
             other = sources[1 - sources.index("conv")]
             if not isinstance(other, tuple) or other[0] != "in":
                 return None
@@ -86,21 +92,25 @@ def _epilogue_plan(node, conv_infer, compiled):
     attrs = node.attrs
     n, slot = attrs["n_producer"], attrs["slot"]
     x_type, w_type = (v.type for v in node.inputs[:2])
-    if n != 2 or not compiled().available(x_type.dtype.np):
+    if n not in (2, 3) or not compiled().available(x_type.dtype.np):
         return None
     producer_attrs = dict(attrs["producer_attrs"])
-    result = conv_infer(x_type, w_type, **producer_attrs)
+    result = conv_infer(*(v.type for v in node.inputs[:n]), **producer_attrs)
     operand_types = [v.type for v in node.inputs[n:]]
     operand_types.insert(slot, result)
     plan = epilogue_spec(
         attrs["program"], attrs["outputs"], attrs["out_types"], operand_types, slot, result
     )
+    if plan is not None and n == 3:  # the convolution's own bias: the store's only one
+        plan = None if plan.bias is not None else plan._replace(own_bias=True)
     return None if plan is None else (plan, producer_attrs, result)
 
 
 def _epilogue_takes(node, program, outputs, out_types, in_types, slot) -> bool:
     result = node.outputs[0].type
-    return epilogue_spec(program, outputs, out_types, in_types, slot, result) is not None
+    spec = epilogue_spec(program, outputs, out_types, in_types, slot, result)
+    # (a convolution with its own bias operand: the store adds no second one)
+    return spec is not None and (len(node.inputs) == 2 or spec.bias is None)
 
 
 def rule(conv_infer, compiled) -> EpilogueRule:

@@ -6,9 +6,11 @@ per-channel bias added (which the epilogue pass then stores with the convolution
 Which calls qualify comes from two rules (ops/_rules.py): ``channel_affine`` (the reader: ``x *
 scale[c] + shift[c]`` along dimension 1, given its constant operands) and ``channel_weight``
 (the producer: the operand whose row ``c`` output channel ``c`` is linear in). The producer's
-weight must be a constant and its result read by the affine alone. The new weight is computed
-in float64 and rounded once to the weight's dtype, so results equal the unfolded graph's within
-rounding (the product is rounded once instead of twice)."""
+weight must be a constant and its result read by the affine alone, and it must have no bias
+operand of its own (``channel_fold``'s ``bias``: a half-precision convolution's, which scaling
+the weight would leave unscaled; transforms/fold_affine_inputs.py folds those). The new weight
+is computed in float64 and rounded once to the weight's dtype, so results equal the unfolded
+graph's within rounding (the product is rounded once instead of twice)."""
 
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ def _fold_one(graph: Graph, node) -> bool:
     if len(x.users) != 1 or any(v is x for v in graph.outputs):
         return False  # the unscaled result is read elsewhere too
     slot = producer.op.channel_weight(producer.attrs)
-    if slot is None:
+    if slot is None or _has_bias(producer):
         return False
     weight = constant_value(producer.inputs[slot])
     out = node.outputs[0]
@@ -56,6 +58,16 @@ def _fold_one(graph: Graph, node) -> bool:
     graph.erase_node(node)
     graph.erase_node(producer)
     return True
+
+
+def _has_bias(producer) -> bool:
+    """Whether the producer adds a per-channel bias operand of its own (a half-precision
+    convolution's), which scaling its weight would leave unscaled."""
+    rule = producer.op.channel_fold
+    if rule is None:
+        return False
+    weights = rule([v.type for v in producer.inputs], producer.attrs)
+    return weights is not None and weights.bias is not None and weights.bias < len(producer.inputs)
 
 
 def fold_channel_affines(graph: Graph) -> tuple[Graph, bool]:

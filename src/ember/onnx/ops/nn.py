@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ops._registry import apply
+from ...ops._util import half_precision
 from ...ops.conv import CONV, CONV_INPUT_GRAD
 from .._convert import converter, supported_dtype
 from ._common import E, F, dtype_np
@@ -178,6 +179,14 @@ def _bias(ctx, y, bias):
     return y + channel_view(ctx.tensor(bias, y.dtype), y.ndim)
 
 
+def _bias_operand(ctx, x, bias) -> tuple:
+    """``(bias,)`` for a half-precision convolution (its bias operand: added to the float32
+    sums before the one rounding, as F.conv2d does), else ``()`` (`_bias` adds it after)."""
+    if bias is None or not half_precision(x):
+        return ()
+    return (ctx.tensor(bias, x.dtype),)
+
+
 @converter("Conv", 1)
 def _conv(ctx, x, w, bias=None):
     x, w = spatial_input(ctx, x), ctx.tensor(w)
@@ -188,16 +197,18 @@ def _conv(ctx, x, w, bias=None):
     strides = per_dim(ctx, "strides", nd, 1)
     dilations = per_dim(ctx, "dilations", nd, 1)
     pads = window_pads(ctx, x.shape[2:], kernel, strides, dilations)
+    operand = _bias_operand(ctx, x, bias)
     y = apply(
         CONV,
         x,
         w if w.dtype == x.dtype else E.cast(w, x.dtype),
+        *operand,
         stride=strides,
         padding=tuple(pads),
         dilation=dilations,
         groups=int(ctx.attr("group", 1)),
     )
-    return _bias(ctx, y, bias)
+    return _bias(ctx, y, None if operand else bias)
 
 
 @converter("ConvTranspose", 1)
@@ -242,10 +253,13 @@ def _conv_transpose(ctx, x, w, bias=None):
         raise ctx.error(f"pads {pads} leave an empty output {out}")
     # the adjoint of a convolution of an `out`-sized input whose trailing padding loses the
     # output_padding elements: that convolution maps `out` back to exactly `in_size`
+    # (leading zeros padded after: the bias added after, to them too)
+    operand = () if any(lead) else _bias_operand(ctx, x, bias)
     y = apply(
         CONV_INPUT_GRAD,
         x,
         w if w.dtype == x.dtype else E.cast(w, x.dtype),
+        *operand,
         stride=strides,
         padding=tuple((b, a - e) for (b, a), e in zip(pads, extra)),
         dilation=dilations,
@@ -257,4 +271,4 @@ def _conv_transpose(ctx, x, w, bias=None):
         for zeros in reversed(lead):
             flat += [zeros, 0]
         y = F.pad(y, tuple(flat))
-    return _bias(ctx, y, bias)
+    return _bias(ctx, y, None if operand else bias)
