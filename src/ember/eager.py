@@ -29,16 +29,32 @@ _FLOATING = frozenset(d.np for d in _dt.ALL_DTYPES if d.is_floating_point) | fro
 )
 
 
+_state = _reg._state  # (the registry's per-thread state: grad mode, modes, autocast)
+_wrap = Tensor._wrap
+_ndarray = np.ndarray
+
+
 class EagerMode(_reg.Mode):
     def apply(self, op: _reg.OpDef, inputs: tuple, attrs: dict):
-        if _reg._state.grad_enabled:
+        # (every eager op call runs this: one pass per loop, no comprehensions where the common
+        # arities can be spelled out)
+        requires = False
+        if _state.grad_enabled:
             for t in inputs:
                 # a view whose base changed in place since: its history is replayed first
                 if t._view_of is not None and _views.is_stale(t):
                     _views.refresh(t)
+                if t._requires_grad:
+                    requires = True
         out_type = op.infer(*inputs, **attrs)
         try:
-            result = op.run(*[t._data for t in inputs], **attrs)
+            n = len(inputs)
+            if n == 2:
+                result = op.run(inputs[0]._data, inputs[1]._data, **attrs)
+            elif n == 1:
+                result = op.run(inputs[0]._data, **attrs)
+            else:
+                result = op.run(*[t._data for t in inputs], **attrs)
         except EmberError:
             raise
         except (ValueError, TypeError, IndexError, FloatingPointError) as exc:
@@ -48,12 +64,10 @@ class EagerMode(_reg.Mode):
             ) from exc
         single = op.num_outputs == 1
         if single:
-            outs = (Tensor._wrap(result if type(result) is np.ndarray else np.asarray(result)),)
+            outs = (_wrap(result if type(result) is _ndarray else np.asarray(result)),)
             out_types = (out_type,)
         else:
-            outs = tuple(
-                [Tensor._wrap(a if type(a) is np.ndarray else np.asarray(a)) for a in result]
-            )
+            outs = tuple([_wrap(a if type(a) is _ndarray else np.asarray(a)) for a in result])
             out_types = tuple(out_type)
         if _reg.conformance is not None:
             _reg.conformance.forward.add(op.name)
@@ -84,7 +98,13 @@ class EagerMode(_reg.Mode):
                     t._vc = source._vc
                     t._is_view = True
                     t._view_of = (source, _views.MULTI_OUTPUT)
-        if _reg._state.grad_enabled and _any_requires_grad(inputs):
+        if requires and _state.grad_enabled:
+            if single:
+                out = outs[0]
+                if out._data.dtype in _FLOATING:
+                    out.grad_fn = Node(op, attrs, inputs, outs, out_types)
+                    out._requires_grad = True
+                return out
             floating = [t._data.dtype in _FLOATING for t in outs]
             if any(floating):
                 node = Node(op, attrs, inputs, outs, out_types)
@@ -96,14 +116,7 @@ class EagerMode(_reg.Mode):
         return outs[0] if single else outs
 
     def constant(self, array) -> Tensor:
-        return Tensor._wrap(np.asarray(array))
-
-
-def _any_requires_grad(inputs) -> bool:
-    for t in inputs:
-        if t._requires_grad:
-            return True
-    return False
+        return _wrap(np.asarray(array))
 
 
 def _check_rule(op, types, outs) -> None:

@@ -146,11 +146,26 @@ class OpDef:
 
 
 def _preferring(fast, kernel):
-    """``fast``'s result, or ``kernel``'s where ``fast`` declines (returns None)."""
+    """``fast``'s result, or ``kernel``'s where ``fast`` declines (returns None). A fast rule
+    may say when it surely declines, ``fast.declines_unless = (dtypes, size)``: where no
+    operand's dtype is in ``dtypes`` and none holds ``size`` elements or more (ops/_half.py's
+    elementwise loops on small float32 operands); the kernel then runs without calling it."""
+    gate = getattr(fast, "declines_unless", None)
+    if gate is not None:
+        dtypes, size = gate
 
-    def run(*arrays, **attrs):
-        result = fast(*arrays, **attrs)
-        return kernel(*arrays, **attrs) if result is None else result
+        def run(*arrays, **attrs):
+            for a in arrays:  # (every small eager elementwise call passes here)
+                if a.dtype in dtypes or a.size >= size:
+                    result = fast(*arrays, **attrs)
+                    return kernel(*arrays, **attrs) if result is None else result
+            return kernel(*arrays, **attrs)
+
+    else:
+
+        def run(*arrays, **attrs):
+            result = fast(*arrays, **attrs)
+            return kernel(*arrays, **attrs) if result is None else result
 
     run.__name__ = getattr(kernel, "__name__", "run")
     return run
@@ -336,7 +351,11 @@ def apply(op: OpDef, *inputs, **attrs):
     region, an op with an ``autocast`` rule first has its operands cast: ops/_autocast.py)."""
     state = _state
     if op.complex is not _GRADIENT or not op.float8:
-        _refuse_special(op, inputs)
+        for t in inputs:  # (`_refuse_special`'s test, inlined: every op call passes here)
+            dtype = getattr(t, "dtype", None)
+            if dtype is not None and dtype.special:
+                _refuse_special(op, inputs)
+                break
     if state.autocast is not None and op.autocast is not None:
         inputs = state.autocast.operands(op, inputs, attrs)
     modes = state.modes  # (current_mode inlined: every eager op call passes here)
@@ -344,7 +363,8 @@ def apply(op: OpDef, *inputs, **attrs):
 
 
 def constant(array):
-    return current_mode().constant(array)
+    modes = _state.modes  # (current_mode inlined: every Python scalar operand passes here)
+    return (modes[-1] if modes else _base_mode[0]).constant(array)
 
 
 def eager_constant(array):

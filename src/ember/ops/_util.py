@@ -71,6 +71,8 @@ def broadcast_shapes(op: str, *shapes) -> tuple:
     if len(shapes) == 2:  # the common calls: with a scalar, or two equal shapes
         if not shapes[1] or first == shapes[1]:
             return tuple(first)
+        if not first:
+            return tuple(shapes[1])
     elif all(s == first for s in shapes):
         return tuple(first)
     ndim = max((len(s) for s in shapes), default=0)
@@ -204,7 +206,8 @@ def require_int(op: str, what: str, t) -> None:
 
 
 def same_type(x) -> TensorType:
-    return TensorType(tuple(x.shape), x.dtype)
+    # (TensorType without its Python-level constructor: every unary op call makes one)
+    return tuple.__new__(TensorType, (tuple(x.shape), x.dtype))
 
 
 def nbytes(t) -> int:
