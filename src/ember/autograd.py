@@ -116,22 +116,24 @@ class Node:
             needs = self._needs = tuple([edge is not None for edge in self.next_functions])
         return needs
 
-    def __init__(self, op, attrs, inputs, outputs, out_types=None):
-        """``out_types``: the outputs' types when the caller has them (the op's rule did)."""
+    def __init__(self, op, attrs, inputs, outputs, out_types=None, in_types=None):
+        """``out_types``, ``in_types``: the outputs' and the inputs' types when the caller has
+        them (eager execution typed the inputs for the op's rule, which typed the outputs)."""
         # one loop over the inputs, no comprehensions or calls: every recorded op call runs this
         self.op = op
         self.attrs = attrs
-        in_types = []
+        types = [] if in_types is None else None
         edges = []
         saved = {}
         keep = op.save_inputs
         i = 0
         for t in inputs:
-            data = t._data
-            dtype = _BY_NP.get(data.dtype)  # (`_tensor_type`, inlined)
-            in_types.append(
-                _new_tuple(TensorType, (data.shape, dtype if dtype is not None else t.dtype))
-            )
+            if types is not None:
+                data = t._data
+                dtype = _BY_NP.get(data.dtype)  # (`_tensor_type`, inlined)
+                types.append(
+                    _new_tuple(TensorType, (data.shape, dtype if dtype is not None else t.dtype))
+                )
             if t._requires_grad:
                 fn = t.grad_fn
                 edges.append((fn, t._output_nr) if fn is not None else _edge(t))
@@ -140,7 +142,7 @@ class Node:
             if keep is None or i in keep:
                 saved[i] = (t, t._vc[0])
             i += 1
-        self.in_types = tuple(in_types)
+        self.in_types = tuple(types) if in_types is None else in_types
         self.out_types = (
             tuple([_tensor_type(t) for t in outputs]) if out_types is None else out_types
         )
@@ -174,45 +176,34 @@ class Node:
         """The saved inputs (None where not saved). An input overwritten in place since it was
         saved comes back as a placeholder that raises a clear error if the VJP touches it, so
         VJPs that do not need it (``a.mul_(3)`` needs only the 3) still run."""
-        saved = self._check_saved()
-        result = []
-        for i in range(len(self.in_types)):
-            entry = saved.get(i)
-            if entry is None:
-                result.append(None)
-                continue
-            tensor, version = entry
+        saved = self._saved_in
+        if saved is _FREED:
+            self._check_saved()  # (raises)
+        result = [None] * len(self.in_types)
+        for i, (tensor, version) in saved.items():  # (in input order)
             if tensor._vc[0] != version:
-                result.append(
-                    _Overwritten(self._modified_error(f"input {i}", tensor._vc[0], version))
-                )
+                result[i] = _Overwritten(self._modified_error(f"input {i}", tensor._vc[0], version))
             else:
-                result.append(tensor.get() if type(tensor) is SavedHandle else tensor)
+                result[i] = tensor.get() if type(tensor) is SavedHandle else tensor
         return tuple(result)
 
     @property
     def outputs(self) -> tuple:
-        self._check_saved()
-        result = []
-        for i in range(len(self.out_types)):
-            entry = self._saved_out.get(i)
-            if entry is None:
-                result.append(None)
-                continue
-            data, counter, version = entry
+        if self._saved_in is _FREED:
+            self._check_saved()  # (raises)
+        result = [None] * len(self.out_types)
+        for i, (data, counter, version) in self._saved_out.items():
             if counter[0] != version:
-                result.append(
-                    _Overwritten(self._modified_error(f"output {i}", counter[0], version))
-                )
+                result[i] = _Overwritten(self._modified_error(f"output {i}", counter[0], version))
                 continue
             if type(data) is SavedHandle:
                 data = data.get()._data
-            t = Tensor._wrap(data)
+            t = _wrap(data)
             t._vc = counter
             t.grad_fn = self
             t._output_nr = i
             t._requires_grad = True
-            result.append(t)
+            result[i] = t
         return tuple(result)
 
     def _check_saved(self):
@@ -392,6 +383,7 @@ def _adds_in_place(current: Tensor, g: Tensor) -> bool:
 
 _new_tuple = tuple.__new__
 _BY_NP = _dt._BY_NP
+_wrap = Tensor._wrap
 
 
 def _tensor_type(t: Tensor) -> TensorType:

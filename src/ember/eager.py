@@ -2,8 +2,9 @@
 
 This is the base mode of the dispatcher (``ops._registry.apply``). For each call it
 
-1. applies the op's shape/dtype rule, which validates the operands and raises a precise error
-   naming the op, the shapes and the user's line before any kernel runs;
+1. applies the op's shape/dtype rule to the operands' types (`TensorType`s read off their
+   arrays, which the tape's node keeps too), which validates the operands and raises a precise
+   error naming the op, the shapes and the user's line before any kernel runs;
 2. runs the op on the operands' arrays (`OpDef.run`: its fast C implementation where it has one
    that applies, else its NumPy kernel);
 3. wraps the results as Tensors; outputs of a ``view`` op share input 0's version counter;
@@ -21,6 +22,7 @@ from .autograd import Node
 from .errors import EmberError
 from .ops import _registry as _reg
 from .tensor import Tensor
+from .types import TensorType
 
 # the NumPy dtypes whose outputs carry gradients (float16, bfloat16, float32, float64, and the
 # complex ones)
@@ -32,6 +34,8 @@ _FLOATING = frozenset(d.np for d in _dt.ALL_DTYPES if d.is_floating_point) | fro
 _state = _reg._state  # (the registry's per-thread state: grad mode, modes, autocast)
 _wrap = Tensor._wrap
 _ndarray = np.ndarray
+_new_tuple = tuple.__new__
+_BY_NP = _dt._BY_NP
 
 
 class EagerMode(_reg.Mode):
@@ -39,14 +43,24 @@ class EagerMode(_reg.Mode):
         # (every eager op call runs this: one pass per loop, no comprehensions where the common
         # arities can be spelled out)
         requires = False
-        if _state.grad_enabled:
-            for t in inputs:
+        grad = _state.grad_enabled
+        in_types = []
+        for t in inputs:
+            if grad:
                 # a view whose base changed in place since: its history is replayed first
                 if t._view_of is not None and _views.is_stale(t):
                     _views.refresh(t)
                 if t._requires_grad:
                     requires = True
-        out_type = op.infer(*inputs, **attrs)
+            # the operand's type, for the op's rule and the tape: read off the array once
+            # (no Size made; `autograd._tensor_type`, inlined)
+            data = t._data
+            dtype = _BY_NP.get(data.dtype)
+            in_types.append(
+                _new_tuple(TensorType, (data.shape, dtype if dtype is not None else t.dtype))
+            )
+        in_types = tuple(in_types)
+        out_type = op.infer(*in_types, **attrs)
         try:
             n = len(inputs)
             if n == 2:
@@ -102,12 +116,12 @@ class EagerMode(_reg.Mode):
             if single:
                 out = outs[0]
                 if out._data.dtype in _FLOATING:
-                    out.grad_fn = Node(op, attrs, inputs, outs, out_types)
+                    out.grad_fn = Node(op, attrs, inputs, outs, out_types, in_types)
                     out._requires_grad = True
                 return out
             floating = [t._data.dtype in _FLOATING for t in outs]
             if any(floating):
-                node = Node(op, attrs, inputs, outs, out_types)
+                node = Node(op, attrs, inputs, outs, out_types, in_types)
                 for i, t in enumerate(outs):
                     if floating[i]:
                         t.grad_fn = node
