@@ -56,9 +56,11 @@ class EagerMode(_reg.Mode):
             # (no Size made; `autograd._tensor_type`, inlined)
             data = t._data
             dtype = _BY_NP.get(data.dtype)
-            in_types.append(
-                _new_tuple(TensorType, (data.shape, dtype if dtype is not None else t.dtype))
-            )
+            if dtype is None:
+                dtype = t.dtype
+            if dtype.special and _reg.refuses_special(op):  # (the registry left it to us)
+                _reg._refuse_special(op, inputs)
+            in_types.append(_new_tuple(TensorType, (data.shape, dtype)))
         in_types = tuple(in_types)
         out_type = op.infer(*in_types, **attrs)
         try:
