@@ -45,7 +45,10 @@ def shape_arg(shape) -> tuple:
     graph's batch N from ``x.shape[0]``, stay symbolic)."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = shape[0]
-    return tuple(s if isinstance(s, SymDim) else operator.index(s) for s in shape)
+    dims = []
+    for s in shape:  # (every reshape and permute passes here: no generator)
+        dims.append(s if type(s) is int or isinstance(s, SymDim) else operator.index(s))
+    return tuple(dims)
 
 
 def size_arg(op: str, shape) -> tuple:
@@ -98,13 +101,15 @@ def broadcast_shapes(op: str, *shapes) -> tuple:
 
 
 def normalize_axis(op: str, axis: int, ndim: int) -> int:
-    try:
-        axis = operator.index(axis)
-    except TypeError:
-        raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}") from None
-    if not -max(ndim, 1) <= axis < max(ndim, 1):
+    if type(axis) is not int:
+        try:
+            axis = operator.index(axis)
+        except TypeError:
+            raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}") from None
+    n = ndim if ndim > 1 else 1  # (a 0-d tensor takes axis 0 and -1, as PyTorch's)
+    if not -n <= axis < n:
         raise AxisError(f"axis {axis} is out of range for a tensor of {ndim} dimensions", op=op)
-    return axis % max(ndim, 1)
+    return axis % n
 
 
 def normalize_axes(op: str, axis, ndim: int) -> tuple[int, ...]:

@@ -34,9 +34,9 @@ from .elementwise import to_tensor
 def resolve_shape(op: str, in_shape, shape) -> tuple:
     """Replace one -1 in ``shape`` by the size that keeps the element count of ``in_shape``."""
     total = numel(in_shape)
-    if shape.count(-1) > 1:
-        raise ShapeError(f"only one dimension can be -1, got {fmt_shape(shape)}", op=op)
     if -1 in shape:
+        if shape.count(-1) > 1:
+            raise ShapeError(f"only one dimension can be -1, got {fmt_shape(shape)}", op=op)
         known = numel(s for s in shape if s != -1)
         if known == 0 or total % known:
             raise ShapeError(
@@ -44,7 +44,11 @@ def resolve_shape(op: str, in_shape, shape) -> tuple:
                 op=op,
             )
         shape = tuple(total // known if s == -1 else s for s in shape)
-    if any(s < 0 for s in shape) or numel(shape) != total:
+    negative = False
+    for s in shape:  # (every reshape passes here twice: no generator)
+        if s < 0:
+            negative = True
+    if negative or numel(shape) != total:
         raise ShapeError(
             f"cannot reshape {fmt_shape(in_shape)} ({total} elements) into "
             f"{fmt_shape(shape)} ({numel(shape)} elements)",
@@ -266,8 +270,9 @@ _PERMUTE = register(
 def permute(x, *dims):
     """Reorder the dimensions of ``x``."""
     x = to_tensor(x)
-    dims = tuple(normalize_axis("permute", d, x.ndim) for d in shape_arg(dims))
-    if dims == tuple(range(x.ndim)):
+    ndim = x.ndim
+    dims = tuple([normalize_axis("permute", d, ndim) for d in shape_arg(dims)])
+    if dims == tuple(range(ndim)):
         return x
     return apply(_PERMUTE, x, dims=dims)
 
@@ -276,11 +281,14 @@ def permute(x, *dims):
 def transpose(x, dim0=-2, dim1=-1):
     """Swap two dimensions (the last two by default)."""
     x = to_tensor(x)
-    a = normalize_axis("transpose", dim0, x.ndim)
-    b = normalize_axis("transpose", dim1, x.ndim)
-    dims = list(range(x.ndim))
+    ndim = x.ndim
+    a = normalize_axis("transpose", dim0, ndim)
+    b = normalize_axis("transpose", dim1, ndim)
+    if a == b:
+        return x
+    dims = list(range(ndim))
     dims[a], dims[b] = dims[b], dims[a]
-    return permute(x, dims)
+    return apply(_PERMUTE, x, dims=tuple(dims))  # (`permute`'s checks hold: a != b, in range)
 
 
 export(transpose, name="swapaxes", method=True)
