@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import operator
 
-from ..dtypes import DType
+from ..dtypes import DType, bfloat16, float16
 from ..errors import (
     ArgumentError,
     AxisError,
@@ -34,10 +34,17 @@ def value_bytes(v) -> int:
     return size * v.dtype.itemsize
 
 
+_HALF_NAMES = ("float16", "bfloat16")
+_HALF_NP = frozenset([float16.np, bfloat16.np])
+
+
 def half_precision(v) -> bool:
     """Whether a value or type is float16 / bfloat16: kernels that compute those in float32
     (matmul, convolutions, softmax, ...) allocate float32 copies that workspace rules count."""
-    return v.dtype.name in ("float16", "bfloat16")
+    dtype = v.dtype
+    if type(dtype) is DType:
+        return dtype.name in _HALF_NAMES
+    return dtype in _HALF_NP  # (a NumPy dtype's ``name`` is a slow Python property)
 
 
 def shape_arg(shape) -> tuple:

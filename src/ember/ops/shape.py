@@ -26,7 +26,7 @@ from ._util import (
     pick_axis,
     shape_arg,
 )
-from .elementwise import to_tensor
+from .elementwise import promote, to_tensor
 
 # ----------------------------------------------------------------------------------- reshape
 
@@ -365,20 +365,30 @@ def flip(x, dims=None, *more, axis=None):
 
 def _concat_infer(*xs, axis):
     first = xs[0]
-    for i, t in enumerate(xs):
-        if t.ndim != first.ndim or any(
-            a != b for d, (a, b) in enumerate(zip(t.shape, first.shape)) if d != axis
-        ):
+    model = first.shape
+    ndim = len(model)
+    dtype = first.dtype
+    total = 0
+    for i, t in enumerate(xs):  # (one pass, no generators: every torch.cat passes here)
+        shape = t.shape
+        clash = len(shape) != ndim
+        if not clash:
+            for d in range(ndim):
+                if d != axis and shape[d] != model[d]:
+                    clash = True
+                    break
+        if clash:
             listed = ", ".join(fmt_shape(x.shape) for x in xs)
             raise ShapeError(
                 f"tensor {i} does not match the others outside dimension {axis}: {listed}",
                 op="concat",
             )
-        if t.dtype is not first.dtype:
+        if t.dtype is not dtype:
             raise ShapeError("operands must share one dtype", op="concat")
-    shape = list(first.shape)
-    shape[axis] = sum(t.shape[axis] for t in xs)
-    return TensorType(tuple(shape), first.dtype)
+        total = total + shape[axis]
+    out = list(model)
+    out[axis] = total
+    return TensorType(tuple(out), dtype)
 
 
 def _concat_vjp(c, g):
@@ -479,8 +489,6 @@ SPLIT = register(
 @autocasts(Autocast.PROMOTE)
 def concat(tensors, dim=0, *, axis=None):
     """Join tensors along dimension ``dim`` (promoting their dtypes)."""
-    from .elementwise import promote
-
     tensors = promote(*tensors)
     if not tensors:
         raise ShapeError("needs at least one tensor", op="concat")
@@ -493,7 +501,7 @@ def concat(tensors, dim=0, *, axis=None):
     # the dtype promotion above and adds nothing; reshaped to an empty slice of the others,
     # it stays in the result's history, which then requires grad when it does)
     legacy = [t.ndim == 1 and t.shape[0] == 0 for t in tensors]
-    model = next((t for t, skip in zip(tensors, legacy) if not skip), None)
+    model = next((t for t, skip in zip(tensors, legacy) if not skip), None) if any(legacy) else None
     if model is not None and model.ndim != 1:
         a = normalize_axis("concat", pick_axis(dim, axis, 0), model.ndim)
         empty = tuple(0 if i == a else s for i, s in enumerate(model.shape))
