@@ -351,19 +351,25 @@ def apply(op: OpDef, *inputs, **attrs):
     """Run primitive ``op`` on ember tensors ``inputs`` in the current mode (inside an autocast
     region, an op with an ``autocast`` rule first has its operands cast: ops/_autocast.py)."""
     state = _state
-    if state.autocast is not None and op.autocast is not None:
-        inputs = state.autocast.operands(op, inputs, attrs)  # (leaves complex and float8 be)
     modes = state.modes  # (current_mode inlined: every eager op call passes here)
+    if state.autocast is not None and op.autocast is not None:
+        _refuse_specials(op, inputs)  # (before any cast)
+        inputs = state.autocast.operands(op, inputs, attrs)
+    elif modes:
+        _refuse_specials(op, inputs)
     if not modes:
         # the eager mode checks the operands' dtypes as it types them (`refuses_special`)
         return _base_mode[0].apply(op, inputs, attrs)
+    return modes[-1].apply(op, inputs, attrs)
+
+
+def _refuse_specials(op: OpDef, inputs: tuple) -> None:
     if refuses_special(op):
         for t in inputs:
             dtype = getattr(t, "dtype", None)
             if dtype is not None and dtype.special:
                 _refuse_special(op, inputs)
                 break
-    return modes[-1].apply(op, inputs, attrs)
 
 
 def refuses_special(op: OpDef) -> bool:
