@@ -36,6 +36,7 @@ _wrap = Tensor._wrap
 _ndarray = np.ndarray
 _new_tuple = tuple.__new__
 _BY_NP = _dt._BY_NP
+_MULTI_OUTPUT = _views.MULTI_OUTPUT
 
 
 class EagerMode(_reg.Mode):
@@ -48,8 +49,12 @@ class EagerMode(_reg.Mode):
         for t in inputs:
             if grad:
                 # a view whose base changed in place since: its history is replayed first
-                if t._view_of is not None and _views.is_stale(t):
-                    _views.refresh(t)
+                # (`_views.is_stale`, inlined: eagerly a base's stamp is its version)
+                view_of = t._view_of
+                if view_of is not None and view_of[1] is not _MULTI_OUTPUT:
+                    now = view_of[0]._vc[0]
+                    if now is not t._view_src and now != t._view_src:
+                        _views.refresh(t)
                 if t._requires_grad:
                     requires = True
             # the operand's type, for the op's rule and the tape: read off the array once
