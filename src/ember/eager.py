@@ -137,7 +137,7 @@ class EagerMode(_reg.Mode):
         return outs[0] if single else outs
 
     def constant(self, array) -> Tensor:
-        return _wrap(np.asarray(array))
+        return _wrap(array if type(array) is _ndarray else np.asarray(array))
 
 
 def _check_rule(op, types, outs) -> None:
