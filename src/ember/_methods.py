@@ -27,14 +27,23 @@ def _forward(name):
     return method
 
 
+_NUMBERS = frozenset((float, int, bool, complex))
+
+
 def _binary(name):
     """A binary operator: defers (NotImplemented) to an operand that is a sparse tensor, so
     ``dense + sparse`` runs the sparse tensor's reflected operator, as in PyTorch."""
 
     def method(self, other, *args, **kwargs):
-        if getattr(other, "is_sparse", False) is True and not isinstance(other, TensorBase):
+        if (
+            not isinstance(other, TensorBase)
+            and type(other) not in _NUMBERS  # (a number has no is_sparse: no lookup for it)
+            and getattr(other, "is_sparse", False) is True
+        ):
             return NotImplemented
-        return PUBLIC[name](self, other, *args, **kwargs)
+        if args or kwargs:
+            return PUBLIC[name](self, other, *args, **kwargs)
+        return PUBLIC[name](self, other)
 
     return method
 

@@ -15,6 +15,7 @@ import contextlib
 import heapq
 import itertools
 import sys
+import types
 import weakref
 
 import numpy as np
@@ -72,6 +73,8 @@ def _camel(name: str) -> str:
 # ------------------------------------------------------------------------------------ nodes
 
 _FREED = object()
+# the saved outputs of a node that saves none (one shared, read-only mapping: no dict per node)
+_NO_OUTPUTS = types.MappingProxyType({})
 
 
 def vjp_results(op, result, n_inputs: int, where: str) -> tuple:
@@ -96,6 +99,7 @@ class Node:
         "in_types",
         "out_types",
         "next_functions",
+        "_needs",
         "_seq",
         "_saved_in",
         "_saved_out",
@@ -107,27 +111,43 @@ class Node:
     @property
     def needs_input_grad(self) -> tuple:
         """For each input, whether a gradient for it is wanted (VJPs skip the others)."""
-        return tuple([edge is not None for edge in self.next_functions])
+        needs = self._needs
+        if needs is None:  # (computed once: the edges never change)
+            needs = self._needs = tuple([edge is not None for edge in self.next_functions])
+        return needs
 
-    def __init__(self, op, attrs, inputs, outputs, out_types=None):
-        """``out_types``: the outputs' types when the caller has them (the op's rule did)."""
-        # one loop over the inputs, no comprehensions: every recorded op call runs this
+    def __init__(self, op, attrs, inputs, outputs, out_types=None, in_types=None):
+        """``out_types``, ``in_types``: the outputs' and the inputs' types when the caller has
+        them (eager execution typed the inputs for the op's rule, which typed the outputs)."""
+        # one loop over the inputs, no comprehensions or calls: every recorded op call runs this
         self.op = op
         self.attrs = attrs
-        in_types = []
+        types = [] if in_types is None else None
         edges = []
         saved = {}
         keep = op.save_inputs
-        for i, t in enumerate(inputs):
-            in_types.append(_tensor_type(t))
-            edges.append(_edge(t) if t._requires_grad else None)
+        i = 0
+        for t in inputs:
+            if types is not None:
+                data = t._data
+                dtype = _BY_NP.get(data.dtype)  # (`_tensor_type`, inlined)
+                types.append(
+                    _new_tuple(TensorType, (data.shape, dtype if dtype is not None else t.dtype))
+                )
+            if t._requires_grad:
+                fn = t.grad_fn
+                edges.append((fn, t._output_nr) if fn is not None else _edge(t))
+            else:
+                edges.append(None)
             if keep is None or i in keep:
                 saved[i] = (t, t._vc[0])
-        self.in_types = tuple(in_types)
+            i += 1
+        self.in_types = tuple(types) if in_types is None else in_types
         self.out_types = (
             tuple([_tensor_type(t) for t in outputs]) if out_types is None else out_types
         )
         self.next_functions = tuple(edges)
+        self._needs = None
         self._seq = next(_sequence)
         self._pre_hooks = None
         self._retained = None  # output_nr -> weakref of a tensor whose .grad keeps the gradient
@@ -135,7 +155,7 @@ class Node:
         self._saved_out = (
             {i: (outputs[i]._data, outputs[i]._vc, outputs[i]._vc[0]) for i in op.save_outputs}
             if op.save_outputs
-            else {}
+            else _NO_OUTPUTS
         )
         if _saved_hooks:
             _pack_saved(self, Tensor._wrap)
@@ -156,45 +176,34 @@ class Node:
         """The saved inputs (None where not saved). An input overwritten in place since it was
         saved comes back as a placeholder that raises a clear error if the VJP touches it, so
         VJPs that do not need it (``a.mul_(3)`` needs only the 3) still run."""
-        saved = self._check_saved()
-        result = []
-        for i in range(len(self.in_types)):
-            entry = saved.get(i)
-            if entry is None:
-                result.append(None)
-                continue
-            tensor, version = entry
+        saved = self._saved_in
+        if saved is _FREED:
+            self._check_saved()  # (raises)
+        result = [None] * len(self.in_types)
+        for i, (tensor, version) in saved.items():  # (in input order)
             if tensor._vc[0] != version:
-                result.append(
-                    _Overwritten(self._modified_error(f"input {i}", tensor._vc[0], version))
-                )
+                result[i] = _Overwritten(self._modified_error(f"input {i}", tensor._vc[0], version))
             else:
-                result.append(tensor.get() if type(tensor) is SavedHandle else tensor)
+                result[i] = tensor.get() if type(tensor) is SavedHandle else tensor
         return tuple(result)
 
     @property
     def outputs(self) -> tuple:
-        self._check_saved()
-        result = []
-        for i in range(len(self.out_types)):
-            entry = self._saved_out.get(i)
-            if entry is None:
-                result.append(None)
-                continue
-            data, counter, version = entry
+        if self._saved_in is _FREED:
+            self._check_saved()  # (raises)
+        result = [None] * len(self.out_types)
+        for i, (data, counter, version) in self._saved_out.items():
             if counter[0] != version:
-                result.append(
-                    _Overwritten(self._modified_error(f"output {i}", counter[0], version))
-                )
+                result[i] = _Overwritten(self._modified_error(f"output {i}", counter[0], version))
                 continue
             if type(data) is SavedHandle:
                 data = data.get()._data
-            t = Tensor._wrap(data)
+            t = _wrap(data)
             t._vc = counter
             t.grad_fn = self
             t._output_nr = i
             t._requires_grad = True
-            result.append(t)
+            result[i] = t
         return tuple(result)
 
     def _check_saved(self):
@@ -217,7 +226,7 @@ class Node:
 
     def release(self) -> None:
         self._saved_in = _FREED
-        self._saved_out = {}
+        self._saved_out = _NO_OUTPUTS
 
     def register_prehook(self, output_nr: int, hook):
         if self._pre_hooks is None:
@@ -229,23 +238,39 @@ class Node:
 
     # -------- running the VJP
     def apply(self, grads: list) -> tuple:
-        if self.op.vjp is None:
+        op = self.op
+        vjp = op.vjp
+        if vjp is None:
             raise AutogradError(
-                f"the op {self.op.name} has no gradient (no VJP is defined)", op="backward"
+                f"the op {op.name} has no gradient (no VJP is defined)", op="backward"
             )
-        self._check_saved()
+        if self._saved_in is _FREED:
+            self._check_saved()  # (raises)
         if _reg.conformance is not None:
-            _reg.conformance.vjp.add(self.op.name)
-        filled = [g if g is not None else _zeros(t) for g, t in zip(grads, self.out_types)]
-        result = vjp_results(self.op, self.op.vjp(self, *filled), len(self.in_types), "backward")
-        for i, (g, t) in enumerate(zip(result, self.in_types)):
-            if g is not None and g.shape != t.shape:  # (a Size and a tuple compare as tuples)
-                raise ShapeError(
-                    f"the VJP returned a gradient of shape {tuple(g.shape)} for input {i} "
-                    f"of shape {tuple(t.shape)}",
-                    op=self.op.name,
-                )
-        return tuple(result)
+            _reg.conformance.vjp.add(op.name)
+        if len(grads) == 1:  # (one output: most ops)
+            g = grads[0]
+            result = vjp(self, g if g is not None else _zeros(self.out_types[0]))
+        else:
+            result = vjp(
+                self, *[g if g is not None else _zeros(t) for g, t in zip(grads, self.out_types)]
+            )
+        in_types = self.in_types
+        if type(result) is not tuple or len(result) != len(in_types):
+            result = vjp_results(op, result, len(in_types), "backward")
+        i = 0
+        for g in result:
+            if g is not None:
+                # (an eager gradient's shape read off its array: no Size made)
+                shape = g._data.shape if type(g) is Tensor else g.shape
+                if shape != in_types[i].shape:  # (a Size and a tuple compare as tuples)
+                    raise ShapeError(
+                        f"the VJP returned a gradient of shape {tuple(g.shape)} for input {i} "
+                        f"of shape {tuple(in_types[i].shape)}",
+                        op=op.name,
+                    )
+            i += 1
+        return result
 
 
 class _Overwritten:
@@ -358,6 +383,7 @@ def _adds_in_place(current: Tensor, g: Tensor) -> bool:
 
 _new_tuple = tuple.__new__
 _BY_NP = _dt._BY_NP
+_wrap = Tensor._wrap
 
 
 def _tensor_type(t: Tensor) -> TensorType:
@@ -497,46 +523,58 @@ def _run(roots, retain_graph, create_graph, capture=None):
         return _run_backward(roots, retain_graph, create_graph, capture)
 
 
+def _slots(node) -> int:
+    """How many gradients ``node`` receives: one per output (one for a leaf's sink)."""
+    return 1 if type(node) is AccumulateGrad else len(node.out_types)
+
+
 def _run_backward(roots, retain_graph, create_graph, capture):
     deps, seen = _collect(roots)
+    # node -> its outputs' gradients so far, a list (None where none arrived yet); a node is in
+    # it once some gradient reached it
     buffers: dict = {}
     for node, nr, g in roots:
-        buf = buffers.setdefault(node, {})
-        buf[nr] = g if nr not in buf else buf[nr] + g
+        buf = buffers.get(node)
+        if buf is None:
+            buf = buffers[node] = [None] * max(_slots(node), nr + 1)
+        buf[nr] = g if buf[nr] is None else buf[nr] + g
 
     needed = _needed(seen, {key[0] for key in capture}) if capture is not None else None
     captured: dict = {}
     claimed: set = set()
-    ready = [
-        (-node._seq, id(node), node) for node in {n for n, _, _ in roots} if deps.get(node, 0) == 0
-    ]
+    # (a node's sequence number is unique: the heap never compares nodes)
+    ready = [(-node._seq, node) for node in {n for n, _, _ in roots} if deps.get(node, 0) == 0]
     heapq.heapify(ready)
+    heappop, heappush = heapq.heappop, heapq.heappush
+    pop_grads = buffers.pop
     prof = _profiler
     with set_grad_enabled(create_graph), prof.range("backward", "backward") if prof else _NULL:
         while ready:
-            _, _, node = heapq.heappop(ready)
-            grads = buffers.pop(node, {})
-            if capture is not None:
-                for nr, g in grads.items():
-                    slot = capture.get((node, nr))
+            node = heappop(ready)[1]
+            grads = pop_grads(node, None)
+            if capture is not None and grads is not None:
+                for nr, g in enumerate(grads):
+                    slot = capture.get((node, nr)) if g is not None else None
                     if slot is not None:
                         captured[slot] = g
-            if isinstance(node, AccumulateGrad):
-                if capture is None and 0 in grads:
+            if type(node) is AccumulateGrad:
+                if capture is None and grads is not None and grads[0] is not None:
                     node.accumulate(grads[0], create_graph, claimed)
                 continue
             if needed is not None and node not in needed:
                 _release_ready(node, deps, ready, retain_graph)
                 continue
-            if node._pre_hooks:
-                for nr, hooks in node._pre_hooks.items():
-                    if nr in grads:
-                        grads[nr] = _run_hooks(hooks, grads[nr])
-            if node._retained:  # after the hooks, as in PyTorch
-                _keep_retained(node._retained, grads)
-            if grads:
-                args = [grads.get(i) for i in range(len(node.out_types))]
-                in_grads = node.apply(args) if prof is None else prof.backward_node(node, args)
+            if grads is not None:
+                if node._pre_hooks:
+                    for nr, hooks in node._pre_hooks.items():
+                        if nr < len(grads) and grads[nr] is not None:
+                            grads[nr] = _run_hooks(hooks, grads[nr])
+                if node._retained:  # after the hooks, as in PyTorch
+                    _keep_retained(node._retained, grads)
+                n_out = len(node.out_types)
+                if len(grads) != n_out:  # (a root's output number past the node's outputs)
+                    grads = [grads[i] if i < len(grads) else None for i in range(n_out)]
+                in_grads = node.apply(grads) if prof is None else prof.backward_node(node, grads)
             else:
                 in_grads = (None,) * len(node.next_functions)
             if _anomaly.enabled and _anomaly.check_nan:
@@ -548,18 +586,25 @@ def _run_backward(roots, retain_graph, create_graph, capture):
                     continue
                 child, nr = edge
                 if g is not None:
-                    buf = buffers.setdefault(child, {})
-                    buf[nr] = g if nr not in buf else buf[nr] + g
-                deps[child] -= 1
-                if deps[child] == 0:
-                    heapq.heappush(ready, (-child._seq, id(child), child))
+                    buf = buffers.get(child)
+                    if buf is None:
+                        n = 1 if type(child) is AccumulateGrad else len(child.out_types)
+                        buf = buffers[child] = [None] * (n if nr < n else nr + 1)
+                        buf[nr] = g
+                    else:
+                        old = buf[nr]
+                        buf[nr] = g if old is None else old + g
+                left = deps[child] - 1
+                deps[child] = left
+                if left == 0:
+                    heappush(ready, (-child._seq, child))
     return captured
 
 
 def _keep_retained(retained, grads):
     for nr, ref in retained.items():
         t = ref()
-        if t is not None and nr in grads:
+        if t is not None and nr < len(grads) and grads[nr] is not None:
             g = grads[nr].detach()
             t.grad = g if t.grad is None else t.grad + g
 
@@ -573,7 +618,7 @@ def _release_ready(node, deps, ready, retain_graph):
         child = edge[0]
         deps[child] -= 1
         if deps[child] == 0:
-            heapq.heappush(ready, (-child._seq, id(child), child))
+            heapq.heappush(ready, (-child._seq, child))
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):

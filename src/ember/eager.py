@@ -2,8 +2,9 @@
 
 This is the base mode of the dispatcher (``ops._registry.apply``). For each call it
 
-1. applies the op's shape/dtype rule, which validates the operands and raises a precise error
-   naming the op, the shapes and the user's line before any kernel runs;
+1. applies the op's shape/dtype rule to the operands' types (`TensorType`s read off their
+   arrays, which the tape's node keeps too), which validates the operands and raises a precise
+   error naming the op, the shapes and the user's line before any kernel runs;
 2. runs the op on the operands' arrays (`OpDef.run`: its fast C implementation where it has one
    that applies, else its NumPy kernel);
 3. wraps the results as Tensors; outputs of a ``view`` op share input 0's version counter;
@@ -21,6 +22,7 @@ from .autograd import Node
 from .errors import EmberError
 from .ops import _registry as _reg
 from .tensor import Tensor
+from .types import TensorType
 
 # the NumPy dtypes whose outputs carry gradients (float16, bfloat16, float32, float64, and the
 # complex ones)
@@ -29,16 +31,51 @@ _FLOATING = frozenset(d.np for d in _dt.ALL_DTYPES if d.is_floating_point) | fro
 )
 
 
+_state = _reg._state  # (the registry's per-thread state: grad mode, modes, autocast)
+_wrap = Tensor._wrap
+_ndarray = np.ndarray
+_new_tuple = tuple.__new__
+_BY_NP = _dt._BY_NP
+_MULTI_OUTPUT = _views.MULTI_OUTPUT
+
+
 class EagerMode(_reg.Mode):
     def apply(self, op: _reg.OpDef, inputs: tuple, attrs: dict):
-        if _reg._state.grad_enabled:
-            for t in inputs:
+        # (every eager op call runs this: one pass per loop, no comprehensions where the common
+        # arities can be spelled out)
+        requires = False
+        grad = _state.grad_enabled
+        in_types = []
+        for t in inputs:
+            if grad:
                 # a view whose base changed in place since: its history is replayed first
-                if t._view_of is not None and _views.is_stale(t):
-                    _views.refresh(t)
-        out_type = op.infer(*inputs, **attrs)
+                # (`_views.is_stale`, inlined: eagerly a base's stamp is its version)
+                view_of = t._view_of
+                if view_of is not None and view_of[1] is not _MULTI_OUTPUT:
+                    now = view_of[0]._vc[0]
+                    if now is not t._view_src and now != t._view_src:
+                        _views.refresh(t)
+                if t._requires_grad:
+                    requires = True
+            # the operand's type, for the op's rule and the tape: read off the array once
+            # (no Size made; `autograd._tensor_type`, inlined)
+            data = t._data
+            dtype = _BY_NP.get(data.dtype)
+            if dtype is None:
+                dtype = t.dtype
+            if dtype.special and _reg.refuses_special(op):  # (the registry left it to us)
+                _reg._refuse_special(op, inputs)
+            in_types.append(_new_tuple(TensorType, (data.shape, dtype)))
+        in_types = tuple(in_types)
+        out_type = op.infer(*in_types, **attrs)
         try:
-            result = op.run(*[t._data for t in inputs], **attrs)
+            n = len(inputs)
+            if n == 2:
+                result = op.run(inputs[0]._data, inputs[1]._data, **attrs)
+            elif n == 1:
+                result = op.run(inputs[0]._data, **attrs)
+            else:
+                result = op.run(*[t._data for t in inputs], **attrs)
         except EmberError:
             raise
         except (ValueError, TypeError, IndexError, FloatingPointError) as exc:
@@ -48,12 +85,10 @@ class EagerMode(_reg.Mode):
             ) from exc
         single = op.num_outputs == 1
         if single:
-            outs = (Tensor._wrap(result if type(result) is np.ndarray else np.asarray(result)),)
+            outs = (_wrap(result if type(result) is _ndarray else np.asarray(result)),)
             out_types = (out_type,)
         else:
-            outs = tuple(
-                [Tensor._wrap(a if type(a) is np.ndarray else np.asarray(a)) for a in result]
-            )
+            outs = tuple([_wrap(a if type(a) is _ndarray else np.asarray(a)) for a in result])
             out_types = tuple(out_type)
         if _reg.conformance is not None:
             _reg.conformance.forward.add(op.name)
@@ -84,10 +119,16 @@ class EagerMode(_reg.Mode):
                     t._vc = source._vc
                     t._is_view = True
                     t._view_of = (source, _views.MULTI_OUTPUT)
-        if _reg._state.grad_enabled and _any_requires_grad(inputs):
+        if requires and _state.grad_enabled:
+            if single:
+                out = outs[0]
+                if out._data.dtype in _FLOATING:
+                    out.grad_fn = Node(op, attrs, inputs, outs, out_types, in_types)
+                    out._requires_grad = True
+                return out
             floating = [t._data.dtype in _FLOATING for t in outs]
             if any(floating):
-                node = Node(op, attrs, inputs, outs, out_types)
+                node = Node(op, attrs, inputs, outs, out_types, in_types)
                 for i, t in enumerate(outs):
                     if floating[i]:
                         t.grad_fn = node
@@ -96,14 +137,7 @@ class EagerMode(_reg.Mode):
         return outs[0] if single else outs
 
     def constant(self, array) -> Tensor:
-        return Tensor._wrap(np.asarray(array))
-
-
-def _any_requires_grad(inputs) -> bool:
-    for t in inputs:
-        if t._requires_grad:
-            return True
-    return False
+        return _wrap(array if type(array) is _ndarray else np.asarray(array))
 
 
 def _check_rule(op, types, outs) -> None:

@@ -167,6 +167,8 @@ def elementwise_fast(name: str, float_when=None):
         return _written(result, out)
 
     fast.declines_complex = True  # (only the float dtypes of _FUSABLE take the loop)
+    # its first test, for OpDef.run to make without calling it (ops/_registry.py `_preferring`)
+    fast.declines_unless = (_BY_NP, _MEASURED_FROM)
     return fast
 
 

@@ -24,10 +24,15 @@ __all__ = [
 _HALF = (dt.float16.np, dt.bfloat16.np)
 
 
-def _ember_product(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    from ..kernels.cgemm import gemm
+_cgemm: list = []  # kernels/cgemm.py, imported at the first product
 
-    return gemm(a, b, out)
+
+def _ember_product(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    if not _cgemm:  # (an import statement here would cost a microsecond per product)
+        from ..kernels import cgemm
+
+        _cgemm.append(cgemm)
+    return _cgemm[0].gemm(a, b, out)
 
 
 def _numpy_product(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:

@@ -26,7 +26,7 @@ DTypes); the public wrapper of an op normalises user arguments before calling `a
 
 `apply(op, *inputs, **attrs)` is the only way an op runs: it checks the ``complex`` rule (an op
 that does not declare it refuses complex operands, and the ``float8`` rule likewise float8 ones,
-`_refuse_special`), then asks the innermost
+`_refuse_special`; the eager mode checks them as it types the operands), then asks the innermost
 *mode* on the stack (eager execution by default; tracing pushes a graph builder) to handle the
 call, so no op knows which mode it is in (principle 2).
 """
@@ -146,11 +146,26 @@ class OpDef:
 
 
 def _preferring(fast, kernel):
-    """``fast``'s result, or ``kernel``'s where ``fast`` declines (returns None)."""
+    """``fast``'s result, or ``kernel``'s where ``fast`` declines (returns None). A fast rule
+    may say when it surely declines, ``fast.declines_unless = (dtypes, size)``: where no
+    operand's dtype is in ``dtypes`` and none holds ``size`` elements or more (ops/_half.py's
+    elementwise loops on small float32 operands); the kernel then runs without calling it."""
+    gate = getattr(fast, "declines_unless", None)
+    if gate is not None:
+        dtypes, size = gate
 
-    def run(*arrays, **attrs):
-        result = fast(*arrays, **attrs)
-        return kernel(*arrays, **attrs) if result is None else result
+        def run(*arrays, **attrs):
+            for a in arrays:  # (every small eager elementwise call passes here)
+                if a.dtype in dtypes or a.size >= size:
+                    result = fast(*arrays, **attrs)
+                    return kernel(*arrays, **attrs) if result is None else result
+            return kernel(*arrays, **attrs)
+
+    else:
+
+        def run(*arrays, **attrs):
+            result = fast(*arrays, **attrs)
+            return kernel(*arrays, **attrs) if result is None else result
 
     run.__name__ = getattr(kernel, "__name__", "run")
     return run
@@ -179,11 +194,12 @@ def native_code(node) -> bool:
 
 
 def _refuse_special(op: OpDef, inputs: tuple) -> None:
-    """The one check of the ``complex`` and ``float8`` rules (ops/_rules.py), run by `apply`
-    for every op but those that take both: a complex operand of an op without the ``complex``
-    rule, or one requiring grad of an op whose rule is ``Complex.VALUES``, raises
-    `ComplexDTypeError`; a float8 operand of an op without the ``float8`` rule raises
-    `KernelDTypeError`, as PyTorch's kernels do."""
+    """The one check of the ``complex`` and ``float8`` rules (ops/_rules.py), run for every op
+    but those that take both, where an operand is special: by `apply`, or eagerly by the eager
+    mode as it types the operands (eager.py), so a rule is checked once. A complex operand of
+    an op without the ``complex`` rule, or one requiring grad of an op whose rule is
+    ``Complex.VALUES``, raises `ComplexDTypeError`; a float8 operand of an op without the
+    ``float8`` rule raises `KernelDTypeError`, as PyTorch's kernels do."""
     for t in inputs:
         dtype = getattr(t, "dtype", None)
         if dtype is None or not dtype.special:
@@ -335,16 +351,36 @@ def apply(op: OpDef, *inputs, **attrs):
     """Run primitive ``op`` on ember tensors ``inputs`` in the current mode (inside an autocast
     region, an op with an ``autocast`` rule first has its operands cast: ops/_autocast.py)."""
     state = _state
-    if op.complex is not _GRADIENT or not op.float8:
-        _refuse_special(op, inputs)
-    if state.autocast is not None and op.autocast is not None:
-        inputs = state.autocast.operands(op, inputs, attrs)
     modes = state.modes  # (current_mode inlined: every eager op call passes here)
-    return (modes[-1] if modes else _base_mode[0]).apply(op, inputs, attrs)
+    if state.autocast is not None and op.autocast is not None:
+        _refuse_specials(op, inputs)  # (before any cast)
+        inputs = state.autocast.operands(op, inputs, attrs)
+    elif modes:
+        _refuse_specials(op, inputs)
+    if not modes:
+        # the eager mode checks the operands' dtypes as it types them (`refuses_special`)
+        return _base_mode[0].apply(op, inputs, attrs)
+    return modes[-1].apply(op, inputs, attrs)
+
+
+def _refuse_specials(op: OpDef, inputs: tuple) -> None:
+    if refuses_special(op):
+        for t in inputs:
+            dtype = getattr(t, "dtype", None)
+            if dtype is not None and dtype.special:
+                _refuse_special(op, inputs)
+                break
+
+
+def refuses_special(op: OpDef) -> bool:
+    """Whether ``op`` refuses some special (complex or float8) operand: `apply`, and the eager
+    mode as it types the operands, call `_refuse_special` for it then."""
+    return op.complex is not _GRADIENT or not op.float8
 
 
 def constant(array):
-    return current_mode().constant(array)
+    modes = _state.modes  # (current_mode inlined: every Python scalar operand passes here)
+    return (modes[-1] if modes else _base_mode[0]).constant(array)
 
 
 def eager_constant(array):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import operator
 
-from ..dtypes import DType
+from ..dtypes import DType, bfloat16, float16
 from ..errors import (
     ArgumentError,
     AxisError,
@@ -34,10 +34,17 @@ def value_bytes(v) -> int:
     return size * v.dtype.itemsize
 
 
+_HALF_NAMES = ("float16", "bfloat16")
+_HALF_NP = frozenset([float16.np, bfloat16.np])
+
+
 def half_precision(v) -> bool:
     """Whether a value or type is float16 / bfloat16: kernels that compute those in float32
     (matmul, convolutions, softmax, ...) allocate float32 copies that workspace rules count."""
-    return v.dtype.name in ("float16", "bfloat16")
+    dtype = v.dtype
+    if type(dtype) is DType:
+        return dtype.name in _HALF_NAMES
+    return dtype in _HALF_NP  # (a NumPy dtype's ``name`` is a slow Python property)
 
 
 def shape_arg(shape) -> tuple:
@@ -45,7 +52,10 @@ def shape_arg(shape) -> tuple:
     graph's batch N from ``x.shape[0]``, stay symbolic)."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = shape[0]
-    return tuple(s if isinstance(s, SymDim) else operator.index(s) for s in shape)
+    dims = []
+    for s in shape:  # (every reshape and permute passes here: no generator)
+        dims.append(s if type(s) is int or isinstance(s, SymDim) else operator.index(s))
+    return tuple(dims)
 
 
 def size_arg(op: str, shape) -> tuple:
@@ -71,6 +81,8 @@ def broadcast_shapes(op: str, *shapes) -> tuple:
     if len(shapes) == 2:  # the common calls: with a scalar, or two equal shapes
         if not shapes[1] or first == shapes[1]:
             return tuple(first)
+        if not first:
+            return tuple(shapes[1])
     elif all(s == first for s in shapes):
         return tuple(first)
     ndim = max((len(s) for s in shapes), default=0)
@@ -96,13 +108,15 @@ def broadcast_shapes(op: str, *shapes) -> tuple:
 
 
 def normalize_axis(op: str, axis: int, ndim: int) -> int:
-    try:
-        axis = operator.index(axis)
-    except TypeError:
-        raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}") from None
-    if not -max(ndim, 1) <= axis < max(ndim, 1):
+    if type(axis) is not int:
+        try:
+            axis = operator.index(axis)
+        except TypeError:
+            raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}") from None
+    n = ndim if ndim > 1 else 1  # (a 0-d tensor takes axis 0 and -1, as PyTorch's)
+    if not -n <= axis < n:
         raise AxisError(f"axis {axis} is out of range for a tensor of {ndim} dimensions", op=op)
-    return axis % max(ndim, 1)
+    return axis % n
 
 
 def normalize_axes(op: str, axis, ndim: int) -> tuple[int, ...]:
@@ -204,7 +218,8 @@ def require_int(op: str, what: str, t) -> None:
 
 
 def same_type(x) -> TensorType:
-    return TensorType(tuple(x.shape), x.dtype)
+    # (TensorType without its Python-level constructor: every unary op call makes one)
+    return tuple.__new__(TensorType, (tuple(x.shape), x.dtype))
 
 
 def nbytes(t) -> int:

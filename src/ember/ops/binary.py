@@ -21,6 +21,8 @@ from ._rules import Complex, Identity
 from ._util import broadcast_shapes, elementwise_cost, require_same_dtype
 from .elementwise import _direct_inplace, _is_tensor, promote, scalar_array
 
+_new_tuple = tuple.__new__
+
 
 def _binary_infer(name, bools=True):
     def infer(x, y):
@@ -30,7 +32,10 @@ def _binary_infer(name, bools=True):
         if dtype is dt.bool_ and not bools:
             raise KernelDTypeError("not defined for bool tensors (as in PyTorch)", op=name)
         xs, ys = x.shape, y.shape
-        return TensorType(tuple(xs) if xs == ys else broadcast_shapes(name, xs, ys), dtype)
+        # (TensorType without its Python-level constructor: every binary op call makes one)
+        return _new_tuple(
+            TensorType, (tuple(xs) if xs == ys else broadcast_shapes(name, xs, ys), dtype)
+        )
 
     return infer
 
@@ -243,8 +248,9 @@ def _no_bool(name, message):
     """Refuses a bool operand, a tensor or a Python bool (PyTorch's subtraction)."""
 
     def check(x, y):
-        if any(isinstance(v, bool) or (_is_tensor(v) and v.dtype is dt.bool_) for v in (x, y)):
-            raise DTypeError(message, op=name)
+        for v in (x, y):  # (every subtraction passes here: no generator)
+            if type(v) is bool or (_is_tensor(v) and v.dtype is dt.bool_):
+                raise DTypeError(message, op=name)
 
     return check
 

@@ -77,14 +77,14 @@ def promote(*operands, floating: bool = False):
     if len(operands) == 2:  # fast paths: two tensors of one dtype; a tensor and a weak scalar
         x, y = operands
         if isinstance(x, TensorBase):
+            dtype = x.dtype
             if isinstance(y, TensorBase):
-                dtype = x.dtype
                 if y.dtype is dtype and (
                     not floating or dtype.is_floating_point or dtype.is_complex
                 ):
                     return operands
-            elif _keeps_dtype(x.dtype, y, floating):
-                return x, constant(scalar_array(y, x.dtype))
+            elif _keeps_dtype(dtype, y, floating):
+                return x, constant(scalar_array(y, dtype))
         elif isinstance(y, TensorBase) and _keeps_dtype(y.dtype, x, floating):
             return constant(scalar_array(x, y.dtype)), y
     operands = [

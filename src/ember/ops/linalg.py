@@ -403,8 +403,11 @@ _LINEAR = register(
 def linear(x, weight, bias=None):
     """PyTorch's F.linear: ``x @ weight.T + bias`` with weight of shape (out, in)."""
     operands = (x, weight) if bias is None else (x, weight, bias)
-    if not all(isinstance(t, TensorBase) and t.dtype is x.dtype for t in operands):
-        operands = promote(*operands)
+    dtype = x.dtype if isinstance(x, TensorBase) else None
+    for t in operands:  # (every linear layer's call passes here: no generator)
+        if not isinstance(t, TensorBase) or t.dtype is not dtype:
+            operands = promote(*operands)
+            break
     x, weight = operands[0], operands[1]
     if weight.ndim == 1:  # a single output feature, which PyTorch drops from the shape
         out = matmul(x, weight)

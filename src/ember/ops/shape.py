@@ -26,7 +26,7 @@ from ._util import (
     pick_axis,
     shape_arg,
 )
-from .elementwise import to_tensor
+from .elementwise import promote, to_tensor
 
 # ----------------------------------------------------------------------------------- reshape
 
@@ -34,9 +34,9 @@ from .elementwise import to_tensor
 def resolve_shape(op: str, in_shape, shape) -> tuple:
     """Replace one -1 in ``shape`` by the size that keeps the element count of ``in_shape``."""
     total = numel(in_shape)
-    if shape.count(-1) > 1:
-        raise ShapeError(f"only one dimension can be -1, got {fmt_shape(shape)}", op=op)
     if -1 in shape:
+        if shape.count(-1) > 1:
+            raise ShapeError(f"only one dimension can be -1, got {fmt_shape(shape)}", op=op)
         known = numel(s for s in shape if s != -1)
         if known == 0 or total % known:
             raise ShapeError(
@@ -44,7 +44,11 @@ def resolve_shape(op: str, in_shape, shape) -> tuple:
                 op=op,
             )
         shape = tuple(total // known if s == -1 else s for s in shape)
-    if any(s < 0 for s in shape) or numel(shape) != total:
+    negative = False
+    for s in shape:  # (every reshape passes here twice: no generator)
+        if s < 0:
+            negative = True
+    if negative or numel(shape) != total:
         raise ShapeError(
             f"cannot reshape {fmt_shape(in_shape)} ({total} elements) into "
             f"{fmt_shape(shape)} ({numel(shape)} elements)",
@@ -266,8 +270,9 @@ _PERMUTE = register(
 def permute(x, *dims):
     """Reorder the dimensions of ``x``."""
     x = to_tensor(x)
-    dims = tuple(normalize_axis("permute", d, x.ndim) for d in shape_arg(dims))
-    if dims == tuple(range(x.ndim)):
+    ndim = x.ndim
+    dims = tuple([normalize_axis("permute", d, ndim) for d in shape_arg(dims)])
+    if dims == tuple(range(ndim)):
         return x
     return apply(_PERMUTE, x, dims=dims)
 
@@ -276,11 +281,14 @@ def permute(x, *dims):
 def transpose(x, dim0=-2, dim1=-1):
     """Swap two dimensions (the last two by default)."""
     x = to_tensor(x)
-    a = normalize_axis("transpose", dim0, x.ndim)
-    b = normalize_axis("transpose", dim1, x.ndim)
-    dims = list(range(x.ndim))
+    ndim = x.ndim
+    a = normalize_axis("transpose", dim0, ndim)
+    b = normalize_axis("transpose", dim1, ndim)
+    if a == b:
+        return x
+    dims = list(range(ndim))
     dims[a], dims[b] = dims[b], dims[a]
-    return permute(x, dims)
+    return apply(_PERMUTE, x, dims=tuple(dims))  # (`permute`'s checks hold: a != b, in range)
 
 
 export(transpose, name="swapaxes", method=True)
@@ -357,20 +365,30 @@ def flip(x, dims=None, *more, axis=None):
 
 def _concat_infer(*xs, axis):
     first = xs[0]
-    for i, t in enumerate(xs):
-        if t.ndim != first.ndim or any(
-            a != b for d, (a, b) in enumerate(zip(t.shape, first.shape)) if d != axis
-        ):
+    model = first.shape
+    ndim = len(model)
+    dtype = first.dtype
+    total = 0
+    for i, t in enumerate(xs):  # (one pass, no generators: every torch.cat passes here)
+        shape = t.shape
+        clash = len(shape) != ndim
+        if not clash:
+            for d in range(ndim):
+                if d != axis and shape[d] != model[d]:
+                    clash = True
+                    break
+        if clash:
             listed = ", ".join(fmt_shape(x.shape) for x in xs)
             raise ShapeError(
                 f"tensor {i} does not match the others outside dimension {axis}: {listed}",
                 op="concat",
             )
-        if t.dtype is not first.dtype:
+        if t.dtype is not dtype:
             raise ShapeError("operands must share one dtype", op="concat")
-    shape = list(first.shape)
-    shape[axis] = sum(t.shape[axis] for t in xs)
-    return TensorType(tuple(shape), first.dtype)
+        total = total + shape[axis]
+    out = list(model)
+    out[axis] = total
+    return TensorType(tuple(out), dtype)
 
 
 def _concat_vjp(c, g):
@@ -471,8 +489,6 @@ SPLIT = register(
 @autocasts(Autocast.PROMOTE)
 def concat(tensors, dim=0, *, axis=None):
     """Join tensors along dimension ``dim`` (promoting their dtypes)."""
-    from .elementwise import promote
-
     tensors = promote(*tensors)
     if not tensors:
         raise ShapeError("needs at least one tensor", op="concat")
@@ -485,7 +501,7 @@ def concat(tensors, dim=0, *, axis=None):
     # the dtype promotion above and adds nothing; reshaped to an empty slice of the others,
     # it stays in the result's history, which then requires grad when it does)
     legacy = [t.ndim == 1 and t.shape[0] == 0 for t in tensors]
-    model = next((t for t, skip in zip(tensors, legacy) if not skip), None)
+    model = next((t for t, skip in zip(tensors, legacy) if not skip), None) if any(legacy) else None
     if model is not None and model.ndim != 1:
         a = normalize_axis("concat", pick_axis(dim, axis, 0), model.ndim)
         empty = tuple(0 if i == a else s for i, s in enumerate(model.shape))
