@@ -457,15 +457,21 @@ def _addmm_kernel(input, mat1, mat2, *, beta, alpha):
     return _addmm(input, mat1, mat2, beta, alpha, matmul_kernel)
 
 
-def _addmm_fast(input, mat1, mat2, *, beta, alpha):
-    if (
+def _half_bias(input, mat1, mat2, beta, alpha) -> bool:
+    """Whether a half-precision addmm is a product plus a bias per column, which
+    `matmul_fast` adds in the product's store (kernels/chgemm.py); takes arrays or types."""
+    return (
         beta == 1
         and alpha == 1
-        and mat1.dtype in (dt.float16.np, dt.bfloat16.np)
+        and mat1.dtype in (dt.float16.np, dt.bfloat16.np, dt.float16, dt.bfloat16)
         and input.dtype == mat1.dtype
-        and input.shape in ((mat2.shape[-1],), (1, mat2.shape[-1]))
-        and mat1.ndim == 2
-    ):  # half precision: the bias added in the product's store (kernels/chgemm.py)
+        and tuple(input.shape) in ((mat2.shape[-1],), (1, mat2.shape[-1]))
+        and len(mat1.shape) == 2
+    )
+
+
+def _addmm_fast(input, mat1, mat2, *, beta, alpha):
+    if _half_bias(input, mat1, mat2, beta, alpha):
         return matmul_fast(mat1, mat2, None, input)
     return _addmm(input, mat1, mat2, beta, alpha, matmul_fast)
 
@@ -492,10 +498,22 @@ def _addmm_cost(in_types, out_types, attrs) -> Cost:
 
 def _addmm_workspace(node, layouts) -> int:
     """`_addmm`'s temporaries beyond its result: ``input * beta`` (the input's size) unless
-    beta is 0 or 1, after the product's own (`product_workspace`, half precision)."""
+    beta is 0 or 1, after the product's own (`product_workspace`). In half precision, but for a
+    bias the product's store adds, every operand's float32 copy beside the float32 product and
+    then the scaled input's float32 copy (`_addmm` computes there and rounds once), or the
+    rounded result: ``max(4i + 2a + 2b + 2o, 2i + 2a + 2b + 3o) - o`` in the 16-bit sizes."""
     input, mat1, mat2 = node.inputs
-    scaled = value_bytes(input) if node.attrs["beta"] not in (0, 1) else 0
-    return max(product_workspace(mat1, mat2, node.outputs[0]), scaled)
+    out = node.outputs[0]
+    beta, alpha = node.attrs["beta"], node.attrs["alpha"]
+    if half_precision(out):
+        if _half_bias(input.type, mat1.type, mat2.type, beta, alpha):
+            return product_workspace(mat1, mat2, out)
+        i, a, b, o = (value_bytes(v) for v in (input, mat1, mat2, out))
+        scaled = 2 * i if beta not in (0, 1) else 0
+        wide = 2 * i + 2 * a + 2 * b
+        return max(wide + 2 * o + scaled, wide + 3 * o) - o
+    scaled = value_bytes(input) if beta not in (0, 1) else 0
+    return max(product_workspace(mat1, mat2, out), scaled)
 
 
 def _addmm_step(types, out, attrs, relu: bool = False):
