@@ -8,20 +8,11 @@ from ember.ops._registry import apply
 from ember.ops.smooth_activations import ELU_BACKWARD, SILU_BACKWARD, SOFTPLUS_BACKWARD
 
 from .harness import Sample, away_from, rng
+from .samples_piecewise import _torch_grad  # (PyTorch's gradient, differentiable again)
 
 r = rng(31)
 X = away_from(r.standard_normal((3, 5)) * 3, points=(0.0, 2.5), margin=0.1)
 G = r.standard_normal((3, 5))
-
-
-def _torch_grad(name, **kwargs):
-    def fn(g, x):
-        torch = __import__("torch")
-        x = x if x.requires_grad else x.detach().requires_grad_()
-        y = getattr(torch.nn.functional, name)(x, **kwargs)
-        return torch.autograd.grad(y, x, g, create_graph=True)[0]
-
-    return fn
 
 
 _SELU = dict(alpha=1.6732632423543772, scale=1.0507009873554805, input_scale=1.0)
