@@ -25,8 +25,11 @@ dtype (a placeholder naming it, for dtypes ember does not have), ``OrderedDict``
 Tensors. A tensor is a view of its storage at ``storage_offset`` with ``size`` and ``stride``,
 checked to lie inside the storage; views whose elements do not overlap share the storage's memory
 (as torch's do), overlapping ones (``expand``) are copied. The dtypes are ember's: float32/64/16,
-bfloat16, int8/16/32/64, uint8 and bool; a tensor of any other (complex, quantized, uint16...) is
-refused with its dtype named. Parameters come back as tensors that require grad.
+bfloat16, int8/16/32/64, uint8, bool, complex64/128 and the four float8 formats; a tensor of any
+other (quantized, uint16...) is refused with its dtype named. Parameters come back as tensors
+that require grad. A sparse COO tensor reads as ember's (its indices checked against its size,
+as torch's weights-only reader checks them); other sparse layouts (CSR...) are refused, named;
+layouts read as ember's ``strided`` / ``sparse_coo`` or a placeholder naming them.
 
 Damage (a broken zip, a record missing or of the wrong size, a CRC mismatch, a pickle that does
 not parse, a view beyond its storage) raises a `CheckpointError` naming the file. The legacy
@@ -36,6 +39,7 @@ not parse, a view beyond its storage) raises a `CheckpointError` naming the file
 from __future__ import annotations
 
 import _compat_pickle
+import contextvars
 import io
 import pickle  # its opcode machinery only: _RestrictedUnpickler allows no other global
 import sys
@@ -133,16 +137,16 @@ _EMBER_DTYPES = {
     "bool": dt.bool_,
     "complex64": dt.complex64,
     "complex128": dt.complex128,
+    "float8_e4m3fn": dt.float8_e4m3fn,
+    "float8_e5m2": dt.float8_e5m2,
+    "float8_e4m3fnuz": dt.float8_e4m3fnuz,
+    "float8_e5m2fnuz": dt.float8_e5m2fnuz,
 }
 _OTHER_DTYPES = [
     "complex32",
     "uint16",
     "uint32",
     "uint64",
-    "float8_e4m3fn",
-    "float8_e5m2",
-    "float8_e4m3fnuz",
-    "float8_e5m2fnuz",
     "quint8",
     "qint8",
     "qint32",
@@ -175,9 +179,8 @@ def _dtype_of(value, what: str) -> dt.DType:
         raise _Refused(f"{what} is a {type(value).__name__}, not a torch dtype")
     if dtype is None:
         raise _Unsupported(
-            f"a tensor of dtype torch.{name}, which ember does not have (ember reads float32, "
-            "float64, float16, bfloat16, int8, int16, int32, int64, uint8, bool, complex64 and "
-            "complex128)"
+            f"a tensor of dtype torch.{name}, which ember does not have (ember reads "
+            f"{', '.join(_EMBER_DTYPES)})"
         )
     return dtype
 
@@ -219,9 +222,12 @@ def _view(storage, storage_offset, size, stride, dtype: dt.DType | None = None) 
     else:
         storage_offset = min(storage_offset, flat.size)
     item = flat.itemsize
+    # (as_strided goes through the array interface, which loses ml_dtypes' dtypes: float8_e5m2
+    # reads back as "<f1". Strided over raw items of the same size, then seen as the dtype.)
+    bits = flat.view(np.dtype((np.void, item)))
     view = np.lib.stride_tricks.as_strided(
-        flat[storage_offset:], shape=size, strides=[s * item for s in stride], writeable=True
-    )
+        bits[storage_offset:], shape=size, strides=[s * item for s in stride], writeable=True
+    ).view(flat.dtype)
     if numel and _overlaps(size, stride):
         if numel > max(_EXPAND_LIMIT, flat.size):
             raise _Damaged(
@@ -302,6 +308,76 @@ _TENSOR, _PARAMETER = _TensorClass("torch.Tensor"), _TensorClass("torch.nn.Param
 _REBUILDERS = (_rebuild_tensor, _rebuild_tensor_v2, _rebuild_tensor_v3, _rebuild_parameter)
 
 
+class _TorchName:
+    """A torch object ember has no counterpart of (a layout such as ``sparse_csr``, a
+    quantization scheme), as pickled: it reads as this placeholder naming it."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __reduce__(self):
+        return (_TorchName, (self.name,))
+
+    def __repr__(self) -> str:
+        return f"torch.{self.name}"
+
+
+def _get_layout(name):
+    """``torch.serialization._get_layout``: a layout by its name (``"torch.sparse_coo"``), as
+    ember's layout object where ember has it."""
+    from ..ops._factory_kwargs import sparse_coo, strided
+
+    if not isinstance(name, str) or not name.startswith("torch.") or len(name) > 40:
+        raise _Refused(f"the layout {name!r:.60}")
+    return {"torch.strided": strided, "torch.sparse_coo": sparse_coo}.get(
+        name, _TorchName(name[len("torch.") :])
+    )
+
+
+# True while a reader unpickles with placeholder storages (io/torch_legacy.py's first pass,
+# before the data is read): values are not there to be checked yet
+placeholder_pass: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "placeholder_pass", default=False
+)
+
+
+def _rebuild_sparse_tensor(layout, data):
+    """A sparse tensor: COO as ember's (its invariants checked, as torch's weights-only reader
+    checks them: indices within the size, a coalesced one's sorted and unique); other layouts
+    refused, named."""
+    from ..ops._factory_kwargs import sparse_coo
+    from ..ops.sparse_tensor import sparse_coo_tensor
+
+    if layout is not sparse_coo:
+        raise _Unsupported(
+            f"a sparse tensor of layout {layout!r:.40}, which ember does not have (ember reads "
+            "sparse_coo; convert with .to_sparse_coo() before saving)"
+        )
+    if not isinstance(data, tuple) or len(data) not in (3, 4):
+        raise _Damaged(f"a sparse tensor's data is {type(data).__name__}, not 3 or 4 items")
+    indices, values, size = data[:3]
+    if not isinstance(indices, Tensor) or not isinstance(values, Tensor):
+        raise _Damaged("a sparse tensor's indices or values are not tensors")
+    coalesced = data[3] if len(data) == 4 else None
+    if coalesced not in (True, False, None):
+        raise _Damaged(f"a sparse tensor's coalesced flag is {coalesced!r:.40}")
+    if placeholder_pass.get():
+        return None
+    try:
+        return sparse_coo_tensor(
+            indices, values, _size(size), check_invariants=True, is_coalesced=coalesced
+        )
+    except EmberError as exc:
+        raise _Damaged(f"an inconsistent sparse tensor: {str(exc).splitlines()[0]}") from None
+
+
+def _rebuild_qtensor(*args):
+    raise _Unsupported(
+        "a quantized tensor (torch.qint8 / quint8 / qint32), which ember does not have "
+        "(dequantize it before saving, or use ember.quantization)"
+    )
+
+
 def _size(dims=()):
     return tuple(_ints(dims, "size"))
 
@@ -343,6 +419,12 @@ _ALLOWED: dict[str, object] = {
     "torch._utils._rebuild_parameter": _rebuild_parameter,
     "torch._utils._rebuild_parameter_with_state": _rebuild_parameter_with_state,
     "torch._tensor._rebuild_from_type_v2": _rebuild_from_type_v2,
+    "torch._utils._rebuild_sparse_tensor": _rebuild_sparse_tensor,
+    "torch._utils._rebuild_qtensor": _rebuild_qtensor,
+    "torch.serialization._get_layout": _get_layout,
+    "torch.per_tensor_affine": _TorchName("per_tensor_affine"),
+    "torch.per_channel_affine": _TorchName("per_channel_affine"),
+    "torch.per_channel_affine_float_qparams": _TorchName("per_channel_affine_float_qparams"),
     "torch.storage.UntypedStorage": _StorageType("UntypedStorage", dt.uint8, "uint8"),
     "torch.UntypedStorage": _StorageType("UntypedStorage", dt.uint8, "uint8"),
 }
