@@ -33,6 +33,7 @@ _COLLECTIVE = "ONNX has no collectives: a model file runs in one process"
 
 _COMPLEX = "complex values: ONNX's operators take none (the exporter refuses them by name)"
 NO_ONNX = {
+    "check": "ONNX has no operator that raises: dropping the check would export another program",
     "angle": _COMPLEX,
     "complex": _COMPLEX,
     "eig": _COMPLEX,
