@@ -39,3 +39,44 @@ def test_range_and_tuple_items_index_as_lists():
         else:
             for g, w in zip(got, want):
                 np.testing.assert_array_equal(g.numpy(), w)
+
+
+def test_captured_grad_without_create_graph_is_not_differentiated_again():
+    # a saliency map returned from a compiled function whose input requires grad: the AOT
+    # backward differentiated the recorded backward pass again (svd has no second derivative)
+    a = np.array([[1.0, 0.2, -0.3], [0.4, 2.0, 0.1]], np.float32)
+
+    def saliency(lib, x):
+        s = lib.linalg.svdvals(x * 2).sum()
+        (g,) = lib.autograd.grad(s, x)
+        return g, s
+
+    want = [t.detach().numpy() for t in saliency(torch, torch.tensor(a, requires_grad=True))]
+    x = ember.tensor(a, requires_grad=True)
+    g, s = ember.function(lambda x: saliency(ember, x))(x)
+    assert not g.requires_grad and s.requires_grad
+    for got, w in zip((g, s), want):
+        np.testing.assert_allclose(got.detach().numpy(), w, rtol=1e-5, atol=1e-6)
+
+
+def test_func_transforms_stay_differentiable_in_the_parameters_they_read():
+    # a Hamiltonian network's loss on jacrev / grad / hessian of its energy trains the
+    # parameters the energy reads, as torch.func composes with autograd
+    w0 = np.array([[0.5, -1.0], [2.0, 0.3]], np.float32)
+    x0 = np.array([1.0, 2.0], np.float32)
+    results = []
+    for lib in (torch, ember):
+        w = lib.nn.Parameter(lib.tensor(w0))
+        x = lib.tensor(x0)
+
+        def f(x, lib=lib, w=w):
+            return lib.tanh(w @ x).sum()
+
+        j, g, h = lib.func.jacrev(f)(x), lib.func.grad(f)(x), lib.func.hessian(f)(x)
+        flags = (j.requires_grad, g.requires_grad, h.requires_grad)
+        (j.sum() + g.pow(2).sum() + h.sum()).backward()
+        plain = lib.func.jacrev(lambda x, lib=lib: x**2)(x).requires_grad
+        results.append((flags, plain, w.grad.numpy()))
+    (tf, tp, tg), (ef, ep, eg) = results
+    assert tf == ef == (True, True, True) and tp == ep is False
+    np.testing.assert_allclose(eg, tg, rtol=1e-5)
