@@ -337,7 +337,7 @@ def test_eager(program):
 
 @pytest.mark.parametrize(
     "program",
-    [recsys_maxnorm, r1_saliency, orthogonal_rnn, prenorm_decoder],
+    [recsys_maxnorm, r1_saliency, orthogonal_rnn],
     ids=lambda p: p.__name__,
 )
 def test_captured(program):

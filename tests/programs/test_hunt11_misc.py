@@ -381,8 +381,6 @@ def test_eager(program):
     check_program(program)
 
 
-@pytest.mark.parametrize(
-    "program", [tacotron_attention, soft_rank, hopfield], ids=lambda p: p.__name__
-)
+@pytest.mark.parametrize("program", [soft_rank, hopfield], ids=lambda p: p.__name__)
 def test_captured(program):
     check_program(program, capture=True)
