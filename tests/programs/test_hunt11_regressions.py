@@ -80,3 +80,39 @@ def test_func_transforms_stay_differentiable_in_the_parameters_they_read():
     (tf, tp, tg), (ef, ep, eg) = results
     assert tf == ef == (True, True, True) and tp == ep is False
     np.testing.assert_allclose(eg, tg, rtol=1e-5)
+
+
+def test_captured_host_values_of_constants_and_reassigned_buffers():
+    # DINO: the crops' sizes grouped by unique_consecutive and cumsum'd into Python ints, and
+    # the loss's center buffer reassigned under no_grad, inside a captured step
+    results = []
+    for lib in (torch, ember):
+
+        class Center(lib.nn.Module):
+            def __init__(s):
+                super().__init__()
+                s.register_buffer("center", lib.zeros(1, 3))
+
+            def forward(s, crops):
+                sizes = lib.tensor([c.shape[-1] for c in crops])
+                ends = lib.cumsum(lib.unique_consecutive(sizes, return_counts=True)[1], 0)
+                start, parts = 0, []
+                for end in ends.tolist():
+                    parts.append(lib.cat(crops[start:end]).mean(-1))
+                    start = end
+                y = lib.cat(parts)
+                with lib.no_grad():
+                    s.center = s.center * 0.9 + y.mean(0, keepdim=True) * 0.1
+                return (y - s.center).pow(2).sum()
+
+        m = Center()
+        f = m if lib is torch else ember.function(m)
+        crops = [lib.tensor(np.full((1, 3, n), n / 4, np.float32)) for n in (4, 4, 2, 2)]
+        outs = [f(crops).item() for _ in range(3)]
+        results.append((outs, m.center.numpy().copy(), isinstance(m.center, lib.Tensor)))
+        if lib is ember:
+            assert len(f._cache) == 1  # (the buffer keeps its identity: no trace per call)
+    (to, tc, tt), (eo, ec, et) = results
+    np.testing.assert_allclose(eo, to, rtol=1e-6)
+    np.testing.assert_allclose(ec, tc, rtol=1e-6)
+    assert tt and et
