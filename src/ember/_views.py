@@ -109,7 +109,10 @@ def _positions(shape, chain, is_complex=False):
         numbers = numbers * (1 + 1j)
     current = numbers
     for op, attrs in chain:
-        current = (op.as_view or op.kernel)(current, **attrs)
+        try:
+            current = (op.as_view or op.kernel)(current, **attrs)
+        except ValueError:  # (``as_view`` raises where the kernel would copy)
+            return None
         if not np.may_share_memory(current, numbers):
             return None
     if is_complex:

@@ -160,6 +160,12 @@ def jacobian(
     with enable_grad():
         xs = _prepare(xs, create_graph)
         out = func(*xs)
+        return jacobian_of_output(out, xs, in_tuple, create_graph, strict)
+
+
+def jacobian_of_output(out, xs, in_tuple: bool, create_graph: bool, strict: bool = False):
+    """`jacobian`'s blocks of ``out``, computed from the inputs ``xs`` (that require grad)."""
+    with enable_grad():
         out_tuple, outs = _tuple(out, "output", "jacobian")
         blocks = []
         for o in outs:

@@ -33,6 +33,7 @@ from .nn.utils.stateless import call_with_tensors
 from .ops import api as E
 from .ops._registry import TensorBase
 from .random import get_rng_state, set_rng_state
+from .tensor import Tensor as _Tensor
 
 __all__ = [
     "functional_call",
@@ -82,6 +83,7 @@ def grad_and_value(func, argnums=0, has_aux: bool = False):
         # inside another transform (grad of grad, hessian) the inputs carry gradients already:
         # this gradient must then be differentiable in turn
         nested = any(leaf.requires_grad for leaf in leaves)
+        outer = _autograd.is_grad_enabled()
         with _autograd.enable_grad():
             fresh = [leaf if nested else leaf.detach().requires_grad_(True) for leaf in leaves]
             full, k = list(args), 0
@@ -100,6 +102,8 @@ def grad_and_value(func, argnums=0, has_aux: bool = False):
                     ),
                     op="func.grad",
                 )
+            # (differentiable too where the function reads other tensors that require grad)
+            nested = nested or _keeps_graph(value, fresh, outer)
             grads = _autograd.grad(value, fresh, create_graph=nested, allow_unused=True)
         grads = [E.zeros_like(x) if g is None else g for g, x in zip(grads, fresh)]
         out, k = [], 0
@@ -111,6 +115,36 @@ def grad_and_value(func, argnums=0, has_aux: bool = False):
         return (g, (value, aux)) if has_aux else (g, value)
 
     return wrapper
+
+
+def _keeps_graph(result, fresh, grad_enabled: bool) -> bool:
+    """Whether a derivative of ``result`` with respect to ``fresh`` must stay differentiable,
+    as torch.func's transforms compose with autograd: with grad mode on (``grad_enabled``, the
+    caller's), where ``result`` is computed from a tensor outside ``fresh`` (the detached
+    inputs) that requires grad: a parameter the function reads. A graph value (inside a
+    captured function) keeps it whenever grad mode is on. (Inputs that require grad themselves,
+    inside hessian, keep it too: the callers check those.)"""
+    if not grad_enabled:
+        return False
+    own = {id(x) for x in fresh}
+    stack, seen = [], set()
+    for t in _leaves(result):
+        if not isinstance(t, _Tensor):
+            return True
+        if t.grad_fn is not None:
+            stack.append(t.grad_fn)
+        elif t.requires_grad and id(t) not in own:
+            return True
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        variable = getattr(node, "variable", None)
+        if variable is not None and id(variable) not in own:
+            return True  # (a leaf that requires grad, outside the inputs)
+        stack.extend(edge[0] for edge in node.next_functions if edge is not None)
+    return False
 
 
 def _leaves(tree) -> list:
@@ -254,10 +288,15 @@ def _jacobian_of(func, argnums, has_aux: bool, name: str):
             return out
 
         chosen = tuple(args[n] for n in nums)
-        nested = any(x.requires_grad for x in chosen)  # (inside hessian: keep it differentiable)
-        jac = _functional.jacobian(
-            of_chosen, chosen if isinstance(argnums, tuple) else chosen[0], create_graph=nested
-        )
+        outer = _autograd.is_grad_enabled()
+        with _autograd.enable_grad():
+            xs = _functional._prepare(chosen, outer)
+            out = of_chosen(*xs)
+        # differentiable where the function reads tensors that require grad: the inputs
+        # themselves (inside hessian), or others (the parameters a loss on the Jacobian trains)
+        nested = any(x.requires_grad for x in chosen)  # (inside hessian)
+        keep = nested or _keeps_graph(out, xs, outer)
+        jac = _functional.jacobian_of_output(out, xs, isinstance(argnums, tuple), keep)
         return (jac, aux[-1]) if has_aux else jac
 
     wrapper.__name__ = f"{name}({getattr(func, '__name__', 'func')})"

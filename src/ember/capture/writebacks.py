@@ -350,13 +350,19 @@ def plan_writebacks(
     before = {id(m): entries for m, entries in snapshot.attributes}
     for m, name, index, value in snapshot.traced_attributes():
         old = before[id(m)].get(name)
+        # a buffer the trace reassigned (nn/module.py holds the graph value as an attribute)
+        buffer = index is None and name in m._buffers and isinstance(m._buffers[name], Tensor)
+        if buffer:
+            old = m._buffers[name]
         if index is not None:
             old = old[index] if isinstance(old, (tuple, list)) and index < len(old) else None
         kind = WritebackKind.ATTR
         if isinstance(old, Tensor) and old.shape == value.shape and old.dtype == value.dtype:
-            # into the tensor the attribute held (its identity, in the key, stays)
+            # into the tensor the attribute held (its identity, in the key, stays); a buffer
+            # too, so the next call's key finds it (eagerly it would be a new tensor: only a
+            # reference to the old buffer kept elsewhere sees the difference)
             held = _module_tensors(reach) if held is None else held
-            kind = _kept_tensor_kind(old, held, WritebackKind.ATTR)
+            kind = _kept_tensor_kind(old, set() if buffer else held, WritebackKind.ATTR)
         if kind is not WritebackKind.ATTR:
             plan.append(Writeback(kind, old))
         else:

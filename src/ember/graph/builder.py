@@ -292,8 +292,16 @@ class GraphBuilder(_reg.Mode):
                 )
         wrt = [SymbolicTensor(self.value_of(t), self) for t in inputs]
         outs = [SymbolicTensor(self.value_of(o), self) for o in outputs]
+        start = len(self.graph.nodes)
         grads = backward_graph_values(self, outs, wrt, cotangents, self.no_grad_values)
         differentiable = create_graph and _reg.is_grad_enabled()
+        if not differentiable:
+            # without create_graph the backward pass records no history, as eagerly (it runs
+            # under no_grad there): an AOT backward or a later grad does not differentiate it
+            # again (a gradient returned from a compiled function, an op with no second
+            # derivative on the way)
+            for node in self.graph.nodes[start:]:
+                self.no_grad_values.update(id(v) for v in node.outputs)
         results = []
         for g, hit in zip(grads, used):
             result = SymbolicTensor(self.value_of(g), self) if hit else None

@@ -15,9 +15,14 @@ in-place write through a view of a symbolic tensor does not update its base.)
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from ..errors import NeedsArgumentValue, TraceError
 from ..ops._registry import TensorBase
 from ..size import Size
+from ..symbolic import has_symbols
 
 _HINT = (
     "; use ember.where for a data-dependent choice of values, ember.script(fn) to convert the "
@@ -214,10 +219,16 @@ class SymbolicTensor(TensorBase):
         function argument whose value the capture keys its graphs on); for another argument
         of the function, `NeedsArgumentValue` (``ember.function`` then specializes on it and
         traces again); for any other value, the `TraceError` of a use of the data. For host
-        data (sequence lengths, sizes), never for values the graph should compute."""
+        data (sequence lengths, sizes), never for values the graph should compute. A constant
+        the function made from Python values (``ember.tensor([c.shape[-1] for c in crops])``),
+        and pure calls on such constants (their ``cumsum``), are known at trace time: their
+        reference kernels compute them, as the fold pass would."""
         known = self.builder.host_values.get(id(self.value))
         if known is not None:
             return known
+        computed = _computed_from_constants(self.value)
+        if computed is not None:
+            return computed
         argument = self.builder.argument_values.get(id(self.value))
         if argument is not None:
             raise NeedsArgumentValue(
@@ -263,3 +274,31 @@ class _HookHandle:
 
     def remove(self) -> None:
         self._table.pop(self._key, None)
+
+
+# at most this many elements computed at trace time for a host value (host data is small)
+_MAX_HOST_ELEMENTS = 1 << 16
+
+
+def _computed_from_constants(value):
+    """The array ``value`` holds when the graph computes it from constants alone by pure calls
+    (computed now with their reference kernels), else None."""
+    node = value.node
+    if node.kind == "constant":
+        return node.graph.constants[node.name]
+    if node.kind != "call" or node.op.kind in ("control", "random") or node.op.effect is not None:
+        return None  # (only pure calls, as graph/rewrite.py's is_pure)
+    if has_symbols(node.attrs) or any(
+        has_symbols(v.shape) or math.prod(v.shape) > _MAX_HOST_ELEMENTS for v in node.outputs
+    ):
+        return None
+    arrays = []
+    for v in node.inputs:
+        array = _computed_from_constants(v)
+        if array is None:
+            return None
+        arrays.append(array)
+    result = node.op.kernel(*arrays, **node.attrs)
+    if len(node.outputs) > 1:
+        result = result[node.outputs.index(value)]
+    return np.asarray(result)

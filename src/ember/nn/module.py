@@ -19,6 +19,7 @@ from ..autograd import no_grad
 from ..devices import check_device, check_memory_format
 from ..devices import device as device_type
 from ..errors import DeviceError
+from ..ops._registry import TensorBase
 from ..tensor import Tensor
 from . import _state
 from ._tables import Table
@@ -160,6 +161,13 @@ class Module(HooksMixin, StateDictHooksMixin):
                 )
             self._modules[name] = None
         elif isinstance(value, Buffer) or name in self.__dict__.get("_buffers", ()):
+            if isinstance(value, TensorBase) and not isinstance(value, Tensor):
+                # a graph value while a function is captured (``self.center = self.center * m
+                # + c * (1 - m)``): held as an attribute, read as the buffer, until the trace
+                # ends; each run then sets the buffer to its value (capture/writebacks.py)
+                _tables_changed()
+                object.__setattr__(self, name, value)
+                return
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError(
                     f"cannot assign '{type(value).__name__}' as buffer '{name}' "

@@ -126,7 +126,8 @@ def _classify(op: str, item):
         return ("mask", _as_index_tensor(op, item))
     if isinstance(item, (int, np.integer)):
         return ("int", int(item))
-    if isinstance(item, (list, np.ndarray)):
+    if isinstance(item, (list, tuple, range, np.ndarray)):
+        # (a sequence: x[range(3)], x[:, (0, 2)] index as a list does, as in PyTorch)
         t = _as_index_tensor(op, item)
         return ("mask", t) if t.dtype is dt.bool_ else ("tensor", t)
     raise TypeError(

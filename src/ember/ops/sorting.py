@@ -11,7 +11,9 @@ descending), as in PyTorch.
 ``unique``'s output size is data-dependent: like ``nonzero`` (ops/selection.py), the public
 function reads the number of distinct values from the data when the call is made and records
 it as an attribute; the kernel checks that it still holds. A graph being captured has no data,
-so capture refuses ``unique`` with a `TraceError` naming it.
+so capture refuses ``unique`` with a `TraceError` naming it, except on integer host values:
+constants the function made (and pure calls on them) and the integer arguments
+``ember.function`` keys its graphs on (graph/symbolic_tensor.py ``host_value``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,14 @@ import numpy as np
 
 from .. import dtypes as dt
 from .. import return_types
-from ..errors import AxisError, DTypeError, KernelDTypeError, ShapeError, TraceError
+from ..errors import (
+    AxisError,
+    DTypeError,
+    KernelDTypeError,
+    NeedsArgumentValue,
+    ShapeError,
+    TraceError,
+)
 from ..types import TensorType
 from . import api as E
 from ._registry import OpDef, apply, export, register
@@ -441,7 +450,8 @@ def unique(
     result is always sorted (``sorted=False`` allows any order). Not differentiable.
 
     The result's size depends on the values, so ``unique`` runs eagerly only: capturing it
-    (``ember.function``, ``ember.trace``) raises a `TraceError` naming it."""
+    (``ember.function``, ``ember.trace``) raises a `TraceError` naming it, except on integer
+    host values (see the module docstring)."""
     x = to_tensor(x)
     axis = None if dim is None else normalize_axis("unique", dim, x.ndim)
     return grouped(_UNIQUE, _unique_parts, x, axis, return_inverse, return_counts)
@@ -453,7 +463,13 @@ def grouped(op, parts, x, axis, return_inverse: bool, return_counts: bool):
     (the values alone, or with the inverse and/or the counts). Eager only: a traced x has no
     value, and the count fixes the result's size."""
     try:
-        data = x.detach().numpy()
+        if hasattr(x, "host_value") and (x.dtype.is_integer or x.dtype is dt.bool_):
+            # (integers while a graph is built: host data, a constant or a keyed argument)
+            data = x.host_value(f"{op.name}'s group count")
+        else:
+            data = x.detach().numpy()
+    except NeedsArgumentValue:
+        raise
     except TraceError:
         raise TraceError(
             "the size of the result depends on the input's values, so the op needs its value, "
