@@ -1,17 +1,22 @@
-"""The forward convolution's column panels read in place (kernels/cconv_source.py
-``micro_rows``): a panel that is one contiguous run of the input in every row is not packed;
-the micro-kernel reads its rows where they lie. The sums are the packed kernel's, in the same
-order, so the results equal those of the same source compiled with every panel packed, bit for
-bit; and the NumPy kernel's within rounding (2 * L * eps times the sum of the products'
-magnitudes, L the sum's length) and PyTorch's.
+"""Two paths of the forward convolution's C source (kernels/cconv_source.py) checked against
+the same source compiled without them, bit for bit (they compute the same sums in the same
+order), and against the NumPy kernels within rounding (2 * L * eps times the sum of the
+products' magnitudes, L the sum's length) and PyTorch:
+
+* column panels read in place (``micro_rows``): a panel that is one contiguous run of the
+  input in every row is not packed; the micro-kernel reads its rows where they lie;
+* a stride-2 phase of the input gradient stored a vector at a time (``store_steps``: values
+  spread over the even lanes, a masked store), rather than element by element.
 
 The geometries mix in-place panels with packed ones: planes of one and several panels, a
 panel across two samples, the last panel short, padding (the flat layout's extended rows),
 dilation, 1x1 and unpadded (the input read where it is), batch 1, both float dtypes (NR of
 48 floats, 24 doubles), one and two threads; the input gradient of a stride-1 convolution
-runs the same kernel."""
+runs the same kernel. The strided input gradients cover tails of every length short of a
+vector (odd widths) and a stride of 2 along one dimension only."""
 
 import math
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -35,13 +40,32 @@ CASES = [
 ]
 
 
-def _source_packed() -> str:
-    """The forward's C source with every panel packed (no in-place reads)."""
-    packed = cconv.SOURCE.replace(
+def _source_plain() -> str:
+    """The forward's C source with every panel packed and every stepped store element by
+    element."""
+    plain = cconv.SOURCE.replace(
         "#define IN_PLACE(r) ((r)->s_count == 1 && (r)->nj == NR)", "#define IN_PLACE(r) 0"
     )
-    assert packed != cconv.SOURCE
-    return packed
+    plain, stores = plain.replace("  if (step == 2) {", "  if (0) {"), plain
+    assert cconv.SOURCE != stores != plain
+    return plain
+
+
+@contextmanager
+def _compiled_from(source: str):
+    """kernels/cconv.py's steps compiled from ``source`` within the block."""
+    saved = cconv.SOURCE
+
+    def use(text):
+        cconv.SOURCE = text
+        cconv._step_function.cache_clear()
+        cconv._steps().clear()
+
+    use(source)
+    try:
+        yield
+    finally:
+        use(saved)
 
 
 def _run_step(source: str, x, w, p):
@@ -76,7 +100,34 @@ def _operands(case, dtype, seed):
 def test_in_place_panels_equal_packed_ones_bit_for_bit(case, dtype):
     x, w, p, _, _ = _operands(case, dtype, 11)
     in_place = _run_step(cconv.SOURCE, x, w, p)
-    np.testing.assert_array_equal(in_place, _run_step(_source_packed(), x, w, p))
+    np.testing.assert_array_equal(in_place, _run_step(_source_plain(), x, w, p))
+
+
+STRIDED = [
+    # (batch, cin, cout, size, stride): 3x3, padding 1
+    (3, 16, 32, (17, 33), (2, 2)),  # odd widths: every tail length of a phase's rows
+    (2, 7, 5, (9, 22), (3, 2)),  # stride 2 along the rows only
+    (1, 24, 16, (12, 12), (2, 2)),  # batch 1
+]
+
+
+@needs_cc
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", STRIDED)
+def test_stride_two_phases_stored_as_vectors_equal_elementwise_stores(case, dtype):
+    n, cin, cout, size, stride = case
+    rng = np.random.default_rng(14)
+    w = rng.standard_normal((cout, cin, 3, 3)).astype(dtype)
+    p = plan(size, (3, 3), stride, ((1, 1), (1, 1)), (1, 1), w[0].size, cout)
+    gy = rng.standard_normal((n, cout) + p.out_size).astype(dtype)
+    got = cconv.conv_input_grad(gy, w, p, 1)
+    with _compiled_from(_source_plain()):
+        want = cconv.conv_input_grad(gy, w, p, 1)
+    np.testing.assert_array_equal(got, want)
+    eps = np.finfo(dtype).eps
+    bound = K.conv_input_grad(abs(gy), abs(w), p, 1)
+    limit = 2 * cout * 9 * eps * bound + np.finfo(dtype).tiny
+    assert np.all(np.abs(got - K.conv_input_grad(gy, w, p, 1)) <= limit)
 
 
 @needs_cc

@@ -135,6 +135,8 @@ static int strided_runs_of(const long *off, long nj, long *start, long *len, lon
 #define MOV _mm512_mask_mov_ps
 #define STORE _mm512_mask_storeu_ps
 #define MLOAD _mm512_maskz_loadu_ps
+#define EXPAND _mm512_maskz_expand_ps
+#define EVEN_LANES ((MASK)0x5555)
 #define EVENS(lo, hi)                                                                     \
   _mm512_permutex2var_ps(                                                                 \
       lo, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), hi)
@@ -148,6 +150,8 @@ static int strided_runs_of(const long *off, long nj, long *start, long *len, lon
 #define MOV _mm512_mask_mov_pd
 #define STORE _mm512_mask_storeu_pd
 #define MLOAD _mm512_maskz_loadu_pd
+#define EXPAND _mm512_maskz_expand_pd
+#define EVEN_LANES ((MASK)0x55)
 #define EVENS(lo, hi) _mm512_permutex2var_pd(lo, _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14), hi)
 #endif
 #define HAVE_MASKS 1
@@ -405,6 +409,24 @@ static inline void store_run(const T *from, T b, int relu, T *to, unsigned char 
    strided convolution's input gradient written in place) */
 static inline void store_steps(const T *from, T b, int relu, S *to, unsigned char *mask, long n,
                                long step) {
+#if HAVE_MASKS && !HALF
+  if (step == 2) { /* (a stride-2 phase) VL / 2 values spread over a vector's even lanes */
+    V bias = SET1(b), zero = SET1(0);
+    __m128i ones = _mm_set1_epi8(1);
+    for (long t = 0; t < n; t += VL / 2) {
+      long m = n - t < VL / 2 ? n - t : VL / 2;
+      MASK keep = EVEN_LANES & lanes(2 * m - 1);
+      V v = ADD(MLOAD(lanes(m), from + t), bias);
+      if (relu) v = MOV(v, CMP(v, zero, _CMP_LT_OQ), zero); /* NaN and -0.0 stay */
+      V spread = EXPAND(EVEN_LANES, v);
+      STORE(to + 2 * t, keep, spread);
+      if (mask)
+        _mm_mask_storeu_epi8(mask + 2 * t, keep,
+                             _mm_maskz_mov_epi8(CMP(spread, zero, _CMP_GT_OQ), ones));
+    }
+    return;
+  }
+#endif
   for (long t = 0; t < n; t++) {
     T v = RND(from[t] + b); /* (16 bits: rounded once, the bias included) */
     if (relu) v = v < 0 ? 0 : v;
