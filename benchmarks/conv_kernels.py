@@ -1,13 +1,17 @@
 """Convolution kernels of ember against PyTorch and against the measured matmul peak.
 
 For the layer shapes CNNs use (CIFAR ResNet-18's stages at batch 64 or 128, 3x3 at stride 1
-and 2, the 1x1 stride-2 shortcuts; MobileNet's 1x1 pointwise convolutions; U-Net's 3x3 and
-2x2 stride-2 transposed convolutions), times ember's three convolution kernels (the forward,
-the input gradient and the weight gradient: the ops' ``run``, C where it applies, else NumPy)
-and PyTorch's (``F.conv2d``, ``torch.nn.grad.conv2d_input`` / ``conv2d_weight``), alternating
-between the two in each round, and prints GFLOP/s, the ratio ember / torch of times, and
-ember's GFLOP/s as a percentage of ember's own GEMM on a square float32 product of about the
-same work (the "matmul peak", measured in the same run on the same thread count).
+and 2, the 1x1 stride-2 shortcuts; the zoo's ResNet-18 of base width 16, ``z*``: every
+distinct layer, its stem, stride-2 convolutions and shortcuts included; MobileNet's 1x1
+pointwise convolutions; U-Net's 3x3 and 2x2 stride-2 transposed convolutions), times ember's
+three convolution kernels (the forward, the input gradient and the weight gradient: the ops'
+``run``, C where it applies, else NumPy) and PyTorch's (``F.conv2d``,
+``torch.nn.grad.conv2d_input`` / ``conv2d_weight``), alternating between the two in each
+round, and prints GFLOP/s (of each side's fastest call by default: on a shared machine the
+least disturbed one; ``--stat median`` for medians), the ratio ember / torch of times, and
+ember's GFLOP/s as a percentage of ember's own GEMM on a 512-wide float32
+square product (the "matmul peak": its best rate over the run, timed in every round on the
+same thread count).
 
     python benchmarks/conv_kernels.py [--batch 64] [--threads 1,2] [--cases s1,sc2] [--rounds 5]
 
@@ -52,11 +56,16 @@ SHAPES = {
     "unet 64x32x32 3x3 b/8": (64, 32, 64, 3, 1, 1, 8),
     "unet 128x16x16 2x2/2 b/8": (128, 16, 64, 2, 2, 0, 8),
     # the zoo's ResNet-18 (base width 16): few channels
+    "z0 stem 3x32x32 3x3": (3, 32, 16, 3, 1, 1, 1),
     "z1 16x32x32 3x3": (16, 32, 16, 3, 1, 1, 1),
     "z2a 16x32x32 3x3/2": (16, 32, 32, 3, 2, 1, 1),
     "z2sc 16x32x32 1x1/2": (16, 32, 32, 1, 2, 0, 1),
     "z2 32x16x16 3x3": (32, 16, 32, 3, 1, 1, 1),
+    "z3a 32x16x16 3x3/2": (32, 16, 64, 3, 2, 1, 1),
+    "z3sc 32x16x16 1x1/2": (32, 16, 64, 1, 2, 0, 1),
     "z3 64x8x8 3x3": (64, 8, 64, 3, 1, 1, 1),
+    "z4a 64x8x8 3x3/2": (64, 8, 128, 3, 2, 1, 1),
+    "z4sc 64x8x8 1x1/2": (64, 8, 128, 1, 2, 0, 1),
     "z4 128x4x4 3x3": (128, 4, 128, 3, 1, 1, 1),
 }
 
@@ -113,15 +122,25 @@ def _set_threads(t: int) -> None:
         torch.set_num_threads(t)
 
 
-def _peak(flops: float, reps: int) -> float:
-    """ember's GEMM on a square float32 product of about ``flops`` (at least 512 wide)."""
-    size = max(512, int(round((flops / 2) ** (1 / 3) / 64)) * 64)
-    rng = np.random.default_rng(1)
-    a = rng.standard_normal((size, size), dtype=np.float32)
-    b = rng.standard_normal((size, size), dtype=np.float32)
-    out = np.empty((size, size), np.float32)
-    t = statistics.median(_time(lambda: cgemm.gemm(a, b, out), reps))
-    return 2 * size**3 / t / 1e9
+class _Peak:
+    """ember's GEMM on a square float32 product (512 wide), timed once in every round beside the
+    convolutions; the peak is its best rate over the whole run (the load of a shared machine
+    makes any single measurement an underestimate)."""
+
+    def __init__(self, size: int = 512):
+        rng = np.random.default_rng(1)
+        self.a = rng.standard_normal((size, size), dtype=np.float32)
+        self.b = rng.standard_normal((size, size), dtype=np.float32)
+        self.out = np.empty((size, size), np.float32)
+        self.flops = 2 * size**3
+        self.best = float("inf")
+
+    def sample(self, reps: int = 2) -> None:
+        self.best = min(self.best, *_time(lambda: cgemm.gemm(self.a, self.b, self.out), reps))
+
+    @property
+    def gflops(self) -> float:
+        return self.flops / self.best / 1e9
 
 
 def main() -> None:
@@ -132,18 +151,21 @@ def main() -> None:
     parser.add_argument("--kernels", default="fwd,dx,dw")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--reps", type=int, default=2, help="timed calls per round")
+    parser.add_argument(
+        "--stat", default="min", choices=("min", "median"), help="of each side's timed calls"
+    )
     parser.add_argument("--settle", type=float, default=0.1, help="pause before each side")
     args = parser.parse_args()
     wanted = [c for c in args.cases.split(",") if c]
     kernels = args.kernels.split(",")
-    print(f"CPU: {_lscpu_model()}; float32; batch {args.batch}; medians of interleaved rounds")
+    stat = min if args.stat == "min" else statistics.median
+    print(f"CPU: {_lscpu_model()}; float32; batch {args.batch}; {args.stat} of interleaved rounds")
     rng = np.random.default_rng(0)
     for threads in (int(t) for t in args.threads.split(",")):
         _set_threads(threads)
-        peak = _peak(2e9, 5)
-        print(f"\n{threads} thread(s): ember GEMM peak (square float32) {peak:.0f} GFLOP/s")
-        print(f"{'case':28s} {'op':3s} {'ember ms':>9s} {'torch ms':>9s} {'e/t':>5s} "
-              f"{'ember GF/s':>10s} {'torch GF/s':>10s} {'% peak':>6s}")  # fmt: skip
+        peak = _Peak()
+        peak.sample(5)
+        rows = []
         for name, shape in SHAPES.items():
             if wanted and not any(w in name for w in wanted):
                 continue
@@ -151,6 +173,7 @@ def main() -> None:
             for kind in kernels:
                 times = {"ember": [], "torch": []}
                 for _ in range(args.rounds):
+                    peak.sample()
                     # (a settle first: the other side's threads spin for a while after its
                     # calls, PyTorch's libgomp longer than ember's pool, and would take a core)
                     time.sleep(args.settle)
@@ -158,14 +181,20 @@ def main() -> None:
                     if tfns:
                         time.sleep(args.settle)
                         times["torch"] += _time(tfns[kind], args.reps)
-                e = statistics.median(times["ember"])
-                t = statistics.median(times["torch"]) if tfns else float("nan")
-                print(
-                    f"{name:28s} {kind:3s} {e * 1e3:9.2f} {t * 1e3:9.2f} {e / t:5.2f} "
-                    f"{flops / e / 1e9:10.1f} {flops / t / 1e9:10.1f} "
-                    f"{100 * flops / e / 1e9 / peak:5.0f}%",
-                    flush=True,
-                )
+                e = stat(times["ember"])
+                t = stat(times["torch"]) if tfns else float("nan")
+                rows.append((name, kind, e, t, flops))
+        # (printed at the end: the peak is the best GEMM rate of all rounds)
+        print(f"\n{threads} thread(s): ember GEMM peak (512^3 float32) {peak.gflops:.0f} GFLOP/s")
+        print(f"{'case':28s} {'op':3s} {'ember ms':>9s} {'torch ms':>9s} {'e/t':>5s} "
+              f"{'ember GF/s':>10s} {'torch GF/s':>10s} {'% peak':>6s}")  # fmt: skip
+        for name, kind, e, t, flops in rows:
+            print(
+                f"{name:28s} {kind:3s} {e * 1e3:9.2f} {t * 1e3:9.2f} {e / t:5.2f} "
+                f"{flops / e / 1e9:10.1f} {flops / t / 1e9:10.1f} "
+                f"{100 * flops / e / 1e9 / peak.gflops:5.0f}%",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -6,13 +6,13 @@ built on the compiled functions and geometry helpers here.
 The NumPy kernels of ops/_conv_kernels.py are the specification; these compute the same sums
 in another order (equal within float rounding, tested against them). They replace im2col + one
 BLAS matmul + a transposing copy: the forward packs blocks of the (never built) column matrix
-straight from the zero-padded input (contiguous or evenly stepping runs of columns: a stride's)
-and stores each output tile in the NC* layout, fused with the bias and ReLU, running column
-panels in groups sized from L2 so that the packed weight is read once per group; the input
-gradient of a stride-1 convolution is the forward convolution of the output gradient with the
-flipped, transposed weight (no col2im). Strided gradients otherwise run phase by phase as
-stride-1 ones (kernels/cconv_phases.py). benchmarks/conv_kernels.py measures them against
-PyTorch per shape.
+straight from the zero-padded input (contiguous or evenly stepping runs of columns: a stride's;
+a panel that is one contiguous run in every row is read in place, unpacked) and stores each
+output tile in the NC* layout, fused with the bias and ReLU, running column panels in groups
+sized from L2 so that the packed weight is read once per group; the input gradient of a
+stride-1 convolution is the forward convolution of the output gradient with the flipped,
+transposed weight (no col2im). Strided gradients otherwise run phase by phase as stride-1 ones
+(kernels/cconv_phases.py). benchmarks/conv_kernels.py measures them against PyTorch per shape.
 
 Half precision (bfloat16, float16): the forward convolution (and so the input gradient) reads
 and writes the 16-bit values, computing in float32: its input is widened as it is packed (the

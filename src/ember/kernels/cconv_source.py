@@ -7,7 +7,10 @@ the compiler emits AVX-512 where the CPU has it, and two or four narrower vector
   p runs over (input channel, kernel offset) and j over output positions; X is never built: its
   element (p, j) is ``x[roff[p] + src[j]]`` of the zero-padded input, so a block of columns is
   packed straight from the input (consecutive columns are mostly consecutive in memory, copied
-  as runs). Outer-product micro-kernel, MR x NR = 8 x 3 vectors; W is packed by the caller.
+  as runs), or not packed at all where a panel is one contiguous run of the input in every row
+  (a stride-1 plane's rows, the flat layout's extended ones): ``micro_rows`` reads it in place,
+  the same sums in the same order. Outer-product micro-kernel, MR x NR = 8 x 3 vectors; W is
+  packed by the caller.
   The store writes column j to ``dst[j]`` (its NC* offset, or -1 for a column outside the
   output), adding ``bias[co]`` and applying ReLU when asked (a convolution epilogue).
 * ``conv_weight_grad``: gw[co, r] = sum_n sum_l gy[n, co, l] * x[n * x_sample + roff[r] + l]
@@ -51,6 +54,34 @@ typedef void (*ember_pool)(ember_task, void *ctx, long n, long align);
 """
     + MICRO
     + r"""
+/* `micro` with B read where it lies: row p of b is the NR values at base + roff[p] (a column
+   panel that is one contiguous run of the input in every row: packing it would copy exactly
+   those values, in the same order, so the sums are the packed kernel's bit for bit) */
+__attribute__((unused)) static void micro_rows(long kc, const T *restrict a, const T *base,
+                                               const long *roff, T *restrict acc, int first) {
+  vec c[MR][3];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; i++)
+#pragma GCC unroll 3
+    for (int v = 0; v < 3; v++) c[i][v] = first ? (vec){0} : *(vec *)(acc + i * NR + v * VL);
+  for (long p = 0; p < kc; p++) {
+    const T *b = base + roff[p];
+    vec b0 = *(const uvec *)b, b1 = *(const uvec *)(b + VL), b2 = *(const uvec *)(b + 2 * VL);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++) {
+      T s = a[i];
+      c[i][0] += s * b0;
+      c[i][1] += s * b1;
+      c[i][2] += s * b2;
+    }
+    a += MR;
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; i++)
+#pragma GCC unroll 3
+    for (int v = 0; v < 3; v++) *(vec *)(acc + i * NR + v * VL) = c[i][v];
+}
+
 struct fwd {
   const S *x, *bias;
   const void *wp; /* P: T, or bfloat16 pairs */
@@ -104,6 +135,8 @@ static int strided_runs_of(const long *off, long nj, long *start, long *len, lon
 #define MOV _mm512_mask_mov_ps
 #define STORE _mm512_mask_storeu_ps
 #define MLOAD _mm512_maskz_loadu_ps
+#define EXPAND _mm512_maskz_expand_ps
+#define EVEN_LANES ((MASK)0x5555)
 #define EVENS(lo, hi)                                                                     \
   _mm512_permutex2var_ps(                                                                 \
       lo, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), hi)
@@ -117,6 +150,8 @@ static int strided_runs_of(const long *off, long nj, long *start, long *len, lon
 #define MOV _mm512_mask_mov_pd
 #define STORE _mm512_mask_storeu_pd
 #define MLOAD _mm512_maskz_loadu_pd
+#define EXPAND _mm512_maskz_expand_pd
+#define EVEN_LANES ((MASK)0x55)
 #define EVENS(lo, hi) _mm512_permutex2var_pd(lo, _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14), hi)
 #endif
 #define HAVE_MASKS 1
@@ -374,6 +409,24 @@ static inline void store_run(const T *from, T b, int relu, T *to, unsigned char 
    strided convolution's input gradient written in place) */
 static inline void store_steps(const T *from, T b, int relu, S *to, unsigned char *mask, long n,
                                long step) {
+#if HAVE_MASKS && !HALF
+  if (step == 2) { /* (a stride-2 phase) VL / 2 values spread over a vector's even lanes */
+    V bias = SET1(b), zero = SET1(0);
+    __m128i ones = _mm_set1_epi8(1);
+    for (long t = 0; t < n; t += VL / 2) {
+      long m = n - t < VL / 2 ? n - t : VL / 2;
+      MASK keep = EVEN_LANES & lanes(2 * m - 1);
+      V v = ADD(MLOAD(lanes(m), from + t), bias);
+      if (relu) v = MOV(v, CMP(v, zero, _CMP_LT_OQ), zero); /* NaN and -0.0 stay */
+      V spread = EXPAND(EVEN_LANES, v);
+      STORE(to + 2 * t, keep, spread);
+      if (mask)
+        _mm_mask_storeu_epi8(mask + 2 * t, keep,
+                             _mm_maskz_mov_epi8(CMP(spread, zero, _CMP_GT_OQ), ones));
+    }
+    return;
+  }
+#endif
   for (long t = 0; t < n; t++) {
     T v = RND(from[t] + b); /* (16 bits: rounded once, the bias included) */
     if (relu) v = v < 0 ? 0 : v;
@@ -408,6 +461,14 @@ static void panel_tables(const struct fwd *f, long panel, struct panel_runs *r) 
                    : NR + 1;
 }
 
+/* whether a panel's columns are read in place (micro_rows) rather than packed: one contiguous
+   run of the input, the whole panel wide (16-bit storage is widened as packed: always packed) */
+#if HALF
+#define IN_PLACE(r) 0
+#else
+#define IN_PLACE(r) ((r)->s_count == 1 && (r)->nj == NR)
+#endif
+
 /* Column panels run `group` at a time: each block of the packed weight (MR x KC) is read once
    per group of panels rather than once per panel (the caller sizes the group so that the
    group's packed columns and accumulators stay in L2). */
@@ -429,6 +490,7 @@ static void fwd_panels(void *ctx, long lo, long hi) {
       for (long q = 0; q < count; q++) {
         const struct panel_runs *r = &runs[q];
         P *bp = bps + q * KC * NR;
+        if (IN_PLACE(r)) continue; /* (micro_rows reads it from the input) */
         if (r->t_count < r->s_count)
           pack_strided(f->x, f->roff + pc, kc, r->t_count, r->t_start, r->t_len, r->t_first,
                        r->t_step, bp);
@@ -437,9 +499,17 @@ static void fwd_panels(void *ctx, long lo, long hi) {
                        r->s_first, bp);
       }
       for (long ip = 0; ip < mp; ip++)
-        for (long q = 0; q < count; q++)
-          MICRO_RUN(kc, wp + (ip * kp + PACKED_K(pc)) * MR, bps + q * KC * NR,
-                    tiles + (q * mp + ip) * MR * NR, pc == 0);
+        for (long q = 0; q < count; q++) {
+          const P *a = wp + (ip * kp + PACKED_K(pc)) * MR;
+          T *tile = tiles + (q * mp + ip) * MR * NR;
+#if !HALF
+          if (IN_PLACE(&runs[q])) {
+            micro_rows(kc, a, f->x + runs[q].s_first[0], f->roff + pc, tile, pc == 0);
+            continue;
+          }
+#endif
+          MICRO_RUN(kc, a, bps + q * KC * NR, tile, pc == 0);
+        }
     }
     for (long q = 0; q < count; q++) {
       const struct panel_runs *r = &runs[q];
