@@ -192,7 +192,9 @@ def decode(structure, arrays: dict[str, np.ndarray], path: str):
         if not isinstance(is_complex, bool):
             raise bad(f"complex should be true or false, got {_short(is_complex)}", where)
         bytes_of = node.get("bytes_of")
-        if bytes_of is not None and (bytes_of not in _FROM_BYTES or is_complex):
+        if bytes_of is not None and (
+            not isinstance(bytes_of, str) or bytes_of not in _FROM_BYTES or is_complex
+        ):
             raise bad(f"unknown dtype {_short(bytes_of)} stored as bytes", where)
         key = f"{name}\0{kind}\0{requires_grad}\0{is_complex}\0{bytes_of}"
         if key not in made:
