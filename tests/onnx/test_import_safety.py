@@ -115,6 +115,19 @@ def test_absurd_declared_sizes_are_refused_before_allocating():
         ember.onnx.load(_add_model(inits=[lying]))
 
 
+def test_an_empty_batch_does_not_hide_an_absurd_dimension():
+    # a zero batch makes the element count 0, but no array can have a 2**62-long axis: refused
+    # with the node named (a fuzzed Upsample once reached NumPy's ValueError in a pass)
+    x = helper.make_tensor_value_info("x", F32, [0, 2, 2, 2])
+    out = helper.make_tensor_value_info("out", F32, None)
+    scales = numpy_helper.from_array(np.array([1, 1, 2.0**62, 2], np.float32), "scales")
+    node = helper.make_node("Resize", ["x", "", "scales"], ["out"], mode="nearest")
+    graph = helper.make_graph([node], "g", [x], [out], initializer=[scales])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(OnnxError, match="Resize.*no array can index"):
+        ember.onnx.load(model)(np.zeros((0, 2, 2, 2), np.float32))
+
+
 @pytest.mark.parametrize("location", ["../secret.bin", "/etc/passwd", "sub/../../secret.bin"])
 def test_external_data_outside_the_models_folder_is_refused(tmp_path, location):
     folder = tmp_path / "model"

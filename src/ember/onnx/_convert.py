@@ -187,13 +187,19 @@ def to_static(value, where: str, what: str) -> np.ndarray:
 def check_size(shape, dtype, where: str, what: str = "a value") -> None:
     from ._model import memory_bytes
 
-    count = 1
+    count = span = 1
     for d in shape:
         d = int(d)
         if d < 0:
             raise OnnxError(f"{where}: {what} would have a negative dimension {tuple(shape)}")
         count *= d
+        span *= max(d, 1)
     itemsize = np.dtype(dtype.np if hasattr(dtype, "np") else dtype).itemsize
+    if span * itemsize >= 2**63:  # (NumPy refuses such a shape even when a 0 empties it)
+        raise OnnxError(
+            f"{where}: {what} of shape {tuple(int(d) for d in shape)} has dimensions whose "
+            "product no array can index"
+        )
     if count * itemsize > memory_bytes():
         raise OnnxError(
             f"{where}: {what} of shape {tuple(int(d) for d in shape)} would need "
