@@ -9,12 +9,18 @@ bit, and interpolate and BatchNorm against PyTorch."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import ml_dtypes
 import numpy as np
 import pytest
 
 import ember
 import ember.nn.functional as F
+from ember.kernels import cpool, cresample
 from ember.ops.resample import LINEAR_RESAMPLE, LINEAR_RESAMPLE_BACKWARD
 
 from .harness import recording
@@ -22,6 +28,10 @@ from .harness import recording
 torch = pytest.importorskip("torch")
 
 DTYPES = [np.float32, np.float64, ml_dtypes.bfloat16, np.float16]
+ROOT = Path(__file__).resolve().parents[2]
+needs_c = pytest.mark.skipif(
+    cresample._functions(np.dtype(np.float32)) is None, reason="no C compiler"
+)
 
 
 def _bits(a):
@@ -49,6 +59,7 @@ GEOMETRIES = [
 ]
 
 
+@needs_c
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 def test_c_kernels_match_the_numpy_kernels(dtype):
     rng = np.random.default_rng(0)
@@ -70,6 +81,52 @@ def test_c_kernels_match_the_numpy_kernels(dtype):
             assert fast is not None and np.array_equal(_bits(fast), _bits(want)), (shape, m)
 
 
+@needs_c
+@pytest.mark.parametrize("threads", [2, 3])
+def test_c_kernels_over_the_pool_match_the_numpy_kernels(threads):
+    """Large enough to share rows of the outer dimension over the pool's threads."""
+    rng = np.random.default_rng(threads)
+    before = cpool.get_num_threads()
+    cpool.set_num_threads(threads)
+    try:
+        for shape, axis in (((4, 33, 40, 50), 3), ((4, 33, 40, 50), 2)):
+            n = shape[axis]
+            i0, i1, w = _taps(rng, n, 2 * n)
+            w0, w1 = (1 - w).astype(np.float32), w.astype(np.float32)
+            x = rng.standard_normal(shape).astype(np.float32)
+            got = LINEAR_RESAMPLE.fast(x, i0, i1, w0, w1, axis=axis)
+            want = LINEAR_RESAMPLE.kernel(x, i0, i1, w0, w1, axis=axis)
+            assert np.array_equal(_bits(got), _bits(want))
+            g = rng.standard_normal(got.shape).astype(np.float32)
+            got = LINEAR_RESAMPLE_BACKWARD.fast(g, i0, i1, w0, w1, axis=axis, size=n)
+            want = LINEAR_RESAMPLE_BACKWARD.kernel(g, i0, i1, w0, w1, axis=axis, size=n)
+            assert np.array_equal(_bits(got), _bits(want))
+    finally:
+        cpool.set_num_threads(before)
+
+
+def test_without_a_compiler_numpy_runs(tmp_path):
+    """With CC=/bin/false the kernels decline and interpolate runs the ops' NumPy kernels."""
+    code = (
+        "import numpy as np, ember\n"
+        "import ember.nn.functional as F\n"
+        "from ember.kernels import cresample\n"
+        "x = np.arange(24.0, dtype=np.float32).reshape(1, 2, 3, 4)\n"
+        "i = np.array([0, 1, 1])\n"
+        "w = np.ones(3, np.float32)\n"
+        "assert cresample.resample(x, i, i, w, w, 2) is None\n"
+        "t = ember.tensor(x, requires_grad=True)\n"
+        "F.interpolate(t, scale_factor=2, mode='bilinear').sum().backward()\n"
+        "assert abs(float(t.grad.sum()) - 4 * x.size) < 1e-3\n"
+    )
+    env = dict(
+        os.environ, CC="/bin/false", EMBER_CACHE_DIR=str(tmp_path), PYTHONPATH=str(ROOT / "src")
+    )
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+@needs_c
 def test_c_kernels_take_strided_operands_and_decline_bad_indices():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((6, 4, 5)).astype(np.float32).transpose(2, 1, 0)  # (5, 4, 6)
