@@ -192,6 +192,16 @@ def seed_files(directory) -> dict:
     seeds["train_state"] = ("checkpoint", open(path, "rb").read())
     ember.save({"w": ember.randn(3), "step": 3}, path)
     seeds["small_checkpoint"] = ("checkpoint", open(path, "rb").read())
+    sparse = ember.sparse_coo_tensor(ember.tensor([[0, 1, 1], [2, 0, 2]]), ember.randn(3), (2, 3))
+    rare = {
+        "sparse": sparse,
+        "coalesced": sparse.coalesce(),
+        "tags": {1, 2},
+        "e4m3": ember.randn(4).to(ember.float8_e4m3fn),
+        "fnuz": ember.randn(2).to(ember.float8_e5m2fnuz),
+    }
+    ember.save(rare, path)
+    seeds["rare_values"] = ("checkpoint", open(path, "rb").read())
     for k, graph in enumerate(_graphs()):
         path = os.path.join(directory, f"seed{k}.graph")
         graph.save(path)
@@ -227,6 +237,11 @@ def torch_seeds() -> dict:
             "h": torch.ones(3, dtype=torch.bfloat16),
             "m": torch.tensor([True, False]),
             "p": torch.nn.Parameter(torch.ones(2)),
+        },
+        "torch_rare": {
+            "sparse": torch.sparse_coo_tensor(torch.tensor([[0, 2]]), torch.ones(2, 2), (3, 2)),
+            "f8": torch.ones(3).to(torch.float8_e5m2),
+            "layout": torch.sparse_coo,
         },
     }
     seeds = {}

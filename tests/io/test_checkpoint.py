@@ -141,6 +141,55 @@ def test_any_nested_structure_round_trips(tmp_path_factory, tree):
     _assert_same(tree, load(path))
 
 
+@pytest.mark.parametrize(
+    "name", ["float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"]
+)
+def test_float8_tensors_round_trip_bit_for_bit(tmp_path, name):
+    # (the two OCP formats under safetensors' own codes, the fnuz ones as their bytes)
+    bits = np.arange(256, dtype=np.uint8).reshape(16, 16)
+    t = ember.tensor(bits.view(getattr(ember, name).np))
+    save({"t": t, "column": t[:, 3], "arr": t.numpy()}, tmp_path / "x")
+    out = load(tmp_path / "x")
+    assert out["t"].dtype == getattr(ember, name) and out["arr"].dtype == t.numpy().dtype
+    assert out["t"].numpy().view(np.uint8).tobytes() == bits.tobytes()
+    assert out["column"].numpy().view(np.uint8).tobytes() == bits[:, 3].tobytes()
+
+
+def test_sparse_tensors_and_sets_round_trip(tmp_path):
+    indices = ember.tensor([[0, 1, 1], [2, 0, 2]])
+    raw = ember.sparse_coo_tensor(indices, ember.randn(3, 2), (2, 3, 2))
+    grads = ember.sparse_coo_tensor(indices[:, :1], ember.ones(1), (2, 3), requires_grad=True)
+    tree = {"raw": raw, "coalesced": raw.coalesce(), "grads": grads, "s": {1, "a"},
+            "f": frozenset([2.5])}  # fmt: skip
+    save(tree, tmp_path / "x")
+    out = load(tmp_path / "x")
+    for key in ("raw", "coalesced", "grads"):
+        assert out[key].layout == ember.sparse_coo and out[key].shape == tree[key].shape
+        assert out[key].is_coalesced() == tree[key].is_coalesced()
+        assert out[key].requires_grad == tree[key].requires_grad
+        np.testing.assert_array_equal(
+            out[key].to_dense().detach().numpy(), tree[key].to_dense().detach().numpy()
+        )
+    assert out["s"] == {1, "a"} and type(out["f"]) is frozenset and out["f"] == {2.5}
+
+
+def test_a_crafted_sparse_tensor_is_refused_naming_the_file(tmp_path):
+    # the structure is JSON the file's author controls: indices past the size, or a tensor
+    # claimed coalesced whose indices repeat, are refused before anything reads them
+    for indices, size, coalesced in (([[0, 9]], [4], False), ([[1, 1]], [4], True)):
+        node = {"indices": {"$tensor": "i"}, "values": {"$tensor": "v"}, "size": size,
+                "coalesced": coalesced}  # fmt: skip
+        arrays = {"i": np.array(indices, np.int64), "v": np.ones(2, np.float32)}
+        path = _crafted(tmp_path / "c", {"$sparse_coo": node}, arrays)
+        with pytest.raises(ember.CheckpointError, match="corrupt checkpoint .*sparse tensor"):
+            load(path)
+    node = {"indices": {"$tensor": "i"}, "values": {"$tensor": "v"}, "size": [2**70],
+            "coalesced": False}  # fmt: skip
+    path = _crafted(tmp_path / "c", {"$sparse_coo": node}, arrays)
+    with pytest.raises(ember.CheckpointError, match="corrupt checkpoint .*list of sizes"):
+        load(path)
+
+
 def test_special_float_values_and_numpy_scalars(tmp_path):
     t = ember.tensor(np.array([np.nan, np.inf, -np.inf, -0.0, 1e-45], np.float32))
     save([t, np.float16(1.5), np.int8(-3), 2.5, -0.0], tmp_path / "x")
@@ -370,7 +419,7 @@ def _crafted(path, structure, arrays=None, tensors=None):
     for name, a in arrays.items():
         raw = np.ascontiguousarray(a).tobytes()
         entries[name] = {
-            "dtype": "F32",
+            "dtype": {np.dtype(np.int64): "I64"}.get(np.dtype(a.dtype), "F32"),
             "shape": list(a.shape),
             "data_offsets": [at, at + len(raw)],
         }

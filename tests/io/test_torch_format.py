@@ -169,6 +169,80 @@ def test_complex_tensors_and_views_of_them(tmp_path, name):
     np.testing.assert_array_equal(got["column"].numpy(), whole[:, 1].numpy())
 
 
+@pytest.mark.parametrize(
+    "name", ["float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"]
+)
+@pytest.mark.parametrize("legacy", [False, True], ids=["zip", "legacy"])
+def test_float8_tensors_and_strided_views_of_them(tmp_path, name, legacy):
+    # (float8_e5m2's NumPy kind is "f" with one byte: strided views of it once read as "<f1")
+    whole = torch.tensor([[1.0, -2.5, 0.25], [3.0, 448.0 if "e4m3" in name else 57344.0, 0]])
+    whole = whole.to(getattr(torch, name))
+    path = tmp_path / "f8.pt"
+    torch.save({"t": whole, "column": whole.t()[1], "dtype": whole.dtype}, path,
+               _use_new_zipfile_serialization=not legacy)  # fmt: skip
+    got = ember.load(path)
+    assert got["t"].dtype == getattr(ember, name) == got["dtype"]
+    np.testing.assert_array_equal(got["t"].float().numpy(), whole.float().numpy())
+    np.testing.assert_array_equal(got["column"].float().numpy(), whole.t()[1].float().numpy())
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["zip", "legacy"])
+def test_sparse_coo_tensors_and_layouts(tmp_path, legacy):
+    hybrid = torch.sparse_coo_tensor(
+        torch.tensor([[0, 1, 1], [2, 0, 2]]), torch.randn(3, 2), (2, 3, 2)
+    )
+    repeated = torch.sparse_coo_tensor(torch.tensor([[0, 0, 2]]), torch.tensor([1.0, 2, 3]), (3,))
+    obj = {"eye": torch.eye(3).to_sparse(), "hybrid": hybrid, "repeated": repeated,
+           "layouts": (torch.strided, torch.sparse_coo)}  # fmt: skip
+    torch.save(obj, tmp_path / "s.pt", _use_new_zipfile_serialization=not legacy)
+    got = ember.load(tmp_path / "s.pt")
+    for key in ("eye", "hybrid", "repeated"):
+        assert got[key].layout == ember.sparse_coo
+        assert got[key].is_coalesced() == obj[key].is_coalesced()
+        np.testing.assert_array_equal(got[key].to_dense().numpy(), obj[key].to_dense().numpy())
+    assert got["layouts"] == (ember.strided, ember.sparse_coo)
+
+
+def test_sparse_indices_outside_the_size_are_refused(tmp_path):
+    # a crafted file: an index past the declared size (torch's weights-only reader checks this
+    # too) must not become a tensor that reads outside its values
+    bad = torch.sparse_coo_tensor(torch.tensor([[0, 7]]), torch.tensor([1.0, 2.0]), (8,))
+    buffer = io.BytesIO()
+    torch.save({"s": bad}, buffer)
+    with zipfile.ZipFile(buffer) as z, zipfile.ZipFile(tmp_path / "s.pt", "w") as out:
+        for name in z.namelist():
+            data = z.read(name)
+            if name.endswith("data.pkl"):  # the size (8,) -> (4,)
+                data, count = data.replace(b"K\x08\x85", b"K\x04\x85"), data.count(b"K\x08\x85")
+                assert count == 1
+            out.writestr(name, data)
+    with pytest.raises(ember.CheckpointError, match="s.pt: damaged .*sparse tensor"):
+        ember.load(tmp_path / "s.pt")
+    # the legacy format: its pickle is read once over placeholder storages, then over the data
+    # (checked then); and a tensor marked coalesced whose indices repeat
+    for size, indices in (((4,), [[0, 7]]), ((8,), [[3, 3]])):
+        legacy = torch.sparse_coo_tensor(torch.tensor([[0, 7]]), torch.ones(2), (8,))
+        buffer = io.BytesIO()
+        torch.save({"s": legacy.coalesce()}, buffer, _use_new_zipfile_serialization=False)
+        data = buffer.getvalue().replace(b"K\x08\x85", b"K%c\x85" % size[0])
+        index_bytes = np.array([0, 7], np.int64).tobytes()
+        data = data.replace(index_bytes, np.array(indices[0], np.int64).tobytes())
+        (tmp_path / "l.pt").write_bytes(data)
+        with pytest.raises(ember.CheckpointError, match="l.pt: damaged .*sparse tensor"):
+            ember.load(tmp_path / "l.pt")
+
+
+def test_layouts_and_quantized_tensors_ember_lacks_are_named(tmp_path):
+    torch.save({"t": torch.eye(3).to_sparse_csr()}, tmp_path / "csr.pt")
+    with pytest.raises(ember.CheckpointError, match="csr.pt: cannot read a sparse tensor of "
+                       "layout torch.sparse_csr"):  # fmt: skip
+        ember.load(tmp_path / "csr.pt")
+    q = torch.quantize_per_tensor(torch.ones(3), 0.1, 0, torch.qint8)
+    torch.save({"q": q}, tmp_path / "q.pt")
+    with pytest.raises(ember.CheckpointError, match="q.pt: cannot read .*qint8"):
+        ember.load(tmp_path / "q.pt")
+
+
 @pytest.mark.parametrize("dtype", ["complex32", "uint16"])
 def test_a_dtype_ember_does_not_have_is_named(tmp_path, dtype):
     torch.save({"t": torch.zeros(2, dtype=getattr(torch, dtype))}, tmp_path / "c.pt")

@@ -33,6 +33,7 @@ _COLLECTIVE = "ONNX has no collectives: a model file runs in one process"
 
 _COMPLEX = "complex values: ONNX's operators take none (the exporter refuses them by name)"
 NO_ONNX = {
+    "check": "ONNX has no operator that raises: dropping the check would export another program",
     "angle": _COMPLEX,
     "complex": _COMPLEX,
     "eig": _COMPLEX,
@@ -131,8 +132,6 @@ NO_ONNX = {
     "varlen_attention": "no ONNX form written (a block-diagonal mask from the row splits would "
     "express it); padded attention exports",
     "varlen_attention_grad": "a gradient op (inference graphs never hold it); no ONNX form",
-    "grid_sample_backward": "a gradient op (inference graphs never hold it): its scatter-add "
-    "of the taps' weighted gradients (ScatterElements with reduction add) not written",
     "unique_consecutive": "its result's size depends on the data (capture refuses it too)",
     "gcd": "ONNX has no gcd, and Euclid's algorithm needs a data-dependent Loop: not written",
     "lcm": "ONNX has no lcm (nor gcd, which it needs)",

@@ -34,8 +34,9 @@ from ..tensor import Tensor
 from ._common import dim_arg, float_input
 
 
-def _param(op: str, p, x, shape: tuple, what: str):
-    """An affine parameter or running buffer: a float tensor of ``shape`` in x's dtype."""
+def _param(op: str, p, x, shape: tuple, what: str, dtype=None):
+    """An affine parameter or running buffer: a float tensor of ``shape`` in ``dtype`` (x's
+    by default)."""
     if p is None:
         return None
     p = float_input(op, p, what, complex_ok=x.dtype.is_complex)
@@ -45,7 +46,8 @@ def _param(op: str, p, x, shape: tuple, what: str):
             f"{fmt_shape(shape)} for an input of shape {fmt_shape(x.shape)}",
             op=op,
         )
-    return p if p.dtype is x.dtype else E.cast(p, x.dtype)
+    dtype = dtype or x.dtype
+    return p if p.dtype is dtype else E.cast(p, dtype)
 
 
 def _mixed(x, *params) -> bool:
@@ -220,25 +222,24 @@ def batch_norm(
     Training: batch statistics, and the running buffers (if given) are updated in place.
     Evaluation: the running statistics are used."""
     x = float_input("batch_norm", input)
-    # (a half-precision input with float32 parameters, as autocast leaves a CNN's BatchNorm,
-    # runs in the input's dtype with the parameters rounded to it: up to 1 ulp off PyTorch's
-    # mixed-type kernel, which computes with them unrounded. Widening the input instead, as
-    # layer_norm and group_norm do, saved a float32 copy of every normalized activation for
-    # the backward: ResNet-18's bfloat16 step peaked at 64.5 MiB against 45.8. The fix is a
-    # batch norm op taking float32 parameters beside 16-bit data.)
     c = _channels("batch_norm", x)
     running_mean = _running("batch_norm", running_mean, x, c, "running_mean")
     running_var = _running("batch_norm", running_var, x, c, "running_var")
-    weight = _param("batch_norm", weight, x, (c,), "weight")
-    bias = _param("batch_norm", bias, x, (c,), "bias")
+    # a half-precision input with float32 parameters or buffers (autocast's CNN): the ops take
+    # them in float32 beside the 16-bit data (PyTorch's mixed-type kernel: float32 statistics,
+    # the parameters unrounded, the result rounded once). Widening the input instead, as
+    # layer_norm and group_norm do, would save a float32 copy of every normalized activation.
+    channel = dt.float32 if _mixed(x, weight, bias, running_mean, running_var) else x.dtype
+    weight = _param("batch_norm", weight, x, (c,), "weight", channel)
+    bias = _param("batch_norm", bias, x, (c,), "bias", channel)
     if not training:
         if running_mean is None or running_var is None:
             raise ValueError(
                 "batch_norm: running_mean and running_var are needed in evaluation mode "
                 "(training=False); pass them or use training=True"
             )
-        mean, var = E.cast(running_mean, x.dtype), E.cast(running_var, x.dtype)
-        weight, bias = _filled(weight, x, c, 1.0), _filled(bias, x, c, 0.0)
+        mean, var = E.cast(running_mean, channel), E.cast(running_var, channel)
+        weight, bias = _filled(weight, channel, c, 1.0), _filled(bias, channel, c, 0.0)
         return apply(BATCH_NORM_EVAL, x, mean, var, weight, bias, eps=float(eps))
     n = numel(x.shape) // max(c, 1)
     if n <= 1:
@@ -249,8 +250,8 @@ def batch_norm(
     y, mean, var = apply(
         BATCH_NORM_TRAIN,
         x,
-        _filled(weight, x, c, 1.0),
-        _filled(bias, x, c, 0.0),
+        _filled(weight, channel, c, 1.0),
+        _filled(bias, channel, c, 0.0),
         eps=float(eps),
     )
     if running_mean is not None or running_var is not None:
@@ -262,9 +263,9 @@ def batch_norm(
     return y
 
 
-def _filled(p, x, c: int, value: float):
-    """An affine parameter, or a constant one of ``value`` where none is given."""
-    return p if p is not None else constant(np.full((c,), value, x.dtype.np))
+def _filled(p, dtype, c: int, value: float):
+    """An affine parameter, or a constant one of ``value`` (in ``dtype``) where none is given."""
+    return p if p is not None else constant(np.full((c,), value, dtype.np))
 
 
 def _running(op: str, buf, x, c: int, what: str):

@@ -22,7 +22,8 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import CheckpointError
+from ..errors import CheckpointError, EmberError
+from ..ops._factory_kwargs import sparse_coo
 from ..tensor import Tensor
 
 
@@ -58,6 +59,7 @@ class _Encoder:
 
     def array_node(self, x, arr: np.ndarray, path: str, kind: str | None) -> dict:
         is_complex = arr.dtype.kind == "c"
+        bytes_of = _AS_BYTES.get(arr.dtype)
         if id(x) not in self.memo:
             if dt._BY_NP.get(arr.dtype) is None:
                 raise CheckpointTypeError(
@@ -69,6 +71,8 @@ class _Encoder:
             arr = arr if arr.flags.c_contiguous else arr.copy(order="C")
             if is_complex:  # (safetensors has no complex128: real and imaginary parts as a
                 arr = _parts(arr)  # last axis of 2, and "complex" in the node)
+            if bytes_of:  # (a dtype safetensors has no name for)
+                arr = arr.view(np.uint8)
             self.arrays[name] = arr
             self.memo[id(x)] = name
             self.keep_alive.append(x)
@@ -77,6 +81,8 @@ class _Encoder:
             node["kind"] = kind
         if is_complex:
             node["complex"] = True
+        if bytes_of:
+            node["bytes_of"] = bytes_of
         if isinstance(x, Tensor) and x.requires_grad:
             node["requires_grad"] = True
         return node
@@ -98,6 +104,18 @@ class _Encoder:
             return self.array_node(x, np.asarray(x), path, "numpy_scalar")
         if isinstance(x, dt.DType):
             return {"$dtype": x.name}
+        if isinstance(x, (set, frozenset)):
+            tag = "$set" if isinstance(x, set) else "$frozenset"
+            return {tag: [self.encode(v, _join(path, i)) for i, v in enumerate(x)]}
+        if getattr(x, "layout", None) is sparse_coo and hasattr(x, "_indices"):
+            return {
+                "$sparse_coo": {
+                    "indices": self.encode(x._indices(), _join(path, "indices")),
+                    "values": self.encode(x._values(), _join(path, "values")),
+                    "size": list(x.shape),
+                    "coalesced": x.is_coalesced(),
+                }
+            }
         if isinstance(x, (dict, list, tuple)):
             if id(x) in self.active:
                 raise CheckpointTypeError(f"{_where(path)} contains itself", op="save")
@@ -108,8 +126,8 @@ class _Encoder:
                 self.active.discard(id(x))
         raise CheckpointTypeError(
             f"{_where(path)} is a {type(x).__name__}, which a checkpoint cannot hold (it holds "
-            "dicts, lists, tuples, None, bool, int, float, complex, str, dtypes, Tensors and NumPy "
-            "arrays; convert it, e.g. to a state_dict)",
+            "dicts, lists, tuples, sets, None, bool, int, float, complex, str, dtypes, Tensors, "
+            "sparse COO tensors and NumPy arrays; convert it, e.g. to a state_dict)",
             op="save",
         )
 
@@ -133,7 +151,13 @@ class _Encoder:
 
 
 MAX_DEPTH = 200  # of a structure's nesting (a training state nests under 10 deep)
-_TENSOR_KEYS = frozenset({"$tensor", "kind", "requires_grad", "complex"})
+_TENSOR_KEYS = frozenset({"$tensor", "kind", "requires_grad", "complex", "bytes_of"})
+# dtypes stored as their bytes (uint8), "bytes_of" naming them in the node
+_AS_BYTES = {
+    np.dtype(dt.float8_e4m3fnuz.np): "float8_e4m3fnuz",
+    np.dtype(dt.float8_e5m2fnuz.np): "float8_e5m2fnuz",
+}
+_FROM_BYTES = {name: dtype for dtype, name in _AS_BYTES.items()}
 
 
 def _parts(arr: np.ndarray) -> np.ndarray:
@@ -167,9 +191,16 @@ def decode(structure, arrays: dict[str, np.ndarray], path: str):
         is_complex = node.get("complex", False)
         if not isinstance(is_complex, bool):
             raise bad(f"complex should be true or false, got {_short(is_complex)}", where)
-        key = f"{name}\0{kind}\0{requires_grad}\0{is_complex}"
+        bytes_of = node.get("bytes_of")
+        if bytes_of is not None and (bytes_of not in _FROM_BYTES or is_complex):
+            raise bad(f"unknown dtype {_short(bytes_of)} stored as bytes", where)
+        key = f"{name}\0{kind}\0{requires_grad}\0{is_complex}\0{bytes_of}"
         if key not in made:
             arr = arrays[name]
+            if bytes_of is not None:
+                if arr.dtype != np.uint8:
+                    raise bad(f"{bytes_of} tensor {name!r} should be stored as uint8", where)
+                arr = arr.view(_FROM_BYTES[bytes_of])
             if is_complex:
                 if arr.dtype not in (np.float32, np.float64) or arr.ndim < 1 or arr.shape[-1] != 2:
                     raise bad(
@@ -193,6 +224,33 @@ def decode(structure, arrays: dict[str, np.ndarray], path: str):
             else:
                 raise bad(f"unknown tensor kind {_short(kind)}", where)
         return made[key]
+
+    def sparse(value: dict, where: str, depth: int):
+        from ..ops.sparse_tensor import sparse_coo_tensor
+
+        if set(value) != {"indices", "values", "size", "coalesced"}:
+            raise bad(f"a sparse tensor with keys {_short(sorted(value))}", where)
+        indices = dec(value["indices"], _join(where, "indices"), depth + 1)
+        values = dec(value["values"], _join(where, "values"), depth + 1)
+        size, coalesced = value["size"], value["coalesced"]
+        if not (isinstance(indices, Tensor) and isinstance(values, Tensor)):
+            raise bad("a sparse tensor's indices and values should be tensors", where)
+        if not (
+            isinstance(size, list)
+            and len(size) <= 64
+            and all(type(d) is int and 0 <= d < 2**63 for d in size)
+        ):
+            raise bad(
+                f"a sparse tensor's size should be a list of sizes, got {_short(size)}", where
+            )
+        if not isinstance(coalesced, bool):
+            raise bad(f"coalesced should be true or false, got {_short(coalesced)}", where)
+        try:  # (its invariants checked: indices within the size, nnz agreeing)
+            return sparse_coo_tensor(
+                indices, values, tuple(size), check_invariants=True, is_coalesced=coalesced
+            )
+        except EmberError as exc:
+            raise bad(f"an inconsistent sparse tensor: {str(exc).splitlines()[0]}", where) from None
 
     def key(k, where: str):
         value = dec(k, where, 0)
@@ -237,6 +295,14 @@ def decode(structure, arrays: dict[str, np.ndarray], path: str):
             if not all(type(v) in (int, float) for v in parts):
                 raise bad(f"a complex number's parts should be numbers, got {_short(value)}", where)
             return complex(*parts)
+        if tag in ("$set", "$frozenset") and isinstance(value, list):
+            members = [dec(v, _join(where, i), depth + 1) for i, v in enumerate(value)]
+            try:
+                return set(members) if tag == "$set" else frozenset(members)
+            except TypeError:
+                raise bad("a set member that cannot be hashed", where) from None
+        if tag == "$sparse_coo" and isinstance(value, dict):
+            return sparse(value, where, depth)
         if tag == "$dtype" and isinstance(value, str):
             try:
                 return dt.as_dtype(value)

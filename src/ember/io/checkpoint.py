@@ -72,6 +72,8 @@ _DTYPES = {
     "BF16": np.dtype(ml_dtypes.bfloat16),
     "F32": np.dtype("<f4"),
     "F64": np.dtype("<f8"),
+    "F8_E4M3": np.dtype(ml_dtypes.float8_e4m3fn),  # (safetensors' names of the two OCP formats;
+    "F8_E5M2": np.dtype(ml_dtypes.float8_e5m2),  # the fnuz ones are stored as their bytes)
 }
 _CODES = {dtype: code for code, dtype in _DTYPES.items()}
 _MAX_HEADER = 100 * 2**20  # safetensors' own limit on the JSON header

@@ -7,8 +7,9 @@ A ``.pt``/``.pth`` file written by ``torch.save`` since 1.6 is a zip archive: ``
 dicts, lists, tuples, numbers, strings and ember Tensors.
 
 Safety. The pickle is read by `_RestrictedUnpickler`, a subclass of pickle's Python unpickler in
-which every global a pickle names resolves through `_ALLOWED`, the names ``torch.load(...,
-weights_only=True)`` accepts (rebuild functions, storage classes, dtypes, ``torch.Size``,
+which every global a pickle names resolves through `ALLOWED` (io/torch_values.py), the names
+``torch.load(..., weights_only=True)`` accepts (rebuild functions, storage classes, dtypes,
+``torch.Size``,
 ``collections.OrderedDict``, ``builtins.set``...), each mapped to an ember-side function of the
 same meaning: torch is never imported, and the only functions a file can have called are these.
 Any other global (``os.system``, ``builtins.eval``, ``subprocess.Popen``, a user's class) is
@@ -25,8 +26,11 @@ dtype (a placeholder naming it, for dtypes ember does not have), ``OrderedDict``
 Tensors. A tensor is a view of its storage at ``storage_offset`` with ``size`` and ``stride``,
 checked to lie inside the storage; views whose elements do not overlap share the storage's memory
 (as torch's do), overlapping ones (``expand``) are copied. The dtypes are ember's: float32/64/16,
-bfloat16, int8/16/32/64, uint8 and bool; a tensor of any other (complex, quantized, uint16...) is
-refused with its dtype named. Parameters come back as tensors that require grad.
+bfloat16, int8/16/32/64, uint8, bool, complex64/128 and the four float8 formats; a tensor of any
+other (quantized, uint16...) is refused with its dtype named. Parameters come back as tensors
+that require grad. A sparse COO tensor reads as ember's (its indices checked against its size,
+as torch's weights-only reader checks them); other sparse layouts (CSR...) are refused, named;
+layouts read as ember's ``strided`` / ``sparse_coo`` or a placeholder naming them.
 
 Damage (a broken zip, a record missing or of the wrong size, a CRC mismatch, a pickle that does
 not parse, a view beyond its storage) raises a `CheckpointError` naming the file. The legacy
@@ -46,319 +50,23 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import CheckpointError, EmberError
-from ..tensor import Tensor
+from .torch_values import (  # noqa: F401  (the legacy reader's names too)
+    ALLOWED,
+    _Damaged,
+    _dtype_of,
+    _Refused,
+    _Storage,
+    _StorageType,
+    _Unsupported,
+    placeholder_pass,
+)
 
 ZIP_MAGIC = b"PK\x03\x04"
-_EXPAND_LIMIT = 1 << 26  # elements an overlapping (expanded) view may be copied into
-
-
-class _Refused(Exception):
-    """Something a weights-only reader does not build; a CheckpointError naming the file."""
-
-
-class _Damaged(Exception):
-    """An inconsistent file (a view beyond its storage...); a CheckpointError naming the file."""
-
-
-class _Unsupported(Exception):
-    """A tensor ember cannot hold (its dtype); a CheckpointError naming the file."""
-
-
-# ----------------------------------------------------------------------------- storages
-class _StorageType:
-    """A storage class named in the pickle (``torch.FloatStorage``...): its dtype or None."""
-
-    def __init__(self, name: str, dtype: dt.DType | None, torch_dtype: str):
-        self.name, self.dtype, self.torch_dtype = name, dtype, torch_dtype
-
-    def __call__(self, *args):  # REDUCE on a storage class: nothing legitimate does that
-        raise _Refused(f"calling storage class torch.{self.name}")
-
-
-class _Storage:
-    """A storage's bytes as a flat array of its dtype (uint8 for an untyped storage)."""
-
-    __slots__ = ("array", "key")
-
-    def __init__(self, array: np.ndarray, key: str):
-        self.array, self.key = array, key
-
-
-_STORAGES = {
-    "FloatStorage": (dt.float32, "float32"),
-    "DoubleStorage": (dt.float64, "float64"),
-    "HalfStorage": (dt.float16, "float16"),
-    "BFloat16Storage": (dt.bfloat16, "bfloat16"),
-    "LongStorage": (dt.int64, "int64"),
-    "IntStorage": (dt.int32, "int32"),
-    "ShortStorage": (dt.int16, "int16"),
-    "CharStorage": (dt.int8, "int8"),
-    "ByteStorage": (dt.uint8, "uint8"),
-    "BoolStorage": (dt.bool_, "bool"),
-    "ComplexFloatStorage": (dt.complex64, "complex64"),
-    "ComplexDoubleStorage": (dt.complex128, "complex128"),
-    "QUInt8Storage": (None, "quint8"),
-    "QInt8Storage": (None, "qint8"),
-    "QInt32Storage": (None, "qint32"),
-    "QUInt4x2Storage": (None, "quint4x2"),
-    "QUInt2x4Storage": (None, "quint2x4"),
-}
-
-
-# ----------------------------------------------------------------------------- dtypes
-class _TorchDType:
-    """A ``torch.<dtype>`` ember does not have, as pickled: it reads as this placeholder (a
-    tensor of it is refused)."""
-
-    def __init__(self, name: str, dtype: dt.DType | None):
-        self.name, self.dtype = name, dtype
-
-    def __reduce__(self):  # never pickled back; keeps copies of loaded objects working
-        return (_TorchDType, (self.name, self.dtype))
-
-    def __repr__(self) -> str:
-        return f"torch.{self.name}"
-
-
-_EMBER_DTYPES = {
-    "float32": dt.float32,
-    "float64": dt.float64,
-    "float16": dt.float16,
-    "bfloat16": dt.bfloat16,
-    "int64": dt.int64,
-    "int32": dt.int32,
-    "int16": dt.int16,
-    "int8": dt.int8,
-    "uint8": dt.uint8,
-    "bool": dt.bool_,
-    "complex64": dt.complex64,
-    "complex128": dt.complex128,
-}
-_OTHER_DTYPES = [
-    "complex32",
-    "uint16",
-    "uint32",
-    "uint64",
-    "float8_e4m3fn",
-    "float8_e5m2",
-    "float8_e4m3fnuz",
-    "float8_e5m2fnuz",
-    "quint8",
-    "qint8",
-    "qint32",
-    "quint4x2",
-    "quint2x4",
-    *[f"uint{b}" for b in range(1, 8)],
-    *[f"int{b}" for b in range(1, 8)],
-]
-# torch.float is torch.float32 and so on: pickles name the canonical dtype, aliases too
-_ALIASES = {
-    "float": "float32",
-    "double": "float64",
-    "half": "float16",
-    "long": "int64",
-    "int": "int32",
-    "short": "int16",
-    "cfloat": "complex64",
-    "cdouble": "complex128",
-}
-
-
-def _dtype_of(value, what: str) -> dt.DType:
-    if isinstance(value, dt.DType):
-        return value
-    if isinstance(value, _StorageType):
-        dtype, name = value.dtype, value.torch_dtype
-    elif isinstance(value, _TorchDType):
-        dtype, name = value.dtype, value.name
-    else:
-        raise _Refused(f"{what} is a {type(value).__name__}, not a torch dtype")
-    if dtype is None:
-        raise _Unsupported(
-            f"a tensor of dtype torch.{name}, which ember does not have (ember reads float32, "
-            "float64, float16, bfloat16, int8, int16, int32, int64, uint8, bool, complex64 and "
-            "complex128)"
-        )
-    return dtype
-
-
-# ----------------------------------------------------------------------------- rebuilding
-def _ints(value, what: str) -> tuple:
-    if not isinstance(value, (tuple, list)) or not all(
-        type(v) is int and 0 <= v < 2**62 for v in value
-    ):
-        raise _Damaged(f"tensor {what} {value!r:.80} is not a tuple of non-negative ints")
-    return tuple(value)
-
-
-def _view(storage, storage_offset, size, stride, dtype: dt.DType | None = None) -> Tensor:
-    if not isinstance(storage, _Storage):
-        raise _Damaged(f"a tensor's storage is a {type(storage).__name__}, not a storage")
-    if type(storage_offset) is not int or storage_offset < 0:
-        raise _Damaged(f"storage offset {storage_offset!r:.80} is not a non-negative int")
-    size, stride = _ints(size, "size"), _ints(stride, "stride")
-    if len(size) != len(stride):
-        raise _Damaged(f"a tensor has size {size} but stride {stride}")
-    flat = storage.array
-    if dtype is not None and dtype.np != flat.dtype:  # v3: an untyped storage, typed here
-        if flat.nbytes % dtype.itemsize:
-            raise _Damaged(
-                f"storage {storage.key} holds {flat.nbytes} bytes, not a whole number of "
-                f"{dtype.name} elements"
-            )
-        flat = flat.view(dtype.np)
-    numel = int(np.prod(size, dtype=object))
-    if numel:
-        last = storage_offset + sum((n - 1) * s for n, s in zip(size, stride))
-        if last >= flat.size:
-            raise _Damaged(
-                f"a tensor of size {list(size)}, stride {list(stride)} at offset "
-                f"{storage_offset} reaches element {last} of storage {storage.key}, which has "
-                f"{flat.size} (the storage is too small for the view)"
-            )
-    else:
-        storage_offset = min(storage_offset, flat.size)
-    item = flat.itemsize
-    view = np.lib.stride_tricks.as_strided(
-        flat[storage_offset:], shape=size, strides=[s * item for s in stride], writeable=True
-    )
-    if numel and _overlaps(size, stride):
-        if numel > max(_EXPAND_LIMIT, flat.size):
-            raise _Damaged(
-                f"a tensor expands storage {storage.key} ({flat.size} elements) to {numel}"
-            )
-        view = np.array(view)
-    return Tensor(view)
-
-
-def _overlaps(size: tuple, stride: tuple) -> bool:
-    """Whether two indices of the view can reach one element (sufficient test: each stride at
-    least the extent of the dimensions with smaller strides)."""
-    extent = 1
-    for s, n in sorted((s, n) for n, s in zip(size, stride) if n > 1):
-        if s < extent:
-            return True
-        extent = s * n
-    return False
-
-
-def _rebuild_tensor(storage, storage_offset, size, stride):
-    return _view(storage, storage_offset, size, stride)
-
-
-def _rebuild_tensor_v2(
-    storage, storage_offset, size, stride, requires_grad, backward_hooks, metadata=None
-):
-    t = _view(storage, storage_offset, size, stride)
-    return _with_grad(t, requires_grad)
-
-
-def _rebuild_tensor_v3(
-    storage, storage_offset, size, stride, requires_grad, backward_hooks, dtype, metadata=None
-):
-    t = _view(storage, storage_offset, size, stride, _dtype_of(dtype, "a v3 tensor's dtype"))
-    return _with_grad(t, requires_grad)
-
-
-def _rebuild_parameter(data, requires_grad, backward_hooks):
-    if not isinstance(data, Tensor):
-        raise _Damaged(f"a parameter's data is a {type(data).__name__}, not a tensor")
-    return _with_grad(data, requires_grad)
-
-
-def _rebuild_parameter_with_state(data, requires_grad, backward_hooks, state):
-    return _rebuild_parameter(data, requires_grad, backward_hooks)  # Python attributes dropped
-
-
-def _rebuild_from_type_v2(func, new_type, args, state):
-    """A tensor with Python attributes: rebuilt as a plain tensor (the attributes dropped)."""
-    if func not in _REBUILDERS or new_type not in (_TENSOR, _PARAMETER):
-        raise _Refused(f"rebuilding a {new_type!r:.60} with {func!r:.60}")
-    if not isinstance(args, tuple):
-        raise _Refused("rebuild arguments are not a tuple")
-    return func(*args)
-
-
-def _with_grad(t: Tensor, requires_grad) -> Tensor:
-    if requires_grad is True and t.dtype.is_floating_point:
-        t.requires_grad_(True)
-    return t
-
-
-class _TensorClass:
-    """``torch.Tensor`` / ``torch.nn.Parameter`` as a name (a _rebuild_from_type_v2 argument)."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def __call__(self, *args):
-        raise _Refused(f"constructing {self.name}")
-
-    def __repr__(self) -> str:
-        return self.name
-
-
-_TENSOR, _PARAMETER = _TensorClass("torch.Tensor"), _TensorClass("torch.nn.Parameter")
-_REBUILDERS = (_rebuild_tensor, _rebuild_tensor_v2, _rebuild_tensor_v3, _rebuild_parameter)
-
-
-def _size(dims=()):
-    return tuple(_ints(dims, "size"))
-
-
-def _device(*args):
-    return str(args[0]) if args else "cpu"  # ember's tensors are on the CPU
-
-
-def _encode(text, encoding="latin1"):
-    """``_codecs.encode``, which protocol 2 uses for bytes: only str to latin-1 bytes."""
-    if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
-        raise _Refused(f"_codecs.encode with {type(text).__name__} and {encoding!r:.40}")
-    return text.encode("latin1")
-
-
-def _bytearray(data=b"", encoding=None):
-    if isinstance(data, str) and encoding in ("latin1", "latin-1"):
-        return bytearray(data.encode("latin1"))
-    if isinstance(data, (bytes, bytearray, list)) and encoding is None:
-        return bytearray(data)
-    raise _Refused(f"bytearray of {type(data).__name__}")  # an int would allocate that many
-
-
-_ALLOWED: dict[str, object] = {
-    "collections.OrderedDict": OrderedDict,
-    "collections.Counter": Counter,
-    "builtins.set": set,
-    "builtins.frozenset": frozenset,
-    "builtins.complex": complex,
-    "builtins.bytearray": _bytearray,
-    "_codecs.encode": _encode,
-    "torch.Size": _size,
-    "torch.device": _device,
-    "torch.Tensor": _TENSOR,
-    "torch.nn.parameter.Parameter": _PARAMETER,
-    "torch._utils._rebuild_tensor": _rebuild_tensor,
-    "torch._utils._rebuild_tensor_v2": _rebuild_tensor_v2,
-    "torch._utils._rebuild_tensor_v3": _rebuild_tensor_v3,
-    "torch._utils._rebuild_parameter": _rebuild_parameter,
-    "torch._utils._rebuild_parameter_with_state": _rebuild_parameter_with_state,
-    "torch._tensor._rebuild_from_type_v2": _rebuild_from_type_v2,
-    "torch.storage.UntypedStorage": _StorageType("UntypedStorage", dt.uint8, "uint8"),
-    "torch.UntypedStorage": _StorageType("UntypedStorage", dt.uint8, "uint8"),
-}
-for _name, (_dtype, _torch_name) in _STORAGES.items():
-    _ALLOWED[f"torch.{_name}"] = _StorageType(_name, _dtype, _torch_name)
-for _name, _dtype in _EMBER_DTYPES.items():
-    _ALLOWED[f"torch.{_name}"] = _dtype  # a dtype in the object (not a tensor's) reads as ember's
-for _name in _OTHER_DTYPES:
-    _ALLOWED[f"torch.{_name}"] = _TorchDType(_name, None)
-for _alias, _name in _ALIASES.items():
-    _ALLOWED[f"torch.{_alias}"] = _ALLOWED[f"torch.{_name}"]
 
 
 # ----------------------------------------------------------------------------- the unpickler
 class _RestrictedUnpickler(pickle._Unpickler):
-    """pickle's Python unpickler with every global resolved through `_ALLOWED`, BUILD limited to
+    """pickle's Python unpickler with every global resolved through `ALLOWED`, BUILD limited to
     OrderedDicts and persistent ids limited to storages (read from the archive)."""
 
     dispatch = dict(pickle._Unpickler.dispatch)
@@ -377,9 +85,9 @@ class _RestrictedUnpickler(pickle._Unpickler):
             elif module in _compat_pickle.IMPORT_MAPPING:
                 module = _compat_pickle.IMPORT_MAPPING[module]
         full = f"{module}.{name}"
-        if full not in _ALLOWED:
+        if full not in ALLOWED:
             raise _Refused(f"the global {full}")
-        return _ALLOWED[full]
+        return ALLOWED[full]
 
     def persistent_load(self, pid):
         if not isinstance(pid, tuple) or len(pid) != 5:

@@ -137,7 +137,11 @@ def _load(data: bytes, path: str):
             raise tf._Damaged(f"storage {key} claims {numel} elements, more than the file holds")
         return np.zeros(numel, dtype.np)
 
-    _Unpickler(stream, placeholder).load()
+    token = tf.placeholder_pass.set(True)
+    try:
+        _Unpickler(stream, placeholder).load()
+    finally:
+        tf.placeholder_pass.reset(token)
     keys = _plain(stream, "storage keys", path)
     if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
         raise tf._Damaged("the list of storage keys is malformed")

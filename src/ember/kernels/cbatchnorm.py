@@ -284,12 +284,16 @@ def available(dtype) -> bool:
     return (dtype in _C or dtype in _HALF) and _functions(dtype) is not None
 
 
-def _applies(x: np.ndarray, *others) -> bool:
+def _applies(x: np.ndarray, *per_channel) -> bool:
+    """Whether the kernels take ``x`` and its per-channel operands: those in x's dtype, or in
+    float32 beside 16-bit data (PyTorch's mixed types; the kernels read such terms in double)."""
     return (
         x.ndim >= 2
         and x.size > 0
         and (x.dtype in _C or x.dtype in _HALF)
-        and all(o.dtype == x.dtype for o in others)
+        and all(
+            o.dtype == x.dtype or (x.dtype in _HALF and o.dtype == np.float32) for o in per_channel
+        )
         and _functions(x.dtype) is not None
     )
 
@@ -308,11 +312,12 @@ def _block(n: int, plane: int, itemsize: int, channels: int) -> int:
 
 def train_forward(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float):
     """``(y, mean, var)``: the normalized ``x`` scaled by ``weight`` and shifted by ``bias``
-    per channel (dimension 1), and the batch mean and biased variance (in x's dtype), or None."""
+    per channel (dimension 1), and the batch mean and biased variance (in the weight's dtype),
+    or None."""
     if not _applies(x, weight, bias):
         return None
     forward, _, _, pool = _functions(x.dtype)
-    x = np.ascontiguousarray(x)
+    x, channel = np.ascontiguousarray(x), weight.dtype
     weight, bias = _terms(weight, x.dtype), _terms(bias, x.dtype)
     n, c = x.shape[:2]
     plane = x.size // (n * c)
@@ -321,16 +326,19 @@ def train_forward(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: floa
     block = _block(n, plane, x.itemsize, c)
     forward(x.ctypes.data, weight.ctypes.data, bias.ctypes.data, y.ctypes.data,
             stats.ctypes.data, n, c, plane, block, float(eps), pool)  # fmt: skip
-    return y, stats[:, 0].astype(x.dtype), stats[:, 1].astype(x.dtype)
+    return y, stats[:, 0].astype(channel), stats[:, 1].astype(channel)
 
 
 def train_backward(gy, x, mean, var, weight, eps: float):
     """``(gx, gweight, gbias)`` of `train_forward` given the output gradient ``gy`` and the
-    saved ``mean`` and biased ``var``, or None."""
-    if not _applies(x, gy, mean, var, weight):
+    saved ``mean`` and biased ``var`` (the parameters' gradients in the weight's dtype), or
+    None."""
+    if not _applies(x, mean, var, weight):
+        return None
+    if gy.dtype != x.dtype:
         return None
     _, backward, _, pool = _functions(x.dtype)
-    x, gy = np.ascontiguousarray(x), np.ascontiguousarray(gy)
+    x, gy, channel = np.ascontiguousarray(x), np.ascontiguousarray(gy), weight.dtype
     weight = _terms(weight, x.dtype)
     n, c = x.shape[:2]
     plane = x.size // (n * c)
@@ -341,8 +349,8 @@ def train_backward(gy, x, mean, var, weight, eps: float):
     block = _block(n, plane, x.itemsize, c)
     backward(x.ctypes.data, gy.ctypes.data, weight.ctypes.data, gx.ctypes.data,
              stats.ctypes.data, sums.ctypes.data, n, c, plane, block, pool)  # fmt: skip
-    gweight = (sums[:, 1] * invstd).astype(x.dtype)
-    return gx, gweight, sums[:, 0].astype(x.dtype)
+    gweight = (sums[:, 1] * invstd).astype(channel)
+    return gx, gweight, sums[:, 0].astype(channel)
 
 
 def eval_forward(x: np.ndarray, scale: np.ndarray, shift: np.ndarray):

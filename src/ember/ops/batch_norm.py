@@ -12,14 +12,21 @@ functional/normalization.py calls them; they are not public themselves):
 * ``batch_norm_eval(x, mean, var, weight, bias; eps) -> y``: the per-channel affine with given
   statistics, its VJP in ember ops (so it is differentiable any number of times).
 
+The per-channel operands share one dtype: the input's, or float32 beside a float16/bfloat16
+input (PyTorch's mixed-type kernels, which autocast's CNNs meet: float32 parameters, 16-bit
+activations). Then the statistics and the parameters' gradients are float32, the result and
+the input's gradient 16-bit, each rounded once, and no float32 copy of the activation exists.
+
 The NumPy kernels are the specification: statistics and the affine in float64, the result
-rounded to the input's dtype. kernels/cbatchnorm.py is the ``fast`` rule of each.
+rounded to the input's dtype, the statistics to the per-channel dtype. kernels/cbatchnorm.py is
+the ``fast`` rule of each.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes as dt
 from ..errors import ShapeError
 from ..types import TensorType
 from . import _batching, _onnx
@@ -27,6 +34,8 @@ from . import api as E
 from ._half import HALF
 from ._registry import Cost, OpDef, apply, register
 from ._util import fmt_shape, io_bytes, numel, require_float, value_bytes
+
+HALF_TYPES = (dt.float16, dt.bfloat16)
 
 
 def _compiled():
@@ -59,17 +68,23 @@ def _view(a: np.ndarray, ndim: int) -> np.ndarray:
     return a.reshape((-1,) + (1,) * (ndim - 2))
 
 
-def _check(op: str, x, *per_channel) -> None:
+def _check(op: str, x, *per_channel):
+    """Validate the operands; the per-channel dtype (x's, or float32 beside 16-bit x)."""
     if x.ndim < 2:
         raise ShapeError(f"expected (N, C, ...), got shape {fmt_shape(x.shape)}", op=op)
     require_float(op, x, *per_channel)
+    channel = per_channel[0].dtype if per_channel else x.dtype
+    if channel != x.dtype and not (x.dtype in HALF_TYPES and channel == dt.float32):
+        channel = x.dtype  # (reported below as a mismatch with the input's dtype)
     for p in per_channel:
-        if tuple(p.shape) != (x.shape[1],) or p.dtype != x.dtype:
+        if tuple(p.shape) != (x.shape[1],) or p.dtype != channel:
             raise ShapeError(
                 f"per-channel operand of shape {fmt_shape(p.shape)} and dtype {p.dtype} must be "
-                f"({x.shape[1]},) in the input's dtype {x.dtype}",
+                f"({x.shape[1]},) in {channel} (all per-channel operands in the input's dtype "
+                f"{x.dtype}{', or all float32' if x.dtype in HALF_TYPES else ''})",
                 op=op,
             )
+    return channel
 
 
 def _whole_batch(in_types, axes, attrs, k):
@@ -100,8 +115,8 @@ def _cost(flops_per_element: int):
 
 
 def _train_infer(x, weight, bias, *, eps):
-    _check("batch_norm_train", x, weight, bias)
-    c = TensorType((x.shape[1],), x.dtype)
+    channel = _check("batch_norm_train", x, weight, bias)
+    c = TensorType((x.shape[1],), channel)
     return TensorType(tuple(x.shape), x.dtype), c, c
 
 
@@ -113,7 +128,7 @@ def _train_kernel(x, weight, bias, *, eps):
     var = np.mean(centred * centred, axis=axes)
     scale = weight.astype(np.float64) / np.sqrt(var + eps)
     y = centred * _view(scale, x.ndim) + _view(bias.astype(np.float64), x.ndim)
-    return y.astype(x.dtype), mean.astype(x.dtype), var.astype(x.dtype)
+    return y.astype(x.dtype), mean.astype(weight.dtype), var.astype(weight.dtype)
 
 
 def _train_fast(x, weight, bias, *, eps):
@@ -132,14 +147,14 @@ def _train_vjp(ctx, gy, gmean, gvar):
 
 
 def _backward_infer(gy, gmean, gvar, x, mean, var, weight, *, eps):
-    _check("batch_norm_backward", x, gmean, gvar, mean, var, weight)
+    channel = _check("batch_norm_backward", x, gmean, gvar, mean, var, weight)
     if tuple(gy.shape) != tuple(x.shape) or gy.dtype != x.dtype:
         raise ShapeError(
-            f"output gradient of shape {fmt_shape(gy.shape)} must match the input's "
-            f"{fmt_shape(x.shape)}",
+            f"output gradient of shape {fmt_shape(gy.shape)} and dtype {gy.dtype} must match "
+            f"the input's {fmt_shape(x.shape)} and {x.dtype}",
             op="batch_norm_backward",
         )
-    c = TensorType((x.shape[1],), x.dtype)
+    c = TensorType((x.shape[1],), channel)
     return TensorType(tuple(x.shape), x.dtype), c, c
 
 
@@ -156,7 +171,7 @@ def _backward_kernel(gy, gmean, gvar, x, mean, var, weight, *, eps):
     # the statistics' own cotangents: d mean / dx = 1 / n, d var / dx = 2 (x - mean) / n
     gx += _view(gmean.astype(np.float64) / n, nd)
     gx += xhat * _view(2.0 * gvar.astype(np.float64) / (n * invstd), nd)
-    return gx.astype(x.dtype), gweight.astype(x.dtype), gbias.astype(x.dtype)
+    return gx.astype(x.dtype), gweight.astype(weight.dtype), gbias.astype(weight.dtype)
 
 
 def _backward_fast(gy, gmean, gvar, x, mean, var, weight, *, eps):
@@ -317,9 +332,12 @@ def _eval_vjp(ctx, gy):
     def view(t):
         return E.reshape(t, (t.shape[0],) + (1,) * (nd - 2))
 
+    x_dtype = ctx.in_types[0].dtype
+    if weight.dtype != x_dtype:  # (16-bit data, float32 parameters: their gradients float32)
+        gy, x = E.cast(gy, weight.dtype), E.cast(x, weight.dtype)
     invstd = E.rsqrt(var + float(ctx.attrs["eps"]))
     scale = weight * invstd
-    gx = gy * view(scale) if nx else None
+    gx = E.cast(gy * view(scale), x_dtype) if nx else None
     gb = E.sum(gy, axes) if (nb or nmean) else None
     gyc = E.sum(gy * (x - view(mean)), axes) if (nw or nvar) else None
     gw = gyc * invstd if nw else None
@@ -332,9 +350,21 @@ def _onnx_channel_view(e, v, ndim):
     return e.node("Reshape", [v, e.ints([1, -1] + [1] * (ndim - 2))])
 
 
+def _onnx_widened(e, x, data, channel):
+    """``x`` cast to the per-channel dtype where it differs (16-bit data beside float32
+    parameters: computed in float32, each result rounded once by a Cast back)."""
+    return x if data == channel else e.node("Cast", [x], to=e.dtype(channel))
+
+
+def _onnx_narrowed(e, y, data, channel):
+    return y if data == channel else e.node("Cast", [y], to=e.dtype(data))
+
+
 def _onnx_batch_norm_train(e):
     x, weight, bias = e.inputs
-    t = e.in_types[0]
+    data, t = e.in_types[0].dtype, e.in_types[1]
+    x = _onnx_widened(e, x, data, t.dtype)
+    t = TensorType(tuple(e.in_types[0].shape), t.dtype)
     axes = [0] + list(range(2, len(t.shape)))
     mean = _onnx.reduce(e, "ReduceMean", x, axes, False)
     centered = e.node("Sub", [x, _onnx_channel_view(e, mean, len(t.shape))])
@@ -343,7 +373,7 @@ def _onnx_batch_norm_train(e):
     invstd = e.node("Reciprocal", [e.node("Sqrt", [e.node("Add", [var, eps])])])
     scale = _onnx_channel_view(e, e.node("Mul", [invstd, weight]), len(t.shape))
     y = e.node("Add", [e.node("Mul", [centered, scale]), _onnx_channel_view(e, bias, len(t.shape))])
-    return y, mean, var
+    return _onnx_narrowed(e, y, data, t.dtype), mean, var
 
 
 BATCH_NORM_TRAIN = register(
@@ -369,7 +399,9 @@ BATCH_NORM_TRAIN = register(
 
 def _onnx_batch_norm_backward(e):
     gy, gmean, gvar, x, mean, var, weight = e.inputs
-    t = e.in_types[3]
+    data, channel = e.in_types[3].dtype, e.in_types[6].dtype
+    gy, x = (_onnx_widened(e, v, data, channel) for v in (gy, x))
+    t = TensorType(tuple(e.in_types[3].shape), channel)
     nd = len(t.shape)
     axes = [0] + list(range(2, nd))
     count = e.node(
@@ -397,7 +429,7 @@ def _onnx_batch_norm_backward(e):
     two = _onnx.scalar(e, 2, t.dtype)
     vterm = e.node("Div", [e.node("Mul", [two, gvar]), e.node("Mul", [n, invstd])])
     gx = e.node("Add", [gx, e.node("Mul", [xhat, _onnx_channel_view(e, vterm, nd)])])
-    return gx, gweight, gbias
+    return _onnx_narrowed(e, gx, data, channel), gweight, gbias
 
 
 BATCH_NORM_BACKWARD = register(
@@ -420,7 +452,10 @@ BATCH_NORM_BACKWARD = register(
 
 def _onnx_batch_norm_eval(e):
     x, mean, var, weight, bias = e.inputs
-    return e.node("BatchNormalization", [x, weight, bias, mean, var], epsilon=float(e.attrs["eps"]))
+    data, channel = e.in_types[0].dtype, e.in_types[1].dtype
+    x = _onnx_widened(e, x, data, channel)
+    y = e.node("BatchNormalization", [x, weight, bias, mean, var], epsilon=float(e.attrs["eps"]))
+    return _onnx_narrowed(e, y, data, channel)
 
 
 BATCH_NORM_EVAL = register(

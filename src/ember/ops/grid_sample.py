@@ -203,10 +203,17 @@ def _onnx_grid_sample(e):
     )
 
 
+def _onnx_grid_sample_backward(e):
+    from ._grid_sample_onnx import grid_sample_backward
+
+    return grid_sample_backward(e)
+
+
 GRID_SAMPLE_BACKWARD = register(
     OpDef(
         name="grid_sample_backward",
         kind="nn",
+        onnx=_onnx_grid_sample_backward,
         infer=_gs_grad_infer,
         kernel=_gs_grad_kernel,
         fast=_gs_grad_fast,

@@ -368,6 +368,19 @@ def _check_indices(idx: np.ndarray, size: tuple) -> None:
             )
 
 
+def _sorted_unique(idx: np.ndarray) -> bool:
+    """Whether the (in-range) index columns strictly increase in row-major order: a coalesced
+    tensor's, with no repeats."""
+    if idx.shape[1] < 2:
+        return True
+    if idx.shape[0] == 0:  # (all columns are the one empty index: repeats)
+        return False
+    step = idx[:, 1:] - idx[:, :-1]  # (indices are in range: no overflow)
+    differs = step != 0
+    first = differs.argmax(axis=0)  # the first dimension where two neighbours differ
+    return bool(np.all(differs.any(axis=0) & (step[first, np.arange(step.shape[1])] > 0)))
+
+
 def sparse_coo_tensor(
     indices,
     values,
@@ -445,6 +458,12 @@ def sparse_coo_tensor(
             raise ShapeError(f"size {fmt_shape(size)} has a negative dimension", op=op)
     if checking and idx is not None:
         _check_indices(idx, size)
+        if is_coalesced and not _sorted_unique(idx):
+            raise EmberError(
+                "cannot set is_coalesced to true if indices correspond to uncoalesced COO "
+                "tensor (repeated or unsorted indices); call .coalesce() instead",
+                op=op,
+            )
     if requires_grad:
         values = values.detach().requires_grad_(True)
     return SparseTensor(indices, values, size, bool(is_coalesced))

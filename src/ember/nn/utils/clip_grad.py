@@ -11,6 +11,7 @@ import warnings
 from ... import dtypes as dt
 from ...autograd import no_grad
 from ...ops import api as E
+from ...ops.checks import check
 from ...tensor import Tensor
 
 __all__ = [
@@ -64,11 +65,14 @@ def get_total_norm(
     norms = [_vector_norm(t, norm_type) for t in tensors]
     common = dt.result_type(*[n.dtype for n in norms])
     total = _vector_norm(E.stack([n.to(common) for n in norms]), norm_type)
-    if error_if_nonfinite and not math.isfinite(total.item()):
-        raise RuntimeError(
+    if error_if_nonfinite:  # (a graph node while a graph is built: checked when it runs,
+        # before any gradient is scaled by the norm)
+        total = check(
+            total,
+            E.isfinite(total),
             f"The total norm of order {norm_type} for gradients from `parameters` is "
             "non-finite, so it cannot be clipped. To disable this error and scale the gradients "
-            "by the non-finite norm anyway, set `error_if_nonfinite=False`"
+            "by the non-finite norm anyway, set `error_if_nonfinite=False`",
         )
     return total
 
