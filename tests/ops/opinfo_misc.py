@@ -428,6 +428,11 @@ NO_TORCH = {
 }
 
 INTERNAL = {
+    "linear_resample_backward": "(its VJP only) interpolate's linear gradient; its VJP (a second "
+    "derivative: linear_resample) is checked by finite differences and against PyTorch's "
+    "index_add in tests/ops/samples_resample.py",
+    "relu_backward": "(its VJP only) the eager tape's ReLU gradient; its VJP is checked against "
+    "PyTorch's double backward and by finite differences in tests/ops/samples_relu_backward.py",
     "floor_div": "(its VJP only) PyTorch defines no gradient for floor_divide to compare with; "
     "ember's is 0, checked by finite differences in tests/ops/samples_elementwise.py",
     "cond": "eagerly ember.cond is Python's if; the op is what ember.trace records "

@@ -77,10 +77,10 @@ ATTRS = {
     "elu": {"alpha": 1.7, "scale": 1.05, "input_scale": 0.5},
     "elu_backward": {"alpha": 1.7, "scale": 1.05, "input_scale": 0.5},
 }
-SAME_SHAPE = {"hardtanh_backward", "leaky_relu_backward", "hardswish_backward"}
+SAME_SHAPE = {"hardtanh_backward", "leaky_relu_backward", "hardswish_backward", "relu_backward"}
 SAME_SHAPE |= {"silu_backward", "softplus_backward", "elu_backward"}
 COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge"}
-EXACT |= {"hardtanh", "hardtanh_backward", "leaky_relu", "leaky_relu_backward"}
+EXACT |= {"hardtanh", "hardtanh_backward", "leaky_relu", "leaky_relu_backward", "relu_backward"}
 
 
 @pytest.mark.parametrize("dtype", HALF, ids=["bfloat16", "float16"])

@@ -25,10 +25,12 @@ from ..autograd import no_grad
 from ..errors import ArgumentError, ShapeError
 from ..ops import api as E
 from ..ops._registry import TensorBase, apply, constant, export
+from ..ops._registry import _state as _reg_state
 from ..ops._util import fmt_shape, numel
 from ..ops.batch_norm import BATCH_NORM_EVAL, BATCH_NORM_TRAIN
 from ..ops.group_norm import GROUP_NORM
 from ..ops.norm_act import LAYER_NORM
+from ..tensor import Tensor
 from ._common import dim_arg, float_input
 
 
@@ -141,11 +143,49 @@ def _channels(op: str, x, min_ndim: int = 2) -> int:
     return x.shape[1]
 
 
-def _update_running(running, batch_stat, momentum: float) -> None:
-    """``running = (1 - momentum) * running + momentum * batch_stat`` in place, untracked."""
+def _update_running(running, batch_stat, momentum: float, factor: float = 1.0) -> None:
+    """``running = (1 - momentum) * running + momentum * (batch_stat * factor)`` in place,
+    untracked (``factor``: the variance's ``n / (n - 1)``, 1 for the mean)."""
+    if _update_running_now(running, batch_stat, momentum, factor):
+        return
     with no_grad():
-        stat = E.cast(batch_stat.detach(), running.dtype)
+        stat = batch_stat.detach()
+        if factor != 1.0:
+            stat = stat * factor
+        stat = E.cast(stat, running.dtype)
         running.copy_(running * (1.0 - momentum) + stat * momentum)
+
+
+_RUNNING_NOW = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _update_running_now(running, batch_stat, momentum, factor: float) -> bool:
+    """The update above on the arrays, for a plain eager call (no mode, so nothing records
+    it): the ops' own arithmetic (each product and the sum rounded to the buffer's dtype, the
+    weak Python scalars taken in that dtype, as `promote` takes them) in NumPy's ufuncs
+    directly instead of some eight op calls per buffer, and the buffer's version bumped as
+    ``copy_`` bumps it. False (nothing done) for anything else: a graph being built, a tensor
+    momentum, a buffer that is a view or needs a gradient, a statistic of another dtype."""
+    if _reg_state.modes or type(momentum) is not float or not isinstance(running, Tensor):
+        return False
+    r, stat = running._data, batch_stat._data
+    dtype = r.dtype
+    if (
+        dtype not in _RUNNING_NOW
+        or stat.dtype != dtype
+        or stat.shape != r.shape
+        or running._view_of is not None
+        or running._requires_grad
+        or not r.flags.writeable
+    ):
+        return False
+    if factor != 1.0:
+        stat = np.multiply(stat, np.asarray(factor, dtype))
+    new = np.multiply(r, np.asarray(1.0 - momentum, dtype))
+    new += np.multiply(stat, np.asarray(momentum, dtype))
+    r[...] = new
+    running._vc[0] += 1
+    return True
 
 
 def _momentum(op: str, momentum):
@@ -219,7 +259,7 @@ def batch_norm(
         if running_mean is not None:
             _update_running(running_mean, mean, m)
         if running_var is not None:
-            _update_running(running_var, var * (n / (n - 1)), m)
+            _update_running(running_var, var, m, n / (n - 1))
     return y
 
 

@@ -25,6 +25,7 @@ from ..ops._registry import apply, export
 from ..ops._util import fmt_shape, refuse_complex
 from ..ops.elementwise import to_tensor
 from ..ops.grid_sample import GRID_SAMPLE
+from ..ops.resample import LINEAR_RESAMPLE
 from ._common import float_input
 
 _LINEAR = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}  # (their dims)
@@ -259,9 +260,9 @@ def interpolate(
         i0, i1, w0, w1 = _linear_weights(n_in, out[d], scales[d], align_corners)
         if np.array_equal(i0, np.arange(n_in)) and not w1.any():
             continue  # the identity
-        lo = E.index_select(x, axis, to_tensor(i0))
-        hi = E.index_select(x, axis, to_tensor(i1))
-        x = lo * _along(x, axis, w0) + hi * _along(x, axis, w1)
+        # take(x, i0) * w0 + take(x, i1) * w1 along the axis, as one op (ops/resample.py)
+        weights = [to_tensor(w.astype(x.dtype.np)) for w in (w0, w1)]
+        x = apply(LINEAR_RESAMPLE, x, to_tensor(i0), to_tensor(i1), *weights, axis=axis)
     return x
 
 

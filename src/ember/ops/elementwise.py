@@ -21,8 +21,18 @@ from . import _onnx
 from . import _onnx_elementwise as ox
 from . import api as E
 from ._data import to_array
-from ._registry import PUBLIC, OpDef, TensorBase, apply, constant, export, register
+from ._registry import (
+    PUBLIC,
+    OpDef,
+    TensorBase,
+    apply,
+    building_graph,
+    constant,
+    export,
+    register,
+)
 from ._rules import Complex
+from ._select import select_bits
 from ._util import (
     elementwise_cost,
     half_precision,
@@ -406,12 +416,61 @@ _unary(
     ),
     onnx=_onnx.node("Sigmoid"),
 )
+
+
+def _relu_backward_infer(g, y):
+    require_float_or_complex("relu_backward", g, y)
+    if tuple(g.shape) != tuple(y.shape) or g.dtype != y.dtype:
+        from ..errors import ShapeError
+
+        raise ShapeError(f"the gradient {g} must have the result's type {y}", op="relu_backward")
+    return same_type(y)
+
+
+def _relu_backward_kernel(g, y):
+    # g's bits where y > 0, +0.0 elsewhere (NaN y too): one multiply of the bits by the mask
+    # (ops/_select.py), where np.where on a ReLU's random mask runs several times slower
+    return select_bits(np.greater(y, 0), g, np.zeros((), g.dtype))
+
+
+def _onnx_relu_backward(e):
+    g, y = e.inputs
+    positive = e.node("Greater", [y, e.scalar(0, e.in_types[1].dtype)])
+    return e.node("Where", [positive, g, e.scalar(0, e.in_types[0].dtype)])
+
+
+RELU_BACKWARD = register(
+    OpDef(
+        name="relu_backward",
+        kind="elementwise",
+        infer=_relu_backward_infer,
+        kernel=_relu_backward_kernel,
+        # linear in g under the same mask; piecewise constant in y: no gradient there
+        vjp=lambda c, a: (apply(RELU_BACKWARD, a, c.inputs[1]), None),
+        cost=elementwise_cost(1),
+        c="({1} > 0 ? {0} : ({T})0)",
+        onnx=_onnx_relu_backward,
+        doc="relu_backward(g, y): g where the ReLU's result y > 0, else +0.0 (NaN y: 0); "
+        "the eager tape's ReLU gradient in one pass (PyTorch's threshold_backward)",
+    )
+)
+
+
+def _relu_vjp(c, g):
+    y = c.outputs[0]
+    if not building_graph() and g.dtype is y.dtype and tuple(g.shape) == tuple(y.shape):
+        # eagerly one pass, where the two ops below would make a mask and then select
+        return (apply(RELU_BACKWARD, g, y),)
+    # where(result > 0, g, 0), the form the pooling scatter and convolution epilogues fuse
+    # (a graph's fused loop runs it in one pass); at a NaN the gradient is 0 (PyTorch's
+    # threshold_backward passes it there)
+    return (E.where(y > 0, g, 0),)
+
+
 _unary(
     "relu",
     _relu_kernel,
-    # where(result > 0, g, 0), the form the pooling scatter and convolution epilogues fuse;
-    # at a NaN the gradient is 0 (PyTorch's threshold_backward passes it there)
-    lambda c, g: (E.where(c.outputs[0] > 0, g, 0),),
+    _relu_vjp,
     float_only=False,
     save="output",
     doc="relu(x) = max(x, 0), NaN kept. Its gradient is 0 where the result is <= 0 and at NaN "
