@@ -688,3 +688,31 @@ def test_conv_transpose_output_shape_split(mode, length):
     got, f = _ember(model, feeds)
     assert f.eager_reason is None
     np.testing.assert_allclose(got[0], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_batch_norm_with_float32_parameters_beside_float16_data():
+    """Opset 15's separate types (X float16, scale/bias/mean/var float32): the parameters are
+    used unrounded and the result rounded once, as onnx's reference evaluator computes."""
+    from onnx import numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    r = np.random.default_rng(0)
+    x = r.standard_normal((2, 3, 4, 4)).astype(np.float16)
+    terms = {
+        "s": (1 + r.standard_normal(3) / 3).astype(np.float32),
+        "b": r.standard_normal(3).astype(np.float32),
+        "m": (r.standard_normal(3) * 0.1).astype(np.float32),
+        "v": r.uniform(0.5, 2, 3).astype(np.float32),
+    }
+    node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"])
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT16, x.shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT16, x.shape)],
+        initializer=[numpy_helper.from_array(a, n) for n, a in terms.items()],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+    onnx.checker.check_model(model, full_check=True)
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    got = np.asarray(ember.onnx.load(model)(x))
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(got, want)

@@ -9,6 +9,7 @@ inputs; inputs of higher precision keep theirs.
 
 from __future__ import annotations
 
+from ... import dtypes as dt
 from ...ops._registry import apply
 from ...ops.batch_norm import BATCH_NORM_TRAIN
 from .._convert import converter, ember_dtype
@@ -18,6 +19,15 @@ from .nn import channel_view, spatial_input
 
 def _as(ctx, t, like):
     return t if t.dtype == like.dtype else E.cast(t, like.dtype)
+
+
+def _channel_terms(ctx, x, *terms):
+    """BatchNormalization's per-channel inputs: in x's dtype, or all float32 beside 16-bit x
+    (opset 15's separate types, which ember's batch norm takes as PyTorch's mixed kernel does:
+    the parameters unrounded, the result rounded once)."""
+    if x.dtype in (dt.float16, dt.bfloat16) and all(t.dtype is dt.float32 for t in terms):
+        return terms
+    return tuple(_as(ctx, t, x) for t in terms)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -44,11 +54,10 @@ def _batch_norm(ctx, x, scale, bias, mean, var):
         # spatial=0: statistics per activation, shaped (C, D1, ...)
         return _batch_norm_per_activation(ctx, x, scale, bias, mean, var, eps)
     if not training:
-        return F.batch_norm(
-            x, _as(ctx, mean, x), _as(ctx, var, x), _as(ctx, scale, x), _as(ctx, bias, x), eps=eps
-        )
+        mean, var, scale, bias = _channel_terms(ctx, x, mean, var, scale, bias)
+        return F.batch_norm(x, mean, var, scale, bias, eps=eps)
     y, batch_mean, batch_var = apply(
-        BATCH_NORM_TRAIN, x, _as(ctx, scale, x), _as(ctx, bias, x), eps=eps
+        BATCH_NORM_TRAIN, x, *_channel_terms(ctx, x, scale, bias), eps=eps
     )
     # ONNX's momentum weighs the running statistic (PyTorch's the batch's)
     running_mean = mean * momentum + E.cast(batch_mean, mean.dtype) * (1.0 - momentum)
