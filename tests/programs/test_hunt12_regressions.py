@@ -1,0 +1,75 @@
+"""Focused regressions of the bugs the hunt12 programs found, each against PyTorch."""
+
+import numpy as np
+import pytest
+
+import ember
+
+torch = pytest.importorskip("torch")
+
+
+def _both(fn):
+    return [fn(torch), fn(ember)]
+
+
+def test_a_pack_hook_running_ops_does_not_pack_its_own_saves():
+    def run(L):
+        n = [0]
+
+        def pack(t):
+            n[0] += 1
+            return t * t
+
+        x = L.tensor([0.5, 1.0, 2.0], requires_grad=True)
+        with L.autograd.graph.saved_tensors_hooks(pack, lambda t: t.sqrt()):
+            y = (x.exp() * x).sum()
+        y.backward()
+        return n[0], x.grad.numpy()
+
+    (n_t, g_t), (n_e, g_e) = _both(run)
+    assert n_e == n_t
+    np.testing.assert_allclose(g_e, g_t, rtol=1e-6)
+
+
+def test_global_module_forward_hooks_run_before_each_modules_own():
+    def run(L):
+        nn = L.nn
+        log = []
+        h1 = nn.modules.module.register_module_forward_pre_hook(
+            lambda m, a: log.append(("pre", type(m).__name__))
+        )
+        h2 = nn.modules.module.register_module_forward_hook(
+            lambda m, a, k, o: o + 1 if isinstance(m, nn.Linear) else None, with_kwargs=True
+        )
+        lin = nn.Linear(2, 2)
+        lin.register_forward_hook(lambda m, a, o: log.append(("own", float(o.sum()))))
+        with L.no_grad():
+            lin.weight.zero_()
+            lin.bias.zero_()
+        y = nn.Sequential(lin, nn.ReLU())(L.ones(1, 2))
+        h1.remove()
+        h2.remove()
+        return log, y.tolist(), lin(L.ones(1, 2)).tolist(), log[-1]
+
+    expected, actual = _both(run)
+    assert actual == expected
+
+
+def test_jacobian_forward_mode_strategy():
+    def f(L):
+        return lambda x: L.sin(x) * x.sum()
+
+    x = np.array([0.3, -1.2, 2.0])
+    j_t = torch.autograd.functional.jacobian(
+        f(torch), torch.tensor(x), vectorize=True, strategy="forward-mode"
+    )
+    j_e = ember.autograd.functional.jacobian(
+        f(ember), ember.tensor(x), vectorize=True, strategy="forward-mode"
+    )
+    np.testing.assert_allclose(j_e.numpy(), j_t.numpy(), rtol=1e-12)
+    with pytest.raises(NotImplementedError):
+        ember.autograd.functional.jacobian(f(ember), ember.tensor(x), strategy="forward-mode")
+    with pytest.raises(NotImplementedError):
+        ember.autograd.functional.jacobian(
+            f(ember), ember.tensor(x), vectorize=True, strategy="forward-mode", create_graph=True
+        )
