@@ -1,8 +1,8 @@
 """``torch.nn.modules.module``'s names, from where ember defines them."""
 
-from ..module import Module  # noqa: F401
 from ..hooks import (  # noqa: F401
     RemovableHandle,
     register_module_forward_hook,
     register_module_forward_pre_hook,
 )
+from ..module import Module  # noqa: F401
