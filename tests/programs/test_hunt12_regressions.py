@@ -73,3 +73,21 @@ def test_jacobian_forward_mode_strategy():
         ember.autograd.functional.jacobian(
             f(ember), ember.tensor(x), vectorize=True, strategy="forward-mode", create_graph=True
         )
+
+
+@pytest.mark.parametrize("driver", [None, "gels", "gelsy", "gelsd", "gelss"])
+def test_lstsq_fields_follow_the_driver(driver):
+    g = np.random.default_rng(0)
+    A0, B0 = g.standard_normal((2, 4, 3)), g.standard_normal((2, 4, 2))
+    D0 = np.sin(np.arange(12.0).reshape(4, 3))  # rank 2
+    cases = [(A0, B0), (A0[0], B0[0, :, 0]), (A0[:, :3], B0[:, :3])]
+    if driver != "gels":  # gels assumes full rank (PyTorch's result is garbage otherwise)
+        cases.append((D0, B0[0]))
+    for a, b in cases:
+        t = torch.linalg.lstsq(torch.tensor(a), torch.tensor(b), driver=driver)
+        e = ember.linalg.lstsq(ember.tensor(a), ember.tensor(b), driver=driver)
+        for name in ("solution", "residuals", "rank", "singular_values"):
+            x, y = getattr(t, name), getattr(e, name)
+            assert tuple(y.shape) == tuple(x.shape) and str(y.dtype)[6:] == str(x.dtype)[6:], name
+            np.testing.assert_allclose(y.numpy(), x.numpy(), rtol=1e-9, atol=1e-12, err_msg=name)
+        assert not e.singular_values.requires_grad
