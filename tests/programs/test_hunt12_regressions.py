@@ -91,3 +91,22 @@ def test_lstsq_fields_follow_the_driver(driver):
             assert tuple(y.shape) == tuple(x.shape) and str(y.dtype)[6:] == str(x.dtype)[6:], name
             np.testing.assert_allclose(y.numpy(), x.numpy(), rtol=1e-9, atol=1e-12, err_msg=name)
         assert not e.singular_values.requires_grad
+
+
+def test_sparse_softmax_and_log_softmax():
+    def run(L):
+        i = L.tensor([[0, 0, 1, 2, 2, 0], [0, 2, 1, 0, 3, 2]])  # uncoalesced: (0, 2) twice
+        s = L.sparse_coo_tensor(i, L.tensor([1.0, 2.0, 3.0, -1.0, 0.5, 0.25]), (3, 4))
+        out = []
+        for d in (0, 1, -1):
+            out += [L.sparse.softmax(s, d).to_dense(), L.sparse.log_softmax(s, d).to_dense()]
+        vv = L.tensor(np.arange(12.0).reshape(4, 3) / 5)  # hybrid: a dense dimension
+        h = L.sparse_coo_tensor(L.tensor([[0, 1, 1, 3]]), vv, (5, 3))
+        out += [L.sparse.softmax(h, 1).to_dense(), L.sparse.softmax(h, 0).to_dense()]
+        w = L.tensor([1.0, 2.0, 3.0, -1.0, 0.5], requires_grad=True)
+        t = L.sparse_coo_tensor(i[:, :5], w, (3, 4))
+        (L.sparse.log_softmax(t, 1).to_dense() * L.arange(12.0).reshape(3, 4)).sum().backward()
+        return [o.detach().numpy() for o in out] + [w.grad.numpy()]
+
+    for e, a in zip(*_both(run)):
+        np.testing.assert_allclose(a, e, rtol=1e-6, atol=1e-7)
