@@ -110,3 +110,22 @@ def test_sparse_softmax_and_log_softmax():
 
     for e, a in zip(*_both(run)):
         np.testing.assert_allclose(a, e, rtol=1e-6, atol=1e-7)
+
+
+def test_scatter_with_the_older_reduce_argument():
+    def run(L):
+        x = L.arange(1.0, 7.0).reshape(2, 3)
+        i = L.tensor([[0, 0, 1], [1, 0, 0]])
+        src = L.full((2, 3), 2.0)
+        out = [
+            x.scatter(0, i, src, reduce="add"),
+            x.scatter(0, i, src, reduce="multiply"),
+            x.clone().scatter_(1, i, 3.0, reduce="add"),
+            L.scatter(x, 1, i, src, reduce="multiply"),
+        ]
+        return [o.numpy() for o in out]
+
+    for e, a in zip(*_both(run)):
+        np.testing.assert_array_equal(a, e)
+    with pytest.raises(NotImplementedError):
+        ember.zeros(3).scatter(0, ember.tensor([0]), 1.0, reduce="max")
