@@ -89,11 +89,11 @@ def spectral(torch, ctx):
     layer = ctx.init(SpectralConv2d(2, 3))
     x = ctx.t(np.random.default_rng(1).standard_normal((2, 2, 6, 8)).astype(np.float32))
     opt = torch.optim.Adam(layer.parameters(), lr=0.01)
+    fwd = ctx.fn(lambda x: (layer(x) - x).pow(2).mean())
     losses = []
     for _ in range(3):
         opt.zero_grad()
-        y = layer(x)
-        loss = (y - x).pow(2).mean()
+        loss = fwd(x)
         loss.backward()
         opt.step()
         losses.append(loss)
@@ -162,13 +162,18 @@ def complex_train(torch, ctx):
     x = ctx.t((rng.standard_normal((5, 3)) + 1j * rng.standard_normal((5, 3))).astype(np.complex64))
     target = ctx.t(rng.standard_normal((5, 3)).astype(np.float32))
     opt = torch.optim.Adam([W], lr=0.05)
-    losses = []
-    for _ in range(3):
-        opt.zero_grad()
+
+    def objective(x, target):
         y = x @ W
         amp = y.abs()
         ri = torch.view_as_real(y)
-        loss = (amp - target).pow(2).mean() + 0.1 * ri[..., 1].pow(2).mean() + y.angle().mean()
+        return (amp - target).pow(2).mean() + 0.1 * ri[..., 1].pow(2).mean() + y.angle().mean()
+
+    objective = ctx.fn(objective)
+    losses = []
+    for _ in range(3):
+        opt.zero_grad()
+        loss = objective(x, target)
         loss.backward()
         opt.step()
         losses.append(loss)
@@ -349,3 +354,10 @@ PROGRAMS = [
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.__name__)
 def test_eager(program):
     check_program(program, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "program", [spectral, complex_train, einsum_attention], ids=lambda p: p.__name__
+)
+def test_captured(program):
+    check_program(program, capture=True, rtol=1e-4, atol=1e-5)
