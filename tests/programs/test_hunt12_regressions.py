@@ -129,3 +129,35 @@ def test_scatter_with_the_older_reduce_argument():
         np.testing.assert_array_equal(a, e)
     with pytest.raises(NotImplementedError):
         ember.zeros(3).scatter(0, ember.tensor([0]), 1.0, reduce="max")
+
+
+def test_custom_function_with_save_for_forward_and_jvp():
+    def run(L):
+        class Exp(L.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                r = x.exp()
+                ctx.save_for_backward(r)
+                ctx.save_for_forward(r)
+                return r
+
+            @staticmethod
+            def backward(ctx, g):
+                (r,) = ctx.saved_tensors
+                return g * r
+
+            @staticmethod
+            def jvp(ctx, t):
+                (r,) = ctx.saved_tensors
+                return t * r
+
+        fw = L.autograd.forward_ad
+        with fw.dual_level():
+            x = fw.make_dual(L.tensor([0.0, 1.0]), L.tensor([1.0, 2.0]))
+            tangent = fw.unpack_dual(Exp.apply(x)).tangent
+        v = L.tensor([0.5, -1.0], requires_grad=True)
+        Exp.apply(v).sum().backward()
+        return tangent.numpy(), v.grad.numpy()
+
+    for e, a in zip(*_both(run)):
+        np.testing.assert_allclose(a, e, rtol=1e-6)
