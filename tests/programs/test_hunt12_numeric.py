@@ -340,6 +340,58 @@ def einsum_attention(torch, ctx):
     ]
 
 
+def sparse_gat(torch, ctx):
+    """Graph attention over a sparse adjacency: scores on the edges, torch.sparse.softmax per
+    row, aggregation with torch.sparse.mm."""
+    nn = torch.nn
+    edges = np.array([[0, 0, 1, 2, 2, 3, 3, 4], [1, 2, 0, 3, 4, 0, 4, 2]])
+    torch.manual_seed(0)
+    proj = ctx.init(nn.Linear(4, 3), "proj")
+    att = ctx.init(nn.Linear(6, 1, bias=False), "att")
+    feats = ctx.t(np.random.default_rng(8).standard_normal((5, 4)).astype(np.float32))
+    src, dst = ctx.t(edges[0]), ctx.t(edges[1])
+    opt = torch.optim.Adam(list(proj.parameters()) + list(att.parameters()), lr=0.05)
+    losses = []
+    for _ in range(3):
+        opt.zero_grad()
+        h = proj(feats)
+        e = nn.functional.leaky_relu(att(torch.cat([h[src], h[dst]], -1)).squeeze(-1), 0.2)
+        A = torch.sparse_coo_tensor(torch.stack([src, dst]), e, (5, 5))
+        alpha = torch.sparse.softmax(A, dim=1)
+        out = torch.sparse.mm(alpha, h)
+        loss = out.pow(2).mean() - torch.sparse.log_softmax(A, 1).coalesce().values().mean()
+        loss.backward()
+        opt.step()
+        losses.append(loss)
+    return [losses, proj.weight.grad, att.weight.grad, alpha.to_dense()]
+
+
+def kl_zoo_vi(torch, ctx):
+    """Variational fits whose KL terms pair different families (Laplace/Gumbel posteriors
+    against a Normal prior, Gamma against Exponential, Beta against Uniform)."""
+    D = torch.distributions
+    loc = ctx.t(np.array([0.3, -0.2]), requires_grad=True)
+    log_s = ctx.t(np.array([-0.5, 0.1]), requires_grad=True)
+    log_a = ctx.t(np.array([0.4, 0.9]), requires_grad=True)
+    opt = torch.optim.SGD([loc, log_s, log_a], lr=0.1)
+    prior = D.Normal(torch.zeros(2, dtype=torch.float64), torch.ones(2, dtype=torch.float64))
+    out = []
+    for _ in range(3):
+        opt.zero_grad()
+        s, a = log_s.exp(), log_a.exp()
+        kl = (
+            D.kl_divergence(D.Laplace(loc, s), prior)
+            + D.kl_divergence(D.Gumbel(loc, s), prior)
+            + D.kl_divergence(D.Gamma(a, s), D.Exponential(torch.ones(2, dtype=torch.float64)))
+            + D.kl_divergence(D.Beta(a, s), D.Uniform(0.0, 1.0))
+            + D.kl_divergence(D.Normal(loc, s), D.Laplace(0.0, 1.0))
+        ).sum()
+        kl.backward()
+        opt.step()
+        out += [kl, loc.grad.clone(), log_a.grad.clone()]
+    return out
+
+
 PROGRAMS = [
     distributions_prog,
     spectral,
@@ -348,6 +400,8 @@ PROGRAMS = [
     sparse_prog,
     data_processing,
     einsum_attention,
+    sparse_gat,
+    kl_zoo_vi,
 ]
 
 
