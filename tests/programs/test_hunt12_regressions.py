@@ -161,3 +161,30 @@ def test_custom_function_with_save_for_forward_and_jvp():
 
     for e, a in zip(*_both(run)):
         np.testing.assert_allclose(a, e, rtol=1e-6)
+
+
+def test_global_module_backward_hooks():
+    def run(L):
+        nn, M = L.nn, L.nn.modules.module
+        log = []
+        h1 = M.register_module_full_backward_hook(
+            lambda m, gi, go: log.append((type(m).__name__, tuple(go[0].shape)))
+        )
+        h2 = M.register_module_full_backward_pre_hook(
+            lambda m, go: (go[0] * 2,) if isinstance(m, nn.ReLU) else None
+        )
+        net = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+        with L.no_grad():
+            for p in net.parameters():
+                p.fill_(0.5)
+        x = L.ones(4, 2, requires_grad=True)
+        net(x).sum().backward()
+        h1.remove()
+        h2.remove()
+        first = x.grad.tolist()
+        x.grad = None
+        net(x).sum().backward()
+        return log, first, x.grad.tolist()
+
+    expected, actual = _both(run)
+    assert actual == expected

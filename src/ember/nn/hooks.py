@@ -48,6 +48,8 @@ _global_forward_pre_hooks: dict = {}
 _global_forward_hooks: dict = {}
 _global_forward_hooks_with_kwargs: dict = {}
 _global_forward_hooks_always_called: dict = {}
+_global_backward_hooks: dict = {}
+_global_backward_pre_hooks: dict = {}
 
 
 def register_module_forward_pre_hook(hook: Callable) -> RemovableHandle:
@@ -74,6 +76,22 @@ def register_module_forward_hook(
         _global_forward_hooks_with_kwargs[handle.id] = True
     if always_call:
         _global_forward_hooks_always_called[handle.id] = True
+    return handle
+
+
+def register_module_full_backward_pre_hook(hook: Callable) -> RemovableHandle:
+    """``hook(module, grad_output)`` for every module, before the module's own backward
+    pre-hooks (see `HooksMixin.register_full_backward_pre_hook`)."""
+    handle = RemovableHandle(_global_backward_pre_hooks)
+    _global_backward_pre_hooks[handle.id] = hook
+    return handle
+
+
+def register_module_full_backward_hook(hook: Callable) -> RemovableHandle:
+    """``hook(module, grad_input, grad_output)`` for every module, before the module's own
+    backward hooks (see `HooksMixin.register_full_backward_hook`)."""
+    handle = RemovableHandle(_global_backward_hooks)
+    _global_backward_hooks[handle.id] = hook
     return handle
 
 
@@ -137,7 +155,12 @@ class HooksMixin:
         return self._call(*args, **kwargs)
 
     def _call(self, *args, **kwargs):
-        backward = self._backward_hooks or self._backward_pre_hooks
+        backward = (
+            self._backward_hooks
+            or self._backward_pre_hooks
+            or _global_backward_hooks
+            or _global_backward_pre_hooks
+        )
         if not (
             self._forward_hooks
             or self._forward_pre_hooks
