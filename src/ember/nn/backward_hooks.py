@@ -23,7 +23,7 @@ from ..grad_mode import is_grad_enabled
 from ..graph import scope as _scope
 from ..ops import api as E
 from ..tensor import Tensor
-from .hooks import _global_backward_hooks, _global_backward_pre_hooks
+from ._global_hooks import _global_backward_hooks, _global_backward_pre_hooks
 
 
 def _needs_grad(value) -> bool:

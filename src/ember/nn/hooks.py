@@ -11,6 +11,14 @@ import itertools
 from collections.abc import Callable
 
 from ..graph import scope as _scope
+from ._global_hooks import (
+    _global_backward_hooks,
+    _global_backward_pre_hooks,
+    _global_forward_hooks,
+    _global_forward_hooks_always_called,
+    _global_forward_hooks_with_kwargs,
+    _global_forward_pre_hooks,
+)
 
 _ids = itertools.count()
 
@@ -40,16 +48,6 @@ def _insert(table: dict, key, hook, prepend: bool) -> None:
         items = [(key, table.pop(key))] + list(table.items())
         table.clear()
         table.update(items)
-
-
-# hooks of every module (``torch.nn.modules.module.register_module_forward_hook`` and
-# friends): they run before each module's own, as PyTorch's
-_global_forward_pre_hooks: dict = {}
-_global_forward_hooks: dict = {}
-_global_forward_hooks_with_kwargs: dict = {}
-_global_forward_hooks_always_called: dict = {}
-_global_backward_hooks: dict = {}
-_global_backward_pre_hooks: dict = {}
 
 
 def register_module_forward_pre_hook(hook: Callable) -> RemovableHandle:
