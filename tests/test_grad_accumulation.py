@@ -1,7 +1,7 @@
-"""A leaf's ``.grad`` across backward passes, as PyTorch's AccumulateGrad keeps it: a gradient
-nobody else holds is added into in place (the same tensor and memory, its version bumped); one
-the user kept, a view of other memory, or a graph's value (``create_graph``) is replaced by a
-new sum, so a kept reference never changes under its holder."""
+"""A leaf's ``.grad`` across backward passes, as PyTorch's AccumulateGrad keeps it: outside
+grad mode the gradient is added into the ``.grad`` in place (the same tensor and memory, its
+version bumped), whoever holds it (a reference the user kept, a view of other memory, sees the
+sum, as in PyTorch); a graph's value (``create_graph``) is replaced by a new sum."""
 
 import numpy as np
 
@@ -22,23 +22,32 @@ def test_a_grad_nobody_holds_is_added_into_in_place():
     np.testing.assert_array_equal(x.grad.numpy(), [5, 5, 5])
 
 
-def test_a_grad_the_user_kept_is_replaced_not_changed():
+def test_a_grad_the_user_kept_sees_the_sum():
+    # PyTorch: ``variable_grad += new_grad`` whatever the grad's use count
     x = _leaf()
     (x * 2).sum().backward()
     kept = x.grad
     (x * 3).sum().backward()
-    np.testing.assert_array_equal(kept.numpy(), [2, 2, 2])
-    np.testing.assert_array_equal(x.grad.numpy(), [5, 5, 5])
-    assert x.grad is not kept
+    np.testing.assert_array_equal(kept.numpy(), [5, 5, 5])
+    assert x.grad is kept
 
 
-def test_a_grad_set_to_a_view_of_other_memory_is_replaced():
+def test_a_grad_set_to_a_view_of_other_memory_writes_through():
     x = _leaf()
     backing = np.full(6, 7.0, dtype=np.float32)
     x.grad = ember.from_numpy(backing[::2])
     (x * 2).sum().backward()
-    np.testing.assert_array_equal(backing, np.full(6, 7.0))
+    np.testing.assert_array_equal(backing, [9, 7, 9, 7, 9, 7])
     np.testing.assert_array_equal(x.grad.numpy(), [9, 9, 9])
+
+
+def test_the_gradient_given_to_backward_is_never_written():
+    x = _leaf()
+    go = ember.ones(3)
+    x.backward(go)
+    x.backward(go)
+    np.testing.assert_array_equal(go.numpy(), [1, 1, 1])
+    np.testing.assert_array_equal(x.grad.numpy(), [2, 2, 2])
 
 
 def test_create_graph_builds_a_differentiable_sum():

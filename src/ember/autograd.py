@@ -336,48 +336,21 @@ class AccumulateGrad:
                 hook(t)
 
 
-def _references(obj) -> int:
-    return sys.getrefcount(obj)
-
-
-class _Slot:
-    __slots__ = ("grad",)
-
-
-def _alone() -> int:
-    """`_references` of an object held only as `AccumulateGrad.accumulate` holds a ``.grad``
-    (a slot, a local name, passed on): counted on this interpreter, whose own references
-    (arguments, the stack) differ between Python versions."""
-    holder = _Slot()
-    holder.grad = object()
-    current = holder.grad
-    return _counted(current)
-
-
-def _counted(current) -> int:
-    return _references(current)
-
-
-_ALONE = _alone()
-
-
 def _adds_in_place(current: Tensor, g: Tensor) -> bool:
-    """Whether a leaf's ``.grad`` (``current``) takes ``g`` in place: no reference to it but
-    the leaf's and the caller's (PyTorch checks the grad's use count so: a ``.grad`` the user
-    kept is replaced, never changed under them), its own writable memory of g's shape and
-    dtype, and no graph (a ``.grad`` with a history is a value some graph computed)."""
+    """Whether a leaf's ``.grad`` (``current``) takes ``g`` in place, as PyTorch's
+    AccumulateGrad does outside grad mode whoever else holds the ``.grad`` (a reference the
+    user kept sees the sum): its memory is writable, of g's shape and dtype, and it has no
+    graph (a ``.grad`` with a history is a value some graph computed)."""
     a, b = current._data, g._data
     return (
         type(a) is np.ndarray
         and type(b) is np.ndarray
-        and _references(current) <= _ALONE
         and current.grad_fn is None
         and not current._requires_grad
         and a.shape == b.shape
         and a.dtype == b.dtype
         and a.flags.writeable
-        and a.flags.c_contiguous
-        and a.base is None
+        and not np.may_share_memory(a, b)
     )
 
 

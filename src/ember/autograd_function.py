@@ -69,6 +69,12 @@ class _ForwardOnlyCtx:
     def set_materialize_grads(self, value: bool) -> None:
         self.materialize_grads = bool(value)
 
+    def save_for_forward(self, *tensors) -> None:
+        """PyTorch's ``ctx.save_for_forward`` (tensors for a ``jvp`` staticmethod): accepted
+        and kept. ember's forward-mode AD derives tangents from ``backward`` (double vjp,
+        autograd_forward_ad.py), so ``jvp`` is not called and what it would read is unused."""
+        self.saved_for_forward = tensors
+
 
 class FunctionCtx:
     """What ``forward`` / ``setup_context`` receive as ``ctx``: saves tensors for ``backward``
@@ -91,6 +97,12 @@ class FunctionCtx:
                     "None can be saved (keep other values as attributes of ctx)"
                 )
         self._saved = tuple(None if t is None else (t, t._vc[0]) for t in tensors)
+
+    def save_for_forward(self, *tensors) -> None:
+        """PyTorch's ``ctx.save_for_forward`` (tensors for a ``jvp`` staticmethod): accepted
+        and kept. ember's forward-mode AD derives tangents from ``backward`` (double vjp,
+        autograd_forward_ad.py), so ``jvp`` is not called and what it would read is unused."""
+        self.saved_for_forward = tensors
 
     @property
     def saved_tensors(self) -> tuple:

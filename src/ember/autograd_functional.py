@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .autograd_grad import grad as _grad
-from .errors import AutogradError, ShapeError
+from .errors import AutogradError, ShapeError, UnsupportedError
 from .grad_mode import enable_grad
 from .ops._registry import TensorBase
 from .ops.shape import stack
@@ -149,11 +149,22 @@ def jacobian(
     func, inputs, create_graph=False, strict=False, vectorize=False, strategy="reverse-mode"
 ):
     """The Jacobian of ``func`` at ``inputs``: for output ``i`` and input ``j`` a tensor of shape
-    ``outputs[i].shape + inputs[j].shape``. Only ``strategy="reverse-mode"`` is implemented."""
-    if strategy != "reverse-mode":
-        raise AutogradError(
-            f"jacobian: strategy={strategy!r} is not supported; ember computes the Jacobian in "
-            "reverse mode",
+    ``outputs[i].shape + inputs[j].shape``. ``strategy`` is PyTorch's choice of how to compute
+    the same matrix; ember builds it from reverse-mode rows either way, after PyTorch's checks
+    of the forward-mode arguments (``vectorize=True``, no ``create_graph``)."""
+    if strategy not in ("reverse-mode", "forward-mode"):
+        raise UnsupportedError(
+            f"jacobian: strategy must be 'forward-mode' or 'reverse-mode', got {strategy!r}",
+            op="autograd.functional.jacobian",
+        )
+    if strategy == "forward-mode" and not vectorize:
+        raise UnsupportedError(
+            "jacobian: strategy='forward-mode' is only implemented for vectorize=True",
+            op="autograd.functional.jacobian",
+        )
+    if strategy == "forward-mode" and create_graph:
+        raise UnsupportedError(
+            "jacobian: create_graph=True and strategy='forward-mode' are not supported together",
             op="autograd.functional.jacobian",
         )
     in_tuple, xs = _tuple(inputs, "input", "jacobian")

@@ -46,15 +46,23 @@ def pack_saved(node, wrap) -> None:
     packed values; ``wrap(array)``: a tensor of an array (``Tensor._wrap``: this module sits
     below tensor.py)."""
     pack, unpack = hooks[-1]
-    saved = node._saved_in
-    for i, (t, version) in saved.items():
-        saved[i] = (SavedHandle(t._vc, pack(t), unpack), version)
-    for i, (data, counter, version) in node._saved_out.items():
-        # an output is packed as a tensor of its array alone, as the tape saves it: the output
-        # itself holds this node as its grad_fn, and a hook keeping it would make a cycle
-        alias = wrap(data)
-        alias._vc = counter
-        node._saved_out[i] = (SavedHandle(counter, pack(alias), unpack), counter, version)
+    # the ops a pack hook runs save nothing through the hooks (PyTorch runs a pack hook with
+    # them off: ``pack=lambda t: t * t`` would otherwise pack its own saves without end)
+    active = hooks[:]
+    hooks.clear()
+    try:
+        saved = node._saved_in
+        for i, (t, version) in saved.items():
+            saved[i] = (SavedHandle(t._vc, pack(t), unpack), version)
+        for i, (data, counter, version) in node._saved_out.items():
+            # an output is packed as a tensor of its array alone, as the tape saves it: the
+            # output itself holds this node as its grad_fn, and a hook keeping it would make a
+            # cycle
+            alias = wrap(data)
+            alias._vc = counter
+            node._saved_out[i] = (SavedHandle(counter, pack(alias), unpack), counter, version)
+    finally:
+        hooks[:] = active
 
 
 @contextlib.contextmanager

@@ -9,11 +9,23 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import EmberError
-from ._util import E, batch_mahalanobis, diagonal, digamma, lgamma, solve_lower, sum_rightmost
+from ._util import (
+    E,
+    batch_mahalanobis,
+    diagonal,
+    digamma,
+    is_eager,
+    lgamma,
+    solve_lower,
+    sum_rightmost,
+)
 from .continuous import Beta, Exponential, Gamma, Laplace, Normal, Uniform
-from .discrete import Bernoulli, Categorical, OneHotCategorical, Poisson, _softplus
-from .mixture import Dirichlet
+from .discrete import Bernoulli, Binomial, Categorical, OneHotCategorical, Poisson, _softplus
+from .extra import Pareto
+from .mixture import Cauchy, Dirichlet
 from .multivariate import Independent, MultivariateNormal
+from .relaxed import Geometric, Gumbel, HalfNormal
+from .transforms import TransformedDistribution
 
 __all__ = ["kl_divergence", "register_kl"]
 
@@ -182,3 +194,293 @@ def _kl_dirichlet_dirichlet(p, q):
     t3 = p.concentration - q.concentration
     t4 = digamma(p.concentration) - digamma(sum_p).unsqueeze(-1)
     return t1 - t2 + (t3 * t4).sum(-1)
+
+
+# ---- the remaining pairs of PyTorch's registry (torch/distributions/kl.py), same formulas ----
+
+_EULER = 0.57721566490153286060
+
+
+def _inf_where(mask, result):
+    return E.where(E.broadcast_to(mask, result.shape), _inf_like(result), result)
+
+
+def _x_log_x(x):
+    return E.xlogy(x, x)
+
+
+def _infinite(param_name):
+    def kl(p, q):
+        return _inf_like(getattr(p, param_name))
+
+    return kl
+
+
+@register_kl(Cauchy, Cauchy)
+def _kl_cauchy_cauchy(p, q):
+    t1 = ((p.scale + q.scale).pow(2) + (p.loc - q.loc).pow(2)).log()
+    return t1 - (4 * p.scale * q.scale).log()
+
+
+@register_kl(Gumbel, Gumbel)
+def _kl_gumbel_gumbel(p, q):
+    ct1, ct2, ct3 = p.scale / q.scale, q.loc / q.scale, p.loc / q.scale
+    t1 = -ct1.log() - ct2 + ct3
+    t3 = (ct2 + lgamma(1 + ct1) - ct3).exp()
+    return t1 + ct1 * _EULER + t3 - (1 + _EULER)
+
+
+@register_kl(Geometric, Geometric)
+def _kl_geometric_geometric(p, q):
+    return -p.entropy() - (-q.probs).log1p() / p.probs - q.logits
+
+
+@register_kl(HalfNormal, HalfNormal)
+def _kl_halfnormal_halfnormal(p, q):
+    return _kl_normal_normal(p._normal, q._normal)
+
+
+@register_kl(Pareto, Pareto)
+def _kl_pareto_pareto(p, q):
+    scale_ratio, alpha_ratio = p.scale / q.scale, q.alpha / p.alpha
+    result = q.alpha * scale_ratio.log() - alpha_ratio.log() + alpha_ratio - 1
+    return _inf_where(p.scale < q.scale, result)
+
+
+@register_kl(Binomial, Binomial)
+def _kl_binomial_binomial(p, q):
+    n_p, n_q = E.as_tensor(p.total_count), E.as_tensor(q.total_count)
+    if is_eager(n_p, n_q) and bool((n_p < n_q).any()):
+        raise NotImplementedError(
+            "KL between Binomials where q.total_count > p.total_count is not implemented"
+        )
+    kl = n_p * (p.probs * (p.logits - q.logits) + (-p.probs).log1p() - (-q.probs).log1p())
+    return _inf_where(n_p > n_q, kl)
+
+
+@register_kl(TransformedDistribution, TransformedDistribution)
+def _kl_transformed_transformed(p, q):
+    if p.transforms != q.transforms or p.event_shape != q.event_shape:
+        raise NotImplementedError(
+            "KL(TransformedDistribution || TransformedDistribution) needs equal transforms "
+            "and event shapes"
+        )
+    return kl_divergence(p.base_dist, q.base_dist)
+
+
+@register_kl(Bernoulli, Poisson)
+def _kl_bernoulli_poisson(p, q):
+    return -p.entropy() - (p.probs * q.rate.log() - q.rate)
+
+
+@register_kl(Beta, Exponential)
+def _kl_beta_exponential(p, q):
+    mean = p.concentration1 / (p.concentration1 + p.concentration0)
+    return -p.entropy() - q.rate.log() + q.rate * mean
+
+
+@register_kl(Beta, Gamma)
+def _kl_beta_gamma(p, q):
+    total = p.concentration1 + p.concentration0
+    t2 = lgamma(q.concentration) - q.concentration * q.rate.log()
+    t3 = (q.concentration - 1) * (digamma(p.concentration1) - digamma(total))
+    return -p.entropy() + t2 - t3 + q.rate * p.concentration1 / total
+
+
+@register_kl(Beta, Normal)
+def _kl_beta_normal(p, q):
+    total = p.concentration1 + p.concentration0
+    mean = p.concentration1 / total
+    var_normal = q.scale.pow(2)
+    t2 = 0.5 * (var_normal * 2 * np.pi).log()
+    t3 = (mean * (1 - mean) / (total + 1) + mean.pow(2)) * 0.5
+    return -p.entropy() + t2 + (t3 - q.loc * mean + q.loc.pow(2) * 0.5) / var_normal
+
+
+@register_kl(Beta, Uniform)
+def _kl_beta_uniform(p, q):
+    result = -p.entropy() + (q.high - q.low).log()
+    return _inf_where((q.low > 0) | (q.high < 1), result)
+
+
+@register_kl(Exponential, Gamma)
+def _kl_exponential_gamma(p, q):
+    ratio = q.rate / p.rate
+    t1 = -q.concentration * ratio.log()
+    return t1 + ratio + lgamma(q.concentration) + q.concentration * _EULER - (1 + _EULER)
+
+
+@register_kl(Exponential, Gumbel)
+def _kl_exponential_gumbel(p, q):
+    prod = p.rate * q.scale
+    loc_scale = q.loc / q.scale
+    t2 = loc_scale.exp() * prod / (prod + 1)
+    return prod.log() - 1 - loc_scale + t2 + prod.reciprocal()
+
+
+@register_kl(Exponential, Normal)
+def _kl_exponential_normal(p, q):
+    var_normal = q.scale.pow(2)
+    rate_sqr = p.rate.pow(2)
+    t1 = 0.5 * (rate_sqr * var_normal * 2 * np.pi).log()
+    return t1 - 1 + (rate_sqr.reciprocal() - q.loc / p.rate + q.loc.pow(2) * 0.5) / var_normal
+
+
+@register_kl(Gamma, Exponential)
+def _kl_gamma_exponential(p, q):
+    return -p.entropy() - q.rate.log() + q.rate * p.concentration / p.rate
+
+
+@register_kl(Gamma, Gumbel)
+def _kl_gamma_gumbel(p, q):
+    a = p.concentration
+    prod = p.rate * q.scale
+    loc_scale = q.loc / q.scale
+    t1 = (a - 1) * digamma(a) - lgamma(a) - a
+    t2 = prod.log() + a / prod
+    t3 = loc_scale.exp() * (1 + prod.reciprocal()).pow(-a) - loc_scale
+    return t1 + t2 + t3
+
+
+@register_kl(Gamma, Normal)
+def _kl_gamma_normal(p, q):
+    a = p.concentration
+    var_normal = q.scale.pow(2)
+    beta_sqr = p.rate.pow(2)
+    t1 = 0.5 * (beta_sqr * var_normal * 2 * np.pi).log() - a - lgamma(a)
+    t2 = 0.5 * (a.pow(2) + a) / beta_sqr
+    t3 = q.loc * a / p.rate
+    return t1 + (a - 1) * digamma(a) + (t2 - t3 + 0.5 * q.loc.pow(2)) / var_normal
+
+
+@register_kl(Gumbel, Normal)
+def _kl_gumbel_normal(p, q):
+    ratio = p.scale / q.scale
+    t1 = (ratio / np.sqrt(2 * np.pi)).log()
+    t2 = (np.pi * ratio * 0.5).pow(2) / 3
+    t3 = ((p.loc + p.scale * _EULER - q.loc) / q.scale).pow(2) * 0.5
+    return -t1 + t2 + t3 - (_EULER + 1)
+
+
+@register_kl(Laplace, Normal)
+def _kl_laplace_normal(p, q):
+    var_normal = q.scale.pow(2)
+    ratio = p.scale.pow(2) / var_normal
+    t1 = 0.5 * (2 * ratio / np.pi).log()
+    t2 = 0.5 * p.loc.pow(2) - p.loc * q.loc + 0.5 * q.loc.pow(2)
+    return -t1 + ratio + t2 / var_normal - 1
+
+
+@register_kl(Normal, Gumbel)
+def _kl_normal_gumbel(p, q):
+    mean_scale = p.loc / q.scale
+    var_ratio = (p.scale / q.scale).pow(2)
+    loc_scale = q.loc / q.scale
+    t3 = (-mean_scale + 0.5 * var_ratio + loc_scale).exp()
+    return -0.5 * var_ratio.log() + mean_scale - loc_scale + t3 - 0.5 * (1 + np.log(2 * np.pi))
+
+
+@register_kl(Normal, Laplace)
+def _kl_normal_laplace(p, q):
+    diff = p.loc - q.loc
+    t1 = (p.scale / q.scale).log()
+    t2 = np.sqrt(2 / np.pi) * p.scale * (-0.5 * (diff / p.scale).pow(2)).exp()
+    t3 = diff * E.erf(np.sqrt(0.5) * diff / p.scale)
+    return -t1 + (t2 + t3) / q.scale - 0.5 * (1 + np.log(0.5 * np.pi))
+
+
+@register_kl(Pareto, Exponential)
+def _kl_pareto_exponential(p, q):
+    prod = p.scale * q.rate
+    result = (p.alpha / prod).log() - p.alpha.reciprocal() + p.alpha * prod / (p.alpha - 1) - 1
+    return _inf_where(p.alpha <= 1, result)
+
+
+@register_kl(Pareto, Gamma)
+def _kl_pareto_gamma(p, q):
+    common = p.scale.log() + p.alpha.reciprocal()
+    t1 = p.alpha.log() - common
+    t2 = lgamma(q.concentration) - q.concentration * q.rate.log()
+    t3 = (1 - q.concentration) * common
+    t4 = q.rate * p.alpha * p.scale / (p.alpha - 1)
+    return _inf_where(p.alpha <= 1, t1 + t2 + t3 + t4 - 1)
+
+
+@register_kl(Pareto, Normal)
+def _kl_pareto_normal(p, q):
+    var_normal = 2 * q.scale.pow(2)
+    common = p.scale / (p.alpha - 1)
+    t1 = (np.sqrt(2 * np.pi) * q.scale * p.alpha / p.scale).log()
+    t3 = p.alpha * common.pow(2) / (p.alpha - 2)
+    t4 = (p.alpha * common - q.loc).pow(2)
+    result = t1 - p.alpha.reciprocal() + (t3 + t4) / var_normal - 1
+    return _inf_where(p.alpha <= 2, result)
+
+
+@register_kl(Uniform, Beta)
+def _kl_uniform_beta(p, q):
+    width = p.high - p.low
+    t2 = (q.concentration1 - 1) * (_x_log_x(p.high) - _x_log_x(p.low) - width) / width
+    t3 = (q.concentration0 - 1) * (_x_log_x(1 - p.high) - _x_log_x(1 - p.low) + width) / width
+    t4 = (
+        lgamma(q.concentration1)
+        + lgamma(q.concentration0)
+        - lgamma(q.concentration1 + q.concentration0)
+    )
+    result = t3 + t4 - width.log() - t2
+    return _inf_where((p.high > 1) | (p.low < 0), result)
+
+
+@register_kl(Uniform, Exponential)
+def _kl_uniform_exponential(p, q):
+    result = q.rate * (p.high + p.low) / 2 - ((p.high - p.low) * q.rate).log()
+    return _inf_where(p.low < 0, result)
+
+
+@register_kl(Uniform, Gamma)
+def _kl_uniform_gamma(p, q):
+    width = p.high - p.low
+    t2 = lgamma(q.concentration) - q.concentration * q.rate.log()
+    t3 = (1 - q.concentration) * (_x_log_x(p.high) - _x_log_x(p.low) - width) / width
+    t4 = q.rate * (p.high + p.low) / 2
+    return _inf_where(p.low < 0, -width.log() + t2 + t3 + t4)
+
+
+@register_kl(Uniform, Gumbel)
+def _kl_uniform_gumbel(p, q):
+    common = q.scale / (p.high - p.low)
+    high = (p.high - q.loc) / q.scale
+    low = (p.low - q.loc) / q.scale
+    t1 = common.log() + 0.5 * (high + low)
+    return t1 - common * ((-high).exp() - (-low).exp())
+
+
+@register_kl(Uniform, Normal)
+def _kl_uniform_normal(p, q):
+    width = p.high - p.low
+    t1 = (np.sqrt(np.pi * 2) * q.scale / width).log()
+    t3 = ((p.high + p.low - 2 * q.loc) / 2).pow(2)
+    return t1 + 0.5 * (width.pow(2) / 12 + t3) / q.scale.pow(2)
+
+
+@register_kl(Uniform, Pareto)
+def _kl_uniform_pareto(p, q):
+    width = p.high - p.low
+    t1 = (q.alpha * q.scale.pow(q.alpha) * width).log()
+    t2 = (_x_log_x(p.high) - _x_log_x(p.low) - width) / width
+    return _inf_where(p.low < q.scale, t2 * (q.alpha + 1) - t1)
+
+
+# pairs whose supports make the divergence infinite everywhere (PyTorch's registry)
+for _p, _qs, _param in (
+    (Beta, (Pareto,), "concentration1"),
+    (Exponential, (Beta, Pareto, Uniform), "rate"),
+    (Gamma, (Beta, Pareto, Uniform), "concentration"),
+    (Gumbel, (Beta, Exponential, Gamma, Pareto, Uniform), "loc"),
+    (Laplace, (Beta, Exponential, Gamma, Pareto, Uniform), "loc"),
+    (Normal, (Beta, Exponential, Gamma, Pareto, Uniform), "loc"),
+    (Pareto, (Beta, Uniform), "scale"),
+    (Poisson, (Bernoulli, Binomial), "rate"),
+):
+    for _q in _qs:
+        register_kl(_p, _q)(_infinite(_param))

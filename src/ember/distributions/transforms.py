@@ -89,6 +89,11 @@ class _InverseTransform(Transform):
 
 
 class ExpTransform(Transform):
+    def __eq__(self, other):  # PyTorch: transforms of one kind are equal
+        return isinstance(other, ExpTransform)
+
+    __hash__ = Transform.__hash__
+
     codomain = constraints.positive
 
     def _call(self, x):
@@ -102,6 +107,20 @@ class ExpTransform(Transform):
 
 
 class AffineTransform(Transform):
+    def __eq__(self, other):
+        """Equal parameters (PyTorch's ``AffineTransform.__eq__``)."""
+        if not isinstance(other, AffineTransform):
+            return False
+        for a, b in ((self.loc, other.loc), (self.scale, other.scale)):
+            if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+                if a != b:
+                    return False
+            elif not bool((E.as_tensor(a) == E.as_tensor(b)).all()):
+                return False
+        return True
+
+    __hash__ = Transform.__hash__
+
     def __init__(self, loc, scale, event_dim: int = 0, cache_size: int = 0):
         self.event_dim = event_dim
         super().__init__(cache_size)
@@ -125,6 +144,11 @@ class AffineTransform(Transform):
 
 
 class SigmoidTransform(Transform):
+    def __eq__(self, other):  # PyTorch: transforms of one kind are equal
+        return isinstance(other, SigmoidTransform)
+
+    __hash__ = Transform.__hash__
+
     codomain = constraints.unit_interval
 
     def _call(self, x):
@@ -141,6 +165,11 @@ class SigmoidTransform(Transform):
 
 
 class TanhTransform(Transform):
+    def __eq__(self, other):  # PyTorch: transforms of one kind are equal
+        return isinstance(other, TanhTransform)
+
+    __hash__ = Transform.__hash__
+
     codomain = constraints.interval(-1.0, 1.0)
 
     def _call(self, x):
@@ -156,6 +185,11 @@ class TanhTransform(Transform):
 
 
 class ComposeTransform(Transform):
+    def __eq__(self, other):
+        return isinstance(other, ComposeTransform) and self.parts == other.parts
+
+    __hash__ = Transform.__hash__
+
     def __init__(self, parts, cache_size: int = 0):
         self.parts = list(parts)
         self.event_dim = max((p.event_dim for p in self.parts), default=0)

@@ -23,6 +23,7 @@ from ..grad_mode import is_grad_enabled
 from ..graph import scope as _scope
 from ..ops import api as E
 from ..tensor import Tensor
+from ._global_hooks import _global_backward_hooks, _global_backward_pre_hooks
 
 
 def _needs_grad(value) -> bool:
@@ -86,7 +87,7 @@ class BackwardHookState:
         return result[i] if i in changed else None
 
     def _run_hooks(self, grads: tuple) -> tuple:
-        for hook in list(self.module._backward_hooks.values()):
+        for hook in [*_global_backward_hooks.values(), *self.module._backward_hooks.values()]:
             result = hook(self.module, grads, self.grad_outputs)
             if result is not None:
                 grads = _as_tuple(result, "input", self.n_args)
@@ -113,7 +114,11 @@ class BackwardHookState:
         if self.waiting_outputs:
             return None
         grads = tuple(self.output_grads)
-        for hook in list(self.module._backward_pre_hooks.values()):
+        pre_hooks = [
+            *_global_backward_pre_hooks.values(),
+            *self.module._backward_pre_hooks.values(),
+        ]
+        for hook in pre_hooks:
             result = hook(self.module, grads)
             if result is not None:
                 grads = _as_tuple(result, "output", self.n_outputs)

@@ -11,6 +11,14 @@ import itertools
 from collections.abc import Callable
 
 from ..graph import scope as _scope
+from ._global_hooks import (
+    _global_backward_hooks,
+    _global_backward_pre_hooks,
+    _global_forward_hooks,
+    _global_forward_hooks_always_called,
+    _global_forward_hooks_with_kwargs,
+    _global_forward_pre_hooks,
+)
 
 _ids = itertools.count()
 
@@ -40,6 +48,49 @@ def _insert(table: dict, key, hook, prepend: bool) -> None:
         items = [(key, table.pop(key))] + list(table.items())
         table.clear()
         table.update(items)
+
+
+def register_module_forward_pre_hook(hook: Callable) -> RemovableHandle:
+    """``hook(module, args)`` runs before the ``forward`` of every module, before the module's
+    own pre-hooks; it may return replacement args."""
+    handle = RemovableHandle(_global_forward_pre_hooks)
+    _global_forward_pre_hooks[handle.id] = hook
+    return handle
+
+
+def register_module_forward_hook(
+    hook: Callable, *, with_kwargs: bool = False, always_call: bool = False
+) -> RemovableHandle:
+    """``hook(module, args, output)`` (``hook(module, args, kwargs, output)`` with
+    ``with_kwargs``) runs after the ``forward`` of every module, before the module's own
+    hooks; it may return a replacement output."""
+    handle = RemovableHandle(
+        _global_forward_hooks,
+        _global_forward_hooks_with_kwargs,
+        _global_forward_hooks_always_called,
+    )
+    _global_forward_hooks[handle.id] = hook
+    if with_kwargs:
+        _global_forward_hooks_with_kwargs[handle.id] = True
+    if always_call:
+        _global_forward_hooks_always_called[handle.id] = True
+    return handle
+
+
+def register_module_full_backward_pre_hook(hook: Callable) -> RemovableHandle:
+    """``hook(module, grad_output)`` for every module, before the module's own backward
+    pre-hooks (see `HooksMixin.register_full_backward_pre_hook`)."""
+    handle = RemovableHandle(_global_backward_pre_hooks)
+    _global_backward_pre_hooks[handle.id] = hook
+    return handle
+
+
+def register_module_full_backward_hook(hook: Callable) -> RemovableHandle:
+    """``hook(module, grad_input, grad_output)`` for every module, before the module's own
+    backward hooks (see `HooksMixin.register_full_backward_hook`)."""
+    handle = RemovableHandle(_global_backward_hooks)
+    _global_backward_hooks[handle.id] = hook
+    return handle
 
 
 class HooksMixin:
@@ -102,10 +153,22 @@ class HooksMixin:
         return self._call(*args, **kwargs)
 
     def _call(self, *args, **kwargs):
-        backward = self._backward_hooks or self._backward_pre_hooks
-        if not (self._forward_hooks or self._forward_pre_hooks or backward):
+        backward = (
+            self._backward_hooks
+            or self._backward_pre_hooks
+            or _global_backward_hooks
+            or _global_backward_pre_hooks
+        )
+        if not (
+            self._forward_hooks
+            or self._forward_pre_hooks
+            or backward
+            or _global_forward_hooks
+            or _global_forward_pre_hooks
+        ):
             return self.forward(*args, **kwargs)
-        for key, hook in list(self._forward_pre_hooks.items()):
+        pre_hooks = [*_global_forward_pre_hooks.items(), *self._forward_pre_hooks.items()]
+        for key, hook in pre_hooks:
             if key in self._forward_pre_hooks_with_kwargs:
                 result = hook(self, args, kwargs)
                 if result is not None:
@@ -124,14 +187,18 @@ class HooksMixin:
 
             state = BackwardHookState(self)
             args = state.setup_inputs(args)
+        hooks = [*_global_forward_hooks.items(), *self._forward_hooks.items()]
         try:
             output = self.forward(*args, **kwargs)
         except Exception:
-            for key, hook in list(self._forward_hooks.items()):
-                if key in self._forward_hooks_always_called:
+            for key, hook in hooks:
+                if (
+                    key in self._forward_hooks_always_called
+                    or key in _global_forward_hooks_always_called
+                ):
                     self._run_forward_hook(key, hook, args, kwargs, None)
             raise
-        for key, hook in list(self._forward_hooks.items()):
+        for key, hook in hooks:
             result = self._run_forward_hook(key, hook, args, kwargs, output)
             if result is not None:
                 output = result
@@ -140,6 +207,6 @@ class HooksMixin:
         return output
 
     def _run_forward_hook(self, key, hook, args, kwargs, output):
-        if key in self._forward_hooks_with_kwargs:
+        if key in self._forward_hooks_with_kwargs or key in _global_forward_hooks_with_kwargs:
             return hook(self, args, kwargs, output)
         return hook(self, args, output)

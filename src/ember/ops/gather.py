@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..types import TensorType
 from . import _batching
 from . import api as E
@@ -291,14 +291,25 @@ def scatter_add(x, dim: int, index, src):
 
 
 @export(method=True, inplace=True)
-def scatter(x, dim: int, index, src=None, *, value=None):
-    """``x`` with ``src[i][j]`` (or a scalar ``value``) written at ``[index[i][j]][j]`` (dim 0)."""
+def scatter(x, dim: int, index, src=None, *, value=None, reduce=None):
+    """``x`` with ``src[i][j]`` (or a scalar ``value``) written at ``[index[i][j]][j]`` (dim 0).
+    ``reduce="add"`` / ``"multiply"`` (PyTorch's older form) combines them with what is there
+    instead: `scatter_reduce` with ``"sum"`` / ``"prod"``, including x's values."""
     x = to_tensor(x)
     index = _index_arg(index)
     if src is None:
         if value is None:
             raise TypeError("scatter: give src (a tensor) or value (a scalar)")
         src = value
+    if reduce is not None:
+        modes = {"add": "sum", "multiply": "prod"}
+        if reduce not in modes:
+            raise UnsupportedError(
+                f"reduce argument must be either 'add' or 'multiply', got {reduce!r}",
+                op="scatter",
+            )
+        src = _src_arg(x, index, src)
+        return E.scatter_reduce(x, dim, index, src, modes[reduce], include_self=True)
     return apply(_SCATTER, x, index, _src_arg(x, index, src), axis=_dim("scatter", x, dim))
 
 

@@ -14,7 +14,7 @@ from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from . import api as E
 from ._autocast import Autocast, autocasts
-from ._registry import apply, export
+from ._registry import apply, building_graph, export
 from ._util import fmt_shape, normalize_axis
 from .decompositions import INV, mH, require_matrices, solve, solve_triangular
 from .elementwise import to_tensor
@@ -37,9 +37,13 @@ def lstsq(A, B, rcond=None, *, driver=None) -> LstsqResult:
     broadcasting, as a named tuple
     ``(solution, residuals, rank, singular_values)``. ember computes the solution as
     ``pinv(A, rtol=rcond) @ B`` (its gradient is PyTorch's, which differentiates the same
-    expression); as PyTorch's default CPU driver "gelsy", residuals and singular_values are
-    empty and rank is the numerical rank (int64). ``driver`` is accepted and checked, not
-    used: every driver gives the same solution for a well-posed problem."""
+    expression). The other fields follow PyTorch's CPU drivers: ``rank`` (int64) the
+    numerical rank except for "gels" (empty); ``singular_values`` A's for "gelsd" and
+    "gelss", else empty (no gradient, as PyTorch's); ``residuals`` the squared residual norms
+    of each column when A has more rows than columns and full rank (every matrix of the batch;
+    "gels" assumes it; under capture the rank cannot be read and the residuals are given), for
+    every driver but the default "gelsy". Every driver gives the same solution for a
+    well-posed problem."""
     if driver not in (None, "gels", "gelsy", "gelsd", "gelss"):
         raise ValueError(f"linalg.lstsq: unknown driver {driver!r}")
     A, B = to_tensor(A), to_tensor(B)
@@ -61,11 +65,28 @@ def lstsq(A, B, rcond=None, *, driver=None) -> LstsqResult:
         )
     atol, rtol = default_tolerances("linalg.lstsq", A, None, rcond)
     X = E.matmul(apply(PINV, A, atol=atol, rtol=rtol, hermitian=False), B)
+    driver = driver or "gelsy"
+    real = dt.to_real(A.dtype) if A.dtype.is_complex else A.dtype
+    m, n = A.shape[-2], A.shape[-1]
+    if driver == "gels":
+        rank = E.zeros((0,), dtype=dt.int64)
+    else:
+        rank = matrix_rank(A, rtol=rtol)
+    residuals = E.zeros((0,), dtype=real)
+    if m > n and driver != "gelsy":
+        full = driver == "gels" or building_graph() or bool(E.all(E.eq(rank, n)))
+        if full:
+            residuals = E.sum(E.pow(E.abs(E.sub(E.matmul(A, X), B)), 2), -2)
+    if driver in ("gelsd", "gelss"):
+        from .norms import svdvals
+
+        # PyTorch's lstsq gives them without a gradient
+        singular_values = E.detach(svdvals(A))
+    else:
+        singular_values = E.zeros((0,), dtype=real)
     if vector:
         X = E.squeeze(X, -1)
-    empty = E.zeros((0,), dtype=A.dtype)
-    rank = matrix_rank(A, rtol=rtol)
-    return LstsqResult(X, empty, rank, E.zeros((0,), dtype=A.dtype))
+    return LstsqResult(X, residuals, rank, singular_values)
 
 
 # ---------------------------------------------------------------------------- matrix_power
