@@ -22,6 +22,8 @@ Graphs that draw random numbers cannot be compared run against run and are not c
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import time
 from dataclasses import dataclass
 
@@ -120,6 +122,27 @@ def optimize(
     pipeline = passes_for(level) if passes is None else list(passes)
     if check is not None and not all(is_pure(n) for n in graph.nodes):
         check = None  # random draws differ run to run: nothing to compare
+    with _collection_paused():
+        return _run(graph, pipeline, check, label)
+
+
+@contextlib.contextmanager
+def _collection_paused():
+    """Python's cyclic garbage collector off while the passes run (as it was after): the
+    nodes and values they make would otherwise start a collection every few hundred, each
+    walking every object the process holds (40% of the passes' time in a test process that
+    has imported PyTorch). The passes' garbage is collected after them."""
+    enabled = gc.isenabled()
+    if enabled:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _run(graph: Graph, pipeline: list, check, label: str) -> tuple[Graph, list[PassStat]]:
     stats: list[PassStat] = []
     # a pass is a function of the graph: one that changed nothing on this very graph (no pass
     # has changed it since) would change nothing again, and is not run (`version`: how many
