@@ -130,3 +130,19 @@ def test_the_epilogue_split_plans_only_where_the_peak_can_fall(fn, splits, monke
     ops = [n.op.name for n in bounded.nodes if n.kind == "call"]
     assert ("fused_epilogue" in ops) == splits  # the split lowers the peak only in the window
     assert tried and all(tried) == splits  # the candidate was planned only there
+
+
+def test_planning_another_order_of_the_same_nodes_reuses_what_does_not_depend_on_it():
+    from ember.plan.memory import plan_memory
+    from ember.plan.schedule import memory_aware_order
+
+    graph = _step_graph("gpt")
+    first = plan_memory(graph)
+    order = memory_aware_order(graph)
+    assert [id(n) for n in order] != [id(n) for n in graph.nodes]
+    graph.nodes = order
+    again, fresh = plan_memory(graph, reorders=first), plan_memory(graph)
+    assert again.layouts is first.layouts and again.workspaces is first.workspaces
+    assert (again.timeline, again.peak_node) == (fresh.timeline, fresh.peak_node)
+    assert again.timeline != first.timeline
+    assert again.breakdown == fresh.breakdown and again.live_at_peak == fresh.live_at_peak

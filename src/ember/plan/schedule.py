@@ -121,10 +121,10 @@ def schedule(graph):
     order = memory_aware_order(graph)
     if [id(n) for n in order] == [id(n) for n in graph.nodes]:
         return graph, False
-    before = plan_memory(graph).peak_bytes
+    before = plan_memory(graph)
     saved = graph.nodes
     graph.nodes = order
-    if plan_memory(graph).peak_bytes < before:
+    if plan_memory(graph, reorders=before).peak_bytes < before.peak_bytes:
         return graph, True
     graph.nodes = saved
     return graph, False

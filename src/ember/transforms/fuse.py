@@ -487,9 +487,10 @@ def _grouping(graph: Graph) -> list[list]:
         return groups
     stored = graph.nodes
     try:
-        late_peak = plan_memory(graph).peak_bytes
+        late = plan_memory(graph)
+        late_peak = late.peak_bytes
         graph.nodes = _early_order(graph, early)
-        early_peak = plan_memory(graph).peak_bytes
+        early_peak = plan_memory(graph, reorders=late).peak_bytes
     finally:
         graph.nodes = stored
     return groups if early_peak <= late_peak else _groups(graph, defer=True)[0]
