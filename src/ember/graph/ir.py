@@ -232,7 +232,7 @@ class Graph(GraphBase):
 
     def erase_node(self, node: Node) -> None:
         for v in node.outputs:
-            if v.users or any(o is v for o in self.outputs):
+            if v.users or v in self.outputs:  # (values compare by identity)
                 raise GraphError(f"cannot erase {node!r}: its value {v!r} is still used")
         for v in node.inputs:
             v.users.remove(node)

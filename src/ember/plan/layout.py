@@ -13,8 +13,6 @@ NumPy with ``copy=False`` whether it can avoid the copy.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
@@ -23,16 +21,31 @@ __all__ = ["Layouts", "c_strides", "nbytes"]
 
 def nbytes(value) -> int:
     """Bytes of a value's array (a symbolic size counts as 1: plan with concrete shapes)."""
-    shape = [d if isinstance(d, int) else 1 for d in value.type.shape]
-    return math.prod(shape) * value.type.dtype.itemsize
+    shape = value.type.shape
+    n = value.type.dtype.itemsize
+    for d in shape:
+        if isinstance(d, int):
+            n *= d
+    return n
+
+
+_C_STRIDES: dict = {}  # shape -> its C-contiguous strides (planning asks per value, often)
 
 
 def c_strides(shape) -> tuple:
-    strides, step = [], 1
+    try:
+        return _C_STRIDES[shape]
+    except (KeyError, TypeError):  # (a list, or a shape not seen yet)
+        pass
+    strides, step, concrete = [], 1, True
     for d in reversed(shape):
         strides.append(step)
         step *= max(int(d), 1)
-    return tuple(reversed(strides))
+        concrete = concrete and type(d) is int
+    strides = tuple(reversed(strides))
+    if concrete and type(shape) is tuple and len(_C_STRIDES) < 65536:
+        _C_STRIDES[shape] = strides
+    return strides
 
 
 def _concrete(shape) -> bool:
@@ -57,8 +70,9 @@ class Layouts:
 
     def contiguous(self, value) -> bool:
         shape = value.type.shape
-        strides = self.strides.get(id(value), c_strides(shape))
-        return all(s == c or d == 1 for s, c, d in zip(strides, c_strides(shape), shape))
+        c = c_strides(shape)
+        strides = self.strides.get(id(value), c)
+        return strides == c or all(s == k or d == 1 for s, k, d in zip(strides, c, shape))
 
     def _call(self, node) -> None:
         op = node.op

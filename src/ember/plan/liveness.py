@@ -91,11 +91,15 @@ def reuses_operand(node, dying: set, buffer_of: dict, live_values: dict, fused: 
     return None
 
 
-def liveness(graph, *, in_place: dict | None = None, reuse: str = "codegen") -> Liveness:
+def liveness(
+    graph, *, in_place: dict | None = None, reuse: str = "codegen", layouts: Layouts | None = None
+) -> Liveness:
     """The buffers of ``graph`` run in its node order. ``in_place``: {id(node): {output index:
     input value}} written into inputs; ``reuse``: ``'codegen'`` (one-ufunc nodes and fused
     elementwise loops take a dying operand's buffer, as the generated code does; ``'planned'``
-    is the same, planned execution's name) or ``'none'``."""
+    is the same, planned execution's name) or ``'none'``; ``layouts``: the graph's `Layouts`
+    when known (they do not depend on the order: each value's strides follow from its
+    operands')."""
     from ..kernels.ccompile import compiler_available
 
     in_place = in_place or {}
@@ -104,7 +108,7 @@ def liveness(graph, *, in_place: dict | None = None, reuse: str = "codegen") -> 
     compiled = compiler_available()
     order = list(graph.nodes)
     n = len(order)
-    layouts = Layouts(graph, order)
+    layouts = layouts if layouts is not None else Layouts(graph, order)
     last: dict[int, int] = {}
     for p, node in enumerate(order):
         for v in node.inputs:

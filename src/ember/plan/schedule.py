@@ -38,26 +38,39 @@ def memory_aware_order(graph) -> list:
     for n in graph.nodes:
         for p in producers[id(n)]:
             users[p].append(n)
-    readers_left = {}
+    readers_left: dict[int, int] = {}
     for n in graph.nodes:
         for v in n.inputs:
             readers_left[id(v)] = readers_left.get(id(v), 0) + 1
     kept = {id(v) for v in graph.outputs}
     waiting = {id(n): len(producers[id(n)]) for n in graph.nodes}
 
-    def delta(node) -> int:
-        grows = sum(nbytes(v) for v in node.outputs) if node.kind == "call" else 0
-        if node.kind == "call" and (node.op.view or node.op.aliases):
-            grows = 0
-        frees = sum(
-            nbytes(v)
-            for v in {id(v): v for v in node.inputs}.values()
-            if id(v) not in kept
-            and v.node.kind == "call"
-            and readers_left[id(v)] == sum(1 for u in node.inputs if u is v)
-            and not (v.node.op.view or v.node.op.aliases)
+    # what running a node adds: its new outputs (views and aliases add nothing), less each
+    # operand it would free, an array of its own (not a view, not returned, made by a call)
+    # that dies there once no other reader is left: (id, bytes, how often the node reads it)
+    grows: dict[int, int] = {}
+    frees: dict[int, list] = {}
+    for node in graph.nodes:
+        call = node.kind == "call"
+        grows[id(node)] = (
+            sum(nbytes(v) for v in node.outputs)
+            if call and not (node.op.view or node.op.aliases)
+            else 0
         )
-        return grows - frees
+        reads: dict[int, list] = {}
+        for v in node.inputs:
+            if id(v) in reads:
+                reads[id(v)][2] += 1
+            elif (
+                id(v) not in kept
+                and v.node.kind == "call"
+                and not (v.node.op.view or v.node.op.aliases)
+            ):
+                reads[id(v)] = [id(v), nbytes(v), 1]
+        frees[id(node)] = list(reads.values())
+
+    def delta(node) -> int:
+        return grows[id(node)] - sum(b for i, b, k in frees[id(node)] if readers_left[i] == k)
 
     # a lazy heap: a node's priority changes only when another reader of one of its operands
     # runs; it is pushed again then, and entries of an older version are skipped
@@ -69,6 +82,8 @@ def memory_aware_order(graph) -> list:
         version[id(node)] = version.get(id(node), 0) + 1
         ready_ids.add(id(node))
         heapq.heappush(ready, (delta(node), position[id(node)], version[id(node)], node))
+
+    readers: dict[int, list] = {}  # id(value) -> its readers, each once
 
     for n in graph.nodes:
         if waiting[id(n)] == 0:
@@ -89,7 +104,10 @@ def memory_aware_order(graph) -> list:
                 push(user)
         # the other readers of this node's operands may now free them: their priority changed
         for v in operands:
-            for reader in {id(u): u for u in v.users}.values():
+            unique = readers.get(id(v))
+            if unique is None:
+                unique = readers[id(v)] = list({id(u): u for u in v.users}.values())
+            for reader in unique:
                 if id(reader) in ready_ids:
                     push(reader)
     return order
@@ -103,10 +121,10 @@ def schedule(graph):
     order = memory_aware_order(graph)
     if [id(n) for n in order] == [id(n) for n in graph.nodes]:
         return graph, False
-    before = plan_memory(graph).peak_bytes
+    before = plan_memory(graph)
     saved = graph.nodes
     graph.nodes = order
-    if plan_memory(graph).peak_bytes < before:
+    if plan_memory(graph, reorders=before).peak_bytes < before.peak_bytes:
         return graph, True
     graph.nodes = saved
     return graph, False

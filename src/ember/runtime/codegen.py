@@ -318,16 +318,19 @@ class _Writer:
         self.graph, self.compiled, self.in_place, self.slots = graph, compiled, in_place, slots
         self.profile = profile
         self.names: dict[str, object] = {}  # global name -> object the code refers to
+        self.keys: dict[int, list] = {}  # id(object) -> its names, in the order made
         self.frees = last_uses(graph)
         self.returned = {id(v) for v in graph.outputs}
         self.function_name = _function_name(graph.name)
 
     def ref(self, obj, prefix: str) -> str:
-        for key, known in self.names.items():
-            if known is obj and key.startswith(prefix):
+        """The global name of ``obj``: its first name starting with ``prefix``, or a new one."""
+        for key in self.keys.get(id(obj), ()):  # (``names`` holds obj: the id stays its)
+            if key.startswith(prefix):
                 return key
         key = f"{prefix}{len(self.names)}"
         self.names[key] = obj
+        self.keys.setdefault(id(obj), []).append(key)
         return key
 
     def namespace(self) -> dict:

@@ -28,7 +28,9 @@ stores anyway, the reductions can run as nodes of their own (``sum`` of the stor
 gradient) and the rest of the loop become the epilogue, written over the matmul's result
 (the sum reads the stored values once more; transforms/fuse.py measured both as fast). The
 split is kept only where it lowers the planned peak (plan/memory.py), candidate by candidate
-on a copy of the graph, so the one-pass loop stays wherever it costs no memory.
+on a copy of the graph, so the one-pass loop stays wherever it costs no memory. A split changes
+the plan only between the producer and its reader: a candidate is tried only where the peak
+lies there alone (`_may_lower`), which rules out most of a training step's at once.
 """
 
 from __future__ import annotations
@@ -206,17 +208,41 @@ def _split_where_it_pays(graph: Graph) -> tuple[Graph, bool]:
     names = [p.outputs[0].name for p in graph.nodes if _producer(p) and _split_candidate(graph, p)]
     if not names or not concrete(graph):
         return graph, False
-    peak, changed = plan_memory(graph).peak_bytes, False
+    plan, changed = plan_memory(graph), False
     for name in names:
-        if not _split_candidate(graph, _by_name(graph, name)):
+        producer = _by_name(graph, name)
+        if not _split_candidate(graph, producer):
             continue  # an earlier split changed its reader
+        if not _may_lower(plan, graph, producer):
+            continue
         trial = graph.copy()
         _split_and_fuse(trial, _by_name(trial, name))
         trial.nodes = trial.topological_order()
-        trial_peak = plan_memory(trial).peak_bytes
-        if trial_peak < peak:
-            graph, peak, changed = trial, trial_peak, True
+        trial_plan = plan_memory(trial)
+        if trial_plan.peak_bytes < plan.peak_bytes:
+            graph, plan, changed = trial, trial_plan, True
     return graph, changed
+
+
+def _may_lower(plan, graph: Graph, producer) -> bool:
+    """Whether splitting ``producer``'s reader can lower the peak of ``plan`` (``graph``'s):
+    only where every position at the peak lies between the producer and its reader.
+
+    The split changes the plan only there. It takes the producer out of the order and puts the
+    epilogue and the reductions where the reader was (the order stays stable around them).
+    Before the producer nothing else changes: the same nodes, the same values dying at each
+    (the new nodes read only values read at the producer or the reader, not earlier), so the
+    same buffers and reuses. After the reader the same values are alive in buffers of the
+    same bytes: the product was read by the reader alone; the reader's results are the
+    epilogue's and the reductions' (a result written into a dying operand's buffer of the same
+    bytes before is a buffer of its own after, alone in it either way); a value read by the
+    producer last now dies at the epilogue, still before. So the timeline is the same outside
+    the window, and a peak reached there stays."""
+    first = graph.nodes.index(producer)
+    last = graph.nodes.index(producer.outputs[0].users[0])
+    timeline = plan.timeline
+    outside = max(max(timeline[:first], default=-1), max(timeline[last + 1 :], default=-1))
+    return outside < plan.peak_bytes
 
 
 def _by_name(graph: Graph, name: str):

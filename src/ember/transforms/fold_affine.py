@@ -72,9 +72,12 @@ def _has_bias(producer) -> bool:
 
 def fold_channel_affines(graph: Graph) -> tuple[Graph, bool]:
     changed = False
+    present = {id(n) for n in graph.nodes}  # (a fold erases nodes listed here: asked anew)
     for node in list(graph.nodes):
-        if node.graph is graph and node in graph.nodes and node.kind == "call":
-            changed |= _fold_one(graph, node)
+        if node.graph is graph and id(node) in present and node.kind == "call":
+            if _fold_one(graph, node):
+                changed = True
+                present = {id(n) for n in graph.nodes}
     return graph, changed
 
 

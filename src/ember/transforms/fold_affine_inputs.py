@@ -178,10 +178,14 @@ def _erase_unused(graph: Graph, node) -> None:
 
 def fold_affine_inputs(graph: Graph) -> tuple[Graph, bool]:
     changed = False
+    # (a fold erases nodes listed here, and only a fold: a rewrite abandoned after adding
+    # nodes erases those alone; nodes still in the graph asked anew after each)
+    present = {id(n) for n in graph.nodes}
     for node in list(graph.nodes):
-        if node.graph is graph and node in graph.nodes and node.kind == "call":
-            if node.op.channel_terms is not None:
-                changed |= _fold_one(graph, node)
+        if node.graph is graph and id(node) in present and node.kind == "call":
+            if node.op.channel_terms is not None and _fold_one(graph, node):
+                changed = True
+                present = {id(n) for n in graph.nodes}
     return graph, changed
 
 

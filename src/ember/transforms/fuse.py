@@ -407,8 +407,9 @@ def _constant_scalar(value):
     return None
 
 
-def _fuse(graph: Graph, group: list) -> None:
-    position = {id(n): i for i, n in enumerate(graph.nodes)}
+def _fuse(graph: Graph, group: list, position: dict) -> None:
+    """Replace ``group`` by one fused node. ``position``: the nodes' places in the graph's
+    order (fusing other groups keeps the order of the nodes it leaves)."""
     ends = [n for n in group if _reduction(n)]
     # after the last elementwise member, where the unfused loop would run (a reduction reads
     # members only): not after the reductions, which can sit much later, past independent
@@ -453,9 +454,8 @@ def _fuse(graph: Graph, group: list) -> None:
         graph.replace_all_uses(old, new)
         graph._taken.discard(new.name)
         new.name, old.name = old.name, new.name  # the value keeps its name for readers
-    with graph.erasing():
-        for n in reversed(group):
-            graph.erase_node(n)
+    for n in reversed(group):
+        graph.erase_node(n)
 
 
 def _early_order(graph: Graph, early: list) -> list:
@@ -487,9 +487,10 @@ def _grouping(graph: Graph) -> list[list]:
         return groups
     stored = graph.nodes
     try:
-        late_peak = plan_memory(graph).peak_bytes
+        late = plan_memory(graph)
+        late_peak = late.peak_bytes
         graph.nodes = _early_order(graph, early)
-        early_peak = plan_memory(graph).peak_bytes
+        early_peak = plan_memory(graph, reorders=late).peak_bytes
     finally:
         graph.nodes = stored
     return groups if early_peak <= late_peak else _groups(graph, defer=True)[0]
@@ -497,8 +498,10 @@ def _grouping(graph: Graph) -> list[list]:
 
 def fuse_elementwise(graph: Graph) -> tuple[Graph, bool]:
     groups = _grouping(graph)
-    for group in groups:
-        _fuse(graph, group)
+    position = {id(n): i for i, n in enumerate(graph.nodes)}
+    with graph.erasing():  # (each fused node goes right after its group's last member)
+        for group in groups:
+            _fuse(graph, group, position)
     if groups:  # a fused node sits after its last elementwise member: readers of earlier
         # members follow it
         graph.nodes = graph.topological_order()

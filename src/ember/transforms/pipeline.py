@@ -8,7 +8,10 @@ algebraic simplification and masks moved before scatter-adds (transforms/scatter
 where it lowers the planned peak, plan/schedule.py).
 A pipeline runs its passes in order and repeats the whole sequence while any pass changes the
 graph (at most `MAX_ROUNDS` times), recording one `PassStat` per pass run: nodes before and
-after, seconds taken, whether it changed anything.
+after, seconds taken, whether it changed anything. A pass is a function of the graph it is
+given: one that left a graph unchanged is not run again on it, so a round runs only the passes
+that have not yet seen the graph as it is (the last round of a pipeline usually finds nothing
+to do: fusion, epilogues and scheduling, which plan memory, are not repeated there).
 
 ``optimize(graph, level, check=arrays)`` is the differential check (``ember.function(...,
 verify=True)``): before each pass it keeps a copy of the graph; after it, both run on ``arrays``
@@ -19,6 +22,8 @@ Graphs that draw random numbers cannot be compared run against run and are not c
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import time
 from dataclasses import dataclass
 
@@ -117,10 +122,37 @@ def optimize(
     pipeline = passes_for(level) if passes is None else list(passes)
     if check is not None and not all(is_pure(n) for n in graph.nodes):
         check = None  # random draws differ run to run: nothing to compare
+    with _collection_paused():
+        return _run(graph, pipeline, check, label)
+
+
+@contextlib.contextmanager
+def _collection_paused():
+    """Python's cyclic garbage collector off while the passes run (as it was after): the
+    nodes and values they make would otherwise start a collection every few hundred, each
+    walking every object the process holds (40% of the passes' time in a test process that
+    has imported PyTorch). The passes' garbage is collected after them."""
+    enabled = gc.isenabled()
+    if enabled:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _run(graph: Graph, pipeline: list, check, label: str) -> tuple[Graph, list[PassStat]]:
     stats: list[PassStat] = []
+    # a pass is a function of the graph: one that changed nothing on this very graph (no pass
+    # has changed it since) would change nothing again, and is not run (`version`: how many
+    # changes the graph has had; `clean[i]`: the version pass i last left unchanged)
+    version, clean = 0, {}
     for _ in range(MAX_ROUNDS):
         any_change = False
-        for p in pipeline:
+        for i, p in enumerate(pipeline):
+            if clean.get(i) == version:
+                continue
             before = graph.copy() if check is not None else None
             n_before, start = _calls(graph), time.perf_counter()
             graph, changed = p.run(graph)
@@ -128,6 +160,10 @@ def optimize(
             stats.append(PassStat(p.name, n_before, _calls(graph), seconds, changed, label))
             if changed and before is not None:
                 _compare(p.name, before, graph, check, p.rounds)
+            if changed:
+                version += 1
+            else:
+                clean[i] = version
             any_change |= changed
         if not any_change:
             break
