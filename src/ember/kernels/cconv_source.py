@@ -27,7 +27,7 @@ gradients' C is kernels/cconv_weight_source.py's, appended here: one library hol
 """
 
 from .cconv_weight_source import WEIGHT_SOURCE
-from .cmicro import MICRO, MICRO_PAIRS
+from .cmicro import MICRO, MICRO_PAIRS, MICRO_ROWS
 
 SOURCE = (
     r"""
@@ -53,35 +53,8 @@ typedef void (*ember_pool)(ember_task, void *ctx, long n, long align);
 
 """
     + MICRO
+    + MICRO_ROWS
     + r"""
-/* `micro` with B read where it lies: row p of b is the NR values at base + roff[p] (a column
-   panel that is one contiguous run of the input in every row: packing it would copy exactly
-   those values, in the same order, so the sums are the packed kernel's bit for bit) */
-__attribute__((unused)) static void micro_rows(long kc, const T *restrict a, const T *base,
-                                               const long *roff, T *restrict acc, int first) {
-  vec c[MR][3];
-#pragma GCC unroll 8
-  for (int i = 0; i < MR; i++)
-#pragma GCC unroll 3
-    for (int v = 0; v < 3; v++) c[i][v] = first ? (vec){0} : *(vec *)(acc + i * NR + v * VL);
-  for (long p = 0; p < kc; p++) {
-    const T *b = base + roff[p];
-    vec b0 = *(const uvec *)b, b1 = *(const uvec *)(b + VL), b2 = *(const uvec *)(b + 2 * VL);
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; i++) {
-      T s = a[i];
-      c[i][0] += s * b0;
-      c[i][1] += s * b1;
-      c[i][2] += s * b2;
-    }
-    a += MR;
-  }
-#pragma GCC unroll 8
-  for (int i = 0; i < MR; i++)
-#pragma GCC unroll 3
-    for (int v = 0; v < 3; v++) *(vec *)(acc + i * NR + v * VL) = c[i][v];
-}
-
 struct fwd {
   const S *x, *bias;
   const void *wp; /* P: T, or bfloat16 pairs */

@@ -1,5 +1,6 @@
 """The register-blocked matrix-multiply micro-kernel that ember's C GEMM-like kernels share
-(kernels/cconv_source.py's convolutions, kernels/cgemm.py's matmul).
+(kernels/cconv_source.py's convolutions, kernels/cgemm.py's matmul), and its variant
+``micro_rows``, which reads B in place.
 
 ``micro(kc, a, b, acc, first)``: ``acc`` (MR x NR, row-major, 64-byte aligned) = (first ? 0 :
 acc) + a (kc x MR, packed: MR values of A's column per step) * b (kc x NR, packed: NR values of
@@ -14,23 +15,19 @@ stream past it).
 # the depth of one packed block of B (the C source's KC); Python callers sizing panel groups read it
 KC = 192
 
-MICRO = r"""
-#define VL ((long)(64 / sizeof(T)))
-#define NR (3 * VL)
-#define MR 8
-#define KC {KC}
-typedef T vec __attribute__((vector_size(64)));
-typedef T uvec __attribute__((vector_size(64), aligned(sizeof(T))));
-
-/* acc (MR x NR, row-major, aligned) = (first ? 0 : acc) + a (kc x MR) * b (kc x NR) */
-static void micro(long kc, const T *restrict a, const T *restrict b, T *restrict acc, int first) {
+# One register-blocked loop, written once: `micro` reads packed B (row p at b + p * NR, aligned),
+# `micro_rows` (kernels/cconv_source.py's convolutions) reads B where it lies (row p at
+# base + roff[p], unaligned): the same sums in the same order, so a panel read in place gives
+# the packed kernel's bits.
+_LOOP = r"""
+static void {name}(long kc, const T *restrict a, {b_params}, T *restrict acc, int first) {
   vec c[MR][3];
 #pragma GCC unroll 8
   for (int i = 0; i < MR; i++)
 #pragma GCC unroll 3
     for (int v = 0; v < 3; v++) c[i][v] = first ? (vec){0} : *(vec *)(acc + i * NR + v * VL);
-  for (long p = 0; p < kc; p++) {
-    vec b0 = *(const vec *)b, b1 = *(const vec *)(b + VL), b2 = *(const vec *)(b + 2 * VL);
+  for (long p = 0; p < kc; p++) {{row}
+    vec b0 = *(const {load} *)b, b1 = *(const {load} *)(b + VL), b2 = *(const {load} *)(b + 2 * VL);
 #pragma GCC unroll 8
     for (int i = 0; i < MR; i++) {
       T s = a[i];
@@ -38,15 +35,46 @@ static void micro(long kc, const T *restrict a, const T *restrict b, T *restrict
       c[i][1] += s * b1;
       c[i][2] += s * b2;
     }
-    a += MR;
-    b += NR;
+    a += MR;{advance}
   }
 #pragma GCC unroll 8
   for (int i = 0; i < MR; i++)
 #pragma GCC unroll 3
     for (int v = 0; v < 3; v++) *(vec *)(acc + i * NR + v * VL) = c[i][v];
 }
-""".replace("{KC}", str(KC))
+"""
+
+
+def _loop(name: str, b_params: str, row: str, load: str, advance: str) -> str:
+    """`_LOOP` with its B side filled in (``row``: code that finds row p, ``advance``: code
+    after a step)."""
+    source = _LOOP.replace("{name}", name).replace("{b_params}", b_params)
+    return source.replace("{row}", row).replace("{load}", load).replace("{advance}", advance)
+
+
+MICRO = (
+    r"""
+#define VL ((long)(64 / sizeof(T)))
+#define NR (3 * VL)
+#define MR 8
+#define KC {KC}
+typedef T vec __attribute__((vector_size(64)));
+typedef T uvec __attribute__((vector_size(64), aligned(sizeof(T))));
+
+/* acc (MR x NR, row-major, aligned) = (first ? 0 : acc) + a (kc x MR) * b (kc x NR) */"""
+    + _loop("micro", "const T *restrict b", "", "vec", "\n    b += NR;")
+).replace("{KC}", str(KC))
+
+# ``micro_rows(kc, a, base, roff, acc, first)``: `micro` with row p of B the NR values at
+# ``base + roff[p]`` (a column panel that is one contiguous run of the input in every row:
+# packing it would copy exactly those values, in the same order)
+MICRO_ROWS = "\n__attribute__((unused))" + _loop(
+    "micro_rows",
+    "const T *base, const long *roff",
+    "\n    const T *b = base + roff[p];",
+    "uvec",
+    "",
+)
 
 # ``micro_pairs(k2, a, b, acc, first)``: `micro` on bfloat16 pairs, for an includer on
 # AVX512_BF16 (immintrin.h included, MR and NR from `MICRO` on float): a (k2 x MR) and b

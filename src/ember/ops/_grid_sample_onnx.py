@@ -18,6 +18,7 @@ channels and the grid's points may be symbolic.
 from __future__ import annotations
 
 import itertools
+import math
 
 from .. import dtypes as dt
 from ._grid_taps import axis_taps
@@ -153,7 +154,7 @@ def grid_sample_backward(e):
         u = OnnxArray(e, e.node("Squeeze", [u, e.ints([2])]), ct)
         taps.append(axis_taps(OnnxOps, u, spatial[axis], mode, padding, align))
     combos = list(itertools.product(*[range(len(t.pos)) for t in taps]))
-    strides = [int(_product(spatial[i + 1 :])) for i in range(dims)]
+    strides = [math.prod(spatial[i + 1 :]) for i in range(dims)]
 
     def valid_of(combo):
         valid = taps[0].valid[combo[0]]
@@ -230,13 +231,6 @@ def grid_sample_backward(e):
     if data is not ct:
         dx, dgrid = e.cast(dx, data), e.cast(dgrid, data)
     return dx, dgrid
-
-
-def _product(sizes) -> int:
-    out = 1
-    for s in sizes:
-        out *= s
-    return out
 
 
 def _concat(e, names):

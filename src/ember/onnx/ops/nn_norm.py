@@ -53,8 +53,7 @@ def _batch_norm(ctx, x, scale, bias, mean, var):
     if ctx.opset < 9 and not ctx.attr("spatial", 1) and scale.ndim > 1:
         # spatial=0: statistics per activation, shaped (C, D1, ...)
         return _batch_norm_per_activation(ctx, x, scale, bias, mean, var, eps)
-    if not training:
-        mean, var, scale, bias = _channel_terms(ctx, x, mean, var, scale, bias)
+    if not training:  # (F.batch_norm keeps float32 terms beside 16-bit x, as PyTorch)
         return F.batch_norm(x, mean, var, scale, bias, eps=eps)
     y, batch_mean, batch_var = apply(
         BATCH_NORM_TRAIN, x, *_channel_terms(ctx, x, scale, bias), eps=eps
