@@ -115,10 +115,11 @@ def _reducible_axes(node) -> bool:
     return split_axes(shape, axes) is not None
 
 
-def _depends_on(value, group: set, floor: int, position: dict) -> bool:
-    """Whether ``value`` (outside the group) is computed from a group member. Producers placed
-    before the group's first node (``floor``) cannot be."""
-    stack, seen = [value], set()
+def _depends_on(values, group: set, floor: int, position: dict) -> bool:
+    """Whether any of ``values`` (outside the group) is computed from a group member. Producers
+    placed before the group's first node (``floor``) cannot be. One walk for all of them: a
+    producer reached once and found outside the group's reach need not be walked again."""
+    stack, seen = list(values), set()
     while stack:
         v = stack.pop()
         node = v.node
@@ -132,9 +133,11 @@ def _depends_on(value, group: set, floor: int, position: dict) -> bool:
 
 
 class _Group(list):
-    """A growing group: its nodes in graph order, and what joining it asks of them kept up to
-    date as it grows (its node ids, first and last positions, reductions), so that growing a
-    long chain one node at a time stays linear."""
+    """A growing group: its nodes (in graph order once `in_order` has run: a merge appends a
+    group's nodes after another's), and what joining it asks of them kept up to date as it
+    grows (its node ids, first and last positions, reductions, the operands its members read
+    from outside it), so that growing a long chain one node at a time, or merging groups into
+    the largest of them, stays linear."""
 
     def __init__(self, nodes, position: dict):
         super().__init__()
@@ -143,6 +146,9 @@ class _Group(list):
         self.floor = self.last = None
         self.ends: list = []  # its reductions
         self.readers: list = []  # a heap of (position, id) of the members' readers
+        # operands whose producer was outside the group when their reader joined (producers
+        # join before their readers: only a merge can bring one in since)
+        self.operands: list = []
         for n in nodes:
             self.append(n)
 
@@ -154,6 +160,7 @@ class _Group(list):
         self.last = p if self.last is None else max(self.last, p)
         if _reduction(node):
             self.ends.append(node)
+        self.operands.extend(u for u in node.inputs if id(u.node) not in self.ids)
         for v in node.outputs:
             for u in v.users:
                 heapq.heappush(self.readers, (self.position[id(u)], id(u)))
@@ -168,6 +175,15 @@ class _Group(list):
             heapq.heappop(readers)
         return bool(readers) and readers[0][0] < self.position[id(node)]
 
+    def absorb(self, other: _Group) -> None:
+        """Take ``other``'s nodes (the group is out of graph order until `in_order`)."""
+        for n in other:
+            self.append(n)
+
+    def in_order(self) -> _Group:
+        self.sort(key=lambda n: self.position[id(n)])
+        return self
+
 
 def _groups(graph: Graph, defer: bool = False) -> tuple[list[list], list]:
     """The groups to fuse, and the nodes that joined a group read before them (``defer``:
@@ -176,7 +192,7 @@ def _groups(graph: Graph, defer: bool = False) -> tuple[list[list], list]:
     position = {id(n): i for i, n in enumerate(graph.nodes)}
     early: list = []
     group_of: dict[int, _Group] = {}  # id(node) -> its group (its nodes, in order)
-    groups: list[_Group] = []
+    groups: dict[int, _Group] = {}  # id(group) -> group, in order of creation
     for node in graph.nodes:
         if _reduction(node):
             group = group_of.get(id(node.inputs[0].node))
@@ -211,20 +227,23 @@ def _groups(graph: Graph, defer: bool = False) -> tuple[list[list], list]:
             early.append((node, _runs_after(node, chosen, position)))
         if chosen is None:
             chosen = _Group((), position)
-            groups.append(chosen)
-        elif len(chosen) > 1:  # several groups merged through this node: one group now
-            nodes = sorted((n for g in chosen for n in g), key=lambda n: position[id(n)])
-            merged = _Group(nodes, position)
-            groups[:] = [g for g in groups if not any(g is c for c in chosen)]
-            groups.append(merged)
-            for n in merged:
-                group_of[id(n)] = merged
+            groups[id(chosen)] = chosen
+        elif len(chosen) > 1:  # several groups merged through this node: into the largest
+            merged = max(chosen, key=len)
+            for g in chosen:
+                if g is not merged:
+                    merged.absorb(g)
+                    del groups[id(g)]
+                    for n in g:
+                        group_of[id(n)] = merged
+            groups[id(merged)] = groups.pop(id(merged))  # (last, as a new group would be)
             chosen = merged
         else:
             chosen = chosen[0]
         chosen.append(node)
         group_of[id(node)] = chosen
-    groups = [g for g in (_check_reductions(g) for g in groups) if len(g) > 1 or _alone(g)]
+    ordered = (g.in_order() for g in groups.values())
+    groups = [g for g in (_check_reductions(g) for g in ordered) if len(g) > 1 or _alone(g)]
     if any(len(g) == 1 for g in groups):
         layouts = Layouts(graph)
         groups = [
@@ -271,11 +290,12 @@ def _join(node, candidates: list[_Group], position: dict, defer: bool) -> list[_
         if _delays(option, outside, position):
             continue
         if len(option) > 1:  # the members' own operands too: a path from one group to another
-            outside += [u for g in option for n in g for u in n.inputs if id(u.node) not in members]
-            inside = [u for g in option for n in g for u in n.inputs if id(u.node) in members]
-            if any(_reduction(u.node) for u in inside):
+            # (a member reads no value of its own group's reductions: only another group's)
+            crossing = [u for g in option for u in g.operands if id(u.node) in members]
+            if any(_reduction(u.node) for u in crossing):
                 continue  # a member would read a reduction of the union, which ends it
-        if not any(_depends_on(u, members, floor, position) for u in outside):
+            outside += [u for g in option for u in g.operands if id(u.node) not in members]
+        if not _depends_on(outside, members, floor, position):
             return option
     return None
 
