@@ -289,15 +289,31 @@ def _join(node, candidates: list[_Group], position: dict, defer: bool) -> list[_
         outside = [u for u in node.inputs if id(u.node) not in members]
         if _delays(option, outside, position):
             continue
-        if len(option) > 1:  # the members' own operands too: a path from one group to another
+        if len(option) > 1:
             # (a member reads no value of its own group's reductions: only another group's)
             crossing = [u for g in option for u in g.operands if id(u.node) in members]
             if any(_reduction(u.node) for u in crossing):
                 continue  # a member would read a reduction of the union, which ends it
-            outside += [u for g in option for u in g.operands if id(u.node) not in members]
+            if _crosses(option, members, position):
+                continue
         if not _depends_on(outside, members, floor, position):
             return option
     return None
+
+
+def _crosses(option: list[_Group], members: set, position: dict) -> bool:
+    """Whether a path leads from one group of ``option`` through nodes outside them all to
+    another: an operand a group's members read from outside the union computed from another
+    group. (Not from its own: each group is convex, and nodes that joined it since were placed
+    after its operands.) Each group's operands are walked back only as far as the other
+    groups' first node: a long group merging with a short recent one walks little."""
+    for g in option:
+        others = [h for h in option if h is not g]
+        target = others[0].ids if len(others) == 1 else set().union(*(h.ids for h in others))
+        operands = [u for u in g.operands if id(u.node) not in members]
+        if _depends_on(operands, target, min(h.floor for h in others), position):
+            return True
+    return False
 
 
 def _delays(option: list[_Group], outside: list, position: dict) -> bool:
