@@ -228,7 +228,8 @@ class Graph(GraphBase):
     def replace_all_uses(self, old: Value, new: Value) -> None:
         for user in list(old.users):
             user.replace_input(old, new)
-        self.outputs = [new if v is old else v for v in self.outputs]
+        if old in self.outputs:  # (values compare by identity: a C-speed scan)
+            self.outputs = [new if v is old else v for v in self.outputs]
 
     def erase_node(self, node: Node) -> None:
         for v in node.outputs:

@@ -89,7 +89,7 @@ def replace_value(graph: Graph, old: Value, new: Value) -> bool:
     if old.type != new.type:
         return False
     outputs = graph.outputs
-    if any(v is old for v in outputs) and any(v is new for v in outputs):
+    if old in outputs and new in outputs:  # (values compare by identity)
         return False
     if _root(new).node.kind == "input" and any(old in _view_chain(v) for v in outputs):
         return False
