@@ -15,7 +15,8 @@ import pytest
 
 import ember
 from ember.kernels import ccompile
-from ember.ops.linalg import _ADDMM, _LINEAR
+from ember.ops.addmm import _ADDMM
+from ember.ops.linalg import _LINEAR
 
 torch = pytest.importorskip("torch")
 

@@ -1,4 +1,4 @@
-"""``addmm``, a primitive defined in ops/linalg.py only (kernel, VJP, cost, shape rule, workspace,
+"""``addmm``, a primitive defined in ops/addmm.py only (kernel, VJP, cost, shape rule, workspace,
 C step and an epilogue rule reusing linear's row blocks): PyTorch's values and gradients for
 every broadcast of ``input`` and for beta and alpha, the errors, and, at O3, a following ReLU
 or GELU taken as its epilogue with nothing else knowing about it. Its samples run in the
