@@ -114,12 +114,13 @@ def test_half_precision_rows_layout_rounds_the_float32_sums_once(half):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_channels_last_copy_by_tiles_is_numpys_transpose(dtype):
     """The C copy into the channels-last scratch transposes tiles of a vector's channels by a
-    vector's positions in registers (rows of 16 or 32 positions), the channels past the last
-    whole tile and the rows of other lengths one element at a time."""
+    vector's positions in registers (rows of 16 or 32 positions; a shorter row's tile reads
+    whole vectors, but not past the input's end), the channels past the last whole tile one
+    element at a time."""
     from ember.kernels.conv_plan import interior, source_region
 
     rng = np.random.default_rng(4)
-    for c, size, cp in [(40, (5, 32), 40), (16, (3, 48), 16), (24, (4, 17), 32)]:
+    for c, size, cp in [(40, (5, 32), 40), (16, (3, 48), 16), (24, (4, 17), 32), (32, (6, 8), 32)]:
         x = rng.standard_normal((3, c) + size).astype(dtype)
         p = plan(size, (3, 3), (2, 2), ((1, 1),) * 2, (1, 1), c * 9, 8)
         got = np.full((3, math.prod(p.padded), cp), -1.0, dtype)

@@ -398,8 +398,8 @@ void conv_weight_grad_cl(const S *gy, const XW *x, T *out, T *partial, const lon
 #if !HALF && defined(__GNUC__) && !defined(__clang__)
 /* VL channels' runs of VL positions (from, ld apart) stored as VL positions' runs of VL
    channels (to, cp apart), transposed in registers: log2(VL) rounds, each interleaving the
-   first half of the rows with the second (a shuffle a row, where the copy above stores an
-   element at a time) */
+   first half of the rows with the second (a shuffle a row, where the copy below stores an
+   element at a time); the first nb positions stored (the others read, never used) */
 #define TILE_TRANSPOSE 1
 #if T_FLOAT
 typedef int32_t tmask __attribute__((vector_size(64)));
@@ -412,7 +412,7 @@ typedef int64_t tmask __attribute__((vector_size(64)));
 #define THI {4, 12, 5, 13, 6, 14, 7, 15}
 #define TROUNDS 3
 #endif
-static inline void transpose_tile(const T *from, long ld, T *to, long cp) {
+static inline void transpose_tile(const T *from, long ld, T *to, long cp, long nb) {
   vec r[VL], t[VL];
   const tmask lo = TLO, hi = THI;
 #pragma GCC unroll 16
@@ -427,12 +427,11 @@ static inline void transpose_tile(const T *from, long ld, T *to, long cp) {
 #pragma GCC unroll 16
     for (int i = 0; i < VL; i++) r[i] = t[i];
   }
-#pragma GCC unroll 16
-  for (int j = 0; j < VL; j++) *(uvec *)(to + j * cp) = r[j];
+  for (long j = 0; j < nb; j++) *(uvec *)(to + j * cp) = r[j];
 }
 #endif
 struct tcl {
-  const S *x;
+  const S *x, *end; /* end: past x's last value (a tile's reads past a short row stop there) */
   XW *dst;
   long c, in_h, in_w, rows, cols, cp, hp, wp, lo_h, lo_w;
 };
@@ -445,11 +444,15 @@ static void tcl_rows(void *ctx, long lo, long hi) {
     for (long j0 = 0; j0 < t->cols; j0 += BW) {
       long nb = t->cols - j0 < BW ? t->cols - j0 : BW, ch = 0;
 #ifdef TILE_TRANSPOSE
+      long plane = t->in_h * t->in_w;
       if (nb % VL == 0)
         for (; ch + VL <= t->c; ch += VL)
           for (long jj = 0; jj < nb; jj += VL)
-            transpose_tile(src + ch * t->in_h * t->in_w + j0 + jj, t->in_h * t->in_w,
-                           row + (j0 + jj) * t->cp + ch, t->cp);
+            transpose_tile(src + ch * plane + j0 + jj, plane, row + (j0 + jj) * t->cp + ch, t->cp,
+                           VL);
+      else if (nb < VL) /* a short row: whole vectors read from it, where x goes on that far */
+        for (; ch + VL <= t->c && src + (ch + VL - 1) * plane + j0 + VL <= t->end; ch += VL)
+          transpose_tile(src + ch * plane + j0, plane, row + j0 * t->cp + ch, t->cp, nb);
 #endif
       for (; ch < t->c; ch++) {
         const S *from = src + ch * t->in_h * t->in_w + j0;
@@ -462,7 +465,8 @@ static void tcl_rows(void *ctx, long lo, long hi) {
 void to_channels_last(const S *x, XW *dst, long n, long c, long in_h, long in_w, long rows,
                       long cols, long cp, long hp, long wp, long lo_h, long lo_w,
                       ember_pool pool) {
-  struct tcl t = {x, dst, c, in_h, in_w, rows, cols, cp, hp, wp, lo_h, lo_w};
+  struct tcl t = {x, x + n * c * in_h * in_w, dst, c, in_h, in_w, rows, cols, cp, hp, wp, lo_h,
+                  lo_w};
   if (pool && n * rows > 1 && n * c * rows * cols > (1L << 16)) pool(tcl_rows, &t, n * rows, 1);
   else tcl_rows(&t, 0, n * rows);
 }
