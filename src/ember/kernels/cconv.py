@@ -70,7 +70,7 @@ _P, _L, _I = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
 _FORWARD_ARGS = [_P] * 8 + [_L] * 8 + [_I, _P, _L]
 _SEGMENT_ARGS = [_P, _P, _L, _L, _L]
 _WEIGHT_ARGS = [_P] * 5 + [_L] * 7 + _SEGMENT_ARGS + [_P]
-_WEIGHT_CL_ARGS = [_P] * 5 + [_L] * 8 + _SEGMENT_ARGS + [_P]
+_WEIGHT_CL_ARGS = [_P] * 5 + [_L] * 9 + _SEGMENT_ARGS + [_P]
 
 
 # the half-precision dtypes the forward stores in 16 bits: the name of their conversions

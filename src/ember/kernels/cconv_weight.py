@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -65,10 +66,10 @@ def conv_weight_grad(x, gy, p: Plan, groups: int):
         gw = _pointwise_weight_grad(x, gy)
         if gw is not None:
             return gw.reshape((cout, c) + p.kernel)
-    padded_channels = _cl_channels(cg, compute.itemsize)
-    if groups == 1 and padded_channels is not None and _windows_cover(p):
+    layout = cl_layout(cg, p, compute.itemsize)
+    if groups == 1 and layout is not None and _windows_cover(p):
         gy = np.ascontiguousarray(gy)
-        gw = _weight_grad_channels_last(x, gy, p, weight_cl, pool, padded_channels)
+        gw = _weight_grad_channels_last(x, gy, p, weight_cl, pool, layout)
         return _rounded(gw, x.dtype)
     if groups == 1 and not half and _patches(p):
         gw = _patch_weight_grad(x, gy, p)
@@ -128,12 +129,40 @@ def _rounded(gw, dtype):
     return chalf.from_float32(gw, dtype)
 
 
-def _cl_channels(cg: int, itemsize: int) -> int | None:
-    """The channels-last kernel's input channels per group, padded to its tiles (two vectors),
-    where it runs (the padding at most half again as many), else None."""
+class ClLayout(NamedTuple):
+    """The channels-last kernel's layout: the copy's channels per position (``cp``), the
+    values the product reads from each kernel offset's position (``cw``, a multiple of its
+    tiles' two vectors) and its kernel offsets (``offsets``: every one, or where ``rows``, the
+    first of each kernel row, whose offsets' channels lie side by side, ``cp`` apart, at
+    adjacent positions)."""
+
+    cp: int
+    cw: int
+    rows: bool
+    offsets: int
+
+
+def cl_layout(cg: int, p: Plan, itemsize: int) -> ClLayout | None:
+    """The channels-last kernel's layout for ``cg`` input channels per group, where it runs:
+    the one of least work of (a) each kernel offset's channels padded to the tiles and (b) a
+    kernel row's offsets side by side (dilation 1 along the row: adjacent positions), padded
+    to the tiles as a whole (for few channels: 16 channels of a 3-wide row are 48 values, two
+    tiles of 32, where each offset alone takes a tile; the same sums, bit for bit), where
+    that work is at most half again the product's own, else None; (b) alone runs only at a
+    stride above 1, where the other kernel runs phase by phase on copies of the input; at
+    stride 1 the extended grid reads the input in place."""
     wide = 2 * (_VECTOR_BYTES // itemsize)
+    kk, kw = math.prod(p.kernel), p.kernel[-1]
+    useful = 1.5 * cg * kk
     padded = -(-cg // wide) * wide
-    return padded if padded <= 1.5 * cg else None
+    best = ClLayout(padded, padded, False, kk) if padded * kk <= useful else None
+    if p.dilation[-1] == 1 and kw > 1 and (best is not None or any(s > 1 for s in p.stride)):
+        merged = ClLayout(cg, -(-kw * cg // wide) * wide, True, kk // kw)
+        if merged.cw * merged.offsets <= useful and (
+            best is None or merged.cw * merged.offsets < best.cw * best.offsets
+        ):
+            best = merged
+    return best
 
 
 def reads_half(x_shape: tuple, cout: int, p: Plan, groups: int) -> bool:
@@ -141,7 +170,7 @@ def reads_half(x_shape: tuple, cout: int, p: Plan, groups: int) -> bool:
     operands themselves: the channels-last kernel or the stride-1 extended grid (not the
     pointwise products, whose per-sample results would be rounded, nor the strided phases)."""
     cg = x_shape[1] // groups
-    if groups == 1 and _cl_channels(cg, 4) is not None and _windows_cover(p):
+    if groups == 1 and cl_layout(cg, p, 4) is not None and _windows_cover(p):
         return True
     if any(s != 1 for s in p.stride):
         return False
@@ -297,23 +326,27 @@ def _to_channels_last(x, xcl, p: Plan, cp: int) -> bool:
     return True
 
 
-def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, padded_channels):
-    """The weight gradient as one GEMM per kernel offset, over a channels-last copy of the
-    padded input (each position's channels one contiguous vector), reading the positions each
-    output row's windows start at (every stride-th along the row)."""
+def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, layout: ClLayout):
+    """The weight gradient as one GEMM per kernel offset (or kernel row: `cl_layout`), over a
+    channels-last copy of the padded input (each position's channels one contiguous run),
+    reading the positions each output row's windows start at (every stride-th along the
+    row)."""
     n, c = x.shape[:2]
     src, dst = _cl_segment_tables(p)
     segments = (src.ctypes.data, dst.ctypes.data, len(src), p.out_size[-1], math.prod(p.out_size))
     cout = gy.shape[1]
-    kk = math.prod(p.kernel)
-    koff = _grid_offsets(p.kernel, _strides(p.padded) * np.array(p.dilation))
+    cp, cw = layout.cp, layout.cw
+    lead = p.kernel[:-1] + (1,) if layout.rows else p.kernel
+    koff = _grid_offsets(lead, _strides(p.padded) * np.array(p.dilation))
     positions = math.prod(p.padded)
     # (half precision: widened as it is copied, but for bfloat16 pairs, which keep 16 bits)
     compute = cconv._compute_dtype(x.dtype)
     kept = x.dtype if cconv.pairs(x.dtype) else compute
-    xcl = scratch("cconv_xcl", (n, positions, padded_channels), kept, fill=0, key=(p, n, c))
-    planes = xcl.reshape((n,) + p.padded + (padded_channels,))
-    if not _to_channels_last(x, xcl, p, padded_channels):
+    # (a kernel row's last tile reads up to cw values past its offsets: zeros at the end)
+    size = n * positions * cp
+    xcl = scratch("cconv_xcl", (size + cw,), kept, fill=0, key=(p, n, c, cp))
+    planes = xcl[:size].reshape((n,) + p.padded + (cp,))
+    if not _to_channels_last(x, xcl, p, cp):
         planes[(slice(None),) + interior(p) + (slice(0, c),)] = np.moveaxis(
             x[source_region(p)], 1, -1
         )
@@ -322,7 +355,7 @@ def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, padded_channels)
     # gradient, and the reduction inside a block already runs over all its positions
     per_block = -(-n // _cl_blocks())
     blocks = -(-n // per_block)
-    out = np.empty((kk, rows, padded_channels), compute)
+    out = np.empty((layout.offsets, rows, cw), compute)
     partial = np.empty((blocks,) + out.shape, compute)
     weight_cl(
         gy.ctypes.data,
@@ -332,14 +365,21 @@ def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, padded_channels)
         koff.ctypes.data,
         n,
         cout,
-        kk,
-        padded_channels,
+        layout.offsets,
+        cp,
         gy[0].size,
-        positions * padded_channels,
+        positions * cp,
         per_block,
         p.stride[-1],
+        cw,
         *segments,
         pool,
     )
-    gw = np.ascontiguousarray(out[:, :cout, :c].transpose(1, 2, 0)).reshape((cout, c) + p.kernel)
+    if layout.rows:  # (rows, kernel row, offset along it, channel) -> per offset
+        kw = p.kernel[-1]
+        part = out[:, :cout, : kw * cp].reshape(layout.offsets, cout, kw, cp)[..., :c]
+        part = np.moveaxis(part, 2, 1).reshape(-1, cout, c)
+    else:
+        part = out[:, :cout, :c]
+    gw = np.ascontiguousarray(part.transpose(1, 2, 0)).reshape((cout, c) + p.kernel)
     return gw if np.isfinite(gw).all() else None

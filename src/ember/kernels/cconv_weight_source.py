@@ -7,7 +7,8 @@ after the forward's part (its types, ``copy_run``, the pairs' ``pair_run`` and m
   zero outside the real output: a dot-product micro-kernel (4 x 6 accumulators) over rows both
   contiguous along l (with bfloat16 pairs, two positions per lane);
 * ``conv_weight_grad_cl``: one GEMM per kernel offset over a channels-last copy of the input
-  (``to_channels_last``), reducing over the real output positions only, KC at a time.
+  (``to_channels_last``), reducing over the real output positions only, KC at a time; or per
+  kernel row, its offsets' channels side by side in the product's columns (few channels).
 """
 
 WEIGHT_SOURCE = r"""/* ------------------------------------------------------- weight gradient */
@@ -222,6 +223,8 @@ struct wcl {
   const long *koff;
   long n, cout, kk, cp, gy_sample, x_sample, per_block, m_panels;
   long xstep;         /* positions between consecutive outputs of a row: the stride */
+  long cw; /* values of x read from each kernel offset's position (a multiple of NW: cp, or a
+               kernel row's offsets side by side, cp apart) */
   struct segments sg; /* sg.dst: each output row's first position in the padded input */
 };
 
@@ -262,17 +265,17 @@ static void micro_w_pairs(long k2, const uint32_t *restrict a, const uint32_t *r
    kernel offset, x's channels packed as those pairs */
 static void wcl_blocks(void *ctx, long lo, long hi) {
   const struct wcl *g = ctx;
-  long mp = g->m_panels, rows = mp * MW, cp = g->cp, k2max = (KC + 1) / 2;
+  long mp = g->m_panels, rows = mp * MW, cp = g->cp, cw = g->cw, k2max = (KC + 1) / 2;
   long per_sample = g->sg.count * g->sg.len;
   uint32_t *ap = aligned_alloc(64, (size_t)(mp * k2max * MW) * sizeof(uint32_t));
-  uint32_t *bp = aligned_alloc(64, (size_t)(k2max * cp) * sizeof(uint32_t));
+  uint32_t *bp = aligned_alloc(64, (size_t)(k2max * cw) * sizeof(uint32_t));
   long *at = malloc(2 * (KC + 1) * sizeof(long)); /* per position: x offset, gy offset */
   if (!ap || !bp || !at) abort();
   long *x_at = at, *gy_at = at + KC + 1;
   for (long blk = lo; blk < hi; blk++) {
     long n0 = blk * g->per_block, n1 = n0 + g->per_block < g->n ? n0 + g->per_block : g->n;
-    T *part = g->partial + blk * g->kk * rows * cp;
-    memset(part, 0, (size_t)(g->kk * rows * cp) * sizeof(T));
+    T *part = g->partial + blk * g->kk * rows * cw;
+    memset(part, 0, (size_t)(g->kk * rows * cw) * sizeof(T));
     long total = (n1 - n0) * per_sample;
     for (long i0 = 0; i0 < total; i0 += KC) {
       long kc = total - i0 < KC ? total - i0 : KC, k2 = (kc + 1) / 2;
@@ -296,11 +299,11 @@ static void wcl_blocks(void *ctx, long lo, long hi) {
       for (long k = 0; k < g->kk; k++) {
         const XW *xs = g->x + g->koff[k] * cp;
         for (long q = 0; q < k2; q++)
-          pair_run(bp + q * cp, xs + x_at[2 * q], 2 * q + 1 < kc ? xs + x_at[2 * q + 1] : 0, cp);
+          pair_run(bp + q * cw, xs + x_at[2 * q], 2 * q + 1 < kc ? xs + x_at[2 * q + 1] : 0, cw);
         for (long ip = 0; ip < mp; ip++)
-          for (long c0 = 0; c0 < cp; c0 += NW)
-            micro_w_pairs(k2, ap + ip * k2max * MW, bp + c0, cp,
-                          part + (k * rows + ip * MW) * cp + c0, cp);
+          for (long c0 = 0; c0 < cw; c0 += NW)
+            micro_w_pairs(k2, ap + ip * k2max * MW, bp + c0, cw,
+                          part + (k * rows + ip * MW) * cw + c0, cw);
       }
     }
   }
@@ -311,7 +314,7 @@ static void wcl_blocks(void *ctx, long lo, long hi) {
 #else
 static void wcl_blocks(void *ctx, long lo, long hi) {
   const struct wcl *g = ctx;
-  long mp = g->m_panels, rows = mp * MW, cp = g->cp;
+  long mp = g->m_panels, rows = mp * MW, cp = g->cp, cw = g->cw;
   long per_sample = g->sg.count * g->sg.len;
   T *ap = aligned_alloc(64, (size_t)(mp * KC * MW) * sizeof(T));
   long *seg = malloc(4 * (KC + 2) * sizeof(long)); /* x offset, count, gy offset, sample */
@@ -319,8 +322,8 @@ static void wcl_blocks(void *ctx, long lo, long hi) {
   long *s_off = seg, *s_cnt = seg + KC + 2, *s_gy = seg + 2 * (KC + 2);
   for (long blk = lo; blk < hi; blk++) {
     long n0 = blk * g->per_block, n1 = n0 + g->per_block < g->n ? n0 + g->per_block : g->n;
-    T *part = g->partial + blk * g->kk * rows * cp;
-    memset(part, 0, (size_t)(g->kk * rows * cp) * sizeof(T));
+    T *part = g->partial + blk * g->kk * rows * cw;
+    memset(part, 0, (size_t)(g->kk * rows * cw) * sizeof(T));
     long total = (n1 - n0) * per_sample;
     for (long i0 = 0; i0 < total; i0 += KC) {
       long kc = total - i0 < KC ? total - i0 : KC;
@@ -354,9 +357,9 @@ static void wcl_blocks(void *ctx, long lo, long hi) {
       for (long k = 0; k < g->kk; k++) {
         const T *xs = g->x + g->koff[k] * cp;
         for (long ip = 0; ip < mp; ip++)
-          for (long c0 = 0; c0 < cp; c0 += NW)
+          for (long c0 = 0; c0 < cw; c0 += NW)
             micro_w(nseg, s_off, s_cnt, ap + ip * KC * MW, xs + c0, cp * g->xstep,
-                    part + (k * rows + ip * MW) * cp + c0, cp);
+                    part + (k * rows + ip * MW) * cw + c0, cw);
       }
     }
   }
@@ -365,21 +368,24 @@ static void wcl_blocks(void *ctx, long lo, long hi) {
 }
 #endif
 
-/* out (blocks summed: kk x rows x cp) from gy (n x cout x plane) and the channels-last padded
+/* out (blocks summed: kk x rows x cw) from gy (n x cout x plane) and the channels-last padded
    input x (n x positions x cp), read at an output row's first position seg_dst[r] plus the
-   kernel offset's koff[k], then every xstep positions along the row (a strided convolution) */
+   kernel offset's koff[k], then every xstep positions along the row (a strided convolution);
+   cw values from each (cw == cp: one kernel offset's channels; cw > cp: a kernel row's
+   offsets, adjacent positions, side by side, the values past them never used) */
 void conv_weight_grad_cl(const S *gy, const XW *x, T *out, T *partial, const long *koff, long n,
                          long cout, long kk, long cp, long gy_sample, long x_sample,
-                         long per_block, long xstep, const long *seg_src, const long *seg_dst,
-                         long segs, long seg_len, long plane, ember_pool pool) {
+                         long per_block, long xstep, long cw, const long *seg_src,
+                         const long *seg_dst, long segs, long seg_len, long plane,
+                         ember_pool pool) {
   long mp = (cout + MW - 1) / MW, blocks = (n + per_block - 1) / per_block;
   struct wcl g = {gy,        x,  partial, koff,  n, cout, kk, cp, gy_sample, x_sample,
-                  per_block, mp, xstep,   {seg_src, seg_dst, segs, seg_len, plane}};
-  if (pool && blocks > 1 && cout * kk * cp * plane * n > (1L << 20))
+                  per_block, mp, xstep,   cw,    {seg_src, seg_dst, segs, seg_len, plane}};
+  if (pool && blocks > 1 && cout * kk * cw * plane * n > (1L << 20))
     pool(wcl_blocks, &g, blocks, 1);
   else
     wcl_blocks(&g, 0, blocks);
-  long size = kk * mp * MW * cp;
+  long size = kk * mp * MW * cw;
   memcpy(out, partial, (size_t)size * sizeof(T));
   for (long b = 1; b < blocks; b++)
     for (long i = 0; i < size; i++) out[i] += partial[b * size + i];
@@ -389,8 +395,43 @@ void conv_weight_grad_cl(const S *gy, const XW *x, T *out, T *partial, const lon
    (ch, i, j), for i < rows, j < cols; blocks of BW positions of a row, so that each channel's
    piece is one contiguous read and the block's writes stay in L1 */
 #define BW 16
+#if !HALF && defined(__GNUC__) && !defined(__clang__)
+/* VL channels' runs of VL positions (from, ld apart) stored as VL positions' runs of VL
+   channels (to, cp apart), transposed in registers: log2(VL) rounds, each interleaving the
+   first half of the rows with the second (a shuffle a row, where the copy below stores an
+   element at a time); the first nb positions stored (the others read, never used) */
+#define TILE_TRANSPOSE 1
+#if T_FLOAT
+typedef int32_t tmask __attribute__((vector_size(64)));
+#define TLO {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23}
+#define THI {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31}
+#define TROUNDS 4
+#else
+typedef int64_t tmask __attribute__((vector_size(64)));
+#define TLO {0, 8, 1, 9, 2, 10, 3, 11}
+#define THI {4, 12, 5, 13, 6, 14, 7, 15}
+#define TROUNDS 3
+#endif
+static inline void transpose_tile(const T *from, long ld, T *to, long cp, long nb) {
+  vec r[VL], t[VL];
+  const tmask lo = TLO, hi = THI;
+#pragma GCC unroll 16
+  for (int i = 0; i < VL; i++) r[i] = *(const uvec *)(from + i * ld);
+#pragma GCC unroll 4
+  for (int round = 0; round < TROUNDS; round++) {
+#pragma GCC unroll 8
+    for (int i = 0; i < VL / 2; i++) {
+      t[2 * i] = __builtin_shuffle(r[i], r[i + VL / 2], lo);
+      t[2 * i + 1] = __builtin_shuffle(r[i], r[i + VL / 2], hi);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < VL; i++) r[i] = t[i];
+  }
+  for (long j = 0; j < nb; j++) *(uvec *)(to + j * cp) = r[j];
+}
+#endif
 struct tcl {
-  const S *x;
+  const S *x, *end; /* end: past x's last value (a tile's reads past a short row stop there) */
   XW *dst;
   long c, in_h, in_w, rows, cols, cp, hp, wp, lo_h, lo_w;
 };
@@ -401,8 +442,19 @@ static void tcl_rows(void *ctx, long lo, long hi) {
     const S *src = t->x + (n * t->c * t->in_h + i) * t->in_w;
     XW *row = t->dst + ((n * t->hp + t->lo_h + i) * t->wp + t->lo_w) * t->cp;
     for (long j0 = 0; j0 < t->cols; j0 += BW) {
-      long nb = t->cols - j0 < BW ? t->cols - j0 : BW;
-      for (long ch = 0; ch < t->c; ch++) {
+      long nb = t->cols - j0 < BW ? t->cols - j0 : BW, ch = 0;
+#ifdef TILE_TRANSPOSE
+      long plane = t->in_h * t->in_w;
+      if (nb % VL == 0)
+        for (; ch + VL <= t->c; ch += VL)
+          for (long jj = 0; jj < nb; jj += VL)
+            transpose_tile(src + ch * plane + j0 + jj, plane, row + (j0 + jj) * t->cp + ch, t->cp,
+                           VL);
+      else if (nb < VL) /* a short row: whole vectors read from it, where x goes on that far */
+        for (; ch + VL <= t->c && src + (ch + VL - 1) * plane + j0 + VL <= t->end; ch += VL)
+          transpose_tile(src + ch * plane + j0, plane, row + j0 * t->cp + ch, t->cp, nb);
+#endif
+      for (; ch < t->c; ch++) {
         const S *from = src + ch * t->in_h * t->in_w + j0;
         XW *to = row + j0 * t->cp + ch;
         for (long j = 0; j < nb; j++) to[j * t->cp] = XW_OF(from[j]);
@@ -413,7 +465,8 @@ static void tcl_rows(void *ctx, long lo, long hi) {
 void to_channels_last(const S *x, XW *dst, long n, long c, long in_h, long in_w, long rows,
                       long cols, long cp, long hp, long wp, long lo_h, long lo_w,
                       ember_pool pool) {
-  struct tcl t = {x, dst, c, in_h, in_w, rows, cols, cp, hp, wp, lo_h, lo_w};
+  struct tcl t = {x, x + n * c * in_h * in_w, dst, c, in_h, in_w, rows, cols, cp, hp, wp, lo_h,
+                  lo_w};
   if (pool && n * rows > 1 && n * c * rows * cols > (1L << 16)) pool(tcl_rows, &t, n * rows, 1);
   else tcl_rows(&t, 0, n * rows);
 }

@@ -9,8 +9,8 @@ import math
 import numpy as np
 
 from . import cconv
-from .cconv import _BLOCKS, _MAX_WASTE, _MR, _VECTOR_BYTES
-from .cconv_weight import _cl_blocks, _pointwise_by_sample, _windows_cover
+from .cconv import _BLOCKS, _MAX_WASTE, _MR
+from .cconv_weight import _cl_blocks, _pointwise_by_sample, _windows_cover, cl_layout
 from .conv_plan import Plan
 
 __all__ = ["temporaries"]
@@ -39,11 +39,10 @@ def temporaries(op: str, a_shape: tuple, b_shape: tuple, p: Plan, groups: int, d
 
             if n * cout * c * math.prod(p.out_size) > BLAS_ONE_THREAD:  # (else declined)
                 return n * cout * c * item  # the per-sample products
-        wide = 2 * (_VECTOR_BYTES // item)
-        padded_channels = -(-c // wide) * wide
-        if groups == 1 and padded_channels <= 1.5 * c and _windows_cover(p):
+        layout = cl_layout(c, p, item)
+        if groups == 1 and layout is not None and _windows_cover(p):
             blocks = -(-n // -(-n // _cl_blocks()))
-            per_offset = kk * (-(-cout // _MR) * _MR) * padded_channels * item
+            per_offset = layout.offsets * (-(-cout // _MR) * _MR) * layout.cw * item
             return (1 + blocks) * per_offset + cout * c * kk  # (+ np.isfinite's mask)
     reach = [d * (k - 1) for d, k in zip(p.dilation, p.kernel)]
     lo = [r - low for r, low in zip(reach, p.lo)]
