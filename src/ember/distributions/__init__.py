@@ -27,6 +27,7 @@ from . import (
     discrete,
     extra,
     kl,
+    kl_extra,
     matrix,
     mixture,
     multivariate,

@@ -291,6 +291,11 @@ class Gamma(Distribution):
         c, r = self.concentration, self.rate
         return c * r.log() + (c - 1) * value.log() - r * value - lgamma(c)
 
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return E.igamma(self.concentration, self.rate * value)
+
     def entropy(self):
         c = self.concentration
         return c - self.rate.log() + lgamma(c) + (1.0 - c) * digamma(c)

@@ -245,6 +245,11 @@ class InverseGamma(Distribution):
         c, r = self.concentration, self.rate
         return c * r.log() - lgamma(c) - (c + 1) * value.log() - r / value
 
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return E.igammac(self.concentration, self.rate / value)
+
     def entropy(self):
         c = self.concentration
         return c + self.rate.log() + lgamma(c) - (1 + c) * digamma(c)
@@ -291,6 +296,16 @@ class Kumaraswamy(Distribution):
             self._validate_sample(value)
         a, b = self.concentration1, self.concentration0
         return a.log() + b.log() + (a - 1) * value.log() + (b - 1) * (-value.pow(a)).log1p()
+
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        a, b = self.concentration1, self.concentration0
+        return (1 - (b * (-value.pow(a)).log1p()).exp()).clamp(0.0, 1.0)
+
+    def icdf(self, value):
+        a, b = self.concentration1, self.concentration0
+        return (1 - ((-value).log1p() / b).exp()).pow(a.reciprocal())
 
     def entropy(self):
         a, b = self.concentration1, self.concentration0
