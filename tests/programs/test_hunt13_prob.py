@@ -1,8 +1,9 @@
 """Probabilistic programs as users write them: a VAE with a low-rank Gaussian posterior and a
 full-covariance prior (kl_divergence across the two families), a continuous-Bernoulli VAE for
 data in [0, 1] with its KL to a Beta and to a Uniform reference, a survival model with a Gamma
-likelihood and right censoring through Gamma.cdf, and quantiles of fitted Gumbel, Kumaraswamy
-and InverseGamma distributions through icdf/cdf.
+likelihood and right censoring through Gamma.cdf, quantiles of fitted Gumbel, Kumaraswamy
+and InverseGamma distributions through icdf/cdf, and a Beta policy and a Dirichlet latent
+trained through rsample (Gamma's implicit reparameterization).
 """
 
 import numpy as np
@@ -194,7 +195,50 @@ def quantile_fits(torch, ctx):
     ]
 
 
-PROGRAMS = [lowrank_vae, cb_vae, gamma_survival, quantile_fits]
+def reparam_draws(torch, ctx):
+    # a Beta policy trained through rsample (SAC-style) and a Dirichlet latent: the draws
+    # differ between libraries, so the program returns what a seed does not change
+    nn = torch.nn
+    D = torch.distributions
+
+    class Actor(nn.Module):
+        def __init__(s):
+            super().__init__()
+            s.net = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 4))
+
+        def forward(s, obs):
+            a, b = nn.functional.softplus(s.net(obs)).add(1.0).chunk(2, -1)
+            return D.Beta(a, b)
+
+    actor = ctx.init(Actor())
+    critic = ctx.init(nn.Linear(5, 1), "critic")
+    rng = np.random.default_rng(34)
+    obs = ctx.t(rng.standard_normal((6, 3)).astype(np.float32))
+    dist = actor(obs)
+    act = dist.rsample()
+    q = critic(torch.cat([obs, act], -1)).squeeze(-1)
+    loss = (0.1 * dist.log_prob(act).sum(-1) - q).mean()
+    loss.backward()
+    grads = [p.grad for p in actor.parameters()]
+    conc = torch.tensor([[0.5, 1.0, 2.0], [3.0, 3.0, 3.0]], requires_grad=True)
+    z = D.Dirichlet(conc).rsample((4,))
+    (z * torch.tensor([1.0, 0.0, -1.0])).sum().backward()
+    t = D.StudentT(torch.tensor(4.0), torch.zeros(2), torch.ones(2)).rsample((3,))
+    return [
+        tuple(act.shape),
+        bool(((act > 0) & (act < 1)).all()),
+        act.requires_grad,
+        [tuple(g.shape) for g in grads],
+        all(bool(g.isfinite().all()) and bool(g.abs().sum() > 0) for g in grads),
+        tuple(z.shape),
+        bool(torch.allclose(z.sum(-1), torch.ones(4, 2), atol=1e-5)),
+        bool(conc.grad.isfinite().all()),
+        tuple(t.shape),
+        dist.has_rsample,
+    ]
+
+
+PROGRAMS = [lowrank_vae, cb_vae, gamma_survival, quantile_fits, reparam_draws]
 CAPTURED = [lowrank_vae, gamma_survival]
 
 
