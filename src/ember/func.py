@@ -44,6 +44,7 @@ __all__ = [
     "jacrev",
     "jvp",
     "linearize",
+    "replace_all_batch_norm_modules_",
     "stack_module_state",
     "vjp",
     "vmap",
@@ -353,6 +354,21 @@ def stack_module_state(models) -> tuple[dict, dict]:
         for name, _ in models[0].named_buffers()
     }
     return params, buffers
+
+
+def replace_all_batch_norm_modules_(root):
+    """``torch.func.replace_all_batch_norm_modules_``: every batch norm in ``root`` (itself
+    included) stops tracking running statistics (its buffers become None, so it normalizes with
+    the batch's statistics in training and evaluation alike), in place; returns ``root``."""
+    from .nn.normalization import _BatchNorm
+
+    for module in root.modules():
+        if isinstance(module, _BatchNorm) and module.track_running_stats:
+            module.running_mean = None
+            module.running_var = None
+            module.num_batches_tracked = None
+            module.track_running_stats = False
+    return root
 
 
 # -------------------------------------------------------------------------------------- vmap

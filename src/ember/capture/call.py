@@ -22,7 +22,7 @@ the remaining outputs feed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..plan.program import ProgramParts
 from ..runtime.codegen import planned_in_place
@@ -143,6 +143,8 @@ class CapturedCall:
     backward_start: int | None = None
     reads_grads: bool = True
     reach: Reachable | None = None
+    # (module, flag): the training flags the trace changed, which each run sets again
+    modes: list = field(default_factory=list)
 
     def inplace(self) -> dict:
         """Output position -> input position for the 'data' writebacks of captured tensors:

@@ -275,6 +275,8 @@ class GraphFunction:
             self.autograd.attach(outs, arrays, saved, tensors, sources)
         if writebacks:  # (a forward pass has none)
             apply_writebacks(writebacks, extra, leaves, fed | {id(r) for r in user})
+        for module, flag in self.call.modes:  # (``model.eval()`` inside the function)
+            module.training = flag
         return None if self.call.out_spec is None else unflatten(self.call.out_spec, outs)
 
     def check(self, leaves: list) -> None:

@@ -161,6 +161,7 @@ def capture_call(
         writebacks, extra = plan_writebacks(
             builder, snapshot, reach, grad_args + late, entry_arg_grads, updated
         )
+        modes = snapshot.changed_modes()
     finally:
         builder.restore_optimizers()  # those found are restored again by the snapshot
         snapshot.restore()
@@ -173,7 +174,7 @@ def capture_call(
     feeds = _feeds_in_input_order(builder, arg_feeds)
     n_user, backward_start = len(user_values), builder.backward_start
     call = CapturedCall(
-        graph, feeds, out_spec, n_user, writebacks, backward_start, reads_grads, reach
+        graph, feeds, out_spec, n_user, writebacks, backward_start, reads_grads, reach, modes
     )
     autograd = None
     if builder.backward_start is None and _reg.is_grad_enabled():

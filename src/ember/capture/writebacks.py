@@ -79,6 +79,15 @@ class Snapshot:
                     ]
         return found
 
+    def changed_modes(self) -> list:
+        """(module, flag) of each module whose training flag the trace changed (``m.eval()``
+        inside the function): each run sets it again, as each eager call would."""
+        return [
+            (m, m.training)
+            for m, before in self.attributes
+            if before.get("training", m.training) != m.training
+        ]
+
     def traced_slots(self) -> list:
         """(holder, key, old value, graph value) of each slot the trace set to a graph value."""
         found = []

@@ -5,9 +5,9 @@ Everything differentiable (``log_prob``, ``entropy``, ``rsample``, moments, ``kl
 is written in ember ops, so it carries gradients on the tape and records under
 ``ember.function`` capture. Where ember differs from PyTorch:
 
-* Gamma, Beta, Dirichlet, StudentT, Chi2 and InverseGamma have no ``rsample`` (PyTorch's implicit
-  reparameterization is not implemented); they, Poisson and Binomial ``sample`` with NumPy's
-  samplers on ember's default generator, eagerly only.
+* Gamma, Beta, Dirichlet, StudentT, Chi2, InverseGamma, Poisson and Binomial ``sample`` with
+  NumPy's samplers on ember's default generator, eagerly only; the first six ``rsample``
+  through Gamma's implicit reparameterization (`_gamma_rsample.py`), also eagerly only.
 * Categorical samples by inverting the cumulative probabilities, so a seed gives other draws
   than PyTorch's multinomial sampler (same distribution).
 * Validation errors are `ConstraintError` (an ember error and a ``ValueError``, which PyTorch
@@ -27,6 +27,7 @@ from . import (
     discrete,
     extra,
     kl,
+    kl_extra,
     matrix,
     mixture,
     multivariate,

@@ -15,6 +15,7 @@ import math
 from ..grad_mode import no_grad
 from ..random import default_generator
 from . import constraints
+from ._gamma_rsample import standard_gamma
 from ._util import (
     ConstraintError,
     E,
@@ -259,6 +260,7 @@ class Exponential(Distribution):
 class Gamma(Distribution):
     arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
     support = constraints.nonnegative
+    has_rsample = True
 
     def __init__(self, concentration, rate, validate_args=None):
         self.concentration, self.rate = broadcast_all(concentration, rate)
@@ -285,11 +287,20 @@ class Gamma(Distribution):
             self, sample_shape, lambda g, s: g.gamma(c, 1.0, size=s) / r, self.rate
         )
 
+    def rsample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        return standard_gamma(self.concentration, shape) / self.rate.expand(*shape)
+
     def log_prob(self, value):
         if self._validate_args:
             self._validate_sample(value)
         c, r = self.concentration, self.rate
         return c * r.log() + (c - 1) * value.log() - r * value - lgamma(c)
+
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return E.igamma(self.concentration, self.rate * value)
 
     def entropy(self):
         c = self.concentration
@@ -302,6 +313,7 @@ class Beta(Distribution):
         "concentration0": constraints.positive,
     }
     support = constraints.unit_interval
+    has_rsample = True
 
     def __init__(self, concentration1, concentration0, validate_args=None):
         self.concentration1, self.concentration0 = broadcast_all(concentration1, concentration0)
@@ -335,6 +347,12 @@ class Beta(Distribution):
             self, sample_shape, lambda g, s: g.beta(a, b, size=s), self.concentration1
         )
 
+    def rsample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        x = standard_gamma(self.concentration1, shape)
+        y = standard_gamma(self.concentration0, shape)
+        return x / (x + y)
+
     def log_prob(self, value):
         if self._validate_args:
             self._validate_sample(value)
@@ -354,8 +372,8 @@ class Beta(Distribution):
 
 class StudentT(Distribution):
     """Student's t with ``df`` degrees of freedom. ``sample`` draws with NumPy's sampler on
-    ember's generator (eager only); no ``rsample`` (PyTorch's goes through Gamma's implicit
-    reparameterization)."""
+    ember's generator (eager only); ``rsample`` goes through Gamma's implicit
+    reparameterization (distributions/_gamma_rsample.py), as PyTorch's."""
 
     arg_constraints = {
         "df": constraints.positive,
@@ -363,6 +381,7 @@ class StudentT(Distribution):
         "scale": constraints.positive,
     }
     support = constraints.real
+    has_rsample = True
 
     def __init__(self, df, loc=0.0, scale=1.0, validate_args=None):
         self.df, self.loc, self.scale = broadcast_all(df, loc, scale)
@@ -392,6 +411,13 @@ class StudentT(Distribution):
         return self.loc.detach() + self.scale.detach() * _numpy_sample(
             self, sample_shape, lambda g, s: g.standard_t(df, size=s), self.loc
         )
+
+    def rsample(self, sample_shape=()):
+        # PyTorch's: a standard normal over the square root of a Chi2(df) / df draw
+        shape = self._extended_shape(sample_shape)
+        z = E.randn(*shape, dtype=self.df.dtype)
+        chi2 = 2.0 * standard_gamma(0.5 * self.df, shape)
+        return self.loc + self.scale * z * (chi2 / self.df).rsqrt()
 
     def log_prob(self, value):
         if self._validate_args:

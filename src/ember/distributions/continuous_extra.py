@@ -182,6 +182,7 @@ class FisherSnedecor(Distribution):
 
     arg_constraints = {"df1": constraints.positive, "df2": constraints.positive}
     support = constraints.positive
+    has_rsample = True
 
     def __init__(self, df1, df2, validate_args=None):
         self.df1, self.df2 = broadcast_all(df1, df2)
@@ -215,6 +216,13 @@ class FisherSnedecor(Distribution):
         shape = self._extended_shape(sample_shape)
         x1 = self._gamma1.sample(sample_shape).reshape(shape)
         x2 = self._gamma2.sample(sample_shape).reshape(shape)
+        tiny = _tiny(x2.dtype)
+        return (x1 / x2.clamp(min=tiny)).clamp(min=tiny)
+
+    def rsample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        x1 = self._gamma1.rsample(sample_shape).reshape(shape)
+        x2 = self._gamma2.rsample(sample_shape).reshape(shape)
         tiny = _tiny(x2.dtype)
         return (x1 / x2.clamp(min=tiny)).clamp(min=tiny)
 

@@ -17,6 +17,7 @@ import numpy as np
 from ..random import default_generator
 from ..special import i1
 from . import constraints
+from ._gamma_rsample import standard_gamma
 from ._util import E, as_tensor, broadcast_all, digamma, lgamma, logits_to_probs, probs_to_logits
 from .continuous import Gamma, _expand_params, _numpy_sample
 from .discrete import Binomial, _one_of, _softplus
@@ -210,6 +211,7 @@ class InverseGamma(Distribution):
 
     arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
     support = constraints.positive
+    has_rsample = True
 
     def __init__(self, concentration, rate, validate_args=None):
         self.concentration, self.rate = broadcast_all(concentration, rate)
@@ -239,11 +241,20 @@ class InverseGamma(Distribution):
             self, sample_shape, lambda g, s: r / g.gamma(c, 1.0, size=s), self.rate
         )
 
+    def rsample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        return self.rate.expand(*shape) / standard_gamma(self.concentration, shape)
+
     def log_prob(self, value):
         if self._validate_args:
             self._validate_sample(value)
         c, r = self.concentration, self.rate
         return c * r.log() - lgamma(c) - (c + 1) * value.log() - r / value
+
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return E.igammac(self.concentration, self.rate / value)
 
     def entropy(self):
         c = self.concentration
@@ -291,6 +302,16 @@ class Kumaraswamy(Distribution):
             self._validate_sample(value)
         a, b = self.concentration1, self.concentration0
         return a.log() + b.log() + (a - 1) * value.log() + (b - 1) * (-value.pow(a)).log1p()
+
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        a, b = self.concentration1, self.concentration0
+        return (1 - (b * (-value.pow(a)).log1p()).exp()).clamp(0.0, 1.0)
+
+    def icdf(self, value):
+        a, b = self.concentration1, self.concentration0
+        return (1 - ((-value).log1p() / b).exp()).pow(a.reciprocal())
 
     def entropy(self):
         a, b = self.concentration1, self.concentration0

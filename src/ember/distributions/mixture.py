@@ -15,6 +15,7 @@ from ..errors import ShapeError
 from ..grad_mode import no_grad
 from ..random import default_generator
 from . import constraints
+from ._gamma_rsample import standard_gamma
 from ._util import E, broadcast_all, digamma, lgamma
 from .discrete import Categorical
 from .distribution import Distribution, _shape
@@ -25,6 +26,7 @@ __all__ = ["Dirichlet", "Cauchy", "MixtureSameFamily"]
 class Dirichlet(Distribution):
     arg_constraints = {"concentration": constraints.independent(constraints.positive, 1)}
     support = constraints.simplex
+    has_rsample = True
 
     def __init__(self, concentration, validate_args=None):
         if concentration.ndim < 1:
@@ -67,6 +69,10 @@ class Dirichlet(Distribution):
             gammas = default_generator.numpy.standard_gamma(alpha)
             arr = gammas / gammas.sum(-1, keepdims=True)
         return E.tensor(arr.astype(self.concentration.dtype.np))
+
+    def rsample(self, sample_shape=()):
+        gammas = standard_gamma(self.concentration, self._extended_shape(sample_shape))
+        return gammas / gammas.sum(-1, keepdim=True)
 
     def log_prob(self, value):
         if self._validate_args:

@@ -98,6 +98,9 @@ class Gumbel(Distribution):
     def cdf(self, value):
         return (-(-(value - self.loc) / self.scale).exp()).exp()
 
+    def icdf(self, value):
+        return self.loc - self.scale * (-value.log()).log()
+
     def entropy(self):
         return self.scale.log() + (1 + _EULER_GAMMA)
 

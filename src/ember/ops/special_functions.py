@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError
+from ..errors import DTypeError, UnsupportedError
 from ..types import TensorType
 from . import api as E
 from ._registry import REGISTRY, OpDef, apply, export, register
@@ -259,9 +259,16 @@ def _gamma_density(a, x):
     return E.exp((a - 1) * E.log(x) - x - E.lgamma(a))
 
 
-def _second(g, operand):
-    """The gradient of the second operand only (PyTorch defines none in the first), summed
-    over the axes it was broadcast along."""
+def _second(name: str, c, g, operand):
+    """The gradient of the second operand only, summed over the axes it was broadcast along.
+    PyTorch defines none in the first, and raises where one is wanted: so does ember (a silent
+    None would leave a trained first operand unchanged)."""
+    if c.needs_input_grad[0]:
+        raise UnsupportedError(
+            f"the derivative for '{name}: input' (its first operand) is not implemented, as in "
+            "PyTorch; detach that operand, or differentiate in the second only",
+            op=name,
+        )
     return (None, g if tuple(g.shape) == tuple(operand.shape) else E.sum_to(g, operand.shape))
 
 
@@ -274,7 +281,7 @@ def _second_only(name: str, scipy_name: str, second_grad, doc: str) -> OpDef:
             kind="elementwise",
             infer=_binary_infer(name),
             kernel=_scipy2(scipy_name),
-            vjp=lambda c, g: _second(g * second_grad(*c.inputs), c.inputs[1]),
+            vjp=lambda c, g: _second(name, c, g * second_grad(*c.inputs), c.inputs[1]),
             cost=elementwise_cost(40),
             doc=doc,
         )

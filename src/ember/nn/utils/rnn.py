@@ -270,9 +270,12 @@ def pad_sequence(
 
 
 def unpad_sequence(padded_sequences: Tensor, lengths, batch_first: bool = False) -> list:
-    """The inverse of `pad_sequence` (right padding): the list of unpadded sequences."""
+    """The inverse of `pad_sequence` (right padding): the list of unpadded sequences. As
+    PyTorch's, a time-major ``padded_sequences`` is transposed in place to batch-major."""
     lengths = _host(lengths, "unpad_sequence", "lengths")
-    x = padded_sequences if batch_first else padded_sequences.transpose(0, 1)
+    x = padded_sequences
+    if not batch_first:
+        x.transpose_(0, 1)
     return [x[b, : int(n)] for b, n in enumerate(lengths)]
 
 
