@@ -373,6 +373,34 @@ static void micro2(long kc, const T *restrict a, const T *restrict b, T *restric
     for (int v = 0; v < 2; v++) *(vec *)(acc + i * NR + v * VL) = c[i][v];
 }
 
+/* `micro` and `micro2` (V vectors of columns) with the MR x V tile at c, rows ldc apart,
+   unaligned: a whole tile is summed where it lies in the result (storing it in a buffer and
+   copying it into the result was a quarter of a product's time, the result's rows scattered
+   over memory); the same sums in the same order, so the same bits */
+#define MICRO_C(name, V)                                                                      \
+  static void name(long kc, const T *restrict a, const T *restrict b, T *restrict c,          \
+                   long ldc, int first) {                                                     \
+    vec s[MR][V];                                                                             \
+    _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++)                                      \
+      _Pragma("GCC unroll 3") for (int v = 0; v < V; v++)                                     \
+        s[i][v] = first ? (vec){0} : *(const uvec *)(c + i * ldc + v * VL);                   \
+    for (long p = 0; p < kc; p++) {                                                           \
+      vec bv[V];                                                                              \
+      _Pragma("GCC unroll 3") for (int v = 0; v < V; v++) bv[v] = *(const vec *)(b + v * VL); \
+      _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) {                                  \
+        T x = a[i];                                                                           \
+        _Pragma("GCC unroll 3") for (int v = 0; v < V; v++) s[i][v] += x * bv[v];             \
+      }                                                                                       \
+      a += MR;                                                                                \
+      b += NR;                                                                                \
+    }                                                                                         \
+    _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++)                                      \
+      _Pragma("GCC unroll 3") for (int v = 0; v < V; v++)                                     \
+        *(uvec *)(c + i * ldc + v * VL) = s[i][v];                                            \
+  }
+MICRO_C(micro3_c, 3)
+MICRO_C(micro2_c, 2)
+
 /* the width of the panel of columns from j0: NR, or two vectors where at most two remain or
    where four remain (two panels of two, not one of three and one of one) */
 static long panel_width(long n, long j0) {
@@ -385,7 +413,7 @@ static void ember_own_gemm(int order, int transa, int transb, BLAS_INT m_, BLAS_
                            BLAS_INT ldb, T beta, T *c, BLAS_INT ldc) {
   (void)order, (void)alpha, (void)beta;
   long m = m_, n = n_, k = k_; /* all positive: `matmul` leaves empty products to NumPy */
-  long mp = (m + MR - 1) / MR;
+  long mp = (m + MR - 1) / MR, full = m / MR; /* panels of A, those of MR rows */
   long a_size = (mp * MR * k + VL - 1) / VL * VL; /* (tiles and bp stay 64-byte aligned) */
   T *ap = scratch((size_t)(a_size + mp * MR * NR + KC * NR) * sizeof(T));
   T *tiles = ap + a_size, *bp = tiles + mp * MR * NR;
@@ -397,11 +425,16 @@ static void ember_own_gemm(int order, int transa, int transb, BLAS_INT m_, BLAS_
       long kc = k - p0 < KC ? k - p0 : KC;
       pack_b(transb == 112, b, ldb, p0, kc, j0, nr, bp);
       for (long ip = 0; ip < mp; ip++) {
-        if (width == NR) micro(kc, ap + ip * MR * k + p0 * MR, bp, tiles + ip * MR * NR, p0 == 0);
-        else micro2(kc, ap + ip * MR * k + p0 * MR, bp, tiles + ip * MR * NR, p0 == 0);
+        const T *panel = ap + ip * MR * k + p0 * MR;
+        if (nr == width && ip < full) { /* a whole tile: summed in the result itself */
+          T *to = c + ip * MR * ldc + j0;
+          if (width == NR) micro3_c(kc, panel, bp, to, ldc, p0 == 0);
+          else micro2_c(kc, panel, bp, to, ldc, p0 == 0);
+        } else if (width == NR) micro(kc, panel, bp, tiles + ip * MR * NR, p0 == 0);
+        else micro2(kc, panel, bp, tiles + ip * MR * NR, p0 == 0);
       }
     }
-    for (long i = 0; i < m; i++)
+    for (long i = nr == width ? full * MR : 0; i < m; i++) /* the partial tiles' values */
       memcpy(c + i * ldc + j0, tiles + (i / MR) * MR * NR + (i % MR) * NR, nr * sizeof(T));
   }
 }
