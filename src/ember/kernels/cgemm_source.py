@@ -4,7 +4,7 @@
 (or ember's own kernel) single-threaded in each thread, plus the few-rows kernel ``ember_skinny``.
 """
 
-__all__ = ["DISPATCH", "OWN_GEMM"]
+__all__ = ["DISPATCH", "OWN_GEMM", "TILES"]
 
 DISPATCH = r"""
 typedef void (*ember_task)(void *, long, long);
@@ -262,30 +262,13 @@ void ember_skinny(int tb, long m, long n, long k, const T *a, long lda, const T 
 }
 """
 
-# ember's own single-threaded GEMM on the shared micro-kernel (kernels/cmicro.py), with the
-# CBLAS signature (row-major; alpha 1 and beta 0, the only values `ember_gemm` passes). A is
-# packed whole into panels of MR rows; then for each panel of NR columns of B, block by block
-# of KC along K, each block is packed and every panel of A multiplied into its MR x NR tile of
-# accumulators, which are stored into C once K is done.
-OWN_GEMM = r"""
-#include <stdlib.h>
+# Shared by `OWN_GEMM` and kernels/cprepack.py's product on packed weights (after kernels/
+# cmicro.py's MICRO, whose vec, uvec, MR, NR, VL they use): `transpose8x16`, which packs eight
+# float32 rows sixteen steps at a time where the compiler targets AVX-512 (TRANSPOSE8 says
+# whether it applies), and `micro3_c`/`micro2_c`, the micro-kernel summing a whole tile where it
+# lies in the result.
+TILES = r"""
 #include <string.h>
-
-/* the calling thread's packing buffer, kept between calls and grown as needed: allocating
-   and freeing it per call (mmap and munmap, at these sizes) interrupted the other threads to
-   flush their TLBs and made two threads slower than one */
-static T *scratch(size_t bytes) {
-  static __thread T *buffer = 0;
-  static __thread size_t capacity = 0;
-  if (bytes > capacity) {
-    free(buffer);
-    capacity = (bytes + 4095) / 4096 * 4096;
-    buffer = aligned_alloc(64, capacity);
-    if (!buffer) abort();
-  }
-  return buffer;
-}
-
 #if defined(__AVX512F__)
 /* out[p * 8 + r] = src[r * ld + p] for 8 rows r and 16 steps p of float32: three rounds of
    interleaving pairs of rows (a perfect shuffle each) leave vector q holding steps 2q and
@@ -312,6 +295,61 @@ static inline void transpose8x16(const float *src, long ld, f16 out[8]) {
 #else
 #define TRANSPOSE8 0
 #endif
+
+/* `micro` and `micro2` (V vectors of columns) with the MR x V tile at c, rows ldc apart,
+   unaligned: a whole tile is summed where it lies in the result (storing it in a buffer and
+   copying it into the result was a quarter of a product's time, the result's rows scattered
+   over memory); the same sums in the same order, so the same bits */
+#define MICRO_C(name, V)                                                                      \
+  __attribute__((unused)) static void name(long kc, const T *restrict a, const T *restrict b, \
+                                           T *restrict c,                                    \
+                                           long ldc, int first) {                            \
+    vec s[MR][V];                                                                             \
+    _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++)                                      \
+      _Pragma("GCC unroll 3") for (int v = 0; v < V; v++)                                     \
+        s[i][v] = first ? (vec){0} : *(const uvec *)(c + i * ldc + v * VL);                   \
+    for (long p = 0; p < kc; p++) {                                                           \
+      vec bv[V];                                                                              \
+      _Pragma("GCC unroll 3") for (int v = 0; v < V; v++) bv[v] = *(const vec *)(b + v * VL); \
+      _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) {                                  \
+        T x = a[i];                                                                           \
+        _Pragma("GCC unroll 3") for (int v = 0; v < V; v++) s[i][v] += x * bv[v];             \
+      }                                                                                       \
+      a += MR;                                                                                \
+      b += NR;                                                                                \
+    }                                                                                         \
+    _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++)                                      \
+      _Pragma("GCC unroll 3") for (int v = 0; v < V; v++)                                     \
+        *(uvec *)(c + i * ldc + v * VL) = s[i][v];                                            \
+  }
+MICRO_C(micro3_c, 3)
+MICRO_C(micro2_c, 2)
+"""
+
+# ember's own single-threaded GEMM on the shared micro-kernel (kernels/cmicro.py), with the
+# CBLAS signature (row-major; alpha 1 and beta 0, the only values `ember_gemm` passes). A is
+# packed whole into panels of MR rows; then for each panel of NR columns of B, block by block
+# of KC along K, each block is packed and every panel of A multiplied into its MR x NR tile of
+# accumulators, which are stored into C once K is done.
+OWN_GEMM = r"""
+#include <stdlib.h>
+#include <string.h>
+
+/* the calling thread's packing buffer, kept between calls and grown as needed: allocating
+   and freeing it per call (mmap and munmap, at these sizes) interrupted the other threads to
+   flush their TLBs and made two threads slower than one */
+static T *scratch(size_t bytes) {
+  static __thread T *buffer = 0;
+  static __thread size_t capacity = 0;
+  if (bytes > capacity) {
+    free(buffer);
+    capacity = (bytes + 4095) / 4096 * 4096;
+    buffer = aligned_alloc(64, capacity);
+    if (!buffer) abort();
+  }
+  return buffer;
+}
+
 
 static void pack_a(int ta, const T *a, long lda, long m, long k, T *ap) {
   if (ta) {
@@ -422,33 +460,6 @@ static void micro2(long kc, const T *restrict a, const T *restrict b, T *restric
     for (int v = 0; v < 2; v++) *(vec *)(acc + i * NR + v * VL) = c[i][v];
 }
 
-/* `micro` and `micro2` (V vectors of columns) with the MR x V tile at c, rows ldc apart,
-   unaligned: a whole tile is summed where it lies in the result (storing it in a buffer and
-   copying it into the result was a quarter of a product's time, the result's rows scattered
-   over memory); the same sums in the same order, so the same bits */
-#define MICRO_C(name, V)                                                                      \
-  static void name(long kc, const T *restrict a, const T *restrict b, T *restrict c,          \
-                   long ldc, int first) {                                                     \
-    vec s[MR][V];                                                                             \
-    _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++)                                      \
-      _Pragma("GCC unroll 3") for (int v = 0; v < V; v++)                                     \
-        s[i][v] = first ? (vec){0} : *(const uvec *)(c + i * ldc + v * VL);                   \
-    for (long p = 0; p < kc; p++) {                                                           \
-      vec bv[V];                                                                              \
-      _Pragma("GCC unroll 3") for (int v = 0; v < V; v++) bv[v] = *(const vec *)(b + v * VL); \
-      _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) {                                  \
-        T x = a[i];                                                                           \
-        _Pragma("GCC unroll 3") for (int v = 0; v < V; v++) s[i][v] += x * bv[v];             \
-      }                                                                                       \
-      a += MR;                                                                                \
-      b += NR;                                                                                \
-    }                                                                                         \
-    _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++)                                      \
-      _Pragma("GCC unroll 3") for (int v = 0; v < V; v++)                                     \
-        *(uvec *)(c + i * ldc + v * VL) = s[i][v];                                            \
-  }
-MICRO_C(micro3_c, 3)
-MICRO_C(micro2_c, 2)
 
 /* the width of the panel of columns from j0: NR, or two vectors where at most two remain or
    where four remain (two panels of two, not one of three and one of one) */
