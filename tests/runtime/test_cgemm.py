@@ -220,3 +220,23 @@ def test_a_matrix_vector_product_takes_the_skinny_path(monkeypatch):
     w = rng.standard_normal((512, 784)).astype(np.float32)
     _close(cgemm.matmul(x, w.T), (x.astype(np.float64) @ w.T.astype(np.float64)).astype(np.float32))
     assert calls == [1]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_own_gemm_is_exact_on_small_integers_at_every_tile_and_packing_edge(dtype):
+    """Integer-valued operands make every sum exact whatever its order, so a panel packed
+    wrong (the sixteen-step transposition of A's rows and of a transposed B's, the tiles summed
+    in the result, the partial tiles and panels, K past one packed block) shows as a wrong
+    value, not as rounding."""
+    rng = np.random.default_rng(11)
+    functions = cgemm._functions(np.dtype(dtype))
+    for m, k, n in [(8, 16, 48), (9, 17, 32), (16, 33, 50), (40, 200, 96), (23, 31, 130)]:
+        a = rng.integers(-8, 8, (m, k)).astype(dtype)
+        w = rng.integers(-8, 8, (n, k)).astype(dtype)
+        wide = np.zeros((m, k + 5), dtype)  # (A's rows further apart than its length)
+        wide[:, :k] = a
+        for left in (a, wide[:, :k]):
+            for right in (w.T, np.ascontiguousarray(w.T)):
+                got = cgemm._blocked(functions, left, right, None, (), blas=False, threaded=False)
+                want = a.astype(np.float64) @ w.T.astype(np.float64)
+                np.testing.assert_array_equal(got, want.astype(dtype))

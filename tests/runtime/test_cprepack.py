@@ -426,3 +426,20 @@ def test_by_the_measured_choice_a_version_is_packed_on_its_second_product(forced
             layer.weight.mul_(0.5)
             _close(layer(x), _reference(layer, x), 64)
         assert forced == [True, True]
+
+
+@needs_kernel
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_packed_products_are_exact_on_small_integers_at_every_panel_edge(dtype):
+    """Integer-valued operands make every sum exact: full panels of A's rows (packed sixteen
+    steps at a time), the rows past them, panels of 48, 32 and fewer columns, K past one block."""
+    rng = np.random.default_rng(12)
+    for m, k, n in [(8, 16, 48), (9, 33, 32), (65, 128, 100), (16, 400, 50), (3, 17, 40)]:
+        a = rng.integers(-8, 8, (m, k)).astype(dtype)
+        w = rng.integers(-8, 8, (n, k)).astype(dtype)
+        pack = cprepack.pack(w.T)
+        assert pack is not None
+        for threaded in (False, True):
+            got = cprepack.product(a, pack, None, threaded=threaded)
+            want = a.astype(np.float64) @ w.T.astype(np.float64)
+            np.testing.assert_array_equal(got, want.astype(dtype))

@@ -28,6 +28,11 @@ import numpy as np
 __all__ = ["attention"]
 
 _SOURCE = r"""
+#if defined(__x86_64__) && defined(__AVX512F__)
+/* the softmax's loops (exp, max, sums) on whole 64-byte vectors, as the products' (GCC would
+   otherwise take 32-byte vectors for them on CPUs whose 64-byte ones it rates slower) */
+#pragma GCC target("prefer-vector-width=512")
+#endif
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,11 +67,69 @@ static inline float own_exp(float x) {
 #endif
 
 #define VEC (64 / (long)sizeof(T))
-/* The register block of both products: ROWS query rows by one cache line of columns (COLS), so
-   ROWS accumulators, one vector load and ROWS broadcasts per step; wider blocks pad a short
-   key row to more columns than they save. */
+/* The register block of both products: ROWS query rows by up to WIDE vectors of columns (COLS
+   values each), so up to ROWS x WIDE accumulators, WIDE vector loads and ROWS broadcasts per
+   step. The rows' padding stays at one vector of columns: a block takes as many whole vectors
+   as remain, up to WIDE (with one vector, 4 accumulators waited on the adds' latency: a
+   quarter of the machine's multiply-add rate). */
 #define ROWS 4
 #define COLS VEC
+#define WIDE 4
+typedef T vec __attribute__((vector_size(64)));
+typedef T uvec __attribute__((vector_size(64), aligned(sizeof(T))));
+
+/* scores of ROWS rows (qs: ROWS x E, scaled) against NV vectors of keys from s0 (kt: E x Sp,
+   transposed), summed over the embedding in its order, into sc (ROWS x Sp) */
+static inline __attribute__((always_inline)) void scores_block(const T *qs, const T *kt, long E,
+                                                               long Sp, long s0, T *sc,
+                                                               const int NV) {
+  vec a[ROWS][WIDE];
+  for (int r = 0; r < ROWS; r++)
+    for (int v = 0; v < NV; v++) a[r][v] = (vec){0};
+  for (long d = 0; d < E; d++) {
+    const T *kd = kt + d * Sp + s0;
+    vec kv[WIDE];
+    for (int v = 0; v < NV; v++) kv[v] = *(const vec *)(kd + v * COLS);
+    for (int r = 0; r < ROWS; r++) {
+      T x = qs[r * E + d];
+      for (int v = 0; v < NV; v++) a[r][v] += x * kv[v];
+    }
+  }
+  for (int r = 0; r < ROWS; r++)
+    for (int v = 0; v < NV; v++) *(vec *)(sc + r * Sp + s0 + v * COLS) = a[r][v];
+}
+
+/* the first `rows` output rows' columns e0.. (NV vectors of them, at most Ev): the weights of
+   `keys` keys (sc) times the value rows (vp: S x Evp), summed key by key, each divided by its
+   row's total */
+static inline __attribute__((always_inline)) void values_block(const T *sc, const T *vp,
+                                                               long keys, long Sp, long Evp,
+                                                               long e0, long Ev, long rows,
+                                                               const T *totals, T *o,
+                                                               const int NV) {
+  vec a[ROWS][WIDE];
+  for (int r = 0; r < ROWS; r++)
+    for (int v = 0; v < NV; v++) a[r][v] = (vec){0};
+  for (long s = 0; s < keys; s++) {
+    const T *vs = vp + s * Evp + e0;
+    vec kv[WIDE];
+    for (int v = 0; v < NV; v++) kv[v] = *(const vec *)(vs + v * COLS);
+    for (int r = 0; r < ROWS; r++) {
+      T p = sc[r * Sp + s];
+      for (int v = 0; v < NV; v++) a[r][v] += p * kv[v];
+    }
+  }
+  for (long r = 0; r < rows; r++) {
+    T *out = o + r * Ev + e0;
+    for (int v = 0; v < NV; v++) {
+      vec q = a[r][v] / totals[r];
+      long n = Ev - e0 - v * COLS;
+      if (n >= COLS) *(uvec *)(out + v * COLS) = q;
+      else
+        for (long c = 0; c < n; c++) out[v * COLS + c] = q[c];
+    }
+  }
+}
 
 #define DIMS 6
 struct job {
@@ -130,13 +193,13 @@ static void batches(void *job_, long lo, long hi) {
   const struct job *j = job_;
   long L = j->L, S = j->S, E = j->E, Ev = j->Ev;
   long Sp = (S + COLS - 1) / COLS * COLS, Evp = (Ev + COLS - 1) / COLS * COLS;
-  size_t bytes = sizeof(T) * (E * Sp + S * Evp + ROWS * Sp + ROWS * E + ROWS * Evp);
+  size_t bytes = sizeof(T) * (E * Sp + S * Evp + ROWS * Sp + ROWS * E);
   T *kt = aligned_alloc(64, (bytes + 63) / 64 * 64);
   if (!kt) {
     ((struct job *)job_)->failed = 1;
     return;
   }
-  T *vp = kt + E * Sp, *sc = vp + S * Evp, *qs = sc + ROWS * Sp, *acc = qs + ROWS * E;
+  T *vp = kt + E * Sp, *sc = vp + S * Evp, *qs = sc + ROWS * Sp;
   for (long b = lo; b < hi; b++) {
     /* the batch element's offset in each operand (batch strides of 0 broadcast) */
     long qo = 0, ko = 0, vo = 0, mo = 0;
@@ -149,37 +212,43 @@ static void batches(void *job_, long lo, long hi) {
     T *o = j->o + b * L * Ev;
     /* key by key: a head split's key rows lie a whole token apart, often a multiple of 4 KiB,
        so walking down a column would touch one cache set per key */
-    for (long s = 0; s < S; s++)
-      for (long d = 0; d < E; d++) kt[d * Sp + s] = k[s * j->kr + d * j->kc];
+    if (j->kc == 1) /* (its own loop: a stride unknown here made GCC gather, a lane a load) */
+      for (long s = 0; s < S; s++)
+        for (long d = 0; d < E; d++) kt[d * Sp + s] = k[s * j->kr + d];
+    else
+      for (long s = 0; s < S; s++)
+        for (long d = 0; d < E; d++) kt[d * Sp + s] = k[s * j->kr + d * j->kc];
     for (long d = 0; d < E; d++)
       for (long s = S; s < Sp; s++) kt[d * Sp + s] = 0;
     for (long s = 0; s < S; s++) {
       T *row = vp + s * Evp;
-      for (long e = 0; e < Ev; e++) row[e] = v[s * j->vr + e * j->vc];
+      if (j->vc == 1) memcpy(row, v + s * j->vr, Ev * sizeof(T));
+      else
+        for (long e = 0; e < Ev; e++) row[e] = v[s * j->vr + e * j->vc];
       for (long e = Ev; e < Evp; e++) row[e] = 0;
     }
     for (long i0 = 0; i0 < L; i0 += ROWS) {
       long rows = L - i0 < ROWS ? L - i0 : ROWS;
       long keys = j->causal ? (i0 + rows < S ? i0 + rows : S) : S;
       long width = (keys + COLS - 1) / COLS * COLS;
-      for (long r = 0; r < ROWS; r++)
-        for (long d = 0; d < E; d++)
-          qs[r * E + d] = r < rows ? q[(i0 + r) * j->qr + d * j->qc] * j->scale : 0;
-      /* scores of ROWS rows, one vector of keys at a time, accumulated over the embedding */
-      for (long s0 = 0; s0 < width; s0 += COLS) {
-        T a[ROWS][COLS];
-        for (long r = 0; r < ROWS; r++)
-          for (long c = 0; c < COLS; c++) a[r][c] = 0;
-        for (long d = 0; d < E; d++) {
-          const T *kd = kt + d * Sp + s0;
-          for (long r = 0; r < ROWS; r++) {
-            T x = qs[r * E + d];
-#pragma omp simd
-            for (long c = 0; c < COLS; c++) a[r][c] += x * kd[c];
-          }
+      for (long r = 0; r < ROWS; r++) {
+        const T *from = q + (i0 + r) * j->qr;
+        if (r >= rows)
+          for (long d = 0; d < E; d++) qs[r * E + d] = 0;
+        else if (j->qc == 1) /* (as for the keys: no gathers) */
+          for (long d = 0; d < E; d++) qs[r * E + d] = from[d] * j->scale;
+        else
+          for (long d = 0; d < E; d++) qs[r * E + d] = from[d * j->qc] * j->scale;
+      }
+      /* scores of ROWS rows, up to WIDE vectors of keys at a time, summed over the embedding */
+      for (long s0 = 0, nv; s0 < width; s0 += nv * COLS) {
+        nv = (width - s0) / COLS < WIDE ? (width - s0) / COLS : WIDE;
+        switch (nv) {
+          case 1: scores_block(qs, kt, E, Sp, s0, sc, 1); break;
+          case 2: scores_block(qs, kt, E, Sp, s0, sc, 2); break;
+          case 3: scores_block(qs, kt, E, Sp, s0, sc, 3); break;
+          default: scores_block(qs, kt, E, Sp, s0, sc, WIDE);
         }
-        for (long r = 0; r < ROWS; r++)
-          for (long c = 0; c < COLS; c++) sc[r * Sp + s0 + c] = a[r][c];
       }
       T totals[ROWS];
       for (long r = 0; r < rows; r++) {
@@ -197,23 +266,15 @@ static void batches(void *job_, long lo, long hi) {
       }
       for (long r = rows; r < ROWS; r++)
         for (long s = 0; s < width; s++) sc[r * Sp + s] = 0;
-      /* the weighted sum of the value rows, one vector of columns at a time */
-      for (long e0 = 0; e0 < Evp; e0 += COLS) {
-        T a[ROWS][COLS];
-        for (long r = 0; r < ROWS; r++)
-          for (long c = 0; c < COLS; c++) a[r][c] = 0;
-        for (long s = 0; s < keys; s++) {
-          const T *vs = vp + s * Evp + e0;
-          for (long r = 0; r < ROWS; r++) {
-            T p = sc[r * Sp + s];
-#pragma omp simd
-            for (long c = 0; c < COLS; c++) a[r][c] += p * vs[c];
-          }
-        }
-        for (long r = 0; r < rows; r++) {
-          T *out = o + (i0 + r) * Ev;
-          long n = Ev - e0 < COLS ? Ev - e0 : COLS;
-          for (long c = 0; c < n; c++) out[e0 + c] = a[r][c] / totals[r];
+      /* the weighted sum of the value rows, up to WIDE vectors of columns at a time */
+      for (long e0 = 0, nv; e0 < Evp; e0 += nv * COLS) {
+        nv = (Evp - e0) / COLS < WIDE ? (Evp - e0) / COLS : WIDE;
+        T *out = o + i0 * Ev;
+        switch (nv) {
+          case 1: values_block(sc, vp, keys, Sp, Evp, e0, Ev, rows, totals, out, 1); break;
+          case 2: values_block(sc, vp, keys, Sp, Evp, e0, Ev, rows, totals, out, 2); break;
+          case 3: values_block(sc, vp, keys, Sp, Evp, e0, Ev, rows, totals, out, 3); break;
+          default: values_block(sc, vp, keys, Sp, Evp, e0, Ev, rows, totals, out, WIDE);
         }
       }
     }

@@ -44,7 +44,7 @@ import numpy as np
 
 from . import cpool, cprepack, gemm_tune
 from .blas_layout import blas_layout
-from .cgemm_source import DISPATCH, OWN_GEMM
+from .cgemm_source import DISPATCH, OWN_GEMM, TILES
 
 __all__ = ["available", "block_align", "gemm", "matmul", "own_kernel", "runs_skinny", "skinny"]
 __all__ += ["full_blocks", "skinny_rows"]
@@ -96,7 +96,8 @@ def _functions(dtype: np.dtype):
             gemm = set_local = None
         elif not name.endswith("64_"):
             blas_int = "int"
-    source = f"#define T {c_type}\n#define BLAS_INT {blas_int}\n" + MICRO + OWN_GEMM + DISPATCH
+    source = f"#define T {c_type}\n#define BLAS_INT {blas_int}\n" + MICRO + TILES
+    source += OWN_GEMM + DISPATCH
     try:
         fn = ccompile.load(source, "ember_gemm", _ARGS)
         skinny = ccompile.load(source, "ember_skinny", _SKINNY_ARGS)

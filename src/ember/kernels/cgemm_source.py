@@ -4,7 +4,7 @@
 (or ember's own kernel) single-threaded in each thread, plus the few-rows kernel ``ember_skinny``.
 """
 
-__all__ = ["DISPATCH", "OWN_GEMM"]
+__all__ = ["DISPATCH", "OWN_GEMM", "TILES"]
 
 DISPATCH = r"""
 typedef void (*ember_task)(void *, long, long);
@@ -262,6 +262,70 @@ void ember_skinny(int tb, long m, long n, long k, const T *a, long lda, const T 
 }
 """
 
+# Shared by `OWN_GEMM` and kernels/cprepack.py's product on packed weights (after kernels/
+# cmicro.py's MICRO, whose vec, uvec, MR, NR, VL they use): `transpose8x16`, which packs eight
+# float32 rows sixteen steps at a time where the compiler targets AVX-512 (TRANSPOSE8 says
+# whether it applies), and `micro3_c`/`micro2_c`, the micro-kernel summing a whole tile where it
+# lies in the result.
+TILES = r"""
+#include <string.h>
+#if defined(__AVX512F__)
+/* out[p * 8 + r] = src[r * ld + p] for 8 rows r and 16 steps p of float32: three rounds of
+   interleaving pairs of rows (a perfect shuffle each) leave vector q holding steps 2q and
+   2q + 1 of every row, in order: 24 two-vector permutes for 128 values, where the scalar loop
+   moved them one by one */
+typedef float f16 __attribute__((vector_size(64)));
+typedef float uf16 __attribute__((vector_size(64), aligned(4)));
+typedef int i16 __attribute__((vector_size(64)));
+static inline void transpose8x16(const float *src, long ld, f16 out[8]) {
+  const i16 lo = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23};
+  const i16 hi = {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  f16 v[8], w[8];
+  for (int r = 0; r < 8; r++) v[r] = *(const uf16 *)(src + r * ld);
+  for (int round = 0; round < 3; round++) {
+    for (int j = 0; j < 4; j++) {
+      w[2 * j] = __builtin_shuffle(v[j], v[j + 4], lo);
+      w[2 * j + 1] = __builtin_shuffle(v[j], v[j + 4], hi);
+    }
+    for (int r = 0; r < 8; r++) v[r] = w[r];
+  }
+  for (int q = 0; q < 8; q++) out[q] = v[q];
+}
+#define TRANSPOSE8 (sizeof(T) == 4 && MR == 8)
+#else
+#define TRANSPOSE8 0
+#endif
+
+/* `micro` and `micro2` (V vectors of columns) with the MR x V tile at c, rows ldc apart,
+   unaligned: a whole tile is summed where it lies in the result (storing it in a buffer and
+   copying it into the result was a quarter of a product's time, the result's rows scattered
+   over memory); the same sums in the same order, so the same bits */
+#define MICRO_C(name, V)                                                                      \
+  __attribute__((unused)) static void name(long kc, const T *restrict a, const T *restrict b, \
+                                           T *restrict c,                                    \
+                                           long ldc, int first) {                            \
+    vec s[MR][V];                                                                             \
+    _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++)                                      \
+      _Pragma("GCC unroll 3") for (int v = 0; v < V; v++)                                     \
+        s[i][v] = first ? (vec){0} : *(const uvec *)(c + i * ldc + v * VL);                   \
+    for (long p = 0; p < kc; p++) {                                                           \
+      vec bv[V];                                                                              \
+      _Pragma("GCC unroll 3") for (int v = 0; v < V; v++) bv[v] = *(const vec *)(b + v * VL); \
+      _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) {                                  \
+        T x = a[i];                                                                           \
+        _Pragma("GCC unroll 3") for (int v = 0; v < V; v++) s[i][v] += x * bv[v];             \
+      }                                                                                       \
+      a += MR;                                                                                \
+      b += NR;                                                                                \
+    }                                                                                         \
+    _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++)                                      \
+      _Pragma("GCC unroll 3") for (int v = 0; v < V; v++)                                     \
+        *(uvec *)(c + i * ldc + v * VL) = s[i][v];                                            \
+  }
+MICRO_C(micro3_c, 3)
+MICRO_C(micro2_c, 2)
+"""
+
 # ember's own single-threaded GEMM on the shared micro-kernel (kernels/cmicro.py), with the
 # CBLAS signature (row-major; alpha 1 and beta 0, the only values `ember_gemm` passes). A is
 # packed whole into panels of MR rows; then for each panel of NR columns of B, block by block
@@ -286,6 +350,7 @@ static T *scratch(size_t bytes) {
   return buffer;
 }
 
+
 static void pack_a(int ta, const T *a, long lda, long m, long k, T *ap) {
   if (ta) {
     /* op(A)[i][p] = a[p * lda + i]: each row of a read once, its values dealt to the panels'
@@ -307,7 +372,16 @@ static void pack_a(int ta, const T *a, long lda, long m, long k, T *ap) {
     long mr = m - i0 < MR ? m - i0 : MR;
     if (mr == MR) { /* MR rows read side by side, a step at a time */
       const T *from = a + i0 * lda;
-      for (long p = 0; p < k; p++)
+      long p = 0;
+#if defined(__AVX512F__)
+      if (TRANSPOSE8) /* (float32: sixteen steps at a time) */
+        for (; p + 16 <= k; p += 16) {
+          f16 t[8];
+          transpose8x16((const float *)from + p, lda, t);
+          for (int q = 0; q < 8; q++) *(uf16 *)((float *)to + p * MR + 16 * q) = t[q];
+        }
+#endif
+      for (; p < k; p++)
 #pragma GCC unroll 8
         for (long r = 0; r < MR; r++) to[p * MR + r] = from[r * lda + p];
     } else {
@@ -337,10 +411,23 @@ static void pack_b(int tb, const T *b, long ldb, long p0, long kc, long j0, long
                sequential streams, which the prefetchers follow), stored eight values a step */
     const T *from = b + j0 * ldb + p0;
     long c0 = 0;
-    for (; c0 + 8 <= nr; c0 += 8)
-      for (long p = 0; p < kc; p++)
+    for (; c0 + 8 <= nr; c0 += 8) {
+      long p = 0;
+#if defined(__AVX512F__)
+      if (TRANSPOSE8) /* (float32: sixteen steps at a time, as pack_a) */
+        for (; p + 16 <= kc; p += 16) {
+          f16 t[8];
+          transpose8x16((const float *)from + c0 * ldb + p, ldb, t);
+          for (int q = 0; q < 8; q++) {
+            memcpy((float *)bp + (p + 2 * q) * NR + c0, &t[q], 32);
+            memcpy((float *)bp + (p + 2 * q + 1) * NR + c0, (const char *)&t[q] + 32, 32);
+          }
+        }
+#endif
+      for (; p < kc; p++)
 #pragma GCC unroll 8
         for (long r = 0; r < 8; r++) bp[p * NR + c0 + r] = from[(c0 + r) * ldb + p];
+    }
     for (long p = 0; p < kc; p++)
       for (long c = c0; c < NR; c++) bp[p * NR + c] = c < nr ? from[c * ldb + p] : 0;
   }
@@ -373,6 +460,7 @@ static void micro2(long kc, const T *restrict a, const T *restrict b, T *restric
     for (int v = 0; v < 2; v++) *(vec *)(acc + i * NR + v * VL) = c[i][v];
 }
 
+
 /* the width of the panel of columns from j0: NR, or two vectors where at most two remain or
    where four remain (two panels of two, not one of three and one of one) */
 static long panel_width(long n, long j0) {
@@ -385,7 +473,7 @@ static void ember_own_gemm(int order, int transa, int transb, BLAS_INT m_, BLAS_
                            BLAS_INT ldb, T beta, T *c, BLAS_INT ldc) {
   (void)order, (void)alpha, (void)beta;
   long m = m_, n = n_, k = k_; /* all positive: `matmul` leaves empty products to NumPy */
-  long mp = (m + MR - 1) / MR;
+  long mp = (m + MR - 1) / MR, full = m / MR; /* panels of A, those of MR rows */
   long a_size = (mp * MR * k + VL - 1) / VL * VL; /* (tiles and bp stay 64-byte aligned) */
   T *ap = scratch((size_t)(a_size + mp * MR * NR + KC * NR) * sizeof(T));
   T *tiles = ap + a_size, *bp = tiles + mp * MR * NR;
@@ -397,11 +485,16 @@ static void ember_own_gemm(int order, int transa, int transb, BLAS_INT m_, BLAS_
       long kc = k - p0 < KC ? k - p0 : KC;
       pack_b(transb == 112, b, ldb, p0, kc, j0, nr, bp);
       for (long ip = 0; ip < mp; ip++) {
-        if (width == NR) micro(kc, ap + ip * MR * k + p0 * MR, bp, tiles + ip * MR * NR, p0 == 0);
-        else micro2(kc, ap + ip * MR * k + p0 * MR, bp, tiles + ip * MR * NR, p0 == 0);
+        const T *panel = ap + ip * MR * k + p0 * MR;
+        if (nr == width && ip < full) { /* a whole tile: summed in the result itself */
+          T *to = c + ip * MR * ldc + j0;
+          if (width == NR) micro3_c(kc, panel, bp, to, ldc, p0 == 0);
+          else micro2_c(kc, panel, bp, to, ldc, p0 == 0);
+        } else if (width == NR) micro(kc, panel, bp, tiles + ip * MR * NR, p0 == 0);
+        else micro2(kc, panel, bp, tiles + ip * MR * NR, p0 == 0);
       }
     }
-    for (long i = 0; i < m; i++)
+    for (long i = nr == width ? full * MR : 0; i < m; i++) /* the partial tiles' values */
       memcpy(c + i * ldc + j0, tiles + (i / MR) * MR * NR + (i % MR) * NR, nr * sizeof(T));
   }
 }

@@ -324,13 +324,17 @@ static void prepacked_panels(void *job, long lo, long hi) {
         long kc = k - p0 < KC ? k - p0 : KC;
         for (long ip = 0; ip < mp; ip++) {
           const T *ai = j->ap + ip * MR * k + p0 * MR;
-          if (nr <= 2 * VL) micro_two(kc, ai, b + p0 * NR, tiles + ip * MR * NR, p0 == 0);
+          T *to = j->c + ip * MR * j->n + j0; /* a whole panel's tiles: summed in place */
+          if (nr == NR) micro3_c(kc, ai, b + p0 * NR, to, j->n, p0 == 0);
+          else if (nr == 2 * VL) micro2_c(kc, ai, b + p0 * NR, to, j->n, p0 == 0);
+          else if (nr < 2 * VL) micro_two(kc, ai, b + p0 * NR, tiles + ip * MR * NR, p0 == 0);
           else micro(kc, ai, b + p0 * NR, tiles + ip * MR * NR, p0 == 0);
         }
       }
-      for (long i = 0; i < j->full; i++)
-        memcpy(j->c + i * j->n + j0, tiles + (i / MR) * MR * NR + (i % MR) * NR,
-               nr * sizeof(T));
+      if (nr != NR && nr != 2 * VL) /* (the others were summed where they lie) */
+        for (long i = 0; i < j->full; i++)
+          memcpy(j->c + i * j->n + j0, tiles + (i / MR) * MR * NR + (i % MR) * NR,
+                 nr * sizeof(T));
     }
     for (long i0 = j->full; i0 < j->m; i0 += FEW) {
       const T *a = j->a + i0 * k;
@@ -354,7 +358,16 @@ void ember_prepacked_product(const T *a, long m, long k, long n, const T *bp, T 
   for (long i0 = 0; i0 < full; i0 += MR) {
     T *to = ap + i0 * k;
     const T *from = a + i0 * k;
-    for (long p = 0; p < k; p++)
+    long p = 0;
+#if defined(__AVX512F__)
+    if (TRANSPOSE8) /* (float32: sixteen steps at a time, kernels/cgemm_source.py's TILES) */
+      for (; p + 16 <= k; p += 16) {
+        f16 t[8];
+        transpose8x16((const float *)from + p, k, t);
+        for (int q = 0; q < 8; q++) *(uf16 *)((float *)to + p * MR + 16 * q) = t[q];
+      }
+#endif
+    for (; p < k; p++)
 #pragma GCC unroll 8
       for (long r = 0; r < MR; r++) to[p * MR + r] = from[r * k + p];
   }
@@ -367,10 +380,11 @@ void ember_prepacked_product(const T *a, long m, long k, long n, const T *bp, T 
 
 def source_text() -> str:
     """The C source of the packing and the product (without ``T``: each dtype defines it)."""
+    from .cgemm_source import TILES
     from .cmicro import MICRO
     from .cpanels import PACKED
 
-    return MICRO + PACKED + _PRODUCT
+    return MICRO + TILES + PACKED + _PRODUCT
 
 
 @functools.cache

@@ -162,13 +162,13 @@ def machine_key() -> str:
         blas = json.dumps(np.show_config(mode="dicts").get("Build Dependencies", {}), default=str)
     except Exception:
         blas = ""
-    from .cgemm_source import DISPATCH, OWN_GEMM
+    from .cgemm_source import DISPATCH, OWN_GEMM, TILES
     from .cmicro import MICRO
     from .cprepack import source_text
 
     flags = " ".join(getattr(ccompile, "DEFAULT_FLAGS", ()))
     # (the kernels' source too: a changed kernel is measured again)
-    text = MICRO + OWN_GEMM + DISPATCH + source_text()
+    text = MICRO + TILES + OWN_GEMM + DISPATCH + source_text()
     source = hashlib.sha256(text.encode()).hexdigest()[:16]
     return (
         f"{cpu_model()}|{cpu_count()}|numpy {np.__version__}|{blas}|{flags}|{source}"
