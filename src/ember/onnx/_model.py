@@ -317,6 +317,72 @@ def _check_text(graph, where: str) -> None:
             raise OnnxError(f"{where}: a {what} is not valid UTF-8 text ({bytes(text)[:40]!r})")
 
 
+def free_names(graph) -> set[str]:
+    """The names a GraphProto (and the graphs nested in it) reads from enclosing scopes."""
+    defined = {vi.name for vi in graph.input}
+    defined |= {t.name for t in graph.initializer}
+    defined |= {s.values.name for s in graph.sparse_initializer}
+    used = set()
+    for node in graph.node:
+        used.update(name for name in node.input if name)
+        used |= _nested_reads(node)
+        defined.update(name for name in node.output if name)
+    used.update(vi.name for vi in graph.output)
+    return used - defined
+
+
+def _nested_reads(node) -> set[str]:
+    """The enclosing-scope names the graphs in ``node``'s attributes (If's branches, a Loop's
+    body) read."""
+    used: set = set()
+    for attr in node.attribute:
+        for g in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+            used |= free_names(g)
+    return used
+
+
+def sort_nodes(graph) -> None:
+    """Put ``graph``'s nodes in an order where each runs after the nodes whose outputs it reads
+    (its inputs, and what its subgraphs read from this scope), keeping the file's order among
+    nodes that do not depend on each other. ONNX asks for that order, but onnxruntime runs
+    graphs without it, and its tools write some (the float16 converter appends the casts of the
+    graph inputs after the nodes that read them). Nodes in a cycle keep their places, for
+    `check_names` to refuse."""
+    import heapq
+
+    nodes = list(graph.node)
+    producer = {}
+    for index, node in enumerate(nodes):
+        for name in node.output:
+            if name:
+                producer.setdefault(name, index)
+    needs = [
+        {producer[n] for n in (*node.input, *_nested_reads(node)) if n in producer} - {i}
+        for i, node in enumerate(nodes)
+    ]
+    if all(all(j < i for j in deps) for i, deps in enumerate(needs)):
+        return  # (in order already: the common case, left untouched)
+    readers: list = [[] for _ in nodes]
+    waiting = [len(deps) for deps in needs]
+    for i, deps in enumerate(needs):
+        for j in deps:
+            readers[j].append(i)
+    ready = [i for i, count in enumerate(waiting) if count == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for k in readers[i]:
+            waiting[k] -= 1
+            if waiting[k] == 0:
+                heapq.heappush(ready, k)
+    if len(order) < len(nodes):
+        return  # a cycle: check_names names the node that reads what is not yet defined
+    del graph.node[:]
+    graph.node.extend(nodes[i] for i in order)
+
+
 def check_names(graph, outer: set, where: str) -> None:
     """Every node reads names defined before it (or in an enclosing graph), no name is
     defined twice, every output is defined: a file that breaks these (a cycle, a typo) is
