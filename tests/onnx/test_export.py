@@ -486,5 +486,11 @@ def test_pytorch_calling_convention(tmp_path):
     session = ort.InferenceSession(buffer.getvalue())
     (got,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
     np.testing.assert_allclose(got, m(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+    for how in ((x,), ()):  # ember's own convention, a file object for the path
+        buffer = io.BytesIO()
+        ember.onnx.export(m, buffer, *how, input_signature=[ember.TensorSpec((None, 3))])
+        session = ort.InferenceSession(buffer.getvalue())
+        (got,) = session.run(None, {session.get_inputs()[0].name: x5.numpy()})
+        np.testing.assert_allclose(got, m(x5).detach().numpy(), rtol=1e-5, atol=1e-6)
     ember.onnx.export(m, args=(x,), f=str(tmp_path / "k.onnx"), opset_version=18)
     assert onnx.load(str(tmp_path / "k.onnx")).opset_import[0].version == 18

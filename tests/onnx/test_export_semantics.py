@@ -185,3 +185,33 @@ def test_indexing_by_a_0d_tensor(where):
 
     model = onnx.load_from_string(to_model(fn, x).SerializeToString())
     _assert_same(_run(model, x.numpy()), _numpy(fn(x)))
+
+
+def test_means_over_a_symbolic_batch(tmp_path):
+    """A mean over a ``None`` dimension of the signature divides by a count known only when
+    the model runs (the graph's ``full`` of a symbolic size): exported as the input's size,
+    cast, so the file runs at every batch size; a range of such a size is refused, naming
+    arange."""
+    import onnxruntime as ort
+
+    def f(x, y):
+        loss = ember.nn.functional.cross_entropy(x, y)  # (its mean over the batch)
+        return x.mean(0), x.mean(), ember.cat([x, x], 0).mean(0), loss
+
+    spec = [ember.TensorSpec((None, 4), ember.float32), ember.TensorSpec((None,), ember.int64)]
+    path = tmp_path / "means.onnx"
+    ember.onnx.export(f, path, input_signature=spec)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    back = ember.onnx.load(path)
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 5):
+        x, y = rng.standard_normal((n, 4)).astype(np.float32), rng.integers(0, 4, n)
+        expected = _numpy(f(ember.tensor(x), ember.tensor(y)))
+        _assert_same(session.run(None, {"x": x, "y": y}), expected)
+        _assert_same(_numpy(back(x, y)), expected)
+    with pytest.raises(ember.errors.ShapeError, match="arange"):
+        ember.onnx.export(
+            lambda x: x * ember.arange(x.shape[0]).reshape(-1, 1),
+            tmp_path / "r.onnx",
+            input_signature=spec[:1],
+        )

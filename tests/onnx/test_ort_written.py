@@ -434,3 +434,77 @@ def test_linear_resize_of_integers_truncates(dtype, how, scales):
     (want,) = _run_ort(data, {"x": x})
     (got,) = _ours(data, {"x": x})
     np.testing.assert_array_equal(got, want)
+
+
+# ---------------------------------------------------------------------------------------------
+# nodes out of order (onnxruntime runs them; its float16 converter writes them)
+
+
+def _unordered_model():
+    """Nodes listed before those whose outputs they read, an If among them whose branches read
+    a value a later node computes: ``out = (x > 0 ? relu(c) : -c) + c`` with ``c = cast(x)``
+    and ``x`` float16."""
+    f16, f32 = TP.FLOAT16, TP.FLOAT
+    then_g = h.make_graph(
+        [h.make_node("Relu", ["c"], ["t"])], "then", [], [h.make_tensor_value_info("t", f32, None)]
+    )
+    else_g = h.make_graph(
+        [h.make_node("Neg", ["c"], ["e"])], "else", [], [h.make_tensor_value_info("e", f32, None)]
+    )
+    nodes = [
+        h.make_node("Add", ["branch", "c"], ["out"]),
+        h.make_node("If", ["positive"], ["branch"], then_branch=then_g, else_branch=else_g),
+        h.make_node("ReduceSum", ["c"], ["total"], keepdims=0),
+        h.make_node("Greater", ["total", "zero"], ["positive"]),
+        h.make_node("Cast", ["x"], ["c"], to=f32),
+    ]  # fmt: skip
+    graph = h.make_graph(
+        nodes, "unordered", [h.make_tensor_value_info("x", f16, ["n", 3])],
+        [h.make_tensor_value_info("out", f32, ["n", 3])],
+        [numpy_helper.from_array(np.float32(0), "zero")],
+    )  # fmt: skip
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+
+
+def test_nodes_out_of_order_run_in_the_order_their_reads_need():
+    model = _unordered_model()
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    f = ember.onnx.load(model)
+    assert f.eager_reason is None
+    for x in (RNG.standard_normal((2, 3)), -np.abs(RNG.standard_normal((4, 3)))):
+        x = x.astype(np.float16)
+        (want,) = session.run(None, {"x": x})
+        np.testing.assert_array_equal(f(x).numpy(), want)
+    # a cycle is still refused, naming the node
+    looped = _unordered_model()
+    looped.graph.node[4].input[0] = "out"
+    with pytest.raises(OnnxError, match="no earlier node"):
+        ember.onnx.load(looped)
+
+
+def test_onnxruntime_float16_converter_with_float32_inputs():
+    """onnxruntime.transformers.float16 (keep_io_types: float32 inputs and outputs) appends the
+    inputs' casts after the nodes that read them."""
+    float16 = pytest.importorskip("onnxruntime.transformers.float16")
+    w = numpy_helper.from_array(RNG.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    b = numpy_helper.from_array(RNG.standard_normal(4).astype(np.float32), "b")
+    graph = h.make_graph(
+        [
+            h.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+            h.make_node("Relu", ["c"], ["r"]),
+            h.make_node("GlobalAveragePool", ["r"], ["out"]),
+        ],
+        "cnn", [h.make_tensor_value_info("x", TP.FLOAT, ["n", 3, 6, 6])],
+        [h.make_tensor_value_info("out", TP.FLOAT, ["n", 4, 1, 1])], [w, b],
+    )  # fmt: skip
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    half = float16.convert_float_to_float16(model, keep_io_types=True)
+    assert half.graph.node[-1].op_type == "Cast"  # (what this test is about)
+    session = ort.InferenceSession(half.SerializeToString(), providers=["CPUExecutionProvider"])
+    f = ember.onnx.load(half)
+    for n in (1, 3):
+        x = RNG.standard_normal((n, 3, 6, 6)).astype(np.float32)
+        (want,) = session.run(None, {"x": x})
+        got = f(x).numpy()
+        assert got.dtype == want.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3 * np.abs(want).max())

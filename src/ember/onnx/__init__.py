@@ -51,7 +51,9 @@ def export(target, path=None, *example_inputs, input_signature=None, opset=None,
         and len(example_inputs) == 1
     ):  # export(model, args, f): the inputs before the file
         return torch_convention.export(_export, target, path, example_inputs[0], kwargs)
-    if torch_convention.IGNORED & set(kwargs) or {"opset_version", "dynamic_axes"} & set(kwargs):
+    if hasattr(path, "write") or (
+        torch_convention.IGNORED & set(kwargs) or {"opset_version", "dynamic_axes"} & set(kwargs)
+    ):  # (a binary file object as ``path`` is written as PyTorch's ``f`` is)
         options = dict(kwargs, input_signature=input_signature, opset=opset)
         return torch_convention.export(_export, target, example_inputs, path, options)
     return _export(

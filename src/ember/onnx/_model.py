@@ -83,6 +83,7 @@ def read_model(source, *, name: str | None = None) -> ModelSource:
         )
     if not proto.HasField("graph"):
         raise OnnxError(f"{name}: the file holds no graph (not an ONNX model?)")
+    proto = _inline_functions(onnx, proto, name)
     _load_external_data(onnx, proto, base_dir, name)
     opsets = {}
     for entry in proto.opset_import:
@@ -110,6 +111,71 @@ def _parse(onnx, data: bytes, name: str):
     if not proto.ListFields():
         raise OnnxError(f"{name}: empty or unreadable ONNX model")
     return proto
+
+
+def _inline_functions(onnx, proto, name: str):
+    """The model with its local functions (``ModelProto.functions``: PyTorch's
+    ``export_modules_as_functions``, onnxscript's) expanded at each call, by ONNX's own inliner
+    (attribute references, default attributes and nested calls resolved as the spec says).
+    A function that calls itself, directly or through others, is refused first."""
+    if not proto.functions:
+        return proto
+    keys = {(f.domain, f.name, getattr(f, "overload", "")) for f in proto.functions}
+
+    def calls(nodes) -> set:
+        found = set()
+        for node in nodes:
+            key = (node.domain, node.op_type, getattr(node, "overload", ""))
+            if key in keys:
+                found.add(key)
+            for attr in node.attribute:
+                for g in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                    found |= calls(g.node)
+        return found
+
+    callees = {
+        (f.domain, f.name, getattr(f, "overload", "")): calls(f.node) for f in proto.functions
+    }
+    state: dict = {}  # key -> "open" while its callees are walked, "done" after
+
+    def walk(key, path):
+        if state.get(key) == "open":
+            cycle = " -> ".join(f"{d}.{n}" if d else n for d, n, _ in (*path, key))
+            raise OnnxError(f"{name}: local function calls itself ({cycle})")
+        if state.get(key) is None:
+            state[key] = "open"
+            for callee in callees.get(key, ()):
+                walk(callee, (*path, key))
+            state[key] = "done"
+
+    for key in callees:
+        walk(key, ())
+    # each call given the defaults (``attribute_proto``) of the attributes it leaves out: ONNX's
+    # inliner drops a reference to an attribute the call does not set, which the spec (and
+    # onnxruntime) bind to the function's default
+    defaults = {
+        (f.domain, f.name, getattr(f, "overload", "")): list(f.attribute_proto)
+        for f in proto.functions
+    }
+
+    def bind_defaults(nodes) -> None:
+        for node in nodes:
+            key = (node.domain, node.op_type, getattr(node, "overload", ""))
+            given = {a.name for a in node.attribute}
+            node.attribute.extend(a for a in defaults.get(key, ()) if a.name not in given)
+            for attr in node.attribute:
+                for g in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                    bind_defaults(g.node)
+
+    bind_defaults(proto.graph.node)
+    for function in proto.functions:
+        bind_defaults(function.node)
+    try:
+        from onnx import inliner
+
+        return inliner.inline_local_functions(proto)
+    except Exception as err:  # (ONNX's C++ inliner raises its own error types)
+        raise OnnxError(f"{name}: its local functions could not be expanded ({err})") from None
 
 
 def _all_tensors(graph):
@@ -315,6 +381,72 @@ def _check_text(graph, where: str) -> None:
     for what, text in fields:
         if not isinstance(text, str):
             raise OnnxError(f"{where}: a {what} is not valid UTF-8 text ({bytes(text)[:40]!r})")
+
+
+def free_names(graph) -> set[str]:
+    """The names a GraphProto (and the graphs nested in it) reads from enclosing scopes."""
+    defined = {vi.name for vi in graph.input}
+    defined |= {t.name for t in graph.initializer}
+    defined |= {s.values.name for s in graph.sparse_initializer}
+    used = set()
+    for node in graph.node:
+        used.update(name for name in node.input if name)
+        used |= _nested_reads(node)
+        defined.update(name for name in node.output if name)
+    used.update(vi.name for vi in graph.output)
+    return used - defined
+
+
+def _nested_reads(node) -> set[str]:
+    """The enclosing-scope names the graphs in ``node``'s attributes (If's branches, a Loop's
+    body) read."""
+    used: set = set()
+    for attr in node.attribute:
+        for g in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+            used |= free_names(g)
+    return used
+
+
+def sort_nodes(graph) -> None:
+    """Put ``graph``'s nodes in an order where each runs after the nodes whose outputs it reads
+    (its inputs, and what its subgraphs read from this scope), keeping the file's order among
+    nodes that do not depend on each other. ONNX asks for that order, but onnxruntime runs
+    graphs without it, and its tools write some (the float16 converter appends the casts of the
+    graph inputs after the nodes that read them). Nodes in a cycle keep their places, for
+    `check_names` to refuse."""
+    import heapq
+
+    nodes = list(graph.node)
+    producer = {}
+    for index, node in enumerate(nodes):
+        for name in node.output:
+            if name:
+                producer.setdefault(name, index)
+    needs = [
+        {producer[n] for n in (*node.input, *_nested_reads(node)) if n in producer} - {i}
+        for i, node in enumerate(nodes)
+    ]
+    if all(all(j < i for j in deps) for i, deps in enumerate(needs)):
+        return  # (in order already: the common case, left untouched)
+    readers: list = [[] for _ in nodes]
+    waiting = [len(deps) for deps in needs]
+    for i, deps in enumerate(needs):
+        for j in deps:
+            readers[j].append(i)
+    ready = [i for i, count in enumerate(waiting) if count == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for k in readers[i]:
+            waiting[k] -= 1
+            if waiting[k] == 0:
+                heapq.heappush(ready, k)
+    if len(order) < len(nodes):
+        return  # a cycle: check_names names the node that reads what is not yet defined
+    del graph.node[:]
+    graph.node.extend(nodes[i] for i in order)
 
 
 def check_names(graph, outer: set, where: str) -> None:

@@ -49,6 +49,7 @@ from ._model import (
     node_label,
     read_model,
     require_onnx,
+    sort_nodes,
     sparse_to_array,
     tensor_to_array,
 )
@@ -71,6 +72,7 @@ class GraphRunner:
     def __init__(self, graph, model: ModelSource, where: str, outer_names: set):
         self.model = model
         self.where = where
+        sort_nodes(graph)
         check_names(graph, outer_names, where)
         self.initializers: dict[str, np.ndarray] = {}
         for init in graph.initializer:

@@ -23,6 +23,9 @@ def _full_kernel(*, shape, value, dtype):
 
 def _onnx_full(e):
     shape, value, dtype = e.attrs["shape"], e.attrs["value"], e.attrs["dtype"]
+    if isinstance(value, SymDim):  # a symbolic size's value (a mean's count over the batch)
+        count = e.node("Reshape", [e.cast(e.dim(value), dtype), e.ints(())])
+        return e.node("Expand", [count, e.shape(shape)])
     if not any(isinstance(d, SymDim) for d in shape):
         return e.node("Identity", [e.constant(np.full(shape, value, dtype=dtype.np))])
     fill = np.full((1,), value, dtype=dtype.np)
@@ -175,6 +178,13 @@ def arange(start, end=None, step=1, *, dtype=None, requires_grad=False):
     of its float32 values are an ulp (of that first value) away from these."""
     if end is None:
         start, end = 0, start
+    for name, v in (("start", start), ("end", end), ("step", step)):
+        if isinstance(v, SymDim):  # (a graph built for symbolic sizes: its values are constants)
+            raise ShapeError(
+                f"{name} is the symbolic size {v}: a range's length is fixed while the graph is "
+                "built; give this dimension a concrete size",
+                op="arange",
+            )
     d = dt.as_dtype(dtype) if dtype is not None else dt.result_type(start, end, step)
     out = constant(_arange_values(start, end, step, d))
     return out.requires_grad_() if requires_grad else out

@@ -11,6 +11,7 @@ import numpy as np
 from ...graph.builder import GraphBuilder
 from ...ops import _registry as _reg
 from .._convert import EMPTY, NeedsData, ember_dtype, is_static, static_value
+from .._model import free_names
 from ._common import E, np_dtype
 
 INT64 = np.dtype(np.int64)
@@ -23,23 +24,6 @@ def capturing() -> bool:
 
 # ---------------------------------------------------------------------------------------------
 # what a body reads
-
-
-def free_names(graph) -> set[str]:
-    """The names a GraphProto (and the graphs nested in it) reads from enclosing scopes."""
-    defined = {vi.name for vi in graph.input}
-    defined |= {t.name for t in graph.initializer}
-    defined |= {s.values.name for s in graph.sparse_initializer}
-    used = set()
-    for node in graph.node:
-        used.update(name for name in node.input if name)
-        for attr in node.attribute:
-            nested = ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)
-            for g in nested:
-                used |= free_names(g)
-        defined.update(name for name in node.output if name)
-    used.update(vi.name for vi in graph.output)
-    return used - defined
 
 
 def all_static(ctx, inputs, graph_attrs) -> bool:
