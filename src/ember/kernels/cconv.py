@@ -308,19 +308,23 @@ class _Into(NamedTuple):
     phase: tuple
 
 
-def forward_into(x, w, p: Plan, groups: int, array, stride: tuple, phase: tuple, bias=None):
+def forward_into(
+    x, w, p: Plan, groups: int, array, stride: tuple, phase: tuple, bias=None, gather=None
+):  # fmt: skip
     """conv(x, w) (+ bias) stored straight into ``array[..., phase::stride]`` (per spatial
     dimension; ``array`` contiguous, its samples and channels the result's), returning
     ``array``, or None (nothing written) where the C kernel does not apply. A strided
     convolution's input gradient writes each phase so (kernels/cconv_phases.py), with no copy
-    of the phase."""
+    of the phase. ``gather`` (one group, 2-d only): (the weight's shape as the convolution
+    sees it, the stride of its output channels in ``w``, per row of an output channel its
+    offset in ``w``: an int64 table); the packer reads those values of ``w`` in place."""
     if not array.flags.c_contiguous or array.dtype != x.dtype:
         return None
     into = _Into(array, tuple(stride), tuple(phase))
-    return _forward(x, w, p, groups, bias, False, None, into)
+    return _forward(x, w, p, groups, bias, False, None, into, gather)
 
 
-def _forward(x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = None):
+def _forward(x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = None, gather=None):
     functions = _functions(x.dtype)
     if functions is None or x.dtype != w.dtype or x.size == 0 or w.size == 0:
         return None
@@ -329,7 +333,8 @@ def _forward(x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = 
     cout = w.shape[0]
     if groups == 1 and x.ndim == 4:  # padding and packing in C too, on this thread's scratch
         # (a store into another array's phase rewrites the column layout's store table)
-        step = _thread_step(tuple(x.shape), tuple(w.shape), p, x.dtype, relu, into is None)
+        w_shape = tuple(w.shape) if gather is None else gather[0]
+        step = _thread_step(tuple(x.shape), w_shape, p, x.dtype, relu, into is None)
         if step is not None:
             call, args, own_wp = step
             if into is None:
@@ -337,10 +342,12 @@ def _forward(x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = 
             else:
                 out = into.array
                 args = args.copy()  # (the kept block serves plain calls)
-                key = (tuple(x.shape), tuple(w.shape), p, 1, compute_itemsize(x.dtype))
+                key = (tuple(x.shape), w_shape, p, 1, compute_itemsize(x.dtype))
                 dst = _into_table(key, into)
                 # the store table, the channel and the sample strides (forward_step's layout)
                 args[8], args[26], args[29] = dst.ctypes.data, _plane(into), into.array[0].size
+                if gather is not None:
+                    args[35], args[36] = gather[1], gather[2].ctypes.data
             x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
             args[0], args[1], args[3] = x.ctypes.data, w.ctypes.data, out.ctypes.data
             pack = None  # the channels-wide layout: a parameter's panels may be packed already
@@ -352,6 +359,8 @@ def _forward(x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = 
             call(args.ctypes.data)
             del pack  # (held until the step has read it)
             return out
+    if gather is not None:
+        return None
     key = (tuple(x.shape), tuple(w.shape), p, groups, compute_itemsize(x.dtype))
     f = _forward_layout(*key)
     cg, cog, rows, plane, m, panels = f.cg, f.cog, f.rows, f.plane, f.m, f.panels
@@ -548,7 +557,7 @@ def forward_step(
     args += [f.cog, f.rows, f.panels]
     args += [f.panels, f.rows, n * len(src), f.cog, f.m, len(src), c * f.plane, f.cog * f.m]
     args += [int(relu), pool, _panel_group(f.panels, itemsize)]
-    args += [int(weight_constant), 0]
+    args += [int(weight_constant), 0, 0, 0]  # (then the weight's gather: forward_into's)
     return step, np.array(args, np.int64), (step, xp, wp, src, dst, roff)
 
 

@@ -19,8 +19,11 @@ A window that starts before the phase's positions (``t0 > 0``) or reads past the
 negative padding: the operand is cropped at the start and the plan's high padding (which may be
 negative) stops the rest. The work is the strided convolution's own (no product with an
 inserted zero), in the stride-1 kernels' blocking. The input gradient's phases are stored
-straight into their positions of the result (the forward kernel's store steps through them);
-the weight gradient copies each phase of the input.
+straight into their positions of the result (the forward kernel's store steps through them),
+and, for one group in 2-d, read their flipped, transposed sub-kernel in the weight itself (the
+forward step's packer gathers it by a table of offsets; other convolutions copy it); the
+phases' plans and tables are computed once per geometry. The weight gradient copies each phase
+of the input.
 
 Both return None where a stride-1 kernel declines (no compiler, an unsupported dtype, a wide
 extended grid) and the caller runs NumPy.
@@ -28,6 +31,7 @@ extended grid) and the caller runs NumPy.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from typing import NamedTuple
@@ -80,29 +84,32 @@ def _all_phases(p: Plan) -> list:
     return list(itertools.product(*per_dim))
 
 
-def input_grad(gy: np.ndarray, w: np.ndarray, p: Plan, groups: int, forward, store=None, bias=None):
-    """The input gradient of a strided convolution, phase by phase through ``forward``
-    (`cconv.conv_forward`), or None. ``store`` (`cconv.forward_into`), where given, writes
-    each phase's forward convolution straight into its positions of the result (no copy of
-    the phase); where it declines, the phase is computed by ``forward`` and copied. ``bias``
-    (one value per channel of the result): added by each phase's store (a transposed
-    convolution's); the positions no kernel offset reaches hold it alone."""
-    n = gy.shape[0]
-    cout, cg = w.shape[:2]
-    cog = cout // groups
+class _InputPhase(NamedTuple):
+    """One product of phases of the input gradient, as a stride-1 forward convolution."""
+
+    target: tuple  # its positions of the result: an index
+    phase: tuple  # its first position per dimension
+    crop: tuple | None  # the index of gy it reads; None: no kernel offset reaches it
+    kernel: tuple  # the sub-kernel's extent
+    index: tuple  # the sub-kernel's index of the weight
+    plan: Plan | None  # the stride-1 convolution's
+    gather: tuple | None  # forward_into's: the flipped, transposed sub-kernel read in place
+
+
+@functools.lru_cache(maxsize=64)
+def _input_phases(p: Plan, w_shape: tuple, groups: int) -> tuple:
+    """The phases of the input gradient of a geometry (weight of shape ``w_shape``), each with
+    its stride-1 plan and (one group) the offsets that read its flipped, transposed
+    sub-kernel in the weight; or None where a phase's plan does not give its positions."""
+    cout, cg = w_shape[:2]
     nd = len(p.kernel)
-    gx = np.empty((n, groups * cg) + tuple(p.in_size), gy.dtype)
-    # what the positions no kernel offset reaches hold: 0, or 0 + the bias
-    alone = 0 if bias is None else (bias + np.zeros((), bias.dtype)).reshape((1, -1) + (1,) * nd)
+    result = []
     for combo in _all_phases(p):
         target = (slice(None), slice(None)) + tuple(
             slice(ph.r, None, s) for ph, s in zip(combo, p.stride)
         )
-        if any(ph.count == 0 for ph in combo):
-            gx[target] = alone  # no kernel offset reaches these positions
-            continue
+        phase = tuple(ph.r for ph in combo)
         crop, pads, kernel = [], [], []
-        empty = False
         for ph, o in zip(combo, p.out_size):
             reach = ph.dilation * (ph.count - 1)
             # phase position q reads gy[q - t0 - j * d'], j < count: as a forward convolution
@@ -111,36 +118,78 @@ def input_grad(gy: np.ndarray, w: np.ndarray, p: Plan, groups: int, forward, sto
             start = max(0, -low)
             low += start
             length = o - start
-            if length <= 0:  # every window of these positions reads padding only
-                empty = True
+            if ph.count == 0 or length <= 0:  # no kernel offset, or padding only
+                crop = None
                 break
             crop.append(slice(start, None))
             pads.append((low, ph.q - length - low + reach))
             kernel.append(ph.count)
-        if empty:
-            gx[target] = alone
+        if crop is None:
+            result.append(_InputPhase(target, phase, None, (), (), None, None))
             continue
-        sub = _sub_kernel(w, combo)
-        flipped = sub.reshape((groups, cog, cg) + tuple(kernel))[
-            (Ellipsis,) + (slice(None, None, -1),) * nd
-        ]
-        w2 = np.ascontiguousarray(flipped.swapaxes(1, 2)).reshape(
-            (groups * cg, cog) + tuple(kernel)
-        )
         dil = tuple(ph.dilation for ph in combo)
         in_size = tuple(o - c.start for o, c in zip(p.out_size, crop))
-        p2 = plan(in_size, tuple(kernel), (1,) * nd, tuple(pads), dil, w2[0].size, cg)
+        rows = cout // groups * math.prod(kernel)  # of one output channel
+        p2 = plan(in_size, tuple(kernel), (1,) * nd, tuple(pads), dil, rows, cg)
         if p2.out_size != tuple(ph.q for ph in combo):
             return None
-        operand = gy[(slice(None), slice(None)) + tuple(crop)]
-        phase = tuple(ph.r for ph in combo)
-        if store is not None:
-            if store(operand, w2, p2, groups, gx, p.stride, phase, bias) is not None:
+        gather = None
+        if groups == 1 and nd == 2:  # (forward_into's step: one group, 2-d)
+            # row (j, a) of output channel o of the flipped, transposed sub-kernel is
+            # w[j, o, k0 + (count - 1 - a) * step] (per dimension)
+            steps = [math.prod(w_shape[3 + d :]) for d in range(nd)]
+            offsets = np.arange(cout, dtype=np.int64) * (cg * math.prod(w_shape[2:]))
+            for ph, st in zip(combo, steps):
+                taps = (ph.k0 + (ph.count - 1 - np.arange(ph.count)) * ph.step) * st
+                offsets = offsets[..., None] + taps
+            gather = ((cg, cout) + tuple(kernel), math.prod(w_shape[2:]), offsets.reshape(-1))
+        crop = (slice(None), slice(None)) + tuple(crop)
+        index = (slice(None), slice(None)) + tuple(
+            slice(ph.k0, ph.k0 + (ph.count - 1) * ph.step + 1, ph.step) for ph in combo
+        )
+        result.append(_InputPhase(target, phase, crop, tuple(kernel), index, p2, gather))
+    return tuple(result)
+
+
+def input_grad(gy: np.ndarray, w: np.ndarray, p: Plan, groups: int, forward, store=None, bias=None):
+    """The input gradient of a strided convolution, phase by phase through ``forward``
+    (`cconv.conv_forward`), or None. ``store`` (`cconv.forward_into`), where given, writes
+    each phase's forward convolution straight into its positions of the result (no copy of
+    the phase), with one group reading the phase's sub-kernel in place; where it declines,
+    the phase is computed by ``forward`` and copied. ``bias`` (one value per channel of the
+    result): added by each phase's store (a transposed convolution's); the positions no kernel
+    offset reaches hold it alone."""
+    phases = _input_phases(p, tuple(w.shape), groups)
+    if phases is None:
+        return None
+    n = gy.shape[0]
+    cout, cg = w.shape[:2]
+    cog = cout // groups
+    nd = len(p.kernel)
+    gx = np.empty((n, groups * cg) + tuple(p.in_size), gy.dtype)
+    # what the positions no kernel offset reaches hold: 0, or 0 + the bias
+    alone = 0 if bias is None else (bias + np.zeros((), bias.dtype)).reshape((1, -1) + (1,) * nd)
+    w = np.ascontiguousarray(w)
+    for ph in phases:
+        if ph.crop is None:
+            gx[ph.target] = alone
+            continue
+        operand = gy[ph.crop]
+        if store is not None and ph.gather is not None:
+            stored = store(operand, w, ph.plan, groups, gx, p.stride, ph.phase, bias, ph.gather)
+            if stored is not None:
                 continue
-        part = forward(operand, w2, p2, groups, bias)
+        flipped = w[ph.index].reshape((groups, cog, cg) + ph.kernel)[
+            (Ellipsis,) + (slice(None, None, -1),) * nd
+        ]
+        w2 = np.ascontiguousarray(flipped.swapaxes(1, 2)).reshape((groups * cg, cog) + ph.kernel)
+        if store is not None:
+            if store(operand, w2, ph.plan, groups, gx, p.stride, ph.phase, bias) is not None:
+                continue
+        part = forward(operand, w2, ph.plan, groups, bias)
         if part is None:
             return None
-        gx[target] = part
+        gx[ph.target] = part
     return gx
 
 
@@ -190,8 +239,9 @@ def temporaries(op: str, a_shape: tuple, b_shape: tuple, p: Plan, groups: int, i
     result at their peak, for operands of shapes ``a_shape`` and ``b_shape``; ``inner(op,
     a_shape, b_shape, plan)`` gives a stride-1 kernel's (`cconv_workspace.temporaries`), None
     where it declines. Mirrors the allocations above: per phase, the copy of a cropped gy, the
-    flipped sub-kernel (input gradient: the phase is stored into the result), or the phase's
-    result (weight gradient), beside the stride-1 kernel's own."""
+    flipped sub-kernel (input gradient, but for one 2-d group, whose packer reads it in the
+    weight; the phase is stored into the result), or the phase's result (weight gradient),
+    beside the stride-1 kernel's own."""
     peak = 0
     n = a_shape[0]
     for combo in _all_phases(p):
@@ -219,7 +269,8 @@ def temporaries(op: str, a_shape: tuple, b_shape: tuple, p: Plan, groups: int, i
                 return None
             crop = n * cout * math.prod(lengths) if any(starts) else 0
             # (the phase is stored straight into the result: no array of its own)
-            peak = max(peak, (math.prod(w2) + crop) * item + below)
+            flipped = 0 if groups == 1 and len(kernel) == 2 else math.prod(w2)
+            peak = max(peak, (flipped + crop) * item + below)
         else:
             cout = b_shape[1]
             cg = a_shape[1] // groups

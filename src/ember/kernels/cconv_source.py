@@ -527,7 +527,9 @@ void conv_forward(const S *x, const void *wp, const S *bias, S *out, unsigned ch
    w, bias, out, mask, xp (or 0), wp, src, dst, roff, then the copy (planes, rows and columns
    copied, the input's rows and columns, the padding before, the padded rows and columns), the
    packing (cout, rows, panels), conv_forward's eight sizes, relu, the pool (or 0), the panel
-   group, whether the weight is the graph's constant, the weight packed last (0: none) */
+   group, whether the weight is the graph's constant, the weight packed last (0: none), then
+   the weight's gather (0: none; a strided input gradient's phase, kernels/cconv_phases.py):
+   its output channel's stride and a table of each row's offset, w's values read in place */
 /* the steps' copy of x into the zero-bordered scratch xp: c[0..8] = planes, rows and
    columns copied, the input's rows and columns, the padding before, the padded rows and
    columns */
@@ -556,6 +558,10 @@ void conv_forward_step(const long *a) {
   P *wp = (P *)a[6];
   if (xp) copy_padded(x, xp, a + 10);
   long cout = a[19], rows = a[20], panels = a[21], kp = PACKED_K(rows);
+  /* value q of output channel co: w[co * rows + q], or the gather's */
+  const long *woff = (const long *)a[36];
+  long wco = woff ? a[35] : rows;
+#define W_AT(co, q) w[(co) * wco + (woff ? woff[q] : (q))]
   /* a graph's constant weight (a[33]) is packed once: a[34] is the one packed last */
   if (!(a[33] && a[34] == a[1]))
     for (long pn = 0; pn < panels; pn++)
@@ -563,13 +569,14 @@ void conv_forward_step(const long *a) {
         for (long i = 0; i < MR; i++) {
           long co = pn * MR + i;
 #if PAIRS
-          P lo = co < cout ? w[co * rows + 2 * q] : 0;
-          P hi = co < cout && 2 * q + 1 < rows ? w[co * rows + 2 * q + 1] : 0;
+          P lo = co < cout ? W_AT(co, 2 * q) : 0;
+          P hi = co < cout && 2 * q + 1 < rows ? W_AT(co, 2 * q + 1) : 0;
           wp[(pn * kp + q) * MR + i] = lo | hi << 16;
 #else
-          wp[(pn * kp + q) * MR + i] = co < cout ? LD(w[co * rows + q]) : 0;
+          wp[(pn * kp + q) * MR + i] = co < cout ? LD(W_AT(co, q)) : 0;
 #endif
         }
+#undef W_AT
   if (a[33]) ((long *)a)[34] = a[1];
   conv_forward(xp ? xp : x, wp, (const S *)a[2], (S *)a[3], (unsigned char *)a[4],
                (const long *)a[7], (const long *)a[8], (const long *)a[9], a[22], a[23], a[24],
