@@ -41,6 +41,7 @@ from .ops.copies import stop_gradient
 from .ops.creation import full
 from .ops.function_call import AUTOGRAD_FUNCTION
 from .ops.reduce import sum_to
+from .ops.sparse_tensor import SparseTensor
 from .tensor import Tensor
 from .types import TensorType
 
@@ -214,6 +215,14 @@ def _checked_gradient(cls, i: int, g, expected, needed: bool, tensor_type):
         )
     if not needed:
         return None
+    if isinstance(g, SparseTensor) and tensor_type is Tensor:  # a sparse gradient, as PyTorch's
+        if g.shape != tuple(expected.shape):
+            raise ShapeError(
+                f"{where} returned a sparse gradient of size {tuple(g.shape)} for argument {i} "
+                f"of shape {tuple(expected.shape)}",
+                op="backward",
+            )
+        return g if g.dtype == expected.dtype else g.to(expected.dtype)
     if not isinstance(g, tensor_type):
         raise AutogradError(
             f"{where} returned a {type(g).__name__} for argument {i}; expected a tensor",

@@ -36,6 +36,7 @@ from ..autograd import enable_grad, no_grad
 from ..errors import EmberError, StateDictError
 from ..graph import scope as _scope
 from ..ops._registry import current_mode, scalar_value
+from ..ops.sparse_tensor import SparseTensor
 from ..tensor import Tensor
 from ._complex import update_as_real
 from .train_op import minimize as record_minimize
@@ -319,7 +320,9 @@ class Optimizer:
         with no_grad(), _scope.entered(_scope.OPTIMIZER if _scope.recording() else None):
             for group in self.param_groups:
                 params = [p for p in group["params"] if p.grad is not None]
-                if any(p.dtype.is_complex for p in params):
+                if any(type(p.grad) is SparseTensor for p in params):
+                    self._update_sparse(group, params)
+                elif any(p.dtype.is_complex for p in params):
                     update_as_real(self, group, params)
                 elif params:
                     self._update_group(group, params)
@@ -336,6 +339,40 @@ class Optimizer:
 
     def _update_group(self, group: dict[str, Any], params: list[Tensor]) -> None:
         raise NotImplementedError(f"{type(self).__name__} does not implement _update_group")
+
+    #: PyTorch's error for a sparse gradient (F.embedding(sparse=True)'s); the optimizers that
+    #: take one (SGD, Adagrad, SparseAdam) override `_update_sparse`
+    sparse_grad_error = "{name} does not support sparse gradients"
+
+    def _update_sparse(self, group: dict[str, Any], params: list[Tensor]) -> None:
+        """The update of a group where some gradient is a sparse tensor: refused here."""
+        raise OptimizerError(
+            self.sparse_grad_error.format(name=type(self).__name__), op=type(self).__name__
+        )
+
+    def _update_densified(self, group: dict[str, Any], params: list[Tensor]) -> None:
+        """`_update_group` with each sparse gradient replaced by its dense equivalent for the
+        step (for SGD and Adagrad the same update as PyTorch's sparse one, which refuses
+        ``weight_decay`` as here); the sparse gradients are put back afterwards."""
+        name = type(self).__name__
+        if group.get("weight_decay", 0) != 0:
+            sgd = "add(sparse, dense) is not supported. Use add(dense, sparse) instead."
+            raise OptimizerError(
+                sgd
+                if name == "SGD"
+                else "weight_decay option is not compatible with sparse gradients",
+                op=name,
+            )
+        sparse = {id(p): p.grad for p in params if type(p.grad) is SparseTensor}
+        for p in params:
+            if id(p) in sparse:
+                p.grad = sparse[id(p)].to_dense()
+        try:
+            self._update_group(group, params)
+        finally:
+            for p in params:
+                if id(p) in sparse:
+                    p.grad = sparse[id(p)]
 
     @staticmethod
     def _step_counter(state: dict):
