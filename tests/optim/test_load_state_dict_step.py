@@ -1,6 +1,6 @@
-"""``Optimizer.load_state_dict``'s ``step``, as PyTorch's (``_process_value_according_to_param_policy``
-and the optimizers' ``__setstate__``): a tensor is shared with the dict and keeps its dtype, cast to
-float32 for a capturable or fused group; a number becomes a float32 tensor."""
+"""``Optimizer.load_state_dict``'s ``step``, as PyTorch's (``_process_value_according_to_param_
+policy`` and the optimizers' ``__setstate__``): a tensor is shared with the dict and keeps its
+dtype, cast to float32 for a capturable or fused group; a number becomes a float32 tensor."""
 
 import numpy as np
 import pytest
