@@ -129,3 +129,23 @@ def test_optimizers_take_or_refuse_sparse_gradients_as_pytorch(name, kwargs):
 def test_captured_step_computes_the_dense_equivalent(name):
     want = _train(torch, name, dict(lr=0.1))
     np.testing.assert_allclose(_train(ember, name, dict(lr=0.1), True), want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "kwargs", [dict(mode="mean"), dict(mode="sum", padding_idx=2), dict(mode="mean", padding_idx=0)]
+)
+def test_embedding_bag_sparse_gradient_matches_pytorch(kwargs):
+    grads = []
+    for lib in (ember, torch):
+        e = lib.nn.EmbeddingBag(5, 3, sparse=True, **kwargs)
+        with lib.no_grad():
+            e.weight.copy_(lib.tensor(W0))
+        out = e(lib.tensor([[0, 2, 1], [2, 2, 3]]))
+        (out * lib.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))).sum().backward()
+        grads.append(e.weight.grad)
+    _same_sparse(*grads)
+
+
+def test_embedding_bag_max_mode_refuses_sparse_as_pytorch():
+    with pytest.raises(ValueError, match="max mode does not support sparse weights"):
+        ember.nn.EmbeddingBag(5, 3, mode="max", sparse=True)(ember.tensor([[0, 1]]))
