@@ -392,3 +392,47 @@ def test_functional_strict_and_create_graph():
     jac = ember.autograd.functional.jacobian(lambda a: a * a * a, x, create_graph=True)
     jac.sum().backward()  # d/dx sum(diag(3 x^2)) = 6 x
     np.testing.assert_allclose(x.grad.numpy(), [6.0, 12.0])
+
+
+def test_mark_dirty_bumps_the_version_once_more_as_pytorch():
+    import torch
+
+    def versions(lib):
+        class AddOne(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                x.add_(1)
+                ctx.mark_dirty(x)
+                ctx.save_for_backward(x)
+                return x
+
+            @staticmethod
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors  # saved as the output: no version error
+                return g * x
+
+        class MarkOnly(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.mark_dirty(x)
+                return x
+
+            @staticmethod
+            def backward(ctx, g):
+                return g
+
+        out = []
+        for fn in (AddOne, MarkOnly):
+            leaf = lib.ones(3, requires_grad=True)
+            b = leaf.clone()
+            y = fn.apply(b)
+            out.append((b._version, y._version, y is b))
+            y.sum().backward()
+            out.append(leaf.grad.tolist())
+            c = lib.ones(3)
+            with lib.no_grad():
+                fn.apply(c)
+            out.append(c._version)
+        return out
+
+    assert versions(ember) == versions(torch)

@@ -196,3 +196,35 @@ def test_func_transforms_inside_a_captured_function_equal_eager():
     xs = ember.tensor(np.arange(6, dtype=np.float32).reshape(2, 3) / 5)
     for want, got in zip(everything(z, xs), ember.function(everything)(z, xs)):
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_hessian_takes_vectorize_and_outer_jacobian_strategy_as_pytorch():
+    def f(x, y):
+        return (x.sin() * y).sum() + (x * x * y.exp()).sum()
+
+    xv, yv = np.array([0.3, 0.7]), np.array([1.5, -0.5])
+
+    def run(lib, **kw):
+        h = lib.autograd.functional.hessian(f, (lib.tensor(xv), lib.tensor(yv)), **kw)
+        return [b.detach().numpy() for row in h for b in row]
+
+    want = run(torch)
+    for kw in (
+        dict(vectorize=True),
+        dict(vectorize=True, outer_jacobian_strategy="forward-mode"),
+    ):
+        for got, ref in zip(run(ember, **kw), want):
+            np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
+    x, y = ember.tensor(xv), ember.tensor(yv)
+    AF = ember.autograd.functional
+    for kw, kind in (
+        (dict(outer_jacobian_strategy="forward-mode"), NotImplementedError),
+        (dict(outer_jacobian_strategy="bad"), ValueError),
+        (dict(vectorize=True, outer_jacobian_strategy="forward-mode", create_graph=True),
+         NotImplementedError),
+        (dict(vectorize=True, outer_jacobian_strategy="forward-mode", strict=True), RuntimeError),
+    ):  # fmt: skip
+        with pytest.raises(kind):
+            AF.hessian(f, (x, y), **kw)
+        with pytest.raises(Exception):  # noqa: B017 (PyTorch refuses each one too)
+            torch.autograd.functional.hessian(f, (torch.tensor(xv), torch.tensor(yv)), **kw)

@@ -20,6 +20,13 @@ from .ops.interop import dlpack_of
 from .tensor import Tensor
 
 
+def _base(self):
+    """The tensor this one is a view of (the first of a chain of views), None for a tensor
+    that is not a view, as PyTorch's ``_base``."""
+    view_of = self._view_of
+    return None if view_of is None else view_of[0]
+
+
 def _ndimension(self) -> int:
     """The number of dims (PyTorch's older name of dim())."""
     return self.ndim
@@ -308,6 +315,7 @@ def install(cls: type) -> None:
     cls.swapaxes_ = _reviewing("swapaxes_", _transpose_view, "transpose")
     cls.t_ = _reviewing("t_", _t_view, "t")
     if cls is Tensor:
+        cls._base = property(_base)
         cls.stride = _stride
         cls.storage_offset = _storage_offset
         cls.data_ptr = _data_ptr

@@ -187,5 +187,9 @@ def write_through(view, what: str, positions) -> None:
         values = view.reshape(-1).to(old.dtype)
         return old.reshape(-1).scatter(0, flat, values).reshape(old.shape)
 
+    counter = getattr(base, "_vc", None)  # (eager; a graph value has none)
+    version = counter[0] if counter is not None else None
     base._inplace(what, scatter)
+    if counter is not None and counter is view._vc:  # one write, one bump, as PyTorch counts
+        counter[0] = version
     view._view_src = stamp(base)

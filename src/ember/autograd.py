@@ -38,7 +38,9 @@ from .grad_mode import (
 )
 from .ops import _autocast
 from .ops import _registry as _reg
+from .ops import api as _reg_api
 from .ops._registry import TensorBase
+from .ops.sparse_tensor import SparseTensor
 from .saved_hooks import SavedHandle
 from .saved_hooks import hooks as _saved_hooks
 from .saved_hooks import pack_saved as _pack_saved
@@ -313,6 +315,16 @@ class AccumulateGrad:
     def accumulate(self, g: Tensor, create_graph: bool, claimed: set) -> None:
         t = self.variable
         g = _run_hooks(t._hooks, g)
+        if type(g) is SparseTensor:  # F.embedding(sparse=True)'s gradient
+            t.grad = _add_sparse(t.grad, g, create_graph)
+        else:
+            self._add_dense(t, g, create_graph, claimed)
+        if t._post_hooks:
+            for hook in list(t._post_hooks.values()):
+                hook(t)
+
+    @staticmethod
+    def _add_dense(t: Tensor, g: Tensor, create_graph: bool, claimed: set) -> None:
         if not create_graph:
             arr = g._data
             # a gradient array may also be held by another leaf or be a read-only view
@@ -323,7 +335,7 @@ class AccumulateGrad:
         current = t.grad
         if current is None:
             t.grad = g
-        elif not create_graph and _adds_in_place(current, g):
+        elif not create_graph and type(current) is not SparseTensor and _adds_in_place(current, g):
             # PyTorch's AccumulateGrad: a .grad nobody else holds is added into in place
             # (gradient accumulation over micro-batches writes into warm memory, allocates none)
             np.add(current._data, g._data, out=current._data)
@@ -331,9 +343,26 @@ class AccumulateGrad:
         else:
             with set_grad_enabled(create_graph):
                 t.grad = current + g
-        if t._post_hooks:
-            for hook in list(t._post_hooks.values()):
-                hook(t)
+
+
+def _add_sparse(current, g: SparseTensor, create_graph: bool):
+    """A leaf's ``.grad`` after a sparse gradient ``g`` arrives, as PyTorch's AccumulateGrad:
+    ``g`` itself (detached) where there was none, the two sparse gradients' entries side by side
+    (uncoalesced), or a dense sum where the ``.grad`` is dense."""
+    if not create_graph:
+        g = g.detach()
+    if current is None:
+        return g
+    if type(current) is SparseTensor:
+        with set_grad_enabled(create_graph):
+            return SparseTensor(
+                _reg_api.cat([current._idx, g._idx], 1),
+                _reg_api.cat([current._vals, g._vals.to(current.dtype)], 0),
+                current._size,
+                False,
+            )
+    with set_grad_enabled(create_graph):
+        return current + g.to_dense()
 
 
 def _adds_in_place(current: Tensor, g: Tensor) -> bool:

@@ -41,6 +41,7 @@ from .ops.copies import stop_gradient
 from .ops.creation import full
 from .ops.function_call import AUTOGRAD_FUNCTION
 from .ops.reduce import sum_to
+from .ops.sparse_tensor import SparseTensor
 from .tensor import Tensor
 from .types import TensorType
 
@@ -214,6 +215,14 @@ def _checked_gradient(cls, i: int, g, expected, needed: bool, tensor_type):
         )
     if not needed:
         return None
+    if isinstance(g, SparseTensor) and tensor_type is Tensor:  # a sparse gradient, as PyTorch's
+        if g.shape != tuple(expected.shape):
+            raise ShapeError(
+                f"{where} returned a sparse gradient of size {tuple(g.shape)} for argument {i} "
+                f"of shape {tuple(expected.shape)}",
+                op="backward",
+            )
+        return g if g.dtype == expected.dtype else g.to(expected.dtype)
     if not isinstance(g, tensor_type):
         raise AutogradError(
             f"{where} returned a {type(g).__name__} for argument {i}; expected a tensor",
@@ -318,6 +327,8 @@ class Function:
                 cls.setup_context(ctx, args, out)
             else:
                 out = cls.forward(ctx, *args)
+        if ctx._dirty:
+            _bump_dirty(ctx, args)
         single = not isinstance(out, tuple)
         outs = (out,) if single else out
         if not record:
@@ -354,6 +365,24 @@ class Function:
         # outputs that are not tensors get no gradient; backward sees None for them
         ctx.out_types = tuple(types)
         return wrapped[0] if single else tuple(wrapped)
+
+
+def _bump_dirty(ctx: FunctionCtx, args: tuple) -> None:
+    """As PyTorch's ``Function.apply``: each input that ``mark_dirty`` names gets one version
+    more (besides its in-place ops' own bumps), and what ``forward`` saved of it is saved at
+    that version (it is the output)."""
+    bumped = set()
+    for a in args:
+        if isinstance(a, Tensor) and id(a) in ctx._dirty and id(a._vc) not in bumped:
+            bumped.add(id(a._vc))
+            a._vc[0] += 1
+    if bumped and ctx._saved is not _FREED:
+        ctx._saved = tuple(
+            (entry[0], entry[0]._vc[0])
+            if entry is not None and id(entry[0]._vc) in bumped
+            else entry
+            for entry in ctx._saved
+        )
 
 
 class _RecordedCtx(FunctionCtx):

@@ -167,6 +167,12 @@ def jacobian(
             "jacobian: create_graph=True and strategy='forward-mode' are not supported together",
             op="autograd.functional.jacobian",
         )
+    if strategy == "forward-mode" and strict:
+        raise AutogradError(
+            "jacobian: strict=True and strategy='forward-mode' are not supported together (as "
+            "in PyTorch); set strict=False or strategy='reverse-mode'",
+            op="autograd.functional.jacobian",
+        )
     in_tuple, xs = _tuple(inputs, "input", "jacobian")
     with enable_grad():
         xs = _prepare(xs, create_graph)
@@ -211,7 +217,15 @@ def hessian(
     outer_jacobian_strategy="reverse-mode",
 ):
     """The Hessian of a scalar function: for inputs ``i``, ``j`` a tensor of shape
-    ``inputs[i].shape + inputs[j].shape``."""
+    ``inputs[i].shape + inputs[j].shape``. ``vectorize`` and ``outer_jacobian_strategy`` go to
+    the outer `jacobian`, as PyTorch's (the same matrix; its checks: ``"forward-mode"`` needs
+    ``vectorize=True`` and neither ``create_graph`` nor ``strict``)."""
+    if outer_jacobian_strategy not in ("forward-mode", "reverse-mode"):
+        raise UnsupportedError(
+            f"hessian: outer_jacobian_strategy must be 'forward-mode' or 'reverse-mode', got "
+            f"{outer_jacobian_strategy!r}",
+            op="autograd.functional.hessian",
+        )
     in_tuple, xs = _tuple(inputs, "input", "hessian")
 
     def gradient(*args):
@@ -225,7 +239,8 @@ def hessian(
         g = _grads(outs, args, (None,), True, strict, "hessian")
         return g if in_tuple else g[0]
 
-    return jacobian(gradient, xs if in_tuple else xs[0], create_graph, strict)
+    x = xs if in_tuple else xs[0]
+    return jacobian(gradient, x, create_graph, strict, vectorize, outer_jacobian_strategy)
 
 
 def vhp(func, inputs, v=None, create_graph=False, strict=False):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import weakref
 
+from .errors import AutogradError
 from .ops import _registry as _reg
 
 __all__ = [
@@ -77,15 +78,34 @@ _inference = [
 ]  # whether an inference_mode(True) region is active (one flag, as the grad flag)
 
 
+class InferenceVersion(list):
+    """The version counter of an *inference tensor* (one made while an ``inference_mode(True)``
+    region is active, as PyTorch's; ``Tensor.is_inference()`` reads it): bumping it, which every
+    in-place write does, raises outside inference mode, with PyTorch's message. (ember's write
+    has happened when it raises; PyTorch refuses before writing.)"""
+
+    __slots__ = ()
+
+    def __setitem__(self, index, value) -> None:
+        if not _inference[0]:
+            raise AutogradError(
+                "Inplace update to inference tensor outside InferenceMode is not allowed. "
+                "You can make a clone to get a normal tensor before doing inplace update.",
+                op="inplace",
+            )
+        list.__setitem__(self, index, value)
+
+
 class inference_mode:
     """``with ember.inference_mode():`` / ``@ember.inference_mode()`` / ``@ember.inference_mode``:
     run without recording gradients, as PyTorch's.
 
     ``mode=False`` switches inference mode off and records gradients again (PyTorch sets the
-    gradient mode to ``not mode``), e.g. inside an inference region. In PyTorch, tensors made in
-    inference mode are *inference tensors* that autograd later refuses; ember makes ordinary
-    tensors that do not require grad, which is what ``no_grad`` gives, so code correct under
-    PyTorch runs unchanged.
+    gradient mode to ``not mode``), e.g. inside an inference region. Tensors made in inference
+    mode are *inference tensors*, as PyTorch's (``is_inference()``; `InferenceVersion`): an
+    in-place write to one outside inference mode, reading its ``_version`` or making it require
+    grad raises PyTorch's error. (PyTorch also refuses to save one for backward; ember lets
+    autograd read it.)
     """
 
     def __new__(cls, mode=True):

@@ -24,6 +24,7 @@ from . import printing as _printing
 from .devices import CPU
 from .devices import device as _device
 from .errors import AutogradError, DTypeError, ShapeError
+from .grad_mode import InferenceVersion, _inference
 from .kernels.cprepack import exposed as _exposed
 from .ops import _registry as _reg
 from .ops._data import to_array
@@ -93,7 +94,7 @@ class Tensor(_reg.TensorBase):
         self.grad = None
         self.grad_fn = None
         self._output_nr = 0
-        self._vc = [0]
+        self._vc = [0] if not _inference[0] else InferenceVersion([0])
         self._is_view = False
         self._view_of = None  # (root base, view ops from it): see _views.py
         self._view_src = None
@@ -113,7 +114,7 @@ class Tensor(_reg.TensorBase):
         t.grad = None
         t.grad_fn = None
         t._output_nr = 0
-        t._vc = [0]
+        t._vc = [0] if not _inference[0] else InferenceVersion([0])
         t._is_view = False
         t._view_of = None
         t._view_src = None
@@ -167,6 +168,8 @@ class Tensor(_reg.TensorBase):
 
     @property
     def _version(self) -> int:
+        if type(self._vc) is InferenceVersion:
+            raise AutogradError("Inference tensors do not track version counter.", op="_version")
         return self._vc[0]
 
     def is_floating_point(self) -> bool:
@@ -190,6 +193,12 @@ class Tensor(_reg.TensorBase):
                     op="requires_grad_",
                 )
             return self
+        if requires_grad and type(self._vc) is InferenceVersion and not _inference[0]:
+            raise AutogradError(
+                "Setting requires_grad=True on inference tensor outside InferenceMode is not "
+                "allowed.",
+                op="requires_grad_",
+            )
         if requires_grad and not (self.dtype.is_floating_point or self.dtype.is_complex):
             raise DTypeError(
                 f"only floating-point and complex tensors can require gradients, got {self.dtype}",

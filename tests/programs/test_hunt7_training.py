@@ -376,7 +376,7 @@ def word2vec(torch, ctx):
         loss = m(c, o, n)
         opt.zero_grad()
         loss.backward()
-        # (ember's gradients of sparse embeddings are dense, with the untouched rows zero)
+        # (a sparse COO gradient, as PyTorch's: its dense form counts the touched rows)
         dense_g = m.u.weight.grad.to_dense()
         nnz.append(int((dense_g.abs().sum(1) > 0).sum()))
         opt.step()

@@ -11,14 +11,17 @@ the lookup, as PyTorch does.
 
 from __future__ import annotations
 
-from ..autograd import no_grad
+from ..autograd import is_grad_enabled, no_grad
 from ..errors import DTypeError, ShapeError
+from ..ops import _registry as _reg
 from ..ops import api as E
 from ..ops._registry import export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import to_tensor
 from ..ragged import RaggedTensor
+from ..tensor import Tensor
 from ._common import float_input, refuse_complex_grad
+from ._embedding_sparse import EmbeddingSparse
 
 
 def _indices(input):
@@ -52,6 +55,17 @@ def _renorm_rows(weight, flat, max_norm: float, norm_type: float) -> None:
         weight[flat] = rows * scale
 
 
+def _sparse_gradient(weight) -> bool:
+    """Whether the eager lookup gives ``weight`` a sparse gradient: it needs one, and no graph
+    is being built (a graph's gradients are dense)."""
+    return (
+        isinstance(weight, Tensor)
+        and weight._requires_grad
+        and is_grad_enabled()
+        and _reg.current_mode() is _reg._base_mode[0]
+    )
+
+
 @export(functional=True, toplevel=False)
 def embedding(
     input,
@@ -65,9 +79,9 @@ def embedding(
     """``weight[input]``: the rows of the (num_embeddings, embedding_dim) ``weight`` at the
     integer ``input`` indices; the result has shape ``input.shape + (embedding_dim,)``. A
     ragged ``input`` (ember.ragged) gives a ragged result with its rows: the lookup of its
-    values. ``sparse=True`` is accepted and the weight's gradient is dense (ember has no
-    sparse gradients): its untouched rows are zero, which `optim.SparseAdam` reads as
-    PyTorch's sparse pattern."""
+    values. ``sparse=True`` makes a leaf weight's gradient a sparse COO tensor, as PyTorch's
+    (functional/_embedding_sparse.py); while a graph is built, or for a weight that is not a
+    leaf, the gradient is its dense equivalent."""
     if isinstance(input, RaggedTensor):
         rows = embedding(
             input.values, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse
@@ -87,6 +101,9 @@ def embedding(
     flat = E.reshape(idx, (-1,))
     if max_norm is not None:
         _renorm_rows(weight, flat, float(max_norm), float(norm_type))
+    if sparse and _sparse_gradient(weight):
+        rows = EmbeddingSparse.apply(flat, weight, pad, bool(scale_grad_by_freq))
+        return E.reshape(rows, tuple(idx.shape) + (dim,))
     rows = E.index_select(weight, 0, flat)
     if pad is not None:
         rows = E.where(E.reshape(flat == pad, (-1, 1)), rows.detach(), rows)

@@ -17,7 +17,7 @@ import warnings
 
 import numpy as np
 
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..ops import api as E
 from ..ops._registry import export
 from ..ops._util import fmt_shape
@@ -161,14 +161,21 @@ def embedding_bag(
                 op=op,
             )
         psw = E.reshape(psw, (-1,))
+    if sparse and mode == "max":
+        raise UnsupportedError("max mode does not support sparse weights", op=op)
     flat, bag, layout, bags = _bags(op, idx, offsets, include_last_offset)
     num, dim = weight.shape
-    rows = embedding(flat, weight, None, max_norm, norm_type, scale_grad_by_freq, sparse)
-    keep = None
+    pad = None
     if padding_idx is not None:
         pad = int(padding_idx)
         if not -num <= pad < num:
             raise ShapeError(f"padding_idx {pad} must lie within the {num} embeddings", op=op)
+    # (a sparse gradient leaves the padding positions out, as PyTorch's)
+    rows = embedding(
+        flat, weight, pad if sparse else None, max_norm, norm_type, scale_grad_by_freq, sparse
+    )
+    keep = None
+    if pad is not None:
         not_pad = flat != pad % num
         keep = not_pad if keep is None else keep & not_pad
     if mode == "max":

@@ -16,6 +16,7 @@ import warnings
 
 from .. import dtypes as dt
 from ..errors import EmberError
+from ..grad_mode import InferenceVersion
 from ..ops import api as E
 from ..ops._registry import FUNCTIONAL, TensorBase, export
 from ..ops.elementwise import to_tensor
@@ -299,10 +300,10 @@ def is_signed(input) -> bool:
 
 @export(method=True)
 def is_inference(input) -> bool:
-    """Always False: ember makes no inference tensors (tensors made under
-    ``ember.inference_mode()`` are ordinary ones; see its docstring)."""
-    to_tensor(input)
-    return False
+    """Whether ``input`` is an inference tensor: made while an ``ember.inference_mode()`` region
+    was active (a view of one is one too; a view made there of an ordinary tensor is not), as
+    PyTorch's (grad_mode.py `InferenceVersion`)."""
+    return type(getattr(to_tensor(input), "_vc", None)) is InferenceVersion
 
 
 @export

@@ -164,7 +164,7 @@ class SymbolicTensor(TensorBase):
     # -------- the functionalized in-place protocol (see the module docstring)
     def _inplace(self, name: str, fn, *args, **kwargs) -> SymbolicTensor:
         from .. import _views
-        from ..ops._registry import current_mode
+        from ..ops._registry import current_mode, is_grad_enabled
         from ..ops._util import fit_inplace_result
 
         if self._view_of is not None and self._view_of[1] is None:  # ``.data``: see there
@@ -181,6 +181,8 @@ class SymbolicTensor(TensorBase):
         positions = _views.prepare(self, name) if through_view else None
         result = fn(SymbolicTensor(self.value, self.builder), *args, **kwargs)
         result = fit_inplace_result(name, result, self)
+        if self._requires_grad and not self.is_leaf and not is_grad_enabled():
+            result = _keep_history(self, result)
         self.value = result.value
         if through_view:
             _views.write_through(self, name, positions)
@@ -278,6 +280,33 @@ class _HookHandle:
 
 # at most this many elements computed at trace time for a host value (host data is small)
 _MAX_HOST_ELEMENTS = 1 << 16
+
+
+def _keep_history(old: SymbolicTensor, new: SymbolicTensor) -> SymbolicTensor:
+    """``new``'s value with ``old``'s history: an in-place write under no_grad to a value that
+    requires grad changes its value only, as PyTorch's (F.embedding's max_norm renormalizing a
+    non-leaf weight); the gradient reaching the new value flows on to the old one, unchanged
+    (a custom autograd Function: the graph records it as one node whose VJP passes g on)."""
+    from ..grad_mode import enable_grad
+
+    if not _KEEP_HISTORY:
+        from ..autograd_function import Function
+
+        class KeepHistory(Function):
+            @staticmethod
+            def forward(ctx, before, after):
+                return after.clone()
+
+            @staticmethod
+            def backward(ctx, g):
+                return g, None
+
+        _KEEP_HISTORY.append(KeepHistory)
+    with enable_grad():
+        return _KEEP_HISTORY[0].apply(SymbolicTensor(old.value, old.builder), new.detach())
+
+
+_KEEP_HISTORY: list = []  # (the Function, made on first use)
 
 
 def _computed_from_constants(value):

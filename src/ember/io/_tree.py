@@ -124,10 +124,17 @@ class _Encoder:
                 return self.container(x, path)
             finally:
                 self.active.discard(id(x))
+        hint = "convert it, e.g. to a state_dict"
+        if callable(getattr(x, "state_dict", None)):  # a whole Module or Optimizer
+            hint = (
+                f"save its state_dict() instead and load that with load_state_dict() into a new "
+                f"{type(x).__name__}: ember never pickles objects, as torch.load's default "
+                "weights_only=True (PyTorch 2.6+) would refuse a pickled model too"
+            )
         raise CheckpointTypeError(
             f"{_where(path)} is a {type(x).__name__}, which a checkpoint cannot hold (it holds "
             "dicts, lists, tuples, sets, None, bool, int, float, complex, str, dtypes, Tensors, "
-            "sparse COO tensors and NumPy arrays; convert it, e.g. to a state_dict)",
+            f"sparse COO tensors and NumPy arrays); {hint}",
             op="save",
         )
 

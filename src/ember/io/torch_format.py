@@ -176,6 +176,23 @@ def refuse_legacy(path: str) -> None:
     )
 
 
+def refusal(path, what: str) -> str:
+    """The error for a checkpoint that holds ``what`` (a global ember does not rebuild)."""
+    message = (
+        f"{path}: refused {what}; ember reads only tensors, storages, dtypes and plain "
+        "containers from a PyTorch checkpoint and never runs code from it, whatever "
+        "weights_only says"
+    )
+    if ".nn." in what or what.endswith(("Module", "Optimizer")):
+        message += (
+            " (the file holds a whole pickled object, torch.save(model): save "
+            "model.state_dict() in PyTorch instead and load it with "
+            "model.load_state_dict(ember.load(path)); PyTorch 2.6+ itself loads such a file "
+            "only with weights_only=False)"
+        )
+    return message
+
+
 def load_torch(path, map_location=None, weights_only: bool | None = None, *, name=None):
     """The object in the torch zip checkpoint at ``path`` (see the module's docstring);
     ``map_location`` is accepted and ignored (ember's tensors are on the CPU) and
@@ -188,11 +205,7 @@ def load_torch(path, map_location=None, weights_only: bool | None = None, *, nam
         with zipfile.ZipFile(source) as archive:
             return _load_archive(archive, path)
     except _Refused as exc:
-        raise CheckpointError(
-            f"{path}: refused {exc.args[0]}; ember reads only tensors, storages, dtypes "
-            "and plain containers from a PyTorch checkpoint and never runs code from it",
-            op="load",
-        ) from None
+        raise CheckpointError(refusal(path, exc.args[0]), op="load") from None
     except _Damaged as exc:
         raise CheckpointError(
             f"{path}: damaged PyTorch checkpoint: {exc.args[0]}", op="load"

@@ -74,11 +74,7 @@ def load_legacy(data: bytes, path: str):
     try:
         return _load(data, path)
     except tf._Refused as exc:
-        raise CheckpointError(
-            f"{path}: refused {exc.args[0]}; ember reads only tensors, storages, dtypes "
-            "and plain containers from a PyTorch checkpoint and never runs code from it",
-            op="load",
-        ) from None
+        raise CheckpointError(tf.refusal(path, exc.args[0]), op="load") from None
     except tf._Damaged as exc:
         raise CheckpointError(
             f"{path}: damaged PyTorch checkpoint: {exc.args[0]}", op="load"

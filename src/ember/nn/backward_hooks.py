@@ -3,47 +3,80 @@ grad_output)``, which may return a replacement ``grad_input``) and
 ``register_full_backward_pre_hook`` (``hook(module, grad_output)``, which may return a
 replacement ``grad_output``), as in PyTorch.
 
-How: the module's tensor inputs and outputs pass through an identity (a copy) whose gradient
-hook sees exactly the gradient of this module's use of them, as PyTorch's BackwardHook does
-with an identity autograd Function. ``grad_input`` has one entry per positional argument (None
-for non-tensors and for tensors that need no gradient); when no input needs a gradient the hook
-runs once ``grad_output`` is known, with ``grad_input`` all None, as in PyTorch.
+How, as PyTorch's BackwardHook: the module's tensor inputs, and then its tensor outputs, pass
+through one identity autograd Function each (`_Identity`, outputs aliasing their inputs), applied
+where some tensor of the group requires grad. The outputs' node runs first in backward: it gets
+``grad_output`` (None for an output that got no gradient: unused, or needing none), runs the
+pre-hooks, and, where no input requires grad, the hooks with ``grad_input`` all None (with
+PyTorch's warning). The inputs' node then gets every input's gradient at once, zeros for an
+input that needs none or whose path got none (PyTorch materializes them too), runs the hooks,
+and passes on what they return. ``grad_input`` has one entry per positional argument (None for
+non-tensors).
 
 Where ember differs: the hooks run in eager mode only (a module with backward hooks refuses to
-be captured by ``ember.function``/``trace``); and each tensor's gradient is replaced as it is
-computed, so a hook may replace ``grad_input`` (or a pre-hook ``grad_output``) only for a module
-with one tensor input (output) that needs a gradient: replacing the gradient of one of several
-raises an `EmberError` rather than being silently dropped.
+be captured by ``ember.function``/``trace``).
 """
 
 from __future__ import annotations
 
+import warnings
+
+from ..autograd_function import Function
 from ..errors import EmberError
 from ..grad_mode import is_grad_enabled
 from ..graph import scope as _scope
-from ..ops import api as E
 from ..tensor import Tensor
 from ._global_hooks import _global_backward_hooks, _global_backward_pre_hooks
 
 
-def _needs_grad(value) -> bool:
-    # with gradients off (no_grad inference) no backward will run: nothing to watch, as in
-    # PyTorch, whose hooks then leave the call alone
-    return isinstance(value, Tensor) and value.requires_grad and is_grad_enabled()
+class _Identity(Function):
+    """Its tensors as they are (aliases); its backward is ``ctx.on_grads``'s."""
+
+    @staticmethod
+    def forward(ctx, on_grads, materialize, *tensors):
+        ctx.on_grads = on_grads
+        ctx.set_materialize_grads(materialize)
+        ctx.mark_non_differentiable(*[t for t in tensors if not t.requires_grad])
+        return tensors
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return (None, None, *ctx.on_grads(grads))
 
 
-def _as_tuple(value, what: str, size: int) -> tuple:
-    value = tuple(value) if isinstance(value, (tuple, list)) else (value,)
-    if len(value) != size:
+def _check_count(result, what: str, size: int) -> tuple:
+    if len(result) != size:
+        grads = "grad_output" if what == "pre hook" else "grad_input"
         raise EmberError(
-            f"a backward hook returned {len(value)} {what} gradient(s), expected {size}",
+            f"Backward {what} returned an invalid number of {grads}, "
+            f"got {len(result)}, but expected {size}",
             op="register_full_backward_hook",
         )
-    return value
+    return tuple(result)
+
+
+def _through(args, on_grads, materialize: bool):
+    """``args`` with its tensors replaced by `_Identity`'s outputs, and their positions; the
+    same args and None where no tensor requires grad (or gradients are off)."""
+    index = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+    if not is_grad_enabled() or not any(args[i].requires_grad for i in index):
+        return args, None
+    outs = _Identity.apply(on_grads, materialize, *[args[i] for i in index])
+    new = list(args)
+    for i, t in zip(index, outs):
+        new[i] = t
+    return tuple(new), index
+
+
+def _pack(index, values, size: int) -> tuple:
+    packed = [None] * size
+    for i, v in zip(index, values):
+        packed[i] = v
+    return tuple(packed)
 
 
 class BackwardHookState:
-    """One forward call's bookkeeping: the input and output gradients as they arrive."""
+    """One forward call's bookkeeping: the identities around it and ``grad_output``."""
 
     def __init__(self, module) -> None:
         if _scope.recording() and is_grad_enabled():
@@ -54,82 +87,69 @@ class BackwardHookState:
             )
         self.module = module
         self.n_args = 0
-        self.input_grads: dict[int, Tensor | None] = {}
-        self.waiting_inputs: set[int] = set()
+        self.input_index = None
+        self.n_outputs = 0
+        self.output_index = None
         self.grad_outputs: tuple | None = None
+
+    def _hooks(self) -> list:
+        return [*_global_backward_hooks.values(), *self.module._backward_hooks.values()]
 
     # ------------------------------------------------------------------ inputs
     def setup_inputs(self, args: tuple) -> tuple:
         self.n_args = len(args)
-        out = list(args)
-        for i, a in enumerate(args):
-            if _needs_grad(a):
-                out[i] = E.clone(a)
-                out[i].register_hook(lambda g, i=i: self._on_input_grad(i, g))
-                self.waiting_inputs.add(i)
-        self.n_grad_inputs = len(self.waiting_inputs)
-        return tuple(out)
+        args, self.input_index = _through(args, self._on_input_grads, True)
+        return args
 
-    def _on_input_grad(self, i: int, g):
-        self.input_grads[i] = g
-        self.waiting_inputs.discard(i)
-        if self.waiting_inputs:
-            return None
-        grads = tuple(self.input_grads.get(k) for k in range(self.n_args))
-        result = self._run_hooks(grads)
-        changed = [k for k in range(self.n_args) if result[k] is not grads[k]]
-        if any(k != i for k in changed):
-            raise EmberError(
-                "a backward hook replaced the gradient of one of several inputs; ember replaces "
-                "grad_input only for modules with one tensor input that needs a gradient",
-                op="register_full_backward_hook",
-            )
-        return result[i] if i in changed else None
-
-    def _run_hooks(self, grads: tuple) -> tuple:
-        for hook in [*_global_backward_hooks.values(), *self.module._backward_hooks.values()]:
-            result = hook(self.module, grads, self.grad_outputs)
+    def _on_input_grads(self, grads: tuple) -> tuple:
+        if self.grad_outputs is None:  # (the outputs got no gradient)
+            return grads
+        packed = _pack(self.input_index, grads, self.n_args)
+        for hook in self._hooks():
+            result = hook(self.module, packed, self.grad_outputs)
             if result is not None:
-                grads = _as_tuple(result, "input", self.n_args)
-        return grads
+                packed = _check_count(result, "hook", self.n_args)
+        self.grad_outputs = None
+        return tuple(packed[i] for i in self.input_index)
 
     # ----------------------------------------------------------------- outputs
     def setup_outputs(self, output):
-        single = not isinstance(output, (tuple, list))
+        single = not isinstance(output, (tuple, list))  # (a list too: PyTorch watches tuples)
         outs = (output,) if single else tuple(output)
         self.n_outputs = len(outs)
-        self.output_grads: list = [None] * len(outs)
-        self.waiting_outputs = {j for j, o in enumerate(outs) if _needs_grad(o)}
-        wrapped = list(outs)
-        for j in self.waiting_outputs:
-            wrapped[j] = E.clone(outs[j])
-            wrapped[j].register_hook(lambda g, j=j: self._on_output_grad(j, g))
+        outs, self.output_index = _through(outs, self._on_output_grads, False)
         if single:
-            return wrapped[0]
-        return type(output)(wrapped) if isinstance(output, list) else tuple(wrapped)
+            return outs[0]
+        if isinstance(output, list):
+            return list(outs)
+        return outs if type(output) is tuple else type(output)(*outs)  # (a namedtuple)
 
-    def _on_output_grad(self, j: int, g):
-        self.output_grads[j] = g
-        self.waiting_outputs.discard(j)
-        if self.waiting_outputs:
-            return None
-        grads = tuple(self.output_grads)
-        pre_hooks = [
+    def _on_output_grads(self, grads: tuple) -> tuple:
+        packed = _pack(self.output_index, grads, self.n_outputs)
+        for hook in [
             *_global_backward_pre_hooks.values(),
             *self.module._backward_pre_hooks.values(),
-        ]
-        for hook in pre_hooks:
-            result = hook(self.module, grads)
+        ]:
+            result = hook(self.module, packed)
             if result is not None:
-                grads = _as_tuple(result, "output", self.n_outputs)
-        changed = [k for k in range(self.n_outputs) if grads[k] is not self.output_grads[k]]
-        if any(k != j for k in changed):
-            raise EmberError(
-                "a backward pre-hook replaced the gradient of one of several outputs; ember "
-                "replaces grad_output only for modules with one output that needs a gradient",
-                op="register_full_backward_pre_hook",
+                packed = _check_count(result, "pre hook", self.n_outputs)
+        self.grad_outputs = packed
+        if self.input_index is None:  # no input requires grad: the hooks run now
+            warnings.warn(
+                "Full backward hook is firing when gradients are computed with respect to "
+                "module outputs since no inputs require gradients.",
+                stacklevel=2,
             )
-        self.grad_outputs = grads
-        if self.n_grad_inputs == 0:  # nothing upstream: the hooks run now, as in PyTorch
-            self._run_hooks((None,) * self.n_args)
-        return grads[j] if j in changed else None
+            nones = (None,) * self.n_args
+            for hook in self._hooks():
+                result = hook(self.module, nones, packed)
+                if result is not None and not (
+                    isinstance(result, tuple) and all(g is None for g in result)
+                ):
+                    raise EmberError(
+                        "Backward hook for Modules where no input requires gradient should "
+                        "always return None or None for all gradients.",
+                        op="register_full_backward_hook",
+                    )
+            self.grad_outputs = None
+        return tuple(packed[i] for i in self.output_index)

@@ -127,10 +127,10 @@ class Region:
             return apply(_CAST, t, dtype=target)
         key = (id(t), target, is_grad_enabled())
         hit = local.cache.get(key)
-        if hit is not None and hit[0] is t and hit[1] == t._version:
+        if hit is not None and hit[0] is t and hit[1] == t._vc[0]:
             return hit[2]
         out = apply(_CAST, t, dtype=target)
-        local.cache[key] = (t, t._version, out)
+        local.cache[key] = (t, t._vc[0], out)
         return out
 
 

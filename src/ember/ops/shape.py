@@ -105,9 +105,18 @@ def reshape(x, *shape):
     return apply(RESHAPE, x, shape=shape)
 
 
+def view_shape(x, *shape):
+    """`reshape`, always a new view (PyTorch's ``view``: ``x.view(x.shape) is not x``; its
+    ``_base`` is x), where ``reshape`` returns x itself for its own shape."""
+    x = to_tensor(x)
+    shape = resolve_shape("view", tuple(x.shape), shape_arg(shape))
+    return apply(RESHAPE, x, shape=shape)
+
+
 @export(method=True, toplevel=False)
 def view_as(x, other):
-    return reshape(x, other.shape)
+    """``x.view(other.shape)``: a new view of x (even of its own shape), as PyTorch's."""
+    return view_shape(x, tuple(other.shape))
 
 
 @export(method=True)

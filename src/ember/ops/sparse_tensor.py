@@ -177,6 +177,13 @@ class SparseTensor:
     def detach(self) -> SparseTensor:
         return SparseTensor(self._idx, self._vals.detach(), self._size, self._coalesced)
 
+    def zero_(self) -> SparseTensor:
+        """No entries left (nnz 0), in place, as PyTorch's (``zero_grad(set_to_none=False)``)."""
+        self._idx = E.zeros((self.sparse_dim(), 0), dtype=dt.int64)
+        self._vals = E.zeros((0,) + tuple(self._vals.shape[1:]), dtype=self._vals.dtype)
+        self._coalesced = True
+        return self
+
     def to(self, *args, dtype=None, **kwargs) -> SparseTensor:
         """A dtype (positional or ``dtype=``) casts the values; a device must be the CPU."""
         for arg in args:

@@ -18,7 +18,7 @@ from ..types import TensorType
 from ._registry import OpDef, apply, export, register
 from ._util import memory_cost
 from .elementwise import to_tensor
-from .shape import reshape
+from .shape import view_shape
 
 
 def _view_dtype_infer(x, *, dtype):
@@ -68,7 +68,7 @@ def view(x, *shape, dtype=None):
     elif dtype is not None and shape:
         raise TypeError("view() takes a shape or a dtype, not both")
     if dtype is None:
-        return reshape(x, *shape)
+        return view_shape(x, *shape)
     x = to_tensor(x)
     dtype = dt.as_dtype(dtype)
     if dtype == x.dtype:

@@ -76,6 +76,8 @@ class Adagrad(Optimizer):
     def _branch_facts(self, group: dict[str, Any]) -> tuple:
         return (group["weight_decay"] != 0,)
 
+    _update_sparse = Optimizer._update_densified  # PyTorch's sparse step, as its dense one
+
     def _update_group(self, group: dict[str, Any], params: list[Tensor]) -> None:
         (decayed,) = self._branch_facts(group)
         lr, lr_decay = self._hyper(group, "lr"), self._hyper(group, "lr_decay")

@@ -42,6 +42,8 @@ class Adam(Optimizer):
     """``Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
     maximize=False, decoupled_weight_decay=False)``, as ``torch.optim.Adam``."""
 
+    sparse_grad_error = "Adam does not support sparse gradients, please consider SparseAdam instead"
+
     runtime_hyperparameters = ("lr", "betas", "eps", "weight_decay")
 
     def __init__(

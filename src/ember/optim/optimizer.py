@@ -36,6 +36,7 @@ from ..autograd import enable_grad, no_grad
 from ..errors import EmberError, StateDictError
 from ..graph import scope as _scope
 from ..ops._registry import current_mode, scalar_value
+from ..ops.sparse_tensor import SparseTensor
 from ..tensor import Tensor
 from ._complex import update_as_real
 from .train_op import minimize as record_minimize
@@ -319,7 +320,9 @@ class Optimizer:
         with no_grad(), _scope.entered(_scope.OPTIMIZER if _scope.recording() else None):
             for group in self.param_groups:
                 params = [p for p in group["params"] if p.grad is not None]
-                if any(p.dtype.is_complex for p in params):
+                if any(type(p.grad) is SparseTensor for p in params):
+                    self._update_sparse(group, params)
+                elif any(p.dtype.is_complex for p in params):
                     update_as_real(self, group, params)
                 elif params:
                     self._update_group(group, params)
@@ -336,6 +339,40 @@ class Optimizer:
 
     def _update_group(self, group: dict[str, Any], params: list[Tensor]) -> None:
         raise NotImplementedError(f"{type(self).__name__} does not implement _update_group")
+
+    #: PyTorch's error for a sparse gradient (F.embedding(sparse=True)'s); the optimizers that
+    #: take one (SGD, Adagrad, SparseAdam) override `_update_sparse`
+    sparse_grad_error = "{name} does not support sparse gradients"
+
+    def _update_sparse(self, group: dict[str, Any], params: list[Tensor]) -> None:
+        """The update of a group where some gradient is a sparse tensor: refused here."""
+        raise OptimizerError(
+            self.sparse_grad_error.format(name=type(self).__name__), op=type(self).__name__
+        )
+
+    def _update_densified(self, group: dict[str, Any], params: list[Tensor]) -> None:
+        """`_update_group` with each sparse gradient replaced by its dense equivalent for the
+        step (for SGD and Adagrad the same update as PyTorch's sparse one, which refuses
+        ``weight_decay`` as here); the sparse gradients are put back afterwards."""
+        name = type(self).__name__
+        if group.get("weight_decay", 0) != 0:
+            sgd = "add(sparse, dense) is not supported. Use add(dense, sparse) instead."
+            raise OptimizerError(
+                sgd
+                if name == "SGD"
+                else "weight_decay option is not compatible with sparse gradients",
+                op=name,
+            )
+        sparse = {id(p): p.grad for p in params if type(p.grad) is SparseTensor}
+        for p in params:
+            if id(p) in sparse:
+                p.grad = sparse[id(p)].to_dense()
+        try:
+            self._update_group(group, params)
+        finally:
+            for p in params:
+                if id(p) in sparse:
+                    p.grad = sparse[id(p)]
 
     @staticmethod
     def _step_counter(state: dict):
@@ -369,8 +406,9 @@ class Optimizer:
 
         Everything is checked before anything changes: the number of groups and of parameters
         per group, that every state entry belongs to a listed parameter, the shapes of the
-        per-parameter buffers, and the hyper-parameters. Tensors are copied (and cast to the
-        parameter's dtype), so the loaded optimizer never shares buffers with the dict.
+        per-parameter buffers, and the hyper-parameters. Buffers are copied (and cast to the
+        parameter's dtype), so the loaded optimizer never shares them with the dict; a ``step``
+        tensor is taken as PyTorch takes it (`_load_step`: the same tensor).
         """
         op = f"{type(self).__name__}.load_state_dict"
         if not isinstance(state_dict, dict):
@@ -430,8 +468,14 @@ class Optimizer:
                     f"the state of parameter {key!r} must be a dict, got {type(entries).__name__}",
                     op=op,
                 )
+            device_step = any(  # (PyTorch's "special device hosting for step")
+                key in saved.get("params", ()) and (saved.get("capturable") or saved.get("fused"))
+                for saved in saved_groups
+            )
             new_state[param] = {
-                name: _load_value(op, key, name, value, param, self.state_shape(name, param))
+                name: _load_step(op, key, value, device_step)
+                if name == "step"
+                else _load_value(op, key, name, value, param, self.state_shape(name, param))
                 for name, value in entries.items()
             }
         self.param_groups[:] = new_groups
@@ -451,14 +495,6 @@ def _load_value(op: str, key, name: str, value, param: Tensor, shape: tuple):
     """A copy of one saved state value, checked against its parameter (``shape``: what the
     optimizer's `Optimizer.state_shape` says the entry has). Floating-point tensors are cast
     to the parameter's dtype, as PyTorch's ``load_state_dict`` does."""
-    if name == "step":  # the step count: a float32 0-d tensor, whatever form it was saved in
-        count = value.item() if isinstance(value, Tensor) else value
-        if not _is_number(count):
-            raise StateDictError(
-                f"parameter {key!r}: 'step' must be a number or a 0-d tensor, got {value!r}",
-                op=op,
-            )
-        return new_step_counter(count)
     if isinstance(value, np.ndarray):
         value = Tensor(value)
     if not isinstance(value, Tensor):
@@ -481,6 +517,26 @@ def _load_value(op: str, key, name: str, value, param: Tensor, shape: tuple):
         if value.dtype.is_floating_point:
             value = value.to(param.dtype)
         return value.detach().clone()
+
+
+def _load_step(op: str, key, value, device_step: bool):
+    """A saved step count as PyTorch's ``load_state_dict`` takes it: a tensor is kept as it is
+    (the same tensor, shared with the dict, its dtype kept), cast to float32 where the group is
+    ``capturable`` or ``fused`` (a copy only if its dtype differs); a number becomes a float32
+    0-d tensor, as PyTorch's optimizers' ``__setstate__`` make it."""
+    if isinstance(value, Tensor):
+        if value.ndim != 0 or not (value.dtype.is_floating_point or value.dtype.is_integer):
+            raise StateDictError(
+                f"parameter {key!r}: 'step' must be a real 0-d tensor, got shape "
+                f"{tuple(value.shape)} and dtype {value.dtype}",
+                op=op,
+            )
+        return value.to(dt.float32) if device_step else value
+    if not _is_number(value):
+        raise StateDictError(
+            f"parameter {key!r}: 'step' must be a number or a 0-d tensor, got {value!r}", op=op
+        )
+    return new_step_counter(value)
 
 
 def lerp_(start: Tensor, end: Tensor, weight, near_start: bool | None = None) -> Tensor:

@@ -73,6 +73,8 @@ class SGD(Optimizer):
     def _branch_facts(self, group: dict[str, Any]) -> tuple:
         return tuple(group[k] != 0 for k in ("momentum", "dampening", "weight_decay"))
 
+    _update_sparse = Optimizer._update_densified  # PyTorch's sparse step, as its dense one
+
     def _update_group(self, group: dict[str, Any], params: list[Tensor]) -> None:
         # the branches on the plain values (`_branch_facts`), the arithmetic on `_hyper`'s
         # (a recorded step reads only the hyper-parameters its branches use)

@@ -6,13 +6,12 @@ where the gradient has entries (the "lazy" Adam of embedding tables)::
     m = m + (1 - beta1) * (g - m);  v = v + (1 - beta2) * (g^2 - v)
     p = p - lr * sqrt(1 - beta2^t) / (1 - beta1^t) * m / (sqrt(v) + eps)
 
-Rows the gradient does not touch keep their moments and values. PyTorch takes only sparse
-gradients (``nn.Embedding(sparse=True)``); ember's gradients are dense (its sparse Embedding
-flag is kept and computes a dense gradient), so a row counts as touched where its gradient is
-not all zeros: the same update wherever a looked-up row's gradient is not exactly zero (PyTorch
-would still decay the moments of a looked-up row whose gradient is exactly zero; ember leaves
-that row alone). Rows are along the first dimension (an embedding's entries); a 1-D parameter's
-rows are its elements.
+Rows the gradient does not touch keep their moments and values. A sparse gradient
+(``nn.Embedding(sparse=True)``, eagerly) touches the rows of its indices, as PyTorch's. PyTorch
+refuses dense gradients; ember takes them too (a captured step's gradients are dense), a row
+counting as touched where its gradient is not all zeros: the same update wherever a looked-up
+row's gradient is not exactly zero. Rows are along the first dimension (an embedding's
+entries); a 1-D parameter's rows are its elements.
 
 The step is written in ember ops (a ``where`` over the touched rows), so it runs eagerly and
 inside ``ember.function``. ``lr``, ``betas`` and ``eps`` are runtime values of a recorded step.
@@ -27,7 +26,9 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from .. import dtypes as dt
 from ..ops import api as E
+from ..ops.sparse_tensor import SparseTensor
 from ..tensor import Tensor
 from ._common import check_betas, is_eager, refuse_complex
 from .optimizer import Optimizer, OptimizerError, as_operand, check_number, new_step_counter
@@ -66,6 +67,9 @@ class SparseAdam(Optimizer):
         """As `Optimizer.add_param_group`; complex parameters are refused, as PyTorch's."""
         super().add_param_group(refuse_complex(type(self).__name__, param_group))
 
+    def _update_sparse(self, group: dict[str, Any], params: list[Tensor]) -> None:
+        self._update_group(group, params)  # (a sparse gradient's rows: `_gradient_rows`)
+
     def _update_group(self, group: dict[str, Any], params: list[Tensor]) -> None:
         lr = self._hyper(group, "lr")
         beta1 = self._hyper(group, "betas", 0)
@@ -78,8 +82,8 @@ class SparseAdam(Optimizer):
                 state["exp_avg"] = E.zeros_like(p)
                 state["exp_avg_sq"] = E.zeros_like(p)
             step = self._step_counter(state)
-            g = -p.grad if group["maximize"] else p.grad
-            touched = _touched_rows(g)
+            g, touched = _gradient_rows(p.grad)
+            g = -g if group["maximize"] else g
             exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
             zero = E.zeros((), dtype=p.dtype)
             avg_update = E.where(touched, (g - exp_avg) * as_operand(1 - beta1, p), zero)
@@ -93,6 +97,16 @@ class SparseAdam(Optimizer):
             else:
                 size = lr * (1 - beta2**step).sqrt() / (1 - beta1**step)
             p.add_(E.where(touched, numer / denom * as_operand(-size, p), zero))
+
+
+def _gradient_rows(grad):
+    """The dense gradient and its touched rows (`_touched_rows`); a sparse gradient's rows are
+    its indices, as PyTorch's (a looked-up row whose gradient is zero still counts)."""
+    if type(grad) is not SparseTensor:
+        return grad, _touched_rows(grad)
+    rows = E.zeros((grad.shape[0],), dtype=dt.bool_)
+    rows[grad._indices()[0]] = True
+    return grad.to_dense(), rows.reshape((grad.shape[0],) + (1,) * (grad.ndim - 1))
 
 
 def _touched_rows(g: Tensor) -> Tensor:
