@@ -110,7 +110,13 @@ def test_scheduled_compiled_steps_equal_eager_steps(optimizer):
         scheduler.step()
         np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-12)
         for p, q in zip(model.parameters(), eager_model.parameters()):
-            np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-12, atol=1e-15)
+            # the compiled update rounds in another order (fused C loops): the difference grows
+            # by a few ulps of the parameter's scale a step, in absolute terms, so an entry
+            # that passed near zero keeps it (RMSprop: 7.5e-15 on -7.1e-4 after 30 steps on an
+            # Intel Xeon)
+            scale = max(1.0, float(np.abs(q.numpy()).max()))
+            atol = 16 * steps * np.finfo(np.float64).eps * scale
+            np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-12, atol=atol)
     assert step.stats.traces <= 2, step.stats
 
 
