@@ -122,9 +122,7 @@ def _conv_infer(x, w, bias=None, *, stride, padding, dilation, groups):
     out = conv_out_size(x.shape[2:], w.shape[2:], stride, padding, dilation)
     for o in out:  # (the message is formatted only when it is raised)
         if o < 1:
-            _check_size(
-                name, out, None, f"input {fmt_shape(x.shape)}, weight {fmt_shape(w.shape)}"
-            )
+            _check_size(name, out, None, f"input {fmt_shape(x.shape)}, weight {fmt_shape(w.shape)}")
     return TensorType((x.shape[0], w.shape[0]) + out, x.dtype)
 
 
