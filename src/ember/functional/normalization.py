@@ -101,6 +101,9 @@ def _normalized_axes(op: str, x, normalized_shape) -> tuple:
 @export(functional=True)
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     """Normalize over the trailing ``normalized_shape`` dimensions, then scale and shift."""
+    if _plain_layer_norm(input, normalized_shape, weight, bias):
+        # (every eager LayerNorm module's call: the checks below would pass and cast nothing)
+        return apply(LAYER_NORM, input, weight, bias, eps=float(eps))
     x = float_input("layer_norm", input)
     if _mixed(x, weight, bias):
         y = layer_norm(E.cast(x, dt.float32), normalized_shape, weight, bias, eps)
@@ -115,6 +118,28 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
         return apply(LAYER_NORM, x, unit, zero, eps=float(eps))
     centred, _, var = _moments(x, axes)
     return _affine(centred * E.rsqrt(var + float(eps)), weight, bias)
+
+
+def _plain_layer_norm(x, shape, weight, bias) -> bool:
+    """Whether `layer_norm`'s operands need none of its conversions: tensors of one float32 or
+    float64 dtype, ``shape`` a tuple of positive ints that is the weight's and the bias's shape
+    and ends the input's."""
+    if type(shape) is not tuple or not shape or not isinstance(x, TensorBase):
+        return False
+    dtype = x.dtype
+    if dtype is not dt.float32 and dtype is not dt.float64:
+        return False
+    for n in shape:
+        if type(n) is not int or n < 1:
+            return False
+    k = len(shape)
+    xs = tuple(x.shape)
+    if len(xs) < k or xs[len(xs) - k :] != shape:
+        return False
+    for p in (weight, bias):
+        if not isinstance(p, TensorBase) or p.dtype is not dtype or tuple(p.shape) != shape:
+            return False
+    return True
 
 
 @export(functional=True)
@@ -221,6 +246,10 @@ def batch_norm(
 
     Training: batch statistics, and the running buffers (if given) are updated in place.
     Evaluation: the running statistics are used."""
+    if not training and _plain_eval(input, running_mean, running_var, weight, bias):
+        # (every eager inference BatchNorm: the checks below would pass and cast nothing)
+        operands = (input, running_mean, running_var, weight, bias)
+        return apply(BATCH_NORM_EVAL, *operands, eps=float(eps))
     x = float_input("batch_norm", input)
     c = _channels("batch_norm", x)
     running_mean = _running("batch_norm", running_mean, x, c, "running_mean")
@@ -261,6 +290,27 @@ def batch_norm(
         if running_var is not None:
             _update_running(running_var, var, m, n / (n - 1))
     return y
+
+
+def _plain_eval(x, *per_channel) -> bool:
+    """Whether evaluation-mode `batch_norm`'s operands need none of its conversions: tensors
+    of one float32 or float64 dtype, ``x`` with at least two dimensions and every per-channel
+    operand given, of shape (C,)."""
+    if not isinstance(x, TensorBase):
+        return False
+    dtype = x.dtype
+    if dtype is not dt.float32 and dtype is not dt.float64:
+        return False
+    shape = tuple(x.shape)
+    if len(shape) < 2:
+        return False
+    channels = (shape[1],)
+    if type(shape[1]) is not int:
+        return False
+    for p in per_channel:
+        if not isinstance(p, TensorBase) or p.dtype is not dtype or tuple(p.shape) != channels:
+            return False
+    return True
 
 
 def _filled(p, dtype, c: int, value: float):

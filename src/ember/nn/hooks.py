@@ -11,6 +11,7 @@ import itertools
 from collections.abc import Callable
 
 from ..graph import scope as _scope
+from ..ops._registry import _state as _reg_state
 from ._global_hooks import (
     _global_backward_hooks,
     _global_backward_pre_hooks,
@@ -147,10 +148,21 @@ class HooksMixin:
         return handle
 
     def __call__(self, *args, **kwargs):
-        if _scope.recording():  # a graph is being built: its nodes record this module's scope
-            with _scope.module(self):
+        if _reg_state.modes:  # a graph is being built (`_scope.recording()`, inlined): its
+            with _scope.module(self):  # nodes record this module's scope
                 return self._call(*args, **kwargs)
-        return self._call(*args, **kwargs)
+        if (
+            self._forward_hooks
+            or self._forward_pre_hooks
+            or self._backward_hooks
+            or self._backward_pre_hooks
+            or _global_forward_hooks
+            or _global_forward_pre_hooks
+            or _global_backward_hooks
+            or _global_backward_pre_hooks
+        ):
+            return self._call(*args, **kwargs)
+        return self.forward(*args, **kwargs)  # (no hooks: `_call`'s first branch, inlined)
 
     def _call(self, *args, **kwargs):
         backward = (

@@ -127,11 +127,18 @@ class Module(HooksMixin, StateDictHooksMixin):
     register_module = add_module
 
     def __getattr__(self, name: str):
-        # reached only when normal lookup fails; __dict__.get avoids recursion while copying
-        for table in ("_parameters", "_buffers", "_modules"):
-            entries = self.__dict__.get(table)
-            if entries is not None and name in entries:
-                return entries[name]
+        # reached only when normal lookup fails (every parameter, buffer and submodule read);
+        # __dict__.get avoids recursion while copying
+        d = self.__dict__
+        entries = d.get("_parameters")
+        if entries is not None and name in entries:
+            return entries[name]
+        entries = d.get("_buffers")
+        if entries is not None and name in entries:
+            return entries[name]
+        entries = d.get("_modules")
+        if entries is not None and name in entries:
+            return entries[name]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __setattr__(self, name: str, value) -> None:

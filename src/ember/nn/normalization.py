@@ -90,6 +90,11 @@ class _BatchNorm(_NormBase):
     def forward(self, input: Tensor) -> Tensor:
         self._check_input_dim(input)
         factor = 0.0 if self.momentum is None else self.momentum
+        if not self.training:  # (evaluation: the branches below, each buffer read once)
+            mean, var = self.running_mean, self.running_var
+            use_batch = mean is None and var is None
+            weight, bias = self.weight, self.bias
+            return F.batch_norm(input, mean, var, weight, bias, use_batch, factor, self.eps)
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             with no_grad():
                 self.num_batches_tracked.add_(1)

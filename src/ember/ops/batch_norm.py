@@ -39,9 +39,14 @@ HALF_TYPES = (dt.float16, dt.bfloat16)
 
 
 def _compiled():
-    from ..kernels import cbatchnorm
+    if not _LOADED:  # (imported on first use; every eager batch norm passes here)
+        from ..kernels import cbatchnorm
 
-    return cbatchnorm
+        _LOADED.append(cbatchnorm)
+    return _LOADED[0]
+
+
+_LOADED: list = []
 
 
 def _numpy_workspace(x_input: int, arrays: int):

@@ -120,7 +120,9 @@ def _conv_infer(x, w, bias=None, *, stride, padding, dilation, groups):
             op=name,
         )
     out = conv_out_size(x.shape[2:], w.shape[2:], stride, padding, dilation)
-    _check_size(name, out, None, f"input {fmt_shape(x.shape)}, weight {fmt_shape(w.shape)}")
+    for o in out:  # (the message is formatted only when it is raised)
+        if o < 1:
+            _check_size(name, out, None, f"input {fmt_shape(x.shape)}, weight {fmt_shape(w.shape)}")
     return TensorType((x.shape[0], w.shape[0]) + out, x.dtype)
 
 
@@ -200,13 +202,23 @@ def _rounded_c(result, dtype):
 
 
 def _compiled(module: str = "cconv"):
-    """kernels/cconv.py, or its sibling ``module`` (cconv_weight, cconv_workspace), imported on
-    first use: loading them looks for the compiler."""
-    from ..kernels import cconv, cconv_weight, cconv_workspace
+    """kernels/cconv.py, or its sibling ``module`` (cconv_weight, cconv_workspace,
+    cdepthwise), imported on first use: loading them looks for the compiler."""
+    found = _LOADED.get(module)
+    if found is None:  # (once: every eager convolution passes here)
+        from ..kernels import cconv, cconv_weight, cconv_workspace, cdepthwise
 
-    return {"cconv": cconv, "cconv_weight": cconv_weight, "cconv_workspace": cconv_workspace}[
-        module
-    ]
+        _LOADED.update(
+            cconv=cconv,
+            cconv_weight=cconv_weight,
+            cconv_workspace=cconv_workspace,
+            cdepthwise=cdepthwise,
+        )
+        found = _LOADED[module]
+    return found
+
+
+_LOADED: dict = {}
 
 
 def _kernels(weight_shape, reference, compiled: str):
@@ -267,10 +279,8 @@ def _depthwise_first(compiled: str, a, b, p, groups, bias=None):
     """kernels/cdepthwise.py's ``compiled`` kernel for a depthwise convolution, else
     kernels/cconv.py's (``bias``: the forward and input gradient's, None for the weight
     gradient)."""
-    from ..kernels import cdepthwise
-
     extra = () if bias is None else (bias,)
-    result = getattr(cdepthwise, compiled)(a, b, p, groups, *extra)
+    result = getattr(_compiled("cdepthwise"), compiled)(a, b, p, groups, *extra)
     if result is not None:
         return result
     module = "cconv_weight" if compiled == "conv_weight_grad" else "cconv"

@@ -22,6 +22,15 @@ from .elementwise import to_tensor
 
 def int_tuple(name: str, what: str, value, nd: int, positive: bool = True) -> tuple:
     """A per-spatial-dimension argument (an int, or one int per dimension) as a tuple."""
+    kind = type(value)
+    if kind is int and value >= positive:  # (every layer's call passes here: its common forms)
+        return (value,) * nd
+    if kind is tuple and len(value) == nd:
+        for v in value:
+            if type(v) is not int or v < positive:
+                break
+        else:
+            return value
     if isinstance(value, (tuple, list)):
         if len(value) == 1:
             value = tuple(value) * nd
@@ -50,6 +59,8 @@ def _padding_pairs(name, padding, nd, kernel, dilation, stride) -> tuple:
             f"padding must be an int, a tuple, 'same' or 'valid'; got {padding!r}", op=name
         )
     pads = int_tuple(name, "padding", padding, nd, positive=False)
+    if nd == 2:  # (the common case, spelled out)
+        return ((pads[0], pads[0]), (pads[1], pads[1]))
     return tuple((p, p) for p in pads)
 
 
