@@ -247,3 +247,23 @@ def test_batch_norm_statistics_are_buffers_of_a_trainable_module(tmp_path):
     opt.step()
     for name, value in module.named_buffers():
         np.testing.assert_array_equal(value.numpy(), before[name])
+
+
+@pytest.mark.parametrize("position", [-1, 2])
+def test_gather_at_a_constant_position_is_basic_indexing(position):
+    # (PyTorch's exports of x[:, -1] and of MHA's q/k/v split): a getitem, no gather copy
+    nodes = [helper.make_node("Gather", ["x", "i"], ["y"], axis=1)]
+    inits = [numpy_helper.from_array(np.array(position, np.int64), "i")]
+    graph = helper.make_graph(
+        nodes,
+        "pick",
+        [helper.make_tensor_value_info("x", F32, ["N", 4, 3])],
+        [helper.make_tensor_value_info("y", F32, ["N", 3])],
+        initializer=inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    f = ember.onnx.load(model)
+    x = np.random.default_rng(0).standard_normal((2, 4, 3)).astype(np.float32)
+    np.testing.assert_array_equal(f(x).numpy(), x[:, position])
+    ops = {n.op.name for n in f.graph.nodes if n.kind == "call"}
+    assert "index" not in ops and "gather" not in ops, ops
