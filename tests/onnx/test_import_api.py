@@ -79,6 +79,25 @@ def test_graph_before_any_call_uses_the_declared_shapes():
     assert any(tuple(v.type.shape) == (2, 4) for v in graph.inputs)
 
 
+def test_repeated_calls_still_check_each_input_against_the_model():
+    # a call like the last checked one skips the binding checks; any other is checked again
+    model, w = _mlp(np.random.default_rng(0), batch=2)
+    f = ember.onnx.load(model)
+    x = np.random.default_rng(1).standard_normal((2, 4)).astype(np.float32)
+    expected = np.maximum(x @ w["W1"] + w["b1"], 0) @ w["W2"] + w["b2"]
+    for _ in range(3):
+        logits, _rows = f(ember.tensor(x))
+        np.testing.assert_allclose(logits.numpy(), expected, rtol=1e-5, atol=1e-5)
+    with pytest.raises(OnnxError, match="shape"):
+        f(ember.tensor(np.zeros((3, 4), np.float32)))
+    with pytest.raises(OnnxError, match="float64"):
+        f(ember.tensor(np.zeros((2, 4), np.float64)))
+    with pytest.raises(OnnxError, match="2 inputs given"):
+        f(ember.tensor(x), ember.tensor(x))
+    logits, _rows = f(ember.tensor(x))  # (and the fast path again after the errors)
+    np.testing.assert_allclose(logits.numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
 def test_a_data_dependent_shape_runs_eagerly_and_says_why():
     # NonZero's count decides a Reshape's shape: no graph can hold that
     x = helper.make_tensor_value_info("x", F32, [6])
@@ -228,3 +247,23 @@ def test_batch_norm_statistics_are_buffers_of_a_trainable_module(tmp_path):
     opt.step()
     for name, value in module.named_buffers():
         np.testing.assert_array_equal(value.numpy(), before[name])
+
+
+@pytest.mark.parametrize("position", [-1, 2])
+def test_gather_at_a_constant_position_is_basic_indexing(position):
+    # (PyTorch's exports of x[:, -1] and of MHA's q/k/v split): a getitem, no gather copy
+    nodes = [helper.make_node("Gather", ["x", "i"], ["y"], axis=1)]
+    inits = [numpy_helper.from_array(np.array(position, np.int64), "i")]
+    graph = helper.make_graph(
+        nodes,
+        "pick",
+        [helper.make_tensor_value_info("x", F32, ["N", 4, 3])],
+        [helper.make_tensor_value_info("y", F32, ["N", 3])],
+        initializer=inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    f = ember.onnx.load(model)
+    x = np.random.default_rng(0).standard_normal((2, 4, 3)).astype(np.float32)
+    np.testing.assert_array_equal(f(x).numpy(), x[:, position])
+    ops = {n.op.name for n in f.graph.nodes if n.kind == "call"}
+    assert "index" not in ops and "gather" not in ops, ops

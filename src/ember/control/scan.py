@@ -32,6 +32,7 @@ from ._common import (
     tracing,
 )
 from .scan_grad import scan_vjp
+from .scan_run import compile_scan
 from .unroll import unroll_scan
 
 
@@ -113,6 +114,7 @@ _SCAN = register(
         kind="control",
         infer=_scan_infer,
         kernel=_scan_kernel,
+        compile=compile_scan,  # control/scan_run.py: the body planned once, ops' C forms
         vjp=scan_vjp,  # control/scan_grad.py
         cost=no_cost,
         unroll=unroll_scan,  # control/unroll.py

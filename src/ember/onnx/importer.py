@@ -350,6 +350,28 @@ def _to_output(value, where: str):
     return value
 
 
+def _facts_of(values: list) -> list | None:
+    """(type, array shape, array dtype) of each eager tensor in ``values``, what `_bind`'s
+    checks of a tensor argument read; None where one is not an eager tensor."""
+    facts = []
+    for v in values:
+        data = getattr(v, "_data", None) if is_tensor(v) else None
+        if type(data) is not np.ndarray:
+            return None
+        facts.append((type(v), data.shape, data.dtype))
+    return facts
+
+
+def _same_facts(value, facts: tuple) -> bool:
+    data = getattr(value, "_data", None)
+    return (
+        type(value) is facts[0]
+        and type(data) is np.ndarray
+        and data.shape == facts[1]
+        and data.dtype == facts[2]
+    )
+
+
 # ----------------------------------------------------------------------------------------------
 # the callables load returns
 
@@ -371,6 +393,8 @@ class OnnxFunction:
         kwargs = {} if opt_level is None else {"opt_level": opt_level}
         name = re.sub(r"\W", "_", source.proto.graph.name or "onnx_model")
         self._function = _ember_function(self._captured, name=name, **kwargs) if capture else None
+        # the argument facts (`_facts_of`) of the latest captured call `_bind` checked
+        self._checked: list | None = None
 
     # the function ember.function captures: tensors in, tensors out
     def _captured(self, *tensors, **overrides):
@@ -392,14 +416,30 @@ class OnnxFunction:
         return value
 
     def __call__(self, *args, **kwargs):
-        values, overrides = _bind(self.runner, args, dict(kwargs), self.source.name)
         outs = None
+        checked = self._checked
+        if (
+            not kwargs
+            and checked is not None
+            and self.eager_reason is None
+            and len(args) == len(checked)
+            and all(map(_same_facts, args, checked))
+        ):
+            # tensors of the types, shapes and dtypes of a call that passed `_bind`'s checks:
+            # they bind as that call's did (no initializer overrides), so skip its checks
+            values, overrides = list(args), {}
+        else:
+            values, overrides = _bind(self.runner, args, dict(kwargs), self.source.name)
+            self._checked = None
         capturable = self._function is not None and self.eager_reason is None
         if capturable and all(is_tensor(v) for v in (*values, *overrides.values())):
             try:
-                outs = list(self._function(*values, **overrides))
+                outs = self._function(*values, **overrides)
             except (NeedsData, TraceError) as err:
                 self.eager_reason = str(err).split("\n")[0]
+            else:
+                if self._checked is None and not overrides:
+                    self._checked = _facts_of(values)
         if outs is None:
             outs = self.runner.run(values, params=overrides)
         results = tuple(_to_output(v, self.source.name) for v in outs)

@@ -62,6 +62,9 @@ def _gather(ctx, data, indices):
     a = axis(ctx.attr("axis", 0), len(dims), ctx)
     idx = _indices(ctx, indices, dims[a])
     lead = (slice(None),) * a
+    if is_static(indices) and np.ndim(indices) == 0 and isinstance(dims[a], (int, np.integer)):
+        # one fixed position: basic indexing (a view, as ``x[:, 2]``), not a gather's copy
+        idx = int(np.asarray(indices)) % dims[a]
     return move(ctx, lambda t: E.getitem(t, lead + (idx,)), data)
 
 
