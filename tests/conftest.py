@@ -546,6 +546,10 @@ def _checked_batch_norm(name):
             xhat = np.abs(x - mean.reshape(view)) / spread.reshape(view)
             scales = [None, (ag * xhat).sum(axes).max(initial=0), ag.sum(axes).max(initial=0)]
         else:
+            if name == "eval_normalize":  # the terms rounded to x's dtype, then the affine
+                x, *per_channel, eps = args
+                terms = _batch_norm._scale_shift(*per_channel, eps)
+                args = (x, *(t.astype(x.dtype).astype(np.float64) for t in terms))
             x, scale, shift = args
             view = (1, -1) + (1,) * (x.ndim - 2)
             y = x.astype(np.float64) * scale.reshape(view) + shift.reshape(view)
@@ -790,7 +794,7 @@ def generated_code_equals_the_interpreter(monkeypatch):
         compiled = cconv_weight if name == "conv_weight_grad" else cconv
         _check(monkeypatch, compiled, name, _checked_conv(name, compiled))
         _check(monkeypatch, cdepthwise, name, _checked_conv(name, cdepthwise))
-    for name in ("train_forward", "train_backward", "eval_forward"):
+    for name in ("train_forward", "train_backward", "eval_forward", "eval_normalize"):
         _check(monkeypatch, cbatchnorm, name, _checked_batch_norm(name))
     _check(monkeypatch, cgemm, "matmul", _checked_product(cgemm.matmul))
     for name in ("linear", "conv2d"):

@@ -111,6 +111,40 @@ def test_half_precision_kernels_read_and_write_16_bits(dtype):
 
 
 @needs_cc
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_one_call_evaluation_has_the_numpy_terms_bits(dtype):
+    # eval_normalize computes the per-channel terms in C: bit for bit the NumPy _scale_shift's
+    # (a fused multiply-add in the shift would round once where NumPy rounds twice), then the
+    # affine of eval_forward; a zero input's result is the rounded shift itself
+    rng = np.random.default_rng(7)
+    shapes = [*_shapes(rng), (1, 960, 4, 4), (2, 257, 3)]
+    for shape in shapes:
+        c = shape[1]
+        x = rng.standard_normal(shape).astype(dtype)
+        mean = (rng.standard_normal(c) * 50).astype(dtype)
+        var = rng.uniform(1e-4, 30, c).astype(dtype)
+        w, b = (rng.standard_normal(c).astype(dtype) for _ in range(2))
+        eps = float(rng.choice([1e-5, 1e-3, 0.1]))
+        scale, shift = bn._scale_shift(mean, var, w, b, eps)
+        want = cbatchnorm.eval_forward(x, scale.astype(dtype), shift.astype(dtype))
+        got = cbatchnorm.eval_normalize(x, mean, var, w, b, eps)
+        assert got.dtype == x.dtype and got.shape == x.shape
+        np.testing.assert_array_equal(got.view(f"u{x.itemsize}"), want.view(f"u{x.itemsize}"))
+        np.testing.assert_array_equal(bn._eval_fast(x, mean, var, w, b, eps=eps), want)
+        zero = cbatchnorm.eval_normalize(np.zeros((1, c), dtype), mean, var, w, b, eps)
+        np.testing.assert_array_equal(
+            zero[0].view(f"u{x.itemsize}"), shift.astype(dtype).view(f"u{x.itemsize}")
+        )
+    # operands it does not take: None (the caller's path runs)
+    x = np.ones((2, 3, 4), np.float32)
+    p = np.ones(3, np.float32)
+    assert cbatchnorm.eval_normalize(x, p.astype(np.float64), p, p, p, 1e-5) is None
+    assert cbatchnorm.eval_normalize(x, np.ones(6, np.float32)[::2], p, p, p, 1e-5) is None
+    assert cbatchnorm.eval_normalize(x.astype(np.float16), p, p, p, p, 1e-5) is None
+    assert cbatchnorm.eval_normalize(np.ones((0, 3), np.float32), p, p, p, p, 1e-5) is None
+
+
+@needs_cc
 def test_non_finite_values_spread_as_in_the_numpy_kernels():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((4, 3, 5, 5)).astype(np.float32)

@@ -181,3 +181,17 @@ def test_a_dimension_read_only_in_its_padding_copies_nothing():
     for _ in range(3):  # (corrupted memory showed up on a later allocation)
         got = cconv.conv_forward(x, w, p, 1)
         np.testing.assert_array_equal(got, want)
+
+
+def test_data_address_is_the_arrays_first_element():
+    # the kernels' operand addresses (kernels/cstep.py's data_address, a buffer export) are
+    # ndarray.ctypes.data's for every array: contiguous, views at an offset, strided and
+    # Fortran-ordered (no writable C buffer: the ctypes path), read-only
+    from ember.kernels.cstep import data_address
+
+    a = np.arange(24.0).reshape(4, 6)
+    read_only = a.copy()
+    read_only.flags.writeable = False
+    views = (a, a[1:], a[:, 1:], a.T, np.asfortranarray(a), read_only, a[::2], a.view(np.int64))
+    for v in (*views, np.ones(3, bool), np.zeros((2, 3), np.float32)[1]):
+        assert data_address(v) == v.ctypes.data

@@ -37,8 +37,16 @@ import numpy as np
 
 from .. import dtypes as dt
 from . import cache_sizes
+from .cstep import data_address
 
-__all__ = ["eval_forward", "eval_step", "fold_step", "train_backward", "train_forward"]
+__all__ = [
+    "eval_forward",
+    "eval_normalize",
+    "eval_step",
+    "fold_step",
+    "train_backward",
+    "train_forward",
+]
 
 _C = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 # the half-precision dtypes the training and affine kernels read and write: their conversions,
@@ -194,13 +202,28 @@ void bn_affine(const S *x, const T *scale, const T *shift, S *y, long n, long c,
 _STEP_SOURCE = r"""
 /* ----------------------------------------------- the graph runner's steps (runtime/cgraph.py) */
 
-/* channel ch's scale w / sqrt(var + eps) and shift b - mean * scale, in double (the reference's
-   _scale_shift) */
+/* channel ch's scale w / sqrt(var + eps) and shift b - mean * scale, in double, the reference's
+   _scale_shift operation by operation: the product is rounded on its own (a volatile store: the
+   compiler may not contract it into a fused multiply-add, which -march=native would otherwise
+   emit and which rounds once, not twice), so the terms have NumPy's bits */
 static void scale_shift(const T *mean, const T *var, const T *w, const T *b, double eps, long ch,
                         double *scale, double *shift) {
   double s = (double)w[ch] / sqrt((double)var[ch] + eps);
+  volatile double product = (double)mean[ch] * s;
   *scale = s;
-  *shift = (double)b[ch] - (double)mean[ch] * s;
+  *shift = (double)b[ch] - product;
+}
+
+/* batch_norm_eval in one call: the per-channel terms (rounded to T, as the eager fast rule
+   rounds NumPy's), then the affine; terms: scratch for 2 * c values of T */
+void bn_eval(const T *x, const T *mean, const T *var, const T *w, const T *b, T *y, T *terms,
+             long n, long c, long plane, double eps, ember_pool pool) {
+  for (long ch = 0; ch < c; ch++) {
+    double s, t;
+    scale_shift(mean, var, w, b, eps, ch, &s, &t);
+    terms[ch] = (T)s, terms[c + ch] = (T)t;
+  }
+  bn_affine(x, terms, terms + c, y, n, c, plane, pool);
 }
 
 /* batch_norm_eval: args x, mean, var, weight, bias, out, n, c, plane, eps (a double's bits),
@@ -365,6 +388,47 @@ def eval_forward(x: np.ndarray, scale: np.ndarray, shift: np.ndarray):
     y = np.empty_like(x)
     affine(x.ctypes.data, scale.ctypes.data, shift.ctypes.data, y.ctypes.data, n, c,
            x.size // (n * c), pool)  # fmt: skip
+    return y
+
+
+@functools.cache
+def _eval_function(dtype: np.dtype):
+    from . import ccompile
+
+    if dtype not in _C or _functions(dtype) is None:  # (float32/float64, as the steps)
+        return None
+    try:
+        args = [_P] * 7 + [_L] * 3 + [ctypes.c_double, _P]
+        found = ccompile.load(_source(dtype), "bn_eval", args)
+    except ccompile.CompileError:
+        return None
+    return found, _functions(dtype)[3]
+
+
+def eval_normalize(x: np.ndarray, mean, var, weight, bias, eps: float):
+    """``batch_norm_eval`` in one C call: the per-channel terms ``weight / sqrt(var + eps)``
+    and ``bias - mean * scale`` computed in double as ops/batch_norm.py's ``_scale_shift``
+    computes them (the same bits: no fused multiply-add), rounded to x's dtype, then the
+    affine of `eval_forward`; or None (not float32/float64, the per-channel operands not of
+    x's dtype or not contiguous, no compiler, fewer than 2 dimensions, an empty tensor)."""
+    dtype = x.dtype
+    if dtype not in _C or x.ndim < 2 or x.size == 0:
+        return None
+    c = x.shape[1]
+    for a in (mean, var, weight, bias):
+        if a.dtype != dtype or a.size != c or not a.flags.c_contiguous:
+            return None
+    found = _eval_function(dtype)
+    if found is None:
+        return None
+    function, pool = found
+    x = np.ascontiguousarray(x)
+    y = np.empty_like(x)
+    terms = np.empty(2 * c, dtype)
+    n = x.shape[0]
+    address = data_address
+    function(address(x), address(mean), address(var), address(weight), address(bias),
+             address(y), address(terms), n, c, x.size // (n * c), float(eps), pool)  # fmt: skip
     return y
 
 

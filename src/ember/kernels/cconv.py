@@ -46,7 +46,7 @@ from . import cache_sizes, cconv_wide, chalf, conv_plan
 from .cconv_source import SOURCE as _KERNELS
 from .cmicro import KC
 from .conv_plan import ELEMENT_COST, RUN_COST, Plan, charge, interior, scratch, source_region
-from .cstep import STEP_CALL, function_address
+from .cstep import STEP_CALL, data_address, function_address
 
 # one library: the column-panel kernels and the channels-wide forward (kernels/cconv_wide.py)
 SOURCE = _KERNELS + cconv_wide.WIDE_SOURCE
@@ -251,7 +251,7 @@ def _padded(x: np.ndarray, p: Plan, size: int, tag: str) -> np.ndarray:
 
 
 def _address(a: np.ndarray, offset: int = 0) -> int:
-    return a.ctypes.data + offset * a.itemsize
+    return data_address(a) + offset * a.itemsize
 
 
 # -------------------------------------------------------------------------------- kernels
@@ -349,14 +349,14 @@ def _forward(x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = 
                 if gather is not None:
                     args[35], args[36] = gather[1], gather[2].ctypes.data
             x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
-            args[0], args[1], args[3] = x.ctypes.data, w.ctypes.data, out.ctypes.data
+            args[0], args[1], args[3] = data_address(x), data_address(w), data_address(out)
             pack = None  # the channels-wide layout: a parameter's panels may be packed already
             if own_wp and x.dtype not in _HALF:  # (kernels/cprepack.py's: float32/float64)
                 pack = cconv_wide.use_prepacked(args, w, own_wp)
             bias = None if bias is None else np.ascontiguousarray(bias, x.dtype)
-            args[2] = 0 if bias is None else bias.ctypes.data
-            args[4] = 0 if mask is None else mask.ctypes.data
-            call(args.ctypes.data)
+            args[2] = 0 if bias is None else data_address(bias)
+            args[4] = 0 if mask is None else data_address(mask)
+            call(data_address(args))
             del pack  # (held until the step has read it)
             return out
     if gather is not None:

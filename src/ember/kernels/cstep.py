@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["STEP_CALL", "CStep", "function_address"]
+__all__ = ["STEP_CALL", "CStep", "data_address", "function_address"]
 
 
 @dataclass
@@ -36,3 +36,17 @@ STEP_CALL = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 def function_address(fn) -> int:
     """The address of a ctypes function (what a step's ``fn`` holds)."""
     return ctypes.cast(fn, ctypes.c_void_p).value
+
+
+_BYTE = ctypes.c_char
+
+
+def data_address(a: np.ndarray) -> int:
+    """The address of a contiguous, non-empty array's first element, as ``a.ctypes.data``
+    gives it, without building the ``ctypes`` helper object (a buffer export instead: several
+    times cheaper, which a small kernel's call pays per operand); a read-only array (no
+    writable buffer to export) takes ``a.ctypes.data``."""
+    try:
+        return ctypes.addressof(_BYTE.from_buffer(a))
+    except (TypeError, ValueError, BufferError):
+        return a.ctypes.data

@@ -109,6 +109,20 @@ def _check_bias(name, bias, channels: int, dtype):
 
 
 def _conv_infer(x, w, bias=None, *, stride, padding, dilation, groups):
+    xs, ws, dtype = x.shape, w.shape, x.dtype
+    if (  # (every eager call passes here: the common case without the checks' calls)
+        len(ws) >= 3
+        and len(xs) == len(ws)
+        and dtype is w.dtype
+        and dtype.is_floating_point
+        and (bias is None or (bias.dtype is dtype and tuple(bias.shape) == (ws[0],)))
+        and groups >= 1
+        and ws[0] % groups == 0
+        and xs[1] == ws[1] * groups
+    ):
+        out = conv_out_size(xs[2:], ws[2:], stride, padding, dilation)
+        if all(o >= 1 for o in out):
+            return TensorType((xs[0], ws[0]) + out, dtype)
     name = label("conv", w.ndim - 2)
     _check_operands(name, x, w, groups, "input")
     _check_bias(name, bias, w.shape[0], x.dtype)
