@@ -28,6 +28,7 @@ def _forward(name):
 
 
 _NUMBERS = frozenset((float, int, bool, complex))
+_NOT_OPERANDS = (str, bytes, list, tuple, dict, set)
 
 
 def _binary(name):
@@ -43,6 +44,20 @@ def _binary(name):
             return NotImplemented
         if args or kwargs:
             return PUBLIC[name](self, other, *args, **kwargs)
+        return PUBLIC[name](self, other)
+
+    return method
+
+
+def _compare(name):
+    """A comparison operator. As in PyTorch, an operand its operators do not convert (None, a
+    string, a Python list or tuple) gives NotImplemented, so ``t == None`` and ``t == [1, 2]``
+    are False, ``t != None`` True (Python's identity fallback), ``t in (None, "x")`` False,
+    and ``t < None`` a TypeError; ``torch.eq(t, [1, 2])`` still converts the list."""
+
+    def method(self, other):
+        if other is None or isinstance(other, _NOT_OPERANDS):
+            return NotImplemented
         return PUBLIC[name](self, other)
 
     return method
@@ -154,7 +169,7 @@ def install(cls: type = Tensor) -> None:
         fn = PUBLIC.get(op) or _late(op)
         setattr(cls, f"__i{dunder}__", _inplace(f"__i{dunder}__", fn))
     for dunder, op in _COMPARE.items():
-        setattr(cls, f"__{dunder}__", _forward(op))
+        setattr(cls, f"__{dunder}__", _compare(op))
     for dunder, op in {"and": "logical_and", "or": "logical_or", "xor": "logical_xor"}.items():
         setattr(cls, f"__{dunder}__", _logical(op))
         setattr(cls, f"__r{dunder}__", _reflected_logical(op))

@@ -301,14 +301,23 @@ def test_state_dict_round_trip_through_a_checkpoint_resumes_exactly(name, kwargs
     assert fresh.state_dict()["param_groups"] == opt.state_dict()["param_groups"]
 
 
-def test_load_state_dict_copies_the_buffers():
+def test_load_state_dict_shares_the_buffers_as_pytorch():
+    # PyTorch's load_state_dict casts a buffer with ``.to(param.dtype)``: the dict's own tensor
+    # when the dtype matches (stepping the loaded optimizer updates the source's buffer), a
+    # copy when it does not
     params = _ember_params(np.float64)
     opt = _run("SGD", dict(lr=0.1, momentum=0.9), np.float64, params, 1)
     other = optim.SGD(_ember_params(np.float64), lr=0.1, momentum=0.9)
     other.load_state_dict(opt.state_dict())
-    before = opt.state[params[0]]["momentum_buffer"].numpy().copy()
+    mine = other.state[other.param_groups[0]["params"][0]]["momentum_buffer"]
+    assert mine is opt.state[params[0]]["momentum_buffer"]
+    before = mine.numpy().copy()
     _run("SGD", {}, np.float64, list(other.param_groups[0]["params"]), 1, opt=other)
-    np.testing.assert_array_equal(opt.state[params[0]]["momentum_buffer"].numpy(), before)
+    assert not np.array_equal(opt.state[params[0]]["momentum_buffer"].numpy(), before)
+    cast = optim.SGD(_ember_params(np.float32), lr=0.1, momentum=0.9)
+    cast.load_state_dict(opt.state_dict())
+    buf = cast.state[cast.param_groups[0]["params"][0]]["momentum_buffer"]
+    assert buf.dtype == ember.float32 and buf is not opt.state[params[0]]["momentum_buffer"]
 
 
 def test_state_dict_layout_is_torch_like():

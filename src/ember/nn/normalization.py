@@ -54,6 +54,26 @@ class _NormBase(Module):
             self.register_buffer("num_batches_tracked", None)
         self.reset_parameters()
 
+    _version = 2
+
+    def _load_from_state_dict(
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+    ) -> None:
+        """As PyTorch's: a dict without ``num_batches_tracked`` (one written before the buffer
+        existed, or filtered by the user, so carrying no version 2 metadata) keeps the
+        module's count instead of reporting the key missing."""
+        version = local_metadata.get("version", None)
+        key = prefix + "num_batches_tracked"
+        if (version is None or version < 2) and self.track_running_stats and key not in state_dict:
+            state_dict[key] = (
+                self.num_batches_tracked
+                if self.num_batches_tracked is not None
+                else Tensor(np.array(0, dtype=np.int64))
+            )
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+        )
+
     def reset_running_stats(self) -> None:
         if self.track_running_stats:
             with no_grad():

@@ -406,9 +406,10 @@ class Optimizer:
 
         Everything is checked before anything changes: the number of groups and of parameters
         per group, that every state entry belongs to a listed parameter, the shapes of the
-        per-parameter buffers, and the hyper-parameters. Buffers are copied (and cast to the
-        parameter's dtype), so the loaded optimizer never shares them with the dict; a ``step``
-        tensor is taken as PyTorch takes it (`_load_step`: the same tensor).
+        per-parameter buffers, and the hyper-parameters. Buffers are taken as PyTorch takes them:
+        cast to a floating-point parameter's dtype, and so the dict's own tensors when the dtype
+        already matches (a second optimizer loaded from the same dict shares, and updates, them);
+        a ``step`` tensor is likewise the same tensor (`_load_step`).
         """
         op = f"{type(self).__name__}.load_state_dict"
         if not isinstance(state_dict, dict):
@@ -492,9 +493,10 @@ class Optimizer:
 
 
 def _load_value(op: str, key, name: str, value, param: Tensor, shape: tuple):
-    """A copy of one saved state value, checked against its parameter (``shape``: what the
-    optimizer's `Optimizer.state_shape` says the entry has). Floating-point tensors are cast
-    to the parameter's dtype, as PyTorch's ``load_state_dict`` does."""
+    """One saved state value, checked against its parameter (``shape``: what the optimizer's
+    `Optimizer.state_shape` says the entry has). As PyTorch's ``load_state_dict``: cast to a
+    floating-point parameter's dtype (``Tensor.to``: the value itself when it matches), kept
+    as it is for any other parameter, never copied, and detached."""
     if isinstance(value, np.ndarray):
         value = Tensor(value)
     if not isinstance(value, Tensor):
@@ -514,9 +516,9 @@ def _load_value(op: str, key, name: str, value, param: Tensor, shape: tuple):
             op=op,
         )
     with no_grad():
-        if value.dtype.is_floating_point:
+        if param.dtype.is_floating_point:
             value = value.to(param.dtype)
-        return value.detach().clone()
+        return value if not value.requires_grad else value.detach()
 
 
 def _load_step(op: str, key, value, device_step: bool):
