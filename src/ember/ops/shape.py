@@ -291,7 +291,8 @@ def transpose(x, dim0=-2, dim1=-1):
     a = normalize_axis("transpose", dim0, ndim)
     b = normalize_axis("transpose", dim1, ndim)
     dims = list(range(ndim))
-    dims[a], dims[b] = dims[b], dims[a]
+    if a != b:  # (a 0-d x's transpose(0, 0) too: a new view of x, as PyTorch's)
+        dims[a], dims[b] = dims[b], dims[a]
     return apply(_PERMUTE, x, dims=tuple(dims))  # (`permute`'s checks hold: a != b, in range)
 
 
