@@ -9,8 +9,8 @@ express: ``{"$tuple": [...]}``, ``{"$dict": {...}}`` (string keys), ``{"$items":
 ``{"$complex": [re, im]}``, ``{"$dtype": "float32"}`` and ``{"$tensor": name, ...}`` (with
 ``"complex": true`` for a complex tensor stored as its real and imaginary parts, a last axis
 of 2: safetensors has no complex128; with ``"view": [offset, shape, strides]`` for one of
-several tensors that share memory, a view of their storage, `ember.io._shared`). Every JSON object in a structure is a
-tag, so a user's dict can never be mistaken for one.
+several tensors that share memory, a view of their storage, `ember.io._shared`). Every JSON
+object in a structure is a tag, so a user's dict can never be mistaken for one.
 
 An object that appears twice (the same Tensor, say) is stored once and loads as one object;
 containers that contain themselves are refused.
