@@ -5,9 +5,8 @@ the ``weight`` buffer as in PyTorch)."""
 
 from __future__ import annotations
 
-import warnings
-
 import math
+import warnings
 
 from ..tensor import Tensor
 from . import functional as F
