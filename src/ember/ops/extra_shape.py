@@ -353,7 +353,7 @@ def _scaled(name, input, product, beta, alpha):
     return (input if beta == 1 else input * beta) + scaled
 
 
-@export(method=True, inplace=True)
+@export(method=True)
 @autocasts(Autocast.LOWER)
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """``beta * input + alpha * sum_b(batch1[b] @ batch2[b])``; beta=0 ignores the input."""
