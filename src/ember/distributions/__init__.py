@@ -49,6 +49,7 @@ from .continuous_extra import (
 )
 from .discrete import Bernoulli, Binomial, Categorical, OneHotCategorical, Poisson
 from .distribution import Distribution
+from .exp_family import ExponentialFamily
 from .extra import (
     Chi2,
     HalfCauchy,
@@ -101,6 +102,7 @@ from .transforms_extra import (
 )
 
 __all__ = [
+    "ExponentialFamily",
     "ContinuousBernoulli",
     "FisherSnedecor",
     "GeneralizedPareto",

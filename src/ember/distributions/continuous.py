@@ -27,6 +27,7 @@ from ._util import (
     lgamma,
 )
 from .distribution import Distribution, _shape
+from .exp_family import ExponentialFamily
 
 __all__ = ["Normal", "Uniform", "Laplace", "Exponential", "Gamma", "Beta", "StudentT"]
 
@@ -51,10 +52,19 @@ def _numpy_sample(self, sample_shape, draw, like):
     return E.tensor(arr.astype(like.dtype.np))
 
 
-class Normal(Distribution):
+class Normal(ExponentialFamily):
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
     has_rsample = True
+
+    @property
+    def _natural_params(self):
+        return (self.loc / self.scale**2, -0.5 / self.scale**2)
+
+    def _log_normalizer(self, x, y):
+        return -0.25 * x**2 / y + 0.5 * E.log(-math.pi / y)
+
+    _mean_carrier_measure = 0
 
     def __init__(self, loc, scale, validate_args=None):
         self.loc, self.scale = broadcast_all(loc, scale)
@@ -210,10 +220,19 @@ class Laplace(Distribution):
         return 1 + (2 * self.scale).log()
 
 
-class Exponential(Distribution):
+class Exponential(ExponentialFamily):
     arg_constraints = {"rate": constraints.positive}
     support = constraints.nonnegative
     has_rsample = True
+
+    @property
+    def _natural_params(self):
+        return (-self.rate,)
+
+    def _log_normalizer(self, x):
+        return -E.log(-x)
+
+    _mean_carrier_measure = 0
 
     def __init__(self, rate, validate_args=None):
         (self.rate,) = broadcast_all(rate)
@@ -257,10 +276,19 @@ class Exponential(Distribution):
         return 1.0 - self.rate.log()
 
 
-class Gamma(Distribution):
+class Gamma(ExponentialFamily):
     arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
     support = constraints.nonnegative
     has_rsample = True
+
+    @property
+    def _natural_params(self):
+        return (self.concentration - 1, -self.rate)
+
+    def _log_normalizer(self, x, y):
+        return lgamma(x + 1) + (x + 1) * E.log(-1 / y)
+
+    _mean_carrier_measure = 0
 
     def __init__(self, concentration, rate, validate_args=None):
         self.concentration, self.rate = broadcast_all(concentration, rate)
@@ -307,13 +335,20 @@ class Gamma(Distribution):
         return c - self.rate.log() + lgamma(c) + (1.0 - c) * digamma(c)
 
 
-class Beta(Distribution):
+class Beta(ExponentialFamily):
     arg_constraints = {
         "concentration1": constraints.positive,
         "concentration0": constraints.positive,
     }
     support = constraints.unit_interval
     has_rsample = True
+
+    @property
+    def _natural_params(self):
+        return (self.concentration1, self.concentration0)
+
+    def _log_normalizer(self, x, y):
+        return lgamma(x) + lgamma(y) - lgamma(x + y)
 
     def __init__(self, concentration1, concentration0, validate_args=None):
         self.concentration1, self.concentration0 = broadcast_all(concentration1, concentration0)

@@ -27,6 +27,7 @@ from ._util import (
     xlogy,
 )
 from .distribution import Distribution, _shape
+from .exp_family import ExponentialFamily
 
 __all__ = ["Bernoulli", "Categorical", "OneHotCategorical", "Poisson", "Binomial"]
 
@@ -41,10 +42,19 @@ def _one_of(name: str, probs, logits):
         raise ConstraintError(f"{name}: pass exactly one of probs and logits", op=name)
 
 
-class Bernoulli(Distribution):
+class Bernoulli(ExponentialFamily):
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.boolean
     has_enumerate_support = True
+
+    @property
+    def _natural_params(self):
+        return (E.log(self.probs / (1 - self.probs)),)
+
+    def _log_normalizer(self, x):
+        return E.log1p(E.exp(x))
+
+    _mean_carrier_measure = 0
 
     def __init__(self, probs=None, logits=None, validate_args=None):
         _one_of("Bernoulli", probs, logits)
@@ -268,9 +278,16 @@ class OneHotCategorical(Distribution):
         return values.expand(n, *self._batch_shape, n) if expand else values
 
 
-class Poisson(Distribution):
+class Poisson(ExponentialFamily):
     arg_constraints = {"rate": constraints.nonnegative}
     support = constraints.nonnegative_integer
+
+    @property
+    def _natural_params(self):
+        return (E.log(self.rate),)
+
+    def _log_normalizer(self, x):
+        return E.exp(x)
 
     def __init__(self, rate, validate_args=None):
         (self.rate,) = broadcast_all(rate)

@@ -21,6 +21,7 @@ from ._util import (
 )
 from .continuous import Beta, Exponential, Gamma, Laplace, Normal, Uniform
 from .discrete import Bernoulli, Binomial, Categorical, OneHotCategorical, Poisson, _softplus
+from .exp_family import ExponentialFamily, kl_expfamily_expfamily
 from .extra import Pareto
 from .mixture import Cauchy, Dirichlet
 from .multivariate import Independent, MultivariateNormal
@@ -55,6 +56,9 @@ def _dispatch(type_p, type_q):
             if best_key is None or key < best_key:
                 best, best_key = fn, key
     return best
+
+
+register_kl(ExponentialFamily, ExponentialFamily)(kl_expfamily_expfamily)
 
 
 def kl_divergence(p, q):

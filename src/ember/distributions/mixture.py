@@ -19,14 +19,22 @@ from ._gamma_rsample import standard_gamma
 from ._util import E, broadcast_all, digamma, lgamma
 from .discrete import Categorical
 from .distribution import Distribution, _shape
+from .exp_family import ExponentialFamily
 
 __all__ = ["Dirichlet", "Cauchy", "MixtureSameFamily"]
 
 
-class Dirichlet(Distribution):
+class Dirichlet(ExponentialFamily):
     arg_constraints = {"concentration": constraints.independent(constraints.positive, 1)}
     support = constraints.simplex
     has_rsample = True
+
+    @property
+    def _natural_params(self):
+        return (self.concentration,)
+
+    def _log_normalizer(self, x):
+        return lgamma(x).sum(-1) - lgamma(x.sum(-1))
 
     def __init__(self, concentration, validate_args=None):
         if concentration.ndim < 1:

@@ -256,3 +256,78 @@ def hinge_embedding_loss(
     margin_part = E.where(t != 1, E.relu(float(margin) - x), 0.0)
     self_part = E.where(t != -1, x, 0.0)
     return reduce_loss(margin_part + self_part, reduction)
+
+
+@export(functional=True, toplevel=False)
+def linear_cross_entropy(
+    input,
+    linear_weight,
+    target,
+    *,
+    linear_bias=None,
+    weight=None,
+    reduction: str = "mean",
+    ignore_index: int | None = None,
+    label_smoothing: float = 0.0,
+    options=None,
+):
+    """``cross_entropy(linear(input, linear_weight, linear_bias), target, ...)`` as PyTorch's
+    ``F.linear_cross_entropy``: ``input`` (N, in) or (in,); ``linear_weight`` (C, d_1, ..., d_K,
+    in) for a K-dimensional loss over logits (N, C, d_1, ..., d_K); ``ignore_index=None`` is -100
+    (and refused with probability targets). ``options`` (PyTorch's chunking, a memory strategy
+    with the same result) is not in ember: only None is accepted."""
+    from ..ops.linalg import linear
+    from .loss import cross_entropy
+
+    op = "linear_cross_entropy"
+    if options is not None:
+        raise EmberError(
+            "options (PyTorch's LinearCrossEntropyOptions, a chunked evaluation) are not in "
+            "ember; pass options=None (the same loss, computed whole)",
+            op=op,
+        )
+    x, w = to_tensor(input), to_tensor(linear_weight)
+    if x.ndim not in (1, 2):
+        raise ShapeError(f"expected input with dimensionality 1 or 2, got {x.ndim}", op=op)
+    if w.ndim < 2:
+        raise ShapeError(
+            f"expected linear_weight with dimensionality at least 2, got {w.ndim}", op=op
+        )
+    batch, in_features = tuple(x.shape[:-1]), x.shape[-1]
+    if in_features != w.shape[-1]:
+        raise ShapeError(
+            f"expected equal input and linear_weight last dimensions (in_features), got "
+            f"{in_features} and {w.shape[-1]}",
+            op=op,
+        )
+    classes, out_features = w.shape[0], tuple(w.shape[1:-1])
+    if linear_bias is not None and tuple(linear_bias.shape) != (classes, *out_features):
+        raise ShapeError(
+            f"expected linear_bias shape {fmt_shape((classes, *out_features))}, got "
+            f"{fmt_shape(linear_bias.shape)}",
+            op=op,
+        )
+    if out_features and not batch:
+        raise ShapeError(
+            f"a K-dimensional loss (linear_weight {fmt_shape(w.shape)}) needs batched input "
+            f"(N, {in_features}), got {fmt_shape(x.shape)}",
+            op=op,
+        )
+    logits_shape = (*batch, classes, *out_features)
+    t = to_tensor(target)
+    if tuple(t.shape) == logits_shape and ignore_index is not None:
+        raise EmberError("ignore_index cannot be given when target holds probabilities", op=op)
+    rows = math.prod(out_features) * classes
+    logits = linear(
+        x,
+        E.reshape(w, (rows, in_features)),
+        None if linear_bias is None else E.reshape(linear_bias, (rows,)),
+    )
+    return cross_entropy(
+        E.reshape(logits, logits_shape),
+        t,
+        weight=weight,
+        reduction=reduction,
+        ignore_index=-100 if ignore_index is None else ignore_index,
+        label_smoothing=label_smoothing,
+    )

@@ -8,8 +8,9 @@ express: ``{"$tuple": [...]}``, ``{"$dict": {...}}`` (string keys), ``{"$items":
 (other keys, e.g. an optimizer's integer parameter ids), ``{"$float": "nan"}``,
 ``{"$complex": [re, im]}``, ``{"$dtype": "float32"}`` and ``{"$tensor": name, ...}`` (with
 ``"complex": true`` for a complex tensor stored as its real and imaginary parts, a last axis
-of 2: safetensors has no complex128). Every JSON object in a structure is a
-tag, so a user's dict can never be mistaken for one.
+of 2: safetensors has no complex128; with ``"view": [offset, shape, strides]`` for one of
+several tensors that share memory, a view of their storage, `ember.io._shared`). Every JSON
+object in a structure is a tag, so a user's dict can never be mistaken for one.
 
 An object that appears twice (the same Tensor, say) is stored once and loads as one object;
 containers that contain themselves are refused.
@@ -25,6 +26,7 @@ from .. import dtypes as dt
 from ..errors import CheckpointError, EmberError
 from ..ops._factory_kwargs import sparse_coo
 from ..tensor import Tensor
+from ._shared import shared_views, view_of
 
 
 class CheckpointTypeError(CheckpointError, TypeError):
@@ -36,6 +38,7 @@ _KEY_TYPES = (str, int, float, bool, type(None))
 
 def encode(obj) -> tuple[object, dict[str, np.ndarray]]:
     encoder = _Encoder()
+    encoder.shared = shared_views(_tensor_leaves(obj))
     return encoder.encode(obj, ""), encoder.arrays
 
 
@@ -48,6 +51,8 @@ class _Encoder:
         self.memo: dict[int, str] = {}
         self.keep_alive: list = []  # objects whose id() is in memo must outlive the encoding
         self.active: set[int] = set()
+        self.shared: dict[int, tuple] = {}  # tensors sharing memory (`ember.io._shared`)
+        self.storages: dict[int, str] = {}  # a shared storage's name, by its group key
 
     def leaf_name(self, path: str) -> str:
         name = path or "tensor"
@@ -57,7 +62,19 @@ class _Encoder:
             name = f"{path or 'tensor'}#{k}"
         return name
 
+    def shared_node(self, x, path: str) -> dict:
+        key, storage, place = self.shared[id(x)]
+        if key not in self.storages:
+            self.storages[key] = name = self.leaf_name(f"{path or 'tensor'}#storage")
+            self.arrays[name] = storage
+        node = {"$tensor": self.storages[key], "view": place}
+        if x.requires_grad:
+            node["requires_grad"] = True
+        return node
+
     def array_node(self, x, arr: np.ndarray, path: str, kind: str | None) -> dict:
+        if id(x) in self.shared:
+            return self.shared_node(x, path)
         is_complex = arr.dtype.kind == "c"
         bytes_of = _AS_BYTES.get(arr.dtype)
         if id(x) not in self.memo:
@@ -158,13 +175,28 @@ class _Encoder:
 
 
 MAX_DEPTH = 200  # of a structure's nesting (a training state nests under 10 deep)
-_TENSOR_KEYS = frozenset({"$tensor", "kind", "requires_grad", "complex", "bytes_of"})
+_TENSOR_KEYS = frozenset({"$tensor", "kind", "requires_grad", "complex", "bytes_of", "view"})
 # dtypes stored as their bytes (uint8), "bytes_of" naming them in the node
 _AS_BYTES = {
     np.dtype(dt.float8_e4m3fnuz.np): "float8_e4m3fnuz",
     np.dtype(dt.float8_e5m2fnuz.np): "float8_e5m2fnuz",
 }
 _FROM_BYTES = {name: dtype for dtype, name in _AS_BYTES.items()}
+
+
+def _tensor_leaves(obj) -> list:
+    """The ember Tensors among ``obj``'s leaves (containers walked once each)."""
+    out, seen, stack = [], set(), [obj]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Tensor):
+            if id(x) not in seen:
+                seen.add(id(x))
+                out.append(x)
+        elif isinstance(x, (dict, list, tuple, set, frozenset)) and id(x) not in seen:
+            seen.add(id(x))
+            stack.extend(x.values() if isinstance(x, dict) else x)
+    return out
 
 
 def _parts(arr: np.ndarray) -> np.ndarray:
@@ -203,9 +235,14 @@ def decode(structure, arrays: dict[str, np.ndarray], path: str):
             not isinstance(bytes_of, str) or bytes_of not in _FROM_BYTES or is_complex
         ):
             raise bad(f"unknown dtype {_short(bytes_of)} stored as bytes", where)
-        key = f"{name}\0{kind}\0{requires_grad}\0{is_complex}\0{bytes_of}"
+        view = node.get("view")
+        key = f"{name}\0{kind}\0{requires_grad}\0{is_complex}\0{bytes_of}\0{view}"
         if key not in made:
             arr = arrays[name]
+            if view is not None:
+                if kind is not None or is_complex or bytes_of is not None:
+                    raise bad("a view of a shared storage is a plain tensor", where)
+                arr = view_of(arr, view, lambda what: bad(what, where))
             if bytes_of is not None:
                 if arr.dtype != np.uint8:
                     raise bad(f"{bytes_of} tensor {name!r} should be stored as uint8", where)

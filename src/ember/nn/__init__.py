@@ -95,6 +95,7 @@ from .loss import (
 from .loss_extra import (
     GaussianNLLLoss,
     HingeEmbeddingLoss,
+    LinearCrossEntropyLoss,
     MultiLabelMarginLoss,
     MultiLabelSoftMarginLoss,
     MultiMarginLoss,

@@ -5,11 +5,13 @@ the ``weight`` buffer as in PyTorch)."""
 
 from __future__ import annotations
 
+import math
 import warnings
 
 from ..tensor import Tensor
 from . import functional as F
 from .distance import PairwiseDistance
+from .linear import Linear
 from .loss import NLLLoss, _Loss, _WeightedLoss
 
 
@@ -172,4 +174,69 @@ class TripletMarginWithDistanceLoss(_Loss):
             margin=self.margin,
             swap=self.swap,
             reduction=self.reduction,
+        )
+
+
+class LinearCrossEntropyLoss(_WeightedLoss):
+    """A `Linear` layer (``self.linear``, weight (C * prod(out_features), in_features)) and the
+    cross entropy of its logits, as PyTorch's ``nn.LinearCrossEntropyLoss``: the weight is
+    reshaped to (C, *out_features, in_features) for ``F.linear_cross_entropy``."""
+
+    def __init__(
+        self,
+        in_features: int,
+        num_classes: int,
+        *,
+        out_features: tuple = (),
+        bias: bool = False,
+        device=None,
+        dtype=None,
+        reduction: str = "mean",
+        weight: Tensor | None = None,
+        ignore_index: int | None = None,
+        label_smoothing: float = 0.0,
+        options=None,
+    ) -> None:
+        from ..errors import EmberError, ShapeError
+
+        if weight is not None and tuple(weight.shape) != (num_classes,):
+            raise ShapeError(
+                f"expected weight shape {(num_classes,)}, got {tuple(weight.shape)}",
+                op="LinearCrossEntropyLoss",
+            )
+        if not 0.0 <= label_smoothing <= 1.0:
+            raise EmberError(
+                f"expected label_smoothing in [0, 1], got {label_smoothing}",
+                op="LinearCrossEntropyLoss",
+            )
+        super().__init__(weight, None, None, reduction)
+        self.num_classes = num_classes
+        self.out_features = tuple(out_features)
+        self.ignore_index = ignore_index
+        self.label_smoothing = label_smoothing
+        rows = math.prod(self.out_features) * num_classes
+        self.linear = Linear(in_features, rows, bias=bias, device=device, dtype=dtype)
+        self.options = options
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        shape = (self.num_classes, *self.out_features)
+        bias = self.linear.bias
+        return F.linear_cross_entropy(
+            input,
+            self.linear.weight.reshape((*shape, self.linear.in_features)),
+            target,
+            linear_bias=None if bias is None else bias.reshape(shape),
+            weight=self.weight,
+            reduction=self.reduction,
+            ignore_index=self.ignore_index,
+            label_smoothing=self.label_smoothing,
+            options=self.options,
+        )
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.linear.in_features}, num_classes={self.num_classes}, "
+            f"out_features={self.out_features}, bias={self.linear.bias is not None}, "
+            f"reduction={self.reduction}, ignore_index={self.ignore_index}, "
+            f"label_smoothing={self.label_smoothing}, options={self.options}"
         )

@@ -78,7 +78,7 @@ _LN2 = math.log(2.0)
 _unary("lgamma", _scipy(_lgamma), lambda c, g: (g * E.digamma(c.inputs[0]),))
 
 
-@export(method=True)
+@export(method=True, inplace=True)
 def mvlgamma(input, p: int):
     """The multivariate log-gamma function of dimension ``p`` (PyTorch's ``mvlgamma``,
     ``ember.special.multigammaln``): ``p (p - 1) / 4 log(pi) + sum_j lgamma(x - j / 2)`` for

@@ -97,17 +97,16 @@ RESHAPE = register(
 
 @export(method=True)
 def reshape(x, *shape):
-    """Same elements in a new shape; one dimension may be -1."""
+    """Same elements in a new shape; one dimension may be -1. Always a new tensor, a view of x
+    where x's strides allow (PyTorch's: ``x.reshape(x.shape) is not x``)."""
     x = to_tensor(x)
     shape = resolve_shape("reshape", tuple(x.shape), shape_arg(shape))
-    if shape == tuple(x.shape):
-        return x
     return apply(RESHAPE, x, shape=shape)
 
 
 def view_shape(x, *shape):
-    """`reshape`, always a new view (PyTorch's ``view``: ``x.view(x.shape) is not x``; its
-    ``_base`` is x), where ``reshape`` returns x itself for its own shape."""
+    """`reshape` under ``view``'s name (PyTorch's ``view``: ``x.view(x.shape) is not x``; its
+    ``_base`` is x)."""
     x = to_tensor(x)
     shape = resolve_shape("view", tuple(x.shape), shape_arg(shape))
     return apply(RESHAPE, x, shape=shape)
@@ -127,6 +126,8 @@ def flatten(x, start_dim=0, end_dim=-1):
         return reshape(x, (1,))
     s = normalize_axis("flatten", start_dim, x.ndim)
     e = normalize_axis("flatten", end_dim, x.ndim)
+    if s == e:  # (PyTorch returns x itself here, a 1-d x's flatten() included)
+        return x
     shape = tuple(x.shape)
     return reshape(x, shape[:s] + (numel(shape[s : e + 1]),) + shape[e + 1 :])
 
@@ -192,10 +193,7 @@ _BROADCAST = register(
 def broadcast_to(x, *shape):
     """Broadcast ``x`` to ``shape`` (NumPy rules)."""
     x = to_tensor(x)
-    shape = shape_arg(shape)
-    if shape == tuple(x.shape):
-        return x
-    return apply(_BROADCAST, x, shape=shape)
+    return apply(_BROADCAST, x, shape=shape_arg(shape))  # (a new view even of x's own shape)
 
 
 @export(method=True, toplevel=False)
@@ -227,7 +225,8 @@ def broadcast_tensors(*tensors):
     from ._util import broadcast_shapes
 
     shape = broadcast_shapes("broadcast_tensors", *(t.shape for t in tensors))
-    return tuple(broadcast_to(t, shape) for t in tensors)
+    # (a tensor that has the shape already is returned itself, as PyTorch's)
+    return tuple(t if tuple(t.shape) == tuple(shape) else broadcast_to(t, shape) for t in tensors)
 
 
 # ----------------------------------------------------------------------------------- permute
@@ -281,9 +280,7 @@ def permute(x, *dims):
     x = to_tensor(x)
     ndim = x.ndim
     dims = tuple([normalize_axis("permute", d, ndim) for d in shape_arg(dims)])
-    if dims == tuple(range(ndim)):
-        return x
-    return apply(_PERMUTE, x, dims=dims)
+    return apply(_PERMUTE, x, dims=dims)  # (a new view even for the identity, as PyTorch's)
 
 
 @export(method=True)
@@ -293,10 +290,9 @@ def transpose(x, dim0=-2, dim1=-1):
     ndim = x.ndim
     a = normalize_axis("transpose", dim0, ndim)
     b = normalize_axis("transpose", dim1, ndim)
-    if a == b:
-        return x
     dims = list(range(ndim))
-    dims[a], dims[b] = dims[b], dims[a]
+    if a != b:  # (a 0-d x's transpose(0, 0) too: a new view of x, as PyTorch's)
+        dims[a], dims[b] = dims[b], dims[a]
     return apply(_PERMUTE, x, dims=tuple(dims))  # (`permute`'s checks hold: a != b, in range)
 
 

@@ -17,10 +17,12 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+from ..autograd import no_grad
 from ..errors import StateDictError
+from ..tensor import Tensor
 from .optimizer import Optimizer, OptimizerError
 
-__all__ = ["LRScheduler", "format_param", "group_values"]
+__all__ = ["LRScheduler", "format_param", "group_values", "set_group_value"]
 
 EPOCH_DEPRECATION_WARNING = (
     "passing an epoch to scheduler.step() is deprecated (as in PyTorch): the closed form is used "
@@ -46,12 +48,31 @@ def format_param(scheduler: str, name: str, optimizer: Optimizer, value) -> list
                 "value",
                 op=scheduler,
             )
-        return list(value)
-    return [value] * len(optimizer.param_groups)
+        return [_copy(v) for v in value]
+    return [_copy(value) for _ in optimizer.param_groups]
+
+
+def _copy(value):
+    return value.detach().clone() if isinstance(value, Tensor) else value
 
 
 def group_values(optimizer: Optimizer, key: str) -> list:
-    return [group[key] for group in optimizer.param_groups]
+    """Each group's ``key``, a Tensor one (PyTorch's Tensor ``lr``) cloned so that the list
+    does not change with the group."""
+    return [_copy(group[key]) for group in optimizer.param_groups]
+
+
+def set_group_value(group: dict, key: str, value) -> None:
+    """``group[key] = value``, but a Tensor entry is filled in place (as PyTorch's
+    ``_update_param_group_val``), so what holds the Tensor (a compiled step) sees the change."""
+    current = group[key]
+    if isinstance(current, Tensor):
+        if isinstance(value, Tensor):
+            value = value.item()
+        with no_grad():
+            current.fill_(value)
+    else:
+        group[key] = value
 
 
 # entries of PyTorch's scheduler state dicts about its own call bookkeeping (a flag set while
@@ -72,7 +93,7 @@ class LRScheduler:
         self.optimizer = check_optimizer(name, optimizer)
         if last_epoch == -1:
             for group in optimizer.param_groups:
-                group.setdefault("initial_lr", group["lr"])
+                group.setdefault("initial_lr", _copy(group["lr"]))
         else:
             for i, group in enumerate(optimizer.param_groups):
                 if "initial_lr" not in group:
@@ -127,7 +148,7 @@ class LRScheduler:
             closed_form = getattr(self, "_get_closed_form_lr", None)
             values = closed_form() if closed_form is not None else self.get_lr()
         for group, lr in zip(self.optimizer.param_groups, values, strict=True):
-            group["lr"] = lr
+            set_group_value(group, "lr", lr)
         self._last_lr = group_values(self.optimizer, "lr")
 
     # ------------------------------------------------------------------------------ state

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import StateDictError
-from ._lr_base import LRScheduler, check_optimizer, group_values
+from ._lr_base import LRScheduler, check_optimizer, group_values, set_group_value
 from ._lr_plateau import ReduceLROnPlateau
 from .optimizer import Optimizer, OptimizerError
 
@@ -43,7 +43,7 @@ class SequentialLR(LRScheduler):
         self.optimizer = optimizer
         # the members each took their initial step when built: undo those and start over
         for group in optimizer.param_groups:
-            group["lr"] = group["initial_lr"]
+            set_group_value(group, "lr", group["initial_lr"])
         for s in self._schedulers:
             _undo_initial_step(s)
         first = self._schedulers[bisect_right(self._milestones, 0)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from ._lr_base import LRScheduler, check_optimizer, format_param, group_values
+from ._lr_base import LRScheduler, check_optimizer, format_param, group_values, set_group_value
 from .optimizer import Optimizer, OptimizerError
 
 __all__ = ["CosineAnnealingWarmRestarts", "OneCycleLR"]
@@ -216,5 +216,5 @@ class CosineAnnealingWarmRestarts(LRScheduler):
                 self.T_cur = epoch
         self.last_epoch = math.floor(epoch)
         for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
-            group["lr"] = lr
+            set_group_value(group, "lr", lr)
         self._last_lr = group_values(self.optimizer, "lr")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from ._lr_base import LRScheduler, check_optimizer, format_param
+from ._lr_base import LRScheduler, check_optimizer, format_param, set_group_value
 from .optimizer import Optimizer, OptimizerError
 
 __all__ = ["CyclicLR"]
@@ -47,7 +47,7 @@ class CyclicLR(LRScheduler):
         base_lrs = format_param(op, "base_lr", optimizer, base_lr)
         if last_epoch == -1:
             for lr, group in zip(base_lrs, optimizer.param_groups):
-                group["lr"] = lr
+                set_group_value(group, "lr", lr)
         self.max_lrs = format_param(op, "max_lr", optimizer, max_lr)
         step_size_up = float(step_size_up)
         step_size_down = float(step_size_down) if step_size_down is not None else step_size_up

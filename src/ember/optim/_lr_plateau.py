@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ._lr_base import LRScheduler, check_optimizer, group_values
+from ._lr_base import LRScheduler, check_optimizer, group_values, set_group_value
 from .optimizer import Optimizer, OptimizerError
 
 __all__ = ["ReduceLROnPlateau"]
@@ -95,7 +95,7 @@ class ReduceLROnPlateau(LRScheduler):
             old_lr = float(group["lr"])
             new_lr = max(old_lr * self.factor, min_lr)
             if old_lr - new_lr > self.eps:
-                group["lr"] = new_lr
+                set_group_value(group, "lr", new_lr)
 
     @property
     def in_cooldown(self) -> bool:

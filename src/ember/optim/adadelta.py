@@ -65,7 +65,7 @@ class Adadelta(Optimizer):
 
     def _validate(self, group: dict[str, Any]) -> None:
         op = type(self).__name__
-        check_number(op, "lr", group["lr"])
+        check_number(op, "lr", group["lr"], tensor_ok=True)
         check_number(op, "rho", group["rho"], high=1.0, open_high=False)
         check_number(op, "eps", group["eps"])
         check_number(op, "weight_decay", group["weight_decay"])

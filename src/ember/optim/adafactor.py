@@ -100,7 +100,7 @@ class Adafactor(Optimizer):
 
     def _validate(self, group: dict[str, Any]) -> None:
         op = type(self).__name__
-        check_number(op, "lr", group["lr"])
+        check_number(op, "lr", group["lr"], tensor_ok=True)
         if not group["beta2_decay"] <= 0.0:
             raise OptimizerError(
                 f"beta2_decay should be <= 0 but is: {group['beta2_decay']}", op=op

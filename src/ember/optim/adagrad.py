@@ -71,7 +71,7 @@ class Adagrad(Optimizer):
     def _validate(self, group: dict[str, Any]) -> None:
         check_flags("Adagrad", group)
         for name in ("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps"):
-            check_number("Adagrad", name, group[name])
+            check_number("Adagrad", name, group[name], tensor_ok=name == "lr")
 
     def _branch_facts(self, group: dict[str, Any]) -> tuple:
         return (group["weight_decay"] != 0,)

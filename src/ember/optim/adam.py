@@ -80,7 +80,12 @@ class Adam(Optimizer):
     def _validate(self, group: dict[str, Any]) -> None:
         check_flags(type(self).__name__, group)
         op = type(self).__name__
-        check_number(op, "lr", group["lr"])
+        check_number(op, "lr", group["lr"], tensor_ok=True)
+        if isinstance(group["lr"], Tensor) and group["foreach"] and not group["capturable"]:
+            # PyTorch's rule (its multi-tensor kernels take lr as a number unless capturable)
+            raise OptimizerError(
+                "lr as a Tensor is not supported for capturable=False and foreach=True", op=op
+            )
         check_number(op, "eps", group["eps"])
         betas = group["betas"]
         if not isinstance(betas, (tuple, list)) or len(betas) != 2:

@@ -64,7 +64,7 @@ class Adamax(Optimizer):
 
     def _validate(self, group: dict[str, Any]) -> None:
         op = type(self).__name__
-        check_number(op, "lr", group["lr"])
+        check_number(op, "lr", group["lr"], tensor_ok=True)
         check_number(op, "eps", group["eps"])
         check_betas(op, group)
         check_number(op, "weight_decay", group["weight_decay"])

@@ -70,7 +70,7 @@ class ASGD(Optimizer):
 
     def _validate(self, group: dict[str, Any]) -> None:
         op = type(self).__name__
-        check_number(op, "lr", group["lr"])
+        check_number(op, "lr", group["lr"], tensor_ok=True)
         check_number(op, "weight_decay", group["weight_decay"])
         for name in ("lambd", "alpha", "t0"):
             check_number(op, name, group[name], low=float("-inf"))

@@ -102,7 +102,7 @@ class LBFGS(Optimizer):
 
     def _validate(self, group: dict[str, Any]) -> None:
         op = "LBFGS"
-        check_number(op, "lr", group["lr"])
+        check_number(op, "lr", group["lr"], tensor_ok=True)
         for name in ("max_iter", "max_eval", "history_size"):
             value = group[name]
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:

@@ -69,9 +69,26 @@ def _is_number(value) -> bool:
 
 
 def check_number(
-    op: str, name: str, value, *, low: float = 0.0, high: float | None = None, open_high=True
+    op: str,
+    name: str,
+    value,
+    *,
+    low: float = 0.0,
+    high: float | None = None,
+    open_high=True,
+    tensor_ok: bool = False,
 ) -> None:
-    """Raise `OptimizerError` unless ``low <= value`` (and ``value < high`` / ``<= high``)."""
+    """Raise `OptimizerError` unless ``low <= value`` (and ``value < high`` / ``<= high``).
+    ``tensor_ok``: a one-element real Tensor is accepted too (PyTorch's Tensor ``lr``), checked
+    by its value; the group keeps the Tensor, and `_hyper` reads it at every step."""
+    if tensor_ok and isinstance(value, Tensor):
+        if value.numel() != 1 or value.dtype.is_complex or value.dtype.name == "bool":
+            raise OptimizerError(
+                f"Tensor {name} must be a 1-element real tensor, got shape "
+                f"{tuple(value.shape)} ({value.dtype})",
+                op=op,
+            )
+        value = float(value.detach().item())
     if not _is_number(value):
         raise OptimizerError(
             f"{name} must be a real number, got {value!r} ({type(value).__name__})", op=op

@@ -65,7 +65,7 @@ class RMSprop(Optimizer):
     def _validate(self, group: dict[str, Any]) -> None:
         check_flags("RMSprop", group)
         for name in ("lr", "eps", "momentum", "weight_decay", "alpha"):
-            check_number("RMSprop", name, group[name])
+            check_number("RMSprop", name, group[name], tensor_ok=name == "lr")
 
     def _branch_facts(self, group: dict[str, Any]) -> tuple:
         # (lerp's form for the centered average: its weight 1 - alpha below 0.5 or not)

@@ -69,7 +69,7 @@ class Rprop(Optimizer):
 
     def _validate(self, group: dict[str, Any]) -> None:
         op = type(self).__name__
-        check_number(op, "lr", group["lr"])
+        check_number(op, "lr", group["lr"], tensor_ok=True)
         _pair(op, "etas", group["etas"])
         etaminus, etaplus = group["etas"]
         check_number(op, "etas[0]", etaminus, low=float("-inf"))

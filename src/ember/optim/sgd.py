@@ -59,7 +59,7 @@ class SGD(Optimizer):
 
     def _validate(self, group: dict[str, Any]) -> None:
         check_flags("SGD", group)
-        check_number("SGD", "lr", group["lr"])
+        check_number("SGD", "lr", group["lr"], tensor_ok=True)
         check_number("SGD", "momentum", group["momentum"])
         check_number("SGD", "dampening", group["dampening"], low=float("-inf"))
         check_number("SGD", "weight_decay", group["weight_decay"])

@@ -55,7 +55,7 @@ class SparseAdam(Optimizer):
 
     def _validate(self, group: dict[str, Any]) -> None:
         op = type(self).__name__
-        check_number(op, "lr", group["lr"])
+        check_number(op, "lr", group["lr"], tensor_ok=True)
         if not group["lr"] > 0.0:
             raise OptimizerError(f"Invalid learning rate: {group['lr']}", op=op)
         check_number(op, "eps", group["eps"])
