@@ -336,6 +336,20 @@ def _cross_entropy_samples():
     ]
 
 
+def _linear_cross_entropy_samples():
+    x, w, b = n(4, 3), n(5, 3), n(5)
+    t = np.array([1, 0, 4, 2])
+    return [
+        S(x, w, t, desc="class indices"),
+        S(x, w, t, kwargs={"linear_bias": b, "reduction": "sum"}, desc="bias, sum"),
+        S(x, w, t, kwargs={"weight": R.uniform(0.5, 2, 5)}, desc="weight", nondiff=("weight",)),
+        S(x, w, np.array([1, -100, 4, 2]), desc="ignore_index None: -100"),
+        S(x, w, np.array([1, 3, 4, 2]), kwargs={"ignore_index": 3}, desc="ignore_index"),
+        S(x, w, t, kwargs={"label_smoothing": 0.1, "reduction": "none"}, desc="smoothing"),
+        S(n(2, 3, 3), w, np.array([[0, 1, 4], [2, 2, 0]]), desc="batch of sequences"),
+    ]
+
+
 def _nll_samples():
     x = n(4, 5)
     t = np.array([1, 0, 4, 2])
@@ -370,6 +384,7 @@ OPS += [
     OpInfo("binary_cross_entropy_with_logits", _bce_logits_samples, spellings=("F",)),
     OpInfo("cross_entropy", _cross_entropy_samples),
     OpInfo("nll_loss", _nll_samples),
+    OpInfo("linear_cross_entropy", _linear_cross_entropy_samples, spellings=("F",)),
     OpInfo("kl_div", _kl_samples, spellings=("F",)),
 ]
 
