@@ -44,9 +44,10 @@ class EagerMode(_reg.Mode):
         # (every eager op call runs this: one pass per loop, no comprehensions where the common
         # arities can be spelled out)
         requires = False
+        grad = _state.grad_enabled
         in_types = []
-        if _state.grad_enabled:
-            for t in inputs:
+        for t in inputs:
+            if grad:
                 # a view whose base changed in place since: its history is replayed first
                 # (`_views.is_stale`, inlined: eagerly a base's stamp is its version)
                 view_of = t._view_of
@@ -56,24 +57,15 @@ class EagerMode(_reg.Mode):
                         _views.refresh(t)
                 if t._requires_grad:
                     requires = True
-                # the operand's type, for the op's rule and the tape: read off the array once
-                # (no Size made; `autograd._tensor_type`, inlined)
-                data = t._data
-                dtype = _BY_NP.get(data.dtype)
-                if dtype is None:
-                    dtype = t.dtype
-                if dtype.special and _reg.refuses_special(op):  # (the registry left it to us)
-                    _reg._refuse_special(op, inputs)
-                in_types.append(_new_tuple(TensorType, (data.shape, dtype)))
-        else:  # (no_grad and inference: the same typing, nothing for the tape)
-            for t in inputs:
-                data = t._data
-                dtype = _BY_NP.get(data.dtype)
-                if dtype is None:
-                    dtype = t.dtype
-                if dtype.special and _reg.refuses_special(op):
-                    _reg._refuse_special(op, inputs)
-                in_types.append(_new_tuple(TensorType, (data.shape, dtype)))
+            # the operand's type, for the op's rule and the tape: read off the array once
+            # (no Size made; `autograd._tensor_type`, inlined)
+            data = t._data
+            dtype = _BY_NP.get(data.dtype)
+            if dtype is None:
+                dtype = t.dtype
+            if dtype.special and _reg.refuses_special(op):  # (the registry left it to us)
+                _reg._refuse_special(op, inputs)
+            in_types.append(_new_tuple(TensorType, (data.shape, dtype)))
         in_types = tuple(in_types)
         out_type = op.infer(*in_types, **attrs)
         try:
