@@ -71,6 +71,8 @@ _PRODUCTS = ((64, 64, 64, 16), (128, 128, 128, 4), (256, 256, 256, 2))
 # dozen tokens)
 _FEW_ROWS = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128)
 PACK_ROWS = _FEW_ROWS[-1]
+# m -> the index of the first row count measured at or above m (every product asks)
+_AT = tuple(next(i for i, rows in enumerate(_FEW_ROWS) if rows >= m) for m in range(PACK_ROWS + 1))
 SKINNY, OWN, BLAS = 0, 1, 2
 _SKINNY_K = _SKINNY_N = 512  # a linear layer's in and out features
 _STREAM = 1024  # B (square, this many rows) read by `skinny` for the memory rate
@@ -140,18 +142,18 @@ class GemmTuning:
         """The fastest kernel (SKINNY, OWN or BLAS) measured for a 2-d product of ``m`` rows
         (the next row count measured at or above it), None above the row counts measured."""
         codes = self.few.get(dtype)
-        if not codes or m > _FEW_ROWS[-1]:
+        if not codes or m > PACK_ROWS or m < 0:
             return None
-        at = next(i for i, rows in enumerate(_FEW_ROWS) if rows >= m)
+        at = _AT[m]
         return codes[at] if at < len(codes) else None  # (a table of fewer row counts: none)
 
     def prepacked(self, dtype: str, m: int) -> bool:
         """Whether a 2-d product of ``m`` rows by a weight packed once ran faster than the
         fastest kernel that packs nothing ahead (the next row count measured at or above)."""
         codes = self.packed.get(dtype)
-        if not codes or m > _FEW_ROWS[-1] or m < 1:
+        if not codes or m > PACK_ROWS or m < 1:
             return False
-        at = next(i for i, rows in enumerate(_FEW_ROWS) if rows >= m)
+        at = _AT[m]
         return at < len(codes) and bool(codes[at])
 
     def skinny_rows(self, dtype: str) -> int:
