@@ -15,9 +15,10 @@ pool's wake-and-join cost and the product rate measured on this machine (kernels
 
 Kernels. Each block runs ember's own GEMM (`_OWN_GEMM`: the register-blocked micro-kernel of
 kernels/cmicro.py over packed panels) or the BLAS's gemm with OpenBLAS's thread setting at one,
-whichever ran a product of the nearest size faster on this machine (kernels/gemm_tune.py
-measures both once and caches the result; a BLAS build pinned to narrower kernels, or a CPU
-without 512-bit vectors, changes the answer). ``EMBER_GEMM=own`` or ``blas`` overrides.
+whichever kernels/gemm_tune.py chose for a product of the nearest size on this machine (it
+measures both once, keeps ember's own unless the BLAS's is clearly faster, and caches the
+result; a BLAS build pinned to narrower kernels, or a CPU without 512-bit vectors, changes the
+answer). ``EMBER_GEMM=own`` or ``blas`` overrides.
 
 Few rows. A 2-d product of up to `gemm_tune.PACK_ROWS` rows (a batch of one, a small one, a
 decoder's token, a short sequence) by a weight whose panels were packed once
