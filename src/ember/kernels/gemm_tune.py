@@ -386,8 +386,9 @@ def calibration_path():
 
 def calibrate(force: bool = False) -> GemmTuning:
     """This machine's tuning: from memory, else from the cache file, else measured and
-    cached. ``force=True`` measures again (after a hardware or load change). Where ember's
-    GEMM cannot run, a tuning that keeps every product on one thread and off `skinny`."""
+    cached. ``force=True`` measures again, each choice held unless another kernel is now
+    clearly faster (`measure`'s ``previous``). Where ember's GEMM cannot run, a tuning that
+    keeps every product on one thread and off `skinny`."""
     global _current
     path = calibration_path()
     with _lock:
