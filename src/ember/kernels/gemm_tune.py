@@ -239,7 +239,9 @@ def _held(previous, table: str, name: str, at: int, default: int) -> int:
     if not codes or at >= len(codes):
         return default
     code = codes[at]
-    return code[3] if table == "products" else code
+    if table != "products":
+        return code
+    return code[3] if len(code) > 3 else int(code[1] > code[2])  # (a row of times alone)
 
 
 def _measure_dtype(functions, dtype, rng, previous=None):
