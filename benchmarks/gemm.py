@@ -1,6 +1,11 @@
 """Matrix products of the zoo's transformer models: ember's `kernels/cgemm.gemm` against
 ``torch.matmul`` and ``np.matmul``, interleaved in one process (medians of many rounds), at 1
-and 2 threads. ``python benchmarks/gemm.py [--threads 1,2] [--rounds N]``.
+and 2 threads. ``python benchmarks/gemm.py [--threads 1,2] [--rounds N] [--clock auto]``.
+
+``--clock``: ``thread`` times the calling thread's CPU time (`time.thread_time`: what other
+processes on a loaded machine take is not counted; one thread only, as it misses a pool's
+other threads), ``wall`` the elapsed time; ``auto`` (the default) is ``thread`` at one thread
+and ``wall`` at more.
 
 The ``linear`` rows are a layer's product at inference, x @ W^T: their weight is watched as a
 module's parameter's is (kernels/cprepack.py, where it exists), so ember may run it on panels
@@ -85,6 +90,7 @@ def main():
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--filter", default="")
     p.add_argument("--stat", default="min", choices=("min", "median"))
+    p.add_argument("--clock", default="auto", choices=("auto", "thread", "wall"))
     args = p.parse_args()
     model = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     model = next(
@@ -94,8 +100,11 @@ def main():
     for threads in [int(t) for t in args.threads.split(",")]:
         cpool.set_num_threads(threads)
         torch.set_num_threads(threads)
+        thread = args.clock == "thread" or (args.clock == "auto" and threads == 1)
+        clock = time.thread_time if thread else time.perf_counter
         print(
-            f"\n threads={threads}   {'product':34s} {'ember us':>9s} {'torch us':>9s}"
+            f"\n threads={threads} ({'thread' if thread else 'wall'} time)"
+            f"\n{'':11s} {'product':34s} {'ember us':>9s} {'torch us':>9s}"
             f" {'numpy us':>9s} {'e/torch':>8s}"
         )
         cases = shapes()
@@ -126,7 +135,7 @@ def main():
                 fn()
             for _ in range(args.rounds):
                 for key, fn in fns.items():
-                    times[key].append(median_time(fn, reps))
+                    times[key].append(median_time(fn, reps, clock))
             stat = np.min if args.stat == "min" else np.median
             e, t, n = (float(stat(times[key])) * 1e6 for key in "etn")
             print(

@@ -230,12 +230,16 @@ def test_own_gemm_is_exact_on_small_integers_at_every_tile_and_packing_edge(dtyp
     value, not as rounding."""
     rng = np.random.default_rng(11)
     functions = cgemm._functions(np.dtype(dtype))
-    for m, k, n in [(8, 16, 48), (9, 17, 32), (16, 33, 50), (40, 200, 96), (23, 31, 130)]:
+    # (the rows past the last full panel of eight: one to seven of them, by two or three
+    # vectors of columns, over one or several blocks of K)
+    shapes = [(8, 16, 48), (9, 17, 32), (16, 33, 50), (40, 200, 96), (23, 31, 130)]
+    shapes += [(65, 200, 100), (13, 400, 64), (3, 50, 48), (6, 20, 33), (34, 9, 130)]
+    for m, k, n in shapes:
         a = rng.integers(-8, 8, (m, k)).astype(dtype)
         w = rng.integers(-8, 8, (n, k)).astype(dtype)
         wide = np.zeros((m, k + 5), dtype)  # (A's rows further apart than its length)
         wide[:, :k] = a
-        for left in (a, wide[:, :k]):
+        for left in (a, wide[:, :k], np.asfortranarray(a)):
             for right in (w.T, np.ascontiguousarray(w.T)):
                 got = cgemm._blocked(functions, left, right, None, (), blas=False, threaded=False)
                 want = a.astype(np.float64) @ w.T.astype(np.float64)

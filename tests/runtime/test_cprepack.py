@@ -101,6 +101,24 @@ def test_products_by_packed_weights_equal_numpy(dtype, threads, forced, monkeypa
 
 
 @needs_kernel
+def test_views_alike_but_at_other_addresses_have_packs_of_their_own(forced):
+    """Halves of one watched weight, as a layer's ``weight.T`` (transposed contiguous rows),
+    as plain rows, and as strided columns: each view of the same shape and strides keeps its
+    own pack (they are told apart by address)."""
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((96, 40)).astype(np.float32)
+    cprepack.watch(w, [0])
+    a = rng.standard_normal((33, 40)).astype(np.float32)
+    rows = rng.standard_normal((33, 48)).astype(np.float32)
+    for _ in range(2):  # (packed, then reused)
+        for b in (w[:48].T, w[48:].T):
+            _check(cgemm.matmul(a, b), a, b)
+        for b in (w[:48, :20], w[48:, 20:]):  # (48, 20): plain rows at two offsets
+            _check(cgemm.matmul(rows, b), rows, b)
+    assert forced and all(forced)
+
+
+@needs_kernel
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_nan_and_inf_propagate_through_packed_products(dtype, forced):
     rng = np.random.default_rng(3)
@@ -372,11 +390,11 @@ def test_the_measured_choice_decides_by_row_count(monkeypatch):
         gemm_tune.machine_key(), 0.0, 1.0, 1.0, {}, {}, {"float32": flags}
     )
     monkeypatch.setattr(cgemm, "tuning", lambda: tuning)
-    f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
-    assert not cgemm._prepacked(f32, 32) and cgemm._prepacked(f32, 33)
-    assert cgemm._prepacked(f32, gemm_tune.PACK_ROWS)
-    assert not cgemm._prepacked(f32, gemm_tune.PACK_ROWS + 1)
-    assert not cgemm._prepacked(f64, 64)  # nothing measured for it
+    assert not cgemm._prepacked("float32", 32, "", "") and cgemm._prepacked("float32", 33, "", "")
+    assert cgemm._prepacked("float32", gemm_tune.PACK_ROWS, "", "")
+    assert not cgemm._prepacked("float32", gemm_tune.PACK_ROWS + 1, "", "")
+    assert not cgemm._prepacked("float64", 64, "", "")  # nothing measured for it
+    assert not cgemm._prepacked("float32", 64, "blas", "")  # EMBER_GEMM=blas: the BLAS's
 
 
 @needs_kernel
@@ -415,7 +433,8 @@ def test_by_the_measured_choice_a_version_is_packed_on_its_second_product(forced
     time: inference reuses it from then on, while a training step, whose weights change between
     their products, never pays for a pack that would serve one product."""
     monkeypatch.delenv("EMBER_PREPACK")
-    monkeypatch.setattr(cgemm, "_prepacked", lambda dtype, m: True)  # (the measured choice)
+    # (the measured choice)
+    monkeypatch.setattr(cgemm, "_prepacked", lambda name, m, forced, choice: True)
     layer = nn.Linear(64, 72)
     x = ember.randn(40, 64)
     with ember.no_grad():

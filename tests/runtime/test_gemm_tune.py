@@ -30,7 +30,7 @@ _PACKED = (0, 0, 0, 0, 1, 0, 1, 1, 1, 1)
 
 
 def _fake(wake_s=1e-5, few=(SKINNY, SKINNY, BLAS, OWN, OWN, OWN, OWN, BLAS, OWN, OWN)):
-    rows = ((524288, 2e-5, 1e-5), (4194304, 1e-4, 2e-4), (33554432, 1e-3, 1e-3))
+    rows = ((524288, 2e-5, 1e-5, 1), (4194304, 1e-4, 2e-4, 0), (33554432, 1e-3, 1e-3, 0))
     return gemm_tune.GemmTuning(
         gemm_tune.machine_key(), wake_s, 1e11, 3e10, dict.fromkeys(gemm_tune.DTYPES, rows),
         dict.fromkeys(gemm_tune.DTYPES, few), dict.fromkeys(gemm_tune.DTYPES, _PACKED),
@@ -57,7 +57,7 @@ def test_measures_once_then_reads_the_cache(cache, monkeypatch):
 def test_force_measures_again(cache, monkeypatch):
     gemm_tune.calibrate()
     fake = _fake()
-    monkeypatch.setattr(gemm_tune, "measure", lambda: fake)
+    monkeypatch.setattr(gemm_tune, "measure", lambda *_: fake)
     assert gemm_tune.calibrate(force=True) == fake
     monkeypatch.setattr(gemm_tune, "_loaded", {})
     assert gemm_tune.calibrate() == fake  # and the file now holds it
@@ -107,6 +107,13 @@ def _damaged():
     negative = _valid()
     negative["products"]["float32"][0][1] = -1.0
     yield json.dumps(negative)
+    for choice in (2, True, 0.0, -1):
+        forged = _valid()
+        forged["products"]["float32"][1][3] = choice
+        yield json.dumps(forged)
+    three = _valid()  # a version-2 row: times without the choice
+    three["products"]["float32"][0] = three["products"]["float32"][0][:3]
+    yield json.dumps(three)
     other_dtype = _valid()
     other_dtype["products"]["int64"] = other_dtype["products"]["float32"]
     other_dtype["few"]["int64"] = other_dtype["few"]["float32"]
@@ -120,7 +127,7 @@ def test_a_damaged_or_forged_cache_file_is_measured_again(cache, monkeypatch, te
     path = gemm_tune.calibration_path()
     path.write_text(text)
     measured = _fake(wake_s=2e-5)
-    monkeypatch.setattr(gemm_tune, "measure", lambda: measured)
+    monkeypatch.setattr(gemm_tune, "measure", lambda *_: measured)
     assert gemm_tune.calibrate() == measured
     assert gemm_tune._read(path) == measured  # replaced by the measured one
 
@@ -155,6 +162,56 @@ def test_choices_follow_the_measured_table():
     assert tuning.split_flops(1) >= 1 << 62
     assert tuning.split_bytes(2) == int(2e-5 * 3e10)
     assert _fake(wake_s=0.0).split_flops(2) == 1
+
+
+def test_a_choice_changes_only_for_a_clearly_faster_kernel():
+    rng = np.random.default_rng(0)
+    noisy = [list(1.0 + 0.2 * rng.random(7)) for _ in range(3)]  # three kernels alike
+    for held in range(3):  # whichever was held stays, whatever the medians say
+        assert gemm_tune.choose(noisy, held) == held
+    fast = [0.5 + 0.01 * i for i in range(7)]
+    faster = [0.3 + 0.01 * i for i in range(7)]
+    assert gemm_tune.choose([noisy[0], fast, noisy[1]], 0) == 1
+    assert gemm_tune.choose([faster, fast, noisy[1]], 2) == 0  # the lowest median of the two
+    assert gemm_tune.choose([faster, fast], 1) == 0 and gemm_tune.choose([fast, faster], 1) == 1
+    # overlapping middle halves are not clear, disjoint ones are
+    assert not gemm_tune.clearly_faster([1, 2, 3, 4, 5], [3, 4, 5, 6, 7])
+    assert gemm_tune.clearly_faster([1, 2, 3, 4, 5], [4.5, 5, 6, 7, 8])
+    assert not gemm_tune.clearly_faster([1, 2, 3, 4, 5], [1, 2, 3, 4, 5])
+
+
+def test_measuring_again_holds_the_previous_choices_of_close_calls(monkeypatch):
+    """Every kernel timed alike (a close call everywhere): a new measurement keeps the previous
+    tuning's choices, and without one takes the kernel doing least work (own, packed)."""
+
+    def alike(fns, samples=7):  # (a spread of 30%, the same for every kernel)
+        return [[1e-4 * (1 + 0.05 * i) for i in (3, 0, 6, 1, 5, 2, 4)[:samples]] for _ in fns]
+
+    monkeypatch.setattr(gemm_tune, "_samples", alike)
+    monkeypatch.setattr(gemm_tune, "_measure_wake", lambda functions: 1e-6)
+    has_blas = cgemm._functions(np.dtype(np.float32))[1] is not None
+    fresh = gemm_tune.measure()
+    for name in fresh.few:
+        assert fresh.few[name] == (OWN,) * len(_ROWS)
+        assert fresh.packed[name] == (1,) * len(_ROWS)
+        assert all(row[3] == 0 for row in fresh.products[name])
+    before = _fake()
+    again = gemm_tune.measure(before)
+    for name in again.few:
+        # (a BLAS choice held where there is no BLAS to call: ember's own)
+        want = tuple(c if has_blas or c != BLAS else OWN for c in before.few[name])
+        assert again.few[name] == want
+        assert again.packed[name] == before.packed[name]
+        assert [row[3] for row in again.products[name]] == ([1, 0, 0] if has_blas else [0] * 3)
+
+
+def test_forced_calibration_hands_the_held_tuning_to_measure(cache, monkeypatch):
+    path = gemm_tune.calibration_path()
+    path.write_text(json.dumps(_valid()))
+    seen = []
+    monkeypatch.setattr(gemm_tune, "measure", lambda *a: seen.append(a) or _fake(wake_s=3e-5))
+    assert gemm_tune.calibrate(force=True) == _fake(wake_s=3e-5)
+    assert seen == [(_fake(),)]
 
 
 def _tolerance(dtype, k: int, scale: float) -> float:

@@ -15,9 +15,10 @@ pool's wake-and-join cost and the product rate measured on this machine (kernels
 
 Kernels. Each block runs ember's own GEMM (`_OWN_GEMM`: the register-blocked micro-kernel of
 kernels/cmicro.py over packed panels) or the BLAS's gemm with OpenBLAS's thread setting at one,
-whichever ran a product of the nearest size faster on this machine (kernels/gemm_tune.py
-measures both once and caches the result; a BLAS build pinned to narrower kernels, or a CPU
-without 512-bit vectors, changes the answer). ``EMBER_GEMM=own`` or ``blas`` overrides.
+whichever kernels/gemm_tune.py chose for a product of the nearest size on this machine (it
+measures both once, keeps ember's own unless the BLAS's is clearly faster, and caches the
+result; a BLAS build pinned to narrower kernels, or a CPU without 512-bit vectors, changes the
+answer). ``EMBER_GEMM=own`` or ``blas`` overrides.
 
 Few rows. A 2-d product of up to `gemm_tune.PACK_ROWS` rows (a batch of one, a small one, a
 decoder's token, a short sequence) by a weight whose panels were packed once
@@ -119,7 +120,14 @@ def _use_blas(blas_gemm, dtype, flops: int) -> bool:
     choice = os.environ.get("EMBER_GEMM", "")
     if choice in ("blas", "own"):
         return choice == "blas"
-    return not tuning().own_faster(np.dtype(dtype).name, flops)
+    return not tuning().own_faster(_name(dtype), flops)
+
+
+def _name(dtype) -> str:
+    """``dtype``'s name (a dict look-up for the GEMM's dtypes: ``dtype.name`` costs
+    microseconds, which every product would pay)."""
+    name = _NAMES.get(dtype)
+    return np.dtype(dtype).name if name is None else name
 
 
 def own_kernel(dtype) -> bool:
@@ -159,7 +167,7 @@ def runs_skinny(m: int, dtype=np.float32, n: int | None = None, b_transposed: bo
     `matmul` runs; a C step of a linear layer follows it), where its blocks are as full as
     when it was measured."""
     dtype = np.dtype(dtype)
-    if tuning().few_rows(dtype.name, m) != gemm_tune.SKINNY:
+    if tuning().few_rows(_name(dtype), m) != gemm_tune.SKINNY:
         return False
     return n is None or full_blocks(m, n, b_transposed, dtype.itemsize)
 
@@ -267,17 +275,20 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     functions = _functions(a.dtype)
     if functions is None:
         return None
-    if not batch and a.ndim == 2 and b.ndim == 2 and _prepacked(a.dtype, m):
-        # (measured choice: pack a weight's version on its second product, not its first)
-        entry = cprepack.lookup(b, first_sight=os.environ.get("EMBER_PREPACK", "") == "1")
-        if entry is not None:
-            threaded = 2 * m * n * k >= split_flops()
-            done = cprepack.product(a, entry, out, threaded=threaded)
-            if done is not None:
-                return done
-    blas = _use_blas(functions[1], a.dtype, 2 * m * n * k)
+    forced = os.environ.get("EMBER_GEMM", "")  # (read once: each read costs a microsecond)
     if not batch and a.ndim == 2 and b.ndim == 2:
-        kernel = tuning().few_rows(a.dtype.name, m)
+        name = _name(a.dtype)
+        prepack = os.environ.get("EMBER_PREPACK", "")
+        if _prepacked(name, m, forced, prepack):
+            # (measured choice: pack a weight's version on its second product, not its first)
+            entry = cprepack.lookup(b, first_sight=prepack == "1")
+            if entry is not None:
+                threaded = 2 * m * n * k >= split_flops()
+                done = cprepack.product(a, entry, out, threaded=threaded)
+                if done is not None:
+                    return done
+        blas = _use_blas(functions[1], a.dtype, 2 * m * n * k)
+        kernel = tuning().few_rows(name, m)
         if kernel == gemm_tune.SKINNY and not full_blocks(m, n, _b_transposed(b), a.itemsize):
             kernel = None  # (the sizes' measured choice, as for more rows)
         if kernel == gemm_tune.SKINNY:
@@ -285,8 +296,10 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
             few = _skinny(functions, a, b, out, threaded=threaded)
             if few is not None:
                 return few
-        elif kernel is not None and os.environ.get("EMBER_GEMM", "") not in ("blas", "own"):
+        elif kernel is not None and forced not in ("blas", "own"):
             blas = kernel == gemm_tune.BLAS and functions[1] is not None
+    else:
+        blas = _use_blas(functions[1], a.dtype, 2 * m * n * k)
     use_pool = 2 * m * n * k * count >= split_flops()
     return _blocked(functions, a, b, out, batch, blas=blas, threaded=use_pool)
 
@@ -294,16 +307,15 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
 _NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
 
 
-def _prepacked(dtype, m: int) -> bool:
-    """Whether a product of ``m`` rows of ``dtype`` by a watched weight runs on its pack
-    (kernels/cprepack.py): ``EMBER_PREPACK=0|1`` decides, else the measured choice; never where
-    ``EMBER_GEMM=blas`` asks for the BLAS."""
-    if m > gemm_tune.PACK_ROWS or m < 1:
+def _prepacked(name: str, m: int, forced: str, choice: str) -> bool:
+    """Whether a product of ``m`` rows of the dtype ``name`` by a watched weight runs on its
+    pack (kernels/cprepack.py): ``EMBER_PREPACK=0|1`` (``choice``) decides, else the measured
+    choice; never where ``EMBER_GEMM=blas`` (``forced``) asks for the BLAS."""
+    if m > gemm_tune.PACK_ROWS or m < 1 or forced == "blas":
         return False
-    choice = os.environ.get("EMBER_PREPACK", "")
-    if choice == "0" or os.environ.get("EMBER_GEMM", "") == "blas":
+    if choice == "0":
         return False
-    return choice == "1" or tuning().prepacked(_NAMES.get(dtype, ""), m)
+    return choice == "1" or tuning().prepacked(name, m)
 
 
 def _blocked(functions, a, b, out, batch, *, blas: bool, threaded: bool) -> np.ndarray | None:

@@ -461,6 +461,46 @@ static void micro2(long kc, const T *restrict a, const T *restrict b, T *restric
 }
 
 
+/* `micro` (V vectors of columns) on the first R rows of a panel (a keeps MR's stride, b and acc
+   NR's): the rows past a product's last full panel of MR, which the full micro-kernel would
+   compute as MR rows, zero past R (65 rows were nine panels, seven rows of the ninth zeros).
+   The same sums in the same order as `micro`'s, so the same bits */
+static inline __attribute__((always_inline)) void micro_part(long kc, const T *restrict a,
+                                                             const T *restrict b,
+                                                             T *restrict acc, int first,
+                                                             const int R, const int V) {
+  vec c[MR][3];
+  for (int i = 0; i < R; i++)
+    for (int v = 0; v < V; v++) c[i][v] = first ? (vec){0} : *(vec *)(acc + i * NR + v * VL);
+  for (long p = 0; p < kc; p++) {
+    vec bv[3];
+    for (int v = 0; v < V; v++) bv[v] = *(const vec *)(b + v * VL);
+    for (int i = 0; i < R; i++) {
+      T s = a[i];
+      for (int v = 0; v < V; v++) c[i][v] += s * bv[v];
+    }
+    a += MR;
+    b += NR;
+  }
+  for (int i = 0; i < R; i++)
+    for (int v = 0; v < V; v++) *(vec *)(acc + i * NR + v * VL) = c[i][v];
+}
+
+/* `micro_part` with the row count (1 to MR - 1) and the vectors (2 or 3) constants */
+static __attribute__((noinline)) void micro_rows_of(long kc, const T *a, const T *b, T *acc,
+                                                    int first, int rows, int vectors) {
+#define PART(R)                                                         \
+  case R:                                                               \
+    if (vectors == 3) micro_part(kc, a, b, acc, first, R, 3);           \
+    else micro_part(kc, a, b, acc, first, R, 2);                        \
+    break;
+  _Static_assert(MR == 8, "a case per row count below MR");
+  switch (rows) {
+    PART(1) PART(2) PART(3) PART(4) PART(5) PART(6) PART(7)
+  }
+#undef PART
+}
+
 /* the width of the panel of columns from j0: NR, or two vectors where at most two remain or
    where four remain (two panels of two, not one of three and one of one) */
 static long panel_width(long n, long j0) {
@@ -490,7 +530,10 @@ static void ember_own_gemm(int order, int transa, int transb, BLAS_INT m_, BLAS_
           T *to = c + ip * MR * ldc + j0;
           if (width == NR) micro3_c(kc, panel, bp, to, ldc, p0 == 0);
           else micro2_c(kc, panel, bp, to, ldc, p0 == 0);
-        } else if (width == NR) micro(kc, panel, bp, tiles + ip * MR * NR, p0 == 0);
+        } else if (ip == full) /* the last rows, fewer than MR */
+          micro_rows_of(kc, panel, bp, tiles + ip * MR * NR, p0 == 0, (int)(m - full * MR),
+                        width == NR ? 3 : 2);
+        else if (width == NR) micro(kc, panel, bp, tiles + ip * MR * NR, p0 == 0);
         else micro2(kc, panel, bp, tiles + ip * MR * NR, p0 == 0);
       }
     }

@@ -50,6 +50,7 @@ import numpy as np
 
 from .conv_plan import charge
 from .cpanels import aligned
+from .cstep import data_address
 
 __all__ = [
     "DEFAULT_BUDGET_BYTES",
@@ -220,7 +221,7 @@ def lookup(b: np.ndarray, *, first_sight: bool = True):
     if found is None:
         return None
     owner, ref, counter = found
-    key = (id(owner), b.ctypes.data, b.shape, b.strides, b.dtype.char)
+    key = (id(owner), _address(b), b.shape, b.strides, b.dtype.char)
     entry = _packs.get(key)
     if entry is not None and entry.ref() is owner and entry.version == counter[0]:
         try:
@@ -254,6 +255,16 @@ def lookup(b: np.ndarray, *, first_sight: bool = True):
         _held[0] += entry.nbytes
     _charge(key, entry)
     return entry
+
+
+def _address(x: np.ndarray) -> int:
+    """``x.ctypes.data``, cheaper for a contiguous array or the transpose of one (a linear
+    layer's ``weight.T``): every product by a watched weight asks."""
+    if x.flags.c_contiguous:
+        return data_address(x)
+    if x.flags.f_contiguous:
+        return data_address(x.T)
+    return x.ctypes.data
 
 
 def _charge(key, entry) -> None:
@@ -451,5 +462,5 @@ def product(a: np.ndarray, entry: _Pack, out: np.ndarray | None, *, threaded: bo
         return None
     run, pool = entry.run
     ap = _rows(max(1, m // _MR * _MR * k), entry.dtype)
-    run(a.ctypes.data, m, k, n, entry.at, out.ctypes.data, ap, pool if threaded else None)
+    run(data_address(a), m, k, n, entry.at, data_address(out), ap, pool if threaded else None)
     return out

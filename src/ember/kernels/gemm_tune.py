@@ -6,16 +6,25 @@ over the pool depend on the CPU, its caches and the BLAS build: a choice tuned b
 machine was 1.3-5x off on another. So they are measured here, on the calling thread, in a few
 hundred milliseconds on first use:
 
-- ``products``: per dtype, own and BLAS times (best of several, interleaved) of a few products
-  from small batched ones (attention's heads) to a large one; a product takes whichever kernel
-  ran the nearest size (in log FLOPs) faster.
-- ``few``: per dtype and row count from 1 to `PACK_ROWS`, the fastest of `skinny` (no packing),
-  ember's own blocked GEMM and the BLAS's on a linear layer's product, with and without a
-  transposed weight: few rows take that kernel (the own GEMM packs all of B per call, which can
-  cost more than the product).
+- ``products``: per dtype, own and BLAS times (medians of several, interleaved) of a few
+  products from small batched ones (attention's heads) to a large one, and which kernel runs
+  them; a product takes the choice of the nearest size (in log FLOPs).
+- ``few``: per dtype and row count from 1 to `PACK_ROWS`, which of `skinny` (no packing),
+  ember's own blocked GEMM and the BLAS's runs a linear layer's product, timed with and
+  without a transposed weight: few rows take that kernel (the own GEMM packs all of B per
+  call, which can cost more than the product).
 - ``packed``: per dtype and the same row counts, whether the product by a weight packed once
-  (kernels/cprepack.py; its packing not timed: it is paid once per weight) ran faster than that
-  fastest kernel: a product by a watched weight then runs on its pack.
+  (kernels/cprepack.py; its packing not timed: it is paid once per weight) runs rather than
+  that kernel: a product by a watched weight then runs on its pack.
+
+Robust to a loaded machine (other processes on the cores made the choices flip from one
+calibration to the next): every timing is this thread's CPU time (`time.thread_time`), each
+candidate is timed several times interleaved with the others, and a choice changes only where
+another kernel is `clearly_faster` (its slower quartile below the faster quartile of the one
+held): the one held is the previous calibration's (``calibrate(force=True)``), else the one
+doing least work (ember's own GEMM rather than the BLAS's, the packed weight rather than a
+kernel that packs it again). Close calls thus keep a stable answer, which either way costs
+little.
 - ``wake_s``: what the pool's wake and join add to a product; ``flops_per_s`` (the large
   product's rate) and ``bytes_per_s`` (`skinny`'s rate reading a large B): sharing a product of
   time T over p threads pays where T (1 - 1/p) > wake_s, which gives the FLOPs and B sizes from
@@ -54,7 +63,7 @@ __all__ = [
     "measure",
 ]
 
-FORMAT_VERSION = 2  # 2: row counts up to PACK_ROWS, and ``packed``
+FORMAT_VERSION = 3  # 2: row counts up to PACK_ROWS, and ``packed``; 3: medians, choices held
 DTYPES = ("float32", "float64")
 # (M, K, N, batch) of the timed products: attention-sized batches up to a linear layer's size
 _PRODUCTS = ((64, 64, 64, 16), (128, 128, 128, 4), (256, 256, 256, 2))
@@ -62,6 +71,8 @@ _PRODUCTS = ((64, 64, 64, 16), (128, 128, 128, 4), (256, 256, 256, 2))
 # dozen tokens)
 _FEW_ROWS = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128)
 PACK_ROWS = _FEW_ROWS[-1]
+# m -> the index of the first row count measured at or above m (every product asks)
+_AT = tuple(next(i for i, rows in enumerate(_FEW_ROWS) if rows >= m) for m in range(PACK_ROWS + 1))
 SKINNY, OWN, BLAS = 0, 1, 2
 _SKINNY_K = _SKINNY_N = 512  # a linear layer's in and out features
 _STREAM = 1024  # B (square, this many rows) read by `skinny` for the memory rate
@@ -79,6 +90,7 @@ def use_kernels(functions, blocked, skinny) -> None:
 
 
 _SAMPLE_S = 3e-4  # each timing repeats a product to last about this long
+_SAMPLES = 7  # timings of each candidate (quartiles of seven)
 
 
 @dataclass(frozen=True)
@@ -87,7 +99,8 @@ class GemmTuning:
     wake_s: float
     flops_per_s: float
     bytes_per_s: float
-    products: dict  # dtype name -> ((flops of one matrix, own seconds, BLAS seconds), ...)
+    # dtype name -> ((flops of one matrix, own seconds, BLAS seconds, 1 where BLAS runs), ...)
+    products: dict
     few: dict  # dtype name -> the fastest kernel (SKINNY, OWN, BLAS) at each of _FEW_ROWS
     # dtype name -> whether a packed weight's product beat that kernel (1) or not (0), each row
     packed: dict = field(default_factory=dict)
@@ -95,8 +108,8 @@ class GemmTuning:
     _answers: dict = field(default_factory=dict, compare=False, repr=False)
 
     def own_faster(self, dtype: str, flops: int) -> bool:
-        """Whether ember's own kernel ran the product nearest ``flops`` (in log) at least as
-        fast as the BLAS's."""
+        """Whether ember's own kernel runs products of ``flops``: the choice measured at the
+        nearest product (in log; its times where a row holds no choice)."""
         key = (dtype, flops)
         answer = self._answers.get(key)
         if answer is None:
@@ -104,8 +117,8 @@ class GemmTuning:
             answer = True
             if rows:
                 x = math.log(max(flops, 1))
-                _, own, blas = min(rows, key=lambda row: abs(math.log(row[0]) - x))
-                answer = own <= blas
+                row = min(rows, key=lambda row: abs(math.log(row[0]) - x))
+                answer = not row[3] if len(row) > 3 else row[1] <= row[2]
             if len(self._answers) < 4096:  # (bounded: a process may meet many sizes)
                 self._answers[key] = answer
         return answer
@@ -129,18 +142,18 @@ class GemmTuning:
         """The fastest kernel (SKINNY, OWN or BLAS) measured for a 2-d product of ``m`` rows
         (the next row count measured at or above it), None above the row counts measured."""
         codes = self.few.get(dtype)
-        if not codes or m > _FEW_ROWS[-1]:
+        if not codes or m > PACK_ROWS or m < 0:
             return None
-        at = next(i for i, rows in enumerate(_FEW_ROWS) if rows >= m)
+        at = _AT[m]
         return codes[at] if at < len(codes) else None  # (a table of fewer row counts: none)
 
     def prepacked(self, dtype: str, m: int) -> bool:
         """Whether a 2-d product of ``m`` rows by a weight packed once ran faster than the
         fastest kernel that packs nothing ahead (the next row count measured at or above)."""
         codes = self.packed.get(dtype)
-        if not codes or m > _FEW_ROWS[-1] or m < 1:
+        if not codes or m > PACK_ROWS or m < 1:
             return False
-        at = next(i for i, rows in enumerate(_FEW_ROWS) if rows >= m)
+        at = _AT[m]
         return at < len(codes) and bool(codes[at])
 
     def skinny_rows(self, dtype: str) -> int:
@@ -177,33 +190,70 @@ def machine_key() -> str:
 
 
 # ------------------------------------------------------------------------------ measuring
-def _best(fns, samples: int) -> list[float]:
-    """The fastest of ``samples`` timings of each of ``fns``, taken in turn (interleaved, so a
-    burst of load elsewhere touches them alike); each timing repeats its function to last
-    about `_SAMPLE_S`."""
+def _samples(fns, samples: int = _SAMPLES) -> list[list[float]]:
+    """``samples`` timings of each of ``fns``, taken in turn (interleaved, so a burst of load
+    elsewhere touches them alike), in this thread's CPU time (`time.thread_time`: the time other
+    processes hold the core is not counted); each timing repeats its function to last about
+    `_SAMPLE_S`."""
+    clock = time.thread_time
     reps = []
     for fn in fns:
         fn()
-        start = time.perf_counter()
+        start = clock()
         fn()
-        once = time.perf_counter() - start
+        once = clock() - start
         reps.append(max(1, min(50, int(_SAMPLE_S / max(once, 1e-7)))))
-    best = [math.inf] * len(fns)
+    times: list[list[float]] = [[] for _ in fns]
     for _ in range(samples):
         for i, fn in enumerate(fns):
-            start = time.perf_counter()
+            start = clock()
             for _ in range(reps[i]):
                 fn()
-            best[i] = min(best[i], (time.perf_counter() - start) / reps[i])
-    return best
+            times[i].append((clock() - start) / reps[i])
+    return times
 
 
-def _measure_dtype(functions, dtype, rng):
+def _median(times) -> float:
+    return float(np.median(times))
+
+
+def clearly_faster(x, y) -> bool:
+    """Whether timings ``x`` are clearly faster than timings ``y``: the slower quartile of x
+    below the faster quartile of y (their middle halves apart, so a spread that load widens
+    needs a larger difference)."""
+    return float(np.percentile(x, 75)) < float(np.percentile(y, 25))
+
+
+def choose(times, default: int) -> int:
+    """Which of the candidates timed in ``times`` (one list of timings each) to run: ``default``
+    (the choice held before, or the one that does least work) unless another is
+    `clearly_faster`; then, of those, the one of the lowest median."""
+    better = [i for i, t in enumerate(times) if i != default and clearly_faster(t, times[default])]
+    return min(better, key=lambda i: _median(times[i])) if better else default
+
+
+def _held(previous, table: str, name: str, at: int, default: int) -> int:
+    """The choice ``previous`` (a tuning measured before on this machine, or None) holds in
+    ``table`` for dtype ``name`` at index ``at``, else ``default``."""
+    codes = getattr(previous, table, {}).get(name) if previous is not None else None
+    if not codes or at >= len(codes):
+        return default
+    code = codes[at]
+    if table != "products":
+        return code
+    return code[3] if len(code) > 3 else int(code[1] > code[2])  # (a row of times alone)
+
+
+def _measure_dtype(functions, dtype, rng, previous=None):
+    """(products, few, packed, the large product's rate, `skinny`'s rate reading a large B) for
+    ``dtype``; each choice stays ``previous``'s (else the kernel doing least work: ember's own,
+    the packed weight) unless another is `clearly_faster`."""
     _, _blocked, _skinny = _kernels
 
+    name = np.dtype(dtype).name
     has_blas = functions[1] is not None
     rows = []
-    for m, k, n, count in _PRODUCTS:
+    for at, (m, k, n, count) in enumerate(_PRODUCTS):
         a = rng.standard_normal((count, m, k)).astype(dtype)
         b = rng.standard_normal((count, k, n)).astype(dtype)
         out = np.empty((count, m, n), dtype)
@@ -215,10 +265,11 @@ def _measure_dtype(functions, dtype, rng):
         def blas(a=a, b=b, out=out, batch=batch):
             _blocked(functions, a, b, out, batch, blas=True, threaded=False)
 
-        t_own, t_blas = _best([own, blas], 5) if has_blas else (_best([own], 5)[0],) * 2
-        rows.append((2 * m * k * n, t_own / count, t_blas / count))
-    _, own_large, blas_large = rows[-1]
-    rate = rows[-1][0] / min(own_large, blas_large)
+        times = _samples([own, blas] if has_blas else [own])
+        pick = choose(times, _held(previous, "products", name, at, 0)) if has_blas else 0
+        t_own, t_blas = (_median(t) / count for t in (times[0], times[-1]))
+        rows.append((2 * m * k * n, t_own, t_blas, pick))
+    rate = rows[-1][0] / min(rows[-1][1:3])
 
     from . import cprepack
 
@@ -226,7 +277,7 @@ def _measure_dtype(functions, dtype, rng):
     plain = np.ascontiguousarray(weight.T)
     pack = cprepack.pack(weight.T)  # (the same panels from either form)
     codes, packed = [], []
-    for m in _FEW_ROWS:
+    for at, m in enumerate(_FEW_ROWS):
         a = rng.standard_normal((m, _SKINNY_K)).astype(dtype)
         fns = []
         for b in (weight.T, plain):  # a linear layer's product, and its input gradient's form
@@ -241,14 +292,21 @@ def _measure_dtype(functions, dtype, rng):
         width = len(fns) // 2
         if pack is not None:
             fns.append(lambda a=a: cprepack.product(a, pack, None, threaded=False))
-        times = _best(fns, 5)
-        total = [times[i] + times[i + width] for i in range(width)]
-        codes.append(min(range(width), key=total.__getitem__))  # SKINNY, OWN, BLAS in order
+        times = _samples(fns)
+        # (each round's two forms summed: they were timed side by side)
+        total = [[x + y for x, y in zip(times[i], times[i + width])] for i in range(width)]
+        held = _held(previous, "few", name, at, OWN)
+        code = choose(total, held if held < width else OWN)  # SKINNY, OWN, BLAS in order
+        codes.append(code)
         # (the packed product runs both forms alike: its panels are the same)
-        packed.append(int(pack is not None and 2 * times[-1] < min(total)))
+        win = 0
+        if pack is not None:
+            both = [2 * t for t in times[-1]]
+            win = 1 - choose([both, total[code]], 1 - _held(previous, "packed", name, at, 1))
+        packed.append(win)
     big = rng.standard_normal((_STREAM, _STREAM)).astype(dtype)
     row = rng.standard_normal((1, _STREAM)).astype(dtype)
-    stream = _best([lambda: _skinny(functions, row, big, None, threaded=False)], 5)[0]
+    stream = _median(_samples([lambda: _skinny(functions, row, big, None, threaded=False)])[0])
     return tuple(rows), tuple(codes), tuple(packed), rate, big.nbytes / stream
 
 
@@ -283,9 +341,10 @@ def _measure_wake(functions) -> float:
     return max(0.0, float(np.mean(shared)) - float(np.mean(alone)))
 
 
-def measure() -> GemmTuning | None:
+def measure(previous: GemmTuning | None = None) -> GemmTuning | None:
     """Measure this machine now (nothing is cached); None where ember's GEMM does not run
-    (no C compiler)."""
+    (no C compiler). Each choice stays ``previous``'s (a tuning of this machine measured
+    before) unless another kernel is clearly faster (`choose`)."""
     if not _kernels:
         return None
     _functions = _kernels[0]
@@ -298,7 +357,7 @@ def measure() -> GemmTuning | None:
         if functions is None:
             continue
         first = first or functions
-        rows, codes, wins, r, s = _measure_dtype(functions, np.dtype(name), rng)
+        rows, codes, wins, r, s = _measure_dtype(functions, np.dtype(name), rng, previous)
         products[name], few[name], packed[name] = rows, codes, wins
         if rate is None:  # float32's rates: the dtype most products run in
             rate, stream = r, s
@@ -329,17 +388,19 @@ def calibration_path():
 
 def calibrate(force: bool = False) -> GemmTuning:
     """This machine's tuning: from memory, else from the cache file, else measured and
-    cached. ``force=True`` measures again (after a hardware or load change). Where ember's
-    GEMM cannot run, a tuning that keeps every product on one thread and off `skinny`."""
+    cached. ``force=True`` measures again, each choice held unless another kernel is now
+    clearly faster (`measure`'s ``previous``). Where ember's GEMM cannot run, a tuning that
+    keeps every product on one thread and off `skinny`."""
     global _current
     path = calibration_path()
     with _lock:
         if not force and str(path) in _loaded:
             _current = _loaded[str(path)]
             return _current
-        tuning = None if force else _read(path)
+        held = _loaded.get(str(path)) or _read(path)
+        tuning = None if force else held
         if tuning is None:
-            tuning = measure()
+            tuning = measure(held) if held is not None else measure()
             if tuning is None:
                 return GemmTuning(machine_key(), math.inf, 1.0, 1.0, {}, {})
             write_atomic(path, json.dumps(_to_json(tuning)))
@@ -392,7 +453,9 @@ def _read(path) -> GemmTuning | None:
         if not isinstance(rows, list) or len(rows) != len(_PRODUCTS):
             return None
         for row in rows:
-            if not (isinstance(row, list) and len(row) == 3 and all(map(_number, row))):
+            if not (isinstance(row, list) and len(row) == 4 and all(map(_number, row[:3]))):
+                return None
+            if not (type(row[3]) is int and row[3] in (0, 1)):
                 return None
         if any(b[0] <= a[0] for a, b in zip(rows, rows[1:])):
             return None
