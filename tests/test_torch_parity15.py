@@ -36,3 +36,33 @@ def test_second_order_through_piecewise_linear_activations_is_zeros():
         got = _lib_grad_of_grad(ember, f, xs)
         for w, g in zip(want, got):
             np.testing.assert_allclose(g, w, rtol=1e-12, atol=0, err_msg=name)
+
+
+def _expand_writes(lib):
+    out = []
+    b = lib.zeros(2, 3)
+    b.expand(2, 3)[0, 1] = 4.0  # same shape: a writable view of b
+    b.expand_as(b).mul_(2)
+    b.broadcast_to((1, 2, 3)).add_(1)  # a unit axis in front: still no repeated element
+    out.append(b)
+    c = lib.zeros(3, 2).t()  # non-contiguous
+    c.expand(1, 2, 3).fill_(5.0)
+    out.append(c)
+    x = lib.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    y = x * 1
+    y.expand(1, 3).mul_(lib.tensor([2.0, 3.0, 4.0]))  # autograd through the write into y
+    y.sum().backward()
+    out += [y.detach(), x.grad]
+    return out
+
+
+def test_expand_without_repeats_is_a_writable_view():
+    for want, got in zip(_expand_writes(torch), _expand_writes(ember)):
+        np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+    # repeated elements: both refuse the in-place op with a RuntimeError
+    for lib in (torch, ember):
+        e = lib.zeros(1, 3).expand(2, 3)
+        with pytest.raises(RuntimeError, match="single memory location"):
+            e.add_(1)
+        with lib.no_grad(), pytest.raises(RuntimeError, match="single memory location"):
+            e.mul_(2)

@@ -140,6 +140,31 @@ def refuse_multi_output(view, result, what: str) -> None:
         )
 
 
+def _overlap_error(view, base_shape, what: str) -> AutogradError:
+    of = f" of a tensor of shape {tuple(base_shape)}" if base_shape is not None else ""
+    return AutogradError(
+        f"unsupported operation: more than one element of the written-to tensor (a view of "
+        f"shape {tuple(view.shape)}{of}) refers to a single memory location; clone the tensor "
+        "before the in-place operation",
+        op=what,
+    )
+
+
+def refuse_read_only(t, what: str) -> None:
+    """Before an in-place write into a tensor whose array is read-only: an expanded view that
+    repeats elements (PyTorch's error), or memory ember may not write (a read-only NumPy array
+    shared by ``from_numpy``)."""
+    arr = t._data
+    if any(st == 0 and n > 1 for st, n in zip(arr.strides, arr.shape)):
+        base = t._view_of[0].shape if t._view_of is not None else None
+        raise _overlap_error(t, base, what)
+    raise AutogradError(
+        f"the tensor's memory (shape {tuple(t.shape)}) is read-only; clone it before the "
+        "in-place operation",
+        op=what,
+    )
+
+
 def prepare(view, what: str):
     """Before an in-place op on ``view`` writes anything: refuse what PyTorch refuses (a view of
     a leaf that requires grad; a view whose elements overlap), replay a stale view's history
@@ -160,12 +185,7 @@ def prepare(view, what: str):
             raise
         positions = None  # (a part of a complex tensor without history: the memory is shared)
     if positions is not None and np.unique(positions).size != positions.size:
-        raise AutogradError(
-            f"unsupported operation: more than one element of the written-to tensor (a view of "
-            f"shape {tuple(view.shape)} of a tensor of shape {tuple(base.shape)}) refers to a "
-            "single memory location; clone the tensor before the in-place operation",
-            op=what,
-        )
+        raise _overlap_error(view, base.shape, what)
     if is_stale(view):
         refresh(view)
     return positions
