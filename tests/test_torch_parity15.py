@@ -66,3 +66,30 @@ def test_expand_without_repeats_is_a_writable_view():
             e.add_(1)
         with lib.no_grad(), pytest.raises(RuntimeError, match="single memory location"):
             e.mul_(2)
+
+
+def _as_strided_in_place(lib):
+    x = lib.arange(12.0)
+    assert x.as_strided_((2, 3), (1, 2), 1) is x
+    shape = (tuple(x.shape), x.stride(), x.storage_offset(), x.tolist())
+    x.mul_(10)  # the window is a view of the same memory
+    w = lib.arange(6.0, requires_grad=True)
+    y = w * 1
+    y.as_strided_((2, 2), (1, 2))
+    (y * lib.tensor([[1.0, 2.0], [3.0, 4.0]])).sum().backward()
+    o = lib.arange(6.0)
+    o.as_strided_((2, 3), (0, 1))  # rows repeat one memory row: in-place writes refused
+    with pytest.raises(RuntimeError):
+        o.add_(1)
+    return shape, x.tolist(), w.grad.tolist(), o.tolist()
+
+
+def test_as_strided_and_addbmm_in_place():
+    assert _as_strided_in_place(ember) == _as_strided_in_place(torch)
+    for lib in (torch, ember):
+        b1, b2 = lib.arange(24.0).reshape(2, 3, 4), lib.ones(2, 4, 2)
+        x = lib.ones(3, 2)
+        assert x.addbmm_(b1, b2, beta=0.5, alpha=2) is x
+        if lib is torch:
+            want = x.numpy()
+    np.testing.assert_array_equal(x.numpy(), want)
