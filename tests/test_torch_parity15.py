@@ -93,3 +93,34 @@ def test_as_strided_and_addbmm_in_place():
         if lib is torch:
             want = x.numpy()
     np.testing.assert_array_equal(x.numpy(), want)
+
+
+def _adam_tensor_betas(lib, cls, steps=3):
+    p = lib.nn.Parameter(lib.tensor([1.0, -2.0, 3.0], dtype=lib.float64))
+    betas = (lib.tensor(0.8, dtype=lib.float64), lib.tensor([0.99], dtype=lib.float64))
+    opt = cls(lib, p, betas)
+    for _ in range(steps):
+        opt.zero_grad()
+        (p * p * lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64)).sum().backward()
+        opt.step()
+        with lib.no_grad():
+            betas[0].fill_(0.7)  # the group keeps the tensors: the next step reads the change
+    return p.detach().numpy().copy(), tuple(opt.param_groups[0]["betas"][1].shape)
+
+
+def test_adam_and_adamw_take_tensor_betas():
+    for make in (
+        lambda L, p, b: L.optim.Adam([p], lr=L.tensor(0.1), betas=b),
+        lambda L, p, b: L.optim.AdamW([p], lr=0.1, betas=b, amsgrad=True),
+    ):
+        want, got = _adam_tensor_betas(torch, make), _adam_tensor_betas(ember, make)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+        assert got[1] == want[1] == ()
+    p = ember.nn.Parameter(ember.ones(2))
+    for betas, match in (
+        ((ember.tensor(0.9), 0.999), "both floats or both Tensors"),
+        ((ember.tensor([0.9, 0.8]), ember.tensor(0.9)), "1-element"),
+        ((ember.tensor(1.5), ember.tensor(0.9)), "betas"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            ember.optim.Adam([p], betas=betas)
