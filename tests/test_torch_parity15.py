@@ -124,3 +124,40 @@ def test_adam_and_adamw_take_tensor_betas():
     ):
         with pytest.raises(ValueError, match=match):
             ember.optim.Adam([p], betas=betas)
+
+
+def _channels_last_facts(lib):
+    cl = lib.channels_last
+    x = lib.tensor(np.arange(120.0).reshape(2, 3, 4, 5))
+    y = x.to(memory_format=cl)
+    facts = [
+        y.stride(),
+        y.is_contiguous(),
+        y.is_contiguous(memory_format=cl),
+        y.to(memory_format=cl) is y,
+        x.contiguous(memory_format=cl).stride(),
+        y.contiguous().stride(),
+        x.clone(memory_format=cl).stride(),
+        y.clone().stride(),  # preserve_format
+        lib.zeros_like(y).stride(),
+        lib.empty(2, 3, 4, 5, memory_format=cl).stride(),
+        y.to(lib.float32).stride(),
+        (y * 2 + 1).stride(),
+        y.permute(0, 2, 3, 1).is_contiguous(),
+        lib.ones(2, 1, 4, 5).is_contiguous(memory_format=cl),  # one channel: both orders
+        lib.randn(1, 2, 3, 4, 5).to(memory_format=lib.channels_last_3d).stride(),
+        lib.nn.Conv2d(3, 4, 3).to(memory_format=cl).weight.stride(),
+        y.tolist() == x.tolist(),
+    ]
+    with pytest.raises(RuntimeError, match="rank 4"):
+        lib.zeros(2, 3, 4).to(memory_format=cl)
+    w = lib.tensor(np.linspace(-1, 1, 24).reshape(1, 2, 3, 4), requires_grad=True)
+    (w.to(memory_format=cl) ** 2).sum().backward()
+    facts.append(np.round(w.grad.numpy(), 12).tolist())
+    return facts
+
+
+def test_channels_last_strides_as_pytorch():
+    got, want = _channels_last_facts(ember), _channels_last_facts(torch)
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert g == w, (k, g, w)
