@@ -161,3 +161,19 @@ def test_channels_last_strides_as_pytorch():
     got, want = _channels_last_facts(ember), _channels_last_facts(torch)
     for k, (g, w) in enumerate(zip(got, want)):
         assert g == w, (k, g, w)
+
+
+def test_inference_tensors_cannot_be_saved_for_backward():
+    # a product saves its other operand for the gradient (refused); a sum saves nothing (allowed)
+    for lib in (torch, ember):
+        with lib.inference_mode():
+            x, idx = lib.ones(3), lib.tensor([0, 2])
+        w = lib.ones(3, requires_grad=True)
+        for f in (lambda: w * x, lambda: x @ w, lambda: w[idx]):
+            with pytest.raises(RuntimeError, match="Inference tensors cannot be saved"):
+                f()
+        (w + x).sum().backward()
+        (w * x.clone()).sum().backward()
+        with lib.no_grad():
+            w * x
+        assert w.grad.tolist() == [2.0, 2.0, 2.0]
