@@ -177,3 +177,41 @@ def test_inference_tensors_cannot_be_saved_for_backward():
         with lib.no_grad():
             w * x
         assert w.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+def _hook_cases(lib):
+    calls = []
+
+    class Lists(lib.nn.Module):
+        def forward(self, x):
+            return [x * 2, x * 3]
+
+    m = Lists()
+    m.register_full_backward_hook(lambda mod, gi, go: calls.append("list"))
+    x = lib.tensor([1.0, 2.0], requires_grad=True)
+    out = m(x)
+    (out[0].sum() + out[1].sum()).backward()
+    r = lib.nn.Sequential(lib.nn.ReLU(inplace=True))
+    r.register_full_backward_hook(lambda mod, gi, go: calls.append("relu"))
+    xi = lib.tensor([-1.0, 2.0], requires_grad=True) * 1
+    with pytest.raises(RuntimeError, match="is a view and is being modified inplace"):
+        r(xi)
+
+    class Same(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):
+            return t
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    with pytest.raises(RuntimeError, match="created inside a custom Function"):
+        Same.apply(xi).mul_(2)
+    y = Same.apply(lib.ones(2))  # no history: in-place allowed
+    y.mul_(2)
+    return calls, type(out).__name__, x.grad.tolist(), xi.tolist(), y.tolist()
+
+
+def test_backward_hooks_watch_tensors_and_tuples_and_protect_their_inputs():
+    assert _hook_cases(ember) == _hook_cases(torch)

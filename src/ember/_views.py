@@ -129,9 +129,20 @@ def _positions(shape, chain, is_complex=False):
 
 
 def refuse_multi_output(view, result, what: str) -> None:
-    """Before a piece of a multi-output op (split, chunk, unbind) takes a value with history:
-    PyTorch refuses that write, whose history its base could not follow."""
+    """Before a piece of a multi-output op (split, chunk, unbind), or an output of a custom
+    autograd Function that aliases an input, takes a value with history: PyTorch refuses that
+    write, whose history its base could not follow."""
     if view._view_of[1] is MULTI_OUTPUT and result._requires_grad:
+        function = getattr(view.grad_fn, "_cls", None)  # (a custom autograd Function's output)
+        if function is not None:
+            raise AutogradError(
+                f"Output {view._output_nr} of {function.__name__} is a view and is being "
+                "modified inplace. This view was created inside a custom Function (or because "
+                "an input was returned as-is) and the autograd logic to handle view+inplace "
+                "would override the custom backward associated with the custom Function; "
+                "clone the output of the custom Function",
+                op=what,
+            )
         raise AutogradError(
             "this tensor is one of several views a function returned (split, chunk, unbind), "
             "which cannot be modified in place while gradients are recorded; use the "
