@@ -215,3 +215,26 @@ def _hook_cases(lib):
 
 def test_backward_hooks_watch_tensors_and_tuples_and_protect_their_inputs():
     assert _hook_cases(ember) == _hook_cases(torch)
+
+
+def test_captured_step_refuses_a_sparse_embedding_gradient_as_eager_torch():
+    def make(lib, cls, **kw):
+        emb = lib.nn.Embedding(5, 3, sparse=True)
+        opt = cls(emb.parameters(), lr=0.1, **kw)
+
+        def step(i):
+            opt.zero_grad()
+            emb(i).sum().backward()
+            opt.step()
+
+        return step
+
+    for name, kw, match in (
+        ("Adam", {}, "Adam does not support sparse gradients"),
+        ("AdamW", {}, "Adam does not support sparse gradients"),
+        ("SGD", {"weight_decay": 0.1}, "add\\(sparse, dense\\) is not supported"),
+    ):
+        with pytest.raises(RuntimeError, match=match):
+            make(torch, getattr(torch.optim, name), **kw)(torch.tensor([1, 2]))
+        with pytest.raises(RuntimeError, match=match):
+            ember.function(make(ember, getattr(ember.optim, name), **kw))(ember.tensor([1, 2]))
