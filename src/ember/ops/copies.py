@@ -39,12 +39,15 @@ def clone(x, *, memory_format=None):
     channels-last copy, as PyTorch's (ops/_memory_format.py)."""
     check_memory_format(memory_format, "clone(memory_format)")
     x = to_tensor(x)
-    data = getattr(x, "_data", None)
+    out = apply(COPY, x)
     if memory_format is None or memory_format is preserve_format:
-        memory_format = _memory_format.preserved(data) if data is not None else None
+        data = getattr(x, "_data", None)
+        if data is None or data.ndim < 4:  # (no channels-last order to keep)
+            return out
+        memory_format = _memory_format.preserved(data)
     else:
         _memory_format.check_rank(memory_format, x.ndim, "clone")
-    return _memory_format.relayout(apply(COPY, x), memory_format)
+    return out if memory_format is None else _memory_format.relayout(out, memory_format)
 
 
 _STOP_GRADIENT = register(
