@@ -227,6 +227,38 @@ def _t_view(arr):
     return arr.T
 
 
+def _as_strided_view(arr, size, stride, storage_offset=None):
+    """The window ``as_strided`` gathered (it checked the sizes, strides and offset against
+    the contiguous array's own elements), as a view of the same memory; read-only where two
+    of its elements are one element of the memory, whose writes PyTorch refuses."""
+    size, stride = tuple(int(d) for d in size), tuple(int(s) for s in stride)
+    root = _root(arr)
+    own = (arr.__array_interface__["data"][0] - root.__array_interface__["data"][0]) // (
+        arr.itemsize or 1
+    )
+    start = 0 if storage_offset is None else int(storage_offset) - own
+    flat = arr.reshape(-1)
+    if not flat.size or not all(size):
+        return flat[:0].reshape(size)
+    # (an ndarray over the flat array's buffer: its base chain reaches the memory's owner, which
+    # storage_offset() and data sharing read)
+    window = np.ndarray(
+        size, arr.dtype, buffer=flat, offset=start * arr.itemsize,
+        strides=tuple(st * arr.itemsize for st in stride),
+    )  # fmt: skip
+    if _overlaps(size, stride):
+        window.flags.writeable = False
+    return window
+
+
+def _overlaps(size, stride) -> bool:
+    """Whether two indices of ``size`` reach one element by ``stride``."""
+    offsets = np.zeros((), np.int64)
+    for d, s in zip(size, stride):
+        offsets = (offsets[..., None] + np.arange(d, dtype=np.int64) * s).reshape(-1)
+    return np.unique(offsets).size != offsets.size
+
+
 def _reviewing(name, view, op_name):
     def method(self, *args, **kwargs):
         if not isinstance(self, Tensor):
@@ -314,6 +346,7 @@ def install(cls: type) -> None:
     cls.swapdims_ = _reviewing("swapdims_", _transpose_view, "transpose")
     cls.swapaxes_ = _reviewing("swapaxes_", _transpose_view, "transpose")
     cls.t_ = _reviewing("t_", _t_view, "t")
+    cls.as_strided_ = _reviewing("as_strided_", _as_strided_view, "as_strided")
     if cls is Tensor:
         cls._base = property(_base)
         cls.stride = _stride

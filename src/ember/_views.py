@@ -129,15 +129,51 @@ def _positions(shape, chain, is_complex=False):
 
 
 def refuse_multi_output(view, result, what: str) -> None:
-    """Before a piece of a multi-output op (split, chunk, unbind) takes a value with history:
-    PyTorch refuses that write, whose history its base could not follow."""
+    """Before a piece of a multi-output op (split, chunk, unbind), or an output of a custom
+    autograd Function that aliases an input, takes a value with history: PyTorch refuses that
+    write, whose history its base could not follow."""
     if view._view_of[1] is MULTI_OUTPUT and result._requires_grad:
+        function = getattr(view.grad_fn, "_cls", None)  # (a custom autograd Function's output)
+        if function is not None:
+            raise AutogradError(
+                f"Output {view._output_nr} of {function.__name__} is a view and is being "
+                "modified inplace. This view was created inside a custom Function (or because "
+                "an input was returned as-is) and the autograd logic to handle view+inplace "
+                "would override the custom backward associated with the custom Function; "
+                "clone the output of the custom Function",
+                op=what,
+            )
         raise AutogradError(
             "this tensor is one of several views a function returned (split, chunk, unbind), "
             "which cannot be modified in place while gradients are recorded; use the "
             "out-of-place form, or clone the piece first",
             op=what,
         )
+
+
+def _overlap_error(view, base_shape, what: str) -> AutogradError:
+    of = f" of a tensor of shape {tuple(base_shape)}" if base_shape is not None else ""
+    return AutogradError(
+        f"unsupported operation: more than one element of the written-to tensor (a view of "
+        f"shape {tuple(view.shape)}{of}) refers to a single memory location; clone the tensor "
+        "before the in-place operation",
+        op=what,
+    )
+
+
+def refuse_read_only(t, what: str) -> None:
+    """Before an in-place write into a tensor whose array is read-only: an expanded view that
+    repeats elements (PyTorch's error), or memory ember may not write (a read-only NumPy array
+    shared by ``from_numpy``)."""
+    arr = t._data
+    if any(st == 0 and n > 1 for st, n in zip(arr.strides, arr.shape)):
+        base = t._view_of[0].shape if t._view_of is not None else None
+        raise _overlap_error(t, base, what)
+    raise AutogradError(
+        f"the tensor's memory (shape {tuple(t.shape)}) is read-only; clone it before the "
+        "in-place operation",
+        op=what,
+    )
 
 
 def prepare(view, what: str):
@@ -160,12 +196,7 @@ def prepare(view, what: str):
             raise
         positions = None  # (a part of a complex tensor without history: the memory is shared)
     if positions is not None and np.unique(positions).size != positions.size:
-        raise AutogradError(
-            f"unsupported operation: more than one element of the written-to tensor (a view of "
-            f"shape {tuple(view.shape)} of a tensor of shape {tuple(base.shape)}) refers to a "
-            "single memory location; clone the tensor before the in-place operation",
-            op=what,
-        )
+        raise _overlap_error(view, base.shape, what)
     if is_stale(view):
         refresh(view)
     return positions

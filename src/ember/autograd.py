@@ -25,6 +25,7 @@ from . import dtypes as _dt
 from .autograd_graph import saved_tensors_hooks
 from .errors import AutogradError, ShapeError
 from .grad_mode import (
+    InferenceVersion,
     _anomaly,
     check_gradients,
     detect_anomaly,
@@ -92,6 +93,15 @@ def vjp_results(op, result, n_inputs: int, where: str) -> tuple:
     return tuple(result)
 
 
+def _refuse_inference(op) -> None:
+    raise AutogradError(
+        "Inference tensors cannot be saved for backward. Please do not use Tensors created in "
+        "inference mode in computation tracked by autograd. To work around this, you can make "
+        "a clone to get a normal tensor and use it in autograd.",
+        op=op.name,
+    )
+
+
 class Node:
     """The record of one op call: the grad_fn of its outputs, and the VJP's context."""
 
@@ -142,7 +152,10 @@ class Node:
             else:
                 edges.append(None)
             if keep is None or i in keep:
-                saved[i] = (t, t._vc[0])
+                vc = t._vc
+                if type(vc) is InferenceVersion:
+                    _refuse_inference(op)
+                saved[i] = (t, vc[0])
             i += 1
         self.in_types = tuple(types) if in_types is None else in_types
         self.out_types = (

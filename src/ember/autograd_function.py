@@ -32,6 +32,7 @@ import inspect
 import numpy as np
 
 from . import dtypes as _dt
+from ._views import MULTI_OUTPUT
 from .autograd import _edge, _sequence
 from .errors import AutogradError, ShapeError, TraceError
 from .grad_mode import is_grad_enabled, no_grad
@@ -357,6 +358,8 @@ class Function:
                 o.grad_fn = ctx
                 o._output_nr = i
                 o._requires_grad = True
+                if id(o) not in ctx._dirty:
+                    _mark_view(o, args)
             elif id(o) in ctx._dirty:
                 o.grad_fn = None
                 o._requires_grad = False
@@ -365,6 +368,16 @@ class Function:
         # outputs that are not tensors get no gradient; backward sees None for them
         ctx.out_types = tuple(types)
         return wrapped[0] if single else tuple(wrapped)
+
+
+def _mark_view(out: Tensor, args: tuple) -> None:
+    """An output whose memory is an input's (returned as it is, or a view made inside forward)
+    refuses in-place writes with history, as PyTorch's (its history could not follow one):
+    `_views.refuse_multi_output` names the Function."""
+    for a in args:
+        if isinstance(a, Tensor) and np.may_share_memory(out._data, a._data):
+            out._view_of = (a, MULTI_OUTPUT)
+            return
 
 
 def _bump_dirty(ctx: FunctionCtx, args: tuple) -> None:

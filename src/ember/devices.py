@@ -7,10 +7,9 @@ not have (``"cuda"``, ``"mps"``, ``"xla"``, ...) raises `DeviceError` naming the
 program written for a GPU fails at the line that asks for one instead of running somewhere else
 silently.
 
-Memory formats are accepted and are a *logical* no-op: ember's arrays are row-major (C order)
-and its convolutions and pools read NCHW, so ``x.to(memory_format=ember.channels_last)`` returns
-a tensor with the same values and layout as ``x`` (PyTorch would change the strides only; values
-and shapes are the same in both).
+Memory formats lay out an eager tensor's elements as PyTorch's do:
+``x.to(memory_format=ember.channels_last)`` keeps the shape and values and changes the strides
+(ops/_memory_format.py); ops read any layout, and a captured graph's values are row-major.
 """
 
 from __future__ import annotations
@@ -165,8 +164,8 @@ def set_default_device(value) -> None:
 
 
 class memory_format:  # noqa: N801  (PyTorch's spelling)
-    """A memory format (``ember.channels_last``, ...): accepted where PyTorch takes one and a
-    logical no-op in ember (see the module docstring)."""
+    """A memory format (``ember.channels_last``, ...): accepted where PyTorch takes one (see the
+    module docstring)."""
 
     __slots__ = ("name",)
 

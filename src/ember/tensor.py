@@ -363,6 +363,8 @@ class Tensor(_reg.TensorBase):
         result = fit_inplace_result(name, result, self)
         if through_view:
             _views.refuse_multi_output(self, result, name)
+        if not self._data.flags.writeable:
+            _views.refuse_read_only(self, name)
         np.copyto(self._data, result._data, casting="unsafe")
         self._vc[0] += 1
         if _reg.is_grad_enabled():
@@ -410,8 +412,8 @@ class Tensor(_reg.TensorBase):
                 operands.append(arg)  # a weak scalar: NumPy keeps x's dtype, as ember does
             else:
                 return False
-        if recording:
-            return False
+        if recording or not self._data.flags.writeable:
+            return False  # (read-only: the general route says why)
         if _profiler is None:
             ufunc(self._data, *operands, out=self._data)
         else:

@@ -18,7 +18,7 @@ import numpy as np
 
 from . import dtypes as dt
 from ._missing import tensor_getattr
-from .devices import CPU, channels_last, channels_last_3d, check_memory_format
+from .devices import CPU, channels_last, channels_last_3d, check_memory_format, contiguous_format
 from .errors import DeviceError
 from .ops._factory_kwargs import placement, strided
 from .ops._registry import METHODS, PUBLIC, TensorBase
@@ -180,10 +180,12 @@ def _is_contiguous(self, memory_format=None):
 
 def _contiguous_method(original):
     def contiguous(self, memory_format=None):
-        """A row-major tensor with the values of ``x`` (``x`` itself when it is one);
-        ``memory_format`` is a logical no-op (ember.devices): ember keeps NCHW."""
+        """A row-major tensor with the values of ``x`` (``x`` itself when it is one), or one
+        laid out in ``memory_format``'s order (ops/_memory_format.py)."""
         check_memory_format(memory_format, "contiguous(memory_format)")
-        return original(self)
+        if memory_format is None or memory_format is contiguous_format:
+            return original(self)
+        return self.to(memory_format=memory_format)
 
     return contiguous
 

@@ -135,7 +135,7 @@ class OpInfo:
     # dtype -> reason: ember and torch differ in accepting it (ember accepts more, or less)
     dtype_differences: dict = field(default_factory=dict)
     # deliberate differences from PyTorch (documented in the op's docstring too): sample
-    # description -> reason; those samples are compared with ``expected`` or skipped
+    # description (or "[I] description": one spelling's) -> reason; those samples are skipped
     differences: dict = field(default_factory=dict)
     half_tol: float = 2e-2  # float16/bfloat16 tolerance of the sweep (a few roundings)
     # why gradients at infinite inputs are left out (ember's is the limit, PyTorch's NaN)

@@ -8,16 +8,37 @@ take it, the other optimizers refuse it with PyTorch's error (optim/optimizer.py
 Where the weight is not a leaf (its gradient flows on into other ops' VJPs, which take dense
 tensors) the gradient is the dense equivalent; so it is while a graph is built (ember.function,
 graph autodiff): a captured step computes the dense gradient, whose values are the sparse one's
-``to_dense()``.
+``to_dense()``. So that a captured step refuses what the eager one refuses, the lookup notes a
+leaf weight with the graph-building mode (`note_captured`), and an optimizer that refuses sparse
+gradients refuses that weight's gradient in that graph (`captured_sparse`, optim/optimizer.py).
 """
 
 from __future__ import annotations
+
+import weakref
 
 from ..autograd import AccumulateGrad
 from ..autograd_function import Function
 from ..errors import AutogradError
 from ..ops import api as E
 from ..ops.sparse_tensor import SparseTensor
+
+# id(weight) -> (a weak reference to the weight, the mode that built a graph looking it up)
+_CAPTURED: dict = {}
+
+
+def note_captured(weight, mode) -> None:
+    """``F.embedding(sparse=True)`` looked up leaf ``weight`` while ``mode`` built a graph."""
+    for key in [k for k, (ref, _) in _CAPTURED.items() if ref() is None]:
+        del _CAPTURED[key]
+    _CAPTURED[id(weight)] = (weakref.ref(weight), mode)
+
+
+def captured_sparse(weight, mode) -> bool:
+    """Whether eager execution would have given ``weight`` a sparse gradient in the graph
+    ``mode`` is building."""
+    entry = _CAPTURED.get(id(weight))
+    return entry is not None and entry[0]() is weight and entry[1] is mode
 
 
 class EmbeddingSparse(Function):

@@ -21,7 +21,7 @@ from ..ops.elementwise import to_tensor
 from ..ragged import RaggedTensor
 from ..tensor import Tensor
 from ._common import float_input, refuse_complex_grad
-from ._embedding_sparse import EmbeddingSparse
+from ._embedding_sparse import EmbeddingSparse, note_captured
 
 
 def _indices(input):
@@ -66,6 +66,10 @@ def _sparse_gradient(weight) -> bool:
     )
 
 
+def _is_leaf_needing_grad(weight) -> bool:
+    return isinstance(weight, Tensor) and weight._requires_grad and weight.grad_fn is None
+
+
 @export(functional=True, toplevel=False)
 def embedding(
     input,
@@ -104,6 +108,9 @@ def embedding(
     if sparse and _sparse_gradient(weight):
         rows = EmbeddingSparse.apply(flat, weight, pad, bool(scale_grad_by_freq))
         return E.reshape(rows, tuple(idx.shape) + (dim,))
+    mode = _reg.current_mode()
+    if sparse and mode is not _reg._base_mode[0] and _is_leaf_needing_grad(weight):
+        note_captured(weight, mode)  # (a graph's gradient: dense, noted)
     rows = E.index_select(weight, 0, flat)
     if pad is not None:
         rows = E.where(E.reshape(flat == pad, (-1, 1)), rows.detach(), rows)

@@ -4,14 +4,17 @@ grad_output)``, which may return a replacement ``grad_input``) and
 replacement ``grad_output``), as in PyTorch.
 
 How, as PyTorch's BackwardHook: the module's tensor inputs, and then its tensor outputs, pass
-through one identity autograd Function each (`_Identity`, outputs aliasing their inputs), applied
-where some tensor of the group requires grad. The outputs' node runs first in backward: it gets
-``grad_output`` (None for an output that got no gradient: unused, or needing none), runs the
-pre-hooks, and, where no input requires grad, the hooks with ``grad_input`` all None (with
-PyTorch's warning). The inputs' node then gets every input's gradient at once, zeros for an
-input that needs none or whose path got none (PyTorch materializes them too), runs the hooks,
-and passes on what they return. ``grad_input`` has one entry per positional argument (None for
-non-tensors).
+through one identity autograd Function each (`BackwardHookFunction`, outputs aliasing their
+inputs), applied where some tensor of the group requires grad. The outputs' node runs first in
+backward: it gets ``grad_output`` (None for an output that got no gradient: unused, or needing
+none), runs the pre-hooks, and, where no input requires grad, the hooks with ``grad_input`` all
+None (with PyTorch's warning). The inputs' node then gets every input's gradient at once, zeros
+for an input that needs none or whose path got none (PyTorch materializes them too), runs the
+hooks, and passes on what they return. ``grad_input`` has one entry per positional argument
+(None for non-tensors); a module whose output is neither a tensor nor a tuple (a list, a dict)
+gets no hook calls, as PyTorch's. The identities' outputs alias their inputs, so an in-place op
+on one with history (``ReLU(inplace=True)`` on the module's input) is refused, as PyTorch
+refuses it.
 
 Where ember differs: the hooks run in eager mode only (a module with backward hooks refuses to
 be captured by ``ember.function``/``trace``).
@@ -29,7 +32,7 @@ from ..tensor import Tensor
 from ._global_hooks import _global_backward_hooks, _global_backward_pre_hooks
 
 
-class _Identity(Function):
+class BackwardHookFunction(Function):
     """Its tensors as they are (aliases); its backward is ``ctx.on_grads``'s."""
 
     @staticmethod
@@ -56,12 +59,12 @@ def _check_count(result, what: str, size: int) -> tuple:
 
 
 def _through(args, on_grads, materialize: bool):
-    """``args`` with its tensors replaced by `_Identity`'s outputs, and their positions; the
-    same args and None where no tensor requires grad (or gradients are off)."""
+    """``args`` with its tensors replaced by `BackwardHookFunction`'s outputs, and their
+    positions; the same args and None where no tensor requires grad (or gradients are off)."""
     index = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
     if not is_grad_enabled() or not any(args[i].requires_grad for i in index):
         return args, None
-    outs = _Identity.apply(on_grads, materialize, *[args[i] for i in index])
+    outs = BackwardHookFunction.apply(on_grads, materialize, *[args[i] for i in index])
     new = list(args)
     for i, t in zip(index, outs):
         new[i] = t
@@ -114,14 +117,14 @@ class BackwardHookState:
 
     # ----------------------------------------------------------------- outputs
     def setup_outputs(self, output):
-        single = not isinstance(output, (tuple, list))  # (a list too: PyTorch watches tuples)
+        # as PyTorch's: a tensor or a tuple's tensors; any other output (a list, a dict) is one
+        # non-tensor value, so the hooks never see its gradients and do not run
+        single = not isinstance(output, tuple)
         outs = (output,) if single else tuple(output)
         self.n_outputs = len(outs)
         outs, self.output_index = _through(outs, self._on_output_grads, False)
         if single:
             return outs[0]
-        if isinstance(output, list):
-            return list(outs)
         return outs if type(output) is tuple else type(output)(*outs)  # (a namedtuple)
 
     def _on_output_grads(self, grads: tuple) -> tuple:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 
 from .. import dtypes as dt
 from ..autograd import no_grad
-from ..devices import check_device, check_memory_format
+from ..devices import channels_last, channels_last_3d, check_device, check_memory_format
 from ..devices import device as device_type
 from ..errors import DeviceError
 from ..ops._registry import TensorBase
@@ -404,12 +404,15 @@ class Module(HooksMixin, StateDictHooksMixin):
     def to(self, *args, **kwargs) -> Module:
         """``to(dtype)``, ``to("cpu")``, ``to(tensor)``, ``to(device, dtype)``,
         ``to(memory_format=)``: floating-point parameters and buffers are converted; devices
-        other than the CPU raise `DeviceError`; a memory format is a logical no-op (ember keeps
-        NCHW, see ember.devices)."""
+        other than the CPU raise `DeviceError`; a memory format lays out the parameters and
+        buffers of its rank (4 for channels_last) in its order, as PyTorch's."""
         dtype = kwargs.pop("dtype", None)
         device = kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)
-        check_memory_format(kwargs.pop("memory_format", None), "Module.to(memory_format)")
+        fmt = kwargs.pop("memory_format", None)
+        check_memory_format(fmt, "Module.to(memory_format)")
+        if fmt is not None:
+            self._lay_out(fmt)
         if kwargs:
             raise TypeError(f"Module.to() got unexpected arguments {sorted(kwargs)}")
         for a in args:
@@ -431,6 +434,14 @@ class Module(HooksMixin, StateDictHooksMixin):
                 f"nn.Module.to only accepts floating point dtypes, but got desired dtype={dtype}"
             )
         return self._apply_floating(dtype)
+
+    def _lay_out(self, fmt) -> None:
+        rank = {channels_last: 4, channels_last_3d: 5}.get(fmt)
+        for module in self.modules():
+            for t in list(module._parameters.values()) + list(module._buffers.values()):
+                if t is not None and (rank is None or t.ndim == rank):
+                    with no_grad():
+                        t.data = t.to(memory_format=fmt)
 
     def float(self) -> Module:
         return self._apply_floating(dt.float32)

@@ -3,10 +3,11 @@
 
 ``ember.zeros(3, device="cpu")`` is how PyTorch code is written; ember runs on the CPU, so the
 factories accept these arguments, check them (`ember.devices.check_device`: a GPU device raises
-`DeviceError` at the user's line) and pass the rest on. ``memory_format`` is a logical no-op
-(ember.devices), ``pin_memory=True`` asks for page-locked memory for GPU copies and is refused
-like a GPU device, and ``layout`` must be ``ember.strided`` (factories make dense tensors; sparse
-COO tensors, layout ``ember.sparse_coo``, come from ``ember.sparse_coo_tensor`` and ``to_sparse``).
+`DeviceError` at the user's line) and pass the rest on. ``memory_format`` lays the result out
+in that order (ops/_memory_format.py; ``*_like`` keep a channels-last input's),
+``pin_memory=True`` asks for page-locked memory for GPU copies and is refused like a GPU device,
+and ``layout`` must be ``ember.strided`` (factories make dense tensors; sparse COO tensors,
+layout ``ember.sparse_coo``, come from ``ember.sparse_coo_tensor`` and ``to_sparse``).
 
 `install` wraps the factories once, after every op module has registered, so each factory's own
 definition stays about its values; a factory added later is covered by adding its name here.
@@ -16,8 +17,9 @@ from __future__ import annotations
 
 import functools
 
-from ..devices import check_device, check_memory_format
+from ..devices import check_device, check_memory_format, preserve_format
 from ..errors import DeviceError
+from . import _memory_format
 
 # PyTorch's factories that take ``device=`` (and ``*_like`` that take ``memory_format=``)
 FACTORIES = (
@@ -98,10 +100,20 @@ def _wrap(name: str, fn):
     if getattr(fn, "_takes_placement", False):
         return fn
 
+    like = name.endswith("_like")
+
     @functools.wraps(fn)
     def factory(*args, **kwargs):
+        fmt = kwargs.get("memory_format")
         placement(name, kwargs)
-        return fn(*args, **kwargs)
+        out = fn(*args, **kwargs)
+        if like and (fmt is None or fmt is preserve_format) and args:
+            # PyTorch's preserve_format: a channels-last input gives a channels-last result
+            data = getattr(args[0], "_data", None)
+            fmt = _memory_format.preserved(data) if data is not None else None
+        elif fmt is not None:
+            _memory_format.check_rank(fmt, out.ndim, name)
+        return out if fmt is None else _memory_format.relayout(out, fmt)
 
     factory._takes_placement = True
     return factory

@@ -282,3 +282,14 @@ def size_from_values(t, op: str, what: str, fix: str) -> int:
             "outside the captured function",
             op=op,
         ) from None
+
+
+def zero_input_grad(c, i: int):
+    """The gradient of a backward op in its piecewise-constant operand (a ReLU's result, a leaky
+    ReLU's input): zeros, PyTorch's ``zeros_like(self)``, so a second-order gradient reaches
+    that operand's history as zeros where None would end it; None where no gradient is wanted."""
+    if not c.needs_input_grad[i]:
+        return None
+    from . import api as E
+
+    return E.zeros_like(c.inputs[i])

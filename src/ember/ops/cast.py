@@ -13,6 +13,7 @@ from ..devices import check_device, check_memory_format, is_device_string
 from ..devices import device as device_type
 from ..errors import DTypeError
 from ..types import TensorType
+from . import _memory_format
 from . import api as E
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._rules import Complex
@@ -121,13 +122,17 @@ def _to(self, *args, **kwargs):
 
     The device must be the CPU (``"cpu"``, ``ember.device("cpu")``): another raises
     `DeviceError`. ``non_blocking`` changes nothing (there is no device copy to overlap) and
-    ``memory_format`` is a logical no-op (ember.devices). Returns ``x`` itself when nothing
-    changes and ``copy`` is false, else a new tensor (differentiable, as a cast or clone)."""
+    ``memory_format`` lays the values out in that order (ops/_memory_format.py). Returns ``x``
+    itself when nothing changes and ``copy`` is false, else a new tensor (differentiable, as a
+    cast or clone)."""
     dtype = kwargs.pop("dtype", None)
     device = kwargs.pop("device", None)
     kwargs.pop("non_blocking", None)
     copy = bool(kwargs.pop("copy", False))
-    check_memory_format(kwargs.pop("memory_format", None), "to(memory_format)")
+    fmt = kwargs.pop("memory_format", None)
+    check_memory_format(fmt, "to(memory_format)")
+    if fmt is not None:
+        _memory_format.check_rank(fmt, self.ndim, "to")
     if kwargs:
         raise TypeError(f"to(): unexpected arguments {sorted(kwargs)}")
     positional = list(args)
@@ -148,11 +153,16 @@ def _to(self, *args, **kwargs):
             dtype = a
     if device is not None:
         check_device(device, "to(device)")
+    out = self
     if dtype is not None:
         dtype = dt.as_dtype(dtype)
         if dtype is not self.dtype:
-            return _user_cast(self, dtype)
-    return E.clone(self) if copy else self
+            out = _user_cast(self, dtype)  # (NumPy's astype keeps the order of the elements)
+    if _memory_format.wants_copy(getattr(out, "_data", None), fmt):
+        from .copies import COPY  # (a row-major copy, then laid out in the format)
+
+        return _memory_format.relayout(apply(COPY, out) if out is self else out, fmt)
+    return E.clone(self) if copy and out is self else out
 
 
 export(_to, name="to", method=True, toplevel=False)

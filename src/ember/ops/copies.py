@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..devices import check_memory_format
-from . import _onnx
+from ..devices import check_memory_format, preserve_format
+from . import _memory_format, _onnx
 from ._registry import Cost, OpDef, apply, export, register
 from ._rules import Complex
 from ._util import memory_cost, same_type
@@ -34,10 +34,20 @@ COPY = register(
 
 @export(method=True)
 def clone(x, *, memory_format=None):
-    """A copy of ``x`` that stays in the graph (gradients flow through it). ``memory_format``
-    is PyTorch's placement argument: a logical no-op (ember.devices)."""
+    """A copy of ``x`` that stays in the graph (gradients flow through it), row-major, or in
+    ``memory_format``'s order; by default (``preserve_format``) a channels-last ``x`` gives a
+    channels-last copy, as PyTorch's (ops/_memory_format.py)."""
     check_memory_format(memory_format, "clone(memory_format)")
-    return apply(COPY, to_tensor(x))
+    x = to_tensor(x)
+    out = apply(COPY, x)
+    if memory_format is None or memory_format is preserve_format:
+        data = getattr(x, "_data", None)
+        if data is None or data.ndim < 4:  # (no channels-last order to keep)
+            return out
+        memory_format = _memory_format.preserved(data)
+    else:
+        _memory_format.check_rank(memory_format, x.ndim, "clone")
+    return out if memory_format is None else _memory_format.relayout(out, memory_format)
 
 
 _STOP_GRADIENT = register(
@@ -70,4 +80,4 @@ def stop_gradient(x):
 def contiguous(x):
     """``x`` itself if its eager array is C-contiguous, else a contiguous copy."""
     data = getattr(x, "_data", None)
-    return x if data is None or data.flags.c_contiguous else clone(x)
+    return x if data is None or data.flags.c_contiguous else apply(COPY, x)

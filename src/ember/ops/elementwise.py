@@ -40,6 +40,7 @@ from ._util import (
     require_float_or_complex,
     same_type,
     value_bytes,
+    zero_input_grad,
 )
 
 
@@ -445,8 +446,8 @@ RELU_BACKWARD = register(
         kind="elementwise",
         infer=_relu_backward_infer,
         kernel=_relu_backward_kernel,
-        # linear in g under the same mask; piecewise constant in y: no gradient there
-        vjp=lambda c, a: (apply(RELU_BACKWARD, a, c.inputs[1]), None),
+        # linear in g under the same mask; piecewise constant in y: zeros there, as PyTorch's
+        vjp=lambda c, a: (apply(RELU_BACKWARD, a, c.inputs[1]), zero_input_grad(c, 1)),
         cost=elementwise_cost(1),
         c="({1} > 0 ? {0} : ({T})0)",
         onnx=_onnx_relu_backward,

@@ -353,10 +353,12 @@ def _scaled(name, input, product, beta, alpha):
     return (input if beta == 1 else input * beta) + scaled
 
 
-@export(method=True)
+@export(method=True, inplace=True)
 @autocasts(Autocast.LOWER)
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
-    """``beta * input + alpha * sum_b(batch1[b] @ batch2[b])``; beta=0 ignores the input."""
+    """``beta * input + alpha * sum_b(batch1[b] @ batch2[b])``; beta=0 ignores the input.
+    ``addbmm_`` refuses an input that broadcasts (PyTorch's resizes it to the result's shape):
+    in-place ops never change a tensor's shape in ember."""
     b1, b2 = to_tensor(batch1), to_tensor(batch2)
     if b1.ndim != 3 or b2.ndim != 3:
         raise ShapeError(

@@ -18,7 +18,7 @@ from ..errors import EmberError
 from ..types import TensorType
 from ._registry import OpDef, apply, register
 from ._select import select_bits
-from ._util import elementwise_cost, numel, require_float, same_type
+from ._util import elementwise_cost, numel, require_float, same_type, zero_input_grad
 
 
 def _check_bounds(op: str, lo, hi) -> None:
@@ -69,8 +69,8 @@ def _grad_workspace(node, layouts) -> int:
 
 
 def _grad_vjp(c, a):
-    # linear in the gradient (the same mask); piecewise constant in x: no gradient there
-    return apply(HARDTANH_BACKWARD, a, c.inputs[1], **c.attrs), None
+    # linear in the gradient (the same mask); piecewise constant in x: zeros, as PyTorch's
+    return apply(HARDTANH_BACKWARD, a, c.inputs[1], **c.attrs), zero_input_grad(c, 1)
 
 
 def _onnx_hardtanh_backward(e):

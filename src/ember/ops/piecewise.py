@@ -22,7 +22,7 @@ from ..errors import EmberError
 from ..types import TensorType
 from ._registry import OpDef, apply, register
 from ._select import select_bits
-from ._util import elementwise_cost, require_float, same_type
+from ._util import elementwise_cost, require_float, same_type, zero_input_grad
 
 
 def _on_arrays(kernel):
@@ -93,8 +93,8 @@ def _leaky_grad_kernel(g, x, *, slope):
 
 
 def _leaky_grad_vjp(c, a):
-    # linear in the gradient (the same factors); piecewise constant in x: no gradient there
-    return apply(LEAKY_RELU_BACKWARD, a, c.inputs[1], **c.attrs), None
+    # linear in the gradient (the same factors); piecewise constant in x: zeros, as PyTorch's
+    return apply(LEAKY_RELU_BACKWARD, a, c.inputs[1], **c.attrs), zero_input_grad(c, 1)
 
 
 def _onnx_leaky(e):

@@ -162,6 +162,15 @@ def _broadcast_infer(x, *, shape):
     return TensorType(shape, x.dtype)
 
 
+def _broadcast_kernel(x, *, shape):
+    lead = len(shape) - x.ndim
+    if x.shape == tuple(shape[lead:]) and all(s == 1 for s in shape[:lead]):
+        # no element repeated: a writable view (unit axes in front), as PyTorch's expand, whose
+        # result takes in-place writes where no two elements share memory
+        return x[(None,) * lead] if lead else x.view()
+    return np.broadcast_to(x, shape)  # (repeated elements: read-only)
+
+
 def _onnx_broadcast_to(e):
     return e.node("Expand", [e.inputs[0], e.shape(e.attrs["shape"])])
 
@@ -174,12 +183,12 @@ _BROADCAST = register(
         onnx=_onnx_broadcast_to,
         kind="shape",
         infer=_broadcast_infer,
-        kernel=lambda x, *, shape: np.broadcast_to(x, shape),
+        kernel=_broadcast_kernel,
         vjp=lambda c, g: (E.sum_to(g, c.in_types[0].shape),),
         cost=memory_cost,
         save_inputs=(),
         view=True,
-        doc="broadcast_to(x, shape): a read-only broadcast view",
+        doc="broadcast_to(x, shape): a broadcast view, read-only where it repeats elements",
         batch=_batching.broadcast_rule,
         noop=lambda x, *, shape: tuple(x.shape) == tuple(shape),
         c_step=_copy_c_step,

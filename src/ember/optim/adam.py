@@ -90,13 +90,31 @@ class Adam(Optimizer):
         betas = group["betas"]
         if not isinstance(betas, (tuple, list)) or len(betas) != 2:
             raise OptimizerError(f"betas must be a pair (beta1, beta2), got {betas!r}", op=op)
-        check_number(op, "betas[0]", betas[0], high=1.0)
-        check_number(op, "betas[1]", betas[1], high=1.0)
+        tensors = [isinstance(b, Tensor) for b in betas]
+        if any(tensors):  # PyTorch's Tensor betas: both or neither, as its rules
+            if not all(tensors):
+                raise OptimizerError("betas must be either both floats or both Tensors", op=op)
+            for i, b in enumerate(betas):
+                if group["foreach"] and not group["capturable"]:
+                    raise OptimizerError(
+                        f"betas[{i}] as a Tensor is not supported for capturable=False and "
+                        "foreach=True",
+                        op=op,
+                    )
+                check_number(op, f"betas[{i}]", b, high=1.0, tensor_ok=True)
+            # (one-element tensors kept as 0-d ones, as PyTorch's _to_scalar; the step reads
+            # their values through _hyper)
+            group["betas"] = tuple(b.reshape(()) if b.ndim else b for b in betas)
+        else:
+            check_number(op, "betas[0]", betas[0], high=1.0)
+            check_number(op, "betas[1]", betas[1], high=1.0)
         check_number(op, "weight_decay", group["weight_decay"])
 
     def _branch_facts(self, group: dict[str, Any]) -> tuple:
         # (lerp's form: the first moment's weight 1 - beta1 below 0.5 or not)
-        return (group["weight_decay"] != 0, abs(1 - group["betas"][0]) < 0.5)
+        beta1 = group["betas"][0]
+        beta1 = float(beta1.item()) if isinstance(beta1, Tensor) else beta1
+        return (group["weight_decay"] != 0, abs(1 - beta1) < 0.5)
 
     def _update_group(self, group: dict[str, Any], params: list[Tensor]) -> None:
         decayed, near_start = self._branch_facts(group)

@@ -35,7 +35,7 @@ from .. import dtypes as dt
 from ..autograd import enable_grad, no_grad
 from ..errors import EmberError, StateDictError
 from ..graph import scope as _scope
-from ..ops._registry import current_mode, scalar_value
+from ..ops._registry import _base_mode, current_mode, scalar_value
 from ..ops.sparse_tensor import SparseTensor
 from ..tensor import Tensor
 from ._complex import update_as_real
@@ -97,6 +97,10 @@ def check_number(
     if not value >= low or too_high:  # `not >=` also rejects NaN
         bound = "" if high is None else f" and {'<' if open_high else '<='} {high}"
         raise OptimizerError(f"invalid {name}={value!r}: it must be >= {low}{bound}", op=op)
+
+
+class SparseGradientError(OptimizerError, RuntimeError):
+    """An optimizer that takes no sparse gradient got one (PyTorch raises a RuntimeError)."""
 
 
 class HyperParameter(Tensor):
@@ -337,7 +341,9 @@ class Optimizer:
         with no_grad(), _scope.entered(_scope.OPTIMIZER if _scope.recording() else None):
             for group in self.param_groups:
                 params = [p for p in group["params"] if p.grad is not None]
-                if any(type(p.grad) is SparseTensor for p in params):
+                if any(type(p.grad) is SparseTensor for p in params) or self._captured_sparse(
+                    params
+                ):
                     self._update_sparse(group, params)
                 elif any(p.dtype.is_complex for p in params):
                     update_as_real(self, group, params)
@@ -362,10 +368,25 @@ class Optimizer:
     sparse_grad_error = "{name} does not support sparse gradients"
 
     def _update_sparse(self, group: dict[str, Any], params: list[Tensor]) -> None:
-        """The update of a group where some gradient is a sparse tensor: refused here."""
-        raise OptimizerError(
+        """The update of a group where some gradient is a sparse tensor: refused here (a
+        RuntimeError, as PyTorch's)."""
+        raise SparseGradientError(
             self.sparse_grad_error.format(name=type(self).__name__), op=type(self).__name__
         )
+
+    def _captured_sparse(self, params: list[Tensor]) -> bool:
+        """While a graph is built: whether a gradient it computes densely would be sparse
+        eagerly (F.embedding(sparse=True)'s), for the optimizers whose sparse step refuses it
+        or densifies it (SparseAdam's reads a sparse tensor: it keeps its dense step)."""
+        mode = current_mode()
+        if mode is _base_mode[0] or type(self)._update_sparse not in (
+            Optimizer._update_sparse,
+            Optimizer._update_densified,
+        ):
+            return False
+        from ..functional._embedding_sparse import captured_sparse
+
+        return any(captured_sparse(p, mode) for p in params)
 
     def _update_densified(self, group: dict[str, Any], params: list[Tensor]) -> None:
         """`_update_group` with each sparse gradient replaced by its dense equivalent for the
@@ -374,7 +395,7 @@ class Optimizer:
         name = type(self).__name__
         if group.get("weight_decay", 0) != 0:
             sgd = "add(sparse, dense) is not supported. Use add(dense, sparse) instead."
-            raise OptimizerError(
+            raise SparseGradientError(
                 sgd
                 if name == "SGD"
                 else "weight_decay option is not compatible with sparse gradients",

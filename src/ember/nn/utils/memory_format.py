@@ -1,8 +1,7 @@
 """``ember.nn.utils.memory_format``: PyTorch's ``convert_conv2d_weight_memory_format`` and
-``convert_conv3d_weight_memory_format``. ember's tensors are always laid out row-major (its
-convolutions pick their own layouts internally), so the conversion keeps each convolution's
-weight values and records the request through ``Tensor.contiguous(memory_format=...)``, which
-checks the format; the module is returned, as PyTorch's."""
+``convert_conv3d_weight_memory_format``: each convolution's weight laid out in the format
+through ``Tensor.contiguous(memory_format=...)`` (ops/_memory_format.py; the convolutions read
+any layout); the module is returned, as PyTorch's."""
 
 from __future__ import annotations
 
