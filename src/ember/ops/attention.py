@@ -90,6 +90,17 @@ def _fast(q, k, v, *mask, scale, causal, safe):
     )
 
 
+def _c_step(node):
+    from ..kernels import cattention
+
+    q, k, v, *mask = (t.type for t in node.inputs)
+    a = node.attrs
+    return cattention.attention_step(
+        q, k, v, mask[0] if mask else None, node.outputs[0].type,
+        scale=a["scale"], causal=a["causal"], safe=a["safe"],
+    )  # fmt: skip
+
+
 def _weights(q, k, mask, scale, causal, safe):
     """The attention weights in ember ops (the composite's), for the VJP."""
     scores = E.matmul(q * scale, E.transpose(k, -2, -1))
@@ -168,6 +179,7 @@ ATTENTION = register(
         infer=_infer,
         kernel=_kernel,
         fast=_fast,
+        c_step=_c_step,
         vjp=_vjp,
         cost=_cost,
         flop_family="attention",
