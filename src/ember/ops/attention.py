@@ -24,6 +24,7 @@ from ..errors import DTypeError, ShapeError
 from ..types import TensorType
 from . import _onnx
 from . import api as E
+from ._attention_pattern import attention_pattern
 from ._registry import Cost, OpDef, apply, register
 from ._rules import Autocast
 from ._util import broadcast_shapes, fmt_shape, io_bytes, numel
@@ -183,6 +184,7 @@ ATTENTION = register(
         vjp=_vjp,
         cost=_cost,
         flop_family="attention",
+        pattern=attention_pattern(),
         autocast=Autocast.LOWER,
         doc="attention(q, k, v[, mask], scale, causal, safe): softmax(q k^T scale + mask) v "
         "over the last two dimensions; a bool mask keeps its True positions; causal keeps "
