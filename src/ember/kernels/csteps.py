@@ -1,5 +1,5 @@
 """The C steps of the graph runner (runtime/cgraph.py) that belong to no kernel module of their
-own: concatenation, reshapes and permutations (copies: the runner's arrays are contiguous),
+own: concatenation, reshapes and views (copies: the runner's arrays are contiguous),
 linear layers (bias and ReLU included) and products by a matrix, on ember's GEMM kernels
 (kernels/cgemm.py), and a sequence of steps run as one (a product, then its epilogue's loop).
 The convolution's and max pooling's steps live with their kernels (kernels/cconv.py,
@@ -19,7 +19,7 @@ import numpy as np
 
 from .cstep import CStep, function_address
 
-__all__ = ["concat_step", "copy_step", "linear_step", "permute_step", "sequence_step"]
+__all__ = ["concat_step", "copy_step", "linear_step", "strided_copy_step", "sequence_step"]
 
 _SOURCE = r"""
 #include <string.h>
@@ -60,14 +60,14 @@ LINEAR_STEP(double, ember_linear_step_f64)
 /* a copy of ``n`` bytes (a reshape: the runner's arrays are contiguous). args: out, in, n */
 void ember_copy_step(const long *a) { memcpy((char *)a[0], (const char *)a[1], (size_t)a[2]); }
 
-/* a permuted copy: the C-contiguous output, of shape ``shape``, reads its element i at
-   sum(i_d * stride_d) bytes of the input. args: out, in, ndim (1 to 16), itemsize, the shape,
-   the strides */
-void ember_permute_step(const long *a) {
+/* a strided copy (a view's elements, copied): the C-contiguous output, of shape ``shape``,
+   reads its element i at offset + sum(i_d * stride_d) bytes of the input (strides may be 0 or
+   negative). args: out, in, ndim (1 to 16), itemsize, offset, the shape, the strides */
+void ember_strided_copy_step(const long *a) {
   char *out = (char *)a[0];
-  const char *in = (const char *)a[1];
+  const char *in = (const char *)a[1] + a[4];
   long nd = a[2], size = a[3], idx[16] = {0}, outer = 1;
-  const long *shape = a + 4, *stride = a + 4 + nd;
+  const long *shape = a + 5, *stride = a + 5 + nd;
   long inner = shape[nd - 1], step = stride[nd - 1];
   for (long d = 0; d < nd - 1; d++) outer *= shape[d];
   for (long o = 0; o < outer; o++) {
@@ -109,7 +109,7 @@ void ember_concat_step(const long *a) {
 @functools.cache
 def _library():
     """(the concat step, the copy step, the linear steps by dtype, the sequence step, the
-    permute step), or None without a compiler."""
+    strided copy step), or None without a compiler."""
     from . import ccompile
 
     if not ccompile.compiler_available():
@@ -123,25 +123,20 @@ def _library():
             for dtype, name in ((np.float32, "f32"), (np.float64, "f64"))
         }
         sequence = ccompile.load(_SOURCE, "ember_sequence_step", p)
-        permute = ccompile.load(_SOURCE, "ember_permute_step", p)
+        strided = ccompile.load(_SOURCE, "ember_strided_copy_step", p)
     except ccompile.CompileError:
         return None
-    return concat, copy, linear, sequence, permute
+    return concat, copy, linear, sequence, strided
 
 
-def permute_step(node) -> CStep | None:
-    """The C step of a ``permute`` node: its input's elements copied in the output's order
-    (the runner's arrays are contiguous)."""
+def strided_copy_step(itemsize: int, shape: tuple, strides: tuple, offset: int) -> CStep | None:
+    """The C step of a view op's node (kernels' callers work out the view): the output, of
+    ``shape``, holds the elements the view reads at ``offset`` + ``strides`` (bytes) from its
+    C-contiguous input (the runner's arrays are contiguous)."""
     library = _library()
-    x, out = node.inputs[0].type, node.outputs[0].type
-    dims = tuple(node.attrs["dims"])
-    if library is None or x.dtype != out.dtype or not 1 <= len(dims) <= 16 or 0 in out.shape:
+    if library is None or not 1 <= len(shape) <= 16 or 0 in shape:
         return None
-    itemsize = out.dtype.np.itemsize
-    strides, step = [0] * len(dims), itemsize
-    for d in reversed(range(len(dims))):  # the input's contiguous strides in bytes
-        strides[d], step = step, step * x.shape[d]
-    args = [0, 0, len(dims), itemsize, *out.shape, *(strides[d] for d in dims)]
+    args = [0, 0, len(shape), itemsize, offset, *shape, *strides]
     slots = [(0, "out", 0), (1, "in", 0)]
     return CStep(function_address(library[4]), np.array(args, np.int64), slots, (library,))
 

@@ -252,12 +252,6 @@ def _onnx_permute(e):
     return e.node("Transpose", e.inputs, perm=list(e.attrs["dims"]))
 
 
-def _permute_c_step(node):
-    from ..kernels import csteps
-
-    return csteps.permute_step(node)
-
-
 _PERMUTE = register(
     OpDef(
         name="permute",
@@ -272,7 +266,6 @@ _PERMUTE = register(
         save_inputs=(),
         view=True,
         doc="permute(x, dims): reorder dimensions (a view)",
-        c_step=_permute_c_step,
         batch=_batching.permute_rule,
         noop=lambda x, *, dims: tuple(dims) == tuple(range(len(dims))),
         # x.transpose(a).transpose(b) == x.transpose([a[i] for i in b])
