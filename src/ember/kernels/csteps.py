@@ -73,7 +73,9 @@ void ember_strided_copy_step(const long *a) {
   for (long o = 0; o < outer; o++) {
     const char *src = in;
     for (long d = 0; d < nd - 1; d++) src += idx[d] * stride[d];
-    if (size == 4)
+    if (step == size) /* a contiguous run: one copy */
+      memcpy(out, src, (size_t)(inner * size));
+    else if (size == 4)
       for (long i = 0; i < inner; i++) memcpy(out + 4 * i, src + i * step, 4);
     else if (size == 8)
       for (long i = 0; i < inner; i++) memcpy(out + 8 * i, src + i * step, 8);
