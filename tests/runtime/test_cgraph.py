@@ -14,7 +14,7 @@ import pytest
 import ember
 from ember import models
 from ember.graph import interpreter
-from ember.kernels import ccompile, cpool
+from ember.kernels import ccompile, cpool, csteps
 from ember.kernels.cstep import STEP_CALL
 from ember.nn import functional as F
 from ember.runtime import cgraph, parallel, parallel_measure
@@ -348,6 +348,54 @@ def test_linear_layers_and_products_by_a_matrix_equal_the_interpreter(dtype):
     _check_close(graph, args, 1e-5 if dtype == np.float32 else 1e-12)
 
 
+def test_products_with_any_c_loop_epilogue_run_in_c():
+    """A product's epilogue that is not a lone ReLU (GELU's erf, a residual read by rows, a
+    bool result: the product in scratch) runs as the product's step and the
+    loop's, one step; within rounding of the interpreter."""
+
+    def layers(x, w1, b1, r, w2, m):
+        h = F.gelu(F.linear(x, w1, b1))  # the loop over the product in place
+        s = ember.matmul(h, m) + r  # a matmul's epilogue reading rows of r
+        return h, s, F.linear(x, w2) * 2 > 1.0  # bool: the product in scratch
+
+    shapes = [(2, 3, 20), (16, 20), (16,), (2, 3, 7), (5, 20), (16, 7)]
+    for dtype, rtol in ((np.float32, 1e-5), (np.float64, 1e-12)):
+        args = _tensors(shapes, 3, dtype)
+        graph = _graph(layers, args)
+        fused = [n for n in graph.nodes if n.kind == "call" and n.op.name == "fused_epilogue"]
+        assert len(fused) == 3, str(graph)
+        _check_close(graph, args, rtol)
+
+
+def test_attention_layer_norm_and_view_steps_equal_the_interpreter():
+    """An encoder layer's nodes without a product's step (attention with a float, bool or no
+    mask, causal or not; layer norm; a head split's permutes, 3-d to 5-d; views: slices with
+    negative steps, a broadcast) run in C."""
+
+    def layer(x, w, b, m, keep):
+        q = x.reshape(2, 6, 2, 4).permute(0, 2, 1, 3)
+        k = x.reshape(2, 6, 2, 4).permute(2, 0, 1, 3).permute(1, 0, 2, 3) * 0.5
+        a = F.scaled_dot_product_attention(q, k, q, attn_mask=m)
+        c = F.scaled_dot_product_attention(q, k, k, attn_mask=keep, scale=0.3)
+        d = F.scaled_dot_product_attention(q, k, q, is_causal=True)
+        merged = (a + c + d).permute(0, 2, 1, 3).reshape(2, 6, 8)
+        five = x.reshape(2, 3, 2, 2, 4).permute(4, 2, 0, 3, 1)
+        views = (x[:, 1::2, 3], x[1, ::-2, None], b.expand(3, 2, 8))  # getitem, broadcast_to
+        return F.layer_norm(merged, (8,), w, b, eps=1e-3), five, x.permute(2, 0, 1), *views
+
+    for dtype, rtol in ((np.float32, 1e-5), (np.float64, 1e-12)):
+        x, w, b, m = _tensors([(2, 6, 8), (8,), (8,), (2, 1, 6)], 5, dtype)
+        keep = ember.tensor(np.random.default_rng(1).random((6, 6)) < 0.7)
+        args = [x, w, b, m, keep]
+        with ember.no_grad():
+            graph = _graph(layer, args)
+        names = [n.op.name for n in graph.nodes if n.kind == "call"]
+        assert names.count("attention") == 3 and "layer_norm" in names, str(graph)
+        assert names.count("permute") >= 4 and names.count("getitem") == 2, str(graph)
+        assert "broadcast_to" in names, str(graph)
+        _check_close(graph, args, rtol)
+
+
 @pytest.mark.parametrize("name", ["mlp", "cnn"])
 def test_the_example_models_inference_runs_in_c(name):
     example = models.example_step(name, batch=3)
@@ -431,11 +479,12 @@ def test_a_linear_step_runs_the_kernel_measured_for_its_rows(kernel, monkeypatch
 
 def test_a_broadcast_has_no_copy_step_and_adding_ones_copies_the_bytes():
     """A real broadcast is not its input's bytes: the copy step (which copied the output's size
-    from the input, reading past it) is refused for it, so such a graph stays off the C runner
-    (the default executor chose the runner for the gradient of ``sum`` and got garbage); a
-    broadcast that only adds dimensions of one is a copy and runs in C."""
+    from the input, reading past it) is refused for it (the default executor chose the runner
+    for the gradient of ``sum`` and got garbage), and the view's strided copy (zero strides)
+    runs it instead; a broadcast that only adds dimensions of one is a copy and runs in C."""
     (x,) = _tensors([(4, 1)])
     wide = _graph(lambda x: ember.broadcast_to(x.reshape(4, 1), (4, 5)), [x], opt_level=0)
-    assert cgraph.c_steps(wide) is None
+    assert csteps.copy_step(next(n for n in wide.nodes if n.target == "broadcast_to")) is None
+    _check(wide, [x])
     ones = _graph(lambda x: ember.broadcast_to(x.reshape(4), (1, 4)), [x], opt_level=0)
     _check(ones, [x])

@@ -189,8 +189,8 @@ def test_levels_select_pipelines():
     }  # fmt: skip
     o3 = [p.name for p in passes_for(3)]
     assert o3 == [
-        "unroll", "fold", "fold_affine", "fold_affine_inputs", "simplify", "scatter_masks",
-        "cse", "dce", "fuse", "epilogue", "schedule",
+        "unroll", "fold", "fold_affine", "fold_affine_inputs", "simplify", "patterns",
+        "scatter_masks", "cse", "dce", "fuse", "epilogue", "schedule",
     ]  # fmt: skip
     with pytest.raises(ValueError, match="opt_level must be one of"):
         passes_for(7)
@@ -213,9 +213,9 @@ def test_compile_returns_pass_statistics_without_running():
     np.testing.assert_array_equal(model.weight.numpy(), weight)  # compiled, not run
     assert model.weight.grad is None
     names = [s.name for s in program.pass_stats]
-    assert names[:10] == [
-        "unroll", "fold", "fold_affine", "fold_affine_inputs", "simplify", "scatter_masks", "cse",
-        "dce", "fuse", "epilogue",
+    assert names[:11] == [
+        "unroll", "fold", "fold_affine", "fold_affine_inputs", "simplify", "patterns",
+        "scatter_masks", "cse", "dce", "fuse", "epilogue",
     ]  # fmt: skip
     first, last = program.pass_stats[0], program.pass_stats[-1]
     assert first.nodes_before > last.nodes_after and all(s.seconds >= 0 for s in program.pass_stats)

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 
 import numpy as np
 
-__all__ = ["attention"]
+__all__ = ["attention", "attention_step"]
 
 _SOURCE = r"""
 #if defined(__x86_64__) && defined(__AVX512F__)
@@ -290,6 +291,17 @@ void ember_attention(struct job *j, long count, ember_pool pool) {
   else
     batches(j, 0, count);
 }
+
+/* the C graph runner's step (kernels/cstep.py): the job, q, k, v, the mask (or 0), the output,
+   the batch count, the pool. A failed allocation of the packing scratch (a few pages) leaves
+   the output as it was: the step aborts rather than hand on unwritten values */
+void ember_attention_step(const long *a) {
+  struct job *j = (struct job *)a[0];
+  j->q = (const T *)a[1], j->k = (const T *)a[2], j->v = (const T *)a[3];
+  j->m = (const void *)a[4], j->o = (T *)a[5], j->failed = 0;
+  ember_attention(j, a[6], (ember_pool)a[7]);
+  if (j->failed) abort();
+}
 """
 
 _VECTOR_EXP = '__attribute__((simd("notinbranch")))'
@@ -320,7 +332,7 @@ def _job(scalar):
 
 @functools.cache
 def _function(dtype: np.dtype):
-    """(ember_attention, its job structure, the pool) for ``dtype``, or None."""
+    """(ember_attention, its job structure, the pool, its C step) for ``dtype``, or None."""
     from . import ccompile, cpool
 
     if dtype not in _TYPES or not ccompile.compiler_available():
@@ -333,18 +345,71 @@ def _function(dtype: np.dtype):
         text = source if "-lmvec" in libs else source.replace(_VECTOR_EXP, "")
         try:
             fn = ccompile.load(text, "ember_attention", args, flags=_FLAGS + libs)
+            step = ccompile.load(text, "ember_attention_step", [_P], flags=_FLAGS + libs)
         except ccompile.CompileError:
             continue  # no vector math library here: scalar exp, still one kernel
-        return fn, _job(scalar), cpool.parallel_for()
+        return fn, _job(scalar), cpool.parallel_for(), step
     return None
 
 
-def _batch_strides(a: np.ndarray, batch: tuple) -> list:
-    """``a``'s strides in elements over the batch dimensions ``batch`` (its last two
+def _batch_strides(shape: tuple, strides: tuple, batch: tuple) -> list:
+    """An operand's strides in elements over the batch dimensions ``batch`` (its last two
     dimensions excluded), 0 where it broadcasts, padded in front to `_DIMS`."""
-    lead = a.ndim - 2
-    own = [0 if a.shape[i] == 1 else a.strides[i] // a.itemsize for i in range(lead)]
+    lead = len(shape) - 2
+    own = [0 if shape[i] == 1 else strides[i] for i in range(lead)]
     return [0] * (_DIMS - lead) + own
+
+
+def _contiguous(shape: tuple) -> tuple:
+    """A C-contiguous array's strides in elements."""
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= d
+    return tuple(reversed(strides))
+
+
+def _job_of(job_type, operands, mask, out_shape, *, scale, causal, safe):
+    """The kernel's job (its pointers 0) for operands given as (shape, strides in elements):
+    q, k, v and the mask (None, or (shape, strides, is_bool)); None where it does not apply;
+    else (job, the batch count)."""
+    (qsh, qs), (ksh, ks), (vsh, vs) = operands
+    L, E = qsh[-2:]
+    S, Ev = vsh[-2:]
+    if ksh[-2] != S or ksh[-1] != E:
+        return None
+    shapes = [qsh[:-2], ksh[:-2], vsh[:-2]]
+    if mask is not None:
+        msh, ms, _ = mask
+        if len(msh) < 2:
+            pad = 2 - len(msh)
+            msh, ms = (1,) * pad + tuple(msh), (0,) * pad + tuple(ms)
+        shapes.append(msh[:-2])
+    try:
+        batch = np.broadcast_shapes(*shapes)
+        if mask is not None and np.broadcast_shapes(msh[-2:], (L, S)) != (L, S):
+            return None
+    except ValueError:
+        return None
+    if len(batch) > _DIMS or tuple(batch) + (L, Ev) != tuple(out_shape):
+        return None
+    count = math.prod(out_shape) // max(L * Ev, 1)
+    dims = [1] * (_DIMS - len(batch)) + list(batch)
+    mask_kind, mb, mr, mc = 0, [0] * _DIMS, 0, 0
+    if mask is not None:
+        mask_kind = 2 if mask[2] else 1
+        mb = _batch_strides(msh, ms, batch)
+        mr = 0 if msh[-2] == 1 else ms[-2]
+        mc = 0 if msh[-1] == 1 else ms[-1]
+    job = job_type(
+        None, None, None, None, None,
+        (_L * _DIMS)(*dims), (_L * _DIMS)(*_batch_strides(qsh, qs, batch)),
+        (_L * _DIMS)(*_batch_strides(ksh, ks, batch)),
+        (_L * _DIMS)(*_batch_strides(vsh, vs, batch)), (_L * _DIMS)(*mb),
+        L, S, E, Ev, qs[-2], qs[-1], ks[-2], ks[-1], vs[-2], vs[-1],
+        mr, mc, scale, int(causal), int(safe), mask_kind, 0,
+    )  # fmt: skip
+    return job, count
 
 
 def attention(q, k, v, mask, *, scale: float, causal: bool, safe: bool):
@@ -364,15 +429,9 @@ def attention(q, k, v, mask, *, scale: float, causal: bool, safe: bool):
     S, Ev = v.shape[-2:]
     if k.shape[-2] != S or k.shape[-1] != E:
         return None
-    if mask is not None and mask.ndim < 2:
-        mask = mask.reshape((1,) * (2 - mask.ndim) + mask.shape)
     try:
         batch = np.broadcast_shapes(*(a.shape[:-2] for a in arrays))
-        if mask is not None and np.broadcast_shapes(mask.shape[-2:], (L, S)) != (L, S):
-            return None
     except ValueError:
-        return None
-    if len(batch) > _DIMS:
         return None
     out = np.empty(batch + (L, Ev), dtype)
     if out.size == 0:
@@ -380,24 +439,58 @@ def attention(q, k, v, mask, *, scale: float, causal: bool, safe: bool):
     found = _function(dtype) if S and E else None
     if found is None:
         return None
-    fn, job_type, pool = found
-    count = out.size // (L * Ev)
-    dims = [1] * (_DIMS - len(batch)) + list(batch)
-    mask_kind, mask_ptr, mb, mr, mc = 0, None, [0] * _DIMS, 0, 0
-    if mask is not None:
-        mask_kind = 2 if mask.dtype == np.bool_ else 1
-        mask_ptr, mb = mask.ctypes.data, _batch_strides(mask, batch)
-        mr = 0 if mask.shape[-2] == 1 else mask.strides[-2] // mask.itemsize
-        mc = 0 if mask.shape[-1] == 1 else mask.strides[-1] // mask.itemsize
-    qs, ks, vs = q.strides, k.strides, v.strides
-    i = q.itemsize
-    job = job_type(
-        q.ctypes.data, k.ctypes.data, v.ctypes.data, mask_ptr, out.ctypes.data,
-        (_L * _DIMS)(*dims), (_L * _DIMS)(*_batch_strides(q, batch)),
-        (_L * _DIMS)(*_batch_strides(k, batch)), (_L * _DIMS)(*_batch_strides(v, batch)),
-        (_L * _DIMS)(*mb),
-        L, S, E, Ev, qs[-2] // i, qs[-1] // i, ks[-2] // i, ks[-1] // i, vs[-2] // i, vs[-1] // i,
-        mr, mc, scale, int(causal), int(safe), mask_kind, 0,
+    fn, job_type, pool, _ = found
+
+    def described(a):
+        return a.shape, tuple(st // a.itemsize for st in a.strides)
+
+    masked = None if mask is None else (*described(mask), mask.dtype == np.bool_)
+    made = _job_of(
+        job_type, [described(a) for a in (q, k, v)], masked, out.shape,
+        scale=scale, causal=causal, safe=safe,
     )  # fmt: skip
+    if made is None:
+        return None
+    job, count = made
+    job.q, job.k, job.v, job.o = q.ctypes.data, k.ctypes.data, v.ctypes.data, out.ctypes.data
+    job.m = None if mask is None else mask.ctypes.data
     fn(ctypes.addressof(job), count, pool)
     return None if job.failed else out
+
+
+def attention_step(q, k, v, mask, out, *, scale: float, causal: bool, safe: bool):
+    """The C graph runner's step of an ``attention`` node (kernels/cstep.py) on C-contiguous
+    operands of types ``q``, ``k``, ``v``, ``mask`` (or None) and result ``out``, or None
+    where the kernel does not apply."""
+    from .cstep import CStep, function_address
+
+    dtype = q.dtype.np
+    types = (q, k, v) if mask is None else (q, k, v, mask)
+    if any(t.dtype.np != dtype for t in types[:3]) or min(len(t.shape) for t in types[:3]) < 2:
+        return None
+    if mask is not None and mask.dtype.np not in (dtype, np.dtype(np.bool_)):
+        return None
+    if 0 in out.shape or 0 in k.shape or any(0 in t.shape for t in types):
+        return None
+    found = _function(dtype)
+    if found is None:
+        return None
+    _, job_type, pool, step = found
+
+    def described(t):
+        return tuple(t.shape), _contiguous(tuple(t.shape))
+
+    masked = None
+    if mask is not None:
+        masked = (*described(mask), mask.dtype.np == np.bool_)
+    made = _job_of(
+        job_type, [described(t) for t in (q, k, v)], masked, tuple(out.shape),
+        scale=scale, causal=causal, safe=safe,
+    )  # fmt: skip
+    if made is None:
+        return None
+    job, count = made
+    args = np.array([ctypes.addressof(job), 0, 0, 0, 0, 0, count, pool or 0], np.int64)
+    slots = [(1, "in", 0), (2, "in", 1), (3, "in", 2), (5, "out", 0)]
+    slots += [(4, "in", 3)] if mask is not None else []
+    return CStep(function_address(step), args, slots, (job, found))

@@ -182,6 +182,15 @@ void ember_layer_norm(const S *x, const S *w, const S *b, S *y, long rows, long 
   else norm_rows(&j, 0, rows);
 }
 
+/* the C graph runner's step (kernels/cstep.py): x, w, b, y, rows, n, eps's bits, the pool,
+   parallel_min */
+void ember_layer_norm_step(const long *a) {
+  double eps;
+  __builtin_memcpy(&eps, &a[6], sizeof eps);
+  ember_layer_norm((const S *)a[0], (const S *)a[1], (const S *)a[2], (S *)a[3], a[4], a[5], eps,
+                   (ember_pool)a[7], a[8]);
+}
+
 /* dx = rstd * (u - mean(u) - xhat * mean(u * xhat)), u = w * g; dw += g * xhat; db += g.
    In float, one pass gathers sum x, sum x^2, sum u and sum u x in double and a second writes
    dx (sum(u xhat) = rstd (sum u x - mean sum u)): a row of float32 values cancels in these
@@ -280,6 +289,7 @@ _SIGNATURES = {
     "ember_gelu_backward": [_P, _P, _P, _L, _I, _P, _L],
     "ember_layer_norm": [_P, _P, _P, _P, _L, _L, _D, _P, _L],
     "ember_layer_norm_backward": [_P, _P, _P, _P, _P, _P, _L, _L, _D, _L, _P],
+    "ember_layer_norm_step": [_P],
 }
 
 
@@ -371,6 +381,25 @@ def layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> np.nd
         _parallel_min(),
     )
     return y
+
+
+def layer_norm_step(x, w, b, eps: float):
+    """The C graph runner's step of ``layer_norm`` on operands of types ``x``, ``w``, ``b``
+    (`kernels/cstep.py`), or None (a dtype without kernels, an empty operand)."""
+    from .cstep import CStep, function_address
+
+    dtype = x.dtype.np
+    n = int(np.prod(w.shape, dtype=np.int64))
+    size = int(np.prod(x.shape, dtype=np.int64))
+    found = _functions(dtype) if all(t.dtype.np == dtype for t in (w, b)) else None
+    if found is None or n == 0 or size == 0:
+        return None
+    fns, pool = found
+    bits = int(np.array([eps], np.float64).view(np.int64)[0])
+    args = np.array([0, 0, 0, 0, size // n, n, bits, pool or 0, _parallel_min()], np.int64)
+    step = fns["ember_layer_norm_step"]
+    slots = [(0, "in", 0), (1, "in", 1), (2, "in", 2), (3, "out", 0)]
+    return CStep(function_address(step), args, slots, (fns,))
 
 
 def layer_norm_backward(x: np.ndarray, w: np.ndarray, g: np.ndarray, eps: float):

@@ -1,6 +1,7 @@
 """The C steps of the graph runner (runtime/cgraph.py) that belong to no kernel module of their
-own: concatenation and reshapes (copies: the runner's arrays are contiguous), and linear layers
-(bias and ReLU included) and products by a matrix, on ember's GEMM kernels (kernels/cgemm.py).
+own: concatenation, reshapes and views (copies: the runner's arrays are contiguous),
+linear layers (bias and ReLU included) and products by a matrix, on ember's GEMM kernels
+(kernels/cgemm.py), and a sequence of steps run as one (a product, then its epilogue's loop).
 The convolution's and max pooling's steps live with their kernels (kernels/cconv.py,
 kernels/cpooling.py).
 
@@ -18,7 +19,7 @@ import numpy as np
 
 from .cstep import CStep, function_address
 
-__all__ = ["concat_step", "copy_step", "linear_step"]
+__all__ = ["concat_step", "copy_step", "linear_step", "strided_copy_step", "sequence_step"]
 
 _SOURCE = r"""
 #include <string.h>
@@ -59,6 +60,39 @@ LINEAR_STEP(double, ember_linear_step_f64)
 /* a copy of ``n`` bytes (a reshape: the runner's arrays are contiguous). args: out, in, n */
 void ember_copy_step(const long *a) { memcpy((char *)a[0], (const char *)a[1], (size_t)a[2]); }
 
+/* a strided copy (a view's elements, copied): the C-contiguous output, of shape ``shape``,
+   reads its element i at offset + sum(i_d * stride_d) bytes of the input (strides may be 0 or
+   negative). args: out, in, ndim (1 to 16), itemsize, offset, the shape, the strides */
+void ember_strided_copy_step(const long *a) {
+  char *out = (char *)a[0];
+  const char *in = (const char *)a[1] + a[4];
+  long nd = a[2], size = a[3], idx[16] = {0}, outer = 1;
+  const long *shape = a + 5, *stride = a + 5 + nd;
+  long inner = shape[nd - 1], step = stride[nd - 1];
+  for (long d = 0; d < nd - 1; d++) outer *= shape[d];
+  for (long o = 0; o < outer; o++) {
+    const char *src = in;
+    for (long d = 0; d < nd - 1; d++) src += idx[d] * stride[d];
+    if (step == size) /* a contiguous run: one copy */
+      memcpy(out, src, (size_t)(inner * size));
+    else if (size == 4)
+      for (long i = 0; i < inner; i++) memcpy(out + 4 * i, src + i * step, 4);
+    else if (size == 8)
+      for (long i = 0; i < inner; i++) memcpy(out + 8 * i, src + i * step, 8);
+    else
+      for (long i = 0; i < inner; i++) memcpy(out + size * i, src + i * step, (size_t)size);
+    out += inner * size;
+    for (long d = nd - 2; d >= 0 && ++idx[d] == shape[d]; d--) idx[d] = 0;
+  }
+}
+
+/* steps run one after another, their argument blocks inline: a count, then per step its
+   function, its block's length and the block */
+typedef void (*ember_step)(const long *args);
+void ember_sequence_step(const long *a) {
+  for (long i = 0, at = 1; i < a[0]; i++, at += 2 + a[at + 1]) ((ember_step)a[at])(a + at + 2);
+}
+
 /* concat along an axis: per input, ``outer`` rows of ``len`` bytes, side by side in the
    output's rows of ``row`` bytes. args: out, inputs, outer, row, then (pointer, len) each */
 void ember_concat_step(const long *a) {
@@ -76,8 +110,8 @@ void ember_concat_step(const long *a) {
 
 @functools.cache
 def _library():
-    """(the concat step, the copy step, the linear steps by dtype), or None without a
-    compiler."""
+    """(the concat step, the copy step, the linear steps by dtype, the sequence step, the
+    strided copy step), or None without a compiler."""
     from . import ccompile
 
     if not ccompile.compiler_available():
@@ -90,9 +124,46 @@ def _library():
             np.dtype(dtype): ccompile.load(_SOURCE, f"ember_linear_step_{name}", p)
             for dtype, name in ((np.float32, "f32"), (np.float64, "f64"))
         }
+        sequence = ccompile.load(_SOURCE, "ember_sequence_step", p)
+        strided = ccompile.load(_SOURCE, "ember_strided_copy_step", p)
     except ccompile.CompileError:
         return None
-    return concat, copy, linear
+    return concat, copy, linear, sequence, strided
+
+
+def strided_copy_step(itemsize: int, shape: tuple, strides: tuple, offset: int) -> CStep | None:
+    """The C step of a view op's node (kernels' callers work out the view): the output, of
+    ``shape``, holds the elements the view reads at ``offset`` + ``strides`` (bytes) from its
+    C-contiguous input (the runner's arrays are contiguous)."""
+    library = _library()
+    if library is None or not 1 <= len(shape) <= 16 or 0 in shape:
+        return None
+    args = [0, 0, len(shape), itemsize, offset, *shape, *strides]
+    slots = [(0, "out", 0), (1, "in", 0)]
+    return CStep(function_address(library[4]), np.array(args, np.int64), slots, (library,))
+
+
+def sequence_step(steps: list, slots: list) -> CStep | None:
+    """One step running ``steps`` (`CStep`s) in order, their argument blocks copied inline
+    (a block's own pointers lead to memory its ``keep`` holds, never into the block).
+    ``slots[i]``: step i's slots as the combined step's node sees them, ``(slot, role, index)``
+    per slot of that step's block, or ``(slot, address)`` for memory of the caller's own
+    (a scratch array it keeps alive through the result's ``keep``)."""
+    library = _library()
+    if library is None or any(s is None for s in steps):
+        return None
+    args, combined, keep = [len(steps)], [], [library]
+    for step, mapped in zip(steps, slots):
+        base = len(args) + 2
+        block = [int(x) for x in step.args]
+        for entry in mapped:
+            if len(entry) == 2:  # (slot, address): fixed memory
+                block[entry[0]] = entry[1]
+            else:
+                combined.append((base + entry[0], entry[1], entry[2]))
+        args += [step.fn, len(block), *block]
+        keep.append(step.keep)
+    return CStep(function_address(library[3]), np.array(args, np.int64), combined, tuple(keep))
 
 
 def concat_step(node) -> CStep | None:

@@ -116,6 +116,7 @@ class OpDef:
     scatter: Any = None  # ScatterRule (pool_scatter)
     picks: Any = None  # PickRule (max_pool)
     complex: Any = None  # Complex: the op takes complex operands (ops/_rules.py)
+    pattern: Any = None  # PatternRule: the op computes a subgraph of other ops (ops/_rules.py)
     float8: bool = False  # the op takes float8 operands: it moves or compares values only
     run: Callable[..., Any] = field(init=False, repr=False)
 

@@ -21,7 +21,7 @@ from ._registry import REGISTRY
 from ._rules import EpilogueRule
 from .program import Input, Instr, Program
 
-__all__ = ["gemm", "relu_only", "row_block_rule", "rows_of"]
+__all__ = ["chained_c_step", "gemm", "relu_only", "row_block_rule", "rows_of"]
 
 
 def _takes_blocks(node, program, outputs, out_types, in_types, slot) -> bool:
@@ -65,6 +65,51 @@ def relu_only(node) -> bool:
         and attrs["outputs"] == (0,)
         and attrs["program"] == relu
     )
+
+
+def chained_c_step(node, product_step):
+    """The C graph runner's step of a fused node whose epilogue is any C loop: the product's
+    own step (``product_step(result_type)``: slots ``"in"`` the node's producer inputs,
+    ``"out"`` 0 the product), then the program's loop (kernels/cfuse.py) over it, as one step
+    (kernels/csteps.py `sequence_step`). The product is written where the node's first output
+    goes when that has its type, and the loop writes over it in place, as the compiled node
+    does (kernels/cepilogue.py); else into scratch memory of the step's own. None where
+    either step does not apply."""
+    from ..kernels import cfuse, csteps
+
+    attrs = node.attrs
+    n, slot = attrs["n_producer"], attrs["slot"]
+    producer = attrs["producer"]
+    result = producer.infer(*(v.type for v in node.inputs[:n]), **dict(attrs["producer_attrs"]))
+    product = product_step(result)
+    in_types = [v.type for v in node.inputs[n:]]
+    in_types.insert(slot, result)
+    loop = cfuse.c_step(attrs["program"], attrs["outputs"], attrs["out_types"], in_types)
+    if product is None or loop is None:
+        return None
+    scratch = None
+    if node.outputs[0].type != result:
+        scratch = np.empty(tuple(result.shape), result.dtype.np)
+    where = ("out", 0) if scratch is None else (scratch.ctypes.data,)
+
+    def product_slot(s, role, i):
+        return (s, *where) if role == "out" else (s, role, i)
+
+    def loop_slot(s, role, j):
+        if role == "out":
+            return (s, role, j)
+        if j == slot:
+            return (s, *where)
+        return (s, "in", n + j - (j > slot))
+
+    slots = [
+        [product_slot(*entry) for entry in product.slots],
+        [loop_slot(*entry) for entry in loop.slots],
+    ]
+    step = csteps.sequence_step([product, loop], slots)
+    if step is not None and scratch is not None:
+        step.keep = (*step.keep, scratch)
+    return step
 
 
 def row_block_rule(rows, accepts=lambda node: True, c_step=None) -> EpilogueRule:

@@ -116,6 +116,9 @@ Transforms
 * ``picks``: a `PickRule`: one output holds an operand's elements at the positions another
   output names (max pooling's values and window codes): reading that operand there through
   the rule's gather is the values output (transforms/scatter_masks.py).
+* ``pattern``: a `PatternRule`: the op computes what a subgraph of other ops computes (attention:
+  the product, scale, mask, softmax and product exporters write); transforms/patterns.py
+  replaces each subgraph the rule matches with the op's call.
 * ``unroll(graph, node, max_trips, folder) -> int | None``: a loop op unrolls itself
   (transforms/unroll.py drives it; control/ defines it).
 * ``channel_affine(arrays, attrs) -> (operand, scale, shift) | None``: given its operands'
@@ -154,6 +157,7 @@ __all__ = [
     "EpilogueRule",
     "FusedRule",
     "Identity",
+    "PatternRule",
     "PickRule",
     "Producer",
     "ReductionRule",
@@ -251,6 +255,22 @@ class ScatterRule(NamedTuple):
     values: int
     index: int
     gather: Callable[[dict], tuple]
+
+
+class PatternRule(NamedTuple):
+    """The op computes what a subgraph of other ops computes (transforms/patterns.py).
+    ``roots``: the ops such a subgraph ends in; ``match(op, node, constant) -> build | None``
+    looks at the subgraph ending in ``node`` (a call of a root; ``op``: the rule's own OpDef;
+    ``constant(value)``: the array a value always holds, or None) and returns None unless
+    every condition of the equivalence holds (shapes, dtypes, constants' values, values read
+    only inside the subgraph); ``build(graph) -> Value`` then adds the op's call (and any view
+    it needs) where the graph inserts and returns the value that replaces ``node``'s output
+    (of its type).
+    The op may round differently from the subgraph (a scale applied to another operand): the
+    pass is checked within rounding."""
+
+    roots: tuple
+    match: Callable[..., Any]
 
 
 class PickRule(NamedTuple):

@@ -24,6 +24,7 @@ from ..errors import DTypeError, ShapeError
 from ..types import TensorType
 from . import _onnx
 from . import api as E
+from ._attention_pattern import attention_pattern
 from ._registry import Cost, OpDef, apply, register
 from ._rules import Autocast
 from ._util import broadcast_shapes, fmt_shape, io_bytes, numel
@@ -88,6 +89,17 @@ def _fast(q, k, v, *mask, scale, causal, safe):
     return cattention.attention(
         q, k, v, mask[0] if mask else None, scale=scale, causal=causal, safe=safe
     )
+
+
+def _c_step(node):
+    from ..kernels import cattention
+
+    q, k, v, *mask = (t.type for t in node.inputs)
+    a = node.attrs
+    return cattention.attention_step(
+        q, k, v, mask[0] if mask else None, node.outputs[0].type,
+        scale=a["scale"], causal=a["causal"], safe=a["safe"],
+    )  # fmt: skip
 
 
 def _weights(q, k, mask, scale, causal, safe):
@@ -168,9 +180,11 @@ ATTENTION = register(
         infer=_infer,
         kernel=_kernel,
         fast=_fast,
+        c_step=_c_step,
         vjp=_vjp,
         cost=_cost,
         flop_family="attention",
+        pattern=attention_pattern(),
         autocast=Autocast.LOWER,
         doc="attention(q, k, v[, mask], scale, causal, safe): softmax(q k^T scale + mask) v "
         "over the last two dimensions; a bool mask keeps its True positions; causal keeps "

@@ -340,7 +340,7 @@ _binary(
         "use ~ or logical_not() to invert a mask, logical_xor() for two",
     ),
 )
-_binary(
+MUL = _binary(
     "mul",
     np.multiply,
     _mul_vjp,
@@ -349,7 +349,7 @@ _binary(
     onnx=ox.onnx_logic("Mul", "And"),
     complex=Complex.GRADIENT,
 )
-_binary(
+DIV = _binary(
     "div",
     np.true_divide,
     _div_vjp,

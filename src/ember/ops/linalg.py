@@ -30,7 +30,7 @@ from ._matmul_kernels import (
     product_workspace,
 )
 from ._registry import Cost, OpDef, TensorBase, apply, export, register
-from ._row_blocks import gemm, relu_only, row_block_rule, rows_of
+from ._row_blocks import chained_c_step, gemm, relu_only, row_block_rule, rows_of
 from ._rules import ChannelWeights, Complex
 from ._util import (
     broadcast_shapes,
@@ -175,9 +175,11 @@ def _matmul_epilogue_c_step(node):
     from ..kernels import csteps
 
     a, b = (v.type for v in node.inputs[:2])
-    if not relu_only(node) or len(b.shape) != 2:
+    if len(b.shape) != 2:
         return None
-    return csteps.linear_step(a, b, None, node.outputs[0].type, transposed=False, relu=True)
+    if relu_only(node):
+        return csteps.linear_step(a, b, None, node.outputs[0].type, transposed=False, relu=True)
+    return chained_c_step(node, lambda out: csteps.linear_step(a, b, None, out, transposed=False))
 
 
 # an elementwise reader runs on blocks of rows (ops/_row_blocks.py), for a product by a matrix
@@ -350,9 +352,13 @@ def _linear_rows(arrays, **attrs):
 def _linear_epilogue_c_step(node):
     from ..kernels import csteps
 
-    x, w, *bias = (v.type for v in node.inputs)
     if not relu_only(node):
-        return None
+        x, w, *bias = (v.type for v in node.inputs[: node.attrs["n_producer"]])
+        bias = bias[0] if bias else None
+        return chained_c_step(
+            node, lambda out: csteps.linear_step(x, w, bias, out, transposed=True)
+        )
+    x, w, *bias = (v.type for v in node.inputs)
     out = node.outputs[0].type
     return csteps.linear_step(x, w, *(bias or [None]), out, transposed=True, relu=True)
 

@@ -408,6 +408,11 @@ def _norm_fast(x, weight, bias, *, eps):  # (half precision too: kernels/cnorm_a
     return _fast_module().layer_norm(x, weight, bias, eps)
 
 
+def _norm_c_step(node):
+    x, w, b = (v.type for v in node.inputs)
+    return _fast_module().layer_norm_step(x, w, b, node.attrs["eps"])
+
+
 def _norm_grad_fast(x, weight, g, *, eps):
     return _fast_module().layer_norm_backward(x, weight, g, eps)
 
@@ -550,6 +555,7 @@ LAYER_NORM = register(
         infer=_norm_infer,
         kernel=_norm_kernel,
         fast=_norm_fast,
+        c_step=_norm_c_step,
         vjp=_norm_vjp,
         cost=elementwise_cost(8),
         save_inputs=(0, 1),

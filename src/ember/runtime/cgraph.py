@@ -14,7 +14,9 @@ never share any). An op offers one through its ``c_step`` rule, ``rule(node) -> 
 holds the steps of concat, reshape, linear and matmul, the kernels' own modules the others (a
 fused loop's is its compiled loop, kernels/cfuse.py). An elementwise op with a C expression
 and no rule of its own (one no fused group took) runs as the one-instruction loop the fusion
-pass would make of it (ops/fused.py `lone_c_step`). A
+pass would make of it (ops/fused.py `lone_c_step`); a view op with no rule of its own, or one
+its rule declines (permute, basic getitem, a real broadcast), copies its view's elements
+(ops/_view_step.py). A
 step runs its kernel on the thread that claims it, sharing the kernel's work over the pool where
 the pool is free (a run on one thread; beside other steps, a nested call runs on its own thread).
 
@@ -45,8 +47,9 @@ from operator import is_not
 
 import numpy as np
 
-from ..kernels.cstep import STEP_CALL
+from ..kernels.cstep import STEP_CALL, data_address
 from ..ops._registry import native_code
+from ..ops._view_step import view_c_step
 from ..ops.fused import lone_c_step
 
 __all__ = ["CGraphProgram", "c_steps", "measure_nodes"]
@@ -156,9 +159,11 @@ def c_steps(graph) -> list | None:
         if hook is None and node.op.c is not None:  # a lone elementwise op: a loop of one
             hook = lone_c_step
         types = [v.type for v in (*node.inputs, *node.outputs)]
-        if hook is None or not all(isinstance(d, int) for t in types for d in t.shape):
+        if not all(isinstance(d, int) for t in types for d in t.shape):
             return None  # (a symbolic size is known only when the graph runs)
-        step = hook(node)
+        step = None if hook is None else hook(node)
+        if step is None and node.op.view:  # a view its own rule declines: its elements copied
+            step = view_c_step(node)
         if step is None:
             return None
         steps.append(step)
@@ -288,7 +293,7 @@ def _distinct_nbytes(arrays: list) -> int:
 
 def _write(slots: list, array: np.ndarray) -> None:
     if slots:
-        address = array.ctypes.data
+        address = data_address(array)  # (a buffer export: cheaper than ``array.ctypes``)
         for block, slot in slots:
             block[slot] = address
 

@@ -3,7 +3,8 @@
 Levels select pipelines the way ONNX Runtime's do: ``O0`` runs nothing; ``O1`` the basic
 clean-ups (constant folding, common-subexpression and dead-code elimination); ``O2`` adds
 algebraic simplification and masks moved before scatter-adds (transforms/scatter_masks.py);
-``O3`` adds loop unrolling (static trip counts), elementwise fusion
+``O3`` adds loop unrolling (static trip counts), subgraphs one op computes replaced by its call
+(transforms/patterns.py: attention as exporters write it), elementwise fusion
 (compiled to C by the code generator), matmul epilogues and memory-aware scheduling (kept only
 where it lowers the planned peak, plan/schedule.py).
 A pipeline runs its passes in order and repeats the whole sequence while any pass changes the
@@ -41,6 +42,7 @@ from .fold import FOLD
 from .fold_affine import FOLD_AFFINE
 from .fold_affine_inputs import FOLD_AFFINE_INPUTS
 from .fuse import FUSE
+from .patterns import PATTERNS
 from .scatter_masks import SCATTER_MASKS
 from .simplify import SIMPLIFY
 from .unroll import unroll_loops
@@ -55,6 +57,7 @@ PASSES: tuple[Pass, ...] = (
     FOLD_AFFINE,
     FOLD_AFFINE_INPUTS,
     SIMPLIFY,
+    PATTERNS,
     SCATTER_MASKS,
     CSE,
     DCE,
