@@ -6,6 +6,11 @@ backward) fed its graph from the gradient tensor it saw while tracing. ``zero_gr
 and the next eager backward make a new tensor, so every later call read the first call's
 gradient: the captured ``clip_grad_norm_`` + ``opt.step()`` of a gradient-accumulation loop
 stepped with stale gradients.
+
+An in-place op on a view of a parameter inside a captured step (``m.weight[:, 0].clamp_(...)``
+under no_grad after ``opt.step()``: weight masking, max-norm constraints) raised AttributeError:
+the write-through compared the eager base's version counter with the graph view's, which has
+none.
 """
 
 import numpy as np
@@ -54,6 +59,38 @@ def grads_made_outside(torch, ctx):
 
 def test_grads_made_outside_a_captured_function():
     check_program(grads_made_outside, capture=True)
+
+
+def view_writes_on_params(torch, ctx):
+    nn = torch.nn
+    m = ctx.init(nn.Linear(4, 4))
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    keep = ctx.t(np.array([[True, False, True, False]] * 4))
+
+    @ctx.fn
+    def step(x):
+        loss = m(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        with torch.no_grad():
+            m.weight[:, 0].clamp_(-0.1, 0.1)
+            m.weight.data[:, 1].clamp_(-0.05, 0.05)
+            m.weight.copy_(torch.where(keep, m.weight, m.weight * 0.5))
+            m.weight.T[0].add_(0.01)
+            m.weight.view(-1)[::5].mul_(0.9)
+            m.weight.diagonal().clamp_(min=0.0)
+            m.weight.unsqueeze(0)[0, 3].sub_(0.01)
+            nn.init.zeros_(m.bias[2:])
+            m.bias.narrow(0, 0, 1).fill_(0.25)
+        return loss
+
+    x = ctx.t(np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32))
+    return [[step(x) for _ in range(3)], m.weight, m.bias, m.weight.grad]
+
+
+def test_view_writes_on_params_in_a_captured_step():
+    check_program(view_writes_on_params, capture=True)
 
 
 def test_grad_read_is_fed_from_the_owner_each_call():
