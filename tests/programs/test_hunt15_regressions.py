@@ -11,6 +11,10 @@ An in-place op on a view of a parameter inside a captured step (``m.weight[:, 0]
 under no_grad after ``opt.step()``: weight masking, max-norm constraints) raised AttributeError:
 the write-through compared the eager base's version counter with the graph view's, which has
 none.
+
+A captured function kept running its first graph after a module hook was registered or
+removed, or a submodule without tensors was replaced (``seq[1] = nn.Tanh()``): neither was in
+its cache key, and registering a hook did not send a call past its guard.
 """
 
 import numpy as np
@@ -91,6 +95,33 @@ def view_writes_on_params(torch, ctx):
 
 def test_view_writes_on_params_in_a_captured_step():
     check_program(view_writes_on_params, capture=True)
+
+
+def hooks_and_submodules_changed(torch, ctx):
+    nn = torch.nn
+    m = ctx.init(nn.Sequential(nn.Linear(3, 3), nn.ReLU(), nn.Linear(3, 1)))
+    opt = torch.optim.SGD(m.parameters(), lr=0.0)  # (a key built on every call)
+    f = ctx.fn(lambda x: m(x).sum())
+    g = ctx.fn(lambda x: (m(x).sum(), opt)[0])
+    x = ctx.t(np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32))
+    out = [f(x), g(x)]
+    h = m[0].register_forward_hook(lambda mod, i, o: o * 2)
+    out += [f(x), g(x)]
+    h.remove()
+    out += [f(x), g(x)]
+    h = m[2].register_forward_pre_hook(lambda mod, i: (i[0] + 1,))
+    out += [f(x), g(x)]
+    h.remove()
+    hg = torch.nn.modules.module.register_module_forward_hook(lambda mod, i, o: o + 0.5)
+    out += [f(x), g(x)]
+    hg.remove()
+    m[1] = nn.Tanh()
+    out += [f(x), g(x)]
+    return out
+
+
+def test_hooks_and_submodules_changed_between_calls():
+    check_program(hooks_and_submodules_changed, capture=True)
 
 
 def test_grad_read_is_fed_from_the_owner_each_call():

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 
 from ..errors import EmberError
 from ..graph.symbolic_tensor import SymbolicTensor
+from ..nn import _global_hooks
 from ..nn.module import Module
 from ..optim.optimizer import Optimizer
 from ..tensor import GRAD_SLOT, Tensor
@@ -70,6 +71,46 @@ __all__ = [
     "watching_grad_reads",
     "state_signature",
 ]
+
+
+_HOOK_TABLES = (
+    "_forward_pre_hooks",
+    "_forward_pre_hooks_with_kwargs",
+    "_forward_hooks",
+    "_forward_hooks_with_kwargs",
+    "_forward_hooks_always_called",
+    "_backward_pre_hooks",
+    "_backward_hooks",
+)
+_GLOBAL_HOOK_TABLES = (
+    _global_hooks._global_forward_pre_hooks,
+    _global_hooks._global_forward_hooks,
+    _global_hooks._global_forward_hooks_with_kwargs,
+    _global_hooks._global_forward_hooks_always_called,
+    _global_hooks._global_backward_pre_hooks,
+    _global_hooks._global_backward_hooks,
+)
+
+
+def _hooks_of(modules: list) -> tuple:
+    """The hooks of ``modules`` and the global module hooks, for a cache key: per module that
+    has any, its position and each table's (handle id, hook) identities."""
+    out = []
+    for i, sub in enumerate(modules):
+        if (
+            sub._forward_pre_hooks
+            or sub._forward_hooks
+            or sub._backward_hooks
+            or sub._backward_pre_hooks
+        ):
+            out.append((i, *(_table_ids(getattr(sub, name)) for name in _HOOK_TABLES)))
+    if any(_GLOBAL_HOOK_TABLES):
+        out.append(tuple(map(_table_ids, _GLOBAL_HOOK_TABLES)))
+    return tuple(out)
+
+
+def _table_ids(table: dict) -> tuple:
+    return tuple((k, id(v)) for k, v in table.items())
 
 
 def _walk(module: Module, named: bool = True) -> list:
@@ -164,11 +205,15 @@ class Reachable:
             # one walk of the module tree for its parameters, then its buffers, each in
             # named_parameters' and named_buffers' order
             walk = _walk(m, named)
-            flags = tuple(sub.training for _, sub in walk)
+            subs = [sub for _, sub in walk]
+            flags = tuple(sub.training for sub in subs)
             # (and the attributes modules name in ``_graph_flags``: DDP's no_sync flag)
-            extra = tuple(getattr(sub, n) for _, sub in walk for n in sub._graph_flags)
-            self._flags.append((flags, extra) if extra else flags)
-            self._walked += [sub for _, sub in walk]
+            extra = tuple(getattr(sub, n) for sub in subs for n in sub._graph_flags)
+            # which modules the tree holds (``seq[1] = nn.Tanh()``) and their hooks: the
+            # graph holds what they computed
+            structure = (tuple(map(id, subs)), _hooks_of(subs))
+            self._flags.append((flags, extra, structure) if extra else (flags, structure))
+            self._walked += subs
             if named:
                 top = f"{prefix}." if prefix else ""  # the traced module itself: its own names
                 walk = [(f"{top}{path}." if path else top, sub) for path, sub in walk]
@@ -488,7 +533,10 @@ def state_signature(reach: Reachable) -> tuple:
     values += [guard for _, guard in reach.python_values]
 
     def labels() -> list:
-        out = [f"{name}: training flags (or _graph_flags)" for name, _ in reach.modules]
+        out = [
+            f"{name}: training flags (or _graph_flags), submodules or module hooks"
+            for name, _ in reach.modules
+        ]
         for name, opt in reach.optimizers:
             out += [
                 f"{name}.param_groups[{g}] hyper-parameters the graph bakes in"
