@@ -14,7 +14,9 @@ none.
 
 A captured function kept running its first graph after a module hook was registered or
 removed, or a submodule without tensors was replaced (``seq[1] = nn.Tanh()``): neither was in
-its cache key, and registering a hook did not send a call past its guard.
+its cache key, and registering a hook did not send a call past its guard. Nor was a Python
+attribute that a nested user module's forward reads (``model.attn.causal = True``): only the
+modules the function names had their forward's reads guarded.
 """
 
 import numpy as np
@@ -122,6 +124,49 @@ def hooks_and_submodules_changed(torch, ctx):
 
 def test_hooks_and_submodules_changed_between_calls():
     check_program(hooks_and_submodules_changed, capture=True)
+
+
+def nested_module_flag(torch, ctx):
+    nn = torch.nn
+
+    class Attn(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q = nn.Linear(3, 3)
+            self.causal = False
+            self.scale = 1.0
+
+        def forward(self, x):
+            a = self.q(x) @ x.transpose(-1, -2) * self.scale
+            if self.causal:
+                a = a.masked_fill(torch.ones(3, 3, dtype=torch.bool).triu(1), float("-inf"))
+            return a.softmax(-1) @ x
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleList([Attn(), Attn()])
+
+        def forward(self, x):
+            for b in self.blocks:
+                x = b(x)
+            return x
+
+    m = ctx.init(Net())
+    f = ctx.fn(m)
+    x = ctx.t(np.random.default_rng(0).standard_normal((1, 3, 3)).astype(np.float32))
+    out = [f(x)]
+    m.blocks[1].causal = True
+    out.append(f(x))
+    m.blocks[0].scale = 0.5
+    out.append(f(x))
+    m.blocks[1].causal = False
+    out.append(f(x))
+    return out
+
+
+def test_nested_module_flag_changed_between_calls():
+    check_program(nested_module_flag, capture=True)
 
 
 def test_grad_read_is_fed_from_the_owner_each_call():

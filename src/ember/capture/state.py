@@ -46,7 +46,6 @@ from dataclasses import dataclass, field
 
 from ..errors import EmberError
 from ..graph.symbolic_tensor import SymbolicTensor
-from ..nn import _global_hooks
 from ..nn.module import Module
 from ..optim.optimizer import Optimizer
 from ..tensor import GRAD_SLOT, Tensor
@@ -59,6 +58,7 @@ from .guards import (
     guards_number,
     python_value,
 )
+from .hook_key import hooks_of
 
 __all__ = [
     "ARRAY_GUARD_LIMIT",
@@ -71,46 +71,6 @@ __all__ = [
     "watching_grad_reads",
     "state_signature",
 ]
-
-
-_HOOK_TABLES = (
-    "_forward_pre_hooks",
-    "_forward_pre_hooks_with_kwargs",
-    "_forward_hooks",
-    "_forward_hooks_with_kwargs",
-    "_forward_hooks_always_called",
-    "_backward_pre_hooks",
-    "_backward_hooks",
-)
-_GLOBAL_HOOK_TABLES = (
-    _global_hooks._global_forward_pre_hooks,
-    _global_hooks._global_forward_hooks,
-    _global_hooks._global_forward_hooks_with_kwargs,
-    _global_hooks._global_forward_hooks_always_called,
-    _global_hooks._global_backward_pre_hooks,
-    _global_hooks._global_backward_hooks,
-)
-
-
-def _hooks_of(modules: list) -> tuple:
-    """The hooks of ``modules`` and the global module hooks, for a cache key: per module that
-    has any, its position and each table's (handle id, hook) identities."""
-    out = []
-    for i, sub in enumerate(modules):
-        if (
-            sub._forward_pre_hooks
-            or sub._forward_hooks
-            or sub._backward_hooks
-            or sub._backward_pre_hooks
-        ):
-            out.append((i, *(_table_ids(getattr(sub, name)) for name in _HOOK_TABLES)))
-    if any(_GLOBAL_HOOK_TABLES):
-        out.append(tuple(map(_table_ids, _GLOBAL_HOOK_TABLES)))
-    return tuple(out)
-
-
-def _table_ids(table: dict) -> tuple:
-    return tuple((k, id(v)) for k, v in table.items())
 
 
 def _walk(module: Module, named: bool = True) -> list:
@@ -211,7 +171,7 @@ class Reachable:
             extra = tuple(getattr(sub, n) for sub in subs for n in sub._graph_flags)
             # which modules the tree holds (``seq[1] = nn.Tanh()``) and their hooks: the
             # graph holds what they computed
-            structure = (tuple(map(id, subs)), _hooks_of(subs))
+            structure = (tuple(map(id, subs)), hooks_of(subs))
             self._flags.append((flags, extra, structure) if extra else (flags, structure))
             self._walked += subs
             if named:
@@ -347,6 +307,8 @@ def _python_values(fn, probes: Probes | None = None) -> list:
                     probes.entry(own, a)
             for a in sorted(attrs & own.keys()):
                 add(f"{label}.{a}", own[a])
+                if depth == 0 and isinstance(own[a], Module):
+                    trees.append((f"{label}.{a}", own[a]))
             for a in sorted(changed & own.keys()):  # (a counter or flag the code changes)
                 if guards_number(own[a]):
                     add(f"{label}.{a}", own[a])
@@ -395,11 +357,32 @@ def _python_values(fn, probes: Probes | None = None) -> list:
             short = label.split(" ")[-1]
             if attrs:
                 attributes(short, value, attrs, depth)
-            if depth == 0 and isinstance(value, Module) and _user_code(type(value)):
-                read(type(value).forward, value, short, 1)  # a module it calls
+            if depth == 0 and isinstance(value, Module):
+                trees.append((short, value))
 
+    def submodules(label, module):
+        # every user module of a tree the function reaches: the Python attributes its forward
+        # reads (``self.causal`` of a nested block) are baked into the graph as the
+        # function's own are. (Not ember's modules' settings, a loss's ``label_smoothing``:
+        # reading them all on every call would cost more than their rare changes warrant)
+        for path, sub in _walk(module):
+            if id(sub) in read_modules:
+                continue
+            read_modules.add(id(sub))
+            forward = type(sub).forward
+            sub_label = f"{label}.{path}" if path else label
+            if _user_code(forward):
+                read(forward, sub, sub_label, 1)
+
+    trees: list = []
+    read_modules: set = set()
     target, owner = _target(fn)
+    if isinstance(owner, Module):
+        trees.append(("self", owner))
+        read_modules.add(id(owner))
     read(target, owner, "self", 0)
+    for label, module in trees:
+        submodules(label, module)
     return out
 
 
