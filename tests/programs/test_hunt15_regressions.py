@@ -16,7 +16,8 @@ A captured function kept running its first graph after a module hook was registe
 removed, or a submodule without tensors was replaced (``seq[1] = nn.Tanh()``): neither was in
 its cache key, and registering a hook did not send a call past its guard. Nor was a Python
 attribute that a nested user module's forward reads (``model.attn.causal = True``): only the
-modules the function names had their forward's reads guarded.
+modules the function names had their forward's reads guarded; nor a function rebound (a
+global helper, ``self.act = F.relu`` in place of ``F.gelu``): functions were not guarded.
 """
 
 import numpy as np
@@ -135,12 +136,13 @@ def nested_module_flag(torch, ctx):
             self.q = nn.Linear(3, 3)
             self.causal = False
             self.scale = 1.0
+            self.act = torch.nn.functional.gelu
 
         def forward(self, x):
             a = self.q(x) @ x.transpose(-1, -2) * self.scale
             if self.causal:
                 a = a.masked_fill(torch.ones(3, 3, dtype=torch.bool).triu(1), float("-inf"))
-            return a.softmax(-1) @ x
+            return self.act(a.softmax(-1) @ x)
 
     class Net(nn.Module):
         def __init__(self):
@@ -161,6 +163,8 @@ def nested_module_flag(torch, ctx):
     m.blocks[0].scale = 0.5
     out.append(f(x))
     m.blocks[1].causal = False
+    out.append(f(x))
+    m.blocks[0].act = torch.tanh
     out.append(f(x))
     return out
 

@@ -350,6 +350,7 @@ def _python_values(fn, probes: Probes | None = None) -> list:
                 add(label, value)
         for label, value in values:
             if isinstance(value, types.FunctionType):  # a helper: what it reads counts too
+                add(label, value)  # (and which function it is: a global rebound retraces)
                 if depth == 0 and _user_code(value):
                     read(value, None, None, 1)
                 continue
