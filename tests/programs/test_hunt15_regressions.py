@@ -17,7 +17,8 @@ removed, or a submodule without tensors was replaced (``seq[1] = nn.Tanh()``): n
 its cache key, and registering a hook did not send a call past its guard. Nor was a Python
 attribute that a nested user module's forward reads (``model.attn.causal = True``): only the
 modules the function names had their forward's reads guarded; nor a function rebound (a
-global helper, ``self.act = F.relu`` in place of ``F.gelu``): functions were not guarded.
+global helper, ``self.act = F.relu`` in place of ``F.gelu``): functions were not guarded; nor
+an attribute of a plain object a module holds (``self.config.temperature``).
 """
 
 import numpy as np
@@ -127,8 +128,14 @@ def test_hooks_and_submodules_changed_between_calls():
     check_program(hooks_and_submodules_changed, capture=True)
 
 
+class Config:
+    def __init__(self):
+        self.temperature = 1.0
+
+
 def nested_module_flag(torch, ctx):
     nn = torch.nn
+    config = Config()
 
     class Attn(nn.Module):
         def __init__(self):
@@ -137,12 +144,13 @@ def nested_module_flag(torch, ctx):
             self.causal = False
             self.scale = 1.0
             self.act = torch.nn.functional.gelu
+            self.config = config
 
         def forward(self, x):
             a = self.q(x) @ x.transpose(-1, -2) * self.scale
             if self.causal:
                 a = a.masked_fill(torch.ones(3, 3, dtype=torch.bool).triu(1), float("-inf"))
-            return self.act(a.softmax(-1) @ x)
+            return self.act((a / self.config.temperature).softmax(-1) @ x)
 
     class Net(nn.Module):
         def __init__(self):
@@ -165,6 +173,8 @@ def nested_module_flag(torch, ctx):
     m.blocks[1].causal = False
     out.append(f(x))
     m.blocks[0].act = torch.tanh
+    out.append(f(x))
+    config.temperature = 2.0
     out.append(f(x))
     return out
 

@@ -282,6 +282,16 @@ def _user_methods(cls, attrs: frozenset) -> tuple:
     return methods
 
 
+def _plain_object(value) -> bool:
+    """Whether ``value`` is a plain object whose attributes a graph may bake in (a module's
+    ``config``), not a module, optimizer, tensor, function or class."""
+    return (
+        hasattr(value, "__dict__")
+        and not callable(value)
+        and not isinstance(value, (Module, Optimizer, Tensor, types.ModuleType))
+    )
+
+
 def _python_values(fn, probes: Probes | None = None) -> list:
     """(label, `PythonValue`) of the Python values ``fn``'s code reads (see the module
     docstring), and one level further: the code of the helper functions it names, of the
@@ -297,7 +307,7 @@ def _python_values(fn, probes: Probes | None = None) -> list:
             if probes is not None:
                 probes.guarded(value, guard)
 
-    def attributes(label, obj, attrs, depth, changed=frozenset()):
+    def attributes(label, obj, attrs, depth, changed=frozenset(), inner=True):
         if isinstance(obj, (type, types.ModuleType, types.FunctionType, Tensor)):
             return
         own = getattr(obj, "__dict__", None)
@@ -306,9 +316,12 @@ def _python_values(fn, probes: Probes | None = None) -> list:
                 for a in attrs | changed:
                     probes.entry(own, a)
             for a in sorted(attrs & own.keys()):
-                add(f"{label}.{a}", own[a])
-                if depth == 0 and isinstance(own[a], Module):
-                    trees.append((f"{label}.{a}", own[a]))
+                value = own[a]
+                add(f"{label}.{a}", value)
+                if depth == 0 and isinstance(value, Module):
+                    trees.append((f"{label}.{a}", value))
+                elif inner and _plain_object(value):  # ``self.config.use_cache``
+                    attributes(f"{label}.{a}", value, attrs, depth + 1, inner=False)
             for a in sorted(changed & own.keys()):  # (a counter or flag the code changes)
                 if guards_number(own[a]):
                     add(f"{label}.{a}", own[a])
