@@ -18,7 +18,8 @@ its cache key, and registering a hook did not send a call past its guard. Nor wa
 attribute that a nested user module's forward reads (``model.attn.causal = True``): only the
 modules the function names had their forward's reads guarded; nor a function rebound (a
 global helper, ``self.act = F.relu`` in place of ``F.gelu``): functions were not guarded; nor
-an attribute of a plain object a module holds (``self.config.temperature``).
+an attribute of a plain object a module holds (``self.config.temperature``), nor one a nested
+module's helper method reads (``self._mask`` reading ``self.causal``).
 """
 
 import numpy as np
@@ -146,10 +147,13 @@ def nested_module_flag(torch, ctx):
             self.act = torch.nn.functional.gelu
             self.config = config
 
-        def forward(self, x):
-            a = self.q(x) @ x.transpose(-1, -2) * self.scale
+        def _mask(self, a):
             if self.causal:
                 a = a.masked_fill(torch.ones(3, 3, dtype=torch.bool).triu(1), float("-inf"))
+            return a
+
+        def forward(self, x):
+            a = self._mask(self.q(x) @ x.transpose(-1, -2) * self.scale)
             return self.act((a / self.config.temperature).softmax(-1) @ x)
 
     class Net(nn.Module):

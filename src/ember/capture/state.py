@@ -365,7 +365,9 @@ def _python_values(fn, probes: Probes | None = None) -> list:
             if isinstance(value, types.FunctionType):  # a helper: what it reads counts too
                 add(label, value)  # (and which function it is: a global rebound retraces)
                 if depth == 0 and _user_code(value):
-                    read(value, None, None, 1)
+                    # (a module's helper, ``attend(self, x)``: its attribute reads are of
+                    # the module, most likely)
+                    read(value, owner, owner_label, 1)
                 continue
             add(label, value)
             short = label.split(" ")[-1]
@@ -386,7 +388,7 @@ def _python_values(fn, probes: Probes | None = None) -> list:
             forward = type(sub).forward
             sub_label = f"{label}.{path}" if path else label
             if _user_code(forward):
-                read(forward, sub, sub_label, 1)
+                read(forward, sub, sub_label, 0)  # (and the methods it calls: ``self._mask``)
 
     trees: list = []
     read_modules: set = set()
