@@ -221,6 +221,8 @@ def write_through(view, what: str, positions) -> None:
     counter = getattr(base, "_vc", None)  # (eager; a graph value has none)
     version = counter[0] if counter is not None else None
     base._inplace(what, scatter)
-    if counter is not None and counter is view._vc:  # one write, one bump, as PyTorch counts
+    # one write, one bump, as PyTorch counts (a graph value's view of an eager base, a
+    # parameter clamped in part inside a captured step, has no counter of its own)
+    if counter is not None and counter is getattr(view, "_vc", None):
         counter[0] = version
     view._view_src = stamp(base)

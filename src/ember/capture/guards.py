@@ -22,7 +22,10 @@ __all__ = ["ARRAY_GUARD_LIMIT", "MISSING", "Probes", "PythonValue", "python_valu
 ARRAY_GUARD_LIMIT = 1 << 16  # elements: larger NumPy arrays are guarded by identity only
 
 _SCALARS = (bool, int, float, complex, str, bytes, type(None))
-_GUARDABLE = (*_SCALARS, np.generic, np.ndarray, tuple, list, dict)
+# functions by identity: a helper or an activation held as an attribute (``self.act = F.gelu``)
+# rebound between calls changes what the graph computes
+_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType)
+_GUARDABLE = (*_SCALARS, *_FUNCTIONS, np.generic, np.ndarray, tuple, list, dict)
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,8 @@ def _canonical(value, depth: int = 0):
     are not guarded (objects, functions, tensors, long containers)."""
     if not isinstance(value, _GUARDABLE):  # (first: most values read are objects)
         return None
+    if isinstance(value, _FUNCTIONS):
+        return ("function", value)  # (held: its identity is never reused while cached)
     if isinstance(value, float):
         return ("float", value.hex())
     if isinstance(value, complex):
@@ -83,6 +88,8 @@ def python_value(value) -> PythonValue | None:
             more = ", ...]" if value.size > 6 else ""
             shown += f" {text[:-1] + more if more else text} #{canonical[3].hex()[:8]}"
         return PythonValue(canonical, shown, whole)
+    if isinstance(value, _FUNCTIONS):
+        return PythonValue(canonical, f"function {getattr(value, '__qualname__', value)}")
     shown = repr(value)
     return PythonValue(canonical, shown if len(shown) <= 60 else shown[:57] + "...")
 
@@ -163,7 +170,7 @@ def _loads(code) -> tuple:
 
 
 MISSING = object()  # what a probe saw where a name was not set (or a closure cell empty)
-_IMMUTABLE = (*_SCALARS, np.generic)
+_IMMUTABLE = (*_SCALARS, *_FUNCTIONS, np.generic)
 
 
 class Probes:

@@ -58,6 +58,7 @@ from .guards import (
     guards_number,
     python_value,
 )
+from .hook_key import hooks_of
 
 __all__ = [
     "ARRAY_GUARD_LIMIT",
@@ -164,11 +165,15 @@ class Reachable:
             # one walk of the module tree for its parameters, then its buffers, each in
             # named_parameters' and named_buffers' order
             walk = _walk(m, named)
-            flags = tuple(sub.training for _, sub in walk)
+            subs = [sub for _, sub in walk]
+            flags = tuple(sub.training for sub in subs)
             # (and the attributes modules name in ``_graph_flags``: DDP's no_sync flag)
-            extra = tuple(getattr(sub, n) for _, sub in walk for n in sub._graph_flags)
-            self._flags.append((flags, extra) if extra else flags)
-            self._walked += [sub for _, sub in walk]
+            extra = tuple(getattr(sub, n) for sub in subs for n in sub._graph_flags)
+            # which modules the tree holds (``seq[1] = nn.Tanh()``) and their hooks: the
+            # graph holds what they computed
+            structure = (tuple(map(id, subs)), hooks_of(subs))
+            self._flags.append((flags, extra, structure) if extra else (flags, structure))
+            self._walked += subs
             if named:
                 top = f"{prefix}." if prefix else ""  # the traced module itself: its own names
                 walk = [(f"{top}{path}." if path else top, sub) for path, sub in walk]
@@ -277,6 +282,16 @@ def _user_methods(cls, attrs: frozenset) -> tuple:
     return methods
 
 
+def _plain_object(value) -> bool:
+    """Whether ``value`` is a plain object whose attributes a graph may bake in (a module's
+    ``config``), not a module, optimizer, tensor, function or class."""
+    return (
+        hasattr(value, "__dict__")
+        and not callable(value)
+        and not isinstance(value, (Module, Optimizer, Tensor, types.ModuleType))
+    )
+
+
 def _python_values(fn, probes: Probes | None = None) -> list:
     """(label, `PythonValue`) of the Python values ``fn``'s code reads (see the module
     docstring), and one level further: the code of the helper functions it names, of the
@@ -292,7 +307,7 @@ def _python_values(fn, probes: Probes | None = None) -> list:
             if probes is not None:
                 probes.guarded(value, guard)
 
-    def attributes(label, obj, attrs, depth, changed=frozenset()):
+    def attributes(label, obj, attrs, depth, changed=frozenset(), inner=True):
         if isinstance(obj, (type, types.ModuleType, types.FunctionType, Tensor)):
             return
         own = getattr(obj, "__dict__", None)
@@ -301,7 +316,12 @@ def _python_values(fn, probes: Probes | None = None) -> list:
                 for a in attrs | changed:
                     probes.entry(own, a)
             for a in sorted(attrs & own.keys()):
-                add(f"{label}.{a}", own[a])
+                value = own[a]
+                add(f"{label}.{a}", value)
+                if depth == 0 and isinstance(value, Module):
+                    trees.append((f"{label}.{a}", value))
+                elif inner and _plain_object(value):  # ``self.config.use_cache``
+                    attributes(f"{label}.{a}", value, attrs, depth + 1, inner=False)
             for a in sorted(changed & own.keys()):  # (a counter or flag the code changes)
                 if guards_number(own[a]):
                     add(f"{label}.{a}", own[a])
@@ -343,18 +363,42 @@ def _python_values(fn, probes: Probes | None = None) -> list:
                 add(label, value)
         for label, value in values:
             if isinstance(value, types.FunctionType):  # a helper: what it reads counts too
+                add(label, value)  # (and which function it is: a global rebound retraces)
                 if depth == 0 and _user_code(value):
-                    read(value, None, None, 1)
+                    # (a module's helper, ``attend(self, x)``: its attribute reads are of
+                    # the module, most likely)
+                    read(value, owner, owner_label, 1)
                 continue
             add(label, value)
             short = label.split(" ")[-1]
             if attrs:
                 attributes(short, value, attrs, depth)
-            if depth == 0 and isinstance(value, Module) and _user_code(type(value)):
-                read(type(value).forward, value, short, 1)  # a module it calls
+            if depth == 0 and isinstance(value, Module):
+                trees.append((short, value))
 
+    def submodules(label, module):
+        # every user module of a tree the function reaches: the Python attributes its forward
+        # reads (``self.causal`` of a nested block) are baked into the graph as the
+        # function's own are. (Not ember's modules' settings, a loss's ``label_smoothing``:
+        # reading them all on every call would cost more than their rare changes warrant)
+        for path, sub in _walk(module):
+            if id(sub) in read_modules:
+                continue
+            read_modules.add(id(sub))
+            forward = type(sub).forward
+            sub_label = f"{label}.{path}" if path else label
+            if _user_code(forward):
+                read(forward, sub, sub_label, 0)  # (and the methods it calls: ``self._mask``)
+
+    trees: list = []
+    read_modules: set = set()
     target, owner = _target(fn)
+    if isinstance(owner, Module):
+        trees.append(("self", owner))
+        read_modules.add(id(owner))
     read(target, owner, "self", 0)
+    for label, module in trees:
+        submodules(label, module)
     return out
 
 
@@ -488,7 +532,10 @@ def state_signature(reach: Reachable) -> tuple:
     values += [guard for _, guard in reach.python_values]
 
     def labels() -> list:
-        out = [f"{name}: training flags (or _graph_flags)" for name, _ in reach.modules]
+        out = [
+            f"{name}: training flags (or _graph_flags), submodules or module hooks"
+            for name, _ in reach.modules
+        ]
         for name, opt in reach.optimizers:
             out += [
                 f"{name}.param_groups[{g}] hyper-parameters the graph bakes in"

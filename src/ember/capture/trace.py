@@ -36,6 +36,7 @@ from ..graph.tree import flatten, replace_leaves
 from ..ops import _registry as _reg
 from ..optim.optimizer import HyperParameter
 from ..runtime.executors import DEFAULT_EXECUTOR
+from ..tensor import Tensor
 from ..types import TensorType
 from .aot import AutogradPlan, add_backward, differentiable_inputs
 from .call import (
@@ -113,6 +114,10 @@ def capture_call(
     entry_values = [None if i in aliased else s.value for i, s in enumerate(symbolic)]
     call_args, call_kwargs = replace_leaves((args, kwargs), iter(symbolic))
     entry_arg_grads = {i: s.grad for i, s in grad_args}
+    # the state's gradients as the trace finds them: one that it reads (``p.grad.norm()`` in
+    # a step whose backward ran eagerly) is fed with its owner's .grad of each call, not with
+    # this tensor (zero_grad, then an eager backward, makes a new one)
+    entry_grads = {id(t.grad): t for _, t in reach.named_tensors() if isinstance(t.grad, Tensor)}
     snapshot = Snapshot(reach, fn)
     python_rng = _python_rng_state()
     location = user_location()
@@ -171,7 +176,7 @@ def capture_call(
         if unused and not any(entry.value is v for v in user_values + extra):
             graph.erase_node(entry.value.node)
             arg_feeds.remove(ArgGradFeed(i))
-    feeds = _feeds_in_input_order(builder, arg_feeds)
+    feeds = _feeds_in_input_order(builder, arg_feeds, entry_grads)
     n_user, backward_start = len(user_values), builder.backward_start
     call = CapturedCall(
         graph, feeds, out_spec, n_user, writebacks, backward_start, reads_grads, reach, modes
@@ -253,9 +258,11 @@ def _argument_inputs(builder, leaves, names, specs, aliased=()) -> tuple[list, l
     return symbolic, feeds, grad_args
 
 
-def _feeds_in_input_order(builder, arg_feeds: list) -> list:
+def _feeds_in_input_order(builder, arg_feeds: list, entry_grads: dict) -> list:
     """Every graph input's feed, in input order: the arguments' (``arg_feeds``, in their
-    order) interleaved with the captured tensors' and their gradients'."""
+    order) interleaved with the captured tensors' and their gradients' (those a recorded
+    backward accumulated onto, and ``entry_grads``: {id(.grad): owner} of the state's at
+    entry, read as they were)."""
     by_value = {
         id(v): HyperFeed(t) if isinstance(t, HyperParameter) else TensorFeed(t)
         for t in builder.captured
@@ -264,7 +271,8 @@ def _feeds_in_input_order(builder, arg_feeds: list) -> list:
     by_value.update(
         (id(builder.input_value(t)), GradOfFeed(owner))
         for t in builder.captured
-        if (owner := builder.grad_of.get(id(t))) is not None
+        if (owner := builder.grad_of.get(id(t), entry_grads.get(id(t)))) is not None
+        and builder.input_value(t)
     )
     args = iter(arg_feeds)
     return [by_value[id(v)] if id(v) in by_value else next(args) for v in builder.graph.inputs]

@@ -74,13 +74,15 @@ class Module(HooksMixin, StateDictHooksMixin):
         set_(self, "_buffers", Table())
         set_(self, "_non_persistent_buffers_set", set())
         set_(self, "_modules", Table())
-        set_(self, "_forward_hooks", {})
-        set_(self, "_forward_hooks_with_kwargs", {})
-        set_(self, "_forward_hooks_always_called", {})
-        set_(self, "_forward_pre_hooks", {})
-        set_(self, "_forward_pre_hooks_with_kwargs", {})
-        set_(self, "_backward_hooks", {})
-        set_(self, "_backward_pre_hooks", {})
+        # (hooks too: a captured graph holds what they did, so ember.function's key reads
+        # them, and registering or removing one must send a call past its guard)
+        set_(self, "_forward_hooks", Table())
+        set_(self, "_forward_hooks_with_kwargs", Table())
+        set_(self, "_forward_hooks_always_called", Table())
+        set_(self, "_forward_pre_hooks", Table())
+        set_(self, "_forward_pre_hooks_with_kwargs", Table())
+        set_(self, "_backward_hooks", Table())
+        set_(self, "_backward_pre_hooks", Table())
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing a "forward" method')
