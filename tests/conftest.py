@@ -22,6 +22,7 @@ not above that of the order it runs in.
 """
 
 import functools
+import os
 
 import ml_dtypes
 import numpy as np
@@ -59,6 +60,20 @@ from ember.plan import plan_memory
 from ember.plan.arena import concrete
 from ember.plan.schedule import schedule
 from ember.runtime import auto, codegen
+
+
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto`` (the suite's default, pyproject.toml): a worker per core this process may
+    run on, as many as the machine's memory holds (a worker holds ember, PyTorch, ONNX Runtime
+    and the kernels it loaded: about 1.5 GiB by the suite's end). Most tests run one thread
+    and a fresh clone compiles its kernels as it goes, so on CI's two cores one worker's
+    compiles and tests overlap the other's."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    try:
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return cores or 1
+    return max(1, min(cores or 1, memory // (2 * 2**30)))
 
 
 def _draws_random_numbers(graph) -> bool:
