@@ -9,7 +9,8 @@ public namespace: ``mm``, ``addmm``, ``sampled_addmm``, ``sum``, ``softmax``,
 
 from __future__ import annotations
 
+from .ops.sparse_math import addmm, sampled_addmm
 from .ops.sparse_softmax import log_softmax, softmax
-from .ops.sparse_tensor import SparseTensor, addmm, mm, sampled_addmm, sum  # noqa: A004
+from .ops.sparse_tensor import SparseTensor, mm, sum  # noqa: A004
 
 __all__ = ["SparseTensor", "addmm", "log_softmax", "mm", "sampled_addmm", "softmax", "sum"]

@@ -6,7 +6,8 @@ dense dimensions). Everything it does is ember ops on those two, so it different
 the tape and captures into graphs like any tensor computation: the values are the autograd
 leaf (``requires_grad=True`` makes them one), and a sparse tensor's ``grad`` is a sparse
 tensor on its own pattern (the values' gradient), as PyTorch's is. Its product with a dense
-matrix is the primitive ``sparse_mm`` (ops/sparse.py); ``to_dense`` is an accumulating
+matrix is the primitive ``sparse_mm`` (ops/sparse.py; ``addmm`` and ``sampled_addmm`` in
+ops/sparse_math.py); ``to_dense`` is an accumulating
 ``index_put``; ``coalesce`` sums repeated indices with ``index_add`` (which needs the indices'
 values, so it runs eagerly, as does ``Tensor.to_sparse``, whose nnz depends on the data).
 
@@ -28,7 +29,7 @@ from ._index_plan import IndexOutOfRangeError
 from ._registry import TensorBase, export
 from ._util import fmt_shape, normalize_axes
 from .elementwise import promote, to_tensor
-from .sparse import SAMPLED_DOT_OP, SPARSE_MM_OP
+from .sparse import SPARSE_MM_OP
 
 
 def _concrete(t, what: str, op: str):
@@ -555,45 +556,6 @@ def matmul(a: SparseTensor, b):
     if getattr(b, "ndim", 2) == 1:
         return E.reshape(mm(a, E.reshape(b, (-1, 1))), (-1,))
     return mm(a, b)
-
-
-def addmm(input, mat1: SparseTensor, mat2, *, beta=1, alpha=1):
-    """``torch.sparse.addmm``: ``beta * input + alpha * (mat1 @ mat2)``, mat1 sparse."""
-    product = mm(mat1, mat2)
-    if isinstance(input, SparseTensor):
-        input = input.to_dense()
-    if alpha != 1:
-        product = product * alpha
-    if beta == 0:
-        return product + E.zeros_like(product)
-    return (input if beta == 1 else input * beta) + product
-
-
-def sampled_addmm(input: SparseTensor, mat1, mat2, *, beta=1.0, alpha=1.0) -> SparseTensor:
-    """``torch.sparse.sampled_addmm``: ``beta * input + alpha * (mat1 @ mat2)`` at the
-    positions of sparse ``input``'s pattern only, a sparse tensor of that pattern (PyTorch
-    takes a CSR input; ember's COO one may hold repeated indices, each getting the product).
-    The dense product is never formed."""
-    op = "sparse.sampled_addmm"
-    _matrix(op, input)
-    values, mat1, mat2 = promote(input._vals, mat1, mat2)
-    if mat1.ndim != 2 or mat2.ndim != 2 or mat1.shape[1] != mat2.shape[0]:
-        raise ShapeError(
-            f"mat1 {fmt_shape(mat1.shape)} and mat2 {fmt_shape(mat2.shape)} must be matrices "
-            "that multiply",
-            op=op,
-        )
-    if (mat1.shape[0], mat2.shape[1]) != input._size:
-        raise ShapeError(
-            f"mat1 @ mat2 is {fmt_shape((mat1.shape[0], mat2.shape[1]))}, input "
-            f"{fmt_shape(input._size)}",
-            op=op,
-        )
-    sampled = SAMPLED_DOT_OP(input._idx, mat1, E.transpose(mat2, 0, 1))
-    if alpha != 1:
-        sampled = sampled * alpha
-    out = sampled if beta == 0 else (values if beta == 1 else values * beta) + sampled
-    return SparseTensor(input._idx, out, input._size, input._coalesced)
 
 
 def sum(input: SparseTensor, dim=None, dtype=None):  # noqa: A001
