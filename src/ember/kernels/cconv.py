@@ -338,7 +338,7 @@ def _forward(x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = 
         operands = (x, w) if into is None else None
         step = _thread_step(tuple(x.shape), w_shape, p, x.dtype, relu, into is None, operands)
         if step is not None:
-            call, args, own_wp, wide = step
+            call, args, own_wp, wide, address = step
             if into is None:
                 out = np.empty((n, cout) + p.out_size, x.dtype)
             else:
@@ -360,7 +360,7 @@ def _forward(x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = 
             bias = None if bias is None else np.ascontiguousarray(bias, x.dtype)
             args[2] = 0 if bias is None else data_address(bias)
             args[4] = 0 if mask is None else data_address(mask)
-            call(data_address(args))
+            call(address if into is None else data_address(args))
             del pack  # (held until the step has read it)
             return out
     if gather is not None:
@@ -449,9 +449,9 @@ _STEP_CACHE_BYTES = 64 << 20
 
 def _thread_step(x_shape, w_shape, p: Plan, dtype, relu: bool, any_layout=True, operands=None):
     """(the forward step as a callable, its argument block, the address of its own packed
-    weight, whether it runs the channels-wide layout) for this geometry, kept per thread
-    (its scratch is written by each call: threads running the same convolution at once must
-    not share it), or None. ``operands`` (x, w): the layout is the one measured faster on
+    weight, whether it runs the channels-wide layout, the block's address) for this geometry,
+    kept per thread (its scratch is written by each call: threads running the same convolution
+    at once must not share it), or None. ``operands`` (x, w): the layout is the one measured faster on
     them (kernels/cconv_choice.py), else counted."""
     cache = _steps()
     key = (x_shape, w_shape, p, np.dtype(dtype), relu, any_layout)
@@ -469,14 +469,14 @@ def _thread_step(x_shape, w_shape, p: Plan, dtype, relu: bool, any_layout=True, 
         size = sum(a.nbytes for a in keep if isinstance(a, np.ndarray))
         call = STEP_CALL(function_address(step))
         wide = step is _step_function(np.dtype(dtype), _WIDE)
-        found = cache[key] = (call, args, keep, size, int(args[6]), wide)
+        found = cache[key] = (call, args, keep, size, int(args[6]), wide, data_address(args))
         # the oldest geometries go, their scratch with them
         while len(cache) > _STEP_CACHE_ENTRIES or (
             len(cache) > 1 and sum(v[3] for v in cache.values()) > _STEP_CACHE_BYTES
         ):
             del cache[next(iter(cache))]
         charge(("cconv step", key), size, _step_kept)
-    return found[0], found[1], found[4], found[5]
+    return found[0], found[1], found[4], found[5], found[6]
 
 
 def _steps() -> dict:
