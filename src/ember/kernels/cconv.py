@@ -451,8 +451,8 @@ def _thread_step(x_shape, w_shape, p: Plan, dtype, relu: bool, any_layout=True, 
     """(the forward step as a callable, its argument block, the address of its own packed
     weight, whether it runs the channels-wide layout, the block's address) for this geometry,
     kept per thread (its scratch is written by each call: threads running the same convolution
-    at once must not share it), or None. ``operands`` (x, w): the layout is the one measured faster on
-    them (kernels/cconv_choice.py), else counted."""
+    at once must not share it), or None. ``operands`` (x, w): the layout is the one measured
+    faster on them (kernels/cconv_choice.py), else counted."""
     cache = _steps()
     key = (x_shape, w_shape, p, np.dtype(dtype), relu, any_layout)
     found = cache.get(key)

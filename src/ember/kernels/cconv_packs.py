@@ -25,10 +25,12 @@ _MR = 8  # cmicro.py's rows per panel: output channels per panel of the packed w
 
 
 def column_panels(b: np.ndarray) -> np.ndarray | None:
-    """The (cout x rows) weight ``b`` packed as the column-layout forward reads it, flat,
-    64-byte aligned; None for dtypes other than float32/float64."""
+    """The weight ``b`` (cout, then its rows: (channel, kernel offset) row-major) packed as
+    the column-layout forward reads it, flat, 64-byte aligned; None for dtypes other than
+    float32/float64."""
     if b.dtype not in (np.float32, np.float64):
         return None
+    b = b.reshape(b.shape[0], -1)
     cout, rows = b.shape
     panels = -(-cout // _MR)
     padded = np.zeros((panels * _MR, rows), b.dtype)
@@ -55,7 +57,7 @@ def use_column_pack(args: np.ndarray, w: np.ndarray, own_wp: int, usable: bool =
     ``EMBER_PREPACK=0`` turns it off."""
     entry = None  # (nothing watched: no parameter, no pack; the cheap test first)
     if usable and cprepack._watched and os.environ.get("EMBER_PREPACK", "") != "0":
-        entry = cprepack.lookup(w.reshape(w.shape[0], -1), first_sight=False, packer=column_panels)
+        entry = cprepack.lookup(w, first_sight=False, packer=column_panels)
     if entry is not None:
         # (the step skips its packing when a[33] is set and a[34] is the weight: a[1])
         args[6], args[33], args[34] = entry.at, 1, args[1]

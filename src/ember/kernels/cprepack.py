@@ -50,6 +50,7 @@ import numpy as np
 
 from .conv_plan import charge
 from .cpanels import aligned
+from .cstep import data_address
 
 __all__ = [
     "DEFAULT_BUDGET_BYTES",
@@ -215,15 +216,18 @@ def lookup(b: np.ndarray, *, first_sight: bool = True, packer=None):
     changes between its products (a training step's, updated every step) is never packed, as
     its pack would serve one product and cost more than the product's own packing.
     ``packer``: another kernel's layout instead of the product's panels, a module-level
-    function ``b -> packed array`` (its packs kept apart from the product's, by the same
-    rules; the entry's ``run`` is then None)."""
-    if _paused[0] or not _watched or b.ndim != 2:
+    function ``b -> packed array`` (``b`` of any rank; its packs kept apart from the
+    product's, by the same rules; the entry's ``run`` is then None, its ``k`` and ``n`` the
+    first dimension and the product of the others)."""
+    if _paused[0] or not _watched or (b.ndim != 2 and packer is None):
         return None
     found = _owner(b)
     if found is None:
         return None
     owner, ref, counter = found
-    key = (id(owner), b.ctypes.data, b.shape, b.strides, b.dtype.char, packer)
+    # (a contiguous operand's address without building `ndarray.ctypes`: a per-call cost)
+    at = data_address(b) if b.flags.c_contiguous and b.size else b.ctypes.data
+    key = (id(owner), at, b.shape, b.strides, b.dtype.char, packer)
     entry = _packs.get(key)
     if entry is not None and entry.ref() is owner and entry.version == counter[0]:
         try:
@@ -437,7 +441,7 @@ def _packed_by(packer, b: np.ndarray, ref, counter) -> _Pack | None:
     bp = packer(b)
     if bp is None:
         return None
-    return _Pack(bp, ref, counter, version, b.shape[0], b.shape[1], None)
+    return _Pack(bp, ref, counter, version, b.shape[0], b.size // max(1, b.shape[0]), None)
 
 
 def product(a: np.ndarray, entry: _Pack, out: np.ndarray | None, *, threaded: bool):
