@@ -4,8 +4,9 @@ conv.py). They normalise arguments (ints or tuples, padding 'same'/'valid', outp
 accept unbatched input, and add the bias: in half precision (bfloat16, float16) as the op's
 bias operand, added to the float32 sums before the result's one rounding (PyTorch's
 arithmetic: an add after the rounded convolution would round twice, a unit in the last place
-off PyTorch in about 30% of the outputs); in float32 and float64 as a plain broadcast add
-(equal bit for bit, and what the graph passes fold and fuse).
+off PyTorch in about 30% of the outputs); in float32 and float64 eagerly as the op's operand
+too (one call; equal bit for bit to the add), and while a graph is built as a plain broadcast
+add (what the graph passes fold and fuse).
 """
 
 from __future__ import annotations
