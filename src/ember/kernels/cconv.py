@@ -42,7 +42,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import dtypes as dt
-from . import cache_sizes, cconv_wide, chalf, conv_plan
+from . import cache_sizes, cconv_choice, cconv_packs, cconv_wide, chalf, conv_plan
 from .cconv_source import SOURCE as _KERNELS
 from .cmicro import KC
 from .conv_plan import ELEMENT_COST, RUN_COST, Plan, charge, interior, scratch, source_region
@@ -334,9 +334,11 @@ def _forward(x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = 
     if groups == 1 and x.ndim == 4:  # padding and packing in C too, on this thread's scratch
         # (a store into another array's phase rewrites the column layout's store table)
         w_shape = tuple(w.shape) if gather is None else gather[0]
-        step = _thread_step(tuple(x.shape), w_shape, p, x.dtype, relu, into is None)
+        x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
+        operands = (x, w) if into is None else None
+        step = _thread_step(tuple(x.shape), w_shape, p, x.dtype, relu, into is None, operands)
         if step is not None:
-            call, args, own_wp = step
+            call, args, own_wp, wide, address = step
             if into is None:
                 out = np.empty((n, cout) + p.out_size, x.dtype)
             else:
@@ -348,15 +350,17 @@ def _forward(x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = 
                 args[8], args[26], args[29] = dst.ctypes.data, _plane(into), into.array[0].size
                 if gather is not None:
                     args[35], args[36] = gather[1], gather[2].ctypes.data
-            x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
             args[0], args[1], args[3] = data_address(x), data_address(w), data_address(out)
-            pack = None  # the channels-wide layout: a parameter's panels may be packed already
-            if own_wp and x.dtype not in _HALF:  # (kernels/cprepack.py's: float32/float64)
-                pack = cconv_wide.use_prepacked(args, w, own_wp)
+            pack = None  # a parameter's panels may be packed already (either layout)
+            if x.dtype not in _HALF:  # (kernels/cprepack.py's: float32/float64)
+                if wide:
+                    pack = cconv_wide.use_prepacked(args, w, own_wp)
+                else:  # (a gathered phase packs its own: its w is not the weight's array)
+                    pack = cconv_packs.use_column_pack(args, w, own_wp, gather is None)
             bias = None if bias is None else np.ascontiguousarray(bias, x.dtype)
             args[2] = 0 if bias is None else data_address(bias)
             args[4] = 0 if mask is None else data_address(mask)
-            call(data_address(args))
+            call(address if into is None else data_address(args))
             del pack  # (held until the step has read it)
             return out
     if gather is not None:
@@ -443,32 +447,36 @@ _STEP_CACHE_ENTRIES = 32
 _STEP_CACHE_BYTES = 64 << 20
 
 
-def _thread_step(x_shape, w_shape, p: Plan, dtype, relu: bool, any_layout: bool = True):
+def _thread_step(x_shape, w_shape, p: Plan, dtype, relu: bool, any_layout=True, operands=None):
     """(the forward step as a callable, its argument block, the address of its own packed
-    weight where it runs the channels-wide layout, else 0) for this geometry, kept per thread
-    (its scratch is written by each call: threads running the same convolution at once must
-    not share it), or None."""
+    weight, whether it runs the channels-wide layout, the block's address) for this geometry,
+    kept per thread (its scratch is written by each call: threads running the same convolution
+    at once must not share it), or None. ``operands`` (x, w): the layout is the one measured
+    faster on them (kernels/cconv_choice.py), else counted."""
     cache = _steps()
     key = (x_shape, w_shape, p, np.dtype(dtype), relu, any_layout)
     found = cache.get(key)
     if found is not None:
         charge(("cconv step", key), found[3], _step_kept)
     else:
-        made = forward_step(x_shape, w_shape, p, dtype, relu, wide=None if any_layout else False)
+        wide = None if any_layout else False
+        if operands is not None and any_layout and not pairs(dtype):
+            wide = cconv_choice.layout(x_shape, w_shape, p, dtype, relu, operands, forward_step)
+        made = forward_step(x_shape, w_shape, p, dtype, relu, wide=wide)
         if made is None:
             return None
         step, args, keep = made
         size = sum(a.nbytes for a in keep if isinstance(a, np.ndarray))
         call = STEP_CALL(function_address(step))
-        own_wp = int(args[6]) if step is _step_function(np.dtype(dtype), _WIDE) else 0
-        found = cache[key] = (call, args, keep, size, own_wp)
+        wide = step is _step_function(np.dtype(dtype), _WIDE)
+        found = cache[key] = (call, args, keep, size, int(args[6]), wide, data_address(args))
         # the oldest geometries go, their scratch with them
         while len(cache) > _STEP_CACHE_ENTRIES or (
             len(cache) > 1 and sum(v[3] for v in cache.values()) > _STEP_CACHE_BYTES
         ):
             del cache[next(iter(cache))]
         charge(("cconv step", key), size, _step_kept)
-    return found[0], found[1], found[4]
+    return found[0], found[1], found[4], found[5], found[6]
 
 
 def _steps() -> dict:

@@ -208,20 +208,24 @@ def _held_now(key) -> bool:
     return key[1] in _packs
 
 
-def lookup(b: np.ndarray, *, first_sight: bool = True):
+def lookup(b: np.ndarray, *, first_sight: bool = True, packer=None):
     """The current pack of ``b`` (a 2-d float32/float64 operand that views a watched array),
     packing it now if it has none or a stale one; None where ``b`` is not watched, packs are
     paused or off, the budget cannot hold it, or there is no packed kernel. With
     ``first_sight=False`` a version is packed only when it is seen a second time: a weight that
     changes between its products (a training step's, updated every step) is never packed, as
-    its pack would serve one product and cost more than the product's own packing."""
-    if _paused[0] or not _watched or b.ndim != 2:
+    its pack would serve one product and cost more than the product's own packing.
+    ``packer``: another kernel's layout instead of the product's panels, a module-level
+    function ``b -> packed array`` (``b`` of any rank; its packs kept apart from the
+    product's, by the same rules; the entry's ``run`` is then None, its ``k`` and ``n`` the
+    first dimension and the product of the others)."""
+    if _paused[0] or not _watched or (b.ndim != 2 and packer is None):
         return None
     found = _owner(b)
     if found is None:
         return None
     owner, ref, counter = found
-    key = (id(owner), _address(b), b.shape, b.strides, b.dtype.char)
+    key = (id(owner), _address(b) if b.size else 0, b.shape, b.strides, b.dtype.char, packer)
     entry = _packs.get(key)
     if entry is not None and entry.ref() is owner and entry.version == counter[0]:
         try:
@@ -238,7 +242,7 @@ def lookup(b: np.ndarray, *, first_sight: bool = True):
             _seen[key] = (ref, counter[0])
             return None
         _seen.pop(key, None)
-    entry = pack(b, ref, counter)
+    entry = pack(b, ref, counter) if packer is None else _packed_by(packer, b, ref, counter)
     if entry is None:
         return None
     with _lock:
@@ -437,6 +441,15 @@ def pack(b: np.ndarray, ref=None, counter=_CONSTANT) -> _Pack | None:
     sp, sj = (s // b.itemsize for s in b.strides)
     functions[0](b.ctypes.data, k, n, sp, sj, bp.ctypes.data)
     return _Pack(bp, ref or (lambda: None), counter, version, k, n, functions[1:])
+
+
+def _packed_by(packer, b: np.ndarray, ref, counter) -> _Pack | None:
+    """``b`` packed by ``packer`` now (the version read before the copy, as `pack`)."""
+    version = counter[0]
+    bp = packer(b)
+    if bp is None:
+        return None
+    return _Pack(bp, ref, counter, version, b.shape[0], b.size // max(1, b.shape[0]), None)
 
 
 def product(a: np.ndarray, entry: _Pack, out: np.ndarray | None, *, threaded: bool):

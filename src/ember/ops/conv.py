@@ -294,9 +294,10 @@ def _depthwise_first(compiled: str, a, b, p, groups, bias=None):
     kernels/cconv.py's (``bias``: the forward and input gradient's, None for the weight
     gradient)."""
     extra = () if bias is None else (bias,)
-    result = getattr(_compiled("cdepthwise"), compiled)(a, b, p, groups, *extra)
-    if result is not None:
-        return result
+    if groups > 1:  # (a depthwise convolution has more than one group)
+        result = getattr(_compiled("cdepthwise"), compiled)(a, b, p, groups, *extra)
+        if result is not None:
+            return result
     module = "cconv_weight" if compiled == "conv_weight_grad" else "cconv"
     return getattr(_compiled(module), compiled)(a, b, p, groups, *extra)
 

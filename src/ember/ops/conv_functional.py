@@ -4,8 +4,9 @@ conv.py). They normalise arguments (ints or tuples, padding 'same'/'valid', outp
 accept unbatched input, and add the bias: in half precision (bfloat16, float16) as the op's
 bias operand, added to the float32 sums before the result's one rounding (PyTorch's
 arithmetic: an add after the rounded convolution would round twice, a unit in the last place
-off PyTorch in about 30% of the outputs); in float32 and float64 as a plain broadcast add
-(equal bit for bit, and what the graph passes fold and fuse).
+off PyTorch in about 30% of the outputs); in float32 and float64 eagerly as the op's operand
+too (one call; equal bit for bit to the add), and while a graph is built as a plain broadcast
+add (what the graph passes fold and fuse).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import operator
 
 from ..errors import ShapeError
 from ._autocast import Autocast, autocasts
-from ._registry import apply, export
+from ._registry import apply, building_graph, export
 from ._util import fmt_shape, half_precision
 from .conv import CONV, CONV_INPUT_GRAD, label
 from .elementwise import to_tensor
@@ -71,13 +72,23 @@ def _batched(x, w_ndim):
     return x, False
 
 
-def _bias_operand(x, bias) -> tuple:
-    """``(bias,)`` where the op takes the bias itself (half precision, the input's dtype: its
-    one rounding), else ``()`` (`_add_bias` adds it after)."""
+def _bias_operand(x, bias, eager: bool = True) -> tuple:
+    """``(bias,)`` where the op takes the bias itself, else ``()`` (`_add_bias` adds it after).
+    The op takes it in half precision (of the input's dtype: its one rounding) and, eagerly,
+    in every dtype where it is one value per channel of the input's dtype: the kernels add it
+    to the sums as the separate add would (the same bits, and one call instead of a reshape and
+    an add). While a graph is built a float32/float64 bias stays a separate add, which the
+    passes fold and fuse. ``eager=False``: only in half precision (a grouped transposed
+    convolution, whose depthwise kernel adds the bias into its running sums: ulps off the
+    separate add's)."""
     if bias is None:
         return ()
     bias = to_tensor(bias)
-    return (bias,) if half_precision(x) and bias.dtype is x.dtype else ()
+    if bias.dtype is not x.dtype:
+        return ()
+    if half_precision(x):
+        return (bias,)
+    return (bias,) if eager and not building_graph() and bias.ndim == 1 else ()
 
 
 def _add_bias(name, y, bias, operand: tuple):
@@ -177,7 +188,7 @@ def _conv_transpose_nd(nd: int):
         # the adjoint of a convolution of an input of `size`; output_padding becomes a smaller
         # (possibly negative) padding after, so that this convolution yields exactly x's size
         pairs = tuple((p, p - e) for p, e in zip(pads, extra))
-        operand = _bias_operand(x, bias)
+        operand = _bias_operand(x, bias, groups == 1)
         y = apply(
             CONV_INPUT_GRAD,
             x,

@@ -1,0 +1,97 @@
+"""Which layout an eager forward convolution runs, measured: the column panels' or the
+channels-wide one (kernels/cconv_wide.py), timed on the first call of each geometry.
+
+`cconv_wide.wins` counts the two layouts' multiply-adds (padding included); on a 1x1 layer at
+batch one (MobileNet's expansions: 256 positions, 32 rows, 192 channels) the count favours the
+channels-wide layout, which runs there at less than half the column layout's speed: what a
+count of multiply-adds does not see (stores, packing, the memory traffic of short rows) decides
+it. So the eager forward (kernels/cconv.py's per-thread steps) times both steps on the first
+call's own operands, alternating, and keeps the faster one for the geometry for the rest of the
+process (a cached calibration: per geometry, dtype, epilogue, thread count and whether the
+weight's panels are kept packed between calls, in which case both are timed with their packing
+skipped, as they then run). Each is timed five times, the minimum kept (on one thread the
+calling thread's CPU time, which other processes' load inflates less than wall time). The two
+layouts sum every output in the same order (bit-identical results, tested), so the choice
+changes the time only. ``EMBER_CONV_LAYOUT=count`` keeps the counted choice (the graph runner's
+steps use it always: kernels/cconv.py's `forward_step`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from .cstep import STEP_CALL, data_address, function_address
+
+__all__ = ["chosen", "layout", "measure"]
+
+_ROUNDS = 5
+# (x shape, w shape, plan, dtype, relu, threads, packed) -> whether the channels-wide runs
+_CHOSEN: dict = {}
+# each step's flag that its packed weight is current, then the slot of the weight it packed
+_PACKED_FLAGS = {False: (33, 34), True: (29, 30)}
+
+
+def chosen(key: tuple) -> bool | None:
+    """The measured choice for ``key`` (True: channels-wide), or None: not measured yet (or
+    ``EMBER_CONV_LAYOUT=count``: never)."""
+    return _CHOSEN.get(key)
+
+
+def counted_only() -> bool:
+    return os.environ.get("EMBER_CONV_LAYOUT", "") == "count"
+
+
+def measure(key: tuple, steps: dict, x: np.ndarray, w: np.ndarray, out_shape: tuple) -> bool:
+    """Time ``steps`` ({wide: (callable, argument block)}: the two layouts' fresh steps for
+    ``key``) on ``x`` and ``w`` (contiguous) into a scratch result of ``out_shape``, keep and
+    return whether the channels-wide one was faster. ``key[-1]``: the weight's panels are kept
+    between calls, so both run with their packing skipped after a first packing call."""
+    packed = key[-1]
+    out = np.empty(out_shape, x.dtype)
+    blocks = {}
+    for wide, (call, args) in steps.items():
+        a = args.copy()  # (the kept block stays as made)
+        a[0], a[1], a[3], a[2], a[4] = data_address(x), data_address(w), data_address(out), 0, 0
+        flag, last = _PACKED_FLAGS[wide]
+        a[flag], a[last] = int(packed), 0
+        call(data_address(a))  # (a warm-up call; it packs the weight where it is kept)
+        blocks[wide] = (call, a, data_address(a))
+    # (one thread: the calling thread's CPU time, which a loaded machine's other processes do
+    # not inflate; more threads: wall time)
+    clock = time.thread_time if key[5] == 1 else time.perf_counter
+    best = {wide: float("inf") for wide in blocks}
+    for _ in range(_ROUNDS):
+        for wide, (call, _a, address) in blocks.items():
+            start = clock()
+            call(address)
+            best[wide] = min(best[wide], clock() - start)
+    choice = _CHOSEN[key] = best[True] < best[False]
+    return choice
+
+
+def layout(x_shape, w_shape, p, dtype, relu: bool, operands, make) -> bool | None:
+    """Whether the channels-wide layout runs faster on ``operands`` (x, w: contiguous) than
+    the column panels, measured once per geometry with ``make`` (kernels/cconv.py's
+    `forward_step`), or None (the counted choice: ``EMBER_CONV_LAYOUT=count``, or a layout
+    that does not apply)."""
+    from . import cconv_packs, cpool
+
+    if counted_only():
+        return None
+    x, w = operands
+    dtype = np.dtype(dtype)
+    key = (x_shape, w_shape, p, dtype, relu, cpool.get_num_threads(), cconv_packs.kept(w))
+    found = _CHOSEN.get(key)
+    if found is None:
+        steps = {}
+        for wide in (False, True):
+            made = make(x_shape, w_shape, p, dtype, relu, wide=wide)
+            if made is None:
+                return None
+            steps[wide] = (STEP_CALL(function_address(made[0])), made[1], made[2])
+        out_shape = (x_shape[0], w_shape[0]) + tuple(p.out_size)
+        found = measure(key, {k: v[:2] for k, v in steps.items()}, x, w, out_shape)
+    return found
