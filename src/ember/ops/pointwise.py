@@ -224,10 +224,14 @@ def _copysign_kernel(x, y):
 def _copysign_vjp(c, g):
     x, y = c.inputs
     nx, ny = c.needs_input_grad
-    # PyTorch's: the result over input (so NaN where input is NaN or infinite), 0 at zeros;
-    # other's gradient is zero, but it is one (the result requires grad through other)
-    flip = E.where(E.signbit(x) == E.signbit(y), 1.0, -1.0)
-    ratio = E.where(x == 0, 0.0, E.where(E.isfinite(x), flip, math.nan))
+    # PyTorch's copysign_tensor_self_backward: g times the result over input, 0 where input is
+    # zero (NaN where it is NaN or infinite), spelled in the result (recomputed) and the input,
+    # not their sign bits, so a second-order gradient reaches both operands (zeros up to
+    # rounding, as PyTorch's); other's gradient is zero, but it is one (the result requires grad)
+    # (divided only where finite and nonzero: 0 / 0 and inf / inf would warn)
+    plain = E.isfinite(x) & (x != 0)
+    ratio = E.copysign(x, y) / E.where(plain, x, 1.0)
+    ratio = E.where(plain, ratio, E.where(x == 0, 0.0, E.full_like(x, math.nan)))  # x's dtype
     return (
         _reduce_to(g * ratio, c.in_types[0]) if nx else None,
         _reduce_to(E.zeros_like(g), c.in_types[1]) if ny else None,
