@@ -24,6 +24,10 @@ from ember.onnx.exporter import to_model  # noqa: E402
 from ..ops.harness import diff_indices  # noqa: E402
 from ..ops.test_conformance import _DRAWS, _VALUE_SHAPED, SAMPLES, _captured  # noqa: E402
 
+# the last test of this file checks what its other tests reached: under pytest-xdist (the
+# suite's default) they all run in one worker, in file order (--dist loadgroup)
+pytestmark = pytest.mark.xdist_group("test_export_ops")
+
 _RANDOM = "ember's generators' streams cannot be reproduced by ONNX's Random* ops"
 _LINALG = "ONNX has no matrix decompositions, inverses or solvers (Det is its one linalg op)"
 _SPECIAL = "ONNX has no special functions beyond Erf"

@@ -25,6 +25,10 @@ from .harness import (
     torch_run,
 )
 
+# the last test of this file checks what its other tests reached: under pytest-xdist (the
+# suite's default) they all run in one worker, in file order (--dist loadgroup)
+pytestmark = pytest.mark.xdist_group("test_conformance")
+
 _HERE = Path(__file__).parent
 SAMPLES: list[Sample] = []
 for _info in sorted(pkgutil.iter_modules([str(_HERE)]), key=lambda m: m.name):

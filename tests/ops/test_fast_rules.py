@@ -14,6 +14,10 @@ from ember.ops import REGISTRY, OpDef
 from .harness import ember_forward, ember_gradients
 from .test_conformance import SAMPLES, _float32
 
+# the last test of this file checks what its other tests reached: under pytest-xdist (the
+# suite's default) they all run in one worker, in file order (--dist loadgroup)
+pytestmark = pytest.mark.xdist_group("test_fast_rules")
+
 FAST_OPS = sorted(name for name, op in REGISTRY.items() if op.fast is not None)
 # the half-precision dtypes and their eps (bfloat16's from ml_dtypes: NumPy's finfo refuses it)
 _HALF = {np.dtype(d): float(ml_dtypes.finfo(d).eps) for d in (ml_dtypes.bfloat16, np.float16)}

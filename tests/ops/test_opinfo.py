@@ -39,6 +39,10 @@ from .opinfo import (
     with_complex,
 )
 
+# the last test of this file checks what its other tests reached: under pytest-xdist (the
+# suite's default) they all run in one worker, in file order (--dist loadgroup)
+pytestmark = pytest.mark.xdist_group("test_opinfo")
+
 _HERE = Path(__file__).parent
 OPS = []
 NO_TORCH: dict[str, str] = {}
