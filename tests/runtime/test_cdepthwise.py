@@ -140,10 +140,11 @@ def test_the_conv_op_dispatches_depthwise_convolutions_here(monkeypatch):
     assert sorted(calls) == [(n, True) for n in sorted(NAMES)]
     calls.clear()
     dense = ember.tensor(rng.standard_normal((6, 6, 3, 3), dtype=np.float32))
-    F.conv2d(x, dense, padding=1)  # (groups 1: not depthwise, cconv's kernel)
+    F.conv2d(x, dense, padding=1)  # (groups 1: cconv's kernel, the depthwise one never asked)
+    assert calls == []
     grouped = ember.tensor(rng.standard_normal((6, 2, 3, 3), dtype=np.float32))
-    F.conv2d(x, grouped, padding=1, groups=3)
-    assert calls == [("conv_forward", False)] * 2
+    F.conv2d(x, grouped, padding=1, groups=3)  # (asked, and declines: 2 channels a group)
+    assert calls == [("conv_forward", False)]
 
 
 def test_not_applicable_returns_none():
