@@ -18,12 +18,14 @@ steps use it always: kernels/cconv.py's `forward_step`).
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 
 import numpy as np
 
 from .cstep import STEP_CALL, data_address, function_address
+from .timing import interleaved
 
 __all__ = ["chosen", "layout", "measure"]
 
@@ -57,17 +59,16 @@ def measure(key: tuple, steps: dict, x: np.ndarray, w: np.ndarray, out_shape: tu
         a[0], a[1], a[3], a[2], a[4] = data_address(x), data_address(w), data_address(out), 0, 0
         flag, last = _PACKED_FLAGS[wide]
         a[flag], a[last] = int(packed), 0
-        call(data_address(a))  # (a warm-up call; it packs the weight where it is kept)
-        blocks[wide] = (call, a, data_address(a))
+        call(data_address(a))  # (a first call: it packs the weight where it is kept)
+        blocks[wide] = (call, a, data_address(a))  # (a kept: its address is read)
     # (one thread: the calling thread's CPU time, which a loaded machine's other processes do
     # not inflate; more threads: wall time)
     clock = time.thread_time if key[5] == 1 else time.perf_counter
-    best = {wide: float("inf") for wide in blocks}
-    for _ in range(_ROUNDS):
-        for wide, (call, _a, address) in blocks.items():
-            start = clock()
-            call(address)
-            best[wide] = min(best[wide], clock() - start)
+    order = list(blocks)
+    times = interleaved(
+        [functools.partial(blocks[w][0], blocks[w][2]) for w in order], _ROUNDS, clock=clock
+    )
+    best = {w: min(t) for w, t in zip(order, times)}
     choice = _CHOSEN[key] = best[True] < best[False]
     return choice
 

@@ -50,6 +50,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._files import write_atomic
+from .timing import choose, clearly_faster, interleaved
+from .timing import median as _median
 
 __all__ = [
     "BLAS",
@@ -59,6 +61,8 @@ __all__ = [
     "GemmTuning",
     "calibrate",
     "calibration_path",
+    "choose",
+    "clearly_faster",
     "machine_key",
     "measure",
 ]
@@ -190,46 +194,8 @@ def machine_key() -> str:
 
 
 # ------------------------------------------------------------------------------ measuring
-def _samples(fns, samples: int = _SAMPLES) -> list[list[float]]:
-    """``samples`` timings of each of ``fns``, taken in turn (interleaved, so a burst of load
-    elsewhere touches them alike), in this thread's CPU time (`time.thread_time`: the time other
-    processes hold the core is not counted); each timing repeats its function to last about
-    `_SAMPLE_S`."""
-    clock = time.thread_time
-    reps = []
-    for fn in fns:
-        fn()
-        start = clock()
-        fn()
-        once = clock() - start
-        reps.append(max(1, min(50, int(_SAMPLE_S / max(once, 1e-7)))))
-    times: list[list[float]] = [[] for _ in fns]
-    for _ in range(samples):
-        for i, fn in enumerate(fns):
-            start = clock()
-            for _ in range(reps[i]):
-                fn()
-            times[i].append((clock() - start) / reps[i])
-    return times
-
-
-def _median(times) -> float:
-    return float(np.median(times))
-
-
-def clearly_faster(x, y) -> bool:
-    """Whether timings ``x`` are clearly faster than timings ``y``: the slower quartile of x
-    below the faster quartile of y (their middle halves apart, so a spread that load widens
-    needs a larger difference)."""
-    return float(np.percentile(x, 75)) < float(np.percentile(y, 25))
-
-
-def choose(times, default: int) -> int:
-    """Which of the candidates timed in ``times`` (one list of timings each) to run: ``default``
-    (the choice held before, or the one that does least work) unless another is
-    `clearly_faster`; then, of those, the one of the lowest median."""
-    better = [i for i, t in enumerate(times) if i != default and clearly_faster(t, times[default])]
-    return min(better, key=lambda i: _median(times[i])) if better else default
+def _samples(fns) -> list[list[float]]:
+    return interleaved(fns, _SAMPLES, sample_s=_SAMPLE_S)
 
 
 def _held(previous, table: str, name: str, at: int, default: int) -> int:
