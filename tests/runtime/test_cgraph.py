@@ -319,10 +319,11 @@ def test_on_this_machine_the_calibration_has_the_c_runners_costs():
 
 # ---------------------------------------------------------------------- matrix products
 def _check_close(graph, args, rtol=1e-5):
-    """Products run on ember's own GEMM in C, where generated code may call NumPy's BLAS for
-    small ones: equal within rounding."""
+    """Products: exactly generated code's results (the C steps run the kernel eager mode and
+    generated code run for each product's size, NumPy's BLAS calls for the small ones:
+    kernels/cnumpy_product.py), and the interpreter's within rounding."""
+    _check(graph, args)
     steps = cgraph.c_steps(graph)
-    assert steps is not None, str(graph)
     arrays = [a.numpy() for a in args]
     want = interpreter.run(graph, arrays)
     for threads in (1, 2):
@@ -435,7 +436,9 @@ def test_a_run_on_one_thread_shares_each_step_over_the_pool(monkeypatch):
     the same either way."""
     from ember.kernels import cgemm, gemm_tune
 
-    # (a machine whose measurements send two rows to the few-rows kernel, sharing it)
+    # (a machine whose measurements send two rows to the few-rows kernel, sharing it; no packs,
+    # whose sizes run ember's own GEMM)
+    monkeypatch.setenv("EMBER_PREPACK", "0")
     few = dict.fromkeys(gemm_tune.DTYPES, (gemm_tune.SKINNY,) * 6)
     tuning = gemm_tune.GemmTuning("test", 0.0, 1e10, 1e10, {}, few)
     monkeypatch.setattr(cgemm, "tuning", lambda: tuning)
@@ -464,6 +467,7 @@ def test_a_linear_step_runs_the_kernel_measured_for_its_rows(kernel, monkeypatch
     if kernel == "blas" and cgemm._functions(np.dtype(np.float32))[1] is None:
         pytest.skip("NumPy's BLAS is not an OpenBLAS ember can call")
     monkeypatch.delenv("EMBER_GEMM", raising=False)
+    monkeypatch.setenv("EMBER_PREPACK", "0")  # (a pack's sizes run ember's own GEMM)
     code = {"skinny": gemm_tune.SKINNY, "own": gemm_tune.OWN, "blas": gemm_tune.BLAS}[kernel]
     few = dict.fromkeys(gemm_tune.DTYPES, (code,) * len(gemm_tune._FEW_ROWS))
     tuning = gemm_tune.GemmTuning("test", 1e9, 1e10, 1e10, {}, few)
@@ -488,3 +492,44 @@ def test_a_broadcast_has_no_copy_step_and_adding_ones_copies_the_bytes():
     _check(wide, [x])
     ones = _graph(lambda x: ember.broadcast_to(x.reshape(4), (1, 4)), [x], opt_level=0)
     _check(ones, [x])
+
+
+def test_every_product_size_class_rounds_alike_on_every_path():
+    """A product's rounding depends on its size alone: the C step equals eager mode and
+    generated code bit for bit whichever kernel the size gets (NumPy's BLAS calls for small
+    products: a dot, a row or a column by gemv, gemm; a pack, ember's own GEMM, `skinny`, the
+    BLAS's), and a parameter's first product (unpacked) equals its later ones (packed)."""
+    shapes = [(1, 16, 8), (1, 40, 1), (3, 24, 1), (4, 33, 17), (1, 600, 600), (2, 300, 1000)]
+    shapes += [(5, 900, 300), (9, 512, 100), (17, 200, 130), (65, 128, 384), (130, 96, 64)]
+    for dtype in (ember.float32, ember.float64):
+        for m, k, n in shapes:
+            layer = ember.nn.Linear(k, n, bias=m % 2 == 1).to(dtype)
+            x = ember.randn(m, k, dtype=dtype)
+            with ember.no_grad():
+                eager = [layer(x).numpy().copy() for _ in range(3)]
+            for later in eager[1:]:
+                np.testing.assert_array_equal(later, eager[0], err_msg=str((m, k, n, dtype)))
+            params = [layer.weight.detach()] + ([layer.bias.detach()] if m % 2 else [])
+            args = [x, *params]
+            graph = _graph(lambda x, *p: F.linear(x, *p), args)
+            _check(graph, args)
+            arrays = [a.numpy() for a in args]
+            ran = cgraph.CGraphProgram(graph, cgraph.c_steps(graph), None, 1)(*arrays)[0]
+            np.testing.assert_array_equal(ran, eager[0], err_msg=str((m, k, n, dtype)))
+            # a product by a transposed view: NumPy's calls, `skinny` and the BLAS read it with
+            # a transposing flag, which the runner's contiguous copy cannot repeat (no C
+            # program); ember's own GEMM packs either layout into the same panels
+            by_view = _graph(lambda x, w: ember.matmul(x, w.T), args[:2])
+            if cgraph.c_steps(by_view) is not None:
+                _check(by_view, args[:2])
+            else:  # (a view of a single row or column is contiguous: it keeps its step)
+                assert min(n, k) > 1
+    # x @ x.T: NumPy computes a product of one array by its own transpose with syrk; no C step
+    # repeats that, so the graph stays with generated code where the product is NumPy's
+    for rows in (6, 700):
+        x = _tensors([(rows, 50)], 1)[0]
+        graph = _graph(lambda x: ember.matmul(x, x.T), [x])
+        if rows * rows * 50 <= 1 << 18:
+            assert cgraph.c_steps(graph) is None
+        elif cgraph.c_steps(graph) is not None:  # (a kernel reading layouts has none)
+            _check(graph, [x])

@@ -18,7 +18,9 @@ shorter) runs the same kernel.
 
 The result equals the reference (ops/fused.py: the producer's kernel, then the program's NumPy
 kernels) to the matmul's own rounding: BLAS may order a block's sums differently from the whole
-product's, as it does between thread counts.
+product's (ember's own GEMM does not); the C graph runner's step for such a node computes the
+whole product, so where the kernel is not ember's own it applies to one block only
+(ops/_row_blocks.py `as_blocks`).
 """
 
 from __future__ import annotations

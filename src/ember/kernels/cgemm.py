@@ -31,7 +31,11 @@ B scaled and summed; B's columns are shared over the pool where the time to read
 waking it.
 
 Results equal NumPy's to float rounding: either kernel orders a sum differently from NumPy's
-multi-threaded OpenBLAS.
+multi-threaded OpenBLAS. A product's rounding depends on its size (and this machine's tuning)
+alone: `product_kernel` is the one choice of kernel that eager products and the C graph
+runner's steps (kernels/csteps.py) both follow; a pack's product sums in the own GEMM's order,
+so a weight's first product (unpacked) and its later ones agree; the BLAS's blocks are the
+pool's blocks, one call each, whether the pool shares them or is busy.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ from .blas_layout import blas_layout
 from .cgemm_source import DISPATCH, OWN_GEMM, TILES
 
 __all__ = ["available", "block_align", "gemm", "matmul", "own_kernel", "runs_skinny", "skinny"]
-__all__ += ["full_blocks", "skinny_rows"]
+__all__ += ["PACKED", "full_blocks", "product_kernel", "skinny_rows"]
 __all__ += ["skinny_shared", "skinny_unit", "split_flops", "tuning"]
 
 # multiply-adds (M * N * K, the whole batch) up to which OpenBLAS itself runs one thread
@@ -275,29 +279,23 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     functions = _functions(a.dtype)
     if functions is None:
         return None
-    forced = os.environ.get("EMBER_GEMM", "")  # (read once: each read costs a microsecond)
     if not batch and a.ndim == 2 and b.ndim == 2:
-        name = _name(a.dtype)
-        prepack = os.environ.get("EMBER_PREPACK", "")
-        if _prepacked(name, m, forced, prepack):
-            # (measured choice: pack a weight's version on its second product, not its first)
-            entry = cprepack.lookup(b, first_sight=prepack == "1")
+        kernel = product_kernel(m, n, k, a.dtype, lambda: _b_transposed(b))
+        if kernel == PACKED:
+            # a weight's panels packed once (kernels/cprepack.py), the same sums as OWN's:
+            # packed at its second product, not its first (measured)
+            entry = cprepack.lookup(b, first_sight=os.environ.get("EMBER_PREPACK", "") == "1")
             if entry is not None:
                 threaded = 2 * m * n * k >= split_flops()
                 done = cprepack.product(a, entry, out, threaded=threaded)
                 if done is not None:
                     return done
-        blas = _use_blas(functions[1], a.dtype, 2 * m * n * k)
-        kernel = tuning().few_rows(name, m)
-        if kernel == gemm_tune.SKINNY and not full_blocks(m, n, _b_transposed(b), a.itemsize):
-            kernel = None  # (the sizes' measured choice, as for more rows)
-        if kernel == gemm_tune.SKINNY:
+        elif kernel == gemm_tune.SKINNY:
             threaded = skinny_shared(m, n, k, a.itemsize)
             few = _skinny(functions, a, b, out, threaded=threaded)
             if few is not None:
                 return few
-        elif kernel is not None and forced not in ("blas", "own"):
-            blas = kernel == gemm_tune.BLAS and functions[1] is not None
+        blas = kernel == gemm_tune.BLAS
     else:
         blas = _use_blas(functions[1], a.dtype, 2 * m * n * k)
     use_pool = 2 * m * n * k * count >= split_flops()
@@ -305,6 +303,57 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
 
 
 _NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
+
+# `product_kernel`'s answer where a pack is used once there is one: ember's own GEMM until then
+# (a pack's product sums in the own GEMM's order, so a weight's first product and its later ones
+# agree bit for bit)
+PACKED = 3
+
+
+def product_kernel(m: int, n: int, k: int, dtype, b_transposed) -> int:
+    """The kernel of a 2-d product of ``m`` rows by ``n`` columns over ``k`` above
+    `BLAS_ONE_THREAD`: `gemm_tune.SKINNY`, `gemm_tune.OWN`, `gemm_tune.BLAS` or `PACKED`; B
+    stored transposed or not (``b_transposed``: a bool, or a function answering it, asked only
+    where the answer matters). The one choice that eager products (`matmul`) and the C graph
+    runner's steps (kernels/csteps.py) both follow, so that a product's rounding depends on its
+    shape, never on the executor or on whether a pack exists yet. ``EMBER_GEMM=blas|own`` and
+    ``EMBER_PREPACK=0|1`` override the measured choices (kernels/gemm_tune.py)."""
+    forced = os.environ.get("EMBER_GEMM", "")  # (read once: each read costs a microsecond)
+    prepack = os.environ.get("EMBER_PREPACK", "")
+    shape = tuning()
+    key = (m, n, k, dtype, forced, prepack, id(shape))
+    answers = _kernels.get(key)
+    if answers is None or answers[2] is not shape:  # (a tuning since: answer again)
+        answers = _kernel_answers(m, n, k, np.dtype(dtype), forced, prepack) + (shape,)
+        if len(_kernels) >= 4096:  # (bounded: a process may meet many sizes)
+            _kernels.clear()
+        _kernels[key] = answers
+    if answers[0] == answers[1]:
+        return answers[0]
+    transposed = b_transposed() if callable(b_transposed) else b_transposed
+    return answers[0] if transposed else answers[1]
+
+
+# product_kernel's answers (B transposed, B not, the tuning they come from), by size and setting
+_kernels: dict = {}
+
+
+def _kernel_answers(m, n, k, dtype, forced, prepack) -> tuple[int, int]:
+    name = _name(dtype)
+    if _prepacked(name, m, forced, prepack):
+        return PACKED, PACKED
+    kernel = tuning().few_rows(name, m)
+    functions = _functions(dtype)
+    blas = _use_blas(functions[1], dtype, 2 * m * n * k)
+    if kernel is not None and kernel != gemm_tune.SKINNY and forced not in ("blas", "own"):
+        blas = kernel == gemm_tune.BLAS and functions[1] is not None
+    other = gemm_tune.BLAS if blas else gemm_tune.OWN  # (the sizes' measured choice)
+    if kernel != gemm_tune.SKINNY:
+        return other, other
+    return tuple(  # `skinny` where its blocks are as full as when it was measured
+        kernel if full_blocks(m, n, transposed, dtype.itemsize) else other
+        for transposed in (True, False)
+    )
 
 
 def _prepacked(name: str, m: int, forced: str, choice: str) -> bool:

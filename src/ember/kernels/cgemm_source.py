@@ -44,7 +44,7 @@ static void blas_leave(set_local_fn set_local, int process_wide, int previous) {
 struct job {
   gemm_fn gemm; set_local_fn set_local;
   int process_wide, ta, tb, split;
-  long m, n, k, lda, ldb, ldc, sa, sb, sc;
+  long m, n, k, lda, ldb, ldc, sa, sb, sc, piece;
   const T *a, *b; T *c;
 };
 
@@ -60,6 +60,11 @@ static void part(void *job_, long lo, long hi) {
   if (j->split == 0) {
     for (long i = lo; i < hi; i++)
       call(j, j->m, j->n, j->a + i * j->sa, j->b + i * j->sb, j->c + i * j->sc);
+  } else if (j->piece > 0 && hi - lo > j->piece) {
+    /* a BLAS's product of a block rounds by the block's size: the pool's blocks, one call
+       each, whether the pool shares them or (busy) hands the caller all of them */
+    for (long at = lo; at < hi; at += j->piece)
+      part(job_, at, at + j->piece < hi ? at + j->piece : hi);
   } else if (j->split == 1) {  /* rows lo..hi of op(A) and of C */
     call(j, hi - lo, j->n, j->a + (j->ta ? lo : lo * j->lda), j->b, j->c + lo * j->ldc);
   } else {                      /* columns lo..hi of op(B) and of C */
@@ -80,8 +85,10 @@ void ember_gemm_vector_bits(int *bits) {
 void ember_gemm(void *gemm, void *set_local, int process_wide, int ta, int tb, int split, long m,
                 long n, long k, const T *a, long lda, const T *b, long ldb, T *c, long ldc,
                 long sa, long sb, long sc, long count, long align, ember_pool pool) {
+  /* (ember's own GEMM sums each result in one order whatever the blocks: one call per range) */
+  long piece = gemm && pool && split != 0 ? align : 0;
   struct job j = {gemm ? (gemm_fn)gemm : ember_own_gemm, (set_local_fn)set_local, process_wide,
-                  ta, tb, split, m, n, k, lda, ldb, ldc, sa, sb, sc, a, b, c};
+                  ta, tb, split, m, n, k, lda, ldb, ldc, sa, sb, sc, piece, a, b, c};
   int previous = blas_enter(j.set_local, process_wide);
   if (pool) pool(part, &j, count, align);
   else part(&j, 0, count);

@@ -32,8 +32,13 @@ FEW_PANEL = r"""
 static inline __attribute__((always_inline)) void few_panel(long rb, const T *a, long k,
                                                             const T *b, T *c, long ldc, long nr) {
   /* a single row has only three chains of additions, too few to hide the adds' latency: its
-     even and odd terms are summed apart and added at the end */
+     even and odd terms are summed apart and added at the end, unless the includer defines
+     FEW_IN_ORDER (each sum in the order of k, as ember's own GEMM adds it) */
+#ifdef FEW_IN_ORDER
+  const long sets = 1;
+#else
   const long sets = rb == 1 ? 2 : 1;
+#endif
   vec acc[2][FEW][3];
 #pragma GCC unroll 2
   for (long s = 0; s < sets; s++)

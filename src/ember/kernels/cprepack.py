@@ -399,7 +399,10 @@ def source_text() -> str:
     from .cmicro import MICRO
     from .cpanels import PACKED
 
-    return MICRO + TILES + PACKED + _PRODUCT
+    # (a pack's product sums each result in the order of k, as ember's own GEMM does: a weight's
+    # first product, unpacked, and its later ones, packed, agree bit for bit; the C graph
+    # runner's steps, which run the own GEMM, agree with both)
+    return "#define FEW_IN_ORDER\n" + MICRO + TILES + PACKED + _PRODUCT
 
 
 @functools.cache

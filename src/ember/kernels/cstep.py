@@ -21,12 +21,16 @@ class CStep:
     """A node's C step: ``fn`` (the address of ``void step(const long *args)``), its argument
     block ``args`` (int64), the ``slots`` of ``args`` that take the node's arrays at each run
     (``(slot, "in" or "out", index)``), and what must live as long as the step (``keep``:
-    scratch memory, tables, the library the function lives in)."""
+    scratch memory, tables, the library the function lives in). ``contiguous_inputs``: the
+    node's inputs that generated code must hold C-contiguous for the step to compute what it
+    computes (the runner's arrays always are; a product handed to NumPy rounds by its
+    operands' layouts: kernels/cnumpy_product.py); runtime/cgraph.py checks them."""
 
     fn: int
     args: np.ndarray
     slots: list
     keep: tuple = field(default=())
+    contiguous_inputs: tuple = field(default=())
 
 
 # a step's function as ctypes calls it (from its address: ``STEP_CALL(step.fn)``)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 
 import numpy as np
 
@@ -200,13 +199,20 @@ def copy_step(node) -> CStep | None:
     return CStep(function_address(library[1]), args, [(0, "out", 0), (1, "in", 0)], (library,))
 
 
-def linear_step(x, w, bias, out, *, transposed: bool, relu: bool = False) -> CStep | None:
+def linear_step(
+    x, w, bias, out, *, transposed: bool, relu: bool = False, same_operand: bool = False
+) -> CStep | None:
     """The C step of ``x @ w.T`` (``transposed``, w being (n, k): a ``linear``) or ``x @ w``
     (w (k, n): a 2-d ``matmul``), plus ``bias`` per output column when given (its type, or
     None), then ReLU when ``relu``: the types of the node's operands and result. The node's
-    inputs are x, w (and the bias) in that order, its output 0. None where it does not
-    apply."""
-    from . import cgemm, cpool
+    inputs are x, w (and the bias) in that order, its output 0; ``same_operand``: x and w are
+    one value. The step computes what eager mode and generated code compute, bit for bit: a
+    product that they hand to NumPy as NumPy does (kernels/cnumpy_product.py), any other on the
+    kernel `cgemm.product_kernel` chooses for its size (a pack's product: ember's own GEMM,
+    which sums in the same order), from operands laid out as in generated code where the
+    kernel reads them by their layouts (the step's ``contiguous_inputs``). None where it does
+    not apply."""
+    from . import cgemm, cnumpy_product, cpool
 
     library = _library()
     dtype = out.dtype.np
@@ -217,37 +223,42 @@ def linear_step(x, w, bias, out, *, transposed: bool, relu: bool = False) -> CSt
         return None
     if bias is not None and tuple(bias.shape) != (out.shape[-1],):
         return None
+    n, k = (w.shape[0], w.shape[1]) if transposed else (w.shape[1], w.shape[0])
+    m = int(np.prod(x.shape[:-1], dtype=np.int64))
+    if m * n * k <= cgemm.BLAS_ONE_THREAD:  # (NumPy's product, as `cgemm.matmul` leaves it)
+        return cnumpy_product.product_step(
+            x, w, bias, out, transposed=transposed, relu=relu, same_operand=same_operand
+        )
     functions = cgemm._functions(dtype)
     if functions is None:
         return None
-    n, k = (w.shape[0], w.shape[1]) if transposed else (w.shape[1], w.shape[0])
-    m = int(np.prod(x.shape[:-1], dtype=np.int64))
-    gemm = function_address(functions[0])
-    few = cgemm.runs_skinny(m, dtype, n, transposed)  # (measured: kernels/gemm_tune.py)
+    kernel = cgemm.product_kernel(m, n, k, dtype, transposed)
+    few = kernel == cgemm.gemm_tune.SKINNY
+    blas = kernel == cgemm.gemm_tune.BLAS and functions[1] is not None
     itemsize = dtype.itemsize
     if few:  # (as `cgemm.skinny` and `cgemm.matmul` share their columns)
         big = cgemm.skinny_shared(m, n, k, itemsize)
-        unit = cgemm.skinny_unit(transposed, itemsize)
-    else:
-        big, unit = 2 * m * n * k >= cgemm.split_flops(), 64 // itemsize
-    align = cgemm.block_align(n, unit) if big else 1
+        split, count, unit = 2, n, cgemm.skinny_unit(transposed, itemsize)
+    else:  # (the blocks `cgemm.matmul` gives the pool: rows, or columns)
+        big = 2 * m * n * k >= cgemm.split_flops()
+        split, count, unit = cgemm._split(1, m, n, itemsize)
+    align = cgemm.block_align(count, unit) if big else 1
     pool = cpool.parallel_for() if big else None
-    split, count = (2, n) if big else (0, 1)  # (the GEMM's blocks of columns, or one call)
+    if not big:
+        split, count = 0, 1  # (one call)
+    gemm = function_address(functions[0])
     args = [0, 0, 0, 0, gemm, m, n, k, int(transposed), k if transposed else n, int(relu)]
     args += [function_address(functions[6]) if few else 0, pool or 0, align, split, count]
-    # the BLAS's gemm where `cgemm.matmul` would run it for this product (its choice for few
-    # rows, else the nearer size's), else ember's own (0)
-    kernel = cgemm.tuning().few_rows(dtype.name, m)
-    if kernel == cgemm.gemm_tune.SKINNY and not few:
-        kernel = None  # (a narrow product: the sizes' measured choice, as `cgemm.matmul`)
-    blas = cgemm._use_blas(functions[1], dtype, 2 * m * n * k)
-    if kernel is not None and os.environ.get("EMBER_GEMM", "") not in ("blas", "own"):
-        blas = kernel == cgemm.gemm_tune.BLAS and functions[1] is not None
-    if blas and not few:
+    if blas:
         args += [functions[1], functions[2] or 0, int(functions[3])]
     else:
         args += [0, 0, 0]
     step = library[2][dtype]
     slots = [(0, "in", 0), (1, "in", 1), (3, "out", 0)]
     slots += [(2, "in", 2)] if bias is not None else []
-    return CStep(function_address(step), np.array(args, np.int64), slots, (library, functions))
+    made = CStep(function_address(step), np.array(args, np.int64), slots, (library, functions))
+    if kernel != cgemm.gemm_tune.OWN and kernel != cgemm.PACKED:
+        # `skinny` and the BLAS read each operand by its layout (a transposed view is another
+        # order of sums than its contiguous copy); ember's own GEMM packs both whatever they are
+        made.contiguous_inputs = (0, 1)
+    return made

@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from ..kernels.cepilogue import block_kind
+from ..kernels.cepilogue import BLOCK_BYTES, block_kind
 from ._registry import REGISTRY
 from ._rules import EpilogueRule
 from .program import Input, Instr, Program
@@ -54,6 +54,21 @@ def _compile(rows):
     return compile_
 
 
+def _memory_base(value):
+    """The value whose memory ``value`` may be a view of (through view ops and ops whose
+    kernel returns views), or ``value`` itself."""
+    while value.node.kind == "call" and (value.node.op.view or value.node.op.aliases):
+        value = value.node.inputs[0]
+    return value
+
+
+def operands_may_share(node, i: int = 0, j: int = 1) -> bool:
+    """Whether the node's inputs ``i`` and ``j`` may be views of one array where generated code
+    runs it (``x @ x.T``: NumPy computes such a product with its own routine, which a C step
+    does not repeat)."""
+    return _memory_base(node.inputs[i]) is _memory_base(node.inputs[j])
+
+
 def relu_only(node) -> bool:
     """Whether the fused node's epilogue is a ReLU of the product alone, which the C graph
     runner's product step applies (kernels/csteps.py)."""
@@ -64,6 +79,22 @@ def relu_only(node) -> bool:
         and len(node.inputs) == attrs["n_producer"]
         and attrs["outputs"] == (0,)
         and attrs["program"] == relu
+    )
+
+
+def as_blocks(step, result):
+    """``step`` (a product's C step, computing all of ``result`` at once) where it computes
+    what generated code computes a block of rows at a time (kernels/cepilogue.py), else None:
+    ember's own GEMM sums each result alike either way, a kernel that reads its operands by
+    their layouts (the step's ``contiguous_inputs``: NumPy's BLAS calls, `skinny`, the
+    BLAS's) only where the result is one block."""
+    if step is None or not step.contiguous_inputs:
+        return step
+    row = (result.shape[-1] if result.shape else 1) * result.dtype.np.itemsize
+    return (
+        step
+        if math.prod(result.shape) * result.dtype.np.itemsize <= max(BLOCK_BYTES, row)
+        else None
     )
 
 
@@ -87,6 +118,8 @@ def chained_c_step(node, product_step):
     loop = cfuse.c_step(attrs["program"], attrs["outputs"], attrs["out_types"], in_types)
     if product is None or loop is None:
         return None
+    if as_blocks(product, result) is None:
+        return None
     scratch = None
     if node.outputs[0].type != result:
         scratch = np.empty(tuple(result.shape), result.dtype.np)
@@ -107,6 +140,8 @@ def chained_c_step(node, product_step):
         [loop_slot(*entry) for entry in loop.slots],
     ]
     step = csteps.sequence_step([product, loop], slots)
+    if step is not None:  # (the product's inputs are the node's first ones)
+        step.contiguous_inputs = product.contiguous_inputs
     if step is not None and scratch is not None:
         step.keep = (*step.keep, scratch)
     return step

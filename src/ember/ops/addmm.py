@@ -14,7 +14,7 @@ from . import api as E
 from ._autocast import Autocast, autocasts
 from ._matmul_kernels import matmul_fast, matmul_kernel, product_workspace
 from ._registry import Cost, OpDef, apply, export, register
-from ._row_blocks import gemm, relu_only, row_block_rule, rows_of
+from ._row_blocks import as_blocks, gemm, operands_may_share, relu_only, row_block_rule, rows_of
 from ._rules import Complex
 from ._util import (
     broadcast_shapes,
@@ -124,7 +124,7 @@ def _addmm_workspace(node, layouts) -> int:
     return max(product_workspace(mat1, mat2, out), scaled)
 
 
-def _addmm_step(types, out, attrs, relu: bool = False):
+def _addmm_step(types, out, attrs, relu: bool = False, same_operand: bool = False):
     """The C graph runner's product-and-bias step (kernels/csteps.py) where it computes addmm:
     beta and alpha 1 and an input of one value per column; its operand slots moved to addmm's
     order (input, mat1, mat2)."""
@@ -133,10 +133,13 @@ def _addmm_step(types, out, attrs, relu: bool = False):
     input, mat1, mat2 = types
     if attrs["beta"] != 1 or attrs["alpha"] != 1 or tuple(input.shape) != (out.shape[-1],):
         return None
-    step = csteps.linear_step(mat1, mat2, input, out, transposed=False, relu=relu)
+    step = csteps.linear_step(
+        mat1, mat2, input, out, transposed=False, relu=relu, same_operand=same_operand
+    )
     if step is not None:
         order = (1, 2, 0)  # linear_step's x, w and bias are addmm's mat1, mat2 and input
         step.slots = [(at, kind, order[i] if kind == "in" else i) for at, kind, i in step.slots]
+        step.contiguous_inputs = tuple(order[i] for i in step.contiguous_inputs)
     return step
 
 
@@ -161,7 +164,9 @@ def _addmm_epilogue_c_step(node):
         return None
     types = [v.type for v in node.inputs]
     attrs = dict(node.attrs["producer_attrs"])
-    return _addmm_step(types, node.outputs[0].type, attrs, relu=True)
+    same = operands_may_share(node, 1, 2)
+    step = _addmm_step(types, node.outputs[0].type, attrs, relu=True, same_operand=same)
+    return as_blocks(step, node.outputs[0].type)
 
 
 def _onnx_addmm(e):
@@ -193,7 +198,10 @@ _ADDMM = register(
         cost=_addmm_cost,
         save_inputs=(1, 2),
         c_step=lambda node: _addmm_step(
-            [v.type for v in node.inputs], node.outputs[0].type, node.attrs
+            [v.type for v in node.inputs],
+            node.outputs[0].type,
+            node.attrs,
+            same_operand=operands_may_share(node, 1, 2),
         ),
         epilogue=row_block_rule(_addmm_rows, c_step=_addmm_epilogue_c_step),
         workspace=_addmm_workspace,

@@ -30,7 +30,15 @@ from ._matmul_kernels import (
     product_workspace,
 )
 from ._registry import Cost, OpDef, TensorBase, apply, export, register
-from ._row_blocks import chained_c_step, gemm, relu_only, row_block_rule, rows_of
+from ._row_blocks import (
+    as_blocks,
+    chained_c_step,
+    gemm,
+    operands_may_share,
+    relu_only,
+    row_block_rule,
+    rows_of,
+)
 from ._rules import ChannelWeights, Complex
 from ._util import (
     broadcast_shapes,
@@ -162,7 +170,8 @@ def _matmul_c_step(node):
     a, b = (v.type for v in node.inputs)
     if len(b.shape) != 2:
         return None
-    return csteps.linear_step(a, b, None, node.outputs[0].type, transposed=False)
+    same = operands_may_share(node)
+    return csteps.linear_step(a, b, None, node.outputs[0].type, transposed=False, same_operand=same)
 
 
 def _matmul_rows(arrays, **attrs):
@@ -177,9 +186,14 @@ def _matmul_epilogue_c_step(node):
     a, b = (v.type for v in node.inputs[:2])
     if len(b.shape) != 2:
         return None
+    same = operands_may_share(node)
     if relu_only(node):
-        return csteps.linear_step(a, b, None, node.outputs[0].type, transposed=False, relu=True)
-    return chained_c_step(node, lambda out: csteps.linear_step(a, b, None, out, transposed=False))
+        out = node.outputs[0].type
+        step = csteps.linear_step(a, b, None, out, transposed=False, relu=True, same_operand=same)
+        return as_blocks(step, out)
+    return chained_c_step(
+        node, lambda out: csteps.linear_step(a, b, None, out, transposed=False, same_operand=same)
+    )
 
 
 # an elementwise reader runs on blocks of rows (ops/_row_blocks.py), for a product by a matrix
@@ -332,7 +346,8 @@ def _linear_c_step(node):
     from ..kernels import csteps
 
     x, w, *bias = (v.type for v in node.inputs)
-    return csteps.linear_step(x, w, *(bias or [None]), node.outputs[0].type, transposed=True)
+    out, same = node.outputs[0].type, operands_may_share(node)
+    return csteps.linear_step(x, w, *(bias or [None]), out, transposed=True, same_operand=same)
 
 
 def _linear_rows(arrays, **attrs):
@@ -356,11 +371,17 @@ def _linear_epilogue_c_step(node):
         x, w, *bias = (v.type for v in node.inputs[: node.attrs["n_producer"]])
         bias = bias[0] if bias else None
         return chained_c_step(
-            node, lambda out: csteps.linear_step(x, w, bias, out, transposed=True)
+            node,
+            lambda out: csteps.linear_step(
+                x, w, bias, out, transposed=True, same_operand=operands_may_share(node)
+            ),
         )
     x, w, *bias = (v.type for v in node.inputs)
-    out = node.outputs[0].type
-    return csteps.linear_step(x, w, *(bias or [None]), out, transposed=True, relu=True)
+    out, same = node.outputs[0].type, operands_may_share(node)
+    step = csteps.linear_step(
+        x, w, *(bias or [None]), out, transposed=True, relu=True, same_operand=same
+    )
+    return as_blocks(step, out)
 
 
 def _linear_channel_fold(in_types, attrs):

@@ -32,10 +32,13 @@ timed again.
 print) says what was chosen and why, with the predicted and measured times, and then the
 chosen parallel plan.
 
-Invariants. Every candidate computes what generated code computes (the C runner's steps and
-the workers run the same kernels; tests/runtime/test_auto.py checks them against the
-interpreter). While ember.profiler records (``codegen.profiler`` set), a call runs the
-generated code, instrumented, whatever was chosen: a profile shows every node.
+Invariants. Every candidate computes what generated code computes, bit for bit, so that a
+result never depends on the choice (the C runner's steps and the workers run the same kernels,
+a product the kernel its size gets and NumPy's BLAS calls where generated code hands it to
+NumPy; tests/runtime/test_cgraph.py checks the steps against generated code,
+tests/runtime/test_auto.py the candidates against the interpreter). While ember.profiler
+records (``codegen.profiler`` set), a call runs the generated code, instrumented, whatever
+was chosen: a profile shows every node.
 """
 
 from __future__ import annotations

@@ -167,7 +167,23 @@ def c_steps(graph) -> list | None:
         if step is None:
             return None
         steps.append(step)
+    if any(step.contiguous_inputs for step in steps) and not _layouts_hold(graph, steps):
+        return None
     return steps
+
+
+def _layouts_hold(graph, steps) -> bool:
+    """Whether generated code holds C-contiguous every input that a step asks to be (its
+    ``contiguous_inputs``: a product whose rounding follows its operands' layouts)."""
+    from ..plan.layout import Layouts
+
+    layouts = Layouts(graph)
+    calls = [n for n in graph.nodes if n.kind == "call"]
+    return all(
+        layouts.contiguous(node.inputs[i])
+        for node, step in zip(calls, steps)
+        for i in step.contiguous_inputs
+    )
 
 
 class CGraphProgram:
