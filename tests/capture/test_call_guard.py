@@ -325,3 +325,49 @@ def test_tables_note_every_change():
 
     for copied in (copy.deepcopy(module), pickle.loads(pickle.dumps(module))):
         assert type(copied._parameters) is Table
+
+
+def test_results_of_every_structure_are_each_calls_own():
+    # a forward pass returns the program's results as they are (one tensor, a tuple, or the
+    # structure rebuilt): through the guard too, each call's outputs are new tensors, a result
+    # returned twice is two tensors, and the structure is the function's
+    from collections import namedtuple
+
+    Pair = namedtuple("Pair", "a b")
+    outputs = {
+        "one": lambda y: y,
+        "tuple": lambda y: (y, y * 2.0),
+        "same twice": lambda y: (y, y),
+        "list": lambda y: [y, y + 1.0],
+        "dict": lambda y: {"h": y, "n": None},
+        "named": lambda y: Pair(y, y - 1.0),
+    }
+    flat = {
+        "one": lambda r: [r],
+        "tuple": list,
+        "same twice": list,
+        "list": list,
+        "dict": lambda r: [r["h"]],
+        "named": list,
+    }
+    rng = np.random.default_rng(0)
+    for name, shape in outputs.items():
+        fn = ember.function(lambda x, shape=shape: shape(ember.relu(x) * 3.0))
+        seen = []
+        for _ in range(3):
+            x = rng.standard_normal((2, 3)).astype(np.float32)
+            with ember.no_grad():
+                got = fn(ember.tensor(x))
+            want = shape(ember.relu(ember.tensor(x)) * 3.0)
+            assert type(got) is type(want), name
+            if name == "dict":
+                assert got["n"] is None
+            for g, e in zip(flat[name](got), flat[name](want)):
+                np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-6, err_msg=name)
+            seen.append((flat[name](got), [e.numpy() for e in flat[name](want)]))
+        if name == "same twice":
+            assert got[0] is not got[1] and not np.shares_memory(got[0].numpy(), got[1].numpy())
+        assert fn.stats.hits == 2, name
+        for tensors, arrays in seen:  # no later call wrote into an earlier call's results
+            for g, e in zip(tensors, arrays):
+                np.testing.assert_allclose(g.numpy(), e, rtol=1e-6, err_msg=name)

@@ -251,4 +251,7 @@ class Probes:
                 or not all(map(is_, container.values(), values))
             ):
                 return False
-        return all(python_value(value) == guard for value, guard in self.values)
+        for value, guard in self.values:
+            if not python_value(value) == guard:
+                return False
+        return True
