@@ -98,7 +98,7 @@ def test_repeated_calls_still_check_each_input_against_the_model():
     np.testing.assert_allclose(logits.numpy(), expected, rtol=1e-5, atol=1e-5)
 
 
-def test_the_fast_path_still_sees_new_shapes_arrays_overrides_and_parameters():
+def test_the_fast_path_still_sees_new_shapes_arrays_overrides_and_parameters(monkeypatch):
     # after calls like the last engaged the fast path (no binding checks, ember.function's
     # guard, the program's outputs as they are), every change still reaches the result
     model, w = _mlp(np.random.default_rng(0))
@@ -120,9 +120,28 @@ def test_the_fast_path_still_sees_new_shapes_arrays_overrides_and_parameters():
         np.testing.assert_allclose(logits.numpy(), expected(x), rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(rows.numpy(), x.sum(1), rtol=1e-5, atol=1e-6)
         results.append((x, logits))
-    assert f._checked is not None and f._function.stats.hits >= 4  # (it was engaged)
+    assert f._checked and f._function.stats.hits >= 4  # (it was engaged)
     for x, logits in results:  # each call's outputs are its own, never a later call's
         np.testing.assert_allclose(logits.numpy(), expected(x), rtol=1e-5, atol=1e-5)
+    # calls alternating between signatures seen before bind and build no key again
+    from ember.capture import function as function_module
+    from ember.onnx import importer
+
+    counts = {"bind": 0, "discover": 0}
+
+    def counted(name, real):
+        def call(*args, **kwargs):
+            counts[name] += 1
+            return real(*args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(importer, "_bind", counted("bind", importer._bind))
+    monkeypatch.setattr(function_module, "discover", counted("discover", function_module.discover))
+    traces = f._function.stats.traces
+    for x in inputs[2:6] * 2:
+        np.testing.assert_allclose(f(x)[0].numpy(), expected(x), rtol=1e-5, atol=1e-5)
+    assert counts == {"bind": 0, "discover": 0} and f._function.stats.traces == traces
     x = inputs[0]
     with pytest.raises(OnnxError, match="float64"):
         f(x.astype(np.float64))

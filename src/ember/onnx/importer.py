@@ -371,6 +371,9 @@ def _facts_of(args, values: list) -> list | None:
     return facts
 
 
+_CHECKED = 4  # the latest calls' argument facts an OnnxFunction keeps (a few signatures)
+
+
 def _is_eager(value) -> bool:
     """Whether `_to_output` returns ``value`` as it is (an eager tensor, the common output)."""
     return type(value) is Tensor
@@ -416,9 +419,10 @@ class OnnxFunction:
         kwargs = {} if opt_level is None else {"opt_level": opt_level}
         name = re.sub(r"\W", "_", source.proto.graph.name or "onnx_model")
         self._function = _ember_function(self._captured, name=name, **kwargs) if capture else None
-        # the argument facts (`_facts_of`) of the latest captured call `_bind` checked
-        self._checked: list | None = None
-        self._given_arrays = False  # (whether some of those were NumPy arrays)
+        # (the argument facts (`_facts_of`), whether some are NumPy arrays) of the latest
+        # captured calls `_bind` checked, the most recent first (replaced, never changed in
+        # place: calls from other threads read it)
+        self._checked: list = []
 
     # the function ember.function captures: tensors in, tensors out
     def _captured(self, *tensors, **overrides):
@@ -441,23 +445,21 @@ class OnnxFunction:
 
     def __call__(self, *args, **kwargs):
         outs = None
-        checked = self._checked
-        if (
-            not kwargs
-            and checked is not None
-            and self.eager_reason is None
-            and len(args) == len(checked)
-            and all(map(_same_facts, args, checked))
-        ):
-            # tensors of the types, shapes and dtypes of a call that passed `_bind`'s checks:
+        checked = None
+        if not kwargs and self.eager_reason is None:
+            for facts, arrays in self._checked:
+                if len(args) == len(facts) and all(map(_same_facts, args, facts)):
+                    checked = arrays
+                    break
+        if checked is not None:
+            # arguments of the types, shapes and dtypes of a call that passed `_bind`'s checks:
             # they bind as that call's did (no initializer overrides), so skip its checks
             # (ember.function's guard still checks what its program depends on)
             values, overrides = args, None
-            if self._given_arrays:
+            if checked:  # (some are NumPy arrays)
                 values = list(map(_fed, args))
         else:
             values, overrides = _bind(self.runner, args, dict(kwargs), self.source.name)
-            self._checked = None
         capturable = self._function is not None and self.eager_reason is None
         if capturable and (
             overrides is None or all(is_tensor(v) for v in (*values, *overrides.values()))
@@ -469,9 +471,11 @@ class OnnxFunction:
             except (NeedsData, TraceError) as err:
                 self.eager_reason = str(err).split("\n")[0]
             else:
-                if self._checked is None and not overrides:
-                    self._checked = _facts_of(args, values)
-                    self._given_arrays = any(f[0] is np.ndarray for f in self._checked or ())
+                facts = None if checked is not None or overrides else _facts_of(args, values)
+                if facts is not None:  # (the latest first)
+                    arrays = any(f[0] is np.ndarray for f in facts)
+                    others = [c for c in self._checked if c[0] != facts]
+                    self._checked = [(facts, arrays), *others[: _CHECKED - 1]]
         if outs is None:
             outs = self.runner.run(list(values), params=overrides or {})
         if not all(map(_is_eager, outs)):  # (eager tensors are returned as they are)
