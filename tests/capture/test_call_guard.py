@@ -325,3 +325,82 @@ def test_tables_note_every_change():
 
     for copied in (copy.deepcopy(module), pickle.loads(pickle.dumps(module))):
         assert type(copied._parameters) is Table
+
+
+def test_results_of_every_structure_are_each_calls_own():
+    # a forward pass returns the program's results as they are (one tensor, a tuple, or the
+    # structure rebuilt): through the guard too, each call's outputs are new tensors, a result
+    # returned twice is two tensors, and the structure is the function's
+    from collections import namedtuple
+
+    Pair = namedtuple("Pair", "a b")
+    outputs = {
+        "one": lambda y: y,
+        "tuple": lambda y: (y, y * 2.0),
+        "same twice": lambda y: (y, y),
+        "list": lambda y: [y, y + 1.0],
+        "dict": lambda y: {"h": y, "n": None},
+        "named": lambda y: Pair(y, y - 1.0),
+    }
+    flat = {
+        "one": lambda r: [r],
+        "tuple": list,
+        "same twice": list,
+        "list": list,
+        "dict": lambda r: [r["h"]],
+        "named": list,
+    }
+    rng = np.random.default_rng(0)
+    for name, shape in outputs.items():
+        fn = ember.function(lambda x, shape=shape: shape(ember.relu(x) * 3.0))
+        seen = []
+        for _ in range(3):
+            x = rng.standard_normal((2, 3)).astype(np.float32)
+            with ember.no_grad():
+                got = fn(ember.tensor(x))
+            want = shape(ember.relu(ember.tensor(x)) * 3.0)
+            assert type(got) is type(want), name
+            if name == "dict":
+                assert got["n"] is None
+            for g, e in zip(flat[name](got), flat[name](want)):
+                np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-6, err_msg=name)
+            seen.append((flat[name](got), [e.numpy() for e in flat[name](want)]))
+        if name == "same twice":
+            assert got[0] is not got[1] and not np.shares_memory(got[0].numpy(), got[1].numpy())
+        assert fn.stats.hits == 2, name
+        for tensors, arrays in seen:  # no later call wrote into an earlier call's results
+            for g, e in zip(tensors, arrays):
+                np.testing.assert_allclose(g.numpy(), e, rtol=1e-6, err_msg=name)
+
+
+def test_calls_alternating_between_signatures_reuse_their_guards(keys):
+    model = _model()
+    fn = ember.function(lambda x: model(x))
+    xs = [ember.randn(n, 4) for n in (2, 5, 1)]
+    for x in xs:
+        _close(fn, model, x)
+    assert keys[0] == 3
+    for x in xs * 2 + xs[::-1]:  # each a recent key's: no key built, the latest graph its own
+        _close(fn, model, x)
+        assert fn.graph.inputs[0].type.shape[0] == x.shape[0]
+    assert keys[0] == 3 and fn.stats.traces == 3
+    with ember.no_grad():  # (each guard still checks what it was recorded with)
+        model.b.weight.data = ember.randn(3, 4)
+        _close(fn, model, xs[0])
+    assert keys[0] == 4
+    # a program the bounded cache dropped is traced again, never run by its old guard
+    small = ember.function(lambda x: model(x), cache_size=1)
+    for x in xs[:2] * 2:
+        _close(small, model, x)
+    assert small.stats.traces == 4 and small.stats.evictions == 3
+
+
+def test_an_array_the_function_reads_is_guarded_by_its_contents():
+    table = np.array([1.0, 2.0, 3.0], np.float32)
+    f = ember.function(lambda x: x * ember.tensor(table))
+    x = ember.ones(3)
+    for step in range(6):
+        if step == 3:
+            table[1] = 7.0  # changed in place: the guard compares the contents
+        np.testing.assert_allclose(f(x).numpy(), table)
+    assert f.stats.traces == 2 and f.stats.hits == 4

@@ -98,6 +98,78 @@ def test_repeated_calls_still_check_each_input_against_the_model():
     np.testing.assert_allclose(logits.numpy(), expected, rtol=1e-5, atol=1e-5)
 
 
+def test_the_fast_path_still_sees_new_shapes_arrays_overrides_and_parameters(monkeypatch):
+    # after calls like the last engaged the fast path (no binding checks, ember.function's
+    # guard, the program's outputs as they are), every change still reaches the result
+    model, w = _mlp(np.random.default_rng(0))
+    # W2 also a graph input: an initializer a call may give by name
+    model.graph.input.append(helper.make_tensor_value_info("W2", F32, [8, 3]))
+    f = ember.onnx.load(model)
+
+    def expected(x, W2=w["W2"], b2=w["b2"]):
+        return np.maximum(x.astype(np.float64) @ w["W1"] + w["b1"], 0) @ W2 + b2
+
+    rng = np.random.default_rng(1)
+    wide = rng.standard_normal((2, 8)).astype(np.float32)
+    inputs = [rng.standard_normal((n, 4)).astype(np.float32) for n in (2, 2, 2, 5, 5, 2)]
+    inputs += [wide[:, ::2], wide[:, 1::2]]  # (not contiguous: fed as C-ordered copies)
+    results = []
+    for k, x in enumerate(inputs):
+        given = ember.tensor(x) if k % 2 else x  # tensors and NumPy arrays, alternating
+        logits, rows = f(given)
+        np.testing.assert_allclose(logits.numpy(), expected(x), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(rows.numpy(), x.sum(1), rtol=1e-5, atol=1e-6)
+        results.append((x, logits))
+    assert f._checked and f._function.stats.hits >= 4  # (it was engaged)
+    for x, logits in results:  # each call's outputs are its own, never a later call's
+        np.testing.assert_allclose(logits.numpy(), expected(x), rtol=1e-5, atol=1e-5)
+    # calls alternating between signatures seen before bind and build no key again
+    from ember.capture import function as function_module
+    from ember.onnx import importer
+
+    counts = {"bind": 0, "discover": 0}
+
+    def counted(name, real):
+        def call(*args, **kwargs):
+            counts[name] += 1
+            return real(*args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(importer, "_bind", counted("bind", importer._bind))
+    monkeypatch.setattr(function_module, "discover", counted("discover", function_module.discover))
+    traces = f._function.stats.traces
+    for x in inputs[2:6] * 2:
+        np.testing.assert_allclose(f(x)[0].numpy(), expected(x), rtol=1e-5, atol=1e-5)
+    assert counts == {"bind": 0, "discover": 0} and f._function.stats.traces == traces
+    x = inputs[0]
+    with pytest.raises(OnnxError, match="float64"):
+        f(x.astype(np.float64))
+    with pytest.raises(OnnxError, match="shape"):
+        f(np.zeros((2, 5), np.float32))
+    W2 = rng.standard_normal((8, 3)).astype(np.float32)
+    logits, _ = f(x, W2=W2)  # an initializer given by name
+    np.testing.assert_allclose(logits.numpy(), expected(x, W2=W2), rtol=1e-5, atol=1e-5)
+    for _ in range(2):  # and the model's own again
+        np.testing.assert_allclose(f(x)[0].numpy(), expected(x), rtol=1e-5, atol=1e-5)
+
+    # a trainable module under ember.function: parameters updated in place or replaced
+    module = ember.onnx.load(model, trainable=True)
+    fn = ember.function(lambda x: module(x)[0])
+    t = ember.tensor(x)
+    with ember.no_grad():
+        for _ in range(3):
+            np.testing.assert_allclose(fn(t).numpy(), expected(x), rtol=1e-5, atol=1e-5)
+        assert fn.stats.hits >= 2
+        module.W2.mul_(2.0)
+        got = fn(t).numpy()
+        np.testing.assert_allclose(got, expected(x, W2=2 * w["W2"]), rtol=1e-5, atol=1e-5)
+        b2 = rng.standard_normal(3).astype(np.float32)
+        module.b2.data = ember.tensor(b2)
+        got = fn(t).numpy()
+        np.testing.assert_allclose(got, expected(x, 2 * w["W2"], b2), rtol=1e-5, atol=1e-5)
+
+
 def test_a_data_dependent_shape_runs_eagerly_and_says_why():
     # NonZero's count decides a Reshape's shape: no graph can hold that
     x = helper.make_tensor_value_info("x", F32, [6])

@@ -78,6 +78,8 @@ class CallGuard:
         "_requires_grad",
         "_reach",
         "_grads",
+        "_types",
+        "_stateless",
     )
 
     @classmethod
@@ -132,6 +134,12 @@ class CallGuard:
         self._requires_grad = list(map(_REQUIRES_GRAD, self._tensors))
         self._reach = reach
         self._grads = list(grads)
+        # (the common call, for `leaves` to check first: positional tensors only, their types;
+        # no modules or state tensors to compare)
+        self._types = None
+        if not kwargs and all(tensor for tensor, _ in arg_objects):
+            self._types = tuple(want for _, want in arg_objects)
+        self._stateless = not (modules or self._tensors or self._graph_flags)
         return self
 
     def bind(self, entry) -> CallGuard:
@@ -145,6 +153,46 @@ class CallGuard:
     def leaves(self, args: tuple, kwargs: dict) -> list | None:
         """The tensor arguments of a call with ``args`` and ``kwargs`` when its key is the
         recorded call's, else None."""
+        types = self._types
+        if types is not None and not kwargs:  # tensors alone, by position
+            if len(args) != len(types) or not all(map(is_, map(type, args), types)):
+                return None
+            leaves = list(args)
+        else:
+            leaves = self._mixed_leaves(args, kwargs)
+            if leaves is None:
+                return None
+        if autograd.is_grad_enabled() != self._grad_mode or tables_version() != self._version:
+            return None
+        if autocast_state() != self._autocast:
+            return None
+        if self._specs is None:
+            if list(map(_FACTS, leaves)) != self._leaf_facts:
+                return None
+        else:
+            for spec, t, name in zip(self._specs, leaves, self._names):
+                spec.check(t, f"argument {name}")  # (raises as the full path does)
+        if not self._stateless and (
+            list(map(_TRAINING, self._modules)) != self._flags
+            or not all(map(is_, map(_DATA, self._tensors), self._arrays))
+            or list(map(_REQUIRES_GRAD, self._tensors)) != self._requires_grad
+            or (
+                self._graph_flags
+                and [getattr(m, n) for m, n in self._graph_flags] != self._graph_flag_values
+            )
+        ):
+            return None
+        if not self._probes.hold():
+            return None
+        if self._grads is not None:
+            if grad_signature(self._reach, leaves, self._names)[1] != self._grads:
+                return None
+        return leaves
+
+    def _mixed_leaves(self, args: tuple, kwargs: dict) -> list | None:
+        """`leaves`' first check for a call with keywords or Python values: the tensor
+        arguments where every argument is as recorded (a tensor of its type, any other value
+        the same object), else None."""
         if len(args) != self._n_args or (kwargs and tuple(kwargs) != self._kw_names):
             return None
         if not kwargs and self._kw_names:
@@ -158,29 +206,5 @@ class CallGuard:
                     return None
                 leaves.append(value)
             elif value is not want:
-                return None
-        if autograd.is_grad_enabled() != self._grad_mode or tables_version() != self._version:
-            return None
-        if autocast_state() != self._autocast:
-            return None
-        if self._specs is None:
-            if list(map(_FACTS, leaves)) != self._leaf_facts:
-                return None
-        else:
-            for spec, t, name in zip(self._specs, leaves, self._names):
-                spec.check(t, f"argument {name}")  # (raises as the full path does)
-        if (
-            list(map(_TRAINING, self._modules)) != self._flags
-            or not all(map(is_, map(_DATA, self._tensors), self._arrays))
-            or list(map(_REQUIRES_GRAD, self._tensors)) != self._requires_grad
-            or not self._probes.hold()
-            or (
-                self._graph_flags
-                and [getattr(m, n) for m, n in self._graph_flags] != self._graph_flag_values
-            )
-        ):
-            return None
-        if self._grads is not None:
-            if grad_signature(self._reach, leaves, self._names)[1] != self._grads:
                 return None
         return leaves

@@ -19,9 +19,10 @@ The tf.function / torch.compile of ember. Calling a `Function`:
    step N times therefore equals N eager steps.
 
 Building a key reads much of the state (the search of what the function reaches, every module
-tree, every tensor's type); a call like the previous one skips it: the `CallGuard`
-(capture/call_guard.py) re-checks, cheaply, that everything the previous key was built from is
-unchanged, and runs that key's program.
+tree, every tensor's type); a call like one of the latest few skips it: the `CallGuard`
+(capture/call_guard.py) of each of the `GUARDS` latest keys re-checks, cheaply, that everything
+that key was built from is unchanged, and the first that holds runs its key's program (so calls
+that alternate between a few signatures, a batch of 8 and one of 1, skip their keys too).
 
 The cache is bounded, like ``torch.compile``'s (``torch._dynamo.config.cache_size_limit``):
 a function keeps the ``cache_size`` most recently used programs (by default
@@ -84,6 +85,7 @@ __all__ = ["DEFAULT_CACHE_SIZE", "Function", "FunctionStats", "function", "RETRA
 
 RETRACE_WARNING = 5
 DEFAULT_CACHE_SIZE = 8  # programs a Function keeps when not given cache_size (see above)
+GUARDS = 4  # the latest keys whose guards a call tries before building its key
 
 
 @dataclass
@@ -145,7 +147,9 @@ class Function:
         self._lock = threading.Lock()  # held while a trace is added: one trace per new key
         self._last_key: CallKey | None = None
         self._last_entry: GraphFunction | None = None
-        self._guard: CallGuard | None = None  # the latest call's, when it has one
+        # (guard, key) of the latest keys that had one, the most recent first; replaced, never
+        # changed in place (calls from other threads read it without the lock)
+        self._guards: list[tuple[CallGuard, CallKey]] = []
         self._warned = False
         self._arg_names = parameter_names(fn)
         # tensor arguments (by name) whose values a trace read as host data (the lengths of
@@ -210,11 +214,16 @@ class Function:
     # ------------------------------------------------------------------------------ calls
     def __call__(self, *args, **kwargs):
         self.stats.calls += 1
-        guard = self._guard
-        if guard is not None:  # a call like the last one: its program, without a key
+        guards = self._guards
+        for k, (guard, key) in enumerate(guards):  # a call like a recent one: its program
             leaves = guard.leaves(args, kwargs)
             if leaves is not None:
                 self.stats.hits += 1
+                if k:  # (tried first next time)
+                    self._guards = [guards[k], *guards[:k], *guards[k + 1 :]]
+                if guard.entry is not self._last_entry:  # the latest, as the key path does
+                    self._last_key, self._last_entry = key, guard.entry
+                    self._touch(guard.entry)
                 return guard.entry.run(leaves)
         leaves, names, structure = split_args(args, kwargs, self._arg_names)
         if any(not isinstance(t, Tensor) for t in leaves):
@@ -245,7 +254,6 @@ class Function:
         # (a guard compares arguments by type and shape, not whether they are state tensors)
         guard = guard and not any(k is not None for k in state_aliases(reach, leaves))
         if guard:  # (its facts as the key read them, before a trace or the run change any)
-            self._guard = None
             guard = CallGuard.record(
                 args,
                 kwargs,
@@ -278,9 +286,22 @@ class Function:
         else:
             self.stats.hits += 1
         self._last_key, self._last_entry = key, entry
-        if guard and not self._state_reads:  # (a trace may just have found some)
-            self._guard = guard.bind(entry)
+        if self._by_value or self._state_reads:  # (a trace may just have found some)
+            self._guards = []  # (guards compare no values: the keys now hold some)
+        elif guard:
+            others = [(g, k) for g, k in self._guards if g.entry is not entry]
+            self._guards = [(guard.bind(entry), key), *others[: GUARDS - 1]]
         return entry
+
+    def _touch(self, entry: GraphFunction) -> None:
+        """Mark ``entry`` the most recently used of the cache (a guard ran it)."""
+        try:
+            for k, cached in reversed(self._cache.items()):
+                if cached is entry:
+                    self._cache.move_to_end(k)
+                    return
+        except (KeyError, RuntimeError):  # (another thread changed the cache meanwhile)
+            pass
 
     def _lookup(self, base: CallKey, key: CallKey) -> GraphFunction | None:
         # a graph that reads no gradient is cached under the key without them (`base`)
@@ -302,8 +323,10 @@ class Function:
         self._state_reads.update(entry.state_reads)  # (later keys compare their values)
         self._cache[key if entry.reads_grads else base] = entry
         while len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
+            _, dropped = self._cache.popitem(last=False)
             self.stats.evictions += 1
+            # (a dropped program is traced again when next needed, not run by its guard)
+            self._guards = [(g, k) for g, k in self._guards if g.entry is not dropped]
         self.stats.traces += 1
         if self.stats.traces > 1:
             self.stats.retrace_reasons.append(reason)

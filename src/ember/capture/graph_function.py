@@ -22,9 +22,9 @@ from operator import attrgetter
 
 from ..errors import EmberError, ShapeError, TraceError
 from ..graph.printer import format_type
-from ..graph.tree import tensor_leaves, unflatten
+from ..graph.tree import LEAF, tensor_leaves, unflatten
 from ..kernels import cprepack
-from ..kernels.conv_plan import charged_to
+from ..kernels.conv_plan import charge_begin, charge_end
 from ..plan.program import MemoryLayout, ProgramParts, plan_program, runner_held_bytes
 from ..runtime.codegen import compile_graph
 from ..symbolic import SymDim
@@ -41,6 +41,22 @@ from .writebacks import WritebackKind, apply_writebacks
 __all__ = ["GraphFunction"]
 
 _DATA = attrgetter("_data")
+_ONE = object()  # `_out_shape` of a result that is one tensor
+
+
+def _out_shape(spec):
+    """What `GraphFunction.run` shapes a forward pass's results into: `_ONE`, ``tuple`` (a
+    tuple of tensors), or the structure itself (graph/tree.py)."""
+    if spec == LEAF:
+        return _ONE
+    if (
+        isinstance(spec, tuple)
+        and len(spec) == 2
+        and spec[0] is tuple
+        and all(s == LEAF for s in spec[1])
+    ):
+        return tuple
+    return spec
 
 
 class GraphFunction:
@@ -84,6 +100,12 @@ class GraphFunction:
         # a call that may compute parameters' new values into their arrays uses no packed
         # weights (kernels/cprepack.py: their counters move only after the call)
         self._pause = cprepack.paused() if self._writes_data else contextlib.nullcontext()
+        # a forward pass (no writebacks, no autograd, no modes to restore): `run` returns the
+        # program's results as they are, shaped by ``_out_shape`` (`_ONE`: one tensor; tuple: a
+        # tuple of tensors; else the structure)
+        self._plain = not (autograd is not None or call.writebacks or call.modes)
+        self._plain = self._plain and self._program is not None
+        self._out_shape = _out_shape(call.out_spec)
         self._graphs = None
         self._memory_plan = None
         self._state_guard = None  # (argument names, the state's key when traced): guard_state
@@ -254,12 +276,36 @@ class GraphFunction:
         else:
             arrays = [feed.array(leaves) for feed in self.call.feeds]
         saved = None
-        # (the kernel scratch the call keeps is this program's)
-        with charged_to(self._scratch), self._pause:
-            if self.autograd is not None:
+        # (the kernel scratch the call keeps is this program's; no context managers: they
+        # cost microseconds a small graph's call notices)
+        outer = charge_begin(self._scratch)
+        try:
+            if self._writes_data:
+                with self._pause:
+                    if self.autograd is not None:
+                        results, saved = self.autograd.run_forward(arrays)
+                    else:
+                        results = self._program(*arrays)
+            elif self.autograd is not None:
                 results, saved = self.autograd.run_forward(arrays)
             else:
                 results = self._program(*arrays)
+        finally:
+            charge_end(self._scratch, outer)
+        if self._plain:  # a forward pass: the results are the outputs, nothing to write back
+            if len(results) != self.call.n_user:
+                results = results[: self.call.n_user]
+            if len(results) > 1 and len({id(r) for r in results}) < len(results):
+                results = [
+                    r if i == _first(results, r) else r.copy() for i, r in enumerate(results)
+                ]
+            shape = self._out_shape
+            if shape is _ONE:
+                return Tensor._wrap(results[0])
+            if shape is tuple:
+                return tuple(map(Tensor._wrap, results))
+            outs = list(map(Tensor._wrap, results))
+            return None if shape is None else unflatten(shape, outs)
         n_user = self.call.n_user
         user, extra = results[:n_user], results[n_user:]
         writebacks = self.call.writebacks

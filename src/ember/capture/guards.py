@@ -251,4 +251,7 @@ class Probes:
                 or not all(map(is_, container.values(), values))
             ):
                 return False
-        return all(python_value(value) == guard for value, guard in self.values)
+        for value, guard in self.values:  # (contents alone: not `python_value`'s text)
+            if not _canonical(value) == (None if guard is None else guard.canonical):
+                return False
+        return True

@@ -35,6 +35,8 @@ __all__ = [
     "Plan",
     "RUN_COST",
     "charge",
+    "charge_begin",
+    "charge_end",
     "charged_to",
     "compute_dtype",
     "conv_geometry",
@@ -138,13 +140,26 @@ def charged_to(record: dict):
     """Within the block, note in ``record`` (key -> bytes) the scratch this thread hands out
     and keeps; at its end, drop what is no longer kept (see the module docstring). ``record``
     is cleared first: it holds what the latest block keeps."""
-    outer = getattr(_local, "record", None)
-    record.clear()
-    _local.record = record
+    outer = charge_begin(record)
     try:
         yield record
     finally:
-        _local.record = outer
+        charge_end(record, outer)
+
+
+def charge_begin(record: dict):
+    """`charged_to`'s start, for a caller on a hot path (a generator's context manager costs
+    microseconds): returns what `charge_end` takes, which the caller must call (``finally``)."""
+    outer = getattr(_local, "record", None)
+    record.clear()
+    _local.record = record
+    return outer
+
+
+def charge_end(record: dict, outer) -> None:
+    """`charged_to`'s end: ``outer`` as `charge_begin` returned it."""
+    _local.record = outer
+    if record:
         cache = _cache()
         for key in list(record):
             kept = key[1] in cache if key[0] == "scratch" else _cached[key[0]](key)

@@ -27,6 +27,7 @@ from ..errors import EmberError, OnnxError, TraceError
 from ..nn.module import Module
 from ..nn.parameter import Parameter
 from ..ops import _registry as _reg
+from ..tensor import Tensor
 from . import ops as _ops  # noqa: F401  (registers the converters)
 from ._convert import (
     EMPTY,
@@ -350,26 +351,51 @@ def _to_output(value, where: str):
     return value
 
 
-def _facts_of(values: list) -> list | None:
-    """(type, array shape, array dtype) of each eager tensor in ``values``, what `_bind`'s
-    checks of a tensor argument read; None where one is not an eager tensor."""
+def _facts_of(args, values: list) -> list | None:
+    """(type, array shape, array dtype) of each argument in ``args``, what `_bind`'s checks of
+    it read, where each bound to an eager tensor in ``values`` (an eager tensor, or a NumPy
+    array of a dtype ember has, which `_as_value` wraps); else None."""
+    if len(args) != len(values):
+        return None
     facts = []
-    for v in values:
+    for arg, v in zip(args, values):
         data = getattr(v, "_data", None) if is_tensor(v) else None
         if type(data) is not np.ndarray:
             return None
-        facts.append((type(v), data.shape, data.dtype))
+        if type(arg) is np.ndarray:
+            if arg.dtype != data.dtype:
+                return None
+        elif arg is not v:
+            return None
+        facts.append((type(arg), data.shape, data.dtype))
     return facts
 
 
+_CHECKED = 4  # the latest calls' argument facts an OnnxFunction keeps (a few signatures)
+
+
+def _is_eager(value) -> bool:
+    """Whether `_to_output` returns ``value`` as it is (an eager tensor, the common output)."""
+    return type(value) is Tensor
+
+
 def _same_facts(value, facts: tuple) -> bool:
-    data = getattr(value, "_data", None)
-    return (
-        type(value) is facts[0]
-        and type(data) is np.ndarray
-        and data.shape == facts[1]
-        and data.dtype == facts[2]
-    )
+    kind = type(value)
+    if kind is not facts[0]:
+        return False
+    data = value if kind is np.ndarray else getattr(value, "_data", None)
+    return type(data) is np.ndarray and data.shape == facts[1] and data.dtype == facts[2]
+
+
+def _fed(value):
+    """An argument of a call that passed `_same_facts` as `_bind` binds it: an eager tensor
+    as it is, a NumPy array wrapped as `_as_value` wraps it."""
+    if type(value) is np.ndarray:
+        # (np.require's checks, done here: they cost microseconds a small model notices)
+        if not value.flags.c_contiguous:
+            value = np.ascontiguousarray(value)
+        return _reg.eager_constant(value)
+    return value
 
 
 # ----------------------------------------------------------------------------------------------
@@ -393,8 +419,10 @@ class OnnxFunction:
         kwargs = {} if opt_level is None else {"opt_level": opt_level}
         name = re.sub(r"\W", "_", source.proto.graph.name or "onnx_model")
         self._function = _ember_function(self._captured, name=name, **kwargs) if capture else None
-        # the argument facts (`_facts_of`) of the latest captured call `_bind` checked
-        self._checked: list | None = None
+        # (the argument facts (`_facts_of`), whether some are NumPy arrays) of the latest
+        # captured calls `_bind` checked, the most recent first (replaced, never changed in
+        # place: calls from other threads read it)
+        self._checked: list = []
 
     # the function ember.function captures: tensors in, tensors out
     def _captured(self, *tensors, **overrides):
@@ -417,33 +445,42 @@ class OnnxFunction:
 
     def __call__(self, *args, **kwargs):
         outs = None
-        checked = self._checked
-        if (
-            not kwargs
-            and checked is not None
-            and self.eager_reason is None
-            and len(args) == len(checked)
-            and all(map(_same_facts, args, checked))
-        ):
-            # tensors of the types, shapes and dtypes of a call that passed `_bind`'s checks:
+        checked = None
+        if not kwargs and self.eager_reason is None:
+            for facts, arrays in self._checked:
+                if len(args) == len(facts) and all(map(_same_facts, args, facts)):
+                    checked = arrays
+                    break
+        if checked is not None:
+            # arguments of the types, shapes and dtypes of a call that passed `_bind`'s checks:
             # they bind as that call's did (no initializer overrides), so skip its checks
-            values, overrides = list(args), {}
+            # (ember.function's guard still checks what its program depends on)
+            values, overrides = args, None
+            if checked:  # (some are NumPy arrays)
+                values = list(map(_fed, args))
         else:
             values, overrides = _bind(self.runner, args, dict(kwargs), self.source.name)
-            self._checked = None
         capturable = self._function is not None and self.eager_reason is None
-        if capturable and all(is_tensor(v) for v in (*values, *overrides.values())):
+        if capturable and (
+            overrides is None or all(is_tensor(v) for v in (*values, *overrides.values()))
+        ):
             try:
-                outs = self._function(*values, **overrides)
+                outs = (
+                    self._function(*values, **overrides) if overrides else self._function(*values)
+                )
             except (NeedsData, TraceError) as err:
                 self.eager_reason = str(err).split("\n")[0]
             else:
-                if self._checked is None and not overrides:
-                    self._checked = _facts_of(values)
+                facts = None if checked is not None or overrides else _facts_of(args, values)
+                if facts is not None:  # (the latest first)
+                    arrays = any(f[0] is np.ndarray for f in facts)
+                    others = [c for c in self._checked if c[0] != facts]
+                    self._checked = [(facts, arrays), *others[: _CHECKED - 1]]
         if outs is None:
-            outs = self.runner.run(values, params=overrides)
-        results = tuple(_to_output(v, self.source.name) for v in outs)
-        return results[0] if len(results) == 1 else results
+            outs = self.runner.run(list(values), params=overrides or {})
+        if not all(map(_is_eager, outs)):  # (eager tensors are returned as they are)
+            outs = tuple(_to_output(v, self.source.name) for v in outs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
 
     def run_eager(self, *args, **kwargs):
         """Run the model op by op, without capturing it (the reference the captured path is

@@ -121,20 +121,36 @@ void ember_run_graph(long n, const long *fns, const long *args, const long *succ
   if (pool && threads > 1) pool(work, &r, threads, 1);
   else work(&r, 0, 1);
 }
+
+/* a run from one table (`CGraphProgram._packed`): n, fns, args, succ_start, succ, missing,
+   claimed, each step's predecessor count, threads, pool; the counters are reset here (one
+   argument to convert and no NumPy calls: a small graph's call notices both) */
+void ember_run_packed(const long *p) {
+  long n = p[0];
+  long *missing = (long *)p[5], *claimed = (long *)p[6];
+  const long *predecessors = (const long *)p[7];
+  for (long i = 0; i < n; i++) {
+    missing[i] = predecessors[i];
+    claimed[i] = 0;
+  }
+  ember_run_graph(n, (const long *)p[1], (const long *)p[2], (const long *)p[3],
+                  (const long *)p[4], missing, claimed, p[8], (ember_pool)p[9]);
+}
 """
 
 _P, _L = ctypes.c_void_p, ctypes.c_long
 _RUN_ARGS = [_L] + [_P] * 6 + [_L, _P]
 
 
-def _library():
-    """``ember_run_graph``, or None without a compiler."""
+def _library(symbol: str = "ember_run_graph", argtypes: list = _RUN_ARGS):
+    """``ember_run_graph`` (or another function of the runner's source), or None without a
+    compiler."""
     from ..kernels import ccompile
 
     if not ccompile.compiler_available():
         return None
     try:
-        return ccompile.load(_SOURCE, "ember_run_graph", _RUN_ARGS)
+        return ccompile.load(_SOURCE, symbol, argtypes)
     except ccompile.CompileError:
         return None
 
@@ -220,6 +236,7 @@ class CGraphProgram:
         self._args = np.array([s.args.ctypes.data for s in self._steps], np.int64)
         self._missing_now = missing.copy()  # the counters one run counts down
         self._claimed = np.zeros(len(order), np.int64)
+        self._run_packed = _library("ember_run_packed", [_P])
         # argument slots by value: [(block, slot), ...]
         slots: dict = {}
         for step, node in zip(self._steps, nodes):
@@ -259,6 +276,14 @@ class CGraphProgram:
         tables = (self._fns, self._args, self._succ_start, self._succ)
         self._tables = tuple(a.ctypes.data for a in tables)
         self._counters = (self._missing_now.ctypes.data, self._claimed.ctypes.data)
+        # the same, with the predecessor counts, the threads and the pool: ember_run_packed's
+        # one argument (the counters are reset in C)
+        self._packed = np.array(
+            [len(self._steps), *self._tables, *self._counters, self._missing.ctypes.data,
+             threads, self._pool or 0],
+            np.int64,
+        )  # fmt: skip
+        self._packed_at = self._packed.ctypes.data
         # where each output comes from: ("fresh", k), ("in", position) or ("held", array)
         fresh = {key: k for k, (key, *_) in enumerate(self._fresh)}
         inputs = {id(v): i for i, v in enumerate(graph.inputs)}
@@ -270,6 +295,8 @@ class CGraphProgram:
             else ("held", self._values[id(v)])
             for v in graph.outputs
         ]
+        # (the common case: every output made by the run, once each, in order)
+        self._made_only = self._sources == [("fresh", k) for k in range(len(self._fresh))]
 
     def __call__(self, *arrays) -> list:
         last = self._last_inputs
@@ -287,9 +314,9 @@ class CGraphProgram:
             array = np.empty(shape, dtype)
             made.append(array)
             _write(slots, array)
-        np.copyto(self._missing_now, self._missing)
-        self._claimed.fill(0)
-        self._run(len(self._steps), *self._tables, *self._counters, self.threads, self._pool)
+        self._run_packed(self._packed_at)
+        if self._made_only:
+            return made
         return [
             made[at] if where == "fresh" else given[at] if where == "in" else at
             for where, at in self._sources
