@@ -14,7 +14,7 @@ import pytest
 import ember
 from ember import models
 from ember.graph import interpreter
-from ember.kernels import ccompile, cpool, csteps
+from ember.kernels import ccompile, cgemm, cpool, csteps
 from ember.kernels.cstep import STEP_CALL
 from ember.nn import functional as F
 from ember.runtime import cgraph, parallel, parallel_measure
@@ -499,8 +499,9 @@ def test_every_product_size_class_rounds_alike_on_every_path():
     generated code bit for bit whichever kernel the size gets (NumPy's BLAS calls for small
     products: a dot, a row or a column by gemv, gemm; a pack, ember's own GEMM, `skinny`, the
     BLAS's), and a parameter's first product (unpacked) equals its later ones (packed)."""
-    shapes = [(1, 16, 8), (1, 40, 1), (3, 24, 1), (4, 33, 17), (1, 600, 600), (2, 300, 1000)]
-    shapes += [(5, 900, 300), (9, 512, 100), (17, 200, 130), (65, 128, 384), (130, 96, 64)]
+    # (the first four NumPy's, the others just past `cgemm.BLAS_ONE_THREAD`)
+    shapes = [(1, 16, 8), (1, 40, 1), (3, 24, 1), (4, 33, 17), (1, 520, 520), (2, 300, 450)]
+    shapes += [(5, 256, 256), (9, 200, 160), (17, 128, 130), (65, 64, 64), (130, 48, 48)]
     for dtype in (ember.float32, ember.float64):
         for m, k, n in shapes:
             layer = ember.nn.Linear(k, n, bias=m % 2 == 1).to(dtype)
@@ -533,3 +534,27 @@ def test_every_product_size_class_rounds_alike_on_every_path():
             assert cgraph.c_steps(graph) is None
         elif cgraph.c_steps(graph) is not None:  # (a kernel reading layouts has none)
             _check(graph, [x])
+
+
+def test_a_frozen_constants_product_runs_on_its_pack_with_the_same_bits(tmp_path):
+    """An imported model's weights are frozen graph constants: where ember's own GEMM runs
+    their products, the step packs each once (kernels/cprepack.py) and equals generated code
+    bit for bit; a smaller product keeps NumPy's calls."""
+    pytest.importorskip("onnx")
+    from ember.kernels import cprepack
+
+    for m in (65, 3):
+        model = ember.nn.Sequential(
+            ember.nn.Linear(128, 384), ember.nn.GELU(), ember.nn.Linear(384, 64), ember.nn.ReLU()
+        )
+        x = ember.randn(m, 128)
+        ember.onnx.export(model, str(tmp_path / "m.onnx"), x)
+        imported = ember.onnx.load(str(tmp_path / "m.onnx"))
+        imported(x)
+        graph = imported.graph
+        steps = cgraph.c_steps(graph)
+        packed = [s for s in steps if any(isinstance(k, cprepack._Pack) for k in s.keep)]
+        kernel = cgemm.product_kernel(m, 384, 128, np.dtype(np.float32), True)
+        own = kernel in (cgemm.gemm_tune.OWN, cgemm.PACKED) and m * 384 * 128 > 1 << 18
+        assert bool(packed) == own, (m, kernel)
+        _check(graph, [x])

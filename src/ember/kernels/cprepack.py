@@ -390,6 +390,23 @@ void ember_prepacked_product(const T *a, long m, long k, long n, const T *bp, T 
   if (pool && count > 1) pool(prepacked_panels, &j, count, 1);
   else prepacked_panels(&j, 0, count);
 }
+
+/* the C graph runner's step of a product by a frozen constant's pack (kernels/csteps.py),
+   then + bias per column, then ReLU, as the linear step does. args: x, (w: not read), bias
+   (or 0), out, m, k, n, the panels, the step's own rows scratch, the pool (or 0), relu */
+void ember_prepacked_step(const long *a) {
+  const T *bias = (const T *)a[2];
+  T *out = (T *)a[3];
+  long m = a[4], n = a[6], relu = a[10];
+  ember_prepacked_product((const T *)a[0], m, a[5], n, (const T *)a[7], out, (T *)a[8],
+                          (ember_pool)a[9]);
+  if (!bias && !relu) return;
+  for (long i = 0; i < m; i++)
+    for (long j = 0; j < n; j++) {
+      T v = bias ? out[i * n + j] + bias[j] : out[i * n + j];
+      out[i * n + j] = relu && v < 0 ? 0 : v;
+    }
+}
 """
 
 
@@ -418,9 +435,10 @@ def _functions(dtype: np.dtype):
     try:
         pack = ccompile.load(source, "ember_rnn_pack", [p, n, n, n, n, p])
         run = ccompile.load(source, "ember_prepacked_product", [p, n, n, n, p, p, p, p])
+        step = ccompile.load(source, "ember_prepacked_step", [p])
     except ccompile.CompileError:
         return None
-    return pack, run, cpool.parallel_for()
+    return pack, run, cpool.parallel_for(), step
 
 
 def available(dtype) -> bool:
@@ -443,7 +461,21 @@ def pack(b: np.ndarray, ref=None, counter=_CONSTANT) -> _Pack | None:
     bp = aligned(-(-n // nr) * k * nr, b.dtype)
     sp, sj = (s // b.itemsize for s in b.strides)
     functions[0](b.ctypes.data, k, n, sp, sj, bp.ctypes.data)
-    return _Pack(bp, ref or (lambda: None), counter, version, k, n, functions[1:])
+    return _Pack(bp, ref or (lambda: None), counter, version, k, n, functions[1:3])
+
+
+def step_args(entry: _Pack, m: int, *, relu: bool, threaded: bool):
+    """(the step function's address, its argument block, what it keeps alive) of the C graph
+    runner's product of ``m`` rows by the pack ``entry`` (kernels/csteps.py: a frozen
+    constant's weight, packed once); slots 0, 2 and 3 take x, the bias and the result."""
+    from .cstep import function_address
+
+    pool = entry.run[1]
+    step = _functions(entry.dtype)[3]
+    rows = aligned(max(1, m // _MR * _MR * entry.k), entry.dtype)  # (the step's own)
+    args = [0, 0, 0, 0, m, entry.k, entry.n, entry.at, rows.ctypes.data]
+    args += [(pool or 0) if threaded else 0, int(relu)]
+    return function_address(step), args, (entry, rows, step)
 
 
 def _packed_by(packer, b: np.ndarray, ref, counter) -> _Pack | None:

@@ -200,7 +200,15 @@ def copy_step(node) -> CStep | None:
 
 
 def linear_step(
-    x, w, bias, out, *, transposed: bool, relu: bool = False, same_operand: bool = False
+    x,
+    w,
+    bias,
+    out,
+    *,
+    transposed: bool,
+    relu: bool = False,
+    same_operand: bool = False,
+    frozen: np.ndarray | None = None,
 ) -> CStep | None:
     """The C step of ``x @ w.T`` (``transposed``, w being (n, k): a ``linear``) or ``x @ w``
     (w (k, n): a 2-d ``matmul``), plus ``bias`` per output column when given (its type, or
@@ -210,8 +218,10 @@ def linear_step(
     product that they hand to NumPy as NumPy does (kernels/cnumpy_product.py), any other on the
     kernel `cgemm.product_kernel` chooses for its size (a pack's product: ember's own GEMM,
     which sums in the same order), from operands laid out as in generated code where the
-    kernel reads them by their layouts (the step's ``contiguous_inputs``). None where it does
-    not apply."""
+    kernel reads them by their layouts (the step's ``contiguous_inputs``). ``frozen``: w's
+    array where w is a frozen graph constant (kernels/cconv_constant.py `frozen_weight`): where
+    ember's own GEMM runs, the step packs it once and multiplies by the pack (the same sums).
+    None where it does not apply."""
     from . import cgemm, cnumpy_product, cpool
 
     library = _library()
@@ -233,6 +243,10 @@ def linear_step(
     if functions is None:
         return None
     kernel = cgemm.product_kernel(m, n, k, dtype, transposed)
+    if frozen is not None and kernel in (cgemm.gemm_tune.OWN, cgemm.PACKED):
+        step = _packed_step(frozen.T if transposed else frozen, m, bias, relu)
+        if step is not None:
+            return step
     few = kernel == cgemm.gemm_tune.SKINNY
     blas = kernel == cgemm.gemm_tune.BLAS and functions[1] is not None
     itemsize = dtype.itemsize
@@ -262,3 +276,17 @@ def linear_step(
         # order of sums than its contiguous copy); ember's own GEMM packs both whatever they are
         made.contiguous_inputs = (0, 1)
     return made
+
+
+def _packed_step(b: np.ndarray, m: int, bias, relu: bool) -> CStep | None:
+    """The step of a product of ``m`` rows by ``b`` (k x n: a frozen constant, or its
+    transpose) packed now, once (kernels/cprepack.py), plus the bias, then ReLU."""
+    from . import cgemm, cprepack
+
+    entry = cprepack.pack(b)
+    if entry is None:
+        return None
+    threaded = 2 * m * entry.n * entry.k >= cgemm.split_flops()
+    fn, args, keep = cprepack.step_args(entry, m, relu=relu, threaded=threaded)
+    slots = [(0, "in", 0), (3, "out", 0)] + ([(2, "in", 2)] if bias is not None else [])
+    return CStep(fn, np.array(args, np.int64), slots, keep)

@@ -69,6 +69,18 @@ def operands_may_share(node, i: int = 0, j: int = 1) -> bool:
     return _memory_base(node.inputs[i]) is _memory_base(node.inputs[j])
 
 
+def frozen_operand(node, i: int = 1):
+    """The array of the node's input ``i`` where it is a frozen graph constant (read-only,
+    made by an import or by ember's own passes: kernels/cconv_constant.py `frozen_weight`),
+    which a C step may pack once; else None."""
+    producer = node.inputs[i].node
+    if producer.kind != "constant":
+        return None
+    array = producer.graph.constants.get(producer.name)
+    frozen = isinstance(array, np.ndarray) and not array.flags.writeable
+    return array if frozen else None
+
+
 def relu_only(node) -> bool:
     """Whether the fused node's epilogue is a ReLU of the product alone, which the C graph
     runner's product step applies (kernels/csteps.py)."""

@@ -33,6 +33,7 @@ from ._registry import Cost, OpDef, TensorBase, apply, export, register
 from ._row_blocks import (
     as_blocks,
     chained_c_step,
+    frozen_operand,
     gemm,
     operands_may_share,
     relu_only,
@@ -170,8 +171,10 @@ def _matmul_c_step(node):
     a, b = (v.type for v in node.inputs)
     if len(b.shape) != 2:
         return None
-    same = operands_may_share(node)
-    return csteps.linear_step(a, b, None, node.outputs[0].type, transposed=False, same_operand=same)
+    same, frozen = operands_may_share(node), frozen_operand(node)
+    return csteps.linear_step(
+        a, b, None, node.outputs[0].type, transposed=False, same_operand=same, frozen=frozen
+    )
 
 
 def _matmul_rows(arrays, **attrs):
@@ -186,13 +189,18 @@ def _matmul_epilogue_c_step(node):
     a, b = (v.type for v in node.inputs[:2])
     if len(b.shape) != 2:
         return None
-    same = operands_may_share(node)
+    same, frozen = operands_may_share(node), frozen_operand(node)
     if relu_only(node):
         out = node.outputs[0].type
-        step = csteps.linear_step(a, b, None, out, transposed=False, relu=True, same_operand=same)
+        step = csteps.linear_step(
+            a, b, None, out, transposed=False, relu=True, same_operand=same, frozen=frozen
+        )
         return as_blocks(step, out)
     return chained_c_step(
-        node, lambda out: csteps.linear_step(a, b, None, out, transposed=False, same_operand=same)
+        node,
+        lambda out: csteps.linear_step(
+            a, b, None, out, transposed=False, same_operand=same, frozen=frozen
+        ),
     )
 
 
@@ -346,8 +354,10 @@ def _linear_c_step(node):
     from ..kernels import csteps
 
     x, w, *bias = (v.type for v in node.inputs)
-    out, same = node.outputs[0].type, operands_may_share(node)
-    return csteps.linear_step(x, w, *(bias or [None]), out, transposed=True, same_operand=same)
+    out, same, frozen = node.outputs[0].type, operands_may_share(node), frozen_operand(node)
+    return csteps.linear_step(
+        x, w, *(bias or [None]), out, transposed=True, same_operand=same, frozen=frozen
+    )
 
 
 def _linear_rows(arrays, **attrs):
@@ -373,13 +383,19 @@ def _linear_epilogue_c_step(node):
         return chained_c_step(
             node,
             lambda out: csteps.linear_step(
-                x, w, bias, out, transposed=True, same_operand=operands_may_share(node)
+                x,
+                w,
+                bias,
+                out,
+                transposed=True,
+                same_operand=operands_may_share(node),
+                frozen=frozen_operand(node),
             ),
         )
     x, w, *bias = (v.type for v in node.inputs)
-    out, same = node.outputs[0].type, operands_may_share(node)
+    out, same, frozen = node.outputs[0].type, operands_may_share(node), frozen_operand(node)
     step = csteps.linear_step(
-        x, w, *(bias or [None]), out, transposed=True, relu=True, same_operand=same
+        x, w, *(bias or [None]), out, transposed=True, relu=True, same_operand=same, frozen=frozen
     )
     return as_blocks(step, out)
 
