@@ -67,7 +67,6 @@ CASES = {
 }
 # (celu: PyTorch's float64 gradient is off by ~4e-8 relative, its 1 / alpha rounded to float32;
 # hardsigmoid: PyTorch has no double backward)
-POOLS = {name for name in CASES if "pool" in name}
 
 
 def _second_order(lib, f, arrays, quadratic):
@@ -93,9 +92,10 @@ def _second_order(lib, f, arrays, quadratic):
 
 
 def test_second_order_gradients_match_torch():
-    # before: threshold/hardshrink/softshrink's first gradients did not require grad (x
-    # unused), prelu's second derivative d/dx of dL/dx and d/dw of dL/dw were None (torch:
-    # zeros); their backward ops now take the input and differentiate to torch's zeros
+    # before: with a loss linear in the result, threshold/hardshrink/softshrink's and max
+    # pooling's second derivative in x, and prelu's d/dx of dL/dx and d/dw of dL/dw, were None
+    # (x unused) where torch gives zeros; their backward ops now differentiate to those zeros
+    # (max pooling's through its saved indices: pool_scatter's VJP in them)
     for name, (f, arrays) in CASES.items():
         for quadratic in (False, True):
             want = _second_order(torch, f, arrays, quadratic)
@@ -105,11 +105,6 @@ def test_second_order_gradients_match_torch():
                 assert gr == wr, where
                 np.testing.assert_allclose(gg, wg, rtol=1e-12, atol=1e-14, err_msg=where)
                 for j, (w2, g2) in enumerate(zip(ws, gs)):
-                    if name in POOLS and j == 0 and g2 is None:
-                        # max pooling's gradient is scatter(up, indices): ember saves the indices,
-                        # not x (PyTorch saves x, and its double backward gives x zeros there)
-                        assert not quadratic and not w2.any(), where
-                        continue
                     assert (g2 is None) == (w2 is None), f"{where} second {j}"
                     if w2 is not None:
                         np.testing.assert_allclose(
