@@ -30,3 +30,16 @@ INTERNAL = {
         "elu_backward",
     )
 }
+INTERNAL.update(
+    {
+        name: "(its VJP only) a backward op of ops/shrink.py or ops/prelu.py: its VJP, a second "
+        "derivative, is checked against PyTorch's double backward and by finite differences in "
+        "tests/ops/samples_shrink.py"
+        for name in (
+            "prelu_backward",
+            "prelu_weight_backward",
+            "shrink_backward",
+            "threshold_backward",
+        )
+    }
+)

@@ -66,6 +66,11 @@ ATTRS = {
     "softplus_backward": _SOFTPLUS,
     "elu": _ELU,
     "elu_backward": _ELU,
+    "threshold": [dict(threshold=0.5, value=-2.0), dict(threshold=-1.0, value=0.25)],
+    "threshold_backward": [dict(threshold=0.5), dict(threshold=-1.0)],
+    "hardshrink": [dict(lambd=0.5), dict(lambd=0.0)],
+    "softshrink": [dict(lambd=0.5), dict(lambd=0.0)],
+    "shrink_backward": [dict(lambd=0.5), dict(lambd=0.0)],
 }
 # expressions with a root inside their domain, where they cancel (silu's gradient factor
 # 1 + x (1 - s) is zero near x = -1.28): a few ulps of exp's rounding there are many of the

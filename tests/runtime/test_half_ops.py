@@ -76,11 +76,20 @@ ATTRS = {
     "softplus_backward": {"beta": 2.0, "threshold": 5.0},
     "elu": {"alpha": 1.7, "scale": 1.05, "input_scale": 0.5},
     "elu_backward": {"alpha": 1.7, "scale": 1.05, "input_scale": 0.5},
+    "threshold": {"threshold": 0.3, "value": -2.0},
+    "threshold_backward": {"threshold": 0.3},
+    "hardshrink": {"lambd": 0.5},
+    "softshrink": {"lambd": 0.5},
+    "shrink_backward": {"lambd": 0.5},
 }
 SAME_SHAPE = {"hardtanh_backward", "leaky_relu_backward", "hardswish_backward", "relu_backward"}
 SAME_SHAPE |= {"silu_backward", "softplus_backward", "elu_backward"}
+SAME_SHAPE |= {"threshold_backward", "shrink_backward", "prelu"}
+TERNARY = {"prelu_backward", "prelu_weight_backward"}  # (gradient, input, weight)
 COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge"}
 EXACT |= {"hardtanh", "hardtanh_backward", "leaky_relu", "leaky_relu_backward", "relu_backward"}
+EXACT |= {"threshold", "threshold_backward", "hardshrink", "softshrink", "shrink_backward"}
+EXACT |= {"prelu"} | TERNARY
 
 
 @pytest.mark.parametrize("dtype", HALF, ids=["bfloat16", "float16"])
@@ -89,7 +98,7 @@ def test_elementwise_ops(name, dtype):
     op = REGISTRY[name]
     attrs = ATTRS.get(name, {})
     ulps = 0 if name in EXACT else 2 if name in ("sigmoid", "rsqrt", "softsign") else 1
-    operands = 2 if name in BINARY | SAME_SHAPE | COMPARISONS else 1
+    operands = 3 if name in TERNARY else 2 if name in BINARY | SAME_SHAPE | COMPARISONS else 1
     for shape in [(0,), (1,), (13,), (300, 37), (3, 5, 7)]:
         args = [_values(dtype, shape, seed) for seed in range(operands)]
         if name in COMPARISONS:  # (bool results: exactly NumPy's)

@@ -28,6 +28,8 @@ from ..ops.elementwise import to_tensor
 from ..ops.hardtanh import HARDTANH
 from ..ops.norm_act import GELU, GELU_TANH
 from ..ops.piecewise import HARDSWISH, LEAKY_RELU
+from ..ops.prelu import PRELU
+from ..ops.shrink import HARDSHRINK, SOFTSHRINK, THRESHOLD
 from ..ops.smooth_activations import ELU, SILU, SOFTPLUS
 from ._common import dim_arg, float_input, refuse_complex_grad
 
@@ -195,10 +197,12 @@ def logsigmoid(input):
 
 @export(functional=True)
 def threshold(input, threshold: float, value: float, inplace: bool = False):
-    """``value`` where ``x <= threshold``, else ``x`` (NaN stays NaN, as in PyTorch)."""
+    """``value`` where ``x <= threshold``, else ``x`` (NaN stays NaN, as in PyTorch); one op
+    each way (ops/shrink.py), whose gradient differentiates again to zeros in ``x``."""
     x = _activation("threshold", input)
+    th, v = float(threshold), float(value)
     return _maybe_inplace(
-        "threshold", x, inplace, lambda t: E.where(t <= threshold, float(value), t)
+        "threshold", x, inplace, lambda t: apply(THRESHOLD, t, threshold=th, value=v)
     )
 
 
@@ -206,7 +210,7 @@ def threshold(input, threshold: float, value: float, inplace: bool = False):
 def hardshrink(input, lambd: float = 0.5):
     """0 where ``-lambd <= x <= lambd``, else ``x`` (NaN stays NaN, as in PyTorch)."""
     x = _activation("hardshrink", input)
-    return E.where(E.abs(x) <= lambd, 0, x)
+    return apply(HARDSHRINK, x, lambd=float(lambd))
 
 
 @export(functional=True, toplevel=False)
@@ -216,9 +220,7 @@ def softshrink(input, lambd: float = 0.5):
     lambd = float(lambd)
     if lambd < 0:
         raise ValueError(f"softshrink: lambd must be non-negative, got {lambd}")
-    # x - sign(x) * lambd outside the band: x - lambd above it, x + lambd below it, and NaN
-    # (whose sign is 0) stays NaN with gradient 1, as in PyTorch
-    return E.where(E.abs(x) <= lambd, 0, x - E.sign(x) * lambd)
+    return apply(SOFTSHRINK, x, lambd=lambd)
 
 
 @export(functional=True, toplevel=False)
@@ -256,7 +258,7 @@ def prelu(input, weight):
         w = E.reshape(w, (n,) + (1,) * (x.ndim - 2))
     elif w.ndim:
         w = E.reshape(w, ())
-    return E.where(x > 0, x, w * x)
+    return apply(PRELU, x, w)
 
 
 @export(functional=True, toplevel=False)

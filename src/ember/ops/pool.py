@@ -8,7 +8,9 @@ The gradient follows PyTorch's convention: all of it goes to that one element, t
 maximum of its window (row-major order), so ties behave as in torch. The VJP is
 ``pool_scatter`` (scatter-add of the output gradient through the indices), whose VJP is
 ``pool_gather`` (read a tensor at the indices) and vice versa, so every order of gradient
-exists. Public: max_pool1d/2d/3d (also in ember.nn.functional).
+exists; pool_scatter's VJP gives its indices, max pooling's saved output, zeros, which reach
+the input through max_pool's VJP as PyTorch's double backward's zeros. Public: max_pool1d/2d/3d
+(also in ember.nn.functional).
 
 Window geometry (output size, ceil_mode, padding limits) follows torch's pooling_output_shape.
 """
@@ -35,7 +37,7 @@ from ._autocast import Autocast, autocasts
 from ._half import c_runs
 from ._registry import REGISTRY, Cost, OpDef, apply, export, register
 from ._rules import EpilogueRule, PickRule, ScatterRule
-from ._util import fmt_shape, half_precision, io_bytes, numel, value_bytes
+from ._util import fmt_shape, half_precision, io_bytes, numel, value_bytes, zero_input_grad
 from .conv_functional import int_tuple
 from .elementwise import to_tensor
 from .pool_codes import (
@@ -356,6 +358,12 @@ def _onnx_pool_scatter(e):
     return e.node("Reshape", [out, e.shape((n, c, *in_size))])
 
 
+def _scatter_vjp(c, g):
+    # linear in g: a gather at the same indices; zeros for the indices (max_pool's saved
+    # output when this is its gradient) reach max_pool's input as PyTorch's zeros_like(self)
+    return apply(POOL_GATHER, g, c.inputs[1], **_window(c.attrs)), zero_input_grad(c, 1)
+
+
 POOL_SCATTER = register(
     OpDef(
         name="pool_scatter",
@@ -364,7 +372,7 @@ POOL_SCATTER = register(
         infer=_scatter_infer,
         kernel=_scatter_kernel,
         fast=_scatter_fast,  # (half precision: summed in float32, rounded once, in C)
-        vjp=lambda c, g: (apply(POOL_GATHER, g, c.inputs[1], **_window(c.attrs)), None),
+        vjp=_scatter_vjp,
         cost=lambda i, o, a: Cost(numel(i[0].shape), io_bytes(i, o)),
         save_inputs=(1,),
         doc="pool_scatter(g, indices; in_size, window=None): zeros of spatial size in_size with "
