@@ -4,6 +4,10 @@ A captured backward gave a zero ``.grad`` to leaves it reaches only through a ``
 GAN's discriminator step on ``G(z).detach()``: the generator's ``.grad`` stayed None eagerly,
 became zeros under ``ember.function``) or through an integer value (an argmax fed to an
 embedding); ``autograd.grad(..., allow_unused=True)`` gave zeros there instead of None.
+
+In a captured function, ``contiguous()`` of a strided view (``h.T.contiguous()``) returned the
+view itself, so writing into the "copy" wrote ``h``; eagerly it is a copy. ``is_contiguous()``
+said True for every graph value, transposes included.
 """
 
 import numpy as np
@@ -47,6 +51,33 @@ def detached_leaves(torch, ctx):
     gw, gb = unused(z)
     out += [gw is None, gb]
     return out
+
+
+def contiguous_copies(torch, ctx):
+    w = ctx.t(np.arange(12, dtype=np.float32).reshape(3, 4) / 4, requires_grad=True)
+
+    @ctx.fn
+    def f(w):
+        h = w * 2.0
+        flags = [h.is_contiguous(), h.T.is_contiguous(), h[1].is_contiguous(),
+                 h[:, 1].is_contiguous(), h[:, :2].is_contiguous(), h[1:].is_contiguous(),
+                 h.unsqueeze(0).is_contiguous(), h[:, 1:2].is_contiguous()]  # fmt: skip
+        e = h.T.contiguous()
+        e[0] = 100.0  # a copy: h is unchanged
+        r = h[1].contiguous()
+        r.mul_(3.0)  # the row itself (contiguous): h's row 1 is tripled
+        c = h[:, :2].contiguous()
+        c.zero_()  # a copy
+        loss = (h * e.T).sum() + c.sum()
+        loss.backward()
+        return flags, h, e, loss
+
+    return [f(w), w.grad]
+
+
+@pytest.mark.parametrize("capture", [False, True])
+def test_contiguous_of_a_view_copies(capture):
+    check_program(contiguous_copies, capture=capture)
 
 
 @pytest.mark.parametrize("capture", [False, True])
