@@ -5,6 +5,10 @@ GAN's discriminator step on ``G(z).detach()``: the generator's ``.grad`` stayed 
 became zeros under ``ember.function``) or through an integer value (an argmax fed to an
 embedding); ``autograd.grad(..., allow_unused=True)`` gave zeros there instead of None.
 
+``diagonal()`` of a tensor whose plane was not one strided run (a column slice, a transpose) was
+a copy: ``x[:, :3].diagonal().zero_()`` and ``x.t().diagonal().fill_(v)`` left ``x`` unchanged,
+where PyTorch's diagonal is always a view.
+
 In a captured function, ``contiguous()`` of a strided view (``h.T.contiguous()``) returned the
 view itself, so writing into the "copy" wrote ``h``; eagerly it is a copy. ``is_contiguous()``
 said True for every graph value, transposes included.
@@ -53,6 +57,36 @@ def detached_leaves(torch, ctx):
     return out
 
 
+def diagonal_views(torch, ctx):
+    out = []
+    base = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    for write in (
+        lambda x: x[0, :, :3].diagonal().zero_(),
+        lambda x: x[1, :, 1:].diagonal(offset=1).fill_(-1.0),
+        lambda x: x[0].t().diagonal(-1).mul_(10.0),
+        lambda x: x.diagonal(0, 1, 2).add_(100.0),  # (2, 3): batched, dims 1 and 2
+        lambda x: x.permute(2, 0, 1)[1:].diagonal(0, 0, 2).neg_(),
+        lambda x: x.transpose(0, 2).diagonal(dim1=0, dim2=1).copy_(torch.full((2, 3), 7.0)),
+    ):
+        x = ctx.t(base.copy())
+        write(x)
+        out.append(x)
+    # through autograd: a diagonal of a slice of a non-leaf written in place
+    w = ctx.t(base[0], requires_grad=True)
+
+    @ctx.fn
+    def f(w):
+        h = w * 2.0
+        h[:, 1:].diagonal().mul_(w[:, 0])
+        y = (h * h).sum()
+        y.backward()
+        return y, h
+
+    y, h = f(w)
+    out += [y, h, w.grad, x.diagonal(0, 0, 1).is_contiguous()]
+    return out
+
+
 def contiguous_copies(torch, ctx):
     w = ctx.t(np.arange(12, dtype=np.float32).reshape(3, 4) / 4, requires_grad=True)
 
@@ -83,3 +117,8 @@ def test_contiguous_of_a_view_copies(capture):
 @pytest.mark.parametrize("capture", [False, True])
 def test_detached_leaves_keep_none_grads(capture):
     check_program(detached_leaves, capture=capture)
+
+
+@pytest.mark.parametrize("capture", [False, True])
+def test_diagonal_is_a_view(capture):
+    check_program(diagonal_views, capture=capture)
