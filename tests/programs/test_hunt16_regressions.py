@@ -12,6 +12,10 @@ where PyTorch's diagonal is always a view.
 In a captured function, ``contiguous()`` of a strided view (``h.T.contiguous()``) returned the
 view itself, so writing into the "copy" wrote ``h``; eagerly it is a copy. ``is_contiguous()``
 said True for every graph value, transposes included.
+
+In a captured function, ``h.detach()`` of a graph value was a new value: an in-place write into
+it (``h.detach()[0].fill_(v)``, ``h[:, 1].detach().mul_(k)``) did not reach ``h``, and it did
+not see ``h``'s later writes; PyTorch's detach shares the memory (as ``.data`` did already).
 """
 
 import numpy as np
@@ -107,6 +111,31 @@ def contiguous_copies(torch, ctx):
         return flags, h, e, loss
 
     return [f(w), w.grad]
+
+
+def detached_aliases(torch, ctx):
+    w = ctx.t(np.arange(6, dtype=np.float32).reshape(2, 3) / 3, requires_grad=True)
+
+    @ctx.fn
+    def f(w):
+        h = w * 2.0
+        d = h.detach()
+        d[0].fill_(5.0)  # writes h (without history: h's gradient is still 2)
+        h[:, 1].detach().mul_(10.0)
+        k = h.view(-1)[2:4].detach().clone()
+        k.zero_()  # a copy: h is unchanged
+        h.add_(1.0)
+        seen = d * 1.0  # the alias reads h's later write
+        loss = (h * w).sum()
+        loss.backward()
+        return h, seen, d.requires_grad, loss
+
+    return [f(w), w.grad]
+
+
+@pytest.mark.parametrize("capture", [False, True])
+def test_detach_aliases_its_tensor(capture):
+    check_program(detached_aliases, capture=capture)
 
 
 @pytest.mark.parametrize("capture", [False, True])
