@@ -16,6 +16,10 @@ said True for every graph value, transposes included.
 In a captured function, ``h.detach()`` of a graph value was a new value: an in-place write into
 it (``h.detach()[0].fill_(v)``, ``h[:, 1].detach().mul_(k)``) did not reach ``h``, and it did
 not see ``h``'s later writes; PyTorch's detach shares the memory (as ``.data`` did already).
+
+The in-place shape changes (``t_``, ``transpose_``, ``unsqueeze_``, ``squeeze_``,
+``swapdims_``) raised under ember.function; they rebind the traced tensor to its view now (a view
+of a base staying one, so a later write through it still reaches the base).
 """
 
 import numpy as np
@@ -136,6 +140,35 @@ def detached_aliases(torch, ctx):
 @pytest.mark.parametrize("capture", [False, True])
 def test_detach_aliases_its_tensor(capture):
     check_program(detached_aliases, capture=capture)
+
+
+def shape_changes_in_place(torch, ctx):
+    w = ctx.t(np.arange(12, dtype=np.float32).reshape(3, 4) / 4, requires_grad=True)
+
+    @ctx.fn
+    def f(w):
+        h = w * 1.5
+        h.t_()  # (4, 3)
+        h[0] += 1.0
+        h.unsqueeze_(0)  # (1, 4, 3)
+        g = h.squeeze(0)
+        g[:, 1] *= w[0]
+        h.squeeze_(0)
+        v = h[1:]  # a view of h, made a view of its transpose, written through
+        v.transpose_(0, 1)  # (3, 3)
+        v[0].mul_(-2.0)
+        v.swapdims_(0, 1).unsqueeze_(-1)  # (3, 3, 1)
+        v[2, 0].zero_()
+        loss = (h * h).sum() + g[0].sum() + v.sum()
+        loss.backward()
+        return loss, h, v, g.shape, v.shape
+
+    return [f(w), w.grad]
+
+
+@pytest.mark.parametrize("capture", [False, True])
+def test_shape_changes_in_place(capture):
+    check_program(shape_changes_in_place, capture=capture)
 
 
 @pytest.mark.parametrize("capture", [False, True])
