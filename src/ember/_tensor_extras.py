@@ -263,12 +263,12 @@ def _overlaps(size, stride) -> bool:
     return np.unique(offsets).size != offsets.size
 
 
-def _reviewing(name, view, op_name):
+def _reviewing(name, view, op_name, capturable=True):
     def method(self, *args, **kwargs):
         if not isinstance(self, Tensor):
             view_of = getattr(self, "_view_of", None)
             if (
-                op_name == "as_strided"
+                not capturable
                 or (view_of is not None and type(view_of[1]) is not tuple)
                 or self.value.node.kind != "call"  # (an argument, or state: the caller's shape)
             ):
@@ -368,7 +368,8 @@ def install(cls: type) -> None:
     cls.swapdims_ = _reviewing("swapdims_", _transpose_view, "transpose")
     cls.swapaxes_ = _reviewing("swapaxes_", _transpose_view, "transpose")
     cls.t_ = _reviewing("t_", _t_view, "t")
-    cls.as_strided_ = _reviewing("as_strided_", _as_strided_view, "as_strided")
+    # (a graph value has no storage whose strides as_strided_ could read)
+    cls.as_strided_ = _reviewing("as_strided_", _as_strided_view, "as_strided", capturable=False)
     if cls is Tensor:
         cls._base = property(_base)
         cls.stride = _stride
