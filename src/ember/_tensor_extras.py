@@ -6,8 +6,12 @@ resize_as_.
 
 The shape-changing in-place methods re-view the tensor's own memory (NumPy views: other views
 of it still alias the same elements) and move its history to the re-viewed result, as
-PyTorch's do. They are eager only: a captured graph's values have fixed shapes, so under
-ember.function / trace they raise, naming the out-of-place form to use.
+PyTorch's do. While a graph is built (ember.function / trace) squeeze_, unsqueeze_,
+transpose_, swapdims_/swapaxes_ and t_ rebind a value the graph computes to the view's value (a
+view of a base stays one, its chain extended; eagerly too); as_strided_ and resize_, a tensor
+from outside (an argument, whose caller's shape would change), and one that aliases another
+without a view chain (``.data``, ``detach()``, a piece of a split) raise there, naming the
+out-of-place form to use.
 """
 
 from __future__ import annotations
@@ -259,20 +263,38 @@ def _overlaps(size, stride) -> bool:
     return np.unique(offsets).size != offsets.size
 
 
-def _reviewing(name, view, op_name):
+def _reviewing(name, view, op_name, capturable=True):
     def method(self, *args, **kwargs):
         if not isinstance(self, Tensor):
-            raise EmberError(
-                f"{name} changes a tensor's shape in place, which a captured graph cannot "
-                f"express; write x = x.{op_name}(...) instead",
-                op=name,
-            )
+            view_of = getattr(self, "_view_of", None)
+            if (
+                not capturable
+                or (view_of is not None and type(view_of[1]) is not tuple)
+                or self.value.node.kind != "call"  # (an argument, or state: the caller's shape)
+            ):
+                raise EmberError(
+                    f"{name} changes the shape of this tensor in place, which a captured graph "
+                    f"cannot express here; write x = x.{op_name}(...) instead",
+                    op=name,
+                )
+            # a graph value: this tensor becomes the view's value (and a view of a base its
+            # longer chain), as eagerly it re-views its memory
+            result = PUBLIC[op_name](self, *args, **kwargs)
+            self.value = result.value
+            if view_of is not None:
+                self._view_of, self._view_src = result._view_of, result._view_src
+            return self
         self._check_inplace(name)
         result = PUBLIC[op_name](self, *args, **kwargs)
         self._data = view(self._data, *args, **kwargs)
         if result.grad_fn is not None:
             self.grad_fn = result.grad_fn
             self._output_nr = result._output_nr
+        view_of = self._view_of
+        if view_of is not None and type(view_of[1]) is tuple and result._view_of is not None:
+            # a view of a base stays one, its chain extended: a later write through it scatters
+            # into the base at the re-viewed positions
+            self._view_of, self._view_src = result._view_of, result._view_src
         return self
 
     method.__name__ = name
@@ -346,7 +368,8 @@ def install(cls: type) -> None:
     cls.swapdims_ = _reviewing("swapdims_", _transpose_view, "transpose")
     cls.swapaxes_ = _reviewing("swapaxes_", _transpose_view, "transpose")
     cls.t_ = _reviewing("t_", _t_view, "t")
-    cls.as_strided_ = _reviewing("as_strided_", _as_strided_view, "as_strided")
+    # (a graph value has no storage whose strides as_strided_ could read)
+    cls.as_strided_ = _reviewing("as_strided_", _as_strided_view, "as_strided", capturable=False)
     if cls is Tensor:
         cls._base = property(_base)
         cls.stride = _stride

@@ -128,6 +128,26 @@ def _positions(shape, chain, is_complex=False):
     return np.asarray(current)
 
 
+def dense(t) -> bool:
+    """Whether a graph value's elements would lie in row-major order in memory, as its eager
+    counterpart's would: a graph value is dense, but a view of one (a transpose, a column
+    slice) has its base's layout, so ``is_contiguous()`` is False and ``contiguous()`` copies
+    (a write into that copy must not reach the base). Its base's flat positions through the
+    view chain, in order one apart."""
+    view_of = getattr(t, "_view_of", None)
+    if view_of is None or not isinstance(view_of[1], tuple):
+        return True
+    base, chain = view_of
+    try:
+        positions = _positions(tuple(base.shape), chain, base.dtype.is_complex)
+    except AutogradError:
+        return True  # (a part of complex memory: ember's graphs hold it densely)
+    if positions is None:
+        return True  # (the chain copied: a new dense value)
+    flat = positions.reshape(-1)
+    return bool(flat.size < 2 or np.all(np.diff(flat) == 1))
+
+
 def refuse_multi_output(view, result, what: str) -> None:
     """Before a piece of a multi-output op (split, chunk, unbind), or an output of a custom
     autograd Function that aliases an input, takes a value with history: PyTorch refuses that

@@ -16,9 +16,10 @@ user's backward says what their gradient is) and passes the differentiable outpu
 ``autograd_function`` node (ops/function_call.py) whose VJP calls ``backward``, with the saved
 tensors rebound to the node's operands; so ``ember.function``, ``ember.compile``, ``ember.grad``
 and a captured training step use the hand-written backward, as eager autograd does. A saved
-argument is the argument itself, so gradients of gradients flow through it. ``mark_dirty`` (a
-forward that writes its arguments in place) cannot be recorded and raises `TraceError`; with
-gradients off the graph records ``forward``'s ops as they are.
+argument is the argument itself, so gradients of gradients flow through it. An argument
+``forward`` wrote in place and marked dirty (``mark_dirty``) is rebound, as by an in-place op,
+to the node's output for it, and returned itself; with gradients off the graph records
+``forward``'s ops as they are.
 
 This module sits above ``autograd.py`` (it builds on the engine's edges); ``ember/__init__.py``
 attaches `Function`, `FunctionCtx` and `once_differentiable` to ``ember.autograd``.
@@ -34,7 +35,7 @@ import numpy as np
 from . import dtypes as _dt
 from ._views import MULTI_OUTPUT
 from .autograd import _edge, _sequence
-from .errors import AutogradError, ShapeError, TraceError
+from .errors import AutogradError, ShapeError
 from .grad_mode import is_grad_enabled, no_grad
 from .ops import _registry as _reg
 from .ops._registry import TensorBase
@@ -500,15 +501,9 @@ def _apply_recorded(cls, args: tuple):
             cls.setup_context(ctx, args, out)
         else:
             out = cls.forward(ctx, *inner)
-    if ctx._dirty:
-        raise TraceError(
-            f"{cls.__name__}.forward modifies its arguments in place (mark_dirty), which a "
-            "graph recorded with gradients cannot do; return new tensors instead, or call "
-            "it eagerly",
-            op=f"{cls.__name__}.apply",
-        )
     single = not isinstance(out, tuple)
     outs = (out,) if single else tuple(out)
+    dirty = _dirty_arguments(cls, ctx, args, inner, outs)
     slots = [
         j
         for j, o in enumerate(outs)
@@ -517,8 +512,9 @@ def _apply_recorded(cls, args: tuple):
         and id(o) not in ctx._non_differentiable
     ]
     if not diff or not slots:
-        return out
-    original = {id(t): a for t, a in zip(inner, args) if t is not a}
+        return _written_back(out, single, outs, dirty)
+    # (a dirty argument is saved as forward left it: its new value, as PyTorch saves it)
+    original = {id(t): a for t, a in zip(inner, args) if t is not a and id(t) not in ctx._dirty}
     ctx._kept = tuple(None if t is None else original.get(id(t), t) for t in ctx._kept)
     backward = _RecordedBackward(cls, ctx, args, diff, outs, slots)
     operands = [args[i] for i in diff] + [t for t in ctx._kept if t is not None]
@@ -533,6 +529,38 @@ def _apply_recorded(cls, args: tuple):
     outs = list(outs)
     for j, p in zip(slots, passed):
         outs[j] = p
+    return _written_back(outs[0] if single else tuple(outs), single, outs, dirty)
+
+
+def _dirty_arguments(cls, ctx, args: tuple, inner: tuple, outs: tuple) -> dict:
+    """{output position: argument} for the arguments ``forward`` wrote in place and marked
+    dirty (it wrote their cut copies; each must be returned, as PyTorch requires)."""
+    dirty = {}
+    for i, t in enumerate(inner):
+        if id(t) not in ctx._dirty:
+            continue
+        hit = [j for j, o in enumerate(outs) if o is t]
+        if not hit:
+            raise AutogradError(
+                f"{cls.__name__}.forward marked argument {i} dirty (mark_dirty) but does not "
+                "return it",
+                op=f"{cls.__name__}.apply",
+            )
+        if args[i] is not t:
+            dirty[hit[0]] = args[i]
+    return dirty
+
+
+def _written_back(out, single: bool, outs, dirty: dict):
+    """``out`` with each dirty argument rebound, as an in-place op rebinds its tensor, to the
+    output ``forward`` returned for it (through the node: its history is the custom
+    backward), and returned itself in that output's place, as PyTorch returns it."""
+    if not dirty:
+        return out
+    outs = list(outs)
+    for j, arg in dirty.items():
+        arg._inplace("mark_dirty", lambda _old, new: new, outs[j])
+        outs[j] = arg
     return outs[0] if single else tuple(outs)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _views
 from . import dtypes as dt
 from ._missing import tensor_getattr
 from .devices import CPU, channels_last, channels_last_3d, check_memory_format, contiguous_format
@@ -164,11 +165,12 @@ def _type(self, dtype=None, non_blocking=False, **kwargs):
 
 def _is_contiguous(self, memory_format=None):
     """Whether the values lie in row-major order (``memory_format=ember.channels_last``: in
-    NHWC order). A tensor in a captured graph is always contiguous: graph values are dense."""
+    NHWC order). A tensor in a captured graph is contiguous, graph values being dense, but for
+    a view of one whose eager counterpart would not be (``_views.dense``: ``x.t()``)."""
     check_memory_format(memory_format, "is_contiguous(memory_format)")
     data = getattr(self, "_data", None)
     if data is None:
-        return memory_format not in (channels_last, channels_last_3d)
+        return memory_format not in (channels_last, channels_last_3d) and _views.dense(self)
     if memory_format in (channels_last, channels_last_3d):
         rank = 4 if memory_format is channels_last else 5
         if data.ndim != rank:
@@ -184,6 +186,8 @@ def _contiguous_method(original):
         laid out in ``memory_format``'s order (ops/_memory_format.py)."""
         check_memory_format(memory_format, "contiguous(memory_format)")
         if memory_format is None or memory_format is contiguous_format:
+            if getattr(self, "_data", None) is None and not _views.dense(self):
+                return self.clone()  # (a graph value's strided view: a copy, as eagerly)
             return original(self)
         return self.to(memory_format=memory_format)
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import _views
+from .. import _views, dtypes
 from ..errors import TraceError, user_location
 from ..ops import _registry as _reg
 from ..ops._util import fit_inplace_result
@@ -311,7 +311,9 @@ class GraphBuilder(_reg.Mode):
         return tuple(results)
 
     def _ancestors(self, value) -> set:
-        """ids of the values ``value`` is computed from along differentiable paths."""
+        """ids of the values ``value`` is computed from along differentiable paths (PyTorch's
+        rule for which leaves a backward reaches: not through a detach, nor through an integer
+        or boolean value such as an argmax, whose leaves keep a None ``.grad``)."""
         seen, stack = set(), [value]
         while stack:
             v = stack.pop()
@@ -321,7 +323,12 @@ class GraphBuilder(_reg.Mode):
             # a value made with gradients off passes none on, but is itself reached: a leaf
             # rebound to it under no_grad (an embedding's max_norm renorm of its weight) takes
             # the gradient of its uses since, as the eager leaf does
-            if v.node.kind == "call" and id(v) not in self.no_grad_values:
+            if (
+                v.node.kind == "call"
+                and id(v) not in self.no_grad_values
+                and not v.node.op.stops_gradient
+                and dtypes.differentiable(v.type.dtype)
+            ):
                 stack.extend(v.node.inputs)
         return seen
 

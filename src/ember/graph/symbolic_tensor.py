@@ -139,19 +139,21 @@ class SymbolicTensor(TensorBase):
         return _HookHandle(hooks, key)
 
     def detach(self) -> SymbolicTensor:
+        """The value without history, aliasing this tensor as PyTorch's detach shares its
+        memory: an in-place op on it updates this tensor (with gradients off), and it reads
+        this tensor's later updates."""
         from ..ops.copies import stop_gradient
 
         with self.builder:
-            return stop_gradient(self)
-
-    @property
-    def data(self) -> SymbolicTensor:
-        """The value without history, aliasing this tensor: an in-place op on it updates this
-        tensor (with gradients off), and it reads this tensor's later updates."""
-        alias = self.detach()
+            alias = stop_gradient(self)
         alias._view_of = (self, None)
         alias._view_src = self.value
         return alias
+
+    @property
+    def data(self) -> SymbolicTensor:
+        """The value without history, aliasing this tensor (as `detach`)."""
+        return self.detach()
 
     def detach_(self) -> SymbolicTensor:
         self._requires_grad = False

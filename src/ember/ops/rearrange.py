@@ -1,20 +1,28 @@
 """PyTorch's rearranging functions written in ember's shape ops: roll, meshgrid, diag,
 diagonal, hstack, vstack and t. Composites, so they differentiate and capture through the ops
-they are made of (split, concat, narrow, reshape, permute, getitem, broadcast_to, where, pad).
+they are made of (split, concat, narrow, reshape, permute, getitem, broadcast_to, where, pad),
+but for diagonal's own view op (``diagonal_view``: the diagonal of the last two dimensions,
+a strided view of any input, so writing into ``x[:, :3].diagonal()`` writes ``x``, as in
+PyTorch).
 
-Where PyTorch returns a view (diagonal, meshgrid's outputs, t), ember returns a new tensor:
-writing into it in place does not write the input.
+Where PyTorch returns a view of meshgrid's outputs or t, ember returns a new tensor: writing
+into it in place does not write the input.
 """
 
 from __future__ import annotations
 
 import operator
 
+import numpy as np
+
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
+from ..types import TensorType
+from . import _batching
 from . import api as E
-from ._registry import TensorBase, export
-from ._util import fmt_shape, normalize_axis
+from ._registry import OpDef, TensorBase, apply, export, register
+from ._rules import Complex
+from ._util import fmt_shape, memory_cost, normalize_axis
 from .elementwise import to_tensor
 
 # ------------------------------------------------------------------------------------ roll
@@ -109,9 +117,75 @@ export(meshgrid)
 # --------------------------------------------------------------------------- diag, diagonal
 
 
+def _diagonal_extent(n: int, m: int, offset: int) -> tuple[int, int, int]:
+    """(length, first row, first column) of diagonal ``offset`` of an n x m plane."""
+    row, col = (0, offset) if offset >= 0 else (-offset, 0)
+    return max(min(n - row, m - col), 0), row, col
+
+
+def _diagonal_view_infer(x, *, offset):
+    length = _diagonal_extent(x.shape[-2], x.shape[-1], offset)[0]
+    return TensorType((*x.shape[:-2], length), x.dtype)
+
+
+def _diagonal_view_kernel(x, *, offset):
+    """A strided view of ``x``'s memory (writable where ``x`` is): one step is a row and a
+    column, whatever the layout."""
+    length, row, col = _diagonal_extent(x.shape[-2], x.shape[-1], offset)
+    corner = x[..., row : row + length, col : col + length]
+    return np.lib.stride_tricks.as_strided(
+        corner,
+        shape=(*x.shape[:-2], length),
+        strides=(*x.strides[:-2], x.strides[-2] + x.strides[-1]),
+        writeable=x.flags.writeable,
+    )
+
+
+def _diagonal_view_vjp(c, g):
+    zeros = E.zeros(tuple(c.in_types[0].shape), dtype=g.dtype)
+    return (E.diagonal_scatter(zeros, g, c.attrs["offset"], -2, -1),)
+
+
+def _diagonal_view_onnx(e):
+    n, m = e.in_types[0].shape[-2:]
+    if not (isinstance(n, int) and isinstance(m, int)):
+        e.unsupported("for a symbolic plane")
+    length, row, col = _diagonal_extent(n, m, e.attrs["offset"])
+    lead = [0] * (len(e.in_types[0].shape) - 2)
+    flat = e.node("Reshape", [e.inputs[0], e.ints([*lead, n * m])])
+    positions = (row + np.arange(length)) * m + col + np.arange(length)
+    return e.node("Gather", [flat, e.constant(positions.astype(np.int64))], axis=-1)
+
+
+def _diagonal_view_batch(in_types, axes, attrs, k):
+    if axes[0] >= len(in_types[0].shape) - 2:
+        raise _batching.NotBatchable("the batch runs along the diagonal's plane")
+    return _batching.Batched((axes[0],), attrs)
+
+
+_DIAGONAL_VIEW = register(
+    OpDef(
+        name="diagonal_view",
+        float8=True,
+        complex=Complex.GRADIENT,
+        onnx=_diagonal_view_onnx,
+        kind="shape",
+        infer=_diagonal_view_infer,
+        kernel=_diagonal_view_kernel,
+        vjp=_diagonal_view_vjp,
+        cost=memory_cost,
+        save_inputs=(),
+        view=True,
+        batch=_diagonal_view_batch,
+        doc="diagonal_view(x, offset): diagonal ``offset`` of the last two dimensions, as the "
+        "last dimension (a view)",
+    )
+)
+
+
 def diagonal(input, offset: int = 0, dim1: int = 0, dim2: int = 1):
     """The diagonal of the (dim1, dim2) planes, ``offset`` above the main one (below when
-    negative), as the last dimension (PyTorch's and NumPy's layout). A new tensor, not a view."""
+    negative), as the last dimension (PyTorch's and NumPy's layout): a view, as PyTorch's."""
     x = to_tensor(input)
     if x.ndim < 2:
         raise ShapeError(
@@ -123,9 +197,11 @@ def diagonal(input, offset: int = 0, dim1: int = 0, dim2: int = 1):
     offset = operator.index(offset)
     x = E.movedim(x, (d1, d2), (-2, -1))
     n, m = x.shape[-2], x.shape[-1]
+    if isinstance(n, int) and isinstance(m, int):
+        return apply(_DIAGONAL_VIEW, x, offset=offset)
+    # a symbolic plane: the planes flattened, element (i, i + offset) sits at
+    # i * (m + 1) + offset (offset >= 0), (i - offset, i) at -offset * m + i * (m + 1)
     batch = tuple(x.shape[:-2])
-    # the planes flattened: element (i, i + offset) sits at i * (m + 1) + offset (offset >= 0),
-    # (i - offset, i) at -offset * m + i * (m + 1): one strided slice
     if offset >= 0:
         length, start = max(min(n, m - offset), 0), offset
     else:
