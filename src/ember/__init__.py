@@ -67,7 +67,7 @@ _tensor_api.install(_capture.SymbolicTensor)
 _tensor_extras.install(Tensor)
 _tensor_extras.install(_capture.SymbolicTensor)
 _allocator.tune()
-globals().update(_torch_keywords.with_torch_keywords(_ops.PUBLIC))
+globals().update(_torch_keywords.with_torch_keywords(_ops.PUBLIC, out=True))
 # torch.lstsq, torch.symeig, ...: removed in PyTorch 1.9, still names that raise its error
 globals().update(_ops.legacy_linalg.REMOVED)
 for _name in ("lstsq", "symeig", "eig", "solve"):

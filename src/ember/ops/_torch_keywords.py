@@ -84,17 +84,38 @@ def _taking(fn, aliases: dict):
 _WRAPPED: dict = {}
 
 
-def with_torch_keywords(table: dict) -> dict:
+def with_torch_keywords(table: dict, *, out: bool = False) -> dict:
     """``table`` (name -> public function) with each function that names its operands other
-    than PyTorch does wrapped to take PyTorch's names too."""
+    than PyTorch does wrapped to take PyTorch's names too; with ``out``, each function that
+    has no ``out`` parameter of its own also takes PyTorch's ``out=`` (ops/_out.py)."""
+    from ._out import taking_out
+
     result = {}
     for name, fn in table.items():
         if not callable(fn) or isinstance(fn, type):
             result[name] = fn
             continue
         aliases = _aliases(fn, name)
-        key = (fn, tuple(sorted(aliases.items())))
+        wants_out = out and _lacks_out(fn) and _may_take_out(name)
+        key = (fn, tuple(sorted(aliases.items())), wants_out)
         if key not in _WRAPPED:
-            _WRAPPED[key] = _taking(fn, aliases) if aliases else fn
+            wrapped = _taking(fn, aliases) if aliases else fn
+            _WRAPPED[key] = taking_out(wrapped, name) if wants_out else wrapped
         result[name] = _WRAPPED[key]
     return result
+
+
+# public functions PyTorch gives no ``out=``: tensors made from data, ``*_like``, in-place ones
+_NO_OUT = frozenset({"tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "frombuffer"})
+
+
+def _may_take_out(name: str) -> bool:
+    return name not in _NO_OUT and not name.endswith(("_like", "_")) and not name.startswith("_")
+
+
+def _lacks_out(fn) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return "out" not in params
