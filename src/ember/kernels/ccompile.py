@@ -14,8 +14,10 @@ This module owns the compiler probe, the flags actually used, and the kernel cac
 
 Invariants. A file in the cache is only ever replaced whole (written under a unique temporary
 name, then `os.replace`), so readers never see half a file and processes compiling the same
-kernel at once all succeed. A library is trusted only when its bytes match its recorded hash and
-it loads; otherwise it is rebuilt (``stats.rebuilds``). A name is handed to the dynamic loader
+kernel at once all succeed; a build holds a lock file (``<key>.lock``, `_build_lock`), so a
+process needing the kernel meanwhile waits and loads that library rather than compiling it
+too. A library is trusted only when its bytes match its recorded hash and it loads; otherwise
+it is rebuilt (``stats.rebuilds``). A name is handed to the dynamic loader
 at most once per process, because the loader returns the library it already holds for a name it
 has seen, even when the file was rebuilt since.
 
@@ -42,6 +44,7 @@ Flags: ``-fopenmp-simd`` and ``-march=native`` are dropped when the compiler can
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -527,6 +530,45 @@ def _load_library(cc: tuple[str, ...], source: str, flags: tuple, library: Path)
     try:
         handle = _load_checked(library)
     except OSError:  # damaged in a way the hash did not see, or replaced meanwhile
+        handle = None
+    if handle is not None:
+        stats.disk_hits += 1
+        return handle
+    with _build_lock(library):
+        return _build_and_load(cc, source, flags, library)
+
+
+@contextlib.contextmanager
+def _build_lock(library: Path):
+    """Held while ``library`` is built: a process that needs the same kernel meanwhile (a
+    second pytest-xdist worker) waits for the build and loads its library instead of compiling
+    it again. Only a saving: the files stay whole without it (see the module docstring), so
+    where the lock file cannot be made or locked, the build goes on unlocked. The lock file is
+    removed after the build; one that a newcomer creates anew is harmless, since whoever holds
+    a lock looks on disk before building."""
+    try:
+        import fcntl
+
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(library.with_suffix(".lock"), flags, 0o600)
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            pass
+        yield
+    finally:
+        library.with_suffix(".lock").unlink(missing_ok=True)
+        os.close(fd)
+
+
+def _build_and_load(cc: tuple[str, ...], source: str, flags: tuple, library: Path) -> ctypes.CDLL:
+    try:  # built by another process while this one waited for the lock
+        handle = _load_checked(library)
+    except OSError:
         handle = None
     if handle is not None:
         stats.disk_hits += 1

@@ -1,35 +1,10 @@
-"""C kernels for ``fused_elementwise`` nodes: source generation and the Python call wrapper.
+"""C kernels for ``fused_elementwise`` nodes: the build and the Python call wrapper.
 
 `build(node)` returns a function ``(*arrays) -> tuple of arrays`` running the node's program as
 one C loop, or None when no C compiler is available (one warning; the NumPy reference kernel
 runs instead). The code generator (runtime/codegen.py) calls it through the op's
-``compile`` rule.
-
-The program (ops/program.py) is read as the values it is, never imported: each instruction's
-``op`` gives its C expression (``op.c``), its shape rule (``op.infer``, for the C types) or,
-for a reduction ending the loop, its `ReductionRule` (``op.reduction``, written out by
-kernels/creduce.py); each operand is read with ``operand.pick``.
-
-The loop. The group's output shape is its iteration space; every input broadcasts to it. The
-broadcast pattern is static (from the value types: a size-1 dimension against a larger one is
-broadcast), so the source is specialised on it: output dimensions of size 1 are dropped, and
-neighbouring dimensions where every input is either full or broadcast alike merge, which turns
-the usual cases into one flat loop (same-shape operands and scalars) or two (a bias row). The
-innermost loop is ``#pragma omp simd`` with broadcast operands hoisted; outer rows (or, for a
-flat loop, chunks) are shared among the threads of ember's pool (kernels/cpool.py: threads that
-block when idle, unlike OpenMP's, which spin and starve NumPy's BLAS) when there is enough work.
-
-Exactness. Arithmetic, comparisons, selects and casts are IEEE operations that agree bit for
-bit with NumPy (``-ffp-contract=off`` keeps ``a * b + c`` from becoming a fused multiply-add;
-``-fno-trapping-math`` only lets selects be computed branch-free).
-Transcendental functions (exp, tanh, erf, ...) come from the C library's vector math (glibc's
-libmvec, declared ``simd`` so the loops vectorize), within a few ulps of NumPy's.
-
-Half precision. bfloat16 and float16 arrays are read and written as their 16 bits
-(kernels/chalf.py's conversions) and computed in float, each instruction's result rounded to
-its dtype as NumPy rounds each op's. A reduction of them accumulates in float (a sum's leading
-axes in double), as the float32 reduction does, and rounds each result once to 16 bits
-(kernels/creduce.py: `creduce.Result`).
+``compile`` rule; the C graph runner (runtime/cgraph.py) takes the loop's step (`c_step`).
+The loop's C source, and what it computes exactly, is kernels/cfuse_source.py's.
 """
 
 from __future__ import annotations
@@ -39,24 +14,23 @@ import math
 
 import numpy as np
 
-from .. import dtypes as dt
 from ..symbolic import has_symbols
-from ..types import TensorType, as_types
-from . import cache_sizes, chalf, creduce
+from ..types import as_types
+from .cfuse_source import (
+    BLOCK,
+    PARALLEL_MIN,
+    iteration_shape,
+    loop_groups,
+    source_and_constants,
+    source_of,
+    step_source,
+    stream_min,
+)
 
-__all__ = ["build", "build_program", "c_step", "source_of"]
+__all__ = ["BLOCK", "PARALLEL_MIN", "build", "build_program", "c_step", "source_of", "stream_min"]
 
-_C_TYPES = {dt.float32: "float", dt.float64: "double", dt.bool_: "_Bool"}
-# half precision: stored in 16 bits (kernels/chalf.py's conversions on each load and store),
-# computed in float, each instruction's result rounded to its dtype as NumPy rounds each op's
-_HALF = {dt.bfloat16: "bf16", dt.float16: "f16"}
-_C_TYPES.update(dict.fromkeys(_HALF, "float"))
-# arrays of bool are read and written as bytes (NumPy's layout): GCC does not vectorize loads
-# and stores through _Bool pointers, while values stay _Bool so conversions give 0 or 1
-_ARRAY_TYPES = {**_C_TYPES, dt.bool_: "unsigned char", **dict.fromkeys(_HALF, "uint16_t")}
-_VECTOR_MATH = ("exp", "log", "log1p", "expm1", "sin", "cos", "tanh", "erf")
 _FLAGS = (
-    "-O3",
+    "-O3",  # (a loop without reductions: -O2, `_LOOP_FLAGS`)
     "-march=native",
     "-fPIC",
     "-shared",
@@ -66,388 +40,10 @@ _FLAGS = (
     "-ffp-contract=off",
     "-std=gnu11",
 )
-# elements below which one thread is faster: waking the others and sharing the cores with
-# NumPy's BLAS threads costs more than a SIMD loop over this many values (a fraction of a
-# millisecond)
-PARALLEL_MIN = 1 << 18
-# A flat loop writes its outputs with non-temporal stores (in blocks of BLOCK elements) where
-# the bytes it reads and writes exceed this fraction of the last-level cache: the consumer's own
-# operands need the rest, so such outputs would be evicted before they are read again, and
-# streaming them skips reading each line before it is overwritten. Smaller outputs are written
-# through the cache, where the next op (a backward's read of the activation) finds them.
-STREAM_CACHE_FRACTION = 0.5
-BLOCK = 64
-_ARRAY_BYTES = {"float": 4, "double": 8, "unsigned char": 1, "uint16_t": 2}
-
-
-def stream_min(bytes_per_element: int) -> int:
-    """Elements from which a flat loop moving ``bytes_per_element`` bytes an element (inputs
-    read in full and outputs) writes with non-temporal stores (`STREAM_CACHE_FRACTION`)."""
-    budget = STREAM_CACHE_FRACTION * cache_sizes.last_level_bytes()
-    return max(4 * BLOCK, math.ceil(budget / max(bytes_per_element, 1)))
-
-
-def _literal(value, dtype) -> str:
-    if dtype is dt.bool_:
-        return "1" if value else "0"
-    return creduce.c_literal(value, _C_TYPES[dtype])
-
-
-class _Constant:
-    """A numeric attribute for an expression's ``{name}`` field: the constant rounded to the
-    result's dtype (``{lo}``: NumPy's kernel compares a Python float with a ``dtype`` array so,
-    a bound between two bfloat16 values included), or with ``{name:compute}`` to the type the
-    loop computes in (float32 for half precision: a factor such as leaky_relu's slope, which
-    the NumPy kernel and PyTorch multiply in float32)."""
-
-    __slots__ = ("value", "dtype")
-
-    def __init__(self, value: float, dtype):
-        self.value, self.dtype = value, dtype
-
-    def __format__(self, spec: str) -> str:
-        ctype = _C_TYPES.get(self.dtype, "double")
-        if spec == "compute":
-            rounded = np.float32 if ctype == "float" else np.float64
-        elif not spec:
-            half_or_single = self.dtype in _HALF or self.dtype is dt.float32
-            rounded = self.dtype.np if half_or_single else np.float64
-        else:
-            raise ValueError(f"unknown attribute format {spec!r} (expected '' or 'compute')")
-        return creduce.c_literal(float(np.asarray(self.value, dtype=rounded)), ctype)
-
-
-def _attribute_constants(attrs, dtype) -> dict:
-    """The instruction's numeric attributes as C constants for its expression's ``{name}``
-    fields (`_Constant`). The op's shape rule has checked them (a fused program from a graph
-    file is hostile); anything else stays out of the source."""
-    return {
-        name: _Constant(value, dtype)
-        for name, value in attrs
-        if isinstance(value, (int, float)) and not isinstance(value, bool)
-    }
-
-
-def _plan(in_types, shape, axes=()) -> tuple[list[list[int]], list[list[bool]], str]:
-    """Collapsed dimensions (lists of original axes), per input which are full (not broadcast)
-    in each collapsed dimension, and the loop's kind: "flat" (no reduction), "rows" (reduced
-    trailing axes: they form the last collapsed dimension, whatever their sizes, and the inner
-    loop runs over one row's reduced elements), "columns" (reduced leading axes form the first
-    collapsed dimension, the outer loop) or "both" (a leading and a trailing block; see
-    kernels/creduce.py). transforms/fuse.py checks that every input is full across all of a
-    reduced block or broadcast across all of it."""
-    rank = len(shape)
-    if not axes:
-        return (*_flat_plan(in_types, shape), "flat")
-    lead, tail = creduce.split_axes(shape, axes)
-    if not creduce.live(shape, lead):
-        lead, kind = [], "rows"  # (the tail block may be empty: rows of one element)
-    elif creduce.live(shape, tail):
-        kind = "both"
-    else:
-        tail, kind = [], "columns"
-    middle = [a for a in range(rank) if a not in lead and a not in tail]
-    padded = [(1,) * (rank - len(t.shape)) + tuple(t.shape) for t in in_types]
-    groups, flags = _flat_plan(
-        [type(t)(tuple(p[a] for a in middle), t.dtype) for t, p in zip(in_types, padded)],
-        tuple(shape[a] for a in middle),
-    )
-    groups = [[middle[a] for a in g] for g in groups]
-    if lead:
-        groups.insert(0, lead)
-        for f, p in zip(flags, padded):
-            f.insert(0, any(p[a] != 1 for a in lead))
-    if kind != "columns":
-        groups.append(tail)
-        for f, p in zip(flags, padded):
-            f.append(any(p[a] != 1 for a in tail))
-    return groups, flags, kind
-
-
-def _flat_plan(in_types, shape) -> tuple[list[list[int]], list[list[bool]]]:
-    """An elementwise loop's collapsed dimensions: size-1 output dimensions dropped, and
-    neighbours merged where every input is full in both or broadcast in both."""
-    rank = len(shape)
-    axes = [a for a in range(rank) if shape[a] != 1]
-    flags = []
-    for t in in_types:
-        padded = (1,) * (rank - len(t.shape)) + tuple(t.shape)
-        flags.append([padded[a] != 1 for a in axes])
-    groups: list[list[int]] = []
-    group_flags: list[list[bool]] = [[] for _ in in_types]
-    for k, a in enumerate(axes):
-        if groups and all(f[k] == f[k - 1] for f in flags):
-            groups[-1].append(a)
-            continue
-        groups.append([a])
-        for i, f in enumerate(flags):
-            group_flags[i].append(f[k])
-    return groups, group_flags
-
-
-def iteration_shape(program, outputs, out_types, in_types) -> tuple:
-    """The shape a fused program loops over: its elementwise results' (a ``fused_reduce``'s
-    reductions come from values of this shape). Sizes may be symbolic."""
-    for j, t in zip(outputs, out_types):
-        if program[j].op.reduction is None:
-            return tuple(t.shape)
-    # every output is a reduction: the rank from the first one's, the sizes from the inputs
-    attrs = dict(program[outputs[0]].attrs)
-    reduced = len(out_types[0].shape)
-    rank = reduced if attrs["keepdims"] else reduced + len(attrs["axes"])
-    shape = []
-    for a in range(rank):
-        sizes = [t.shape[a - rank + len(t.shape)] for t in in_types if a - rank + len(t.shape) >= 0]
-        shape.append(next((d for d in sizes if d != 1), 1))
-    return tuple(shape)
-
-
-def source_of(program, outputs, out_types, in_types, symbol="fused") -> str:
-    """The C source of a fused program (see the module docstring)."""
-    shape = iteration_shape(program, outputs, out_types, in_types)
-    axes = next((tuple(dict(e.attrs)["axes"]) for e in program if e.op.reduction is not None), ())
-    groups, full, kind = _plan(in_types, shape, axes)
-    k = max(len(groups), 1)
-    # a bool input's values are read as the bytes they are (0 or 1, NumPy's invariant): C's
-    # promotions make such a byte behave as the _Bool would in every expression, and the loads
-    # vectorize (a _Bool variable, normalized on each load, made a mask loop 3.5x slower)
-    c_in = [_ARRAY_TYPES[t.dtype] for t in in_types]
-    params = ["long n", "const long* restrict dims"]
-    # no ``restrict``: an output may be written into an input's own memory (an in-place
-    # parameter update); each element is read before it is written, which plain C keeps
-    params += [f"const {_ARRAY_TYPES[t.dtype]}* a{i}" for i, t in enumerate(in_types)]
-    params += [f"{_ARRAY_TYPES[t.dtype]}* r{j}" for j, t in enumerate(out_types)]
-    used_math: set[tuple[str, str]] = set()
-    body, types, terms = [], [], []  # per instruction: its dtype, its C expression
-    names = [
-        f"{_HALF[t.dtype]}_load(x{i})" if t.dtype in _HALF else f"x{i}"
-        for i, t in enumerate(in_types)
-    ]
-    in_dtypes = [t.dtype for t in in_types]
-    for j, instr in enumerate(program):
-        op = instr.op
-        args = [ref.pick(names, terms, _literal) for ref in instr.operands]
-        arg_types = [
-            ref.pick(in_dtypes, types, lambda value, dtype: dtype) for ref in instr.operands
-        ]
-        if op.reduction is not None:  # accumulated per row (see _loop_source)
-            types.append(arg_types[0])
-            terms.append(args[0])
-            continue
-        terms.append(f"t{j}")
-        out_dtype = _result_dtype(op, arg_types, instr.attrs)
-        types.append(out_dtype)
-        single = "f" if {dt.float32, *_HALF} & {out_dtype, *arg_types} else ""
-        consts = _attribute_constants(instr.attrs, out_dtype)
-        for fn in _VECTOR_MATH:
-            if f"{fn}{{f}}(" in op.c:
-                used_math.add((fn + single, "float" if single else "double"))
-        if out_dtype in _HALF:  # t<j> the stored bits where it is an output, t<j>f its value
-            half = _HALF[out_dtype]
-            # a double to float16 rounded once (through float, to odd), as NumPy's cast does;
-            # to bfloat16 through float32, rounded twice, as ml_dtypes' cast does
-            if dt.float64 in arg_types and out_dtype is dt.float16:
-                expr = "round_odd(" + op.c.format(*args, T="double", f=single, **consts) + ")"
-            else:
-                expr = op.c.format(*args, T="float", f=single, **consts)
-            body.append(f"uint16_t t{j} = {half}_store({expr});")
-            body.append(f"float t{j}f = {half}_load(t{j});")
-            terms[-1] = f"t{j}f"
-            continue
-        expr = op.c.format(*args, T=_C_TYPES[out_dtype], f=single, **consts)
-        body.append(f"{_C_TYPES[out_dtype]} t{j} = {expr};")
-    lines = ["#include <math.h>", "#include <stddef.h>", "#include <stdlib.h>"]
-    if any(t.dtype in _HALF for t in (*in_types, *out_types)) or _HALF.keys() & set(types):
-        lines.append(chalf.CONVERT)
-    # GCC's builtins rather than <immintrin.h>, whose parsing took 0.1 s of every kernel's build
-    lines += [
-        "#ifdef __AVX__",
-        "typedef long long ember_v4di __attribute__((vector_size(32)));",
-        "#endif",
-    ]
-    for fn, ctype in sorted(used_math):  # glibc's libmvec has vector versions of these
-        lines.append(f'__attribute__((simd("notinbranch"))) {ctype} {fn}({ctype});')
-    out_c = [_ARRAY_TYPES[t.dtype] for t in out_types]
-    # the reductions among the outputs: (output position, the op's rule, its term's C name)
-    reds = [(jj, program[j].op.reduction, terms[j]) for jj, j in enumerate(outputs)]
-    reds = [r for r in reds if r[1] is not None]
-    # how the reductions hold their results: a half-precision one accumulates in float (its
-    # terms are floats: loaded from 16 bits, or an instruction's t<j>f) and is rounded once
-    outs = [creduce.Result(_C_TYPES[t.dtype], _HALF.get(t.dtype)) for t in out_types]
-    lines += _loop_source(symbol, params, c_in, out_c, k, full, body, outputs, reds, kind, outs)
-    return "\n".join(lines) + "\n"
-
-
-def _loop_source(
-    symbol, params, c_in, out_c, k, full, body, outputs, reds=(), kind="flat", outs=()
-):
-    """The kernel: a function running the loop over a range of its iterations (elements of a
-    flat loop, or rows), and the entry point, which hands the whole range to the thread pool
-    (kernels/cpool.py) when there is enough work, else runs it here. ``reds`` lists the
-    outputs that are reductions, ``(output position, `ReductionRule`, the term's C name)``: the
-    loop is then by rows, each row's inner loop accumulating them, so the result does not
-    depend on the thread count; ``outs`` gives each output's `creduce.Result` (its value type,
-    and whether it is stored in 16 bits). A ``kind`` "columns" or "both" loop (reductions over
-    leading axes) is written by kernels/creduce.py."""
-    n_in = len(c_in)
-    reduced = {jj for jj, _, _ in reds}
-    names = [p.rsplit("*", 1)[-1].split()[-1] for p in params]
-    lines = ["typedef void (*ember_task)(void *, long, long);"]
-    pairwise = sorted({outs[jj].ctype for jj, rule, _ in reds if rule.pairwise})
-    # a whole-tensor reduction's one long row, its pieces shared over the threads
-    pieces = kind == "rows" and creduce.pieces_apply(reds)
-    if (pairwise and kind != "columns") or pieces:  # (a column loop adds whole rows)
-        lines += creduce.SEGMENTS
-        for ctype in pairwise:
-            lines += creduce.pairwise_sum(ctype)
-    lines.append("typedef void (*ember_pool)(ember_task, void *, long, long);")
-    fields = [p.replace("restrict ", "") for p in params]
-    if k > 1 or reds:
-        fields += [f"long s{i}[{k}]" for i in range(n_in)]
-    if kind == "columns":  # each block of rows' partial reductions (kernels/creduce.py)
-        fields += [f"{creduce.acc_type(rule, outs[jj].ctype)}* p{jj}" for jj, rule, _ in reds]
-    if pieces:
-        fields += creduce.pieces_fields(reds, outs)
-    lines.append("struct job { " + " ".join(f + ";" for f in fields) + " };")
-    if kind == "columns":
-        lines.append(creduce.COLUMNS_SIGNATURE + " {")
-    else:
-        lines.append("static void part(void *job_, long lo, long hi) {")
-        lines.append("  const struct job *job = job_;")
-    # the job's fields the kernel reads as locals (its parameters')
-    unpack = [f"  {f.rsplit(name, 1)[0]}{name} = job->{name};" for f, name in zip(fields, names)]
-    lines += unpack
-    stores = [f"r{jj}[base + i] = t{j};" for jj, j in enumerate(outputs) if jj not in reduced]
-    if kind in ("columns", "both"):
-        lines += creduce.column_part(
-            c_in, outs, k, full, body, outputs, reds, inner_reduced=kind == "both"
-        )
-    elif k == 1 and not reds:
-        lines += _flat_part(c_in, out_c, full, body, outputs, stores)
-    else:
-        lines += _row_part(c_in, outs, k, full, body + stores, reds)
-    if pieces:
-        lines += creduce.pieces_task(unpack, c_in, outs, k, full, body + stores, reds)
-    lines.append(f"void {symbol}({', '.join(params)}, ember_pool pool) {{")
-    lines.append("  struct job job = { " + ", ".join(names) + " };")
-    if k == 1 and not reds:
-        lines.append("  const long count = n, align = 64;")
-    else:
-        for i in range(n_in):  # each input's strides over the collapsed dimensions
-            flags = ", ".join("1" if f else "0" for f in full[i])
-            lines.append(f"  static const int f{i}[{k}] = {{{flags}}};")
-            lines.append(f"  long run{i} = 1;")
-            lines.append(f"  for (int d = {k - 1}; d >= 0; d--) {{")
-            lines.append(
-                f"    job.s{i}[d] = f{i}[d] ? run{i} : 0; run{i} *= f{i}[d] ? dims[d] : 1;"
-            )
-            lines.append("  }")
-        if kind == "columns":  # the kept elements, in whole cache lines per thread
-            lines.append(f"  const long count = n / dims[0], align = {creduce.COLUMN_ALIGN};")
-        elif kind == "both":  # the kept rows
-            lines.append(f"  const long count = n / (dims[0] * dims[{k - 1}]), align = 1;")
-        else:
-            lines.append(f"  const long count = dims[{k - 1}] ? n / dims[{k - 1}] : 0, align = 1;")
-    # threads only where there is enough work: waking them costs tens of microseconds
-    if kind == "columns":
-        lines += creduce.row_blocks_entry(outs, reds, PARALLEL_MIN)
-    if pieces:
-        lines += creduce.pieces_entry(outs, reds, k, PARALLEL_MIN)
-    lines.append(f"  if (pool && n > {PARALLEL_MIN}) pool(part, &job, count, align);")
-    lines.append("  else part(&job, 0, count);")
-    lines.append("}")
-    return lines
-
-
-def _flat_part(c_in, out_c, full, body, outputs, stores) -> list[str]:
-    """The body of ``part(job, lo, hi)`` for a flat loop (no reduction, one collapsed
-    dimension): elements ``lo`` to ``hi``, the middle of long ranges in streaming blocks."""
-    n_in = len(c_in)
-    inner_full = [bool(full[i]) and full[i][-1] for i in range(n_in)]
-    loads = [f"{c_in[i]} x{i} = a{i}[{'i' if inner_full[i] else '0'}];" for i in range(n_in)]
-    lines = ["  (void)n; (void)dims;", "  long start = lo;"]
-    if "uint16_t" not in out_c:  # (GCC 12 leaves the block loop over float16 stores scalar)
-        moved = sum(_ARRAY_BYTES[c] for c, f in zip(c_in, inner_full) if f)
-        moved += sum(_ARRAY_BYTES[c] for c in out_c)
-        lines += _streaming_blocks(out_c, loads, body, outputs, stream_min(moved))
-    lines.append("  #pragma omp simd")
-    lines.append("  for (long i = start; i < hi; i++) {")
-    lines.append("    const long base = 0;")
-    lines += ["    " + line for line in loads + body + stores]
-    return lines + ["  }", "}"]
-
-
-def _row_part(c_in, outs, k, full, statements, reds) -> list[str]:
-    """The body of ``part(job, lo, hi)`` for a loop by rows (the last collapsed dimension the
-    inner loop): rows ``lo`` to ``hi``, each running ``statements`` over its elements and
-    ending its reductions (kernels/creduce.py's accumulators; ``outs``: each output's
-    `creduce.Result`), each row's results rounded once into their outputs."""
-    n_in = len(c_in)
-    inner_full = [full[i][-1] for i in range(n_in)]
-    lines = [f"  const long inner = dims[{k - 1}];", "  (void)n;"]
-    lines += creduce.row_scratch(reds, outs)  # (scratch for the whole range of rows)
-    lines.append("  for (long o = lo; o < hi; o++) {")
-    lines.append("    long rem = o;")
-    lines += [f"    long b{i} = 0;" for i in range(n_in)]
-    lines.append(f"    for (int d = {k - 2}; d >= 0; d--) {{")
-    lines.append("      const long idx = rem % dims[d]; rem /= dims[d];")
-    lines += [f"      b{i} += idx * job->s{i}[d];" for i in range(n_in)]
-    lines.append("    }")
-    lines.append("    const long base = o * inner;")
-    for i in range(n_in):
-        if not inner_full[i]:
-            lines.append(f"    const {c_in[i]} h{i} = a{i}[b{i}];")
-    clauses, accumulate, results = creduce.accumulators(reds, outs, lines)
-    finish = [f"r{jj}[o] = {outs[jj].store(value, outs[jj].ctype)};" for jj, value in results]
-    values = [(c_in[i], f"a{i}[b{i} + i]" if inner_full[i] else f"h{i}") for i in range(n_in)]
-    lines += creduce.row_loop(values, statements + accumulate, reds, outs, "    ", clauses)
-    lines += ["    " + line for line in finish] + ["  }"]
-    return lines + creduce.free_scratch(reds) + ["}"]
-
-
-def _streaming_blocks(out_c, loads, body, outputs, min_elements) -> list[str]:
-    """Lines of a flat loop's middle part, for loops of at least ``min_elements`` on CPUs
-    with AVX: blocks of `BLOCK` elements computed into aligned scratch arrays, then written
-    with non-temporal stores, which skip reading each output cache line before overwriting it
-    (a fifth less memory traffic for a loop like ``x * w + b``). Sets ``start`` past the
-    blocks written."""
-    out_vars = [f"r{jj}" for jj in range(len(outputs))]
-    lines = ["#ifdef __AVX__", f"  if (n >= {min_elements} && hi - lo >= {4 * BLOCK}) {{"]
-    lines.append("    long peel = lo;")
-    lines.append(f"    while (peel < hi && ((size_t)({out_vars[0]} + peel) & 63)) peel++;")
-    aligned = " && ".join(f"((size_t)({r} + peel) & 31) == 0" for r in out_vars)
-    lines.append(f"    if ({aligned}) {{")
-    lines.append("      #pragma omp simd")
-    lines.append("      for (long i = lo; i < peel; i++) {")
-    lines.append("        const long base = 0;")
-    stores = [f"r{jj}[base + i] = t{j};" for jj, j in enumerate(outputs)]
-    lines += ["        " + line for line in loads + body + stores]
-    lines.append("      }")
-    lines.append("      long b = peel;")
-    lines.append(f"      for (; b + {BLOCK} <= hi; b += {BLOCK}) {{")
-    for jj, ctype in enumerate(out_c):
-        lines.append(f"        {ctype} tmp{jj}[{BLOCK}] __attribute__((aligned(64)));")
-    lines.append("        #pragma omp simd")
-    lines.append(f"        for (long j = 0; j < {BLOCK}; j++) {{")
-    lines.append("          const long i = b + j;")
-    scratch = [f"tmp{jj}[j] = t{j};" for jj, j in enumerate(outputs)]
-    lines += ["          " + line for line in loads + body + scratch]
-    lines.append("        }")
-    for jj in range(len(outputs)):
-        lines.append(f"        for (size_t q = 0; q < sizeof tmp{jj}; q += 32)")
-        lines.append(
-            f"          __builtin_ia32_movntdq256((ember_v4di *)((char *)(r{jj} + b) + q), "
-            f"*(const ember_v4di *)((const char *)tmp{jj} + q));"
-        )
-    lines.append("      }")
-    lines.append("      __builtin_ia32_sfence();")
-    lines.append("      start = b;")
-    lines += ["    }", "  }", "#endif"]
-    return lines
-
-
-def _result_dtype(op, arg_types, attrs):
-    return op.infer(*[TensorType((), t) for t in arg_types], **dict(attrs)).dtype
+# Elementwise loops (no reduction) are built at -O2: the `#pragma omp simd` loops vectorize
+# alike, and GCC 12 spends a quarter less time on them (benchmarks/fused_opt_level.py: chains,
+# GELU, tanh's gradient, Adam's update, float32 and float64, at -O2 as fast as at -O3 within
+# the noise); a loop with reductions keeps -O3, whose row maxima and sums ran up to 1.3x faster.
 
 
 def build(node):
@@ -467,36 +63,34 @@ def build_program(program, outputs, out_types, in_types):
         ccompile.warn_no_compiler()
         return None
     out_types = list(as_types(out_types))
-    source = source_of(program, outputs, out_types, in_types)
-    source += _step_source(in_types, out_types)
-    argtypes = [ctypes.c_long, ctypes.c_void_p] + [ctypes.c_void_p] * (
+    source, constants = source_and_constants(program, outputs, out_types, in_types)
+    source += step_source(in_types, out_types)
+    argtypes = [ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_void_p] * (
         len(in_types) + len(out_types) + 1
     )
+    flags = _loop_flags(program, outputs)
     libs = ("-lmvec", "-lm") if "simd(" in source else ("-lm",)
     try:
-        fn = ccompile.load(source, "fused", argtypes, flags=_FLAGS + libs)
+        fn = ccompile.load(source, "fused", argtypes, flags=flags + libs)
     except ccompile.CompileError:
         if "simd(" not in source:
             raise
         # no vector math library here: plain scalar calls, still one loop
         source = "\n".join(line for line in source.splitlines() if "simd(" not in line) + "\n"
         libs = ("-lm",)
-        fn = ccompile.load(source, "fused", argtypes, flags=_FLAGS + libs)
-    run = _wrapper(fn, in_types, out_types, cpool.parallel_for(), program, outputs)
+        fn = ccompile.load(source, "fused", argtypes, flags=flags + libs)
+    run = _wrapper(fn, in_types, out_types, cpool.parallel_for(), program, outputs, constants)
     run.c_source = source
-    run.step = ccompile.load(source, "fused_step", [ctypes.c_void_p], flags=_FLAGS + libs)
+    run.constants = constants
+    run.step = ccompile.load(source, "fused_step", [ctypes.c_void_p], flags=flags + libs)
     return run
 
 
-def _step_source(in_types, out_types) -> str:
-    """The graph runner's entry (runtime/cgraph.py): ``fused_step(args)`` calls the loop with
-    args n, dims, the inputs, the outputs, the pool (or 0)."""
-    n_in = len(in_types)
-    casts = ["a[0]", "(const long *)a[1]"]
-    casts += [f"(const {_ARRAY_TYPES[t.dtype]} *)a[{2 + i}]" for i, t in enumerate(in_types)]
-    casts += [f"({_ARRAY_TYPES[t.dtype]} *)a[{2 + n_in + j}]" for j, t in enumerate(out_types)]
-    casts.append(f"(ember_pool)a[{2 + n_in + len(out_types)}]")
-    return f"void fused_step(const long *a) {{ fused({', '.join(casts)}); }}\n"
+def _loop_flags(program, outputs) -> tuple:
+    """The compiler flags of ``program``'s loop: `_FLAGS`, at -O2 without reductions."""
+    if any(program[j].op.reduction is not None for j in outputs):
+        return _FLAGS
+    return tuple("-O2" if f == "-O3" else f for f in _FLAGS)
 
 
 def c_step(program, outputs, out_types, in_types):
@@ -517,20 +111,13 @@ def c_step(program, outputs, out_types, in_types):
     run = build_program(program, outputs, out_types, in_types)
     if run is None:
         return None
-    _, dims = _layout(_groups(program, outputs, in_types, shape), shape)
+    _, dims = _layout(loop_groups(program, outputs, in_types, shape), shape)
     n_in, n_out = len(in_types), len(out_types)
-    args = np.array([n, dims.ctypes.data] + [0] * (n_in + n_out) + [cpool.parallel_for() or 0])
-    slots = [(2 + i, "in", i) for i in range(n_in)]
-    slots += [(2 + n_in + j, "out", j) for j in range(n_out)]
+    args = [n, dims.ctypes.data, run.constants.ctypes.data] + [0] * (n_in + n_out)
+    args = np.array(args + [cpool.parallel_for() or 0])
+    slots = [(3 + i, "in", i) for i in range(n_in)]
+    slots += [(3 + n_in + j, "out", j) for j in range(n_out)]
     return CStep(function_address(run.step), args.astype(np.int64), slots, (run.step, dims, run))
-
-
-def _groups(program, outputs, in_types, shape) -> list:
-    """The loop's collapsed dimensions (lists of the iteration shape's axes; see `_plan`),
-    around the axes its reduced outputs reduce."""
-    reduced = (program[j] for j in outputs if program[j].op.reduction is not None)
-    axes = next((tuple(dict(e.attrs)["axes"]) for e in reduced), ())
-    return _plan(in_types, shape, axes)[0]
 
 
 def _layout(groups, shape) -> tuple:
@@ -539,7 +126,7 @@ def _layout(groups, shape) -> tuple:
     return n, np.array([math.prod(shape[a] for a in g) for g in groups] or [n], np.int64)
 
 
-def _wrapper(fn, in_types, out_types, pool, program, outputs):
+def _wrapper(fn, in_types, out_types, pool, program, outputs, constants):
     static_shape = iteration_shape(program, outputs, out_types, in_types)
     rank = len(static_shape)
     np_in = [t.dtype.np for t in in_types]
@@ -556,7 +143,7 @@ def _wrapper(fn, in_types, out_types, pool, program, outputs):
         program[j].op.reduction.identity if r is not None else 0
         for j, r in zip(outputs, reductions)
     ]
-    groups = _groups(program, outputs, in_types, static_shape)
+    groups = loop_groups(program, outputs, in_types, static_shape)
 
     def layout(shape):
         return _layout(groups, shape)
@@ -571,6 +158,7 @@ def _wrapper(fn, in_types, out_types, pool, program, outputs):
 
     # shapes known when compiling (no symbolic size): the layout is worked out once
     fixed = None if has_symbols(static_shape) else (static_shape, *layout(static_shape))
+    held = (constants, constants.ctypes.data)  # (the run-time constants, kept alive)
 
     def run(*arrays, out=None):
         # (np.ascontiguousarray would turn a 0-d array into shape (1,))
@@ -605,6 +193,7 @@ def _wrapper(fn, in_types, out_types, pool, program, outputs):
             fn(
                 n,
                 dims.ctypes.data,
+                held[1],
                 *[a.ctypes.data for a in arrays],
                 *[o.ctypes.data for o in outs],
                 pool,
