@@ -8,7 +8,8 @@ from .. import functional as _composites  # noqa: F401  (registers them before t
 from ..ops._registry import FUNCTIONAL
 from ..ops._torch_keywords import with_torch_keywords
 
-globals().update(with_torch_keywords(FUNCTIONAL))  # also PyTorch's keywords (input=, other=)
+# also PyTorch's keywords (input=, other=), and out= as ember.* (one object per function)
+globals().update(with_torch_keywords(FUNCTIONAL, out=True))
 __all__ = sorted(FUNCTIONAL)
 
 # PyTorch's public tables of grid_sample's modes (the integer codes aten's grid_sampler takes)

@@ -20,8 +20,8 @@ import warnings
 
 from .. import dtypes as dt
 from ..errors import EmberError
-from ..grad_mode import is_grad_enabled, no_grad
 from ._registry import TensorBase as Tensor
+from ._registry import is_grad_enabled, set_grad_enabled_flag
 
 __all__ = ["taking_out"]
 
@@ -83,7 +83,8 @@ def _write_one(name: str, result, out, warn: bool) -> None:
             op=name,
         )
     shape = tuple(result.shape)
-    with no_grad():
+    previous = set_grad_enabled_flag(False)  # (a write, not a recorded op)
+    try:
         if tuple(out.shape) != shape:
             if warn and out.numel() != 0:
                 warnings.warn(
@@ -98,6 +99,8 @@ def _write_one(name: str, result, out, warn: bool) -> None:
                 )
             out.resize_(*shape)
         out.copy_(result)
+    finally:
+        set_grad_enabled_flag(previous)
 
 
 def _torch_name(dtype) -> str:
