@@ -18,7 +18,7 @@ from . import cconv
 from .conv_plan import Plan, charge, conv_geometry
 from .cstep import STEP_CALL, function_address
 
-__all__ = ["ConstantWeightForward", "compile_node", "for_node", "frozen_weight"]
+__all__ = ["ConstantWeightForward", "compile_node", "for_node", "frozen_array", "frozen_weight"]
 
 
 def frozen_weight(node) -> bool:
@@ -26,11 +26,18 @@ def frozen_weight(node) -> bool:
     read-only array that the graph's own passes or an import made (graph/ir.py
     ``add_constant(frozen=True)``), so panels packed from it stay valid. Another constant may
     be memory its caller still writes, and is packed at every call."""
-    producer = node.inputs[1].node
+    return frozen_array(node) is not None
+
+
+def frozen_array(node, i: int = 1) -> np.ndarray | None:
+    """The array of the node's input ``i`` where it is a frozen graph constant (see
+    `frozen_weight`), else None."""
+    producer = node.inputs[i].node
     if producer.kind != "constant":
-        return False
+        return None
     array = producer.graph.constants.get(producer.name)
-    return isinstance(array, np.ndarray) and not array.flags.writeable
+    frozen = isinstance(array, np.ndarray) and not array.flags.writeable
+    return array if frozen else None
 
 
 def for_node(node, conv_attrs: dict, relu: bool):

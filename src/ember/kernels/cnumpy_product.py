@@ -32,7 +32,7 @@ import functools
 
 import numpy as np
 
-from .cstep import STEP_CALL, CStep, data_address, function_address
+from .cstep import BIAS_RELU, STEP_CALL, CStep, data_address, function_address
 
 __all__ = ["available", "product_step"]
 
@@ -64,12 +64,7 @@ void ember_numpy_product(const long *a) {
   else
     ((gemm_fn)a[9])(ROW_MAJOR, NO_TRANS, tb ? TRANS : NO_TRANS, m, n, k, (T)1, x, k, w,
                     tb ? k : n, (T)0, out, n);
-  if (!bias && !relu) return;
-  for (long i = 0; i < m; i++)
-    for (long j = 0; j < n; j++) {
-      T v = bias ? out[i * n + j] + bias[j] : out[i * n + j];
-      out[i * n + j] = relu && v < 0 ? 0 : v;
-    }
+  EMBER_BIAS_RELU(T, out, bias, m, n, relu);
 }
 """
 
@@ -97,7 +92,7 @@ def _functions(dtype: np.dtype):
         found.append(address)
         wide = wide and name.endswith("64_")
     blas_int = "long long" if wide else "int"
-    source = f"#define T {c_type}\n#define BLAS_INT {blas_int}\n" + _SOURCE
+    source = f"#define T {c_type}\n#define BLAS_INT {blas_int}\n" + BIAS_RELU + _SOURCE
     try:
         step = ccompile.load(source, "ember_numpy_product", [ctypes.c_void_p])
     except ccompile.CompileError:

@@ -400,12 +400,7 @@ void ember_prepacked_step(const long *a) {
   long m = a[4], n = a[6], relu = a[10];
   ember_prepacked_product((const T *)a[0], m, a[5], n, (const T *)a[7], out, (T *)a[8],
                           (ember_pool)a[9]);
-  if (!bias && !relu) return;
-  for (long i = 0; i < m; i++)
-    for (long j = 0; j < n; j++) {
-      T v = bias ? out[i * n + j] + bias[j] : out[i * n + j];
-      out[i * n + j] = relu && v < 0 ? 0 : v;
-    }
+  EMBER_BIAS_RELU(T, out, bias, m, n, relu);
 }
 """
 
@@ -419,7 +414,9 @@ def source_text() -> str:
     # (a pack's product sums each result in the order of k, as ember's own GEMM does: a weight's
     # first product, unpacked, and its later ones, packed, agree bit for bit; the C graph
     # runner's steps, which run the own GEMM, agree with both)
-    return "#define FEW_IN_ORDER\n" + MICRO + TILES + PACKED + _PRODUCT
+    from .cstep import BIAS_RELU
+
+    return "#define FEW_IN_ORDER\n" + BIAS_RELU + MICRO + TILES + PACKED + _PRODUCT
 
 
 @functools.cache

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["STEP_CALL", "CStep", "data_address", "function_address"]
+__all__ = ["BIAS_RELU", "STEP_CALL", "CStep", "data_address", "function_address"]
 
 
 @dataclass
@@ -32,6 +32,19 @@ class CStep:
     keep: tuple = field(default=())
     contiguous_inputs: tuple = field(default=())
 
+
+# the product steps' epilogue (kernels/csteps.py, cnumpy_product.py, cprepack.py): + bias per
+# column when given, then ReLU when asked (NaN and -0.0 stay, as np.maximum leaves them), as the
+# eager kernels' ``out += bias`` and ReLU compute it
+BIAS_RELU = r"""
+#define EMBER_BIAS_RELU(T, out, bias, m, n, relu)                                   \
+  if ((bias) || (relu))                                                               \
+    for (long i_ = 0; i_ < (m); i_++)                                                 \
+      for (long j_ = 0; j_ < (n); j_++) {                                             \
+        T v_ = (bias) ? (out)[i_ * (n) + j_] + (bias)[j_] : (out)[i_ * (n) + j_];     \
+        (out)[i_ * (n) + j_] = (relu) && v_ < 0 ? 0 : v_;                             \
+      }
+"""
 
 # a step's function as ctypes calls it (from its address: ``STEP_CALL(step.fn)``)
 STEP_CALL = ctypes.CFUNCTYPE(None, ctypes.c_void_p)

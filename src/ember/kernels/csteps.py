@@ -16,7 +16,7 @@ import functools
 
 import numpy as np
 
-from .cstep import CStep, function_address
+from .cstep import BIAS_RELU, CStep, function_address
 
 __all__ = ["concat_step", "copy_step", "linear_step", "strided_copy_step", "sequence_step"]
 
@@ -46,12 +46,7 @@ typedef void (*ember_skinny_fn)(int, long, long, long, const void *, long, const
       ((ember_gemm_fn)a[4])((void *)a[16], (void *)a[17], (int)a[18], 0, (int)a[8],         \
                             (int)a[14], m, n, k, (const void *)a[0], k, (const void *)a[1],  \
                             a[9], out, n, 0, 0, 0, a[15], a[13], (void *)a[12]);             \
-    if (!bias && !relu) return;                                                              \
-    for (long i = 0; i < m; i++)                                                             \
-      for (long j = 0; j < n; j++) {                                                         \
-        T v = bias ? out[i * n + j] + bias[j] : out[i * n + j];                              \
-        out[i * n + j] = relu && v < 0 ? 0 : v;                                              \
-      }                                                                                      \
+    EMBER_BIAS_RELU(T, out, bias, m, n, relu);                                               \
   }
 LINEAR_STEP(float, ember_linear_step_f32)
 LINEAR_STEP(double, ember_linear_step_f64)
@@ -117,14 +112,15 @@ def _library():
         return None
     p = [ctypes.c_void_p]
     try:
-        concat = ccompile.load(_SOURCE, "ember_concat_step", p)
-        copy = ccompile.load(_SOURCE, "ember_copy_step", p)
+        source = BIAS_RELU + _SOURCE
+        concat = ccompile.load(source, "ember_concat_step", p)
+        copy = ccompile.load(source, "ember_copy_step", p)
         linear = {
-            np.dtype(dtype): ccompile.load(_SOURCE, f"ember_linear_step_{name}", p)
+            np.dtype(dtype): ccompile.load(source, f"ember_linear_step_{name}", p)
             for dtype, name in ((np.float32, "f32"), (np.float64, "f64"))
         }
-        sequence = ccompile.load(_SOURCE, "ember_sequence_step", p)
-        strided = ccompile.load(_SOURCE, "ember_strided_copy_step", p)
+        sequence = ccompile.load(source, "ember_sequence_step", p)
+        strided = ccompile.load(source, "ember_strided_copy_step", p)
     except ccompile.CompileError:
         return None
     return concat, copy, linear, sequence, strided

@@ -70,15 +70,11 @@ def operands_may_share(node, i: int = 0, j: int = 1) -> bool:
 
 
 def frozen_operand(node, i: int = 1):
-    """The array of the node's input ``i`` where it is a frozen graph constant (read-only,
-    made by an import or by ember's own passes: kernels/cconv_constant.py `frozen_weight`),
-    which a C step may pack once; else None."""
-    producer = node.inputs[i].node
-    if producer.kind != "constant":
-        return None
-    array = producer.graph.constants.get(producer.name)
-    frozen = isinstance(array, np.ndarray) and not array.flags.writeable
-    return array if frozen else None
+    """The array of the node's input ``i`` where it is a frozen graph constant, which a C step
+    may pack once (kernels/cconv_constant.py `frozen_array`); else None."""
+    from ..kernels.cconv_constant import frozen_array
+
+    return frozen_array(node, i)
 
 
 def relu_only(node) -> bool:
