@@ -62,6 +62,21 @@ from ember.plan.schedule import schedule
 from ember.runtime import auto, codegen
 
 
+def pytest_configure(config):
+    """Before the workers start (in the process that starts them, or the only one): ember's
+    bytecode, written once where it is missing or stale. With PYTHONDONTWRITEBYTECODE set (as
+    in some CI images) every worker and every process the suite starts (MPI ranks, ``ember``
+    commands, DataLoader workers) would otherwise compile ember's ~600 modules from source,
+    about twice its import time, each time."""
+    if hasattr(config, "workerinput"):
+        return
+    import compileall
+
+    package = os.path.dirname(ember.__file__)
+    if os.access(package, os.W_OK):  # (an installed, read-only ember has its bytecode)
+        compileall.compile_dir(package, quiet=2, workers=0)
+
+
 def pytest_xdist_auto_num_workers(config):
     """``-n auto`` (the suite's default, pyproject.toml): a worker per core this process may
     run on, as many as the machine's memory holds (a worker holds ember, PyTorch, ONNX Runtime

@@ -12,7 +12,8 @@ Temporaries left behind. A process killed between creating its temporary file an
 leaves the file. Every temporary is named after its writer, ``.<target>.<host>-<pid>-<random>.tmp``
 (``host``: a short hash of the host name), and each save first removes the temporaries of its
 target whose writer is gone: a process of this host that no longer runs, or, for a folder shared
-between machines, any whose file is over a day old (`remove_stale_temporaries`). Private
+between machines, any whose file is over a day old (`remove_stale_temporaries`); the kernel
+cache, too large to list at every write, sweeps all its temporaries when it checks its size. Private
 folders made with `private_directory` are named the same way and removed at exit, or by the
 next process when their owner was killed.
 """
@@ -90,11 +91,13 @@ def remove_stale_temporaries(directory, base: str | None = None) -> int:
     return removed
 
 
-def create_temporary(directory, base: str, mode: int = 0o666) -> str:
+def create_temporary(directory, base: str, mode: int = 0o666, *, sweep: bool = True) -> str:
     """A new empty file in ``directory`` for target ``base``, named after this process (see the
     module docstring), created with ``mode`` less the umask; stale temporaries of the same
-    target are removed first."""
-    remove_stale_temporaries(directory, base)
+    target are removed first, unless ``sweep`` is False: finding them lists the whole folder,
+    which a folder of thousands of files (the kernel cache) sweeps now and then instead."""
+    if sweep:
+        remove_stale_temporaries(directory, base)
     for _ in range(100):
         tmp = os.path.join(os.fspath(directory), f".{base}.{_tag()}.tmp")
         try:
@@ -105,13 +108,13 @@ def create_temporary(directory, base: str, mode: int = 0o666) -> str:
     raise FileExistsError(f"cannot create a temporary file for {base} in {directory}")
 
 
-def write_atomic(path, data: bytes | str, mode: int = 0o666) -> Path:
+def write_atomic(path, data: bytes | str, mode: int = 0o666, *, sweep: bool = True) -> Path:
     """Replace ``path`` with ``data`` (str is written as UTF-8) in one step; returns the path.
-    The file gets ``mode`` less the umask."""
+    The file gets ``mode`` less the umask; ``sweep``: as `create_temporary`'s."""
     path = Path(path)
     if isinstance(data, str):
         data = data.encode()
-    tmp = create_temporary(path.parent, path.name, mode)
+    tmp = create_temporary(path.parent, path.name, mode, sweep=sweep)
     try:
         with open(tmp, "wb") as f:
             f.write(data)

@@ -287,6 +287,7 @@ def _forget(monkeypatch):
     monkeypatch.setattr(ccompile, "_libraries", {})
     monkeypatch.setattr(ccompile, "_functions", {})
     monkeypatch.setattr(ccompile, "_warned_unsafe", set(), raising=False)
+    monkeypatch.setattr(ccompile, "_estimates", {})
 
 
 def test_a_cache_folder_other_users_can_write_is_not_used(cache, monkeypatch):
@@ -376,6 +377,24 @@ def test_the_cache_keeps_within_its_size_least_recently_used_first(cache, monkey
     assert lib_a.exists() and not lib_b.exists() and not lib_b.with_suffix(".sha256").exists()
     assert len(list(cache.glob("*.so"))) == 2
     assert sum(p.stat().st_size for p in cache.iterdir()) <= 2.5 * one
+
+
+def test_builds_scan_the_cache_now_and_then_not_each_time(cache, monkeypatch):
+    # listing and sizing thousands of cached kernels at every build made a fresh cache's
+    # builds slower and slower: a process scans at its first build, when its estimate of the
+    # folder's size passes the limit, and after each sixteenth of the limit it has written
+    scans = []
+    evict = ccompile._evict
+    monkeypatch.setattr(ccompile, "_evict", lambda *a, **k: scans.append(1) or evict(*a, **k))
+    ccompile.load(_unique_axpy(), "axpy", ARGTYPES)
+    one = sum(p.stat().st_size for p in cache.iterdir())
+    monkeypatch.setenv("EMBER_KERNEL_CACHE_MB", str(40 * one / 2**20))  # 2.5 builds a scan
+    for _ in range(6):
+        ccompile.load(_unique_axpy(), "axpy", ARGTYPES)
+    assert len(scans) == 1 + 2  # the first build; then after the 3rd and the 6th
+    monkeypatch.setenv("EMBER_KERNEL_CACHE_MB", str(7.5 * one / 2**20))  # now over the limit
+    ccompile.load(_unique_axpy(), "axpy", ARGTYPES)
+    assert len(scans) == 4 and len(list(cache.glob("*.so"))) == 7  # least recent one gone
 
 
 def test_a_bad_cache_size_setting_is_warned_about(monkeypatch):

@@ -107,6 +107,10 @@ stats = Stats()
 _libraries: dict[str, ctypes.CDLL] = {}  # key -> its library, loaded once per process
 # (key, symbol, argtypes) -> function: its own object, since a caller sets its argtypes
 _functions: dict[tuple, object] = {}
+# cache folder -> [its size as this process last scanned it plus what it wrote since, what it
+# wrote since] (`_keep_within_limit`)
+_estimates: dict[str, list[int]] = {}
+_SCANS_PER_LIMIT = 16
 _failures: dict[str, CompileError] = {}  # key -> its compile error (one compiler run per process)
 _next_fd = 0  # descriptor numbers handed to the loader are never used for it again (see _dlopen)
 _lock = threading.Lock()  # one load at a time: threads of a process never build one kernel twice
@@ -337,7 +341,8 @@ def _recorded_hash(library: Path) -> str | None:
 
 
 def _build(cc: tuple[str, ...], source: str, flags: tuple, library: Path) -> None:
-    tmp = Path(create_temporary(library.parent, library.name, 0o644))
+    # (no sweep for killed builds' temporaries at each write: `_keep_within_limit`'s scans do)
+    tmp = Path(create_temporary(library.parent, library.name, 0o644, sweep=False))
     # libraries (-l...) go after the source, where the linker looks for what it needs. The
     # source comes on stdin: a file name would be written into the library, and builds of one
     # kernel by several processes must give the same bytes, whichever sidecar ends up last.
@@ -347,20 +352,21 @@ def _build(cc: tuple[str, ...], source: str, flags: tuple, library: Path) -> Non
     if done is None or done.returncode != 0:
         tmp.unlink(missing_ok=True)
         kept = library.with_suffix(".failed.c")
-        write_atomic(kept, source.encode(), 0o644)
+        write_atomic(kept, source.encode(), 0o644, sweep=False)
         stderr = done.stderr if done is not None else "(the compiler did not run to completion)"
         head = "\n".join(stderr.replace("<stdin>", str(kept)).strip().splitlines()[:20])
         raise CompileError(f"the C compiler failed on {kept}:\n{head}", op="compile")
     try:
         os.chmod(tmp, 0o644)  # (the compiler may have made it anew, with its own mode)
         data = tmp.read_bytes()
-        write_atomic(library.with_suffix(".sha256"), _digest(data).encode(), 0o644)
+        digest = _digest(data).encode()
+        write_atomic(library.with_suffix(".sha256"), digest, 0o644, sweep=False)
         os.replace(tmp, library)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     stats.compiles += 1
-    _evict(library.parent, keep=library)
+    _keep_within_limit(library.parent, len(data) + len(digest), keep=library)
 
 
 def _dlopen(fd: int, data: bytes, library: Path) -> ctypes.CDLL:
@@ -415,17 +421,36 @@ def _load_checked(library: Path) -> ctypes.CDLL | None:
     return handle
 
 
-def _evict(directory: Path, keep: Path | None = None) -> None:
+def _keep_within_limit(directory: Path, added: int, keep: Path | None = None) -> None:
+    """After a build wrote ``added`` bytes into ``directory``: scan it (`_evict`) when this
+    process's estimate of its size passes `cache_limit_bytes`, at its first build there, and
+    after each 1/`_SCANS_PER_LIMIT` of the limit it has written since its last scan. A scan
+    lists and stats the whole folder, thousands of files: at every build it made a process's
+    build time grow with the cache (a fresh cache's first thousands of kernels). Other
+    processes writing to the same folder each scan as often, so together they overshoot
+    the limit by at most that fraction each."""
+    estimate = _estimates.get(str(directory))
+    limit = cache_limit_bytes()
+    if estimate is not None:
+        estimate[0] += added
+        estimate[1] += added
+        if estimate[0] <= limit and estimate[1] * _SCANS_PER_LIMIT <= limit:
+            return
+    _estimates[str(directory)] = [_evict(directory, keep), 0]
+
+
+def _evict(directory: Path, keep: Path | None = None) -> int:
     """Keep the kernel cache within `cache_limit_bytes`: remove the least recently used
     libraries (their hash files' times; failed sources count by their own) and the
-    temporaries of killed builds. Only ember's kernel files are touched."""
+    temporaries of killed builds. Only ember's kernel files are touched. Returns the bytes
+    left."""
     remove_stale_temporaries(directory)
     limit = cache_limit_bytes()
     entries, total = [], 0
     try:
         names = os.listdir(directory)
     except OSError:
-        return
+        return 0
     for name in names:
         path = directory / name
         if name.endswith(".failed.c"):
@@ -445,7 +470,7 @@ def _evict(directory: Path, keep: Path | None = None) -> None:
         entries.append((used, path, files, size))
         total += size
     if total <= limit:
-        return
+        return total
     for _used, path, files, size in sorted(entries, key=lambda e: e[0]):
         if total <= limit:
             break
@@ -458,6 +483,7 @@ def _evict(directory: Path, keep: Path | None = None) -> None:
                 pass
         total -= size
         stats.evictions += 1
+    return total
 
 
 def load(source: str, symbol: str, argtypes: list, *, flags: tuple | None = None):
