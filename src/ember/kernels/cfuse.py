@@ -30,7 +30,7 @@ from .cfuse_source import (
 __all__ = ["BLOCK", "PARALLEL_MIN", "build", "build_program", "c_step", "source_of", "stream_min"]
 
 _FLAGS = (
-    "-O3",  # (a loop without reductions: -O2, `_LOOP_FLAGS`)
+    "-O3",  # (a loop without reductions: `_ELEMENTWISE_LEVEL`, `_loop_flags`)
     "-march=native",
     "-fPIC",
     "-shared",
@@ -40,10 +40,14 @@ _FLAGS = (
     "-ffp-contract=off",
     "-std=gnu11",
 )
-# Elementwise loops (no reduction) are built at -O2: the `#pragma omp simd` loops vectorize
-# alike, and GCC 12 spends a quarter less time on them (benchmarks/fused_opt_level.py: chains,
-# GELU, tanh's gradient, Adam's update, float32 and float64, at -O2 as fast as at -O3 within
-# the noise); a loop with reductions keeps -O3, whose row maxima and sums ran up to 1.3x faster.
+# Elementwise loops (no reduction) are built at -O1 with the vectorizer on: the `#pragma omp
+# simd` loops vectorize alike, and GCC 12 spends a quarter less time on them than at -O2, which
+# had been a quarter less than -O3 (benchmarks/fused_opt_level.py: chains, GELU, tanh's
+# gradient, leaky_relu, Adam's update, float32 and float64, as fast as at -O3 within the noise
+# on AMD Zen 4 at -O2 and on Intel Ice Lake at this level); a loop with reductions keeps -O3,
+# whose row maxima and sums ran up to 1.3x faster. Compile time matters: a fresh cache (a
+# model's first run, every CI run) compiles each of a graph's loops.
+_ELEMENTWISE_LEVEL = ("-O1", "-ftree-vectorize")
 
 
 def build(node):
@@ -87,10 +91,11 @@ def build_program(program, outputs, out_types, in_types):
 
 
 def _loop_flags(program, outputs) -> tuple:
-    """The compiler flags of ``program``'s loop: `_FLAGS`, at -O2 without reductions."""
+    """The compiler flags of ``program``'s loop: `_FLAGS`, at `_ELEMENTWISE_LEVEL` without
+    reductions."""
     if any(program[j].op.reduction is not None for j in outputs):
         return _FLAGS
-    return tuple("-O2" if f == "-O3" else f for f in _FLAGS)
+    return tuple(w for f in _FLAGS for w in (_ELEMENTWISE_LEVEL if f == "-O3" else (f,)))
 
 
 def c_step(program, outputs, out_types, in_types):
