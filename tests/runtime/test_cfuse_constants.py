@@ -65,3 +65,49 @@ def test_a_math_functions_constant_stays_a_literal():
     assert (0.3).hex() in run.c_source and "cv0" not in run.c_source
     x = np.linspace(-1, 1, 16)
     assert np.array_equal(run(x)[0], x * np.exp(0.3))
+
+
+def test_loops_declare_the_c_library_they_call_instead_of_parsing_its_headers():
+    # parsing <math.h> and <stdlib.h> took about a sixth of a small loop's build time: every
+    # math function an op's C calls has its arity listed, so no registered op brings them back
+    from ember.kernels import cfuse_source
+
+    called = {
+        fn for op in REGISTRY.values() if op.c for fn in cfuse_source._MATH_CALL.findall(op.c)
+    }
+    assert called and called <= set(cfuse_source._MATH_ARITY), called - set(
+        cfuse_source._MATH_ARITY
+    )
+    declared = cfuse_source._library_declarations({("atan2", "f"), ("exp", "")})
+    assert "#include <math.h>" not in declared
+    assert "float atan2f(float, float);" in declared
+    assert '__attribute__((simd("notinbranch"))) double exp(double);' in declared
+    # a function of unknown arity: the header, as before
+    assert "#include <math.h>" in cfuse_source._library_declarations({("ldexp", "")})
+
+
+def test_a_loop_with_math_infinities_and_scratch_builds_from_its_declarations():
+    # a row maximum (an infinite identity, NaN kept: the NAN and INFINITY macros) of atan2
+    # and exp (a declared function of each arity, float and double): NumPy's values
+    rng = np.random.default_rng(1)
+    for dtype in (dt.float32, dt.float64):
+        x, y = (rng.standard_normal((7, 300)).astype(dtype.np) for _ in range(2))
+        x[3, 5] = np.nan
+        program = Program(
+            (
+                Instr(REGISTRY["atan2"], (Input(0), Input(1))),
+                Instr(REGISTRY["exp"], (Temp(0),)),
+                Instr(REGISTRY["max"], (Temp(1),), (("axes", (1,)), ("keepdims", False))),
+            )
+        )
+        source = cfuse.source_of(program, (2,), [TensorType((7,), dtype)], [t(x), t(y)])
+        assert "#include <math.h>" not in source and "#include <stdlib.h>" not in source
+        run = cfuse.build_program(program, (2,), [TensorType((7,), dtype)], [t(x), t(y)])
+        (got,) = run(x, y)
+        want = np.exp(np.arctan2(x, y)).max(axis=1)
+        np.testing.assert_allclose(got, want, rtol=8 * np.finfo(dtype.np).eps)
+        assert np.isnan(got[3]) and np.isnan(want[3])
+
+
+def t(array):
+    return TensorType(array.shape, dt.from_numpy_dtype(array.dtype))

@@ -38,6 +38,7 @@ axes in double), as the float32 reduction does, and rounds each result once to 1
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
@@ -57,6 +58,32 @@ _C_TYPES.update(dict.fromkeys(_HALF, "float"))
 # and stores through _Bool pointers, while values stay _Bool so conversions give 0 or 1
 _ARRAY_TYPES = {**_C_TYPES, dt.bool_: "unsigned char", **dict.fromkeys(_HALF, "uint16_t")}
 _VECTOR_MATH = ("exp", "log", "log1p", "expm1", "sin", "cos", "tanh", "erf")
+# What a loop needs of <math.h> and <stdlib.h>, declared: parsing the two headers took about a
+# sixth of a small loop's build time. An op's C calls a math function as ``name{f}(...)``; one
+# whose arity is not listed here brings <math.h> back.
+_MATH_CALL = re.compile(r"\b([a-z][a-z0-9_]*)\{f\}\(")
+_MATH_ARITY = dict.fromkeys(
+    "exp expm1 exp2 log log1p log2 log10 sin cos tan asin acos atan sinh cosh tanh asinh acosh "
+    "atanh erf erfc sqrt cbrt fabs floor ceil trunc round rint nearbyint lgamma tgamma".split(),
+    1,
+) | dict.fromkeys("atan2 copysign fmod pow hypot fmax fmin remainder nextafter".split(), 2)
+_STDLIB = ("void *malloc(size_t);", "void free(void *);", "void abort(void);")
+_MATH_MACROS = ("#define INFINITY (__builtin_inff())", '#define NAN (__builtin_nanf(""))')
+
+
+def _library_declarations(used_math) -> list[str]:
+    """The C library's functions and macros a loop may use, declared; ``used_math``: the
+    (function, "f" or "") its ops call. glibc's libmvec has vector versions of `_VECTOR_MATH`,
+    which GCC calls when they are declared SIMD-enabled."""
+    if any(fn not in _MATH_ARITY for fn, _ in used_math):
+        return ["#include <math.h>", *_STDLIB]
+    lines = [*_STDLIB, *_MATH_MACROS]
+    for fn, single in sorted(used_math):
+        ctype = "float" if single else "double"
+        simd = '__attribute__((simd("notinbranch"))) ' if fn in _VECTOR_MATH else ""
+        args = ", ".join([ctype] * _MATH_ARITY[fn])
+        lines.append(f"{simd}{ctype} {fn}{single}({args});")
+    return lines
 # elements below which one thread is faster: waking the others and sharing the cores with
 # NumPy's BLAS threads costs more than a SIMD loop over this many values (a fraction of a
 # millisecond)
@@ -289,9 +316,8 @@ def source_and_constants(program, outputs, out_types, in_types, symbol="fused") 
         types.append(out_dtype)
         single = "f" if {dt.float32, *_HALF} & {out_dtype, *arg_types} else ""
         consts = _attribute_constants(instr.attrs, out_dtype, constants, fold)
-        for fn in _VECTOR_MATH:
-            if f"{fn}{{f}}(" in op.c:
-                used_math.add((fn + single, "float" if single else "double"))
+        for fn in _MATH_CALL.findall(op.c):
+            used_math.add((fn, single))
         if out_dtype in _HALF:  # t<j> the stored bits where it is an output, t<j>f its value
             half = _HALF[out_dtype]
             # a double to float16 rounded once (through float, to odd), as NumPy's cast does;
@@ -306,7 +332,7 @@ def source_and_constants(program, outputs, out_types, in_types, symbol="fused") 
             continue
         expr = op.c.format(*args, T=_C_TYPES[out_dtype], f=single, **consts)
         body.append(f"{_C_TYPES[out_dtype]} t{j} = {expr};")
-    lines = ["#include <math.h>", "#include <stddef.h>", "#include <stdlib.h>"]
+    lines = ["#include <stddef.h>", *_library_declarations(used_math)]
     if any(t.dtype in _HALF for t in (*in_types, *out_types)) or _HALF.keys() & set(types):
         lines.append(chalf.CONVERT)
     # GCC's builtins rather than <immintrin.h>, whose parsing took 0.1 s of every kernel's build
@@ -315,8 +341,6 @@ def source_and_constants(program, outputs, out_types, in_types, symbol="fused") 
         "typedef long long ember_v4di __attribute__((vector_size(32)));",
         "#endif",
     ]
-    for fn, ctype in sorted(used_math):  # glibc's libmvec has vector versions of these
-        lines.append(f'__attribute__((simd("notinbranch"))) {ctype} {fn}({ctype});')
     out_c = [_ARRAY_TYPES[t.dtype] for t in out_types]
     # the reductions among the outputs: (output position, the op's rule, its term's C name)
     reds = [(jj, program[j].op.reduction, terms[j]) for jj, j in enumerate(outputs)]
