@@ -215,7 +215,9 @@ def prepare(view, what: str):
         if base._requires_grad:
             raise
         positions = None  # (a part of a complex tensor without history: the memory is shared)
-    if positions is not None and np.unique(positions).size != positions.size:
+    # (a fill writes one value wherever the view's elements share memory, so its result does
+    # not depend on the order, and PyTorch allows it: zeroing overlapping unfold windows)
+    if positions is not None and what != "fill_" and np.unique(positions).size != positions.size:
         raise _overlap_error(view, base.shape, what)
     if is_stale(view):
         refresh(view)

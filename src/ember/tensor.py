@@ -67,6 +67,15 @@ def _construct(data: tuple, dtype, device) -> np.ndarray:
 _profiler = None
 
 
+def _repeats_memory(a) -> bool:
+    """Whether some of ``a``'s elements certainly share memory: its extent is smaller than its
+    elements (overlapping windows of `Tensor.unfold`)."""
+    if a.size <= 1:
+        return False
+    extent = sum((n - 1) * abs(s) for n, s in zip(a.shape, a.strides)) + a.itemsize
+    return extent < a.size * a.itemsize
+
+
 class Tensor(_reg.TensorBase):
     __slots__ = (
         "_data",
@@ -414,6 +423,8 @@ class Tensor(_reg.TensorBase):
                 return False
         if recording or not self._data.flags.writeable:
             return False  # (read-only: the general route says why)
+        if self._view_of is not None and _repeats_memory(self._data):
+            return False  # (a ufunc reads each location once: the general route refuses it)
         if _profiler is None:
             ufunc(self._data, *operands, out=self._data)
         else:

@@ -151,6 +151,12 @@ SAMPLES += [
         (r.standard_normal((3, 2, 4)),),
         torch_fn=lambda a: _torch().diagonal(a, -1, 2, 0),
     ),
+    Sample(  # overlapping windows along a middle dimension (unfold_view's gradient adds up)
+        "Tensor.unfold",
+        lambda a: a.unfold(1, 3, 2),
+        (r.standard_normal((2, 7, 3)),),
+        torch_fn=lambda a: a.unfold(1, 3, 2),
+    ),
     Sample(
         "hstack",
         lambda a, b: ember.hstack([a, b]),

@@ -431,30 +431,6 @@ def cross(input, other, dim: int | None = None):
 # ----------------------------------------------------------------------------- Tensor methods
 
 
-def _unfold(self, dimension: int, size: int, step: int):
-    """Sliding windows of ``size`` elements every ``step`` along ``dimension``: that dim becomes
-    the number of windows and a new last dim holds each window (PyTorch's Tensor.unfold; a
-    gather here, not a view)."""
-    x = to_tensor(self)
-    if x.ndim == 0:
-        x = E.reshape(x, (1,))
-    axis = normalize_axis("unfold", dimension, x.ndim)
-    length = x.shape[axis]
-    if size < 0 or size > length or step <= 0:
-        raise ShapeError(
-            f"unfold: size {size} and step {step} do not fit dim {axis} of size {length}",
-            op="unfold",
-        )
-    count = (length - size) // step + 1
-    idx = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
-    taken = E.index_select(x, axis, to_tensor(idx.astype(np.int64)))
-    shape = (*x.shape[:axis], count, size, *x.shape[axis + 1 :])
-    return E.movedim(E.reshape(taken, shape), axis + 1, -1)
-
-
-export(_unfold, name="unfold", method=True, toplevel=False)
-
-
 def _sum_to_size(self, *size):
     """Sum broadcast dims away so the result has ``size`` (self must broadcast from it)."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):

@@ -1,0 +1,130 @@
+"""``Tensor.unfold(dimension, size, step)``: sliding windows as a view of the tensor's memory,
+as PyTorch's. The view op ``unfold_view`` takes windows along the last dimension (the windows'
+starts become that dimension, each window a new last one) as a strided NumPy view, writable
+where its input is; `unfold` moves ``dimension`` last and the windows' dimension back, both
+views. Writes through the windows reach the tensor, and writes through overlapping windows are
+refused (ember/_views.py), as PyTorch refuses them. A symbolic length keeps the gather."""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from ..errors import ShapeError
+from ..types import TensorType
+from . import _batching
+from . import api as E
+from ._registry import OpDef, apply, export, register
+from ._rules import Complex
+from ._util import memory_cost, normalize_axis
+from .elementwise import to_tensor
+
+
+def _count(length: int, size: int, step: int) -> int:
+    return (length - size) // step + 1
+
+
+def _infer(x, *, size, step):
+    return TensorType((*x.shape[:-1], _count(x.shape[-1], size, step), size), x.dtype)
+
+
+def _kernel(x, *, size, step):
+    """Window ``i`` starts ``i * step`` elements along the last dimension: one step of the
+    windows' dimension is ``step`` of the input's, one step of a window is one."""
+    inner = x.strides[-1]
+    return np.lib.stride_tricks.as_strided(
+        x,
+        shape=(*x.shape[:-1], _count(x.shape[-1], size, step), size),
+        strides=(*x.strides[:-1], inner * step, inner),
+        writeable=x.flags.writeable,
+    )
+
+
+def _positions(count: int, size: int, step: int) -> np.ndarray:
+    """Each window's elements' positions along the last dimension, window after window."""
+    return (np.arange(count)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
+
+
+def _vjp(c, g):
+    """Each window's gradient added back where the window lies (overlapping windows add up)."""
+    shape = tuple(c.in_types[0].shape)
+    size, step = c.attrs["size"], c.attrs["step"]
+    positions = _positions(_count(shape[-1], size, step), size, step)
+    flat = E.reshape(g, (*shape[:-1], positions.size))
+    zeros = E.zeros(shape, dtype=g.dtype)
+    return (E.index_add(zeros, -1, to_tensor(positions.astype(np.int64)), flat),)
+
+
+def _onnx(e):
+    length = e.in_types[0].shape[-1]
+    if not isinstance(length, int):
+        e.unsupported("for a symbolic length")
+    size, step = e.attrs["size"], e.attrs["step"]
+    count = _count(length, size, step)
+    taken = e.node(
+        "Gather", [e.inputs[0], e.constant(_positions(count, size, step).astype(np.int64))], axis=-1
+    )
+    lead = [0] * (len(e.in_types[0].shape) - 1)  # (Reshape's 0: that dimension as it is)
+    return e.node("Reshape", [taken, e.ints([*lead, count, size])])
+
+
+def _batch(in_types, axes, attrs, k):
+    if axes[0] >= len(in_types[0].shape) - 1:
+        raise _batching.NotBatchable("the batch runs along the windowed dimension")
+    return _batching.Batched((axes[0],), attrs)
+
+
+_UNFOLD_VIEW = register(
+    OpDef(
+        name="unfold_view",
+        float8=True,
+        complex=Complex.GRADIENT,
+        onnx=_onnx,
+        kind="shape",
+        infer=_infer,
+        kernel=_kernel,
+        vjp=_vjp,
+        cost=memory_cost,
+        save_inputs=(),
+        view=True,
+        batch=_batch,
+        doc="unfold_view(x, size, step): windows of ``size`` elements every ``step`` along "
+        "the last dimension, the windows' starts as that dimension and each window as a new "
+        "last one (a view)",
+    )
+)
+
+
+def unfold(self, dimension: int, size: int, step: int):
+    """Sliding windows of ``size`` elements every ``step`` along ``dimension``: that dimension
+    becomes the number of windows and a new last dimension holds each window (PyTorch's
+    Tensor.unfold: a view)."""
+    x = to_tensor(self)
+    size, step = operator.index(size), operator.index(step)
+    if x.ndim == 0:  # (PyTorch: one window of ``size`` elements, at most one, not a matrix)
+        normalize_axis("unfold", dimension, 1)
+        if step <= 0 or not 0 <= size <= 1:
+            raise ShapeError(
+                f"size {size} and step {step} do not fit a 0-d tensor", op="unfold"
+            )
+        return E.narrow(E.reshape(x, (1,)), 0, 0, size)
+    axis = normalize_axis("unfold", dimension, x.ndim)
+    length = x.shape[axis]
+    if step <= 0 or size < 0 or (isinstance(length, int) and size > length):
+        raise ShapeError(
+            f"size {size} and step {step} do not fit dim {axis} of size {length}",
+            op="unfold",
+        )
+    if isinstance(length, int):
+        windows = apply(_UNFOLD_VIEW, E.movedim(x, axis, -1), size=size, step=step)
+        return E.movedim(windows, -2, axis)
+    # not a concrete length: the windows gathered (a copy)
+    count = (length - size) // step + 1
+    idx = _positions(count, size, step)
+    taken = E.index_select(x, axis, to_tensor(idx.astype(np.int64)))
+    shape = (*x.shape[:axis], count, size, *x.shape[axis + 1 :])
+    return E.movedim(E.reshape(taken, shape), axis + 1, -1)
+
+
+export(unfold, name="unfold", method=True, toplevel=False)
