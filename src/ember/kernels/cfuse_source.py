@@ -84,6 +84,8 @@ def _library_declarations(used_math) -> list[str]:
         args = ", ".join([ctype] * _MATH_ARITY[fn])
         lines.append(f"{simd}{ctype} {fn}{single}({args});")
     return lines
+
+
 # elements below which one thread is faster: waking the others and sharing the cores with
 # NumPy's BLAS threads costs more than a SIMD loop over this many values (a fraction of a
 # millisecond)

@@ -105,9 +105,7 @@ def unfold(self, dimension: int, size: int, step: int):
     if x.ndim == 0:  # (PyTorch: one window of ``size`` elements, at most one, not a matrix)
         normalize_axis("unfold", dimension, 1)
         if step <= 0 or not 0 <= size <= 1:
-            raise ShapeError(
-                f"size {size} and step {step} do not fit a 0-d tensor", op="unfold"
-            )
+            raise ShapeError(f"size {size} and step {step} do not fit a 0-d tensor", op="unfold")
         return E.narrow(E.reshape(x, (1,)), 0, 0, size)
     axis = normalize_axis("unfold", dimension, x.ndim)
     length = x.shape[axis]
