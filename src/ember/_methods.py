@@ -147,8 +147,16 @@ def _copy_(self, src):
 def _fill_(self, value):
     """Set every element to ``value`` (a number or a one-element tensor), in place."""
     if isinstance(value, TensorBase):
-        return self._inplace("fill_", lambda old: value.to(old.dtype).expand(old.shape))
-    return self._inplace("fill_", lambda old: PUBLIC["full"](old.shape, value, dtype=old.dtype))
+
+        def fill(old):
+            return value.to(old.dtype).expand(old.shape)
+    else:
+
+        def fill(old):
+            return PUBLIC["full"](old.shape, value, dtype=old.dtype)
+
+    fill.one_value = True  # (so a fill through overlapping elements is allowed, as PyTorch's)
+    return self._inplace("fill_", fill)
 
 
 def _zero_(self):

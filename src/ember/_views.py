@@ -196,10 +196,12 @@ def refuse_read_only(t, what: str) -> None:
     )
 
 
-def prepare(view, what: str):
+def prepare(view, what: str, one_value: bool = False):
     """Before an in-place op on ``view`` writes anything: refuse what PyTorch refuses (a view of
-    a leaf that requires grad; a view whose elements overlap), replay a stale view's history
-    from its base, and return the view's flat positions in the base (None: not an alias)."""
+    a leaf that requires grad; a view whose elements overlap, unless the op writes ``one_value``
+    everywhere, a fill, whose result then does not depend on the order), replay a stale view's
+    history from its base, and return the view's flat positions in the base (None: not an
+    alias)."""
     base, chain = view._view_of
     if chain is MULTI_OUTPUT:
         return None  # see refuse_multi_output
@@ -215,9 +217,7 @@ def prepare(view, what: str):
         if base._requires_grad:
             raise
         positions = None  # (a part of a complex tensor without history: the memory is shared)
-    # (a fill writes one value wherever the view's elements share memory, so its result does
-    # not depend on the order, and PyTorch allows it: zeroing overlapping unfold windows)
-    if positions is not None and what != "fill_" and np.unique(positions).size != positions.size:
+    if positions is not None and not one_value and np.unique(positions).size != positions.size:
         raise _overlap_error(view, base.shape, what)
     if is_stale(view):
         refresh(view)

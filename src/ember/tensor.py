@@ -349,8 +349,8 @@ class Tensor(_reg.TensorBase):
         through_view = (
             self._view_of is not None and _reg._state.grad_enabled and not _reg._state.modes
         )
-        if through_view:
-            positions = _views.prepare(self, name)
+        if through_view:  # (a fill writes one value wherever shared memory repeats: allowed)
+            positions = _views.prepare(self, name, getattr(fn, "one_value", False))
         if _reg._state.modes:  # a graph is being built: it functionalizes the update
             inplace = getattr(_reg._state.modes[-1], "inplace", None)
             if inplace is not None:

@@ -16,7 +16,7 @@ import uuid
 import numpy as np
 import pytest
 
-from ember.kernels import ccompile
+from ember.kernels import ccache_limit, ccompile
 
 pytestmark = pytest.mark.skipif(not ccompile.compiler_available(), reason="no C compiler")
 
@@ -287,7 +287,7 @@ def _forget(monkeypatch):
     monkeypatch.setattr(ccompile, "_libraries", {})
     monkeypatch.setattr(ccompile, "_functions", {})
     monkeypatch.setattr(ccompile, "_warned_unsafe", set(), raising=False)
-    monkeypatch.setattr(ccompile, "_estimates", {})
+    monkeypatch.setattr(ccache_limit, "_estimates", {})
 
 
 def test_a_cache_folder_other_users_can_write_is_not_used(cache, monkeypatch):
@@ -384,8 +384,8 @@ def test_builds_scan_the_cache_now_and_then_not_each_time(cache, monkeypatch):
     # builds slower and slower: a process scans at its first build, when its estimate of the
     # folder's size passes the limit, and after each sixteenth of the limit it has written
     scans = []
-    evict = ccompile._evict
-    monkeypatch.setattr(ccompile, "_evict", lambda *a, **k: scans.append(1) or evict(*a, **k))
+    evict = ccache_limit._evict
+    monkeypatch.setattr(ccache_limit, "_evict", lambda *a, **k: scans.append(1) or evict(*a, **k))
     ccompile.load(_unique_axpy(), "axpy", ARGTYPES)
     one = sum(p.stat().st_size for p in cache.iterdir())
     monkeypatch.setenv("EMBER_KERNEL_CACHE_MB", str(40 * one / 2**20))  # 2.5 builds a scan

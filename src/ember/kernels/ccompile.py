@@ -34,8 +34,9 @@ number is left, the checked bytes are written to a new file in the private folde
 loaded).
 
 Size. The cache holds at most ``$EMBER_KERNEL_CACHE_MB`` MiB of libraries (default
-`DEFAULT_CACHE_MB`): after each build the least recently used kernels (by the time their hash
-file was last read) are removed until it fits, with the temporaries of killed builds.
+`DEFAULT_CACHE_MB`): kernels/ccache_limit.py removes the least recently used kernels (by the
+time their hash file was last read), with the temporaries of killed builds, checking the folder
+now and then as builds write to it.
 
 Flags: ``-fopenmp-simd`` and ``-march=native`` are dropped when the compiler cannot use them (see
 `effective_flags`). Without a working compiler `compiler_available` is False and `load` raises
@@ -60,11 +61,13 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._files import create_temporary, private_directory, remove_stale_temporaries, write_atomic
+from .._files import create_temporary, private_directory, write_atomic
 from ..errors import EmberError
+from .ccache_limit import DEFAULT_CACHE_MB, cache_limit_bytes, keep_within_limit
 
 __all__ = ["CompileError", "CompilerUnavailable", "DEFAULT_FLAGS", "cache_dir"]
 __all__ += ["compiler_available", "effective_flags", "load", "stats", "warn_no_compiler"]
+__all__ += ["DEFAULT_CACHE_MB", "cache_limit_bytes"]  # (kernels/ccache_limit.py's)
 
 FORMAT_VERSION = "2"
 DEFAULT_FLAGS = tuple(
@@ -75,7 +78,6 @@ DEFAULT_FLAGS = tuple(
 # build and run without them
 OPTIONAL_FLAGS = ("-fopenmp-simd", "-march=native")
 COMPILE_TIMEOUT_S = 300
-DEFAULT_CACHE_MB = 512  # the kernel cache's bound without $EMBER_KERNEL_CACHE_MB
 _PROBE = """int probe(int x) {
 #pragma omp simd
   for (int i = 0; i < 4; i++) x += i;
@@ -107,10 +109,6 @@ stats = Stats()
 _libraries: dict[str, ctypes.CDLL] = {}  # key -> its library, loaded once per process
 # (key, symbol, argtypes) -> function: its own object, since a caller sets its argtypes
 _functions: dict[tuple, object] = {}
-# cache folder -> [its size as this process last scanned it plus what it wrote since, what it
-# wrote since] (`_keep_within_limit`)
-_estimates: dict[str, list[int]] = {}
-_SCANS_PER_LIMIT = 16
 _failures: dict[str, CompileError] = {}  # key -> its compile error (one compiler run per process)
 _next_fd = 0  # descriptor numbers handed to the loader are never used for it again (see _dlopen)
 _lock = threading.Lock()  # one load at a time: threads of a process never build one kernel twice
@@ -284,26 +282,6 @@ def cache_dir() -> Path:
     return _private_dir()
 
 
-def cache_limit_bytes() -> int:
-    """The kernel cache's bound: ``$EMBER_KERNEL_CACHE_MB`` MiB (default `DEFAULT_CACHE_MB`;
-    a value that is not a positive number is warned about and ignored)."""
-    text = os.environ.get("EMBER_KERNEL_CACHE_MB", "")
-    if not text:
-        return DEFAULT_CACHE_MB * 2**20
-    try:
-        megabytes = float(text)
-        if not megabytes > 0 or megabytes == float("inf"):
-            raise ValueError
-    except ValueError:
-        warnings.warn(
-            f"ember: EMBER_KERNEL_CACHE_MB={text!r} is not a positive number of MiB; using "
-            f"{DEFAULT_CACHE_MB}",
-            stacklevel=4,
-        )
-        return DEFAULT_CACHE_MB * 2**20
-    return int(megabytes * 2**20)
-
-
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -341,7 +319,7 @@ def _recorded_hash(library: Path) -> str | None:
 
 
 def _build(cc: tuple[str, ...], source: str, flags: tuple, library: Path) -> None:
-    # (no sweep for killed builds' temporaries at each write: `_keep_within_limit`'s scans do)
+    # (no sweep for killed builds' temporaries at each write: ccache_limit's scans do)
     tmp = Path(create_temporary(library.parent, library.name, 0o644, sweep=False))
     # libraries (-l...) go after the source, where the linker looks for what it needs. The
     # source comes on stdin: a file name would be written into the library, and builds of one
@@ -366,7 +344,7 @@ def _build(cc: tuple[str, ...], source: str, flags: tuple, library: Path) -> Non
         tmp.unlink(missing_ok=True)
         raise
     stats.compiles += 1
-    _keep_within_limit(library.parent, len(data) + len(digest), keep=library)
+    stats.evictions += keep_within_limit(library.parent, len(data) + len(digest), keep=library)
 
 
 def _dlopen(fd: int, data: bytes, library: Path) -> ctypes.CDLL:
@@ -419,71 +397,6 @@ def _load_checked(library: Path) -> ctypes.CDLL | None:
     except OSError:
         pass
     return handle
-
-
-def _keep_within_limit(directory: Path, added: int, keep: Path | None = None) -> None:
-    """After a build wrote ``added`` bytes into ``directory``: scan it (`_evict`) when this
-    process's estimate of its size passes `cache_limit_bytes`, at its first build there, and
-    after each 1/`_SCANS_PER_LIMIT` of the limit it has written since its last scan. A scan
-    lists and stats the whole folder, thousands of files: at every build it made a process's
-    build time grow with the cache (a fresh cache's first thousands of kernels). Other
-    processes writing to the same folder each scan as often, so together they overshoot
-    the limit by at most that fraction each."""
-    estimate = _estimates.get(str(directory))
-    limit = cache_limit_bytes()
-    if estimate is not None:
-        estimate[0] += added
-        estimate[1] += added
-        if estimate[0] <= limit and estimate[1] * _SCANS_PER_LIMIT <= limit:
-            return
-    _estimates[str(directory)] = [_evict(directory, keep), 0]
-
-
-def _evict(directory: Path, keep: Path | None = None) -> int:
-    """Keep the kernel cache within `cache_limit_bytes`: remove the least recently used
-    libraries (their hash files' times; failed sources count by their own) and the
-    temporaries of killed builds. Only ember's kernel files are touched. Returns the bytes
-    left."""
-    remove_stale_temporaries(directory)
-    limit = cache_limit_bytes()
-    entries, total = [], 0
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return 0
-    for name in names:
-        path = directory / name
-        if name.endswith(".failed.c"):
-            files = [path]
-        elif name.endswith(".so") and not name.startswith("."):
-            files = [path, path.with_suffix(".sha256")]
-        else:
-            continue
-        size, used = 0, 0.0
-        for f in files:
-            try:
-                st = f.lstat()
-            except OSError:
-                continue
-            size += st.st_size
-            used = max(used, st.st_mtime)
-        entries.append((used, path, files, size))
-        total += size
-    if total <= limit:
-        return total
-    for _used, path, files, size in sorted(entries, key=lambda e: e[0]):
-        if total <= limit:
-            break
-        if keep is not None and path == keep:
-            continue
-        for f in files:
-            try:
-                f.unlink()
-            except OSError:
-                pass
-        total -= size
-        stats.evictions += 1
-    return total
 
 
 def load(source: str, symbol: str, argtypes: list, *, flags: tuple | None = None):

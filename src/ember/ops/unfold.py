@@ -2,8 +2,8 @@
 as PyTorch's. The view op ``unfold_view`` takes windows along the last dimension (the windows'
 starts become that dimension, each window a new last one) as a strided NumPy view, writable
 where its input is; `unfold` moves ``dimension`` last and the windows' dimension back, both
-views. Writes through the windows reach the tensor, and writes through overlapping windows are
-refused (ember/_views.py), as PyTorch refuses them. A symbolic length keeps the gather."""
+views. Writes through the windows reach the tensor; an update through overlapping windows is
+refused (ember/_views.py), a fill allowed. A symbolic length along ``dimension`` is refused."""
 
 from __future__ import annotations
 
@@ -114,15 +114,13 @@ def unfold(self, dimension: int, size: int, step: int):
             f"size {size} and step {step} do not fit dim {axis} of size {length}",
             op="unfold",
         )
-    if isinstance(length, int):
-        windows = apply(_UNFOLD_VIEW, E.movedim(x, axis, -1), size=size, step=step)
-        return E.movedim(windows, -2, axis)
-    # not a concrete length: the windows gathered (a copy)
-    count = (length - size) // step + 1
-    idx = _positions(count, size, step)
-    taken = E.index_select(x, axis, to_tensor(idx.astype(np.int64)))
-    shape = (*x.shape[:axis], count, size, *x.shape[axis + 1 :])
-    return E.movedim(E.reshape(taken, shape), axis + 1, -1)
+    if not isinstance(length, int):
+        raise ShapeError(
+            f"dim {axis} has the symbolic size {length}: unfold needs a concrete length there",
+            op="unfold",
+        )
+    windows = apply(_UNFOLD_VIEW, E.movedim(x, axis, -1), size=size, step=step)
+    return E.movedim(windows, -2, axis)
 
 
 export(unfold, name="unfold", method=True, toplevel=False)
