@@ -33,13 +33,17 @@ _NOT_OPERANDS = (str, bytes, list, tuple, dict, set)
 
 def _binary(name):
     """A binary operator: defers (NotImplemented) to an operand that is a sparse tensor, so
-    ``dense + sparse`` runs the sparse tensor's reflected operator, as in PyTorch."""
+    ``dense + sparse`` runs the sparse tensor's reflected operator, as in PyTorch, and to a
+    traced ``.item()`` (graph/traced_item.py: the number as a weak scalar)."""
 
     def method(self, other, *args, **kwargs):
         if (
             not isinstance(other, TensorBase)
             and type(other) not in _NUMBERS  # (a number has no is_sparse: no lookup for it)
-            and getattr(other, "is_sparse", False) is True
+            and (
+                getattr(other, "is_sparse", False) is True
+                or getattr(other, "is_traced_item", False) is True
+            )
         ):
             return NotImplemented
         if args or kwargs:
@@ -57,6 +61,12 @@ def _compare(name):
 
     def method(self, other):
         if other is None or isinstance(other, _NOT_OPERANDS):
+            return NotImplemented
+        if (
+            type(other) not in _NUMBERS
+            and not isinstance(other, TensorBase)
+            and getattr(other, "is_traced_item", False) is True  # (its reflected comparison)
+        ):
             return NotImplemented
         return PUBLIC[name](self, other)
 

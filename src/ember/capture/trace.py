@@ -32,6 +32,7 @@ import numpy as np
 from ..errors import TraceError, user_location
 from ..graph.builder import GraphBuilder
 from ..graph.ir import Graph
+from ..graph.traced_item import close_items, escaped_items
 from ..graph.tree import flatten, replace_leaves
 from ..ops import _registry as _reg
 from ..optim.optimizer import HyperParameter
@@ -142,7 +143,17 @@ def capture_call(
         if out is not None:
             # (None and Python values among the results are returned as they are)
             out_leaves, _, out_spec = flatten(
-                out, "a traced function's results", constants=True, op="trace"
+                out, "a traced function's results", constants=True, item_leaves=True, op="trace"
+            )
+        kept = escaped_items(builder, out)
+        if kept:
+            raise TraceError(
+                f"{graph_name} keeps the .item() of {kept[0].location} outside its results "
+                "(in a list, an attribute or a global): the graph runs without Python, so the "
+                "number would be stored once, while tracing, not on each call; return it from "
+                "the function instead (each call then returns the number)",
+                op="function",
+                location=kept[0].location,
             )
         user_values = [builder.value_of(t) for t in out_leaves]
         check_found(builder, reach, graph_name)
@@ -168,6 +179,7 @@ def capture_call(
         )
         modes = snapshot.changed_modes()
     finally:
+        close_items(builder)
         builder.restore_optimizers()  # those found are restored again by the snapshot
         snapshot.restore()
     graph = builder.graph

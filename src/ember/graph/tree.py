@@ -3,8 +3,9 @@ and results, a loop's carries, a Session's fetches). This module owns their one 
 
 * `flatten`: the leaves in depth-first order, a readable path per leaf (``[0]['h']``, for error
   messages) and the *structure*, a hashable nest of `LEAF`, ``(type, (structure, ...))`` for a
-  tuple or list and ``(dict, ((key, structure), ...))`` for a dict;
-* `unflatten`: the tree of a structure with given leaves in place;
+  tuple or list and ``(dict, ((key, structure), ...))`` for a dict; with ``item_leaves``, a traced
+  ``.item()`` (graph/traced_item.py) is the leaf of its 0-d tensor, marked `ITEM`;
+* `unflatten`: the tree of a structure with given leaves in place (an `ITEM` leaf's number);
 * `describe`: a structure as text for error messages (``(tensor, [tensor])``);
 * `tensor_leaves` / `replace_leaves`: the tensors among any values of a nest (a call's
   arguments, where Python values stay as they are; a sparse tensor's are its indices and
@@ -16,8 +17,10 @@ from __future__ import annotations
 from ..errors import EmberError
 from ..ops._registry import TensorBase
 from ..ops.sparse_tensor import SparseTensor
+from .traced_item import TracedItem
 
 __all__ = [
+    "ITEM",
     "LEAF",
     "Constant",
     "describe",
@@ -29,6 +32,7 @@ __all__ = [
 ]
 
 LEAF = ("leaf",)
+ITEM = ("item",)  # a leaf returned as its Python number (``loss.item()`` in a traced function)
 
 
 def is_tensor(obj) -> bool:
@@ -69,14 +73,17 @@ def flatten(
     is_leaf=is_tensor,
     numbers: bool = False,
     constants: bool = False,
+    item_leaves: bool = False,
     op: str | None = None,
     path: str = "",
 ) -> tuple[list, list[str], tuple]:
     """(leaves, a path per leaf, structure) of ``tree``. A leaf is what ``is_leaf`` accepts
     (a tensor, by default); with ``numbers``, Python numbers become constant tensors of the
     current mode (as ``ember.tensor`` makes them); with ``constants``, any other value stays in
-    the structure as a `Constant` (no leaf). Anything else raises `EmberError` naming ``what``
-    and where it is (``op``: the error's op)."""
+    the structure as a `Constant` (no leaf); with ``item_leaves``, a `TracedItem` is the leaf of its
+    tensor, marked `ITEM` (``unflatten`` gives that leaf's ``.item()``). Anything else raises
+    `EmberError` naming ``what`` and where it is (``op``: the error's op); a `TracedItem`
+    elsewhere raises its `TraceError` (its number is needed)."""
     leaves: list = []
     paths: list[str] = []
 
@@ -87,6 +94,12 @@ def flatten(
             return (dict, tuple((k, walk(v, f"{where}[{k!r}]")) for k, v in obj.items()))
         if is_leaf(obj):
             leaves.append(obj)
+        elif isinstance(obj, TracedItem):
+            if not item_leaves:
+                obj.source._refuse(f"{what} holding an .item() (at {where or 'the top'})")
+            leaves.append(obj.tensor)
+            paths.append(where)
+            return ITEM
         elif numbers and isinstance(obj, (bool, int, float)):
             from ..ops.creation import tensor
 
@@ -115,6 +128,8 @@ def unflatten(spec, leaves):
             return s.value
         if s == LEAF:
             return next(it)
+        if s == ITEM:
+            return next(it).item()
         kind, inner = s
         if kind is dict:
             return {k: build(v) for k, v in inner}
@@ -129,6 +144,8 @@ def describe(spec) -> str:
         return repr(spec.value)
     if spec == LEAF:
         return "tensor"
+    if spec == ITEM:
+        return "number"
     kind, inner = spec
     if kind is dict:
         return "{" + ", ".join(f"{k!r}: {describe(v)}" for k, v in inner) + "}"

@@ -1,0 +1,317 @@
+"""`TracedItem`: what ``t.item()`` of a traced tensor returns while a graph is being captured.
+
+Eagerly, ``loss.item()`` is a Python number. A graph has no value while it is built, so a
+capture cannot give one; but the most common use of ``.item()`` in a training step needs none
+either: the number is returned (``return loss.item()``, ``return {"loss": loss.item(), ...}``),
+or summed and scaled first (``total += loss.item() * n``). A `TracedItem` stands for the
+number in those uses:
+
+* returned among the traced function's results (graph/tree.py's ``flatten(items=True)``), its
+  tensor becomes a graph output and each call returns that output's ``.item()``: the Python
+  number an eager call returns (a float for a floating tensor, an int, a bool, a complex);
+* arithmetic with Python numbers and other items (``+ - * / // % **``, unary ``- + abs``)
+  follows Python's rules: it is recorded in float64 / int64 / complex128, the precision of a
+  Python float, int or complex, so the returned number is the one eager Python computes;
+* with a tensor (``x * loss.item()``), it acts as the Python number does: a weak scalar in
+  the promotion (``result_type(x, 0.0)``), without gradient.
+
+Every other use needs the value in Python (``if loss.item() > 10``, ``float(...)``,
+``f"{...:.3f}"``, ``math.log(...)``) and raises `TraceError` at the user's line, as the
+tensor's own ``bool()`` does. An integer or bool item of a value known at trace time (host
+data: an argument ``ember.function`` keys its graphs on, a constant) gives its number there.
+
+An item the function kept elsewhere while tracing (appended to a list, set on ``self``) would
+hold no number on later calls, since the graph runs without Python: capture/trace.py refuses
+the trace, naming the line of the ``.item()``, and the item, once the trace has ended, refuses
+any use.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import weakref
+
+from ..errors import EmberError, ShapeError, user_location
+
+__all__ = ["TracedItem", "close_items", "escaped_items"]
+
+_KINDS = {bool: 0, int: 1, float: 2, complex: 3}  # Python's numeric tower: bool < int < ...
+
+
+class TracedItem:
+    """The Python number ``source.item()`` stands for in a graph being built."""
+
+    __slots__ = ("tensor", "kind", "source", "location", "closed", "__weakref__")
+
+    def __init__(self, source, tensor=None, kind: int | None = None, location=None):
+        # the SymbolicTensor whose value this is (``t`` of ``t.item()``; an arithmetic result):
+        # its host data, its errors
+        self.source = source
+        if tensor is None:
+            shape = tuple(source.shape)
+            if all(isinstance(d, int) for d in shape) and math.prod(shape) != 1:
+                raise ShapeError(  # (eager's error, a RuntimeError too)
+                    "only one-element tensors can be converted to a Python scalar, "
+                    f"got shape {shape}",
+                    op="item",
+                )
+            tensor = source.detach().reshape(())
+            kind = _kind_of(tensor.dtype)
+        self.tensor = tensor  # 0-d, no gradient: the graph value the number is read from
+        self.kind = kind  # 0 bool, 1 int, 2 float, 3 complex (the number's Python type)
+        self.location = user_location() if location is None else location
+        self.closed = False
+        builder = source.builder
+        items = getattr(builder, "traced_items", None)
+        if items is None:
+            items = builder.traced_items = []
+        items.append(weakref.ref(self))
+
+    # -------- the value in Python: refused (host data excepted)
+    def _refuse(self, what: str):
+        self._check_open()
+        if self.kind <= 1:  # an integer or bool of host data reads its number
+            return self.source.host_value(what).item()
+        self.source._refuse(what)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise EmberError(
+                f"this is the .item() of a tensor traced at {self.location}: it was kept "
+                "outside the traced function's results, and the graph, which runs without "
+                "Python, gives it no number; return it from the function instead",
+                op="item",
+            )
+
+    def __bool__(self):
+        return bool(self._refuse("bool() of the .item()"))
+
+    def __int__(self):
+        return int(self._refuse("int() of the .item()"))
+
+    def __index__(self):
+        value = self._refuse("using the .item() as an index")
+        return operator.index(value)
+
+    def __float__(self):
+        return float(self._refuse("float() of the .item()"))
+
+    def __complex__(self):
+        return complex(self._refuse("complex() of the .item()"))
+
+    def __format__(self, spec: str):
+        return format(self._refuse("formatting the .item()"), spec)
+
+    def __round__(self, ndigits=None):
+        return round(self._refuse("round() of the .item()"), ndigits)
+
+    def __array__(self, *args, **kwargs):
+        self.source._refuse("converting the .item() to a NumPy array")
+
+    def _compare(self, other, op, symbol: str):
+        if _is_tensor(other):  # (``x > loss.item()``: a tensor of bools, as eagerly)
+            self._check_open()
+            return _with_tensor(self, other, op, False)
+        return op(self._refuse(f"comparing the .item() ({symbol})"), _plain(other, symbol))
+
+    def __eq__(self, other):
+        return self._compare(other, operator.eq, "==")
+
+    def __ne__(self, other):
+        return self._compare(other, operator.ne, "!=")
+
+    def __lt__(self, other):
+        return self._compare(other, operator.lt, "<")
+
+    def __le__(self, other):
+        return self._compare(other, operator.le, "<=")
+
+    def __gt__(self, other):
+        return self._compare(other, operator.gt, ">")
+
+    def __ge__(self, other):
+        return self._compare(other, operator.ge, ">=")
+
+    __hash__ = object.__hash__  # (an item may be a dict key's value; __eq__ needs its value)
+
+    def __repr__(self) -> str:
+        state = ", kept outside the results of its trace" if self.closed else ""
+        return f"<.item() of a traced tensor{state}, from {self.location}>"
+
+    __str__ = __repr__
+
+    # -------- arithmetic: recorded in the graph with Python's types
+    def _binary(self, other, op, symbol: str, reflected: bool = False):
+        self._check_open()
+        if isinstance(other, TracedItem):
+            other._check_open()
+            kind = max(self.kind, other.kind)
+            theirs = other.tensor
+        elif type(other) in _KINDS:
+            kind = max(self.kind, _KINDS[type(other)])
+            theirs = other
+        elif _is_tensor(other):
+            return _with_tensor(self, other, op, reflected)
+        else:
+            return NotImplemented
+        kind = max(kind, 1)  # (arithmetic on bools gives ints: True + True == 2)
+        if symbol == "/":
+            kind = max(kind, 2)
+        elif symbol == "**" and kind == 1:
+            # int ** int is an int for a non-negative exponent, a float for a negative one: a
+            # traced exponent's sign, which the graph does not have, would choose the type
+            exponent = theirs if not reflected else self
+            if type(exponent) not in (int, bool):
+                self.source._refuse("raising an int to the power of an int .item()")
+            if exponent < 0:
+                kind = 2
+        elif symbol in ("//", "%") and kind == 3:
+            raise TypeError(f"unsupported operand type(s) for {symbol}: 'complex'")
+        mine = _as(self.tensor, kind)
+        theirs = _as(theirs, kind) if isinstance(other, TracedItem) else theirs
+        result = _as(op(theirs, mine) if reflected else op(mine, theirs), kind)
+        return TracedItem(result, result, kind, self.location)
+
+    def __add__(self, other):
+        return self._binary(other, operator.add, "+")
+
+    def __radd__(self, other):
+        return self._binary(other, operator.add, "+", True)
+
+    def __sub__(self, other):
+        return self._binary(other, operator.sub, "-")
+
+    def __rsub__(self, other):
+        return self._binary(other, operator.sub, "-", True)
+
+    def __mul__(self, other):
+        return self._binary(other, operator.mul, "*")
+
+    def __rmul__(self, other):
+        return self._binary(other, operator.mul, "*", True)
+
+    def __truediv__(self, other):
+        return self._binary(other, operator.truediv, "/")
+
+    def __rtruediv__(self, other):
+        return self._binary(other, operator.truediv, "/", True)
+
+    def __floordiv__(self, other):
+        return self._binary(other, operator.floordiv, "//")
+
+    def __rfloordiv__(self, other):
+        return self._binary(other, operator.floordiv, "//", True)
+
+    def __mod__(self, other):
+        return self._binary(other, operator.mod, "%")
+
+    def __rmod__(self, other):
+        return self._binary(other, operator.mod, "%", True)
+
+    def __pow__(self, other):
+        return self._binary(other, operator.pow, "**")
+
+    def __rpow__(self, other):
+        return self._binary(other, operator.pow, "**", True)
+
+    def _unary(self, op):
+        self._check_open()
+        kind = max(self.kind, 1)
+        result = op(_as(self.tensor, kind))
+        return TracedItem(result, result, kind, self.location)
+
+    def __neg__(self):
+        return self._unary(operator.neg)
+
+    def __pos__(self):
+        return self._unary(operator.pos)
+
+    def __abs__(self):
+        item = self._unary(abs)
+        if self.kind == 3:  # abs of a complex is a float
+            item.tensor = item.source = _as(item.tensor, 2)
+            item.kind = 2
+        return item
+
+    # (a tensor operand's own operator runs first and defers here: ember/_methods.py)
+    is_traced_item = True
+
+
+def _kind_of(dtype) -> int:
+    if dtype.is_bool:
+        return 0
+    if dtype.is_complex:
+        return 3
+    return 2 if dtype.is_floating_point else 1
+
+
+def _as(tensor, kind: int):
+    """``tensor`` in the dtype of a Python number of ``kind`` (int64, float64, complex128)."""
+    from .. import dtypes
+
+    target = (dtypes.bool_, dtypes.int64, dtypes.float64, dtypes.complex128)[kind]
+    return tensor if tensor.dtype == target else tensor.to(target)
+
+
+def _is_tensor(obj) -> bool:
+    from ..ops._registry import TensorBase
+
+    return isinstance(obj, TensorBase)
+
+
+def _plain(other, symbol: str):
+    """A comparison's other operand as a Python value (an item's number is refused too)."""
+    if isinstance(other, TracedItem):
+        return other._refuse(f"comparing the .item() ({symbol})")
+    return other
+
+
+def _with_tensor(item: TracedItem, tensor, op, reflected: bool):
+    """``number <op> tensor`` (``reflected``: ``tensor <op> number``) as eager Python computes it
+    with the item's number: a weak scalar in the promotion (a float32 tensor times a float
+    stays float32)."""
+    from ..dtypes import result_type
+
+    example = (False, 0, 0.0, 0j)[item.kind]
+    number = item.tensor.to(result_type(tensor, example))
+    return op(tensor, number) if reflected else op(number, tensor)
+
+
+def escaped_items(builder, results) -> list:
+    """The items made while ``builder`` traced that are still alive but not in ``results``
+    (the traced function's result: a nest of tuples, lists and dicts), as the function kept
+    them elsewhere (a list, an attribute)."""
+    refs = getattr(builder, "traced_items", None)
+    if not refs:
+        return []
+    returned: set[int] = set()
+
+    def walk(obj):
+        if isinstance(obj, TracedItem):
+            returned.add(id(obj))
+        elif isinstance(obj, (tuple, list)):
+            for o in obj:
+                walk(o)
+        elif isinstance(obj, dict):
+            for o in obj.values():
+                walk(o)
+
+    walk(results)
+    alive = [item for ref in refs if (item := ref()) is not None and id(item) not in returned]
+    if alive:  # (an item in a reference cycle that nothing else holds is garbage, not kept)
+        import gc
+
+        del alive
+        gc.collect()
+        alive = [item for ref in refs if (item := ref()) is not None and id(item) not in returned]
+    return alive
+
+
+def close_items(builder) -> None:
+    """End the items of a trace: any later use raises, naming where the item came from."""
+    for ref in getattr(builder, "traced_items", None) or ():
+        item = ref()
+        if item is not None:
+            item.closed = True
+    builder.traced_items = []
