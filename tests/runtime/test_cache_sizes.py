@@ -92,3 +92,18 @@ def test_the_generated_loop_tests_its_whole_length_against_the_threshold(monkeyp
     source = cfuse.source_of((instr,), (0,), [t], [t])
     assert f"if (n >= {(16 << 20) // 8} && hi - lo >= {4 * cfuse.BLOCK})" in source
     assert np.dtype(np.float32).itemsize == 4
+
+
+def test_a_loop_of_known_size_below_the_threshold_has_no_streaming_blocks(monkeypatch):
+    import ember
+    from ember.ops import REGISTRY
+    from ember.ops.program import Input, Instr
+    from ember.types import TensorType
+
+    monkeypatch.setattr(cache_sizes, "last_level_bytes", lambda: 32 << 20)
+    instr = Instr(REGISTRY["relu"], (Input(0),), ())
+    threshold = (16 << 20) // 8
+    for elements, streams in ((threshold - 1, False), (threshold, True), (1000, False)):
+        t = TensorType((elements,), ember.float32)
+        source = cfuse.source_of((instr,), (0,), [t], [t])
+        assert ("__builtin_ia32_movntdq256" in source) is streams, elements

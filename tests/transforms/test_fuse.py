@@ -10,6 +10,7 @@ from ember.graph import interpreter
 from ember.kernels import ccompile
 from ember.transforms import DCE, optimize
 from ember.transforms.fuse import FUSE
+from ember.types import TensorType
 
 needs_cc = pytest.mark.skipif(
     not ccompile.compiler_available(), reason="no C compiler: fused kernels fall back to NumPy"
@@ -164,9 +165,15 @@ def test_the_fused_chain_source_is_one_vectorized_loop():
     # long arrays; for long ranges, its middle part runs in blocks written with streaming stores
     assert "static void part(void *job_, long lo, long hi)" in source
     assert f"if (pool && n > {cfuse.PARALLEL_MIN}) pool(part, &job, count, align);" in source
-    assert source.count("#pragma omp simd") == 3 and "__builtin_ia32_movntdq256" in source
+    # (1024 elements never stream: no streaming blocks are written for them)
+    assert source.count("#pragma omp simd") == 1 and "__builtin_ia32_movntdq256" not in source
     assert "omp parallel" not in source  # no OpenMP runtime: the pool's threads never spin
     assert 'simd("notinbranch")' in source  # exp from the vector math library
+    long = TensorType((1 << 26,), ember.float32)
+    source = cfuse.source_of(
+        node.attrs["program"], node.attrs["outputs"], [long], [long] * len(node.inputs)
+    )
+    assert source.count("#pragma omp simd") == 3 and "__builtin_ia32_movntdq256" in source
 
 
 @needs_cc

@@ -3,9 +3,10 @@
 It stands for a graph `Value`: it has a shape and a dtype (read from the value's type) and every
 op method and operator of the eager Tensor, but no data. Anything that needs the data in Python
 (``bool(x)``, ``int(x)``, indexing a list with ``x``, ``len`` of a symbolic size) raises
-`TraceError` at the user's line; ``x.item()`` gives a `TracedItem` (graph/traced_item.py), which
-may be returned as the Python number each call gives and raises at any use that needs it: a capture must never silently bake in one branch of
-data-dependent control flow. The one exception is host data read from the captured function's own
+`TraceError` at the user's line: a capture must never silently bake in one branch of
+data-dependent control flow. ``x.item()`` gives a `TracedItem` (graph/traced_item.py), which may
+be returned (each call then gives the Python number) and raises at any use that needs the
+number. The one exception is host data read from the captured function's own
 tensor arguments (`host_value`: the lengths of packed sequences, an integer argument's
 ``.tolist()``): ``ember.function`` then keys its graphs on that argument's value.
 

@@ -87,7 +87,9 @@ def _evict(directory: Path, keep: Path | None = None) -> tuple[int, int]:
                 st = f.lstat()
             except OSError:
                 continue
-            size += st.st_size
+            # (a library built with others is one file under each of their names, hard
+            # links, kernels/cbatch.py: each name counts its share, so the bytes count once)
+            size += st.st_size // max(st.st_nlink, 1)
             used = max(used, st.st_mtime)
         entries.append((used, path, files, size))
         total += size

@@ -103,6 +103,7 @@ class Stats:
     memory_hits: int = 0  # functions returned from this process's own cache
     rebuilds: int = 0  # damaged (or untrusted) libraries replaced
     evictions: int = 0  # libraries removed to keep the cache within its size
+    batched: int = 0  # sources built with others in one compiler run (kernels/cbatch.py)
 
 
 stats = Stats()
@@ -408,9 +409,7 @@ def load(source: str, symbol: str, argtypes: list, *, flags: tuple | None = None
     if cc is None or _supported(cc) is None:
         raise CompilerUnavailable("no working C compiler (set CC)", op="compile")
     flags = effective_flags(flags)
-    machine = _cpu() if "-march=native" in flags else ""
-    parts = [FORMAT_VERSION, _identity(cc), machine, " ".join(flags), source]
-    key = _digest("\0".join(parts).encode())
+    key = library_key(cc, source, flags)
     wanted = (key, symbol, tuple(argtypes))
     with _lock:
         fn = _functions.get(wanted)
@@ -431,13 +430,32 @@ def load(source: str, symbol: str, argtypes: list, *, flags: tuple | None = None
             stats.memory_hits += 1
         try:
             fn = handle[symbol]  # (not getattr: ctypes hands every caller one shared object)
-        except AttributeError as exc:
-            raise CompileError(f"{handle._name} has no function {symbol!r}", op="compile") from exc
+        except AttributeError:
+            try:  # a library built with others (kernels/cbatch.py) names it after its key
+                fn = handle[batched_symbol(symbol, key)]
+            except AttributeError as exc:
+                raise CompileError(
+                    f"{handle._name} has no function {symbol!r}", op="compile"
+                ) from exc
         fn.argtypes = list(argtypes)
         fn.restype = None
         fn._ember_handle = handle  # keep the library loaded as long as the function lives
         _functions[wanted] = fn
         return fn
+
+
+def library_key(cc: tuple[str, ...], source: str, flags: tuple) -> str:
+    """The cache key of ``source`` built by ``cc`` with ``flags`` (`effective_flags`'): its
+    library is ``cache_dir() / f"{key}.so"``."""
+    machine = _cpu() if "-march=native" in flags else ""
+    parts = [FORMAT_VERSION, _identity(cc), machine, " ".join(flags), source]
+    return _digest("\0".join(parts).encode())
+
+
+def batched_symbol(symbol: str, key: str) -> str:
+    """The name ``symbol`` of the source with cache key ``key`` has in a library built from
+    several sources at once (kernels/cbatch.py renames each source's own names so)."""
+    return f"{symbol}_{key[:16]}"
 
 
 VECTOR_MATH = '__attribute__((simd("notinbranch"))) '

@@ -27,7 +27,8 @@ from .cfuse_source import (
     stream_min,
 )
 
-__all__ = ["BLOCK", "PARALLEL_MIN", "build", "build_program", "c_step", "source_of", "stream_min"]
+__all__ = ["BLOCK", "PARALLEL_MIN", "build", "build_program", "c_step", "loop_request"]
+__all__ += ["source_of", "stream_min"]
 
 _FLAGS = (
     "-O3",  # (a loop without reductions: `_ELEMENTWISE_LEVEL`, `_loop_flags`)
@@ -67,13 +68,10 @@ def build_program(program, outputs, out_types, in_types):
         ccompile.warn_no_compiler()
         return None
     out_types = list(as_types(out_types))
-    source, constants = source_and_constants(program, outputs, out_types, in_types)
-    source += step_source(in_types, out_types)
+    source, constants, flags, libs = _loop_build(program, outputs, out_types, list(in_types))
     argtypes = [ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_void_p] * (
         len(in_types) + len(out_types) + 1
     )
-    flags = _loop_flags(program, outputs)
-    libs = ("-lmvec", "-lm") if "simd(" in source else ("-lm",)
     try:
         fn = ccompile.load(source, "fused", argtypes, flags=flags + libs)
     except ccompile.CompileError:
@@ -88,6 +86,37 @@ def build_program(program, outputs, out_types, in_types):
     run.constants = constants
     run.step = ccompile.load(source, "fused_step", [ctypes.c_void_p], flags=flags + libs)
     return run
+
+
+# (program, outputs, out_types, in_types) -> `_loop_build`'s: a graph's loops are asked for
+# their sources before they are built (`loop_request`), and the C runner builds a loop the
+# generated code built too
+_BUILDS: dict = {}
+_BUILDS_KEPT = 512
+
+
+def _loop_build(program, outputs, out_types: list, in_types: list) -> tuple:
+    """(source, its constants, flags, libraries) of ``program``'s loop."""
+    key = (program, tuple(outputs), tuple(out_types), tuple(in_types))
+    found = _BUILDS.get(key)
+    if found is None:
+        source, constants = source_and_constants(program, outputs, out_types, in_types)
+        source += step_source(in_types, out_types)
+        libs = ("-lmvec", "-lm") if "simd(" in source else ("-lm",)
+        constants.flags.writeable = False  # (shared by every build of this loop)
+        found = (source, constants, _loop_flags(program, outputs), libs)
+        if len(_BUILDS) >= _BUILDS_KEPT:
+            _BUILDS.pop(next(iter(_BUILDS)))
+        _BUILDS[key] = found
+    return found
+
+
+def loop_request(program, outputs, out_types, in_types) -> tuple[str, tuple]:
+    """(source, flags) of the loop `build_program` builds: kernels/cbatch.py builds a graph's
+    loops together before they are loaded."""
+    out_types = list(as_types(out_types))
+    source, _, flags, libs = _loop_build(program, outputs, out_types, list(as_types(in_types)))
+    return source, flags + libs
 
 
 def _loop_flags(program, outputs) -> tuple:

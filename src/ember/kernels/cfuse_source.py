@@ -43,6 +43,7 @@ import re
 import numpy as np
 
 from .. import dtypes as dt
+from ..symbolic import has_symbols
 from ..types import TensorType
 from . import cache_sizes, chalf, creduce
 
@@ -350,6 +351,9 @@ def source_and_constants(program, outputs, out_types, in_types, symbol="fused") 
     # how the reductions hold their results: a half-precision one accumulates in float (its
     # terms are floats: loaded from 16 bits, or an instruction's t<j>f) and is rounded once
     outs = [creduce.Result(_C_TYPES[t.dtype], _HALF.get(t.dtype)) for t in out_types]
+    # a loop over a known number of elements below the streaming threshold has no streaming
+    # blocks: the code never runs, and it was half a small loop's compile time
+    elements = None if has_symbols(shape) else math.prod(shape)
     lines += _loop_source(
         symbol,
         params,
@@ -363,12 +367,25 @@ def source_and_constants(program, outputs, out_types, in_types, symbol="fused") 
         kind,
         outs,
         constants.declarations(),
+        elements,
     )
     return "\n".join(lines) + "\n", constants.array()
 
 
 def _loop_source(
-    symbol, params, c_in, out_c, k, full, body, outputs, reds=(), kind="flat", outs=(), cv=()
+    symbol,
+    params,
+    c_in,
+    out_c,
+    k,
+    full,
+    body,
+    outputs,
+    reds=(),
+    kind="flat",
+    outs=(),
+    cv=(),
+    elements=None,
 ):
     """The kernel: a function running the loop over a range of its iterations (elements of a
     flat loop, or rows), and the entry point, which hands the whole range to the thread pool
@@ -377,8 +394,9 @@ def _loop_source(
     loop is then by rows, each row's inner loop accumulating them, so the result does not
     depend on the thread count; ``outs`` gives each output's `creduce.Result` (its value type,
     and whether it is stored in 16 bits); ``cv`` declares the run-time constants (`Constants`)
-    in each function running the loop. A ``kind`` "columns" or "both" loop (reductions over
-    leading axes) is written by kernels/creduce.py."""
+    in each function running the loop; ``elements``: the loop's element count where it is
+    known (None: symbolic). A ``kind`` "columns" or "both" loop (reductions over leading axes)
+    is written by kernels/creduce.py."""
     n_in = len(c_in)
     reduced = {jj for jj, _, _ in reds}
     names = [p.rsplit("*", 1)[-1].split()[-1] for p in params]
@@ -414,7 +432,7 @@ def _loop_source(
             c_in, outs, k, full, body, outputs, reds, inner_reduced=kind == "both"
         )
     elif k == 1 and not reds:
-        lines += _flat_part(c_in, out_c, full, body, outputs, stores)
+        lines += _flat_part(c_in, out_c, full, body, outputs, stores, elements)
     else:
         lines += _row_part(c_in, outs, k, full, body + stores, reds)
     if pieces:
@@ -450,9 +468,10 @@ def _loop_source(
     return lines
 
 
-def _flat_part(c_in, out_c, full, body, outputs, stores) -> list[str]:
+def _flat_part(c_in, out_c, full, body, outputs, stores, elements=None) -> list[str]:
     """The body of ``part(job, lo, hi)`` for a flat loop (no reduction, one collapsed
-    dimension): elements ``lo`` to ``hi``, the middle of long ranges in streaming blocks."""
+    dimension): elements ``lo`` to ``hi``, the middle of long ranges in streaming blocks
+    (none where ``elements``, the loop's known size, is below `stream_min`)."""
     n_in = len(c_in)
     inner_full = [bool(full[i]) and full[i][-1] for i in range(n_in)]
     loads = [f"{c_in[i]} x{i} = a{i}[{'i' if inner_full[i] else '0'}];" for i in range(n_in)]
@@ -460,7 +479,9 @@ def _flat_part(c_in, out_c, full, body, outputs, stores) -> list[str]:
     if "uint16_t" not in out_c:  # (GCC 12 leaves the block loop over float16 stores scalar)
         moved = sum(_ARRAY_BYTES[c] for c, f in zip(c_in, inner_full) if f)
         moved += sum(_ARRAY_BYTES[c] for c in out_c)
-        lines += _streaming_blocks(out_c, loads, body, outputs, stream_min(moved))
+        threshold = stream_min(moved)
+        if elements is None or elements >= threshold:
+            lines += _streaming_blocks(out_c, loads, body, outputs, threshold)
     lines.append("  #pragma omp simd")
     lines.append("  for (long i = start; i < hi; i++) {")
     lines.append("    const long base = 0;")

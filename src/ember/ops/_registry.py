@@ -94,6 +94,7 @@ class OpDef:
     unroll: Callable[..., Any] | None = None
     compile: Callable[..., Any] | None = None
     c_step: Callable[..., Any] | None = None
+    c_sources: Callable[..., Any] | None = None
     accepts_out: Callable[..., bool] | None = None
     overwrites_operand: bool = False
     workspace: Callable[..., int] | None = None

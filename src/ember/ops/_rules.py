@@ -12,6 +12,9 @@ Execution
   in, ``fn(*arrays, out=None) -> tuple`` (runtime/codegen.py; a fused loop's C kernel).
 * ``c_step(node) -> CStep | None``: the node as a step of the C graph runner (kernels/cstep.py,
   runtime/cgraph.py).
+* ``c_sources(node) -> [(source, flags)]``: the C sources ``compile`` and ``c_step`` would
+  build for the node, so that a graph's kernels are built in one compiler run before either
+  is called (runtime/prebuild.py, kernels/cbatch.py); empty where there is no compiler.
 * ``accepts_out(node, compiled: bool) -> bool``: generated code may pass ``out=`` arrays (an
   arena's slots, plan/arena.py) to the kernel, or to the compiled implementation when
   ``compiled``. A one-ufunc kernel takes ``out=`` without saying so.

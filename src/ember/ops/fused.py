@@ -164,6 +164,39 @@ def _loop_c_step(node):
     return cfuse.c_step(attrs["program"], attrs["outputs"], attrs["out_types"], in_types)
 
 
+def _loop_sources(node) -> list:
+    """The C source of ``node``'s loop and its flags, for building a graph's loops together."""
+    if not _compiler():
+        return []
+    from ..kernels import cfuse
+
+    attrs = node.attrs
+    in_types = [v.type for v in node.inputs]
+    return [cfuse.loop_request(attrs["program"], attrs["outputs"], attrs["out_types"], in_types)]
+
+
+def lone_c_sources(node) -> list:
+    """`_loop_sources` of an elementwise node's loop of one (`lone_c_step`)."""
+    program = _lone_program(node)
+    if program is None or not _compiler():
+        return []
+    from ..kernels import cfuse
+
+    in_types = [v.type for v in node.inputs]
+    return [cfuse.loop_request(program, (0,), [node.outputs[0].type], in_types)]
+
+
+def _lone_program(node):
+    """The one-instruction program of a lone elementwise node's loop, or None."""
+    op = node.op
+    if node.kind != "call" or op.kind != "elementwise" or op.c is None or len(node.outputs) != 1:
+        return None
+    if not all(v.dtype in _LOOP_DTYPES for v in (*node.inputs, *node.outputs)):
+        return None
+    operands = tuple(Input(i) for i in range(len(node.inputs)))
+    return Program((Instr(op, operands, tuple(sorted(node.attrs.items()))),))
+
+
 # the dtypes a C loop reads and writes (kernels/cfuse.py)
 _LOOP_DTYPES = (dt.float32, dt.float64, dt.bool_, dt.bfloat16, dt.float16)
 
@@ -172,15 +205,11 @@ def lone_c_step(node):
     """The C graph runner's step of an elementwise node with a C expression that no fused
     group took (a division after a reduction): the one-instruction loop the fusion pass would
     make of it (kernels/cfuse.py), or None."""
-    op = node.op
-    if node.kind != "call" or op.kind != "elementwise" or op.c is None or len(node.outputs) != 1:
-        return None
-    if not all(v.dtype in _LOOP_DTYPES for v in (*node.inputs, *node.outputs)):
+    program = _lone_program(node)
+    if program is None:
         return None
     from ..kernels import cfuse
 
-    operands = tuple(Input(i) for i in range(len(node.inputs)))
-    program = Program((Instr(op, operands, tuple(sorted(node.attrs.items()))),))
     in_types = [v.type for v in node.inputs]
     return cfuse.c_step(program, (0,), [node.outputs[0].type], in_types)
 
@@ -237,6 +266,7 @@ FUSED = register(
         batch=None,
         compile=_compiled,
         c_step=_loop_c_step,
+        c_sources=_loop_sources,
         accepts_out=_when_compiled,
         # the C loop reads each element of its inputs before writing the same element
         overwrites_operand=True,
@@ -261,6 +291,7 @@ FUSED_REDUCE = register(
         batch=None,
         compile=_compiled,
         c_step=_loop_c_step,
+        c_sources=_loop_sources,
         accepts_out=_when_compiled,
         # the C loop reads each element of its inputs before writing the same element of its
         # elementwise results (every pass over the iteration space reads and writes each

@@ -51,6 +51,7 @@ from ..kernels.cstep import STEP_CALL, data_address
 from ..ops._registry import native_code
 from ..ops._view_step import view_c_step
 from ..ops.fused import lone_c_step
+from .prebuild import prebuild
 
 __all__ = ["CGraphProgram", "c_steps", "measure_nodes"]
 
@@ -165,6 +166,7 @@ def c_steps(graph) -> list | None:
     """Each call node's C step (graph order), or None when one has none (or no compiler)."""
     if _library() is None:
         return None
+    prebuild(graph, lone_loops=True)  # (the nodes' C kernels in one compiler run)
     steps = []
     for node in graph.nodes:
         if node.kind != "call":

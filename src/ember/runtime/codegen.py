@@ -50,6 +50,7 @@ from ..ops._registry import native_code
 from ..plan.liveness import reusable_output
 from ..size import Size
 from ..symbolic import SymDim, symbol_sources
+from .prebuild import prebuild
 
 _LITERALS = (int, float, str, bool, type(None))
 _ids = itertools.count()
@@ -277,6 +278,7 @@ def compile_graph(
     # an op may compile a node into a faster implementation with its attributes built in
     # (ops/fused.py: a C loop); it takes the inputs only, and ``out=`` per output
     compiled = {}
+    prebuild(graph)  # (the nodes' C kernels in one compiler run)
     for node in graph.nodes:
         hook = node.op.compile if node.kind == "call" and native_code(node) else None
         if hook is not None and (impl := hook(node)) is not None:
