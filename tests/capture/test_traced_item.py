@@ -201,3 +201,30 @@ def test_trace_returns_the_number_on_each_call():
     f = ember.trace(lambda x: x.max().item(), ember.tensor([1.0, 5.0]))
     assert f(ember.tensor([2.0, -1.0])) == 2.0
     assert type(f(ember.tensor([7.0, 3.0]))) is float
+
+
+def test_a_returned_tolist_is_the_list_each_call():
+    def predict(x, w):
+        scores = (x @ w).softmax(-1)
+        labels = scores.argmax(-1)
+        first = scores.tolist()[0]
+        return {"labels": labels.tolist(), "first": first, "top": scores.max().tolist()}
+
+    f = ember.function(predict)
+    for seed in range(3):
+        ember.manual_seed(seed)
+        x, w = ember.randn(4, 3), ember.randn(3, 5)
+        got, want = f(x, w), predict(x, w)
+        assert got["labels"] == want["labels"] and type(got["labels"][0]) is int
+        assert got["first"] == pytest.approx(want["first"], rel=1e-6)
+        assert type(got["top"]) is float and got["top"] == pytest.approx(want["top"], rel=1e-6)
+
+
+def test_a_tolist_used_as_values_is_refused():
+    with pytest.raises(ember.TraceError, match="tolist"):
+        ember.function(lambda x: 1 if 2.0 in x.tolist() else 0)(ember.ones(2))
+    with pytest.raises(ember.TraceError, match="comparing"):
+        ember.function(lambda x: x.tolist()[0] > 0)(ember.ones(2))
+    # host data is still read as such: an integer argument's values specialize the capture
+    f = ember.function(lambda x, sizes: [p.sum() for p in x.split(sizes.tolist())])
+    assert [t.item() for t in f(ember.arange(5.0), ember.tensor([2, 3]))] == [1.0, 9.0]

@@ -221,9 +221,19 @@ class SymbolicTensor(TensorBase):
         return TracedItem(self)
 
     def tolist(self):
+        """Host data's list (an integer argument's values: lengths, split sizes, which the
+        capture specializes on); else a `TracedList` (graph/traced_item.py) standing for the
+        list, which may be returned (each call then gives the list)."""
+        from .traced_item import TracedItem, TracedList
+
         if self.dtype.is_integer:  # (lengths, split sizes: host data a capture specializes on)
-            return self.host_value(".tolist()").tolist()
-        self._refuse(".tolist()")
+            try:
+                return self.host_value(".tolist()").tolist()
+            except NeedsArgumentValue:
+                raise
+            except TraceError:
+                pass
+        return TracedList(self) if self.dim() > 0 else TracedItem(self)
 
     def host_value(self, what: str):
         """The NumPy value of this tensor where the graph being built is specialized on it (a

@@ -20,6 +20,9 @@ Every other use needs the value in Python (``if loss.item() > 10``, ``float(...)
 tensor's own ``bool()`` does. An integer or bool item of a value known at trace time (host
 data: an argument ``ember.function`` keys its graphs on, a constant) gives its number there.
 
+``t.tolist()`` of a tensor whose values are not host data is a `TracedList`, likewise: returned,
+each call gives the nested list; its rows and elements are lists and items.
+
 An item the function kept elsewhere while tracing (appended to a list, set on ``self``) would
 hold no number on later calls, since the graph runs without Python: capture/trace.py refuses
 the trace, naming the line of the ``.item()``, and the item, once the trace has ended, refuses
@@ -34,7 +37,7 @@ import weakref
 
 from ..errors import EmberError, ShapeError, user_location
 
-__all__ = ["TracedItem", "close_items", "escaped_items"]
+__all__ = ["TracedItem", "TracedList", "close_items", "escaped_items"]
 
 _KINDS = {bool: 0, int: 1, float: 2, complex: 3}  # Python's numeric tower: bool < int < ...
 
@@ -62,11 +65,7 @@ class TracedItem:
         self.kind = kind  # 0 bool, 1 int, 2 float, 3 complex (the number's Python type)
         self.location = user_location() if location is None else location
         self.closed = False
-        builder = source.builder
-        items = getattr(builder, "traced_items", None)
-        if items is None:
-            items = builder.traced_items = []
-        items.append(weakref.ref(self))
+        _register(source.builder, self)
 
     # -------- the value in Python: refused (host data excepted)
     def _refuse(self, what: str):
@@ -238,6 +237,83 @@ class TracedItem:
     is_traced_item = True
 
 
+class TracedList:
+    """The nested list ``source.tolist()`` stands for in a graph being built (a tensor of at
+    least one dimension whose values are not host data): returned among the traced function's
+    results, each call gives the list an eager call gives (graph/tree.py's ``LIST`` leaf).
+    ``len``, indexing and iteration give its rows (a `TracedList`) or its elements (a
+    `TracedItem`); any other use needs the values and raises `TraceError`."""
+
+    __slots__ = ("tensor", "location", "closed", "__weakref__")
+
+    def __init__(self, source, location=None):
+        self.tensor = source.detach()
+        self.location = user_location() if location is None else location
+        self.closed = False
+        _register(source.builder, self)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise EmberError(
+                f"this is the .tolist() of a tensor traced at {self.location}: it was kept "
+                "outside the traced function's results, and the graph, which runs without "
+                "Python, gives it no values; return it from the function instead",
+                op="tolist",
+            )
+
+    def _refuse(self, what: str):
+        self._check_open()
+        self.tensor._refuse(what)
+
+    def __len__(self) -> int:
+        self._check_open()
+        return len(self.tensor)
+
+    def __getitem__(self, index):
+        self._check_open()
+        if not isinstance(index, (int, slice)):
+            self._refuse("indexing the .tolist() with something other than an int or a slice")
+        row = self.tensor[index]
+        if isinstance(index, slice) or row.dim() > 0:
+            return TracedList(row, self.location)
+        return TracedItem(row, location=self.location)
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def __bool__(self):
+        return len(self) > 0
+
+    def __eq__(self, other):
+        self._refuse("comparing the .tolist()")
+
+    __hash__ = object.__hash__
+
+    def __contains__(self, value):
+        self._refuse("searching the .tolist()")
+
+    def __format__(self, spec: str):
+        self._refuse("formatting the .tolist()")
+
+    def __array__(self, *args, **kwargs):
+        self._refuse("converting the .tolist() to a NumPy array")
+
+    def __repr__(self) -> str:
+        state = ", kept outside the results of its trace" if self.closed else ""
+        return f"<.tolist() of a traced tensor{state}, from {self.location}>"
+
+    __str__ = __repr__
+
+
+def _register(builder, traced) -> None:
+    """Keep a weak reference to ``traced`` (an item or a list) on the builder tracing it."""
+    refs = getattr(builder, "traced_items", None)
+    if refs is None:
+        refs = builder.traced_items = []
+    refs.append(weakref.ref(traced))
+
+
 def _kind_of(dtype) -> int:
     if dtype.is_bool:
         return 0
@@ -288,7 +364,7 @@ def escaped_items(builder, results) -> list:
     returned: set[int] = set()
 
     def walk(obj):
-        if isinstance(obj, TracedItem):
+        if isinstance(obj, (TracedItem, TracedList)):
             returned.add(id(obj))
         elif isinstance(obj, (tuple, list)):
             for o in obj:

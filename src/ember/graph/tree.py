@@ -3,9 +3,11 @@ and results, a loop's carries, a Session's fetches). This module owns their one 
 
 * `flatten`: the leaves in depth-first order, a readable path per leaf (``[0]['h']``, for error
   messages) and the *structure*, a hashable nest of `LEAF`, ``(type, (structure, ...))`` for a
-  tuple or list and ``(dict, ((key, structure), ...))`` for a dict; with ``item_leaves``, a traced
-  ``.item()`` (graph/traced_item.py) is the leaf of its 0-d tensor, marked `ITEM`;
-* `unflatten`: the tree of a structure with given leaves in place (an `ITEM` leaf's number);
+  tuple or list and ``(dict, ((key, structure), ...))`` for a dict; with ``item_leaves``, a
+  traced ``.item()`` or ``.tolist()`` (graph/traced_item.py) is the leaf of its tensor, marked
+  `ITEM` or `LIST`;
+* `unflatten`: the tree of a structure with given leaves in place (an `ITEM` leaf's number, a
+  `LIST` leaf's list);
 * `describe`: a structure as text for error messages (``(tensor, [tensor])``);
 * `tensor_leaves` / `replace_leaves`: the tensors among any values of a nest (a call's
   arguments, where Python values stay as they are; a sparse tensor's are its indices and
@@ -17,11 +19,12 @@ from __future__ import annotations
 from ..errors import EmberError
 from ..ops._registry import TensorBase
 from ..ops.sparse_tensor import SparseTensor
-from .traced_item import TracedItem
+from .traced_item import TracedItem, TracedList
 
 __all__ = [
     "ITEM",
     "LEAF",
+    "LIST",
     "Constant",
     "describe",
     "flatten",
@@ -33,6 +36,7 @@ __all__ = [
 
 LEAF = ("leaf",)
 ITEM = ("item",)  # a leaf returned as its Python number (``loss.item()`` in a traced function)
+LIST = ("list",)  # a leaf returned as its nested list (``preds.tolist()`` in a traced function)
 
 
 def is_tensor(obj) -> bool:
@@ -80,10 +84,11 @@ def flatten(
     """(leaves, a path per leaf, structure) of ``tree``. A leaf is what ``is_leaf`` accepts
     (a tensor, by default); with ``numbers``, Python numbers become constant tensors of the
     current mode (as ``ember.tensor`` makes them); with ``constants``, any other value stays in
-    the structure as a `Constant` (no leaf); with ``item_leaves``, a `TracedItem` is the leaf of its
-    tensor, marked `ITEM` (``unflatten`` gives that leaf's ``.item()``). Anything else raises
-    `EmberError` naming ``what`` and where it is (``op``: the error's op); a `TracedItem`
-    elsewhere raises its `TraceError` (its number is needed)."""
+    the structure as a `Constant` (no leaf); with ``item_leaves``, a `TracedItem` (a
+    `TracedList`) is the leaf of its tensor, marked `ITEM` (`LIST`: ``unflatten`` gives that
+    leaf's ``.item()``, ``.tolist()``). Anything else raises `EmberError` naming ``what`` and
+    where it is (``op``: the error's op); a `TracedItem` or `TracedList` elsewhere raises its
+    `TraceError` (its value is needed)."""
     leaves: list = []
     paths: list[str] = []
 
@@ -94,12 +99,12 @@ def flatten(
             return (dict, tuple((k, walk(v, f"{where}[{k!r}]")) for k, v in obj.items()))
         if is_leaf(obj):
             leaves.append(obj)
-        elif isinstance(obj, TracedItem):
+        elif isinstance(obj, (TracedItem, TracedList)):
             if not item_leaves:
-                obj.source._refuse(f"{what} holding an .item() (at {where or 'the top'})")
+                obj._refuse(f"{what} holding an .item() or .tolist() (at {where or 'the top'})")
             leaves.append(obj.tensor)
             paths.append(where)
-            return ITEM
+            return ITEM if isinstance(obj, TracedItem) else LIST
         elif numbers and isinstance(obj, (bool, int, float)):
             from ..ops.creation import tensor
 
@@ -130,6 +135,8 @@ def unflatten(spec, leaves):
             return next(it)
         if s == ITEM:
             return next(it).item()
+        if s == LIST:
+            return next(it).tolist()
         kind, inner = s
         if kind is dict:
             return {k: build(v) for k, v in inner}
@@ -146,6 +153,8 @@ def describe(spec) -> str:
         return "tensor"
     if spec == ITEM:
         return "number"
+    if spec == LIST:
+        return "list"
     kind, inner = spec
     if kind is dict:
         return "{" + ", ".join(f"{k!r}: {describe(v)}" for k, v in inner) + "}"
