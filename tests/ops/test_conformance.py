@@ -122,10 +122,11 @@ def _captured(sample):
 _DRAWS = ("random", "dropout", "rand", "bernoulli", "normal", "uniform")
 # results whose shape depends on the input's values (a boolean mask's count, nonzero, one_hot
 # without num_classes): a static graph cannot hold them, so capture refuses with TraceError
+# (indexing by a mask that is a NumPy constant of the function, getitem/mask and
+# index_put/setitem-mask, traces: the graph holds the constant, so its count is host data known
+# while tracing, and the result's shape is fixed)
 _VALUE_SHAPED = (
-    "getitem/mask",
     "getitem/bool-tensor",
-    "index_put/setitem-mask",
     "masked_select",
     "nonzero",
     "one_hot",
