@@ -244,3 +244,53 @@ def test_own_gemm_is_exact_on_small_integers_at_every_tile_and_packing_edge(dtyp
                 got = cgemm._blocked(functions, left, right, None, (), blas=False, threaded=False)
                 want = a.astype(np.float64) @ w.T.astype(np.float64)
                 np.testing.assert_array_equal(got, want.astype(dtype))
+
+
+_KC_PROBE = """
+import sys
+import numpy as np
+from ember.kernels import cache_sizes
+if len(sys.argv) > 1:  # (before the kernels read it: KC is derived when cmicro is imported)
+    cache_sizes.l1_data_bytes = lambda: int(sys.argv[1])
+import ember
+from ember.kernels import cgemm, cmicro
+r = np.random.default_rng(7)
+out = [cmicro.KC]
+for dtype in (np.float32, np.float64):
+    a = r.standard_normal((100, 700)).astype(dtype)
+    b = r.standard_normal((700, 96)).astype(dtype)
+    out.append(cgemm.matmul(a, b).tobytes().hex())
+x = ember.tensor(r.standard_normal((64, 700)), dtype=ember.bfloat16)
+w = ember.tensor(r.standard_normal((700, 80)), dtype=ember.bfloat16)
+out.append((x @ w).float().numpy().tobytes().hex())
+print(" ".join(map(str, out)))
+"""
+
+
+def test_the_block_depth_follows_the_l1_cache_and_never_changes_a_product():
+    import os
+    import subprocess
+    import sys
+
+    from ember.kernels import cmicro
+
+    assert cmicro.block_depth(48 << 10) == 192 and cmicro.block_depth(32 << 10) == 128
+    assert cmicro.block_depth(1 << 30) == 512 and cmicro.block_depth(1 << 10) == 64
+    env = dict(os.environ, EMBER_GEMM="own")
+
+    def run(*l1):
+        done = subprocess.run(
+            [sys.executable, "-c", _KC_PROBE, *map(str, l1)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=True,
+        )
+        return done.stdout.split()
+
+    here = run()
+    other = 48 << 10 if int(here[0]) == 128 else 32 << 10  # (a depth other than this CPU's)
+    there = run(other)
+    assert int(there[0]) == cmicro.block_depth(other) != int(here[0])
+    assert here[1:] == there[1:]  # the same bits: blocks continue each other's sums

@@ -1,6 +1,7 @@
 """The CPU's data cache sizes, as the system reports them, for kernels that size their blocks
 or choose their stores from the caches (never from a constant tuned on one CPU): one core's L2
-(`l2_bytes`) and the last level shared by the cores (`last_level_bytes`).
+(`l2_bytes`), its L1 data cache (`l1_data_bytes`) and the last level shared by the cores
+(`last_level_bytes`).
 
 The C library's ``sysconf`` answers first; where it says nothing (some virtual machines, musl)
 Linux's ``/sys/devices/system/cpu/cpu0/cache/index*`` files; where neither does, the smallest
@@ -13,6 +14,7 @@ import functools
 import os
 from pathlib import Path
 
+_L1_FALLBACK = 32 << 10
 _L2_FALLBACK = 256 << 10
 _LAST_LEVEL_FALLBACK = 8 << 20
 _SYSFS = Path("/sys/devices/system/cpu/cpu0/cache")
@@ -53,6 +55,12 @@ def _sysfs_levels() -> dict[int, int]:
         if kind in ("Data", "Unified") and size > 0:
             sizes[level] = max(size, sizes.get(level, 0))
     return sizes
+
+
+@functools.cache
+def l1_data_bytes() -> int:
+    """One core's L1 data cache in bytes."""
+    return _sysconf("SC_LEVEL1_DCACHE_SIZE") or _sysfs_levels().get(1) or _L1_FALLBACK
 
 
 @functools.cache

@@ -8,12 +8,30 @@ B's row per step). It keeps MR x 3 vector accumulators in registers and issues o
 A and three vector loads of B per MR x 3 fused multiply-adds. Written with GCC's vector
 extension on 64-byte vectors of ``T`` (the includer defines ``T``), so the compiler emits
 AVX-512 where the CPU has it and two or four narrower vectors elsewhere. KC is the depth of one
-packed block of B (kc x NR of float32 is 36 KiB: it stays in a 48 KiB L1 while the panels of A
-stream past it).
+packed block of B, derived from this CPU's L1 data cache (`block_depth`): the block stays in
+L1 while the panels of A stream past it. Blocking never changes a product's rounding: each
+block's sums continue from the accumulators the previous one left (in the product's own
+type), and bfloat16 pairs never straddle two blocks (KC is even).
 """
 
+from . import cache_sizes
+
+# the bytes of one row of a packed block of B: NR = 3 vectors of 64 bytes (float32's 48
+# values, float64's 24, bfloat16 pairs' 48 lanes of 4 bytes)
+_ROW_BYTES = 3 * 64
+
+
+def block_depth(l1_bytes: int) -> int:
+    """KC for an L1 data cache of ``l1_bytes``: the deepest block of packed B (KC rows of
+    `_ROW_BYTES`) that fills at most three quarters of it, leaving the rest to the panel of A
+    (KC x MR) and the tile of C that stream through; a multiple of 16, from 64 to 512 (48 KiB
+    gives 192, 32 KiB 128)."""
+    depth = int(0.75 * l1_bytes) // _ROW_BYTES // 16 * 16
+    return min(512, max(64, depth))
+
+
 # the depth of one packed block of B (the C source's KC); Python callers sizing panel groups read it
-KC = 192
+KC = block_depth(cache_sizes.l1_data_bytes())
 
 # One register-blocked loop, written once: `micro` reads packed B (row p at b + p * NR, aligned),
 # `micro_rows` (kernels/cconv_source.py's convolutions) reads B where it lies (row p at
