@@ -162,6 +162,8 @@ PARTIAL = {
     "select_index": "median, nanmedian and mode: ONNX's TopK orders NaN and ties its own way",
     "erfc": "float64: ONNX has Erf only (1 - erf(x) loses erfc's tail); the closed form written "
     "(Numerical Recipes' erfcc) holds float32's precision only",
+    "index": "a bool mask, a graph constant's too (a traced function's NumPy mask): the exporter "
+    "writes GatherND of integer indices and does not read a constant mask's values",
 }
 
 _SEEN: set[str] = set()
@@ -209,7 +211,9 @@ def _flat(out):
     return [out]
 
 
-_SKIP = _DRAWS + _VALUE_SHAPED + ("poisson", "binomial")  # (draws: onnxruntime's differ)
+# (draws: onnxruntime's differ; a setitem through a constant mask exports its gradient with a
+# masked index that the optimized graph makes, not one the traced function names)
+_SKIP = _DRAWS + _VALUE_SHAPED + ("poisson", "binomial", "index_put/setitem-mask")
 
 
 @pytest.mark.parametrize("sample", [s for s in SAMPLES if not s.name.startswith(_SKIP)], ids=str)
