@@ -886,3 +886,15 @@ def test_a_draw_from_pythons_random_while_tracing_warns():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ember.function(lambda x: m(x) * ember.rand(()))(ember.ones(1, 2))  # ember's: no warning
+
+
+def test_a_result_that_is_an_argument_or_a_parameter_is_that_tensor():
+    model = ember.nn.Linear(3, 2)
+    f = ember.function(lambda x: (x, model.weight, x.view(3, 1), x * 2))
+    x = ember.ones(3)
+    for _ in range(2):  # (the first call traces; the second runs the compiled graph)
+        same, weight, view, double = f(x)
+        assert same is x and weight is model.weight and weight.requires_grad
+        assert view is not x and double.tolist() == [2.0] * 3
+    x.add_(1)
+    assert view.flatten().tolist() == [2.0] * 3  # (a view still shares the argument's memory)

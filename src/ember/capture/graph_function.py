@@ -44,6 +44,19 @@ _DATA = attrgetter("_data")
 _ONE = object()  # `_out_shape` of a result that is one tensor
 
 
+def _returned_inputs(call: CapturedCall) -> tuple:
+    """(result position, feed) of each of ``call``'s results that is a graph input fed by an
+    argument or a captured tensor (not its gradient, a hyper-parameter or a cotangent)."""
+    graph = call.graph
+    position = {id(v): p for p, v in enumerate(graph.inputs)}
+    found = []
+    for i, v in enumerate(graph.outputs[: call.n_user]):
+        p = position.get(id(v))
+        if p is not None and type(call.feeds[p]) in (ArgFeed, TensorFeed):
+            found.append((i, call.feeds[p]))
+    return tuple(found)
+
+
 def _out_shape(spec):
     """What `GraphFunction.run` shapes a forward pass's results into: `_ONE`, ``tuple`` (a
     tuple of tensors), or the structure itself (graph/tree.py)."""
@@ -106,6 +119,12 @@ class GraphFunction:
         self._plain = not (autograd is not None or call.writebacks or call.modes)
         self._plain = self._plain and self._program is not None
         self._out_shape = _out_shape(call.out_spec)
+        # results that are an argument or a captured tensor, unchanged (``return x, m.weight``):
+        # each call returns that tensor itself, as an eager call does (and as PyTorch's
+        # compiled functions do), not a new tensor over its memory
+        self._returned_inputs = _returned_inputs(call)
+        if self._returned_inputs:
+            self._plain = False
         self._graphs = None
         self._memory_plan = None
         self._state_guard = None  # (argument names, the state's key when traced): guard_state
@@ -323,6 +342,8 @@ class GraphFunction:
             apply_writebacks(writebacks, extra, leaves, fed | {id(r) for r in user})
         for module, flag in self.call.modes:  # (``model.eval()`` inside the function)
             module.training = flag
+        for i, feed in self._returned_inputs:
+            outs[i] = feed.eager_tensor(leaves)
         return None if self.call.out_spec is None else unflatten(self.call.out_spec, outs)
 
     def check(self, leaves: list) -> None:
