@@ -343,8 +343,6 @@ def result_type(*operands) -> DType:
             weak_category = _COMPLEX
         elif isinstance(x, DType):
             dim = x if dim is None else _promote_pair(dim, x)
-        elif getattr(x, "is_traced_item", False) is True:  # (graph/traced_item.py: a number)
-            weak_category = max(weak_category, (_BOOL, _INT, _FLOAT, _COMPLEX)[x.kind])
         else:
             d = as_dtype(getattr(x, "dtype", x))
             shape = getattr(x, "shape", None)

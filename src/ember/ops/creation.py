@@ -59,13 +59,6 @@ def full(*args, fill_value=None, dtype=None, requires_grad=False):
     else:
         shape_args = args
     shape = size_arg("full", tuple(shape_args))
-    if getattr(fill_value, "is_traced_item", False) is True:  # (a traced .item(): its tensor)
-        from . import api as E
-        from .elementwise import to_tensor
-
-        d = dt.result_type(fill_value) if dtype is None else dt.as_dtype(dtype)
-        out = E.broadcast_to(to_tensor(fill_value, d), shape).clone()
-        return out.requires_grad_() if requires_grad else out
     d = _fill_dtype(fill_value, dtype)
     if d.is_complex:
         value = complex(fill_value)
@@ -124,12 +117,7 @@ export(zeros_like, name="empty_like")
 def tensor(data, dtype=None, requires_grad=False):
     """A new tensor holding a copy of ``data`` (lists, scalars, arrays, tensors).
 
-    Python floats become the default float dtype (float32); NumPy arrays keep their dtype. A
-    traced ``.item()`` (graph/traced_item.py) is the number the graph computes."""
-    if getattr(data, "is_traced_item", False) is True and not requires_grad:
-        from .elementwise import to_tensor
-
-        return to_tensor(data, None if dtype is None else dt.as_dtype(dtype))
+    Python floats become the default float dtype (float32); NumPy arrays keep their dtype."""
     arr = np.array(to_array(data, dtype), copy=True)
     if not requires_grad:
         return constant(arr)

@@ -57,14 +57,9 @@ def scalar_array(value, dtype) -> np.ndarray:
 
 
 def to_tensor(x, dtype=None):
-    """A Tensor from a tensor, array, list or scalar (cast to ``dtype`` if given); a traced
-    ``.item()`` (graph/traced_item.py) is its 0-d tensor, in the dtype its Python number would
-    make (the default float dtype for a float)."""
+    """A Tensor from a tensor, array, list or scalar (cast to ``dtype`` if given)."""
     if _is_tensor(x):
         return x if dtype is None or x.dtype is dtype else E.cast(x, dtype)
-    if getattr(x, "is_traced_item", False) is True:
-        dtype = dt.result_type(x) if dtype is None else dtype
-        return x.tensor if x.tensor.dtype is dtype else E.cast(x.tensor, dtype)
     if isinstance(x, SymDim):  # a symbolic size (mean over a batch N): filled in at run time
         from .creation import _FULL
 
@@ -104,11 +99,7 @@ def promote(*operands, floating: bool = False):
         elif isinstance(y, TensorBase) and _keeps_dtype(y.dtype, x, floating):
             return constant(scalar_array(x, y.dtype)), y
     operands = [
-        x
-        if _is_tensor(x)
-        or isinstance(x, (bool, int, float, complex, SymDim))
-        or getattr(x, "is_traced_item", False) is True  # (a weak scalar, as its number)
-        else to_tensor(x)
+        x if _is_tensor(x) or isinstance(x, (bool, int, float, complex, SymDim)) else to_tensor(x)
         for x in operands
     ]
     # a symbolic size is a weak int, like the Python int it will be when the graph runs

@@ -207,14 +207,6 @@ def clip(x, min=None, max=None):
     if isinstance(min, TensorBase) or isinstance(max, TensorBase):
         return _clip_tensors(to_tensor(x), min, max)
     x = to_tensor(x)
-    traced = [b for b in (min, max) if getattr(b, "is_traced_item", False) is True]
-    if traced:  # (a traced .item() bound: a number the graph computes, a weak scalar)
-        dtype = dt.result_type(x, *[b for b in (min, max) if b is not None])
-        return _clip_tensors(
-            E.cast(x, dtype) if x.dtype is not dtype else x,
-            None if min is None else to_tensor(min, dtype),
-            None if max is None else to_tensor(max, dtype),
-        )
     # the bounds promote like scalars of an elementwise op: an int tensor with a float bound
     # is a default-float result, a bool tensor with an int bound int64 (PyTorch's clamp)
     dtype = dt.result_type(x, *[b for b in (min, max) if b is not None])
