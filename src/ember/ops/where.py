@@ -201,9 +201,20 @@ def _clip_tensors(x, lo, hi):
     return E.where(inside, x, out)
 
 
+def _is_item(bound) -> bool:
+    return getattr(bound, "is_traced_item", False) is True
+
+
 @export(method=("clip", "clamp"), inplace=True)
 def clip(x, min=None, max=None):
     """Clamp values into [min, max]; tensor bounds broadcast (a bound of None is open)."""
+    if _is_item(min) or _is_item(max):
+        # a traced .item() bound (graph/traced_item.py) has no number while the graph is built:
+        # it is a weak scalar made a graph value, and clamps as a 0-d tensor bound does
+        x = to_tensor(x)
+        dtype = dt.result_type(x, *[b for b in (min, max) if b is not None])
+        x = x if x.dtype is dtype else E.cast(x, dtype)
+        return _clip_tensors(x, *[None if b is None else to_tensor(b, dtype) for b in (min, max)])
     if isinstance(min, TensorBase) or isinstance(max, TensorBase):
         return _clip_tensors(to_tensor(x), min, max)
     x = to_tensor(x)

@@ -1,0 +1,108 @@
+"""What hunt45's programs found, reduced, each against PyTorch.
+
+A traced ``.item()`` (graph/traced_item.py) stood for its number in arithmetic and in a tensor's
+operators, but not as an op's scalar argument: in a captured function ``x.clamp(max=m.item())``
+and ``ember.full(shape, n.item())`` raised a TypeError ("unsupported dtype <.item() of a traced
+tensor>") from the dtype promotion, and ``x.masked_fill(mask, v.item())``, ``x.mul_(s.item())``,
+``x.fill_(v.item())``, ``full_like``, ``ember.tensor([a.item(), n])`` and
+``ember.tensor(p.tolist())`` a TraceError, though none needs the number in Python. The item is a
+weak scalar in ``dtypes.result_type`` and ``ops.elementwise.to_tensor``/``promote`` now; clamp,
+full and tensor take its graph value. An index that is an object with ``__index__`` (which
+PyTorch takes as an int) was a TypeError; an int item of a traced value there raises its
+TraceError now.
+"""
+
+import numpy as np
+import pytest
+
+import ember
+
+torch = pytest.importorskip("torch")
+
+X = np.array([[1.5, -2.0, 0.25], [3.0, 0.5, -1.0]], dtype=np.float32)
+
+
+def _both(fn, *arrays):
+    """``fn(lib, *tensors)`` on PyTorch, eagerly on ember and under ember.function."""
+    expected = fn(torch, *[torch.tensor(a) for a in arrays])
+    eager = fn(ember, *[ember.tensor(a) for a in arrays])
+    captured = ember.function(lambda *a: fn(ember, *a))(*[ember.tensor(a) for a in arrays])
+    return expected, eager, captured
+
+
+def _same(expected, *actual):
+    for a in actual:
+        if isinstance(expected, torch.Tensor):
+            assert str(a.dtype).split(".")[-1] == str(expected.dtype).split(".")[-1]
+            np.testing.assert_allclose(a.numpy(), expected.numpy(), rtol=1e-6)
+        else:
+            assert type(a) is type(expected) and a == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda T, x: x.clamp(max=x.mean().item()),
+        lambda T, x: T.clamp(x, min=-x.std().item(), max=2.0),
+        lambda T, x: T.arange(6).clamp(max=x.max().item()),  # int tensor, float bound: float
+        lambda T, x: T.arange(6).clamp(min=(x > 0).sum().item()),  # int bound: stays int64
+        lambda T, x: T.full((2, 3), x.max().item()),
+        lambda T, x: T.full((2,), (x > 0).sum().item()),  # an int: int64
+        lambda T, x: T.full((2,), (x > 0).any().item()),  # a bool: bool
+        lambda T, x: T.full_like(x, x.min().item()),
+        lambda T, x: x.new_full((3,), x.sum().item()),
+        lambda T, x: x.clone().fill_(x.mean().item()),
+        lambda T, x: T.zeros(3, dtype=T.int32).fill_(x.sum().item()),
+        lambda T, x: x.masked_fill(x < 0, x.min().item()),
+        lambda T, x: x.clone().mul_(x.mean().item()),
+        lambda T, x: x.mul(x.abs().max().item()),
+        lambda T, x: T.arange(4).add((x > 0).float().mean().item()),  # int + float: float32
+        lambda T, x: T.tensor(x.sum().item()),
+        lambda T, x: T.tensor([[x.sum().item(), 2], [True, (x > 0).sum().item()]]),
+        lambda T, x: T.tensor([(x > 0).sum().item(), x.numel()]),  # ints: int64
+        lambda T, x: T.tensor([(x > 0).sum().item(), 3], dtype=T.float64),
+        lambda T, x: T.tensor(x.double().tolist()),  # Python floats: the default float dtype
+        lambda T, x: T.tensor(x.argmax(1).tolist()) + 1,
+        lambda T, x: T.as_tensor([x.max().item(), 1.5]),
+        lambda T, x: x.new_tensor([x.max().item(), 1]),
+    ],
+)
+def test_item_as_scalar_operand(fn):
+    expected, eager, captured = _both(fn, X)
+    _same(expected, eager, captured)
+
+
+def test_item_clamp_keeps_gradient_to_input():
+    def fn(T, x):
+        x = x.detach().requires_grad_()
+        y = x.clamp(-x.abs().mean().item(), x.abs().mean().item())
+        (g,) = T.autograd.grad((y * y).sum(), [x])
+        return g
+
+    expected, eager, captured = _both(fn, X)
+    _same(expected, eager, captured)
+
+
+class _Index:
+    def __init__(self, value):
+        self.value = value
+
+    def __index__(self):
+        return self.value
+
+
+def test_index_objects_index_as_ints():
+    for lib in (torch, ember):
+        x = lib.arange(12).reshape(3, 4)
+        got = [x[_Index(1)], x[_Index(-1), _Index(2)], x[:, _Index(0)]]
+        if lib is torch:
+            expected = [g.numpy() for g in got]
+        else:
+            for e, g in zip(expected, got):
+                np.testing.assert_array_equal(g.numpy(), e)
+
+
+def test_traced_int_item_as_index_is_a_trace_error():
+    f = ember.function(lambda x, k: x[k.argmax().item()])
+    with pytest.raises(ember.TraceError, match="as an index"):
+        f(ember.arange(6.0).reshape(3, 2), ember.tensor([0.0, 2.0, 1.0]))
