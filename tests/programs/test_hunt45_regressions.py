@@ -10,6 +10,11 @@ weak scalar in ``dtypes.result_type`` and ``ops.elementwise.to_tensor``/``promot
 full and tensor take its graph value. An index that is an object with ``__index__`` (which
 PyTorch takes as an int) was a TypeError; an int item of a traced value there raises its
 TraceError now.
+
+A traced ``.tolist()`` held ``detach()``'s alias of its tensor, which reads the tensor's later
+in-place writes: rows or elements taken from the list after a write (``rows = y.tolist();
+y.fill_(7); rows[1]``) had the new values, where eager's list holds the old ones. Items and lists
+hold a snapshot now (graph/traced_item.py ``_snapshot``).
 """
 
 import numpy as np
@@ -106,3 +111,21 @@ def test_traced_int_item_as_index_is_a_trace_error():
     f = ember.function(lambda x, k: x[k.argmax().item()])
     with pytest.raises(ember.TraceError, match="as an index"):
         f(ember.arange(6.0).reshape(3, 2), ember.tensor([0.0, 2.0, 1.0]))
+
+
+def _later_writes(T, x):
+    y = x.clone()
+    rows = y.tolist()
+    y[1, 2] = 9.0
+    second = rows[1]  # indexed after the write: still the values .tolist() saw
+    v = y[0, 1].item()
+    y.add_(1)
+    return second, rows[0][1], sum(rows[1]), v - 1, [r for r in rows]
+
+
+def test_tolist_and_item_do_not_see_later_writes():
+    # a traced .tolist() held detach()'s alias of the tensor, which reads its later in-place
+    # writes: rows taken from the list after ``y[1, 2] = 9.0`` had the 9
+    expected, eager, captured = _both(_later_writes, X)
+    assert eager == expected
+    assert captured == expected

@@ -63,7 +63,7 @@ class TracedItem:
                     f"got shape {shape}",
                     op="item",
                 )
-            tensor = source.detach().reshape(())
+            tensor = _snapshot(source).reshape(())
             kind = _kind_of(tensor.dtype)
         self.tensor = tensor  # 0-d, no gradient: the graph value the number is read from
         self.kind = kind  # 0 bool, 1 int, 2 float, 3 complex (the number's Python type)
@@ -261,7 +261,7 @@ class TracedList:
     __slots__ = ("tensor", "location", "closed", "__weakref__")
 
     def __init__(self, source, location=None):
-        self.tensor = source.detach()
+        self.tensor = _snapshot(source)
         self.location = user_location() if location is None else location
         self.closed = False
         _register(source.builder, self)
@@ -321,6 +321,16 @@ class TracedList:
 
     # (ember.tensor(...) of a list holding it stacks its tensor: ops/creation.py)
     is_traced_list = True
+
+
+def _snapshot(source):
+    """``source``'s values as they are now, without history. Not ``detach()``: its alias reads
+    the later in-place writes into ``source``, so a list indexed after ``y.fill_(7)`` gave the
+    new values where eager ``.tolist()`` had copied the old ones."""
+    from ..ops.copies import stop_gradient
+
+    with source.builder:
+        return stop_gradient(source)
 
 
 def _register(builder, traced) -> None:
