@@ -15,7 +15,15 @@ A traced ``.tolist()`` held ``detach()``'s alias of its tensor, which reads the 
 in-place writes: rows or elements taken from the list after a write (``rows = y.tolist();
 y.fill_(7); rows[1]``) had the new values, where eager's list holds the old ones. Items and lists
 hold a snapshot now (graph/traced_item.py ``_snapshot``).
+
+A captured function's dataclass result (``return StepOutput(loss=..., logits=...)``) was kept as
+a constant: every call returned the trace's symbolic tensors, and an ``.item()`` in it was
+refused as kept outside the results; an OrderedDict or defaultdict result came back a plain dict.
+graph/tree.py's structures have a node for each now (`DataclassKind`, `DictKind`).
 """
+
+import collections
+import dataclasses
 
 import numpy as np
 import pytest
@@ -129,3 +137,40 @@ def test_tolist_and_item_do_not_see_later_writes():
     expected, eager, captured = _both(_later_writes, X)
     assert eager == expected
     assert captured == expected
+
+
+@dataclasses.dataclass
+class _Out:
+    loss: object
+    logits: object
+    note: str = "train"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Frozen:
+    value: object
+
+
+def test_dataclass_and_dict_subclass_results():
+    # a dataclass result was kept as a constant: each call returned the trace's symbolic
+    # tensors (and an .item() in it was refused as kept outside the results); an OrderedDict
+    # or defaultdict came back a plain dict
+    def fn(T, x):
+        metrics = collections.OrderedDict(max=x.max().item(), min=x.min())
+        groups = collections.defaultdict(list, rows=[x[0], x[1].sum().item()])
+        return _Out(x.sum().item(), x * 2), metrics, groups, _Frozen(x.mean())
+
+    expected, eager, captured = _both(fn, X)
+    f = ember.function(lambda x: fn(ember, x))
+    again = f(ember.tensor(X * 3))
+    for got, scale in ((eager, 1), (captured, 1), (again, 3)):
+        out, metrics, groups, frozen = got
+        assert type(out) is _Out and out.note == "train"
+        assert out.loss == pytest.approx(expected[0].loss * scale)
+        np.testing.assert_allclose(out.logits.numpy(), expected[0].logits.numpy() * scale)
+        assert type(metrics) is collections.OrderedDict and list(metrics) == ["max", "min"]
+        assert metrics["max"] == pytest.approx(expected[1]["max"] * scale)
+        assert type(groups) is collections.defaultdict and groups.default_factory is list
+        assert groups["rows"][1] == pytest.approx(expected[2]["rows"][1] * scale)
+        assert type(frozen) is _Frozen
+        assert frozen.value.item() == pytest.approx(expected[3].value.item() * scale)

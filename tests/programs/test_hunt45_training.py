@@ -5,6 +5,9 @@ the returned numbers, CosineAnnealingWarmRestarts, ChainedScheduler and Sequenti
 gradient accumulation with a loss scaled by an item.
 """
 
+import collections
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -191,7 +194,57 @@ def adaptive_clip_metrics(torch, ctx):
     return [out, model[0].weight, model[2].bias]
 
 
+@dataclasses.dataclass
+class StepOutput:
+    loss: float
+    logits: object
+    metrics: dict
+    step_kind: str = "train"
+
+
+def text_cnn_step_output(torch, ctx):
+    nn, F = torch.nn, torch.nn.functional
+
+    class TextCNN(nn.Module):
+        def __init__(self, V=15, E=6, C=3):
+            super().__init__()
+            self.emb = nn.Embedding(V, E, padding_idx=0)
+            self.convs = nn.ModuleList([nn.Conv1d(E, 4, k, padding=k // 2) for k in (2, 3)])
+            self.fc = nn.Linear(8, C)
+
+        def forward(self, tok):
+            h = self.emb(tok).transpose(1, 2)  # (B, E, T)
+            pooled = [F.adaptive_max_pool1d(F.relu(conv(h)), 1).squeeze(-1) for conv in self.convs]
+            return self.fc(F.dropout(torch.cat(pooled, 1), 0.0, self.training))
+
+    model = ctx.init(TextCNN())
+    opt = torch.optim.Adagrad(model.parameters(), lr=0.1, lr_decay=0.01)
+    rng = np.random.default_rng(13)
+    tok = ctx.t(rng.integers(0, 15, (5, 7)))
+    lab = ctx.t(rng.integers(0, 3, 5))
+
+    @ctx.fn
+    def step(tok, lab):
+        logits = model(tok)
+        loss = F.cross_entropy(logits, lab)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        metrics = collections.OrderedDict()
+        metrics["acc"] = (logits.argmax(1) == lab).float().mean().item()
+        metrics["margin"] = (logits.max(1).values - logits.min(1).values).mean().item()
+        return StepOutput(loss.item(), logits.detach(), metrics)
+
+    outs = [step(tok, lab) for _ in range(3)]
+    return [
+        [[o.loss, o.logits, dict(o.metrics), type(o.metrics).__name__, o.step_kind] for o in outs],
+        type(outs[0]).__name__,
+        model.fc.weight,
+    ]
+
+
 PROGRAMS = [
+    text_cnn_step_output,
     classifier_item_metrics,
     regression_running_sum,
     chained_schedules,

@@ -35,6 +35,7 @@ any use.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import operator
 import weakref
@@ -399,6 +400,9 @@ def escaped_items(builder, results) -> list:
         elif isinstance(obj, dict):
             for o in obj.values():
                 walk(o)
+        elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):  # (its fields)
+            for f in dataclasses.fields(obj):
+                walk(getattr(obj, f.name))
 
     walk(results)
     alive = [item for ref in refs if (item := ref()) is not None and id(item) not in returned]
