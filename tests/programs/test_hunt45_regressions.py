@@ -20,6 +20,9 @@ A captured function's dataclass result (``return StepOutput(loss=..., logits=...
 a constant: every call returned the trace's symbolic tensors, and an ``.item()`` in it was
 refused as kept outside the results; an OrderedDict or defaultdict result came back a plain dict.
 graph/tree.py's structures have a node for each now (`DataclassKind`, `DictKind`).
+
+``x.is_floating_point()``, ``x.element_size()`` and ``x.nbytes`` raised AttributeError under
+ember.function (they were the eager Tensor's own methods, reading its array).
 """
 
 import collections
@@ -174,3 +177,25 @@ def test_dataclass_and_dict_subclass_results():
         assert groups["rows"][1] == pytest.approx(expected[2]["rows"][1] * scale)
         assert type(frozen) is _Frozen
         assert frozen.value.item() == pytest.approx(expected[3].value.item() * scale)
+
+
+def test_dtype_facts_of_a_traced_tensor():
+    # x.is_floating_point(), x.element_size() and x.nbytes were the eager Tensor's own methods:
+    # under ember.function they raised AttributeError
+    def fn(T, x):
+        y = x if x.is_floating_point() else x.float()  # (a common guard in user code)
+        n = x.long()
+        return (
+            y * 2,
+            x.is_floating_point(),
+            n.is_floating_point(),
+            x.element_size(),
+            x.half().element_size(),
+            x.nbytes,
+            n.nbytes,
+        )
+
+    expected, eager, captured = _both(fn, X)
+    for got in (eager, captured):
+        np.testing.assert_array_equal(got[0].numpy(), expected[0].numpy())
+        assert got[1:] == expected[1:]
