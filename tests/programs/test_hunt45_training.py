@@ -243,8 +243,74 @@ def text_cnn_step_output(torch, ctx):
     ]
 
 
+def multitask_losses(torch, ctx):
+    nn, F = torch.nn, torch.nn.functional
+
+    class MultiHead(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.trunk = nn.Sequential(nn.Linear(6, 12), nn.LayerNorm(12), nn.SiLU())
+            self.tags = nn.Linear(12, 4)  # multi-label
+            self.count = nn.Linear(12, 1)  # Poisson rate (log)
+            self.reg = nn.Linear(12, 2)  # Gaussian mean and log-variance
+            self.emb = nn.Linear(12, 5)  # metric embedding
+
+        def forward(self, x):
+            h = self.trunk(x)
+            mu, logvar = self.reg(h).unbind(-1)
+            return self.tags(h), self.count(h).squeeze(-1), mu, logvar.exp(), self.emb(h)
+
+    model = ctx.init(MultiHead())
+    opt = torch.optim.NAdam(model.parameters(), lr=5e-3, momentum_decay=4e-3)
+    rng = np.random.default_rng(14)
+    x = ctx.t(rng.standard_normal((8, 6)).astype(np.float32))
+    tags = ctx.t((rng.random((8, 4)) > 0.6).astype(np.float32))
+    counts = ctx.t(rng.poisson(2.0, 8).astype(np.float32))
+    target = ctx.t(rng.standard_normal(8).astype(np.float32))
+    same = ctx.t(np.where(rng.random(8) > 0.5, 1.0, -1.0).astype(np.float32))
+    pos_weight = ctx.t(np.array([1.0, 2.0, 0.5, 3.0], dtype=np.float32))
+
+    @ctx.fn
+    def step(x, tags, counts, target, same):
+        logits, log_rate, mu, var, emb = model(x)
+        anchor, positive, negative = emb, emb.roll(1, 0), emb.flip(0)
+        losses = {
+            "bce": F.binary_cross_entropy_with_logits(logits, tags, pos_weight=pos_weight),
+            "mlsm": F.multilabel_soft_margin_loss(logits, tags),
+            "poisson": F.poisson_nll_loss(log_rate, counts, log_input=True, full=True),
+            "gauss": F.gaussian_nll_loss(mu, target, var, full=True, eps=1e-4),
+            "cos": F.cosine_embedding_loss(anchor, positive, same, margin=0.2),
+            "triplet": F.triplet_margin_with_distance_loss(
+                anchor,
+                positive,
+                negative,
+                distance_function=lambda a, b: 1 - F.cosine_similarity(a, b),
+                margin=0.5,
+                swap=True,
+            ),
+            "rank": F.margin_ranking_loss(mu, target, same, margin=0.1),
+            "kl": F.kl_div(
+                F.log_softmax(emb, -1),
+                F.log_softmax(positive.detach(), -1),
+                reduction="batchmean",
+                log_target=True,
+            ),
+        }
+        total = sum(losses.values())
+        opt.zero_grad()
+        total.backward()
+        opt.step()
+        out = {k: v.item() for k, v in losses.items()}
+        out["total"] = total.item()
+        return out
+
+    hist = [step(x, tags, counts, target, same) for _ in range(3)]
+    return [hist, model.reg.weight, model.trunk[1].weight]
+
+
 PROGRAMS = [
     text_cnn_step_output,
+    multitask_losses,
     classifier_item_metrics,
     regression_running_sum,
     chained_schedules,
