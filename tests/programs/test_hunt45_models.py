@@ -398,7 +398,58 @@ def autocast_bf16(torch, ctx):
     ]
 
 
+def greedy_decode_kv_cache(torch, ctx):
+    nn, F = torch.nn, torch.nn.functional
+    V, D, H = 13, 8, 2
+
+    class TinyDecoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(V, D)
+            self.pos = nn.Embedding(16, D)
+            self.qkv = nn.Linear(D, 3 * D)
+            self.proj = nn.Linear(D, D)
+            self.ln = nn.LayerNorm(D)
+            self.head = nn.Linear(D, V, bias=False)
+
+        def forward(self, tok, start, cache=None):
+            B, T = tok.shape
+            pos = torch.arange(start, start + T).unsqueeze(0)
+            h = self.emb(tok) + self.pos(pos)
+            q, k, v = self.qkv(self.ln(h)).view(B, T, 3, H, D // H).permute(2, 0, 3, 1, 4)
+            if cache is not None:
+                k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
+            att = F.scaled_dot_product_attention(q, k, v, is_causal=cache is None)
+            h = h + self.proj(att.transpose(1, 2).reshape(B, T, D))
+            return self.head(h), (k, v)
+
+    model = ctx.init(TinyDecoder()).eval()
+    rng = np.random.default_rng(15)
+    prompt = ctx.t(rng.integers(0, V, (2, 4)))
+
+    @ctx.fn
+    def generate(prompt):
+        with torch.no_grad():
+            logits, cache = model(prompt, 0)
+            tok = logits[:, -1].argmax(-1, keepdim=True)
+            out, scores = [tok], [logits[:, -1].log_softmax(-1).max(-1).values]
+            for i in range(3):
+                logits, cache = model(tok, prompt.shape[1] + i, cache)
+                tok = logits[:, -1].argmax(-1, keepdim=True)
+                out.append(tok)
+                scores.append(logits[:, -1].log_softmax(-1).max(-1).values)
+            seq = torch.cat([prompt] + out, 1)
+        return seq.tolist(), torch.stack(scores, 1).sum(1).tolist(), cache[0].shape[2]
+
+    first = generate(prompt)
+    second = generate(prompt.flip(0))
+    with torch.no_grad():  # the cached decode agrees with a full causal pass over the sequence
+        full, _ = model(torch.tensor(first[0]), 0)
+    return [first, second, full[:, 3:-1].argmax(-1)]
+
+
 PROGRAMS = [
+    greedy_decode_kv_cache,
     tied_lm_roundtrip,
     symmetric_parametrize,
     policy_distributions,
@@ -410,6 +461,7 @@ PROGRAMS = [
     autocast_bf16,
 ]
 CAPTURED = [
+    greedy_decode_kv_cache,
     tied_lm_roundtrip,
     symmetric_parametrize,
     policy_distributions,

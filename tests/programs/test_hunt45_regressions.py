@@ -81,6 +81,9 @@ def _same(expected, *actual):
         lambda T, x: T.tensor(x.argmax(1).tolist()) + 1,
         lambda T, x: T.as_tensor([x.max().item(), 1.5]),
         lambda T, x: x.new_tensor([x.max().item(), 1]),
+        lambda T, x: T.zeros(2, 3).scatter(1, T.tensor([[0], [2]]), x.max().item()),
+        lambda T, x: T.zeros(2, 3).scatter_(1, T.tensor([[0], [2]]), value=x.min().item()),
+        lambda T, x: T.where(x > 0, x.max().item(), x.min().item()),
     ],
 )
 def test_item_as_scalar_operand(fn):

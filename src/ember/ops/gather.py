@@ -278,6 +278,8 @@ def _src_arg(x, index, src, op="scatter"):
     if isinstance(src, (bool, int, float, complex)):  # a scalar value fills every position
         check_fill_value(op, src, x.dtype)
         return E.full(tuple(index.shape), src, dtype=x.dtype)
+    if getattr(src, "is_traced_item", False) is True:  # (a traced .item(): a scalar too)
+        return E.full(tuple(index.shape), src, dtype=x.dtype)
     return to_tensor(src, x.dtype)
 
 
