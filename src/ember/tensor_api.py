@@ -110,6 +110,13 @@ def numel(x) -> int:
     return x.numel()
 
 
+def _assert(condition, message) -> None:
+    """PyTorch's ``torch._assert``: Python's assert as a function (model code, torchvision's
+    included, checks input shapes with it). A one-element tensor condition is its truth value
+    (a traced one raises the TraceError of ``bool()``)."""
+    assert condition, message
+
+
 def _cpu(self, memory_format=None):
     """The tensor itself: it is already on the CPU (ember's only device)."""
     check_memory_format(memory_format, "cpu(memory_format)")

@@ -198,6 +198,8 @@ def patches_fold(torch, ctx):
             self.dec = nn.Linear(E, C * P * P)
 
         def forward(self, img):
+            torch._assert(img.dim() == 4, f"expected (B, C, H, W), got {tuple(img.shape)}")
+            torch._assert(img.shape[-1] % P == 0, "width must be a multiple of the patch size")
             patches = self.unfold(img).transpose(1, 2)  # (B, L, C*P*P)
             z = F.gelu(self.enc(patches))
             rec = self.dec(z).transpose(1, 2)

@@ -23,6 +23,9 @@ graph/tree.py's structures have a node for each now (`DataclassKind`, `DictKind`
 
 ``x.is_floating_point()``, ``x.element_size()`` and ``x.nbytes`` raised AttributeError under
 ember.function (they were the eager Tensor's own methods, reading its array).
+
+``torch._assert`` (torchvision's models check input shapes with it) and the
+``torch.utils.hooks.RemovableHandle`` path (type annotations) were missing.
 """
 
 import collections
@@ -202,3 +205,16 @@ def test_dtype_facts_of_a_traced_tensor():
     for got in (eager, captured):
         np.testing.assert_array_equal(got[0].numpy(), expected[0].numpy())
         assert got[1:] == expected[1:]
+
+
+def test_torch_assert_and_hooks_path():
+    for lib in (torch, ember):
+        lib._assert(lib.ones(2, 3).dim() == 2, "unused")
+        with pytest.raises(AssertionError, match="expected 3 dims"):
+            lib._assert(lib.ones(2).dim() == 3, "expected 3 dims")
+        with pytest.raises(AssertionError, match="positive"):
+            lib._assert(lib.tensor(-1.0) > 0, "positive")
+        handle = lib.nn.Linear(2, 2).register_forward_hook(lambda *args: None)
+        assert isinstance(handle, lib.utils.hooks.RemovableHandle)
+    f = ember.function(lambda x: (ember._assert(x.shape[-1] == 3, "three"), x * 2)[1])
+    np.testing.assert_array_equal(f(ember.ones(2, 3)).numpy(), np.full((2, 3), 2.0))
