@@ -29,6 +29,7 @@ from ._registry import (
     building_graph,
     constant,
     export,
+    is_traced,
     register,
 )
 from ._rules import Complex
@@ -60,7 +61,7 @@ def to_tensor(x, dtype=None):
     """A Tensor from a tensor, array, list or scalar (cast to ``dtype`` if given)."""
     if _is_tensor(x):
         return x if dtype is None or x.dtype is dtype else E.cast(x, dtype)
-    if getattr(x, "is_traced_item", False) is True:
+    if is_traced(x):
         # a traced .item(): the graph value its number is read from, as a weak scalar is typed
         return x.tensor_for(dtype)
     if isinstance(x, SymDim):  # a symbolic size (mean over a batch N): filled in at run time
@@ -105,7 +106,7 @@ def promote(*operands, floating: bool = False):
         x
         if _is_tensor(x)
         or isinstance(x, (bool, int, float, complex, SymDim))
-        or getattr(x, "is_traced_item", False) is True  # (a weak scalar: typed below)
+        or is_traced(x)  # (a traced .item(): a weak scalar, typed below)
         else to_tensor(x)
         for x in operands
     ]

@@ -13,7 +13,7 @@ from ..types import TensorType
 from . import _onnx
 from . import api as E
 from ._half import elementwise_fast
-from ._registry import OpDef, TensorBase, apply, export, register
+from ._registry import OpDef, TensorBase, apply, export, is_traced, register
 from ._rules import Complex, Select
 from ._select import select_bits, zero_bits
 from ._util import (
@@ -201,14 +201,10 @@ def _clip_tensors(x, lo, hi):
     return E.where(inside, x, out)
 
 
-def _is_item(bound) -> bool:
-    return getattr(bound, "is_traced_item", False) is True
-
-
 @export(method=("clip", "clamp"), inplace=True)
 def clip(x, min=None, max=None):
     """Clamp values into [min, max]; tensor bounds broadcast (a bound of None is open)."""
-    if _is_item(min) or _is_item(max):
+    if is_traced(min) or is_traced(max):
         # a traced .item() bound (graph/traced_item.py) has no number while the graph is built:
         # it is a weak scalar made a graph value, and clamps as a 0-d tensor bound does
         x = to_tensor(x)
