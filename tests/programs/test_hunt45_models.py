@@ -1,7 +1,8 @@
-"""Model programs of hunt45: a tied-embedding language model with a ModuleDict of heads, a
-ParameterList and a non-persistent buffer through a torch.save/torch.load round trip; a
-parametrized (symmetric) layer; a policy with torch.distributions returning item metrics; patch
-extraction with nn.Unfold and F.fold; kNN with cdist/topk and scatter_reduce pooling; an
+"""Model programs of hunt45: greedy decoding with a KV cache returning ``.tolist()`` tokens; a
+tied-embedding language model with a ModuleDict of heads, a ParameterList and a non-persistent
+buffer through a torch.save/torch.load round trip; a parametrized (symmetric) layer; a policy
+with torch.distributions returning item metrics; patch extraction with nn.Unfold and F.fold
+(input checks by torch._assert); kNN with cdist/topk and scatter_reduce pooling; an
 embedding_bag text classifier; a GRUCell loop with cumsum/cummax features; per-sample gradients
 with torch.func.vmap/grad; a bfloat16 autocast forward.
 """
@@ -391,6 +392,9 @@ def autocast_bf16(torch, ctx):
     with torch.autocast(device_type="cpu", dtype=torch.bfloat16, enabled=False):
         plain = model(x)
     return [
+        logits.float(),
+        loss,
+        model[0].weight.grad,
         logits.dtype,
         soft.dtype,
         loss.dtype,

@@ -1,8 +1,10 @@
 """Training programs of hunt45: steps whose captured function returns Python numbers (a dict of
-``.item()`` metrics, an accuracy from an int ``.item()``, a running sum of items), a captured
-eval returning ``.tolist()`` predictions, clipping by value and by norm, ReduceLROnPlateau fed
-the returned numbers, CosineAnnealingWarmRestarts, ChainedScheduler and SequentialLR, and
-gradient accumulation with a loss scaled by an item.
+``.item()`` metrics, an accuracy from an int ``.item()``, a running sum of items, a dataclass
+``StepOutput`` holding an OrderedDict of items), a captured eval returning ``.tolist()``
+predictions, clipping by value and by norm (and adaptively, by a bound from an ``.item()``),
+``torch.tensor`` of items for an all-reduce, ReduceLROnPlateau fed the returned numbers,
+CosineAnnealingWarmRestarts, ChainedScheduler and SequentialLR, gradient accumulation, and a
+multi-task head on eight losses under NAdam.
 """
 
 import collections
