@@ -26,6 +26,10 @@ ember.function (they were the eager Tensor's own methods, reading its array).
 
 ``torch._assert`` (torchvision's models check input shapes with it) and the
 ``torch.utils.hooks.RemovableHandle`` path (type annotations) were missing.
+
+A captured function that stored a graph value under a new key of a dict it reaches
+(``features["h"] = h.detach()`` into an empty global dict) left the trace's SymbolicTensor there
+after the first call: capture/writebacks.py's slots were the keys the dict had before the trace.
 """
 
 import collections
@@ -218,3 +222,28 @@ def test_torch_assert_and_hooks_path():
         assert isinstance(handle, lib.utils.hooks.RemovableHandle)
     f = ember.function(lambda x: (ember._assert(x.shape[-1] == 3, "three"), x * 2)[1])
     np.testing.assert_array_equal(f(ember.ones(2, 3)).numpy(), np.full((2, 3), 2.0))
+
+
+_FEATURES: dict = {}
+
+
+def test_graph_value_stored_under_a_new_dict_key():
+    # a captured function storing a graph value under a key its global dict did not have yet
+    # (features["h"] = h.detach() into an empty dict) left the trace's SymbolicTensor there
+    # after the first call; keys the dict had were already set after each run
+    _FEATURES.clear()
+    lin = ember.nn.Linear(2, 2)
+
+    def step(x):
+        h = lin(x)
+        _FEATURES["h"] = h.detach()
+        return h.sum()
+
+    f = ember.function(step)
+    for k in (1.0, 2.0, 3.0):
+        x = ember.full((2,), k)
+        f(x)
+        with ember.no_grad():
+            expected = lin(x)
+        assert type(_FEATURES["h"]) is ember.Tensor
+        np.testing.assert_allclose(_FEATURES["h"].numpy(), expected.numpy(), rtol=1e-6)

@@ -57,6 +57,10 @@ class Snapshot:
         # as each eager call appends
         lists = {id(v): v for _, _, v in self.slots if type(v) is list}
         self.lists = [(v, list(v)) for v in lists.values()]
+        # and the dicts, with their keys: a key the trace adds with a graph value
+        # (``features["h"] = h.detach()`` into an empty dict) is a slot too, absent before
+        dicts = {id(v): v for _, _, v in self.slots if type(v) is dict}
+        self.dicts = [(v, set(v)) for v in dicts.values()]
 
     def entry_grad(self, t: Tensor, builder):
         if id(t) in self.grads:
@@ -88,10 +92,20 @@ class Snapshot:
             if before.get("training", m.training) != m.training
         ]
 
+    def _all_slots(self) -> list:
+        """The slots, and the keys the trace added to the dicts among them (old: absent)."""
+        added = [
+            (d, k, _ABSENT)
+            for d, keys in self.dicts
+            for k in list(d)
+            if k not in keys and isinstance(d[k], SymbolicTensor)
+        ]
+        return self.slots + added if added else self.slots
+
     def traced_slots(self) -> list:
         """(holder, key, old value, graph value) of each slot the trace set to a graph value."""
         found = []
-        for holder, key, old in self.slots:
+        for holder, key, old in self._all_slots():
             value = get(holder, key)
             if isinstance(value, SymbolicTensor) and value is not old:
                 found.append((holder, key, old, value))
@@ -137,7 +151,7 @@ class Snapshot:
     def restore(self) -> None:
         for lst, items in self.appended():
             del lst[len(lst) - len(items) :]
-        for holder, key, old in self.slots:
+        for holder, key, old in self._all_slots():
             value = get(holder, key)
             if value is not old and isinstance(value, SymbolicTensor):
                 put(holder, key, old)
