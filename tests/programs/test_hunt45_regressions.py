@@ -30,6 +30,8 @@ ember.function (they were the eager Tensor's own methods, reading its array).
 A captured function that stored a graph value under a new key of a dict it reaches
 (``features["h"] = h.detach()`` into an empty global dict) left the trace's SymbolicTensor there
 after the first call: capture/writebacks.py's slots were the keys the dict had before the trace.
+A forward hook storing its module's output into a dict (feature extraction) left the trace's
+SymbolicTensor there on every call: the user's forward hooks' globals and closures are slots now.
 """
 
 import collections
@@ -247,3 +249,39 @@ def test_graph_value_stored_under_a_new_dict_key():
             expected = lin(x)
         assert type(_FEATURES["h"]) is ember.Tensor
         np.testing.assert_allclose(_FEATURES["h"].numpy(), expected.numpy(), rtol=1e-6)
+
+
+def test_feature_extraction_hook_under_capture():
+    # a forward hook storing its module's output into a dict (feature extraction) left the
+    # trace's SymbolicTensor there: the hook's globals and closure were no slots of the trace
+    def run(lib, capture):
+        lib.manual_seed(0)
+        model = lib.nn.Sequential(lib.nn.Linear(3, 4), lib.nn.ReLU(), lib.nn.Linear(4, 2))
+        with lib.no_grad():
+            for p in model.parameters():
+                p.copy_(lib.linspace(-1, 1, p.numel()).reshape(p.shape))
+        features = {}
+
+        def save(name):
+            def hook(module, inputs, output):
+                features[name] = output.detach()
+
+            return hook
+
+        model[1].register_forward_hook(save("relu"))
+        model[2].register_forward_hook(save("out"))
+        step = lambda x: model(x).sum()  # noqa: E731
+        if capture:
+            step = ember.function(step)
+        got = []
+        for k in (1.0, 2.0):
+            step(lib.full((2, 3), k) * lib.tensor([1.0, -0.5, 0.25]))
+            got.append({n: v.numpy().copy() for n, v in features.items()})
+        return got
+
+    expected = run(torch, False)
+    for capture in (False, True):
+        for want, got in zip(expected, run(ember, capture)):
+            assert set(got) == set(want)
+            for name in want:
+                np.testing.assert_allclose(got[name], want[name], rtol=1e-6)

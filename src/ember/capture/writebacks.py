@@ -41,7 +41,15 @@ class Snapshot:
         # the function's closure cells and the globals it names, and the items of the dicts
         # and lists they hold: a slot the trace sets to a graph value (``stats["loss"] =
         # total + loss.detach()``, ``global memory``) is handled as an attribute is
-        self.slots = [(holder, key, get(holder, key)) for holder, key in _slots(fn)]
+        # (and those of the forward hooks of the modules it runs: a feature-extraction hook
+        # stores its module's output, ``features[name] = out.detach()``)
+        self.slots = _unique(
+            [
+                (holder, key, get(holder, key))
+                for f in (fn, *_forward_hooks(reach))
+                for holder, key in _slots(f)
+            ]
+        )
         # the optimizers' param groups: their hyper-parameters are read at run time (or baked
         # in), so a trace that changes one (a scheduler stepped inside the function) would
         # change it once, while tracing, not on every call (`changed_groups`)
@@ -175,6 +183,27 @@ class Snapshot:
 
 
 _ABSENT = object()
+
+
+def _forward_hooks(reach) -> list:
+    """The user's forward hooks (pre and post) on the modules ``reach`` walks (not ember's
+    own, such as a parametrization's, whose module globals are no user state)."""
+    from .state import _user_code
+
+    tables = ("_forward_pre_hooks", "_forward_hooks")
+    hooks = [h for m in reach.walked_modules() for t in tables for h in getattr(m, t).values()]
+    return [h for h in hooks if _user_code(getattr(h, "__func__", h))]
+
+
+def _unique(slots: list) -> list:
+    """``slots`` without repeats (two hooks naming one global dict)."""
+    seen: set = set()
+    out = []
+    for holder, key, old in slots:
+        if (id(holder), key) not in seen:
+            seen.add((id(holder), key))
+            out.append((holder, key, old))
+    return out
 
 
 def _slots(fn) -> list:
