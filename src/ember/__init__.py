@@ -195,7 +195,7 @@ from .ops._factory_kwargs import sparse_coo, strided  # noqa: E402
 from .ops.sparse_tensor import sparse_coo_tensor  # noqa: E402
 from .printing import get_printoptions, set_printoptions  # noqa: E402
 from .size import Size  # noqa: E402
-from .tensor_api import is_tensor, numel  # noqa: E402
+from .tensor_api import _assert, is_tensor, numel  # noqa: E402
 
 globals().update(_tensor_api.LEGACY_TYPES)  # ember.FloatTensor, ember.LongTensor, ...
 

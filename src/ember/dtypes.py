@@ -343,6 +343,10 @@ def result_type(*operands) -> DType:
             weak_category = _COMPLEX
         elif isinstance(x, DType):
             dim = x if dim is None else _promote_pair(dim, x)
+        elif not hasattr(x, "dtype") and getattr(x, "is_traced_item", False) is True:
+            # a traced .item() (graph/traced_item.py) is the Python number it stands for: weak;
+            # its kind (0 bool, 1 int, 2 float, 3 complex) is the category's rank
+            weak_category = max(weak_category, x.kind)
         else:
             d = as_dtype(getattr(x, "dtype", x))
             shape = getattr(x, "shape", None)

@@ -110,6 +110,13 @@ def numel(x) -> int:
     return x.numel()
 
 
+def _assert(condition, message) -> None:
+    """PyTorch's ``torch._assert``: Python's assert as a function (model code, torchvision's
+    included, checks input shapes with it). A one-element tensor condition is its truth value
+    (a traced one raises the TraceError of ``bool()``)."""
+    assert condition, message
+
+
 def _cpu(self, memory_format=None):
     """The tensor itself: it is already on the CPU (ember's only device)."""
     check_memory_format(memory_format, "cpu(memory_format)")
@@ -305,6 +312,14 @@ def install(cls: type) -> None:
     cls.new_full = _new_full
     cls.new_empty_strided = _new_empty_strided
     cls.itemsize = property(lambda self: self.dtype.itemsize)
+    # facts of the dtype and shape, so a traced tensor has them too (the eager Tensor's own
+    # methods read its array)
+    if "is_floating_point" not in cls.__dict__:
+        cls.is_floating_point = lambda self: self.dtype.is_floating_point
+    if "element_size" not in cls.__dict__:
+        cls.element_size = lambda self: self.dtype.itemsize
+    if "nbytes" not in cls.__dict__:
+        cls.nbytes = property(lambda self: self.numel() * self.dtype.itemsize)
     # which output of its grad_fn this tensor is (0 for a leaf), as PyTorch's
     cls.output_nr = property(lambda self: getattr(self, "_output_nr", 0))
     cls.new_tensor = _new_tensor

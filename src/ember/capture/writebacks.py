@@ -41,7 +41,15 @@ class Snapshot:
         # the function's closure cells and the globals it names, and the items of the dicts
         # and lists they hold: a slot the trace sets to a graph value (``stats["loss"] =
         # total + loss.detach()``, ``global memory``) is handled as an attribute is
-        self.slots = [(holder, key, get(holder, key)) for holder, key in _slots(fn)]
+        # (and those of the forward hooks of the modules it runs: a feature-extraction hook
+        # stores its module's output, ``features[name] = out.detach()``)
+        self.slots = _unique(
+            [
+                (holder, key, get(holder, key))
+                for f in (fn, *_forward_hooks(reach))
+                for holder, key in _slots(f)
+            ]
+        )
         # the optimizers' param groups: their hyper-parameters are read at run time (or baked
         # in), so a trace that changes one (a scheduler stepped inside the function) would
         # change it once, while tracing, not on every call (`changed_groups`)
@@ -57,6 +65,10 @@ class Snapshot:
         # as each eager call appends
         lists = {id(v): v for _, _, v in self.slots if type(v) is list}
         self.lists = [(v, list(v)) for v in lists.values()]
+        # and the dicts, with their keys: a key the trace adds with a graph value
+        # (``features["h"] = h.detach()`` into an empty dict) is a slot too, absent before
+        dicts = {id(v): v for _, _, v in self.slots if type(v) is dict}
+        self.dicts = [(v, set(v)) for v in dicts.values()]
 
     def entry_grad(self, t: Tensor, builder):
         if id(t) in self.grads:
@@ -88,10 +100,20 @@ class Snapshot:
             if before.get("training", m.training) != m.training
         ]
 
+    def _all_slots(self) -> list:
+        """The slots, and the keys the trace added to the dicts among them (old: absent)."""
+        added = [
+            (d, k, _ABSENT)
+            for d, keys in self.dicts
+            for k in list(d)
+            if k not in keys and isinstance(d[k], SymbolicTensor)
+        ]
+        return self.slots + added if added else self.slots
+
     def traced_slots(self) -> list:
         """(holder, key, old value, graph value) of each slot the trace set to a graph value."""
         found = []
-        for holder, key, old in self.slots:
+        for holder, key, old in self._all_slots():
             value = get(holder, key)
             if isinstance(value, SymbolicTensor) and value is not old:
                 found.append((holder, key, old, value))
@@ -137,7 +159,7 @@ class Snapshot:
     def restore(self) -> None:
         for lst, items in self.appended():
             del lst[len(lst) - len(items) :]
-        for holder, key, old in self.slots:
+        for holder, key, old in self._all_slots():
             value = get(holder, key)
             if value is not old and isinstance(value, SymbolicTensor):
                 put(holder, key, old)
@@ -161,6 +183,27 @@ class Snapshot:
 
 
 _ABSENT = object()
+
+
+def _forward_hooks(reach) -> list:
+    """The user's forward hooks (pre and post) on the modules ``reach`` walks (not ember's
+    own, such as a parametrization's, whose module globals are no user state)."""
+    from .state import _user_code
+
+    tables = ("_forward_pre_hooks", "_forward_hooks")
+    hooks = [h for m in reach.walked_modules() for t in tables for h in getattr(m, t).values()]
+    return [h for h in hooks if _user_code(getattr(h, "__func__", h))]
+
+
+def _unique(slots: list) -> list:
+    """``slots`` without repeats (two hooks naming one global dict)."""
+    seen: set = set()
+    out = []
+    for holder, key, old in slots:
+        if (id(holder), key) not in seen:
+            seen.add((id(holder), key))
+            out.append((holder, key, old))
+    return out
 
 
 def _slots(fn) -> list:

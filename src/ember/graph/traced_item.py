@@ -13,9 +13,13 @@ number in those uses:
   follows Python's rules: it is recorded in float64 / int64 / complex128, the precision of a
   Python float, int or complex, so the returned number is the one eager Python computes;
 * with a tensor (``x * loss.item()``), it acts as the Python number does: a weak scalar in
-  the promotion (``result_type(x, 0.0)``), without gradient.
+  the promotion (``result_type(x, 0.0)``), without gradient; so as an op's scalar operand
+  (``x.mul(s.item())``, ``x.masked_fill(m, v.item())``, ``x.clamp(max=c.item())``,
+  ``full(shape, n.item())``, ``x.fill_(v.item())``: `TracedItem.tensor_for`), and in the data
+  of ``ember.tensor([a.item(), n])`` / ``ember.tensor(p.tolist())`` (its graph values stacked,
+  in the dtype PyTorch infers from the Python numbers).
 
-Every other use needs the value in Python (``if loss.item() > 10``, ``float(...)``,
+Every other use needs the value in Python (``if loss.item() > 10``, ``float(...)``, an index,
 ``f"{...:.3f}"``, ``math.log(...)``) and raises `TraceError` at the user's line, as the
 tensor's own ``bool()`` does. An integer or bool item of a value known at trace time (host
 data: an argument ``ember.function`` keys its graphs on, a constant) gives its number there.
@@ -31,6 +35,7 @@ any use.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import operator
 import weakref
@@ -59,7 +64,7 @@ class TracedItem:
                     f"got shape {shape}",
                     op="item",
                 )
-            tensor = source.detach().reshape(())
+            tensor = _snapshot(source).reshape(())
             kind = _kind_of(tensor.dtype)
         self.tensor = tensor  # 0-d, no gradient: the graph value the number is read from
         self.kind = kind  # 0 bool, 1 int, 2 float, 3 complex (the number's Python type)
@@ -139,6 +144,16 @@ class TracedItem:
         return f"<.item() of a traced tensor{state}, from {self.location}>"
 
     __str__ = __repr__
+
+    def tensor_for(self, dtype=None):
+        """The number as an op's scalar operand (``x.clamp(max=m.item())``, ``x.mul(s.item())``):
+        its graph value in ``dtype``, the dtype the op's promotion gave the weak scalar (by
+        default the one a Python number of its kind becomes: the default float dtype...)."""
+        from ..dtypes import result_type
+
+        self._check_open()
+        target = result_type(self) if dtype is None else dtype
+        return self.tensor if self.tensor.dtype == target else self.tensor.to(target)
 
     # -------- arithmetic: recorded in the graph with Python's types
     def _binary(self, other, op, symbol: str, reflected: bool = False):
@@ -247,7 +262,7 @@ class TracedList:
     __slots__ = ("tensor", "location", "closed", "__weakref__")
 
     def __init__(self, source, location=None):
-        self.tensor = source.detach()
+        self.tensor = _snapshot(source)
         self.location = user_location() if location is None else location
         self.closed = False
         _register(source.builder, self)
@@ -304,6 +319,19 @@ class TracedList:
         return f"<.tolist() of a traced tensor{state}, from {self.location}>"
 
     __str__ = __repr__
+
+    # (ember.tensor(...) of a list holding it stacks its tensor: ops/creation.py)
+    is_traced_list = True
+
+
+def _snapshot(source):
+    """``source``'s values as they are now, without history. Not ``detach()``: its alias reads
+    the later in-place writes into ``source``, so a list indexed after ``y.fill_(7)`` gave the
+    new values where eager ``.tolist()`` had copied the old ones."""
+    from ..ops.copies import stop_gradient
+
+    with source.builder:
+        return stop_gradient(source)
 
 
 def _register(builder, traced) -> None:
@@ -372,6 +400,9 @@ def escaped_items(builder, results) -> list:
         elif isinstance(obj, dict):
             for o in obj.values():
                 walk(o)
+        elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):  # (its fields)
+            for f in dataclasses.fields(obj):
+                walk(getattr(obj, f.name))
 
     walk(results)
     alive = [item for ref in refs if (item := ref()) is not None and id(item) not in returned]

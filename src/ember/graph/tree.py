@@ -3,7 +3,9 @@ and results, a loop's carries, a Session's fetches). This module owns their one 
 
 * `flatten`: the leaves in depth-first order, a readable path per leaf (``[0]['h']``, for error
   messages) and the *structure*, a hashable nest of `LEAF`, ``(type, (structure, ...))`` for a
-  tuple or list and ``(dict, ((key, structure), ...))`` for a dict; with ``item_leaves``, a
+  tuple or list, ``(dict, ((key, structure), ...))`` for a dict (a `DictKind` in place of
+  ``dict`` for an OrderedDict or defaultdict) and ``(DataclassKind, (structure, ...))`` for a
+  dataclass instance's fields; with ``item_leaves``, a
   traced ``.item()`` or ``.tolist()`` (graph/traced_item.py) is the leaf of its tensor, marked
   `ITEM` or `LIST`;
 * `unflatten`: the tree of a structure with given leaves in place (an `ITEM` leaf's number, a
@@ -15,6 +17,9 @@ and results, a loop's carries, a Session's fetches). This module owns their one 
 """
 
 from __future__ import annotations
+
+import copy
+import dataclasses
 
 from ..errors import EmberError
 from ..ops._registry import TensorBase
@@ -70,6 +75,61 @@ class Constant:
         return repr(self.value)
 
 
+class DictKind:
+    """A dict subclass's kind in a structure (an OrderedDict; a defaultdict, with its factory),
+    so `unflatten` gives back what the function returned, not a plain dict."""
+
+    __slots__ = ("cls", "factory")
+
+    def __init__(self, obj: dict):
+        self.cls = type(obj)
+        self.factory = getattr(obj, "default_factory", None)
+
+    def build(self, pairs: list) -> dict:
+        return self.cls(pairs) if self.factory is None else self.cls(self.factory, pairs)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, DictKind) and (self.cls, self.factory) == (
+            other.cls,
+            other.factory,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.cls, self.factory))
+
+
+class DataclassKind:
+    """A dataclass instance's kind in a structure: its fields are the children; `unflatten`
+    gives a copy of the returned instance with the fields' new values (a function returning
+    ``StepOutput(loss=..., logits=...)``)."""
+
+    __slots__ = ("cls", "names", "template")
+
+    def __init__(self, obj):
+        self.cls = type(obj)
+        self.names = tuple(f.name for f in dataclasses.fields(obj))
+        self.template = obj
+
+    def build(self, values: list):
+        out = copy.copy(self.template)
+        for name, value in zip(self.names, values):
+            object.__setattr__(out, name, value)  # (a frozen dataclass too)
+        return out
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, DataclassKind) and (self.cls, self.names) == (
+            other.cls,
+            other.names,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.cls, self.names))
+
+
+def is_dataclass_instance(obj) -> bool:
+    return dataclasses.is_dataclass(obj) and not isinstance(obj, type)
+
+
 def flatten(
     tree,
     what: str = "the values",
@@ -96,7 +156,11 @@ def flatten(
         if isinstance(obj, (tuple, list)):
             return (type(obj), tuple(walk(o, f"{where}[{i}]") for i, o in enumerate(items(obj))))
         if isinstance(obj, dict):
-            return (dict, tuple((k, walk(v, f"{where}[{k!r}]")) for k, v in obj.items()))
+            kind = dict if type(obj) is dict else DictKind(obj)
+            return (kind, tuple((k, walk(v, f"{where}[{k!r}]")) for k, v in obj.items()))
+        if is_dataclass_instance(obj) and not is_leaf(obj):
+            kind = DataclassKind(obj)
+            return (kind, tuple(walk(getattr(obj, n), f"{where}.{n}") for n in kind.names))
         if is_leaf(obj):
             leaves.append(obj)
         elif isinstance(obj, (TracedItem, TracedList)):
@@ -140,6 +204,10 @@ def unflatten(spec, leaves):
         kind, inner = s
         if kind is dict:
             return {k: build(v) for k, v in inner}
+        if isinstance(kind, DictKind):
+            return kind.build([(k, build(v)) for k, v in inner])
+        if isinstance(kind, DataclassKind):
+            return kind.build([build(x) for x in inner])
         return _rebuild(kind, [build(x) for x in inner])
 
     return build(spec)
@@ -156,8 +224,11 @@ def describe(spec) -> str:
     if spec == LIST:
         return "list"
     kind, inner = spec
-    if kind is dict:
+    if kind is dict or isinstance(kind, DictKind):
         return "{" + ", ".join(f"{k!r}: {describe(v)}" for k, v in inner) + "}"
+    if isinstance(kind, DataclassKind):
+        fields = ", ".join(f"{n}={describe(v)}" for n, v in zip(kind.names, inner))
+        return f"{kind.cls.__name__}({fields})"
     parts = [describe(s) for s in inner]
     return ("[%s]" if kind is list else "(%s)") % ", ".join(parts)
 

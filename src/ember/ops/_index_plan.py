@@ -130,6 +130,10 @@ def _classify(op: str, item):
         # (a sequence: x[range(3)], x[:, (0, 2)] index as a list does, as in PyTorch)
         t = _as_index_tensor(op, item)
         return ("mask", t) if t.dtype is dt.bool_ else ("tensor", t)
+    if hasattr(type(item), "__index__"):
+        # an object standing for an int, as PyTorch takes it (a traced int .item() of host
+        # data gives its number; one without a value while tracing raises its TraceError)
+        return ("int", operator.index(item))
     raise TypeError(
         f"{op}: only integers, slices, None, Ellipsis and integer or bool tensors are valid "
         f"indices; got {type(item).__name__}"

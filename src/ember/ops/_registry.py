@@ -257,6 +257,20 @@ INPLACE: dict[str, Callable] = {}  # Tensor gets ``name_`` writing ``fn(self, ..
 REGISTER_HOOKS: list = []
 
 
+_PLAIN_VALUES = frozenset((bool, int, float, complex, str, list, tuple, dict, type(None)))
+
+
+def is_traced(x, flag: str = "is_traced_item") -> bool:
+    """Whether ``x`` is a traced ``.item()`` (``flag="is_traced_list"``: ``.tolist()``) of
+    graph/traced_item.py, which ops take as the Python number (list) it stands for. The flag is
+    looked up only where one could be (a tensor's missing attribute is slow to look up)."""
+    return (
+        type(x) not in _PLAIN_VALUES
+        and not isinstance(x, TensorBase)
+        and getattr(x, flag, False) is True
+    )
+
+
 def register(op: OpDef) -> OpDef:
     if op.name in REGISTRY:
         raise ValueError(f"op {op.name!r} is registered twice")

@@ -13,7 +13,17 @@ from ..kernels.cprepack import exposed
 from ..symbolic import SymDim
 from ..types import TensorType
 from ._data import to_array
-from ._registry import OpDef, TensorBase, apply, constant, eager_constant, export, register
+from ._registry import (
+    OpDef,
+    TensorBase,
+    apply,
+    building_graph,
+    constant,
+    eager_constant,
+    export,
+    is_traced,
+    register,
+)
 from ._util import memory_cost, size_arg
 
 
@@ -60,6 +70,9 @@ def full(*args, fill_value=None, dtype=None, requires_grad=False):
         shape_args = args
     shape = size_arg("full", tuple(shape_args))
     d = _fill_dtype(fill_value, dtype)
+    if is_traced(fill_value):
+        out = _full_of_item(shape, fill_value, d)
+        return out.requires_grad_() if requires_grad else out
     if d.is_complex:
         value = complex(fill_value)
     elif isinstance(fill_value, complex):
@@ -72,6 +85,14 @@ def full(*args, fill_value=None, dtype=None, requires_grad=False):
         )
     out = apply(_FULL, shape=shape, value=value, dtype=d)
     return out.requires_grad_() if requires_grad else out
+
+
+def _full_of_item(shape: tuple, item, d):
+    """``full(shape, m.item())`` in a graph being built (graph/traced_item.py): the number is
+    a graph value, not known while tracing, so it is spread rather than made an attribute."""
+    from . import api as E
+
+    return E.clone(E.broadcast_to(item.tensor_for(d), shape))
 
 
 @export
@@ -118,6 +139,9 @@ def tensor(data, dtype=None, requires_grad=False):
     """A new tensor holding a copy of ``data`` (lists, scalars, arrays, tensors).
 
     Python floats become the default float dtype (float32); NumPy arrays keep their dtype."""
+    if building_graph() and _holds_traced(data):  # (items exist only while tracing)
+        out = _tensor_of_traced(data, dtype)
+        return out.requires_grad_() if requires_grad else out
     arr = np.array(to_array(data, dtype), copy=True)
     if not requires_grad:
         return constant(arr)
@@ -125,11 +149,50 @@ def tensor(data, dtype=None, requires_grad=False):
     return eager_constant(arr).requires_grad_()
 
 
+def _holds_traced(data) -> bool:
+    if isinstance(data, (list, tuple)):
+        return any(_holds_traced(x) for x in data)
+    return is_traced(data) or is_traced(data, "is_traced_list")
+
+
+def _tensor_of_traced(data, dtype):
+    """``tensor([a.item(), n])``, ``tensor(p.tolist())`` in a graph being built: the numbers
+    have no values while tracing, so the graph values they are read from are stacked, in the
+    dtype PyTorch infers from the Python numbers they stand for (a float32 tensor's .tolist()
+    is floats: the default float dtype) unless ``dtype`` is given."""
+    from . import api as E
+
+    def example(x):  # a Python number (or an item: a weak scalar of its kind) for promotion
+        if isinstance(x, (list, tuple)):
+            return [e for v in x for e in example(v)]
+        if is_traced(x, "is_traced_list"):
+            d = x.tensor.dtype
+            return [
+                False if d.is_bool else 0j if d.is_complex else 0.0 if d.is_floating_point else 0
+            ]
+        return [x]
+
+    d = dt.as_dtype(dtype) if dtype is not None else dt.result_type(*example(data))
+
+    def build(x):
+        if isinstance(x, (list, tuple)):
+            return E.stack([build(v) for v in x])
+        if is_traced(x):
+            return x.tensor_for(d)
+        if is_traced(x, "is_traced_list"):
+            return E.cast(x.tensor, d) if x.tensor.dtype is not d else x.tensor
+        return constant(np.array(to_array(x, d), copy=True))
+
+    return build(data)
+
+
 @export
 def as_tensor(data, dtype=None):
     """Like `tensor` but shares memory with a NumPy array (or returns a tensor unchanged)."""
     if isinstance(data, TensorBase) and (dtype is None or data.dtype == dtype):
         return data
+    if building_graph() and _holds_traced(data):
+        return _tensor_of_traced(data, dtype)
     array = to_array(data, dtype)
     if array is data:  # shared with the caller, who may write it (kernels/cprepack.py)
         exposed(array, early=True)

@@ -29,6 +29,7 @@ from ._registry import (
     building_graph,
     constant,
     export,
+    is_traced,
     register,
 )
 from ._rules import Complex
@@ -60,6 +61,9 @@ def to_tensor(x, dtype=None):
     """A Tensor from a tensor, array, list or scalar (cast to ``dtype`` if given)."""
     if _is_tensor(x):
         return x if dtype is None or x.dtype is dtype else E.cast(x, dtype)
+    if is_traced(x):
+        # a traced .item(): the graph value its number is read from, as a weak scalar is typed
+        return x.tensor_for(dtype)
     if isinstance(x, SymDim):  # a symbolic size (mean over a batch N): filled in at run time
         from .creation import _FULL
 
@@ -99,7 +103,11 @@ def promote(*operands, floating: bool = False):
         elif isinstance(y, TensorBase) and _keeps_dtype(y.dtype, x, floating):
             return constant(scalar_array(x, y.dtype)), y
     operands = [
-        x if _is_tensor(x) or isinstance(x, (bool, int, float, complex, SymDim)) else to_tensor(x)
+        x
+        if _is_tensor(x)
+        or isinstance(x, (bool, int, float, complex, SymDim))
+        or is_traced(x)  # (a traced .item(): a weak scalar, typed below)
+        else to_tensor(x)
         for x in operands
     ]
     # a symbolic size is a weak int, like the Python int it will be when the graph runs

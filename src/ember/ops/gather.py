@@ -18,7 +18,15 @@ from ..types import TensorType
 from . import _batching
 from . import api as E
 from ._index_plan import FULL, IndexOutOfRangeError
-from ._registry import OpDef, TensorBase, apply, building_graph, export, register
+from ._registry import (
+    OpDef,
+    TensorBase,
+    apply,
+    building_graph,
+    export,
+    is_traced,
+    register,
+)
 from ._rules import Complex
 from ._scatter_kernels import add_elements
 from ._util import (
@@ -277,6 +285,8 @@ def gather(x, dim: int, index, *, sparse_grad: bool = False):
 def _src_arg(x, index, src, op="scatter"):
     if isinstance(src, (bool, int, float, complex)):  # a scalar value fills every position
         check_fill_value(op, src, x.dtype)
+        return E.full(tuple(index.shape), src, dtype=x.dtype)
+    if is_traced(src):  # (a traced .item(): a scalar too)
         return E.full(tuple(index.shape), src, dtype=x.dtype)
     return to_tensor(src, x.dtype)
 

@@ -13,7 +13,7 @@ from ..types import TensorType
 from . import _onnx
 from . import api as E
 from ._half import elementwise_fast
-from ._registry import OpDef, TensorBase, apply, export, register
+from ._registry import OpDef, TensorBase, apply, export, is_traced, register
 from ._rules import Complex, Select
 from ._select import select_bits, zero_bits
 from ._util import (
@@ -204,6 +204,13 @@ def _clip_tensors(x, lo, hi):
 @export(method=("clip", "clamp"), inplace=True)
 def clip(x, min=None, max=None):
     """Clamp values into [min, max]; tensor bounds broadcast (a bound of None is open)."""
+    if is_traced(min) or is_traced(max):
+        # a traced .item() bound (graph/traced_item.py) has no number while the graph is built:
+        # it is a weak scalar made a graph value, and clamps as a 0-d tensor bound does
+        x = to_tensor(x)
+        dtype = dt.result_type(x, *[b for b in (min, max) if b is not None])
+        x = x if x.dtype is dtype else E.cast(x, dtype)
+        return _clip_tensors(x, *[None if b is None else to_tensor(b, dtype) for b in (min, max)])
     if isinstance(min, TensorBase) or isinstance(max, TensorBase):
         return _clip_tensors(to_tensor(x), min, max)
     x = to_tensor(x)
