@@ -228,3 +228,25 @@ def test_a_tolist_used_as_values_is_refused():
     # host data is still read as such: an integer argument's values specialize the capture
     f = ember.function(lambda x, sizes: [p.sum() for p in x.split(sizes.tolist())])
     assert [t.item() for t in f(ember.arange(5.0), ember.tensor([2, 3]))] == [1.0, 9.0]
+
+
+@pytest.mark.parametrize(
+    "use",
+    [
+        lambda x: ember.tensor(x.sum().item()),
+        lambda x: ember.tensor((x > 0).sum().item(), dtype=ember.float64),
+        lambda x: ember.full((2, 3), x.mean().item()),
+        lambda x: ember.full((2,), (x > 0).sum().item()),
+        lambda x: x.clamp(max=x.mean().item()),
+        lambda x: ember.clamp(x, min=x.min().item() / 2, max=0.5),
+        lambda x: ember.add(x, x.mean().item()),
+        lambda x: ember.where(x > 0, x, x.mean().item()),
+        lambda x: (x > 0).long() * x.mean().item(),
+        lambda x: x.double() - x.max().item(),
+    ],
+)
+def test_an_item_passed_to_ops_is_the_number_as_a_python_scalar(use):
+    x = ember.tensor([0.25, -1.5, 3.0, -0.125])
+    got, want = ember.function(use)(x), use(x)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got.numpy(), want.numpy())

@@ -187,3 +187,48 @@ def test_loop_requests_are_what_the_loops_build():
     source, flags = cfuse.loop_request(program, (0,), [t], [t])
     assert source == cfuse.source_of(program, (0,), [t], [t]) + cfuse.step_source([t], [t])
     assert "-lm" in flags and "-O1" in flags
+
+
+@needs_cc
+def test_processes_building_one_group_at_once_all_get_their_kernels(fresh_cache):
+    import json
+    import subprocess
+    import sys
+
+    sources = _sources(6)
+    listed = fresh_cache.parent / "sources.json"
+    listed.write_text(json.dumps(sources))
+    script = (
+        "import sys, json, ctypes, numpy as np\n"
+        "from ember.kernels import cbatch, ccompile\n"
+        "sources = json.load(open(sys.argv[1]))\n"
+        "flags = ('-O1', '-fPIC', '-shared', '-std=gnu11')\n"
+        "cbatch.build_together([(s, flags) for s in sources])\n"
+        "for k, s in enumerate(sources):\n"
+        "    fn = ccompile.load(s, 'kernel', [ctypes.c_void_p, ctypes.c_long], flags=flags)\n"
+        "    x = np.ones(2, np.float32)\n"
+        "    fn(x.ctypes.data, 2)\n"
+        "    assert x.tolist() == [3.0 + k, 3.0], x\n"
+    )
+    runs = [subprocess.Popen([sys.executable, "-c", script, str(listed)]) for _ in range(3)]
+    assert [run.wait(timeout=300) for run in runs] == [0, 0, 0]
+    # no group library is left behind: each kernel's own entry only
+    assert len(list(fresh_cache.glob("*.so"))) == len(sources)
+
+
+@needs_cc
+def test_a_group_whose_entries_cannot_be_linked_leaves_them_to_load(fresh_cache, monkeypatch):
+    import ctypes
+
+    def vanished(library, target):  # (another process removed the group's files meanwhile)
+        raise FileNotFoundError(library)
+
+    monkeypatch.setattr(cbatch, "_link_or_copy", vanished)
+    sources = _sources(3)
+    flags = ("-O1", "-fPIC", "-shared", "-std=gnu11")
+    assert cbatch.build_together([(s, flags) for s in sources]) == 0
+    assert not list(fresh_cache.iterdir())  # (no group library, no hash without its library)
+    fn = ccompile.load(sources[2], "kernel", [ctypes.c_void_p, ctypes.c_long], flags=flags)
+    x = np.ones(2, np.float32)
+    fn(x.ctypes.data, 2)
+    assert x.tolist() == [5.0, 3.0]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import re
+import uuid
 from pathlib import Path
 
 from .._files import create_temporary, write_atomic
@@ -210,7 +211,10 @@ def _build_group(cc, flags: tuple, members: dict[str, str], directory: Path) -> 
     if len(keys) < 2:
         return 0
     group_key = ccompile.library_key(cc, source, flags)
-    library = directory / f"{group_key}.so"
+    # a name of this build's own: another process building the same group at once (the ranks
+    # of an MPI job, pytest's workers) removes its group library when it has linked it
+    library = directory / f"{group_key}-{os.getpid()}-{uuid.uuid4().hex[:8]}.so"
+    linked = 0
     with ccompile._lock:
         try:
             ccompile._build(cc, source, flags, library)
@@ -218,17 +222,24 @@ def _build_group(cc, flags: tuple, members: dict[str, str], directory: Path) -> 
             _failed_flags.add(flags)
             library.with_suffix(".failed.c").unlink(missing_ok=True)
             return 0
-        ccompile.stats.batched += len(keys)
         try:
             digest = library.with_suffix(".sha256").read_bytes()
             for key in keys:  # each its own entry: its hash, then its library
                 target = directory / f"{key}.so"
                 write_atomic(target.with_suffix(".sha256"), digest, 0o644, sweep=False)
-                _link_or_copy(library, target)
+                try:
+                    _link_or_copy(library, target)
+                except OSError:
+                    target.with_suffix(".sha256").unlink(missing_ok=True)
+                    raise
+                linked += 1
+        except OSError:
+            pass  # (only a saving: `ccompile.load` builds what is not linked)
         finally:
             library.unlink(missing_ok=True)
             library.with_suffix(".sha256").unlink(missing_ok=True)
-    return len(keys)
+        ccompile.stats.batched += linked
+    return linked
 
 
 def _link_or_copy(library: Path, target: Path) -> None:
