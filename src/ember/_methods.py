@@ -33,17 +33,13 @@ _NOT_OPERANDS = (str, bytes, list, tuple, dict, set)
 
 def _binary(name):
     """A binary operator: defers (NotImplemented) to an operand that is a sparse tensor, so
-    ``dense + sparse`` runs the sparse tensor's reflected operator, as in PyTorch, and to a
-    traced ``.item()`` (graph/traced_item.py: the number as a weak scalar)."""
+    ``dense + sparse`` runs the sparse tensor's reflected operator, as in PyTorch."""
 
     def method(self, other, *args, **kwargs):
         if (
             not isinstance(other, TensorBase)
             and type(other) not in _NUMBERS  # (a number has no is_sparse: no lookup for it)
-            and (
-                getattr(other, "is_sparse", False) is True
-                or getattr(other, "is_traced_item", False) is True
-            )
+            and getattr(other, "is_sparse", False) is True
         ):
             return NotImplemented
         if args or kwargs:
@@ -61,12 +57,6 @@ def _compare(name):
 
     def method(self, other):
         if other is None or isinstance(other, _NOT_OPERANDS):
-            return NotImplemented
-        if (
-            type(other) not in _NUMBERS
-            and not isinstance(other, TensorBase)
-            and getattr(other, "is_traced_item", False) is True  # (its reflected comparison)
-        ):
             return NotImplemented
         return PUBLIC[name](self, other)
 

@@ -47,10 +47,36 @@ __all__ = ["TracedItem", "TracedList", "close_items", "escaped_items"]
 _KINDS = {bool: 0, int: 1, float: 2, complex: 3}  # Python's numeric tower: bool < int < ...
 
 
-class TracedItem:
+class _Traced:
+    """What a traced item and a traced list share: the graph value they are read from
+    (``tensor``), the user's line that made them, and their end with the trace."""
+
+    __slots__ = ("tensor", "location", "closed", "__weakref__")
+    _CALL = ""  # ".item()" or ".tolist()"
+    _GIVES = ""  # what the graph does not give it once the trace has ended
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise EmberError(
+                f"this is the {self._CALL} of a tensor traced at {self.location}: it was kept "
+                "outside the traced function's results, and the graph, which runs without "
+                f"Python, gives it no {self._GIVES}; return it from the function instead",
+                op=self._CALL.strip(".()"),
+            )
+
+    def __repr__(self) -> str:
+        state = ", kept outside the results of its trace" if self.closed else ""
+        return f"<{self._CALL} of a traced tensor{state}, from {self.location}>"
+
+    __str__ = __repr__
+    __hash__ = object.__hash__  # (its __eq__ needs its value; it may be a dict's value)
+
+
+class TracedItem(_Traced):
     """The Python number ``source.item()`` stands for in a graph being built."""
 
-    __slots__ = ("tensor", "kind", "source", "location", "closed", "__weakref__")
+    __slots__ = ("kind", "source")
+    _CALL, _GIVES = ".item()", "number"
 
     def __init__(self, source, tensor=None, kind: int | None = None, location=None):
         # the SymbolicTensor whose value this is (``t`` of ``t.item()``; an arithmetic result):
@@ -65,7 +91,7 @@ class TracedItem:
                     op="item",
                 )
             tensor = _snapshot(source).reshape(())
-            kind = _kind_of(tensor.dtype)
+            kind = tensor.dtype.category  # (bool 0, int 1, float 2, complex 3: dtypes.py's)
         self.tensor = tensor  # 0-d, no gradient: the graph value the number is read from
         self.kind = kind  # 0 bool, 1 int, 2 float, 3 complex (the number's Python type)
         self.location = user_location() if location is None else location
@@ -78,15 +104,6 @@ class TracedItem:
         if self.kind <= 1:  # an integer or bool of host data reads its number
             return self.source.host_value(what).item()
         self.source._refuse(what)
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise EmberError(
-                f"this is the .item() of a tensor traced at {self.location}: it was kept "
-                "outside the traced function's results, and the graph, which runs without "
-                "Python, gives it no number; return it from the function instead",
-                op="item",
-            )
 
     def __bool__(self):
         return bool(self._refuse("bool() of the .item()"))
@@ -137,13 +154,7 @@ class TracedItem:
     def __ge__(self, other):
         return self._compare(other, operator.ge, ">=")
 
-    __hash__ = object.__hash__  # (an item may be a dict key's value; __eq__ needs its value)
-
-    def __repr__(self) -> str:
-        state = ", kept outside the results of its trace" if self.closed else ""
-        return f"<.item() of a traced tensor{state}, from {self.location}>"
-
-    __str__ = __repr__
+    __hash__ = _Traced.__hash__  # (defining __eq__ would otherwise unset it)
 
     def tensor_for(self, dtype=None):
         """The number as an op's scalar operand (``x.clamp(max=m.item())``, ``x.mul(s.item())``):
@@ -248,33 +259,25 @@ class TracedItem:
             item.kind = 2
         return item
 
-    # (a tensor operand's own operator runs first and defers here: ember/_methods.py)
+    # (ops take it as the number it stands for: ops/_registry.py is_traced)
     is_traced_item = True
 
 
-class TracedList:
+class TracedList(_Traced):
     """The nested list ``source.tolist()`` stands for in a graph being built (a tensor of at
     least one dimension whose values are not host data): returned among the traced function's
     results, each call gives the list an eager call gives (graph/tree.py's ``LIST`` leaf).
     ``len``, indexing and iteration give its rows (a `TracedList`) or its elements (a
     `TracedItem`); any other use needs the values and raises `TraceError`."""
 
-    __slots__ = ("tensor", "location", "closed", "__weakref__")
+    __slots__ = ()
+    _CALL, _GIVES = ".tolist()", "values"
 
     def __init__(self, source, location=None):
         self.tensor = _snapshot(source)
         self.location = user_location() if location is None else location
         self.closed = False
         _register(source.builder, self)
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise EmberError(
-                f"this is the .tolist() of a tensor traced at {self.location}: it was kept "
-                "outside the traced function's results, and the graph, which runs without "
-                "Python, gives it no values; return it from the function instead",
-                op="tolist",
-            )
 
     def _refuse(self, what: str):
         self._check_open()
@@ -303,7 +306,7 @@ class TracedList:
     def __eq__(self, other):
         self._refuse("comparing the .tolist()")
 
-    __hash__ = object.__hash__
+    __hash__ = _Traced.__hash__
 
     def __contains__(self, value):
         self._refuse("searching the .tolist()")
@@ -313,12 +316,6 @@ class TracedList:
 
     def __array__(self, *args, **kwargs):
         self._refuse("converting the .tolist() to a NumPy array")
-
-    def __repr__(self) -> str:
-        state = ", kept outside the results of its trace" if self.closed else ""
-        return f"<.tolist() of a traced tensor{state}, from {self.location}>"
-
-    __str__ = __repr__
 
     # (ember.tensor(...) of a list holding it stacks its tensor: ops/creation.py)
     is_traced_list = True
@@ -340,14 +337,6 @@ def _register(builder, traced) -> None:
     if refs is None:
         refs = builder.traced_items = []
     refs.append(weakref.ref(traced))
-
-
-def _kind_of(dtype) -> int:
-    if dtype.is_bool:
-        return 0
-    if dtype.is_complex:
-        return 3
-    return 2 if dtype.is_floating_point else 1
 
 
 def _as(tensor, kind: int):
@@ -377,8 +366,7 @@ def _with_tensor(item: TracedItem, tensor, op, reflected: bool):
     stays float32)."""
     from ..dtypes import result_type
 
-    example = (False, 0, 0.0, 0j)[item.kind]
-    number = item.tensor.to(result_type(tensor, example))
+    number = item.tensor_for(result_type(tensor, item))
     return op(tensor, number) if reflected else op(number, tensor)
 
 

@@ -165,11 +165,8 @@ def _tensor_of_traced(data, dtype):
     def example(x):  # a Python number (or an item: a weak scalar of its kind) for promotion
         if isinstance(x, (list, tuple)):
             return [e for v in x for e in example(v)]
-        if is_traced(x, "is_traced_list"):
-            d = x.tensor.dtype
-            return [
-                False if d.is_bool else 0j if d.is_complex else 0.0 if d.is_floating_point else 0
-            ]
+        if is_traced(x, "is_traced_list"):  # (its elements' Python type, by category)
+            return [(False, 0, 0.0, 0j)[x.tensor.dtype.category]]
         return [x]
 
     d = dt.as_dtype(dtype) if dtype is not None else dt.result_type(*example(data))
