@@ -261,6 +261,21 @@ def test_the_calibration_is_measured_once_and_cached(measured, monkeypatch, tmp_
     assert "hand-off" in str(first)
 
 
+def test_a_split_stalled_by_a_busy_machine_is_timed_as_one_thread(monkeypatch):
+    # the pool's split waiting a scheduler slice per call (another process on the other core)
+    # is the load of the moment, not the machine: cached, it would predict every product
+    # above the split size 100x too slow for good
+    from ember.runtime import parallel_measure, workers
+
+    times = iter([32e-3, 0.2e-3, 0.25e-3])  # alone (split), one thread, two at once
+    monkeypatch.setattr(parallel_measure, "_best_time", lambda fn, samples: next(times))
+    monkeypatch.setattr(parallel_measure, "_median_time", lambda fn, n: 1.0)  # one rep
+    alone, worker, pair = parallel_measure._measure(lambda: None, workers.worker_pool())
+    assert (alone, worker, pair) == (0.2e-3, 0.2e-3, 1.25)
+    times = iter([0.1e-3, 0.2e-3, 0.3e-3])  # a split that gains keeps its own time
+    assert parallel_measure._measure(lambda: None, workers.worker_pool())[0] == 0.1e-3
+
+
 def test_on_this_machine_a_chain_and_tiny_ops_stay_sequential(measured):
     assert not parallel.plan(_graph(chain, chain_args()), measured).parallel
     tiny = _graph(inception, inception_args(n=1, c=4, size=4))

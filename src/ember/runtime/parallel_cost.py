@@ -61,8 +61,8 @@ import numpy as np
 from .._files import write_atomic
 from ..kernels.cpool import cpu_count, cpu_model
 
-FORMAT_VERSION = "5"  # 3: matmuls timed through ember's kernel (kernels/cgemm.py); 4: its own GEMM;
-# 5: the C graph runner's costs
+FORMAT_VERSION = "6"  # 3: matmuls timed through ember's kernel (kernels/cgemm.py); 4: its own GEMM;
+# 5: the C graph runner's costs; 6: a split no slower than one thread (parallel_measure)
 # overlapping nodes whose pair factor is above this fraction of the cores gains too little to
 # pay for the hand-offs: they run alone
 EXCLUSIVE_FRACTION = 0.8
