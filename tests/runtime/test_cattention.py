@@ -271,3 +271,32 @@ def test_without_a_compiler_numpy_runs(tmp_path):
     )
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+@needs_c
+def test_a_layouts_job_is_reused_with_each_calls_own_data():
+    # one layout's job is planned once; every call, on any thread, brings its own pointers
+    import threading
+
+    rng = np.random.default_rng(5)
+    shape = (2, 3, 17, 8)
+    sets = [[rng.standard_normal(shape).astype(np.float32) for _ in "qkv"] for _ in range(6)]
+    want = [_kernel(q, k, v, scale=0.3, causal=True, safe=False) for q, k, v in sets]
+    got = [None] * len(sets)
+
+    def run(i):
+        for _ in range(20):
+            got[i] = cattention.attention(*sets[i], None, scale=0.3, causal=True, safe=False)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(sets))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for (q, k, v), g, w in zip(sets, got, want):
+        np.testing.assert_allclose(g, w, atol=_tolerance(q, k, v, 0.3), rtol=0)
+    # the same shapes as another layout (a strided view) plan their own job
+    q, k, v = sets[0]
+    kt = np.ascontiguousarray(k.swapaxes(-1, -2)).swapaxes(-1, -2)
+    g = cattention.attention(q, kt, v, None, scale=0.3, causal=True, safe=False)
+    np.testing.assert_allclose(g, want[0], atol=_tolerance(q, k, v, 0.3), rtol=0)

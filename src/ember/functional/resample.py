@@ -13,6 +13,7 @@ affine maps with the constant base grid.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 
@@ -257,13 +258,25 @@ def interpolate(
             for term in terms[1:]:
                 x = x + term
             continue
-        i0, i1, w0, w1 = _linear_weights(n_in, out[d], scales[d], align_corners)
-        if np.array_equal(i0, np.arange(n_in)) and not w1.any():
+        taps = _linear_taps(n_in, out[d], scales[d], align_corners, x.dtype.np)
+        if taps is None:
             continue  # the identity
         # take(x, i0) * w0 + take(x, i1) * w1 along the axis, as one op (ops/resample.py)
-        weights = [to_tensor(w.astype(x.dtype.np)) for w in (w0, w1)]
-        x = apply(LINEAR_RESAMPLE, x, to_tensor(i0), to_tensor(i1), *weights, axis=axis)
+        x = apply(LINEAR_RESAMPLE, x, *(to_tensor(a) for a in taps), axis=axis)
     return x
+
+
+@functools.lru_cache(maxsize=256)
+def _linear_taps(n_in: int, n_out: int, scale, align_corners: bool, dtype):
+    """`_linear_weights` with the weights in ``dtype``, or None where they copy the input;
+    kept per size, read-only (a model resizes the same sizes at every call)."""
+    i0, i1, w0, w1 = _linear_weights(n_in, n_out, scale, align_corners)
+    if np.array_equal(i0, np.arange(n_in)) and not w1.any():
+        return None
+    taps = (i0, i1, w0.astype(dtype), w1.astype(dtype))
+    for a in taps:
+        a.flags.writeable = False
+    return taps
 
 
 @export(functional=True, toplevel=False)

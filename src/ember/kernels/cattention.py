@@ -417,6 +417,44 @@ def attention(q, k, v, mask, *, scale: float, causal: bool, safe: bool):
     broadcast), or None where the kernel does not apply (see the module docstring). ``mask``
     is None, a float array of q's dtype added to the scores, or a bool array of the kept
     positions; either broadcasts to the scores' shape."""
+    # the call's layout decides everything but the data pointers: its job is built once per
+    # layout and copied per call (building it, broadcasts and ctypes arrays, cost several
+    # times a small head's whole kernel: an eager ViT at batch one calls this per layer)
+    key = (q.dtype, q.shape, q.strides, k.dtype, k.shape, k.strides, v.dtype, v.shape)
+    key += (v.strides, scale, causal, safe)
+    if mask is not None:
+        key += (mask.dtype, mask.shape, mask.strides)
+    planned = _planned.get(key, _UNPLANNED)
+    if planned is _UNPLANNED:
+        planned = _plan(q, k, v, mask, scale=scale, causal=causal, safe=safe)
+        if len(_planned) >= 256:  # (bounded: a process may meet many layouts)
+            _planned.clear()
+        _planned[key] = planned
+    if planned is None:
+        return None
+    template, count, out_shape = planned
+    out = np.empty(out_shape, q.dtype)
+    if template is None:  # (an empty result)
+        return out
+    found = _function(q.dtype)
+    if found is None:
+        return None
+    fn, job_type, pool, _ = found
+    job = job_type.from_buffer_copy(template)  # (each call its own: threads may share a layout)
+    job.q, job.k, job.v, job.o = q.ctypes.data, k.ctypes.data, v.ctypes.data, out.ctypes.data
+    job.m = None if mask is None else mask.ctypes.data
+    fn(ctypes.addressof(job), count, pool)
+    return None if job.failed else out
+
+
+_UNPLANNED = object()
+_planned: dict = {}  # a call's layout -> `_plan`'s answer
+
+
+def _plan(q, k, v, mask, *, scale: float, causal: bool, safe: bool):
+    """For operands of ``q``'s, ``k``'s, ``v``'s and ``mask``'s layouts: None where the kernel
+    does not apply, else (the job without its pointers, the batch count, the result's shape),
+    the job None for an empty result."""
     dtype = q.dtype
     if k.dtype != dtype or v.dtype != dtype or min(q.ndim, k.ndim, v.ndim) < 2:
         return None
@@ -433,29 +471,26 @@ def attention(q, k, v, mask, *, scale: float, causal: bool, safe: bool):
         batch = np.broadcast_shapes(*(a.shape[:-2] for a in arrays))
     except ValueError:
         return None
-    out = np.empty(batch + (L, Ev), dtype)
-    if out.size == 0:
-        return out
+    out_shape = batch + (L, Ev)
+    if math.prod(out_shape) == 0:
+        return None, 0, out_shape
     found = _function(dtype) if S and E else None
     if found is None:
         return None
-    fn, job_type, pool, _ = found
+    job_type = found[1]
 
     def described(a):
         return a.shape, tuple(st // a.itemsize for st in a.strides)
 
     masked = None if mask is None else (*described(mask), mask.dtype == np.bool_)
     made = _job_of(
-        job_type, [described(a) for a in (q, k, v)], masked, out.shape,
+        job_type, [described(a) for a in (q, k, v)], masked, out_shape,
         scale=scale, causal=causal, safe=safe,
     )  # fmt: skip
     if made is None:
         return None
     job, count = made
-    job.q, job.k, job.v, job.o = q.ctypes.data, k.ctypes.data, v.ctypes.data, out.ctypes.data
-    job.m = None if mask is None else mask.ctypes.data
-    fn(ctypes.addressof(job), count, pool)
-    return None if job.failed else out
+    return job, count, out_shape
 
 
 def attention_step(q, k, v, mask, out, *, scale: float, causal: bool, safe: bool):

@@ -32,6 +32,7 @@ import functools
 import numpy as np
 
 from . import chalf
+from .cstep import data_address
 
 __all__ = ["available", "gelu", "gelu_backward", "layer_norm", "layer_norm_backward"]
 
@@ -319,10 +320,16 @@ def available(dtype) -> bool:
     return _functions(np.dtype(dtype)) is not None
 
 
-def _parallel_min() -> int:
-    from .cfuse import PARALLEL_MIN  # the fused elementwise loops' threshold for threads
+_cfuse: list = []  # kernels/cfuse.py, imported at the first call (an import per call costs)
 
-    return PARALLEL_MIN
+
+def _parallel_min() -> int:
+    """The fused elementwise loops' threshold for threads (kernels/cfuse.py)."""
+    if not _cfuse:
+        from . import cfuse
+
+        _cfuse.append(cfuse)
+    return _cfuse[0].PARALLEL_MIN
 
 
 def _prepare(*arrays):
@@ -341,7 +348,9 @@ def gelu(x: np.ndarray, tanh_form: bool) -> np.ndarray | None:
         return None
     fns, pool = found
     y = np.empty_like(x)
-    fns["ember_gelu"](x.ctypes.data, y.ctypes.data, x.size, int(tanh_form), pool, _parallel_min())
+    fns["ember_gelu"](
+        data_address(x), data_address(y), x.size, int(tanh_form), pool, _parallel_min()
+    )
     return y
 
 
@@ -354,7 +363,13 @@ def gelu_backward(x: np.ndarray, g: np.ndarray, tanh_form: bool) -> np.ndarray |
     fns, pool = found
     dx = np.empty_like(x)
     fns["ember_gelu_backward"](
-        x.ctypes.data, g.ctypes.data, dx.ctypes.data, x.size, int(tanh_form), pool, _parallel_min()
+        data_address(x),
+        data_address(g),
+        data_address(dx),
+        x.size,
+        int(tanh_form),
+        pool,
+        _parallel_min(),
     )
     return dx
 
@@ -370,10 +385,10 @@ def layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> np.nd
     fns, pool = found
     y = np.empty_like(x)
     fns["ember_layer_norm"](
-        x.ctypes.data,
-        w.ctypes.data,
-        b.ctypes.data,
-        y.ctypes.data,
+        data_address(x),
+        data_address(w),
+        data_address(b),
+        data_address(y),
         x.size // n,
         n,
         float(eps),
@@ -421,12 +436,12 @@ def layer_norm_backward(x: np.ndarray, w: np.ndarray, g: np.ndarray, eps: float)
     dw = np.empty(w.shape, dtype=x.dtype)
     db = np.empty(w.shape, dtype=x.dtype)
     failed = fns["ember_layer_norm_backward"](
-        x.ctypes.data,
-        w.ctypes.data,
-        g.ctypes.data,
-        dx.ctypes.data,
-        dw.ctypes.data,
-        db.ctypes.data,
+        data_address(x),
+        data_address(w),
+        data_address(g),
+        data_address(dx),
+        data_address(dw),
+        data_address(db),
         rows,
         n,
         float(eps),

@@ -28,6 +28,7 @@ import math
 import numpy as np
 
 from . import chalf
+from .cstep import data_address
 
 __all__ = ["resample", "resample_backward"]
 
@@ -287,12 +288,12 @@ def resample(x, i0, i1, w0, w1, axis: int) -> np.ndarray | None:
     from .cfuse import PARALLEL_MIN
 
     fn(
-        x.ctypes.data,
+        data_address(x),  # (the taps are often read-only: interpolate's cached ones)
         i0.ctypes.data,
         i1.ctypes.data,
         w0.ctypes.data,
         w1.ctypes.data,
-        y.ctypes.data,
+        data_address(y),
         outer,
         n,
         m,

@@ -3,9 +3,10 @@
 
 * ``adaptive_max_pool``: a primitive returning (values, indices) like max_pool, with the same
   gradient (pool_scatter through the indices, first maximum of each window).
-* adaptive_avg_pool1d/2d/3d: composites. Averaging over such windows is separable, one
-  dimension at a time: a reshape and a mean when the size divides evenly (the common case),
-  otherwise a matmul by the (L, out) averaging matrix.
+* adaptive_avg_pool1d/2d/3d: composites. Where every size divides evenly (the common case: a
+  global pool) one reshape and one mean over every window's axes; otherwise averaging over
+  such windows is separable, one dimension at a time: a reshape and a mean where the size
+  divides evenly, a matmul by the (L, out) averaging matrix where not.
 """
 
 from __future__ import annotations
@@ -182,8 +183,17 @@ def _adaptive_avg_pool_nd(nd: int):
         _check_input(name, x, size)
         if not x.dtype.is_floating_point:
             raise DTypeError(f"expected a floating-point input, got {x.dtype}", op=name)
-        for axis, o in enumerate(size):
-            x = _average_axis(x, axis + 2, o)
+        spatial = tuple(x.shape[2:])
+        if spatial != size and all(n % o == 0 for n, o in zip(spatial, size)):
+            # equal, disjoint windows along every axis (a global pool, or halving): each window
+            # summed at once and divided by its size, as PyTorch's kernel averages it
+            split = tuple(x.shape[:2])
+            for n, o in zip(spatial, size):
+                split += (o, n // o)
+            x = E.mean(E.reshape(x, split), tuple(range(3, 3 + 2 * nd, 2)))
+        else:
+            for axis, o in enumerate(size):
+                x = _average_axis(x, axis + 2, o)
         return E.reshape(x, tuple(x.shape[1:])) if unbatched else x
 
     adaptive_avg_pool.__name__ = adaptive_avg_pool.__qualname__ = name
