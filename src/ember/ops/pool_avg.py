@@ -9,6 +9,8 @@ replaces the divisor. The divisor of a window is a product of per-dimension leng
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..errors import ShapeError
@@ -32,8 +34,16 @@ def _geometry(in_size, kernel, stride, padding, ceil_mode):
     return out, padded_extent(in_size, kernel, stride, padding, (1,) * len(kernel), out)
 
 
+@functools.lru_cache(maxsize=256)
 def _divisor(in_size, out, kernel, stride, padding, count_include_pad, override, dtype):
-    """The divisor of every window, an array of the output's spatial shape."""
+    """The divisor of every window, an array of the output's spatial shape (read-only: kept
+    per geometry, as a model pools the same sizes at every call)."""
+    div = _divisors(in_size, out, kernel, stride, padding, count_include_pad, override, dtype)
+    div.flags.writeable = False
+    return div
+
+
+def _divisors(in_size, out, kernel, stride, padding, count_include_pad, override, dtype):
     if override is not None:
         return np.asarray(override, dtype)
     div = np.ones((), np.int64)
@@ -69,7 +79,7 @@ def _avg_kernel(x, **attrs):
         else:
             total += window
     div = _divisor(
-        x.shape[2:],
+        tuple(x.shape[2:]),
         out,
         kernel,
         stride,
@@ -86,7 +96,7 @@ def _avg_backward_kernel(g, *, in_size, **attrs):
     dtype = compute_dtype(g.dtype)
     kernel, stride, padding, out, extent = _attrs_geometry(in_size, attrs)
     div = _divisor(
-        in_size,
+        tuple(in_size),
         out,
         kernel,
         stride,
