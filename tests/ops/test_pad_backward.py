@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import ember
-from ember.ops.pad import _constant_pad, _pad_backward_kernel, _source_index
+from ember.ops.pad import _NP_MODES, _pad_backward_kernel, _pad_kernel, _source_index
 
 
 def _definition(g, pads, mode, in_shape):
@@ -63,17 +63,27 @@ def test_conv_padding_gradients_equal_torch(mode):
     np.testing.assert_allclose(out[1], out[0], rtol=1e-4, atol=1e-4)
 
 
-def test_constant_padding_equals_numpys_pad():
-    # the constant kernel fills the borders itself (np.pad's generality cost ten times the
-    # copy): random ranks, empty dimensions, transposed inputs, each side padded or not
+def test_padding_equals_numpys_pad():
+    # the kernel fills constant borders itself and takes the copied positions otherwise
+    # (np.pad's generality cost ten times a small padding's copy): random ranks, empty
+    # dimensions, transposed inputs, each side padded or not, every mode
     rng = np.random.default_rng(1)
-    for _ in range(300):
-        shape = tuple(int(s) for s in rng.integers(0, 4, rng.integers(1, 5)))
+    for _ in range(400):
+        shape = tuple(int(s) for s in rng.integers(0, 5, rng.integers(1, 5)))
         x = rng.standard_normal(shape).astype(np.float32)
         if rng.random() < 0.3:
             x = x.T
-        pads = tuple((int(rng.integers(0, 3)), int(rng.integers(0, 3))) for _ in x.shape)
+        mode = str(rng.choice(list(_NP_MODES)))
+        if mode != "constant" and 0 in x.shape:
+            continue  # (refused by the shape rule where padded)
+        limit = min(x.shape) if mode == "reflect" else 3  # (reflect: below each size)
+        pads = tuple((int(rng.integers(0, limit)), int(rng.integers(0, limit))) for _ in x.shape)
         fill = np.float32(rng.standard_normal())
-        want = np.pad(x, pads, constant_values=fill)
-        got = _constant_pad(x, pads, fill)
-        assert got.shape == want.shape and np.array_equal(got, want), (x.shape, pads)
+        want = (
+            np.pad(x, pads, constant_values=fill)
+            if mode == "constant"
+            else np.pad(x, pads, mode=_NP_MODES[mode])
+        )
+        got = _pad_kernel(x, pads=pads, mode=mode, value=fill)
+        assert got.shape == want.shape and np.array_equal(got, want), (x.shape, pads, mode)
+        assert not np.may_share_memory(got, x)
