@@ -95,10 +95,15 @@ class EagerMode(_reg.Mode):
             _check_rule(op, out_types, outs)
         if op.view:
             source = inputs[0]
+            src = source._data
             for t in outs:
                 # NumPy copies where the strides allow no view (a reshape of transposed data):
-                # such a result is a new tensor, as PyTorch's reshape makes one
-                if np.may_share_memory(t._data, source._data):
+                # such a result is a new tensor, as PyTorch's reshape makes one (a view's base
+                # is its source's memory's owner: the common case, asked first)
+                base = t._data.base
+                if (base is not None and (base is src or base is src.base)) or (
+                    np.may_share_memory(t._data, src)
+                ):
                     t._vc = source._vc
                     t._is_view = True
                     # _views.record, inlined (every reshape and slice passes here); the base
