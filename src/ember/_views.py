@@ -148,6 +148,40 @@ def dense(t) -> bool:
     return bool(flat.size < 2 or np.all(np.diff(flat) == 1))
 
 
+def layout(t) -> tuple[tuple, int]:
+    """The strides (in elements) and storage offset a graph value's eager counterpart would
+    have: a view's are those of the view chain taken on its (dense) base, any other value's the
+    row-major strides of its shape and offset 0. Shapes with symbolic dims give the row-major
+    strides as products of them (a view of such a base raises: its layout is not known)."""
+    shape = tuple(t.shape)
+    view_of = getattr(t, "_view_of", None)
+    if view_of is not None and isinstance(view_of[1], tuple):
+        base, chain = view_of
+        try:  # (a complex base's chain taken on real numbers: its strides count elements)
+            positions = _positions(tuple(base.shape), chain)
+        except (ValueError, TypeError, AutogradError):
+            positions = None
+        if positions is not None:
+            origin = np.asarray(positions).base
+            while isinstance(origin, np.ndarray) and origin.base is not None:
+                origin = origin.base
+            item = positions.itemsize
+            start = positions.__array_interface__["data"][0]
+            root = start if origin is None else origin.__array_interface__["data"][0]
+            return tuple(s // item for s in positions.strides), (start - root) // item
+        if not all(isinstance(d, (int, np.integer)) for d in base.shape) and not dense(t):
+            raise AutogradError(
+                "stride: the layout of a view of a tensor with symbolic sizes is not known "
+                "while a graph is built",
+                op="stride",
+            )
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step = step * d
+    return tuple(reversed(strides)), 0
+
+
 def refuse_multi_output(view, result, what: str) -> None:
     """Before a piece of a multi-output op (split, chunk, unbind), or an output of a custom
     autograd Function that aliases an input, takes a value with history: PyTorch refuses that
