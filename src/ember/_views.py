@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import AutogradError
+from .errors import AutogradError, TraceError
 from .ops import _registry as _reg
 
 # the chain of a piece of a multi-output op (split): such a view cannot be written in place
@@ -152,7 +152,8 @@ def layout(t) -> tuple[tuple, int]:
     """The strides (in elements) and storage offset a graph value's eager counterpart would
     have: a view's are those of the view chain taken on its (dense) base, any other value's the
     row-major strides of its shape and offset 0. Shapes with symbolic dims give the row-major
-    strides as products of them (a view of such a base raises: its layout is not known)."""
+    strides as products of them (a view of such a base raises: its layout is not known, short
+    of a chain that copies, whose result is dense)."""
     shape = tuple(t.shape)
     view_of = getattr(t, "_view_of", None)
     if view_of is not None and isinstance(view_of[1], tuple):
@@ -169,10 +170,11 @@ def layout(t) -> tuple[tuple, int]:
             start = positions.__array_interface__["data"][0]
             root = start if origin is None else origin.__array_interface__["data"][0]
             return tuple(s // item for s in positions.strides), (start - root) // item
-        if not all(isinstance(d, (int, np.integer)) for d in base.shape) and not dense(t):
-            raise AutogradError(
-                "stride: the layout of a view of a tensor with symbolic sizes is not known "
-                "while a graph is built",
+        elif not all(isinstance(d, (int, np.integer)) for d in base.shape):
+            raise TraceError(
+                "the strides and storage offset of a view of a tensor with symbolic sizes are "
+                "not known while a graph is built; read them from a tensor of concrete shape, "
+                "or of the view's contiguous() copy",
                 op="stride",
             )
     strides, step = [], 1

@@ -9,7 +9,10 @@ hessian over dicts of parameters and vmap; beam search; a learning-rate finder r
 state; in-place writes through views; pytrees with traced items as op attributes; a zoo of
 distributions and transforms; a custom autograd Function before a TransformerEncoderLayer;
 statistics ops; a Fourier neural operator with complex weights; module hooks with
-non-reentrant checkpointing.
+non-reentrant checkpointing; a Gaussian process fitted by LBFGS; chained LR schedulers with
+SWA; scatter_reduce/index_reduce and overlapping windows; torch.autograd.functional; a
+DINO-style EMA teacher updated by _foreach ops with a traced item; traced items as the
+number attributes of many functions.
 """
 
 import copy
@@ -742,6 +745,194 @@ def hooks_checkpoint(torch, ctx):
     return [hist, model.a.weight, vec.shape[0]]
 
 
+def gp_lbfgs(torch, ctx):
+    rng = np.random.default_rng(20)
+    X = ctx.t(np.sort(rng.uniform(-2, 2, size=(12, 1)), 0).astype(np.float64))
+    y = torch.sin(X[:, 0] * 2) + ctx.t(rng.normal(scale=0.1, size=12))
+    log_ls = torch.zeros((), dtype=torch.float64, requires_grad=True)
+    log_sf = torch.zeros((), dtype=torch.float64, requires_grad=True)
+    log_sn = torch.tensor(-1.0, dtype=torch.float64, requires_grad=True)
+
+    def nlml():
+        d2 = torch.cdist(X, X).pow(2)
+        K = (
+            log_sf.exp() ** 2 * torch.exp(-0.5 * d2 / log_ls.exp() ** 2)
+            + torch.eye(12, dtype=torch.float64) * log_sn.exp() ** 2
+        )
+        L = torch.linalg.cholesky(K)
+        alpha = torch.cholesky_solve(y[:, None], L)
+        return (
+            0.5 * (y[:, None] * alpha).sum() + L.diagonal().log().sum() + 6 * math.log(2 * math.pi)
+        )
+
+    opt = torch.optim.LBFGS(
+        [log_ls, log_sf, log_sn], lr=0.5, max_iter=8, line_search_fn="strong_wolfe"
+    )
+
+    def closure():
+        opt.zero_grad()
+        l = nlml()
+        l.backward()
+        return l
+
+    vals = [opt.step(closure).item() for _ in range(2)]
+    Xs = ctx.t(np.linspace(-2, 2, 5)[:, None])
+    with torch.no_grad():
+        K = (
+            log_sf.exp() ** 2 * torch.exp(-0.5 * torch.cdist(X, X).pow(2) / log_ls.exp() ** 2)
+            + torch.eye(12, dtype=torch.float64) * log_sn.exp() ** 2
+        )
+        Ks = log_sf.exp() ** 2 * torch.exp(-0.5 * torch.cdist(Xs, X).pow(2) / log_ls.exp() ** 2)
+        mean = Ks @ torch.linalg.solve(K, y)
+        sol = torch.linalg.lstsq(Ks, mean[:, None]).solution if False else None
+    return [vals, log_ls, log_sf, log_sn, mean]
+
+
+def schedulers_swa(torch, ctx):
+    nn, F = torch.nn, torch.nn.functional
+    sch = torch.optim.lr_scheduler
+    model = ctx.init(nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 1)))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True)
+    s1 = sch.LinearLR(opt, start_factor=0.5, total_iters=2)
+    s2 = sch.CosineAnnealingWarmRestarts(opt, T_0=2, T_mult=2, eta_min=0.01)
+    seq = sch.SequentialLR(opt, [s1, s2], milestones=[2])
+    swa = torch.optim.swa_utils.AveragedModel(model)
+    swa_sched = torch.optim.swa_utils.SWALR(opt, swa_lr=0.05, anneal_epochs=2)
+    plateau_opt = torch.optim.Adam([nn.Parameter(torch.zeros(1))], lr=1.0)
+    plateau = sch.ReduceLROnPlateau(plateau_opt, factor=0.5, patience=1)
+    rng = np.random.default_rng(21)
+    xs = ctx.t(rng.normal(size=(7, 6, 3)).astype(np.float32))
+    ys = ctx.t(rng.normal(size=(7, 6, 1)).astype(np.float32))
+
+    @ctx.fn
+    def step(x, y):
+        loss = F.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    lrs, losses = [], []
+    for i in range(7):
+        losses.append(step(xs[i], ys[i]))
+        if i < 4:
+            seq.step()
+        else:
+            swa.update_parameters(model)
+            swa_sched.step()
+        lrs.append(opt.param_groups[0]["lr"])
+        plateau.step(1.0)
+    loader = [(xs[i],) for i in range(3)]
+    torch.optim.swa_utils.update_bn(loader, swa)
+    return [
+        lrs,
+        losses,
+        swa.module[1].running_mean,
+        swa.n_averaged,
+        plateau_opt.param_groups[0]["lr"],
+        swa.state_dict(),
+    ]
+
+
+def scatter_strided(torch, ctx):
+    rng = np.random.default_rng(22)
+    x = ctx.t(rng.normal(size=(10,)).astype(np.float32), requires_grad=True)
+    idx = ctx.t(np.array([0, 1, 0, 2, 1, 2, 2, 0, 1, 1]))
+
+    def f(x, idx):
+        s = torch.zeros(3).scatter_reduce(0, idx, x, reduce="amax", include_self=False)
+        m = torch.full((3,), 2.0).scatter_reduce(0, idx, x, reduce="mean", include_self=True)
+        p = torch.ones(3).index_reduce(0, idx, x, "prod", include_self=False)
+        win = x.as_strided((4, 3), (2, 1), 1)  # overlapping windows
+        st = x.unfold(0, 3, 2)
+        oh = torch.nn.functional.one_hot(idx, num_classes=4).float()
+        return s, m, p, win, st, oh, (st.stride(), st[1:].storage_offset())
+
+    outs = ctx.fn(f)(x, idx)
+    loss = sum((o * (k + 1)).sum() for k, o in enumerate(outs[:5]))
+    loss.backward()
+    return [list(outs[:6]), list(outs[6][0]), outs[6][1], x.grad]
+
+
+def autograd_functional(torch, ctx):
+    AF = torch.autograd.functional
+    rng = np.random.default_rng(23)
+    x = ctx.t(rng.normal(size=(3,)).astype(np.float64))
+    v = ctx.t(rng.normal(size=(3,)).astype(np.float64))
+    f = lambda x: (x.sin() * x.roll(1)).sum() + (x**2).prod()
+    g = lambda x, y: torch.stack([x @ y, (x * y).exp().sum()])
+    return [
+        AF.jacobian(f, x),
+        AF.hessian(f, x),
+        AF.hvp(f, x, v)[1],
+        AF.vhp(f, x, v)[1],
+        AF.vjp(lambda x: g(x, v), x, torch.ones(2, dtype=torch.float64))[1],
+        AF.jvp(lambda x: g(x, v), x, v)[1],
+        list(AF.jacobian(g, (x, v))),
+    ]
+
+
+def ema_teacher(torch, ctx):
+    nn, F = torch.nn, torch.nn.functional
+    student = ctx.init(nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 5)))
+    teacher = copy.deepcopy(student)
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+    opt = torch.optim.AdamW(student.parameters(), lr=1e-2)
+    center = torch.zeros(5)
+    mom_sched = ctx.t(np.array([0.9, 0.95, 0.99], dtype=np.float32))
+    rng = np.random.default_rng(30)
+    xs = ctx.t(rng.normal(size=(3, 6, 4)).astype(np.float32))
+
+    @ctx.fn
+    def step(x, m_t):
+        global_view, local_view = x, x.flip(0) * 0.9
+        with torch.no_grad():
+            t_out = teacher(global_view)
+        s_out = student(local_view)
+        t_prob = F.softmax((t_out - center) / 0.04, -1)
+        loss = torch.sum(-t_prob * F.log_softmax(s_out / 0.1, -1), -1).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        m = m_t.item()
+        with torch.no_grad():
+            torch._foreach_mul_(list(teacher.parameters()), m)
+            torch._foreach_add_(
+                list(teacher.parameters()), [p.detach() for p in student.parameters()], alpha=1 - m
+            )
+            center.mul_(0.9).add_(t_out.mean(0), alpha=0.1)
+        return loss.item(), teacher[0].weight.detach()
+
+    res = [step(xs[i], mom_sched[i]) for i in range(3)]
+    return [[r[0] for r in res], res[-1][1], teacher.state_dict(), center]
+
+
+def items_everywhere(torch, ctx):
+    nn, F = torch.nn, torch.nn.functional
+    rng = np.random.default_rng(31)
+    x = ctx.t(rng.normal(size=(4, 6)).astype(np.float32))
+    s = ctx.t(np.array(0.25, dtype=np.float32))
+
+    @ctx.fn
+    def f(x, s):
+        v = s.item()
+        a = F.leaky_relu(x, v) + F.elu(x, alpha=v) + F.hardtanh(x, -v, v)
+        b = (
+            torch.lerp(x, x.flip(1), v)
+            + torch.addcmul(x, x, x, value=v)
+            + torch.add(x, x, alpha=-v)
+        )
+        c = F.pad(x, (1, 0, 0, 2), value=v) * v
+        d = F.softshrink(x, v) + F.threshold(x, v, -v) + F.softplus(x, beta=1 / v)
+        e = torch.nan_to_num(x.log(), nan=v, neginf=-1 / v)
+        g = F.smooth_l1_loss(x, x * 0, beta=v) + F.huber_loss(x, x * 0, delta=v)
+        h = F.layer_norm(x, (6,), eps=v) + torch.addmm(x, x, x.t() @ x, beta=v, alpha=v)
+        return a, b, c, d, e, g, h, torch.linspace(0, v, 5)
+
+    return list(f(x, s))
+
+
 PROGRAMS = [
     moe_topk,
     flow_distributions,
@@ -760,6 +951,12 @@ PROGRAMS = [
     stats_ops,
     fno_spectral,
     hooks_checkpoint,
+    gp_lbfgs,
+    schedulers_swa,
+    scatter_strided,
+    autograd_functional,
+    ema_teacher,
+    items_everywhere,
 ]
 CAPTURED = [
     moe_topk,
@@ -769,6 +966,10 @@ CAPTURED = [
     inplace_views,
     pytree_and_items,
     fno_spectral,
+    schedulers_swa,
+    scatter_strided,
+    ema_teacher,
+    items_everywhere,
 ]
 
 

@@ -55,6 +55,16 @@ def test_traced_tensors_have_eager_strides_and_offsets():
     f(ember.tensor(a))
     assert got[0] == expected == probes(ember.tensor(a))
 
+    def symbolic(x):  # a view of a tensor of symbolic sizes: its layout is not known
+        got.append(x.stride())
+        with pytest.raises(ember.errors.TraceError, match="symbolic sizes"):
+            x.t().stride()
+        return x * 2
+
+    spec = [ember.TensorSpec((None, 3))]
+    ember.function(symbolic, input_signature=spec, executor="interpreter")(ember.ones(4, 3))
+    assert got[-1] == (3, 1)
+
 
 X = np.array(
     [[1.5, -2.0, 0.25, 0.0], [3.0, 0.5, -1.0, -0.5], [0.1, -0.1, 2.0, -3.0]], dtype=np.float32
