@@ -12,7 +12,9 @@ statistics ops; a Fourier neural operator with complex weights; module hooks wit
 non-reentrant checkpointing; a Gaussian process fitted by LBFGS; chained LR schedulers with
 SWA; scatter_reduce/index_reduce and overlapping windows; torch.autograd.functional; a
 DINO-style EMA teacher updated by _foreach ops with a traced item; traced items as the
-number attributes of many functions.
+number attributes of many functions; a model ensemble by stack_module_state and vmap over
+functional_call; an orthogonal parametrization trained; nn.Transformer with padding masks; a GRU
+over packed sequences inside ember.function.
 """
 
 import copy
@@ -933,6 +935,124 @@ def items_everywhere(torch, ctx):
     return list(f(x, s))
 
 
+def ensemble_vmap(torch, ctx):
+    nn, F = torch.nn, torch.nn.functional
+    tf = torch.func
+    models = [
+        ctx.init(nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 2)), key=f"m{i}")
+        for i in range(3)
+    ]
+    params, buffers = tf.stack_module_state(models)
+    base = copy.deepcopy(models[0])
+
+    def fmodel(p, b, x):
+        return tf.functional_call(base, (p, b), (x,))
+
+    rng = np.random.default_rng(40)
+    x = ctx.t(rng.normal(size=(4, 3)).astype(np.float32))
+    same = tf.vmap(fmodel, in_dims=(0, 0, None))(params, buffers, x)
+    xs = ctx.t(rng.normal(size=(3, 4, 3)).astype(np.float32))
+    diff = tf.vmap(fmodel)(params, buffers, xs)
+
+    def loss_fn(p, x):
+        return fmodel(p, buffers, x).square().mean()
+
+    g = tf.grad(loss_fn)({k: v[0] for k, v in params.items()}, x)
+    return [same, diff, g]
+
+
+def orthogonal_param(torch, ctx):
+    nn, F = torch.nn, torch.nn.functional
+    P = torch.nn.utils.parametrizations
+    torch.manual_seed(0)
+    lin = nn.Linear(4, 4)
+    if ctx.is_torch:
+        ctx.store["w"] = lin.weight.detach().numpy().copy()
+        ctx.store["b"] = lin.bias.detach().numpy().copy()
+    else:
+        with torch.no_grad():
+            lin.weight.copy_(torch.tensor(ctx.store["w"]))
+            lin.bias.copy_(torch.tensor(ctx.store["b"]))
+    P.orthogonal(lin, orthogonal_map="matrix_exp")
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+    rng = np.random.default_rng(41)
+    x = ctx.t(rng.normal(size=(6, 4)).astype(np.float32))
+
+    @ctx.fn
+    def step(x):
+        loss = (lin(x) - x.flip(1)).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    hist = [step(x) for _ in range(3)]
+    W = lin.weight.detach()
+    return [hist, W @ W.T, sorted(lin.state_dict().keys())]
+
+
+def full_transformer(torch, ctx):
+    nn, F = torch.nn, torch.nn.functional
+    torch.manual_seed(0)
+    model = nn.Transformer(
+        d_model=8,
+        nhead=2,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        dim_feedforward=16,
+        dropout=0.0,
+        batch_first=True,
+    )
+    if ctx.is_torch:
+        ctx.store["tr"] = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+    else:
+        model.load_state_dict({k: torch.tensor(v) for k, v in ctx.store["tr"].items()})
+    rng = np.random.default_rng(42)
+    src = ctx.t(rng.normal(size=(2, 5, 8)).astype(np.float32))
+    tgt = ctx.t(rng.normal(size=(2, 4, 8)).astype(np.float32))
+    spm = ctx.t(np.array([[0, 0, 0, 0, 1], [0, 0, 0, 1, 1]], dtype=bool))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    @ctx.fn
+    def step(src, tgt, spm):
+        mask = nn.Transformer.generate_square_subsequent_mask(4)
+        out = model(
+            src,
+            tgt,
+            tgt_mask=mask,
+            src_key_padding_mask=spm,
+            memory_key_padding_mask=spm,
+            tgt_is_causal=True,
+        )
+        loss = (out - tgt.flip(1)).square().mean()  # (not out.square(): layer-normed, constant)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.item(), out.detach()
+
+    hist = [step(src, tgt, spm) for _ in range(2)]
+    return [hist, nn.Transformer.generate_square_subsequent_mask(3)]
+
+
+def packed_captured(torch, ctx):
+    nn = torch.nn
+    ru = torch.nn.utils.rnn
+    model = ctx.init(nn.GRU(3, 4, batch_first=True))
+    rng = np.random.default_rng(43)
+    seqs = [ctx.t(rng.normal(size=(n, 3)).astype(np.float32)) for n in (4, 2, 3)]
+    padded = ru.pad_sequence(seqs, batch_first=True)
+    lens = ctx.t(np.array([4, 2, 3]))
+
+    @ctx.fn
+    def fwd(padded, lens):
+        packed = ru.pack_padded_sequence(padded, lens, batch_first=True, enforce_sorted=False)
+        out, h = model(packed)
+        out, _ = ru.pad_packed_sequence(out, batch_first=True)
+        return out, h
+
+    return list(fwd(padded, lens))
+
+
 PROGRAMS = [
     moe_topk,
     flow_distributions,
@@ -957,6 +1077,10 @@ PROGRAMS = [
     autograd_functional,
     ema_teacher,
     items_everywhere,
+    ensemble_vmap,
+    orthogonal_param,
+    full_transformer,
+    packed_captured,
 ]
 CAPTURED = [
     moe_topk,
@@ -970,6 +1094,8 @@ CAPTURED = [
     scatter_strided,
     ema_teacher,
     items_everywhere,
+    orthogonal_param,
+    packed_captured,
 ]
 
 

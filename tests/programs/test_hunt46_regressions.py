@@ -194,6 +194,12 @@ def test_pytree_matches_torch():
     out = pt.tree_map(lambda a, b: a + b, {"p": x, "q": [x, 1]}, {"p": x, "q": [x, 2]})
     assert out["p"].tolist() == [2.0, 2.0] and out["q"][1] == 3
     assert pt.tree_map_only(int, lambda v: v * 2, [1, "a", 2.0]) == [2, "a", 2.0]
+    # ember.Tensor selects a captured function's tensors too (not instances of it)
+    doubled = ember.function(
+        lambda b: pt.tree_map_only(ember.Tensor, lambda t: t * 2, b), executor="interpreter"
+    )({"x": x, "n": 3})
+    assert doubled["x"].tolist() == [2.0, 2.0] and doubled["n"] == 3
+    assert pt.tree_map_only(ember.nn.Parameter, lambda t: 0, [x]) == [x]
     assert pt.tree_leaves(ember.Size([2, 3])) == [2, 3]
     with pytest.raises(ValueError):
         pt.tree_unflatten([1], pt.tree_structure([1, (2, 3)]))

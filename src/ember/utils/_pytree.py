@@ -14,14 +14,18 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from ..ops._registry import TensorBase
 from ..size import Size
+from ..tensor import Tensor
 
 __all__ = [
     "LeafSpec",
     "TreeSpec",
     "register_pytree_node",
     "tree_all",
+    "tree_all_only",
     "tree_any",
+    "tree_any_only",
     "tree_flatten",
     "tree_iter",
     "tree_leaves",
@@ -227,9 +231,27 @@ def tree_map_(func: Callable, tree, *rests, is_leaf=None):
     return tree
 
 
+def _types(type_or_types) -> tuple:
+    """The types a ``*_only`` function selects; ``ember.Tensor`` selects the tensors of a graph
+    being captured too (symbolic tensors, which are not its instances)."""
+    types = type_or_types if isinstance(type_or_types, tuple) else (type_or_types,)
+    return types + (TensorBase,) if Tensor in types else types
+
+
 def tree_map_only(type_or_types, func: Callable, tree, is_leaf=None):
     """``func`` applied to the leaves that are instances of ``type_or_types``, others kept."""
-    return tree_map(lambda x: func(x) if isinstance(x, type_or_types) else x, tree, is_leaf=is_leaf)
+    types = _types(type_or_types)
+    return tree_map(lambda x: func(x) if isinstance(x, types) else x, tree, is_leaf=is_leaf)
+
+
+def tree_all_only(type_or_types, pred: Callable[[Any], bool], tree, is_leaf=None) -> bool:
+    types = _types(type_or_types)
+    return all(pred(x) for x in tree_leaves(tree, is_leaf) if isinstance(x, types))
+
+
+def tree_any_only(type_or_types, pred: Callable[[Any], bool], tree, is_leaf=None) -> bool:
+    types = _types(type_or_types)
+    return any(pred(x) for x in tree_leaves(tree, is_leaf) if isinstance(x, types))
 
 
 def tree_all(pred: Callable[[Any], bool], tree, is_leaf=None) -> bool:
