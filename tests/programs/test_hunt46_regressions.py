@@ -116,6 +116,8 @@ ITEM_CASES = {
     "logit_eps": lambda T, F, x, y, s: T.logit(x.sigmoid(), eps=s.item() / 10),
     "linspace": lambda T, F, x, y, s: T.linspace(-s.item(), 2.0, 7),
     "renorm": lambda T, F, x, y, s: T.renorm(x, 2, 0, s.item() * 5),
+    "gradient": lambda T, F, x, y, s: T.gradient(x, spacing=s.item(), dim=1)[0],
+    "trapezoid": lambda T, F, x, y, s: T.trapezoid(x, dx=s.item()),
 }
 
 
@@ -157,6 +159,22 @@ def test_item_as_an_op_attribute():
             if (ge is None) != (g is None) or (g is not None and not _close(g, ge)):
                 failures.append(f"{name} gradient: {g} != {ge}")
     assert not failures, "\n".join(failures)
+
+
+def test_item_bounds_of_random_draws_match_eager():
+    fns = [
+        lambda x, s: x.clone().uniform_(-s.item(), s.item()),
+        lambda x, s: ember.normal(s.item(), s.item() * 2, (3, 2)),
+        lambda x, s: x.clone().normal_(s.item(), 1.0),
+        lambda x, s: x.clone().exponential_(1 / s.item()),
+    ]
+    x, s = ember.zeros(3, 2), ember.tensor(0.3)
+    for fn in fns:
+        ember.manual_seed(0)
+        eager = fn(x, s)
+        ember.manual_seed(0)
+        captured = ember.function(fn, executor="interpreter")(x, s)
+        assert captured.shape == (3, 2) and np.allclose(captured.numpy(), eager.numpy())
 
 
 def test_item_attributes_that_need_the_number_raise_a_trace_error_at_the_line():
