@@ -14,7 +14,7 @@ SWA; scatter_reduce/index_reduce and overlapping windows; torch.autograd.functio
 DINO-style EMA teacher updated by _foreach ops with a traced item; traced items as the
 number attributes of many functions; a model ensemble by stack_module_state and vmap over
 functional_call; an orthogonal parametrization trained; nn.Transformer with padding masks; a GRU
-over packed sequences inside ember.function.
+over packed sequences inside ember.function; gradient accumulation stepping on a Python counter.
 """
 
 import copy
@@ -1053,6 +1053,29 @@ def packed_captured(torch, ctx):
     return list(fwd(padded, lens))
 
 
+def grad_accum_counter(torch, ctx):
+    nn, F = torch.nn, torch.nn.functional
+    model = ctx.init(nn.Linear(3, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    state = {"k": 0}
+    rng = np.random.default_rng(60)
+    xs = ctx.t(rng.normal(size=(6, 4, 3)).astype(np.float32))
+    ys = ctx.t(rng.normal(size=(6, 4, 2)).astype(np.float32))
+
+    @ctx.fn
+    def step(x, y):
+        loss = F.mse_loss(model(x), y) / 2
+        loss.backward()
+        state["k"] += 1
+        if state["k"] % 2 == 0:
+            opt.step()
+            opt.zero_grad()
+        return loss.detach()
+
+    hist = [step(xs[i], ys[i]) for i in range(6)]
+    return [hist, model.weight, state["k"], model.weight.grad]
+
+
 PROGRAMS = [
     moe_topk,
     flow_distributions,
@@ -1081,6 +1104,7 @@ PROGRAMS = [
     orthogonal_param,
     full_transformer,
     packed_captured,
+    grad_accum_counter,
 ]
 CAPTURED = [
     moe_topk,
@@ -1096,6 +1120,7 @@ CAPTURED = [
     items_everywhere,
     orthogonal_param,
     packed_captured,
+    grad_accum_counter,
 ]
 
 
