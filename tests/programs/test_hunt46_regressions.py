@@ -17,6 +17,10 @@ Under ember.function, ``return m.weight.detach()`` after an optimizer step, a vi
 captured tensor or argument, or ``x.detach()`` of an argument returned a new tensor over a copy
 (or the argument itself, still requiring grad): each is now the tensor, view or detach sharing
 the memory, as PyTorch's (capture/graph_function.py ``_returned_inputs``).
+
+``isinstance(mask, torch.Tensor)`` in a captured function was False (a graph value is not an
+ember.Tensor instance), so such branches were silently skipped: a graph value's ``__class__``
+is ember.Tensor to the user's code now (graph/symbolic_tensor.py).
 """
 
 import collections
@@ -255,6 +259,21 @@ def test_sym_helpers_overrides_and_out_on_namespaces():
     out = ember.empty((2, 2), dtype=ember.complex64)
     ember.fft.fft(ember.tensor(a), out=out)
     assert np.allclose(out.numpy(), torch.fft.fft(torch.tensor(a)).numpy())
+
+
+def test_captured_tensors_are_tensors_to_the_users_code():
+    seen = []
+
+    def f(x, mask):  # PyTorch code that branches on isinstance(..., torch.Tensor)
+        seen.append((isinstance(mask, ember.Tensor), mask.__class__ is ember.Tensor))
+        if isinstance(mask, ember.Tensor):
+            x = x.masked_fill(mask, 0.0)
+        return x * 1
+
+    x, m = ember.ones(3), ember.tensor([True, False, True])
+    captured = ember.function(f, executor="interpreter")(x, m)
+    assert captured.tolist() == f(x, m).tolist() == [0.0, 1.0, 0.0]
+    assert seen[0] == (True, True) and not isinstance(m, ember.nn.Parameter)
 
 
 def test_returned_detach_and_views_share_memory():
