@@ -50,7 +50,13 @@ def test_traced_tensors_have_eager_strides_and_offsets():
             (x * 2).flatten(),
             x.expand(2, 3, 4, 5),
         ]
-        return [(v.stride(), v.storage_offset()) for v in views] + [x.stride(-1)]
+        pieces = [
+            *x.chunk(2, 1),
+            *x.unbind(2)[:2],
+            *x.transpose(0, 1).split(1, 0),
+            x.chunk(2, 1)[1][1:],
+        ]
+        return [(v.stride(), v.storage_offset()) for v in views + pieces] + [x.stride(-1)]
 
     a = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
     expected = probes(torch.tensor(a))
