@@ -160,6 +160,7 @@ from .func import vmap  # noqa: E402  (torch.vmap)
 
 cuda.amp = amp.cuda_amp  # torch.cuda.amp's spelling (ember.cuda is below the eager layer)
 cpu.amp = amp.cpu_amp  # torch.cpu.amp's, likewise
+from . import overrides  # noqa: E402  (torch.overrides)
 from ._missing import module_getattr as _module_getattr  # noqa: E402
 from .capture.compiled import compile  # noqa: E402,A004
 from .devices import (  # noqa: E402
@@ -193,6 +194,7 @@ from .grad_mode import (  # noqa: E402
 from .grad_mode import set_detect_anomaly as set_anomaly_enabled  # noqa: E402
 from .ops._factory_kwargs import sparse_coo, strided  # noqa: E402
 from .ops.sparse_tensor import sparse_coo_tensor  # noqa: E402
+from .overrides import sym_float, sym_int, sym_ite, sym_max, sym_min, sym_not, sym_sqrt  # noqa: E402,F401
 from .printing import get_printoptions, set_printoptions  # noqa: E402
 from .size import Size  # noqa: E402
 from .tensor_api import _assert, is_tensor, numel  # noqa: E402

@@ -51,7 +51,6 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "library": _NONE,
         "nested": _NONE,
         "masked": _NONE,
-        "overrides": _NONE,
         "package": _NONE,
     },
     "ember.nn": {

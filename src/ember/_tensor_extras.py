@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _views
 from .errors import EmberError, ShapeError
 from .ops._registry import PUBLIC
 from .ops.interop import dlpack_of
@@ -49,20 +50,27 @@ def _root(arr: np.ndarray) -> np.ndarray:
 
 def _stride(self, dim: int | None = None):
     """The step between neighbouring elements of each dim, in elements, of this tensor's
-    memory (a tuple; one int with ``dim``)."""
-    arr = self._data
-    steps = tuple(s // arr.itemsize for s in arr.strides)
+    memory (a tuple; one int with ``dim``). A graph value's are those its eager counterpart
+    would have (``_views.layout``: a view's from its chain, any other value row-major)."""
+    arr = getattr(self, "_data", None)
+    if arr is None:
+        steps = _views.layout(self)[0]
+    else:
+        steps = tuple(s // arr.itemsize for s in arr.strides)
     if dim is None:
         return steps
-    if not -arr.ndim <= dim < max(arr.ndim, 1):
-        raise ShapeError(f"stride: dim {dim} out of range for {arr.ndim} dims", op="stride")
+    ndim = len(steps)
+    if not -ndim <= dim < max(ndim, 1):
+        raise ShapeError(f"stride: dim {dim} out of range for {ndim} dims", op="stride")
     return steps[dim]
 
 
 def _storage_offset(self) -> int:
     """How many elements into its memory block this tensor's first element lies (0 unless it is
-    a view)."""
-    arr = self._data
+    a view; a graph value's: its eager counterpart's, ``_views.layout``)."""
+    arr = getattr(self, "_data", None)
+    if arr is None:
+        return _views.layout(self)[1]
     root = _root(arr)
     start = arr.__array_interface__["data"][0] - root.__array_interface__["data"][0]
     return start // arr.itemsize
@@ -358,6 +366,8 @@ def install(cls: type) -> None:
     """Give ``cls`` the methods above (the eager Tensor, the symbolic tensor of capture: the
     memory ones raise there, as its numpy() does)."""
     cls.ndimension = _ndimension
+    cls.stride = _stride
+    cls.storage_offset = _storage_offset
     cls.nelement = _nelement
     cls.mH = property(_mH)
     cls.H = property(_H)
@@ -372,8 +382,6 @@ def install(cls: type) -> None:
     cls.as_strided_ = _reviewing("as_strided_", _as_strided_view, "as_strided", capturable=False)
     if cls is Tensor:
         cls._base = property(_base)
-        cls.stride = _stride
-        cls.storage_offset = _storage_offset
         cls.data_ptr = _data_ptr
         cls.is_shared = _is_shared
         cls.share_memory_ = _share_memory_

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import AutogradError
+from .errors import AutogradError, TraceError
 from .ops import _registry as _reg
 
 # the chain of a piece of a multi-output op (split): such a view cannot be written in place
@@ -96,15 +96,16 @@ def refresh(view) -> None:
     view._view_src = stamp(view._view_of[0])
 
 
-def _positions(shape, chain, is_complex=False):
+def _positions(shape, chain, is_complex=False, numbers=None):
     """The flat base positions of the view's elements (an int64 array of the view's shape), or
     None where the chain copies (no alias) or the base's shape is not concrete. A complex
     base's positions go through the chain as complex numbers ``n + nj``: a chain that ends in
     one part of them (``.real``, ``.imag``: a real view of complex memory) raises, its write
     being no scatter of whole elements."""
-    if not all(isinstance(d, (int, np.integer)) for d in shape):
-        return None
-    numbers = np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64).reshape(shape)
+    if numbers is None:  # (given: the base's own positions, a view of a split's input)
+        if not all(isinstance(d, (int, np.integer)) for d in shape):
+            return None
+        numbers = np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64).reshape(shape)
     if is_complex:
         numbers = numbers * (1 + 1j)
     current = numbers
@@ -146,6 +147,81 @@ def dense(t) -> bool:
         return True  # (the chain copied: a new dense value)
     flat = positions.reshape(-1)
     return bool(flat.size < 2 or np.all(np.diff(flat) == 1))
+
+
+def layout(t) -> tuple[tuple, int]:
+    """The strides (in elements) and storage offset a graph value's eager counterpart would
+    have: a view's are those of the view chain taken on its (dense) base, any other value's the
+    row-major strides of its shape and offset 0. Shapes with symbolic dims give the row-major
+    strides as products of them (a view of such a base raises: its layout is not known, short
+    of a chain that copies, whose result is dense)."""
+    shape = tuple(t.shape)
+    view_of = getattr(t, "_view_of", None)
+    if view_of is None and _is_piece(t):  # (a piece of a split: its graph's view nodes)
+        view_of = (None, "piece")
+    if view_of is not None and (isinstance(view_of[1], tuple) or view_of[1] == "piece"):
+        base, chain = view_of
+        try:  # (a complex base's chain taken on real numbers: its strides count elements)
+            if base is None:
+                positions = _graph_positions(t.value)
+            elif getattr(base, "_view_of", None) is None and _is_piece(base):
+                start = _graph_positions(base.value)  # (a view of a piece of a split)
+                positions = None if start is None else _positions((), chain, numbers=start)
+            else:
+                positions = _positions(tuple(base.shape), chain)
+        except (ValueError, TypeError, AutogradError):
+            positions = None
+        if positions is not None:
+            origin = np.asarray(positions).base
+            while isinstance(origin, np.ndarray) and origin.base is not None:
+                origin = origin.base
+            item = positions.itemsize
+            start = positions.__array_interface__["data"][0]
+            root = start if origin is None else origin.__array_interface__["data"][0]
+            return tuple(s // item for s in positions.strides), (start - root) // item
+        elif base is not None and not all(isinstance(d, (int, np.integer)) for d in base.shape):
+            raise TraceError(
+                "the strides and storage offset of a view of a tensor with symbolic sizes are "
+                "not known while a graph is built; read them from a tensor of concrete shape, "
+                "or of the view's contiguous() copy",
+                op="stride",
+            )
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step = step * d
+    return tuple(reversed(strides)), 0
+
+
+def _is_piece(t) -> bool:
+    """Whether a graph value is an output of a multi-output view op (split, chunk, unbind)."""
+    node = getattr(getattr(t, "value", None), "node", None)
+    op = getattr(node, "op", None)
+    return op is not None and op.aliases and op.num_outputs != 1  # (None: a varying count)
+
+
+def _graph_positions(value):
+    """A graph value's flat positions in the memory of the first value up its producers that
+    no view op made (its kernels, as_view where given, taken on that value's positions), or
+    None where one copies or the root's shape is symbolic."""
+    chain = []
+    while value.node is not None and value.node.op is not None:
+        node = value.node
+        if not (node.op.view or node.op.aliases) or len(node.inputs) != 1:
+            break
+        chain.append((node, value.index))
+        value = node.inputs[0]
+    shape = tuple(value.type.shape)
+    if not chain or not all(isinstance(d, (int, np.integer)) for d in shape):
+        return None
+    numbers = np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64).reshape(shape)
+    current = numbers
+    for node, index in reversed(chain):
+        out = (node.op.as_view or node.op.kernel)(current, **node.attrs)
+        current = out[index] if isinstance(out, (tuple, list)) else out
+        if not np.may_share_memory(current, numbers):
+            return None
+    return np.asarray(current)
 
 
 def refuse_multi_output(view, result, what: str) -> None:

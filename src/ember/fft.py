@@ -3,6 +3,7 @@ scipy.fft's kernels and PyTorch's gradients, and these functions over them)."""
 
 from __future__ import annotations
 
+from .ops._torch_keywords import with_out as _with_out
 from .ops.fft import (
     fft,
     fft2,
@@ -52,3 +53,7 @@ __all__ = [
     "fftshift",
     "ifftshift",
 ]
+
+
+# PyTorch's ``out=`` on each function without its own (ops/_out.py)
+globals().update(_with_out({_name: globals()[_name] for _name in __all__}))

@@ -288,16 +288,28 @@ def _jacobian_of(func, argnums, has_aux: bool, name: str):
                 aux.append(extra)
             return out
 
+        # each chosen argument a tensor or a pytree of them (a dict of parameters): the
+        # Jacobian has the output's structure, each of its leaves the inputs' structure
         chosen = tuple(args[n] for n in nums)
+        leaves = [leaf for c in chosen for leaf in _leaves(c)]
         outer = _autograd.is_grad_enabled()
         with _autograd.enable_grad():
-            xs = _functional._prepare(chosen, outer)
-            out = of_chosen(*xs)
+            xs = _functional._prepare(tuple(leaves), outer)
+            fresh = iter(xs)
+            out = of_chosen(*(_rebuild(c, fresh) for c in chosen))
         # differentiable where the function reads tensors that require grad: the inputs
         # themselves (inside hessian), or others (the parameters a loss on the Jacobian trains)
-        nested = any(x.requires_grad for x in chosen)  # (inside hessian)
+        nested = any(x.requires_grad for x in leaves)  # (inside hessian)
         keep = nested or _keeps_graph(out, xs, outer)
-        jac = _functional.jacobian_of_output(out, xs, isinstance(argnums, tuple), keep)
+        outs = tuple(_leaves(out))
+        blocks = _functional.jacobian_of_output(outs, xs, True, keep)
+
+        def by_input(per_leaf):
+            parts = iter(per_leaf)
+            rebuilt = [_rebuild(c, parts) for c in chosen]
+            return tuple(rebuilt) if isinstance(argnums, tuple) else rebuilt[0]
+
+        jac = _rebuild(out, iter([by_input(b) for b in blocks]))
         return (jac, aux[-1]) if has_aux else jac
 
     wrapper.__name__ = f"{name}({getattr(func, '__name__', 'func')})"

@@ -21,6 +21,7 @@ from . import return_types
 from .dtypes import int32
 from .errors import LinAlgError
 from .ops import api as _E
+from .ops._torch_keywords import with_out as _with_out
 from .ops.decompositions import cholesky, inv, slogdet, solve, solve_triangular
 from .ops.eig import eig, eigvals
 from .ops.householder import householder_product
@@ -196,3 +197,7 @@ def solve_ex(A, B, *, left: bool = True, check_errors: bool = False):
     if vector and result.ndim == rhs.ndim:  # LAPACK's (..., n, 1) result
         result = result.squeeze(-1)
     return return_types.linalg_solve_ex(result, info)
+
+
+# PyTorch's ``out=`` on each function without its own (ops/_out.py)
+globals().update(_with_out({_name: globals()[_name] for _name in __all__}))

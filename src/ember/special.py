@@ -15,6 +15,7 @@ from .ops import api as E
 from .ops import extra_math as _m
 from .ops import special_functions as _sf
 from .ops._registry import apply
+from .ops._torch_keywords import with_out as _with_out
 from .ops.elementwise import to_tensor
 
 __all__ = [
@@ -258,3 +259,7 @@ def zeta(input, other):
     from .ops.elementwise import promote
 
     return apply(_sf.ZETA, *promote(input, other, floating=True))
+
+
+# PyTorch's ``out=`` on each function without its own (ops/_out.py)
+globals().update(_with_out({_name: globals()[_name] for _name in __all__}))

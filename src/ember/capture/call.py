@@ -145,6 +145,12 @@ class CapturedCall:
     reach: Reachable | None = None
     # (module, flag): the training flags the trace changed, which each run sets again
     modes: list = field(default_factory=list)
+    # per result: whether the function returned a detach of its value (``t.detach()``,
+    # ``t.data``), which the graph may hold as the value itself
+    detached: tuple = ()
+    # per result: the eager tensor the function returned (a captured tensor, a parameter, an
+    # eager detach of one: ``m.weight.detach()`` outside a graph value), else None
+    eager_results: tuple = ()
 
     def inplace(self) -> dict:
         """Output position -> input position for the 'data' writebacks of captured tensors:

@@ -25,6 +25,7 @@ from ..graph.printer import format_type
 from ..graph.tree import LEAF, tensor_leaves, unflatten
 from ..kernels import cprepack
 from ..kernels.conv_plan import charge_begin, charge_end
+from ..ops._registry import apply
 from ..plan.program import MemoryLayout, ProgramParts, plan_program, runner_held_bytes
 from ..runtime.codegen import compile_graph
 from ..symbolic import SymDim
@@ -45,16 +46,79 @@ _ONE = object()  # `_out_shape` of a result that is one tensor
 
 
 def _returned_inputs(call: CapturedCall) -> tuple:
-    """(result position, feed) of each of ``call``'s results that is a graph input fed by an
-    argument or a captured tensor (not its gradient, a hyper-parameter or a cotangent)."""
+    """(result position, feed, chain) of each of ``call``'s results that is a graph input fed
+    by an argument or a captured tensor (not its gradient, a hyper-parameter or a cotangent),
+    or a detach or view of one (``chain``: the alias and view nodes from it, in order), or a
+    detach or view of the value a run writes into a captured tensor or argument
+    (``m.weight.detach()`` after an optimizer's step). Each call gives the feed's eager tensor
+    with the chain replayed on it (`_replay`): memory shared as PyTorch's results share it."""
     graph = call.graph
     position = {id(v): p for p, v in enumerate(graph.inputs)}
-    found = []
+    written, k = {}, call.n_user  # id(value) -> the feed of the tensor it is written into
+    for w in call.writebacks:
+        if not w.takes_output:
+            continue
+        if w.kind is WritebackKind.DATA:
+            written[id(graph.outputs[k])] = TensorFeed(w.tensor)
+        elif w.kind is WritebackKind.ARG_DATA:
+            written[id(graph.outputs[k])] = ArgFeed(w.value)
+        k += 1
+    # an eager tensor returned (captured state, an eager detach of it) that the graph reads
+    # or writes: that tensor itself, which holds its new value once the run's writebacks ran
+    state = {id(f.tensor) for f in call.feeds if type(f) is TensorFeed}
+    state |= {id(w.tensor) for w in call.writebacks if w.kind is WritebackKind.DATA}
+    found = [
+        (i, TensorFeed(t), (), False)
+        for i, t in enumerate(call.eager_results)
+        if t is not None and id(t) in state
+    ]
+    done = {i for i, *_ in found}
     for i, v in enumerate(graph.outputs[: call.n_user]):
-        p = position.get(id(v))
-        if p is not None and type(call.feeds[p]) in (ArgFeed, TensorFeed):
-            found.append((i, call.feeds[p]))
+        if i in done:
+            continue
+        chain: list = []
+        detached = i < len(call.detached) and call.detached[i]
+        while True:
+            p = position.get(id(v))
+            aliased = chain or detached  # (a value written back, itself: a new tensor)
+            feed = call.feeds[p] if p is not None else written.get(id(v)) if aliased else None
+            if feed is not None:
+                if type(feed) in (ArgFeed, TensorFeed):
+                    found.append((i, feed, tuple(reversed(chain)), detached))
+                break
+            node = v.node
+            if node is None or not _aliasing(node):
+                break
+            chain.append(node)
+            v = node.inputs[0]
     return tuple(found)
+
+
+def _aliasing(node) -> bool:
+    """Whether ``node`` is a view or an alias (detach) of its one input, with concrete
+    attributes, which an eager call of its op can replay."""
+    op = node.op
+    if op is None or len(node.inputs) != 1 or len(node.outputs) != 1:
+        return False
+    if not (op.view or op.aliases):
+        return False
+    return not any(isinstance(d, SymDim) for d in _flat(tuple(node.attrs.values())))
+
+
+def _flat(values):
+    for v in values:
+        if isinstance(v, (tuple, list)):
+            yield from _flat(v)
+        else:
+            yield v
+
+
+def _replay(tensor, chain, detached: bool):
+    """``tensor`` through ``chain``'s detaches and views, eagerly (sharing its memory), and
+    detached where the function returned a detach."""
+    for node in chain:
+        tensor = tensor.detach() if node.op.stops_gradient else apply(node.op, tensor, **node.attrs)
+    return tensor.detach() if detached else tensor
 
 
 def _out_shape(spec):
@@ -342,8 +406,8 @@ class GraphFunction:
             apply_writebacks(writebacks, extra, leaves, fed | {id(r) for r in user})
         for module, flag in self.call.modes:  # (``model.eval()`` inside the function)
             module.training = flag
-        for i, feed in self._returned_inputs:
-            outs[i] = feed.eager_tensor(leaves)
+        for i, feed, chain, detached in self._returned_inputs:
+            outs[i] = _replay(feed.eager_tensor(leaves), chain, detached)
         return None if self.call.out_spec is None else unflatten(self.call.out_spec, outs)
 
     def check(self, leaves: list) -> None:

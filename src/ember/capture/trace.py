@@ -191,7 +191,9 @@ def capture_call(
     feeds = _feeds_in_input_order(builder, arg_feeds, entry_grads)
     n_user, backward_start = len(user_values), builder.backward_start
     call = CapturedCall(
-        graph, feeds, out_spec, n_user, writebacks, backward_start, reads_grads, reach, modes
+        graph, feeds, out_spec, n_user, writebacks, backward_start, reads_grads, reach, modes,
+        tuple(_is_detach(t) for t in out_leaves),
+        tuple(t if isinstance(t, Tensor) else None for t in out_leaves),
     )
     autograd = None
     if builder.backward_start is None and _reg.is_grad_enabled():
@@ -268,6 +270,12 @@ def _argument_inputs(builder, leaves, names, specs, aliased=()) -> tuple[list, l
                 feeds.append(ArgGradFeed(i))
         symbolic.append(s)
     return symbolic, feeds, grad_args
+
+
+def _is_detach(t) -> bool:
+    """Whether a result is a detach of a graph value (graph/symbolic_tensor.py's alias)."""
+    view_of = getattr(t, "_view_of", None) if isinstance(t, _reg.TensorBase) else None
+    return view_of is not None and view_of[1] is None
 
 
 def _feeds_in_input_order(builder, arg_feeds: list, entry_grads: dict) -> list:

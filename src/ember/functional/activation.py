@@ -31,6 +31,7 @@ from ..ops.piecewise import HARDSWISH, LEAKY_RELU
 from ..ops.prelu import PRELU
 from ..ops.shrink import HARDSHRINK, SOFTSHRINK, THRESHOLD
 from ..ops.smooth_activations import ELU, SILU, SOFTPLUS
+from . import _item_activations as IA
 from ._common import dim_arg, float_input, refuse_complex_grad
 
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
@@ -82,6 +83,8 @@ def silu(input, inplace: bool = False):
 def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
     """``x`` where positive, else ``negative_slope * x`` (the gradient at 0 is the slope)."""
     x = _activation("leaky_relu", input)
+    if IA.any_item(negative_slope):  # (a traced .item(): functional/_item_activations.py)
+        return _maybe_inplace("leaky_relu", x, inplace, lambda t: IA.leaky_relu(t, negative_slope))
     slope = float(negative_slope)
     return _maybe_inplace("leaky_relu", x, inplace, lambda t: apply(LEAKY_RELU, t, slope=slope))
 
@@ -97,6 +100,9 @@ def _elu_core(x, alpha: float, input_scale: float = 1.0, scale: float = 1.0):
 def elu(input, alpha: float = 1.0, inplace: bool = False):
     """Exponential linear unit: ``x`` if positive, else ``alpha * (exp(x) - 1)``."""
     x = _activation("elu", input)
+    if IA.any_item(alpha):
+        alpha = IA.number(alpha, x, "elu", "alpha")
+        return _maybe_inplace("elu", x, inplace, lambda t: IA.elu(t, alpha))
     return _maybe_inplace("elu", x, inplace, lambda t: _elu_core(t, float(alpha)))
 
 
@@ -113,6 +119,9 @@ def selu(input, inplace: bool = False):
 def celu(input, alpha: float = 1.0, inplace: bool = False):
     """``x`` if positive, else ``alpha * (exp(x / alpha) - 1)``."""
     x = _activation("celu", input)
+    if IA.any_item(alpha):  # (a zero alpha, which the item does not show, gives NaN)
+        alpha = IA.number(alpha, x, "celu", "alpha")
+        return _maybe_inplace("celu", x, inplace, lambda t: IA.elu(t, alpha, 1.0 / alpha))
     alpha = float(alpha)
     if alpha == 0:
         raise ValueError("celu: alpha must not be 0")
@@ -123,6 +132,8 @@ def celu(input, alpha: float = 1.0, inplace: bool = False):
 def softplus(input, beta: float = 1.0, threshold: float = 20.0):
     """``log(1 + exp(beta * x)) / beta``, and ``x`` itself where ``beta * x > threshold``."""
     x = _activation("softplus", input)
+    if IA.any_item(beta, threshold):
+        return IA.softplus(x, beta, threshold)
     return apply(SOFTPLUS, x, beta=float(beta), threshold=float(threshold))
 
 
@@ -139,6 +150,8 @@ def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool =
         # PyTorch's hardtanh keeps an integer tensor's dtype (bounds truncated to it)
         return E.clamp(input, int(min_val), int(max_val))
     x = _activation("hardtanh", input)
+    if IA.any_item(min_val, max_val):  # (bounds in the wrong order, unseen, give max_val)
+        return _maybe_inplace("hardtanh", x, inplace, lambda t: IA.hardtanh(t, min_val, max_val))
     lo, hi = float(min_val), float(max_val)
     if lo > hi:
         raise ValueError(f"hardtanh: min_val ({lo}) must not exceed max_val ({hi})")
@@ -200,6 +213,8 @@ def threshold(input, threshold: float, value: float, inplace: bool = False):
     """``value`` where ``x <= threshold``, else ``x`` (NaN stays NaN, as in PyTorch); one op
     each way (ops/shrink.py), whose gradient differentiates again to zeros in ``x``."""
     x = _activation("threshold", input)
+    if IA.any_item(threshold, value):
+        return _maybe_inplace("threshold", x, inplace, lambda t: IA.threshold(t, threshold, value))
     th, v = float(threshold), float(value)
     return _maybe_inplace(
         "threshold", x, inplace, lambda t: apply(THRESHOLD, t, threshold=th, value=v)
@@ -210,6 +225,8 @@ def threshold(input, threshold: float, value: float, inplace: bool = False):
 def hardshrink(input, lambd: float = 0.5):
     """0 where ``-lambd <= x <= lambd``, else ``x`` (NaN stays NaN, as in PyTorch)."""
     x = _activation("hardshrink", input)
+    if IA.any_item(lambd):
+        return IA.hardshrink(x, lambd)
     return apply(HARDSHRINK, x, lambd=float(lambd))
 
 
@@ -217,6 +234,8 @@ def hardshrink(input, lambd: float = 0.5):
 def softshrink(input, lambd: float = 0.5):
     """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
     x = _activation("softshrink", input)
+    if IA.any_item(lambd):
+        return IA.softshrink(x, lambd)
     lambd = float(lambd)
     if lambd < 0:
         raise ValueError(f"softshrink: lambd must be non-negative, got {lambd}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from ..errors import ShapeError
+from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops._registry import export
 from ..ops._util import fmt_shape
@@ -33,11 +34,16 @@ def rrelu(
     draws its slope ``a`` from U(lower, upper) (the gradient uses the same slopes), outside
     training ``a = (lower + upper) / 2``."""
     x = float_input("rrelu", input)
-    lower, upper = float(lower), float(upper)
-    if training:
+    if _items.is_item(lower) or _items.is_item(upper):  # (traced .item()s: their tensors)
+        lower, upper = (_items.scalar(v, x.dtype, "rrelu", f) if _items.is_item(v) else float(v)
+                        for v, f in ((lower, "lower"), (upper, "upper")))
+        unit = E.rand(tuple(x.shape), generator=generator, dtype=x.dtype) if training else 0.5
+        slope = lower + (upper - lower) * unit
+    elif training:
+        lower, upper = float(lower), float(upper)
         slope = E.uniform(lower, upper, tuple(x.shape), generator=generator, dtype=x.dtype)
     else:
-        slope = (lower + upper) / 2
+        slope = (float(lower) + float(upper)) / 2
 
     def fn(t):
         return E.where(t > 0, t, t * slope)

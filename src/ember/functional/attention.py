@@ -23,6 +23,7 @@ from ..backends import cuda as _sdp_switches
 from ..errors import ArgumentError, DTypeError, ShapeError
 from ..grad_mode import is_grad_enabled
 from ..graph import scope as _scope
+from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
 from ..ops._registry import apply, building_graph, export
@@ -147,8 +148,9 @@ def scaled_dot_product_attention(
         v = _repeat_heads(v, q.shape[-3] // v.shape[-3])
     if is_causal and attn_mask is not None:
         raise ValueError(f"{op}: give either attn_mask or is_causal=True, not both")
-    s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-    if dropout_p <= 0.0 and without_grad(q, k, v, attn_mask):
+    item_scale = _items.is_item(scale)  # (a traced .item(): q times its tensor)
+    s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale if item_scale else float(scale)
+    if dropout_p <= 0.0 and not item_scale and without_grad(q, k, v, attn_mask):
         out = _fused(q, k, v, attn_mask, is_causal, s)
         if out is not None:
             return out

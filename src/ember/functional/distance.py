@@ -11,6 +11,7 @@ them), which the ``where`` around the square root below encodes.
 from __future__ import annotations
 
 from ..errors import ShapeError
+from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
 from ..ops._registry import export
@@ -54,7 +55,7 @@ def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8):
     the inputs (PyTorch 2.x's formula: each vector is normalised by its own clamped norm)."""
     a, b = E.broadcast_tensors(*promote(to_tensor(x1), to_tensor(x2), floating=True))
     d = dim_arg("cosine_similarity", dim, a.ndim)
-    eps = float(eps)
+    eps = _items.number(eps)
 
     def normalized(x):
         n = _l2_norm(x, d, True)
@@ -74,7 +75,7 @@ def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool =
         raise ShapeError(
             "expected inputs of at least 1 dimension, got 0-d ones", op="pairwise_distance"
         )
-    diff = a - b + float(eps)
+    diff = a - b + _items.number(eps)
     return _p_norm(diff, float(p), ndim - 1, keepdim)
 
 
@@ -108,7 +109,7 @@ def triplet_margin_loss(
     d_neg = pairwise_distance(a, neg, p, eps)
     if swap:
         d_neg = E.minimum(d_neg, pairwise_distance(pos, neg, p, eps))
-    loss = E.clamp(d_pos - d_neg + float(margin), min=0)
+    loss = E.clamp(d_pos - d_neg + _items.number(margin), min=0)
     return reduce_loss(loss, red)
 
 
@@ -128,7 +129,7 @@ def margin_ranking_loss(
             f"{fmt_shape(x1.shape)}, {fmt_shape(x2.shape)} and {fmt_shape(y.shape)}",
             op="margin_ranking_loss",
         )
-    loss = E.clamp(-y * (x1 - x2) + float(margin), min=0)
+    loss = E.clamp(-y * (x1 - x2) + _items.number(margin), min=0)
     return reduce_loss(loss, red)
 
 
@@ -160,5 +161,5 @@ def cosine_embedding_loss(
     mag2 = E.sum(x2 * x2, d) + _EPSILON
     cos = prod / E.sqrt(mag1 * mag2)
     pos = E.where(y == 1, 1 - cos, 0)
-    neg = E.where(y == -1, E.clamp(cos - float(margin), min=0), 0)
+    neg = E.where(y == -1, E.clamp(cos - _items.number(margin), min=0), 0)
     return reduce_loss(pos + neg, red)

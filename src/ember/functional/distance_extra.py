@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
+from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops._registry import export
 from ..ops._util import fmt_shape
@@ -58,6 +59,6 @@ def triplet_margin_with_distance_loss(
     if swap:
         d_neg = E.minimum(d_neg, dist(positive, negative))
     # clamp_min's gradient: 1 where the hinge is at 0 too, as PyTorch's clamp passes it
-    raw = float(margin) + d_pos - d_neg
+    raw = _items.number(margin) + d_pos - d_neg
     loss = E.where(raw >= 0, raw, raw * 0)
     return reduce_loss(loss, reduction)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import warnings
 
 from ..errors import ShapeError
+from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops._registry import export
 from ..ops._util import fmt_shape
@@ -21,6 +22,8 @@ from ._common import float_input, refuse_complex_draw
 
 
 def _check_p(op: str, p) -> float:
+    # (a traced .item() probability: the mask's draw and the scale need the number)
+    _items.refuse(p, op, "p", "the probability as a number, to check it and scale by it")
     p = float(p)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"{op}: dropout probability has to be between 0 and 1, but got {p}")

@@ -16,6 +16,7 @@ the passes fuse.
 from __future__ import annotations
 
 from ..errors import DTypeError, ShapeError
+from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops import cross_entropy as _fused
 from ..ops._autocast import Autocast, autocasts
@@ -154,14 +155,16 @@ def cross_entropy(
     float tensor of the input's shape)."""
     x = float_input("cross_entropy", input)
     reduction = reduction_arg("cross_entropy", reduction, size_average, reduce)
-    eps = float(label_smoothing)
-    if not 0.0 <= eps <= 1.0:
+    item = _items.is_item(label_smoothing)  # (a traced .item(): in the arithmetic, unchecked)
+    eps = label_smoothing if item else float(label_smoothing)
+    if not item and not 0.0 <= eps <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must lie in [0, 1], got {eps}")
     if x.ndim == 0:
         raise ShapeError("the input needs a class dimension, got a 0-d tensor", op="cross_entropy")
     d = _class_dim(x)
     target = to_tensor(target)
-    if _fused.applies(x, target, weight):  # eagerly one op each way (ops/cross_entropy.py)
+    # eagerly one op each way (ops/cross_entropy.py)
+    if not item and _fused.applies(x, target, weight):
         _check_index_target("cross_entropy", x, target)
         _check_class_values("cross_entropy", target, x.shape[d], int(ignore_index))
         w = _class_weight("cross_entropy", weight, x, x.shape[d])
@@ -178,7 +181,7 @@ def cross_entropy(
     if target.dtype.is_floating_point:
         return _soft_target_loss(x, logp, target, weight, reduction, eps)
     loss, weights, kept, w = _nll("cross_entropy", logp, target, weight, ignore_index, reduction)
-    if eps == 0.0:
+    if not item and eps == 0.0:
         return loss
     # PyTorch's smoothing term: the (weighted) sum of -logp over classes, masked like the nll
     n_classes = x.shape[d]
@@ -195,7 +198,7 @@ def _soft_target_loss(x, logp, target, weight, reduction: str, eps: float):
     target = target if target.dtype is x.dtype else E.cast(target, x.dtype)
     d = _class_dim(x)
     n_classes = x.shape[d]
-    if eps > 0.0:
+    if _items.is_item(eps) or eps > 0.0:
         target = target * (1.0 - eps) + eps / n_classes
     w = _class_weight("cross_entropy", weight, x, n_classes)
     terms = logp * target

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..dtypes import int64
 from ..errors import EmberError, ShapeError
+from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
 from ..ops._registry import export
@@ -104,7 +105,7 @@ def multi_margin_loss(
     t2 = E.reshape(t, (x2.shape[0], 1))
     classes = x2.shape[1]
     x_y = E.gather(x2, 1, t2)
-    terms = E.relu(float(margin) - x_y + x2)
+    terms = E.relu(_items.number(margin) - x_y + x2)
     if p == 2:
         terms = terms * terms
     if weight is not None:
@@ -191,7 +192,7 @@ def poisson_nll_loss(
     if log_input:
         loss = E.exp(x) - t * x
     else:
-        loss = x - t * E.log(x + float(eps))
+        loss = x - t * E.log(x + _items.number(eps))
     if full:
         big = t > 1
         safe = E.where(big, t, 2.0)  # log reads only y > 1, so no NaN reaches the gradient
@@ -231,7 +232,7 @@ def gaussian_nll_loss(
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"{reduction} is not valid")
     x, t, v = promote(x, to_tensor(target), v, floating=True)
-    v = v + E.stop_gradient(E.maximum(v, float(eps)) - v)
+    v = v + E.stop_gradient(E.maximum(v, _items.number(eps)) - v)
     loss = 0.5 * (E.log(v) + (x - t) ** 2 / v)
     if full:
         loss = loss + 0.5 * math.log(2 * math.pi)
@@ -253,7 +254,7 @@ def hinge_embedding_loss(
     op = "hinge_embedding_loss"
     reduction = reduction_arg(op, reduction, size_average, reduce)
     x, t = promote(float_input(op, input), to_tensor(target), floating=True)
-    margin_part = E.where(t != 1, E.relu(float(margin) - x), 0.0)
+    margin_part = E.where(t != 1, E.relu(_items.number(margin) - x), 0.0)
     self_part = E.where(t != -1, x, 0.0)
     return reduce_loss(margin_part + self_part, reduction)
 

@@ -10,6 +10,7 @@ mse_loss and l1_loss, but by the element count for huber_loss.
 from __future__ import annotations
 
 from ..errors import ShapeError
+from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
 from ..ops._registry import export
@@ -80,6 +81,12 @@ def smooth_l1_loss(
 ):
     """Squared error below ``beta``, absolute error above (l1_loss when ``beta == 0``)."""
     reduction = reduction_arg("smooth_l1_loss", reduction, size_average, reduce)
+    if _items.is_item(beta):  # (a traced .item(): its tensor, ops/_item_scalars.py)
+        _, diff = _difference("smooth_l1_loss", input, target)
+        beta = _items.scalar(beta, diff.dtype, "smooth_l1_loss", "beta")
+        zero = beta == 0  # (l1 there; the other branch divides by a safe beta)
+        losses = E.where(zero, E.abs(diff), _smooth(diff, E.where(zero, 1, beta)))
+        return reduce_loss(losses, reduction)
     beta = float(beta)
     if beta < 0:
         raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
@@ -93,8 +100,8 @@ def smooth_l1_loss(
 def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0, weight=None):
     """``0.5 * d**2`` where ``|d| < delta``, else ``delta * (|d| - 0.5 * delta)``."""
     reduction = reduction_arg("huber_loss", reduction)
-    delta = float(delta)
-    if delta <= 0:
+    delta = delta if _items.is_item(delta) else float(delta)  # (an item: its tensor, unchecked)
+    if not _items.is_item(delta) and delta <= 0:
         raise ValueError(f"huber_loss: delta must be positive, got {delta}")
     x, diff = _difference("huber_loss", input, target)
     a = E.abs(diff)

@@ -23,6 +23,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..autograd import no_grad
 from ..errors import ArgumentError, ShapeError
+from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops._registry import TensorBase, apply, constant, export
 from ..ops._registry import _state as _reg_state
@@ -101,7 +102,8 @@ def _normalized_axes(op: str, x, normalized_shape) -> tuple:
 @export(functional=True)
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     """Normalize over the trailing ``normalized_shape`` dimensions, then scale and shift."""
-    if _plain_layer_norm(input, normalized_shape, weight, bias):
+    item = _items.is_item(eps)  # (a traced .item() eps: the composite takes its tensor)
+    if not item and _plain_layer_norm(input, normalized_shape, weight, bias):
         # (every eager LayerNorm module's call: the checks below would pass and cast nothing)
         return apply(LAYER_NORM, input, weight, bias, eps=float(eps))
     x = float_input("layer_norm", input)
@@ -111,13 +113,13 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
     shape, axes = _normalized_axes("layer_norm", x, normalized_shape)
     weight = _param("layer_norm", weight, x, shape, "weight")
     bias = _param("layer_norm", bias, x, shape, "bias")
-    if all(isinstance(n, int) for n in shape) and math.prod(shape) > 0:
+    if not item and all(isinstance(n, int) for n in shape) and math.prod(shape) > 0:
         # one pass forward and one backward (a missing weight or bias: a unit scale, no shift)
         unit = E.ones(shape, dtype=x.dtype) if weight is None else weight
         zero = E.zeros(shape, dtype=x.dtype) if bias is None else bias
         return apply(LAYER_NORM, x, unit, zero, eps=float(eps))
     centred, _, var = _moments(x, axes)
-    return _affine(centred * E.rsqrt(var + float(eps)), weight, bias)
+    return _affine(centred * E.rsqrt(var + _items.number(eps)), weight, bias)
 
 
 def _plain_layer_norm(x, shape, weight, bias) -> bool:
@@ -151,7 +153,7 @@ def rms_norm(input, normalized_shape, weight=None, eps: float | None = None):
     weight = _param("rms_norm", weight, x, shape, "weight")
     if eps is None:
         eps = float(ml_dtypes.finfo(x.dtype.np).eps)
-    y = x * E.rsqrt(E.mean(x * x, axes, keepdim=True) + float(eps))
+    y = x * E.rsqrt(E.mean(x * x, axes, keepdim=True) + _items.number(eps))
     return _affine(y, weight, None)
 
 
@@ -371,7 +373,7 @@ def instance_norm(
             f"shape {fmt_shape(x.shape)}"
         )
     centred, mean, var = _moments(x, axes)
-    y = centred * E.rsqrt(var + float(eps))
+    y = centred * E.rsqrt(var + _items.number(eps))
     y = _affine(
         y,
         None if weight is None else _channel_view(weight, x.ndim),
@@ -434,8 +436,9 @@ def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None)
     written into that tensor."""
     x = float_input("normalize", input, complex_ok=True)
     d = dim_arg("normalize", dim, max(x.ndim, 1))
+    _items.refuse(p, "normalize", "p", "the norm's order as a number (it picks the computation)")
     p = float(p)
-    eps = float(eps)
+    eps = eps if _items.is_item(eps) else float(eps)  # (a traced .item(): clip takes it)
     if p == 2.0 and not x.dtype.is_complex:
         # sqrt(max(sum x^2, eps^2)) == max(norm, eps), and its gradient stays finite at x == 0
         norm = E.sqrt(E.clip(E.sum(x * x, d, keepdim=True), min=eps * eps))

@@ -321,7 +321,7 @@ def conj_physical_(input):
 def _memory_order(x):
     """None for a contiguous tensor (or one being recorded); the dims' memory order for a
     dense permuted one; a refusal for other layouts."""
-    if not hasattr(x, "stride") or x.is_contiguous():
+    if getattr(x, "_data", None) is None or x.is_contiguous():  # (recorded: a graph value)
         return None
     if x.storage_offset() != 0 or not x.permute(x.dim_order()).is_contiguous():
         raise ArgumentError(

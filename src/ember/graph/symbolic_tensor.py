@@ -10,6 +10,10 @@ number. The one exception is host data read from the captured function's own
 tensor arguments (`host_value`: the lengths of packed sequences, an integer argument's
 ``.tolist()``): ``ember.function`` then keys its graphs on that argument's value.
 
+To the user's code it is an ``ember.Tensor``: its ``__class__`` is that class where a module
+outside ember asks (``isinstance(mask, torch.Tensor)`` in a captured forward), while ember's own
+modules, which tell graph values from eager tensors by their class, see this one.
+
 In-place methods are functionalized: ``x.add_(y)`` computes ``x + y`` as a new graph value and
 rebinds ``x`` to it, so later uses read the updated value. (Aliasing views are not followed: an
 in-place write through a view of a symbolic tensor does not update its base.)
@@ -18,6 +22,7 @@ in-place write through a view of a symbolic tensor does not update its base.)
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
@@ -52,6 +57,19 @@ class SymbolicTensor(TensorBase):
         self._requires_grad = False
         self._view_of = None  # (root base, view ops from it): see ember/_views.py
         self._view_src = None
+
+    # -------- what it is to the user's code: an ember Tensor
+    @property
+    def __class__(self):
+        """``ember.Tensor`` where the user's code asks (``isinstance(mask, torch.Tensor)`` in a
+        captured forward is True, as eagerly), this class where ember's own code does (which
+        tells graph values from eager tensors by it). ``type(x)`` is always this class."""
+        module = sys._getframe(1).f_globals.get("__name__", "")
+        if module == "ember" or module.startswith("ember."):
+            return SymbolicTensor
+        from ..tensor import Tensor
+
+        return Tensor
 
     # -------- metadata (from the value's type; never data)
     @property

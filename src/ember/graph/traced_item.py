@@ -40,7 +40,7 @@ import math
 import operator
 import weakref
 
-from ..errors import EmberError, ShapeError, user_location
+from ..errors import EmberError, ShapeError, TraceError, user_location
 
 __all__ = ["TracedItem", "TracedList", "close_items", "escaped_items"]
 
@@ -116,7 +116,16 @@ class TracedItem(_Traced):
         return operator.index(value)
 
     def __float__(self):
-        return float(self._refuse("float() of the .item()"))
+        self._check_open()
+        if self.kind <= 1:
+            return float(self._refuse("float() of the .item()"))
+        raise TraceError(
+            f"float() of the .item() of a traced tensor (from {self.location}) needs its number, "
+            "which a graph does not have while it is built: a function that takes a Python "
+            "number here (an eps, a margin, a scale factor, a norm's order) bakes it into the "
+            "graph; pass a number computed outside the traced function, or a tensor where the "
+            "function takes one"
+        )
 
     def __complex__(self):
         return complex(self._refuse("complex() of the .item()"))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import inspect
 
-__all__ = ["with_torch_keywords"]
+__all__ = ["with_out", "with_torch_keywords"]
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 _FIRST = ("x", "a", "t")  # ember's names for a first operand, PyTorch's ``input``
@@ -101,6 +101,25 @@ def with_torch_keywords(table: dict, *, out: bool = False) -> dict:
         if key not in _WRAPPED:
             wrapped = _taking(fn, aliases) if aliases else fn
             _WRAPPED[key] = taking_out(wrapped, name) if wants_out else wrapped
+        result[name] = _WRAPPED[key]
+    return result
+
+
+def with_out(table: dict) -> dict:
+    """``table`` (name -> public function) with each function that has no ``out`` parameter of
+    its own also taking PyTorch's ``out=`` (ops/_out.py), its operands' names as they are: the
+    namespaces whose PyTorch names are ember's (``ember.linalg``'s ``A``, ``B``; ``ember.fft``,
+    ``ember.special``)."""
+    from ._out import taking_out
+
+    result = {}
+    for name, fn in table.items():
+        if not callable(fn) or isinstance(fn, type) or not (_lacks_out(fn) and _may_take_out(name)):
+            result[name] = fn
+            continue
+        key = (fn, (), True)
+        if key not in _WRAPPED:
+            _WRAPPED[key] = taking_out(fn, name)
         result[name] = _WRAPPED[key]
     return result
 

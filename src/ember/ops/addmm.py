@@ -10,6 +10,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..types import TensorType
+from . import _item_scalars as _items
 from . import api as E
 from ._autocast import Autocast, autocasts
 from ._matmul_kernels import matmul_fast, matmul_kernel, product_workspace
@@ -212,6 +213,13 @@ _ADDMM = register(
 )
 
 
+def _addmm_items(input, mat1, mat2, beta, alpha):
+    """addmm with a traced ``.item()`` beta or alpha (ops/_item_scalars.py): the product
+    scaled by alpha's tensor, plus input scaled by beta's, input ignored where beta is 0."""
+    product = apply(_ADDMM, input, mat1, mat2, beta=0, alpha=1)  # (its shapes checked)
+    return _items.add_scaled("addmm", input, product, beta, alpha, input.dtype)
+
+
 @export(method=True, inplace=True)
 @autocasts(Autocast.LOWER)
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
@@ -220,6 +228,8 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     (NaN and infinities in it are not propagated). For integer tensors beta and alpha must be
     integers."""
     input, mat1, mat2 = promote(input, mat1, mat2)
+    if _items.any_item(beta, alpha):
+        return _addmm_items(input, mat1, mat2, beta, alpha)
     if input.dtype.is_complex:
         beta, alpha = (v if isinstance(v, complex) else float(v) for v in (beta, alpha))
     elif isinstance(beta, complex) or isinstance(alpha, complex):

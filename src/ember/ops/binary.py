@@ -13,6 +13,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import DivisionByZeroError, DTypeError, KernelDTypeError
 from ..types import TensorType
+from . import _item_scalars as _items
 from . import _onnx
 from . import _onnx_elementwise as ox
 from . import api as E
@@ -93,7 +94,7 @@ def _binary(
         def fn(x, y, *, alpha=1):
             if check is not None:
                 check(x, y)
-            if alpha == 1 and type(alpha) is not bool:  # the common call: nothing to scale
+            if type(alpha) in (int, float) and alpha == 1:  # the common call: nothing to scale
                 return apply(op, *promote(x, y, floating=floating))
             x, y = promote(x, y, floating=floating)
             return apply(op, x, _scale(name, y, alpha, x.dtype))
@@ -108,7 +109,12 @@ def _binary(
 def _scale(name, y, alpha, dtype):
     """``alpha * y`` for add's and sub's ``alpha=``, by PyTorch's rules: alpha takes the result
     dtype (a float alpha with integer tensors, a bool alpha with non-bool ones are refused; a
-    bool result takes any alpha as its truth value), and alpha 1 leaves y as it is."""
+    bool result takes any alpha as its truth value), and alpha 1 leaves y as it is. A traced
+    ``.item()`` alpha multiplies by its graph value (ops/_item_scalars.py)."""
+    if _items.is_item(alpha):
+        if dtype.is_bool:
+            return E.logical_and(y, _items.scalar(alpha, dtype, name, "alpha"))
+        return y * _items.scalar(alpha, dtype, name, "alpha")
     if isinstance(alpha, bool) and not dtype.is_bool:
         raise DTypeError(f"a bool alpha is only supported for bool results, got {dtype}", op=name)
     if isinstance(alpha, float) and not (dtype.is_floating_point or dtype.is_complex):

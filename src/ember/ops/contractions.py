@@ -14,6 +14,7 @@ import operator
 
 from .. import dtypes as dt
 from ..errors import DTypeError, KernelDTypeError, ShapeError
+from . import _item_scalars as _items
 from . import api as E
 from ._autocast import Autocast, autocasts
 from ._registry import export
@@ -116,6 +117,8 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
             f"shape {fmt_shape(shape)}",
             op="baddbmm",
         )
+    if _items.any_item(beta, alpha):  # (traced .item()s: their tensors)
+        return _items.add_scaled("baddbmm", input, product, beta, alpha, dtype)
     if alpha != 1:
         product = product * alpha
     if beta == 0:
@@ -179,6 +182,7 @@ def cdist(x1, x2, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if
     distance is the square root of a rounding error (~1e-8 in float64), in either library.
     The gradient is 0 where a distance is 0, as PyTorch's. At p = inf ties share the gradient
     (ember's amax); PyTorch gives each tied coordinate all of it."""
+    _items.refuse(p, "cdist", "p", "the norm's order as a number (it picks the computation)")
     x1, x2 = to_tensor(x1), to_tensor(x2)
     for name, t in (("x1", x1), ("x2", x2)):
         if not t.dtype.is_floating_point or t.dtype in (dt.float16, dt.bfloat16):

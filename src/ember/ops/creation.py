@@ -12,6 +12,7 @@ from ..errors import DTypeError, ShapeError
 from ..kernels.cprepack import exposed
 from ..symbolic import SymDim
 from ..types import TensorType
+from . import api as E
 from ._data import to_array
 from ._registry import (
     OpDef,
@@ -287,8 +288,29 @@ def space_endpoints(name: str, start, end, dtype):
     return ends, d
 
 
+def _linspace_items(start, end, steps, dtype, requires_grad):
+    """linspace between ends of which one is a traced ``.item()`` (ops/_item_scalars.py): the
+    ends' graph values in float64 (complex128), each half stepped from its own end as
+    PyTorch's kernel does, cast to the result dtype."""
+    kinds = [v.kind if is_traced(v) else (3 if isinstance(v, complex) else 2) for v in (start, end)]
+    d = dt.as_dtype(dtype) if dtype is not None else (
+        dt.get_default_complex_dtype() if 3 in kinds else dt.get_default_dtype()
+    )
+    wide = dt.complex128 if d.is_complex or 3 in kinds else dt.float64
+    a, b = (v.tensor_for(wide) if is_traced(v) else E.tensor(v, dtype=wide) for v in (start, end))
+    steps = int(steps)
+    index = E.arange(steps, dtype=dt.float64)
+    step = (b - a) / max(steps - 1, 1)
+    halfway = steps // 2 if steps > 1 else 1  # (one step: the start)
+    values = E.where(index < halfway, a + step * index, b - step * (steps - 1 - index))
+    out = E.cast(values, d) if values.dtype is not d else values
+    return out.requires_grad_() if requires_grad else out
+
+
 @export
 def linspace(start, end, steps: int, *, dtype=None, requires_grad=False):
+    if is_traced(start) or is_traced(end):
+        return _linspace_items(start, end, steps, dtype, requires_grad)
     (start, end), d = space_endpoints("linspace", start, end, dtype)
     wide = np.complex128 if d.is_complex else np.float64
     out = constant(np.linspace(start, end, steps, dtype=wide).astype(d.np))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
+from . import _item_scalars as _items
 from . import api as E
 from ._registry import TensorBase, export
 from ._util import normalize_axis
@@ -260,6 +261,8 @@ def gradient(input, *, spacing=1, dim=None, edge_order: int = 1):
                 )
             if not (h.dtype.is_floating_point or h.dtype.is_complex):
                 h = E.cast(h, f.dtype)
+        elif _items.is_item(h):  # (a traced .item(): a weak scalar in the arithmetic)
+            pass
         elif isinstance(h, bool) or not isinstance(h, (int, float, complex)):
             raise TypeError(f"gradient: spacing must hold numbers or 1-d tensors, got {h!r}")
         results.append(_gradient_one(f, d, h, edge_order))

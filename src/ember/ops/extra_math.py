@@ -22,7 +22,7 @@ from ..errors import DTypeError, KernelDTypeError
 from ..types import TensorType
 from . import _onnx
 from . import api as E
-from ._registry import INPLACE, PUBLIC, OpDef, TensorBase, apply, export, register
+from ._registry import INPLACE, PUBLIC, OpDef, TensorBase, apply, export, is_traced, register
 from ._rules import Complex
 from ._util import elementwise_cost, require_float, same_type
 from .binary import _binary
@@ -494,8 +494,9 @@ def logit(input, eps: float | None = None):
     at 0 and 1 it is NaN (PyTorch's is inf), and outside [0, 1] it is finite where PyTorch's
     is NaN."""
     p = _float(input)
-    if eps is not None:
-        p = E.clamp(p, float(eps), 1.0 - float(eps))
+    if eps is not None:  # (a traced .item() eps: clamp takes it, ops/_item_scalars.py)
+        eps = eps if is_traced(eps) else float(eps)
+        p = E.clamp(p, eps, 1.0 - eps)
     return E.log(p / (1 - p))
 
 

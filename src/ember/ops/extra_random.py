@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DTypeError
+from . import _item_scalars as _items
 from . import api as E
 from ._registry import export
 
@@ -38,7 +39,7 @@ def _exponential_(self, lambd: float = 1.0, *, generator=None):
 
     def fill(old):
         _require_float("exponential_", old)
-        return -E.log(_open_unit(old, generator)) / float(lambd)
+        return -E.log(_open_unit(old, generator)) / _items.number(lambd)  # (an item: its tensor)
 
     return self._inplace("exponential_", fill)
 

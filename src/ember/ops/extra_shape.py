@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
+from . import _item_scalars as _items
 from . import api as E
 from ._autocast import Autocast, autocasts
 from ._registry import TensorBase, export
@@ -345,6 +346,8 @@ def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, requires
 def _scaled(name, input, product, beta, alpha):
     input, product = promote(input, product)
     check_scalars(name, input.dtype, beta, alpha)
+    if _items.any_item(beta, alpha):  # (traced .item()s: their tensors)
+        return _items.add_scaled(name, input, product, beta, alpha, input.dtype)
     scaled = product if alpha == 1 else product * alpha
     if beta == 0:  # the input is ignored, its NaN and infinities too
         return E.broadcast_to(

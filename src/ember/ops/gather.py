@@ -423,7 +423,9 @@ def index_add(x, dim: int, index, source, *, alpha=1):
             f"{fmt_shape(expected)}",
             op="index_add",
         )
-    if alpha != 1:  # (computed in x's dtype, as PyTorch's index_add is)
+    if is_traced(alpha):  # (a traced .item(): its tensor in x's dtype)
+        source = E.cast(source * alpha.tensor_for(x.dtype), x.dtype)
+    elif alpha != 1:  # (computed in x's dtype, as PyTorch's index_add is)
         source = E.cast(source * alpha, x.dtype)
     spec = (FULL,) * d + (("tensor",),)
     return x + apply(_INDEX_BACKWARD, source, index, spec=spec, in_shape=tuple(x.shape))

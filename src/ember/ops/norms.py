@@ -22,6 +22,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..types import TensorType
+from . import _item_scalars as _items
 from . import _onnx
 from . import api as E
 from ._autocast import Autocast, autocasts
@@ -140,6 +141,7 @@ _VECTOR_NORM = register(
 
 
 def _ord_value(op, ord) -> float:  # noqa: A002
+    _items.refuse(ord, op, "ord", "the norm's order as a number (it picks the computation)")
     if isinstance(ord, str) or isinstance(ord, bool) or not isinstance(ord, (int, float)):
         raise TypeError(f"{op}: ord must be a number (int, float or inf), got {ord!r}")
     return float(ord)

@@ -11,8 +11,10 @@ import functools
 
 import numpy as np
 
+from .. import dtypes as dt
 from ..errors import ShapeError
 from ..types import TensorType
+from . import _item_scalars as _items
 from . import api as E
 from ._autocast import Autocast, autocasts
 from ._registry import OpDef, apply, export, register
@@ -233,4 +235,14 @@ def pad(x, pad, mode="constant", value=0.0):
         start = max(-lo, 0)
         x = E.narrow(x, d, start, x.shape[d] - start - max(-hi, 0))
         pairs[d] = (max(lo, 0), max(hi, 0))
+    if _items.is_item(value):
+        # a traced .item() (ops/_item_scalars.py): padded with 0, then the item selected where
+        # a padded ones-mask says the padding lies (the mask folds to a constant)
+        padded = apply(_PAD, x, pads=tuple(pairs), mode=mode, value=0.0)
+        if mode != "constant":
+            return padded
+        fill = _items.scalar(value, x.dtype, "pad", "value", truncate=True)
+        empty = E.zeros(tuple(x.shape), dtype=dt.bool_)
+        mask = apply(_PAD, empty, pads=tuple(pairs), mode=mode, value=1.0)
+        return E.where(mask, fill, padded)
     return apply(_PAD, x, pads=tuple(pairs), mode=mode, value=float(value))

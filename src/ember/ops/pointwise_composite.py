@@ -12,6 +12,7 @@ import ml_dtypes
 
 from .. import dtypes as dt
 from ..errors import DTypeError, KernelDTypeError
+from . import _item_scalars as _items
 from . import api as E
 from ._registry import TensorBase, export
 from .elementwise import promote, to_tensor
@@ -33,10 +34,16 @@ def nan_to_num(input, nan: float = 0.0, posinf: float | None = None, neginf: flo
     if not x.dtype.is_floating_point:
         return E.clone(x)
     top, bottom = _finite_bounds(x.dtype)
-    posinf = top if posinf is None else float(posinf)
-    neginf = bottom if neginf is None else float(neginf)
+
+    def number(v, default, field):  # (a traced .item(): its graph value, ops/_item_scalars.py)
+        if _items.is_item(v):
+            return _items.scalar(v, x.dtype, "nan_to_num", field)
+        return default if v is None else float(v)
+
+    nan = number(nan, 0.0, "nan")
+    posinf, neginf = number(posinf, top, "posinf"), number(neginf, bottom, "neginf")
     # (x != x and x == inf are the comparisons a fused loop computes: the chain fuses whole)
-    out = E.where(x != x, float(nan), x)
+    out = E.where(x != x, nan, x)
     out = E.where(x == float("inf"), posinf, out)
     return E.where(x == float("-inf"), neginf, out)
 
@@ -46,7 +53,10 @@ export(nan_to_num, method=True, inplace=True)
 
 def _value(op: str, value, dtype):
     """The ``value=`` multiplier of addcmul / addcdiv in the result dtype: PyTorch truncates
-    a float value for an integer result (addcmul(i, i, i, value=2.5) uses 2)."""
+    a float value for an integer result (addcmul(i, i, i, value=2.5) uses 2). A traced
+    ``.item()`` is its graph value in that dtype (ops/_item_scalars.py)."""
+    if _items.is_item(value):
+        return _items.scalar(value, dtype, op, "value", truncate=True)
     if isinstance(value, TensorBase):
         raise TypeError(f"{op}: value must be a Python number, got a tensor")
     if dtype.is_complex:
@@ -58,6 +68,10 @@ def _value(op: str, value, dtype):
     return int(value)
 
 
+def _is_one(value) -> bool:
+    return not isinstance(value, TensorBase) and value == 1
+
+
 def addcmul(input, tensor1, tensor2, *, value=1):
     """``input + value * tensor1 * tensor2``, broadcasting and promoting the three tensors.
     Bool results are refused, as in PyTorch; for an integer result a float ``value`` is
@@ -66,7 +80,7 @@ def addcmul(input, tensor1, tensor2, *, value=1):
     if input.dtype is dt.bool_:
         raise DTypeError("addcmul is not defined for bool tensors (as in PyTorch)", op="addcmul")
     value = _value("addcmul", value, input.dtype)
-    product = tensor1 * tensor2 if value == 1 else tensor1 * value * tensor2
+    product = tensor1 * tensor2 if _is_one(value) else tensor1 * value * tensor2
     return input + product
 
 
@@ -85,7 +99,7 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
         )
     input, t1, t2 = promote(input, t1, t2)
     value = _value("addcdiv", value, input.dtype)
-    quotient = t1 / t2 if value == 1 else t1 * value / t2
+    quotient = t1 / t2 if _is_one(value) else t1 * value / t2
     return input + quotient
 
 
@@ -106,6 +120,8 @@ def lerp(input, end, weight):
     if not (input.dtype.is_floating_point or input.dtype.is_complex):
         raise KernelDTypeError(f"lerp needs floating tensors, got {input.dtype}", op="lerp")
     diff = end - input
+    if _items.is_item(weight):  # (a traced .item(): a 0-d tensor weight, ops/_item_scalars.py)
+        weight = _items.scalar(weight, input.dtype, "lerp", "weight")
     if not isinstance(weight, TensorBase):
         # (|w| < 0.5 picks the form; a complex weight only with complex tensors)
         w = complex(weight) if input.dtype.is_complex else float(weight)

@@ -14,6 +14,7 @@ from .. import dtypes as dt
 from ..errors import ArgumentError, DTypeError, ShapeError
 from ..random import resolve
 from ..types import TensorType
+from . import _item_scalars as _items
 from . import api as E
 from ._registry import OpDef, apply, export, register
 from ._util import (
@@ -210,6 +211,10 @@ def randn(*size, generator=None, dtype=None, requires_grad=False):
 @export
 def uniform(low=0.0, high=1.0, size=(), *, generator=None, dtype=None):
     """Uniform samples in [low, high) of the given size."""
+    if _items.any_item(low, high):  # (traced .item()s: unit draws scaled by their tensors)
+        _refuse_complex_items("uniform", dtype, low, high)
+        unit = uniform(0.0, 1.0, size, generator=generator, dtype=dtype)
+        return unit * (high - low) + low
     if high < low:
         raise ValueError(f"uniform: high ({high}) must not be below low ({low})")
     if dtype is not None and dt.as_dtype(dtype).is_complex:  # each part in [low, high)
@@ -227,12 +232,26 @@ def uniform(low=0.0, high=1.0, size=(), *, generator=None, dtype=None):
     )
 
 
+def _refuse_complex_items(op, dtype, *values):
+    if dtype is not None and dt.as_dtype(dtype).is_complex:
+        for v in values:
+            _items.refuse(v, op, "bound", "a number for complex draws")
+
+
 @export
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None):
     """Normal samples. ``mean``/``std`` may be floats (then ``size`` gives the shape) or tensors
     (broadcast together; the result has their shape)."""
     gen = resolve(generator)
-    if isinstance(mean, (int, float)) and isinstance(std, (int, float)):
+    plain = (int, float)
+    if _items.any_item(mean, std) and all(
+        isinstance(v, plain) or _items.is_item(v) for v in (mean, std)
+    ):
+        # traced .item()s: standard draws of ``size`` scaled by their tensors
+        _refuse_complex_items("normal", dtype, mean, std)
+        unit = normal(0.0, 1.0, size, generator=gen, dtype=dtype)
+        return unit * std + mean
+    if isinstance(mean, plain) and isinstance(std, plain):
         if std < 0:
             raise ValueError(f"normal: std must be non-negative, got {std}")
         shape = size_arg("normal", (size,) if isinstance(size, int) else (size or ()))

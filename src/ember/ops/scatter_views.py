@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..dtypes import result_type
 from ..errors import DTypeError, ShapeError
+from . import _item_scalars as _items
 from . import api as E
 from ._registry import export
 from ._util import check_scalars, normalize_axis
@@ -91,9 +92,10 @@ def renorm(input, p, dim: int, maxnorm):
         raise DTypeError(f"renorm: expected a floating-point tensor, got {x.dtype}", op="renorm")
     if x.ndim < 2:
         raise ShapeError(f"renorm: input needs at least 2 dimensions, got {x.ndim}", op="renorm")
+    _items.refuse(p, "renorm", "p", "the norm's order as a number")
     if p <= 0:
         raise ValueError(f"renorm: non-positive norm not supported, got p={p}")
-    if maxnorm < 0:
+    if not _items.is_item(maxnorm) and maxnorm < 0:  # (an item: its tensor, unchecked)
         raise ValueError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}")
     axis = normalize_axis("renorm", dim, x.ndim)
     others = tuple(a for a in range(x.ndim) if a != axis)
@@ -113,6 +115,8 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1):
         )
     check_scalars("addr", result_type(x, v1, v2), beta, alpha)
     product = E.outer(v1, v2)
+    if _items.any_item(beta, alpha):  # (traced .item()s: their tensors)
+        return _items.add_scaled("addr", x, product, beta, alpha, result_type(x, v1, v2))
     if alpha != 1:
         product = product * alpha
     if beta == 0:  # (zeros of the input's shape: the result broadcasts as with any beta)

@@ -19,6 +19,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import AutogradError
 from ..types import TensorType
+from . import _item_scalars as _items
 from . import api as E
 from ._autocast import Autocast, autocasts
 from ._registry import apply, export
@@ -450,6 +451,7 @@ PINV = _linalg_op(
 def _tolerance(op, value, name):
     if value is None:
         return None
+    _items.refuse(value, op, name, "the tolerance as a number")
     if isinstance(value, (bool, str)) or not isinstance(value, (int, float)):
         raise TypeError(
             f"{op}: {name} must be a Python number (ember does not take tensor tolerances), "
