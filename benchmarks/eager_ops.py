@@ -10,6 +10,10 @@ Groups (``--groups``, comma-separated):
   256 features, MLP 1024, 4 heads, vocabulary 1000), forward + backward; layer_norm and
   softmax on the ViT's shapes, cross_entropy on the MLP's and the U-Net's.
 * ``optim``: one step of SGD (momentum 0.9), Adam and AdamW over the GPT block's parameters.
+* ``modules``: 40-odd ``nn`` modules (norms, convolutions, pooling, resampling, activations,
+  recurrent layers, attention, padding, distances, losses) on inputs of a few thousand values
+  (2x16x16x16 images, 32x64 features, 8x4x32 sequences), inference without gradients: where
+  the arithmetic is small, what each module's Python and its ops' dispatch cost.
 * ``step``: the training steps of the GPT block (models.GPTBlock) and of
   nn.TransformerEncoderLayer(256, 4, 1024, batch_first=True, dropout 0.1), loss mean(out ** 2),
   AdamW: zero_grad, forward, backward, optimizer step.
@@ -18,7 +22,7 @@ Each row prints ember's and PyTorch's median microseconds and their ratio (below
 faster), with the CPU model in the header. Before timing, each case's results are checked
 against PyTorch's on the same inputs (values and gradients), so both sides do the same work.
 
-    python benchmarks/eager_ops.py [--groups dispatch,composite,optim,step] [--rounds 7]
+    python benchmarks/eager_ops.py [--groups dispatch,composite,optim,modules,step] [--rounds 7]
 """
 
 from __future__ import annotations
@@ -276,10 +280,96 @@ def step_cases():
     return cases
 
 
+def _modules(lib) -> list:
+    """(name, module of ``lib``, input arrays) for the ``modules`` group."""
+    nn = lib.nn
+    rng = np.random.default_rng(5)
+
+    def t(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    image, features, seq = t(2, 16, 16, 16), t(32, 64), t(8, 4, 32)
+    return [
+        ("GroupNorm", nn.GroupNorm(4, 16), (image,)),
+        ("InstanceNorm2d", nn.InstanceNorm2d(16), (image,)),
+        ("BatchNorm2d", nn.BatchNorm2d(16), (image,)),
+        ("LayerNorm", nn.LayerNorm(64), (features,)),
+        ("Conv2d 3x3", nn.Conv2d(16, 16, 3, padding=1), (image,)),
+        ("Conv2d stride 2", nn.Conv2d(16, 32, 3, stride=2, padding=1), (image,)),
+        ("ConvTranspose2d", nn.ConvTranspose2d(16, 8, 2, stride=2), (image,)),
+        ("Conv1d", nn.Conv1d(4, 8, 3, padding=1), (seq,)),
+        ("MaxPool2d", nn.MaxPool2d(2), (image,)),
+        ("AvgPool2d", nn.AvgPool2d(2), (image,)),
+        ("AdaptiveAvgPool2d(1)", nn.AdaptiveAvgPool2d(1), (image,)),
+        ("AdaptiveAvgPool2d(4)", nn.AdaptiveAvgPool2d(4), (image,)),
+        ("Upsample nearest", nn.Upsample(scale_factor=2), (image,)),
+        ("Upsample bilinear", nn.Upsample(scale_factor=2, mode="bilinear"), (image,)),
+        ("PixelShuffle", nn.PixelShuffle(2), (image,)),
+        ("ZeroPad2d", nn.ZeroPad2d(1), (image,)),
+        ("ReflectionPad2d", nn.ReflectionPad2d(1), (image,)),
+        ("GELU", nn.GELU(), (features,)),
+        ("SiLU", nn.SiLU(), (features,)),
+        ("Mish", nn.Mish(), (features,)),
+        ("Softplus", nn.Softplus(), (features,)),
+        ("ELU", nn.ELU(), (features,)),
+        ("Hardswish", nn.Hardswish(), (features,)),
+        ("LeakyReLU", nn.LeakyReLU(0.1), (features,)),
+        ("Softmax", nn.Softmax(-1), (features,)),
+        ("LogSoftmax", nn.LogSoftmax(-1), (features,)),
+        ("Linear", nn.Linear(64, 64), (features,)),
+        ("Bilinear", nn.Bilinear(64, 64, 8), (features, features)),
+        ("Embedding", nn.Embedding(100, 32), (rng.integers(0, 100, (4, 16)),)),
+        ("LSTM", nn.LSTM(32, 32), (seq,)),
+        ("GRU", nn.GRU(32, 32), (seq,)),
+        ("RNN", nn.RNN(32, 32), (seq,)),
+        ("LSTMCell", nn.LSTMCell(32, 32), (seq[0],)),
+        ("MultiheadAttention", nn.MultiheadAttention(32, 4), (seq, seq, seq)),
+        ("TransformerEncoderLayer", nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0), (seq,)),
+        ("Unfold", nn.Unfold(3), (image,)),
+        ("CosineSimilarity", nn.CosineSimilarity(), (features, features[::-1].copy())),
+        ("PairwiseDistance", nn.PairwiseDistance(), (features, features[::-1].copy())),
+        ("CrossEntropyLoss", nn.CrossEntropyLoss(), (features, rng.integers(0, 64, 32))),
+        ("MSELoss", nn.MSELoss(), (features, features[::-1].copy())),
+        ("BCEWithLogitsLoss", nn.BCEWithLogitsLoss(), (features, (features > 0) * 1.0)),
+        ("SmoothL1Loss", nn.SmoothL1Loss(), (features, features[::-1].copy())),
+        ("KLDivLoss", nn.KLDivLoss(reduction="batchmean"), (features, np.abs(features))),
+    ]
+
+
+def _first(out):
+    return out[0] if isinstance(out, tuple) else out
+
+
+def module_cases():
+    import torch
+
+    cases = {}
+    for (name, module, arrays), (_, twin, _) in zip(_modules(ember), _modules(torch)):
+        module.load_state_dict({k: ember.tensor(v.numpy()) for k, v in twin.state_dict().items()})
+        module.eval(), twin.eval()
+        es = [ember.tensor(np.asarray(a, np.float32) if a.dtype == float else a) for a in arrays]
+        ts = [torch.tensor(np.asarray(a, np.float32) if a.dtype == float else a) for a in arrays]
+
+        def e(module=module, es=es):
+            with ember.no_grad():
+                return module(*es)
+
+        def t(twin=twin, ts=ts):
+            with torch.no_grad():
+                return twin(*ts)
+
+        np.testing.assert_allclose(
+            _first(e()).numpy(), _first(t()).numpy(), rtol=1e-4, atol=1e-5, err_msg=name
+        )
+        cases[name] = (e, t)
+    return cases
+
+
 GROUPS = {
     "dispatch": (dispatch_cases, 0.02),
     "composite": (composite_cases, 0.1),
     "optim": (optim_cases, 0.05),
+    "modules": (module_cases, 0.02),
     "step": (step_cases, 0.3),
 }
 
