@@ -171,6 +171,27 @@ def test_broadcast_views_are_read_in_place_by_the_loop():
         )
 
 
+def test_selections_small_and_large_give_wheres_bits():
+    # small operands take NumPy's where, large ones the bit selection: both copy each chosen
+    # value's bits (NaN payloads, -0.0), in place too where the caller hands its temporaries
+    from ember.ops import _select
+
+    rng = np.random.default_rng(2)
+    for n in (1, 7, _select._WHERE_BELOW, _select._WHERE_BELOW + 1, 5000):
+        for dtype in (np.float32, np.float64, np.int8, np.uint16, np.bool_):
+            x = (rng.standard_normal(n) * 9).astype(dtype)
+            y = (rng.standard_normal(n) * 9).astype(dtype)
+            if dtype == np.float32:
+                x[0], y[-1] = np.float32(np.nan), -0.0
+            cond = rng.random(n) < 0.5
+            want = np.where(cond, x, y).view(np.uint8)
+            got = _select.select_bits(cond, x, y)
+            assert got.flags.owndata and np.array_equal(got.view(np.uint8), want)
+            into = x.copy()
+            got = _select.select_bits(cond, into, y.copy(), overwrite=True)
+            assert got is into and np.array_equal(got.view(np.uint8), want)
+
+
 def test_selections_return_arrays_that_own_their_memory():
     """where's kernel (ops/_select.py) gives a result that is no view of a bits array, so a
     gradient that is one becomes a leaf's .grad without a copy."""
