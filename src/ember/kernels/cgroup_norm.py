@@ -28,6 +28,7 @@ import numpy as np
 
 from . import chalf
 from .cnorm_act import ROW_STATS
+from .cstep import data_address
 
 __all__ = ["available", "group_norm", "group_norm_backward"]
 
@@ -253,7 +254,7 @@ def group_norm(x, w, b, groups: int, eps: float):
 
     y = np.empty_like(x)
     fns["ember_group_norm"](
-        x.ctypes.data, w.ctypes.data, b.ctypes.data, y.ctypes.data,
+        data_address(x), data_address(w), data_address(b), data_address(y),
         rows, groups, per_group, spatial, float(eps), pool, PARALLEL_MIN,
     )  # fmt: skip
     return y
@@ -276,8 +277,8 @@ def group_norm_backward(x, w, g, groups: int, eps: float):
     dx = np.empty_like(x)
     dw, db = np.empty(w.shape, x.dtype), np.empty(w.shape, x.dtype)
     failed = fns["ember_group_norm_backward"](
-        x.ctypes.data, w.ctypes.data, g.ctypes.data, dx.ctypes.data, dw.ctypes.data,
-        db.ctypes.data, rows, groups, per_group, spatial, float(eps), blocks,
+        data_address(x), data_address(w), data_address(g), data_address(dx), data_address(dw),
+        data_address(db), rows, groups, per_group, spatial, float(eps), blocks,
         pool if parallel else None,
     )  # fmt: skip
     return None if failed else (dx, dw, db)
