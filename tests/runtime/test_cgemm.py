@@ -246,12 +246,9 @@ def test_own_gemm_is_exact_on_small_integers_at_every_tile_and_packing_edge(dtyp
                 np.testing.assert_array_equal(got, want.astype(dtype))
 
 
-_KC_PROBE = """
-import sys
+# the products compared under two block depths (this process's, and a subprocess's other one)
+_KC_PRODUCTS = """
 import numpy as np
-from ember.kernels import cache_sizes
-if len(sys.argv) > 1:  # (before the kernels read it: KC is derived when cmicro is imported)
-    cache_sizes.l1_data_bytes = lambda: int(sys.argv[1])
 import ember
 from ember.kernels import cgemm, cmicro
 r = np.random.default_rng(7)
@@ -263,11 +260,22 @@ for dtype in (np.float32, np.float64):
 x = ember.tensor(r.standard_normal((64, 700)), dtype=ember.bfloat16)
 w = ember.tensor(r.standard_normal((700, 80)), dtype=ember.bfloat16)
 out.append((x @ w).float().numpy().tobytes().hex())
+"""
+_KC_PROBE = (
+    """
+import sys
+from ember.kernels import cache_sizes
+# (before the kernels read it: KC is derived when cmicro is imported)
+cache_sizes.l1_data_bytes = lambda: int(sys.argv[1])
+"""
+    + _KC_PRODUCTS
+    + """
 print(" ".join(map(str, out)))
 """
+)
 
 
-def test_the_block_depth_follows_the_l1_cache_and_never_changes_a_product():
+def test_the_block_depth_follows_the_l1_cache_and_never_changes_a_product(monkeypatch):
     import os
     import subprocess
     import sys
@@ -276,21 +284,18 @@ def test_the_block_depth_follows_the_l1_cache_and_never_changes_a_product():
 
     assert cmicro.block_depth(48 << 10) == 192 and cmicro.block_depth(32 << 10) == 128
     assert cmicro.block_depth(1 << 30) == 512 and cmicro.block_depth(1 << 10) == 64
-    env = dict(os.environ, EMBER_GEMM="own")
-
-    def run(*l1):
-        done = subprocess.run(
-            [sys.executable, "-c", _KC_PROBE, *map(str, l1)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=True,
-        )
-        return done.stdout.split()
-
-    here = run()
+    monkeypatch.setenv("EMBER_GEMM", "own")
+    scope: dict = {}
+    exec(_KC_PRODUCTS, scope)  # (this process's depth: its kernels are built already)
+    here = [str(v) for v in scope["out"]]
     other = 48 << 10 if int(here[0]) == 128 else 32 << 10  # (a depth other than this CPU's)
-    there = run(other)
+    there = subprocess.run(
+        [sys.executable, "-c", _KC_PROBE, str(other)],
+        env=dict(os.environ, EMBER_GEMM="own"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    ).stdout.split()
     assert int(there[0]) == cmicro.block_depth(other) != int(here[0])
     assert here[1:] == there[1:]  # the same bits: blocks continue each other's sums
