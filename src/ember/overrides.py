@@ -95,22 +95,21 @@ def sym_float(a):
 
 def sym_max(a, b):
     """The larger of ``a`` and ``b``, a float where either is one (PyTorch's promotion)."""
-    _number("sym_max", a, b)
-    if isinstance(a, SymDim) or isinstance(b, SymDim):
-        return a if a is b else _symbolic("sym_max", a, b)
-    if isinstance(a, float) or isinstance(b, float):
-        return builtins.float(builtins.max(a, b))
-    return builtins.max(a, b)
+    return _extreme("sym_max", builtins.max, a, b)
 
 
 def sym_min(a, b):
     """The smaller of ``a`` and ``b``, a float where either is one (PyTorch's promotion)."""
-    _number("sym_min", a, b)
+    return _extreme("sym_min", builtins.min, a, b)
+
+
+def _extreme(name: str, pick, a, b):
+    _number(name, a, b)
     if isinstance(a, SymDim) or isinstance(b, SymDim):
-        return a if a is b else _symbolic("sym_min", a, b)
+        return a if a is b else _symbolic(name, a, b)
     if isinstance(a, float) or isinstance(b, float):
-        return builtins.float(builtins.min(a, b))
-    return builtins.min(a, b)
+        return builtins.float(pick(a, b))
+    return pick(a, b)
 
 
 def _symbolic(name: str, a, b):

@@ -15,19 +15,15 @@ from ..ops import api as E
 from ..ops._registry import TensorBase
 
 
-def number(value, x, op: str, field: str):
+def operand(value, x, op: str, field: str):
     """``value`` as an operand next to ``x``: a traced item's 0-d tensor in x's dtype."""
     if _items.is_item(value):
         return _items.scalar(value, x.dtype, op, field)
     return value if isinstance(value, TensorBase) else float(value)
 
 
-def any_item(*values) -> bool:
-    return any(_items.is_item(v) for v in values)
-
-
 def leaky_relu(x, slope):
-    return E.where(x > 0, x, x * number(slope, x, "leaky_relu", "negative_slope"))
+    return E.where(x > 0, x, x * operand(slope, x, "leaky_relu", "negative_slope"))
 
 
 def elu(x, alpha, input_scale=1.0):
@@ -38,8 +34,8 @@ def elu(x, alpha, input_scale=1.0):
 
 
 def softplus(x, beta, threshold):
-    beta = number(beta, x, "softplus", "beta")
-    threshold = number(threshold, x, "softplus", "threshold")
+    beta = operand(beta, x, "softplus", "beta")
+    threshold = operand(threshold, x, "softplus", "threshold")
     scaled = x * beta
     linear = scaled > threshold
     return E.where(linear, x, E.log1p(E.exp(E.where(linear, 0, scaled))) / beta)
@@ -47,22 +43,22 @@ def softplus(x, beta, threshold):
 
 def hardtanh(x, lo, hi):
     """Clamped into [lo, hi], the gradient 0 at the bounds and beyond (NaN stays NaN)."""
-    lo, hi = number(lo, x, "hardtanh", "min_val"), number(hi, x, "hardtanh", "max_val")
+    lo, hi = operand(lo, x, "hardtanh", "min_val"), operand(hi, x, "hardtanh", "max_val")
     inside = (x > lo) & (x < hi)
     return E.where(inside, x, E.clamp(x, lo, hi).detach())
 
 
 def threshold(x, th, value):
-    th = number(th, x, "threshold", "threshold")
-    return E.where(x <= th, number(value, x, "threshold", "value"), x)
+    th = operand(th, x, "threshold", "threshold")
+    return E.where(x <= th, operand(value, x, "threshold", "value"), x)
 
 
 def hardshrink(x, lambd):
-    lambd = number(lambd, x, "hardshrink", "lambd")
+    lambd = operand(lambd, x, "hardshrink", "lambd")
     return E.where((x >= -lambd) & (x <= lambd), 0, x)
 
 
 def softshrink(x, lambd):
-    lambd = number(lambd, x, "softshrink", "lambd")
+    lambd = operand(lambd, x, "softshrink", "lambd")
     shifted = E.where(x > 0, x - lambd, x + lambd)
     return E.where((x >= -lambd) & (x <= lambd), 0, shifted)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 
 from ..errors import ShapeError
+from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
 from ..ops._registry import TensorBase, apply, building_graph, export
@@ -83,7 +84,7 @@ def silu(input, inplace: bool = False):
 def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
     """``x`` where positive, else ``negative_slope * x`` (the gradient at 0 is the slope)."""
     x = _activation("leaky_relu", input)
-    if IA.any_item(negative_slope):  # (a traced .item(): functional/_item_activations.py)
+    if _items.any_item(negative_slope):  # (a traced .item(): functional/_item_activations.py)
         return _maybe_inplace("leaky_relu", x, inplace, lambda t: IA.leaky_relu(t, negative_slope))
     slope = float(negative_slope)
     return _maybe_inplace("leaky_relu", x, inplace, lambda t: apply(LEAKY_RELU, t, slope=slope))
@@ -100,8 +101,8 @@ def _elu_core(x, alpha: float, input_scale: float = 1.0, scale: float = 1.0):
 def elu(input, alpha: float = 1.0, inplace: bool = False):
     """Exponential linear unit: ``x`` if positive, else ``alpha * (exp(x) - 1)``."""
     x = _activation("elu", input)
-    if IA.any_item(alpha):
-        alpha = IA.number(alpha, x, "elu", "alpha")
+    if _items.any_item(alpha):
+        alpha = IA.operand(alpha, x, "elu", "alpha")
         return _maybe_inplace("elu", x, inplace, lambda t: IA.elu(t, alpha))
     return _maybe_inplace("elu", x, inplace, lambda t: _elu_core(t, float(alpha)))
 
@@ -119,8 +120,8 @@ def selu(input, inplace: bool = False):
 def celu(input, alpha: float = 1.0, inplace: bool = False):
     """``x`` if positive, else ``alpha * (exp(x / alpha) - 1)``."""
     x = _activation("celu", input)
-    if IA.any_item(alpha):  # (a zero alpha, which the item does not show, gives NaN)
-        alpha = IA.number(alpha, x, "celu", "alpha")
+    if _items.any_item(alpha):  # (a zero alpha, which the item does not show, gives NaN)
+        alpha = IA.operand(alpha, x, "celu", "alpha")
         return _maybe_inplace("celu", x, inplace, lambda t: IA.elu(t, alpha, 1.0 / alpha))
     alpha = float(alpha)
     if alpha == 0:
@@ -132,7 +133,7 @@ def celu(input, alpha: float = 1.0, inplace: bool = False):
 def softplus(input, beta: float = 1.0, threshold: float = 20.0):
     """``log(1 + exp(beta * x)) / beta``, and ``x`` itself where ``beta * x > threshold``."""
     x = _activation("softplus", input)
-    if IA.any_item(beta, threshold):
+    if _items.any_item(beta, threshold):
         return IA.softplus(x, beta, threshold)
     return apply(SOFTPLUS, x, beta=float(beta), threshold=float(threshold))
 
@@ -150,7 +151,7 @@ def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool =
         # PyTorch's hardtanh keeps an integer tensor's dtype (bounds truncated to it)
         return E.clamp(input, int(min_val), int(max_val))
     x = _activation("hardtanh", input)
-    if IA.any_item(min_val, max_val):  # (bounds in the wrong order, unseen, give max_val)
+    if _items.any_item(min_val, max_val):  # (bounds in the wrong order, unseen, give max_val)
         return _maybe_inplace("hardtanh", x, inplace, lambda t: IA.hardtanh(t, min_val, max_val))
     lo, hi = float(min_val), float(max_val)
     if lo > hi:
@@ -213,7 +214,7 @@ def threshold(input, threshold: float, value: float, inplace: bool = False):
     """``value`` where ``x <= threshold``, else ``x`` (NaN stays NaN, as in PyTorch); one op
     each way (ops/shrink.py), whose gradient differentiates again to zeros in ``x``."""
     x = _activation("threshold", input)
-    if IA.any_item(threshold, value):
+    if _items.any_item(threshold, value):
         return _maybe_inplace("threshold", x, inplace, lambda t: IA.threshold(t, threshold, value))
     th, v = float(threshold), float(value)
     return _maybe_inplace(
@@ -225,7 +226,7 @@ def threshold(input, threshold: float, value: float, inplace: bool = False):
 def hardshrink(input, lambd: float = 0.5):
     """0 where ``-lambd <= x <= lambd``, else ``x`` (NaN stays NaN, as in PyTorch)."""
     x = _activation("hardshrink", input)
-    if IA.any_item(lambd):
+    if _items.any_item(lambd):
         return IA.hardshrink(x, lambd)
     return apply(HARDSHRINK, x, lambd=float(lambd))
 
@@ -234,7 +235,7 @@ def hardshrink(input, lambd: float = 0.5):
 def softshrink(input, lambd: float = 0.5):
     """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
     x = _activation("softshrink", input)
-    if IA.any_item(lambd):
+    if _items.any_item(lambd):
         return IA.softshrink(x, lambd)
     lambd = float(lambd)
     if lambd < 0:

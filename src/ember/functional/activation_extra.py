@@ -34,9 +34,11 @@ def rrelu(
     draws its slope ``a`` from U(lower, upper) (the gradient uses the same slopes), outside
     training ``a = (lower + upper) / 2``."""
     x = float_input("rrelu", input)
-    if _items.is_item(lower) or _items.is_item(upper):  # (traced .item()s: their tensors)
-        lower, upper = (_items.scalar(v, x.dtype, "rrelu", f) if _items.is_item(v) else float(v)
-                        for v, f in ((lower, "lower"), (upper, "upper")))
+    if _items.any_item(lower, upper):  # (traced .item()s: their tensors)
+        lower, upper = (
+            _items.scalar(v, x.dtype, "rrelu", f) if _items.is_item(v) else float(v)
+            for v, f in ((lower, "lower"), (upper, "upper"))
+        )
         unit = E.rand(tuple(x.shape), generator=generator, dtype=x.dtype) if training else 0.5
         slope = lower + (upper - lower) * unit
     elif training:

@@ -84,10 +84,11 @@ def _taking(fn, aliases: dict):
 _WRAPPED: dict = {}
 
 
-def with_torch_keywords(table: dict, *, out: bool = False) -> dict:
+def with_torch_keywords(table: dict, *, out: bool = False, aliases: bool = True) -> dict:
     """``table`` (name -> public function) with each function that names its operands other
     than PyTorch does wrapped to take PyTorch's names too; with ``out``, each function that
-    has no ``out`` parameter of its own also takes PyTorch's ``out=`` (ops/_out.py)."""
+    has no ``out`` parameter of its own also takes PyTorch's ``out=`` (ops/_out.py); without
+    ``aliases``, the operands keep their names (`with_out`)."""
     from ._out import taking_out
 
     result = {}
@@ -95,33 +96,21 @@ def with_torch_keywords(table: dict, *, out: bool = False) -> dict:
         if not callable(fn) or isinstance(fn, type):
             result[name] = fn
             continue
-        aliases = _aliases(fn, name)
+        names = _aliases(fn, name) if aliases else {}
         wants_out = out and _lacks_out(fn) and _may_take_out(name)
-        key = (fn, tuple(sorted(aliases.items())), wants_out)
+        key = (fn, tuple(sorted(names.items())), wants_out)
         if key not in _WRAPPED:
-            wrapped = _taking(fn, aliases) if aliases else fn
+            wrapped = _taking(fn, names) if names else fn
             _WRAPPED[key] = taking_out(wrapped, name) if wants_out else wrapped
         result[name] = _WRAPPED[key]
     return result
 
 
 def with_out(table: dict) -> dict:
-    """``table`` (name -> public function) with each function that has no ``out`` parameter of
-    its own also taking PyTorch's ``out=`` (ops/_out.py), its operands' names as they are: the
-    namespaces whose PyTorch names are ember's (``ember.linalg``'s ``A``, ``B``; ``ember.fft``,
-    ``ember.special``)."""
-    from ._out import taking_out
-
-    result = {}
-    for name, fn in table.items():
-        if not callable(fn) or isinstance(fn, type) or not (_lacks_out(fn) and _may_take_out(name)):
-            result[name] = fn
-            continue
-        key = (fn, (), True)
-        if key not in _WRAPPED:
-            _WRAPPED[key] = taking_out(fn, name)
-        result[name] = _WRAPPED[key]
-    return result
+    """``table`` with PyTorch's ``out=`` on each function without its own, its operands' names
+    as they are: the namespaces whose PyTorch names are ember's (``ember.linalg``'s ``A``,
+    ``B``; ``ember.fft``, ``ember.special``)."""
+    return with_torch_keywords(table, out=True, aliases=False)
 
 
 # public functions PyTorch gives no ``out=``: tensors made from data, ``*_like``, in-place ones
