@@ -33,8 +33,8 @@ def forced(monkeypatch):
     used = []
     original = cprepack.product
 
-    def spy(a, entry, out, *, threaded):
-        result = original(a, entry, out, threaded=threaded)
+    def spy(a, entry, out, *, threaded, bias=None):
+        result = original(a, entry, out, threaded=threaded, bias=bias)
         used.append(result is not None)
         return result
 
@@ -98,6 +98,41 @@ def test_products_by_packed_weights_equal_numpy(dtype, threads, forced, monkeypa
     finally:
         cpool.set_num_threads(before)
     assert forced and all(forced)
+
+
+@needs_kernel
+@pytest.mark.parametrize("prepack", ["", "1"])
+def test_linear_layers_on_packs_equal_the_general_product_plus_bias(prepack, forced, monkeypatch):
+    """`cgemm.packed_linear` (an eager linear layer's route: the bias added in the pack's C
+    call) gives the general route's values bit for bit (`cgemm.matmul`, then ``+= bias``) at
+    every rank, with and without a bias, before the weight is packed (its first product) and
+    after; an updated weight is read again; a layout or bias it does not take is declined."""
+    monkeypatch.setenv("EMBER_PREPACK", prepack)
+    rng = np.random.default_rng(3)
+    for dtype in (np.float32, np.float64):
+        for shape, k, n in (((9, 130), 130, 49), ((2, 33, 64), 64, 200), ((1, 3, 5, 96), 96, 7)):
+            w = rng.standard_normal((n, k)).astype(dtype)
+            cprepack.watch(w, counter := [0])
+            for bias in (None, rng.standard_normal(n).astype(dtype)):
+                for _ in range(3):  # (unpacked, then packed, then reused)
+                    x = rng.standard_normal(shape).astype(dtype)
+                    got = cgemm.packed_linear(x, w, bias)
+                    want = cgemm.gemm(x.reshape(-1, k), w.T)
+                    if bias is not None:
+                        want += bias
+                    np.testing.assert_array_equal(got, want.reshape(shape[:-1] + (n,)))
+                w += 1.0
+                counter[0] += 1
+                got = cgemm.packed_linear(x, w, bias)
+                _check(got.reshape(-1, n) - (0 if bias is None else bias), x.reshape(-1, k), w.T)
+    x = rng.standard_normal((40, 64)).astype(np.float32)
+    w = rng.standard_normal((64, 64)).astype(np.float32)
+    np.testing.assert_array_equal(cgemm.packed_linear(x, w, None), cgemm.gemm(x, w.T))  # unwatched
+    assert cgemm.packed_linear(x[:, ::2], w[:, :32], None) is None  # (strided rows)
+    assert cgemm.packed_linear(np.stack([x, x], 1)[::2], w, None) is None  # (not C-contiguous)
+    assert cgemm.packed_linear(x, w, np.ones(1, np.float32)) is None  # (a broadcast bias)
+    assert cgemm.packed_linear(x, w.astype(np.float64), None) is None
+    assert all(forced)
 
 
 @needs_kernel

@@ -43,15 +43,24 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
-import os
 
 import numpy as np
 
+from .._env import setting
 from . import cpool, cprepack, gemm_tune
 from .blas_layout import blas_layout
 from .cgemm_source import DISPATCH, OWN_GEMM, TILES
 
-__all__ = ["available", "block_align", "gemm", "matmul", "own_kernel", "runs_skinny", "skinny"]
+__all__ = [
+    "available",
+    "block_align",
+    "gemm",
+    "matmul",
+    "own_kernel",
+    "packed_linear",
+    "runs_skinny",
+    "skinny",
+]
 __all__ += ["PACKED", "full_blocks", "product_kernel", "skinny_rows"]
 __all__ += ["skinny_shared", "skinny_unit", "split_flops", "tuning"]
 
@@ -121,7 +130,7 @@ def _use_blas(blas_gemm, dtype, flops: int) -> bool:
     ran the nearest size faster on this machine (kernels/gemm_tune.py)."""
     if blas_gemm is None:
         return False
-    choice = os.environ.get("EMBER_GEMM", "")
+    choice = setting("EMBER_GEMM")
     if choice in ("blas", "own"):
         return choice == "blas"
     return not tuning().own_faster(_name(dtype), flops)
@@ -142,7 +151,7 @@ def own_kernel(dtype) -> bool:
     functions = _functions(np.dtype(dtype))
     if functions is None:
         return False
-    choice = os.environ.get("EMBER_GEMM", "")
+    choice = setting("EMBER_GEMM")
     if choice in ("blas", "own") and functions[1] is not None:
         return choice == "own"
     return functions[1] is None or functions[5]
@@ -284,7 +293,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
         if kernel == PACKED:
             # a weight's panels packed once (kernels/cprepack.py), the same sums as OWN's:
             # packed at its second product, not its first (measured)
-            entry = cprepack.lookup(b, first_sight=os.environ.get("EMBER_PREPACK", "") == "1")
+            entry = cprepack.lookup(b, first_sight=setting("EMBER_PREPACK") == "1")
             if entry is not None:
                 threaded = 2 * m * n * k >= split_flops()
                 done = cprepack.product(a, entry, out, threaded=threaded)
@@ -318,8 +327,8 @@ def product_kernel(m: int, n: int, k: int, dtype, b_transposed) -> int:
     runner's steps (kernels/csteps.py) both follow, so that a product's rounding depends on its
     shape, never on the executor or on whether a pack exists yet. ``EMBER_GEMM=blas|own`` and
     ``EMBER_PREPACK=0|1`` override the measured choices (kernels/gemm_tune.py)."""
-    forced = os.environ.get("EMBER_GEMM", "")  # (read once: each read costs a microsecond)
-    prepack = os.environ.get("EMBER_PREPACK", "")
+    forced = setting("EMBER_GEMM")
+    prepack = setting("EMBER_PREPACK")
     shape = tuning()
     key = (m, n, k, dtype, forced, prepack, id(shape))
     answers = _kernels.get(key)
@@ -418,6 +427,50 @@ def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndar
     """``np.matmul(a, b, out=out)``: `matmul` where it applies, else NumPy's."""
     result = matmul(a, b, out)
     return np.matmul(a, b, out=out) if result is None else result
+
+
+def packed_linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray | None:
+    """``x @ w.T + bias`` (a linear layer: x (..., k) with rows contiguous, w (n, k), bias (n,)
+    or None) where `product_kernel` runs such a product on the weight's pack: on the pack, the
+    bias added in the same C call, or, before the weight is packed (`cprepack.lookup` packs a
+    weight at its second product), ember's own GEMM as `matmul` runs it then. None elsewhere
+    (another kernel, dtype or layout): the caller runs `matmul`. The route `matmul` would take,
+    without its general layers: an eager ``nn.Linear`` at a few rows spends more in those than
+    in the product."""
+    dtype = x.dtype
+    if dtype not in _NAMES or x.ndim < 2 or w.ndim != 2 or w.dtype != dtype or x.size == 0:
+        return None
+    k, n = x.shape[-1], w.shape[0]
+    if x.ndim == 2:
+        a = x
+    elif x.flags.c_contiguous:
+        a = x.reshape(x.size // k, k)
+    else:
+        return None
+    m = a.shape[0]
+    if m * k * n <= BLAS_ONE_THREAD or w.shape[1] != k or a.strides[1] != a.itemsize:
+        return None
+    if product_kernel(m, n, k, dtype, True) != PACKED:
+        return None
+    if bias is not None and (
+        bias.shape != (n,) or bias.dtype != dtype or not bias.flags.c_contiguous
+    ):
+        return None
+    functions = _functions(dtype)
+    if functions is None:
+        return None
+    b = w.T
+    threaded = 2 * m * n * k >= split_flops()
+    entry = cprepack.lookup(b, first_sight=setting("EMBER_PREPACK") == "1")
+    if entry is not None:
+        out = cprepack.product(a, entry, None, threaded=threaded, bias=bias)
+    else:
+        out = _blocked(functions, a, b, None, (), blas=False, threaded=threaded)
+        if out is not None and bias is not None:
+            out += bias
+    if out is None:
+        return None
+    return out if x.ndim == 2 else out.reshape(x.shape[:-1] + (n,))
 
 
 def skinny(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray | None:

@@ -391,6 +391,14 @@ void ember_prepacked_product(const T *a, long m, long k, long n, const T *bp, T 
   else prepacked_panels(&j, 0, count);
 }
 
+/* ember_prepacked_product, then + bias per column (an eager linear layer's bias added in the
+   same pass over the result as NumPy's ``out += bias``: the same single rounding) */
+void ember_prepacked_linear(const T *a, long m, long k, long n, const T *bp, T *c, T *ap,
+                            ember_pool pool, const T *bias) {
+  ember_prepacked_product(a, m, k, n, bp, c, ap, pool);
+  EMBER_BIAS_RELU(T, c, bias, m, n, 0);
+}
+
 /* the C graph runner's step of a product by a frozen constant's pack (kernels/csteps.py),
    then + bias per column, then ReLU, as the linear step does. args: x, (w: not read), bias
    (or 0), out, m, k, n, the panels, the step's own rows scratch, the pool (or 0), relu */
@@ -433,9 +441,10 @@ def _functions(dtype: np.dtype):
         pack = ccompile.load(source, "ember_rnn_pack", [p, n, n, n, n, p])
         run = ccompile.load(source, "ember_prepacked_product", [p, n, n, n, p, p, p, p])
         step = ccompile.load(source, "ember_prepacked_step", [p])
+        linear = ccompile.load(source, "ember_prepacked_linear", [p, n, n, n, p, p, p, p, p])
     except ccompile.CompileError:
         return None
-    return pack, run, cpool.parallel_for(), step
+    return pack, run, cpool.parallel_for(), step, linear
 
 
 def available(dtype) -> bool:
@@ -484,10 +493,11 @@ def _packed_by(packer, b: np.ndarray, ref, counter) -> _Pack | None:
     return _Pack(bp, ref, counter, version, b.shape[0], b.size // max(1, b.shape[0]), None)
 
 
-def product(a: np.ndarray, entry: _Pack, out: np.ndarray | None, *, threaded: bool):
+def product(a: np.ndarray, entry: _Pack, out: np.ndarray | None, *, threaded: bool, bias=None):
     """``a @ b`` for the ``b`` whose pack is ``entry``: ``a`` (m x k) with unit stride along
     its rows, written into ``out`` (C-contiguous m x n) or a new array; None where the layouts
-    do not fit."""
+    do not fit. ``bias``: a contiguous vector of n values of a's dtype added to every row in
+    C (a linear layer's), or None."""
     m, k = a.shape
     if k != entry.k or m == 0 or a.dtype != entry.dtype:
         return None
@@ -507,5 +517,20 @@ def product(a: np.ndarray, entry: _Pack, out: np.ndarray | None, *, threaded: bo
         return None
     run, pool = entry.run
     ap = _rows(max(1, m // _MR * _MR * k), entry.dtype)
-    run(data_address(a), m, k, n, entry.at, data_address(out), ap, pool if threaded else None)
+    if bias is None:
+        run(data_address(a), m, k, n, entry.at, data_address(out), ap, pool if threaded else None)
+        return out
+    if bias.shape != (n,) or bias.dtype != a.dtype or not bias.flags.c_contiguous:
+        return None
+    _functions(entry.dtype)[4](
+        data_address(a),
+        m,
+        k,
+        n,
+        entry.at,
+        data_address(out),
+        ap,
+        pool if threaded else None,
+        data_address(bias),
+    )
     return out

@@ -19,6 +19,7 @@ __all__ = [
     "half_plus_bias",
     "matmul_fast",
     "matmul_kernel",
+    "packed_linear",
     "product_workspace",
 ]
 
@@ -35,6 +36,16 @@ def _ember_product(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) 
 
         _cgemm.append(cgemm)
     return _cgemm[0].gemm(a, b, out)
+
+
+def packed_linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None):
+    """``x @ weight.T + bias`` on the weight's pack where ember's GEMM runs the product on one
+    (kernels/cgemm.py `packed_linear`), else None."""
+    if not _cgemm:
+        from ..kernels import cgemm
+
+        _cgemm.append(cgemm)
+    return _cgemm[0].packed_linear(x, weight, bias)
 
 
 def _numpy_product(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:

@@ -27,6 +27,7 @@ from ._matmul_kernels import (
     half_plus_bias,
     matmul_fast,
     matmul_kernel,
+    packed_linear,
     product_workspace,
 )
 from ._registry import Cost, OpDef, TensorBase, apply, export, register
@@ -320,7 +321,8 @@ def _linear_fast(x, weight, bias=None):
     if x.dtype in (dt.float16.np, dt.bfloat16.np) and x.dtype == weight.dtype:
         # half precision: the bias added in the product's store (kernels/chgemm.py)
         return matmul_fast(x, weight.T, None, bias)
-    return _linear(x, weight, bias, matmul_fast)
+    out = packed_linear(x, weight, bias)  # (a weight's pack: matmul's route, fewer layers)
+    return _linear(x, weight, bias, matmul_fast) if out is None else out
 
 
 def _linear_vjp(c, g):
