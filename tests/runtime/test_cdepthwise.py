@@ -122,6 +122,28 @@ def test_gradients_against_torch(stride, padding, dilation):
         np.testing.assert_allclose(gw.numpy(), tgw.numpy(), rtol=1e-11, atol=1e-11)
 
 
+def test_large_kernels_against_torch():
+    """ConvNeXt's 7x7 depthwise convolution (padding 3, planes smaller than the kernel's
+    reach too) and a strided 5x5: the kernels whose tap loops are unrolled by pragma."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(4)
+    for kernel, stride, padding, size in ((7, 1, 3, 8), (7, 1, 3, 3), (5, 2, 2, 11)):
+        x = rng.standard_normal((2, 6, size, size + 2), dtype=np.float64)
+        w = rng.standard_normal((6, 1, kernel, kernel), dtype=np.float64)
+        b = rng.standard_normal(6)
+        args = dict(stride=stride, padding=padding, groups=6)
+        ex, ew = ember.tensor(x, requires_grad=True), ember.tensor(w, requires_grad=True)
+        tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+        y = F.conv2d(ex, ew, ember.tensor(b), **args)
+        ty = torch.nn.functional.conv2d(tx, tw, torch.tensor(b), **args)
+        g = rng.standard_normal(tuple(y.shape))
+        gx, gw = ember.autograd.grad(y, (ex, ew), ember.tensor(g))
+        tgx, tgw = torch.autograd.grad(ty, (tx, tw), torch.tensor(g))
+        np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(gx.numpy(), tgx.numpy(), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(gw.numpy(), tgw.numpy(), rtol=1e-11, atol=1e-11)
+
+
 def test_the_conv_op_dispatches_depthwise_convolutions_here(monkeypatch):
     calls = []
     for name in NAMES:

@@ -111,6 +111,11 @@ static void frame_plane(T *frame, long fh, long fw, const S *src, long rows, lon
 #define VBYTES 16
 #endif
 
+/* The loops over a kernel's taps carry `#pragma GCC unroll 16` (a side is at most 16 taps,
+   `_geometry`): the loop over the row's outputs around them vectorizes only where they are
+   unrolled whole, and GCC unrolls whole on its own only loops of up to 16 iterations in all,
+   so a 5x5 or 7x7 kernel (25, 49 taps) ran that loop one output at a time. */
+
 /* stride 1 on rows narrower than a vector: the taps over the frame as one flat loop of
    rows * fw results (each row's last fw - cols are read past its end and dropped), then the
    rows copied out (added to `out` when `add`) with b added; a loop per row would run mostly
@@ -121,7 +126,9 @@ static void flat_taps(const T *restrict frame, long fw, long rows, long cols, co
 #pragma omp simd
   for (long i = 0; i < len; i++) {
     T s = 0;
+#pragma GCC unroll 16
     for (int kh = 0; kh < KH; kh++)
+#pragma GCC unroll 16
       for (int kw = 0; kw < KW; kw++) s += wk[kh * KW + kw] * frame[i + kh * DH * fw + kw * DW];
     ext[i] = s;
   }
@@ -165,7 +172,9 @@ static void forward_planes(void *job_, long lo, long hi) {
 #pragma omp simd
       for (long ow = 0; ow < OW; ow++) {
         T s = 0;
+#pragma GCC unroll 16
         for (int kh = 0; kh < KH; kh++)
+#pragma GCC unroll 16
           for (int kw = 0; kw < KW; kw++)
             s += wk[kh * KW + kw] * xr[kh * DH * fw + ow * SW + kw * DW];
         yr[ow] = ST(s + b);
@@ -204,7 +213,9 @@ static void input_grad_gather(void *job_, long lo, long hi) {
 #pragma omp simd
         for (long iw = 0; iw < W; iw++) {
           T s = c ? LD(xr[iw]) : 0; /* (half precision: c is 0, the multiplier 1) */
+#pragma GCC unroll 16
           for (int kh = 0; kh < KH; kh++)
+#pragma GCC unroll 16
             for (int kw = 0; kw < KW; kw++)
               s += wk[kh * KW + kw] * gr[kh * DH * fw + iw + kw * DW];
           xr[iw] = ST(s + b);
