@@ -215,6 +215,19 @@ CASES = {
         lambda L: L.nn.LSTM(64, 128, batch_first=True, bidirectional=True),
         [arr(16, 32, 64)],
     ),
+    "rnn tanh": (lambda L: L.nn.RNN(64, 128, batch_first=True), [arr(16, 50, 64)]),
+    "batchnorm1d": (lambda L: L.nn.BatchNorm1d(256), [arr(256, 256)]),
+    "pow 3": (lambda L: lambda x: x**3, [arr(256, 512)]),
+    "logsumexp": (lambda L: lambda x: L.logsumexp(x, 1), [arr(256, 512)]),
+    "vector_norm": (lambda L: lambda x: L.linalg.vector_norm(x, dim=1), [arr(256, 512)]),
+    "smooth_l1": (
+        lambda L: lambda a, b: L.nn.functional.smooth_l1_loss(a, b),
+        [arr(256, 512), arr(256, 512)],
+    ),
+    "depthwise 7x7 8x8 planes": (
+        lambda L: L.nn.Conv2d(32, 32, 7, padding=3, groups=32),
+        [arr(32, 32, 8, 8)],
+    ),
 }
 
 

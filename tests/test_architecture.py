@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ember.symbolic",
             "ember.random",
             "ember._files",
+            "ember._env",
             "ember._allocator",
             "ember.devices",
             "ember.size",

@@ -407,6 +407,28 @@ def test_bool_tensors_where_pytorch_takes_or_refuses_them():
             refused()
 
 
+@needs_torch
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_scalar_powers_are_pytorchs_arithmetic():
+    """x ** 2, 3, -0.5, -1, -2 by a Python number: PyTorch's products and quotients (not
+    powf), bit for bit, special values included; 0.5 is the correctly rounded sqrt (PyTorch's
+    float32 sqrt is not: it may differ from it by an ulp); a tensor exponent stays pow."""
+    rng = np.random.default_rng(0)
+    for dtype in (np.float32, np.float64):
+        x = (rng.standard_normal(4000) * 5).astype(dtype)
+        x[:6] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30]
+        for p in (2, 3, -0.5, -1, -2, 2.0, 3.0):
+            got, want = (ember.tensor(x) ** p).numpy(), (torch.tensor(x) ** p).numpy()
+            np.testing.assert_array_equal(got, want, err_msg=f"{dtype} ** {p}")
+        np.testing.assert_array_equal((ember.tensor(x) ** 0.5).numpy(), np.sqrt(x))
+        assert ember.pow(ember.tensor(x), 3).dtype == ember.tensor(x).dtype
+        tensor_exponent = np.full_like(x, 3)
+        np.testing.assert_array_equal(
+            ember.pow(ember.tensor(x), ember.tensor(tensor_exponent)).numpy(),
+            np.power(x, tensor_exponent),
+        )
+
+
 def test_integer_powers_and_wrapping_scalars():
     x = ember.tensor([2, 3, -2, 1, -1, -1])
     y = ember.tensor([-1, 2, -3, -4, -3, -2])

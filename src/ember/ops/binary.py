@@ -277,10 +277,30 @@ def _pow_check(x, y):
         raise DTypeError("integers to negative integer powers are not allowed", op="pow")
 
 
+# PyTorch's CPU pow of a float32/float64 tensor by a scalar exponent computes these exponents
+# with the arithmetic below, not std::pow (ATen's pow_tensor_scalar_optimized_kernel): x ** 3
+# is x * x * x, rounded twice, and about 60 times faster than NumPy's powf per element
+_SCALAR_POWERS = {
+    2.0: lambda x: x * x,
+    3.0: lambda x: x * x * x,
+    0.5: np.sqrt,
+    -0.5: lambda x: np.divide(1, np.sqrt(x), dtype=x.dtype),
+    -1.0: lambda x: np.divide(1, x, dtype=x.dtype),
+    -2.0: lambda x: np.divide(1, x * x, dtype=x.dtype),
+}
+_WIDE_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _pow_kernel(x, y):
-    """np.power; an integer to a negative integer power (a tensor exponent) is PyTorch's
-    truncated result, 1 / x rounded toward zero: 1 for 1, +-1 for -1, else 0 (NumPy
-    refuses)."""
+    """np.power; a float32/float64 ``x`` to a 0-d exponent 2, 3, 0.5, -0.5, -1 or -2 (a
+    Python number's constant) by PyTorch's arithmetic for it (`_SCALAR_POWERS`: sqrt at 0.5,
+    so -0.0 ** 0.5 is -0.0 and -inf ** 0.5 NaN, as PyTorch gives); an integer to a negative
+    integer power (a tensor exponent) is PyTorch's truncated result, 1 / x rounded toward
+    zero: 1 for 1, +-1 for -1, else 0 (NumPy refuses)."""
+    if y.ndim == 0 and x.dtype in _WIDE_FLOATS:
+        special = _SCALAR_POWERS.get(float(y))
+        if special is not None:
+            return special(x)
     if x.dtype.kind in "iu" and (y < 0).any():
         negative = y < 0
         power = np.power(x, np.where(negative, 0, y))
