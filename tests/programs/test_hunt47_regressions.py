@@ -1,0 +1,121 @@
+"""What hunt47 fixed, reduced, each against PyTorch.
+
+``Module._apply``, ``Module.to_empty`` and ``Module.type`` were missing (AttributeError):
+``_apply(fn)`` sets each parameter's data (and gradient) to ``fn`` of it and replaces each
+buffer, as PyTorch's; ``to_empty(device=)`` and ``type(dst)`` are built on it.
+
+``Module.compile()`` (PyTorch's in-place ``torch.compile`` of a module) was missing: it compiles
+the module's forward through ``ember.compile`` in place (capture/compiled.py
+``_CompiledForward``), the module keeping its identity, state_dict keys and hooks.
+
+``Module.register_backward_hook`` raised a bare AttributeError: it is a `NotInEmberError`
+naming ``register_full_backward_hook``. ``torch.nn.utils.convert_parameters``,
+``torch.distributions.identity_transform`` and ``torch.func.functionalize`` were missing.
+"""
+
+import copy
+import pickle
+
+import numpy as np
+import pytest
+
+import ember
+
+torch = pytest.importorskip("torch")
+
+
+def _pair(make):
+    torch.manual_seed(0)
+    tm = make(torch)
+    em = make(ember)
+    em.load_state_dict({k: ember.tensor(v.numpy()) for k, v in tm.state_dict().items()})
+    return tm, em
+
+
+def _model(lib):
+    return lib.nn.Sequential(lib.nn.Linear(3, 4), lib.nn.BatchNorm1d(4), lib.nn.Linear(4, 2))
+
+
+def test_module_apply_to_empty_and_type():
+    tm, em = _pair(_model)
+    x = np.random.default_rng(0).normal(size=(5, 3)).astype(np.float32)
+    results = []
+    for lib, m in ((torch, tm), (ember, em)):
+        weight = m[0].weight
+        m(lib.tensor(x)).square().sum().backward()
+        m._apply(lambda t: t * 2)
+        r = [weight is m[0].weight, m[0].weight.detach().numpy().copy()]
+        r += [m[0].weight.grad.numpy().copy(), m[1].running_var.numpy().copy()]
+        m.type(lib.float64)  # every parameter and buffer, num_batches_tracked too
+        r += [str(t.dtype).split(".")[1] for t in m.state_dict().values()]
+        m.to_empty(device="cpu")
+        r += [
+            weight is m[0].weight,
+            weight.requires_grad,
+            tuple(weight.shape),
+            str(weight.dtype).split(".")[1],
+        ]
+        results.append(r)
+    for want, got in zip(*results):
+        if isinstance(want, np.ndarray):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        else:
+            assert got == want
+    with pytest.raises(ember.DeviceError, match="to_empty"):
+        em.to_empty(device="cuda")
+
+
+def test_module_compile_in_place():
+    tm, em = _pair(_model)
+    feats = []
+    em[0].register_forward_hook(lambda m, a, o: feats.append(o.detach()))
+    em.compile()
+    em[1].compile(mode="max-autotune")
+    x = np.random.default_rng(1).normal(size=(6, 3)).astype(np.float32)
+    opts = torch.optim.SGD(tm.parameters(), lr=0.1), ember.optim.SGD(em.parameters(), lr=0.1)
+    for _ in range(3):
+        for lib, m, opt in ((torch, tm, opts[0]), (ember, em, opts[1])):
+            loss = m(lib.tensor(x)).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    tm.eval()
+    em.eval()  # a change of mode retraces
+    want = tm(torch.tensor(x)).detach().numpy()
+    np.testing.assert_allclose(em(ember.tensor(x)).numpy(), want, rtol=1e-5, atol=1e-6)
+    assert list(em.state_dict()) == list(tm.state_dict())
+    assert len(feats) == 4  # the hook ran on every call
+    stats = em.forward.compiled.function.stats
+    assert stats.traces == 2 and stats.calls == 4, stats
+    twin = copy.deepcopy(em)
+    assert twin.forward.module is twin and twin[1].forward.module is twin[1]
+    np.testing.assert_allclose(twin(ember.tensor(x)).numpy(), want, rtol=1e-5, atol=1e-6)
+    bn = pickle.loads(pickle.dumps(em[1]))
+    assert bn.forward.module is bn
+    plain = ember.nn.Linear(2, 2)
+    plain.compile(disable=True)
+    assert "forward" not in vars(plain)
+    with pytest.raises(ValueError, match="backend"):
+        plain.compile(backend="no-such-backend")
+
+
+def test_missing_names():
+    with pytest.raises(ember.NotInEmberError, match="register_full_backward_hook"):
+        ember.nn.ReLU().register_backward_hook(lambda *a: None)
+    from ember.nn.utils.convert_parameters import parameters_to_vector, vector_to_parameters
+
+    params = [ember.nn.Parameter(ember.ones(2, 2)), ember.nn.Parameter(ember.zeros(3))]
+    vec = parameters_to_vector(params)
+    vector_to_parameters(vec + 1, params)
+    assert vec.shape == (7,) and params[1].tolist() == [1.0, 1.0, 1.0]
+    t = ember.distributions.identity_transform
+    assert isinstance(t, ember.distributions.ComposeTransform) and t(ember.ones(1)).item() == 1
+
+    def f(x):
+        y = x.clone()
+        y.add_(1)
+        return y * 2
+
+    x = np.arange(3.0, dtype=np.float32)
+    got = ember.func.functionalize(f)(ember.tensor(x)).numpy()
+    np.testing.assert_array_equal(got, torch.func.functionalize(f)(torch.tensor(x)).numpy())
