@@ -11,7 +11,8 @@ module hooks, torch.save/torch.load(weights_only) and grad-mode nesting; einsum;
 sort and scan ops; complex FFT layers; dtype promotion of integer and bool tensors; a step's
 Python (iteration over a tensor, keyword arguments, namedtuple and dict results); WGAN-GP; a
 KV-cache decoder with tied weights; a spatial transformer with U-Net pieces; STFT features;
-EmbeddingBag with distributions.
+EmbeddingBag with distributions; a bfloat16 autocast step with GradScaler; optimizer steps
+in post-accumulate-grad hooks.
 """
 
 import collections
@@ -1322,6 +1323,55 @@ def embbag_dist(torch, ctx):
     ]
 
 
+def amp_bf16(torch, ctx):
+    nn, F = torch.nn, torch.nn.functional
+    model = ctx.init(nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 4)))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**4)
+    rng = np.random.default_rng(0)
+    x = ctx.t(rng.normal(size=(6, 8)).astype(np.float32))
+    y = ctx.t(rng.integers(0, 4, size=6))
+
+    @ctx.fn
+    def step(x, y):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = model(x)
+            loss = F.cross_entropy(out, y)
+        opt.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(opt)
+        scaler.update()
+        return loss.detach().float(), out.dtype, loss.dtype
+
+    hist = [step(x, y) for _ in range(3)]
+    return [hist, scaler.get_scale(), model[0].weight]
+
+
+def optimizer_in_backward(torch, ctx):
+    nn, F = torch.nn, torch.nn.functional
+    model = ctx.init(nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 2)))
+    opts = {p: torch.optim.SGD([p], lr=0.1, momentum=0.5) for p in model.parameters()}
+
+    def hook(p):
+        opts[p].step()
+        opts[p].zero_grad()
+
+    hs = [p.register_post_accumulate_grad_hook(hook) for p in model.parameters()]
+    rng = np.random.default_rng(1)
+    x = ctx.t(rng.normal(size=(5, 4)).astype(np.float32))
+    y = ctx.t(rng.normal(size=(5, 2)).astype(np.float32))
+    hist = []
+    for _ in range(3):
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        hist.append(loss.item())
+    for h in hs:
+        h.remove()
+    return [hist, model.state_dict(), [p.grad for p in model.parameters()]]
+
+
 PROGRAMS = [
     vae,
     seq2seq_attn,
@@ -1346,11 +1396,22 @@ PROGRAMS = [
     stn_unet,
     stft_spec,
     embbag_dist,
+    amp_bf16,
+    optimizer_in_backward,
 ]
 
 
 # the larger models run captured only (their eager ops run inside the capture's trace too)
-CAPTURED_ONLY = {vae, seq2seq_attn, contrastive, pointnet, wavenet, set_transformer, stn_unet}
+CAPTURED_ONLY = {
+    vae,
+    seq2seq_attn,
+    contrastive,
+    pointnet,
+    wavenet,
+    set_transformer,
+    stn_unet,
+    amp_bf16,
+}
 
 
 @pytest.mark.parametrize(
