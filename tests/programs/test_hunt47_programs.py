@@ -12,7 +12,8 @@ sort and scan ops; complex FFT layers; dtype promotion of integer and bool tenso
 Python (iteration over a tensor, keyword arguments, namedtuple and dict results); WGAN-GP; a
 KV-cache decoder with tied weights; a spatial transformer with U-Net pieces; STFT features;
 EmbeddingBag with distributions; a bfloat16 autocast step with GradScaler; optimizer steps
-in post-accumulate-grad hooks.
+in post-accumulate-grad hooks; sixty-odd tensor ops (linear algebra, special functions,
+scatters with host-data repeats) in one captured function.
 """
 
 import collections
@@ -1372,6 +1373,80 @@ def optimizer_in_backward(torch, ctx):
     return [hist, model.state_dict(), [p.grad for p in model.parameters()]]
 
 
+def misc_ops(torch, ctx):
+    rng = np.random.default_rng(0)
+    x = ctx.t(rng.normal(size=(4, 5)).astype(np.float32))
+    y = ctx.t(rng.normal(size=(4, 5)).astype(np.float32))
+    ii = ctx.t(np.array([0, 2, 2, 3]))
+
+    @ctx.fn
+    def f(x, y, ii):
+        r = []
+        r.append(torch.zeros(5, 5).index_put_((ii, ii), torch.ones(4), accumulate=True))
+        r.append(torch.zeros(4, 5).scatter_(1, ii[:, None].expand(4, 2), 2.0, reduce="add"))
+        r.append(torch.cdist(x, y, p=1))
+        r.append(torch.combinations(x[0], r=2))
+        r.append(torch.cartesian_prod(x[0, :2], x[1, :3]))
+        r.append(torch.block_diag(x[:2, :2], y[:1]))
+        r.append(torch.kron(x[:2, :2], y[:2, :2]))
+        r.append(torch.trapezoid(x, dim=1))
+        r.append(torch.cov(x))
+        r.append(torch.corrcoef(x))
+        r.append(torch.quantile(x, torch.tensor([0.25, 0.5]), dim=1, interpolation="midpoint"))
+        r.append(torch.renorm(x, 2, 0, 1.0))
+        r.append(torch.diag_embed(x[:2]))
+        r.append(torch.tensordot(x, y, dims=([1], [1])))
+        r.append(torch.linalg.cross(x[:, :3], y[:, :3]))
+        r.append(torch.atan2(x, y))
+        r.append(torch.heaviside(x, torch.tensor(0.5)))
+        r.append(torch.logit(torch.sigmoid(x), eps=1e-3))
+        r.append(torch.clamp(x, min=y - 1, max=y + 1))
+        r.append(torch.isin(ii, torch.tensor([2, 3])))
+        r.append(torch.movedim(x.reshape(2, 2, 5), 0, -1))
+        r.append(torch.narrow(x, 1, 1, 3))
+        r.append(torch.masked_scatter(x, x > 0, y))
+        r.append(x.index_copy(0, torch.tensor([3, 0]), y[:2]))
+        r.append(torch.rot90(x, 1, (0, 1)))
+        r.append(torch.repeat_interleave(x[:, 0], torch.tensor([1, 0, 2, 1])))
+        a, b = torch.meshgrid(x[0, :3], x[1, :2], indexing="xy")
+        r += [a, b]
+        r.append(torch.tril_indices(4, 3, offset=-1))
+        r.append(x.unfold(1, 2, 2))
+        r.append(torch.nn.functional.pad(x[None], (1, 2), mode="replicate"))
+        r.append(torch.nn.functional.pad(x[None, None], (1, 1, 2, 0), mode="reflect"))
+        r.append(torch.nan_to_num(torch.log(x), nan=0.0, neginf=-5.0))
+        r.append(torch.vander(x[0], N=3, increasing=True))
+        r.append(torch.logdet(x[:, :4] @ x[:, :4].T + torch.eye(4)))
+        r.append(torch.linalg.eigh(x[:, :4] @ x[:, :4].T).eigenvalues)
+        r.append(torch.linalg.svdvals(x))
+        r.append(torch.linalg.solve(x[:, :4] @ x[:, :4].T + torch.eye(4), y[:, :2]))
+        r.append(torch.linalg.matrix_norm(x, ord="nuc"))
+        r.append(torch.linalg.vector_norm(x, ord=3, dim=1))
+        r.append(torch.special.xlog1py(x.abs(), x.abs()))
+        r.append(torch.special.entr(x.abs()))
+        r.append(torch.special.log_ndtr(x))
+        r.append(torch.special.i0e(x))
+        r.append(x.new_full((2,), 3.0) + x.new_empty(2).fill_(1.0))
+        r.append(torch.std_mean(x, dim=1, correction=0)[0])
+        r.append(torch.var_mean(x, 0, unbiased=True)[1])
+        r.append(torch.aminmax(x, dim=0).min)
+        r.append(torch.addmm(x[:, :4], x, y.T, beta=0.5, alpha=2.0))
+        r.append(torch.baddbmm(x[None, :, :4], x[None], y[None].transpose(1, 2)))
+        r.append(torch.addcdiv(x, x, y.abs() + 1, value=-0.5))
+        r.append(torch.frac(x * 3))
+        r.append(torch.trunc(x * 3))
+        r.append(torch.fix(x * 3))
+        r.append(torch.copysign(x, y))
+        r.append(torch.nextafter(x, y))
+        r.append(torch.ldexp(x, torch.tensor([2])))
+        r.append(torch.float_power(x.abs(), 2.5))
+        r.append(torch.logaddexp2(x, y))
+        r.append(torch.signbit(x))
+        return r
+
+    return f(x, y, ii)
+
+
 PROGRAMS = [
     vae,
     seq2seq_attn,
@@ -1398,6 +1473,7 @@ PROGRAMS = [
     embbag_dist,
     amp_bf16,
     optimizer_in_backward,
+    misc_ops,
 ]
 
 

@@ -14,6 +14,11 @@ relative error of 0.7 (an autocast bfloat16 MLP under ember.function trained dif
 eager). The composite activations (gelu in graphs, mish, hardsigmoid, logsigmoid, glu) compute
 16-bit inputs in float32 and round once, as PyTorch's CPU kernels.
 
+Inside ember.function, ``repeat_interleave`` with a tensor of repeats raised a TraceError even
+where the repeats are host data: a constant the function made (``torch.tensor([1, 0, 2])``) or
+an argument; it reads them as ``unique`` and the sequence utilities do (an argument's value
+keys the graph).
+
 ``Module.register_backward_hook`` raised a bare AttributeError: it is a `NotInEmberError`
 naming ``register_full_backward_hook``. ``torch.nn.utils.convert_parameters``,
 ``torch.distributions.identity_transform`` and ``torch.func.functionalize`` were missing.
@@ -150,3 +155,26 @@ def test_half_precision_activations_round_once():
                 np.testing.assert_allclose(
                     got.float().numpy(), want, rtol=eps, atol=1e-6, err_msg=f"{case} {name}"
                 )
+
+
+def test_repeat_interleave_of_host_repeats_in_a_graph():
+    x = np.arange(8.0, dtype=np.float32).reshape(4, 2)
+
+    def with_constant(lib, x):
+        return lib.repeat_interleave(x, lib.tensor([1, 0, 2, 1]), dim=0) * 2
+
+    def with_argument(lib, x, r):
+        return x.repeat_interleave(r, dim=1).sum(0)
+
+    f = ember.function(lambda x: with_constant(ember, x))
+    g = ember.function(lambda x, r: with_argument(ember, x, r))
+    for scale in (1, 3):
+        xs = x * scale
+        want = with_constant(torch, torch.tensor(xs)).numpy()
+        np.testing.assert_array_equal(f(ember.tensor(xs)).numpy(), want)
+    for r in ([1, 2], [0, 3], [1, 2]):
+        want = with_argument(torch, torch.tensor(x), torch.tensor(r)).numpy()
+        np.testing.assert_array_equal(g(ember.tensor(x), ember.tensor(r)).numpy(), want)
+    assert f.stats.traces == 1 and g.stats.traces == 2  # (one graph per repeats value)
+    with pytest.raises(ember.TraceError, match="repeat_interleave"):
+        ember.function(lambda x: x.repeat_interleave((x[:, 0] > 1).long(), dim=0))(ember.tensor(x))
