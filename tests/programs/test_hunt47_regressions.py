@@ -19,12 +19,16 @@ where the repeats are host data: a constant the function made (``torch.tensor([1
 an argument; it reads them as ``unique`` and the sequence utilities do (an argument's value
 keys the graph).
 
+``torch.load(path, mmap=True)`` or with ``encoding=``/``pickle_module`` raised a TypeError, and
+``torch.version`` (``torch.version.cuda``) was missing.
+
 ``Module.register_backward_hook`` raised a bare AttributeError: it is a `NotInEmberError`
 naming ``register_full_backward_hook``. ``torch.nn.utils.convert_parameters``,
 ``torch.distributions.identity_transform`` and ``torch.func.functionalize`` were missing.
 """
 
 import copy
+import io
 import pickle
 
 import numpy as np
@@ -178,3 +182,15 @@ def test_repeat_interleave_of_host_repeats_in_a_graph():
     assert f.stats.traces == 1 and g.stats.traces == 2  # (one graph per repeats value)
     with pytest.raises(ember.TraceError, match="repeat_interleave"):
         ember.function(lambda x: x.repeat_interleave((x[:, 0] > 1).long(), dim=0))(ember.tensor(x))
+
+
+def test_load_keywords_and_version():
+    buffer = io.BytesIO()
+    torch.save({"w": torch.arange(3.0)}, buffer)
+    for kwargs in ({"mmap": False}, {"encoding": "latin1"}, {"pickle_module": pickle}):
+        buffer.seek(0)
+        assert ember.load(buffer, "cpu", weights_only=True, **kwargs)["w"].tolist() == [0, 1, 2]
+    with pytest.raises(TypeError, match="weight_only"):
+        ember.load(buffer, weight_only=True)
+    assert ember.version.cuda is None and ember.version.hip is None  # (as a CPU-only build)
+    assert ember.version.__version__ == ember.__version__
