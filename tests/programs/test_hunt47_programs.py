@@ -10,10 +10,10 @@ gradient clipping; an EMA AveragedModel, parameters_to_vector, ModuleDict and Pa
 module hooks, torch.save/torch.load(weights_only) and grad-mode nesting; einsum; index,
 sort and scan ops; complex FFT layers; dtype promotion of integer and bool tensors; a step's
 Python (iteration over a tensor, keyword arguments, namedtuple and dict results); WGAN-GP; a
-KV-cache decoder with tied weights; a spatial transformer with U-Net pieces; STFT features;
-EmbeddingBag with distributions; a bfloat16 autocast step with GradScaler; optimizer steps
-in post-accumulate-grad hooks; sixty-odd tensor ops (linear algebra, special functions,
-scatters with host-data repeats) in one captured function.
+KV-cache decoder with tied weights; STFT features; EmbeddingBag with distributions; a
+bfloat16 autocast step with GradScaler; optimizer steps in post-accumulate-grad hooks;
+sixty-odd tensor ops (linear algebra, special functions, scatters with host-data repeats) in
+one captured function.
 """
 
 import collections
@@ -1192,60 +1192,6 @@ def kv_cache_decoder(torch, ctx):
     ]
 
 
-def stn_unet(torch, ctx):
-    nn, F = torch.nn, torch.nn.functional
-
-    class Net(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.loc = nn.Sequential(
-                nn.Conv2d(2, 4, 3, padding="same", padding_mode="reflect"),
-                nn.AdaptiveMaxPool2d(2),
-                nn.Flatten(),
-                nn.Linear(16, 6),
-            )
-            self.down = nn.Conv2d(
-                2, 4, 3, stride=2, padding=1, padding_mode="circular", groups=2, bias=False
-            )
-            self.mid = nn.Conv2d(4, 8, 3, padding=2, dilation=2)
-            self.up = nn.ConvTranspose2d(8, 4, 3, stride=2, padding=1, output_padding=1)
-            self.ps = nn.Conv2d(4, 16, 1)
-            self.out = nn.Conv2d(4 + 2 + 2, 1, 1)
-            self.bn = nn.InstanceNorm2d(4, affine=True)
-            self.gn = nn.GroupNorm(2, 8)
-
-        def forward(self, x):
-            theta = self.loc(x).view(-1, 2, 3) * 0.1 + torch.tensor([[1.0, 0, 0], [0, 1.0, 0]])
-            grid = F.affine_grid(theta, list(x.size()), align_corners=False)
-            xs = F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=False)
-            d = F.relu(self.bn(self.down(xs)))
-            m = F.gelu(self.gn(self.mid(d)))
-            u = self.up(m)
-            p = F.pixel_shuffle(self.ps(d), 2)
-            up = F.interpolate(d[:, :2], scale_factor=2, mode="nearest")
-            patches = F.unfold(x, kernel_size=2, stride=2)
-            refold = F.fold(patches, output_size=x.shape[-2:], kernel_size=2, stride=2)
-            return self.out(torch.cat([u + p, up, refold], 1)), theta
-
-    net = ctx.init(Net())
-    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
-    rng = np.random.default_rng(0)
-    x = ctx.t(rng.normal(size=(2, 2, 8, 8)).astype(np.float32))
-    y = ctx.t(rng.normal(size=(2, 1, 8, 8)).astype(np.float32))
-
-    @ctx.fn
-    def step(x, y):
-        out, theta = net(x)
-        loss = F.l1_loss(out, y) + F.mse_loss(out, y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss.item(), theta.detach()
-
-    hist = [step(x, y) for _ in range(3)]
-    return [hist, net.up.weight.grad, net.loc[3].weight.grad]
-
-
 def stft_spec(torch, ctx):
     nn, F = torch.nn, torch.nn.functional
     rng = np.random.default_rng(1)
@@ -1468,7 +1414,6 @@ PROGRAMS = [
     capture_python,
     wgan_gp,
     kv_cache_decoder,
-    stn_unet,
     stft_spec,
     embbag_dist,
     amp_bf16,
@@ -1478,16 +1423,9 @@ PROGRAMS = [
 
 
 # the larger models run captured only (their eager ops run inside the capture's trace too)
-CAPTURED_ONLY = {
-    vae,
-    seq2seq_attn,
-    contrastive,
-    pointnet,
-    wavenet,
-    set_transformer,
-    stn_unet,
-    amp_bf16,
-}
+CAPTURED_ONLY = {vae, seq2seq_attn, pointnet, wavenet, amp_bf16}
+# and these eagerly only (their steps' capture is much like the others')
+EAGER_ONLY = {contrastive, set_transformer}
 
 
 @pytest.mark.parametrize(
@@ -1497,6 +1435,8 @@ def test_eager(program):
     check_program(program)
 
 
-@pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.__name__)
+@pytest.mark.parametrize(
+    "program", [p for p in PROGRAMS if p not in EAGER_ONLY], ids=lambda p: p.__name__
+)
 def test_captured(program):
     check_program(program, capture=True)
