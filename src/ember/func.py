@@ -391,8 +391,7 @@ def functionalize(func, *, remove: str = "mutations"):
     """``torch.func.functionalize`` (see the module docstring)."""
     if remove not in ("mutations", "mutations_and_views"):
         raise ValueError(
-            "functionalize: remove must be 'mutations' or 'mutations_and_views', got "
-            f"{remove!r}"
+            f"functionalize: remove must be 'mutations' or 'mutations_and_views', got {remove!r}"
         )
 
     @functools.wraps(func)
