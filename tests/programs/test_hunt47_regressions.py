@@ -11,8 +11,9 @@ the module's forward through ``ember.compile`` in place (capture/compiled.py
 Inside a graph, ``F.gelu`` of bfloat16 or float16 values was its composite computed in 16 bits,
 each op rounded and the constants too: ``erf(x / sqrt 2) + 1`` at x near -2 kept two bits, a
 relative error of 0.7 (an autocast bfloat16 MLP under ember.function trained differently from
-eager). The composite activations (gelu in graphs, mish, hardsigmoid, logsigmoid, glu) compute
-16-bit inputs in float32 and round once, as PyTorch's CPU kernels.
+eager). The composite activations (gelu in graphs, mish, hardsigmoid, logsigmoid, glu) and
+addcmul, addcdiv and lerp compute 16-bit inputs in float32 and round once, as PyTorch's CPU
+kernels (addcmul(x, x, x, value=0.5) in bfloat16 was 3 ulps off where it cancels).
 
 Inside ember.function, ``repeat_interleave`` with a tensor of repeats raised a TraceError even
 where the repeats are host data: a constant the function made (``torch.tensor([1, 0, 2])``) or
@@ -145,6 +146,10 @@ def test_half_precision_activations_round_once():
         "hardsigmoid": lambda f, x: f.hardsigmoid(x),
         "logsigmoid": lambda f, x: f.logsigmoid(x),
         "glu": lambda f, x: f.glu(x),
+        "addcmul": lambda f, x: x.addcmul(x, x.flip(0), value=0.5),
+        "addcdiv": lambda f, x: x.addcdiv(x.flip(1), x.abs() + 1, value=-0.7),
+        "lerp": lambda f, x: x.lerp(x.flip(0), 0.3),
+        "lerp_tensor": lambda f, x: x.lerp(x.flip(0), x.flip(1).abs() * 0.25),
     }
     x = np.random.default_rng(0).normal(size=(8, 32)).astype(np.float32) * 3
     for name in ("bfloat16", "float16"):
