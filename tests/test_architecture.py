@@ -39,6 +39,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ember.backends",
             "ember._missing",
             "ember.typeinfo",
+            "ember.version",
         ),
     ),
     ("kernels", ("ember.kernels",)),

@@ -201,7 +201,9 @@ from .tensor_api import _assert, is_tensor, numel  # noqa: E402
 
 globals().update(_tensor_api.LEGACY_TYPES)  # ember.FloatTensor, ember.LongTensor, ...
 
-__version__ = "0.1.0"
+from . import version  # noqa: E402  (torch.version's names)
+
+__version__ = version.__version__
 
 # ember.autograd.Function, .functional and .grad live in modules above the engine (they
 # build on it, so autograd.py cannot import them without a cycle); attached here

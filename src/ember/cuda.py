@@ -3,15 +3,33 @@
 ``is_available()`` is False and ``device_count()`` 0, so code that picks its device with
 ``"cuda" if torch.cuda.is_available() else "cpu"`` runs on the CPU; seeding every GPU
 (``manual_seed``, ``manual_seed_all``, ``seed``, ``seed_all``) is accepted and does nothing,
-since there is none. Anything else (``ember.cuda.synchronize()``, ``memory_allocated``,
-``set_device``, ``amp``, ...) raises `DeviceError`: it would need a GPU ember does not drive.
+since there is none. What PyTorch's CPU-only build answers without CUDA, ember answers alike:
+``empty_cache()`` does nothing, ``memory_allocated``, ``max_memory_allocated``,
+``memory_reserved`` and ``max_memory_reserved`` are 0, ``memory_stats`` is empty (a training
+script's memory log). Anything else (``ember.cuda.synchronize()``, ``set_device``, ``amp``, ...)
+raises `DeviceError`: it would need a GPU ember does not drive.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from .errors import DeviceError
 
-__all__ = ["device_count", "is_available", "manual_seed", "manual_seed_all", "seed", "seed_all"]
+__all__ = [
+    "device_count",
+    "empty_cache",
+    "is_available",
+    "manual_seed",
+    "manual_seed_all",
+    "max_memory_allocated",
+    "max_memory_reserved",
+    "memory_allocated",
+    "memory_reserved",
+    "memory_stats",
+    "seed",
+    "seed_all",
+]
 
 
 def is_available() -> bool:
@@ -46,6 +64,35 @@ def seed() -> None:
 
 def seed_all() -> None:
     """Accepted and ignored (no GPU generator)."""
+
+
+def empty_cache() -> None:
+    """Nothing to release (PyTorch's does nothing while CUDA is not initialized)."""
+
+
+def memory_stats(device=None) -> OrderedDict:
+    """Empty, as PyTorch's before CUDA is initialized."""
+    return OrderedDict()
+
+
+def memory_allocated(device=None) -> int:
+    """0 bytes: no GPU memory (as PyTorch's CPU-only build)."""
+    return 0
+
+
+def max_memory_allocated(device=None) -> int:
+    """0 bytes, as `memory_allocated`."""
+    return 0
+
+
+def memory_reserved(device=None) -> int:
+    """0 bytes, as `memory_allocated`."""
+    return 0
+
+
+def max_memory_reserved(device=None) -> int:
+    """0 bytes, as `memory_allocated`."""
+    return 0
 
 
 class CudaNameError(DeviceError, AttributeError):

@@ -20,6 +20,9 @@
   does; ``"different"`` lets every example draw its own numbers; ``"same"`` gives every
   example the same draws (the default generator is reset before each).
 * ``stack_module_state(models)``: the models' parameters and buffers stacked by name.
+* ``functionalize(func, remove=)``: ``func`` itself in a wrapper: its results, and its writes
+  to its arguments, are what PyTorch's functionalized function gives (ember's transforms and
+  capture already take in-place ops, which capture rewrites as functional ones).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from .tensor import Tensor as _Tensor
 
 __all__ = [
     "functional_call",
+    "functionalize",
     "grad",
     "grad_and_value",
     "hessian",
@@ -381,6 +385,20 @@ def replace_all_batch_norm_modules_(root):
             module.num_batches_tracked = None
             module.track_running_stats = False
     return root
+
+
+def functionalize(func, *, remove: str = "mutations"):
+    """``torch.func.functionalize`` (see the module docstring)."""
+    if remove not in ("mutations", "mutations_and_views"):
+        raise ValueError(
+            f"functionalize: remove must be 'mutations' or 'mutations_and_views', got {remove!r}"
+        )
+
+    @functools.wraps(func)
+    def functionalized(*args, **kwargs):
+        return func(*args, **kwargs)
+
+    return functionalized
 
 
 # -------------------------------------------------------------------------------------- vmap

@@ -347,6 +347,16 @@ def test_persistent_workers_serve_every_epoch():
     assert _wait_until(lambda: not any(_alive(p) for p in pids))
 
 
+def test_persistent_workers_of_a_loader_only_its_iteration_holds():
+    # ``for b in DataLoader(...)``: the loader's finalizer stopped its persistent workers under
+    # the running epoch ("Queue is closed") until the epoch held the loader
+    batches = [
+        b[:, 0].tolist()
+        for b in DataLoader(Probe(6), batch_size=2, num_workers=2, persistent_workers=True)
+    ]
+    assert batches == [[0, 1], [2, 3], [4, 5]]
+
+
 def test_breaking_out_mid_epoch_leaves_no_process_and_no_segment():
     before = _children()
     ds = TensorDataset(ember.ones(400, 2048))  # 256 KiB batches through /dev/shm

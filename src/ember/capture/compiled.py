@@ -34,6 +34,10 @@ How the arguments map, and where ember differs from PyTorch:
   raises `TraceError`; with the default False, like PyTorch falling back at a graph break, the
   function runs eagerly from then on, after one warning that names the reason.
 * ``disable=True`` returns ``model_or_fn`` itself.
+
+``module.compile(**same arguments)`` (PyTorch's ``Module.compile``) compiles the module's
+forward in place: its instance's ``forward`` becomes a `_CompiledForward` (the class's forward
+of the module through the same machinery); the module keeps its identity and state_dict keys.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ import functools
 import warnings
 
 from ..errors import TraceError
-from ..nn.module import Module
+from ..nn.module import _COMPILE_FORWARD, Module
 from ..runtime.executors import EXECUTORS
 from ..tensor import Tensor
 from .function import Function
@@ -206,3 +210,45 @@ def compile(  # noqa: A001  (PyTorch's name)
 
     compiled_fn._compiled = compiled
     return compiled_fn
+
+
+class _CompiledForward:
+    """A module's forward compiled in place by ``Module.compile``: the class's forward of the
+    module through `_Compiled`. Copies and pickles carry the module and the arguments and
+    compile afresh (a compiled program does not copy)."""
+
+    def __init__(self, module: Module, kwargs: dict | None, dynamic: bool, fullgraph: bool):
+        self.module = module
+        self.args = (kwargs, dynamic, fullgraph)
+
+        def forward(*args, **kwargs):  # (the module in a closure cell: capture's state finds
+            return type(module).forward(module, *args, **kwargs)  # it, and its hooks, there)
+
+        forward.__name__ = forward.__qualname__ = f"{type(module).__name__}.forward"
+        self.compiled = _Compiled(forward, kwargs, dynamic, fullgraph)
+
+    def __call__(self, *args, **kwargs):
+        return self.compiled(*args, **kwargs)
+
+    def __reduce__(self):
+        return (_CompiledForward, (self.module, *self.args))
+
+
+def _compile_forward(
+    module: Module,
+    *,
+    fullgraph: bool = False,
+    dynamic: bool | None = None,
+    backend="inductor",
+    mode: str | None = None,
+    options: dict | None = None,
+    disable: bool = False,
+) -> None:
+    """``Module.compile`` (see the module docstring)."""
+    kwargs = _function_options(backend, mode, options)
+    if disable:
+        return
+    module.__dict__["forward"] = _CompiledForward(module, kwargs, bool(dynamic), bool(fullgraph))
+
+
+_COMPILE_FORWARD.append(_compile_forward)

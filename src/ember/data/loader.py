@@ -300,8 +300,8 @@ class DataLoader:
         epoch = _workers.run_epoch(pool, number, tasks, record, self.prefetch_factor, self.in_order)
         if self._iterable:
             epoch = _skipping(epoch, skip)
-        if self.persistent_workers:
-            return epoch
+        if self.persistent_workers:  # (the loader held: its finalizer stops the workers)
+            return _holding(epoch, self)
         closing = _closing(epoch, pool)
         weakref.finalize(closing, pool.close)  # also when dropped before its first batch
         return closing
@@ -486,6 +486,17 @@ def _closing(batches: Iterator, pool) -> Iterator:
     finally:
         batches.close()
         pool.close()
+
+
+def _holding(batches: Iterator, loader) -> Iterator:
+    """``batches``, holding ``loader`` while they last: ``for b in DataLoader(...,
+    persistent_workers=True)`` keeps no other reference to it, and its finalizer would stop
+    the persistent workers under the running epoch."""
+    try:
+        yield from batches
+    finally:
+        batches.close()
+        del loader
 
 
 def _synchronous(fetch, numbers: range, record: _EpochRecord) -> Iterator:

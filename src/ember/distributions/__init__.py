@@ -99,6 +99,7 @@ from .transforms_extra import (
     SoftplusTransform,
     StackTransform,
     StickBreakingTransform,
+    identity_transform,
 )
 
 __all__ = [
@@ -143,6 +144,7 @@ __all__ = [
     "Categorical",
     "Cauchy",
     "ComposeTransform",
+    "identity_transform",
     "ConstraintError",
     "Dirichlet",
     "Distribution",

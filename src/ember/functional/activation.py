@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+from .. import dtypes as dt
 from ..errors import ShapeError
 from ..ops import _item_scalars as _items
 from ..ops import api as E
@@ -53,6 +54,25 @@ def _activation(name: str, x):
     return float_input(name, x)
 
 
+def _wide(fn, x):
+    """``fn(x)``, computed in float32 for a half-precision ``x`` (bfloat16, float16) and rounded
+    once to its dtype, as PyTorch's CPU kernels compute 16-bit values: a composite's
+    intermediates rounded to 16 bits each would add a rounding per op, and lose what a
+    cancellation leaves (gelu's ``erf(x / sqrt 2) + 1`` at x = -2: two bits of bfloat16)."""
+    if x.dtype is dt.bfloat16 or x.dtype is dt.float16:
+        return fn(x.to(dt.float32)).to(x.dtype)
+    return fn(x)
+
+
+def _gelu_erf(x):
+    return x * (E.erf(x * _SQRT1_2) + 1) * 0.5
+
+
+def _gelu_tanh(x):
+    inner = (x + x * x * x * 0.044715) * _SQRT_2_OVER_PI
+    return x * (E.tanh(inner) + 1) * 0.5
+
+
 @export(functional=True, toplevel=False)
 def gelu(input, approximate: str = "none"):
     """Gaussian error linear unit: ``x * Phi(x)``; ``approximate='tanh'`` uses the tanh form."""
@@ -63,10 +83,7 @@ def gelu(input, approximate: str = "none"):
         return apply(GELU if approximate == "none" else GELU_TANH, x)
     # in a graph the composite's elementwise ops fuse with their neighbours' (a linear's
     # epilogue, forward and backward), which the primitive, having no C expression, cannot
-    if approximate == "none":
-        return x * (E.erf(x * _SQRT1_2) + 1) * 0.5
-    inner = (x + x * x * x * 0.044715) * _SQRT_2_OVER_PI
-    return x * (E.tanh(inner) + 1) * 0.5
+    return _wide(_gelu_erf if approximate == "none" else _gelu_tanh, x)
 
 
 @export(functional=True, toplevel=False)
@@ -171,7 +188,10 @@ def hardsigmoid(input, inplace: bool = False):
     float64 (PyTorch's multiplies by float32's 1/6, 3e-8 relative off)."""
     x = _activation("hardsigmoid", input)
     return _maybe_inplace(
-        "hardsigmoid", x, inplace, lambda t: E.where(t <= -3, 0, E.where(t >= 3, 1, t / 6 + 0.5))
+        "hardsigmoid",
+        x,
+        inplace,
+        lambda t: _wide(lambda u: E.where(u <= -3, 0, E.where(u >= 3, 1, u / 6 + 0.5)), t),
     )
 
 
@@ -188,14 +208,14 @@ def hardswish(input, inplace: bool = False):
 def mish(input, inplace: bool = False):
     """``x * tanh(softplus(x))``."""
     x = _activation("mish", input)
-    return _maybe_inplace("mish", x, inplace, lambda t: t * E.tanh(softplus(t)))
+    return _maybe_inplace("mish", x, inplace, lambda t: _wide(lambda u: u * E.tanh(softplus(u)), t))
 
 
 @export(functional=True, toplevel=False)
 def tanhshrink(input):
     """``x - tanh(x)`` (integers promoted to the default float, as in PyTorch)."""
     x = to_tensor(input)
-    return x - E.tanh(x)
+    return x - E.tanh(x)  # (PyTorch's composite too: tanh rounded before the difference)
 
 
 @export(functional=True, toplevel=False)
@@ -205,6 +225,10 @@ def logsigmoid(input):
     (``abs``'s would be 0 there), so the gradient, ``sigmoid(-x)``, and its own derivative are
     right at 0 too (a Hessian through a loss at zero logits, Newton's first step from 0)."""
     x = _activation("logsigmoid", input)
+    return _wide(_logsigmoid, x)
+
+
+def _logsigmoid(x):
     neg = x < 0
     return E.where(neg, x, 0) - E.log1p(E.exp(E.where(neg, x, -x)))
 
@@ -254,7 +278,7 @@ def glu(input, dim: int = -1):
             op="glu",
         )
     a, b = E.chunk(x, 2, d)
-    return a * E.sigmoid(b)
+    return _wide(lambda u: u * E.sigmoid(b.to(u.dtype)), a)
 
 
 @export(functional=True, method=True)

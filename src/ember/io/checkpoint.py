@@ -94,14 +94,20 @@ def save(obj, f) -> None:
     write_safetensors(f, arrays, metadata)
 
 
-def load(f, map_location=None, *, weights_only: bool | None = None):
+def load(
+    f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **pickle_load_args
+):
     """Read a checkpoint written by `save`, or a PyTorch checkpoint written by ``torch.save``
     (the zip format; see `ember.io.torch_format`: read without torch and without running any
     pickle code), from a path or a file object (read from its position to its end; see the
     module's docstring). Tensors come back as ember Tensors of the saved dtype and shape.
-    ``map_location`` and ``weights_only`` are accepted for PyTorch compatibility and ignored:
-    everything is on the CPU, and ember never runs code from a file, whatever ``weights_only``
-    says."""
+    ``map_location``, ``weights_only``, ``pickle_module``, ``mmap`` and PyTorch's pickle
+    arguments (``encoding=``) are accepted for PyTorch compatibility and ignored: everything is
+    on the CPU, the tensors read are the same with or without a memory map, and ember never
+    runs code from a file (nor a pickle module), whatever ``weights_only`` says."""
+    unknown = set(pickle_load_args) - {"encoding", "errors", "fix_imports"}
+    if unknown:  # (PyTorch hands them to pickle's Unpickler, which refuses others)
+        raise TypeError(f"load() got unexpected keyword arguments {sorted(unknown)}")
     if not _stream.is_path(f):
         source = _stream.open_source(f)
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
+from ..errors import NotInEmberError
 from ..graph import scope as _scope
 from ..ops._registry import _state as _reg_state
 from ._global_hooks import (
@@ -138,6 +139,20 @@ class HooksMixin:
         handle = RemovableHandle(self._backward_pre_hooks)
         _insert(self._backward_pre_hooks, handle.id, hook, prepend)
         return handle
+
+    def register_backward_hook(self, hook: Callable) -> RemovableHandle:
+        """Refused with `NotInEmberError`: PyTorch's deprecated hook sees the gradients of the
+        last autograd op of the forward (a Linear's are addmm's three), not the module's;
+        ember's tape has other ops, so it would see other tensors."""
+        raise NotInEmberError(
+            "PyTorch's deprecated hook, whose grad_input belongs to the forward's last op "
+            "rather than to the module, is not in ember; use "
+            "register_full_backward_hook(hook), whose hook(module, grad_input, grad_output) "
+            "gets the gradients of the module's inputs (the same tensors for a module of one "
+            "op, an activation's)",
+            name="register_backward_hook",
+            op="Module.register_backward_hook",
+        )
 
     def register_full_backward_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
         """``hook(module, grad_input, grad_output)`` runs when the gradients of the module's

@@ -53,6 +53,10 @@ def _holds_tensors(value) -> bool:
     return isinstance(value, (tuple, list)) and any(isinstance(v, Tensor) for v in value)
 
 
+# `Module.compile`'s implementation, registered by capture/compiled.py (a layer above this one)
+_COMPILE_FORWARD: list = []
+
+
 class Module(HooksMixin, StateDictHooksMixin):
     """Base class of all neural-network layers; subclasses define ``forward``."""
 
@@ -436,6 +440,52 @@ class Module(HooksMixin, StateDictHooksMixin):
                 f"nn.Module.to only accepts floating point dtypes, but got desired dtype={dtype}"
             )
         return self._apply_floating(dtype)
+
+    def _apply(self, fn: Callable, recurse: bool = True) -> Module:
+        """PyTorch's ``Module._apply``: ``fn`` of each parameter (and its gradient) becomes that
+        Parameter's data, so optimizers holding it stay valid; each buffer is replaced by ``fn``
+        of it (gradients off throughout). ``recurse``: the submodules' too, children first."""
+        if recurse:
+            for child in self.children():
+                child._apply(fn)
+        with no_grad():
+            for p in self._parameters.values():
+                if p is None:
+                    continue
+                new = fn(p)
+                if not isinstance(new, Tensor):
+                    raise TypeError(
+                        f"Module._apply: the function returned {type(new).__name__} for a "
+                        "parameter, not a tensor"
+                    )
+                p.data = new
+                if p.grad is not None:
+                    p.grad = fn(p.grad).detach()
+            for name, b in list(self._buffers.items()):
+                if b is not None:
+                    self._buffers[name] = fn(b)
+        return self
+
+    def compile(self, **kwargs) -> None:
+        """PyTorch's ``Module.compile``: this module's forward compiled in place by
+        ``ember.compile`` with these keyword arguments (``fullgraph``, ``dynamic``, ``backend``,
+        ``mode``, ``options``, ``disable``); the module stays itself (its state_dict keys, unlike
+        ``ember.compile(module)``'s wrapper's, are unchanged), its hooks run around the
+        compiled forward."""
+        _COMPILE_FORWARD[0](self, **kwargs)
+
+    def to_empty(self, *, device, recurse: bool = True) -> Module:
+        """Parameters and buffers replaced by uninitialized ones of the same shapes and dtypes
+        on ``device`` (the CPU: ember has no other; `DeviceError` otherwise), as PyTorch's."""
+        check_device(device, "Module.to_empty(device)")
+        from ..ops.creation import zeros_like  # (ember.empty_like: zeros, see ops/creation.py)
+
+        return self._apply(zeros_like, recurse=recurse)
+
+    def type(self, dst_type) -> Module:
+        """Every parameter and buffer cast to ``dst_type`` (a dtype or a tensor type name,
+        integer types included), as PyTorch's ``Module.type``."""
+        return self._apply(lambda t: t.type(dst_type))
 
     def _lay_out(self, fmt) -> None:
         rank = {channels_last: 4, channels_last_3d: 5}.get(fmt)

@@ -3,7 +3,9 @@ capture and fuse through them): nan_to_num, addcmul, addcdiv, lerp, isclose and 
 
 The dtype rules follow PyTorch's, which are not all plain promotion: lerp and isclose take
 operands of one dtype only; addcdiv refuses integer division; addcmul's value takes an integer
-result's dtype (truncated).
+result's dtype (truncated). addcmul, addcdiv and lerp compute 16-bit operands (bfloat16,
+float16) in float32 and round once, as PyTorch's CPU kernels (a rounding per op would lose
+what ``input + value * t1 * t2`` cancels).
 """
 
 from __future__ import annotations
@@ -68,6 +70,15 @@ def _value(op: str, value, dtype):
     return int(value)
 
 
+def _in_float(dtype, fn, *tensors):
+    """``fn(*tensors)``, computed in float32 and rounded once to ``dtype`` where it is a 16-bit
+    float (PyTorch's CPU kernels' "opmath" type), as is elsewhere."""
+    if dtype is dt.bfloat16 or dtype is dt.float16:
+        wide = (E.cast(t, dt.float32) if isinstance(t, TensorBase) else t for t in tensors)
+        return E.cast(fn(*wide), dtype)
+    return fn(*tensors)
+
+
 def _is_one(value) -> bool:
     return not isinstance(value, TensorBase) and value == 1
 
@@ -80,8 +91,12 @@ def addcmul(input, tensor1, tensor2, *, value=1):
     if input.dtype is dt.bool_:
         raise DTypeError("addcmul is not defined for bool tensors (as in PyTorch)", op="addcmul")
     value = _value("addcmul", value, input.dtype)
-    product = tensor1 * tensor2 if _is_one(value) else tensor1 * value * tensor2
-    return input + product
+    one = _is_one(value)
+
+    def compute(x, a, b, v):
+        return x + (a * b if one else a * v * b)
+
+    return _in_float(input.dtype, compute, input, tensor1, tensor2, value)
 
 
 def addcdiv(input, tensor1, tensor2, *, value=1):
@@ -99,8 +114,12 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
         )
     input, t1, t2 = promote(input, t1, t2)
     value = _value("addcdiv", value, input.dtype)
-    quotient = t1 / t2 if _is_one(value) else t1 * value / t2
-    return input + quotient
+    one = _is_one(value)
+
+    def compute(x, a, b, v):
+        return x + (a / b if one else a * v / b)
+
+    return _in_float(input.dtype, compute, input, t1, t2, value)
 
 
 for _fn in (addcmul, addcdiv):
@@ -119,13 +138,14 @@ def lerp(input, end, weight):
         )
     if not (input.dtype.is_floating_point or input.dtype.is_complex):
         raise KernelDTypeError(f"lerp needs floating tensors, got {input.dtype}", op="lerp")
-    diff = end - input
     if _items.is_item(weight):  # (a traced .item(): a 0-d tensor weight, ops/_item_scalars.py)
         weight = _items.scalar(weight, input.dtype, "lerp", "weight")
     if not isinstance(weight, TensorBase):
         # (|w| < 0.5 picks the form; a complex weight only with complex tensors)
         w = complex(weight) if input.dtype.is_complex else float(weight)
-        return input + diff * w if abs(w) < 0.5 else end - diff * (1 - w)
+        if abs(w) < 0.5:
+            return _in_float(input.dtype, lambda a, b: a + (b - a) * w, input, end)
+        return _in_float(input.dtype, lambda a, b: b - (b - a) * (1 - w), input, end)
     if weight.dtype is not input.dtype:
         if weight.ndim:
             raise DTypeError(
@@ -133,8 +153,12 @@ def lerp(input, end, weight):
                 op="lerp",
             )
         weight = E.cast(weight, input.dtype)
-    near_start = E.abs(weight) < 0.5
-    return E.where(near_start, input + weight * diff, end - diff * (1 - weight))
+
+    def compute(a, b, w):
+        diff = b - a
+        return E.where(E.abs(w) < 0.5, a + w * diff, b - diff * (1 - w))
+
+    return _in_float(input.dtype, compute, input, end, weight)
 
 
 export(lerp, method=True, inplace=True)

@@ -8,7 +8,7 @@ import operator
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import ShapeError, TraceError
+from ..errors import NeedsArgumentValue, ShapeError, TraceError
 from ..types import TensorType
 from . import api as E
 from ._registry import OpDef, TensorBase, apply, export, register
@@ -116,7 +116,8 @@ def repeat_interleave(x, repeats=None, dim=None, *, output_size=None):
 
 def _counts(repeats, size: int) -> np.ndarray:
     """The per-element counts of ``repeats`` (a tensor of one or ``size`` non-negative
-    integers), read from its value."""
+    integers), read from its value: while a graph is built, host data's (a constant the
+    function made, or an argument, which ember.function then specializes on, as lengths)."""
     if not repeats.dtype.is_integer or repeats.ndim > 1:
         raise ShapeError(
             f"repeats must be an integer tensor of 0 or 1 dimensions, got {repeats.dtype} of "
@@ -124,7 +125,12 @@ def _counts(repeats, size: int) -> np.ndarray:
             op="repeat_interleave",
         )
     try:
-        counts = repeats.detach().numpy().reshape(-1)
+        if hasattr(repeats, "host_value"):  # (a graph value)
+            counts = np.asarray(repeats.host_value("repeat_interleave's repeats")).reshape(-1)
+        else:
+            counts = repeats.detach().numpy().reshape(-1)
+    except NeedsArgumentValue:
+        raise
     except TraceError:
         raise TraceError(
             "the size of the result depends on the values of repeats, which a graph does not "

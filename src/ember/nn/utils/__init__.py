@@ -1,6 +1,7 @@
 """``ember.nn.utils``: gradient clipping (PyTorch's formulas: the total norm is the norm of the
 per-tensor norms; gradients are scaled by ``min(max_norm / (total + 1e-6), 1)``), and conversion
-between a parameter list and one flat vector; ``rnn`` (variable-length sequences),
+between a parameter list and one flat vector (``convert_parameters``); ``rnn`` (variable-length
+sequences),
 ``parametrize`` and ``parametrizations`` (weight_norm, spectral_norm, orthogonal), ``prune``
 (PyTorch's pruning utilities), the older hook-based ``weight_norm`` and ``spectral_norm``; the
 clipping lives in ``clip_grad``, the deprecated ``stateless.functional_call`` in ``stateless``,
@@ -8,14 +9,9 @@ the convolution weights' memory formats in ``memory_format``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-from ...errors import ShapeError
-from ...ops import api as E
-from ...ops._registry import TensorBase
-from ...tensor import Tensor
 from . import (
     clip_grad,
+    convert_parameters,
     fusion,
     memory_format,
     parametrizations,
@@ -31,6 +27,7 @@ from .clip_grad import (
     clip_grads_with_norm_,
     get_total_norm,
 )
+from .convert_parameters import parameters_to_vector, vector_to_parameters
 from .fusion import (
     fuse_conv_bn_eval,
     fuse_conv_bn_weights,
@@ -53,30 +50,9 @@ def skip_init(module_cls, *args, **kwargs):
     return module_cls(*args, **kwargs)
 
 
-def parameters_to_vector(parameters: Iterable[Tensor]) -> Tensor:
-    """All parameters flattened and concatenated into one vector (differentiable)."""
-    return E.cat([p.reshape(-1) for p in parameters])
-
-
-def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
-    """Point each parameter's data at its slice of ``vec`` (the inverse of
-    ``parameters_to_vector``)."""
-    if not isinstance(vec, TensorBase) or vec.ndim != 1:  # (a graph value, when captured)
-        raise TypeError(f"expected vec to be a 1-D Tensor, but got {type(vec).__name__}")
-    pointer = 0
-    for p in parameters:
-        n = p.numel()
-        if pointer + n > vec.shape[0]:
-            raise ShapeError(
-                f"vec of length {vec.shape[0]} is too short for the parameters",
-                op="vector_to_parameters",
-            )
-        p.data = vec[pointer : pointer + n].reshape(p.shape)
-        pointer += n
-
-
 __all__ = [
     "clip_grad",
+    "convert_parameters",
     "convert_conv2d_weight_memory_format",
     "convert_conv3d_weight_memory_format",
     "memory_format",
