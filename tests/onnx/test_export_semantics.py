@@ -258,10 +258,12 @@ def test_variance_assignment_and_batch_norm_over_a_symbolic_batch(tmp_path):
 
 
 def test_einsum_topk_and_same_convolutions_over_symbolic_sizes(tmp_path):
-    """einsum's label sizes, topk's k against its dimension, gather's index against the input
-    and a stride-1 "same" convolution's output size over ``None`` / named dimensions: each
-    refused with 'cannot decide N > 1' or 'T + 2' while the graph was built; now exported and
-    run by onnxruntime at two sizes against ember."""
+    """einsum's label sizes, topk's k against its dimension, gather's index against the input,
+    a stride-1 "same" convolution's and average pooling's output sizes and instance_norm's
+    check of its spatial size over ``None`` / named dimensions: each refused with 'cannot
+    decide N > 1' or 'T + 2' while the graph was built; now exported and run by onnxruntime at
+    two sizes against ember. interpolate over a symbolic size raises a ShapeError naming it
+    (it raised a TypeError)."""
     import onnxruntime as ort
 
     F = ember.nn.functional
@@ -279,6 +281,8 @@ def test_einsum_topk_and_same_convolutions_over_symbolic_sizes(tmp_path):
             v,
             i,
             y,
+            F.avg_pool1d(y, 3, 1, 1),
+            F.instance_norm(y),
         )
 
     spec = [
@@ -298,3 +302,8 @@ def test_einsum_topk_and_same_convolutions_over_symbolic_sizes(tmp_path):
         expected = _numpy(f(*[ember.tensor(a) for a in arrays]))
         feed = {i.name: a for i, a in zip(session.get_inputs(), arrays)}
         _assert_same(session.run(None, feed), expected)
+    with pytest.raises(ember.errors.ShapeError, match="interpolate: .*T is symbolic"):
+        ember.onnx.export(
+            lambda t: F.interpolate(t, scale_factor=2.0), tmp_path / "i.onnx",
+            input_signature=spec[3:],
+        )
