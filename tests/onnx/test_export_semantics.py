@@ -262,8 +262,8 @@ def test_einsum_topk_and_same_convolutions_over_symbolic_sizes(tmp_path):
     a stride-1 "same" convolution's and average pooling's output sizes and instance_norm's
     check of its spatial size over ``None`` / named dimensions: each refused with 'cannot
     decide N > 1' or 'T + 2' while the graph was built; now exported and run by onnxruntime at
-    two sizes against ember. interpolate over a symbolic size raises a ShapeError naming it
-    (it raised a TypeError)."""
+    two sizes against ember. interpolate and tensor_split over a symbolic size raise a
+    ShapeError naming it (they raised a TypeError)."""
     import onnxruntime as ort
 
     F = ember.nn.functional
@@ -306,4 +306,8 @@ def test_einsum_topk_and_same_convolutions_over_symbolic_sizes(tmp_path):
         ember.onnx.export(
             lambda t: F.interpolate(t, scale_factor=2.0), tmp_path / "i.onnx",
             input_signature=spec[3:],
+        )
+    with pytest.raises(ember.errors.ShapeError, match="symbolic size T by 2"):  # (a TypeError)
+        ember.onnx.export(
+            lambda t: ember.tensor_split(t, 2, 2)[0], tmp_path / "s.onnx", input_signature=spec[3:]
         )
