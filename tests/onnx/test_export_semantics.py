@@ -263,8 +263,8 @@ def test_einsum_topk_and_same_convolutions_over_symbolic_sizes(tmp_path):
     a stride-1 "same" convolution's and average pooling's output sizes and instance_norm's
     check of its spatial size over ``None`` / named dimensions: each refused with 'cannot
     decide N > 1' or 'T + 2' while the graph was built; now exported and run by onnxruntime at
-    two sizes against ember. interpolate and tensor_split over a symbolic size raise a
-    ShapeError naming it (they raised a TypeError)."""
+    two sizes against ember; chunk into equal pieces too. interpolate and tensor_split over a
+    symbolic size raise a ShapeError naming it (they raised a TypeError)."""
     import onnxruntime as ort
 
     F = ember.nn.functional
@@ -308,6 +308,23 @@ def test_einsum_topk_and_same_convolutions_over_symbolic_sizes(tmp_path):
             lambda t: F.interpolate(t, scale_factor=2.0), tmp_path / "i.onnx",
             input_signature=spec[3:],
         )
+    # chunk: equal pieces of 2 * N exported (it raised 'a size cannot be negative: -N'), an odd
+    # split of N refused by name, chunks <= 0 refused as PyTorch does (0: a ZeroDivisionError,
+    # -1: four pieces)
+    def halves(t):
+        return [c * 2.0 for c in ember.cat([t, t], 0).chunk(2, 0)]
+
+    path = tmp_path / "chunk.onnx"
+    ember.onnx.export(halves, path, input_signature=[ember.TensorSpec((None, 3), ember.float32)])
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for n in (1, 3):
+        x = rng.standard_normal((n, 3)).astype(np.float32)
+        _assert_same(session.run(None, {"t": x}), _numpy(halves(ember.tensor(x))))
+    with pytest.raises(ember.errors.ShapeError, match="symbolic size N by 2"):
+        ember.onnx.export(lambda t: t.chunk(2, 0)[0], tmp_path / "c.onnx", input_signature=spec[:1])
+    for chunks in (0, -1):
+        with pytest.raises(ember.errors.ShapeError, match="greater than 0"):
+            ember.ones(4).chunk(chunks)
     with pytest.raises(ember.errors.ShapeError, match="symbolic size T by 2"):  # (a TypeError)
         ember.onnx.export(
             lambda t: ember.tensor_split(t, 2, 2)[0], tmp_path / "s.onnx", input_signature=spec[3:]
