@@ -83,9 +83,10 @@ class SymDim:
             return SymDim._make(self.coefficient + other.coefficient, self._powers())
         if other == 0:
             return self
+        sign, term = ("-", -other) if isinstance(other, int) and other < 0 else ("+", other)
         raise ShapeError(
-            f"symbolic sizes support products and sums of like terms only, not {self} + {other}; "
-            "give this dimension a concrete size"
+            f"symbolic sizes support products and sums of like terms only, not {self} {sign} "
+            f"{term}; give this dimension a concrete size"
         )
 
     __radd__ = __add__
@@ -95,7 +96,12 @@ class SymDim:
             return SymDim._make(self.coefficient - other.coefficient, self._powers())
         if other == 0:
             return self
-        return self.__add__(other)  # raises the explanatory error
+        if isinstance(other, int):
+            return self.__add__(-other)  # raises the explanatory error, naming self - other
+        raise ShapeError(
+            f"symbolic sizes support products and sums of like terms only, not {self} - "
+            f"{other}; give this dimension a concrete size"
+        )
 
     def __neg__(self):
         raise ShapeError(f"a size cannot be negative: -{self}")

@@ -215,3 +215,117 @@ def test_means_over_a_symbolic_batch(tmp_path):
             tmp_path / "r.onnx",
             input_signature=spec[:1],
         )
+
+
+def test_variance_assignment_and_batch_norm_over_a_symbolic_batch(tmp_path):
+    """A variance over a ``None`` dimension divides by its count minus the correction when the
+    model runs (it raised a ShapeError on ``N - 1``); ``y[i] = v`` and ``y[:, 1] = v`` on a
+    tensor of symbolic shape scatter to positions built from the run's sizes (they were
+    refused); training-mode batch_norm over a symbolic batch exports, its running variance
+    scaled by the run's ``N / (N - 1)``. Each against ember at three batch sizes (N = 1: the
+    unbiased variance of one row is NaN, as in PyTorch)."""
+    import onnxruntime as ort
+
+    F = ember.nn.functional
+
+    def g(x, i):
+        y = x.clone()
+        y[i] = 0.0
+        w = x.clone()
+        w[:, 1] = x[:, 0] * 2.0
+        return x.var(0), x.std(0, keepdim=True), x.var(), ember.var_mean(x, 0)[0], y, w
+
+    def f(x, i):
+        rm, rv = ember.zeros(3), ember.ones(3)
+        bn = F.batch_norm(x, rm, rv, training=True, momentum=0.25)
+        return (*g(x, i), bn, rv)
+
+    spec = [ember.TensorSpec((None, 3), ember.float32), ember.TensorSpec((2,), ember.int64)]
+    path = tmp_path / "sym.onnx"
+    ember.onnx.export(f, path, input_signature=spec)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 5):
+        x, i = rng.standard_normal((n, 3)).astype(np.float32), np.array([0, -1])
+        got = session.run(None, {"x": x, "i": i})
+        if n == 1:  # (eager batch_norm refuses one row, as PyTorch's does)
+            with np.errstate(invalid="ignore", divide="ignore"):  # (0 / 0: NaN, as expected)
+                got, expected = got[:6], _numpy(g(ember.tensor(x), ember.tensor(i)))
+            assert np.isnan(got[0]).all() and np.isnan(expected[0]).all()
+            got, expected = got[4:], expected[4:]
+        else:
+            expected = _numpy(f(ember.tensor(x), ember.tensor(i)))
+        _assert_same(got, expected)
+
+
+def test_einsum_topk_and_same_convolutions_over_symbolic_sizes(tmp_path):
+    """einsum's label sizes, topk's k against its dimension, gather's index against the input,
+    a stride-1 "same" convolution's and average pooling's output sizes and instance_norm's
+    check of its spatial size over ``None`` / named dimensions: each refused with 'cannot
+    decide N > 1' or 'T + 2' while the graph was built; now exported and run by onnxruntime at
+    two sizes against ember; chunk into equal pieces too. interpolate and tensor_split over a
+    symbolic size raise a ShapeError naming it (they raised a TypeError)."""
+    import onnxruntime as ort
+
+    F = ember.nn.functional
+    rng = np.random.default_rng(0)
+    w1 = ember.tensor(rng.standard_normal((3, 2, 3)).astype(np.float32))
+    w2 = ember.tensor(rng.standard_normal((3, 3, 5)).astype(np.float32))
+
+    def f(a, b, scores, x):
+        v, i = scores.topk(3)
+        y = F.conv1d(F.conv1d(x, w1, padding=1), w2, padding=4, dilation=2)
+        return (
+            ember.einsum("bij,bjk->bik", a, b),
+            ember.einsum("bii->b", a),
+            ember.einsum("bij->j", a),
+            v,
+            i,
+            y,
+            F.avg_pool1d(y, 3, 1, 1),
+            F.instance_norm(y),
+        )
+
+    spec = [
+        ember.TensorSpec((None, 3, 3), ember.float32),
+        ember.TensorSpec((None, 3, 2), ember.float32),
+        ember.TensorSpec(("K",), ember.float32),
+        ember.TensorSpec((None, 2, "T"), ember.float32),
+    ]
+    path = tmp_path / "sym.onnx"
+    ember.onnx.export(f, path, input_signature=spec)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for n in (1, 4):
+        arrays = [
+            rng.standard_normal(s).astype(np.float32)
+            for s in ((n, 3, 3), (n, 3, 2), (n + 4,), (n, 2, 2 * n + 3))
+        ]
+        expected = _numpy(f(*[ember.tensor(a) for a in arrays]))
+        feed = {i.name: a for i, a in zip(session.get_inputs(), arrays)}
+        _assert_same(session.run(None, feed), expected)
+    with pytest.raises(ember.errors.ShapeError, match="interpolate: .*T is symbolic"):
+        ember.onnx.export(
+            lambda t: F.interpolate(t, scale_factor=2.0), tmp_path / "i.onnx",
+            input_signature=spec[3:],
+        )
+    # chunk: equal pieces of 2 * N exported (it raised 'a size cannot be negative: -N'), an odd
+    # split of N refused by name, chunks <= 0 refused as PyTorch does (0: a ZeroDivisionError,
+    # -1: four pieces)
+    def halves(t):
+        return [c * 2.0 for c in ember.cat([t, t], 0).chunk(2, 0)]
+
+    path = tmp_path / "chunk.onnx"
+    ember.onnx.export(halves, path, input_signature=[ember.TensorSpec((None, 3), ember.float32)])
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for n in (1, 3):
+        x = rng.standard_normal((n, 3)).astype(np.float32)
+        _assert_same(session.run(None, {"t": x}), _numpy(halves(ember.tensor(x))))
+    with pytest.raises(ember.errors.ShapeError, match="symbolic size N by 2"):
+        ember.onnx.export(lambda t: t.chunk(2, 0)[0], tmp_path / "c.onnx", input_signature=spec[:1])
+    for chunks in (0, -1):
+        with pytest.raises(ember.errors.ShapeError, match="greater than 0"):
+            ember.ones(4).chunk(chunks)
+    with pytest.raises(ember.errors.ShapeError, match="symbolic size T by 2"):  # (a TypeError)
+        ember.onnx.export(
+            lambda t: ember.tensor_split(t, 2, 2)[0], tmp_path / "s.onnx", input_signature=spec[3:]
+        )

@@ -178,3 +178,25 @@ def test_optional_inputs_and_outputs_end_to_end():
     has, same = f(np.array([1.0, 2.0], np.float32))
     assert bool(has.numpy())
     np.testing.assert_array_equal(same.numpy(), [1.0, 2.0])
+
+
+def test_split_to_sequence_of_a_scalar_one_without_keepdims():
+    """PyTorch's exporter writes ``unbind`` as SplitToSequence(x, split=1 (a scalar),
+    keepdims=0); onnxruntime drops the axis there (the spec says keepdims is ignored once split
+    is given; ember kept the axis: (4, 2, 1) where onnxruntime gives (4, 2)). A 1-D split and a
+    scalar of 2 keep it, as in onnxruntime."""
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    for split, keepdims, axis in (
+        (np.array(1), 0, 1),
+        (np.array(1), 0, 0),
+        (np.array(1), 1, 1),
+        (np.array([1, 1, 1, 1]), 0, 1),
+        (np.array(2), 1, 1),
+    ):
+        nodes = [
+            h.make_node("SplitToSequence", ["x", "s"], ["q"], axis=axis, keepdims=keepdims),
+            h.make_node("ConcatFromSequence", ["q"], ["y"], axis=0, new_axis=1),
+        ]
+        m = model(nodes, [vi("x", F32, [2, 4])], [vi("y", F32, None)], [const("s", split)],
+                  opset=13, check=False)
+        assert_same(ember.onnx.load(m)(x), run_ort(m, {"x": x})[0])

@@ -29,6 +29,7 @@ from ..ops._registry import TensorBase, apply, constant, export
 from ..ops._registry import _state as _reg_state
 from ..ops._util import fmt_shape, numel
 from ..ops.batch_norm import BATCH_NORM_EVAL, BATCH_NORM_TRAIN
+from ..ops.elementwise import to_tensor
 from ..ops.group_norm import GROUP_NORM
 from ..ops.norm_act import LAYER_NORM
 from ..tensor import Tensor
@@ -170,14 +171,15 @@ def _channels(op: str, x, min_ndim: int = 2) -> int:
     return x.shape[1]
 
 
-def _update_running(running, batch_stat, momentum: float, factor: float = 1.0) -> None:
+def _update_running(running, batch_stat, momentum: float, factor=1.0) -> None:
     """``running = (1 - momentum) * running + momentum * (batch_stat * factor)`` in place,
-    untracked (``factor``: the variance's ``n / (n - 1)``, 1 for the mean)."""
+    untracked (``factor``: the variance's ``n / (n - 1)``, a number or a 0-d tensor, 1 for
+    the mean)."""
     if _update_running_now(running, batch_stat, momentum, factor):
         return
     with no_grad():
         stat = batch_stat.detach()
-        if factor != 1.0:
+        if isinstance(factor, TensorBase) or factor != 1.0:
             stat = stat * factor
         stat = E.cast(stat, running.dtype)
         running.copy_(running * (1.0 - momentum) + stat * momentum)
@@ -194,6 +196,8 @@ def _update_running_now(running, batch_stat, momentum, factor: float) -> bool:
     ``copy_`` bumps it. False (nothing done) for anything else: a graph being built, a tensor
     momentum, a buffer that is a view or needs a gradient, a statistic of another dtype."""
     if _reg_state.modes or type(momentum) is not float or not isinstance(running, Tensor):
+        return False
+    if isinstance(factor, TensorBase):
         return False
     r, stat = running._data, batch_stat._data
     dtype = r.dtype
@@ -273,7 +277,7 @@ def batch_norm(
         weight, bias = _filled(weight, channel, c, 1.0), _filled(bias, channel, c, 0.0)
         return apply(BATCH_NORM_EVAL, x, mean, var, weight, bias, eps=float(eps))
     n = numel(x.shape) // max(c, 1)
-    if n <= 1:
+    if isinstance(n, int) and n <= 1:  # (a symbolic count has no value to check yet)
         raise ValueError(
             f"batch_norm: expected more than 1 value per channel when training, got input of "
             f"shape {fmt_shape(x.shape)}"
@@ -290,8 +294,17 @@ def batch_norm(
         if running_mean is not None:
             _update_running(running_mean, mean, m)
         if running_var is not None:
-            _update_running(running_var, var, m, n / (n - 1))
+            _update_running(running_var, var, m, _unbiased_factor(n, var.dtype))
     return y
+
+
+def _unbiased_factor(n, dtype):
+    """``n / (n - 1)``: a number, or for a count over a symbolic size (a batch traced with
+    ``TensorSpec((None, ...))``) a 0-d tensor computed when the graph runs."""
+    if isinstance(n, int):
+        return n / (n - 1)
+    count = to_tensor(n, dtype)
+    return count / (count - 1)
 
 
 def _plain_eval(x, *per_channel) -> bool:
@@ -367,7 +380,7 @@ def instance_norm(
         return batch_norm(x, running_mean, running_var, weight, bias, False, momentum, eps)
     axes = tuple(range(2, x.ndim))
     n = numel(x.shape[2:])
-    if n <= 1:
+    if isinstance(n, int) and n <= 1:  # (a symbolic count has no value to check yet)
         raise ValueError(
             f"instance_norm: expected more than 1 spatial element when training, got input of "
             f"shape {fmt_shape(x.shape)}"

@@ -27,6 +27,7 @@ from ..ops._util import fmt_shape, refuse_complex
 from ..ops.elementwise import to_tensor
 from ..ops.grid_sample import GRID_SAMPLE
 from ..ops.resample import LINEAR_RESAMPLE
+from ..symbolic import SymDim
 from ._common import float_input
 
 _LINEAR = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}  # (their dims)
@@ -41,6 +42,19 @@ def _per_dim(op: str, what: str, value, dims: int) -> list:
             )
         return list(value)
     return [value] * dims
+
+
+def _scaled(n, scale: float):
+    """``floor(n * scale)``; a symbolic size (``TensorSpec((None, "T"))``) by a whole scale."""
+    if isinstance(n, SymDim):
+        if not scale.is_integer() or scale < 1:
+            raise ShapeError(
+                f"scale_factor {scale} of the symbolic size {n} is no whole multiple of it; "
+                "give a whole scale_factor, an explicit size or a fixed size there",
+                op="interpolate",
+            )
+        return n * int(scale)
+    return int(math.floor(n * scale))
 
 
 def _output_size(x, size, scale_factor, recompute):
@@ -58,7 +72,7 @@ def _output_size(x, size, scale_factor, recompute):
     if scale_factor is None:
         raise ValueError("interpolate: either size or scale_factor should be defined")
     scales = [float(s) for s in _per_dim("interpolate", "scale_factor", scale_factor, dims)]
-    out = [int(math.floor(n * s)) for n, s in zip(x.shape[2:], scales)]
+    out = [_scaled(n, s) for n, s in zip(x.shape[2:], scales)]
     if recompute:
         return out, [None] * dims
     return out, scales
@@ -232,6 +246,13 @@ def interpolate(
         )
     if mode == "area":
         return getattr(E, f"adaptive_avg_pool{dims}d")(x, tuple(out))
+    symbolic = [n for n in x.shape[2:] if isinstance(n, SymDim)]
+    if symbolic:
+        raise ShapeError(
+            f"mode {mode!r} builds its sampling taps from the spatial sizes, and {symbolic[0]} is "
+            "symbolic (no value while the graph is built); give that dimension a fixed size",
+            op="interpolate",
+        )
     if mode in _LINEAR and not x.dtype.is_floating_point:
         raise DTypeError(
             f"mode {mode!r} needs a floating-point input, got {x.dtype}", op="interpolate"

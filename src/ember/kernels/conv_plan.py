@@ -180,11 +180,14 @@ def compute_dtype(dtype: np.dtype) -> np.dtype:
 
 
 def conv_out_size(in_size, kernel, stride, padding, dilation) -> tuple:
-    """Output size of a convolution per spatial dimension (may be < 1 for invalid inputs)."""
-    return tuple(
-        (s + lo + hi - d * (k - 1) - 1) // st + 1
-        for s, k, st, (lo, hi), d in zip(in_size, kernel, stride, padding, dilation)
-    )
+    """Output size of a convolution per spatial dimension (may be < 1 for invalid inputs). The
+    padding and kernel terms are summed first, so a symbolic size (a sequence length traced with
+    ``TensorSpec((None, "T"))``) under a stride-1 "same" convolution stays itself."""
+    out = []
+    for s, k, st, (lo, hi), d in zip(in_size, kernel, stride, padding, dilation):
+        delta = lo + hi - d * (k - 1) - 1
+        out.append(s + (delta + 1) if st == 1 else (s + delta) // st + 1)
+    return tuple(out)
 
 
 class Plan(NamedTuple):

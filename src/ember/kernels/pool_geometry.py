@@ -25,7 +25,11 @@ __all__ = [
 
 def pool_out_size(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
     """torch's pooling_output_shape: with ceil_mode the last window may hang over the end, but
-    it must start inside the input or its left padding."""
+    it must start inside the input or its left padding. With stride 1 and padding within the
+    dilated window every window starts inside, so the padding and kernel terms are summed first:
+    a symbolic size (``TensorSpec((None, "T"))``) under a "same" pooling stays itself."""
+    if s == 1 and p <= d * (k - 1):
+        return size + (2 * p - d * (k - 1))
     span = size + 2 * p - d * (k - 1) - 1
     out = (span + (s - 1 if ceil_mode else 0)) // s + 1
     if ceil_mode and (out - 1) * s >= size + p:

@@ -60,7 +60,7 @@ def onnx_arg(op_type):
             nan = e.cast(e.node("IsNaN", [x]), dt.uint8)
             first_nan = e.node("ArgMax", [nan], axis=axis, keepdims=int(keep))
             has_nan = e.cast(
-                e.node("ReduceMax", [nan, e.ints([axis])], keepdims=int(keep)), dt.bool_
+                _onnx.reduce(e, "ReduceMax", nan, (axis,), keep), dt.bool_
             )
             out = e.node("Where", [has_nan, first_nan, out])
         if e.attrs["axis"] is None:

@@ -248,6 +248,14 @@ def _from_sublists(args) -> tuple[str, list]:
     return equation, operands
 
 
+def _larger(a, b):
+    """The larger of two sizes of one label, one of them 1 or both equal: a symbolic size (never
+    1, a batch traced with ``TensorSpec((None, ...))``) is the larger beside a 1."""
+    if isinstance(a, int) and isinstance(b, int):
+        return max(a, b)
+    return b if a == 1 else a
+
+
 @export
 def einsum(equation: str, *operands):
     """Einstein summation, as ``torch.einsum``/``np.einsum``: ``einsum("ij,jk->ik", a, b)``,
@@ -295,7 +303,7 @@ def einsum(equation: str, *operands):
         for ch, n in zip(t, s):
             if n != 1 and sizes.get(ch, 1) not in (1, n):
                 raise _error(equation, shapes, f"label {ch!r} has sizes {sizes[ch]} and {n}")
-            sizes[ch] = max(sizes.get(ch, 1), n)
+            sizes[ch] = _larger(sizes.get(ch, 1), n)
     for k, (t, s) in enumerate(zip(terms, shapes)):
         drop = [p for p, (ch, n) in enumerate(zip(t, s)) if n == 1 and sizes[ch] != 1]
         if drop:

@@ -182,7 +182,7 @@ def tensor_split(input, indices_or_sections, dim: int = 0):
                 f"tensor_split: sections must be positive, got {spec}", op="tensor_split"
             )
         size = x.shape[axis]
-        base, extra = divmod(size, spec)
+        base, extra = size // spec, size % spec  # (a symbolic size: a ShapeError unless exact)
         bounds = list(itertools.accumulate(base + (i < extra) for i in range(spec - 1)))
         return _split_at(x, bounds, axis)
     return _split_at(x, list(spec), axis)

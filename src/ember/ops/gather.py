@@ -55,12 +55,22 @@ def _check_index(op, index, others, axis):
                 op=op,
             )
         for d, (i, s) in enumerate(zip(index.shape, t.shape)):
-            if i > s and (along_axis or d != axis):
+            if (along_axis or d != axis) and _exceeds(i, s):
                 raise ShapeError(
                     f"index of shape {fmt_shape(index.shape)} is larger than {name} of shape "
                     f"{fmt_shape(t.shape)} in dimension {d}",
                     op=op,
                 )
+
+
+def _exceeds(i, s) -> bool:
+    """``i > s`` where that is known while the graph is built: a symbolic size against a number
+    (a batch traced with ``TensorSpec((None, ...))``) is left to the run, as ONNX's Gather and
+    PyTorch's dynamic shapes check it there."""
+    try:
+        return bool(i > s)
+    except ShapeError:
+        return False
 
 
 def _leading(a, shape, skip=None):

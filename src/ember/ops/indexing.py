@@ -503,19 +503,31 @@ def _index_put_vjp(c, g):
     return (gx, gv) + (None,) * len(indices)
 
 
+def _position_grid(e, shape) -> str:
+    """Each element's position, ``shape + (ndim,)`` int64: a constant, or, where a size is
+    symbolic, built from the sizes when the model runs (one Range per dimension, expanded)."""
+    if not any(isinstance(n, SymDim) for n in shape):
+        return e.constant(np.moveaxis(np.indices(shape, dtype=np.int64), 0, -1).copy())
+    full, zero, one = e.shape(tuple(shape) + (1,)), e.scalar(0, dt.int64), e.scalar(1, dt.int64)
+    axes = []
+    for d, n in enumerate(shape):
+        count = e.node("Reshape", [e.dim(n), e.ints(())])
+        view = [1] * (len(shape) + 1)
+        view[d] = -1
+        steps = e.node("Reshape", [e.node("Range", [zero, count, one]), e.ints(view)])
+        axes.append(e.node("Expand", [steps, full]))
+    return e.node("Concat", axes, axis=-1)
+
+
 def _onnx_index_put(e):
     """ScatterND of the value at the positions the index selects: the index applied, by the
     indexing ops' own rules, to a constant holding each element's position."""
     x, value, *indices = e.inputs
     shape = tuple(e.in_types[0].shape)
-    if any(isinstance(n, SymDim) for n in shape):
-        e.unsupported("on a symbolic shape")
-    nd = len(shape)
-    grid = np.moveaxis(np.indices(shape, dtype=np.int64), 0, -1).copy()
-    grid_type = TensorType(shape + (nd,), dt.int64)
+    grid_type = TensorType(shape + (len(shape),), dt.int64)
     index_types = list(e.in_types[2:])
     basic, spec = split_stages(e.attrs["index"], shape, index_types)
-    positions, t = e.constant(grid), grid_type
+    positions, t = _position_grid(e, shape), grid_type
     if basic or not spec:
         attrs = {"index": basic if spec else e.attrs["index"]}
         positions = e.call(GETITEM, [positions], attrs, in_types=[t])[0]

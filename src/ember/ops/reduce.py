@@ -15,6 +15,7 @@ import numpy as np
 from .. import dtypes as dt
 from .. import return_types
 from ..errors import AxisError, DTypeError, ShapeError
+from ..symbolic import SymDim
 from ..types import TensorType
 from . import _batching
 from . import _onnx_reduce as oxr
@@ -529,6 +530,9 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None
     squares = sum(centred * centred, axes, keepdim=keep)
     if not n:  # the variance of nothing is NaN
         return squares * float("nan")
+    if isinstance(n, SymDim):  # a count over a symbolic size: its value when the graph runs
+        count = to_tensor(n, squares.dtype)
+        return (squares - total * total / count) / E.clamp(count - correction, min=0)
     return (squares - total * total / n) / max(n - correction, 0)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
+from ..symbolic import SymDim
 from ..types import TensorType
 from . import _batching
 from . import api as E
@@ -567,10 +568,15 @@ def chunk(x, chunks, dim=0, *, axis=None):
     """Split into ``chunks`` pieces of equal size (the last may be smaller), like PyTorch."""
     x = to_tensor(x)
     a = normalize_axis("chunk", pick_axis(dim, axis, 0), x.ndim)
+    if chunks <= 0:
+        raise ShapeError(f"chunk expects chunks to be greater than 0, got {chunks}", op="chunk")
     if x.shape[a] == 0:
         # PyTorch's: an empty dimension gives ``chunks`` empty pieces
         return apply(SPLIT, x, sizes=(0,) * max(int(chunks), 1), axis=a)
-    size = -(-x.shape[a] // chunks)
+    n = x.shape[a]
+    if isinstance(n, SymDim):  # equal pieces of a symbolic size (a ShapeError unless exact)
+        return apply(SPLIT, x, sizes=(n // chunks,) * chunks, axis=a)
+    size = -(-n // chunks)
     return split(x, max(size, 1), a)
 
 

@@ -210,7 +210,7 @@ def topk(x, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):  
     axis = _sort_axis("topk", x, dim)
     size = x.shape[axis] if x.ndim else 1
     k = operator.index(k)
-    if not 0 <= k <= size:
+    if k < 0 or (isinstance(size, int) and k > size):  # (a symbolic size: checked by the run)
         raise ShapeError(
             f"k ({k}) is out of range for dimension {axis} of size {size} "
             f"(tensor shape {fmt_shape(x.shape)})",

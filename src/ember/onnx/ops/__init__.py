@@ -11,6 +11,7 @@ from . import (  # noqa: F401
     gradient,
     indexing,
     misc,
+    ml,
     nn,
     nn_extra,
     nn_norm,

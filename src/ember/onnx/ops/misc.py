@@ -492,13 +492,12 @@ def _tree_ensemble(ctx, x):
         out = E.where(E.any(hit, 1), out, E.zeros_like(out))
     else:
         raise ctx.error(f"unknown aggregate_function {aggregate}")
-    return E.cast(_post_transform(ctx, out), x.dtype)
+    return E.cast(post_transform(ctx, out, int(ctx.attr("post_transform", 0))), x.dtype)
 
 
-def _post_transform(ctx, scores):
+def post_transform(ctx, scores, transform: int):
     # the spec's numbering: NONE 0, SOFTMAX 1, LOGISTIC 2, SOFTMAX_ZERO 3, PROBIT 4
     # (onnxruntime 1.32 reads 1 as LOGISTIC and 2 as SOFTMAX, its older regressor's order)
-    transform = int(ctx.attr("post_transform", 0))
     if transform == 0:
         return scores
     if transform == 1:

@@ -103,6 +103,10 @@ def _split_to_sequence(ctx, x, split=None):
         if chunk <= 0:
             raise ctx.error(f"a scalar split must be positive, got {chunk}")
         lengths = [min(chunk, size - start) for start in range(0, size, chunk)]
+        if chunk == 1 and not ctx.attr("keepdims", 1):
+            # the spec ignores keepdims once split is given, but onnxruntime drops the axis of
+            # a scalar split of 1, and PyTorch's exporter writes unbind as just that
+            return [E.select(x, dim, i) for i in range(size)]
     if any(n < 0 for n in lengths) or sum(lengths) != size:
         raise ctx.error(
             f"split {lengths} must be non-negative lengths summing to the size {size} of axis {dim}"
