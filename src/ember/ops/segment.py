@@ -101,16 +101,19 @@ def _reduce_kernel(op, reduce):
         splits = splits.astype(np.int64, copy=False)
         lengths = np.diff(splits)
         work = values.astype(np.float32) if values.dtype.itemsize < 4 else values
-        out = np.full((len(lengths),) + values.shape[1:], _EMPTY[reduce], work.dtype)
         filled = lengths > 0
-        if filled.any():
-            # reduceat over the non-empty rows' starts: each runs to the next non-empty start,
-            # which is its own end (the empty rows between start and end there)
-            out[filled] = _UFUNCS[reduce].reduceat(work, splits[:-1][filled], axis=0)
+        if filled.all() and len(lengths):  # (no empty rows: reduceat's result is the output)
+            out = _UFUNCS[reduce].reduceat(work, splits[:-1], axis=0)
+        else:
+            out = np.full((len(lengths),) + values.shape[1:], _EMPTY[reduce], work.dtype)
+            if filled.any():
+                # reduceat over the non-empty rows' starts: each runs to the next non-empty
+                # start, which is its own end (the empty rows between start and end there)
+                out[filled] = _UFUNCS[reduce].reduceat(work, splits[:-1][filled], axis=0)
         if reduce == "mean":
             shape = (-1,) + (1,) * (values.ndim - 1)
             with np.errstate(invalid="ignore", divide="ignore"):
-                out = out / lengths.reshape(shape).astype(work.dtype)
+                out /= lengths.reshape(shape).astype(work.dtype)
         return out.astype(values.dtype, copy=False)
 
     return kernel
