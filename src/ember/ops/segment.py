@@ -102,7 +102,12 @@ def _reduce_kernel(op, reduce):
         lengths = np.diff(splits)
         work = values.astype(np.float32) if values.dtype.itemsize < 4 else values
         filled = lengths > 0
-        if filled.all() and len(lengths):  # (no empty rows: reduceat's result is the output)
+        if len(lengths) and filled.all() and (lengths == lengths[0]).all():
+            # rows of one length (a batch of equal bags): a reduction over the middle axis,
+            # which NumPy runs about twice as fast as reduceat
+            shape = (len(lengths), int(lengths[0])) + values.shape[1:]
+            out = _UFUNCS[reduce].reduce(work.reshape(shape), axis=1)
+        elif filled.all() and len(lengths):  # (no empty rows: reduceat's result is the output)
             out = _UFUNCS[reduce].reduceat(work, splits[:-1], axis=0)
         else:
             out = np.full((len(lengths),) + values.shape[1:], _EMPTY[reduce], work.dtype)
