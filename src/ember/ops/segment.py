@@ -124,6 +124,32 @@ def _reduce_kernel(op, reduce):
     return kernel
 
 
+def _sum_fast(mean: bool):
+    """Sums (or means) of rows as a CSR product of ones with the values (kernels/csparse.py:
+    each row's values added in order from zero, as reduceat's running sums), where the values
+    are float32/float64; None elsewhere (the kernel runs)."""
+
+    def fast(values, splits):
+        if values.dtype not in (np.float32, np.float64) or values.ndim < 1:
+            return None
+        from ..kernels import csparse
+
+        check_splits("segment_mean" if mean else "segment_sum", splits, values.shape[0])
+        n = values.shape[0]
+        indptr = splits.astype(np.int64)
+        flat = values.reshape(n, -1) if n else values.reshape(0, numel(values.shape[1:]))
+        ones = np.ones(n, values.dtype)
+        out = csparse.csr_mm(indptr, np.arange(n, dtype=np.int64), ones, flat, len(indptr) - 1)
+        if out is None:
+            return None
+        if mean:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out /= np.diff(indptr).astype(values.dtype)[:, None]
+        return out.reshape((len(indptr) - 1,) + values.shape[1:])
+
+    return fast
+
+
 def _lengths_like(splits, g):
     """The rows' lengths as g's dtype, shaped to broadcast against g (R, 1, ...)."""
     lengths = E.getitem(splits, slice(1, None)) - E.getitem(splits, slice(None, -1))
@@ -158,7 +184,7 @@ def _reduce_cost(in_types, out_types, attrs) -> Cost:
     return Cost(numel(in_types[0].shape), io_bytes(in_types, out_types))
 
 
-def _segment_op(reduce, vjp, save_outputs=()):
+def _segment_op(reduce, vjp, save_outputs=(), fast=None):
     name = f"segment_{reduce}"
     return register(
         OpDef(
@@ -166,6 +192,7 @@ def _segment_op(reduce, vjp, save_outputs=()):
             kind="index",
             infer=_reduce_infer(name),
             kernel=_reduce_kernel(name, reduce),
+            fast=fast,
             vjp=vjp,
             cost=_reduce_cost,
             save_outputs=save_outputs,
@@ -176,8 +203,8 @@ def _segment_op(reduce, vjp, save_outputs=()):
     )
 
 
-SEGMENT_SUM = _segment_op("sum", _sum_vjp)
-SEGMENT_MEAN = _segment_op("mean", _mean_vjp)
+SEGMENT_SUM = _segment_op("sum", _sum_vjp, fast=_sum_fast(False))
+SEGMENT_MEAN = _segment_op("mean", _mean_vjp, fast=_sum_fast(True))
 SEGMENT_MAX = _segment_op("max", _extreme_vjp, save_outputs=(0,))
 SEGMENT_MIN = _segment_op("min", _extreme_vjp, save_outputs=(0,))
 SEGMENT_REDUCTIONS = {
