@@ -193,10 +193,12 @@ def embedding_bag(
         pad = int(padding_idx)
         if not -num <= pad < num:
             raise ShapeError(f"padding_idx {pad} must lie within the {num} embeddings", op=op)
-    # (a sparse gradient leaves the padding positions out, as PyTorch's)
-    rows = embedding(
-        flat, weight, pad if sparse else None, max_norm, norm_type, scale_grad_by_freq, sparse
-    )
+    if max_norm is None and not scale_grad_by_freq and not sparse:
+        rows = E.index_select(weight, 0, flat)  # (embedding's lookup, without its reshapes)
+    else:  # (a sparse gradient leaves the padding positions out, as PyTorch's)
+        rows = embedding(
+            flat, weight, pad if sparse else None, max_norm, norm_type, scale_grad_by_freq, sparse
+        )
     keep = kept = None
     if pad is not None:
         keep = flat != pad % num
