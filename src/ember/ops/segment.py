@@ -150,6 +150,63 @@ def _sum_fast(mean: bool):
     return fast
 
 
+def _onnx_row_of(e, splits, values):
+    """Each value's row (int64, (N,)): how many rows end at or before its position."""
+    splits = e.node("Cast", [splits], to=e.dtype(dt.int64))
+    total = e.node("Gather", [e.node("Shape", [values]), e.constant(np.int64(0))], axis=0)
+    positions = e.node("Range", [e.constant(np.int64(0)), total, e.constant(np.int64(1))])
+    ends = e.node("Slice", [splits, e.ints([1]), e.ints([2**62]), e.ints([0])])
+    after = e.node(
+        "GreaterOrEqual",
+        [e.node("Unsqueeze", [positions, e.ints([1])]), e.node("Unsqueeze", [ends, e.ints([0])])],
+    )
+    after = e.node("Cast", [after], to=e.dtype(dt.int64))
+    return splits, e.node("ReduceSum", [after, e.ints([1])], keepdims=0)
+
+
+_ONNX_REDUCTIONS = {"sum": ("add", 16), "mean": ("add", 16), "max": ("max", 18), "min": ("min", 18)}
+
+
+def _onnx_reduce(reduce):
+    """The values scattered into their rows by ScatterND's reduction (add: opset 16; max and
+    min: 18), from the empty row's value (0, or -inf/+inf); a mean divides by the lengths
+    (an empty row's 0 / 0 is NaN, as the kernel's)."""
+    reduction, opset = _ONNX_REDUCTIONS[reduce]
+
+    def rule(e):
+        if e.opset < opset:
+            e.unsupported(f"before opset {opset} (ScatterND's {reduction} reduction)")
+        values, splits = e.inputs
+        dtype = e.out_types[0].dtype
+        splits, row = _onnx_row_of(e, splits, values)
+        rows = e.node("Sub", [e.node("Shape", [splits]), e.ints([1])])
+        rest = e.node("Slice", [e.node("Shape", [values]), e.ints([1]), e.ints([2**62])])
+        start = e.constant(np.asarray(_EMPTY[reduce] if reduce != "mean" else 0, dtype.np))
+        filled = e.node("Expand", [start, e.node("Concat", [rows, rest], axis=0)])
+        out = e.node(
+            "ScatterND",
+            [filled, e.node("Unsqueeze", [row, e.ints([1])]), values],
+            reduction=reduction,
+        )
+        if reduce != "mean":
+            return out
+        ends = e.node("Slice", [splits, e.ints([1]), e.ints([2**62])])
+        starts = e.node("Slice", [splits, e.ints([0]), e.ints([-1])])
+        lengths = e.node("Cast", [e.node("Sub", [ends, starts])], to=e.dtype(dtype))
+        ndim = len(e.in_types[0].shape)
+        if ndim > 1:
+            lengths = e.node("Unsqueeze", [lengths, e.ints(list(range(1, ndim)))])
+        return e.node("Div", [out, lengths])
+
+    return rule
+
+
+def _onnx_expand(e):
+    x, splits, like = e.inputs
+    _, row = _onnx_row_of(e, splits, like)
+    return e.node("Gather", [x, row], axis=0)
+
+
 def _lengths_like(splits, g):
     """The rows' lengths as g's dtype, shaped to broadcast against g (R, 1, ...)."""
     lengths = E.getitem(splits, slice(1, None)) - E.getitem(splits, slice(None, -1))
@@ -193,6 +250,7 @@ def _segment_op(reduce, vjp, save_outputs=(), fast=None):
             infer=_reduce_infer(name),
             kernel=_reduce_kernel(name, reduce),
             fast=fast,
+            onnx=_onnx_reduce(reduce),
             vjp=vjp,
             cost=_reduce_cost,
             save_outputs=save_outputs,
@@ -245,6 +303,7 @@ SEGMENT_EXPAND = register(
         kind="index",
         infer=_expand_infer,
         kernel=_expand_kernel,
+        onnx=_onnx_expand,
         vjp=_expand_vjp,
         cost=lambda i, o, a: Cost(0, io_bytes(i[:2], o)),
         save_inputs=(1, 2),
