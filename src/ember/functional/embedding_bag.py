@@ -90,8 +90,9 @@ def _known_bags(mode: str, rows, keep, bounds: np.ndarray, kept):
     else:  # (traced indices: the kept entries counted in ember ops)
         counts = segment("sum", E.cast(keep, rows.dtype), splits)
     known = isinstance(counts, np.ndarray)
-    if mode == "mean" and keep is None and counts.all():
-        return segment("mean", rows, splits)
+    if mode == "mean" and keep is None and counts.all() and not rows.requires_grad:
+        return segment("mean", rows, splits)  # (with a gradient: the sum over known counts,
+        # whose VJP is one division, where the mean's computes the lengths in ember ops)
     if mode == "max":
         if keep is not None:
             rows = E.where(E.unsqueeze(keep, 1), rows, float("-inf"))
