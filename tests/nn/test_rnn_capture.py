@@ -1,6 +1,6 @@
 """RNN / LSTM / GRU captured by ``ember.function`` and ``ember.trace``: one node per layer and
-direction (a whole-layer ``lstm_layer`` / ``gru_layer`` op, or a ``scan`` for RNN and projected
-LSTMs; the graph does not grow with the sequence), and the captured forward,
+direction (a whole-layer ``rnn_layer`` / ``lstm_layer`` / ``gru_layer`` op, or a ``scan`` for
+projected LSTMs; the graph does not grow with the sequence), and the captured forward,
 input, initial-state and parameter gradients equal eager ember's and PyTorch's (float64, torch's
 state_dict copied in); dropout between layers draws what eager draws under the same seed."""
 
@@ -108,7 +108,7 @@ def test_captured_recurrent_layer_matches_eager_and_torch(case):
     with ember.no_grad():
         graph = ember.trace(loss, *args, opt_level=0).graph
     text = str(graph)
-    loops = sum(text.count(f"= {op}(") for op in ("scan", "lstm_layer", "gru_layer"))
+    loops = sum(text.count(f"= {op}(") for op in ("scan", "rnn_layer", "lstm_layer", "gru_layer"))
     assert loops == e.num_layers * (2 if e.bidirectional else 1)
     # forward and input / initial-state gradients captured
     argnums = tuple(range(len(args)))

@@ -32,7 +32,6 @@ _RANDOM = "ember's generators' streams cannot be reproduced by ONNX's Random* op
 _LINALG = "ONNX has no matrix decompositions, inverses or solvers (Det is its one linalg op)"
 _SPECIAL = "ONNX has no special functions beyond Erf"
 _POLYNOMIAL = "a degree per element needs a data-dependent Loop of the recurrence: not written"
-_SEGMENTS = "ONNX has no segment reductions over row splits; no composition written yet"
 _COLLECTIVE = "ONNX has no collectives: a model file runs in one process"
 
 _COMPLEX = "complex values: ONNX's operators take none (the exporter refuses them by name)"
@@ -128,11 +127,6 @@ NO_ONNX = {
     "unique": "its result's size depends on the data (capture refuses it too)",
     "nonzero": "its result's size depends on the data (capture refuses it too)",
     # (composable from Range, comparisons with the splits, ScatterND and Gather: not written)
-    "segment_sum": _SEGMENTS,
-    "segment_mean": _SEGMENTS,
-    "segment_max": _SEGMENTS,
-    "segment_min": _SEGMENTS,
-    "segment_expand": _SEGMENTS,
     "varlen_attention": "no ONNX form written (a block-diagonal mask from the row splits would "
     "express it); padded attention exports",
     "varlen_attention_grad": "a gradient op (inference graphs never hold it); no ONNX form",

@@ -210,6 +210,13 @@ def _embedding_bag_samples():
             S(_I1, _W, _OFF, kwargs=m, desc=f"offsets {mode}"),
             S(_I1, _W, _OFF, kwargs={**m, "include_last_offset": True}, desc=f"last {mode}"),
             S(_I1, _W, _OFF, kwargs={**m, "padding_idx": 4}, desc=f"padding_idx {mode}"),
+            # (a bag of padding only: a zero row; the kept entries counted from the data)
+            S(
+                np.array([[4, 4], [1, 4]]),
+                _W,
+                kwargs={**m, "padding_idx": 4},
+                desc=f"2-D, a bag of padding {mode}",
+            ),
             S(_I2, _W, kwargs={**m, "max_norm": 1.0}, desc=f"max_norm {mode}", grad=False),
         ]
     out += [

@@ -107,6 +107,11 @@ OPS = [
         lambda: [
             S(n(3, 4), n(3, 2), n(5, 4, 2), n(5), desc="bias"),
             S(n(3, 4), n(3, 2), n(5, 4, 2), desc="no bias"),
+            # (the wider input's features meet the weight in the GEMM: both ways round)
+            S(n(2, 3, 2), n(2, 3, 5), n(4, 2, 5), n(4), desc="batched, input2 wider"),
+            S(n(3), n(5), n(2, 3, 5), n(2), desc="1-d inputs"),
+            S(n(0, 3), n(0, 3), n(2, 3, 3), desc="no rows"),
+            S(n(4, 3), n(4, 6), n(2, 3, 6), n(2), desc="strided", strided=True),
         ],
         sweep=1,
         dtype_differences=_BOOL_PRODUCTS,

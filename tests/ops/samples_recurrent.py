@@ -1,4 +1,5 @@
-"""Conformance samples for ops/recurrent.py: ``lstm_layer`` and ``gru_layer`` over a few steps,
+"""Conformance samples for ops/recurrent.py and ops/recurrent_elman.py: ``lstm_layer``,
+``gru_layer`` and ``rnn_layer`` (tanh, relu) over a few steps,
 forward and reversed, with one step and with none, every output (the saved cell states and
 gate activations included, so their cotangents check the VJPs' exactness), against a
 composition of PyTorch ops written step by step (torch's LSTM/GRU formulas). Their gradients
@@ -6,6 +7,7 @@ run the ``*_grad`` ops, checked by finite differences and against torch's autogr
 
 from ember.ops import apply
 from ember.ops.recurrent import GRU_LAYER, LSTM_LAYER
+from ember.ops.recurrent_elman import RNN_LAYER
 
 from .harness import Sample, rng
 
@@ -92,6 +94,35 @@ def _gru(name, steps, rows, hidden, reverse):
     )
 
 
+def torch_elman(reverse, relu):
+    def run(xg, h, w_hh):
+        import torch
+
+        ys = [None] * xg.shape[0]
+        for t in _order(xg.shape[0], reverse):
+            pre = xg[t] + h @ w_hh.T
+            h = torch.relu(pre) if relu else torch.tanh(pre)
+            ys[t] = h
+        if not ys:  # (empty outputs that still hang off xg in the autograd graph)
+            return xg * 1, h.clone()
+        return torch.stack(ys), h
+
+    return run
+
+
+def _elman(name, steps, rows, hidden, reverse, relu):
+    return Sample(
+        f"rnn_layer/{name}",
+        lambda *a: apply(RNN_LAYER, *a, reverse=reverse, relu=relu),
+        (
+            r.standard_normal((steps, rows, hidden)),
+            r.standard_normal((rows, hidden)) * 0.5,
+            r.standard_normal((hidden, hidden)) * 0.5,
+        ),
+        torch_fn=torch_elman(reverse, relu),
+    )
+
+
 SAMPLES = [
     _lstm("forward", 4, 2, 3, False),
     _lstm("reverse", 3, 3, 2, True),
@@ -105,4 +136,7 @@ SAMPLES = [
     _gru("forward", 4, 2, 3, False),
     _gru("reverse", 3, 3, 2, True),
     _gru("one-step", 1, 1, 2, False),
+    _elman("tanh", 4, 2, 3, False, False),
+    _elman("relu-reverse", 3, 3, 2, True, True),
+    _elman("no-steps", 0, 2, 3, False, False),
 ]

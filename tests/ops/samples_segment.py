@@ -14,6 +14,7 @@ r = rng(240)
 VALUES = r.standard_normal((7, 3))  # distinct values: no ties, so finite differences hold
 SPLITS = np.array([0, 2, 5, 7])  # three rows, none empty
 EMPTY_SPLITS = np.array([0, 2, 2, 7, 7])  # empty rows in the middle and at the end
+EQUAL_SPLITS = np.array([0, 2, 4, 6])
 PER_ROW = r.standard_normal((3, 1, 3))
 Q = r.standard_normal((7, 2, 4))  # (total length, heads, head size)
 K = r.standard_normal((7, 2, 4))
@@ -42,6 +43,12 @@ for _reduce in ("sum", "mean", "max", "min"):
             _ember_reduce(_reduce, SPLITS),
             (VALUES,),
             torch_fn=_torch_reduce(_reduce, SPLITS),
+        ),
+        Sample(  # (rows of one length: the middle axis of a view reduced)
+            f"segment_{_reduce}/equal-rows",
+            _ember_reduce(_reduce, EQUAL_SPLITS),
+            (VALUES[:6],),
+            torch_fn=_torch_reduce(_reduce, EQUAL_SPLITS),
         ),
         Sample(
             f"segment_{_reduce}/empty-rows",

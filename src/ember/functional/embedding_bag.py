@@ -2,13 +2,14 @@
 F.embedding_bag), and ``gumbel_softmax``.
 
 The rows are looked up with `embedding` (which brings ``max_norm`` and ``scale_grad_by_freq``),
-then reduced per bag. Where the bags are known in NumPy (a 2-D input, or offsets with data)
-each index's bag comes from NumPy; where ``offsets`` is a traced input, it is computed in ember
-ops (how many bag starts lie at or before its position). Sums and means are an ``index_add``
-into the bags; maxima an ``amax`` over the bags laid out as (bags, longest bag, dim), or, for
-traced offsets, over a masked (bags, indices, dim) selection. Entries equal to ``padding_idx``
-belong to no bag: they add nothing, are not counted by ``mean`` and never win ``max``. Empty
-bags are zero rows, as in PyTorch.
+then reduced per bag. Where the bags are known in NumPy (a 2-D input, or offsets with data),
+their bounds are row splits and each mode is one segment reduction (ops/segment.py: a
+``reduceat`` forward, a ``repeat`` backward), the kept entries per bag counted in NumPy where
+the indices have data. Where ``offsets`` is a traced input, each index's bag is computed in
+ember ops (how many bag starts lie at or before its position); sums and means are then an
+``index_add`` into the bags, maxima an ``amax`` over a masked (bags, indices, dim) selection.
+Entries equal to ``padding_idx`` belong to no bag: they add nothing, are not counted by ``mean``
+and never win ``max``. Empty bags are zero rows, as in PyTorch.
 """
 
 from __future__ import annotations
@@ -22,14 +23,16 @@ from ..ops import api as E
 from ..ops._registry import export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import to_tensor
+from ..ops.segment import segment
 from ._common import concrete, dim_arg, float_input
 from .embedding import embedding
 
 
 def _bags(op: str, idx, offsets, include_last_offset: bool):
-    """(flat indices, each one's bag, the layout, the number of bags). The layout, where the
-    bags are known in NumPy (a 2-D input, or offsets with data), is a (bags, longest bag)
-    array of positions in the flat input, padded with the input's length."""
+    """(flat indices, each one's bag, the bounds, the number of bags). Where the bags are known
+    in NumPy (a 2-D input, or offsets with data), the bounds are their row splits (bags + 1
+    positions in the flat input, from 0 to its length) and each one's bag is None; else the
+    bounds are None and each one's bag is computed in ember ops."""
     if idx.ndim == 2:
         if offsets is not None:
             raise ValueError(
@@ -37,9 +40,7 @@ def _bags(op: str, idx, offsets, include_last_offset: bool):
                 "fixed-length bags"
             )
         b, length = idx.shape
-        bag = to_tensor(np.repeat(np.arange(b, dtype=np.int64), length))
-        layout = np.arange(b * length, dtype=np.int64).reshape(b, length)
-        return E.reshape(idx, (-1,)), bag, layout, b
+        return E.reshape(idx, (-1,)), None, np.arange(b + 1, dtype=np.int64) * length, b
     if idx.ndim != 1:
         raise ShapeError(
             f"input has to be 1-D or 2-D, got shape {fmt_shape(idx.shape)}", op="embedding_bag"
@@ -73,27 +74,50 @@ def _bags(op: str, idx, offsets, include_last_offset: bool):
         positions = to_tensor(np.arange(n, dtype=np.int64))
         bag = E.sum(E.cast(E.unsqueeze(positions, 1) >= E.unsqueeze(starts, 0), idx.dtype), 1)
         return idx, E.clamp(bag - 1, 0, max(bags - 1, 0)), None, bags
-    bounds = np.append(data[:bags], n).astype(np.int64)
-    sizes = np.diff(bounds)
-    bag = np.repeat(np.arange(bags), sizes)
-    width = max(int(sizes.max(initial=0)), 1)
-    spots = bounds[:-1, None] + np.arange(width)[None, :]
-    layout = np.where(np.arange(width)[None, :] < sizes[:, None], spots, n).astype(np.int64)
-    return idx, to_tensor(bag.astype(np.int64)), layout, bags
+    return idx, None, np.append(data[:bags], n).astype(np.int64), bags
 
 
-def _bag_max(rows, bag, keep, bags: int, layout):
-    """Each bag's elementwise maximum of its kept rows, 0 for a bag with none."""
+def _known_bags(mode: str, rows, keep, bounds: np.ndarray, kept):
+    """The bags' sums, means or maxima where their bounds are known in NumPy: one segment
+    reduction over the (already weighted, padding-masked) rows; a bag with no kept entries is
+    a zero row. ``kept``: which entries count, in NumPy (None: all of them, or where ``keep``
+    is a traced value)."""
+    splits = to_tensor(bounds)
+    if keep is None:
+        counts = np.diff(bounds)
+    elif kept is not None:
+        counts = np.diff(np.append(0, np.cumsum(kept))[bounds])
+    else:  # (traced indices: the kept entries counted in ember ops)
+        counts = segment("sum", E.cast(keep, rows.dtype), splits)
+    known = isinstance(counts, np.ndarray)
+    if mode == "mean" and keep is None and counts.all() and not rows.requires_grad:
+        return segment("mean", rows, splits)  # (with a gradient: the sum over known counts,
+        # whose VJP is one division, where the mean's computes the lengths in ember ops)
+    if mode == "max":
+        if keep is not None:
+            rows = E.where(E.unsqueeze(keep, 1), rows, float("-inf"))
+        best = segment("max", rows, splits)
+        if known and counts.all():
+            return best
+        filled = to_tensor(counts > 0) if known else counts > 0
+        return E.where(E.unsqueeze(filled, 1), best, 0)
+    total = segment("sum", rows, splits)
+    if mode == "sum":
+        return total
+    if known:
+        divisor = to_tensor(np.maximum(counts, 1).astype(rows.dtype.np))
+    else:
+        divisor = E.clamp(counts, min=1)
+    return total / E.unsqueeze(divisor, 1)
+
+
+def _traced_bags_max(rows, bag, keep, bags: int):
+    """Each bag's elementwise maximum of its kept rows, 0 for a bag with none, where the bags
+    are traced (offsets without data)."""
     if keep is not None:
         rows = E.where(E.unsqueeze(keep, 1), rows, float("-inf"))
     n, dim = rows.shape
-    if layout is not None:
-        # the bags laid out as (bags, longest, dim) by one index_select, padded with a -inf row
-        pad = E.full((1, dim), float("-inf"), dtype=rows.dtype)
-        table = E.cat([rows, pad], 0)
-        picked = E.index_select(table, 0, to_tensor(layout.reshape(-1)))
-        best = E.amax(E.reshape(picked, (bags, layout.shape[1], dim)), 1)
-    elif n:
+    if n:
         # offsets without data (a traced input): a (bags, n, dim) masked selection
         selected = E.unsqueeze(bag, 0) == E.unsqueeze(to_tensor(np.arange(bags)), 1)
         picked = E.where(E.unsqueeze(selected, 2), E.unsqueeze(rows, 0), float("-inf"))
@@ -163,27 +187,32 @@ def embedding_bag(
         psw = E.reshape(psw, (-1,))
     if sparse and mode == "max":
         raise UnsupportedError("max mode does not support sparse weights", op=op)
-    flat, bag, layout, bags = _bags(op, idx, offsets, include_last_offset)
+    flat, bag, bounds, bags = _bags(op, idx, offsets, include_last_offset)
     num, dim = weight.shape
     pad = None
     if padding_idx is not None:
         pad = int(padding_idx)
         if not -num <= pad < num:
             raise ShapeError(f"padding_idx {pad} must lie within the {num} embeddings", op=op)
-    # (a sparse gradient leaves the padding positions out, as PyTorch's)
-    rows = embedding(
-        flat, weight, pad if sparse else None, max_norm, norm_type, scale_grad_by_freq, sparse
-    )
-    keep = None
+    if max_norm is None and not scale_grad_by_freq and not sparse:
+        rows = E.index_select(weight, 0, flat)  # (embedding's lookup, without its reshapes)
+    else:  # (a sparse gradient leaves the padding positions out, as PyTorch's)
+        rows = embedding(
+            flat, weight, pad if sparse else None, max_norm, norm_type, scale_grad_by_freq, sparse
+        )
+    keep = kept = None
     if pad is not None:
-        not_pad = flat != pad % num
-        keep = not_pad if keep is None else keep & not_pad
-    if mode == "max":
-        return _bag_max(rows, bag, keep, bags, layout)
+        keep = flat != pad % num
+        data = concrete(flat)
+        kept = None if data is None else data != pad % num
     if psw is not None:
         rows = rows * E.unsqueeze(psw, 1)
-    if keep is not None:
+    if keep is not None and mode != "max":
         rows = E.where(E.unsqueeze(keep, 1), rows, 0)
+    if bounds is not None:
+        return _known_bags(mode, rows, keep, bounds, kept)
+    if mode == "max":
+        return _traced_bags_max(rows, bag, keep, bags)
     total = E.index_add(E.zeros((bags, dim), dtype=weight.dtype), 0, bag, rows)
     if mode == "sum":
         return total

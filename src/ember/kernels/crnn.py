@@ -1,12 +1,14 @@
-"""Whole-layer LSTM and GRU in C: the time loop, forward and backward through time, in one call.
+"""Whole-layer LSTM, GRU and Elman RNN (tanh or relu) in C: the time loop, forward and backward
+through time, in one call.
 
 ``ember_rnn_layer`` (kernels/crnn_source.py) runs every step of one layer and direction: per
 step, one product of h_{t-1} with W_hh (all gates at once, W_hh packed once per call by blocks
 of hidden units, each block's panels holding all of its units' gates) and the cell's gate
 routine on the product. Backward, per step, the cell's gradient routine and one product
 ``dgates @ W_hh``; the weight gradient is one product over all steps at the end. The input
-projection of every step is computed before the loop by the caller (one large product). LSTM
-and GRU share the loop and the product; a cell is its gate count and two gate routines.
+projection of every step is computed before the loop by the caller (one large product). LSTM,
+GRU and the Elman RNN share the loop and the product; a cell is its gate count and two gate
+routines.
 
 Threads. Where a step's product is worth sharing (`_parts`: the pool's measured wake cost
 against the product's time, kernels/gemm_tune.py), each thread of ember's pool
@@ -43,7 +45,14 @@ import numpy as np
 from .cpanels import aligned
 from .crnn_source import LOOP, PRODUCT
 
-__all__ = ["gru_backward", "gru_forward", "lstm_backward", "lstm_forward"]
+__all__ = [
+    "elman_backward",
+    "elman_forward",
+    "gru_backward",
+    "gru_forward",
+    "lstm_backward",
+    "lstm_forward",
+]
 
 _TYPES = {
     np.dtype(np.float32): ("float", "expf", "tanhf"),
@@ -51,7 +60,7 @@ _TYPES = {
 }
 _FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-fopenmp-simd", "-fno-math-errno")
 _FLAGS += ("-fno-trapping-math", "-ffp-contract=off", "-std=gnu11")
-_LSTM, _GRU = 0, 1
+_LSTM, _GRU, _TANH, _RELU = 0, 1, 2, 3
 # ember_rnn_layer's pointer arguments, in order (crnn_source.py's LOOP)
 _POINTERS = ("xg", "h0", "c0", "bias", "gy", "ghn", "gcs", "gacts", "bp")
 _POINTERS += ("y", "cs", "acts", "state", "dx", "dprod", "rec", "panels", "zero")
@@ -337,3 +346,28 @@ def gru_backward(gy, ghn, gacts, y, acts, h0, w_hh, reverse: bool):
     arrays.update(state=carry, dx=dgx, dprod=dgh)
     dh0 = _run(_GRU, True, y.shape, reverse, product, arrays) + carry
     return dgx, dh0, _weight_grad(dgh, y, h0, reverse), dgh.sum(axis=(0, 1))
+
+
+def elman_forward(xg, h0, w_hh, relu: bool, reverse: bool):
+    """(y, h_n) as ops/recurrent_elman.py's ``rnn_layer`` kernel, or None."""
+    if not _ready(xg.dtype, xg, h0, w_hh):
+        return None
+    steps, rows, hidden = xg.shape
+    xg, h0 = _contiguous(xg, h0)
+    y = np.empty((steps, rows, hidden), xg.dtype)
+    product = _Product(w_hh.T, rows, hidden, 1)
+    _run(_RELU if relu else _TANH, False, y.shape, reverse, product, dict(xg=xg, h0=h0, y=y))
+    return y, y[0 if reverse else steps - 1].copy()
+
+
+def elman_backward(gy, ghn, y, h0, w_hh, relu: bool, reverse: bool):
+    """(dxg, dh0, dw_hh) as ops/recurrent_elman.py's ``rnn_layer_grad`` kernel, or None."""
+    if not _ready(y.dtype, gy, ghn, y, h0, w_hh):
+        return None
+    gy, y, h0 = _contiguous(gy, y, h0)
+    ghn = _gradient(ghn)
+    dg = np.empty_like(y)
+    product = _Product(w_hh, y.shape[1], y.shape[2], 1)
+    arrays = dict(gy=gy, ghn=ghn, y=y, h0=h0, dx=dg, dprod=dg)
+    dh0 = _run(_RELU if relu else _TANH, True, y.shape, reverse, product, arrays).copy()
+    return dg, dh0, _weight_grad(dg, y, h0, reverse)

@@ -1,4 +1,5 @@
-"""The C sources of kernels/crnn.py's whole-layer LSTM and GRU (read that module first).
+"""The C sources of kernels/crnn.py's whole-layer LSTM, GRU and Elman RNN (read that module
+first).
 
 Two libraries, compiled with different flags:
 
@@ -280,7 +281,65 @@ static void gru_bwd(const struct layer *L, long t, long tp, const T *r, long rs,
   }
 }
 
-static const struct cell CELLS[2] = {{4, lstm_fwd, lstm_bwd}, {3, gru_fwd, gru_bwd}};
+/* Elman RNN: h = tanh(x + q) or relu(x + q); xg holds both biases, the state is y alone */
+static void tanh_fwd(const struct layer *L, long t, long tp, const T *r, long rs, long gs,
+                     long j0, long n) {
+  long H = L->H;
+  (void)tp, (void)gs;
+  for (long b = 0; b < L->rows; b++) {
+    const T *restrict x = AT(L->xg, t, H), *restrict q = r + b * rs;
+    T *restrict h = AT(L->y, t, H);
+#pragma omp simd
+    for (long j = 0; j < n; j++) h[j] = TANH(x[j] + q[j]);
+  }
+}
+
+static void relu_fwd(const struct layer *L, long t, long tp, const T *r, long rs, long gs,
+                     long j0, long n) {
+  long H = L->H;
+  (void)tp, (void)gs;
+  for (long b = 0; b < L->rows; b++) {
+    const T *restrict x = AT(L->xg, t, H), *restrict q = r + b * rs;
+    T *restrict h = AT(L->y, t, H);
+#pragma omp simd
+    for (long j = 0; j < n; j++) {
+      T p = x[j] + q[j];
+      h[j] = (p > 0 || p != p) ? p : (T)0; /* (NaN propagates, as np.maximum) */
+    }
+  }
+}
+
+/* dh = r + gy reaches h_t; dx = dprod: the pre-activation's gradient, read from the saved
+   h_t (tanh: 1 - h^2; relu: h > 0) */
+static void tanh_bwd(const struct layer *L, long t, long tp, const T *r, long rs, long gs,
+                     long j0, long n) {
+  long H = L->H;
+  (void)tp, (void)gs;
+  for (long b = 0; b < L->rows; b++) {
+    const T *restrict q = r + b * rs, *restrict y = AT(L->gy, t, H);
+    const T *restrict h = AT(L->y, t, H);
+    T *restrict p = AT(L->dx, t, H);
+#pragma omp simd
+    for (long j = 0; j < n; j++) p[j] = (q[j] + y[j]) * ((T)1 - h[j] * h[j]);
+  }
+}
+
+static void relu_bwd(const struct layer *L, long t, long tp, const T *r, long rs, long gs,
+                     long j0, long n) {
+  long H = L->H;
+  (void)tp, (void)gs;
+  for (long b = 0; b < L->rows; b++) {
+    const T *restrict q = r + b * rs, *restrict y = AT(L->gy, t, H);
+    const T *restrict h = AT(L->y, t, H);
+    T *restrict p = AT(L->dx, t, H);
+#pragma omp simd
+    for (long j = 0; j < n; j++) p[j] = (q[j] + y[j]) * (T)(h[j] > 0);
+  }
+}
+
+static const struct cell CELLS[4] = {
+    {4, lstm_fwd, lstm_bwd}, {3, gru_fwd, gru_bwd}, {1, tanh_fwd, tanh_bwd},
+    {1, relu_fwd, relu_bwd}};
 
 static inline long order(const struct layer *L, long k) {
   return L->reverse ? L->steps - 1 - k : k;
@@ -357,13 +416,13 @@ static void participate_task(void *layer, long lo, long hi) {
   for (long home = lo; home < hi; home++) participate(layer, home);
 }
 
-/* dims: cell (0 LSTM, 1 GRU), backward, steps, rows, H, reverse, parts, ldr, first, last, U
-   (the units of a block, as packed);
+/* dims: cell (0 LSTM, 1 GRU, 2 RNN tanh, 3 RNN relu), backward, steps, rows, H, reverse,
+   parts, ldr, first, last, U (the units of a block, as packed);
    ptrs: xg, h0, c0, bias, gy, gh_n, gcs, gacts, bp, y, cs, acts, state, dx, dprod, rec,
    panels, zero (see struct layer; unused ones 0; gh_n, gcs and gacts 0 where they are zero) */
 void ember_rnn_layer(const long *dims, void *const *ptrs, ember_pool pool) {
   struct layer L = {0};
-  L.cell = &CELLS[dims[0] ? 1 : 0];
+  L.cell = &CELLS[dims[0] >= 0 && dims[0] < 4 ? dims[0] : 0];
   L.backward = dims[1];
   L.steps = dims[2];
   L.rows = dims[3];

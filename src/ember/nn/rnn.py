@@ -3,11 +3,12 @@ parameter names (``weight_ih_l0``, ``bias_hh_l1_reverse``, ...), gate orders (LS
 forget, cell, output; GRU: reset, update, new) and default initialisation U(-1/sqrt(H), 1/sqrt(H)).
 
 The input projection of every step is one matmul up front; each step then adds the recurrent
-projection. An LSTM without projection or a GRU, in float32/float64 and unpacked, runs each
-layer and direction as one whole-layer op (ops/recurrent.py: ``lstm_layer`` / ``gru_layer``,
-the time loop in C, kernels/crnn.py), eagerly and in graphs: one node forward and one backward
-(backpropagation through time inside the op), as PyTorch's fused RNNs do. Otherwise (RNN,
-projections, packed input, half precision, or while a nested ``ember.grad`` records, whose
+projection. An RNN (tanh or relu), an LSTM without projection or a GRU, in float32/float64 and
+unpacked, runs each layer and direction as one whole-layer op (ops/recurrent.py: ``lstm_layer``
+/ ``gru_layer``; ops/recurrent_elman.py: ``rnn_layer``; the time loop in C, kernels/crnn.py),
+eagerly and in graphs: one node forward and one backward (backpropagation through time inside
+the op), as PyTorch's fused RNNs do. Otherwise (projections, packed input, half precision, or
+while a nested ``ember.grad`` records, whose
 gradients may be differentiated again) the time loop is a Python loop eagerly (the tape
 records each step) and, while a graph is captured (`ember.function`, `ember.trace`), one
 ``scan`` node whose body is one step (control/scan.py), so the graph's size does not grow with
@@ -35,6 +36,7 @@ from ..ops import api as E
 from ..ops._registry import TensorBase, current_mode
 from ..ops._util import fmt_shape
 from ..ops.recurrent import gru_layer, lstm_layer
+from ..ops.recurrent_elman import rnn_layer
 from ..tensor import Tensor
 from . import functional as F
 from . import init
@@ -70,13 +72,14 @@ def rnn_step(mode: str, x_proj: Tensor, state: tuple, w_hh, b_hh, w_hr=None) -> 
 
 
 def whole_layer_applies(mode: str, x, parameters) -> bool:
-    """Whether an LSTM or GRU runs as one ``lstm_layer`` / ``gru_layer`` op a layer and
-    direction (ops/recurrent.py; eagerly and in graphs): float32/float64 throughout, and not
-    while a nested ``ember.grad`` records (the whole-layer backward has no VJP of its own, and
-    that transform's gradients may be differentiated again: the step-by-step form can be)."""
+    """Whether an RNN, LSTM or GRU runs as one ``rnn_layer`` / ``lstm_layer`` / ``gru_layer``
+    op a layer and direction (ops/recurrent.py, ops/recurrent_elman.py; eagerly and in graphs):
+    float32/float64 throughout, and not while a nested ``ember.grad`` records (the whole-layer
+    backward has no VJP of its own, and that transform's gradients may be differentiated
+    again: the step-by-step form can be)."""
     current = current_mode()
     return (
-        mode in ("LSTM", "GRU")
+        mode in _GATES
         and not (isinstance(current, GraphBuilder) and current.nested_grads)
         and x.dtype in _WHOLE_LAYER_DTYPES
         and all(p.dtype == x.dtype for p in parameters)
@@ -84,13 +87,18 @@ def whole_layer_applies(mode: str, x, parameters) -> bool:
 
 
 def whole_layer(mode: str, x, state: tuple, weights: tuple, reverse: bool) -> tuple:
-    """(y, new state) of one LSTM or GRU layer and direction over x (T, B, input) as one op
+    """(y, new state) of one RNN, LSTM or GRU layer and direction over x (T, B, input) as one op
     over the whole sequence: the input projection of every step is one product before it."""
     w_ih, w_hh, b_ih, b_hh = weights
     if mode == "LSTM":
         bias = None if b_ih is None else b_ih + b_hh
         y, h, c = lstm_layer(F.linear(x, w_ih, bias), state[0], state[1], w_hh, reverse)
         return y, (h, c)
+    if mode != "GRU":  # the Elman RNN, tanh or relu
+        bias = None if b_ih is None else b_ih + b_hh
+        xg = F.linear(x, w_ih, bias)
+        y, h = rnn_layer(xg, state[0], w_hh, reverse, relu=mode == "RNN_RELU")
+        return y, (h,)
     if b_hh is None:
         b_hh = E.zeros((w_hh.shape[0],), dtype=x.dtype)
     y, h = gru_layer(F.linear(x, w_ih, b_ih), state[0], w_hh, b_hh, reverse)

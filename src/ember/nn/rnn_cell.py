@@ -1,6 +1,6 @@
 """Single-step recurrent cells: `RNNCell`, `LSTMCell`, `GRUCell`, with PyTorch's parameter
 names (``weight_ih``, ``weight_hh``, ``bias_ih``, ``bias_hh``), gate orders and initialisation.
-They share the step function of the full layers (``rnn.rnn_step``); an LSTM or GRU cell in
+They share the step function of the full layers (``rnn.rnn_step``); an RNN, LSTM or GRU cell in
 float32/float64 is the full layers' fused op over one step (``rnn.whole_layer``): one kernel
 for the gates forward, one backward."""
 

@@ -101,19 +101,110 @@ def _reduce_kernel(op, reduce):
         splits = splits.astype(np.int64, copy=False)
         lengths = np.diff(splits)
         work = values.astype(np.float32) if values.dtype.itemsize < 4 else values
-        out = np.full((len(lengths),) + values.shape[1:], _EMPTY[reduce], work.dtype)
         filled = lengths > 0
-        if filled.any():
-            # reduceat over the non-empty rows' starts: each runs to the next non-empty start,
-            # which is its own end (the empty rows between start and end there)
-            out[filled] = _UFUNCS[reduce].reduceat(work, splits[:-1][filled], axis=0)
+        if len(lengths) and filled.all() and (lengths == lengths[0]).all():
+            # rows of one length (a batch of equal bags): a reduction over the middle axis,
+            # which NumPy runs about twice as fast as reduceat
+            shape = (len(lengths), int(lengths[0])) + values.shape[1:]
+            out = _UFUNCS[reduce].reduce(work.reshape(shape), axis=1)
+        elif filled.all() and len(lengths):  # (no empty rows: reduceat's result is the output)
+            out = _UFUNCS[reduce].reduceat(work, splits[:-1], axis=0)
+        else:
+            out = np.full((len(lengths),) + values.shape[1:], _EMPTY[reduce], work.dtype)
+            if filled.any():
+                # reduceat over the non-empty rows' starts: each runs to the next non-empty
+                # start, which is its own end (the empty rows between start and end there)
+                out[filled] = _UFUNCS[reduce].reduceat(work, splits[:-1][filled], axis=0)
         if reduce == "mean":
             shape = (-1,) + (1,) * (values.ndim - 1)
             with np.errstate(invalid="ignore", divide="ignore"):
-                out = out / lengths.reshape(shape).astype(work.dtype)
+                out /= lengths.reshape(shape).astype(work.dtype)
         return out.astype(values.dtype, copy=False)
 
     return kernel
+
+
+def _sum_fast(mean: bool):
+    """Sums (or means) of rows as a CSR product of ones with the values (kernels/csparse.py:
+    each row's values added in order from zero, as reduceat's running sums), where the values
+    are float32/float64; None elsewhere (the kernel runs)."""
+
+    def fast(values, splits):
+        if values.dtype not in (np.float32, np.float64) or values.ndim < 1:
+            return None
+        from ..kernels import csparse
+
+        check_splits("segment_mean" if mean else "segment_sum", splits, values.shape[0])
+        n = values.shape[0]
+        indptr = splits.astype(np.int64)
+        flat = values.reshape(n, -1) if n else values.reshape(0, numel(values.shape[1:]))
+        ones = np.ones(n, values.dtype)
+        out = csparse.csr_mm(indptr, np.arange(n, dtype=np.int64), ones, flat, len(indptr) - 1)
+        if out is None:
+            return None
+        if mean:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out /= np.diff(indptr).astype(values.dtype)[:, None]
+        return out.reshape((len(indptr) - 1,) + values.shape[1:])
+
+    return fast
+
+
+def _onnx_row_of(e, splits, values):
+    """Each value's row (int64, (N,)): how many rows end at or before its position."""
+    splits = e.node("Cast", [splits], to=e.dtype(dt.int64))
+    total = e.node("Gather", [e.node("Shape", [values]), e.constant(np.int64(0))], axis=0)
+    positions = e.node("Range", [e.constant(np.int64(0)), total, e.constant(np.int64(1))])
+    ends = e.node("Slice", [splits, e.ints([1]), e.ints([2**62]), e.ints([0])])
+    after = e.node(
+        "GreaterOrEqual",
+        [e.node("Unsqueeze", [positions, e.ints([1])]), e.node("Unsqueeze", [ends, e.ints([0])])],
+    )
+    after = e.node("Cast", [after], to=e.dtype(dt.int64))
+    return splits, e.node("ReduceSum", [after, e.ints([1])], keepdims=0)
+
+
+_ONNX_REDUCTIONS = {"sum": ("add", 16), "mean": ("add", 16), "max": ("max", 18), "min": ("min", 18)}
+
+
+def _onnx_reduce(reduce):
+    """The values scattered into their rows by ScatterND's reduction (add: opset 16; max and
+    min: 18), from the empty row's value (0, or -inf/+inf); a mean divides by the lengths
+    (an empty row's 0 / 0 is NaN, as the kernel's)."""
+    reduction, opset = _ONNX_REDUCTIONS[reduce]
+
+    def rule(e):
+        if e.opset < opset:
+            e.unsupported(f"before opset {opset} (ScatterND's {reduction} reduction)")
+        values, splits = e.inputs
+        dtype = e.out_types[0].dtype
+        splits, row = _onnx_row_of(e, splits, values)
+        rows = e.node("Sub", [e.node("Shape", [splits]), e.ints([1])])
+        rest = e.node("Slice", [e.node("Shape", [values]), e.ints([1]), e.ints([2**62])])
+        start = e.constant(np.asarray(_EMPTY[reduce] if reduce != "mean" else 0, dtype.np))
+        filled = e.node("Expand", [start, e.node("Concat", [rows, rest], axis=0)])
+        out = e.node(
+            "ScatterND",
+            [filled, e.node("Unsqueeze", [row, e.ints([1])]), values],
+            reduction=reduction,
+        )
+        if reduce != "mean":
+            return out
+        ends = e.node("Slice", [splits, e.ints([1]), e.ints([2**62])])
+        starts = e.node("Slice", [splits, e.ints([0]), e.ints([-1])])
+        lengths = e.node("Cast", [e.node("Sub", [ends, starts])], to=e.dtype(dtype))
+        ndim = len(e.in_types[0].shape)
+        if ndim > 1:
+            lengths = e.node("Unsqueeze", [lengths, e.ints(list(range(1, ndim)))])
+        return e.node("Div", [out, lengths])
+
+    return rule
+
+
+def _onnx_expand(e):
+    x, splits, like = e.inputs
+    _, row = _onnx_row_of(e, splits, like)
+    return e.node("Gather", [x, row], axis=0)
 
 
 def _lengths_like(splits, g):
@@ -150,7 +241,7 @@ def _reduce_cost(in_types, out_types, attrs) -> Cost:
     return Cost(numel(in_types[0].shape), io_bytes(in_types, out_types))
 
 
-def _segment_op(reduce, vjp, save_outputs=()):
+def _segment_op(reduce, vjp, save_outputs=(), fast=None):
     name = f"segment_{reduce}"
     return register(
         OpDef(
@@ -158,6 +249,8 @@ def _segment_op(reduce, vjp, save_outputs=()):
             kind="index",
             infer=_reduce_infer(name),
             kernel=_reduce_kernel(name, reduce),
+            fast=fast,
+            onnx=_onnx_reduce(reduce),
             vjp=vjp,
             cost=_reduce_cost,
             save_outputs=save_outputs,
@@ -168,8 +261,8 @@ def _segment_op(reduce, vjp, save_outputs=()):
     )
 
 
-SEGMENT_SUM = _segment_op("sum", _sum_vjp)
-SEGMENT_MEAN = _segment_op("mean", _mean_vjp)
+SEGMENT_SUM = _segment_op("sum", _sum_vjp, fast=_sum_fast(False))
+SEGMENT_MEAN = _segment_op("mean", _mean_vjp, fast=_sum_fast(True))
 SEGMENT_MAX = _segment_op("max", _extreme_vjp, save_outputs=(0,))
 SEGMENT_MIN = _segment_op("min", _extreme_vjp, save_outputs=(0,))
 SEGMENT_REDUCTIONS = {
@@ -210,6 +303,7 @@ SEGMENT_EXPAND = register(
         kind="index",
         infer=_expand_infer,
         kernel=_expand_kernel,
+        onnx=_onnx_expand,
         vjp=_expand_vjp,
         cost=lambda i, o, a: Cost(0, io_bytes(i[:2], o)),
         save_inputs=(1, 2),
