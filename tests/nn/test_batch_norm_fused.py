@@ -44,9 +44,12 @@ def _shapes(rng):
 
 @needs_cc
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_kernels_against_the_numpy_kernels(dtype):
+@pytest.mark.parametrize("runs", [False, True], ids=["planes", "runs"])
+def test_kernels_against_the_numpy_kernels(dtype, runs, monkeypatch):
+    # both forms of the training kernels (plane by plane; along each sample's run of channels)
+    monkeypatch.setattr(cbatchnorm, "RUNS", runs)
     rng = np.random.default_rng(0)
-    for shape in _shapes(rng):
+    for shape in [*_shapes(rng), (40, 70), (3, 9, 37)]:
         c = shape[1]
         # a mean far from zero: a variance taken as E[x^2] - E[x]^2 in float32 would lose it
         x = (rng.standard_normal(shape) * 0.5 + 1000.0).astype(dtype)
