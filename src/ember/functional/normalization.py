@@ -445,7 +445,7 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
             op="group_norm",
         )
     per_group = [x.shape[0] * c // g, *x.shape[2:]]
-    if all(isinstance(n, int) for n in per_group) and int(np.prod(per_group)) == 1:
+    if all(isinstance(n, int) for n in per_group) and math.prod(per_group) == 1:
         # PyTorch's check: one value per group and channel has no variance
         raise ArgumentError(
             f"expected more than 1 value per channel, got input of shape {fmt_shape(x.shape)} "
