@@ -36,6 +36,7 @@ from ._registry import Cost, OpDef, apply, register
 from ._util import fmt_shape, io_bytes, numel, require_float, value_bytes
 
 HALF_TYPES = (dt.float16, dt.bfloat16)
+_HALF_NP = tuple(np.dtype(t.np) for t in HALF_TYPES)
 
 
 def _compiled():
@@ -180,11 +181,14 @@ def _backward_kernel(gy, gmean, gvar, x, mean, var, weight, *, eps):
 
 
 def _backward_fast(gy, gmean, gvar, x, mean, var, weight, *, eps):
+    used = gmean.any() or gvar.any()  # (rare: the statistics are used beyond the running buffers)
+    if used and x.dtype in _HALF_NP:  # (16 bits: the NumPy kernel rounds the sum once)
+        return None
     found = _compiled().train_backward(gy, x, mean, var, weight, eps)
     if found is None:
         return None
     gx, gw, gb = found
-    if gmean.any() or gvar.any():  # (rare: the statistics are used beyond the running buffers)
+    if used:
         nd = x.ndim
         n = x.size // max(x.shape[1], 1)
         shift = gmean.astype(np.float64) / n - 2.0 * gvar * mean.astype(np.float64) / n
