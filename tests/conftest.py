@@ -23,6 +23,7 @@ not above that of the order it runs in.
 """
 
 import functools
+import inspect
 import os
 
 import ml_dtypes
@@ -486,12 +487,16 @@ def _checked_cast(fast):
 def _checked_softmax(fast, reference):
     """A kernels/csoftmax.py kernel checked against the NumPy kernel of ops/softmax.py: the
     same arithmetic but for the C library's exp and the order of each row's sum, so within
-    64 ulps of the row's scale."""
+    64 ulps of the row's scale (the row: along the kernel's axis)."""
+    signature = inspect.signature(fast)
 
     def call(x, *args, **kwargs):
         got = fast(x, *args, **kwargs)
         if got is not None:
-            want = reference(x, *args, **kwargs)
+            bound = signature.bind(x, *args, **kwargs)
+            bound.apply_defaults()
+            axis = bound.arguments["axis"]
+            want = reference(*bound.args)
             assert got.shape == want.shape and got.dtype == want.dtype, fast.__name__
             half = want.dtype in (np.float16, ember.bfloat16.np)
             # (half precision: float32 arithmetic rounded once, so the float32 bound plus one
@@ -501,7 +506,7 @@ def _checked_softmax(fast, reference):
             finite = np.isfinite(w)
             np.testing.assert_array_equal(np.isfinite(g), finite, err_msg=fast.__name__)
             tol = 64 * np.finfo(np.float32 if half else w.dtype).eps
-            scale = np.max(np.abs(np.where(finite, w, 0)), axis=-1, keepdims=True)
+            scale = np.max(np.abs(np.where(finite, w, 0)), axis=axis, keepdims=True)
             limit = tol * np.maximum(scale, 1) + np.where(finite, ulp, 0)
             close = np.abs(np.where(finite, g - w, 0)) <= limit
             assert close.all(), f"csoftmax.{fast.__name__}"
@@ -871,13 +876,13 @@ def generated_code_equals_the_interpreter(monkeypatch):
         csoftmax,
         "softmax",
         _checked_softmax(
-            csoftmax.softmax, lambda x, safe=False: _softmax_kernel(x, axis=-1, safe=safe)
+            csoftmax.softmax, lambda x, safe, axis: _softmax_kernel(x, axis=axis, safe=safe)
         ),
     )
     _check(
         monkeypatch,
         csoftmax,
         "log_softmax",
-        _checked_softmax(csoftmax.log_softmax, lambda x: _log_softmax_kernel(x, axis=-1)),
+        _checked_softmax(csoftmax.log_softmax, lambda x, axis: _log_softmax_kernel(x, axis=axis)),
     )
     yield

@@ -44,9 +44,12 @@ def _shapes(rng):
 
 @needs_cc
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_kernels_against_the_numpy_kernels(dtype):
+@pytest.mark.parametrize("runs", [False, True], ids=["planes", "runs"])
+def test_kernels_against_the_numpy_kernels(dtype, runs, monkeypatch):
+    # both forms of the training kernels (plane by plane; along each sample's run of channels)
+    monkeypatch.setattr(cbatchnorm, "RUNS", runs)
     rng = np.random.default_rng(0)
-    for shape in _shapes(rng):
+    for shape in [*_shapes(rng), (40, 70), (3, 9, 37)]:
         c = shape[1]
         # a mean far from zero: a variance taken as E[x^2] - E[x]^2 in float32 would lose it
         x = (rng.standard_normal(shape) * 0.5 + 1000.0).astype(dtype)
@@ -332,3 +335,37 @@ def test_without_a_compiler_numpy_runs(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "ok" in out.stdout
+
+
+def test_second_derivatives_of_training_batch_and_instance_norm_equal_torch():
+    # batch_norm_backward's own VJP: a gradient penalty through a training-mode BatchNorm and
+    # through InstanceNorm (batch_norm_train on N * C channels) against PyTorch's double backward
+    rng = np.random.default_rng(11)
+    cases = [
+        ("InstanceNorm1d(3, affine=True)", (2, 3, 5)),
+        ("InstanceNorm2d(3, affine=True, track_running_stats=True)", (2, 3, 4, 4)),
+        ("BatchNorm2d(3)", (4, 3, 2, 3)),
+        ("BatchNorm1d(4)", (6, 4)),
+    ]
+    for spec, shape in cases:
+        xn = rng.standard_normal(shape)
+        weights = np.arange(xn.size).reshape(shape) % 7 / 7.0
+        params = None
+        results = []
+        for ns in (ember, torch):
+            m = eval(f"ns.nn.{spec}", {"ns": ns}).double()
+            if params is None:
+                params = [rng.standard_normal(tuple(p.shape)) for p in m.parameters()]
+            with ns.no_grad():
+                for p, v in zip(m.parameters(), params):
+                    p.copy_(ns.tensor(v))
+            x = ns.tensor(xn, requires_grad=True)
+            y = m(x)
+            loss = (y * y * ns.tensor(weights)).sum()
+            (g,) = ns.autograd.grad(loss, x, create_graph=True)
+            ((g * g).sum() + (g * x).sum()).backward()
+            results.append([x.grad.detach().numpy()] + [p.grad.numpy() for p in m.parameters()])
+        for got, want in zip(*results):
+            np.testing.assert_allclose(
+                got, want, rtol=1e-9, atol=1e-9 * np.abs(want).max(), err_msg=spec
+            )

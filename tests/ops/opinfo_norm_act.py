@@ -1,4 +1,5 @@
-"""OpInfo database entries for the backward ops of ops/norm_act.py and ops/softmax.py.
+"""OpInfo database entries for the backward ops of ops/norm_act.py, ops/softmax.py, ops/glu.py
+and ops/batch_norm.py.
 
 They have no public function (F.gelu, F.layer_norm, F.softmax and F.log_softmax, whose OpInfo
 entries run them forward, record them in their VJPs), so no sample here calls them; their own
@@ -16,8 +17,10 @@ _WHY = (
 INTERNAL = {
     name: _WHY
     for name in (
+        "batch_norm_backward",
         "gelu_backward",
         "gelu_tanh_backward",
+        "glu_backward",
         "group_norm_backward",
         "hardswish_backward",
         "hardtanh_backward",

@@ -200,3 +200,18 @@ def test_a_step_in_slices_equals_the_whole_batch():
     split.verify()
     for want, got in zip(interpreter.run(graph, arrays), interpreter.run(split, arrays)):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@needs_cc
+def test_forward_statistics_of_a_mean_far_from_zero_equal_numpy():
+    # float32 rows read once: sums of x - x[0] (a shift near the mean), so E[d^2] - E[d]^2
+    # does not cancel where the mean is thousands of deviations from zero
+    from ember.ops import group_norm as ops
+
+    rng = np.random.default_rng(2)
+    for mean, std in [(0.0, 1.0), (1e3, 0.5), (1e5, 1.0), (3e4, 0.01)]:
+        x = (rng.standard_normal((4, 8, 5, 7)) * std + mean).astype(np.float32)
+        w, b = rng.standard_normal((2, 8)).astype(np.float32)
+        got = cgroup_norm.group_norm(x, w, b, 4, 1e-5)
+        want = ops._gn_kernel(x, w, b, groups=4, eps=1e-5)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())

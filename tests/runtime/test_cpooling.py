@@ -181,3 +181,37 @@ def test_max_pool_of_planes_past_a_stack_frame_equals_the_numpy_kernel(dtype):
     want = MAX_POOL.kernel(x, **attrs, ceil_mode=False)
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.tobytes() == w.tobytes()
+
+
+def test_one_dimensional_and_one_row_windows_equal_the_numpy_kernel():
+    # 1-d pooling runs as rows of height one, and windows of one row, one column or one
+    # element as one loop or none (nested loops of one iteration left the loop scalar): all
+    # equal to the NumPy kernel, ties, NaN and -inf included, flat indices and window codes
+    from ember.kernels.pool_geometry import pool_out_size
+
+    rng = np.random.default_rng(3)
+    cases = [  # (shape, kernel, stride, padding, dilation, ceil_mode, dtype)
+        ((2, 3, 17), (2,), (2,), (0,), (1,), False, np.float32),
+        ((1, 2, 30), (3,), (2,), (1,), (1,), True, np.float64),
+        ((2, 2, 40), (20,), (5,), (3,), (1,), False, np.float32),  # past the unrolling
+        ((2, 2, 15), (3,), (1,), (0,), (2,), False, np.float32),
+        ((1, 2, 6, 9), (1, 3), (1, 2), (0, 1), (1, 1), False, np.float32),
+        ((1, 2, 9, 6), (3, 1), (2, 1), (1, 0), (1, 1), True, np.float64),
+        ((1, 2, 5, 6), (1, 1), (2, 2), (0, 0), (1, 1), False, np.float32),
+    ]
+    for shape, kernel, stride, padding, dilation, ceil_mode, dtype in cases:
+        x = rng.integers(-3, 4, shape).astype(dtype)
+        flat = x.reshape(-1)
+        flat[rng.integers(0, flat.size, 3)] = np.nan
+        flat[rng.integers(0, flat.size, 3)] = -np.inf
+        out = tuple(
+            pool_out_size(n, k, s, p, d, ceil_mode)
+            for n, k, s, p, d in zip(shape[2:], kernel, stride, padding, dilation)
+        )
+        attrs = dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation)
+        for codes in (None, np.uint8):
+            got = cpooling.max_pool_2d(x, kernel, stride, padding, dilation, out, codes)
+            want = MAX_POOL.kernel(x, **attrs, ceil_mode=ceil_mode, codes=codes is not None)
+            for g, w in zip(got, want):
+                assert g.dtype == w.dtype and g.shape == w.shape, (shape, kernel)
+                assert g.tobytes() == w.tobytes(), (shape, kernel, codes)

@@ -1,4 +1,4 @@
-"""kernels/csoftmax.py: softmax and log_softmax along the last axis in C equal ops/softmax.py's
+"""kernels/csoftmax.py: softmax and log_softmax along any axis in C equal ops/softmax.py's
 NumPy arithmetic to a few ulps, special values (NaN, infinities, fully masked rows) included."""
 
 import numpy as np
@@ -65,7 +65,7 @@ def test_what_it_does_not_take_is_left_to_numpy():
     assert csoftmax.log_softmax(np.float32(1.0).reshape(())) is None
 
 
-def test_the_ops_use_it_along_the_last_axis_only(monkeypatch):
+def test_the_ops_use_it_along_every_axis(monkeypatch):
     calls = []
     original = csoftmax.softmax
     monkeypatch.setattr(csoftmax, "softmax", lambda x, **k: calls.append(1) or original(x, **k))
@@ -74,7 +74,35 @@ def test_the_ops_use_it_along_the_last_axis_only(monkeypatch):
         want = np.exp(x - x.max(axis, keepdims=True))
         want /= want.sum(axis, keepdims=True)
         np.testing.assert_allclose(ops.SOFTMAX.run(x, axis=axis, safe=False), want, rtol=1e-6)
-    assert len(calls) == 2  # axes 2 and -1
+    assert len(calls) == 4
     # the reference kernel (the interpreter's) stays NumPy
     np.testing.assert_allclose(ops._softmax_kernel(x, axis=-1, safe=False), want, rtol=1e-6)
-    assert len(calls) == 2
+    assert len(calls) == 4
+
+
+def test_along_an_axis_not_the_last_equals_numpy():
+    # the columns side by side: special values (a column fully masked, NaN, infinities) moved
+    # to the axis, float32/float64 and 16-bit storage, against the NumPy kernels
+    rng = np.random.default_rng(4)
+    cases = [((6, 33), 0), ((3, 7, 20), 1), ((2, 6, 5, 3), 1), ((6, 4, 1), 0), ((2, 3, 6, 9), -2)]
+    for shape, axis in cases:
+        for dtype in (np.float32, np.float64, np.float16):
+            moved = list(shape)
+            moved.append(moved.pop(axis))
+            x = np.moveaxis(_special(rng, tuple(moved), dtype), -1, axis)
+            with np.errstate(all="ignore"):
+                for safe in (False, True):
+                    got = csoftmax.softmax(x, safe, axis)
+                    want = ops._softmax_kernel(x, axis=axis, safe=safe)
+                    _near(got, want)
+                _near(csoftmax.log_softmax(x, axis), ops._log_softmax_kernel(x, axis=axis))
+
+
+def _near(got, want):
+    if want.dtype != np.float16:
+        return _same(got, want)
+    # 16 bits: float32 arithmetic rounded once, as the NumPy kernel's float32 copy
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(
+        got.astype(np.float32), want.astype(np.float32), rtol=2e-3, atol=1e-6
+    )

@@ -27,6 +27,7 @@ from ..ops._autocast import Autocast, autocasts
 from ..ops._registry import TensorBase, apply, building_graph, export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import to_tensor
+from ..ops.glu import GLU
 from ..ops.hardtanh import HARDTANH
 from ..ops.norm_act import GELU, GELU_TANH
 from ..ops.piecewise import HARDSWISH, LEAKY_RELU
@@ -277,8 +278,10 @@ def glu(input, dim: int = -1):
             f"dimension {dim} of shape {fmt_shape(x.shape)} must have an even size to be halved",
             op="glu",
         )
-    a, b = E.chunk(x, 2, d)
-    return _wide(lambda u: u * E.sigmoid(b.to(u.dtype)), a)
+    if x.dtype.itemsize == 2:  # (16 bits: computed in float32, rounded once, as PyTorch's)
+        a, b = E.chunk(x, 2, d)
+        return _wide(lambda u: u * E.sigmoid(b.to(u.dtype)), a)
+    return apply(GLU, x, axis=d)
 
 
 @export(functional=True, method=True)

@@ -385,21 +385,58 @@ def instance_norm(
             f"instance_norm: expected more than 1 spatial element when training, got input of "
             f"shape {fmt_shape(x.shape)}"
         )
-    centred, mean, var = _moments(x, axes)
-    y = centred * E.rsqrt(var + _items.number(eps))
-    y = _affine(
-        y,
-        None if weight is None else _channel_view(weight, x.ndim),
-        None if bias is None else _channel_view(bias, x.ndim),
-    )
+    found = _instance_as_batch(x, weight, bias, eps)
+    if found is not None:
+        y, mean, var = found
+        if running_mean is not None or running_var is not None:  # (N, C) per-instance stats
+            mean, var = E.reshape(mean, tuple(x.shape[:2])), E.reshape(var, tuple(x.shape[:2]))
+        batch_axes = (0,)
+    else:
+        centred, mean, var = _moments(x, axes)
+        y = centred * E.rsqrt(var + _items.number(eps))
+        y = _affine(
+            y,
+            None if weight is None else _channel_view(weight, x.ndim),
+            None if bias is None else _channel_view(bias, x.ndim),
+        )
+        batch_axes = (0,) + tuple(range(2, x.ndim))  # average the per-instance stats over N
     if running_mean is not None or running_var is not None:
         m = _momentum("instance_norm", momentum)
-        batch_axes = (0,) + tuple(range(2, x.ndim))  # average the per-instance stats over N
         if running_mean is not None:
             _update_running(running_mean, E.mean(mean.detach(), batch_axes), m)
         if running_var is not None:
             _update_running(running_var, E.mean(var.detach(), batch_axes) * (n / (n - 1)), m)
     return y
+
+
+def _instance_as_batch(x, weight, bias, eps):
+    """Instance normalization as PyTorch computes it: the training batch norm of ``x`` seen as
+    one sample of N * C channels (``batch_norm_train``'s one-pass kernels and fused backward),
+    the affine parameters repeated per sample; ``(y, mean, var)``, the biased statistics of the
+    N * C instances. None where that op does not take the call (sizes unknown while tracing, a
+    traced eps, parameters of another dtype): the composite runs."""
+    shape = tuple(x.shape)
+    if not all(type(d) is int for d in shape) or not isinstance(eps, (int, float)):
+        return None
+    n, c = shape[:2]
+    channel = x.dtype
+    for p in (weight, bias):
+        if p is not None and p.dtype != channel:
+            return None
+
+    def repeated(p, value):
+        if p is None:
+            return constant(np.full((n * c,), value, channel.np))
+        return E.tile(p, n)
+
+    y, mean, var = apply(
+        BATCH_NORM_TRAIN,
+        E.reshape(x, (1, n * c) + shape[2:]),
+        repeated(weight, 1.0),
+        repeated(bias, 0.0),
+        eps=float(eps),
+    )
+    return E.reshape(y, shape), mean, var
 
 
 # ------------------------------------------------------------------------------- group norm
@@ -421,7 +458,7 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
             op="group_norm",
         )
     per_group = [x.shape[0] * c // g, *x.shape[2:]]
-    if all(isinstance(n, int) for n in per_group) and int(np.prod(per_group)) == 1:
+    if all(isinstance(n, int) for n in per_group) and math.prod(per_group) == 1:
         # PyTorch's check: one value per group and channel has no variance
         raise ArgumentError(
             f"expected more than 1 value per channel, got input of shape {fmt_shape(x.shape)} "

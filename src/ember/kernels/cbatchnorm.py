@@ -16,6 +16,11 @@ squared deviations, from a shifted origin:
 * the backward's two reductions, ``sum(dy)`` and ``sum(dy * (x - mean))``, the same way, then
   ``dx = w * invstd * (dy - sum(dy) / n - xhat * sum(dy * xhat) / n)``.
 
+Planes shorter than a few vectors (BatchNorm1d's (N, C) and short (N, C, L) inputs) run along
+each sample's contiguous run of a block's channels instead, element by element, the per-channel
+terms spread into per-element rows (`forward_runs`, `backward_runs`), rather than a loop per
+(sample, channel) that a one-element plane would leave scalar.
+
 All arithmetic is in double, each result rounded once to the array's dtype as the reference
 rounds it (memory, not arithmetic, bounds these loops). Half precision (bfloat16, float16) is
 read and written in 16 bits (kernels/chalf.py's conversions; a double rounded as NumPy's and
@@ -61,6 +66,7 @@ _SERIAL_BYTES = 1 << 16
 
 _SOURCE = r"""
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 typedef void (*ember_task)(void *, long, long);
 typedef void (*ember_pool)(ember_task, void *, long, long);
@@ -160,6 +166,102 @@ static void backward_blocks(void *job_, long lo, long hi) {
   }
 }
 
+/* The same two kernels for short planes (a channel's run in a sample shorter than a vector):
+   along each sample's contiguous run of a block's channels, element by element, each element's
+   per-channel terms spread into per-element rows (scratch: `rows` doubles per element), so the
+   loops run along memory instead of a plane at a time. */
+static void forward_runs(void *job_, long lo, long hi) {
+  const struct job *j = job_;
+  const long C = j->c, P = j->plane, count = j->n * P, most = j->block * P;
+  double *rows = malloc(3 * most * sizeof(double));
+  if (!rows) { forward_blocks(job_, lo, hi); return; }
+  double *restrict a = rows, *restrict q = rows + most, *restrict m = rows + 2 * most;
+  for (long blk = lo; blk < hi; blk++) {
+    const long c0 = blk * j->block, c1 = c0 + j->block < C ? c0 + j->block : C;
+    const long len = (c1 - c0) * P;
+    for (long c = c0; c < c1; c++)
+      for (long i = (c - c0) * P; i < (c - c0 + 1) * P; i++)
+        a[i] = q[i] = 0, m[i] = LDD(j->x[c * P]);
+    for (long n = 0; n < j->n; n++) {
+      const S *restrict xp = j->x + (n * C + c0) * P;
+#pragma omp simd
+      for (long i = 0; i < len; i++) {
+        const double d = LDD(xp[i]) - m[i];
+        a[i] += d;
+        q[i] += d * d;
+      }
+    }
+    for (long c = c0; c < c1; c++) {
+      const long at = (c - c0) * P;
+      double sum = 0, sq = 0;
+      for (long i = at; i < at + P; i++) sum += a[i], sq += q[i];
+      const double dmean = sum / count, s = m[at];
+      double var = sq / count - dmean * dmean;
+      if (var < 0) var = 0;
+      j->stats[2 * c] = s + dmean;
+      j->stats[2 * c + 1] = var;
+      const double scale = 1.0 / sqrt(var + j->eps) * (double)j->w[c];
+      for (long i = at; i < at + P; i++) m[i] = s + dmean, a[i] = scale, q[i] = (double)j->b[c];
+    }
+    for (long n = 0; n < j->n; n++) {
+      const S *restrict xp = j->x + (n * C + c0) * P;
+      S *restrict yp = j->out + (n * C + c0) * P;
+#pragma omp simd
+      for (long i = 0; i < len; i++) {
+        const double d = (LDD(xp[i]) - m[i]) * a[i] + q[i];
+        yp[i] = STD(d);
+      }
+    }
+  }
+  free(rows);
+}
+
+static void backward_runs(void *job_, long lo, long hi) {
+  const struct job *j = job_;
+  const long C = j->c, P = j->plane, count = j->n * P, most = j->block * P;
+  double *rows = malloc(4 * most * sizeof(double));
+  if (!rows) { backward_blocks(job_, lo, hi); return; }
+  double *restrict a = rows, *restrict q = rows + most, *restrict m = rows + 2 * most;
+  double *restrict r = rows + 3 * most;
+  for (long blk = lo; blk < hi; blk++) {
+    const long c0 = blk * j->block, c1 = c0 + j->block < C ? c0 + j->block : C;
+    const long len = (c1 - c0) * P;
+    for (long c = c0; c < c1; c++)
+      for (long i = (c - c0) * P; i < (c - c0 + 1) * P; i++)
+        a[i] = q[i] = 0, m[i] = j->stats[2 * c];
+    for (long n = 0; n < j->n; n++) {
+      const S *restrict xp = j->x + (n * C + c0) * P;
+      const S *restrict gp = j->dy + (n * C + c0) * P;
+#pragma omp simd
+      for (long i = 0; i < len; i++) {
+        a[i] += LDD(gp[i]);
+        q[i] += LDD(gp[i]) * (LDD(xp[i]) - m[i]);
+      }
+    }
+    for (long c = c0; c < c1; c++) {
+      const long at = (c - c0) * P;
+      double sg = 0, sgx = 0;
+      for (long i = at; i < at + P; i++) sg += a[i], sgx += q[i];
+      j->sums[2 * c] = sg;
+      j->sums[2 * c + 1] = sgx;
+      const double invstd = j->stats[2 * c + 1], k = (double)j->w[c] * invstd;
+      const double g0 = sg / count, rr = invstd * invstd * sgx / count;
+      for (long i = at; i < at + P; i++) a[i] = k, q[i] = g0, r[i] = rr;
+    }
+    for (long n = 0; n < j->n; n++) {
+      const S *restrict xp = j->x + (n * C + c0) * P;
+      const S *restrict gp = j->dy + (n * C + c0) * P;
+      S *restrict dp = j->out + (n * C + c0) * P;
+#pragma omp simd
+      for (long i = 0; i < len; i++) {
+        const double d = a[i] * (LDD(gp[i]) - q[i] - (LDD(xp[i]) - m[i]) * r[i]);
+        dp[i] = STD(d);
+      }
+    }
+  }
+  free(rows);
+}
+
 static void affine_planes(void *job_, long lo, long hi) {
   const struct job *j = job_;
   for (long p = lo; p < hi; p++) {
@@ -176,18 +278,21 @@ static void run(ember_task task, struct job *j, long count, long bytes, ember_po
   else task(j, 0, count);
 }
 
-/* stats: double[c][2], out: (mean, biased variance) */
+/* stats: double[c][2], out: (mean, biased variance); runs: along each sample's run of a block
+   (forward_runs), else plane by plane */
 void bn_forward(const S *x, const T *w, const T *b, S *y, double *stats, long n, long c,
-                long plane, long block, double eps, ember_pool pool) {
+                long plane, long block, double eps, long runs, ember_pool pool) {
   struct job j = {x, 0, w, b, y, stats, n, c, plane, block, eps, 0};
-  run(forward_blocks, &j, (c + block - 1) / block, n * c * plane * sizeof(S), pool);
+  const long blocks = (c + block - 1) / block;
+  run(runs ? forward_runs : forward_blocks, &j, blocks, n * c * plane * sizeof(S), pool);
 }
 
 /* stats: double[c][2] in: (mean, invstd); sums: double[c][2] out: (sum dy, sum dy (x - mean)) */
 void bn_backward(const S *x, const S *dy, const T *w, S *dx, double *stats, double *sums,
-                 long n, long c, long plane, long block, ember_pool pool) {
+                 long n, long c, long plane, long block, long runs, ember_pool pool) {
   struct job j = {x, dy, w, 0, dx, stats, n, c, plane, block, 0, sums};
-  run(backward_blocks, &j, (c + block - 1) / block, n * c * plane * sizeof(S), pool);
+  const long blocks = (c + block - 1) / block;
+  run(runs ? backward_runs : backward_blocks, &j, blocks, n * c * plane * sizeof(S), pool);
 }
 
 void bn_affine(const S *x, const T *scale, const T *shift, S *y, long n, long c, long plane,
@@ -292,8 +397,8 @@ def _functions(dtype: np.dtype):
     source = _source(dtype)
     p, n, d = _P, _L, ctypes.c_double
     try:
-        forward = ccompile.load(source, "bn_forward", [p] * 5 + [n] * 4 + [d, p])
-        backward = ccompile.load(source, "bn_backward", [p] * 6 + [n] * 4 + [p])
+        forward = ccompile.load(source, "bn_forward", [p] * 5 + [n] * 4 + [d, n, p])
+        backward = ccompile.load(source, "bn_backward", [p] * 6 + [n] * 5 + [p])
         affine = ccompile.load(source, "bn_affine", [p] * 4 + [n] * 3 + [p])
     except ccompile.CompileError:
         return None
@@ -333,6 +438,19 @@ def _block(n: int, plane: int, itemsize: int, channels: int) -> int:
     return max(1, min(channels, (cache_sizes.l2_bytes() // 2) // max(per_channel, 1)))
 
 
+RUNS = None  # (tests and measurements: True or False forces one form of the training kernels)
+
+
+def _runs(plane: int) -> int:
+    """Whether the training kernels run along each sample's run of a block of channels rather
+    than plane by plane: for planes too short to fill the plane loops' vectors (their
+    arithmetic is in double: under four 64-byte vectors of doubles, 32 elements, whatever the
+    storage type), where those loops would spend their time starting and ending."""
+    if RUNS is not None:
+        return int(RUNS)
+    return int(plane < 32)
+
+
 def train_forward(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float):
     """``(y, mean, var)``: the normalized ``x`` scaled by ``weight`` and shifted by ``bias``
     per channel (dimension 1), and the batch mean and biased variance (in the weight's dtype),
@@ -347,8 +465,9 @@ def train_forward(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: floa
     y = np.empty_like(x)
     stats = np.empty((c, 2), np.float64)
     block = _block(n, plane, x.itemsize, c)
-    forward(x.ctypes.data, weight.ctypes.data, bias.ctypes.data, y.ctypes.data,
-            stats.ctypes.data, n, c, plane, block, float(eps), pool)  # fmt: skip
+    a = data_address
+    runs = _runs(plane)
+    forward(a(x), a(weight), a(bias), a(y), a(stats), n, c, plane, block, float(eps), runs, pool)
     return y, stats[:, 0].astype(channel), stats[:, 1].astype(channel)
 
 
@@ -370,8 +489,9 @@ def train_backward(gy, x, mean, var, weight, eps: float):
     sums = np.empty((c, 2), np.float64)
     gx = np.empty_like(x)
     block = _block(n, plane, x.itemsize, c)
-    backward(x.ctypes.data, gy.ctypes.data, weight.ctypes.data, gx.ctypes.data,
-             stats.ctypes.data, sums.ctypes.data, n, c, plane, block, pool)  # fmt: skip
+    a = data_address
+    runs = _runs(plane)
+    backward(a(x), a(gy), a(weight), a(gx), a(stats), a(sums), n, c, plane, block, runs, pool)
     gweight = (sums[:, 1] * invstd).astype(channel)
     return gx, gweight, sums[:, 0].astype(channel)
 

@@ -6,8 +6,8 @@ An input (N, C, *spatial) is N * groups rows of K = (C / groups) * spatial value
 is the NumPy kernel's (ops/group_norm.py, the specification; PyTorch's CPU kernel's) operation
 for operation, compiled with ``-ffp-contract=off``:
 
-* forward: each row's mean and biased variance accumulated in double (two passes), then
-  ``(x - mean) * rstd * w[c] + b[c]``;
+* forward: each row's mean and biased variance accumulated in double (two passes; in float32
+  one, of the deviations from the row's first value), then ``(x - mean) * rstd * w[c] + b[c]``;
 * backward: ``dx = rstd * ((u - mean(u)) - xhat * mean(u * xhat))`` with ``u = w[c] * g``, and
   ``dw[c] = sum(g * xhat)``, ``db[c] = sum(g)`` over the batch and the spatial positions, in
   double per block of rows and then over blocks. In float32 a row's four sums are gathered in
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 
 import numpy as np
 
@@ -71,7 +72,24 @@ static void gn_rows(void *job_, long lo, long hi) {
     const S *x = j->x + r * k;
     S *y = j->y + r * k;
     double m, rs;
+#if ONE_PASS_STATS
+    /* (float data: the row read once, the sums of (x - x[0]) and its square in double; the
+       shift keeps E[d^2] - E[d]^2 from cancelling when the mean is far from zero) */
+    const double shift = (double)LD(x[0]);
+    double s = 0, q = 0;
+#pragma omp simd reduction(+ : s, q)
+    for (long i = 0; i < k; i++) {
+      double v = (double)LD(x[i]) - shift;
+      s += v;
+      q += v * v;
+    }
+    const double dm = s / (double)k;
+    m = shift + dm;
+    double var = q / (double)k - dm * dm;
+    rs = 1.0 / sqrt((var < 0 ? 0 : var) + j->eps); /* (rounding can make it negative) */
+#else
     row_stats(x, k, j->eps, &m, &rs);
+#endif
     long first = (r % j->groups) * cg;
     for (long c = 0; c < cg; c++)
       affine_run(x + c * sp, y + c * sp, sp, (T)m, (T)rs, LD(j->w[first + c]),
@@ -230,7 +248,7 @@ def available(dtype) -> bool:
 def _geometry(x: np.ndarray, groups: int) -> tuple[int, int, int]:
     """(rows, channels per group, spatial size) of an (N, C, *spatial) input."""
     n, c = x.shape[:2]
-    return n * groups, c // groups, int(np.prod(x.shape[2:], dtype=np.int64))
+    return n * groups, c // groups, math.prod(x.shape[2:])
 
 
 def _prepare(*arrays):

@@ -8,7 +8,8 @@ The NumPy kernels in ops/pool.py are the specification, and these equal them bit
   (n, c) plane, in the order of the outputs (the order ``np.add.at`` adds in, about 3x slower),
   so sums of overlapping windows round the same way;
 * `max_pool_2d`: each window's maximum and the index of its first maximum (NaN wins), for 2-d
-  windows, padded ones and ones past the end (ceil_mode) included. The geometry is compiled
+  windows (1-d ones as rows of height one), padded ones and ones past the end (ceil_mode)
+  included. The geometry is compiled
   into the kernel (one small library per geometry), so the window loops unroll, and each plane
   is copied into a frame of -inf wide enough that every output row is whole vectors: no bounds
   checks, no scalar remainder. A C loop with the geometry as arguments was slower than NumPy
@@ -288,19 +289,29 @@ static void planes(void *job_, long lo, long hi) {
 #else
         int where = plane + fa * DH * W + first_b[c] * DW;
 #endif
+#if CODES
+#define WHERE(a, b) ((int)((a) * KW + (b)))
+#else
+#define WHERE(a, b) (plane + (a) * DH * W + (b) * DW)
+#endif
+#define VISIT(a, b)                                   \
+  {                                                   \
+    T v = READ(x[origin + (a) * DH * WF + (b) * DW]); \
+    int take = (v > top) | (v != v);                  \
+    top = take ? v : top;                             \
+    where = take ? WHERE(a, b) : where;               \
+  }
+        /* (an inner loop of one iteration keeps GCC from vectorizing this loop: a window of one
+           row or column is one loop, of one element none) */
+#if KH > 1 && KW > 1
 #pragma GCC unroll 16
         for (int a = 0; a < KH; a++)
 #pragma GCC unroll 16
-          for (int b = 0; b < KW; b++) {
-            T v = READ(x[origin + a * DH * WF + b * DW]);
-            int take = (v > top) | (v != v);
-            top = take ? v : top;
-#if CODES
-            where = take ? (int)(a * KW + b) : where;
-#else
-            where = take ? plane + a * DH * W + b * DW : where;
+          for (int b = 0; b < KW; b++) VISIT(a, b)
+#elif KH * KW > 1 /* (unrolled as far as the two loops above together) */
+#pragma GCC unroll 256
+        for (int e = 0; e < KH * KW; e++) VISIT(KH == 1 ? 0 : e, KH == 1 ? e : 0)
 #endif
-          }
         top_row[c] = top;
         at_row[c] = where;
       }
@@ -337,12 +348,30 @@ FRAME_LIMIT_BYTES = 1 << 17
 PLANE_LIMIT = 1 << 28
 
 
+def _as_2d(shape: tuple, *geometry):
+    """A 1-d pooling's input shape and geometry (out size, kernel, stride, padding, dilation)
+    as the 2-d pooling of rows of height one: the same windows, the same flat positions within
+    a plane and the same window codes (a window's number of (0, b) is b); 2-d ones as given."""
+    if len(shape) != 3:
+        return (tuple(shape), *geometry)
+    out_size, kernel, stride, padding, dilation = (tuple(g) for g in geometry)
+    shape = (*shape[:2], 1, shape[2])
+    return shape, (1, *out_size), (1, *kernel), (1, *stride), (0, *padding), (1, *dilation)
+
+
 def max_pool_2d(x: np.ndarray, kernel, stride, padding, dilation, out_size, codes=None):
-    """(values, indices) of 2-d max pooling, equal to ops/pool.py's NumPy kernel; None where
-    it does not apply (another dtype, planes too large for C ints, no compiler). ``codes``: the
-    dtype of window codes to return instead of flat int64 positions (ops/pool_codes.py)."""
-    if x.ndim != 4 or x.size == 0 or x.dtype not in _NP:
+    """(values, indices) of 2-d max pooling (or 1-d: rows of height one), equal to
+    ops/pool.py's NumPy kernel; None where it does not apply (another dtype, planes too large
+    for C ints, no compiler). ``codes``: the dtype of window codes to return instead of flat
+    int64 positions (ops/pool_codes.py)."""
+    if x.ndim not in (3, 4) or x.size == 0 or x.dtype not in _NP:
         return None
+    if x.ndim == 3:
+        shape, out, *rest = _as_2d(x.shape, out_size, kernel, stride, padding, dilation)
+        found = max_pool_2d(x.reshape(shape), *rest, out, codes)
+        if found is None:
+            return None
+        return tuple(a.reshape(a.shape[:2] + a.shape[3:]) for a in found)
     n, c, h, w = x.shape
     index = np.dtype(np.int64 if codes is None else codes)
     geometry = (h, w, *map(tuple, (out_size, kernel, stride, padding, dilation)), index)
@@ -364,10 +393,13 @@ def max_pool_workspace(x_type, out_size, kernel, stride, padding, dilation) -> i
     framed copy of the input where its planes are too large for a stack frame, else 0; None
     where the kernel does not apply (the caller's NumPy kernel runs)."""
     shape = tuple(x_type.shape)
-    if len(shape) != 4 or 0 in shape or x_type.dtype not in _C:
+    if len(shape) not in (3, 4) or 0 in shape or x_type.dtype not in _C:
         return None
     if not all(isinstance(d, int) for d in shape):
         return None
+    shape, out_size, kernel, stride, padding, dilation = _as_2d(
+        shape, out_size, kernel, stride, padding, dilation
+    )
     # (the index dtype does not change the frame)
     geometry = (*shape[2:], *map(tuple, (out_size, kernel, stride, padding, dilation)))
     geometry += (np.dtype(np.int64),)
@@ -393,19 +425,19 @@ def _max_pool_kernel_of(dtype: np.dtype, geometry: tuple):
 
 
 def max_pool_c_step(node):
-    """The graph runner's C step (runtime/cgraph.py) of a 2-d ``max_pool`` node, or None (as
+    """The graph runner's C step (runtime/cgraph.py) of a 1-d or 2-d ``max_pool`` node, or None (as
     `max_pool_2d` would return, or planes the caller must frame)."""
     from .cstep import CStep, function_address
 
     x = node.inputs[0].type
     attrs = node.attrs
-    if len(x.shape) != 4 or x.dtype not in _C or 0 in x.shape:
+    if len(x.shape) not in (3, 4) or x.dtype not in _C or 0 in x.shape:
         return None
-    n, c, h, w = x.shape
     out_size = tuple(node.outputs[0].type.shape[2:])
-    geometry = (h, w, out_size) + tuple(
-        tuple(attrs[k]) for k in ("kernel", "stride", "padding", "dilation")
-    )
+    given = (tuple(attrs[k]) for k in ("kernel", "stride", "padding", "dilation"))
+    shape, *lifted = _as_2d(tuple(x.shape), out_size, *given)
+    n, c, h, w = shape
+    geometry = (h, w, *lifted)
     geometry += (np.dtype(node.outputs[1].type.dtype.np),)
     kernel_fn = _max_pool_kernel_of(np.dtype(x.dtype.np), geometry)
     if kernel_fn is None or kernel_fn[2] is not None:

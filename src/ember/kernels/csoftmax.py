@@ -1,6 +1,8 @@
-"""softmax and log_softmax along the last axis in C: one pass for the row's maximum, one for
+"""softmax and log_softmax along an axis in C: one pass for the row's maximum, one for
 the exponentials and their sum (glibc's vector exp, as kernels/cfuse.py's loops call it), one
-to scale, each row in cache between them, rows shared over ember's pool.
+to scale, each row in cache between them, rows shared over ember's pool. Along an axis that
+is not the last, the same passes run over each block of rows in memory order, the columns
+side by side in the vector lanes (Softmax2d's channels).
 
 The NumPy kernels of ops/softmax.py are the specification, and these follow their arithmetic
 step by step, so the special values come out the same: a row holding NaN gives NaN throughout
@@ -13,14 +15,15 @@ Half precision (bfloat16, float16) is read and written in 16 bits and computed a
 each row's shifted values and exponentials in a float row of the thread's, each result
 rounded once (equal to the float32 kernel on widened copies).
 
-`softmax(x, safe)` and `log_softmax(x)` return None where they do not apply (no compiler, a
-dtype other than those above, a row length of 0) and the caller runs NumPy.
+`softmax(x, safe, axis)` and `log_softmax(x, axis)` return None where they do not apply (no
+compiler, a dtype other than those above, an empty array) and the caller runs NumPy.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import math
 
 import numpy as np
 
@@ -108,8 +111,105 @@ static void rows(void *job_, long lo, long hi) {
 #endif
 }
 
-void ember_softmax(const S *x, S *y, long count, long n, int safe, int log_form,
+/* The same along an axis that is not the last: each of `count` blocks is n rows of `inner`
+   values, and each of its `inner` columns is a softmax of n values; the passes run along the
+   rows (memory order), one column per vector lane, the columns' maxima and sums in rows of
+   `inner` values. */
+struct cjob { const S *x; S *y; long n, inner; int safe, log_form; };
+
+static void blocks(void *job_, long lo, long hi) {
+  const struct cjob *j = job_;
+  const long n = j->n, m = j->inner;
+  T *top = malloc(2 * (size_t)m * sizeof(T));
+  int *nan = malloc((size_t)m * sizeof(int));
+  if (!top || !nan) abort();
+  T *total = top + m;
+#if HALF
+  T *block = malloc((size_t)n * m * sizeof(T));
+  if (!block) abort();
+#endif
+  for (long b = lo; b < hi; b++) {
+    const S *x = j->x + b * n * m;
+#if HALF
+    T *y = block;
+    S *out = j->y + b * n * m;
+#define PUT(i, v) (out[i] = ST(v))
+#else
+    T *y = j->y + b * n * m;
+#define PUT(i, v) (y[i] = (v))
+#endif
+    for (long i = 0; i < m; i++) top[i] = -INFINITY, nan[i] = 0, total[i] = 0;
+    for (long k = 0; k < n; k++) {
+      const S *row = x + k * m;
+#pragma omp simd
+      for (long i = 0; i < m; i++) {
+        T v = LD(row[i]);
+        top[i] = v > top[i] ? v : top[i];
+        nan[i] |= v != v;
+      }
+    }
+    for (long i = 0; i < m; i++) {
+      T shift = nan[i] ? NAN : top[i];
+      if (j->safe && !isfinite(shift)) shift = 0;
+      top[i] = shift;
+    }
+    for (long k = 0; k < n; k++) {
+      const S *row = x + k * m;
+      T *to = y + k * m;
+#pragma omp simd
+      for (long i = 0; i < m; i++) {
+        T d = LD(row[i]) - top[i];
+        to[i] = d < LOWEST ? LOWEST : d;
+      }
+    }
+    if (j->log_form) {
+      for (long k = 0; k < n; k++) {
+        const T *from = y + k * m;
+#pragma omp simd
+        for (long i = 0; i < m; i++) {
+          T e = EXP(from[i]);
+          total[i] += from[i] <= LOWEST ? 0 : e;
+        }
+      }
+      for (long i = 0; i < m; i++) total[i] = LOG(total[i]);
+      for (long k = 0; k < n; k++) {
+        const S *row = x + k * m;
+#pragma omp simd
+        for (long i = 0; i < m; i++) PUT(k * m + i, (LD(row[i]) - top[i]) - total[i]);
+      }
+    } else {
+      for (long k = 0; k < n; k++) {
+        T *at = y + k * m;
+#pragma omp simd
+        for (long i = 0; i < m; i++) {
+          T e = EXP(at[i]);
+          at[i] = at[i] <= LOWEST ? 0 : e;
+          total[i] += at[i];
+        }
+      }
+      if (j->safe)
+        for (long i = 0; i < m; i++) total[i] = total[i] == 0 ? 1 : total[i];
+      for (long k = 0; k < n; k++)
+#pragma omp simd
+        for (long i = 0; i < m; i++) PUT(k * m + i, y[k * m + i] / total[i]);
+    }
+#undef PUT
+  }
+#if HALF
+  free(block);
+#endif
+  free(top);
+  free(nan);
+}
+
+void ember_softmax(const S *x, S *y, long count, long n, long inner, int safe, int log_form,
                    ember_pool pool) {
+  if (inner > 1) {
+    struct cjob j = {x, y, n, inner, safe, log_form};
+    if (pool && count > 1 && count * n * inner >= (1L << 15)) pool(blocks, &j, count, 1);
+    else blocks(&j, 0, count);
+    return;
+  }
   struct job j = {x, y, n, safe, log_form};
   if (pool && count > 1 && count * n >= (1L << 15)) pool(rows, &j, count, 1);
   else rows(&j, 0, count);
@@ -140,30 +240,33 @@ def _function(dtype: np.dtype):
     if dtype in chalf.NAMES:
         source = chalf.storage_defines(dtype) + source
     source += _SOURCE
-    args = [ctypes.c_void_p] * 2 + [ctypes.c_long] * 2 + [ctypes.c_int] * 2 + [ctypes.c_void_p]
+    args = [ctypes.c_void_p] * 2 + [ctypes.c_long] * 3 + [ctypes.c_int] * 2 + [ctypes.c_void_p]
     found = ccompile.load_with_vector_math(source, {"ember_softmax": args}, flags=_FLAGS)
     return None if found is None else (found["ember_softmax"], cpool.parallel_for())
 
 
-def _run(x: np.ndarray, safe: bool, log_form: bool) -> np.ndarray | None:
-    if x.ndim == 0 or x.shape[-1] == 0:
+def _run(x: np.ndarray, safe: bool, log_form: bool, axis: int) -> np.ndarray | None:
+    if x.ndim == 0 or x.size == 0:
         return None
+    axis = axis % x.ndim
     found = _function(x.dtype)
     if found is None:
         return None
     fn, pool = found
     x = np.ascontiguousarray(x)
     y = np.empty_like(x)
-    n = x.shape[-1]
-    fn(x.ctypes.data, y.ctypes.data, x.size // n, n, int(safe), int(log_form), pool)
+    n = x.shape[axis]
+    inner = math.prod(x.shape[axis + 1 :])
+    count = x.size // (n * inner)
+    fn(x.ctypes.data, y.ctypes.data, count, n, inner, int(safe), int(log_form), pool)
     return y
 
 
-def softmax(x: np.ndarray, safe: bool = False) -> np.ndarray | None:
-    """softmax along the last axis, or None (see the module docstring)."""
-    return _run(x, safe, False)
+def softmax(x: np.ndarray, safe: bool = False, axis: int = -1) -> np.ndarray | None:
+    """softmax along ``axis``, or None (see the module docstring)."""
+    return _run(x, safe, False, axis)
 
 
-def log_softmax(x: np.ndarray) -> np.ndarray | None:
-    """log_softmax along the last axis, or None (see the module docstring)."""
-    return _run(x, False, True)
+def log_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray | None:
+    """log_softmax along ``axis``, or None (see the module docstring)."""
+    return _run(x, False, True, axis)

@@ -7,8 +7,8 @@ functional/normalization.py calls them; they are not public themselves):
 * ``batch_norm_backward(gy, gmean, gvar, x, mean, var, weight; eps) -> (gx, gweight, gbias)``:
   its VJP in one op. The cotangents of the statistics enter as per-channel terms of the same
   pass (``gmean / n`` and ``2 gvar (x - mean) / n``), so a caller that only updates running
-  buffers with them pays nothing for them. It has no VJP itself (no second derivative through
-  a training-mode batch norm);
+  buffers with them pays nothing for them. Its own VJP, in ember ops, gives a training-mode
+  batch norm second derivatives;
 * ``batch_norm_eval(x, mean, var, weight, bias; eps) -> y``: the per-channel affine with given
   statistics, its VJP in ember ops (so it is differentiable any number of times).
 
@@ -36,6 +36,7 @@ from ._registry import Cost, OpDef, apply, register
 from ._util import fmt_shape, io_bytes, numel, require_float, value_bytes
 
 HALF_TYPES = (dt.float16, dt.bfloat16)
+_HALF_NP = tuple(np.dtype(t.np) for t in HALF_TYPES)
 
 
 def _compiled():
@@ -180,16 +181,73 @@ def _backward_kernel(gy, gmean, gvar, x, mean, var, weight, *, eps):
 
 
 def _backward_fast(gy, gmean, gvar, x, mean, var, weight, *, eps):
+    used = gmean.any() or gvar.any()  # (rare: the statistics are used beyond the running buffers)
+    if used and x.dtype in _HALF_NP:  # (16 bits: the NumPy kernel rounds the sum once)
+        return None
     found = _compiled().train_backward(gy, x, mean, var, weight, eps)
     if found is None:
         return None
     gx, gw, gb = found
-    if gmean.any() or gvar.any():  # (rare: the statistics are used beyond the running buffers)
+    if used:
         nd = x.ndim
         n = x.size // max(x.shape[1], 1)
         shift = gmean.astype(np.float64) / n - 2.0 * gvar * mean.astype(np.float64) / n
         gx += (_view(shift, nd) + x * _view(2.0 * gvar.astype(np.float64) / n, nd)).astype(x.dtype)
     return gx, gw, gb
+
+
+def _backward_vjp(ctx, u, alpha, beta):
+    """The VJP of ``batch_norm_backward`` (so a training-mode batch norm, and instance norm
+    through it, has second derivatives, as PyTorch's: a gradient penalty). With r = x - mean,
+    s = 1 / sqrt(var + eps), n values per channel, sums per channel over the other axes and
+    A = sum(gy r), its outputs are gb = sum(gy), gw = s A and
+    gx = w s (gy - gb / n) - w s^3 A r / n + gmean / n + 2 gvar r / n. Given the cotangents
+    u, alpha, beta of (gx, gw, gb), with U = sum(u), V = sum(u r), P = sum(u gy),
+    cg = alpha s - w s^3 V / n and cu = 2 gvar / n - w s^3 A / n:
+    d gy = w s (u - U / n) + cg r + beta, d x = cg gy + cu u, d mean = -(cg gb + cu U),
+    d var = -s^3 / 2 (w P - w gb U / n - 3 w s^2 A V / n + alpha A),
+    d w = s P - s gb U / n - s^3 A V / n, d gmean = U / n, d gvar = 2 V / n."""
+    gy, _, gvar, x, mean, var, weight = ctx.inputs
+    ngy, ngmean, ngvar, nx, nmean, nvar, nw = ctx.needs_input_grad
+    nd = len(ctx.in_types[3].shape)
+    axes = _axes(nd)
+    x_dtype = ctx.in_types[3].dtype
+    shape = tuple(ctx.in_types[3].shape)
+    n = float(numel(shape) // max(shape[1], 1))
+
+    def view(t):
+        return E.reshape(t, (t.shape[0],) + (1,) * (nd - 2))
+
+    def wide(t):  # (16-bit data beside float32 parameters: the terms in float32)
+        return E.cast(t, weight.dtype) if weight.dtype != x_dtype else t
+
+    zeros = E.zeros_like(weight)
+    gy, x = wide(gy), wide(x)
+    u = E.zeros_like(x) if u is None else wide(u)
+    alpha = zeros if alpha is None else alpha
+    beta = zeros if beta is None else beta
+    s = E.rsqrt(var + float(ctx.attrs["eps"]))
+    s3 = s * s * s
+    r = x - view(mean)
+    gb, big_a = E.sum(gy, axes), E.sum(gy * r, axes)
+    big_u, big_v, big_p = E.sum(u, axes), E.sum(u * r, axes), E.sum(u * gy, axes)
+    cg = alpha * s - weight * s3 * big_v / n
+    cu = gvar * (2.0 / n) - weight * s3 * big_a / n
+    d_gy = d_x = d_mean = d_var = d_w = None
+    if ngy:
+        d_gy = E.cast(view(weight * s) * (u - view(big_u / n)) + r * view(cg) + view(beta), x_dtype)
+    if nx:
+        d_x = E.cast(view(cg) * gy + view(cu) * u, x_dtype)
+    if nmean:
+        d_mean = -(cg * gb + cu * big_u)
+    if nvar:
+        inner = weight * big_p - weight * gb * big_u / n - 3.0 * weight * s * s * big_a * big_v / n
+        d_var = (inner + alpha * big_a) * (s3 * -0.5)
+    if nw:
+        d_w = s * big_p - s * gb * big_u / n - s3 * big_a * big_v / n
+    d_gmean = big_u / n if ngmean else None
+    d_gvar = big_v * (2.0 / n) if ngvar else None
+    return d_gy, d_gmean, d_gvar, d_x, d_mean, d_var, d_w
 
 
 # ------------------------------------------------------------------------------ evaluation
@@ -448,12 +506,14 @@ BATCH_NORM_BACKWARD = register(
         infer=_backward_infer,
         kernel=_backward_kernel,
         fast=_backward_fast,
+        vjp=_backward_vjp,
+        save_inputs=(0, 2, 3, 4, 5, 6),
         num_outputs=3,
         cost=_cost(9),
         workspace=_numpy_workspace(3, 4),
         batch=_whole_batch,
         doc="batch_norm_backward(gy, gmean, gvar, x, mean, var, weight; eps): (gx, gweight, "
-        "gbias), the VJP of batch_norm_train; no gradient of its own",
+        "gbias), the VJP of batch_norm_train",
     )
 )
 

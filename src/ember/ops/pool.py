@@ -146,8 +146,8 @@ def _first_inside(out, kernel, stride, padding, dilation, in_size):
 
 
 def _max_pool_fast(x, *, kernel, stride, padding, dilation, ceil_mode, codes=False):
-    """The C kernel (kernels/cpooling.py: 2-d pooling; half precision read and written in 16
-    bits, compared in float32 as the NumPy kernel compares its float32 copy), or None."""
+    """The C kernel (kernels/cpooling.py: 1-d and 2-d pooling; half precision read and written
+    in 16 bits, compared in float32 as the NumPy kernel compares its float32 copy), or None."""
     from ..kernels import cpooling
 
     out = tuple(

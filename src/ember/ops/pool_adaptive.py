@@ -23,7 +23,15 @@ from ._autocast import Autocast, autocasts
 from ._registry import Cost, OpDef, apply, constant, export, register
 from ._util import fmt_shape, io_bytes
 from .elementwise import to_tensor
-from .pool import check_dtype, finish_pool, max_pool_vjp, onnx_max_pool, plane_strides, unbatch
+from .pool import (
+    MAX_POOL,
+    check_dtype,
+    finish_pool,
+    max_pool_vjp,
+    onnx_max_pool,
+    plane_strides,
+    unbatch,
+)
 
 
 def adaptive_windows(n: int, o: int):
@@ -76,7 +84,11 @@ def _adaptive_max_kernel(x, *, out_size):
     # each window's elements contiguous (x[..., i1, i2] would lay them out transposed, and the
     # argmax over such rows ran three times slower)
     planes = x.reshape(x.shape[:2] + (math.prod(in_size),))
-    arr = np.take(planes, pos.reshape(-1), axis=2).reshape(x.shape[:2] + tuple(out_size) + (count,))
+    if count == planes.shape[2] and all(o == 1 for o in out_size):  # (global: the planes)
+        arr = planes.reshape(x.shape[:2] + tuple(out_size) + (count,))
+    else:
+        arr = np.take(planes, pos.reshape(-1), axis=2)
+        arr = arr.reshape(x.shape[:2] + tuple(out_size) + (count,))
     pos = pos.reshape(tuple(out_size) + (count,))
     code = arr.argmax(axis=-1)
     if x.dtype.kind == "f":
@@ -132,13 +144,40 @@ ADAPTIVE_MAX_POOL = register(
 )
 
 
+def _as_max_pool(spatial: tuple, size: tuple) -> bool:
+    """Whether an adaptive max pool is max pooling with kernel = stride = n / o: every size
+    known and a multiple of its output size, in 1-d or 2-d (max pooling's C kernel), not a
+    global pool (the adaptive kernel reads each plane as one row)."""
+    return (
+        len(spatial) <= 2
+        and all(type(n) is int and n % o == 0 for n, o in zip(spatial, size))
+        and any(o > 1 for o in size)
+    )
+
+
 def _adaptive_max_pool_nd(nd: int):
     name = f"adaptive_max_pool{nd}d"
 
     def adaptive_max_pool(input, output_size, return_indices=False):
         x, unbatched = unbatch(name, to_tensor(input), nd)
         size = output_size_arg(name, output_size, tuple(x.shape[2:]), nd)
-        values, indices = apply(ADAPTIVE_MAX_POOL, x, out_size=size)
+        spatial = tuple(x.shape[2:])
+        if _as_max_pool(spatial, size):
+            # equal, disjoint windows: max pooling's (its C kernel in 1-d and 2-d), the same
+            # maxima, first maxima and last NaNs, and PyTorch's flat indices where returned
+            kernel = tuple(n // o for n, o in zip(spatial, size))
+            values, indices = apply(
+                MAX_POOL,
+                x,
+                kernel=kernel,
+                stride=kernel,
+                padding=(0,) * nd,
+                dilation=(1,) * nd,
+                ceil_mode=False,
+                codes=not return_indices,
+            )
+        else:
+            values, indices = apply(ADAPTIVE_MAX_POOL, x, out_size=size)
         return finish_pool(values, indices, unbatched, return_indices)
 
     adaptive_max_pool.__name__ = adaptive_max_pool.__qualname__ = name
@@ -169,9 +208,15 @@ def _average_axis(x, axis: int, o: int):
         return x
     if n % o == 0:  # equal, disjoint windows
         return E.mean(E.reshape(x, shape[:axis] + (o, n // o) + shape[axis + 1 :]), axis + 1)
-    # otherwise a matmul by the (n, o) averaging matrix along this axis
-    weights = constant(_averaging_matrix(n, o, x.dtype).T.copy())
-    return E.movedim(E.matmul(E.movedim(x, axis, -1), weights), -1, axis)
+    # otherwise a product by the (o, n) averaging matrix along this axis, on x as it lies (no
+    # copy moving the axis): from the right along the last axis, else from the left of x seen
+    # as (outer, n, inner)
+    matrix = _averaging_matrix(n, o, x.dtype)
+    if axis == len(shape) - 1:
+        return E.matmul(x, constant(matrix.T.copy()))
+    outer, inner = math.prod(shape[:axis]), math.prod(shape[axis + 1 :])
+    y = E.matmul(constant(matrix), E.reshape(x, (outer, n, inner)))
+    return E.reshape(y, shape[:axis] + (o,) + shape[axis + 1 :])
 
 
 def _adaptive_avg_pool_nd(nd: int):

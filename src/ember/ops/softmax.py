@@ -60,16 +60,16 @@ def _last_axis(x, axis) -> bool:
     return x.ndim > 0 and axis in (-1, x.ndim - 1)
 
 
-def _softmax_fast(x, *, axis, safe):  # (half precision too: kernels/csoftmax.py)
+def _softmax_fast(x, *, axis, safe):  # (any axis, half precision too: kernels/csoftmax.py)
     from ..kernels import csoftmax
 
-    return csoftmax.softmax(x, safe=safe) if _last_axis(x, axis) else None
+    return csoftmax.softmax(x, safe=safe, axis=axis) if x.ndim else None
 
 
 def _log_softmax_fast(x, *, axis):
     from ..kernels import csoftmax
 
-    return csoftmax.log_softmax(x) if _last_axis(x, axis) else None
+    return csoftmax.log_softmax(x, axis=axis) if x.ndim else None
 
 
 def _softmax_kernel(x, *, axis, safe):
