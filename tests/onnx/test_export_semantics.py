@@ -305,9 +305,11 @@ def test_einsum_topk_and_same_convolutions_over_symbolic_sizes(tmp_path):
         _assert_same(session.run(None, feed), expected)
     with pytest.raises(ember.errors.ShapeError, match="interpolate: .*T is symbolic"):
         ember.onnx.export(
-            lambda t: F.interpolate(t, scale_factor=2.0), tmp_path / "i.onnx",
+            lambda t: F.interpolate(t, scale_factor=2.0),
+            tmp_path / "i.onnx",
             input_signature=spec[3:],
         )
+
     # chunk: equal pieces of 2 * N exported (it raised 'a size cannot be negative: -N'), an odd
     # split of N refused by name, chunks <= 0 refused as PyTorch does (0: a ZeroDivisionError,
     # -1: four pieces)

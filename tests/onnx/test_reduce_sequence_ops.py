@@ -197,6 +197,12 @@ def test_split_to_sequence_of_a_scalar_one_without_keepdims():
             h.make_node("SplitToSequence", ["x", "s"], ["q"], axis=axis, keepdims=keepdims),
             h.make_node("ConcatFromSequence", ["q"], ["y"], axis=0, new_axis=1),
         ]
-        m = model(nodes, [vi("x", F32, [2, 4])], [vi("y", F32, None)], [const("s", split)],
-                  opset=13, check=False)
+        m = model(
+            nodes,
+            [vi("x", F32, [2, 4])],
+            [vi("y", F32, None)],
+            [const("s", split)],
+            opset=13,
+            check=False,
+        )
         assert_same(ember.onnx.load(m)(x), run_ort(m, {"x": x})[0])

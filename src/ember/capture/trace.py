@@ -191,7 +191,15 @@ def capture_call(
     feeds = _feeds_in_input_order(builder, arg_feeds, entry_grads)
     n_user, backward_start = len(user_values), builder.backward_start
     call = CapturedCall(
-        graph, feeds, out_spec, n_user, writebacks, backward_start, reads_grads, reach, modes,
+        graph,
+        feeds,
+        out_spec,
+        n_user,
+        writebacks,
+        backward_start,
+        reads_grads,
+        reach,
+        modes,
         tuple(_is_detach(t) for t in out_leaves),
         tuple(t if isinstance(t, Tensor) else None for t in out_leaves),
     )

@@ -59,9 +59,7 @@ def onnx_arg(op_type):
             # NumPy's argmax and argmin give the first NaN's position where there is one
             nan = e.cast(e.node("IsNaN", [x]), dt.uint8)
             first_nan = e.node("ArgMax", [nan], axis=axis, keepdims=int(keep))
-            has_nan = e.cast(
-                _onnx.reduce(e, "ReduceMax", nan, (axis,), keep), dt.bool_
-            )
+            has_nan = e.cast(_onnx.reduce(e, "ReduceMax", nan, (axis,), keep), dt.bool_)
             out = e.node("Where", [has_nan, first_nan, out])
         if e.attrs["axis"] is None:
             out = e.node("Reshape", [out, e.shape(e.out_types[0].shape)])

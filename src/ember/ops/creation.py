@@ -293,8 +293,10 @@ def _linspace_items(start, end, steps, dtype, requires_grad):
     ends' graph values in float64 (complex128), each half stepped from its own end as
     PyTorch's kernel does, cast to the result dtype."""
     kinds = [v.kind if is_traced(v) else (3 if isinstance(v, complex) else 2) for v in (start, end)]
-    d = dt.as_dtype(dtype) if dtype is not None else (
-        dt.get_default_complex_dtype() if 3 in kinds else dt.get_default_dtype()
+    d = (
+        dt.as_dtype(dtype)
+        if dtype is not None
+        else (dt.get_default_complex_dtype() if 3 in kinds else dt.get_default_dtype())
     )
     wide = dt.complex128 if d.is_complex or 3 in kinds else dt.float64
     a, b = (v.tensor_for(wide) if is_traced(v) else E.tensor(v, dtype=wide) for v in (start, end))

@@ -116,8 +116,6 @@ def bilinear(input1, input2, weight, bias=None):
         big, small, n_small = x1, x2, n2
         matrix = E.reshape(E.transpose(weight, 1, 2), (n_out * n2, n1))
     partial = linear(E.reshape(big, (rows, big.shape[-1])), matrix)
-    out = matmul(
-        E.reshape(partial, (rows, n_out, n_small)), E.reshape(small, (rows, n_small, 1))
-    )
+    out = matmul(E.reshape(partial, (rows, n_out, n_small)), E.reshape(small, (rows, n_small, 1)))
     out = E.reshape(out, lead + (n_out,))
     return out if bias is None else out + bias
