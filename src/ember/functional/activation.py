@@ -80,11 +80,15 @@ def gelu(input, approximate: str = "none"):
     x = _activation("gelu", input)
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    if not building_graph():  # eagerly one pass each way (ops/norm_act.py)
+    if not building_graph() or x.dtype is dt.bfloat16 or x.dtype is dt.float16:
+        # eagerly one pass each way (ops/norm_act.py); in 16 bits also in a graph: the op
+        # computes in float32 and rounds once, as PyTorch's, and keeps only its 16-bit input for
+        # the backward, where the composite widened to float32 would keep float32
+        # intermediates (twice an autocast step's saved activations)
         return apply(GELU if approximate == "none" else GELU_TANH, x)
     # in a graph the composite's elementwise ops fuse with their neighbours' (a linear's
     # epilogue, forward and backward), which the primitive, having no C expression, cannot
-    return _wide(_gelu_erf if approximate == "none" else _gelu_tanh, x)
+    return (_gelu_erf if approximate == "none" else _gelu_tanh)(x)
 
 
 @export(functional=True, toplevel=False)
