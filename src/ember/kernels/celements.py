@@ -43,17 +43,30 @@ struct job { const E *x; const long *index; E *y; long n, m, inner; int bad; };
 static void rows(void *job_, long lo, long hi) {
   struct job *j = job_;
   long n = j->n, m = j->m, inner = j->inner;
-  for (long r = lo; r < hi; r++) {  /* r = o * m + jj: one row of inner elements */
-    long o = r / m;
-    const long *idx = j->index + r * inner;
-    E *y = j->y + r * inner;
-    const E *x = j->x + o * n * inner;
+  /* r = o * m + jj: one row of inner elements; o and jj advance with r (one division per
+     task, not per row: a division costs more than a row of one element) */
+  long o = lo / m, jj = lo - o * m;
+  const long *idx = j->index + lo * inner;
+  E *y = j->y + lo * inner;
+  const E *x = j->x + o * n * inner;
+  if (inner == 1) {  /* along the last axis: one element a row */
+    for (long r = lo; r < hi; r++) {
+      long k = *idx++;
+      if (k < 0) k += n;
+      if (k < 0 || k >= n) { j->bad = 1; return; }
+      *y++ = x[k];
+      if (++jj == m) { jj = 0; x += n; }
+    }
+    return;
+  }
+  for (long r = lo; r < hi; r++, idx += inner, y += inner) {
     for (long i = 0; i < inner; i++) {
       long k = idx[i];
       if (k < 0) k += n;
       if (k < 0 || k >= n) { j->bad = 1; return; }
       y[i] = x[k * inner + i];
     }
+    if (++jj == m) { jj = 0; x += n * inner; }
   }
 }
 
