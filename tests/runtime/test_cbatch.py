@@ -150,6 +150,7 @@ def test_a_graphs_loops_build_together_and_compute_as_the_interpreter(
         s = h.softmax(-1)  # row reductions
         c = (h * h).sum(0)  # a column reduction
         loss = (s - 1.0).abs().sum() + c.sum()  # a whole-tensor sum
+        loss = loss + (w * w * 0.5).tanh().sum()  # (of 16 bits gelu is one op: a loop more)
         loss.backward()  # and the backward's loops
         return s, c, loss, w.grad
 
