@@ -59,7 +59,9 @@ def _resized(t, batch: int, like: int):
         return t
     data = t.numpy()
     rows = np.resize(data, (batch, *data.shape[1:]))
-    return Tensor(np.ascontiguousarray(rows, dtype=data.dtype), requires_grad=t.requires_grad)
+    # (a copy of its own: np.resize to fewer rows views a flat copy of all of them, which the
+    # measured peak would count whole, four times a batch of 2 cut from 8)
+    return Tensor(np.array(rows, dtype=data.dtype, copy=True), requires_grad=t.requires_grad)
 
 
 def _converted(t, dtype):
