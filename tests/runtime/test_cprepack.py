@@ -117,6 +117,10 @@ def test_linear_layers_on_packs_equal_the_general_product_plus_bias(prepack, for
                 for _ in range(3):  # (unpacked, then packed, then reused)
                     x = rng.standard_normal(shape).astype(dtype)
                     got = cgemm.packed_linear(x, w, bias)
+                    rows = x.size // k
+                    if got is None:  # (this machine's measured kernel for the size: not a pack)
+                        assert cgemm.product_kernel(rows, n, k, dtype, True) != cgemm.PACKED
+                        continue
                     want = cgemm.gemm(x.reshape(-1, k), w.T)
                     if bias is not None:
                         want += bias
@@ -124,10 +128,14 @@ def test_linear_layers_on_packs_equal_the_general_product_plus_bias(prepack, for
                 w += 1.0
                 counter[0] += 1
                 got = cgemm.packed_linear(x, w, bias)
+                if got is None:
+                    continue
                 _check(got.reshape(-1, n) - (0 if bias is None else bias), x.reshape(-1, k), w.T)
     x = rng.standard_normal((40, 64)).astype(np.float32)
     w = rng.standard_normal((64, 64)).astype(np.float32)
-    np.testing.assert_array_equal(cgemm.packed_linear(x, w, None), cgemm.gemm(x, w.T))  # unwatched
+    unwatched = cgemm.packed_linear(x, w, None)
+    if unwatched is not None:  # (where this machine runs the size on a pack)
+        np.testing.assert_array_equal(unwatched, cgemm.gemm(x, w.T))
     assert cgemm.packed_linear(x[:, ::2], w[:, :32], None) is None  # (strided rows)
     assert cgemm.packed_linear(np.stack([x, x], 1)[::2], w, None) is None  # (not C-contiguous)
     assert cgemm.packed_linear(x, w, np.ones(1, np.float32)) is None  # (a broadcast bias)
