@@ -293,12 +293,9 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
         if kernel == PACKED:
             # a weight's panels packed once (kernels/cprepack.py), the same sums as OWN's:
             # packed at its second product, not its first (measured)
-            entry = cprepack.lookup(b, first_sight=setting("EMBER_PREPACK") == "1")
-            if entry is not None:
-                threaded = 2 * m * n * k >= split_flops()
-                done = cprepack.product(a, entry, out, threaded=threaded)
-                if done is not None:
-                    return done
+            done = _on_pack(a, b, out, 2 * m * n * k)
+            if done is not None:
+                return done
         elif kernel == gemm_tune.SKINNY:
             threaded = skinny_shared(m, n, k, a.itemsize)
             few = _skinny(functions, a, b, out, threaded=threaded)
@@ -429,6 +426,16 @@ def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndar
     return np.matmul(a, b, out=out) if result is None else result
 
 
+def _on_pack(a, b, out, flops: int, bias=None):
+    """``a @ b`` (+ ``bias`` per column) on the pack of ``b`` (kernels/cprepack.py: the same sums
+    as the own GEMM's, packed at its second product unless ``EMBER_PREPACK=1``), shared over
+    the pool from `split_flops`; None where ``b`` has no pack yet or the layouts do not fit."""
+    entry = cprepack.lookup(b, first_sight=setting("EMBER_PREPACK") == "1")
+    if entry is None:
+        return None
+    return cprepack.product(a, entry, out, threaded=flops >= split_flops(), bias=bias)
+
+
 def packed_linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray | None:
     """``x @ w.T + bias`` (a linear layer: x (..., k) with rows contiguous, w (n, k), bias (n,)
     or None) where `product_kernel` runs such a product on the weight's pack: on the pack, the
@@ -459,13 +466,10 @@ def packed_linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.n
     functions = _functions(dtype)
     if functions is None:
         return None
-    b = w.T
-    threaded = 2 * m * n * k >= split_flops()
-    entry = cprepack.lookup(b, first_sight=setting("EMBER_PREPACK") == "1")
-    if entry is not None:
-        out = cprepack.product(a, entry, None, threaded=threaded, bias=bias)
-    else:
-        out = _blocked(functions, a, b, None, (), blas=False, threaded=threaded)
+    b, flops = w.T, 2 * m * n * k
+    out = _on_pack(a, b, None, flops, bias)
+    if out is None:  # (not packed yet: ember's own GEMM, as `matmul` runs it then)
+        out = _blocked(functions, a, b, None, (), blas=False, threaded=flops >= split_flops())
         if out is not None and bias is not None:
             out += bias
     if out is None:
