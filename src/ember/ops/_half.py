@@ -126,7 +126,7 @@ def elementwise_fast(name: str, float_when=None):
             if a.size >= _MEASURED_FROM:
                 big = True
         # float32 / float64: NumPy's kernel, unless a loop with its bits is measured faster
-        if not half and not (big and _exact(name) and _large(arrays)):
+        if not half and not (big and c_gives_numpy_bits(name) and _large(arrays)):
             return None
         if not half and float_when is not None and not float_when(arrays):
             return None
@@ -217,7 +217,7 @@ def _loop_wins(run, name, attrs, arrays, call) -> bool:
     """Whether the compiled loop ``run`` (``call()`` runs it on these operands) replaces the
     op's NumPy kernel on float32/float64 operands of this size class (a power of two):
     measured once per process, the faster of two calls each. Only a loop that computes
-    NumPy's bits is a candidate (`_exact`: no exp, sin or other function NumPy may round
+    NumPy's bits is a candidate (`c_gives_numpy_bits`: no exp, sin or other function NumPy may round
     otherwise), so the choice changes the time, never the result. It wins where its threads
     share a large operand (NumPy's kernels run on one) and where NumPy's kernel is slow for
     its own reasons (``maximum``, a ReLU, several times a loop's time on one thread)."""
@@ -243,7 +243,7 @@ _EXACT_FUNCTIONS = frozenset(
 
 
 @functools.cache
-def _exact(name: str) -> bool:
+def c_gives_numpy_bits(name: str) -> bool:
     """Whether the elementwise op ``name``'s C expression computes NumPy's bits: IEEE
     arithmetic, comparisons and selections, and only `_EXACT_FUNCTIONS` (written
     ``name{f}(``)."""

@@ -191,14 +191,25 @@ def _lone_program(node):
     op = node.op
     if node.kind != "call" or op.kind != "elementwise" or op.c is None or len(node.outputs) != 1:
         return None
-    if not all(v.dtype in _LOOP_DTYPES for v in (*node.inputs, *node.outputs)):
+    values = (*node.inputs, *node.outputs)
+    if not all(v.dtype in _LOOP_DTYPES for v in values):
         return None
+    if not any(v.dtype in _HALF for v in node.inputs):
+        from ._half import c_gives_numpy_bits
+
+        # generated code runs a node of float32/float64 operands with NumPy's kernel unless a C
+        # loop gives the same bits (ops/_half.py): the C runner's step must give generated
+        # code's bits (runtime/auto.py's invariant), so a loop calling libm's exp may not
+        if not c_gives_numpy_bits(op.name):
+            return None
     operands = tuple(Input(i) for i in range(len(node.inputs)))
     return Program((Instr(op, operands, tuple(sorted(node.attrs.items()))),))
 
 
 # the dtypes a C loop reads and writes (kernels/cfuse.py)
 _LOOP_DTYPES = (dt.float32, dt.float64, dt.bool_, dt.bfloat16, dt.float16)
+# operands on which generated code runs an elementwise op's C loop, whatever its functions
+_HALF = (dt.bfloat16, dt.float16)
 
 
 def lone_c_step(node):
