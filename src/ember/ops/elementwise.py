@@ -217,6 +217,8 @@ def _sigmoid_kernel(x):
     if x.dtype.kind == "c":  # (complex: the formula itself; its poles are the values')
         with np.errstate(all="ignore"):
             return (1 / (1 + np.exp(-x))).astype(x.dtype, copy=False)
+    if x.dtype.itemsize == 2:  # (float16, bfloat16: in float32, rounded once, as PyTorch's)
+        return _sigmoid_kernel(x.astype(np.float32)).astype(x.dtype)
     # the C expression's two overflow-free forms, sharing e = exp(-|x|): 1 / (1 + e) where
     # x >= 0, e / (1 + e) elsewhere. Both are n / (1 + e), the numerator n = fmax(e, x >= 0):
     # 1 where x >= 0 (e <= 1 there), e elsewhere (a NaN x gives NaN either way). One division
@@ -244,9 +246,12 @@ def _minus_abs(x):
 
 def _sigmoid_workspace(node, layouts) -> int:
     """`_sigmoid_kernel`'s temporaries beyond its result (exp(-|x|), then the numerator, in
-    the result's memory): the denominator 1 + e (one result) and the comparison's bytes."""
+    the result's memory): the denominator 1 + e (one result) and the comparison's bytes; a
+    16-bit result is computed in float32 beside it, its input widened, e and 1 + e (three
+    float32 arrays, each twice the result's bytes)."""
     out = node.outputs[0]
-    return value_bytes(out) + numel(out.shape)
+    wide = 6 if out.dtype.itemsize == 2 else 1
+    return wide * value_bytes(out) + numel(out.shape)
 
 
 def _erf_kernel(x):

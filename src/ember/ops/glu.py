@@ -48,6 +48,8 @@ def _halves(x, axis):
 
 
 def _glu_kernel(x, *, axis):
+    if x.dtype.itemsize == 2:  # (float16, bfloat16: in float32, rounded once, as PyTorch's)
+        return _glu_kernel(x.astype(np.float32), axis=axis).astype(x.dtype)
     a, b = _halves(x, axis)
     return np.multiply(a, _sigmoid_kernel(b)).astype(x.dtype, copy=False)
 
@@ -112,6 +114,9 @@ def _backward_infer(x, g, *, axis):
 
 @np.errstate(over="ignore", invalid="ignore")
 def _backward_kernel(x, g, *, axis):
+    if x.dtype.itemsize == 2:  # (float16, bfloat16: in float32, rounded once)
+        wide = _backward_kernel(x.astype(np.float32), g.astype(np.float32), axis=axis)
+        return wide.astype(x.dtype)
     a, b = _halves(x, axis)
     s = _sigmoid_kernel(b)
     e = np.exp(-np.abs(b))  # s (1 - s) = e / (1 + e)^2: no 1 - s cancelling for large b
