@@ -1,11 +1,17 @@
-"""Which array layouts BLAS reads in place (shared by the NumPy reference kernels of the
-products, ops/linalg.py, and ember's own GEMM, kernels/cgemm.py)."""
+"""Which array layouts BLAS reads in place, and which products it runs on one thread (shared
+by the NumPy reference kernels of the products, ops/linalg.py, and ember's own GEMM,
+kernels/cgemm.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["blas_layout", "blas_ready"]
+__all__ = ["BLAS_ONE_THREAD", "blas_layout", "blas_ready"]
+
+# multiply-adds (M * N * K, the whole batch) up to which OpenBLAS itself runs one thread
+# (its interface's SMP threshold): NumPy's call is then as good as ember's GEMM (kernels/
+# cgemm.py leaves such products to it), and cheaper to make
+BLAS_ONE_THREAD = 1 << 18
 
 
 def blas_layout(x: np.ndarray) -> tuple[bool, int] | None:

@@ -48,7 +48,7 @@ import numpy as np
 
 from .._env import setting
 from . import cpool, cprepack, gemm_tune
-from .blas_layout import blas_layout
+from .blas_layout import BLAS_ONE_THREAD, blas_layout
 from .cgemm_source import DISPATCH, OWN_GEMM, TILES
 
 __all__ = [
@@ -64,9 +64,6 @@ __all__ = [
 __all__ += ["PACKED", "full_blocks", "product_kernel", "skinny_rows"]
 __all__ += ["skinny_shared", "skinny_unit", "split_flops", "tuning"]
 
-# multiply-adds (M * N * K, the whole batch) up to which OpenBLAS itself runs one thread
-# (its interface's SMP threshold): NumPy's call is then as good, and cheaper to make
-BLAS_ONE_THREAD = 1 << 18
 
 _C = {np.dtype(np.float32): ("float", "s"), np.dtype(np.float64): ("double", "d")}
 

@@ -273,6 +273,9 @@ def reduction_fast(name: str, otherwise=None):
         (result,) = run(x)
         return result
 
+    # (OpDef.run skips the call for other dtypes, complex ones among them: ops/_registry.py)
+    fast.declines_unless = (_BY_NP, math.inf)
+    fast.declines_complex = True
     return fast
 
 

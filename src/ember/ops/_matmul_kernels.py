@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from ..kernels.blas_layout import blas_ready
+from ..kernels.blas_layout import BLAS_ONE_THREAD, blas_ready
 from ._util import half_precision, value_bytes
 
 __all__ = [
@@ -93,6 +93,15 @@ def matmul_fast(
     half precision on kernels/chgemm.py (16-bit operands, float32 sums, one rounding), with
     ``bias`` (a vector per column, half precision only) added to the float32 sums before that
     rounding (`half_plus_bias`, PyTorch's arithmetic)."""
+    if a.ndim == 2 and b.ndim == 2 and a.shape[0] * a.shape[1] * b.shape[1] <= BLAS_ONE_THREAD:
+        if a.dtype not in _HALF:  # (ember's GEMM leaves such a product to NumPy: its layers
+            # skipped, which cost an eager product at a few rows more than the product)
+            a = a if a.flags.c_contiguous else blas_ready(a)
+            b = b if b.flags.c_contiguous else blas_ready(b)
+            result = np.matmul(a, b, out=out)
+            if bias is not None:
+                result += bias
+            return result
     if a.dtype in _HALF:
         from ..kernels import chgemm
 

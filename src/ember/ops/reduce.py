@@ -8,6 +8,7 @@ sorted tuple of non-negative ints and ``keepdims`` a bool.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -93,6 +94,11 @@ def _sum_infer(x, *, axes, keepdims):
     return TensorType(reduced_shape(x.shape, axes, keepdims), _sum_dtype(x.dtype))
 
 
+# np.sum's own ufunc method: np.sum wraps it in Python (argument checks for other array types)
+# that cost three times a small sum's reduction; positional (array, axis, dtype, out, keepdims)
+_add_reduce = np.add.reduce
+
+
 def _sum_kernel(x, *, axes, keepdims):
     """NumPy's sum, with the accumulation PyTorch's accuracy needs for float32 and half
     precision (whose terms accumulate in float32, as in PyTorch):
@@ -110,18 +116,16 @@ def _sum_kernel(x, *, axes, keepdims):
     Float64 sums are NumPy's."""
     out_dtype = _sum_dtype(dt.from_numpy_dtype(x.dtype)).np
     if x.dtype not in _NARROW_FLOATS:
-        return np.asarray(np.sum(x, axis=axes, keepdims=keepdims, dtype=out_dtype))
+        return np.asarray(_add_reduce(x, axes, out_dtype, None, keepdims))
     if not x.flags.c_contiguous:
-        return np.asarray(np.sum(x, axis=axes, keepdims=keepdims, dtype=np.float64)).astype(
-            out_dtype
-        )
+        return np.asarray(_add_reduce(x, axes, np.float64, None, keepdims)).astype(out_dtype)
     tail, rest = _sum_blocks(x.shape, axes)
     if not rest:  # rows only: pairwise, in float32
-        return np.asarray(np.sum(x, axis=axes, keepdims=keepdims, dtype=np.float32)).astype(
+        return np.asarray(_add_reduce(x, axes, np.float32, None, keepdims)).astype(
             out_dtype, copy=False
         )
-    rows = np.sum(x, axis=tail, keepdims=True, dtype=np.float32) if tail else x
-    total = np.sum(rows, axis=axes, keepdims=keepdims, dtype=np.float64)
+    rows = _add_reduce(x, tail, np.float32, None, True) if tail else x
+    total = _add_reduce(rows, axes, np.float64, None, keepdims)
     return np.asarray(total).astype(out_dtype)
 
 
@@ -131,6 +135,7 @@ def _sum_kernel(x, *, axes, keepdims):
 _sum_fast = reduction_fast("sum", otherwise=via_float32(_sum_kernel))
 
 
+@functools.lru_cache(maxsize=1024)  # (every eager float32 sum asks: shapes repeat)
 def _sum_blocks(shape, axes) -> tuple[tuple, tuple]:
     """``(tail, rest)``: the reduced axes after the last kept axis whose size is not 1 (rows of
     a C-contiguous array), and the other reduced axes whose size is not 1."""
@@ -347,8 +352,9 @@ def _extreme(name, kernel, better: str):
     )
 
 
-_MAX = _extreme("max", np.max, ">")
-_MIN = _extreme("min", np.min, "<")
+# (the ufuncs' own reductions: np.max and np.min wrap them in Python, see `_add_reduce`)
+_MAX = _extreme("max", np.maximum.reduce, ">")
+_MIN = _extreme("min", np.minimum.reduce, "<")
 
 
 def _amax_public(op, arg_op_name, result_type):
