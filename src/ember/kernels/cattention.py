@@ -26,6 +26,8 @@ import math
 
 import numpy as np
 
+from .cstep import data_address
+
 __all__ = ["attention", "attention_step"]
 
 _SOURCE = r"""
@@ -441,8 +443,13 @@ def attention(q, k, v, mask, *, scale: float, causal: bool, safe: bool):
         return None
     fn, job_type, pool, _ = found
     job = job_type.from_buffer_copy(template)  # (each call its own: threads may share a layout)
-    job.q, job.k, job.v, job.o = q.ctypes.data, k.ctypes.data, v.ctypes.data, out.ctypes.data
-    job.m = None if mask is None else mask.ctypes.data
+    job.q, job.k, job.v, job.o = (
+        data_address(q),
+        data_address(k),
+        data_address(v),
+        data_address(out),
+    )
+    job.m = None if mask is None else data_address(mask)
     fn(ctypes.addressof(job), count, pool)
     return None if job.failed else out
 

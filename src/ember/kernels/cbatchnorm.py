@@ -506,7 +506,7 @@ def eval_forward(x: np.ndarray, scale: np.ndarray, shift: np.ndarray):
     scale, shift = _terms(scale, x.dtype), _terms(shift, x.dtype)
     n, c = x.shape[:2]
     y = np.empty_like(x)
-    affine(x.ctypes.data, scale.ctypes.data, shift.ctypes.data, y.ctypes.data, n, c,
+    affine(data_address(x), data_address(scale), data_address(shift), data_address(y), n, c,
            x.size // (n * c), pool)  # fmt: skip
     return y
 
@@ -580,7 +580,11 @@ def eval_step(x_shape: tuple, dtype, eps: float):
     n, c = x_shape[:2]
     terms = np.empty(2 * c, dtype)  # the rounded scale and shift
     args = [0] * 6 + [n, c, int(np.prod(x_shape[2:], dtype=np.int64)), _eps_bits(eps)]
-    args += [terms.ctypes.data, terms.ctypes.data + c * dtype.itemsize, _functions(dtype)[3] or 0]
+    args += [
+        data_address(terms),
+        data_address(terms) + c * dtype.itemsize,
+        _functions(dtype)[3] or 0,
+    ]
     slots = [(i, "in", i) for i in range(5)] + [(5, "out", 0)]
     return CStep(function_address(step), np.array(args, np.int64), slots, (step, terms))
 

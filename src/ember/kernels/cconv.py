@@ -237,7 +237,7 @@ def _segments(out_size: tuple, grid: tuple) -> tuple:
     gradient kernels take it: source offsets, destination offsets, count, row length, plane
     size (the tables stay alive in `_segment_tables`' cache)."""
     src, dst = _segment_tables(out_size, grid)
-    return src.ctypes.data, dst.ctypes.data, len(src), out_size[-1], math.prod(out_size)
+    return data_address(src), data_address(dst), len(src), out_size[-1], math.prod(out_size)
 
 
 def _padded(x: np.ndarray, p: Plan, size: int, tag: str) -> np.ndarray:
@@ -347,7 +347,7 @@ def _forward(x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = 
                 key = (tuple(x.shape), w_shape, p, 1, compute_itemsize(x.dtype))
                 dst = _into_table(key, into)
                 # the store table, the channel and the sample strides (forward_step's layout)
-                args[8], args[26], args[29] = dst.ctypes.data, _plane(into), into.array[0].size
+                args[8], args[26], args[29] = data_address(dst), _plane(into), into.array[0].size
                 if gather is not None:
                     args[35], args[36] = gather[1], gather[2].ctypes.data
             args[0], args[1], args[3] = data_address(x), data_address(w), data_address(out)
@@ -386,9 +386,9 @@ def _forward(x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = 
             None if bias is None else _address(bias, g * cog),
             _address(out, g * cog * chan),
             None if mask is None else _address(mask, g * cog * m),
-            src.ctypes.data,
-            dst.ctypes.data,
-            roff.ctypes.data,
+            data_address(src),
+            data_address(dst),
+            data_address(roff),
             panels,
             rows,
             n * len(src),
@@ -560,8 +560,8 @@ def forward_step(
         return None
     src, dst, roff = f.tables
     wp = np.empty((f.panels * _MR * f.rows,), compute)
-    args = [0, 0, 0, 0, 0, 0 if xp is None else xp.ctypes.data, wp.ctypes.data]
-    args += [src.ctypes.data, dst.ctypes.data, roff.ctypes.data, *copy]
+    args = [0, 0, 0, 0, 0, 0 if xp is None else data_address(xp), data_address(wp)]
+    args += [data_address(src), data_address(dst), data_address(roff), *copy]
     args += [f.cog, f.rows, f.panels]
     args += [f.panels, f.rows, n * len(src), f.cog, f.m, len(src), c * f.plane, f.cog * f.m]
     args += [int(relu), pool, _panel_group(f.panels, itemsize)]

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import cconv
 from .conv_plan import Plan, charge, conv_geometry
-from .cstep import STEP_CALL, function_address
+from .cstep import STEP_CALL, data_address, function_address
 
 __all__ = ["ConstantWeightForward", "compile_node", "for_node", "frozen_array", "frozen_weight"]
 
@@ -96,10 +96,10 @@ class ConstantWeightForward:
             x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
             bias = None if bias is None else np.ascontiguousarray(bias, self._dtype)
             args = self._args
-            args[0], args[1], args[3] = x.ctypes.data, w.ctypes.data, out.ctypes.data
-            args[2] = 0 if bias is None else bias.ctypes.data
-            args[4] = 0 if mask is None else mask.ctypes.data
-            self._call(args.ctypes.data)
+            args[0], args[1], args[3] = data_address(x), data_address(w), data_address(out)
+            args[2] = 0 if bias is None else data_address(bias)
+            args[4] = 0 if mask is None else data_address(mask)
+            self._call(data_address(args))
             charge(("cconv node step", id(self)), self.held_bytes, _held_by_node)
             return out
         finally:

@@ -44,6 +44,7 @@ from .cconv import (
 )
 from .cconv_source import SOURCE
 from .conv_plan import Plan, interior, scratch, source_region
+from .cstep import data_address
 
 __all__ = ["conv_weight_grad"]
 
@@ -105,8 +106,8 @@ def conv_weight_grad(x, gy, p: Plan, groups: int):
             _address(gy, g * cog * math.prod(p.out_size)),
             _address(xp, g * cg * plane),
             _address(gw, g * cog * rows),
-            partial.ctypes.data,
-            roff.ctypes.data,
+            data_address(partial),
+            data_address(roff),
             n,
             cog,
             rows,
@@ -201,7 +202,7 @@ def _padded_wide(x, p: Plan, size: int, tag: str) -> np.ndarray:
     x = np.ascontiguousarray(x)
     copied = [max(0, min(s, e - lo)) for lo, s, e in zip(p.lo, p.in_size, p.padded)]
     sizes = np.array([n * c, *copied, *x.shape[2:], *p.lo, *p.padded], np.int64)
-    copy(x.ctypes.data, buf.ctypes.data, sizes.ctypes.data)
+    copy(data_address(x), data_address(buf), data_address(sizes))
     return buf
 
 
@@ -321,7 +322,7 @@ def _to_channels_last(x, xcl, p: Plan, cp: int) -> bool:
     x = np.ascontiguousarray(x)
     n, c, in_h, in_w = x.shape
     rows, cols = (max(0, min(s, e - lo)) for lo, s, e in zip(p.lo, p.in_size, p.padded))
-    fn(x.ctypes.data, xcl.ctypes.data, n, c, in_h, in_w, rows, cols, cp, *p.padded, *p.lo,
+    fn(data_address(x), data_address(xcl), n, c, in_h, in_w, rows, cols, cp, *p.padded, *p.lo,
        cpool.parallel_for())  # fmt: skip
     return True
 
@@ -333,7 +334,13 @@ def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, layout: ClLayout
     row)."""
     n, c = x.shape[:2]
     src, dst = _cl_segment_tables(p)
-    segments = (src.ctypes.data, dst.ctypes.data, len(src), p.out_size[-1], math.prod(p.out_size))
+    segments = (
+        data_address(src),
+        data_address(dst),
+        len(src),
+        p.out_size[-1],
+        math.prod(p.out_size),
+    )
     cout = gy.shape[1]
     cp, cw = layout.cp, layout.cw
     lead = p.kernel[:-1] + (1,) if layout.rows else p.kernel
@@ -358,11 +365,11 @@ def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, layout: ClLayout
     out = np.empty((layout.offsets, rows, cw), compute)
     partial = np.empty((blocks,) + out.shape, compute)
     weight_cl(
-        gy.ctypes.data,
-        xcl.ctypes.data,
-        out.ctypes.data,
-        partial.ctypes.data,
-        koff.ctypes.data,
+        data_address(gy),
+        data_address(xcl),
+        data_address(out),
+        data_address(partial),
+        data_address(koff),
         n,
         cout,
         layout.offsets,

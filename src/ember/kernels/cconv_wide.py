@@ -30,6 +30,7 @@ import numpy as np
 
 from .conv_plan import RUN_COST
 from .cpanels import aligned
+from .cstep import data_address
 
 __all__ = ["WIDE_SOURCE", "step_args", "use_prepacked", "wins"]
 
@@ -305,8 +306,8 @@ def step_args(
     src, dst, roff = tables
     nr = _nr(np.dtype(dtype).itemsize)
     wp = aligned(-(-cout // nr) * nr * rows, dtype)
-    args = [0, 0, 0, 0, 0, 0 if xp is None else xp.ctypes.data, wp.ctypes.data]
-    args += [src.ctypes.data, dst.ctypes.data, roff.ctypes.data, *copy]
+    args = [0, 0, 0, 0, 0, 0 if xp is None else data_address(xp), data_address(wp)]
+    args += [data_address(src), data_address(dst), data_address(roff), *copy]
     args += [cout, rows, n * grid, grid, c * plane, cout * m, m]
     by_blocks = _work(n * grid, cout, rows, threads, np.dtype(dtype).itemsize)[1]
     args += [int(relu), pool, threads, int(weight_constant), 0, int(by_blocks)]

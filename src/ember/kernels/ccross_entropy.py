@@ -27,6 +27,8 @@ import functools
 
 import numpy as np
 
+from .cstep import data_address
+
 __all__ = ["available", "forward", "backward"]
 
 _SOURCE = r"""
@@ -376,11 +378,11 @@ def forward(x, t, weight, ignore: int, smoothing: float, per_position: bool):
     totals = np.zeros(2 * blocks)
     out = np.empty(t_shape, dtype=x.dtype) if per_position else None
     failed = fns["ember_ce_forward"](
-        x.ctypes.data,
-        t.ctypes.data,
-        None if weight is None else weight.ctypes.data,
-        None if out is None else out.ctypes.data,
-        totals.ctypes.data,
+        data_address(x),
+        data_address(t),
+        None if weight is None else data_address(weight),
+        None if out is None else data_address(out),
+        data_address(totals),
         n * s if s == 1 else n,
         c,
         s,
@@ -409,11 +411,11 @@ def backward(x, t, weight, g, ignore: int, smoothing: float, scale: float | None
         g = np.ascontiguousarray(g.reshape(-1))
     dx = np.empty_like(x)
     failed = fns["ember_ce_backward"](
-        x.ctypes.data,
-        t.ctypes.data,
-        None if weight is None else weight.ctypes.data,
-        None if scale is not None else g.ctypes.data,
-        dx.ctypes.data,
+        data_address(x),
+        data_address(t),
+        None if weight is None else data_address(weight),
+        None if scale is not None else data_address(g),
+        data_address(dx),
         n * s if s == 1 else n,
         c,
         s,

@@ -43,6 +43,7 @@ import functools
 import numpy as np
 
 from . import chalf
+from .cstep import data_address
 
 __all__ = ["conv_forward", "conv_input_grad", "conv_weight_grad", "multiplier"]
 
@@ -448,9 +449,9 @@ def conv_forward(x: np.ndarray, w: np.ndarray, p, groups: int, bias=None):
     fh, fw = _frame(out_size, kernel, stride, dilation)
     m = w.shape[0] // cin
     fns["dw_forward"](
-        x.ctypes.data,
-        w.ctypes.data,
-        y.ctypes.data,
+        data_address(x),
+        data_address(w),
+        data_address(y),
         pool,
         n,
         cin,
@@ -460,7 +461,7 @@ def conv_forward(x: np.ndarray, w: np.ndarray, p, groups: int, bias=None):
         *lo,
         fh,
         fw,
-        None if bias is None else bias.ctypes.data,
+        None if bias is None else data_address(bias),
     )
     return y
 
@@ -522,9 +523,9 @@ def conv_input_grad(gy: np.ndarray, w: np.ndarray, p, groups: int, bias=None):
         )
         fn = fns["dw_input_grad_scatter"]
     fn(
-        gy.ctypes.data,
-        w.ctypes.data,
-        gx.ctypes.data,
+        data_address(gy),
+        data_address(w),
+        data_address(gx),
         pool,
         n,
         cin,
@@ -534,7 +535,7 @@ def conv_input_grad(gy: np.ndarray, w: np.ndarray, p, groups: int, bias=None):
         *lo,
         fh,
         fw,
-        None if bias is None else bias.ctypes.data,
+        None if bias is None else data_address(bias),
     )
     return gx
 
@@ -557,9 +558,9 @@ def conv_weight_grad(x: np.ndarray, gy: np.ndarray, p, groups: int):
     blocks = max(1, min(n, 4 * cpool.get_num_threads()))
     partial = np.empty((blocks, cout) + tuple(p.kernel), np.float64)
     fns["dw_weight_grad"](
-        x.ctypes.data,
-        gy.ctypes.data,
-        partial.ctypes.data,
+        data_address(x),
+        data_address(gy),
+        data_address(partial),
         pool,
         n,
         cin,

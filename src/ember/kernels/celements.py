@@ -32,6 +32,7 @@ import functools
 import numpy as np
 
 from . import chalf
+from .cstep import data_address
 
 __all__ = ["gather", "scatter_add"]
 
@@ -184,7 +185,15 @@ def gather(x: np.ndarray, index: np.ndarray, axis: int) -> np.ndarray | None:
     x, index = np.ascontiguousarray(x), _index(index)
     y = np.empty(index.shape, x.dtype)
     bad = fn(
-        x.ctypes.data, index.ctypes.data, y.ctypes.data, outer, n, m, inner, pool, PARALLEL_MIN
+        data_address(x),
+        data_address(index),
+        data_address(y),
+        outer,
+        n,
+        m,
+        inner,
+        pool,
+        PARALLEL_MIN,
     )
     return None if bad else y
 
@@ -204,4 +213,4 @@ def scatter_add(out: np.ndarray, index: np.ndarray, src: np.ndarray, axis: int) 
         return False
     outer, n, m, inner = geometry
     index, src = _index(index), np.ascontiguousarray(src)
-    return not fn(out.ctypes.data, index.ctypes.data, src.ctypes.data, outer, n, m, inner)
+    return not fn(data_address(out), data_address(index), data_address(src), outer, n, m, inner)

@@ -26,6 +26,7 @@ from .cfuse_source import (
     step_source,
     stream_min,
 )
+from .cstep import data_address
 
 __all__ = ["BLOCK", "PARALLEL_MIN", "build", "build_program", "c_step", "loop_request"]
 __all__ += ["source_of", "stream_min"]
@@ -147,7 +148,7 @@ def c_step(program, outputs, out_types, in_types):
         return None
     _, dims = _layout(loop_groups(program, outputs, in_types, shape), shape)
     n_in, n_out = len(in_types), len(out_types)
-    args = [n, dims.ctypes.data, run.constants.ctypes.data] + [0] * (n_in + n_out)
+    args = [n, data_address(dims), data_address(run.constants)] + [0] * (n_in + n_out)
     args = np.array(args + [cpool.parallel_for() or 0])
     slots = [(3 + i, "in", i) for i in range(n_in)]
     slots += [(3 + n_in + j, "out", j) for j in range(n_out)]
@@ -192,7 +193,7 @@ def _wrapper(fn, in_types, out_types, pool, program, outputs, constants):
 
     # shapes known when compiling (no symbolic size): the layout is worked out once
     fixed = None if has_symbols(static_shape) else (static_shape, *layout(static_shape))
-    held = (constants, constants.ctypes.data)  # (the run-time constants, kept alive)
+    held = (constants, data_address(constants))  # (the run-time constants, kept alive)
 
     def run(*arrays, out=None):
         # (np.ascontiguousarray would turn a 0-d array into shape (1,))
@@ -226,10 +227,10 @@ def _wrapper(fn, in_types, out_types, pool, program, outputs, constants):
         if n:
             fn(
                 n,
-                dims.ctypes.data,
+                data_address(dims),
                 held[1],
-                *[a.ctypes.data for a in arrays],
-                *[o.ctypes.data for o in outs],
+                *[data_address(a) for a in arrays],
+                *[data_address(o) for o in outs],
                 pool,
             )
         return tuple(outs)

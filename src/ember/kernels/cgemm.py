@@ -50,6 +50,7 @@ from .._env import setting
 from . import cpool, cprepack, gemm_tune
 from .blas_layout import BLAS_ONE_THREAD, blas_layout
 from .cgemm_source import DISPATCH, OWN_GEMM, TILES
+from .cstep import data_address
 
 __all__ = [
     "available",
@@ -401,11 +402,11 @@ def _blocked(functions, a, b, out, batch, *, blas: bool, threaded: bool) -> np.n
         m,
         n,
         k,
-        a.ctypes.data,
+        data_address(a),
         la[1],
-        b.ctypes.data,
+        data_address(b),
         lb[1],
-        out.ctypes.data,
+        data_address(out),
         n,
         sa,
         sb,
@@ -512,7 +513,7 @@ def _skinny(functions, a, b, out, *, threaded: bool) -> np.ndarray | None:
     use_pool = functions[4] if threaded else None
     align = block_align(n, skinny_unit(bool(tb), a.itemsize))
     functions[6](
-        tb, m, n, k, a.ctypes.data, la[1], b.ctypes.data, ldb, out.ctypes.data, n, align,
+        tb, m, n, k, data_address(a), la[1], data_address(b), ldb, data_address(out), n, align,
         use_pool,
     )  # fmt: skip
     return out

@@ -31,6 +31,7 @@ import math
 import numpy as np
 
 from . import chalf
+from .cstep import data_address
 
 __all__ = ["available", "grid_sample", "grid_sample_backward"]
 
@@ -477,7 +478,7 @@ def grid_sample(x, grid, mode: str, padding_mode: str, align_corners: bool):
     sizes = (ctypes.c_long * len(spatial))(*spatial)
     taps = _TAPS[mode] ** len(spatial)
     fns["ember_grid_sample"](
-        xc.ctypes.data, gc.ctypes.data, y.ctypes.data, n, c, len(spatial), sizes, points,
+        data_address(xc), data_address(gc), data_address(y), n, c, len(spatial), sizes, points,
         _MODES[mode], _PADDINGS[padding_mode], int(align_corners), pool,
         max(PARALLEL_MIN // taps, 1),
     )  # fmt: skip
@@ -509,7 +510,7 @@ def grid_sample_backward(x, grid, g, mode, padding_mode, align_corners, output_m
     sizes = (ctypes.c_long * len(spatial))(*spatial)
     taps = _TAPS[mode] ** len(spatial)
     failed = fns["ember_grid_sample_backward"](
-        xc.ctypes.data, gridc.ctypes.data, gc.ctypes.data, dx.ctypes.data, dgrid.ctypes.data,
+        *map(data_address, (xc, gridc, gc, dx, dgrid)),
         n, c, len(spatial), sizes, points, _MODES[mode], _PADDINGS[padding_mode],
         int(align_corners), int(bool(output_mask[0])), int(bool(output_mask[1])),
         channel_blocks(n, c), pool, max(PARALLEL_MIN // (2 * taps), 1),

@@ -26,6 +26,7 @@ import functools
 import numpy as np
 
 from .. import dtypes as dt
+from .cstep import data_address
 
 __all__ = ["CONVERT", "HALF", "NAMES", "cast", "code_of", "from_float32"]
 __all__ += ["storage_defines", "to_float32"]
@@ -201,7 +202,7 @@ def cast(x: np.ndarray, dtype, out: np.ndarray | None = None) -> np.ndarray | No
     from . import cpool
 
     pool = cpool.parallel_for() if x.size >= PARALLEL_MIN else None
-    fn(source, target, x.size, x.ctypes.data, out.ctypes.data, pool)
+    fn(source, target, x.size, data_address(x), data_address(out), pool)
     return out
 
 

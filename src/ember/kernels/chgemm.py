@@ -30,6 +30,7 @@ import numpy as np
 
 from . import chalf
 from .blas_layout import blas_layout
+from .cstep import data_address
 
 __all__ = ["available", "linear", "matmul", "uses_pairs"]
 
@@ -134,8 +135,8 @@ def matmul(
     pool = cpool.parallel_for() if threaded else None
     align = cgemm.block_align(parts, unit) if threaded else parts
     functions[0](
-        int(la[0]), int(lb[0]), split, m, n, k, a.ctypes.data, la[1], b.ctypes.data, lb[1],
-        out.ctypes.data, n, sa, sb, m * n, None if bias is None else bias.ctypes.data,
+        int(la[0]), int(lb[0]), split, m, n, k, data_address(a), la[1], data_address(b), lb[1],
+        data_address(out), n, sa, sb, m * n, None if bias is None else data_address(bias),
         parts, align, pool,
     )  # fmt: skip
     return out
@@ -167,8 +168,8 @@ def _few(functions, a, b, out, bias):
     pool = cpool.parallel_for() if threaded else None
     align = cgemm.block_align(n, cgemm.skinny_unit(bool(lb[0]), 4)) if threaded else n
     functions[2](
-        int(lb[0]), m, n, k, a.ctypes.data, k, b.ctypes.data, lb[1], out.ctypes.data, n,
-        None if bias is None else bias.ctypes.data, align, pool,
+        int(lb[0]), m, n, k, data_address(a), k, data_address(b), lb[1], data_address(out), n,
+        None if bias is None else data_address(bias), align, pool,
     )  # fmt: skip
     return out
 

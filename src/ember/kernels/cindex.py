@@ -39,6 +39,7 @@ import math
 import numpy as np
 
 from . import chalf
+from .cstep import data_address
 
 __all__ = ["add_slices", "take"]
 
@@ -148,7 +149,7 @@ def add_slices(in_shape: tuple, axis: int, idx: np.ndarray, g: np.ndarray):
     outer, inner = math.prod(in_shape[:axis]), math.prod(in_shape[axis + 1 :])
     g = np.ascontiguousarray(g)
     chunks, width = _chunks(outer, inner, dtype.itemsize)
-    fn(g.ctypes.data, flat.ctypes.data, out.ctypes.data, outer, n, flat.size, inner, chunks,
+    fn(data_address(g), data_address(flat), data_address(out), outer, n, flat.size, inner, chunks,
        width, pool)  # fmt: skip
     return out
 
@@ -222,6 +223,6 @@ def take(x: np.ndarray, idx: np.ndarray, axis: int):
         return None
     x = np.ascontiguousarray(x)
     out = np.empty(out_shape, x.dtype)
-    fn(x.ctypes.data, flat.ctypes.data, out.ctypes.data, math.prod(x.shape[:axis]), n,
+    fn(data_address(x), data_address(flat), data_address(out), math.prod(x.shape[:axis]), n,
        flat.size, pool)  # fmt: skip
     return out

@@ -126,7 +126,7 @@ def available(dtype) -> bool:
             out = np.empty((m, n), dtype)
             args = np.array(_args(functions, m, n, k, tb, False), np.int64)
             args[:4] = data_address(x), data_address(w), 0, data_address(out)
-            call(args.ctypes.data)
+            call(data_address(args))
             if not np.array_equal(out, np.matmul(x, w.T if tb else w)):
                 return False
     return True

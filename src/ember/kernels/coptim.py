@@ -21,6 +21,8 @@ import functools
 
 import numpy as np
 
+from .cstep import data_address
+
 __all__ = ["adam", "sgd"]
 
 _SOURCE = r"""
@@ -222,7 +224,7 @@ def _parallel_min() -> int:
 
 
 def _addresses(arrays) -> np.ndarray:
-    return np.array([a.ctypes.data for a in arrays], dtype=np.uintp)
+    return np.array([data_address(a) for a in arrays], dtype=np.uintp)
 
 
 def _usable(dtype, read: list, *written) -> bool:
@@ -237,7 +239,7 @@ def _usable(dtype, read: list, *written) -> bool:
         for a in arrays:
             if not a.flags.writeable:
                 return False
-            extents.append((a.ctypes.data, a.ctypes.data + a.nbytes))
+            extents.append((data_address(a), data_address(a) + a.nbytes))
     extents.sort()
     return all(end <= start for (_, end), (start, _) in zip(extents, extents[1:]))
 
@@ -286,7 +288,7 @@ def adam(
     ]
     failed = fns["ember_adam"](
         len(params),
-        *(a.ctypes.data for a in keep),
+        *(data_address(a) for a in keep),
         lr_wd,
         weight_decay,
         w1,
@@ -342,7 +344,7 @@ def sgd(
     ]
     failed = fns["ember_sgd"](
         n,
-        *(a.ctypes.data for a in keep),
+        *(data_address(a) for a in keep),
         lr,
         momentum,
         damp,

@@ -10,6 +10,8 @@ the recurrent kernels, which import the GEMM. The includer defines ``T`` and put
 
 import numpy as np
 
+from .cstep import data_address
+
 __all__ = ["FEW_PANEL", "PACKED", "aligned"]
 
 
@@ -18,7 +20,7 @@ def aligned(count: int, dtype) -> np.ndarray:
     vector loads of packed panels are aligned)."""
     itemsize = np.dtype(dtype).itemsize
     raw = np.empty(count + 64 // itemsize, dtype)
-    start = (-raw.ctypes.data % 64) // itemsize
+    start = (-data_address(raw) % 64) // itemsize
     return raw[start : start + count]
 
 

@@ -34,6 +34,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
+from .cstep import data_address
 from .pool_geometry import first_inside_axis, pad_input, padded_extent, plane_positions
 
 __all__ = ["build_scatter"]
@@ -197,15 +198,15 @@ def scatter(
         if mask is not None:
             mask = np.ascontiguousarray(mask, np.bool_)
         failed = fn(
-            g.ctypes.data,
-            indices.ctypes.data,
-            None if base is None else base.ctypes.data,
-            None if offsets is None else offsets.ctypes.data,
-            out.ctypes.data,
+            data_address(g),
+            data_address(indices),
+            None if base is None else data_address(base),
+            None if offsets is None else data_address(offsets),
+            data_address(out),
             count,
             plane,
             out_plane,
-            None if mask is None else mask.ctypes.data,
+            None if mask is None else data_address(mask),
             fill,
             pool,
         )
@@ -384,7 +385,7 @@ def max_pool_2d(x: np.ndarray, kernel, stride, padding, dilation, out_size, code
     x = np.ascontiguousarray(x)
     values = np.empty((n, c) + tuple(out_size), x.dtype)
     indices = np.empty((n, c) + tuple(out_size), index)
-    fn(x.ctypes.data, values.ctypes.data, indices.ctypes.data, n * c, pool)
+    fn(data_address(x), data_address(values), data_address(indices), n * c, pool)
     return values, indices
 
 

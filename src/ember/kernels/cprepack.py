@@ -94,7 +94,7 @@ class _Pack:
 
     def __init__(self, bp, ref, counter, version, k, n, run):
         self.bp, self.ref, self.counter, self.version = bp, ref, counter, version
-        self.at, self.dtype, self.run = bp.ctypes.data, bp.dtype, run
+        self.at, self.dtype, self.run = data_address(bp), bp.dtype, run
         self.k, self.n, self.nbytes = k, n, bp.nbytes
 
 
@@ -262,13 +262,13 @@ def lookup(b: np.ndarray, *, first_sight: bool = True, packer=None):
 
 
 def _address(x: np.ndarray) -> int:
-    """``x.ctypes.data``, cheaper for a contiguous array or the transpose of one (a linear
+    """``data_address(x)``, cheaper for a contiguous array or the transpose of one (a linear
     layer's ``weight.T``): every product by a watched weight asks."""
     if x.flags.c_contiguous:
         return data_address(x)
     if x.flags.f_contiguous:
         return data_address(x.T)
-    return x.ctypes.data
+    return data_address(x)
 
 
 def _charge(key, entry) -> None:
@@ -288,7 +288,7 @@ def _rows(values: int, dtype) -> int:
     nbytes = values * dtype.itemsize
     if rows is None or rows.nbytes < nbytes:
         rows = _local.rows = np.empty(-(-nbytes // 4096) * 4096, np.uint8)
-        _local.rows_at = rows.ctypes.data
+        _local.rows_at = data_address(rows)
     charge(("prepack rows", rows.nbytes), rows.nbytes, _rows_held)
     return _local.rows_at
 
@@ -466,7 +466,7 @@ def pack(b: np.ndarray, ref=None, counter=_CONSTANT) -> _Pack | None:
     nr = 3 * (64 // b.itemsize)  # cmicro.py's NR: three vectors of 64 bytes
     bp = aligned(-(-n // nr) * k * nr, b.dtype)
     sp, sj = (s // b.itemsize for s in b.strides)
-    functions[0](b.ctypes.data, k, n, sp, sj, bp.ctypes.data)
+    functions[0](data_address(b), k, n, sp, sj, data_address(bp))
     return _Pack(bp, ref or (lambda: None), counter, version, k, n, functions[1:3])
 
 
@@ -479,7 +479,7 @@ def step_args(entry: _Pack, m: int, *, relu: bool, threaded: bool):
     pool = entry.run[1]
     step = _functions(entry.dtype)[3]
     rows = aligned(max(1, m // _MR * _MR * entry.k), entry.dtype)  # (the step's own)
-    args = [0, 0, 0, 0, m, entry.k, entry.n, entry.at, rows.ctypes.data]
+    args = [0, 0, 0, 0, m, entry.k, entry.n, entry.at, data_address(rows)]
     args += [(pool or 0) if threaded else 0, int(relu)]
     return function_address(step), args, (entry, rows, step)
 

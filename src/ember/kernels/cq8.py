@@ -18,6 +18,7 @@ import functools
 import numpy as np
 
 from .cq8_source import SOURCE
+from .cstep import data_address
 
 __all__ = ["MAX_K", "conv2d", "has_vnni", "linear", "quantize"]
 
@@ -62,8 +63,8 @@ def _run(x, w, scale, bias, out, geo, out_scale, out_zp, portable):
     off = np.empty(rows_total, np.int32)
     geo = np.asarray(geo, np.int64)
     fq = np.asarray([out_scale, out_zp], np.float32)
-    fn(x.ctypes.data, w.ctypes.data, scale.ctypes.data, bias.ctypes.data, out.ctypes.data,
-       geo.ctypes.data, fq.ctypes.data, wp.ctypes.data, off.ctypes.data, pool)  # fmt: skip
+    fn(data_address(x), data_address(w), data_address(scale), data_address(bias), data_address(out),
+       data_address(geo), data_address(fq), data_address(wp), data_address(off), pool)  # fmt: skip
     return out
 
 
@@ -147,6 +148,6 @@ def quantize(x, scale: float, zero_point: int, out_dtype: str, portable: bool = 
         return None
     x = np.ascontiguousarray(x)
     q = np.empty(x.shape, np.dtype(out_dtype))
-    found[3](x.ctypes.data, q.ctypes.data, x.size, float(np.float32(scale)),
+    found[3](data_address(x), data_address(q), x.size, float(np.float32(scale)),
              float(zero_point), int(out_dtype == "int8"), found[2])  # fmt: skip
     return q

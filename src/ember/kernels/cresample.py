@@ -289,10 +289,10 @@ def resample(x, i0, i1, w0, w1, axis: int) -> np.ndarray | None:
 
     fn(
         data_address(x),  # (the taps are often read-only: interpolate's cached ones)
-        i0.ctypes.data,
-        i1.ctypes.data,
-        w0.ctypes.data,
-        w1.ctypes.data,
+        data_address(i0),
+        data_address(i1),
+        data_address(w0),
+        data_address(w1),
         data_address(y),
         outer,
         n,
@@ -335,16 +335,16 @@ def resample_backward(g, i0, i1, w0, w1, axis: int, size: int) -> np.ndarray | N
     from .cfuse import PARALLEL_MIN
 
     fn(
-        g.ctypes.data,
-        i0.ctypes.data,
-        i1.ctypes.data,
-        start0.ctypes.data,
-        taps0.ctypes.data,
-        start1.ctypes.data,
-        taps1.ctypes.data,
-        w0.ctypes.data,
-        w1.ctypes.data,
-        y.ctypes.data,
+        data_address(g),
+        data_address(i0),
+        data_address(i1),
+        data_address(start0),
+        data_address(taps0),
+        data_address(start1),
+        data_address(taps1),
+        data_address(w0),
+        data_address(w1),
+        data_address(y),
         outer,
         n,
         m,

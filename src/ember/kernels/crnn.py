@@ -44,6 +44,7 @@ import numpy as np
 
 from .cpanels import aligned
 from .crnn_source import LOOP, PRODUCT
+from .cstep import data_address
 
 __all__ = [
     "elman_backward",
@@ -207,7 +208,7 @@ class _Product:
         if any(s % b.itemsize for s in b.strides):
             b = np.ascontiguousarray(b)
         sp, sj = (s // b.itemsize for s in b.strides)
-        pack(b.ctypes.data, k, hidden, gates, self.units, sp, sj, self.bp.ctypes.data)
+        pack(data_address(b), k, hidden, gates, self.units, sp, sj, data_address(self.bp))
         self.rec = np.empty((rows, self.ldr), b.dtype)
         self.pool = cpool.parallel_for() if self.parts > 1 else None
 
@@ -226,15 +227,15 @@ def _run(cell: int, backward: bool, shape, reverse: bool, product: _Product, arr
         if arrays.get(name) is not None:
             ptrs[i] = arrays[name].ctypes.data
     zero = np.zeros(4 * hidden, dtype)  # (what the gradients not given read)
-    ptrs[_POINTERS.index("zero")] = zero.ctypes.data
-    ptrs[_POINTERS.index("rec")] = product.rec.ctypes.data
+    ptrs[_POINTERS.index("zero")] = data_address(zero)
+    ptrs[_POINTERS.index("rec")] = data_address(product.rec)
     dims = np.array([cell, backward, steps, rows, hidden, reverse, 1, 0, 0, stages, 0], np.int64)
     if product.packed:
-        ptrs[_POINTERS.index("bp")] = product.bp.ctypes.data
+        ptrs[_POINTERS.index("bp")] = data_address(product.bp)
         ptrs[_POINTERS.index("panels")] = product.panels
         dims[6], dims[7], dims[10] = product.parts, product.ldr, product.units
         start = time.perf_counter()
-        loop(dims.ctypes.data, ptrs.ctypes.data, product.pool)
+        loop(data_address(dims), data_address(ptrs), product.pool)
         seconds = (time.perf_counter() - start) / stages
         _split.record(product.shape, product.parts, product.shared, seconds)
         return product.rec[:, :hidden]
@@ -248,7 +249,7 @@ def _run(cell: int, backward: bool, shape, reverse: bool, product: _Product, arr
             gemm(arrays["dprod"][order[steps - s]], product.b, product.rec)
         if s < steps:
             dims[8], dims[9] = s, s + 1
-            loop(dims.ctypes.data, ptrs.ctypes.data, None)
+            loop(data_address(dims), data_address(ptrs), None)
     return product.rec
 
 

@@ -21,6 +21,7 @@ import functools
 import numpy as np
 
 from . import chalf
+from .cstep import data_address
 
 __all__ = ["available", "cumsum"]
 
@@ -165,5 +166,5 @@ def cumsum(x: np.ndarray, axis: int) -> np.ndarray | None:
     outer = int(np.prod(x.shape[:axis], dtype=np.int64))
     inner = int(np.prod(x.shape[axis + 1 :], dtype=np.int64))
     y = np.empty_like(x)
-    fn(x.ctypes.data, y.ctypes.data, outer, n, inner, pool, PARALLEL_MIN)
+    fn(data_address(x), data_address(y), outer, n, inner, pool, PARALLEL_MIN)
     return y

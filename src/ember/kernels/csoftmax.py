@@ -28,6 +28,7 @@ import math
 import numpy as np
 
 from . import chalf
+from .cstep import data_address
 
 __all__ = ["log_softmax", "softmax"]
 
@@ -258,7 +259,7 @@ def _run(x: np.ndarray, safe: bool, log_form: bool, axis: int) -> np.ndarray | N
     n = x.shape[axis]
     inner = math.prod(x.shape[axis + 1 :])
     count = x.size // (n * inner)
-    fn(x.ctypes.data, y.ctypes.data, count, n, inner, int(safe), int(log_form), pool)
+    fn(data_address(x), data_address(y), count, n, inner, int(safe), int(log_form), pool)
     return y
 
 

@@ -21,6 +21,7 @@ import functools
 import numpy as np
 
 from . import chalf
+from .cstep import data_address
 
 __all__ = ["log_softmax_backward", "softmax_backward"]
 
@@ -110,9 +111,9 @@ def _run(y: np.ndarray, g: np.ndarray, log_form: bool) -> np.ndarray | None:
     dx = np.empty_like(y)
     n = y.shape[-1]
     fn(
-        y.ctypes.data,
-        g.ctypes.data,
-        dx.ctypes.data,
+        data_address(y),
+        data_address(g),
+        data_address(dx),
         y.size // n,
         n,
         int(log_form),

@@ -16,6 +16,8 @@ import functools
 
 import numpy as np
 
+from .cstep import data_address
+
 __all__ = ["csr_mm"]
 
 _C = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
@@ -83,6 +85,6 @@ def csr_mm(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, x: np.ndar
     out = np.empty((rows, x.shape[1]), dtype)
     if out.size == 0:
         return out
-    fn(indptr.ctypes.data, indices.ctypes.data, data.ctypes.data, x.ctypes.data,
-       out.ctypes.data, rows, x.shape[1], data.size, pool)  # fmt: skip
+    fn(data_address(indptr), data_address(indices), data_address(data), data_address(x),
+       data_address(out), rows, x.shape[1], data.size, pool)  # fmt: skip
     return out

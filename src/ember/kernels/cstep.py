@@ -59,10 +59,10 @@ _BYTE = ctypes.c_char
 
 
 def data_address(a: np.ndarray) -> int:
-    """The address of a contiguous, non-empty array's first element, as ``a.ctypes.data``
-    gives it, without building the ``ctypes`` helper object (a buffer export instead: several
-    times cheaper, which a small kernel's call pays per operand); a read-only array (no
-    writable buffer to export) takes ``a.ctypes.data``."""
+    """The address of an array's first element, as ``a.ctypes.data`` gives it, without building
+    the ``ctypes`` helper object (a buffer export instead: several times cheaper, which a small
+    kernel's call pays per operand); an array that exports no writable contiguous buffer (read
+    only, strided, empty) takes ``a.ctypes.data``."""
     try:
         return ctypes.addressof(_BYTE.from_buffer(a))
     except (TypeError, ValueError, BufferError):

@@ -17,6 +17,8 @@ import functools
 
 import numpy as np
 
+from .cstep import data_address
+
 __all__ = ["first_k"]
 
 _SOURCE = r"""
@@ -137,5 +139,5 @@ def first_k(a: np.ndarray, k: int, descending: bool) -> np.ndarray | None:
     a = np.ascontiguousarray(a)
     rows, n = a.shape
     out = np.empty((rows, k), np.int64)
-    failed = fn(a.ctypes.data, out.ctypes.data, rows, n, k, int(descending), pool, PARALLEL_MIN)
+    failed = fn(data_address(a), data_address(out), rows, n, k, int(descending), pool, PARALLEL_MIN)
     return None if failed else out

@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..kernels.cepilogue import BLOCK_BYTES, block_kind
+from ..kernels.cstep import data_address
 from ._registry import REGISTRY
 from ._rules import EpilogueRule
 from .program import Input, Instr, Program
@@ -131,7 +132,7 @@ def chained_c_step(node, product_step):
     scratch = None
     if node.outputs[0].type != result:
         scratch = np.empty(tuple(result.shape), result.dtype.np)
-    where = ("out", 0) if scratch is None else (scratch.ctypes.data,)
+    where = ("out", 0) if scratch is None else (data_address(scratch),)
 
     def product_slot(s, role, i):
         return (s, *where) if role == "out" else (s, role, i)

@@ -235,7 +235,7 @@ class CGraphProgram:
         self._succ_start = np.cumsum([0] + [len(s) for s in successors], dtype=np.int64)
         self._succ = np.array([k for s in successors for k in s] or [0], np.int64)
         self._fns = np.array([s.fn for s in self._steps], np.int64)
-        self._args = np.array([s.args.ctypes.data for s in self._steps], np.int64)
+        self._args = np.array([data_address(s.args) for s in self._steps], np.int64)
         self._missing_now = missing.copy()  # the counters one run counts down
         self._claimed = np.zeros(len(order), np.int64)
         self._run_packed = _library("ember_run_packed", [_P])
@@ -276,16 +276,16 @@ class CGraphProgram:
         # the run's tables never move: their addresses are taken once (``.ctypes.data`` makes
         # an object each time it is read, which a graph of small nodes would pay every call)
         tables = (self._fns, self._args, self._succ_start, self._succ)
-        self._tables = tuple(a.ctypes.data for a in tables)
-        self._counters = (self._missing_now.ctypes.data, self._claimed.ctypes.data)
+        self._tables = tuple(data_address(a) for a in tables)
+        self._counters = (data_address(self._missing_now), data_address(self._claimed))
         # the same, with the predecessor counts, the threads and the pool: ember_run_packed's
         # one argument (the counters are reset in C)
         self._packed = np.array(
-            [len(self._steps), *self._tables, *self._counters, self._missing.ctypes.data,
+            [len(self._steps), *self._tables, *self._counters, data_address(self._missing),
              threads, self._pool or 0],
             np.int64,
         )  # fmt: skip
-        self._packed_at = self._packed.ctypes.data
+        self._packed_at = data_address(self._packed)
         # where each output comes from: ("fresh", k), ("in", position) or ("held", array)
         fresh = {key: k for k, (key, *_) in enumerate(self._fresh)}
         inputs = {id(v): i for i, v in enumerate(graph.inputs)}
@@ -373,7 +373,7 @@ def measure_nodes(graph, steps: list, reps: int = 5, budget_s: float = 0.25) -> 
         outputs = [np.empty(tuple(v.type.shape), v.type.dtype.np) for v in node.outputs]
         for slot, role, i in step.slots:
             step.args[slot] = (inputs if role == "in" else outputs)[i].ctypes.data
-        call, block = STEP_CALL(step.fn), step.args.ctypes.data
+        call, block = STEP_CALL(step.fn), data_address(step.args)
         kernel = node_callable(node)
         # (beside another step: inside a parallel loop, as a run's threads are; with the pool
         # free: called directly, as a run on one thread calls it)
