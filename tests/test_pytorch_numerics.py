@@ -507,3 +507,47 @@ def test_half_precision_sigmoid_and_glu_kernels_round_once_as_pytorch():
         tiny = float(ml_dtypes.finfo(np_dtype).smallest_subnormal)
         error = np.abs(got.astype(np.float64) - want.numpy())
         assert (error <= eps / 2 * np.abs(want.numpy()) * 1.01 + tiny).all(), error.max()
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_half_precision_attention_is_computed_in_float32_and_rounded_once(grad):
+    """scaled_dot_product_attention on bfloat16/float16 operands (the fused op without grad,
+    the composite with it; a float mask of the query's dtype, causal) is the float32
+    computation rounded once, as PyTorch's CPU attention accumulates in float: within half an
+    ulp of float64's, and so are the gradients. Rounded op by op it was an ulp off on average
+    and hundreds where the output cancels."""
+    torch = pytest.importorskip("torch")
+    import ml_dtypes
+
+    rng = np.random.default_rng(1)
+    arrays = [rng.standard_normal((2, 3, 12, 8)).astype(np.float32) for _ in range(4)]
+    mask = np.where(rng.random((12, 12)) < 0.3, -np.inf, rng.standard_normal((12, 12)))
+    mask[:, 0] = 0.0
+    for np_dtype in (ml_dtypes.bfloat16, np.float16):
+        half = [a.astype(np_dtype) for a in arrays]
+        eps = float(ml_dtypes.finfo(np_dtype).eps)
+        for kw in ({"is_causal": True}, {"attn_mask": mask.astype(np_dtype)}):
+            t_kw = dict(kw)
+            if "attn_mask" in kw:
+                t_kw["attn_mask"] = torch.tensor(kw["attn_mask"].astype(np.float64))
+            wide = [torch.tensor(a.astype(np.float64), requires_grad=True) for a in half[:3]]
+            want = torch.nn.functional.scaled_dot_product_attention(*wide, **t_kw)
+            want_grads = torch.autograd.grad(want, wide, torch.tensor(half[3].astype(np.float64)))
+            e_kw = dict(kw)
+            if "attn_mask" in kw:
+                e_kw["attn_mask"] = ember.tensor(kw["attn_mask"])
+            ins = [ember.tensor(a, requires_grad=grad) for a in half[:3]]
+            out = F.scaled_dot_product_attention(*ins, **e_kw)
+            assert out.dtype == ember.tensor(half[0]).dtype
+            got = out.float().numpy().astype(np.float64)
+            truth = want.detach().numpy()
+            # half an ulp of the rounding, and float32's own error on the sums
+            bound = (0.5 * eps * 1.01) * np.abs(truth) + 1e-5 * np.abs(truth).max()
+            assert (np.abs(got - truth) <= bound).all(), np.abs(got - truth).max()
+            if grad:
+                out.backward(ember.tensor(half[3]))
+                for t, w in zip(ins, want_grads):
+                    w = w.numpy()
+                    g = t.grad.float().numpy().astype(np.float64)
+                    bound = (0.5 * eps * 1.01) * np.abs(w) + 1e-5 * np.abs(w).max()
+                    assert (np.abs(g - w) <= bound).all(), np.abs(g - w).max()

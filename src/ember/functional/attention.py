@@ -148,6 +148,22 @@ def scaled_dot_product_attention(
         v = _repeat_heads(v, q.shape[-3] // v.shape[-3])
     if is_causal and attn_mask is not None:
         raise ValueError(f"{op}: give either attn_mask or is_causal=True, not both")
+    if q.dtype is dt.bfloat16 or q.dtype is dt.float16:
+        # computed in float32 and rounded once, as PyTorch's CPU attention accumulates its
+        # products and takes its softmax in float: 16-bit scores and weights rounded op by op
+        # were an ulp off on average, far more where the output cancels (and NumPy has no
+        # fast 16-bit product for the fused op's reference kernel to fall back on)
+        if attn_mask is not None:
+            mask = to_tensor(attn_mask)
+            attn_mask = mask.to(dt.float32) if mask.dtype is q.dtype else mask
+        wide = (q.to(dt.float32), k.to(dt.float32), v.to(dt.float32))
+        out = _attention(*wide, attn_mask, dropout_p, is_causal, scale, generator)
+        return out.to(q.dtype)
+    return _attention(q, k, v, attn_mask, dropout_p, is_causal, scale, generator)
+
+
+def _attention(q, k, v, attn_mask, dropout_p, is_causal, scale, generator):
+    """`scaled_dot_product_attention` on checked operands (heads repeated for GQA)."""
     item_scale = _items.is_item(scale)  # (a traced .item(): q times its tensor)
     s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale if item_scale else float(scale)
     if dropout_p <= 0.0 and not item_scale and without_grad(q, k, v, attn_mask):

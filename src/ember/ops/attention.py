@@ -25,6 +25,7 @@ from ..types import TensorType
 from . import _onnx
 from . import api as E
 from ._attention_pattern import attention_pattern
+from ._half import via_float32
 from ._registry import Cost, OpDef, apply, register
 from ._rules import Autocast
 from ._util import broadcast_shapes, fmt_shape, io_bytes, numel
@@ -72,6 +73,9 @@ def _infer(q, k, v, mask=None, *, scale, causal, safe):
 
 
 def _kernel(q, k, v, *mask, scale, causal, safe):
+    if q.dtype in _HALF:  # (in float32, rounded once, as PyTorch's CPU attention)
+        wide = [a.astype(np.float32) if a.dtype == q.dtype else a for a in (q, k, v, *mask)]
+        return _kernel(*wide, scale=scale, causal=causal, safe=safe).astype(q.dtype)
     scores = np.matmul(q * q.dtype.type(scale), np.swapaxes(k, -1, -2))
     if mask:
         m = mask[0]
@@ -86,9 +90,15 @@ def _kernel(q, k, v, *mask, scale, causal, safe):
 def _fast(q, k, v, *mask, scale, causal, safe):
     from ..kernels import cattention
 
+    if q.dtype in _HALF:  # (the float32 kernel on widened copies, its result rounded once)
+        return _wide_fast(q, k, v, *mask, scale=scale, causal=causal, safe=safe)
     return cattention.attention(
         q, k, v, mask[0] if mask else None, scale=scale, causal=causal, safe=safe
     )
+
+
+_HALF = (dt.bfloat16.np, dt.float16.np)
+_wide_fast = via_float32(_fast)
 
 
 def _c_step(node):
