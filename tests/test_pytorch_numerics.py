@@ -551,3 +551,26 @@ def test_half_precision_attention_is_computed_in_float32_and_rounded_once(grad):
                     g = t.grad.float().numpy().astype(np.float64)
                     bound = (0.5 * eps * 1.01) * np.abs(w) + 1e-5 * np.abs(w).max()
                     assert (np.abs(g - w) <= bound).all(), np.abs(g - w).max()
+
+
+def test_half_precision_rms_norm_is_pytorchs_float32_computation():
+    """rms_norm of bfloat16/float16 input is computed in float32 and rounded once, its weight's
+    product included, with float32's epsilon by default: PyTorch's bits (op by op in 16 bits,
+    with the 16-bit epsilon, a quarter of the values were an ulp off)."""
+    torch = pytest.importorskip("torch")
+    import ml_dtypes
+
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((16, 64)) * 2).astype(np.float32)
+    w = rng.standard_normal(64).astype(np.float32)
+    for np_dtype, torch_dtype in (
+        (ml_dtypes.bfloat16, torch.bfloat16),
+        (np.float16, torch.float16),
+    ):
+        for weight in (None, w):
+            tw = None if weight is None else torch.tensor(weight).to(torch_dtype)
+            want = torch.nn.functional.rms_norm(torch.tensor(x).to(torch_dtype), (64,), tw)
+            ew = None if weight is None else ember.tensor(weight.astype(np_dtype))
+            got = F.rms_norm(ember.tensor(x.astype(np_dtype)), (64,), ew)
+            assert got.dtype == ember.tensor(x.astype(np_dtype)).dtype
+            np.testing.assert_array_equal(got.float().numpy(), want.float().numpy())

@@ -148,10 +148,18 @@ def _plain_layer_norm(x, shape, weight, bias) -> bool:
 @export(functional=True)
 def rms_norm(input, normalized_shape, weight=None, eps: float | None = None):
     """``x / sqrt(mean(x**2) + eps)`` over the trailing dimensions, times ``weight``; ``eps``
-    defaults to the machine epsilon of the input's dtype (as in PyTorch)."""
+    defaults to the machine epsilon of the input's dtype, float32's for bfloat16 and float16
+    (which are computed in float32 and rounded once), as PyTorch's kernel does."""
     x = float_input("rms_norm", input, complex_ok=True)  # (PyTorch's x * x, not |x|^2)
     shape, axes = _normalized_axes("rms_norm", x, normalized_shape)
     weight = _param("rms_norm", weight, x, shape, "weight")
+    if x.dtype is dt.bfloat16 or x.dtype is dt.float16:
+        # computed in float32 and rounded once, the weight's product included, with float32's
+        # epsilon by default: PyTorch's arithmetic (its kernel works in the wider type)
+        if eps is None:
+            eps = float(np.finfo(np.float32).eps)
+        wide = None if weight is None else weight.to(dt.float32)
+        return rms_norm(x.to(dt.float32), normalized_shape, wide, eps).to(x.dtype)
     if eps is None:
         eps = float(ml_dtypes.finfo(x.dtype.np).eps)
     y = x * E.rsqrt(E.mean(x * x, axes, keepdim=True) + _items.number(eps))
