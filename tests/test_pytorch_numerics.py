@@ -574,3 +574,23 @@ def test_half_precision_rms_norm_is_pytorchs_float32_computation():
             got = F.rms_norm(ember.tensor(x.astype(np_dtype)), (64,), ew)
             assert got.dtype == ember.tensor(x.astype(np_dtype)).dtype
             np.testing.assert_array_equal(got.float().numpy(), want.float().numpy())
+
+
+def test_half_precision_var_and_std_are_computed_in_float32_and_rounded_once():
+    """var and std of bfloat16/float16 input: float32 arithmetic rounded once, PyTorch's bits
+    (the centred values and their sums rounded to 16 bits had lost the digits that the
+    shifted sums' cancellation leaves)."""
+    torch = pytest.importorskip("torch")
+    import ml_dtypes
+
+    x = (np.random.default_rng(0).standard_normal((16, 64)) * 2 + 3).astype(np.float32)
+    for np_dtype, torch_dtype in (
+        (ml_dtypes.bfloat16, torch.bfloat16),
+        (np.float16, torch.float16),
+    ):
+        t, e = torch.tensor(x).to(torch_dtype), ember.tensor(x.astype(np_dtype))
+        for name, kw in (("var", {"dim": 1}), ("std", {"dim": 1, "correction": 0}), ("var", {})):
+            want = getattr(t, name)(**kw).float().numpy()
+            got = getattr(e, name)(**kw)
+            assert got.dtype == e.dtype
+            np.testing.assert_array_equal(got.float().numpy(), want)

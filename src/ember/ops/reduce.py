@@ -529,6 +529,9 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None
         kwargs = dict(keepdim=keepdim, correction=correction, axis=axis, keepdims=keepdims)
         return var(E.real(x), dim, **kwargs) + var(E.imag(x), dim, **kwargs)
     require_float("var", x)
+    if x.dtype is dt.bfloat16 or x.dtype is dt.float16:  # (in float32, rounded once)
+        kwargs = dict(keepdim=keepdim, correction=correction, axis=axis, keepdims=keepdims)
+        return E.cast(var(E.cast(x, dt.float32), dim, **kwargs), x.dtype)
     axes, keep = _args("var", x, dim, axis, keepdim, keepdims)
     n = _count(x, axes)
     centred = x - mean(x.detach(), axes, keepdim=True)
@@ -563,6 +566,9 @@ def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None
     if isinstance(dim, bool):
         dim = None
     kwargs = dict(keepdim=keepdim, correction=correction, axis=axis, keepdims=keepdims)
+    x = to_tensor(x)
+    if x.dtype is dt.bfloat16 or x.dtype is dt.float16:  # (in float32, rounded once)
+        return E.cast(E.sqrt(var(E.cast(x, dt.float32), dim, **kwargs)), x.dtype)
     return E.sqrt(var(x, dim, **kwargs))
 
 
