@@ -141,6 +141,7 @@ from . import (  # noqa: E402
     compiler,
     cpu,
     cuda,
+    export,
     func,
     jit,
     onnx,

@@ -35,7 +35,6 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
     },
     "ember": {
         "fx": "ember.trace (captures an ember.Graph; print(graph) shows it)",
-        "export": "ember.trace(fn, *args) gives an ember.Graph; ember.load_graph reads graph files",
         "hub": _NONE,
         "ao": _NONE,
         "multiprocessing": "Python's multiprocessing (ember tensors pickle)",

@@ -34,6 +34,7 @@ from .. import dtypes as _dtypes
 from ..errors import OnnxError
 from ..ops import _registry as _reg
 from ..ops._registry import TensorBase
+from ..symbolic import SymDim
 from ..tensor import Tensor
 
 
@@ -189,6 +190,8 @@ def check_size(shape, dtype, where: str, what: str = "a value") -> None:
 
     count = span = 1
     for d in shape:
+        if isinstance(d, SymDim):  # (a size known only when a captured model runs)
+            continue
         d = int(d)
         if d < 0:
             raise OnnxError(f"{where}: {what} would have a negative dimension {tuple(shape)}")

@@ -27,6 +27,7 @@ from ..errors import EmberError, OnnxError, TraceError
 from ..nn.module import Module
 from ..nn.parameter import Parameter
 from ..ops import _registry as _reg
+from ..symbolic import SymDim
 from ..tensor import Tensor
 from . import ops as _ops  # noqa: F401  (registers the converters)
 from ._convert import (
@@ -278,9 +279,12 @@ def _check_input(name: str, declared, value, where: str):
             f"{where}: input {name!r} must be {dtype.name}, got {np.dtype(got_dtype).name}"
         )
     if shape is not None and hasattr(value, "shape"):
-        got = tuple(int(d) for d in value.shape)
+        # (a size symbolic while a graph is captured has no value to compare: it is checked
+        # when the captured program runs, against the call's own sizes)
+        got = tuple(d if isinstance(d, SymDim) else int(d) for d in value.shape)
         ok = len(got) == len(shape) and all(
-            not isinstance(want, int) or want == have for want, have in zip(shape, got)
+            not isinstance(want, int) or isinstance(have, SymDim) or want == have
+            for want, have in zip(shape, got)
         )
         if not ok:
             shown = tuple(d if isinstance(d, int) else (d or "?") for d in shape)
