@@ -105,8 +105,7 @@ def test_compiler_names():
     fn(ember.ones(2))
     assert flags == [True, False]
     assert ember.compiler.allow_in_graph(fn) is fn
-    with pytest.raises(AttributeError, match="own cache"):
-        ember.compiler.reset  # noqa: B018
+    assert ember.compiler.reset() is None  # (tests/test_dynamo_names.py: what it empties)
 
 
 def test_dtype_type_and_printing():

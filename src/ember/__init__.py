@@ -136,6 +136,7 @@ nan = _math.nan
 newaxis = None
 
 from . import (  # noqa: E402
+    _dynamo,
     amp,
     backends,
     compiler,

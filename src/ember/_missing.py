@@ -25,9 +25,6 @@ _NO_GPU = "ember runs on the CPU only"
 
 # namespace -> {name PyTorch has there: ember's alternative, or None}
 TORCH_ONLY: dict[str, dict[str, str | None]] = {
-    "ember.compiler": {
-        "reset": "make a new ember.function / ember.compile object (each keeps its own cache)",
-    },
     "ember.jit": {
         "ScriptModule": _NONE,
         "ScriptFunction": _NONE,

@@ -170,7 +170,7 @@ def _as_subclass(self, cls):
     out = cls.__new__(cls)
     for klass in type(view).__mro__:  # (Tensor's slots: the view's data, history, flags)
         for slot in getattr(klass, "__slots__", ()):
-            if slot != "__weakref__" and hasattr(view, slot):
+            if slot not in ("__weakref__", "__dict__") and hasattr(view, slot):
                 object.__setattr__(out, slot, getattr(view, slot))
     return out
 

@@ -5,8 +5,8 @@
 recorded as the ops they call: ember captures by recording ops, so "eagerly" means the
 function is not traced by `ember.compile` as a unit of its own; it is the identity wrapper
 PyTorch programs expect); ``allow_in_graph`` and ``assume_constant_result`` return what they
-decorate. There is no global ``reset``: each `ember.function` / `ember.compile` object keeps
-its own cache of captured graphs (make a new one to start afresh).
+decorate. ``reset`` empties every `ember.function` and `ember.compile` object's cache of
+captured programs (and retries captures that failed): each captures afresh at its next call.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ __all__ = [
     "disable",
     "is_compiling",
     "is_dynamo_compiling",
+    "reset",
 ]
 
 
@@ -29,6 +30,13 @@ def compile(*args, **kwargs):  # noqa: A001 (torch.compiler.compile)
     from .capture.compiled import compile as compile_
 
     return compile_(*args, **kwargs)
+
+
+def reset() -> None:
+    """``torch.compiler.reset``: every compiled function and module captures afresh."""
+    from .capture.compiled import reset_all
+
+    reset_all()
 
 
 def is_compiling() -> bool:

@@ -92,6 +92,9 @@ class Tensor(_reg.TensorBase):
         "_post_hooks",
         "_accumulator",
         "__weakref__",
+        # attributes of the user's own (``param.no_decay = True``), as PyTorch's tensors take
+        # them: the dict is made at the first such assignment, never by ember itself
+        "__dict__",
     )
 
     # NumPy must defer to Tensor's reflected operators (ndarray + Tensor -> Tensor.__radd__)

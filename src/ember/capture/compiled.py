@@ -44,15 +44,17 @@ from __future__ import annotations
 
 import functools
 import warnings
+import weakref
 
 from ..errors import TraceError
 from ..nn.module import _COMPILE_FORWARD, Module
 from ..runtime.executors import EXECUTORS
 from ..tensor import Tensor
 from .function import Function
+from .function import reset_all as function_reset_all
 from .signature import TensorSpec
 
-__all__ = ["OptimizedModule", "compile"]
+__all__ = ["OptimizedModule", "compile", "reset_all"]
 
 _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 _DEFAULT_BACKENDS = ("inductor", "ember", "aot_eager", "cudagraphs")
@@ -88,6 +90,17 @@ def _function_options(backend, mode, options) -> dict | None:
     return kwargs
 
 
+_LIVE: weakref.WeakSet = weakref.WeakSet()  # every `_Compiled` not yet collected
+
+
+def reset_all() -> None:
+    """``torch.compiler.reset``: every compiled function and module captures afresh at its
+    next call (ember.function's and ember.compile's caches emptied, failed captures retried)."""
+    for compiled in list(_LIVE):
+        compiled.reset()
+    function_reset_all()
+
+
 class _Compiled:
     """The compiled callable behind `compile`: ember.function, made on the first call when
     ``dynamic=True`` (the input signature comes from that call), with the eager fallback."""
@@ -101,6 +114,18 @@ class _Compiled:
         self.function: Function | None = None if dynamic or eager else Function(fn, **kwargs)
         # why it runs eagerly: backend="eager", or a capture that failed
         self.eager_reason: str | None = "backend='eager'" if eager else None
+        _LIVE.add(self)
+
+    def reset(self) -> None:
+        """Capture afresh at the next call: the programs forgotten, a failed capture tried
+        again, ``dynamic=True``'s signature taken from that call."""
+        if self.kwargs is None:
+            return
+        self.eager_reason = None
+        if self.dynamic:
+            self.function = None
+        elif self.function is not None:
+            self.function.reset()
 
     def __call__(self, *args, **kwargs):
         if self.eager_reason is not None:

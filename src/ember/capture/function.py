@@ -54,6 +54,7 @@ import functools
 import re
 import threading
 import warnings
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -82,9 +83,19 @@ from .state import discover, grad_signature, state_aliases, state_signature
 from .trace import capture_call
 
 __all__ = ["DEFAULT_CACHE_SIZE", "Function", "FunctionStats", "function", "RETRACE_WARNING"]
+__all__ += ["reset_all"]
 
 RETRACE_WARNING = 5
 DEFAULT_CACHE_SIZE = 8  # programs a Function keeps when not given cache_size (see above)
+_LIVE: weakref.WeakSet = weakref.WeakSet()  # every Function not yet collected, for `reset_all`
+
+
+def reset_all() -> None:
+    """`Function.reset` on every live function (``torch.compiler.reset``'s meaning)."""
+    for fn in list(_LIVE):
+        fn.reset()
+
+
 GUARDS = 4  # the latest keys whose guards a call tries before building its key
 
 
@@ -159,6 +170,18 @@ class Function:
         # ``initialized`` flag): the graphs bake in the branch they chose, so the key holds them
         self._state_reads: dict[int, tuple] = {}
         functools.update_wrapper(self, fn, updated=())
+        _LIVE.add(self)
+
+    def reset(self) -> None:
+        """Forget every captured program and what the traces learned about the arguments:
+        the next call traces afresh (`reset_all`: every function's)."""
+        with self._lock:
+            self._cache.clear()
+            self._guards = []
+            self._last_key = self._last_entry = None
+            self._by_value.clear()
+            self._state_reads.clear()
+            self._warned = False
 
     # the options as given (capture/compile.py `CompileOptions`)
     executor = property(lambda self: self.options.executor)

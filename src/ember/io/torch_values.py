@@ -240,16 +240,32 @@ def _rebuild_parameter(data, requires_grad, backward_hooks):
 
 
 def _rebuild_parameter_with_state(data, requires_grad, backward_hooks, state):
-    return _rebuild_parameter(data, requires_grad, backward_hooks)  # Python attributes dropped
+    return _with_attributes(_rebuild_parameter(data, requires_grad, backward_hooks), state)
 
 
 def _rebuild_from_type_v2(func, new_type, args, state):
-    """A tensor with Python attributes: rebuilt as a plain tensor (the attributes dropped)."""
+    """A tensor with Python attributes: rebuilt as a plain tensor, with its attributes."""
     if func not in _REBUILDERS or new_type not in (_TENSOR, _PARAMETER):
         raise _Refused(f"rebuilding a {new_type!r:.60} with {func!r:.60}")
     if not isinstance(args, tuple):
         raise _Refused("rebuild arguments are not a tuple")
-    return func(*args)
+    return _with_attributes(func(*args), state)
+
+
+def _with_attributes(t: Tensor, state) -> Tensor:
+    """``t`` with the Python attributes PyTorch pickled with it (``param.no_decay = True``):
+    ``state`` is the tensor's ``__dict__``, or ``(__dict__, slots)``. Plain data only reaches
+    here (the unpickler builds nothing else); a name that is an attribute of ember's tensors
+    (``grad``, ``data``, ``shape``...) or a private one is not set."""
+    if isinstance(state, tuple) and len(state) == 2:
+        state = state[0]
+    if not isinstance(state, dict):
+        return t
+    for name, value in state.items():
+        if isinstance(name, str) and name.isidentifier() and not name.startswith("_"):
+            if not hasattr(type(t), name):
+                setattr(t, name, value)
+    return t
 
 
 def _with_grad(t: Tensor, requires_grad) -> Tensor:

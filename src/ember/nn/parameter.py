@@ -12,6 +12,8 @@ may reuse its packed panels until an update through ember bumps the counter.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from ..dtypes import DType, as_dtype, get_default_dtype
@@ -66,14 +68,23 @@ class Parameter(Tensor):
         if self.grad is not None:
             result.grad = Tensor(self.grad._data.copy())
         memo[id(self)] = result
+        own = getattr(self, "__dict__", None)
+        if own:  # (the user's attributes, copied as PyTorch copies them)
+            result.__dict__.update(copy.deepcopy(own, memo))
         return result
 
     def __reduce_ex__(self, protocol):
+        own = getattr(self, "__dict__", None)
+        if own:
+            return (_rebuild_parameter, (self._data, self._requires_grad, dict(own)))
         return (_rebuild_parameter, (self._data, self._requires_grad))
 
 
-def _rebuild_parameter(data: np.ndarray, requires_grad: bool) -> Parameter:
-    return Parameter(Tensor(data), requires_grad=requires_grad)
+def _rebuild_parameter(data: np.ndarray, requires_grad: bool, attributes=None) -> Parameter:
+    result = Parameter(Tensor(data), requires_grad=requires_grad)
+    if attributes:
+        result.__dict__.update(attributes)
+    return result
 
 
 class Buffer(Tensor):
