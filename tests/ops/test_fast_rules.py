@@ -68,6 +68,11 @@ def _checking(op):
 
 @pytest.mark.parametrize("sample", SAMPLES, ids=lambda s: s.name)
 def test_fast_rules_agree_with_the_reference_kernels(sample, monkeypatch):
+    from ember.ops import _half
+
+    # a loop that runs where measured faster (ops/_half.py `_loop_wins`) runs on every sample
+    # here, whatever this machine measures, so its bits are checked on all of them
+    monkeypatch.setattr(_half, "_loop_wins", lambda *args, **kwargs: True)
     for name in FAST_OPS:
         monkeypatch.setattr(REGISTRY[name], "run", _checking(REGISTRY[name]))
     if sample.grad:  # (the backward pass runs the gradient ops' fast rules too)
@@ -204,3 +209,36 @@ def test_selections_return_arrays_that_own_their_memory():
         got = select_bits(cond, a, b)
         assert got.base is None and got.flags.owndata
         np.testing.assert_array_equal(got, np.where(cond, a, b))
+
+
+def test_the_2_norm_loop_gives_the_kernels_bits_where_it_runs(monkeypatch):
+    """vector_norm's squares summed in one loop (ops/_half.py `square_sum`): NumPy's pairwise
+    order, so the kernel's bits, over trailing axes of any size, float32 and float64, with
+    NaN, infinities and signed zeros; leading axes, strided and integer operands decline."""
+    from ember.kernels import ccompile
+    from ember.ops import _half
+
+    if not ccompile.compiler_available():
+        pytest.skip("no C compiler")
+    monkeypatch.setattr(_half, "_loop_wins", lambda *args, **kwargs: True)
+    op = REGISTRY["vector_norm"]
+    rng = np.random.default_rng(0)
+    for dtype in (np.float32, np.float64):
+        for shape, axes in [
+            ((7, 1000), (1,)),
+            ((3, 5, 300), (1, 2)),
+            ((4097,), (0,)),
+            ((2, 1), (1,)),
+        ]:
+            x = rng.standard_normal(shape).astype(dtype)
+            x.reshape(-1)[:2] = [np.nan, -0.0]
+            x.reshape(-1)[-1] = np.inf
+            for keepdims in (False, True):
+                got = op.fast(x, ord=2.0, axes=axes, keepdims=keepdims)
+                want = op.kernel(x, ord=2.0, axes=axes, keepdims=keepdims)
+                assert got is not None and got.shape == want.shape and got.dtype == want.dtype
+                np.testing.assert_array_equal(got, want)
+    x = rng.standard_normal((64, 32)).astype(np.float32)
+    assert op.fast(x, ord=2.0, axes=(0,), keepdims=False) is None
+    assert op.fast(x[:, ::2], ord=2.0, axes=(1,), keepdims=False) is None
+    assert op.fast(x, ord=1.0, axes=(1,), keepdims=False) is None

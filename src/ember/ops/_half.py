@@ -39,6 +39,7 @@ __all__ = [
     "elementwise_fast",
     "loop_reduces",
     "reduction_fast",
+    "square_sum",
     "via_float32",
     "widened_workspace",
 ]
@@ -213,7 +214,7 @@ def _large(arrays) -> bool:
     return c_runs()
 
 
-def _loop_wins(run, name, attrs, arrays, call) -> bool:
+def _loop_wins(run, name, attrs, arrays, call, kernel=None) -> bool:
     """Whether the compiled loop ``run`` (``call()`` runs it on these operands) replaces the
     op's NumPy kernel on float32/float64 operands of this size class (a power of two):
     measured once per process, the faster of two calls each. Only a loop that computes
@@ -225,10 +226,13 @@ def _loop_wins(run, name, attrs, arrays, call) -> bool:
     key = (id(run), max(a.size for a in arrays).bit_length(), contiguous)
     won = _LOOP_WINS.get(key)
     if won is None:
-        from ._registry import REGISTRY
+        if kernel is None:
+            from ._registry import REGISTRY
 
-        kernel = REGISTRY[name].kernel
-        numpy_time = min(_timed(lambda: kernel(*arrays, **attrs)) for _ in range(2))
+            numpy = REGISTRY[name].kernel
+            numpy_time = min(_timed(lambda: numpy(*arrays, **attrs)) for _ in range(2))
+        else:  # (a NumPy computation of ``attrs`` that is no op's kernel: `square_sum`)
+            numpy_time = min(_timed(lambda: kernel(*arrays, attrs)) for _ in range(2))
         loop_time = min(_timed(call) for _ in range(2))
         won = _LOOP_WINS[key] = loop_time < numpy_time
     return won
@@ -288,6 +292,46 @@ def reduction_loop(name: str, x: np.ndarray, axes, keepdims):
         return None
     pattern = tuple(1 if d == 1 else _SIZES[i] for i, d in enumerate(shape))
     return _loop(name, {"axes": tuple(axes), "keepdims": bool(keepdims)}, [x], (pattern,))
+
+
+def square_sum(x: np.ndarray, axes: tuple):
+    """``np.add.reduce(x * x, axes)`` in one compiled pass, NumPy's bits (its pairwise order),
+    for a C-contiguous float32/float64 ``x`` reduced along trailing axes (a row's squares are
+    never stored), where the loop is measured faster than those two NumPy calls on operands
+    of this size class (`_loop_wins`); else None."""
+    if x.dtype not in (np.float32, np.float64) or not x.flags.c_contiguous or not x.size:
+        return None
+    axes = tuple(sorted(a % x.ndim for a in axes)) if x.ndim else ()
+    if not axes or axes != tuple(range(x.ndim - len(axes), x.ndim)) or not c_runs():
+        return None
+    pattern = tuple(1 if d == 1 else _SIZES[i] for i, d in enumerate(x.shape))
+    key = ("square_sum", x.dtype, pattern, axes)
+    if key not in _LOOPS:
+        _LOOPS[key] = _square_sum_loop(x.dtype, pattern, axes)
+    run = _LOOPS[key]
+    if run is None:
+        return None
+    if not _loop_wins(run, "square_sum", axes, [x], lambda: run(x), kernel=_squares_summed):
+        return None
+    return run(x)[0]
+
+
+def _squares_summed(x, axes):
+    return np.add.reduce(x * x, axis=axes)
+
+
+def _square_sum_loop(dtype, pattern, axes):
+    from ..kernels import cfuse
+    from ._registry import REGISTRY
+    from .program import Input, Instr, Temp
+
+    mul, total = REGISTRY["mul"], REGISTRY["sum"]
+    kind = _FUSABLE[np.dtype(dtype)]
+    x_type = TensorType(pattern, kind)
+    attrs = (("axes", axes), ("keepdims", False))
+    program = (Instr(mul, (Input(0), Input(0)), ()), Instr(total, (Temp(0),), attrs))
+    out_type = total.infer(x_type, axes=axes, keepdims=False)
+    return cfuse.build_program(program, (1,), [out_type], [x_type])
 
 
 def loop_reduces(shape, axes) -> bool:
