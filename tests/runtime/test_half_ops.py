@@ -239,3 +239,27 @@ def test_a_factor_attribute_is_multiplied_in_float32(dtype):
     want = torch.nn.functional.leaky_relu(torch.tensor(x.astype(np.float32)).to(tdtype), 0.2)
     got = REGISTRY["leaky_relu"].fast(x, slope=0.2)
     np.testing.assert_array_equal(got.astype(np.float32), want.float().numpy())
+
+
+def test_small_operands_broadcasting_to_a_large_result_take_the_loop(monkeypatch):
+    """Operands below the measured size whose broadcast result is above it (a pairwise sum
+    ``b[:, :, None] + b[:, None]``) are offered the loop too, which gives NumPy's bits; the
+    eager call reaches the rule (OpDef.run's gate lets differently shaped operands through)."""
+    from ember.kernels import ccompile
+    from ember.ops import _half
+
+    if not ccompile.compiler_available():
+        pytest.skip("no C compiler")
+    calls = []
+    monkeypatch.setattr(_half, "_loop_wins", lambda *a, **k: calls.append(k) or True)
+    n = _half._MEASURED_FROM
+    side = int(np.ceil(np.sqrt(n)))
+    b = np.random.default_rng(0).standard_normal((side,)).astype(np.float32)
+    x, y = b[:, None], b[None, :]
+    assert x.size < n and y.size < n <= x.size * y.size
+    for name in ("add", "mul", "maximum"):
+        got = REGISTRY[name].run(x, y)
+        want = REGISTRY[name].kernel(x, y)
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    assert calls and all(k.get("size") == side * side for k in calls)
+    assert REGISTRY["add"].fast(b[:10, None], b[None, :10]) is None  # (a small result)

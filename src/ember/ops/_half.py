@@ -110,8 +110,9 @@ def elementwise_fast(name: str, float_when=None):
         for a in arrays:  # (every eager elementwise call passes here: a cheap way out first)
             if a.dtype in _BY_NP or a.size >= _MEASURED_FROM:
                 break
-        else:  # (small float32/float64 operands: NumPy's kernel)
-            return None
+        else:  # (small float32/float64 operands: NumPy's kernel, unless they broadcast large)
+            if _broadcast_size(arrays) < _MEASURED_FROM:
+                return None
         compact = _compact(arrays)
         result = looped(compact, out, attrs)
         if result is None and compact is not arrays:  # (an op whose operands share a shape)
@@ -126,6 +127,8 @@ def elementwise_fast(name: str, float_when=None):
                 break
             if a.size >= _MEASURED_FROM:
                 big = True
+        if not half and not big:  # (operands that broadcast to a large result)
+            big = _broadcast_size(arrays) >= _MEASURED_FROM
         # float32 / float64: NumPy's kernel, unless a loop with its bits is measured faster
         if not half and not (big and c_gives_numpy_bits(name) and _large(arrays)):
             return None
@@ -162,7 +165,9 @@ def elementwise_fast(name: str, float_when=None):
         run = _loop(name, attrs, arrays, tuple(_pattern(a.shape, shape) for a in arrays))
         if run is None:
             return None
-        if not half and not _loop_wins(run, name, attrs, arrays, lambda: run(*arrays)):
+        size = math.prod(shape)
+        call = lambda: run(*arrays)  # noqa: E731
+        if not half and not _loop_wins(run, name, attrs, arrays, call, size=size):
             return None
         (result,) = run(*arrays, out=None if out is None else (out,))
         return _written(result, out)
@@ -214,7 +219,19 @@ def _large(arrays) -> bool:
     return c_runs()
 
 
-def _loop_wins(run, name, attrs, arrays, call, kernel=None) -> bool:
+def _broadcast_size(arrays) -> int:
+    """The element count of the operands' broadcast result where their shapes differ (0 where
+    they share one, or do not broadcast)."""
+    shapes = [np.shape(a) for a in arrays]
+    if len(shapes) < 2 or all(s == shapes[0] for s in shapes):
+        return 0
+    try:
+        return math.prod(np.broadcast_shapes(*shapes))
+    except ValueError:
+        return 0
+
+
+def _loop_wins(run, name, attrs, arrays, call, kernel=None, size=None) -> bool:
     """Whether the compiled loop ``run`` (``call()`` runs it on these operands) replaces the
     op's NumPy kernel on float32/float64 operands of this size class (a power of two):
     measured once per process, the faster of two calls each. Only a loop that computes
@@ -223,7 +240,8 @@ def _loop_wins(run, name, attrs, arrays, call, kernel=None) -> bool:
     share a large operand (NumPy's kernels run on one) and where NumPy's kernel is slow for
     its own reasons (``maximum``, a ReLU, several times a loop's time on one thread)."""
     contiguous = all(a.flags.c_contiguous for a in arrays)
-    key = (id(run), max(a.size for a in arrays).bit_length(), contiguous)
+    # (``size``: a broadcast result's, larger than any operand)
+    key = (id(run), (size or max(a.size for a in arrays)).bit_length(), contiguous)
     won = _LOOP_WINS.get(key)
     if won is None:
         if kernel is None:

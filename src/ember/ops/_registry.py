@@ -150,8 +150,9 @@ class OpDef:
 def _preferring(fast, kernel):
     """``fast``'s result, or ``kernel``'s where ``fast`` declines (returns None). A fast rule
     may say when it surely declines, ``fast.declines_unless = (dtypes, size)``: where no
-    operand's dtype is in ``dtypes`` and none holds ``size`` elements or more (ops/_half.py's
-    elementwise loops on small float32 operands); the kernel then runs without calling it."""
+    operand's dtype is in ``dtypes``, none holds ``size`` elements or more and all share one
+    shape (ops/_half.py's elementwise loops on small float32 operands; operands that broadcast
+    may make a large result); the kernel then runs without calling it."""
     gate = getattr(fast, "declines_unless", None)
     if gate is not None:
         dtypes, size = gate
@@ -159,9 +160,12 @@ def _preferring(fast, kernel):
         def run(*arrays, **attrs):
             for a in arrays:  # (every small eager elementwise call passes here)
                 if a.dtype in dtypes or a.size >= size:
-                    result = fast(*arrays, **attrs)
-                    return kernel(*arrays, **attrs) if result is None else result
-            return kernel(*arrays, **attrs)
+                    break
+            else:  # (operands of other shapes: their broadcast result may be large)
+                if len(arrays) < 2 or all(a.shape == arrays[0].shape for a in arrays):
+                    return kernel(*arrays, **attrs)
+            result = fast(*arrays, **attrs)
+            return kernel(*arrays, **attrs) if result is None else result
 
     else:
 
