@@ -21,8 +21,10 @@ from ._index_plan import FULL, IndexOutOfRangeError
 from ._registry import (
     OpDef,
     TensorBase,
+    _state,
     apply,
     building_graph,
+    eager_constant,
     export,
     is_traced,
     register,
@@ -396,6 +398,8 @@ def one_hot(t, num_classes: int = -1):
             "cannot infer the number of classes from an empty tensor; pass num_classes",
             op="one_hot",
         )
+    if not _state.modes and hasattr(t, "_data"):  # eager: NumPy's passes, no op calls
+        return eager_constant(_one_hot_array(t._data, num_classes))
     # while a graph is built the classes have no values: with num_classes given, the graph
     # encodes them unchecked (a class out of range gives a row of zeros), as a compiled torch
     if t.numel() and not (num_classes >= 0 and building_graph()):
@@ -410,6 +414,24 @@ def one_hot(t, num_classes: int = -1):
     classes = E.arange(num_classes, dtype=t.dtype)
     hot, classes = promote(E.unsqueeze(t, -1), classes)
     return E.cast(E.eq(hot, classes), dt.int64)
+
+
+def _one_hot_array(data: np.ndarray, num_classes: int) -> np.ndarray:
+    """`one_hot` of an eager tensor's classes: checked, then the ones put in a zero array (the
+    composite's ops, its amin/amax items and a comparison with every class, cost several
+    times that)."""
+    if data.size:
+        lo, hi = int(data.min()), int(data.max())
+        if num_classes < 0:
+            num_classes = hi + 1
+        if lo < 0 or hi >= num_classes:
+            raise IndexOutOfRangeError(
+                f"class values must lie in [0, {num_classes}), got values from {lo} to {hi}",
+                op="one_hot",
+            )
+    out = np.zeros(data.shape + (num_classes,), np.int64)
+    np.put_along_axis(out, data[..., None].astype(np.intp, copy=False), 1, axis=-1)
+    return out
 
 
 @export(method=True, inplace=True)
