@@ -403,10 +403,10 @@ def advanced_shape(op: str, shape, spec, index_types) -> tuple:
     if k != len(index_types):
         raise ShapeError(f"expected {k} index tensors, got {len(index_types)}", op=op)
     if index_shapes:
-        listed = ", ".join(fmt_shape(s) for s in index_shapes)
         try:
             b = broadcast_shapes(op, *index_shapes)
         except ShapeError:
+            listed = ", ".join(fmt_shape(s) for s in index_shapes)
             raise ShapeError(
                 f"index tensors of shapes {listed} cannot be broadcast together", op=op
             ) from None

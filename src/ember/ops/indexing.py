@@ -232,6 +232,9 @@ def _index_fast(x, *indices, spec):
     axis = _single_axis(spec)
     if axis is None or indices[0].dtype.kind not in "iu":
         return None
+    for d in x.shape[axis + 1 :]:  # (whole slices: NumPy's, declined before the kernel asks)
+        if d != 1:
+            return None
     from ..kernels import cindex
 
     return cindex.take(x, indices[0], axis)
