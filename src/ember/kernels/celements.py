@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 
 import numpy as np
 
@@ -160,9 +161,7 @@ def _geometry(shape, index_shape, axis: int):
         return None
     if any(a != b for d, (a, b) in enumerate(zip(shape, index_shape)) if d != axis):
         return None
-    outer = int(np.prod(shape[:axis], dtype=np.int64))
-    inner = int(np.prod(shape[axis + 1 :], dtype=np.int64))
-    return outer, shape[axis], index_shape[axis], inner
+    return math.prod(shape[:axis]), shape[axis], index_shape[axis], math.prod(shape[axis + 1 :])
 
 
 def _index(index: np.ndarray) -> np.ndarray:

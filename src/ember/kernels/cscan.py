@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 
 import numpy as np
 
@@ -163,8 +164,8 @@ def cumsum(x: np.ndarray, axis: int) -> np.ndarray | None:
 
     x = np.ascontiguousarray(x)
     n = x.shape[axis]
-    outer = int(np.prod(x.shape[:axis], dtype=np.int64))
-    inner = int(np.prod(x.shape[axis + 1 :], dtype=np.int64))
+    outer = math.prod(x.shape[:axis])
+    inner = math.prod(x.shape[axis + 1 :])
     y = np.empty_like(x)
     fn(data_address(x), data_address(y), outer, n, inner, pool, PARALLEL_MIN)
     return y
