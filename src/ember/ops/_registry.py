@@ -162,7 +162,11 @@ def _preferring(fast, kernel):
                 if a.dtype in dtypes or a.size >= size:
                     break
             else:  # (operands of other shapes: their broadcast result may be large)
-                if len(arrays) < 2 or all(a.shape == arrays[0].shape for a in arrays):
+                shape = arrays[0].shape if arrays else ()
+                for a in arrays:
+                    if a.shape != shape:
+                        break
+                else:
                     return kernel(*arrays, **attrs)
             result = fast(*arrays, **attrs)
             return kernel(*arrays, **attrs) if result is None else result
