@@ -2,7 +2,8 @@
 
 ``export(mod, args, kwargs=None, dynamic_shapes=None)`` captures a module's (or a function's)
 forward into an `ExportedProgram`: a snapshot of the module (a deep copy, in the training or
-eval mode it had: later changes to the original do not reach it), the tensor signature it was
+eval mode it had: later changes to the original do not reach it; a module holding something
+that does not copy is used itself), the tensor signature it was
 exported for, and the captured graph (``ep.graph``, ember's ops, forward only: ember's graphs
 hold primitive ops, so ``run_decompositions`` has nothing left to decompose). ``ep.module()``
 is an ``nn.Module`` that runs it through `ember.function`, checking each call's shapes and
@@ -347,7 +348,10 @@ def export(
         raise ArgumentError("dynamic_shapes must be a dict, tuple or list", op="export")
     axes_of = [_axis_specs(name, entry, v.ndim) for name, v, entry in zip(names, values, per_arg)]
     example = (tuple(args), dict(kwargs or {}))
-    snapshot = copy.deepcopy(mod)
+    try:
+        snapshot = copy.deepcopy(mod)
+    except Exception:  # noqa: BLE001 (an attribute that does not copy: the module itself)
+        snapshot = mod
     auto = any(d is Dim.AUTO for axes in axes_of for d in axes.values())
     try:
         return _captured(snapshot, names, values, axes_of, example, auto_dynamic=True)
