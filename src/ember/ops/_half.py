@@ -17,7 +17,12 @@ half-precision arithmetic, so these run ember's C kernels on the 16-bit values.
   16-bit terms accumulated in float (a sum's leading axes in double), each result rounded
   once, the reference kernel's bits (it sums 16-bit terms in float32 and float64 in the same
   order); axes the loops cannot take (a middle block between kept axes) run ``otherwise``.
+* `square_sum(x, axes)`: a 2-norm's squares summed in one fused loop (float32 and float64, the
+  trailing axes, where measured faster), NumPy's pairwise order and so its bits.
 * `widened_workspace(node)`: the memory planner's count of `via_float32`'s float32 copies.
+
+Elementwise operands smaller than the measured size whose broadcast result is larger are
+offered the loop too (`_broadcast_size`), measured by the result's size class.
 """
 
 from __future__ import annotations
@@ -235,10 +240,11 @@ def _loop_wins(run, name, attrs, arrays, call, kernel=None, size=None) -> bool:
     """Whether the compiled loop ``run`` (``call()`` runs it on these operands) replaces the
     op's NumPy kernel on float32/float64 operands of this size class (a power of two):
     measured once per process, the faster of two calls each. Only a loop that computes
-    NumPy's bits is a candidate (`c_gives_numpy_bits`: no exp, sin or other function NumPy may round
-    otherwise), so the choice changes the time, never the result. It wins where its threads
-    share a large operand (NumPy's kernels run on one) and where NumPy's kernel is slow for
-    its own reasons (``maximum``, a ReLU, several times a loop's time on one thread)."""
+    NumPy's bits is a candidate (`c_gives_numpy_bits`: no exp, sin or other function NumPy
+    may round otherwise), so the choice changes the time, never the result. It wins where its
+    threads share a large operand (NumPy's kernels run on one) and where NumPy's kernel is
+    slow for its own reasons (``maximum``, a ReLU, several times a loop's time on one
+    thread)."""
     contiguous = all(a.flags.c_contiguous for a in arrays)
     # (``size``: a broadcast result's, larger than any operand)
     key = (id(run), (size or max(a.size for a in arrays)).bit_length(), contiguous)
