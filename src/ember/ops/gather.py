@@ -403,17 +403,23 @@ def one_hot(t, num_classes: int = -1):
     # while a graph is built the classes have no values: with num_classes given, the graph
     # encodes them unchecked (a class out of range gives a row of zeros), as a compiled torch
     if t.numel() and not (num_classes >= 0 and building_graph()):
-        lo, hi = int(E.amin(t).item()), int(E.amax(t).item())
-        if num_classes < 0:
-            num_classes = hi + 1
-        if lo < 0 or hi >= num_classes:
-            raise IndexOutOfRangeError(
-                f"class values must lie in [0, {num_classes}), got values from {lo} to {hi}",
-                op="one_hot",
-            )
+        num_classes = _class_count(int(E.amin(t).item()), int(E.amax(t).item()), num_classes)
     classes = E.arange(num_classes, dtype=t.dtype)
     hot, classes = promote(E.unsqueeze(t, -1), classes)
     return E.cast(E.eq(hot, classes), dt.int64)
+
+
+def _class_count(lo: int, hi: int, num_classes: int) -> int:
+    """``num_classes`` (the largest class + 1 when -1), the classes from ``lo`` to ``hi``
+    checked to lie below it."""
+    if num_classes < 0:
+        num_classes = hi + 1
+    if lo < 0 or hi >= num_classes:
+        raise IndexOutOfRangeError(
+            f"class values must lie in [0, {num_classes}), got values from {lo} to {hi}",
+            op="one_hot",
+        )
+    return num_classes
 
 
 def _one_hot_array(data: np.ndarray, num_classes: int) -> np.ndarray:
@@ -421,14 +427,7 @@ def _one_hot_array(data: np.ndarray, num_classes: int) -> np.ndarray:
     composite's ops, its amin/amax items and a comparison with every class, cost several
     times that)."""
     if data.size:
-        lo, hi = int(data.min()), int(data.max())
-        if num_classes < 0:
-            num_classes = hi + 1
-        if lo < 0 or hi >= num_classes:
-            raise IndexOutOfRangeError(
-                f"class values must lie in [0, {num_classes}), got values from {lo} to {hi}",
-                op="one_hot",
-            )
+        num_classes = _class_count(int(data.min()), int(data.max()), num_classes)
     out = np.zeros(data.shape + (num_classes,), np.int64)
     np.put_along_axis(out, data[..., None].astype(np.intp, copy=False), 1, axis=-1)
     return out
