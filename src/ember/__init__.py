@@ -145,6 +145,7 @@ from . import (  # noqa: E402
     export,
     func,
     jit,
+    library,
     onnx,
     quantization,
     return_types,

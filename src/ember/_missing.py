@@ -44,7 +44,6 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "quint8": _NONE,
         "Storage": _NONE,
         "UntypedStorage": _NONE,
-        "library": _NONE,
         "nested": _NONE,
         "masked": _NONE,
         "package": _NONE,
