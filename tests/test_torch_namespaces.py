@@ -159,3 +159,17 @@ def test_jit_save_and_load_round_trip_a_trace_through_onnx(tmp_path):
         ember.jit.load(str(tmp_path / "ts.pt"))
     with pytest.raises(ember.EmberError, match="ember.jit.trace"):
         ember.jit.save(ember.jit.script(model), str(tmp_path / "s.pt"))
+
+
+def test_ao_quantization_and_autograd_grad_mode_paths():
+    from ember.ao.quantization import quantize_dynamic
+
+    model = ember.nn.Sequential(ember.nn.Linear(4, 3))
+    quantized = quantize_dynamic(model, {ember.nn.Linear})
+    x = ember.randn(2, 4)
+    np.testing.assert_allclose(quantized(x).numpy(), model(x).numpy(), atol=0.05)
+    assert ember.ao.quantization.quantize is ember.quantization.quantize
+    with ember.autograd.grad_mode.no_grad():
+        assert not ember.is_grad_enabled()
+    with pytest.raises(AttributeError, match="ember.int8"):
+        ember.qint8  # noqa: B018

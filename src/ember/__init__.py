@@ -138,6 +138,7 @@ newaxis = None
 from . import (  # noqa: E402
     _dynamo,
     amp,
+    ao,
     backends,
     compiler,
     cpu,
@@ -163,6 +164,7 @@ from .func import vmap  # noqa: E402  (torch.vmap)
 
 cuda.amp = amp.cuda_amp  # torch.cuda.amp's spelling (ember.cuda is below the eager layer)
 cpu.amp = amp.cpu_amp  # torch.cpu.amp's, likewise
+from . import grad_mode as _grad_mode_module  # noqa: E402
 from . import overrides  # noqa: E402  (torch.overrides)
 from ._missing import module_getattr as _module_getattr  # noqa: E402
 from .capture.compiled import compile  # noqa: E402,A004
@@ -225,6 +227,7 @@ autograd.grad = _autograd_grad.grad
 autograd.gradcheck = _autograd_functional.gradcheck
 autograd.gradgradcheck = _autograd_functional.gradgradcheck
 autograd.inference_mode = inference_mode
+autograd.grad_mode = _grad_mode_module  # torch.autograd.grad_mode (no_grad, inference_mode, ...)
 autograd.Variable = _tensor_api.Variable  # torch.autograd.Variable: a tensor, as PyTorch's
 autograd.profiler = _autograd_profiler  # torch.autograd.profiler, the older profiler API
 _sys.modules.setdefault("ember.autograd.function", _autograd_function)

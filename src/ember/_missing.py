@@ -33,15 +33,16 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
     "ember": {
         "fx": "ember.trace (captures an ember.Graph; print(graph) shows it)",
         "hub": _NONE,
-        "ao": _NONE,
         "multiprocessing": "Python's multiprocessing (ember tensors pickle)",
         "xpu": _NO_GPU,
         "mps": _NO_GPU,
         "uint16": _NONE,
         "uint32": _NONE,
         "uint64": _NONE,
-        "qint8": _NONE,
-        "quint8": _NONE,
+        "qint8": "ember.int8 (or the string 'qint8'): ember.quantization.quantize_dynamic and the "
+        "quantized layers keep int8 values with their scale; there is no quantized dtype",
+        "quint8": "ember.uint8: quantized activations are uint8 tensors whose layer keeps the "
+        "scale and zero point (ember.quantization)",
         "Storage": _NONE,
         "UntypedStorage": _NONE,
         "nested": _NONE,
