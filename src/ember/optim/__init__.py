@@ -2,7 +2,7 @@
 
 The optimizers follow PyTorch 2.13's single-tensor implementations (same update formulas,
 defaults, hyper-parameter names and state layout): SGD, Adam, AdamW, Adamax, NAdam, RAdam,
-RMSprop, Adagrad, Adadelta, Rprop, ASGD, Adafactor, SparseAdam (dense gradients: see
+RMSprop, Adagrad, Adadelta, Rprop, ASGD, Adafactor, Muon, SparseAdam (dense gradients: see
 optim/sparse_adam.py) and LBFGS. Each step but LBFGS's is written in ember ops and in-place
 Tensor methods, so it runs eagerly and can be recorded into a graph
 (``ember.function``), with the hyper-parameters a scheduler changes as run-time inputs; LBFGS,
@@ -17,6 +17,7 @@ from .adam import Adam, AdamW
 from .adamax import Adamax
 from .asgd import ASGD
 from .lbfgs import LBFGS
+from .muon import Muon
 from .nadam import NAdam
 from .optimizer import Optimizer, OptimizerError, required
 from .radam import RAdam
@@ -34,6 +35,7 @@ __all__ = [
     "AdamW",
     "Adamax",
     "LBFGS",
+    "Muon",
     "NAdam",
     "Optimizer",
     "OptimizerError",
