@@ -19,6 +19,7 @@ def test_a_custom_op_is_opaque_until_its_backward_is_registered_then_uses_it():
 
     x = ember.randn(3, requires_grad=True)
     assert not scaled(x).requires_grad  # (no backward yet: PyTorch's op is opaque too)
+    assert ember.ops.embertest.scaled is scaled  # (PyTorch's torch.ops.<namespace>.<name>)
 
     def setup_context(ctx, inputs, output):
         ctx.k = inputs[1]

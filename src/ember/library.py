@@ -10,6 +10,7 @@ captured graphs (`ember.function`, `ember.compile`) use the registered backward.
 kernel is kept and never runs); ``register_fake`` records the shape function (ember captures
 by running the implementation, which must then be made of ember ops; one that leaves them,
 through ``.numpy()``, makes `ember.compile` run the caller eagerly, as a graph break does).
+Each op is also ``ember.ops.<namespace>.<name>`` (PyTorch's ``torch.ops``).
 Calling an operator that mutates an argument not listed in ``mutates_args`` is not checked.
 """
 
@@ -20,6 +21,7 @@ import inspect
 
 from ._missing import module_getattr
 from .errors import ArgumentError, AutogradError
+from .ops import _registry
 
 __all__ = ["CustomOpDef", "custom_op", "register_autograd", "register_fake", "register_kernel"]
 
@@ -140,6 +142,8 @@ def custom_op(name, fn=None, /, *, mutates_args, device_types=None, schema=None)
         if device_types is not None:
             op.register_kernel(device_types, function)
         _OPS[name] = op
+        namespace, short = name.split("::")
+        _registry.CUSTOM_NAMESPACES.setdefault(namespace, {})[short] = op  # (ember.ops.<ns>)
         return op
 
     return wrap if fn is None else wrap(fn)

@@ -256,6 +256,9 @@ REGISTRY: dict[str, OpDef] = {}
 # is the one place that defines an op and its user-facing entry points.
 PUBLIC: dict[str, Callable] = {}
 METHODS: dict[str, Callable] = {}
+# PyTorch's ``torch.ops.<namespace>.<name>`` for operators the user defines (ember/library.py
+# adds each custom op here; ``ember.ops.<namespace>`` reads it, ops/__init__.py)
+CUSTOM_NAMESPACES: dict[str, dict[str, Callable]] = {}
 FUNCTIONAL: dict[str, Callable] = {}
 INPLACE: dict[str, Callable] = {}  # Tensor gets ``name_`` writing ``fn(self, ...)`` into self
 
