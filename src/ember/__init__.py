@@ -149,6 +149,7 @@ from . import (  # noqa: E402
     library,
     onnx,
     quantization,
+    quasirandom,
     return_types,
     sparse,
     utils,
