@@ -493,3 +493,33 @@ def test_max_pool_saves_window_codes_for_its_gradient(kernel):
     np.testing.assert_array_equal(
         indices.numpy(), TF.max_pool2d(t, kernel, 1, padding, return_indices=True)[1].numpy()
     )
+
+
+def test_nn_grad_convolution_gradients_match_pytorchs():
+    """ember.nn.grad.conv{1,2,3}d_input / _weight (torch.nn.grad), strided, padded, grouped."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    for dims, x_shape, w_shape, kw in [
+        (1, (2, 3, 10), (5, 3, 4), {}),
+        (2, (2, 4, 9, 9), (6, 2, 3, 3), {"stride": 2, "padding": 1, "groups": 2}),
+        (3, (1, 2, 5, 6, 5), (3, 2, 2, 3, 2), {"dilation": 2, "padding": 1}),
+    ]:
+        x = rng.standard_normal(x_shape).astype(np.float32)
+        w = rng.standard_normal(w_shape).astype(np.float32)
+        conv = getattr(torch.nn.functional, f"conv{dims}d")
+        g = rng.standard_normal(conv(torch.tensor(x), torch.tensor(w), **kw).shape)
+        g = g.astype(np.float32)
+        want_x = getattr(torch.nn.grad, f"conv{dims}d_input")(
+            x_shape, torch.tensor(w), torch.tensor(g), **kw
+        )
+        want_w = getattr(torch.nn.grad, f"conv{dims}d_weight")(
+            torch.tensor(x), w_shape, torch.tensor(g), **kw
+        )
+        got_x = getattr(ember.nn.grad, f"conv{dims}d_input")(
+            x_shape, ember.tensor(w), ember.tensor(g), **kw
+        )
+        got_w = getattr(ember.nn.grad, f"conv{dims}d_weight")(
+            ember.tensor(x), w_shape, ember.tensor(g), **kw
+        )
+        np.testing.assert_allclose(got_x.numpy(), want_x.numpy(), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(got_w.numpy(), want_w.numpy(), rtol=1e-4, atol=1e-5)
