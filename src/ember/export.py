@@ -157,7 +157,11 @@ class ExportedProgram:
 
     # -------------------------------------------------------------------------- helpers
     def _examples(self) -> list:
-        """Zeros of the signature's types, each dynamic size its range's least (at least 1)."""
+        """The export's own example arguments, else (a loaded program) zeros of the
+        signature's types, each dynamic size its range's least (at least 1)."""
+        if self.example_inputs is not None:
+            args, kwargs = self.example_inputs
+            return _bind(self._module, args, kwargs)
         zeros = _registry.PUBLIC["zeros"]
         out = []
         for spec in self._specs:
