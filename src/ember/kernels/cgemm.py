@@ -455,14 +455,14 @@ def packed_linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.n
     m = a.shape[0]
     if m * k * n <= BLAS_ONE_THREAD or w.shape[1] != k or a.strides[1] != a.itemsize:
         return None
+    functions = _functions(dtype)
+    if functions is None:  # (no compiler: the caller's NumPy product)
+        return None
     if product_kernel(m, n, k, dtype, True) != PACKED:
         return None
     if bias is not None and (
         bias.shape != (n,) or bias.dtype != dtype or not bias.flags.c_contiguous
     ):
-        return None
-    functions = _functions(dtype)
-    if functions is None:
         return None
     b, flops = w.T, 2 * m * n * k
     out = _on_pack(a, b, None, flops, bias)
