@@ -7,10 +7,11 @@ direction in the graph)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import ember
 from ember import nn
-from ember.kernels import crnn
+from ember.kernels import ccompile, crnn
 from ember.ops import recurrent_elman
 
 from .compare import assert_close, compare_module, copy_weights, torch
@@ -25,6 +26,9 @@ def _close(got, want, dtype, terms, what):
     np.testing.assert_allclose(got, want, rtol=8 * terms * eps, atol=8 * terms * eps, err_msg=what)
 
 
+@pytest.mark.skipif(
+    not ccompile.compiler_available(), reason="no C compiler: the C time loop needs one"
+)
 def test_c_loop_matches_the_numpy_kernels():
     for dtype in (np.float32, np.float64):
         for relu in (False, True):
