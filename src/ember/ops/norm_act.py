@@ -66,17 +66,41 @@ def _c_runs(value) -> bool:
     return _fast_module().available(value.dtype.np)
 
 
-def _half_workspace(node, layouts) -> int:
-    """The NumPy kernels' temporaries (none for the C kernels): the formula's intermediate
-    arrays, three result sizes at most alive at once; in half precision also the float32
-    copies of the operands, eight."""
+def _numpy_workspace(node, half_buffers: int, buffers: int) -> int:
+    """Bytes the NumPy kernels below allocate beyond their result, at their peak: each
+    works in explicit buffers (``out=``, in-place updates) so the count does not depend on
+    NumPy's elision of temporaries. ``half_buffers`` / ``buffers``: arrays of the result's
+    size in the compute dtype alive at once at the peak in half precision (float32, the
+    operands' widened copies among them) / otherwise, the one that becomes the result
+    included (in half precision it is rounded into a new 16-bit array at the end, after
+    the others are freed). The C kernels allocate only their results."""
     out = node.outputs[0]
     if _c_runs(out):
         return 0
-    return (8 if half_precision(out) else 3) * value_bytes(out)
+    size = value_bytes(out) // out.dtype.itemsize
+    if half_precision(out):
+        return half_buffers * size * 4 - value_bytes(out)
+    return (buffers - 1) * value_bytes(out)
+
+
+def _gelu_workspace(node, layouts) -> int:
+    """gelu, gelu_tanh and gelu_backward: two buffers, and the input's copy in half
+    precision (the gradient's copy is made once the input's is freed)."""
+    return _numpy_workspace(node, 3, 2)
+
+
+def _gelu_tanh_grad_workspace(node, layouts) -> int:
+    """gelu_tanh_backward: four buffers (the input's copy in half precision is freed before
+    the fourth is made)."""
+    return _numpy_workspace(node, 4, 4)
 
 
 # ------------------------------------------------------------------------------------ gelu
+
+
+# The kernels compute in explicit buffers, operation for operation as the formulas in the
+# module docstring read (so the same bits as the plain expressions), and free each buffer
+# as soon as it is done with: their workspace rules count exactly what they allocate.
 
 
 @np.errstate(invalid="ignore", over="ignore")  # NaN and inf as the formula gives them
@@ -85,7 +109,13 @@ def _gelu_erf_kernel(x):
     from scipy.special import erf
 
     v = x.astype(t(0).dtype, copy=False)
-    y = v * t(0.5) * (t(1) + erf(v * t(_SQRT1_2)).astype(v.dtype, copy=False))
+    y = v * t(0.5)
+    cdf = v * t(_SQRT1_2)
+    del v
+    erf(cdf, out=cdf)
+    cdf += t(1)
+    y *= cdf
+    del cdf
     return y.astype(x.dtype, copy=False)
 
 
@@ -93,8 +123,17 @@ def _gelu_erf_kernel(x):
 def _gelu_tanh_kernel(x):
     t = _compute_dtype(x).type
     v = x.astype(t(0).dtype, copy=False)
-    inner = t(_K_BETA) * (v + t(_K_KAPPA) * (v * v * v))
-    y = t(0.5) * v * (t(1) + np.tanh(inner))
+    inner = v * v
+    inner *= v
+    inner *= t(_K_KAPPA)
+    np.add(v, inner, out=inner)
+    inner *= t(_K_BETA)
+    y = t(0.5) * v
+    del v
+    np.tanh(inner, out=inner)
+    inner += t(1)
+    y *= inner
+    del inner
     return y.astype(x.dtype, copy=False)
 
 
@@ -104,9 +143,22 @@ def _gelu_erf_grad_kernel(x, g):
     from scipy.special import erf
 
     v = x.astype(t(0).dtype, copy=False)
-    cdf = t(0.5) * (t(1) + erf(v * t(_SQRT1_2)).astype(v.dtype, copy=False))
-    pdf = np.exp(t(-0.5) * (v * v)) * t(_INV_SQRT_2PI)
-    return (g.astype(v.dtype, copy=False) * (cdf + v * pdf)).astype(x.dtype, copy=False)
+    slope = v * t(_SQRT1_2)  # becomes cdf + x pdf
+    erf(slope, out=slope)
+    slope += t(1)
+    slope *= t(0.5)
+    pdf = v * v
+    pdf *= t(-0.5)
+    np.exp(pdf, out=pdf)
+    pdf *= t(_INV_SQRT_2PI)
+    pdf *= v
+    del v
+    slope += pdf
+    del pdf
+    gv = g.astype(slope.dtype, copy=False)
+    np.multiply(gv, slope, out=slope)
+    del gv
+    return slope.astype(x.dtype, copy=False)
 
 
 @np.errstate(invalid="ignore", over="ignore")  # NaN and inf as the formula gives them
@@ -114,10 +166,30 @@ def _gelu_tanh_grad_kernel(x, g):
     t = _compute_dtype(x).type
     v = x.astype(t(0).dtype, copy=False)
     sq = v * v
-    th = np.tanh(t(_K_BETA) * (v + t(_K_KAPPA) * (sq * v)))
-    left_d = t(0.5) * (t(1) + th)
-    right_d = (t(0.5) * v) * (t(1) - th * th) * (t(_K_BETA) * (t(1) + t(3) * t(_K_KAPPA) * sq))
-    return (g.astype(v.dtype, copy=False) * (left_d + right_d)).astype(x.dtype, copy=False)
+    th = sq * v
+    th *= t(_K_KAPPA)
+    np.add(v, th, out=th)
+    th *= t(_K_BETA)
+    np.tanh(th, out=th)
+    right = t(0.5) * v  # x / 2 (1 - th^2) k (1 + 3 0.044715 x^2)
+    del v
+    factor = th * th
+    np.subtract(t(1), factor, out=factor)
+    right *= factor
+    np.multiply(t(3) * t(_K_KAPPA), sq, out=factor)
+    del sq
+    np.add(t(1), factor, out=factor)
+    np.multiply(t(_K_BETA), factor, out=factor)
+    right *= factor
+    del factor
+    th += t(1)  # (1 + th) / 2
+    np.multiply(t(0.5), th, out=th)
+    th += right
+    del right
+    gv = g.astype(th.dtype, copy=False)
+    np.multiply(gv, th, out=th)
+    del gv
+    return th.astype(x.dtype, copy=False)
 
 
 def _fast_gelu(tanh_form):
@@ -212,7 +284,7 @@ GELU_BACKWARD = register(
         fast=_fast_gelu_grad(False),
         vjp=_gelu_grad_vjp(_gelu_second_erf, lambda: GELU_BACKWARD),
         cost=elementwise_cost(12),
-        workspace=_half_workspace,
+        workspace=_gelu_workspace,
         doc="gelu_backward(x, g): g * gelu'(x) for the erf form of gelu",
     )
 )
@@ -245,7 +317,7 @@ GELU_TANH_BACKWARD = register(
         fast=_fast_gelu_grad(True),
         vjp=_gelu_grad_vjp(_gelu_second_tanh, lambda: GELU_TANH_BACKWARD),
         cost=elementwise_cost(16),
-        workspace=_half_workspace,
+        workspace=_gelu_tanh_grad_workspace,
         doc="gelu_tanh_backward(x, g): g * gelu'(x) for the tanh form of gelu",
     )
 )
@@ -289,7 +361,7 @@ GELU = register(
         fast=_fast_gelu(False),
         vjp=_gelu_vjp(lambda: GELU_BACKWARD),
         cost=elementwise_cost(5),
-        workspace=_half_workspace,
+        workspace=_gelu_workspace,
         doc="gelu(x): x * 0.5 * (1 + erf(x / sqrt(2)))",
     )
 )
@@ -313,7 +385,7 @@ GELU_TANH = register(
         fast=_fast_gelu(True),
         vjp=_gelu_vjp(lambda: GELU_TANH_BACKWARD),
         cost=elementwise_cost(8),
-        workspace=_half_workspace,
+        workspace=_gelu_workspace,
         doc="gelu_tanh(x): 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))",
     )
 )
@@ -360,13 +432,22 @@ def _rows(x, weight):
 
 def _stats(v, eps):
     """Each row's mean and 1 / sqrt(biased variance + eps), accumulated in double and rounded
-    to the compute dtype (as the C kernel does)."""
+    to the compute dtype (as the C kernel does). Allocates the rows in double (unless they
+    are) and their centred copy, both alive at once."""
     wide = v.astype(np.float64, copy=False)
     mean = wide.mean(axis=1, keepdims=True)
     centred = wide - mean
-    var = (centred * centred).mean(axis=1, keepdims=True)
+    del wide
+    np.multiply(centred, centred, out=centred)
+    var = centred.mean(axis=1, keepdims=True)
+    del centred
     rstd = 1.0 / np.sqrt(var + eps)
     return mean.astype(v.dtype), rstd.astype(v.dtype)
+
+
+# The kernels compute in explicit buffers, operation for operation as the plain formulas
+# read (the same bits), freeing each as soon as it is done with: `_norm_workspace` and
+# `_norm_grad_workspace` count exactly what they allocate.
 
 
 @np.errstate(invalid="ignore", over="ignore")  # NaN and inf as the formula gives them
@@ -377,7 +458,11 @@ def _norm_kernel(x, weight, bias, *, eps):
     mean, rstd = _stats(v, eps)
     w = weight.reshape(n).astype(v.dtype, copy=False)
     b = bias.reshape(n).astype(v.dtype, copy=False)
-    y = (v - mean) * rstd * w + b
+    y = v - mean  # (x - mean) * rstd * w + b
+    del v
+    y *= rstd
+    y *= w
+    y += b
     return y.reshape(x.shape).astype(x.dtype, copy=False)
 
 
@@ -390,15 +475,26 @@ def _norm_grad_kernel(x, weight, g, *, eps):
     gr = g.reshape(-1, n).astype(v.dtype, copy=False)
     w = weight.reshape(n).astype(v.dtype, copy=False)
     mean, rstd = _stats(v, eps)
-    xhat = (v - mean) * rstd
+    xhat = v - mean  # (x - mean) * rstd
+    del v
+    xhat *= rstd
     u = w * gr
-    mu = (u.astype(np.float64).sum(axis=1, keepdims=True) / n).astype(v.dtype)
-    mux = ((u * xhat).astype(np.float64).sum(axis=1, keepdims=True) / n).astype(v.dtype)
-    dx = rstd * ((u - mu) - xhat * mux)
-    dw = (gr * xhat).astype(np.float64).sum(axis=0)
-    db = gr.astype(np.float64).sum(axis=0)
+    wide = u.astype(np.float64)  # the double-precision sums' operand, reused below
+    mu = (wide.sum(axis=1, keepdims=True) / n).astype(xhat.dtype)
+    np.multiply(u, xhat, out=wide)  # (u * xhat) in the compute dtype, then widened
+    mux = (wide.sum(axis=1, keepdims=True) / n).astype(xhat.dtype)
+    np.multiply(gr, xhat, out=wide)
+    dw = wide.sum(axis=0)
+    np.copyto(wide, gr)
+    db = wide.sum(axis=0)
+    del wide
+    u -= mu  # dx = rstd * ((u - mu) - xhat * mux)
+    xhat *= mux
+    u -= xhat
+    del xhat, gr
+    np.multiply(rstd, u, out=u)
     return (
-        dx.reshape(x.shape).astype(x.dtype, copy=False),
+        u.reshape(x.shape).astype(x.dtype, copy=False),
         dw.reshape(weight.shape).astype(x.dtype),
         db.reshape(weight.shape).astype(x.dtype),
     )
@@ -483,15 +579,49 @@ def _norm_grad_vjp(c, a, bw, bb):
     return dx, dw, dg
 
 
+def _norm_buffers(node, fixed: int, double_rows: int, stats: bool) -> int:
+    """Bytes of the NumPy layer-norm kernels' buffers at a phase: ``fixed`` arrays of the
+    input's size in the compute dtype (float32 copies in half precision, xhat, u, the
+    result's), ``double_rows`` in double (`_stats`: the rows widened, unless double already,
+    and centred; the backward's sums); with ``stats``, beside them the rows' statistics in
+    double and the buffer of NumPy's row means (its ufunc buffer size, in doubles)."""
+    x, weight = node.inputs[0], node.inputs[1]
+    size = value_bytes(x) // x.dtype.itemsize
+    compute = 4 if half_precision(x) else x.dtype.itemsize
+    rows = size // max(value_bytes(weight) // weight.dtype.itemsize, 1)
+    small = 2 * rows * 8 + min(size, np.getbufsize()) * 8 if stats else 0
+    return fixed * size * compute + double_rows * size * 8 + small
+
+
 def _norm_workspace(node, layouts) -> int:
-    """The C kernels: none beyond the results (the backward's per-block sums of dweight and
-    dbias are a few rows of doubles). NumPy's: the double-precision copy of the input, its
-    centred rows and their squares alive at once for the statistics, three input sizes in
-    double."""
+    """The C kernels: none beyond the results. NumPy's (`_norm_kernel`), at the statistics:
+    the input's float32 copy (half precision) and its rows in double and centred; after
+    them the result's buffer in the compute dtype (the result itself unless half precision,
+    which rounds it into a new array)."""
     x = node.inputs[0]
     if _c_runs(x):  # (half precision too: read and written in 16 bits)
         return 0
-    return 3 * value_bytes(x) * max(8 // x.dtype.itemsize, 1)
+    half = half_precision(x)
+    wide = 0 if x.dtype.itemsize == 8 else 1
+    stats = _norm_buffers(node, 1 if half else 0, 1 + wide, True)
+    after = _norm_buffers(node, 2 if half else 1, 0, False)  # (the copy and the result's buffer)
+    return max(stats, after) - value_bytes(x)
+
+
+def _norm_grad_workspace(node, layouts) -> int:
+    """The C kernels: none beyond the results (the per-block sums of dweight and dbias are a
+    few rows of doubles). NumPy's (`_norm_grad_kernel`): at the statistics, the input's and
+    the gradient's float32 copies (half precision) beside the rows in double and centred;
+    then the gradient's copy, xhat, u (which becomes dx) and one double-precision buffer
+    for the sums."""
+    x = node.inputs[0]
+    if _c_runs(x):
+        return 0
+    half = half_precision(x)
+    wide = 0 if x.dtype.itemsize == 8 else 1
+    stats = _norm_buffers(node, 2 if half else 0, 1 + wide, True)
+    sums = _norm_buffers(node, 3 if half else 2, 1, False)
+    return max(stats, sums) - value_bytes(x)
 
 
 def _onnx_layer_norm_backward(e):
@@ -520,7 +650,7 @@ LAYER_NORM_BACKWARD = register(
         vjp=_norm_grad_vjp,
         cost=elementwise_cost(14),
         num_outputs=3,
-        workspace=_norm_workspace,
+        workspace=_norm_grad_workspace,
         batch=_norm_grad_batch,
         doc="layer_norm_backward(x, weight, g, eps): (dx, dweight, dbias) of layer_norm",
     )
