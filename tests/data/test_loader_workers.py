@@ -347,6 +347,35 @@ def test_persistent_workers_serve_every_epoch():
     assert _wait_until(lambda: not any(_alive(p) for p in pids))
 
 
+def test_a_receive_interrupted_mid_read_stops_the_workers_without_reading_the_pipe_again():
+    """Ctrl-C inside the result pipe's read leaves it mid-message; reading it again (to drain
+    it while the workers finish) could wait forever on a length taken from the middle of a
+    batch: the pool is stopped without draining, promptly, and a persistent loader starts
+    new workers for its next epoch."""
+    loader = DataLoader(Probe(8), batch_size=2, num_workers=2, persistent_workers=True)
+    batches = iter(loader)
+    next(batches)
+    pool = loader._pool
+    pids = loader.worker_pids
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    pool.result_queue.get = interrupted
+    pool._drain = lambda: pytest.fail("the torn pipe was read again")
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        for _ in batches:
+            pass
+    assert pool.torn
+    epoch = np.concatenate([b.numpy() for b in loader])  # a new pool serves the next epoch
+    assert time.monotonic() - start < 10
+    assert epoch[:, 0].tolist() == list(range(8))
+    assert loader.worker_pids != pids and set(epoch[:, 2]) == set(loader.worker_pids)
+    assert _wait_until(lambda: not any(_alive(p) for p in pids))
+    del batches, loader
+
+
 def test_persistent_workers_of_a_loader_only_its_iteration_holds():
     # ``for b in DataLoader(...)``: the loader's finalizer stopped its persistent workers under
     # the running epoch ("Queue is closed") until the epoch held the loader

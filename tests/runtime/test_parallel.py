@@ -1,5 +1,6 @@
-"""runtime/parallel.py and parallel_cost.py: the parallel executor gives the reference
-interpreter's results on the graphs it runs (plans forced parallel, whatever the machine's
+"""runtime/parallel.py and parallel_cost.py: the parallel executor gives the generated code's
+results bit for bit (the same kernels), and so the reference interpreter's within rounding, on
+the graphs it runs (plans forced parallel, whatever the machine's
 calibration says), the cost model's decisions (a chain and a block of tiny ops stay sequential,
 a four-branch block of convolutions goes parallel on a machine whose cores are free), errors on
 a worker, the calibration cache, and ``ember.function(executor="parallel")``."""
@@ -56,12 +57,23 @@ def _graph(fn, args, opt_level=3):
 
 
 def _reference(graph, arrays, parallel_run: bool = True):
-    """The interpreter's results; for a parallel run with BLAS single-threaded, as the workers
-    run it (OpenBLAS rounds a product split over its threads differently in the last bits)."""
-    if not parallel_run:
-        return interpreter.run(graph, arrays)
-    with blas_threads.single_threaded():
-        return interpreter.run(graph, arrays)
+    """What the workers must compute, bit for bit: the generated code's results, which call
+    the same kernels (ops' C implementations where they have them: on a machine whose
+    calibration picks ember's own GEMM over OpenBLAS a convolution's sums are ordered
+    otherwise than the interpreter's NumPy kernel, an ulp apart); for a parallel run with
+    BLAS single-threaded, as the workers run it (OpenBLAS rounds a product split over its
+    threads differently in the last bits). Each is checked against the interpreter, within
+    float32 rounding of sums of a few hundred products, relative to the output's scale (the
+    chain's values reach 4e4 and cancel)."""
+    program = compile_graph(graph)
+    if parallel_run:
+        with blas_threads.single_threaded():
+            got = program(*arrays)
+    else:
+        got = program(*arrays)
+    for g, w in zip(got, interpreter.run(graph, arrays)):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5 * float(np.abs(w).max()))
+    return got
 
 
 def _alternating(graph) -> parallel.ParallelPlan:
@@ -87,7 +99,7 @@ def _assert_same(got, want):
 
 # ------------------------------------------------------------------------------- results
 @pytest.mark.parametrize("opt_level", [0, 3])
-def test_forced_parallel_runs_give_the_interpreters_results(opt_level):
+def test_forced_parallel_runs_give_the_generated_codes_results(opt_level):
     for fn, args in ((inception, inception_args()), (chain, chain_args())):
         graph = _graph(fn, args, opt_level)
         program = parallel.ParallelProgram(graph, calibration=_calibration(), force=True)

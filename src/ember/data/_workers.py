@@ -352,6 +352,10 @@ class WorkerPool:
         self.timeout = timeout
         self.epoch = 0
         self.closed = False
+        # a receive interrupted part-way (Ctrl-C inside the pipe's read) leaves the result
+        # pipe mid-message: reading it again could wait forever on a length read from the
+        # middle of a batch, so close() then stops the workers without draining it
+        self.torn = False
         self.result_queue = context.Queue()
         self.index_queues, self.workers = [], []
         _live_pools.add(self)
@@ -402,6 +406,9 @@ class WorkerPool:
                 return self.result_queue.get(timeout=_POLL_S)
             except queue.Empty:
                 pass
+            except BaseException:
+                self.torn = True
+                raise
             dead = [p for p in self.workers if not p.is_alive()]
             if dead:
                 pids = ", ".join(f"{p.pid} (exit code {p.exitcode})" for p in dead)
@@ -442,7 +449,7 @@ class WorkerPool:
                 q.put(None)
             except (OSError, ValueError):
                 pass
-        deadline = time.monotonic() + _JOIN_GRACE_S
+        deadline = time.monotonic() + (0.0 if self.torn else _JOIN_GRACE_S)
         while any(p.is_alive() for p in self.workers) and time.monotonic() < deadline:
             self._drain()
             for p in self.workers:

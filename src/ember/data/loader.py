@@ -288,6 +288,9 @@ class DataLoader:
     def _from_workers(self, base_seed: int, batches, skip: int, record) -> Iterator:
         from . import _workers
 
+        if self.persistent_workers and self._pool is not None and self._pool.torn:
+            self._pool.close()  # an epoch interrupted mid-read (Ctrl-C caught): start anew
+            self._pool = None
         if self.persistent_workers and self._pool is not None:
             pool = self._pool
         else:
