@@ -448,7 +448,7 @@ for batch in DataLoader(Slow(), batch_size=1, num_workers=2):
 def _start_loop():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     proc = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(_LOOP)],
+        [sys.executable, "-X", "faulthandler", "-c", textwrap.dedent(_LOOP)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -466,7 +466,12 @@ def test_ctrl_c_in_the_main_process_stops_promptly_and_leaves_no_orphans():
     proc, pids = _start_loop()
     start = time.monotonic()
     proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=20)
+    try:
+        proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:  # where it hangs: faulthandler's dump of every thread
+        proc.send_signal(signal.SIGABRT)
+        _, err = proc.communicate()
+        pytest.fail(f"the loop did not stop on SIGINT; its threads:\n{err[-6000:]}")
     assert time.monotonic() - start < 10
     assert proc.returncode != 0
     assert _wait_until(lambda: not any(_alive(p) for p in pids))
