@@ -275,6 +275,8 @@ _UNSAMPLED = {
     "hardtanh",
     "softmax_cross_entropy",
     "softmax_cross_entropy_backward",
+    "nll_loss",
+    "nll_loss_backward",
     "adaptive_max_pool",
     "select_index",
 }

@@ -79,6 +79,32 @@ def test_cross_entropy_ops(reduction, weighted, smoothing, shape):
     _graph_run(build, arrays)
 
 
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("shape", [(4, 5), (2, 5, 3), (5,)])
+def test_nll_loss_ops(reduction, weighted, shape):
+    """nll_loss and its backward (eager code's one-op form) against the kernels."""
+    from ember.ops import REGISTRY
+
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(shape).astype(np.float32)
+    target_shape = () if len(shape) == 1 else (shape[0], *shape[2:])
+    target = rng.integers(0, 5, target_shape).astype(np.int64)
+    arrays = [x, target]
+    if weighted:
+        arrays.append(rng.uniform(0.5, 2.0, 5).astype(np.float32))
+    out_shape = target_shape if reduction == "none" else ()
+    arrays.append(rng.standard_normal(out_shape).astype(np.float32))
+    attrs = {"ignore_index": 2, "reduction": reduction}
+
+    def build(g, *values):
+        loss = g.add_call(REGISTRY["nll_loss"], list(values[:-1]), attrs)
+        grad = g.add_call(REGISTRY["nll_loss_backward"], list(values), attrs)
+        return [loss.outputs[0], grad.outputs[0]]
+
+    _graph_run(build, arrays)
+
+
 _NAN_CASES = {
     "amax": lambda t: t.amax(-1),
     "amin": lambda t: t.amin(0),

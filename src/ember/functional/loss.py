@@ -9,8 +9,9 @@ targets, exactly as PyTorch. Targets are integer tensors and never enter float a
 float32 loss stays float32.
 
 Eagerly, cross_entropy with class indices on float32/float64 logits is one op each way instead
-(ops/cross_entropy.py: the same semantics in one C pass); graphs keep the composite, whose loops
-the passes fuse.
+(ops/cross_entropy.py: the same semantics in one C pass), and so is nll_loss with class indices
+(ops/nll_loss.py: one pick forward, one scatter backward); graphs keep the composite, whose
+loops the passes fuse.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ..errors import DTypeError, ShapeError
 from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops import cross_entropy as _fused
+from ..ops import nll_loss as _fused_nll
 from ..ops._autocast import Autocast, autocasts
 from ..ops._index_plan import IndexOutOfRangeError
 from ..ops._registry import apply, export
@@ -134,7 +136,21 @@ def nll_loss(
     ((N, C), (C,) or (N, C, d1, ...)); ``'mean'`` divides by the kept targets' total weight."""
     x = float_input("nll_loss", input)
     reduction = reduction_arg("nll_loss", reduction, size_average, reduce)
-    loss, _, _, _ = _nll("nll_loss", x, to_tensor(target), weight, ignore_index, reduction)
+    target = to_tensor(target)
+    if _fused_nll.applies(x, target, weight):  # eagerly one op each way (ops/nll_loss.py)
+        _check_index_target("nll_loss", x, target)
+        d = _class_dim(x)
+        _check_class_values("nll_loss", target, x.shape[d], int(ignore_index))
+        w = _class_weight("nll_loss", weight, x, x.shape[d])
+        return apply(
+            _fused_nll.NLL_LOSS,
+            x,
+            target,
+            *(() if w is None else (w,)),
+            ignore_index=int(ignore_index),
+            reduction=reduction,
+        )
+    loss, _, _, _ = _nll("nll_loss", x, target, weight, ignore_index, reduction)
     return loss
 
 
