@@ -148,9 +148,7 @@ def test_out_of_range_targets_and_bad_shapes_are_refused_naming_the_op():
     with pytest.raises(ember.EmberError, match="out of bounds"):
         F.nll_loss(x, ember.tensor(np.array([0, 3])))
     with pytest.raises(ember.EmberError, match="nll_loss"):
-        apply(
-            nll.NLL_LOSS, x, ember.tensor(np.array([0, -1])), ignore_index=-100, reduction="mean"
-        )
+        apply(nll.NLL_LOSS, x, ember.tensor(np.array([0, -1])), ignore_index=-100, reduction="mean")
     with pytest.raises(ember.ShapeError, match="nll_loss"):
         F.nll_loss(x, ember.tensor(np.array([0, 1, 2])))
     with pytest.raises(ember.ShapeError, match="nll_loss"):
