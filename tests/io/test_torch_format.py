@@ -514,3 +514,65 @@ def test_items_go_only_into_containers(tmp_path, program, refused):
     _zip(tmp_path / "i.pt", b"\x80\x02" + program + b".", {"0": b"\0" * 8})
     with pytest.raises(ember.CheckpointError, match=refused):
         ember.load(tmp_path / "i.pt")
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["zip", "legacy"])
+def test_numpy_arrays_scalars_and_dtypes_are_read_as_plain_data(tmp_path, legacy):
+    """A training script's checkpoint often holds NumPy values beside the tensors (a best
+    accuracy as np.float64, a class-count array): built from their bytes, never by NumPy's
+    own unpickling functions, and what torch.load(weights_only=False) gives."""
+    arrays = {
+        "counts": np.arange(6, dtype=np.int64).reshape(2, 3),
+        "fortran": np.asfortranarray(np.arange(6.0).reshape(2, 3)),
+        "big_endian": np.arange(4, dtype=">i4"),
+        "empty": np.zeros((0, 3), np.float32),
+        "flags": np.array([True, False]),
+        "complex": np.array([1 + 2j], np.complex64),
+        "zero_d": np.array(2.5),
+    }
+    scalars = {"best": np.float64(0.875), "step": np.int32(7), "ok": np.bool_(True)}
+    obj = {**arrays, **scalars, "dtype": np.dtype("float16"), "again": None, "t": torch.ones(2)}
+    obj["again"] = obj["counts"]  # a second reference to one array (the memo)
+    torch.save(obj, tmp_path / "n.pt", _use_new_zipfile_serialization=not legacy)
+    got = ember.load(tmp_path / "n.pt")
+    want = torch.load(tmp_path / "n.pt", weights_only=False)
+    for key, value in want.items():
+        if isinstance(value, torch.Tensor):
+            np.testing.assert_array_equal(got[key].numpy(), value.numpy())
+            continue
+        assert type(got[key]) is type(value), key
+        if isinstance(value, np.ndarray):
+            assert got[key].dtype == value.dtype and got[key].shape == value.shape, key
+            np.testing.assert_array_equal(got[key], value)
+        else:
+            assert got[key] == value, key
+    assert got["again"] is got["counts"]
+
+
+@pytest.mark.parametrize(
+    "value, refused",
+    [
+        (np.array([{"a": 1}, None], dtype=object), "dtype object"),
+        (np.zeros(2, dtype=[("x", "f4"), ("y", "i4")]), "fields"),
+        (np.array(["ab"]), "only numbers"),
+        (np.ma.masked_array([1.0, 2.0]), "refused the global numpy.ma"),
+    ],
+    ids=["object", "structured", "string", "masked"],
+)
+def test_numpy_values_other_than_numbers_are_refused(tmp_path, value, refused):
+    torch.save({"x": value}, tmp_path / "n.pt")
+    with pytest.raises(ember.CheckpointError, match=refused):
+        ember.load(tmp_path / "n.pt")
+
+
+def test_a_numpy_array_whose_bytes_do_not_fill_its_shape_is_refused(tmp_path):
+    """A hand-made state claiming a huge shape over a few bytes allocates nothing."""
+    reconstruct, args, _ = np.arange(1).__reduce__()
+
+    class Claim:
+        def __reduce__(self):
+            return reconstruct, args, (1, (1 << 40,), np.dtype("i8"), False, bytes(24))
+
+    _zip(tmp_path / "n.pt", pickle.dumps({"x": Claim()}, protocol=2))
+    with pytest.raises(ember.CheckpointError, match="bytes of data"):
+        ember.load(tmp_path / "n.pt")

@@ -50,6 +50,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import CheckpointError, EmberError
+from . import numpy_values
 from .torch_values import (  # noqa: F401  (the legacy reader's names too)
     ALLOWED,
     _Damaged,
@@ -67,7 +68,8 @@ ZIP_MAGIC = b"PK\x03\x04"
 # ----------------------------------------------------------------------------- the unpickler
 class _RestrictedUnpickler(pickle._Unpickler):
     """pickle's Python unpickler with every global resolved through `ALLOWED`, BUILD limited to
-    OrderedDicts and persistent ids limited to storages (read from the archive)."""
+    OrderedDicts and NumPy values' stand-ins (io/numpy_values.py), and persistent ids limited
+    to storages (read from the archive)."""
 
     dispatch = dict(pickle._Unpickler.dispatch)
 
@@ -112,6 +114,13 @@ class _RestrictedUnpickler(pickle._Unpickler):
     def load_build(self):
         state = self.stack.pop()
         inst = self.stack[-1]
+        if isinstance(inst, numpy_values.Builder):  # a NumPy value: built from its state
+            value = inst.build(state)
+            self.stack[-1] = value
+            for key, memoized in self.memo.items():  # (referred back to before its state)
+                if memoized is inst:
+                    self.memo[key] = value
+            return
         if type(inst) is not OrderedDict:
             raise _Refused(f"setting the state of a {type(inst).__name__} (BUILD)")
         if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
@@ -179,8 +188,8 @@ def refuse_legacy(path: str) -> None:
 def refusal(path, what: str) -> str:
     """The error for a checkpoint that holds ``what`` (a global ember does not rebuild)."""
     message = (
-        f"{path}: refused {what}; ember reads only tensors, storages, dtypes and plain "
-        "containers from a PyTorch checkpoint and never runs code from it, whatever "
+        f"{path}: refused {what}; ember reads only tensors, storages, dtypes, NumPy numbers "
+        "and plain containers from a PyTorch checkpoint and never runs code from it, whatever "
         "weights_only says"
     )
     if ".nn." in what or what.endswith(("Module", "Optimizer")):

@@ -2,7 +2,7 @@
 classes, the dtypes (ember's, or a placeholder naming one ember lacks), the rebuild functions of
 tensors, parameters and sparse COO tensors (views checked to lie inside their storage, sparse
 indices inside their size), layouts and the few plain-data callables (``_codecs.encode``,
-``bytearray``...). `ALLOWED` maps each global name a pickle may use to its ember-side object:
+``bytearray``...), and NumPy's numbers (io/numpy_values.py). `ALLOWED` maps each global name a pickle may use to its ember-side object:
 io/torch_format.py's restricted unpickler resolves every global through it and nothing else.
 Problems are raised as `_Refused` (something a weights-only reader does not build), `_Damaged`
 (an inconsistent file) or `_Unsupported` (a tensor ember cannot hold); the readers turn them into
@@ -19,12 +19,14 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import EmberError
 from ..tensor import Tensor
+from . import numpy_values
 
 _EXPAND_LIMIT = 1 << 26  # elements an overlapping (expanded) view may be copied into
 
 
-class _Refused(Exception):
-    """Something a weights-only reader does not build; a CheckpointError naming the file."""
+# something a weights-only reader does not build; a CheckpointError naming the file (defined
+# with the NumPy values, which raise it too)
+_Refused = numpy_values.Refused
 
 
 class _Damaged(Exception):
@@ -419,3 +421,4 @@ for _name in _OTHER_DTYPES:
     ALLOWED[f"torch.{_name}"] = _TorchDType(_name, None)
 for _alias, _name in _ALIASES.items():
     ALLOWED[f"torch.{_alias}"] = ALLOWED[f"torch.{_name}"]
+ALLOWED.update(numpy_values.ALLOWED)  # NumPy arrays, scalars and dtypes, built from bytes
