@@ -2,8 +2,9 @@
 classes, the dtypes (ember's, or a placeholder naming one ember lacks), the rebuild functions of
 tensors, parameters and sparse COO tensors (views checked to lie inside their storage, sparse
 indices inside their size), layouts and the few plain-data callables (``_codecs.encode``,
-``bytearray``...), and NumPy's numbers (io/numpy_values.py). `ALLOWED` maps each global name a pickle may use to its ember-side object:
-io/torch_format.py's restricted unpickler resolves every global through it and nothing else.
+``bytearray``...), and NumPy's numbers (io/numpy_values.py). `ALLOWED` maps each global name a
+pickle may use to its ember-side object: io/torch_format.py's restricted unpickler resolves
+every global through it and nothing else.
 Problems are raised as `_Refused` (something a weights-only reader does not build), `_Damaged`
 (an inconsistent file) or `_Unsupported` (a tensor ember cannot hold); the readers turn them into
 `CheckpointError`s naming the file.
