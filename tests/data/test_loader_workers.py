@@ -462,16 +462,36 @@ def _start_loop():
     return proc, pids
 
 
+def _sigint_disposition(pid) -> str:
+    """How process ``pid`` treats SIGINT (Linux's /proc; '' elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            fields = dict(line.split(":", 1) for line in f if ":" in line)
+    except OSError:
+        return ""
+    bit = 1 << (signal.SIGINT - 1)
+    return " ".join(
+        f"{name}={bool(int(fields[name].strip(), 16) & bit)}"
+        for name in ("SigBlk", "SigIgn", "SigCgt")
+        if name in fields
+    )
+
+
 def test_ctrl_c_in_the_main_process_stops_promptly_and_leaves_no_orphans():
     proc, pids = _start_loop()
+    disposition = _sigint_disposition(proc.pid)
     start = time.monotonic()
     proc.send_signal(signal.SIGINT)
     try:
         proc.communicate(timeout=20)
     except subprocess.TimeoutExpired:  # where it hangs: faulthandler's dump of every thread
+        now = _sigint_disposition(proc.pid)
         proc.send_signal(signal.SIGABRT)
         _, err = proc.communicate()
-        pytest.fail(f"the loop did not stop on SIGINT; its threads:\n{err[-6000:]}")
+        pytest.fail(
+            f"the loop did not stop on SIGINT (its SIGINT before: {disposition}; now: {now}); "
+            f"its threads:\n{err[-6000:]}"
+        )
     assert time.monotonic() - start < 10
     assert proc.returncode != 0
     assert _wait_until(lambda: not any(_alive(p) for p in pids))
