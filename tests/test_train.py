@@ -157,8 +157,8 @@ def one_epoch(tmp_path_factory):
     return path, settings
 
 
-def _without_inc(state):
-    del state["shuffle_rng"]["inc"]
+def _without_key(state):
+    del state["shuffle_rng"]["key"]
 
 
 @pytest.mark.parametrize(
@@ -169,7 +169,7 @@ def _without_inc(state):
         (lambda s: s["config"].pop("lr"), "config", "has no 'lr' entry"),
         (lambda s: s.update(history=5), "history", "should be a list of 1"),
         (lambda s: s["history"][0].update(loss="low"), "history", "not a number"),
-        (_without_inc, "shuffle_rng", "is not a generator state"),
+        (_without_key, "shuffle_rng", "is not a generator state"),
         (lambda s: s.update(default_rng=[1, 2]), "default_rng", "is not a generator state"),
         (lambda s: s.update(epoch=-3), "epoch", "whole number from 1 to 2, got -3"),
         (lambda s: s.update(epoch=1.0), "epoch", "whole number"),

@@ -145,12 +145,32 @@ def test_shuffle_is_a_permutation_drawn_from_the_generator():
     loader = DataLoader(ds, batch_size=4, shuffle=True, generator=ember.Generator(42))
     epoch1 = np.concatenate(_values(list(loader)))
     epoch2 = np.concatenate(_values(list(loader)))
-    # the documented draw order: the epoch's permutation first, then one 63-bit base seed
-    reference = np.random.Generator(np.random.PCG64(42))
-    np.testing.assert_array_equal(epoch1, reference.permutation(10))
-    reference.integers(0, 2**63)
-    np.testing.assert_array_equal(epoch2, reference.permutation(10))
+    # PyTorch's draw order: a 63-bit base seed, then the sampler's permutation, then the
+    # permutation of its empty remainder (RandomSampler draws it)
+    reference = ember.Generator(42)
+    for epoch in (epoch1, epoch2):
+        reference.words64(1)
+        np.testing.assert_array_equal(epoch, ember.randperm(10, generator=reference).numpy())
+        ember.randperm(10, generator=reference)
     assert sorted(epoch1) == list(range(10)) and not np.array_equal(epoch1, epoch2)
+
+
+def test_shuffled_batches_are_pytorchs_for_the_same_seed():
+    torch = pytest.importorskip("torch")
+    for seed, generator in ((3, False), (4, True)):
+        torch.manual_seed(seed)
+        ember.manual_seed(seed)
+        kw = {}
+        if generator:
+            kw = {"generator": torch.Generator().manual_seed(seed + 1)}
+        torch_loader = torch.utils.data.DataLoader(range(23), batch_size=5, shuffle=True, **kw)
+        if generator:
+            kw = {"generator": ember.Generator().manual_seed(seed + 1)}
+        ember_loader = DataLoader(list(range(23)), batch_size=5, shuffle=True, **kw)
+        for _ in range(2):
+            want = [b.tolist() for b in torch_loader]
+            assert [b.tolist() for b in ember_loader] == want
+        assert torch.rand(3).tolist() == ember.rand(3).tolist()  # the default stream in step
 
 
 def test_same_seed_gives_the_same_run():

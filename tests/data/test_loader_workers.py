@@ -429,9 +429,13 @@ def test_spawn_with_an_unpicklable_collate_fn_says_why():
 
 
 _LOOP = """
-import os, sys, time
+import os, signal, sys, time
 import numpy as np
 from ember.data import DataLoader, Dataset
+
+# Ctrl-C reaches a foreground process; one started from a shell's background job inherits
+# SIGINT ignored (POSIX), which Python then leaves so: handle it as a foreground one does
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 class Slow(Dataset):
     def __len__(self):

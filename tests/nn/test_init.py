@@ -1,6 +1,7 @@
 """nn.init: every initialiser's distribution checked statistically (bounds, moments,
 orthogonality) against the formulas in PyTorch's documentation, and each layer's default
-initialisation against PyTorch's. Values cannot match torch's (a different random stream)."""
+initialisation against PyTorch's (tests/test_random_torch_streams.py checks the values after
+the same seed)."""
 
 from __future__ import annotations
 

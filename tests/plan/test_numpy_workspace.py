@@ -63,3 +63,36 @@ def test_numpy_kernel_allocates_what_its_workspace_rule_says(name, dtype, shape,
     planned = op.workspace(_node(op, args, dtype, results), None)
     # beside the buffers: NumPy's array headers, the kernels' scalars and row statistics
     assert abs(measured - planned) <= 0.01 * planned + 8192, (planned, measured)
+
+
+@pytest.mark.parametrize("size", [7, 1000, 20000, 262144 + 5])
+@pytest.mark.parametrize(
+    "dtype", [ember.float32, ember.float64, ember.bfloat16, ember.float16, ember.int64], ids=str
+)
+@pytest.mark.parametrize("name", ["random_uniform", "random_normal", "random_randint"])
+def test_random_kernels_allocate_what_their_workspace_rules_say(name, dtype, size):
+    """The draws of PyTorch's streams (ember/random_streams.py) work block by block; each
+    rule counts a block's temporaries."""
+    from ember.ops import REGISTRY
+
+    op = REGISTRY[name]
+    if (name == "random_randint") != (dtype == ember.int64):
+        pytest.skip("integer draws for int64, floating ones otherwise")
+    attrs = {
+        "random_uniform": {"low": -1.0, "high": 2.0},
+        "random_normal": {"mean": 0.5, "std": 2.0},
+        "random_randint": {"low": -3, "high": 2**40},
+    }[name]
+    attrs.update(shape=(size,), dtype=dtype, generator=ember.Generator(1))
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before, _ = tracemalloc.get_traced_memory()
+        result = op.kernel(**attrs)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    measured = peak - before - result.nbytes
+    node = SimpleNamespace(op=op, inputs=[], outputs=[TensorType((size,), dtype)], attrs=attrs)
+    planned = op.workspace(node, None)
+    assert abs(measured - planned) <= 0.02 * planned + 12288, (planned, measured)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .. import random_streams as streams
 from ..errors import ShapeError
 from ..random import Generator, resolve
 from ..tensor import Tensor
@@ -163,7 +164,7 @@ def random_split(dataset, lengths: Sequence, generator: Generator | None = None)
     ``lengths`` are sample counts summing to ``len(dataset)``, or fractions summing to 1: each
     fraction gets ``floor(fraction * len)`` samples and the remainder is dealt one by one to the
     subsets in order (as PyTorch does). The permutation comes from ``generator`` (ember's default
-    generator when None), so a split is reproducible from its seed.
+    generator when None): PyTorch's ``randperm``, so a seed splits as PyTorch's does.
     """
     n = len(dataset)
     lengths = list(lengths)
@@ -188,7 +189,7 @@ def random_split(dataset, lengths: Sequence, generator: Generator | None = None)
             f"lengths {lengths} sum to {sum(lengths)} but the dataset has {n} samples",
             op="random_split",
         )
-    order = resolve(generator).numpy.permutation(n)
+    order = streams.permutation(resolve(generator), n)  # PyTorch's randperm, same seed
     splits, start = [], 0
     for length in lengths:
         splits.append(Subset(dataset, order[start : start + length].tolist()))

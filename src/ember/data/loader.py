@@ -41,10 +41,12 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
+from .. import random_streams as streams
 from ..errors import ShapeError, StateDictError
 from ..random import Generator, resolve
 from .iterable import IterableDataset
 from .rng import batch_scope
+from .sampler import own_generator
 
 _POLL_S = 0.05  # how often a blocked prefetch thread checks whether it should stop
 
@@ -201,6 +203,9 @@ class DataLoader:
     def __iter__(self) -> Iterator:
         gen = resolve(self.generator)
         start_state = gen.get_state()
+        # PyTorch's draw order: the base seed (a 64-bit draw modulo 2**63) as the iterator is
+        # made, then the sampler's order
+        base_seed = int(gen.words64(1)[0]) % 2**63
         if self._iterable:
             batches = None
         elif self.batch_sampler is not None:
@@ -212,7 +217,6 @@ class DataLoader:
             size, bs = len(order), self.batch_size
             count = size // bs if self.drop_last else math.ceil(size / bs)
             batches = [order[i * bs : (i + 1) * bs] for i in range(count)]
-        base_seed = int(gen.numpy.integers(0, 2**63))
         skip, self._skip = self._skip, 0
         if batches is not None:
             skip = min(skip, len(batches))
@@ -233,8 +237,11 @@ class DataLoader:
         if self.sampler is not None:
             return np.fromiter((int(i) for i in self.sampler), dtype=np.int64)
         n = len(self.dataset)
-        if self.shuffle:
-            return gen.numpy.permutation(n).astype(np.int64, copy=False)
+        if self.shuffle:  # PyTorch's RandomSampler(dataset, generator=self.generator)
+            gen = own_generator(self.generator)
+            order = streams.permutation(gen, n)
+            streams.permutation(gen, n)  # (its empty remainder's permutation, drawn as PyTorch)
+            return order
         return np.arange(n, dtype=np.int64)
 
     def _fetcher(self, base_seed: int, batches: list) -> Callable[[int], object]:

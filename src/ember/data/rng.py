@@ -49,7 +49,8 @@ def current_generator(generator: Generator | None = None) -> Generator:
 @contextmanager
 def batch_scope(base_seed: int, batch_index: int) -> Iterator[None]:
     """Within the block, `current_generator()` on this thread is batch ``batch_index``'s own
-    generator (PCG64 seeding hashes the seed, so neighbouring seeds give unrelated streams)."""
+    generator (MT19937's seeding scrambles the seed, so neighbouring seeds give unrelated
+    streams)."""
     previous = getattr(_local, "scope", None)
     _local.scope = _BatchSeed((base_seed + batch_index) % _SEED_MODULUS)
     try:

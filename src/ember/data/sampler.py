@@ -4,9 +4,11 @@ A sampler is an iterable of dataset indices with a ``__len__``; give one to
 ``DataLoader(dataset, sampler=...)``. `BatchSampler` groups another sampler's indices into
 lists of ``batch_size``. Random samplers draw from their ``generator`` (an `ember.Generator`),
 or from ember's default generator when none is given, at the start of each pass: two passes give
-two orders, and a seeded generator gives the same sequence of orders every run. The orders are
-ember's own draws (NumPy's PCG64 behind `ember.Generator`), so they differ from PyTorch's for the
-same seed; the distributions are the same.
+two orders, and a seeded generator gives the same sequence of orders every run. `RandomSampler`
+and `SubsetRandomSampler` draw PyTorch's orders for the same seed (``randperm`` and ``randint``
+on PyTorch's stream, ember/random_streams.py; without a generator, RandomSampler seeds a fresh
+one from a 63-bit draw of the default generator, as PyTorch's does); `WeightedRandomSampler`'s
+draws are ember's own (NumPy's ``choice``), with the same distribution as PyTorch's.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
+from .. import random_streams as streams
 from ..errors import ShapeError
 from ..random import Generator, resolve
 
@@ -91,15 +94,15 @@ class RandomSampler(Sampler):
 
     def __iter__(self) -> Iterator[int]:
         n, count = len(self.data_source), self.num_samples
-        rng = resolve(self.generator).numpy
-        if self.replacement:
-            order = rng.integers(0, n, size=count) if n else np.zeros(0, np.int64)
-        else:
+        gen = own_generator(self.generator)
+        if self.replacement:  # PyTorch's: 32 randint draws at a time
+            parts = [_randint(gen, n, 32) for _ in range(count // 32)]
+            parts.append(_randint(gen, n, count % 32))
+        else:  # (PyTorch draws the last, partial permutation even when it takes none of it)
             whole, rest = divmod(count, n) if n else (0, 0)
-            parts = [rng.permutation(n) for _ in range(whole)]
-            if rest:
-                parts.append(rng.permutation(n)[:rest])
-            order = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+            parts = [streams.permutation(gen, n) for _ in range(whole)]
+            parts.append(streams.permutation(gen, n)[:rest])
+        order = np.concatenate(parts) if parts else np.zeros(0, np.int64)
         return iter(order.tolist())
 
     def __len__(self) -> int:
@@ -116,7 +119,7 @@ class SubsetRandomSampler(Sampler):
         self.generator = generator
 
     def __iter__(self) -> Iterator[int]:
-        order = resolve(self.generator).numpy.permutation(len(self.indices))
+        order = streams.permutation(resolve(self.generator), len(self.indices))
         return (self.indices[i] for i in order.tolist())
 
     def __len__(self) -> int:
@@ -191,3 +194,20 @@ class BatchSampler(Sampler):
     def __len__(self) -> int:
         n = len(self.sampler)
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+
+def own_generator(generator: Generator | None) -> Generator:
+    """``generator``, or as PyTorch's RandomSampler does without one, a fresh generator seeded
+    with a 63-bit draw of the default generator (``torch.empty((), dtype=torch.int64)
+    .random_()``: a 64-bit draw modulo 2**63)."""
+    if generator is not None:
+        return resolve(generator)
+    seed = int(resolve(None).words64(1)[0]) % 2**63
+    return Generator(seed)
+
+
+def _randint(generator: Generator, n: int, count: int) -> np.ndarray:
+    out = np.empty(count, np.int64)
+    if count:
+        streams.integers_into(out, generator, 0, n)
+    return out

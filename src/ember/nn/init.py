@@ -1,9 +1,10 @@
 """``ember.nn.init``: in-place weight initialisers with PyTorch's names, arguments and formulas.
 
 Every function fills its tensor without recording a gradient and returns it. Random ones draw
-from an `ember.Generator` (the default generator unless ``generator=`` is given), so a seeded
-program initialises identically run to run; the values cannot equal PyTorch's (a different
-random stream), only their distributions do.
+from an `ember.Generator` (the default generator unless ``generator=`` is given) as PyTorch's
+do, on PyTorch's stream (ember/random_streams.py): after the same seed, uniform fills give
+PyTorch's values bit for bit, normal ones within an ulp or two (trunc_normal_ and orthogonal_
+follow from them: PyTorch's inverse-CDF and QR constructions).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import warnings
 
 import numpy as np
 
+from .. import random_streams as streams
 from ..autograd import no_grad
 from ..random import Generator, resolve
 from ..tensor import Tensor
@@ -185,43 +187,53 @@ def trunc_normal_(
     b: float = 2.0,
     generator: Generator | None = None,
 ) -> Tensor:
-    """N(mean, std^2) conditioned on [a, b] (bounds in absolute units, as in PyTorch).
-
-    Sampled exactly by rejection: from the normal itself when [a, b] holds enough of its mass,
-    otherwise from a uniform proposal on [a, b] (narrow or far-out intervals)."""
+    """N(mean, std^2) conditioned on [a, b] (bounds in absolute units), sampled exactly by
+    PyTorch's rejection scheme, draw for draw: where [a, b] holds more than 0.3 of the mass,
+    normal draws redrawn where they fall outside; otherwise uniform proposals on [a, b],
+    each accepted where the log of a uniform draw lies below the log density's drop from its
+    peak on [a, b], the rejected ones proposed again."""
     if not a < b:
         raise ValueError(f"trunc_normal_: the bounds must satisfy a < b, got a={a}, b={b}")
     if std <= 0:
         raise ValueError(f"trunc_normal_: std must be positive, got {std}")
-    rng = resolve(generator).numpy
-    lo, hi = (a - mean) / std, (b - mean) / std
-    mass = _phi(hi) - _phi(lo)
-    nearest = min(max(0.0, lo), hi)  # the point of [lo, hi] where the density peaks
-    width = hi - lo
-    uniform_rate = (
-        0.0
-        if math.isinf(width)
-        else mass * math.sqrt(2 * math.pi) * math.exp(nearest**2 / 2) / width
-    )
-    if mass <= 0 and uniform_rate <= 0:
-        raise ValueError(f"trunc_normal_: [{a}, {b}] is too far in the tail to sample")
-    n = tensor.numel()
-    out = np.empty(n)
-    filled = 0
-    while filled < n:
-        want = max(16, int(1.2 * (n - filled) / max(mass, uniform_rate)) + 1)
-        if mass >= uniform_rate:
-            x = rng.standard_normal(want)
-            x = x[(x >= lo) & (x <= hi)]
-        else:
-            x = rng.uniform(lo, hi, want)
-            keep = rng.random(want) < np.exp((nearest**2 - x**2) / 2)
-            x = x[keep]
-        take = min(len(x), n - filled)
-        out[filled : filled + take] = x[:take]
-        filled += take
-    values = np.clip(out * std + mean, a, b)
-    return _write(tensor, values.reshape(tensor.shape))
+    if mean < a - 2 * std or mean > b + 2 * std:
+        warnings.warn(
+            "mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
+            "The distribution of values may be incorrect.",
+            stacklevel=2,
+        )
+    from ..ops import api as E
+
+    with no_grad():
+        if _phi((b - mean) / std) - _phi((a - mean) / std) > 0.3:
+            lo, hi = (tensor.new_tensor(v).item() for v in (a, b))  # in the tensor's dtype
+            result = tensor.normal_(mean, std, generator=generator)
+            while True:
+                outside = (result < lo) | (result > hi)
+                if not outside.any():
+                    break
+                again = E.empty_like(result).normal_(mean, std, generator=generator)
+                result = E.where(outside, again, result)
+            if result is not tensor:
+                tensor.copy_(result)
+            return tensor
+        mode = max(a, min(mean, b))
+        log_peak = -0.5 * ((mode - mean) / std) ** 2
+
+        def log_drop(x):  # the log density relative to its peak on [a, b]
+            return x.sub(mean).div_(std).pow_(2).mul_(-0.5).sub_(log_peak)
+
+        tensor.uniform_(a, b, generator=generator)
+        pending = E.empty_like(tensor).uniform_(generator=generator).log_().gt(log_drop(tensor))
+        result = tensor
+        while pending.any():
+            candidates = E.empty_like(tensor).uniform_(a, b, generator=generator)
+            result = E.where(pending, candidates, result)
+            accept = E.empty_like(tensor).uniform_(generator=generator).log_()
+            pending = E.where(pending, accept.gt(log_drop(candidates)), pending)
+        if result is not tensor:
+            tensor.copy_(result)
+    return tensor
 
 
 def orthogonal_(tensor: Tensor, gain: float = 1, generator: Generator | None = None) -> Tensor:
@@ -234,7 +246,8 @@ def orthogonal_(tensor: Tensor, gain: float = 1, generator: Generator | None = N
         return tensor
     rows = tensor.shape[0]
     cols = tensor.numel() // rows
-    flat = resolve(generator).numpy.standard_normal((rows, cols))
+    with no_grad():  # PyTorch's: a normal fill of the tensor's dtype, then its QR
+        flat = tensor.new_empty((rows, cols)).normal_(0, 1, generator=generator).numpy()
     if rows < cols:
         flat = flat.T
     q, r = np.linalg.qr(flat)
@@ -251,11 +264,12 @@ def sparse_(
     if tensor.ndim != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
     rows, cols = tensor.shape
-    rng = resolve(generator).numpy
-    values = rng.standard_normal((rows, cols)) * std
     zeros = math.ceil(sparsity * rows)
-    for col in range(cols):
-        values[rng.permutation(rows)[:zeros], col] = 0
+    with no_grad():
+        tensor.normal_(0, std, generator=generator)
+    values = tensor.numpy().copy()
+    for col in range(cols):  # (PyTorch draws these permutations from the default generator)
+        values[streams.permutation(resolve(None), rows)[:zeros], col] = 0
     return _write(tensor, values)
 
 

@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
+from .. import random_streams as streams
 from ..errors import ArgumentError, DTypeError, ShapeError
 from ..random import resolve
 from ..types import TensorType
@@ -43,44 +44,74 @@ def _creation_infer(*, shape, dtype, generator, **_):
     return TensorType(shape, dtype)
 
 
+# The kernels draw PyTorch's CPU streams (ember/random_streams.py), block by block into the
+# result, so the same seed gives PyTorch's values.
+
+
 def _uniform_kernel(*, shape, dtype, low, high, generator):
-    out = generator.numpy.random(shape, dtype=_draw_dtype(dtype))
-    if (low, high) != (0.0, 1.0):
-        out = out * (high - low) + low
-    return out.astype(dtype.np, copy=False)
+    out = np.empty(shape, dtype.np)
+    streams.uniform_into(out, generator, low, high)
+    return out
 
 
 def _normal_kernel(*, shape, dtype, mean, std, generator):
-    out = generator.numpy.standard_normal(shape, dtype=_draw_dtype(dtype))
-    if (mean, std) != (0.0, 1.0):
-        out = out * std + mean
-    return out.astype(dtype.np, copy=False)
+    out = np.empty(shape, dtype.np)
+    streams.normal_into(out, generator, mean, std)
+    return out
 
 
 def _randint_kernel(*, shape, dtype, low, high, generator):
-    if dtype.is_floating_point:  # (PyTorch allows a float dtype: the integers drawn, converted)
-        return generator.numpy.integers(low, high, shape, dtype=np.int64).astype(dtype.np)
-    return generator.numpy.integers(low, high, shape, dtype=dtype.np)
+    out = np.empty(shape, dtype.np)
+    streams.integers_into(out, generator, low, high)
+    return out
 
 
 def _randperm_kernel(*, shape, dtype, generator):
-    return generator.numpy.permutation(shape[0]).astype(dtype.np)
+    return streams.permutation(generator, shape[0]).astype(dtype.np, copy=False)
 
 
-def _sample_workspace(defaults: tuple, keys: tuple):
-    """The uniform / normal kernels' half-precision temporaries beyond the result (none counted
-    in float32/float64): the float32 samples, and when ``keys`` (low, high / mean, std) differ
-    from ``defaults`` the two float32 arrays of scaling and shifting them beside those
-    (measured: 2 and 5 result sizes)."""
+# The kernels' temporaries (ember/random_streams.py), per element of a block of at most
+# `streams.CHUNK` drawn at once, each block's freed before the next's: the words (8 bytes
+# each, as uint64) and their float64 transform, 16 bytes; 24 where each draw takes two words.
 
-    def workspace(node, layouts) -> int:
-        out = node.outputs[0]
-        if not half_precision(out):
-            return 0
-        affine = tuple(node.attrs[k] for k in keys) != defaults
-        return (5 if affine else 2) * value_bytes(out)
 
-    return workspace
+def _numel(value) -> int:
+    size = 1
+    for d in value.shape:
+        size *= d if isinstance(d, int) else 1
+    return size
+
+
+def _uniform_workspace(node, layouts) -> int:
+    """16 bytes per element of a block; 24 for float64 results (two words a draw)."""
+    out = node.outputs[0]
+    return (24 if out.dtype.itemsize == 8 else 16) * min(_numel(out), streams.CHUNK)
+
+
+def _normal_workspace(node, layouts) -> int:
+    """The uniform draws' (the Box-Muller step's two half-block temporaries are smaller); a
+    16-bit result draws whole blocks of 16 as float32 beside those, 20 bytes an element."""
+    out = node.outputs[0]
+    size = _numel(out)
+    if half_precision(out) and size >= 16:
+        return 20 * min(-(-size // 16) * 16, streams.CHUNK)
+    return _uniform_workspace(node, layouts)
+
+
+def _randint_workspace(node, layouts) -> int:
+    """The words, transformed in place: 8 bytes an element; 24 where a range of 2**32 or more
+    takes two words a draw (int64 and floating results)."""
+    out = node.outputs[0]
+    span = node.attrs["high"] - node.attrs["low"]
+    wide = span >= 1 << 32 and (out.dtype.is_floating_point or out.dtype.name == "int64")
+    return (24 if wide else 8) * min(_numel(out), streams.CHUNK)
+
+
+def _permutation_workspace(node, layouts) -> int:
+    """PyTorch's swaps run over Python lists: the words' and the order's, each element a
+    pointer and an int object (measured: 80 bytes per element)."""
+    n = node.outputs[0].shape[0]
+    return 80 * n if isinstance(n, int) else 0
 
 
 _UNIFORM = register(
@@ -90,7 +121,7 @@ _UNIFORM = register(
         infer=_creation_infer,
         kernel=_uniform_kernel,
         cost=elementwise_cost(1),
-        workspace=_sample_workspace((0.0, 1.0), ("low", "high")),
+        workspace=_uniform_workspace,
         doc="uniform samples in [low, high)",
     )
 )
@@ -101,7 +132,7 @@ _NORMAL = register(
         infer=_creation_infer,
         kernel=_normal_kernel,
         cost=elementwise_cost(1),
-        workspace=_sample_workspace((0.0, 1.0), ("mean", "std")),
+        workspace=_normal_workspace,
         doc="normal samples with mean and std",
     )
 )
@@ -112,6 +143,7 @@ _RANDINT = register(
         infer=_creation_infer,
         kernel=_randint_kernel,
         cost=elementwise_cost(1),
+        workspace=_randint_workspace,
         doc="integers uniform in [low, high)",
     )
 )
@@ -122,6 +154,7 @@ _RANDPERM = register(
         infer=_creation_infer,
         kernel=_randperm_kernel,
         cost=elementwise_cost(1),
+        workspace=_permutation_workspace,
         doc="a random permutation of 0..n-1",
     )
 )
@@ -165,8 +198,8 @@ def _grad_flag(t, requires_grad):
 
 @export
 def rand(*size, generator=None, dtype=None, requires_grad=False):
-    """Uniform samples in [0, 1). A complex dtype draws the real and imaginary parts each
-    uniform in [0, 1), as PyTorch (ember's draws, not PyTorch's stream)."""
+    """Uniform samples in [0, 1), PyTorch's draws after the same seed. A complex dtype draws
+    the real and imaginary parts each uniform in [0, 1), as PyTorch (its values too)."""
     if dtype is not None and dt.as_dtype(dtype).is_complex:
         shape = size_arg("rand", size)
         pairs = rand(*shape, 2, generator=generator, dtype=dt.to_real(dt.as_dtype(dtype)))
@@ -188,7 +221,7 @@ def rand(*size, generator=None, dtype=None, requires_grad=False):
 def randn(*size, generator=None, dtype=None, requires_grad=False):
     """Standard normal samples. A complex dtype draws the real and imaginary parts each with
     variance 1/2 (PyTorch's split: ``E|z|^2 = 1``), as pairs of normals of its parts' dtype
-    (ember's draws, not PyTorch's stream)."""
+    (PyTorch's values after the same seed, float32 within an ulp or two)."""
     if dtype is not None and dt.as_dtype(dtype).is_complex:
         complex_dtype = dt.as_dtype(dtype)
         shape = size_arg("randn", size)

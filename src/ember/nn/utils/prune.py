@@ -10,7 +10,8 @@ structured methods, the channels) still kept. `remove` makes the pruning permane
 Masks are computed as PyTorch's: unstructured methods drop the ``amount`` entries of least
 importance (``torch.topk(..., largest=False)`` over the flattened scores), structured ones keep
 the channels of largest L-n norm along ``dim``; ``amount`` is a count (int) or a fraction
-(float, rounded). Random methods draw from ember's generator (not PyTorch's stream).
+(float, rounded). Random methods draw from ember's generator, whose stream is PyTorch's
+(random_unstructured's mask after the same seed is PyTorch's).
 """
 
 from __future__ import annotations

@@ -1,0 +1,181 @@
+"""PyTorch's CPU random streams on an `ember.Generator`: the same seed gives the same draws.
+
+PyTorch's CPU generator is MT19937 seeded with the low 32 bits of the seed (``init_genrand``);
+NumPy's MT19937 with the legacy seeding is the same generator, and its raw outputs are the
+32-bit words PyTorch's ``random()`` returns (``random64()``: two words, the first the high
+half). On them, PyTorch's CPU kernels (ATen's DistributionsHelper and the CPU distribution
+templates) build, one element after another in memory order:
+
+* uniform in [from, to) (``rand``, ``uniform_``, nn.init's uniform fills): the low 24 bits of a
+  word (float32, and the 16-bit dtypes, which round the float draw; 53 bits of a 64-bit draw
+  for float64) times 2^-digits, then ``x * (to - from) + from`` in double, rounded (through
+  float for the 16-bit dtypes; a value rounded up to ``to`` becomes ``from``);
+* normal (``randn``, ``normal_``): for 16 or more elements, float32 and float64 draw uniform
+  [0, 1) values for the whole tensor, then Box-Muller on each block of 16 (u1 = 1 - x[j],
+  u2 = x[j + 8], radius sqrt(-2 log u1), angle 2 pi u2, cos into x[j], sin into x[j + 8]),
+  and if the size is not a multiple of 16 the last 16 values drawn again and recomputed;
+  16-bit dtypes draw 16 float uniforms per block as they go, compute in float and round, a
+  last partial block written over the last 16 values; below 16 elements, one double
+  Box-Muller pair per two values (u1 then u2 uniform doubles, radius sqrt(-2 log1p(-u2)),
+  angle 2 pi u1), its sine kept in the generator for the next normal draw;
+* integers in [low, high): ``word % range + low``, a 64-bit draw where the range reaches 2^32
+  (for int64 and floating results);
+* randperm(n): positions 0..n-1, each position i swapped with i + word % (n - i).
+
+Uniform draws, integers and permutations are PyTorch's bit for bit; float32 normals within an
+ulp or two (PyTorch's vectorized log, sin and cos round otherwise than NumPy's), double ones
+exactly. Draws are made in blocks of `CHUNK` elements, so their temporaries stay small (the
+workspace rules in ops/random.py count them). Other samplers (Bernoulli, gamma, Poisson...) draw
+from the generator's NumPy ``Generator`` over the same MT19937 words, with NumPy's algorithms.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+CHUNK = 1 << 16  # elements drawn and transformed at once
+_DIGITS = {"float64": 53, "float32": 24, "float16": 24, "bfloat16": 24}
+_TWO_PI = 2.0 * math.pi
+
+
+def _compute_dtype(dtype: np.dtype) -> np.dtype:
+    """The type a uniform draw is computed in: double (for the 16-bit dtypes PyTorch's fused
+    multiply-add in float, which double computes exactly and rounds once to float)."""
+    return np.dtype(np.float64)
+
+
+def uniform_into(out: np.ndarray, generator, low: float, high: float) -> None:
+    """Fill the contiguous floating array ``out`` with uniform draws in [low, high)."""
+    flat = out.reshape(-1)
+    digits = _DIGITS[out.dtype.name]
+    acc = _compute_dtype(out.dtype)
+    mask = np.uint64((1 << digits) - 1)
+    scale = acc.type(2.0**-digits)
+    # the bounds in the result's dtype first, as PyTorch's kernel casts them
+    lo, hi = (acc.type(out.dtype.type(b)) for b in (low, high))
+    span = hi - lo
+    for start in range(0, flat.size, CHUNK):
+        n = min(CHUNK, flat.size - start)
+        words = generator.words64(n) if digits > 32 else generator.words32(n)
+        words &= mask
+        x = words.astype(acc)
+        del words  # (each block's temporaries freed before the next's: `WORKSPACE`)
+        x *= scale
+        if (lo, hi) != (0.0, 1.0):
+            x *= span
+            x += lo
+        piece = flat[start : start + n]
+        piece[...] = x if out.dtype.itemsize >= 4 else x.astype(np.float32)
+        del x
+        # a draw that rounds up to `to` in the result's dtype is `from`, as PyTorch's kernel
+        # keeps its draws in [from, to)
+        piece[piece == out.dtype.type(high)] = out.dtype.type(low)
+
+
+def normal_into(out: np.ndarray, generator, mean: float, std: float) -> None:
+    """Fill the contiguous floating array ``out`` with normal draws (see the module's
+    docstring for PyTorch's paths)."""
+    flat = out.reshape(-1)
+    if flat.size < 16:
+        _normal_serial(flat, generator, mean, std)
+        return
+    if flat.dtype.itemsize < 4:
+        _normal_half(flat, generator, mean, std)
+        return
+    uniform_into(flat, generator, 0.0, 1.0)
+    blocks = flat.size // 16
+    step = CHUNK // 16
+    for first in range(0, blocks, step):
+        last = min(blocks, first + step)
+        _box_muller_16(flat[first * 16 : last * 16].reshape(-1, 16), mean, std)
+    if flat.size % 16:
+        tail = np.empty((1, 16), flat.dtype)
+        uniform_into(tail, generator, 0.0, 1.0)
+        _box_muller_16(tail, mean, std)
+        flat[-16:] = tail[0]
+
+
+def _normal_half(flat: np.ndarray, generator, mean: float, std: float) -> None:
+    """16-bit dtypes: PyTorch draws 16 float uniforms per block as it goes, computes in float
+    and rounds; a last partial block is drawn whole and written over the last 16 values."""
+    blocks = -(-flat.size // 16)
+    step = CHUNK // 16
+    for first in range(0, blocks, step):
+        last = min(blocks, first + step)
+        values = np.empty((last - first, 16), np.float32)
+        uniform_into(values, generator, 0.0, 1.0)
+        _box_muller_16(values, mean, std)
+        whole = min(last, flat.size // 16) - first  # rows that are whole blocks in place
+        flat[first * 16 : (first + whole) * 16] = values[:whole].reshape(-1)
+        if whole < last - first:
+            flat[-16:] = values[-1]
+        del values
+
+
+def _box_muller_16(block: np.ndarray, mean: float, std: float) -> None:
+    """PyTorch's ``normal_fill_16`` on each row of 16 uniforms (float32 or float64), in place,
+    in the rows' dtype: u1 = 1 - x[j], u2 = x[j + 8], radius sqrt(-2 log u1), angle 2 pi u2,
+    x[j] = radius cos(angle) std + mean and x[j + 8] likewise with the sine (two half-block
+    temporaries, the radius and the angle)."""
+    t = block.dtype.type
+    radius = np.subtract(t(1), block[:, :8])
+    np.log(radius, out=radius)
+    radius *= t(-2)
+    np.sqrt(radius, out=radius)
+    theta = np.multiply(t(_TWO_PI), block[:, 8:])
+    for part, wave in ((block[:, :8], np.cos), (block[:, 8:], np.sin)):
+        wave(theta, out=part)
+        np.multiply(radius, part, out=part)
+        part *= t(std)
+        part += t(mean)
+
+
+def _normal_serial(flat: np.ndarray, generator, mean: float, std: float) -> None:
+    """PyTorch's ``normal_distribution<double>``, one value at a time, the pair's second
+    value kept in the generator."""
+    for i in range(flat.size):
+        cached = generator.next_normal
+        if cached is not None:
+            generator.next_normal = None
+            value = cached
+        else:
+            words = generator.words64(2) & np.uint64((1 << 53) - 1)
+            u1, u2 = (float(w) * 2.0**-53 for w in words)
+            radius = math.sqrt(-2.0 * math.log1p(-u2))
+            theta = _TWO_PI * u1
+            generator.next_normal = radius * math.sin(theta)
+            value = radius * math.cos(theta)
+        flat[i] = value * std + mean
+
+
+def integers_into(out: np.ndarray, generator, low: int, high: int) -> None:
+    """Fill ``out`` with integers in [low, high) (converted to its dtype)."""
+    flat = out.reshape(-1)
+    span = high - low
+    wide = span >= 1 << 32 and (out.dtype.kind == "f" or out.dtype == np.int64)
+    for start in range(0, flat.size, CHUNK):
+        n = min(CHUNK, flat.size - start)
+        words = generator.words64(n) if wide else generator.words32(n)
+        if span < 1 << 63:
+            words %= np.uint64(span)
+            values = words.view(np.int64)
+            values += np.int64(low)
+        else:  # (a range beyond int64's: Python's integers)
+            values = np.array([int(w) % span + low for w in words.tolist()], dtype=object)
+        flat[start : start + n] = values
+        del words, values
+
+
+def permutation(generator, n: int) -> np.ndarray:
+    """PyTorch's ``randperm(n)`` for n below 2^32 / 20 (int64); beyond, where PyTorch uses
+    another algorithm, NumPy's permutation on the same words."""
+    if n >= (1 << 32) // 20:
+        return generator.numpy.permutation(n).astype(np.int64)
+    order = list(range(n))
+    words = generator.words32(max(n - 1, 0)).tolist()
+    for i in range(n - 1):
+        j = i + words[i] % (n - i)
+        order[i], order[j] = order[j], order[i]
+    return np.array(order, dtype=np.int64)

@@ -1,0 +1,109 @@
+"""ember.manual_seed(s) then a draw gives PyTorch's draw after torch.manual_seed(s)
+(ember/random_streams.py): uniform draws, integers, permutations, 16-bit and double normals bit
+for bit; float32 normals within a few ulps (PyTorch's vectorized log, sin and cos); the
+default init of Linear, Conv2d and LSTM layers; the stream position after each draw; the
+default generator's seed; explicit generators."""
+
+import numpy as np
+import pytest
+
+import ember
+
+torch = pytest.importorskip("torch")
+
+SEEDS = [0, 7, 2**33 + 5]
+SIZES = [1, 5, 15, 16, 17, 40, 1000, 70001]
+
+
+def _same(a, b):
+    np.testing.assert_array_equal(a.float().numpy(), b.float().numpy())
+
+
+def _both(seed, draw):
+    torch.manual_seed(seed)
+    ember.manual_seed(seed)
+    return draw(torch), draw(ember)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_uniform_draws_are_pytorchs(seed, dtype):
+    for n in SIZES:
+        t, e = _both(seed, lambda lib: lib.rand(n, dtype=getattr(lib, dtype)))
+        _same(t, e)
+        t, e = _both(seed, lambda lib: lib.empty(3, n, dtype=getattr(lib, dtype)).uniform_(-2, 5))
+        _same(t, e)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("dtype", ["float64", "float16", "bfloat16"])
+def test_normal_draws_are_pytorchs(seed, dtype):
+    """Double normals bit for bit; 16-bit ones, computed in float and rounded, within an ulp
+    of their dtype (a float-math difference of NumPy's can cross a rounding boundary)."""
+    for n in SIZES:
+        t, e = _both(seed, lambda lib: lib.randn(n, dtype=getattr(lib, dtype)))
+        if dtype == "float64":
+            _same(t, e)
+            continue
+        want, got = t.float().numpy(), e.float().numpy()
+        ulp = float(torch.finfo(getattr(torch, dtype)).eps)
+        np.testing.assert_allclose(got, want, rtol=ulp, atol=0)
+        assert np.count_nonzero(got != want) <= max(1, n // 10000)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_float32_normal_draws_are_pytorchs_within_a_few_ulps(seed):
+    for n in SIZES:
+        for mean, std in ((0.0, 1.0), (0.5, 3.0)):
+            t, e = _both(seed, lambda lib: lib.empty(n).normal_(mean, std))
+            tol = 8 * np.finfo(np.float32).eps * (abs(mean) + 6 * std)
+            np.testing.assert_allclose(e.numpy(), t.numpy(), rtol=0, atol=tol)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_integers_and_permutations_are_pytorchs(seed):
+    cases = [
+        lambda lib: lib.randint(-5, 17, (50,)),
+        lambda lib: lib.randint(0, 2**40, (9,)),
+        lambda lib: lib.randint(3, (2, 7), dtype=lib.int32),
+        lambda lib: lib.randint(0, 10, (6,), dtype=lib.float32),
+        lambda lib: lib.randperm(1),
+        lambda lib: lib.randperm(1000),
+    ]
+    for draw in cases:
+        t, e = _both(seed, draw)
+        assert str(t.dtype).split(".")[-1] == str(e.dtype).split(".")[-1]
+        np.testing.assert_array_equal(t.numpy(), e.numpy())
+
+
+def test_the_stream_continues_as_pytorchs_through_mixed_draws():
+    """Each draw leaves the generator where PyTorch's is (the cached Box-Muller sine of small
+    normal draws included): a mixed sequence of draws agrees to its end."""
+
+    def sequence(lib):
+        out = [lib.randn(3), lib.rand(20), lib.randn(5), lib.randint(0, 9, (4,)), lib.randn(17)]
+        out += [lib.randperm(12), lib.rand(2, dtype=lib.float64), lib.randn(1), lib.rand(3)]
+        return out
+
+    for t, e in zip(*_both(3, sequence)):
+        np.testing.assert_allclose(e.float().numpy(), t.float().numpy(), rtol=0, atol=1e-6)
+
+
+def test_default_layer_initialisation_is_pytorchs():
+    def layers(lib):
+        nn = lib.nn
+        return [nn.Linear(20, 7), nn.Conv2d(3, 8, 3), nn.LSTM(4, 6, num_layers=2), nn.GRU(3, 5)]
+
+    for t, e in zip(*_both(0, layers)):
+        for (name, tv), (ename, ev) in zip(t.state_dict().items(), e.state_dict().items()):
+            assert name == ename
+            np.testing.assert_array_equal(ev.numpy(), tv.numpy(), err_msg=name)
+
+
+def test_an_explicit_generator_and_the_default_seed_are_pytorchs():
+    t = torch.rand(6, generator=torch.Generator().manual_seed(123))
+    e = ember.rand(6, generator=ember.Generator().manual_seed(123))
+    _same(t, e)
+    t = torch.rand(4, generator=torch.Generator())  # the default seed, 67280421310721
+    e = ember.rand(4, generator=ember.Generator())
+    _same(t, e)
