@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ember.types",
             "ember.symbolic",
             "ember.random",
+            "ember.random_streams",
             "ember._files",
             "ember._env",
             "ember._allocator",

@@ -107,3 +107,41 @@ def test_an_explicit_generator_and_the_default_seed_are_pytorchs():
     t = torch.rand(4, generator=torch.Generator())  # the default seed, 67280421310721
     e = ember.rand(4, generator=ember.Generator())
     _same(t, e)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_bernoulli_draws_and_dropout_masks_are_pytorchs(seed):
+    for n in (20, 1000, 70001):
+        cases = [
+            lambda lib: lib.bernoulli(lib.full((n,), 0.3)),
+            lambda lib: lib.bernoulli(lib.full((n,), 0.7, dtype=lib.float64)),
+            lambda lib: lib.empty(n).bernoulli_(0.6),
+            lambda lib: lib.nn.functional.dropout(lib.ones(n), 0.3),
+            lambda lib: lib.nn.functional.dropout2d(lib.ones(4, max(n // 20, 1), 3, 3), 0.4),
+        ]
+        for draw in cases:
+            t, e = _both(seed, draw)
+            np.testing.assert_array_equal(e.numpy(), t.numpy())
+
+
+def test_a_model_with_dropout_trains_as_pytorchs_from_the_same_seed():
+    """Initial weights and dropout masks from the seed: the first steps' losses agree to
+    float32 rounding."""
+
+    def losses(lib):
+        nn = lib.nn
+        model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Dropout(0.3), nn.Linear(32, 3))
+        opt = lib.optim.SGD(model.parameters(), lr=0.1)
+        x = lib.randn(16, 8)
+        y = lib.randint(0, 3, (16,))
+        out = []
+        for _ in range(3):
+            loss = nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            out.append(loss.item())
+        return out
+
+    t, e = _both(0, losses)
+    np.testing.assert_allclose(e, t, rtol=1e-5)

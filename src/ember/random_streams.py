@@ -20,13 +20,16 @@ templates) build, one element after another in memory order:
   angle 2 pi u1), its sine kept in the generator for the next normal draw;
 * integers in [low, high): ``word % range + low``, a 64-bit draw where the range reaches 2^32
   (for int64 and floating results);
-* randperm(n): positions 0..n-1, each position i swapped with i + word % (n - i).
+* randperm(n): positions 0..n-1, each position i swapped with i + word % (n - i);
+* Bernoulli: with a tensor of probabilities, a uniform draw of their precision below each;
+  with one number (``bernoulli_(p)``, dropout's masks), a double uniform draw below it.
 
 Uniform draws, integers and permutations are PyTorch's bit for bit; float32 normals within an
 ulp or two (PyTorch's vectorized log, sin and cos round otherwise than NumPy's), double ones
-exactly. Draws are made in blocks of `CHUNK` elements, so their temporaries stay small (the
-workspace rules in ops/random.py count them). Other samplers (Bernoulli, gamma, Poisson...) draw
-from the generator's NumPy ``Generator`` over the same MT19937 words, with NumPy's algorithms.
+exactly; Bernoulli masks bit for bit. Draws are made in blocks of `CHUNK` elements, so their
+temporaries stay small (the workspace rules in ops/random.py count them). Other samplers
+(gamma, Poisson, multinomial...) draw from the generator's NumPy ``Generator`` over the same
+MT19937 words, with NumPy's algorithms.
 """
 
 from __future__ import annotations
@@ -148,6 +151,37 @@ def _normal_serial(flat: np.ndarray, generator, mean: float, std: float) -> None
             generator.next_normal = radius * math.sin(theta)
             value = radius * math.cos(theta)
         flat[i] = value * std + mean
+
+
+def bernoulli_into(out: np.ndarray, generator, p: np.ndarray) -> None:
+    """Fill ``out`` with 1 where a uniform draw of p's precision (double for float64
+    probabilities, float otherwise) lies below ``p`` (out's shape), else 0: PyTorch's
+    ``bernoulli(p)`` for a tensor of probabilities."""
+    flat = out.reshape(-1)
+    probs = p.reshape(-1)
+    draw = np.dtype(np.float64) if p.dtype == np.float64 else np.dtype(np.float32)
+    for start in range(0, flat.size, CHUNK):
+        n = min(CHUNK, flat.size - start)
+        u = np.empty(n, draw)
+        uniform_into(u, generator, 0.0, 1.0)
+        flat[start : start + n] = u < probs[start : start + n]
+        del u
+
+
+def bernoulli_scalar_into(out: np.ndarray, generator, p: float) -> None:
+    """Fill ``out`` with 1 where a double uniform draw (53 bits of a 64-bit draw) lies below
+    the number ``p``, else 0: PyTorch's ``bernoulli_(p)``, which dropout's masks use."""
+    flat = out.reshape(-1)
+    mask = np.uint64((1 << 53) - 1)
+    for start in range(0, flat.size, CHUNK):
+        n = min(CHUNK, flat.size - start)
+        words = generator.words64(n)
+        words &= mask
+        u = words.astype(np.float64)
+        del words
+        u *= 2.0**-53
+        flat[start : start + n] = u < p
+        del u
 
 
 def integers_into(out: np.ndarray, generator, low: int, high: int) -> None:

@@ -53,6 +53,7 @@ NO_ONNX = {
     "lu_permutation": "a loop of data-dependent row swaps; ONNX has no such operator",
     "view_dtype": "ONNX's BitCast is opset 26, past the default 20: not written",
     "random_bernoulli": _RANDOM,
+    "random_bernoulli_scalar": _RANDOM,
     "random_multinomial": _RANDOM,
     "random_normal": _RANDOM,
     "random_randint": _RANDOM,

@@ -69,7 +69,9 @@ def test_numpy_kernel_allocates_what_its_workspace_rule_says(name, dtype, shape,
 @pytest.mark.parametrize(
     "dtype", [ember.float32, ember.float64, ember.bfloat16, ember.float16, ember.int64], ids=str
 )
-@pytest.mark.parametrize("name", ["random_uniform", "random_normal", "random_randint"])
+@pytest.mark.parametrize(
+    "name", ["random_uniform", "random_normal", "random_randint", "random_bernoulli_scalar"]
+)
 def test_random_kernels_allocate_what_their_workspace_rules_say(name, dtype, size):
     """The draws of PyTorch's streams (ember/random_streams.py) work block by block; each
     rule counts a block's temporaries."""
@@ -82,6 +84,7 @@ def test_random_kernels_allocate_what_their_workspace_rules_say(name, dtype, siz
         "random_uniform": {"low": -1.0, "high": 2.0},
         "random_normal": {"mean": 0.5, "std": 2.0},
         "random_randint": {"low": -3, "high": 2**40},
+        "random_bernoulli_scalar": {"p": 0.3},
     }[name]
     attrs.update(shape=(size,), dtype=dtype, generator=ember.Generator(1))
     tracemalloc.start()

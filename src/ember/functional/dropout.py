@@ -4,9 +4,11 @@
 In training, each element (or each channel of each sample) is kept with probability ``1 - p``
 and scaled by ``1 / (1 - p)``, so the expected value is unchanged; outside training the input is
 returned as is. Complex tensors pass where no mask is drawn (outside training, p = 0 or 1, no
-elements), as in PyTorch, whose Bernoulli draw refuses them otherwise. Masks come from
-``ember.bernoulli`` with the given ``generator`` (the default generator otherwise), so a seed
-makes them reproducible. The gradient is the same mask times the same scale.
+elements), as in PyTorch, whose Bernoulli draw refuses them otherwise. Masks are
+Bernoulli(1 - p) draws from the given ``generator`` (the default generator otherwise), so a seed
+makes them reproducible, and PyTorch's after the same seed (its ``bernoulli_(1 - p)``: a double
+uniform draw per element, ember/random_streams.py). The gradient is the same mask times the
+same scale.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops._registry import export
 from ..ops._util import fmt_shape
+from ..ops.random import bernoulli_scalar
 from ._common import float_input, refuse_complex_draw
 
 
@@ -36,8 +39,8 @@ def _masked(op: str, x, p: float, mask_shape: tuple, inplace: bool, generator):
         scaled_mask = E.zeros(mask_shape, dtype=x.dtype)
     else:
         refuse_complex_draw(op, x)
-        keep = E.full(mask_shape, 1.0 - p, dtype=x.dtype)
-        scaled_mask = E.bernoulli(keep, generator=generator) * (1.0 / (1.0 - p))
+        mask = bernoulli_scalar(mask_shape, 1.0 - p, dtype=x.dtype, generator=generator)
+        scaled_mask = mask * (1.0 / (1.0 - p))
     if inplace:
         return x._inplace(op + "_", lambda t: t * scaled_mask)
     return x * scaled_mask

@@ -24,7 +24,6 @@ from ._util import (
     require_float,
     same_type,
     size_arg,
-    value_bytes,
 )
 from .elementwise import promote, to_tensor
 
@@ -166,17 +165,17 @@ def _bernoulli_infer(p, *, generator):
 
 
 def _bernoulli_kernel(p, *, generator):
-    draw = generator.numpy.random(p.shape, dtype=_draw_dtype(dt.from_numpy_dtype(p.dtype)))
-    return (draw < p).astype(p.dtype)
+    out = np.empty(p.shape, p.dtype)
+    streams.bernoulli_into(out, generator, p)
+    return out
 
 
 def _bernoulli_workspace(node, layouts) -> int:
-    """`_bernoulli_kernel`'s half-precision temporaries beyond the result (none counted in
-    float32/float64): the float32 draws and the bool comparison, both alive while it is cast."""
+    """Per element of a block: the uniform draws of the probabilities' precision (4 or 8
+    bytes) beside their words and transform (16, or 24 where a double draw takes two words);
+    the comparison works block by block too (measured: 20 and 32 bytes)."""
     out = node.outputs[0]
-    if not half_precision(out):
-        return 0
-    return 2 * value_bytes(out) + value_bytes(out) // out.dtype.itemsize
+    return (32 if out.dtype.itemsize == 8 else 20) * min(_numel(out), streams.CHUNK)
 
 
 _BERNOULLI = register(
@@ -190,6 +189,42 @@ _BERNOULLI = register(
         doc="1 with probability p (elementwise), else 0",
     )
 )
+
+
+def _bernoulli_scalar_kernel(*, shape, dtype, p, generator):
+    out = np.empty(shape, dtype.np)
+    streams.bernoulli_scalar_into(out, generator, p)
+    return out
+
+
+def _bernoulli_scalar_workspace(node, layouts) -> int:
+    """Per element of a block: two words a draw (16 bytes) and the 64-bit draw made of them
+    (8); the transform and the comparison come after the words are freed."""
+    return 24 * min(_numel(node.outputs[0]), streams.CHUNK)
+
+
+_BERNOULLI_SCALAR = register(
+    OpDef(
+        name="random_bernoulli_scalar",
+        kind="random",
+        infer=_creation_infer,
+        kernel=_bernoulli_scalar_kernel,
+        cost=elementwise_cost(1),
+        workspace=_bernoulli_scalar_workspace,
+        doc="1 with probability p (a number) at every element of the shape, else 0",
+    )
+)
+
+
+def bernoulli_scalar(shape, p: float, *, dtype, generator=None):
+    """Bernoulli(p) draws of a shape: PyTorch's ``empty(shape).bernoulli_(p)``."""
+    return apply(
+        _BERNOULLI_SCALAR,
+        shape=tuple(shape),
+        dtype=dt.as_dtype(dtype),
+        p=float(p),
+        generator=resolve(generator),
+    )
 
 
 def _grad_flag(t, requires_grad):
@@ -378,10 +413,17 @@ def _normal_(self, mean=0.0, std=1.0, *, generator=None):
 
 
 def _bernoulli_(self, p=0.5, *, generator=None):
+    """In place: Bernoulli(p) draws, p a number (PyTorch's scalar draws) or a tensor of
+    probabilities broadcast to the tensor's shape."""
+    if isinstance(p, (int, float)):
+        return self._inplace(
+            "bernoulli_",
+            lambda old: bernoulli_scalar(old.shape, p, dtype=old.dtype, generator=generator),
+        )
     return self._inplace(
         "bernoulli_",
         lambda old: bernoulli(
-            to_tensor(np.full(old.shape, p, dtype=old.dtype.np)), generator=generator
+            E.broadcast_to(E.cast(to_tensor(p), old.dtype), tuple(old.shape)), generator=generator
         ),
     )
 
