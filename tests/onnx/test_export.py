@@ -298,7 +298,12 @@ def test_zoo_training_step_runs_three_steps_in_onnxruntime(name):
     exported = to_model(step, x, y)
     losses, _ = _three_steps_in_onnxruntime(exported, x.numpy(), y.numpy())
     expected = [step(x, y).item() for _ in range(3)]
-    np.testing.assert_allclose(losses, expected, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(losses[0], expected[0], rtol=1e-4, atol=1e-5)
+    # later steps train on weights that differ by the kernels' rounding, which a batch norm
+    # over a handful of values near zero variance amplifies (MobileNetV2's last blocks, at the
+    # test batch of 2 on 2x2 planes: 6e-7 after two steps, 3e-4 after three); a wrong
+    # gradient or update is off by far more after one step
+    np.testing.assert_allclose(losses[1:], expected[1:], rtol=1e-3, atol=1e-5)
 
 
 @pytest.mark.parametrize("name", ["mlp", "cnn", "gpt", "resnet"])

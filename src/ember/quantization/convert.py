@@ -17,7 +17,8 @@
    quantized layer hands it uint8 values directly (modules.py).
 
 ``weight_dtype="fp8_e4m3" | "fp8_e5m2"`` stores the weights as float8 with one scale per
-tensor instead (`Float8Conv2d`, `Float8Linear`; float compute, no calibration of activations).
+output channel instead (`Float8Conv2d`, `Float8Linear`; float compute, no calibration of
+activations).
 
 `quantize_dynamic(model, {nn.Linear, nn.LSTM}, dtype=ember.int8)` replaces those layers with
 int8-weight versions whose inputs are quantized at each call; nothing to calibrate.

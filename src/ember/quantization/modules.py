@@ -17,9 +17,9 @@
   from the input itself (in ember ops, so a captured graph computes it per call too), takes the
   int32 sums and scales them by ``scale * w_scale``.
 * `Float8Linear`, `Float8Conv2d` (``weight_dtype="fp8_e4m3" | "fp8_e5m2"``): the weight kept as
-  float8 bytes (ml_dtypes' ``float8_e4m3fn`` / ``float8_e5m2``) with one float32 scale
-  (``max|w|`` onto the format's largest finite value), decoded at each use through a 256-entry
-  table, then a float32 linear / convolution.
+  float8 bytes (ml_dtypes' ``float8_e4m3fn`` / ``float8_e5m2``) with one float32 scale per
+  output channel (its ``max|w|`` onto the format's largest finite value), decoded at each use
+  through a 256-entry table, then a float32 linear / convolution.
 
 The integer weights, scales and biases are buffers (state_dict holds them); the activation
 parameters are plain attributes fixed by calibration.
@@ -260,7 +260,12 @@ class _Float8(Module):
         f8 = _fp8_type(weight_dtype)
         top = float(ml_dtypes.finfo(f8).max)
         w = np.asarray(weight, np.float32)
-        scale = np.float32(max(float(np.abs(w).max(initial=0.0)), 1e-30) / top)
+        # one scale per output channel (row): folded BatchNorm leaves channels of very
+        # different magnitudes, and one scale for all would push the small ones into float8's
+        # subnormals
+        axes = tuple(range(1, w.ndim))
+        amax = np.abs(w).max(axis=axes, keepdims=True, initial=0.0)
+        scale = (np.maximum(amax, 1e-30) / top).astype(np.float32)
         stored = np.clip(w / scale, -top, top).astype(f8)
         self.weight_dtype = weight_dtype
         self.register_buffer("weight_bits", Tensor(stored.view(np.uint8)))
