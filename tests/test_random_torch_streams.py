@@ -145,3 +145,21 @@ def test_a_model_with_dropout_trains_as_pytorchs_from_the_same_seed():
 
     t, e = _both(0, losses)
     np.testing.assert_allclose(e, t, rtol=1e-5)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_multinomial_and_weighted_sampling_are_pytorchs(seed):
+    """With replacement: cumulative weights and a uniform double per sample; without (and
+    for one sample): exponential keys. (Categories of weight 0 drawn without replacement,
+    once the others are exhausted, come in index order here and in topk's order in PyTorch.)"""
+    weights = np.random.default_rng(seed % 2**32).random((3, 17)).astype(np.float32) + 0.01
+    for k, replacement in ((40, True), (1, True), (1, False), (9, False), (17, False)):
+        t, e = _both(seed, lambda lib: lib.multinomial(lib.tensor(weights), k, replacement))
+        np.testing.assert_array_equal(e.numpy(), t.numpy())
+    w = [0.1, 2.0, 0.5, 0.0, 1.0, 3.0]
+    for replacement in (True, False):
+        t, e = _both(
+            seed,
+            lambda lib: list(lib.utils.data.WeightedRandomSampler(w, 5, replacement=replacement)),
+        )
+        assert e == t

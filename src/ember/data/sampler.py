@@ -7,8 +7,8 @@ or from ember's default generator when none is given, at the start of each pass:
 two orders, and a seeded generator gives the same sequence of orders every run. `RandomSampler`
 and `SubsetRandomSampler` draw PyTorch's orders for the same seed (``randperm`` and ``randint``
 on PyTorch's stream, ember/random_streams.py; without a generator, RandomSampler seeds a fresh
-one from a 63-bit draw of the default generator, as PyTorch's does); `WeightedRandomSampler`'s
-draws are ember's own (NumPy's ``choice``), with the same distribution as PyTorch's.
+one from a 63-bit draw of the default generator, as PyTorch's does), and so does
+`WeightedRandomSampler` (``multinomial`` over the weights as doubles, PyTorch's draws).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 from .. import random_streams as streams
 from ..errors import ShapeError
 from ..random import Generator, resolve
+from ..tensor import Tensor
 
 __all__ = [
     "BatchSampler",
@@ -161,10 +162,13 @@ class WeightedRandomSampler(Sampler):
         self.generator = generator
 
     def __iter__(self) -> Iterator[int]:
-        rng = resolve(self.generator).numpy
-        p = self.weights / self.weights.sum()
-        draws = rng.choice(len(p), size=self.num_samples, replace=self.replacement, p=p)
-        return iter(draws.tolist())
+        # PyTorch's: multinomial over the weights as doubles
+        from ..ops.sampling import multinomial
+
+        draws = multinomial(
+            Tensor(self.weights), self.num_samples, self.replacement, generator=self.generator
+        )
+        return iter(draws.numpy().tolist())
 
     def __len__(self) -> int:
         return self.num_samples

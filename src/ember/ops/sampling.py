@@ -58,22 +58,44 @@ def _check_weights(w: np.ndarray) -> None:
         raise EmberError("a row of weights sums to zero", op="multinomial")
 
 
+def _double_uniforms(generator, count: int) -> np.ndarray:
+    """PyTorch's uniform doubles in [0, 1): 53 bits of a 64-bit draw each."""
+    words = generator.words64(count)
+    words &= np.uint64((1 << 53) - 1)
+    return words.astype(np.float64) * 2.0**-53
+
+
 def _multinomial_kernel(p, *, num_samples, replacement, generator):
-    w = np.atleast_2d(p).astype(np.float64)
-    _check_weights(w)
+    """PyTorch's CPU draws. With replacement (and more than one sample): each row's
+    cumulative weights (summed in its dtype, float32 or double, and divided by the total),
+    and per sample a uniform double, the first category whose cumulative weight reaches it.
+    Otherwise (and for one sample): exponential keys -log1p(-u), the weights divided by
+    them, the largest first (argmax for one sample)."""
+    w = np.atleast_2d(p)
+    _check_weights(w.astype(np.float64))
     rows, n = w.shape
-    rng = generator.numpy
-    if replacement:
-        cdf = np.cumsum(w, axis=1)
+    acc = np.float64 if w.dtype == np.float64 else np.float32
+    if replacement and num_samples > 1:
+        cdf = np.cumsum(w.astype(acc), axis=1, dtype=acc)
         cdf /= cdf[:, -1:]
-        u = rng.random((rows, num_samples))
-        # side="right": a draw never lands on a category of weight 0 (its interval is empty)
-        out = np.stack([np.searchsorted(cdf[r], u[r], side="right") for r in range(rows)])
-        out = np.minimum(out, n - 1)  # (u < 1 = cdf[-1], so only rounding could reach n)
+        u = _double_uniforms(generator, rows * num_samples).reshape(rows, num_samples)
+        out = np.stack(
+            [np.searchsorted(cdf[r].astype(np.float64), u[r], side="left") for r in range(rows)]
+        )
+        out = np.minimum(out, n - 1)  # (rounding could leave the last cumulative below 1)
+        # a draw of exactly 0 lands on a leading category of weight 0: the next one holds it
+        zero = np.take_along_axis(w, out, axis=1) == 0
+        if zero.any():
+            for r, c in zip(*np.nonzero(zero)):
+                out[r, c] = min(np.searchsorted(cdf[r], u[r, c], side="right"), n - 1)
     else:
-        with np.errstate(divide="ignore"):
-            keys = rng.standard_exponential((rows, n)) / w  # weight 0: an infinite key
-        out = np.argsort(keys, axis=1, kind="stable")[:, :num_samples]
+        keys = -np.log1p(-_double_uniforms(generator, rows * n)).reshape(rows, n)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = w.astype(acc) / keys.astype(acc)
+        if num_samples == 1:
+            out = np.argmax(ratio, axis=1)[:, None]
+        else:  # (weight 0: ratio 0, last, in index order)
+            out = np.argsort(-ratio, axis=1, kind="stable")[:, :num_samples]
     return out.astype(np.int64).reshape(p.shape[:-1] + (num_samples,))
 
 
@@ -97,8 +119,8 @@ def multinomial(input, num_samples: int, replacement: bool = False, *, generator
     non-negative weights, normalized per row), with or without ``replacement`` (without: no
     category twice in a row, at most as many samples as categories; categories of weight 0
     come last, in index order). Draws from
-    ``generator`` (an `ember.Generator`; the default one when None). Not differentiable. The
-    draws are ember's own: the same seed gives other draws than PyTorch's."""
+    ``generator`` (an `ember.Generator`; the default one when None), as PyTorch's CPU kernel
+    draws: the same seed gives PyTorch's samples. Not differentiable."""
     p = to_tensor(input)
     return apply(
         _MULTINOMIAL,
