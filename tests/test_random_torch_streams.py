@@ -163,3 +163,18 @@ def test_multinomial_and_weighted_sampling_are_pytorchs(seed):
             lambda lib: list(lib.utils.data.WeightedRandomSampler(w, 5, replacement=replacement)),
         )
         assert e == t
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_other_in_place_fills_are_pytorchs(seed):
+    cases = [
+        lambda lib: lib.empty(40).exponential_(2.0),
+        lambda lib: lib.empty(40, dtype=lib.float64).exponential_(),
+        lambda lib: lib.empty(40).cauchy_(1.0, 2.0),
+        lambda lib: lib.empty(40).geometric_(0.3),
+        lambda lib: lib.empty(40).random_(0, 10),
+        lambda lib: lib.empty(9, dtype=lib.int64).random_(),
+    ]
+    for draw in cases:
+        t, e = _both(seed, draw)
+        np.testing.assert_array_equal(e.numpy(), t.numpy())

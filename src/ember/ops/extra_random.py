@@ -1,8 +1,10 @@
 """PyTorch's in-place random fills beyond uniform_ / normal_ / bernoulli_: exponential_,
 geometric_, cauchy_, log_normal_ and random_, each an inverse-CDF transform (or a randint) of
 ember's generators, written into the tensor under the in-place protocol (so they capture as
-draws too). ``generator=`` takes an ember.Generator as PyTorch's take a torch.Generator; the
-streams differ from PyTorch's, the distributions do not.
+draws too). ``generator=`` takes an ember.Generator as PyTorch's take a torch.Generator. As
+PyTorch's CPU kernels, the transforms take a uniform double per element (53 bits of a 64-bit
+draw) and compute in double, so the same seed gives PyTorch's values (log_normal_: exp of its
+normal draws).
 """
 
 from __future__ import annotations
@@ -28,41 +30,44 @@ def _require_float(name, old):
         raise DTypeError(f"{name} fills float tensors only, got {old.dtype}", op=name)
 
 
-def _open_unit(old, generator):
-    """Uniform draws in (0, 1] (never 0: the transforms below take its logarithm)."""
-    u = E.uniform(0.0, 1.0, tuple(old.shape), generator=generator, dtype=_draw_float(old))
-    return 1.0 - u
+def _unit(old, generator):
+    """Uniform doubles in [0, 1), one per element (PyTorch's ``uniform_real_distribution
+    <double>``)."""
+    return E.uniform(0.0, 1.0, tuple(old.shape), generator=generator, dtype=dt.float64)
 
 
 def _exponential_(self, lambd: float = 1.0, *, generator=None):
-    """Fill with draws from the exponential distribution of rate ``lambd``."""
+    """Fill with draws from the exponential distribution of rate ``lambd``: -log1p(-u) / rate."""
 
     def fill(old):
         _require_float("exponential_", old)
-        return -E.log(_open_unit(old, generator)) / _items.number(lambd)  # (an item: its tensor)
+        draws = -E.log1p(-_unit(old, generator)) / _items.number(lambd)  # (an item: its tensor)
+        return E.cast(draws, old.dtype)
 
     return self._inplace("exponential_", fill)
 
 
 def _geometric_(self, p: float, *, generator=None):
-    """Fill with the number of Bernoulli(p) trials up to the first success (1, 2, ...)."""
+    """Fill with the number of Bernoulli(p) trials up to the first success (1, 2, ...):
+    ceil(log(u) / log1p(-p))."""
     if not 0 < p < 1:
         raise ValueError(f"geometric_: p must be in (0, 1), got {p}")
 
     def fill(old):
-        trials = E.ceil(E.log(_open_unit(old, generator)) / math.log1p(-p))
+        trials = E.ceil(E.log(_unit(old, generator)) / math.log1p(-p))
         return E.cast(E.clamp(trials, min=1.0), old.dtype)
 
     return self._inplace("geometric_", fill)
 
 
 def _cauchy_(self, median: float = 0.0, sigma: float = 1.0, *, generator=None):
-    """Fill with draws from the Cauchy distribution (location ``median``, scale ``sigma``)."""
+    """Fill with draws from the Cauchy distribution (location ``median``, scale ``sigma``):
+    median + sigma tan(pi (u - 1/2))."""
 
     def fill(old):
         _require_float("cauchy_", old)
-        u = E.uniform(0.0, 1.0, tuple(old.shape), generator=generator, dtype=old.dtype)
-        return E.tan((u - 0.5) * math.pi) * float(sigma) + float(median)
+        u = _unit(old, generator)
+        return E.cast(E.tan((u - 0.5) * math.pi) * float(sigma) + float(median), old.dtype)
 
     return self._inplace("cauchy_", fill)
 
