@@ -177,4 +177,8 @@ def test_the_other_in_place_fills_are_pytorchs(seed):
     ]
     for draw in cases:
         t, e = _both(seed, draw)
-        np.testing.assert_array_equal(e.numpy(), t.numpy())
+        if t.dtype.is_floating_point:  # (the C library's log1p and NumPy's: an ulp apart)
+            eps = float(torch.finfo(t.dtype).eps)
+            np.testing.assert_allclose(e.numpy(), t.numpy(), rtol=2 * eps, atol=0)
+        else:
+            np.testing.assert_array_equal(e.numpy(), t.numpy())

@@ -192,7 +192,7 @@ def integers_into(out: np.ndarray, generator, low: int, high: int) -> None:
     for start in range(0, flat.size, CHUNK):
         n = min(CHUNK, flat.size - start)
         words = generator.words64(n) if wide else generator.words32(n)
-        if span < 1 << 63:
+        if span <= 1 << 63:  # (the remainders fit int64: int64's whole range is 2**63 values up)
             words %= np.uint64(span)
             values = words.view(np.int64)
             values += np.int64(low)
