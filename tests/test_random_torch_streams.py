@@ -182,3 +182,17 @@ def test_the_other_in_place_fills_are_pytorchs(seed):
             np.testing.assert_allclose(e.numpy(), t.numpy(), rtol=2 * eps, atol=0)
         else:
             np.testing.assert_array_equal(e.numpy(), t.numpy())
+
+
+def test_distribution_samples_are_pytorchs():
+    cases = [
+        lambda lib: lib.distributions.Categorical(probs=lib.tensor([0.2, 0.5, 0.3])).sample((9,)),
+        lambda lib: lib.distributions.Categorical(logits=lib.zeros(4, 6)).sample((3, 2)),
+        lambda lib: lib.distributions.Exponential(lib.ones(5) * 2).sample(),
+        lambda lib: lib.distributions.Uniform(lib.zeros(5), lib.ones(5) * 3).sample(),
+        lambda lib: lib.distributions.Bernoulli(probs=lib.ones(20) * 0.3).sample(),
+        lambda lib: lib.nn.functional.gumbel_softmax(lib.zeros(2, 5), tau=0.5, hard=True),
+    ]
+    for draw in cases:
+        t, e = _both(5, draw)
+        np.testing.assert_array_equal(e.numpy(), t.numpy())

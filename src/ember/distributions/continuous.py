@@ -258,8 +258,9 @@ class Exponential(ExponentialFamily):
         return self.rate.pow(-2)
 
     def rsample(self, sample_shape=()):
-        u = E.rand(*self._extended_shape(sample_shape), dtype=self.rate.dtype)
-        return -(-u).log1p() / self.rate
+        # PyTorch's: exponential_() draws divided by the rate
+        draws = E.empty(self._extended_shape(sample_shape), dtype=self.rate.dtype).exponential_()
+        return draws / self.rate
 
     def log_prob(self, value):
         if self._validate_args:

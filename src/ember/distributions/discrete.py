@@ -186,12 +186,11 @@ class Categorical(Distribution):
 
     def sample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        with no_grad():
-            cdf = E.cumsum(self.probs, -1)
-            # scaled by the rounded total, a draw never lands past the last category with
-            # probability, nor in a zero-probability one (its interval is empty)
-            u = E.rand(*shape, dtype=self._param.dtype).unsqueeze(-1) * cdf[..., -1:]
-            return (cdf <= u).sum(-1).clamp(max=self._num_events - 1)
+        count = int(np.prod(tuple(sample_shape), dtype=np.int64))
+        with no_grad():  # PyTorch's: multinomial draws per row of probabilities, transposed
+            rows = E.reshape(self.probs, (-1, self._num_events))
+            samples = E.multinomial(rows, count, True)
+            return E.reshape(E.transpose(samples, 0, 1), shape)
 
     def log_prob(self, value):
         if self._validate_args:

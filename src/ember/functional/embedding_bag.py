@@ -238,8 +238,7 @@ def gumbel_softmax(logits, tau: float = 1, hard: bool = False, eps: float = 1e-1
         )
     x = float_input("gumbel_softmax", logits, "logits")
     d = dim_arg("gumbel_softmax", dim, x.ndim) if x.ndim else 0
-    u = E.rand(tuple(x.shape), dtype=x.dtype)
-    gumbels = -E.log(-E.log1p(-u))  # -log of an Exponential(1) draw, as PyTorch's
+    gumbels = -E.log(E.empty(tuple(x.shape), dtype=x.dtype).exponential_())  # as PyTorch's
     y_soft = E.softmax((x + gumbels) / tau, d)
     if not hard:
         return y_soft
