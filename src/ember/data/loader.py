@@ -1,12 +1,14 @@
 """`DataLoader`: batches of a map-style dataset, shuffled reproducibly, optionally prefetched.
 
 One pass over the loader is an *epoch*. At its start the loader draws, from its generator (ember's
-default generator when none is given):
+default generator when none is given), in PyTorch's order and with PyTorch's draws:
 
-1. the epoch's order: a permutation of the dataset when ``shuffle``, else ``0..n-1`` (or the
-   indices a ``sampler`` yields);
-2. one base seed for the data randomness of the epoch: random transforms draw from a per-batch
-   generator derived from it (see `ember.data.rng`).
+1. one base seed for the data randomness of the epoch (a 64-bit draw modulo 2**63): random
+   transforms draw from a per-batch generator derived from it (see `ember.data.rng`);
+2. the epoch's order: with ``shuffle``, PyTorch's RandomSampler's (a ``randperm`` of the dataset
+   from the loader's generator, or without one from a fresh generator seeded by the default
+   one, then the permutation it draws for the empty remainder), else ``0..n-1`` (or the indices
+   a ``sampler`` yields). The same seed gives PyTorch's batches.
 
 Nothing else touches the generator during the epoch, so its state before an epoch determines the
 epoch completely. `state_dict()` records that state plus how many batches were consumed, and
