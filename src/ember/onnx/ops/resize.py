@@ -83,20 +83,25 @@ def _antialias_weights(ratio, scale, mode, a):
 
 def _source_coords(how, out_int, scale, n_in, roi):
     """Each output position's coordinate in the input, and (tf_crop_and_resize) which fall
-    outside it."""
+    outside it.
+
+    The two corner-aligned modes divide by the resized length less one, the length the output
+    has (ONNX's text: "length_resized"; onnxruntime, and PyTorch's align_corners=True). ONNX's
+    reference divides by ``scale * n_in`` instead, which differs where a scale does not give a
+    whole length (9 * 1.5 resized to 13): there PyTorch's exports match onnxruntime only."""
     y = np.arange(out_int, dtype=np.float64)
     out_len = scale * n_in
     outside = None
     if how == "align_corners":
-        x = np.zeros(out_int) if out_len == 1 else y * (n_in - 1) / (out_len - 1)
+        x = np.zeros(out_int) if out_int == 1 else y * (n_in - 1) / (out_int - 1)
     elif how == "asymmetric":
         x = y / scale
     elif how == "tf_crop_and_resize":
         lo, hi = roi
-        if out_len == 1:
+        if out_int == 1:
             x = np.full(out_int, (hi - lo) * (n_in - 1) / 2)
         else:
-            x = y * (hi - lo) * (n_in - 1) / (out_len - 1)
+            x = y * (hi - lo) * (n_in - 1) / (out_int - 1)
         x = x + lo * (n_in - 1)
         outside = (x < 0) | (x > n_in - 1)
     elif how == "pytorch_half_pixel":
