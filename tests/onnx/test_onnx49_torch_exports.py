@@ -119,3 +119,27 @@ def test_fine_tuning_keeps_merged_batchnorm_statistics_apart(opset):
         np.testing.assert_array_equal(value.numpy(), before[name])
     stats = [model[1].running_mean.numpy(), model[1].running_var.numpy()]
     np.testing.assert_array_equal(sorted(map(tuple, before.values())), sorted(map(tuple, stats)))
+
+
+class _Nearest(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x):
+        return nn.functional.interpolate(x, scale_factor=self.scale, mode="nearest")
+
+
+@pytest.mark.parametrize("scale", [0.6, 0.7, 1.3, 2.2])
+def test_nearest_scales_pick_onnxruntimes_pixels(scale):
+    """Resize's nearest coordinates are float32 (3 / 0.6f is 5.0, not 4.9999998)."""
+    model = _Nearest(scale)
+    dynamic = {"x0": {0: "b", 2: "h", 3: "w"}}
+    data = _export(model, (torch.randn(1, 2, 10, 10),), 13, dynamic_axes=dynamic)
+    session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    f = ember.onnx.load(data)
+    for h, w in [(10, 10), (7, 13), (15, 6)]:
+        x = np.arange(2 * h * w, dtype=np.float32).reshape(1, 2, h, w)
+        want = session.run(None, {"x0": x})[0]
+        np.testing.assert_array_equal(f(x).numpy(), want)
+        np.testing.assert_array_equal(f(x).numpy(), model(torch.from_numpy(x)).numpy())
