@@ -115,7 +115,11 @@ class GraphRunner:
                     f"the model imports opset {opset}"
                 )
             _check_arity(node, label, domain, opset)
-            attrs = {a.name: attribute_value(a, label) for a in node.attribute}
+            attrs = {}
+            for attribute in node.attribute:
+                if attribute.name in attrs:  # which one holds would be a guess (ONNX refuses)
+                    raise OnnxError(f"{label}: attribute {attribute.name!r} appears twice")
+                attrs[attribute.name] = attribute_value(attribute, label)
             for name, value in attrs.items():
                 graphs = value if isinstance(value, list) else [value]
                 for position, g in enumerate(graphs):
