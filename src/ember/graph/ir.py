@@ -24,6 +24,7 @@ import itertools
 import numpy as np
 
 from .. import dtypes as dt
+from ..errors import ShapeError
 from ..ops._registry import OpDef
 from ..types import TensorType
 from ._base import GraphBase, GraphError
@@ -193,7 +194,14 @@ class Graph(GraphBase):
         ``names``: a name hint per output (made unique); numbered names when None."""
         attrs = attrs or {}
         if out_types is None:
-            inferred = op.infer(*inputs, **attrs)
+            try:
+                inferred = op.infer(*inputs, **attrs)
+            except ShapeError as err:
+                if err.op is not None or type(err) is not ShapeError:
+                    raise
+                # symbolic sizes' arithmetic (symbolic.py) knows no op: name the one whose
+                # shape rule asked for it
+                raise ShapeError(err.detail, op=op.name, location=err.location) from None
             out_types = (inferred,) if op.num_outputs == 1 else tuple(inferred)
         return self._add("call", op, inputs, attrs, out_types, names)
 

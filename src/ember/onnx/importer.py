@@ -115,7 +115,11 @@ class GraphRunner:
                     f"the model imports opset {opset}"
                 )
             _check_arity(node, label, domain, opset)
-            attrs = {a.name: attribute_value(a, label) for a in node.attribute}
+            attrs = {}
+            for attribute in node.attribute:
+                if attribute.name in attrs:  # which one holds would be a guess (ONNX refuses)
+                    raise OnnxError(f"{label}: attribute {attribute.name!r} appears twice")
+                attrs[attribute.name] = attribute_value(attribute, label)
             for name, value in attrs.items():
                 graphs = value if isinstance(value, list) else [value]
                 for position, g in enumerate(graphs):
@@ -130,13 +134,24 @@ class GraphRunner:
             raise OnnxError(f"{self.where}: {node.op_type} has no graph attribute {name!r}")
         return runner
 
-    def run(self, inputs: list, *, outer: dict | None = None, params: dict | None = None):
+    def run(
+        self,
+        inputs: list,
+        *,
+        outer: dict | None = None,
+        params: dict | None = None,
+        pinned: dict | None = None,
+    ):
+        """The graph's outputs for ``inputs``; ``params`` replace initializers by name,
+        ``pinned`` replace the values nodes compute (those nodes are not run)."""
         # a subgraph sees its enclosing graphs' values without copying them (a Loop body runs
         # once per iteration)
         env = ChainMap({}, outer) if outer else {}
         env.update(self.initializers)
         if params:
             env.update(params)
+        pinned = pinned or {}
+        env.update(pinned)
         if len(inputs) > len(self.input_names):
             raise OnnxError(
                 f"{self.where}: {len(inputs)} inputs given, the graph takes "
@@ -145,6 +160,8 @@ class GraphRunner:
         for name, value in zip(self.input_names, inputs):
             env[name] = value
         for step in self.steps:
+            if pinned and all(name in pinned for name in step[0].output if name):
+                continue
             self._run_step(step, env)
         return [env[name] for name in self.output_names]
 
@@ -543,6 +560,62 @@ def _state_inputs(runner: GraphRunner) -> set:
     return names - {""}
 
 
+def _identity_roots(runner: GraphRunner, names: set) -> dict:
+    """Each of ``names`` that Identity nodes copy from an initializer, with that initializer.
+    PyTorch's exporter writes one initializer for equal tensors and Identity nodes for the
+    others: a fresh BatchNorm's running mean and variance become Identity copies of its bias
+    and weight."""
+    made_by = {}
+    for node, *_ in runner.steps:
+        if node.op_type == "Identity" and node.domain in ("", "ai.onnx") and node.input:
+            made_by[node.output[0]] = node.input[0]
+    roots = {}
+    for name in names:
+        source, seen = name, set()
+        while source in made_by and source not in seen:
+            seen.add(source)
+            source = made_by[source]
+        if source != name and source in runner.initializers:
+            roots[name] = source
+    return roots
+
+
+def _readers(runner: GraphRunner) -> dict:
+    """Each value's readers in the graph, as (node, input position) pairs."""
+    readers: dict = {}
+    for node, *_ in runner.steps:
+        for position, name in enumerate(node.input):
+            readers.setdefault(name, []).append((node, position))
+    return readers
+
+
+def _state_copies(runner: GraphRunner, statistics: set) -> tuple[set, dict]:
+    """(initializers that only statistics read, {statistic: its initializer}) for the
+    statistics that Identity nodes copy from an initializer something else trains: those get
+    buffers of their own, so training the weight leaves the statistic as it was (as PyTorch,
+    whose buffers the exporter merged with an equal weight)."""
+    roots = _identity_roots(runner, statistics)
+    readers = _readers(runner)
+    copies = {}
+    state_only = set()
+    for root in set(roots.values()):
+        stack, only_state = [root], True
+        while stack:
+            name = stack.pop()
+            for node, _ in readers.get(name, ()):
+                if node.op_type == "Identity" and node.domain in ("", "ai.onnx"):
+                    if node.output[0] not in statistics:
+                        stack.append(node.output[0])
+                    continue
+                only_state = False
+        if only_state:
+            state_only.add(root)
+    for name, root in roots.items():
+        if root not in state_only:
+            copies[name] = root
+    return state_only, copies
+
+
 class OnnxModule(Module):
     """An imported ONNX model as an ``nn.Module``: its floating-point initializers are
     Parameters (``named_parameters()`` uses the initializers' names, with characters a
@@ -559,6 +632,9 @@ class OnnxModule(Module):
         object.__setattr__(self, "_param_names", {})
         used = set()
         statistics = _state_inputs(runner)
+        state_only, copies = _state_copies(runner, statistics)
+        statistics |= state_only
+        object.__setattr__(self, "_state_copies", {})
         for name, array in runner.initializers.items():
             if array.dtype.kind != "f" or not supported_dtype(array.dtype):
                 continue
@@ -574,6 +650,15 @@ class OnnxModule(Module):
                 self.register_buffer(attr, value)
             else:
                 self.register_parameter(attr, Parameter(value))
+        for name, root in sorted(copies.items()):
+            attr = re.sub(r"\W", "_", name) or "state"
+            if attr[0].isdigit():
+                attr = "s_" + attr
+            while attr in used or hasattr(self, attr):
+                attr += "_"
+            used.add(attr)
+            self._state_copies[name] = attr
+            self.register_buffer(attr, _reg.eager_constant(runner.initializers[root].copy()))
         self.input_names = list(runner.input_names)
         self.output_names = list(runner.output_names)
 
@@ -582,6 +667,7 @@ class OnnxModule(Module):
         values, overrides = _bind(runner, args, dict(kwargs), self._source.name)
         params = {name: getattr(self, attr) for name, attr in self._param_names.items()}
         params.update(overrides)
-        outs = runner.run(values, params=params)
+        pinned = {name: getattr(self, attr) for name, attr in self._state_copies.items()}
+        outs = runner.run(values, params=params, pinned=pinned)
         results = tuple(_to_output(v, self._source.name) for v in outs)
         return results[0] if len(results) == 1 else results

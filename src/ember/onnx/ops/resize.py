@@ -81,22 +81,28 @@ def _antialias_weights(ratio, scale, mode, a):
     return w / w.sum(axis=1, keepdims=True)
 
 
-def _source_coords(how, out_int, scale, n_in, roi):
+def _source_coords(how, out_int, scale, n_in, roi, dtype=np.float64):
     """Each output position's coordinate in the input, and (tf_crop_and_resize) which fall
-    outside it."""
-    y = np.arange(out_int, dtype=np.float64)
+    outside it.
+
+    The two corner-aligned modes divide by the resized length less one, the length the output
+    has (ONNX's text: "length_resized"; onnxruntime, and PyTorch's align_corners=True). ONNX's
+    reference divides by ``scale * n_in`` instead, which differs where a scale does not give a
+    whole length (9 * 1.5 resized to 13): there PyTorch's exports match onnxruntime only."""
+    y = np.arange(out_int, dtype=dtype)
+    scale, n_in = dtype(scale), dtype(n_in)
     out_len = scale * n_in
     outside = None
     if how == "align_corners":
-        x = np.zeros(out_int) if out_len == 1 else y * (n_in - 1) / (out_len - 1)
+        x = np.zeros(out_int) if out_int == 1 else y * (n_in - 1) / (out_int - 1)
     elif how == "asymmetric":
         x = y / scale
     elif how == "tf_crop_and_resize":
         lo, hi = roi
-        if out_len == 1:
+        if out_int == 1:
             x = np.full(out_int, (hi - lo) * (n_in - 1) / 2)
         else:
-            x = y * (hi - lo) * (n_in - 1) / (out_len - 1)
+            x = y * (hi - lo) * (n_in - 1) / (out_int - 1)
         x = x + lo * (n_in - 1)
         outside = (x < 0) | (x > n_in - 1)
     elif how == "pytorch_half_pixel":
@@ -110,15 +116,20 @@ def _source_coords(how, out_int, scale, n_in, roi):
         x = (y + 0.5) / scale
     else:
         raise ValueError(f"unknown coordinate_transformation_mode {how!r}")
-    return x, outside
+    return np.asarray(x, np.float64), outside
 
 
 def resize_taps(
     n_in, out_int, scale, *, mode, how, nearest_mode, cubic_a, exclude_outside, antialias, roi=None
 ):
     """(index (out, taps), weight (out, taps), outside (out,) or None) of one axis, in ONNX's
-    reference arithmetic (edge-clamped neighbours)."""
-    x, outside = _source_coords(how, out_int, scale, n_in, roi)
+    reference arithmetic (edge-clamped neighbours).
+
+    Nearest neighbours take their coordinates in float32, as onnxruntime (and ONNX's
+    reference, for a float32 scales tensor): a coordinate on a whole number there (3 / 0.6f
+    is 5.0) may fall just below it in float64 (4.9999998), which picks the other pixel."""
+    dtype = np.float32 if mode == "nearest" else np.float64
+    x, outside = _source_coords(how, out_int, scale, n_in, roi, dtype)
     floor = np.floor(x)
     ratio = np.where(x == floor, 1.0, x - floor)
     if mode == "nearest":
@@ -201,7 +212,9 @@ def _resize(ctx, x, scales, sizes, roi, *, mode, how, nearest_mode, axes=None):
         factor = [float(s) for s in scales]
         if any(s <= 0 for s in factor):
             raise ctx.error(f"scales must be positive, got {factor}")
-        outs = [int(s * shape[a]) for s, a in zip(factor, axes)]
+        # in float32, as onnxruntime and PyTorch's floor(n * 0.7) give 7 for 10 where
+        # float64 gives 6.9999999 (0.7f is 0.69999999)
+        outs = [int(np.float32(s) * np.float32(shape[a])) for s, a in zip(factor, axes)]
     if roi is not None and roi.size:
         roi = np.asarray(roi, np.float64).reshape(-1)
         if roi.size != 2 * len(axes):
