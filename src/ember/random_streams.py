@@ -22,13 +22,18 @@ templates) build, one element after another in memory order:
   (for int64 and floating results);
 * randperm(n): positions 0..n-1, each position i swapped with i + word % (n - i);
 * Bernoulli: with a tensor of probabilities, a uniform draw of their precision below each;
-  with one number (``bernoulli_(p)``, dropout's masks), a double uniform draw below it.
+  with one number (``bernoulli_(p)``, dropout's masks), a double uniform draw below it;
+* multinomial (`multinomial`): without replacement, or for one sample, the largest of
+  ``weights / q`` with ``q`` an Exponential(1) draw per weight (``-log1p(-u)``, u a double
+  uniform, rounded to the weights' dtype); with replacement, each sample a double uniform
+  draw looked up by binary search in the row's cumulative weights (summed in order in the
+  weights' dtype, float for the 16-bit ones, divided by their total, the last set to 1).
 
 Uniform draws, integers and permutations are PyTorch's bit for bit; float32 normals within an
 ulp or two (PyTorch's vectorized log, sin and cos round otherwise than NumPy's), double ones
-exactly; Bernoulli masks bit for bit. Draws are made in blocks of `CHUNK` elements, so their
-temporaries stay small (the workspace rules in ops/random.py count them). Other samplers
-(gamma, Poisson, multinomial...) draw from the generator's NumPy ``Generator`` over the same
+exactly; Bernoulli masks and multinomial draws bit for bit. Draws are made in blocks of `CHUNK`
+elements, so their temporaries stay small (the workspace rules in ops/random.py count them).
+Other samplers (gamma, Poisson...) draw from the generator's NumPy ``Generator`` over the same
 MT19937 words, with NumPy's algorithms.
 """
 
@@ -213,3 +218,29 @@ def permutation(generator, n: int) -> np.ndarray:
         j = i + words[i] % (n - i)
         order[i], order[j] = order[j], order[i]
     return np.array(order, dtype=np.int64)
+
+
+def multinomial(weights: np.ndarray, num_samples: int, replacement: bool, generator) -> np.ndarray:
+    """PyTorch's CPU ``torch.multinomial`` on the rows of the 2-D non-negative ``weights``
+    (checked by the caller): int64 indices, (rows, num_samples). Without replacement a row's
+    zero weights come last, in index order."""
+    rows, categories = weights.shape
+    if not replacement or num_samples == 1:
+        # ATen's fast path (a Gumbel-max draw): `empty_like(w).exponential_()`, then w / q
+        u = np.empty(weights.shape, np.float64)
+        uniform_into(u, generator, 0.0, 1.0)
+        q = np.negative(np.log1p(np.negative(u))).astype(weights.dtype)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            keys = weights / q
+        if num_samples == 1:
+            return np.argmax(keys, axis=1).astype(np.int64).reshape(rows, 1)
+        return np.argsort(-keys, axis=1, kind="stable")[:, :num_samples].astype(np.int64)
+    acc = np.float32 if weights.dtype.itemsize < 4 else weights.dtype
+    cdf = np.cumsum(weights.astype(acc), axis=1, dtype=acc)  # (sequential, as ATen's loop)
+    cdf /= cdf[:, -1:].copy()
+    cdf[:, -1] = 1  # ("make sure the last cumulative distribution bucket sums to 1")
+    u = np.empty((rows, num_samples), np.float64)
+    uniform_into(u, generator, 0.0, 1.0)
+    # ATen's binary search: the first category whose cumulative weight is not below the draw
+    out = [np.searchsorted(cdf[r].astype(np.float64), u[r], side="left") for r in range(rows)]
+    return np.stack(out).astype(np.int64)

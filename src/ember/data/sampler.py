@@ -161,10 +161,11 @@ class WeightedRandomSampler(Sampler):
         self.generator = generator
 
     def __iter__(self) -> Iterator[int]:
-        rng = resolve(self.generator).numpy
-        p = self.weights / self.weights.sum()
-        draws = rng.choice(len(p), size=self.num_samples, replace=self.replacement, p=p)
-        return iter(draws.tolist())
+        # torch.multinomial on the double weights, so a seed gives PyTorch's indices
+        draws = streams.multinomial(
+            self.weights[None], self.num_samples, self.replacement, resolve(self.generator)
+        )
+        return iter(draws[0].tolist())
 
     def __len__(self) -> int:
         return self.num_samples

@@ -8,8 +8,6 @@ is written in ember ops, so it carries gradients on the tape and records under
 * Gamma, Beta, Dirichlet, StudentT, Chi2, InverseGamma, Poisson and Binomial ``sample`` with
   NumPy's samplers on ember's default generator, eagerly only; the first six ``rsample``
   through Gamma's implicit reparameterization (`_gamma_rsample.py`), also eagerly only.
-* Categorical samples by inverting the cumulative probabilities, so a seed gives other draws
-  than PyTorch's multinomial sampler (same distribution).
 * Validation errors are `ConstraintError` (an ember error and a ``ValueError``, which PyTorch
   raises); validation reads values, so under capture it is skipped.
 

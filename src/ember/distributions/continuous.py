@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from ..grad_mode import no_grad
+from ..ops.extra_random import standard_exponential
 from ..random import default_generator
 from . import constraints
 from ._gamma_rsample import standard_gamma
@@ -258,8 +259,8 @@ class Exponential(ExponentialFamily):
         return self.rate.pow(-2)
 
     def rsample(self, sample_shape=()):
-        u = E.rand(*self._extended_shape(sample_shape), dtype=self.rate.dtype)
-        return -(-u).log1p() / self.rate
+        # PyTorch's `rate.new(shape).exponential_() / rate`, the same draws
+        return standard_exponential(self._extended_shape(sample_shape), self.rate.dtype) / self.rate
 
     def log_prob(self, value):
         if self._validate_args:

@@ -2,18 +2,19 @@
 
 Given ``probs`` or ``logits`` (exactly one), the other is derived on first access, as in
 PyTorch: Categorical normalizes ``probs`` to sum to 1 and ``logits`` to log-probabilities.
-Bernoulli and Categorical sample with ember's random ops (``rand``; a categorical sample is the
-inverse of the cumulative probabilities at a uniform draw, where PyTorch uses its multinomial
-sampler, so the same seed gives other draws than PyTorch's). Poisson and Binomial draw with
-NumPy's samplers on ember's generator (eager only).
+Bernoulli and Categorical sample with ember's random ops as PyTorch does (``bernoulli``'s
+uniform draws; ``multinomial`` with replacement), so a seed gives PyTorch's samples. Poisson
+and Binomial draw with NumPy's samplers on ember's generator (eager only).
 """
 
 from __future__ import annotations
 
+import math
 from functools import cached_property
 
 import numpy as np
 
+from .. import dtypes as dt
 from ..grad_mode import no_grad
 from ..random import default_generator
 from . import constraints
@@ -186,12 +187,13 @@ class Categorical(Distribution):
 
     def sample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
+        count = math.prod(_shape(sample_shape))
         with no_grad():
-            cdf = E.cumsum(self.probs, -1)
-            # scaled by the rounded total, a draw never lands past the last category with
-            # probability, nor in a zero-probability one (its interval is empty)
-            u = E.rand(*shape, dtype=self._param.dtype).unsqueeze(-1) * cdf[..., -1:]
-            return (cdf <= u).sum(-1).clamp(max=self._num_events - 1)
+            if count == 0:
+                return E.zeros(shape, dtype=dt.int64)
+            # PyTorch's: all the samples of a row of probabilities by one multinomial call
+            rows = self.probs.reshape(-1, self._num_events)
+            return E.multinomial(rows, count, True).T.reshape(shape)
 
     def log_prob(self, value):
         if self._validate_args:

@@ -1,12 +1,13 @@
 """Sampling categories: ``multinomial`` (PyTorch's), a random primitive drawing from an
 `ember.Generator` like the others in ops/random.py.
 
-Each row of the input holds non-negative weights (they need not sum to 1). With replacement
-every draw inverts the row's cumulative distribution at a uniform number, so a category of
-weight 0 is never drawn. Without replacement the draws are the categories of the ``n``
-smallest keys ``E_i / w_i`` (``E_i`` standard exponential), in increasing order of key: an
-exponential race, which draws one category after another, each with probability proportional
-to its weight among those not yet drawn, the distribution of PyTorch's sequential draws.
+Each row of the input holds non-negative weights (they need not sum to 1). The draws are
+PyTorch's CPU kernel's (random_streams.multinomial), so a seed gives PyTorch's samples: with
+replacement every draw inverts the row's cumulative distribution at a uniform number, so a
+category of weight 0 is never drawn; without replacement (and for a single sample) the draws
+are the categories of the ``n`` largest keys ``w_i / E_i`` (``E_i`` standard exponential), in
+decreasing order of key: an exponential race, which draws one category after another, each
+with probability proportional to its weight among those not yet drawn.
 
 The weights are data, so the checks PyTorch makes on them (finite, non-negative, a positive
 sum) run in the kernel and raise there, eagerly and in a captured graph alike. Without
@@ -21,6 +22,7 @@ import operator
 import numpy as np
 
 from .. import dtypes as dt
+from .. import random_streams as streams
 from ..errors import DTypeError, EmberError, ShapeError
 from ..random import resolve
 from ..types import TensorType
@@ -59,22 +61,10 @@ def _check_weights(w: np.ndarray) -> None:
 
 
 def _multinomial_kernel(p, *, num_samples, replacement, generator):
-    w = np.atleast_2d(p).astype(np.float64)
-    _check_weights(w)
-    rows, n = w.shape
-    rng = generator.numpy
-    if replacement:
-        cdf = np.cumsum(w, axis=1)
-        cdf /= cdf[:, -1:]
-        u = rng.random((rows, num_samples))
-        # side="right": a draw never lands on a category of weight 0 (its interval is empty)
-        out = np.stack([np.searchsorted(cdf[r], u[r], side="right") for r in range(rows)])
-        out = np.minimum(out, n - 1)  # (u < 1 = cdf[-1], so only rounding could reach n)
-    else:
-        with np.errstate(divide="ignore"):
-            keys = rng.standard_exponential((rows, n)) / w  # weight 0: an infinite key
-        out = np.argsort(keys, axis=1, kind="stable")[:, :num_samples]
-    return out.astype(np.int64).reshape(p.shape[:-1] + (num_samples,))
+    w = np.ascontiguousarray(np.atleast_2d(p))
+    _check_weights(w.astype(np.float64))
+    out = streams.multinomial(w, num_samples, replacement, generator)
+    return out.reshape(p.shape[:-1] + (num_samples,))
 
 
 _MULTINOMIAL = register(
@@ -98,7 +88,7 @@ def multinomial(input, num_samples: int, replacement: bool = False, *, generator
     category twice in a row, at most as many samples as categories; categories of weight 0
     come last, in index order). Draws from
     ``generator`` (an `ember.Generator`; the default one when None). Not differentiable. The
-    draws are ember's own: the same seed gives other draws than PyTorch's."""
+    draws are PyTorch's: the same seed gives PyTorch's samples."""
     p = to_tensor(input)
     return apply(
         _MULTINOMIAL,

@@ -1,0 +1,109 @@
+"""Regressions found by hunt49's programs, each against PyTorch.
+
+Random draws: a seed gives PyTorch's samples for ``multinomial`` (with and without
+replacement, one sample or several, 1-D and 2-D weights of each float dtype), the in-place
+fills built on double uniforms (``exponential_``, ``geometric_``, ``cauchy_``), and what is
+sampled through them (``gumbel_softmax``, ``Categorical.sample``, ``Exponential.rsample``,
+``WeightedRandomSampler``), eagerly and captured.
+"""
+
+import numpy as np
+import pytest
+
+import ember
+
+torch = pytest.importorskip("torch", reason="PyTorch (the reference peer) is not installed")
+
+# ruff: noqa: E731
+
+DRAWS = {
+    "multinomial_one": lambda L: L.multinomial(L.tensor([[0.1, 0.5, 0.4], [0.3, 0.3, 0.4]]), 1),
+    "multinomial_no_replacement": lambda L: L.multinomial(L.tensor([0.1, 0.5, 0.4, 0.2]), 3),
+    "multinomial_zero_weight": lambda L: L.multinomial(L.tensor([[0.0, 2.0, 1.0, 0.5]] * 3), 3),
+    "multinomial_replacement": lambda L: L.multinomial(
+        L.tensor([[0.1, 0.5, 0.4, 0.2], [1.0, 0.0, 3.0, 2.0]]), 40, replacement=True
+    ),
+    "multinomial_double": lambda L: L.multinomial(
+        L.tensor([0.1, 0.9, 0.5, 0.2], dtype=L.float64), 50, True
+    ),
+    "multinomial_half": lambda L: L.multinomial(
+        L.tensor([0.1, 0.9, 0.5, 0.2], dtype=L.float16), 30, True
+    ),
+    "multinomial_bfloat16": lambda L: L.multinomial(
+        L.tensor([0.1, 0.9, 0.5, 0.2], dtype=L.bfloat16), 4
+    ),
+    "multinomial_generator": lambda L: L.multinomial(
+        L.rand(3, 6), 2, generator=L.Generator().manual_seed(7)
+    ),
+    "exponential": lambda L: L.empty(40).exponential_(),
+    "exponential_rate_double": lambda L: L.empty(5, 3, dtype=L.float64).exponential_(2.5),
+    "geometric": lambda L: L.empty(30).geometric_(0.3),
+    "geometric_long": lambda L: L.empty(10, dtype=L.long).geometric_(0.6),
+    "cauchy": lambda L: L.empty(30).cauchy_(1.0, 2.0),
+    "gumbel_softmax": lambda L: L.nn.functional.gumbel_softmax(L.zeros(4, 5), tau=0.5),
+    "gumbel_softmax_hard": lambda L: L.nn.functional.gumbel_softmax(
+        L.zeros(4, 5), tau=0.5, hard=True, dim=0
+    ),
+    "categorical": lambda L: L.distributions.Categorical(probs=L.tensor([0.1, 0.2, 0.7])).sample(
+        (6,)
+    ),
+    "categorical_batch": lambda L: L.distributions.Categorical(
+        logits=L.tensor([[0.1, 0.2, 0.7], [2.0, -1.0, 0.0]])
+    ).sample((4, 2)),
+    "categorical_one": lambda L: L.distributions.Categorical(logits=L.zeros(5, 3)).sample(),
+    "one_hot_categorical": lambda L: L.distributions.OneHotCategorical(
+        probs=L.tensor([0.5, 0.2, 0.3])
+    ).sample((3,)),
+    "exponential_dist": lambda L: L.distributions.Exponential(L.tensor([1.0, 2.0])).rsample((3,)),
+    "weighted_sampler": lambda L: L.tensor(
+        list(
+            L.utils.data.WeightedRandomSampler(
+                [0.1, 0.9, 0.5, 0.2], 12, generator=L.Generator().manual_seed(3)
+            )
+        )
+    ),
+    "weighted_sampler_no_replacement": lambda L: L.tensor(
+        list(L.utils.data.WeightedRandomSampler([0.1, 0.9, 0.5, 0.2], 3, replacement=False))
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(DRAWS))
+@pytest.mark.parametrize("captured", [False, True], ids=["eager", "captured"])
+def test_seeded_draws_are_pytorchs(name, captured):
+    draw = DRAWS[name]
+    torch.manual_seed(1)
+    expected = draw(torch)
+    ember.manual_seed(1)
+    actual = (ember.function(lambda: draw(ember)) if captured else lambda: draw(ember))()
+    assert actual.dtype == getattr(ember, str(expected.dtype).split(".")[-1])
+    # the draws exactly; a softmax of them (gumbel_softmax) to its rounding
+    np.testing.assert_allclose(actual.float().numpy(), expected.float().numpy(), rtol=2e-6)
+
+
+def test_reinforce_samples_follow_the_seed():
+    """A policy-gradient loop samples actions from a Categorical each step; with PyTorch's
+    seed and weights the actions, returns and updated weights match."""
+
+    def run(lib):
+        lib.manual_seed(0)
+        policy = lib.nn.Sequential(lib.nn.Linear(4, 8), lib.nn.Tanh(), lib.nn.Linear(8, 3))
+        opt = lib.optim.Adam(policy.parameters(), lr=0.05)
+        obs = lib.tensor(np.linspace(-1, 1, 20, dtype=np.float32).reshape(5, 4))
+        actions = []
+        for _ in range(4):
+            dist = lib.distributions.Categorical(logits=policy(obs))
+            a = dist.sample()
+            reward = (a == 2).float() - 0.5 * (a == 0).float()
+            loss = -(dist.log_prob(a) * (reward - reward.mean())).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            actions.append(a.tolist())
+        return actions, [p.detach().numpy() for p in policy.parameters()]
+
+    expected, expected_weights = run(torch)
+    actual, actual_weights = run(ember)
+    assert actual == expected
+    for e, a in zip(expected_weights, actual_weights):
+        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6)
