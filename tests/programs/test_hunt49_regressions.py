@@ -135,3 +135,27 @@ def test_affine_grid_base_coordinates_are_pytorchs(align_corners):
         expected = F.affine_grid(torch.tensor(theta), size, align_corners=align_corners)
         actual = G.affine_grid(ember.tensor(theta), size, align_corners=align_corners)
         np.testing.assert_array_equal(actual.numpy(), expected.numpy())
+
+
+def test_accelerator_device_idiom_answers_as_pytorchs_cpu_build():
+    """PyTorch's quickstart picks its device through torch.accelerator; on a machine without
+    one both pick the CPU, and the device-addressing functions refuse in both."""
+
+    def pick(lib):
+        acc = lib.accelerator
+        device = acc.current_accelerator().type if acc.is_available() else "cpu"
+        return device, acc.device_count(), acc.current_accelerator(check_available=True)
+
+    assert not torch.accelerator.is_available(), "this check needs a PyTorch without a device"
+    assert pick(ember) == pick(torch)
+    assert ember.get_device_module().__name__ == "ember.cpu"
+    assert ember.get_device_module(ember.device("cpu")) is ember.cpu
+    assert ember.get_device_module("cuda:0") is ember.cuda
+    with pytest.raises(ember.errors.DeviceError, match="synchronize"):
+        ember.accelerator.synchronize()
+    with pytest.raises(RuntimeError):
+        torch.accelerator.synchronize()
+    with ember.accelerator.device_index(None):
+        pass
+    scaler = ember.GradScaler("cpu")
+    assert scaler.is_enabled() == torch.GradScaler("cpu").is_enabled()
