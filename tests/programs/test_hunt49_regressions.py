@@ -159,3 +159,26 @@ def test_accelerator_device_idiom_answers_as_pytorchs_cpu_build():
         pass
     scaler = ember.GradScaler("cpu")
     assert scaler.is_enabled() == torch.GradScaler("cpu").is_enabled()
+
+
+def test_zero_dim_tensor_formats_as_its_number():
+    """``f"loss: {loss}"`` shows the number in PyTorch (Tensor.__format__ takes the item of a
+    0-d plain tensor under any spec, the empty one included); a Parameter or a tensor of more
+    dimensions shows its text."""
+
+    def texts(lib):
+        loss = lib.tensor(0.5, requires_grad=True) * lib.tensor(1.3862943649291992)
+        p = lib.nn.Parameter(lib.tensor(1.0))
+        return [
+            f"{loss}",
+            "{}".format(lib.tensor(3)),  # noqa: UP032
+            f"{lib.tensor(True)}",
+            f"{lib.tensor(1.5, dtype=lib.float16)}",
+            f"{loss:>10.4f}",
+            format(lib.tensor(2.0), ""),
+            f"{lib.tensor([1.0, 2.0])}".replace(lib.__name__, "lib"),
+            f"{p}".replace(lib.__name__, "lib"),
+            "%s" % lib.tensor(0.25),  # noqa: UP031
+        ]
+
+    assert texts(ember) == texts(torch)
