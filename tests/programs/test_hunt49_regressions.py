@@ -2,9 +2,10 @@
 
 Random draws: a seed gives PyTorch's samples for ``multinomial`` (with and without
 replacement, one sample or several, 1-D and 2-D weights of each float dtype), the in-place
-fills built on double uniforms (``exponential_``, ``geometric_``, ``cauchy_``), and what is
+fills built on double uniforms (``exponential_``, ``geometric_``, ``cauchy_``), what is
 sampled through them (``gumbel_softmax``, ``Categorical.sample``, ``Exponential.rsample``,
-``WeightedRandomSampler``), eagerly and captured.
+``WeightedRandomSampler``), alpha and feature dropout's masks and rrelu's slopes, eagerly
+and captured.
 """
 
 import numpy as np
@@ -54,6 +55,15 @@ DRAWS = {
     "one_hot_categorical": lambda L: L.distributions.OneHotCategorical(
         probs=L.tensor([0.5, 0.2, 0.3])
     ).sample((3,)),
+    "alpha_dropout": lambda L: L.nn.functional.alpha_dropout(L.ones(40), 0.3, True),
+    "feature_alpha_dropout": lambda L: L.nn.functional.feature_alpha_dropout(
+        L.ones(2, 8, 3), 0.5, True
+    ),
+    "alpha_dropout_module": lambda L: L.nn.AlphaDropout(0.2)(L.linspace(-2, 2, 30)),
+    "feature_dropout": lambda L: L.feature_dropout(L.ones(3, 6, 2), 0.4, True),
+    "rrelu": lambda L: L.nn.functional.rrelu(L.linspace(-3, 3, 41), 0.1, 0.4, training=True),
+    "rrelu_module": lambda L: L.nn.RReLU()(L.linspace(-1, 2, 24).view(4, 6)),
+    "rrelu_inplace": lambda L: L.nn.functional.rrelu_(L.linspace(-3, 1, 17), training=True),
     "exponential_dist": lambda L: L.distributions.Exponential(L.tensor([1.0, 2.0])).rsample((3,)),
     "weighted_sampler": lambda L: L.tensor(
         list(
