@@ -3,8 +3,9 @@
 Given ``probs`` or ``logits`` (exactly one), the other is derived on first access, as in
 PyTorch: Categorical normalizes ``probs`` to sum to 1 and ``logits`` to log-probabilities.
 Bernoulli and Categorical sample with ember's random ops as PyTorch does (``bernoulli``'s
-uniform draws; ``multinomial`` with replacement), so a seed gives PyTorch's samples. Poisson
-and Binomial draw with NumPy's samplers on ember's generator (eager only).
+uniform draws; ``multinomial`` with replacement), and Poisson with ``poisson``, so a seed
+gives PyTorch's samples. Binomial draws with NumPy's sampler on ember's generator (eager
+only).
 """
 
 from __future__ import annotations
@@ -316,8 +317,8 @@ class Poisson(ExponentialFamily):
 
     def sample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        arr = default_generator.numpy.poisson(np.broadcast_to(self.rate.numpy(), shape))
-        return E.tensor(arr.astype(self.rate.dtype.np))
+        with no_grad():  # (PyTorch's: torch.poisson of the expanded rates, its draws)
+            return E.poisson(self.rate.expand(shape))
 
     def log_prob(self, value):
         if self._validate_args:

@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from ..grad_mode import no_grad
 from ..random import default_generator
 from ..special import i1
 from . import constraints
@@ -236,14 +237,13 @@ class InverseGamma(Distribution):
         return _inf_where(c > 2, self.rate.pow(2) / ((c - 1).pow(2) * (c - 2)))
 
     def sample(self, sample_shape=()):
-        c, r = self.concentration.numpy(), self.rate.numpy()
-        return _numpy_sample(
-            self, sample_shape, lambda g, s: r / g.gamma(c, 1.0, size=s), self.rate
-        )
+        with no_grad():  # (PyTorch's: its rsample's draws)
+            return self.rsample(sample_shape)
 
     def rsample(self, sample_shape=()):
+        # PyTorch's: a Gamma(concentration, rate) draw raised to the power -1
         shape = self._extended_shape(sample_shape)
-        return self.rate.expand(*shape) / standard_gamma(self.concentration, shape)
+        return (standard_gamma(self.concentration, shape) / self.rate.expand(*shape)).pow(-1)
 
     def log_prob(self, value):
         if self._validate_args:
