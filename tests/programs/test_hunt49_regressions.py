@@ -52,6 +52,12 @@ DRAWS = {
         logits=L.tensor([[0.1, 0.2, 0.7], [2.0, -1.0, 0.0]])
     ).sample((4, 2)),
     "categorical_one": lambda L: L.distributions.Categorical(logits=L.zeros(5, 3)).sample(),
+    "multinomial_dist": lambda L: L.distributions.Multinomial(
+        10, probs=L.tensor([0.2, 0.3, 0.5])
+    ).sample((4,)),
+    "multinomial_dist_batch": lambda L: L.distributions.Multinomial(
+        5, logits=L.tensor([[0.2, 0.3, 0.5], [1.0, -1.0, 0.0]])
+    ).sample(),
     "one_hot_categorical": lambda L: L.distributions.OneHotCategorical(
         probs=L.tensor([0.5, 0.2, 0.3])
     ).sample((3,)),
