@@ -246,3 +246,23 @@ def test_gradgradcheck_draws_its_cotangents_from_the_default_generator():
         return ok, lib.rand(3).tolist()
 
     assert run(ember) == run(torch)
+
+
+@pytest.mark.parametrize("kind", ["Categorical", "Geometric", "OneHotCategorical"])
+def test_sampling_keeps_the_graph_of_probs_derived_from_logits(kind):
+    """A2C's step samples an action, then adds an entropy bonus: with logits given, ``probs``
+    is derived on first access, which sample() made under no_grad, so the entropy's gradient
+    lost its path through the probabilities. PyTorch reads them with gradients on there."""
+
+    def grads(lib):
+        lib.manual_seed(0)
+        logits = lib.tensor([[0.3, -1.2, 0.8], [1.5, 0.1, -0.4]], requires_grad=True)
+        dist = getattr(lib.distributions, kind)(logits=logits)
+        action = dist.sample()
+        loss = dist.entropy().sum() + dist.log_prob(action).sum()
+        loss.backward()
+        return action.numpy(), logits.grad.numpy()
+
+    (ea, eg), (aa, ag) = grads(torch), grads(ember)
+    np.testing.assert_array_equal(aa, ea)
+    np.testing.assert_allclose(ag, eg, rtol=1e-5, atol=1e-6)

@@ -189,11 +189,13 @@ class Categorical(Distribution):
     def sample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
         count = math.prod(_shape(sample_shape))
+        # PyTorch's: all the samples of a row of probabilities by one multinomial call. The
+        # probabilities are read with gradients on, as there: derived from logits on first
+        # access, they keep their graph for a later entropy() or mean (A2C's entropy bonus)
+        rows = self.probs.reshape(-1, self._num_events)
         with no_grad():
             if count == 0:
                 return E.zeros(shape, dtype=dt.int64)
-            # PyTorch's: all the samples of a row of probabilities by one multinomial call
-            rows = self.probs.reshape(-1, self._num_events)
             return E.multinomial(rows, count, True).T.reshape(shape)
 
     def log_prob(self, value):
