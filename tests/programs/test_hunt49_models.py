@@ -1,5 +1,14 @@
-"""Programs of hunt49 (models), each run on PyTorch and on ember (eagerly, and with its
-steps in ember.function where they are capturable): a ConvNeXt block on channels-last input; Swin window attention with roll and a shifted-window mask; a TCN of weight-normed dilated causal convolutions; a GCN/GAT by index_add, scatter_add and scatter_reduce; a top-k mixture of experts; a Siamese net with triplet, cosine-embedding and margin-ranking losses; a RealNVP flow and its inverse; a char-GRU with sampled generation; a DCGAN step with two optimizers; WGAN-GP and R1 penalties; a LLaMA block (RoPE by complex numbers, grouped-query attention, tied weights); DDPM training and sampling on a linspace schedule; NeRF volume rendering; a Burgers PINN under L-BFGS; a Mamba-style selective scan; compiled and checkpointed blocks; REINFORCE with a Categorical policy and entropy bonus; mixup with Beta draws through a SELU net with AlphaDropout; top-k, nucleus and Gumbel sampling from a language model.
+"""Programs of hunt49 (models), each run on PyTorch and on ember (eagerly, and with its steps in
+ember.function where they are capturable): a ConvNeXt block on channels-last input; Swin window
+attention with roll and a shifted-window mask; a TCN of weight-normed dilated causal
+convolutions; a GCN/GAT by index_add, scatter_add and scatter_reduce; a top-k mixture of
+experts; a Siamese net with triplet, cosine-embedding and margin-ranking losses; a RealNVP flow
+and its inverse; a char-GRU with sampled generation; a DCGAN step with two optimizers; WGAN-GP
+and R1 penalties; a LLaMA block (RoPE by complex numbers, grouped-query attention, tied
+weights); DDPM training and sampling on a linspace schedule; NeRF volume rendering; a Burgers
+PINN under L-BFGS; a Mamba-style selective scan; compiled and checkpointed blocks; REINFORCE
+with a Categorical policy and entropy bonus; mixup with Beta draws through a SELU net with
+AlphaDropout; top-k, nucleus and Gumbel sampling from a language model.
 """
 
 import math

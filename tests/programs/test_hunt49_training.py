@@ -1,5 +1,14 @@
-"""Programs of hunt49 (training), each run on PyTorch and on ember (eagerly, and with its
-steps in ember.function where they are capturable): a Transformer seq2seq with padding and causal masks; a small U-Net with Dice and weighted cross-entropy; a packed bidirectional LSTM with projections; ten optimizers and fourteen LR schedulers; DataLoader collate, splits, samplers and workers; a zoo of distributions and linear algebra with gradients; hooks and parametrizations; a checkpoint round trip; torch.func transforms; custom autograd Functions; attention variants; vision ops (grid_sample, interpolate, fold, pads, pools); CTC and fifteen other losses; sixty-odd tensor idioms; captured steps that retrace on shapes and keyword arguments and read schedulers' learning rates; nested dict/list inputs; truncated BPTT; EMA and SWA; a float64 default dtype; module conversions; pruning and conv-BN fusion; runtime switches, RNG states and gradcheck; a sparse GCN.
+"""Programs of hunt49 (training), each run on PyTorch and on ember (eagerly, and with its steps in
+ember.function where they are capturable): a Transformer seq2seq with padding and causal masks;
+a small U-Net with Dice and weighted cross-entropy; a packed bidirectional LSTM with
+projections; ten optimizers and fourteen LR schedulers; DataLoader collate, splits, samplers and
+workers; a zoo of distributions and linear algebra with gradients; hooks and parametrizations; a
+checkpoint round trip; torch.func transforms; custom autograd Functions; attention variants;
+vision ops (grid_sample, interpolate, fold, pads, pools); CTC and fifteen other losses; sixty-
+odd tensor idioms; captured steps that retrace on shapes and keyword arguments and read
+schedulers' learning rates; nested dict/list inputs; truncated BPTT; EMA and SWA; a float64
+default dtype; module conversions; pruning and conv-BN fusion; runtime switches, RNG states and
+gradcheck; a sparse GCN.
 """
 
 import copy
