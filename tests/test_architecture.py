@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ember.return_types",
             "ember.flags",
             "ember.cuda",
+            "ember.accelerator",
             "ember.cpu",
             "ember.backends",
             "ember._missing",

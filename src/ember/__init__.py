@@ -137,6 +137,7 @@ newaxis = None
 
 from . import (  # noqa: E402
     _dynamo,
+    accelerator,
     amp,
     ao,
     backends,
@@ -154,7 +155,9 @@ from . import (  # noqa: E402
     sparse,
     utils,
 )
+from .accelerator import get_device_module  # noqa: E402
 from .amp import (  # noqa: E402
+    GradScaler,
     autocast,
     get_autocast_cpu_dtype,
     get_autocast_dtype,

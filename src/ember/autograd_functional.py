@@ -16,8 +16,10 @@ from __future__ import annotations
 import numpy as np
 
 from .autograd_grad import grad as _grad
+from .dtypes import float64, to_real
 from .errors import AutogradError, ShapeError, UnsupportedError
 from .grad_mode import enable_grad
+from .ops import api as E
 from .ops._registry import TensorBase
 from .ops.shape import stack
 from .tensor import Tensor
@@ -339,6 +341,18 @@ def gradcheck(
     return True
 
 
+def _random_cotangent(out):
+    """PyTorch's: ``make_tensor(shape, low=-1, high=1)`` in the output's dtype (double for a
+    non-floating one), uniform draws from the default generator, so the draws after a
+    gradgradcheck follow PyTorch's as well."""
+    d = out.dtype if out.dtype.is_floating_point or out.dtype.is_complex else float64
+    shape = tuple(out.shape)
+    if d.is_complex:  # (uniform real and imaginary parts, as make_tensor's view_as_real)
+        pairs = E.uniform(-1.0, 1.0, (*shape, 2), dtype=to_real(d))
+        return E.view_as_complex(pairs).requires_grad_(True)
+    return E.uniform(-1.0, 1.0, shape, dtype=d).requires_grad_(True)
+
+
 def gradgradcheck(
     func,
     inputs,
@@ -353,18 +367,14 @@ def gradgradcheck(
     """PyTorch's ``torch.autograd.gradgradcheck``: `gradcheck` of the function that maps
     (inputs, grad_outputs) to the gradients of ``func``'s outputs (taken with
     ``create_graph=True``), so second derivatives are compared with finite differences of the
-    first. Without ``grad_outputs``, random ones (float64, requiring grad, a fixed seed)."""
+    first. Without ``grad_outputs``, random ones requiring grad, drawn as PyTorch's
+    ``make_tensor`` draws them (`_random_cotangent`)."""
     xs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     with enable_grad():
         outs = func(*xs)
     outs = tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
     if grad_outputs is None:
-        rng = np.random.default_rng(0)
-        grad_outputs = tuple(
-            Tensor(rng.standard_normal(tuple(o.shape))).to(o.dtype).requires_grad_(True)
-            for o in outs
-            if o.requires_grad
-        )
+        grad_outputs = tuple(_random_cotangent(o) for o in outs if o.requires_grad)
     gos = tuple(grad_outputs) if isinstance(grad_outputs, (tuple, list)) else (grad_outputs,)
     n = len(xs)
     # the inputs differentiated: those that require grad (gradcheck's finite differences call

@@ -6,8 +6,9 @@ by ``rand``, ``randn``, ``randint``, ``randperm`` or an ``nn.init`` fill gives P
 for ``torch.manual_seed(s)`` (ember/random_streams.py builds them from the words as PyTorch's
 CPU kernels do). Every random op takes an optional ``generator=``; without one it draws from the
 default generator, which starts from PyTorch's default seed (so a program is reproducible run to
-run) and is reseeded by `manual_seed`. Other samplers (Bernoulli masks, gamma, Poisson...) use
-the generator's ``numpy`` (a NumPy ``Generator`` over the same MT19937 words), so they are
+run) and is reseeded by `manual_seed`; Bernoulli masks, multinomial, Poisson and gamma draws
+follow PyTorch's kernels too. The few other samplers (binomial, some distributions) use the
+generator's ``numpy`` (a NumPy ``Generator`` over the same MT19937 words), so they are
 ember's own draws. A generator's state is a JSON-able dict (`get_state` / `set_state`), so
 checkpoints can save it without pickle; states of the PCG64 generators of earlier embers are
 still accepted (their draws then continue that stream).

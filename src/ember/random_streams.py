@@ -22,14 +22,26 @@ templates) build, one element after another in memory order:
   (for int64 and floating results);
 * randperm(n): positions 0..n-1, each position i swapped with i + word % (n - i);
 * Bernoulli: with a tensor of probabilities, a uniform draw of their precision below each;
-  with one number (``bernoulli_(p)``, dropout's masks), a double uniform draw below it.
+  with one number (``bernoulli_(p)``, dropout's masks), a double uniform draw below it;
+* multinomial (`multinomial`): without replacement, or for one sample, the largest of
+  ``weights / q`` with ``q`` an Exponential(1) draw per weight (``-log1p(-u)``, u a double
+  uniform, rounded to the weights' dtype); with replacement, each sample a double uniform
+  draw looked up by binary search in the row's cumulative weights (summed in order in the
+  weights' dtype, float for the 16-bit ones, divided by their total, the last set to 1);
+* Poisson (`poisson`): ATen's ``sample_poisson`` per rate in memory order, on double
+  uniforms: a product of uniforms below ``exp(-rate)`` for rates under 10, Hörmann's
+  transformed rejection (1993) from 10 on, 0 for a rate of 0;
+* Gamma (`standard_gamma`): ATen's ``sample_gamma`` per concentration in memory order
+  (Marsaglia and Tsang's rejection on double normal and uniform draws, a concentration
+  below 1 boosted by one and scaled by ``u ** (1 / alpha)``), its arithmetic in the
+  concentration's type where ATen's is (float for float32's ``alpha + 1`` and ``d``).
 
 Uniform draws, integers and permutations are PyTorch's bit for bit; float32 normals within an
 ulp or two (PyTorch's vectorized log, sin and cos round otherwise than NumPy's), double ones
-exactly; Bernoulli masks bit for bit. Draws are made in blocks of `CHUNK` elements, so their
-temporaries stay small (the workspace rules in ops/random.py count them). Other samplers
-(gamma, Poisson, multinomial...) draw from the generator's NumPy ``Generator`` over the same
-MT19937 words, with NumPy's algorithms.
+exactly; Bernoulli masks, multinomial, Poisson and gamma draws bit for bit. Draws are made in
+blocks of `CHUNK` elements, so their temporaries stay small (the workspace rules in
+ops/random.py count them). Other samplers (binomial...) draw from the generator's NumPy
+``Generator`` over the same MT19937 words, with NumPy's algorithms.
 """
 
 from __future__ import annotations
@@ -213,3 +225,159 @@ def permutation(generator, n: int) -> np.ndarray:
         j = i + words[i] % (n - i)
         order[i], order[j] = order[j], order[i]
     return np.array(order, dtype=np.int64)
+
+
+def multinomial(weights: np.ndarray, num_samples: int, replacement: bool, generator) -> np.ndarray:
+    """PyTorch's CPU ``torch.multinomial`` on the rows of the 2-D non-negative ``weights``
+    (checked by the caller): int64 indices, (rows, num_samples). Without replacement a row's
+    zero weights come last, in index order."""
+    rows, categories = weights.shape
+    if not replacement or num_samples == 1:
+        # ATen's fast path (a Gumbel-max draw): `empty_like(w).exponential_()`, then w / q
+        u = np.empty(weights.shape, np.float64)
+        uniform_into(u, generator, 0.0, 1.0)
+        q = np.negative(np.log1p(np.negative(u))).astype(weights.dtype)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            keys = weights / q
+        if num_samples == 1:
+            return np.argmax(keys, axis=1).astype(np.int64).reshape(rows, 1)
+        return np.argsort(-keys, axis=1, kind="stable")[:, :num_samples].astype(np.int64)
+    acc = np.float32 if weights.dtype.itemsize < 4 else weights.dtype
+    cdf = np.cumsum(weights.astype(acc), axis=1, dtype=acc)  # (sequential, as ATen's loop)
+    cdf /= cdf[:, -1:].copy()
+    cdf[:, -1] = 1  # ("make sure the last cumulative distribution bucket sums to 1")
+    u = np.empty((rows, num_samples), np.float64)
+    uniform_into(u, generator, 0.0, 1.0)
+    # ATen's binary search: the first category whose cumulative weight is not below the draw
+    out = [np.searchsorted(cdf[r].astype(np.float64), u[r], side="left") for r in range(rows)]
+    return np.stack(out).astype(np.int64)
+
+
+class _SerialDoubles:
+    """Double uniforms (53 bits of a 64-bit draw) taken one by one as a serial kernel takes
+    them, drawn ahead in blocks; `close` leaves the generator just past the ones taken."""
+
+    BLOCK = 4096
+
+    def __init__(self, generator):
+        self.generator = generator
+        self.state = generator.bits.state
+        self.block: list = []
+        self.pos = 0
+        self.taken = 0
+
+    def next(self) -> float:
+        if self.pos == len(self.block):
+            words = self.generator.words64(self.BLOCK) & np.uint64((1 << 53) - 1)
+            self.block = (words.astype(np.float64) * 2.0**-53).tolist()
+            self.pos = 0
+        self.pos += 1
+        self.taken += 1
+        return self.block[self.pos - 1]
+
+    def close(self) -> None:
+        self.generator.bits.state = self.state
+        if self.taken:
+            self.generator.words64(self.taken)
+
+
+def _poisson_one(rate: float, uniform) -> int:
+    """ATen's ``sample_poisson`` (aten/src/ATen/native/Distributions.cpp)."""
+    if rate >= 10:  # transformed rejection (Hörmann 1993)
+        slam, loglam = math.sqrt(rate), math.log(rate)
+        b = 0.931 + 2.53 * slam
+        a = -0.059 + 0.02483 * b
+        invalpha = 1.1239 + 1.1328 / (b - 3.4)
+        vr = 0.9277 - 3.6224 / (b - 2)
+        while True:
+            u = uniform() - 0.5
+            v = uniform()
+            us = 0.5 - abs(u)
+            k = math.floor((2 * a / us + b) * u + rate + 0.43)
+            if us >= 0.07 and v <= vr:
+                return k
+            if k < 0 or (us < 0.013 and v > us):
+                continue
+            accept = -rate + k * loglam - math.lgamma(k + 1.0)
+            if math.log(v) + math.log(invalpha) - math.log(a / (us * us) + b) <= accept:
+                return k
+    if rate == 0:
+        return 0
+    enlam = math.exp(-rate)  # a product of uniforms, counted while above exp(-rate)
+    count, prod = 0, 1.0
+    while True:
+        prod *= uniform()
+        if prod > enlam:
+            count += 1
+        else:
+            return count
+
+
+def poisson(rates: np.ndarray, generator) -> np.ndarray:
+    """One Poisson count per rate (non-negative, checked by the caller), in memory order, as
+    float64: PyTorch's ``torch.poisson``."""
+    draws = _SerialDoubles(generator)
+    try:
+        flat = [_poisson_one(r, draws.next) for r in rates.reshape(-1).tolist()]
+    finally:
+        draws.close()
+    return np.array(flat, dtype=np.float64).reshape(rates.shape)
+
+
+def _serial_normal(generator, uniform) -> float:
+    """PyTorch's ``normal_distribution<double>(0, 1)``: the cached sine of the last pair, or
+    a new Box-Muller pair of two double uniforms (`_normal_serial`'s)."""
+    cached = generator.next_normal
+    if cached is not None:
+        generator.next_normal = None
+        return cached
+    u1, u2 = uniform(), uniform()
+    radius = math.sqrt(-2.0 * math.log1p(-u2))
+    theta = _TWO_PI * u1
+    generator.next_normal = radius * math.sin(theta)
+    return radius * math.cos(theta)
+
+
+_THIRD_F32 = float(np.float32(1.0) / np.float32(3.0))  # (ATen's 1.0f / 3.0f)
+_C_F32 = float(np.float32(0.0331))
+
+
+def _gamma_one(alpha: float, float32: bool, uniform, normal) -> float:
+    """ATen's ``sample_gamma`` (aten/src/ATen/native/Distributions.h) with double samplers;
+    ``float32``: the concentration is a float, so ``alpha + 1``, ``1 / alpha`` and
+    ``alpha - 1/3`` round to float as there."""
+    f = (lambda v: float(np.float32(v))) if float32 else float
+    scale = 1.0
+    if alpha < 1.0:
+        if alpha == 0.0:
+            return 0.0
+        scale *= (1.0 - uniform()) ** f(1.0 / alpha)
+        alpha = f(alpha + 1.0)
+    d = f(alpha - _THIRD_F32)
+    c = 1.0 / math.sqrt(9.0 * d)
+    while True:
+        while True:
+            x = normal()
+            y = 1.0 + c * x
+            if y > 0:
+                break
+        v = y * y * y
+        u = 1.0 - uniform()
+        xx = x * x
+        if u < 1.0 - _C_F32 * xx * xx:
+            return scale * d * v
+        if math.log(u) < 0.5 * xx + d * (1.0 - v + math.log(v)):
+            return scale * d * v
+
+
+def standard_gamma(alpha: np.ndarray, generator, float32: bool) -> np.ndarray:
+    """Gamma(alpha, 1) draws, one per concentration in memory order, as float64 (rounded by
+    the caller; ``float32``: float concentrations, PyTorch's ``_standard_gamma`` of a
+    float32 tensor; otherwise double ones, also what its Dirichlet sampler draws)."""
+    draws = _SerialDoubles(generator)
+    normal = lambda: _serial_normal(generator, draws.next)  # noqa: E731
+    try:
+        flat = [_gamma_one(a, float32, draws.next, normal) for a in alpha.reshape(-1).tolist()]
+    finally:
+        draws.close()
+    return np.array(flat, dtype=np.float64).reshape(alpha.shape)

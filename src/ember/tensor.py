@@ -542,9 +542,12 @@ class Tensor(_reg.TensorBase):
         )
 
     def __format__(self, spec: str) -> str:
-        if self._data.ndim == 0 and spec:
-            return format(self.item(), spec)
-        return repr(self)
+        # PyTorch's rule: a 0-d plain Tensor formats as its number under any spec, the empty
+        # one too (f"loss {loss}" shows 0.6931471824645996, not tensor(0.6931)); a Parameter,
+        # a subclass or a tensor of more dimensions shows its text
+        if self._data.ndim == 0 and type(self) is Tensor:
+            return format(self.detach().item(), spec)
+        return str(self)
 
 
 class _HookHandle:

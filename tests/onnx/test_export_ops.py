@@ -55,6 +55,7 @@ NO_ONNX = {
     "random_bernoulli": _RANDOM,
     "random_bernoulli_scalar": _RANDOM,
     "random_multinomial": _RANDOM,
+    "random_rrelu_slopes": _RANDOM,
     "random_normal": _RANDOM,
     "random_randint": _RANDOM,
     "random_randperm": _RANDOM,

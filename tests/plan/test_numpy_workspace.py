@@ -99,3 +99,30 @@ def test_random_kernels_allocate_what_their_workspace_rules_say(name, dtype, siz
     node = SimpleNamespace(op=op, inputs=[], outputs=[TensorType((size,), dtype)], attrs=attrs)
     planned = op.workspace(node, None)
     assert abs(measured - planned) <= 0.02 * planned + 12288, (planned, measured)
+
+
+@pytest.mark.parametrize("dtype", [ember.float32, ember.float64, ember.bfloat16], ids=str)
+@pytest.mark.parametrize("negative", [1.0, 0.5, 0.0])
+def test_rrelu_slopes_allocate_at_most_their_workspace_rule(dtype, negative):
+    """rrelu's draws are one per element that is not positive: the rule counts every element
+    drawn, so it bounds what the kernel allocates and meets it when all are."""
+    from ember.ops import REGISTRY
+
+    op = REGISTRY["random_rrelu_slopes"]
+    size = 200_000
+    x = ember.tensor(np.where(np.arange(size) < negative * size, -1.0, 1.0)).to(dtype).numpy()
+    attrs = {"lower": 0.1, "upper": 0.3, "generator": ember.Generator(1)}
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before, _ = tracemalloc.get_traced_memory()
+        result = op.kernel(x, **attrs)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    measured = peak - before - result.nbytes
+    node = SimpleNamespace(op=op, inputs=[], outputs=[TensorType((size,), dtype)], attrs=attrs)
+    planned = op.workspace(node, None)
+    assert measured <= planned + 12288, (planned, measured)
+    if negative == 1.0:
+        assert abs(measured - planned) <= 0.02 * planned + 12288, (planned, measured)

@@ -7,8 +7,8 @@ or from ember's default generator when none is given, at the start of each pass:
 two orders, and a seeded generator gives the same sequence of orders every run. `RandomSampler`
 and `SubsetRandomSampler` draw PyTorch's orders for the same seed (``randperm`` and ``randint``
 on PyTorch's stream, ember/random_streams.py; without a generator, RandomSampler seeds a fresh
-one from a 63-bit draw of the default generator, as PyTorch's does), and so does
-`WeightedRandomSampler` (``multinomial`` over the weights as doubles, PyTorch's draws).
+one from a 63-bit draw of the default generator, as PyTorch's does); `WeightedRandomSampler`'s
+draws are ember's own (NumPy's ``choice``), with the same distribution as PyTorch's.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import numpy as np
 from .. import random_streams as streams
 from ..errors import ShapeError
 from ..random import Generator, resolve
-from ..tensor import Tensor
 
 __all__ = [
     "BatchSampler",
@@ -162,13 +161,11 @@ class WeightedRandomSampler(Sampler):
         self.generator = generator
 
     def __iter__(self) -> Iterator[int]:
-        # PyTorch's: multinomial over the weights as doubles
-        from ..ops.sampling import multinomial
-
-        draws = multinomial(
-            Tensor(self.weights), self.num_samples, self.replacement, generator=self.generator
+        # torch.multinomial on the double weights, so a seed gives PyTorch's indices
+        draws = streams.multinomial(
+            self.weights[None], self.num_samples, self.replacement, resolve(self.generator)
         )
-        return iter(draws.numpy().tolist())
+        return iter(draws[0].tolist())
 
     def __len__(self) -> int:
         return self.num_samples

@@ -5,11 +5,11 @@ Everything differentiable (``log_prob``, ``entropy``, ``rsample``, moments, ``kl
 is written in ember ops, so it carries gradients on the tape and records under
 ``ember.function`` capture. Where ember differs from PyTorch:
 
-* Gamma, Beta, Dirichlet, StudentT, Chi2, InverseGamma, Poisson and Binomial ``sample`` with
-  NumPy's samplers on ember's default generator, eagerly only; the first six ``rsample``
-  through Gamma's implicit reparameterization (`_gamma_rsample.py`), also eagerly only.
-* Categorical samples by inverting the cumulative probabilities, so a seed gives other draws
-  than PyTorch's multinomial sampler (same distribution).
+* Gamma, Beta, Dirichlet, StudentT, Chi2 and InverseGamma sample (and ``rsample``) eagerly
+  only: their gamma draws are PyTorch's (random_streams.standard_gamma, so a seed gives
+  PyTorch's samples) and ``rsample``'s gradient is Gamma's implicit reparameterization
+  (`_gamma_rsample.py`); Poisson samples with ``ember.poisson`` (PyTorch's draws); Binomial
+  and the other NumPy-backed samplers draw NumPy's samples on ember's default generator.
 * Validation errors are `ConstraintError` (an ember error and a ``ValueError``, which PyTorch
   raises); validation reads values, so under capture it is skipped.
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 import math
 
 from ..grad_mode import no_grad
+from ..ops.extra_random import standard_exponential
 from ..random import default_generator
 from . import constraints
-from ._gamma_rsample import standard_gamma
+from ._gamma_rsample import dirichlet_draws, standard_gamma
 from ._util import (
     ConstraintError,
     E,
@@ -258,9 +259,8 @@ class Exponential(ExponentialFamily):
         return self.rate.pow(-2)
 
     def rsample(self, sample_shape=()):
-        # PyTorch's: exponential_() draws divided by the rate
-        draws = E.empty(self._extended_shape(sample_shape), dtype=self.rate.dtype).exponential_()
-        return draws / self.rate
+        # PyTorch's `rate.new(shape).exponential_() / rate`, the same draws
+        return standard_exponential(self._extended_shape(sample_shape), self.rate.dtype) / self.rate
 
     def log_prob(self, value):
         if self._validate_args:
@@ -311,10 +311,8 @@ class Gamma(ExponentialFamily):
         return self.concentration / self.rate.pow(2)
 
     def sample(self, sample_shape=()):
-        c, r = self.concentration.numpy(), self.rate.numpy()
-        return _numpy_sample(
-            self, sample_shape, lambda g, s: g.gamma(c, 1.0, size=s) / r, self.rate
-        )
+        with no_grad():  # (PyTorch's: its rsample's draws)
+            return self.rsample(sample_shape)
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
@@ -378,16 +376,16 @@ class Beta(ExponentialFamily):
         return self.concentration1 * self.concentration0 / (total.pow(2) * (total + 1))
 
     def sample(self, sample_shape=()):
-        a, b = self.concentration1.numpy(), self.concentration0.numpy()
-        return _numpy_sample(
-            self, sample_shape, lambda g, s: g.beta(a, b, size=s), self.concentration1
-        )
+        # PyTorch's: a Dirichlet draw of (concentration1, concentration0), its first part
+        shape = self._extended_shape(sample_shape)
+        pairs = E.stack([self.concentration1, self.concentration0], -1)
+        return E.tensor(dirichlet_draws(pairs, (*shape, 2))[..., 0])
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        x = standard_gamma(self.concentration1, shape)
-        y = standard_gamma(self.concentration0, shape)
-        return x / (x + y)
+        pairs = E.stack([self.concentration1, self.concentration0], -1)
+        gammas = standard_gamma(pairs, (*shape, 2), double_draws=True)
+        return (gammas / gammas.sum(-1, keepdim=True))[..., 0]
 
     def log_prob(self, value):
         if self._validate_args:
@@ -443,17 +441,16 @@ class StudentT(Distribution):
         return E.where(df <= 1, E.full_like(finite, math.nan), result)
 
     def sample(self, sample_shape=()):
-        df = self.df.numpy()
-        return self.loc.detach() + self.scale.detach() * _numpy_sample(
-            self, sample_shape, lambda g, s: g.standard_t(df, size=s), self.loc
-        )
+        with no_grad():  # (PyTorch's: its rsample's draws)
+            return self.rsample(sample_shape)
 
     def rsample(self, sample_shape=()):
-        # PyTorch's: a standard normal over the square root of a Chi2(df) / df draw
+        # PyTorch's: a standard normal over the square root of a Chi2(df) / df draw, the
+        # normal drawn first
         shape = self._extended_shape(sample_shape)
         z = E.randn(*shape, dtype=self.df.dtype)
-        chi2 = 2.0 * standard_gamma(0.5 * self.df, shape)
-        return self.loc + self.scale * z * (chi2 / self.df).rsqrt()
+        chi2 = standard_gamma(0.5 * self.df, shape) / 0.5
+        return self.loc + self.scale * (z * (chi2 / self.df).rsqrt())
 
     def log_prob(self, value):
         if self._validate_args:

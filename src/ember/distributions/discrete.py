@@ -2,18 +2,20 @@
 
 Given ``probs`` or ``logits`` (exactly one), the other is derived on first access, as in
 PyTorch: Categorical normalizes ``probs`` to sum to 1 and ``logits`` to log-probabilities.
-Bernoulli and Categorical sample with ember's random ops (``rand``; a categorical sample is the
-inverse of the cumulative probabilities at a uniform draw, where PyTorch uses its multinomial
-sampler, so the same seed gives other draws than PyTorch's). Poisson and Binomial draw with
-NumPy's samplers on ember's generator (eager only).
+Bernoulli and Categorical sample with ember's random ops as PyTorch does (``bernoulli``'s
+uniform draws; ``multinomial`` with replacement), and Poisson with ``poisson``, so a seed
+gives PyTorch's samples. Binomial draws with NumPy's sampler on ember's generator (eager
+only).
 """
 
 from __future__ import annotations
 
+import math
 from functools import cached_property
 
 import numpy as np
 
+from .. import dtypes as dt
 from ..grad_mode import no_grad
 from ..random import default_generator
 from . import constraints
@@ -186,11 +188,15 @@ class Categorical(Distribution):
 
     def sample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        count = int(np.prod(tuple(sample_shape), dtype=np.int64))
-        with no_grad():  # PyTorch's: multinomial draws per row of probabilities, transposed
-            rows = E.reshape(self.probs, (-1, self._num_events))
-            samples = E.multinomial(rows, count, True)
-            return E.reshape(E.transpose(samples, 0, 1), shape)
+        count = math.prod(_shape(sample_shape))
+        # PyTorch's: all the samples of a row of probabilities by one multinomial call. The
+        # probabilities are read with gradients on, as there: derived from logits on first
+        # access, they keep their graph for a later entropy() or mean (A2C's entropy bonus)
+        rows = self.probs.reshape(-1, self._num_events)
+        with no_grad():
+            if count == 0:
+                return E.zeros(shape, dtype=dt.int64)
+            return E.multinomial(rows, count, True).T.reshape(shape)
 
     def log_prob(self, value):
         if self._validate_args:
@@ -313,8 +319,8 @@ class Poisson(ExponentialFamily):
 
     def sample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        arr = default_generator.numpy.poisson(np.broadcast_to(self.rate.numpy(), shape))
-        return E.tensor(arr.astype(self.rate.dtype.np))
+        with no_grad():  # (PyTorch's: torch.poisson of the expanded rates, its draws)
+            return E.poisson(self.rate.expand(shape))
 
     def log_prob(self, value):
         if self._validate_args:

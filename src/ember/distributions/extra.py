@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from ..random import default_generator
+from ..grad_mode import no_grad
 from ..special import i1
 from . import constraints
 from ._gamma_rsample import standard_gamma
@@ -236,14 +236,13 @@ class InverseGamma(Distribution):
         return _inf_where(c > 2, self.rate.pow(2) / ((c - 1).pow(2) * (c - 2)))
 
     def sample(self, sample_shape=()):
-        c, r = self.concentration.numpy(), self.rate.numpy()
-        return _numpy_sample(
-            self, sample_shape, lambda g, s: r / g.gamma(c, 1.0, size=s), self.rate
-        )
+        with no_grad():  # (PyTorch's: its rsample's draws)
+            return self.rsample(sample_shape)
 
     def rsample(self, sample_shape=()):
+        # PyTorch's: a Gamma(concentration, rate) draw raised to the power -1
         shape = self._extended_shape(sample_shape)
-        return self.rate.expand(*shape) / standard_gamma(self.concentration, shape)
+        return (standard_gamma(self.concentration, shape) / self.rate.expand(*shape)).pow(-1)
 
     def log_prob(self, value):
         if self._validate_args:
@@ -466,13 +465,19 @@ class Multinomial(Distribution):
         return self.total_count * self.probs * (1 - self.probs)
 
     def sample(self, sample_shape=()):
+        # PyTorch's: total_count categorical samples per draw (one multinomial call with
+        # replacement, as Categorical.sample), counted by a scatter_add along the last axis
+        sample_shape = _shape(sample_shape)
         shape = self._extended_shape(sample_shape)
-        p = self.probs.numpy().astype(np.float64)
-        p = np.broadcast_to(p / p.sum(-1, keepdims=True), shape)
-        flat = p.reshape(-1, shape[-1])
-        g = default_generator.numpy
-        counts = np.stack([g.multinomial(self.total_count, row) for row in flat])
-        return E.tensor(counts.reshape(shape).astype(self.probs.dtype.np))
+        n = self.total_count * math.prod(sample_shape)
+        with no_grad():
+            rows = self.probs.reshape(-1, self._event_shape[0])
+            draws = E.multinomial(rows, n, True).T.reshape(
+                (self.total_count, *sample_shape, *self._batch_shape)
+            )
+            draws = draws.permute(*range(1, draws.ndim), 0)
+            counts = E.zeros(shape, dtype=draws.dtype).scatter_add(-1, draws, E.ones_like(draws))
+            return counts.to(self.probs.dtype)
 
     def log_prob(self, value):
         if self._validate_args:

@@ -13,9 +13,8 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..grad_mode import no_grad
-from ..random import default_generator
 from . import constraints
-from ._gamma_rsample import standard_gamma
+from ._gamma_rsample import dirichlet_draws, standard_gamma
 from ._util import E, broadcast_all, digamma, lgamma
 from .discrete import Categorical
 from .distribution import Distribution, _shape
@@ -72,14 +71,11 @@ class Dirichlet(ExponentialFamily):
 
     def sample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        with no_grad():
-            alpha = np.broadcast_to(self.concentration.numpy(), shape)
-            gammas = default_generator.numpy.standard_gamma(alpha)
-            arr = gammas / gammas.sum(-1, keepdims=True)
-        return E.tensor(arr.astype(self.concentration.dtype.np))
+        return E.tensor(dirichlet_draws(self.concentration, shape))  # (PyTorch's draws)
 
     def rsample(self, sample_shape=()):
-        gammas = standard_gamma(self.concentration, self._extended_shape(sample_shape))
+        shape = self._extended_shape(sample_shape)
+        gammas = standard_gamma(self.concentration, shape, double_draws=True)
         return gammas / gammas.sum(-1, keepdim=True)
 
     def log_prob(self, value):

@@ -195,7 +195,9 @@ class Geometric(Distribution):
         return (self.probs.reciprocal() - 1) / self.probs
 
     def sample(self, sample_shape=()):
-        dtype = self._param.dtype
+        # (probs read before no_grad, as PyTorch's finfo(self.probs.dtype): derived from logits,
+        # they keep their graph for a later entropy())
+        dtype = self.probs.dtype
         with no_grad():
             u = E.uniform(_tiny(dtype), 1.0, self._extended_shape(sample_shape), dtype=dtype)
             return (u.log() / (-self.probs).log1p()).floor()

@@ -16,6 +16,9 @@ from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops._registry import export
 from ..ops._util import fmt_shape
+from ..ops.random import bernoulli_scalar
+from ..ops.rrelu_noise import rrelu_slopes
+from ..random import resolve
 from ._common import float_input, refuse_complex_draw
 from .dropout import _check_p
 
@@ -41,9 +44,8 @@ def rrelu(
         )
         unit = E.rand(tuple(x.shape), generator=generator, dtype=x.dtype) if training else 0.5
         slope = lower + (upper - lower) * unit
-    elif training:
-        lower, upper = float(lower), float(upper)
-        slope = E.uniform(lower, upper, tuple(x.shape), generator=generator, dtype=x.dtype)
+    elif training:  # (PyTorch's draws: one per element that is not positive, in order)
+        slope = rrelu_slopes(x.detach(), lower, upper, resolve(generator))
     else:
         slope = (float(lower) + float(upper)) / 2
 
@@ -71,7 +73,8 @@ def _alpha_dropout(op: str, x, p: float, mask_shape: tuple, inplace: bool, gener
         fn = lambda t: t * 0.0  # noqa: E731 (PyTorch returns zeros for p = 1)
     else:
         refuse_complex_draw(op, x)
-        keep = E.bernoulli(E.full(mask_shape, 1.0 - p, dtype=x.dtype), generator=generator)
+        # PyTorch's noise.bernoulli_(1 - p): a double uniform draw per entry (dropout's)
+        keep = bernoulli_scalar(mask_shape, 1.0 - p, dtype=x.dtype, generator=generator)
         a = 1.0 / math.sqrt((_ALPHA_PRIME**2 * p + 1) * (1 - p))
         shift = (keep - 1.0) * (_ALPHA_PRIME * a) + _ALPHA_PRIME * a * p
 

@@ -23,6 +23,7 @@ from ..ops import api as E
 from ..ops._registry import export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import to_tensor
+from ..ops.extra_random import standard_exponential
 from ..ops.segment import segment
 from ._common import concrete, dim_arg, float_input
 from .embedding import embedding
@@ -226,8 +227,8 @@ def embedding_bag(
 @export(functional=True, toplevel=False)
 def gumbel_softmax(logits, tau: float = 1, hard: bool = False, eps: float = 1e-10, dim: int = -1):
     """A sample of the Gumbel-softmax distribution: ``softmax((logits + g) / tau)`` with ``g``
-    standard Gumbel noise drawn from ember's default generator (``ember.manual_seed`` makes it
-    reproducible; the draws differ from PyTorch's). ``hard=True`` returns the one-hot of the
+    standard Gumbel noise drawn from ember's default generator as PyTorch draws it (``-log`` of
+    ``exponential_()``), so a seed gives PyTorch's sample. ``hard=True`` returns the one-hot of the
     sample's argmax with the soft sample's gradient (straight through). ``eps`` is unused, as
     in PyTorch (where it is deprecated)."""
     if eps != 1e-10:
@@ -238,7 +239,7 @@ def gumbel_softmax(logits, tau: float = 1, hard: bool = False, eps: float = 1e-1
         )
     x = float_input("gumbel_softmax", logits, "logits")
     d = dim_arg("gumbel_softmax", dim, x.ndim) if x.ndim else 0
-    gumbels = -E.log(E.empty(tuple(x.shape), dtype=x.dtype).exponential_())  # as PyTorch's
+    gumbels = -E.log(standard_exponential(x.shape, x.dtype))  # (PyTorch's draws)
     y_soft = E.softmax((x + gumbels) / tau, d)
     if not hard:
         return y_soft

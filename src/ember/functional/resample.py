@@ -22,6 +22,7 @@ import numpy as np
 from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
+from ..ops._linspace_values import linspace_values
 from ..ops._registry import apply, export
 from ..ops._util import fmt_shape, refuse_complex
 from ..ops.elementwise import to_tensor
@@ -388,11 +389,15 @@ def grid_sample(
     )
 
 
-def _base_coords(steps: int, align_corners: bool) -> np.ndarray:
+def _base_coords(steps: int, align_corners: bool, dtype) -> np.ndarray:
+    """PyTorch's: linspace(-1, 1) in theta's dtype, times (steps - 1), divided by steps, each
+    rounded to the dtype as there (so a coordinate a nearest-mode sample rounds is PyTorch's)."""
     if steps <= 1:
-        return np.zeros(max(steps, 0))
-    r = np.linspace(-1.0, 1.0, steps)
-    return r if align_corners else r * ((steps - 1) / steps)
+        return np.zeros(max(steps, 0), dtype)
+    r = linspace_values(-1.0, 1.0, steps, dtype)
+    if align_corners:
+        return r
+    return ((r * r.dtype.type(steps - 1)).astype(dtype) / r.dtype.type(steps)).astype(dtype)
 
 
 @export(functional=True, toplevel=False)
@@ -430,7 +435,8 @@ def affine_grid(theta, size, align_corners: bool | None = None):
             UserWarning,
             stacklevel=2,
         )
-    axes = np.meshgrid(*[_base_coords(s, align_corners) for s in size[:1:-1]], indexing="ij")
+    coords_1d = [_base_coords(s, align_corners, t.dtype.np) for s in size[:1:-1]]
+    axes = np.meshgrid(*coords_1d, indexing="ij")
     # meshgrid over (W, H[, D]) with "ij": transpose to (D, H, W) order, then x, y, z, 1
     coords = [a.transpose(tuple(range(spatial))[::-1]) for a in axes]
     base = np.stack(coords + [np.ones_like(coords[0])], axis=-1).reshape(-1, spatial + 1)

@@ -18,6 +18,7 @@ from ..ops import api as E
 from ..ops._registry import FUNCTIONAL, export
 from ..ops._util import fmt_shape, refuse_complex
 from ..ops.elementwise import to_tensor
+from ..ops.random import bernoulli_scalar
 
 # ------------------------------------------------------------------------------- norms
 
@@ -190,7 +191,7 @@ def _feature_dropout(op, input, p, train, inplace):
     if p == 1.0:
         mask = E.zeros(shape, dtype=x.dtype)
     else:
-        mask = E.bernoulli(E.full(shape, 1.0 - p, dtype=x.dtype)) * (1.0 / (1.0 - p))
+        mask = bernoulli_scalar(shape, 1.0 - p, dtype=x.dtype) * (1.0 / (1.0 - p))
     if inplace:
         return x._inplace(op, lambda t: t * mask)
     return x * mask

@@ -14,6 +14,7 @@ from ..symbolic import SymDim
 from ..types import TensorType
 from . import api as E
 from ._data import to_array
+from ._linspace_values import linspace_values
 from ._registry import (
     OpDef,
     TensorBase,
@@ -314,8 +315,11 @@ def linspace(start, end, steps: int, *, dtype=None, requires_grad=False):
     if is_traced(start) or is_traced(end):
         return _linspace_items(start, end, steps, dtype, requires_grad)
     (start, end), d = space_endpoints("linspace", start, end, dtype)
-    wide = np.complex128 if d.is_complex else np.float64
-    out = constant(np.linspace(start, end, steps, dtype=wide).astype(d.np))
+    if d.is_complex or isinstance(start, complex) or isinstance(end, complex):
+        wide = np.complex128 if d.is_complex else np.float64
+        out = constant(np.linspace(start, end, steps, dtype=wide).astype(d.np))
+    else:  # (PyTorch's kernel's rounding, bit for bit)
+        out = constant(linspace_values(float(start), float(end), int(steps), d.np))
     return out.requires_grad_() if requires_grad else out
 
 

@@ -1,10 +1,14 @@
 """PyTorch's in-place random fills beyond uniform_ / normal_ / bernoulli_: exponential_,
 geometric_, cauchy_, log_normal_ and random_, each an inverse-CDF transform (or a randint) of
 ember's generators, written into the tensor under the in-place protocol (so they capture as
-draws too). ``generator=`` takes an ember.Generator as PyTorch's take a torch.Generator. As
-PyTorch's CPU kernels, the transforms take a uniform double per element (53 bits of a 64-bit
-draw) and compute in double, so the same seed gives PyTorch's values (log_normal_: exp of its
-normal draws).
+draws too). ``generator=`` takes an ember.Generator as PyTorch's take a torch.Generator.
+
+exponential_, geometric_ and cauchy_ are PyTorch's CPU kernels: one double uniform draw per
+element (53 bits of a 64-bit word, whatever the tensor's dtype), transformed in double as
+ATen's ``transformation::`` helpers do, then rounded to the dtype, so a seed gives PyTorch's
+values (``multinomial``, ``gumbel_softmax`` and ``distributions.Exponential`` draw through
+exponential_). log_normal_ draws ember's normal stream, which for 16 or more elements is not
+PyTorch's serial double one.
 """
 
 from __future__ import annotations
@@ -21,53 +25,58 @@ from . import api as E
 from ._registry import export
 
 
-def _draw_float(old):
-    return old.dtype if old.dtype.is_floating_point else dt.float64
-
-
 def _require_float(name, old):
     if not old.dtype.is_floating_point:
         raise DTypeError(f"{name} fills float tensors only, got {old.dtype}", op=name)
 
 
-def _unit(old, generator):
-    """Uniform doubles in [0, 1), one per element (PyTorch's ``uniform_real_distribution
-    <double>``)."""
+def _double_uniform(old, generator):
+    """PyTorch's ``uniform_real_distribution<double>(0, 1)``: one double in [0, 1) per
+    element, in memory order (the transforms below are computed on it in double)."""
     return E.uniform(0.0, 1.0, tuple(old.shape), generator=generator, dtype=dt.float64)
 
 
+def standard_exponential(shape, dtype, generator=None):
+    """What ``empty(shape, dtype=dtype).exponential_()`` holds: PyTorch's Exponential(1) draws
+    (``-log1p(-u)`` of double uniforms, rounded to ``dtype``), for the samplers built on it
+    (gumbel_softmax, distributions.Exponential)."""
+    u = E.uniform(0.0, 1.0, tuple(shape), generator=generator, dtype=dt.float64)
+    return E.cast(-E.log1p(-u), dtype)
+
+
 def _exponential_(self, lambd: float = 1.0, *, generator=None):
-    """Fill with draws from the exponential distribution of rate ``lambd``: -log1p(-u) / rate."""
+    """Fill with draws from the exponential distribution of rate ``lambd``: PyTorch's
+    ``-1 / lambd * log1p(-u)``."""
 
     def fill(old):
         _require_float("exponential_", old)
-        draws = -E.log1p(-_unit(old, generator)) / _items.number(lambd)  # (an item: its tensor)
-        return E.cast(draws, old.dtype)
+        u = _double_uniform(old, generator)
+        scale = -1.0 / _items.number(lambd)  # (an item: its tensor)
+        return E.cast(scale * E.log1p(-u), old.dtype)
 
     return self._inplace("exponential_", fill)
 
 
 def _geometric_(self, p: float, *, generator=None):
-    """Fill with the number of Bernoulli(p) trials up to the first success (1, 2, ...):
-    ceil(log(u) / log1p(-p))."""
+    """Fill with the number of Bernoulli(p) trials up to the first success (1, 2, ...)."""
     if not 0 < p < 1:
         raise ValueError(f"geometric_: p must be in (0, 1), got {p}")
 
     def fill(old):
-        trials = E.ceil(E.log(_unit(old, generator)) / math.log1p(-p))
-        return E.cast(E.clamp(trials, min=1.0), old.dtype)
+        # PyTorch's ceil(log(u) / log1p(-p)); u = 0 (probability 2^-53) gives inf, as there
+        trials = E.ceil(E.log(_double_uniform(old, generator)) / math.log1p(-p))
+        return E.cast(trials, old.dtype)
 
     return self._inplace("geometric_", fill)
 
 
 def _cauchy_(self, median: float = 0.0, sigma: float = 1.0, *, generator=None):
-    """Fill with draws from the Cauchy distribution (location ``median``, scale ``sigma``):
-    median + sigma tan(pi (u - 1/2))."""
+    """Fill with draws from the Cauchy distribution (location ``median``, scale ``sigma``)."""
 
     def fill(old):
         _require_float("cauchy_", old)
-        u = _unit(old, generator)
-        return E.cast(E.tan((u - 0.5) * math.pi) * float(sigma) + float(median), old.dtype)
+        u = _double_uniform(old, generator)
+        return E.cast(float(median) + float(sigma) * E.tan(math.pi * (u - 0.5)), old.dtype)
 
     return self._inplace("cauchy_", fill)
 
@@ -92,7 +101,7 @@ def _default_top(dtype) -> int:
         return 2
     if dtype.is_floating_point:
         return 2 ** (ml_dtypes.finfo(dtype.np).nmant + 1) + 1
-    return int(np.iinfo(dtype.np).max) + 1
+    return int(np.iinfo(dtype.np).max) + 1 if dtype is not dt.int64 else int(np.iinfo(np.int64).max)
 
 
 def _random_(self, from_=None, to=None, *, generator=None, **kwargs):

@@ -1,7 +1,9 @@
 """PyTorch's count samplers: ``torch.poisson(rates)`` and ``torch.binomial(count, prob)``, one
-draw per element from an `ember.Generator` (``generator=``, the default one otherwise; the
-streams differ from PyTorch's, the distributions do not), returned in the operands' floating
-dtype (half precision drawn in double and rounded).
+draw per element from an `ember.Generator` (``generator=``, the default one otherwise),
+returned in the operands' floating dtype (half precision drawn in double and rounded).
+``poisson`` draws PyTorch's stream (random_streams.poisson: a seed gives PyTorch's counts);
+``binomial`` NumPy's sampler on the same words (the distribution is PyTorch's, the draws
+not).
 
 As PyTorch's: a negative or NaN rate raises; ``binomial`` takes float ``count`` and ``prob`` of
 one dtype, broadcasting; a negative count gives 0, a probability of 1 or more the count itself,
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import random_streams as streams
 from ..errors import ArgumentError, DTypeError
 from ..random import resolve
 from ..types import TensorType
@@ -36,7 +39,7 @@ def _poisson_kernel(rates, *, generator):
             "invalid Poisson rate, expected rate to be non-negative (a rate is negative or NaN)",
             op="poisson",
         )
-    return generator.numpy.poisson(lam).astype(rates.dtype)
+    return streams.poisson(np.ascontiguousarray(lam), generator).astype(rates.dtype)
 
 
 _POISSON = register(

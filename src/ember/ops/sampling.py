@@ -1,12 +1,13 @@
 """Sampling categories: ``multinomial`` (PyTorch's), a random primitive drawing from an
 `ember.Generator` like the others in ops/random.py.
 
-Each row of the input holds non-negative weights (they need not sum to 1). With replacement
-every draw inverts the row's cumulative distribution at a uniform number, so a category of
-weight 0 is never drawn. Without replacement the draws are the categories of the ``n``
-smallest keys ``E_i / w_i`` (``E_i`` standard exponential), in increasing order of key: an
-exponential race, which draws one category after another, each with probability proportional
-to its weight among those not yet drawn, the distribution of PyTorch's sequential draws.
+Each row of the input holds non-negative weights (they need not sum to 1). The draws are
+PyTorch's CPU kernel's (random_streams.multinomial), so a seed gives PyTorch's samples: with
+replacement every draw inverts the row's cumulative distribution at a uniform number, so a
+category of weight 0 is never drawn; without replacement (and for a single sample) the draws
+are the categories of the ``n`` largest keys ``w_i / E_i`` (``E_i`` standard exponential), in
+decreasing order of key: an exponential race, which draws one category after another, each
+with probability proportional to its weight among those not yet drawn.
 
 The weights are data, so the checks PyTorch makes on them (finite, non-negative, a positive
 sum) run in the kernel and raise there, eagerly and in a captured graph alike. Without
@@ -21,6 +22,7 @@ import operator
 import numpy as np
 
 from .. import dtypes as dt
+from .. import random_streams as streams
 from ..errors import DTypeError, EmberError, ShapeError
 from ..random import resolve
 from ..types import TensorType
@@ -58,45 +60,11 @@ def _check_weights(w: np.ndarray) -> None:
         raise EmberError("a row of weights sums to zero", op="multinomial")
 
 
-def _double_uniforms(generator, count: int) -> np.ndarray:
-    """PyTorch's uniform doubles in [0, 1): 53 bits of a 64-bit draw each."""
-    words = generator.words64(count)
-    words &= np.uint64((1 << 53) - 1)
-    return words.astype(np.float64) * 2.0**-53
-
-
 def _multinomial_kernel(p, *, num_samples, replacement, generator):
-    """PyTorch's CPU draws. With replacement (and more than one sample): each row's
-    cumulative weights (summed in its dtype, float32 or double, and divided by the total),
-    and per sample a uniform double, the first category whose cumulative weight reaches it.
-    Otherwise (and for one sample): exponential keys -log1p(-u), the weights divided by
-    them, the largest first (argmax for one sample)."""
-    w = np.atleast_2d(p)
+    w = np.ascontiguousarray(np.atleast_2d(p))
     _check_weights(w.astype(np.float64))
-    rows, n = w.shape
-    acc = np.float64 if w.dtype == np.float64 else np.float32
-    if replacement and num_samples > 1:
-        cdf = np.cumsum(w.astype(acc), axis=1, dtype=acc)
-        cdf /= cdf[:, -1:]
-        u = _double_uniforms(generator, rows * num_samples).reshape(rows, num_samples)
-        out = np.stack(
-            [np.searchsorted(cdf[r].astype(np.float64), u[r], side="left") for r in range(rows)]
-        )
-        out = np.minimum(out, n - 1)  # (rounding could leave the last cumulative below 1)
-        # a draw of exactly 0 lands on a leading category of weight 0: the next one holds it
-        zero = np.take_along_axis(w, out, axis=1) == 0
-        if zero.any():
-            for r, c in zip(*np.nonzero(zero)):
-                out[r, c] = min(np.searchsorted(cdf[r], u[r, c], side="right"), n - 1)
-    else:
-        keys = -np.log1p(-_double_uniforms(generator, rows * n)).reshape(rows, n)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = w.astype(acc) / keys.astype(acc)
-        if num_samples == 1:
-            out = np.argmax(ratio, axis=1)[:, None]
-        else:  # (weight 0: ratio 0, last, in index order)
-            out = np.argsort(-ratio, axis=1, kind="stable")[:, :num_samples]
-    return out.astype(np.int64).reshape(p.shape[:-1] + (num_samples,))
+    out = streams.multinomial(w, num_samples, replacement, generator)
+    return out.reshape(p.shape[:-1] + (num_samples,))
 
 
 _MULTINOMIAL = register(
@@ -119,8 +87,8 @@ def multinomial(input, num_samples: int, replacement: bool = False, *, generator
     non-negative weights, normalized per row), with or without ``replacement`` (without: no
     category twice in a row, at most as many samples as categories; categories of weight 0
     come last, in index order). Draws from
-    ``generator`` (an `ember.Generator`; the default one when None), as PyTorch's CPU kernel
-    draws: the same seed gives PyTorch's samples. Not differentiable."""
+    ``generator`` (an `ember.Generator`; the default one when None). Not differentiable. The
+    draws are PyTorch's: the same seed gives PyTorch's samples."""
     p = to_tensor(input)
     return apply(
         _MULTINOMIAL,
