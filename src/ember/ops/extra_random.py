@@ -101,7 +101,7 @@ def _default_top(dtype) -> int:
         return 2
     if dtype.is_floating_point:
         return 2 ** (ml_dtypes.finfo(dtype.np).nmant + 1) + 1
-    return int(np.iinfo(dtype.np).max) + 1 if dtype is not dt.int64 else int(np.iinfo(np.int64).max)
+    return int(np.iinfo(dtype.np).max) + 1
 
 
 def _random_(self, from_=None, to=None, *, generator=None, **kwargs):
