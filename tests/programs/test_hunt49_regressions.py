@@ -70,6 +70,13 @@ DRAWS = {
     "rrelu": lambda L: L.nn.functional.rrelu(L.linspace(-3, 3, 41), 0.1, 0.4, training=True),
     "rrelu_module": lambda L: L.nn.RReLU()(L.linspace(-1, 2, 24).view(4, 6)),
     "rrelu_inplace": lambda L: L.nn.functional.rrelu_(L.linspace(-3, 1, 17), training=True),
+    "cauchy_dist": lambda L: L.distributions.Cauchy(L.tensor([0.0, 1.0]), 2.0).rsample((3,)),
+    "half_cauchy": lambda L: L.distributions.HalfCauchy(L.tensor([1.0, 2.0])).sample((3,)),
+    "pareto": lambda L: L.distributions.Pareto(L.tensor([1.0]), L.tensor([2.0])).rsample((3,)),
+    "weibull": lambda L: L.distributions.Weibull(L.tensor([1.0]), L.tensor([2.0])).rsample((3,)),
+    "kumaraswamy": lambda L: L.distributions.Kumaraswamy(L.tensor([1.0]), L.tensor([2.0])).sample(
+        (3,)
+    ),
     "exponential_dist": lambda L: L.distributions.Exponential(L.tensor([1.0, 2.0])).rsample((3,)),
     "weighted_sampler": lambda L: L.tensor(
         list(
@@ -97,6 +104,12 @@ EAGER_DRAWS = {
     "beta_mixup": lambda L: L.distributions.Beta(L.tensor([0.4]), L.tensor([0.4])).sample(),
     "beta": lambda L: L.distributions.Beta(L.tensor([0.5, 2.0]), L.tensor([1.5, 0.3])).sample((5,)),
     "dirichlet": lambda L: L.distributions.Dirichlet(L.tensor([0.5, 1.0, 3.0])).sample((4,)),
+    "negative_binomial": lambda L: L.distributions.NegativeBinomial(
+        L.tensor([3.0]), probs=L.tensor([0.4])
+    ).sample((3,)),
+    "von_mises": lambda L: L.distributions.VonMises(
+        L.tensor([0.0, 1.0]), L.tensor([1.0, 5.0])
+    ).sample((3,)),
     "student_t": lambda L: L.distributions.StudentT(L.tensor(5.0), 1.0, 2.0).rsample((6,)),
     "chi2": lambda L: L.distributions.Chi2(L.tensor([1.0, 4.0])).sample((3,)),
     "inverse_gamma": lambda L: L.distributions.InverseGamma(

@@ -44,6 +44,13 @@ def standard_exponential(shape, dtype, generator=None):
     return E.cast(-E.log1p(-u), dtype)
 
 
+def standard_cauchy(shape, dtype, generator=None):
+    """What ``empty(shape, dtype=dtype).cauchy_()`` holds: PyTorch's standard Cauchy draws
+    (``tan(pi * (u - 0.5))`` of double uniforms, rounded to ``dtype``)."""
+    u = E.uniform(0.0, 1.0, tuple(shape), generator=generator, dtype=dt.float64)
+    return E.cast(0.0 + 1.0 * E.tan(math.pi * (u - 0.5)), dtype)
+
+
 def _exponential_(self, lambd: float = 1.0, *, generator=None):
     """Fill with draws from the exponential distribution of rate ``lambd``: PyTorch's
     ``-1 / lambd * log1p(-u)``."""
