@@ -279,3 +279,53 @@ def test_sampling_keeps_the_graph_of_probs_derived_from_logits(kind):
     (ea, eg), (aa, ag) = grads(torch), grads(ember)
     np.testing.assert_array_equal(aa, ea)
     np.testing.assert_allclose(ag, eg, rtol=1e-5, atol=1e-6)
+
+
+def _train_forward(lib, kind):
+    nn = lib.nn
+    lib.manual_seed(0)
+    if kind == "encoder":
+        layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1, batch_first=True)
+    elif kind == "decoder":
+        layer = nn.TransformerDecoderLayer(8, 2, 16, dropout=0.1, batch_first=True)
+    else:
+        layer = nn.Transformer(8, 2, 1, 1, 16, dropout=0.1, batch_first=True)
+    rng = np.random.default_rng(0)
+    x = lib.tensor(rng.normal(size=(2, 5, 8)).astype(np.float32))
+    y = lib.tensor(rng.normal(size=(2, 4, 8)).astype(np.float32))
+    return layer, x, y
+
+
+@pytest.mark.parametrize("kind", ["encoder", "decoder", "transformer"])
+@pytest.mark.parametrize("captured", [False, True], ids=["eager", "captured"])
+def test_dropout_masks_of_strided_inputs_are_drawn_in_memory_order(kind, captured):
+    """A batch_first attention block's output is a transposed view; PyTorch's dropout draws
+    its mask into empty_like(input), in memory order, so ember's masks (drawn in row-major
+    order of the logical shape) hit other elements and a seeded training forward of
+    nn.TransformerEncoderLayer(batch_first=True) differed from PyTorch's."""
+    tl, tx, ty = _train_forward(torch, kind)
+    el, ex, ey = _train_forward(ember, kind)
+    el.load_state_dict({k: ember.tensor(v.numpy()) for k, v in tl.state_dict().items()})
+    call = {"encoder": lambda m, x, y: m(x), "decoder": lambda m, x, y: m(y, x)}.get(
+        kind, lambda m, x, y: m(x, y)
+    )
+    torch.manual_seed(5)
+    expected = call(tl, tx, ty)
+    ember.manual_seed(5)
+    run = ember.function(lambda x, y: call(el, x, y)) if captured else lambda x, y: call(el, x, y)
+    actual = run(ex, ey)
+    np.testing.assert_allclose(actual.detach().numpy(), expected.detach().numpy(), atol=2e-6)
+
+
+@pytest.mark.parametrize("fn", ["dropout", "alpha_dropout"])
+def test_dropout_of_channels_last_and_transposed_inputs_matches_pytorch(fn):
+    def masks(lib):
+        lib.manual_seed(3)
+        f = getattr(lib.nn.functional, fn)
+        a = lib.ones(2, 3, 4, 5).to(memory_format=lib.channels_last)
+        b = lib.ones(4, 6).t()
+        c = lib.ones(3, 4, 5).permute(2, 0, 1)
+        return [f(t, 0.4, True).numpy() for t in (a, b, c)]
+
+    for e, a in zip(masks(torch), masks(ember)):
+        np.testing.assert_array_equal(a, e)
