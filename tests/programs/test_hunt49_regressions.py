@@ -1,11 +1,11 @@
 """Regressions found by hunt49's programs, each against PyTorch.
 
-Random draws: a seed gives PyTorch's samples for ``multinomial`` (with and without
-replacement, one sample or several, 1-D and 2-D weights of each float dtype), the in-place
-fills built on double uniforms (``exponential_``, ``geometric_``, ``cauchy_``), what is
-sampled through them (``gumbel_softmax``, ``Categorical.sample``, ``Exponential.rsample``,
-``WeightedRandomSampler``), alpha and feature dropout's masks and rrelu's slopes, eagerly
-and captured.
+Random draws: a seed gives PyTorch's samples for ``multinomial`` (with and without replacement,
+one sample or several, 1-D and 2-D weights of each float dtype), the in-place fills built on
+double draws (``exponential_``, ``geometric_``, ``cauchy_``, ``log_normal_``), what is sampled
+through them (``gumbel_softmax``, ``Categorical.sample``, ``Exponential.rsample``,
+``WeightedRandomSampler``), alpha and feature dropout's masks and rrelu's slopes, eagerly and
+captured.
 """
 
 import numpy as np
@@ -41,6 +41,10 @@ DRAWS = {
     "geometric": lambda L: L.empty(30).geometric_(0.3),
     "geometric_long": lambda L: L.empty(10, dtype=L.long).geometric_(0.6),
     "cauchy": lambda L: L.empty(30).cauchy_(1.0, 2.0),
+    "log_normal": lambda L: L.empty(40).log_normal_(1.0, 0.5),
+    "log_normal_then_randn": lambda L: L.cat(
+        [L.empty(5, dtype=L.float64).log_normal_(), L.randn(3, dtype=L.float64)]
+    ),
     "gumbel_softmax": lambda L: L.nn.functional.gumbel_softmax(L.zeros(4, 5), tau=0.5),
     "gumbel_softmax_hard": lambda L: L.nn.functional.gumbel_softmax(
         L.zeros(4, 5), tau=0.5, hard=True, dim=0

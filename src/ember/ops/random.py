@@ -53,9 +53,12 @@ def _uniform_kernel(*, shape, dtype, low, high, generator):
     return out
 
 
-def _normal_kernel(*, shape, dtype, mean, std, generator):
+def _normal_kernel(*, shape, dtype, mean, std, generator, serial=False):
     out = np.empty(shape, dtype.np)
-    streams.normal_into(out, generator, mean, std)
+    if serial:  # (PyTorch's normal_distribution<double>, one value at a time, at any size)
+        streams.normal_serial_into(out, generator, mean, std)
+    else:
+        streams.normal_into(out, generator, mean, std)
     return out
 
 
@@ -214,6 +217,21 @@ _BERNOULLI_SCALAR = register(
         doc="1 with probability p (a number) at every element of the shape, else 0",
     )
 )
+
+
+def serial_normal(shape, mean: float, std: float, *, generator=None):
+    """float64 normal draws of a shape as PyTorch's ``normal_distribution<double>`` makes them
+    one at a time (a Box-Muller pair of double uniforms, its second value kept for the next
+    draw), at any size: what its log_normal_ transforms."""
+    return apply(
+        _NORMAL,
+        shape=tuple(shape),
+        dtype=dt.float64,
+        mean=float(mean),
+        std=float(std),
+        generator=resolve(generator),
+        serial=True,
+    )
 
 
 def bernoulli_scalar(shape, p: float, *, dtype, generator=None):
