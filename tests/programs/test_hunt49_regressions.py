@@ -4,8 +4,13 @@ Random draws: a seed gives PyTorch's samples for ``multinomial`` (with and witho
 one sample or several, 1-D and 2-D weights of each float dtype), the in-place fills built on
 double draws (``exponential_``, ``geometric_``, ``cauchy_``, ``log_normal_``), what is sampled
 through them (``gumbel_softmax``, ``Categorical.sample``, ``Exponential.rsample``,
-``WeightedRandomSampler``), alpha and feature dropout's masks and rrelu's slopes, eagerly and
-captured.
+``WeightedRandomSampler``, the Cauchy/Pareto/Weibull/Kumaraswamy family), alpha and feature
+dropout's masks and rrelu's slopes, eagerly and captured; Poisson and the gamma family (Gamma,
+Beta, Dirichlet, Chi2, StudentT, InverseGamma, NegativeBinomial) and VonMises eagerly; dropout
+masks of transposed and channels-last inputs in memory order (batch_first Transformer layers);
+gradgradcheck's random cotangents from the default generator. Sampling from logits keeps the
+probabilities' graph. linspace and affine_grid's base grid bit for bit; ``torch.accelerator``
+on a machine without one; ``f"{loss}"`` of a 0-d tensor.
 """
 
 import numpy as np
