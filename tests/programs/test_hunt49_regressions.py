@@ -338,3 +338,26 @@ def test_dropout_of_channels_last_and_transposed_inputs_matches_pytorch(fn):
 
     for e, a in zip(masks(torch), masks(ember)):
         np.testing.assert_array_equal(a, e)
+
+
+@pytest.mark.parametrize("fn", ["rand_like", "randn_like"])
+@pytest.mark.parametrize(
+    "layout", ["transposed", "channels_last", "permuted_double", "contiguous_unit_dim"]
+)
+def test_random_like_of_strided_tensors_fills_in_memory_order(fn, layout):
+    """PyTorch fills empty_like(x), which keeps a strided x's layout, in memory order (its
+    normal fill by the serial double sampler there); ember drew row-major."""
+    make = {
+        "transposed": lambda L: L.zeros(4, 6).t(),
+        "channels_last": lambda L: L.zeros(2, 3, 4, 5).to(memory_format=L.channels_last),
+        "permuted_double": lambda L: L.zeros(3, 4, 5, dtype=L.float64).permute(2, 0, 1),
+        "contiguous_unit_dim": lambda L: L.zeros(4, 1, 6, 6),  # (row-major: the fast path)
+    }[layout]
+    torch.manual_seed(0)
+    expected, expected_next = getattr(torch, fn)(make(torch)), torch.rand(2)
+    ember.manual_seed(0)
+    actual, actual_next = getattr(ember, fn)(make(ember)), ember.rand(2)
+    # (float32 normals of the vectorized fill within an ulp, as ember/random_streams.py says)
+    np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(actual_next.numpy(), expected_next.numpy())
+    assert actual.stride() == expected.stride()

@@ -45,7 +45,8 @@ def memory_order_mask(x, keep: float, generator):
     # dims from the slowest-varying in memory to the fastest (size-1 dims anywhere: they
     # hold one element)
     order = sorted(range(len(shape)), key=lambda d: (-strides[d] if shape[d] > 1 else 0, d))
-    if order == sorted(order):
+    moving = [d for d in order if shape[d] > 1]  # (a dim of size 1 holds one element)
+    if moving == sorted(moving):
         return bernoulli_scalar(shape, keep, dtype=x.dtype, generator=generator)
     permuted = tuple(shape[d] for d in order)
     drawn = bernoulli_scalar(permuted, keep, dtype=x.dtype, generator=generator)
