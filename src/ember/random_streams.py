@@ -112,6 +112,12 @@ def normal_into(out: np.ndarray, generator, mean: float, std: float) -> None:
         flat[-16:] = tail[0]
 
 
+def normal_serial_into(out: np.ndarray, generator, mean: float, std: float) -> None:
+    """Fill ``out`` with PyTorch's serial double normal draws (`_normal_serial`) whatever its
+    size: the draws of its ``log_normal_`` (``lognormal_distribution<double>``)."""
+    _normal_serial(out.reshape(-1), generator, mean, std)
+
+
 def _normal_half(flat: np.ndarray, generator, mean: float, std: float) -> None:
     """16-bit dtypes: PyTorch draws 16 float uniforms per block as it goes, computes in float
     and rounds; a last partial block is drawn whole and written over the last 16 values."""

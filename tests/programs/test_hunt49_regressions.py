@@ -1,11 +1,16 @@
 """Regressions found by hunt49's programs, each against PyTorch.
 
-Random draws: a seed gives PyTorch's samples for ``multinomial`` (with and without
-replacement, one sample or several, 1-D and 2-D weights of each float dtype), the in-place
-fills built on double uniforms (``exponential_``, ``geometric_``, ``cauchy_``), what is
-sampled through them (``gumbel_softmax``, ``Categorical.sample``, ``Exponential.rsample``,
-``WeightedRandomSampler``), alpha and feature dropout's masks and rrelu's slopes, eagerly
-and captured.
+Random draws: a seed gives PyTorch's samples for ``multinomial`` (with and without replacement,
+one sample or several, 1-D and 2-D weights of each float dtype), the in-place fills built on
+double draws (``exponential_``, ``geometric_``, ``cauchy_``, ``log_normal_``), what is sampled
+through them (``gumbel_softmax``, ``Categorical.sample``, ``Exponential.rsample``,
+``WeightedRandomSampler``, the Cauchy/Pareto/Weibull/Kumaraswamy family), alpha and feature
+dropout's masks and rrelu's slopes, eagerly and captured; Poisson and the gamma family (Gamma,
+Beta, Dirichlet, Chi2, StudentT, InverseGamma, NegativeBinomial) and VonMises eagerly; dropout
+masks of transposed and channels-last inputs in memory order (batch_first Transformer layers);
+gradgradcheck's random cotangents from the default generator. Sampling from logits keeps the
+probabilities' graph. linspace and affine_grid's base grid bit for bit; ``torch.accelerator``
+on a machine without one; ``f"{loss}"`` of a 0-d tensor.
 """
 
 import numpy as np
@@ -41,6 +46,10 @@ DRAWS = {
     "geometric": lambda L: L.empty(30).geometric_(0.3),
     "geometric_long": lambda L: L.empty(10, dtype=L.long).geometric_(0.6),
     "cauchy": lambda L: L.empty(30).cauchy_(1.0, 2.0),
+    "log_normal": lambda L: L.empty(40).log_normal_(1.0, 0.5),
+    "log_normal_then_randn": lambda L: L.cat(
+        [L.empty(5, dtype=L.float64).log_normal_(), L.randn(3, dtype=L.float64)]
+    ),
     "gumbel_softmax": lambda L: L.nn.functional.gumbel_softmax(L.zeros(4, 5), tau=0.5),
     "gumbel_softmax_hard": lambda L: L.nn.functional.gumbel_softmax(
         L.zeros(4, 5), tau=0.5, hard=True, dim=0
@@ -70,6 +79,13 @@ DRAWS = {
     "rrelu": lambda L: L.nn.functional.rrelu(L.linspace(-3, 3, 41), 0.1, 0.4, training=True),
     "rrelu_module": lambda L: L.nn.RReLU()(L.linspace(-1, 2, 24).view(4, 6)),
     "rrelu_inplace": lambda L: L.nn.functional.rrelu_(L.linspace(-3, 1, 17), training=True),
+    "cauchy_dist": lambda L: L.distributions.Cauchy(L.tensor([0.0, 1.0]), 2.0).rsample((3,)),
+    "half_cauchy": lambda L: L.distributions.HalfCauchy(L.tensor([1.0, 2.0])).sample((3,)),
+    "pareto": lambda L: L.distributions.Pareto(L.tensor([1.0]), L.tensor([2.0])).rsample((3,)),
+    "weibull": lambda L: L.distributions.Weibull(L.tensor([1.0]), L.tensor([2.0])).rsample((3,)),
+    "kumaraswamy": lambda L: L.distributions.Kumaraswamy(L.tensor([1.0]), L.tensor([2.0])).sample(
+        (3,)
+    ),
     "exponential_dist": lambda L: L.distributions.Exponential(L.tensor([1.0, 2.0])).rsample((3,)),
     "weighted_sampler": lambda L: L.tensor(
         list(
@@ -97,6 +113,12 @@ EAGER_DRAWS = {
     "beta_mixup": lambda L: L.distributions.Beta(L.tensor([0.4]), L.tensor([0.4])).sample(),
     "beta": lambda L: L.distributions.Beta(L.tensor([0.5, 2.0]), L.tensor([1.5, 0.3])).sample((5,)),
     "dirichlet": lambda L: L.distributions.Dirichlet(L.tensor([0.5, 1.0, 3.0])).sample((4,)),
+    "negative_binomial": lambda L: L.distributions.NegativeBinomial(
+        L.tensor([3.0]), probs=L.tensor([0.4])
+    ).sample((3,)),
+    "von_mises": lambda L: L.distributions.VonMises(
+        L.tensor([0.0, 1.0]), L.tensor([1.0, 5.0])
+    ).sample((3,)),
     "student_t": lambda L: L.distributions.StudentT(L.tensor(5.0), 1.0, 2.0).rsample((6,)),
     "chi2": lambda L: L.distributions.Chi2(L.tensor([1.0, 4.0])).sample((3,)),
     "inverse_gamma": lambda L: L.distributions.InverseGamma(
@@ -266,3 +288,76 @@ def test_sampling_keeps_the_graph_of_probs_derived_from_logits(kind):
     (ea, eg), (aa, ag) = grads(torch), grads(ember)
     np.testing.assert_array_equal(aa, ea)
     np.testing.assert_allclose(ag, eg, rtol=1e-5, atol=1e-6)
+
+
+def _train_forward(lib, kind):
+    nn = lib.nn
+    lib.manual_seed(0)
+    if kind == "encoder":
+        layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1, batch_first=True)
+    elif kind == "decoder":
+        layer = nn.TransformerDecoderLayer(8, 2, 16, dropout=0.1, batch_first=True)
+    else:
+        layer = nn.Transformer(8, 2, 1, 1, 16, dropout=0.1, batch_first=True)
+    rng = np.random.default_rng(0)
+    x = lib.tensor(rng.normal(size=(2, 5, 8)).astype(np.float32))
+    y = lib.tensor(rng.normal(size=(2, 4, 8)).astype(np.float32))
+    return layer, x, y
+
+
+@pytest.mark.parametrize("kind", ["encoder", "decoder", "transformer"])
+@pytest.mark.parametrize("captured", [False, True], ids=["eager", "captured"])
+def test_dropout_masks_of_strided_inputs_are_drawn_in_memory_order(kind, captured):
+    """A batch_first attention block's output is a transposed view; PyTorch's dropout draws
+    its mask into empty_like(input), in memory order, so ember's masks (drawn in row-major
+    order of the logical shape) hit other elements and a seeded training forward of
+    nn.TransformerEncoderLayer(batch_first=True) differed from PyTorch's."""
+    tl, tx, ty = _train_forward(torch, kind)
+    el, ex, ey = _train_forward(ember, kind)
+    el.load_state_dict({k: ember.tensor(v.numpy()) for k, v in tl.state_dict().items()})
+    call = {"encoder": lambda m, x, y: m(x), "decoder": lambda m, x, y: m(y, x)}.get(
+        kind, lambda m, x, y: m(x, y)
+    )
+    torch.manual_seed(5)
+    expected = call(tl, tx, ty)
+    ember.manual_seed(5)
+    run = ember.function(lambda x, y: call(el, x, y)) if captured else lambda x, y: call(el, x, y)
+    actual = run(ex, ey)
+    np.testing.assert_allclose(actual.detach().numpy(), expected.detach().numpy(), atol=2e-6)
+
+
+@pytest.mark.parametrize("fn", ["dropout", "alpha_dropout"])
+def test_dropout_of_channels_last_and_transposed_inputs_matches_pytorch(fn):
+    def masks(lib):
+        lib.manual_seed(3)
+        f = getattr(lib.nn.functional, fn)
+        a = lib.ones(2, 3, 4, 5).to(memory_format=lib.channels_last)
+        b = lib.ones(4, 6).t()
+        c = lib.ones(3, 4, 5).permute(2, 0, 1)
+        return [f(t, 0.4, True).numpy() for t in (a, b, c)]
+
+    for e, a in zip(masks(torch), masks(ember)):
+        np.testing.assert_array_equal(a, e)
+
+
+@pytest.mark.parametrize("fn", ["rand_like", "randn_like"])
+@pytest.mark.parametrize(
+    "layout", ["transposed", "channels_last", "permuted_double", "contiguous_unit_dim"]
+)
+def test_random_like_of_strided_tensors_fills_in_memory_order(fn, layout):
+    """PyTorch fills empty_like(x), which keeps a strided x's layout, in memory order (its
+    normal fill by the serial double sampler there); ember drew row-major."""
+    make = {
+        "transposed": lambda L: L.zeros(4, 6).t(),
+        "channels_last": lambda L: L.zeros(2, 3, 4, 5).to(memory_format=L.channels_last),
+        "permuted_double": lambda L: L.zeros(3, 4, 5, dtype=L.float64).permute(2, 0, 1),
+        "contiguous_unit_dim": lambda L: L.zeros(4, 1, 6, 6),  # (row-major: the fast path)
+    }[layout]
+    torch.manual_seed(0)
+    expected, expected_next = getattr(torch, fn)(make(torch)), torch.rand(2)
+    ember.manual_seed(0)
+    actual, actual_next = getattr(ember, fn)(make(ember)), ember.rand(2)
+    # (float32 normals of the vectorized fill within an ulp, as ember/random_streams.py says)
+    np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(actual_next.numpy(), expected_next.numpy())
+    assert actual.stride() == expected.stride()

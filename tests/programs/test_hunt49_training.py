@@ -8,7 +8,8 @@ vision ops (grid_sample, interpolate, fold, pads, pools); CTC and fifteen other 
 odd tensor idioms; captured steps that retrace on shapes and keyword arguments and read
 schedulers' learning rates; nested dict/list inputs; truncated BPTT; EMA and SWA; a float64
 default dtype; module conversions; pruning and conv-BN fusion; runtime switches, RNG states and
-gradcheck; a sparse GCN.
+gradcheck; a sparse GCN; metrics from bincount, cumsum and trapz; a packed GRU tagger with
+attention pooling; a convolutional autoencoder.
 """
 
 import copy
@@ -1274,7 +1275,161 @@ def sparse_gcn(torch, ctx):
     ]
 
 
+def metrics(torch, ctx):
+    F = torch.nn.functional
+    rng = np.random.default_rng(0)
+    logits = ctx.t(rng.normal(size=(20, 4)).astype(np.float32))
+    y = ctx.t(rng.integers(0, 4, size=(20,)))
+    out = []
+    pred = logits.argmax(1)
+    cm = torch.bincount(y * 4 + pred, minlength=16).reshape(4, 4)
+    out.append(cm)
+    tp = cm.diag().float()
+    fp = cm.sum(0) - cm.diag()
+    fn = cm.sum(1) - cm.diag()
+    prec = tp / (tp + fp).clamp(min=1)
+    rec = tp / (tp + fn).clamp(min=1)
+    f1 = 2 * prec * rec / (prec + rec).clamp(min=1e-8)
+    out += [prec, rec, f1, f1.mean()]
+    top3 = logits.topk(3, 1).indices
+    out.append((top3 == y[:, None]).any(1).float().mean())
+    w = 1.0 / torch.bincount(y, minlength=4).float().clamp(min=1)
+    out.append(F.cross_entropy(logits, y, weight=w / w.sum()))
+    s = logits[:, 1]
+    lab = (y == 1).float()
+    order = torch.argsort(s, descending=True)
+    tps = torch.cumsum(lab[order], 0)
+    fps = torch.cumsum(1 - lab[order], 0)
+    tpr = tps / tps[-1].clamp(min=1)
+    fpr = fps / fps[-1].clamp(min=1)
+    out.append(torch.trapz(tpr, fpr))
+    out.append(torch.trapezoid(tpr, dx=0.1))
+    ranks = torch.empty_like(order)
+    ranks[order] = torch.arange(len(order))
+    out.append(ranks)
+    out.append(torch.histc(s, bins=4, min=-2, max=2))
+    out.append(torch.histogram(s, bins=4, range=(-2.0, 2.0)).hist)
+    out.append(torch.corrcoef(logits.T))
+    out.append(torch.cov(logits.T, correction=0))
+    out.append(torch.mode(y).values)
+    out.append(torch.unique(pred, return_counts=True)[1])
+    out.append(F.one_hot(pred, 4).sum(0))
+    out.append(torch.bincount(y, weights=s))
+    acc = (pred == y).sum().item() / len(y)
+    out.append(acc)
+    out.append(f"{acc:.2%} {f1.mean():.4f}")
+    return out
+
+
+def seq_tagger(torch, ctx):
+    nn, F = torch.nn, torch.nn.functional
+    R = nn.utils.rnn
+
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(15, 6, padding_idx=0)
+            self.char = nn.Conv1d(6, 6, 3, padding=1)
+            self.rnn = nn.GRU(6, 5, batch_first=True, bidirectional=True, num_layers=2, dropout=0.0)
+            self.att = nn.Linear(10, 1, bias=False)  # (a bias before softmax has no gradient)
+            self.out = nn.Linear(10, 4)
+
+        def forward(self, seqs):
+            lens = torch.tensor([len(s) for s in seqs])
+            pad = R.pad_sequence(seqs, batch_first=True)
+            e = self.emb(pad)
+            e = e + F.relu(self.char(e.transpose(1, 2))).transpose(1, 2)
+            packed = R.pack_padded_sequence(e, lens, batch_first=True, enforce_sorted=False)
+            h0 = torch.zeros(4, len(seqs), 5)
+            o, hn = self.rnn(packed, h0)
+            o, _ = R.pad_packed_sequence(o, batch_first=True, padding_value=0.0)
+            mask = pad != 0
+            a = self.att(o).squeeze(-1).masked_fill(~mask, float("-inf")).softmax(-1)
+            pooled = torch.einsum("bt,btd->bd", a, o)
+            return self.out(o), self.out(pooled), hn
+
+    m = ctx.init(Tagger())
+    opt = torch.optim.Adam(m.parameters(), lr=0.01)
+    seqs = [
+        torch.tensor([3, 4, 5, 6]),
+        torch.tensor([7, 8]),
+        torch.tensor([9, 10, 11, 12, 13, 14]),
+        torch.tensor([1]),
+    ]
+    tags = R.pad_sequence(
+        [
+            torch.tensor([0, 1, 2, 3]),
+            torch.tensor([1, 1]),
+            torch.tensor([2, 2, 0, 0, 1, 3]),
+            torch.tensor([3]),
+        ],
+        batch_first=True,
+        padding_value=-100,
+    )
+    cls = torch.tensor([0, 1, 2, 3])
+    res = []
+    for _ in range(3):
+        tok, seq, hn = m(seqs)
+        loss = F.cross_entropy(
+            tok.reshape(-1, 4), tags.reshape(-1), ignore_index=-100
+        ) + F.cross_entropy(seq, cls)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        res.append((loss.item(), hn.detach()))
+    packed = R.pack_sequence([s.float() for s in sorted(seqs, key=len, reverse=True)])
+    return [res, packed.data, packed.batch_sizes, m.state_dict()]
+
+
+def autoencoder_conv(torch, ctx):
+    nn, F = torch.nn, torch.nn.functional
+
+    class AE(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = nn.Sequential(
+                nn.Conv2d(1, 4, 3, stride=2, padding=1),
+                nn.LeakyReLU(0.1),
+                nn.Conv2d(4, 8, 3, stride=2, padding=1),
+                nn.ELU(),
+            )
+            self.dec = nn.Sequential(
+                nn.ConvTranspose2d(8, 4, 3, stride=2, padding=1, output_padding=1),
+                nn.Hardswish(),
+                nn.Upsample(scale_factor=2, mode="nearest"),
+                nn.Conv2d(4, 1, 3, padding=1),
+                nn.Sigmoid(),
+            )
+
+        def forward(self, x):
+            z = self.enc(x)
+            return self.dec(z), z
+
+    m = ctx.init(AE())
+    opt = torch.optim.Adam(m.parameters(), lr=1e-3, weight_decay=1e-4)
+    rng = np.random.default_rng(2)
+    x = ctx.t(rng.uniform(size=(3, 1, 8, 8)).astype(np.float32))
+
+    @ctx.fn
+    def step(x):
+        r, z = m(x)
+        loss = (
+            F.binary_cross_entropy(r, x)
+            + 1e-3 * z.abs().mean()
+            + F.mse_loss(r, x, reduction="sum") / x.size(0)
+        )
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.detach(), z.detach().flatten(1).norm(dim=1)
+
+    return [[step(x) for _ in range(3)], m.state_dict()]
+
+
 PROGRAMS = [
+    metrics,
+    seq_tagger,
+    autoencoder_conv,
     transformer_seq2seq,
     unet_small,
     lstm_proj_packed,

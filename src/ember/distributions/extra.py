@@ -15,11 +15,12 @@ import math
 import numpy as np
 
 from ..grad_mode import no_grad
+from ..ops.extra_random import standard_cauchy, standard_exponential
 from ..special import i1
 from . import constraints
 from ._gamma_rsample import standard_gamma
 from ._util import E, as_tensor, broadcast_all, digamma, lgamma, logits_to_probs, probs_to_logits
-from .continuous import Gamma, _expand_params, _numpy_sample
+from .continuous import Gamma, _expand_params
 from .discrete import Binomial, _one_of, _softplus
 from .distribution import Distribution, _shape
 from .multivariate import MultivariateNormal
@@ -87,8 +88,9 @@ class HalfCauchy(Distribution):
         return E.full_like(self.scale, math.inf)
 
     def rsample(self, sample_shape=()):
-        u = E.rand(*self._extended_shape(sample_shape), dtype=self.scale.dtype)
-        return (self.scale * E.tan(math.pi * (u - 0.5))).abs()
+        # PyTorch's: |Cauchy(0, scale)|, a cauchy_() draw times the scale
+        eps = standard_cauchy(self._extended_shape(sample_shape), self.scale.dtype)
+        return (eps * self.scale).abs()
 
     def log_prob(self, value):
         if self._validate_args:
@@ -138,8 +140,9 @@ class Pareto(Distribution):
         return self.scale.pow(2) * a / ((a - 1).pow(2) * (a - 2))
 
     def rsample(self, sample_shape=()):
-        u = E.rand(*self._extended_shape(sample_shape), dtype=self.scale.dtype)
-        return self.scale * (-(-u).log1p() / self.alpha).exp()
+        # PyTorch's: Exponential(alpha) draws (exponential_() / alpha), exp, times the scale
+        e = standard_exponential(self._extended_shape(sample_shape), self.scale.dtype)
+        return self.scale * (e / self.alpha).exp()
 
     def log_prob(self, value):
         if self._validate_args:
@@ -186,8 +189,9 @@ class Weibull(Distribution):
         return self.scale.pow(2) * (lgamma(1 + 2 * r).exp() - (2 * lgamma(1 + r)).exp())
 
     def rsample(self, sample_shape=()):
-        u = E.rand(*self._extended_shape(sample_shape), dtype=self.scale.dtype)
-        return self.scale * (-(-u).log1p()).pow(self.concentration_reciprocal)
+        # PyTorch's: Exponential(1) draws to the power 1 / concentration, times the scale
+        e = standard_exponential(self._extended_shape(sample_shape), self.scale.dtype) / 1.0
+        return self.scale * e.pow(self.concentration_reciprocal)
 
     def log_prob(self, value):
         if self._validate_args:
@@ -292,9 +296,10 @@ class Kumaraswamy(Distribution):
         return _kumaraswamy_moment(a, b, 2) - self.mean.pow(2)
 
     def rsample(self, sample_shape=()):
+        # PyTorch's transforms of a uniform draw: u ** (1 / b), 1 - that, to the power 1 / a
         u = E.rand(*self._extended_shape(sample_shape), dtype=self.concentration1.dtype)
         a, b = self.concentration1, self.concentration0
-        return (1 - ((-u).log1p() / b).exp()).pow(a.reciprocal())
+        return (1 - u.pow(b.reciprocal())).pow(a.reciprocal())
 
     def log_prob(self, value):
         if self._validate_args:
@@ -352,13 +357,26 @@ class VonMises(Distribution):
         return k * E.cos(value - self.loc) - math.log(2 * math.pi) - E.i0(k).log()
 
     def sample(self, sample_shape=()):
-        loc, k = self.loc.numpy(), self.concentration.numpy()
-
-        def draw(g, s):
-            x = g.vonmises(np.broadcast_to(loc, s), np.broadcast_to(k, s))
-            return (x + math.pi) % (2 * math.pi) - math.pi
-
-        return _numpy_sample(self, sample_shape, draw, self.loc)
+        """PyTorch's rejection sampler (Best and Fisher, 1979) in double: three uniform draws
+        per element a round, until every element is accepted (eagerly: it reads them)."""
+        shape = self._extended_shape(sample_shape)
+        with no_grad():
+            loc, kappa = self.loc.double(), self.concentration.double()
+            tau = 1 + (1 + 4 * kappa**2).sqrt()
+            rho = (tau - (2 * tau).sqrt()) / (2 * kappa)
+            r = E.where(kappa < 1e-5, 1 / kappa + kappa, (1 + rho**2) / (2 * rho))
+            x = E.zeros(shape, dtype=loc.dtype)
+            done = E.zeros(shape, dtype=bool)
+            while not bool(done.all()):
+                u1, u2, u3 = E.rand(3, *shape, dtype=loc.dtype).unbind()
+                z = E.cos(math.pi * u1)
+                f = (1 + r * z) / (r + z)
+                c = kappa * (r - f)
+                accept = ((c * (2 - c) - u2) > 0) | ((c / u2).log() + 1 - c >= 0)
+                if bool(accept.any()):
+                    x = E.where(accept, (u3 - 0.5).sign() * f.acos(), x)
+                    done = done | accept
+            return ((x + math.pi + loc) % (2 * math.pi) - math.pi).to(self.loc.dtype)
 
 
 def _logits_probs(self, name, probs, logits, *params, binary=True):
@@ -406,12 +424,9 @@ class NegativeBinomial(Distribution):
 
     def sample(self, sample_shape=()):
         """A Poisson draw at a Gamma(total_count, rate exp(-logits)) rate, as PyTorch's."""
-        r, scale = self.total_count.numpy(), np.exp(self.logits.numpy())
-
-        def draw(g, s):
-            return g.poisson(g.gamma(np.broadcast_to(r, s), np.broadcast_to(scale, s)))
-
-        return _numpy_sample(self, sample_shape, draw, self.logits)
+        with no_grad():  # (PyTorch's draws: its Gamma sample, then torch.poisson)
+            rate = Gamma(self.total_count, E.exp(-self.logits), validate_args=False)
+            return E.poisson(rate.sample(sample_shape))
 
     def log_prob(self, value):
         if self._validate_args:

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..grad_mode import no_grad
+from ..ops.extra_random import standard_cauchy
 from . import constraints
 from ._gamma_rsample import dirichlet_draws, standard_gamma
 from ._util import E, broadcast_all, digamma, lgamma
@@ -127,9 +128,9 @@ class Cauchy(Distribution):
         return E.full_like(self.loc, np.inf)
 
     def rsample(self, sample_shape=()):
-        u = E.rand(*self._extended_shape(sample_shape), dtype=self.loc.dtype)
-        angle = math.pi * (u - 0.5)
-        return self.loc + self.scale * angle.sin() / angle.cos()
+        # PyTorch's: loc + cauchy_() draws * scale
+        eps = standard_cauchy(self._extended_shape(sample_shape), self.loc.dtype)
+        return self.loc + eps * self.scale
 
     def log_prob(self, value):
         if self._validate_args:

@@ -20,7 +20,7 @@ from ..ops.random import bernoulli_scalar
 from ..ops.rrelu_noise import rrelu_slopes
 from ..random import resolve
 from ._common import float_input, refuse_complex_draw
-from .dropout import _check_p
+from .dropout import _check_p, memory_order_mask
 
 
 @export(functional=True, toplevel=False)
@@ -74,7 +74,10 @@ def _alpha_dropout(op: str, x, p: float, mask_shape: tuple, inplace: bool, gener
     else:
         refuse_complex_draw(op, x)
         # PyTorch's noise.bernoulli_(1 - p): a double uniform draw per entry (dropout's)
-        keep = bernoulli_scalar(mask_shape, 1.0 - p, dtype=x.dtype, generator=generator)
+        if mask_shape == tuple(x.shape):  # (empty_like(input): drawn in its memory order)
+            keep = memory_order_mask(x, 1.0 - p, generator)
+        else:
+            keep = bernoulli_scalar(mask_shape, 1.0 - p, dtype=x.dtype, generator=generator)
         a = 1.0 / math.sqrt((_ALPHA_PRIME**2 * p + 1) * (1 - p))
         shift = (keep - 1.0) * (_ALPHA_PRIME * a) + _ALPHA_PRIME * a * p
 

@@ -7,8 +7,11 @@ returned as is. Complex tensors pass where no mask is drawn (outside training, p
 elements), as in PyTorch, whose Bernoulli draw refuses them otherwise. Masks are
 Bernoulli(1 - p) draws from the given ``generator`` (the default generator otherwise), so a seed
 makes them reproducible, and PyTorch's after the same seed (its ``bernoulli_(1 - p)``: a double
-uniform draw per element, ember/random_streams.py). The gradient is the same mask times the
-same scale.
+uniform draw per element, ember/random_streams.py). PyTorch draws an elementwise mask into
+``empty_like(input)``, which keeps a strided input's layout, in memory order: a transposed input
+(the attention output of a batch_first MultiheadAttention, which a TransformerEncoderLayer
+drops out) or a channels-last one gets its draws in that order too (`memory_order_mask`).
+The gradient is the same mask times the same scale.
 """
 
 from __future__ import annotations
@@ -33,13 +36,34 @@ def _check_p(op: str, p) -> float:
     return p
 
 
+def memory_order_mask(x, keep: float, generator):
+    """Bernoulli(keep) draws of x's shape, made in the order of x's elements in memory (as
+    PyTorch's ``empty_like(x).bernoulli_(keep)``: its strides sorted, largest first), so the
+    mask of a strided view is PyTorch's."""
+    shape = tuple(x.shape)
+    strides = x.stride() if len(shape) > 1 else (1,) * len(shape)
+    # dims from the slowest-varying in memory to the fastest (size-1 dims anywhere: they
+    # hold one element)
+    order = sorted(range(len(shape)), key=lambda d: (-strides[d] if shape[d] > 1 else 0, d))
+    moving = [d for d in order if shape[d] > 1]  # (a dim of size 1 holds one element)
+    if moving == sorted(moving):
+        return bernoulli_scalar(shape, keep, dtype=x.dtype, generator=generator)
+    permuted = tuple(shape[d] for d in order)
+    drawn = bernoulli_scalar(permuted, keep, dtype=x.dtype, generator=generator)
+    inverse = [order.index(d) for d in range(len(shape))]
+    return E.permute(drawn, inverse)
+
+
 def _masked(op: str, x, p: float, mask_shape: tuple, inplace: bool, generator):
     """``x * mask / (1 - p)`` with a Bernoulli(1 - p) mask of ``mask_shape`` (broadcast)."""
     if p == 1.0:
         scaled_mask = E.zeros(mask_shape, dtype=x.dtype)
     else:
         refuse_complex_draw(op, x)
-        mask = bernoulli_scalar(mask_shape, 1.0 - p, dtype=x.dtype, generator=generator)
+        if mask_shape == tuple(x.shape):
+            mask = memory_order_mask(x, 1.0 - p, generator)
+        else:  # (a feature mask: PyTorch draws it into a fresh contiguous tensor)
+            mask = bernoulli_scalar(mask_shape, 1.0 - p, dtype=x.dtype, generator=generator)
         scaled_mask = mask * (1.0 / (1.0 - p))
     if inplace:
         return x._inplace(op + "_", lambda t: t * scaled_mask)

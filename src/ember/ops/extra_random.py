@@ -7,8 +7,7 @@ exponential_, geometric_ and cauchy_ are PyTorch's CPU kernels: one double unifo
 element (53 bits of a 64-bit word, whatever the tensor's dtype), transformed in double as
 ATen's ``transformation::`` helpers do, then rounded to the dtype, so a seed gives PyTorch's
 values (``multinomial``, ``gumbel_softmax`` and ``distributions.Exponential`` draw through
-exponential_). log_normal_ draws ember's normal stream, which for 16 or more elements is not
-PyTorch's serial double one.
+exponential_); log_normal_ is ``exp`` of PyTorch's serial double normal draws.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ from ..errors import DTypeError
 from . import _item_scalars as _items
 from . import api as E
 from ._registry import export
+from .random import serial_normal
 
 
 def _require_float(name, old):
@@ -42,6 +42,13 @@ def standard_exponential(shape, dtype, generator=None):
     (gumbel_softmax, distributions.Exponential)."""
     u = E.uniform(0.0, 1.0, tuple(shape), generator=generator, dtype=dt.float64)
     return E.cast(-E.log1p(-u), dtype)
+
+
+def standard_cauchy(shape, dtype, generator=None):
+    """What ``empty(shape, dtype=dtype).cauchy_()`` holds: PyTorch's standard Cauchy draws
+    (``tan(pi * (u - 0.5))`` of double uniforms, rounded to ``dtype``)."""
+    u = E.uniform(0.0, 1.0, tuple(shape), generator=generator, dtype=dt.float64)
+    return E.cast(0.0 + 1.0 * E.tan(math.pi * (u - 0.5)), dtype)
 
 
 def _exponential_(self, lambd: float = 1.0, *, generator=None):
@@ -86,10 +93,9 @@ def _log_normal_(self, mean: float = 1.0, std: float = 2.0, *, generator=None):
 
     def fill(old):
         _require_float("log_normal_", old)
-        n = E.normal(
-            float(mean), float(std), tuple(old.shape), generator=generator, dtype=old.dtype
-        )
-        return E.exp(n)
+        # PyTorch's lognormal_distribution<double>: exp of serial double normal draws
+        n = serial_normal(tuple(old.shape), float(mean), float(std), generator=generator)
+        return E.cast(E.exp(n), old.dtype)
 
     return self._inplace("log_normal_", fill)
 

@@ -53,9 +53,12 @@ def _uniform_kernel(*, shape, dtype, low, high, generator):
     return out
 
 
-def _normal_kernel(*, shape, dtype, mean, std, generator):
+def _normal_kernel(*, shape, dtype, mean, std, generator, serial=False):
     out = np.empty(shape, dtype.np)
-    streams.normal_into(out, generator, mean, std)
+    if serial:  # (PyTorch's normal_distribution<double>, one value at a time, at any size)
+        streams.normal_serial_into(out, generator, mean, std)
+    else:
+        streams.normal_into(out, generator, mean, std)
     return out
 
 
@@ -214,6 +217,21 @@ _BERNOULLI_SCALAR = register(
         doc="1 with probability p (a number) at every element of the shape, else 0",
     )
 )
+
+
+def serial_normal(shape, mean: float, std: float, *, generator=None):
+    """float64 normal draws of a shape as PyTorch's ``normal_distribution<double>`` makes them
+    one at a time (a Box-Muller pair of double uniforms, its second value kept for the next
+    draw), at any size: what its log_normal_ transforms."""
+    return apply(
+        _NORMAL,
+        shape=tuple(shape),
+        dtype=dt.float64,
+        mean=float(mean),
+        std=float(std),
+        generator=resolve(generator),
+        serial=True,
+    )
 
 
 def bernoulli_scalar(shape, p: float, *, dtype, generator=None):
@@ -382,12 +400,39 @@ def bernoulli(p, *, generator=None):
 
 @export(method=True)
 def rand_like(x, *, generator=None, dtype=None):
-    return rand(*x.shape, generator=generator, dtype=dtype or x.dtype)
+    """Uniform draws shaped like ``x``; PyTorch fills ``empty_like(x)``, which keeps a strided
+    x's layout, in memory order, and so does this (`_memory_order`)."""
+    order = _memory_order(x)
+    if order is None:
+        return rand(*x.shape, generator=generator, dtype=dtype or x.dtype)
+    drawn = rand(*[x.shape[d] for d in order], generator=generator, dtype=dtype or x.dtype)
+    return E.permute(drawn, [order.index(d) for d in range(len(order))])
 
 
 @export(method=True)
 def randn_like(x, *, generator=None, dtype=None):
-    return randn(*x.shape, generator=generator, dtype=dtype or x.dtype)
+    """Normal draws shaped like ``x``. For a strided x PyTorch fills ``empty_like(x)`` in
+    memory order, by its serial double sampler (its vectorized one takes contiguous tensors
+    only), and so does this."""
+    order = _memory_order(x)
+    if order is None:
+        return randn(*x.shape, generator=generator, dtype=dtype or x.dtype)
+    d = _float_dtype(dtype or x.dtype)
+    shape = [x.shape[i] for i in order]
+    drawn = E.cast(serial_normal(shape, 0.0, 1.0, generator=generator), d)
+    return E.permute(drawn, [order.index(i) for i in range(len(order))])
+
+
+def _memory_order(x):
+    """x's dims from the slowest-varying in memory to the fastest (size-1 dims anywhere), or
+    None where that is the row-major order (a contiguous x, or one of under two dims)."""
+    shape = tuple(x.shape)
+    if len(shape) < 2:
+        return None
+    strides = x.stride()
+    order = sorted(range(len(shape)), key=lambda d: (-strides[d] if shape[d] > 1 else 0, d))
+    moving = [d for d in order if shape[d] > 1]  # (a dim of size 1 holds one element)
+    return None if moving == sorted(moving) else order
 
 
 @export
