@@ -50,10 +50,8 @@ def _plain_dtype(name, byteorder: str = "=") -> np.dtype:
 
 
 class Builder:
-    """A value whose state the pickle sets next (BUILD): ``build(state)`` gives the value."""
-
-    def build(self, state):
-        raise NotImplementedError
+    """A value whose state the pickle sets next (BUILD): ``build(state)`` gives the value (each
+    subclass defines it; the unpickler recognizes stand-ins by this base class)."""
 
 
 class _DTypeBuilder(Builder):

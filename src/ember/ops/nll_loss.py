@@ -26,39 +26,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DTypeError, ShapeError
+from ..errors import ShapeError
 from ..types import TensorType
 from . import api as E
 from ._registry import Cost, OpDef, apply, building_graph, is_grad_enabled, register
 from ._rules import Autocast
-from ._util import elementwise_cost, fmt_shape, io_bytes, numel, require_float
-from .cross_entropy import _OnnxTerms
-
-_REDUCTIONS = ("none", "mean", "sum")
-
-
-def _check(name, x, target, weight, reduction):
-    require_float(name, x)
-    if not target.dtype.is_integer:
-        raise DTypeError(f"the target must hold class indices, got {target.dtype}", op=name)
-    if len(x.shape) == 0:
-        raise ShapeError("the input needs a class dimension, got a 0-d tensor", op=name)
-    expected = () if len(x.shape) == 1 else (x.shape[0],) + tuple(x.shape[2:])
-    if tuple(target.shape) != expected:
-        raise ShapeError(
-            f"target of shape {fmt_shape(target.shape)} does not fit input of shape "
-            f"{fmt_shape(x.shape)}: expected {fmt_shape(expected)}",
-            op=name,
-        )
-    c = x.shape[0 if len(x.shape) == 1 else 1]
-    for w in weight:
-        if tuple(w.shape) != (c,) or w.dtype != x.dtype:
-            raise ShapeError(
-                f"the class weight {fmt_shape(w.shape)} {w.dtype} must be ({c},) {x.dtype}",
-                op=name,
-            )
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"{name}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+from ._util import elementwise_cost, fmt_shape, io_bytes, numel
+from .cross_entropy import _check, _OnnxTerms  # (the same operands, checked alike)
 
 
 def _infer(x, target, *weight, ignore_index, reduction):

@@ -24,6 +24,7 @@ from ._util import (
     require_float,
     same_type,
     size_arg,
+    value_bytes,
 )
 from .elementwise import promote, to_tensor
 
@@ -78,10 +79,8 @@ def _randperm_kernel(*, shape, dtype, generator):
 
 
 def _numel(value) -> int:
-    size = 1
-    for d in value.shape:
-        size *= d if isinstance(d, int) else 1
-    return size
+    """Elements of a value (a symbolic size counting 1, as `value_bytes`)."""
+    return value_bytes(value) // value.dtype.itemsize
 
 
 def _uniform_workspace(node, layouts) -> int:
