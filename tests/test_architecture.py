@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ember.symbolic",
             "ember.random",
             "ember.random_streams",
+            "ember.random_box_muller",
             "ember._files",
             "ember._env",
             "ember._allocator",

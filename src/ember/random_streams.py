@@ -36,9 +36,10 @@ templates) build, one element after another in memory order:
   below 1 boosted by one and scaled by ``u ** (1 / alpha)``), its arithmetic in the
   concentration's type where ATen's is (float for float32's ``alpha + 1`` and ``d``).
 
-Uniform draws, integers and permutations are PyTorch's bit for bit; float32 normals within an
-ulp or two (PyTorch's vectorized log, sin and cos round otherwise than NumPy's), double ones
-exactly; Bernoulli masks, multinomial, Poisson and gamma draws bit for bit. Draws are made in
+Uniform draws, integers, permutations and normals are PyTorch's bit for bit (float32 normals
+through PyTorch's vectorized Cephes log, sine and cosine, ember/random_box_muller.py, or its C
+twin when ops/random.py's fast rule passes one); Bernoulli masks, multinomial, Poisson and
+gamma draws too. Draws are made in
 blocks of `CHUNK` elements, so their temporaries stay small (the workspace rules in
 ops/random.py count them). Other samplers (binomial...) draw from the generator's NumPy
 ``Generator`` over the same MT19937 words, with NumPy's algorithms.
@@ -49,6 +50,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from .random_box_muller import box_muller_16_float32
 
 CHUNK = 1 << 16  # elements drawn and transformed at once
 _DIGITS = {"float64": 53, "float32": 24, "float16": 24, "bfloat16": 24}
@@ -89,9 +92,10 @@ def uniform_into(out: np.ndarray, generator, low: float, high: float) -> None:
         piece[piece == out.dtype.type(high)] = out.dtype.type(low)
 
 
-def normal_into(out: np.ndarray, generator, mean: float, std: float) -> None:
+def normal_into(out: np.ndarray, generator, mean: float, std: float, box_muller_32=None) -> None:
     """Fill the contiguous floating array ``out`` with normal draws (see the module's
-    docstring for PyTorch's paths)."""
+    docstring for PyTorch's paths). ``box_muller_32``: a faster twin of
+    `box_muller_16_float32` for float32 rows, returning None where it does not apply."""
     flat = out.reshape(-1)
     if flat.size < 16:
         _normal_serial(flat, generator, mean, std)
@@ -99,16 +103,24 @@ def normal_into(out: np.ndarray, generator, mean: float, std: float) -> None:
     if flat.dtype.itemsize < 4:
         _normal_half(flat, generator, mean, std)
         return
+    if flat.dtype == np.float32:
+
+        def box_muller(rows, mean, std):
+            if box_muller_32 is None or box_muller_32(rows, mean, std) is None:
+                box_muller_16_float32(rows, mean, std)
+
+    else:
+        box_muller = _box_muller_16
     uniform_into(flat, generator, 0.0, 1.0)
     blocks = flat.size // 16
     step = CHUNK // 16
     for first in range(0, blocks, step):
         last = min(blocks, first + step)
-        _box_muller_16(flat[first * 16 : last * 16].reshape(-1, 16), mean, std)
+        box_muller(flat[first * 16 : last * 16].reshape(-1, 16), mean, std)
     if flat.size % 16:
         tail = np.empty((1, 16), flat.dtype)
         uniform_into(tail, generator, 0.0, 1.0)
-        _box_muller_16(tail, mean, std)
+        box_muller(tail, mean, std)
         flat[-16:] = tail[0]
 
 
@@ -136,7 +148,8 @@ def _normal_half(flat: np.ndarray, generator, mean: float, std: float) -> None:
 
 
 def _box_muller_16(block: np.ndarray, mean: float, std: float) -> None:
-    """PyTorch's ``normal_fill_16`` on each row of 16 uniforms (float32 or float64), in place,
+    """PyTorch's ``normal_fill_16`` on each row of 16 uniforms (float64, and the float
+    draws of the 16-bit dtypes, whose rounding to 16 bits these float steps match), in place,
     in the rows' dtype: u1 = 1 - x[j], u2 = x[j + 8], radius sqrt(-2 log u1), angle 2 pi u2,
     x[j] = radius cos(angle) std + mean and x[j + 8] likewise with the sine (two half-block
     temporaries, the radius and the angle)."""

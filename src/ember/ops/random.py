@@ -11,8 +11,10 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
+from .. import random_box_muller as box_muller
 from .. import random_streams as streams
 from ..errors import ArgumentError, DTypeError, ShapeError
+from ..kernels import crandom
 from ..random import resolve
 from ..types import TensorType
 from . import _item_scalars as _items
@@ -63,6 +65,16 @@ def _normal_kernel(*, shape, dtype, mean, std, generator, serial=False):
     return out
 
 
+def _normal_fast(*, shape, dtype, mean, std, generator, serial=False):
+    """float32 draws with the Box-Muller step in C (kernels/crandom.py, the same bits); None
+    before anything is drawn where it does not apply."""
+    if serial or dtype.np != np.float32 or not crandom.available():
+        return None
+    out = np.empty(shape, np.float32)
+    streams.normal_into(out, generator, mean, std, box_muller_32=crandom.box_muller_16_float32)
+    return out
+
+
 def _randint_kernel(*, shape, dtype, low, high, generator):
     out = np.empty(shape, dtype.np)
     streams.integers_into(out, generator, low, high)
@@ -90,13 +102,19 @@ def _uniform_workspace(node, layouts) -> int:
 
 
 def _normal_workspace(node, layouts) -> int:
-    """The uniform draws' (the Box-Muller step's two half-block temporaries are smaller); a
-    16-bit result draws whole blocks of 16 as float32 beside those, 20 bytes an element."""
+    """The uniform draws' (float64's Box-Muller step's two half-block temporaries are
+    smaller), or float32's Box-Muller step's where larger (random_box_muller.py's buffers, a
+    slice of at most `ROWS` rows of 16); a 16-bit result draws whole blocks of 16 as float32
+    beside those, 20 bytes an element."""
     out = node.outputs[0]
     size = _numel(out)
     if half_precision(out) and size >= 16:
         return 20 * min(-(-size // 16) * 16, streams.CHUNK)
-    return _uniform_workspace(node, layouts)
+    draws = _uniform_workspace(node, layouts)
+    if out.dtype.np == np.float32 and size >= 16:
+        rows = min(size // 16, streams.CHUNK // 16, box_muller.ROWS)
+        return max(draws, box_muller.BYTES_PER_ROW * rows)
+    return draws
 
 
 def _randint_workspace(node, layouts) -> int:
@@ -132,6 +150,7 @@ _NORMAL = register(
         kind="random",
         infer=_creation_infer,
         kernel=_normal_kernel,
+        fast=_normal_fast,
         cost=elementwise_cost(1),
         workspace=_normal_workspace,
         doc="normal samples with mean and std",
