@@ -222,3 +222,57 @@ def test_distribution_samples_are_pytorchs():
     for draw in cases:
         t, e = _both(5, draw)
         np.testing.assert_array_equal(e.numpy(), t.numpy())
+
+
+@pytest.mark.parametrize("seed", [0, 123, 2**40 + 7])
+def test_generator_states_are_pytorchs_bytes(seed):
+    """get_rng_state() equals PyTorch's state tensor byte for byte after the same seed and
+    draws (the words, the position, the cached normal), and each library's state restores
+    the other's generator mid-stream."""
+    torch.manual_seed(seed)
+    ember.manual_seed(seed)
+    draws = [
+        lambda lib: lib.rand(5),
+        lambda lib: lib.randn(3),  # (a double Box-Muller pair's sine cached)
+        lambda lib: lib.randn(700),
+        lambda lib: lib.randint(0, 10, (1000,)),
+    ]
+    for draw in draws:
+        got, want = ember.get_rng_state(), torch.get_rng_state()
+        assert got.dtype == ember.uint8 and tuple(got.shape) == (5056,)
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+        draw(torch), draw(ember)
+    # PyTorch's state restores ember's generator, and ember's PyTorch's
+    state = torch.get_rng_state()
+    want = torch.randn(7)
+    ember.set_rng_state(ember.tensor(state.numpy()))
+    np.testing.assert_array_equal(ember.randn(7).numpy(), want.numpy())
+    generator = ember.Generator().set_state(state.numpy())
+    np.testing.assert_array_equal(ember.randn(7, generator=generator).numpy(), want.numpy())
+    torch.set_rng_state(torch.from_numpy(ember.get_rng_state().numpy()))
+    np.testing.assert_array_equal(torch.rand(4).numpy(), ember.rand(4).numpy())
+
+
+def test_a_pytorch_checkpoints_rng_state_restores_the_stream(tmp_path):
+    """A training script's checkpoint holds torch.get_rng_state(); ember reads the file and
+    resumes PyTorch's stream from it."""
+    torch.manual_seed(4)
+    torch.rand(10)
+    torch.save({"rng_state": torch.get_rng_state(), "epoch": 3}, tmp_path / "ckpt.pt")
+    want = torch.rand(6)
+    loaded = ember.load(tmp_path / "ckpt.pt")
+    ember.set_rng_state(loaded["rng_state"])
+    np.testing.assert_array_equal(ember.rand(6).numpy(), want.numpy())
+
+
+def test_malformed_pytorch_states_are_refused_and_keep_the_generator():
+    generator = ember.Generator(3)
+    good = generator.torch_state()
+    bad_position = good.copy()
+    bad_position[8:12] = np.frombuffer(np.int32(7).tobytes(), np.uint8)  # left 7, next 0
+    zero_words = good.copy()
+    zero_words[24:5016] = 0
+    for bad in (good[:100], good.astype(np.int16), bad_position, zero_words, "state"):
+        with pytest.raises(ember.RNGStateError, match="set_state"):
+            generator.set_state(bad)
+    np.testing.assert_array_equal(generator.torch_state(), good)

@@ -35,7 +35,7 @@ from .errors import EmberError, ShapeError
 from .nn.utils.stateless import call_with_tensors
 from .ops import api as E
 from .ops._registry import TensorBase
-from .random import get_rng_state, set_rng_state
+from .random import default_generator
 from .tensor import Tensor as _Tensor
 
 __all__ = [
@@ -427,14 +427,14 @@ def vmap(func, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size=N
                 op="vmap",
             )
         (size,) = sizes
-        start = get_rng_state()
+        start = default_generator.json_state()
         results = []
         for i in range(size):
             if randomness == "same":
-                set_rng_state(start)
-            before = get_rng_state()
+                default_generator.set_state(start)
+            before = default_generator.json_state()
             results.append(func(*(_select(a, d, i) for a, d in zip(args, dims)), **kwargs))
-            if randomness == "error" and get_rng_state() != before:
+            if randomness == "error" and default_generator.json_state() != before:
                 raise EmberError(
                     "the function drew random numbers; pass randomness='different' or 'same'",
                     op="vmap",

@@ -21,6 +21,7 @@ import numpy as np
 from . import _views
 from . import dtypes as _dt
 from . import printing as _printing
+from . import random as _random
 from .devices import CPU
 from .devices import device as _device
 from .errors import AutogradError, DTypeError, ShapeError
@@ -579,3 +580,7 @@ def _fits(shape: tuple, target: tuple) -> bool:
 # The ``grad`` slot itself: code that must read a gradient without being seen by
 # ``watching_grad_reads`` (capture/state.py) reads it through this descriptor.
 GRAD_SLOT = Tensor.__dict__["grad"]
+
+# A generator's `get_state` returns PyTorch's state bytes as a tensor (random.py, below this
+# layer, holds the hook).
+_random._as_tensor = Tensor._wrap

@@ -146,7 +146,7 @@ class _Region:
     def __init__(self, function, args, kwargs, preserve, context, check, debug, early_stop):
         self.function, self.args, self.kwargs = function, args, kwargs
         self.arg_ids = {id(a) for a in args if isinstance(a, Tensor)}
-        self.rng = _random.get_rng_state() if preserve else None
+        self.rng = _random.default_generator.json_state() if preserve else None
         self.autocast = _autocast.region()  # the recomputation runs under the same region
         self.context, self.check, self.debug = context, check, debug
         self.early_stop = early_stop
@@ -179,18 +179,18 @@ class _Region:
                     raise _Stop
             return t
 
-        state = _random.get_rng_state()
+        state = _random.default_generator.json_state()
         region = _autocast.set_region(self.autocast)
         try:
             if self.rng is not None:
-                _random.set_rng_state(self.rng)
+                _random.default_generator.set_state(self.rng)
             with enable_grad(), self.context, saved_tensors_hooks(pack, _identity):
                 self.function(*self.args, **self.kwargs)
         except _Stop:
             pass
         finally:
             _autocast.set_region(region)
-            _random.set_rng_state(state)
+            _random.default_generator.set_state(state)
         self._checked(values)
         self.values = values
 
@@ -235,7 +235,7 @@ class _Reentrant(Function):
                 stacklevel=4,
             )
         ctx.run_function = run_function
-        ctx.rng = _random.get_rng_state() if preserve else None
+        ctx.rng = _random.default_generator.json_state() if preserve else None
         ctx.autocast = _autocast.region()
         ctx.inputs = list(args)
         ctx.tensor_indices = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
@@ -248,16 +248,16 @@ class _Reentrant(Function):
         inputs = list(ctx.inputs)
         for i, t in zip(ctx.tensor_indices, ctx.saved_tensors):
             inputs[i] = t.detach().requires_grad_(t.requires_grad)
-        state = _random.get_rng_state()
+        state = _random.default_generator.json_state()
         region = _autocast.set_region(ctx.autocast)
         try:
             if ctx.rng is not None:
-                _random.set_rng_state(ctx.rng)
+                _random.default_generator.set_state(ctx.rng)
             with enable_grad():
                 outputs = ctx.run_function(*inputs)
         finally:
             _autocast.set_region(region)
-            _random.set_rng_state(state)
+            _random.default_generator.set_state(state)
         if isinstance(outputs, Tensor):
             outputs = (outputs,)
         pairs = [
