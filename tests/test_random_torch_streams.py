@@ -276,3 +276,57 @@ def test_malformed_pytorch_states_are_refused_and_keep_the_generator():
         with pytest.raises(ember.RNGStateError, match="set_state"):
             generator.set_state(bad)
     np.testing.assert_array_equal(generator.torch_state(), good)
+
+
+_STRIDED_FILLS = {
+    "transposed normal_": lambda lib: lib.zeros(6, 40).t().normal_(0.5, 2.0),
+    "column slice normal_": lambda lib: lib.zeros(64, 64)[:, 8:40].normal_(0, 0.02),
+    "permuted 3-d normal_": lambda lib: lib.zeros(3, 4, 5).permute(2, 0, 1).normal_(),
+    "channels-last bfloat16 normal_": lambda lib: (
+        lib.zeros(2, 3, 4, 5).contiguous(memory_format=lib.channels_last).bfloat16().normal_()
+    ),
+    "transposed uniform_": lambda lib: lib.zeros(6, 40).t().uniform_(-1, 1),
+    "strided uniform_": lambda lib: lib.zeros(40)[::2].uniform_(),
+    "transposed bernoulli_": lambda lib: lib.zeros(6, 40).t().bernoulli_(0.3),
+    "transposed bernoulli_ of a tensor": lambda lib: (
+        lib.zeros(6, 40).t().bernoulli_(lib.linspace(0, 1, 6))
+    ),
+    "transposed random_": lambda lib: lib.zeros(6, 40).t().random_(0, 10),
+    "transposed exponential_": lambda lib: lib.zeros(6, 40).t().exponential_(),
+    "transposed cauchy_": lambda lib: lib.zeros(6, 40, dtype=lib.float64).t().cauchy_(),
+    "transposed log_normal_": lambda lib: lib.zeros(6, 40, dtype=lib.float64).t().log_normal_(),
+    "transposed geometric_": lambda lib: lib.zeros(6, 40).t().geometric_(0.3),
+    "init.normal_ of a slice": lambda lib: lib.nn.init.normal_(lib.zeros(6, 40)[:, :20]),
+    "init.uniform_ of a transposed parameter": lambda lib: lib.nn.init.uniform_(
+        lib.nn.Parameter(lib.zeros(40, 6)).t()
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_STRIDED_FILLS))
+def test_in_place_fills_of_strided_tensors_are_pytorchs(case):
+    """PyTorch's in-place fills visit a strided tensor's elements in its TensorIterator's
+    order (memory order for a permuted layout), and normal_ of a non-contiguous tensor uses
+    its serial double sampler: the same values land in the same places, and the stream goes
+    on from the same point."""
+    t, e = _both(11, _STRIDED_FILLS[case])
+    np.testing.assert_array_equal(
+        e.detach().contiguous().float().numpy(), t.detach().contiguous().float().numpy()
+    )
+    np.testing.assert_array_equal(ember.rand(5).numpy(), torch.rand(5).numpy())
+
+
+def test_a_captured_in_place_fill_of_a_transposed_buffer_draws_as_eagerly():
+    def step(x):
+        buffer = ember.zeros(6, 40).t()
+        buffer.normal_()
+        return x + buffer
+
+    x = ember.zeros(40, 6)
+    ember.manual_seed(2)
+    eager = step(x).numpy()
+    captured = ember.function(step)
+    ember.manual_seed(2)
+    np.testing.assert_array_equal(captured(x).numpy(), eager)
+    torch.manual_seed(2)
+    np.testing.assert_array_equal(eager, torch.zeros(6, 40).t().normal_().numpy())

@@ -462,17 +462,44 @@ def randint_like(x, low=0, high=None, *, generator=None, dtype=None):
     return randint(low, high, tuple(x.shape), generator=generator, dtype=dtype or x.dtype)
 
 
-# in-place fills (used by nn.init); they write under the in-place protocol
+def in_fill_order(tensor, fill):
+    """``fill`` (old value -> new value, drawn in row-major order of old's shape) made to draw
+    in the order PyTorch's in-place fills visit ``tensor``'s elements: its TensorIterator's,
+    memory order for a permuted layout (a transposed weight, channels-last), row-major for a
+    slice. ``fill`` sees old's dims in that order and its draws are permuted back."""
+    order = _memory_order(tensor)
+    if order is None:
+        return fill
+    back = [order.index(d) for d in range(len(order))]
+    return lambda old: E.permute(fill(E.permute(old, order)), back)
+
+
+# in-place fills (used by nn.init); they write under the in-place protocol, each element's
+# draw PyTorch's for its place in the tensor's layout (`in_fill_order`)
 def _uniform_(self, a=0.0, b=1.0, *, generator=None):
     return self._inplace(
-        "uniform_", lambda old: uniform(a, b, old.shape, generator=generator, dtype=old.dtype)
+        "uniform_",
+        in_fill_order(
+            self, lambda old: uniform(a, b, old.shape, generator=generator, dtype=old.dtype)
+        ),
     )
 
 
 def _normal_(self, mean=0.0, std=1.0, *, generator=None):
-    return self._inplace(
-        "normal_", lambda old: normal(mean, std, old.shape, generator=generator, dtype=old.dtype)
-    )
+    """PyTorch's vectorized normals for a contiguous tensor; its serial double sampler, in
+    its fill order, for a strided one (a slice, a transposed weight)."""
+    if self.is_contiguous():
+        return self._inplace(
+            "normal_",
+            lambda old: normal(mean, std, old.shape, generator=generator, dtype=old.dtype),
+        )
+
+    def serial(old):
+        _float_dtype(old.dtype)
+        draws = serial_normal(tuple(old.shape), mean, std, generator=generator)
+        return E.cast(draws, old.dtype)
+
+    return self._inplace("normal_", in_fill_order(self, serial))
 
 
 def _bernoulli_(self, p=0.5, *, generator=None):
@@ -481,14 +508,20 @@ def _bernoulli_(self, p=0.5, *, generator=None):
     if isinstance(p, (int, float)):
         return self._inplace(
             "bernoulli_",
-            lambda old: bernoulli_scalar(old.shape, p, dtype=old.dtype, generator=generator),
+            in_fill_order(
+                self,
+                lambda old: bernoulli_scalar(old.shape, p, dtype=old.dtype, generator=generator),
+            ),
         )
-    return self._inplace(
-        "bernoulli_",
-        lambda old: bernoulli(
-            E.broadcast_to(E.cast(to_tensor(p), old.dtype), tuple(old.shape)), generator=generator
-        ),
-    )
+    shape = tuple(self.shape)
+    order = _memory_order(self) or list(range(len(shape)))
+    back = [order.index(d) for d in range(len(order))]
+
+    def fill(old):  # (each probability visited with its element, in the fill order)
+        probabilities = E.broadcast_to(E.cast(to_tensor(p), old.dtype), shape)
+        return E.permute(bernoulli(E.permute(probabilities, order), generator=generator), back)
+
+    return self._inplace("bernoulli_", fill)
 
 
 export(_uniform_, name="uniform_", method=True, toplevel=False)
