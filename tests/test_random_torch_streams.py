@@ -330,3 +330,25 @@ def test_a_captured_in_place_fill_of_a_transposed_buffer_draws_as_eagerly():
     np.testing.assert_array_equal(captured(x).numpy(), eager)
     torch.manual_seed(2)
     np.testing.assert_array_equal(eager, torch.zeros(6, 40).t().normal_().numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_binomial_draws_are_pytorchs(dtype):
+    """torch.binomial's CPU sampler (ATen's sample_binomial: inversion below count * p = 10,
+    BTRS from there, p above 1/2 by its complement), float arithmetic for float32 included,
+    and distributions.Binomial's samples built on it."""
+    rng = np.random.default_rng(5)
+    counts = np.floor(rng.uniform(0, 300, 500)).astype(dtype)
+    probs = rng.uniform(0, 1, 500).astype(dtype)
+    counts[:6] = [0, -1, 5, 1000, 7.5, 40]
+    probs[:6] = [0.5, 0.5, 1.0, 0.999, 0.3, 0.0]
+    t, e = _both(8, lambda lib: lib.binomial(lib.tensor(counts), lib.tensor(probs)))
+    np.testing.assert_array_equal(e.numpy(), t.numpy())
+    np.testing.assert_array_equal(ember.rand(4).numpy(), torch.rand(4).numpy())
+    t, e = _both(
+        9,
+        lambda lib: lib.distributions.Binomial(
+            lib.tensor([5.0, 50.0, 200.0]), probs=lib.tensor([0.2, 0.6, 0.05])
+        ).sample((4,)),
+    )
+    np.testing.assert_array_equal(e.numpy(), t.numpy())

@@ -31,6 +31,9 @@ templates) build, one element after another in memory order:
 * Poisson (`poisson`): ATen's ``sample_poisson`` per rate in memory order, on double
   uniforms: a product of uniforms below ``exp(-rate)`` for rates under 10, Hörmann's
   transformed rejection (1993) from 10 on, 0 for a rate of 0;
+* binomial (`binomial`): ATen's ``sample_binomial`` per element in memory order on double
+  uniforms: inversion by geometric waiting times where ``count * p`` is below 10, Hörmann's
+  BTRS from 10 on (p above 1/2 by its complement), ATen's float arithmetic for float32;
 * Gamma (`standard_gamma`): ATen's ``sample_gamma`` per concentration in memory order
   (Marsaglia and Tsang's rejection on double normal and uniform draws, a concentration
   below 1 boosted by one and scaled by ``u ** (1 / alpha)``), its arithmetic in the
@@ -38,11 +41,11 @@ templates) build, one element after another in memory order:
 
 Uniform draws, integers, permutations and normals are PyTorch's bit for bit (float32 normals
 through PyTorch's vectorized Cephes log, sine and cosine, ember/random_box_muller.py, or its C
-twin when ops/random.py's fast rule passes one); Bernoulli masks, multinomial, Poisson and
-gamma draws too. Draws are made in
-blocks of `CHUNK` elements, so their temporaries stay small (the workspace rules in
-ops/random.py count them). Other samplers (binomial...) draw from the generator's NumPy
-``Generator`` over the same MT19937 words, with NumPy's algorithms.
+twin when ops/random.py's fast rule passes one); Bernoulli masks, multinomial, Poisson,
+binomial and gamma draws too. Draws are made in blocks of `CHUNK` elements, so their
+temporaries stay small (the workspace rules in ops/random.py count them). The generator's
+NumPy ``Generator`` over the same MT19937 words remains for what PyTorch does otherwise
+(permutations of 2^32 / 20 elements or more).
 """
 
 from __future__ import annotations
@@ -341,6 +344,106 @@ def poisson(rates: np.ndarray, generator) -> np.ndarray:
     finally:
         draws.close()
     return np.array(flat, dtype=np.float64).reshape(rates.shape)
+
+
+# ATen's stirling_approx_tail: log k! less Stirling's approximation, tabulated below 10
+_STIRLING_TAIL = (0.0810614667953272, 0.0413406959554092, 0.0276779256849983,
+                  0.02079067210376509, 0.0166446911898211, 0.0138761288230707,
+                  0.0118967099458917, 0.0104112652619720, 0.00925546218271273,
+                  0.00833056343336287)  # fmt: skip
+
+
+def _stirling_tail(k: float) -> float:
+    if k <= 9:
+        return _STIRLING_TAIL[int(k)]
+    kp1sq = (k + 1) * (k + 1)
+    return (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / kp1sq) / kp1sq) / (k + 1)
+
+
+def _log(x: float) -> float:
+    """C's log for a non-negative double: -inf at 0 (Python's raises)."""
+    return math.log(x) if x > 0 else -math.inf
+
+
+def _btrs(count, prob, uniform, scalar) -> float:
+    """ATen's ``btrs`` (Hörmann's transformed rejection for the binomial): ``count`` and
+    ``prob`` of the tensors' type ``scalar`` (np.float32 or float), the rest in double, as
+    ATen's scalar_t and accscalar_t."""
+    stddev = float(np.sqrt(count * prob * (scalar(1) - prob)))
+    b = 1.15 + 2.53 * stddev
+    a = -0.0873 + 0.0248 * b + 0.01 * float(prob)
+    c = float(count * prob) + 0.5
+    v_r = 0.92 - 4.2 / b
+    r = float(prob / (scalar(1) - prob))
+    alpha = (2.83 + 5.1 / b) * stddev
+    m = float(np.floor((count + scalar(1)) * prob))
+    while True:
+        u = uniform() - 0.5
+        v = uniform()
+        us = 0.5 - abs(u)
+        k = scalar(math.floor((2 * a / us + b) * u + c))
+        if k < 0 or k > count:
+            continue
+        if us >= 0.07 and v <= v_r:
+            return k
+        v = _log(v * alpha / (a / (us * us) + b))
+        n_k = float(count - k + scalar(1))
+        upper = (
+            (m + 0.5) * math.log((m + 1) / (r * (float(count) - m + 1)))
+            + float(count + scalar(1)) * math.log((float(count) - m + 1) / n_k)
+            + (float(k) + 0.5) * math.log(r * n_k / float(k + scalar(1)))
+            + _stirling_tail(m)
+            + _stirling_tail(float(count) - m)
+            - _stirling_tail(float(k))
+            - _stirling_tail(float(count - k))
+        )
+        if v <= upper:
+            return k
+
+
+def _binomial_inversion(count, prob, uniform, scalar) -> float:
+    """ATen's ``binomial_inversion``: geometric waiting times summed until past ``count``."""
+    log_q = float(scalar(math.log1p(-float(prob))))  # (log1p in the tensors' type)
+    total, successes = 0.0, scalar(0)
+    while True:
+        total += math.ceil(_log(uniform()) / log_q) if log_q else math.inf
+        if total > count:
+            return successes
+        successes = successes + scalar(1)
+
+
+def _binomial_one(count, prob, uniform, scalar) -> float:
+    """ATen's ``sample_binomial``; a NaN count gives NaN (ATen's loop would not end)."""
+    if math.isnan(count):
+        return math.nan
+    if count <= 0 or prob <= 0:
+        return 0.0
+    if prob >= 1:
+        return float(count)
+    if prob <= 0.5:
+        if count * prob >= 10:
+            return float(_btrs(count, prob, uniform, scalar))
+        return float(_binomial_inversion(count, prob, uniform, scalar))
+    if prob > 0.5:
+        q = scalar(1.0 - float(prob))
+        if count * q >= 10:
+            return float(count - _btrs(count, q, uniform, scalar))
+        return float(count - _binomial_inversion(count, q, uniform, scalar))
+    return math.nan
+
+
+def binomial(counts: np.ndarray, probs: np.ndarray, generator) -> np.ndarray:
+    """One binomial draw per element of the broadcast ``counts`` and ``probs`` (float32 or
+    float64, one dtype), in memory order, in their dtype: PyTorch's ``torch.binomial``."""
+    counts, probs = np.broadcast_arrays(counts, probs)
+    scalar = np.float32 if counts.dtype == np.float32 else float
+    draws = _SerialDoubles(generator)
+    try:
+        pairs = zip(counts.reshape(-1).tolist(), probs.reshape(-1).tolist())
+        flat = [_binomial_one(scalar(n), scalar(p), draws.next, scalar) for n, p in pairs]
+    finally:
+        draws.close()
+    return np.array(flat, dtype=counts.dtype).reshape(counts.shape)
 
 
 def _serial_normal(generator, uniform) -> float:
