@@ -56,15 +56,15 @@ def _checking(op):
         # a random op's two runs draw from one generator state (the fast rule's draws, not
         # the stream after the kernel's, must equal the kernel's)
         generator = attrs.get("generator")
-        state = None if generator is None else generator.json_state()
+        before = None if generator is None else generator.json_state()
         want = op.kernel(*[np.array(a, copy=True) for a in arrays], **attrs)
-        if state is not None:
-            state, after = generator.json_state(), state
-            generator.set_state(after)
+        if before is not None:
+            after = generator.json_state()
+            generator.set_state(before)
         got = op.fast(*arrays, **attrs)
         if got is None:  # (declined: the reference runs, the stream left past its draws)
-            if state is not None:
-                generator.set_state(state)
+            if before is not None:
+                generator.set_state(after)
             return want
         _EXERCISED.add(op.name)
         pairs = zip(got, want) if isinstance(want, tuple) else ((got, want),)
