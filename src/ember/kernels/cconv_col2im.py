@@ -114,17 +114,21 @@ def _function(dtype: np.dtype):
 
 def wins(gy_shape: tuple, w_shape: tuple, p, groups: int, itemsize: int) -> bool:
     """Whether the product and col2im take fewer counted operations than cconv.py's padded
-    forward (phase by phase where strided: about prod(in_size) / prod(stride) positions, each
-    of all the kernel's taps shared among the phases; its result channels in blocks of
-    ``_MR``)."""
+    forward: phase by phase where strided (prod(stride) phases of about prod(in_size) /
+    prod(stride) positions each, the kernel's taps shared among them), each phase's positions
+    of a sample in column panels of three vectors, its result channels in blocks of ``_MR``;
+    a col2im addition counted as the multiply-adds of two vector fused multiply-adds."""
     if len(p.kernel) != 2 or math.prod(p.kernel) == 1:
         return False
     cog, cg = gy_shape[1] // groups, w_shape[1]
     rows = -(-cg // _MR) * _MR  # (the padded forward computes its result channels in blocks)
-    add_cost = 2 * _VECTOR_BYTES // itemsize
+    lanes = _VECTOR_BYTES // itemsize
+    phases = math.prod(p.stride)
+    # each phase's positions of a sample, in column panels of three vectors
+    panel = 3 * lanes
+    padded = phases * -(-math.prod(p.in_size) // (phases * panel)) * panel / phases
     positions = math.prod(p.out_size)
-    padded = math.prod(p.in_size) / math.prod(p.stride)
-    return padded * rows * cog > positions * cg * (cog + add_cost)
+    return padded * rows * cog > positions * cg * (cog + 2 * lanes)
 
 
 def input_grad(gy: np.ndarray, w: np.ndarray, p, groups: int, bias=None) -> np.ndarray | None:
