@@ -55,6 +55,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ember.saved_hooks",
             "ember.autograd_graph",
             "ember.autograd_accumulate",
+            "ember.autograd_node_hooks",
             "ember.autograd_function",
             "ember.autograd_functional",
             "ember.autograd_grad",

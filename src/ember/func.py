@@ -148,7 +148,7 @@ def _keeps_graph(result, fresh, grad_enabled: bool) -> bool:
         variable = getattr(node, "variable", None)
         if variable is not None and id(variable) not in own:
             return True  # (a leaf that requires grad, outside the inputs)
-        stack.extend(edge[0] for edge in node.next_functions if edge is not None)
+        stack.extend(edge[0] for edge in node._edges if edge is not None)
     return False
 
 

@@ -24,6 +24,7 @@ from ..errors import ShapeError
 from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
+from ..ops._node_names import rename_node
 from ..ops._registry import TensorBase, apply, building_graph, export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import to_tensor
@@ -230,7 +231,7 @@ def logsigmoid(input):
     (``abs``'s would be 0 there), so the gradient, ``sigmoid(-x)``, and its own derivative are
     right at 0 too (a Hessian through a loss at zero logits, Newton's first step from 0)."""
     x = _activation("logsigmoid", input)
-    return _wide(_logsigmoid, x)
+    return rename_node(_wide(_logsigmoid, x), "LogSigmoidBackward0")
 
 
 def _logsigmoid(x):

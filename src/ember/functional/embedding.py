@@ -15,6 +15,7 @@ from ..autograd import is_grad_enabled, no_grad
 from ..errors import DTypeError, ShapeError
 from ..ops import _registry as _reg
 from ..ops import api as E
+from ..ops._node_names import rename_node
 from ..ops._registry import export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import to_tensor
@@ -120,4 +121,4 @@ def embedding(
         per_position = E.reshape(E.index_select(counts, 0, flat), (-1, 1))
         frozen = rows.detach()
         rows = frozen + (rows - frozen) / per_position
-    return E.reshape(rows, tuple(idx.shape) + (dim,))
+    return rename_node(E.reshape(rows, tuple(idx.shape) + (dim,)), "EmbeddingBackward0")

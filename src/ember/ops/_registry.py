@@ -119,6 +119,7 @@ class OpDef:
     complex: Any = None  # Complex: the op takes complex operands (ops/_rules.py)
     pattern: Any = None  # PatternRule: the op computes a subgraph of other ops (ops/_rules.py)
     float8: bool = False  # the op takes float8 operands: it moves or compares values only
+    grad_fn: Any = None  # PyTorch's name of the call's backward node (ops/_node_names.py)
     run: Callable[..., Any] = field(init=False, repr=False)
 
     def __post_init__(self):

@@ -63,6 +63,7 @@ def _onnx_cast(e):
 _CAST = register(
     OpDef(
         name="cast",
+        grad_fn="ToCopyBackward0",
         float8=True,
         onnx=_onnx_cast,
         kind="elementwise",

@@ -371,6 +371,7 @@ SOFTMAX_CROSS_ENTROPY_BACKWARD = register(
 SOFTMAX_CROSS_ENTROPY = register(
     OpDef(
         name="softmax_cross_entropy",
+        grad_fn="NllLossBackward0",
         autocast=Autocast.FP32,
         onnx=_onnx_softmax_cross_entropy,
         kind="nn",

@@ -146,6 +146,7 @@ _norm_fast.declines_complex = True  # (square_sum takes float32/float64 only)
 _VECTOR_NORM = register(
     OpDef(
         name="vector_norm",
+        grad_fn="LinalgVectorNormBackward0",
         onnx=_onnx_vector_norm,
         kind="reduce",
         infer=_norm_infer,

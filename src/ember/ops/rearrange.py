@@ -20,6 +20,7 @@ from ..errors import DTypeError, ShapeError
 from ..types import TensorType
 from . import _batching
 from . import api as E
+from ._node_names import rename_node
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._rules import Complex
 from ._util import fmt_shape, memory_cost, normalize_axis
@@ -279,7 +280,7 @@ def t(input):
             "transpose(dim0, dim1) or permute",
             op="t",
         )
-    return E.transpose(x, 0, 1) if x.ndim == 2 else x
+    return rename_node(E.transpose(x, 0, 1), "TBackward0") if x.ndim == 2 else x
 
 
 export(t, method=True)

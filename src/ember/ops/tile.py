@@ -43,6 +43,7 @@ def _onnx_tile(e):
 _TILE = register(
     OpDef(
         name="tile",
+        grad_fn="RepeatBackward0",
         float8=True,
         complex=Complex.GRADIENT,
         onnx=_onnx_tile,

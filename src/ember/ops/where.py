@@ -156,6 +156,7 @@ def _onnx_clip(e):
 _CLIP = register(
     OpDef(
         name="clip",
+        grad_fn="ClampBackward1",
         onnx=_onnx_clip,
         kind="elementwise",
         infer=_clip_infer,
