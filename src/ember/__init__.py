@@ -86,6 +86,7 @@ from . import (  # noqa: E402
     optim,
     profiler,
     ragged,
+    serialization,  # noqa: E402, F401  (torch.serialization)
     signal,
     special,
     testing,
