@@ -77,7 +77,7 @@ def gather_rows(t: Tensor, indices: np.ndarray) -> Tensor:
     if indices.size and (indices.max() >= n or indices.min() < -n):
         bad = indices[(indices >= n) | (indices < -n)][0]
         raise IndexError(f"index {int(bad)} is out of range for a dataset of {n} samples")
-    return Tensor(np.take(t.numpy(), indices, axis=0))
+    return Tensor(np.take(t.numpy(force=True), indices, axis=0))
 
 
 class Subset(Dataset):

@@ -387,7 +387,7 @@ class Binomial(Distribution):
 
     def sample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        n = np.broadcast_to(self.total_count.numpy(), shape).astype(np.int64)
+        n = np.broadcast_to(self.total_count.numpy(force=True), shape).astype(np.int64)
         p = np.broadcast_to(self.probs.detach().numpy(), shape)
         arr = default_generator.numpy.binomial(n, p)
         return E.tensor(arr.astype(self._param.dtype.np))

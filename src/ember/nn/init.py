@@ -247,7 +247,7 @@ def orthogonal_(tensor: Tensor, gain: float = 1, generator: Generator | None = N
     rows = tensor.shape[0]
     cols = tensor.numel() // rows
     with no_grad():  # PyTorch's: a normal fill of the tensor's dtype, then its QR
-        flat = tensor.new_empty((rows, cols)).normal_(0, 1, generator=generator).numpy()
+        flat = tensor.new_empty((rows, cols)).normal_(0, 1, generator=generator).numpy(force=True)
     if rows < cols:
         flat = flat.T
     q, r = np.linalg.qr(flat)
@@ -267,7 +267,7 @@ def sparse_(
     zeros = math.ceil(sparsity * rows)
     with no_grad():
         tensor.normal_(0, std, generator=generator)
-    values = tensor.numpy().copy()
+    values = tensor.numpy(force=True).copy()
     for col in range(cols):  # (PyTorch draws these permutations from the default generator)
         values[streams.permutation(resolve(None), rows)[:zeros], col] = 0
     return _write(tensor, values)

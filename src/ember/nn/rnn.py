@@ -251,7 +251,7 @@ class RNNBase(Module):
             batched = True
             # (T, B, 1): whether step t is inside sequence b
             steps = np.arange(x.shape[0])[:, None, None]
-            mask = Tensor(steps < lengths.numpy()[None, :, None])
+            mask = Tensor(steps < lengths.numpy(force=True)[None, :, None])
         else:
             _check_input(op, input, self.input_size, 3)
             batched, mask = input.ndim == 3, None

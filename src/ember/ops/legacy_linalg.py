@@ -298,7 +298,7 @@ def _orthonormal(S):
     """An orthonormal basis of S's columns, dropping those numerically dependent on the
     ones before them (rank read from R's diagonal: eager)."""
     Q, R = qr(S)
-    d = np.abs(np.diagonal(R.numpy(), axis1=-2, axis2=-1))
+    d = np.abs(np.diagonal(R.numpy(force=True), axis1=-2, axis2=-1))
     if d.size == 0:
         return Q
     keep = np.flatnonzero(d > d.max() * S.shape[-2] * np.finfo(d.dtype).eps * 10)

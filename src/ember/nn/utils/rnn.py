@@ -83,7 +83,7 @@ def _host(value, op: str, what: str) -> np.ndarray:
     while a graph is captured, an argument of the captured function (which ember.function then
     specializes on: see `SymbolicTensor.host_value`)."""
     if isinstance(value, Tensor):
-        array = value.numpy()
+        array = value.numpy(force=True)
     elif isinstance(value, TensorBase):
         if hasattr(value, "host_value"):
             array = np.asarray(value.host_value(f"{op}'s {what}"))
