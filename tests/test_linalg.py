@@ -43,12 +43,20 @@ def test_mm_bmm_dot_check_their_ranks():
         ember.dot(_r(2, 3), _r(3))
 
 
-def test_float32_stays_float32_and_mixed_dtypes_promote():
+def test_float32_stays_float32_and_mixed_dtypes_are_refused():
     a, b = _r(4, 3), _r(3, 2)
     assert (a @ b).dtype is ember.float32
     assert ember.einsum("ij,jk->ik", a, b).dtype is ember.float32
     assert ember.nn.functional.linear(a, _r(5, 3), _r(5)).dtype is ember.float32
-    assert (a @ b.double()).dtype is ember.float64
+    # PyTorch multiplies operands of one dtype only ("expected m1 and m2 to have the same
+    # dtype"): a RuntimeError, which a float32 @ float64 product is here too
+    for call in (
+        lambda: a @ b.double(),
+        lambda: ember.matmul(a[0], b.double()),
+        lambda: ember.nn.functional.linear(a, _r(5, 3), _r(5).double()),
+    ):
+        with pytest.raises(RuntimeError, match="dtype"):
+            call()
     h = a.half() @ b.half()
     assert h.dtype is ember.float16
     np.testing.assert_allclose(h.numpy(), (a @ b).numpy(), rtol=1e-2, atol=1e-2)

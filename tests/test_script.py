@@ -325,7 +325,7 @@ class Clipper(nn.Module):
 
 def test_scripted_forward_method_with_super_and_private_names():
     ember.manual_seed(0)
-    gate = Gate()
+    gate = Gate().double()  # (the inputs are float64: a layer takes its own dtype only)
     ref = Gate.forward.__wrapped__
     with ember.no_grad():
         traced, compiled = ember.trace(gate, POS), ember.function(gate)

@@ -52,7 +52,7 @@ from ._util import (
     require_same_dtype,
     value_bytes,
 )
-from .elementwise import promote
+from .elementwise import to_tensor
 from .sparse_tensor import SparseTensor
 from .sparse_tensor import matmul as sparse_matmul
 
@@ -263,7 +263,9 @@ def matmul(a, b):
     vector through ``ember.sparse.mm``."""
     if isinstance(a, SparseTensor):
         return sparse_matmul(a, b)
-    a, b = promote(a, b)
+    # no promotion: PyTorch multiplies operands of one dtype only (float32 @ float64 raises),
+    # which the primitive's rule checks
+    a, b = to_tensor(a), to_tensor(b)
     if a.ndim >= 2 and b.ndim >= 2:
         return apply(MATMUL, a, b)
     if a.ndim == 0 or b.ndim == 0:
@@ -467,11 +469,11 @@ _LINEAR = register(
 def linear(x, weight, bias=None):
     """PyTorch's F.linear: ``x @ weight.T + bias`` with weight of shape (out, in)."""
     operands = (x, weight) if bias is None else (x, weight, bias)
-    dtype = x.dtype if isinstance(x, TensorBase) else None
     for t in operands:  # (every linear layer's call passes here: no generator)
-        if not isinstance(t, TensorBase) or t.dtype is not dtype:
-            operands = promote(*operands)
+        if not isinstance(t, TensorBase):
+            operands = tuple(to_tensor(t) for t in operands)
             break
+    # no promotion: PyTorch's linear takes operands of one dtype (the rule checks)
     x, weight = operands[0], operands[1]
     if weight.ndim == 1:  # a single output feature, which PyTorch drops from the shape
         out = matmul(x, weight)

@@ -16,7 +16,7 @@ import operator
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError
+from ..errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 from ..types import TensorType
 from . import _batching
 from . import api as E
@@ -86,7 +86,7 @@ def meshgrid(*tensors, indexing: str = "ij"):
     if not tensors:
         raise ShapeError("meshgrid needs at least one tensor", op="meshgrid")
     if indexing not in ("ij", "xy"):
-        raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+        raise ArgumentError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
     tensors = [to_tensor(t) for t in tensors]
     for t in tensors:
         if t.ndim > 1:
@@ -243,7 +243,7 @@ export(diag, method=True)
 
 def _tensors(name: str, tensors) -> list:
     if isinstance(tensors, TensorBase) or not isinstance(tensors, (list, tuple)):
-        raise TypeError(f"{name} takes a sequence of tensors")
+        raise ArgumentTypeError(f"{name} takes a sequence of tensors")
     if not tensors:
         raise ShapeError("expects a non-empty sequence of tensors", op=name)
     return [to_tensor(t) for t in tensors]

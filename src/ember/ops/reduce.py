@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from .. import return_types
-from ..errors import AxisError, DTypeError, ShapeError
+from ..errors import ArgumentTypeError, AxisError, DTypeError, ShapeError
 from ..symbolic import SymDim
 from ..types import TensorType
 from . import _batching
@@ -565,11 +565,13 @@ def _correction(dim, unbiased, correction) -> float:
     ``unbiased`` flag (given positionally, it may sit in ``dim``'s place)."""
     if isinstance(dim, bool):
         if unbiased is not None:
-            raise TypeError("var/std: unbiased given twice (positionally as dim, and by name)")
+            raise ArgumentTypeError(
+                "var/std: unbiased given twice (positionally as dim, and by name)"
+            )
         unbiased = dim
     if unbiased is not None:
         if correction is not None:
-            raise TypeError("var/std: give either unbiased or correction, not both")
+            raise ArgumentTypeError("var/std: give either unbiased or correction, not both")
         return 1 if unbiased else 0
     return 1 if correction is None else correction
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError
 from ..symbolic import SymDim
 from ..types import TensorType
 from . import _batching
@@ -112,7 +112,30 @@ def view_shape(x, *shape):
     ``_base`` is x)."""
     x = to_tensor(x)
     shape = resolve_shape("view", tuple(x.shape), shape_arg(shape))
+    if not _viewable(tuple(x.shape), x.stride(), shape):
+        raise ShapeError(
+            f"view size {fmt_shape(shape)} is not compatible with the input's size "
+            f"{fmt_shape(x.shape)} and strides {x.stride()} (at least one dimension spans "
+            "across two contiguous subspaces); use .reshape(...) instead, which copies where "
+            "it must",
+            op="view",
+        )
     return apply(RESHAPE, x, shape=shape)
+
+
+def _viewable(shape: tuple, strides: tuple, new_shape: tuple) -> bool:
+    """Whether memory laid out with ``strides`` can be read as ``new_shape`` without a copy
+    (PyTorch's rule for ``view``, which NumPy's no-copy reshape follows): asked of a stand-in
+    array with those strides, whose memory is never read. Symbolic sizes pass (a graph value
+    of unknown sizes is dense: its strides are row-major)."""
+    if not all(type(d) is int for d in (*shape, *new_shape, *strides)):
+        return True
+    stand_in = np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), shape, strides)
+    try:
+        np.reshape(stand_in, new_shape, copy=False)
+    except ValueError:
+        return False
+    return True
 
 
 @export(method=True, toplevel=False)
@@ -512,9 +535,9 @@ SPLIT = register(
 @autocasts(Autocast.PROMOTE)
 def concat(tensors, dim=0, *, axis=None):
     """Join tensors along dimension ``dim`` (promoting their dtypes)."""
+    if not len(tensors):  # (before promotion, which needs an operand)
+        raise ArgumentError("expected a non-empty list of tensors", op="concat")
     tensors = promote(*tensors)
-    if not tensors:
-        raise ShapeError("needs at least one tensor", op="concat")
     for i, t in enumerate(tensors):
         if t.ndim == 0:
             raise ShapeError(

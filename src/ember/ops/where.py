@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError
+from ..errors import ArgumentTypeError, DTypeError
 from ..types import TensorType
 from . import _onnx
 from . import api as E
@@ -103,7 +103,7 @@ def where(condition, x=None, y=None):
     if x is None and y is None:
         return E.nonzero(condition, as_tuple=True)
     if x is None or y is None:
-        raise TypeError("where: give both x and y, or neither")
+        raise ArgumentTypeError("where: give both x and y, or neither")
     x, y = promote(x, y)
     return apply(
         _WHERE,
