@@ -85,8 +85,11 @@ def _bad_calls(lib):
         "view dtype size": lambda: lib.ones(3).view(lib.float64),
         "optimizer lr": lambda: lib.optim.SGD([lib.ones(2, requires_grad=True)], lr=-1.0),
         "optimizer non-leaf": lambda: lib.optim.SGD([lib.ones(2, requires_grad=True) * 2]),
-        "categorical probs": lambda: lib.distributions.Categorical(probs=lib.tensor([0.5, -0.5])),
-        "normal scale": lambda: lib.distributions.Normal(0.0, lib.tensor(-1.0)),
+        # (validate_args given: a test elsewhere in the session may turn the default off)
+        "categorical probs": lambda: lib.distributions.Categorical(
+            probs=lib.tensor([0.5, -0.5]), validate_args=True
+        ),
+        "normal scale": lambda: lib.distributions.Normal(0.0, lib.tensor(-1.0), validate_args=True),
         "pad too large": lambda: lib.nn.functional.pad(x, (5, 5), mode="reflect"),
         "interpolate bad size": lambda: lib.nn.functional.interpolate(x[None], size=(2, 2)),
         "max_pool kernel too large": lambda: lib.nn.functional.max_pool2d(x[None], 5),
