@@ -437,10 +437,18 @@ class Tensor(_reg.TensorBase):
         return True
 
     # ------------------------------------------------------------------------------ conversion
-    def numpy(self) -> np.ndarray:
+    def numpy(self, *, force: bool = False) -> np.ndarray:
         """The underlying array, shared (not copied); it carries no autograd history. Writes
         through it bypass the version counter, so a parameter's packed weights are no longer
-        trusted once it has been handed out (kernels/cprepack.py)."""
+        trusted once it has been handed out (kernels/cprepack.py). A tensor that requires grad
+        is refused, as PyTorch refuses it (the array would escape its history): detach it
+        first, or pass ``force=True`` (the detached tensor's array, as PyTorch's on the CPU)."""
+        if self._requires_grad and not force:
+            raise AutogradError(
+                "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
+                "instead.",
+                op="numpy",
+            )
         _exposed(self._data)
         return self._data
 

@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable, Iterator
 import numpy as np
 
 from .. import random_streams as streams
-from ..errors import ShapeError, StateDictError
+from ..errors import ArgumentTypeError, ShapeError, StateDictError
 from ..random import Generator, resolve
 from .iterable import IterableDataset
 from .rng import batch_scope
@@ -404,7 +404,7 @@ class DataLoader:
             try:
                 return len(self.dataset)
             except (TypeError, NotImplementedError):
-                raise TypeError(
+                raise ArgumentTypeError(
                     f"{type(self.dataset).__name__} is an IterableDataset without __len__"
                 ) from None
         return len(self.dataset)

@@ -32,7 +32,7 @@ import numpy as np
 
 from .. import dtypes
 from ..control.scan import scan
-from ..errors import ShapeError
+from ..errors import ArgumentError, ArgumentTypeError, ShapeError
 from ..graph.builder import GraphBuilder
 from ..ops import api as E
 from ..ops._registry import TensorBase, current_mode
@@ -149,7 +149,7 @@ def _keep_finished(running, new: tuple, old: tuple) -> tuple:
 
 def _check_input(op: str, input, size: int, batched_ndim: int) -> None:
     if not isinstance(input, TensorBase):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"{op}: expected a Tensor input (or, for RNN, LSTM and GRU, a PackedSequence), got "
             f"{type(input).__name__}"
         )
@@ -186,11 +186,11 @@ class RNNBase(Module):
     ) -> None:
         super().__init__()
         if mode not in _GATES:
-            raise ValueError(f"Unrecognized RNN mode: {mode}")
+            raise ArgumentError(f"Unrecognized RNN mode: {mode}")
         if isinstance(dropout, bool) or not isinstance(dropout, numbers.Number):
-            raise ValueError("dropout should be a number in range [0, 1]")
+            raise ArgumentError("dropout should be a number in range [0, 1]")
         if not 0 <= dropout <= 1:
-            raise ValueError("dropout should be a number in range [0, 1]")
+            raise ArgumentError("dropout should be a number in range [0, 1]")
         if dropout > 0 and num_layers == 1:
             warnings.warn(
                 "dropout option adds dropout after all but last recurrent layer, so non-zero "
@@ -199,11 +199,11 @@ class RNNBase(Module):
                 stacklevel=3,
             )
         if input_size <= 0 or hidden_size <= 0 or num_layers <= 0:
-            raise ValueError("input_size, hidden_size and num_layers must be greater than zero")
+            raise ArgumentError("input_size, hidden_size and num_layers must be greater than zero")
         if proj_size < 0 or (proj_size and mode != "LSTM"):
-            raise ValueError("proj_size must be zero, or positive for LSTM only")
+            raise ArgumentError("proj_size must be zero, or positive for LSTM only")
         if proj_size >= hidden_size:
-            raise ValueError("proj_size has to be smaller than hidden_size")
+            raise ArgumentError("proj_size has to be smaller than hidden_size")
         self.mode = mode
         self.input_size = input_size
         self.hidden_size = hidden_size
@@ -267,7 +267,7 @@ class RNNBase(Module):
         if self.mode == "LSTM":
             sizes.append(self.hidden_size)
             if hx is not None and not (isinstance(hx, (tuple, list)) and len(hx) == 2):
-                raise TypeError(f"{op}: hx must be a tuple (h_0, c_0)")
+                raise ArgumentTypeError(f"{op}: hx must be a tuple (h_0, c_0)")
         elif hx is not None:
             hx = (hx,)
         if hx is None:
@@ -395,7 +395,7 @@ class RNN(RNNBase):
         dtype=None,
     ) -> None:
         if nonlinearity not in ("tanh", "relu"):
-            raise ValueError(
+            raise ArgumentError(
                 f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or 'relu'."
             )
         self.nonlinearity = nonlinearity

@@ -525,6 +525,7 @@ _CONV_EPILOGUE = conv_epilogue.rule(_conv_infer, _compiled)
 CONV = register(
     OpDef(
         name="conv",
+        grad_fn="ConvolutionBackward0",
         autocast=Autocast.LOWER,
         onnx=oxc.onnx_conv,
         kind="nn",

@@ -18,7 +18,7 @@ import ml_dtypes
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError
+from ..errors import ArgumentError, ArgumentTypeError, DTypeError
 from . import _item_scalars as _items
 from . import api as E
 from ._registry import export
@@ -67,7 +67,7 @@ def _exponential_(self, lambd: float = 1.0, *, generator=None):
 def _geometric_(self, p: float, *, generator=None):
     """Fill with the number of Bernoulli(p) trials up to the first success (1, 2, ...)."""
     if not 0 < p < 1:
-        raise ValueError(f"geometric_: p must be in (0, 1), got {p}")
+        raise ArgumentError(f"geometric_: p must be in (0, 1), got {p}")
 
     def fill(old):
         # PyTorch's ceil(log(u) / log1p(-p)); u = 0 (probability 2^-53) gives inf, as there
@@ -115,7 +115,7 @@ def _random_(self, from_=None, to=None, *, generator=None, **kwargs):
     ``random_()``: [0, 2^mantissa] for floats, every non-negative value for integers)."""
     from_ = kwargs.pop("from", from_)
     if kwargs:
-        raise TypeError(f"random_() got unexpected arguments {sorted(kwargs)}")
+        raise ArgumentTypeError(f"random_() got unexpected arguments {sorted(kwargs)}")
     if to is None and from_ is not None:
         low, high = 0, int(from_)
     else:
@@ -124,7 +124,7 @@ def _random_(self, from_=None, to=None, *, generator=None, **kwargs):
     def fill(old):
         top = _default_top(old.dtype) if high is None else int(high)
         if top <= low:
-            raise ValueError(f"random_ expects from < to, got from={low}, to={top}")
+            raise ArgumentError(f"random_ expects from < to, got from={low}, to={top}")
         draws = E.randint(low, top, tuple(old.shape), generator=generator, dtype=dt.int64)
         return E.cast(draws, old.dtype)
 

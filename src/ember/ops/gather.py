@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError, UnsupportedError
+from ..errors import ArgumentTypeError, DTypeError, ShapeError, UnsupportedError
 from ..types import TensorType
 from . import _batching
 from . import api as E
@@ -337,7 +337,7 @@ def scatter(x, dim: int, index, src=None, *, value=None, reduce=None):
     index = _index_arg(index)
     if src is None:
         if value is None:
-            raise TypeError("scatter: give src (a tensor) or value (a scalar)")
+            raise ArgumentTypeError("scatter: give src (a tensor) or value (a scalar)")
         src = value
     if reduce is not None:
         modes = {"add": "sum", "multiply": "prod"}

@@ -320,7 +320,7 @@ def uniform(low=0.0, high=1.0, size=(), *, generator=None, dtype=None):
         unit = uniform(0.0, 1.0, size, generator=generator, dtype=dtype)
         return unit * (high - low) + low
     if high < low:
-        raise ValueError(f"uniform: high ({high}) must not be below low ({low})")
+        raise ArgumentError(f"uniform: high ({high}) must not be below low ({low})")
     if dtype is not None and dt.as_dtype(dtype).is_complex:  # each part in [low, high)
         shape = size_arg("uniform", (size,) if isinstance(size, int) else size)
         real = dt.to_real(dt.as_dtype(dtype))
@@ -357,7 +357,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None):
         return unit * std + mean
     if isinstance(mean, plain) and isinstance(std, plain):
         if std < 0:
-            raise ValueError(f"normal: std must be non-negative, got {std}")
+            raise ArgumentError(f"normal: std must be non-negative, got {std}")
         shape = size_arg("normal", (size,) if isinstance(size, int) else (size or ()))
         if dtype is not None and dt.as_dtype(dtype).is_complex:
             # PyTorch's: each part has the mean and variance std**2 / 2 (E|z - mean|^2 = std^2)

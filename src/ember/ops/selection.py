@@ -16,6 +16,7 @@ from .. import dtypes as dt
 from ..errors import ArgumentError, DTypeError, ShapeError
 from ..types import TensorType
 from . import api as E
+from ._node_names import rename_node
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._util import (
     broadcast_shapes,
@@ -63,7 +64,7 @@ def masked_fill(x, mask, value):
             op="masked_fill",
         )
     check_fill_value("masked_fill", value, x.dtype)
-    return E.where(mask, to_tensor(value, x.dtype), x)
+    return rename_node(E.where(mask, to_tensor(value, x.dtype), x), "MaskedFillBackward0")
 
 
 @export(method=True)

@@ -39,7 +39,7 @@ import warnings
 from .. import random as _random
 from ..autograd import saved_tensors_hooks
 from ..autograd_function import Function
-from ..errors import AutogradError
+from ..errors import ArgumentError, ArgumentTypeError, AutogradError
 from ..grad_mode import enable_grad, is_grad_enabled, no_grad
 from ..graph import scope as _scope
 from ..ops import _autocast
@@ -106,17 +106,19 @@ def checkpoint(
         use_reentrant = True
     preserve = kwargs.pop("preserve_rng_state", True)
     if determinism_check not in _DETERMINISM:
-        raise ValueError(
+        raise ArgumentError(
             f"determinism_check should be one of {', '.join(_DETERMINISM)}, but got "
             f"{determinism_check!r}"
         )
     if not callable(function):
-        raise TypeError(f"checkpoint: function must be callable, got {type(function).__name__}")
+        raise ArgumentTypeError(
+            f"checkpoint: function must be callable, got {type(function).__name__}"
+        )
     if use_reentrant:
         if kwargs:
-            raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
+            raise ArgumentError("Unexpected keyword arguments: " + ",".join(kwargs))
         if context_fn is not noop_context_fn or debug:
-            raise ValueError(
+            raise ArgumentError(
                 "Passing `context_fn` or `debug` is only supported when use_reentrant=False."
             )
     if _scope.recording():  # a graph is being recorded: tag the region (module docstring)
@@ -284,14 +286,16 @@ def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwar
         use_reentrant = True
     preserve = kwargs.pop("preserve_rng_state", True)
     if kwargs:
-        raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
+        raise ArgumentError("Unexpected keyword arguments: " + ",".join(kwargs))
     from ..nn import Sequential
 
     if isinstance(functions, Sequential):
         functions = list(functions.children())
     functions = list(functions)
     if not isinstance(segments, int) or segments < 1:
-        raise ValueError(f"checkpoint_sequential: segments must be an int >= 1, got {segments!r}")
+        raise ArgumentError(
+            f"checkpoint_sequential: segments must be an int >= 1, got {segments!r}"
+        )
 
     def run(start, end):
         def forward(x):
