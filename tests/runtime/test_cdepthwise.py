@@ -238,3 +238,18 @@ def test_without_a_compiler_numpy_runs(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "ok" in out.stdout
+
+
+@pytest.mark.skipif(not ccompile.compiler_available(), reason="no C compiler")
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float16"])
+def test_every_geometry_builds(dtype):
+    """A library that fails to build falls back to the grouped path silently (right values,
+    many times slower): each specialisation must compile, strided and flat loops included."""
+    import ml_dtypes
+
+    np_dtype = np.dtype(getattr(ml_dtypes, dtype) if dtype == "bfloat16" else dtype)
+    for kernel in [(3, 3), (5, 5), (7, 7), (1, 7)]:
+        for stride in [(1, 1), (2, 2), (1, 2)]:
+            for dilation in [(1, 1), (2, 1)]:
+                found = cdepthwise._functions(np_dtype, kernel, stride, dilation)
+                assert found is not None, (kernel, stride, dilation)

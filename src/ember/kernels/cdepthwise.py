@@ -113,19 +113,22 @@ static void frame_plane(T *frame, long fh, long fw, const S *src, long rows, lon
 #else
 #define VBYTES 16
 #endif
+#define LANES (VBYTES / (long)sizeof(T))
 
 /* The loops over a kernel's taps carry `#pragma GCC unroll 16` (a side is at most 16 taps,
    `_geometry`): the loop over the row's outputs around them vectorizes only where they are
    unrolled whole, and GCC unrolls whole on its own only loops of up to 16 iterations in all,
    so a 5x5 or 7x7 kernel (25, 49 taps) ran that loop one output at a time. */
 
-/* stride 1 on rows narrower than a vector: the taps over the frame as one flat loop of
+/* stride 1 on rows whose outputs leave a long remainder after the row's whole vectors (rows
+   narrower than a vector, or 28 wide: `FLAT`): the taps over the frame as one flat loop of
    rows * fw results (each row's last fw - cols are read past its end and dropped), then the
    rows copied out (added to `out` when `add`) with b added; a loop per row would run mostly
    remainders */
 static void flat_taps(const T *restrict frame, long fw, long rows, long cols, const T *wk,
                       T *restrict ext, S *restrict out, int add, T b) {
-  const long len = rows * fw;
+  /* whole vectors: the last one's extra results read the frame's slack and are dropped */
+  const long len = (rows * fw + LANES - 1) / LANES * LANES;
 #pragma omp simd
   for (long i = 0; i < len; i++) {
     T s = 0;
@@ -146,9 +149,15 @@ static void flat_taps(const T *restrict frame, long fw, long rows, long cols, co
 #endif
   }
 }
-#define FLAT(cols) (SH == 1 && SW == 1 && (cols) * (long)sizeof(T) < VBYTES)
-/* a flat loop reads up to (KW - 1) * DW past the frame's last row: zeros */
-#define SLACK ((KW - 1) * DW + 1)
+/* Stride 1 takes the flat loop where it runs fewer vector iterations a row, fw / LANES, than
+   the loop over a row's outputs: its whole vectors, then one scalar iteration for each output
+   left over (GCC's epilogue; a 28-wide row under a 7x7 kernel ran 12 of its 28 outputs one
+   at a time, each with its 49 taps). */
+#define FLAT(cols, fw) \
+  (SH == 1 && SW == 1 && (fw) < LANES * ((cols) / LANES + (cols) % LANES))
+/* a flat loop reads up to (KW - 1) * DW past the frame's last row, and its last vector up to
+   LANES - 1 further: zeros (the results after it, `ext`, take rows * fw + LANES values) */
+#define SLACK ((KW - 1) * DW + 1 + LANES)
 
 #if SW > 1
 /* A strided forward frames its plane's columns phase by phase (column c at phase c % SW,
@@ -211,7 +220,7 @@ static void forward_planes(void *job_, long lo, long hi) {
 static void forward_planes(void *job_, long lo, long hi) {
   const struct job *j = job_;
   const long fh = j->fh, fw = j->fw, OH = j->oh, OW = j->ow, cout = j->cin * j->m;
-  T *frame = calloc(fh * fw + SLACK + OH * fw, sizeof(T));
+  T *frame = calloc(fh * fw + SLACK + OH * fw + LANES, sizeof(T));
   if (!frame) return;
   T *ext = frame + fh * fw + SLACK;
   for (long p = lo; p < hi; p++) {
@@ -222,7 +231,7 @@ static void forward_planes(void *job_, long lo, long hi) {
     for (int k = 0; k < KK; k++) wk[k] = LD(j->w[co * KK + k]);
     S *y = j->out + p * OH * OW;
     const T b = BIAS(j, co);
-    if (FLAT(OW)) {
+    if (FLAT(OW, fw)) {
       flat_taps(frame, fw, OH, OW, wk, ext, y, 0, b);
       continue;
     }
@@ -251,7 +260,7 @@ static void input_grad_gather(void *job_, long lo, long hi) {
   const struct job *j = job_;
   const long fh = j->fh, fw = j->fw, H = j->h, W = j->w_, OH = j->oh, OW = j->ow;
   const long r0 = (KH - 1) * DH - j->ph, c0 = (KW - 1) * DW - j->pw, cout = j->cin * j->m;
-  T *frame = calloc(fh * fw + SLACK + H * fw, sizeof(T));
+  T *frame = calloc(fh * fw + SLACK + H * fw + LANES, sizeof(T));
   if (!frame) return;
   T *ext = frame + fh * fw + SLACK;
   for (long p = lo; p < hi; p++) {
@@ -264,7 +273,7 @@ static void input_grad_gather(void *job_, long lo, long hi) {
       for (int k = 0; k < KK; k++) wk[k] = LD(j->w[co * KK + (KK - 1 - k)]);
       /* the bias joins the plane's last channel's sums */
       const T b = c == j->m - 1 ? BIAS(j, ci) : (T)-0.0;
-      if (FLAT(W)) {
+      if (FLAT(W, fw)) {
         flat_taps(frame, fw, H, W, wk, ext, dx, c > 0, b);
         continue;
       }
