@@ -29,6 +29,7 @@ from ..ops.elementwise import to_tensor
 from ..ops.grid_sample import GRID_SAMPLE
 from ..ops.resample import LINEAR_RESAMPLE
 from ..symbolic import SymDim
+from . import _resample_symbolic as _symbolic
 from ._common import float_input
 
 _LINEAR = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}  # (their dims)
@@ -68,7 +69,10 @@ def _output_size(x, size, scale_factor, recompute):
             raise ValueError(
                 "interpolate: recompute_scale_factor is not meaningful with an explicit size"
             )
-        out = [int(s) for s in _per_dim("interpolate", "size", size, dims)]
+        out = [
+            s if isinstance(s, SymDim) else int(s)
+            for s in _per_dim("interpolate", "size", size, dims)
+        ]
         return out, [None] * dims
     if scale_factor is None:
         raise ValueError("interpolate: either size or scale_factor should be defined")
@@ -247,8 +251,8 @@ def interpolate(
         )
     if mode == "area":
         return getattr(E, f"adaptive_avg_pool{dims}d")(x, tuple(out))
-    symbolic = [n for n in x.shape[2:] if isinstance(n, SymDim)]
-    if symbolic:
+    symbolic = [n for n in (*x.shape[2:], *out) if isinstance(n, SymDim)]
+    if symbolic and (antialias or mode == "bicubic"):
         raise ShapeError(
             f"mode {mode!r} builds its sampling taps from the spatial sizes, and {symbolic[0]} is "
             "symbolic (no value while the graph is built); give that dimension a fixed size",
@@ -260,6 +264,10 @@ def interpolate(
         )
     for d in range(dims):
         axis, n_in = d + 2, x.shape[d + 2]
+        if isinstance(n_in, SymDim) or isinstance(out[d], SymDim):
+            k = _symbolic.whole_factor(n_in, out[d], mode, align_corners)
+            x = _symbolic.upsample(x, axis, k, linear=mode in _LINEAR)
+            continue
         if mode in ("nearest", "nearest-exact"):
             index = _nearest_index(n_in, out[d], scales[d], mode == "nearest-exact", dims)
             if not np.array_equal(index, np.arange(n_in)):

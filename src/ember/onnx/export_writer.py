@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import OnnxError, user_location
+from ..errors import OnnxError, ShapeError, user_location
 from ..symbolic import SymDim
 from ..types import TensorType
 from .export_emit import Emitter, onnx_dtype
@@ -37,11 +37,14 @@ class ModelWriter:
         self.symbols: dict[str, tuple[str, int]] = {}
         self._scopes: list[dict] = [self._scope()]
         self._small: dict[tuple, str] = {}
-        self._shapes: dict[tuple, str] = {}
+        # the op and user line being written, for errors raised while emitting its sizes
+        self.current_op = "export"
+        self.current_where = None
 
     @staticmethod
     def _scope() -> dict:
-        return {"nodes": [], "made": set()}
+        # "sizes": the shapes and sizes computed in this scope (visible in the ones it opens)
+        return {"nodes": [], "made": set(), "sizes": {}}
 
     @property
     def nodes(self) -> list:
@@ -84,31 +87,64 @@ class ModelWriter:
         if not any(isinstance(d, SymDim) for d in dims):
             return self.constant(np.asarray([int(d) for d in dims], dtype=np.int64))
         key = tuple(str(d) for d in dims)
-        if key in self._shapes:
-            return self._shapes[key]
-        parts = [self._size(d) for d in dims]
-        name = self.node("Concat", parts, 1, {"axis": 0}) if len(parts) > 1 else parts[0]
-        self._shapes[key] = name
+        name = self._computed(key)
+        if name is None:
+            parts = [self._size(d) for d in dims]
+            name = self.node("Concat", parts, 1, {"axis": 0}) if len(parts) > 1 else parts[0]
+            self._scopes[-1]["sizes"][key] = name
         return name
 
+    def _computed(self, key) -> str | None:
+        """The name a shape or size was computed as in this scope or an enclosing one."""
+        for scope in reversed(self._scopes):
+            if key in scope["sizes"]:
+                return scope["sizes"][key]
+        return None
+
     def _size(self, d) -> str:
+        """One size as a 1-D int64 tensor of one element: a symbolic one computed from the
+        graph inputs' shapes (Shape, then the expression's Add/Mul and floor divisions)."""
         if not isinstance(d, SymDim):
             return self.constant(np.asarray([int(d)], dtype=np.int64))
-        result = None
-        for symbol, power in d.factors:
-            if symbol not in self.symbols:
-                raise OnnxError(
-                    f"the symbolic size {symbol} is not the size of any graph input", op="export"
-                )
+        key = ("size", str(d))
+        name = self._computed(key)
+        if name is None:
+            name = self._scopes[-1]["sizes"][key] = d.fold(
+                self._symbol_size,
+                lambda c: self.constant(np.asarray([c], dtype=np.int64)),
+                lambda a, b: self.node("Add", [a, b], 1, {}),
+                lambda a, b: self.node("Mul", [a, b], 1, {}),
+                self._floor_div,
+            )
+        return name
+
+    def _symbol_size(self, symbol: str) -> str:
+        if symbol not in self.symbols:
+            raise OnnxError(
+                f"the symbolic size {symbol} is not the size of any graph input dimension, so "
+                "the model could not compute it when it runs",
+                op=self.current_op,
+                location=self.current_where,
+            )
+        key = ("symbol", symbol)
+        size = self._computed(key)
+        if size is None:
             source, axis = self.symbols[symbol]
-            shape = self.node("Shape", [source], 1, {})
-            size = self.node("Gather", [shape, self.constant(np.asarray([axis]))], 1, {})
-            for _ in range(power):
-                result = size if result is None else self.node("Mul", [result, size], 1, {})
-        if d.coefficient != 1:
-            coefficient = self.constant(np.asarray([d.coefficient], dtype=np.int64))
-            result = self.node("Mul", [result, coefficient], 1, {})
-        return result
+            if self.opset >= 15:  # Shape's start and end
+                size = self.node("Shape", [source], 1, {"start": axis, "end": axis + 1})
+            else:
+                shape = self.node("Shape", [source], 1, {})
+                size = self.node("Gather", [shape, self.constant(np.asarray([axis]))], 1, {})
+            self._scopes[-1]["sizes"][key] = size
+        return size
+
+    def _floor_div(self, a: str, k: int) -> str:
+        """floor(a / k) for k >= 2: ONNX's integer Div truncates toward zero, so the remainder
+        (Mod's, with the divisor's sign, as Python's %) is taken off first."""
+        divisor = self.constant(np.asarray([k], dtype=np.int64))
+        rest = self.node("Mod", [a, divisor], 1, {"fmod": 0})
+        exact = self.node("Sub", [a, rest], 1, {})
+        return self.node("Div", [exact, divisor], 1, {})
 
     # -------- ember ops and graphs
     def call(self, op, inputs, attrs: dict, where, in_types=None) -> tuple:
@@ -144,12 +180,18 @@ class ModelWriter:
                 location=where,
             )
         e = Emitter(self, op, inputs, attrs, in_types, out_types, where)
+        outer = self.current_op, self.current_where
+        self.current_op, self.current_where = op.name, where
         try:
             result = op.onnx(e)
         except OnnxError:
             raise
+        except ShapeError as error:  # (a size the writer could not express)
+            raise OnnxError(error.detail, op=op.name, location=where) from error
         except (TypeError, ValueError, KeyError) as error:  # a rule's own bug or an odd call
             raise OnnxError(f"its onnx rule failed: {error}", op=op.name, location=where) from error
+        finally:
+            self.current_op, self.current_where = outer
         names = (result,) if isinstance(result, str) else tuple(result)
         if len(names) != len(out_types):
             raise OnnxError(

@@ -129,10 +129,9 @@ def _build(target, example_inputs, input_signature, opset, input_names, output_n
         if role.kind != "arg":
             continue
         for axis, d in enumerate(t.shape):
-            if isinstance(d, SymDim) and d.coefficient == 1 and len(d.factors) == 1:
-                symbol, power = d.factors[0]
-                if power == 1:
-                    writer.symbols.setdefault(symbol, (name, axis))
+            symbol = d.symbol() if isinstance(d, SymDim) else None
+            if symbol is not None:
+                writer.symbols.setdefault(symbol, (name, axis))
     outs = writer.inline(graph, names, outputs=plan.outputs)
     out_names = _output_names(plan, output_names, names)
     final = []

@@ -56,11 +56,16 @@ def _symbolic_slice_entry(s: slice, n: SymDim) -> tuple:
             "is built; give the dimension a fixed size",
             op="getitem",
         )
-    start = 0 if s.start is None else operator.index(s.start)
-    stop = n if s.stop is None else operator.index(s.stop)
+    start = 0 if s.start is None else _bound(s.start)
+    stop = n if s.stop is None else _bound(s.stop)
     start = n + start if isinstance(start, int) and start < 0 else start
     stop = n + stop if isinstance(stop, int) and stop < 0 else stop
     return ("slice", start, stop, 1)
+
+
+def _bound(value):
+    """A slice bound: an int, or a symbolic size (``x[..., : x.shape[-1] // 2]``)."""
+    return value if isinstance(value, SymDim) else operator.index(value)
 
 
 def _slice_entry(s: slice, n: int) -> tuple:

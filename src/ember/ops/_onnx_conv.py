@@ -41,11 +41,12 @@ def onnx_transposed_pads(e, in_size, out, kernel, stride, dilation, befores):
     after): ONNX's output_padding would compute them instead."""
     pads, zeros = [], []
     for n, o, k, s, d, before in zip(in_size, out, kernel, stride, dilation, befores):
-        if not all(isinstance(v, int) for v in (n, o)):
-            e.unsupported("on symbolic spatial sizes")
         span = s * (o - 1) + (k - 1) * d + 1
-        pads.append((before, max(span - before - n, 0)))
-        zeros.append(max(n - (span - before), 0))
+        over = span - before - n  # (symbolic sizes: a number where the output tracks the input)
+        if not isinstance(over, int):
+            e.unsupported(f"where the output size {n} is no fixed offset from {span}")
+        pads.append((before, max(over, 0)))
+        zeros.append(max(-over, 0))
     return pads, zeros
 
 

@@ -574,8 +574,10 @@ def chunk(x, chunks, dim=0, *, axis=None):
         # PyTorch's: an empty dimension gives ``chunks`` empty pieces
         return apply(SPLIT, x, sizes=(0,) * max(int(chunks), 1), axis=a)
     n = x.shape[a]
-    if isinstance(n, SymDim):  # equal pieces of a symbolic size (a ShapeError unless exact)
-        return apply(SPLIT, x, sizes=(n // chunks,) * chunks, axis=a)
+    if isinstance(n, SymDim):  # pieces of ceil(n / chunks), the last one the rest
+        size = -(-n // chunks)
+        rest = n - size * (chunks - 1)
+        return apply(SPLIT, x, sizes=(size,) * (chunks - 1) + (rest,), axis=a)
     size = -(-n // chunks)
     return split(x, max(size, 1), a)
 

@@ -1,0 +1,134 @@
+"""Conv nets exported with symbolic image sizes (``TensorSpec((None, 3, None, None))``):
+strided convolutions and poolings give sizes such as ``(H+1)//2``, upsampling doubles them, a
+U-Net concatenates its skip connections, flatten/view/reshape and slices from the end work on
+them, adaptive average pooling takes them to 1x1. Before onnx50 a symbolic size could only be
+a product of symbols (``N - 1`` was refused), so none of these exported. Each file passes the
+checker and shape inference and runs in onnxruntime at several batch and image sizes, equal to
+ember; ember's own captured function runs them too, and a graph file keeps the expressions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ember
+import ember.nn as nn
+import ember.nn.functional as F
+from ember import TensorSpec
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+SPEC = [TensorSpec((None, 3, None, None))]
+
+
+class _Block(nn.Module):
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.conv = nn.Conv2d(cin, cout, 3, padding=1)
+        self.norm = nn.BatchNorm2d(cout)
+
+    def forward(self, x):
+        return F.relu(self.norm(self.conv(x)))
+
+
+class UNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.down1, self.down2, self.mid = _Block(3, 8), _Block(8, 16), _Block(16, 16)
+        self.up = nn.Upsample(scale_factor=2, mode="nearest")
+        self.up2, self.up1 = _Block(32, 8), _Block(16, 8)
+        self.pool, self.head = nn.MaxPool2d(2), nn.Conv2d(8, 2, 1)
+
+    def forward(self, x):
+        a = self.down1(x)
+        b = self.down2(self.pool(a))
+        m = self.mid(self.pool(b))
+        u = self.up2(ember.cat([self.up(m), b], 1))
+        u = self.up1(ember.cat([F.interpolate(u, size=a.shape[2:], mode="bilinear"), a], 1))
+        return self.head(u)
+
+
+class Strided(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 7, stride=2, padding=3)
+        self.c2 = nn.Conv2d(8, 8, 3, stride=2)  # (no padding: H - 2 before the stride)
+        self.pool = nn.MaxPool2d(3, 2, 1)
+        self.c3 = nn.Conv2d(8, 4, 3, stride=2, padding=1)
+        self.fc = nn.Linear(8, 5)
+
+    def forward(self, x):
+        y = self.pool(F.relu(self.c2(F.relu(self.c1(x)))))
+        z = F.interpolate(self.c3(y), scale_factor=2.0, mode="bilinear")
+        n = y.shape[-1]
+        return (
+            z[:, :, 1:-1],
+            y[..., : n // 2],
+            self.fc(F.adaptive_avg_pool2d(y, 1).flatten(1)),
+            y.view(y.shape[0], -1).sum(1),
+            y.reshape(y.shape[0], 8, -1).mean(-1),
+            F.avg_pool2d(y, 2, ceil_mode=False).flatten(2),
+        )
+
+
+def _outputs(value) -> list:
+    return [v.detach().numpy() for v in (value if isinstance(value, tuple) else (value,))]
+
+
+def _check(model, path, shapes):
+    model.eval()
+    ember.onnx.export(model, path, input_signature=SPEC)
+    proto = onnx.load(str(path))
+    onnx.checker.check_model(proto, full_check=True)
+    onnx.shape_inference.infer_shapes(proto, strict_mode=True)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    captured = ember.function(model, input_signature=SPEC)
+    rng = np.random.default_rng(0)
+    for shape in shapes:
+        x = rng.standard_normal(shape).astype(np.float32)
+        want = _outputs(model(ember.tensor(x)))
+        got = session.run(None, {session.get_inputs()[0].name: x})
+        assert len(got) == len(want)
+        for g, w, c in zip(got, want, _outputs(captured(ember.tensor(x)))):
+            assert g.shape == w.shape
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+            np.testing.assert_allclose(c, w, rtol=1e-4, atol=1e-5)
+
+
+def test_a_unet_with_symbolic_image_sizes(tmp_path):
+    _check(UNet(), tmp_path / "unet.onnx", [(1, 3, 16, 16), (2, 3, 32, 24), (3, 3, 8, 40)])
+
+
+def test_strided_convolutions_slices_and_flattening(tmp_path):
+    shapes = [(1, 3, 64, 64), (2, 3, 61, 47), (3, 3, 33, 100)]
+    _check(Strided(), tmp_path / "strided.onnx", shapes)
+
+
+def test_sizes_that_have_no_form_name_the_op_and_line(tmp_path):
+    """Upsampling by 1.5 (no whole factor) and an uneven tensor_split of a symbolic size are
+    refused naming the op and this file's line."""
+    with pytest.raises(ember.ShapeError, match=r"interpolate: .*no whole multiple") as info:
+        ember.onnx.export(
+            lambda x: F.interpolate(x, scale_factor=1.5), tmp_path / "a.onnx", input_signature=SPEC
+        )
+    assert "test_onnx50_symbolic_sizes.py" in str(info.value)
+    with pytest.raises(ember.ShapeError, match="bilinear.*align_corners=True"):
+        ember.onnx.export(
+            lambda x: F.interpolate(x, scale_factor=2.0, mode="bilinear", align_corners=True),
+            tmp_path / "b.onnx",
+            input_signature=SPEC,
+        )
+
+
+def test_expression_sizes_in_graph_files(tmp_path):
+    """A captured graph whose types hold floor divisions and sums saves and loads."""
+    from ember.graph.load import load_graph
+    from ember.graph.serialize import save_graph
+
+    f = ember.function(Strided().eval(), input_signature=SPEC)
+    f(ember.ones(1, 3, 20, 20))
+    save_graph(f.graph, tmp_path / "g.json")
+    back = load_graph(tmp_path / "g.json")
+    assert [v.type for v in back.outputs] == [v.type for v in f.graph.outputs]
+    assert any("//" in str(d) for v in back.outputs for d in v.type.shape)
