@@ -12,14 +12,23 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes as dt
 from ..errors import OnnxError, ShapeError, user_location
 from ..symbolic import SymDim
 from ..types import TensorType
 from .export_emit import Emitter, onnx_dtype
 
-__all__ = ["ModelWriter", "value_info"]
+__all__ = ["ModelWriter", "pair_type", "value_info"]
 
 _SMALL = 64  # constants up to this many elements are shared between equal uses
+
+
+def pair_type(t) -> TensorType:
+    """The type a value has in the file: a complex one as a real tensor with a last axis of 2
+    (its real and imaginary parts, as ONNX's DFT gives them: ops/_onnx_complex.py)."""
+    if t.dtype.is_complex:
+        return TensorType(tuple(t.shape) + (2,), dt.to_real(t.dtype))
+    return TensorType(tuple(t.shape), t.dtype)
 
 
 def value_info(onnx, name: str, type: TensorType):
@@ -71,6 +80,8 @@ class ModelWriter:
         return names[0] if outputs == 1 else tuple(names)
 
     def constant(self, array: np.ndarray, hint: str = "const") -> str:
+        if np.iscomplexobj(array):  # (written as its pairs)
+            array = np.stack([array.real, array.imag], axis=-1)
         key = None
         if array.size <= _SMALL:
             key = (array.dtype.str, array.shape, array.tobytes())
@@ -154,7 +165,7 @@ class ModelWriter:
                 raise OnnxError(f"no type known for {unknown}", op=op.name, location=where)
             in_types = [self.types[n] for n in inputs]
         for n, t in zip(inputs, in_types):
-            self.types.setdefault(n, TensorType(tuple(t.shape), t.dtype))
+            self.types.setdefault(n, pair_type(t))
         inferred = op.infer(*in_types, **attrs)
         out_types = (inferred,) if op.num_outputs == 1 else tuple(inferred)
         return self.emit_call(op, inputs, attrs, in_types, out_types, where)
@@ -171,11 +182,12 @@ class ModelWriter:
                 location=where,
             )
         complex_types = [t for t in (*in_types, *out_types) if t.dtype.is_complex]
-        if complex_types:
+        if complex_types and not getattr(op.onnx, "complex_pairs", False):
             raise OnnxError(
                 f"computes with {complex_types[0].dtype.name} values, which ONNX's operators "
-                "do not take (its DFT and STFT give real and imaginary parts as a last axis of "
-                "2); it cannot be exported",
+                "do not take; the exporter writes them as real and imaginary parts along a "
+                "last axis of 2 (as ONNX's DFT does), which this op's rule does not read; it "
+                "cannot be exported",
                 op=op.name,
                 location=where,
             )
@@ -200,7 +212,7 @@ class ModelWriter:
                 location=where,
             )
         for name, t in zip(names, out_types):
-            self.types.setdefault(name, TensorType(tuple(t.shape), t.dtype))
+            self.types.setdefault(name, pair_type(t))
         return names
 
     def inline(self, graph, names, where=None, outputs=None) -> tuple:
@@ -214,7 +226,7 @@ class ModelWriter:
             )
         env = {id(v): n for v, n in zip(graph.inputs, names)}
         for v, n in zip(graph.inputs, names):
-            self.types.setdefault(n, TensorType(tuple(v.type.shape), v.type.dtype))
+            self.types.setdefault(n, pair_type(v.type))
         needed = needed_nodes(outputs)
         for node in graph.nodes:
             if id(node) not in needed:
@@ -222,7 +234,7 @@ class ModelWriter:
             if node.kind == "constant":
                 array = np.asarray(graph.constants[node.name])
                 env[id(node.outputs[0])] = name = self.constant(array, node.name)
-                self.types.setdefault(name, node.outputs[0].type)
+                self.types.setdefault(name, pair_type(node.outputs[0].type))
             elif node.kind == "call":
                 inputs = [env[id(v)] for v in node.inputs]
                 here = node.location or where
@@ -247,10 +259,10 @@ class ModelWriter:
         try:
             inputs = [self.fresh(f"{name}_in") for _ in in_types]
             for n, t in zip(inputs, in_types):
-                self.types[n] = TensorType(tuple(t.shape), t.dtype)
+                self.types[n] = pair_type(t)
             outputs = list(build(*inputs))
             for out, t in zip(outputs, out_types or ()):
-                self.types[out] = TensorType(tuple(t.shape), t.dtype)
+                self.types[out] = pair_type(t)
             made = self._scopes[-1]["made"]
             for i, out in enumerate(outputs):  # an output must be made by a node of the body
                 if out not in made or out in outputs[:i]:

@@ -14,6 +14,7 @@ from ..devices import device as device_type
 from ..errors import DTypeError
 from ..types import TensorType
 from . import _memory_format
+from . import _onnx_complex as cx
 from . import api as E
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._rules import Complex
@@ -64,7 +65,7 @@ _CAST = register(
     OpDef(
         name="cast",
         float8=True,
-        onnx=_onnx_cast,
+        onnx=cx.pairs(_onnx_cast, cx.cast),
         kind="elementwise",
         infer=lambda x, *, dtype: TensorType(tuple(x.shape), dtype),
         kernel=_cast_kernel,

@@ -14,6 +14,7 @@ from ..errors import ShapeError
 from ..symbolic import SymDim
 from ..types import TensorType
 from . import _batching
+from . import _onnx_complex as cx
 from . import api as E
 from ._autocast import Autocast, autocasts
 from ._registry import OpDef, apply, export, register
@@ -72,12 +73,16 @@ def _onnx_reshape(e):
     return e.node("Reshape", [e.inputs[0], e.shape(e.attrs["shape"])])
 
 
+def _onnx_reshape_pairs(e):  # (complex values: their parts' axis kept last)
+    return e.node("Reshape", [e.inputs[0], e.shape((*e.attrs["shape"], 2))])
+
+
 RESHAPE = register(
     OpDef(
         name="reshape",
         float8=True,
         complex=Complex.GRADIENT,
-        onnx=_onnx_reshape,
+        onnx=cx.pairs(_onnx_reshape, _onnx_reshape_pairs),
         kind="shape",
         infer=_reshape_infer,
         kernel=lambda x, *, shape: x.reshape(shape),
@@ -262,12 +267,17 @@ def _onnx_permute(e):
     return e.node("Transpose", e.inputs, perm=list(e.attrs["dims"]))
 
 
+def _onnx_permute_pairs(e):  # (complex values: their parts' axis kept last)
+    n = len(e.in_types[0].shape)
+    return e.node("Transpose", e.inputs, perm=[d % n for d in e.attrs["dims"]] + [n])
+
+
 _PERMUTE = register(
     OpDef(
         name="permute",
         float8=True,
         complex=Complex.GRADIENT,
-        onnx=_onnx_permute,
+        onnx=cx.pairs(_onnx_permute, _onnx_permute_pairs),
         kind="shape",
         infer=_permute_infer,
         kernel=lambda x, *, dims: x.transpose(dims),
@@ -422,13 +432,17 @@ def _onnx_concat(e):
     return e.node("Concat", e.inputs, axis=e.attrs["axis"])
 
 
+def _onnx_concat_pairs(e):  # (complex values: the axis counted from the front)
+    return e.node("Concat", e.inputs, axis=e.attrs["axis"] % len(e.out_types[0].shape))
+
+
 CONCAT = register(
     OpDef(
         name="concat",
         float8=True,
         complex=Complex.GRADIENT,
         autocast=Autocast.PROMOTE,
-        onnx=_onnx_concat,
+        onnx=cx.pairs(_onnx_concat, _onnx_concat_pairs),
         kind="shape",
         infer=_concat_infer,
         kernel=lambda *xs, axis: np.concatenate(xs, axis=axis),

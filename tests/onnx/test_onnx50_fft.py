@@ -1,0 +1,111 @@
+"""ember.fft and stft/istft exported through ONNX's DFT (opset 17; from 20 its axis is an
+input), complex values written as real/imaginary pairs on a last axis (refused by name before
+onnx50): forward and inverse, one-sided and full, every norm, several axes, symbolic lengths,
+complex products, quotients, conjugates and magnitudes. Each against onnxruntime, NumPy and
+ember's own import of the file. Ops that have no pair form still refuse complex values by
+name."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ember
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+fft = ember.fft
+
+
+def _spectra(x):
+    a = fft.rfft(x)
+    c = fft.fft(x)
+    return (
+        fft.irfft(a * 2.0, n=x.shape[-1]),
+        fft.ifft(c).real,
+        fft.rfft(x, n=10, norm="ortho").abs(),
+        ember.view_as_real(c),
+        fft.fft2(x, norm="forward").imag,
+        (a * a.conj()).real,
+        fft.irfft(a * ember.tensor([1.0, 2, 3, 4], dtype=ember.complex64), n=7, norm="forward"),
+        ember.view_as_real(c / (c + 1.0) - ember.complex(x, -x)),
+        fft.irfft2(fft.rfft2(x), s=x.shape),
+        fft.rfftn(x.unsqueeze(0), norm="ortho").abs(),
+    )
+
+
+def _numpy_spectra(x):
+    a, c = np.fft.rfft(x), np.fft.fft(x)
+    return (
+        np.fft.irfft(a * 2, n=x.shape[-1]),
+        np.fft.ifft(c).real,
+        np.abs(np.fft.rfft(x, n=10, norm="ortho")),
+        np.stack([c.real, c.imag], -1),
+        np.fft.fft2(x, norm="forward").imag,
+        (a * a.conj()).real,
+        np.fft.irfft(a * np.array([1, 2, 3, 4]), n=7, norm="forward"),
+        None,
+        np.fft.irfft2(np.fft.rfft2(x), s=x.shape),
+        np.abs(np.fft.rfftn(x[None], norm="ortho")),
+    )
+
+
+@pytest.mark.parametrize("opset", [17, 20])
+def test_transforms_against_onnxruntime_and_numpy(opset, tmp_path):
+    x = np.random.default_rng(opset).standard_normal((3, 6)).astype(np.float32)
+    path = tmp_path / "fft.onnx"
+    ember.onnx.export(_spectra, path, ember.tensor(x), opset=opset)
+    onnx.checker.check_model(onnx.load(str(path)), full_check=True)
+    assert any(n.op_type == "DFT" for n in onnx.load(str(path)).graph.node)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    got = session.run(None, {session.get_inputs()[0].name: x})
+    want = [w.numpy() for w in _spectra(ember.tensor(x))]
+    back = [b.numpy() for b in ember.onnx.load(path)(x)]
+    for g, w, b, n in zip(got, want, back, _numpy_spectra(x.astype(np.float64))):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(b, w, rtol=1e-4, atol=1e-4)
+        if n is not None:
+            np.testing.assert_allclose(g, n, rtol=1e-4, atol=1e-4)
+
+
+def test_symbolic_lengths_and_stft(tmp_path):
+    def f(x):
+        a = fft.rfft(x)
+        return fft.irfft(a * 0.5, n=x.shape[-1]), a.abs(), fft.fft(x, norm="ortho").real
+
+    path = tmp_path / "sym.onnx"
+    ember.onnx.export(f, path, input_signature=[ember.TensorSpec((None, None))], opset=20)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for shape in ((2, 32), (1, 17), (3, 40)):
+        x = np.random.default_rng(shape[1]).standard_normal(shape).astype(np.float32)
+        for g, w in zip(session.run(None, {"x": x}), f(ember.tensor(x))):
+            np.testing.assert_allclose(g, w.numpy(), rtol=1e-4, atol=1e-4)
+
+    window = ember.hann_window(8)
+
+    def spectrogram(x):
+        spec = ember.stft(x, 8, hop_length=2, window=window, return_complex=True)
+        return spec.abs() ** 2, ember.istft(spec, 8, hop_length=2, window=window, length=32)
+
+    x = np.random.default_rng(0).standard_normal((2, 32)).astype(np.float32)
+    ember.onnx.export(spectrogram, path, ember.tensor(x), opset=18)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for g, w in zip(session.run(None, {"x": x}), spectrogram(ember.tensor(x))):
+        np.testing.assert_allclose(g, w.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_complex_inputs_and_outputs_are_pairs_and_old_opsets_refuse(tmp_path):
+    z = (np.random.default_rng(0).standard_normal((4, 5, 2))).astype(np.float32)
+    path = tmp_path / "c.onnx"
+    ember.onnx.export(
+        lambda t: fft.ifft(t * t.conj()), path, ember.tensor(z[..., 0] + 1j * z[..., 1])
+    )
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    (got,) = session.run(None, {session.get_inputs()[0].name: z})
+    c = z[..., 0] + 1j * z[..., 1]
+    want = np.fft.ifft(c * c.conj())
+    np.testing.assert_allclose(got, np.stack([want.real, want.imag], -1), rtol=1e-4, atol=1e-5)
+    with pytest.raises(ember.errors.OnnxError, match=r"fft_r2c: .*before opset 17 \(DFT\)"):
+        ember.onnx.export(lambda t: fft.rfft(t).abs(), path, ember.ones(4), opset=16)
