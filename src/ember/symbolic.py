@@ -327,7 +327,9 @@ class SymDim:
         return r if all(mine[m] == r * c for m, c in theirs.items()) else None
 
     def _divide_exactly(self, other: SymDim):
-        """self / other where other divides self exactly as polynomials, else None."""
+        """self / other where other divides self as polynomials, or (a monomial ``c * m``
+        dividing every term) where ``c`` divides the rest for every ALIGNED value of the
+        symbols (then that quotient's floor); else None."""
         if len(other._terms) != 1:
             return _poly_divide(dict(self._terms), dict(other._terms))
         ((div_mono, div_c),) = other._terms
@@ -339,22 +341,25 @@ class SymDim:
                 if powers.get(atom, 0) < p:
                     return _constant_ratio(self, other)
                 powers[atom] -= p
-            if c % div_c:
-                return None
-            out[
-                tuple(
-                    sorted(
-                        ((a, p) for a, p in powers.items() if p), key=lambda ap: _atom_key(ap[0])
-                    )
-                )
-            ] = c // div_c
-        return _make(out)
+            kept = ((a, p) for a, p in powers.items() if p)
+            out[tuple(sorted(kept, key=lambda ap: _atom_key(ap[0])))] = c
+        if div_c < 0:
+            out, div_c = {m: -c for m, c in out.items()}, -div_c
+        quotient = _make(out)
+        if isinstance(quotient, int):
+            return quotient // div_c if quotient % div_c == 0 else None
+        return quotient // div_c if quotient._aligned_multiple(div_c) else None
+
+    def _aligned_multiple(self, k: int) -> bool:
+        """Whether k divides self wherever every symbol is a multiple of ALIGNED."""
+        return all(c % k == 0 for _, c in self._aligned())
 
     def __mod__(self, other):
-        """0 when the division is exact for every value of the symbols; otherwise undecidable
-        (a reshape whose -1 could not be resolved for some sizes) and an error."""
+        """0 when the division is exact wherever every symbol is a multiple of ALIGNED (the
+        assumption equality makes: a reshape's -1 over ``H*W`` by 4 is ``(H*W)//4``);
+        otherwise undecidable and an error."""
         if isinstance(other, int) and other > 0:
-            if all(c % other == 0 for _, c in self._terms):
+            if self._aligned_multiple(other):
                 return 0
         elif isinstance(other, SymDim) and self._divide_exactly(other) is not None:
             return 0
@@ -401,6 +406,8 @@ class SymDim:
         return self._hash
 
     def _compare(self, other, op: str) -> bool:
+        if isinstance(other, float) and math.isfinite(other):  # (a whole size against x)
+            other = math.ceil(other) if op in ("<", ">=") else math.floor(other)
         if not isinstance(other, (SymDim, int)):
             return NotImplemented
         test = _TESTS[op]
@@ -607,6 +614,16 @@ def sym(name: str) -> SymDim:
     if not name.isidentifier():
         raise ValueError(f"a symbolic dimension needs an identifier as its name, got {name!r}")
     return SymDim._of(((((name, 1),), 1),))
+
+
+def holds(test) -> bool:
+    """``test()`` (a comparison of sizes), taken to hold where symbolic sizes leave it
+    undecided: for a shape rule's validity check, which the run checks on the concrete
+    sizes (reflect padding narrower than a symbolic dimension)."""
+    try:
+        return bool(test())
+    except ShapeError:
+        return True
 
 
 def is_symbolic(d) -> bool:

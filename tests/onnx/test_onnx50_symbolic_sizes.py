@@ -1,7 +1,8 @@
 """Conv nets exported with symbolic image sizes (``TensorSpec((None, 3, None, None))``):
 strided convolutions and poolings give sizes such as ``(H+1)//2``, upsampling doubles them, a
 U-Net concatenates its skip connections, flatten/view/reshape and slices from the end work on
-them, adaptive average pooling takes them to 1x1. Before onnx50 a symbolic size could only be
+them, adaptive average pooling takes them to 1x1, shape ops (strided slices, roll, splits,
+unfold, reflect padding) work on them. Before onnx50 a symbolic size could only be
 a product of symbols (``N - 1`` was refused), so none of these exported. Each file passes the
 checker and shape inference and runs in onnxruntime at several batch and image sizes, equal to
 ember; ember's own captured function runs them too, and a graph file keeps the expressions."""
@@ -105,6 +106,36 @@ def test_strided_convolutions_slices_and_flattening(tmp_path):
     _check(Strided(), tmp_path / "strided.onnx", shapes)
 
 
+class Shapes(nn.Module):
+    """Shape ops over symbolic sizes that needed their values before: strided and negative
+    slices, roll, reflect padding, splits by a symbolic size, unfold, tensor_split, pixel
+    (un)shuffle, a reshape whose -1 divides a product of symbols, ceil-mode pooling."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 12, 3, padding=1)
+
+    def forward(self, x):
+        h = x.shape[2]
+        top, bottom = x.split(h // 2, 2)
+        return (
+            x[:, :, ::2, 1::3] * 2.0,
+            x[:, :, -3:, :-2],
+            ember.roll(x, 1, 2) + ember.roll(x, -2, 3),
+            F.pad(x, (1, 1, 2, 2), mode="reflect"),
+            top - bottom,
+            F.unfold(x, 3, padding=1, stride=2),
+            ember.tensor_split(x, 3, 3)[1],
+            F.pixel_unshuffle(F.pixel_shuffle(self.conv(x), 2), 2),
+            x.reshape(x.shape[0], -1, 4).sum(-1),
+            F.max_pool2d(x, 3, 2, ceil_mode=True) + F.avg_pool2d(x, 3, 2, ceil_mode=True),
+        )
+
+
+def test_shape_ops_over_symbolic_sizes(tmp_path):
+    _check(Shapes(), tmp_path / "shapes.onnx", [(1, 3, 16, 12), (2, 3, 20, 24), (3, 3, 8, 36)])
+
+
 def test_sizes_that_have_no_form_name_the_op_and_line(tmp_path):
     """Upsampling by 1.5 (no whole factor) and an uneven tensor_split of a symbolic size are
     refused naming the op and this file's line."""
@@ -113,6 +144,8 @@ def test_sizes_that_have_no_form_name_the_op_and_line(tmp_path):
             lambda x: F.interpolate(x, scale_factor=1.5), tmp_path / "a.onnx", input_signature=SPEC
         )
     assert "test_onnx50_symbolic_sizes.py" in str(info.value)
+    with pytest.raises(ember.ShapeError, match="adaptive_avg_pool: .*to 7"):
+        ember.onnx.export(nn.AdaptiveAvgPool2d(7), tmp_path / "c.onnx", input_signature=SPEC)
     with pytest.raises(ember.ShapeError, match="bilinear.*align_corners=True"):
         ember.onnx.export(
             lambda x: F.interpolate(x, scale_factor=2.0, mode="bilinear", align_corners=True),

@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import ShapeError
+from ..symbolic import holds
 from ..types import TensorType
 from . import _item_scalars as _items
 from . import api as E
@@ -33,7 +34,7 @@ def _pad_infer(x, *, pads, mode, value):
     for d, (lo, hi) in enumerate(pads):
         if lo < 0 or hi < 0:
             raise ShapeError(f"negative padding {(lo, hi)} on dimension {d}", op="pad")
-        if mode == "reflect" and (lo >= x.shape[d] or hi >= x.shape[d]) and (lo or hi):
+        if mode == "reflect" and (lo or hi) and not holds(lambda: max(lo, hi) < x.shape[d]):
             raise ShapeError(
                 f"reflect padding {(lo, hi)} must be smaller than dimension {d} "
                 f"of shape {fmt_shape(x.shape)}",

@@ -567,14 +567,30 @@ def split(x, split_size_or_sections, dim=0, *, axis=None):
     x = to_tensor(x)
     a = normalize_axis("split", pick_axis(dim, axis, 0), x.ndim)
     n = x.shape[a]
-    if isinstance(split_size_or_sections, int):
-        size = split_size_or_sections
-        if size <= 0:
-            raise ShapeError(f"split size must be positive, got {size}", op="split")
-        sizes = tuple(min(size, n - i) for i in range(0, n, size)) or (0,)
+    spec = split_size_or_sections
+    if isinstance(spec, SymDim) or isinstance(spec, int) and isinstance(n, SymDim):
+        sizes = _symbolic_pieces(n, spec)
+    elif isinstance(spec, int):
+        if spec <= 0:
+            raise ShapeError(f"split size must be positive, got {spec}", op="split")
+        sizes = tuple(min(spec, n - i) for i in range(0, n, spec)) or (0,)
     else:
-        sizes = tuple(int(s) for s in split_size_or_sections)
+        sizes = tuple(s if isinstance(s, SymDim) else int(s) for s in spec)
     return apply(SPLIT, x, sizes=sizes, axis=a)
+
+
+def _symbolic_pieces(n, size) -> tuple:
+    """Pieces of ``size`` of a dimension of ``n`` where one of them is symbolic: their number
+    must be fixed (``x.split(x.shape[2] // 2, 2)``: two), the last one the rest."""
+    ratio = n.ratio(size) if isinstance(n, SymDim) else None
+    if ratio is None:
+        raise ShapeError(
+            f"pieces of {size} of a dimension of size {n}: their number depends on the "
+            "symbolic size's value; give split sizes that divide it a fixed number of times",
+            op="split",
+        )
+    count = -(-ratio.numerator // ratio.denominator)  # (ceil: the last piece may be smaller)
+    return (size,) * (count - 1) + (n - size * (count - 1),)
 
 
 @export(method=True)
