@@ -165,3 +165,27 @@ def test_expression_sizes_in_graph_files(tmp_path):
     back = load_graph(tmp_path / "g.json")
     assert [v.type for v in back.outputs] == [v.type for v in f.graph.outputs]
     assert any("//" in str(d) for v in back.outputs for d in v.type.shape)
+
+
+def test_a_gpt_with_a_symbolic_length(tmp_path):
+    """ember.zoo's GPT slices its position table and causal mask to the input's length and
+    counts positions with arange(T): over a symbolic length these were refused (a range's
+    length fixed while the graph is built, a static table sliced by a symbolic bound)."""
+    from ember import zoo
+
+    spec = zoo.SPECS["gpt"]
+    ember.manual_seed(0)
+    model = zoo.build("gpt", ember, **spec.test_sizes).eval()
+    signature = [TensorSpec((None, None), ember.int64)]
+    path = tmp_path / "gpt.onnx"
+    ember.onnx.export(model, path, input_signature=signature)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    captured = ember.function(model, input_signature=signature)
+    tokens, _ = zoo.inputs("gpt", 3, **spec.test_sizes)
+    for length in (tokens.shape[1], 3, 1):
+        t = tokens[:, :length].copy()
+        with ember.no_grad():
+            want = model(ember.tensor(t)).numpy()
+        (got,) = session.run(None, {session.get_inputs()[0].name: t})
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(captured(ember.tensor(t)).numpy(), want, rtol=1e-5, atol=1e-6)

@@ -72,8 +72,8 @@ def _bound(value):
 def _slice_entry(s: slice, n: int) -> tuple:
     if s.step == 0:
         raise ValueError("getitem: slice step cannot be zero")
-    if isinstance(n, SymDim):
-        return _symbolic_slice_entry(s, n)
+    if isinstance(n, SymDim) or isinstance(s.start, SymDim) or isinstance(s.stop, SymDim):
+        return _symbolic_slice_entry(s, n)  # (a table's first T rows: pos[:T])
     start, stop, step = s.indices(n)  # takes anything with __index__ (ints, 0-d int tensors)
     length = len(range(start, stop, step))
     if length == 0:
