@@ -4,8 +4,9 @@ the installed onnx knows, for a model whose ops changed signature across opsets 
 Squeeze/Unsqueeze and the reductions' axes as inputs, Resize, Pad, Clip's inputs, layer and
 group norm), each file checked and run by onnxruntime against ember. Import: a default-domain
 opset newer than any ember knows is read with the newest definitions, as onnx's checker reads
-it; an operator of an unknown domain or of a version before its first is an OnnxError naming
-it."""
+it; an operator of an unknown domain or of a version before its first, an opset version out
+of range and default-domain nodes without a default opset are OnnxErrors, as onnx's checker
+refuses them."""
 
 from __future__ import annotations
 
@@ -100,3 +101,10 @@ def test_future_and_unknown_opsets_on_import():
         ember.errors.OnnxError, match="Relu from opset 1, the model imports opset 0"
     ):
         ember.onnx.load(_relu_model([("", 0)]))
+    # as onnx's checker: versions outside an int32's range, and default-domain nodes in a
+    # model importing no default opset (a TypeError and a silent opset 1 before onnx50)
+    for version in (-3, 2**40):
+        with pytest.raises(ember.errors.OnnxError, match=f"version {version}, outside the range"):
+            ember.onnx.load(_relu_model([("", version)]))
+    with pytest.raises(ember.errors.OnnxError, match="imports no opset of"):
+        ember.onnx.load(_relu_model([("com.unknown", 1)]))
