@@ -73,7 +73,13 @@ def test_transforms_against_onnxruntime_and_numpy(opset, tmp_path):
 def test_symbolic_lengths_and_stft(tmp_path):
     def f(x):
         a = fft.rfft(x)
-        return fft.irfft(a * 0.5, n=x.shape[-1]), a.abs(), fft.fft(x, norm="ortho").real
+        frames = ember.stft(x, 8, hop_length=3, window=ember.hann_window(8), return_complex=True)
+        return (
+            fft.irfft(a * 0.5, n=x.shape[-1]),
+            a.abs(),
+            fft.fft(x, norm="ortho").real,
+            (frames.abs() + 1e-6).log(),  # (the frames' count follows the length)
+        )
 
     path = tmp_path / "sym.onnx"
     ember.onnx.export(f, path, input_signature=[ember.TensorSpec((None, None))], opset=20)
@@ -82,6 +88,11 @@ def test_symbolic_lengths_and_stft(tmp_path):
         x = np.random.default_rng(shape[1]).standard_normal(shape).astype(np.float32)
         for g, w in zip(session.run(None, {"x": x}), f(ember.tensor(x))):
             np.testing.assert_allclose(g, w.numpy(), rtol=1e-4, atol=1e-4)
+        torch = pytest.importorskip("torch")
+        hann = torch.hann_window(8)
+        want = torch.stft(torch.tensor(x), 8, hop_length=3, window=hann, return_complex=True)
+        got = f(ember.tensor(x))[3].numpy()
+        np.testing.assert_allclose(got, (want.abs() + 1e-6).log().numpy(), rtol=1e-4, atol=1e-4)
 
     window = ember.hann_window(8)
 
