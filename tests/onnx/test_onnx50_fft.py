@@ -1,9 +1,9 @@
 """ember.fft and stft/istft exported through ONNX's DFT (opset 17; from 20 its axis is an
 input), complex values written as real/imaginary pairs on a last axis (refused by name before
 onnx50): forward and inverse, one-sided and full, every norm, several axes, symbolic lengths,
-complex products, quotients, conjugates and magnitudes. Each against onnxruntime, NumPy and
-ember's own import of the file. Ops that have no pair form still refuse complex values by
-name."""
+complex products, quotients, conjugates, magnitudes, angles, exponentials, sums and slices.
+Each against onnxruntime, NumPy and ember's own import of the file. Ops that have no pair
+form still refuse complex values by name."""
 
 from __future__ import annotations
 
@@ -32,6 +32,9 @@ def _spectra(x):
         ember.view_as_real(c / (c + 1.0) - ember.complex(x, -x)),
         fft.irfft2(fft.rfft2(x), s=x.shape),
         fft.rfftn(x.unsqueeze(0), norm="ortho").abs(),
+        ember.cat([(a * (0.6 + 0.8j)).angle(), x.angle()], -1),  # (off the branch cut)
+        ember.view_as_real(ember.exp(a * 0.1)[:, 1:3].sum(0)),
+        fft.fftshift(c.abs()) + fft.hfft(a, n=6),
     )
 
 
@@ -48,6 +51,9 @@ def _numpy_spectra(x):
         None,
         np.fft.irfft2(np.fft.rfft2(x), s=x.shape),
         np.abs(np.fft.rfftn(x[None], norm="ortho")),
+        np.concatenate([np.angle(a * (0.6 + 0.8j)), np.angle(x)], -1),
+        None,
+        np.fft.fftshift(np.abs(c)) + np.fft.hfft(a, n=6),
     )
 
 
@@ -105,6 +111,13 @@ def test_symbolic_lengths_and_stft(tmp_path):
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     for g, w in zip(session.run(None, {"x": x}), spectrogram(ember.tensor(x))):
         np.testing.assert_allclose(g, w.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_ops_without_a_pair_form_refuse_complex_values_by_name(tmp_path):
+    with pytest.raises(ember.errors.OnnxError, match=r"^pow: .*complex64"):
+        ember.onnx.export(
+            lambda t: ember.view_as_real(fft.rfft(t) ** 3), tmp_path / "p.onnx", ember.ones(4)
+        )
 
 
 def test_complex_inputs_and_outputs_are_pairs_and_old_opsets_refuse(tmp_path):

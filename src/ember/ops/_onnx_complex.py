@@ -209,3 +209,39 @@ def cast(e):
         )
         return x
     return e.cast(x, dt.to_real(target))
+
+
+def exp(e):
+    """e^(a + bi) = e^a (cos b + i sin b)."""
+    x = e.inputs[0]
+    grow = e.node("Exp", [part(e, x, 0)])
+    turn = part(e, x, 1)
+    return join(
+        e,
+        e.node("Mul", [grow, e.node("Cos", [turn])]),
+        e.node("Mul", [grow, e.node("Sin", [turn])]),
+    )
+
+
+def angle(e):
+    """atan2(imag, real) from Atan of their ratio, moved by pi where the real part is negative;
+    0 where both are (as PyTorch's)."""
+    x = e.inputs[0]
+    dtype = real_dtype(e.in_types[0])
+    re, im = part(e, x, 0), part(e, x, 1)
+    zero, pi = e.scalar(0, dtype), e.scalar(np.pi, dtype)
+    turn = e.node("Where", [e.node("Less", [im, zero]), e.node("Neg", [pi]), pi])
+    turn = e.node("Where", [e.node("Less", [re, zero]), turn, zero])
+    out = e.node("Add", [e.node("Atan", [e.node("Div", [im, re])]), turn])
+    both = e.node("And", [e.node("Equal", [re, zero]), e.node("Equal", [im, zero])])
+    return e.node("Where", [both, zero, out])
+
+
+def reduce_sum(e):
+    """A sum of pairs: over the same axes, counted from the front (the parts' axis stays)."""
+    from ._onnx import reduce
+
+    x, n = e.inputs[0], len(e.in_types[0].shape)
+    if e.in_types[0].dtype is not e.out_types[0].dtype:
+        x = e.cast(x, real_dtype(e.out_types[0]))
+    return reduce(e, "ReduceSum", x, [a % n for a in e.attrs["axes"]], e.attrs["keepdims"])

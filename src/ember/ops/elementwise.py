@@ -332,7 +332,7 @@ _unary(
     save="output",
     c="exp{f}({0})",
     complex=Complex.GRADIENT,
-    onnx=_onnx.node("Exp"),
+    onnx=cx.pairs(_onnx.node("Exp"), cx.exp),
 )
 _unary(
     "log",

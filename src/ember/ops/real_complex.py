@@ -27,6 +27,7 @@ from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..types import TensorType
 from . import api as E
+from ._onnx_complex import angle as angle_of_pairs
 from ._onnx_complex import join as _join
 from ._onnx_complex import pairs as _pairs
 from ._onnx_complex import part as _part
@@ -108,6 +109,16 @@ _CONJ = register(
         doc="conj(z): the complex conjugate (a copy; PyTorch's is a lazy view)",
     )
 )
+
+
+def _onnx_real_angle(e):
+    """A real number's angle: pi below zero, else 0 (NaN kept), as PyTorch's."""
+    x, dtype = e.inputs[0], e.in_types[0].dtype
+    out = e.node(
+        "Where",
+        [e.node("Less", [x, e.scalar(0, dtype)]), e.scalar(np.pi, dtype), e.scalar(0, dtype)],
+    )
+    return e.node("Where", [e.node("IsNaN", [x]), x, out])
 
 
 def _onnx_complex_of(e):
@@ -231,6 +242,7 @@ def _angle_vjp(c, g):
 _ANGLE = register(
     OpDef(
         name="angle",
+        onnx=_pairs(_onnx_real_angle, angle_of_pairs),
         kind="elementwise",
         infer=_part_infer("angle"),
         kernel=np.angle,
