@@ -189,3 +189,54 @@ def test_a_gpt_with_a_symbolic_length(tmp_path):
         (got,) = session.run(None, {session.get_inputs()[0].name: t})
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(captured(ember.tensor(t)).numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_training_step_over_symbolic_image_sizes(tmp_path):
+    """The backward of strided convolutions and poolings over symbolic sizes: window codes to
+    plane positions computed in the graph, and ConvTranspose's rows past the last window
+    padded or cropped at run time (their number depends on the size's parity). Losses and
+    updated parameters against ember's eager step at even and odd sizes."""
+
+    def build():
+        ember.manual_seed(0)
+        return nn.Sequential(
+            nn.Conv2d(3, 4, 3, 1, 1),
+            nn.ReLU(),
+            nn.Conv2d(4, 4, 3, 2, 1),
+            nn.BatchNorm2d(4),
+            nn.MaxPool2d(2),
+            nn.Conv2d(4, 4, 3, padding=1),
+            nn.AvgPool2d(2),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Linear(4, 3),
+        )
+
+    def stepper(model):
+        optimizer = ember.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x, y):
+            loss = F.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            return loss
+
+        return step
+
+    path = tmp_path / "step.onnx"
+    signature = [SPEC[0], TensorSpec((None,), ember.int64)]
+    ember.onnx.export(stepper(build()), path, input_signature=signature)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for shape in ((2, 3, 16, 16), (3, 3, 13, 18), (1, 3, 9, 11)):
+        x = np.random.default_rng(shape[2]).standard_normal(shape).astype(np.float32)
+        y = np.arange(shape[0]) % 3
+        loss, *updated = session.run(None, {"x": x, "y": y})
+        model = build()
+        want = stepper(model)(ember.tensor(x), ember.tensor(y))
+        np.testing.assert_allclose(loss, want.numpy(), rtol=1e-5)
+        for p in model.parameters():  # (each updated parameter is among the outputs)
+            p = p.detach().numpy()
+            assert any(
+                u.shape == p.shape and np.allclose(u, p, rtol=1e-4, atol=1e-6) for u in updated
+            )

@@ -349,7 +349,7 @@ def _onnx_pool_scatter(e):
         indices = onnx_flat_from_codes(e, indices, e.attrs["window"], in_size, out_size)
     zeros = e.node(
         "ConstantOfShape",
-        [e.shape((n, c, int(np.prod(in_size))))],
+        [e.shape((n, c, math.prod(in_size)))],
         value=np.zeros(1, e.in_types[0].dtype.np),
     )
     flat_g = e.node("Reshape", [g, e.shape((n, c, -1))])

@@ -108,9 +108,28 @@ def onnx_codes_from_flat(e, flat: str, window: tuple, in_size: tuple, out_size: 
 
 def onnx_flat_from_codes(e, codes: str, window: tuple, in_size: tuple, out_size: tuple) -> str:
     """ONNX nodes turning window codes into flat plane positions (int64): the window's origin
-    plus the code's offset, both constant tables (`plane_positions`)."""
+    plus the code's offset, both constant tables (`plane_positions`); over symbolic sizes,
+    per axis the window's first position plus the code's kernel offset, times the plane's
+    stride along that axis, computed in the graph."""
+    if not all(isinstance(n, int) for n in (*in_size, *out_size)):
+        return _flat_from_codes_computed(e, codes, window, in_size, out_size)
     base, offsets = plane_positions(tuple(window), tuple(in_size), tuple(out_size))
     index = e.cast(codes, dt.int64)
     picked = e.node("Gather", [e.constant(np.array(offsets)), index], axis=0)
     origin = e.constant(np.array(base).reshape((1, 1) + tuple(out_size)))
     return e.node("Add", [picked, origin])
+
+
+def _flat_from_codes_computed(e, codes, window, in_size, out_size) -> str:
+    kernel, stride, padding, dilation = window
+    nd = len(kernel)
+    code = e.cast(codes, dt.int64)
+    flat = None
+    for axis, (f, ks) in enumerate(zip(plane_strides(in_size), plane_strides(kernel))):
+        offset = e.node("Div", [code, e.scalar(ks, dt.int64)])
+        offset = e.node("Mod", [offset, e.scalar(kernel[axis], dt.int64)], fmod=0)
+        offset = e.node("Mul", [offset, e.scalar(dilation[axis], dt.int64)])
+        first = _origins(e, out_size[axis], stride[axis], padding[axis], axis, nd)
+        term = e.node("Mul", [e.node("Add", [first, offset]), _size(e, f)])
+        flat = term if flat is None else e.node("Add", [flat, term])
+    return flat
