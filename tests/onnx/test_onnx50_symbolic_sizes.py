@@ -136,19 +136,58 @@ def test_shape_ops_over_symbolic_sizes(tmp_path):
     _check(Shapes(), tmp_path / "shapes.onnx", [(1, 3, 16, 12), (2, 3, 20, 24), (3, 3, 8, 36)])
 
 
+class Resized(nn.Module):
+    """interpolate over symbolic sizes at ratios no whole factor gives (downsampling, 1.5,
+    a segmentation head resized to its input's size, align_corners=True): PyTorch's source
+    positions computed in the graph, the taps gathered."""
+
+    def forward(self, x):
+        coarse = F.avg_pool2d(x, 4)
+        return (
+            F.interpolate(coarse, size=x.shape[2:], mode="bilinear", align_corners=True),
+            F.interpolate(coarse, size=x.shape[2:], mode="bilinear"),
+            F.interpolate(x, scale_factor=0.5, mode="bilinear"),
+            F.interpolate(x, scale_factor=1.5, mode="nearest"),
+            F.interpolate(F.max_pool2d(x, 2), size=x.shape[2:]),
+            F.interpolate(F.max_pool2d(x, 2), size=x.shape[2:], mode="nearest-exact"),
+        )
+
+
+def test_resizing_at_any_ratio_against_pytorch(tmp_path):
+    torch = pytest.importorskip("torch")
+    tf = torch.nn.functional
+    _check(Resized(), tmp_path / "resized.onnx", [(1, 3, 16, 16), (2, 3, 21, 13)])
+    x = np.random.default_rng(0).standard_normal((2, 3, 21, 13)).astype(np.float32)
+    t = torch.tensor(x)
+    coarse = tf.avg_pool2d(t, 4)
+    want = (
+        tf.interpolate(coarse, size=t.shape[2:], mode="bilinear", align_corners=True),
+        tf.interpolate(coarse, size=t.shape[2:], mode="bilinear"),
+        tf.interpolate(t, scale_factor=0.5, mode="bilinear"),
+        tf.interpolate(t, scale_factor=1.5, mode="nearest"),
+        tf.interpolate(tf.max_pool2d(t, 2), size=t.shape[2:]),
+        tf.interpolate(tf.max_pool2d(t, 2), size=t.shape[2:], mode="nearest-exact"),
+    )
+    captured = ember.function(Resized(), input_signature=SPEC)
+    for got, w in zip(captured(ember.tensor(x)), want):
+        np.testing.assert_allclose(got.numpy(), w.numpy(), rtol=1e-5, atol=1e-5)
+
+
 def test_sizes_that_have_no_form_name_the_op_and_line(tmp_path):
-    """Upsampling by 1.5 (no whole factor) and an uneven tensor_split of a symbolic size are
-    refused naming the op and this file's line."""
-    with pytest.raises(ember.ShapeError, match=r"interpolate: .*no whole multiple") as info:
+    """A scale that is no small fraction, bicubic taps and adaptive windows over a symbolic
+    size are refused naming the op and this file's line."""
+    with pytest.raises(ember.ShapeError, match=r"interpolate: .*no fraction") as info:
         ember.onnx.export(
-            lambda x: F.interpolate(x, scale_factor=1.5), tmp_path / "a.onnx", input_signature=SPEC
+            lambda x: F.interpolate(x, scale_factor=1 / 3),
+            tmp_path / "a.onnx",
+            input_signature=SPEC,
         )
     assert "test_onnx50_symbolic_sizes.py" in str(info.value)
     with pytest.raises(ember.ShapeError, match="adaptive_avg_pool: .*to 7"):
         ember.onnx.export(nn.AdaptiveAvgPool2d(7), tmp_path / "c.onnx", input_signature=SPEC)
-    with pytest.raises(ember.ShapeError, match="bilinear.*align_corners=True"):
+    with pytest.raises(ember.ShapeError, match="interpolate: mode 'bicubic'"):
         ember.onnx.export(
-            lambda x: F.interpolate(x, scale_factor=2.0, mode="bilinear", align_corners=True),
+            lambda x: F.interpolate(x, scale_factor=2.0, mode="bicubic"),
             tmp_path / "b.onnx",
             input_signature=SPEC,
         )

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import math
 import warnings
+from fractions import Fraction
 
 import numpy as np
 
@@ -49,13 +50,16 @@ def _per_dim(op: str, what: str, value, dims: int) -> list:
 def _scaled(n, scale: float):
     """``floor(n * scale)``; a symbolic size (``TensorSpec((None, "T"))``) by a whole scale."""
     if isinstance(n, SymDim):
-        if not scale.is_integer() or scale < 1:
+        exact = Fraction(scale)
+        small = exact.limit_denominator(1024)
+        if small != exact or scale <= 0:
             raise ShapeError(
-                f"scale_factor {scale} of the symbolic size {n} is no whole multiple of it; "
-                "give a whole scale_factor, an explicit size or a fixed size there",
+                f"scale_factor {scale} of the symbolic size {n} is no fraction with a small "
+                "denominator, so floor(size * scale) has no form over it; give a scale such "
+                "as 2, 0.5 or 1.5, an explicit size or a fixed size there",
                 op="interpolate",
             )
-        return n * int(scale)
+        return (n * small.numerator) // small.denominator
     return int(math.floor(n * scale))
 
 
@@ -266,7 +270,13 @@ def interpolate(
         axis, n_in = d + 2, x.shape[d + 2]
         if isinstance(n_in, SymDim) or isinstance(out[d], SymDim):
             k = _symbolic.whole_factor(n_in, out[d], mode, align_corners)
-            x = _symbolic.upsample(x, axis, k, linear=mode in _LINEAR)
+            if k is None and mode in _LINEAR:  # (a linear mode at another ratio)
+                x = _symbolic.linear_taps(x, axis, out[d], scales[d], align_corners)
+            elif k is None:
+                exact = mode == "nearest-exact"
+                x = _symbolic.nearest_taps(x, axis, out[d], scales[d], exact)
+            else:
+                x = _symbolic.upsample(x, axis, k, linear=mode in _LINEAR)
             continue
         if mode in ("nearest", "nearest-exact"):
             index = _nearest_index(n_in, out[d], scales[d], mode == "nearest-exact", dims)
