@@ -138,8 +138,8 @@ def test_shape_ops_over_symbolic_sizes(tmp_path):
 
 class Resized(nn.Module):
     """interpolate over symbolic sizes at ratios no whole factor gives (downsampling, 1.5,
-    a segmentation head resized to its input's size, align_corners=True): PyTorch's source
-    positions computed in the graph, the taps gathered."""
+    a segmentation head resized to its input's size, align_corners=True) and bicubic: PyTorch's
+    source positions computed in the graph, the taps gathered."""
 
     def forward(self, x):
         coarse = F.avg_pool2d(x, 4)
@@ -150,6 +150,8 @@ class Resized(nn.Module):
             F.interpolate(x, scale_factor=1.5, mode="nearest"),
             F.interpolate(F.max_pool2d(x, 2), size=x.shape[2:]),
             F.interpolate(F.max_pool2d(x, 2), size=x.shape[2:], mode="nearest-exact"),
+            F.interpolate(x, scale_factor=2.0, mode="bicubic"),
+            F.interpolate(coarse, size=x.shape[2:], mode="bicubic", align_corners=True),
         )
 
 
@@ -167,6 +169,8 @@ def test_resizing_at_any_ratio_against_pytorch(tmp_path):
         tf.interpolate(t, scale_factor=1.5, mode="nearest"),
         tf.interpolate(tf.max_pool2d(t, 2), size=t.shape[2:]),
         tf.interpolate(tf.max_pool2d(t, 2), size=t.shape[2:], mode="nearest-exact"),
+        tf.interpolate(t, scale_factor=2.0, mode="bicubic"),
+        tf.interpolate(coarse, size=t.shape[2:], mode="bicubic", align_corners=True),
     )
     captured = ember.function(Resized(), input_signature=SPEC)
     for got, w in zip(captured(ember.tensor(x)), want):
@@ -174,8 +178,8 @@ def test_resizing_at_any_ratio_against_pytorch(tmp_path):
 
 
 def test_sizes_that_have_no_form_name_the_op_and_line(tmp_path):
-    """A scale that is no small fraction, bicubic taps and adaptive windows over a symbolic
-    size are refused naming the op and this file's line."""
+    """A scale that is no small fraction, antialiased taps and adaptive windows over a
+    symbolic size are refused naming the op and this file's line."""
     with pytest.raises(ember.ShapeError, match=r"interpolate: .*no fraction") as info:
         ember.onnx.export(
             lambda x: F.interpolate(x, scale_factor=1 / 3),
@@ -185,9 +189,9 @@ def test_sizes_that_have_no_form_name_the_op_and_line(tmp_path):
     assert "test_onnx50_symbolic_sizes.py" in str(info.value)
     with pytest.raises(ember.ShapeError, match="adaptive_avg_pool: .*to 7"):
         ember.onnx.export(nn.AdaptiveAvgPool2d(7), tmp_path / "c.onnx", input_signature=SPEC)
-    with pytest.raises(ember.ShapeError, match="interpolate: mode 'bicubic'"):
+    with pytest.raises(ember.ShapeError, match="interpolate: mode 'bilinear' builds its"):
         ember.onnx.export(
-            lambda x: F.interpolate(x, scale_factor=2.0, mode="bicubic"),
+            lambda x: F.interpolate(x, scale_factor=0.5, mode="bilinear", antialias=True),
             tmp_path / "b.onnx",
             input_signature=SPEC,
         )

@@ -66,10 +66,6 @@ def _blend(a, wa: float, b, wb: float):
     return a * to_tensor(np.asarray(wa, a.dtype.np)) + b * to_tensor(np.asarray(wb, b.dtype.np))
 
 
-def linear_mode(mode: str) -> bool:
-    return mode in ("linear", "bilinear", "trilinear")
-
-
 def _count(n, dtype):
     """The size ``n`` (symbolic or not) as a 0-d tensor of ``dtype``."""
     if isinstance(n, int):
@@ -129,3 +125,40 @@ def nearest_taps(x, axis: int, n_out, scale, exact: bool):
     last = E.cast(_count(n_in, f32), f32) - to_tensor(np.asarray(1.0, np.float32))
     index = E.cast(E.minimum(source, last), dt.int64)
     return E.index_select(x, axis, index)
+
+
+def cubic_taps(x, axis: int, n_out, scale, align_corners: bool):
+    """Bicubic resampling along ``axis`` (Keys' kernel, a = -0.75, as `_cubic_weights`): the
+    source coordinate from the sizes in the graph, its four taps floor(x) - 1 .. + 2 clamped
+    to the border, gathered and weighted."""
+    from .. import dtypes as dt
+
+    f64 = dt.float64
+    n, m = _count(x.shape[axis], f64), _count(n_out, f64)
+    positions = E.cast(E.arange(n_out), f64)
+    one, half = to_tensor(np.asarray(1.0)), to_tensor(np.asarray(0.5))
+    if align_corners:
+        real = positions * ((n - one) / (m - one))
+    else:
+        step = to_tensor(np.asarray(1.0 / scale)) if scale else n / m
+        real = step * (positions + half) - half
+    base = E.floor(real)
+    t = real - base
+    a = -0.75
+
+    def near(v):  # |v| <= 1
+        return ((v * (a + 2) - (a + 3)) * v) * v + 1.0
+
+    def far(v):  # 1 < |v| < 2
+        return ((v * a - 5 * a) * v + 8 * a) * v - 4 * a
+
+    weights = [far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)]
+    shape = [1] * x.ndim
+    shape[axis] = -1
+    last = n - one
+    out = None
+    for k, w in enumerate(weights):
+        index = E.cast(E.clamp(E.minimum(base + (k - 1.0), last), min=0.0), dt.int64)
+        term = E.index_select(x, axis, index) * E.reshape(E.cast(w, x.dtype), tuple(shape))
+        out = term if out is None else out + term
+    return out

@@ -256,7 +256,7 @@ def interpolate(
     if mode == "area":
         return getattr(E, f"adaptive_avg_pool{dims}d")(x, tuple(out))
     symbolic = [n for n in (*x.shape[2:], *out) if isinstance(n, SymDim)]
-    if symbolic and (antialias or mode == "bicubic"):
+    if symbolic and antialias:
         raise ShapeError(
             f"mode {mode!r} builds its sampling taps from the spatial sizes, and {symbolic[0]} is "
             "symbolic (no value while the graph is built); give that dimension a fixed size",
@@ -270,7 +270,9 @@ def interpolate(
         axis, n_in = d + 2, x.shape[d + 2]
         if isinstance(n_in, SymDim) or isinstance(out[d], SymDim):
             k = _symbolic.whole_factor(n_in, out[d], mode, align_corners)
-            if k is None and mode in _LINEAR:  # (a linear mode at another ratio)
+            if mode == "bicubic":
+                x = _symbolic.cubic_taps(x, axis, out[d], scales[d], align_corners)
+            elif k is None and mode in _LINEAR:  # (a linear mode at another ratio)
                 x = _symbolic.linear_taps(x, axis, out[d], scales[d], align_corners)
             elif k is None:
                 exact = mode == "nearest-exact"
