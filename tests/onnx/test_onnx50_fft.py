@@ -133,3 +133,35 @@ def test_complex_inputs_and_outputs_are_pairs_and_old_opsets_refuse(tmp_path):
     np.testing.assert_allclose(got, np.stack([want.real, want.imag], -1), rtol=1e-4, atol=1e-5)
     with pytest.raises(ember.errors.OnnxError, match=r"fft_r2c: .*before opset 17 \(DFT\)"):
         ember.onnx.export(lambda t: fft.rfft(t).abs(), path, ember.ones(4), opset=16)
+
+
+def test_a_training_step_through_transforms(tmp_path):
+    """The gradients of rfft, irfft and a magnitude: their VJPs pad spectra, pick with
+    where and transform back, each on pairs (pad and where refused complex values before).
+    The loss and the updated parameters against ember's eager step."""
+
+    def stepper():
+        ember.manual_seed(0)
+        layer = ember.nn.Linear(8, 8)
+        optimizer = ember.optim.SGD(layer.parameters(), lr=0.1)
+
+        def step(x):
+            y = layer(x)
+            loss = fft.rfft(y).abs().mean() + fft.irfft(fft.rfft(y) * 0.5, n=8).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            return loss
+
+        return step, layer
+
+    x = np.random.default_rng(0).standard_normal((3, 8)).astype(np.float32)
+    path = tmp_path / "step.onnx"
+    ember.onnx.export(stepper()[0], path, ember.tensor(x), opset=18)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    loss, *updated = session.run(None, {session.get_inputs()[0].name: x})
+    step, layer = stepper()
+    np.testing.assert_allclose(loss, step(ember.tensor(x)).numpy(), rtol=1e-5)
+    for p in layer.parameters():
+        p = p.detach().numpy()
+        assert any(u.shape == p.shape and np.allclose(u, p, rtol=1e-4, atol=1e-6) for u in updated)

@@ -245,3 +245,11 @@ def reduce_sum(e):
     if e.in_types[0].dtype is not e.out_types[0].dtype:
         x = e.cast(x, real_dtype(e.out_types[0]))
     return reduce(e, "ReduceSum", x, [a % n for a in e.attrs["axes"]], e.attrs["keepdims"])
+
+
+def where(e):
+    """where(cond, a, b) of complex values: the condition along the parts' axis too, a real
+    branch lifted to a pair."""
+    (cond, a, b), (_, ta, tb) = e.inputs, e.in_types
+    cond = e.node("Unsqueeze", [cond, e.ints([-1])])
+    return e.node("Where", [cond, lift(e, a, ta), lift(e, b, tb)])
