@@ -232,6 +232,13 @@ class SymDim:
                 return mono[0][0]
         return None
 
+    def scaled_symbol(self) -> tuple[int, str] | None:
+        """(k, name) when this size is ``k * name`` for a whole k >= 1, else None."""
+        mono = self._monomial()
+        if mono is not None and len(mono[1]) == 1 and mono[1][0][1] == 1:
+            return mono[0], mono[1][0][0]
+        return None
+
     def symbols(self) -> set:
         """The names of every symbol in the expression (inside floors too)."""
         names: set = set()

@@ -283,3 +283,21 @@ def test_a_training_step_over_symbolic_image_sizes(tmp_path):
             assert any(
                 u.shape == p.shape and np.allclose(u, p, rtol=1e-4, atol=1e-6) for u in updated
             )
+
+
+def test_sizes_declared_as_multiples(tmp_path):
+    """TensorSpec((None, 3, 16 * h, 16 * w)): every stride divides the sizes exactly, so the
+    types stay products (the output is 16*h by 16*w); the file computes h as the input's
+    size over 16 (before onnx50 a symbol had to be some input's dimension on its own)."""
+    from ember.symbolic import sym
+
+    model = UNet().eval()
+    spec = [TensorSpec((None, 3, 16 * sym("h"), 16 * sym("w")))]
+    path = tmp_path / "unet16.onnx"
+    ember.onnx.export(model, path, input_signature=spec)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    assert session.get_outputs()[0].shape == ["N", 2, "16*h", "16*w"]
+    for shape in ((1, 3, 32, 16), (2, 3, 48, 64)):
+        x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+        (got,) = session.run(None, {"x": x})
+        np.testing.assert_allclose(got, model(ember.tensor(x)).numpy(), rtol=1e-4, atol=1e-5)

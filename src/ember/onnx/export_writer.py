@@ -43,7 +43,8 @@ class ModelWriter:
         self.taken: set[str] = set()
         self.initializers: list[tuple[str, np.ndarray]] = []
         self.types: dict[str, TensorType] = {}
-        self.symbols: dict[str, tuple[str, int]] = {}
+        # symbol -> (input name, axis, k): the symbol is that dimension's size over k
+        self.symbols: dict[str, tuple[str, int, int]] = {}
         self._scopes: list[dict] = [self._scope()]
         self._small: dict[tuple, str] = {}
         # the op and user line being written, for errors raised while emitting its sizes
@@ -140,12 +141,15 @@ class ModelWriter:
         key = ("symbol", symbol)
         size = self._computed(key)
         if size is None:
-            source, axis = self.symbols[symbol]
+            source, axis, *multiple = self.symbols[symbol]
             if self.opset >= 15:  # Shape's start and end
                 size = self.node("Shape", [source], 1, {"start": axis, "end": axis + 1})
             else:
                 shape = self.node("Shape", [source], 1, {})
                 size = self.node("Gather", [shape, self.constant(np.asarray([axis]))], 1, {})
+            if multiple and multiple[0] != 1:  # (a dimension k * symbol: the symbol is a k-th)
+                k = self.constant(np.asarray([multiple[0]], dtype=np.int64))
+                size = self.node("Div", [size, k], 1, {})
             self._scopes[-1]["sizes"][key] = size
         return size
 

@@ -131,7 +131,12 @@ def _build(target, example_inputs, input_signature, opset, input_names, output_n
         for axis, d in enumerate(t.shape):
             symbol = d.symbol() if isinstance(d, SymDim) else None
             if symbol is not None:
-                writer.symbols.setdefault(symbol, (name, axis))
+                writer.symbols.setdefault(symbol, (name, axis, 1))
+    for name, t, role in inputs:  # (then dimensions k * symbol: TensorSpec((None, 16 * h)))
+        for axis, d in enumerate(t.shape if role.kind == "arg" else ()):
+            scaled = d.scaled_symbol() if isinstance(d, SymDim) else None
+            if scaled is not None:
+                writer.symbols.setdefault(scaled[1], (name, axis, scaled[0]))
     outs = writer.inline(graph, names, outputs=plan.outputs)
     out_names = _output_names(plan, output_names, names)
     final = []
