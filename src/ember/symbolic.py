@@ -305,6 +305,11 @@ class SymDim:
             other = int(other)
         if isinstance(other, (SymDim, int)):
             return _make(_mul(dict(self._terms), _terms_of(other)))
+        if isinstance(other, float):
+            raise ShapeError(
+                f"the symbolic size {self} times {other} is no whole number while the graph is "
+                "built; use whole-number arithmetic on sizes (// for division)"
+            )
         return NotImplemented
 
     __rmul__ = __mul__
@@ -371,6 +376,22 @@ class SymDim:
         elif isinstance(other, SymDim) and self._divide_exactly(other) is not None:
             return 0
         raise ShapeError(f"cannot tell whether {other} divides the symbolic size {self}")
+
+    def __truediv__(self, other):
+        if isinstance(other, (int, float, SymDim)):
+            raise ShapeError(
+                f"the symbolic size {self} / {other} is a float while the graph is built; "
+                "use // on sizes (a whole number, computed when the graph runs)"
+            )
+        return NotImplemented
+
+    def __rtruediv__(self, other):
+        if isinstance(other, (int, float)):
+            raise ShapeError(
+                f"{other} / the symbolic size {self} is a float while the graph is built; "
+                "give that dimension a fixed size"
+            )
+        return NotImplemented
 
     def __rfloordiv__(self, other):
         if isinstance(other, int):
