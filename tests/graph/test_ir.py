@@ -134,6 +134,10 @@ def test_symbolic_dimensions():
         bool(n - 5 < 2)  # (undecidable: depends on N)
     with pytest.raises(ember.ShapeError):
         int(n)
+    with pytest.raises(ember.ShapeError, match="N / 2 is a float"):
+        n / 2  # noqa: B018 (a TypeError before)
+    with pytest.raises(ember.ShapeError, match="N times 0.5 is no whole number"):
+        n * 0.5  # noqa: B018
     g = Graph()
     x = g.add_input(TensorType((n, 28, 28), F32))
     flat = g.add_call(REGISTRY["reshape"], [x], {"shape": (n * 784,)}).outputs[0]
