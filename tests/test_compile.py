@@ -49,10 +49,12 @@ def test_compiled_module_deepcopies():
     twin = copy.deepcopy(compiled)
     assert twin._orig_mod is not compiled._orig_mod
     x = ember.ones(1, 3)
-    np.testing.assert_array_equal(twin(x).numpy(), compiled(x).numpy())
+    np.testing.assert_array_equal(twin(x).detach().numpy(), compiled(x).detach().numpy())
     with ember.no_grad():
         twin._orig_mod.weight.add_(1.0)
-    assert not np.allclose(twin(x).numpy(), compiled(x).numpy())  # its own parameters
+    assert not np.allclose(
+        twin(x).detach().numpy(), compiled(x).detach().numpy()
+    )  # its own parameters
     assert twin.compiled_function is not compiled.compiled_function
 
 
@@ -64,7 +66,9 @@ def test_compiled_forward_backward_equals_eager():
     model.eval(), twin.eval()
     compiled.eval()
     x = _data()
-    np.testing.assert_allclose(compiled(x).numpy(), twin(x).numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        compiled(x).detach().numpy(), twin(x).detach().numpy(), rtol=1e-5, atol=1e-6
+    )
     # training mode with dropout: gradients of the eager and compiled call, same random draws
     compiled.train(), twin.train()
     assert model.training and all(m.training for m in model.modules())
@@ -88,10 +92,10 @@ def test_train_eval_switch_retraces():
     x = _data()
     compiled.eval()
     a, b = compiled(x), compiled(x)
-    np.testing.assert_array_equal(a.numpy(), b.numpy())  # no dropout in eval mode
+    np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())  # no dropout in eval mode
     compiled.train()
     c = compiled(x)
-    assert not np.allclose(c.numpy(), a.numpy())  # dropout and batch statistics
+    assert not np.allclose(c.detach().numpy(), a.detach().numpy())  # dropout and batch statistics
     fn = compiled.compiled_function
     assert fn.stats.traces == 2 and "training flags" in fn.stats.retrace_reasons[0]
 
@@ -103,7 +107,7 @@ def test_state_dict_round_trip_and_to():
     other.load_state_dict(compiled.state_dict())
     compiled.eval(), other.eval()
     x = _data()
-    np.testing.assert_array_equal(compiled(x).numpy(), other(x).numpy())
+    np.testing.assert_array_equal(compiled(x).detach().numpy(), other(x).detach().numpy())
     assert compiled.to("cpu") is compiled
     compiled.to(ember.float64)
     assert compiled.fc1.weight.dtype is ember.float64
@@ -125,7 +129,7 @@ def test_training_loop_through_compiled_module():
             loss.backward()
             o.step()
     for p, q in zip(model.parameters(), twin.parameters()):
-        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_function_decorators_and_options():
@@ -224,4 +228,6 @@ def test_compiled_module_inside_a_compiled_step():
     x, y = _data(3)[:, :3], ember.zeros(6, 1)
     for _ in range(5):
         np.testing.assert_allclose(step(x, y).item(), eager_step(x, y).item(), rtol=1e-5)
-    np.testing.assert_allclose(model.weight.numpy(), twin.weight.numpy(), rtol=1e-5)
+    np.testing.assert_allclose(
+        model.weight.detach().numpy(), twin.weight.detach().numpy(), rtol=1e-5
+    )

@@ -346,9 +346,9 @@ def test_compiled_training_step_through_loops_equals_eager_steps():
     data = [ember.tensor(rng.standard_normal((20, 3))) for _ in range(4)]  # 20: not unrolled
     for xs in data:
         expected = step(eager_model, eager_opt, xs)
-        close(compiled(model, opt, xs).numpy(), expected.numpy(), rtol=1e-10)
+        close(compiled(model, opt, xs).detach().numpy(), expected.detach().numpy(), rtol=1e-10)
         for p, q in zip(model.parameters(), eager_model.parameters()):
-            close(p.numpy(), q.numpy(), rtol=1e-10, atol=1e-12)
+            close(p.detach().numpy(), q.detach().numpy(), rtol=1e-10, atol=1e-12)
     assert compiled.stats.traces <= 2
     text = str(compiled.graph)
     assert "= scan(" in text and "= while_loop_grad(" in text

@@ -27,7 +27,7 @@ def _pair(rng, *shape):
 
 
 def _close(e, t, rtol=1e-7, atol=1e-9):
-    np.testing.assert_allclose(e.numpy(), t.detach().numpy(), rtol=rtol, atol=atol)
+    np.testing.assert_allclose(e.detach().numpy(), t.detach().numpy(), rtol=rtol, atol=atol)
 
 
 # ------------------------------------------------------------------------ higher order
@@ -387,9 +387,15 @@ def test_dtypes_are_preserved_forward_and_backward(dtype):
     assert z.dtype == getattr(ember, dtype)
     z.sum().backward()
     assert x.grad.dtype == x.dtype and w.grad.dtype == w.dtype
-    t = TF.conv2d(torch.tensor(x.float().numpy()), torch.tensor(w.float().numpy()), padding=1)
+    t = TF.conv2d(
+        torch.tensor(x.float().detach().numpy()),
+        torch.tensor(w.float().detach().numpy()),
+        padding=1,
+    )
     tol = {"float32": 1e-5, "float16": 1e-2, "bfloat16": 5e-2}[dtype]
-    np.testing.assert_allclose(y.float().numpy(), t.numpy(), rtol=tol, atol=tol * 10)
+    np.testing.assert_allclose(
+        y.float().detach().numpy(), t.detach().numpy(), rtol=tol, atol=tol * 10
+    )
 
 
 def test_unbatched_inputs_like_torch():

@@ -30,7 +30,7 @@ def _pair(requires_grad=True):
 
 
 def _close(e, t):
-    np.testing.assert_allclose(e.numpy(), t.detach().numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(e.detach().numpy(), t.detach().numpy(), rtol=1e-12, atol=1e-12)
 
 
 def test_hooks_and_retain_grad_on_a_second_output():

@@ -121,16 +121,16 @@ def test_module_hooks_registered_after_shortcut_calls_run():
     first = m(x)  # no hooks: the direct call
     seen = []
     handle = m.register_forward_hook(lambda mod, args, out: seen.append("local") or out * 2)
-    np.testing.assert_allclose(m(x).numpy(), 2 * first.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(m(x).detach().numpy(), 2 * first.detach().numpy(), rtol=1e-6)
     handle.remove()
     glob = ember.nn.modules.module.register_module_forward_pre_hook(
         lambda mod, args: seen.append("global")
     )
     try:
-        np.testing.assert_array_equal(m(x).numpy(), first.numpy())
+        np.testing.assert_array_equal(m(x).detach().numpy(), first.detach().numpy())
     finally:
         glob.remove()
-    np.testing.assert_array_equal(m(x).numpy(), first.numpy())
+    np.testing.assert_array_equal(m(x).detach().numpy(), first.detach().numpy())
     assert seen == ["local", "global"]
     # parameters, buffers and submodules read through __getattr__, missing names refused
     assert m.weight is m._parameters["weight"]

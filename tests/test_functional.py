@@ -53,11 +53,11 @@ def test_dropout_reproducible_with_seed_and_generator():
 def test_dropout_identity_in_eval_and_edge_probabilities():
     x = ember.randn(4, 5, requires_grad=True)
     assert F.dropout(x, 0.5, training=False) is x
-    np.testing.assert_array_equal(F.dropout(x, 0.0).numpy(), x.numpy())
+    np.testing.assert_array_equal(F.dropout(x, 0.0).detach().numpy(), x.detach().numpy())
     y = F.dropout(x, 1.0)
-    assert not np.any(y.numpy())
+    assert not np.any(y.detach().numpy())
     y.sum().backward()
-    assert not np.any(x.grad.numpy())
+    assert not np.any(x.grad.detach().numpy())
     with pytest.raises(ValueError, match="between 0 and 1"):
         F.dropout(x, 1.5)
 
@@ -66,8 +66,8 @@ def test_dropout_gradient_is_the_scaled_mask():
     x = ember.randn(30, 30, requires_grad=True)
     y = F.dropout(x, 0.25, generator=ember.Generator(1))
     y.sum().backward()
-    mask = y.numpy() != 0
-    np.testing.assert_allclose(x.grad.numpy(), mask / 0.75, rtol=1e-6)
+    mask = y.detach().numpy() != 0
+    np.testing.assert_allclose(x.grad.detach().numpy(), mask / 0.75, rtol=1e-6)
 
 
 def test_channel_dropout_drops_whole_channels():
@@ -220,10 +220,10 @@ def test_inplace_activation_on_a_non_leaf(name):
     out = getattr(F, name)(h, inplace=True)
     tout = getattr(TF, name)(th, inplace=True)
     assert out is h
-    np.testing.assert_allclose(h.numpy(), th.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(h.detach().numpy(), th.detach().numpy(), rtol=1e-12)
     (out * out).sum().backward()
     (tout * tout).sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(x.grad.detach().numpy(), tx.grad.detach().numpy(), rtol=1e-12)
 
 
 def test_inplace_on_leaf_requiring_grad_is_an_error():
@@ -296,7 +296,7 @@ def test_softplus_and_bce_with_logits_do_not_overflow():
         warnings.simplefilter("error", RuntimeWarning)  # no overflow in any branch
         y = F.softplus(z) + F.binary_cross_entropy_with_logits(z, ember.ones(5), reduction="none")
         y.sum().backward()
-    assert np.all(np.isfinite(y.numpy())) and np.all(np.isfinite(z.grad.numpy()))
+    assert np.all(np.isfinite(y.detach().numpy())) and np.all(np.isfinite(z.grad.detach().numpy()))
 
 
 @settings(max_examples=30, deadline=None)

@@ -178,7 +178,7 @@ def test_linalg_under_ember_function_matches_eager_values_and_gradients():
     compiled = ember.function(step)
     c, v = _t(cov, grad=True), _t(x, grad=True)
     got = compiled(c, v)
-    np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(got.detach().numpy(), expected.detach().numpy(), rtol=1e-10)
     np.testing.assert_allclose(c.grad.numpy(), eager_c.grad.numpy(), rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(v.grad.numpy(), eager_x.grad.numpy(), rtol=1e-8, atol=1e-10)
     text = str(compiled.graph)

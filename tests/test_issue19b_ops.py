@@ -190,7 +190,7 @@ def test_cumprod_second_derivative_at_zeros_matches_pytorch():
         (torch.cumprod(t, 1) * torch.tensor(g)).sum(), [t], create_graph=True
     )
     (th,) = torch.autograd.grad((tg * tg).sum(), [t])
-    np.testing.assert_allclose(gx.numpy(), tg.detach().numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gx.detach().numpy(), tg.detach().numpy(), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(hx.numpy(), th.numpy(), rtol=1e-10, atol=1e-12)
 
 

@@ -539,7 +539,7 @@ def test_half_precision_attention_is_computed_in_float32_and_rounded_once(grad):
             ins = [ember.tensor(a, requires_grad=grad) for a in half[:3]]
             out = F.scaled_dot_product_attention(*ins, **e_kw)
             assert out.dtype == ember.tensor(half[0]).dtype
-            got = out.float().numpy().astype(np.float64)
+            got = out.float().detach().numpy().astype(np.float64)
             truth = want.detach().numpy()
             # half an ulp of the rounding, and float32's own error on the sums
             bound = (0.5 * eps * 1.01) * np.abs(truth) + 1e-5 * np.abs(truth).max()

@@ -325,7 +325,7 @@ class Clipper(nn.Module):
 
 def test_scripted_forward_method_with_super_and_private_names():
     ember.manual_seed(0)
-    gate = Gate()
+    gate = Gate().double()  # (the inputs are float64: a layer takes its own dtype only)
     ref = Gate.forward.__wrapped__
     with ember.no_grad():
         traced, compiled = ember.trace(gate, POS), ember.function(gate)
@@ -573,8 +573,8 @@ def eager_rnn(model, xs, lengths):
     x, n = xs.numpy(), lengths.numpy()
     out = np.zeros((x.shape[0], x.shape[1], model.hidden))
     final = np.zeros((x.shape[1], model.hidden))
-    w_ih, w_hh = model.w_ih.numpy(), model.w_hh.numpy()
-    b = model.b_ih.numpy() + model.b_hh.numpy()
+    w_ih, w_hh = model.w_ih.detach().numpy(), model.w_hh.detach().numpy()
+    b = model.b_ih.detach().numpy() + model.b_hh.detach().numpy()
     for j in range(x.shape[1]):
         h = np.zeros(model.hidden)
         for s in range(n[j]):
@@ -600,8 +600,8 @@ def test_scripted_rnn_matches_the_eager_loop_for_any_lengths():
         n = ember.tensor(np.array(lengths))
         want_out, want_h = eager_rnn(model, xs, n)
         for out, h in (model(xs, n), traced(xs, n)):
-            np.testing.assert_allclose(out.numpy(), want_out, rtol=1e-12, atol=1e-14)
-            np.testing.assert_allclose(h.numpy(), want_h, rtol=1e-12, atol=1e-14)
+            np.testing.assert_allclose(out.detach().numpy(), want_out, rtol=1e-12, atol=1e-14)
+            np.testing.assert_allclose(h.detach().numpy(), want_h, rtol=1e-12, atol=1e-14)
 
 
 def test_scripted_rnn_matches_torch_outputs_and_gradients():
@@ -614,7 +614,7 @@ def test_scripted_rnn_matches_torch_outputs_and_gradients():
     with torch.no_grad():
         for name in ("w_ih", "w_hh", "b_ih", "b_hh"):
             getattr(ref, f"{'weight' if name[0] == 'w' else 'bias'}_{name[2:]}_l0").copy_(
-                torch.from_numpy(getattr(model, name).numpy())
+                torch.from_numpy(getattr(model, name).detach().numpy())
             )
     xt = torch.tensor(xs_np, requires_grad=True)
     packed = torch.nn.utils.rnn.pack_padded_sequence(xt, lengths, enforce_sorted=False)
@@ -625,8 +625,8 @@ def test_scripted_rnn_matches_torch_outputs_and_gradients():
     xs = ember.tensor(xs_np, requires_grad=True)
     out, h = model(xs, ember.tensor(np.array(lengths)))
     ((out * out).sum() + h.sum()).backward()  # eager: the tape of the scripted loop
-    np.testing.assert_allclose(out.numpy(), out_t.detach().numpy(), rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(h.numpy(), h_t[0].detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(out.detach().numpy(), out_t.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(h.detach().numpy(), h_t[0].detach().numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(xs.grad.numpy(), xt.grad.numpy(), rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(model.w_hh.grad.numpy(), ref.weight_hh_l0.grad.numpy(), rtol=1e-9)
     np.testing.assert_allclose(model.b_ih.grad.numpy(), ref.bias_ih_l0.grad.numpy(), rtol=1e-9)

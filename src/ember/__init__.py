@@ -15,6 +15,7 @@ from . import eager as _eager  # noqa: E402  (installs the eager mode)
 from . import functional as _functional  # registers the composites (activations, losses, ...)
 from . import ops as _ops  # registers every op
 from . import tensor_api as _tensor_api
+from ._storage import TypedStorage, UntypedStorage  # noqa: F401  (torch.UntypedStorage)
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .dtypes import (
     DType,
@@ -85,6 +86,7 @@ from . import (  # noqa: E402
     optim,
     profiler,
     ragged,
+    serialization,  # noqa: E402, F401  (torch.serialization)
     signal,
     special,
     testing,

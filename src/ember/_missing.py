@@ -44,7 +44,6 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "quint8": "ember.uint8: quantized activations are uint8 tensors whose layer keeps the "
         "scale and zero point (ember.quantization)",
         "Storage": _NONE,
-        "UntypedStorage": _NONE,
         "nested": _NONE,
         "masked": _NONE,
         "package": _NONE,
@@ -58,8 +57,6 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
     "ember.optim": {},
     "Tensor": {
         "record_stream": _NO_GPU,
-        "storage": "x.numpy() (shares memory with the tensor)",
-        "untyped_storage": "x.numpy() (shares memory with the tensor)",
         "q_scale": _NONE,
         "dequantize": _NONE,
     },

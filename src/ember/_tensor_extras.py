@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _views
+from ._storage import root_array, typed_storage, untyped_storage
 from .errors import EmberError, ShapeError
 from .ops._registry import PUBLIC
 from .ops.interop import dlpack_of
@@ -40,12 +41,6 @@ def _ndimension(self) -> int:
 def _nelement(self) -> int:
     """The number of elements (PyTorch's older name of numel())."""
     return self.numel()
-
-
-def _root(arr: np.ndarray) -> np.ndarray:
-    while isinstance(arr.base, np.ndarray):
-        arr = arr.base
-    return arr
 
 
 def _stride(self, dim: int | None = None):
@@ -71,7 +66,7 @@ def _storage_offset(self) -> int:
     arr = getattr(self, "_data", None)
     if arr is None:
         return _views.layout(self)[1]
-    root = _root(arr)
+    root = root_array(arr)
     start = arr.__array_interface__["data"][0] - root.__array_interface__["data"][0]
     return start // arr.itemsize
 
@@ -244,7 +239,7 @@ def _as_strided_view(arr, size, stride, storage_offset=None):
     the contiguous array's own elements), as a view of the same memory; read-only where two
     of its elements are one element of the memory, whose writes PyTorch refuses."""
     size, stride = tuple(int(d) for d in size), tuple(int(s) for s in stride)
-    root = _root(arr)
+    root = root_array(arr)
     own = (arr.__array_interface__["data"][0] - root.__array_interface__["data"][0]) // (
         arr.itemsize or 1
     )
@@ -383,6 +378,8 @@ def install(cls: type) -> None:
     if cls is Tensor:
         cls._base = property(_base)
         cls.data_ptr = _data_ptr
+        cls.untyped_storage = untyped_storage
+        cls.storage = typed_storage
         cls.is_shared = _is_shared
         cls.share_memory_ = _share_memory_
         cls.apply_ = _apply_

@@ -2,7 +2,7 @@
 
 Eager execution records one `Node` per op call whose inputs need gradients (see ``eager.py``).
 A node keeps the op, its attributes, the tensors its VJP reads (and their versions, to detect
-in-place overwrites) and ``next_functions``: for each input, the node that produced it (or the
+in-place overwrites) and ``_edges``: for each input, the node that produced it (or the
 `AccumulateGrad` of a leaf). ``backward`` walks that DAG in reverse creation order, summing the
 gradients that reach a value along several paths before its producer runs (multi-path
 accumulation), and calls each op's VJP. VJPs are written in ember ops, so running them with
@@ -21,6 +21,7 @@ import weakref
 import numpy as np
 
 from . import autograd_graph as graph
+from . import autograd_node_hooks as _node_hooks
 from . import dtypes as _dt
 from .autograd_accumulate import AccumulateGrad, _run_hooks, _sequence
 from .autograd_graph import saved_tensors_hooks
@@ -38,7 +39,7 @@ from .grad_mode import (
     set_detect_anomaly,
     set_grad_enabled,
 )
-from .ops import _autocast
+from .ops import _autocast, _node_names
 from .ops import _registry as _reg
 from .ops._registry import TensorBase
 from .saved_hooks import SavedHandle
@@ -65,10 +66,6 @@ __all__ = [
 # the recording ember.profiler.profile, set by it: backward then runs inside named ranges
 _profiler = None
 _NULL = contextlib.nullcontext()
-
-
-def _camel(name: str) -> str:
-    return "".join(part.capitalize() for part in name.split("_"))
 
 
 # ------------------------------------------------------------------------------------ nodes
@@ -108,13 +105,14 @@ class Node:
         "attrs",
         "in_types",
         "out_types",
-        "next_functions",
+        "_edges",
         "_needs",
         "_seq",
         "_saved_in",
         "_saved_out",
         "_pre_hooks",
         "_retained",
+        "_extras",
         "__weakref__",
     )
 
@@ -123,7 +121,7 @@ class Node:
         """For each input, whether a gradient for it is wanted (VJPs skip the others)."""
         needs = self._needs
         if needs is None:  # (computed once: the edges never change)
-            needs = self._needs = tuple([edge is not None for edge in self.next_functions])
+            needs = self._needs = tuple([edge is not None for edge in self._edges])
         return needs
 
     def __init__(self, op, attrs, inputs, outputs, out_types=None, in_types=None):
@@ -159,11 +157,12 @@ class Node:
         self.out_types = (
             tuple([_tensor_type(t) for t in outputs]) if out_types is None else out_types
         )
-        self.next_functions = tuple(edges)
+        self._edges = tuple(edges)
         self._needs = None
         self._seq = next(_sequence)
         self._pre_hooks = None
         self._retained = None  # output_nr -> weakref of a tensor whose .grad keeps the gradient
+        self._extras = None  # the node's own hooks and metadata (autograd_node_hooks.py)
         self._saved_in = saved
         self._saved_out = (
             {i: (outputs[i]._data, outputs[i]._vc, outputs[i]._vc[0]) for i in op.save_outputs}
@@ -174,11 +173,15 @@ class Node:
             _pack_saved(self, Tensor._wrap)
         if _anomaly.enabled:
             record_creation(self)
+        # the class PyTorch's node of this call has (its name: MulBackward0), made once per op
+        # where the op's rule names every call alike
+        cls = _OP_CLASSES.get(op)
+        if cls is None:
+            cls = _op_class(op, attrs, self.in_types)
+        self.__class__ = cls
 
     def name(self) -> str:
-        # PyTorch numbers the backward nodes of its native ops (MulBackward0), not those of
-        # Python-level functions, which ember's control ops (a compiled function, cond) are
-        return _camel(self.op.name) + ("Backward" if self.op.kind == "control" else "Backward0")
+        return type(self).__name__
 
     def __repr__(self) -> str:
         return f"<{self.name()}>"
@@ -241,7 +244,13 @@ class Node:
         self._saved_in = _FREED
         self._saved_out = _NO_OUTPUTS
 
-    def register_prehook(self, output_nr: int, hook):
+    register_hook = _node_hooks.register_hook
+    register_prehook = _node_hooks.register_prehook
+    metadata = _node_hooks.metadata
+    next_functions = _node_hooks.next_functions
+
+    def _register_output_hook(self, output_nr: int, hook):
+        """A tensor hook of output ``output_nr`` (Tensor.register_hook of a non-leaf)."""
         if self._pre_hooks is None:
             self._pre_hooks = {}
         table = self._pre_hooks.setdefault(output_nr, {})
@@ -284,6 +293,17 @@ class Node:
                     )
             i += 1
         return result
+
+
+_node_names.NODE_BASE = Node
+_OP_CLASSES: dict = {}  # op -> the class of all its nodes, for ops whose rule is not per call
+
+
+def _op_class(op, attrs, in_types) -> type:
+    cls = _node_names.node_class(Node, _node_names.op_node_name(op, attrs, in_types))
+    if not callable(op.grad_fn):
+        _OP_CLASSES[op] = cls
+    return cls
 
 
 class _Overwritten:
@@ -337,7 +357,7 @@ def _zeros(t) -> Tensor:
 
 def register_tensor_hook(t: Tensor, hook):
     """Hooks of non-leaf tensors live on their grad_fn, keyed by output number."""
-    key, table = t.grad_fn.register_prehook(t._output_nr, hook)
+    key, table = t.grad_fn._register_output_hook(t._output_nr, hook)
 
     class Handle:
         def remove(self_inner):
@@ -405,7 +425,7 @@ def _collect(roots):
         if node in seen:
             continue
         seen.add(node)
-        for edge in node.next_functions:
+        for edge in node._edges:
             if edge is None:
                 continue
             child = edge[0]
@@ -425,7 +445,7 @@ def _needed(seen, targets):
         for node in order:
             if node in needed:
                 continue
-            if any(e is not None and e[0] in needed for e in node.next_functions):
+            if any(e is not None and e[0] in needed for e in node._edges):
                 needed.add(node)
                 changed = True
     return needed
@@ -490,14 +510,19 @@ def _run_backward(roots, retain_graph, create_graph, capture):
                 n_out = len(node.out_types)
                 if len(grads) != n_out:  # (a root's output number past the node's outputs)
                     grads = [grads[i] if i < len(grads) else None for i in range(n_out)]
+                extras = node._extras
+                if extras is not None:
+                    grads = _node_hooks.run_prehooks(extras, grads)
                 in_grads = node.apply(grads) if prof is None else prof.backward_node(node, grads)
+                if extras is not None:
+                    in_grads = _node_hooks.run_hooks(extras, in_grads, grads)
             else:
-                in_grads = (None,) * len(node.next_functions)
+                in_grads = (None,) * len(node._edges)
             if _anomaly.enabled and _anomaly.check_nan:
                 check_gradients(node, in_grads)
             if not retain_graph:
                 node.release()
-            for edge, g in zip(node.next_functions, in_grads):
+            for edge, g in zip(node._edges, in_grads):
                 if edge is None:
                     continue
                 child, nr = edge
@@ -528,7 +553,7 @@ def _keep_retained(retained, grads):
 def _release_ready(node, deps, ready, retain_graph):
     if not retain_graph:
         node.release()
-    for edge in node.next_functions:
+    for edge in node._edges:
         if edge is None:
             continue
         child = edge[0]

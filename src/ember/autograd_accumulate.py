@@ -10,6 +10,7 @@ import itertools
 
 import numpy as np
 
+from . import autograd_node_hooks as _node_hooks
 from .grad_mode import set_grad_enabled
 from .ops import api as _reg_api
 from .ops.sparse_tensor import SparseTensor
@@ -31,12 +32,20 @@ class AccumulateGrad:
     """The sink of a leaf tensor's gradients: runs the leaf's hooks, adds into ``.grad``, then runs
     its post-accumulate-grad hooks."""
 
-    __slots__ = ("variable", "_seq", "__weakref__")
-    next_functions = ()
+    __slots__ = ("variable", "_seq", "_extras", "__weakref__")
+    _edges = next_functions = ()
 
     def __init__(self, variable: Tensor):
         self.variable = variable
         self._seq = next(_sequence)
+        self._extras = None  # its own hooks (PyTorch's AccumulateGrad.register_hook)
+
+    # a program may hook the sink itself, as PyTorch's ``p.expand_as(p).grad_fn
+    # .next_functions[0][0].register_hook(...)`` idiom does: pre-hooks see ``(gradient,)``
+    # before the leaf's own hooks, hooks ``((), (gradient,))`` after the sum into .grad
+    register_hook = _node_hooks.register_hook
+    register_prehook = _node_hooks.register_prehook
+    metadata = _node_hooks.metadata
 
     def name(self) -> str:
         return "AccumulateGrad"
@@ -46,6 +55,9 @@ class AccumulateGrad:
 
     def accumulate(self, g: Tensor, create_graph: bool, claimed: set) -> None:
         t = self.variable
+        extras = self._extras
+        if extras is not None:
+            (g,) = _node_hooks.run_prehooks(extras, [g])
         g = _run_hooks(t._hooks, g)
         if type(g) is SparseTensor:  # F.embedding(sparse=True)'s gradient
             t.grad = _add_sparse(t.grad, g, create_graph)
@@ -54,6 +66,8 @@ class AccumulateGrad:
         if t._post_hooks:
             for hook in list(t._post_hooks.values()):
                 hook(t)
+        if extras is not None:
+            _node_hooks.run_hooks(extras, (), [g])
 
     @staticmethod
     def _add_dense(t: Tensor, g: Tensor, create_graph: bool, claimed: set) -> None:

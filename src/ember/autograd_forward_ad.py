@@ -183,7 +183,7 @@ def _reaches_other_leaves(out: Tensor, lv: _Level) -> bool:
             if id(node.variable) not in lv.fresh:
                 return True
             continue
-        stack.extend(edge[0] for edge in node.next_functions if edge is not None)
+        stack.extend(edge[0] for edge in node._edges if edge is not None)
     return out.grad_fn is None and id(out) not in lv.fresh and out.requires_grad
 
 

@@ -32,11 +32,13 @@ import inspect
 
 import numpy as np
 
+from . import autograd_node_hooks as _node_hooks
 from . import dtypes as _dt
 from ._views import MULTI_OUTPUT
 from .autograd import _edge, _sequence
 from .errors import AutogradError, ShapeError
 from .grad_mode import is_grad_enabled, no_grad
+from .ops import _node_names
 from .ops import _registry as _reg
 from .ops._registry import TensorBase
 from .ops.copies import stop_gradient
@@ -159,10 +161,11 @@ class BackwardCFunction(FunctionCtx):
         self._arg_types = tuple(
             TensorType(a._data.shape, a.dtype) if isinstance(a, Tensor) else None for a in args
         )
-        self.next_functions = tuple(_edge(a) if n else None for a, n in zip(args, needs))
+        self._edges = tuple(_edge(a) if n else None for a, n in zip(args, needs))
         self.out_types: tuple = ()
         self._pre_hooks = None
         self._retained = None
+        self._extras = None
         self._seq = next(_sequence)
 
     def name(self) -> str:
@@ -174,7 +177,12 @@ class BackwardCFunction(FunctionCtx):
     def release(self) -> None:
         self._saved = _FREED
 
-    def register_prehook(self, output_nr: int, hook):
+    register_hook = _node_hooks.register_hook
+    register_prehook = _node_hooks.register_prehook
+    metadata = _node_hooks.metadata
+    next_functions = _node_hooks.next_functions
+
+    def _register_output_hook(self, output_nr: int, hook):
         if self._pre_hooks is None:
             self._pre_hooks = {}
         table = self._pre_hooks.setdefault(output_nr, {})
@@ -322,7 +330,9 @@ class Function:
         if capturing or any(isinstance(a, TensorBase) and not isinstance(a, Tensor) for a in args):
             return _apply_recorded(cls, args)
         record = is_grad_enabled() and any(isinstance(a, Tensor) and a._requires_grad for a in args)
-        ctx = BackwardCFunction(cls, args, record)
+        # (its class PyTorch's: MyExpBackward for a Function MyExp)
+        node_cls = _node_names.node_class(BackwardCFunction, f"{cls.__name__}Backward")
+        ctx = node_cls(cls, args, record)
         with no_grad():
             if cls._new_style():
                 out = cls.forward(*args)

@@ -310,7 +310,7 @@ def gradcheck(
                 )
                 rows.append(
                     [
-                        np.zeros(xs[i].numel()) if g is None else g.numpy().reshape(-1)
+                        np.zeros(xs[i].numel()) if g is None else g.numpy(force=True).reshape(-1)
                         for i, g in zip(checked, gs)
                     ]
                 )

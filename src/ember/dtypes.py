@@ -34,6 +34,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from .errors import DTypeError
+
 __all__ = [
     "DType",
     "bool_",
@@ -239,7 +241,7 @@ def as_dtype(value) -> DType:
         d = None
     if d is None:
         names = ", ".join(x.name for x in ALL_DTYPES + COMPLEX_DTYPES + FLOAT8_DTYPES)
-        raise TypeError(f"unsupported dtype {value!r}; ember supports {names}")
+        raise DTypeError(f"unsupported dtype {value!r}; ember supports {names}", op="dtype")
     return d
 
 

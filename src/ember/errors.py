@@ -2,8 +2,12 @@
 
 Every error ember raises on bad input is an `EmberError`. Errors about a specific op say which op,
 show the shapes or dtypes involved, and end with the user's own file:line: the innermost stack
-frame that lies outside the ember package. Subclasses also derive from the matching built-in
-exception (ValueError, TypeError, RuntimeError) so generic handlers keep working.
+frame that lies outside the ember package. `EmberError` is a RuntimeError, as every error
+PyTorch's C++ core raises is (a value out of range, a bad probability, a failed check), and its
+subclasses also derive from the more specific built-in exception PyTorch raises for their case
+(IndexError for an index out of range, TypeError for a wrong type, ValueError where PyTorch's
+Python layer checks an argument), so a PyTorch program's ``except RuntimeError`` /
+``except IndexError`` / ``except ValueError`` around a call catches ember's error too.
 """
 
 from __future__ import annotations
@@ -33,8 +37,9 @@ def user_location() -> str:
     return f"{frame.f_code.co_filename}:{frame.f_lineno}"
 
 
-class EmberError(Exception):
-    """Base class of all errors ember raises about its input or state.
+class EmberError(RuntimeError):
+    """Base class of all errors ember raises about its input or state (a RuntimeError, as
+    PyTorch's own errors are).
 
     ``op`` names the operation that failed (if any); ``location`` is the user's file:line,
     captured when the error is created.
@@ -122,6 +127,11 @@ class CheckpointError(EmberError, OSError):
     """A checkpoint file that is missing, truncated, corrupt or not an ember checkpoint."""
 
 
+class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
+    """A checkpoint path that names no file (PyTorch's ``torch.load`` raises
+    FileNotFoundError)."""
+
+
 class OnnxError(EmberError, ValueError):
     """An ONNX model ember cannot read, run or write: a damaged file, an unknown operator or
     opset, an input of the wrong name, shape or dtype, or an ember op with no ONNX form."""
@@ -158,8 +168,11 @@ class ScriptError(EmberError):
     loop iterations disagree (names the construct and the user's file:line)."""
 
 
-class DeviceError(EmberError, RuntimeError):
-    """A device ember does not have: ember runs on the CPU only (``"cuda"``, ``"mps"``, ...)."""
+class DeviceError(EmberError, AssertionError):
+    """A device ember does not have: ember runs on the CPU only (``"cuda"``, ``"mps"``, ...).
+    Also an AssertionError: a CPU build of PyTorch raises one for ``x.cuda()`` or
+    ``device="cuda"`` ("Torch not compiled with CUDA enabled"), and a RuntimeError for the
+    others."""
 
 
 class NotInEmberError(EmberError, AttributeError):

@@ -31,11 +31,11 @@ import functools
 
 from . import autograd as _autograd
 from . import autograd_functional as _functional
-from .errors import EmberError, ShapeError
+from .errors import ArgumentTypeError, EmberError, ShapeError
 from .nn.utils.stateless import call_with_tensors
 from .ops import api as E
 from .ops._registry import TensorBase
-from .random import get_rng_state, set_rng_state
+from .random import default_generator
 from .tensor import Tensor as _Tensor
 
 __all__ = [
@@ -148,7 +148,7 @@ def _keeps_graph(result, fresh, grad_enabled: bool) -> bool:
         variable = getattr(node, "variable", None)
         if variable is not None and id(variable) not in own:
             return True  # (a leaf that requires grad, outside the inputs)
-        stack.extend(edge[0] for edge in node.next_functions if edge is not None)
+        stack.extend(edge[0] for edge in node._edges if edge is not None)
     return False
 
 
@@ -175,36 +175,51 @@ def _rebuild(tree, leaves):
     return {key: _rebuild(item, leaves) for key, item in tree.items()}
 
 
+def _fresh_leaves(primals: tuple) -> tuple[list, tuple]:
+    """The primals' tensors detached as new leaves that require grad, and the primals rebuilt
+    on them (each primal a tensor or a tuple, list or dict of them: torch.func's pytrees)."""
+    leaves = [leaf for p in primals for leaf in _leaves(p)]
+    xs = [leaf.detach().requires_grad_(True) for leaf in leaves]
+    it = iter(xs)
+    return xs, tuple(_rebuild(p, it) for p in primals)
+
+
 def vjp(func, *primals, has_aux: bool = False):
     """``torch.func.vjp``: ``(output, vjp_fn)`` (``(output, vjp_fn, aux)`` with ``has_aux``);
-    ``vjp_fn(cotangents)`` returns a tuple with the vector-Jacobian product for each primal."""
+    ``vjp_fn(cotangents)`` (shaped as the output: a tensor, or a tuple, list or dict of them)
+    returns a tuple with the vector-Jacobian product for each primal, shaped as that primal."""
     with _autograd.enable_grad():
-        xs = tuple(p.detach().requires_grad_(True) for p in primals)
-        result = func(*xs)
+        xs, rebuilt = _fresh_leaves(primals)
+        result = func(*rebuilt)
     aux = None
     if has_aux:
         result, aux = result
-    outputs = result if isinstance(result, tuple) else (result,)
+    outputs = _leaves(result)
 
     def vjp_fn(cotangents):
-        vs = cotangents if isinstance(cotangents, tuple) else (cotangents,)
+        vs = _leaves(cotangents)
         if len(vs) != len(outputs):
             raise ShapeError(
                 f"vjp_fn takes one cotangent per output ({len(outputs)}), got {len(vs)}",
                 op="func.vjp",
             )
         grads = _autograd.grad(outputs, xs, vs, retain_graph=True, allow_unused=True)
-        return tuple(E.zeros_like(x) if g is None else g for g, x in zip(grads, xs, strict=True))
+        filled = iter([E.zeros_like(x) if g is None else g for g, x in zip(grads, xs, strict=True)])
+        return tuple(_rebuild(p, filled) for p in primals)
 
-    detached = tuple(o.detach() for o in outputs)
-    out = detached if isinstance(result, tuple) else detached[0]
+    out = _rebuild(result, iter([o.detach() for o in outputs]))
     return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
 
 
 def jvp(func, primals: tuple, tangents: tuple, *, strict: bool = False, has_aux: bool = False):
-    """``torch.func.jvp``: ``(func(*primals), J @ tangents)`` (and ``aux`` with ``has_aux``)."""
+    """``torch.func.jvp``: ``(func(*primals), J @ tangents)`` (and ``aux`` with ``has_aux``);
+    each primal and its tangent a tensor or a tuple, list or dict of them, alike."""
     if not isinstance(primals, tuple) or not isinstance(tangents, tuple):
-        raise TypeError("jvp: primals and tangents must be tuples (as torch.func.jvp's)")
+        raise ArgumentTypeError(
+            "jvp: primals and tangents must be tuples (as torch.func.jvp's)", op="func.jvp"
+        )
+    if len(primals) != len(tangents):
+        raise ShapeError(f"jvp: {len(primals)} primals but {len(tangents)} tangents", op="func.jvp")
     aux = []
 
     def plain(*xs):
@@ -214,21 +229,25 @@ def jvp(func, primals: tuple, tangents: tuple, *, strict: bool = False, has_aux:
             aux.append(extra)
         return out
 
-    out, tangent = _functional.jvp(plain, primals, tangents, strict=strict)
+    out, jvp_fn = linearize(plain, *primals)
+    tangent = jvp_fn(*tangents)
     return (out, tangent, aux[-1]) if has_aux else (out, tangent)
 
 
 def linearize(func, *primals):
     """``torch.func.linearize``: ``(func(*primals), jvp_fn)`` where ``jvp_fn(*tangents)`` is
     ``J @ tangents`` at ``primals``, shaped as ``func``'s output (a tensor or a tuple, list or
-    dict of them). ``func`` runs once; each ``jvp_fn`` call differentiates the recorded
-    backward pass again (exact; see ``jvp``)."""
+    dict of them; each primal and its tangent likewise). ``func`` runs once; each ``jvp_fn``
+    call differentiates the recorded backward pass again (exact; see ``jvp``)."""
     for i, p in enumerate(primals):
-        if not isinstance(p, TensorBase):
-            raise TypeError(f"linearize: primal {i} must be a Tensor, got {type(p).__name__}")
+        if not _leaves(p):
+            raise ArgumentTypeError(
+                f"linearize: primal {i} must be a tensor or hold tensors, got {type(p).__name__}",
+                op="func.linearize",
+            )
     with _autograd.enable_grad():
-        xs = tuple(p.detach().requires_grad_(True) for p in primals)
-        result = func(*xs)
+        xs, rebuilt = _fresh_leaves(primals)
+        result = func(*rebuilt)
         outs = _leaves(result)
         diff = [o for o in outs if o.requires_grad]
         us = [E.zeros_like(o.detach()).requires_grad_(True) for o in diff]
@@ -239,20 +258,25 @@ def linearize(func, *primals):
         )
 
     def jvp_fn(*tangents):
-        if len(tangents) != len(xs):
+        if len(tangents) != len(primals):
             raise ShapeError(
-                f"jvp_fn takes one tangent per primal ({len(xs)}), got {len(tangents)}",
+                f"jvp_fn takes one tangent per primal ({len(primals)}), got {len(tangents)}",
                 op="func.linearize",
             )
-        for i, (t, x) in enumerate(zip(tangents, xs)):
-            if not isinstance(t, TensorBase) or tuple(t.shape) != tuple(x.shape):
-                got = tuple(t.shape) if isinstance(t, TensorBase) else type(t).__name__
+        flat = [leaf for t in tangents for leaf in _leaves(t)]
+        if len(flat) != len(xs):
+            raise ShapeError(
+                f"the tangents hold {len(flat)} tensors, the primals {len(xs)}",
+                op="func.linearize",
+            )
+        for i, (t, x) in enumerate(zip(flat, xs)):
+            if tuple(t.shape) != tuple(x.shape):
                 raise ShapeError(
                     f"tangent {i} must be a tensor of the primal's shape {tuple(x.shape)}, "
-                    f"got {got}",
+                    f"got {tuple(t.shape)}",
                     op="func.linearize",
                 )
-        live = [(g, t) for g, t in zip(firsts, tangents) if g is not None and g.requires_grad]
+        live = [(g, t) for g, t in zip(firsts, flat) if g is not None and g.requires_grad]
         with _autograd.enable_grad():
             res = (
                 _autograd.grad(
@@ -427,14 +451,14 @@ def vmap(func, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size=N
                 op="vmap",
             )
         (size,) = sizes
-        start = get_rng_state()
+        start = default_generator.json_state()
         results = []
         for i in range(size):
             if randomness == "same":
-                set_rng_state(start)
-            before = get_rng_state()
+                default_generator.set_state(start)
+            before = default_generator.json_state()
             results.append(func(*(_select(a, d, i) for a, d in zip(args, dims)), **kwargs))
-            if randomness == "error" and get_rng_state() != before:
+            if randomness == "error" and default_generator.json_state() != before:
                 raise EmberError(
                     "the function drew random numbers; pass randomness='different' or 'same'",
                     op="vmap",

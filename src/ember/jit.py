@@ -50,10 +50,35 @@ __all__ = [
 
 
 def script(obj=None, optimize=None, _frames_up=0, _rcb=None, example_inputs=None):
-    """``torch.jit.script``: `ember.script` on a function or module (usable as a decorator)."""
+    """``torch.jit.script``: `ember.script` on a function or module (usable as a decorator).
+    A scripted module can be written by `save` (or its own ``save`` method, as a
+    ScriptModule's) once it has run: its first call's input types are what the ONNX model is
+    exported for (``example_inputs``, a list of argument tuples, gives them at once)."""
     if obj is None:
         return _script
-    return _script(obj)
+    scripted = _script(obj)
+    from . import nn
+
+    if isinstance(scripted, nn.Module):
+        _remember_inputs(scripted)
+        if example_inputs:
+            first = example_inputs[0]
+            first = first if isinstance(first, tuple) else (first,)
+            object.__setattr__(scripted, "_jit_example", (_types(first), False))
+    return scripted
+
+
+def _remember_inputs(module) -> None:
+    """Keep the types of ``module``'s first call (what `save` exports it for), and give it
+    ScriptModule's ``save(f)``."""
+
+    def record(mod, args, kwargs):
+        if getattr(mod, "_jit_example", None) is None:
+            object.__setattr__(mod, "_jit_example", (_types(args), bool(kwargs)))
+        handle.remove()
+
+    handle = module.register_forward_pre_hook(record, with_kwargs=True)
+    object.__setattr__(module, "save", lambda f, _extra_files=None: save(module, f, _extra_files))
 
 
 def trace(func, example_inputs=None, *args, example_kwarg_inputs=None, **kwargs):
@@ -131,9 +156,10 @@ def save(m, f, _extra_files=None) -> None:
     example = getattr(m, "_jit_example", None)
     if example is None:
         raise EmberError(
-            "jit.save writes a traced module or function: trace it with "
-            "ember.jit.trace(model, example_inputs) first (or write it with "
-            "ember.onnx.export(model, path, *example_inputs))",
+            "jit.save writes a module as an ONNX model for the input types it has seen: trace "
+            "it with ember.jit.trace(model, example_inputs), or call the scripted module once "
+            "on an example input (or pass example_inputs to ember.jit.script) before saving; "
+            "or write it with ember.onnx.export(model, path, *example_inputs)",
             op="jit.save",
         )
     types, keywords = example

@@ -9,9 +9,16 @@ default generator, which starts from PyTorch's default seed (so a program is rep
 run) and is reseeded by `manual_seed`; Bernoulli masks, multinomial, Poisson and gamma draws
 follow PyTorch's kernels too. The few other samplers (binomial, some distributions) use the
 generator's ``numpy`` (a NumPy ``Generator`` over the same MT19937 words), so they are
-ember's own draws. A generator's state is a JSON-able dict (`get_state` / `set_state`), so
-checkpoints can save it without pickle; states of the PCG64 generators of earlier embers are
-still accepted (their draws then continue that stream).
+ember's own draws.
+
+A generator's state has two forms. `Generator.get_state` and `get_rng_state` give PyTorch's:
+a uint8 tensor of 5,056 bytes laid out as PyTorch's ``CPUGeneratorImplState`` (the seed, the
+MT19937 words and position, the cached normal draw), so PyTorch's own states (saved in its
+checkpoints) restore an ember generator and ember's restore PyTorch's. `Generator.json_state`
+gives a JSON-able dict, which ember's own files (graphs, training checkpoints, loader states)
+save without pickle. `set_state` takes either form, and PyTorch's 5,048-byte legacy layout;
+dict states of the PCG64 generators of earlier embers are still accepted (their draws then
+continue that stream).
 """
 
 from __future__ import annotations
@@ -75,7 +82,43 @@ class Generator:
         self.manual_seed(new)
         return new
 
-    def get_state(self) -> dict:
+    def get_state(self):
+        """PyTorch's state bytes as a uint8 tensor (`torch_state`; a NumPy array before the
+        tensor layer is imported). A generator restored from an earlier ember's PCG64 state
+        has no such form and returns its `json_state`."""
+        if self.bits.state["bit_generator"] != "MT19937":
+            return self.json_state()
+        state = self.torch_state()
+        return state if _as_tensor is None else _as_tensor(state)
+
+    def torch_state(self) -> np.ndarray:
+        """The state in PyTorch's ``CPUGeneratorImplState`` layout, 5,056 bytes (see
+        `_TORCH_STATE`): the MT19937 words as they stand, the position as PyTorch counts it
+        (``next`` read next, ``left`` calls until the words are regenerated; a freshly seeded
+        generator's as ``manual_seed`` leaves PyTorch's), the cached double normal draw."""
+        state = self.bits.state
+        if state["bit_generator"] != "MT19937":
+            raise RNGStateError("get_state: a PCG64 state of an earlier ember has no PyTorch form")
+        key, pos = state["state"]["key"], int(state["state"]["pos"])
+        out = np.zeros(_TORCH_STATE["size"], np.uint8)
+        fields = _torch_fields(out)
+        fields["seed"][0] = self._seed & (2**64 - 1)
+        fields["seeded"][0] = 1
+        fields["key"][:] = key
+        if pos >= 624:  # the words are regenerated at the next draw
+            fresh = pos == 624 and np.array_equal(
+                key, _mt19937(self._seed & 0xFFFFFFFF).state["state"]["key"]
+            )
+            fields["left"][0], fields["next"][0] = 1, 0 if fresh else 624
+        else:
+            fields["left"][0], fields["next"][0] = 625 - pos, pos
+        if self.next_normal is not None:
+            fields["normal_valid"][0] = 1
+            fields["normal_y"][0] = self.next_normal
+        return out
+
+    def json_state(self) -> dict:
+        """The state as a JSON-able dict (ember's own files save this form)."""
         state = self.bits.state
         if state["bit_generator"] == "PCG64":  # (a state of an earlier ember, restored)
             return {
@@ -94,11 +137,15 @@ class Generator:
             "seed": self._seed,
         }
 
-    def set_state(self, state: dict) -> Generator:
-        """Restore a state from `get_state`. The whole state is checked before any of it is
+    def set_state(self, state) -> Generator:
+        """Restore a state from `get_state` (PyTorch's bytes, as a tensor or an array, from
+        ember or PyTorch) or `json_state`. The whole state is checked before any of it is
         used, so a malformed one (from a damaged checkpoint, say) raises `RNGStateError` and
         leaves the generator as it was."""
-        numpy_state, seed, next_normal = _checked_state(state)
+        if isinstance(state, dict):
+            numpy_state, seed, next_normal = _checked_state(state)
+        else:
+            numpy_state, seed, next_normal = _checked_torch_state(state)
         bits = np.random.PCG64() if numpy_state["bit_generator"] == "PCG64" else _mt19937(0)
         bits.state = numpy_state
         self._use(bits)
@@ -118,6 +165,77 @@ def _mt19937(seed32: int) -> np.random.MT19937:
     bits = np.random.MT19937()
     bits.state = {"bit_generator": "MT19937", "state": {"key": key, "pos": pos}}
     return bits
+
+
+# PyTorch's CPUGeneratorImplState (aten/src/ATen/CPUGeneratorImpl.cpp), little-endian with C's
+# alignment: its legacy part (THGeneratorState: the seed, left, seeded, next, the 624 words
+# widened to 64 bits, three doubles of an old normal cache of which PyTorch now uses normal_y
+# for the cached double draw, its valid flag; 5,048 bytes), then a cached float normal draw
+# and its flag. Field: (offset, dtype, count).
+_TORCH_STATE = {
+    "size": 5056,
+    "legacy_size": 5048,
+    "fields": {
+        "seed": (0, np.uint64, 1),
+        "left": (8, np.int32, 1),
+        "seeded": (12, np.int32, 1),
+        "next": (16, np.uint64, 1),
+        "key": (24, np.uint64, 624),
+        "normal_y": (5024, np.float64, 1),
+        "normal_valid": (5040, np.int32, 1),
+    },
+}
+
+
+def _torch_fields(data: np.ndarray) -> dict:
+    """Views of PyTorch's state fields in the uint8 array ``data``."""
+    return {
+        name: data[offset : offset + np.dtype(dtype).itemsize * count].view(dtype)
+        for name, (offset, dtype, count) in _TORCH_STATE["fields"].items()
+    }
+
+
+def _checked_torch_state(state) -> tuple[dict, int, float | None]:
+    """NumPy's MT19937 state, the seed and the cached normal from PyTorch's state bytes, or
+    `RNGStateError`."""
+    try:
+        data = np.asarray(state)
+    except Exception as exc:  # (an object NumPy cannot read as an array)
+        raise RNGStateError(
+            f"set_state: expected a state from get_state(), got {type(state).__name__}"
+        ) from exc
+    sizes = (_TORCH_STATE["size"], _TORCH_STATE["legacy_size"])
+    if data.dtype != np.uint8 or data.ndim != 1 or data.size not in sizes:
+        raise RNGStateError(
+            f"set_state: expected PyTorch's generator state, a uint8 tensor of {sizes[0]} "
+            f"(or {sizes[1]}) bytes, or a dict from json_state(); got {data.dtype} of shape "
+            f"{tuple(data.shape)}"
+        )
+    fields = _torch_fields(np.ascontiguousarray(data))
+    key = fields["key"]
+    if key.max() >= 2**32 or not key.any():
+        raise RNGStateError("set_state: the MT19937 words must be 32-bit and not all zero")
+    left, position = int(fields["left"][0]), int(fields["next"][0])
+    if left == 1:
+        pos = 624  # (the words are regenerated at the next draw)
+    elif 1 < left <= 624 and left + position == 625:
+        pos = position
+    else:
+        raise RNGStateError(
+            f"set_state: inconsistent MT19937 position (left {left}, next {position})"
+        )
+    next_normal = None
+    if fields["normal_valid"][0]:
+        next_normal = float(fields["normal_y"][0])
+        if not math.isfinite(next_normal):
+            raise RNGStateError(f"set_state: the cached normal draw is {next_normal}")
+    numpy_state = {"bit_generator": "MT19937", "state": {"key": key.astype(np.uint32), "pos": pos}}
+    return numpy_state, int(fields["seed"][0]), next_normal
+
+
+# Set by the tensor layer (tensor.py): wraps a NumPy array as an ember tensor, so get_state
+# returns a tensor as PyTorch's does without this layer importing that one.
+_as_tensor = None
 
 
 _PCG64_FIELDS = {"bit_generator", "state", "inc", "has_uint32", "uinteger", "seed"}
@@ -204,11 +322,14 @@ def initial_seed() -> int:
     return default_generator.initial_seed()
 
 
-def get_rng_state() -> dict:
+def get_rng_state():
+    """The default generator's state, PyTorch's bytes as a uint8 tensor (`Generator.get_state`)."""
     return default_generator.get_state()
 
 
-def set_rng_state(state: dict) -> None:
+def set_rng_state(state) -> None:
+    """Restore the default generator from `get_rng_state`'s bytes (ember's or PyTorch's) or a
+    `Generator.json_state` dict."""
     default_generator.set_state(state)
 
 
@@ -221,7 +342,7 @@ def fork_rng(devices=None, enabled: bool = True, _caller="fork_rng", _devices_kw
     if not enabled:
         yield
         return
-    state = default_generator.get_state()
+    state = default_generator.json_state()
     try:
         yield
     finally:

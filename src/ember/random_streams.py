@@ -31,17 +31,21 @@ templates) build, one element after another in memory order:
 * Poisson (`poisson`): ATen's ``sample_poisson`` per rate in memory order, on double
   uniforms: a product of uniforms below ``exp(-rate)`` for rates under 10, Hörmann's
   transformed rejection (1993) from 10 on, 0 for a rate of 0;
+* binomial (`binomial`): ATen's ``sample_binomial`` per element in memory order on double
+  uniforms: inversion by geometric waiting times where ``count * p`` is below 10, Hörmann's
+  BTRS from 10 on (p above 1/2 by its complement), ATen's float arithmetic for float32;
 * Gamma (`standard_gamma`): ATen's ``sample_gamma`` per concentration in memory order
   (Marsaglia and Tsang's rejection on double normal and uniform draws, a concentration
   below 1 boosted by one and scaled by ``u ** (1 / alpha)``), its arithmetic in the
   concentration's type where ATen's is (float for float32's ``alpha + 1`` and ``d``).
 
-Uniform draws, integers and permutations are PyTorch's bit for bit; float32 normals within an
-ulp or two (PyTorch's vectorized log, sin and cos round otherwise than NumPy's), double ones
-exactly; Bernoulli masks, multinomial, Poisson and gamma draws bit for bit. Draws are made in
-blocks of `CHUNK` elements, so their temporaries stay small (the workspace rules in
-ops/random.py count them). Other samplers (binomial...) draw from the generator's NumPy
-``Generator`` over the same MT19937 words, with NumPy's algorithms.
+Uniform draws, integers, permutations and normals are PyTorch's bit for bit (float32 normals
+through PyTorch's vectorized Cephes log, sine and cosine, ember/random_box_muller.py, or its C
+twin when ops/random.py's fast rule passes one); Bernoulli masks, multinomial, Poisson,
+binomial and gamma draws too. Draws are made in blocks of `CHUNK` elements, so their
+temporaries stay small (the workspace rules in ops/random.py count them). The generator's
+NumPy ``Generator`` over the same MT19937 words remains for what PyTorch does otherwise
+(permutations of 2^32 / 20 elements or more).
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from .random_box_muller import box_muller_16_float32
 
 CHUNK = 1 << 16  # elements drawn and transformed at once
 _DIGITS = {"float64": 53, "float32": 24, "float16": 24, "bfloat16": 24}
@@ -89,9 +95,10 @@ def uniform_into(out: np.ndarray, generator, low: float, high: float) -> None:
         piece[piece == out.dtype.type(high)] = out.dtype.type(low)
 
 
-def normal_into(out: np.ndarray, generator, mean: float, std: float) -> None:
+def normal_into(out: np.ndarray, generator, mean: float, std: float, box_muller_32=None) -> None:
     """Fill the contiguous floating array ``out`` with normal draws (see the module's
-    docstring for PyTorch's paths)."""
+    docstring for PyTorch's paths). ``box_muller_32``: a faster twin of
+    `box_muller_16_float32` for float32 rows, returning None where it does not apply."""
     flat = out.reshape(-1)
     if flat.size < 16:
         _normal_serial(flat, generator, mean, std)
@@ -99,16 +106,24 @@ def normal_into(out: np.ndarray, generator, mean: float, std: float) -> None:
     if flat.dtype.itemsize < 4:
         _normal_half(flat, generator, mean, std)
         return
+    if flat.dtype == np.float32:
+
+        def box_muller(rows, mean, std):
+            if box_muller_32 is None or box_muller_32(rows, mean, std) is None:
+                box_muller_16_float32(rows, mean, std)
+
+    else:
+        box_muller = _box_muller_16
     uniform_into(flat, generator, 0.0, 1.0)
     blocks = flat.size // 16
     step = CHUNK // 16
     for first in range(0, blocks, step):
         last = min(blocks, first + step)
-        _box_muller_16(flat[first * 16 : last * 16].reshape(-1, 16), mean, std)
+        box_muller(flat[first * 16 : last * 16].reshape(-1, 16), mean, std)
     if flat.size % 16:
         tail = np.empty((1, 16), flat.dtype)
         uniform_into(tail, generator, 0.0, 1.0)
-        _box_muller_16(tail, mean, std)
+        box_muller(tail, mean, std)
         flat[-16:] = tail[0]
 
 
@@ -136,7 +151,8 @@ def _normal_half(flat: np.ndarray, generator, mean: float, std: float) -> None:
 
 
 def _box_muller_16(block: np.ndarray, mean: float, std: float) -> None:
-    """PyTorch's ``normal_fill_16`` on each row of 16 uniforms (float32 or float64), in place,
+    """PyTorch's ``normal_fill_16`` on each row of 16 uniforms (float64, and the float
+    draws of the 16-bit dtypes, whose rounding to 16 bits these float steps match), in place,
     in the rows' dtype: u1 = 1 - x[j], u2 = x[j + 8], radius sqrt(-2 log u1), angle 2 pi u2,
     x[j] = radius cos(angle) std + mean and x[j + 8] likewise with the sine (two half-block
     temporaries, the radius and the angle)."""
@@ -328,6 +344,106 @@ def poisson(rates: np.ndarray, generator) -> np.ndarray:
     finally:
         draws.close()
     return np.array(flat, dtype=np.float64).reshape(rates.shape)
+
+
+# ATen's stirling_approx_tail: log k! less Stirling's approximation, tabulated below 10
+_STIRLING_TAIL = (0.0810614667953272, 0.0413406959554092, 0.0276779256849983,
+                  0.02079067210376509, 0.0166446911898211, 0.0138761288230707,
+                  0.0118967099458917, 0.0104112652619720, 0.00925546218271273,
+                  0.00833056343336287)  # fmt: skip
+
+
+def _stirling_tail(k: float) -> float:
+    if k <= 9:
+        return _STIRLING_TAIL[int(k)]
+    kp1sq = (k + 1) * (k + 1)
+    return (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / kp1sq) / kp1sq) / (k + 1)
+
+
+def _log(x: float) -> float:
+    """C's log for a non-negative double: -inf at 0 (Python's raises)."""
+    return math.log(x) if x > 0 else -math.inf
+
+
+def _btrs(count, prob, uniform, scalar) -> float:
+    """ATen's ``btrs`` (Hörmann's transformed rejection for the binomial): ``count`` and
+    ``prob`` of the tensors' type ``scalar`` (np.float32 or float), the rest in double, as
+    ATen's scalar_t and accscalar_t."""
+    stddev = float(np.sqrt(count * prob * (scalar(1) - prob)))
+    b = 1.15 + 2.53 * stddev
+    a = -0.0873 + 0.0248 * b + 0.01 * float(prob)
+    c = float(count * prob) + 0.5
+    v_r = 0.92 - 4.2 / b
+    r = float(prob / (scalar(1) - prob))
+    alpha = (2.83 + 5.1 / b) * stddev
+    m = float(np.floor((count + scalar(1)) * prob))
+    while True:
+        u = uniform() - 0.5
+        v = uniform()
+        us = 0.5 - abs(u)
+        k = scalar(math.floor((2 * a / us + b) * u + c))
+        if k < 0 or k > count:
+            continue
+        if us >= 0.07 and v <= v_r:
+            return k
+        v = _log(v * alpha / (a / (us * us) + b))
+        n_k = float(count - k + scalar(1))
+        upper = (
+            (m + 0.5) * math.log((m + 1) / (r * (float(count) - m + 1)))
+            + float(count + scalar(1)) * math.log((float(count) - m + 1) / n_k)
+            + (float(k) + 0.5) * math.log(r * n_k / float(k + scalar(1)))
+            + _stirling_tail(m)
+            + _stirling_tail(float(count) - m)
+            - _stirling_tail(float(k))
+            - _stirling_tail(float(count - k))
+        )
+        if v <= upper:
+            return k
+
+
+def _binomial_inversion(count, prob, uniform, scalar) -> float:
+    """ATen's ``binomial_inversion``: geometric waiting times summed until past ``count``."""
+    log_q = float(scalar(math.log1p(-float(prob))))  # (log1p in the tensors' type)
+    total, successes = 0.0, scalar(0)
+    while True:
+        total += math.ceil(_log(uniform()) / log_q) if log_q else math.inf
+        if total > count:
+            return successes
+        successes = successes + scalar(1)
+
+
+def _binomial_one(count, prob, uniform, scalar) -> float:
+    """ATen's ``sample_binomial``; a NaN count gives NaN (ATen's loop would not end)."""
+    if math.isnan(count):
+        return math.nan
+    if count <= 0 or prob <= 0:
+        return 0.0
+    if prob >= 1:
+        return float(count)
+    if prob <= 0.5:
+        if count * prob >= 10:
+            return float(_btrs(count, prob, uniform, scalar))
+        return float(_binomial_inversion(count, prob, uniform, scalar))
+    if prob > 0.5:
+        q = scalar(1.0 - float(prob))
+        if count * q >= 10:
+            return float(count - _btrs(count, q, uniform, scalar))
+        return float(count - _binomial_inversion(count, q, uniform, scalar))
+    return math.nan
+
+
+def binomial(counts: np.ndarray, probs: np.ndarray, generator) -> np.ndarray:
+    """One binomial draw per element of the broadcast ``counts`` and ``probs`` (float32 or
+    float64, one dtype), in memory order, in their dtype: PyTorch's ``torch.binomial``."""
+    counts, probs = np.broadcast_arrays(counts, probs)
+    scalar = np.float32 if counts.dtype == np.float32 else float
+    draws = _SerialDoubles(generator)
+    try:
+        pairs = zip(counts.reshape(-1).tolist(), probs.reshape(-1).tolist())
+        flat = [_binomial_one(scalar(n), scalar(p), draws.next, scalar) for n, p in pairs]
+    finally:
+        draws.close()
+    return np.array(flat, dtype=counts.dtype).reshape(counts.shape)
 
 
 def _serial_normal(generator, uniform) -> float:

@@ -21,6 +21,7 @@ import numpy as np
 from . import _views
 from . import dtypes as _dt
 from . import printing as _printing
+from . import random as _random
 from .devices import CPU
 from .devices import device as _device
 from .errors import AutogradError, DTypeError, ShapeError
@@ -436,10 +437,18 @@ class Tensor(_reg.TensorBase):
         return True
 
     # ------------------------------------------------------------------------------ conversion
-    def numpy(self) -> np.ndarray:
+    def numpy(self, *, force: bool = False) -> np.ndarray:
         """The underlying array, shared (not copied); it carries no autograd history. Writes
         through it bypass the version counter, so a parameter's packed weights are no longer
-        trusted once it has been handed out (kernels/cprepack.py)."""
+        trusted once it has been handed out (kernels/cprepack.py). A tensor that requires grad
+        is refused, as PyTorch refuses it (the array would escape its history): detach it
+        first, or pass ``force=True`` (the detached tensor's array, as PyTorch's on the CPU)."""
+        if self._requires_grad and not force:
+            raise AutogradError(
+                "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
+                "instead.",
+                op="numpy",
+            )
         _exposed(self._data)
         return self._data
 
@@ -579,3 +588,7 @@ def _fits(shape: tuple, target: tuple) -> bool:
 # The ``grad`` slot itself: code that must read a gradient without being seen by
 # ``watching_grad_reads`` (capture/state.py) reads it through this descriptor.
 GRAD_SLOT = Tensor.__dict__["grad"]
+
+# A generator's `get_state` returns PyTorch's state bytes as a tensor (random.py, below this
+# layer, holds the hook).
+_random._as_tensor = Tensor._wrap

@@ -99,7 +99,9 @@ def _as_array_and_dtype(x):
         x = x.detach()
         if str(getattr(x, "dtype", "")) == "torch.bfloat16":
             x = x.float()
-        return np.asarray(x.numpy()), dt.from_numpy_dtype(np.asarray(x.numpy()).dtype)
+        return np.asarray(x.numpy(force=True)), dt.from_numpy_dtype(
+            np.asarray(x.numpy(force=True)).dtype
+        )
     array = np.asarray(x)
     return array, dt.from_numpy_dtype(array.dtype)
 
@@ -287,7 +289,7 @@ def make_tensor(
         if exclude_zero:
             out = public["where"](out == 0, public["ones"]((), dtype=dtype), out)
     if noncontiguous and out.ndim and out.numel() > 1:
-        array = out.numpy()
+        array = out.numpy(force=True)
         wide = np.zeros((*array.shape[:-1], 2 * array.shape[-1]), array.dtype)
         wide[..., ::2] = array
         out = public["from_numpy"](wide[..., ::2])

@@ -265,8 +265,8 @@ def run(config: TrainConfig) -> TrainResult:
                 "optimizer": optimizer.state_dict(),
                 "scheduler": scheduler.state_dict(),
                 "scaler": scaler.state_dict(),
-                "shuffle_rng": shuffle.get_state(),
-                "default_rng": default_generator.get_state(),
+                "shuffle_rng": shuffle.json_state(),
+                "default_rng": default_generator.json_state(),
                 "history": history,
             },
             _ensure_dir(cfg.checkpoint),
@@ -466,4 +466,6 @@ def _ensure_dir(path: str) -> str:
 def parameters_equal(a: nn.Module, b: nn.Module) -> bool:
     """True when two models hold bit-identical state (used to verify exact resumption)."""
     sa, sb = a.state_dict(), b.state_dict()
-    return sa.keys() == sb.keys() and all(np.array_equal(sa[k].numpy(), sb[k].numpy()) for k in sa)
+    return sa.keys() == sb.keys() and all(
+        np.array_equal(sa[k].numpy(force=True), sb[k].numpy(force=True)) for k in sa
+    )

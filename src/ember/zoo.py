@@ -395,4 +395,4 @@ def _numpy(value) -> np.ndarray:
     value = value.detach() if hasattr(value, "detach") else value
     if isinstance(value, Tensor):  # (read or written here with its counter bumped: not exposed)
         return value._data
-    return value.numpy()
+    return value.numpy(force=True)

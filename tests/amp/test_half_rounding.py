@@ -249,7 +249,7 @@ def test_conv_bias_rounds_once(name, d, td):
             y.backward(ember.tensor(g).to(d))
             for got, (once, near) in zip((y, X.grad, W.grad, B.grad), wanted):
                 assert got.dtype == d
-                _check(got.float().numpy().astype(d.np), once, near)
+                _check(got.float().detach().numpy().astype(d.np), once, near)
         # the NumPy reference kernels round once too (the functional's padding, strides and
         # output padding as the op's attributes: read off the captured graph)
         node = next(n for n in captured.graph.nodes if n.kind == "call" and len(n.inputs) == 3)

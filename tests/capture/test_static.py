@@ -108,11 +108,11 @@ def test_session_training_steps_equal_eager(case, optimizer):
             expected.backward()
             eager_opt.step()
             assert none is None and isinstance(got_loss, np.ndarray)
-            _assert_close(got_loss, expected.numpy(), "loss")
+            _assert_close(got_loss, expected.detach().numpy(), "loss")
             named = list(eager_model.named_parameters())
             for (name, p), q, gr in zip(named, params, got_grads):
-                _assert_close(gr, p.grad.numpy(), f"gradient of {name}")
-                _assert_close(q.numpy(), p.numpy(), f"parameter {name}")
+                _assert_close(gr, p.grad.detach().numpy(), f"gradient of {name}")
+                _assert_close(q.detach().numpy(), p.detach().numpy(), f"parameter {name}")
     for p, q in zip(params, eager_model.parameters()):
         assert p.grad is None  # the Session's gradients live in the graph, not in .grad
         assert sorted(opt.state[p]) == sorted(eager_opt.state[q])
@@ -150,11 +150,11 @@ def test_running_a_train_op_n_times_equals_n_eager_steps(make):
         expected = ((ember.tensor(xs) @ eager_W + eager_b).tanh() ** 2).sum()
         expected.backward()
         eager_opt.step()
-        _assert_close(got, expected.numpy(), "loss")
-        _assert_close(W.numpy(), eager_W.numpy(), "W")
-        _assert_close(b.numpy(), eager_b.numpy(), "b")
+        _assert_close(got, expected.detach().numpy(), "loss")
+        _assert_close(W.detach().numpy(), eager_W.detach().numpy(), "W")
+        _assert_close(b.detach().numpy(), eager_b.detach().numpy(), "b")
     for key, value in eager_opt.state[eager_W].items():
-        _assert_close(opt.state[W][key].numpy(), value.numpy(), key)
+        _assert_close(opt.state[W][key].detach().numpy(), value.detach().numpy(), key)
 
 
 def _linear_graph():
@@ -177,7 +177,7 @@ def test_placeholders_take_any_batch_and_the_results_are_numpy_arrays():
         xs = np.ones((n, 3), np.float32)
         out = sess.run({"logits": logits, "pair": (loss, [W])}, {x: xs, "y": np.zeros(n, np.int64)})
         assert out["logits"].shape == (n, 2) and isinstance(out["pair"], tuple)
-        np.testing.assert_allclose(out["logits"], xs @ W.numpy(), rtol=1e-6)
+        np.testing.assert_allclose(out["logits"], xs @ W.detach().numpy(), rtol=1e-6)
         assert isinstance(out["pair"][0], np.ndarray) and out["pair"][0].shape == ()
     assert ember.get_default_graph() is None
     with g:
@@ -204,19 +204,19 @@ def test_session_computes_only_the_subgraph_the_fetches_need():
 
 def test_train_op_updates_variables_in_place_after_the_fetched_values():
     g, x, y, W, logits, loss, train = _linear_graph()
-    memory, version = W.numpy(), W._version
-    before = W.numpy().copy()
+    memory, version = W.detach().numpy(), W._version
+    before = W.detach().numpy().copy()
     feed = {x: np.ones((2, 3), np.float32), y: np.array([0, 1])}
     sess = ember.Session(g)
     value, old_W, _ = sess.run([logits, W, train], feed)
     np.testing.assert_allclose(value, np.ones((2, 3)) @ before, rtol=1e-6)  # before the step
     np.testing.assert_array_equal(old_W, before)
-    assert W.numpy() is memory and W._version > version  # written in place
-    assert not np.allclose(W.numpy(), before)
+    assert W.detach().numpy() is memory and W._version > version  # written in place
+    assert not np.allclose(W.detach().numpy(), before)
     current = sess.run(W)
-    np.testing.assert_array_equal(current, W.numpy())
+    np.testing.assert_array_equal(current, W.detach().numpy())
     current[:] = 0  # a fetched value is a copy
-    assert W.numpy().any()
+    assert W.detach().numpy().any()
 
 
 def test_module_state_updated_in_the_forward_pass_is_written_back_by_the_train_op():
@@ -250,8 +250,8 @@ def test_var_list_restricts_the_update():
     train = ember.optim.SGD([a, b], lr=0.1).minimize(loss, var_list=[b])
     assert [t.shape for t in train.variables] == [(2,)]
     ember.Session(g).run(train, {x: [1.0, 1.0]})
-    np.testing.assert_allclose(a.numpy(), [1.0, 2.0])
-    np.testing.assert_allclose(b.numpy(), [2.9, 3.8], rtol=1e-6)
+    np.testing.assert_allclose(a.detach().numpy(), [1.0, 2.0])
+    np.testing.assert_allclose(b.detach().numpy(), [2.9, 3.8], rtol=1e-6)
 
 
 def test_variables_are_eager_tensors_outside_graphs():
@@ -260,14 +260,18 @@ def test_variables_are_eager_tensors_outside_graphs():
     (v * v).sum().backward()
     np.testing.assert_allclose(v.grad.numpy(), [2.0, 4.0])
     source = np.ones(2, np.float32)
-    assert ember.Variable(source).numpy() is not source  # a Variable owns its memory
+    assert ember.Variable(source).detach().numpy() is not source  # a Variable owns its memory
     assert not ember.Variable([1, 2]).requires_grad  # integers are not trainable
     assert not ember.Variable([1.0], trainable=False).requires_grad
     with ember.Graph() as g:
         w = ember.Variable([3.0], name="w")
     clone = copy.deepcopy(w)
     assert isinstance(clone, ember.Variable) and clone.graph is None and clone.name == "w"
-    assert clone.numpy() is not w.numpy() and clone.tolist() == [3.0] and w.graph is g
+    assert (
+        clone.detach().numpy() is not w.detach().numpy()
+        and clone.tolist() == [3.0]
+        and w.graph is g
+    )
 
 
 def test_a_variable_initialized_by_graph_ops_is_evaluated_once():
@@ -277,7 +281,7 @@ def test_a_variable_initialized_by_graph_ops_is_evaluated_once():
         r = ember.Variable(ember.randn(4), name="r")
         total = W.sum()
     assert isinstance(W, ember.Tensor) and W.shape == (2, 3) and W.graph is g
-    np.testing.assert_array_equal(W.numpy(), np.full((2, 3), 3, np.float32))
+    np.testing.assert_array_equal(W.detach().numpy(), np.full((2, 3), 3, np.float32))
     sess = ember.Session(g)
     assert float(sess.run(total)) == 18.0
     first = sess.run(r)
@@ -288,7 +292,7 @@ def test_eager_minimize_steps_now():
     w = ember.Variable([1.0, -2.0])
     opt = ember.optim.SGD([w], lr=0.5)
     assert opt.minimize((w**2).sum()) is None
-    np.testing.assert_allclose(w.numpy(), [0.0, 0.0])
+    np.testing.assert_allclose(w.detach().numpy(), [0.0, 0.0])
 
 
 def test_modules_are_built_before_the_graph_or_under_init_scope():
@@ -301,9 +305,9 @@ def test_modules_are_built_before_the_graph_or_under_init_scope():
         with ember.init_scope():
             layer = nn.Linear(2, 1)
         train = ember.optim.SGD(layer.parameters(), lr=0.1).minimize(layer(x).sum())
-    before = layer.weight.numpy().copy()
+    before = layer.weight.detach().numpy().copy()
     ember.Session(g).run(train, {x: [[1.0, 1.0]]})
-    np.testing.assert_allclose(layer.weight.numpy(), before - 0.1, rtol=1e-6)
+    np.testing.assert_allclose(layer.weight.detach().numpy(), before - 0.1, rtol=1e-6)
 
 
 # ------------------------------------------------------------------------------------------ errors
@@ -334,10 +338,10 @@ def test_a_wrong_dtype_names_the_placeholder_and_lists_are_converted():
     with pytest.raises(ember.DTypeError, match="'y' expects ember.int64"):
         sess.run(loss, {x: [[1.0, 2.0, 3.0]], y: [0.5]})
     assert sess.run(loss, {x: [[1, 2, 3]], y: [1]}).dtype == np.float32  # lists are converted
-    before = W.numpy().copy()
+    before = W.detach().numpy().copy()
     with pytest.raises(ember.DTypeError):
         sess.run([loss, train], {x: [[1.0, 2.0, 3.0]], y: np.zeros(1, np.int32)})
-    np.testing.assert_array_equal(W.numpy(), before)  # a failed run changed nothing
+    np.testing.assert_array_equal(W.detach().numpy(), before)  # a failed run changed nothing
 
 
 def test_fetches_and_feeds_from_another_graph_are_refused():

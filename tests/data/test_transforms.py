@@ -150,10 +150,10 @@ def test_random_crop_pad_if_needed_pads_both_sides_by_the_shortfall():
 
 def test_random_crop_of_the_full_size_draws_nothing():
     gen = ember.Generator(3)
-    before = gen.get_state()
+    before = gen.json_state()
     img = _image(1, 4, 4)
     np.testing.assert_array_equal(T.RandomCrop(4, generator=gen)(img), img)
-    assert gen.get_state() == before
+    assert gen.json_state() == before
 
 
 @pytest.mark.parametrize(

@@ -71,6 +71,6 @@ def reference(name: str) -> dict:
         loss.backward()
         opt.step()
         losses.append(float(loss.item()))
-    res.update({f"param/{n}": p.numpy().copy() for n, p in model.named_parameters()})
+    res.update({f"param/{n}": p.detach().numpy().copy() for n, p in model.named_parameters()})
     res["losses"] = np.array(losses)
     return res

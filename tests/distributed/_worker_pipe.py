@@ -48,7 +48,7 @@ for case in pc.CASES if world == 2 else pc.CASES3:
         step_losses.append([float(v.item()) for v in losses])
     report = schedule.bubble_report()
     for n, p in stage.named_parameters():
-        res[f"param/{n}"] = p.numpy().copy()
+        res[f"param/{n}"] = p.detach().numpy().copy()
     res["losses"] = np.array(step_losses)
     res["times"] = np.array([[t.wall, t.busy, t.waiting] for t in report.per_rank])
     res["held"] = np.array([[t.held, t.per_microbatch] for t in report.per_rank])

@@ -126,7 +126,7 @@ def test_partition_print():
         assert f"stage {st.index}: {len(st.nodes)} ops" in text
     assert part.cut_bytes() == [sum(nbytes(v.type) for v in part.cuts[0])]
     assert part.cut_bytes() == [2 * 32 * 4 * 4 * 4]  # the first pooling's output
-    weights = sum(p.numpy().nbytes for p in model.parameters())
+    weights = sum(p.detach().numpy().nbytes for p in model.parameters())
     assert sum(st.param_bytes for st in part.stages) == weights
     assert "conv x1" in text and len(calls) == 14
 

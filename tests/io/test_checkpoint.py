@@ -206,7 +206,7 @@ def test_requires_grad_is_kept_and_shared_tensors_load_equal(tmp_path):
     out = load(tmp_path / "x")
     assert out["a"].requires_grad and out["a"].is_leaf
     for other in (out["b"][0], out["b"][1]["c"]):
-        np.testing.assert_array_equal(other.numpy(), out["a"].numpy())
+        np.testing.assert_array_equal(other.detach().numpy(), out["a"].detach().numpy())
 
 
 def test_saving_overwrites_and_leaves_no_temporary_files(tmp_path):

@@ -95,7 +95,7 @@ def compare_module(
         assert tuple(e.shape) == tuple(t.shape), f"output {k}: shape {e.shape} vs {t.shape}"
         # no dtype leaks: a float32 module computes float32 outputs, like torch
         assert str(e.dtype) == str(t.dtype).replace("torch.", "ember."), f"output {k}: dtype"
-        assert_close(e.numpy(), t.detach().numpy(), dtype, f"output {k}", tol)
+        assert_close(e.detach().numpy(), t.detach().numpy(), dtype, f"output {k}", tol)
         if e.dtype.is_floating_point and e.requires_grad:
             c = rng.standard_normal(e.shape).astype(dtype)
             e_obj = e_obj + (e * ember.tensor(c)).sum()

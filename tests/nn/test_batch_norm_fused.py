@@ -179,8 +179,8 @@ def test_values_gradients_and_running_stats_against_torch(shape, dtype):
     for _ in range(3):
         y = F.batch_norm(ex, erm, erv, ew, eb, True, 0.2, 1e-4)
         ty = torch.nn.functional.batch_norm(tx, trm, trv, tw, tb, True, 0.2, 1e-4)
-    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=tol, atol=tol)
-    np.testing.assert_allclose(erm.numpy(), trm.numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(erm.detach().numpy(), trm.detach().numpy(), rtol=tol, atol=tol)
     np.testing.assert_allclose(erv.numpy(), trv.numpy(), rtol=tol, atol=tol)
     grads = ember.autograd.grad(y, (ex, ew, eb), ember.tensor(g))
     tgrads = torch.autograd.grad(ty, (tx, tw, tb), torch.tensor(g))
@@ -189,7 +189,7 @@ def test_values_gradients_and_running_stats_against_torch(shape, dtype):
         np.testing.assert_allclose(a.numpy(), t.numpy(), rtol=tol, atol=tol * scale)
     ye = F.batch_norm(ex, erm, erv, ew, eb, False, 0.2, 1e-4)
     tye = torch.nn.functional.batch_norm(tx, trm, trv, tw, tb, False, 0.2, 1e-4)
-    np.testing.assert_allclose(ye.numpy(), tye.detach().numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(ye.detach().numpy(), tye.detach().numpy(), rtol=tol, atol=tol)
     grads = ember.autograd.grad(ye, (ex, ew, eb), ember.tensor(g))
     tgrads = torch.autograd.grad(tye, (tx, tw, tb), torch.tensor(g))
     for a, t in zip(grads, tgrads):
@@ -217,13 +217,15 @@ def test_module_running_stats_over_steps_equal_torch(kwargs, captured):
     for step in range(4):
         x = (rng.standard_normal((3, 4, 5, 5)) * (step + 1) + step).astype(np.float32)
         y, ty = run(ember.tensor(x)), theirs(torch.tensor(x))
-        np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-5, atol=1e-5)
     for (name, b), (_, tb) in zip(ours.named_buffers(), theirs.named_buffers()):
-        np.testing.assert_allclose(b.numpy(), tb.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(
+            b.detach().numpy(), tb.detach().numpy(), rtol=1e-5, atol=1e-6, err_msg=name
+        )
     ours.eval(), theirs.eval()
     x = rng.standard_normal((2, 4, 3, 3)).astype(np.float32)
     np.testing.assert_allclose(
-        ours(ember.tensor(x)).numpy(), theirs(torch.tensor(x)).detach().numpy(), atol=1e-5
+        ours(ember.tensor(x)).detach().numpy(), theirs(torch.tensor(x)).detach().numpy(), atol=1e-5
     )
 
 
@@ -278,7 +280,7 @@ def test_evaluation_gradients_in_every_input_by_finite_differences():
     grads = ember.autograd.grad((y * ember.tensor(cy)).sum(), ts, create_graph=True)
     for i, g in enumerate(grads):
         np.testing.assert_allclose(
-            g.numpy(), _finite_difference(loss, arrays, i), rtol=1e-5, atol=1e-6
+            g.detach().numpy(), _finite_difference(loss, arrays, i), rtol=1e-5, atol=1e-6
         )
     # (differentiable again: the VJP is written in ember ops)
     (second,) = ember.autograd.grad(grads[1].sum(), (ts[2],))
@@ -307,9 +309,11 @@ def test_a_captured_training_step_equals_eager_and_runs_the_fused_ops():
     for _ in range(3):
         x = ember.tensor(rng.standard_normal((4, 3, 6, 6)).astype(np.float32))
         want, got = step(eager_model, opt_e, x), compiled(x)
-        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4)
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-4)
     for (name, a), b in zip(graph_model.state_dict().items(), eager_model.state_dict().values()):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
+        np.testing.assert_allclose(
+            a.detach().numpy(), b.detach().numpy(), rtol=1e-4, atol=1e-5, err_msg=name
+        )
     ops = {n.op for g in compiled.graphs.values() for n in g.nodes if n.kind == "call"}
     assert bn.BATCH_NORM_TRAIN in ops and bn.BATCH_NORM_BACKWARD in ops
 
@@ -326,7 +330,7 @@ def test_without_a_compiler_numpy_runs(tmp_path):
         m = nn.BatchNorm2d(3)
         x = ember.tensor(np.random.default_rng(0).standard_normal((4, 3, 5, 5)), requires_grad=True)
         m(x).sum().backward()
-        assert cbatchnorm.train_forward(x.numpy(), np.ones(3), np.zeros(3), 1e-5) is None
+        assert cbatchnorm.train_forward(x.detach().numpy(), np.ones(3), np.zeros(3), 1e-5) is None
         assert x.grad is not None and float(m.running_var.sum()) != 3.0
         print("ok")
         """

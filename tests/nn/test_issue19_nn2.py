@@ -120,7 +120,7 @@ def test_max_unpool_inverts_max_pool_return_indices(nd):
     (ve, ie), (vt, it) = pool_e(xe), pool_t(xt)
     np.testing.assert_array_equal(ie.numpy(), it.numpy())  # PyTorch's flat indices
     ye, yt = unpool_e(ve, ie, output_size=x.shape), unpool_t(vt, it, output_size=x.shape)
-    np.testing.assert_allclose(ye.numpy(), yt.detach().numpy())
+    np.testing.assert_allclose(ye.detach().numpy(), yt.detach().numpy())
     g = n(*x.shape)
     (ye * ember.tensor(g)).sum().backward()
     (yt * torch.tensor(g)).sum().backward()
@@ -134,16 +134,16 @@ def test_rrelu_training_draws_slopes_in_range_and_eval_uses_their_mean():
     m = nn.RReLU(0.1, 0.3)
     x = ember.tensor(-np.ones(20000), requires_grad=True)
     y = m(x)
-    slopes = -y.numpy()
+    slopes = -y.detach().numpy()
     assert slopes.min() >= 0.1 and slopes.max() <= 0.3 and abs(slopes.mean() - 0.2) < 0.01
     y.sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), slopes)  # the gradient uses the same slopes
+    np.testing.assert_allclose(x.grad.detach().numpy(), slopes)  # the gradient uses the same slopes
     m.eval()
-    np.testing.assert_allclose(m(x).numpy(), -0.2)
+    np.testing.assert_allclose(m(x).detach().numpy(), -0.2)
     ember.manual_seed(3)
-    a = F.rrelu(x, training=True).numpy()
+    a = F.rrelu(x, training=True).detach().numpy()
     ember.manual_seed(3)
-    np.testing.assert_array_equal(F.rrelu(x, training=True).numpy(), a)
+    np.testing.assert_array_equal(F.rrelu(x, training=True).detach().numpy(), a)
 
 
 @pytest.mark.parametrize("feature", [False, True])
@@ -197,10 +197,12 @@ def test_lazy_linear_with_an_optimizer_built_before_the_first_call():
     opt = ember.optim.SGD(m.parameters(), lr=0.1)
     x = ember.tensor(n(5, 3).astype(np.float32))
     m(x).sum().backward()
-    before = m.weight.numpy().copy()
+    before = m.weight.detach().numpy().copy()
     assert np.any(before) and m.in_features == 3
     opt.step()  # the optimizer holds the (now materialized) same parameter objects
-    np.testing.assert_allclose(m.weight.numpy(), before - 0.1 * m.weight.grad.numpy())
+    np.testing.assert_allclose(
+        m.weight.detach().numpy(), before - 0.1 * m.weight.grad.detach().numpy()
+    )
 
 
 def test_lazy_layers_load_a_state_dict_before_the_first_call():
@@ -208,7 +210,7 @@ def test_lazy_layers_load_a_state_dict_before_the_first_call():
     lazy = nn.Sequential(nn.LazyLinear(4), nn.LazyBatchNorm1d())
     lazy.load_state_dict(src.state_dict())
     x = ember.tensor(n(5, 3).astype(np.float32))
-    np.testing.assert_allclose(lazy.eval()(x).numpy(), src.eval()(x).numpy())
+    np.testing.assert_allclose(lazy.eval()(x).detach().numpy(), src.eval()(x).detach().numpy())
     assert type(lazy[0]) is nn.Linear and lazy[0].in_features == 3
 
 
@@ -379,12 +381,16 @@ def test_long_tail_trains_under_function_as_eagerly(seed=341):
     for _ in range(2):
         want = step(eager_model, eager_opt, x)
         got = compiled(model, opt, x)
-        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            got.detach().numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6
+        )
     for p, q in zip(model.parameters(), eager_model.parameters()):
         # (float32 rounding relative to the parameter's scale: an update of large terms that
         # lands near zero keeps their absolute error, not a relative one of its own)
-        scale = float(np.abs(q.numpy()).max())
-        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-5, atol=1e-6 * max(1.0, scale))
+        scale = float(np.abs(q.detach().numpy()).max())
+        np.testing.assert_allclose(
+            p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6 * max(1.0, scale)
+        )
 
 
 def test_rrelu_and_alpha_dropout_under_function_draw_fresh_noise():
@@ -460,14 +466,18 @@ def test_adaptive_log_softmax_matches_torch(cutoffs, div_value, head_bias):
 
     compare_module(e, t, [x, y], call=call)
     xe, xt = ember.tensor(x), torch.tensor(x)  # (compare_module left both in float64)
-    np.testing.assert_allclose(e.log_prob(xe).numpy(), t.log_prob(xt).detach().numpy(), rtol=1e-5)
-    np.testing.assert_array_equal(e.predict(xe).numpy(), t.predict(xt).numpy())
+    np.testing.assert_allclose(
+        e.log_prob(xe).detach().numpy(), t.log_prob(xt).detach().numpy(), rtol=1e-5
+    )
+    np.testing.assert_array_equal(e.predict(xe).detach().numpy(), t.predict(xt).detach().numpy())
     single = e(xe[0], ember.tensor(np.array(7))).output
     np.testing.assert_allclose(
-        single.numpy(), t(xt[0], torch.tensor(7)).output.detach().numpy(), rtol=1e-5
+        single.detach().numpy(), t(xt[0], torch.tensor(7)).output.detach().numpy(), rtol=1e-5
     )
     loss = ember.function(lambda m, x, y: m(x, y).loss)(e, xe, ember.tensor(y))
-    np.testing.assert_allclose(loss.numpy(), e(xe, ember.tensor(y)).loss.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(
+        loss.detach().numpy(), e(xe, ember.tensor(y)).loss.detach().numpy(), rtol=1e-6
+    )
     with pytest.raises(EmberError, match="Target values"):
         e(xe, ember.tensor(np.full(12, 10)))
 
@@ -477,7 +487,7 @@ def test_data_parallel_calls_its_module_and_prefixes_keys():
     e, t = nn.DataParallel(inner), tnn.DataParallel(t_inner)
     assert repr(e) == repr(t) and list(e.state_dict()) == list(t.state_dict())
     x = ember.tensor(n(4, 2).astype(np.float32))
-    np.testing.assert_array_equal(e(x).numpy(), inner(x).numpy())
+    np.testing.assert_array_equal(e(x).detach().numpy(), inner(x).detach().numpy())
     with pytest.raises(EmberError, match="CPU only"):
         nn.DataParallel(inner, device_ids=[0])
 
@@ -509,7 +519,7 @@ def test_lazy_first_call_under_capture_is_refused_then_training_captures():
     m(x)  # the eager first call
     eager = copy.deepcopy(m)
     want = step(eager, x)
-    np.testing.assert_allclose(f(m, x).numpy(), want.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(f(m, x).detach().numpy(), want.detach().numpy(), rtol=1e-6)
     np.testing.assert_allclose(m.weight.grad.numpy(), eager.weight.grad.numpy(), rtol=1e-6)
 
 

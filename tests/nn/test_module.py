@@ -109,7 +109,7 @@ def test_load_state_dict_round_trip_and_copy_semantics():
     state = a.state_dict()
     state["block.fc.weight"] = state["block.fc.weight"].numpy() * 0 + 2.0  # arrays are accepted
     b.load_state_dict(state)
-    assert np.all(b.block.fc.weight.numpy() == 2.0)
+    assert np.all(b.block.fc.weight.detach().numpy() == 2.0)
 
 
 def test_load_state_dict_strict_errors_load_nothing():
@@ -128,19 +128,21 @@ def test_load_state_dict_strict_errors_load_nothing():
     result = b.load_state_dict(state, strict=False)
     assert result.missing_keys == ["head.1.bias"]
     assert result.unexpected_keys == ["block.extra"]
-    np.testing.assert_array_equal(b.block.fc.weight.numpy(), a.block.fc.weight.numpy())
+    np.testing.assert_array_equal(
+        b.block.fc.weight.detach().numpy(), a.block.fc.weight.detach().numpy()
+    )
 
 
 def test_load_state_dict_wrong_shape_names_key_and_shapes():
     net = Net()
-    before = net.block.fc.bias.numpy().copy()
+    before = net.block.fc.bias.detach().numpy().copy()
     state = dict(Net().state_dict())
     state["block.fc.weight"] = ember.zeros(4, 5)
     with pytest.raises(ember.StateDictError) as info:
         net.load_state_dict(state, strict=False)  # shapes are checked even when not strict
     message = str(info.value)
     assert "block.fc.weight" in message and "(4, 5)" in message and "(4, 3)" in message
-    np.testing.assert_array_equal(net.block.fc.bias.numpy(), before)  # not half-loaded
+    np.testing.assert_array_equal(net.block.fc.bias.detach().numpy(), before)  # not half-loaded
     with pytest.raises(TypeError):
         net.load_state_dict([("block.fc.weight", ember.zeros(4, 3))])
 
@@ -210,12 +212,12 @@ def test_forward_hooks():
     h1 = lin.register_forward_pre_hook(lambda m, args: (args[0] * 2,))
     h2 = lin.register_forward_hook(lambda m, args, out: calls.append(out.shape) or out + 1)
     x = ember.ones(1, 2)
-    expected = lin.forward(x * 2).numpy() + 1
-    np.testing.assert_allclose(lin(x).numpy(), expected, rtol=1e-6)
+    expected = lin.forward(x * 2).detach().numpy() + 1
+    np.testing.assert_allclose(lin(x).detach().numpy(), expected, rtol=1e-6)
     assert calls == [(1, 2)]
     h1.remove()
     h2.remove()
-    np.testing.assert_allclose(lin(x).numpy(), lin.forward(x).numpy())
+    np.testing.assert_allclose(lin(x).detach().numpy(), lin.forward(x).detach().numpy())
     order = []
     lin.register_forward_hook(lambda *a: order.append("second"))
     lin.register_forward_hook(lambda *a: order.append("first"), prepend=True)
@@ -280,7 +282,7 @@ def test_parameter_semantics_and_deepcopy():
     assert clone.shared is clone.head[1]  # sharing is preserved
     with ember.no_grad():
         clone.block.fc.weight.fill_(0)
-    assert np.any(net.block.fc.weight.numpy() != 0)
+    assert np.any(net.block.fc.weight.detach().numpy() != 0)
     np.testing.assert_array_equal(
         clone.block.bn.running_var.numpy(), net.block.bn.running_var.numpy()
     )
@@ -292,7 +294,7 @@ def test_sequential_container():
     head = seq[:2]
     assert isinstance(head, nn.Sequential) and len(head) == 2 and head[0] is seq[0]
     x = ember.randn(4, 2)
-    np.testing.assert_allclose(seq(x).numpy(), seq[2](seq[1](seq[0](x))).numpy())
+    np.testing.assert_allclose(seq(x).detach().numpy(), seq[2](seq[1](seq[0](x))).detach().numpy())
     seq.append(nn.Sigmoid())
     assert list(seq._modules) == ["0", "1", "2", "3"]
     del seq[1]
@@ -339,7 +341,7 @@ def test_load_state_dict_assign_replaces_tensors():
     net.load_state_dict(source.state_dict(), assign=True)
     assert net.weight is not old and isinstance(net.weight, nn.Parameter)
     assert net.weight.requires_grad and net.weight.dtype == ember.float64  # the source's dtype
-    np.testing.assert_array_equal(net.weight.numpy(), source.weight.numpy())
+    np.testing.assert_array_equal(net.weight.detach().numpy(), source.weight.detach().numpy())
 
 
 def test_forward_hook_with_kwargs_and_always_call():

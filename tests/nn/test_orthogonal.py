@@ -120,4 +120,4 @@ def test_inside_function_capture():
     orthogonal(layer)
     x = ember.randn(2, 4, dtype=ember.float64)
     f = ember.function(lambda x: layer(x))
-    np.testing.assert_allclose(f(x).numpy(), layer(x).detach().numpy(), atol=1e-12)
+    np.testing.assert_allclose(f(x).detach().numpy(), layer(x).detach().numpy(), atol=1e-12)

@@ -81,7 +81,9 @@ def test_captured_step_of_a_pruned_model_equals_eager():
 
         f = ember.function(step) if capture else step
         losses = [f(x).item() for _ in range(3)]
-        results.append((losses, net[0].weight.detach().numpy(), net[0].weight_orig.numpy()))
+        results.append(
+            (losses, net[0].weight.detach().numpy(), net[0].weight_orig.detach().numpy())
+        )
     (l0, w0, o0), (l1, w1, o1) = results
     np.testing.assert_allclose(l1, l0, rtol=1e-6)
     np.testing.assert_allclose(w1, w0, rtol=1e-6)

@@ -91,13 +91,13 @@ def test_rnn_dropout_between_layers_only_in_training():
     lstm = nn.LSTM(3, 4, num_layers=2, dropout=0.5)
     x = ember.randn(5, 2, 3)
     lstm.eval()
-    first = lstm(x)[0].numpy()
-    np.testing.assert_array_equal(lstm(x)[0].numpy(), first)
+    first = lstm(x)[0].detach().numpy()
+    np.testing.assert_array_equal(lstm(x)[0].detach().numpy(), first)
     lstm.train()
     ember.manual_seed(0)
-    a = lstm(x)[0].numpy()
+    a = lstm(x)[0].detach().numpy()
     ember.manual_seed(1)
-    b = lstm(x)[0].numpy()
+    b = lstm(x)[0].detach().numpy()
     assert not np.allclose(a, b)  # dropout between the layers changes the output
     with pytest.warns(UserWarning, match="num_layers greater than 1"):
         nn.GRU(2, 2, dropout=0.2)

@@ -154,7 +154,7 @@ def test_no_compiler_falls_back_to_numpy():
         "x = ember.tensor(state['x'], requires_grad=True)\n"
         "out = lstm(x)[0]\n"
         "out.sum().backward()\n"
-        "np.savez(sys.argv[2], out=out.numpy(), gx=x.grad.numpy())\n"
+        "np.savez(sys.argv[2], out=out.detach().numpy(), gx=x.grad.numpy())\n"
     )
     folder = Path(os.environ.get("TMPDIR", "/tmp"))
     src, dst = folder / f"rnn_cc_{os.getpid()}.npz", folder / f"rnn_cc_out_{os.getpid()}.npz"
@@ -197,7 +197,9 @@ def test_nested_grad_in_a_captured_function_is_differentiable():
     eager = lstm(leaf)[0].sum()
     eager.backward()
     np.testing.assert_allclose(value.item(), eager.item(), rtol=1e-12)
-    np.testing.assert_allclose(gx.numpy(), leaf.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        gx.detach().numpy(), leaf.grad.detach().numpy(), rtol=1e-10, atol=1e-12
+    )
 
 
 @pytest.mark.parametrize("kind", ["LSTMCell", "GRUCell"])

@@ -241,7 +241,11 @@ def test_transformer_captured_matches_eager_and_torch():
     t_loss = (t(ts, tt, tgt_mask=t_mask, memory_key_padding_mask=torch.tensor(mem_pad)) ** 2).sum()
     t_loss.backward()
     np.testing.assert_allclose(eager.item(), t_loss.item(), rtol=1e-10)
-    np.testing.assert_allclose(g_src.numpy(), ts.grad.numpy(), rtol=1e-8, atol=1e-10)
-    np.testing.assert_allclose(g_tgt.numpy(), tt.grad.numpy(), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(
+        g_src.detach().numpy(), ts.grad.detach().numpy(), rtol=1e-8, atol=1e-10
+    )
+    np.testing.assert_allclose(
+        g_tgt.detach().numpy(), tt.grad.detach().numpy(), rtol=1e-8, atol=1e-10
+    )
     traced = ember.function(loss)(ember.tensor(src), ember.tensor(tgt))
     np.testing.assert_allclose(traced.item(), t_loss.item(), rtol=1e-10)

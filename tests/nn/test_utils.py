@@ -73,11 +73,11 @@ def test_parameters_vector_round_trip():
     net = nn.Sequential(nn.Linear(3, 2), nn.Linear(2, 1))
     vec = utils.parameters_to_vector(net.parameters())
     assert vec.shape == (11,)
-    expected = np.concatenate([p.numpy().reshape(-1) for p in net.parameters()])
-    np.testing.assert_array_equal(vec.numpy(), expected)
+    expected = np.concatenate([p.detach().numpy().reshape(-1) for p in net.parameters()])
+    np.testing.assert_array_equal(vec.detach().numpy(), expected)
     utils.vector_to_parameters(ember.arange(11, dtype=ember.float32), net.parameters())
-    assert net[0].weight.numpy().tolist() == [[0, 1, 2], [3, 4, 5]]
-    assert net[1].bias.numpy().tolist() == [10.0]
+    assert net[0].weight.detach().numpy().tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert net[1].bias.detach().numpy().tolist() == [10.0]
     assert isinstance(net[0].weight, nn.Parameter)
     with pytest.raises(ember.ShapeError):
         utils.vector_to_parameters(ember.zeros(5), net.parameters())

@@ -35,7 +35,7 @@ def _run(model, *arrays):
 def _numpy(out):
     if isinstance(out, (tuple, list)):
         return [x for o in out for x in _numpy(o)]
-    return [out.numpy()]
+    return [out.detach().numpy()]
 
 
 def _assert_same(got, expected, rtol=1e-4, atol=1e-5):
@@ -273,7 +273,7 @@ def test_training_step_runs_three_steps_in_onnxruntime(optimizer):
     np.testing.assert_allclose(losses, expected, rtol=1e-5, atol=1e-6)
     for name, p in model.named_parameters():
         key = "model_" + name.replace(".", "_")
-        np.testing.assert_allclose(state[key], p.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(state[key], p.detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("name", zoo.ZOO)
@@ -342,7 +342,7 @@ def test_fused_graph_exports_as_its_members():
     fused = {n.op.name for n in graph.call_nodes() if n.op.fused is not None}
     assert fused == {"fused_elementwise", "fused_reduce", "fused_epilogue"}
     model_proto = to_model(graph)  # a Graph's inputs are the model's: x, then the parameters
-    arrays = [x.numpy()] + [p.numpy() for p in model.parameters()]
+    arrays = [x.detach().numpy()] + [p.detach().numpy() for p in model.parameters()]
     _assert_same(_run(model_proto, *arrays), expected)
 
 

@@ -224,7 +224,9 @@ def test_trainable_module_fine_tunes_like_pytorch():
         tlosses.append(loss.item())
     np.testing.assert_allclose(losses, tlosses, rtol=1e-5)
     for name, p in names.items():
-        np.testing.assert_allclose(p.numpy(), tw[name].detach().numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            p.detach().numpy(), tw[name].detach().numpy(), rtol=1e-5, atol=1e-6
+        )
 
 
 def test_trainable_module_steps_capture_with_ember_function():
@@ -255,7 +257,9 @@ def test_trainable_module_steps_capture_with_ember_function():
     for (name, p), (_, q) in zip(
         eager_module.named_parameters(), captured_module.named_parameters()
     ):
-        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(
+            p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6, err_msg=name
+        )
 
 
 def test_an_empty_model_input_list_is_a_clear_error():

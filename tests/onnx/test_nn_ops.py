@@ -482,8 +482,10 @@ def test_trainable_conv_pool_gradients_match_torch():
         torch.nn.functional.pad(tp, (1, 0, 0, 1)), 2, stride=(2, 1), count_include_pad=True
     )
     (ty * ty).sum().backward()
-    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(param.grad.numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        param.grad.detach().numpy(), tw.grad.detach().numpy(), rtol=1e-4, atol=1e-4
+    )
 
 
 @pytest.mark.parametrize("head", ["conv", "linear"])

@@ -85,7 +85,7 @@ def _step_pair(model, module, x, y, steps=3, lr=0.1):
         ember_optimizer.zero_grad()
         ember_loss.backward()
         ember_optimizer.step()
-        losses.append((float(ember_loss.numpy()), float(loss.detach())))
+        losses.append((float(ember_loss.detach().numpy()), float(loss.detach())))
     return losses
 
 

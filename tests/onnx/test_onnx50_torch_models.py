@@ -91,4 +91,4 @@ def test_fine_tuning_follows_pytorch(name, opset):
         ours.zero_grad()
         ember_loss.backward()
         ours.step()
-        assert float(ember_loss.numpy()) == pytest.approx(float(loss), rel=2e-5, abs=1e-6)
+        assert float(ember_loss.detach().numpy()) == pytest.approx(float(loss), rel=2e-5, abs=1e-6)

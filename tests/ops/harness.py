@@ -124,7 +124,7 @@ def finite_differences(sample: Sample, arrays, cots, eps=1e-6):
         with ember.no_grad():
             _, outs = ember_forward(sample, values)
             return sum(
-                float((o.numpy().astype(np.float64) * c).sum())
+                float((o.detach().numpy().astype(np.float64) * c).sum())
                 for o, c in zip(outs, cots)
                 if c is not None
             )

@@ -215,7 +215,7 @@ class Lib:
 
     def numpy(self, t) -> np.ndarray:
         if self.name == "ember":
-            return t.numpy()
+            return t.detach().numpy()
         t = t.detach()
         if t.is_complex():  # (a lazily conjugated or negated view: its values)
             t = t.resolve_conj().resolve_neg()

@@ -86,7 +86,7 @@ def test_matches_pytorch(sample):
     for k, (o, t) in enumerate(zip(outs, t_outs)):
         assert o.shape == tuple(t.shape), f"{sample.name}: output {k} shape"
         np.testing.assert_allclose(
-            o.numpy(),
+            o.detach().numpy(),
             t,
             rtol=sample.rtol,
             atol=sample.atol,
@@ -154,7 +154,11 @@ def test_traced_and_scripted_agree_with_eager(sample):
         assert len(got) == len(eager), f"{sample.name}: {how} output count"
         for k, (g, e) in enumerate(zip(got, eager)):
             np.testing.assert_allclose(
-                g.numpy(), e.numpy(), rtol=1e-6, atol=1e-7, err_msg=f"{sample.name}: {how} {k}"
+                g.detach().numpy(),
+                e.detach().numpy(),
+                rtol=1e-6,
+                atol=1e-7,
+                err_msg=f"{sample.name}: {how} {k}",
             )
     if not sample.grad or sample.name.startswith(_VALUE_SHAPED):
         return

@@ -163,7 +163,7 @@ def test_resample_op_is_the_composite_it_replaced(dtype):
         y = ember.tensor(x0, dtype=dtype, requires_grad=True)
         old = ember.index_select(y, axis, t0) * w0.reshape(shape)
         old = old + ember.index_select(y, axis, t1) * w1.reshape(shape)
-        assert np.array_equal(_bits(new.numpy()), _bits(old.numpy()))
+        assert np.array_equal(_bits(new.detach().numpy()), _bits(old.detach().numpy()))
         g = ember.tensor(rng.standard_normal(tuple(new.shape)), dtype=dtype)
         new.backward(g)
         old.backward(g)
@@ -194,9 +194,11 @@ def test_interpolate_matches_pytorch(shape, kwargs, dtype):
     # largest magnitude; gradients sum at most ceil(1 / scale) + 1 terms per axis more
     eps = np.finfo(dtype).eps
     bound = 8 * eps * np.abs(a).max() * len(shape)
-    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=0, atol=bound)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=0, atol=bound)
     bound = 8 * eps * np.abs(g).sum(axis=tuple(range(2, len(shape)))).max()
-    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=0, atol=bound)
+    np.testing.assert_allclose(
+        x.grad.detach().numpy(), tx.grad.detach().numpy(), rtol=0, atol=bound
+    )
 
 
 # --------------------------------------------------------------------------------- ReLU

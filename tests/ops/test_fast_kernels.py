@@ -36,3 +36,28 @@ def test_where_kernel_keeps_special_values():
     assert got[4] == -np.inf
     mixed = _where_kernel(cond, x, np.array([5.0, 5, 5, 5, 5], np.float64))  # falls back
     assert mixed.dtype == np.float64 and mixed[3] == 5.0
+
+
+def test_scatter_add_of_whole_slices_takes_index_adds_kernel_with_its_bits():
+    """An index that varies only along the scatter's axis (``idx[:, None].expand(-1, d)``, a
+    graph network's message sum) adds whole slices: kernels/cindex.py's accumulate_slices, in
+    np.add.at's order, so the result equals NumPy's bit for bit; out-of-range indices still
+    get the NumPy kernel's error."""
+    import ember
+
+    rng = np.random.default_rng(0)
+    for dtype in (np.float32, np.float64):
+        x = rng.standard_normal((50, 8)).astype(dtype)
+        src = rng.standard_normal((300, 8)).astype(dtype)
+        idx = rng.integers(0, 50, 300)
+        index = ember.tensor(idx)[:, None].expand(300, 8)
+        got = ember.tensor(x).scatter_add(0, index, ember.tensor(src)).numpy()
+        want = x.copy()
+        np.add.at(want, (np.broadcast_to(idx[:, None], (300, 8)), np.arange(8)[None, :]), src)
+        np.testing.assert_array_equal(got, want)
+        # along the last axis
+        got = ember.tensor(x.T.copy()).scatter_add(1, index.t(), ember.tensor(src.T.copy()))
+        np.testing.assert_array_equal(got.numpy(), want.T)
+    bad = ember.tensor(np.full(300, 50))[:, None].expand(300, 8)
+    with pytest.raises(IndexError):
+        ember.zeros(50, 8).scatter_add(0, bad, ember.ones(300, 8))

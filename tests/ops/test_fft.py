@@ -150,8 +150,8 @@ def test_transforms_inside_a_captured_function_equal_eager():
     captured = ember.function(loss)
     got = captured(x)
     got.backward()
-    np.testing.assert_allclose(got.numpy(), eager.detach().numpy(), rtol=1e-5)
-    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got.detach().numpy(), eager.detach().numpy(), rtol=1e-5)
+    np.testing.assert_allclose(x.grad.detach().numpy(), want, rtol=1e-5, atol=1e-6)
     grad = ember.grad(loss)(x)
     np.testing.assert_allclose(grad.numpy(), want, rtol=1e-5, atol=1e-6)
 

@@ -49,10 +49,10 @@ def test_batch_first_attention_matches_torch_in_inference():
     tm = torch.nn.MultiheadAttention(64, 4, batch_first=True).eval()
     with torch.no_grad():
         for name, p in tm.named_parameters():
-            p.copy_(torch.from_numpy(dict(em.named_parameters())[name].numpy()))
+            p.copy_(torch.from_numpy(dict(em.named_parameters())[name].detach().numpy()))
     ex, tx = ember.tensor(x), torch.from_numpy(x)
     with ember.no_grad():
-        got = em(ex, ex, ex, need_weights=False)[0].numpy()
+        got = em(ex, ex, ex, need_weights=False)[0].detach().numpy()
         fn = ember.function(lambda t: em(t, t, t, need_weights=False)[0])
         got_fn = fn(ex).numpy()
     with torch.no_grad():

@@ -61,10 +61,14 @@ def test_matches_torch_in_values_and_gradients(dtype, seed):
                 message = f"{x.shape} {reduction} {ignore_index} {weight is None}"
                 assert ey.dtype == ember.tensor(x).dtype and tuple(ey.shape) == tuple(ty.shape)
                 np.testing.assert_allclose(
-                    ey.numpy(), ty.detach().numpy(), rtol=tol, atol=tol, err_msg=message
+                    ey.detach().numpy(), ty.detach().numpy(), rtol=tol, atol=tol, err_msg=message
                 )
                 np.testing.assert_allclose(
-                    ex.grad.numpy(), tx.grad.numpy(), rtol=tol, atol=tol, err_msg=message
+                    ex.grad.detach().numpy(),
+                    tx.grad.detach().numpy(),
+                    rtol=tol,
+                    atol=tol,
+                    err_msg=message,
                 )
 
 
@@ -96,8 +100,10 @@ def test_half_precision_matches_torch(dtype):
     ty.backward()
     assert ey.dtype == ex.dtype and ex.grad.dtype == ex.dtype
     tol = 8 * float(torch.finfo(getattr(torch, dtype)).eps)
-    np.testing.assert_allclose(ey.float().numpy(), ty.float().detach().numpy(), rtol=tol)
-    np.testing.assert_allclose(ex.grad.float().numpy(), tx.grad.float().numpy(), rtol=tol)
+    np.testing.assert_allclose(ey.float().detach().numpy(), ty.float().detach().numpy(), rtol=tol)
+    np.testing.assert_allclose(
+        ex.grad.float().detach().numpy(), tx.grad.float().detach().numpy(), rtol=tol
+    )
 
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)
@@ -110,10 +116,10 @@ def test_special_values_match_torch(reduction):
     ex, tx = ember.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
     ey = F.nll_loss(ex, ember.tensor(t), reduction=reduction)
     ty = TF.nll_loss(tx, torch.tensor(t), reduction=reduction)
-    np.testing.assert_allclose(ey.numpy(), ty.detach().numpy())
+    np.testing.assert_allclose(ey.detach().numpy(), ty.detach().numpy())
     ey.sum().backward()
     ty.sum().backward()
-    np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy())
+    np.testing.assert_allclose(ex.grad.detach().numpy(), tx.grad.detach().numpy())
 
 
 def test_every_target_ignored_gives_nan_mean_as_torch():

@@ -40,8 +40,10 @@ def test_gelu_matches_torch(dtype, approximate, seed):
     y.backward(ember.tensor(g))
     ty.backward(torch.tensor(g))
     tol = _tol(dtype) * 8
-    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=tol, atol=tol)
-    np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(
+        ex.grad.detach().numpy(), tx.grad.detach().numpy(), rtol=tol, atol=tol
+    )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -101,8 +103,10 @@ def test_layer_norm_matches_torch(dtype, seed):
     n = int(np.prod(shape))
     rows = x.size // n
     tol = _tol(dtype, n) * 4
-    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=tol, atol=tol)
-    np.testing.assert_allclose(es[0].grad.numpy(), ts[0].grad.numpy(), rtol=tol, atol=tol * 4)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(
+        es[0].grad.detach().numpy(), ts[0].grad.detach().numpy(), rtol=tol, atol=tol * 4
+    )
     for e, t in zip(es[1:], ts[1:]):
         np.testing.assert_allclose(
             e.grad.numpy(), t.grad.numpy(), rtol=tol, atol=_tol(dtype, rows) * 4 * np.sqrt(rows)

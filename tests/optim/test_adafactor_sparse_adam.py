@@ -59,7 +59,9 @@ def test_adafactor_twenty_float64_steps_match_torch(kwargs):
         _step(ember, e_opt, e_params)
         _step(torch, t_opt, t_params)
         for e, t in zip(e_params, t_params):
-            np.testing.assert_allclose(e.numpy(), t.detach().numpy(), **F64, err_msg=str(step))
+            np.testing.assert_allclose(
+                e.detach().numpy(), t.detach().numpy(), **F64, err_msg=str(step)
+            )
     e_sd, t_sd = e_opt.state_dict(), t_opt.state_dict()
     for idx, t_state in t_sd["state"].items():
         assert sorted(e_sd["state"][idx]) == sorted(t_state)
@@ -93,7 +95,7 @@ def test_adafactor_float32_and_a_torch_state_dict():
         for e, t in zip(e_params, t_params):
             assert e.dtype is ember.float32
             np.testing.assert_allclose(
-                e.numpy(), t.detach().numpy(), rtol=2e-5, atol=2e-6, err_msg=str(step)
+                e.detach().numpy(), t.detach().numpy(), rtol=2e-5, atol=2e-6, err_msg=str(step)
             )
 
 
@@ -138,9 +140,11 @@ def test_adafactor_compiled_scheduled_step_equals_eager(make):
         expected, got = eager_step(x, y), step(x, y)
         eager_sched.step()
         sched.step()
-        np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(got.detach().numpy(), expected.detach().numpy(), rtol=1e-12)
         for p, q in zip(model.parameters(), eager_model.parameters()):
-            np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-11, atol=1e-13)
+            np.testing.assert_allclose(
+                p.detach().numpy(), q.detach().numpy(), rtol=1e-11, atol=1e-13
+            )
     assert step.stats.traces == 2, step.stats
 
 
@@ -240,7 +244,7 @@ def test_sparse_adam_loads_torchs_int_step_and_continues():
         t_opt.zero_grad()
         t_emb(torch.tensor(idx)).pow(2).sum().backward()
         t_opt.step()
-    np.testing.assert_allclose(e_emb.weight.numpy(), t_emb.weight.detach().numpy(), **F64)
+    np.testing.assert_allclose(e_emb.weight.detach().numpy(), t_emb.weight.detach().numpy(), **F64)
 
 
 def test_sparse_adam_compiled_step_equals_eager():
@@ -263,9 +267,13 @@ def test_sparse_adam_compiled_step_equals_eager():
     eager_step, step = train(eager_emb, eager_opt), ember.function(train(emb, opt))
     for _, idx in zip(range(8), _index_batches()):
         np.testing.assert_allclose(
-            step(ember.tensor(idx)).numpy(), eager_step(ember.tensor(idx)).numpy(), rtol=1e-12
+            step(ember.tensor(idx)).detach().numpy(),
+            eager_step(ember.tensor(idx)).detach().numpy(),
+            rtol=1e-12,
         )
-        np.testing.assert_allclose(emb.weight.numpy(), eager_emb.weight.numpy(), **F64)
+        np.testing.assert_allclose(
+            emb.weight.detach().numpy(), eager_emb.weight.detach().numpy(), **F64
+        )
     assert step.stats.traces == 2, step.stats
 
 

@@ -108,15 +108,17 @@ def test_scheduled_compiled_steps_equal_eager_steps(optimizer):
         expected, got = eager_step(x, y), step(x, y)
         eager_scheduler.step()
         scheduler.step()
-        np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(got.detach().numpy(), expected.detach().numpy(), rtol=1e-12)
         for p, q in zip(model.parameters(), eager_model.parameters()):
             # the compiled update rounds in another order (fused C loops): the difference grows
             # by a few ulps of the parameter's scale a step, in absolute terms, so an entry
             # that passed near zero keeps it (RMSprop: 7.5e-15 on -7.1e-4 after 30 steps on an
             # Intel Xeon)
-            scale = max(1.0, float(np.abs(q.numpy()).max()))
+            scale = max(1.0, float(np.abs(q.detach().numpy()).max()))
             atol = 16 * steps * np.finfo(np.float64).eps * scale
-            np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-12, atol=atol)
+            np.testing.assert_allclose(
+                p.detach().numpy(), q.detach().numpy(), rtol=1e-12, atol=atol
+            )
     assert step.stats.traces <= 2, step.stats
 
 
@@ -146,7 +148,7 @@ def test_a_session_training_op_reads_the_current_learning_rate():
         train = opt.minimize((x @ W).sum())
     with ember.Session(g) as sess:
         sess.run(train, {x: x_data})
-        np.testing.assert_allclose(W.numpy(), -0.2 * np.ones((3, 1)), rtol=1e-6)
+        np.testing.assert_allclose(W.detach().numpy(), -0.2 * np.ones((3, 1)), rtol=1e-6)
         opt.param_groups[0]["lr"] = 0.5
         sess.run(train, {x: x_data})
-        np.testing.assert_allclose(W.numpy(), -1.2 * np.ones((3, 1)), rtol=1e-6)
+        np.testing.assert_allclose(W.detach().numpy(), -1.2 * np.ones((3, 1)), rtol=1e-6)

@@ -104,7 +104,7 @@ def test_five_steps_match_torch(case, dtype):
         for e, t in zip(e_params, t_params):
             assert e.dtype.np == dtype  # no upcast of float32 parameters
             np.testing.assert_allclose(
-                e.numpy(), t.detach().numpy(), **TOL[dtype], err_msg=f"step {step + 1}"
+                e.detach().numpy(), t.detach().numpy(), **TOL[dtype], err_msg=f"step {step + 1}"
             )
     # same state layout: the same keys per parameter, same dtypes and values
     e_state = e_opt.state_dict()["state"]
@@ -144,7 +144,7 @@ def test_identical_gradients_give_float32_updates_within_rounding(case):
         e.grad, t.grad = ember.tensor(g), torch.tensor(g)
         e_opt.step()
         t_opt.step()
-        np.testing.assert_allclose(e.numpy(), t.detach().numpy(), rtol=2e-6, atol=2e-7)
+        np.testing.assert_allclose(e.detach().numpy(), t.detach().numpy(), rtol=2e-6, atol=2e-7)
 
 
 @needs_torch
@@ -180,7 +180,9 @@ def test_matmul_mlp_with_param_groups_matches_torch():
             forward(torch, t_p, torch.tensor(x)).backward()
             t_opt.step()
             for e, t in zip(e_p, t_p):
-                np.testing.assert_allclose(e.numpy(), t.detach().numpy(), rtol=1e-5, atol=1e-6)
+                np.testing.assert_allclose(
+                    e.detach().numpy(), t.detach().numpy(), rtol=1e-5, atol=1e-6
+                )
 
 
 def test_param_groups_use_their_own_lr_and_defaults():
@@ -191,8 +193,8 @@ def test_param_groups_use_their_own_lr_and_defaults():
     assert opt.param_groups[1]["momentum"] == 0.0  # filled from the defaults
     (a.sum() + b.sum()).backward()
     opt.step()
-    np.testing.assert_allclose(a.numpy(), [0.9, 1.9], rtol=1e-6)
-    np.testing.assert_allclose(b.numpy(), [0.5, 1.5], rtol=1e-6)
+    np.testing.assert_allclose(a.detach().numpy(), [0.9, 1.9], rtol=1e-6)
+    np.testing.assert_allclose(b.detach().numpy(), [0.5, 1.5], rtol=1e-6)
 
 
 def test_add_param_group_and_params_without_grad_are_skipped():
@@ -203,10 +205,10 @@ def test_add_param_group_and_params_without_grad_are_skipped():
     assert opt.param_groups[1]["betas"] == (0.9, 0.999)
     (a * a).sum().backward()
     opt.step()
-    np.testing.assert_array_equal(frozen.numpy(), [3.0, 4.0])
+    np.testing.assert_array_equal(frozen.detach().numpy(), [3.0, 4.0])
     assert frozen not in opt.state and a in opt.state
     # the first Adam step moves each coordinate by lr against the gradient's sign
-    np.testing.assert_allclose(a.numpy(), [0.9, -0.9], rtol=1e-5)
+    np.testing.assert_allclose(a.detach().numpy(), [0.9, -0.9], rtol=1e-5)
 
 
 def test_param_group_dicts_are_the_callers_as_in_torch():
@@ -237,7 +239,7 @@ def test_zero_grad_set_to_none_and_to_zero():
     opt.zero_grad()
     assert a.grad is None
     opt.step()  # no gradient: nothing changes
-    np.testing.assert_array_equal(a.numpy(), [1.0, 2.0])
+    np.testing.assert_array_equal(a.detach().numpy(), [1.0, 2.0])
 
 
 def test_zero_grad_detaches_a_create_graph_gradient():
@@ -261,7 +263,7 @@ def test_step_with_closure_returns_the_loss_and_runs_without_recording():
 
     loss = opt.step(closure)
     assert float(loss) == 4.0
-    np.testing.assert_allclose(a.numpy(), [1.0])  # 2 - 0.25 * 4
+    np.testing.assert_allclose(a.detach().numpy(), [1.0])  # 2 - 0.25 * 4
     assert a.is_leaf and a.grad_fn is None
 
 
@@ -297,7 +299,7 @@ def test_state_dict_round_trip_through_a_checkpoint_resumes_exactly(name, kwargs
     fresh.load_state_dict(loaded["optimizer"])
     _run(name, kwargs, dtype, resumed, 3, opt=fresh)
     for a, b in zip(straight, resumed):
-        np.testing.assert_array_equal(a.numpy(), b.numpy())
+        np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
     assert fresh.state_dict()["param_groups"] == opt.state_dict()["param_groups"]
 
 

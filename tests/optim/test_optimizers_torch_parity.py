@@ -93,7 +93,7 @@ def _torch_step(opt, params, dtype=np.float64):
 def _assert_params(e_params, t_params, step, **tol):
     for e, t in zip(e_params, t_params):
         np.testing.assert_allclose(
-            e.numpy(), t.detach().numpy(), **(tol or F64), err_msg=f"step {step}"
+            e.detach().numpy(), t.detach().numpy(), **(tol or F64), err_msg=f"step {step}"
         )
 
 
@@ -149,7 +149,7 @@ def test_identical_gradients_give_float32_updates_within_rounding(case):
         t_opt.step()
         assert e.dtype is ember.float32
         np.testing.assert_allclose(
-            e.numpy(), t.detach().numpy(), rtol=1e-5, atol=1e-6, err_msg=f"step {step}"
+            e.detach().numpy(), t.detach().numpy(), rtol=1e-5, atol=1e-6, err_msg=f"step {step}"
         )
     for key, value in e_opt.state[e].items():
         assert value.dtype is ember.float32, key
@@ -243,7 +243,7 @@ def test_a_round_trip_without_scalar_state_resumes_bit_for_bit(name):
     for _ in range(STEPS - 7):
         _ember_step(fresh, resumed)
     for a, b in zip(straight, resumed):
-        np.testing.assert_array_equal(a.numpy(), b.numpy())
+        np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
 
 
 def test_scalar_state_must_be_0d_and_other_state_the_parameters_shape():
@@ -348,9 +348,11 @@ def test_a_compiled_scheduled_step_equals_the_eager_step_without_retracing(name,
         expected, got = eager_step(x, y), step(x, y)
         eager_sched.step()
         sched.step()
-        np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(got.detach().numpy(), expected.detach().numpy(), rtol=1e-12)
         for p, q in zip(model.parameters(), eager_model.parameters()):
-            np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-12, atol=1e-14)
+            np.testing.assert_allclose(
+                p.detach().numpy(), q.detach().numpy(), rtol=1e-12, atol=1e-14
+            )
     assert step.stats.traces == 2, step.stats
     for key, value in eager_opt.state_dict()["state"][0].items():
         np.testing.assert_allclose(opt.state_dict()["state"][0][key].numpy(), value.numpy())
@@ -374,7 +376,9 @@ def test_a_session_training_op_follows_torch(name, kwargs, cycle):
             t_opt.zero_grad()
             ((torch.tensor(x_data) @ t_w) ** 2).sum().backward()
             t_opt.step()
-            np.testing.assert_allclose(w.numpy(), t_w.detach().numpy(), **F64, err_msg=str(step))
+            np.testing.assert_allclose(
+                w.detach().numpy(), t_w.detach().numpy(), **F64, err_msg=str(step)
+            )
 
 
 # ---------------------------------------------------------------------------------- LBFGS
@@ -547,7 +551,7 @@ def test_lbfgs_with_a_compiled_closure_equals_the_eager_one():
         iterates = []
         for _ in range(5):
             opt.step(closure)
-            iterates.append(w.numpy().copy())
+            iterates.append(w.detach().numpy().copy())
         runs.append(iterates)
     np.testing.assert_array_equal(np.array(runs[1]), np.array(runs[0]))
     assert closure.stats.calls > 20 and closure.stats.traces <= 2, closure.stats
@@ -704,7 +708,9 @@ def test_a_custom_optimizer_with_python_state_is_exact_in_a_compiled_step():
             eager_step(x, y)
             step(x, y)
             for p, q in zip(model.parameters(), eager_model.parameters()):
-                np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-12, atol=1e-14)
+                np.testing.assert_allclose(
+                    p.detach().numpy(), q.detach().numpy(), rtol=1e-12, atol=1e-14
+                )
     assert opt.state[next(iter(model.parameters()))]["step"] == 8
     assert "Python values in its state" in step.stats.retrace_reasons[-1]
 

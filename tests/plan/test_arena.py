@@ -74,4 +74,4 @@ def test_arenas_and_planned_execution_of_the_training_steps(name, bare_executors
         if executor == "arena":
             assert abs(plan.peak_bytes - measured) <= 0.05 * measured, (plan.peak_bytes, measured)
     for p, q in zip(runs["arena"].model.parameters(), runs["codegen"].model.parameters()):
-        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6)

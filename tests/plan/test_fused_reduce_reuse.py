@@ -110,4 +110,6 @@ def test_the_cnn_backward_holds_one_activation_sized_buffer_at_the_pooling(bare_
         conv.weight.copy_(weight)
         conv.bias.copy_(bias)
     np.testing.assert_allclose(step(x).item(), loss.item(), rtol=1e-5)
-    np.testing.assert_allclose(conv.weight.numpy(), got.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        conv.weight.detach().numpy(), got.detach().numpy(), rtol=1e-5, atol=1e-6
+    )

@@ -70,8 +70,8 @@ def _cnn(seed=0):
         if isinstance(m, nn.BatchNorm2d):
             m.running_mean.numpy()[:] = r.standard_normal(8) * 0.1
             m.running_var.numpy()[:] = r.uniform(0.5, 2.0, 8)
-            m.weight.numpy()[:] = r.uniform(0.5, 1.5, 8)
-            m.bias.numpy()[:] = r.standard_normal(8) * 0.1
+            m.weight.detach().numpy()[:] = r.uniform(0.5, 1.5, 8)
+            m.bias.detach().numpy()[:] = r.standard_normal(8) * 0.1
     return model.eval()
 
 
@@ -80,11 +80,11 @@ def test_folding_batch_norm_keeps_the_float_function():
 
     model = _cnn()
     x = ember.tensor(np.random.default_rng(1).standard_normal((4, 3, 8, 8)).astype(np.float32))
-    want = model(x).numpy()
+    want = model(x).detach().numpy()
     conv, bn = model[0], model[1]
     fold_batch_norm(conv, bn)
     model[1] = nn.Identity()
-    np.testing.assert_allclose(model(x).numpy(), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(model(x).detach().numpy(), want, rtol=1e-5, atol=1e-5)
 
 
 def test_quantize_folds_fuses_and_chains_and_leaves_the_model_alone():
@@ -99,8 +99,8 @@ def test_quantize_folds_fuses_and_chains_and_leaves_the_model_alone():
     assert q[0].out_scale == q[4].x_scale and q[4].out_scale == q[8].x_scale
     assert isinstance(model[1], nn.BatchNorm2d)  # the original is untouched
     x = ember.tensor(calib[0][:4])
-    want = model(x).numpy()
-    got = q(x).numpy()
+    want = model(x).detach().numpy()
+    got = q(x).detach().numpy()
     # int8 against float: a few output steps (the layers' quantization errors add up)
     assert np.abs(got - want).max() <= 0.05 * np.abs(want).max()
     np.testing.assert_array_equal(ember.function(q)(x).numpy(), got)
@@ -171,7 +171,10 @@ def test_dynamic_linear_within_the_quantization_bound():
     assert isinstance(q[0], DynamicQuantizedLinear) and isinstance(q[2], DynamicQuantizedLinear)
     x = np.random.default_rng(5).standard_normal((6, 40)).astype(np.float32)
     layer = model[0]
-    w, b = layer.weight.numpy().astype(np.float64), layer.bias.numpy().astype(np.float64)
+    w, b = (
+        layer.weight.detach().numpy().astype(np.float64),
+        layer.bias.detach().numpy().astype(np.float64),
+    )
     got = q[0](ember.tensor(x)).numpy()
     want = x.astype(np.float64) @ w.T + b
     assert (np.abs(got - want) <= _linear_bound(x.astype(np.float64), w, b)).all()
@@ -193,11 +196,11 @@ def test_dynamic_lstm_within_the_propagated_bound(batch_first):
     out_f, (h_f, c_f) = lstm(ember.tensor(xin))
     out_q, (h_q, c_q) = q(ember.tensor(xin))
     assert tuple(out_q.shape) == tuple(out_f.shape) and tuple(h_q.shape) == (1, 3, 16)
-    of, oq = out_f.numpy(), out_q.numpy()
+    of, oq = out_f.detach().numpy(), out_q.detach().numpy()
     if batch_first:
         of, oq = np.swapaxes(of, 0, 1), np.swapaxes(oq, 0, 1)
-    w_ih = lstm.weight_ih_l0.numpy().astype(np.float64)
-    w_hh = lstm.weight_hh_l0.numpy().astype(np.float64)
+    w_ih = lstm.weight_ih_l0.detach().numpy().astype(np.float64)
+    w_hh = lstm.weight_hh_l0.detach().numpy().astype(np.float64)
     rows_hh = np.abs(w_hh).sum(axis=1).max()
     sw_hh = np.abs(w_hh).max(axis=1) / 127
     e_h = e_c = 0.0
@@ -234,7 +237,7 @@ def test_fuse_names_the_groups_outside_a_sequential():
     assert isinstance(q.conv1, QuantizedConv2d) and q.conv1.relu
     assert isinstance(q.bn1, nn.Identity) and isinstance(q.relu1, nn.Identity)
     x = ember.tensor(calib[0])
-    want = model(x).numpy()
+    want = model(x).detach().numpy()
     assert np.abs(q(x).numpy() - want).max() <= 0.05 * np.abs(want).max()
     with pytest.raises(QuantizationError, match="cannot fuse"):
         quantize(model, calib, fuse=[("conv1", "fc")])

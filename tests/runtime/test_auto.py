@@ -121,7 +121,7 @@ def test_a_small_mlp_at_batch_one_runs_on_the_c_runner_where_the_model_says_so()
     assert program.choice.chosen == "the C graph runner on one thread", str(program.choice)
     assert program._c_program is not None and program.plan.order == calls
     assert "C graph runner" in str(executor.parallel_plan(program))
-    arrays = [x.numpy()] + [p.numpy() for p in model.parameters()]
+    arrays = [x.detach().numpy()] + [p.detach().numpy() for p in model.parameters()]
     _close(program(*arrays), interpreter.run(graph, arrays), 1e-5)
 
 
@@ -187,7 +187,7 @@ def test_the_measurement_times_real_runs_and_decisions_are_kept_per_structure():
     again = get_executor("auto").prepare(graph.copy())
     assert again.choice.chosen == first.choice.chosen and again.choice.cached
     assert "decided for this graph's structure before" in str(again.choice)
-    arrays = [x.numpy()] + [p.numpy() for p in model.parameters()]
+    arrays = [x.detach().numpy()] + [p.detach().numpy() for p in model.parameters()]
     _close(again(*arrays), first(*arrays), 1e-6)
 
 
@@ -325,7 +325,7 @@ def test_a_runner_predicted_just_below_the_margin_is_measured(monkeypatch):
     assert 0.9 * predicted[auto.CODEGEN] < predicted[runner] < predicted[auto.CODEGEN]
     assert timed == [{auto.CODEGEN, runner}] and program.choice.chosen == runner
     assert "predicted gain" in program.plan.reason and program._c_program.threads == 1
-    arrays = [x.numpy()] + [p.numpy() for p in model.parameters()]
+    arrays = [x.detach().numpy()] + [p.detach().numpy() for p in model.parameters()]
     _close(program(*arrays), interpreter.run(graph, arrays), 1e-5)
 
 

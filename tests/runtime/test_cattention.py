@@ -188,7 +188,7 @@ def _torch_twin(em, tm):
             em.named_parameters(), tm.named_parameters(), strict=True
         ):
             assert name == name2
-            pt.copy_(torch.from_numpy(pe.numpy()))
+            pt.copy_(torch.from_numpy(pe.detach().numpy()))
 
 
 @pytest.mark.parametrize("batch_first", [True, False])

@@ -222,7 +222,7 @@ def test_strided_conv2d_and_its_gradients_match_torch(
     ew, tw = _torch_pair((cout, cin // groups) + kernel, rng)
     args = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
     ey, ty = F.conv2d(ex, ew, **args), torch.nn.functional.conv2d(tx, tw, **args)
-    np.testing.assert_allclose(ey.numpy(), ty.detach().numpy(), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(ey.detach().numpy(), ty.detach().numpy(), rtol=1e-10, atol=1e-10)
     g = rng.standard_normal(ty.shape)
     ey.backward(ember.tensor(g))
     ty.backward(torch.tensor(g))
@@ -248,7 +248,7 @@ def test_conv_transpose2d_and_its_gradients_match_torch(
     args.update(dilation=dilation, groups=groups)
     ey = F.conv_transpose2d(ex, ew, **args)
     ty = torch.nn.functional.conv_transpose2d(tx, tw, **args)
-    np.testing.assert_allclose(ey.numpy(), ty.detach().numpy(), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(ey.detach().numpy(), ty.detach().numpy(), rtol=1e-10, atol=1e-10)
     g = rng.standard_normal(ty.shape)
     ey.backward(ember.tensor(g))
     ty.backward(torch.tensor(g))
@@ -262,14 +262,16 @@ def test_strided_conv_modules_with_padding_modes_match_torch(padding_mode):
     ours = nn.Conv2d(8, 12, 3, stride=2, padding=1, padding_mode=padding_mode).double()
     theirs = torch.nn.Conv2d(8, 12, 3, stride=2, padding=1, padding_mode=padding_mode).double()
     with torch.no_grad():
-        theirs.weight.copy_(torch.tensor(ours.weight.numpy()))
-        theirs.bias.copy_(torch.tensor(ours.bias.numpy()))
+        theirs.weight.copy_(torch.tensor(ours.weight.detach().numpy()))
+        theirs.bias.copy_(torch.tensor(ours.bias.detach().numpy()))
     ex, tx = _torch_pair((2, 8, 9, 10), rng)
     ey, ty = ours(ex), theirs(tx)
-    np.testing.assert_allclose(ey.numpy(), ty.detach().numpy(), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(ey.detach().numpy(), ty.detach().numpy(), rtol=1e-10, atol=1e-10)
     ey.sum().backward()
     ty.sum().backward()
-    np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy(), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(
+        ex.grad.detach().numpy(), tx.grad.detach().numpy(), rtol=1e-10, atol=1e-10
+    )
     np.testing.assert_allclose(
         ours.weight.grad.numpy(), theirs.weight.grad.numpy(), rtol=1e-10, atol=1e-10
     )

@@ -117,8 +117,10 @@ def test_gradients_against_torch(stride, padding, dilation):
         g = rng.standard_normal(tuple(y.shape))
         gx, gw = ember.autograd.grad(y, (ex, ew), ember.tensor(g))
         tgx, tgw = torch.autograd.grad(ty, (tx, tw), torch.tensor(g))
-        np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-12, atol=1e-12)
-        np.testing.assert_allclose(gx.numpy(), tgx.numpy(), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(
+            gx.detach().numpy(), tgx.detach().numpy(), rtol=1e-12, atol=1e-12
+        )
         np.testing.assert_allclose(gw.numpy(), tgw.numpy(), rtol=1e-11, atol=1e-11)
 
 
@@ -139,8 +141,10 @@ def test_large_kernels_against_torch():
         g = rng.standard_normal(tuple(y.shape))
         gx, gw = ember.autograd.grad(y, (ex, ew), ember.tensor(g))
         tgx, tgw = torch.autograd.grad(ty, (tx, tw), torch.tensor(g))
-        np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-12, atol=1e-12)
-        np.testing.assert_allclose(gx.numpy(), tgx.numpy(), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(
+            gx.detach().numpy(), tgx.detach().numpy(), rtol=1e-12, atol=1e-12
+        )
         np.testing.assert_allclose(gw.numpy(), tgw.numpy(), rtol=1e-11, atol=1e-11)
 
 

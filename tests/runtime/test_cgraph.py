@@ -51,7 +51,7 @@ def _generated(graph, arrays):
 def _check(graph, args, priority=None):
     steps = cgraph.c_steps(graph)
     assert steps is not None, str(graph)
-    arrays = [a.numpy() for a in args]
+    arrays = [a.detach().numpy() for a in args]
     want = _generated(graph, arrays)
     for threads in (1, 2, 3):
         program = cgraph.CGraphProgram(graph, steps, priority, threads)
@@ -337,7 +337,7 @@ def _check_close(graph, args, rtol=1e-5):
     kernels/cnumpy_product.py), and the interpreter's within rounding."""
     _check(graph, args)
     steps = cgraph.c_steps(graph)
-    arrays = [a.numpy() for a in args]
+    arrays = [a.detach().numpy() for a in args]
     want = interpreter.run(graph, arrays)
     for threads in (1, 2):
         program = cgraph.CGraphProgram(graph, steps, None, threads)

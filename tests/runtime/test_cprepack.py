@@ -192,7 +192,9 @@ def _reference(layer, x):
 
 
 def _close(got, want, k):
-    np.testing.assert_allclose(got.numpy(), want, rtol=0, atol=64 * _tolerance(np.float32, k))
+    np.testing.assert_allclose(
+        got.detach().numpy(), want, rtol=0, atol=64 * _tolerance(np.float32, k)
+    )
 
 
 @needs_kernel
@@ -263,7 +265,9 @@ def test_a_captured_training_step_and_its_later_forwards_see_every_update(forced
     for _ in range(3):
         want = step(eager_model, opts[0], x, y)
         got = captured(x, y)
-        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(
+            got.detach().numpy(), want.detach().numpy(), rtol=1e-4, atol=1e-5
+        )
         with ember.no_grad():
             np.testing.assert_allclose(
                 infer(x).numpy(), eager_model(x).numpy(), rtol=1e-4, atol=1e-5
@@ -288,7 +292,7 @@ def test_a_replaced_parameter_array_is_watched_and_the_old_one_let_go(forced):
 
 def _handed_out(layer, x):  # packed first, then handed out and written
     layer(x)
-    return layer.weight.numpy()
+    return layer.weight.detach().numpy()
 
 
 def _through_asarray(layer, x):
@@ -375,7 +379,7 @@ def test_memory_another_tensor_writes_is_not_packed_and_copied_weights_are_seen(
 @needs_kernel
 def test_the_packs_stay_within_their_budget(forced, monkeypatch):
     layers = [nn.Linear(64, 96) for _ in range(4)]
-    one = cprepack.pack(layers[0].weight.numpy().T).nbytes
+    one = cprepack.pack(layers[0].weight.detach().numpy().T).nbytes
     monkeypatch.setenv("EMBER_PREPACK_BYTES", str(2 * one))
     x = ember.randn(40, 64)
     with ember.no_grad():
@@ -449,7 +453,10 @@ def test_a_programs_memory_plan_holds_its_packs(forced):
         fn(x)
         fn(x)
         plan = fn.compile(x).memory_plan
-    assert cprepack.held_bytes() >= model[0].weight.numpy().nbytes + model[2].weight.numpy().nbytes
+    assert (
+        cprepack.held_bytes()
+        >= model[0].weight.detach().numpy().nbytes + model[2].weight.detach().numpy().nbytes
+    )
     assert plan.held["kernel scratch"] >= cprepack.held_bytes()
     assert forced and all(forced)
 

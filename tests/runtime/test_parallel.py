@@ -143,7 +143,7 @@ def test_training_steps_on_a_forced_parallel_plan_match_eager_ones(monkeypatch):
     compiled = [step().item() for _ in range(3)]
     np.testing.assert_allclose(compiled, eager, rtol=1e-5)
     for p, q in zip(example.model.parameters(), twin.model.parameters()):
-        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-4, atol=1e-6)
 
 
 def _feeds(program):

@@ -125,7 +125,7 @@ def test_mm_values_and_gradients_match_pytorch(dtype):
     tx = torch.tensor(d, requires_grad=True)
     out, t_out = ember.sparse.mm(a, x), torch.sparse.mm(ta, tx)
     tol = {"rtol": 1e-12} if dtype == "float64" else {"rtol": 1e-5, "atol": 1e-6}
-    np.testing.assert_allclose(out.numpy(), t_out.detach().numpy(), **tol)
+    np.testing.assert_allclose(out.detach().numpy(), t_out.detach().numpy(), **tol)
     (out * ember.tensor(g)).sum().backward()
     (t_out * torch.tensor(g)).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), **tol)
@@ -238,7 +238,7 @@ def test_capture_in_ember_function():
     f = ember.function(layer)
     out = f(x)
     out.backward()
-    np.testing.assert_allclose(out.numpy(), eager.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(out.detach().numpy(), eager.detach().numpy(), rtol=1e-12)
     np.testing.assert_allclose(w.grad.numpy(), g_eager, rtol=1e-12)
 
     def built(i, v, x):

@@ -34,7 +34,7 @@ def test_captured_sparse_softmax_matches_pytorch(dim, log):
     out, loss = f(es, ember.tensor(w))
     assert f.stats.traces == 1  # (captured: a TraceError would have been raised)
     # the unspecified entries are zeros in both to_dense() forms
-    np.testing.assert_allclose(out.numpy(), t_out.detach().numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(out.detach().numpy(), t_out.detach().numpy(), rtol=1e-12, atol=1e-12)
     loss.backward()
     # (the leaves are the values in the input's order, before coalescing)
     np.testing.assert_allclose(ev.grad.numpy(), tv.grad.numpy(), rtol=1e-10, atol=1e-12)

@@ -105,7 +105,7 @@ def test_eager_trace_nests_ops_in_user_ranges_and_backward(tmp_path):
         node_range = parents[id(e)]
         assert node_range["name"].endswith(("Backward", "Backward0"))
         assert inside(node_range, backward)
-    assert {"LinearBackward0", "ReluBackward0"} <= {parents[id(e)]["name"] for e in backward_ops}
+    assert {"AddmmBackward0", "ReluBackward0"} <= {parents[id(e)]["name"] for e in backward_ops}
     op = forward_ops[0]
     fields = {"input_shapes", "flops", "bytes", "gflops_per_s", "gb_per_s", "bound"}
     assert fields <= set(op["args"])

@@ -126,12 +126,12 @@ def test_a_training_step_with_epilogues_equals_eager_steps():
 
     compiled, eager = ember.function(make_step(model)), make_step(twin)
     for _ in range(3):
-        np.testing.assert_allclose(compiled().numpy(), eager().numpy(), rtol=1e-5)
+        np.testing.assert_allclose(compiled().detach().numpy(), eager().detach().numpy(), rtol=1e-5)
     # the GELU's backward ends in the first layer's bias gradient, a sum over the batch: one
     # fused_reduce (transforms/fuse.py), which the epilogue pass does not take (h/fred)
     assert "fused_reduce" in _ops(compiled.graphs["backward"])
     for p, q in zip(model.parameters(), twin.parameters()):
-        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
 def _masked_bias_grad(x, w, m):

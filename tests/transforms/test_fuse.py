@@ -238,7 +238,9 @@ def test_a_fused_parameter_update_is_written_into_the_parameters_memory():
     eager_opt.step()
     assert model.weight._data is weight and not np.array_equal(weight, before)  # same memory
     assert "out=(" in step.code  # the fused loop wrote the new values there
-    np.testing.assert_allclose(model.weight.numpy(), eager.weight.numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(
+        model.weight.detach().numpy(), eager.weight.detach().numpy(), rtol=1e-6, atol=1e-7
+    )
 
 
 # ------------------------------------------------------------------------------ reductions

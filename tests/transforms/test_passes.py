@@ -201,7 +201,7 @@ def test_levels_select_pipelines():
 def test_compile_returns_pass_statistics_without_running():
     model = nn.Linear(3, 2)
     opt = ember.optim.SGD(model.parameters(), lr=0.1)
-    weight = model.weight.numpy().copy()
+    weight = model.weight.detach().numpy().copy()
 
     @ember.function
     def step(x):
@@ -210,7 +210,7 @@ def test_compile_returns_pass_statistics_without_running():
         opt.step()
 
     program = step.compile(ember.ones(4, 3))
-    np.testing.assert_array_equal(model.weight.numpy(), weight)  # compiled, not run
+    np.testing.assert_array_equal(model.weight.detach().numpy(), weight)  # compiled, not run
     assert model.weight.grad is None
     names = [s.name for s in program.pass_stats]
     assert names[:11] == [
@@ -292,7 +292,7 @@ def test_every_pass_is_checked_on_training_steps(case, aot):
             step(eager, opts[0])
             compiled(model, opts[1])
     for p, q in zip(eager.parameters(), model.parameters()):
-        np.testing.assert_allclose(q.numpy(), p.numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(q.detach().numpy(), p.detach().numpy(), rtol=1e-5, atol=1e-5)
 
 
 def test_the_check_covers_graphs_with_cond_and_while_loop():
@@ -338,4 +338,4 @@ def test_a_broken_pass_is_caught_and_named():
     # without verify the same pipeline silently computes the wrong thing: that is what it's for
     f_unchecked = ember.function(f, opt_level=[broken])
     x = ember.randn(4, 3)
-    assert not np.allclose(f_unchecked(x).numpy(), f(x).numpy())
+    assert not np.allclose(f_unchecked(x).detach().numpy(), f(x).detach().numpy())

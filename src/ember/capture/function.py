@@ -382,7 +382,11 @@ class Function:
             options=self.options,
             specs=self.input_signature,
             name=self.name,
-            known={i: t.numpy().copy() for i, t in enumerate(leaves) if names[i] in self._by_value},
+            known={
+                i: t.numpy(force=True).copy()
+                for i, t in enumerate(leaves)
+                if names[i] in self._by_value
+            },
             state_arguments=True,
         )
 
@@ -461,7 +465,7 @@ class _ArgumentValue:
 
 
 def _value_component(t) -> tuple:
-    return ("value", _ArgumentValue(t.numpy()))
+    return ("value", _ArgumentValue(t.numpy(force=True)))
 
 
 def function(

@@ -139,7 +139,7 @@ def _stack_tensors(samples: list, where: str):
         from ..ops.shape import stack
 
         return stack(samples)
-    return _stack_arrays([s.numpy() for s in samples], where)
+    return _stack_arrays([s.numpy(force=True) for s in samples], where)
 
 
 def _stack_arrays(arrays: list, where: str) -> Tensor:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import random_streams as streams
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError
 from ..random import Generator, resolve
 from ..tensor import Tensor
 from .collate import default_collate
@@ -77,7 +77,7 @@ def gather_rows(t: Tensor, indices: np.ndarray) -> Tensor:
     if indices.size and (indices.max() >= n or indices.min() < -n):
         bad = indices[(indices >= n) | (indices < -n)][0]
         raise IndexError(f"index {int(bad)} is out of range for a dataset of {n} samples")
-    return Tensor(np.take(t.numpy(), indices, axis=0))
+    return Tensor(np.take(t.numpy(force=True), indices, axis=0))
 
 
 class Subset(Dataset):
@@ -134,16 +134,16 @@ class StackDataset(Dataset):
 
     def __init__(self, *args, **kwargs):
         if args and kwargs:
-            raise ValueError(
+            raise ArgumentError(
                 "Supported either ``tuple``- (via ``args``) or``dict``- (via ``kwargs``) like "
                 "input/output, but both types are given."
             )
         datasets = args or tuple(kwargs.values())
         if not datasets:
-            raise ValueError("At least one dataset should be passed")
+            raise ArgumentError("At least one dataset should be passed")
         self._length = len(datasets[0])
         if any(len(d) != self._length for d in datasets):
-            raise ValueError("Size mismatch between datasets")
+            raise ArgumentError("Size mismatch between datasets")
         self.datasets = args if args else dict(kwargs)
 
     def __len__(self) -> int:

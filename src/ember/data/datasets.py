@@ -76,8 +76,8 @@ class LabeledImages(Dataset):
         return self.data.shape[0]
 
     def __getitem__(self, index: int):
-        image = Tensor(self.data.numpy()[index].copy())
-        label = int(self.targets.numpy()[index])
+        image = Tensor(self.data.numpy(force=True)[index].copy())
+        label = int(self.targets.numpy(force=True)[index])
         if self.transform is not None:
             image = self.transform(image)
         if self.target_transform is not None:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..errors import EmberError
+from ..errors import ArgumentError, EmberError
 from .sampler import Sampler
 
 __all__ = ["DistributedSampler", "torch_randperm"]
@@ -59,7 +59,7 @@ class DistributedSampler(Sampler):
             num_replicas = get_world_size() if num_replicas is None else num_replicas
             rank = get_rank() if rank is None else rank
         if rank >= num_replicas or rank < 0:
-            raise ValueError(
+            raise ArgumentError(
                 f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}]"
             )
         self.dataset = dataset

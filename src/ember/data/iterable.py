@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..errors import ArgumentTypeError
+
 __all__ = ["ChainDataset", "IterableDataset"]
 
 
@@ -33,7 +35,7 @@ class ChainDataset(IterableDataset):
         self.datasets = list(datasets)
         for d in self.datasets:
             if not isinstance(d, IterableDataset):
-                raise TypeError(
+                raise ArgumentTypeError(
                     f"ChainDataset only supports IterableDataset, got {type(d).__name__}"
                 )
 

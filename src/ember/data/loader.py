@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable, Iterator
 import numpy as np
 
 from .. import random_streams as streams
-from ..errors import ShapeError, StateDictError
+from ..errors import ArgumentTypeError, ShapeError, StateDictError
 from ..random import Generator, resolve
 from .iterable import IterableDataset
 from .rng import batch_scope
@@ -204,7 +204,7 @@ class DataLoader:
 
     def __iter__(self) -> Iterator:
         gen = resolve(self.generator)
-        start_state = gen.get_state()
+        start_state = gen.json_state()
         # PyTorch's draw order: the base seed (a 64-bit draw modulo 2**63) as the iterator is
         # made, then the sampler's order
         base_seed = int(gen.words64(1)[0]) % 2**63
@@ -370,7 +370,7 @@ class DataLoader:
         if record is not None and not record.finished:
             epoch, batch, state = record.epoch, record.position, record.start_state
         else:
-            epoch, batch, state = self._next_epoch, 0, resolve(self.generator).get_state()
+            epoch, batch, state = self._next_epoch, 0, resolve(self.generator).json_state()
         return {
             "epoch": epoch,
             "batch": batch,
@@ -404,7 +404,7 @@ class DataLoader:
             try:
                 return len(self.dataset)
             except (TypeError, NotImplementedError):
-                raise TypeError(
+                raise ArgumentTypeError(
                     f"{type(self.dataset).__name__} is an IterableDataset without __len__"
                 ) from None
         return len(self.dataset)

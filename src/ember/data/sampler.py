@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 
 from .. import random_streams as streams
-from ..errors import ShapeError
+from ..errors import ArgumentError, ArgumentTypeError, ShapeError
 from ..random import Generator, resolve
 
 __all__ = [
@@ -78,7 +78,7 @@ class RandomSampler(Sampler):
         generator: Generator | None = None,
     ):
         if not isinstance(replacement, bool):
-            raise TypeError(f"replacement should be a boolean value, got {replacement!r}")
+            raise ArgumentTypeError(f"replacement should be a boolean value, got {replacement!r}")
         if generator is not None:
             resolve(generator)
         self.data_source = data_source
@@ -139,18 +139,18 @@ class WeightedRandomSampler(Sampler):
     ):
         self.num_samples = _positive_int(num_samples, "num_samples", "WeightedRandomSampler")
         if not isinstance(replacement, bool):
-            raise TypeError(f"replacement should be a boolean value, got {replacement!r}")
+            raise ArgumentTypeError(f"replacement should be a boolean value, got {replacement!r}")
         w = np.asarray(getattr(weights, "numpy", lambda: weights)(), dtype=np.float64)
         if w.ndim != 1:
             raise ShapeError(
                 f"weights should be a 1-D sequence, got shape {w.shape}", op="WeightedRandomSampler"
             )
         if not np.all(np.isfinite(w)) or np.any(w < 0) or not w.sum() > 0:
-            raise ValueError(
+            raise ArgumentError(
                 "WeightedRandomSampler: weights must be finite, non-negative and not all zero"
             )
         if not replacement and self.num_samples > np.count_nonzero(w):
-            raise ValueError(
+            raise ArgumentError(
                 f"WeightedRandomSampler: cannot draw {self.num_samples} samples without "
                 f"replacement from {np.count_nonzero(w)} non-zero weights"
             )
@@ -178,7 +178,7 @@ class BatchSampler(Sampler):
     def __init__(self, sampler: Iterable[int], batch_size: int, drop_last: bool):
         self.batch_size = _positive_int(batch_size, "batch_size", "BatchSampler")
         if not isinstance(drop_last, bool):
-            raise TypeError(f"drop_last should be a boolean value, got {drop_last!r}")
+            raise ArgumentTypeError(f"drop_last should be a boolean value, got {drop_last!r}")
         self.sampler = sampler
         self.drop_last = drop_last
 

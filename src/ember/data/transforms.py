@@ -50,7 +50,7 @@ _PAD_MODES = {
 
 def _unwrap(img, op: str) -> tuple[np.ndarray, bool]:
     if isinstance(img, Tensor):
-        arr, is_tensor = img.numpy(), True
+        arr, is_tensor = img.numpy(force=True), True
     elif isinstance(img, np.ndarray):
         arr, is_tensor = img, False
     else:

@@ -5,6 +5,7 @@ PyTorch's entries, and `ConstraintRegistry` for registering more."""
 
 from __future__ import annotations
 
+from ..errors import ArgumentTypeError
 from . import constraints
 from .transforms import AffineTransform, ComposeTransform, ExpTransform, SigmoidTransform
 from .transforms_extra import (
@@ -35,7 +36,7 @@ class ConstraintRegistry:
         if isinstance(constraint, constraints.Constraint):
             constraint = type(constraint)
         if not isinstance(constraint, type) or not issubclass(constraint, constraints.Constraint):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"Expected constraint to be either a Constraint subclass or instance, but got "
                 f"{constraint}"
             )

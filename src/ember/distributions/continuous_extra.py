@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from ..errors import ArgumentError
 from ..functional.loss_binary import binary_cross_entropy_with_logits
 from . import constraints
 from ._util import (
@@ -55,11 +56,11 @@ class ContinuousBernoulli(Distribution):
 
     def __init__(self, probs=None, logits=None, lims=(0.499, 0.501), validate_args=None):
         if (probs is None) == (logits is None):
-            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
+            raise ArgumentError("Either `probs` or `logits` must be specified, but not both.")
         if probs is not None:
             (p,) = broadcast_all(probs)
             if validate_args is not None and not bool(self.arg_constraints["probs"].check(p).all()):
-                raise ValueError("The parameter probs has invalid values")
+                raise ArgumentError("The parameter probs has invalid values")
             self.probs = clamp_probs(p)
             self._param = self.probs
         else:

@@ -17,7 +17,6 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..grad_mode import no_grad
-from ..random import default_generator
 from . import constraints
 from ._util import (
     ConstraintError,
@@ -386,11 +385,12 @@ class Binomial(Distribution):
         return self.total_count * self.probs * (1 - self.probs)
 
     def sample(self, sample_shape=()):
-        shape = self._extended_shape(sample_shape)
-        n = np.broadcast_to(self.total_count.numpy(), shape).astype(np.int64)
-        p = np.broadcast_to(self.probs.detach().numpy(), shape)
-        arr = default_generator.numpy.binomial(n, p)
-        return E.tensor(arr.astype(self._param.dtype.np))
+        """PyTorch's draws: ``torch.binomial`` of the count and probabilities expanded to the
+        sample's shape, without gradients."""
+        shape = tuple(self._extended_shape(sample_shape))
+        with no_grad():
+            count = self.total_count.to(self._param.dtype).expand(shape)
+            return E.binomial(count, self.probs.expand(shape))
 
     def log_prob(self, value):
         if self._validate_args:

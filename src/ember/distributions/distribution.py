@@ -10,7 +10,7 @@ values, so it is skipped for symbolic tensors under capture.
 
 from __future__ import annotations
 
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError
 from ..grad_mode import no_grad
 from ._util import ConstraintError, is_eager, is_tensor
 
@@ -33,7 +33,7 @@ class Distribution:
     @staticmethod
     def set_default_validate_args(value: bool) -> None:
         if value not in (True, False):
-            raise ValueError("set_default_validate_args: expected True or False")
+            raise ArgumentError("set_default_validate_args: expected True or False")
         Distribution._validate_args = value
 
     def __init__(self, batch_shape=(), event_shape=(), validate_args=None):

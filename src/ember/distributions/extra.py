@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from ..errors import ArgumentError
 from ..grad_mode import no_grad
 from ..ops.extra_random import standard_cauchy, standard_exponential
 from ..special import i1
@@ -529,13 +530,13 @@ class LowRankMultivariateNormal(Distribution):
 
     def __init__(self, loc, cov_factor, cov_diag, validate_args=None):
         if loc.ndim < 1 or cov_factor.ndim < 2 or cov_diag.ndim < 1:
-            raise ValueError(
+            raise ArgumentError(
                 "LowRankMultivariateNormal: loc and cov_diag must be at least one-dimensional "
                 "and cov_factor at least two-dimensional"
             )
         n = loc.shape[-1]
         if cov_factor.shape[-2] != n or cov_diag.shape[-1] != n:
-            raise ValueError(
+            raise ArgumentError(
                 f"LowRankMultivariateNormal: cov_factor {tuple(cov_factor.shape)} must be "
                 f"(..., {n}, rank) and cov_diag {tuple(cov_diag.shape)} (..., {n}) for loc "
                 f"{tuple(loc.shape)}"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import EmberError
+from ..errors import ArgumentTypeError, EmberError
 from ._util import (
     E,
     batch_mahalanobis,
@@ -37,7 +37,7 @@ _KL_MEMO: dict = {}
 def register_kl(type_p, type_q):
     """Decorator registering ``fn(p, q)`` as the KL divergence of the pair of types."""
     if not isinstance(type_p, type) or not isinstance(type_q, type):
-        raise TypeError("register_kl: expects two Distribution subclasses")
+        raise ArgumentTypeError("register_kl: expects two Distribution subclasses")
 
     def decorator(fn):
         _KL_REGISTRY[type_p, type_q] = fn

@@ -16,6 +16,7 @@ import warnings
 
 import numpy as np
 
+from ..errors import ArgumentError
 from ..ops.decompositions import cholesky, slogdet, solve_triangular
 from . import constraints
 from ._util import E, broadcast_all, digamma, lgamma
@@ -62,7 +63,7 @@ class Wishart(Distribution):
             )
         param = given[0]
         if param.ndim < 2:
-            raise ValueError(
+            raise ArgumentError(
                 "scale_tril must be at least two-dimensional, with optional leading batch "
                 "dimensions"
             )
@@ -75,7 +76,7 @@ class Wishart(Distribution):
         event_shape = tuple(param.shape[-2:])
         p = event_shape[-1]
         if bool((self.df <= p - 1).any()):
-            raise ValueError(f"Value of df={df} expected to be greater than ndim - 1 = {p - 1}.")
+            raise ArgumentError(f"Value of df={df} expected to be greater than ndim - 1 = {p - 1}.")
         full = batch_shape + event_shape
         if scale_tril is not None:
             self.scale_tril = param.expand(*full)
@@ -207,7 +208,7 @@ class LKJCholesky(Distribution):
 
     def __init__(self, dim: int, concentration=1.0, validate_args=None):
         if dim < 2:
-            raise ValueError(
+            raise ArgumentError(
                 f"Expected dim to be an integer greater than or equal to 2. Found dim={dim}."
             )
         self.dim = dim

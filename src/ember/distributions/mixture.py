@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import ArgumentTypeError, ShapeError
 from ..grad_mode import no_grad
 from ..ops.extra_random import standard_cauchy
 from . import constraints
@@ -159,12 +159,12 @@ class MixtureSameFamily(Distribution):
 
     def __init__(self, mixture_distribution, component_distribution, validate_args=None):
         if not isinstance(mixture_distribution, Categorical):
-            raise TypeError(
+            raise ArgumentTypeError(
                 "MixtureSameFamily: mixture_distribution must be a Categorical, got "
                 f"{type(mixture_distribution).__name__}"
             )
         if not isinstance(component_distribution, Distribution):
-            raise TypeError(
+            raise ArgumentTypeError(
                 "MixtureSameFamily: component_distribution must be a Distribution, got "
                 f"{type(component_distribution).__name__}"
             )

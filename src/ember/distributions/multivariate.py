@@ -14,7 +14,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError
 from . import constraints
 from ._util import (
     E,
@@ -50,7 +50,7 @@ class MultivariateNormal(Distribution):
     ):
         given = [m for m in (covariance_matrix, precision_matrix, scale_tril) if m is not None]
         if len(given) != 1:
-            raise ValueError(
+            raise ArgumentError(
                 "MultivariateNormal: pass exactly one of covariance_matrix, precision_matrix "
                 "and scale_tril"
             )

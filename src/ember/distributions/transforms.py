@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+from ..errors import ArgumentTypeError
 from . import constraints
 from ._util import E, finfo_eps, sum_rightmost
 from .continuous import Normal
@@ -234,7 +235,7 @@ class TransformedDistribution(Distribution):
         self.transforms = list(transforms)
         for t in self.transforms:
             if not isinstance(t, Transform):
-                raise TypeError(
+                raise ArgumentTypeError(
                     f"TransformedDistribution: expected Transforms, got {type(t).__name__}"
                 )
         self.base_dist = base_distribution

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import ArgumentError
 from . import constraints
 from ._util import E, broadcast_all, finfo_eps, sum_rightmost
 from .transforms import ComposeTransform, Transform, _softplus
@@ -153,12 +154,12 @@ class StickBreakingTransform(Transform):
 
     def forward_shape(self, shape):
         if len(shape) < 1:
-            raise ValueError("Too few dimensions on input")
+            raise ArgumentError("Too few dimensions on input")
         return tuple(shape[:-1]) + (shape[-1] + 1,)
 
     def inverse_shape(self, shape):
         if len(shape) < 1:
-            raise ValueError("Too few dimensions on input")
+            raise ArgumentError("Too few dimensions on input")
         return tuple(shape[:-1]) + (shape[-1] - 1,)
 
 
@@ -169,7 +170,7 @@ class ReshapeTransform(Transform):
         self.in_shape = tuple(int(s) for s in in_shape)
         self.out_shape = tuple(int(s) for s in out_shape)
         if int(np.prod(self.in_shape)) != int(np.prod(self.out_shape)):
-            raise ValueError("in_shape, out_shape have different numbers of elements")
+            raise ArgumentError("in_shape, out_shape have different numbers of elements")
         self.event_dim = len(self.in_shape)
         super().__init__(cache_size)
         self.domain = constraints.independent(constraints.real, len(self.in_shape))
@@ -190,7 +191,7 @@ class ReshapeTransform(Transform):
     def forward_shape(self, shape):
         cut = len(shape) - len(self.in_shape)
         if cut < 0 or tuple(shape[cut:]) != self.in_shape:
-            raise ValueError(
+            raise ArgumentError(
                 f"Shape mismatch: expected {tuple(shape[cut:])} but got {self.in_shape}"
             )
         return tuple(shape[:cut]) + self.out_shape
@@ -198,7 +199,7 @@ class ReshapeTransform(Transform):
     def inverse_shape(self, shape):
         cut = len(shape) - len(self.out_shape)
         if cut < 0 or tuple(shape[cut:]) != self.out_shape:
-            raise ValueError(
+            raise ArgumentError(
                 f"Shape mismatch: expected {tuple(shape[cut:])} but got {self.out_shape}"
             )
         return tuple(shape[:cut]) + self.in_shape

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from ..errors import ArgumentError
 from ..ops.decompositions import cholesky
 from . import constraints
 from ._util import E, finfo_eps
@@ -43,7 +44,7 @@ def tril_matrix_to_vec(mat, diag: int = 0):
     row, as vectors."""
     n = mat.shape[-1]
     if diag < -n or diag >= n:
-        raise ValueError(f"diag ({diag}) provided is outside [{-n}, {n - 1}].")
+        raise ArgumentError(f"diag ({diag}) provided is outside [{-n}, {n - 1}].")
     rows, cols = _tril_positions(n, diag)
     flat = mat.reshape(*mat.shape[:-2], n * n)
     return E.index_select(flat, -1, E.tensor(rows * n + cols))
@@ -54,7 +55,7 @@ def vec_to_tril_matrix(vec, diag: int = 0):
     k = vec.shape[-1]
     n = (-(1 + 2 * diag) + ((1 + 2 * diag) ** 2 + 8 * k + 4 * abs(diag) * (diag + 1)) ** 0.5) / 2
     if abs(round(n) - n) > 1e-9:
-        raise ValueError(
+        raise ArgumentError(
             f"The size of last dimension is {k} which cannot be expressed as the lower "
             "triangular part of a square D x D matrix."
         )
@@ -138,17 +139,17 @@ class CorrCholeskyTransform(Transform):
 
     def forward_shape(self, shape):
         if len(shape) < 1:
-            raise ValueError("Too few dimensions on input")
+            raise ArgumentError("Too few dimensions on input")
         n = shape[-1]
         d = round((0.25 + 2 * n) ** 0.5 + 0.5)
         if d * (d - 1) // 2 != n:
-            raise ValueError("Input is not a flattened lower-diagonal number")
+            raise ArgumentError("Input is not a flattened lower-diagonal number")
         return tuple(shape[:-1]) + (d, d)
 
     def inverse_shape(self, shape):
         if len(shape) < 2:
-            raise ValueError("Too few dimensions on input")
+            raise ArgumentError("Too few dimensions on input")
         if shape[-2] != shape[-1]:
-            raise ValueError("Input is not square")
+            raise ArgumentError("Input is not square")
         d = shape[-1]
         return tuple(shape[:-2]) + (d * (d - 1) // 2,)

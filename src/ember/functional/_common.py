@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import warnings
 
-from ..errors import ComplexDTypeError, KernelDTypeError, ShapeError
+from ..errors import ArgumentError, ComplexDTypeError, KernelDTypeError, ShapeError
 from ..grad_mode import is_grad_enabled
 from ..ops import api as E
 from ..ops._util import fmt_shape, normalize_axis, numel, refuse_complex
@@ -32,7 +32,7 @@ def reduction_arg(
             return "none"
         return "mean" if size_average else "sum"
     if reduction not in allowed:
-        raise ValueError(f"{op}: reduction must be one of {allowed}, got {reduction!r}")
+        raise ArgumentError(f"{op}: reduction must be one of {allowed}, got {reduction!r}")
     return reduction
 
 
@@ -114,4 +114,4 @@ def concrete(t):
     is ignored); results never depend on it."""
     from ..tensor import Tensor
 
-    return t.numpy() if isinstance(t, Tensor) else None
+    return t.numpy(force=True) if isinstance(t, Tensor) else None

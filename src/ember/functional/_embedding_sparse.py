@@ -62,7 +62,7 @@ class EmbeddingSparse(Function):
             keep = flat != ctx.pad
             flat, grad = flat[keep], grad[keep]
         sparse = SparseTensor(E.reshape(flat, (1, -1)), grad, ctx.size, False)
-        edge = ctx.next_functions[1]
+        edge = ctx._edges[1]
         if edge is None or type(edge[0]) is not AccumulateGrad:
             return None, sparse.to_dense(), None, None
         return None, sparse, None, None

@@ -20,10 +20,11 @@ from __future__ import annotations
 import math
 
 from .. import dtypes as dt
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError
 from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
+from ..ops._node_names import rename_node
 from ..ops._registry import TensorBase, apply, building_graph, export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import to_tensor
@@ -79,7 +80,7 @@ def gelu(input, approximate: str = "none"):
     """Gaussian error linear unit: ``x * Phi(x)``; ``approximate='tanh'`` uses the tanh form."""
     x = _activation("gelu", input)
     if approximate not in ("none", "tanh"):
-        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+        raise ArgumentError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     if not building_graph() or x.dtype is dt.bfloat16 or x.dtype is dt.float16:
         # eagerly one pass each way (ops/norm_act.py); in 16 bits also in a graph: the op
         # computes in float32 and rounds once, as PyTorch's, and keeps only its 16-bit input for
@@ -147,7 +148,7 @@ def celu(input, alpha: float = 1.0, inplace: bool = False):
         return _maybe_inplace("celu", x, inplace, lambda t: IA.elu(t, alpha, 1.0 / alpha))
     alpha = float(alpha)
     if alpha == 0:
-        raise ValueError("celu: alpha must not be 0")
+        raise ArgumentError("celu: alpha must not be 0")
     return _maybe_inplace("celu", x, inplace, lambda t: _elu_core(t, alpha, 1.0 / alpha))
 
 
@@ -177,7 +178,7 @@ def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool =
         return _maybe_inplace("hardtanh", x, inplace, lambda t: IA.hardtanh(t, min_val, max_val))
     lo, hi = float(min_val), float(max_val)
     if lo > hi:
-        raise ValueError(f"hardtanh: min_val ({lo}) must not exceed max_val ({hi})")
+        raise ArgumentError(f"hardtanh: min_val ({lo}) must not exceed max_val ({hi})")
     return _maybe_inplace("hardtanh", x, inplace, lambda t: _clamp_strict(t, lo, hi))
 
 
@@ -230,7 +231,7 @@ def logsigmoid(input):
     (``abs``'s would be 0 there), so the gradient, ``sigmoid(-x)``, and its own derivative are
     right at 0 too (a Hessian through a loss at zero logits, Newton's first step from 0)."""
     x = _activation("logsigmoid", input)
-    return _wide(_logsigmoid, x)
+    return rename_node(_wide(_logsigmoid, x), "LogSigmoidBackward0")
 
 
 def _logsigmoid(x):
@@ -268,7 +269,7 @@ def softshrink(input, lambd: float = 0.5):
         return IA.softshrink(x, lambd)
     lambd = float(lambd)
     if lambd < 0:
-        raise ValueError(f"softshrink: lambd must be non-negative, got {lambd}")
+        raise ArgumentError(f"softshrink: lambd must be non-negative, got {lambd}")
     return apply(SOFTSHRINK, x, lambd=lambd)
 
 

@@ -147,7 +147,7 @@ def scaled_dot_product_attention(
         k = _repeat_heads(k, q.shape[-3] // k.shape[-3])
         v = _repeat_heads(v, q.shape[-3] // v.shape[-3])
     if is_causal and attn_mask is not None:
-        raise ValueError(f"{op}: give either attn_mask or is_causal=True, not both")
+        raise ArgumentError(f"{op}: give either attn_mask or is_causal=True, not both")
     if q.dtype is dt.bfloat16 or q.dtype is dt.float16:
         # computed in float32 and rounded once, as PyTorch's CPU attention accumulates its
         # products and takes its softmax in float: 16-bit scores and weights rounded op by op

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError
 from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops._registry import export
@@ -22,7 +22,7 @@ def pdist(input, p: float = 2.0):
     if x.ndim != 2:
         raise ShapeError(f"expected a 2-D input, got shape {fmt_shape(x.shape)}", op="pdist")
     if p < 0:
-        raise ValueError(f"pdist only supports non-negative p values, got {p}")
+        raise ArgumentError(f"pdist only supports non-negative p values, got {p}")
     i, j = np.triu_indices(x.shape[0], 1)
     diff = E.index_select(x, 0, i.astype(np.int64)) - E.index_select(x, 0, j.astype(np.int64))
     return _p_norm(diff, float(p), 1, False)
@@ -43,9 +43,9 @@ def triplet_margin_with_distance_loss(
     ``pairwise_distance``); ``swap`` uses ``min(d(a, n), d(p, n))`` as the negative distance."""
     op = "triplet_margin_with_distance_loss"
     if reduction not in ("mean", "sum", "none"):
-        raise ValueError(f"{op}: {reduction} is not a valid value for reduction")
+        raise ArgumentError(f"{op}: {reduction} is not a valid value for reduction")
     if margin <= 0:
-        raise ValueError(f"{op}: margin must be greater than 0, got {margin}")
+        raise ArgumentError(f"{op}: margin must be greater than 0, got {margin}")
     dims = {anchor.ndim, positive.ndim, negative.ndim}
     if len(dims) != 1:
         raise ShapeError(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import warnings
 
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError
 from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops._registry import export
@@ -32,7 +32,7 @@ def _check_p(op: str, p) -> float:
     _items.refuse(p, op, "p", "the probability as a number, to check it and scale by it")
     p = float(p)
     if not 0.0 <= p <= 1.0:
-        raise ValueError(f"{op}: dropout probability has to be between 0 and 1, but got {p}")
+        raise ArgumentError(f"{op}: dropout probability has to be between 0 and 1, but got {p}")
     return p
 
 

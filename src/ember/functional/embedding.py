@@ -11,10 +11,12 @@ the lookup, as PyTorch does.
 
 from __future__ import annotations
 
+from .. import dtypes as dt
 from ..autograd import is_grad_enabled, no_grad
 from ..errors import DTypeError, ShapeError
 from ..ops import _registry as _reg
 from ..ops import api as E
+from ..ops._node_names import rename_node
 from ..ops._registry import export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import to_tensor
@@ -51,8 +53,11 @@ def _renorm_rows(weight, flat, max_norm: float, norm_type: float) -> None:
     with no_grad():
         rows = E.index_select(weight, 0, flat)
         norms = E.reshape(E.pow(E.sum(E.pow(E.abs(rows), norm_type), 1), 1.0 / norm_type), (-1, 1))
-        scale = E.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
-        weight[flat] = rows * scale
+        # the scale in double, as PyTorch's (its norm read as a double): in float32 the guard
+        # would vanish into the norm's rounding
+        wide = E.cast(norms, dt.float64)
+        scale = E.where(wide > max_norm, max_norm / (wide + 1e-7), 1.0)
+        weight[flat] = rows * E.cast(scale, rows.dtype)
 
 
 def _sparse_gradient(weight) -> bool:
@@ -120,4 +125,4 @@ def embedding(
         per_position = E.reshape(E.index_select(counts, 0, flat), (-1, 1))
         frozen = rows.detach()
         rows = frozen + (rows - frozen) / per_position
-    return E.reshape(rows, tuple(idx.shape) + (dim,))
+    return rename_node(E.reshape(rows, tuple(idx.shape) + (dim,)), "EmbeddingBackward0")

@@ -18,7 +18,7 @@ import warnings
 
 import numpy as np
 
-from ..errors import DTypeError, ShapeError, UnsupportedError
+from ..errors import ArgumentError, DTypeError, ShapeError, UnsupportedError
 from ..ops import api as E
 from ..ops._registry import export
 from ..ops._util import fmt_shape
@@ -36,7 +36,7 @@ def _bags(op: str, idx, offsets, include_last_offset: bool):
     bounds are None and each one's bag is computed in ember ops."""
     if idx.ndim == 2:
         if offsets is not None:
-            raise ValueError(
+            raise ArgumentError(
                 f"{op}: if input is 2-D, offsets has to be None: the input is a batch of "
                 "fixed-length bags"
             )
@@ -47,7 +47,7 @@ def _bags(op: str, idx, offsets, include_last_offset: bool):
             f"input has to be 1-D or 2-D, got shape {fmt_shape(idx.shape)}", op="embedding_bag"
         )
     if offsets is None:
-        raise ValueError(f"{op}: offsets has to be a 1-D tensor, got None")
+        raise ArgumentError(f"{op}: offsets has to be a 1-D tensor, got None")
     off = to_tensor(offsets)
     if off.ndim != 1 or not off.dtype.is_integer:
         raise ShapeError(
@@ -59,14 +59,14 @@ def _bags(op: str, idx, offsets, include_last_offset: bool):
     data = concrete(off)
     if data is not None and len(data):
         if data[0] != 0:
-            raise ValueError(f"{op}: offsets[0] has to be 0, got {int(data[0])}")
+            raise ArgumentError(f"{op}: offsets[0] has to be 0, got {int(data[0])}")
         if (np.diff(data) < 0).any() or data[-1] > n:
-            raise ValueError(
+            raise ArgumentError(
                 f"{op}: offsets must be non-decreasing and at most the input's length {n}, "
                 f"got {data.tolist()}"
             )
     if include_last_offset and off.shape[0] < 1:
-        raise ValueError(f"{op}: include_last_offset needs at least one offset")
+        raise ArgumentError(f"{op}: include_last_offset needs at least one offset")
     # (with include_last_offset, the last offset is the input's length, and PyTorch's last bag
     # runs to the end of the input whatever it says)
     bags = off.shape[0] - (1 if include_last_offset else 0)
@@ -158,7 +158,7 @@ def embedding_bag(
     gradient (the values agree)."""
     op = "embedding_bag"
     if mode not in ("sum", "mean", "max"):
-        raise ValueError(f"{op}: mode has to be one of sum, mean or max, got {mode!r}")
+        raise ArgumentError(f"{op}: mode has to be one of sum, mean or max, got {mode!r}")
     idx = to_tensor(input)
     if not idx.dtype.is_integer:
         raise DTypeError(f"input must be an integer tensor, got {idx.dtype}", op=op)
@@ -166,11 +166,13 @@ def embedding_bag(
     if weight.ndim != 2:
         raise ShapeError(f"weight has to be 2-D, got shape {fmt_shape(weight.shape)}", op=op)
     if mode == "max" and scale_grad_by_freq:
-        raise ValueError(f"{op}: max mode does not support scaling the gradient by the frequency")
+        raise ArgumentError(
+            f"{op}: max mode does not support scaling the gradient by the frequency"
+        )
     psw = None
     if per_sample_weights is not None:
         if mode != "sum":
-            raise ValueError(
+            raise ArgumentError(
                 f"{op}: per_sample_weights is only supported for mode='sum', got mode={mode!r}"
             )
         psw = to_tensor(per_sample_weights)

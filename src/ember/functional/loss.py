@@ -16,7 +16,7 @@ loops the passes fuse.
 
 from __future__ import annotations
 
-from ..errors import DTypeError, ShapeError
+from ..errors import ArgumentError, DTypeError, ShapeError
 from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops import cross_entropy as _fused
@@ -174,7 +174,7 @@ def cross_entropy(
     item = _items.is_item(label_smoothing)  # (a traced .item(): in the arithmetic, unchecked)
     eps = label_smoothing if item else float(label_smoothing)
     if not item and not 0.0 <= eps <= 1.0:
-        raise ValueError(f"cross_entropy: label_smoothing must lie in [0, 1], got {eps}")
+        raise ArgumentError(f"cross_entropy: label_smoothing must lie in [0, 1], got {eps}")
     if x.ndim == 0:
         raise ShapeError("the input needs a class dimension, got a 0-d tensor", op="cross_entropy")
     d = _class_dim(x)

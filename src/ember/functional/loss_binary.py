@@ -13,6 +13,7 @@ from __future__ import annotations
 from ..errors import EmberError, ShapeError
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
+from ..ops._node_names import rename_node
 from ..ops._registry import export
 from ..ops._util import broadcast_shapes, fmt_shape
 from ..ops.elementwise import promote
@@ -73,7 +74,7 @@ def binary_cross_entropy(
     w = _weight(op, weight, x)
     if w is not None:
         losses = losses * w
-    return reduce_loss(losses, reduction)
+    return rename_node(reduce_loss(losses, reduction), "BinaryCrossEntropyBackward0")
 
 
 @export(functional=True, toplevel=False)
@@ -101,7 +102,7 @@ def binary_cross_entropy_with_logits(
     w = _weight(op, weight, x)
     if w is not None:
         losses = losses * w
-    return reduce_loss(losses, reduction)
+    return rename_node(reduce_loss(losses, reduction), "BinaryCrossEntropyWithLogitsBackward0")
 
 
 @export(functional=True, toplevel=False)

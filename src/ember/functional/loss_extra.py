@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from ..dtypes import int64
-from ..errors import EmberError, ShapeError
+from ..errors import ArgumentError, EmberError, ShapeError
 from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
@@ -98,7 +98,7 @@ def multi_margin_loss(
     op = "multi_margin_loss"
     reduction = reduction_arg(op, reduction, size_average, reduce)
     if p not in (1, 2):
-        raise ValueError(f"{op}: only p == 1 and p == 2 supported, got {p!r}")
+        raise ArgumentError(f"{op}: only p == 1 and p == 2 supported, got {p!r}")
     x = float_input(op, input)
     t = _class_targets(op, x, target)
     x2 = x if x.ndim == 2 else E.reshape(x, (1, x.shape[0]))
@@ -214,23 +214,23 @@ def gaussian_nll_loss(
     x = float_input(op, input)
     if isinstance(var, float):
         if var < 0:
-            raise ValueError(f"{op}: var has negative entry/entries")
+            raise ArgumentError(f"{op}: var has negative entry/entries")
         v = E.full(tuple(x.shape), var, dtype=x.dtype)
     else:
         v = to_tensor(var)
         data = concrete(v)
         if data is not None and np.any(data < 0):
-            raise ValueError(f"{op}: var has negative entry/entries")
+            raise ArgumentError(f"{op}: var has negative entry/entries")
     xs, vs = tuple(x.shape), tuple(v.shape)
     if vs != xs:
         if xs[:-1] == vs:
             v = E.unsqueeze(v, -1)
         elif not (len(xs) == len(vs) and sum(b for a, b in zip(xs, vs) if a != b) == 1):
-            raise ValueError(
+            raise ArgumentError(
                 f"{op}: var is of incorrect size: {fmt_shape(vs)} for input {fmt_shape(xs)}"
             )
     if reduction not in ("none", "mean", "sum"):
-        raise ValueError(f"{reduction} is not valid")
+        raise ArgumentError(f"{reduction} is not valid")
     x, t, v = promote(x, to_tensor(target), v, floating=True)
     v = v + E.stop_gradient(E.maximum(v, _items.number(eps)) - v)
     loss = 0.5 * (E.log(v) + (x - t) ** 2 / v)

@@ -9,10 +9,11 @@ mse_loss and l1_loss, but by the element count for huber_loss.
 
 from __future__ import annotations
 
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError
 from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
+from ..ops._node_names import rename_node
 from ..ops._registry import export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import promote
@@ -55,7 +56,8 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "me
     """Squared error ``(x - t)**2``."""
     reduction = reduction_arg("mse_loss", reduction, size_average, reduce)
     x, diff = _difference("mse_loss", input, target)
-    return _weighted("mse_loss", diff * diff, weight, x, reduction, True)
+    losses = _weighted("mse_loss", diff * diff, weight, x, reduction, True)
+    return rename_node(losses, "MseLossBackward0")
 
 
 @export(functional=True, toplevel=False)
@@ -89,10 +91,10 @@ def smooth_l1_loss(
         return reduce_loss(losses, reduction)
     beta = float(beta)
     if beta < 0:
-        raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
+        raise ArgumentError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
     _, diff = _difference("smooth_l1_loss", input, target)
     losses = E.abs(diff) if beta == 0.0 else _smooth(diff, beta)
-    return reduce_loss(losses, reduction)
+    return rename_node(reduce_loss(losses, reduction), "SmoothL1LossBackward0")
 
 
 @export(functional=True, toplevel=False)
@@ -102,8 +104,9 @@ def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0, weigh
     reduction = reduction_arg("huber_loss", reduction)
     delta = delta if _items.is_item(delta) else float(delta)  # (an item: its tensor, unchecked)
     if not _items.is_item(delta) and delta <= 0:
-        raise ValueError(f"huber_loss: delta must be positive, got {delta}")
+        raise ArgumentError(f"huber_loss: delta must be positive, got {delta}")
     x, diff = _difference("huber_loss", input, target)
     a = E.abs(diff)
     losses = E.where(a < delta, diff * diff * 0.5, (a - 0.5 * delta) * delta)
-    return _weighted("huber_loss", losses, weight, x, reduction, False)
+    losses = _weighted("huber_loss", losses, weight, x, reduction, False)
+    return rename_node(losses, "HuberLossBackward0")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from ..errors import DTypeError, ShapeError
+from ..errors import ArgumentError, DTypeError, ShapeError
 from ..ops import api as E
 from ..ops._registry import apply, export
 from ..ops._util import fmt_shape
@@ -288,13 +288,13 @@ def multi_head_attention_forward(
     separate = None
     if use_separate_proj_weight:
         if q_proj_weight is None or k_proj_weight is None or v_proj_weight is None:
-            raise ValueError(
+            raise ArgumentError(
                 f"{_OP}: use_separate_proj_weight is True but q_proj_weight, k_proj_weight or "
                 "v_proj_weight is None"
             )
         separate = (q_proj_weight, k_proj_weight, v_proj_weight)
     elif in_proj_weight is None:
-        raise ValueError(f"{_OP}: use_separate_proj_weight is False but in_proj_weight is None")
+        raise ArgumentError(f"{_OP}: use_separate_proj_weight is False but in_proj_weight is None")
     if not batched:
         query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
         if key_padding_mask is not None:

@@ -231,7 +231,7 @@ def _momentum(op: str, momentum):
     """The update factor: a number, or a 0-d tensor (BatchNorm's cumulative average,
     1 / num_batches_tracked, a graph value inside a captured step)."""
     if momentum is None:
-        raise ValueError(
+        raise ArgumentError(
             f"{op}: momentum=None (a cumulative average) needs the number of batches seen, which "
             "the module tracks; pass the factor it computes (1 / num_batches_tracked) as momentum"
         )
@@ -277,7 +277,7 @@ def batch_norm(
     bias = _param("batch_norm", bias, x, (c,), "bias", channel)
     if not training:
         if running_mean is None or running_var is None:
-            raise ValueError(
+            raise ArgumentError(
                 "batch_norm: running_mean and running_var are needed in evaluation mode "
                 "(training=False); pass them or use training=True"
             )
@@ -286,7 +286,7 @@ def batch_norm(
         return apply(BATCH_NORM_EVAL, x, mean, var, weight, bias, eps=float(eps))
     n = numel(x.shape) // max(c, 1)
     if isinstance(n, int) and n <= 1:  # (a symbolic count has no value to check yet)
-        raise ValueError(
+        raise ArgumentError(
             f"batch_norm: expected more than 1 value per channel when training, got input of "
             f"shape {fmt_shape(x.shape)}"
         )
@@ -382,14 +382,14 @@ def instance_norm(
     bias = _param("instance_norm", bias, x, (c,), "bias")
     if not use_input_stats:
         if running_mean is None or running_var is None:
-            raise ValueError(
+            raise ArgumentError(
                 "instance_norm: use_input_stats=False needs running_mean and running_var"
             )
         return batch_norm(x, running_mean, running_var, weight, bias, False, momentum, eps)
     axes = tuple(range(2, x.ndim))
     n = numel(x.shape[2:])
     if isinstance(n, int) and n <= 1:  # (a symbolic count has no value to check yet)
-        raise ValueError(
+        raise ArgumentError(
             f"instance_norm: expected more than 1 spatial element when training, got input of "
             f"shape {fmt_shape(x.shape)}"
         )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError
 from ..ops import api as E
 from ..ops._registry import export
 from ..ops._util import fmt_shape
@@ -22,10 +22,10 @@ from ..symbolic import SymDim
 def _pair(op: str, what: str, value, minimum: int) -> tuple[int, int]:
     values = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
     if len(values) != 2:
-        raise ValueError(f"{op}: {what} must be an int or a pair of ints, got {value!r}")
+        raise ArgumentError(f"{op}: {what} must be an int or a pair of ints, got {value!r}")
     values = tuple(int(v) for v in values)
     if any(v < minimum for v in values):
-        raise ValueError(f"{op}: {what} must be at least {minimum}, got {value!r}")
+        raise ArgumentError(f"{op}: {what} must be at least {minimum}, got {value!r}")
     return values
 
 
@@ -151,7 +151,7 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
 def _factor(op: str, value) -> int:
     r = int(value)
     if r <= 0:
-        raise ValueError(f"{op}: the factor must be positive, got {value!r}")
+        raise ArgumentError(f"{op}: the factor must be positive, got {value!r}")
     return r
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from ..errors import EmberError, ShapeError
+from ..errors import ArgumentError, EmberError, ShapeError
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
 from ..ops._registry import export
@@ -28,7 +28,7 @@ def _tuple(value, n: int, what: str) -> tuple:
     if len(value) == 1:
         return value * n
     if len(value) != n:
-        raise ValueError(f"{what} must be an int or {n} ints, got {value}")
+        raise ArgumentError(f"{what} must be an int or {n} ints, got {value}")
     return value
 
 
@@ -44,20 +44,20 @@ def _unpool_size(op, spatial, kernel, stride, padding, output_size) -> tuple:
         if len(output_size) == n + 2:
             output_size = output_size[2:]
         if len(output_size) != n:
-            raise ValueError(
+            raise ArgumentError(
                 f"{op}: output_size should be a sequence containing {n} or {n + 2} elements, "
                 f"but it has a length of '{len(output_size)}'"
             )
         for d in range(n):
             lo, hi = default[d] - stride[d], default[d] + stride[d]
             if not lo < output_size[d] < hi:
-                raise ValueError(
+                raise ArgumentError(
                     f'{op}: invalid output_size "{output_size}" (dim {d} must be between {lo} '
                     f"and {hi})"
                 )
         result = output_size
     if any(s < 0 for s in result):
-        raise ValueError(f"{op}: output_size must be non-negative, got {result}")
+        raise ArgumentError(f"{op}: output_size must be non-negative, got {result}")
     return result
 
 

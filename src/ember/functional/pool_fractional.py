@@ -17,7 +17,7 @@ the first maximum of a window in row-major order, as PyTorch's.
 from __future__ import annotations
 
 from .. import dtypes as dt
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError
 from ..ops import api as E
 from ..ops._registry import export
 from ..ops._util import fmt_shape
@@ -31,7 +31,7 @@ def _tuple(value, n: int, what: str, op: str) -> tuple:
     if len(value) == 1:
         return value * n
     if len(value) != n:
-        raise ValueError(f"{op} requires {what} to either be a single Int or tuple of Ints.")
+        raise ArgumentError(f"{op} requires {what} to either be a single Int or tuple of Ints.")
     return value
 
 
@@ -60,7 +60,7 @@ def _fractional(n: int, input, kernel_size, output_size, output_ratio, return_in
     spatial = tuple(int(s) for s in x.shape[2:])
     kernel = tuple(int(k) for k in _tuple(kernel_size, n, "kernel_size", op))
     if output_size is None and output_ratio is None:
-        raise ValueError(f"{op} requires specifying either an output_size or an output_ratio")
+        raise ArgumentError(f"{op} requires specifying either an output_size or an output_ratio")
     if output_size is None:
         ratio = _tuple(output_ratio, n, "output_ratio", op)
         out = tuple(int(s * r) for s, r in zip(spatial, ratio))

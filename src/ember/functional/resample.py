@@ -20,7 +20,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..errors import DTypeError, ShapeError, UnsupportedError
+from ..errors import ArgumentError, DTypeError, ShapeError, UnsupportedError
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
 from ..ops._linspace_values import linspace_values
@@ -40,7 +40,7 @@ _MODES = ("nearest", "nearest-exact", "linear", "bilinear", "trilinear", "area",
 def _per_dim(op: str, what: str, value, dims: int) -> list:
     if isinstance(value, (tuple, list)):
         if len(value) != dims:
-            raise ValueError(
+            raise ArgumentError(
                 f"{op}: {what} must have {dims} entries for a {dims + 2}-D input, got {value!r}"
             )
         return list(value)
@@ -67,10 +67,10 @@ def _output_size(x, size, scale_factor, recompute):
     """The output's spatial sizes and the scales the kernels use (None: from the sizes)."""
     dims = x.ndim - 2
     if size is not None and scale_factor is not None:
-        raise ValueError("interpolate: only one of size or scale_factor should be defined")
+        raise ArgumentError("interpolate: only one of size or scale_factor should be defined")
     if size is not None:
         if recompute:
-            raise ValueError(
+            raise ArgumentError(
                 "interpolate: recompute_scale_factor is not meaningful with an explicit size"
             )
         out = [
@@ -79,7 +79,7 @@ def _output_size(x, size, scale_factor, recompute):
         ]
         return out, [None] * dims
     if scale_factor is None:
-        raise ValueError("interpolate: either size or scale_factor should be defined")
+        raise ArgumentError("interpolate: either size or scale_factor should be defined")
     scales = [float(s) for s in _per_dim("interpolate", "scale_factor", scale_factor, dims)]
     out = [_scaled(n, s) for n, s in zip(x.shape[2:], scales)]
     if recompute:
@@ -224,14 +224,14 @@ def interpolate(
         raise UnsupportedError(f"unknown mode {mode!r}; expected one of {_MODES}", op="interpolate")
     if mode in ("nearest", "nearest-exact", "area"):
         if align_corners is not None:
-            raise ValueError(
+            raise ArgumentError(
                 "interpolate: align_corners option can only be set with the interpolating "
                 "modes: linear | bilinear | bicubic | trilinear"
             )
     elif align_corners is None:
         align_corners = False
     if antialias and (mode not in ("bilinear", "bicubic") or x.ndim != 4):
-        raise ValueError(
+        raise ArgumentError(
             "interpolate: the antialias option is restricted to bilinear and bicubic modes "
             f"and a 4-D input (got mode {mode!r}, shape {fmt_shape(x.shape)})"
         )
@@ -376,12 +376,12 @@ def grid_sample(
     PyTorch's 4-D kernel gives, in 5-D too (PyTorch's 5-D kernel reads 0 there, and clips NaN to
     the far border)."""
     if mode not in ("bilinear", "nearest", "bicubic"):
-        raise ValueError(
+        raise ArgumentError(
             "grid_sample: expected mode to be 'bilinear', 'nearest' or 'bicubic', "
             f"but got: {mode!r}"
         )
     if padding_mode not in ("zeros", "border", "reflection"):
-        raise ValueError(
+        raise ArgumentError(
             "grid_sample: expected padding_mode to be 'zeros', 'border', or 'reflection', "
             f"but got: {padding_mode!r}"
         )
@@ -438,7 +438,7 @@ def affine_grid(theta, size, align_corners: bool | None = None):
     size = [int(s) for s in size]
     spatial = len(size) - 2
     if spatial not in (2, 3):
-        raise ValueError(f"affine_grid: size must have 4 or 5 entries, got {size}")
+        raise ArgumentError(f"affine_grid: size must have 4 or 5 entries, got {size}")
     if t.ndim != 3 or tuple(t.shape[1:]) != (spatial, spatial + 1) or t.shape[0] != size[0]:
         raise ShapeError(
             f"expected a batch of {size[0]} affine matrices of shape ({spatial}, {spatial + 1}) "
@@ -446,7 +446,7 @@ def affine_grid(theta, size, align_corners: bool | None = None):
             op="affine_grid",
         )
     if min(size) <= 0:
-        raise ValueError(f"affine_grid: expected a positive output size, got {size}")
+        raise ArgumentError(f"affine_grid: expected a positive output size, got {size}")
     if align_corners and min(size[2:]) == 1:
         warnings.warn(
             "Since version 1.3.0, affine_grid behavior has changed for unit-size grids when "

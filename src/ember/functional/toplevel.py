@@ -15,7 +15,7 @@ import math
 import warnings
 
 from .. import dtypes as dt
-from ..errors import EmberError
+from ..errors import ArgumentError, EmberError
 from ..grad_mode import InferenceVersion
 from ..ops import api as E
 from ..ops._registry import FUNCTIONAL, TensorBase, export
@@ -30,7 +30,7 @@ def _reduction(name: str, value) -> str:
     try:
         return _REDUCTIONS[int(value)]
     except (KeyError, TypeError, ValueError):
-        raise ValueError(
+        raise ArgumentError(
             f"{name}: reduction must be 0 (none), 1 (mean) or 2 (sum), got {value!r}"
         ) from None
 
@@ -240,9 +240,9 @@ def range(start, end, step=1, *, dtype=None, requires_grad=False):  # noqa: A001
         stacklevel=2,
     )
     if step == 0:
-        raise ValueError("range: step must be nonzero")
+        raise ArgumentError("step must be nonzero", op="range")
     if (end - start) * step < 0:
-        raise ValueError("range: upper bound and lower bound inconsistent with step sign")
+        raise ArgumentError("upper bound and lower bound inconsistent with step sign", op="range")
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
     count = math.floor((float(end) - float(start)) / float(step)) + 1
     steps = E.arange(count, dtype=dt.float64)

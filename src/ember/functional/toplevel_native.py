@@ -13,7 +13,7 @@ from __future__ import annotations
 import warnings
 
 from .. import dtypes as dt
-from ..errors import ArgumentError, ShapeError
+from ..errors import ArgumentError, ArgumentTypeError, ShapeError
 from ..ops import api as E
 from ..ops._registry import FUNCTIONAL, export
 from ..ops._util import fmt_shape, refuse_complex
@@ -178,7 +178,7 @@ def feature_alpha_dropout_(input, p: float, train: bool):
 def _feature_dropout(op, input, p, train, inplace):
     x = to_tensor(input)
     if not 0.0 <= p <= 1.0:
-        raise ValueError(f"{op}: dropout probability has to be between 0 and 1, but got {p}")
+        raise ArgumentError(f"{op}: dropout probability has to be between 0 and 1, but got {p}")
     if x.ndim < 2:
         raise ShapeError(
             f"Feature dropout requires at least 2 dimensions in the input, got shape "
@@ -388,7 +388,7 @@ def nonzero_static(input, *, size: int, fill_value: int = -1):
     ``fill_value`` to exactly ``size`` rows. Reads the data (eager, as `nonzero`)."""
     x = to_tensor(input)
     if not isinstance(size, int) or size < 0:
-        raise ValueError(f"nonzero_static: 'size' must be a non-negative int, got {size!r}")
+        raise ArgumentError(f"nonzero_static: 'size' must be a non-negative int, got {size!r}")
     found = E.nonzero(x)
     n = found.shape[0]
     if n >= size:
@@ -464,8 +464,12 @@ def set_default_tensor_type(t) -> None:
     )
     name = t if isinstance(t, str) else getattr(t, "__name__", None)
     if not isinstance(name, str):
-        raise TypeError(f"set_default_tensor_type: expected a tensor type or its name, got {t!r}")
+        raise ArgumentTypeError(
+            f"set_default_tensor_type: expected a tensor type or its name, got {t!r}"
+        )
     base = name.rsplit(".", 1)[-1]
     if base not in _DEFAULT_TYPES:
-        raise TypeError(f"only floating-point types are supported as the default type, got {name}")
+        raise ArgumentTypeError(
+            f"only floating-point types are supported as the default type, got {name}"
+        )
     dt.set_default_dtype(_DEFAULT_TYPES[base])

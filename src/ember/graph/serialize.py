@@ -72,7 +72,7 @@ def save_graph(graph: Graph, path: str | os.PathLike) -> None:
     arrays: dict = {}
     structure = _encode_graph(graph, generators, arrays, "", path)
     structure["generators"] = [
-        {"default": g is _random.default_generator, "state": g.get_state()} for g in generators
+        {"default": g is _random.default_generator, "state": g.json_state()} for g in generators
     ]
     metadata = {
         FORMAT_KEY: FORMAT_VERSION,

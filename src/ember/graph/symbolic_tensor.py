@@ -280,7 +280,7 @@ class SymbolicTensor(TensorBase):
             )
         self._refuse(what)
 
-    def numpy(self):
+    def numpy(self, *, force: bool = False):
         self._refuse(".numpy()")
 
     def __array__(self, *args, **kwargs):

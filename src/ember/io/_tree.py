@@ -18,7 +18,9 @@ containers that contain themselves are refused.
 
 from __future__ import annotations
 
+import enum
 import math
+import types
 
 import numpy as np
 
@@ -26,6 +28,7 @@ from .. import dtypes as dt
 from ..errors import CheckpointError, EmberError
 from ..ops._factory_kwargs import sparse_coo
 from ..tensor import Tensor
+from . import safe_globals
 from ._shared import shared_views, view_of
 
 
@@ -142,6 +145,16 @@ class _Encoder:
             finally:
                 self.active.discard(id(x))
         hint = "convert it, e.g. to a state_dict"
+        state = _object_state(x)
+        if state is not None and not callable(getattr(x, "state_dict", None)):
+            if id(x) in self.active:
+                raise CheckpointTypeError(f"{_where(path)} contains itself", op="save")
+            self.active.add(id(x))
+            try:
+                fields = {k: self.encode(v, path) for k, v in state}
+            finally:
+                self.active.discard(id(x))
+            return {"$object": {"class": safe_globals.global_name(type(x)), **fields}}
         if callable(getattr(x, "state_dict", None)):  # a whole Module or Optimizer
             hint = (
                 f"save its state_dict() instead and load that with load_state_dict() into a new "
@@ -298,6 +311,29 @@ def decode(structure, arrays: dict[str, np.ndarray], path: str):
         except EmberError as exc:
             raise bad(f"an inconsistent sparse tensor: {str(exc).splitlines()[0]}", where) from None
 
+    def user_object(value: dict, where: str, depth: int):
+        # a program's own object: built only where the program allowed its class
+        name = value["class"]
+        cls = safe_globals.lookup(name)
+        if not isinstance(cls, type):
+            raise CheckpointError(
+                f"{path}: {_where(where)} is a {_short(name)}, a class the program has not "
+                "allowed; if you trust the file, allow it with "
+                f"ember.serialization.add_safe_globals([{name.rsplit('.', 1)[-1]}]) "
+                "(PyTorch's weights-only rule): ember builds no other object from a file",
+                op="load",
+            )
+        if set(value) == {"class", "value"} and issubclass(cls, enum.Enum):
+            try:
+                return cls(dec(value["value"], where, depth + 1))
+            except ValueError:
+                raise bad(f"{_short(value['value'])} is not a member of {name}", where) from None
+        if set(value) != {"class", "state"}:
+            raise bad(f"an object of {_short(name)} with fields {_short(sorted(value))}", where)
+        obj = cls.__new__(cls)
+        safe_globals.set_state(obj, dec(value["state"], where, depth + 1))
+        return obj
+
     def key(k, where: str):
         value = dec(k, where, 0)
         if not isinstance(value, _KEY_TYPES):
@@ -349,6 +385,8 @@ def decode(structure, arrays: dict[str, np.ndarray], path: str):
                 raise bad("a set member that cannot be hashed", where) from None
         if tag == "$sparse_coo" and isinstance(value, dict):
             return sparse(value, where, depth)
+        if tag == "$object" and isinstance(value, dict) and isinstance(value.get("class"), str):
+            return user_object(value, where, depth)
         if tag == "$dtype" and isinstance(value, str):
             try:
                 return dt.as_dtype(value)
@@ -357,6 +395,20 @@ def decode(structure, arrays: dict[str, np.ndarray], path: str):
         raise bad(f"unknown tag {_short(tag)} or a malformed value for it", where)
 
     return dec(structure, "", 0)
+
+
+def _object_state(x) -> list | None:
+    """The fields a program's own object is saved as: an enum member's value, else its pickle
+    state (``__getstate__``: its attributes); None for an object that has neither."""
+    if isinstance(x, enum.Enum):
+        return [("value", x.value)]
+    if isinstance(x, (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType)):
+        return None  # (pickle names these; a checkpoint holds values)
+    if not hasattr(x, "__dict__") and not hasattr(type(x), "__slots__"):
+        return None
+    getstate = getattr(x, "__getstate__", None)
+    state = getstate() if getstate is not None else x.__dict__
+    return [("state", {} if state is None else state)]
 
 
 def _short(value, limit: int = 60) -> str:

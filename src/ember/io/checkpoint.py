@@ -54,7 +54,7 @@ import numpy as np
 from safetensors import TensorSpec, serialize, serialize_file
 
 from .._files import create_temporary
-from ..errors import CheckpointError
+from ..errors import CheckpointError, CheckpointNotFoundError
 from . import _stream, torch_format, torch_legacy
 from ._tree import decode, encode
 
@@ -240,7 +240,7 @@ def read_safetensors(path, check_metadata) -> tuple[dict, dict]:
     try:
         f = open(path, "rb")  # noqa: SIM115 (closed below)
     except FileNotFoundError:
-        raise CheckpointError(f"{path}: no such file", op="load") from None
+        raise CheckpointNotFoundError(f"{path}: no such file", op="load") from None
     except IsADirectoryError:
         raise CheckpointError(f"{path} is a directory, not a checkpoint file", op="load") from None
     except OSError as exc:

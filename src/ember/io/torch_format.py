@@ -50,7 +50,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import CheckpointError, EmberError
-from . import numpy_values
+from . import numpy_values, safe_globals
 from .torch_values import (  # noqa: F401  (the legacy reader's names too)
     ALLOWED,
     _Damaged,
@@ -88,7 +88,10 @@ class _RestrictedUnpickler(pickle._Unpickler):
                 module = _compat_pickle.IMPORT_MAPPING[module]
         full = f"{module}.{name}"
         if full not in ALLOWED:
-            raise _Refused(f"the global {full}")
+            registered = safe_globals.lookup(full)  # (the program's own allowlist)
+            if registered is None:
+                raise _Refused(f"the global {full}")
+            return registered
         return ALLOWED[full]
 
     def persistent_load(self, pid):
@@ -120,6 +123,9 @@ class _RestrictedUnpickler(pickle._Unpickler):
             for key, memoized in self.memo.items():  # (referred back to before its state)
                 if memoized is inst:
                     self.memo[key] = value
+            return
+        if safe_globals.is_registered_instance(inst):
+            safe_globals.set_state(inst, state)
             return
         if type(inst) is not OrderedDict:
             raise _Refused(f"setting the state of a {type(inst).__name__} (BUILD)")
@@ -190,7 +196,8 @@ def refusal(path, what: str) -> str:
     message = (
         f"{path}: refused {what}; ember reads only tensors, storages, dtypes, NumPy numbers "
         "and plain containers from a PyTorch checkpoint and never runs code from it, whatever "
-        "weights_only says"
+        "weights_only says; a class or function of your own that you trust can be allowed "
+        "with ember.serialization.add_safe_globals([...]) (PyTorch's weights-only rule)"
     )
     if ".nn." in what or what.endswith(("Module", "Optimizer")):
         message += (

@@ -42,7 +42,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import dtypes as dt
-from . import cache_sizes, cconv_choice, cconv_packs, cconv_wide, chalf, conv_plan
+from . import cache_sizes, cconv_choice, cconv_col2im, cconv_packs, cconv_wide, chalf, conv_plan
 from .cconv_source import SOURCE as _KERNELS
 from .cmicro import KC
 from .conv_plan import ELEMENT_COST, RUN_COST, Plan, charge, interior, scratch, source_region
@@ -569,12 +569,22 @@ def forward_step(
     return step, np.array(args, np.int64), (step, xp, wp, src, dst, roff)
 
 
+def _compute_itemsize(dtype) -> int:
+    """Bytes of the type a ``dtype`` convolution sums in (float32 for half precision)."""
+    return 4 if dtype in chalf.NAMES else np.dtype(dtype).itemsize
+
+
 def conv_input_grad(gy, w, p: Plan, groups: int, bias=None):
     """The adjoint of `conv_forward` in x (+ ``bias`` per channel of the result, added as the
     forward adds it: a transposed convolution's): at stride 1 the forward convolution of
     ``gy`` with the flipped, transposed weight, else phase by phase (kernels/cconv_phases.py).
     None where it does not apply."""
     nd = len(p.kernel)
+    if cconv_col2im.wins(gy.shape, w.shape, p, groups, _compute_itemsize(gy.dtype)):
+        # small gradient planes under a large kernel: the product and a col2im, which
+        # multiply no padding; half precision declined, so ops/conv.py widens it to float32
+        # and rounds once (a 16-bit result is float32's rounded, whichever way float32 sums)
+        return cconv_col2im.input_grad(gy, w, p, groups, bias)
     if not np.isfinite(w).all():
         # (a non-finite weight times the zero border would give NaN where the NumPy kernel's
         # col2im never adds those products)

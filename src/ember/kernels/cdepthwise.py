@@ -11,7 +11,9 @@ unrolled (the geometry is compiled in: one small library per kernel size, stride
 cached on disk by kernels/ccompile.py), so no bounds are checked inside a row and the loop is
 vectorized over the width.
 
-* forward: ``y[oh, ow] = sum_k w[k] * framed_x[oh * s + kh * d, ow * s + kw * d]``;
+* forward: ``y[oh, ow] = sum_k w[k] * framed_x[oh * s + kh * d, ow * s + kw * d]``; where
+  strided along the width the frame's columns are stored phase by phase (column c at phase
+  c % s), so each tap's inputs are read at unit stride;
 * input gradient: stride 1 is the forward of the framed output gradient with the flipped
   kernel (a gather, vectorized; finite weights only); larger strides and non-finite weights
   add each gradient row into the framed input plane tap by tap (a strided scatter) and crop
@@ -148,6 +150,63 @@ static void flat_taps(const T *restrict frame, long fw, long rows, long cols, co
 /* a flat loop reads up to (KW - 1) * DW past the frame's last row: zeros */
 #define SLACK ((KW - 1) * DW + 1)
 
+#if SW > 1
+/* A strided forward frames its plane's columns phase by phase (column c at phase c % SW,
+   index c / SW, each phase a run of `pwid` values in a row of pitch SW * pwid), so that an
+   output row reads each tap's inputs at unit stride: output ow's tap kw reads column
+   ow * SW + kw * DW, phase (kw * DW) % SW, index ow + (kw * DW) / SW; read at stride SW, the
+   loop over the row's outputs would gather. */
+static void frame_phased(T *frame, long fh, long pitch, long pwid, long limit, const S *src,
+                         long rows, long cols, long r0, long c0) {
+  long ncols = cols;
+  if (c0 + ncols > limit) ncols = limit - c0;
+  if (ncols <= 0) return;
+  for (long r = 0; r < rows && r0 + r < fh; r++) {
+    const S *restrict from = src + r * cols;
+    for (long q = 0; q < SW; q++) {  /* the source columns of phase q: c0 + c = q (mod SW) */
+      const long first = ((q - c0 % SW) % SW + SW) % SW;
+      if (first >= ncols) continue;
+      const long count = (ncols - first + SW - 1) / SW;
+      T *restrict to = frame + (r0 + r) * pitch + q * pwid + (c0 + first) / SW;
+      const S *restrict at = from + first;
+      for (long i = 0; i < count; i++) to[i] = LD(at[i * SW]);
+    }
+  }
+}
+
+static void forward_planes(void *job_, long lo, long hi) {
+  const struct job *j = job_;
+  const long fh = j->fh, OH = j->oh, OW = j->ow, cout = j->cin * j->m;
+  const long pwid = (j->fw + SW - 1) / SW, pitch = SW * pwid;
+  T *frame = calloc(fh * pitch, sizeof(T));
+  if (!frame) return;
+  for (long p = lo; p < hi; p++) {
+    const long n = p / cout, co = p % cout;
+    frame_phased(frame, fh, pitch, pwid, j->fw, j->a + (n * j->cin + co / j->m) * j->h * j->w_,
+                 j->h, j->w_, j->ph, j->pw);
+    T wk[KK];
+    for (int k = 0; k < KK; k++) wk[k] = LD(j->w[co * KK + k]);
+    S *y = j->out + p * OH * OW;
+    const T b = BIAS(j, co);
+    for (long oh = 0; oh < OH; oh++) {
+      const T *xr = frame + oh * SH * pitch;
+      S *restrict yr = y + oh * OW;
+#pragma omp simd
+      for (long ow = 0; ow < OW; ow++) {
+        T s = 0;
+#pragma GCC unroll 16
+        for (int kh = 0; kh < KH; kh++)
+#pragma GCC unroll 16
+          for (int kw = 0; kw < KW; kw++)
+            s += wk[kh * KW + kw] *
+                 xr[kh * DH * pitch + ((kw * DW) % SW) * pwid + (kw * DW) / SW + ow];
+        yr[ow] = ST(s + b);
+      }
+    }
+  }
+  free(frame);
+}
+#else
 /* forward: out planes (n, co), input plane (n, co / m) */
 static void forward_planes(void *job_, long lo, long hi) {
   const struct job *j = job_;
@@ -184,6 +243,7 @@ static void forward_planes(void *job_, long lo, long hi) {
   }
   free(frame);
 }
+#endif
 
 /* input gradient, stride 1: dx plane (n, ci) = sum over its m output channels of the forward
    of the framed gradient (frame offset (KH-1)*DH - ph, (KW-1)*DW - pw) with the flipped taps */

@@ -41,7 +41,7 @@ import numpy as np
 from . import chalf
 from .cstep import data_address
 
-__all__ = ["add_slices", "take"]
+__all__ = ["accumulate_slices", "add_slices", "take"]
 
 _C = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 # half precision: 16-bit storage, each sum rounded (kernels/chalf.py's conversions)
@@ -60,6 +60,7 @@ struct job {
   const long long *idx;
   T *out;
   long n, m, inner, chunks, width; /* width: the columns of one chunk */
+  long keep; /* add into out as it holds (scatter_add) instead of into zeros */
 };
 /* task t: outer block t / chunks, columns [c * width, (c + 1) * width) of it, c = t % chunks */
 static void blocks(void *job_, long lo, long hi) {
@@ -72,11 +73,12 @@ static void blocks(void *job_, long lo, long hi) {
     const T *g = j->g + o * m * inner + c0;
     if (inner == 1) { /* along the last axis: one element a slice */
       const long long *restrict idx = j->idx;
-      memset(out, 0, (size_t)n * sizeof(T));
+      if (!j->keep) memset(out, 0, (size_t)n * sizeof(T));
       for (long k = 0; k < m; k++) out[idx[k]] = ADD(out[idx[k]], g[k]);
       continue;
     }
-    for (long i = 0; i < n; i++) memset(out + i * inner, 0, (size_t)w * sizeof(T));
+    if (!j->keep)
+      for (long i = 0; i < n; i++) memset(out + i * inner, 0, (size_t)w * sizeof(T));
     for (long k = 0; k < m; k++) {
       T *restrict to = out + j->idx[k] * inner;
       const T *restrict from = g + k * inner;
@@ -85,8 +87,8 @@ static void blocks(void *job_, long lo, long hi) {
   }
 }
 void add_slices(const T *g, const long long *idx, T *out, long outer, long n, long m,
-                long inner, long chunks, long width, ember_pool pool) {
-  struct job j = {g, idx, out, n, m, inner, chunks, width};
+                long inner, long chunks, long width, long keep, ember_pool pool) {
+  struct job j = {g, idx, out, n, m, inner, chunks, width, keep};
   long tasks = outer * chunks;
   if (pool && tasks > 1 && outer * (n + m) * inner > (1L << 16)) pool(blocks, &j, tasks, 1);
   else blocks(&j, 0, tasks);
@@ -108,7 +110,7 @@ def _function(dtype: np.dtype):
         source = f"#define T {_C[dtype]}\n" + _SOURCE
     p, n = ctypes.c_void_p, ctypes.c_long
     try:
-        fn = ccompile.load(source, "add_slices", [p, p, p] + [n] * 6 + [p])
+        fn = ccompile.load(source, "add_slices", [p, p, p] + [n] * 7 + [p])
     except ccompile.CompileError:
         return None
     return fn, cpool.parallel_for()
@@ -133,25 +135,38 @@ def _chunks(outer: int, inner: int, itemsize: int) -> tuple:
 def add_slices(in_shape: tuple, axis: int, idx: np.ndarray, g: np.ndarray):
     """zeros(in_shape) with ``g``'s slices added at ``idx`` along ``axis`` (g: ``in_shape[:axis]
     + idx.shape + in_shape[axis + 1:]``), or None where the C kernel does not apply."""
+    out = np.empty(tuple(int(s) for s in in_shape), g.dtype)
+    return out if _add(out, axis, idx, g, keep=False) else None
+
+
+def accumulate_slices(out: np.ndarray, axis: int, idx: np.ndarray, g: np.ndarray) -> bool:
+    """Add ``g``'s slices into the C-contiguous ``out`` at ``idx`` along ``axis`` in place, in
+    np.add.at's order (scatter_add with an index that varies only along ``axis``): False
+    where the C kernel does not apply (and ``out`` is untouched)."""
+    if not out.flags.c_contiguous or g.dtype != out.dtype:
+        return False
+    return _add(out, axis, idx, g, keep=True)
+
+
+def _add(out: np.ndarray, axis: int, idx: np.ndarray, g: np.ndarray, keep: bool) -> bool:
     dtype = np.dtype(g.dtype)
     found = _function(dtype) if dtype in _C or dtype in _HALF else None
     if found is None:
-        return None
+        return False
     fn, pool = found
-    in_shape = tuple(int(s) for s in in_shape)
+    in_shape = out.shape
     n = in_shape[axis]
     flat = np.ascontiguousarray(idx, np.int64).reshape(-1)
     if flat.size and (int(flat.min()) < 0 or int(flat.max()) >= n):
-        return None  # (NumPy normalizes negative indices and reports bad ones)
-    out = np.empty(in_shape, dtype)
+        return False  # (NumPy normalizes negative indices and reports bad ones)
     if out.size == 0:
-        return out
+        return True
     outer, inner = math.prod(in_shape[:axis]), math.prod(in_shape[axis + 1 :])
     g = np.ascontiguousarray(g)
     chunks, width = _chunks(outer, inner, dtype.itemsize)
     fn(data_address(g), data_address(flat), data_address(out), outer, n, flat.size, inner, chunks,
-       width, pool)  # fmt: skip
-    return out
+       width, int(keep), pool)  # fmt: skip
+    return True
 
 
 _TAKE_SOURCE = r"""

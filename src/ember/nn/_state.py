@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..autograd import no_grad
-from ..errors import StateDictError
+from ..errors import ArgumentTypeError, StateDictError
 from ..ops._util import fmt_shape
 from ..tensor import Tensor
 from .state_hooks import hooks, overrides_load
@@ -120,7 +120,7 @@ def _as_array(value) -> np.ndarray | None:
 
 def load(module, state_dict, strict: bool = True, assign: bool = False) -> IncompatibleKeys:
     if not isinstance(state_dict, Mapping):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"load_state_dict expects a dict-like mapping of keys to tensors, got "
             f"{type(state_dict).__name__}"
         )

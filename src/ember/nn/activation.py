@@ -4,6 +4,7 @@ arguments and reprs. `PReLU` is the one with a parameter (its learnable slopes).
 
 from __future__ import annotations
 
+from ..errors import ArgumentError
 from ..tensor import Tensor
 from . import functional as F
 from . import init
@@ -157,7 +158,7 @@ class Hardtanh(Module):
     def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> None:
         super().__init__()
         if max_val <= min_val:
-            raise ValueError(f"Hardtanh: max_val ({max_val}) must exceed min_val ({min_val})")
+            raise ArgumentError(f"Hardtanh: max_val ({max_val}) must exceed min_val ({min_val})")
         self.min_val = min_val
         self.max_val = max_val
         self.inplace = inplace

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..errors import EmberError, ShapeError
+from ..errors import ArgumentError, EmberError, ShapeError
 from ..functional._common import concrete
 from ..ops import api as E
 from ..tensor import Tensor
@@ -47,7 +47,7 @@ class AdaptiveLogSoftmaxWithLoss(Module):
         super().__init__()
         cutoffs = list(cutoffs)
         if len(cutoffs) == 0:
-            raise ValueError("cutoffs should be a sequence of length larger than 0")
+            raise ArgumentError("cutoffs should be a sequence of length larger than 0")
         if (
             cutoffs != sorted(cutoffs)
             or min(cutoffs) <= 0
@@ -55,7 +55,7 @@ class AdaptiveLogSoftmaxWithLoss(Module):
             or len(set(cutoffs)) != len(cutoffs)
             or any(int(c) != c for c in cutoffs)
         ):
-            raise ValueError(
+            raise ArgumentError(
                 "cutoffs should be a sequence of unique, positive integers sorted in an "
                 "increasing order, where each value is between 1 and n_classes-1"
             )

@@ -13,7 +13,7 @@ It also holds PyTorch's ``torch.nn.attention`` names for choosing the attention 
 from __future__ import annotations
 
 from ..backends.cuda import SDPBackend, sdpa_kernel
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError
 from ..functional.mha import attend
 from ..ops._util import fmt_shape
 from ..tensor import Tensor
@@ -53,7 +53,7 @@ class MultiheadAttention(Module):
     ) -> None:
         super().__init__()
         if embed_dim <= 0 or num_heads <= 0:
-            raise ValueError(
+            raise ArgumentError(
                 f"embed_dim and num_heads must be greater than 0, got embed_dim={embed_dim} "
                 f"and num_heads={num_heads} instead"
             )
@@ -66,7 +66,7 @@ class MultiheadAttention(Module):
         self.batch_first = batch_first
         self.head_dim = embed_dim // num_heads
         if self.head_dim * num_heads != embed_dim:
-            raise ValueError(
+            raise ArgumentError(
                 f"embed_dim ({embed_dim}) must be divisible by num_heads ({num_heads})"
             )
         if not self._qkv_same_embed_dim:
@@ -136,7 +136,7 @@ class MultiheadAttention(Module):
             if key_padding_mask is not None:
                 key_padding_mask = key_padding_mask.unsqueeze(0)
         if is_causal and attn_mask is None:
-            raise ValueError(
+            raise ArgumentError(
                 "MultiheadAttention: is_causal is a hint that attn_mask is causal; pass the "
                 "causal attn_mask too (e.g. Transformer.generate_square_subsequent_mask)"
             )

@@ -11,6 +11,7 @@ import operator
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 
+from ..errors import ArgumentTypeError
 from ..tensor import Tensor
 from ._tables import Table
 from .module import Module, _addindent
@@ -68,7 +69,7 @@ class _ModuleSequence(Module):
         modules.insert(index, module)
         for m in modules:
             if not isinstance(m, Module):
-                raise TypeError(f"{type(m).__name__} is not a Module subclass")
+                raise ArgumentTypeError(f"{type(m).__name__} is not a Module subclass")
         self._renumber(modules)
 
     def pop(self, index: int = -1) -> Module:

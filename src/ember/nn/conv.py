@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from ..errors import ArgumentError
 from ..tensor import Tensor
 from . import functional as F
 from . import init
@@ -22,7 +23,7 @@ _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 def _ntuple(value, n: int, what: str) -> tuple:
     if isinstance(value, (tuple, list)):
         if len(value) != n:
-            raise ValueError(f"{what} must be an int or a tuple of {n} ints, got {value}")
+            raise ArgumentError(f"{what} must be an int or a tuple of {n} ints, got {value}")
         return tuple(int(v) for v in value)
     return (int(value),) * n
 
@@ -49,13 +50,13 @@ class _ConvNd(Module):
         super().__init__()
         nd = self._nd
         if groups <= 0:
-            raise ValueError("groups must be a positive integer")
+            raise ArgumentError("groups must be a positive integer")
         if in_channels % groups != 0:
-            raise ValueError("in_channels must be divisible by groups")
+            raise ArgumentError("in_channels must be divisible by groups")
         if out_channels % groups != 0:
-            raise ValueError("out_channels must be divisible by groups")
+            raise ArgumentError("out_channels must be divisible by groups")
         if padding_mode not in _PADDING_MODES:
-            raise ValueError(
+            raise ArgumentError(
                 f"padding_mode must be one of {list(_PADDING_MODES)}, but got "
                 f"padding_mode='{padding_mode}'"
             )
@@ -70,11 +71,11 @@ class _ConvNd(Module):
         self.transposed = self._transposed
         if isinstance(padding, str):
             if padding not in ("same", "valid"):
-                raise ValueError(
+                raise ArgumentError(
                     f"Invalid padding string '{padding}', should be one of ('same', 'valid')"
                 )
             if padding == "same" and any(s != 1 for s in self.stride):
-                raise ValueError("padding='same' is not supported for strided convolutions")
+                raise ArgumentError("padding='same' is not supported for strided convolutions")
             self.padding = padding
         else:
             self.padding = _ntuple(padding, nd, "padding")
@@ -210,9 +211,9 @@ class _ConvTranspose(_ConvNd):
         dtype=None,
     ) -> None:
         if padding_mode != "zeros":
-            raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
+            raise ArgumentError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
         if isinstance(padding, str):
-            raise ValueError(f"{type(self).__name__} does not accept a padding string")
+            raise ArgumentError(f"{type(self).__name__} does not accept a padding string")
         super().__init__(
             in_channels,
             out_channels,
@@ -238,7 +239,7 @@ class _ConvTranspose(_ConvNd):
         if len(output_size) == non_spatial + nd:
             output_size = output_size[non_spatial:]
         if len(output_size) != nd:
-            raise ValueError(
+            raise ArgumentError(
                 f"ConvTranspose{nd}D: for {input.ndim}D input, output_size must have {nd} or "
                 f"{non_spatial + nd} elements (got {len(output_size)})"
             )
@@ -252,7 +253,7 @@ class _ConvTranspose(_ConvNd):
             )
             largest = smallest + self.stride[d] - 1
             if not smallest <= output_size[d] <= largest:
-                raise ValueError(
+                raise ArgumentError(
                     f"requested an output size of {output_size}, but valid sizes range from "
                     f"{smallest} to {largest} in dimension {d} (for an input of shape "
                     f"{tuple(input.shape)})"

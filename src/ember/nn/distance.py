@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from ..errors import ArgumentError
 from ..tensor import Tensor
 from . import functional as F
 from .loss import _Loss
@@ -44,7 +45,7 @@ class TripletMarginLoss(_Loss):
     ) -> None:
         super().__init__(size_average, reduce, reduction)
         if margin <= 0:
-            raise ValueError(f"TripletMarginLoss: expected margin > 0, got {margin}")
+            raise ArgumentError(f"TripletMarginLoss: expected margin > 0, got {margin}")
         self.margin = margin
         self.p = p
         self.eps = eps

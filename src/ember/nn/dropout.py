@@ -3,6 +3,7 @@ Masks are drawn from ember's default generator, so ``ember.manual_seed`` makes t
 
 from __future__ import annotations
 
+from ..errors import ArgumentError
 from ..tensor import Tensor
 from . import functional as F
 from .module import Module
@@ -14,7 +15,7 @@ class _DropoutNd(Module):
     def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
         super().__init__()
         if p < 0 or p > 1:
-            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+            raise ArgumentError(f"dropout probability has to be between 0 and 1, but got {p}")
         self.p = p
         self.inplace = inplace
 

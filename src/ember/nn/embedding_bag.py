@@ -5,7 +5,7 @@ zero and is left out of every bag) and ``from_pretrained``."""
 from __future__ import annotations
 
 from ..autograd import no_grad
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError
 from ..ops._util import fmt_shape
 from ..tensor import Tensor
 from . import functional as F
@@ -38,7 +38,7 @@ class EmbeddingBag(Module):
         self.scale_grad_by_freq = scale_grad_by_freq
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
-                raise ValueError(
+                raise ArgumentError(
                     f"padding_idx {padding_idx} must be within num_embeddings ({num_embeddings})"
                 )
             padding_idx %= num_embeddings

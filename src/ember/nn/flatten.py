@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ..errors import ShapeError
+from ..errors import ArgumentTypeError, ShapeError
 from ..ops._util import fmt_shape, normalize_axis
 from ..tensor import Tensor
 from .module import Module
@@ -31,9 +31,9 @@ class Unflatten(Module):
     def __init__(self, dim: int, unflattened_size) -> None:
         super().__init__()
         if not isinstance(dim, int):
-            raise TypeError(f"Unflatten: dim must be an int, got {type(dim).__name__}")
+            raise ArgumentTypeError(f"Unflatten: dim must be an int, got {type(dim).__name__}")
         if not isinstance(unflattened_size, (tuple, list)):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"Unflatten: unflattened_size must be a tuple of ints, got "
                 f"{type(unflattened_size).__name__}"
             )

@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import random_streams as streams
 from ..autograd import no_grad
+from ..errors import ArgumentError
 from ..random import Generator, resolve
 from ..tensor import Tensor
 
@@ -44,16 +45,16 @@ def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
         elif isinstance(param, (int, float)) and not isinstance(param, bool):
             slope = param
         else:
-            raise ValueError(f"negative_slope {param} not a valid number")
+            raise ArgumentError(f"negative_slope {param} not a valid number")
         return math.sqrt(2.0 / (1 + slope**2))
     if nonlinearity == "selu":
         return 3.0 / 4
-    raise ValueError(f"Unsupported nonlinearity {nonlinearity}")
+    raise ArgumentError(f"Unsupported nonlinearity {nonlinearity}")
 
 
 def _calculate_fan_in_and_fan_out(tensor: Tensor) -> tuple[int, int]:
     if tensor.ndim < 2:
-        raise ValueError(
+        raise ArgumentError(
             "Fan in and fan out can not be computed for tensor with fewer than 2 dimensions"
         )
     receptive = math.prod(tensor.shape[2:])
@@ -63,7 +64,7 @@ def _calculate_fan_in_and_fan_out(tensor: Tensor) -> tuple[int, int]:
 def _calculate_correct_fan(tensor: Tensor, mode: str) -> int:
     mode = mode.lower()
     if mode not in ("fan_in", "fan_out"):
-        raise ValueError(f"Mode {mode} not supported, please use one of fan_in, fan_out")
+        raise ArgumentError(f"Mode {mode} not supported, please use one of fan_in, fan_out")
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     return fan_in if mode == "fan_in" else fan_out
 
@@ -104,16 +105,16 @@ def zeros_(tensor: Tensor) -> Tensor:
 def eye_(tensor: Tensor) -> Tensor:
     """The identity matrix (2-D tensors only)."""
     if tensor.ndim != 2:
-        raise ValueError("Only tensors with 2 dimensions are supported")
+        raise ArgumentError("Only tensors with 2 dimensions are supported")
     return _write(tensor, np.eye(*tensor.shape))
 
 
 def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
     """The Dirac delta (identity convolution) for 3-, 4- and 5-D convolution weights."""
     if tensor.ndim not in (3, 4, 5):
-        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+        raise ArgumentError("Only tensors with 3, 4, or 5 dimensions are supported")
     if tensor.shape[0] % groups != 0:
-        raise ValueError("dim 0 must be divisible by groups")
+        raise ArgumentError("dim 0 must be divisible by groups")
     per_group = tensor.shape[0] // groups
     out = np.zeros(tensor.shape)
     centre = tuple(s // 2 for s in tensor.shape[2:])
@@ -193,9 +194,9 @@ def trunc_normal_(
     each accepted where the log of a uniform draw lies below the log density's drop from its
     peak on [a, b], the rejected ones proposed again."""
     if not a < b:
-        raise ValueError(f"trunc_normal_: the bounds must satisfy a < b, got a={a}, b={b}")
+        raise ArgumentError(f"trunc_normal_: the bounds must satisfy a < b, got a={a}, b={b}")
     if std <= 0:
-        raise ValueError(f"trunc_normal_: std must be positive, got {std}")
+        raise ArgumentError(f"trunc_normal_: std must be positive, got {std}")
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn(
             "mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
@@ -241,13 +242,13 @@ def orthogonal_(tensor: Tensor, gain: float = 1, generator: Generator | None = N
     QR decomposition of a Gaussian matrix, signs fixed so that it is uniformly distributed
     (Saxe et al., 2013)."""
     if tensor.ndim < 2:
-        raise ValueError("Only tensors with 2 or more dimensions are supported")
+        raise ArgumentError("Only tensors with 2 or more dimensions are supported")
     if tensor.numel() == 0:
         return tensor
     rows = tensor.shape[0]
     cols = tensor.numel() // rows
     with no_grad():  # PyTorch's: a normal fill of the tensor's dtype, then its QR
-        flat = tensor.new_empty((rows, cols)).normal_(0, 1, generator=generator).numpy()
+        flat = tensor.new_empty((rows, cols)).normal_(0, 1, generator=generator).numpy(force=True)
     if rows < cols:
         flat = flat.T
     q, r = np.linalg.qr(flat)
@@ -262,12 +263,12 @@ def sparse_(
 ) -> Tensor:
     """N(0, std^2) with a fraction ``sparsity`` of each column set to zero (2-D only)."""
     if tensor.ndim != 2:
-        raise ValueError("Only tensors with 2 dimensions are supported")
+        raise ArgumentError("Only tensors with 2 dimensions are supported")
     rows, cols = tensor.shape
     zeros = math.ceil(sparsity * rows)
     with no_grad():
         tensor.normal_(0, std, generator=generator)
-    values = tensor.numpy().copy()
+    values = tensor.numpy(force=True).copy()
     for col in range(cols):  # (PyTorch draws these permutations from the default generator)
         values[streams.permutation(resolve(None), rows)[:zeros], col] = 0
     return _write(tensor, values)

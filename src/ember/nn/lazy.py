@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import EmberError
+from ..errors import ArgumentError, EmberError
 from ..graph import scope as _scope
 from ..tensor import Tensor
 from .conv import (
@@ -203,14 +203,14 @@ class _LazyConvMixin(LazyModuleMixin):
     def initialize_parameters(self, input) -> None:
         nd = self.cls_to_become._nd
         if input.ndim not in (nd + 1, nd + 2):
-            raise ValueError(
+            raise ArgumentError(
                 f"Expected {nd + 1}D (unbatched) or {nd + 2}D (batched) input to "
                 f"{self._get_name()}, but got input of size: {list(input.shape)}"
             )
         if self.has_uninitialized_params():
             self.in_channels = int(input.shape[1] if input.ndim == nd + 2 else input.shape[0])
             if self.in_channels % self.groups:
-                raise ValueError("in_channels must be divisible by groups")
+                raise ArgumentError("in_channels must be divisible by groups")
             k = tuple(self.kernel_size)
             if self.transposed:
                 shape = (self.in_channels, self.out_channels // self.groups) + k

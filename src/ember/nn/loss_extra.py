@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import warnings
 
+from ..errors import ArgumentError
 from ..tensor import Tensor
 from . import functional as F
 from .distance import PairwiseDistance
@@ -45,9 +46,9 @@ class MultiMarginLoss(_WeightedLoss):
     ) -> None:
         super().__init__(weight, size_average, reduce, reduction)
         if p not in (1, 2):
-            raise ValueError("only p == 1 and p == 2 supported")
+            raise ArgumentError("only p == 1 and p == 2 supported")
         if weight is not None and weight.ndim != 1:
-            raise ValueError(
+            raise ArgumentError(
                 f"MultiMarginLoss: expected weight to be None or 1D tensor, got {weight.ndim}D "
                 "instead"
             )
@@ -155,7 +156,7 @@ class TripletMarginWithDistanceLoss(_Loss):
     ) -> None:
         super().__init__(None, None, reduction)
         if margin <= 0:
-            raise ValueError(
+            raise ArgumentError(
                 f"TripletMarginWithDistanceLoss: expected margin to be greater than 0, got "
                 f"{margin} instead"
             )

@@ -18,7 +18,7 @@ from .. import dtypes as dt
 from ..autograd import no_grad
 from ..devices import channels_last, channels_last_3d, check_device, check_memory_format
 from ..devices import device as device_type
-from ..errors import DeviceError
+from ..errors import ArgumentError, ArgumentTypeError, DeviceError
 from ..ops._registry import TensorBase
 from ..tensor import Tensor
 from . import _state
@@ -38,7 +38,7 @@ def _addindent(text: str, spaces: int) -> str:
 
 def _check_name(module: Module, name, what: str) -> None:
     if not isinstance(name, str):
-        raise TypeError(f"{what} name should be a string, got {type(name).__name__}")
+        raise ArgumentTypeError(f"{what} name should be a string, got {type(name).__name__}")
     if name == "" or "." in name:
         raise KeyError(f'{what} name can\'t be empty or contain ".", got "{name}"')
     if "_parameters" not in module.__dict__:
@@ -68,7 +68,7 @@ class Module(HooksMixin, StateDictHooksMixin):
 
     def __init__(self, *args, **kwargs) -> None:
         if args or kwargs:
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"{type(self).__name__}.__init__() got unexpected arguments; Module.__init__ "
                 "takes none"
             )
@@ -97,7 +97,7 @@ class Module(HooksMixin, StateDictHooksMixin):
         if hasattr(self, name) and name not in self._parameters:
             raise KeyError(f"attribute '{name}' already exists")
         if param is not None and not isinstance(param, Parameter):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
                 "(ember.nn.Parameter or None required)"
             )
@@ -108,7 +108,7 @@ class Module(HooksMixin, StateDictHooksMixin):
         if hasattr(self, name) and name not in self._buffers:
             raise KeyError(f"attribute '{name}' already exists")
         if tensor is not None and not isinstance(tensor, Tensor):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
                 "(ember.Tensor or None required)"
             )
@@ -125,7 +125,7 @@ class Module(HooksMixin, StateDictHooksMixin):
     def add_module(self, name: str, module: Module | None) -> None:
         _check_name(self, name, "module")
         if module is not None and not isinstance(module, Module):
-            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+            raise ArgumentTypeError(f"{type(module).__name__} is not a Module subclass")
         if hasattr(self, name) and name not in self._modules:
             raise KeyError(f"attribute '{name}' already exists")
         self._modules[name] = module
@@ -156,7 +156,7 @@ class Module(HooksMixin, StateDictHooksMixin):
             self.register_parameter(name, value)
         elif params is not None and name in params:
             if value is not None:
-                raise TypeError(
+                raise ArgumentTypeError(
                     f"cannot assign '{type(value).__name__}' as parameter '{name}' "
                     "(ember.nn.Parameter or None expected)"
                 )
@@ -168,7 +168,7 @@ class Module(HooksMixin, StateDictHooksMixin):
             self._modules[name] = value
         elif name in self.__dict__.get("_modules", ()):
             if value is not None:
-                raise TypeError(
+                raise ArgumentTypeError(
                     f"cannot assign '{type(value).__name__}' as child module '{name}' "
                     "(ember.nn.Module or None expected)"
                 )
@@ -182,7 +182,7 @@ class Module(HooksMixin, StateDictHooksMixin):
                 object.__setattr__(self, name, value)
                 return
             if value is not None and not isinstance(value, Tensor):
-                raise TypeError(
+                raise ArgumentTypeError(
                     f"cannot assign '{type(value).__name__}' as buffer '{name}' "
                     "(ember.Tensor or None expected)"
                 )
@@ -238,13 +238,13 @@ class Module(HooksMixin, StateDictHooksMixin):
     def set_submodule(self, target: str, module: Module, strict: bool = False) -> None:
         """Replace (or, unless ``strict``, add) the submodule at dotted path ``target``."""
         if target == "":
-            raise ValueError("set_submodule: cannot set the module itself (target is empty)")
+            raise ArgumentError("set_submodule: cannot set the module itself (target is empty)")
         path, _, name = target.rpartition(".")
         parent = self.get_submodule(path)
         if strict and name not in parent._modules:
             raise AttributeError(f"{type(parent).__name__} has no submodule `{name}`")
         if not isinstance(module, Module):
-            raise ValueError(f"set_submodule: {type(module).__name__} is not a Module")
+            raise ArgumentError(f"set_submodule: {type(module).__name__} is not a Module")
         parent.add_module(name, module)
 
     def share_memory(self) -> Module:
@@ -335,7 +335,7 @@ class Module(HooksMixin, StateDictHooksMixin):
     # ------------------------------------------------------------------------ modes, grads
     def train(self, mode: bool = True) -> Module:
         if not isinstance(mode, bool):
-            raise ValueError("training mode is expected to be boolean")
+            raise ArgumentError("training mode is expected to be boolean")
         for module in self.modules():
             object.__setattr__(module, "training", mode)
         return self
@@ -420,7 +420,7 @@ class Module(HooksMixin, StateDictHooksMixin):
         if fmt is not None:
             self._lay_out(fmt)
         if kwargs:
-            raise TypeError(f"Module.to() got unexpected arguments {sorted(kwargs)}")
+            raise ArgumentTypeError(f"Module.to() got unexpected arguments {sorted(kwargs)}")
         for a in args:
             if isinstance(a, Tensor):
                 dtype = a.dtype
@@ -436,7 +436,7 @@ class Module(HooksMixin, StateDictHooksMixin):
             return self
         dtype = dt.as_dtype(dtype)
         if not dtype.is_floating_point:
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"nn.Module.to only accepts floating point dtypes, but got desired dtype={dtype}"
             )
         return self._apply_floating(dtype)
@@ -454,7 +454,7 @@ class Module(HooksMixin, StateDictHooksMixin):
                     continue
                 new = fn(p)
                 if not isinstance(new, Tensor):
-                    raise TypeError(
+                    raise ArgumentTypeError(
                         f"Module._apply: the function returned {type(new).__name__} for a "
                         "parameter, not a tensor"
                     )

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..autograd import no_grad
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError
 from ..tensor import Tensor
 from . import functional as F
 from . import init
@@ -282,7 +282,7 @@ class GroupNorm(Module):
     ) -> None:
         super().__init__()
         if num_channels % num_groups != 0:
-            raise ValueError(
+            raise ArgumentError(
                 f"num_channels ({num_channels}) must be divisible by num_groups ({num_groups})"
             )
         self.num_groups = num_groups

@@ -4,6 +4,7 @@ attributes and reprs."""
 
 from __future__ import annotations
 
+from ..errors import ArgumentError
 from ..tensor import Tensor
 from . import functional as F
 from .module import Module
@@ -102,13 +103,13 @@ class _FractionalMaxPoolNd(Module):
         self.output_size = None if output_size is None else _ntuple(output_size, self._nd)
         self.output_ratio = None if output_ratio is None else _ntuple(output_ratio, self._nd)
         if output_size is None and output_ratio is None:
-            raise ValueError(
+            raise ArgumentError(
                 f"{name} requires specifying either an output size, or a pooling ratio"
             )
         if output_size is not None and output_ratio is not None:
-            raise ValueError("only one of output_size and output_ratio may be specified")
+            raise ArgumentError("only one of output_size and output_ratio may be specified")
         if self.output_ratio is not None and not all(0 < r < 1 for r in self.output_ratio):
-            raise ValueError(f"output_ratio must be between 0 and 1 (got {output_ratio})")
+            raise ArgumentError(f"output_ratio must be between 0 and 1 (got {output_ratio})")
 
     def forward(self, input: Tensor):
         pool = getattr(F, f"fractional_max_pool{self._nd}d")

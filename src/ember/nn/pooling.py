@@ -3,6 +3,7 @@ arguments, defaults (``stride`` defaults to ``kernel_size``) and reprs."""
 
 from __future__ import annotations
 
+from ..errors import ArgumentTypeError
 from ..tensor import Tensor
 from . import functional as F
 from .module import Module
@@ -147,7 +148,7 @@ class _AdaptivePool(Module):
         if self._kind == "max":
             self.return_indices = return_indices
         elif return_indices:
-            raise TypeError(f"{type(self).__name__} has no return_indices argument")
+            raise ArgumentTypeError(f"{type(self).__name__} has no return_indices argument")
 
     def forward(self, input: Tensor):
         pool = getattr(F, f"adaptive_{self._kind}_pool{self._nd}d")

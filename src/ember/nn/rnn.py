@@ -4,20 +4,22 @@ forget, cell, output; GRU: reset, update, new) and default initialisation U(-1/s
 
 The input projection of every step is one matmul up front; each step then adds the recurrent
 projection. An RNN (tanh or relu), an LSTM without projection or a GRU, in float32/float64 and
-unpacked, runs each layer and direction as one whole-layer op (ops/recurrent.py: ``lstm_layer``
-/ ``gru_layer``; ops/recurrent_elman.py: ``rnn_layer``; the time loop in C, kernels/crnn.py),
-eagerly and in graphs: one node forward and one backward (backpropagation through time inside
-the op), as PyTorch's fused RNNs do. Otherwise (projections, packed input, half precision, or
-while a nested ``ember.grad`` records, whose
+packed or not, runs each layer and direction as one whole-layer op (ops/recurrent.py:
+``lstm_layer`` / ``gru_layer``; ops/recurrent_elman.py: ``rnn_layer``; the time loop in C,
+kernels/crnn.py), eagerly and in graphs: one node forward and one backward (backpropagation
+through time inside the op), as PyTorch's fused RNNs do. Otherwise (projections, half
+precision, or while a nested ``ember.grad`` records, whose
 gradients may be differentiated again) the time loop is a Python loop eagerly (the tape
 records each step) and, while a graph is captured (`ember.function`, `ember.trace`), one
 ``scan`` node whose body is one step (control/scan.py), so the graph's size does not grow with
 the sequence and its gradient is the scan's reverse scan.
 
-A `PackedSequence` input (nn/utils/rnn.py) runs as its padded batch in the caller's order with
-a mask: a sequence's state stops changing after its last step (and, running backwards, starts
-changing at its last step), which is what PyTorch's shrinking batch computes; the output is
-packed again with the input's batch sizes and permutation.
+A `PackedSequence` input (nn/utils/rnn.py) runs as its padded batch in the caller's order:
+through the whole-layer op with each sequence's final state read at its own last step and,
+running backwards, each sequence's steps reversed in place (`whole_layer_packed`); in the step
+loop with a mask: a sequence's state stops changing after its last step (and, running
+backwards, starts changing at its last step). Both are what PyTorch's shrinking batch
+computes; the output is packed again with the input's batch sizes and permutation.
 """
 
 from __future__ import annotations
@@ -30,12 +32,12 @@ import numpy as np
 
 from .. import dtypes
 from ..control.scan import scan
-from ..errors import ShapeError
+from ..errors import ArgumentError, ArgumentTypeError, ShapeError
 from ..graph.builder import GraphBuilder
 from ..ops import api as E
 from ..ops._registry import TensorBase, current_mode
 from ..ops._util import fmt_shape
-from ..ops.recurrent import gru_layer, lstm_layer
+from ..ops.recurrent import gru_layer, lstm_layer, lstm_layer_cells
 from ..ops.recurrent_elman import rnn_layer
 from ..tensor import Tensor
 from . import functional as F
@@ -105,6 +107,41 @@ def whole_layer(mode: str, x, state: tuple, weights: tuple, reverse: bool) -> tu
     return y, (h,)
 
 
+def whole_layer_packed(mode: str, x, state: tuple, weights: tuple, reverse: bool, lengths):
+    """`whole_layer` over a packed batch's padded steps x (T, B, input), sequence b holding
+    ``lengths[b]`` steps (a NumPy array): what PyTorch's shrinking batch computes, with the
+    whole-layer op. Running forwards, a step never reads later ones, so the padding changes no
+    output a sequence keeps, and its final state is its state at its own last step (LSTM: the
+    op's cell state of every step, read there). Running backwards, each sequence's own steps
+    are reversed in place (padding kept where it is), run forwards, and reversed back."""
+    steps, batch = x.shape[0], x.shape[1]
+    t = np.arange(steps)[:, None]
+    order = np.where(t < lengths[None, :], lengths[None, :] - 1 - t, t)  # (its own inverse)
+
+    def along_steps(values, rows):
+        index = Tensor(np.ascontiguousarray(rows[:, :, None]))
+        return E.gather(values, 0, E.broadcast_to(index, (rows.shape[0], batch, values.shape[-1])))
+
+    if reverse:
+        x = along_steps(x, order)
+    w_ih, w_hh, b_ih, b_hh = weights
+    if mode == "LSTM":
+        bias = None if b_ih is None else b_ih + b_hh
+        y, cells = lstm_layer_cells(F.linear(x, w_ih, bias), state[0], state[1], w_hh)
+    elif mode == "GRU":
+        if b_hh is None:
+            b_hh = E.zeros((w_hh.shape[0],), dtype=x.dtype)
+        y, _ = gru_layer(F.linear(x, w_ih, b_ih), state[0], w_hh, b_hh, False)
+    else:
+        bias = None if b_ih is None else b_ih + b_hh
+        y, _ = rnn_layer(F.linear(x, w_ih, bias), state[0], w_hh, False, relu=mode == "RNN_RELU")
+    last = (lengths - 1)[None, :]
+    final = (along_steps(y, last)[0],)
+    if mode == "LSTM":
+        final += (along_steps(cells, last)[0],)
+    return (along_steps(y, order) if reverse else y), final
+
+
 def _keep_finished(running, new: tuple, old: tuple) -> tuple:
     """A packed batch's step: the new state where the sequence runs, the old one elsewhere."""
     return tuple(E.where(running, n, o) for n, o in zip(new, old))
@@ -112,7 +149,7 @@ def _keep_finished(running, new: tuple, old: tuple) -> tuple:
 
 def _check_input(op: str, input, size: int, batched_ndim: int) -> None:
     if not isinstance(input, TensorBase):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"{op}: expected a Tensor input (or, for RNN, LSTM and GRU, a PackedSequence), got "
             f"{type(input).__name__}"
         )
@@ -149,11 +186,11 @@ class RNNBase(Module):
     ) -> None:
         super().__init__()
         if mode not in _GATES:
-            raise ValueError(f"Unrecognized RNN mode: {mode}")
+            raise ArgumentError(f"Unrecognized RNN mode: {mode}")
         if isinstance(dropout, bool) or not isinstance(dropout, numbers.Number):
-            raise ValueError("dropout should be a number in range [0, 1]")
+            raise ArgumentError("dropout should be a number in range [0, 1]")
         if not 0 <= dropout <= 1:
-            raise ValueError("dropout should be a number in range [0, 1]")
+            raise ArgumentError("dropout should be a number in range [0, 1]")
         if dropout > 0 and num_layers == 1:
             warnings.warn(
                 "dropout option adds dropout after all but last recurrent layer, so non-zero "
@@ -162,11 +199,11 @@ class RNNBase(Module):
                 stacklevel=3,
             )
         if input_size <= 0 or hidden_size <= 0 or num_layers <= 0:
-            raise ValueError("input_size, hidden_size and num_layers must be greater than zero")
+            raise ArgumentError("input_size, hidden_size and num_layers must be greater than zero")
         if proj_size < 0 or (proj_size and mode != "LSTM"):
-            raise ValueError("proj_size must be zero, or positive for LSTM only")
+            raise ArgumentError("proj_size must be zero, or positive for LSTM only")
         if proj_size >= hidden_size:
-            raise ValueError("proj_size has to be smaller than hidden_size")
+            raise ArgumentError("proj_size has to be smaller than hidden_size")
         self.mode = mode
         self.input_size = input_size
         self.hidden_size = hidden_size
@@ -230,7 +267,7 @@ class RNNBase(Module):
         if self.mode == "LSTM":
             sizes.append(self.hidden_size)
             if hx is not None and not (isinstance(hx, (tuple, list)) and len(hx) == 2):
-                raise TypeError(f"{op}: hx must be a tuple (h_0, c_0)")
+                raise ArgumentTypeError(f"{op}: hx must be a tuple (h_0, c_0)")
         elif hx is not None:
             hx = (hx,)
         if hx is None:
@@ -248,13 +285,13 @@ class RNNBase(Module):
         if packed is not None:
             x, lengths = pad_packed_sequence(packed)
             _check_input(op, x, self.input_size, 3)
-            batched = True
+            batched, lengths = True, lengths.numpy()
             # (T, B, 1): whether step t is inside sequence b
             steps = np.arange(x.shape[0])[:, None, None]
-            mask = Tensor(steps < lengths.numpy()[None, :, None])
+            mask = Tensor(steps < lengths[None, :, None])
         else:
             _check_input(op, input, self.input_size, 3)
-            batched, mask = input.ndim == 3, None
+            batched, mask, lengths = input.ndim == 3, None, None
             x = input if batched else input.unsqueeze(1)
             if batched and self.batch_first:
                 x = x.transpose(0, 1)
@@ -266,7 +303,7 @@ class RNNBase(Module):
             for direction in range(directions):
                 index = layer * directions + direction
                 state = tuple(s[index] for s in states)
-                out, state = self._run_direction(x, state, layer, direction, mask)
+                out, state = self._run_direction(x, state, layer, direction, mask, lengths)
                 outputs.append(out)
                 for final, s in zip(finals, state):
                     final.append(s)
@@ -285,10 +322,13 @@ class RNNBase(Module):
             return x, tuple(final_states)
         return x, final_states[0]
 
-    def _run_direction(self, x, state: tuple, layer: int, direction: int, mask) -> tuple:
+    def _run_direction(self, x, state: tuple, layer: int, direction: int, mask, lengths) -> tuple:
         w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, direction)
-        if w_hr is None and mask is None and whole_layer_applies(self.mode, x, self.parameters()):
-            return whole_layer(self.mode, x, state, (w_ih, w_hh, b_ih, b_hh), direction == 1)
+        if w_hr is None and whole_layer_applies(self.mode, x, self.parameters()):
+            weights, reverse = (w_ih, w_hh, b_ih, b_hh), direction == 1
+            if mask is None:
+                return whole_layer(self.mode, x, state, weights, reverse)
+            return whole_layer_packed(self.mode, x, state, weights, reverse, lengths)
         x_proj = F.linear(x, w_ih, b_ih)
         if isinstance(current_mode(), GraphBuilder):
             return self._scan_direction(x_proj, state, direction, mask, (w_hh, b_hh, w_hr))
@@ -355,7 +395,7 @@ class RNN(RNNBase):
         dtype=None,
     ) -> None:
         if nonlinearity not in ("tanh", "relu"):
-            raise ValueError(
+            raise ArgumentError(
                 f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or 'relu'."
             )
         self.nonlinearity = nonlinearity

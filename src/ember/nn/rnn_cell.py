@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from ..errors import ArgumentError, ArgumentTypeError
 from ..ops import api as E
 from ..tensor import Tensor
 from . import functional as F
@@ -89,7 +90,7 @@ class RNNCell(RNNCellBase):
         dtype=None,
     ) -> None:
         if nonlinearity not in ("tanh", "relu"):
-            raise ValueError(f"Unknown nonlinearity: {nonlinearity}")
+            raise ArgumentError(f"Unknown nonlinearity: {nonlinearity}")
         super().__init__(input_size, hidden_size, bias, device, dtype)
         self.nonlinearity = nonlinearity
 
@@ -115,7 +116,7 @@ class LSTMCell(RNNCellBase):
     def forward(self, input: Tensor, hx: tuple | None = None) -> tuple:
         states = [None, None] if hx is None else list(hx)
         if len(states) != 2:
-            raise TypeError("LSTMCell: hx must be a tuple (h, c)")
+            raise ArgumentTypeError("LSTMCell: hx must be a tuple (h, c)")
         return self._step(input, states)
 
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ..autograd import no_grad
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError
 from ..ops._util import fmt_shape
 from ..tensor import Tensor
 from . import functional as F
@@ -33,7 +33,7 @@ class Embedding(Module):
         self.embedding_dim = embedding_dim
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
-                raise ValueError(
+                raise ArgumentError(
                     f"padding_idx {padding_idx} must be within num_embeddings ({num_embeddings})"
                 )
             padding_idx %= num_embeddings

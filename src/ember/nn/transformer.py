@@ -162,7 +162,9 @@ class TransformerEncoder(Module):
         if self.mask_check:
             if building_graph():
                 return False
-            valid = (src_key_padding_mask == 0).numpy()  # bool True, or a float -inf, pads
+            valid = (src_key_padding_mask == 0).numpy(
+                force=True
+            )  # bool True, or a float -inf, pads
             if (valid[:, 1:] & ~valid[:, :-1]).any():
                 return False  # not left aligned
         return True

@@ -177,7 +177,7 @@ def to_static(value, where: str, what: str) -> np.ndarray:
                 f"{where}: {what} is computed from the data (a symbolic tensor while the graph "
                 "is captured)"
             )
-        return value.numpy()
+        return value.numpy(force=True)
     if isinstance(value, (bool, int, float, np.generic)):
         return np.asarray(value)
     if value is None or value is EMPTY:

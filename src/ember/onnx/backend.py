@@ -26,7 +26,7 @@ def _to_numpy(value):
     if isinstance(value, (list, tuple)):
         return [_to_numpy(v) for v in value]
     if isinstance(value, TensorBase):
-        return value.numpy()
+        return value.numpy(force=True)
     return np.asarray(value)
 
 

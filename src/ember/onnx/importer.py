@@ -250,7 +250,7 @@ def _as_static(out, ctx):
     if isinstance(out, list):
         return [_as_static(o, ctx) for o in out]
     if is_tensor(out):
-        out = np.array(out.numpy(), copy=True)
+        out = np.array(out.numpy(force=True), copy=True)
     elif isinstance(out, (bool, int, float, np.generic)):
         out = np.asarray(out)
     if isinstance(out, np.ndarray):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 
 from ..devices import check_device, check_memory_format, preserve_format
-from ..errors import DeviceError
+from ..errors import ArgumentTypeError, DeviceError
 from . import _memory_format
 
 # PyTorch's factories that take ``device=`` (and ``*_like`` that take ``memory_format=``)
@@ -90,7 +90,7 @@ def placement(name: str, kwargs: dict) -> None:
         )
     layout = kwargs.pop("layout", None)
     if layout is not None and layout is not strided:
-        raise TypeError(
+        raise ArgumentTypeError(
             f"{name}: factories make strided (dense) tensors, got layout={layout!r}; make a "
             "sparse tensor with ember.sparse_coo_tensor or x.to_sparse()"
         )

@@ -30,7 +30,7 @@ import operator
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import IndexTypeError, ShapeError
+from ..errors import ArgumentError, ArgumentTypeError, IndexTypeError, ShapeError
 from ..symbolic import SymDim
 from ._registry import TensorBase
 from ._util import broadcast_shapes, fmt_shape, size_from_values
@@ -71,7 +71,7 @@ def _bound(value):
 
 def _slice_entry(s: slice, n: int) -> tuple:
     if s.step == 0:
-        raise ValueError("getitem: slice step cannot be zero")
+        raise ArgumentError("getitem: slice step cannot be zero")
     if isinstance(n, SymDim) or isinstance(s.start, SymDim) or isinstance(s.stop, SymDim):
         return _symbolic_slice_entry(s, n)  # (a table's first T rows: pos[:T])
     start, stop, step = s.indices(n)  # takes anything with __index__ (ints, 0-d int tensors)
@@ -105,7 +105,7 @@ def _as_index_tensor(op: str, item):
         if arr.size == 0:  # x[[]] selects nothing, as in NumPy and PyTorch
             arr = arr.astype(np.int64)
         else:
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"{op}: only integers, slices, None, Ellipsis and integer or bool tensors are "
                 f"valid indices; got an array of {arr.dtype}"
             )
@@ -140,7 +140,7 @@ def _classify(op: str, item):
         # an object standing for an int, as PyTorch takes it (a traced int .item() of host
         # data gives its number; one without a value while tracing raises its TraceError)
         return ("int", operator.index(item))
-    raise TypeError(
+    raise ArgumentTypeError(
         f"{op}: only integers, slices, None, Ellipsis and integer or bool tensors are valid "
         f"indices; got {type(item).__name__}"
     )

@@ -19,7 +19,7 @@ import functools
 import warnings
 
 from .. import dtypes as dt
-from ..errors import EmberError
+from ..errors import ArgumentTypeError, EmberError
 from ._registry import TensorBase as Tensor
 from ._registry import is_grad_enabled, set_grad_enabled_flag
 
@@ -48,21 +48,25 @@ def _write(name: str, result, out, *, warn: bool):
         if isinstance(out, (tuple, list)) and len(out) == 1:
             out = out[0]
         if not isinstance(out, Tensor):
-            raise TypeError(f"{name}(): argument 'out' must be a Tensor, not {type(out).__name__}")
+            raise ArgumentTypeError(
+                f"{name}(): argument 'out' must be a Tensor, not {type(out).__name__}"
+            )
         _check_grad(name, [result], [out])
         _write_one(name, result, out, warn)
         return out
     if isinstance(result, tuple) and result and all(isinstance(r, Tensor) for r in result):
         if not isinstance(out, (tuple, list)) or len(out) != len(result):
-            raise TypeError(f"{name}(): argument 'out' must be a tuple of {len(result)} Tensors")
+            raise ArgumentTypeError(
+                f"{name}(): argument 'out' must be a tuple of {len(result)} Tensors"
+            )
         if not all(isinstance(o, Tensor) for o in out):
-            raise TypeError(f"{name}(): argument 'out' must be a tuple of Tensors")
+            raise ArgumentTypeError(f"{name}(): argument 'out' must be a tuple of Tensors")
         _check_grad(name, list(result), list(out))
         for r, o in zip(result, out):
             _write_one(name, r, o, warn)
         fields = getattr(type(result), "_fields", None)
         return type(result)(*out) if fields else tuple(out)
-    raise TypeError(f"{name}() got an unexpected keyword argument 'out'")
+    raise ArgumentTypeError(f"{name}() got an unexpected keyword argument 'out'")
 
 
 def _check_grad(name: str, results: list, outs: list) -> None:

@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..errors import ComplexDTypeError, KernelDTypeError
+from ..errors import ArgumentError, ComplexDTypeError, KernelDTypeError
 from ._rules import Complex
 
 _GRADIENT = Complex.GRADIENT
@@ -119,15 +119,20 @@ class OpDef:
     complex: Any = None  # Complex: the op takes complex operands (ops/_rules.py)
     pattern: Any = None  # PatternRule: the op computes a subgraph of other ops (ops/_rules.py)
     float8: bool = False  # the op takes float8 operands: it moves or compares values only
+    grad_fn: Any = None  # PyTorch's name of the call's backward node (ops/_node_names.py)
     run: Callable[..., Any] = field(init=False, repr=False)
 
     def __post_init__(self):
         if self.kind not in KINDS:
-            raise ValueError(f"op {self.name}: unknown kind {self.kind!r}; expected one of {KINDS}")
+            raise ArgumentError(
+                f"op {self.name}: unknown kind {self.kind!r}; expected one of {KINDS}"
+            )
         if self.c is not None and self.kind != "elementwise":
-            raise ValueError(f"op {self.name}: only elementwise ops have a C expression")
+            raise ArgumentError(f"op {self.name}: only elementwise ops have a C expression")
         if self.complex is not None and not isinstance(self.complex, Complex):
-            raise ValueError(f"op {self.name}: the complex rule is a Complex, got {self.complex!r}")
+            raise ArgumentError(
+                f"op {self.name}: the complex rule is a Complex, got {self.complex!r}"
+            )
         self._bind_run()
 
     def _bind_run(self) -> None:
@@ -284,7 +289,7 @@ def is_traced(x, flag: str = "is_traced_item") -> bool:
 
 def register(op: OpDef) -> OpDef:
     if op.name in REGISTRY:
-        raise ValueError(f"op {op.name!r} is registered twice")
+        raise ArgumentError(f"op {op.name!r} is registered twice")
     REGISTRY[op.name] = op
     for hook in REGISTER_HOOKS:
         hook(op)

@@ -78,7 +78,10 @@ checkpoint.py; plan/schedule.py; runtime/parallel_plan.py, parallel_cost.py, aut
   of a process group must start collectives in the same order, or they deadlock or mix their
   data). ops/collective.py declares it.
 
-Differentiation (graph/autodiff.py)
+Differentiation (graph/autodiff.py; autograd.py)
+* ``grad_fn``: PyTorch's name of the eager tape node recording a call, the class name of the
+  result's ``grad_fn`` (ops/_node_names.py): a name, or ``(attrs, in_types) -> name`` where
+  PyTorch's node depends on the call; unset, the op's name in CamelCase and ``Backward0``.
 * ``stops_gradient``: the result carries no gradient to the operands (``stop_gradient``, a
   graph's detach), so graph autodiff counts it as depending on nothing it differentiates: an
   op after it that has no VJP (a function PyTorch defines no derivative for) needs none.

@@ -16,6 +16,8 @@ from __future__ import annotations
 import functools
 import inspect
 
+from ..errors import ArgumentTypeError
+
 __all__ = ["with_out", "with_torch_keywords"]
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
@@ -70,7 +72,7 @@ def _taking(fn, aliases: dict):
             for torch_name, own in aliases.items():
                 if torch_name in kwargs:
                     if own in kwargs:
-                        raise TypeError(
+                        raise ArgumentTypeError(
                             f"{fn.__name__}() got both {torch_name}= and {own}= for one argument"
                         )
                     kwargs[own] = kwargs.pop(torch_name)

@@ -12,6 +12,7 @@ import operator
 from ..dtypes import DType, bfloat16, float16
 from ..errors import (
     ArgumentError,
+    ArgumentTypeError,
     AxisError,
     ComplexDTypeError,
     DTypeError,
@@ -112,7 +113,9 @@ def normalize_axis(op: str, axis: int, ndim: int) -> int:
         try:
             axis = operator.index(axis)
         except TypeError:
-            raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}") from None
+            raise ArgumentTypeError(
+                f"{op}: axis must be an int, got {type(axis).__name__}"
+            ) from None
     n = ndim if ndim > 1 else 1  # (a 0-d tensor takes axis 0 and -1, as PyTorch's)
     if not -n <= axis < n:
         raise AxisError(f"axis {axis} is out of range for a tensor of {ndim} dimensions", op=op)
@@ -138,7 +141,7 @@ def pick_axis(dim, axis, default=None):
     """Accept PyTorch's ``dim`` and NumPy's ``axis`` spellings of the same argument."""
     if axis is not None:
         if dim is not None:
-            raise TypeError("give either dim or axis, not both")
+            raise ArgumentTypeError("give either dim or axis, not both")
         return axis
     return default if dim is None else dim
 

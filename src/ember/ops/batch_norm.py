@@ -445,6 +445,7 @@ def _onnx_batch_norm_train(e):
 BATCH_NORM_TRAIN = register(
     OpDef(
         name="batch_norm_train",
+        grad_fn="NativeBatchNormBackward0",
         onnx=_onnx_batch_norm_train,
         kind="nn",
         infer=_train_infer,
@@ -529,6 +530,7 @@ def _onnx_batch_norm_eval(e):
 BATCH_NORM_EVAL = register(
     OpDef(
         name="batch_norm_eval",
+        grad_fn="NativeBatchNormBackward0",
         onnx=_onnx_batch_norm_eval,
         kind="nn",
         infer=_eval_infer,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError
+from ..errors import ArgumentError, DTypeError, ShapeError
 from ..types import TensorType
 from . import _onnx
 from . import api as E
@@ -177,9 +177,9 @@ def searchsorted(
     number (a 0-d result). NaN sorts last."""
     if side is not None:
         if side not in ("left", "right"):
-            raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+            raise ArgumentError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
         if right and side == "left":
-            raise ValueError("searchsorted: side='left' contradicts right=True")
+            raise ArgumentError("searchsorted: side='left' contradicts right=True")
         right = side == "right"
     seq = to_tensor(sorted_sequence)
     if sorter is not None:

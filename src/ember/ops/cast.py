@@ -11,7 +11,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..devices import check_device, check_memory_format, is_device_string
 from ..devices import device as device_type
-from ..errors import DTypeError
+from ..errors import ArgumentTypeError, DTypeError
 from ..types import TensorType
 from . import _memory_format
 from . import _onnx_complex as cx
@@ -64,6 +64,7 @@ def _onnx_cast(e):
 _CAST = register(
     OpDef(
         name="cast",
+        grad_fn="ToCopyBackward0",
         float8=True,
         onnx=cx.pairs(_onnx_cast, cx.cast),
         kind="elementwise",
@@ -135,7 +136,7 @@ def _to(self, *args, **kwargs):
     if fmt is not None:
         _memory_format.check_rank(fmt, self.ndim, "to")
     if kwargs:
-        raise TypeError(f"to(): unexpected arguments {sorted(kwargs)}")
+        raise ArgumentTypeError(f"to(): unexpected arguments {sorted(kwargs)}")
     positional = list(args)
     # after the device/dtype/tensor, PyTorch takes non_blocking and copy positionally
     flags = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
+from ..errors import ArgumentTypeError
 from ..types import TensorType
 from ._registry import OpDef, apply, export, register
 from ._rules import Complex
@@ -118,7 +119,7 @@ def _logical(name, kernel, arity, onnx):
 
     def fn(*operands):
         if len(operands) != arity:
-            raise TypeError(f"{name} takes {arity} operands, got {len(operands)}")
+            raise ArgumentTypeError(f"{name} takes {arity} operands, got {len(operands)}")
         return apply(op, *(to_tensor(x) for x in operands))
 
     fn.__name__ = fn.__qualname__ = name

@@ -13,7 +13,7 @@ import math
 import operator
 
 from .. import dtypes as dt
-from ..errors import DTypeError, KernelDTypeError, ShapeError
+from ..errors import ArgumentError, ArgumentTypeError, DTypeError, KernelDTypeError, ShapeError
 from . import _item_scalars as _items
 from . import api as E
 from ._autocast import Autocast, autocasts
@@ -36,7 +36,7 @@ def _contracted(a, b, dims) -> tuple[list, list]:
             )
         return list(range(a.ndim - k, a.ndim)), list(range(k))
     if not isinstance(dims, (list, tuple)) or len(dims) != 2:
-        raise TypeError(f"tensordot: dims must be an int or a pair of lists, got {dims!r}")
+        raise ArgumentTypeError(f"tensordot: dims must be an int or a pair of lists, got {dims!r}")
     da, db = ([d] if isinstance(d, int) else list(d) for d in dims)
     if len(da) != len(db):
         raise ShapeError(f"dims {da} and {db} must list as many dimensions", op="tensordot")
@@ -204,9 +204,11 @@ def cdist(x1, x2, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if
         )
     p = float(p)
     if p < 0 or math.isnan(p):
-        raise ValueError(f"cdist: p must be non-negative, got {p}")
+        raise ArgumentError(f"cdist: p must be non-negative, got {p}")
     if compute_mode not in _CDIST_MODES:
-        raise ValueError(f"cdist: compute_mode must be one of {_CDIST_MODES}, got {compute_mode!r}")
+        raise ArgumentError(
+            f"cdist: compute_mode must be one of {_CDIST_MODES}, got {compute_mode!r}"
+        )
     batch = broadcast_shapes("cdist", tuple(x1.shape[:-2]), tuple(x2.shape[:-2]))
     x1 = E.broadcast_to(x1, (*batch, *x1.shape[-2:]))
     x2 = E.broadcast_to(x2, (*batch, *x2.shape[-2:]))

@@ -318,6 +318,20 @@ _conv_weight_grad_kernel, _conv_weight_grad_fast = _kernels(
 )
 
 
+def _widened_col2im(node) -> bool:
+    """Whether a half-precision input gradient runs kernels/cconv_col2im.py's product and
+    col2im, which cconv.py leaves to the widened float32 operands."""
+    if node.op.name != "conv_input_grad":
+        return False
+    a_shape, b_shape = (tuple(v.shape) for v in node.inputs[:2])
+    if not all(isinstance(d, int) for d in a_shape + b_shape):
+        return False
+    from ..kernels import cconv_col2im
+
+    p = conv_geometry(node.attrs, node.attrs["in_size"], b_shape)
+    return cconv_col2im.wins(a_shape, b_shape, p, node.attrs["groups"], 4)
+
+
 def _half_workspace(node, layouts) -> int:
     """The three kernels' temporaries beyond the result: none counted in float32/float64, nor
     in half precision where the compiled forward and input gradient read and write it; the
@@ -331,7 +345,7 @@ def _half_workspace(node, layouts) -> int:
     if not half_precision(out):
         return 0
     weight_grad = node.op.name == "conv_weight_grad"
-    if not weight_grad and _compiled().available(out.dtype.np):
+    if not weight_grad and _compiled().available(out.dtype.np) and not _widened_col2im(node):
         return 0  # (the forward reads and writes the 16-bit values, as it does float32's)
     operands = 2 * sum(value_bytes(v) for v in node.inputs)
     result = value_bytes(out)
@@ -511,6 +525,7 @@ _CONV_EPILOGUE = conv_epilogue.rule(_conv_infer, _compiled)
 CONV = register(
     OpDef(
         name="conv",
+        grad_fn="ConvolutionBackward0",
         autocast=Autocast.LOWER,
         onnx=oxc.onnx_conv,
         kind="nn",

@@ -15,6 +15,7 @@ from .elementwise import to_tensor
 COPY = register(
     OpDef(
         name="copy",
+        grad_fn="CloneBackward0",
         float8=True,
         complex=Complex.GRADIENT,
         onnx=_onnx.node("Identity"),

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from .. import return_types
-from ..errors import DTypeError, ShapeError
+from ..errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 from ..types import TensorType
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._util import memory_cost, normalize_axis
@@ -177,7 +177,7 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False):  # no
         count = 0
     else:
         if not isinstance(bins, int) or isinstance(bins, bool) or bins < 1:
-            raise ValueError(f"histogram: bins must be a positive int or a tensor, got {bins!r}")
+            raise ArgumentError(f"histogram: bins must be a positive int or a tensor, got {bins!r}")
         count = bins
     if range is not None:
         range = (float(range[0]), float(range[1]))  # noqa: A001
@@ -308,7 +308,7 @@ def histogramdd(input, bins=10, *, range=None, weight=None, density=False, out=N
     edges, each last bin closed on the right. Float32/float64, as PyTorch. ``bin_edges`` is a
     tuple of D tensors."""
     if out is not None:
-        raise TypeError("histogramdd: out= is not supported (ember has no out tensors)")
+        raise ArgumentTypeError("histogramdd: out= is not supported (ember has no out tensors)")
     x = to_tensor(input)
     name = "histogramdd"
     if x.ndim < 2:
@@ -320,7 +320,9 @@ def histogramdd(input, bins=10, *, range=None, weight=None, density=False, out=N
     inputs = [x]
     edges = isinstance(bins, (list, tuple)) and any(isinstance(b, TensorBase) for b in bins)
     if isinstance(bins, TensorBase):
-        raise TypeError("histogramdd: bins must be an int, a sequence of ints or of tensors")
+        raise ArgumentTypeError(
+            "histogramdd: bins must be an int, a sequence of ints or of tensors"
+        )
     if edges:
         if len(bins) != d:
             raise ShapeError(
@@ -341,7 +343,7 @@ def histogramdd(input, bins=10, *, range=None, weight=None, density=False, out=N
             )
         for c in counts:
             if not isinstance(c, int) or isinstance(c, bool) or c < 1:
-                raise ValueError(f"histogramdd: bins must be positive ints, got {bins!r}")
+                raise ArgumentError(f"histogramdd: bins must be positive ints, got {bins!r}")
     ranges = None
     if range is not None:
         ranges = tuple(float(v) for v in range)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError
+from ..errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 from ..kernels.cprepack import exposed
 from ..symbolic import SymDim
 from ..types import TensorType
@@ -214,9 +214,9 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
         if isinstance(obj, (TensorBase, np.ndarray)):
             have = obj.dtype if isinstance(obj, TensorBase) else dt.from_numpy_dtype(obj.dtype)
             if copy is False and want is not None and have is not want:
-                raise ValueError(f"asarray: can't alias a {have} tensor into dtype {want}")
+                raise ArgumentError(f"asarray: can't alias a {have} tensor into dtype {want}")
         elif copy is False:
-            raise ValueError("asarray: can't alias an arbitrary sequence into a tensor")
+            raise ArgumentError("asarray: can't alias an arbitrary sequence into a tensor")
         out = as_tensor(obj, dtype=want)
     return out.requires_grad_() if requires_grad else out
 
@@ -225,7 +225,7 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
 def from_numpy(array: np.ndarray):
     """A tensor sharing memory with ``array`` (writes through either are visible in both)."""
     if not isinstance(array, np.ndarray):
-        raise TypeError(f"from_numpy expects an np.ndarray, got {type(array).__name__}")
+        raise ArgumentTypeError(f"from_numpy expects an np.ndarray, got {type(array).__name__}")
     dt.from_numpy_dtype(array.dtype)  # validates the dtype
     exposed(array, early=True)  # (the caller may write it: kernels/cprepack.py)
     return constant(array)
@@ -278,7 +278,13 @@ def _arange_values(start, end, step, d) -> np.ndarray:
     and rounded once to ``d``. NumPy's float arange adds a rounded step instead, which puts
     float32 results an ulp off (and float64 ones too, a step that is not a double's sum)."""
     if step == 0:
-        raise ShapeError("step must be nonzero", op="arange")
+        raise ArgumentError("step must be nonzero", op="arange")
+    if (float(end) - float(start)) * float(step) < 0:  # (an empty range is fine: end == start)
+        raise ArgumentError(
+            f"upper bound and lower bound inconsistent with step sign: start={start}, "
+            f"end={end}, step={step}",
+            op="arange",
+        )
     if not d.is_floating_point and all(isinstance(v, (bool, int)) for v in (start, end, step)):
         return np.arange(start, end, step, dtype=d.np)
     count = max(math.ceil((float(end) - float(start)) / float(step)), 0)
@@ -296,7 +302,9 @@ def space_endpoints(name: str, start, end, dtype):
         if hasattr(v, "item") and getattr(v, "ndim", None) == 0:
             v = v.item()
         if not isinstance(v, (bool, int, float, complex, np.number)):
-            raise TypeError(f"{name}: start and end must be numbers or 0-d tensors, got {v!r}")
+            raise ArgumentTypeError(
+                f"{name}: start and end must be numbers or 0-d tensors, got {v!r}"
+            )
         ends.append(complex(v) if isinstance(v, np.complexfloating) else v)
     is_complex = any(isinstance(v, complex) for v in ends)
     if dtype is None:

@@ -28,7 +28,7 @@ import functools
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError
+from ..errors import ArgumentError, DTypeError, ShapeError
 from ..types import TensorType
 from . import api as E
 from ._registry import Cost, OpDef, apply, building_graph, is_grad_enabled, register
@@ -67,7 +67,7 @@ def _check(name, x, target, weight, reduction):
                 op=name,
             )
     if reduction not in _REDUCTIONS:
-        raise ValueError(f"{name}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+        raise ArgumentError(f"{name}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
 
 
 def _infer(x, target, *weight, ignore_index, reduction, smoothing):
@@ -371,6 +371,7 @@ SOFTMAX_CROSS_ENTROPY_BACKWARD = register(
 SOFTMAX_CROSS_ENTROPY = register(
     OpDef(
         name="softmax_cross_entropy",
+        grad_fn="NllLossBackward0",
         autocast=Autocast.FP32,
         onnx=_onnx_softmax_cross_entropy,
         kind="nn",

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError
+from ..errors import ArgumentTypeError, DTypeError
 from ..types import TensorType
 from . import _onnx_reduce as oxr
 from . import api as E
@@ -109,7 +109,7 @@ def _scan(op, x, dim, axis, dtype):
         x = requested_cast(x, dtype)  # (complex to real: PyTorch's real part, warned)
     a = pick_axis(dim, axis)
     if a is None:
-        raise TypeError(f"{op.name} needs a dim")
+        raise ArgumentTypeError(f"{op.name} needs a dim")
     return apply(op, x, axis=normalize_axis(op.name, a, x.ndim))
 
 

@@ -4,7 +4,7 @@ trapezoid (trapz), cumulative_trapezoid and gradient (numpy.gradient's differenc
 from __future__ import annotations
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError
+from ..errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 from . import _item_scalars as _items
 from . import api as E
 from ._registry import TensorBase, export
@@ -93,7 +93,7 @@ def _spacing(y, x, dx, axis, op):
     if x is None:
         return 1.0 if dx is None else dx
     if dx is not None:
-        raise TypeError(f"{op}: give x or dx, not both")
+        raise ArgumentTypeError(f"{op}: give x or dx, not both")
     x = to_tensor(x)
     if x.ndim == 1:
         widths = diff(x)
@@ -221,11 +221,11 @@ def gradient(input, *, spacing=1, dim=None, edge_order: int = 1):
     if len(set(dims)) != len(dims):
         raise ShapeError(f"dim {dim} contains a dimension twice", op=name)
     if edge_order not in (1, 2):
-        raise ValueError(
+        raise ArgumentError(
             f"torch.gradient only supports edge_order=1 and edge_order=2, got {edge_order}"
         )
     if isinstance(spacing, TensorBase):
-        raise TypeError(
+        raise ArgumentTypeError(
             "gradient: spacing must be a number or a sequence of numbers or of 1-d tensors, "
             "not one tensor"
         )
@@ -264,6 +264,8 @@ def gradient(input, *, spacing=1, dim=None, edge_order: int = 1):
         elif _items.is_item(h):  # (a traced .item(): a weak scalar in the arithmetic)
             pass
         elif isinstance(h, bool) or not isinstance(h, (int, float, complex)):
-            raise TypeError(f"gradient: spacing must hold numbers or 1-d tensors, got {h!r}")
+            raise ArgumentTypeError(
+                f"gradient: spacing must hold numbers or 1-d tensors, got {h!r}"
+            )
         results.append(_gradient_one(f, d, h, edge_order))
     return tuple(results)

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from .. import return_types
-from ..errors import DTypeError, ShapeError
+from ..errors import ArgumentError, DTypeError, ShapeError
 from . import _onnx
 from . import api as E
 from ._autocast import Autocast, autocasts
@@ -49,7 +49,7 @@ def div(input, other, *, rounding_mode: str | None = None):
     if rounding_mode == "floor":
         return E.floor_divide(input, other)
     if rounding_mode != "trunc":
-        raise ValueError(
+        raise ArgumentError(
             f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}"
         )
     x, y = promote(input, other)

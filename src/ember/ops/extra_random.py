@@ -18,11 +18,11 @@ import ml_dtypes
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError
+from ..errors import ArgumentError, ArgumentTypeError, DTypeError
 from . import _item_scalars as _items
 from . import api as E
 from ._registry import export
-from .random import serial_normal
+from .random import in_fill_order, serial_normal
 
 
 def _require_float(name, old):
@@ -61,20 +61,20 @@ def _exponential_(self, lambd: float = 1.0, *, generator=None):
         scale = -1.0 / _items.number(lambd)  # (an item: its tensor)
         return E.cast(scale * E.log1p(-u), old.dtype)
 
-    return self._inplace("exponential_", fill)
+    return self._inplace("exponential_", in_fill_order(self, fill))
 
 
 def _geometric_(self, p: float, *, generator=None):
     """Fill with the number of Bernoulli(p) trials up to the first success (1, 2, ...)."""
     if not 0 < p < 1:
-        raise ValueError(f"geometric_: p must be in (0, 1), got {p}")
+        raise ArgumentError(f"geometric_: p must be in (0, 1), got {p}")
 
     def fill(old):
         # PyTorch's ceil(log(u) / log1p(-p)); u = 0 (probability 2^-53) gives inf, as there
         trials = E.ceil(E.log(_double_uniform(old, generator)) / math.log1p(-p))
         return E.cast(trials, old.dtype)
 
-    return self._inplace("geometric_", fill)
+    return self._inplace("geometric_", in_fill_order(self, fill))
 
 
 def _cauchy_(self, median: float = 0.0, sigma: float = 1.0, *, generator=None):
@@ -85,7 +85,7 @@ def _cauchy_(self, median: float = 0.0, sigma: float = 1.0, *, generator=None):
         u = _double_uniform(old, generator)
         return E.cast(float(median) + float(sigma) * E.tan(math.pi * (u - 0.5)), old.dtype)
 
-    return self._inplace("cauchy_", fill)
+    return self._inplace("cauchy_", in_fill_order(self, fill))
 
 
 def _log_normal_(self, mean: float = 1.0, std: float = 2.0, *, generator=None):
@@ -97,7 +97,7 @@ def _log_normal_(self, mean: float = 1.0, std: float = 2.0, *, generator=None):
         n = serial_normal(tuple(old.shape), float(mean), float(std), generator=generator)
         return E.cast(E.exp(n), old.dtype)
 
-    return self._inplace("log_normal_", fill)
+    return self._inplace("log_normal_", in_fill_order(self, fill))
 
 
 def _default_top(dtype) -> int:
@@ -115,7 +115,7 @@ def _random_(self, from_=None, to=None, *, generator=None, **kwargs):
     ``random_()``: [0, 2^mantissa] for floats, every non-negative value for integers)."""
     from_ = kwargs.pop("from", from_)
     if kwargs:
-        raise TypeError(f"random_() got unexpected arguments {sorted(kwargs)}")
+        raise ArgumentTypeError(f"random_() got unexpected arguments {sorted(kwargs)}")
     if to is None and from_ is not None:
         low, high = 0, int(from_)
     else:
@@ -124,11 +124,11 @@ def _random_(self, from_=None, to=None, *, generator=None, **kwargs):
     def fill(old):
         top = _default_top(old.dtype) if high is None else int(high)
         if top <= low:
-            raise ValueError(f"random_ expects from < to, got from={low}, to={top}")
+            raise ArgumentError(f"random_ expects from < to, got from={low}, to={top}")
         draws = E.randint(low, top, tuple(old.shape), generator=generator, dtype=dt.int64)
         return E.cast(draws, old.dtype)
 
-    return self._inplace("random_", fill)
+    return self._inplace("random_", in_fill_order(self, fill))
 
 
 for _fn, _name in (

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from .. import return_types
-from ..errors import AxisError, DTypeError, KernelDTypeError
+from ..errors import ArgumentError, AxisError, DTypeError, KernelDTypeError
 from ..types import TensorType
 from . import api as E
 from ._registry import OpDef, apply, export, register
@@ -37,7 +37,7 @@ _KINDS = ("cummax", "cummin", "median", "nanmedian", "mode")
 
 def _select_infer(x, *, kind, axis):
     if kind not in _KINDS:
-        raise ValueError(f"select_index: unknown kind {kind!r}")
+        raise ArgumentError(f"select_index: unknown kind {kind!r}")
     shape = list(x.shape)
     if kind not in _SCANS:
         if x.ndim and x.shape[axis] == 0:

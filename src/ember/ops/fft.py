@@ -23,7 +23,7 @@ import numpy as np
 import scipy.fft as _sfft
 
 from .. import dtypes as dt
-from ..errors import ArgumentError, DTypeError, ShapeError
+from ..errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 from ..symbolic import SymDim
 from ..types import TensorType
 from . import api as E
@@ -407,7 +407,7 @@ def _frequencies(name, fn, n, d, dtype, kwargs):
     for key in ("device", "layout", "pin_memory"):
         kwargs.pop(key, None)
     if kwargs:
-        raise TypeError(f"{name}(): unexpected arguments {sorted(kwargs)}")
+        raise ArgumentTypeError(f"{name}(): unexpected arguments {sorted(kwargs)}")
     dtype = dt.get_default_dtype() if dtype is None else dt.as_dtype(dtype)
     if not dtype.is_floating_point:
         raise DTypeError(f"expects a floating dtype, got {dtype}", op=name)

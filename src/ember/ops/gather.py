@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError, UnsupportedError
+from ..errors import ArgumentTypeError, DTypeError, ShapeError, UnsupportedError
 from ..types import TensorType
 from . import _batching
 from . import api as E
@@ -165,10 +165,26 @@ def _scatter_add_kernel(x, index, src, *, axis):
 def _scatter_add_fast(x, index, src, *, axis):
     """kernels/celements.py's one pass, adding in np.add.at's order (NumPy's bits); None
     where it does not apply or an index is out of range (NumPy's kernel then names it)."""
-    from ..kernels import celements
+    from ..kernels import celements, cindex
 
     out = x.copy()
-    return out if celements.scatter_add(out, index, _leading(src, index.shape), axis) else None
+    src = _leading(src, index.shape)
+    rows = _along_axis_only(index, x.shape, axis)
+    if rows is not None and cindex.accumulate_slices(out, axis, rows, src):
+        return out  # (whole slices: index_add's kernel, the same order of additions)
+    return out if celements.scatter_add(out, index, src, axis) else None
+
+
+def _along_axis_only(index: np.ndarray, shape: tuple, axis: int):
+    """The 1-d index of a scatter whose ``index`` varies along ``axis`` only and spans every
+    other axis of ``shape`` (``idx[:, None].expand(-1, d)``: each source slice added whole),
+    or None."""
+    if index.ndim != len(shape) or index.ndim < 2:
+        return None
+    for d in range(index.ndim):
+        if d != axis and (index.shape[d] != shape[d] or (index.strides[d] and index.shape[d] > 1)):
+            return None
+    return index[tuple(slice(None) if d == axis else 0 for d in range(index.ndim))]
 
 
 def _scatter_kernel(x, index, src, *, axis):
@@ -321,7 +337,7 @@ def scatter(x, dim: int, index, src=None, *, value=None, reduce=None):
     index = _index_arg(index)
     if src is None:
         if value is None:
-            raise TypeError("scatter: give src (a tensor) or value (a scalar)")
+            raise ArgumentTypeError("scatter: give src (a tensor) or value (a scalar)")
         src = value
     if reduce is not None:
         modes = {"add": "sum", "multiply": "prod"}

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from .. import return_types
-from ..errors import DTypeError, ShapeError
+from ..errors import ArgumentTypeError, DTypeError, ShapeError
 from ..types import TensorType
 from . import api as E
 from ._registry import OpDef, apply, export, register
@@ -115,7 +115,9 @@ def householder_product(A, tau, *, out=None):
     are the columns of A (..., m, n), m >= n, below the diagonal with a unit entry on it.
     Differentiable in A and tau (composed of ember ops)."""
     if out is not None:
-        raise TypeError("householder_product: out= is not supported (ember has no out tensors)")
+        raise ArgumentTypeError(
+            "householder_product: out= is not supported (ember has no out tensors)"
+        )
     A, tau = to_tensor(A), to_tensor(tau)
     _check(A, tau)
     m, n, k = A.shape[-2], A.shape[-1], tau.shape[-1]

@@ -7,7 +7,7 @@ capture are scatter_reduce's.
 from __future__ import annotations
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError
+from ..errors import ArgumentError, DTypeError, ShapeError
 from . import api as E
 from ._registry import export
 from ._util import normalize_axis, refuse_complex
@@ -23,7 +23,7 @@ def index_reduce(input, dim: int, index, source, reduce: str, *, include_self: b
     ``include_self=False`` the input's own values of the slices written take no part."""
     x, index, src = to_tensor(input), to_tensor(index), to_tensor(source)
     if reduce not in _REDUCES:
-        raise ValueError(
+        raise ArgumentError(
             f"index_reduce: reduce argument must be either prod, mean, amax or amin, got {reduce!r}"
         )
     if index.dtype not in (dt.int32, dt.int64):

@@ -116,9 +116,27 @@ def _onnx_getitem(e):
     return x if x != e.inputs[0] else e.node("Identity", [x])
 
 
+def _getitem_node_name(attrs, in_types) -> str:
+    """PyTorch indexes entry by entry, so its node is the last entry's that does something:
+    select (an int), slice, unsqueeze (None); none at all (``x[...]``): an alias."""
+    shape = in_types[0].shape
+    last, dim = "AliasBackward0", 0
+    for entry in attrs["index"]:
+        if entry is None:
+            last = "UnsqueezeBackward0"
+            continue
+        if type(entry) is int:
+            last = "SelectBackward0"
+        elif entry != ("slice", 0, shape[dim], 1):
+            last = "SliceBackward0"
+        dim += 1
+    return last
+
+
 GETITEM = register(
     OpDef(
         name="getitem",
+        grad_fn=_getitem_node_name,
         float8=True,
         complex=Complex.GRADIENT,
         onnx=cx.pairs(_onnx_getitem, _onnx_getitem),  # (its axes count from the front)

@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import ArgumentError, DTypeError
+from ..errors import ArgumentError, ArgumentTypeError, DTypeError
 from ..kernels.cprepack import exposed
 from ._registry import TensorBase, constant, export
 
@@ -94,7 +94,7 @@ def array_from_dlpack(ext) -> np.ndarray:
             ) from exc
         dt.from_numpy_dtype(array.dtype)  # validates the dtype
         return array
-    raise TypeError(
+    raise ArgumentTypeError(
         f"from_dlpack expects an object with __dlpack__ or a DLPack capsule, got "
         f"{type(ext).__name__}"
     )

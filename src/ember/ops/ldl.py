@@ -69,7 +69,7 @@ LDL_FACTOR = register(
 def _check_info(op, info, A):
     if building_graph():
         return  # (the data is not at hand while a graph is built: no check there)
-    values = np.asarray(info.numpy())
+    values = np.asarray(info.numpy(force=True))
     if values.any():
         index = np.unravel_index(int(np.flatnonzero(values)[0]), values.shape)
         k = int(values[index])

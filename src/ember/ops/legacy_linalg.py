@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from .. import return_types
-from ..errors import ArgumentError, DTypeError, ShapeError
+from ..errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 from . import api as E
 from ._registry import export
 from ._util import fmt_shape
@@ -32,7 +32,7 @@ from .spectral import eigh, qr, svd
 
 def _no_out(op, out):
     if out is not None:
-        raise TypeError(f"{op}: out= is not supported (ember has no out tensors)")
+        raise ArgumentTypeError(f"{op}: out= is not supported (ember has no out tensors)")
 
 
 # ------------------------------------------------------------------------------ LU, solves
@@ -280,11 +280,11 @@ def pca_lowrank(A, q: int | None = None, center: bool = True, niter: int = 2):
     if q is None:
         q = min(6, m, n)
     elif not (0 <= q <= min(m, n)):
-        raise ValueError(
+        raise ArgumentError(
             f"q(={q}) must be non-negative integer and not greater than min(m, n)={min(m, n)}"
         )
     if not niter >= 0:
-        raise ValueError(f"niter(={niter}) must be non-negative integer")
+        raise ArgumentError(f"niter(={niter}) must be non-negative integer")
     if not center:
         return _svd_lowrank(A, q, niter, None)
     C = E.mean(A, -2, keepdim=True)
@@ -298,7 +298,7 @@ def _orthonormal(S):
     """An orthonormal basis of S's columns, dropping those numerically dependent on the
     ones before them (rank read from R's diagonal: eager)."""
     Q, R = qr(S)
-    d = np.abs(np.diagonal(R.numpy(), axis1=-2, axis2=-1))
+    d = np.abs(np.diagonal(R.numpy(force=True), axis1=-2, axis2=-1))
     if d.size == 0:
         return Q
     keep = np.flatnonzero(d > d.max() * S.shape[-2] * np.finfo(d.dtype).eps * 10)
@@ -371,7 +371,7 @@ def lobpcg(
     if tracker is not None:
         raise ArgumentError("tracker is not supported", op="lobpcg")
     if method not in (None, "ortho", "basic"):
-        raise ValueError(f"lobpcg: method must be 'ortho' or 'basic', got {method!r}")
+        raise ArgumentError(f"lobpcg: method must be 'ortho' or 'basic', got {method!r}")
     if A.ndim != 2:
         raise ShapeError(
             f"expected one matrix, got shape {fmt_shape(A.shape)} (batches are not supported)",
@@ -392,12 +392,12 @@ def lobpcg(
             )
         n = X.shape[-1]
     if m < 3 * n:
-        raise ValueError(
+        raise ArgumentError(
             f"LPBPCG algorithm is not applicable when the number of A rows (={m}) is smaller "
             f"than 3 x the number of requested eigenpairs (={n})"
         )
     if k > n:
-        raise ValueError(f"lobpcg: k (={k}) must be at most n (={n})")
+        raise ArgumentError(f"lobpcg: k (={k}) must be at most n (={n})")
     dtype = _floating(A)
     tol = float(np.finfo(dtype.np).eps) ** 0.5 if tol is None else float(tol)
     niter = 1000 if niter is None or niter < 0 else int(niter)

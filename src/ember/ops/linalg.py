@@ -30,6 +30,7 @@ from ._matmul_kernels import (
     packed_linear,
     product_workspace,
 )
+from ._node_names import rename_node
 from ._registry import Cost, OpDef, TensorBase, apply, export, register
 from ._row_blocks import (
     as_blocks,
@@ -51,7 +52,7 @@ from ._util import (
     require_same_dtype,
     value_bytes,
 )
-from .elementwise import promote
+from .elementwise import to_tensor
 from .sparse_tensor import SparseTensor
 from .sparse_tensor import matmul as sparse_matmul
 
@@ -223,6 +224,12 @@ def _onnx_matmul(e):
 MATMUL = register(
     OpDef(
         name="matmul",
+        grad_fn=lambda attrs, in_types: (
+            "MmBackward0"
+            if len(in_types[0].shape) == len(in_types[1].shape) == 2
+            # (PyTorch folds batched operands into one product, viewed back: UnsafeView)
+            else "UnsafeViewBackward0"
+        ),
         complex=Complex.GRADIENT,
         autocast=Autocast.LOWER,
         onnx=_onnx_matmul,
@@ -256,7 +263,9 @@ def matmul(a, b):
     vector through ``ember.sparse.mm``."""
     if isinstance(a, SparseTensor):
         return sparse_matmul(a, b)
-    a, b = promote(a, b)
+    # no promotion: PyTorch multiplies operands of one dtype only (float32 @ float64 raises),
+    # which the primitive's rule checks
+    a, b = to_tensor(a), to_tensor(b)
     if a.ndim >= 2 and b.ndim >= 2:
         return apply(MATMUL, a, b)
     if a.ndim == 0 or b.ndim == 0:
@@ -267,12 +276,14 @@ def matmul(a, b):
         raise _mismatch(a.shape, b.shape, f"the inner dimensions differ ({k_a} vs {k_b})")
     if a.ndim == 1 and b.ndim == 1:
         out = apply(MATMUL, E.reshape(a, (1, k_a)), E.reshape(b, (k_b, 1)))
-        return E.reshape(out, ())
+        return rename_node(E.reshape(out, ()), "DotBackward0")
     if a.ndim == 1:
         out = apply(MATMUL, E.reshape(a, (1, k_a)), b)
-        return E.reshape(out, tuple(out.shape[:-2]) + (out.shape[-1],))
+        out = E.reshape(out, tuple(out.shape[:-2]) + (out.shape[-1],))
+        return rename_node(out, "SqueezeBackward4" if b.ndim == 2 else "UnsafeViewBackward0")
     out = apply(MATMUL, a, E.reshape(b, (k_b, 1)))
-    return E.reshape(out, tuple(out.shape[:-1]))
+    out = E.reshape(out, tuple(out.shape[:-1]))
+    return rename_node(out, "MvBackward0" if a.ndim == 2 else "UnsafeViewBackward0")
 
 
 # ------------------------------------------------------------------------------------ linear
@@ -410,6 +421,15 @@ def _linear_channel_fold(in_types, attrs):
     return ChannelWeights(weight=1, bias=2)
 
 
+def _linear_node_name(attrs, in_types) -> str:
+    # PyTorch's linear is addmm (with a bias) or mm of the input as a matrix, viewed back to
+    # its batch dimensions when it has several
+    bias = len(in_types) == 3
+    if len(in_types[0].shape) == 2:
+        return "AddmmBackward0" if bias else "MmBackward0"
+    return "ViewBackward0" if bias else "UnsafeViewBackward0"
+
+
 def _onnx_linear(e):
     x, w, *bias = e.inputs
     if len(e.in_types[0].shape) == 2 and e.in_types[0].dtype.is_floating_point:
@@ -421,6 +441,7 @@ def _onnx_linear(e):
 _LINEAR = register(
     OpDef(
         name="linear",
+        grad_fn=_linear_node_name,
         autocast=Autocast.LOWER,
         onnx=_onnx_linear,
         kind="linalg",
@@ -448,11 +469,11 @@ _LINEAR = register(
 def linear(x, weight, bias=None):
     """PyTorch's F.linear: ``x @ weight.T + bias`` with weight of shape (out, in)."""
     operands = (x, weight) if bias is None else (x, weight, bias)
-    dtype = x.dtype if isinstance(x, TensorBase) else None
     for t in operands:  # (every linear layer's call passes here: no generator)
-        if not isinstance(t, TensorBase) or t.dtype is not dtype:
-            operands = promote(*operands)
+        if not isinstance(t, TensorBase):
+            operands = tuple(to_tensor(t) for t in operands)
             break
+    # no promotion: PyTorch's linear takes operands of one dtype (the rule checks)
     x, weight = operands[0], operands[1]
     if weight.ndim == 1:  # a single output feature, which PyTorch drops from the shape
         out = matmul(x, weight)

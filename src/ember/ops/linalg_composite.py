@@ -11,7 +11,7 @@ import operator
 from typing import NamedTuple
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError
+from ..errors import ArgumentError, DTypeError, ShapeError
 from . import api as E
 from ._autocast import Autocast, autocasts
 from ._registry import apply, building_graph, export
@@ -45,7 +45,7 @@ def lstsq(A, B, rcond=None, *, driver=None) -> LstsqResult:
     every driver but the default "gelsy". Every driver gives the same solution for a
     well-posed problem."""
     if driver not in (None, "gels", "gelsy", "gelsd", "gelss"):
-        raise ValueError(f"linalg.lstsq: unknown driver {driver!r}")
+        raise ArgumentError(f"linalg.lstsq: unknown driver {driver!r}")
     A, B = to_tensor(A), to_tensor(B)
     require_matrices("linalg.lstsq", A)
     if not 0 <= A.ndim - B.ndim <= 1:
@@ -244,9 +244,9 @@ def cond(A, p=None):
         ratio = E.amax(s, -1) / E.amin(s, -1)
         return 1 / ratio if p == -2 else ratio
     if isinstance(p, str) and p not in ("fro", "nuc"):
-        raise ValueError(f"linalg.cond: p must be None, 'fro', 'nuc' or a number, got {p!r}")
+        raise ArgumentError(f"linalg.cond: p must be None, 'fro', 'nuc' or a number, got {p!r}")
     if not isinstance(p, str) and p not in (1, -1, math.inf, -math.inf):
-        raise ValueError(f"linalg.cond: p must be one of None, 2, -2, 1, -1, inf, -inf, got {p}")
+        raise ArgumentError(f"linalg.cond: p must be one of None, 2, -2, 1, -1, inf, -inf, got {p}")
     if A.shape[-1] != A.shape[-2]:
         raise ShapeError(
             f"norm {p!r} needs square matrices, got shape {fmt_shape(A.shape)}", op="linalg.cond"
@@ -271,7 +271,7 @@ def vander(x, *, N: int | None = None):  # noqa: N803  (PyTorch's name)
         )
     n = x.shape[-1] if N is None else operator.index(N)
     if n < 2:
-        raise ValueError(f"linalg.vander: N must be greater than 1, got {n} (as PyTorch)")
+        raise ArgumentError(f"linalg.vander: N must be greater than 1, got {n} (as PyTorch)")
     ones = E.ones_like(E.unsqueeze(x, -1))
     repeated = E.broadcast_to(E.unsqueeze(x, -1), (*x.shape, n - 1))
     return E.cumprod(E.concat([ones, repeated], -1), -1)
@@ -288,7 +288,7 @@ def tensorinv(A, ind: int = 2):
     A = to_tensor(A)
     ind = operator.index(ind)
     if ind <= 0:
-        raise ValueError(f"linalg.tensorinv: ind must be a positive integer, got {ind}")
+        raise ArgumentError(f"linalg.tensorinv: ind must be a positive integer, got {ind}")
     rows = math.prod(A.shape[:ind])
     if rows != math.prod(A.shape[ind:]):
         raise ShapeError(

@@ -680,6 +680,7 @@ def _onnx_normalized(e, x, k, eps):
 LAYER_NORM = register(
     OpDef(
         name="layer_norm",
+        grad_fn="NativeLayerNormBackward0",
         onnx=_onnx_layer_norm,
         kind="nn",
         infer=_norm_infer,

@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError
+from ..errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 from ..types import TensorType
 from . import _item_scalars as _items
 from . import _onnx
@@ -146,6 +146,7 @@ _norm_fast.declines_complex = True  # (square_sum takes float32/float64 only)
 _VECTOR_NORM = register(
     OpDef(
         name="vector_norm",
+        grad_fn="LinalgVectorNormBackward0",
         onnx=_onnx_vector_norm,
         kind="reduce",
         infer=_norm_infer,
@@ -164,7 +165,7 @@ _VECTOR_NORM = register(
 def _ord_value(op, ord) -> float:  # noqa: A002
     _items.refuse(ord, op, "ord", "the norm's order as a number (it picks the computation)")
     if isinstance(ord, str) or isinstance(ord, bool) or not isinstance(ord, (int, float)):
-        raise TypeError(f"{op}: ord must be a number (int, float or inf), got {ord!r}")
+        raise ArgumentTypeError(f"{op}: ord must be a number (int, float or inf), got {ord!r}")
     return float(ord)
 
 
@@ -350,9 +351,9 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None
         if ord == "fro":
             return apply(_VECTOR_NORM, A, ord=2.0, axes=tuple(sorted((d0, d1))), keepdims=keepdim)
         if ord != "nuc":
-            raise ValueError(f"matrix_norm: ord must be 'fro', 'nuc' or a number, got {ord!r}")
+            raise ArgumentError(f"matrix_norm: ord must be 'fro', 'nuc' or a number, got {ord!r}")
     elif _ord_value("matrix_norm", ord) not in (1.0, -1.0, 2.0, -2.0, math.inf, -math.inf):
-        raise ValueError(f"matrix_norm: ord must be one of 1, -1, 2, -2, inf, -inf, got {ord}")
+        raise ArgumentError(f"matrix_norm: ord must be one of 1, -1, 2, -2, inf, -inf, got {ord}")
     keep_shape = _keepdim_shape(A.shape, (d0, d1))
     if ord == "nuc" or abs(ord) == 2:
         values = svdvals(E.movedim(A, (d0, d1), (-2, -1)))

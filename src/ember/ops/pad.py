@@ -12,7 +12,7 @@ import functools
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError
 from ..symbolic import holds
 from ..types import TensorType
 from . import _item_scalars as _items
@@ -222,7 +222,7 @@ def pad(x, pad, mode="constant", value=0.0):
     other side pads what is left), as in PyTorch."""
     x = to_tensor(x)
     if mode not in _NP_MODES:
-        raise ValueError(f"pad: unknown mode {mode!r}; expected one of {sorted(_NP_MODES)}")
+        raise ArgumentError(f"pad: unknown mode {mode!r}; expected one of {sorted(_NP_MODES)}")
     if len(pad) % 2 or len(pad) // 2 > x.ndim:
         raise ShapeError(
             f"pad {tuple(pad)} must hold (before, after) pairs for at most {x.ndim} dimensions",

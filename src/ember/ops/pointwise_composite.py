@@ -13,7 +13,7 @@ from __future__ import annotations
 import ml_dtypes
 
 from .. import dtypes as dt
-from ..errors import DTypeError, KernelDTypeError
+from ..errors import ArgumentError, ArgumentTypeError, DTypeError, KernelDTypeError
 from . import _item_scalars as _items
 from . import api as E
 from ._registry import TensorBase, export
@@ -60,7 +60,7 @@ def _value(op: str, value, dtype):
     if _items.is_item(value):
         return _items.scalar(value, dtype, op, "value", truncate=True)
     if isinstance(value, TensorBase):
-        raise TypeError(f"{op}: value must be a Python number, got a tensor")
+        raise ArgumentTypeError(f"{op}: value must be a Python number, got a tensor")
     if dtype.is_complex:
         return complex(value)
     if isinstance(value, complex):
@@ -176,7 +176,7 @@ def isclose(input, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: b
             op="isclose",
         )
     if rtol < 0 or atol < 0:
-        raise ValueError(f"isclose: rtol ({rtol}) and atol ({atol}) must be non-negative")
+        raise ArgumentError(f"isclose: rtol ({rtol}) and atol ({atol}) must be non-negative")
     close = input == other
     inexact = input.dtype.is_floating_point or input.dtype.is_complex
     if equal_nan and inexact:

@@ -35,6 +35,7 @@ from ..types import TensorType
 from . import _batching
 from ._autocast import Autocast, autocasts
 from ._half import c_runs
+from ._node_names import pool_node_name
 from ._registry import REGISTRY, Cost, OpDef, apply, export, register
 from ._rules import EpilogueRule, PickRule, ScatterRule
 from ._util import fmt_shape, half_precision, io_bytes, numel, value_bytes, zero_input_grad
@@ -526,6 +527,7 @@ def onnx_max_pool(e, window: dict):
 MAX_POOL = register(
     OpDef(
         name="max_pool",
+        grad_fn=lambda attrs, in_types: pool_node_name("MaxPool{}DWithIndicesBackward0", in_types),
         onnx=_onnx_max_pool,
         kind="nn",
         infer=_max_pool_infer,

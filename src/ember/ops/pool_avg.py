@@ -19,6 +19,7 @@ from ..kernels.pool_geometry import pad_input, padded_extent, pool_out_size
 from ..types import TensorType
 from . import _onnx_conv as oxc
 from ._autocast import Autocast, autocasts
+from ._node_names import pool_node_name
 from ._registry import Cost, OpDef, apply, export, register
 from ._util import half_precision, io_bytes, numel, require_float, value_bytes
 from .conv_functional import int_tuple
@@ -202,6 +203,7 @@ def _onnx_avg_pool(e):
 AVG_POOL = register(
     OpDef(
         name="avg_pool",
+        grad_fn=lambda attrs, in_types: pool_node_name("AvgPool{}DBackward0", in_types),
         onnx=_onnx_avg_pool,
         kind="nn",
         infer=_avg_infer,

@@ -144,6 +144,7 @@ PRELU_WEIGHT_BACKWARD = register(
 PRELU = register(
     OpDef(
         name="prelu",
+        grad_fn="PreluKernelBackward0",
         onnx=_onnx_prelu,
         kind="elementwise",
         infer=_prelu_infer,

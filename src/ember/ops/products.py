@@ -9,6 +9,7 @@ import math
 from ..errors import ShapeError
 from . import api as E
 from ._autocast import Autocast, autocasts
+from ._node_names import rename_node
 from ._registry import export
 from ._util import fmt_shape
 from .elementwise import promote, to_tensor
@@ -49,7 +50,7 @@ def bmm(a, b):
         raise ShapeError(
             f"batch sizes differ: shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)}", op="bmm"
         )
-    return matmul(a, b)
+    return rename_node(matmul(a, b), "BmmBackward0")
 
 
 @export(method=True)

@@ -39,7 +39,7 @@ def put(input, index, source, accumulate: bool = False):
     n = numel(x.shape)
     flat_index = E.reshape(index, (-1,))
     if not building_graph() and flat_index.shape[0]:
-        values = flat_index.numpy()
+        values = flat_index.numpy(force=True)
         bad = values[(values < -n) | (values >= n)]
         if bad.size:
             raise AxisError(

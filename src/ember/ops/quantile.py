@@ -15,7 +15,7 @@ import itertools
 import operator
 
 from .. import dtypes as dt
-from ..errors import DTypeError, EmberError, ShapeError
+from ..errors import ArgumentError, DTypeError, EmberError, ShapeError
 from . import api as E
 from ._registry import _state, export
 from ._util import normalize_axis, refuse_complex
@@ -30,7 +30,7 @@ def _check(name, x, q, interpolation):
             f"{name}() input tensor must be either float or double dtype, got {x.dtype}", op=name
         )
     if interpolation not in _MODES:
-        raise ValueError(
+        raise ArgumentError(
             f"{name}() interpolation must be one of linear, lower, higher, midpoint or "
             f"nearest, but got {interpolation!r}"
         )
@@ -38,7 +38,7 @@ def _check(name, x, q, interpolation):
         raise ShapeError(f"{name}() input tensor must be non-empty", op=name)
     if isinstance(q, (int, float)) and not isinstance(q, bool):
         if not 0.0 <= q <= 1.0:
-            raise ValueError(f"{name}() q must be in the range [0, 1] but got {q}")
+            raise ArgumentError(f"{name}() q must be in the range [0, 1] but got {q}")
         return E.tensor(float(q), dtype=x.dtype), True
     q = to_tensor(q)
     if q.ndim > 1:
@@ -52,7 +52,7 @@ def _check(name, x, q, interpolation):
     if not q.requires_grad and q.numel() and not _state.modes:
         values = q.detach().numpy()
         if not ((values >= 0) & (values <= 1)).all():
-            raise ValueError(f"{name}() q values must be in the range [0, 1]")
+            raise ArgumentError(f"{name}() q values must be in the range [0, 1]")
     return q, q.ndim == 0
 
 
@@ -150,7 +150,7 @@ def unravel_index(indices, shape):
     if not shape:
         return ()
     if any(d < 0 for d in shape):
-        raise ValueError(f"unravel_index: 'shape' cannot have negative values, but got {shape}")
+        raise ArgumentError(f"unravel_index: 'shape' cannot have negative values, but got {shape}")
     coefs = list(reversed(list(itertools.accumulate(reversed(shape[1:] + (1,)), operator.mul))))
     flat = E.unsqueeze(indices.to(dt.int64), -1)
     coords = E.remainder(

@@ -11,8 +11,10 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
+from .. import random_box_muller as box_muller
 from .. import random_streams as streams
 from ..errors import ArgumentError, DTypeError, ShapeError
+from ..kernels import crandom
 from ..random import resolve
 from ..types import TensorType
 from . import _item_scalars as _items
@@ -63,6 +65,16 @@ def _normal_kernel(*, shape, dtype, mean, std, generator, serial=False):
     return out
 
 
+def _normal_fast(*, shape, dtype, mean, std, generator, serial=False):
+    """float32 draws with the Box-Muller step in C (kernels/crandom.py, the same bits); None
+    before anything is drawn where it does not apply."""
+    if serial or dtype.np != np.float32 or not crandom.available():
+        return None
+    out = np.empty(shape, np.float32)
+    streams.normal_into(out, generator, mean, std, box_muller_32=crandom.box_muller_16_float32)
+    return out
+
+
 def _randint_kernel(*, shape, dtype, low, high, generator):
     out = np.empty(shape, dtype.np)
     streams.integers_into(out, generator, low, high)
@@ -90,13 +102,19 @@ def _uniform_workspace(node, layouts) -> int:
 
 
 def _normal_workspace(node, layouts) -> int:
-    """The uniform draws' (the Box-Muller step's two half-block temporaries are smaller); a
-    16-bit result draws whole blocks of 16 as float32 beside those, 20 bytes an element."""
+    """The uniform draws' (float64's Box-Muller step's two half-block temporaries are
+    smaller), or float32's Box-Muller step's where larger (random_box_muller.py's buffers, a
+    slice of at most `ROWS` rows of 16); a 16-bit result draws whole blocks of 16 as float32
+    beside those, 20 bytes an element."""
     out = node.outputs[0]
     size = _numel(out)
     if half_precision(out) and size >= 16:
         return 20 * min(-(-size // 16) * 16, streams.CHUNK)
-    return _uniform_workspace(node, layouts)
+    draws = _uniform_workspace(node, layouts)
+    if out.dtype.np == np.float32 and size >= 16:
+        rows = min(size // 16, streams.CHUNK // 16, box_muller.ROWS)
+        return max(draws, box_muller.BYTES_PER_ROW * rows)
+    return draws
 
 
 def _randint_workspace(node, layouts) -> int:
@@ -132,6 +150,7 @@ _NORMAL = register(
         kind="random",
         infer=_creation_infer,
         kernel=_normal_kernel,
+        fast=_normal_fast,
         cost=elementwise_cost(1),
         workspace=_normal_workspace,
         doc="normal samples with mean and std",
@@ -301,7 +320,7 @@ def uniform(low=0.0, high=1.0, size=(), *, generator=None, dtype=None):
         unit = uniform(0.0, 1.0, size, generator=generator, dtype=dtype)
         return unit * (high - low) + low
     if high < low:
-        raise ValueError(f"uniform: high ({high}) must not be below low ({low})")
+        raise ArgumentError(f"uniform: high ({high}) must not be below low ({low})")
     if dtype is not None and dt.as_dtype(dtype).is_complex:  # each part in [low, high)
         shape = size_arg("uniform", (size,) if isinstance(size, int) else size)
         real = dt.to_real(dt.as_dtype(dtype))
@@ -338,7 +357,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None):
         return unit * std + mean
     if isinstance(mean, plain) and isinstance(std, plain):
         if std < 0:
-            raise ValueError(f"normal: std must be non-negative, got {std}")
+            raise ArgumentError(f"normal: std must be non-negative, got {std}")
         shape = size_arg("normal", (size,) if isinstance(size, int) else (size or ()))
         if dtype is not None and dt.as_dtype(dtype).is_complex:
             # PyTorch's: each part has the mean and variance std**2 / 2 (E|z - mean|^2 = std^2)
@@ -443,17 +462,44 @@ def randint_like(x, low=0, high=None, *, generator=None, dtype=None):
     return randint(low, high, tuple(x.shape), generator=generator, dtype=dtype or x.dtype)
 
 
-# in-place fills (used by nn.init); they write under the in-place protocol
+def in_fill_order(tensor, fill):
+    """``fill`` (old value -> new value, drawn in row-major order of old's shape) made to draw
+    in the order PyTorch's in-place fills visit ``tensor``'s elements: its TensorIterator's,
+    memory order for a permuted layout (a transposed weight, channels-last), row-major for a
+    slice. ``fill`` sees old's dims in that order and its draws are permuted back."""
+    order = _memory_order(tensor)
+    if order is None:
+        return fill
+    back = [order.index(d) for d in range(len(order))]
+    return lambda old: E.permute(fill(E.permute(old, order)), back)
+
+
+# in-place fills (used by nn.init); they write under the in-place protocol, each element's
+# draw PyTorch's for its place in the tensor's layout (`in_fill_order`)
 def _uniform_(self, a=0.0, b=1.0, *, generator=None):
     return self._inplace(
-        "uniform_", lambda old: uniform(a, b, old.shape, generator=generator, dtype=old.dtype)
+        "uniform_",
+        in_fill_order(
+            self, lambda old: uniform(a, b, old.shape, generator=generator, dtype=old.dtype)
+        ),
     )
 
 
 def _normal_(self, mean=0.0, std=1.0, *, generator=None):
-    return self._inplace(
-        "normal_", lambda old: normal(mean, std, old.shape, generator=generator, dtype=old.dtype)
-    )
+    """PyTorch's vectorized normals for a contiguous tensor; its serial double sampler, in
+    its fill order, for a strided one (a slice, a transposed weight)."""
+    if self.is_contiguous():
+        return self._inplace(
+            "normal_",
+            lambda old: normal(mean, std, old.shape, generator=generator, dtype=old.dtype),
+        )
+
+    def serial(old):
+        _float_dtype(old.dtype)
+        draws = serial_normal(tuple(old.shape), mean, std, generator=generator)
+        return E.cast(draws, old.dtype)
+
+    return self._inplace("normal_", in_fill_order(self, serial))
 
 
 def _bernoulli_(self, p=0.5, *, generator=None):
@@ -462,14 +508,20 @@ def _bernoulli_(self, p=0.5, *, generator=None):
     if isinstance(p, (int, float)):
         return self._inplace(
             "bernoulli_",
-            lambda old: bernoulli_scalar(old.shape, p, dtype=old.dtype, generator=generator),
+            in_fill_order(
+                self,
+                lambda old: bernoulli_scalar(old.shape, p, dtype=old.dtype, generator=generator),
+            ),
         )
-    return self._inplace(
-        "bernoulli_",
-        lambda old: bernoulli(
-            E.broadcast_to(E.cast(to_tensor(p), old.dtype), tuple(old.shape)), generator=generator
-        ),
-    )
+    shape = tuple(self.shape)
+    order = _memory_order(self) or list(range(len(shape)))
+    back = [order.index(d) for d in range(len(order))]
+
+    def fill(old):  # (each probability visited with its element, in the fill order)
+        probabilities = E.broadcast_to(E.cast(to_tensor(p), old.dtype), shape)
+        return E.permute(bernoulli(E.permute(probabilities, order), generator=generator), back)
+
+    return self._inplace("bernoulli_", fill)
 
 
 export(_uniform_, name="uniform_", method=True, toplevel=False)

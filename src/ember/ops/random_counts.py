@@ -1,14 +1,12 @@
 """PyTorch's count samplers: ``torch.poisson(rates)`` and ``torch.binomial(count, prob)``, one
 draw per element from an `ember.Generator` (``generator=``, the default one otherwise),
-returned in the operands' floating dtype (half precision drawn in double and rounded).
-``poisson`` draws PyTorch's stream (random_streams.poisson: a seed gives PyTorch's counts);
-``binomial`` NumPy's sampler on the same words (the distribution is PyTorch's, the draws
-not).
+returned in the operands' floating dtype (half precision drawn in double and rounded). Both
+draw PyTorch's streams (random_streams.poisson and .binomial: a seed gives PyTorch's counts).
 
 As PyTorch's: a negative or NaN rate raises; ``binomial`` takes float ``count`` and ``prob`` of
-one dtype, broadcasting; a negative count gives 0, a probability of 1 or more the count itself,
-a fractional count otherwise draws as its floor, and NaN gives NaN (where PyTorch's sampler
-does not return). ``poisson``'s derivative is zero (PyTorch's);
+one dtype, broadcasting; a count of 0 or less or a probability of 0 or less gives 0, a
+probability of 1 or more the count itself, a NaN probability NaN, and a NaN count NaN (where
+PyTorch's sampler does not return). ``poisson``'s derivative is zero (PyTorch's);
 ``binomial`` has none (backward raises, as PyTorch's "not implemented")."""
 
 from __future__ import annotations
@@ -83,16 +81,7 @@ def _binomial_infer(count, prob, *, generator):
 
 
 def _binomial_kernel(count, prob, *, generator):
-    n = np.floor(np.maximum(count.astype(np.float64), 0.0))
-    p = prob.astype(np.float64)
-    n, p = np.broadcast_arrays(n, p)
-    nan = np.isnan(p) | np.isnan(n)
-    draws = generator.numpy.binomial(
-        np.where(nan, 0, n).astype(np.int64), np.clip(np.where(nan, 0.0, p), 0.0, 1.0)
-    ).astype(np.float64)
-    # PyTorch's: a probability of 1 or more gives the count itself (its fraction kept)
-    draws = np.where(p >= 1, np.maximum(np.broadcast_to(count, n.shape), 0.0), draws)
-    return np.where(nan, np.nan, draws).astype(count.dtype)
+    return streams.binomial(count, prob, generator)
 
 
 _BINOMIAL = register(

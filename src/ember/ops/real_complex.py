@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError
+from ..errors import ArgumentTypeError, DTypeError, ShapeError
 from ..types import TensorType
 from . import api as E
 from ._onnx_complex import angle as angle_of_pairs
@@ -312,7 +312,7 @@ def complex_(real, imag, *, out=None):
     """``real + imag * 1j``: float32 parts make complex64, float64 parts complex128 (both of
     one dtype, as PyTorch requires; shapes broadcast)."""
     if out is not None:
-        raise TypeError("complex(): out= is not supported by ember")
+        raise ArgumentTypeError("complex(): out= is not supported by ember")
     return apply(_COMPLEX, to_tensor(real), to_tensor(imag))
 
 
@@ -321,7 +321,7 @@ def polar(abs, angle, *, out=None):  # noqa: A002  (PyTorch's argument names)
     """``abs * (cos(angle) + sin(angle) * 1j)``, differentiable in both (float32 or float64,
     of one dtype)."""
     if out is not None:
-        raise TypeError("polar(): out= is not supported by ember")
+        raise ArgumentTypeError("polar(): out= is not supported by ember")
     r, theta = to_tensor(abs), to_tensor(angle)
     _complex_infer(r, theta)  # (PyTorch's dtype rule, before the arithmetic)
     return complex_(r * E.cos(theta), r * E.sin(theta))

@@ -16,10 +16,11 @@ import operator
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError
+from ..errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 from ..types import TensorType
 from . import _batching
 from . import api as E
+from ._node_names import rename_node
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._rules import Complex
 from ._util import fmt_shape, memory_cost, normalize_axis
@@ -86,7 +87,7 @@ def meshgrid(*tensors, indexing: str = "ij"):
     if not tensors:
         raise ShapeError("meshgrid needs at least one tensor", op="meshgrid")
     if indexing not in ("ij", "xy"):
-        raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+        raise ArgumentError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
     tensors = [to_tensor(t) for t in tensors]
     for t in tensors:
         if t.ndim > 1:
@@ -243,7 +244,7 @@ export(diag, method=True)
 
 def _tensors(name: str, tensors) -> list:
     if isinstance(tensors, TensorBase) or not isinstance(tensors, (list, tuple)):
-        raise TypeError(f"{name} takes a sequence of tensors")
+        raise ArgumentTypeError(f"{name} takes a sequence of tensors")
     if not tensors:
         raise ShapeError("expects a non-empty sequence of tensors", op=name)
     return [to_tensor(t) for t in tensors]
@@ -280,7 +281,7 @@ def t(input):
             "transpose(dim0, dim1) or permute",
             op="t",
         )
-    return E.transpose(x, 0, 1) if x.ndim == 2 else x
+    return rename_node(E.transpose(x, 0, 1), "TBackward0") if x.ndim == 2 else x
 
 
 export(t, method=True)

@@ -572,6 +572,13 @@ def lstm_layer(xg, h0, c0, w_hh, reverse: bool = False) -> tuple:
     return y, h_n, c_n
 
 
+def lstm_layer_cells(xg, h0, c0, w_hh) -> tuple:
+    """(y, every step's cell state) of one forward-running LSTM layer: a packed batch reads
+    each sequence's final state at its own last step (nn/rnn.py)."""
+    y, _, _, cs, _ = apply(LSTM_LAYER, xg, h0, c0, w_hh, reverse=False)
+    return y, cs
+
+
 def gru_layer(xg, h0, w_hh, b_hh, reverse: bool = False) -> tuple:
     """(y, h_n) of one GRU layer and direction (see the module docstring)."""
     y, h_n, _ = apply(GRU_LAYER, xg, h0, w_hh, b_hh, reverse=bool(reverse))

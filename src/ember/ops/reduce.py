@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from .. import return_types
-from ..errors import AxisError, DTypeError, ShapeError
+from ..errors import ArgumentTypeError, AxisError, DTypeError, ShapeError
 from ..symbolic import SymDim
 from ..types import TensorType
 from . import _batching
@@ -24,6 +24,7 @@ from . import _onnx_reduce as oxr
 from . import api as E
 from ._autocast import Autocast, autocasts
 from ._half import c_runs, loop_reduces, reduction_fast, via_float32
+from ._node_names import rename_node
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._rules import Complex, ReductionRule
 from ._util import (
@@ -194,6 +195,12 @@ def _float32_sum_workspace(elements, out_elements, shape, tail, rest) -> int:
 _SUM = register(
     OpDef(
         name="sum",
+        # (PyTorch's overloads: every element, or over dims)
+        grad_fn=lambda attrs, in_types: (
+            "SumBackward0"
+            if not attrs["keepdims"] and len(attrs["axes"]) == len(in_types[0].shape)
+            else "SumBackward1"
+        ),
         complex=Complex.GRADIENT,
         onnx=cx.pairs(oxr.onnx_sum, cx.reduce_sum),
         kind="reduce",
@@ -359,10 +366,14 @@ _MIN = _extreme("min", np.minimum.reduce, "<")
 
 
 def _amax_public(op, arg_op_name, result_type):
+    # PyTorch's nodes: amax's AmaxBackward0; max(x, dim)'s values MaxBackward0 (a selection at
+    # the indices); max(x)'s MaxBackward1 (every element)
+    title = op.name.capitalize()
+
     def reduce_only(x, dim=None, keepdim=False, *, axis=None, keepdims=None):
         x = to_tensor(x)
         axes, keep = _args(op.name, x, dim, axis, keepdim, keepdims)
-        return apply(op, x, axes=axes, keepdims=keep)
+        return rename_node(apply(op, x, axes=axes, keepdims=keep), f"A{op.name}Backward0")
 
     def torch_style(x, dim=None, keepdim=False, *, axis=None, keepdims=None):
         """With a tensor second argument: elementwise maximum/minimum. With ``dim``: a
@@ -381,8 +392,9 @@ def _amax_public(op, arg_op_name, result_type):
                 values, indices = E.squeeze(values, dim), E.squeeze(indices, dim)
             elif not x.ndim:
                 indices = E.reshape(indices, ())
-            return result_type(values, indices)
-        return reduce_only(x, dim, keepdim, axis=axis, keepdims=keepdims)
+            return result_type(rename_node(values, f"{title}Backward0", x), indices)
+        out = reduce_only(x, dim, keepdim, axis=axis, keepdims=keepdims)
+        return rename_node(out, f"{title}Backward1") if dim is None and axis is None else out
 
     return reduce_only, torch_style
 
@@ -503,7 +515,8 @@ def mean(x, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
     axes, keep = _args("mean", x, dim, axis, keepdim, keepdims)
     total = apply(_SUM, x, axes=axes, keepdims=keep)
     n = _count(x, axes)
-    return total / n if n else total * float("nan")  # the mean of nothing is NaN
+    out = total / n if n else total * float("nan")  # the mean of nothing is NaN
+    return rename_node(out, "MeanBackward0" if dim is None and axis is None else "MeanBackward1")
 
 
 @export(method=True)
@@ -542,8 +555,10 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None
         return squares * float("nan")
     if isinstance(n, SymDim):  # a count over a symbolic size: its value when the graph runs
         count = to_tensor(n, squares.dtype)
-        return (squares - total * total / count) / E.clamp(count - correction, min=0)
-    return (squares - total * total / n) / max(n - correction, 0)
+        out = (squares - total * total / count) / E.clamp(count - correction, min=0)
+    else:
+        out = (squares - total * total / n) / max(n - correction, 0)
+    return rename_node(out, "VarBackward0")
 
 
 def _correction(dim, unbiased, correction) -> float:
@@ -551,11 +566,13 @@ def _correction(dim, unbiased, correction) -> float:
     ``unbiased`` flag (given positionally, it may sit in ``dim``'s place)."""
     if isinstance(dim, bool):
         if unbiased is not None:
-            raise TypeError("var/std: unbiased given twice (positionally as dim, and by name)")
+            raise ArgumentTypeError(
+                "var/std: unbiased given twice (positionally as dim, and by name)"
+            )
         unbiased = dim
     if unbiased is not None:
         if correction is not None:
-            raise TypeError("var/std: give either unbiased or correction, not both")
+            raise ArgumentTypeError("var/std: give either unbiased or correction, not both")
         return 1 if unbiased else 0
     return 1 if correction is None else correction
 
@@ -570,7 +587,7 @@ def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None
     x = to_tensor(x)
     if x.dtype is dt.bfloat16 or x.dtype is dt.float16:  # (in float32, rounded once)
         return E.cast(E.sqrt(var(E.cast(x, dt.float32), dim, **kwargs)), x.dtype)
-    return E.sqrt(var(x, dim, **kwargs))
+    return rename_node(E.sqrt(var(x, dim, **kwargs)), "StdBackward0")
 
 
 @export(method=True)

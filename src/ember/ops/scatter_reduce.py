@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError
+from ..errors import ArgumentError, DTypeError, ShapeError
 from . import _onnx
 from . import api as E
 from ._autocast import Autocast, autocasts
@@ -280,7 +280,7 @@ def scatter_reduce(x, dim: int, index, src, reduce: str, *, include_self: bool =
     x = to_tensor(x)
     reduce = _ALIASES.get(reduce, reduce)
     if reduce not in REDUCTIONS:
-        raise ValueError(
+        raise ArgumentError(
             f"scatter_reduce: reduce must be one of {', '.join(REDUCTIONS)}, got {reduce!r}"
         )
     index = _index_arg(index)

@@ -8,7 +8,7 @@ split_with_sizes.
 from __future__ import annotations
 
 from ..dtypes import result_type
-from ..errors import DTypeError, ShapeError
+from ..errors import ArgumentError, DTypeError, ShapeError
 from . import _item_scalars as _items
 from . import api as E
 from ._registry import export
@@ -41,7 +41,7 @@ def slice_scatter(input, src, dim: int = 0, start=None, end=None, step: int = 1)
     x, src = to_tensor(input), to_tensor(src)
     axis = normalize_axis("slice_scatter", dim, x.ndim)
     if step <= 0:
-        raise ValueError(f"slice_scatter: slice step must be positive, got {step}")
+        raise ArgumentError(f"slice_scatter: slice step must be positive, got {step}")
     index = (slice(None),) * axis + (slice(start, end, step),)
     _check_src("slice_scatter", x[index].shape, src, x)
     return E.index_put(x, index, src)
@@ -94,9 +94,9 @@ def renorm(input, p, dim: int, maxnorm):
         raise ShapeError(f"renorm: input needs at least 2 dimensions, got {x.ndim}", op="renorm")
     _items.refuse(p, "renorm", "p", "the norm's order as a number")
     if p <= 0:
-        raise ValueError(f"renorm: non-positive norm not supported, got p={p}")
+        raise ArgumentError(f"renorm: non-positive norm not supported, got p={p}")
     if not _items.is_item(maxnorm) and maxnorm < 0:  # (an item: its tensor, unchecked)
-        raise ValueError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}")
+        raise ArgumentError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}")
     axis = normalize_axis("renorm", dim, x.ndim)
     others = tuple(a for a in range(x.ndim) if a != axis)
     norm = vector_norm(x, p, dim=others, keepdim=True) if others else E.abs(x)

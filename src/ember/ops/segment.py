@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError
+from ..errors import ArgumentError, DTypeError, ShapeError
 from ..types import TensorType
 from . import api as E
 from ._registry import Cost, OpDef, apply, export, register
@@ -348,7 +348,7 @@ def segment_reduce(
     PyTorch refuses it; ``initial`` is not supported (an EmberError says so)."""
     op = "segment_reduce"
     if reduce not in SEGMENT_REDUCTIONS:
-        raise ValueError(
+        raise ArgumentError(
             f"segment_reduce: reduce must be one of {', '.join(SEGMENT_REDUCTIONS)}, got {reduce!r}"
         )
     if indices is not None:

@@ -17,6 +17,7 @@ from ..errors import ArgumentError, DTypeError, ShapeError
 from ..symbolic import SymDim
 from ..types import TensorType
 from . import api as E
+from ._node_names import rename_node
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._util import (
     broadcast_shapes,
@@ -64,7 +65,7 @@ def masked_fill(x, mask, value):
             op="masked_fill",
         )
     check_fill_value("masked_fill", value, x.dtype)
-    return E.where(mask, to_tensor(value, x.dtype), x)
+    return rename_node(E.where(mask, to_tensor(value, x.dtype), x), "MaskedFillBackward0")
 
 
 @export(method=True)

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError
 from ..symbolic import SymDim
 from ..types import TensorType
 from . import _batching
 from . import _onnx_complex as cx
 from . import api as E
 from ._autocast import Autocast, autocasts
+from ._node_names import rename_node
 from ._registry import OpDef, apply, export, register
 from ._rules import Complex
 from ._util import (
@@ -80,6 +81,7 @@ def _onnx_reshape_pairs(e):  # (complex values: their parts' axis kept last)
 RESHAPE = register(
     OpDef(
         name="reshape",
+        grad_fn="ViewBackward0",
         float8=True,
         complex=Complex.GRADIENT,
         onnx=cx.pairs(_onnx_reshape, _onnx_reshape_pairs),
@@ -115,7 +117,30 @@ def view_shape(x, *shape):
     ``_base`` is x)."""
     x = to_tensor(x)
     shape = resolve_shape("view", tuple(x.shape), shape_arg(shape))
+    if not _viewable(tuple(x.shape), x.stride(), shape):
+        raise ShapeError(
+            f"view size {fmt_shape(shape)} is not compatible with the input's size "
+            f"{fmt_shape(x.shape)} and strides {x.stride()} (at least one dimension spans "
+            "across two contiguous subspaces); use .reshape(...) instead, which copies where "
+            "it must",
+            op="view",
+        )
     return apply(RESHAPE, x, shape=shape)
+
+
+def _viewable(shape: tuple, strides: tuple, new_shape: tuple) -> bool:
+    """Whether memory laid out with ``strides`` can be read as ``new_shape`` without a copy
+    (PyTorch's rule for ``view``, which NumPy's no-copy reshape follows): asked of a stand-in
+    array with those strides, whose memory is never read. Symbolic sizes pass (a graph value
+    of unknown sizes is dense: its strides are row-major)."""
+    if not all(type(d) is int for d in (*shape, *new_shape, *strides)):
+        return True
+    stand_in = np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), shape, strides)
+    try:
+        np.reshape(stand_in, new_shape, copy=False)
+    except ValueError:
+        return False
+    return True
 
 
 @export(method=True, toplevel=False)
@@ -144,7 +169,10 @@ def squeeze(x, dim=None, *, axis=None):
     x = to_tensor(x)
     d = pick_axis(dim, axis)
     axes = tuple(i for i in normalize_axes("squeeze", d, x.ndim) if x.shape[i] == 1)
-    return reshape(x, tuple(s for i, s in enumerate(x.shape) if i not in axes))
+    out = reshape(x, tuple(s for i, s in enumerate(x.shape) if i not in axes))
+    # (PyTorch numbers squeeze's overloads: all dims, one dim, several dims)
+    number = 0 if d is None else 1 if isinstance(d, int) else 2
+    return rename_node(out, f"SqueezeBackward{number}", x)
 
 
 @export(method=True)
@@ -153,7 +181,7 @@ def unsqueeze(x, dim):
     x = to_tensor(x)
     d = normalize_axis("unsqueeze", dim, x.ndim + 1)
     shape = tuple(x.shape)
-    return reshape(x, shape[:d] + (1,) + shape[d:])
+    return rename_node(reshape(x, shape[:d] + (1,) + shape[d:]), "UnsqueezeBackward0", x)
 
 
 # ----------------------------------------------------------------------------- broadcast_to
@@ -184,6 +212,7 @@ def _onnx_broadcast_to(e):
 _BROADCAST = register(
     OpDef(
         name="broadcast_to",
+        grad_fn="ExpandBackward0",
         float8=True,
         complex=Complex.GRADIENT,
         onnx=_onnx_broadcast_to,
@@ -313,7 +342,8 @@ def transpose(x, dim0=-2, dim1=-1):
     dims = list(range(ndim))
     if a != b:  # (a 0-d x's transpose(0, 0) too: a new view of x, as PyTorch's)
         dims[a], dims[b] = dims[b], dims[a]
-    return apply(_PERMUTE, x, dims=tuple(dims))  # (`permute`'s checks hold: a != b, in range)
+    out = apply(_PERMUTE, x, dims=tuple(dims))  # (`permute`'s checks hold: a != b, in range)
+    return rename_node(out, "TransposeBackward0")
 
 
 export(transpose, name="swapaxes", method=True)
@@ -439,6 +469,7 @@ def _onnx_concat_pairs(e):  # (complex values: the axis counted from the front)
 CONCAT = register(
     OpDef(
         name="concat",
+        grad_fn="CatBackward0",
         float8=True,
         complex=Complex.GRADIENT,
         autocast=Autocast.PROMOTE,
@@ -518,9 +549,9 @@ SPLIT = register(
 @autocasts(Autocast.PROMOTE)
 def concat(tensors, dim=0, *, axis=None):
     """Join tensors along dimension ``dim`` (promoting their dtypes)."""
+    if not len(tensors):  # (before promotion, which needs an operand)
+        raise ArgumentError("expected a non-empty list of tensors", op="concat")
     tensors = promote(*tensors)
-    if not tensors:
-        raise ShapeError("needs at least one tensor", op="concat")
     for i, t in enumerate(tensors):
         if t.ndim == 0:
             raise ShapeError(
@@ -557,7 +588,7 @@ def stack(tensors, dim=0, *, axis=None):
             listed = ", ".join(fmt_shape(x.shape) for x in tensors)
             raise ShapeError(f"all tensors must have one shape; got {listed}", op="stack")
     d = normalize_axis("stack", pick_axis(dim, axis, 0), tensors[0].ndim + 1)
-    return concat([unsqueeze(t, d) for t in tensors], d)
+    return rename_node(concat([unsqueeze(t, d) for t in tensors], d), "StackBackward0")
 
 
 @export(method=True)

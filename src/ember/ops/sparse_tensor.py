@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError, EmberError, ShapeError, TraceError
+from ..errors import ArgumentTypeError, DTypeError, EmberError, ShapeError, TraceError
 from ..size import Size
 from . import api as E
 from ._factory_kwargs import sparse_coo
@@ -348,7 +348,7 @@ class SparseTensor:
 
     def __len__(self) -> int:
         if not self._size:
-            raise TypeError("len() of a 0-d tensor")
+            raise ArgumentTypeError("len() of a 0-d tensor")
         return self._size[0]
 
 

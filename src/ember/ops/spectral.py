@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import AutogradError
+from ..errors import ArgumentError, ArgumentTypeError, AutogradError
 from ..types import TensorType
 from . import _item_scalars as _items
 from . import api as E
@@ -136,7 +136,7 @@ def qr(A, mode: str = "reduced") -> QRResult:
     k x n, k = min(m, n)), "complete" (Q m x m, R m x n), "r" (R only; Q is empty and there
     is no gradient). Gradient as PyTorch's (not defined for "complete" with m > n)."""
     if mode not in _QR_MODES:
-        raise ValueError(f"linalg.qr: mode must be one of {_QR_MODES}, got {mode!r}")
+        raise ArgumentError(f"linalg.qr: mode must be one of {_QR_MODES}, got {mode!r}")
     return QRResult(*apply(QR, to_tensor(A), mode=mode))
 
 
@@ -201,7 +201,7 @@ EIGH = _linalg_op(
 
 def _uplo(op, UPLO):
     if UPLO not in ("L", "U"):
-        raise ValueError(f"{op}: UPLO must be 'L' or 'U', got {UPLO!r}")
+        raise ArgumentError(f"{op}: UPLO must be 'L' or 'U', got {UPLO!r}")
     return UPLO
 
 
@@ -350,7 +350,7 @@ def svd(A, full_matrices: bool = True, *, driver: str | None = None) -> SVDResul
     PyTorch's. ``driver`` names a cuSOLVER method: as PyTorch on the CPU, giving one is
     refused."""
     if driver is not None:
-        raise ValueError(
+        raise ArgumentError(
             "linalg.svd: driver= names a cuSOLVER method, for CUDA inputs only; ember runs on "
             "the CPU (as PyTorch with a CPU tensor, it refuses one)"
         )
@@ -453,7 +453,7 @@ def _tolerance(op, value, name):
         return None
     _items.refuse(value, op, name, "the tolerance as a number")
     if isinstance(value, (bool, str)) or not isinstance(value, (int, float)):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"{op}: {name} must be a Python number (ember does not take tensor tolerances), "
             f"got {type(value).__name__}"
         )

@@ -44,6 +44,7 @@ def _onnx_tile(e):
 _TILE = register(
     OpDef(
         name="tile",
+        grad_fn="RepeatBackward0",
         float8=True,
         complex=Complex.GRADIENT,
         onnx=_onnx_tile,
@@ -73,7 +74,16 @@ def tile(x, *reps):
 
 @export(method=True, toplevel=False)
 def repeat(x, *sizes):
-    """PyTorch's ``Tensor.repeat``: the same as `tile`."""
+    """PyTorch's ``Tensor.repeat``: `tile`, but with at least one count per dimension of
+    ``x`` (PyTorch refuses fewer, where `tile` pads them with ones)."""
+    x = to_tensor(x)
+    counts = shape_arg(sizes)
+    if len(counts) < x.ndim:
+        raise ShapeError(
+            f"the number of repeat counts ({len(counts)}) cannot be smaller than the number of "
+            f"dimensions of the tensor (shape {fmt_shape(x.shape)})",
+            op="repeat",
+        )
     return tile(x, *sizes)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import ShapeError
+from ..errors import ArgumentTypeError, ShapeError
 from ..types import TensorType
 from ._registry import OpDef, apply, export, register
 from ._util import memory_cost
@@ -66,7 +66,7 @@ def view(x, *shape, dtype=None):
     if dtype is None and len(shape) == 1 and isinstance(shape[0], dt.DType):
         dtype = shape[0]
     elif dtype is not None and shape:
-        raise TypeError("view() takes a shape or a dtype, not both")
+        raise ArgumentTypeError("view() takes a shape or a dtype, not both")
     if dtype is None:
         return view_shape(x, *shape)
     x = to_tensor(x)

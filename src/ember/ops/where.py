@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError
+from ..errors import ArgumentTypeError, DTypeError
 from ..types import TensorType
 from . import _onnx
 from . import _onnx_complex as cx
@@ -104,7 +104,7 @@ def where(condition, x=None, y=None):
     if x is None and y is None:
         return E.nonzero(condition, as_tuple=True)
     if x is None or y is None:
-        raise TypeError("where: give both x and y, or neither")
+        raise ArgumentTypeError("where: give both x and y, or neither")
     x, y = promote(x, y)
     return apply(
         _WHERE,
@@ -157,6 +157,7 @@ def _onnx_clip(e):
 _CLIP = register(
     OpDef(
         name="clip",
+        grad_fn="ClampBackward1",
         onnx=_onnx_clip,
         kind="elementwise",
         infer=_clip_infer,

@@ -10,16 +10,16 @@ from __future__ import annotations
 import math
 
 from .. import dtypes as dt
-from ..errors import DTypeError
+from ..errors import ArgumentError, ArgumentTypeError, DTypeError
 from . import api as E
 from ._registry import export
 
 
 def _window(name, window_length, periodic, dtype, requires_grad, body):
     if not isinstance(window_length, int) or isinstance(window_length, bool):
-        raise TypeError(f"{name}: window_length must be an int, got {window_length!r}")
+        raise ArgumentTypeError(f"{name}: window_length must be an int, got {window_length!r}")
     if window_length < 0:
-        raise ValueError(f"{name} requires non-negative window_length, got {window_length}")
+        raise ArgumentError(f"{name} requires non-negative window_length, got {window_length}")
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
     if not d.is_floating_point:
         raise DTypeError(f"{name} expects floating point dtypes, got {d}", op=name)

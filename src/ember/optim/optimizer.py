@@ -37,6 +37,12 @@ from ..ops._registry import _base_mode, current_mode, scalar_value
 from ..ops.sparse_tensor import SparseTensor
 from ..tensor import Tensor
 from ._complex import update_as_real
+from ._hooks import (  # noqa: F401  (torch.optim.optimizer's global hooks live here too)
+    HookMethods,
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+    wrap_class,
+)
 from ._state_values import (
     _is_number,
     _load_step,
@@ -137,8 +143,9 @@ def _frozen(value):
     return value
 
 
-class Optimizer:
-    """Base class of ember's optimizers (PyTorch's ``torch.optim.Optimizer`` interface)."""
+class Optimizer(HookMethods):
+    """Base class of ember's optimizers (PyTorch's ``torch.optim.Optimizer`` interface; the
+    hooks of ``step`` and the state dicts in optim/_hooks.py)."""
 
     # the hyper-parameters that a recorded step reads at run time (see the module docstring);
     # an optimizer that leaves this empty bakes every value into the graph it is recorded in
@@ -547,3 +554,6 @@ def as_operand(scalar, like: Tensor):
     (see `Optimizer._step_counter`) cast to ``like``'s dtype, which is what the eager update's
     Python float becomes inside the op, so the two paths round the same way."""
     return scalar if isinstance(scalar, float) else scalar.to(like.dtype)
+
+
+wrap_class(Optimizer)  # (its subclasses are wrapped by HookMethods.__init_subclass__)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from ..errors import EmberError
+from ..errors import ArgumentError, EmberError
 from ..grad_mode import no_grad
 from ..nn.module import Module
 from ..nn.normalization import _BatchNorm
@@ -41,7 +41,7 @@ __all__ = [
 
 def _check_decay(decay: float) -> None:
     if decay < 0.0 or decay > 1.0:
-        raise ValueError(
+        raise ArgumentError(
             f"Invalid decay value {decay} provided. Please provide a value in [0,1] range."
         )
 

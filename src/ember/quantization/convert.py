@@ -67,13 +67,15 @@ def fold_batch_norm(conv: Conv2d, bn: BatchNorm2d) -> None:
         raise QuantizationError(
             "a BatchNorm2d without running statistics cannot be folded", op="quantize"
         )
-    w = conv.weight.numpy()
-    mean = bn.running_mean.numpy().astype(np.float64)
-    var = bn.running_var.numpy().astype(np.float64)
-    gamma = np.ones_like(mean) if bn.weight is None else bn.weight.numpy().astype(np.float64)
-    beta = np.zeros_like(mean) if bn.bias is None else bn.bias.numpy().astype(np.float64)
+    w = conv.weight.numpy(force=True)
+    mean = bn.running_mean.numpy(force=True).astype(np.float64)
+    var = bn.running_var.numpy(force=True).astype(np.float64)
+    gamma = (
+        np.ones_like(mean) if bn.weight is None else bn.weight.numpy(force=True).astype(np.float64)
+    )
+    beta = np.zeros_like(mean) if bn.bias is None else bn.bias.numpy(force=True).astype(np.float64)
     g = gamma / np.sqrt(var + bn.eps)
-    b = np.zeros_like(mean) if conv.bias is None else conv.bias.numpy().astype(np.float64)
+    b = np.zeros_like(mean) if conv.bias is None else conv.bias.numpy(force=True).astype(np.float64)
     folded_w = (w.astype(np.float64) * g.reshape(-1, 1, 1, 1)).astype(w.dtype)
     conv.weight = Parameter(Tensor(folded_w))
     conv.bias = Parameter(Tensor(((b - mean) * g + beta).astype(w.dtype)))
@@ -160,7 +162,7 @@ def quantize(model, calibration_data, per_channel: bool = True, method: str = "m
     observers = {id(m): make_observer(method) for m in layers}
     hooks = [
         m.register_forward_pre_hook(
-            lambda mod, args: observers[id(mod)](np.asarray(args[0].numpy()))
+            lambda mod, args: observers[id(mod)](np.asarray(args[0].numpy(force=True)))
         )
         for m in layers
     ]

@@ -63,7 +63,9 @@ def quantize_weight(w: np.ndarray, per_channel: bool = True):
 
 def _bias(module, channels: int) -> np.ndarray:
     b = getattr(module, "bias", None)
-    return np.zeros(channels, np.float32) if b is None else np.asarray(b.numpy(), np.float32)
+    return (
+        np.zeros(channels, np.float32) if b is None else np.asarray(b.numpy(force=True), np.float32)
+    )
 
 
 class _Quantized(Module):
@@ -109,7 +111,7 @@ class QuantizedLinear(_Quantized):
                  relu=False) -> None:  # fmt: skip
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
-        self._set(linear.weight.numpy(), _bias(linear, linear.out_features), per_channel,
+        self._set(linear.weight.numpy(force=True), _bias(linear, linear.out_features), per_channel,
                   x_scale, x_zero_point, relu)  # fmt: skip
 
     def forward(self, x):
@@ -142,7 +144,7 @@ class QuantizedConv2d(_Quantized):
         self.padding = conv_padding(conv)
         self.dilation = tuple(int(d) for d in conv.dilation)
         self.groups = int(conv.groups)
-        w = conv.weight.numpy() if weight is None else weight
+        w = conv.weight.numpy(force=True) if weight is None else weight
         b = _bias(conv, w.shape[0]) if bias is None else bias
         self._set(w, b, per_channel, x_scale, x_zero_point, relu)
 
@@ -175,7 +177,7 @@ class DynamicQuantizedLinear(Module):
     def __init__(self, linear, per_channel: bool = True) -> None:
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
-        q, scales = quantize_weight(linear.weight.numpy(), per_channel)
+        q, scales = quantize_weight(linear.weight.numpy(force=True), per_channel)
         self.register_buffer("weight", Tensor(q))
         self.register_buffer("w_scale", Tensor(scales))
         b = getattr(linear, "bias", None)
@@ -204,12 +206,14 @@ class DynamicQuantizedLSTM(Module):
         for layer in range(self.num_layers):
             w_ih, w_hh, b_ih, b_hh, _ = lstm._weights(layer, 0)
             for name, w in (("ih", w_ih), ("hh", w_hh)):
-                q, scales = quantize_weight(w.numpy(), per_channel)
+                q, scales = quantize_weight(w.numpy(force=True), per_channel)
                 self.register_buffer(f"weight_{name}_l{layer}", Tensor(q))
                 self.register_buffer(f"w_scale_{name}_l{layer}", Tensor(scales))
             bias = np.zeros(w_ih.shape[0], np.float32)
             if b_ih is not None:
-                bias = b_ih.numpy().astype(np.float32) + b_hh.numpy().astype(np.float32)
+                bias = b_ih.numpy(force=True).astype(np.float32) + b_hh.numpy(force=True).astype(
+                    np.float32
+                )
             self.register_buffer(f"bias_l{layer}", Tensor(bias))
 
     def forward(self, x, hx=None):
@@ -286,7 +290,9 @@ class Float8Linear(_Float8):
     def __init__(self, linear, weight_dtype: str = "fp8_e4m3") -> None:
         super().__init__()
         b = getattr(linear, "bias", None)
-        self._set(linear.weight.numpy(), None if b is None else _bias(linear, 0), weight_dtype)
+        self._set(
+            linear.weight.numpy(force=True), None if b is None else _bias(linear, 0), weight_dtype
+        )
 
     def forward(self, x):
         return F.linear(x, self.weight(), self.bias)
@@ -299,7 +305,7 @@ class Float8Conv2d(_Float8):
         super().__init__()
         self.stride, self.padding = tuple(conv.stride), conv_padding(conv)
         self.dilation, self.groups = tuple(conv.dilation), int(conv.groups)
-        w = conv.weight.numpy() if weight is None else weight
+        w = conv.weight.numpy(force=True) if weight is None else weight
         if bias is None and getattr(conv, "bias", None) is not None:
             bias = _bias(conv, w.shape[0])
         self._set(w, bias, weight_dtype)

@@ -86,7 +86,7 @@ class RaggedTensor(tuple):
                 op="RaggedTensor",
             )
         if validate and _concrete(row_splits) and isinstance(values.shape[0], int):
-            check_splits("RaggedTensor", row_splits.numpy(), values.shape[0])
+            check_splits("RaggedTensor", row_splits.numpy(force=True), values.shape[0])
         return tuple.__new__(cls, (values, row_splits))
 
     def __getnewargs__(self):  # (copy and pickle rebuild it from its two tensors)
@@ -151,7 +151,7 @@ class RaggedTensor(tuple):
                 "call it outside ember.function, or pass what it computes as an argument",
                 op="RaggedTensor",
             )
-        return self.row_splits.numpy()
+        return self.row_splits.numpy(force=True)
 
     def with_values(self, values) -> RaggedTensor:
         """The same rows with new ``values`` (of the same length N)."""
@@ -409,7 +409,7 @@ def _check_same_splits(a: RaggedTensor, b: RaggedTensor, op: str) -> None:
     if sa is sb:
         return
     if _concrete(sa) and _concrete(sb):
-        x, y = sa.numpy(), sb.numpy()
+        x, y = sa.numpy(force=True), sb.numpy(force=True)
         if x.shape == y.shape and np.array_equal(x, y):
             return
         raise RowSplitsError(
@@ -443,7 +443,7 @@ def from_row_splits(values, row_splits, *, validate: bool = True) -> RaggedTenso
 
 def _lengths_to_splits(lengths) -> np.ndarray:
     if isinstance(lengths, Tensor):
-        lengths = lengths.numpy()
+        lengths = lengths.numpy(force=True)
     lengths = np.asarray(lengths)
     if lengths.size and lengths.dtype.kind not in "iu":
         raise RowSplitsError(f"row_lengths must be integers, got {lengths.dtype}", op="ragged")

@@ -308,7 +308,7 @@ class BertModel(nn.Module):
             )
         splits = input_ids.row_splits
         if isinstance(splits, Tensor):  # (known eagerly; a captured call checks nothing)
-            lengths = np.diff(splits.numpy())
+            lengths = np.diff(splits.numpy(force=True))
             most = self.config.max_position_embeddings
             if len(lengths) and (lengths.min() < 1 or lengths.max() > most):
                 raise EmberError(

@@ -246,9 +246,9 @@ class SentenceEmbedder:
                 choice = self.ragged if ragged is None else ragged
                 if len(chunk) > 1 if choice is None else choice:
                     ids, types = self.tokenize_ragged(chunk)
-                    parts.append(self.encode_batch(ids, None, types).numpy())
+                    parts.append(self.encode_batch(ids, None, types).numpy(force=True))
                 else:
-                    parts.append(self.encode_batch(*self.tokenize(chunk)).numpy())
+                    parts.append(self.encode_batch(*self.tokenize(chunk)).numpy(force=True))
         out = np.concatenate(parts)
         out = out[0] if single else out
         return out if numpy else from_numpy(out)

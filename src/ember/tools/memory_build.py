@@ -57,7 +57,7 @@ def _resized(t, batch: int, like: int):
 
     if not isinstance(t, Tensor) or not t.shape or t.shape[0] != like or batch == like:
         return t
-    data = t.numpy()
+    data = t.numpy(force=True)
     rows = np.resize(data, (batch, *data.shape[1:]))
     # (a copy of its own: np.resize to fewer rows views a flat copy of all of them, which the
     # measured peak would count whole, four times a batch of 2 cut from 8)

@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import ArgumentError, ArgumentTypeError
 from ..ops._registry import TensorBase
 from ..size import Size
 from ..tensor import Tensor
@@ -81,7 +82,7 @@ def register_pytree_node(
     ``unflatten_fn(children, context) -> obj`` (PyTorch's signature; the serialization
     arguments are accepted and unused)."""
     if cls in SUPPORTED_NODES:
-        raise ValueError(f"{cls} is already registered as a pytree node")
+        raise ArgumentError(f"{cls} is already registered as a pytree node")
     SUPPORTED_NODES[cls] = _Node(flatten_fn, lambda c, ctx: unflatten_fn(c, ctx))
 
 
@@ -161,10 +162,12 @@ def tree_flatten(tree, is_leaf: Callable | None = None) -> tuple[list, TreeSpec]
 def tree_unflatten(leaves, treespec: TreeSpec):
     """The tree of ``treespec``'s structure holding ``leaves``."""
     if not isinstance(treespec, TreeSpec):
-        raise TypeError(f"tree_unflatten(leaves, treespec): expected a TreeSpec, got {treespec!r}")
+        raise ArgumentTypeError(
+            f"tree_unflatten(leaves, treespec): expected a TreeSpec, got {treespec!r}"
+        )
     leaves = list(leaves)
     if len(leaves) != treespec.num_leaves:
-        raise ValueError(
+        raise ArgumentError(
             f"treespec.unflatten(leaves): `leaves` has length {len(leaves)} but the spec refers "
             f"to a pytree that holds {treespec.num_leaves} items ({treespec!r})."
         )
@@ -198,15 +201,15 @@ def _flatten_up_to(spec: TreeSpec, tree) -> list:
         return [tree]
     kind, node = _node_of(tree)
     if kind is not spec.type:
-        raise ValueError(f"Node type mismatch; expected {spec.type}, but got {type(tree)}.")
+        raise ArgumentError(f"Node type mismatch; expected {spec.type}, but got {type(tree)}.")
     children, context = node.flatten(tree)
     if len(children) != spec.num_children:
-        raise ValueError(
+        raise ArgumentError(
             f"Node arity mismatch; expected {spec.num_children}, but got {len(children)}."
         )
     if kind in (dict, collections.OrderedDict) and context != spec.context:
         if set(context) != set(spec.context):
-            raise ValueError(f"Node keys mismatch; expected {spec.context}, but got {context}.")
+            raise ArgumentError(f"Node keys mismatch; expected {spec.context}, but got {context}.")
         children = [tree[k] for k in spec.context]
     out: list = []
     for child_spec, child in zip(spec.children_specs, children):

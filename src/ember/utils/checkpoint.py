@@ -39,7 +39,7 @@ import warnings
 from .. import random as _random
 from ..autograd import saved_tensors_hooks
 from ..autograd_function import Function
-from ..errors import AutogradError
+from ..errors import ArgumentError, ArgumentTypeError, AutogradError
 from ..grad_mode import enable_grad, is_grad_enabled, no_grad
 from ..graph import scope as _scope
 from ..ops import _autocast
@@ -106,17 +106,19 @@ def checkpoint(
         use_reentrant = True
     preserve = kwargs.pop("preserve_rng_state", True)
     if determinism_check not in _DETERMINISM:
-        raise ValueError(
+        raise ArgumentError(
             f"determinism_check should be one of {', '.join(_DETERMINISM)}, but got "
             f"{determinism_check!r}"
         )
     if not callable(function):
-        raise TypeError(f"checkpoint: function must be callable, got {type(function).__name__}")
+        raise ArgumentTypeError(
+            f"checkpoint: function must be callable, got {type(function).__name__}"
+        )
     if use_reentrant:
         if kwargs:
-            raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
+            raise ArgumentError("Unexpected keyword arguments: " + ",".join(kwargs))
         if context_fn is not noop_context_fn or debug:
-            raise ValueError(
+            raise ArgumentError(
                 "Passing `context_fn` or `debug` is only supported when use_reentrant=False."
             )
     if _scope.recording():  # a graph is being recorded: tag the region (module docstring)
@@ -146,7 +148,7 @@ class _Region:
     def __init__(self, function, args, kwargs, preserve, context, check, debug, early_stop):
         self.function, self.args, self.kwargs = function, args, kwargs
         self.arg_ids = {id(a) for a in args if isinstance(a, Tensor)}
-        self.rng = _random.get_rng_state() if preserve else None
+        self.rng = _random.default_generator.json_state() if preserve else None
         self.autocast = _autocast.region()  # the recomputation runs under the same region
         self.context, self.check, self.debug = context, check, debug
         self.early_stop = early_stop
@@ -179,18 +181,18 @@ class _Region:
                     raise _Stop
             return t
 
-        state = _random.get_rng_state()
+        state = _random.default_generator.json_state()
         region = _autocast.set_region(self.autocast)
         try:
             if self.rng is not None:
-                _random.set_rng_state(self.rng)
+                _random.default_generator.set_state(self.rng)
             with enable_grad(), self.context, saved_tensors_hooks(pack, _identity):
                 self.function(*self.args, **self.kwargs)
         except _Stop:
             pass
         finally:
             _autocast.set_region(region)
-            _random.set_rng_state(state)
+            _random.default_generator.set_state(state)
         self._checked(values)
         self.values = values
 
@@ -235,7 +237,7 @@ class _Reentrant(Function):
                 stacklevel=4,
             )
         ctx.run_function = run_function
-        ctx.rng = _random.get_rng_state() if preserve else None
+        ctx.rng = _random.default_generator.json_state() if preserve else None
         ctx.autocast = _autocast.region()
         ctx.inputs = list(args)
         ctx.tensor_indices = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
@@ -248,16 +250,16 @@ class _Reentrant(Function):
         inputs = list(ctx.inputs)
         for i, t in zip(ctx.tensor_indices, ctx.saved_tensors):
             inputs[i] = t.detach().requires_grad_(t.requires_grad)
-        state = _random.get_rng_state()
+        state = _random.default_generator.json_state()
         region = _autocast.set_region(ctx.autocast)
         try:
             if ctx.rng is not None:
-                _random.set_rng_state(ctx.rng)
+                _random.default_generator.set_state(ctx.rng)
             with enable_grad():
                 outputs = ctx.run_function(*inputs)
         finally:
             _autocast.set_region(region)
-            _random.set_rng_state(state)
+            _random.default_generator.set_state(state)
         if isinstance(outputs, Tensor):
             outputs = (outputs,)
         pairs = [
@@ -284,14 +286,16 @@ def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwar
         use_reentrant = True
     preserve = kwargs.pop("preserve_rng_state", True)
     if kwargs:
-        raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
+        raise ArgumentError("Unexpected keyword arguments: " + ",".join(kwargs))
     from ..nn import Sequential
 
     if isinstance(functions, Sequential):
         functions = list(functions.children())
     functions = list(functions)
     if not isinstance(segments, int) or segments < 1:
-        raise ValueError(f"checkpoint_sequential: segments must be an int >= 1, got {segments!r}")
+        raise ArgumentError(
+            f"checkpoint_sequential: segments must be an int >= 1, got {segments!r}"
+        )
 
     def run(start, end):
         def forward(x):

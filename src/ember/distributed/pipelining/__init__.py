@@ -76,6 +76,8 @@ def pipeline(
         num_stages = get_world_size() if is_initialized() else None
     example = None
     if cost == "measured":
-        example = [a.numpy() for a in args] + [t.numpy() for t in captured.tensors]
+        example = [a.numpy(force=True) for a in args] + [
+            t.numpy(force=True) for t in captured.tensors
+        ]
     part = partition(captured, num_stages, split_spec, cost, example, link_bandwidth)
     return Pipe(module, part)

@@ -98,7 +98,7 @@ class BubbleReport:
 
 
 def _split(t, m: int, what: str) -> list[np.ndarray]:
-    arr = t.numpy() if isinstance(t, Tensor) else np.asarray(t)
+    arr = t.numpy(force=True) if isinstance(t, Tensor) else np.asarray(t)
     if arr.ndim == 0 or arr.shape[0] % m:
         raise PartitionError(
             f"pipeline step: {what} of shape {arr.shape} does not split into {m} equal "
@@ -177,7 +177,7 @@ class PipelineSchedule:
         size = self._stage.num_stages
         everyone = from_numpy(np.zeros(6 * size))
         _c.all_gather_into_tensor(everyone, mine)
-        rows = everyone.numpy().reshape(size, 6)
+        rows = everyone.numpy(force=True).reshape(size, 6)
         per_rank = [StepTimes(*map(float, row[:4]), *map(int, row[4:])) for row in rows]
         return BubbleReport(size, self._n_microbatches, self.name, per_rank)
 

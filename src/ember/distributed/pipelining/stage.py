@@ -89,7 +89,7 @@ class PipelineStage:
         return [(part.message_id[id(v)], part.consumers[id(v)], v.type) for v in self._send]
 
     def state_arrays(self) -> list:
-        return [t.numpy() for t in self._state]
+        return [t.numpy(force=True) for t in self._state]
 
     # ------------------------------------------------------------------ the programs
     def programs(self, loss_fn=None, target_types: tuple = ()) -> _Programs:

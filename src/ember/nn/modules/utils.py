@@ -7,6 +7,8 @@ from __future__ import annotations
 import collections.abc
 from itertools import repeat
 
+from ...errors import ArgumentError
+
 
 def _ntuple(n: int, name: str = "parse"):
     def parse(x):
@@ -33,7 +35,7 @@ def _list_with_default(out_size, defaults):
     if isinstance(out_size, int):
         return out_size
     if len(defaults) <= len(out_size):
-        raise ValueError(f"Input dimension should be at least {len(out_size) + 1}")
+        raise ArgumentError(f"Input dimension should be at least {len(out_size) + 1}")
     return [v if v is not None else d for v, d in zip(out_size, defaults[-len(out_size) :])]
 
 

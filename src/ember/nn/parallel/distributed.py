@@ -81,7 +81,7 @@ def _reachable_leaves(outputs) -> set:
         if isinstance(node, AccumulateGrad):
             leaves.add(id(node.variable))
             continue
-        for edge in node.next_functions:
+        for edge in node._edges:
             if edge is not None:
                 stack.append(edge[0])
     return leaves

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from ... import dtypes as dt
 from ...autograd import no_grad
+from ...errors import ArgumentError
 from ...ops import api as E
 from ...ops.decompositions import solve
 from ...ops.householder import geqrf, householder_product
@@ -57,7 +58,7 @@ class _Orthogonal(Module):
     def __init__(self, weight, orthogonal_map: str, *, use_trivialization: bool = True) -> None:
         super().__init__()
         if weight.is_complex() and orthogonal_map == "householder":
-            raise ValueError("The householder parametrization does not support complex tensors.")
+            raise ArgumentError("The householder parametrization does not support complex tensors.")
         self.shape = tuple(weight.shape)
         self.orthogonal_map = orthogonal_map
         if use_trivialization:
@@ -101,7 +102,7 @@ class _Orthogonal(Module):
 
     def _right_inverse(self, Q):
         if tuple(Q.shape) != self.shape:
-            raise ValueError(
+            raise ArgumentError(
                 f"Expected a matrix or batch of matrices of shape {self.shape}. "
                 f"Got a tensor of shape {tuple(Q.shape)}."
             )
@@ -145,16 +146,16 @@ def orthogonal(
     complex matrices, householder otherwise). Returns ``module``."""
     weight = getattr(module, name, None)
     if not isinstance(weight, Tensor):
-        raise ValueError(f"Module '{module}' has no parameter or buffer with name '{name}'")
+        raise ArgumentError(f"Module '{module}' has no parameter or buffer with name '{name}'")
     if weight.ndim < 2:
-        raise ValueError(
+        raise ArgumentError(
             f"Expected a matrix or batch of matrices. Got a tensor of {weight.ndim} dimensions."
         )
     if orthogonal_map is None:
         square = weight.shape[-2] == weight.shape[-1]
         orthogonal_map = "matrix_exp" if square or weight.is_complex() else "householder"
     if orthogonal_map not in _MAPS:
-        raise ValueError(
+        raise ArgumentError(
             'orthogonal_map has to be one of "matrix_exp", "cayley", "householder". '
             f"Got: {orthogonal_map}"
         )

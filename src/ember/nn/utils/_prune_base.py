@@ -10,18 +10,18 @@ import numbers
 from abc import ABC, abstractmethod
 
 from ...autograd import no_grad
-from ...errors import ShapeError
+from ...errors import ArgumentError, ArgumentTypeError, ShapeError
 from ...ops import api as E
 from ..module import Module
 
 
 def _validate_amount(amount) -> None:
     if not isinstance(amount, numbers.Real) or isinstance(amount, bool):
-        raise TypeError(f"Invalid type for amount: {amount}. Must be int or float.")
+        raise ArgumentTypeError(f"Invalid type for amount: {amount}. Must be int or float.")
     if (isinstance(amount, numbers.Integral) and amount < 0) or (
         not isinstance(amount, numbers.Integral) and (float(amount) > 1.0 or float(amount) < 0.0)
     ):
-        raise ValueError(
+        raise ArgumentError(
             f"amount={amount} should either be a float in the range [0, 1] or a non-negative "
             "integer"
         )
@@ -30,7 +30,7 @@ def _validate_amount(amount) -> None:
 def _nparams_to_prune(amount, size: int) -> int:
     if isinstance(amount, numbers.Integral):
         if amount > size:
-            raise ValueError(
+            raise ArgumentError(
                 f"amount={amount} should be smaller than the number of parameters to prune={size}"
             )
         return int(amount)
@@ -141,11 +141,11 @@ class PruningContainer(BasePruningMethod):
 
     def add_pruning_method(self, method: BasePruningMethod) -> None:
         if not isinstance(method, BasePruningMethod) and method is not None:
-            raise TypeError(f"{type(method)} is not a BasePruningMethod subclass")
+            raise ArgumentTypeError(f"{type(method)} is not a BasePruningMethod subclass")
         if method is not None and getattr(self, "_tensor_name", method._tensor_name) != (
             method._tensor_name
         ):
-            raise ValueError(
+            raise ArgumentError(
                 f"Can only add pruning methods acting on the parameter named "
                 f"'{self._tensor_name}' to PruningContainer. Found '{method._tensor_name}'"
             )
@@ -183,4 +183,4 @@ class PruningContainer(BasePruningMethod):
             return new_mask
         if kind == "global":
             return method.compute_mask(t, default_mask=default_mask)
-        raise ValueError(f"Unrecognized PRUNING_TYPE {kind}")
+        raise ArgumentError(f"Unrecognized PRUNING_TYPE {kind}")

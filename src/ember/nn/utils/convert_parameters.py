@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ...errors import ShapeError
+from ...errors import ArgumentTypeError, ShapeError
 from ...ops import api as E
 from ...ops._registry import TensorBase
 from ...tensor import Tensor
@@ -20,7 +20,7 @@ def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
     """Point each parameter's data at its slice of ``vec`` (the inverse of
     ``parameters_to_vector``)."""
     if not isinstance(vec, TensorBase) or vec.ndim != 1:  # (a graph value, when captured)
-        raise TypeError(f"expected vec to be a 1-D Tensor, but got {type(vec).__name__}")
+        raise ArgumentTypeError(f"expected vec to be a 1-D Tensor, but got {type(vec).__name__}")
     pointer = 0
     for p in parameters:
         n = p.numel()

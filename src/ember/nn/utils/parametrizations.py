@@ -15,6 +15,7 @@ defined in nn/utils/_orthogonal.py):
 from __future__ import annotations
 
 from ...autograd import no_grad
+from ...errors import ArgumentError
 from ...ops import api as E
 from ...tensor import Tensor
 from .. import functional as F
@@ -76,7 +77,7 @@ class _SpectralNorm(Module):
                 f"got {dim})"
             )
         if n_power_iterations <= 0:
-            raise ValueError(
+            raise ArgumentError(
                 "Expected n_power_iterations to be positive, but got "
                 f"n_power_iterations={n_power_iterations}"
             )
@@ -130,7 +131,7 @@ def spectral_norm(
     ``module``."""
     weight = getattr(module, name, None)
     if not isinstance(weight, Tensor):
-        raise ValueError(f"Module '{module}' has no parameter or buffer with name '{name}'")
+        raise ArgumentError(f"Module '{module}' has no parameter or buffer with name '{name}'")
     if dim is None:
         transposed = (ConvTranspose1d, ConvTranspose2d, ConvTranspose3d)
         dim = 1 if isinstance(module, transposed) else 0

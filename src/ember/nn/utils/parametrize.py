@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 
 from ...autograd import no_grad
-from ...errors import ShapeError
+from ...errors import ArgumentError, ArgumentTypeError, ShapeError
 from ...ops._registry import TensorBase
 from ...ops._util import fmt_shape
 from ..container import ModuleDict, ModuleList
@@ -144,13 +144,13 @@ def register_parametrization(
         plist.unsafe |= unsafe
         return module
     if tensor_name not in module._parameters and tensor_name not in module._buffers:
-        raise ValueError(
+        raise ArgumentError(
             f"Module '{module}' does not have a parameter, a buffer, or a parametrized element "
             f"with name '{tensor_name}'"
         )
     original = getattr(module, tensor_name)
     if original is None:
-        raise ValueError(f"cannot parametrize '{tensor_name}': it is None")
+        raise ArgumentError(f"cannot parametrize '{tensor_name}': it is None")
     plist = ParametrizationList([parametrization], original, unsafe=unsafe)
     if not unsafe:
         _check_same("register_parametrization", tensor_name, original, plist())
@@ -165,7 +165,9 @@ def register_parametrization(
 
 def _check_same(op: str, name: str, original, new) -> None:
     if not isinstance(new, TensorBase):
-        raise TypeError(f"{op}: a parametrization must return a tensor, got {type(new).__name__}")
+        raise ArgumentTypeError(
+            f"{op}: a parametrization must return a tensor, got {type(new).__name__}"
+        )
     if tuple(new.shape) != tuple(original.shape) or new.dtype != original.dtype:
         raise ShapeError(
             f"the parametrization changes '{name}' from {fmt_shape(original.shape)} "
@@ -182,7 +184,7 @@ def remove_parametrizations(
     again, holding its current parametrized value (or, with ``leave_parametrized=False``, its
     original)."""
     if not is_parametrized(module, tensor_name):
-        raise ValueError(f"Module {module} does not have a parametrization on {tensor_name}")
+        raise ArgumentError(f"Module {module} does not have a parametrization on {tensor_name}")
     plist = module.parametrizations[tensor_name]
     if plist.is_tensor:
         original = plist.original
@@ -194,7 +196,7 @@ def remove_parametrizations(
         value = getattr(module, tensor_name)
         original = Parameter(value.detach(), value.requires_grad)
     else:
-        raise ValueError(
+        raise ArgumentError(
             "Cannot leave unparametrized (`leave_parametrized=False`) a tensor that is "
             "parametrized in terms of a sequence of tensors."
         )

@@ -17,7 +17,7 @@ the channels of largest L-n norm along ``dim``; ``amount`` is a count (int) or a
 from __future__ import annotations
 
 from ...autograd import no_grad
-from ...errors import ShapeError
+from ...errors import ArgumentError, ArgumentTypeError, ShapeError
 from ...ops import api as E
 from ..module import Module
 from ._prune_base import (
@@ -120,7 +120,7 @@ class RandomStructured(BasePruningMethod):
 
     def compute_mask(self, t, default_mask):
         if t.ndim <= 1:
-            raise ValueError(
+            raise ArgumentError(
                 "Structured pruning can only be applied to multidimensional tensors. Found "
                 f"tensor of shape {tuple(t.shape)} with {t.ndim} dims"
             )
@@ -147,7 +147,7 @@ class LnStructured(BasePruningMethod):
 
     def compute_mask(self, t, default_mask):
         if t.ndim <= 1:
-            raise ValueError(
+            raise ArgumentError(
                 "Structured pruning can only be applied to multidimensional tensors. Found "
                 f"tensor of shape {tuple(t.shape)} with {t.ndim} dims"
             )
@@ -223,7 +223,7 @@ def global_unstructured(parameters, pruning_method, importance_scores=None, **kw
     parameters = list(parameters)
     importance_scores = importance_scores or {}
     if not isinstance(importance_scores, dict):
-        raise TypeError("global_unstructured: importance_scores must be of type dict")
+        raise ArgumentTypeError("global_unstructured: importance_scores must be of type dict")
     with no_grad():
         scores = E.cat(
             [importance_scores.get((m, n), getattr(m, n)).reshape(-1) for m, n in parameters]
@@ -236,7 +236,7 @@ def global_unstructured(parameters, pruning_method, importance_scores=None, **kw
         method = pruning_method(**kwargs)
         method._tensor_name = "temp"
         if method.PRUNING_TYPE != "unstructured":
-            raise TypeError(
+            raise ArgumentTypeError(
                 'Only "unstructured" PRUNING_TYPE supported for the `pruning_method`. Found '
                 f"method {pruning_method} of type {method.PRUNING_TYPE}"
             )
@@ -256,7 +256,7 @@ def remove(module: Module, name: str) -> Module:
             hook.remove(module)
             del module._forward_pre_hooks[key]
             return module
-    raise ValueError(
+    raise ArgumentError(
         f"Parameter '{name}' of module {module} has to be pruned before pruning can be removed"
     )
 

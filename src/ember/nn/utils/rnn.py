@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ... import dtypes as dt
-from ...errors import EmberError, ShapeError
+from ...errors import ArgumentError, ArgumentTypeError, EmberError, ShapeError
 from ...ops import api as E
 from ...ops._registry import TensorBase
 from ...ops._util import fmt_shape
@@ -40,7 +40,9 @@ class PackedSequence(_PackedSequenceFields):
     def __new__(cls, data, batch_sizes=None, sorted_indices=None, unsorted_indices=None):
         if batch_sizes is None:  # PackedSequence((data, batch_sizes), ...) as PyTorch allows
             if not (isinstance(data, (list, tuple)) and len(data) == 2):
-                raise TypeError("PackedSequence: expected data to be a (data, batch_sizes) pair")
+                raise ArgumentTypeError(
+                    "PackedSequence: expected data to be a (data, batch_sizes) pair"
+                )
             data, batch_sizes = data
         if unsorted_indices is None:
             unsorted_indices = invert_permutation(sorted_indices)
@@ -83,7 +85,7 @@ def _host(value, op: str, what: str) -> np.ndarray:
     while a graph is captured, an argument of the captured function (which ember.function then
     specializes on: see `SymbolicTensor.host_value`)."""
     if isinstance(value, Tensor):
-        array = value.numpy()
+        array = value.numpy(force=True)
     elif isinstance(value, TensorBase):
         if hasattr(value, "host_value"):
             array = np.asarray(value.host_value(f"{op}'s {what}"))
@@ -200,7 +202,7 @@ def pad_packed_sequence(
     steps = batch_sizes.size
     if total_length is not None:
         if total_length < steps:
-            raise ValueError(
+            raise ArgumentError(
                 "Expected total_length to be at least the length of the longest sequence in "
                 f"input, but got total_length={total_length} and max sequence length being "
                 f"{steps}"
@@ -237,13 +239,13 @@ def pad_sequence(
     with ``padding_value`` on the ``padding_side`` ("right" or "left")."""
     op = "pad_sequence"
     if padding_side not in ("right", "left"):
-        raise ValueError(
+        raise ArgumentError(
             f"Expected padding_side to be one of left or right, but got {padding_side}."
         )
     if isinstance(sequences, TensorBase):
         sequences = sequences.unbind(0)
     elif not isinstance(sequences, Iterable):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"pad_sequence: Expected iterable for input sequences, but got arg of type: "
             f"{type(sequences)}"
         )

@@ -11,6 +11,7 @@ state_dicts (``weight_orig`` / ``weight_u`` / ``weight_v`` keys) use it widely.
 from __future__ import annotations
 
 from ...autograd import no_grad
+from ...errors import ArgumentError
 from ...ops import api as E
 from .. import functional as F
 from ..conv import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
@@ -22,7 +23,7 @@ from .parametrizations import weight_matrix
 class _SpectralNormHook:
     def __init__(self, name: str, n_power_iterations: int, dim: int, eps: float) -> None:
         if n_power_iterations <= 0:
-            raise ValueError(
+            raise ArgumentError(
                 "Expected n_power_iterations to be positive, but got "
                 f"n_power_iterations={n_power_iterations}"
             )
@@ -68,7 +69,7 @@ def spectral_norm(
             )
     weight = module._parameters.get(name)
     if not isinstance(weight, Parameter):
-        raise ValueError(f"Module '{type(module).__name__}' has no parameter '{name}'")
+        raise ArgumentError(f"Module '{type(module).__name__}' has no parameter '{name}'")
     if dim is None:
         transposed = (ConvTranspose1d, ConvTranspose2d, ConvTranspose3d)
         dim = 1 if isinstance(module, transposed) else 0
@@ -106,7 +107,7 @@ def remove_spectral_norm(module: Module, name: str = "weight") -> Module:
             setattr(module, name, Parameter(weight.detach()))
             del module._forward_pre_hooks[key]
             return module
-    raise ValueError(f"spectral_norm of '{name}' not found in {module}")
+    raise ArgumentError(f"spectral_norm of '{name}' not found in {module}")
 
 
 __all__ = ["remove_spectral_norm", "spectral_norm"]

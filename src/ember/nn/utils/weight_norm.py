@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import warnings
 
+from ...errors import ArgumentError
 from ..module import Module
 from ..parameter import Parameter
 from .parametrizations import _WeightNorm
@@ -45,7 +46,7 @@ def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Mo
     hook = _WeightNormHook(name, dim)
     weight = getattr(module, name, None)
     if not isinstance(weight, Parameter):
-        raise ValueError(f"Module '{type(module).__name__}' has no parameter '{name}'")
+        raise ArgumentError(f"Module '{type(module).__name__}' has no parameter '{name}'")
     g, v = hook.norm.right_inverse(weight.detach())
     del module._parameters[name]
     module.register_parameter(name + "_g", Parameter(g.detach()))
@@ -67,7 +68,7 @@ def remove_weight_norm(module: Module, name: str = "weight") -> Module:
             setattr(module, name, Parameter(weight))
             del module._forward_pre_hooks[key]
             return module
-    raise ValueError(f"weight_norm of '{name}' not found in {module}")
+    raise ArgumentError(f"weight_norm of '{name}' not found in {module}")
 
 
 __all__ = ["remove_weight_norm", "weight_norm"]

@@ -1,0 +1,79 @@
+"""The hooks and metadata of one tape node, PyTorch's ``Node.register_hook``,
+``Node.register_prehook`` and ``Node.metadata``.
+
+A pre-hook ``hook(grad_outputs)`` sees the gradients of the node's outputs (a tuple, None where
+none arrived) before its VJP runs and may return replacements; a hook ``hook(grad_inputs,
+grad_outputs)`` sees what the VJP computed for each input too, and may return replacements of
+``grad_inputs``. They run after the tensor hooks of the node's outputs, in registration order.
+A node without any keeps ``_extras`` None, so the engine pays one attribute read per node.
+"""
+
+from __future__ import annotations
+
+from .errors import AutogradError
+
+
+class _Handle:
+    def __init__(self, table: dict, key):
+        self._table, self._key = table, key
+
+    def remove(self) -> None:
+        self._table.pop(self._key, None)
+
+
+def _extras(node) -> dict:
+    if node._extras is None:
+        node._extras = {"pre": {}, "post": {}, "metadata": {}}
+    return node._extras
+
+
+def register_prehook(node, hook) -> _Handle:
+    """``hook(grad_outputs) -> grad_outputs or None``, run before the node's VJP."""
+    table = _extras(node)["pre"]
+    key = object()
+    table[key] = hook
+    return _Handle(table, key)
+
+
+def register_hook(node, hook) -> _Handle:
+    """``hook(grad_inputs, grad_outputs) -> grad_inputs or None``, run after the node's VJP."""
+    table = _extras(node)["post"]
+    key = object()
+    table[key] = hook
+    return _Handle(table, key)
+
+
+@property
+def metadata(node) -> dict:
+    """A dict the program may keep anything in, as PyTorch's ``Node.metadata``."""
+    return _extras(node)["metadata"]
+
+
+@property
+def next_functions(node) -> tuple:
+    """For each input, ``(the node that made it, its output number)``; ``(None, 0)`` for an
+    input that needs no gradient, as PyTorch's (the engine reads ``_edges``, None there)."""
+    return tuple([edge if edge is not None else (None, 0) for edge in node._edges])
+
+
+def _replaced(result, old, what: str):
+    if result is None:
+        return old
+    result = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+    if len(result) != len(old):
+        raise AutogradError(
+            f"a node {what} hook returned {len(result)} gradients for {len(old)}", op="backward"
+        )
+    return result
+
+
+def run_prehooks(extras: dict, grads: list) -> list:
+    for hook in list(extras["pre"].values()):
+        grads = list(_replaced(hook(tuple(grads)), tuple(grads), "pre-"))
+    return grads
+
+
+def run_hooks(extras: dict, in_grads, grads) -> tuple:
+    for hook in list(extras["post"].values()):
+        in_grads = _replaced(hook(tuple(in_grads), tuple(grads)), tuple(in_grads), "")
+    return in_grads

@@ -1,0 +1,167 @@
+"""A transposed convolution (the input gradient of a convolution) as one product and a col2im
+in C, for geometries where kernels/cconv.py's padded forward would mostly multiply zeros.
+
+cconv.py computes the input gradient as a forward convolution over the output gradient padded
+by the kernel's reach (phase by phase where strided). Where the gradient's planes are small
+against the kernel (a DCGAN generator's first layer: a 1x1 input spread over a 4x4 output;
+any stride-1 transposed convolution without padding), most of those multiply-adds read the
+padding: a 1x1 plane under a 4x4 kernel does 16 times the work needed. Here the work is the
+needed product, the columns ``gy^T w`` over the whole batch (ember's GEMM, kernels/cgemm.py;
+the weight read as it is laid out), then each column's values added into the result at their
+kernel offsets (the col2im), in kernel-offset order as ops/_conv_kernels.py's NumPy kernel adds
+them, over ember's pool.
+
+`wins` decides by counted work: the padded forward's multiply-adds against the product's plus
+the col2im's additions, each counted as the multiply-adds a product makes in a cycle (two
+vector fused multiply-adds of cconv.py's 64-byte vectors) against the one strided addition a
+cycle of the col2im.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+
+import numpy as np
+
+from .cstep import data_address
+
+__all__ = ["input_grad", "wins"]
+
+_VECTOR_BYTES, _MR = 64, 8  # (kernels/cconv.py's vectors and blocks of output channels)
+
+_SOURCE = r"""
+typedef void (*ember_task)(void *, long, long);
+typedef void (*ember_pool)(ember_task, void *, long, long);
+
+/* cols: per group and sample, (positions) rows of (channels of the group * taps) values;
+   out: (batch, channels, oh, ow); one work item per group and sample */
+struct job {
+  const T *cols, *bias; T *out;
+  long channels, cg, taps, kw, gh, gw, oh, ow, sh, sw, ph, pw, dh, dw, batch;
+};
+
+static void samples(void *job_, long lo, long hi) {
+  const struct job *j = job_;
+  const long positions = j->gh * j->gw, width = j->cg * j->taps, plane = j->oh * j->ow;
+  for (long r = lo; r < hi; r++) {          /* r = g * batch + n */
+    const long g = r / j->batch, n = r % j->batch;
+    T *restrict o = j->out + (n * j->channels + g * j->cg) * plane;
+    const T *restrict sample = j->cols + r * positions * width;
+    for (long i = 0; i < j->cg * plane; i++) o[i] = 0;
+    /* kernel offset by kernel offset, as the NumPy kernel adds them; a position's row of
+       (channel, tap) values read along the channels, which the sample's planes take */
+    for (long t = 0; t < j->taps; t++) {
+      const long ky = t / j->kw, kx = t % j->kw;
+      const long base = kx * j->dw - j->pw;
+      long x0 = 0, x1 = j->gw;  /* the positions whose target lies inside the row */
+      while (x0 < x1 && x0 * j->sw + base < 0) x0++;
+      while (x1 > x0 && (x1 - 1) * j->sw + base >= j->ow) x1--;
+      for (long y = 0; y < j->gh; y++) {
+        const long oy = y * j->sh - j->ph + ky * j->dh;
+        if (oy < 0 || oy >= j->oh) continue;
+        for (long x = x0; x < x1; x++) {
+          const T *restrict src = sample + (y * j->gw + x) * width + t;
+          T *restrict dst = o + oy * j->ow + x * j->sw + base;
+          for (long c = 0; c < j->cg; c++) dst[c * plane] += src[c * j->taps];
+        }
+      }
+    }
+    if (j->bias) {
+      for (long c = 0; c < j->cg; c++) {
+        const T b = j->bias[g * j->cg + c];
+        for (long i = 0; i < plane; i++) o[c * plane + i] += b;
+      }
+    }
+  }
+}
+
+void ember_col2im(const T *cols, const T *bias, T *out, long batch, long channels, long cg,
+                  long kh, long kw, long gh, long gw, long oh, long ow, long sh, long sw,
+                  long ph, long pw, long dh, long dw, ember_pool pool) {
+  struct job j = {cols, bias, out, channels, cg, kh * kw, kw, gh, gw, oh, ow, sh, sw, ph, pw,
+                  dh, dw, batch};
+  long items = (channels / cg) * batch;
+  if (pool && items > 1 && batch * channels * oh * ow >= (1L << 14)) pool(samples, &j, items, 1);
+  else samples(&j, 0, items);
+}
+"""
+
+_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+_FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-fopenmp-simd", "-fno-math-errno")
+_FLAGS += ("-fno-trapping-math", "-ffp-contract=off", "-std=gnu11")
+
+
+@functools.cache
+def _function(dtype: np.dtype):
+    from . import ccompile, cpool
+
+    if dtype not in _TYPES or not ccompile.compiler_available():
+        return None
+    p, n = ctypes.c_void_p, ctypes.c_long
+    try:
+        fn = ccompile.load(
+            f"#define T {_TYPES[dtype]}\n" + _SOURCE,
+            "ember_col2im",
+            [p, p, p] + [n] * 15 + [p],
+            flags=_FLAGS,
+        )
+    except ccompile.CompileError:
+        return None
+    return fn, cpool.parallel_for()
+
+
+def wins(gy_shape: tuple, w_shape: tuple, p, groups: int, itemsize: int) -> bool:
+    """Whether the product and col2im take fewer counted operations than cconv.py's padded
+    forward: phase by phase where strided (prod(stride) phases of about prod(in_size) /
+    prod(stride) positions each, the kernel's taps shared among them), each phase's positions
+    of a sample in column panels of three vectors, its result channels in blocks of ``_MR``;
+    a col2im addition counted as the multiply-adds of two vector fused multiply-adds."""
+    if len(p.kernel) != 2 or math.prod(p.kernel) == 1:
+        return False
+    cog, cg = gy_shape[1] // groups, w_shape[1]
+    rows = -(-cg // _MR) * _MR  # (the padded forward computes its result channels in blocks)
+    lanes = _VECTOR_BYTES // itemsize
+    phases = math.prod(p.stride)
+    # each phase's positions of a sample, in column panels of three vectors
+    panel = 3 * lanes
+    padded = phases * -(-math.prod(p.in_size) // (phases * panel)) * panel / phases
+    positions = math.prod(p.out_size)
+    return padded * rows * cog > positions * cg * (cog + 2 * lanes)
+
+
+def input_grad(gy: np.ndarray, w: np.ndarray, p, groups: int, bias=None) -> np.ndarray | None:
+    """The input gradient of the 2-D convolution planned by ``p`` (a transposed convolution)
+    for output gradient ``gy`` (N, groups * cog, *p.out_size) and weight ``w`` (groups * cog,
+    cg, kh, kw), + ``bias`` per result channel; None where it does not apply."""
+    found = _function(gy.dtype)
+    if found is None or w.dtype != gy.dtype or len(p.kernel) != 2 or gy.shape[0] == 0:
+        return None
+    if bias is not None and (bias.dtype != gy.dtype or bias.shape != (w.shape[1] * groups,)):
+        return None
+    fn, pool = found
+    from . import cgemm
+
+    n = gy.shape[0]
+    cout, cg = w.shape[:2]
+    cog = cout // groups
+    taps = math.prod(p.kernel)
+    m = math.prod(p.out_size)
+    # the product's rows are the samples' positions, its columns a group's (channel, tap)
+    # pairs: gy with its channels innermost times the weight as it is laid out (no copy of a
+    # large weight); the col2im reads the columns strided
+    rows = np.ascontiguousarray(gy.reshape(n, groups, cog, m).transpose(1, 0, 3, 2))
+    rows = rows.reshape(groups, n * m, cog)
+    weight = w.reshape(groups, cog, cg * taps)
+    cols = np.empty((groups, n * m, cg * taps), gy.dtype)
+    for g in range(groups):
+        cgemm.gemm(rows[g], weight[g], out=cols[g])
+    out = np.empty((n, groups * cg) + tuple(p.in_size), gy.dtype)
+    (kh, kw), (gh, gw), (oh, ow) = p.kernel, p.out_size, p.in_size
+    bias = None if bias is None else np.ascontiguousarray(bias)
+    fn(
+        data_address(cols), 0 if bias is None else data_address(bias), data_address(out),
+        n, groups * cg, cg, kh, kw, gh, gw, oh, ow, *p.stride, *p.lo, *p.dilation, pool,
+    )  # fmt: skip
+    return out
