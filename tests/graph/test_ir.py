@@ -124,10 +124,20 @@ def test_symbolic_dimensions():
     n = sym("N")
     assert n * 784 // 784 == n and n != 1 and (n * 2) // n == 2
     assert str(n * 3) == "3*N" and n + n == 2 * n
+    # sums, differences and floor divisions (a strided convolution's size) are expressions
+    # too, in one normal form, evaluated when the graph runs
+    out = (n - 1) // 2 + 1
+    assert str(out) == "(N+1)//2" and out == (n + 1) // 2 and (n - 2) // 2 + 1 == n // 2
+    assert [out.evaluate({"N": v}) for v in (1, 2, 7)] == [1, 1, 4]
+    assert 2 * (n // 2) == n  # (equal for N a multiple of ALIGNED: a U-Net's skip)
     with pytest.raises(ember.ShapeError):
-        n + 1
+        bool(n - 5 < 2)  # (undecidable: depends on N)
     with pytest.raises(ember.ShapeError):
         int(n)
+    with pytest.raises(ember.ShapeError, match="N / 2 is a float"):
+        n / 2  # noqa: B018 (a TypeError before)
+    with pytest.raises(ember.ShapeError, match="N times 0.5 is no whole number"):
+        n * 0.5  # noqa: B018
     g = Graph()
     x = g.add_input(TensorType((n, 28, 28), F32))
     flat = g.add_call(REGISTRY["reshape"], [x], {"shape": (n * 784,)}).outputs[0]

@@ -216,8 +216,7 @@ def test_indexing_by_a_0d_tensor(where):
 def test_means_over_a_symbolic_batch(tmp_path):
     """A mean over a ``None`` dimension of the signature divides by a count known only when
     the model runs (the graph's ``full`` of a symbolic size): exported as the input's size,
-    cast, so the file runs at every batch size; a range of such a size is refused, naming
-    arange."""
+    cast, so the file runs at every batch size; so does a range of such a size."""
     import onnxruntime as ort
 
     def f(x, y):
@@ -235,12 +234,16 @@ def test_means_over_a_symbolic_batch(tmp_path):
         expected = _numpy(f(ember.tensor(x), ember.tensor(y)))
         _assert_same(session.run(None, {"x": x, "y": y}), expected)
         _assert_same(_numpy(back(x, y)), expected)
-    with pytest.raises(ember.errors.ShapeError, match="arange"):
-        ember.onnx.export(
-            lambda x: x * ember.arange(x.shape[0]).reshape(-1, 1),
-            tmp_path / "r.onnx",
-            input_signature=spec[:1],
-        )
+
+    # a range of such a size (refused before onnx50): a running count of ones in the file
+    def ranged(x):
+        return x * ember.arange(x.shape[0]).reshape(-1, 1) + ember.arange(1, x.shape[0] + 3, 2)[1]
+
+    ember.onnx.export(ranged, tmp_path / "r.onnx", input_signature=spec[:1])
+    session = ort.InferenceSession(str(tmp_path / "r.onnx"), providers=["CPUExecutionProvider"])
+    for n in (1, 4):
+        x = rng.standard_normal((n, 4)).astype(np.float32)
+        _assert_same(session.run(None, {"x": x}), _numpy(ranged(ember.tensor(x))))
 
 
 def test_variance_assignment_and_batch_norm_over_a_symbolic_batch(tmp_path):
@@ -329,15 +332,24 @@ def test_einsum_topk_and_same_convolutions_over_symbolic_sizes(tmp_path):
         expected = _numpy(f(*[ember.tensor(a) for a in arrays]))
         feed = {i.name: a for i, a in zip(session.get_inputs(), arrays)}
         _assert_same(session.run(None, feed), expected)
-    with pytest.raises(ember.errors.ShapeError, match="interpolate: .*T is symbolic"):
+    # upsampling a symbolic size by a whole factor exports (onnx50); 1/3 has no such form
+    path = tmp_path / "i.onnx"
+    ember.onnx.export(lambda t: F.interpolate(t, scale_factor=2.0), path, input_signature=spec[3:])
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for t in (2, 5):
+        x = rng.standard_normal((2, 2, t)).astype(np.float32)
+        _assert_same(
+            session.run(None, {"t": x}), _numpy(F.interpolate(ember.tensor(x), scale_factor=2.0))
+        )
+    with pytest.raises(ember.errors.ShapeError, match="interpolate: .*no fraction"):
         ember.onnx.export(
-            lambda t: F.interpolate(t, scale_factor=2.0),
+            lambda t: F.interpolate(t, scale_factor=1 / 3),
             tmp_path / "i.onnx",
             input_signature=spec[3:],
         )
 
-    # chunk: equal pieces of 2 * N exported (it raised 'a size cannot be negative: -N'), an odd
-    # split of N refused by name, chunks <= 0 refused as PyTorch does (0: a ZeroDivisionError,
+    # chunk: equal pieces of 2 * N exported (it raised 'a size cannot be negative: -N'),
+    # chunks <= 0 refused as PyTorch does (0: a ZeroDivisionError,
     # -1: four pieces)
     def halves(t):
         return [c * 2.0 for c in ember.cat([t, t], 0).chunk(2, 0)]
@@ -348,12 +360,18 @@ def test_einsum_topk_and_same_convolutions_over_symbolic_sizes(tmp_path):
     for n in (1, 3):
         x = rng.standard_normal((n, 3)).astype(np.float32)
         _assert_same(session.run(None, {"t": x}), _numpy(halves(ember.tensor(x))))
-    with pytest.raises(ember.errors.ShapeError, match="symbolic size N by 2"):
-        ember.onnx.export(lambda t: t.chunk(2, 0)[0], tmp_path / "c.onnx", input_signature=spec[:1])
+
+    # an odd chunk or tensor_split of a symbolic size: pieces of ceil(N / 2) and N // 2
+    # (onnx50: refused before)
+    def pieces(t):
+        return t.chunk(2, 0)[0] * 2.0, t.chunk(2, 0)[1] + 1.0, ember.tensor_split(t, 3, 0)[2]
+
+    path = tmp_path / "c.onnx"
+    ember.onnx.export(pieces, path, input_signature=[ember.TensorSpec((None, 3), ember.float32)])
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for n in (2, 3, 5):
+        x = rng.standard_normal((n, 3)).astype(np.float32)
+        _assert_same(session.run(None, {"t": x}), _numpy(pieces(ember.tensor(x))))
     for chunks in (0, -1):
         with pytest.raises(ember.errors.ShapeError, match="greater than 0"):
             ember.ones(4).chunk(chunks)
-    with pytest.raises(ember.errors.ShapeError, match="symbolic size T by 2"):  # (a TypeError)
-        ember.onnx.export(
-            lambda t: ember.tensor_split(t, 2, 2)[0], tmp_path / "s.onnx", input_signature=spec[3:]
-        )

@@ -16,6 +16,7 @@ from ..ops import api as E
 from ..ops._registry import export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import to_tensor
+from ..symbolic import SymDim
 
 
 def _pair(op: str, what: str, value, minimum: int) -> tuple[int, int]:
@@ -61,6 +62,22 @@ def _column_index(padded, kernel, dilation, stride, blocks) -> np.ndarray:
     return (rows * padded[1] + cols).reshape(-1).astype(np.int64)
 
 
+def _unfold_by_slices(x, kernel, dilation, stride, blocks):
+    """`unfold` of a padded input with a symbolic size, where no table of positions can be
+    made: each kernel offset's strided slice of the blocks, stacked (the channel slowest, then
+    the kernel row, then its column, as the table orders them)."""
+    n, c = x.shape[:2]
+    (kh, kw), (dh, dw), (sh, sw), (oh, ow) = kernel, dilation, stride, blocks
+    taps = []
+    for i in range(kh):
+        for j in range(kw):
+            rows = slice(i * dh, i * dh + (oh - 1) * sh + 1, sh)
+            cols = slice(j * dw, j * dw + (ow - 1) * sw + 1, sw)
+            taps.append(x[:, :, rows, cols])
+    stacked = E.stack(taps, 2)  # (n, c, kh * kw, oh, ow)
+    return E.reshape(stacked, (n, c * kh * kw, oh * ow))
+
+
 @export(functional=True, toplevel=False)
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     """Extract sliding local blocks: a (N, C, H, W) input (or an unbatched (C, H, W) one)
@@ -79,6 +96,8 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     blocks = _blocks("unfold", (h, w), kernel, dil, pad, st)
     if pad != (0, 0):
         x = E.pad(x, (pad[1], pad[1], pad[0], pad[0]))
+    if isinstance(h, SymDim) or isinstance(w, SymDim):
+        return _unfold_by_slices(x, kernel, dil, st, blocks)
     padded = (h + 2 * pad[0], w + 2 * pad[1])
     index = to_tensor(_column_index(padded, kernel, dil, st, blocks))
     flat = E.reshape(x, (n, c, padded[0] * padded[1]))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import math
 import warnings
+from fractions import Fraction
 
 import numpy as np
 
@@ -29,6 +30,7 @@ from ..ops.elementwise import to_tensor
 from ..ops.grid_sample import GRID_SAMPLE
 from ..ops.resample import LINEAR_RESAMPLE
 from ..symbolic import SymDim
+from . import _resample_symbolic as _symbolic
 from ._common import float_input
 
 _LINEAR = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}  # (their dims)
@@ -48,13 +50,16 @@ def _per_dim(op: str, what: str, value, dims: int) -> list:
 def _scaled(n, scale: float):
     """``floor(n * scale)``; a symbolic size (``TensorSpec((None, "T"))``) by a whole scale."""
     if isinstance(n, SymDim):
-        if not scale.is_integer() or scale < 1:
+        exact = Fraction(scale)
+        small = exact.limit_denominator(1024)
+        if small != exact or scale <= 0:
             raise ShapeError(
-                f"scale_factor {scale} of the symbolic size {n} is no whole multiple of it; "
-                "give a whole scale_factor, an explicit size or a fixed size there",
+                f"scale_factor {scale} of the symbolic size {n} is no fraction with a small "
+                "denominator, so floor(size * scale) has no form over it; give a scale such "
+                "as 2, 0.5 or 1.5, an explicit size or a fixed size there",
                 op="interpolate",
             )
-        return n * int(scale)
+        return (n * small.numerator) // small.denominator
     return int(math.floor(n * scale))
 
 
@@ -68,7 +73,10 @@ def _output_size(x, size, scale_factor, recompute):
             raise ArgumentError(
                 "interpolate: recompute_scale_factor is not meaningful with an explicit size"
             )
-        out = [int(s) for s in _per_dim("interpolate", "size", size, dims)]
+        out = [
+            s if isinstance(s, SymDim) else int(s)
+            for s in _per_dim("interpolate", "size", size, dims)
+        ]
         return out, [None] * dims
     if scale_factor is None:
         raise ArgumentError("interpolate: either size or scale_factor should be defined")
@@ -247,8 +255,8 @@ def interpolate(
         )
     if mode == "area":
         return getattr(E, f"adaptive_avg_pool{dims}d")(x, tuple(out))
-    symbolic = [n for n in x.shape[2:] if isinstance(n, SymDim)]
-    if symbolic:
+    symbolic = [n for n in (*x.shape[2:], *out) if isinstance(n, SymDim)]
+    if symbolic and antialias:
         raise ShapeError(
             f"mode {mode!r} builds its sampling taps from the spatial sizes, and {symbolic[0]} is "
             "symbolic (no value while the graph is built); give that dimension a fixed size",
@@ -260,6 +268,18 @@ def interpolate(
         )
     for d in range(dims):
         axis, n_in = d + 2, x.shape[d + 2]
+        if isinstance(n_in, SymDim) or isinstance(out[d], SymDim):
+            k = _symbolic.whole_factor(n_in, out[d], mode, align_corners)
+            if mode == "bicubic":
+                x = _symbolic.cubic_taps(x, axis, out[d], scales[d], align_corners)
+            elif k is None and mode in _LINEAR:  # (a linear mode at another ratio)
+                x = _symbolic.linear_taps(x, axis, out[d], scales[d], align_corners)
+            elif k is None:
+                exact = mode == "nearest-exact"
+                x = _symbolic.nearest_taps(x, axis, out[d], scales[d], exact)
+            else:
+                x = _symbolic.upsample(x, axis, k, linear=mode in _LINEAR)
+            continue
         if mode in ("nearest", "nearest-exact"):
             index = _nearest_index(n_in, out[d], scales[d], mode == "nearest-exact", dims)
             if not np.array_equal(index, np.arange(n_in)):

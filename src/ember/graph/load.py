@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from .. import random as _random
+from ..errors import ShapeError
 from ..ops._registry import REGISTRY, OpDef
 from ..ops.program import Const, Input, Instr, Program, Temp
 from ..symbolic import SymDim
@@ -279,13 +280,23 @@ class _Loader:
 
     def symdim(self, record, where: str):
         """``{"coefficient": k, "factors": [[name, power], ...]}``: k and the powers whole
-        numbers from 1, the names distinct identifiers."""
+        numbers from 1, the names distinct identifiers; or ``{"terms": ...}``, any other
+        expression (symbolic.py's `SymDim.to_json`, which checks it as it reads it)."""
 
         def bad(problem: str) -> GraphFileError:
             return self.fail(f"{where}: bad symbolic dimension {_short(record)}: {problem}")
 
+        if isinstance(record, dict) and set(record) == {"terms"}:  # any other expression
+            try:
+                made = SymDim.from_json(record)
+            except (ValueError, ShapeError) as error:  # (from_json checks every field)
+                raise bad(str(error)) from None
+            names = made.symbols() if isinstance(made, SymDim) else set()
+            if not all(_is_identifier(n) for n in names):
+                raise bad("a symbol name is not an identifier")
+            return made
         if not (isinstance(record, dict) and set(record) == {"coefficient", "factors"}):
-            raise bad("expected an object with 'coefficient' and 'factors'")
+            raise bad("expected an object with 'coefficient' and 'factors', or 'terms'")
         coefficient, factors = record["coefficient"], record["factors"]
         if not (_is_int(coefficient) and 1 <= coefficient < _MAX_SIZE):
             raise bad("the coefficient should be a whole number from 1 below 2**63")

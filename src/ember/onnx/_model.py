@@ -93,9 +93,20 @@ def read_model(source, *, name: str | None = None) -> ModelSource:
                 f"({bytes(entry.domain)[:40]!r})"
             )
         domain = entry.domain if entry.domain != "ai.onnx" else DEFAULT_DOMAIN
+        if not 0 <= int(entry.version) < 2**31:  # (onnx's checker: out of supported range)
+            raise OnnxError(
+                f"{name}: the opset import of domain {domain or 'ai.onnx'!r} has version "
+                f"{int(entry.version)}, outside the range an opset version can have"
+            )
         opsets[domain] = int(entry.version)
     if DEFAULT_DOMAIN not in opsets:
-        # IR version 3 and later must name it; older files meant opset 1
+        # IR version 3 and later must name it (onnx's checker refuses a model whose nodes
+        # use it without); older files meant opset 1
+        if proto.ir_version >= 3 and any(n.domain in ("", "ai.onnx") for n in proto.graph.node):
+            raise OnnxError(
+                f"{name}: nodes use the default domain (ai.onnx), which the model imports no "
+                "opset of; add an opset_import for domain '' with the version it was written for"
+            )
         opsets[DEFAULT_DOMAIN] = 1
     return ModelSource(proto, name, opsets)
 

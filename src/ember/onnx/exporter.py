@@ -45,12 +45,12 @@ from ..nn.module import Module
 from ..symbolic import SymDim
 from ._model import require_onnx
 from .export_emit import onnx_dtype
-from .export_writer import ModelWriter, needed_nodes, value_info
+from .export_writer import ModelWriter, needed_nodes, pair_type, value_info
 
 __all__ = ["DEFAULT_OPSET", "MIN_OPSET", "export", "to_model"]
 
 DEFAULT_OPSET = 20
-MIN_OPSET = 14  # Trilu, Reshape's allowzero, CumSum's and the reductions' axes inputs
+MIN_OPSET = 13  # ReduceSum, Split, Squeeze and Unsqueeze take axes as inputs; Clip min and max
 _LIMIT = 2**31 - 2**24  # protobuf's 2 GiB, less room for the graph itself
 _EXTERNAL_MIN = 1024  # tensors smaller than this stay inside the model file
 
@@ -119,20 +119,24 @@ def _build(target, example_inputs, input_signature, opset, input_names, output_n
     for value, role in zip(graph.inputs, plan.roles):
         hint = next(user, None) if role.kind == "arg" else None
         name = writer.fresh(hint or value.name)
-        writer.types[name] = value.type
+        writer.types[name] = pair_type(value.type)
         names.append(name)
         if role.array is not None:
-            writer.initializers.append((name, np.asarray(role.array)))
+            writer.initializers.append((name, _as_pairs(np.asarray(role.array))))
         if role.kind == "arg" or plan.state_inputs:
-            inputs.append((name, value.type, role))
+            inputs.append((name, writer.types[name], role))
     for name, t, role in inputs:
         if role.kind != "arg":
             continue
         for axis, d in enumerate(t.shape):
-            if isinstance(d, SymDim) and d.coefficient == 1 and len(d.factors) == 1:
-                symbol, power = d.factors[0]
-                if power == 1:
-                    writer.symbols.setdefault(symbol, (name, axis))
+            symbol = d.symbol() if isinstance(d, SymDim) else None
+            if symbol is not None:
+                writer.symbols.setdefault(symbol, (name, axis, 1))
+    for name, t, role in inputs:  # (then dimensions k * symbol: TensorSpec((None, 16 * h)))
+        for axis, d in enumerate(t.shape if role.kind == "arg" else ()):
+            scaled = d.scaled_symbol() if isinstance(d, SymDim) else None
+            if scaled is not None:
+                writer.symbols.setdefault(scaled[1], (name, axis, scaled[0]))
     outs = writer.inline(graph, names, outputs=plan.outputs)
     out_names = _output_names(plan, output_names, names)
     final = []
@@ -309,6 +313,13 @@ def _plan_of(traced, leaves, reach) -> _Plan:
         if role.kind == "cotangent" and id(graph.inputs[i].node) in needed:
             raise OnnxError("the function's forward pass reads a cotangent", op="export")
     return _Plan(graph, roles, outputs, call.n_user, updates, extra_names, training)
+
+
+def _as_pairs(array: np.ndarray) -> np.ndarray:
+    """A complex array as the file holds it: real and imaginary parts along a last axis."""
+    if np.iscomplexobj(array):
+        return np.stack([array.real, array.imag], axis=-1)
+    return array
 
 
 def _stand_in(spec):

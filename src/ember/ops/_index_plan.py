@@ -46,28 +46,34 @@ class IndexOutOfRangeError(ShapeError, IndexError):
 
 
 def _symbolic_slice_entry(s: slice, n: SymDim) -> tuple:
-    """A unit-step slice of a dimension whose size is known only when the graph runs: bounds
-    from the end are ``n - k``. A bound past the end is taken to be within it (as PyTorch's
-    dynamic shapes guard); other steps need the size and are refused."""
+    """A slice of a dimension whose size is known only when the graph runs: bounds from the
+    end are ``n - k``, its length ``ceil((stop - start) / step)``. A bound past the end is taken
+    to be within it (as PyTorch's dynamic shapes guard); negative steps need the size and are
+    refused."""
     step = 1 if s.step is None else operator.index(s.step)
-    if step != 1:
+    if step < 1:
         raise ShapeError(
             f"a slice with step {step} of the symbolic size {n} needs its value while the graph "
             "is built; give the dimension a fixed size",
             op="getitem",
         )
-    start = 0 if s.start is None else operator.index(s.start)
-    stop = n if s.stop is None else operator.index(s.stop)
+    start = 0 if s.start is None else _bound(s.start)
+    stop = n if s.stop is None else _bound(s.stop)
     start = n + start if isinstance(start, int) and start < 0 else start
     stop = n + stop if isinstance(stop, int) and stop < 0 else stop
-    return ("slice", start, stop, 1)
+    return ("slice", start, stop, step)
+
+
+def _bound(value):
+    """A slice bound: an int, or a symbolic size (``x[..., : x.shape[-1] // 2]``)."""
+    return value if isinstance(value, SymDim) else operator.index(value)
 
 
 def _slice_entry(s: slice, n: int) -> tuple:
     if s.step == 0:
         raise ArgumentError("getitem: slice step cannot be zero")
-    if isinstance(n, SymDim):
-        return _symbolic_slice_entry(s, n)
+    if isinstance(n, SymDim) or isinstance(s.start, SymDim) or isinstance(s.stop, SymDim):
+        return _symbolic_slice_entry(s, n)  # (a table's first T rows: pos[:T])
     start, stop, step = s.indices(n)  # takes anything with __index__ (ints, 0-d int tensors)
     length = len(range(start, stop, step))
     if length == 0:
@@ -346,7 +352,8 @@ def basic_shape(op: str, shape: tuple, entries: tuple) -> tuple:
         if isinstance(e, SymDim) or (isinstance(e, int) and isinstance(n, SymDim)):
             pass  # an index into a symbolic size: checked when the graph runs
         elif isinstance(e, tuple) and any(isinstance(b, SymDim) for b in (n, *e[1:3])):
-            out.append(e[2] - e[1])  # a unit-step slice (see _symbolic_slice_entry)
+            _, start, stop, step = e  # (see _symbolic_slice_entry: a positive step)
+            out.append((stop - start + step - 1) // step)
         elif isinstance(e, int):
             if not 0 <= e < n:
                 raise IndexOutOfRangeError(

@@ -15,6 +15,8 @@ __all__ = [
     "reduce",
     "scalar",
     "squeeze",
+    "tri_mask",
+    "trilu",
     "unsqueeze",
 ]
 
@@ -89,3 +91,29 @@ def squeeze(e, x: str, axes) -> str:
 def unsqueeze(e, x: str, axes) -> str:
     axes = tuple(int(a) for a in axes)
     return e.node("Unsqueeze", [x, e.ints(axes)]) if axes else x
+
+
+def tri_mask(e, rows, cols, diagonal: int = 0, upper: bool = False) -> str:
+    """A (rows, cols) bool mask of a triangle: ``col - row <= diagonal`` (``>=`` for the upper
+    one); a constant for fixed sizes, else two Ranges over the run's sizes."""
+    if isinstance(rows, int) and isinstance(cols, int):
+        below = np.tri(rows, cols, diagonal - 1 if upper else diagonal, dtype=bool)
+        return e.constant(~below if upper else below)
+    zero, one = e.scalar(0, dt.int64), e.scalar(1, dt.int64)
+
+    def positions(n):  # 0 .. n - 1
+        return e.node("Range", [zero, e.node("Squeeze", [e.dim(n), e.ints([0])]), one])
+
+    row = e.node("Unsqueeze", [positions(rows), e.ints([1])])
+    offset = e.node("Sub", [positions(cols), row])  # (rows, cols): col - row
+    test = "GreaterOrEqual" if upper else "LessOrEqual"
+    return e.node(test, [offset, e.scalar(diagonal, dt.int64)])
+
+
+def trilu(e, x: str, shape, dtype, diagonal: int = 0, upper: bool = False) -> str:
+    """ONNX's Trilu of ``x`` (of ``shape`` and ember ``dtype``; its last two axes the
+    matrices); before opset 14, which has no Trilu, a Where over `tri_mask`."""
+    if e.opset >= 14:
+        return e.node("Trilu", [x, e.scalar(diagonal, dt.int64)], upper=int(upper))
+    keep = tri_mask(e, shape[-2], shape[-1], diagonal, upper)
+    return e.node("Where", [keep, x, e.scalar(0, dtype)])

@@ -5,6 +5,8 @@ helpers). Written through the exporter's emitter ``e``, never importing ``onnx``
 
 from __future__ import annotations
 
+from ..symbolic import SymDim
+
 
 def onnx_crop(e, x, padding):
     """``x`` cropped where a padding's "after" is negative; the padding left (all >= 0)."""
@@ -38,21 +40,37 @@ def onnx_transposed_pads(e, in_size, out, kernel, stride, dilation, befores):
     """ConvTranspose's pads for the adjoint of a strided window: its full output spans the
     padded input's first ``s (o - 1) + (k - 1) d + 1`` positions; the input starts ``before``
     into it. Crop what lies outside the input and give the rows no window reached zeros (a Pad
-    after): ONNX's output_padding would compute them instead."""
+    after): ONNX's output_padding would compute them instead. Over a symbolic size whose
+    difference from that span depends on its value (a stride-2 window over an odd or even
+    size), nothing is cropped here and the zeros are the symbolic difference, which
+    `onnx_pad_end` pads or crops when the model runs."""
     pads, zeros = [], []
     for n, o, k, s, d, before in zip(in_size, out, kernel, stride, dilation, befores):
-        if not all(isinstance(v, int) for v in (n, o)):
-            e.unsupported("on symbolic spatial sizes")
         span = s * (o - 1) + (k - 1) * d + 1
-        pads.append((before, max(span - before - n, 0)))
-        zeros.append(max(n - (span - before), 0))
+        over = span - before - n
+        if isinstance(over, int):
+            pads.append((before, max(over, 0)))
+            zeros.append(max(-over, 0))
+        else:
+            pads.append((before, 0))
+            zeros.append(-over)  # (symbolic: rows to add, or to crop where negative)
     return pads, zeros
 
 
-def onnx_pad_end(e, y, zeros):
-    if not any(zeros):
+def onnx_pad_end(e, y, zeros, sizes=()):
+    """``y`` with ``zeros`` rows of zeros after each spatial axis; a symbolic count is padded
+    by its positive part and then cut to its axis's size in ``sizes`` (so a negative count
+    crops), both at run time."""
+    if not any(isinstance(z, SymDim) or z for z in zeros):
         return y
-    return e.node("Pad", [y, e.ints([0, 0] + [0] * len(zeros) + [0, 0] + list(zeros))])
+    if not any(isinstance(z, SymDim) for z in zeros):
+        return e.node("Pad", [y, e.ints([0, 0] + [0] * len(zeros) + [0, 0] + list(zeros))])
+    rank = 2 + len(zeros)
+    adds = e.node("Max", [e.shape(tuple(zeros)), e.ints([0] * len(zeros))])
+    y = e.node("Pad", [y, e.node("Concat", [e.ints([0] * (rank + 2)), adds], axis=0)])
+    axes = [i for i, z in enumerate(zeros) if isinstance(z, SymDim)]
+    ends = e.shape(tuple(sizes[i] for i in axes))
+    return e.node("Slice", [y, e.ints([0] * len(axes)), ends, e.ints([2 + i for i in axes])])
 
 
 def onnx_conv_input_grad(e):
@@ -76,7 +94,7 @@ def onnx_conv_input_grad(e):
         dilations=list(dilation),
         group=a["groups"],
     )
-    y = onnx_pad_end(e, y, zeros)
+    y = onnx_pad_end(e, y, zeros, a["in_size"])
     if bias and any(zeros):  # (the rows no window reached hold the bias too)
         shape = e.ints([1, -1] + [1] * len(zeros))
         y = e.node("Add", [y, e.node("Reshape", [bias[0], shape])])

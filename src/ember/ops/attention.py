@@ -169,11 +169,7 @@ def _onnx_attention(e):
             scores = e.node("Add", [scores, mask[0]])
     if a["causal"]:
         rows, cols = e.in_types[0].shape[-2], e.in_types[1].shape[-2]
-        if isinstance(rows, int) and isinstance(cols, int):
-            keep = e.constant(np.tri(rows, cols, dtype=bool))
-        else:  # the lower triangle of a (rows, cols) block of ones, made at run time
-            ones = e.node("ConstantOfShape", [e.shape((rows, cols))], value=np.ones(1, np.int64))
-            keep = e.cast(e.node("Trilu", [ones], upper=0), dt.bool_)
+        keep = _onnx.tri_mask(e, rows, cols)
         scores = e.node("Where", [keep, scores, minus_inf])
     out = e.out_types[0]
     score_type = TensorType(tuple(out.shape[:-1]) + (e.in_types[1].shape[-2],), dtype)

@@ -15,6 +15,7 @@ from ..errors import DivisionByZeroError, DTypeError, KernelDTypeError
 from ..types import TensorType
 from . import _item_scalars as _items
 from . import _onnx
+from . import _onnx_complex as cx
 from . import _onnx_elementwise as ox
 from . import api as E
 from ._registry import OpDef, apply, constant, export, register
@@ -343,7 +344,7 @@ ADD = _binary(
     c="({0} + {1})",
     alpha=True,
     channel_terms=_add_channel_terms,
-    onnx=ox.onnx_logic("Add", "Or"),
+    onnx=cx.pairs(ox.onnx_logic("Add", "Or"), cx.binary("Add")),
     complex=Complex.GRADIENT,
     doc="add(input, other, *, alpha=1): input + alpha * other, with broadcasting and type "
     "promotion.",
@@ -356,7 +357,7 @@ _binary(
     identity=Identity(right=0.0),
     c="({0} - {1})",
     alpha=True,
-    onnx=ox.onnx_logic("Sub", None),
+    onnx=cx.pairs(ox.onnx_logic("Sub", None), cx.binary("Sub")),
     complex=Complex.GRADIENT,
     doc="sub(input, other, *, alpha=1): input - alpha * other, with broadcasting and type "
     "promotion (bool tensors refused, as in PyTorch).",
@@ -372,7 +373,7 @@ MUL = _binary(
     _mul_vjp,
     identity=Identity(left=1, right=1),
     c="({0} * {1})",
-    onnx=ox.onnx_logic("Mul", "And"),
+    onnx=cx.pairs(ox.onnx_logic("Mul", "And"), cx.binary("Mul")),
     complex=Complex.GRADIENT,
 )
 DIV = _binary(
@@ -383,7 +384,7 @@ DIV = _binary(
     method=("div", "true_divide"),
     identity=Identity(right=1),
     c="({0} / {1})",
-    onnx=_onnx.node("Div"),
+    onnx=cx.pairs(_onnx.node("Div"), cx.binary("Div")),
     complex=Complex.GRADIENT,
 )
 _binary(

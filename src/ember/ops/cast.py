@@ -14,6 +14,7 @@ from ..devices import device as device_type
 from ..errors import ArgumentTypeError, DTypeError
 from ..types import TensorType
 from . import _memory_format
+from . import _onnx_complex as cx
 from . import api as E
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._rules import Complex
@@ -65,7 +66,7 @@ _CAST = register(
         name="cast",
         grad_fn="ToCopyBackward0",
         float8=True,
-        onnx=_onnx_cast,
+        onnx=cx.pairs(_onnx_cast, cx.cast),
         kind="elementwise",
         infer=lambda x, *, dtype: TensorType(tuple(x.shape), dtype),
         kernel=_cast_kernel,

@@ -240,7 +240,10 @@ def arange(start, end=None, step=1, *, dtype=None, requires_grad=False):
     of its float32 values are an ulp (of that first value) away from these."""
     if end is None:
         start, end = 0, start
-    for name, v in (("start", start), ("end", end), ("step", step)):
+    if isinstance(end, SymDim):
+        out = _symbolic_range(start, end, step, dtype)
+        return out.requires_grad_() if requires_grad else out
+    for name, v in (("start", start), ("step", step)):
         if isinstance(v, SymDim):  # (a graph built for symbolic sizes: its values are constants)
             raise ShapeError(
                 f"{name} is the symbolic size {v}: a range's length is fixed while the graph is "
@@ -250,6 +253,23 @@ def arange(start, end=None, step=1, *, dtype=None, requires_grad=False):
     d = dt.as_dtype(dtype) if dtype is not None else dt.result_type(start, end, step)
     out = constant(_arange_values(start, end, step, d))
     return out.requires_grad_() if requires_grad else out
+
+
+def _symbolic_range(start, end, step, dtype):
+    """``arange(start, end, step)`` up to a symbolic size (a position index ``arange(T)``):
+    whole-number start and step, ``ceil((end - start) / step)`` values made in the graph as
+    the running count of ones, so the length follows the size when the graph runs."""
+    if not (isinstance(start, int) and isinstance(step, int) and step > 0):
+        raise ShapeError(
+            f"a range up to the symbolic size {end} needs a whole start and a positive whole "
+            f"step, got start {start!r} and step {step!r}",
+            op="arange",
+        )
+    count = (end - start + step - 1) // step
+    k = E.cumsum(E.full((count,), 1, dtype=dt.int64), 0)  # 1 .. count
+    values = E.add(E.mul(E.sub(k, 1), step), start) if (start, step) != (0, 1) else E.sub(k, 1)
+    d = dt.int64 if dtype is None else dt.as_dtype(dtype)
+    return values if d is dt.int64 else E.cast(values, d)
 
 
 def _arange_values(start, end, step, d) -> np.ndarray:

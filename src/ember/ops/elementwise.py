@@ -18,6 +18,7 @@ from ..errors import KernelDTypeError
 from ..symbolic import SymDim
 from ..types import TensorType
 from . import _onnx
+from . import _onnx_complex as cx
 from . import _onnx_elementwise as ox
 from . import api as E
 from ._data import to_array
@@ -290,7 +291,7 @@ NEG = _unary(
     save="none",
     c="(-{0})",
     complex=Complex.GRADIENT,
-    onnx=_onnx.node("Neg"),
+    onnx=cx.pairs(_onnx.node("Neg"), _onnx.node("Neg")),
 )
 _unary(
     "abs",
@@ -300,7 +301,7 @@ _unary(
     c="fabs{f}({0})",
     complex=Complex.GRADIENT,
     real_result=True,
-    onnx=_onnx.node("Abs"),
+    onnx=cx.pairs(_onnx.node("Abs"), cx.magnitude),
     float8=True,
 )
 
@@ -331,7 +332,7 @@ _unary(
     save="output",
     c="exp{f}({0})",
     complex=Complex.GRADIENT,
-    onnx=_onnx.node("Exp"),
+    onnx=cx.pairs(_onnx.node("Exp"), cx.exp),
 )
 _unary(
     "log",

@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
+from ..symbolic import SymDim
 from . import _item_scalars as _items
 from . import api as E
 from ._autocast import Autocast, autocasts
@@ -182,7 +183,11 @@ def tensor_split(input, indices_or_sections, dim: int = 0):
                 f"tensor_split: sections must be positive, got {spec}", op="tensor_split"
             )
         size = x.shape[axis]
-        base, extra = size // spec, size % spec  # (a symbolic size: a ShapeError unless exact)
+        if isinstance(size, SymDim):  # piece k: floor((size + spec - 1 - k) / spec), which
+            # gives the first size % spec pieces one more, whatever the size
+            pieces = [(size + spec - 1 - k) // spec for k in range(spec)]
+            return tuple(E.split(x, pieces, axis))
+        base, extra = size // spec, size % spec
         bounds = list(itertools.accumulate(base + (i < extra) for i in range(spec - 1)))
         return _split_at(x, bounds, axis)
     return _split_at(x, list(spec), axis)

@@ -24,8 +24,10 @@ import scipy.fft as _sfft
 
 from .. import dtypes as dt
 from ..errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
+from ..symbolic import SymDim
 from ..types import TensorType
 from . import api as E
+from ._onnx_complex import fft_rule
 from ._registry import Cost, OpDef, apply, constant, register
 from ._rules import Complex
 from ._util import normalize_axis, numel
@@ -56,6 +58,7 @@ def _c2c_kernel(x, *, axes, norm, inverse):
 _C2C = register(
     OpDef(
         name="fft_c2c",
+        onnx=fft_rule("c2c"),
         kind="linalg",
         infer=_c2c_infer,
         kernel=_c2c_kernel,
@@ -117,6 +120,7 @@ def _r2c_vjp(c, g):
 _R2C = register(
     OpDef(
         name="fft_r2c",
+        onnx=fft_rule("r2c"),
         kind="linalg",
         infer=_r2c_infer,
         kernel=_r2c_kernel,
@@ -167,6 +171,7 @@ def _c2r_vjp(c, g):
 _C2R = register(
     OpDef(
         name="fft_c2r",
+        onnx=fft_rule("c2r"),
         kind="linalg",
         infer=_c2r_infer,
         kernel=_c2r_kernel,
@@ -234,11 +239,16 @@ def _dims_and_sizes(name, x, s, dim, default_all: bool):
     if not dims:
         raise ArgumentError("expects at least one dimension to transform", op=name)
     sizes = tuple(x.shape[d] for d in dims) if s is None else s
-    sizes = tuple(x.shape[d] if n == -1 else operator.index(n) for n, d in zip(sizes, dims))
+    sizes = tuple(x.shape[d] if n == -1 else _size(n) for n, d in zip(sizes, dims))
     for n in sizes:
         if n < 1:
             raise ArgumentError(f"invalid number of data points ({n}) specified", op=name)
     return dims, sizes
+
+
+def _size(n):
+    """A transform length: a whole number, or a symbolic size (``n=x.shape[-1]``)."""
+    return n if isinstance(n, SymDim) else operator.index(n)
 
 
 def _one(n):

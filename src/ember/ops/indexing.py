@@ -25,6 +25,7 @@ from ..errors import DTypeError, ShapeError
 from ..symbolic import SymDim
 from ..types import TensorType
 from . import _onnx
+from . import _onnx_complex as cx
 from . import api as E
 from ._index_plan import (
     FULL,
@@ -138,7 +139,7 @@ GETITEM = register(
         grad_fn=_getitem_node_name,
         float8=True,
         complex=Complex.GRADIENT,
-        onnx=_onnx_getitem,
+        onnx=cx.pairs(_onnx_getitem, _onnx_getitem),  # (its axes count from the front)
         kind="shape",
         infer=_getitem_infer,
         kernel=_getitem_kernel,

@@ -13,8 +13,10 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import ArgumentError, ShapeError
+from ..symbolic import holds
 from ..types import TensorType
 from . import _item_scalars as _items
+from . import _onnx_complex as cx
 from . import api as E
 from ._autocast import Autocast, autocasts
 from ._registry import OpDef, apply, export, register
@@ -33,7 +35,7 @@ def _pad_infer(x, *, pads, mode, value):
     for d, (lo, hi) in enumerate(pads):
         if lo < 0 or hi < 0:
             raise ShapeError(f"negative padding {(lo, hi)} on dimension {d}", op="pad")
-        if mode == "reflect" and (lo >= x.shape[d] or hi >= x.shape[d]) and (lo or hi):
+        if mode == "reflect" and (lo or hi) and not holds(lambda: max(lo, hi) < x.shape[d]):
             raise ShapeError(
                 f"reflect padding {(lo, hi)} must be smaller than dimension {d} "
                 f"of shape {fmt_shape(x.shape)}",
@@ -138,10 +140,15 @@ def _onnx_pad(e):
     pads, mode = e.attrs["pads"], e.attrs["mode"]
     if mode == "circular" and e.opset < 19:
         e.unsupported("in circular mode before opset 19")
+    dtype = e.in_types[0].dtype
+    if dtype.is_complex:  # (pairs: their parts' axis is not padded; a fill of 0 + 0j only)
+        if mode == "constant" and e.attrs["value"] != 0:
+            e.unsupported("of complex values with a nonzero fill")
+        pads, dtype = (*pads, (0, 0)), dt.to_real(dtype)
     amounts = e.ints([b for b, _ in pads] + [a for _, a in pads])
     inputs = [e.inputs[0], amounts]
     if mode == "constant":
-        inputs.append(e.scalar(e.attrs["value"], e.in_types[0].dtype))
+        inputs.append(e.scalar(e.attrs["value"], dtype))
     return e.node("Pad", inputs, mode=_ONNX_PAD_MODES[mode])
 
 
@@ -149,7 +156,7 @@ _PAD = register(
     OpDef(
         name="pad",
         complex=Complex.GRADIENT,
-        onnx=_onnx_pad,
+        onnx=cx.pairs(_onnx_pad, _onnx_pad),
         kind="shape",
         infer=_pad_infer,
         kernel=_pad_kernel,
@@ -173,17 +180,19 @@ _PAD = register(
 def _onnx_pad_backward(e):
     if e.attrs["mode"] != "constant":
         e.unsupported(f"in {e.attrs['mode']} mode (its copies' gradients summed back)")
-    pads = e.attrs["pads"]
+    pads, dtype = e.attrs["pads"], e.in_types[0].dtype
+    if dtype.is_complex:  # (pairs: their parts' axis kept)
+        pads, dtype = (*pads, (0, 0)), dt.to_real(dtype)
     # the adjoint of constant padding crops what it added (and pads back what it cropped)
     amounts = e.ints([-b for b, _ in pads] + [-a for _, a in pads])
-    return e.node("Pad", [e.inputs[0], amounts, e.scalar(0, e.in_types[0].dtype)])
+    return e.node("Pad", [e.inputs[0], amounts, e.scalar(0, dtype)])
 
 
 _PAD_BACKWARD = register(
     OpDef(
         name="pad_backward",
         complex=Complex.GRADIENT,
-        onnx=_onnx_pad_backward,
+        onnx=cx.pairs(_onnx_pad_backward, _onnx_pad_backward),
         kind="shape",
         infer=_pad_backward_infer,
         kernel=_pad_backward_kernel,

@@ -196,7 +196,10 @@ def _onnx_hardswish_backward(e):
 
 
 def _onnx_hardswish(e):
-    return e.node("HardSwish", e.inputs)
+    if e.opset >= 14:
+        return e.node("HardSwish", e.inputs)
+    x = e.inputs[0]  # (HardSwish is opset 14: x * HardSigmoid(x) with its constants before)
+    return e.node("Mul", [x, e.node("HardSigmoid", [x], alpha=1.0 / 6.0, beta=0.5)])
 
 
 HARDSWISH_BACKWARD = register(

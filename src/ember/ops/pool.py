@@ -350,7 +350,7 @@ def _onnx_pool_scatter(e):
         indices = onnx_flat_from_codes(e, indices, e.attrs["window"], in_size, out_size)
     zeros = e.node(
         "ConstantOfShape",
-        [e.shape((n, c, int(np.prod(in_size))))],
+        [e.shape((n, c, math.prod(in_size)))],
         value=np.zeros(1, e.in_types[0].dtype.np),
     )
     flat_g = e.node("Reshape", [g, e.shape((n, c, -1))])
@@ -491,8 +491,6 @@ def _max_pool_workspace(node, layouts) -> int:
 def _onnx_max_pool(e):
     a = e.attrs
     spatial = e.in_types[0].shape[2:]
-    if not all(isinstance(d, int) for d in spatial):
-        e.unsupported("on symbolic spatial sizes")
     window = dict(
         kernel_shape=list(a["kernel"]),
         strides=list(a["stride"]),
@@ -519,8 +517,11 @@ def onnx_max_pool(e, window: dict):
         hit = e.cast(hit, dt.bool_)
         values = e.node("Where", [hit, e.scalar(np.nan, dtype), values])
         indices = e.node("Where", [hit, where, indices])
-    plane = e.scalar(int(np.prod(e.in_types[0].shape[2:])), dt.int64)
-    return values, e.node("Mod", [indices, plane], fmod=0)
+    plane = 1
+    for d in e.in_types[0].shape[2:]:
+        plane = plane * d
+    size = e.scalar(plane, dt.int64) if isinstance(plane, int) else e.dim(plane)
+    return values, e.node("Mod", [indices, size], fmod=0)
 
 
 MAX_POOL = register(

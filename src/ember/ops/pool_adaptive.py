@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
+from ..symbolic import SymDim
 from ..types import TensorType
 from . import api as E
 from ._autocast import Autocast, autocasts
@@ -200,17 +201,29 @@ def _averaging_matrix(n: int, o: int, dtype) -> np.ndarray:
     return (inside / (end - start)[:, None]).astype(dtype.np)
 
 
+def _divides(o: int, n) -> bool:
+    """Whether ``o`` divides the size ``n`` for every value of its symbols (not only under
+    the alignment equality assumes: a window's size must not depend on it)."""
+    return o == 1 or isinstance(n, int) and n % o == 0
+
+
 def _average_axis(x, axis: int, o: int):
     """Adaptive average of ``x`` along ``axis`` down to ``o`` positions."""
     shape = tuple(x.shape)
     n = shape[axis]
     if n == o:
         return x
-    if n % o == 0:  # equal, disjoint windows
+    if _divides(o, n):  # equal, disjoint windows
         return E.mean(E.reshape(x, shape[:axis] + (o, n // o) + shape[axis + 1 :]), axis + 1)
     # otherwise a product by the (o, n) averaging matrix along this axis, on x as it lies (no
     # copy moving the axis): from the right along the last axis, else from the left of x seen
     # as (outer, n, inner)
+    if isinstance(n, SymDim):
+        raise ShapeError(
+            f"adaptive average pooling of the symbolic size {n} to {o}: its windows depend on "
+            "the size's value; pool to 1 or give that dimension a fixed size",
+            op="adaptive_avg_pool",
+        )
     matrix = _averaging_matrix(n, o, x.dtype)
     if axis == len(shape) - 1:
         return E.matmul(x, constant(matrix.T.copy()))
@@ -229,7 +242,7 @@ def _adaptive_avg_pool_nd(nd: int):
         if not x.dtype.is_floating_point:
             raise DTypeError(f"expected a floating-point input, got {x.dtype}", op=name)
         spatial = tuple(x.shape[2:])
-        if spatial != size and all(n % o == 0 for n, o in zip(spatial, size)):
+        if spatial != size and all(_divides(o, n) for n, o in zip(spatial, size)):
             # equal, disjoint windows along every axis (a global pool, or halving): each window
             # summed at once and divided by its size, as PyTorch's kernel averages it
             split = tuple(x.shape[:2])

@@ -32,6 +32,8 @@ def _geometry(in_size, kernel, stride, padding, ceil_mode):
         pool_out_size(n, k, s, p, 1, ceil_mode)
         for n, k, s, p in zip(in_size, kernel, stride, padding)
     )
+    if not all(isinstance(n, int) for n in (*in_size, *out)):
+        return out, None  # (the extent a kernel reads: known when the sizes are)
     return out, padded_extent(in_size, kernel, stride, padding, (1,) * len(kernel), out)
 
 
@@ -237,7 +239,7 @@ def _onnx_avg_pool_backward(e):
         pads=oxc.onnx_pads(pads),
         group=channels,
     )
-    return oxc.onnx_pad_end(e, y, zeros)
+    return oxc.onnx_pad_end(e, y, zeros, in_size)
 
 
 AVG_POOL_BACKWARD = register(

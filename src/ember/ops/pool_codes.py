@@ -65,6 +65,27 @@ def _along(e, values, axis: int, nd: int):
     return e.constant(np.asarray(values, np.int64).reshape(shape))
 
 
+def _size(e, n) -> str:
+    """A size as an int64 scalar (a symbolic one: a 1-D tensor of one, which broadcasts the
+    same way against the (N, C, *spatial) positions)."""
+    return e.scalar(n, dt.int64) if isinstance(n, int) else e.dim(n)
+
+
+def _origins(e, n_out, stride: int, padding: int, axis: int, nd: int) -> str:
+    """The first input position of each of ``n_out`` windows along ``axis``, laid along it."""
+    if isinstance(n_out, int):
+        return _along(e, np.arange(n_out) * stride - padding, axis, nd)
+    limit = e.node("Squeeze", [e.dim(n_out), e.ints([0])])
+    zero, one = e.scalar(0, dt.int64), e.scalar(1, dt.int64)
+    first = e.node("Range", [zero, limit, one])
+    first = e.node(
+        "Sub", [e.node("Mul", [first, e.scalar(stride, dt.int64)]), e.scalar(padding, dt.int64)]
+    )
+    shape = [1, 1] + [1] * nd
+    shape[2 + axis] = -1
+    return e.node("Reshape", [first, e.ints(shape)])
+
+
 def onnx_codes_from_flat(e, flat: str, window: tuple, in_size: tuple, out_size: tuple) -> str:
     """ONNX nodes turning flat plane positions (int64) into window codes (int64): per spatial
     axis, the position's coordinate less its window's origin, over the dilation, weighted by
@@ -76,9 +97,9 @@ def onnx_codes_from_flat(e, flat: str, window: tuple, in_size: tuple, out_size: 
     for axis, (f, n, s, p, d, ks) in enumerate(
         zip(plane_strides(in_size), in_size, stride, padding, dilation, steps)
     ):
-        coord = e.node("Div", [flat, e.scalar(f, dt.int64)])
-        coord = e.node("Mod", [coord, e.scalar(n, dt.int64)], fmod=0)
-        origin = _along(e, np.arange(out_size[axis]) * s - p, axis, nd)
+        coord = e.node("Div", [flat, _size(e, f)])
+        coord = e.node("Mod", [coord, _size(e, n)], fmod=0)
+        origin = _origins(e, out_size[axis], s, p, axis, nd)
         step = e.node("Div", [e.node("Sub", [coord, origin]), e.scalar(d, dt.int64)])
         term = e.node("Mul", [step, e.scalar(ks, dt.int64)])
         code = term if code is None else e.node("Add", [code, term])
@@ -87,9 +108,28 @@ def onnx_codes_from_flat(e, flat: str, window: tuple, in_size: tuple, out_size: 
 
 def onnx_flat_from_codes(e, codes: str, window: tuple, in_size: tuple, out_size: tuple) -> str:
     """ONNX nodes turning window codes into flat plane positions (int64): the window's origin
-    plus the code's offset, both constant tables (`plane_positions`)."""
+    plus the code's offset, both constant tables (`plane_positions`); over symbolic sizes,
+    per axis the window's first position plus the code's kernel offset, times the plane's
+    stride along that axis, computed in the graph."""
+    if not all(isinstance(n, int) for n in (*in_size, *out_size)):
+        return _flat_from_codes_computed(e, codes, window, in_size, out_size)
     base, offsets = plane_positions(tuple(window), tuple(in_size), tuple(out_size))
     index = e.cast(codes, dt.int64)
     picked = e.node("Gather", [e.constant(np.array(offsets)), index], axis=0)
     origin = e.constant(np.array(base).reshape((1, 1) + tuple(out_size)))
     return e.node("Add", [picked, origin])
+
+
+def _flat_from_codes_computed(e, codes, window, in_size, out_size) -> str:
+    kernel, stride, padding, dilation = window
+    nd = len(kernel)
+    code = e.cast(codes, dt.int64)
+    flat = None
+    for axis, (f, ks) in enumerate(zip(plane_strides(in_size), plane_strides(kernel))):
+        offset = e.node("Div", [code, e.scalar(ks, dt.int64)])
+        offset = e.node("Mod", [offset, e.scalar(kernel[axis], dt.int64)], fmod=0)
+        offset = e.node("Mul", [offset, e.scalar(dilation[axis], dt.int64)])
+        first = _origins(e, out_size[axis], stride[axis], padding[axis], axis, nd)
+        term = e.node("Mul", [e.node("Add", [first, offset]), _size(e, f)])
+        flat = term if flat is None else e.node("Add", [flat, term])
+    return flat

@@ -27,6 +27,10 @@ from .. import dtypes as dt
 from ..errors import ArgumentTypeError, DTypeError, ShapeError
 from ..types import TensorType
 from . import api as E
+from ._onnx_complex import angle as angle_of_pairs
+from ._onnx_complex import join as _join
+from ._onnx_complex import pairs as _pairs
+from ._onnx_complex import part as _part
 from ._registry import OpDef, apply, export, register
 from ._rules import Complex
 from ._util import broadcast_shapes, elementwise_cost, memory_cost
@@ -48,6 +52,11 @@ def _part_infer(name):
     return infer
 
 
+def _onnx_conj(e):
+    dtype = dt.to_real(e.in_types[0].dtype)
+    return e.node("Mul", [e.inputs[0], e.constant(np.asarray([1.0, -1.0], dtype.np))])
+
+
 def _real_vjp(c, g):
     return (E.cast(g, c.in_types[0].dtype),)
 
@@ -59,6 +68,7 @@ def _imag_vjp(c, g):
 _REAL = register(
     OpDef(
         name="real",
+        onnx=_pairs(None, lambda e: _part(e, e.inputs[0], 0)),
         kind="elementwise",
         infer=_part_infer("real"),
         kernel=np.real,  # (a view of the complex array's memory)
@@ -73,6 +83,7 @@ _REAL = register(
 _IMAG = register(
     OpDef(
         name="imag",
+        onnx=_pairs(None, lambda e: _part(e, e.inputs[0], 1)),
         kind="elementwise",
         infer=_part_infer("imag"),
         kernel=np.imag,
@@ -87,6 +98,7 @@ _IMAG = register(
 _CONJ = register(
     OpDef(
         name="conj",
+        onnx=_pairs(None, _onnx_conj),
         kind="elementwise",
         infer=lambda x: (_require_complex("conj", x), TensorType(tuple(x.shape), x.dtype))[1],
         kernel=np.conjugate,
@@ -97,6 +109,22 @@ _CONJ = register(
         doc="conj(z): the complex conjugate (a copy; PyTorch's is a lazy view)",
     )
 )
+
+
+def _onnx_real_angle(e):
+    """A real number's angle: pi below zero, else 0 (NaN kept), as PyTorch's."""
+    x, dtype = e.inputs[0], e.in_types[0].dtype
+    out = e.node(
+        "Where",
+        [e.node("Less", [x, e.scalar(0, dtype)]), e.scalar(np.pi, dtype), e.scalar(0, dtype)],
+    )
+    return e.node("Where", [e.node("IsNaN", [x]), x, out])
+
+
+def _onnx_complex_of(e):
+    (re, im), shape = e.inputs, e.out_types[0].shape
+    re, im = (e.node("Expand", [x, e.shape(shape)]) for x in (re, im))  # (they broadcast)
+    return _join(e, re, im)
 
 
 def _complex_infer(re, im):
@@ -128,6 +156,7 @@ def _complex_vjp(c, g):
 _COMPLEX = register(
     OpDef(
         name="complex",
+        onnx=_pairs(None, _onnx_complex_of),
         kind="elementwise",
         infer=_complex_infer,
         kernel=_complex_kernel,
@@ -156,6 +185,7 @@ def _as_real_kernel(x):
 _VIEW_AS_REAL = register(
     OpDef(
         name="view_as_real",
+        onnx=_pairs(None, lambda e: e.node("Identity", e.inputs)),  # (pairs already)
         kind="shape",
         infer=_as_real_infer,
         kernel=_as_real_kernel,
@@ -187,6 +217,7 @@ def _as_complex_infer(x):
 _VIEW_AS_COMPLEX = register(
     OpDef(
         name="view_as_complex",
+        onnx=_pairs(None, lambda e: e.node("Identity", e.inputs)),
         kind="shape",
         infer=_as_complex_infer,
         kernel=lambda x: _complex_kernel(x[..., 0], x[..., 1]),
@@ -211,6 +242,7 @@ def _angle_vjp(c, g):
 _ANGLE = register(
     OpDef(
         name="angle",
+        onnx=_pairs(_onnx_real_angle, angle_of_pairs),
         kind="elementwise",
         infer=_part_infer("angle"),
         kernel=np.angle,

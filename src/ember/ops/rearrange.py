@@ -31,12 +31,13 @@ from .elementwise import to_tensor
 
 def _roll_one(x, shift: int, dim: int):
     n = x.shape[dim]
-    if not isinstance(n, int):
-        raise ShapeError(
-            f"cannot roll along dimension {dim}, of symbolic size {n}: the split point needs "
-            "its value (trace with a concrete size there)",
-            op="roll",
-        )
+    if not isinstance(n, int):  # (the shift taken to be within the size, as it must be to
+        # mean the same at every size: a split at n - shift)
+        if shift == 0:
+            return x
+        cut = n - shift if shift > 0 else -shift
+        head, tail = E.split(x, [cut, n - cut], dim)
+        return E.concat([tail, head], dim)
     if n == 0:
         return x
     shift %= n

@@ -19,6 +19,7 @@ from ..errors import ArgumentTypeError, AxisError, DTypeError, ShapeError
 from ..symbolic import SymDim
 from ..types import TensorType
 from . import _batching
+from . import _onnx_complex as cx
 from . import _onnx_reduce as oxr
 from . import api as E
 from ._autocast import Autocast, autocasts
@@ -201,7 +202,7 @@ _SUM = register(
             else "SumBackward1"
         ),
         complex=Complex.GRADIENT,
-        onnx=oxr.onnx_sum,
+        onnx=cx.pairs(oxr.onnx_sum, cx.reduce_sum),
         kind="reduce",
         infer=_sum_infer,
         kernel=_sum_kernel,

@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import ArgumentError, DTypeError, ShapeError
+from ..symbolic import SymDim
 from ..types import TensorType
 from . import api as E
 from ._node_names import rename_node
@@ -145,7 +146,7 @@ def narrow(x, dim: int, start: int, length: int):
     x = to_tensor(x)
     d = normalize_axis("narrow", dim, x.ndim)
     n = x.shape[d]
-    start = operator.index(start)
+    start = start if isinstance(start, SymDim) else operator.index(start)
     if start < 0:
         start += n
     if not (0 <= start <= n and 0 <= length and start + length <= n):

@@ -14,6 +14,7 @@ from ..errors import ArgumentError, ShapeError
 from ..symbolic import SymDim
 from ..types import TensorType
 from . import _batching
+from . import _onnx_complex as cx
 from . import api as E
 from ._autocast import Autocast, autocasts
 from ._node_names import rename_node
@@ -73,13 +74,17 @@ def _onnx_reshape(e):
     return e.node("Reshape", [e.inputs[0], e.shape(e.attrs["shape"])])
 
 
+def _onnx_reshape_pairs(e):  # (complex values: their parts' axis kept last)
+    return e.node("Reshape", [e.inputs[0], e.shape((*e.attrs["shape"], 2))])
+
+
 RESHAPE = register(
     OpDef(
         name="reshape",
         grad_fn="ViewBackward0",
         float8=True,
         complex=Complex.GRADIENT,
-        onnx=_onnx_reshape,
+        onnx=cx.pairs(_onnx_reshape, _onnx_reshape_pairs),
         kind="shape",
         infer=_reshape_infer,
         kernel=lambda x, *, shape: x.reshape(shape),
@@ -291,12 +296,17 @@ def _onnx_permute(e):
     return e.node("Transpose", e.inputs, perm=list(e.attrs["dims"]))
 
 
+def _onnx_permute_pairs(e):  # (complex values: their parts' axis kept last)
+    n = len(e.in_types[0].shape)
+    return e.node("Transpose", e.inputs, perm=[d % n for d in e.attrs["dims"]] + [n])
+
+
 _PERMUTE = register(
     OpDef(
         name="permute",
         float8=True,
         complex=Complex.GRADIENT,
-        onnx=_onnx_permute,
+        onnx=cx.pairs(_onnx_permute, _onnx_permute_pairs),
         kind="shape",
         infer=_permute_infer,
         kernel=lambda x, *, dims: x.transpose(dims),
@@ -452,6 +462,10 @@ def _onnx_concat(e):
     return e.node("Concat", e.inputs, axis=e.attrs["axis"])
 
 
+def _onnx_concat_pairs(e):  # (complex values: the axis counted from the front)
+    return e.node("Concat", e.inputs, axis=e.attrs["axis"] % len(e.out_types[0].shape))
+
+
 CONCAT = register(
     OpDef(
         name="concat",
@@ -459,7 +473,7 @@ CONCAT = register(
         float8=True,
         complex=Complex.GRADIENT,
         autocast=Autocast.PROMOTE,
-        onnx=_onnx_concat,
+        onnx=cx.pairs(_onnx_concat, _onnx_concat_pairs),
         kind="shape",
         infer=_concat_infer,
         kernel=lambda *xs, axis: np.concatenate(xs, axis=axis),
@@ -584,14 +598,30 @@ def split(x, split_size_or_sections, dim=0, *, axis=None):
     x = to_tensor(x)
     a = normalize_axis("split", pick_axis(dim, axis, 0), x.ndim)
     n = x.shape[a]
-    if isinstance(split_size_or_sections, int):
-        size = split_size_or_sections
-        if size <= 0:
-            raise ShapeError(f"split size must be positive, got {size}", op="split")
-        sizes = tuple(min(size, n - i) for i in range(0, n, size)) or (0,)
+    spec = split_size_or_sections
+    if isinstance(spec, SymDim) or isinstance(spec, int) and isinstance(n, SymDim):
+        sizes = _symbolic_pieces(n, spec)
+    elif isinstance(spec, int):
+        if spec <= 0:
+            raise ShapeError(f"split size must be positive, got {spec}", op="split")
+        sizes = tuple(min(spec, n - i) for i in range(0, n, spec)) or (0,)
     else:
-        sizes = tuple(int(s) for s in split_size_or_sections)
+        sizes = tuple(s if isinstance(s, SymDim) else int(s) for s in spec)
     return apply(SPLIT, x, sizes=sizes, axis=a)
+
+
+def _symbolic_pieces(n, size) -> tuple:
+    """Pieces of ``size`` of a dimension of ``n`` where one of them is symbolic: their number
+    must be fixed (``x.split(x.shape[2] // 2, 2)``: two), the last one the rest."""
+    ratio = n.ratio(size) if isinstance(n, SymDim) else None
+    if ratio is None:
+        raise ShapeError(
+            f"pieces of {size} of a dimension of size {n}: their number depends on the "
+            "symbolic size's value; give split sizes that divide it a fixed number of times",
+            op="split",
+        )
+    count = -(-ratio.numerator // ratio.denominator)  # (ceil: the last piece may be smaller)
+    return (size,) * (count - 1) + (n - size * (count - 1),)
 
 
 @export(method=True)
@@ -605,8 +635,10 @@ def chunk(x, chunks, dim=0, *, axis=None):
         # PyTorch's: an empty dimension gives ``chunks`` empty pieces
         return apply(SPLIT, x, sizes=(0,) * max(int(chunks), 1), axis=a)
     n = x.shape[a]
-    if isinstance(n, SymDim):  # equal pieces of a symbolic size (a ShapeError unless exact)
-        return apply(SPLIT, x, sizes=(n // chunks,) * chunks, axis=a)
+    if isinstance(n, SymDim):  # pieces of ceil(n / chunks), the last one the rest
+        size = -(-n // chunks)
+        rest = n - size * (chunks - 1)
+        return apply(SPLIT, x, sizes=(size,) * (chunks - 1) + (rest,), axis=a)
     size = -(-n // chunks)
     return split(x, max(size, 1), a)
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import ArgumentError, DTypeError, ShapeError
+from ..symbolic import SymDim, holds
 from . import api as E
 from ._registry import building_graph, constant, export
 from .elementwise import to_tensor
@@ -110,14 +111,18 @@ def stft(
         pad = n_fft // 2
         x = E.squeeze(E.pad(E.unsqueeze(x, 0), (pad, pad), mode=pad_mode), 0)
     length = x.shape[-1]
-    if not 0 < n_fft <= length:
+    if not (0 < n_fft and holds(lambda: n_fft <= length)):
         raise ArgumentError(
             f"expected 0 < n_fft <= {length} (the padded length), but got n_fft={n_fft}",
             op="stft",
         )
     n_frames = 1 + (length - n_fft) // hop
-    positions = np.arange(n_frames)[:, None] * hop + np.arange(n_fft)[None, :]
-    frames = x[:, constant(positions)]  # (B, n_frames, n_fft)
+    if isinstance(n_frames, SymDim):  # (a symbolic length: the frames' starts made in the graph)
+        starts = E.mul(E.unsqueeze(E.arange(n_frames), 1), hop)
+        positions = E.add(starts, constant(np.arange(n_fft)[None, :]))
+    else:
+        positions = constant(np.arange(n_frames)[:, None] * hop + np.arange(n_fft)[None, :])
+    frames = x[:, positions]  # (B, n_frames, n_fft)
     if w is not None:
         frames = frames * w
     if onesided is None:

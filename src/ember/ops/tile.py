@@ -11,6 +11,7 @@ from .. import dtypes as dt
 from ..errors import NeedsArgumentValue, ShapeError, TraceError
 from ..types import TensorType
 from . import api as E
+from ._onnx import trilu
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._rules import Complex
 from ._util import fmt_shape, memory_cost, normalize_axis, shape_arg
@@ -164,13 +165,11 @@ def _counts(repeats, size: int) -> np.ndarray:
 
 def _onnx_tri(upper):
     def rule(e):
-        x = e.inputs[0]
-        if e.in_types[0].dtype is dt.bool_:  # (onnxruntime's Trilu has no bool kernel)
-            out = e.node(
-                "Trilu", [e.cast(x, dt.int64), e.scalar(e.attrs["diagonal"], dt.int64)], upper=upper
-            )
+        x, shape, diagonal = e.inputs[0], e.in_types[0].shape, e.attrs["diagonal"]
+        if e.in_types[0].dtype is dt.bool_ and e.opset >= 14:  # (onnxruntime's Trilu: no bool)
+            out = trilu(e, e.cast(x, dt.int64), shape, dt.int64, diagonal, upper)
             return e.cast(out, dt.bool_)
-        return e.node("Trilu", [x, e.scalar(e.attrs["diagonal"], dt.int64)], upper=upper)
+        return trilu(e, x, shape, e.in_types[0].dtype, diagonal, upper)
 
     return rule
 

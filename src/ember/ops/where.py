@@ -11,6 +11,7 @@ from .. import dtypes as dt
 from ..errors import ArgumentTypeError, DTypeError
 from ..types import TensorType
 from . import _onnx
+from . import _onnx_complex as cx
 from . import api as E
 from ._half import elementwise_fast
 from ._registry import OpDef, TensorBase, apply, export, is_traced, register
@@ -77,7 +78,7 @@ _WHERE = register(
         name="where",
         float8=True,
         complex=Complex.GRADIENT,
-        onnx=_onnx.node("Where"),
+        onnx=cx.pairs(_onnx.node("Where"), cx.where),
         kind="elementwise",
         infer=_where_infer,
         kernel=_where_kernel,

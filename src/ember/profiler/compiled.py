@@ -35,8 +35,8 @@ class _NodeInfo:
         bindings = {}
         for shape, t in zip(self._shapes, in_types):
             for d, size in zip(shape, t.shape):
-                if isinstance(d, SymDim) and d.coefficient == 1 and len(d.factors) == 1:
-                    bindings[d.factors[0][0]] = size
+                if isinstance(d, SymDim) and d.symbol() is not None:
+                    bindings[d.symbol()] = size
         return resolve(self.attrs, bindings)
 
 

@@ -104,9 +104,13 @@ def _symbol(name: str) -> str:
 
 
 def _symbol_expression(d: SymDim) -> str:
-    terms = [str(int(d.coefficient))] if d.coefficient != 1 else []
-    terms += [_symbol(n) + ("" if p == 1 else f"**{int(p)}") for n, p in d.factors]
-    return "*".join(terms)
+    return d.fold(
+        _symbol,
+        lambda c: f"({int(c)})",
+        lambda a, b: f"({a} + {b})",
+        lambda a, b: f"{a}*{b}",
+        lambda a, k: f"({a} // {int(k)})",
+    )
 
 
 def _local(value) -> str:

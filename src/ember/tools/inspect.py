@@ -194,7 +194,7 @@ def _symbols(graph) -> set:
 
     def visit(value):
         if isinstance(value, SymDim):
-            found.update(name for name, _ in value.factors)
+            found.update(value.symbols())
         elif isinstance(value, (tuple, list)):
             for v in value:
                 visit(v)
