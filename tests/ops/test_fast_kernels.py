@@ -58,6 +58,12 @@ def test_scatter_add_of_whole_slices_takes_index_adds_kernel_with_its_bits():
         # along the last axis
         got = ember.tensor(x.T.copy()).scatter_add(1, index.t(), ember.tensor(src.T.copy()))
         np.testing.assert_array_equal(got.numpy(), want.T)
+    for shape, axis in (((0, 3), 0), ((2, 0), 0), ((2, 0), 1)):  # (empty: nothing to add)
+        empty = ember.zeros(*shape, dtype=ember.int64)
+        np.testing.assert_array_equal(
+            ember.ones(*shape).scatter_add(axis, empty, ember.ones(*shape)).numpy(),
+            np.ones(shape),
+        )
     bad = ember.tensor(np.full(300, 50))[:, None].expand(300, 8)
     with pytest.raises(IndexError):
         ember.zeros(50, 8).scatter_add(0, bad, ember.ones(300, 8))

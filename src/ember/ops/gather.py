@@ -179,7 +179,7 @@ def _along_axis_only(index: np.ndarray, shape: tuple, axis: int):
     """The 1-d index of a scatter whose ``index`` varies along ``axis`` only and spans every
     other axis of ``shape`` (``idx[:, None].expand(-1, d)``: each source slice added whole),
     or None."""
-    if index.ndim != len(shape) or index.ndim < 2:
+    if index.ndim != len(shape) or index.ndim < 2 or index.size == 0:
         return None
     for d in range(index.ndim):
         if d != axis and (index.shape[d] != shape[d] or (index.strides[d] and index.shape[d] > 1)):
