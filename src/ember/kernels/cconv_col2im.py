@@ -123,10 +123,10 @@ def wins(gy_shape: tuple, w_shape: tuple, p, groups: int, itemsize: int) -> bool
     cog, cg = gy_shape[1] // groups, w_shape[1]
     rows = -(-cg // _MR) * _MR  # (the padded forward computes its result channels in blocks)
     lanes = _VECTOR_BYTES // itemsize
-    phases = math.prod(p.stride)
-    # each phase's positions of a sample, in column panels of three vectors
-    panel = 3 * lanes
-    padded = phases * -(-math.prod(p.in_size) // (phases * panel)) * panel / phases
+    phases, panel = math.prod(p.stride), 3 * lanes
+    # a phase's positions of a sample in whole column panels; the phases share the kernel's
+    # taps, so the padded forward's work per tap is one phase's padded positions
+    padded = -(-math.prod(p.in_size) // (phases * panel)) * panel
     positions = math.prod(p.out_size)
     return padded * rows * cog > positions * cg * (cog + 2 * lanes)
 
