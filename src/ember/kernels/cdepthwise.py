@@ -183,20 +183,38 @@ static void frame_phased(T *frame, long fh, long pitch, long pwid, long limit, c
   }
 }
 
+/* a framed row's pitch and the column of output ow's tap kw in it */
+#define PITCH(fw) (SW * (((fw) + SW - 1) / SW))
+#define TAP_COL(ow, kw, fw) ((((kw) * DW) % SW) * (((fw) + SW - 1) / SW) + ((kw) * DW) / SW + (ow))
+#define FRAME(frame, fh, fw, src, rows, cols, r0, c0) \
+  frame_phased(frame, fh, PITCH(fw), ((fw) + SW - 1) / SW, fw, src, rows, cols, r0, c0)
+#else
+#define PITCH(fw) (fw)
+#define TAP_COL(ow, kw, fw) ((ow) + (kw) * DW)
+#define FRAME(frame, fh, fw, src, rows, cols, r0, c0) \
+  frame_plane(frame, fh, fw, src, rows, cols, r0, c0)
+#endif
+
+/* forward: out planes (n, co), input plane (n, co / m) */
 static void forward_planes(void *job_, long lo, long hi) {
   const struct job *j = job_;
-  const long fh = j->fh, OH = j->oh, OW = j->ow, cout = j->cin * j->m;
-  const long pwid = (j->fw + SW - 1) / SW, pitch = SW * pwid;
-  T *frame = calloc(fh * pitch, sizeof(T));
+  const long fh = j->fh, fw = j->fw, pitch = PITCH(fw), OH = j->oh, OW = j->ow;
+  const long cout = j->cin * j->m;
+  T *frame = calloc(fh * pitch + SLACK + OH * fw + LANES, sizeof(T));
   if (!frame) return;
+  T *ext = frame + fh * pitch + SLACK;
   for (long p = lo; p < hi; p++) {
     const long n = p / cout, co = p % cout;
-    frame_phased(frame, fh, pitch, pwid, j->fw, j->a + (n * j->cin + co / j->m) * j->h * j->w_,
-                 j->h, j->w_, j->ph, j->pw);
+    FRAME(frame, fh, fw, j->a + (n * j->cin + co / j->m) * j->h * j->w_, j->h, j->w_, j->ph,
+          j->pw);
     T wk[KK];
     for (int k = 0; k < KK; k++) wk[k] = LD(j->w[co * KK + k]);
     S *y = j->out + p * OH * OW;
     const T b = BIAS(j, co);
+    if (FLAT(OW, fw)) {  /* (stride 1 only: the pitch is fw) */
+      flat_taps(frame, fw, OH, OW, wk, ext, y, 0, b);
+      continue;
+    }
     for (long oh = 0; oh < OH; oh++) {
       const T *xr = frame + oh * SH * pitch;
       S *restrict yr = y + oh * OW;
@@ -207,52 +225,13 @@ static void forward_planes(void *job_, long lo, long hi) {
         for (int kh = 0; kh < KH; kh++)
 #pragma GCC unroll 16
           for (int kw = 0; kw < KW; kw++)
-            s += wk[kh * KW + kw] *
-                 xr[kh * DH * pitch + ((kw * DW) % SW) * pwid + (kw * DW) / SW + ow];
+            s += wk[kh * KW + kw] * xr[kh * DH * pitch + TAP_COL(ow, kw, fw)];
         yr[ow] = ST(s + b);
       }
     }
   }
   free(frame);
 }
-#else
-/* forward: out planes (n, co), input plane (n, co / m) */
-static void forward_planes(void *job_, long lo, long hi) {
-  const struct job *j = job_;
-  const long fh = j->fh, fw = j->fw, OH = j->oh, OW = j->ow, cout = j->cin * j->m;
-  T *frame = calloc(fh * fw + SLACK + OH * fw + LANES, sizeof(T));
-  if (!frame) return;
-  T *ext = frame + fh * fw + SLACK;
-  for (long p = lo; p < hi; p++) {
-    const long n = p / cout, co = p % cout;
-    frame_plane(frame, fh, fw, j->a + (n * j->cin + co / j->m) * j->h * j->w_, j->h, j->w_,
-                j->ph, j->pw);
-    T wk[KK];
-    for (int k = 0; k < KK; k++) wk[k] = LD(j->w[co * KK + k]);
-    S *y = j->out + p * OH * OW;
-    const T b = BIAS(j, co);
-    if (FLAT(OW, fw)) {
-      flat_taps(frame, fw, OH, OW, wk, ext, y, 0, b);
-      continue;
-    }
-    for (long oh = 0; oh < OH; oh++) {
-      const T *xr = frame + oh * SH * fw;
-      S *restrict yr = y + oh * OW;
-#pragma omp simd
-      for (long ow = 0; ow < OW; ow++) {
-        T s = 0;
-#pragma GCC unroll 16
-        for (int kh = 0; kh < KH; kh++)
-#pragma GCC unroll 16
-          for (int kw = 0; kw < KW; kw++)
-            s += wk[kh * KW + kw] * xr[kh * DH * fw + ow * SW + kw * DW];
-        yr[ow] = ST(s + b);
-      }
-    }
-  }
-  free(frame);
-}
-#endif
 
 /* input gradient, stride 1: dx plane (n, ci) = sum over its m output channels of the forward
    of the framed gradient (frame offset (KH-1)*DH - ph, (KW-1)*DW - pw) with the flipped taps */
