@@ -103,6 +103,20 @@ def _gelu_tanh_grad_workspace(node, layouts) -> int:
 # as soon as it is done with: their workspace rules count exactly what they allocate.
 
 
+def _arrays(kernel):
+    """``kernel`` on 0-d operands as on one element: NumPy's arithmetic on 0-d arrays gives
+    scalars, which the in-place steps (``out=``) cannot write."""
+
+    def run(*arrays):
+        if arrays[0].ndim:
+            return kernel(*arrays)
+        return kernel(*[np.reshape(a, (1,)) for a in arrays]).reshape(())
+
+    run.__name__ = kernel.__name__
+    return run
+
+
+@_arrays
 @np.errstate(invalid="ignore", over="ignore")  # NaN and inf as the formula gives them
 def _gelu_erf_kernel(x):
     t = _compute_dtype(x).type
@@ -119,6 +133,7 @@ def _gelu_erf_kernel(x):
     return y.astype(x.dtype, copy=False)
 
 
+@_arrays
 @np.errstate(invalid="ignore", over="ignore")  # NaN and inf as the formula gives them
 def _gelu_tanh_kernel(x):
     t = _compute_dtype(x).type
@@ -137,6 +152,7 @@ def _gelu_tanh_kernel(x):
     return y.astype(x.dtype, copy=False)
 
 
+@_arrays
 @np.errstate(invalid="ignore", over="ignore")  # NaN and inf as the formula gives them
 def _gelu_erf_grad_kernel(x, g):
     t = _compute_dtype(x).type
@@ -161,6 +177,7 @@ def _gelu_erf_grad_kernel(x, g):
     return slope.astype(x.dtype, copy=False)
 
 
+@_arrays
 @np.errstate(invalid="ignore", over="ignore")  # NaN and inf as the formula gives them
 def _gelu_tanh_grad_kernel(x, g):
     t = _compute_dtype(x).type
